@@ -1,0 +1,16 @@
+//! raidlab-core: the vocabulary every other raidlab crate speaks.
+//!
+//! - [`Volume`]: one small trait for anything that stores blocks (a file, a block
+//!   device, memory, an array, later a cache or a simulated disk), so that volumes
+//!   stack: an array is a volume made of volumes.
+//! - [`Error`]: errors that carry what failed, where (device, offset, length) and why.
+//! - [`size`]: human sizes (`4K`, `512M`, `2T`) parsed and printed as powers of 1024.
+//!
+//! This crate must never do I/O of its own and never depend on another raidlab crate.
+
+pub mod error;
+pub mod size;
+pub mod volume;
+
+pub use error::{Error, ErrorKind, Op, Result};
+pub use volume::{check_range, SliceVolume, Volume};

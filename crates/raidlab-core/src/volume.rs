@@ -1,0 +1,160 @@
+//! The one trait every block store implements.
+//!
+//! Methods take `&self` so that one volume can serve many requests at once from many
+//! threads; an implementation does its own locking where it needs any. Offsets and
+//! lengths are bytes; every implementation checks them with [`check_range`] and
+//! returns [`ErrorKind::OutOfRange`] rather than touching anything outside itself.
+
+use crate::error::{Error, ErrorKind, Op, Result};
+use std::sync::Arc;
+
+/// A block device with a size: a file, a disk, memory, an array of other volumes.
+pub trait Volume: Send + Sync {
+    /// A short name for messages: a path, `array md0`, `memory#3`.
+    fn name(&self) -> String;
+
+    /// Size in bytes.
+    fn size(&self) -> u64;
+
+    /// The smallest unit of I/O the volume handles without read-modify-write.
+    fn block_size(&self) -> u32 {
+        512
+    }
+
+    /// Fill `buf` from `offset`. The whole range must lie inside the volume.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+
+    /// Write `buf` at `offset`. The whole range must lie inside the volume.
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+
+    /// Make every completed write durable.
+    fn flush(&self) -> Result<()>;
+
+    /// Whether [`Volume::write_at`] can succeed at all.
+    fn is_writable(&self) -> bool {
+        true
+    }
+
+    /// Forget the contents of a range (TRIM). Volumes that cannot say so; callers
+    /// treat that as "nothing done", never as data loss.
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Discard,
+            "this volume does not support discard",
+        )
+        .on_device(self.name())
+        .at(offset, len))
+    }
+}
+
+impl<T: Volume + ?Sized> Volume for Arc<T> {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+    fn block_size(&self) -> u32 {
+        (**self).block_size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        (**self).read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        (**self).write_at(buf, offset)
+    }
+    fn flush(&self) -> Result<()> {
+        (**self).flush()
+    }
+    fn is_writable(&self) -> bool {
+        (**self).is_writable()
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        (**self).discard(offset, len)
+    }
+}
+
+/// Refuse a request that does not lie entirely inside a volume of `size` bytes.
+pub fn check_range(name: &str, op: Op, size: u64, offset: u64, len: u64) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::new(
+            ErrorKind::OutOfRange,
+            op,
+            format!("request ends past the end of the device ({size} bytes)"),
+        )
+        .on_device(name)
+        .at(offset, len)),
+    }
+}
+
+/// A window `[start, start + len)` of another volume, seen as a volume of its own.
+/// Arrays use it for each member's data area (after the superblock and data offset),
+/// so the engine can never write into metadata.
+#[derive(Debug, Clone)]
+pub struct SliceVolume<V> {
+    inner: V,
+    start: u64,
+    len: u64,
+}
+
+impl<V: Volume> SliceVolume<V> {
+    pub fn new(inner: V, start: u64, len: u64) -> Result<Self> {
+        check_range(&inner.name(), Op::Open, inner.size(), start, len)?;
+        Ok(SliceVolume { inner, start, len })
+    }
+
+    pub fn inner(&self) -> &V {
+        &self.inner
+    }
+
+    pub fn start(&self) -> u64 {
+        self.start
+    }
+}
+
+impl<V: Volume> Volume for SliceVolume<V> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn size(&self) -> u64 {
+        self.len
+    }
+    fn block_size(&self) -> u32 {
+        self.inner.block_size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(&self.name(), Op::Read, self.len, offset, buf.len() as u64)?;
+        self.inner.read_at(buf, self.start + offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        check_range(&self.name(), Op::Write, self.len, offset, buf.len() as u64)?;
+        self.inner.write_at(buf, self.start + offset)
+    }
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+    fn is_writable(&self) -> bool {
+        self.inner.is_writable()
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(&self.name(), Op::Discard, self.len, offset, len)?;
+        self.inner.discard(self.start + offset, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn check_range_refuses_overflow_and_past_end() {
+        assert!(check_range("d", Op::Read, 100, 0, 100).is_ok());
+        assert!(check_range("d", Op::Read, 100, 100, 0).is_ok());
+        let e = check_range("d", Op::Read, 100, 99, 2).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::OutOfRange);
+        let e = check_range("d", Op::Write, 100, u64::MAX, 2).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::OutOfRange);
+    }
+}

@@ -1,0 +1,280 @@
+//! Files and block devices as volumes, with positional I/O and an advisory lock so
+//! that two raidlab processes never write one member at the same time.
+//!
+//! Writers take an exclusive `flock`, readers a shared one; a refused lock names the
+//! process holding it when /proc/locks tells us. Block devices are also opened with
+//! `O_EXCL` when written, so Linux refuses them while mounted or claimed by md.
+
+use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// How to open a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// A regular file or a block device.
+#[derive(Debug)]
+pub struct FileVolume {
+    file: File,
+    path: PathBuf,
+    size: u64,
+    writable: bool,
+    block_device: bool,
+}
+
+impl FileVolume {
+    /// Open an existing file or block device and lock it (shared for reading,
+    /// exclusive for writing).
+    pub fn open(path: &Path, mode: OpenMode) -> Result<Self> {
+        let name = path.display().to_string();
+        let meta = std::fs::metadata(path).map_err(|e| open_error(&name, e))?;
+        let block_device = meta.file_type().is_block_device();
+        if !block_device && !meta.is_file() {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                Op::Open,
+                "not a regular file or a block device",
+            )
+            .on_device(name));
+        }
+        let writable = mode == OpenMode::ReadWrite;
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(writable);
+        if block_device && writable {
+            opts.custom_flags(libc::O_EXCL);
+        }
+        let file = opts.open(path).map_err(|e| open_error(&name, e))?;
+        lock(&file, &name, writable, &meta)?;
+        let size = if block_device {
+            block_device_size(&file, &name)?
+        } else {
+            meta.len()
+        };
+        Ok(FileVolume {
+            file,
+            path: path.to_path_buf(),
+            size,
+            writable,
+            block_device,
+        })
+    }
+
+    /// Create a new sparse file of `size` bytes (refusing to replace an existing one)
+    /// and open it for writing.
+    pub fn create_sparse(path: &Path, size: u64) -> Result<Self> {
+        let name = path.display().to_string();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(|e| open_error(&name, e))?;
+        file.set_len(size)
+            .map_err(|e| Error::io(Op::Write, &name, e).at(0, size))?;
+        let meta = file.metadata().map_err(|e| open_error(&name, e))?;
+        lock(&file, &name, true, &meta)?;
+        Ok(FileVolume {
+            file,
+            path: path.to_path_buf(),
+            size,
+            writable: true,
+            block_device: false,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn is_block_device(&self) -> bool {
+        self.block_device
+    }
+
+    /// Whether every byte of `[offset, offset+len)` is a hole (reads as zero without
+    /// being stored). Used to tell a freshly created sparse member from one that may
+    /// hold old data. Block devices are never known to be holes.
+    pub fn is_hole(&self, offset: u64, len: u64) -> bool {
+        use std::os::fd::AsRawFd;
+        if self.block_device || len == 0 {
+            return !self.block_device;
+        }
+        // SEEK_DATA from `offset` finds the next byte that is stored; if that lies at
+        // or past the end of the range (or there is none), the range is a hole.
+        // SAFETY: lseek on a file descriptor we own; no memory is touched.
+        let next = unsafe { libc::lseek(self.file.as_raw_fd(), offset as i64, libc::SEEK_DATA) };
+        if next < 0 {
+            // ENXIO: no data after offset at all.
+            return std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+        }
+        next as u64 >= offset.saturating_add(len)
+    }
+}
+
+fn open_error(name: &str, e: std::io::Error) -> Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::NotFound => " (check the path)",
+        std::io::ErrorKind::PermissionDenied => " (run with permission to read and write it)",
+        _ if e.raw_os_error() == Some(libc::EBUSY) => {
+            " (the device is in use: mounted, or part of a running md array)"
+        }
+        _ => "",
+    };
+    let mut err = Error::io(Op::Open, name, e);
+    err.message.push_str(hint);
+    err
+}
+
+fn lock(file: &File, name: &str, exclusive: bool, meta: &std::fs::Metadata) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let how = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
+    // SAFETY: flock on a file descriptor we own; no memory is touched.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), how) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+        return Err(Error::io(Op::Lock, name, err));
+    }
+    let holder = lock_holder(meta)
+        .map(|h| format!(" by {h}"))
+        .unwrap_or_default();
+    Err(Error::new(
+        ErrorKind::Busy,
+        Op::Lock,
+        format!(
+            "the member is locked{holder}: another raidlab process is using this array; stop it first"
+        ),
+    )
+    .on_device(name))
+}
+
+/// Find which process holds a flock on this inode, from /proc/locks.
+fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let dev = meta.dev();
+    // /proc/locks prints MAJ:MIN:INODE with major and minor in hex.
+    let major = libc::major(dev);
+    let minor = libc::minor(dev);
+    let wanted = format!("{major:02x}:{minor:02x}:{}", meta.ino());
+    for line in locks.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
+        let Some(pos) = fields.iter().position(|f| *f == "FLOCK") else {
+            continue;
+        };
+        let (Some(pid), Some(id)) = (fields.get(pos + 3), fields.get(pos + 4)) else {
+            continue;
+        };
+        if id.eq_ignore_ascii_case(&wanted) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
+                .ok()
+                .map(|c| {
+                    String::from_utf8_lossy(&c)
+                        .split('\0')
+                        .filter(|s| !s.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default();
+            return Some(if cmd.is_empty() {
+                format!("process {pid}")
+            } else {
+                format!("process {pid} ({cmd})")
+            });
+        }
+    }
+    None
+}
+
+fn block_device_size(file: &File, name: &str) -> Result<u64> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = file;
+    f.seek(SeekFrom::End(0))
+        .map_err(|e| Error::io(Op::Open, name, e))
+}
+
+impl Volume for FileVolume {
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn is_writable(&self) -> bool {
+        self.writable
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(&self.name(), Op::Read, self.size, offset, buf.len() as u64)?;
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, buf.len() as u64))
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        check_range(&self.name(), Op::Write, self.size, offset, buf.len() as u64)?;
+        if !self.writable {
+            return Err(Error::new(ErrorKind::ReadOnly, Op::Write, "opened read-only")
+                .on_device(self.name())
+                .at(offset, buf.len() as u64));
+        }
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| Error::io(Op::Write, self.name(), e).at(offset, buf.len() as u64))
+    }
+    fn flush(&self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(Op::Flush, self.name(), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_write_read_and_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m0");
+        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
+        assert!(v.is_hole(0, 1 << 20));
+        v.write_at(b"hello", 8192).unwrap();
+        assert!(!v.is_hole(0, 1 << 20));
+        assert!(v.is_hole(512 << 10, 512 << 10));
+        let mut b = [0u8; 5];
+        v.read_at(&mut b, 8192).unwrap();
+        assert_eq!(&b, b"hello");
+        assert_eq!(
+            v.write_at(b"x", 1 << 20).unwrap_err().kind,
+            ErrorKind::OutOfRange
+        );
+        // A second opener is refused while we hold the exclusive lock, and is told who.
+        let e = FileVolume::open(&p, OpenMode::ReadOnly).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Busy);
+        assert!(e.to_string().contains("locked by process"), "{e}");
+        drop(v);
+        let r = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
+        // Readers share.
+        let r2 = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
+        assert_eq!(r.write_at(b"x", 0).unwrap_err().kind, ErrorKind::ReadOnly);
+        drop((r, r2));
+        assert!(FileVolume::create_sparse(&p, 10).is_err(), "never replaces a file");
+    }
+
+    #[test]
+    fn refuses_directories_and_missing_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = FileVolume::open(dir.path(), OpenMode::ReadOnly).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+        let e = FileVolume::open(&dir.path().join("nope"), OpenMode::ReadOnly).unwrap_err();
+        assert!(e.to_string().contains("check the path"), "{e}");
+    }
+}

@@ -1,0 +1,1 @@
+//! raidlab-parity: RAID parity math (work in progress).

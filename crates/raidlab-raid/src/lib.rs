@@ -1,0 +1,1 @@
+//! raidlab-raid: the array engine (work in progress).
