@@ -1,1 +1,28 @@
-//! raidlab-md: Linux md's on-disk formats, as plain bytes (work in progress).
+//! raidlab-md: Linux md's on-disk formats, as plain bytes.
+//!
+//! Each format lives in its own module and is read and written as explicit
+//! little-endian bytes at fixed offsets (never by transmuting structs), so that what
+//! raidlab writes is byte-for-byte what the Linux md driver and `mdadm` write and
+//! read. On read, checksums are verified and every field is range-checked; a failure
+//! is an [`raidlab_core::Error`] of kind `Invalid` that names the field, the value
+//! found and what was expected.
+//!
+//! What this crate must never do:
+//! - panic, whatever bytes it is given (fuzzed with proptest);
+//! - do any I/O other than reading or writing the 4 KiB superblock area of a member
+//!   through the [`raidlab_core::Volume`] trait (no data area, no bitmap, no bad
+//!   block log: those belong to the engine and to later modules here).
+//!
+//! Modules:
+//! - [`superblock`]: the version-1.2 superblock (`struct mdp_superblock_1`, 4 KiB
+//!   from the start of each member), `mdadm --examine` style output and the choices
+//!   `mdadm --create` makes (data offset, member size, bad-block-log placement).
+//!
+//! Later: the write-intent bitmap and the partial parity log.
+
+pub mod superblock;
+
+pub use superblock::{
+    default_data_offset, default_member_sectors, mdadm_data_offset, new_member, NewArray, Role,
+    Superblock, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SB_OFFSET,
+};

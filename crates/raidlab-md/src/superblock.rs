@@ -1,0 +1,880 @@
+//! The md version-1.2 superblock.
+//!
+//! On disk (all integers little-endian), 4 KiB from the start of every member:
+//!
+//! | offset | field | | offset | field |
+//! |---|---|---|---|---|
+//! | 0 | magic u32 = 0xa92b4efc | | 128 | data_offset u64 (sectors) |
+//! | 4 | major_version u32 = 1 | | 136 | data_size u64 (sectors) |
+//! | 8 | feature_map u32 | | 144 | super_offset u64 (sectors, 8 for v1.2) |
+//! | 12 | pad0 u32 (zero) | | 152 | recovery_offset / journal_tail u64 |
+//! | 16 | set_uuid \[16\] | | 160 | dev_number u32 |
+//! | 32 | set_name \[32\] NUL-padded | | 164 | cnt_corrected_read u32 |
+//! | 64 | ctime u64 (low 40 bits: seconds) | | 168 | device_uuid \[16\] |
+//! | 72 | level i32 | | 184 | devflags u8 |
+//! | 76 | layout u32 | | 185 | bblog_shift u8 |
+//! | 80 | size u64 (sectors used per member) | | 186 | bblog_size u16 (sectors) |
+//! | 88 | chunksize u32 (sectors) | | 188 | bblog_offset i32 (sectors from sb) |
+//! | 92 | raid_disks u32 | | 192 | utime u64 |
+//! | 96 | bitmap_offset i32 / ppl {offset i16, size u16} | | 200 | events u64 |
+//! | 100 | new_level i32 | | 208 | resync_offset u64 |
+//! | 104 | reshape_position u64 | | 216 | sb_csum u32 |
+//! | 112 | delta_disks i32 | | 220 | max_dev u32 |
+//! | 116 | new_layout u32 | | 224 | pad3 \[32\] (zero) |
+//! | 120 | new_chunk u32 | | 256 | dev_roles \[max_dev\] u16 |
+//! | 124 | new_offset i32 | | | |
+//!
+//! The checksum ([`Superblock::checksum`]) covers the first `256 + 2 * max_dev`
+//! bytes with the `sb_csum` field taken as zero: the sum of all little-endian 32-bit
+//! words (plus a trailing 16-bit word when `max_dev` is odd) in 64 bits, folded to 32
+//! bits by adding the high half to the low half once.
+
+use raidlab_core::{Error, ErrorKind, Op, Volume};
+use serde::Serialize;
+
+/// Byte offset of the v1.2 superblock on a member: 8 sectors from the start.
+pub const SB_OFFSET: u64 = 4096;
+/// `super_offset` (in sectors) every v1.2 superblock records.
+pub const SB_OFFSET_SECTORS: u64 = SB_OFFSET / 512;
+/// Size of the superblock area md reserves (and raidlab reads and writes).
+pub const SB_AREA: usize = 4096;
+/// Size of the fixed header before `dev_roles`.
+pub const HEADER_LEN: usize = 256;
+/// `magic`.
+pub const MD_SB_MAGIC: u32 = 0xa92b_4efc;
+/// Most `dev_roles` entries that fit in 4 KiB: (4096 - 256) / 2.
+pub const MAX_DEV_LIMIT: u32 = ((SB_AREA - HEADER_LEN) / 2) as u32;
+/// `resync_offset` / `recovery_offset` meaning "complete" (md's MaxSector).
+pub const MAX_SECTOR: u64 = u64::MAX;
+
+/// `dev_roles` value: a spare (not in any slot).
+pub const ROLE_SPARE: u16 = 0xffff;
+/// `dev_roles` value: failed.
+pub const ROLE_FAULTY: u16 = 0xfffe;
+/// `dev_roles` value: the raid4/5/6 write journal.
+pub const ROLE_JOURNAL: u16 = 0xfffd;
+
+/// `feature_map` bits (md_p.h).
+pub mod feature {
+    pub const BITMAP_OFFSET: u32 = 1;
+    pub const RECOVERY_OFFSET: u32 = 2;
+    pub const RESHAPE_ACTIVE: u32 = 4;
+    pub const BAD_BLOCKS: u32 = 8;
+    pub const REPLACEMENT: u32 = 16;
+    pub const RESHAPE_BACKWARDS: u32 = 32;
+    pub const NEW_OFFSET: u32 = 64;
+    pub const RECOVERY_BITMAP: u32 = 128;
+    pub const CLUSTERED: u32 = 256;
+    pub const JOURNAL: u32 = 512;
+    pub const PPL: u32 = 1024;
+    pub const MULTIPLE_PPLS: u32 = 2048;
+    pub const RAID0_LAYOUT: u32 = 4096;
+    /// Every bit this crate (and current md) knows; others are refused on read.
+    pub const ALL: u32 = 0x1fff;
+}
+
+/// `devflags` bits.
+pub mod devflag {
+    pub const WRITE_MOSTLY: u8 = 1;
+    pub const FAIL_FAST: u8 = 2;
+}
+
+/// Byte offsets of every field in `struct mdp_superblock_1`.
+pub mod off {
+    pub const MAGIC: usize = 0;
+    pub const MAJOR_VERSION: usize = 4;
+    pub const FEATURE_MAP: usize = 8;
+    pub const PAD0: usize = 12;
+    pub const SET_UUID: usize = 16;
+    pub const SET_NAME: usize = 32;
+    pub const CTIME: usize = 64;
+    pub const LEVEL: usize = 72;
+    pub const LAYOUT: usize = 76;
+    pub const SIZE: usize = 80;
+    pub const CHUNKSIZE: usize = 88;
+    pub const RAID_DISKS: usize = 92;
+    pub const BITMAP_OFFSET: usize = 96;
+    pub const NEW_LEVEL: usize = 100;
+    pub const RESHAPE_POSITION: usize = 104;
+    pub const DELTA_DISKS: usize = 112;
+    pub const NEW_LAYOUT: usize = 116;
+    pub const NEW_CHUNK: usize = 120;
+    pub const NEW_OFFSET: usize = 124;
+    pub const DATA_OFFSET: usize = 128;
+    pub const DATA_SIZE: usize = 136;
+    pub const SUPER_OFFSET: usize = 144;
+    pub const RECOVERY_OFFSET: usize = 152;
+    pub const DEV_NUMBER: usize = 160;
+    pub const CNT_CORRECTED_READ: usize = 164;
+    pub const DEVICE_UUID: usize = 168;
+    pub const DEVFLAGS: usize = 184;
+    pub const BBLOG_SHIFT: usize = 185;
+    pub const BBLOG_SIZE: usize = 186;
+    pub const BBLOG_OFFSET: usize = 188;
+    pub const UTIME: usize = 192;
+    pub const EVENTS: usize = 200;
+    pub const RESYNC_OFFSET: usize = 208;
+    pub const SB_CSUM: usize = 216;
+    pub const MAX_DEV: usize = 220;
+    pub const PAD3: usize = 224;
+    pub const DEV_ROLES: usize = 256;
+}
+
+/// One member's md v1.2 superblock, field for field (md's names), decoded.
+///
+/// Not stored: `magic`, `major_version` (always 0xa92b4efc and 1), `pad0`/`pad3`
+/// (always zero: [`Superblock::parse`] refuses anything else) and `sb_csum`
+/// (recomputed by [`Superblock::to_bytes`]; [`Superblock::parse`] verifies it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Superblock {
+    pub feature_map: u32,
+    pub set_uuid: [u8; 16],
+    /// Up to 32 bytes, NUL-padded on disk. Non-UTF-8 bytes are replaced (lossy).
+    pub set_name: String,
+    /// Creation time: low 40 bits seconds since the epoch, high 24 bits microseconds.
+    pub ctime: u64,
+    pub level: i32,
+    pub layout: u32,
+    /// Sectors of each member used by the array.
+    pub size: u64,
+    /// Chunk size in sectors.
+    pub chunksize: u32,
+    pub raid_disks: u32,
+    /// Sectors from the superblock to the bitmap (signed); when a PPL feature bit is
+    /// set the same 4 bytes hold `ppl.offset` (i16) and `ppl.size` (u16): see
+    /// [`Superblock::ppl_offset`] and [`Superblock::ppl_size`].
+    pub bitmap_offset: i32,
+    /// Reshape fields, kept raw; meaningful only with `feature::RESHAPE_ACTIVE`.
+    pub new_level: i32,
+    pub reshape_position: u64,
+    pub delta_disks: i32,
+    pub new_layout: u32,
+    pub new_chunk: u32,
+    /// Signed sectors relative to `data_offset` (with `feature::NEW_OFFSET`).
+    pub new_offset: i32,
+    /// Sectors from the start of the member to the data.
+    pub data_offset: u64,
+    /// Sectors available for data on this member.
+    pub data_size: u64,
+    /// Sectors from the start of the member to this superblock (8 for v1.2).
+    pub super_offset: u64,
+    /// Recovery position (with `feature::RECOVERY_OFFSET`); `journal_tail` on a
+    /// journal device.
+    pub recovery_offset: u64,
+    /// This device's index into `dev_roles`.
+    pub dev_number: u32,
+    pub cnt_corrected_read: u32,
+    pub device_uuid: [u8; 16],
+    pub devflags: u8,
+    pub bblog_shift: u8,
+    /// Sectors reserved for the bad block log (0: none).
+    pub bblog_size: u16,
+    /// Signed sectors from the superblock to the bad block log.
+    pub bblog_offset: i32,
+    pub utime: u64,
+    pub events: u64,
+    /// Sectors known in sync; [`MAX_SECTOR`] when clean.
+    pub resync_offset: u64,
+    pub max_dev: u32,
+    /// The role of every device (slot number, [`ROLE_SPARE`], [`ROLE_FAULTY`] or
+    /// [`ROLE_JOURNAL`]); always exactly `max_dev` entries.
+    pub dev_roles: Vec<u16>,
+}
+
+/// What a device is in the array, from `dev_roles[dev_number]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Role {
+    /// In slot `n` and in sync (or recovering, see `recovery_offset`).
+    Active(u16),
+    /// Rebuilding a copy of slot `n` while the old device still serves it
+    /// (`feature::REPLACEMENT`).
+    Replacement(u16),
+    Spare,
+    Faulty,
+    Journal,
+    /// `dev_number` does not index `dev_roles`.
+    Unknown,
+}
+
+// ---- little-endian helpers (callers guarantee bounds; `get` keeps them total) ----
+
+fn rd<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Some(s) = b.get(at..at + N) {
+        out.copy_from_slice(s);
+    }
+    out
+}
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(rd(b, at))
+}
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(rd(b, at))
+}
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(rd(b, at))
+}
+fn put(b: &mut [u8], at: usize, v: &[u8]) {
+    b[at..at + v.len()].copy_from_slice(v);
+}
+
+fn invalid(field: &str, found: impl std::fmt::Display, expected: impl std::fmt::Display) -> Error {
+    Error::invalid(format!(
+        "md superblock field {field} is {found}, expected {expected}"
+    ))
+}
+
+/// Levels md knows: -5 faulty, -4 multipath, -1 linear, 0, 1, 4, 5, 6, 10.
+pub fn level_is_known(level: i32) -> bool {
+    matches!(level, -5 | -4 | -1 | 0 | 1 | 4 | 5 | 6 | 10)
+}
+
+fn level_is_striped(level: i32) -> bool {
+    matches!(level, 0 | 4 | 5 | 6 | 10)
+}
+
+impl Superblock {
+    /// md's `calc_sb_1_csum` over `bytes` (the superblock from its first byte): the
+    /// 32-bit little-endian words of the first `256 + 2 * max_dev` bytes, `sb_csum`
+    /// counted as zero, summed in 64 bits and folded once. `max_dev` is read from
+    /// `bytes` and clamped so the sum never reads past the slice (or past 4 KiB).
+    pub fn checksum(bytes: &[u8]) -> u32 {
+        let max_dev = u32_at(bytes, off::MAX_DEV).min(MAX_DEV_LIMIT) as usize;
+        let len = (HEADER_LEN + 2 * max_dev).min(bytes.len());
+        let mut sum: u64 = 0;
+        let mut i = 0;
+        while i + 4 <= len {
+            if i != off::SB_CSUM {
+                sum += u64::from(u32_at(bytes, i));
+            }
+            i += 4;
+        }
+        if len - i >= 2 {
+            sum += u64::from(u16_at(bytes, i));
+        }
+        ((sum & 0xffff_ffff) + (sum >> 32)) as u32
+    }
+
+    /// Whether the stored `sb_csum` matches [`Superblock::checksum`].
+    pub fn checksum_ok(bytes: &[u8]) -> bool {
+        bytes.len() >= HEADER_LEN && u32_at(bytes, off::SB_CSUM) == Self::checksum(bytes)
+    }
+
+    /// Decode and validate a v1.2 superblock. `bytes` starts at the superblock (byte
+    /// [`SB_OFFSET`] of the member) and holds at least `256 + 2 * max_dev` bytes
+    /// (normally the whole 4 KiB). Every failure names the field, the value found and
+    /// what was expected. Never panics.
+    pub fn parse(bytes: &[u8]) -> Result<Superblock, Error> {
+        if bytes.len() < HEADER_LEN {
+            return Err(invalid(
+                "(length)",
+                format!("{} bytes", bytes.len()),
+                format!("at least {HEADER_LEN} bytes"),
+            ));
+        }
+        let magic = u32_at(bytes, off::MAGIC);
+        if magic != MD_SB_MAGIC {
+            return Err(invalid(
+                "magic",
+                format!("{magic:#010x}"),
+                format!("{MD_SB_MAGIC:#010x} (not an md v1 superblock)"),
+            ));
+        }
+        let major = u32_at(bytes, off::MAJOR_VERSION);
+        if major != 1 {
+            return Err(invalid("major_version", major, 1));
+        }
+        let max_dev = u32_at(bytes, off::MAX_DEV);
+        if max_dev > MAX_DEV_LIMIT {
+            return Err(invalid(
+                "max_dev",
+                max_dev,
+                format!("at most {MAX_DEV_LIMIT} (the roles must fit in 4 KiB)"),
+            ));
+        }
+        let need = HEADER_LEN + 2 * max_dev as usize;
+        if bytes.len() < need {
+            return Err(invalid(
+                "(length)",
+                format!("{} bytes", bytes.len()),
+                format!("at least {need} bytes for max_dev {max_dev}"),
+            ));
+        }
+        let found = u32_at(bytes, off::SB_CSUM);
+        let expected = Self::checksum(bytes);
+        if found != expected {
+            return Err(invalid(
+                "sb_csum",
+                format!("{found:#010x}"),
+                format!("{expected:#010x} (checksum mismatch: the superblock is corrupt)"),
+            ));
+        }
+        let pad0 = u32_at(bytes, off::PAD0);
+        if pad0 != 0 {
+            return Err(invalid("pad0", pad0, 0));
+        }
+        if let Some(i) = bytes[off::PAD3..off::DEV_ROLES]
+            .iter()
+            .position(|&b| b != 0)
+        {
+            return Err(invalid(
+                &format!("pad3 (byte {})", off::PAD3 + i),
+                bytes[off::PAD3 + i],
+                0,
+            ));
+        }
+        let name_raw = &bytes[off::SET_NAME..off::SET_NAME + 32];
+        let name_len = name_raw.iter().position(|&b| b == 0).unwrap_or(32);
+        let sb = Superblock {
+            feature_map: u32_at(bytes, off::FEATURE_MAP),
+            set_uuid: rd(bytes, off::SET_UUID),
+            set_name: String::from_utf8_lossy(&name_raw[..name_len]).into_owned(),
+            ctime: u64_at(bytes, off::CTIME),
+            level: u32_at(bytes, off::LEVEL) as i32,
+            layout: u32_at(bytes, off::LAYOUT),
+            size: u64_at(bytes, off::SIZE),
+            chunksize: u32_at(bytes, off::CHUNKSIZE),
+            raid_disks: u32_at(bytes, off::RAID_DISKS),
+            bitmap_offset: u32_at(bytes, off::BITMAP_OFFSET) as i32,
+            new_level: u32_at(bytes, off::NEW_LEVEL) as i32,
+            reshape_position: u64_at(bytes, off::RESHAPE_POSITION),
+            delta_disks: u32_at(bytes, off::DELTA_DISKS) as i32,
+            new_layout: u32_at(bytes, off::NEW_LAYOUT),
+            new_chunk: u32_at(bytes, off::NEW_CHUNK),
+            new_offset: u32_at(bytes, off::NEW_OFFSET) as i32,
+            data_offset: u64_at(bytes, off::DATA_OFFSET),
+            data_size: u64_at(bytes, off::DATA_SIZE),
+            super_offset: u64_at(bytes, off::SUPER_OFFSET),
+            recovery_offset: u64_at(bytes, off::RECOVERY_OFFSET),
+            dev_number: u32_at(bytes, off::DEV_NUMBER),
+            cnt_corrected_read: u32_at(bytes, off::CNT_CORRECTED_READ),
+            device_uuid: rd(bytes, off::DEVICE_UUID),
+            devflags: bytes[off::DEVFLAGS],
+            bblog_shift: bytes[off::BBLOG_SHIFT],
+            bblog_size: u16_at(bytes, off::BBLOG_SIZE),
+            bblog_offset: u32_at(bytes, off::BBLOG_OFFSET) as i32,
+            utime: u64_at(bytes, off::UTIME),
+            events: u64_at(bytes, off::EVENTS),
+            resync_offset: u64_at(bytes, off::RESYNC_OFFSET),
+            max_dev,
+            dev_roles: (0..max_dev as usize)
+                .map(|i| u16_at(bytes, off::DEV_ROLES + 2 * i))
+                .collect(),
+        };
+        sb.validate()?;
+        Ok(sb)
+    }
+
+    /// Range-check every field (what [`Superblock::parse`] runs after decoding; also
+    /// useful before writing a hand-edited superblock).
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.max_dev > MAX_DEV_LIMIT {
+            return Err(invalid(
+                "max_dev",
+                self.max_dev,
+                format!("at most {MAX_DEV_LIMIT}"),
+            ));
+        }
+        if self.dev_roles.len() != self.max_dev as usize {
+            return Err(invalid(
+                "dev_roles",
+                format!("{} entries", self.dev_roles.len()),
+                format!("max_dev = {} entries", self.max_dev),
+            ));
+        }
+        if self.set_name.len() > 32 {
+            return Err(invalid(
+                "set_name",
+                format!("{} bytes long", self.set_name.len()),
+                "at most 32 bytes",
+            ));
+        }
+        let unknown = self.feature_map & !feature::ALL;
+        if unknown != 0 {
+            return Err(invalid(
+                "feature_map",
+                format!("{:#x} (unknown bits {unknown:#x})", self.feature_map),
+                format!("only bits in {:#x}", feature::ALL),
+            ));
+        }
+        if self.super_offset != SB_OFFSET_SECTORS {
+            return Err(invalid(
+                "super_offset",
+                format!("{} sectors", self.super_offset),
+                format!(
+                    "{SB_OFFSET_SECTORS} sectors (a v1.2 superblock; v1.0/v1.1 are not supported)"
+                ),
+            ));
+        }
+        let sb_end = SB_OFFSET_SECTORS + (SB_AREA as u64 / 512);
+        if self.data_offset < sb_end {
+            return Err(invalid(
+                "data_offset",
+                format!("{} sectors", self.data_offset),
+                format!("at least {sb_end} sectors (data must start after the superblock)"),
+            ));
+        }
+        if self.data_offset.checked_add(self.data_size).is_none() {
+            return Err(invalid(
+                "data_size",
+                format!("{} sectors", self.data_size),
+                format!("a size that fits after data_offset {}", self.data_offset),
+            ));
+        }
+        if self.size > self.data_size {
+            return Err(invalid(
+                "size",
+                format!("{} sectors", self.size),
+                format!("at most data_size ({} sectors)", self.data_size),
+            ));
+        }
+        if self.raid_disks == 0 || self.raid_disks > self.max_dev {
+            return Err(invalid(
+                "raid_disks",
+                self.raid_disks,
+                format!("1..={} (max_dev)", self.max_dev),
+            ));
+        }
+        if self.dev_number >= self.max_dev {
+            return Err(invalid(
+                "dev_number",
+                self.dev_number,
+                format!("less than max_dev ({})", self.max_dev),
+            ));
+        }
+        if level_is_striped(self.level) && self.chunksize == 0 {
+            return Err(invalid(
+                "chunksize",
+                0,
+                format!("a non-zero chunk size for level {}", self.level),
+            ));
+        }
+        if self.level == 10 {
+            let near = self.layout & 0xff;
+            let far = (self.layout >> 8) & 0xff;
+            let copies = near * far;
+            if copies == 0 || copies > self.raid_disks || self.layout & !0x1ffff != 0 {
+                return Err(invalid(
+                    "layout",
+                    format!("{:#x} (raid10 near={near} far={far})", self.layout),
+                    format!(
+                        "near and far copies >= 1 with near*far <= raid_disks ({})",
+                        self.raid_disks
+                    ),
+                ));
+            }
+        }
+        if self.bblog_size != 0 {
+            let start = i128::from(self.super_offset) + i128::from(self.bblog_offset);
+            let end = start + i128::from(self.bblog_size);
+            let sb_end = i128::from(SB_OFFSET_SECTORS) + 8;
+            if self.bblog_offset == 0 || start < sb_end || end > i128::from(self.data_offset) {
+                return Err(invalid(
+                    "bblog_offset",
+                    format!("{} (log of {} sectors)", self.bblog_offset, self.bblog_size),
+                    format!(
+                        "a log between the superblock and data_offset ({} sectors)",
+                        self.data_offset
+                    ),
+                ));
+            }
+        }
+        if self.bblog_shift > 32 {
+            return Err(invalid("bblog_shift", self.bblog_shift, "at most 32"));
+        }
+        // Slots a device may hold: raid_disks, or more while a shrinking reshape runs.
+        let mut slots = u64::from(self.raid_disks);
+        if self.feature_map & feature::RESHAPE_ACTIVE != 0 && self.delta_disks < 0 {
+            slots += u64::from(self.delta_disks.unsigned_abs());
+        }
+        let mut holders = vec![0u8; slots.min(0x1_0000) as usize];
+        for (i, &r) in self.dev_roles.iter().enumerate() {
+            if r >= ROLE_JOURNAL {
+                continue;
+            }
+            if u64::from(r) >= slots {
+                return Err(invalid(
+                    &format!("dev_roles[{i}]"),
+                    r,
+                    format!(
+                        "a slot below raid_disks ({slots}), or 0xffff spare, 0xfffe faulty, 0xfffd journal"
+                    ),
+                ));
+            }
+            let h = &mut holders[r as usize];
+            *h += 1;
+            if *h > 2 {
+                return Err(invalid(
+                    &format!("dev_roles[{i}]"),
+                    format!("slot {r}, held by more than two devices"),
+                    "each slot held by one device (two while replacing)",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The 4 KiB superblock area: header, `max_dev` roles, the rest of the area
+    /// filled with 0xff as mdadm does, and a freshly computed `sb_csum`.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut b = vec![0u8; SB_AREA];
+        put(&mut b, off::MAGIC, &MD_SB_MAGIC.to_le_bytes());
+        put(&mut b, off::MAJOR_VERSION, &1u32.to_le_bytes());
+        put(&mut b, off::FEATURE_MAP, &self.feature_map.to_le_bytes());
+        put(&mut b, off::SET_UUID, &self.set_uuid);
+        let name = self.set_name.as_bytes();
+        let n = name.len().min(32);
+        put(&mut b, off::SET_NAME, &name[..n]);
+        put(&mut b, off::CTIME, &self.ctime.to_le_bytes());
+        put(&mut b, off::LEVEL, &self.level.to_le_bytes());
+        put(&mut b, off::LAYOUT, &self.layout.to_le_bytes());
+        put(&mut b, off::SIZE, &self.size.to_le_bytes());
+        put(&mut b, off::CHUNKSIZE, &self.chunksize.to_le_bytes());
+        put(&mut b, off::RAID_DISKS, &self.raid_disks.to_le_bytes());
+        put(
+            &mut b,
+            off::BITMAP_OFFSET,
+            &self.bitmap_offset.to_le_bytes(),
+        );
+        put(&mut b, off::NEW_LEVEL, &self.new_level.to_le_bytes());
+        put(
+            &mut b,
+            off::RESHAPE_POSITION,
+            &self.reshape_position.to_le_bytes(),
+        );
+        put(&mut b, off::DELTA_DISKS, &self.delta_disks.to_le_bytes());
+        put(&mut b, off::NEW_LAYOUT, &self.new_layout.to_le_bytes());
+        put(&mut b, off::NEW_CHUNK, &self.new_chunk.to_le_bytes());
+        put(&mut b, off::NEW_OFFSET, &self.new_offset.to_le_bytes());
+        put(&mut b, off::DATA_OFFSET, &self.data_offset.to_le_bytes());
+        put(&mut b, off::DATA_SIZE, &self.data_size.to_le_bytes());
+        put(&mut b, off::SUPER_OFFSET, &self.super_offset.to_le_bytes());
+        put(
+            &mut b,
+            off::RECOVERY_OFFSET,
+            &self.recovery_offset.to_le_bytes(),
+        );
+        put(&mut b, off::DEV_NUMBER, &self.dev_number.to_le_bytes());
+        put(
+            &mut b,
+            off::CNT_CORRECTED_READ,
+            &self.cnt_corrected_read.to_le_bytes(),
+        );
+        put(&mut b, off::DEVICE_UUID, &self.device_uuid);
+        b[off::DEVFLAGS] = self.devflags;
+        b[off::BBLOG_SHIFT] = self.bblog_shift;
+        put(&mut b, off::BBLOG_SIZE, &self.bblog_size.to_le_bytes());
+        put(&mut b, off::BBLOG_OFFSET, &self.bblog_offset.to_le_bytes());
+        put(&mut b, off::UTIME, &self.utime.to_le_bytes());
+        put(&mut b, off::EVENTS, &self.events.to_le_bytes());
+        put(
+            &mut b,
+            off::RESYNC_OFFSET,
+            &self.resync_offset.to_le_bytes(),
+        );
+        let max_dev = self.max_dev.min(MAX_DEV_LIMIT);
+        put(&mut b, off::MAX_DEV, &max_dev.to_le_bytes());
+        for slot in b[off::DEV_ROLES..].chunks_exact_mut(2) {
+            slot.copy_from_slice(&ROLE_SPARE.to_le_bytes());
+        }
+        for (i, r) in self.dev_roles.iter().take(max_dev as usize).enumerate() {
+            put(&mut b, off::DEV_ROLES + 2 * i, &r.to_le_bytes());
+        }
+        let csum = Self::checksum(&b);
+        put(&mut b, off::SB_CSUM, &csum.to_le_bytes());
+        b
+    }
+
+    /// Read the superblock at [`SB_OFFSET`] of `vol`. `Ok(None)` when the magic is
+    /// absent (not an md member, or too small to be one); `Err` when the magic is
+    /// there but the superblock is invalid or does not fit the device.
+    pub fn read_from(vol: &dyn Volume) -> Result<Option<Superblock>, Error> {
+        let name = vol.name();
+        if vol.size() < SB_OFFSET + SB_AREA as u64 {
+            return Ok(None);
+        }
+        let mut buf = vec![0u8; SB_AREA];
+        vol.read_at(&mut buf, SB_OFFSET)?;
+        if u32_at(&buf, off::MAGIC) != MD_SB_MAGIC {
+            return Ok(None);
+        }
+        let ctx = |e: Error| e.on_device(name.clone()).at(SB_OFFSET, SB_AREA as u64);
+        let sb = Self::parse(&buf).map_err(ctx)?;
+        let dev_sectors = vol.size() / 512;
+        let end = sb.data_offset + sb.data_size;
+        if end > dev_sectors {
+            return Err(ctx(invalid(
+                "data_size",
+                format!(
+                    "{} sectors from data_offset {}",
+                    sb.data_size, sb.data_offset
+                ),
+                format!("an area ending inside the device ({dev_sectors} sectors)"),
+            )));
+        }
+        Ok(Some(sb))
+    }
+
+    /// Write this superblock (with a fresh checksum) to [`SB_OFFSET`] of `vol` and
+    /// flush. Refuses an invalid superblock or one whose data area does not fit.
+    pub fn write_to(&self, vol: &dyn Volume) -> Result<(), Error> {
+        let name = vol.name();
+        let ctx = |e: Error| e.on_device(name.clone()).at(SB_OFFSET, SB_AREA as u64);
+        self.validate().map_err(ctx)?;
+        let dev_sectors = vol.size() / 512;
+        if self.data_offset + self.data_size > dev_sectors {
+            return Err(ctx(Error::new(
+                ErrorKind::Invalid,
+                Op::Write,
+                format!(
+                    "md superblock data area ({} + {} sectors) ends past the device ({dev_sectors} sectors)",
+                    self.data_offset, self.data_size
+                ),
+            )));
+        }
+        vol.write_at(&self.to_bytes(), SB_OFFSET)?;
+        vol.flush()
+    }
+
+    /// This device's role, from `dev_roles[dev_number]`.
+    pub fn role(&self) -> Role {
+        match self.dev_roles.get(self.dev_number as usize) {
+            None => Role::Unknown,
+            Some(&ROLE_SPARE) => Role::Spare,
+            Some(&ROLE_FAULTY) => Role::Faulty,
+            Some(&ROLE_JOURNAL) => Role::Journal,
+            Some(&n) if self.feature_map & feature::REPLACEMENT != 0 => Role::Replacement(n),
+            Some(&n) => Role::Active(n),
+        }
+    }
+
+    /// Whether the array was shut down cleanly (`resync_offset` is MaxSector).
+    pub fn is_clean(&self) -> bool {
+        self.resync_offset == MAX_SECTOR
+    }
+
+    /// Whether `level` is one md knows (unknown levels parse but cannot be run).
+    pub fn level_known(&self) -> bool {
+        level_is_known(self.level)
+    }
+
+    /// `ppl.offset` (signed sectors from the superblock) when a PPL bit is set.
+    pub fn ppl_offset(&self) -> i16 {
+        (self.bitmap_offset as u32 & 0xffff) as u16 as i16
+    }
+
+    /// `ppl.size` in sectors when a PPL bit is set.
+    pub fn ppl_size(&self) -> u16 {
+        (self.bitmap_offset as u32 >> 16) as u16
+    }
+
+    /// One character per raid slot as `mdadm --examine` prints it: `A` one device
+    /// holds the slot, `R` two (replacing), `.` none (while a shrinking reshape runs,
+    /// the slots being removed are included, as mdadm does).
+    pub fn array_state_string(&self) -> String {
+        let mut slots = self.raid_disks as usize;
+        if self.feature_map & feature::RESHAPE_ACTIVE != 0 && self.delta_disks < 0 {
+            slots += self.delta_disks.unsigned_abs() as usize;
+        }
+        let slots = slots.min(MAX_DEV_LIMIT as usize);
+        (0..slots)
+            .map(
+                |d| match self.dev_roles.iter().filter(|&&r| r as usize == d).count() {
+                    0 => '.',
+                    1 => 'A',
+                    2 => 'R',
+                    _ => '?',
+                },
+            )
+            .collect()
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Choices mdadm makes at create time.
+// ---------------------------------------------------------------------------------
+
+/// mdadm's `choose_bm_space`: sectors reserved after the superblock for a bitmap,
+/// reserved even when no bitmap is created (so one can be added later).
+fn choose_bm_space(dev_sectors: u64) -> u64 {
+    if dev_sectors < 128 {
+        0
+    } else if dev_sectors - 128 >= 200 * 1024 * 1024 * 2 {
+        256
+    } else if dev_sectors - 8 > 8 * 1024 * 1024 * 2 {
+        128
+    } else {
+        8
+    }
+}
+
+/// The data offset (bytes) mdadm 4.x chooses for a v1.2 member of `member_bytes`
+/// with no explicit `--data-offset`, for a given chunk size in KiB (0 for raid1,
+/// which has no chunk; mdadm's default chunk is 512).
+///
+/// The rule, in 512-byte sectors, with `dev` the member size:
+/// 1. `bm` = bitmap space: 0 below 64 KiB, 8 (4 KiB) up to 8 GiB, 128 (64 KiB) up to
+///    200 GiB, 256 (128 KiB) above;
+/// 2. `headroom` (room to reshape) starts at 128 MiB (262144 sectors) and is halved
+///    while `headroom * 1024 > dev` (aiming at ~0.1% of the device), but for chunked
+///    levels never below `4 * chunk` (it stops halving once `headroom / 2 <
+///    4 * chunk_kib` sectors);
+/// 3. `data_offset = round_up(24 + bm + headroom, 2048)`, a multiple of 1 MiB.
+///
+/// So big members (> 128 GiB) get 264192 sectors (129 MiB); a 64 MiB member with a
+/// 512K chunk gets 2 MiB; with a 64K chunk 1 MiB. Source: mdadm `super1.c`,
+/// `validate_geometry1` and `choose_bm_space`. mdadm takes the offset from the first
+/// member listed and uses it for all members. The result may not fit a tiny member;
+/// callers check.
+pub fn mdadm_data_offset(member_bytes: u64, chunk_kib: u32) -> u64 {
+    let dev = member_bytes / 512;
+    let bm = choose_bm_space(dev);
+    let mut headroom: u64 = 128 * 1024 * 2;
+    while (headroom << 10) > dev && (chunk_kib == 0 || headroom / 2 >= u64::from(chunk_kib) * 4) {
+        headroom >>= 1;
+    }
+    let sectors = (24 + bm + headroom).div_ceil(2048) * 2048;
+    sectors * 512
+}
+
+/// [`mdadm_data_offset`] with mdadm's default chunk (512 KiB) — what `mdadm --create`
+/// picks for raid0/4/5/6/10 with no `--chunk` and no `--data-offset`. For raid1 use
+/// `mdadm_data_offset(bytes, 0)`; with an explicit chunk, pass it.
+pub fn default_data_offset(member_bytes: u64) -> u64 {
+    mdadm_data_offset(member_bytes, 512)
+}
+
+/// The per-member `size` (sectors) mdadm chooses when no `--size` is given: the
+/// space after the data offset, in whole KiB, rounded down to a whole chunk (or to
+/// 64 KiB for raid1). Use the smallest member.
+pub fn default_member_sectors(
+    device_bytes: u64,
+    data_offset_bytes: u64,
+    level: i32,
+    chunk_sectors: u32,
+) -> u64 {
+    let free_kib = (device_bytes / 512).saturating_sub(data_offset_bytes / 512) / 2;
+    let chunk_kib = u64::from(chunk_sectors / 2);
+    let mut kib = if level_is_striped(level) && chunk_kib > 0 {
+        free_kib - free_kib % chunk_kib
+    } else {
+        free_kib
+    };
+    if level == 1 {
+        kib &= !63;
+    }
+    kib * 2
+}
+
+/// What `mdadm --create` is told about the array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewArray {
+    pub uuid: [u8; 16],
+    /// Array name; stored truncated to 31 bytes as mdadm does (e.g. `host:name`).
+    pub name: String,
+    pub level: i32,
+    pub layout: u32,
+    pub chunk_sectors: u32,
+    pub raid_disks: u32,
+    /// Sectors of each member used by the array (`size`).
+    pub member_sectors: u64,
+    /// Sectors from the start of each member to its data.
+    pub data_offset_sectors: u64,
+    /// Devices including spares: the roles table covers at least this many.
+    pub total_devices: u32,
+    /// Created clean (`--assume-clean`): `resync_offset` = MaxSector, else 0.
+    pub clean: bool,
+}
+
+/// The superblock `mdadm --create` writes for one member. `role` is a slot number
+/// or [`ROLE_SPARE`]; `dev_roles` holds slot `n` for device `n < raid_disks` and
+/// spare for the rest (mdadm numbers devices in slot order, spares after), with
+/// this member's own entry set to `role`.
+///
+/// As mdadm: `events` 0 (the kernel bumps it when it first starts the array),
+/// `ctime` = `utime` = `now_secs`, `feature_map` 0, no bitmap, `max_dev` =
+/// `(round_up(256 + 2 * total_devices, 512) - 256) / 2` (128 for up to 128 devices),
+/// `data_size` = `device_sectors - data_offset`, and mdadm's default bad block log:
+/// 8 sectors (512 entries) right after the space reserved for a bitmap (offset
+/// `8 + bm_space` sectors from the superblock, see [`mdadm_data_offset`]) when it fits
+/// before the data, else the 8 sectors just before the data. The log area itself is
+/// not written: md reads it only once `feature::BAD_BLOCKS` is set, which it sets
+/// itself after writing the log.
+pub fn new_member(
+    array: &NewArray,
+    dev_number: u32,
+    role: u16,
+    device_uuid: [u8; 16],
+    device_sectors: u64,
+    now_secs: u64,
+) -> Superblock {
+    let total = array
+        .total_devices
+        .max(array.raid_disks)
+        .max(dev_number.saturating_add(1))
+        .min(MAX_DEV_LIMIT);
+    let sb_bytes = (HEADER_LEN as u64 + 2 * u64::from(total)).div_ceil(512) * 512;
+    let max_dev = (((sb_bytes - HEADER_LEN as u64) / 2) as u32).min(MAX_DEV_LIMIT);
+    let mut dev_roles: Vec<u16> = (0..max_dev)
+        .map(|i| {
+            if i < array.raid_disks {
+                i as u16
+            } else {
+                ROLE_SPARE
+            }
+        })
+        .collect();
+    if let Some(r) = dev_roles.get_mut(dev_number as usize) {
+        *r = role;
+    }
+    let mut name = array.name.clone();
+    while name.len() > 31 {
+        name.pop();
+    }
+    let data_offset = array.data_offset_sectors;
+    let bm_space = choose_bm_space(array.member_sectors);
+    let (bblog_size, bblog_offset) = if data_offset >= SB_OFFSET_SECTORS + 8 + bm_space + 8 {
+        (8, (8 + bm_space) as i32)
+    } else if data_offset >= SB_OFFSET_SECTORS + 16 {
+        (8, (data_offset - 8 - SB_OFFSET_SECTORS) as i32)
+    } else {
+        (0, 0)
+    };
+    Superblock {
+        feature_map: 0,
+        set_uuid: array.uuid,
+        set_name: name,
+        ctime: now_secs & 0xff_ffff_ffff,
+        level: array.level,
+        layout: array.layout,
+        size: array.member_sectors,
+        chunksize: array.chunk_sectors,
+        raid_disks: array.raid_disks,
+        bitmap_offset: 0,
+        new_level: 0,
+        reshape_position: 0,
+        delta_disks: 0,
+        new_layout: 0,
+        new_chunk: 0,
+        new_offset: 0,
+        data_offset,
+        data_size: device_sectors.saturating_sub(data_offset),
+        super_offset: SB_OFFSET_SECTORS,
+        recovery_offset: 0,
+        dev_number,
+        cnt_corrected_read: 0,
+        device_uuid,
+        devflags: 0,
+        bblog_shift: 0,
+        bblog_size,
+        bblog_offset,
+        utime: now_secs & 0xff_ffff_ffff,
+        events: 0,
+        resync_offset: if array.clean { MAX_SECTOR } else { 0 },
+        max_dev,
+        dev_roles,
+    }
+}
+
+#[cfg(test)]
+mod tests;
