@@ -100,12 +100,409 @@ pub enum Content {
     Unused,
 }
 
+/// Bytes per md sector.
+const SECTOR: u64 = 512;
+/// md's smallest chunk (one page; md refuses chunks below PAGE_SIZE).
+const MIN_CHUNK: u64 = 4096;
+/// mdadm refuses RAID 6 arrays with more members than this.
+const MAX_RAID6_DISKS: usize = 256;
+/// md's "original" RAID 0 layout number (`RAID0_ORIG_LAYOUT`), which current mdadm
+/// writes by default. With equal-size members (one zone) every RAID 0 layout number
+/// maps data identically.
+const RAID0_ORIG_LAYOUT: u32 = 1;
+/// md's `RAID0_ALT_MULTIZONE_LAYOUT`.
+const RAID0_ALT_MULTIZONE_LAYOUT: u32 = 2;
+
+const LEVEL_NAMES: &str = "0/raid0/stripe, 1/raid1/mirror, 4/raid4, 5/raid5, 6/raid6, 10/raid10";
+const PARITY_LAYOUT_NAMES: &str = "left-asymmetric (la), right-asymmetric (ra), \
+     left-symmetric (ls, default), right-symmetric (rs), parity-first (parity-0), \
+     parity-last (parity-n)";
+const RAID10_LAYOUT_NAMES: &str = "nN (near), fN (far), oN (offset) with N copies, \
+     2 <= N <= number of members, e.g. n2, f2, o2, n3";
+
+impl Level {
+    /// All supported levels.
+    pub const ALL: [Level; 6] = [
+        Level::Raid0,
+        Level::Raid1,
+        Level::Raid4,
+        Level::Raid5,
+        Level::Raid6,
+        Level::Raid10,
+    ];
+
+    /// The level number md stores in the superblock.
+    pub fn md_level(self) -> i32 {
+        match self {
+            Level::Raid0 => 0,
+            Level::Raid1 => 1,
+            Level::Raid4 => 4,
+            Level::Raid5 => 5,
+            Level::Raid6 => 6,
+            Level::Raid10 => 10,
+        }
+    }
+
+    /// Decode md's level number.
+    pub fn from_md(level: i32) -> Result<Level> {
+        Level::ALL
+            .into_iter()
+            .find(|l| l.md_level() == level)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "md RAID level {level} is not supported (supported levels: 0, 1, 4, 5, 6, 10)"
+                ))
+            })
+    }
+
+    /// Parse a level name as mdadm's `--level` accepts it ("5", "raid5", "mirror", ...).
+    pub fn from_name(s: &str) -> Result<Level> {
+        let lower = s.trim().to_ascii_lowercase();
+        let level = match lower.as_str() {
+            "0" | "raid0" | "stripe" => Level::Raid0,
+            "1" | "raid1" | "mirror" => Level::Raid1,
+            "4" | "raid4" => Level::Raid4,
+            "5" | "raid5" => Level::Raid5,
+            "6" | "raid6" => Level::Raid6,
+            "10" | "raid10" => Level::Raid10,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown RAID level '{s}'; valid levels: {LEVEL_NAMES}"
+                )))
+            }
+        };
+        Ok(level)
+    }
+
+    /// The name mdadm prints ("raid5").
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Raid0 => "raid0",
+            Level::Raid1 => "raid1",
+            Level::Raid4 => "raid4",
+            Level::Raid5 => "raid5",
+            Level::Raid6 => "raid6",
+            Level::Raid10 => "raid10",
+        }
+    }
+
+    /// The fewest members mdadm creates this level with (without `--force`):
+    /// 4 for RAID 6, 2 for everything else.
+    pub fn min_members(self) -> usize {
+        match self {
+            Level::Raid6 => 4,
+            _ => 2,
+        }
+    }
+
+    /// The fewest members md itself will run: a one-member RAID 0 or RAID 1 (which
+    /// `mdadm --force` can create) is accepted when read from a superblock.
+    fn md_min_members(self) -> usize {
+        match self {
+            Level::Raid0 | Level::Raid1 => 1,
+            other => other.min_members(),
+        }
+    }
+
+    fn parity_count(self) -> usize {
+        match self {
+            Level::Raid4 | Level::Raid5 => 1,
+            Level::Raid6 => 2,
+            _ => 0,
+        }
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl ParityLayout {
+    /// All parity layouts, in md's numeric order.
+    pub const ALL: [ParityLayout; 6] = [
+        ParityLayout::LeftAsymmetric,
+        ParityLayout::RightAsymmetric,
+        ParityLayout::LeftSymmetric,
+        ParityLayout::RightSymmetric,
+        ParityLayout::ParityFirst,
+        ParityLayout::ParityLast,
+    ];
+
+    /// md's algorithm number (`ALGORITHM_*`).
+    pub fn md_value(self) -> u32 {
+        self as u32
+    }
+
+    /// Decode md's algorithm number (0..=5; the DDF and RAID 6 "-6" variants are
+    /// not supported).
+    pub fn from_md(value: u32) -> Result<ParityLayout> {
+        ParityLayout::ALL
+            .into_iter()
+            .find(|l| l.md_value() == value)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "md parity layout {value} is not supported (supported: 0 left-asymmetric, \
+                     1 right-asymmetric, 2 left-symmetric, 3 right-symmetric, 4 parity-first, \
+                     5 parity-last)"
+                ))
+            })
+    }
+
+    /// Parse a layout name as mdadm accepts it (long names and la/ra/ls/rs; also
+    /// "default" and raidlab's short forms parity-0 / parity-n).
+    pub fn from_name(s: &str) -> Result<ParityLayout> {
+        let lower = s.trim().to_ascii_lowercase();
+        let layout = match lower.as_str() {
+            "left-asymmetric" | "la" => ParityLayout::LeftAsymmetric,
+            "right-asymmetric" | "ra" => ParityLayout::RightAsymmetric,
+            "left-symmetric" | "ls" | "default" => ParityLayout::LeftSymmetric,
+            "right-symmetric" | "rs" => ParityLayout::RightSymmetric,
+            "parity-first" | "parity-0" => ParityLayout::ParityFirst,
+            "parity-last" | "parity-n" => ParityLayout::ParityLast,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown parity layout '{s}'; valid layouts: {PARITY_LAYOUT_NAMES}"
+                )))
+            }
+        };
+        Ok(layout)
+    }
+
+    /// The name `mdadm --examine` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            ParityLayout::LeftAsymmetric => "left-asymmetric",
+            ParityLayout::RightAsymmetric => "right-asymmetric",
+            ParityLayout::LeftSymmetric => "left-symmetric",
+            ParityLayout::RightSymmetric => "right-symmetric",
+            ParityLayout::ParityFirst => "parity-first",
+            ParityLayout::ParityLast => "parity-last",
+        }
+    }
+}
+
+impl Raid10Layout {
+    /// Parse mdadm's RAID 10 layout names: `n`, `f` or `o` followed by the number of
+    /// copies ("n2" = near 2, "f2" = far 2, "o2" = offset 2). Whether the copies fit
+    /// the member count is checked by [`Geometry::new`].
+    pub fn from_name(s: &str) -> Result<Raid10Layout> {
+        let lower = s.trim().to_ascii_lowercase();
+        let bad = || {
+            Error::invalid(format!(
+                "unknown RAID 10 layout '{s}'; valid layouts: {RAID10_LAYOUT_NAMES}"
+            ))
+        };
+        let mut chars = lower.chars();
+        let kind = chars.next().ok_or_else(bad)?;
+        let digits = chars.as_str();
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let copies: u32 = digits.parse().map_err(|_| bad())?;
+        if !(2..=255).contains(&copies) {
+            return Err(Error::invalid(format!(
+                "RAID 10 layout '{s}' asks for {copies} copies; md needs 2 to 255 copies \
+                 (and no more than the number of members)"
+            )));
+        }
+        match kind {
+            'n' => Ok(Raid10Layout {
+                near: copies,
+                far: 1,
+                offset: false,
+            }),
+            'f' => Ok(Raid10Layout {
+                near: 1,
+                far: copies,
+                offset: false,
+            }),
+            'o' => Ok(Raid10Layout {
+                near: 1,
+                far: copies,
+                offset: true,
+            }),
+            _ => Err(bad()),
+        }
+    }
+
+    /// The layout as `mdadm --examine` prints it for RAID 10: "near=2", "far=2",
+    /// "offset=2", "near=2, far=2"; "NO REDUNDANCY" for one copy.
+    pub fn name(&self) -> String {
+        let mut parts = Vec::new();
+        if self.near != 1 {
+            parts.push(format!("near={}", self.near));
+        }
+        if self.far != 1 {
+            let word = if self.offset { "offset" } else { "far" };
+            parts.push(format!("{word}={}", self.far));
+        }
+        if self.near * self.far == 1 {
+            parts.push("NO REDUNDANCY".to_string());
+        }
+        parts.join(", ")
+    }
+
+    /// Copies of every chunk (near * far).
+    pub fn copies(&self) -> usize {
+        self.near as usize * self.far as usize
+    }
+
+    /// md's layout word: near in bits 0-7, far in bits 8-15, offset in bit 16.
+    pub fn md_layout(&self) -> u32 {
+        (self.near & 0xff) | ((self.far & 0xff) << 8) | (u32::from(self.offset) << 16)
+    }
+
+    /// Decode md's layout word. Bits 17 and 18 (md's "far sets", which mdadm never
+    /// creates) are refused.
+    pub fn from_md(word: u32) -> Result<Raid10Layout> {
+        if word >> 17 != 0 {
+            return Err(Error::invalid(format!(
+                "RAID 10 layout 0x{word:x} uses md's far-set variant (bit 17/18), which \
+                 raidlab does not support"
+            )));
+        }
+        Ok(Raid10Layout {
+            near: word & 0xff,
+            far: (word >> 8) & 0xff,
+            offset: word & (1 << 16) != 0,
+        })
+    }
+}
+
+impl Layout {
+    /// Parse a layout name for `level`; `None` gives mdadm's default (left-symmetric
+    /// for RAID 5/6, parity-last for RAID 4, n2 for RAID 10, Plain for RAID 0/1).
+    pub fn parse(level: Level, name: Option<&str>) -> Result<Layout> {
+        let name = name.map(str::trim);
+        let lower = name.map(str::to_ascii_lowercase);
+        match level {
+            Level::Raid0 | Level::Raid1 => match lower.as_deref() {
+                None | Some("none") => Ok(Layout::Plain),
+                Some("original" | "alternate" | "1" | "2") if level == Level::Raid0 => {
+                    // With equal-size members these all place data identically.
+                    Ok(Layout::Plain)
+                }
+                Some(_) => Err(wrong_layout(
+                    level,
+                    name.unwrap_or_default(),
+                    if level == Level::Raid0 {
+                        "none, original, alternate (all equivalent with equal-size members)"
+                    } else {
+                        "none (RAID 1 has no layout)"
+                    },
+                )),
+            },
+            Level::Raid4 => match lower.as_deref() {
+                None | Some("parity-last" | "parity-n") => {
+                    Ok(Layout::Parity(ParityLayout::ParityLast))
+                }
+                Some(_) => Err(wrong_layout(
+                    level,
+                    name.unwrap_or_default(),
+                    "parity-last (md's RAID 4 always keeps parity on the last member)",
+                )),
+            },
+            Level::Raid5 | Level::Raid6 => match name {
+                None => Ok(Layout::Parity(ParityLayout::LeftSymmetric)),
+                Some(n) => ParityLayout::from_name(n)
+                    .map(Layout::Parity)
+                    .map_err(|_| wrong_layout(level, n, PARITY_LAYOUT_NAMES)),
+            },
+            Level::Raid10 => match name {
+                None => Ok(Layout::Raid10(Raid10Layout {
+                    near: 2,
+                    far: 1,
+                    offset: false,
+                })),
+                Some(n) => Raid10Layout::from_name(n).map(Layout::Raid10).map_err(|e| {
+                    if Raid10Layout::from_name(n).is_err() && ParityLayout::from_name(n).is_ok() {
+                        wrong_layout(level, n, RAID10_LAYOUT_NAMES)
+                    } else {
+                        e
+                    }
+                }),
+            },
+        }
+    }
+
+    /// The layout's display name: the mdadm name for parity and RAID 10 layouts,
+    /// "none" for Plain.
+    pub fn name(&self) -> String {
+        match self {
+            Layout::Plain => "none".to_string(),
+            Layout::Parity(p) => p.name().to_string(),
+            Layout::Raid10(r) => r.name(),
+        }
+    }
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+fn wrong_layout(level: Level, name: &str, valid: &str) -> Error {
+    let belongs = if ParityLayout::from_name(name).is_ok() {
+        " (that is a RAID 4/5/6 layout)"
+    } else if Raid10Layout::from_name(name).is_ok() {
+        " (that is a RAID 10 layout)"
+    } else {
+        ""
+    };
+    Error::invalid(format!(
+        "layout '{name}' does not apply to {level}{belongs}; valid {level} layouts: {valid}"
+    ))
+}
+
+/// RAID 10 numbers derived from the geometry, in chunks, as md's `calc_sectors`
+/// and `raid10_size` compute them.
+#[derive(Debug, Clone, Copy)]
+struct R10 {
+    near: u64,
+    far: u64,
+    offset: bool,
+    disks: u64,
+    /// Chunks of array data.
+    array_chunks: u64,
+    /// Chunks of each member md uses (md's dev_sectors in chunks).
+    dev_chunks: u64,
+    /// Distance in chunks between far copies on a member.
+    stride_chunks: u64,
+}
+
+impl R10 {
+    fn new(l: Raid10Layout, disks: usize, member_chunks: u64) -> R10 {
+        let (near, far, disks) = (u64::from(l.near), u64::from(l.far), disks as u64);
+        // raid10_size: chunks per device / far copies * disks / near copies.
+        let array_chunks = member_chunks / far * disks / near;
+        // calc_sectors: the chunks every member needs, rounded up.
+        let dev_chunks = (array_chunks * near * far).div_ceil(disks);
+        let stride_chunks = if l.offset { 1 } else { dev_chunks / far };
+        R10 {
+            near,
+            far,
+            offset: l.offset,
+            disks,
+            array_chunks,
+            dev_chunks,
+            stride_chunks,
+        }
+    }
+}
+
 impl Geometry {
     /// Build and validate a geometry. Refuses (with a message saying what to change)
     /// too few members for the level, a chunk that is not a power of two of at least
     /// 4 KiB (except RAID 1, chunk 0), a layout that does not belong to the level,
     /// RAID 10 copy counts larger than the member count, a member size too small to
     /// hold one chunk per member.
+    ///
+    /// `member_bytes` is rounded down the way md does: to whole sectors for RAID 1,
+    /// to whole chunks otherwise, and for RAID 10 further to the per-member size md's
+    /// `calc_sectors` derives (which md writes back as the superblock size).
     pub fn new(
         level: Level,
         layout: Layout,
@@ -113,7 +510,535 @@ impl Geometry {
         raid_disks: usize,
         member_bytes: u64,
     ) -> Result<Geometry> {
-        let _ = (level, layout, chunk_bytes, raid_disks, member_bytes);
-        Err(Error::invalid("layout math not written yet"))
+        Self::build(
+            level,
+            layout,
+            chunk_bytes,
+            raid_disks,
+            member_bytes,
+            level.min_members(),
+        )
+    }
+
+    /// Build a geometry from md superblock fields: level, layout word, chunk size in
+    /// sectors, raid_disks and the per-member data size in sectors (the superblock
+    /// `size` field; for RAID 0, which md sizes from each member, pass the member's
+    /// usable data size). Accepts what mdadm writes: RAID 4 layout 0 (md ignores the
+    /// RAID 4 layout word), RAID 0 layouts 0/1/2, RAID 1 with any chunk/layout (both
+    /// ignored by md), one-member RAID 0/1.
+    pub fn from_md(
+        level: i32,
+        layout: u32,
+        chunk_sectors: u32,
+        raid_disks: u32,
+        member_sectors: u64,
+    ) -> Result<Geometry> {
+        let level = Level::from_md(level)?;
+        let layout = match level {
+            Level::Raid0 => {
+                if layout > RAID0_ALT_MULTIZONE_LAYOUT {
+                    return Err(Error::invalid(format!(
+                        "RAID 0 layout {layout} is unknown to md (expected 0, 1 or 2)"
+                    )));
+                }
+                Layout::Plain
+            }
+            Level::Raid1 => Layout::Plain,
+            Level::Raid4 => Layout::Parity(ParityLayout::ParityLast),
+            Level::Raid5 | Level::Raid6 => Layout::Parity(ParityLayout::from_md(layout)?),
+            Level::Raid10 => Layout::Raid10(Raid10Layout::from_md(layout)?),
+        };
+        let chunk_bytes = if level == Level::Raid1 {
+            0
+        } else {
+            u64::from(chunk_sectors) * SECTOR
+        };
+        let member_bytes = member_sectors.checked_mul(SECTOR).ok_or_else(|| {
+            Error::invalid(format!(
+                "member size of {member_sectors} sectors is too large"
+            ))
+        })?;
+        Self::build(
+            level,
+            layout,
+            chunk_bytes,
+            raid_disks as usize,
+            member_bytes,
+            level.md_min_members(),
+        )
+    }
+
+    fn build(
+        level: Level,
+        layout: Layout,
+        chunk_bytes: u64,
+        raid_disks: usize,
+        member_bytes: u64,
+        min_members: usize,
+    ) -> Result<Geometry> {
+        // Layout belongs to level?
+        let layout_ok = match (level, layout) {
+            (Level::Raid0 | Level::Raid1, Layout::Plain) => true,
+            (Level::Raid4, Layout::Parity(p)) => p == ParityLayout::ParityLast,
+            (Level::Raid5 | Level::Raid6, Layout::Parity(_)) => true,
+            (Level::Raid10, Layout::Raid10(_)) => true,
+            _ => false,
+        };
+        if !layout_ok {
+            let valid = match level {
+                Level::Raid0 | Level::Raid1 => "Plain",
+                Level::Raid4 => "parity-last",
+                Level::Raid5 | Level::Raid6 => PARITY_LAYOUT_NAMES,
+                Level::Raid10 => RAID10_LAYOUT_NAMES,
+            };
+            return Err(Error::invalid(format!(
+                "layout {} does not apply to {level}; valid: {valid}",
+                layout.name()
+            )));
+        }
+        if raid_disks < min_members {
+            return Err(Error::invalid(format!(
+                "{level} needs at least {min_members} members, got {raid_disks}"
+            )));
+        }
+        if level == Level::Raid6 && raid_disks > MAX_RAID6_DISKS {
+            return Err(Error::invalid(format!(
+                "raid6 supports at most {MAX_RAID6_DISKS} members, got {raid_disks}"
+            )));
+        }
+        if level == Level::Raid1 {
+            if chunk_bytes != 0 {
+                return Err(Error::invalid(format!(
+                    "raid1 has no chunk size; pass 0 instead of {chunk_bytes}"
+                )));
+            }
+        } else if chunk_bytes < MIN_CHUNK
+            || !chunk_bytes.is_power_of_two()
+            || chunk_bytes / SECTOR > u64::from(u32::MAX)
+        {
+            return Err(Error::invalid(format!(
+                "{level} chunk size must be a power of two of at least 4 KiB, got {chunk_bytes} bytes"
+            )));
+        }
+        if let Layout::Raid10(r) = layout {
+            if r.near == 0 || r.far == 0 || r.near > 255 || r.far > 255 {
+                return Err(Error::invalid(format!(
+                    "raid10 near and far copies must be 1..=255, got near={} far={}",
+                    r.near, r.far
+                )));
+            }
+            if r.copies() < 2 {
+                return Err(Error::invalid(
+                    "raid10 needs at least 2 copies of each chunk (e.g. layout n2)",
+                ));
+            }
+            if r.copies() > raid_disks {
+                return Err(Error::invalid(format!(
+                    "raid10 layout {} keeps {} copies but the array has only {raid_disks} \
+                     members; use fewer copies or more members",
+                    r.name(),
+                    r.copies()
+                )));
+            }
+            if r.near > 1 && r.far > 1 && raid_disks % r.near as usize != 0 {
+                // md's offset/far stepping collides with the wrapped near copies here
+                // (two chunks end up on the same member block); refuse rather than
+                // corrupt.
+                return Err(Error::invalid(format!(
+                    "raid10 layout {} with {raid_disks} members: combining near and far/offset \
+                     copies needs a member count that is a multiple of the near copies ({})",
+                    r.name(),
+                    r.near
+                )));
+            }
+        }
+
+        let member_bytes = match (level, layout) {
+            (Level::Raid1, _) => member_bytes / SECTOR * SECTOR,
+            (Level::Raid10, Layout::Raid10(r)) => {
+                R10::new(r, raid_disks, member_bytes / chunk_bytes).dev_chunks * chunk_bytes
+            }
+            _ => member_bytes / chunk_bytes * chunk_bytes,
+        };
+        let geometry = Geometry {
+            level,
+            layout,
+            chunk_bytes,
+            raid_disks,
+            member_bytes,
+        };
+        let min_member = match level {
+            Level::Raid1 => SECTOR,
+            _ => chunk_bytes,
+        };
+        if member_bytes < min_member || geometry.array_bytes() == 0 {
+            return Err(Error::invalid(format!(
+                "members are too small for {level} with {} chunks: each member needs at \
+                 least {} bytes",
+                if level == Level::Raid1 {
+                    "no".to_string()
+                } else {
+                    format!("{chunk_bytes}-byte")
+                },
+                match layout {
+                    Layout::Raid10(r) => u64::from(r.far).max(1) * chunk_bytes,
+                    _ => min_member,
+                }
+            )));
+        }
+        if geometry
+            .member_bytes
+            .checked_mul(raid_disks as u64)
+            .is_none()
+        {
+            return Err(Error::invalid("array size overflows 64 bits"));
+        }
+        Ok(geometry)
+    }
+
+    /// The layout word md stores in the superblock: the algorithm for RAID 5/6, 0
+    /// for RAID 4 (what md itself sets; md ignores it), the near/far/offset word for
+    /// RAID 10, 0 for RAID 1, and 1 (`RAID0_ORIG_LAYOUT`, mdadm's default) for RAID 0.
+    pub fn md_layout(&self) -> u32 {
+        match (self.level, self.layout) {
+            (Level::Raid0, _) => RAID0_ORIG_LAYOUT,
+            (Level::Raid4, _) => 0,
+            (_, Layout::Plain) => 0,
+            (_, Layout::Parity(p)) => p.md_value(),
+            (_, Layout::Raid10(r)) => r.md_layout(),
+        }
+    }
+
+    /// Chunk size in sectors as md stores it (0 for RAID 1).
+    pub fn md_chunk_sectors(&self) -> u32 {
+        (self.chunk_bytes / SECTOR) as u32
+    }
+
+    /// Per-member data size in sectors (md's component size, superblock `size`).
+    pub fn md_member_sectors(&self) -> u64 {
+        self.member_bytes / SECTOR
+    }
+
+    fn r10(&self) -> Option<R10> {
+        match self.layout {
+            Layout::Raid10(r) => Some(R10::new(
+                r,
+                self.raid_disks,
+                self.member_bytes / self.chunk_bytes,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The array's size in bytes, exactly as md computes it for these members.
+    pub fn array_bytes(&self) -> u64 {
+        let n = self.raid_disks as u64;
+        match self.level {
+            Level::Raid0 => n * self.member_bytes,
+            Level::Raid1 => self.member_bytes,
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                (n - self.parity_count() as u64) * self.member_bytes
+            }
+            Level::Raid10 => self.r10().map_or(0, |r| r.array_chunks * self.chunk_bytes),
+        }
+    }
+
+    /// Members' worth of data per stripe: RAID 0 n, RAID 1 1, RAID 4/5 n-1, RAID 6
+    /// n-2, RAID 10 n / copies rounded down (as mdadm's `get_data_disks`; only
+    /// meaningful as stripe-width advice when copies divide n).
+    pub fn data_disks(&self) -> usize {
+        match (self.level, self.layout) {
+            (Level::Raid0, _) => self.raid_disks,
+            (Level::Raid1, _) => 1,
+            (Level::Raid10, Layout::Raid10(r)) => (self.raid_disks / r.copies()).max(1),
+            _ => self.raid_disks - self.parity_count(),
+        }
+    }
+
+    /// RAID 4/5/6.
+    pub fn is_parity(&self) -> bool {
+        self.parity_count() > 0
+    }
+
+    /// Parity blocks per stripe: 0, 1 (RAID 4/5) or 2 (RAID 6).
+    pub fn parity_count(&self) -> usize {
+        self.level.parity_count()
+    }
+
+    fn parity_layout(&self) -> ParityLayout {
+        match (self.level, self.layout) {
+            (Level::Raid4, _) => ParityLayout::ParityLast,
+            (_, Layout::Parity(p)) => p,
+            _ => ParityLayout::ParityLast,
+        }
+    }
+
+    /// Where data, P and Q of stripe `stripe` live (parity levels only; for other
+    /// levels this is a debug assertion and returns an empty map).
+    ///
+    /// Member offset of every block of the stripe is `stripe * chunk_bytes`.
+    pub fn stripe(&self, stripe: u64) -> StripeMap {
+        debug_assert!(self.is_parity(), "stripe() called on {}", self.level);
+        if !self.is_parity() {
+            return StripeMap {
+                data: Vec::new(),
+                p: 0,
+                q: None,
+                slot: Vec::new(),
+            };
+        }
+        let n = self.raid_disks;
+        let dd = self.data_disks();
+        // Rotation step of this stripe (md uses stripe mod raid_disks).
+        let r = (stripe % n as u64) as usize;
+        let layout = self.parity_layout();
+        if self.level != Level::Raid6 {
+            // One parity block; data either skips over it (asymmetric, fixed) or
+            // starts right after it and wraps (symmetric).
+            let p = match layout {
+                ParityLayout::LeftAsymmetric | ParityLayout::LeftSymmetric => dd - r,
+                ParityLayout::RightAsymmetric | ParityLayout::RightSymmetric => r,
+                ParityLayout::ParityFirst => 0,
+                ParityLayout::ParityLast => dd,
+            };
+            let data = (0..dd)
+                .map(|i| match layout {
+                    ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 1 + i) % n,
+                    _ if i >= p => i + 1,
+                    _ => i,
+                })
+                .collect();
+            return StripeMap {
+                data,
+                p,
+                q: None,
+                slot: (0..dd).collect(),
+            };
+        }
+        // RAID 6: Q follows P (wrapping to member 0); data fills the rest.
+        let (p, q) = match layout {
+            ParityLayout::LeftAsymmetric | ParityLayout::LeftSymmetric => {
+                let p = n - 1 - r;
+                (p, (p + 1) % n)
+            }
+            ParityLayout::RightAsymmetric | ParityLayout::RightSymmetric => (r, (r + 1) % n),
+            ParityLayout::ParityFirst => (0, 1),
+            ParityLayout::ParityLast => (dd, dd + 1),
+        };
+        let data: Vec<usize> = (0..dd)
+            .map(|i| match layout {
+                ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 2 + i) % n,
+                ParityLayout::ParityFirst => i + 2,
+                ParityLayout::ParityLast => i,
+                // Asymmetric: data in member order, skipping P and Q.
+                _ if p == n - 1 => i + 1,
+                _ if i >= p => i + 2,
+                _ => i,
+            })
+            .collect();
+        // md feeds the syndrome starting at the member after Q (member 0 when Q is
+        // the last member) and walks upwards, wrapping, skipping P and Q; a data
+        // block's slot is its position in that walk.
+        let first = if q == n - 1 { 0 } else { q + 1 };
+        let slot = data
+            .iter()
+            .map(|&d| {
+                let dist = (d + n - first) % n;
+                let skipped = [p, q]
+                    .iter()
+                    .filter(|&&x| (x + n - first) % n < dist)
+                    .count();
+                dist - skipped
+            })
+            .collect();
+        StripeMap {
+            data,
+            p,
+            q: Some(q),
+            slot,
+        }
+    }
+
+    /// Location of logical byte `logical` on a parity level, and bytes to the next
+    /// chunk boundary (or the end of the array).
+    fn parity_locate(&self, logical: u64) -> (Location, u64) {
+        let cb = self.chunk_bytes;
+        let chunk = logical / cb;
+        let dd = self.data_disks() as u64;
+        let stripe = chunk / dd;
+        let map = self.stripe(stripe);
+        let member = map.data[(chunk % dd) as usize];
+        let within = logical % cb;
+        let run = (cb - within).min(self.array_bytes() - logical);
+        (
+            Location {
+                member,
+                offset: stripe * cb + within,
+            },
+            run,
+        )
+    }
+
+    /// RAID 0/1/10: the member locations of every copy of logical byte `logical` (in
+    /// md's copy order), and how many bytes from `logical` stay contiguous on every
+    /// copy (up to the next chunk boundary, or end of array). RAID 1: every member,
+    /// offset = logical, run = to end of array. For RAID 4/5/6 this returns the one
+    /// data location (run to the chunk boundary). Out of range: empty, 0.
+    pub fn mirror_map(&self, logical: u64) -> (Vec<Location>, u64) {
+        let size = self.array_bytes();
+        debug_assert!(logical < size, "logical {logical} beyond array size {size}");
+        if logical >= size {
+            return (Vec::new(), 0);
+        }
+        let cb = self.chunk_bytes;
+        match self.level {
+            Level::Raid1 => (
+                (0..self.raid_disks)
+                    .map(|member| Location {
+                        member,
+                        offset: logical,
+                    })
+                    .collect(),
+                size - logical,
+            ),
+            Level::Raid0 => {
+                let chunk = logical / cb;
+                let n = self.raid_disks as u64;
+                let within = logical % cb;
+                (
+                    vec![Location {
+                        member: (chunk % n) as usize,
+                        offset: chunk / n * cb + within,
+                    }],
+                    (cb - within).min(size - logical),
+                )
+            }
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                let (loc, run) = self.parity_locate(logical);
+                (vec![loc], run)
+            }
+            Level::Raid10 => {
+                let Some(r) = self.r10() else {
+                    return (Vec::new(), 0);
+                };
+                let within = logical % cb;
+                // Linear position of the first copy when copies are dealt out
+                // row by row across the members.
+                let first = logical / cb * r.near;
+                let mut dev = first % r.disks;
+                let row_step = if r.offset { r.far } else { 1 };
+                let mut row = first / r.disks * row_step;
+                let mut out = Vec::with_capacity((r.near * r.far) as usize);
+                for _ in 0..r.near {
+                    for f in 0..r.far {
+                        out.push(Location {
+                            member: ((dev + f * r.near) % r.disks) as usize,
+                            offset: (row + f * r.stride_chunks) * cb + within,
+                        });
+                    }
+                    dev += 1;
+                    if dev == r.disks {
+                        // md moves a wrapped near copy down by exactly one chunk,
+                        // also in offset layouts.
+                        dev = 0;
+                        row += 1;
+                    }
+                }
+                (out, (cb - within).min(size - logical))
+            }
+        }
+    }
+
+    /// Inverse: what member `member` holds at `offset` of its data area.
+    pub fn content_at(&self, member: usize, offset: u64) -> Content {
+        if member >= self.raid_disks || offset >= self.member_bytes {
+            return Content::Unused;
+        }
+        let cb = self.chunk_bytes;
+        match self.level {
+            Level::Raid1 => Content::Data(offset),
+            Level::Raid0 => {
+                let n = self.raid_disks as u64;
+                Content::Data((offset / cb * n + member as u64) * cb + offset % cb)
+            }
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                let stripe = offset / cb;
+                let map = self.stripe(stripe);
+                if member == map.p {
+                    return Content::P(stripe);
+                }
+                if map.q == Some(member) {
+                    return Content::Q(stripe);
+                }
+                match map.data.iter().position(|&d| d == member) {
+                    Some(i) => Content::Data(
+                        (stripe * self.data_disks() as u64 + i as u64) * cb + offset % cb,
+                    ),
+                    None => Content::Unused,
+                }
+            }
+            Level::Raid10 => {
+                let Some(r) = self.r10() else {
+                    return Content::Unused;
+                };
+                let mut chunk = offset / cb;
+                // Which far copy this block would be, and the member of copy 0.
+                let (f, rest) = if r.offset {
+                    (chunk % r.far, chunk / r.far)
+                } else {
+                    (chunk / r.stride_chunks, chunk % r.stride_chunks)
+                };
+                if f >= r.far {
+                    return Content::Unused;
+                }
+                chunk = rest;
+                let dev = (member as u64 + r.disks - (f * r.near) % r.disks) % r.disks;
+                let logical_chunk = (chunk * r.disks + dev) / r.near;
+                let logical = logical_chunk * cb + offset % cb;
+                if logical >= self.array_bytes() {
+                    return Content::Unused;
+                }
+                let here = Location { member, offset };
+                if self.mirror_map(logical).0.contains(&here) {
+                    Content::Data(logical)
+                } else {
+                    Content::Unused
+                }
+            }
+        }
+    }
+
+    /// Whether the array can serve all data with these member roles missing (raid5:
+    /// <=1, raid6: <=2, raid1: < n, raid10: at least one copy of every chunk
+    /// survives, computed from the layout; raid0: none). Duplicates are counted once;
+    /// roles outside 0..raid_disks are ignored.
+    pub fn survives(&self, missing: &[usize]) -> bool {
+        let mut gone = vec![false; self.raid_disks];
+        for &m in missing {
+            debug_assert!(m < self.raid_disks, "member {m} out of range");
+            if let Some(g) = gone.get_mut(m) {
+                *g = true;
+            }
+        }
+        let count = gone.iter().filter(|&&g| g).count();
+        match self.level {
+            Level::Raid0 => count == 0,
+            Level::Raid1 => count < self.raid_disks,
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => count <= self.parity_count(),
+            Level::Raid10 => {
+                if count == 0 {
+                    return true;
+                }
+                // Which members hold a chunk's copies depends only on where its
+                // first copy starts, and that start cycles within raid_disks chunks.
+                let chunks = self.array_bytes() / self.chunk_bytes;
+                (0..chunks.min(self.raid_disks as u64)).all(|c| {
+                    self.mirror_map(c * self.chunk_bytes)
+                        .0
+                        .iter()
+                        .any(|l| !gone[l.member])
+                })
+            }
+        }
     }
 }
