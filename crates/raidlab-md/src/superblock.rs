@@ -32,6 +32,9 @@
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
 
+mod examine;
+pub use examine::{format_uuid, layout_name};
+
 /// Byte offset of the v1.2 superblock on a member: 8 sectors from the start.
 pub const SB_OFFSET: u64 = 4096;
 /// `super_offset` (in sectors) every v1.2 superblock records.

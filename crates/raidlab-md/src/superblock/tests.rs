@@ -59,3 +59,25 @@ fn round_trip_new_member() {
         }
     }
 }
+
+#[test]
+fn examine_sample_raid5() {
+    let sb = sample(5, 2, 4, 1);
+    println!("{}", sb.examine_text(131072));
+}
+
+#[test]
+#[ignore]
+fn dump_sample_file() {
+    let sb = sample(5, 2, 4, 1);
+    let path = std::env::var("DUMP").unwrap();
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    f.set_len(64 << 20).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(&sb.to_bytes(), SB_OFFSET).unwrap();
+}
