@@ -640,12 +640,12 @@ impl Geometry {
                     r.copies()
                 )));
             }
-            if r.near > 1 && r.far > 1 && raid_disks % r.near as usize != 0 {
-                // md's offset/far stepping collides with the wrapped near copies here
-                // (two chunks end up on the same member block); refuse rather than
-                // corrupt.
+            if r.offset && r.near > 1 && r.far > 1 && raid_disks % r.near as usize != 0 {
+                // md moves a wrapped near copy down by one chunk, which in offset
+                // layouts is where another chunk's offset copy lives: md maps two
+                // chunks onto one member block. Refuse rather than corrupt.
                 return Err(Error::invalid(format!(
-                    "raid10 layout {} with {raid_disks} members: combining near and far/offset \
+                    "raid10 layout {} with {raid_disks} members: combining near and offset \
                      copies needs a member count that is a multiple of the near copies ({})",
                     r.name(),
                     r.near
@@ -1042,3 +1042,6 @@ impl Geometry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
