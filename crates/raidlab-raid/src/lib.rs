@@ -1,1 +1,23 @@
-//! raidlab-raid: the array engine (work in progress).
+//! raidlab-raid: the array engine.
+//!
+//! ```text
+//!   request ──> planner (pure: geometry + which members are present)
+//!                  │  Plan = steps of member I/Os and parity work
+//!                  ▼
+//!   stripe locks ──> executor ──> member volumes (data areas)
+//!                        └──────> parity engine
+//! ```
+//! Layout math lives in raidlab-layout, parity math in raidlab-parity, md's on-disk
+//! formats in raidlab-md; this crate decides and does. It must never place data by
+//! any rule other than raidlab-layout's, never compute parity by hand, and never
+//! write a byte outside a member's data area except through raidlab-md.
+
+pub mod array;
+pub mod assemble;
+pub mod exec;
+pub mod locks;
+pub mod plan;
+pub mod planner;
+
+pub use array::Array;
+pub use plan::{MemberOp, OpKind, Plan, Step};

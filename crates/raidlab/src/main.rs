@@ -1,6 +1,36 @@
-//! The `raidlab` command: parses arguments, wires volumes together, prints.
-//! It holds no storage logic of its own.
+//! The `raidlab` command: parses arguments, validates them into a request, wires
+//! volumes together and prints. It holds no storage logic of its own: layout,
+//! planning, parity and on-disk formats live in the library crates.
 
-fn main() {
-    println!("raidlab");
+mod cli;
+mod cmd;
+mod open;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(err) => {
+            // A closed pipe (e.g. `raidlab export ... | head`) is not an error.
+            if err
+                .chain()
+                .filter_map(|c| c.downcast_ref::<std::io::Error>())
+                .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("raidlab: error: {err}");
+            for cause in err.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run() -> anyhow::Result<ExitCode> {
+    let cli = cli::Cli::parse();
+    cmd::dispatch(cli.command)
 }

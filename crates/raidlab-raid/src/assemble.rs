@@ -1,0 +1,457 @@
+//! From member devices to a running array, and from nothing to a new array.
+//!
+//! Assembly reads each member's md v1.2 superblock, checks that they belong to one
+//! array and agree on its shape, places each by its role, and sets aside members
+//! that are stale (a lower event count than the newest), spares and faulty ones.
+//! Creation chooses sizes and the data offset the way mdadm does and writes one
+//! superblock per member. Neither ever writes data.
+
+use crate::array::Array;
+use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
+use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_md::{NewArray, Role, Superblock};
+use serde::Serialize;
+use std::sync::Arc;
+
+const SECTOR: u64 = 512;
+
+/// One device handed to assembly or creation.
+#[derive(Clone)]
+pub struct Device {
+    /// As the user named it.
+    pub path: String,
+    pub volume: Arc<dyn Volume>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.path)
+    }
+}
+
+/// What a member is to the assembled array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemberState {
+    /// In its slot and up to date.
+    Active,
+    /// A hot spare.
+    Spare,
+    /// Marked faulty in the newest superblocks.
+    Faulty,
+    /// Its event count is behind the others: its data is out of date.
+    Stale,
+}
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub device: Device,
+    pub sb: Superblock,
+    pub state: MemberState,
+    /// Slot for active (and stale) members.
+    pub role: Option<usize>,
+}
+
+/// Overall state, as `detail` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrayState {
+    Clean,
+    Degraded,
+    Failed,
+}
+
+/// An array put together from its members' superblocks.
+#[derive(Debug)]
+pub struct Assembly {
+    pub geometry: Geometry,
+    pub uuid: [u8; 16],
+    pub name: String,
+    pub members: Vec<Member>,
+    /// Index into `members` of the active member in each slot.
+    pub slots: Vec<Option<usize>>,
+    /// The newest event count among the members.
+    pub events: u64,
+}
+
+impl Assembly {
+    /// Read the superblocks of `devices` (in any order) and put the array together.
+    pub fn assemble(devices: Vec<Device>) -> Result<Assembly> {
+        if devices.is_empty() {
+            return Err(Error::invalid(
+                "no members given: name the member files or devices of the array",
+            ));
+        }
+        let mut found = Vec::new();
+        for d in devices {
+            match Superblock::read_from(d.volume.as_ref()).map_err(|e| e.on_device(&d.path))? {
+                Some(sb) => found.push((d, sb)),
+                None => {
+                    return Err(Error::invalid(format!(
+                        "{} carries no md superblock (v1.2, 4 KiB from the start): it is not an array member, or the array uses another metadata version",
+                        d.path
+                    ))
+                    .on_device(d.path.clone()))
+                }
+            }
+        }
+        let newest = found
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, (_, sb))| sb.events)
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        let reference = found[newest].1.clone();
+        for (d, sb) in &found {
+            if sb.set_uuid != reference.set_uuid {
+                return Err(Error::invalid(format!(
+                    "{} belongs to array {} but {} belongs to array {}: give the members of one array only",
+                    d.path,
+                    format_uuid(&sb.set_uuid),
+                    found[newest].0.path,
+                    format_uuid(&reference.set_uuid)
+                )));
+            }
+        }
+        let mut seen: Vec<([u8; 16], &str)> = Vec::new();
+        for (d, sb) in &found {
+            if let Some((_, other)) = seen.iter().find(|(u, _)| *u == sb.device_uuid) {
+                return Err(Error::invalid(format!(
+                    "{} and {} are the same member (device UUID {}): give each member once",
+                    other,
+                    d.path,
+                    format_uuid(&sb.device_uuid)
+                )));
+            }
+            seen.push((sb.device_uuid, &d.path));
+        }
+        let geometry =
+            geometry_of(&reference).map_err(|e| e.on_device(found[newest].0.path.clone()))?;
+        let mut slots: Vec<Option<usize>> = vec![None; geometry.raid_disks];
+        let mut members = Vec::new();
+        for (d, sb) in found {
+            let role = match reference_role(&reference, &sb) {
+                Role::Active(r) => Some(r as usize),
+                _ => None,
+            };
+            let mut state = match reference_role(&reference, &sb) {
+                Role::Active(_) => MemberState::Active,
+                Role::Spare => MemberState::Spare,
+                _ => MemberState::Faulty,
+            };
+            if sb.events < reference.events && state != MemberState::Spare {
+                state = MemberState::Stale;
+            }
+            if let Some(r) = role.filter(|&r| r < geometry.raid_disks) {
+                if state == MemberState::Active {
+                    if let Some(prev) = slots[r] {
+                        let other: &Member = &members[prev];
+                        return Err(Error::invalid(format!(
+                            "{} and {} both claim slot {r}: the superblocks are inconsistent; examine them and give one",
+                            other.device.path, d.path
+                        )));
+                    }
+                    let data_end = (sb.data_offset + sb.size) * SECTOR;
+                    if d.volume.size() < data_end {
+                        return Err(Error::invalid(format!(
+                            "member is {} bytes but its superblock says its data ends at byte {data_end}: the image is truncated",
+                            d.volume.size()
+                        ))
+                        .on_device(d.path.clone()));
+                    }
+                    slots[r] = Some(members.len());
+                }
+            }
+            members.push(Member {
+                device: d,
+                sb,
+                state,
+                role,
+            });
+        }
+        Ok(Assembly {
+            geometry,
+            uuid: reference.set_uuid,
+            name: reference.set_name.clone(),
+            members,
+            slots,
+            events: reference.events,
+        })
+    }
+
+    /// Slots with no up-to-date member.
+    pub fn missing(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&r| self.slots[r].is_none())
+            .collect()
+    }
+
+    pub fn state(&self) -> ArrayState {
+        let missing = self.missing();
+        if !self.geometry.survives(&missing) {
+            ArrayState::Failed
+        } else if missing.is_empty() {
+            ArrayState::Clean
+        } else {
+            ArrayState::Degraded
+        }
+    }
+
+    /// Whether the newest superblock says parity/mirrors are consistent.
+    pub fn in_sync(&self) -> bool {
+        self.newest().is_clean()
+    }
+
+    fn newest(&self) -> &Superblock {
+        self.slots
+            .iter()
+            .flatten()
+            .map(|&i| &self.members[i].sb)
+            .chain(self.members.iter().map(|m| &m.sb))
+            .max_by_key(|sb| sb.events)
+            .unwrap_or(&self.members[0].sb)
+    }
+
+    /// The running array over the active members' data areas.
+    pub fn array(&self) -> Result<Array> {
+        let mut vols: Vec<Option<Arc<dyn Volume>>> = Vec::with_capacity(self.slots.len());
+        for slot in &self.slots {
+            vols.push(match slot {
+                Some(i) => {
+                    let m = &self.members[*i];
+                    let area = SliceVolume::new(
+                        m.device.volume.clone(),
+                        m.sb.data_offset * SECTOR,
+                        self.geometry.member_bytes,
+                    )?;
+                    Some(Arc::new(area) as Arc<dyn Volume>)
+                }
+                None => None,
+            });
+        }
+        let label = if self.name.is_empty() {
+            format_uuid(&self.uuid)
+        } else {
+            self.name.clone()
+        };
+        Array::new(format!("array {label}"), self.geometry, vols)
+    }
+
+    /// Record in every active member's superblock that writes are in flight (md's
+    /// "active" state: resync_offset 0), so a crash before [`Assembly::mark_clean`]
+    /// is seen as an unclean stop. Keeps the previous sync state to restore later.
+    pub fn mark_dirty(&mut self) -> Result<bool> {
+        let was_clean = self.in_sync();
+        self.bump(|sb| sb.resync_offset = 0)?;
+        Ok(was_clean)
+    }
+
+    /// After a flush: record a clean stop (if the array was in sync before).
+    pub fn mark_clean(&mut self, was_clean: bool) -> Result<()> {
+        self.bump(|sb| {
+            if was_clean {
+                sb.resync_offset = u64::MAX;
+            }
+        })
+    }
+
+    fn bump(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
+        let now = now_secs();
+        let events = self.events + 1;
+        for &i in self.slots.iter().flatten() {
+            let m = &mut self.members[i];
+            m.sb.events = events;
+            m.sb.utime = now;
+            f(&mut m.sb);
+            m.sb.write_to(m.device.volume.as_ref())?;
+            m.device.volume.flush()?;
+        }
+        // Spares follow the array's event count too, as md keeps them current.
+        for m in self
+            .members
+            .iter_mut()
+            .filter(|m| m.state == MemberState::Spare)
+        {
+            m.sb.events = events;
+            m.sb.utime = now;
+            m.sb.write_to(m.device.volume.as_ref())?;
+            m.device.volume.flush()?;
+        }
+        self.events = events;
+        Ok(())
+    }
+}
+
+/// The role `sb`'s device has in the array according to the newest superblock.
+fn reference_role(reference: &Superblock, sb: &Superblock) -> Role {
+    match reference.dev_roles.get(sb.dev_number as usize) {
+        Some(&r) => role_from_raw(r),
+        None => sb.role(),
+    }
+}
+
+fn role_from_raw(r: u16) -> Role {
+    match r {
+        raidlab_md::ROLE_SPARE => Role::Spare,
+        raidlab_md::ROLE_FAULTY => Role::Faulty,
+        raidlab_md::ROLE_JOURNAL => Role::Journal,
+        n => Role::Active(n),
+    }
+}
+
+/// The geometry a superblock describes.
+pub fn geometry_of(sb: &Superblock) -> Result<Geometry> {
+    Geometry::from_md(sb.level, sb.layout, sb.chunksize, sb.raid_disks, sb.size)
+}
+
+pub fn format_uuid(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}:{}:{}:{}", &h[0..8], &h[8..16], &h[16..24], &h[24..32])
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// What the user asked `create` for.
+#[derive(Debug, Clone)]
+pub struct CreateSpec {
+    pub level: Level,
+    pub layout: Layout,
+    /// Chunk in bytes (ignored for RAID 1).
+    pub chunk_bytes: u64,
+    pub spares: usize,
+    pub name: String,
+    /// Accept members that already carry a superblock, and fewer members than mdadm
+    /// wants without --force (down to what md itself can run).
+    pub force: bool,
+}
+
+/// A device for `create`, and whether it is known to hold nothing but zeros in the
+/// area the array will use (a fresh sparse file), so no initial resync is needed.
+#[derive(Debug, Clone)]
+pub struct NewMember {
+    pub device: Device,
+    pub zeroed: bool,
+}
+
+/// Write superblocks that make `members` an array, and return it assembled.
+/// Checks everything before writing anything.
+pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
+    let total = members.len();
+    if spec.spares >= total {
+        return Err(Error::invalid(format!(
+            "{} spare(s) asked for but only {total} member(s) given: the last --spares members become spares, the rest make up the array",
+            spec.spares
+        )));
+    }
+    let raid_disks = total - spec.spares;
+    let min = spec.level.min_members();
+    if raid_disks < min && !spec.force {
+        return Err(Error::invalid(format!(
+            "{} needs at least {min} members, {raid_disks} given (plus {} spare(s)); add members, or --force to create it with fewer",
+            spec.level.name(),
+            spec.spares
+        )));
+    }
+    for m in &members {
+        if let Some(sb) = Superblock::read_from(m.device.volume.as_ref())
+            .ok()
+            .flatten()
+        {
+            if !spec.force {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Open,
+                    format!(
+                        "already carries an md superblock (array {}, {}, role {}): it may hold someone's data. Use --force to overwrite it",
+                        format_uuid(&sb.set_uuid),
+                        sb.level,
+                        sb.dev_number
+                    ),
+                )
+                .on_device(m.device.path.clone()));
+            }
+        }
+        if !m.device.volume.is_writable() {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                Op::Open,
+                "cannot write the superblock: opened read-only",
+            )
+            .on_device(m.device.path.clone()));
+        }
+    }
+    let smallest = members
+        .iter()
+        .map(|m| m.device.volume.size())
+        .min()
+        .unwrap_or(0);
+    let chunk = if spec.level == Level::Raid1 {
+        0
+    } else {
+        spec.chunk_bytes
+    };
+    // mdadm takes the data offset from the first member and uses it for all.
+    let first = members.first().map(|m| m.device.volume.size()).unwrap_or(0);
+    let data_offset = raidlab_md::mdadm_data_offset(first, (chunk / 1024) as u32);
+    let usable = smallest.saturating_sub(data_offset);
+    let member_bytes = if data_offset >= smallest {
+        0
+    } else {
+        raidlab_md::default_member_sectors(
+            smallest,
+            data_offset,
+            spec.level.md_level(),
+            (chunk / 512) as u32,
+        ) * SECTOR
+    };
+    let geometry = Geometry::new(spec.level, spec.layout, chunk, raid_disks, member_bytes)
+        .map_err(|e| {
+            let mut e = e;
+            e.message = format!(
+                "{} (smallest member {} bytes, {} of them after md's data offset of {} bytes)",
+                e.message, smallest, usable, data_offset
+            );
+            e
+        })?;
+    let zeroed = members.iter().take(raid_disks).all(|m| m.zeroed);
+    let clean = zeroed || spec.level == Level::Raid0;
+    let array = NewArray {
+        uuid: *uuid::Uuid::new_v4().as_bytes(),
+        name: spec.name.clone(),
+        level: spec.level.md_level(),
+        layout: geometry.md_layout(),
+        chunk_sectors: geometry.md_chunk_sectors(),
+        raid_disks: raid_disks as u32,
+        member_sectors: geometry.member_bytes / SECTOR,
+        data_offset_sectors: data_offset / SECTOR,
+        total_devices: total as u32,
+        clean,
+    };
+    let now = now_secs();
+    for (i, m) in members.iter().enumerate() {
+        let role = if i < raid_disks {
+            i as u16
+        } else {
+            raidlab_md::ROLE_SPARE
+        };
+        let sb = raidlab_md::new_member(
+            &array,
+            i as u32,
+            role,
+            *uuid::Uuid::new_v4().as_bytes(),
+            m.device.volume.size() / SECTOR,
+            now,
+        );
+        sb.write_to(m.device.volume.as_ref())
+            .map_err(|e| e.on_device(m.device.path.clone()))?;
+    }
+    for m in &members {
+        m.device.volume.flush()?;
+    }
+    Assembly::assemble(members.into_iter().map(|m| m.device).collect())
+}

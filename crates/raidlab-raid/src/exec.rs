@@ -1,0 +1,380 @@
+//! The real executor: carries a [`Plan`] out against member volumes.
+//!
+//! Each I/O step's operations run in parallel, one thread per member, when the step
+//! is large enough for that to pay; small steps run in order on the caller's thread.
+//! Compute steps call the parity engine. The executor makes no decisions: if a
+//! member fails, the error goes back to the caller with the member's name and range.
+
+use crate::plan::{Buf, Compute, MemberOp, OpKind, Plan, Slice, Step};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_parity::Engine;
+use std::sync::Arc;
+
+/// Steps moving at least this many bytes over two or more members run in parallel.
+const PARALLEL_BYTES: u64 = 128 << 10;
+
+/// The caller's buffer: filled by a read, drained by a write.
+#[derive(Debug)]
+pub enum UserBuf<'a> {
+    Read(&'a mut [u8]),
+    Write(&'a [u8]),
+}
+
+impl UserBuf<'_> {
+    fn get(&self) -> &[u8] {
+        match self {
+            UserBuf::Read(b) => b,
+            UserBuf::Write(b) => b,
+        }
+    }
+}
+
+/// Member volumes by role; `None` for a missing member.
+pub type Members = [Option<Arc<dyn Volume>>];
+
+/// Run `plan` with `user` as the request buffer.
+pub fn execute(
+    plan: &Plan,
+    members: &Members,
+    engine: &dyn Engine,
+    mut user: UserBuf<'_>,
+) -> Result<()> {
+    let mut scratch: Vec<Vec<u8>> = plan.scratch.iter().map(|&n| vec![0u8; n]).collect();
+    for step in &plan.steps {
+        match step {
+            Step::Io(ops) => run_io(ops, members, &mut user, &mut scratch)?,
+            Step::Compute(cs) => {
+                for c in cs {
+                    run_compute(c, engine, &mut user, &mut scratch)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn member<'m>(members: &'m Members, op: &MemberOp) -> Result<&'m Arc<dyn Volume>> {
+    members
+        .get(op.member)
+        .and_then(|m| m.as_ref())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorKind::Invalid,
+                Op::Plan,
+                format!(
+                    "internal: plan uses member {} which is not present",
+                    op.member
+                ),
+            )
+        })
+}
+
+fn do_op(
+    vol: &Arc<dyn Volume>,
+    op: &MemberOp,
+    read_into: Option<&mut [u8]>,
+    write_from: Option<&[u8]>,
+) -> Result<()> {
+    match (op.kind, read_into, write_from) {
+        (OpKind::Read, Some(buf), _) => vol.read_at(buf, op.offset),
+        (OpKind::Write, _, Some(buf)) => vol.write_at(buf, op.offset),
+        _ => Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            "internal: operation without a buffer",
+        )),
+    }
+}
+
+fn run_io(
+    ops: &[MemberOp],
+    members: &Members,
+    user: &mut UserBuf<'_>,
+    scratch: &mut [Vec<u8>],
+) -> Result<()> {
+    let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
+    let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
+    let bytes: u64 = ops.iter().map(|o| o.length).sum();
+    let mut distinct: Vec<usize> = ops.iter().map(|o| o.member).collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let parallel = distinct.len() > 1 && bytes >= PARALLEL_BYTES;
+
+    if all_writes {
+        let sources: Vec<&[u8]> = ops
+            .iter()
+            .map(|o| slice_of(user.get(), scratch, o.buf))
+            .collect::<Result<_>>()?;
+        let work: Vec<(usize, &MemberOp, &[u8])> = ops
+            .iter()
+            .zip(sources)
+            .map(|(o, s)| (o.member, o, s))
+            .collect();
+        return run_grouped(work, &distinct, parallel, members, |vol, op, buf| {
+            do_op(vol, op, None, Some(buf))
+        });
+    }
+    if all_reads {
+        let user_buf: &mut [u8] = match user {
+            UserBuf::Read(b) => b,
+            UserBuf::Write(_) => &mut [],
+        };
+        let targets = carve(user_buf, scratch, ops)?;
+        let work: Vec<(usize, &MemberOp, &mut [u8])> = ops
+            .iter()
+            .zip(targets)
+            .map(|(o, t)| (o.member, o, t))
+            .collect();
+        return run_grouped(work, &distinct, parallel, members, |vol, op, buf| {
+            do_op(vol, op, Some(buf), None)
+        });
+    }
+    // Mixed steps are not produced by the planner; run them in order, safely.
+    for op in ops {
+        let vol = member(members, op)?;
+        match op.kind {
+            OpKind::Write => do_op(vol, op, None, Some(slice_of(user.get(), scratch, op.buf)?))?,
+            OpKind::Read => {
+                let target = match (op.buf.buf, &mut *user) {
+                    (Buf::User, UserBuf::Read(b)) => b
+                        .get_mut(op.buf.offset..op.buf.offset + op.buf.len)
+                        .ok_or_else(|| bad_slice(op.buf))?,
+                    (Buf::Scratch(id), _) => scratch
+                        .get_mut(id)
+                        .and_then(|s| s.get_mut(op.buf.offset..op.buf.offset + op.buf.len))
+                        .ok_or_else(|| bad_slice(op.buf))?,
+                    _ => return Err(bad_slice(op.buf)),
+                };
+                do_op(vol, op, Some(target), None)?
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run `work` grouped by member, in parallel (one thread per member) when asked.
+fn run_grouped<B: Send>(
+    work: Vec<(usize, &MemberOp, B)>,
+    distinct: &[usize],
+    parallel: bool,
+    members: &Members,
+    f: impl Fn(&Arc<dyn Volume>, &MemberOp, B) -> Result<()> + Sync,
+) -> Result<()> {
+    if !parallel {
+        for (_, op, b) in work {
+            f(member(members, op)?, op, b)?;
+        }
+        return Ok(());
+    }
+    let mut groups: Vec<Vec<(&MemberOp, B)>> = distinct.iter().map(|_| Vec::new()).collect();
+    for (m, op, b) in work {
+        let g = distinct.binary_search(&m).unwrap_or(0);
+        groups[g].push((op, b));
+    }
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = groups
+            .into_iter()
+            .map(|group| {
+                s.spawn(move || -> Result<()> {
+                    for (op, b) in group {
+                        f(member(members, op)?, op, b)?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        let mut first_err = None;
+        for h in handles {
+            let r = h.join().unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Read,
+                    "internal: an I/O thread panicked",
+                ))
+            });
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    })
+}
+
+/// Split the user buffer and scratch buffers into the disjoint mutable slices that
+/// the read operations fill, returned in operation order.
+fn carve<'a>(
+    user: &'a mut [u8],
+    scratch: &'a mut [Vec<u8>],
+    ops: &[MemberOp],
+) -> Result<Vec<&'a mut [u8]>> {
+    let mut order: Vec<usize> = (0..ops.len()).collect();
+    let key = |s: Slice| match s.buf {
+        Buf::User => (0usize, s.offset),
+        Buf::Scratch(id) => (id + 1, s.offset),
+    };
+    order.sort_by_key(|&i| key(ops[i].buf));
+    // Remaining unsplit tail of each buffer and the offset it starts at.
+    let mut rest: Vec<Option<(&'a mut [u8], usize)>> = std::iter::once(Some((user, 0)))
+        .chain(scratch.iter_mut().map(|s| Some((s.as_mut_slice(), 0))))
+        .collect();
+    let mut out: Vec<Option<&'a mut [u8]>> = (0..ops.len()).map(|_| None).collect();
+    for i in order {
+        let s = ops[i].buf;
+        let (b, _) = key(s);
+        let (buf, base) = rest
+            .get_mut(b)
+            .and_then(Option::take)
+            .ok_or_else(|| bad_slice(s))?;
+        if s.offset < base || s.offset - base + s.len > buf.len() {
+            return Err(bad_slice(s));
+        }
+        let (_, tail) = buf.split_at_mut(s.offset - base);
+        let (target, tail) = tail.split_at_mut(s.len);
+        rest[b] = Some((tail, s.offset + s.len));
+        out[i] = Some(target);
+    }
+    out.into_iter()
+        .map(|t| {
+            t.ok_or_else(|| Error::new(ErrorKind::Invalid, Op::Plan, "internal: unfilled target"))
+        })
+        .collect()
+}
+
+fn bad_slice(s: Slice) -> Error {
+    Error::new(
+        ErrorKind::Invalid,
+        Op::Plan,
+        format!("internal: plan buffer slice {s:?} overlaps another or lies outside its buffer"),
+    )
+}
+
+fn slice_of<'a>(user: &'a [u8], scratch: &'a [Vec<u8>], s: Slice) -> Result<&'a [u8]> {
+    let buf: &[u8] = match s.buf {
+        Buf::User => user,
+        Buf::Scratch(id) => scratch.get(id).ok_or_else(|| bad_slice(s))?,
+    };
+    buf.get(s.offset..s.offset + s.len)
+        .ok_or_else(|| bad_slice(s))
+}
+
+/// Take scratch buffer `id` out so it can be written while other buffers are read.
+fn take(scratch: &mut [Vec<u8>], id: usize) -> Result<Vec<u8>> {
+    scratch
+        .get_mut(id)
+        .map(std::mem::take)
+        .ok_or_else(|| bad_slice(Slice::scratch(id, 0)))
+}
+
+fn run_compute(
+    c: &Compute,
+    engine: &dyn Engine,
+    user: &mut UserBuf<'_>,
+    scratch: &mut [Vec<u8>],
+) -> Result<()> {
+    match c {
+        Compute::Xor { srcs, dst } => {
+            let mut out = take(scratch, *dst)?;
+            let r = srcs
+                .iter()
+                .map(|s| slice_of(user.get(), scratch, *s))
+                .collect::<Result<Vec<_>>>()
+                .map(|ins| engine.xor(&ins, &mut out));
+            scratch[*dst] = out;
+            r
+        }
+        Compute::Pq { data, p, q } => {
+            let mut pb = take(scratch, *p)?;
+            let mut qb = take(scratch, *q)?;
+            let r = data
+                .iter()
+                .map(|s| slice_of(user.get(), scratch, *s))
+                .collect::<Result<Vec<_>>>()
+                .map(|ins| engine.gen_pq(&ins, &mut pb, &mut qb));
+            scratch[*p] = pb;
+            scratch[*q] = qb;
+            r
+        }
+        Compute::Update {
+            slot,
+            old,
+            new,
+            p,
+            q,
+        } => {
+            let mut pb = p.map(|id| take(scratch, id)).transpose()?;
+            let mut qb = q.map(|id| take(scratch, id)).transpose()?;
+            let r = slice_of(user.get(), scratch, *old).and_then(|o| {
+                let n = slice_of(user.get(), scratch, *new)?;
+                raidlab_parity::update(engine, *slot, o, n, pb.as_deref_mut(), qb.as_deref_mut());
+                Ok(())
+            });
+            if let (Some(id), Some(b)) = (p, pb) {
+                scratch[*id] = b;
+            }
+            if let (Some(id), Some(b)) = (q, qb) {
+                scratch[*id] = b;
+            }
+            r
+        }
+        Compute::Recover { data, lost, p, q } => {
+            let mut bufs: Vec<Vec<u8>> = data
+                .iter()
+                .map(|&id| take(scratch, id))
+                .collect::<Result<_>>()?;
+            let r = {
+                let pp = p
+                    .map(|id| slice_of(&[], scratch, Slice::scratch(id, scratch[id].len())))
+                    .transpose();
+                let qq = q
+                    .map(|id| slice_of(&[], scratch, Slice::scratch(id, scratch[id].len())))
+                    .transpose();
+                match (pp, qq) {
+                    (Ok(pp), Ok(qq)) => {
+                        let mut views: Vec<&mut [u8]> =
+                            bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
+                        raidlab_parity::recover(engine, &mut views, lost, pp, qq).map_err(|e| {
+                            Error::new(
+                                ErrorKind::Unrecoverable,
+                                Op::Read,
+                                format!("cannot rebuild lost data: {e}"),
+                            )
+                        })
+                    }
+                    (Err(e), _) | (_, Err(e)) => Err(e),
+                }
+            };
+            for (&id, b) in data.iter().zip(bufs) {
+                scratch[id] = b;
+            }
+            r
+        }
+        Compute::Copy { src, dst } => match dst.buf {
+            Buf::Scratch(id) => {
+                let mut out = take(scratch, id)?;
+                let r = slice_of(user.get(), scratch, *src).and_then(|s| {
+                    out.get_mut(dst.offset..dst.offset + dst.len)
+                        .filter(|d| d.len() == s.len())
+                        .ok_or_else(|| bad_slice(*dst))?
+                        .copy_from_slice(s);
+                    Ok(())
+                });
+                scratch[id] = out;
+                r
+            }
+            Buf::User => {
+                let s = slice_of(&[], scratch, *src)?;
+                match user {
+                    UserBuf::Read(b) => {
+                        b.get_mut(dst.offset..dst.offset + dst.len)
+                            .filter(|d| d.len() == s.len())
+                            .ok_or_else(|| bad_slice(*dst))?
+                            .copy_from_slice(s);
+                        Ok(())
+                    }
+                    UserBuf::Write(_) => Err(bad_slice(*dst)),
+                }
+            }
+        },
+    }
+}

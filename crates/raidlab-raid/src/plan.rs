@@ -1,0 +1,201 @@
+//! I/O plans as data: what the engine decided to do for one request.
+//!
+//! A plan is a list of steps. An I/O step is a set of member operations that may run
+//! in parallel; a compute step is parity work on buffers that earlier steps filled.
+//! Buffers are either the caller's buffer (`User`) or scratch buffers the plan
+//! declares. The real executor carries a plan out; `raidlab explain` prints it; a
+//! simulator can schedule it on device models. Nothing here does I/O.
+
+use serde::Serialize;
+
+/// Read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpKind {
+    Read,
+    Write,
+}
+
+/// Which buffer a slice lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Buf {
+    /// The caller's buffer (read destination or write source).
+    User,
+    /// Scratch buffer number n of the plan.
+    Scratch(usize),
+}
+
+/// `len` bytes at `offset` of a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slice {
+    pub buf: Buf,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl Slice {
+    pub fn user(offset: usize, len: usize) -> Slice {
+        Slice {
+            buf: Buf::User,
+            offset,
+            len,
+        }
+    }
+    pub fn scratch(id: usize, len: usize) -> Slice {
+        Slice {
+            buf: Buf::Scratch(id),
+            offset: 0,
+            len,
+        }
+    }
+}
+
+/// One member operation: `len` bytes at `offset` of member `member`'s data area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemberOp {
+    pub kind: OpKind,
+    pub member: usize,
+    pub offset: u64,
+    pub length: u64,
+    #[serde(skip)]
+    pub buf: Slice,
+}
+
+/// Parity work. Every output is a whole scratch buffer that no input of the same
+/// computation uses, so the executor never aliases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compute {
+    /// dst = XOR of srcs (RAID 4/5 parity from full data, or RAID 5 rebuild).
+    Xor { srcs: Vec<Slice>, dst: usize },
+    /// P and Q from full data given in syndrome-slot order.
+    Pq {
+        data: Vec<Slice>,
+        p: usize,
+        q: usize,
+    },
+    /// Read-modify-write delta: P ^= old ^ new, Q ^= g^slot (old ^ new).
+    Update {
+        slot: usize,
+        old: Slice,
+        new: Slice,
+        p: Option<usize>,
+        q: Option<usize>,
+    },
+    /// Rebuild the `lost` syndrome slots of `data` (scratch buffers in slot order)
+    /// from the others and the parities that are given.
+    Recover {
+        data: Vec<usize>,
+        lost: Vec<usize>,
+        p: Option<usize>,
+        q: Option<usize>,
+    },
+    /// Copy bytes between buffers (e.g. rebuilt data to the caller).
+    Copy { src: Slice, dst: Slice },
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Io(Vec<MemberOp>),
+    Compute(Vec<Compute>),
+}
+
+/// Everything the engine will do for one request.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    /// Sizes of the scratch buffers the plan uses.
+    pub scratch: Vec<usize>,
+    /// Stripe lock keys to hold (sorted, distinct) while the plan runs, so that two
+    /// writes to one stripe never interleave.
+    pub locks: Vec<u64>,
+}
+
+/// The JSON shape of `raidlab explain --json`: phases of member operations.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explained {
+    pub phases: Vec<ExplainedPhase>,
+    pub computes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExplainedPhase {
+    pub ops: Vec<MemberOp>,
+    /// Parity work done after this phase's I/O completes.
+    pub then: Vec<String>,
+}
+
+impl Plan {
+    pub fn add_scratch(&mut self, len: usize) -> usize {
+        self.scratch.push(len);
+        self.scratch.len() - 1
+    }
+
+    /// Number of member reads and writes, for tests and summaries.
+    pub fn op_counts(&self) -> (usize, usize) {
+        let mut r = 0;
+        let mut w = 0;
+        for step in &self.steps {
+            if let Step::Io(ops) = step {
+                for op in ops {
+                    match op.kind {
+                        OpKind::Read => r += 1,
+                        OpKind::Write => w += 1,
+                    }
+                }
+            }
+        }
+        (r, w)
+    }
+
+    /// I/O steps as phases, with the parity work that follows each.
+    pub fn explain(&self) -> Explained {
+        let mut phases: Vec<ExplainedPhase> = Vec::new();
+        let mut before_first = Vec::new();
+        for step in &self.steps {
+            match step {
+                Step::Io(ops) => phases.push(ExplainedPhase {
+                    ops: ops.clone(),
+                    then: Vec::new(),
+                }),
+                Step::Compute(cs) => {
+                    let text: Vec<String> = cs.iter().map(describe_compute).collect();
+                    match phases.last_mut() {
+                        Some(p) => p.then.extend(text),
+                        None => before_first.extend(text),
+                    }
+                }
+            }
+        }
+        Explained {
+            phases,
+            computes: before_first,
+        }
+    }
+}
+
+fn describe_compute(c: &Compute) -> String {
+    match c {
+        Compute::Xor { srcs, .. } => format!("P = XOR of {} blocks", srcs.len()),
+        Compute::Pq { data, .. } => format!("P, Q from {} data blocks", data.len()),
+        Compute::Update { slot, q, .. } => {
+            if q.is_some() {
+                format!("P ^= old ^ new, Q ^= g^{slot} * (old ^ new)")
+            } else {
+                "P ^= old ^ new".to_string()
+            }
+        }
+        Compute::Recover { lost, p, q, .. } => format!(
+            "rebuild data slot{} {:?} from {}",
+            if lost.len() > 1 { "s" } else { "" },
+            lost,
+            match (p.is_some(), q.is_some()) {
+                (true, true) => "P and Q",
+                (true, false) => "P",
+                (false, true) => "Q",
+                (false, false) => "nothing",
+            }
+        ),
+        Compute::Copy { src, .. } => format!("copy {} bytes", src.len),
+    }
+}

@@ -1,0 +1,590 @@
+//! The planner: turns one array request into a [`Plan`], given the geometry and
+//! which member roles are present. Pure: no I/O, no locks, no clocks, so `explain`,
+//! the executor and (later) the simulator all see the same decisions.
+//!
+//! Parity levels work per stripe row and, inside a row, per column segment: a range
+//! of chunk offsets over which the same data chunks are being written. For each
+//! segment a write chooses, as md does, whichever of read-modify-write (read the old
+//! data being replaced and the parity) and reconstruct-write (read the data not being
+//! replaced) reads fewer blocks, preferring reconstruct-write on a tie; when members
+//! are missing and neither works, it reads everything left, rebuilds the lost blocks
+//! and writes fresh parity. A full-stripe write reads nothing.
+
+use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
+use raidlab_core::{check_range, Error, ErrorKind, Op, Result};
+use raidlab_layout::{Geometry, Level, StripeMap};
+use std::collections::HashMap;
+
+/// Lock granularity for RAID 1, which has no chunk.
+const RAID1_LOCK_UNIT: u64 = 64 << 10;
+
+/// Plan a read of `len` bytes at array offset `offset`. `hint` spreads reads over
+/// mirror copies (any number; the array passes a rotating counter).
+pub fn plan_read(
+    geo: &Geometry,
+    present: &[bool],
+    offset: u64,
+    len: u64,
+    hint: usize,
+) -> Result<Plan> {
+    check_request(geo, present, Op::Read, offset, len)?;
+    let mut b = Builder::default();
+    if geo.is_parity() {
+        for row in rows(geo, offset, len) {
+            for seg in row.segments() {
+                b.parity_read_segment(geo, present, &row, seg, offset)?;
+            }
+        }
+    } else {
+        b.mirror_read(geo, present, offset, len, hint)?;
+    }
+    Ok(b.finish())
+}
+
+/// Plan a write of `len` bytes at array offset `offset`.
+pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
+    check_request(geo, present, Op::Write, offset, len)?;
+    let mut b = Builder::default();
+    if geo.is_parity() {
+        for row in rows(geo, offset, len) {
+            b.lock(row.stripe);
+            for seg in row.segments() {
+                b.parity_write_segment(geo, present, &row, seg, offset)?;
+            }
+        }
+    } else {
+        b.mirror_write(geo, present, offset, len)?;
+    }
+    Ok(b.finish())
+}
+
+fn check_request(geo: &Geometry, present: &[bool], op: Op, offset: u64, len: u64) -> Result<()> {
+    if present.len() != geo.raid_disks {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            format!(
+                "internal: {} member states given for {} raid devices",
+                present.len(),
+                geo.raid_disks
+            ),
+        ));
+    }
+    check_range("array", op, geo.array_bytes(), offset, len)
+}
+
+/// One stripe row touched by a request: for each data index, the column range
+/// (offset within the chunk) the request covers, if any.
+struct Row {
+    stripe: u64,
+    map: StripeMap,
+    touched: Vec<Option<(u64, u64)>>,
+    chunk: u64,
+    data_disks: u64,
+}
+
+/// A column range of one row and the data indices whose chunks it writes/reads.
+struct Segment {
+    start: u64,
+    end: u64,
+    touched: Vec<usize>,
+}
+
+impl Row {
+    fn segments(&self) -> Vec<Segment> {
+        let mut cuts: Vec<u64> = self
+            .touched
+            .iter()
+            .flatten()
+            .flat_map(|&(a, b)| [a, b])
+            .collect();
+        cuts.sort_unstable();
+        cuts.dedup();
+        cuts.windows(2)
+            .filter_map(|w| {
+                let (start, end) = (w[0], w[1]);
+                let touched: Vec<usize> = self
+                    .touched
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, t)| matches!(t, Some((a, b)) if *a <= start && end <= *b))
+                    .map(|(i, _)| i)
+                    .collect();
+                (!touched.is_empty()).then_some(Segment {
+                    start,
+                    end,
+                    touched,
+                })
+            })
+            .collect()
+    }
+
+    /// Offset in the caller's buffer of column `col` of data index `i`.
+    fn user_offset(&self, i: usize, col: u64, req_offset: u64) -> usize {
+        ((self.stripe * self.data_disks + i as u64) * self.chunk + col - req_offset) as usize
+    }
+}
+
+fn rows(geo: &Geometry, offset: u64, len: u64) -> Vec<Row> {
+    let chunk = geo.chunk_bytes;
+    let dd = geo.data_disks() as u64;
+    let end = offset + len;
+    let mut out: Vec<Row> = Vec::new();
+    if len == 0 {
+        return out;
+    }
+    let first = offset / chunk;
+    let last = (end - 1) / chunk;
+    for c in first..=last {
+        let stripe = c / dd;
+        let i = (c % dd) as usize;
+        let a = offset.max(c * chunk) - c * chunk;
+        let b = end.min((c + 1) * chunk) - c * chunk;
+        if out.last().map(|r| r.stripe) != Some(stripe) {
+            out.push(Row {
+                stripe,
+                map: geo.stripe(stripe),
+                touched: vec![None; dd as usize],
+                chunk,
+                data_disks: dd,
+            });
+        }
+        if let Some(row) = out.last_mut() {
+            row.touched[i] = Some((a, b));
+        }
+    }
+    out
+}
+
+#[derive(Default)]
+struct Builder {
+    plan: Plan,
+    reads: Vec<MemberOp>,
+    computes: Vec<Compute>,
+    writes: Vec<MemberOp>,
+}
+
+impl Builder {
+    fn lock(&mut self, key: u64) {
+        self.plan.locks.push(key);
+    }
+
+    fn scratch(&mut self, len: u64) -> usize {
+        self.plan.add_scratch(len as usize)
+    }
+
+    fn read(&mut self, member: usize, offset: u64, buf: Slice) {
+        self.reads.push(MemberOp {
+            kind: OpKind::Read,
+            member,
+            offset,
+            length: buf.len as u64,
+            buf,
+        });
+    }
+
+    fn write(&mut self, member: usize, offset: u64, buf: Slice) {
+        self.writes.push(MemberOp {
+            kind: OpKind::Write,
+            member,
+            offset,
+            length: buf.len as u64,
+            buf,
+        });
+    }
+
+    fn finish(mut self) -> Plan {
+        let reads = merge(std::mem::take(&mut self.reads));
+        let writes = merge(std::mem::take(&mut self.writes));
+        if !reads.is_empty() {
+            self.plan.steps.push(Step::Io(reads));
+        }
+        if !self.computes.is_empty() {
+            self.plan
+                .steps
+                .push(Step::Compute(std::mem::take(&mut self.computes)));
+        }
+        if !writes.is_empty() {
+            self.plan.steps.push(Step::Io(writes));
+        }
+        self.plan.locks.sort_unstable();
+        self.plan.locks.dedup();
+        self.plan
+    }
+
+    fn mirror_read(
+        &mut self,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+        hint: usize,
+    ) -> Result<()> {
+        let end = offset + len;
+        let mut pos = offset;
+        while pos < end {
+            let (locs, run) = geo.mirror_map(pos);
+            let n = run.min(end - pos);
+            let live: Vec<_> = locs.iter().filter(|l| present[l.member]).collect();
+            let Some(loc) = (!live.is_empty()).then(|| live[hint % live.len()]) else {
+                return Err(lost_error(geo, present, pos, n));
+            };
+            self.read(
+                loc.member,
+                loc.offset,
+                Slice::user((pos - offset) as usize, n as usize),
+            );
+            pos += n;
+        }
+        Ok(())
+    }
+
+    fn mirror_write(
+        &mut self,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        let unit = if geo.chunk_bytes == 0 {
+            RAID1_LOCK_UNIT
+        } else {
+            geo.chunk_bytes
+        };
+        let end = offset + len;
+        let mut pos = offset;
+        while pos < end {
+            let (locs, run) = geo.mirror_map(pos);
+            let n = run.min(end - pos);
+            if !locs.iter().any(|l| present[l.member]) {
+                return Err(lost_error(geo, present, pos, n));
+            }
+            for key in pos / unit..=(pos + n - 1) / unit {
+                self.lock(key);
+            }
+            for loc in locs.iter().filter(|l| present[l.member]) {
+                self.write(
+                    loc.member,
+                    loc.offset,
+                    Slice::user((pos - offset) as usize, n as usize),
+                );
+            }
+            pos += n;
+        }
+        Ok(())
+    }
+
+    fn parity_read_segment(
+        &mut self,
+        geo: &Geometry,
+        present: &[bool],
+        row: &Row,
+        seg: Segment,
+        req: u64,
+    ) -> Result<()> {
+        let map = &row.map;
+        let len = seg.end - seg.start;
+        let moff = row.stripe * row.chunk + seg.start;
+        let missing: Vec<usize> = (0..map.data.len())
+            .filter(|&i| !present[map.data[i]])
+            .collect();
+        if !seg.touched.iter().any(|i| missing.contains(i)) {
+            for &i in &seg.touched {
+                let u = row.user_offset(i, seg.start, req);
+                self.read(map.data[i], moff, Slice::user(u, len as usize));
+            }
+            return Ok(());
+        }
+        // A chunk we need is on a missing member: read the rest of the stripe and
+        // rebuild. Hold the stripe lock so a concurrent write cannot change data and
+        // parity between our reads.
+        self.lock(row.stripe);
+        let (data, p, q) = self.read_for_rebuild(geo, present, row, &missing, moff, len, req)?;
+        self.computes.push(Compute::Recover {
+            data: slot_order(map, &data),
+            lost: missing.iter().map(|&i| map.slot[i]).collect(),
+            p,
+            q,
+        });
+        for &i in &seg.touched {
+            let u = row.user_offset(i, seg.start, req);
+            self.computes.push(Compute::Copy {
+                src: Slice::scratch(data[i], len as usize),
+                dst: Slice::user(u, len as usize),
+            });
+        }
+        Ok(())
+    }
+
+    /// Read every present data chunk of a segment into scratch (allocating scratch
+    /// for the missing ones too) and the parity needed to rebuild `missing`.
+    #[allow(clippy::too_many_arguments)]
+    fn read_for_rebuild(
+        &mut self,
+        geo: &Geometry,
+        present: &[bool],
+        row: &Row,
+        missing: &[usize],
+        moff: u64,
+        len: u64,
+        req: u64,
+    ) -> Result<(Vec<usize>, Option<usize>, Option<usize>)> {
+        let map = &row.map;
+        let p_ok = present[map.p];
+        let q_ok = map.q.is_some_and(|q| present[q]);
+        let (use_p, use_q) = match missing.len() {
+            0 => (false, false),
+            1 if p_ok => (true, false),
+            1 if q_ok => (false, true),
+            2 if p_ok && q_ok => (true, true),
+            _ => {
+                return Err(lost_error(
+                    geo,
+                    present,
+                    row.stripe * row.data_disks * row.chunk,
+                    row.data_disks * row.chunk,
+                ))
+            }
+        };
+        let _ = req;
+        let mut data = Vec::with_capacity(map.data.len());
+        for &member in &map.data {
+            let s = self.scratch(len);
+            if present[member] {
+                self.read(member, moff, Slice::scratch(s, len as usize));
+            }
+            data.push(s);
+        }
+        let p = use_p.then(|| {
+            let s = self.scratch(len);
+            self.read(map.p, moff, Slice::scratch(s, len as usize));
+            s
+        });
+        let q = match (use_q, map.q) {
+            (true, Some(qm)) => {
+                let s = self.scratch(len);
+                self.read(qm, moff, Slice::scratch(s, len as usize));
+                Some(s)
+            }
+            _ => None,
+        };
+        Ok((data, p, q))
+    }
+
+    fn parity_write_segment(
+        &mut self,
+        geo: &Geometry,
+        present: &[bool],
+        row: &Row,
+        seg: Segment,
+        req: u64,
+    ) -> Result<()> {
+        let map = &row.map;
+        let dd = map.data.len();
+        let len = seg.end - seg.start;
+        let l = len as usize;
+        let moff = row.stripe * row.chunk + seg.start;
+        let is_t = |i: usize| seg.touched.contains(&i);
+        let user = |i: usize| Slice::user(row.user_offset(i, seg.start, req), l);
+        let p_ok = present[map.p];
+        let q_ok = map.q.is_some_and(|q| present[q]);
+        let parities = usize::from(p_ok) + usize::from(q_ok);
+
+        // New data always goes to the data members that are present.
+        let write_data = |b: &mut Builder| {
+            for &i in &seg.touched {
+                if present[map.data[i]] {
+                    b.write(map.data[i], moff, user(i));
+                }
+            }
+        };
+        if parities == 0 {
+            write_data(self);
+            return Ok(());
+        }
+
+        let rmw_ok = seg.touched.iter().all(|&i| present[map.data[i]]);
+        let rmw_reads = seg.touched.len() + parities;
+        let rcw_ok = (0..dd).filter(|&i| !is_t(i)).all(|i| present[map.data[i]]);
+        let rcw_reads = dd - seg.touched.len();
+
+        if rcw_ok && (!rmw_ok || rcw_reads <= rmw_reads) {
+            // Reconstruct-write: parity from the new data and the untouched old data.
+            let slices: Vec<Slice> = (0..dd)
+                .map(|i| {
+                    if is_t(i) {
+                        user(i)
+                    } else {
+                        let s = self.scratch(len);
+                        self.read(map.data[i], moff, Slice::scratch(s, l));
+                        Slice::scratch(s, l)
+                    }
+                })
+                .collect();
+            let (p, q) = self.new_parity(map, slices, len);
+            write_data(self);
+            self.write_parity(map, present, moff, l, p, q);
+        } else if rmw_ok {
+            // Read-modify-write: fold (old ^ new) of each replaced chunk into parity.
+            let olds: Vec<(usize, usize)> = seg
+                .touched
+                .iter()
+                .map(|&i| {
+                    let s = self.scratch(len);
+                    self.read(map.data[i], moff, Slice::scratch(s, l));
+                    (i, s)
+                })
+                .collect();
+            let p = p_ok.then(|| {
+                let s = self.scratch(len);
+                self.read(map.p, moff, Slice::scratch(s, l));
+                s
+            });
+            let q = match map.q {
+                Some(qm) if q_ok => {
+                    let s = self.scratch(len);
+                    self.read(qm, moff, Slice::scratch(s, l));
+                    Some(s)
+                }
+                _ => None,
+            };
+            for (i, s) in olds {
+                self.computes.push(Compute::Update {
+                    slot: map.slot[i],
+                    old: Slice::scratch(s, l),
+                    new: user(i),
+                    p,
+                    q,
+                });
+            }
+            write_data(self);
+            self.write_parity(map, present, moff, l, p, q);
+        } else {
+            // Members we would need for either method are missing: read what is left,
+            // rebuild the missing chunks, lay the new data over them, fresh parity.
+            let missing: Vec<usize> = (0..dd).filter(|&i| !present[map.data[i]]).collect();
+            let (data, p_old, q_old) =
+                self.read_for_rebuild(geo, present, row, &missing, moff, len, req)?;
+            self.computes.push(Compute::Recover {
+                data: slot_order(map, &data),
+                lost: missing.iter().map(|&i| map.slot[i]).collect(),
+                p: p_old,
+                q: q_old,
+            });
+            for &i in &seg.touched {
+                self.computes.push(Compute::Copy {
+                    src: user(i),
+                    dst: Slice::scratch(data[i], l),
+                });
+            }
+            let slices = data.iter().map(|&s| Slice::scratch(s, l)).collect();
+            let (p, q) = self.new_parity(map, slices, len);
+            write_data(self);
+            self.write_parity(map, present, moff, l, p, q);
+        }
+        Ok(())
+    }
+
+    /// Compute P (and Q for RAID 6) from full data given in logical order.
+    fn new_parity(
+        &mut self,
+        map: &StripeMap,
+        data: Vec<Slice>,
+        len: u64,
+    ) -> (Option<usize>, Option<usize>) {
+        let p = self.scratch(len);
+        if map.q.is_some() {
+            let q = self.scratch(len);
+            let mut by_slot = data.clone();
+            for (i, s) in data.into_iter().enumerate() {
+                by_slot[map.slot[i]] = s;
+            }
+            self.computes.push(Compute::Pq {
+                data: by_slot,
+                p,
+                q,
+            });
+            (Some(p), Some(q))
+        } else {
+            self.computes.push(Compute::Xor { srcs: data, dst: p });
+            (Some(p), None)
+        }
+    }
+
+    fn write_parity(
+        &mut self,
+        map: &StripeMap,
+        present: &[bool],
+        moff: u64,
+        len: usize,
+        p: Option<usize>,
+        q: Option<usize>,
+    ) {
+        if let Some(p) = p.filter(|_| present[map.p]) {
+            self.write(map.p, moff, Slice::scratch(p, len));
+        }
+        if let (Some(qm), Some(q)) = (map.q, q) {
+            if present[qm] {
+                self.write(qm, moff, Slice::scratch(q, len));
+            }
+        }
+    }
+}
+
+/// Scratch ids given per logical data index, reordered by syndrome slot.
+fn slot_order(map: &StripeMap, per_index: &[usize]) -> Vec<usize> {
+    let mut out = per_index.to_vec();
+    for (i, &s) in per_index.iter().enumerate() {
+        out[map.slot[i]] = s;
+    }
+    out
+}
+
+/// Join operations on one member that continue each other on the member and in the
+/// same buffer, so a large request becomes few large member I/Os.
+fn merge(ops: Vec<MemberOp>) -> Vec<MemberOp> {
+    let mut out: Vec<MemberOp> = Vec::with_capacity(ops.len());
+    let mut last: HashMap<usize, usize> = HashMap::new();
+    for op in ops {
+        if let Some(&j) = last.get(&op.member) {
+            let prev = &mut out[j];
+            if prev.offset + prev.length == op.offset
+                && prev.buf.buf == op.buf.buf
+                && prev.buf.offset + prev.buf.len == op.buf.offset
+            {
+                prev.length += op.length;
+                prev.buf.len += op.buf.len;
+                continue;
+            }
+        }
+        last.insert(op.member, out.len());
+        out.push(op);
+    }
+    out
+}
+
+fn lost_error(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Error {
+    let missing: Vec<String> = present
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !**p)
+        .map(|(i, _)| i.to_string())
+        .collect();
+    let tolerance = match geo.level {
+        Level::Raid0 => "RAID 0 has no redundancy".to_string(),
+        Level::Raid1 => "RAID 1 needs at least one member".to_string(),
+        Level::Raid4 | Level::Raid5 => "it tolerates one missing member".to_string(),
+        Level::Raid6 => "it tolerates two missing members".to_string(),
+        Level::Raid10 => "RAID 10 needs one copy of every chunk".to_string(),
+    };
+    Error::new(
+        ErrorKind::Unrecoverable,
+        Op::Plan,
+        format!(
+            "the data here is lost with member role(s) {} missing; {tolerance}. Supply the missing member(s) to read or write this range",
+            missing.join(", ")
+        ),
+    )
+    .on_device("array")
+    .at(offset, len)
+}

@@ -1,0 +1,422 @@
+//! Whole-engine behaviour: seeded random read/write workloads against an in-memory
+//! model, for every level and layout, complete and degraded; parity on the members
+//! checked against the reference parity engine; and the plan shapes the classic
+//! results predict.
+
+use raidlab_core::{ErrorKind, Volume};
+use raidlab_devices::MemVolume;
+use raidlab_layout::{Geometry, Layout, Level, ParityLayout, Raid10Layout};
+use raidlab_raid::planner::{plan_read, plan_write};
+use raidlab_raid::Array;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+
+const PARITY_LAYOUTS: [ParityLayout; 6] = [
+    ParityLayout::LeftAsymmetric,
+    ParityLayout::RightAsymmetric,
+    ParityLayout::LeftSymmetric,
+    ParityLayout::RightSymmetric,
+    ParityLayout::ParityFirst,
+    ParityLayout::ParityLast,
+];
+
+fn configs() -> Vec<Geometry> {
+    let chunk = 4096u64;
+    let member = 24 * chunk;
+    let mut out = vec![
+        Geometry::new(Level::Raid0, Layout::Plain, chunk, 3, member).unwrap(),
+        Geometry::new(Level::Raid1, Layout::Plain, 0, 3, member).unwrap(),
+        Geometry::new(
+            Level::Raid4,
+            Layout::Parity(ParityLayout::ParityLast),
+            chunk,
+            4,
+            member,
+        )
+        .unwrap(),
+    ];
+    for l in PARITY_LAYOUTS {
+        out.push(Geometry::new(Level::Raid5, Layout::Parity(l), chunk, 4, member).unwrap());
+        out.push(Geometry::new(Level::Raid6, Layout::Parity(l), chunk, 5, member).unwrap());
+    }
+    out.push(
+        Geometry::new(
+            Level::Raid6,
+            Layout::Parity(ParityLayout::LeftSymmetric),
+            8192,
+            6,
+            12 * 8192,
+        )
+        .unwrap(),
+    );
+    for (name, n) in [
+        ("n2", 4),
+        ("n2", 3),
+        ("f2", 4),
+        ("o2", 4),
+        ("n3", 4),
+        ("f3", 5),
+        ("o3", 3),
+    ] {
+        let l = Raid10Layout::from_name(name).unwrap();
+        out.push(Geometry::new(Level::Raid10, Layout::Raid10(l), chunk, n, member).unwrap());
+    }
+    out
+}
+
+fn label(g: &Geometry) -> String {
+    format!(
+        "{} {} x{} chunk {}",
+        g.level.name(),
+        g.layout.name(),
+        g.raid_disks,
+        g.chunk_bytes
+    )
+}
+
+fn array_over(g: &Geometry, mems: &[Arc<MemVolume>], missing: &[usize]) -> Array {
+    let vols = mems
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (!missing.contains(&i)).then(|| m.clone() as Arc<dyn Volume>))
+        .collect();
+    Array::new("test", *g, vols).unwrap()
+}
+
+/// Random request: sometimes sector-aligned, sometimes any byte; sometimes spanning
+/// several stripes.
+fn random_request(rng: &mut ChaCha8Rng, size: u64, chunk: u64) -> (u64, usize) {
+    let max = (chunk.max(4096) * 6).min(size);
+    let len = match rng.gen_range(0..4) {
+        0 => rng.gen_range(1..=512),
+        1 => 4096,
+        _ => rng.gen_range(1..=max),
+    };
+    let mut off = rng.gen_range(0..=size - len);
+    if rng.gen_bool(0.5) {
+        off -= off % 512;
+    }
+    (off, len as usize)
+}
+
+/// Every stripe's parity on the members equals P/Q computed by the reference engine.
+fn assert_parity_consistent(g: &Geometry, mems: &[Arc<MemVolume>]) {
+    if !g.is_parity() {
+        // Mirrors: every copy of every chunk identical.
+        let mut pos = 0;
+        while pos < g.array_bytes() {
+            let (locs, run) = g.mirror_map(pos);
+            let n = run.min(g.array_bytes() - pos) as usize;
+            let first = read(&mems[locs[0].member], locs[0].offset, n);
+            for l in &locs[1..] {
+                assert_eq!(
+                    read(&mems[l.member], l.offset, n),
+                    first,
+                    "{}: copies differ at {pos}",
+                    label(g)
+                );
+            }
+            pos += n as u64;
+        }
+        return;
+    }
+    let c = g.chunk_bytes as usize;
+    let engine = raidlab_parity::reference();
+    for s in 0..g.member_bytes / g.chunk_bytes {
+        let map = g.stripe(s);
+        let off = s * g.chunk_bytes;
+        let mut by_slot = vec![Vec::new(); map.data.len()];
+        for (i, &m) in map.data.iter().enumerate() {
+            by_slot[map.slot[i]] = read(&mems[m], off, c);
+        }
+        let refs: Vec<&[u8]> = by_slot.iter().map(|v| v.as_slice()).collect();
+        let mut p = vec![0u8; c];
+        let mut q = vec![0u8; c];
+        engine.gen_pq(&refs, &mut p, &mut q);
+        assert_eq!(
+            read(&mems[map.p], off, c),
+            p,
+            "{}: P wrong in stripe {s}",
+            label(g)
+        );
+        if let Some(qm) = map.q {
+            assert_eq!(
+                read(&mems[qm], off, c),
+                q,
+                "{}: Q wrong in stripe {s}",
+                label(g)
+            );
+        }
+    }
+}
+
+fn read(v: &MemVolume, off: u64, n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    v.read_at(&mut b, off).unwrap();
+    b
+}
+
+/// All sets of missing roles the level survives, up to its tolerance.
+fn survivable_sets(g: &Geometry) -> Vec<Vec<usize>> {
+    let n = g.raid_disks;
+    let mut sets = Vec::new();
+    for a in 0..n {
+        sets.push(vec![a]);
+        for b in a + 1..n {
+            sets.push(vec![a, b]);
+        }
+    }
+    if g.level == Level::Raid1 {
+        sets.push((1..n).collect());
+    }
+    sets.retain(|s| g.survives(s));
+    sets
+}
+
+#[test]
+fn random_workloads_match_the_model_complete_and_degraded() {
+    for (ci, g) in configs().into_iter().enumerate() {
+        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed + ci as u64);
+        let mems: Vec<Arc<MemVolume>> = (0..g.raid_disks)
+            .map(|_| Arc::new(MemVolume::new(g.member_bytes)))
+            .collect();
+        let size = g.array_bytes();
+        let mut model = vec![0u8; size as usize];
+        let array = array_over(&g, &mems, &[]);
+        assert_eq!(array.size(), size);
+        for _ in 0..150 {
+            let (off, len) = random_request(&mut rng, size, g.chunk_bytes);
+            if rng.gen_bool(0.6) {
+                let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                array.write_at(&data, off).unwrap();
+                model[off as usize..off as usize + len].copy_from_slice(&data);
+            } else {
+                let mut b = vec![0u8; len];
+                array.read_at(&mut b, off).unwrap();
+                assert!(
+                    b == model[off as usize..off as usize + len],
+                    "{}: read {off}+{len} differs",
+                    label(&g)
+                );
+            }
+        }
+        assert_parity_consistent(&g, &mems);
+
+        for missing in survivable_sets(&g) {
+            // Reads with members gone rebuild the data exactly.
+            let degraded = array_over(&g, &mems, &missing);
+            let mut all = vec![0u8; size as usize];
+            degraded.read_at(&mut all, 0).unwrap();
+            assert!(
+                all == model,
+                "{}: degraded read with {missing:?} missing differs",
+                label(&g)
+            );
+        }
+        // Writes while degraded, then read back degraded, on copies of the members.
+        for missing in survivable_sets(&g).into_iter().take(6) {
+            let copies: Vec<Arc<MemVolume>> = mems
+                .iter()
+                .map(|m| {
+                    let c = MemVolume::new(m.size());
+                    c.write_at(&m.snapshot(), 0).unwrap();
+                    Arc::new(c)
+                })
+                .collect();
+            let mut model2 = model.clone();
+            let degraded = array_over(&g, &copies, &missing);
+            for _ in 0..40 {
+                let (off, len) = random_request(&mut rng, size, g.chunk_bytes);
+                let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                degraded.write_at(&data, off).unwrap();
+                model2[off as usize..off as usize + len].copy_from_slice(&data);
+            }
+            let mut all = vec![0u8; size as usize];
+            degraded.read_at(&mut all, 0).unwrap();
+            assert!(
+                all == model2,
+                "{}: degraded writes with {missing:?} missing read back wrong",
+                label(&g)
+            );
+        }
+    }
+}
+
+#[test]
+fn too_many_missing_is_refused_and_writes_nothing() {
+    let g = Geometry::new(
+        Level::Raid5,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        4096,
+        4,
+        16 * 4096,
+    )
+    .unwrap();
+    let vols: Vec<Option<Arc<dyn Volume>>> = vec![
+        None,
+        None,
+        Some(Arc::new(MemVolume::new(g.member_bytes))),
+        Some(Arc::new(MemVolume::new(g.member_bytes))),
+    ];
+    let e = Array::new("t", g, vols).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unrecoverable);
+    assert!(e.to_string().contains("too many members missing"), "{e}");
+
+    let g0 = Geometry::new(Level::Raid0, Layout::Plain, 4096, 2, 16 * 4096).unwrap();
+    let e = plan_read(&g0, &[true, false], 0, 8192, 0).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unrecoverable);
+    assert!(e.to_string().contains("RAID 0 has no redundancy"), "{e}");
+}
+
+#[test]
+fn requests_past_the_end_are_refused() {
+    for g in configs() {
+        let mems: Vec<Arc<MemVolume>> = (0..g.raid_disks)
+            .map(|_| Arc::new(MemVolume::new(g.member_bytes)))
+            .collect();
+        let a = array_over(&g, &mems, &[]);
+        let size = a.size();
+        assert_eq!(
+            a.write_at(&[1, 2], size - 1).unwrap_err().kind,
+            ErrorKind::OutOfRange
+        );
+        assert_eq!(
+            a.read_at(&mut [0; 1], size).unwrap_err().kind,
+            ErrorKind::OutOfRange
+        );
+        assert_eq!(
+            a.read_at(&mut [0; 1], u64::MAX).unwrap_err().kind,
+            ErrorKind::OutOfRange
+        );
+        assert!(
+            mems.iter().all(|m| m.snapshot().iter().all(|&b| b == 0)),
+            "nothing written"
+        );
+    }
+}
+
+fn parity_geo(level: Level, n: usize) -> Geometry {
+    let layout = if level == Level::Raid4 {
+        ParityLayout::ParityLast
+    } else {
+        ParityLayout::LeftSymmetric
+    };
+    Geometry::new(level, Layout::Parity(layout), 64 << 10, n, 1 << 30).unwrap()
+}
+
+/// (reads in first phase, writes in last phase, number of phases)
+fn shape(p: &raidlab_raid::Plan) -> (usize, usize, usize) {
+    let e = p.explain();
+    let reads = e.phases.first().map_or(0, |ph| {
+        ph.ops
+            .iter()
+            .filter(|o| o.kind == raidlab_raid::OpKind::Read)
+            .count()
+    });
+    let writes = e.phases.last().map_or(0, |ph| {
+        ph.ops
+            .iter()
+            .filter(|o| o.kind == raidlab_raid::OpKind::Write)
+            .count()
+    });
+    (reads, writes, e.phases.len())
+}
+
+#[test]
+fn small_writes_choose_the_method_that_reads_less() {
+    let all = |n| vec![true; n];
+    // 5-member RAID 5: read-modify-write, 2 reads (old data, old P) then 2 writes.
+    let p = plan_write(&parity_geo(Level::Raid5, 5), &all(5), 0, 4096).unwrap();
+    assert_eq!(shape(&p), (2, 2, 2));
+    // 6-member RAID 6: 3 reads either way; 3 writes.
+    let p = plan_write(&parity_geo(Level::Raid6, 6), &all(6), 0, 4096).unwrap();
+    assert_eq!(shape(&p), (3, 3, 2));
+    // 5-member RAID 6: reconstruct-write reads the 2 other data chunks, not D+P+Q.
+    let p = plan_write(&parity_geo(Level::Raid6, 5), &all(5), 0, 4096).unwrap();
+    assert_eq!(shape(&p), (2, 3, 2));
+    // 3-member RAID 5: reconstruct-write reads 1 (the other data) rather than 2.
+    let p = plan_write(&parity_geo(Level::Raid5, 3), &all(3), 0, 4096).unwrap();
+    assert_eq!(shape(&p), (1, 2, 2));
+}
+
+#[test]
+fn full_stripe_writes_read_nothing() {
+    for (level, n) in [(Level::Raid5, 5), (Level::Raid6, 6), (Level::Raid4, 4)] {
+        let g = parity_geo(level, n);
+        let stripe = g.chunk_bytes * g.data_disks() as u64;
+        let p = plan_write(&g, &vec![true; n], 3 * stripe, 2 * stripe).unwrap();
+        let (r, w) = p.op_counts();
+        assert_eq!(r, 0, "{level:?}");
+        assert_eq!(w, 2 * n, "{level:?}: one write per member per stripe");
+        assert_eq!(p.locks, vec![3, 4]);
+    }
+}
+
+#[test]
+fn reading_a_missing_chunk_reads_the_rest_of_its_stripe() {
+    let g = parity_geo(Level::Raid5, 5);
+    let map = g.stripe(0);
+    let mut present = vec![true; 5];
+    present[map.data[0]] = false;
+    let p = plan_read(&g, &present, 0, 4096, 0).unwrap();
+    let e = p.explain();
+    assert_eq!(e.phases.len(), 1);
+    let mut members: Vec<usize> = e.phases[0].ops.iter().map(|o| o.member).collect();
+    members.sort_unstable();
+    let mut expect: Vec<usize> = (0..5).filter(|&m| m != map.data[0]).collect();
+    expect.sort_unstable();
+    assert_eq!(members, expect, "3 other data chunks and P");
+    assert!(e.phases[0].then.iter().any(|t| t.contains("rebuild")));
+    // A read of a present chunk is a single read.
+    let p = plan_read(&g, &present, 64 << 10, 4096, 0).unwrap();
+    assert_eq!(p.op_counts(), (1, 0));
+}
+
+#[test]
+fn raid1_reads_spread_over_mirrors_and_writes_go_everywhere() {
+    let g = Geometry::new(Level::Raid1, Layout::Plain, 0, 3, 1 << 20).unwrap();
+    let mut used = std::collections::HashSet::new();
+    for hint in 0..6 {
+        let p = plan_read(&g, &[true; 3], 0, 4096, hint).unwrap();
+        assert_eq!(p.op_counts(), (1, 0));
+        let e = p.explain();
+        used.insert(e.phases[0].ops[0].member);
+    }
+    assert_eq!(used.len(), 3, "concurrent readers use every mirror");
+    let p = plan_write(&g, &[true, false, true], 0, 4096).unwrap();
+    assert_eq!(p.op_counts(), (0, 2));
+}
+
+#[test]
+fn concurrent_writers_to_one_stripe_keep_parity_consistent() {
+    let g = Geometry::new(
+        Level::Raid6,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        4096,
+        5,
+        8 * 4096,
+    )
+    .unwrap();
+    let mems: Vec<Arc<MemVolume>> = (0..5)
+        .map(|_| Arc::new(MemVolume::new(g.member_bytes)))
+        .collect();
+    let array = Arc::new(array_over(&g, &mems, &[]));
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let array = array.clone();
+            std::thread::spawn(move || {
+                let mut rng = ChaCha8Rng::seed_from_u64(t as u64);
+                for _ in 0..300 {
+                    // All threads hammer the first two stripes with small writes.
+                    let off = rng.gen_range(0..(6 * 4096 - 512) / 512) * 512;
+                    array.write_at(&[t; 512], off).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_parity_consistent(&g, &mems);
+}

@@ -1,0 +1,159 @@
+//! Argument definitions. Sizes are parsed with raidlab-core's size parser so every
+//! command accepts the same `4K`/`512M`/`2G` forms.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+fn size(s: &str) -> Result<u64, String> {
+    raidlab_core::size::parse_size(s).map_err(|e| e.message)
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "raidlab",
+    version,
+    about = "User-space software RAID compatible with Linux md",
+    long_about = "raidlab builds, reads and explains Linux md arrays (RAID 0/1/4/5/6/10, md v1.2 superblocks) on plain files or block devices, without the kernel's md driver."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create an array on member files or block devices (writes md v1.2 superblocks).
+    Create(CreateArgs),
+    /// Print each member's superblock, with the fields mdadm --examine shows.
+    Examine(MembersJson),
+    /// Assemble the members (any order) and print the array's state.
+    Detail(MembersJson),
+    /// Write the array's logical contents to a file or stdout (works degraded).
+    Export(ExportArgs),
+    /// Write data into the array from a file or stdin, updating parity.
+    Import(ImportArgs),
+    /// Print the I/O plan the engine carries out for one request.
+    Explain(ExplainArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// RAID level: 0, 1, 4, 5, 6 or 10 (also raid0, raid5, mirror, ...).
+    #[arg(long, short = 'l')]
+    pub level: String,
+    /// Layout: RAID 5/6 left-symmetric (default), left-asymmetric, right-symmetric,
+    /// right-asymmetric, parity-first, parity-last; RAID 10 n2 (default), f2, o2, n3, ...
+    #[arg(long, short = 'p')]
+    pub layout: Option<String>,
+    /// Chunk size, a power of two of at least 4K.
+    #[arg(long, short = 'c', default_value = "512K", value_parser = size)]
+    pub chunk: u64,
+    /// The last K members become hot spares.
+    #[arg(long, short = 'x', default_value_t = 0)]
+    pub spares: usize,
+    /// Array name stored in the superblocks.
+    #[arg(long, short = 'N', default_value = "")]
+    pub name: String,
+    /// Size of member files that do not exist yet (created sparse).
+    #[arg(long, value_parser = size)]
+    pub member_size: Option<u64>,
+    /// Overwrite members that already carry an md superblock; allow fewer members
+    /// than the level normally needs.
+    #[arg(long, short = 'f')]
+    pub force: bool,
+    /// Member files or block devices, in role order.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct MembersJson {
+    /// Member files or block devices.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Member files or devices; `missing` (or leaving one out) marks an absent member.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// Output file (default: stdout).
+    #[arg(long, short = 'o')]
+    pub output: Option<PathBuf>,
+    /// Array offset to start at.
+    #[arg(long, default_value = "0", value_parser = size)]
+    pub offset: u64,
+    /// Bytes to export (default: to the end of the array).
+    #[arg(long, value_parser = size)]
+    pub length: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Member files or devices; `missing` (or leaving one out) marks an absent member.
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// Input file (default: stdin).
+    #[arg(long, short = 'i')]
+    pub input: Option<PathBuf>,
+    /// Array offset to write at.
+    #[arg(long, default_value = "0", value_parser = size)]
+    pub offset: u64,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Direction {
+    Read,
+    Write,
+}
+
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[arg(long, short = 'l')]
+    pub level: String,
+    #[arg(long, short = 'p')]
+    pub layout: Option<String>,
+    #[arg(long, short = 'c', default_value = "512K", value_parser = size)]
+    pub chunk: u64,
+    #[arg(long, short = 'n')]
+    pub raid_devices: usize,
+    /// Data size of each member (matters for RAID 10 far/offset layouts).
+    #[arg(long, default_value = "1G", value_parser = size)]
+    pub member_size: u64,
+    /// Member roles to treat as missing.
+    #[arg(long, num_args = 1..)]
+    pub missing: Vec<usize>,
+    #[arg(long)]
+    pub json: bool,
+    pub direction: Direction,
+    #[arg(value_parser = size)]
+    pub offset: u64,
+    #[arg(value_parser = size)]
+    pub length: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Measure the parity engines on this CPU (XOR, P+Q, two-block recovery).
+    Parity(BenchParityArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchParityArgs {
+    #[arg(long, default_value_t = 8)]
+    pub data_disks: usize,
+    #[arg(long, default_value = "64K", value_parser = size)]
+    pub chunk: u64,
+    /// Seconds to spend on each engine and operation.
+    #[arg(long, default_value_t = 0.3)]
+    pub seconds: f64,
+    #[arg(long)]
+    pub json: bool,
+}

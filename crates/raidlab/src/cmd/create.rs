@@ -1,0 +1,155 @@
+//! `raidlab create`.
+
+use crate::cli::CreateArgs;
+use crate::open::{is_missing, open_device};
+use anyhow::{bail, Context, Result};
+use raidlab_core::size::format_size;
+use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_layout::{Layout, Level};
+use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
+use std::os::unix::fs::MetadataExt;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub fn run(a: CreateArgs) -> Result<ExitCode> {
+    let level = Level::from_name(&a.level)?;
+    let layout = Layout::parse(level, a.layout.as_deref())?;
+    if level != Level::Raid1 && (a.chunk < 4096 || !a.chunk.is_power_of_two()) {
+        bail!(
+            "chunk size {} is not a power of two of at least 4K: use e.g. 64K, 512K or 1M",
+            a.chunk
+        );
+    }
+    if a.members.iter().any(|p| is_missing(p)) {
+        bail!("`missing` cannot be used with create: every member must be a file or device");
+    }
+    // Refuse duplicates before touching anything: the same path twice, or two paths
+    // naming one file.
+    let mut seen: Vec<(u64, u64, String)> = Vec::new();
+    for (i, p) in a.members.iter().enumerate() {
+        if a.members[..i].contains(p) {
+            bail!(
+                "{} is given twice: each member must be a different file or device",
+                p.display()
+            );
+        }
+        if let Ok(meta) = std::fs::metadata(p) {
+            let id = if meta.file_type().is_block_device_like() {
+                (meta.rdev(), 0)
+            } else {
+                (meta.dev(), meta.ino())
+            };
+            if let Some((_, _, other)) = seen.iter().find(|(d, n, _)| (*d, *n) == id) {
+                bail!(
+                    "{} and {} are the same file: each member must be a different file or device",
+                    other,
+                    p.display()
+                );
+            }
+            seen.push((id.0, id.1, p.display().to_string()));
+        } else if a.member_size.is_none() {
+            bail!(
+                "{} does not exist: give --member-size to create member files of that size",
+                p.display()
+            );
+        }
+    }
+    let mut created = Vec::new();
+    let result = open_and_create(&a, level, layout, &mut created);
+    if result.is_err() {
+        // Leave the disk as we found it: remove only files this command made.
+        for p in &created {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+    let asm = result?;
+    let g = asm.geometry;
+    println!(
+        "raidlab: created {} array {} ({}) on {} member(s){}: {} usable, chunk {}, layout {}",
+        g.level.name(),
+        if asm.name.is_empty() {
+            "(unnamed)".to_string()
+        } else {
+            asm.name.clone()
+        },
+        raidlab_raid::assemble::format_uuid(&asm.uuid),
+        g.raid_disks,
+        if a.spares > 0 {
+            format!(" + {} spare(s)", a.spares)
+        } else {
+            String::new()
+        },
+        format_size(g.array_bytes()),
+        if g.chunk_bytes == 0 {
+            "-".to_string()
+        } else {
+            format_size(g.chunk_bytes)
+        },
+        g.layout.name(),
+    );
+    if !asm.in_sync() {
+        println!("raidlab: the members held data before, so parity/mirrors are not yet consistent: initial resync pending (see `raidlab detail`)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+trait BlockLike {
+    fn is_block_device_like(&self) -> bool;
+}
+impl BlockLike for std::fs::FileType {
+    fn is_block_device_like(&self) -> bool {
+        use std::os::unix::fs::FileTypeExt;
+        self.is_block_device()
+    }
+}
+
+fn open_and_create(
+    a: &CreateArgs,
+    level: Level,
+    layout: Layout,
+    created: &mut Vec<std::path::PathBuf>,
+) -> Result<raidlab_raid::assemble::Assembly> {
+    let mut members = Vec::new();
+    for p in &a.members {
+        if p.exists() {
+            members.push((open_device(p, OpenMode::ReadWrite)?, p.clone()));
+        } else {
+            let size = a.member_size.unwrap_or(0);
+            let v = FileVolume::create_sparse(p, size)
+                .with_context(|| format!("cannot create member file {}", p.display()))?;
+            created.push(p.clone());
+            members.push((
+                Device {
+                    path: p.display().to_string(),
+                    volume: Arc::new(v),
+                },
+                p.clone(),
+            ));
+        }
+    }
+    let news = members
+        .into_iter()
+        .map(|(d, p)| {
+            let zeroed = created.contains(&p) || is_all_holes(&d);
+            NewMember { device: d, zeroed }
+        })
+        .collect();
+    let spec = CreateSpec {
+        level,
+        layout,
+        chunk_bytes: a.chunk,
+        spares: a.spares,
+        name: a.name.clone(),
+        force: a.force,
+    };
+    Ok(create(&spec, news)?)
+}
+
+/// An existing regular file that stores nothing (all holes) reads as zeros, which is
+/// consistent parity for every level, so it needs no initial resync.
+fn is_all_holes(d: &Device) -> bool {
+    let Ok(meta) = std::fs::metadata(&d.path) else {
+        return false;
+    };
+    meta.is_file() && meta.blocks() == 0
+}

@@ -1,0 +1,203 @@
+//! `raidlab examine` and `raidlab detail`.
+
+use crate::cli::MembersJson;
+use crate::open::open_members;
+use anyhow::Result;
+use raidlab_core::size::{format_size, format_size_approx};
+use raidlab_devices::OpenMode;
+use raidlab_md::Superblock;
+use raidlab_raid::assemble::{format_uuid, ArrayState, Assembly, MemberState};
+use serde::Serialize;
+use std::process::ExitCode;
+
+pub fn examine(a: MembersJson) -> Result<ExitCode> {
+    let devices = open_members(&a.members, OpenMode::ReadOnly)?;
+    let mut json = Vec::new();
+    let mut failed = false;
+    for d in devices {
+        let sectors = d.volume.size() / 512;
+        match Superblock::read_from(d.volume.as_ref()) {
+            Ok(Some(sb)) => {
+                if a.json {
+                    let mut v = sb.examine_json(sectors);
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("device".into(), d.path.clone().into());
+                    }
+                    json.push(v);
+                } else {
+                    println!("{}:", d.path);
+                    for (label, value) in sb.examine_lines(sectors) {
+                        println!("{label:>15} : {value}");
+                    }
+                    println!();
+                }
+            }
+            Ok(None) => {
+                failed = true;
+                eprintln!(
+                    "raidlab: {}: no md superblock found (not an md v1.2 member)",
+                    d.path
+                );
+                json.push(serde_json::json!({"device": d.path, "error": "no md superblock"}));
+            }
+            Err(e) => {
+                failed = true;
+                eprintln!("raidlab: {}: {e}", d.path);
+                json.push(serde_json::json!({"device": d.path, "error": e.to_string()}));
+            }
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    }
+    Ok(if failed {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[derive(Serialize)]
+struct DetailJson {
+    uuid: String,
+    name: String,
+    level: String,
+    layout: String,
+    chunk_bytes: u64,
+    raid_devices: usize,
+    total_devices: usize,
+    array_size_bytes: u64,
+    member_data_bytes: u64,
+    events: u64,
+    state: ArrayState,
+    resync_pending: bool,
+    state_text: String,
+    members: Vec<MemberJson>,
+    missing_roles: Vec<usize>,
+    stale: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct MemberJson {
+    device: String,
+    role: Option<usize>,
+    state: MemberState,
+    events: u64,
+}
+
+pub fn detail(a: MembersJson) -> Result<ExitCode> {
+    let devices = open_members(&a.members, OpenMode::ReadOnly)?;
+    let asm = Assembly::assemble(devices)?;
+    let g = asm.geometry;
+    let state = asm.state();
+    let mut words = vec![match state {
+        ArrayState::Clean => "clean",
+        ArrayState::Degraded => "degraded",
+        ArrayState::Failed => "failed",
+    }];
+    if state == ArrayState::Degraded {
+        words.insert(0, "clean");
+    }
+    let resync_pending = !asm.in_sync();
+    if resync_pending {
+        words.push("resync pending");
+    }
+    let state_text = words.join(", ");
+    let stale: Vec<String> = asm
+        .members
+        .iter()
+        .filter(|m| m.state == MemberState::Stale)
+        .map(|m| m.device.path.clone())
+        .collect();
+    let out = DetailJson {
+        uuid: format_uuid(&asm.uuid),
+        name: asm.name.clone(),
+        level: g.level.name().to_string(),
+        layout: g.layout.name(),
+        chunk_bytes: g.chunk_bytes,
+        raid_devices: g.raid_disks,
+        total_devices: asm.members.len(),
+        array_size_bytes: g.array_bytes(),
+        member_data_bytes: g.member_bytes,
+        events: asm.events,
+        state,
+        resync_pending,
+        state_text: state_text.clone(),
+        members: asm
+            .members
+            .iter()
+            .map(|m| MemberJson {
+                device: m.device.path.clone(),
+                role: m.role,
+                state: m.state,
+                events: m.sb.events,
+            })
+            .collect(),
+        missing_roles: asm.missing(),
+        stale: stale.clone(),
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<(&str, String)> = vec![
+        ("Version", "1.2".into()),
+        ("Raid Level", out.level.clone()),
+        (
+            "Array Size",
+            format!(
+                "{} ({})",
+                out.array_size_bytes,
+                format_size_approx(out.array_size_bytes)
+            ),
+        ),
+        (
+            "Used Dev Size",
+            format!(
+                "{} ({})",
+                out.member_data_bytes,
+                format_size_approx(out.member_data_bytes)
+            ),
+        ),
+        ("Raid Devices", out.raid_devices.to_string()),
+        ("Total Devices", out.total_devices.to_string()),
+        ("State", state_text),
+        ("Layout", out.layout.clone()),
+        (
+            "Chunk Size",
+            if g.chunk_bytes == 0 {
+                "-".into()
+            } else {
+                format_size(g.chunk_bytes)
+            },
+        ),
+        ("Name", out.name.clone()),
+        ("UUID", out.uuid.clone()),
+        ("Events", out.events.to_string()),
+    ];
+    for (k, v) in rows {
+        println!("{k:>15} : {v}");
+    }
+    println!();
+    println!("   Role  State      Events  Device");
+    let mut order: Vec<&MemberJson> = out.members.iter().collect();
+    order.sort_by_key(|m| (m.role.is_none(), m.role));
+    for m in order {
+        let role = m.role.map_or("-".to_string(), |r| r.to_string());
+        let st = serde_json::to_value(m.state)?
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        println!("   {role:>4}  {st:<9} {:>7}  {}", m.events, m.device);
+    }
+    for r in &out.missing_roles {
+        println!("   {r:>4}  missing");
+    }
+    if !stale.is_empty() {
+        println!("\nStale members (lower event count than the array; their data is out of date and is not used): {}", stale.join(", "));
+    }
+    if resync_pending {
+        println!("\nParity/mirrors are not known to be consistent (resync pending): reads of a complete array are correct; rebuilding a lost member is not until a resync has run.");
+    }
+    Ok(ExitCode::SUCCESS)
+}

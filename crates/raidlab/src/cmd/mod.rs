@@ -1,0 +1,22 @@
+//! One module per command; `dispatch` routes to them.
+
+mod bench;
+mod create;
+mod explain;
+mod info;
+mod transfer;
+
+use crate::cli::{BenchCommand, Command};
+use std::process::ExitCode;
+
+pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
+    match cmd {
+        Command::Create(a) => create::run(a),
+        Command::Examine(a) => info::examine(a),
+        Command::Detail(a) => info::detail(a),
+        Command::Export(a) => transfer::export(a),
+        Command::Import(a) => transfer::import(a),
+        Command::Explain(a) => explain::run(a),
+        Command::Bench(BenchCommand::Parity(a)) => bench::parity(a),
+    }
+}
