@@ -477,3 +477,644 @@ fn refused_raid10_mixes_collide_in_md() {
     }
     assert!(collided > 0);
 }
+
+// ---------------------------------------------------------------------------
+// Production vs reference, randomised.
+// ---------------------------------------------------------------------------
+
+fn chunk_strategy() -> impl Strategy<Value = u64> {
+    (12u32..=20).prop_map(|shift| 1u64 << shift) // 4 KiB ..= 1 MiB
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(3000))]
+
+    #[test]
+    fn parity_levels_match_md(
+        level in prop::sample::select(vec![4i32, 5, 6]),
+        algo in 0u32..6,
+        chunk in chunk_strategy(),
+        extra_disks in 0usize..=10,
+        member_chunks in 1u64..5000,
+        pick in any::<u64>(),
+        byte_in_sector in 0u64..512,
+    ) {
+        let min = if level == 6 { 4 } else { 2 };
+        let disks = min + extra_disks;
+        let layout_word = if level == 4 { 0 } else { algo };
+        let g = Geometry::from_md(level, layout_word, (chunk / 512) as u32, disks as u32,
+                                  member_chunks * chunk / 512 + 3).unwrap();
+        prop_assert_eq!(g.member_bytes, member_chunks * chunk);
+        let dd = disks - if level == 6 { 2 } else { 1 };
+        prop_assert_eq!(g.array_bytes(), dd as u64 * member_chunks * chunk);
+        let sectors = g.array_bytes() / 512;
+        let r_sector = pick % sectors;
+        let md_algo = if level == 4 { 5 } else { algo };
+        let want = ref_compute_sector(level, md_algo, disks, chunk / 512, r_sector);
+        let logical = r_sector * 512 + byte_in_sector;
+        let (locs, run) = g.mirror_map(logical);
+        prop_assert_eq!(locs.len(), 1);
+        prop_assert_eq!(locs[0].member, want.dd_idx);
+        prop_assert_eq!(locs[0].offset, want.sector * 512 + byte_in_sector);
+        prop_assert_eq!(run, chunk - logical % chunk);
+        // The engine's own arithmetic agrees.
+        let c = logical / chunk;
+        let s = c / dd as u64;
+        let map = g.stripe(s);
+        prop_assert_eq!(map.data[(c % dd as u64) as usize], want.dd_idx);
+        prop_assert_eq!(map.p, want.pd_idx);
+        prop_assert_eq!(map.q, want.qd_idx);
+        // Syndrome slots.
+        if let Some(q) = want.qd_idx {
+            let slots = ref_raid6_slots(disks, want.pd_idx, q);
+            prop_assert_eq!(slots[want.pd_idx], dd);
+            prop_assert_eq!(slots[q], dd + 1);
+            for (i, &m) in map.data.iter().enumerate() {
+                prop_assert_eq!(map.slot[i], slots[m], "stripe {} data {}", s, i);
+            }
+        } else {
+            prop_assert_eq!(&map.slot, &(0..dd).collect::<Vec<_>>());
+        }
+        // Inverse.
+        prop_assert_eq!(g.content_at(locs[0].member, locs[0].offset), Content::Data(logical));
+        prop_assert_eq!(g.content_at(want.pd_idx, want.sector * 512), Content::P(s));
+        if let Some(q) = want.qd_idx {
+            prop_assert_eq!(g.content_at(q, want.sector * 512 + byte_in_sector), Content::Q(s));
+        }
+    }
+
+    #[test]
+    fn raid10_matches_md(
+        near in 1usize..=4,
+        far in 1usize..=4,
+        offset in any::<bool>(),
+        chunk in chunk_strategy(),
+        extra_disks in 0usize..=8,
+        member_chunks in 1u64..3000,
+        pick in any::<u64>(),
+        byte_in_sector in 0u64..512,
+    ) {
+        let copies = near * far;
+        prop_assume!(copies >= 2);
+        let disks = (copies + extra_disks).min(12);
+        prop_assume!(copies <= disks);
+        prop_assume!(!(offset && near > 1 && far > 1 && disks % near != 0));
+        let word = near as u32 | (far as u32) << 8 | u32::from(offset) << 16;
+        let cs = chunk / 512;
+        let size = member_chunks * cs + 5; // not a whole chunk on purpose
+        let rg = ref_r10_setup(near, far, offset, disks, cs, size);
+        let made = Geometry::from_md(10, word, cs as u32, disks as u32, size);
+        if rg.array_sectors == 0 {
+            prop_assert!(made.is_err());
+            return Ok(());
+        }
+        let g = made.unwrap();
+        prop_assert_eq!(g.member_bytes, rg.dev_sectors * 512);
+        prop_assert_eq!(g.array_bytes(), rg.array_sectors * 512);
+        // md writes dev_sectors back as the superblock size: reading it again must
+        // give the same geometry (same stride, same size).
+        let again = Geometry::from_md(10, word, cs as u32, disks as u32, g.md_member_sectors()).unwrap();
+        prop_assert_eq!(again, g);
+        prop_assert_eq!(ref_r10_setup(near, far, offset, disks, cs, rg.dev_sectors).stride, rg.stride);
+
+        let r_sector = pick % rg.array_sectors;
+        let logical = r_sector * 512 + byte_in_sector;
+        let want: Vec<Location> = ref_r10_find_phys(&rg, r_sector)
+            .into_iter()
+            .map(|(d, s)| Location { member: d, offset: s * 512 + byte_in_sector })
+            .collect();
+        let (locs, run) = g.mirror_map(logical);
+        prop_assert_eq!(&locs, &want);
+        prop_assert_eq!(run, (chunk - logical % chunk).min(g.array_bytes() - logical));
+        for l in &locs {
+            prop_assert!(l.offset < g.member_bytes);
+            prop_assert_eq!(g.content_at(l.member, l.offset), Content::Data(logical));
+        }
+    }
+
+    #[test]
+    fn raid0_and_raid1_match_md(
+        chunk in chunk_strategy(),
+        disks in 1usize..=12,
+        member_sectors in 8u64..2_000_000,
+        pick in any::<u64>(),
+        byte_in_sector in 0u64..512,
+    ) {
+        let cs = chunk / 512;
+        if let Ok(g) = Geometry::from_md(0, 0, cs as u32, disks as u32, member_sectors) {
+            prop_assert_eq!(g.member_bytes, member_sectors / cs * chunk);
+            prop_assert_eq!(g.array_bytes(), disks as u64 * (member_sectors / cs) * chunk);
+            let r_sector = pick % (g.array_bytes() / 512);
+            let (dev, sector) = ref_raid0_map(disks, cs, r_sector);
+            let logical = r_sector * 512 + byte_in_sector;
+            let (locs, run) = g.mirror_map(logical);
+            prop_assert_eq!(&locs, &vec![Location { member: dev, offset: sector * 512 + byte_in_sector }]);
+            prop_assert_eq!(run, chunk - logical % chunk);
+            prop_assert_eq!(g.content_at(dev, sector * 512 + byte_in_sector), Content::Data(logical));
+        } else {
+            prop_assert!(member_sectors < cs);
+        }
+        let g = Geometry::from_md(1, 0, 0, disks as u32, member_sectors).unwrap();
+        prop_assert_eq!(g.array_bytes(), member_sectors * 512);
+        let logical = (pick % member_sectors) * 512 + byte_in_sector;
+        let (locs, run) = g.mirror_map(logical);
+        prop_assert_eq!(locs.len(), disks);
+        prop_assert!(locs.iter().enumerate().all(|(i, l)| l.member == i && l.offset == logical));
+        prop_assert_eq!(run, g.array_bytes() - logical);
+    }
+
+    /// Geometry::new and from_md agree, and md_* round-trip.
+    #[test]
+    fn new_and_from_md_agree(
+        idx in any::<prop::sample::Index>(),
+        chunk in chunk_strategy(),
+        extra in 0usize..=9,
+        member in 0u64..(1u64 << 34),
+    ) {
+        let layouts = all_layouts(4);
+        let (level, layout) = layouts[idx.index(layouts.len())];
+        let disks = level.min_members() + extra;
+        let chunk = if level == Level::Raid1 { 0 } else { chunk };
+        if let Ok(g) = Geometry::new(level, layout, chunk, disks, member) {
+            let back = Geometry::from_md(level.md_level(), g.md_layout(), g.md_chunk_sectors(),
+                                         disks as u32, g.md_member_sectors()).unwrap();
+            prop_assert_eq!(back, g);
+            prop_assert!(g.member_bytes <= member);
+        }
+    }
+
+    /// survives() agrees with brute force over the chunks' copy sets.
+    #[test]
+    fn survives_matches_brute_force(
+        idx in any::<prop::sample::Index>(),
+        extra in 0usize..=7,
+        missing in prop::collection::vec(0usize..12, 0..5),
+    ) {
+        let layouts = all_layouts(4);
+        let (level, layout) = layouts[idx.index(layouts.len())];
+        let disks = level.min_members() + extra;
+        let chunk = if level == Level::Raid1 { 0 } else { 4096 };
+        let Ok(g) = Geometry::new(level, layout, chunk, disks, 30 * 4096) else { return Ok(()); };
+        let missing: Vec<usize> = missing.into_iter().filter(|&m| m < disks).collect();
+        let mut distinct = missing.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let expect = match level {
+            Level::Raid4 | Level::Raid5 => distinct.len() <= 1,
+            Level::Raid6 => distinct.len() <= 2,
+            _ => {
+                // Every logical chunk keeps a copy on a present member.
+                let step = if level == Level::Raid1 { g.array_bytes() } else { 4096 };
+                (0..g.array_bytes()).step_by(step as usize).all(|x| {
+                    g.mirror_map(x).0.iter().any(|l| !distinct.contains(&l.member))
+                })
+            }
+        };
+        prop_assert_eq!(g.survives(&missing), expect, "{:?} missing {:?}", g, missing);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Known answers, worked out by hand from md's rules.
+// ---------------------------------------------------------------------------
+
+fn stripe_table(g: &Geometry, stripes: u64) -> Vec<(Vec<usize>, usize, Option<usize>)> {
+    (0..stripes)
+        .map(|s| {
+            let m = g.stripe(s);
+            (m.data, m.p, m.q)
+        })
+        .collect()
+}
+
+#[test]
+fn known_raid5_left_symmetric_4_disks() {
+    // Classic md picture (P rotates right to left, data starts after P):
+    //   D0 D1 D2 P  / D4 D5 P D3 / D8 P D6 D7 / P D9 D10 D11
+    let g = geo(
+        Level::Raid5,
+        parity(ParityLayout::LeftSymmetric),
+        64 * KIB,
+        4,
+        640 * KIB,
+    );
+    assert_eq!(
+        stripe_table(&g, 5),
+        vec![
+            (vec![0, 1, 2], 3, None),
+            (vec![3, 0, 1], 2, None),
+            (vec![2, 3, 0], 1, None),
+            (vec![1, 2, 3], 0, None),
+            (vec![0, 1, 2], 3, None),
+        ]
+    );
+    // Logical chunk 5 is the third data chunk of stripe 1: member 1, offset 64K.
+    let (locs, _) = g.mirror_map(5 * 64 * KIB + 100);
+    assert_eq!(
+        locs,
+        vec![Location {
+            member: 1,
+            offset: 64 * KIB + 100
+        }]
+    );
+    assert_eq!(g.array_bytes(), 3 * 640 * KIB);
+    assert_eq!(g.md_layout(), 2);
+}
+
+#[test]
+fn known_raid5_other_layouts_4_disks() {
+    let la = geo(
+        Level::Raid5,
+        parity(ParityLayout::LeftAsymmetric),
+        4096,
+        4,
+        16384,
+    );
+    assert_eq!(
+        stripe_table(&la, 4),
+        vec![
+            (vec![0, 1, 2], 3, None),
+            (vec![0, 1, 3], 2, None),
+            (vec![0, 2, 3], 1, None),
+            (vec![1, 2, 3], 0, None),
+        ]
+    );
+    let ra = geo(
+        Level::Raid5,
+        parity(ParityLayout::RightAsymmetric),
+        4096,
+        4,
+        16384,
+    );
+    assert_eq!(
+        stripe_table(&ra, 2),
+        vec![(vec![1, 2, 3], 0, None), (vec![0, 2, 3], 1, None)]
+    );
+    let rs = geo(
+        Level::Raid5,
+        parity(ParityLayout::RightSymmetric),
+        4096,
+        4,
+        16384,
+    );
+    assert_eq!(
+        stripe_table(&rs, 2),
+        vec![(vec![1, 2, 3], 0, None), (vec![2, 3, 0], 1, None)]
+    );
+    let r4 = geo(
+        Level::Raid4,
+        parity(ParityLayout::ParityLast),
+        4096,
+        4,
+        16384,
+    );
+    assert_eq!(stripe_table(&r4, 2), vec![(vec![0, 1, 2], 3, None); 2]);
+    assert_eq!(r4.md_layout(), 0);
+}
+
+#[test]
+fn known_raid6_left_asymmetric_5_disks_slot_order() {
+    let g = geo(
+        Level::Raid6,
+        parity(ParityLayout::LeftAsymmetric),
+        4096,
+        5,
+        5 * 4096,
+    );
+    // Stripe 0: P on 4, Q wraps to 0, data 1,2,3; syndrome walk starts at 1.
+    // Stripe 2: P on 2, Q on 3, data 0,1,4; walk starts after Q at 4, so member 4
+    // (logical index 2) is syndrome slot 0, members 0 and 1 slots 1 and 2.
+    let want = [
+        (vec![1, 2, 3], 4, 0, vec![0, 1, 2]),
+        (vec![0, 1, 2], 3, 4, vec![0, 1, 2]),
+        (vec![0, 1, 4], 2, 3, vec![1, 2, 0]),
+        (vec![0, 3, 4], 1, 2, vec![2, 0, 1]),
+        (vec![2, 3, 4], 0, 1, vec![0, 1, 2]),
+    ];
+    for (s, (data, p, q, slot)) in want.into_iter().enumerate() {
+        let m = g.stripe(s as u64);
+        assert_eq!(
+            (m.data, m.p, m.q, m.slot),
+            (data, p, Some(q), slot),
+            "stripe {s}"
+        );
+    }
+}
+
+#[test]
+fn known_raid6_left_symmetric_slots_are_identity() {
+    let g = geo(
+        Level::Raid6,
+        parity(ParityLayout::LeftSymmetric),
+        4096,
+        6,
+        6 * 4096,
+    );
+    for s in 0..6 {
+        let m = g.stripe(s);
+        assert_eq!(m.slot, vec![0, 1, 2, 3]);
+        assert_eq!(m.q, Some((m.p + 1) % 6));
+        assert_eq!(m.data[0], (m.p + 2) % 6);
+    }
+    assert_eq!(g.stripe(0).p, 5);
+    assert_eq!(g.stripe(0).q, Some(0));
+}
+
+#[test]
+fn known_raid10_n2_on_3_disks() {
+    // near=2 over 3 members: copies dealt row by row.
+    //   m0 m1 m2
+    //   A  A  B      row 0
+    //   B  C  C      row 1
+    let g = geo(Level::Raid10, r10(2, 1, false), 4096, 3, 10 * 4096);
+    let at = |c: u64| g.mirror_map(c * 4096).0;
+    let loc = |member, row: u64| Location {
+        member,
+        offset: row * 4096,
+    };
+    assert_eq!(at(0), vec![loc(0, 0), loc(1, 0)]);
+    assert_eq!(at(1), vec![loc(2, 0), loc(0, 1)]);
+    assert_eq!(at(2), vec![loc(1, 1), loc(2, 1)]);
+    assert_eq!(at(3), vec![loc(0, 2), loc(1, 2)]);
+    // raid10_size: 10 chunks per member * 3 / 2 = 15 chunks.
+    assert_eq!(g.array_bytes(), 15 * 4096);
+    assert_eq!(g.layout.name(), "near=2");
+    assert_eq!(g.md_layout(), 0x102);
+    assert!(g.survives(&[0]));
+    assert!(!g.survives(&[0, 1]));
+    assert!(!g.survives(&[1, 2]));
+    assert!(!g.survives(&[0, 2]));
+}
+
+#[test]
+fn known_raid10_f2_on_4_disks() {
+    // far=2 over 4 members of 10 chunks: first half raid0-style, second half the
+    // same rows shifted one member to the right, stride = 5 chunks.
+    let g = geo(Level::Raid10, r10(1, 2, false), 4096, 4, 10 * 4096);
+    assert_eq!(g.array_bytes(), 20 * 4096);
+    let at = |c: u64| g.mirror_map(c * 4096).0;
+    let loc = |member, row: u64| Location {
+        member,
+        offset: row * 4096,
+    };
+    assert_eq!(at(0), vec![loc(0, 0), loc(1, 5)]);
+    assert_eq!(at(3), vec![loc(3, 0), loc(0, 5)]);
+    assert_eq!(at(5), vec![loc(1, 1), loc(2, 6)]);
+    assert_eq!(at(19), vec![loc(3, 4), loc(0, 9)]);
+    assert_eq!(g.content_at(0, 5 * 4096), Content::Data(3 * 4096));
+    assert_eq!(g.layout.name(), "far=2");
+    assert_eq!(g.md_layout(), 0x201);
+    // Adjacent members hold each other's copies: 0+2 may fail, 0+1 may not.
+    assert!(g.survives(&[0, 2]));
+    assert!(!g.survives(&[0, 1]));
+    assert!(!g.survives(&[3, 0]));
+}
+
+#[test]
+fn known_raid10_o2_on_3_disks() {
+    // offset=2: each row is followed by a copy of itself shifted one member.
+    //   A B C / C A B / D E F / F D E
+    let g = geo(Level::Raid10, r10(1, 2, true), 4096, 3, 8 * 4096);
+    let at = |c: u64| g.mirror_map(c * 4096).0;
+    let loc = |member, row: u64| Location {
+        member,
+        offset: row * 4096,
+    };
+    assert_eq!(at(0), vec![loc(0, 0), loc(1, 1)]);
+    assert_eq!(at(2), vec![loc(2, 0), loc(0, 1)]);
+    assert_eq!(at(3), vec![loc(0, 2), loc(1, 3)]);
+    assert_eq!(g.array_bytes(), 12 * 4096);
+    assert_eq!(g.layout.name(), "offset=2");
+    assert_eq!(g.md_layout(), 0x10201);
+}
+
+#[test]
+fn raid10_far_tail_is_unused() {
+    // f2 on 3 members of 11 chunks: 11/2 = 5 rows per copy, stride 5, chunk 10 of
+    // every member unused.
+    let g = geo(Level::Raid10, r10(1, 2, false), 4096, 3, 11 * 4096);
+    assert_eq!(g.member_bytes, 10 * 4096);
+    assert_eq!(g.array_bytes(), 15 * 4096);
+    assert_eq!(g.content_at(0, 10 * 4096), Content::Unused);
+}
+
+// ---------------------------------------------------------------------------
+// Names, parsing and validation.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn level_names_round_trip() {
+    for l in Level::ALL {
+        assert_eq!(Level::from_name(l.name()).unwrap(), l);
+        assert_eq!(Level::from_name(&l.md_level().to_string()).unwrap(), l);
+        assert_eq!(Level::from_md(l.md_level()).unwrap(), l);
+    }
+    assert_eq!(Level::from_name("mirror").unwrap(), Level::Raid1);
+    assert_eq!(Level::from_name("RAID6").unwrap(), Level::Raid6);
+    let e = Level::from_name("raid7").unwrap_err().to_string();
+    assert!(
+        e.contains("raid7") && e.contains("raid10") && e.contains("mirror"),
+        "{e}"
+    );
+    assert!(Level::from_md(-1).unwrap_err().to_string().contains("-1"));
+    assert_eq!(Level::Raid6.min_members(), 4);
+    assert_eq!(Level::Raid5.min_members(), 2);
+    assert_eq!(Level::Raid10.min_members(), 2);
+}
+
+#[test]
+fn parity_layout_names() {
+    for p in ParityLayout::ALL {
+        assert_eq!(ParityLayout::from_name(p.name()).unwrap(), p);
+        assert_eq!(ParityLayout::from_md(p.md_value()).unwrap(), p);
+    }
+    for (short, p) in [
+        ("la", ParityLayout::LeftAsymmetric),
+        ("ra", ParityLayout::RightAsymmetric),
+        ("ls", ParityLayout::LeftSymmetric),
+        ("rs", ParityLayout::RightSymmetric),
+        ("parity-0", ParityLayout::ParityFirst),
+        ("parity-n", ParityLayout::ParityLast),
+    ] {
+        assert_eq!(ParityLayout::from_name(short).unwrap(), p);
+    }
+    let e = ParityLayout::from_name("diagonal").unwrap_err().to_string();
+    assert!(
+        e.contains("left-symmetric") && e.contains("parity-last"),
+        "{e}"
+    );
+    assert!(ParityLayout::from_md(16).is_err());
+}
+
+#[test]
+fn raid10_layout_names() {
+    let n2 = Raid10Layout::from_name("n2").unwrap();
+    assert_eq!((n2.near, n2.far, n2.offset, n2.copies()), (2, 1, false, 2));
+    let f3 = Raid10Layout::from_name("f3").unwrap();
+    assert_eq!((f3.near, f3.far, f3.offset), (1, 3, false));
+    let o2 = Raid10Layout::from_name("o2").unwrap();
+    assert_eq!((o2.near, o2.far, o2.offset), (1, 2, true));
+    assert_eq!(n2.name(), "near=2");
+    assert_eq!(f3.name(), "far=3");
+    assert_eq!(o2.name(), "offset=2");
+    let mixed = Raid10Layout {
+        near: 2,
+        far: 2,
+        offset: false,
+    };
+    assert_eq!(mixed.name(), "near=2, far=2");
+    assert_eq!(Raid10Layout::from_md(mixed.md_layout()).unwrap(), mixed);
+    for bad in ["x2", "n", "n1", "f0", "n2x", "", "near2"] {
+        let e = Raid10Layout::from_name(bad).unwrap_err().to_string();
+        assert!(e.contains("n2") || e.contains("copies"), "{bad}: {e}");
+    }
+    assert!(Raid10Layout::from_md(0x20102).is_err());
+}
+
+#[test]
+fn layout_parse_defaults_and_mismatches() {
+    assert_eq!(
+        Layout::parse(Level::Raid5, None).unwrap(),
+        parity(ParityLayout::LeftSymmetric)
+    );
+    assert_eq!(
+        Layout::parse(Level::Raid6, None).unwrap(),
+        parity(ParityLayout::LeftSymmetric)
+    );
+    assert_eq!(
+        Layout::parse(Level::Raid4, None).unwrap(),
+        parity(ParityLayout::ParityLast)
+    );
+    assert_eq!(
+        Layout::parse(Level::Raid10, None).unwrap(),
+        r10(2, 1, false)
+    );
+    assert_eq!(Layout::parse(Level::Raid0, None).unwrap(), Layout::Plain);
+    assert_eq!(Layout::parse(Level::Raid1, None).unwrap(), Layout::Plain);
+    assert_eq!(
+        Layout::parse(Level::Raid6, Some("ra")).unwrap(),
+        parity(ParityLayout::RightAsymmetric)
+    );
+    assert_eq!(
+        Layout::parse(Level::Raid10, Some("o3")).unwrap(),
+        r10(1, 3, true)
+    );
+
+    let e = Layout::parse(Level::Raid5, Some("f2"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("RAID 10 layout") && e.contains("left-symmetric"),
+        "{e}"
+    );
+    let e = Layout::parse(Level::Raid10, Some("left-symmetric"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("RAID 4/5/6 layout") && e.contains("n2"), "{e}");
+    let e = Layout::parse(Level::Raid4, Some("left-symmetric"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("parity-last"), "{e}");
+    let e = Layout::parse(Level::Raid1, Some("n2"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("none"), "{e}");
+    let e = Layout::parse(Level::Raid5, Some("zigzag"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("zigzag") && e.contains("right-asymmetric"),
+        "{e}"
+    );
+    assert_eq!(Layout::Plain.name(), "none");
+    assert_eq!(parity(ParityLayout::ParityFirst).name(), "parity-first");
+}
+
+fn err(level: Level, layout: Layout, chunk: u64, disks: usize, member: u64) -> String {
+    Geometry::new(level, layout, chunk, disks, member)
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn invalid_geometries_are_refused() {
+    let ls = parity(ParityLayout::LeftSymmetric);
+    let m = 1 << 20;
+    let e = err(Level::Raid5, ls, 3 * 4096, 4, m);
+    assert!(e.contains("power of two"), "{e}");
+    let e = err(Level::Raid5, ls, 2048, 4, m);
+    assert!(e.contains("4 KiB"), "{e}");
+    let e = err(Level::Raid6, ls, 4096, 3, m);
+    assert!(e.contains("at least 4 members"), "{e}");
+    let e = err(Level::Raid5, ls, 4096, 1, m);
+    assert!(e.contains("at least 2"), "{e}");
+    let e = err(Level::Raid10, r10(3, 1, false), 4096, 2, m);
+    assert!(e.contains("3 copies") && e.contains("2 members"), "{e}");
+    let e = err(Level::Raid10, r10(1, 1, false), 4096, 2, m);
+    assert!(e.contains("at least 2 copies"), "{e}");
+    let e = err(Level::Raid5, ls, 64 * KIB, 4, 60 * KIB);
+    assert!(e.contains("too small"), "{e}");
+    let e = err(Level::Raid10, r10(1, 2, false), 64 * KIB, 4, 64 * KIB);
+    assert!(e.contains("too small"), "{e}");
+    let e = err(Level::Raid1, Layout::Plain, 64 * KIB, 2, m);
+    assert!(e.contains("no chunk"), "{e}");
+    let e = err(Level::Raid5, r10(2, 1, false), 4096, 4, m);
+    assert!(e.contains("does not apply"), "{e}");
+    let e = err(Level::Raid4, ls, 4096, 4, m);
+    assert!(e.contains("parity-last"), "{e}");
+    let e = err(Level::Raid10, r10(2, 2, true), 4096, 5, m);
+    assert!(e.contains("multiple of the near copies"), "{e}");
+    // Rounding.
+    let g = geo(Level::Raid5, ls, 64 * KIB, 3, 64 * KIB * 10 + 4095);
+    assert_eq!(g.member_bytes, 640 * KIB);
+    let g = geo(Level::Raid1, Layout::Plain, 0, 2, 5000);
+    assert_eq!(g.member_bytes, 4608);
+    assert_eq!(g.md_chunk_sectors(), 0);
+}
+
+#[test]
+fn from_md_accepts_what_mdadm_writes() {
+    // RAID 4: mdadm/md store layout 0; parity stays on the last member.
+    let g = Geometry::from_md(4, 0, 128, 4, 1024).unwrap();
+    assert_eq!(g.layout, parity(ParityLayout::ParityLast));
+    assert_eq!(g.stripe(1).p, 3);
+    // RAID 0: layouts 0, 1 (original), 2 (alternate) are the same with one zone.
+    for word in 0..=2 {
+        assert!(Geometry::from_md(0, word, 128, 3, 1024).is_ok());
+    }
+    assert!(Geometry::from_md(0, 7, 128, 3, 1024).is_err());
+    assert_eq!(
+        Geometry::from_md(0, 0, 128, 3, 1024).unwrap().md_layout(),
+        1
+    );
+    // One-member RAID 1 (mdadm --force) is accepted from a superblock.
+    assert!(Geometry::from_md(1, 0, 0, 1, 1024).is_ok());
+    assert!(Geometry::new(Level::Raid1, Layout::Plain, 0, 1, 1 << 20).is_err());
+    // Unsupported parity algorithms (DDF, "-6" variants) are refused clearly.
+    let e = Geometry::from_md(6, 16, 128, 5, 1024)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("16"), "{e}");
+    assert!(Geometry::from_md(10, 0x102, 128, 4, 1024).is_ok());
+    assert!(Geometry::from_md(10, 0x20102, 128, 4, 1024).is_err());
+}
+
+#[test]
+fn data_disks_and_parity_counts() {
+    let cases = [
+        (Level::Raid0, Layout::Plain, 4, 4, 0),
+        (Level::Raid1, Layout::Plain, 3, 1, 0),
+        (Level::Raid4, parity(ParityLayout::ParityLast), 4, 3, 1),
+        (Level::Raid5, parity(ParityLayout::LeftSymmetric), 5, 4, 1),
+        (Level::Raid6, parity(ParityLayout::LeftSymmetric), 6, 4, 2),
+        (Level::Raid10, r10(2, 1, false), 4, 2, 0),
+        (Level::Raid10, r10(1, 3, false), 7, 2, 0),
+    ];
+    for (level, layout, disks, dd, pc) in cases {
+        let chunk = if level == Level::Raid1 { 0 } else { 4096 };
+        let g = geo(level, layout, chunk, disks, 1 << 20);
+        assert_eq!(g.data_disks(), dd, "{level}");
+        assert_eq!(g.parity_count(), pc);
+        assert_eq!(g.is_parity(), pc > 0);
+    }
+}
