@@ -1,0 +1,458 @@
+//! x86-64 SIMD engines. Each instruction-set flavour (AVX2, AVX-512BW, and
+//! GFNI on top of either) defines a handful of vector primitives (load,
+//! store, xor, multiply-by-2-and-add, multiply-by-constant); the macro
+//! [`kernels!`] then stamps out the same five loops for each of them, compiled
+//! with that flavour's `#[target_feature]`. Engine values exist only after
+//! run-time detection found the features, which is what makes calling the
+//! kernels sound.
+
+use crate::Engine;
+
+/// The loops shared by all flavours, written against the primitives `V`, `W`,
+/// `load`, `store`, `zero`, `vxor`, `vxor3`, `mul2x`, `C`, `mkconst` and `mulc`
+/// that the invoking module defines. All kernels expect lengths already checked
+/// by the engine (every buffer exactly `len` bytes); the tail that does not fill
+/// a vector goes to the scalar code.
+macro_rules! kernels {
+    ($feat:literal) => {
+        /// dst = XOR of srcs.
+        ///
+        /// # Safety
+        /// The CPU must support the module's features; every source must be `dst.len()` bytes.
+        #[target_feature(enable = $feat)]
+        pub(in crate::x86) unsafe fn xor(srcs: &[&[u8]], dst: &mut [u8]) {
+            let len = dst.len();
+            let out = dst.as_mut_ptr();
+            let (first, rest) = srcs.split_first().expect("xor needs a source");
+            let pairs = rest.chunks_exact(2);
+            let odd = pairs.remainder().first();
+            let mut off = 0;
+            while off + 4 * W <= len {
+                // SAFETY: off + 4W <= len and every buffer is len bytes long.
+                unsafe {
+                    let s = first.as_ptr().add(off);
+                    let mut a0 = load(s);
+                    let mut a1 = load(s.add(W));
+                    let mut a2 = load(s.add(2 * W));
+                    let mut a3 = load(s.add(3 * W));
+                    for pr in pairs.clone() {
+                        let s = pr[0].as_ptr().add(off);
+                        let t = pr[1].as_ptr().add(off);
+                        a0 = vxor3(a0, load(s), load(t));
+                        a1 = vxor3(a1, load(s.add(W)), load(t.add(W)));
+                        a2 = vxor3(a2, load(s.add(2 * W)), load(t.add(2 * W)));
+                        a3 = vxor3(a3, load(s.add(3 * W)), load(t.add(3 * W)));
+                    }
+                    if let Some(o) = odd {
+                        let s = o.as_ptr().add(off);
+                        a0 = vxor(a0, load(s));
+                        a1 = vxor(a1, load(s.add(W)));
+                        a2 = vxor(a2, load(s.add(2 * W)));
+                        a3 = vxor(a3, load(s.add(3 * W)));
+                    }
+                    let o = out.add(off);
+                    store(o, a0);
+                    store(o.add(W), a1);
+                    store(o.add(2 * W), a2);
+                    store(o.add(3 * W), a3);
+                }
+                off += 4 * W;
+            }
+            while off + W <= len {
+                // SAFETY: off + W <= len and every buffer is len bytes long.
+                unsafe {
+                    let mut a = load(first.as_ptr().add(off));
+                    for s in rest {
+                        a = vxor(a, load(s.as_ptr().add(off)));
+                    }
+                    store(out.add(off), a);
+                }
+                off += W;
+            }
+            if off < len {
+                crate::scalar::xor_from(srcs, off, dst);
+            }
+        }
+
+        /// P = XOR of data, Q = sum g^i data[i] by Horner's rule from the top slot down.
+        ///
+        /// # Safety
+        /// The CPU must support the module's features; `data` non-empty, every
+        /// block, `p` and `q` the same length.
+        #[target_feature(enable = $feat)]
+        pub(in crate::x86) unsafe fn gen_pq(data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+            let len = p.len();
+            let (pp, qp) = (p.as_mut_ptr(), q.as_mut_ptr());
+            let (top, below) = data.split_last().expect("gen_pq needs data");
+            let mut off = 0;
+            while off + 4 * W <= len {
+                // SAFETY: off + 4W <= len and every buffer is len bytes long.
+                unsafe {
+                    let s = top.as_ptr().add(off);
+                    let mut p0 = load(s);
+                    let mut p1 = load(s.add(W));
+                    let mut p2 = load(s.add(2 * W));
+                    let mut p3 = load(s.add(3 * W));
+                    let (mut q0, mut q1, mut q2, mut q3) = (p0, p1, p2, p3);
+                    for d in below.iter().rev() {
+                        let s = d.as_ptr().add(off);
+                        let x0 = load(s);
+                        let x1 = load(s.add(W));
+                        let x2 = load(s.add(2 * W));
+                        let x3 = load(s.add(3 * W));
+                        p0 = vxor(p0, x0);
+                        p1 = vxor(p1, x1);
+                        p2 = vxor(p2, x2);
+                        p3 = vxor(p3, x3);
+                        q0 = mul2x(q0, x0);
+                        q1 = mul2x(q1, x1);
+                        q2 = mul2x(q2, x2);
+                        q3 = mul2x(q3, x3);
+                    }
+                    store(pp.add(off), p0);
+                    store(pp.add(off + W), p1);
+                    store(pp.add(off + 2 * W), p2);
+                    store(pp.add(off + 3 * W), p3);
+                    store(qp.add(off), q0);
+                    store(qp.add(off + W), q1);
+                    store(qp.add(off + 2 * W), q2);
+                    store(qp.add(off + 3 * W), q3);
+                }
+                off += 4 * W;
+            }
+            while off + W <= len {
+                // SAFETY: off + W <= len and every buffer is len bytes long.
+                unsafe {
+                    let mut pv = load(top.as_ptr().add(off));
+                    let mut qv = pv;
+                    for d in below.iter().rev() {
+                        let x = load(d.as_ptr().add(off));
+                        pv = vxor(pv, x);
+                        qv = mul2x(qv, x);
+                    }
+                    store(pp.add(off), pv);
+                    store(qp.add(off), qv);
+                }
+                off += W;
+            }
+            if off < len {
+                crate::scalar::gen_pq_from(data, off, p, q);
+            }
+        }
+
+        /// dst ^= c * src (a plain XOR when c == 1).
+        ///
+        /// # Safety
+        /// The CPU must support the module's features; `src` and `dst` the same length.
+        #[target_feature(enable = $feat)]
+        pub(in crate::x86) unsafe fn mul_acc(c: u8, src: &[u8], dst: &mut [u8]) {
+            let len = dst.len();
+            let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+            let mut off = 0;
+            if c == 1 {
+                while off + 4 * W <= len {
+                    // SAFETY: off + 4W <= len = src.len() = dst.len().
+                    unsafe {
+                        for k in 0..4 {
+                            let o = off + k * W;
+                            store(d.add(o), vxor(load(d.add(o)), load(s.add(o))));
+                        }
+                    }
+                    off += 4 * W;
+                }
+            } else {
+                let cv = mkconst(c);
+                while off + 4 * W <= len {
+                    // SAFETY: off + 4W <= len = src.len() = dst.len().
+                    unsafe {
+                        for k in 0..4 {
+                            let o = off + k * W;
+                            store(d.add(o), vxor(load(d.add(o)), mulc(cv, load(s.add(o)))));
+                        }
+                    }
+                    off += 4 * W;
+                }
+            }
+            let cv = mkconst(c);
+            while off + W <= len {
+                // SAFETY: off + W <= len = src.len() = dst.len().
+                unsafe {
+                    store(
+                        d.add(off),
+                        vxor(load(d.add(off)), mulc(cv, load(s.add(off)))),
+                    );
+                }
+                off += W;
+            }
+            if off < len {
+                crate::scalar::mul_acc_from(c, src, off, dst);
+            }
+        }
+
+        /// dst = c * src.
+        ///
+        /// # Safety
+        /// The CPU must support the module's features; `src` and `dst` the same length.
+        #[target_feature(enable = $feat)]
+        pub(in crate::x86) unsafe fn mul_const(c: u8, src: &[u8], dst: &mut [u8]) {
+            let len = dst.len();
+            let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+            let cv = mkconst(c);
+            let mut off = 0;
+            while off + 4 * W <= len {
+                // SAFETY: off + 4W <= len = src.len() = dst.len().
+                unsafe {
+                    for k in 0..4 {
+                        let o = off + k * W;
+                        store(d.add(o), mulc(cv, load(s.add(o))));
+                    }
+                }
+                off += 4 * W;
+            }
+            while off + W <= len {
+                // SAFETY: off + W <= len = src.len() = dst.len().
+                unsafe { store(d.add(off), mulc(cv, load(s.add(off)))) };
+                off += W;
+            }
+            if off < len {
+                crate::scalar::mul_const_from(c, src, off, dst);
+            }
+        }
+
+        /// Fused two-data recovery: one pass computes P' and Q' (stored parity
+        /// plus the surviving blocks' parity) and writes dx = a*P' ^ b*Q', dy = P' ^ dx.
+        ///
+        /// # Safety
+        /// The CPU must support the module's features; every present block,
+        /// `p`, `q`, `dx` and `dy` the same length.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $feat)]
+        pub(in crate::x86) unsafe fn recov_2data(
+            data: &[Option<&[u8]>],
+            a: u8,
+            b: u8,
+            p: &[u8],
+            q: &[u8],
+            dx: &mut [u8],
+            dy: &mut [u8],
+        ) {
+            let len = p.len();
+            let (xp, yp) = (dx.as_mut_ptr(), dy.as_mut_ptr());
+            let (ca, cb) = (mkconst(a), mkconst(b));
+            let z = zero();
+            let mut off = 0;
+            while off + 4 * W <= len {
+                // SAFETY: off + 4W <= len and every buffer is len bytes long.
+                unsafe {
+                    let s = p.as_ptr().add(off);
+                    let mut p0 = load(s);
+                    let mut p1 = load(s.add(W));
+                    let mut p2 = load(s.add(2 * W));
+                    let mut p3 = load(s.add(3 * W));
+                    let (mut q0, mut q1, mut q2, mut q3) = (z, z, z, z);
+                    for d in data.iter().rev() {
+                        match d {
+                            Some(d) => {
+                                let s = d.as_ptr().add(off);
+                                let x0 = load(s);
+                                let x1 = load(s.add(W));
+                                let x2 = load(s.add(2 * W));
+                                let x3 = load(s.add(3 * W));
+                                p0 = vxor(p0, x0);
+                                p1 = vxor(p1, x1);
+                                p2 = vxor(p2, x2);
+                                p3 = vxor(p3, x3);
+                                q0 = mul2x(q0, x0);
+                                q1 = mul2x(q1, x1);
+                                q2 = mul2x(q2, x2);
+                                q3 = mul2x(q3, x3);
+                            }
+                            None => {
+                                q0 = mul2x(q0, z);
+                                q1 = mul2x(q1, z);
+                                q2 = mul2x(q2, z);
+                                q3 = mul2x(q3, z);
+                            }
+                        }
+                    }
+                    let s = q.as_ptr().add(off);
+                    q0 = vxor(q0, load(s));
+                    q1 = vxor(q1, load(s.add(W)));
+                    q2 = vxor(q2, load(s.add(2 * W)));
+                    q3 = vxor(q3, load(s.add(3 * W)));
+                    let x0 = vxor(mulc(ca, p0), mulc(cb, q0));
+                    let x1 = vxor(mulc(ca, p1), mulc(cb, q1));
+                    let x2 = vxor(mulc(ca, p2), mulc(cb, q2));
+                    let x3 = vxor(mulc(ca, p3), mulc(cb, q3));
+                    store(xp.add(off), x0);
+                    store(xp.add(off + W), x1);
+                    store(xp.add(off + 2 * W), x2);
+                    store(xp.add(off + 3 * W), x3);
+                    store(yp.add(off), vxor(p0, x0));
+                    store(yp.add(off + W), vxor(p1, x1));
+                    store(yp.add(off + 2 * W), vxor(p2, x2));
+                    store(yp.add(off + 3 * W), vxor(p3, x3));
+                }
+                off += 4 * W;
+            }
+            while off + W <= len {
+                // SAFETY: off + W <= len and every buffer is len bytes long.
+                unsafe {
+                    let mut pv = load(p.as_ptr().add(off));
+                    let mut qv = z;
+                    for d in data.iter().rev() {
+                        let x = match d {
+                            Some(d) => load(d.as_ptr().add(off)),
+                            None => z,
+                        };
+                        pv = vxor(pv, x);
+                        qv = mul2x(qv, x);
+                    }
+                    qv = vxor(qv, load(q.as_ptr().add(off)));
+                    let xv = vxor(mulc(ca, pv), mulc(cb, qv));
+                    store(xp.add(off), xv);
+                    store(yp.add(off), vxor(pv, xv));
+                }
+                off += W;
+            }
+            if off < len {
+                crate::scalar::recov_2data_from(data, a, b, p, q, off, dx, dy);
+            }
+        }
+    };
+}
+
+mod avx2;
+mod avx512;
+mod gfni;
+
+/// Declares one engine type over a flavour module: the type can only be
+/// obtained from `detect()`, after the CPU was found to have `$det` features.
+macro_rules! engine {
+    ($(#[$meta:meta])* $Engine:ident, $name:literal, $($ops:ident)::+, [$($det:tt),+]) => {
+        $(#[$meta])*
+        #[derive(Debug)]
+        pub(crate) struct $Engine {
+            _detected: (),
+        }
+
+        impl $Engine {
+            /// The engine, if this CPU has the features its kernels are compiled for.
+            pub(crate) fn detect() -> Option<&'static dyn Engine> {
+                static ENGINE: $Engine = $Engine { _detected: () };
+                if $(std::is_x86_feature_detected!($det))&&+ {
+                    Some(&ENGINE)
+                } else {
+                    None
+                }
+            }
+
+            /// The features this engine needs that the CPU lacks.
+            pub(crate) fn missing() -> Vec<&'static str> {
+                let mut m = Vec::new();
+                $(if !std::is_x86_feature_detected!($det) { m.push($det); })+
+                m
+            }
+        }
+
+        impl Engine for $Engine {
+            fn name(&self) -> &'static str {
+                $name
+            }
+
+            fn xor(&self, srcs: &[&[u8]], dst: &mut [u8]) {
+                crate::check_xor(srcs, dst);
+                // SAFETY: values of this type exist only once detect() saw the CPU
+                // features the kernel is compiled for; lengths were checked above.
+                unsafe { $($ops)::+::xor(srcs, dst) }
+            }
+
+            fn gen_pq(&self, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+                crate::check_pq(data, p, q);
+                // SAFETY: features detected (see xor); lengths checked above.
+                unsafe { $($ops)::+::gen_pq(data, p, q) }
+            }
+
+            fn mul_acc(&self, exp: usize, src: &[u8], dst: &mut [u8]) {
+                crate::check_pair(src, dst);
+                // SAFETY: features detected (see xor); lengths checked above.
+                unsafe { $($ops)::+::mul_acc(crate::gf::exp(exp), src, dst) }
+            }
+
+            fn mul_const(&self, c: u8, src: &[u8], dst: &mut [u8]) {
+                crate::check_pair(src, dst);
+                // SAFETY: features detected (see xor); lengths checked above.
+                unsafe { $($ops)::+::mul_const(c, src, dst) }
+            }
+
+            fn recov_2data(
+                &self,
+                data: &[Option<&[u8]>],
+                x: usize,
+                y: usize,
+                p: &[u8],
+                q: &[u8],
+                dx: &mut [u8],
+                dy: &mut [u8],
+            ) {
+                crate::check_recov(data, x, y, p, q, dx, dy);
+                let (a, b) = crate::recov_consts(x, y);
+                // SAFETY: features detected (see xor); lengths checked above.
+                unsafe { $($ops)::+::recov_2data(data, a, b, p, q, dx, dy) }
+            }
+        }
+    };
+}
+
+engine!(
+    /// AVX2: 32-byte vectors, `pshufb` nibble tables, md's mask/shift/xor `{02}` step.
+    Avx2,
+    "avx2",
+    avx2,
+    ["avx2"]
+);
+engine!(
+    /// AVX-512BW: 64-byte vectors, mask registers for the `{02}` step.
+    Avx512,
+    "avx512",
+    avx512,
+    ["avx512f", "avx512bw"]
+);
+engine!(
+    /// GFNI with VEX-encoded 32-byte vectors: `gf2p8affineqb` does each multiplication.
+    GfniAvx2,
+    "gfni-avx2",
+    gfni::ymm,
+    ["avx2", "gfni"]
+);
+engine!(
+    /// GFNI with 64-byte AVX-512 vectors.
+    GfniAvx512,
+    "gfni-avx512",
+    gfni::zmm,
+    ["avx512f", "avx512bw", "gfni"]
+);
+
+type Detect = fn() -> Option<&'static dyn Engine>;
+type Missing = fn() -> Vec<&'static str>;
+
+/// Every x86 engine, slowest first: (name, detector, missing-features report).
+const ALL: [(&str, Detect, Missing); 4] = [
+    ("avx2", Avx2::detect, Avx2::missing),
+    ("gfni-avx2", GfniAvx2::detect, GfniAvx2::missing),
+    ("avx512", Avx512::detect, Avx512::missing),
+    ("gfni-avx512", GfniAvx512::detect, GfniAvx512::missing),
+];
+
+/// The engines this CPU can run, in the order of [`ALL`].
+pub(crate) fn engines() -> Vec<&'static dyn Engine> {
+    ALL.iter().filter_map(|(_, d, _)| d()).collect()
+}
+
+/// Engines compiled in but not runnable here, with the missing CPU features.
+pub(crate) fn unavailable() -> Vec<(&'static str, Vec<&'static str>)> {
+    ALL.iter()
+        .filter(|(_, d, _)| d().is_none())
+        .map(|(n, _, m)| (*n, m()))
+        .collect()
+}
