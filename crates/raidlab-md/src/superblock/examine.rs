@@ -194,7 +194,8 @@ impl Superblock {
         (after != 1 && self.feature_map & feature::NEW_OFFSET == 0).then_some((before, after))
     }
 
-    /// The `Device Role` value as mdadm prints it.
+    /// The `Device Role` value as mdadm prints it (mdadm prints `spare` for a faulty
+    /// device too, and treats a `dev_number` outside `dev_roles` as faulty).
     pub fn device_role_string(&self) -> String {
         let role = self
             .dev_roles
