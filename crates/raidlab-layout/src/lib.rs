@@ -47,7 +47,9 @@ pub struct Raid10Layout {
 /// The layout of an array, per level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Layout {
-    /// RAID 0 and RAID 1 (md layout word 0).
+    /// RAID 0 and RAID 1. md layout word 0 for RAID 1; for RAID 0 raidlab writes 1
+    /// (md's "original", mdadm's default) and accepts 0/1/2, which place data
+    /// identically when all members are the same size.
     Plain,
     /// RAID 4 (always parity-last in md), 5 and 6.
     Parity(ParityLayout),
@@ -64,7 +66,9 @@ pub struct Geometry {
     /// Number of active member slots (md's raid_disks), spares not counted.
     pub raid_disks: usize,
     /// Bytes of each member's data area used by the array (md's component size,
-    /// superblock `size`), already rounded down to a whole chunk.
+    /// superblock `size`), already rounded down to a whole chunk (RAID 1: a whole
+    /// sector; RAID 10: further to the size md's `calc_sectors` derives, which md
+    /// writes back to the superblock).
     pub member_bytes: u64,
 }
 
@@ -76,9 +80,9 @@ pub struct Location {
 }
 
 /// One stripe of a parity level: which member holds each data chunk, in *logical*
-/// order (data[i] holds logical chunk `stripe * data_disks + i`), where P and Q sit,
+/// order (`data[i]` holds logical chunk `stripe * data_disks + i`), where P and Q sit,
 /// and the RAID 6 syndrome slot md gives each logical data index (Q = sum over i of
-/// g^slot[i] * D_i). For RAID 4/5, `q` is None and `slot` is the identity.
+/// `g^slot[i] * D_i`). For RAID 4/5, `q` is None and `slot` is the identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StripeMap {
     pub data: Vec<usize>,
