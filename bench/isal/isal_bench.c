@@ -1,8 +1,8 @@
 /*
  * isal_bench: throughput of Intel ISA-L's xor_gen and pq_gen (libisal, the
  * run-time dispatched entry points), measured the same way as raidlab's
- * raidlab_parity::bench::run: a warm-up call, then the best of three timed
- * loops of a third of SECONDS each; GB/s (1e9 bytes) of DATA processed,
+ * raidlab_parity::bench::run: a warm-up call, then the best of many timed
+ * loops of 20 ms each, SECONDS in all; GB/s (1e9 bytes) of DATA processed,
  * i.e. data_disks * chunk bytes per call. Buffers are 64-byte aligned.
  *
  * Usage: isal_bench DATA_DISKS CHUNK_BYTES SECONDS
@@ -23,18 +23,23 @@ static double now(void)
 
 typedef int (*gen_fn)(int vects, int len, void **array);
 
-/* Calls per second of fn(vects, len, bufs): best of three rounds. */
+/* Calls per second of fn(vects, len, bufs): best of 20 ms rounds (at least 3). */
 static double rate(gen_fn fn, int vects, int len, void **bufs, double seconds)
 {
-	double best = 0, round = seconds / 3;
+	double best = 0, round = 0.020;
+	int rounds = (int)(seconds / round + 0.999);
+	if (rounds < 3) {
+		rounds = 3;
+		round = seconds / 3;
+	}
 	fn(vects, len, bufs);
-	for (int r = 0; r < 3; r++) {
+	for (int r = 0; r < rounds; r++) {
 		double start = now(), el;
 		uint64_t iters = 0;
 		for (;;) {
 			fn(vects, len, bufs);
 			iters++;
-			if (iters % 8 == 0 && (el = now() - start) >= round)
+			if ((el = now() - start) >= round)
 				break;
 		}
 		if (iters / el > best)

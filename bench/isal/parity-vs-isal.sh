@@ -3,7 +3,7 @@
 # (Debian libisal: apt-get install libisal-dev) on this machine.
 #
 # Cases: 4 data + P + Q at 64 KiB chunks, 8 data + P + Q at 256 KiB chunks.
-# Both sides use the same method (warm-up, best of three loops of SECONDS/3,
+# Both sides use the same method (warm-up, best of many 20 ms loops, SECONDS in all,
 # GB/s of data, 64-byte aligned buffers). ISA-L runs before and after ours and
 # keeps its better figure, so noise from other load cannot flatter us.
 # ISA-L has no two-failure recovery call in raid.h, so "recover2" is compared
