@@ -113,6 +113,19 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Bad input reads best as "device: what is wrong"; failed operations as
+        // "read failed on device at offset ...: cause".
+        if matches!(self.kind, ErrorKind::Invalid | ErrorKind::Unrecoverable)
+            && matches!(self.op, Op::Parse | Op::Plan | Op::Open)
+        {
+            if let Some(dev) = &self.device {
+                write!(f, "{dev}: ")?;
+            }
+            if let Some((off, len)) = self.range {
+                write!(f, "at offset {off} (length {len}): ")?;
+            }
+            return f.write_str(&self.message);
+        }
         write!(f, "{} failed", self.op)?;
         if let Some(dev) = &self.device {
             write!(f, " on {dev}")?;
@@ -135,6 +148,12 @@ impl std::error::Error for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bad_input_reads_as_device_then_problem() {
+        let e = Error::invalid("no superblock").on_device("/tmp/m1");
+        assert_eq!(e.to_string(), "/tmp/m1: no superblock");
+    }
 
     #[test]
     fn display_names_device_range_and_cause() {

@@ -32,9 +32,8 @@ pub fn parse_size(text: &str) -> Result<u64> {
         return Err(bad());
     }
     let n: u64 = digits.parse().map_err(|_| bad())?;
-    n.checked_mul(1u64 << shift).ok_or_else(|| {
-        Error::invalid(format!("size '{text}' is too large (over 2^64 bytes)"))
-    })
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| Error::invalid(format!("size '{text}' is too large (over 2^64 bytes)")))
 }
 
 /// Format a byte count the short way people read it: exact multiples of a power of
@@ -85,7 +84,16 @@ mod tests {
 
     #[test]
     fn refuses_garbage_with_a_hint() {
-        for bad in ["", "K", "1.5G", "-4K", "4X", "4 K", "99999999999999999999", "16384P"] {
+        for bad in [
+            "",
+            "K",
+            "1.5G",
+            "-4K",
+            "4X",
+            "4 K",
+            "99999999999999999999",
+            "16384P",
+        ] {
             let e = parse_size(bad).unwrap_err();
             assert!(e.to_string().contains("size"), "{bad}: {e}");
         }

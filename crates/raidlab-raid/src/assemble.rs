@@ -169,6 +169,19 @@ impl Assembly {
                 role,
             });
         }
+        if geometry.level == Level::Raid0 {
+            let chunk_sectors = u64::from(reference.chunksize.max(1));
+            for &i in slots.iter().flatten() {
+                let m: &Member = &members[i];
+                if m.sb.data_size / chunk_sectors * chunk_sectors * SECTOR != geometry.member_bytes
+                {
+                    return Err(Error::invalid(format!(
+                        "RAID 0 member {} has a different data size ({} sectors) from the others: multi-zone RAID 0 (members of unequal size) is not supported yet",
+                        m.device.path, m.sb.data_size
+                    )));
+                }
+            }
+        }
         Ok(Assembly {
             geometry,
             uuid: reference.set_uuid,
@@ -301,7 +314,16 @@ fn role_from_raw(r: u16) -> Role {
 
 /// The geometry a superblock describes.
 pub fn geometry_of(sb: &Superblock) -> Result<Geometry> {
-    Geometry::from_md(sb.level, sb.layout, sb.chunksize, sb.raid_disks, sb.size)
+    // md sizes RAID 0 from each member's data_size (rounded to a chunk), the other
+    // levels from the array-wide `size` field.
+    let member_sectors = if sb.level == 0 { sb.data_size } else { sb.size };
+    Geometry::from_md(
+        sb.level,
+        sb.layout,
+        sb.chunksize,
+        sb.raid_disks,
+        member_sectors,
+    )
 }
 
 pub fn format_uuid(u: &[u8; 16]) -> String {
@@ -369,7 +391,7 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
                     format!(
                         "already carries an md superblock (array {}, {}, role {}): it may hold someone's data. Use --force to overwrite it",
                         format_uuid(&sb.set_uuid),
-                        sb.level,
+                        Level::from_md(sb.level).map_or_else(|_| format!("level {}", sb.level), |l| l.name().to_string()),
                         sb.dev_number
                     ),
                 )
@@ -439,7 +461,7 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
         } else {
             raidlab_md::ROLE_SPARE
         };
-        let sb = raidlab_md::new_member(
+        let mut sb = raidlab_md::new_member(
             &array,
             i as u32,
             role,
@@ -447,6 +469,11 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
             m.device.volume.size() / SECTOR,
             now,
         );
+        if spec.level == Level::Raid0 {
+            // md sizes RAID 0 from each member's data_size: make them equal so md
+            // sees one zone, exactly the striping raidlab uses, on unequal members.
+            sb.data_size = array.member_sectors;
+        }
         sb.write_to(m.device.volume.as_ref())
             .map_err(|e| e.on_device(m.device.path.clone()))?;
     }

@@ -127,8 +127,8 @@ pub struct ExplainArgs {
     /// Data size of each member (matters for RAID 10 far/offset layouts).
     #[arg(long, default_value = "1G", value_parser = size)]
     pub member_size: u64,
-    /// Member roles to treat as missing.
-    #[arg(long, num_args = 1..)]
+    /// Member roles to treat as missing (repeat the flag or separate with commas).
+    #[arg(long, value_delimiter = ',')]
     pub missing: Vec<usize>,
     #[arg(long)]
     pub json: bool,

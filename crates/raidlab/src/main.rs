@@ -2,6 +2,15 @@
 //! volumes together and prints. It holds no storage logic of its own: layout,
 //! planning, parity and on-disk formats live in the library crates.
 
+/// `println!` that returns an error instead of panicking when stdout is closed
+/// (`raidlab detail ... | head`); `main` treats a broken pipe as success.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout(), $($arg)*)?;
+    }};
+}
+
 mod cli;
 mod cmd;
 mod open;

@@ -29,17 +29,17 @@ pub fn parity(a: BenchParityArgs) -> Result<ExitCode> {
         Duration::from_secs_f64(a.seconds),
     );
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
+        outln!("{}", serde_json::to_string_pretty(&results)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "parity engines, {} data disks x {} chunk (GB/s of data):",
         a.data_disks,
         format_size(a.chunk)
     );
-    println!("  {:<9} {:<16} {:>8}", "op", "engine", "GB/s");
+    outln!("  {:<9} {:<16} {:>8}", "op", "engine", "GB/s");
     for r in &results {
-        println!(
+        outln!(
             "  {:<9} {:<16} {:>8.2}{}",
             r.op,
             r.engine,
@@ -54,7 +54,7 @@ pub fn parity(a: BenchParityArgs) -> Result<ExitCode> {
         .map(|r| r.gbps)
         .next()
     {
-        println!(
+        outln!(
             "raid6: using algorithm {sel} gen() {:.0} MB/s",
             best * 1000.0
         );

@@ -64,7 +64,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
     }
     let asm = result?;
     let g = asm.geometry;
-    println!(
+    outln!(
         "raidlab: created {} array {} ({}) on {} member(s){}: {} usable, chunk {}, layout {}",
         g.level.name(),
         if asm.name.is_empty() {
@@ -88,7 +88,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
         g.layout.name(),
     );
     if !asm.in_sync() {
-        println!("raidlab: the members held data before, so parity/mirrors are not yet consistent: initial resync pending (see `raidlab detail`)");
+        outln!("raidlab: the members held data before, so parity/mirrors are not yet consistent: initial resync pending (see `raidlab detail`)");
     }
     Ok(ExitCode::SUCCESS)
 }

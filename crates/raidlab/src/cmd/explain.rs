@@ -29,10 +29,10 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
     };
     let explained = plan.explain();
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&explained)?);
+        outln!("{}", serde_json::to_string_pretty(&explained)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{} {}, {} members, chunk {}{}: {} {} at offset {}",
         level.name(),
         geo.layout.name(),
@@ -55,16 +55,16 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
         a.offset
     );
     for c in &explained.computes {
-        println!("  first: {c}");
+        outln!("  first: {c}");
     }
     for (i, phase) in explained.phases.iter().enumerate() {
-        println!(
+        outln!(
             "phase {} ({} member I/Os in parallel):",
             i + 1,
             phase.ops.len()
         );
         for op in &phase.ops {
-            println!(
+            outln!(
                 "  {:<5} member {:<3} offset {:<12} length {}",
                 match op.kind {
                     OpKind::Read => "read",
@@ -76,10 +76,10 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
             );
         }
         for c in &phase.then {
-            println!("  then: {c}");
+            outln!("  then: {c}");
         }
     }
     let (r, w) = plan.op_counts();
-    println!("total: {r} member read(s), {w} member write(s)");
+    outln!("total: {r} member read(s), {w} member write(s)");
     Ok(ExitCode::SUCCESS)
 }

@@ -25,11 +25,11 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     }
                     json.push(v);
                 } else {
-                    println!("{}:", d.path);
+                    outln!("{}:", d.path);
                     for (label, value) in sb.examine_lines(sectors) {
-                        println!("{label:>15} : {value}");
+                        outln!("{label:>15} : {value}");
                     }
-                    println!();
+                    outln!();
                 }
             }
             Ok(None) => {
@@ -48,7 +48,7 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&json)?);
+        outln!("{}", serde_json::to_string_pretty(&json)?);
     }
     Ok(if failed {
         ExitCode::from(2)
@@ -137,7 +137,7 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
         stale: stale.clone(),
     };
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<(&str, String)> = vec![
@@ -176,10 +176,10 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
         ("Events", out.events.to_string()),
     ];
     for (k, v) in rows {
-        println!("{k:>15} : {v}");
+        outln!("{k:>15} : {v}");
     }
-    println!();
-    println!("   Role  State      Events  Device");
+    outln!();
+    outln!("   Role  State      Events  Device");
     let mut order: Vec<&MemberJson> = out.members.iter().collect();
     order.sort_by_key(|m| (m.role.is_none(), m.role));
     for m in order {
@@ -188,16 +188,16 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
             .as_str()
             .unwrap_or("")
             .to_string();
-        println!("   {role:>4}  {st:<9} {:>7}  {}", m.events, m.device);
+        outln!("   {role:>4}  {st:<9} {:>7}  {}", m.events, m.device);
     }
     for r in &out.missing_roles {
-        println!("   {r:>4}  missing");
+        outln!("   {r:>4}  missing");
     }
     if !stale.is_empty() {
-        println!("\nStale members (lower event count than the array; their data is out of date and is not used): {}", stale.join(", "));
+        outln!("\nStale members (lower event count than the array; their data is out of date and is not used): {}", stale.join(", "));
     }
     if resync_pending {
-        println!("\nParity/mirrors are not known to be consistent (resync pending): reads of a complete array are correct; rebuilding a lost member is not until a resync has run.");
+        outln!("\nParity/mirrors are not known to be consistent (resync pending): reads of a complete array are correct; rebuilding a lost member is not until a resync has run.");
     }
     Ok(ExitCode::SUCCESS)
 }

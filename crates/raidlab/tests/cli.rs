@@ -1,0 +1,676 @@
+//! Every verb of the offline CLI, including every refusal, run as a user would.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn raidlab() -> Command {
+    Command::cargo_bin("raidlab").unwrap()
+}
+
+fn paths(dir: &Path, names: &[&str]) -> Vec<PathBuf> {
+    names.iter().map(|n| dir.join(n)).collect()
+}
+
+fn create(dir: &Path, args: &[&str], members: &[&str]) {
+    raidlab()
+        .current_dir(dir)
+        .arg("create")
+        .args(args)
+        .args(members)
+        .assert()
+        .success();
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    let mut x = seed as u32 | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn export(dir: &Path, members: &[&str]) -> Vec<u8> {
+    let out = raidlab()
+        .current_dir(dir)
+        .arg("export")
+        .args(members)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "export failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+fn detail_json(dir: &Path, members: &[&str]) -> serde_json::Value {
+    let out = raidlab()
+        .current_dir(dir)
+        .args(["detail", "--json"])
+        .args(members)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "detail failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn snapshot(files: &[PathBuf]) -> Vec<Vec<u8>> {
+    files.iter().map(|f| std::fs::read(f).unwrap()).collect()
+}
+
+#[test]
+fn round_trip_every_level_complete_and_degraded() {
+    let cases: &[(&str, &str, usize)] = &[
+        ("0", "", 3),
+        ("1", "", 2),
+        ("4", "", 4),
+        ("5", "left-asymmetric", 4),
+        ("5", "right-symmetric", 3),
+        ("6", "parity-first", 5),
+        ("6", "left-symmetric", 4),
+        ("10", "n2", 4),
+        ("10", "f2", 3),
+        ("10", "o2", 4),
+        ("10", "n3", 3),
+    ];
+    for &(level, layout, n) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+        let members: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut args = vec!["--level", level, "--chunk", "16K", "--member-size", "3M"];
+        if !layout.is_empty() {
+            args.extend(["--layout", layout]);
+        }
+        create(dir.path(), &args, &members);
+        let d = detail_json(dir.path(), &members);
+        let size = d["array_size_bytes"].as_u64().unwrap() as usize;
+        assert_eq!(d["state"], "clean", "{level} {layout}");
+        assert_eq!(
+            d["resync_pending"], false,
+            "fresh sparse members need no resync"
+        );
+        let data = pattern(size - 1000, n as u8);
+        std::fs::write(dir.path().join("in"), &data).unwrap();
+        raidlab()
+            .current_dir(dir.path())
+            .arg("import")
+            .args(&members)
+            .args(["--input", "in", "--offset", "1000"])
+            .assert()
+            .success();
+        let mut reversed = members.clone();
+        reversed.reverse();
+        let got = export(dir.path(), &reversed);
+        assert_eq!(got.len(), size);
+        assert!(got[..1000].iter().all(|&b| b == 0));
+        assert!(got[1000..] == data[..], "{level} {layout}: export differs");
+        // Degraded: each member missing in turn for redundant levels.
+        if level != "0" {
+            for gone in 0..n {
+                let mut m: Vec<&str> = members.clone();
+                m[gone] = "missing";
+                assert!(
+                    export(dir.path(), &m)[1000..] == data[..],
+                    "{level} {layout} without m{gone}"
+                );
+                m.remove(gone);
+                let d = detail_json(dir.path(), &m);
+                assert_eq!(d["state"], "degraded");
+                assert_eq!(d["missing_roles"], serde_json::json!([gone]));
+            }
+        }
+    }
+}
+
+#[test]
+fn export_range_and_stdin_import_and_degraded_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = ["a", "b", "c", "d"];
+    create(
+        dir.path(),
+        &["--level", "6", "--chunk", "4K", "--member-size", "2M"],
+        &m,
+    );
+    let data = pattern(300_000, 9);
+    // Degraded import (two members gone from RAID 6), then read it back complete-minus-stale.
+    raidlab()
+        .current_dir(dir.path())
+        .args(["import", "a", "missing", "c"])
+        .args(["--offset", "12345"])
+        .write_stdin(data.clone())
+        .assert()
+        .success();
+    let out = raidlab()
+        .current_dir(dir.path())
+        .args([
+            "export", "a", "c", "--offset", "12345", "--length", "300000",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(out.stdout == data);
+    // b and d missed the write: their event count is behind, detail says so and
+    // assembly leaves them out rather than returning old data.
+    let d = detail_json(dir.path(), &m);
+    let stale: Vec<String> = d["stale"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(stale, vec!["b", "d"]);
+    assert_eq!(d["state"], "degraded");
+    let all = export(dir.path(), &m);
+    assert!(all[12345..12345 + 300_000] == data[..]);
+    // --output to a file.
+    raidlab()
+        .current_dir(dir.path())
+        .args([
+            "export", "a", "b", "c", "d", "--output", "out.bin", "--length", "4K",
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read(dir.path().join("out.bin")).unwrap(),
+        all[..4096]
+    );
+}
+
+#[test]
+fn refusals_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create(
+        d,
+        &["--level", "5", "--member-size", "4M", "--chunk", "64K"],
+        &["m0", "m1", "m2"],
+    );
+    let files = paths(d, &["m0", "m1", "m2"]);
+    let before = snapshot(&files);
+    let refuse = |args: &[&str], needle: &str| {
+        raidlab()
+            .current_dir(d)
+            .args(args)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(needle));
+        assert!(snapshot(&files) == before, "{args:?} changed a member");
+    };
+    refuse(
+        &["create", "--level", "1", "m0", "m1"],
+        "already carries an md superblock",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "5",
+            "--member-size",
+            "4M",
+            "n0",
+            "n1",
+            "n1",
+        ],
+        "given twice",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "6",
+            "--member-size",
+            "4M",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "at least 4 members",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "5",
+            "--member-size",
+            "64K",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "too small",
+    );
+    refuse(
+        &["create", "--level", "5", "n0", "n1", "n2"],
+        "does not exist",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "5",
+            "--chunk",
+            "3K",
+            "--member-size",
+            "4M",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "power of two",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "5",
+            "--chunk",
+            "2K",
+            "--member-size",
+            "4M",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "power of two",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "5",
+            "--layout",
+            "f2",
+            "--member-size",
+            "4M",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "left-symmetric",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "10",
+            "--layout",
+            "left-symmetric",
+            "--member-size",
+            "4M",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "n2",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "5",
+            "--spares",
+            "3",
+            "--member-size",
+            "4M",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "spare",
+    );
+    refuse(
+        &["create", "--level", "9", "--member-size", "4M", "n0", "n1"],
+        "unknown RAID level",
+    );
+    refuse(
+        &[
+            "create",
+            "--level",
+            "5",
+            "--member-size",
+            "4Q",
+            "n0",
+            "n1",
+            "n2",
+        ],
+        "not a size",
+    );
+    for f in ["n0", "n1", "n2"] {
+        assert!(!d.join(f).exists(), "a refused create left {f} behind");
+    }
+    // Mixed arrays, duplicates, non-members.
+    create(d, &["--level", "1", "--member-size", "4M"], &["o0", "o1"]);
+    refuse(
+        &["detail", "m0", "m1", "o0"],
+        "give the members of one array only",
+    );
+    std::fs::write(d.join("plain"), vec![0u8; 1 << 20]).unwrap();
+    refuse(&["detail", "m0", "plain"], "carries no md superblock");
+    std::fs::copy(d.join("m0"), d.join("m0copy")).unwrap();
+    refuse(&["export", "m0", "m0copy", "m1"], "same member");
+    // Too many missing members.
+    refuse(&["export", "m0"], "too many members missing");
+    // Out-of-range export and import.
+    refuse(
+        &["export", "m0", "m1", "m2", "--offset", "1G"],
+        "past the end",
+    );
+    refuse(
+        &[
+            "export", "m0", "m1", "m2", "--offset", "1M", "--length", "100M",
+        ],
+        "past the end",
+    );
+    std::fs::write(d.join("big"), vec![7u8; 9 << 20]).unwrap();
+    refuse(
+        &["import", "m0", "m1", "m2", "--input", "big"],
+        "nothing was written",
+    );
+    // A corrupted superblock is named, not trusted.
+    let mut bytes = std::fs::read(d.join("m2")).unwrap();
+    bytes[4096 + 100] ^= 0xff;
+    std::fs::write(d.join("bad"), &bytes).unwrap();
+    raidlab()
+        .current_dir(d)
+        .args(["examine", "bad"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("checksum"));
+    // --force overwrites an existing member.
+    raidlab()
+        .current_dir(d)
+        .args(["create", "--level", "1", "--force", "m0", "m1"])
+        .assert()
+        .success();
+}
+
+#[test]
+fn create_on_used_members_marks_resync_pending() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["u0", "u1", "u2"] {
+        std::fs::write(dir.path().join(f), pattern(4 << 20, 3)).unwrap();
+    }
+    create(
+        dir.path(),
+        &["--level", "5", "--chunk", "64K"],
+        &["u0", "u1", "u2"],
+    );
+    let d = detail_json(dir.path(), &["u0", "u1", "u2"]);
+    assert_eq!(d["resync_pending"], true);
+    raidlab()
+        .current_dir(dir.path())
+        .args(["detail", "u0", "u1", "u2"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("resync pending"));
+    // Spares: the last member is a spare.
+    create(
+        dir.path(),
+        &["--level", "1", "--spares", "1", "--member-size", "4M"],
+        &["s0", "s1", "s2"],
+    );
+    let d = detail_json(dir.path(), &["s2", "s1", "s0"]);
+    let states: Vec<(String, String)> = d["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["device"].as_str().unwrap().into(),
+                m["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert!(
+        states.contains(&("s2".into(), "spare".into())),
+        "{states:?}"
+    );
+    assert_eq!(d["raid_devices"], 2);
+}
+
+#[test]
+fn examine_shows_mdadm_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    create(
+        dir.path(),
+        &[
+            "--level",
+            "6",
+            "--layout",
+            "right-asymmetric",
+            "--chunk",
+            "128K",
+            "--name",
+            "lab",
+            "--member-size",
+            "8M",
+        ],
+        &["q0", "q1", "q2", "q3", "q4"],
+    );
+    let out = raidlab()
+        .current_dir(dir.path())
+        .args(["examine", "q3"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for needle in [
+        "Array UUID :",
+        "Raid Level : raid6",
+        "Layout : right-asymmetric",
+        "Chunk Size : 128K",
+        "Raid Devices : 5",
+        "Device Role : Active device 3",
+        "Checksum :",
+        "- correct",
+        "Array State : AAAAA",
+        "Data Offset :",
+        "Events :",
+    ] {
+        assert!(text.contains(needle), "examine lacks {needle:?}:\n{text}");
+    }
+    let out = raidlab()
+        .current_dir(dir.path())
+        .args(["examine", "--json", "q0", "q1"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 2);
+    assert_eq!(v[0]["array_uuid"], v[1]["array_uuid"]);
+}
+
+fn explain(args: &[&str]) -> (Vec<usize>, Vec<usize>) {
+    let out = raidlab()
+        .args(["explain", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let phases = v["phases"].as_array().unwrap();
+    let count = |kind: &str| {
+        phases
+            .iter()
+            .map(|p| {
+                p["ops"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|o| o["kind"] == kind)
+                    .count()
+            })
+            .collect()
+    };
+    (count("read"), count("write"))
+}
+
+#[test]
+fn explain_shows_the_classic_plans() {
+    assert_eq!(
+        explain(&["--level", "5", "--raid-devices", "5", "write", "0", "4K"]),
+        (vec![2, 0], vec![0, 2])
+    );
+    assert_eq!(
+        explain(&["--level", "6", "--raid-devices", "6", "write", "0", "4K"]),
+        (vec![3, 0], vec![0, 3])
+    );
+    assert_eq!(
+        explain(&["--level", "6", "--raid-devices", "5", "write", "0", "4K"]),
+        (vec![2, 0], vec![0, 3])
+    );
+    // Full stripe of a 5-member RAID 5 with 64K chunks: 256K of data, no reads.
+    assert_eq!(
+        explain(&[
+            "--level",
+            "5",
+            "--raid-devices",
+            "5",
+            "--chunk",
+            "64K",
+            "write",
+            "0",
+            "256K"
+        ]),
+        (vec![0], vec![5])
+    );
+    // Reading a chunk of missing member 0 reads the other four.
+    assert_eq!(
+        explain(&[
+            "--level",
+            "5",
+            "--raid-devices",
+            "5",
+            "--missing",
+            "0",
+            "read",
+            "0",
+            "4K"
+        ]),
+        (vec![4], vec![0])
+    );
+    raidlab()
+        .args([
+            "explain",
+            "--level",
+            "5",
+            "--raid-devices",
+            "5",
+            "--missing",
+            "0,1",
+            "read",
+            "0",
+            "4K",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("tolerates one"));
+    raidlab()
+        .args([
+            "explain",
+            "--level",
+            "5",
+            "--raid-devices",
+            "5",
+            "read",
+            "1T",
+            "4K",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("past the end"));
+}
+
+#[test]
+fn bench_parity_reports_every_engine_and_one_choice() {
+    let out = raidlab()
+        .args([
+            "bench",
+            "parity",
+            "--json",
+            "--data-disks",
+            "4",
+            "--chunk",
+            "16K",
+            "--seconds",
+            "0.02",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    for op in ["xor", "pq", "recover2"] {
+        let of_op: Vec<_> = rows.iter().filter(|r| r["op"] == op).collect();
+        assert!(!of_op.is_empty(), "no {op} rows");
+        assert_eq!(
+            of_op.iter().filter(|r| r["selected"] == true).count(),
+            1,
+            "{op}: exactly one selected engine"
+        );
+        for r in of_op {
+            assert_eq!(r["data_disks"], 4);
+            assert_eq!(r["chunk_bytes"], 16384);
+            assert!(r["gbps"].as_f64().unwrap() > 0.0);
+            assert!(r["engine"].as_str().is_some());
+        }
+    }
+    raidlab()
+        .args(["bench", "parity", "--data-disks", "1"])
+        .assert()
+        .failure();
+}
+
+#[test]
+fn a_member_in_use_is_refused_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    create(
+        dir.path(),
+        &["--level", "1", "--member-size", "4M"],
+        &["l0", "l1"],
+    );
+    // An import reading a pipe that stays open holds the members locked.
+    let bin = assert_cmd::cargo::cargo_bin("raidlab");
+    let mut holder = std::process::Command::new(bin)
+        .current_dir(dir.path())
+        .args(["import", "l0", "l1"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut refused = None;
+    for _ in 0..100 {
+        let out = raidlab()
+            .current_dir(dir.path())
+            .args(["export", "l0", "l1", "--length", "4K"])
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            refused = Some(String::from_utf8_lossy(&out.stderr).to_string());
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(holder.stdin.take());
+    holder.wait().unwrap();
+    let msg = refused.expect("export ran while import held the members");
+    assert!(
+        msg.contains("locked by process") && msg.contains("import"),
+        "{msg}"
+    );
+}

@@ -1,0 +1,875 @@
+//! Linux md compatibility, both directions, against the real md driver.
+//!
+//! One qemu boot of a stock Debian bookworm kernel (built and run by
+//! `tests/mdvm/build.sh` and `tests/mdvm/run.sh`) serves the whole matrix in
+//! `tests/mdvm/matrix.txt`:
+//!
+//! * direction A: md (`mdadm --create`) makes every array, writes the pattern
+//!   over all of it and stops it; raidlab then exports the members md wrote,
+//!   complete and with every survivable set of members missing, and must
+//!   produce the pattern; `raidlab examine` must agree with `mdadm --examine`.
+//! * direction B: raidlab creates every array and imports the pattern; md
+//!   must assemble it clean (no resync, not degraded), read back the pattern,
+//!   find no parity/mirror mismatch on a `check`, and read it back degraded.
+//!
+//! Members live in slots of one sparse "data disk" image that the guest sees
+//! as /dev/vdc and maps with loop devices, so what md writes is what raidlab
+//! reads and vice versa.  The guest side is `tests/mdvm/guest-matrix.sh`.
+//!
+//! If the machine cannot run the guest at all (no qemu and no way to install
+//! it, or the kernel boots neither under KVM nor TCG) the test prints
+//! `SKIPPED: Linux md compatibility: <why>` to stderr and returns; set
+//! `RAIDLAB_MDVM_REQUIRED=1` to turn that into a failure.  Set
+//! `RAIDLAB_SKIP_MDVM=1` to skip on purpose (also printed loudly).
+//! `RAIDLAB_MDVM_KEEP=1` keeps the work directory even when everything passes.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Instant;
+
+const MIB: u64 = 1 << 20;
+const RAIDLAB: &str = env!("CARGO_BIN_EXE_raidlab");
+const MATRIX: &str = include_str!("../../../tests/mdvm/matrix.txt");
+/// Wall-clock limit handed to run.sh for the single boot.
+const BOOT_TIMEOUT_S: u32 = 1500;
+
+#[derive(Debug, Clone)]
+struct Cfg {
+    name: String,
+    level: u32,
+    /// mdadm/raidlab layout word, `None` for the default / no layout.
+    layout: Option<String>,
+    chunk_kib: Option<u64>,
+    devices: usize,
+    member_bytes: u64,
+}
+
+impl Cfg {
+    fn redundant(&self) -> bool {
+        self.level != 0
+    }
+
+    /// RAID 10 (near, far, offset) copy counts.
+    fn raid10_geometry(&self) -> (usize, usize, bool) {
+        let l = self.layout.as_deref().unwrap_or("n2");
+        let (kind, count) = l.split_at(1);
+        let c: usize = count.parse().expect("raid10 layout like n2/f2/o2");
+        match kind {
+            "n" => (c, 1, false),
+            "f" => (1, c, false),
+            "o" => (1, c, true),
+            _ => panic!("unknown raid10 layout {l}"),
+        }
+    }
+
+    /// Can the array still be read with the members in `missing` absent?
+    fn survives(&self, missing: &[usize]) -> bool {
+        let n = self.devices;
+        match self.level {
+            0 => missing.is_empty(),
+            1 => missing.len() < n,
+            4 | 5 => missing.len() <= 1,
+            6 => missing.len() <= 2,
+            10 => {
+                // Every block lives on `copies` cyclically consecutive members.
+                // near: the groups start at multiples of gcd(copies, n) (aligned
+                // sets when copies divides n); far/offset (no far sets): a group
+                // starts at every member.  A block is lost iff its whole group is
+                // missing.
+                let (near, far, _) = self.raid10_geometry();
+                let copies = near * far;
+                let step = if near > 1 { gcd(near, n) } else { 1 };
+                (0..n)
+                    .step_by(step)
+                    .all(|s| !(0..copies).all(|j| missing.contains(&((s + j) % n))))
+            }
+            _ => false,
+        }
+    }
+
+    /// Every member set the host leaves out when reading md's arrays: each
+    /// single member, and every survivable pair (RAID 6: all pairs; RAID 10:
+    /// one member from each of two copy sets; RAID 1: all but one member).
+    fn host_degraded_sets(&self) -> Vec<Vec<usize>> {
+        let n = self.devices;
+        let mut sets = Vec::new();
+        if !self.redundant() {
+            return sets;
+        }
+        for i in 0..n {
+            sets.push(vec![i]);
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                if self.survives(&[i, j]) {
+                    sets.push(vec![i, j]);
+                }
+            }
+        }
+        if self.level == 1 {
+            // also: only the last member left, only the first member left
+            for keep in [n - 1, 0] {
+                let s: Vec<usize> = (0..n).filter(|&i| i != keep).collect();
+                if s.len() > 2 {
+                    sets.push(s);
+                }
+            }
+        }
+        sets
+    }
+
+    /// The (fewer) sets md reads degraded in the guest, to bound the boot:
+    /// one single member, plus the first and last survivable multi-member set.
+    fn guest_degraded_sets(&self) -> Vec<Vec<usize>> {
+        let all = self.host_degraded_sets();
+        let mut out: Vec<Vec<usize>> = Vec::new();
+        if all.is_empty() {
+            return out;
+        }
+        out.push(vec![1.min(self.devices - 1)]);
+        let multi: Vec<&Vec<usize>> = all.iter().filter(|s| s.len() > 1).collect();
+        if let Some(f) = multi.first() {
+            out.push((*f).clone());
+        }
+        if let Some(l) = multi.last() {
+            if !out.contains(l) {
+                out.push((*l).clone());
+            }
+        }
+        out
+    }
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+fn parse_matrix() -> Vec<Cfg> {
+    MATRIX
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 6, "bad matrix line: {l}");
+            let opt = |s: &str| (s != "-").then(|| s.to_string());
+            Cfg {
+                name: f[0].to_string(),
+                level: f[1].parse().expect("level"),
+                layout: opt(f[2]),
+                chunk_kib: opt(f[3]).map(|c| c.parse().expect("chunk")),
+                devices: f[4].parse().expect("devices"),
+                member_bytes: f[5].parse::<u64>().expect("member MiB") * MIB,
+            }
+        })
+        .collect()
+}
+
+/// Deterministic, position-unique pattern (xorshift64*), no dependencies.
+fn pattern(len: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len as usize);
+    let mut s: u64 = 0x9e37_79b9_7f4a_7c15;
+    while (v.len() as u64) < len {
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        v.extend_from_slice(&s.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    v.truncate(len as usize);
+    v
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn skip(why: &str) {
+    let msg = format!("SKIPPED: Linux md compatibility: {why}");
+    eprintln!("\n{}\n{msg}\n{}\n", "!".repeat(72), "!".repeat(72));
+    if std::env::var_os("RAIDLAB_MDVM_REQUIRED").is_some_and(|v| v != "0") {
+        panic!("{msg} (RAIDLAB_MDVM_REQUIRED is set)");
+    }
+}
+
+fn tail(s: &[u8], lines: usize) -> String {
+    let s = String::from_utf8_lossy(s);
+    let v: Vec<&str> = s.lines().collect();
+    v[v.len().saturating_sub(lines)..].join("\n")
+}
+
+fn raidlab(args: &[&str]) -> Output {
+    Command::new(RAIDLAB)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {RAIDLAB}: {e}"))
+}
+
+fn describe(cmd: &[&str], o: &Output) -> String {
+    format!(
+        "`raidlab {}` exited {}: {}",
+        cmd.join(" "),
+        o.status,
+        tail(&o.stderr, 6).replace('\n', " | ")
+    )
+}
+
+/// sha256 via the host's sha256sum (coreutils), to keep the test dependency-free.
+fn sha256(data: &[u8], scratch: &Path) -> String {
+    fs::write(scratch, data).unwrap();
+    let o = Command::new("sha256sum")
+        .arg(scratch)
+        .output()
+        .expect("sha256sum");
+    assert!(o.status.success(), "sha256sum failed");
+    String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+fn first_diff(a: &[u8], b: &[u8]) -> String {
+    if a.len() != b.len() {
+        let n = a.len().min(b.len());
+        if let Some(i) = (0..n).find(|&i| a[i] != b[i]) {
+            return format!(
+                "length {} vs {}; first difference at byte {i}",
+                a.len(),
+                b.len()
+            );
+        }
+        return format!(
+            "length {} vs {} (common prefix identical)",
+            a.len(),
+            b.len()
+        );
+    }
+    match (0..a.len()).find(|&i| a[i] != b[i]) {
+        Some(i) => {
+            let diff = (0..a.len()).filter(|&j| a[j] != b[j]).count();
+            format!(
+                "first difference at byte {i} (chunk-aligned 4K block {}), {diff} bytes differ",
+                i / 4096
+            )
+        }
+        None => "identical".into(),
+    }
+}
+
+/// `Label : value` pairs of one `mdadm --examine` report.
+fn parse_examine(text: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once(" : ") {
+            m.insert(k.trim().to_string(), v.trim().to_string());
+        }
+    }
+    m
+}
+
+fn json_str(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "<none>".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Compare raidlab's examine (JSON and text) of one member with mdadm's.
+fn compare_examine(
+    md_text: &str,
+    rl_json: &serde_json::Value,
+    rl_text_lines: &[String],
+) -> Vec<String> {
+    let md = parse_examine(md_text);
+    let mut bad = Vec::new();
+    let first = |label: &str| {
+        md.get(label)
+            .map(|v| v.split_whitespace().next().unwrap_or("").to_string())
+    };
+    let whole = |label: &str| md.get(label).cloned();
+    let name = md.get("Name").map(|n| {
+        n.split("  (local to host")
+            .next()
+            .unwrap()
+            .trim()
+            .to_string()
+    });
+    let chunk = md
+        .get("Chunk Size")
+        .map(|c| c.trim_end_matches('K').to_string());
+    let fields: Vec<(&str, &str, Option<String>)> = vec![
+        ("array_uuid", "Array UUID", whole("Array UUID")),
+        ("name", "Name", name),
+        ("level", "Raid Level", whole("Raid Level")),
+        ("raid_devices", "Raid Devices", whole("Raid Devices")),
+        ("layout", "Layout", whole("Layout")),
+        ("chunk_size_kib", "Chunk Size", chunk),
+        ("data_offset", "Data Offset", first("Data Offset")),
+        ("super_offset", "Super Offset", first("Super Offset")),
+        ("avail_dev_size", "Avail Dev Size", first("Avail Dev Size")),
+        ("events", "Events", whole("Events")),
+        ("device_role", "Device Role", whole("Device Role")),
+        ("device_uuid", "Device UUID", whole("Device UUID")),
+        ("feature_map", "Feature Map", whole("Feature Map")),
+        ("state", "State", whole("State")),
+        ("checksum", "Checksum", first("Checksum")),
+        ("array_state", "Array State", first("Array State")),
+    ];
+    for (key, label, want) in fields {
+        let got = rl_json
+            .get(key)
+            .map(json_str)
+            .unwrap_or_else(|| "<no key>".into());
+        let got = if key == "feature_map" {
+            got.parse::<u64>().map(|v| format!("{v:#x}")).unwrap_or(got)
+        } else {
+            got
+        };
+        match want {
+            Some(w) if w == got => {}
+            // mdadm prints no Layout line for raid1/raid4; raidlab gives null
+            None if got == "<none>" => {}
+            None if key == "chunk_size_kib" && got == "0" => {}
+            w => bad.push(format!(
+                "examine {key}: raidlab {got:?}, mdadm {label:?} {:?}",
+                w.unwrap_or_else(|| "<no line>".into())
+            )),
+        }
+    }
+    // The text form claims mdadm's labels and formatting: every line raidlab
+    // prints must be a line mdadm printed (whitespace-normalised; the Name
+    // line without mdadm's "(local to host ...)" note).
+    for l in rl_text_lines {
+        let Some((k, v)) = l.split_once(" : ") else {
+            continue;
+        };
+        let (k, v) = (k.trim(), v.trim());
+        let mut mv = md.get(k).cloned();
+        if k == "Name" {
+            mv = mv.map(|n| {
+                n.split("  (local to host")
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .to_string()
+            });
+        }
+        if mv.as_deref() != Some(v) {
+            bad.push(format!(
+                "examine text {k:?}: raidlab {v:?}, mdadm {:?}",
+                mv.unwrap_or_else(|| "<no line>".into())
+            ));
+        }
+    }
+    bad
+}
+
+/// raidlab examine of `members`: (JSON objects, text lines per member).
+fn raidlab_examine(
+    members: &[String],
+) -> Result<(Vec<serde_json::Value>, Vec<Vec<String>>), String> {
+    let mut args = vec!["examine", "--json"];
+    args.extend(members.iter().map(String::as_str));
+    let o = raidlab(&args);
+    if !o.status.success() {
+        return Err(describe(&args, &o));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .map_err(|e| format!("raidlab examine --json: bad JSON: {e}"))?;
+    let arr = match v {
+        serde_json::Value::Array(a) => a,
+        other => vec![other],
+    };
+    let mut texts = Vec::new();
+    for m in members {
+        let o = raidlab(&["examine", m]);
+        if !o.status.success() {
+            return Err(describe(&["examine", m], &o));
+        }
+        texts.push(
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect(),
+        );
+    }
+    Ok((arr, texts))
+}
+
+fn export(members: &[String], out: &Path) -> Result<Vec<u8>, String> {
+    let mut args: Vec<&str> = vec!["export"];
+    args.extend(members.iter().map(String::as_str));
+    let out_s = out.to_str().unwrap();
+    args.extend(["--output", out_s]);
+    let o = raidlab(&args);
+    if !o.status.success() {
+        return Err(describe(&args, &o));
+    }
+    fs::read(out).map_err(|e| format!("reading {out_s}: {e}"))
+}
+
+struct Slots {
+    next: u64,
+}
+
+impl Slots {
+    fn take(&mut self, c: &Cfg) -> Vec<u64> {
+        (0..c.devices)
+            .map(|_| {
+                let o = self.next;
+                self.next += c.member_bytes.div_ceil(MIB) * MIB;
+                o
+            })
+            .collect()
+    }
+}
+
+fn csv<T: ToString>(v: &[T]) -> String {
+    v.iter().map(T::to_string).collect::<Vec<_>>().join(",")
+}
+
+fn sets_field(sets: &[Vec<usize>]) -> String {
+    if sets.is_empty() {
+        "-".into()
+    } else {
+        sets.iter().map(|s| csv(s)).collect::<Vec<_>>().join(";")
+    }
+}
+
+#[test]
+fn linux_md_compatibility_both_directions() {
+    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
+        skip("RAIDLAB_SKIP_MDVM is set");
+        return;
+    }
+    let t_start = Instant::now();
+    let mdvm = repo_root().join("tests/mdvm");
+    let matrix = parse_matrix();
+
+    // ---- the guest (kernel + initramfs) ----
+    let b = Command::new(mdvm.join("build.sh")).output();
+    let guest_dir = match b {
+        Err(e) => return skip(&format!("cannot run tests/mdvm/build.sh: {e}")),
+        Ok(o) if !o.status.success() => {
+            return skip(&format!(
+                "tests/mdvm/build.sh failed (exit {}), cannot build the Debian-kernel guest:\n{}",
+                o.status,
+                tail(&o.stderr, 15)
+            ))
+        }
+        Ok(o) => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+    };
+    eprintln!(
+        "md_compat: guest {guest_dir} (built/checked in {:.1?})",
+        t_start.elapsed()
+    );
+
+    let work = mdvm
+        .join("work")
+        .join(format!("md_compat-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(work.join("ctl")).unwrap();
+    let mut failures: Vec<String> = Vec::new();
+
+    // ---- the pattern area and the data disk ----
+    let pat_len = matrix
+        .iter()
+        .map(|c| c.devices as u64 * c.member_bytes)
+        .max()
+        .unwrap();
+    let pat_area = pat_len.div_ceil(64 * MIB) * 64 * MIB;
+    let pat = pattern(pat_len);
+    let data_path = work.join("data.img");
+    let data = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&data_path)
+        .unwrap();
+    data.write_all_at(&pat, 0).unwrap();
+    let mut slots = Slots { next: pat_area };
+    let mut manifest = String::new();
+
+    // ---- direction A: md creates; reserve slots ----
+    let mut a_slots: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for c in &matrix {
+        let offs = slots.take(c);
+        manifest.push_str(&format!(
+            "A {} {} {} {} {} {} {}\n",
+            c.name,
+            c.level,
+            c.layout.as_deref().unwrap_or("-"),
+            c.chunk_kib.map_or("-".into(), |k| k.to_string()),
+            c.devices,
+            c.member_bytes,
+            csv(&offs)
+        ));
+        a_slots.insert(c.name.clone(), offs);
+    }
+
+    // ---- direction B: raidlab creates and fills, members copied into slots ----
+    let mut b_members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut b_sent: Vec<String> = Vec::new();
+    let t_b = Instant::now();
+    for c in &matrix {
+        let dir = work.join("b").join(&c.name);
+        fs::create_dir_all(&dir).unwrap();
+        let members: Vec<String> = (0..c.devices)
+            .map(|i| dir.join(format!("m{i}.img")).to_str().unwrap().to_string())
+            .collect();
+        let level = c.level.to_string();
+        let chunk = c.chunk_kib.map(|k| format!("{k}K"));
+        let msize = format!("{}", c.member_bytes);
+        let mut args: Vec<&str> = vec![
+            "create",
+            "--level",
+            &level,
+            "--name",
+            &c.name,
+            "--member-size",
+            &msize,
+        ];
+        if let Some(l) = &c.layout {
+            args.extend(["--layout", l]);
+        }
+        if let Some(k) = &chunk {
+            args.extend(["--chunk", k]);
+        }
+        args.extend(members.iter().map(String::as_str));
+        let o = raidlab(&args);
+        if !o.status.success() {
+            failures.push(format!(
+                "{} B (raidlab writes, md reads): {}",
+                c.name,
+                describe(&args, &o)
+            ));
+            continue;
+        }
+        // array size from `raidlab detail --json`
+        let mut dargs = vec!["detail", "--json"];
+        dargs.extend(members.iter().map(String::as_str));
+        let o = raidlab(&dargs);
+        let size = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+            .ok()
+            .and_then(|v| v.get("array_size_bytes").and_then(|s| s.as_u64()));
+        let Some(size) = size.filter(|_| o.status.success()) else {
+            failures.push(format!(
+                "{} B: no array_size_bytes from {}",
+                c.name,
+                describe(&dargs, &o)
+            ));
+            continue;
+        };
+        if size > pat_len {
+            failures.push(format!(
+                "{} B: raidlab array of {size} bytes is larger than members allow",
+                c.name
+            ));
+            continue;
+        }
+        let input = dir.join("pattern.bin");
+        fs::write(&input, &pat[..size as usize]).unwrap();
+        let mut iargs: Vec<&str> = vec!["import"];
+        iargs.extend(members.iter().map(String::as_str));
+        let input_s = input.to_str().unwrap().to_string();
+        iargs.extend(["--input", &input_s]);
+        let o = raidlab(&iargs);
+        fs::remove_file(&input).ok();
+        if !o.status.success() {
+            failures.push(format!("{} B: {}", c.name, describe(&iargs, &o)));
+            continue;
+        }
+        // raidlab must at least read back its own array
+        match export(&members, &dir.join("self.bin")) {
+            Ok(got) if got == pat[..size as usize] => {}
+            Ok(got) => failures.push(format!(
+                "{} B: raidlab does not read back what it imported: {}",
+                c.name,
+                first_diff(&got, &pat[..size as usize])
+            )),
+            Err(e) => failures.push(format!("{} B: {e}", c.name)),
+        }
+        fs::remove_file(dir.join("self.bin")).ok();
+        let offs = slots.take(c);
+        for (m, off) in members.iter().zip(&offs) {
+            let bytes = fs::read(m).unwrap();
+            if bytes.len() as u64 != c.member_bytes {
+                failures.push(format!(
+                    "{} B: member {m} is {} bytes, asked for {}",
+                    c.name,
+                    bytes.len(),
+                    c.member_bytes
+                ));
+            }
+            data.write_all_at(&bytes, *off).unwrap();
+        }
+        let sha = sha256(&pat[..size as usize], &work.join("sha.tmp"));
+        manifest.push_str(&format!(
+            "B {} {} {} {} {} {} {} {}\n",
+            c.name,
+            c.level,
+            c.devices,
+            c.member_bytes,
+            csv(&offs),
+            size,
+            sha,
+            sets_field(&c.guest_degraded_sets())
+        ));
+        b_members.insert(c.name.clone(), members);
+        b_sent.push(c.name.clone());
+    }
+    fs::remove_file(work.join("sha.tmp")).ok();
+    data.set_len(slots.next).unwrap();
+    data.sync_all().unwrap();
+    eprintln!(
+        "md_compat: raidlab built {} of {} direction-B arrays in {:.1?}",
+        b_sent.len(),
+        matrix.len(),
+        t_b.elapsed()
+    );
+
+    fs::write(work.join("ctl/manifest"), &manifest).unwrap();
+    fs::copy(mdvm.join("guest-matrix.sh"), work.join("ctl/guest.sh")).unwrap();
+
+    // ---- the one boot ----
+    let t_boot = Instant::now();
+    let out_dir = work.join("vm");
+    let run = Command::new(mdvm.join("run.sh"))
+        .arg(work.join("ctl"))
+        .arg(&data_path)
+        .arg(BOOT_TIMEOUT_S.to_string())
+        .env("MDVM_GUEST", &guest_dir)
+        .env("MDVM_OUT", &out_dir)
+        .output()
+        .expect("run tests/mdvm/run.sh");
+    let boot_time = t_boot.elapsed();
+    let accel = fs::read_to_string(out_dir.join("accel.txt")).unwrap_or_default();
+    eprintln!(
+        "md_compat: guest run under {} took {:.1?} (exit {})",
+        accel.trim(),
+        boot_time,
+        run.status
+    );
+    match run.status.code() {
+        Some(90) => {
+            return skip(&format!(
+                "the Debian kernel never came up in qemu (tried KVM, then TCG):\n{}",
+                tail(&run.stderr, 30)
+            ))
+        }
+        Some(91) | Some(92) | None => panic!(
+            "the md guest booted but did not complete (exit {}); work dir {}:\n{}",
+            run.status,
+            work.display(),
+            tail(&run.stderr, 60)
+        ),
+        _ => {}
+    }
+    let res_dir = out_dir.join("results");
+    let results = fs::read_to_string(res_dir.join("results.txt")).unwrap_or_default();
+    let mut guest: BTreeMap<(String, String), (String, String)> = BTreeMap::new();
+    for l in results.lines() {
+        if let Some(rest) = l.strip_prefix("RESULT ") {
+            let mut f = rest.splitn(4, ' ');
+            let (n, d, s, det) = (
+                f.next().unwrap_or(""),
+                f.next().unwrap_or(""),
+                f.next().unwrap_or(""),
+                f.next().unwrap_or(""),
+            );
+            guest.insert(
+                (n.to_string(), d.to_string()),
+                (s.to_string(), det.to_string()),
+            );
+        } else if l.starts_with("NOTE") {
+            eprintln!("md_compat: guest {l}");
+        }
+    }
+
+    // ---- direction A on the host: raidlab reads what md wrote ----
+    let t_a = Instant::now();
+    let mut passed_a = 0;
+    for c in &matrix {
+        let tag = format!("{} A (md writes, raidlab reads)", c.name);
+        match guest.get(&(c.name.clone(), "A".into())) {
+            None => {
+                failures.push(format!("{tag}: no result from the guest"));
+                continue;
+            }
+            Some((s, d)) if s != "PASS" => {
+                failures.push(format!("{tag}: md side failed in the guest: {d}"));
+                continue;
+            }
+            _ => {}
+        }
+        let adir = res_dir.join("A").join(&c.name);
+        let size: u64 = match fs::read_to_string(adir.join("array_bytes"))
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            Some(s) => s,
+            None => {
+                failures.push(format!("{tag}: guest recorded no array size"));
+                continue;
+            }
+        };
+        let want = &pat[..size as usize];
+        let dir = work.join("a").join(&c.name);
+        fs::create_dir_all(&dir).unwrap();
+        let mut members = Vec::new();
+        let mut buf = vec![0u8; c.member_bytes as usize];
+        for (i, off) in a_slots[&c.name].iter().enumerate() {
+            data.read_exact_at(&mut buf, *off).unwrap();
+            let p = dir.join(format!("m{i}.img"));
+            fs::write(&p, &buf).unwrap();
+            members.push(p.to_str().unwrap().to_string());
+        }
+        let before = failures.len();
+        // examine
+        match raidlab_examine(&members) {
+            Err(e) => failures.push(format!("{tag}: {e}")),
+            Ok((js, texts)) => {
+                for i in 0..c.devices {
+                    let md_text =
+                        fs::read_to_string(adir.join(format!("examine.{i}"))).unwrap_or_default();
+                    let Some(j) = js.get(i) else {
+                        failures.push(format!(
+                            "{tag}: raidlab examine --json gave {} objects for {} members",
+                            js.len(),
+                            c.devices
+                        ));
+                        break;
+                    };
+                    for b in compare_examine(&md_text, j, &texts[i]) {
+                        failures.push(format!("{tag}: member {i}: {b}"));
+                    }
+                }
+            }
+        }
+        // complete
+        let out = dir.join("export.bin");
+        match export(&members, &out) {
+            Ok(got) if got == want => {}
+            Ok(got) => failures.push(format!(
+                "{tag}: complete export differs from what md was given: {}",
+                first_diff(&got, want)
+            )),
+            Err(e) => failures.push(format!("{tag}: complete: {e}")),
+        }
+        // degraded, with `missing` in place of each left-out member
+        for set in c.host_degraded_sets() {
+            let ms: Vec<String> = members
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    if set.contains(&i) {
+                        "missing".into()
+                    } else {
+                        m.clone()
+                    }
+                })
+                .collect();
+            match export(&ms, &out) {
+                Ok(got) if got == want => {}
+                Ok(got) => failures.push(format!(
+                    "{tag}: members {set:?} missing: export differs: {}",
+                    first_diff(&got, want)
+                )),
+                Err(e) => failures.push(format!("{tag}: members {set:?} missing: {e}")),
+            }
+        }
+        // one degraded read with the member simply left out of the list
+        if c.redundant() {
+            let ms: Vec<String> = members[1..].to_vec();
+            match export(&ms, &out) {
+                Ok(got) if got == want => {}
+                Ok(got) => failures.push(format!(
+                    "{tag}: member 0 left out: export differs: {}",
+                    first_diff(&got, want)
+                )),
+                Err(e) => failures.push(format!("{tag}: member 0 left out: {e}")),
+            }
+        }
+        fs::remove_file(&out).ok();
+        if failures.len() == before {
+            passed_a += 1;
+            fs::remove_dir_all(&dir).ok();
+        }
+    }
+    eprintln!(
+        "md_compat: host side of direction A took {:.1?}",
+        t_a.elapsed()
+    );
+
+    // ---- direction B verdicts from the guest; mdadm's view of raidlab's superblocks ----
+    let mut passed_b = 0;
+    for c in &matrix {
+        if !b_sent.contains(&c.name) {
+            continue;
+        }
+        let tag = format!("{} B (raidlab writes, md reads)", c.name);
+        let before = failures.len();
+        match guest.get(&(c.name.clone(), "B".into())) {
+            None => failures.push(format!("{tag}: no result from the guest")),
+            Some((s, d)) if s != "PASS" => failures.push(format!("{tag}: md: {d}")),
+            _ => {}
+        }
+        let bdir = res_dir.join("B").join(&c.name);
+        if let Ok((js, texts)) = raidlab_examine(&b_members[&c.name]) {
+            for i in 0..c.devices {
+                let md_text =
+                    fs::read_to_string(bdir.join(format!("examine.{i}"))).unwrap_or_default();
+                if let Some(j) = js.get(i) {
+                    for b in compare_examine(&md_text, j, &texts[i]) {
+                        failures.push(format!("{tag}: member {i} as mdadm --examine sees it: {b}"));
+                    }
+                }
+            }
+        }
+        if failures.len() == before {
+            passed_b += 1;
+        }
+    }
+
+    eprintln!(
+        "md_compat: {} configs; A passed {passed_a}, B passed {passed_b}; total {:.1?} (boot+matrix {:.1?})",
+        matrix.len(),
+        t_start.elapsed(),
+        boot_time
+    );
+    if failures.is_empty() {
+        if std::env::var_os("RAIDLAB_MDVM_KEEP").is_none() {
+            fs::remove_dir_all(&work).ok();
+        }
+        return;
+    }
+    let mut f = File::create(work.join("failures.txt")).unwrap();
+    for l in &failures {
+        writeln!(f, "{l}").unwrap();
+    }
+    let _ = f.seek(SeekFrom::Start(0));
+    let mut shown = String::new();
+    let _ = File::open(work.join("failures.txt")).and_then(|mut f| f.read_to_string(&mut shown));
+    panic!(
+        "Linux md compatibility: {} failure(s) (work dir kept: {}; guest log: {}):\n{}",
+        failures.len(),
+        work.display(),
+        res_dir.join("guest.log").display(),
+        shown
+    );
+}
