@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole raidlab test suite, as CI runs it: installs what the tests need
+# (Debian packages, when run as root), checks formatting and lints, then runs every
+# test, including the Linux md compatibility matrix in a qemu VM.
+#
+# Longer runs sit behind flags: RAIDLAB_SOAK=1 (more random workloads and cases).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "$(id -u)" = 0 ]; then
+    need=()
+    command -v mdadm >/dev/null || need+=(mdadm)
+    command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
+    command -v cpio >/dev/null || need+=(cpio)
+    if [ ${#need[@]} -gt 0 ]; then
+        echo "test.sh: installing ${need[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+    fi
+else
+    echo "test.sh: not root: not installing packages; tests that need mdadm or qemu say so"
+fi
+
+cargo fmt --all --check
+cargo clippy --workspace --all-targets -- -D warnings
+# The md VM matrix is one long test; run it alongside the rest.
+RUST_BACKTRACE=1 cargo test --workspace 2>&1
