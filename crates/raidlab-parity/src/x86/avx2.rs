@@ -54,6 +54,13 @@ fn mul2x(q: V, d: V) -> V {
     _mm256_xor_si256(_mm256_xor_si256(q2, r), d)
 }
 
+/// Two Horner steps: `(q * {02} ^ hi) * {02} ^ lo`.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn mul2x2(q: V, hi: V, lo: V) -> V {
+    mul2x(mul2x(q, hi), lo)
+}
+
 /// Low- and high-nibble product tables of one constant, in both 128-bit lanes.
 #[derive(Clone, Copy)]
 struct C {

@@ -53,6 +53,13 @@ fn mul2x(q: V, d: V) -> V {
     _mm512_ternarylogic_epi32::<0x96>(q2, r, d)
 }
 
+/// Two Horner steps: `(q * {02} ^ hi) * {02} ^ lo`.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn mul2x2(q: V, hi: V, lo: V) -> V {
+    mul2x(mul2x(q, hi), lo)
+}
+
 /// Low- and high-nibble product tables of one constant, in all four 128-bit lanes.
 #[derive(Clone, Copy)]
 struct C {

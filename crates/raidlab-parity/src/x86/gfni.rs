@@ -70,6 +70,20 @@ pub(super) mod ymm {
         vxor(mulc(_mm256_set1_epi64x(M2 as i64), q), d)
     }
 
+    /// Two Horner steps in one: `q * {04} ^ hi * {02} ^ lo`, two affine products
+    /// and one three-way xor instead of two dependent steps.
+    #[target_feature(enable = "avx2,gfni")]
+    #[inline]
+    fn mul2x2(q: V, hi: V, lo: V) -> V {
+        const M2: u64 = crate::gf::affine_matrix(2);
+        const M4: u64 = crate::gf::affine_matrix(4);
+        vxor3(
+            mulc(_mm256_set1_epi64x(M4 as i64), q),
+            mulc(_mm256_set1_epi64x(M2 as i64), hi),
+            lo,
+        )
+    }
+
     kernels!("avx2,gfni");
 }
 
@@ -136,6 +150,20 @@ pub(super) mod zmm {
     fn mul2x(q: V, d: V) -> V {
         const M2: u64 = crate::gf::affine_matrix(2);
         vxor(mulc(_mm512_set1_epi64(M2 as i64), q), d)
+    }
+
+    /// Two Horner steps in one: `q * {04} ^ hi * {02} ^ lo`, two affine products
+    /// and one three-way xor instead of two dependent steps.
+    #[target_feature(enable = "avx512f,avx512bw,gfni")]
+    #[inline]
+    fn mul2x2(q: V, hi: V, lo: V) -> V {
+        const M2: u64 = crate::gf::affine_matrix(2);
+        const M4: u64 = crate::gf::affine_matrix(4);
+        vxor3(
+            mulc(_mm512_set1_epi64(M4 as i64), q),
+            mulc(_mm512_set1_epi64(M2 as i64), hi),
+            lo,
+        )
     }
 
     kernels!("avx512f,avx512bw,gfni");

@@ -9,9 +9,9 @@
 use crate::Engine;
 
 /// The loops shared by all flavours, written against the primitives `V`, `W`,
-/// `load`, `store`, `zero`, `vxor`, `vxor3`, `mul2x`, `C`, `mkconst` and `mulc`
-/// that the invoking module defines. All kernels expect lengths already checked
-/// by the engine (every buffer exactly `len` bytes); the tail that does not fill
+/// `load`, `store`, `zero`, `vxor`, `vxor3`, `mul2x` (`q*2 ^ d`), `mul2x2`
+/// (`(q*2 ^ hi)*2 ^ lo`), `C`, `mkconst` and `mulc` that the invoking module
+/// defines. All kernels expect lengths already checked by the engine (every buffer exactly `len` bytes); the tail that does not fill
 /// a vector goes to the scalar code.
 macro_rules! kernels {
     ($feat:literal) => {
@@ -94,7 +94,25 @@ macro_rules! kernels {
                     let mut p2 = load(s.add(2 * W));
                     let mut p3 = load(s.add(3 * W));
                     let (mut q0, mut q1, mut q2, mut q3) = (p0, p1, p2, p3);
-                    for d in below.iter().rev() {
+                    // Two slots per step, from the top down: q = (q*2 ^ hi)*2 ^ lo.
+                    for pair in below.rchunks_exact(2) {
+                        let s = pair[1].as_ptr().add(off);
+                        let t = pair[0].as_ptr().add(off);
+                        let (h0, l0) = (load(s), load(t));
+                        let (h1, l1) = (load(s.add(W)), load(t.add(W)));
+                        let (h2, l2) = (load(s.add(2 * W)), load(t.add(2 * W)));
+                        let (h3, l3) = (load(s.add(3 * W)), load(t.add(3 * W)));
+                        p0 = vxor3(p0, h0, l0);
+                        p1 = vxor3(p1, h1, l1);
+                        p2 = vxor3(p2, h2, l2);
+                        p3 = vxor3(p3, h3, l3);
+                        q0 = mul2x2(q0, h0, l0);
+                        q1 = mul2x2(q1, h1, l1);
+                        q2 = mul2x2(q2, h2, l2);
+                        q3 = mul2x2(q3, h3, l3);
+                    }
+                    // An odd count leaves slot 0, the last Horner step.
+                    if let Some(d) = below.rchunks_exact(2).remainder().first() {
                         let s = d.as_ptr().add(off);
                         let x0 = load(s);
                         let x1 = load(s.add(W));
