@@ -216,11 +216,9 @@ impl Assembly {
     }
 
     fn newest(&self) -> &Superblock {
-        self.slots
+        self.members
             .iter()
-            .flatten()
-            .map(|&i| &self.members[i].sb)
-            .chain(self.members.iter().map(|m| &m.sb))
+            .map(|m| &m.sb)
             .max_by_key(|sb| sb.events)
             .unwrap_or(&self.members[0].sb)
     }

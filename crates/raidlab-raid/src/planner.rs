@@ -299,7 +299,7 @@ impl Builder {
         // rebuild. Hold the stripe lock so a concurrent write cannot change data and
         // parity between our reads.
         self.lock(row.stripe);
-        let (data, p, q) = self.read_for_rebuild(geo, present, row, &missing, moff, len, req)?;
+        let (data, p, q) = self.read_for_rebuild(geo, present, row, &missing, moff, len)?;
         self.computes.push(Compute::Recover {
             data: slot_order(map, &data),
             lost: missing.iter().map(|&i| map.slot[i]).collect(),
@@ -318,7 +318,6 @@ impl Builder {
 
     /// Read every present data chunk of a segment into scratch (allocating scratch
     /// for the missing ones too) and the parity needed to rebuild `missing`.
-    #[allow(clippy::too_many_arguments)]
     fn read_for_rebuild(
         &mut self,
         geo: &Geometry,
@@ -327,7 +326,6 @@ impl Builder {
         missing: &[usize],
         moff: u64,
         len: u64,
-        req: u64,
     ) -> Result<(Vec<usize>, Option<usize>, Option<usize>)> {
         let map = &row.map;
         let p_ok = present[map.p];
@@ -346,7 +344,6 @@ impl Builder {
                 ))
             }
         };
-        let _ = req;
         let mut data = Vec::with_capacity(map.data.len());
         for &member in &map.data {
             let s = self.scratch(len);
@@ -464,7 +461,7 @@ impl Builder {
             // rebuild the missing chunks, lay the new data over them, fresh parity.
             let missing: Vec<usize> = (0..dd).filter(|&i| !present[map.data[i]]).collect();
             let (data, p_old, q_old) =
-                self.read_for_rebuild(geo, present, row, &missing, moff, len, req)?;
+                self.read_for_rebuild(geo, present, row, &missing, moff, len)?;
             self.computes.push(Compute::Recover {
                 data: slot_order(map, &data),
                 lost: missing.iter().map(|&i| map.slot[i]).collect(),
