@@ -63,7 +63,7 @@ start_qemu() { # accel
         -append "console=ttyS0 panic=-1 quiet loglevel=3 raid=noautodetect" \
         -drive "file=$CTL,format=raw,if=virtio,cache=unsafe" \
         -drive "file=$RES,format=raw,if=virtio,cache=unsafe" \
-        -drive "file=$DATA,format=raw,if=virtio,cache=writeback,aio=threads" \
+        -drive "file=$DATA,format=raw,if=virtio,cache=unsafe" \
         </dev/null >"$OUT/qemu.$accel.out" 2>&1 &
     QPID=$!
 }
@@ -80,8 +80,16 @@ wait_for() { # pattern seconds -> 0 when seen, 1 when qemu exited or timed out
 t0=$SECONDS
 booted=""
 accels="${MDVM_ACCEL:-}"
+# A failed KVM probe is remembered (per host kernel and guest build) for a
+# day so repeated runs don't pay the probe timeout again; delete the file
+# (or set MDVM_ACCEL=kvm) to probe again.
+KVM_BROKEN="${MDVM_CACHE:-$HERE/cache}/kvm-failed-$(uname -r)-$(basename "$GDIR")"
 if [ -z "$accels" ]; then
     if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then accels="kvm tcg"; else accels="tcg"; fi
+    if [ -n "$(find "$KVM_BROKEN" -mmin -1440 2>/dev/null)" ]; then
+        log "KVM failed to boot this guest earlier ($KVM_BROKEN); using TCG"
+        accels="tcg"
+    fi
 fi
 for accel in $accels; do
     # KVM boots in a few seconds when it works; a stock kernel that dies
@@ -96,6 +104,7 @@ for accel in $accels; do
         break
     fi
     log "guest did not boot under $accel within ${probe}s"
+    if [ "$accel" = kvm ]; then mkdir -p "$(dirname "$KVM_BROKEN")"; date >"$KVM_BROKEN"; fi
     cp "$CONSOLE" "$OUT/console.$accel.failed.log" 2>/dev/null || true
     cleanup; wait "$QPID" 2>/dev/null || true; QPID=""
 done

@@ -1,0 +1,243 @@
+#!/bin/sh
+# Guest side of the md compatibility matrix (busybox sh + mdadm 4.2).
+# Copied to the control disk as guest.sh next to a `manifest`.
+#
+# $MDVM_DATA is one raw disk holding the pattern at offset 0 and a region
+# ("slot") per array member.  Members are loop devices over those regions,
+# so whatever md writes lands directly in the host's image.
+#
+# Manifest lines (fields separated by single spaces, '-' = none/default):
+#   A NAME LEVEL LAYOUT CHUNK_KIB NDEV MEMBER_BYTES OFF1,OFF2,...
+#       md creates the array, lets the initial sync finish, writes the
+#       first ARRAY_BYTES of the pattern, stops it; the examine output of
+#       every member is saved in results/A/NAME/; then the guest assembles
+#       it read-only and checks the bytes once more.
+#   B NAME LEVEL NDEV MEMBER_BYTES OFF1,... ARRAY_BYTES OUT DEGRADED
+#       members written by raidlab: md assembles them (must be clean, not
+#       degraded, no resync, ARRAY_BYTES long), a `check` must find
+#       mismatch_cnt 0; then, read-only, each DEGRADED set (';'-separated
+#       sets of ','-separated member indices) is left out.  Every read of
+#       the whole array (complete first, then each degraded set) is copied
+#       to the data disk at OUT + k * ARRAY_BYTES rounded up to 1 MiB
+#       (OUT is MiB-aligned) for the host to compare byte for byte: a
+#       plain copy is several times faster than hashing under TCG and
+#       shows where a difference is.
+#   SET a_verify 0|1   (default 1) whether A arrays are read back in the
+#       guest too (the host does the real comparison).
+# Each config reports one line in results/results.txt:
+#   RESULT NAME A|B PASS|FAIL detail...
+# plus `NOTE` lines with measurements.
+set -u
+R="$MDVM_RESULTS"
+RES="$R/results.txt"
+: >"$RES"
+D="$MDVM_DATA"
+LOSETUP=/sbin/losetup           # busybox' own losetup lacks --sizelimit
+MD=/dev/md0
+SYS=/sys/block/md0/md
+echo 1000000 >/proc/sys/dev/raid/speed_limit_min
+echo 2000000 >/proc/sys/dev/raid/speed_limit_max
+FAILS=0
+A_VERIFY=1     # manifest "SET a_verify 0" skips md's own read-back of A arrays
+PHASES=""
+phase() { PHASES="$PHASES $1=$(echo "$(now) $PT" | awk '{printf "%.1f", $1-$2}')"; PT=$(now); }
+
+now() { cut -d' ' -f1 /proc/uptime; }
+note() { echo "NOTE $*" >>"$RES"; echo "NOTE $*"; }
+result() { # name dir status detail...
+    echo "RESULT $*" >>"$RES"; echo "RESULT $*"
+    [ "$3" = PASS ] || FAILS=$((FAILS + 1))
+}
+loops=""
+attach() { # member_bytes offsets_csv -> sets $loops
+    loops=""
+    for off in $(echo "$2" | tr ',' ' '); do
+        l=$($LOSETUP -f --show --direct-io=on -o "$off" --sizelimit "$1" "$D") || return 1
+        loops="$loops $l"
+    done
+}
+detach() { for l in $loops; do $LOSETUP -d "$l" 2>/dev/null; done; loops=""; }
+stop_md() { mdadm --stop "$MD" >/dev/null 2>&1 || { sleep 1; mdadm --stop "$MD" >/dev/null 2>&1; }; }
+wait_idle() { # seconds
+    i=0
+    while [ $i -lt $(($1 * 10)) ]; do
+        a=$(cat "$SYS/sync_action" 2>/dev/null || echo idle)
+        [ "$a" = idle ] && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}
+# Buffered writes through md's page cache crawl under TCG (~5 MB/s); O_DIRECT
+# in large blocks is ~10x faster.  bsfor SIZE MAX: the largest power of two
+# <= MAX dividing SIZE (array sizes are multiples of 4K here).
+bsfor() {
+    b=$2
+    while [ $(($1 % b)) != 0 ] && [ "$b" -gt 512 ]; do b=$((b / 2)); done
+    echo "$b"
+}
+pattern_sha() { # bytes
+    c="$R/.sha.$1"
+    [ -f "$c" ] || head -c "$1" "$D" | sha256sum | cut -d' ' -f1 >"$c"
+    cat "$c"
+}
+examine_all() { # outfile
+    : >"$1"
+    for l in $loops; do mdadm --examine "$l" >>"$1" 2>&1; done
+}
+pick() { # "list" indices_csv -> the members NOT in indices
+    out=""; idx=0
+    for m in $1; do
+        case ",$2," in *",$idx,"*) ;; *) out="$out $m";; esac
+        idx=$((idx + 1))
+    done
+    echo "$out"
+}
+
+run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS
+    name=$1 level=$2 layout=$3 chunk=$4 n=$5 mb=$6 offs=$7
+    dir="$R/A/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" A FAIL "losetup failed"; detach; return; }
+    opts="--metadata=1.2 --level=$level --raid-devices=$n"
+    [ "$layout" = - ] || opts="$opts --layout=$layout"
+    [ "$chunk" = - ] || opts="$opts --chunk=$chunk"
+    # shellcheck disable=SC2086
+    if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $loops >"$dir/create.log" 2>&1 </dev/null; then
+        result "$name" A FAIL "mdadm --create $opts failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
+    fi
+    cat /proc/mdstat >"$dir/mdstat.create"
+    phase create
+    wait_idle 300 || { result "$name" A FAIL "initial sync did not finish"; stop_md; detach; return; }
+    phase sync
+    size=$(blockdev --getsize64 "$MD")
+    echo "$size" >"$dir/array_bytes"
+    bs=$(bsfor "$size" 4194304)
+    dd if="$D" of="$MD" bs="$bs" count=$((size / bs)) oflag=direct 2>"$dir/dd.log" || {
+        result "$name" A FAIL "writing the pattern failed: $(tr '\n' ' ' <"$dir/dd.log")"; stop_md; detach; return; }
+    sync
+    blockdev --flushbufs "$MD"
+    phase write
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    cat "$SYS/layout" >"$dir/sys_layout" 2>/dev/null
+    stop_md
+    phase stop
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    phase examine
+    if [ "$A_VERIFY" = 0 ]; then
+        result "$name" A PASS "array_bytes=$size seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+        detach; return
+    fi
+    examine_all "$dir/.before"
+    # read it back through md once more, read-only, from the members alone
+    # shellcheck disable=SC2086
+    if ! mdadm --assemble "$MD" --readonly --run $loops >"$dir/assemble.log" 2>&1; then
+        result "$name" A FAIL "re-assembly failed: $(tr '\n' ' ' <"$dir/assemble.log")"; detach; return
+    fi
+    got=$(dd if="$MD" bs=1M iflag=direct 2>/dev/null | sha256sum | cut -d' ' -f1)
+    stop_md
+    examine_all "$dir/.after"
+    want=$(pattern_sha "$size")
+    if [ "$got" != "$want" ]; then
+        result "$name" A FAIL "md read back sha256 $got, pattern prefix of $size bytes is $want"
+    elif ! cmp -s "$dir/.before" "$dir/.after"; then
+        result "$name" A FAIL "read-only re-assembly changed member superblocks"
+    else
+        phase verify
+        result "$name" A PASS "array_bytes=$size seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    fi
+    rm -f "$dir/.before" "$dir/.after"
+    detach
+}
+
+copy_out() { # index -> copies $MD to OUT slot index
+    cb=$(bsfor "$ABYTES" 1048576)
+    dd if="$MD" of="$D" bs="$cb" count=$((ABYTES / cb)) iflag=direct oflag=direct \
+        seek=$(((OUT_MIB + $1 * ASTRIDE_MIB) * (1048576 / cb))) 2>"$dir/copy.$1.log"
+}
+run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
+    name=$1 level=$2 n=$3 mb=$4 offs=$5 abytes=$6 out=$7 degr=$8
+    OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
+    dir="$R/B/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" B FAIL "losetup failed"; detach; return; }
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    phase examine
+    # shellcheck disable=SC2086
+    if ! mdadm --assemble "$MD" --run $loops >"$dir/assemble.log" 2>&1; then
+        result "$name" B FAIL "mdadm --assemble failed: $(tr '\n' ' ' <"$dir/assemble.log")"; detach; return
+    fi
+    cat /proc/mdstat >"$dir/mdstat"
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    deg=$(cat "$SYS/degraded" 2>/dev/null || echo 0)
+    rs=$(cat "$SYS/resync_start" 2>/dev/null || echo none)
+    act=$(cat "$SYS/sync_action" 2>/dev/null || echo idle)
+    size=$(blockdev --getsize64 "$MD")
+    bad=""
+    [ "$deg" = 0 ] || bad="$bad degraded=$deg"
+    [ "$rs" = none ] || bad="$bad resync_start=$rs(not-clean)"
+    [ "$act" = idle ] || bad="$bad sync_action=$act-right-after-assembly"
+    [ "$size" = "$abytes" ] || bad="$bad md-size=$size-raidlab-size=$abytes"
+    nact=$(grep -c 'active sync' "$dir/detail")
+    [ "$nact" = "$n" ] || bad="$bad active-members=$nact/$n"
+    phase assemble
+    wait_idle 300
+    copy_out 0 || bad="$bad read-failed"
+    phase read
+    if [ "$level" != 0 ]; then
+        echo check >"$SYS/sync_action"
+        sleep 0.1
+        wait_idle 300 || bad="$bad check-did-not-finish"
+        mm=$(cat "$SYS/mismatch_cnt")
+        echo "$mm" >"$dir/mismatch_cnt"
+        [ "$mm" = 0 ] || bad="$bad mismatch_cnt=$mm"
+        phase check
+    fi
+    stop_md
+    examine_all "$dir/.before"
+    if [ "$degr" != - ]; then
+        k=1
+        for set in $(echo "$degr" | tr ';' ' '); do
+            sub=$(pick "$loops" "$set")
+            # shellcheck disable=SC2086
+            if ! mdadm --assemble "$MD" --readonly --run $sub >"$dir/assemble.missing-$set.log" 2>&1; then
+                bad="$bad missing[$set]:assemble-failed:$(tr '\n' ' ' <"$dir/assemble.missing-$set.log")"
+                k=$((k + 1)); continue
+            fi
+            d=$(cat "$SYS/degraded" 2>/dev/null || echo '?')
+            w=$(echo "$set" | tr ',' ' ' | wc -w)
+            [ "$d" = "$w" ] || bad="$bad missing[$set]:degraded=$d"
+            copy_out "$k" || bad="$bad missing[$set]:read-failed"
+            stop_md
+            k=$((k + 1))
+        done
+        phase degraded
+    fi
+    examine_all "$dir/.after"
+    cmp -s "$dir/.before" "$dir/.after" || bad="$bad read-only-assembly-changed-superblocks"
+    rm -f "$dir/.before" "$dir/.after"
+    if [ -z "$bad" ]; then
+        result "$name" B PASS "array_bytes=$size degraded_sets=$degr seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    else
+        result "$name" B FAIL "$bad"
+    fi
+    detach
+}
+
+T0=$(now)
+note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
+while read -r kind rest <&3; do
+    case "$kind" in
+        A) # shellcheck disable=SC2086
+           run_a $rest ;;
+        B) # shellcheck disable=SC2086
+           run_b $rest ;;
+        SET) set -- $rest
+             case "$1" in a_verify) A_VERIFY=$2 ;; esac ;;
+        ''|'#'*) ;;
+        *) echo "bad manifest line: $kind $rest" ;;
+    esac
+    [ -b "$MD" ] && [ -e "$SYS/array_state" ] && stop_md
+done 3<./manifest
+note "matrix_seconds $(echo "$(now) $T0" | awk '{printf "%.1f", $1-$2}')"
+echo "DONE fails=$FAILS" >>"$RES"
+[ "$FAILS" = 0 ]
