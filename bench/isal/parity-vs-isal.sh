@@ -4,8 +4,9 @@
 #
 # Cases: 4 data + P + Q at 64 KiB chunks, 8 data + P + Q at 256 KiB chunks.
 # Both sides use the same method (warm-up, best of many 20 ms loops, SECONDS in all,
-# GB/s of data, 64-byte aligned buffers). ISA-L runs before and after ours and
-# keeps its better figure, so noise from other load cannot flatter us.
+# GB/s of data, 64-byte aligned buffers). The two programs alternate, twice
+# each per case, and each keeps its better run, so load from other processes
+# on a shared machine hits both sides alike.
 # ISA-L has no two-failure recovery call in raid.h, so "recover2" is compared
 # with ISA-L's pq_gen (the target is at least half of it).
 #
@@ -26,14 +27,16 @@ ours="$root/target/release/examples/parity_bench"
 results="$out/results.jsonl"
 : > "$results"
 for cfg in "4 65536" "8 262144"; do
-    # shellcheck disable=SC2086
-    "$out/isal_bench" $cfg "$secs" >> "$results"
-    # shellcheck disable=SC2086
-    "$ours" $cfg "$secs" | python3 -c 'import json,sys; [print(json.dumps(r)) for r in json.load(sys.stdin)]' >> "$results"
-    # shellcheck disable=SC2086
-    "$out/isal_bench" $cfg "$secs" >> "$results"
+    for _ in 1 2; do
+        # shellcheck disable=SC2086
+        "$out/isal_bench" $cfg "$secs" >> "$results"
+        # shellcheck disable=SC2086
+        "$ours" $cfg "$secs" |
+            python3 -c 'import json,sys; [print(json.dumps(r)) for r in json.load(sys.stdin)]' >> "$results"
+    done
 done
 
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs; libisal $(dpkg-query -W -f='${Version}' libisal2 2>/dev/null || echo '?')"
 python3 - "$results" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -43,9 +46,13 @@ for r in rows:
     if r["engine"] == "isa-l":
         isal[key] = max(isal.get(key, 0.0), r["gbps"])
     else:
-        ours.setdefault(key, []).append(r)
+        runs = ours.setdefault(key, {})
+        prev = runs.get(r["engine"])
+        if prev is None or r["gbps"] > prev["gbps"]:
+            runs[r["engine"]] = r
 print(f"{'case':<14}{'op':<10}{'ISA-L GB/s':>11}  {'ours (selected) GB/s':>21}  {'ratio':>6}  {'target':>7}  all our engines GB/s")
-for (d, c, op), engines in sorted(ours.items(), key=lambda kv: (kv[0][0], ["xor", "pq", "recover2"].index(kv[0][2]))):
+for (d, c, op), runs in sorted(ours.items(), key=lambda kv: (kv[0][0], ["xor", "pq", "recover2"].index(kv[0][2]))):
+    engines = list(runs.values())
     base_op = "pq" if op == "recover2" else op
     base = isal[(d, c, base_op)]
     sel = next(e for e in engines if e["selected"])
