@@ -25,6 +25,15 @@ unsafe fn store(p: *mut u8, v: V) {
     unsafe { _mm256_storeu_si256(p.cast(), v) }
 }
 
+/// # Safety
+/// `p` must be valid for writing 32 bytes and 32-byte aligned.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn stream(p: *mut u8, v: V) {
+    // SAFETY: the caller guarantees 32 writable, 32-byte aligned bytes.
+    unsafe { _mm256_stream_si256(p.cast(), v) }
+}
+
 #[target_feature(enable = "avx2")]
 #[inline]
 fn zero() -> V {

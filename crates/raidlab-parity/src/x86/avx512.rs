@@ -25,6 +25,15 @@ unsafe fn store(p: *mut u8, v: V) {
     unsafe { _mm512_storeu_si512(p.cast(), v) }
 }
 
+/// # Safety
+/// `p` must be valid for writing 64 bytes and 64-byte aligned.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+unsafe fn stream(p: *mut u8, v: V) {
+    // SAFETY: the caller guarantees 64 writable, 64-byte aligned bytes.
+    unsafe { _mm512_stream_si512(p.cast(), v) }
+}
+
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 fn zero() -> V {

@@ -30,6 +30,15 @@ pub(super) mod ymm {
         unsafe { _mm256_storeu_si256(p.cast(), v) }
     }
 
+    /// # Safety
+    /// `p` must be valid for writing 32 bytes and 32-byte aligned.
+    #[target_feature(enable = "avx2,gfni")]
+    #[inline]
+    unsafe fn stream(p: *mut u8, v: V) {
+        // SAFETY: the caller guarantees 32 writable, 32-byte aligned bytes.
+        unsafe { _mm256_stream_si256(p.cast(), v) }
+    }
+
     #[target_feature(enable = "avx2,gfni")]
     #[inline]
     fn zero() -> V {
@@ -110,6 +119,15 @@ pub(super) mod zmm {
     unsafe fn store(p: *mut u8, v: V) {
         // SAFETY: the caller guarantees 64 writable bytes; storeu has no alignment need.
         unsafe { _mm512_storeu_si512(p.cast(), v) }
+    }
+
+    /// # Safety
+    /// `p` must be valid for writing 64 bytes and 64-byte aligned.
+    #[target_feature(enable = "avx512f,avx512bw,gfni")]
+    #[inline]
+    unsafe fn stream(p: *mut u8, v: V) {
+        // SAFETY: the caller guarantees 64 writable, 64-byte aligned bytes.
+        unsafe { _mm512_stream_si512(p.cast(), v) }
     }
 
     #[target_feature(enable = "avx512f,avx512bw,gfni")]

@@ -15,12 +15,34 @@ use crate::Engine;
 /// a vector goes to the scalar code.
 macro_rules! kernels {
     ($feat:literal) => {
-        /// dst = XOR of srcs.
+        /// Alignment a destination needs for streaming stores.
+        pub(in crate::x86) const ALIGN: usize = W;
+
+        /// Store one vector, with a non-temporal (streaming) store when `NT`.
         ///
         /// # Safety
-        /// The CPU must support the module's features; every source must be `dst.len()` bytes.
+        /// `p` must be valid for writing a vector, and `ALIGN`-aligned when `NT`.
         #[target_feature(enable = $feat)]
-        pub(in crate::x86) unsafe fn xor(srcs: &[&[u8]], dst: &mut [u8]) {
+        #[inline]
+        unsafe fn put<const NT: bool>(p: *mut u8, v: V) {
+            // SAFETY: forwarded from the caller.
+            unsafe {
+                if NT {
+                    stream(p, v)
+                } else {
+                    store(p, v)
+                }
+            }
+        }
+
+        /// dst = XOR of srcs. With `NT`, the full vectors of dst are written
+        /// with streaming stores (then fenced), bypassing the caches.
+        ///
+        /// # Safety
+        /// The CPU must support the module's features; every source must be
+        /// `dst.len()` bytes; with `NT`, dst must be `ALIGN`-aligned.
+        #[target_feature(enable = $feat)]
+        pub(in crate::x86) unsafe fn xor<const NT: bool>(srcs: &[&[u8]], dst: &mut [u8]) {
             let len = dst.len();
             let out = dst.as_mut_ptr();
             let (first, rest) = srcs.split_first().expect("xor needs a source");
@@ -51,10 +73,10 @@ macro_rules! kernels {
                         a3 = vxor(a3, load(s.add(3 * W)));
                     }
                     let o = out.add(off);
-                    store(o, a0);
-                    store(o.add(W), a1);
-                    store(o.add(2 * W), a2);
-                    store(o.add(3 * W), a3);
+                    put::<NT>(o, a0);
+                    put::<NT>(o.add(W), a1);
+                    put::<NT>(o.add(2 * W), a2);
+                    put::<NT>(o.add(3 * W), a3);
                 }
                 off += 4 * W;
             }
@@ -65,22 +87,30 @@ macro_rules! kernels {
                     for s in rest {
                         a = vxor(a, load(s.as_ptr().add(off)));
                     }
-                    store(out.add(off), a);
+                    put::<NT>(out.add(off), a);
                 }
                 off += W;
+            }
+            if NT {
+                _mm_sfence();
             }
             if off < len {
                 crate::scalar::xor_from(srcs, off, dst);
             }
         }
 
-        /// P = XOR of data, Q = sum g^i data[i] by Horner's rule from the top slot down.
+        /// P = XOR of data, Q = sum g^i data[i] by Horner's rule from the top
+        /// slot down; streaming stores for P and Q with `NT`.
         ///
         /// # Safety
         /// The CPU must support the module's features; `data` non-empty, every
-        /// block, `p` and `q` the same length.
+        /// block, `p` and `q` the same length; with `NT`, p and q `ALIGN`-aligned.
         #[target_feature(enable = $feat)]
-        pub(in crate::x86) unsafe fn gen_pq(data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
+        pub(in crate::x86) unsafe fn gen_pq<const NT: bool>(
+            data: &[&[u8]],
+            p: &mut [u8],
+            q: &mut [u8],
+        ) {
             let len = p.len();
             let (pp, qp) = (p.as_mut_ptr(), q.as_mut_ptr());
             let (top, below) = data.split_last().expect("gen_pq needs data");
@@ -127,14 +157,14 @@ macro_rules! kernels {
                         q2 = mul2x(q2, x2);
                         q3 = mul2x(q3, x3);
                     }
-                    store(pp.add(off), p0);
-                    store(pp.add(off + W), p1);
-                    store(pp.add(off + 2 * W), p2);
-                    store(pp.add(off + 3 * W), p3);
-                    store(qp.add(off), q0);
-                    store(qp.add(off + W), q1);
-                    store(qp.add(off + 2 * W), q2);
-                    store(qp.add(off + 3 * W), q3);
+                    put::<NT>(pp.add(off), p0);
+                    put::<NT>(pp.add(off + W), p1);
+                    put::<NT>(pp.add(off + 2 * W), p2);
+                    put::<NT>(pp.add(off + 3 * W), p3);
+                    put::<NT>(qp.add(off), q0);
+                    put::<NT>(qp.add(off + W), q1);
+                    put::<NT>(qp.add(off + 2 * W), q2);
+                    put::<NT>(qp.add(off + 3 * W), q3);
                 }
                 off += 4 * W;
             }
@@ -148,10 +178,13 @@ macro_rules! kernels {
                         pv = vxor(pv, x);
                         qv = mul2x(qv, x);
                     }
-                    store(pp.add(off), pv);
-                    store(qp.add(off), qv);
+                    put::<NT>(pp.add(off), pv);
+                    put::<NT>(qp.add(off), qv);
                 }
                 off += W;
+            }
+            if NT {
+                _mm_sfence();
             }
             if off < len {
                 crate::scalar::gen_pq_from(data, off, p, q);
@@ -238,14 +271,16 @@ macro_rules! kernels {
         }
 
         /// Fused two-data recovery: one pass computes P' and Q' (stored parity
-        /// plus the surviving blocks' parity) and writes dx = a*P' ^ b*Q', dy = P' ^ dx.
+        /// plus the surviving blocks' parity) and writes dx = a*P' ^ b*Q',
+        /// dy = P' ^ dx; streaming stores for dx and dy with `NT`.
         ///
         /// # Safety
         /// The CPU must support the module's features; every present block,
-        /// `p`, `q`, `dx` and `dy` the same length.
+        /// `p`, `q`, `dx` and `dy` the same length; with `NT`, dx and dy
+        /// `ALIGN`-aligned.
         #[allow(clippy::too_many_arguments)]
         #[target_feature(enable = $feat)]
-        pub(in crate::x86) unsafe fn recov_2data(
+        pub(in crate::x86) unsafe fn recov_2data<const NT: bool>(
             data: &[Option<&[u8]>],
             a: u8,
             b: u8,
@@ -302,14 +337,14 @@ macro_rules! kernels {
                     let x1 = vxor(mulc(ca, p1), mulc(cb, q1));
                     let x2 = vxor(mulc(ca, p2), mulc(cb, q2));
                     let x3 = vxor(mulc(ca, p3), mulc(cb, q3));
-                    store(xp.add(off), x0);
-                    store(xp.add(off + W), x1);
-                    store(xp.add(off + 2 * W), x2);
-                    store(xp.add(off + 3 * W), x3);
-                    store(yp.add(off), vxor(p0, x0));
-                    store(yp.add(off + W), vxor(p1, x1));
-                    store(yp.add(off + 2 * W), vxor(p2, x2));
-                    store(yp.add(off + 3 * W), vxor(p3, x3));
+                    put::<NT>(xp.add(off), x0);
+                    put::<NT>(xp.add(off + W), x1);
+                    put::<NT>(xp.add(off + 2 * W), x2);
+                    put::<NT>(xp.add(off + 3 * W), x3);
+                    put::<NT>(yp.add(off), vxor(p0, x0));
+                    put::<NT>(yp.add(off + W), vxor(p1, x1));
+                    put::<NT>(yp.add(off + 2 * W), vxor(p2, x2));
+                    put::<NT>(yp.add(off + 3 * W), vxor(p3, x3));
                 }
                 off += 4 * W;
             }
@@ -328,10 +363,13 @@ macro_rules! kernels {
                     }
                     qv = vxor(qv, load(q.as_ptr().add(off)));
                     let xv = vxor(mulc(ca, pv), mulc(cb, qv));
-                    store(xp.add(off), xv);
-                    store(yp.add(off), vxor(pv, xv));
+                    put::<NT>(xp.add(off), xv);
+                    put::<NT>(yp.add(off), vxor(pv, xv));
                 }
                 off += W;
+            }
+            if NT {
+                _mm_sfence();
             }
             if off < len {
                 crate::scalar::recov_2data_from(data, a, b, p, q, off, dx, dy);
@@ -380,15 +418,33 @@ macro_rules! engine {
 
             fn xor(&self, srcs: &[&[u8]], dst: &mut [u8]) {
                 crate::check_xor(srcs, dst);
+                use $($ops)::+ as k;
+                let nt = streaming(dst.len() * (srcs.len() + 1), &[&*dst], k::ALIGN);
                 // SAFETY: values of this type exist only once detect() saw the CPU
-                // features the kernel is compiled for; lengths were checked above.
-                unsafe { $($ops)::+::xor(srcs, dst) }
+                // features the kernel is compiled for; lengths were checked above;
+                // streaming only with an aligned destination.
+                unsafe {
+                    if nt {
+                        k::xor::<true>(srcs, dst)
+                    } else {
+                        k::xor::<false>(srcs, dst)
+                    }
+                }
             }
 
             fn gen_pq(&self, data: &[&[u8]], p: &mut [u8], q: &mut [u8]) {
                 crate::check_pq(data, p, q);
-                // SAFETY: features detected (see xor); lengths checked above.
-                unsafe { $($ops)::+::gen_pq(data, p, q) }
+                use $($ops)::+ as k;
+                let nt = streaming(p.len() * (data.len() + 2), &[&*p, &*q], k::ALIGN);
+                // SAFETY: features detected (see xor); lengths checked above;
+                // streaming only with aligned destinations.
+                unsafe {
+                    if nt {
+                        k::gen_pq::<true>(data, p, q)
+                    } else {
+                        k::gen_pq::<false>(data, p, q)
+                    }
+                }
             }
 
             fn mul_acc(&self, exp: usize, src: &[u8], dst: &mut [u8]) {
@@ -415,8 +471,17 @@ macro_rules! engine {
             ) {
                 crate::check_recov(data, x, y, p, q, dx, dy);
                 let (a, b) = crate::recov_consts(x, y);
-                // SAFETY: features detected (see xor); lengths checked above.
-                unsafe { $($ops)::+::recov_2data(data, a, b, p, q, dx, dy) }
+                use $($ops)::+ as k;
+                let nt = streaming(p.len() * (data.len() + 2), &[&*dx, &*dy], k::ALIGN);
+                // SAFETY: features detected (see xor); lengths checked above;
+                // streaming only with aligned destinations.
+                unsafe {
+                    if nt {
+                        k::recov_2data::<true>(data, a, b, p, q, dx, dy)
+                    } else {
+                        k::recov_2data::<false>(data, a, b, p, q, dx, dy)
+                    }
+                }
             }
         }
     };
@@ -450,6 +515,19 @@ engine!(
     gfni::zmm,
     ["avx512f", "avx512bw", "gfni"]
 );
+
+/// Working sets (sources plus destinations) at least this large are written
+/// with streaming stores: they would not stay in a core's L2 cache anyway, and
+/// streaming skips reading the destination lines before overwriting them.
+const STREAM_MIN: usize = 1 << 20;
+
+/// Whether to use streaming stores for a call touching `bytes` in all, writing `dsts`.
+fn streaming(bytes: usize, dsts: &[&[u8]], align: usize) -> bool {
+    bytes >= STREAM_MIN
+        && dsts
+            .iter()
+            .all(|d| (d.as_ptr() as usize).is_multiple_of(align))
+}
 
 type Detect = fn() -> Option<&'static dyn Engine>;
 type Missing = fn() -> Vec<&'static str>;
