@@ -408,6 +408,9 @@ fn export(members: &[String], out: &Path) -> Result<Vec<u8>, String> {
     fs::read(out).map_err(|e| format!("reading {out_s}: {e}"))
 }
 
+/// Direction B: (array bytes, offset of md's first read, stride, degraded sets).
+type BReads = (u64, u64, u64, Vec<Vec<usize>>);
+
 struct Slots {
     next: u64,
 }
@@ -518,7 +521,7 @@ fn linux_md_compatibility_both_directions() {
     let mut b_members: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut b_sent: Vec<String> = Vec::new();
     // name -> (array bytes, first copy-out offset, stride, degraded sets)
-    let mut b_reads: BTreeMap<String, (u64, u64, u64, Vec<Vec<usize>>)> = BTreeMap::new();
+    let mut b_reads: BTreeMap<String, BReads> = BTreeMap::new();
     let t_b = Instant::now();
     for c in &matrix {
         let dir = work.join("b").join(&c.name);
@@ -753,7 +756,7 @@ fn linux_md_compatibility_both_directions() {
                         ));
                         break;
                     };
-                    for b in compare_examine(&md_text, j, &texts[i]) {
+                    for b in compare_examine(&md_text, j, text) {
                         failures.push(format!("{tag}: member {i}: {b}"));
                     }
                 }
