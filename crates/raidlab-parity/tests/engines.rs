@@ -376,10 +376,11 @@ fn aligned(rng: &mut Rng, len: usize) -> (Vec<u8>, usize) {
 
 #[test]
 fn streaming_store_paths_match_reference() {
-    // Working sets of 1 MiB and more with aligned destinations take the
-    // non-temporal store path of the SIMD engines; include a tail.
+    // Working sets larger than the core's L2 cache (8 MiB here; L2s are 2-4 MiB)
+    // with aligned destinations take the non-temporal store path of the SIMD
+    // engines; include a tail.
     let mut rng = Rng(10);
-    let (n, len) = (8usize, 131_072 + 17);
+    let (n, len) = (30usize, 262_144 + 17);
     let mut bufs: Vec<(Vec<u8>, usize)> = (0..n + 2).map(|_| aligned(&mut rng, len)).collect();
     let data: Vec<Vec<u8>> = bufs[..n]
         .iter()

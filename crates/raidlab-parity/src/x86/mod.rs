@@ -6,6 +6,8 @@
 //! run-time detection found the features, which is what makes calling the
 //! kernels sound.
 
+use std::sync::OnceLock;
+
 use crate::Engine;
 
 /// The loops shared by all flavours, written against the primitives `V`, `W`,
@@ -516,14 +518,35 @@ engine!(
     ["avx512f", "avx512bw", "gfni"]
 );
 
-/// Working sets (sources plus destinations) at least this large are written
-/// with streaming stores: they would not stay in a core's L2 cache anyway, and
-/// streaming skips reading the destination lines before overwriting them.
-const STREAM_MIN: usize = 1 << 20;
+/// Working sets (sources plus destinations) larger than a core's L2 cache are
+/// written with streaming stores: the parity would not stay cached anyway, and
+/// streaming skips reading each destination line before overwriting it and
+/// leaves the sources in the cache. Within L2, ordinary stores are much faster.
+fn stream_min() -> usize {
+    static MIN: OnceLock<usize> = OnceLock::new();
+    *MIN.get_or_init(|| l2_bytes().unwrap_or(1 << 20))
+}
+
+/// This core's L2 size from CPUID leaf 0x8000_0006 (ECX bits 31:16, in KiB),
+/// which Intel and AMD both report.
+fn l2_bytes() -> Option<usize> {
+    use std::arch::x86_64::__cpuid;
+    // SAFETY: CPUID exists on every x86-64 CPU and any leaf may be queried; a
+    // leaf above the maximum returns meaningless values, so `max` is checked
+    // before `l2` is used. (The intrinsic is a safe fn in newer Rust releases,
+    // hence the allow.)
+    #[allow(unused_unsafe)]
+    let (max, l2) = unsafe { (__cpuid(0x8000_0000).eax, __cpuid(0x8000_0006).ecx) };
+    if max < 0x8000_0006 {
+        return None;
+    }
+    let kib = (l2 >> 16) as usize;
+    (kib > 0).then_some(kib * 1024)
+}
 
 /// Whether to use streaming stores for a call touching `bytes` in all, writing `dsts`.
 fn streaming(bytes: usize, dsts: &[&[u8]], align: usize) -> bool {
-    bytes >= STREAM_MIN
+    bytes > stream_min()
         && dsts
             .iter()
             .all(|d| (d.as_ptr() as usize).is_multiple_of(align))
