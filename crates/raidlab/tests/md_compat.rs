@@ -199,7 +199,11 @@ fn loud(msg: &str) {
 
 fn skip(why: &str) {
     let msg = format!("SKIPPED: Linux md compatibility: {why}");
-    loud(&format!("\n{}\n{msg}\n{}\n", "!".repeat(72), "!".repeat(72)));
+    loud(&format!(
+        "\n{}\n{msg}\n{}\n",
+        "!".repeat(72),
+        "!".repeat(72)
+    ));
     if std::env::var_os("RAIDLAB_MDVM_REQUIRED").is_some_and(|v| v != "0") {
         panic!("{msg} (RAIDLAB_MDVM_REQUIRED is set)");
     }
@@ -745,7 +749,7 @@ fn linux_md_compatibility_both_directions() {
         match raidlab_examine(&members) {
             Err(e) => failures.push(format!("{tag}: {e}")),
             Ok((js, texts)) => {
-                for i in 0..c.devices {
+                for (i, text) in texts.iter().enumerate() {
                     let md_text =
                         fs::read_to_string(adir.join(format!("examine.{i}"))).unwrap_or_default();
                     let Some(j) = js.get(i) else {
@@ -835,19 +839,27 @@ fn linux_md_compatibility_both_directions() {
         let want = &pat[..*size as usize];
         let mut got = vec![0u8; *size as usize];
         for k in 0..=gsets.len() {
-            let what = if k == 0 { "complete".to_string() } else { format!("members {:?} missing", gsets[k - 1]) };
-            data.read_exact_at(&mut got, out + k as u64 * stride).unwrap();
+            let what = if k == 0 {
+                "complete".to_string()
+            } else {
+                format!("members {:?} missing", gsets[k - 1])
+            };
+            data.read_exact_at(&mut got, out + k as u64 * stride)
+                .unwrap();
             if got != want {
-                failures.push(format!("{tag}: md read the array ({what}) differently from what raidlab imported: {}", first_diff(&got, want)));
+                failures.push(format!(
+                    "{tag}: md read the array ({what}) differently from what raidlab imported: {}",
+                    first_diff(&got, want)
+                ));
             }
         }
         let bdir = res_dir.join("B").join(&c.name);
         if let Ok((js, texts)) = raidlab_examine(&b_members[&c.name]) {
-            for i in 0..c.devices {
+            for (i, text) in texts.iter().enumerate() {
                 let md_text =
                     fs::read_to_string(bdir.join(format!("examine.{i}"))).unwrap_or_default();
                 if let Some(j) = js.get(i) {
-                    for b in compare_examine(&md_text, j, &texts[i]) {
+                    for b in compare_examine(&md_text, j, text) {
                         failures.push(format!("{tag}: member {i} as mdadm --examine sees it: {b}"));
                     }
                 }
