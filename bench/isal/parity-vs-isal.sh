@@ -4,7 +4,7 @@
 #
 # Cases: 4 data + P + Q at 64 KiB chunks, 8 data + P + Q at 256 KiB chunks.
 # Both sides use the same method (warm-up, best of many 20 ms loops, SECONDS in all,
-# GB/s of data, 64-byte aligned buffers). The two programs alternate, twice
+# GB/s of data, 64-byte aligned buffers). The two programs alternate, three times
 # each per case, and each keeps its better run, so load from other processes
 # on a shared machine hits both sides alike.
 # ISA-L has no two-failure recovery call in raid.h, so "recover2" is compared
@@ -27,7 +27,7 @@ ours="$root/target/release/examples/parity_bench"
 results="$out/results.jsonl"
 : > "$results"
 for cfg in "4 65536" "8 262144"; do
-    for _ in 1 2; do
+    for _ in 1 2 3; do
         # shellcheck disable=SC2086
         "$out/isal_bench" $cfg "$secs" >> "$results"
         # shellcheck disable=SC2086
