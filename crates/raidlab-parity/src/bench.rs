@@ -79,6 +79,8 @@ fn rate(time: Duration, mut f: impl FnMut()) -> f64 {
 }
 
 /// Measure every available engine for xor, pq and recover2 (recovery of two lost data blocks) over data_disks blocks of chunk_bytes each, about `time_per_case` each.
+///
+/// `recover2` needs two data disks and is left out when `data_disks` is 1.
 pub fn run(data_disks: usize, chunk_bytes: usize, time_per_case: Duration) -> Vec<BenchResult> {
     assert!(data_disks >= 1, "bench needs at least one data disk");
     let mut data: Vec<Aligned> = (0..data_disks)

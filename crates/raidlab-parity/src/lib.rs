@@ -93,11 +93,18 @@ pub fn reference() -> &'static dyn Engine {
 
 /// Every engine this CPU can run, reference first, then SIMD engines from
 /// slowest to fastest flavour.
+///
+/// CPU features are detected on the first call; the list is cached.
 pub fn available() -> Vec<&'static dyn Engine> {
-    let mut v: Vec<&'static dyn Engine> = vec![reference()];
-    #[cfg(target_arch = "x86_64")]
-    v.extend(x86::engines());
-    v
+    static AVAILABLE: OnceLock<Vec<&'static dyn Engine>> = OnceLock::new();
+    AVAILABLE
+        .get_or_init(|| {
+            let mut v: Vec<&'static dyn Engine> = vec![reference()];
+            #[cfg(target_arch = "x86_64")]
+            v.extend(x86::engines());
+            v
+        })
+        .clone()
 }
 
 /// Engines compiled into this build that this CPU cannot run, each with the CPU
