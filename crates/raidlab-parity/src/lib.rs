@@ -98,13 +98,20 @@ pub fn reference() -> &'static dyn Engine {
 pub fn available() -> Vec<&'static dyn Engine> {
     static AVAILABLE: OnceLock<Vec<&'static dyn Engine>> = OnceLock::new();
     AVAILABLE
-        .get_or_init(|| {
-            let mut v: Vec<&'static dyn Engine> = vec![reference()];
-            #[cfg(target_arch = "x86_64")]
-            v.extend(x86::engines());
-            v
-        })
+        .get_or_init(|| std::iter::once(reference()).chain(simd_engines()).collect())
         .clone()
+}
+
+/// The SIMD engines this CPU can run, slowest flavour first.
+fn simd_engines() -> Vec<&'static dyn Engine> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        x86::engines()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Vec::new()
+    }
 }
 
 /// Engines compiled into this build that this CPU cannot run, each with the CPU
