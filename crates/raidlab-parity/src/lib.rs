@@ -8,7 +8,7 @@
 //! - [`recover`] rebuilds one or two lost data blocks; [`update`] applies a
 //!   read-modify-write delta to P and Q.
 //!
-//! Every operation is provided by an [`Engine`]: the scalar [`reference`] (the
+//! Every operation is provided by an [`Engine`]: the scalar [`reference()`] (the
 //! truth, always available) and SIMD engines for x86-64 (AVX2, AVX-512BW, GFNI)
 //! chosen once at run time by [`selected`].
 //!
@@ -35,7 +35,7 @@ pub trait Engine: Send + Sync + std::fmt::Debug {
     /// dst = XOR of all srcs. srcs non-empty, every slice the same length as dst.
     fn xor(&self, srcs: &[&[u8]], dst: &mut [u8]);
 
-    /// p = XOR of data, q = sum g^i * data[i]. data.len() >= 1, all same length.
+    /// p = XOR of data, q = sum g^i * `data[i]`. `data.len() >= 1`, all same length.
     fn gen_pq(&self, data: &[&[u8]], p: &mut [u8], q: &mut [u8]);
 
     /// dst ^= g^exp * src   (exp taken mod 255). Used for read-modify-write Q updates and recovery.

@@ -1,10 +1,14 @@
 //! x86-64 SIMD engines. Each instruction-set flavour (AVX2, AVX-512BW, and
 //! GFNI on top of either) defines a handful of vector primitives (load,
 //! store, xor, multiply-by-2-and-add, multiply-by-constant); the macro
-//! [`kernels!`] then stamps out the same five loops for each of them, compiled
+//! `kernels!` then stamps out the same five loops for each of them, compiled
 //! with that flavour's `#[target_feature]`. Engine values exist only after
 //! run-time detection found the features, which is what makes calling the
 //! kernels sound.
+//!
+//! Loops take four vectors per iteration; tails shorter than a vector go to
+//! the scalar code. Calls whose working set exceeds this core's L2 cache write
+//! their outputs with non-temporal stores (see [`streaming`]).
 
 use std::sync::OnceLock;
 
@@ -101,7 +105,7 @@ macro_rules! kernels {
             }
         }
 
-        /// P = XOR of data, Q = sum g^i data[i] by Horner's rule from the top
+        /// P = XOR of data, Q = sum g^i `data[i]` by Horner's rule from the top
         /// slot down; streaming stores for P and Q with `NT`.
         ///
         /// # Safety
