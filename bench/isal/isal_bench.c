@@ -6,7 +6,10 @@
  * i.e. data_disks * chunk bytes per call. Buffers are 64-byte aligned.
  *
  * Usage: isal_bench DATA_DISKS CHUNK_BYTES SECONDS
- * Prints one JSON object per line: {"op":"xor"|"pq","engine":"isa-l",...}
+ * Prints one JSON object per line: {"op":"xor"|"pq","engine":"isa-l",...},
+ * then {"op":"digest",...} with FNV-1a fingerprints of P and Q. The data is a
+ * xorshift64 stream (seed 0x9e3779b97f4a7c15, shifts 13/7/17, low byte of each
+ * step) filling data block 0, 1, ... in order.
  */
 #include <isa-l/raid.h>
 #include <stdint.h>
@@ -19,6 +22,18 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* 64-bit FNV-1a of a buffer. */
+static uint64_t fnv1a(const void *buf, int len)
+{
+	const unsigned char *b = buf;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (int i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
 }
 
 typedef int (*gen_fn)(int vects, int len, void **array);
@@ -92,5 +107,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pq_check failed\n");
 		return 1;
 	}
+	/* Fingerprints of P and Q for this data, so the script can check that
+	 * raidlab computes the very same parity (see parity_bench --digest). */
+	printf("{\"op\":\"digest\",\"engine\":\"isa-l\",\"data_disks\":%d,\"chunk_bytes\":%d,"
+	       "\"p\":\"%016llx\",\"q\":\"%016llx\"}\n",
+	       disks, chunk, (unsigned long long)fnv1a(bufs[disks], chunk),
+	       (unsigned long long)fnv1a(bufs[disks + 1], chunk));
 	return 0;
 }
