@@ -9,6 +9,7 @@ use raidlab_core::Volume;
 use raidlab_devices::OpenMode;
 use raidlab_raid::assemble::Assembly;
 use std::io::{Read, Write};
+use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::sync::mpsc;
 
@@ -86,7 +87,14 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
             std::fs::File::create(p)
                 .with_context(|| format!("cannot create output file {}", p.display()))?,
         ),
-        None => Box::new(std::io::stdout().lock()),
+        // Rust's stdout is line-buffered: it would scan every buffer for newlines.
+        // Write to the descriptor itself.
+        None => Box::new(std::fs::File::from(
+            std::io::stdout()
+                .as_fd()
+                .try_clone_to_owned()
+                .context("cannot use standard output")?,
+        )),
     };
     let unit = unit(&asm);
     let mut pos = a.offset;
