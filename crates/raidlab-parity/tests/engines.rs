@@ -187,11 +187,14 @@ fn update_matches_recomputed_parity() {
                 update(e, slot, &data[slot], &new, Some(&mut p2), Some(&mut q2));
                 let mut p3 = p.clone();
                 update(e, slot, &data[slot], &new, Some(&mut p3), None);
+                let mut q3 = q.clone();
+                update(e, slot, &data[slot], &new, None, Some(&mut q3));
                 data[slot] = new;
                 reference().gen_pq(&refs(&data), &mut p, &mut q);
                 assert_eq!(p2, p, "{} P n={n} len={len} slot={slot}", e.name());
                 assert_eq!(q2, q, "{} Q n={n} len={len} slot={slot}", e.name());
                 assert_eq!(p3, p, "{} P-only n={n} len={len}", e.name());
+                assert_eq!(q3, q, "{} Q-only n={n} len={len}", e.name());
             }
         }
     }

@@ -579,3 +579,31 @@ pub(crate) fn unavailable() -> Vec<(&'static str, Vec<&'static str>)> {
         .map(|(n, _, m)| (*n, m()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn l2_size_and_streaming_rule() {
+        let l2 = l2_bytes();
+        eprintln!(
+            "L2 per core from CPUID: {l2:?}; streaming above {} bytes",
+            stream_min()
+        );
+        if let Some(b) = l2 {
+            assert!(
+                (64 << 10..=64 << 20).contains(&b),
+                "implausible L2 size {b}"
+            );
+        }
+        let buf = vec![0u8; 4096 + 64];
+        let off = buf.as_ptr().align_offset(64);
+        let aligned = &buf[off..off + 4096];
+        let unaligned = &buf[off + 1..off + 4097];
+        let big = stream_min() + 1;
+        assert!(streaming(big, &[aligned], 64));
+        assert!(!streaming(big, &[aligned, unaligned], 64));
+        assert!(!streaming(stream_min(), &[aligned], 64));
+    }
+}
