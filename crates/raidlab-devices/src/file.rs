@@ -131,7 +131,11 @@ fn open_error(name: &str, e: std::io::Error) -> Error {
 
 fn lock(file: &File, name: &str, exclusive: bool, meta: &std::fs::Metadata) -> Result<()> {
     use std::os::fd::AsRawFd;
-    let how = if exclusive { libc::LOCK_EX } else { libc::LOCK_SH } | libc::LOCK_NB;
+    let how = if exclusive {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_SH
+    } | libc::LOCK_NB;
     // SAFETY: flock on a file descriptor we own; no memory is touched.
     let rc = unsafe { libc::flock(file.as_raw_fd(), how) };
     if rc == 0 {
@@ -218,9 +222,11 @@ impl Volume for FileVolume {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         check_range(&self.name(), Op::Write, self.size, offset, buf.len() as u64)?;
         if !self.writable {
-            return Err(Error::new(ErrorKind::ReadOnly, Op::Write, "opened read-only")
-                .on_device(self.name())
-                .at(offset, buf.len() as u64));
+            return Err(
+                Error::new(ErrorKind::ReadOnly, Op::Write, "opened read-only")
+                    .on_device(self.name())
+                    .at(offset, buf.len() as u64),
+            );
         }
         self.file
             .write_all_at(buf, offset)
@@ -266,7 +272,10 @@ mod tests {
         let r2 = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
         assert_eq!(r.write_at(b"x", 0).unwrap_err().kind, ErrorKind::ReadOnly);
         drop((r, r2));
-        assert!(FileVolume::create_sparse(&p, 10).is_err(), "never replaces a file");
+        assert!(
+            FileVolume::create_sparse(&p, 10).is_err(),
+            "never replaces a file"
+        );
     }
 
     #[test]

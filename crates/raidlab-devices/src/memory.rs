@@ -37,14 +37,26 @@ impl Volume for MemVolume {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let data = self.data.read().unwrap_or_else(|p| p.into_inner());
-        check_range(&self.name(), Op::Read, data.len() as u64, offset, buf.len() as u64)?;
+        check_range(
+            &self.name(),
+            Op::Read,
+            data.len() as u64,
+            offset,
+            buf.len() as u64,
+        )?;
         let o = offset as usize;
         buf.copy_from_slice(&data[o..o + buf.len()]);
         Ok(())
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let mut data = self.data.write().unwrap_or_else(|p| p.into_inner());
-        check_range(&self.name(), Op::Write, data.len() as u64, offset, buf.len() as u64)?;
+        check_range(
+            &self.name(),
+            Op::Write,
+            data.len() as u64,
+            offset,
+            buf.len() as u64,
+        )?;
         let o = offset as usize;
         data[o..o + buf.len()].copy_from_slice(buf);
         Ok(())
