@@ -1,3 +1,6 @@
+//! Unit tests of the v1.2 superblock: md_p.h field offsets, round trips, single-byte
+//! corruption, error messages, create-time choices, and never panicking on any input.
+
 use super::*;
 
 pub(crate) fn sample(level: i32, layout: u32, raid_disks: u32, dev_number: u32) -> Superblock {
