@@ -3,7 +3,8 @@
 # (Debian packages, when run as root), checks formatting and lints, then runs every
 # test, including the Linux md compatibility matrix in a qemu VM.
 #
-# Longer runs sit behind flags: RAIDLAB_SOAK=1 (more random workloads and cases).
+# Longer runs sit behind a flag: RAIDLAB_SOAK=N runs the engine's seeded random
+# workloads with N seeds per configuration instead of 1 (e.g. RAIDLAB_SOAK=50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -174,10 +174,28 @@ fn survivable_sets(g: &Geometry) -> Vec<Vec<usize>> {
     sets
 }
 
+/// Seeds per configuration: 1 by default, more with RAIDLAB_SOAK=N (a longer run).
+fn rounds() -> u64 {
+    std::env::var("RAIDLAB_SOAK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
 #[test]
 fn random_workloads_match_the_model_complete_and_degraded() {
-    for (ci, g) in configs().into_iter().enumerate() {
-        let mut rng = ChaCha8Rng::seed_from_u64(0x5eed + ci as u64);
+    for round in 0..rounds() {
+        for (ci, g) in configs().into_iter().enumerate() {
+            workload(&g, 0x5eed + ci as u64 + 1000 * round);
+        }
+    }
+}
+
+fn workload(g: &Geometry, seed: u64) {
+    let g = *g;
+    {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mems: Vec<Arc<MemVolume>> = (0..g.raid_disks)
             .map(|_| Arc::new(MemVolume::new(g.member_bytes)))
             .collect();
