@@ -4,8 +4,10 @@
 //! Must never contain RAID or cache logic; it only moves bytes to and from one
 //! device and says clearly which device failed and where.
 
+pub mod fault;
 pub mod file;
 pub mod memory;
 
+pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;

@@ -1,0 +1,572 @@
+//! A volume that misbehaves on purpose: it wraps any other volume and injects the
+//! faults a RAID engine must survive (failing I/O, silently corrupt data, a volatile
+//! write cache that loses or tears writes on power loss), for tests and simulators.
+//!
+//! Faults are switched on and off through `&self`, so a test can change them while an
+//! array uses the volume through an `Arc`. Whatever is injected, this wrapper must
+//! never touch bytes outside a request (every request is checked with
+//! [`check_range`]), never change stored data except where a method says so
+//! ([`FaultVolume::corrupt_stored`], [`FaultVolume::flush`], a power cut), and never
+//! panic.
+//!
+//! The volatile cache keeps two structures: a log of pending writes in arrival order
+//! (what a flush or a power cut applies to the inner volume) and a sector-indexed map
+//! of the newest pending bytes (what reads see over the inner volume). The map marks
+//! which bytes of each sector it holds, so unaligned writes need no read-modify-write
+//! of the inner volume and the inner volume is never read behind a reader's back.
+
+use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Mutex, MutexGuard};
+
+/// Granularity of torn writes and of the read overlay: the atomic unit of a disk.
+pub const SECTOR: u64 = 512;
+
+/// Counters for tests. Requests are counted when they pass the range check, whether
+/// or not a fault then refuses them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultStats {
+    pub reads: u64,
+    pub writes: u64,
+    pub flushes: u64,
+    pub discards: u64,
+    /// Requests refused by an injected fault (including "device lost power").
+    pub injected_failures: u64,
+    /// Reads returned with at least one byte flipped by [`FaultVolume::corrupt_reads`].
+    pub corrupted_reads: u64,
+}
+
+/// What happens to writes still in the volatile cache when the power goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerCutPolicy {
+    /// Every unflushed write is lost.
+    DropAll,
+    /// Every unflushed write reaches the medium, in the order it was issued.
+    KeepAll,
+    /// Each unflushed write is dropped, kept or torn (a subset or a prefix of its
+    /// sectors kept), and the surviving sectors reach the medium in a shuffled order,
+    /// all chosen by a ChaCha RNG seeded with this value.
+    Random(u64),
+}
+
+/// What a power cut did to the writes that were in the volatile cache.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PowerCutReport {
+    pub dropped: usize,
+    pub kept: usize,
+    pub torn: usize,
+}
+
+/// A wrapper injecting failures, corruption and power loss into `inner`.
+#[derive(Debug)]
+pub struct FaultVolume<V> {
+    inner: V,
+    volatile_cache: bool,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    fail_all: bool,
+    fail_reads: Vec<Range<u64>>,
+    fail_writes: Vec<Range<u64>>,
+    corrupt_reads: Vec<Range<u64>>,
+    powered_off: bool,
+    overlay: Overlay,
+    stats: FaultStats,
+}
+
+#[derive(Default)]
+struct Overlay {
+    log: Vec<PendingWrite>,
+    sectors: BTreeMap<u64, Box<CachedSector>>,
+}
+
+struct PendingWrite {
+    offset: u64,
+    data: Vec<u8>,
+}
+
+struct CachedSector {
+    data: [u8; SECTOR as usize],
+    held: [bool; SECTOR as usize],
+}
+
+impl fmt::Debug for Overlay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The contents would drown any assertion message; the shape is what helps.
+        f.debug_struct("Overlay")
+            .field("pending_writes", &self.log.len())
+            .field("cached_sectors", &self.sectors.len())
+            .finish()
+    }
+}
+
+impl Overlay {
+    fn record(&mut self, data: &[u8], offset: u64) {
+        let mut pos = 0usize;
+        while pos < data.len() {
+            let abs = offset + pos as u64;
+            let index = abs / SECTOR;
+            let within = (abs % SECTOR) as usize;
+            let n = (SECTOR as usize - within).min(data.len() - pos);
+            let sector = self.sectors.entry(index).or_insert_with(|| {
+                Box::new(CachedSector {
+                    data: [0; SECTOR as usize],
+                    held: [false; SECTOR as usize],
+                })
+            });
+            sector.data[within..within + n].copy_from_slice(&data[pos..pos + n]);
+            sector.held[within..within + n].fill(true);
+            pos += n;
+        }
+        self.log.push(PendingWrite {
+            offset,
+            data: data.to_vec(),
+        });
+    }
+
+    /// Lay the cached bytes over `buf`, which holds what the medium has at `offset`.
+    fn overlay(&self, buf: &mut [u8], offset: u64) {
+        if buf.is_empty() || self.sectors.is_empty() {
+            return;
+        }
+        let end = offset + buf.len() as u64;
+        let first = offset / SECTOR;
+        let last = (end - 1) / SECTOR;
+        for (&index, sector) in self.sectors.range(first..=last) {
+            let sector_start = index * SECTOR;
+            let from = sector_start.max(offset);
+            let to = (sector_start + SECTOR).min(end);
+            for abs in from..to {
+                let i = (abs - sector_start) as usize;
+                if sector.held[i] {
+                    buf[(abs - offset) as usize] = sector.data[i];
+                }
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.log.clear();
+        self.sectors.clear();
+    }
+}
+
+fn overlaps(range: &Range<u64>, offset: u64, len: u64) -> bool {
+    len > 0 && range.start < range.end && offset < range.end && range.start < offset + len
+}
+
+/// Split a write at absolute sector boundaries: the pieces a disk may tear it into.
+fn sector_pieces(offset: u64, data: &[u8]) -> Vec<(u64, &[u8])> {
+    let mut pieces = Vec::new();
+    let mut pos = 0usize;
+    while pos < data.len() {
+        let abs = offset + pos as u64;
+        let n = ((SECTOR - abs % SECTOR) as usize).min(data.len() - pos);
+        pieces.push((abs, &data[pos..pos + n]));
+        pos += n;
+    }
+    pieces
+}
+
+impl<V: Volume> FaultVolume<V> {
+    /// A write-through wrapper: writes reach `inner` before `write_at` returns, so a
+    /// power cut loses nothing.
+    pub fn new(inner: V) -> Self {
+        FaultVolume {
+            inner,
+            volatile_cache: false,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// A wrapper with a volatile write cache: writes stay in memory until
+    /// [`Volume::flush`], and a power cut decides what becomes of them.
+    pub fn with_volatile_cache(inner: V) -> Self {
+        FaultVolume {
+            volatile_cache: true,
+            ..Self::new(inner)
+        }
+    }
+
+    pub fn inner(&self) -> &V {
+        &self.inner
+    }
+
+    pub fn has_volatile_cache(&self) -> bool {
+        self.volatile_cache
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock leaves consistent state behind:
+        // every update below completes before anything that can fail.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Make every read, write, flush and discard fail (or work again).
+    pub fn fail_all(&self, on: bool) {
+        self.lock().fail_all = on;
+    }
+
+    /// Make reads overlapping `range` (bytes) fail. Ranges accumulate.
+    pub fn fail_reads(&self, range: Range<u64>) {
+        self.lock().fail_reads.push(range);
+    }
+
+    /// Make writes and discards overlapping `range` (bytes) fail. Ranges accumulate.
+    pub fn fail_writes(&self, range: Range<u64>) {
+        self.lock().fail_writes.push(range);
+    }
+
+    /// Make reads overlapping `range` return the overlapping bytes inverted (XOR
+    /// 0xff) while the stored data stays intact: silent corruption on the way back.
+    pub fn corrupt_reads(&self, range: Range<u64>) {
+        self.lock().corrupt_reads.push(range);
+    }
+
+    /// Remove every failing and corrupting range and switch `fail_all` off. Power
+    /// state and the volatile cache are left alone.
+    pub fn clear_faults(&self) {
+        let mut st = self.lock();
+        st.fail_all = false;
+        st.fail_reads.clear();
+        st.fail_writes.clear();
+        st.corrupt_reads.clear();
+    }
+
+    /// Invert `len` bytes at `offset` on the inner volume itself, bypassing faults and
+    /// the volatile cache (cached bytes still shadow them until flushed over them).
+    pub fn corrupt_stored(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(&self.name(), Op::Write, self.size(), offset, len)?;
+        let len = usize::try_from(len).map_err(|_| {
+            Error::new(
+                ErrorKind::OutOfRange,
+                Op::Write,
+                "range too large to corrupt",
+            )
+            .on_device(self.name())
+            .at(offset, len)
+        })?;
+        // Hold the lock so a concurrent flush cannot interleave with the rewrite.
+        let _st = self.lock();
+        let mut buf = vec![0u8; len];
+        self.inner.read_at(&mut buf, offset)?;
+        buf.iter_mut().for_each(|b| *b ^= 0xff);
+        self.inner.write_at(&buf, offset)
+    }
+
+    pub fn stats(&self) -> FaultStats {
+        self.lock().stats
+    }
+
+    pub fn reset_stats(&self) {
+        self.lock().stats = FaultStats::default();
+    }
+
+    /// Writes held in the volatile cache, not yet on the inner volume.
+    pub fn pending_writes(&self) -> usize {
+        self.lock().overlay.log.len()
+    }
+
+    pub fn is_powered(&self) -> bool {
+        !self.lock().powered_off
+    }
+
+    /// Lose power: each unflushed write is dropped, kept or torn as chosen by a RNG
+    /// seeded with `seed`; afterwards all I/O fails until [`FaultVolume::restart`].
+    pub fn power_cut(&self, seed: u64) -> Result<PowerCutReport> {
+        self.power_cut_with(PowerCutPolicy::Random(seed))
+    }
+
+    /// Lose power, deciding the fate of unflushed writes by `policy`. The device is
+    /// off afterwards even if applying surviving writes to the inner volume failed
+    /// (that error is returned after every surviving piece has been tried).
+    pub fn power_cut_with(&self, policy: PowerCutPolicy) -> Result<PowerCutReport> {
+        let mut st = self.lock();
+        st.powered_off = true;
+        let log = std::mem::take(&mut st.overlay.log);
+        st.overlay.clear();
+        let mut report = PowerCutReport::default();
+        let mut survivors: Vec<(u64, &[u8])> = Vec::new();
+        match policy {
+            PowerCutPolicy::DropAll => report.dropped = log.len(),
+            PowerCutPolicy::KeepAll => {
+                report.kept = log.len();
+                survivors.extend(log.iter().map(|w| (w.offset, w.data.as_slice())));
+            }
+            PowerCutPolicy::Random(seed) => {
+                let mut rng = ChaCha8Rng::seed_from_u64(seed);
+                for w in &log {
+                    match rng.gen_range(0..3u8) {
+                        0 => report.dropped += 1,
+                        1 => {
+                            report.kept += 1;
+                            survivors.extend(sector_pieces(w.offset, &w.data));
+                        }
+                        _ => {
+                            report.torn += 1;
+                            let pieces = sector_pieces(w.offset, &w.data);
+                            if rng.gen_bool(0.5) {
+                                let keep = rng.gen_range(0..=pieces.len());
+                                survivors.extend(pieces.into_iter().take(keep));
+                            } else {
+                                survivors.extend(pieces.into_iter().filter(|_| rng.gen_bool(0.5)));
+                            }
+                        }
+                    }
+                }
+                // A disk's cache drains in whatever order suits it, not issue order.
+                survivors.shuffle(&mut rng);
+            }
+        }
+        let mut first_error = None;
+        for (offset, data) in survivors {
+            if let Err(e) = self.inner.write_at(data, offset) {
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
+    }
+
+    /// Power back on. Injected faults stay as they were.
+    pub fn restart(&self) {
+        self.lock().powered_off = false;
+    }
+
+    fn injected(&self, op: Op, what: String, range: Option<(u64, u64)>) -> Error {
+        let e = Error::new(ErrorKind::Io, op, format!("injected fault: {what}"))
+            .on_device(self.inner.name());
+        match range {
+            Some((offset, len)) => e.at(offset, len),
+            None => e,
+        }
+    }
+
+    /// Refuse the request if a fault covers it, counting the refusal.
+    fn check_faults(&self, st: &mut State, op: Op, range: Option<(u64, u64)>) -> Result<()> {
+        match refusal(st, op, range) {
+            Some(why) => {
+                st.stats.injected_failures += 1;
+                Err(self.injected(op, why, range))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Write the cached writes to the inner volume in issue order. The cache is only
+    /// emptied once all of them landed: replaying a prefix again is harmless.
+    fn drain(&self, st: &mut State) -> Result<()> {
+        for w in &st.overlay.log {
+            self.inner.write_at(&w.data, w.offset)?;
+        }
+        st.overlay.clear();
+        Ok(())
+    }
+}
+
+/// Why a fault refuses this request, if one does. Flushes carry no range, so only
+/// power loss and `fail_all` refuse them.
+fn refusal(st: &State, op: Op, range: Option<(u64, u64)>) -> Option<String> {
+    if st.powered_off {
+        return Some("device lost power".to_string());
+    }
+    if st.fail_all {
+        return Some("every I/O fails".to_string());
+    }
+    let (offset, len) = range?;
+    let failing = match op {
+        Op::Read => &st.fail_reads,
+        _ => &st.fail_writes,
+    };
+    failing
+        .iter()
+        .find(|r| overlaps(r, offset, len))
+        .map(|r| format!("{op} overlaps failing range {}..{}", r.start, r.end))
+}
+
+/// Invert every byte of `buf` (which sits at `offset`) covered by one of `ranges`.
+fn invert_overlaps(buf: &mut [u8], offset: u64, ranges: &[Range<u64>]) {
+    let end = offset + buf.len() as u64;
+    let mut spans: Vec<(usize, usize)> = ranges
+        .iter()
+        .filter(|r| overlaps(r, offset, buf.len() as u64))
+        .map(|r| {
+            (
+                (r.start.max(offset) - offset) as usize,
+                (r.end.min(end) - offset) as usize,
+            )
+        })
+        .collect();
+    // Merge first: overlapping ranges flipping a byte twice would hide the corruption.
+    spans.sort_unstable();
+    let mut done = 0usize;
+    for (from, to) in spans {
+        let from = from.max(done);
+        if from < to {
+            buf[from..to].iter_mut().for_each(|b| *b ^= 0xff);
+            done = to;
+        }
+    }
+}
+
+impl<V: Volume> Volume for FaultVolume<V> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn block_size(&self) -> u32 {
+        self.inner.block_size()
+    }
+    fn is_writable(&self) -> bool {
+        self.inner.is_writable()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let len = buf.len() as u64;
+        check_range(&self.name(), Op::Read, self.size(), offset, len)?;
+        let mut st = self.lock();
+        st.stats.reads += 1;
+        self.check_faults(&mut st, Op::Read, Some((offset, len)))?;
+        let corrupt: Vec<Range<u64>> = st
+            .corrupt_reads
+            .iter()
+            .filter(|r| overlaps(r, offset, len))
+            .cloned()
+            .collect();
+        if !corrupt.is_empty() {
+            st.stats.corrupted_reads += 1;
+        }
+        if self.volatile_cache {
+            // The lock stays held so a flush cannot move bytes from the cache to the
+            // medium between reading the medium and laying the cache over it.
+            self.inner.read_at(buf, offset)?;
+            st.overlay.overlay(buf, offset);
+        } else {
+            drop(st);
+            self.inner.read_at(buf, offset)?;
+        }
+        invert_overlaps(buf, offset, &corrupt);
+        Ok(())
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let len = buf.len() as u64;
+        check_range(&self.name(), Op::Write, self.size(), offset, len)?;
+        let mut st = self.lock();
+        st.stats.writes += 1;
+        self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
+        if self.volatile_cache {
+            st.overlay.record(buf, offset);
+            Ok(())
+        } else {
+            drop(st);
+            self.inner.write_at(buf, offset)
+        }
+    }
+
+    fn flush(&self) -> Result<()> {
+        let mut st = self.lock();
+        st.stats.flushes += 1;
+        self.check_faults(&mut st, Op::Flush, None)?;
+        if self.volatile_cache {
+            // Keep the lock until the inner flush is done: a write arriving meanwhile
+            // must not be mistaken for one this flush made durable.
+            self.drain(&mut st)?;
+            self.inner.flush()
+        } else {
+            drop(st);
+            self.inner.flush()
+        }
+    }
+
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(&self.name(), Op::Discard, self.size(), offset, len)?;
+        let mut st = self.lock();
+        st.stats.discards += 1;
+        self.check_faults(&mut st, Op::Discard, Some((offset, len)))?;
+        if self.volatile_cache {
+            // Modelling "forgotten" bytes inside the cache would depend on what the
+            // inner volume returns for them; draining first keeps ordering exact at
+            // the price of making earlier writes durable early (never less safe).
+            self.drain(&mut st)?;
+            self.inner.discard(offset, len)
+        } else {
+            drop(st);
+            self.inner.discard(offset, len)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemVolume;
+
+    #[test]
+    fn sector_pieces_split_at_absolute_boundaries() {
+        let data = vec![1u8; 1200];
+        let pieces = sector_pieces(500, &data);
+        let shape: Vec<(u64, usize)> = pieces.iter().map(|(o, d)| (*o, d.len())).collect();
+        assert_eq!(shape, vec![(500, 12), (512, 512), (1024, 512), (1536, 164)]);
+        assert!(sector_pieces(7, &[]).is_empty());
+    }
+
+    #[test]
+    fn overlap_is_half_open_and_ignores_empty() {
+        assert!(overlaps(&(10..20), 19, 1));
+        assert!(!overlaps(&(10..20), 20, 5));
+        assert!(!overlaps(&(10..20), 5, 5));
+        assert!(overlaps(&(10..20), 5, 6));
+        assert!(!overlaps(&(10..20), 12, 0));
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = 20..10;
+        assert!(!overlaps(&reversed, 0, 100));
+    }
+
+    #[test]
+    fn overlapping_corrupt_ranges_flip_each_byte_once() {
+        let mut buf = [0u8; 10];
+        invert_overlaps(&mut buf, 100, &[102..106, 104..108, 0..101]);
+        assert_eq!(buf, [0xff, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0]);
+    }
+
+    #[test]
+    fn overlay_holds_only_written_bytes() {
+        let mut o = Overlay::default();
+        o.record(&[9u8; 3], 510);
+        let mut buf = [1u8; 8];
+        o.overlay(&mut buf, 508);
+        assert_eq!(buf, [1, 1, 9, 9, 9, 1, 1, 1]);
+        o.record(&[7u8; 1], 511);
+        o.overlay(&mut buf, 508);
+        assert_eq!(buf, [1, 1, 9, 7, 9, 1, 1, 1]);
+    }
+
+    #[test]
+    fn failed_drain_keeps_the_cache_for_a_retry() {
+        let inner = std::sync::Arc::new(FaultVolume::new(MemVolume::new(4096)));
+        let v = FaultVolume::with_volatile_cache(inner.clone());
+        v.write_at(&[5u8; 512], 0).unwrap();
+        v.write_at(&[6u8; 512], 1024).unwrap();
+        inner.fail_writes(1024..1025);
+        assert!(v.flush().is_err());
+        assert_eq!(v.pending_writes(), 2);
+        inner.clear_faults();
+        v.flush().unwrap();
+        assert_eq!(v.pending_writes(), 0);
+        let mut b = [0u8; 512];
+        inner.read_at(&mut b, 1024).unwrap();
+        assert_eq!(b, [6u8; 512]);
+    }
+}
