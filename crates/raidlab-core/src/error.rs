@@ -21,6 +21,9 @@ pub enum ErrorKind {
     ReadOnly,
     /// Too many members are missing or failed for the level to serve the request.
     Unrecoverable,
+    /// Stopped on request (Ctrl-C); progress was saved where the operation can
+    /// resume.
+    Interrupted,
 }
 
 /// The operation that failed.

@@ -41,6 +41,12 @@ pub enum MemberState {
     Faulty,
     /// Its event count is behind the others: its data is out of date.
     Stale,
+    /// Being rebuilt into its slot: valid only below its recovery offset, so it
+    /// serves no reads until the rebuild completes.
+    Rebuilding,
+    /// Being copied from the active member of its slot (md's replace), which keeps
+    /// serving until the copy completes and this member takes its place.
+    Replacing,
 }
 
 #[derive(Debug, Clone)]
@@ -139,8 +145,17 @@ impl Assembly {
                 Role::Spare => MemberState::Spare,
                 _ => MemberState::Faulty,
             };
-            if sb.events < reference.events && state != MemberState::Spare {
+            if sb.events < reference.events && state == MemberState::Active {
                 state = MemberState::Stale;
+            }
+            if state == MemberState::Active
+                && sb.feature_map & raidlab_md::superblock::feature::REPLACEMENT != 0
+            {
+                state = MemberState::Replacing;
+            } else if state == MemberState::Active
+                && sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0
+            {
+                state = MemberState::Rebuilding;
             }
             if let Some(r) = role.filter(|&r| r < geometry.raid_disks) {
                 if state == MemberState::Active {
@@ -225,21 +240,11 @@ impl Assembly {
 
     /// The running array over the active members' data areas.
     pub fn array(&self) -> Result<Array> {
-        let mut vols: Vec<Option<Arc<dyn Volume>>> = Vec::with_capacity(self.slots.len());
-        for slot in &self.slots {
-            vols.push(match slot {
-                Some(i) => {
-                    let m = &self.members[*i];
-                    let area = SliceVolume::new(
-                        m.device.volume.clone(),
-                        m.sb.data_offset * SECTOR,
-                        self.geometry.member_bytes,
-                    )?;
-                    Some(Arc::new(area) as Arc<dyn Volume>)
-                }
-                None => None,
-            });
-        }
+        let vols = self
+            .slots
+            .iter()
+            .map(|slot| slot.map(|i| self.area(i)).transpose())
+            .collect::<Result<Vec<_>>>()?;
         let label = if self.name.is_empty() {
             format_uuid(&self.uuid)
         } else {
@@ -253,43 +258,76 @@ impl Assembly {
     /// is seen as an unclean stop. Keeps the previous sync state to restore later.
     pub fn mark_dirty(&mut self) -> Result<bool> {
         let was_clean = self.in_sync();
-        self.bump(|sb| sb.resync_offset = 0)?;
+        self.commit(|sb| {
+            sb.resync_offset = 0;
+            // A member being rebuilt does not receive these writes: what it has
+            // rebuilt so far can no longer be trusted, so its rebuild starts over.
+            if sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0 {
+                sb.recovery_offset = 0;
+            }
+        })?;
         Ok(was_clean)
     }
 
     /// After a flush: record a clean stop (if the array was in sync before).
     pub fn mark_clean(&mut self, was_clean: bool) -> Result<()> {
-        self.bump(|sb| {
+        self.commit(|sb| {
             if was_clean {
                 sb.resync_offset = u64::MAX;
             }
         })
     }
 
-    fn bump(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
+    /// Apply an array-wide change to the superblock of every live member (active,
+    /// being rebuilt, spare), with the event count raised by one, and write them.
+    /// Faulty and stale members are left alone, as md never writes them.
+    pub fn commit(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
         let now = now_secs();
         let events = self.events + 1;
-        for &i in self.slots.iter().flatten() {
-            let m = &mut self.members[i];
+        for m in self.members.iter_mut().filter(|m| m.is_live()) {
             m.sb.events = events;
             m.sb.utime = now;
             f(&mut m.sb);
-            m.sb.write_to(m.device.volume.as_ref())?;
-            m.device.volume.flush()?;
-        }
-        // Spares follow the array's event count too, as md keeps them current.
-        for m in self
-            .members
-            .iter_mut()
-            .filter(|m| m.state == MemberState::Spare)
-        {
-            m.sb.events = events;
-            m.sb.utime = now;
-            m.sb.write_to(m.device.volume.as_ref())?;
+            m.sb.write_to(m.device.volume.as_ref())
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
             m.device.volume.flush()?;
         }
         self.events = events;
         Ok(())
+    }
+
+    /// Set the role of device number `dev_number` in every live superblock's
+    /// role table (the change itself is written by [`Assembly::commit`]).
+    pub fn set_role(&mut self, dev_number: u32, raw_role: u16) {
+        for m in self.members.iter_mut().filter(|m| m.is_live()) {
+            if let Some(r) = m.sb.dev_roles.get_mut(dev_number as usize) {
+                *r = raw_role;
+            }
+        }
+    }
+
+    /// The data area of member `index` (of `members`).
+    pub fn area(&self, index: usize) -> Result<Arc<dyn Volume>> {
+        let m = &self.members[index];
+        let area = SliceVolume::new(
+            m.device.volume.clone(),
+            m.sb.data_offset * SECTOR,
+            self.geometry.member_bytes,
+        )?;
+        Ok(Arc::new(area))
+    }
+}
+
+impl Member {
+    /// Whether md would keep this member's superblock current.
+    pub fn is_live(&self) -> bool {
+        matches!(
+            self.state,
+            MemberState::Active
+                | MemberState::Rebuilding
+                | MemberState::Replacing
+                | MemberState::Spare
+        )
     }
 }
 

@@ -16,8 +16,10 @@ pub mod array;
 pub mod assemble;
 pub mod exec;
 pub mod locks;
+pub mod manage;
 pub mod plan;
 pub mod planner;
+pub mod recovery;
 
 pub use array::Array;
 pub use plan::{MemberOp, OpKind, Plan, Step};

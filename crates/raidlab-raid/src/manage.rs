@@ -1,0 +1,257 @@
+//! Changing an array's membership, as mdadm's manage mode does: fail, remove,
+//! add (as a spare or straight into a missing slot), replace. Each change checks
+//! everything first, then writes the superblocks of the live members once with the
+//! event count raised, so that a member left out of the change is seen as stale.
+//! Data is moved only by the rebuild in `recovery`.
+
+use crate::assemble::{format_uuid, Assembly, Device, Member, MemberState};
+use raidlab_core::{Error, ErrorKind, Op, Result};
+use raidlab_md::superblock::feature;
+use raidlab_md::{Superblock, ROLE_FAULTY, ROLE_SPARE};
+
+const SECTOR: u64 = 512;
+
+/// What `add` made of the new member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    /// It went straight into this missing slot and must be rebuilt.
+    IntoSlot(usize),
+    Spare,
+}
+
+impl Assembly {
+    /// The member given by this path.
+    pub fn find(&self, path: &str) -> Result<usize> {
+        self.members
+            .iter()
+            .position(|m| m.device.path == path)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{path} is not among the members given: list it with the array's members"
+                ))
+            })
+    }
+
+    /// Mark an active member faulty. Refused when the array could not serve its
+    /// data without it. A hot spare, if any, takes over the slot at once (it then
+    /// needs a rebuild); returns that spare's index.
+    pub fn fail(&mut self, index: usize) -> Result<Option<usize>> {
+        let m = &self.members[index];
+        let Some(slot) = m.role.filter(|_| {
+            matches!(
+                m.state,
+                MemberState::Active | MemberState::Rebuilding | MemberState::Replacing
+            )
+        }) else {
+            return Err(Error::invalid(format!(
+                "{} is not an active member (it is {:?}): only active members can be failed",
+                m.device.path, m.state
+            )));
+        };
+        let path = m.device.path.clone();
+        let was = m.state;
+        if was == MemberState::Active {
+            let mut missing = self.missing();
+            missing.push(slot);
+            if !self.geometry.survives(&missing) {
+                return Err(Error::new(
+                    ErrorKind::Unrecoverable,
+                    Op::Write,
+                    format!(
+                        "failing {path} (role {slot}) would leave {} unable to serve its data (roles {missing:?} missing); nothing was changed",
+                        self.geometry.level.name()
+                    ),
+                ));
+            }
+        }
+        let dev = self.members[index].sb.dev_number;
+        self.set_role(dev, ROLE_FAULTY);
+        self.members[index].state = MemberState::Faulty;
+        if self.slots[slot] == Some(index) {
+            self.slots[slot] = None;
+        }
+        let spare = if self.slots[slot].is_none() && !self.slot_is_being_rebuilt(slot) {
+            self.members
+                .iter()
+                .position(|m| m.state == MemberState::Spare)
+        } else {
+            None
+        };
+        if let Some(s) = spare {
+            self.start_recovery(s, slot);
+        }
+        self.commit(|_| {})?;
+        Ok(spare)
+    }
+
+    /// Take a faulty, stale or spare member out of the array.
+    pub fn remove(&mut self, index: usize) -> Result<()> {
+        let m = &self.members[index];
+        if !matches!(
+            m.state,
+            MemberState::Faulty | MemberState::Spare | MemberState::Stale
+        ) {
+            return Err(Error::invalid(format!(
+                "{} is {:?}: only faulty, stale or spare members can be removed; fail it first",
+                m.device.path, m.state
+            )));
+        }
+        let dev = m.sb.dev_number;
+        // md records a device that is gone as faulty in the role table.
+        self.set_role(dev, ROLE_FAULTY);
+        self.members[index].state = MemberState::Faulty;
+        self.commit(|_| {})
+    }
+
+    /// Add a new device: into a missing slot (to be rebuilt) if there is one, else
+    /// as a hot spare. The device must be large enough and, unless `force`, carry
+    /// no md superblock.
+    pub fn add(&mut self, device: Device, force: bool) -> Result<Added> {
+        if let Ok(Some(sb)) = Superblock::read_from(device.volume.as_ref()) {
+            if sb.set_uuid == self.uuid {
+                return Err(Error::invalid(format!(
+                    "{} is already a member of this array: list it with the members instead of adding it",
+                    device.path
+                )));
+            }
+            if !force {
+                return Err(Error::invalid(format!(
+                    "{} already carries an md superblock (array {}): it may hold someone's data; use --force to overwrite it",
+                    device.path,
+                    format_uuid(&sb.set_uuid)
+                )));
+            }
+        }
+        let template = self
+            .members
+            .iter()
+            .filter(|m| m.is_live())
+            .max_by_key(|m| m.sb.events)
+            .map(|m| m.sb.clone())
+            .ok_or_else(|| Error::invalid("no live member to take the array's settings from"))?;
+        let need = template.data_offset * SECTOR + self.geometry.member_bytes;
+        if device.volume.size() < need {
+            return Err(Error::invalid(format!(
+                "{} is {} bytes but a member of this array needs {need} (data offset {} + {} of data)",
+                device.path,
+                device.volume.size(),
+                template.data_offset * SECTOR,
+                self.geometry.member_bytes
+            )));
+        }
+        if !device.volume.is_writable() {
+            return Err(
+                Error::new(ErrorKind::ReadOnly, Op::Open, "opened read-only")
+                    .on_device(device.path),
+            );
+        }
+        // The first device number no member we know of uses.
+        let used: Vec<u32> = self.members.iter().map(|m| m.sb.dev_number).collect();
+        let dev_number = (0..template.max_dev)
+            .find(|n| {
+                !used.contains(n)
+                    && template
+                        .dev_roles
+                        .get(*n as usize)
+                        .is_some_and(|&r| r == ROLE_SPARE || r == ROLE_FAULTY)
+            })
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "the superblocks have room for {} devices and all are taken; remove a faulty member first",
+                    template.max_dev
+                ))
+            })?;
+        let mut sb = template;
+        sb.dev_number = dev_number;
+        sb.device_uuid = *uuid::Uuid::new_v4().as_bytes();
+        sb.data_size = device.volume.size() / SECTOR - sb.data_offset;
+        sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
+        sb.recovery_offset = 0;
+        sb.cnt_corrected_read = 0;
+        sb.devflags = 0;
+        if self.geometry.level == raidlab_layout::Level::Raid0 {
+            sb.data_size = self.geometry.member_bytes / SECTOR;
+        }
+        let index = self.members.len();
+        self.members.push(Member {
+            device,
+            sb,
+            state: MemberState::Spare,
+            role: None,
+        });
+        self.set_role(dev_number, ROLE_SPARE);
+        let free = (0..self.slots.len())
+            .find(|&r| self.slots[r].is_none() && !self.slot_is_being_rebuilt(r));
+        let added = match free {
+            Some(slot) => {
+                self.start_recovery(index, slot);
+                Added::IntoSlot(slot)
+            }
+            None => Added::Spare,
+        };
+        self.commit(|_| {})?;
+        Ok(added)
+    }
+
+    /// Start copying active member `old` onto a new device while it keeps serving
+    /// (md's replace); `rebuild` does the copy and then swaps them.
+    pub fn replace(&mut self, old: usize, device: Device, force: bool) -> Result<()> {
+        let m = &self.members[old];
+        let Some(slot) = m.role.filter(|_| m.state == MemberState::Active) else {
+            return Err(Error::invalid(format!(
+                "{} is not an active member: only an active member can be replaced (add a member to rebuild a missing one)",
+                m.device.path
+            )));
+        };
+        if self
+            .members
+            .iter()
+            .any(|m| m.state == MemberState::Replacing && m.role == Some(slot))
+        {
+            return Err(Error::invalid(format!(
+                "role {slot} is already being replaced: run `raidlab rebuild` to finish it"
+            )));
+        }
+        // Add it as a spare first (all the checks of add), then turn the spare into a
+        // replacement of the slot. Both changes land in one superblock write.
+        let free_before: Vec<usize> = self.missing();
+        if !free_before.is_empty() {
+            return Err(Error::invalid(format!(
+                "the array is degraded (role(s) {free_before:?} missing): add a member to rebuild those first; replace keeps full redundancy only on a complete array"
+            )));
+        }
+        let added = self.add(device, force)?;
+        debug_assert_eq!(added, Added::Spare);
+        let index = self.members.len() - 1;
+        let dev = self.members[index].sb.dev_number;
+        {
+            let n = &mut self.members[index];
+            n.sb.feature_map |= feature::RECOVERY_OFFSET | feature::REPLACEMENT;
+            n.sb.recovery_offset = 0;
+            n.state = MemberState::Replacing;
+            n.role = Some(slot);
+        }
+        self.set_role(dev, slot as u16);
+        self.commit(|_| {})
+    }
+
+    fn slot_is_being_rebuilt(&self, slot: usize) -> bool {
+        self.members
+            .iter()
+            .any(|m| m.state == MemberState::Rebuilding && m.role == Some(slot))
+    }
+
+    /// Make member `index` the one being rebuilt into `slot`.
+    fn start_recovery(&mut self, index: usize, slot: usize) {
+        let dev = self.members[index].sb.dev_number;
+        {
+            let m = &mut self.members[index];
+            m.sb.feature_map |= feature::RECOVERY_OFFSET;
+            m.sb.feature_map &= !feature::REPLACEMENT;
+            m.sb.recovery_offset = 0;
+            m.state = MemberState::Rebuilding;
+            m.role = Some(slot);
+        }
+        self.set_role(dev, slot as u16);
+    }
+}

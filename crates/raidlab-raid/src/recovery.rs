@@ -1,0 +1,667 @@
+//! Long-running whole-array work: rebuild a member from the others, resync parity
+//! and mirrors, and scrub (check, repair).
+//!
+//! Each walks the members' data areas in steps, reports progress through a
+//! callback, honours a rate limit, and checkpoints its position in the superblocks
+//! the way md does (`recovery_offset` on the member being rebuilt, `resync_offset`
+//! for a resync), so an interrupted run resumes where it stopped. The contents of a
+//! lost member always come from the engine's own read path (the planner's degraded
+//! reads) or from the parity engine; nothing here knows a layout rule.
+
+use crate::array::Array;
+use crate::assemble::{Assembly, MemberState};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_layout::{Content, Geometry};
+use raidlab_md::superblock::feature;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const SECTOR: u64 = 512;
+/// md compares and counts mismatches in 4 KiB pages (one stripe_head per page).
+const PAGE: usize = 4096;
+
+/// How a long run goes about its work.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Upper bound on member-area bytes processed per second.
+    pub max_rate: Option<u64>,
+    /// Write a checkpoint to the superblocks at least this often (bytes of member
+    /// area).
+    pub checkpoint_bytes: u64,
+    /// Bytes of member area per step.
+    pub step_bytes: u64,
+    /// When set, the run stops at the next step boundary, saves its checkpoint and
+    /// returns an `Interrupted` error (Ctrl-C; tests of resuming).
+    pub stop: Option<&'static AtomicBool>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_rate: None,
+            checkpoint_bytes: 64 << 20,
+            step_bytes: 4 << 20,
+            stop: None,
+        }
+    }
+}
+
+/// Progress of a run, in bytes of each member's data area.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+}
+
+/// What a rebuild did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuildReport {
+    pub rebuilt: Vec<RebuiltMember>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuiltMember {
+    pub device: String,
+    pub role: usize,
+    /// Where this run started (bytes into the data area; non-zero on a resume).
+    pub resumed_from: u64,
+    pub bytes: u64,
+}
+
+/// One correction made by `repair`, or one problem found by `check`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    /// Member path and role whose contents were (or would be) rewritten.
+    pub device: String,
+    pub role: usize,
+    /// First sector (512 bytes, relative to the member's data area) of the page.
+    pub sector: u64,
+    /// "parity P", "syndrome Q", "data (located from P+Q)", "mirror copy".
+    pub what: String,
+}
+
+/// What a scrub found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScrubReport {
+    /// md's mismatch_cnt: 512-byte sectors in mismatched 4 KiB pages (counted per
+    /// page and per stripe, as md counts stripe pages).
+    pub mismatch_sectors: u64,
+    pub repaired: bool,
+    /// Individual findings (capped at 1000 to keep reports readable).
+    pub findings: Vec<Finding>,
+}
+
+/// Paces a run to a byte rate.
+struct Pacer {
+    start: Instant,
+    rate: Option<u64>,
+    done: u64,
+}
+
+fn stopped(opts: &RunOptions) -> bool {
+    opts.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+}
+
+fn interrupted(what: &str, pos: u64) -> Error {
+    Error::new(
+        ErrorKind::Interrupted,
+        Op::Write,
+        format!("{what} stopped at byte {pos} of each member; run the same command again to resume from there"),
+    )
+}
+
+impl Pacer {
+    fn new(rate: Option<u64>) -> Self {
+        Pacer {
+            start: Instant::now(),
+            rate,
+            done: 0,
+        }
+    }
+    fn account(&mut self, bytes: u64) {
+        self.done += bytes;
+        if let Some(rate) = self.rate.filter(|r| *r > 0) {
+            let due = Duration::from_secs_f64(self.done as f64 / rate as f64);
+            let elapsed = self.start.elapsed();
+            if due > elapsed {
+                std::thread::sleep(due - elapsed);
+            }
+        }
+    }
+}
+
+impl Assembly {
+    /// Members being rebuilt or replacing another, as (index into members, slot).
+    pub fn rebuilding(&self) -> Vec<(usize, usize)> {
+        self.members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(m.state, MemberState::Rebuilding | MemberState::Replacing))
+            .filter_map(|(i, m)| m.role.map(|r| (i, r)))
+            .collect()
+    }
+
+    /// Rebuild every member that is being recovered into its slot, resuming at its
+    /// recovery offset, then mark it active.
+    pub fn rebuild(
+        &mut self,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<RebuildReport> {
+        let targets = self.rebuilding();
+        if targets.is_empty() {
+            return Err(Error::invalid(
+                "no member is being rebuilt: add a member into a missing slot (raidlab add) or start a replacement (raidlab replace) first",
+            ));
+        }
+        if !self.in_sync() {
+            return Err(Error::invalid(
+                "parity/mirrors are not known to be consistent (resync pending): a rebuild now would write wrong data; run `raidlab resync` first, or --force to rebuild anyway",
+            ));
+        }
+        let mut report = RebuildReport {
+            rebuilt: Vec::new(),
+        };
+        let total = self.geometry.member_bytes;
+        for (index, slot) in targets {
+            // The array without the member being rebuilt: every read the rebuild does
+            // is an ordinary (possibly degraded) read through the planner.
+            let array = self.array()?;
+            let target = self.area(index)?;
+            let start = (self.members[index].sb.recovery_offset * SECTOR).min(total);
+            let step = step_for(&self.geometry, opts.step_bytes);
+            let start = align_down(&self.geometry, start);
+            let mut pacer = Pacer::new(opts.max_rate);
+            let mut since_checkpoint = 0;
+            let mut pos = start;
+            progress(Progress { done: pos, total });
+            while pos < total {
+                if stopped(&opts) {
+                    target.flush()?;
+                    self.checkpoint_recovery(index, pos)?;
+                    return Err(interrupted("rebuild", pos));
+                }
+                let n = step.min(total - pos);
+                let data = member_contents(&array, &self.geometry, slot, pos, n)?;
+                target.write_at(&data, pos)?;
+                pos += n;
+                since_checkpoint += n;
+                if since_checkpoint >= opts.checkpoint_bytes && pos < total {
+                    target.flush()?;
+                    self.checkpoint_recovery(index, pos)?;
+                    since_checkpoint = 0;
+                }
+                progress(Progress { done: pos, total });
+                pacer.account(n);
+            }
+            target.flush()?;
+            let dev_number = self.members[index].sb.dev_number;
+            {
+                let m = &mut self.members[index];
+                m.sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
+                m.sb.recovery_offset = 0;
+                m.state = MemberState::Active;
+            }
+            // A replacement takes the place of the member it copied, which leaves.
+            if let Some(old) = self.slots[slot].filter(|&o| o != index) {
+                let old_dev = self.members[old].sb.dev_number;
+                self.members[old].state = MemberState::Faulty;
+                self.set_role(old_dev, raidlab_md::ROLE_FAULTY);
+            }
+            self.slots[slot] = Some(index);
+            self.set_role(dev_number, slot as u16);
+            self.commit(|_| {})?;
+            report.rebuilt.push(RebuiltMember {
+                device: self.members[index].device.path.clone(),
+                role: slot,
+                resumed_from: start,
+                bytes: total - start,
+            });
+        }
+        Ok(report)
+    }
+
+    fn checkpoint_recovery(&mut self, index: usize, pos: u64) -> Result<()> {
+        let m = &mut self.members[index];
+        m.sb.recovery_offset = pos / SECTOR;
+        m.sb.write_to(m.device.volume.as_ref())?;
+        m.device.volume.flush()
+    }
+
+    /// Make parity and mirrors consistent with the data (md's resync), resuming at
+    /// the superblock's resync offset, then mark the array clean.
+    pub fn resync(
+        &mut self,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ScrubReport> {
+        if self.in_sync() {
+            return Err(Error::invalid(
+                "the array is already in sync (clean): nothing to resync; use `raidlab check` to verify it",
+            ));
+        }
+        let start = self
+            .members
+            .iter()
+            .filter(|m| m.state == MemberState::Active)
+            .map(|m| m.sb.resync_offset)
+            .max()
+            .unwrap_or(0);
+        let report = self.scrub_from(start.saturating_mul(SECTOR), true, true, opts, progress)?;
+        self.commit(|sb| sb.resync_offset = u64::MAX)?;
+        Ok(report)
+    }
+
+    /// Read everything and compare parity/mirrors with the data; with `repair`,
+    /// rewrite what differs (RAID 6 locates a single corrupted block from P+Q and
+    /// corrects the data itself).
+    pub fn scrub(
+        &mut self,
+        repair: bool,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ScrubReport> {
+        self.scrub_from(0, repair, false, opts, progress)
+    }
+
+    fn scrub_from(
+        &mut self,
+        start: u64,
+        repair: bool,
+        resync: bool,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ScrubReport> {
+        let missing = self.missing();
+        if !missing.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Read,
+                format!(
+                    "the array is degraded (role(s) {missing:?} missing): there is no redundancy to compare; add and rebuild the missing member(s) first"
+                ),
+            ));
+        }
+        if !self.geometry.is_parity() && self.geometry.raid_disks < 2 {
+            return Err(Error::invalid(
+                "a RAID 0 or one-member array has no redundancy to check",
+            ));
+        }
+        if self.geometry.level == raidlab_layout::Level::Raid0 {
+            return Err(Error::invalid("RAID 0 has no redundancy to check"));
+        }
+        let areas: Vec<Arc<dyn Volume>> = self
+            .slots
+            .iter()
+            .map(|s| self.area(s.unwrap_or(0)))
+            .collect::<Result<_>>()?;
+        let names: Vec<String> = self
+            .slots
+            .iter()
+            .map(|s| self.members[s.unwrap_or(0)].device.path.clone())
+            .collect();
+        if !self.geometry.is_parity() {
+            return self.scrub_mirrors(start, repair, resync, &areas, &names, opts, progress);
+        }
+        let total = self.geometry.member_bytes;
+        let step = step_for(&self.geometry, opts.step_bytes);
+        let mut pos = align_down(&self.geometry, start);
+        let mut report = ScrubReport {
+            mismatch_sectors: 0,
+            repaired: repair,
+            findings: Vec::new(),
+        };
+        let mut pacer = Pacer::new(opts.max_rate);
+        let mut since_checkpoint = 0;
+        progress(Progress { done: pos, total });
+        while pos < total {
+            if stopped(&opts) {
+                return self.stop_scrub(&areas, resync, pos);
+            }
+            let n = step.min(total - pos);
+            let mut bufs: Vec<Vec<u8>> = Vec::with_capacity(areas.len());
+            for a in &areas {
+                let mut b = vec![0u8; n as usize];
+                a.read_at(&mut b, pos)?;
+                bufs.push(b);
+            }
+            let fixes = scrub_parity(&self.geometry, &mut bufs, pos, &mut report, &names, repair);
+            if repair {
+                for (role, off, len) in fixes {
+                    let rel = (off - pos) as usize;
+                    areas[role].write_at(&bufs[role][rel..rel + len], off)?;
+                }
+            }
+            pos += n;
+            since_checkpoint += n;
+            if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
+                for a in &areas {
+                    a.flush()?;
+                }
+                let at = pos / SECTOR;
+                self.commit(|sb| sb.resync_offset = at)?;
+                since_checkpoint = 0;
+            }
+            progress(Progress { done: pos, total });
+            pacer.account(n * areas.len() as u64);
+        }
+        if repair {
+            for a in &areas {
+                a.flush()?;
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl Assembly {
+    /// Mirrors (RAID 1/10) are scrubbed by logical address: every copy of each
+    /// page is compared with the first copy (md reads the first in-sync device and
+    /// compares the others with it); `repair` copies the first over the others.
+    /// Progress and checkpoints are in logical bytes scaled to member bytes.
+    #[allow(clippy::too_many_arguments)]
+    fn scrub_mirrors(
+        &mut self,
+        start: u64,
+        repair: bool,
+        resync: bool,
+        areas: &[Arc<dyn Volume>],
+        names: &[String],
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ScrubReport> {
+        let geo = self.geometry;
+        let total = geo.array_bytes();
+        let member_total = geo.member_bytes;
+        // Resync offsets are member sectors; logical = member * data_disks for
+        // mirrors' purposes (RAID 1: equal; RAID 10: members * chunks per copy).
+        let scale = |logical: u64| -> u64 {
+            ((logical as u128 * member_total as u128) / total.max(1) as u128) as u64
+        };
+        let unscale = |member: u64| -> u64 {
+            ((member as u128 * total as u128) / member_total.max(1) as u128) as u64
+        };
+        let step = step_for(&geo, opts.step_bytes);
+        let mut pos = align_down(&geo, unscale(start));
+        let mut report = ScrubReport {
+            mismatch_sectors: 0,
+            repaired: repair,
+            findings: Vec::new(),
+        };
+        let mut pacer = Pacer::new(opts.max_rate);
+        let mut since_checkpoint = 0;
+        progress(Progress {
+            done: scale(pos),
+            total: member_total,
+        });
+        let mut first = vec![0u8; 0];
+        let mut other = vec![0u8; 0];
+        while pos < total {
+            if stopped(&opts) {
+                return self.stop_scrub(areas, resync, scale(pos));
+            }
+            let end = (pos + step).min(total);
+            let mut l = pos;
+            while l < end {
+                let (locs, run) = geo.mirror_map(l);
+                let n = run.min(end - l) as usize;
+                first.resize(n, 0);
+                other.resize(n, 0);
+                areas[locs[0].member].read_at(&mut first, locs[0].offset)?;
+                for loc in &locs[1..] {
+                    areas[loc.member].read_at(&mut other, loc.offset)?;
+                    for page in (0..n).step_by(PAGE) {
+                        let e = (page + PAGE).min(n);
+                        if first[page..e] == other[page..e] {
+                            continue;
+                        }
+                        report.mismatch_sectors += (e - page).div_ceil(SECTOR as usize) as u64;
+                        if report.findings.len() < 1000 {
+                            report.findings.push(Finding {
+                                device: names[loc.member].clone(),
+                                role: loc.member,
+                                sector: (loc.offset + page as u64) / SECTOR,
+                                what: "mirror copy".into(),
+                            });
+                        }
+                        if repair {
+                            areas[loc.member]
+                                .write_at(&first[page..e], loc.offset + page as u64)?;
+                        }
+                    }
+                }
+                pacer.account(n as u64 * locs.len() as u64);
+                l += n as u64;
+            }
+            pos = end;
+            since_checkpoint += step;
+            if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
+                for a in areas {
+                    a.flush()?;
+                }
+                let at = scale(pos) / SECTOR;
+                self.commit(|sb| sb.resync_offset = at)?;
+                since_checkpoint = 0;
+            }
+            progress(Progress {
+                done: scale(pos),
+                total: member_total,
+            });
+        }
+        if repair {
+            for a in areas {
+                a.flush()?;
+            }
+        }
+        Ok(report)
+    }
+}
+
+impl Assembly {
+    /// Stop a scrub or resync: flush, save a resync checkpoint, report.
+    fn stop_scrub(
+        &mut self,
+        areas: &[Arc<dyn Volume>],
+        resync: bool,
+        member_pos: u64,
+    ) -> Result<ScrubReport> {
+        for a in areas {
+            a.flush()?;
+        }
+        if resync {
+            let at = member_pos / SECTOR;
+            self.commit(|sb| sb.resync_offset = at)?;
+        }
+        Err(interrupted(
+            if resync { "resync" } else { "scrub" },
+            member_pos,
+        ))
+    }
+}
+
+/// Round a resume position down to a whole chunk (and page).
+fn align_down(geo: &Geometry, pos: u64) -> u64 {
+    let unit = geo.chunk_bytes.max(PAGE as u64);
+    pos / unit * unit
+}
+
+/// A step that is a whole number of chunks (and of pages).
+fn step_for(geo: &Geometry, want: u64) -> u64 {
+    let unit = geo.chunk_bytes.max(PAGE as u64);
+    (want / unit).max(1) * unit
+}
+
+/// The contents member `slot` must hold at `[pos, pos+n)` of its data area,
+/// computed from the other members through `array` (which lacks `slot`).
+pub fn member_contents(
+    array: &Array,
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    n: u64,
+) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; n as usize];
+    if geo.is_parity() {
+        let chunk = geo.chunk_bytes;
+        let dd = geo.data_disks() as u64;
+        let first = pos / chunk;
+        let rows = n.div_ceil(chunk);
+        // One read of the whole stripes, degraded where `slot` held data.
+        let mut stripes = vec![0u8; (rows * dd * chunk) as usize];
+        array.read_at(&mut stripes, first * dd * chunk)?;
+        let engine = raidlab_parity::selected();
+        let c = chunk as usize;
+        for r in 0..rows as usize {
+            let map = geo.stripe(first + r as u64);
+            let row = &stripes[r * dd as usize * c..(r + 1) * dd as usize * c];
+            let dst = &mut out[r * c..(r + 1) * c];
+            if let Some(i) = map.data.iter().position(|&m| m == slot) {
+                dst.copy_from_slice(&row[i * c..(i + 1) * c]);
+                continue;
+            }
+            let mut by_slot: Vec<&[u8]> = vec![&[]; dd as usize];
+            for i in 0..dd as usize {
+                by_slot[map.slot[i]] = &row[i * c..(i + 1) * c];
+            }
+            let mut p = vec![0u8; c];
+            let mut q = vec![0u8; c];
+            if map.q.is_some() {
+                engine.gen_pq(&by_slot, &mut p, &mut q);
+            } else {
+                engine.xor(&by_slot, &mut p);
+            }
+            if map.p == slot {
+                dst.copy_from_slice(&p);
+            } else if map.q == Some(slot) {
+                dst.copy_from_slice(&q);
+            }
+        }
+    } else {
+        let unit = geo.chunk_bytes.max(PAGE as u64);
+        let mut off = 0u64;
+        while off < n {
+            let len = (unit - (pos + off) % unit).min(n - off);
+            // Unused space (far layouts' tails) stays zero.
+            if let Content::Data(l) = geo.content_at(slot, pos + off) {
+                array.read_at(&mut out[off as usize..(off + len) as usize], l)?;
+            }
+            off += len;
+        }
+    }
+    Ok(out)
+}
+
+/// Compare parity pages with the data in `bufs` (one buffer per role, all
+/// covering `[pos, pos+len)` of the member areas). With `repair`, fix `bufs` in
+/// place and return the ranges to write back.
+fn scrub_parity(
+    geo: &Geometry,
+    bufs: &mut [Vec<u8>],
+    pos: u64,
+    report: &mut ScrubReport,
+    names: &[String],
+    repair: bool,
+) -> Vec<(usize, u64, usize)> {
+    let engine = raidlab_parity::selected();
+    let chunk = geo.chunk_bytes;
+    let n = bufs[0].len();
+    let dd = geo.data_disks();
+    let mut fixes = Vec::new();
+    let mut p = vec![0u8; PAGE];
+    let mut q = vec![0u8; PAGE];
+    for page in (0..n).step_by(PAGE) {
+        let off = pos + page as u64;
+        let map = geo.stripe(off / chunk);
+        let mut by_slot: Vec<&[u8]> = vec![&[]; dd];
+        for i in 0..dd {
+            by_slot[map.slot[i]] = &bufs[map.data[i]][page..page + PAGE];
+        }
+        if let Some(_qm) = map.q {
+            engine.gen_pq(&by_slot, &mut p, &mut q);
+        } else {
+            engine.xor(&by_slot, &mut p);
+        }
+        let p_bad = bufs[map.p][page..page + PAGE] != p[..];
+        let q_bad = map.q.is_some_and(|qm| bufs[qm][page..page + PAGE] != q[..]);
+        if !p_bad && !q_bad {
+            continue;
+        }
+        report.mismatch_sectors += (PAGE as u64) / SECTOR;
+        let mut note = |role: usize, what: &str| {
+            if report.findings.len() < 1000 {
+                report.findings.push(Finding {
+                    device: names[role].clone(),
+                    role,
+                    sector: off / SECTOR,
+                    what: what.to_string(),
+                });
+            }
+        };
+        // RAID 6 with both P and Q wrong: a single bad data block shows as
+        // Qd = g^z * Pd for one slot z on every differing byte.
+        let located = match map.q {
+            Some(qm) if p_bad && q_bad => locate_data(
+                &bufs[map.p][page..page + PAGE],
+                &p,
+                &bufs[qm][page..page + PAGE],
+                &q,
+            )
+            .filter(|&z| z < dd)
+            .and_then(|z| (0..dd).find(|&i| map.slot[i] == z)),
+            _ => None,
+        };
+        if let Some(i) = located {
+            let role = map.data[i];
+            note(role, "data (located from P+Q)");
+            if repair {
+                // D_z ^= P_stored ^ P_computed.
+                for b in 0..PAGE {
+                    let d = bufs[map.p][page + b] ^ p[b];
+                    bufs[role][page + b] ^= d;
+                }
+                fixes.push((role, off, PAGE));
+            }
+            continue;
+        }
+        if p_bad {
+            note(map.p, "parity P");
+            if repair {
+                bufs[map.p][page..page + PAGE].copy_from_slice(&p);
+                fixes.push((map.p, off, PAGE));
+            }
+        }
+        if let Some(qm) = map.q.filter(|_| q_bad) {
+            note(qm, "syndrome Q");
+            if repair {
+                bufs[qm][page..page + PAGE].copy_from_slice(&q);
+                fixes.push((qm, off, PAGE));
+            }
+        }
+    }
+    fixes
+}
+
+/// The syndrome slot z of a single corrupted data block, if the P and Q
+/// differences agree on one: Qd[b] = g^z * Pd[b] for every byte b.
+fn locate_data(p_stored: &[u8], p_calc: &[u8], q_stored: &[u8], q_calc: &[u8]) -> Option<usize> {
+    use raidlab_parity::gf::LOG;
+    let mut z: Option<usize> = None;
+    for b in 0..p_stored.len() {
+        let pd = p_stored[b] ^ p_calc[b];
+        let qd = q_stored[b] ^ q_calc[b];
+        match (pd, qd) {
+            (0, 0) => continue,
+            (0, _) | (_, 0) => return None,
+            _ => {
+                let this = (LOG[qd as usize] as usize + 255 - LOG[pd as usize] as usize) % 255;
+                if z.is_some_and(|z| z != this) {
+                    return None;
+                }
+                z = Some(this);
+            }
+        }
+    }
+    z
+}

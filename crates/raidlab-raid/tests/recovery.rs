@@ -1,0 +1,449 @@
+//! Surviving failures, whole behaviours on in-memory members: fail within the
+//! level's tolerance and read back; fail beyond it and get a clear error with
+//! nothing written; add and rebuild, then fail a *different* member and read back
+//! (which proves the rebuilt data); hot spares; replace; resume an interrupted
+//! rebuild; resync; check and repair (RAID 6 locating a corrupted data block).
+
+use raidlab_core::{ErrorKind, Volume};
+use raidlab_devices::MemVolume;
+use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
+use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, MemberState, NewMember};
+use raidlab_raid::manage::Added;
+use raidlab_raid::recovery::RunOptions;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+const MEMBER: u64 = 3 << 20;
+
+fn device(i: usize) -> Device {
+    Device {
+        path: format!("mem{i}"),
+        volume: Arc::new(MemVolume::new(MEMBER)),
+    }
+}
+
+fn spec(level: Level, layout: Layout, spares: usize) -> CreateSpec {
+    CreateSpec {
+        level,
+        layout,
+        chunk_bytes: if level == Level::Raid1 { 0 } else { 16 << 10 },
+        spares,
+        name: "t".into(),
+        force: false,
+    }
+}
+
+fn new_array(
+    level: Level,
+    layout: Layout,
+    n: usize,
+    spares: usize,
+    zeroed: bool,
+) -> (Assembly, Vec<Device>) {
+    let devs: Vec<Device> = (0..n + spares).map(device).collect();
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed,
+        })
+        .collect();
+    (create(&spec(level, layout, spares), members).unwrap(), devs)
+}
+
+fn fill(asm: &Assembly, seed: u64) -> Vec<u8> {
+    let array = asm.array().unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let data: Vec<u8> = (0..array.size()).map(|_| rng.gen()).collect();
+    array.write_at(&data, 0).unwrap();
+    data
+}
+
+fn read_all(asm: &Assembly) -> Vec<u8> {
+    let array = asm.array().unwrap();
+    let mut b = vec![0u8; array.size() as usize];
+    array.read_at(&mut b, 0).unwrap();
+    b
+}
+
+fn reassemble(devs: &[Device], leave_out: &[usize]) -> Assembly {
+    Assembly::assemble(
+        devs.iter()
+            .enumerate()
+            .filter(|(i, _)| !leave_out.contains(i))
+            .map(|(_, d)| d.clone())
+            .collect(),
+    )
+    .unwrap()
+}
+
+fn quiet() -> impl FnMut(raidlab_raid::recovery::Progress) {
+    |_| {}
+}
+
+fn cases() -> Vec<(Level, Layout, usize, usize)> {
+    // (level, layout, members, failures tolerated)
+    let ls = Layout::Parity(ParityLayout::LeftSymmetric);
+    vec![
+        (Level::Raid1, Layout::Plain, 3, 2),
+        (Level::Raid4, Layout::Parity(ParityLayout::ParityLast), 4, 1),
+        (Level::Raid5, ls, 4, 1),
+        (
+            Level::Raid5,
+            Layout::Parity(ParityLayout::RightAsymmetric),
+            3,
+            1,
+        ),
+        (Level::Raid6, ls, 5, 2),
+        (
+            Level::Raid6,
+            Layout::Parity(ParityLayout::LeftAsymmetric),
+            4,
+            2,
+        ),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("n2").unwrap()),
+            4,
+            1,
+        ),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("f2").unwrap()),
+            3,
+            1,
+        ),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("o2").unwrap()),
+            4,
+            1,
+        ),
+    ]
+}
+
+#[test]
+fn fail_add_rebuild_then_fail_another_and_read_back() {
+    for (level, layout, n, tolerated) in cases() {
+        let label = format!("{} {}", level.name(), layout.name());
+        let (mut asm, mut devs) = new_array(level, layout, n, 0, true);
+        let data = fill(&asm, n as u64);
+        // Fail as many as the level tolerates (for RAID 10 n2/o2 on 4: members 0
+        // and 2 are in different copy sets; keep it simple: fail the first ones
+        // the geometry allows).
+        let mut failed = Vec::new();
+        for m in 0..n {
+            if failed.len() == tolerated {
+                break;
+            }
+            let mut trial = failed.clone();
+            trial.push(m);
+            if asm.geometry.survives(&trial) {
+                asm.fail(m).unwrap();
+                failed.push(m);
+            }
+        }
+        assert_eq!(failed.len(), tolerated, "{label}");
+        assert_eq!(read_all(&asm), data, "{label}: degraded read after fail");
+        // Failing one more is refused, and nothing is written.
+        let next = (0..n).find(|m| !failed.contains(m)).unwrap();
+        let before: Vec<Vec<u8>> = devs.iter().map(|d| snapshot(d)).collect();
+        let e = asm.fail(next).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unrecoverable, "{label}");
+        assert!(e.to_string().contains("nothing was changed"), "{e}");
+        assert!(
+            devs.iter().map(snapshot).collect::<Vec<_>>() == before,
+            "{label}: refused fail wrote"
+        );
+        // Add fresh members and rebuild them.
+        for (k, _) in failed.iter().enumerate() {
+            let d = device(100 + k);
+            devs.push(d.clone());
+            assert!(
+                matches!(asm.add(d, false).unwrap(), Added::IntoSlot(_)),
+                "{label}"
+            );
+        }
+        let report = asm.rebuild(RunOptions::default(), &mut quiet()).unwrap();
+        assert_eq!(report.rebuilt.len(), tolerated, "{label}");
+        assert_eq!(
+            asm.state(),
+            raidlab_raid::assemble::ArrayState::Clean,
+            "{label}"
+        );
+        // Reassemble from disk (the failed members are left out) and lose every
+        // member that was never rebuilt: only rebuilt data can serve now.
+        let live: Vec<usize> = (0..devs.len()).filter(|i| !failed.contains(i)).collect();
+        let fresh = reassemble(&devs, &failed);
+        let mut drop_these: Vec<usize> = Vec::new();
+        for &i in &live[..] {
+            if i >= n {
+                continue; // a rebuilt one
+            }
+            let Some(role) = fresh
+                .members
+                .iter()
+                .find(|m| m.device.path == devs[i].path)
+                .and_then(|m| m.role)
+            else {
+                continue;
+            };
+            let mut trial: Vec<usize> = drop_these
+                .iter()
+                .map(|&d| role_of(&fresh, &devs[d]))
+                .collect();
+            trial.push(role);
+            if fresh.geometry.survives(&trial) {
+                drop_these.push(i);
+            }
+        }
+        assert!(!drop_these.is_empty(), "{label}");
+        let mut leave: Vec<usize> = failed.clone();
+        leave.extend(&drop_these);
+        let only_rebuilt = reassemble(&devs, &leave);
+        assert_eq!(
+            read_all(&only_rebuilt),
+            data,
+            "{label}: rebuilt members hold wrong data"
+        );
+        let mut full = reassemble(&devs, &failed);
+        let r = full
+            .scrub(false, RunOptions::default(), &mut quiet())
+            .unwrap();
+        assert_eq!(r.mismatch_sectors, 0, "{label}: mismatches after rebuild");
+    }
+}
+
+fn role_of(asm: &Assembly, d: &Device) -> usize {
+    asm.members
+        .iter()
+        .find(|m| m.device.path == d.path)
+        .and_then(|m| m.role)
+        .unwrap()
+}
+
+fn snapshot(d: &Device) -> Vec<u8> {
+    let mut b = vec![0u8; d.volume.size() as usize];
+    d.volume.read_at(&mut b, 0).unwrap();
+    b
+}
+
+#[test]
+fn a_hot_spare_takes_over_a_failed_member() {
+    let (mut asm, devs) = new_array(
+        Level::Raid5,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        4,
+        1,
+        true,
+    );
+    let data = fill(&asm, 7);
+    let spare = asm.fail(2).unwrap();
+    assert_eq!(spare, Some(4), "the spare steps in");
+    assert_eq!(asm.members[4].state, MemberState::Rebuilding);
+    asm.rebuild(RunOptions::default(), &mut quiet()).unwrap();
+    // Without the failed member and without member 0: data comes from the spare.
+    assert_eq!(read_all(&reassemble(&devs, &[2, 0])), data);
+}
+
+#[test]
+fn an_interrupted_rebuild_resumes_at_its_checkpoint() {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let (mut asm, mut devs) = new_array(
+        Level::Raid6,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        5,
+        0,
+        true,
+    );
+    let data = fill(&asm, 11);
+    asm.fail(1).unwrap();
+    let d = device(50);
+    devs.push(d.clone());
+    asm.add(d, false).unwrap();
+    let opts = RunOptions {
+        step_bytes: 64 << 10,
+        checkpoint_bytes: 64 << 10,
+        stop: Some(&STOP),
+        ..RunOptions::default()
+    };
+    let mut steps = 0;
+    let e = asm
+        .rebuild(opts, &mut |p| {
+            steps += 1;
+            if p.done >= 1 << 20 {
+                STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Interrupted);
+    assert!(steps > 1);
+    // A new process: reassemble from disk, the rebuild resumes past 1 MiB.
+    STOP.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut again = reassemble(&devs, &[1]);
+    assert_eq!(again.rebuilding().len(), 1);
+    let report = again.rebuild(RunOptions::default(), &mut quiet()).unwrap();
+    assert!(report.rebuilt[0].resumed_from >= 1 << 20, "{report:?}");
+    assert_eq!(
+        read_all(&reassemble(&devs, &[1, 0, 2])),
+        data,
+        "rebuilt member serves reads"
+    );
+}
+
+#[test]
+fn replace_copies_while_redundant_then_swaps() {
+    let (mut asm, mut devs) = new_array(
+        Level::Raid5,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        3,
+        0,
+        true,
+    );
+    let data = fill(&asm, 3);
+    let d = device(60);
+    devs.push(d.clone());
+    asm.replace(1, d, false).unwrap();
+    assert_eq!(
+        asm.state(),
+        raidlab_raid::assemble::ArrayState::Clean,
+        "full redundancy during replace"
+    );
+    asm.rebuild(RunOptions::default(), &mut quiet()).unwrap();
+    let fresh = reassemble(&devs, &[]);
+    let old = fresh
+        .members
+        .iter()
+        .find(|m| m.device.path == "mem1")
+        .unwrap();
+    assert_eq!(old.state, MemberState::Faulty, "the replaced member leaves");
+    assert_eq!(role_of(&fresh, &devs[3]), 1);
+    assert_eq!(read_all(&reassemble(&devs, &[1, 0])), data);
+}
+
+#[test]
+fn remove_only_takes_faulty_or_spare_members() {
+    let (mut asm, devs) = new_array(Level::Raid1, Layout::Plain, 2, 1, true);
+    assert!(asm
+        .remove(0)
+        .unwrap_err()
+        .to_string()
+        .contains("fail it first"));
+    asm.remove(2).unwrap();
+    assert_eq!(reassemble(&devs, &[]).members[2].state, MemberState::Faulty);
+    let e = asm.add(devs[0].clone(), false).unwrap_err();
+    assert!(e.to_string().contains("already a member"), "{e}");
+}
+
+#[test]
+fn resync_makes_parity_consistent_and_marks_clean() {
+    for (level, layout, n, _) in cases() {
+        let devs: Vec<Device> = (0..n).map(device).collect();
+        // Members with old contents: garbage everywhere, parity inconsistent.
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        for d in &devs {
+            let junk: Vec<u8> = (0..MEMBER).map(|_| rng.gen()).collect();
+            d.volume.write_at(&junk, 0).unwrap();
+        }
+        let members = devs
+            .iter()
+            .map(|d| NewMember {
+                device: d.clone(),
+                zeroed: false,
+            })
+            .collect();
+        let mut asm = create(&spec(level, layout, 0), members).unwrap();
+        assert!(!asm.in_sync());
+        let e = asm
+            .rebuild(RunOptions::default(), &mut quiet())
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("no member is being rebuilt")
+                || e.to_string().contains("resync"),
+            "{e}"
+        );
+        let before = asm
+            .scrub(false, RunOptions::default(), &mut quiet())
+            .unwrap();
+        assert!(
+            before.mismatch_sectors > 0,
+            "{}: junk is inconsistent",
+            level.name()
+        );
+        asm.resync(RunOptions::default(), &mut quiet()).unwrap();
+        assert!(reassemble(&devs, &[]).in_sync());
+        let after = asm
+            .scrub(false, RunOptions::default(), &mut quiet())
+            .unwrap();
+        assert_eq!(
+            after.mismatch_sectors,
+            0,
+            "{} {}",
+            level.name(),
+            layout.name()
+        );
+    }
+}
+
+#[test]
+fn check_counts_and_repair_fixes_parity_and_mirrors() {
+    for (level, layout, n, _) in cases() {
+        let label = format!("{} {}", level.name(), layout.name());
+        let (mut asm, devs) = new_array(level, layout, n, 0, true);
+        let data = fill(&asm, 9);
+        // Flip bytes in two pages of member 0's data area (past the data offset).
+        let area = asm.area(asm.slots[0].unwrap()).unwrap();
+        // Pages where member 0 holds data (not P or Q), so RAID 6 has a data block
+        // to locate.
+        let offs: Vec<u64> = (0..asm.geometry.member_bytes / 4096)
+            .map(|p| p * 4096)
+            .filter(|&o| {
+                matches!(
+                    asm.geometry.content_at(0, o),
+                    raidlab_layout::Content::Data(_)
+                )
+            })
+            .step_by(7)
+            .take(2)
+            .collect();
+        for off in offs {
+            let mut b = [0u8; 3];
+            area.read_at(&mut b, off).unwrap();
+            area.write_at(&[b[0] ^ 0x5a, b[1] ^ 1, b[2]], off).unwrap();
+        }
+        let check = asm
+            .scrub(false, RunOptions::default(), &mut quiet())
+            .unwrap();
+        // Two 4K pages = 16 sectors; mirrors count each differing copy, as md does.
+        let copies = if asm.geometry.is_parity() {
+            2
+        } else {
+            asm.geometry.mirror_map(0).0.len()
+        };
+        let expect = 16 * (copies as u64 - 1);
+        assert_eq!(check.mismatch_sectors, expect, "{label}");
+        assert!(!check.findings.is_empty());
+        let repair = asm
+            .scrub(true, RunOptions::default(), &mut quiet())
+            .unwrap();
+        assert_eq!(repair.mismatch_sectors, expect, "{label}");
+        let again = asm
+            .scrub(false, RunOptions::default(), &mut quiet())
+            .unwrap();
+        assert_eq!(again.mismatch_sectors, 0, "{label}: repaired");
+        if level == Level::Raid6 {
+            // RAID 6 located the bad data block and corrected the data itself.
+            assert!(
+                repair
+                    .findings
+                    .iter()
+                    .any(|f| f.what.contains("located") && f.device == devs[0].path),
+                "{label}: {:?}",
+                repair.findings
+            );
+            assert_eq!(read_all(&asm), data, "{label}: data corrected");
+        }
+    }
+}
