@@ -7,7 +7,9 @@
 pub mod fault;
 pub mod file;
 pub mod memory;
+pub mod throttle;
 
 pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;
+pub use throttle::{Limits, ThrottleStats, ThrottleVolume};

@@ -20,8 +20,10 @@
 //!
 //! Later: the write-intent bitmap and the partial parity log.
 
+pub mod bitmap;
 pub mod superblock;
 
+pub use bitmap::{Bitmap, BitmapSuper};
 pub use superblock::{
     default_data_offset, default_member_sectors, mdadm_data_offset, new_member, NewArray, Role,
     Superblock, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SB_OFFSET,

@@ -149,7 +149,7 @@ fn fail_add_rebuild_then_fail_another_and_read_back() {
         assert_eq!(read_all(&asm), data, "{label}: degraded read after fail");
         // Failing one more is refused, and nothing is written.
         let next = (0..n).find(|m| !failed.contains(m)).unwrap();
-        let before: Vec<Vec<u8>> = devs.iter().map(|d| snapshot(d)).collect();
+        let before: Vec<Vec<u8>> = devs.iter().map(snapshot).collect();
         let e = asm.fail(next).unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unrecoverable, "{label}");
         assert!(e.to_string().contains("nothing was changed"), "{e}");
