@@ -225,6 +225,32 @@ impl Assembly {
         }
     }
 
+    /// Refuse to run an array that cannot serve its data, or one that is degraded
+    /// *and* was not stopped cleanly: its parity may not match its data, so what
+    /// it rebuilds for the missing member may be wrong (md's "dirty degraded"
+    /// refusal). `force` accepts that risk.
+    pub fn check_startable(&self, force: bool) -> Result<()> {
+        let missing = self.missing();
+        match self.state() {
+            ArrayState::Failed => Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Open,
+                format!(
+                    "cannot start {}: role(s) {missing:?} are missing or stale, more than it can do without; give the missing members",
+                    self.geometry.level.name()
+                ),
+            )),
+            ArrayState::Degraded if !self.in_sync() && !force => Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Open,
+                format!(
+                    "refusing to start: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, so parity may not match the data and data rebuilt for the missing member(s) may be silently wrong. Give the missing member(s) and resync, or use --force to start it anyway"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether the newest superblock says parity/mirrors are consistent.
     pub fn in_sync(&self) -> bool {
         self.newest().is_clean()

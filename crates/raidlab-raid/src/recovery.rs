@@ -35,6 +35,8 @@ pub struct RunOptions {
     /// When set, the run stops at the next step boundary, saves its checkpoint and
     /// returns an `Interrupted` error (Ctrl-C; tests of resuming).
     pub stop: Option<&'static AtomicBool>,
+    /// Rebuild even though parity is not known to be consistent (resync pending).
+    pub force: bool,
 }
 
 impl Default for RunOptions {
@@ -44,6 +46,7 @@ impl Default for RunOptions {
             checkpoint_bytes: 64 << 20,
             step_bytes: 4 << 20,
             stop: None,
+            force: false,
         }
     }
 }
@@ -156,7 +159,7 @@ impl Assembly {
                 "no member is being rebuilt: add a member into a missing slot (raidlab add) or start a replacement (raidlab replace) first",
             ));
         }
-        if !self.in_sync() {
+        if !self.in_sync() && !opts.force {
             return Err(Error::invalid(
                 "parity/mirrors are not known to be consistent (resync pending): a rebuild now would write wrong data; run `raidlab resync` first, or --force to rebuild anyway",
             ));

@@ -34,6 +34,22 @@ pub enum Command {
     Import(ImportArgs),
     /// Print the I/O plan the engine carries out for one request.
     Explain(ExplainArgs),
+    /// Mark a member faulty (a hot spare takes over and is rebuilt at once).
+    Fail(FailArgs),
+    /// Take a faulty, stale or spare member out of the array.
+    Remove(RemoveArgs),
+    /// Add a member: into a missing slot (then rebuilt) or as a hot spare.
+    Add(AddArgs),
+    /// Copy a working member onto a new one while the array keeps full redundancy.
+    Replace(ReplaceArgs),
+    /// Rebuild members being recovered (resumes where an earlier run stopped).
+    Rebuild(RunArgs),
+    /// Make parity and mirrors consistent after an unclean stop or initial create.
+    Resync(RunArgs),
+    /// Scrub: read everything and count mismatches (exit status 3 if any).
+    Check(ScrubArgs),
+    /// Scrub and rewrite what differs (RAID 6 also corrects a located bad data block).
+    Repair(ScrubArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -93,6 +109,10 @@ pub struct ExportArgs {
     /// Bytes to export (default: to the end of the array).
     #[arg(long, value_parser = size)]
     pub length: Option<u64>,
+    /// Start a degraded array that was not shut down cleanly (its rebuilt data may
+    /// be wrong).
+    #[arg(long, alias = "start-degraded-dirty")]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -106,6 +126,10 @@ pub struct ImportArgs {
     /// Array offset to write at.
     #[arg(long, default_value = "0", value_parser = size)]
     pub offset: u64,
+    /// Start a degraded array that was not shut down cleanly (its rebuilt data may
+    /// be wrong).
+    #[arg(long, alias = "start-degraded-dirty")]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -156,4 +180,102 @@ pub struct BenchParityArgs {
     pub seconds: f64,
     #[arg(long)]
     pub json: bool,
+}
+
+/// How long-running work runs.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct RunControl {
+    /// Limit to this many bytes per second of member data (e.g. 50M).
+    #[arg(long, value_parser = size)]
+    pub max_rate: Option<u64>,
+    /// Print a JSON report instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The array's member files or devices (any order).
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    #[command(flatten)]
+    pub run: RunControl,
+    /// Rebuild even with a resync pending / start a dirty degraded array.
+    #[arg(long, alias = "start-degraded-dirty")]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ScrubArgs {
+    /// The array's member files or devices (any order).
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    #[command(flatten)]
+    pub run: RunControl,
+}
+
+#[derive(Debug, Args)]
+pub struct FailArgs {
+    /// The array's member files or devices (any order).
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// The member to mark faulty (one of the members listed).
+    #[arg(long)]
+    pub member: PathBuf,
+    /// Do not start rebuilding onto a hot spare now (`raidlab rebuild` later).
+    #[arg(long)]
+    pub no_rebuild: bool,
+    #[command(flatten)]
+    pub run: RunControl,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// The faulty, stale or spare member to remove.
+    #[arg(long)]
+    pub member: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct AddArgs {
+    /// The array's member files or devices (any order).
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// The new member (a file that does not exist is created at --member-size).
+    #[arg(long)]
+    pub new: PathBuf,
+    #[arg(long, value_parser = size)]
+    pub member_size: Option<u64>,
+    /// Overwrite an md superblock already on the new member.
+    #[arg(long)]
+    pub force: bool,
+    /// Do not rebuild now (`raidlab rebuild` later).
+    #[arg(long)]
+    pub no_rebuild: bool,
+    #[command(flatten)]
+    pub run: RunControl,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplaceArgs {
+    /// The array's member files or devices (any order).
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// The member to replace (it keeps serving until the copy is done).
+    #[arg(long)]
+    pub old: PathBuf,
+    /// The new member (a file that does not exist is created at --member-size).
+    #[arg(long)]
+    pub with: PathBuf,
+    #[arg(long, value_parser = size)]
+    pub member_size: Option<u64>,
+    #[arg(long)]
+    pub force: bool,
+    /// Do not copy now (`raidlab rebuild` later).
+    #[arg(long)]
+    pub no_rebuild: bool,
+    #[command(flatten)]
+    pub run: RunControl,
 }

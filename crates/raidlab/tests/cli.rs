@@ -359,7 +359,7 @@ fn refusals_change_nothing() {
     std::fs::copy(d.join("m0"), d.join("m0copy")).unwrap();
     refuse(&["export", "m0", "m0copy", "m1"], "same member");
     // Too many missing members.
-    refuse(&["export", "m0"], "too many members missing");
+    refuse(&["export", "m0"], "missing or stale");
     // Out-of-range export and import.
     refuse(
         &["export", "m0", "m1", "m2", "--offset", "1G"],
@@ -673,4 +673,273 @@ fn a_member_in_use_is_refused_naming_the_holder() {
         msg.contains("locked by process") && msg.contains("import"),
         "{msg}"
     );
+}
+
+#[test]
+fn failure_verbs_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create(
+        d,
+        &[
+            "--level",
+            "6",
+            "--chunk",
+            "64K",
+            "--member-size",
+            "8M",
+            "--spares",
+            "1",
+        ],
+        &["m0", "m1", "m2", "m3", "m4"],
+    );
+    let data = pattern(9_000_000, 4);
+    std::fs::write(d.join("in"), &data).unwrap();
+    raidlab()
+        .current_dir(d)
+        .args(["import", "m0", "m1", "m2", "m3", "m4", "--input", "in"])
+        .assert()
+        .success();
+    let same = |members: &[&str]| {
+        let mut args = vec!["export"];
+        args.extend(members);
+        args.extend(["--length", "9000000"]);
+        let out = raidlab().current_dir(d).args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout == data, "export of {members:?} differs");
+    };
+    // Fail: the hot spare takes over and is rebuilt at once.
+    raidlab()
+        .current_dir(d)
+        .args(["fail", "m0", "m1", "m2", "m3", "m4", "--member", "m1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("hot spare m4"));
+    let det = detail_json(d, &["m0", "m1", "m2", "m3", "m4"]);
+    assert_eq!(det["state"], "clean");
+    // Two more failures are within RAID 6's tolerance; a third is refused, nothing written.
+    raidlab()
+        .current_dir(d)
+        .args(["fail", "m0", "m2", "m3", "m4", "--member", "m0"])
+        .assert()
+        .success();
+    raidlab()
+        .current_dir(d)
+        .args(["fail", "m2", "m3", "m4", "--member", "m2"])
+        .assert()
+        .success();
+    let files = paths(d, &["m3", "m4"]);
+    let before = snapshot(&files);
+    raidlab()
+        .current_dir(d)
+        .args(["fail", "m3", "m4", "--member", "m3"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("nothing was changed"));
+    assert!(snapshot(&files) == before);
+    same(&["m3", "m4"]);
+    // Remove the failed ones; add new members: each goes into a missing slot and is rebuilt.
+    raidlab()
+        .current_dir(d)
+        .args(["remove", "m3", "m4", "m0", "--member", "m0"])
+        .assert()
+        .success();
+    raidlab()
+        .current_dir(d)
+        .args(["remove", "m3", "m4", "--member", "m3"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("fail it first"));
+    raidlab()
+        .current_dir(d)
+        .args(["add", "m3", "m4", "--new", "n0", "--member-size", "8M"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("rebuilt n0"));
+    raidlab()
+        .current_dir(d)
+        .args([
+            "add",
+            "m3",
+            "m4",
+            "n0",
+            "--new",
+            "n1",
+            "--member-size",
+            "8M",
+        ])
+        .assert()
+        .success();
+    // The rebuilt members alone (with one original) hold the data.
+    same(&["n0", "n1", "m4"]);
+    raidlab()
+        .current_dir(d)
+        .args(["check", "m3", "m4", "n0", "n1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mismatch_cnt: 0"));
+    // Replace keeps redundancy and swaps at the end.
+    raidlab()
+        .current_dir(d)
+        .args([
+            "replace",
+            "m3",
+            "m4",
+            "n0",
+            "n1",
+            "--old",
+            "m3",
+            "--with",
+            "r0",
+            "--member-size",
+            "8M",
+        ])
+        .assert()
+        .success();
+    let det = detail_json(d, &["m3", "m4", "n0", "n1", "r0"]);
+    let m3 = det["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["device"] == "m3")
+        .unwrap()
+        .clone();
+    assert_eq!(m3["state"], "faulty");
+    same(&["r0", "n0", "n1"]);
+    // Adding a device that is too small, or already in an array, is refused.
+    raidlab()
+        .current_dir(d)
+        .args([
+            "add",
+            "m4",
+            "n0",
+            "n1",
+            "r0",
+            "--new",
+            "tiny",
+            "--member-size",
+            "1M",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("needs"));
+    assert!(
+        !d.join("tiny").exists(),
+        "a refused add removes the file it created"
+    );
+    raidlab()
+        .current_dir(d)
+        .args(["add", "m4", "n0", "n1", "r0", "--new", "o0"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("does not exist"));
+}
+
+#[test]
+fn check_finds_corruption_and_repair_fixes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create(
+        d,
+        &["--level", "6", "--chunk", "64K", "--member-size", "8M"],
+        &["a", "b", "c", "e"],
+    );
+    let data = pattern(4_000_000, 8);
+    std::fs::write(d.join("in"), &data).unwrap();
+    raidlab()
+        .current_dir(d)
+        .args(["import", "a", "b", "c", "e", "--input", "in"])
+        .assert()
+        .success();
+    // Flip a byte of member "b" inside its data area (data offset 1 MiB for 8M
+    // members), in its first chunk: in stripe 0 of a 4-member left-symmetric RAID 6,
+    // role 0 holds Q, roles 1 and 2 data, role 3 P.
+    let mut bytes = std::fs::read(d.join("b")).unwrap();
+    bytes[(1 << 20) + 5000] ^= 0x42;
+    std::fs::write(d.join("b"), &bytes).unwrap();
+    let out = raidlab()
+        .current_dir(d)
+        .args(["check", "--json", "a", "b", "c", "e"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "mismatches give exit status 3");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mismatch_sectors"], 8);
+    raidlab()
+        .current_dir(d)
+        .args(["repair", "a", "b", "c", "e"])
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains(
+            "fixed b (role 1) at sector 8: data (located from P+Q)",
+        ));
+    raidlab()
+        .current_dir(d)
+        .args(["check", "a", "b", "c", "e"])
+        .assert()
+        .success();
+    assert!(
+        export(d, &["a", "b", "c", "e"])[..data.len()] == data[..],
+        "RAID 6 repair corrected the data itself"
+    );
+}
+
+#[test]
+fn a_dirty_degraded_array_is_refused_unless_forced_and_resync_cleans() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for f in ["u0", "u1", "u2"] {
+        std::fs::write(d.join(f), pattern(4 << 20, 5)).unwrap();
+    }
+    // Members that held data: resync pending (not clean).
+    create(d, &["--level", "5", "--chunk", "64K"], &["u0", "u1", "u2"]);
+    raidlab()
+        .current_dir(d)
+        .args(["export", "u0", "u1", "--length", "4K"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("not shut down cleanly"));
+    raidlab()
+        .current_dir(d)
+        .args([
+            "export",
+            "u0",
+            "u1",
+            "--length",
+            "4K",
+            "--start-degraded-dirty",
+        ])
+        .assert()
+        .success();
+    raidlab()
+        .current_dir(d)
+        .args(["check", "u0", "u1", "u2"])
+        .assert()
+        .code(3);
+    raidlab()
+        .current_dir(d)
+        .args(["resync", "u0", "u1", "u2"])
+        .assert()
+        .success();
+    assert_eq!(detail_json(d, &["u0", "u1", "u2"])["resync_pending"], false);
+    raidlab()
+        .current_dir(d)
+        .args(["check", "u0", "u1", "u2"])
+        .assert()
+        .success();
+    raidlab()
+        .current_dir(d)
+        .args(["export", "u0", "u1", "--length", "4K"])
+        .assert()
+        .success();
+    raidlab()
+        .current_dir(d)
+        .args(["resync", "u0", "u1", "u2"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("already in sync"));
 }

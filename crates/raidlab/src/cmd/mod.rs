@@ -4,6 +4,7 @@ mod bench;
 mod create;
 mod explain;
 mod info;
+mod manage;
 mod transfer;
 
 use crate::cli::{BenchCommand, Command};
@@ -18,5 +19,13 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Import(a) => transfer::import(a),
         Command::Explain(a) => explain::run(a),
         Command::Bench(BenchCommand::Parity(a)) => bench::parity(a),
+        Command::Fail(a) => manage::fail(a),
+        Command::Remove(a) => manage::remove(a),
+        Command::Add(a) => manage::add(a),
+        Command::Replace(a) => manage::replace(a),
+        Command::Rebuild(a) => manage::rebuild(a),
+        Command::Resync(a) => manage::resync(a),
+        Command::Check(a) => manage::scrub(a, false),
+        Command::Repair(a) => manage::scrub(a, true),
     }
 }

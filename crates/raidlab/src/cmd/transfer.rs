@@ -66,6 +66,7 @@ fn pipeline(
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
     let asm = Assembly::assemble(devices)?;
+    asm.check_startable(a.force)?;
     let array = asm.array()?;
     let size = array.size();
     if a.offset > size {
@@ -118,6 +119,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
 pub fn import(a: ImportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadWrite)?;
     let mut asm = Assembly::assemble(devices)?;
+    asm.check_startable(a.force)?;
     let array = asm.array()?;
     let size = array.size();
     if a.offset > size {

@@ -1,0 +1,255 @@
+//! `fail`, `remove`, `add`, `replace`, `rebuild`, `resync`, `check`, `repair`.
+//!
+//! Every verb names the array by its member list (any order), the same way as
+//! `detail` and `export`; the member a verb acts on is named with a flag. Long runs
+//! show a progress bar with throughput and ETA on a terminal, stop cleanly on
+//! Ctrl-C with their position saved in the superblocks, and resume from there.
+
+use crate::cli::{AddArgs, FailArgs, RemoveArgs, ReplaceArgs, RunArgs, RunControl, ScrubArgs};
+use crate::open::{is_missing, open_device, open_members};
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::manage::Added;
+use raidlab_raid::recovery::{Progress, RunOptions, ScrubReport};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Set by Ctrl-C; long runs stop at the next step and save their position.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Exit status of `check`/`repair` when mismatches were found.
+const MISMATCH_EXIT: u8 = 3;
+
+fn assemble_rw(members: &[PathBuf]) -> Result<Assembly> {
+    Ok(Assembly::assemble(open_members(
+        members,
+        OpenMode::ReadWrite,
+    )?)?)
+}
+
+fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn options(run: &RunControl, force: bool) -> RunOptions {
+    // A second Ctrl-C still kills the process; the first one asks for a clean stop.
+    let _ = ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    });
+    RunOptions {
+        max_rate: run.max_rate,
+        stop: Some(&STOP),
+        force,
+        ..RunOptions::default()
+    }
+}
+
+/// A progress bar on a terminal (stderr), nothing otherwise.
+fn bar(what: &str) -> impl FnMut(Progress) {
+    let pb = if std::io::stderr().is_terminal() {
+        let pb = ProgressBar::new(0);
+        pb.set_style(
+            ProgressStyle::with_template(
+                "{msg:8} [{bar:30}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        pb.set_message(what.to_string());
+        Some(pb)
+    } else {
+        None
+    };
+    move |p: Progress| {
+        if let Some(pb) = &pb {
+            pb.set_length(p.total);
+            pb.set_position(p.done);
+            if p.done >= p.total {
+                pb.finish();
+            }
+        }
+    }
+}
+
+/// Open a new member, creating the file sparse at `size` if it does not exist.
+fn new_device(path: &Path, size: Option<u64>) -> Result<(Device, bool)> {
+    if is_missing(path) {
+        bail!("`missing` is not a device");
+    }
+    if path.exists() {
+        return Ok((open_device(path, OpenMode::ReadWrite)?, false));
+    }
+    let Some(size) = size else {
+        bail!(
+            "{} does not exist: give --member-size to create it",
+            path.display()
+        );
+    };
+    let v = FileVolume::create_sparse(path, size)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    Ok((
+        Device {
+            path: path_str(path),
+            volume: Arc::new(v),
+        },
+        true,
+    ))
+}
+
+fn run_rebuild(asm: &mut Assembly, run: &RunControl, force: bool) -> Result<()> {
+    let report = asm.rebuild(options(run, force), &mut bar("rebuild"))?;
+    if run.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for r in &report.rebuilt {
+            let from = if r.resumed_from > 0 {
+                format!(" (resumed at byte {})", r.resumed_from)
+            } else {
+                String::new()
+            };
+            outln!("raidlab: rebuilt {} into role {}{from}", r.device, r.role);
+        }
+    }
+    Ok(())
+}
+
+pub fn fail(a: FailArgs) -> Result<ExitCode> {
+    let mut asm = assemble_rw(&a.members)?;
+    let index = asm.find(&path_str(&a.member))?;
+    let spare = asm.fail(index)?;
+    let state = serde_json::to_value(asm.state())?;
+    outln!(
+        "raidlab: {} marked faulty; the array is now {}",
+        a.member.display(),
+        state.as_str().unwrap_or("changed")
+    );
+    if let Some(s) = spare {
+        outln!(
+            "raidlab: hot spare {} takes its place",
+            asm.members[s].device.path
+        );
+        if !a.no_rebuild {
+            run_rebuild(&mut asm, &a.run, false)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn remove(a: RemoveArgs) -> Result<ExitCode> {
+    let mut asm = assemble_rw(&a.members)?;
+    let index = asm.find(&path_str(&a.member))?;
+    asm.remove(index)?;
+    outln!("raidlab: {} removed from the array", a.member.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn add(a: AddArgs) -> Result<ExitCode> {
+    let mut asm = assemble_rw(&a.members)?;
+    let (device, created) = new_device(&a.new, a.member_size)?;
+    let result = asm.add(device, a.force);
+    if result.is_err() && created {
+        let _ = std::fs::remove_file(&a.new);
+    }
+    match result? {
+        Added::IntoSlot(slot) => {
+            outln!(
+                "raidlab: {} added into missing role {slot}",
+                a.new.display()
+            );
+            if !a.no_rebuild {
+                run_rebuild(&mut asm, &a.run, false)?;
+            }
+        }
+        Added::Spare => outln!("raidlab: {} added as a hot spare", a.new.display()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn replace(a: ReplaceArgs) -> Result<ExitCode> {
+    let mut asm = assemble_rw(&a.members)?;
+    let old = asm.find(&path_str(&a.old))?;
+    let (device, created) = new_device(&a.with, a.member_size)?;
+    let result = asm.replace(old, device, a.force);
+    if result.is_err() && created {
+        let _ = std::fs::remove_file(&a.with);
+    }
+    result?;
+    outln!(
+        "raidlab: {} will replace {}",
+        a.with.display(),
+        a.old.display()
+    );
+    if !a.no_rebuild {
+        run_rebuild(&mut asm, &a.run, false)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn rebuild(a: RunArgs) -> Result<ExitCode> {
+    let mut asm = assemble_rw(&a.members)?;
+    asm.check_startable(a.force)?;
+    run_rebuild(&mut asm, &a.run, a.force)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn resync(a: RunArgs) -> Result<ExitCode> {
+    let mut asm = assemble_rw(&a.members)?;
+    let report = asm.resync(options(&a.run, a.force), &mut bar("resync"))?;
+    if a.run.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        outln!(
+            "raidlab: resync complete, {} sectors corrected; the array is clean",
+            report.mismatch_sectors
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
+    let mut asm = if repair {
+        assemble_rw(&a.members)?
+    } else {
+        Assembly::assemble(open_members(&a.members, OpenMode::ReadOnly)?)?
+    };
+    let report = asm.scrub(
+        repair,
+        options(&a.run, false),
+        &mut bar(if repair { "repair" } else { "check" }),
+    )?;
+    print_scrub(&report, repair, a.run.json)?;
+    Ok(if report.mismatch_sectors > 0 {
+        ExitCode::from(MISMATCH_EXIT)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn print_scrub(r: &ScrubReport, repair: bool, json: bool) -> Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    outln!("mismatch_cnt: {}", r.mismatch_sectors);
+    for f in &r.findings {
+        outln!(
+            "  {} {} (role {}) at sector {}: {}",
+            if repair { "fixed" } else { "mismatch in" },
+            f.device,
+            f.role,
+            f.sector,
+            f.what
+        );
+    }
+    if r.findings.len() >= 1000 {
+        outln!("  (first 1000 findings shown)");
+    }
+    Ok(())
+}
