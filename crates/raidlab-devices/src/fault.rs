@@ -244,21 +244,21 @@ impl<V: Volume> FaultVolume<V> {
     /// the volatile cache (cached bytes still shadow them until flushed over them).
     pub fn corrupt_stored(&self, offset: u64, len: u64) -> Result<()> {
         check_range(&self.name(), Op::Write, self.size(), offset, len)?;
-        let len = usize::try_from(len).map_err(|_| {
-            Error::new(
-                ErrorKind::OutOfRange,
-                Op::Write,
-                "range too large to corrupt",
-            )
-            .on_device(self.name())
-            .at(offset, len)
-        })?;
         // Hold the lock so a concurrent flush cannot interleave with the rewrite.
         let _st = self.lock();
-        let mut buf = vec![0u8; len];
-        self.inner.read_at(&mut buf, offset)?;
-        buf.iter_mut().for_each(|b| *b ^= 0xff);
-        self.inner.write_at(&buf, offset)
+        // Chunked, so corrupting a large span of a real disk needs no large buffer.
+        const CHUNK: u64 = 1 << 20;
+        let mut buf = vec![0u8; len.min(CHUNK) as usize];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(CHUNK) as usize;
+            let chunk = &mut buf[..n];
+            self.inner.read_at(chunk, offset + done)?;
+            chunk.iter_mut().for_each(|b| *b ^= 0xff);
+            self.inner.write_at(chunk, offset + done)?;
+            done += n as u64;
+        }
+        Ok(())
     }
 
     pub fn stats(&self) -> FaultStats {
@@ -355,7 +355,7 @@ impl<V: Volume> FaultVolume<V> {
     fn check_faults(&self, st: &mut State, op: Op, range: Option<(u64, u64)>) -> Result<()> {
         match refusal(st, op, range) {
             Some(why) => {
-                st.stats.injected_failures += 1;
+                st.stats.injected_failures = st.stats.injected_failures.saturating_add(1);
                 Err(self.injected(op, why, range))
             }
             None => Ok(()),
@@ -436,7 +436,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
         let len = buf.len() as u64;
         check_range(&self.name(), Op::Read, self.size(), offset, len)?;
         let mut st = self.lock();
-        st.stats.reads += 1;
+        st.stats.reads = st.stats.reads.saturating_add(1);
         self.check_faults(&mut st, Op::Read, Some((offset, len)))?;
         let corrupt: Vec<Range<u64>> = st
             .corrupt_reads
@@ -445,7 +445,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
             .cloned()
             .collect();
         if !corrupt.is_empty() {
-            st.stats.corrupted_reads += 1;
+            st.stats.corrupted_reads = st.stats.corrupted_reads.saturating_add(1);
         }
         if self.volatile_cache {
             // The lock stays held so a flush cannot move bytes from the cache to the
@@ -464,7 +464,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
         let len = buf.len() as u64;
         check_range(&self.name(), Op::Write, self.size(), offset, len)?;
         let mut st = self.lock();
-        st.stats.writes += 1;
+        st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
         if self.volatile_cache {
             st.overlay.record(buf, offset);
@@ -477,7 +477,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
 
     fn flush(&self) -> Result<()> {
         let mut st = self.lock();
-        st.stats.flushes += 1;
+        st.stats.flushes = st.stats.flushes.saturating_add(1);
         self.check_faults(&mut st, Op::Flush, None)?;
         if self.volatile_cache {
             // Keep the lock until the inner flush is done: a write arriving meanwhile
@@ -493,7 +493,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         check_range(&self.name(), Op::Discard, self.size(), offset, len)?;
         let mut st = self.lock();
-        st.stats.discards += 1;
+        st.stats.discards = st.stats.discards.saturating_add(1);
         self.check_faults(&mut st, Op::Discard, Some((offset, len)))?;
         if self.volatile_cache {
             // Modelling "forgotten" bytes inside the cache would depend on what the

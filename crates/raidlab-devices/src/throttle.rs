@@ -105,8 +105,8 @@ impl Bucket {
         if let Some(iops) = self.limits.iops {
             self.ops_due = self.ops_due.max(start).saturating_add(cost(1, iops));
         }
-        self.stats.requests += 1;
-        self.stats.bytes += bytes;
+        self.stats.requests = self.stats.requests.saturating_add(1);
+        self.stats.bytes = self.stats.bytes.saturating_add(bytes);
         self.stats.waited = self.stats.waited.saturating_add(start - now);
         start
     }
@@ -148,7 +148,8 @@ impl<V: Volume> ThrottleVolume<V> {
     }
 
     /// Change the limits from now on. Debt run up under the old limits is
-    /// forgiven, so speeding up a slow device takes effect at once.
+    /// forgiven, so speeding up a slow device takes effect at once for new requests;
+    /// callers already sleeping keep the slot they reserved.
     pub fn set_limits(&self, limits: Limits) -> Result<()> {
         limits.validate().map_err(|e| e.on_device(self.name()))?;
         let mut b = self.lock();

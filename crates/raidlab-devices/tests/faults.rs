@@ -180,6 +180,34 @@ fn cache_holds_writes_until_flush_and_reads_see_them() {
 }
 
 #[test]
+fn discard_in_cache_mode_keeps_issue_order() {
+    let v = FaultVolume::with_volatile_cache(patterned(8192));
+    v.write_at(&[1u8; 1024], 0).unwrap();
+    v.write_at(&[2u8; 512], 4096).unwrap();
+    v.discard(512, 4096).unwrap();
+    v.write_at(&[3u8; 10], 600).unwrap();
+    // Writes before the discard reached the medium ahead of it; the one after waits.
+    assert_eq!(v.pending_writes(), 1);
+    let mut want = v.inner().snapshot();
+    assert_eq!(want[..512], [1u8; 512]);
+    assert!(want[512..4608].iter().all(|&b| b == 0));
+    want[600..610].fill(3);
+    assert_eq!(read(&v, 0, 8192), want);
+}
+
+#[test]
+fn corrupt_stored_spans_chunks() {
+    let size = 3 << 20;
+    let v = FaultVolume::new(patterned(size));
+    let before = v.inner().snapshot();
+    v.corrupt_stored(1000, (size - 2000) as u64).unwrap();
+    let after = v.inner().snapshot();
+    assert_eq!(after[..1000], before[..1000]);
+    assert_eq!(after[size - 1000..], before[size - 1000..]);
+    assert!((1000..size - 1000).all(|i| after[i] == before[i] ^ 0xff));
+}
+
+#[test]
 fn write_through_sends_writes_at_once() {
     let v = FaultVolume::new(MemVolume::new(4096));
     v.write_at(&[3u8; 512], 512).unwrap();
