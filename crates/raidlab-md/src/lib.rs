@@ -9,21 +9,25 @@
 //!
 //! What this crate must never do:
 //! - panic, whatever bytes it is given (fuzzed with proptest);
-//! - do any I/O other than reading or writing the 4 KiB superblock area of a member
-//!   through the [`raidlab_core::Volume`] trait (no data area, no bitmap, no bad
-//!   block log: those belong to the engine and to later modules here).
+//! - do any I/O other than reading or writing a member's metadata areas (the 4 KiB
+//!   superblock, the bitmap area, the PPL area) through the [`raidlab_core::Volume`]
+//!   trait (never the data area; the bad block log is not handled yet).
 //!
 //! Modules:
 //! - [`superblock`]: the version-1.2 superblock (`struct mdp_superblock_1`, 4 KiB
 //!   from the start of each member), `mdadm --examine` style output and the choices
 //!   `mdadm --create` makes (data offset, member size, bad-block-log placement).
-//!
-//! Later: the write-intent bitmap and the partial parity log.
+//! - [`bitmap`]: the internal write-intent bitmap (`bitmap_super_t` and one bit per
+//!   chunk, right after the v1.2 superblock) and the chunk mdadm chooses.
+//! - [`ppl`]: the raid5 partial parity log (`struct ppl_header`, crc32c checksums,
+//!   placement from the superblock's `ppl` fields, what md would replay).
 
 pub mod bitmap;
+pub mod ppl;
 pub mod superblock;
 
 pub use bitmap::{Bitmap, BitmapSuper};
+pub use ppl::{PplEntry, PplHeader};
 pub use superblock::{
     default_data_offset, default_member_sectors, mdadm_data_offset, new_member, NewArray, Role,
     Superblock, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SB_OFFSET,
