@@ -204,8 +204,8 @@ impl<V: Volume> FaultVolume<V> {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A test that panicked while holding the lock leaves consistent state behind:
-        // every update below completes before anything that can fail.
+        // Only an inner volume panicking mid-I/O can poison the lock, and no call
+        // into the inner volume happens with the state half-updated: keep using it.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
