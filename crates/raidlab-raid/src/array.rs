@@ -1,18 +1,23 @@
 //! An array as a volume: plans each request, holds its stripe locks, executes it.
 
-use crate::exec::{execute, Members, UserBuf};
+use crate::exec::{execute, Failed, Members, UserBuf};
 use crate::locks::StripeLocks;
+use crate::plan::OpKind;
 use crate::plan::Plan;
 use crate::planner::{plan_read, plan_write};
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::Geometry;
 use raidlab_parity::Engine;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Requests larger than this are carried out in pieces, so that the scratch memory
 /// of one plan stays bounded whatever the caller asks for.
 const MAX_PIECE: u64 = 16 << 20;
+
+/// A member whose reads fail more often than this (each repaired from redundancy)
+/// is taken out of the array, as md's max_corr_read_errors does.
+pub const MAX_READ_ERRORS: u32 = 20;
 
 /// A running array: geometry plus its member data areas by role.
 pub struct Array {
@@ -24,6 +29,11 @@ pub struct Array {
     locks: StripeLocks,
     next_mirror: AtomicUsize,
     piece: u64,
+    /// Members taken out during operation (a failed write, too many read errors).
+    failed: Vec<AtomicBool>,
+    read_errors: Vec<AtomicU32>,
+    /// Read errors repaired by rewriting the block (md's cnt_corrected_read).
+    corrected: Vec<AtomicU32>,
 }
 
 impl std::fmt::Debug for Array {
@@ -64,6 +74,7 @@ impl Array {
             }
         }
         let present: Vec<bool> = members.iter().map(Option::is_some).collect();
+        let n = present.len();
         let missing: Vec<usize> = (0..present.len()).filter(|&i| !present[i]).collect();
         if !geometry.survives(&missing) {
             return Err(Error::new(
@@ -92,6 +103,9 @@ impl Array {
             locks: StripeLocks::default(),
             next_mirror: AtomicUsize::new(0),
             piece,
+            failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
         })
     }
 
@@ -107,11 +121,164 @@ impl Array {
     /// The plan a read would follow (as `explain` shows it).
     pub fn plan_read(&self, offset: u64, len: u64) -> Result<Plan> {
         let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
-        plan_read(&self.geometry, &self.present, offset, len, hint)
+        plan_read(&self.geometry, &self.live(), offset, len, hint)
     }
 
     pub fn plan_write(&self, offset: u64, len: u64) -> Result<Plan> {
-        plan_write(&self.geometry, &self.present, offset, len)
+        plan_write(&self.geometry, &self.live(), offset, len)
+    }
+
+    /// Members present and not taken out during operation.
+    pub fn live(&self) -> Vec<bool> {
+        self.present
+            .iter()
+            .zip(&self.failed)
+            .map(|(p, f)| *p && !f.load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Roles taken out during operation; the owner records them as faulty.
+    pub fn failed_members(&self) -> Vec<usize> {
+        (0..self.failed.len())
+            .filter(|&r| self.failed[r].load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Read errors repaired per role since the array was opened.
+    pub fn corrected_reads(&self) -> Vec<u32> {
+        self.corrected
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    fn take_out(&self, role: usize) {
+        self.failed[role].store(true, Ordering::Release);
+    }
+
+    /// A member failed `kind` operations: reads are repaired from redundancy and
+    /// the member's blocks rewritten (it stays in unless it keeps failing);
+    /// writes take it out. Errs if the array can no longer serve the range.
+    fn handle_failure(&self, f: Failed, pos: u64, n: u64) -> Result<()> {
+        if f.members.is_empty() {
+            return Err(*f.error);
+        }
+        if f.kind == OpKind::Write {
+            for &r in &f.members {
+                self.take_out(r);
+            }
+        } else {
+            for &r in &f.members {
+                if self.read_errors[r].fetch_add(1, Ordering::Relaxed) + 1 > MAX_READ_ERRORS {
+                    self.take_out(r);
+                }
+            }
+        }
+        let live = self.live();
+        let mut without = live.clone();
+        for &r in &f.members {
+            without[r] = false;
+        }
+        let missing: Vec<usize> = (0..without.len()).filter(|&r| !without[r]).collect();
+        if !self.geometry.survives(&missing) {
+            let mut e = *f.error;
+            e.kind = ErrorKind::Unrecoverable;
+            e.message = format!(
+                "{}; with role(s) {missing:?} unusable the array cannot serve this range",
+                e.message
+            );
+            return Err(e);
+        }
+        if f.kind == OpKind::Read {
+            for &r in f.members.iter().filter(|&&r| live[r]) {
+                self.rewrite_from_redundancy(r, &without, pos, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuild what member `role` holds for the array range `[pos, pos+n)` from
+    /// the members in `sources` and write it back to `role` (md's read-error
+    /// correction). Holds the range's stripe locks so no write interleaves. A
+    /// failed rewrite takes the member out.
+    fn rewrite_from_redundancy(
+        &self,
+        role: usize,
+        sources: &[bool],
+        pos: u64,
+        n: u64,
+    ) -> Result<()> {
+        let Some(target) = self.members[role].as_ref().filter(|m| m.is_writable()) else {
+            return Ok(()); // read-only: the data was still served from redundancy
+        };
+        let keys = plan_write(&self.geometry, &self.present, pos, n)?.locks;
+        let _held = self.locks.lock(&keys);
+        let vols = self
+            .members
+            .iter()
+            .zip(sources)
+            .map(|(m, ok)| m.clone().filter(|_| *ok))
+            .collect();
+        let sub = Array::new(self.name.clone(), self.geometry, vols)?;
+        let g = &self.geometry;
+        let (moff, len) = if g.is_parity() {
+            let stripe = g.chunk_bytes * g.data_disks() as u64;
+            let first = pos / stripe;
+            let last = (pos + n - 1) / stripe;
+            (first * g.chunk_bytes, (last - first + 1) * g.chunk_bytes)
+        } else {
+            // Mirrors: the member range is found per copy below.
+            (0, 0)
+        };
+        // Rewrite, then read back: a disk remaps a bad sector on write, and a block
+        // that still cannot be read afterwards means the member is failing (md
+        // fails it the same way).
+        let verify = |off: u64, want: &[u8]| -> Result<()> {
+            let mut back = vec![0u8; want.len()];
+            target.read_at(&mut back, off)?;
+            if back != want {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Read,
+                    "rewritten block reads back wrong",
+                )
+                .on_device(target.name()));
+            }
+            Ok(())
+        };
+        let result = if g.is_parity() {
+            crate::recovery::member_contents(&sub, g, role, moff, len).and_then(|data| {
+                target.write_at(&data, moff)?;
+                verify(moff, &data)
+            })
+        } else {
+            let mut data = vec![0u8; n as usize];
+            sub.read_at(&mut data, pos).and_then(|_| {
+                let mut at = pos;
+                while at < pos + n {
+                    let (locs, run) = g.mirror_map(at);
+                    let k = run.min(pos + n - at);
+                    if let Some(l) = locs.iter().find(|l| l.member == role) {
+                        let s = (at - pos) as usize;
+                        target.write_at(&data[s..s + k as usize], l.offset)?;
+                        verify(l.offset, &data[s..s + k as usize])?;
+                    }
+                    at += k;
+                }
+                Ok(())
+            })
+        };
+        match result {
+            Ok(()) => {
+                self.corrected[role].fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(_) => {
+                // The block cannot be rewritten: md fails such a member.
+                self.take_out(role);
+                Ok(())
+            }
+        }
     }
 
     fn members(&self) -> &Members {
@@ -151,13 +318,29 @@ impl Volume for Array {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
         for (pos, n) in self.pieces(offset, buf.len() as u64) {
-            let plan = self
-                .plan_read(pos, n)
-                .map_err(|e| e.on_device(&self.name))?;
-            let _held = self.locks.lock(&plan.locks);
             let start = (pos - offset) as usize;
             let piece = &mut buf[start..start + n as usize];
-            execute(&plan, self.members(), self.engine, UserBuf::Read(piece))?;
+            // A member read error is repaired and the read retried; each retry has
+            // one member fewer or a rewritten block, so this ends.
+            for attempt in 0.. {
+                let plan = self
+                    .plan_read(pos, n)
+                    .map_err(|e| e.on_device(&self.name))?;
+                let held = self.locks.lock(&plan.locks);
+                match execute(
+                    &plan,
+                    self.members(),
+                    self.engine,
+                    UserBuf::Read(&mut *piece),
+                ) {
+                    Ok(()) => break,
+                    Err(f) if attempt < self.present.len() + 1 => {
+                        drop(held);
+                        self.handle_failure(f, pos, n)?;
+                    }
+                    Err(f) => return Err(*f.error),
+                }
+            }
         }
         Ok(())
     }
@@ -165,26 +348,55 @@ impl Volume for Array {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
         for (pos, n) in self.pieces(offset, buf.len() as u64) {
-            let plan = self
-                .plan_write(pos, n)
-                .map_err(|e| e.on_device(&self.name))?;
-            let _held = self.locks.lock(&plan.locks);
             let start = (pos - offset) as usize;
-            execute(
-                &plan,
-                self.members(),
-                self.engine,
-                UserBuf::Write(&buf[start..start + n as usize]),
-            )?;
+            let piece = &buf[start..start + n as usize];
+            for attempt in 0.. {
+                let plan = self
+                    .plan_write(pos, n)
+                    .map_err(|e| e.on_device(&self.name))?;
+                let held = self.locks.lock(&plan.locks);
+                match execute(&plan, self.members(), self.engine, UserBuf::Write(piece)) {
+                    Ok(()) => break,
+                    // Every other member was written: with the failed one taken
+                    // out, the array holds the new data (degraded).
+                    Err(f) if f.kind == OpKind::Write && !f.members.is_empty() => {
+                        drop(held);
+                        self.handle_failure(f, pos, n)?;
+                        break;
+                    }
+                    // A read before the writes failed: repair it, then plan again.
+                    Err(f) if attempt < self.present.len() + 1 => {
+                        drop(held);
+                        self.handle_failure(f, pos, n)?;
+                    }
+                    Err(f) => return Err(*f.error),
+                }
+            }
         }
         Ok(())
     }
 
     fn flush(&self) -> Result<()> {
-        for m in self.members.iter().flatten() {
-            m.flush()?;
+        let live = self.live();
+        for (r, m) in self.members.iter().enumerate() {
+            if let (Some(m), true) = (m, live[r]) {
+                if m.flush().is_err() {
+                    // A member that cannot make its writes durable is out.
+                    self.take_out(r);
+                }
+            }
         }
-        Ok(())
+        let missing: Vec<usize> = (0..live.len()).filter(|&r| !self.live()[r]).collect();
+        if self.geometry.survives(&missing) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Io,
+                Op::Flush,
+                format!("flush failed on too many members (roles {missing:?})"),
+            )
+            .on_device(&self.name))
+        }
     }
 
     fn is_writable(&self) -> bool {

@@ -10,6 +10,34 @@ use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_parity::Engine;
 use std::sync::Arc;
 
+/// Why a plan did not complete: the member roles whose operations failed (empty
+/// for a failure that is not a member's, e.g. a malformed plan), whether they were
+/// reads or writes, and the first error. Every operation of the failing step was
+/// still attempted, so a write step leaves all the other members written.
+#[derive(Debug)]
+pub struct Failed {
+    pub members: Vec<usize>,
+    pub kind: OpKind,
+    /// Boxed: the error path should not make every successful return large.
+    pub error: Box<Error>,
+}
+
+impl From<Error> for Failed {
+    fn from(error: Error) -> Self {
+        Failed {
+            members: Vec::new(),
+            kind: OpKind::Read,
+            error: Box::new(error),
+        }
+    }
+}
+
+impl From<Failed> for Error {
+    fn from(f: Failed) -> Self {
+        *f.error
+    }
+}
+
 /// Steps moving at least this many bytes over two or more members run in parallel.
 const PARALLEL_BYTES: u64 = 128 << 10;
 
@@ -38,7 +66,7 @@ pub fn execute(
     members: &Members,
     engine: &dyn Engine,
     mut user: UserBuf<'_>,
-) -> Result<()> {
+) -> Result<(), Failed> {
     let mut scratch: Vec<Vec<u8>> = plan.scratch.iter().map(|&n| vec![0u8; n]).collect();
     for step in &plan.steps {
         match step {
@@ -91,7 +119,7 @@ fn run_io(
     members: &Members,
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
-) -> Result<()> {
+) -> Result<(), Failed> {
     let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
     let bytes: u64 = ops.iter().map(|o| o.length).sum();
@@ -143,7 +171,7 @@ fn run_io(
                         .get_mut(id)
                         .and_then(|s| s.get_mut(op.buf.offset..op.buf.offset + op.buf.len))
                         .ok_or_else(|| bad_slice(op.buf))?,
-                    _ => return Err(bad_slice(op.buf)),
+                    _ => return Err(bad_slice(op.buf).into()),
                 };
                 do_op(vol, op, Some(target), None)?
             }
@@ -159,46 +187,61 @@ fn run_grouped<B: Send>(
     parallel: bool,
     members: &Members,
     f: impl Fn(&Arc<dyn Volume>, &MemberOp, B) -> Result<()> + Sync,
-) -> Result<()> {
-    if !parallel {
-        for (_, op, b) in work {
-            f(member(members, op)?, op, b)?;
+) -> Result<(), Failed> {
+    let kind = work.first().map_or(OpKind::Read, |(_, op, _)| op.kind);
+    // Every operation is attempted even after one fails: a write step must leave
+    // the other members written so the array can go on without the failed one.
+    let run = |group: Vec<(&MemberOp, B)>| -> Vec<(usize, Error)> {
+        let mut errs = Vec::new();
+        for (op, b) in group {
+            if let Err(e) = member(members, op).and_then(|v| f(v, op, b)) {
+                errs.push((op.member, e));
+            }
         }
-        return Ok(());
-    }
+        errs
+    };
     let mut groups: Vec<Vec<(&MemberOp, B)>> = distinct.iter().map(|_| Vec::new()).collect();
     for (m, op, b) in work {
         let g = distinct.binary_search(&m).unwrap_or(0);
         groups[g].push((op, b));
     }
-    let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .into_iter()
-            .map(|group| {
-                s.spawn(move || -> Result<()> {
-                    for (op, b) in group {
-                        f(member(members, op)?, op, b)?;
-                    }
-                    Ok(())
+    let errs: Vec<(usize, Error)> = if parallel {
+        let run = &run;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = groups
+                .into_iter()
+                .map(|g| s.spawn(move || run(g)))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        vec![(
+                            usize::MAX,
+                            Error::new(ErrorKind::Io, Op::Read, "internal: an I/O thread panicked"),
+                        )]
+                    })
                 })
-            })
-            .collect();
-        let mut first_err = None;
-        for h in handles {
-            let r = h.join().unwrap_or_else(|_| {
-                Err(Error::new(
-                    ErrorKind::Io,
-                    Op::Read,
-                    "internal: an I/O thread panicked",
-                ))
-            });
-            if let Err(e) = r {
-                first_err.get_or_insert(e);
-            }
-        }
-        first_err.map_or(Ok(()), Err)
-    })
+                .collect()
+        })
+    } else {
+        groups.into_iter().flat_map(run).collect()
+    };
+    let mut roles: Vec<usize> = errs
+        .iter()
+        .map(|(r, _)| *r)
+        .filter(|&r| r != usize::MAX)
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    match errs.into_iter().next() {
+        None => Ok(()),
+        Some((_, error)) => Err(Failed {
+            members: roles,
+            kind,
+            error: Box::new(error),
+        }),
+    }
 }
 
 /// Split the user buffer and scratch buffers into the disjoint mutable slices that

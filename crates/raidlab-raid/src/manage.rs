@@ -235,6 +235,27 @@ impl Assembly {
         self.commit(|_| {})
     }
 
+    /// Record what a running array saw: read errors it corrected (md's
+    /// cnt_corrected_read, written with the next superblock update) and members it
+    /// took out, which become faulty here (a hot spare steps in). Returns the
+    /// paths of the members marked faulty.
+    pub fn absorb(&mut self, array: &crate::array::Array) -> Result<Vec<String>> {
+        for (role, n) in array.corrected_reads().into_iter().enumerate() {
+            if let Some(i) = self.slots.get(role).copied().flatten() {
+                let sb = &mut self.members[i].sb;
+                sb.cnt_corrected_read = sb.cnt_corrected_read.saturating_add(n);
+            }
+        }
+        let mut failed = Vec::new();
+        for role in array.failed_members() {
+            if let Some(i) = self.slots.get(role).copied().flatten() {
+                failed.push(self.members[i].device.path.clone());
+                self.fail(i)?;
+            }
+        }
+        Ok(failed)
+    }
+
     fn slot_is_being_rebuilt(&self, slot: usize) -> bool {
         self.members
             .iter()

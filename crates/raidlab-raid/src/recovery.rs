@@ -94,6 +94,8 @@ pub struct ScrubReport {
     pub repaired: bool,
     /// Individual findings (capped at 1000 to keep reports readable).
     pub findings: Vec<Finding>,
+    /// Unreadable blocks rebuilt from redundancy and rewritten during the scrub.
+    pub read_errors_fixed: u64,
 }
 
 /// Paces a run to a byte rate.
@@ -315,6 +317,7 @@ impl Assembly {
             mismatch_sectors: 0,
             repaired: repair,
             findings: Vec::new(),
+            read_errors_fixed: 0,
         };
         let mut pacer = Pacer::new(opts.max_rate);
         let mut since_checkpoint = 0;
@@ -325,9 +328,15 @@ impl Assembly {
             }
             let n = step.min(total - pos);
             let mut bufs: Vec<Vec<u8>> = Vec::with_capacity(areas.len());
-            for a in &areas {
+            for (role, a) in areas.iter().enumerate() {
                 let mut b = vec![0u8; n as usize];
-                a.read_at(&mut b, pos)?;
+                if let Err(e) = a.read_at(&mut b, pos) {
+                    // As md does during a sync: rebuild the unreadable block from
+                    // the others and write it back.
+                    b = self.rebuild_range(role, pos, n).map_err(|_| e)?;
+                    a.write_at(&b, pos)?;
+                    report.read_errors_fixed += 1;
+                }
                 bufs.push(b);
             }
             let fixes = scrub_parity(&self.geometry, &mut bufs, pos, &mut report, &names, repair);
@@ -392,6 +401,7 @@ impl Assembly {
             mismatch_sectors: 0,
             repaired: repair,
             findings: Vec::new(),
+            read_errors_fixed: 0,
         };
         let mut pacer = Pacer::new(opts.max_rate);
         let mut since_checkpoint = 0;
@@ -412,9 +422,31 @@ impl Assembly {
                 let n = run.min(end - l) as usize;
                 first.resize(n, 0);
                 other.resize(n, 0);
-                areas[locs[0].member].read_at(&mut first, locs[0].offset)?;
-                for loc in &locs[1..] {
-                    areas[loc.member].read_at(&mut other, loc.offset)?;
+                // The reference is the first copy that reads; unreadable copies
+                // are rewritten from it (md's behaviour during a sync).
+                let mut reference = None;
+                for (k, loc) in locs.iter().enumerate() {
+                    if areas[loc.member].read_at(&mut first, loc.offset).is_ok() {
+                        reference = Some(k);
+                        break;
+                    }
+                }
+                let Some(k0) = reference else {
+                    return Err(Error::new(
+                        ErrorKind::Unrecoverable,
+                        Op::Read,
+                        format!("no copy of array bytes {l}..{} can be read", l + n as u64),
+                    ));
+                };
+                for (k, loc) in locs.iter().enumerate() {
+                    if k == k0 {
+                        continue;
+                    }
+                    if areas[loc.member].read_at(&mut other, loc.offset).is_err() {
+                        areas[loc.member].write_at(&first, loc.offset)?;
+                        report.read_errors_fixed += 1;
+                        continue;
+                    }
                     for page in (0..n).step_by(PAGE) {
                         let e = (page + PAGE).min(n);
                         if first[page..e] == other[page..e] {
@@ -463,6 +495,21 @@ impl Assembly {
 }
 
 impl Assembly {
+    /// What member `role` should hold at `[pos, pos+n)`, from the other members.
+    fn rebuild_range(&self, role: usize, pos: u64, n: u64) -> Result<Vec<u8>> {
+        let vols = (0..self.slots.len())
+            .map(|r| {
+                if r == role {
+                    Ok(None)
+                } else {
+                    self.slots[r].map(|i| self.area(i)).transpose()
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let array = Array::new("scrub", self.geometry, vols)?;
+        member_contents(&array, &self.geometry, role, pos, n)
+    }
+
     /// Stop a scrub or resync: flush, save a resync checkpoint, report.
     fn stop_scrub(
         &mut self,

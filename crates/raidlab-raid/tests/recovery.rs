@@ -447,3 +447,189 @@ fn check_counts_and_repair_fixes_parity_and_mirrors() {
         }
     }
 }
+
+type Faulty = raidlab_devices::FaultVolume<MemVolume>;
+
+fn faulty_array(level: Level, layout: Layout, n: usize) -> (Assembly, Vec<Arc<Faulty>>) {
+    let vols: Vec<Arc<Faulty>> = (0..n)
+        .map(|_| Arc::new(raidlab_devices::FaultVolume::new(MemVolume::new(MEMBER))))
+        .collect();
+    let members = vols
+        .iter()
+        .enumerate()
+        .map(|(i, v)| NewMember {
+            device: Device {
+                path: format!("f{i}"),
+                volume: v.clone(),
+            },
+            zeroed: true,
+        })
+        .collect();
+    (create(&spec(level, layout, 0), members).unwrap(), vols)
+}
+
+/// A disk with one unreadable range that a write remaps (as real disks do).
+#[derive(Debug)]
+struct BadSector {
+    inner: MemVolume,
+    bad: std::sync::Mutex<Option<std::ops::Range<u64>>>,
+}
+
+impl Volume for BadSector {
+    fn name(&self) -> String {
+        "badsector".into()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> raidlab_core::Result<()> {
+        let bad = self.bad.lock().unwrap().clone();
+        if let Some(b) = bad.filter(|b| offset < b.end && b.start < offset + buf.len() as u64) {
+            return Err(raidlab_core::Error::new(
+                ErrorKind::Io,
+                raidlab_core::Op::Read,
+                format!("unreadable sectors {b:?}"),
+            )
+            .on_device("badsector"));
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        let mut bad = self.bad.lock().unwrap();
+        if bad
+            .as_ref()
+            .is_some_and(|b| offset <= b.start && b.end <= offset + buf.len() as u64)
+        {
+            *bad = None;
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> raidlab_core::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn read_errors_are_repaired_from_redundancy_and_counted() {
+    for (level, layout, n, _) in cases() {
+        let label = format!("{} {}", level.name(), layout.name());
+        let vols: Vec<Arc<BadSector>> = (0..n)
+            .map(|_| {
+                Arc::new(BadSector {
+                    inner: MemVolume::new(MEMBER),
+                    bad: Default::default(),
+                })
+            })
+            .collect();
+        let members = vols
+            .iter()
+            .enumerate()
+            .map(|(i, v)| NewMember {
+                device: Device {
+                    path: format!("b{i}"),
+                    volume: v.clone(),
+                },
+                zeroed: true,
+            })
+            .collect();
+        let mut asm = create(&spec(level, layout, 0), members).unwrap();
+        let data = fill(&asm, 21);
+        let data_start = asm.members[0].sb.data_offset * 512;
+        // Member 0 lost a block: wrong contents, and reading it fails.
+        let bad = data_start + 64 * 1024..data_start + 68 * 1024;
+        vols[0].inner.write_at(&[0xee; 4096], bad.start).unwrap();
+        *vols[0].bad.lock().unwrap() = Some(bad.clone());
+        let array = asm.array().unwrap();
+        let mut all = vec![0u8; array.size() as usize];
+        array.read_at(&mut all, 0).unwrap();
+        assert!(all == data, "{label}: read served from redundancy");
+        assert!(
+            array.failed_members().is_empty(),
+            "{label}: a remapped block does not fail a member"
+        );
+        // Either a read touched the bad block (and corrected it) or, where that
+        // block holds parity or an unread copy, the scrub finds and rewrites it.
+        let r = asm
+            .scrub(false, RunOptions::default(), &mut quiet())
+            .unwrap();
+        assert!(
+            vols[0].bad.lock().unwrap().is_none(),
+            "{label}: bad block rewritten"
+        );
+        assert_eq!(
+            array.corrected_reads()[0] as u64 + r.read_errors_fixed,
+            1,
+            "{label}: counted once"
+        );
+        assert_eq!(
+            r.mismatch_sectors, 0,
+            "{label}: and it holds the right data"
+        );
+    }
+}
+
+#[test]
+fn a_persistently_unreadable_member_is_taken_out() {
+    let (asm, vols) = faulty_array(Level::Raid6, Layout::Parity(ParityLayout::LeftSymmetric), 5);
+    let data = fill(&asm, 24);
+    let start = asm.members[3].sb.data_offset * 512;
+    vols[3].fail_reads(start..start + 8192);
+    let array = asm.array().unwrap();
+    let mut all = vec![0u8; data.len()];
+    array.read_at(&mut all, 0).unwrap();
+    assert!(all == data);
+    assert_eq!(
+        array.failed_members(),
+        vec![3],
+        "rewrite did not cure it: member out"
+    );
+}
+
+#[test]
+fn a_member_that_fails_writes_is_taken_out_and_the_array_goes_on() {
+    for (level, layout, n, _) in cases() {
+        let label = format!("{} {}", level.name(), layout.name());
+        let (asm, vols) = faulty_array(level, layout, n);
+        let mut data = fill(&asm, 22);
+        let array = asm.array().unwrap();
+        vols[1].fail_writes(0..MEMBER);
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        for _ in 0..20 {
+            let len = rng.gen_range(1..100_000usize);
+            let off = rng.gen_range(0..data.len() - len);
+            let chunk: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+            array.write_at(&chunk, off as u64).unwrap();
+            data[off..off + len].copy_from_slice(&chunk);
+        }
+        assert_eq!(array.failed_members(), vec![1], "{label}");
+        let mut all = vec![0u8; data.len()];
+        array.read_at(&mut all, 0).unwrap();
+        assert!(
+            all == data,
+            "{label}: data intact after a member failed writes"
+        );
+    }
+}
+
+#[test]
+fn a_member_that_keeps_failing_reads_is_taken_out() {
+    let (asm, vols) = faulty_array(Level::Raid5, Layout::Parity(ParityLayout::LeftSymmetric), 4);
+    let data = fill(&asm, 23);
+    let array = asm.array().unwrap();
+    vols[2].fail_reads(0..MEMBER);
+    vols[2].fail_writes(0..MEMBER);
+    let mut all = vec![0u8; data.len()];
+    array.read_at(&mut all, 0).unwrap();
+    assert!(all == data);
+    assert_eq!(
+        array.failed_members(),
+        vec![2],
+        "a member whose blocks cannot be rewritten is out"
+    );
+    // Beyond tolerance: a second member failing its reads makes the range unreadable,
+    // with an error that says so.
+    vols[0].fail_reads(0..MEMBER);
+    let e = array.read_at(&mut all, 0).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Unrecoverable, "{e}");
+    assert!(e.to_string().contains("cannot serve"), "{e}");
+}

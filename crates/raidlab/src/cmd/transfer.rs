@@ -178,6 +178,9 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
     // Only a complete import over a consistent array leaves it marked clean; after a
     // failure the array stays marked dirty so a later resync repairs parity.
     let written = written?;
+    for path in asm.absorb(&array)? {
+        eprintln!("raidlab: {path} failed during the import and is now marked faulty; the array is degraded (`raidlab detail`)");
+    }
     asm.mark_clean(was_clean)?;
     eprintln!("raidlab: wrote {written} bytes at offset {}", a.offset);
     Ok(ExitCode::SUCCESS)
