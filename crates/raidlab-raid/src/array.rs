@@ -34,6 +34,19 @@ pub struct Array {
     read_errors: Vec<AtomicU32>,
     /// Read errors repaired by rewriting the block (md's cnt_corrected_read).
     corrected: Vec<AtomicU32>,
+    /// The write-intent bitmap, when the array keeps one.
+    intent: Option<Intent>,
+}
+
+/// md's write-intent bitmap at work: before a write reaches the members, the
+/// chunks it touches are marked dirty on every member's copy of the bitmap (and
+/// flushed); they are cleared only when the array is stopped cleanly, so after a
+/// crash a resync need only cover the dirty chunks.
+struct Intent {
+    bitmap: std::sync::Mutex<raidlab_md::bitmap::Bitmap>,
+    /// Whole member devices (the bitmap sits beside the superblock) with their
+    /// superblocks.
+    devices: Vec<(Arc<dyn Volume>, raidlab_md::Superblock)>,
 }
 
 impl std::fmt::Debug for Array {
@@ -106,6 +119,7 @@ impl Array {
             failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            intent: None,
         })
     }
 
@@ -126,6 +140,72 @@ impl Array {
 
     pub fn plan_write(&self, offset: u64, len: u64) -> Result<Plan> {
         plan_write(&self.geometry, &self.live(), offset, len)
+    }
+
+    /// Keep `bitmap` up to date on `devices` before every write.
+    pub fn with_intent(
+        mut self,
+        bitmap: raidlab_md::bitmap::Bitmap,
+        devices: Vec<(Arc<dyn Volume>, raidlab_md::Superblock)>,
+    ) -> Array {
+        self.intent = Some(Intent {
+            bitmap: std::sync::Mutex::new(bitmap),
+            devices,
+        });
+        self
+    }
+
+    /// The bitmap as the array last wrote it.
+    pub fn intent_bitmap(&self) -> Option<raidlab_md::bitmap::Bitmap> {
+        self.intent
+            .as_ref()
+            .map(|i| i.bitmap.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// Mark the bitmap chunks a write plan touches dirty, on every member, before
+    /// the plan runs. md indexes RAID 10's bitmap by array sector, the other
+    /// levels' by member sector.
+    fn note_intent(&self, plan: &Plan, pos: u64, n: u64) -> Result<()> {
+        let Some(intent) = &self.intent else {
+            return Ok(());
+        };
+        let ranges: Vec<(u64, u64)> = if self.geometry.level == raidlab_layout::Level::Raid10 {
+            vec![(pos / 512, (pos + n).div_ceil(512) - pos / 512)]
+        } else {
+            plan.steps
+                .iter()
+                .filter_map(|s| match s {
+                    crate::plan::Step::Io(ops) => Some(ops),
+                    _ => None,
+                })
+                .flatten()
+                .filter(|op| op.kind == OpKind::Write)
+                .map(|op| {
+                    (
+                        op.offset / 512,
+                        (op.offset + op.length).div_ceil(512) - op.offset / 512,
+                    )
+                })
+                .collect()
+        };
+        let mut bm = intent.bitmap.lock().unwrap_or_else(|p| p.into_inner());
+        let last = bm.chunks().saturating_sub(1);
+        let already = ranges.iter().all(|&(start, len)| {
+            (bm.chunk_of(start).min(last)..=bm.chunk_of(start + len.max(1) - 1).min(last))
+                .all(|c| bm.is_dirty(c))
+        });
+        if already {
+            return Ok(());
+        }
+        let sync = bm.sb.sync_size;
+        for &(start, len) in ranges.iter().filter(|(start, _)| *start < sync) {
+            bm.set_sectors(start, len.min(sync - start))?;
+        }
+        for (dev, sb) in &intent.devices {
+            bm.write_to(dev.as_ref(), sb)?;
+            dev.flush()?;
+        }
+        Ok(())
     }
 
     /// Members present and not taken out during operation.
@@ -354,6 +434,7 @@ impl Volume for Array {
                 let plan = self
                     .plan_write(pos, n)
                     .map_err(|e| e.on_device(&self.name))?;
+                self.note_intent(&plan, pos, n)?;
                 let held = self.locks.lock(&plan.locks);
                 match execute(&plan, self.members(), self.engine, UserBuf::Write(piece)) {
                     Ok(()) => break,

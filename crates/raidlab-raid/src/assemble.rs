@@ -9,6 +9,7 @@
 use crate::array::Array;
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
 use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_md::bitmap::Bitmap;
 use raidlab_md::{NewArray, Role, Superblock};
 use serde::Serialize;
 use std::sync::Arc;
@@ -78,6 +79,9 @@ pub struct Assembly {
     pub slots: Vec<Option<usize>>,
     /// The newest event count among the members.
     pub events: u64,
+    /// md's internal write-intent bitmap, when the array has one. A bitmap older
+    /// than the superblocks is not trusted: every chunk counts as dirty.
+    pub bitmap: Option<Bitmap>,
 }
 
 impl Assembly {
@@ -197,6 +201,23 @@ impl Assembly {
                 }
             }
         }
+        let bitmap = match slots.iter().flatten().next() {
+            Some(&i)
+                if reference.feature_map & raidlab_md::superblock::feature::BITMAP_OFFSET != 0 =>
+            {
+                let m: &Member = &members[i];
+                let mut bm = Bitmap::read_from(m.device.volume.as_ref(), &m.sb)
+                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+                if let Some(b) = bm.as_mut().filter(|b| b.is_stale(&reference)) {
+                    // md: an out-of-date bitmap means a full resync.
+                    for c in 0..b.chunks() {
+                        let _ = b.set(c);
+                    }
+                }
+                bm
+            }
+            _ => None,
+        };
         Ok(Assembly {
             geometry,
             uuid: reference.set_uuid,
@@ -204,6 +225,7 @@ impl Assembly {
             members,
             slots,
             events: reference.events,
+            bitmap,
         })
     }
 
@@ -276,7 +298,32 @@ impl Assembly {
         } else {
             self.name.clone()
         };
-        Array::new(format!("array {label}"), self.geometry, vols)
+        let array = Array::new(format!("array {label}"), self.geometry, vols)?;
+        Ok(match &self.bitmap {
+            Some(b) => {
+                let devices = self
+                    .slots
+                    .iter()
+                    .flatten()
+                    .map(|&i| {
+                        (
+                            self.members[i].device.volume.clone(),
+                            self.members[i].sb.clone(),
+                        )
+                    })
+                    .collect();
+                array.with_intent(b.clone(), devices)
+            }
+            None => array,
+        })
+    }
+
+    /// Take back the bitmap a running array updated (so the next superblock write
+    /// carries its dirty bits).
+    pub fn absorb_bitmap(&mut self, array: &Array) {
+        if let Some(b) = array.intent_bitmap() {
+            self.bitmap = Some(b);
+        }
     }
 
     /// Record in every active member's superblock that writes are in flight (md's
@@ -297,6 +344,13 @@ impl Assembly {
 
     /// After a flush: record a clean stop (if the array was in sync before).
     pub fn mark_clean(&mut self, was_clean: bool) -> Result<()> {
+        if let Some(b) = self.bitmap.as_mut() {
+            // Everything written has been flushed: no region is dirty any more.
+            if was_clean {
+                b.clear_all();
+                b.sb.events_cleared = self.events + 1;
+            }
+        }
         self.commit(|sb| {
             if was_clean {
                 sb.resync_offset = u64::MAX;
@@ -310,12 +364,21 @@ impl Assembly {
     pub fn commit(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
         let now = now_secs();
         let events = self.events + 1;
+        if let Some(b) = self.bitmap.as_mut() {
+            // md keeps the bitmap's event count with the superblock's; a bitmap
+            // behind it would be taken as stale (full resync).
+            b.sb.events = events;
+        }
         for m in self.members.iter_mut().filter(|m| m.is_live()) {
             m.sb.events = events;
             m.sb.utime = now;
             f(&mut m.sb);
             m.sb.write_to(m.device.volume.as_ref())
                 .map_err(|e| e.on_device(m.device.path.clone()))?;
+            if let Some(b) = &self.bitmap {
+                b.write_to(m.device.volume.as_ref(), &m.sb)
+                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+            }
             m.device.volume.flush()?;
         }
         self.events = events;
@@ -412,6 +475,12 @@ pub struct CreateSpec {
     /// Accept members that already carry a superblock, and fewer members than mdadm
     /// wants without --force (down to what md itself can run).
     pub force: bool,
+    /// Keep an internal write-intent bitmap (md's --consistency-policy=bitmap),
+    /// so a resync after an unclean stop covers only the regions written.
+    pub bitmap: bool,
+    /// Bytes of each member per bitmap bit (mdadm's --bitmap-chunk); None: mdadm's
+    /// choice (64 MiB, more if the bits would not fit).
+    pub bitmap_chunk: Option<u32>,
 }
 
 /// A device for `create`, and whether it is known to hold nothing but zeros in the
@@ -536,8 +605,23 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
             // sees one zone, exactly the striping raidlab uses, on unequal members.
             sb.data_size = array.member_sectors;
         }
+        let bitmap = if spec.bitmap {
+            let mut bm = raidlab_md::bitmap::new_internal(&mut sb, spec.bitmap_chunk)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            if clean {
+                // Nothing to resync on a zeroed array: start with no dirty chunk.
+                bm.clear_all();
+            }
+            Some(bm)
+        } else {
+            None
+        };
         sb.write_to(m.device.volume.as_ref())
             .map_err(|e| e.on_device(m.device.path.clone()))?;
+        if let Some(bm) = bitmap {
+            bm.write_to(m.device.volume.as_ref(), &sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+        }
     }
     for m in &members {
         m.device.volume.flush()?;

@@ -32,6 +32,8 @@ fn spec(level: Level, layout: Layout, spares: usize) -> CreateSpec {
         spares,
         name: "t".into(),
         force: false,
+        bitmap: false,
+        bitmap_chunk: None,
     }
 }
 
@@ -632,4 +634,59 @@ fn a_member_that_keeps_failing_reads_is_taken_out() {
     let e = array.read_at(&mut all, 0).unwrap_err();
     assert_eq!(e.kind, ErrorKind::Unrecoverable, "{e}");
     assert!(e.to_string().contains("cannot serve"), "{e}");
+}
+
+#[test]
+fn a_bitmap_limits_the_resync_after_a_crash_to_what_was_written() {
+    for (level, layout, n, _) in cases() {
+        let label = format!("{} {}", level.name(), layout.name());
+        let devs: Vec<Device> = (0..n).map(device).collect();
+        let mut s = spec(level, layout, 0);
+        s.bitmap = true;
+        s.bitmap_chunk = Some(64 << 10);
+        let members = devs
+            .iter()
+            .map(|d| NewMember {
+                device: d.clone(),
+                zeroed: true,
+            })
+            .collect();
+        let mut asm = create(&s, members).unwrap();
+        assert_eq!(
+            asm.bitmap.as_ref().unwrap().dirty_count(),
+            0,
+            "{label}: clean at create"
+        );
+        let was_clean = asm.mark_dirty().unwrap();
+        assert!(was_clean);
+        let array = asm.array().unwrap();
+        array.write_at(&[7u8; 5000], 100_000).unwrap();
+        // "Crash": no mark_clean. A new process reassembles from the members.
+        drop(array);
+        let mut again = reassemble(&devs, &[]);
+        assert!(!again.in_sync(), "{label}: unclean stop seen");
+        let dirty = again.bitmap.as_ref().unwrap().dirty_count();
+        assert!(
+            (1..=3).contains(&dirty),
+            "{label}: {dirty} dirty chunks after one small write"
+        );
+        let report = again.resync(RunOptions::default(), &mut quiet()).unwrap();
+        assert!(report.bytes_scanned > 0, "{label}");
+        assert!(
+            report.bytes_scanned < again.geometry.member_bytes / 2,
+            "{label}: scanned {} of {}",
+            report.bytes_scanned,
+            again.geometry.member_bytes
+        );
+        let after = reassemble(&devs, &[]);
+        assert!(after.in_sync());
+        assert_eq!(
+            after.bitmap.as_ref().unwrap().dirty_count(),
+            0,
+            "{label}: bits cleared"
+        );
+        let mut b = vec![0u8; 5000];
+        after.array().unwrap().read_at(&mut b, 100_000).unwrap();
+        assert!(b.iter().all(|&x| x == 7), "{label}");
+    }
 }

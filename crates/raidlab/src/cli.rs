@@ -80,6 +80,15 @@ pub struct CreateArgs {
     /// than the level normally needs.
     #[arg(long, short = 'f')]
     pub force: bool,
+    /// How consistency is kept after an unclean stop, as mdadm's option: `resync`
+    /// (resync everything) or `bitmap` (an internal write-intent bitmap: resync only
+    /// what was being written). Default as mdadm: bitmap for arrays of 100 GiB and
+    /// more, else resync. (`ppl` and `journal` are not implemented yet.)
+    #[arg(long)]
+    pub consistency_policy: Option<String>,
+    /// Bytes of each member per bitmap bit (default: mdadm's choice, 64M or more).
+    #[arg(long, value_parser = size)]
+    pub bitmap_chunk: Option<u64>,
     /// Member files or block devices, in role order.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,

@@ -4,6 +4,7 @@ use crate::cli::CreateArgs;
 use crate::open::{is_missing, open_device};
 use anyhow::{bail, Context, Result};
 use raidlab_core::size::format_size;
+use raidlab_core::Volume as _;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_layout::{Layout, Level};
 use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
@@ -127,13 +128,34 @@ fn open_and_create(
             ));
         }
     }
-    let news = members
+    let news: Vec<NewMember> = members
         .into_iter()
         .map(|(d, p)| {
             let zeroed = created.contains(&p) || is_all_holes(&d);
             NewMember { device: d, zeroed }
         })
         .collect();
+    let smallest = news_smallest(&news);
+    let bitmap = match a.consistency_policy.as_deref() {
+        Some("bitmap") => true,
+        Some("resync") => false,
+        Some(p @ ("ppl" | "journal")) => bail!(
+            "--consistency-policy {p}: write-hole protection (md's partial parity log and journal) is not implemented yet; use bitmap or resync"
+        ),
+        Some(other) => bail!("--consistency-policy {other}: choose resync or bitmap"),
+        // mdadm adds an internal bitmap by default to arrays of 100 GiB and more.
+        None => level != Level::Raid0 && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30,
+    };
+    if bitmap && level == Level::Raid0 {
+        bail!("RAID 0 has no redundancy to resync: a write-intent bitmap does not apply");
+    }
+    let bitmap_chunk = match a.bitmap_chunk {
+        Some(c) if !c.is_power_of_two() || !(4096..=(1 << 30)).contains(&c) => {
+            bail!("--bitmap-chunk {c}: use a power of two from 4K to 1G")
+        }
+        Some(c) => Some(c as u32),
+        None => None,
+    };
     let spec = CreateSpec {
         level,
         layout,
@@ -141,6 +163,8 @@ fn open_and_create(
         spares: a.spares,
         name: a.name.clone(),
         force: a.force,
+        bitmap,
+        bitmap_chunk,
     };
     Ok(create(&spec, news)?)
 }
@@ -152,4 +176,11 @@ fn is_all_holes(d: &Device) -> bool {
         return false;
     };
     meta.is_file() && meta.blocks() == 0
+}
+
+fn news_smallest(news: &[NewMember]) -> u64 {
+    news.iter()
+        .map(|m| m.device.volume.size())
+        .min()
+        .unwrap_or(0)
 }

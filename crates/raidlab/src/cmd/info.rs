@@ -72,6 +72,8 @@ struct DetailJson {
     state: ArrayState,
     resync_pending: bool,
     state_text: String,
+    consistency_policy: String,
+    bitmap_dirty_chunks: Option<u64>,
     members: Vec<MemberJson>,
     missing_roles: Vec<usize>,
     stale: Vec<String>,
@@ -123,6 +125,13 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
         state,
         resync_pending,
         state_text: state_text.clone(),
+        consistency_policy: if asm.bitmap.is_some() {
+            "bitmap"
+        } else {
+            "resync"
+        }
+        .into(),
+        bitmap_dirty_chunks: asm.bitmap.as_ref().map(|b| b.dirty_count()),
         members: asm
             .members
             .iter()
@@ -174,9 +183,22 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
         ("Name", out.name.clone()),
         ("UUID", out.uuid.clone()),
         ("Events", out.events.to_string()),
+        ("Consistency Policy", out.consistency_policy.clone()),
     ];
+    let mut rows = rows;
+    if let Some(b) = &asm.bitmap {
+        rows.push((
+            "Intent Bitmap",
+            format!(
+                "Internal, {} chunk(s) of {} dirty of {}",
+                b.dirty_count(),
+                format_size(b.sb.chunk_sectors() * 512),
+                b.chunks()
+            ),
+        ));
+    }
     for (k, v) in rows {
-        outln!("{k:>15} : {v}");
+        outln!("{k:>18} : {v}");
     }
     outln!();
     outln!("   Role  State      Events  Device");

@@ -178,6 +178,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
     // Only a complete import over a consistent array leaves it marked clean; after a
     // failure the array stays marked dirty so a later resync repairs parity.
     let written = written?;
+    asm.absorb_bitmap(&array);
     for path in asm.absorb(&array)? {
         eprintln!("raidlab: {path} failed during the import and is now marked faulty; the array is degraded (`raidlab detail`)");
     }
