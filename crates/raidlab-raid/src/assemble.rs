@@ -262,7 +262,8 @@ impl Assembly {
                     self.geometry.level.name()
                 ),
             )),
-            ArrayState::Degraded if !self.in_sync() && !force => Err(Error::new(
+            // Only parity levels have a write hole; md starts mirrors regardless.
+            ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
                 ErrorKind::Unrecoverable,
                 Op::Open,
                 format!(
@@ -331,6 +332,10 @@ impl Assembly {
     /// is seen as an unclean stop. Keeps the previous sync state to restore later.
     pub fn mark_dirty(&mut self) -> Result<bool> {
         let was_clean = self.in_sync();
+        if self.geometry.level == Level::Raid0 {
+            // Nothing to resync without redundancy: md never marks RAID 0 dirty.
+            return Ok(was_clean);
+        }
         self.commit(|sb| {
             sb.resync_offset = 0;
             // A member being rebuilt does not receive these writes: what it has
