@@ -208,6 +208,12 @@ impl Array {
         Ok(())
     }
 
+    /// Member `role`'s data area, if present and not taken out.
+    pub fn member(&self, role: usize) -> Option<&Arc<dyn Volume>> {
+        let live = !self.failed.get(role)?.load(Ordering::Acquire);
+        self.members.get(role)?.as_ref().filter(|_| live)
+    }
+
     /// Members present and not taken out during operation.
     pub fn live(&self) -> Vec<bool> {
         self.present

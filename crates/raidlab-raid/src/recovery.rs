@@ -185,25 +185,55 @@ impl Assembly {
             let mut since_checkpoint = 0;
             let mut pos = start;
             progress(Progress { done: pos, total });
-            while pos < total {
-                if stopped(&opts) {
-                    target.flush()?;
-                    self.checkpoint_recovery(index, pos)?;
-                    return Err(interrupted("rebuild", pos));
-                }
-                let n = step.min(total - pos);
-                let data = member_contents(&array, &self.geometry, slot, pos, n)?;
-                target.write_at(&data, pos)?;
-                pos += n;
-                since_checkpoint += n;
-                if since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                    target.flush()?;
-                    self.checkpoint_recovery(index, pos)?;
-                    since_checkpoint = 0;
-                }
-                progress(Progress { done: pos, total });
-                pacer.account(n);
-            }
+            // Reading (and computing) the next step overlaps writing this one: a
+            // rebuild runs at the speed of the slower side, not of both added.
+            let geometry = self.geometry;
+            let quit = AtomicBool::new(false);
+            let outcome: Result<()> = std::thread::scope(|s| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>)>>(1);
+                let (array, quit) = (&array, &quit);
+                s.spawn(move || {
+                    let mut at = start;
+                    while at < total && !quit.load(Ordering::Relaxed) {
+                        let n = step.min(total - at);
+                        let r = member_contents(array, &geometry, slot, at, n).map(|d| (at, d));
+                        let failed = r.is_err();
+                        if tx.send(r).is_err() || failed {
+                            break;
+                        }
+                        at += n;
+                    }
+                });
+                let result = (|| {
+                    while pos < total {
+                        if stopped(&opts) {
+                            target.flush()?;
+                            self.checkpoint_recovery(index, pos)?;
+                            return Err(interrupted("rebuild", pos));
+                        }
+                        let (at, data) = rx.recv().map_err(|_| {
+                            Error::new(ErrorKind::Io, Op::Read, "internal: rebuild reader stopped")
+                        })??;
+                        debug_assert_eq!(at, pos);
+                        let n = data.len() as u64;
+                        target.write_at(&data, pos)?;
+                        pos += n;
+                        since_checkpoint += n;
+                        if since_checkpoint >= opts.checkpoint_bytes && pos < total {
+                            target.flush()?;
+                            self.checkpoint_recovery(index, pos)?;
+                            since_checkpoint = 0;
+                        }
+                        progress(Progress { done: pos, total });
+                        pacer.account(n);
+                    }
+                    Ok(())
+                })();
+                quit.store(true, Ordering::Relaxed);
+                drop(rx);
+                result
+            });
+            outcome?;
             target.flush()?;
             let dev_number = self.members[index].sb.dev_number;
             {
@@ -600,40 +630,7 @@ pub fn member_contents(
 ) -> Result<Vec<u8>> {
     let mut out = vec![0u8; n as usize];
     if geo.is_parity() {
-        let chunk = geo.chunk_bytes;
-        let dd = geo.data_disks() as u64;
-        let first = pos / chunk;
-        let rows = n.div_ceil(chunk);
-        // One read of the whole stripes, degraded where `slot` held data.
-        let mut stripes = vec![0u8; (rows * dd * chunk) as usize];
-        array.read_at(&mut stripes, first * dd * chunk)?;
-        let engine = raidlab_parity::selected();
-        let c = chunk as usize;
-        for r in 0..rows as usize {
-            let map = geo.stripe(first + r as u64);
-            let row = &stripes[r * dd as usize * c..(r + 1) * dd as usize * c];
-            let dst = &mut out[r * c..(r + 1) * c];
-            if let Some(i) = map.data.iter().position(|&m| m == slot) {
-                dst.copy_from_slice(&row[i * c..(i + 1) * c]);
-                continue;
-            }
-            let mut by_slot: Vec<&[u8]> = vec![&[]; dd as usize];
-            for i in 0..dd as usize {
-                by_slot[map.slot[i]] = &row[i * c..(i + 1) * c];
-            }
-            let mut p = vec![0u8; c];
-            let mut q = vec![0u8; c];
-            if map.q.is_some() {
-                engine.gen_pq(&by_slot, &mut p, &mut q);
-            } else {
-                engine.xor(&by_slot, &mut p);
-            }
-            if map.p == slot {
-                dst.copy_from_slice(&p);
-            } else if map.q == Some(slot) {
-                dst.copy_from_slice(&q);
-            }
-        }
+        parity_member_contents(array, geo, slot, pos, &mut out)?;
     } else {
         let unit = geo.chunk_bytes.max(PAGE as u64);
         let mut off = 0u64;
@@ -760,4 +757,139 @@ fn locate_data(p_stored: &[u8], p_calc: &[u8], q_stored: &[u8], q_calc: &[u8]) -
         }
     }
     z
+}
+
+/// Parity levels: read each other member's range once (in parallel), then per row
+/// rebuild `slot`'s chunk: XOR of the others when P covers it, else the parity
+/// engine's recovery (RAID 6 with more members gone), or fresh P/Q when `slot`
+/// holds parity.
+fn parity_member_contents(
+    array: &Array,
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    out: &mut [u8],
+) -> Result<()> {
+    let chunk = geo.chunk_bytes;
+    let c = chunk as usize;
+    let first = pos / chunk;
+    let rows = (out.len() as u64).div_ceil(chunk) as usize;
+    let len = out.len();
+    let sources: Vec<Option<Arc<dyn Volume>>> = (0..geo.raid_disks)
+        .map(|r| {
+            if r == slot {
+                None
+            } else {
+                array.member(r).cloned()
+            }
+        })
+        .collect();
+    let bufs: Vec<Option<Vec<u8>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = sources
+            .iter()
+            .map(|m| {
+                m.as_ref().map(|m| {
+                    s.spawn(move || -> Result<Vec<u8>> {
+                        let mut b = vec![0u8; len];
+                        m.read_at(&mut b, pos)?;
+                        Ok(b)
+                    })
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::new(
+                            ErrorKind::Io,
+                            Op::Read,
+                            "internal: a rebuild reader panicked",
+                        ))
+                    })
+                })
+                .transpose()
+            })
+            .collect::<Result<Vec<_>>>()
+    })?;
+    let engine = raidlab_parity::selected();
+    let dd = geo.data_disks();
+    for r in 0..rows {
+        let map = geo.stripe(first + r as u64);
+        let range = r * c..((r + 1) * c).min(len);
+        let chunk_of = |m: usize| bufs[m].as_ref().map(|b| &b[range.clone()]);
+        let lost: Vec<usize> = (0..dd)
+            .filter(|&i| chunk_of(map.data[i]).is_none())
+            .collect();
+        let dst = &mut out[range.clone()];
+        let target_data = map.data.iter().position(|&m| m == slot);
+        match (target_data, lost.len(), chunk_of(map.p)) {
+            // One data chunk gone (the target) and P readable: XOR of the rest.
+            (Some(_), 1, Some(p)) => {
+                let mut srcs: Vec<&[u8]> = (0..dd).filter_map(|i| chunk_of(map.data[i])).collect();
+                srcs.push(p);
+                engine.xor(&srcs, dst);
+            }
+            // The target is parity and every data chunk is readable.
+            (None, 0, _) => {
+                let mut by_slot: Vec<&[u8]> = vec![&[]; dd];
+                for i in 0..dd {
+                    by_slot[map.slot[i]] = chunk_of(map.data[i]).unwrap_or(&[]);
+                }
+                let mut p = vec![0u8; dst.len()];
+                if map.q.is_some() {
+                    let mut q = vec![0u8; dst.len()];
+                    engine.gen_pq(&by_slot, &mut p, &mut q);
+                    dst.copy_from_slice(if map.p == slot { &p } else { &q });
+                } else {
+                    engine.xor(&by_slot, dst);
+                }
+            }
+            // Anything else (RAID 6 with two chunks gone, or P gone): rebuild the
+            // lost data with the parity engine, then take or compute the target.
+            _ => {
+                let mut data: Vec<Vec<u8>> = vec![vec![0u8; dst.len()]; dd];
+                for i in 0..dd {
+                    if let Some(b) = chunk_of(map.data[i]) {
+                        data[map.slot[i]].copy_from_slice(b);
+                    }
+                }
+                let lost_slots: Vec<usize> = lost.iter().map(|&i| map.slot[i]).collect();
+                if !lost_slots.is_empty() {
+                    let mut views: Vec<&mut [u8]> =
+                        data.iter_mut().map(|d| d.as_mut_slice()).collect();
+                    raidlab_parity::recover(
+                        engine,
+                        &mut views,
+                        &lost_slots,
+                        chunk_of(map.p),
+                        map.q.and_then(chunk_of),
+                    )
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::Unrecoverable,
+                            Op::Read,
+                            format!("cannot rebuild role {slot}: {e}"),
+                        )
+                    })?;
+                }
+                match target_data {
+                    Some(i) => dst.copy_from_slice(&data[map.slot[i]]),
+                    None => {
+                        let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+                        let mut p = vec![0u8; dst.len()];
+                        let mut q = vec![0u8; dst.len()];
+                        if map.q.is_some() {
+                            engine.gen_pq(&refs, &mut p, &mut q);
+                        } else {
+                            engine.xor(&refs, &mut p);
+                        }
+                        dst.copy_from_slice(if map.p == slot { &p } else { &q });
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
