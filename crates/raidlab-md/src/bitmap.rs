@@ -32,6 +32,7 @@
 //! `bitmap.{h,c}` (`ExamineBitmap`, `bitmap_bits`) and `super1.c`
 //! (`add_internal_bitmap1`, `write_bitmap1`, `locate_bitmap1`, `choose_bm_space`).
 
+use crate::le::{put, rd, u32_at, u64_at};
 use crate::superblock::{feature, Superblock, HEADER_LEN, SB_AREA};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
@@ -121,29 +122,6 @@ pub struct BitmapSuper {
     pub nodes: u32,
     /// Cluster name bytes before the NUL (empty here).
     pub cluster_name: Vec<u8>,
-}
-
-fn rd<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(s) = b.get(at..at + N) {
-        out.copy_from_slice(s);
-    }
-    out
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(rd(b, at))
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(rd(b, at))
-}
-fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    b[at..at + v.len()].copy_from_slice(v);
-}
-
-fn invalid(field: &str, found: impl std::fmt::Display, expected: impl std::fmt::Display) -> Error {
-    Error::invalid(format!(
-        "md bitmap field {field} is {found}, expected {expected}"
-    ))
 }
 
 impl BitmapSuper {
@@ -801,6 +779,10 @@ pub fn bitmap_byte_offset(sb: &Superblock) -> Option<u64> {
     }
     let s = i128::from(sb.super_offset) + i128::from(sb.bitmap_offset);
     u64::try_from(s * 512).ok()
+}
+
+fn invalid(field: &str, found: impl std::fmt::Display, expected: impl std::fmt::Display) -> Error {
+    crate::le::invalid("bitmap", field, found, expected)
 }
 
 #[cfg(test)]

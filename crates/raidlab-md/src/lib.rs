@@ -23,6 +23,7 @@
 //!   placement from the superblock's `ppl` fields, what md would replay).
 
 pub mod bitmap;
+mod le;
 pub mod ppl;
 pub mod superblock;
 

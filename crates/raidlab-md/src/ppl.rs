@@ -47,6 +47,7 @@
 //! `ppl_init_log`), mdadm `super1.c` (`write_init_ppl1`, `write_init_super1`,
 //! `validate_geometry1`, `update_super1` for `ppl`).
 
+use crate::le::{put, u32_at, u64_at};
 use crate::superblock::{feature, Superblock, HEADER_LEN, SB_AREA};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
@@ -96,30 +97,6 @@ pub fn crc32c(data: &[u8]) -> u32 {
 /// `set_uuid`.
 pub fn signature(set_uuid: &[u8; 16]) -> u32 {
     crc32c(set_uuid)
-}
-
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    let mut x = [0u8; 4];
-    if let Some(s) = b.get(at..at + 4) {
-        x.copy_from_slice(s);
-    }
-    u32::from_le_bytes(x)
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    let mut x = [0u8; 8];
-    if let Some(s) = b.get(at..at + 8) {
-        x.copy_from_slice(s);
-    }
-    u64::from_le_bytes(x)
-}
-fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    b[at..at + v.len()].copy_from_slice(v);
-}
-
-fn invalid(field: &str, found: impl std::fmt::Display, expected: impl std::fmt::Display) -> Error {
-    Error::invalid(format!(
-        "md PPL header field {field} is {found}, expected {expected}"
-    ))
 }
 
 /// One `ppl_header_entry`.
@@ -673,6 +650,10 @@ pub fn scan(area: &[u8], signature: u32) -> Option<PplScan> {
         header,
         entries,
     })
+}
+
+fn invalid(field: &str, found: impl std::fmt::Display, expected: impl std::fmt::Display) -> Error {
+    crate::le::invalid("PPL header", field, found, expected)
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@
 //! words (plus a trailing 16-bit word when `max_dev` is odd) in 64 bits, folded to 32
 //! bits by adding the high half to the low half once.
 
+use crate::le::{put, rd, u16_at, u32_at, u64_at};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
 
@@ -197,34 +198,6 @@ pub enum Role {
     Journal,
     /// `dev_number` does not index `dev_roles`.
     Unknown,
-}
-
-// ---- little-endian helpers (callers guarantee bounds; `get` keeps them total) ----
-
-fn rd<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(s) = b.get(at..at + N) {
-        out.copy_from_slice(s);
-    }
-    out
-}
-fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(rd(b, at))
-}
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(rd(b, at))
-}
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(rd(b, at))
-}
-fn put(b: &mut [u8], at: usize, v: &[u8]) {
-    b[at..at + v.len()].copy_from_slice(v);
-}
-
-fn invalid(field: &str, found: impl std::fmt::Display, expected: impl std::fmt::Display) -> Error {
-    Error::invalid(format!(
-        "md superblock field {field} is {found}, expected {expected}"
-    ))
 }
 
 /// Levels md knows: -5 faulty, -4 multipath, -1 linear, 0, 1, 4, 5, 6, 10.
@@ -877,6 +850,10 @@ pub fn new_member(
         max_dev,
         dev_roles,
     }
+}
+
+fn invalid(field: &str, found: impl std::fmt::Display, expected: impl std::fmt::Display) -> Error {
+    crate::le::invalid("superblock", field, found, expected)
 }
 
 #[cfg(test)]
