@@ -654,7 +654,13 @@ fn a_member_in_use_is_refused_naming_the_holder() {
         .spawn()
         .unwrap();
     let mut refused = None;
-    for _ in 0..100 {
+    // The holder may take a while to start on a loaded machine: wait up to a
+    // minute for the refusal, and stop early if the holder died.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = holder.try_wait().unwrap() {
+            panic!("the holding import exited early ({status}) before the test could see its lock");
+        }
         let out = raidlab()
             .current_dir(dir.path())
             .args(["export", "l0", "l1", "--length", "4K"])
