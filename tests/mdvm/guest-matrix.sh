@@ -93,14 +93,15 @@ pick() { # "list" indices_csv -> the members NOT in indices
     echo "$out"
 }
 
-run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS
-    name=$1 level=$2 layout=$3 chunk=$4 n=$5 mb=$6 offs=$7
+run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS [FLAGS]
+    name=$1 level=$2 layout=$3 chunk=$4 n=$5 mb=$6 offs=$7 flags=${8:--}
     dir="$R/A/$name"; mkdir -p "$dir"
     t0=$(now); PT=$t0; PHASES=""
     attach "$mb" "$offs" || { result "$name" A FAIL "losetup failed"; detach; return; }
     opts="--metadata=1.2 --level=$level --raid-devices=$n"
     [ "$layout" = - ] || opts="$opts --layout=$layout"
     [ "$chunk" = - ] || opts="$opts --chunk=$chunk"
+    case ",$flags," in *,bitmap,*) opts="$opts --bitmap=internal --bitmap-chunk=1M" ;; esac
     # shellcheck disable=SC2086
     if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $loops >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" A FAIL "mdadm --create $opts failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
@@ -177,6 +178,10 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
     [ "$rs" = none ] || bad="$bad resync_start=$rs(not-clean)"
     [ "$act" = idle ] || bad="$bad sync_action=$act-right-after-assembly"
     [ "$size" = "$abytes" ] || bad="$bad md-size=$size-raidlab-size=$abytes"
+    # A bitmap raidlab wrote must be taken up by md, not ignored.
+    if grep -q "Internal Bitmap" "$dir/examine.0" && ! grep -q "Intent Bitmap : Internal" "$dir/detail"; then
+        bad="$bad md-did-not-use-the-bitmap"
+    fi
     nact=$(grep -c 'active sync' "$dir/detail")
     [ "$nact" = "$n" ] || bad="$bad active-members=$nact/$n"
     phase assemble

@@ -18,7 +18,7 @@ truncate -s 0 "$DATA"
 head -c "$PAT" /dev/urandom >"$DATA"
 off=$PAT
 : >"$OUT/g1/manifest"
-grep -v '^#' "$HERE/matrix.txt" | while read -r name level layout chunk n mmib; do
+grep -v '^#' "$HERE/matrix.txt" | while read -r name level layout chunk n mmib _flags; do
     offs=""
     for _ in $(seq 1 "$n"); do offs="$offs${offs:+,}$off"; off=$((off + mmib * MIB)); done
     echo "A $name $level $layout $chunk $n $((mmib * MIB)) $offs" >>"$OUT/g1/manifest"

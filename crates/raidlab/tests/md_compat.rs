@@ -45,9 +45,17 @@ struct Cfg {
     chunk_kib: Option<u64>,
     devices: usize,
     member_bytes: u64,
+    /// Optional seventh column: `bitmap` (both sides create an internal
+    /// write-intent bitmap, 1 MiB chunks), `rebuilt` (raidlab fails member 1 and
+    /// rebuilds a new member into its slot before md assembles the array).
+    flags: Vec<String>,
 }
 
 impl Cfg {
+    fn has(&self, flag: &str) -> bool {
+        self.flags.iter().any(|f| f == flag)
+    }
+
     fn redundant(&self) -> bool {
         self.level != 0
     }
@@ -158,7 +166,7 @@ fn parse_matrix() -> Vec<Cfg> {
         .filter(|l| !l.is_empty() && !l.starts_with('#'))
         .map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            assert_eq!(f.len(), 6, "bad matrix line: {l}");
+            assert!(f.len() == 6 || f.len() == 7, "bad matrix line: {l}");
             let opt = |s: &str| (s != "-").then(|| s.to_string());
             Cfg {
                 name: f[0].to_string(),
@@ -167,6 +175,10 @@ fn parse_matrix() -> Vec<Cfg> {
                 chunk_kib: opt(f[3]).map(|c| c.parse().expect("chunk")),
                 devices: f[4].parse().expect("devices"),
                 member_bytes: f[5].parse::<u64>().expect("member MiB") * MIB,
+                flags: f
+                    .get(6)
+                    .map(|x| x.split(',').map(str::to_string).collect())
+                    .unwrap_or_default(),
             }
         })
         .collect()
@@ -509,14 +521,19 @@ fn linux_md_compatibility_both_directions() {
     for c in &matrix {
         let offs = slots.take(c);
         manifest.push_str(&format!(
-            "A {} {} {} {} {} {} {}\n",
+            "A {} {} {} {} {} {} {} {}\n",
             c.name,
             c.level,
             c.layout.as_deref().unwrap_or("-"),
             c.chunk_kib.map_or("-".into(), |k| k.to_string()),
             c.devices,
             c.member_bytes,
-            csv(&offs)
+            csv(&offs),
+            if c.flags.is_empty() {
+                "-".to_string()
+            } else {
+                c.flags.join(",")
+            }
         ));
         a_slots.insert(c.name.clone(), offs);
     }
@@ -550,6 +567,9 @@ fn linux_md_compatibility_both_directions() {
         }
         if let Some(k) = &chunk {
             args.extend(["--chunk", k]);
+        }
+        if c.has("bitmap") {
+            args.extend(["--consistency-policy", "bitmap", "--bitmap-chunk", "1M"]);
         }
         args.extend(members.iter().map(String::as_str));
         let o = raidlab(&args);
@@ -594,6 +614,35 @@ fn linux_md_compatibility_both_directions() {
         if !o.status.success() {
             failures.push(format!("{} B: {}", c.name, describe(&iargs, &o)));
             continue;
+        }
+        // `rebuilt`: member 1 fails, a new member is added into its slot and
+        // rebuilt by raidlab; md then assembles the array with the new member.
+        let mut members = members;
+        if c.has("rebuilt") {
+            let fresh = dir.join("r1.img").to_str().unwrap().to_string();
+            let mut fargs: Vec<&str> = vec!["fail"];
+            fargs.extend(members.iter().map(String::as_str));
+            fargs.extend(["--member", &members[1]]);
+            let o = raidlab(&fargs);
+            if !o.status.success() {
+                failures.push(format!("{} B: {}", c.name, describe(&fargs, &o)));
+                continue;
+            }
+            let live: Vec<String> = members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != 1)
+                .map(|(_, m)| m.clone())
+                .collect();
+            let mut aargs: Vec<&str> = vec!["add"];
+            aargs.extend(live.iter().map(String::as_str));
+            aargs.extend(["--new", &fresh, "--member-size", &msize]);
+            let o = raidlab(&aargs);
+            if !o.status.success() {
+                failures.push(format!("{} B: {}", c.name, describe(&aargs, &o)));
+                continue;
+            }
+            members[1] = fresh;
         }
         // raidlab must at least read back its own array
         match export(&members, &dir.join("self.bin")) {
@@ -745,6 +794,25 @@ fn linux_md_compatibility_both_directions() {
             members.push(p.to_str().unwrap().to_string());
         }
         let before = failures.len();
+        // md's bitmap: raidlab parses and keeps it (a bitmap it could not read
+        // would fail assembly with the reason).
+        if c.has("bitmap") {
+            let mut dargs = vec!["detail", "--json"];
+            dargs.extend(members.iter().map(String::as_str));
+            let o = raidlab(&dargs);
+            let policy = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .ok()
+                .and_then(|v| {
+                    v.get("consistency_policy")
+                        .and_then(|p| p.as_str().map(str::to_string))
+                });
+            if policy.as_deref() != Some("bitmap") {
+                failures.push(format!(
+                    "{tag}: md made an internal bitmap but raidlab reports policy {policy:?}: {}",
+                    describe(&dargs, &o)
+                ));
+            }
+        }
         // examine
         match raidlab_examine(&members) {
             Err(e) => failures.push(format!("{tag}: {e}")),
