@@ -6,73 +6,17 @@
 //! When mdadm is not installed the mdadm test says so loudly and passes, except
 //! under `CI=true`, where it fails.
 
+mod common;
+
+use common::{mdadm, mdadm_available};
 use proptest::prelude::*;
-use raidlab_core::{check_range, Error, Op, Volume};
+use raidlab_core::Volume;
+use raidlab_devices::{FileVolume, MemVolume};
 use raidlab_md::bitmap::{self, Bitmap, BitmapSuper, BITMAP_SB_LEN};
 use raidlab_md::superblock::feature;
 use raidlab_md::{
     default_member_sectors, mdadm_data_offset, new_member, NewArray, Superblock, SB_OFFSET,
 };
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::process::Command;
-use std::sync::Mutex;
-
-struct MemVol(Mutex<Vec<u8>>);
-
-impl Volume for MemVol {
-    fn name(&self) -> String {
-        "mem".into()
-    }
-    fn size(&self) -> u64 {
-        self.0.lock().unwrap().len() as u64
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), Error> {
-        let v = self.0.lock().unwrap();
-        check_range("mem", Op::Read, v.len() as u64, offset, buf.len() as u64)?;
-        buf.copy_from_slice(&v[offset as usize..offset as usize + buf.len()]);
-        Ok(())
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
-        let mut v = self.0.lock().unwrap();
-        check_range("mem", Op::Write, v.len() as u64, offset, buf.len() as u64)?;
-        v[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
-        Ok(())
-    }
-    fn flush(&self) -> Result<(), Error> {
-        Ok(())
-    }
-}
-
-/// A sparse file as a volume (the test owns it; no locking needed).
-struct FileVol(File, u64);
-
-impl Volume for FileVol {
-    fn name(&self) -> String {
-        "file".into()
-    }
-    fn size(&self) -> u64 {
-        self.1
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), Error> {
-        check_range("file", Op::Read, self.1, offset, buf.len() as u64)?;
-        self.0
-            .read_exact_at(buf, offset)
-            .map_err(|e| Error::io(Op::Read, "file", e))
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
-        check_range("file", Op::Write, self.1, offset, buf.len() as u64)?;
-        self.0
-            .write_all_at(buf, offset)
-            .map_err(|e| Error::io(Op::Write, "file", e))
-    }
-    fn flush(&self) -> Result<(), Error> {
-        self.0
-            .sync_data()
-            .map_err(|e| Error::io(Op::Flush, "file", e))
-    }
-}
 
 fn member(level: i32, chunk_kib: u32, raid_disks: u32, device_bytes: u64) -> Superblock {
     let data_offset = mdadm_data_offset(device_bytes, chunk_kib);
@@ -145,7 +89,7 @@ fn explicit_chunk_must_be_a_large_enough_power_of_two() {
 
 #[test]
 fn write_then_read_through_a_volume() {
-    let vol = MemVol(Mutex::new(vec![0u8; 64 << 20]));
+    let vol = MemVolume::new(64 << 20);
     let mut sb = member(5, 64, 3, 64 << 20);
     let mut bm = bitmap::new_internal(&mut sb, Some(1 << 20)).unwrap();
     sb.write_to(&vol).unwrap();
@@ -285,37 +229,6 @@ proptest! {
     }
 }
 
-fn mdadm_available() -> bool {
-    match Command::new("mdadm").arg("--version").output() {
-        Ok(_) => true,
-        Err(_) => {
-            eprintln!("\n*** SKIPPED: mdadm not installed (apt-get install mdadm) ***\n");
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "mdadm is required when CI=true"
-            );
-            false
-        }
-    }
-}
-
-fn mdadm(args: &[&str], path: &Path) -> (bool, String, Vec<(String, String)>) {
-    let out = Command::new("mdadm")
-        .args(args)
-        .arg(path)
-        .env("TZ", "UTC")
-        .output()
-        .expect("run mdadm");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let pairs = text
-        .lines()
-        .filter_map(|l| l.split_once(" : "))
-        .map(|(l, v)| (l.trim().to_string(), v.trim().to_string()))
-        .collect();
-    (out.status.success(), format!("{text}{stderr}"), pairs)
-}
-
 fn get<'a>(pairs: &'a [(String, String)], key: &str, all: &str) -> &'a str {
     pairs
         .iter()
@@ -373,15 +286,9 @@ fn mdadm_reads_raidlab_bitmaps() {
     ];
     for (what, level, chunk_kib, disks, bytes, bchunk, dirty) in cases {
         let path = dir.path().join("member.img");
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .unwrap();
-        f.set_len(bytes).unwrap();
-        let vol = FileVol(f, bytes);
+        // Each case starts from a fresh sparse file (create_sparse never replaces one).
+        let _ = std::fs::remove_file(&path);
+        let vol = FileVolume::create_sparse(&path, bytes).unwrap();
         let mut sb = member(level, chunk_kib, disks, bytes);
         let mut bm = bitmap::new_internal(&mut sb, bchunk).unwrap();
         if let Some(d) = &dirty {

@@ -4,44 +4,13 @@
 //! When mdadm is not installed the test says so loudly and passes, except under
 //! `CI=true`, where it fails (CI installs mdadm: `apt-get install mdadm`).
 
+mod common;
+
+use common::{mdadm, mdadm_available};
 use raidlab_md::superblock::ROLE_FAULTY;
 use raidlab_md::{default_member_sectors, mdadm_data_offset, new_member, NewArray, Superblock};
 use std::os::unix::fs::FileExt;
-use std::path::Path;
 use std::process::Command;
-
-fn mdadm_available() -> bool {
-    match Command::new("mdadm").arg("--version").output() {
-        Ok(_) => true,
-        Err(_) => {
-            eprintln!("\n*** SKIPPED: mdadm not installed (apt-get install mdadm) ***\n");
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "mdadm is required when CI=true"
-            );
-            false
-        }
-    }
-}
-
-/// `mdadm --examine` output as (label, value) pairs, blank lines and the
-/// leading `path:` line dropped.
-fn mdadm_examine(path: &Path) -> (bool, String, Vec<(String, String)>) {
-    let out = Command::new("mdadm")
-        .arg("--examine")
-        .arg(path)
-        .env("TZ", "UTC")
-        .output()
-        .expect("run mdadm");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let pairs = text
-        .lines()
-        .filter_map(|l| l.split_once(" :"))
-        .map(|(l, v)| (l.trim().to_string(), v.trim().to_string()))
-        .collect();
-    (out.status.success(), format!("{text}{stderr}"), pairs)
-}
 
 struct Case {
     what: &'static str,
@@ -177,7 +146,7 @@ fn mdadm_examine_agrees_with_raidlab() {
             .unwrap();
         drop(f);
 
-        let (ok, raw, got) = mdadm_examine(&path);
+        let (ok, raw, got) = mdadm(&["--examine"], &path);
         assert!(ok, "{}: mdadm --examine failed:\n{raw}", c.what);
         assert!(got.len() >= 20, "{}: too little output:\n{raw}", c.what);
         let checksum = got.iter().find(|(l, _)| l == "Checksum").map(|p| &p.1);

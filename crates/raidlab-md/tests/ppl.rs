@@ -2,39 +2,16 @@
 //! as mdadm creates it (checked with `mdadm --examine` when mdadm is installed),
 //! the start-up scan and what recovery would replay, and fuzzing.
 
+mod common;
+
+use common::mdadm_available;
 use proptest::prelude::*;
-use raidlab_core::{check_range, Error, Op, Volume};
+use raidlab_core::Volume;
+use raidlab_devices::MemVolume;
 use raidlab_md::ppl::{self, PplEntry, PplHeader, PPL_HEADER_SIZE};
 use raidlab_md::superblock::feature;
 use raidlab_md::{default_member_sectors, new_member, NewArray, Superblock, SB_OFFSET};
 use std::process::Command;
-use std::sync::Mutex;
-
-struct MemVol(Mutex<Vec<u8>>);
-
-impl Volume for MemVol {
-    fn name(&self) -> String {
-        "mem".into()
-    }
-    fn size(&self) -> u64 {
-        self.0.lock().unwrap().len() as u64
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<(), Error> {
-        let v = self.0.lock().unwrap();
-        check_range("mem", Op::Read, v.len() as u64, offset, buf.len() as u64)?;
-        buf.copy_from_slice(&v[offset as usize..offset as usize + buf.len()]);
-        Ok(())
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<(), Error> {
-        let mut v = self.0.lock().unwrap();
-        check_range("mem", Op::Write, v.len() as u64, offset, buf.len() as u64)?;
-        v[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
-        Ok(())
-    }
-    fn flush(&self) -> Result<(), Error> {
-        Ok(())
-    }
-}
 
 const UUID: [u8; 16] = [
     0x8e, 0x2f, 0x41, 0x07, 0x9a, 0xbc, 0x3d, 0x10, 0x55, 0x66, 0x77, 0x88, 0xfe, 0xdc, 0xba, 0x05,
@@ -192,7 +169,7 @@ fn corruption_is_detected_by_name() {
 
 #[test]
 fn scan_finds_the_newest_write_and_what_to_replay() {
-    let vol = MemVol(Mutex::new(vec![0u8; 64 << 20]));
+    let vol = MemVolume::new(64 << 20);
     let sb = raid5_member(64 << 20);
     sb.write_to(&vol).unwrap();
     ppl::write_area(&vol, &sb, 0, &ppl::initial_area(&sb).unwrap()).unwrap();
@@ -280,20 +257,6 @@ fn encode_write_checks_the_partial_parity() {
     assert!(h.encode_write(&[]).is_err());
     assert!(PplEntry::for_write(0, 0, 0, &[]).is_err());
     assert!(PplEntry::for_write(0, 4096, 0, &[0; 100]).is_err());
-}
-
-fn mdadm_available() -> bool {
-    match Command::new("mdadm").arg("--version").output() {
-        Ok(_) => true,
-        Err(_) => {
-            eprintln!("\n*** SKIPPED: mdadm not installed (apt-get install mdadm) ***\n");
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "mdadm is required when CI=true"
-            );
-            false
-        }
-    }
 }
 
 #[test]
