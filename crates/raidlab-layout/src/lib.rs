@@ -888,6 +888,32 @@ impl Geometry {
     /// copy (up to the next chunk boundary, or end of array). RAID 1: every member,
     /// offset = logical, run = to end of array. For RAID 4/5/6 this returns the one
     /// data location (run to the chunk boundary). Out of range: empty, 0.
+    /// RAID 0/1/10: `[offset, offset + len)` cut into runs that stay contiguous on
+    /// every copy, as `(array offset, length, copies)`: the walk every caller of
+    /// [`Geometry::mirror_map`] over a range needs. Stops early (never loops) if the
+    /// range runs past the array.
+    pub fn mirror_runs(
+        &self,
+        offset: u64,
+        len: u64,
+    ) -> impl Iterator<Item = (u64, u64, Vec<Location>)> + '_ {
+        let end = offset.saturating_add(len);
+        let mut pos = offset;
+        std::iter::from_fn(move || {
+            if pos >= end {
+                return None;
+            }
+            let (locs, run) = self.mirror_map(pos);
+            let n = run.min(end - pos);
+            if n == 0 {
+                return None;
+            }
+            let at = pos;
+            pos += n;
+            Some((at, n, locs))
+        })
+    }
+
     pub fn mirror_map(&self, logical: u64) -> (Vec<Location>, u64) {
         let size = self.array_bytes();
         debug_assert!(logical < size, "logical {logical} beyond array size {size}");

@@ -340,16 +340,12 @@ impl Array {
         } else {
             let mut data = vec![0u8; n as usize];
             sub.read_at(&mut data, pos).and_then(|_| {
-                let mut at = pos;
-                while at < pos + n {
-                    let (locs, run) = g.mirror_map(at);
-                    let k = run.min(pos + n - at);
+                for (at, k, locs) in g.mirror_runs(pos, n) {
                     if let Some(l) = locs.iter().find(|l| l.member == role) {
                         let s = (at - pos) as usize;
                         target.write_at(&data[s..s + k as usize], l.offset)?;
                         verify(l.offset, &data[s..s + k as usize])?;
                     }
-                    at += k;
                 }
                 Ok(())
             })

@@ -220,11 +220,7 @@ impl Builder {
         len: u64,
         hint: usize,
     ) -> Result<()> {
-        let end = offset + len;
-        let mut pos = offset;
-        while pos < end {
-            let (locs, run) = geo.mirror_map(pos);
-            let n = run.min(end - pos);
+        for (pos, n, locs) in geo.mirror_runs(offset, len) {
             let live: Vec<_> = locs.iter().filter(|l| present[l.member]).collect();
             let Some(loc) = (!live.is_empty()).then(|| live[hint % live.len()]) else {
                 return Err(lost_error(geo, present, pos, n));
@@ -234,7 +230,6 @@ impl Builder {
                 loc.offset,
                 Slice::user((pos - offset) as usize, n as usize),
             );
-            pos += n;
         }
         Ok(())
     }
@@ -251,11 +246,7 @@ impl Builder {
         } else {
             geo.chunk_bytes
         };
-        let end = offset + len;
-        let mut pos = offset;
-        while pos < end {
-            let (locs, run) = geo.mirror_map(pos);
-            let n = run.min(end - pos);
+        for (pos, n, locs) in geo.mirror_runs(offset, len) {
             if !locs.iter().any(|l| present[l.member]) {
                 return Err(lost_error(geo, present, pos, n));
             }
@@ -269,7 +260,6 @@ impl Builder {
                     Slice::user((pos - offset) as usize, n as usize),
                 );
             }
-            pos += n;
         }
         Ok(())
     }

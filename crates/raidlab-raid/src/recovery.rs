@@ -469,10 +469,8 @@ impl Assembly {
                 continue;
             }
             report.bytes_scanned += scale(end) - scale(pos);
-            let mut l = pos;
-            while l < end {
-                let (locs, run) = geo.mirror_map(l);
-                let n = run.min(end - l) as usize;
+            for (l, n, locs) in geo.mirror_runs(pos, end - pos) {
+                let n = n as usize;
                 first.resize(n, 0);
                 other.resize(n, 0);
                 // The reference is the first copy that reads; unreadable copies
@@ -521,7 +519,6 @@ impl Assembly {
                     }
                 }
                 pacer.account(n as u64 * locs.len() as u64);
-                l += n as u64;
             }
             pos = end;
             since_checkpoint += step;
