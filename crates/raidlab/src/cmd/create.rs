@@ -8,7 +8,7 @@ use raidlab_core::Volume as _;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_layout::{Layout, Level};
 use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -35,7 +35,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
             );
         }
         if let Ok(meta) = std::fs::metadata(p) {
-            let id = if meta.file_type().is_block_device_like() {
+            let id = if meta.file_type().is_block_device() {
                 (meta.rdev(), 0)
             } else {
                 (meta.dev(), meta.ino())
@@ -94,16 +94,6 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-trait BlockLike {
-    fn is_block_device_like(&self) -> bool;
-}
-impl BlockLike for std::fs::FileType {
-    fn is_block_device_like(&self) -> bool {
-        use std::os::unix::fs::FileTypeExt;
-        self.is_block_device()
-    }
-}
-
 fn open_and_create(
     a: &CreateArgs,
     level: Level,
@@ -135,7 +125,11 @@ fn open_and_create(
             NewMember { device: d, zeroed }
         })
         .collect();
-    let smallest = news_smallest(&news);
+    let smallest = news
+        .iter()
+        .map(|m| m.device.volume.size())
+        .min()
+        .unwrap_or(0);
     let bitmap = match a.consistency_policy.as_deref() {
         Some("bitmap") => true,
         Some("resync") => false,
@@ -176,11 +170,4 @@ fn is_all_holes(d: &Device) -> bool {
         return false;
     };
     meta.is_file() && meta.blocks() == 0
-}
-
-fn news_smallest(news: &[NewMember]) -> u64 {
-    news.iter()
-        .map(|m| m.device.volume.size())
-        .min()
-        .unwrap_or(0)
 }
