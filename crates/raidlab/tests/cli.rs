@@ -653,25 +653,35 @@ fn a_member_in_use_is_refused_naming_the_holder() {
         .stdin(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut refused = None;
-    // The holder may take a while to start on a loaded machine: wait up to a
-    // minute for the refusal, and stop early if the holder died.
+    // Wait until the holder really holds its exclusive lock (a FLOCK WRITE entry
+    // with its pid in /proc/locks). Exporting before that would race it: the
+    // export's shared lock could come first and the import would be refused.
+    let pid = holder.id().to_string();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::time::Instant::now() < deadline {
+    loop {
         if let Some(status) = holder.try_wait().unwrap() {
-            panic!("the holding import exited early ({status}) before the test could see its lock");
+            panic!("the holding import exited early ({status}) before it took its lock");
         }
-        let out = raidlab()
-            .current_dir(dir.path())
-            .args(["export", "l0", "l1", "--length", "4K"])
-            .output()
-            .unwrap();
-        if !out.status.success() {
-            refused = Some(String::from_utf8_lossy(&out.stderr).to_string());
+        let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+        if locks.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.windows(4)
+                .any(|w| w[0] == "FLOCK" && w[2] == "WRITE" && w[3] == pid)
+        }) {
             break;
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holding import never took its lock"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let out = raidlab()
+        .current_dir(dir.path())
+        .args(["export", "l0", "l1", "--length", "4K"])
+        .output()
+        .unwrap();
+    let refused = (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).to_string());
     drop(holder.stdin.take());
     holder.wait().unwrap();
     let msg = refused.expect("export ran while import held the members");
