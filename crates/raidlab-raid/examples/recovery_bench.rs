@@ -38,6 +38,7 @@ fn spec(bitmap: bool) -> CreateSpec {
         force: false,
         bitmap,
         bitmap_chunk: None,
+        ppl: false,
     }
 }
 

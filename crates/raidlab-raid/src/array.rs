@@ -1,10 +1,10 @@
 //! An array as a volume: plans each request, holds its stripe locks, executes it.
 
-use crate::exec::{execute, Failed, Members, UserBuf};
+use crate::exec::{execute, execute_logged, Failed, Members, UserBuf};
 use crate::locks::StripeLocks;
-use crate::plan::OpKind;
-use crate::plan::Plan;
-use crate::planner::{plan_read, plan_write};
+use crate::plan::{LogEntry, OpKind, Plan, Step};
+use crate::planner::{plan_read, plan_write, plan_write_logged};
+use crate::ppl::PartialParityLog;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::Geometry;
 use raidlab_parity::Engine;
@@ -14,6 +14,10 @@ use std::sync::Arc;
 /// Requests larger than this are carried out in pieces, so that the scratch memory
 /// of one plan stays bounded whatever the caller asks for.
 const MAX_PIECE: u64 = 16 << 20;
+
+/// Full stripes per logged write piece: few enough that a member's entries
+/// always fit one PPL header (148).
+const LOGGED_STRIPES: u64 = 32;
 
 /// A member whose reads fail more often than this (each repaired from redundancy)
 /// is taken out of the array, as md's max_corr_read_errors does.
@@ -36,6 +40,8 @@ pub struct Array {
     corrected: Vec<AtomicU32>,
     /// The write-intent bitmap, when the array keeps one.
     intent: Option<Intent>,
+    /// md's partial parity log, when the array keeps one (RAID 5).
+    ppl: Option<PartialParityLog>,
 }
 
 /// md's write-intent bitmap at work: before a write reaches the members, the
@@ -120,6 +126,7 @@ impl Array {
             read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
             intent: None,
+            ppl: None,
         })
     }
 
@@ -155,6 +162,33 @@ impl Array {
         self
     }
 
+    /// Log every write's partial parity first (md's PPL; RAID 5 only). Refused
+    /// when one stripe's partial parity could not fit a log write.
+    pub fn with_ppl(mut self, log: PartialParityLog) -> Result<Array> {
+        if self.geometry.level != raidlab_layout::Level::Raid5 {
+            return Err(Error::invalid(format!(
+                "a partial parity log is for RAID 5 only, not {}",
+                self.geometry.level.name()
+            ))
+            .on_device(&self.name));
+        }
+        if self.geometry.chunk_bytes > log.pp_room() {
+            return Err(Error::invalid(format!(
+                "the chunk ({} bytes) is larger than the partial parity a log write can hold ({} bytes): md's PPL cannot cover a stripe of this array; assemble it without writing, or re-create it with a smaller chunk",
+                self.geometry.chunk_bytes,
+                log.pp_room()
+            ))
+            .on_device(&self.name));
+        }
+        self.ppl = Some(log);
+        Ok(self)
+    }
+
+    /// Whether writes go through a partial parity log.
+    pub fn has_ppl(&self) -> bool {
+        self.ppl.is_some()
+    }
+
     /// The bitmap as the array last wrote it.
     pub fn intent_bitmap(&self) -> Option<raidlab_md::bitmap::Bitmap> {
         self.intent
@@ -175,7 +209,7 @@ impl Array {
             plan.steps
                 .iter()
                 .filter_map(|s| match s {
-                    crate::plan::Step::Io(ops) => Some(ops),
+                    Step::Io(ops) => Some(ops),
                     _ => None,
                 })
                 .flatten()
@@ -367,6 +401,105 @@ impl Array {
         &self.members
     }
 
+    /// Write one piece: plan, lock, (log,) execute; repair and retry after a
+    /// member fails.
+    fn write_piece(&self, piece: &[u8], pos: u64, log: Option<&PartialParityLog>) -> Result<()> {
+        let n = piece.len() as u64;
+        for attempt in 0.. {
+            let plan = match log {
+                Some(_) => plan_write_logged(&self.geometry, &self.live(), pos, n),
+                None => self.plan_write(pos, n),
+            }
+            .map_err(|e| e.on_device(&self.name))?;
+            self.note_intent(&plan, pos, n)?;
+            let held = self.locks.lock(&plan.locks);
+            let result = match log {
+                Some(log) => {
+                    let written: Vec<usize> = write_roles(&plan);
+                    let guards = std::cell::RefCell::new(log.lock(&plan));
+                    let flush = |r: usize| match self.member(r) {
+                        Some(m) => m.flush(),
+                        None => Ok(()),
+                    };
+                    let writer = |entries: &[(LogEntry, &[u8])]| {
+                        log.write(&mut guards.borrow_mut(), entries, &written, &flush)
+                    };
+                    execute_logged(
+                        &plan,
+                        self.members(),
+                        self.engine,
+                        UserBuf::Write(piece),
+                        Some(&writer),
+                    )
+                }
+                None => execute(&plan, self.members(), self.engine, UserBuf::Write(piece)),
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                // The log could not be written (or an earlier write made durable):
+                // nothing of this piece went out. Without that member, plan again.
+                Err(f) if f.log && !f.members.is_empty() => {
+                    drop(held);
+                    for &r in &f.members {
+                        self.take_out(r);
+                    }
+                    let live = self.live();
+                    let missing: Vec<usize> = (0..live.len()).filter(|&r| !live[r]).collect();
+                    if !self.geometry.survives(&missing) {
+                        let mut e = *f.error;
+                        e.kind = ErrorKind::Unrecoverable;
+                        return Err(e);
+                    }
+                }
+                // Every other member was written: with the failed one taken
+                // out, the array holds the new data (degraded).
+                Err(f) if f.kind == OpKind::Write && !f.members.is_empty() => {
+                    drop(held);
+                    return self.handle_failure(f, pos, n);
+                }
+                // A read before the writes failed: repair it, then plan again.
+                Err(f) if attempt < self.present.len() + 1 => {
+                    drop(held);
+                    self.handle_failure(f, pos, n)?;
+                }
+                Err(f) => return Err(*f.error),
+            }
+        }
+        Ok(())
+    }
+
+    /// A write to an array with a partial parity log: whole sectors only (a
+    /// partial sector is merged with what the array holds), in pieces that are
+    /// either one partial stripe or a run of whole stripes, so every member's
+    /// share of a piece fits one log write.
+    fn write_logged(&self, log: &PartialParityLog, buf: &[u8], offset: u64) -> Result<()> {
+        let end = offset + buf.len() as u64;
+        let (a, b) = (offset / 512 * 512, end.div_ceil(512) * 512);
+        if (a, b) != (offset, end) {
+            let mut merged = vec![0u8; (b - a) as usize];
+            self.read_at(&mut merged[..512], a)?;
+            let tail = merged.len() - 512;
+            self.read_at(&mut merged[tail..], b - 512)?;
+            merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
+            return self.write_logged(log, &merged, a);
+        }
+        let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
+        let mut pos = offset;
+        while pos < end {
+            let next = if pos % stripe != 0 || end - pos < stripe {
+                (pos / stripe + 1) * stripe
+            } else {
+                let whole = (end - pos) / stripe;
+                pos + whole.min(LOGGED_STRIPES) * stripe
+            };
+            let n = next.min(end) - pos;
+            let start = (pos - offset) as usize;
+            self.write_piece(&buf[start..start + n as usize], pos, Some(log))?;
+            pos += n;
+        }
+        Ok(())
+    }
+
     /// Split `[offset, offset+len)` at multiples of the piece size.
     fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
         let end = offset + len;
@@ -382,6 +515,24 @@ impl Array {
             Some(r)
         })
     }
+}
+
+/// The member roles a plan writes.
+fn write_roles(plan: &Plan) -> Vec<usize> {
+    let mut roles: Vec<usize> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Io(ops) => Some(ops),
+            _ => None,
+        })
+        .flatten()
+        .filter(|op| op.kind == OpKind::Write)
+        .map(|op| op.member)
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    roles
 }
 
 impl Volume for Array {
@@ -429,32 +580,12 @@ impl Volume for Array {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
+        if let Some(log) = &self.ppl {
+            return self.write_logged(log, buf, offset);
+        }
         for (pos, n) in self.pieces(offset, buf.len() as u64) {
             let start = (pos - offset) as usize;
-            let piece = &buf[start..start + n as usize];
-            for attempt in 0.. {
-                let plan = self
-                    .plan_write(pos, n)
-                    .map_err(|e| e.on_device(&self.name))?;
-                self.note_intent(&plan, pos, n)?;
-                let held = self.locks.lock(&plan.locks);
-                match execute(&plan, self.members(), self.engine, UserBuf::Write(piece)) {
-                    Ok(()) => break,
-                    // Every other member was written: with the failed one taken
-                    // out, the array holds the new data (degraded).
-                    Err(f) if f.kind == OpKind::Write && !f.members.is_empty() => {
-                        drop(held);
-                        self.handle_failure(f, pos, n)?;
-                        break;
-                    }
-                    // A read before the writes failed: repair it, then plan again.
-                    Err(f) if attempt < self.present.len() + 1 => {
-                        drop(held);
-                        self.handle_failure(f, pos, n)?;
-                    }
-                    Err(f) => return Err(*f.error),
-                }
-            }
+            self.write_piece(&buf[start..start + n as usize], pos, None)?;
         }
         Ok(())
     }

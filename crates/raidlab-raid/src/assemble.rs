@@ -266,9 +266,15 @@ impl Assembly {
             ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
                 ErrorKind::Unrecoverable,
                 Op::Open,
-                format!(
-                    "refusing to start: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, so parity may not match the data and data rebuilt for the missing member(s) may be silently wrong. Give the missing member(s) and resync, or use --force to start it anyway"
-                ),
+                if self.logs_partial_parity() {
+                    format!(
+                        "refusing to read: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, and its partial parity log has not been replayed yet, so data rebuilt for the missing member(s) may be wrong. `raidlab resync` with these members replays the log (a few seconds) and makes it safe; --force reads it anyway"
+                    )
+                } else {
+                    format!(
+                        "refusing to start: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, so parity may not match the data and data rebuilt for the missing member(s) may be silently wrong. Give the missing member(s) and resync, or use --force to start it anyway"
+                    )
+                },
             )),
             _ => Ok(()),
         }
@@ -300,6 +306,11 @@ impl Assembly {
             self.name.clone()
         };
         let array = Array::new(format!("array {label}"), self.geometry, vols)?;
+        let array = if self.logs_partial_parity() {
+            array.with_ppl(self.partial_parity_log()?)?
+        } else {
+            array
+        };
         Ok(match &self.bitmap {
             Some(b) => {
                 let devices = self
@@ -317,6 +328,77 @@ impl Assembly {
             }
             None => array,
         })
+    }
+
+    /// Whether the array keeps md's partial parity log (consistency policy
+    /// `ppl`). md runs it for RAID 5; other levels ignore the flag.
+    pub fn has_ppl(&self) -> bool {
+        self.newest().feature_map & raidlab_md::superblock::feature::PPL != 0
+    }
+
+    /// Whether writes go through the partial parity log.
+    pub fn logs_partial_parity(&self) -> bool {
+        self.has_ppl() && self.geometry.level == Level::Raid5
+    }
+
+    fn ppl_members(&self) -> Vec<(usize, Arc<dyn Volume>, Superblock)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(r, s)| s.map(|i| (r, i)))
+            .map(|(r, i)| {
+                let m = &self.members[i];
+                (r, m.device.volume.clone(), m.sb.clone())
+            })
+            .collect()
+    }
+
+    fn partial_parity_log(&self) -> Result<crate::ppl::PartialParityLog> {
+        let mut by_role: Vec<Option<(Arc<dyn Volume>, Superblock)>> =
+            vec![None; self.geometry.raid_disks];
+        for (r, dev, sb) in self.ppl_members() {
+            by_role[r] = Some((dev, sb));
+        }
+        crate::ppl::PartialParityLog::new(raidlab_md::ppl::signature(&self.uuid), by_role)
+    }
+
+    /// Start the partial parity log before writing, as md does when it starts an
+    /// array with one: after an unclean stop, replay each member's log (parity of
+    /// the rows being written at the crash is recomputed from the partial parity
+    /// and the data), then start every log afresh (zeroed, an empty header) and,
+    /// when every log checked out, record the array as clean: no resync needed.
+    /// Returns what the replay did (`None` when there was nothing to replay: a
+    /// clean array, or one without a log).
+    pub fn start_ppl(&mut self) -> Result<Option<crate::ppl::PplReplay>> {
+        if !self.logs_partial_parity() {
+            return Ok(None);
+        }
+        let members = self.ppl_members();
+        let replay = if self.in_sync() {
+            None
+        } else {
+            // The replay writes parity directly: it runs on the array without logs.
+            let vols = self
+                .slots
+                .iter()
+                .map(|slot| slot.map(|i| self.area(i)).transpose())
+                .collect::<Result<Vec<_>>>()?;
+            let plain = Array::new("array (PPL replay)", self.geometry, vols)?;
+            let r = crate::ppl::replay(&plain, &members, raidlab_md::ppl::signature(&self.uuid))?;
+            plain.flush()?;
+            Some(r)
+        };
+        for (_, dev, sb) in &members {
+            let area = raidlab_md::ppl::initial_area(sb).map_err(|e| e.on_device(dev.name()))?;
+            raidlab_md::ppl::write_area(dev.as_ref(), sb, 0, &area)
+                .map_err(|e| e.on_device(dev.name()))?;
+        }
+        if let Some(r) = &replay {
+            if r.mismatches == 0 {
+                self.commit(|sb| sb.resync_offset = u64::MAX)?;
+            }
+        }
+        Ok(replay)
     }
 
     /// Take back the bitmap a running array updated (so the next superblock write
@@ -486,6 +568,9 @@ pub struct CreateSpec {
     /// Bytes of each member per bitmap bit (mdadm's --bitmap-chunk); None: mdadm's
     /// choice (64 MiB, more if the bits would not fit).
     pub bitmap_chunk: Option<u32>,
+    /// Keep md's partial parity log (--consistency-policy=ppl, RAID 5 only):
+    /// closes the write hole, and an unclean stop needs no resync.
+    pub ppl: bool,
 }
 
 /// A device for `create`, and whether it is known to hold nothing but zeros in the
@@ -553,9 +638,30 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
     } else {
         spec.chunk_bytes
     };
+    if spec.ppl && spec.level != Level::Raid5 {
+        return Err(Error::invalid(format!(
+            "a partial parity log (--consistency-policy ppl) is for RAID 5 only, not {}: use resync or bitmap",
+            spec.level.name()
+        )));
+    }
+    if spec.ppl && spec.bitmap {
+        return Err(Error::invalid(
+            "a partial parity log and a write-intent bitmap cannot be combined (md allows one consistency policy)",
+        ));
+    }
+    if spec.ppl && spec.chunk_bytes > raidlab_md::ppl::MULTIPLE_PPL_AREA_SIZE_SUPER1 - 4096 {
+        return Err(Error::invalid(format!(
+            "chunk {} KiB is too large for a partial parity log: one stripe's partial parity must fit md's 1 MiB log area; use a chunk of 512K or less",
+            spec.chunk_bytes / 1024
+        )));
+    }
     // mdadm takes the data offset from the first member and uses it for all.
     let first = members.first().map(|m| m.device.volume.size()).unwrap_or(0);
-    let data_offset = raidlab_md::mdadm_data_offset(first, (chunk / 1024) as u32);
+    let data_offset = if spec.ppl {
+        raidlab_md::ppl::mdadm_ppl_data_offset(first, (chunk / 1024) as u32)
+    } else {
+        raidlab_md::mdadm_data_offset(first, (chunk / 1024) as u32)
+    };
     let usable = smallest.saturating_sub(data_offset);
     let member_bytes = if data_offset >= smallest {
         0
@@ -610,6 +716,9 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
             // sees one zone, exactly the striping raidlab uses, on unequal members.
             sb.data_size = array.member_sectors;
         }
+        if spec.ppl {
+            raidlab_md::ppl::enable_ppl(&mut sb).map_err(|e| e.on_device(m.device.path.clone()))?;
+        }
         let bitmap = if spec.bitmap {
             let mut bm = raidlab_md::bitmap::new_internal(&mut sb, spec.bitmap_chunk)
                 .map_err(|e| e.on_device(m.device.path.clone()))?;
@@ -625,6 +734,12 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
             .map_err(|e| e.on_device(m.device.path.clone()))?;
         if let Some(bm) = bitmap {
             bm.write_to(m.device.volume.as_ref(), &sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+        }
+        if spec.ppl {
+            let area = raidlab_md::ppl::initial_area(&sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            raidlab_md::ppl::write_area(m.device.volume.as_ref(), &sb, 0, &area)
                 .map_err(|e| e.on_device(m.device.path.clone()))?;
         }
     }

@@ -5,7 +5,7 @@
 //! Compute steps call the parity engine. The executor makes no decisions: if a
 //! member fails, the error goes back to the caller with the member's name and range.
 
-use crate::plan::{Buf, Compute, MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Buf, Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_parity::Engine;
 use std::sync::Arc;
@@ -20,6 +20,9 @@ pub struct Failed {
     pub kind: OpKind,
     /// Boxed: the error path should not make every successful return large.
     pub error: Box<Error>,
+    /// The failure was writing the partial parity log: no data or parity was
+    /// written yet.
+    pub log: bool,
 }
 
 impl From<Error> for Failed {
@@ -28,9 +31,14 @@ impl From<Error> for Failed {
             members: Vec::new(),
             kind: OpKind::Read,
             error: Box::new(error),
+            log: false,
         }
     }
 }
+
+/// Writes a plan's partial parity log entries, each with its partial parity
+/// (empty for an entry without), durably, before the plan's writes go out.
+pub type LogWriter<'a> = &'a dyn Fn(&[(LogEntry, &[u8])]) -> Result<(), Failed>;
 
 impl From<Failed> for Error {
     fn from(f: Failed) -> Self {
@@ -65,7 +73,18 @@ pub fn execute(
     plan: &Plan,
     members: &Members,
     engine: &dyn Engine,
+    user: UserBuf<'_>,
+) -> Result<(), Failed> {
+    execute_logged(plan, members, engine, user, None)
+}
+
+/// Run `plan`, handing its log step (if any) to `log`.
+pub fn execute_logged(
+    plan: &Plan,
+    members: &Members,
+    engine: &dyn Engine,
     mut user: UserBuf<'_>,
+    log: Option<LogWriter<'_>>,
 ) -> Result<(), Failed> {
     let mut scratch: Vec<Vec<u8>> = plan.scratch.iter().map(|&n| vec![0u8; n]).collect();
     for step in &plan.steps {
@@ -75,6 +94,27 @@ pub fn execute(
                 for c in cs {
                     run_compute(c, engine, &mut user, &mut scratch)?;
                 }
+            }
+            Step::Log(entries) => {
+                let Some(log) = log else {
+                    return Err(Error::new(
+                        ErrorKind::Invalid,
+                        Op::Plan,
+                        "internal: a plan with a partial parity log step ran without a log",
+                    )
+                    .into());
+                };
+                let with_pp = entries
+                    .iter()
+                    .map(|e| {
+                        let pp = match e.pp {
+                            Some(s) => slice_of(user.get(), &scratch, s)?,
+                            None => &[][..],
+                        };
+                        Ok((*e, pp))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                log(&with_pp)?;
             }
         }
     }
@@ -240,6 +280,7 @@ fn run_grouped<B: Send>(
             members: roles,
             kind,
             error: Box::new(error),
+            log: false,
         }),
     }
 }

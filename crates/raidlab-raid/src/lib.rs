@@ -19,6 +19,7 @@ pub mod locks;
 pub mod manage;
 pub mod plan;
 pub mod planner;
+pub mod ppl;
 pub mod recovery;
 
 pub use array::Array;

@@ -93,11 +93,32 @@ pub enum Compute {
     Copy { src: Slice, dst: Slice },
 }
 
+/// One entry of md's partial parity log (PPL, RAID 5 only): which rows of a stripe
+/// a write modifies and the partial parity that, XORed with whatever the modified
+/// data chunks hold after a crash, gives parity consistent with them. It goes to the
+/// log on the stripe's parity member, durably, before the stripe is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LogEntry {
+    /// Role of the parity member whose log holds the entry.
+    pub member: usize,
+    /// Array byte offset of the first modified data block of the rows.
+    pub data_offset: u64,
+    /// Bytes of data modified (modified chunks times the rows' height).
+    pub data_size: u64,
+    /// XOR of the data chunks the write leaves alone in those rows; `None` when it
+    /// writes every data chunk (recovery then XORs the data alone).
+    #[serde(skip)]
+    pub pp: Option<Slice>,
+}
+
 /// One step of a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step {
     Io(Vec<MemberOp>),
     Compute(Vec<Compute>),
+    /// Write these partial parity log entries (and make them durable) before the
+    /// next step's writes.
+    Log(Vec<LogEntry>),
 }
 
 /// Everything the engine will do for one request.
@@ -121,6 +142,9 @@ pub struct Explained {
 #[derive(Debug, Clone, Serialize)]
 pub struct ExplainedPhase {
     pub ops: Vec<MemberOp>,
+    /// Partial parity log entries written (durably) before this phase's writes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub log: Vec<LogEntry>,
     /// Parity work done after this phase's I/O completes.
     pub then: Vec<String>,
 }
@@ -156,6 +180,12 @@ impl Plan {
             match step {
                 Step::Io(ops) => phases.push(ExplainedPhase {
                     ops: ops.clone(),
+                    log: Vec::new(),
+                    then: Vec::new(),
+                }),
+                Step::Log(entries) => phases.push(ExplainedPhase {
+                    ops: Vec::new(),
+                    log: entries.clone(),
                     then: Vec::new(),
                 }),
                 Step::Compute(cs) => {

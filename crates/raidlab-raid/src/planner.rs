@@ -10,7 +10,7 @@
 //! are missing and neither works, it reads everything left, rebuilds the lost blocks
 //! and writes fresh parity. A full-stripe write reads nothing.
 
-use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result};
 use raidlab_layout::{Geometry, Level, StripeMap};
 use std::collections::HashMap;
@@ -43,8 +43,44 @@ pub fn plan_read(
 
 /// Plan a write of `len` bytes at array offset `offset`.
 pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
+    write_plan(geo, present, offset, len, false)
+}
+
+/// Plan a write to a RAID 5 array that keeps md's partial parity log: as
+/// [`plan_write`], plus, between computing parity and writing, a log step with
+/// one entry per stripe segment written whose parity member is present (md logs
+/// nothing for a stripe whose parity member is gone: there is no parity to make
+/// consistent). The partial parity is the new parity XOR the new data, which is
+/// the XOR of the data chunks the write leaves alone, whichever way parity was
+/// computed. Offset and length must be whole sectors, as log entries count them.
+pub fn plan_write_logged(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
+    if geo.level != Level::Raid5 {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            format!(
+                "a partial parity log is for RAID 5 only, not {}",
+                geo.level.name()
+            ),
+        ));
+    }
+    if offset % 512 != 0 || len % 512 != 0 {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            "internal: a logged write must cover whole 512-byte sectors",
+        )
+        .at(offset, len));
+    }
+    write_plan(geo, present, offset, len, true)
+}
+
+fn write_plan(geo: &Geometry, present: &[bool], offset: u64, len: u64, log: bool) -> Result<Plan> {
     check_request(geo, present, Op::Write, offset, len)?;
-    let mut b = Builder::default();
+    let mut b = Builder {
+        log,
+        ..Builder::default()
+    };
     if geo.is_parity() {
         for row in rows(geo, offset, len) {
             b.lock(row.stripe);
@@ -162,6 +198,9 @@ struct Builder {
     reads: Vec<MemberOp>,
     computes: Vec<Compute>,
     writes: Vec<MemberOp>,
+    /// Keep a partial parity log: collect `entries`.
+    log: bool,
+    entries: Vec<LogEntry>,
 }
 
 impl Builder {
@@ -203,6 +242,11 @@ impl Builder {
             self.plan
                 .steps
                 .push(Step::Compute(std::mem::take(&mut self.computes)));
+        }
+        if !self.entries.is_empty() {
+            self.plan
+                .steps
+                .push(Step::Log(std::mem::take(&mut self.entries)));
         }
         if !writes.is_empty() {
             self.plan.steps.push(Step::Io(writes));
@@ -409,6 +453,7 @@ impl Builder {
                 })
                 .collect();
             let (p, q) = self.new_parity(map, slices, len);
+            self.log_segment(row, &seg, present, p, &user);
             write_data(self);
             self.write_parity(map, present, moff, l, p, q);
         } else if rmw_ok {
@@ -444,6 +489,7 @@ impl Builder {
                     q,
                 });
             }
+            self.log_segment(row, &seg, present, p, &user);
             write_data(self);
             self.write_parity(map, present, moff, l, p, q);
         } else {
@@ -466,10 +512,44 @@ impl Builder {
             }
             let slices = data.iter().map(|&s| Slice::scratch(s, l)).collect();
             let (p, q) = self.new_parity(map, slices, len);
+            self.log_segment(row, &seg, present, p, &user);
             write_data(self);
             self.write_parity(map, present, moff, l, p, q);
         }
         Ok(())
+    }
+
+    /// The log entry for one written segment (when keeping a log and the stripe's
+    /// parity member is present): the segment's touched chunks are consecutive data
+    /// indices, as md's recovery expects of an entry.
+    fn log_segment(
+        &mut self,
+        row: &Row,
+        seg: &Segment,
+        present: &[bool],
+        p: Option<usize>,
+        user: &dyn Fn(usize) -> Slice,
+    ) {
+        let (Some(p), Some(&first)) = (p, seg.touched.first()) else {
+            return;
+        };
+        if !self.log || !present[row.map.p] {
+            return;
+        }
+        let len = seg.end - seg.start;
+        let pp = (seg.touched.len() < row.map.data.len()).then(|| {
+            let dst = self.scratch(len);
+            let mut srcs = vec![Slice::scratch(p, len as usize)];
+            srcs.extend(seg.touched.iter().map(|&i| user(i)));
+            self.computes.push(Compute::Xor { srcs, dst });
+            Slice::scratch(dst, len as usize)
+        });
+        self.entries.push(LogEntry {
+            member: row.map.p,
+            data_offset: (row.stripe * row.data_disks + first as u64) * row.chunk + seg.start,
+            data_size: seg.touched.len() as u64 * len,
+            pp,
+        });
     }
 
     /// Compute P (and Q for RAID 6) from full data given in logical order.

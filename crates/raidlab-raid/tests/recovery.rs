@@ -34,6 +34,7 @@ fn spec(level: Level, layout: Layout, spares: usize) -> CreateSpec {
         force: false,
         bitmap: false,
         bitmap_chunk: None,
+        ppl: false,
     }
 }
 

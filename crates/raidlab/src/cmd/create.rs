@@ -130,13 +130,14 @@ fn open_and_create(
         .map(|m| m.device.volume.size())
         .min()
         .unwrap_or(0);
+    let ppl = a.consistency_policy.as_deref() == Some("ppl");
     let bitmap = match a.consistency_policy.as_deref() {
         Some("bitmap") => true,
-        Some("resync") => false,
-        Some(p @ ("ppl" | "journal")) => bail!(
-            "--consistency-policy {p}: write-hole protection (md's partial parity log and journal) is not implemented yet; use bitmap or resync"
+        Some("resync" | "ppl") => false,
+        Some("journal") => bail!(
+            "--consistency-policy journal: md's RAID 4/5/6 journal (a write-back journal device) is not implemented; for RAID 5 use ppl, which closes the write hole without a journal device; for RAID 6 use bitmap or resync"
         ),
-        Some(other) => bail!("--consistency-policy {other}: choose resync or bitmap"),
+        Some(other) => bail!("--consistency-policy {other}: choose resync, bitmap or ppl"),
         // mdadm adds an internal bitmap by default to arrays of 100 GiB and more.
         None => level != Level::Raid0 && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30,
     };
@@ -159,6 +160,7 @@ fn open_and_create(
         force: a.force,
         bitmap,
         bitmap_chunk,
+        ppl,
     };
     Ok(create(&spec, news)?)
 }

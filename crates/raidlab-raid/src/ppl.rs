@@ -1,0 +1,471 @@
+//! md's partial parity log (PPL) at work: closing RAID 5's write hole.
+//!
+//! Before a stripe is written, the partial parity of the rows the write modifies
+//! (the XOR of the data chunks it leaves alone) goes to a log on that stripe's
+//! parity member and is made durable. After an unclean stop, parity for those
+//! rows is recomputed as partial parity XOR whatever the modified chunks hold
+//! now, which is consistent with the data whichever of the stripe's writes
+//! reached the media. So a crash on a degraded array cannot corrupt data that
+//! was not being written, and a crash on a complete array needs no resync.
+//!
+//! The on-disk format is md's (`raidlab_md::ppl`); this module keeps the logs
+//! and replays them. Each member's log holds one log write at a time, at the
+//! start of its area; before a member's log is overwritten, the writes the
+//! previous log write covered are flushed, so a log is only ever replaced once
+//! its stripes are safely on the media. Writes whose parity lives on the same
+//! member are therefore serialised; different parity members log in parallel.
+//!
+//! This module must never write a log entry whose partial parity does not match
+//! the write it covers, and never replay an entry whose checksum fails.
+
+use crate::array::Array;
+use crate::exec::Failed;
+use crate::plan::{LogEntry, OpKind, Plan, Step};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_layout::Geometry;
+use raidlab_md::ppl::{self, PplEntry, PplHeader};
+use raidlab_md::Superblock;
+use serde::Serialize;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+const SECTOR: u64 = 512;
+
+/// The logs of a running RAID 5 array, one per member role that is present.
+pub struct PartialParityLog {
+    signature: u32,
+    logs: Vec<Option<MemberLog>>,
+}
+
+struct MemberLog {
+    /// The whole member device (the log sits beside the superblock).
+    device: Arc<dyn Volume>,
+    sb: Superblock,
+    /// Bytes of one log write that fit in the area (header and partial parity).
+    room: u64,
+    state: Mutex<LogState>,
+}
+
+/// What a member's log last covered.
+#[derive(Debug, Default)]
+pub(crate) struct LogState {
+    generation: u64,
+    /// Roles written under the current log write and not flushed since.
+    unflushed: Vec<usize>,
+}
+
+impl std::fmt::Debug for PartialParityLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartialParityLog")
+            .field("signature", &self.signature)
+            .field("members", &self.logs.iter().filter(|l| l.is_some()).count())
+            .finish()
+    }
+}
+
+/// The log guards one write holds, by role, in role order.
+pub(crate) type Held<'a> = Vec<(usize, MutexGuard<'a, LogState>)>;
+
+impl PartialParityLog {
+    /// Logs on `members` (by role; `None` for a missing one): the whole device and
+    /// its superblock, which must have a PPL area.
+    pub fn new(
+        signature: u32,
+        members: Vec<Option<(Arc<dyn Volume>, Superblock)>>,
+    ) -> Result<PartialParityLog> {
+        let logs = members
+            .into_iter()
+            .map(|m| {
+                m.map(|(device, sb)| {
+                    let (_, len) = ppl::ppl_area(&sb)
+                        .map_err(|e| e.on_device(device.name()))?
+                        .ok_or_else(|| {
+                            Error::invalid("the superblock has no PPL area (feature_map lacks PPL)")
+                                .on_device(device.name())
+                        })?;
+                    Ok(MemberLog {
+                        room: ppl::usable_sectors(len / SECTOR) * SECTOR,
+                        device,
+                        sb,
+                        state: Mutex::new(LogState::default()),
+                    })
+                })
+                .transpose()
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(PartialParityLog { signature, logs })
+    }
+
+    /// Bytes of partial parity one log write can carry on every member.
+    pub fn pp_room(&self) -> u64 {
+        self.logs
+            .iter()
+            .flatten()
+            .map(|l| l.room.saturating_sub(ppl::PPL_HEADER_SIZE as u64))
+            .min()
+            .unwrap_or(0)
+    }
+
+    /// Take the logs `plan` writes to, in role order (so that two writes never
+    /// wait on each other's logs crosswise).
+    pub(crate) fn lock(&self, plan: &Plan) -> Held<'_> {
+        let mut roles: Vec<usize> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Log(entries) => Some(entries),
+                _ => None,
+            })
+            .flatten()
+            .map(|e| e.member)
+            .collect();
+        roles.sort_unstable();
+        roles.dedup();
+        roles
+            .into_iter()
+            .filter_map(|r| {
+                let log = self.logs.get(r)?.as_ref()?;
+                Some((r, log.state.lock().unwrap_or_else(|p| p.into_inner())))
+            })
+            .collect()
+    }
+
+    /// Write `entries` to their members' logs, durably. Each log write replaces
+    /// the member's previous one, so the writes that one covered are flushed first
+    /// (`flush` flushes a role's data area). `written` are the roles the plan
+    /// goes on to write: the next log write on these members flushes them.
+    pub(crate) fn write(
+        &self,
+        held: &mut Held<'_>,
+        entries: &[(LogEntry, &[u8])],
+        written: &[usize],
+        flush: &dyn Fn(usize) -> Result<()>,
+    ) -> std::result::Result<(), Failed> {
+        for (role, state) in held.iter_mut() {
+            let role = *role;
+            let mine: Vec<&(LogEntry, &[u8])> =
+                entries.iter().filter(|(e, _)| e.member == role).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            let log = self.logs[role].as_ref().ok_or_else(|| {
+                log_failed(role, internal("a log entry for a member without a log"))
+            })?;
+            for &r in &state.unflushed {
+                flush(r).map_err(|e| Failed {
+                    members: vec![r],
+                    kind: OpKind::Write,
+                    error: Box::new(e),
+                    log: true,
+                })?;
+            }
+            state.unflushed.clear();
+            let mut md_entries = Vec::with_capacity(mine.len());
+            let mut pps = Vec::with_capacity(mine.len());
+            for (e, pp) in &mine {
+                let data_size = u32::try_from(e.data_size)
+                    .map_err(|_| log_failed(role, internal("a log entry of 4 GiB or more")))?;
+                let entry = PplEntry::for_write(e.data_offset / SECTOR, data_size, role as u32, pp)
+                    .map_err(|err| log_failed(role, err))?;
+                md_entries.push(entry);
+                pps.push(*pp);
+            }
+            if md_entries.len() > ppl::PPL_HDR_MAX_ENTRIES {
+                return Err(log_failed(
+                    role,
+                    internal("more log entries than a PPL header holds"),
+                ));
+            }
+            let header = PplHeader {
+                signature: self.signature,
+                generation: state.generation + 1,
+                entries: md_entries,
+            };
+            let bytes = header
+                .encode_write(&pps)
+                .map_err(|err| log_failed(role, err))?;
+            if bytes.len() as u64 > log.room {
+                return Err(log_failed(
+                    role,
+                    internal("a log write larger than the PPL area"),
+                ));
+            }
+            ppl::write_area(log.device.as_ref(), &log.sb, 0, &bytes)
+                .map_err(|e| log_failed(role, e.on_device(log.device.name())))?;
+            state.generation += 1;
+            state.unflushed = written.to_vec();
+        }
+        Ok(())
+    }
+}
+
+fn internal(what: &str) -> Error {
+    Error::new(ErrorKind::Invalid, Op::Write, format!("internal: {what}"))
+}
+
+fn log_failed(role: usize, error: Error) -> Failed {
+    Failed {
+        members: vec![role],
+        kind: OpKind::Write,
+        error: Box::new(error),
+        log: true,
+    }
+}
+
+/// What replaying the logs after an unclean stop did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PplReplay {
+    /// Log entries whose stripes got parity recomputed.
+    pub entries_replayed: usize,
+    /// Entries (or whole logs) that did not check out and were skipped, as md
+    /// counts them: a resync is then still needed.
+    pub mismatches: usize,
+    /// Parity bytes rewritten.
+    pub parity_bytes: u64,
+    /// Rows left alone because a data chunk they modified is on a missing member
+    /// (the write was never acknowledged; nothing else depends on those rows).
+    pub rows_skipped: u64,
+}
+
+/// Replay every member's newest log write onto `array` (running without logs),
+/// the way md does when it starts an array that was not stopped cleanly. `logs`
+/// are the present members' whole devices and superblocks, by role.
+pub fn replay(
+    array: &Array,
+    logs: &[(usize, Arc<dyn Volume>, Superblock)],
+    signature: u32,
+) -> Result<PplReplay> {
+    let mut report = PplReplay::default();
+    for (role, device, sb) in logs {
+        let Some(area) =
+            ppl::read_area(device.as_ref(), sb).map_err(|e| e.on_device(device.name()))?
+        else {
+            continue;
+        };
+        let Some(scan) = ppl::scan(&area, signature) else {
+            // md counts a log without a valid header as a mismatch.
+            report.mismatches += 1;
+            continue;
+        };
+        for e in &scan.entries {
+            if !e.valid || e.entry.parity_disk as usize != *role {
+                report.mismatches += 1;
+                continue;
+            }
+            let start = e.pp_offset as usize;
+            let pp = &area[start..start + e.entry.pp_size as usize];
+            match replay_entry(array, *role, &e.entry, pp, &mut report) {
+                Ok(true) => report.entries_replayed += 1,
+                Ok(false) => report.mismatches += 1,
+                Err(err) => return Err(err.on_device(device.name())),
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Where array byte `at` lives: (data member role, parity member role, member
+/// offset).
+fn locate(g: &Geometry, at: u64) -> (usize, usize, u64) {
+    let dd = g.data_disks() as u64;
+    let chunk = at / g.chunk_bytes;
+    let stripe = chunk / dd;
+    let map = g.stripe(stripe);
+    (
+        map.data[(chunk % dd) as usize],
+        map.p,
+        stripe * g.chunk_bytes + at % g.chunk_bytes,
+    )
+}
+
+/// Recompute parity for the rows one entry covers, as md's recovery reads an
+/// entry: the modified chunks are consecutive data chunks starting at the
+/// entry's first sector. `Ok(false)` for an entry that does not fit the array
+/// (skipped, counted as a mismatch).
+fn replay_entry(
+    array: &Array,
+    role: usize,
+    e: &PplEntry,
+    pp: &[u8],
+    report: &mut PplReplay,
+) -> Result<bool> {
+    let g = array.geometry();
+    let chunk = g.chunk_bytes;
+    let dd = g.data_disks() as u64;
+    let first = e.data_sector.saturating_mul(SECTOR);
+    let pp_size = u64::from(e.pp_size);
+    let data_size = u64::from(e.data_size);
+    let (disks, strip, last) = if pp_size < chunk {
+        let (disks, strip) = if pp_size > 0 {
+            if data_size % pp_size != 0 {
+                return Ok(false);
+            }
+            (data_size / pp_size, pp_size)
+        } else {
+            if data_size % (dd * SECTOR) != 0 {
+                return Ok(false);
+            }
+            (dd, data_size / dd)
+        };
+        if disks == 0 || disks > dd {
+            return Ok(false);
+        }
+        (disks, strip, first + (disks - 1) * chunk + strip)
+    } else {
+        (dd, chunk, first + data_size)
+    };
+    if strip == 0 || strip > chunk || last > g.array_bytes() || first % chunk + strip > chunk {
+        return Ok(false);
+    }
+    // The whole entry must lie in one stripe, on this member's parity.
+    let stripe_bytes = chunk * dd;
+    if first / stripe_bytes != (last - 1) / stripe_bytes || locate(g, first).1 != role {
+        return Ok(false);
+    }
+    let block = if first % 4096 == 0 && last % 4096 == 0 {
+        4096
+    } else {
+        SECTOR
+    };
+    let engine = raidlab_parity::selected();
+    let mut out = vec![0u8; block as usize];
+    let mut i = 0;
+    while i < strip {
+        let mut blocks: Vec<Vec<u8>> = Vec::with_capacity(disks as usize);
+        let mut lost = false;
+        for d in 0..disks {
+            let r = first + i + d * chunk;
+            if r >= last {
+                continue;
+            }
+            let (member, _, moff) = locate(g, r);
+            let Some(vol) = array.member(member) else {
+                lost = true;
+                break;
+            };
+            let mut b = vec![0u8; block as usize];
+            vol.read_at(&mut b, moff)?;
+            blocks.push(b);
+        }
+        if lost {
+            report.rows_skipped += 1;
+        } else if !blocks.is_empty() {
+            let mut srcs: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+            if pp_size > 0 {
+                srcs.push(&pp[i as usize..(i + block) as usize]);
+            }
+            engine.xor(&srcs, &mut out);
+            let (_, parity, moff) = locate(g, first + i);
+            let vol = array.member(parity).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Unrecoverable,
+                    Op::Write,
+                    "the member holding this log is not in the array",
+                )
+            })?;
+            vol.write_at(&out, moff)?;
+            report.parity_bytes += block;
+        }
+        i += block;
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::planner::plan_write_logged;
+    use raidlab_layout::{Layout, Level, ParityLayout};
+
+    fn geo() -> Geometry {
+        Geometry::new(
+            Level::Raid5,
+            Layout::Parity(ParityLayout::LeftSymmetric),
+            16 << 10,
+            4,
+            1 << 20,
+        )
+        .unwrap()
+    }
+
+    fn log_entries(plan: &Plan) -> Vec<LogEntry> {
+        plan.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Log(e) => Some(e.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    #[test]
+    fn a_small_write_logs_its_rows_on_the_parity_member() {
+        let g = geo();
+        let plan = plan_write_logged(&g, &[true; 4], 4096, 8192).unwrap();
+        let e = log_entries(&plan);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].member, g.stripe(0).p);
+        assert_eq!(e[0].data_offset, 4096);
+        assert_eq!(e[0].data_size, 8192);
+        assert_eq!(e[0].pp.map(|s| s.len), Some(8192));
+        // The log step sits between computing parity and writing it.
+        let kinds: Vec<&str> = plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Io(ops) if ops[0].kind == OpKind::Read => "read",
+                Step::Io(_) => "write",
+                Step::Compute(_) => "compute",
+                Step::Log(_) => "log",
+            })
+            .collect();
+        assert_eq!(kinds, ["read", "compute", "log", "write"]);
+    }
+
+    #[test]
+    fn a_full_stripe_write_logs_without_partial_parity() {
+        let g = geo();
+        let plan = plan_write_logged(&g, &[true; 4], 0, 3 * (16 << 10)).unwrap();
+        let e = log_entries(&plan);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].pp, None);
+        assert_eq!(e[0].data_size, 3 * (16 << 10));
+    }
+
+    #[test]
+    fn no_entry_for_a_stripe_whose_parity_member_is_missing() {
+        let g = geo();
+        let p = g.stripe(0).p;
+        let mut present = [true; 4];
+        present[p] = false;
+        let plan = plan_write_logged(&g, &present, 0, 4096).unwrap();
+        assert!(log_entries(&plan).is_empty());
+    }
+
+    #[test]
+    fn a_write_across_chunks_logs_one_entry_per_segment() {
+        let g = geo();
+        // From the middle of data chunk 0 to the middle of chunk 1: rows [8K,16K)
+        // modify chunk 0 only and rows [0,8K) chunk 1 only: two entries.
+        let plan = plan_write_logged(&g, &[true; 4], 8 << 10, 16 << 10).unwrap();
+        let mut e = log_entries(&plan);
+        e.sort_by_key(|e| e.data_offset);
+        assert_eq!(e.len(), 2);
+        assert_eq!((e[0].data_offset, e[0].data_size), (8 << 10, 8 << 10));
+        assert_eq!((e[1].data_offset, e[1].data_size), (16 << 10, 8 << 10));
+    }
+
+    #[test]
+    fn unaligned_or_non_raid5_logged_plans_are_refused() {
+        assert!(plan_write_logged(&geo(), &[true; 4], 100, 512).is_err());
+        let g6 = Geometry::new(
+            Level::Raid6,
+            Layout::Parity(ParityLayout::LeftSymmetric),
+            16 << 10,
+            5,
+            1 << 20,
+        )
+        .unwrap();
+        assert!(plan_write_logged(&g6, &[true; 5], 0, 4096).is_err());
+    }
+}
