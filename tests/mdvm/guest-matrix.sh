@@ -102,6 +102,7 @@ run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS [FLAGS]
     [ "$layout" = - ] || opts="$opts --layout=$layout"
     [ "$chunk" = - ] || opts="$opts --chunk=$chunk"
     case ",$flags," in *,bitmap,*) opts="$opts --bitmap=internal --bitmap-chunk=1M" ;; esac
+    case ",$flags," in *,ppl,*) opts="$opts --consistency-policy=ppl" ;; esac
     # shellcheck disable=SC2086
     if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $loops >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" A FAIL "mdadm --create $opts failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
@@ -182,6 +183,10 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
     if grep -q "Internal Bitmap" "$dir/examine.0" && ! grep -q "Intent Bitmap : Internal" "$dir/detail"; then
         bad="$bad md-did-not-use-the-bitmap"
     fi
+    # A partial parity log raidlab wrote must be taken up by md too.
+    if grep -q "PPL :" "$dir/examine.0" && ! grep -q "Consistency Policy : ppl" "$dir/detail"; then
+        bad="$bad md-did-not-use-the-ppl"
+    fi
     nact=$(grep -c 'active sync' "$dir/detail")
     [ "$nact" = "$n" ] || bad="$bad active-members=$nact/$n"
     phase assemble
@@ -228,6 +233,36 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
     detach
 }
 
+run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL array degraded
+    name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 miss=$7
+    OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
+    dir="$R/C/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" C FAIL "losetup failed"; detach; return; }
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    sub=$(pick "$loops" "$miss")
+    bad=""
+    # shellcheck disable=SC2086
+    if ! mdadm --assemble "$MD" --run $sub >"$dir/assemble.log" 2>&1; then
+        result "$name" C FAIL "md would not start the dirty degraded PPL array: $(tr '\n' ' ' <"$dir/assemble.log")"; detach; return
+    fi
+    phase assemble
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    grep -q "Consistency Policy : ppl" "$dir/detail" || bad="$bad md-did-not-use-the-ppl"
+    d=$(cat "$SYS/degraded" 2>/dev/null || echo '?')
+    [ "$d" = 1 ] || bad="$bad degraded=$d"
+    copy_out 0 || bad="$bad read-failed"
+    phase read
+    dmesg | grep -i 'raid\|ppl' | tail -20 >"$dir/dmesg"
+    stop_md
+    if [ -z "$bad" ]; then
+        result "$name" C PASS "missing=$miss seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    else
+        result "$name" C FAIL "$bad"
+    fi
+    detach
+}
+
 T0=$(now)
 note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
@@ -236,6 +271,8 @@ while read -r kind rest <&3; do
            run_a $rest ;;
         B) # shellcheck disable=SC2086
            run_b $rest ;;
+        C) # shellcheck disable=SC2086
+           run_c $rest ;;
         SET) set -- $rest
              case "$1" in a_verify) A_VERIFY=$2 ;; esac ;;
         ''|'#'*) ;;

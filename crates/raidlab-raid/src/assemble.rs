@@ -333,7 +333,10 @@ impl Assembly {
     /// Whether the array keeps md's partial parity log (consistency policy
     /// `ppl`). md runs it for RAID 5; other levels ignore the flag.
     pub fn has_ppl(&self) -> bool {
-        self.newest().feature_map & raidlab_md::superblock::feature::PPL != 0
+        use raidlab_md::superblock::feature;
+        // md records one or the other: MULTIPLE_PPLS once it has used an area with
+        // room for several log writes.
+        self.newest().feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0
     }
 
     /// Whether writes go through the partial parity log.

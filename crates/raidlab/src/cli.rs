@@ -82,8 +82,9 @@ pub struct CreateArgs {
     pub force: bool,
     /// How consistency is kept after an unclean stop, as mdadm's option: `resync`
     /// (resync everything) or `bitmap` (an internal write-intent bitmap: resync only
-    /// what was being written). Default as mdadm: bitmap for arrays of 100 GiB and
-    /// more, else resync. (`ppl` and `journal` are not implemented yet.)
+    /// what was being written) or `ppl` (RAID 5: md's partial parity log, which
+    /// closes the write hole and needs no resync). Default as mdadm: bitmap for
+    /// arrays of 100 GiB and more, else resync. (`journal` is not implemented.)
     #[arg(long)]
     pub consistency_policy: Option<String>,
     /// Bytes of each member per bitmap bit (default: mdadm's choice, 64M or more).

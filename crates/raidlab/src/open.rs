@@ -2,7 +2,8 @@
 
 use anyhow::{bail, Context, Result};
 use raidlab_devices::{FileVolume, OpenMode};
-use raidlab_raid::assemble::Device;
+use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::ppl::PplReplay;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -32,4 +33,29 @@ pub fn open_device(p: &Path, mode: OpenMode) -> Result<Device> {
         path: p.display().to_string(),
         volume: Arc::new(v),
     })
+}
+
+/// Start an array's partial parity logs before anything writes to it, as md does
+/// at every start: after an unclean stop each log is replayed, which makes parity
+/// consistent again without a resync. Says on stderr what the replay did.
+pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
+    let replay = asm.start_ppl()?;
+    if let Some(r) = &replay {
+        eprintln!(
+            "raidlab: the array was not stopped cleanly: replayed {} partial parity log entr{} ({} parity bytes rewritten{})",
+            r.entries_replayed,
+            if r.entries_replayed == 1 { "y" } else { "ies" },
+            r.parity_bytes,
+            if r.mismatches > 0 {
+                format!(
+                    "; {} entr{} did not check out, so a resync is still needed: `raidlab resync`",
+                    r.mismatches,
+                    if r.mismatches == 1 { "y" } else { "ies" }
+                )
+            } else {
+                "; parity is consistent, no resync needed".to_string()
+            }
+        );
+    }
+    Ok(replay)
 }

@@ -23,6 +23,9 @@
 //! `RAIDLAB_SKIP_MDVM=1` to skip on purpose (also printed loudly).
 //! `RAIDLAB_MDVM_KEEP=1` keeps the work directory even when everything passes.
 
+mod common;
+
+use common::ppl_crash;
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -159,7 +162,12 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
+/// The configurations of `tests/mdvm/matrix.txt`; `RAIDLAB_MDVM_ONLY=a,b` keeps
+/// only those names (for working on a few without the whole boot's matrix).
 fn parse_matrix() -> Vec<Cfg> {
+    let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(str::to_string).collect());
     MATRIX
         .lines()
         .map(str::trim)
@@ -181,7 +189,118 @@ fn parse_matrix() -> Vec<Cfg> {
                     .unwrap_or_default(),
             }
         })
+        .filter(|c| only.as_ref().map_or(true, |o| o.contains(&c.name)))
         .collect()
+}
+
+/// md's partial parity logs, as md left them on members it wrote: raidlab must
+/// report the policy, accept every member's log (header checksum and the
+/// array's signature), and, with the array marked as stopped uncleanly,
+/// replay them (`raidlab resync`) without making parity wrong (`raidlab check`).
+fn md_ppl_accepted(members: &[String]) -> Vec<String> {
+    use raidlab_devices::{FileVolume, OpenMode};
+    let mut bad = Vec::new();
+    let mut dargs = vec!["detail", "--json"];
+    dargs.extend(members.iter().map(String::as_str));
+    let o = raidlab(&dargs);
+    let policy = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+        .ok()
+        .and_then(|v| {
+            v.get("consistency_policy")
+                .and_then(|p| p.as_str().map(str::to_string))
+        });
+    if policy.as_deref() != Some("ppl") {
+        bad.push(format!(
+            "md made a PPL array but raidlab reports policy {policy:?}"
+        ));
+    }
+    let mut entries = 0;
+    for (i, m) in members.iter().enumerate() {
+        let vol = match FileVolume::open(Path::new(m), OpenMode::ReadOnly) {
+            Ok(v) => v,
+            Err(e) => {
+                bad.push(format!("member {i}: {e}"));
+                continue;
+            }
+        };
+        let sb = match raidlab_md::Superblock::read_from(&vol) {
+            Ok(Some(sb)) => sb,
+            other => {
+                bad.push(format!("member {i}: no superblock: {other:?}"));
+                continue;
+            }
+        };
+        match raidlab_md::ppl::read_area(&vol, &sb) {
+            Ok(Some(area)) => {
+                match raidlab_md::ppl::scan(&area, raidlab_md::ppl::signature(&sb.set_uuid)) {
+                    Some(scan) => entries += scan.entries.len(),
+                    None => bad.push(format!(
+                        "member {i}: raidlab finds no valid PPL header with the array's signature in md's log"
+                    )),
+                }
+            }
+            other => bad.push(format!("member {i}: cannot read md's PPL area: {other:?}")),
+        }
+    }
+    // Mark the array as stopped uncleanly, as a crash would leave it.
+    {
+        use raidlab_raid::assemble::{Assembly, Device};
+        use std::sync::Arc;
+        let devices: Result<Vec<Device>, String> = members
+            .iter()
+            .map(|m| {
+                FileVolume::open(Path::new(m), OpenMode::ReadWrite)
+                    .map(|v| Device {
+                        path: m.clone(),
+                        volume: Arc::new(v),
+                    })
+                    .map_err(|e| e.to_string())
+            })
+            .collect();
+        match devices.and_then(|d| Assembly::assemble(d).map_err(|e| e.to_string())) {
+            Ok(mut asm) => {
+                if let Err(e) = asm.commit(|sb| sb.resync_offset = 0) {
+                    bad.push(format!("cannot mark the array dirty: {e}"));
+                }
+            }
+            Err(e) => bad.push(format!("cannot assemble md's PPL array: {e}")),
+        }
+    }
+    let mut rargs = vec!["resync"];
+    rargs.extend(members.iter().map(String::as_str));
+    let o = raidlab(&rargs);
+    if !o.status.success()
+        || !String::from_utf8_lossy(&o.stdout).contains("partial parity log was replayed")
+    {
+        bad.push(format!("replaying md's logs: {}", describe(&rargs, &o)));
+    }
+    let mut cargs = vec!["check"];
+    cargs.extend(members.iter().map(String::as_str));
+    let o = raidlab(&cargs);
+    if !o.status.success() {
+        bad.push(format!(
+            "after replaying md's {entries} log entries: {}",
+            describe(&cargs, &o)
+        ));
+    }
+    loud(&format!(
+        "md_compat: md left {entries} PPL entries on {} members; raidlab accepted and replayed them",
+        members.len()
+    ));
+    bad
+}
+
+/// `pplcrash`: where the torn write goes (array offset, 8 KiB of data chunk 0
+/// of stripe 1) and which member md is later given without (the one holding
+/// data chunk 1 of that stripe: data the write did not touch).
+fn ppl_crash_spot(c: &Cfg) -> (u64, usize) {
+    use raidlab_layout::{Geometry, Layout, Level};
+    let level = Level::Raid5;
+    let layout = Layout::parse(level, c.layout.as_deref()).expect("raid5 layout");
+    let chunk = c.chunk_kib.expect("chunk") * 1024;
+    let g = Geometry::new(level, layout, chunk, c.devices, c.member_bytes).expect("geometry");
+    let stripe_bytes = chunk * (c.devices as u64 - 1);
+    (stripe_bytes, g.stripe(1).data[1])
 }
 
 /// Deterministic, position-unique pattern (xorshift64*), no dependencies.
@@ -543,6 +662,8 @@ fn linux_md_compatibility_both_directions() {
     let mut b_sent: Vec<String> = Vec::new();
     // name -> (array bytes, first copy-out offset, stride, degraded sets)
     let mut b_reads: BTreeMap<String, BReads> = BTreeMap::new();
+    // pplcrash: name -> (array bytes, copy-out offset, member left out)
+    let mut c_reads: BTreeMap<String, (u64, u64, usize)> = BTreeMap::new();
     let t_b = Instant::now();
     for c in &matrix {
         let dir = work.join("b").join(&c.name);
@@ -570,6 +691,9 @@ fn linux_md_compatibility_both_directions() {
         }
         if c.has("bitmap") {
             args.extend(["--consistency-policy", "bitmap", "--bitmap-chunk", "1M"]);
+        }
+        if c.has("ppl") {
+            args.extend(["--consistency-policy", "ppl"]);
         }
         args.extend(members.iter().map(String::as_str));
         let o = raidlab(&args);
@@ -604,7 +728,15 @@ fn linux_md_compatibility_both_directions() {
             continue;
         }
         let input = dir.join("pattern.bin");
-        fs::write(&input, &pat[..size as usize]).unwrap();
+        let mut content = pat[..size as usize].to_vec();
+        let crash_at = c.has("pplcrash").then(|| ppl_crash_spot(c).0);
+        if let Some(at) = crash_at {
+            // What the torn write will overwrite holds other data until then.
+            for b in &mut content[at as usize..at as usize + 8192] {
+                *b = !*b;
+            }
+        }
+        fs::write(&input, &content).unwrap();
         let mut iargs: Vec<&str> = vec!["import"];
         iargs.extend(members.iter().map(String::as_str));
         let input_s = input.to_str().unwrap().to_string();
@@ -614,6 +746,33 @@ fn linux_md_compatibility_both_directions() {
         if !o.status.success() {
             failures.push(format!("{} B: {}", c.name, describe(&iargs, &o)));
             continue;
+        }
+        if let Some(at) = crash_at {
+            let region = &pat[at as usize..at as usize + 8192];
+            if let Err(e) = ppl_crash(&members, at, region) {
+                failures.push(format!("{} B: {e}", c.name));
+                continue;
+            }
+            // md gets a second copy of the crashed members to start degraded
+            // (guest step C): the write hole case, which only the log closes.
+            let offs = slots.take(c);
+            for (m, off) in members.iter().zip(&offs) {
+                data.write_all_at(&fs::read(m).unwrap(), *off).unwrap();
+            }
+            let (_, missing) = ppl_crash_spot(c);
+            let out = slots.next;
+            slots.next += size.div_ceil(MIB) * MIB;
+            manifest.push_str(&format!(
+                "C {} {} {} {} {} {} {}\n",
+                c.name,
+                c.devices,
+                c.member_bytes,
+                csv(&offs),
+                size,
+                out,
+                missing
+            ));
+            c_reads.insert(c.name.clone(), (size, out, missing));
         }
         // `rebuilt`: member 1 fails, a new member is added into its slot and
         // rebuilt by raidlab; md then assembles the array with the new member.
@@ -878,6 +1037,11 @@ fn linux_md_compatibility_both_directions() {
                 Err(e) => failures.push(format!("{tag}: member 0 left out: {e}")),
             }
         }
+        if c.has("ppl") {
+            for f in md_ppl_accepted(&members) {
+                failures.push(format!("{tag}: {f}"));
+            }
+        }
         fs::remove_file(&out).ok();
         if failures.len() == before {
             passed_a += 1;
@@ -919,6 +1083,26 @@ fn linux_md_compatibility_both_directions() {
                     "{tag}: md read the array ({what}) differently from what raidlab imported: {}",
                     first_diff(&got, want)
                 ));
+            }
+        }
+        if let Some(&(csize, cout, missing)) = c_reads.get(&c.name) {
+            match guest.get(&(c.name.clone(), "C".into())) {
+                None => failures.push(format!(
+                    "{tag}: no result from the guest for the dirty degraded start"
+                )),
+                Some((s, d)) if s != "PASS" => failures.push(format!(
+                    "{tag}: md starting the crashed array without member {missing}: {d}"
+                )),
+                _ => {
+                    let mut got = vec![0u8; csize as usize];
+                    data.read_exact_at(&mut got, cout).unwrap();
+                    if got != pat[..csize as usize] {
+                        failures.push(format!(
+                            "{tag}: after raidlab's crash md started the array without member {missing} and read it wrong (the write hole: md did not replay raidlab's partial parity log correctly): {}",
+                            first_diff(&got, &pat[..csize as usize])
+                        ));
+                    }
+                }
             }
         }
         let bdir = res_dir.join("B").join(&c.name);

@@ -127,6 +127,8 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
         state_text: state_text.clone(),
         consistency_policy: if asm.bitmap.is_some() {
             "bitmap"
+        } else if asm.has_ppl() {
+            "ppl"
         } else {
             "resync"
         }

@@ -6,12 +6,13 @@
 //! Ctrl-C with their position saved in the superblocks, and resume from there.
 
 use crate::cli::{AddArgs, FailArgs, RemoveArgs, ReplaceArgs, RunArgs, RunControl, ScrubArgs};
-use crate::open::{is_missing, open_device, open_members};
+use crate::open::{is_missing, open_device, open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::manage::Added;
+use raidlab_raid::ppl::PplReplay;
 use raidlab_raid::recovery::{Progress, RunOptions, ScrubReport};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -25,11 +26,16 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Exit status of `check`/`repair` when mismatches were found.
 const MISMATCH_EXIT: u8 = 3;
 
+/// Assemble for writing: the partial parity logs (if any) are started, which
+/// replays them after an unclean stop.
 fn assemble_rw(members: &[PathBuf]) -> Result<Assembly> {
-    Ok(Assembly::assemble(open_members(
-        members,
-        OpenMode::ReadWrite,
-    )?)?)
+    Ok(assemble_rw_replay(members)?.0)
+}
+
+fn assemble_rw_replay(members: &[PathBuf]) -> Result<(Assembly, Option<PplReplay>)> {
+    let mut asm = Assembly::assemble(open_members(members, OpenMode::ReadWrite)?)?;
+    let replay = start_logs(&mut asm)?;
+    Ok((asm, replay))
 }
 
 fn path_str(p: &Path) -> String {
@@ -200,7 +206,16 @@ pub fn rebuild(a: RunArgs) -> Result<ExitCode> {
 }
 
 pub fn resync(a: RunArgs) -> Result<ExitCode> {
-    let mut asm = assemble_rw(&a.members)?;
+    let (mut asm, replay) = assemble_rw_replay(&a.members)?;
+    if let (Some(r), true) = (&replay, asm.in_sync()) {
+        // md's way with a partial parity log: the replay took the place of a resync.
+        if a.run.json {
+            outln!("{}", serde_json::to_string_pretty(r)?);
+        } else {
+            outln!("raidlab: the partial parity log was replayed; the array is clean");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = asm.resync(options(&a.run, a.force), &mut bar("resync"))?;
     if a.run.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);

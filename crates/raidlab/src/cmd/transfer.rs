@@ -3,7 +3,7 @@
 //! each, two buffers in flight) so a stream runs at the speed of the slower side.
 
 use crate::cli::{ExportArgs, ImportArgs};
-use crate::open::open_members;
+use crate::open::{open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use raidlab_core::Volume;
 use raidlab_devices::OpenMode;
@@ -119,6 +119,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
 pub fn import(a: ImportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadWrite)?;
     let mut asm = Assembly::assemble(devices)?;
+    start_logs(&mut asm)?;
     asm.check_startable(a.force)?;
     let array = asm.array()?;
     let size = array.size();
