@@ -120,7 +120,7 @@ impl ResultFile {
             } else {
                 format!("$.{path}")
             };
-            invalid(&path, e.into_inner().to_string())
+            invalid(&path, plain_types(&e.into_inner().to_string()))
         })?;
         file.source = source.to_string();
         file.check()?;
@@ -198,6 +198,16 @@ impl ResultFile {
     }
 }
 
+/// serde names Rust types (`expected f64`); a person editing JSON thinks in JSON's.
+fn plain_types(msg: &str) -> String {
+    msg.replace("expected f64", "expected a number")
+        .replace("expected u64", "expected a whole number")
+        .replace("expected a sequence", "expected an array")
+        .replace("expected struct Row", "expected an object (one row)")
+        .replace("expected struct Host", "expected an object")
+        .replace("expected struct ResultFile", "expected an object")
+}
+
 fn kind(v: &serde_json::Value) -> &'static str {
     match v {
         serde_json::Value::Null => "null",
@@ -234,7 +244,11 @@ mod tests {
                 Err(_) => &mut at[*p],
             };
         }
-        at[path[path.len() - 1]] = new;
+        let last = path[path.len() - 1];
+        match last.parse::<usize>() {
+            Ok(i) => at[i] = new,
+            Err(_) => at[last] = new,
+        }
         v.to_string()
     }
 
@@ -303,7 +317,20 @@ mod tests {
         let e = err(&v.to_string());
         assert!(e.contains("at $.rows[0]: missing field `metric`"), "{e}");
         let e = err(&with(&["targets"], "a".into()));
-        assert!(e.contains("at $.targets:"), "{e}");
+        assert!(
+            e.contains("at $.targets: invalid type: string \"a\", expected an array"),
+            "{e}"
+        );
+        let e = err(&with(&["rows", "0"], 5.into()));
+        assert!(
+            e.contains("at $.rows[0]: invalid type: integer `5`, expected an object (one row)"),
+            "{e}"
+        );
+        let e = err(&with(&["host", "cpus"], (-1).into()));
+        assert!(
+            e.contains("at $.host.cpus: invalid value: integer `-1`, expected a whole number"),
+            "{e}"
+        );
     }
 
     #[test]
