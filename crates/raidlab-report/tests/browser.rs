@@ -1,6 +1,7 @@
 //! The report of the fixture results, opened in headless Chromium: the rendered DOM
 //! holds a bar, a tooltip and a table cell for every row, no script, and a
-//! screenshot shows the targets' colours (the charts were painted, not just sent).
+//! screenshot shows a bar in each target's colour (the charts were painted, not
+//! just sent).
 //!
 //! Chromium comes from scripts/test.sh (it installs it when run as root). Without
 //! it, as root this test fails (CI must not skip it silently); as another user it
@@ -182,11 +183,25 @@ fn report_renders_every_row_in_chromium() {
         "screenshot is nearly blank: {non_white} of {} pixels not white",
         pixels.len()
     );
+    // A bar, unlike a 14-pixel legend swatch, is a long horizontal run of its
+    // colour: each target's longest bar in the first chart spans 90+ pixels.
     for c in colours {
-        let n = pixels
-            .iter()
-            .filter(|p| (0..3).all(|i| p[i].abs_diff(c[i]) <= 8))
-            .count();
-        assert!(n >= 100, "colour {c:?} painted on only {n} pixels");
+        let matches = |p: &[u8; 3]| (0..3).all(|i| p[i].abs_diff(c[i]) <= 8);
+        let longest = pixels
+            .chunks(w as usize)
+            .map(|row| {
+                let (mut best, mut run) = (0, 0);
+                for p in row {
+                    run = if matches(p) { run + 1 } else { 0 };
+                    best = best.max(run);
+                }
+                best
+            })
+            .max()
+            .unwrap_or(0);
+        assert!(
+            longest >= 30,
+            "no bar painted in colour {c:?}: longest run {longest} pixels"
+        );
     }
 }
