@@ -46,6 +46,9 @@ pub enum ReportError {
     /// An output path names one of the inputs.
     #[error("{path} is one of the input result files; refusing to overwrite it: choose another output file")]
     OutputIsInput { path: PathBuf },
+    /// `--output` and `--csv` name the same file (one would overwrite the other).
+    #[error("{path} is named both as the page and as the CSV: give the CSV another name")]
+    SameOutput { path: PathBuf },
     /// Writing an output failed. Outputs are written to a temporary file and renamed
     /// into place, so a failed write leaves no half-written report behind.
     #[error("cannot write {path}")]

@@ -98,6 +98,18 @@ pub fn write_files(
     html: &Path,
     csv: Option<&Path>,
 ) -> Result<Summary, ReportError> {
+    if let Some(csv) = csv {
+        // Also when neither exists yet: then the paths as given are compared.
+        let same = match (fs::canonicalize(html), fs::canonicalize(csv)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => html == csv,
+        };
+        if same {
+            return Err(ReportError::SameOutput {
+                path: csv.to_path_buf(),
+            });
+        }
+    }
     let model = model::Model::new(files);
     if model.rows.is_empty() {
         return Err(ReportError::NoRows);
@@ -239,6 +251,8 @@ mod tests {
         fs::write(&empty, result("")).unwrap();
         let e = write_report(&[empty], &out, None).unwrap_err();
         assert!(matches!(e, ReportError::NoRows), "{e}");
+        let e = write_report(std::slice::from_ref(&input), &out, Some(&out)).unwrap_err();
+        assert!(matches!(e, ReportError::SameOutput { .. }), "{e}");
         let e = write_report(&[d.path().join("missing.json")], &out, None).unwrap_err();
         assert!(e.to_string().starts_with("cannot read result file"), "{e}");
         assert!(!out.exists());

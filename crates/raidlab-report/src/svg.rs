@@ -40,6 +40,21 @@ const PLOT_W: f64 = 520.0;
 /// label columns, so a wrong guess costs white space, not overlap of bars.
 const CHAR_W: f64 = 7.0;
 
+/// Longest group or test label drawn in full; longer ones end in `…` in the chart
+/// (the tooltip and the table under it give them whole), so they never run into
+/// the bars.
+const MAX_LABEL: usize = 40;
+
+fn clip(s: &str) -> String {
+    if s.chars().count() <= MAX_LABEL {
+        s.to_string()
+    } else {
+        let mut c: String = s.chars().take(MAX_LABEL - 1).collect();
+        c.push('…');
+        c
+    }
+}
+
 fn text_w(s: &str) -> f64 {
     s.chars().count() as f64 * CHAR_W
 }
@@ -85,11 +100,10 @@ pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
         .map(|g| {
             g.tests
                 .iter()
-                .map(|t| text_w(&t.name) + 12.0)
-                .fold(text_w(&g.name), f64::max)
+                .map(|t| text_w(&clip(&t.name)) + 12.0)
+                .fold(text_w(&clip(&g.name)), f64::max)
         })
         .fold(60.0, f64::max)
-        .min(320.0)
         + PAD;
     let value_w = values
         .iter()
@@ -142,7 +156,7 @@ pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
             s,
             r#"<text class="group" x="{PAD}" y="{:.1}">{}</text>"#,
             y + GROUP_HEAD - 5.0,
-            esc(&g.name)
+            esc(&clip(&g.name))
         );
         y += GROUP_HEAD;
         for test in &g.tests {
@@ -152,7 +166,7 @@ pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
                 r#"<text class="test" x="{:.1}" y="{:.1}">{}</text>"#,
                 PAD + 12.0,
                 y + cluster / 2.0 + 4.0,
-                esc(&test.name)
+                esc(&clip(&test.name))
             );
             for &(target, v) in &test.bars {
                 let v_draw = if v.is_finite() { v } else { 0.0 };
@@ -200,6 +214,15 @@ mod tests {
         assert_eq!(nice_step(3406.11), 1000.0);
         assert_eq!(nice_step(7.0), 2.0);
         assert!((nice_step(0.3) - 0.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn long_labels_are_clipped_on_a_char_boundary() {
+        assert_eq!(clip("read"), "read");
+        let long = "µ".repeat(50);
+        let c = clip(&long);
+        assert_eq!(c.chars().count(), MAX_LABEL);
+        assert!(c.ends_with('…'));
     }
 
     #[test]
