@@ -90,7 +90,7 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#
 h1{font-size:24px;margin:0 0 4px}h2{font-size:20px;margin:32px 0 8px;border-bottom:2px solid #ddd}h3{font-size:16px;margin:20px 0 6px}
 table{border-collapse:collapse;margin:6px 0 14px;font-variant-numeric:tabular-nums}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
-th{background:#f3f3f3}td{white-space:nowrap}td.n{text-align:right}
+th{background:#f3f3f3}table.summary td,table.numbers td{white-space:nowrap}td.n{text-align:right}
 td.better{color:#1b7837}td.worse{color:#b2182b}
 figure{margin:18px 0 28px;padding:12px;border:1px solid #e3e3e3;border-radius:6px;overflow-x:auto}
 figcaption{font-weight:600;font-size:15px;margin-bottom:6px}

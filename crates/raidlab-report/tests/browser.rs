@@ -17,6 +17,8 @@ fn fixtures() -> Vec<PathBuf> {
         "cdm-ssd-raid.json",
         "cdm-rerun.json",
         "bonnie-ssd-hdd-raid6.json",
+        "job-desktop-hdd.json",
+        "iozone-raid5-ssd-cache.json",
     ]
     .iter()
     .map(|f| dir.join(f))
@@ -102,8 +104,8 @@ fn report_renders_every_row_in_chromium() {
     let html = dir.path().join("report.html");
     let csv = dir.path().join("report.csv");
     let summary = raidlab_report::write_report(&fixtures(), &html, Some(&csv)).unwrap();
-    assert_eq!(summary.files, 3);
-    assert_eq!(summary.rows, 26 + 4 + 21);
+    assert_eq!(summary.files, 5);
+    assert_eq!(summary.rows, 26 + 4 + 21 + 18 + 12);
 
     let profile = dir.path().join("profile");
     let dom = chromium(&bin, &profile, &html, &["--dump-dom".into()]);

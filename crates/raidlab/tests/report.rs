@@ -17,10 +17,12 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-const FIXTURES: [&str; 3] = [
+const FIXTURES: [&str; 5] = [
     "cdm-ssd-raid.json",
     "cdm-rerun.json",
     "bonnie-ssd-hdd-raid6.json",
+    "job-desktop-hdd.json",
+    "iozone-raid5-ssd-cache.json",
 ];
 
 #[test]
@@ -38,13 +40,13 @@ fn report_writes_page_and_csv_of_every_row() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "51 measurements of 7 targets from 3 result files, 6 charts",
+            "81 measurements of 12 targets from 5 result files, 8 charts",
         ));
     let page = fs::read_to_string(&html).unwrap();
     let table = fs::read_to_string(&csv).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>"));
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines.len(), 1 + 51);
+    assert_eq!(lines.len(), 1 + 81);
     assert_eq!(
         lines[0],
         "file,hostname,suite,group,test,target,metric,value,higher_is_better"
