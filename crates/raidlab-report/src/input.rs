@@ -76,6 +76,9 @@ impl Row {
 impl ResultFile {
     /// Read one result from JSON text. `source` names it in errors and in the page.
     pub fn from_json(source: &str, text: &str) -> Result<ResultFile, ReportError> {
+        // A byte-order mark (an editor on Windows) is not JSON but not an error
+        // worth refusing a report for.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|e| ReportError::Syntax {
                 file: source.to_string(),
@@ -259,6 +262,12 @@ mod tests {
         assert_eq!(f.rows.len(), 2);
         assert_eq!(f.rows[1].value, 3.0);
         assert_eq!(f.host.cpus, Some(4));
+    }
+
+    #[test]
+    fn byte_order_mark_is_accepted() {
+        let f = ResultFile::from_json("r.json", &format!("\u{feff}{GOOD}")).unwrap();
+        assert_eq!(f.rows.len(), 2);
     }
 
     #[test]
