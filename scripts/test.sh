@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole raidlab test suite, as CI runs it: installs what the tests need
 # (Debian packages, when run as root), checks formatting and lints, then runs every
-# test, including the Linux md compatibility matrix in a qemu VM.
+# test, including the Linux md compatibility matrix in a qemu VM and the HTML report
+# rendered in headless Chromium.
 #
 # Longer runs sit behind a flag: RAIDLAB_SOAK=N runs the engine's seeded random
 # workloads with N seeds per configuration instead of 1 (e.g. RAIDLAB_SOAK=50).
@@ -13,13 +14,15 @@ if [ "$(id -u)" = 0 ]; then
     command -v mdadm >/dev/null || need+=(mdadm)
     command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
     command -v cpio >/dev/null || need+=(cpio)
+    # raidlab-report's tests/browser.rs renders the HTML report in headless Chromium.
+    command -v chromium >/dev/null || need+=(chromium)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     fi
 else
-    echo "test.sh: not root: not installing packages; tests that need mdadm or qemu say so"
+    echo "test.sh: not root: not installing packages; tests that need mdadm, qemu or chromium say so"
 fi
 
 cargo fmt --all --check

@@ -53,6 +53,23 @@ pub enum Command {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Make one self-contained HTML page (charts, tables) and optionally a CSV from
+    /// benchmark result files.
+    Report(ReportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Result files written by `raidlab bench` (format raidlab-bench/1); rows of
+    /// all files are merged into one report.
+    #[arg(required = true, value_name = "RESULT.json")]
+    pub results: Vec<PathBuf>,
+    /// The HTML page to write (one file, no network needed to view it).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+    /// Also write every row as CSV to this file.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -1,0 +1,491 @@
+//! The report page: one self-contained HTML file (inline CSS, inline SVG charts,
+//! the CSV as a `data:` link, no script and no reference to anything outside the
+//! file), so it opens offline, in a mail attachment or a CI artifact viewer.
+//!
+//! Every string that comes from an input file goes through [`esc`]: labels are
+//! user-controlled (a target may be named `<script>`), and the page must show them,
+//! never run them.
+
+use crate::input::ResultFile;
+use crate::model::{Model, SuiteView};
+use crate::svg;
+use std::fmt::Write as _;
+
+/// Escape text for HTML element content and quoted attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value exactly as read (shortest form that reads back to the same number):
+/// what the tables and tooltips show.
+pub fn exact(v: f64) -> String {
+    format!("{v}")
+}
+
+/// A value for a bar label: two decimals for values of 1 and more, three
+/// significant digits below, trailing zeros dropped (`564.95`, `1116.3`,
+/// `0.00123`).
+pub fn short(v: f64) -> String {
+    if !v.is_finite() {
+        return exact(v);
+    }
+    let a = v.abs();
+    let decimals = if a >= 1.0 || a == 0.0 {
+        2
+    } else {
+        ((-a.log10().floor()) as usize + 2).min(12)
+    };
+    let s = format!("{v:.decimals$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+/// Human name of a suite; an unknown suite is shown by its own name.
+fn suite_title(s: &str) -> String {
+    match s {
+        "cdm" => "CrystalDiskMark test set (cdm)".into(),
+        "bonnie" => "Bonnie++ tests (bonnie)".into(),
+        "iozone" => "IOzone record size × file size (iozone)".into(),
+        "job" => "fio-style jobs (job)".into(),
+        "replay" => "Trace replay (replay)".into(),
+        other => other.into(),
+    }
+}
+
+/// Percent-encode for a `data:` URI: everything but unreserved characters, so the
+/// result is also safe inside a quoted attribute without further escaping.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 2);
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+const CSS: &str = r#"
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#222;margin:24px auto;max-width:1200px;padding:0 16px}
+h1{font-size:24px;margin:0 0 4px}h2{font-size:20px;margin:32px 0 8px;border-bottom:2px solid #ddd}h3{font-size:16px;margin:20px 0 6px}
+table{border-collapse:collapse;margin:6px 0 14px;font-variant-numeric:tabular-nums}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f3f3f3}table.summary td,table.numbers td{white-space:nowrap}td.n{text-align:right}
+td.better{color:#1b7837}td.worse{color:#b2182b}
+figure{margin:18px 0 28px;padding:12px;border:1px solid #e3e3e3;border-radius:6px;overflow-x:auto}
+figcaption{font-weight:600;font-size:15px;margin-bottom:6px}
+ul.legend{list-style:none;padding:0;margin:0 0 8px;display:flex;flex-wrap:wrap;gap:4px 16px}
+ul.legend li{display:flex;align-items:center;gap:6px}
+.sw{display:inline-block;width:14px;height:14px;border-radius:2px}
+svg.chart{display:block;font:12px system-ui,sans-serif}
+svg.chart text.group{font-weight:600}svg.chart text.tick{text-anchor:middle;fill:#555}
+svg.chart text.v{fill:#222}svg.chart line.grid{stroke:#e4e4e4}svg.chart line.zero{stroke:#777}
+.note{color:#555}
+"#;
+
+/// The page for `files`: merged as [`Model`] merges them.
+pub fn render_html(files: &[ResultFile]) -> String {
+    let model = Model::new(files);
+    let csv = crate::csv::render_model(files, &model);
+    let mut h = String::new();
+    h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    h.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
+    h.push_str("<title>raidlab benchmark report</title>\n<style>");
+    h.push_str(CSS);
+    h.push_str("</style>\n</head>\n<body>\n<h1>raidlab benchmark report</h1>\n");
+    let charts: usize = model.suites.iter().map(|s| s.charts.len()).sum();
+    let _ = writeln!(
+        h,
+        "<p>{} measurements of {} targets from {} result files, in {} charts. \
+         <a download=\"raidlab-report.csv\" href=\"data:text/csv;charset=utf-8,{}\">Download every row as CSV</a>.</p>",
+        model.rows.len(),
+        model.targets.len(),
+        files.len(),
+        charts,
+        percent_encode(&csv)
+    );
+    if model.rows.is_empty() {
+        h.push_str("<p class=\"note\">The result files hold no measurements.</p>\n");
+    }
+    sources(&mut h, files, &model);
+    if model.suites.len() > 1 {
+        h.push_str("<nav><ul>\n");
+        for (si, s) in model.suites.iter().enumerate() {
+            let _ = writeln!(
+                h,
+                "<li><a href=\"#suite-{si}\">{}</a></li>",
+                esc(&suite_title(&s.name))
+            );
+        }
+        h.push_str("</ul></nav>\n");
+    }
+    for (si, suite) in model.suites.iter().enumerate() {
+        suite_section(&mut h, &model, suite, si);
+    }
+    h.push_str("<p class=\"note\">Made by <code>raidlab report</code>. Bars show each value; hover a bar for the exact number, which the table under each chart also gives.</p>\n");
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+fn sources(h: &mut String, files: &[ResultFile], model: &Model) {
+    h.push_str("<h2>Result files</h2>\n<table class=\"sources\">\n<tr><th>file</th><th>suite</th><th>created</th><th>host</th><th>CPUs</th><th>kernel</th><th>targets (as shown)</th></tr>\n");
+    for (fi, f) in files.iter().enumerate() {
+        let targets: Vec<String> = model.labels[fi]
+            .iter()
+            .map(|(orig, shown)| {
+                if orig == shown {
+                    esc(orig)
+                } else {
+                    format!("{} (shown as {})", esc(orig), esc(shown))
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&f.source),
+            esc(&f.suite),
+            esc(f.created.as_deref().unwrap_or("")),
+            esc(f.host.hostname.as_deref().unwrap_or("")),
+            f.host.cpus.map(|c| c.to_string()).unwrap_or_default(),
+            esc(f.host.kernel.as_deref().unwrap_or("")),
+            targets.join(", ")
+        );
+    }
+    h.push_str("</table>\n");
+}
+
+fn direction(hib: Option<bool>) -> &'static str {
+    match hib {
+        Some(true) => "higher is better",
+        Some(false) => "lower is better",
+        None => "rows disagree on whether higher is better",
+    }
+}
+
+fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
+    let _ = writeln!(
+        h,
+        "<section class=\"suite\" id=\"suite-{si}\">\n<h2>{}</h2>",
+        esc(&suite_title(&suite.name))
+    );
+    summary(h, model, suite);
+    for (ci, chart) in suite.charts.iter().enumerate() {
+        let title = format!(
+            "{}: {} ({})",
+            suite.name,
+            chart.metric,
+            direction(chart.higher_is_better)
+        );
+        let _ = writeln!(
+            h,
+            "<figure class=\"chart\" id=\"chart-{si}-{ci}\">\n<figcaption>{}</figcaption>",
+            esc(&title)
+        );
+        h.push_str("<ul class=\"legend\">");
+        for &t in &chart.targets {
+            let _ = write!(
+                h,
+                "<li><span class=\"sw\" style=\"background:{}\"></span>{}</li>",
+                svg::colour(t),
+                esc(&model.targets[t])
+            );
+        }
+        h.push_str("</ul>\n");
+        h.push_str(&svg::chart(model, chart, &title));
+        // The exact numbers under the chart: rows = group and test, columns = the
+        // chart's targets.
+        h.push_str("\n<table class=\"numbers\">\n<tr><th>group</th><th>test</th>");
+        for &t in &chart.targets {
+            let _ = write!(h, "<th>{}</th>", esc(&model.targets[t]));
+        }
+        let _ = writeln!(h, "</tr>");
+        for g in &chart.groups {
+            for test in &g.tests {
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td>",
+                    esc(&g.name),
+                    esc(&test.name)
+                );
+                for &t in &chart.targets {
+                    let cell: Vec<String> = test
+                        .bars
+                        .iter()
+                        .filter(|b| b.0 == t)
+                        .map(|b| esc(&exact(b.1)))
+                        .collect();
+                    let cell = if cell.is_empty() {
+                        "–".to_string()
+                    } else {
+                        cell.join(" / ")
+                    };
+                    let _ = write!(h, "<td class=\"n\">{cell}</td>");
+                }
+                h.push_str("</tr>\n");
+            }
+        }
+        let _ = writeln!(
+            h,
+            "</table>\n<p class=\"note\">{} in {}.</p>\n</figure>",
+            esc(direction(chart.higher_is_better)),
+            esc(&chart.metric)
+        );
+    }
+    h.push_str("</section>\n");
+}
+
+/// The articles' table: one line per group and test (and metric), one column per
+/// target, then each target's ratio to the first target (the baseline, e.g. the
+/// single disk).
+fn summary(h: &mut String, model: &Model, suite: &SuiteView) {
+    let names: Vec<&str> = suite
+        .targets
+        .iter()
+        .map(|&t| model.targets[t].as_str())
+        .collect();
+    h.push_str("<h3>Summary</h3>\n<table class=\"summary\">\n<tr><th>group</th><th>test</th><th>metric</th>");
+    for n in &names {
+        let _ = write!(h, "<th>{}</th>", esc(n));
+    }
+    if let Some((base, rest)) = names.split_first() {
+        for n in rest {
+            let _ = write!(h, "<th>{} ÷ {}</th>", esc(n), esc(base));
+        }
+    }
+    h.push_str("</tr>\n");
+    for r in &suite.summary {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td title=\"{}\">{} {}</td>",
+            esc(&r.group),
+            esc(&r.test),
+            direction(Some(r.higher_is_better)),
+            esc(&r.metric),
+            if r.higher_is_better { "↑" } else { "↓" }
+        );
+        for v in &r.values {
+            let _ = write!(
+                h,
+                "<td class=\"n\">{}</td>",
+                v.map(|v| esc(&exact(v))).unwrap_or_else(|| "–".into())
+            );
+        }
+        let base = r.values.first().copied().flatten();
+        for v in r.values.iter().skip(1) {
+            match (base, v) {
+                (Some(b), Some(v)) if b != 0.0 => {
+                    let ratio = v / b;
+                    // Green when this target beats the baseline in this metric's
+                    // sense, red when it does worse.
+                    let class = if ratio == 1.0 {
+                        "n"
+                    } else if (ratio > 1.0) == r.higher_is_better {
+                        "n better"
+                    } else {
+                        "n worse"
+                    };
+                    let _ = write!(h, "<td class=\"{class}\">{ratio:.2}×</td>");
+                }
+                _ => h.push_str("<td class=\"n\">–</td>"),
+            }
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::Row;
+
+    fn row(group: &str, test: &str, target: &str, metric: &str, value: f64) -> Row {
+        Row {
+            suite: "cdm".into(),
+            group: group.into(),
+            test: test.into(),
+            target: target.into(),
+            metric: metric.into(),
+            value,
+            higher_is_better: !metric.starts_with("latency"),
+        }
+    }
+
+    fn file(source: &str, targets: &[&str], rows: Vec<Row>) -> ResultFile {
+        ResultFile {
+            source: source.into(),
+            format: crate::FORMAT.into(),
+            suite: "cdm".into(),
+            created: Some("2026-11-21T10:00:00Z".into()),
+            host: Default::default(),
+            targets: targets.iter().map(|s| s.to_string()).collect(),
+            rows,
+        }
+    }
+
+    #[test]
+    fn escaping() {
+        assert_eq!(
+            esc(r#"<a href="x">&'"#),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+        assert_eq!(esc("RAID 5 µs ÷"), "RAID 5 µs ÷");
+    }
+
+    #[test]
+    fn hostile_labels_are_shown_not_run() {
+        let evil = "<script>alert(1)</script>";
+        let f = file(
+            "<img src=x onerror=alert(2)>.json",
+            &[evil],
+            vec![row("<b>g</b>", "t\"'", evil, "<i>MB/s</i>", 1.0)],
+        );
+        let html = render_html(&[f]);
+        assert!(!html.contains("<script"), "{html}");
+        assert!(!html.contains("<img"));
+        assert!(!html.contains("<b>g"));
+        assert!(!html.contains("<i>MB"));
+        assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert!(html.contains("&lt;b&gt;g&lt;/b&gt;"));
+        assert!(html.contains("t&quot;&#39;"));
+    }
+
+    #[test]
+    fn number_formats() {
+        assert_eq!(exact(564.95), "564.95");
+        assert_eq!(exact(2.0), "2");
+        assert_eq!(short(564.95), "564.95");
+        assert_eq!(short(1116.341), "1116.34");
+        assert_eq!(short(1500.0), "1500");
+        assert_eq!(short(0.00123456), "0.00123");
+        assert_eq!(short(0.0), "0");
+        assert_eq!(short(-0.001), "-0.001");
+        assert_eq!(short(-2.5), "-2.5");
+    }
+
+    fn two_target_file() -> ResultFile {
+        file(
+            "a.json",
+            &["single disk", "RAID 0"],
+            vec![
+                row("SEQ1M Q8T1", "read", "single disk", "MB/s", 564.95),
+                row("SEQ1M Q8T1", "read", "RAID 0", "MB/s", 1116.34),
+                row("RND4K Q1T1", "write", "single disk", "latency µs", 40.0),
+                row("RND4K Q1T1", "write", "RAID 0", "latency µs", 50.0),
+            ],
+        )
+    }
+
+    #[test]
+    fn every_row_appears_in_table_tooltip_and_bar() {
+        let html = render_html(&[two_target_file()]);
+        for (g, t, target, m, v) in [
+            ("SEQ1M Q8T1", "read", "single disk", "MB/s", "564.95"),
+            ("SEQ1M Q8T1", "read", "RAID 0", "MB/s", "1116.34"),
+            ("RND4K Q1T1", "write", "single disk", "latency µs", "40"),
+            ("RND4K Q1T1", "write", "RAID 0", "latency µs", "50"),
+        ] {
+            assert!(
+                html.contains(&format!("<title>{g} · {t} · {target}: {v} {m}</title>")),
+                "no tooltip for {target} {v}"
+            );
+            assert!(html.contains(&format!("<td class=\"n\">{v}</td>")), "{v}");
+            assert!(
+                html.contains(&format!("text-anchor=\"start\">{v}</text>")),
+                "{v}"
+            );
+        }
+        assert_eq!(html.matches("<rect class=\"bar\"").count(), 4);
+        assert_eq!(html.matches("<figure class=\"chart\"").count(), 2);
+        // Ratio vs the first target, coloured in the metric's sense.
+        assert!(html.contains("<th>RAID 0 ÷ single disk</th>"));
+        assert!(html.contains("<td class=\"n better\">1.98×</td>"), "{html}");
+        assert!(html.contains("<td class=\"n worse\">1.25×</td>"));
+        assert!(html.contains("latency µs (lower is better)"));
+    }
+
+    #[test]
+    fn colours_follow_targets_across_charts() {
+        let html = render_html(&[two_target_file()]);
+        let first = format!("fill=\"{}\"", svg::colour(0));
+        let second = format!("fill=\"{}\"", svg::colour(1));
+        assert_eq!(html.matches(&first).count(), 2);
+        assert_eq!(html.matches(&second).count(), 2);
+        assert_eq!(
+            html.matches(&format!("background:{}", svg::colour(1)))
+                .count(),
+            2,
+            "one legend entry per chart"
+        );
+    }
+
+    #[test]
+    fn self_contained() {
+        let html = render_html(&[two_target_file()]);
+        for bad in [
+            "http://", "https://", "src=", "<script", "<link", "url(", "@import",
+        ] {
+            assert!(!html.contains(bad), "page holds {bad:?}");
+        }
+        // Every href is a fragment or the data: CSV.
+        for part in html.split("href=\"").skip(1) {
+            assert!(
+                part.starts_with('#') || part.starts_with("data:text/csv"),
+                "{}",
+                &part[..40.min(part.len())]
+            );
+        }
+    }
+
+    #[test]
+    fn csv_link_holds_the_csv() {
+        let files = [two_target_file()];
+        let html = render_html(&files);
+        let start = html.find("data:text/csv;charset=utf-8,").unwrap() + 28;
+        let end = start + html[start..].find('"').unwrap();
+        let encoded = &html[start..end];
+        let mut bytes = Vec::new();
+        let mut it = encoded.bytes();
+        while let Some(b) = it.next() {
+            if b == b'%' {
+                let hex = [it.next().unwrap(), it.next().unwrap()];
+                bytes.push(u8::from_str_radix(std::str::from_utf8(&hex).unwrap(), 16).unwrap());
+            } else {
+                bytes.push(b);
+            }
+        }
+        assert_eq!(String::from_utf8(bytes).unwrap(), crate::render_csv(&files));
+    }
+
+    #[test]
+    fn negative_and_empty_do_not_panic() {
+        let f = file("n.json", &["a"], vec![row("g", "t", "a", "delta", -3.5)]);
+        let html = render_html(&[f]);
+        assert!(html.contains("text-anchor=\"end\">-3.5</text>"));
+        let empty = render_html(&[file("e.json", &["a"], vec![])]);
+        assert!(empty.contains("hold no measurements"));
+        let none = render_html(&[]);
+        assert!(none.contains("0 measurements"));
+    }
+}

@@ -1,0 +1,460 @@
+//! Rows of all files merged into what the page shows: target labels made distinct
+//! across files, one chart per (suite, metric) with groups and targets in
+//! first-seen order, one summary table per suite. Pure data, no formatting.
+
+use crate::input::{ResultFile, Row};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::path::Path;
+
+/// One row with the label its target is shown under.
+#[derive(Debug, Clone)]
+pub struct Merged<'a> {
+    /// Index of the file in the input slice.
+    pub file: usize,
+    pub row: &'a Row,
+    /// The target label, with the file's stem appended when another file that
+    /// shares a suite uses the same label.
+    pub target: String,
+}
+
+/// Everything the page and the CSV are made of.
+#[derive(Debug)]
+pub struct Model<'a> {
+    pub rows: Vec<Merged<'a>>,
+    /// Display labels in first-seen order over all files; the index is the colour.
+    pub targets: Vec<String>,
+    /// Per file: (label in the file, label shown), in the file's target order.
+    pub labels: Vec<Vec<(String, String)>>,
+    pub suites: Vec<SuiteView>,
+}
+
+#[derive(Debug)]
+pub struct SuiteView {
+    pub name: String,
+    /// Targets measured in this suite, first-seen order (indices into
+    /// `Model::targets`); the first is the baseline of the ratio columns.
+    pub targets: Vec<usize>,
+    pub charts: Vec<Chart>,
+    /// (group, test, metric) in first-seen order, each with one value per
+    /// `targets` entry (None where that target was not measured).
+    pub summary: Vec<SummaryRow>,
+}
+
+#[derive(Debug)]
+pub struct SummaryRow {
+    pub group: String,
+    pub test: String,
+    pub metric: String,
+    pub higher_is_better: bool,
+    pub values: Vec<Option<f64>>,
+}
+
+/// One chart: one suite, one metric.
+#[derive(Debug)]
+pub struct Chart {
+    pub metric: String,
+    /// None when rows of this metric disagree (then the page says so).
+    pub higher_is_better: Option<bool>,
+    pub groups: Vec<ChartGroup>,
+    /// Targets with a bar in this chart, in global first-seen order.
+    pub targets: Vec<usize>,
+}
+
+#[derive(Debug)]
+pub struct ChartGroup {
+    pub name: String,
+    pub tests: Vec<ChartTest>,
+}
+
+#[derive(Debug)]
+pub struct ChartTest {
+    pub name: String,
+    /// (target index, value), ordered by target index so that every cluster of
+    /// bars has the same order and colours.
+    pub bars: Vec<(usize, f64)>,
+}
+
+impl Chart {
+    #[cfg(test)]
+    pub fn bar_count(&self) -> usize {
+        self.groups
+            .iter()
+            .flat_map(|g| &g.tests)
+            .map(|t| t.bars.len())
+            .sum()
+    }
+}
+
+/// Index of `key` in `list`, appending it when new: first-seen order.
+fn index_of<T: PartialEq>(list: &mut Vec<T>, key: T) -> usize {
+    match list.iter().position(|k| *k == key) {
+        Some(i) => i,
+        None => {
+            list.push(key);
+            list.len() - 1
+        }
+    }
+}
+
+fn stem(source: &str) -> String {
+    Path::new(source)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| source.to_string())
+}
+
+/// The label each file's targets are shown under. A label is changed only when
+/// another file uses it in a suite both files measured: the same "RAID 0" in a cdm
+/// file and a bonnie file is one target (one colour), but "RAID 0" in two cdm
+/// runs is two.
+fn display_labels(files: &[ResultFile]) -> Vec<Vec<(String, String)>> {
+    let suites: Vec<BTreeSet<&str>> = files
+        .iter()
+        .map(|f| {
+            let mut s: BTreeSet<&str> = f.rows.iter().map(|r| r.suite.as_str()).collect();
+            s.insert(&f.suite);
+            s
+        })
+        .collect();
+    let labels: Vec<Vec<&str>> = files
+        .iter()
+        .map(|f| {
+            let mut l: Vec<&str> = Vec::new();
+            for t in f.targets.iter().chain(f.rows.iter().map(|r| &r.target)) {
+                if !l.contains(&t.as_str()) {
+                    l.push(t);
+                }
+            }
+            l
+        })
+        .collect();
+    let clashes_with = |i: usize, label: &str| -> Vec<usize> {
+        (0..files.len())
+            .filter(|&j| j != i && labels[j].contains(&label) && !suites[i].is_disjoint(&suites[j]))
+            .collect()
+    };
+    // (suite, shown label) -> (file, label), to make sure the result is distinct
+    // even in odd cases (a file whose own label already reads "x (b)").
+    let mut taken: HashMap<(&str, String), (usize, &str)> = HashMap::new();
+    let mut out = Vec::with_capacity(files.len());
+    for (i, file_labels) in labels.iter().enumerate() {
+        let mut mine = Vec::new();
+        for &label in file_labels {
+            let others = clashes_with(i, label);
+            let mut shown = if others.is_empty() {
+                label.to_string()
+            } else {
+                // The stem is short and usually says which run it was; when the
+                // clashing files share a stem (run1/cdm.json, run2/cdm.json), the
+                // path as given tells them apart.
+                let my_stem = stem(&files[i].source);
+                if others.iter().any(|&j| stem(&files[j].source) == my_stem) {
+                    let p = Path::new(&files[i].source).with_extension("");
+                    format!("{label} ({})", p.display())
+                } else {
+                    format!("{label} ({my_stem})")
+                }
+            };
+            let base = shown.clone();
+            let mut n = 2;
+            while suites[i].iter().any(|s| {
+                taken
+                    .get(&(*s, shown.clone()))
+                    .is_some_and(|&(f, l)| (f, l) != (i, label))
+            }) {
+                shown = format!("{base} #{n}");
+                n += 1;
+            }
+            for s in &suites[i] {
+                taken.insert((*s, shown.clone()), (i, label));
+            }
+            mine.push((label.to_string(), shown));
+        }
+        out.push(mine);
+    }
+    out
+}
+
+impl<'a> Model<'a> {
+    pub fn new(files: &'a [ResultFile]) -> Model<'a> {
+        let labels = display_labels(files);
+        let mut rows = Vec::new();
+        let mut targets: Vec<String> = Vec::new();
+        for (fi, f) in files.iter().enumerate() {
+            // Listed targets first, so the colour order is the runs' own order even
+            // for a target without rows.
+            for (_, shown) in &labels[fi] {
+                index_of(&mut targets, shown.clone());
+            }
+            for row in &f.rows {
+                let target = labels[fi]
+                    .iter()
+                    .find(|(l, _)| *l == row.target)
+                    .map(|(_, s)| s.clone())
+                    .unwrap_or_else(|| row.target.clone());
+                rows.push(Merged {
+                    file: fi,
+                    row,
+                    target,
+                });
+            }
+        }
+        let target_idx: HashMap<&str, usize> = targets
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.as_str(), i))
+            .collect();
+        let tidx = |m: &Merged| target_idx.get(m.target.as_str()).copied().unwrap_or(0);
+
+        let mut suite_names: Vec<&str> = Vec::new();
+        for m in &rows {
+            index_of(&mut suite_names, m.row.suite.as_str());
+        }
+        let mut suites = Vec::new();
+        for s in suite_names {
+            let in_suite: Vec<&Merged> = rows.iter().filter(|m| m.row.suite == s).collect();
+            let mut s_targets: Vec<usize> = Vec::new();
+            for m in &in_suite {
+                index_of(&mut s_targets, tidx(m));
+            }
+            let mut metrics: Vec<&str> = Vec::new();
+            for m in &in_suite {
+                index_of(&mut metrics, m.row.metric.as_str());
+            }
+            let charts = metrics
+                .iter()
+                .map(|metric| {
+                    let of: Vec<&&Merged> = in_suite
+                        .iter()
+                        .filter(|m| m.row.metric == *metric)
+                        .collect();
+                    let hib: HashSet<bool> = of.iter().map(|m| m.row.higher_is_better).collect();
+                    let mut groups: Vec<ChartGroup> = Vec::new();
+                    let mut chart_targets = Vec::new();
+                    for m in &of {
+                        let g = match groups.iter().position(|g| g.name == m.row.group) {
+                            Some(g) => g,
+                            None => {
+                                groups.push(ChartGroup {
+                                    name: m.row.group.clone(),
+                                    tests: Vec::new(),
+                                });
+                                groups.len() - 1
+                            }
+                        };
+                        let tests = &mut groups[g].tests;
+                        let t = match tests.iter().position(|t| t.name == m.row.test) {
+                            Some(t) => t,
+                            None => {
+                                tests.push(ChartTest {
+                                    name: m.row.test.clone(),
+                                    bars: Vec::new(),
+                                });
+                                tests.len() - 1
+                            }
+                        };
+                        tests[t].bars.push((tidx(m), m.row.value));
+                        index_of(&mut chart_targets, tidx(m));
+                    }
+                    for t in groups.iter_mut().flat_map(|g| &mut g.tests) {
+                        // Stable: duplicates (only possible in hand-built input)
+                        // keep their order.
+                        t.bars.sort_by_key(|b| b.0);
+                    }
+                    chart_targets.sort_unstable();
+                    Chart {
+                        metric: metric.to_string(),
+                        higher_is_better: if hib.len() == 1 {
+                            hib.into_iter().next()
+                        } else {
+                            None
+                        },
+                        groups,
+                        targets: chart_targets,
+                    }
+                })
+                .collect();
+            let mut summary: Vec<SummaryRow> = Vec::new();
+            for m in &in_suite {
+                let pos = summary.iter().position(|r| {
+                    r.group == m.row.group && r.test == m.row.test && r.metric == m.row.metric
+                });
+                let r = match pos {
+                    Some(p) => p,
+                    None => {
+                        summary.push(SummaryRow {
+                            group: m.row.group.clone(),
+                            test: m.row.test.clone(),
+                            metric: m.row.metric.clone(),
+                            higher_is_better: m.row.higher_is_better,
+                            values: vec![None; s_targets.len()],
+                        });
+                        summary.len() - 1
+                    }
+                };
+                if let Some(col) = s_targets.iter().position(|&t| t == tidx(m)) {
+                    // The first value wins; a duplicate can only come from
+                    // hand-built input, which `ResultFile::from_json` refuses.
+                    summary[r].values[col].get_or_insert(m.row.value);
+                }
+            }
+            suites.push(SuiteView {
+                name: s.to_string(),
+                targets: s_targets,
+                charts,
+                summary,
+            });
+        }
+        Model {
+            rows,
+            targets,
+            labels,
+            suites,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(source: &str, suite: &str, rows: &[(&str, &str, &str, &str, f64)]) -> ResultFile {
+        let mut targets: Vec<String> = Vec::new();
+        for r in rows {
+            if !targets.iter().any(|t| t == r.2) {
+                targets.push(r.2.to_string());
+            }
+        }
+        ResultFile {
+            source: source.to_string(),
+            format: crate::FORMAT.to_string(),
+            suite: suite.to_string(),
+            created: None,
+            host: Default::default(),
+            targets,
+            rows: rows
+                .iter()
+                .map(|&(group, test, target, metric, value)| Row {
+                    suite: suite.to_string(),
+                    group: group.into(),
+                    test: test.into(),
+                    target: target.into(),
+                    metric: metric.into(),
+                    value,
+                    higher_is_better: !metric.starts_with("latency"),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn same_label_in_two_runs_of_a_suite_is_disambiguated_by_stem() {
+        let a = file(
+            "out/a.json",
+            "cdm",
+            &[("SEQ", "read", "RAID 0", "MB/s", 1.0)],
+        );
+        let b = file(
+            "out/b.json",
+            "cdm",
+            &[("SEQ", "read", "RAID 0", "MB/s", 2.0)],
+        );
+        let files = [a, b];
+        let m = Model::new(&files);
+        assert_eq!(m.targets, ["RAID 0 (a)", "RAID 0 (b)"]);
+        assert_eq!(m.rows[1].target, "RAID 0 (b)");
+        assert_eq!(m.suites.len(), 1);
+        assert_eq!(m.suites[0].charts[0].bar_count(), 2);
+        assert_eq!(m.suites[0].summary[0].values, [Some(1.0), Some(2.0)]);
+    }
+
+    #[test]
+    fn same_stem_falls_back_to_path() {
+        let a = file(
+            "run1/cdm.json",
+            "cdm",
+            &[("SEQ", "read", "md", "MB/s", 1.0)],
+        );
+        let b = file(
+            "run2/cdm.json",
+            "cdm",
+            &[("SEQ", "read", "md", "MB/s", 2.0)],
+        );
+        let files = [a, b];
+        let m = Model::new(&files);
+        assert_eq!(m.targets, ["md (run1/cdm)", "md (run2/cdm)"]);
+    }
+
+    #[test]
+    fn same_label_in_different_suites_stays_one_target() {
+        let a = file("cdm.json", "cdm", &[("SEQ", "read", "RAID 0", "MB/s", 1.0)]);
+        let b = file(
+            "bon.json",
+            "bonnie",
+            &[("Block", "output", "RAID 0", "K/sec", 2.0)],
+        );
+        let files = [a, b];
+        let m = Model::new(&files);
+        assert_eq!(m.targets, ["RAID 0"]);
+        assert_eq!(m.suites.len(), 2);
+    }
+
+    #[test]
+    fn shown_labels_stay_distinct_even_when_a_file_already_uses_the_suffix() {
+        let a = file("a.json", "cdm", &[("SEQ", "read", "x", "MB/s", 1.0)]);
+        let b = file(
+            "b.json",
+            "cdm",
+            &[
+                ("SEQ", "read", "x (a)", "MB/s", 2.0),
+                ("SEQ", "read", "x", "MB/s", 3.0),
+            ],
+        );
+        let files = [a, b];
+        let m = Model::new(&files);
+        let set: HashSet<&String> = m.targets.iter().collect();
+        assert_eq!(set.len(), 3, "{:?}", m.targets);
+        assert_eq!(m.suites[0].charts[0].bar_count(), 3);
+    }
+
+    #[test]
+    fn charts_per_metric_groups_first_seen_bars_in_target_order() {
+        let f = file(
+            "a.json",
+            "cdm",
+            &[
+                ("SEQ1M Q8T1", "read", "one", "MB/s", 1.0),
+                ("RND4K Q1T1", "read", "one", "MB/s", 2.0),
+                ("RND4K Q1T1", "read", "raid0", "MB/s", 3.0),
+                ("SEQ1M Q8T1", "read", "raid0", "MB/s", 4.0),
+                ("SEQ1M Q8T1", "read", "one", "IOPS", 5.0),
+                ("SEQ1M Q8T1", "read", "one", "latency µs", 6.0),
+            ],
+        );
+        let files = [f];
+        let m = Model::new(&files);
+        let charts = &m.suites[0].charts;
+        let metrics: Vec<&str> = charts.iter().map(|c| c.metric.as_str()).collect();
+        assert_eq!(metrics, ["MB/s", "IOPS", "latency µs"]);
+        let groups: Vec<&str> = charts[0].groups.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(groups, ["SEQ1M Q8T1", "RND4K Q1T1"]);
+        assert_eq!(charts[0].groups[0].tests[0].bars, [(0, 1.0), (1, 4.0)]);
+        assert_eq!(charts[0].higher_is_better, Some(true));
+        assert_eq!(charts[2].higher_is_better, Some(false));
+        let summary: Vec<(&str, &str)> = m.suites[0]
+            .summary
+            .iter()
+            .map(|r| (r.group.as_str(), r.metric.as_str()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                ("SEQ1M Q8T1", "MB/s"),
+                ("RND4K Q1T1", "MB/s"),
+                ("SEQ1M Q8T1", "IOPS"),
+                ("SEQ1M Q8T1", "latency µs")
+            ]
+        );
+        assert_eq!(m.suites[0].summary[2].values, [Some(5.0), None]);
+    }
+}

@@ -1,0 +1,209 @@
+//! The report of the fixture results, opened in headless Chromium: the rendered DOM
+//! holds a bar, a tooltip and a table cell for every row, no script, and a
+//! screenshot shows a bar in each target's colour (the charts were painted, not
+//! just sent).
+//!
+//! Chromium comes from scripts/test.sh (it installs it when run as root). Without
+//! it, as root this test fails (CI must not skip it silently); as another user it
+//! prints `SKIPPED: <why>` and passes.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn fixtures() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    [
+        "cdm-ssd-raid.json",
+        "cdm-rerun.json",
+        "bonnie-ssd-hdd-raid6.json",
+        "job-desktop-hdd.json",
+        "iozone-raid5-ssd-cache.json",
+    ]
+    .iter()
+    .map(|f| dir.join(f))
+    .collect()
+}
+
+fn find_chromium() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("RAIDLAB_CHROMIUM") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH")?;
+    for name in [
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+        "google-chrome-stable",
+    ] {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+fn is_root() -> bool {
+    // /proc/self belongs to the process's effective user: no unsafe geteuid.
+    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
+}
+
+/// Run Chromium headless on `page` with `args`, at most a minute (a hung browser
+/// must fail the test, not stall CI).
+fn chromium(bin: &Path, profile: &Path, page: &Path, args: &[String]) -> Vec<u8> {
+    let out = Command::new("timeout")
+        .arg("60")
+        .arg(bin)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(args)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("run chromium under timeout(1)");
+    assert!(
+        out.status.success(),
+        "chromium failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// Text as Chromium serialises it in element content.
+fn dom_text(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\u{a0}', "&nbsp;")
+}
+
+fn hex_rgb(s: &str) -> [u8; 3] {
+    let v = u32::from_str_radix(s.trim_start_matches('#'), 16).expect("colour");
+    [(v >> 16) as u8, (v >> 8) as u8, v as u8]
+}
+
+#[test]
+fn report_renders_every_row_in_chromium() {
+    let Some(bin) = find_chromium() else {
+        if is_root() {
+            panic!("chromium is not installed: run scripts/test.sh as root (it installs it) or `apt-get install chromium`");
+        }
+        println!("SKIPPED: chromium is not installed and this user cannot install it (run scripts/test.sh as root, or set RAIDLAB_CHROMIUM)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("report.html");
+    let csv = dir.path().join("report.csv");
+    let summary = raidlab_report::write_report(&fixtures(), &html, Some(&csv)).unwrap();
+    assert_eq!(summary.files, 5);
+    assert_eq!(summary.rows, 26 + 4 + 21 + 18 + 12);
+
+    let profile = dir.path().join("profile");
+    let dom = chromium(&bin, &profile, &html, &["--dump-dom".into()]);
+    let dom = String::from_utf8(dom).expect("DOM is UTF-8");
+    assert!(dom.contains("<svg class=\"chart\""), "no chart in the DOM");
+    assert!(!dom.contains("<script"), "the page must run no script");
+
+    // The CSV names each row's target as the page shows it; every row must have a
+    // bar with its exact value in the tooltip and a cell in a table.
+    let mut reader = csv::Reader::from_path(&csv).unwrap();
+    let mut rows = 0;
+    for rec in reader.records() {
+        let rec = rec.unwrap();
+        let (group, test, target, metric, value) = (&rec[3], &rec[4], &rec[5], &rec[6], &rec[7]);
+        let tooltip = dom_text(&format!(
+            "<title>{group} · {test} · {target}: {value} {metric}</title>"
+        ));
+        // The tags themselves are markup, not text.
+        let tooltip = tooltip.replacen("&lt;title&gt;", "<title>", 1).replacen(
+            "&lt;/title&gt;",
+            "</title>",
+            1,
+        );
+        assert!(dom.contains(&tooltip), "no bar for {tooltip}");
+        assert!(
+            dom.contains(&format!("<td class=\"n\">{value}</td>")),
+            "no table cell for {value}"
+        );
+        rows += 1;
+    }
+    assert_eq!(rows, summary.rows);
+    assert_eq!(dom.matches("<rect class=\"bar\"").count(), rows);
+    assert_eq!(
+        dom.matches("<figure class=\"chart\"").count(),
+        summary.charts
+    );
+    // Disambiguated labels of the two cdm runs are both shown.
+    assert!(dom.contains("RAID 5 (cdm-ssd-raid)"));
+    assert!(dom.contains("RAID 5 (cdm-rerun)"));
+
+    // The legend of the first chart gives its targets' colours; each must be
+    // painted somewhere in the first screenful.
+    let first_fig = &dom[dom.find("<figure").unwrap()..];
+    let legend = &first_fig[..first_fig.find("</ul>").unwrap()];
+    let colours: Vec<[u8; 3]> = legend
+        .split("background:")
+        .skip(1)
+        .map(|s| hex_rgb(&s[..7]))
+        .collect();
+    assert_eq!(colours.len(), 4, "first chart: 4 cdm targets");
+
+    let shot = dir.path().join("shot.png");
+    let (w, h) = (1300u32, 2000u32);
+    chromium(
+        &bin,
+        &profile,
+        &html,
+        &[
+            format!("--screenshot={}", shot.display()),
+            format!("--window-size={w},{h}"),
+        ],
+    );
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).expect("screenshot written"));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (w, h));
+    let channels = info.color_type.samples();
+    assert!(channels >= 3, "{:?}", info.color_type);
+    let pixels: Vec<[u8; 3]> = buf[..info.buffer_size()]
+        .chunks(channels)
+        .map(|p| [p[0], p[1], p[2]])
+        .collect();
+    let non_white = pixels.iter().filter(|p| p.iter().any(|&c| c < 240)).count();
+    assert!(
+        non_white > pixels.len() / 50,
+        "screenshot is nearly blank: {non_white} of {} pixels not white",
+        pixels.len()
+    );
+    // A bar, unlike a 14-pixel legend swatch, is a long horizontal run of its
+    // colour: each target's longest bar in the first chart spans 90+ pixels.
+    for c in colours {
+        let matches = |p: &[u8; 3]| (0..3).all(|i| p[i].abs_diff(c[i]) <= 8);
+        let longest = pixels
+            .chunks(w as usize)
+            .map(|row| {
+                let (mut best, mut run) = (0, 0);
+                for p in row {
+                    run = if matches(p) { run + 1 } else { 0 };
+                    best = best.max(run);
+                }
+                best
+            })
+            .max()
+            .unwrap_or(0);
+        assert!(
+            longest >= 30,
+            "no bar painted in colour {c:?}: longest run {longest} pixels"
+        );
+    }
+}
