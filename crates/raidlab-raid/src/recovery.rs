@@ -44,7 +44,7 @@ impl Default for RunOptions {
         RunOptions {
             max_rate: None,
             checkpoint_bytes: 64 << 20,
-            step_bytes: 4 << 20,
+            step_bytes: 1 << 20,
             stop: None,
             force: false,
         }
@@ -191,12 +191,25 @@ impl Assembly {
             let quit = AtomicBool::new(false);
             let outcome: Result<()> = std::thread::scope(|s| {
                 let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>)>>(1);
+                // Written buffers come back to the reader: no step allocates.
+                let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                 let (array, quit) = (&array, &quit);
                 s.spawn(move || {
                     let mut at = start;
+                    let mut scratch = Vec::new();
                     while at < total && !quit.load(Ordering::Relaxed) {
                         let n = step.min(total - at);
-                        let r = member_contents(array, &geometry, slot, at, n).map(|d| (at, d));
+                        let mut buf = free_rx.try_recv().unwrap_or_default();
+                        buf.resize(n as usize, 0);
+                        let r = member_contents_into(
+                            array,
+                            &geometry,
+                            slot,
+                            at,
+                            &mut buf,
+                            &mut scratch,
+                        )
+                        .map(|()| (at, buf));
                         let failed = r.is_err();
                         if tx.send(r).is_err() || failed {
                             break;
@@ -217,6 +230,7 @@ impl Assembly {
                         debug_assert_eq!(at, pos);
                         let n = data.len() as u64;
                         target.write_at(&data, pos)?;
+                        free_tx.send(data).ok();
                         pos += n;
                         since_checkpoint += n;
                         if since_checkpoint >= opts.checkpoint_bytes && pos < total {
@@ -626,21 +640,39 @@ pub fn member_contents(
     n: u64,
 ) -> Result<Vec<u8>> {
     let mut out = vec![0u8; n as usize];
+    member_contents_into(array, geo, slot, pos, &mut out, &mut Vec::new())?;
+    Ok(out)
+}
+
+/// [`member_contents`] into `out` (its length is the range), reusing `scratch`
+/// (one read buffer per member) from call to call: a rebuild that allocated fresh
+/// buffers every step would spend much of its memory bandwidth zeroing pages.
+pub fn member_contents_into(
+    array: &Array,
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    out: &mut [u8],
+    scratch: &mut Vec<Vec<u8>>,
+) -> Result<()> {
+    let n = out.len() as u64;
     if geo.is_parity() {
-        parity_member_contents(array, geo, slot, pos, &mut out)?;
+        parity_member_contents(array, geo, slot, pos, out, scratch)?;
     } else {
         let unit = geo.chunk_bytes.max(PAGE as u64);
         let mut off = 0u64;
         while off < n {
             let len = (unit - (pos + off) % unit).min(n - off);
             // Unused space (far layouts' tails) stays zero.
-            if let Content::Data(l) = geo.content_at(slot, pos + off) {
-                array.read_at(&mut out[off as usize..(off + len) as usize], l)?;
+            let piece = &mut out[off as usize..(off + len) as usize];
+            match geo.content_at(slot, pos + off) {
+                Content::Data(l) => array.read_at(piece, l)?,
+                _ => piece.fill(0),
             }
             off += len;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Compare parity pages with the data in `bufs` (one buffer per role, all
@@ -766,6 +798,7 @@ fn parity_member_contents(
     slot: usize,
     pos: u64,
     out: &mut [u8],
+    scratch: &mut Vec<Vec<u8>>,
 ) -> Result<()> {
     let chunk = geo.chunk_bytes;
     let c = chunk as usize;
@@ -781,35 +814,34 @@ fn parity_member_contents(
             }
         })
         .collect();
-    let bufs: Vec<Option<Vec<u8>>> = std::thread::scope(|s| {
+    scratch.resize_with(geo.raid_disks, Vec::new);
+    std::thread::scope(|s| {
         let handles: Vec<_> = sources
             .iter()
-            .map(|m| {
-                m.as_ref().map(|m| {
-                    s.spawn(move || -> Result<Vec<u8>> {
-                        let mut b = vec![0u8; len];
-                        m.read_at(&mut b, pos)?;
-                        Ok(b)
-                    })
+            .zip(scratch.iter_mut())
+            .filter_map(|(m, b)| m.as_ref().map(|m| (m, b)))
+            .map(|(m, b)| {
+                s.spawn(move || -> Result<()> {
+                    b.resize(len, 0);
+                    m.read_at(b, pos)
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(Error::new(
-                            ErrorKind::Io,
-                            Op::Read,
-                            "internal: a rebuild reader panicked",
-                        ))
-                    })
-                })
-                .transpose()
+        handles.into_iter().try_for_each(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Read,
+                    "internal: a rebuild reader panicked",
+                ))
             })
-            .collect::<Result<Vec<_>>>()
+        })
     })?;
+    let bufs: Vec<Option<&Vec<u8>>> = sources
+        .iter()
+        .zip(scratch.iter())
+        .map(|(m, b)| m.as_ref().map(|_| b))
+        .collect();
     let engine = raidlab_parity::selected();
     let dd = geo.data_disks();
     for r in 0..rows {
