@@ -46,6 +46,58 @@ impl From<Failed> for Error {
     }
 }
 
+/// Scratch buffers a thread keeps between plans, at most this many bytes: a fresh
+/// zeroed buffer per plan costs a page fault and a page of zeroing every 4 KiB,
+/// which on fast members was a large part of a degraded read or a rebuild.
+const POOL_BYTES: usize = 64 << 20;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Buffers of the plan's scratch sizes, from this thread's pool where it has them.
+/// Their contents are whatever an earlier plan left: every plan writes a scratch
+/// buffer in full (a member read or a compute output) before anything reads it.
+fn take_scratch(sizes: &[usize]) -> Vec<Vec<u8>> {
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        sizes
+            .iter()
+            .map(|&n| {
+                let fit = pool
+                    .iter()
+                    .position(|b| b.len() >= n)
+                    .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
+                let mut b = fit.map(|i| pool.swap_remove(i)).unwrap_or_default();
+                if b.len() >= n {
+                    b.truncate(n);
+                } else {
+                    b.resize(n, 0);
+                }
+                // Test builds poison every buffer, so a plan that read scratch
+                // before writing it would fail the engine's tests.
+                if cfg!(debug_assertions) {
+                    b.fill(0xa5);
+                }
+                b
+            })
+            .collect()
+    })
+}
+
+fn give_back_scratch(bufs: Vec<Vec<u8>>) {
+    POOL.with(|p| {
+        let mut pool = p.borrow_mut();
+        let mut kept: usize = pool.iter().map(Vec::capacity).sum();
+        for b in bufs {
+            if kept + b.capacity() <= POOL_BYTES {
+                kept += b.capacity();
+                pool.push(b);
+            }
+        }
+    })
+}
+
 /// Steps moving at least this many bytes over two or more members run in parallel.
 const PARALLEL_BYTES: u64 = 128 << 10;
 
@@ -86,13 +138,26 @@ pub fn execute_logged(
     mut user: UserBuf<'_>,
     log: Option<LogWriter<'_>>,
 ) -> Result<(), Failed> {
-    let mut scratch: Vec<Vec<u8>> = plan.scratch.iter().map(|&n| vec![0u8; n]).collect();
+    let mut scratch = take_scratch(&plan.scratch);
+    let result = run_steps(plan, members, engine, &mut user, &mut scratch, log);
+    give_back_scratch(scratch);
+    result
+}
+
+fn run_steps(
+    plan: &Plan,
+    members: &Members,
+    engine: &dyn Engine,
+    user: &mut UserBuf<'_>,
+    scratch: &mut [Vec<u8>],
+    log: Option<LogWriter<'_>>,
+) -> Result<(), Failed> {
     for step in &plan.steps {
         match step {
-            Step::Io(ops) => run_io(ops, members, &mut user, &mut scratch)?,
+            Step::Io(ops) => run_io(ops, members, user, scratch)?,
             Step::Compute(cs) => {
                 for c in cs {
-                    run_compute(c, engine, &mut user, &mut scratch)?;
+                    run_compute(c, engine, user, scratch)?;
                 }
             }
             Step::Log(entries) => {
@@ -108,7 +173,7 @@ pub fn execute_logged(
                     .iter()
                     .map(|e| {
                         let pp = match e.pp {
-                            Some(s) => slice_of(user.get(), &scratch, s)?,
+                            Some(s) => slice_of(user.get(), scratch, s)?,
                             None => &[][..],
                         };
                         Ok((*e, pp))
