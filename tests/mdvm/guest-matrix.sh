@@ -119,6 +119,13 @@ run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS [FLAGS]
     sync
     blockdev --flushbufs "$MD"
     phase write
+    # `mdfail`: md marks the second member faulty (it stays attached, stale).
+    case ",$flags," in *,mdfail,*)
+        second=$(echo $loops | awk '{print $2}')
+        mdadm "$MD" --fail "$second" >"$dir/fail.log" 2>&1 || {
+            result "$name" A FAIL "mdadm --fail $second failed: $(tr '\n' ' ' <"$dir/fail.log")"; stop_md; detach; return; }
+        phase fail ;;
+    esac
     mdadm --detail "$MD" >"$dir/detail" 2>&1
     cat "$SYS/layout" >"$dir/sys_layout" 2>/dev/null
     stop_md

@@ -993,6 +993,32 @@ fn linux_md_compatibility_both_directions() {
                 }
             }
         }
+        // `mdfail`: md failed member 1 after writing. raidlab must see it as
+        // faulty and never read it: its data area is overwritten with garbage
+        // here, and the complete export below must still be the pattern.
+        if c.has("mdfail") {
+            let mut dargs = vec!["detail", "--json"];
+            dargs.extend(members.iter().map(String::as_str));
+            let o = raidlab(&dargs);
+            let state = serde_json::from_slice::<serde_json::Value>(&o.stdout)
+                .ok()
+                .and_then(|v| {
+                    v["members"]
+                        .as_array()?
+                        .iter()
+                        .find(|m| m["device"] == members[1].as_str())
+                        .map(|m| m["state"].to_string())
+                });
+            if state.as_deref() != Some("\"faulty\"") {
+                failures.push(format!(
+                    "{tag}: md failed member 1 but raidlab reports it as {state:?}: {}",
+                    describe(&dargs, &o)
+                ));
+            }
+            let half = c.member_bytes / 2;
+            let f = OpenOptions::new().write(true).open(&members[1]).unwrap();
+            f.write_all_at(&vec![0x5a; half as usize], half).unwrap();
+        }
         // complete
         let out = dir.join("export.bin");
         match export(&members, &out) {
@@ -1003,8 +1029,14 @@ fn linux_md_compatibility_both_directions() {
             )),
             Err(e) => failures.push(format!("{tag}: complete: {e}")),
         }
-        // degraded, with `missing` in place of each left-out member
-        for set in c.host_degraded_sets() {
+        // degraded, with `missing` in place of each left-out member (an array md
+        // already degraded is read complete only)
+        let sets = if c.has("mdfail") {
+            Vec::new()
+        } else {
+            c.host_degraded_sets()
+        };
+        for set in sets {
             let ms: Vec<String> = members
                 .iter()
                 .enumerate()
@@ -1026,7 +1058,7 @@ fn linux_md_compatibility_both_directions() {
             }
         }
         // one degraded read with the member simply left out of the list
-        if c.redundant() {
+        if c.redundant() && !c.has("mdfail") {
             let ms: Vec<String> = members[1..].to_vec();
             match export(&ms, &out) {
                 Ok(got) if got == want => {}
