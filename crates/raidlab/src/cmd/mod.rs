@@ -1,13 +1,14 @@
 //! One module per command; `dispatch` routes to them.
 
 mod bench;
+pub mod benchmarks;
 mod create;
 mod explain;
 mod info;
 mod manage;
 mod transfer;
 
-use crate::cli::{BenchCommand, Command};
+use crate::cli::{BenchArgs, BenchCommand, Command};
 use std::process::ExitCode;
 
 pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
@@ -18,7 +19,18 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Export(a) => transfer::export(a),
         Command::Import(a) => transfer::import(a),
         Command::Explain(a) => explain::run(a),
-        Command::Bench(BenchCommand::Parity(a)) => bench::parity(a),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Parity(a)),
+            ..
+        }) => bench::parity(a),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Cdm(a)),
+            ..
+        }) => benchmarks::cdm(a),
+        Command::Bench(BenchArgs {
+            command: None,
+            quick,
+        }) => benchmarks::quick(quick),
         Command::Fail(a) => manage::fail(a),
         Command::Remove(a) => manage::remove(a),
         Command::Add(a) => manage::add(a),

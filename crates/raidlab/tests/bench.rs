@@ -1,0 +1,118 @@
+//! `raidlab bench` verbs as a user runs them: output shapes (table, raidlab-bench/1
+//! JSON), several targets side by side, refusals naming what is wrong. Runs are
+//! kept short; figures are only sanity-checked (accuracy is in docs/benchmarks.md).
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn raidlab() -> Command {
+    Command::cargo_bin("raidlab").unwrap()
+}
+
+const FAST: &[&str] = &["--runs", "1", "--measure", "0.05", "--interval", "0"];
+
+#[test]
+fn cdm_json_follows_the_result_schema() {
+    let out = raidlab()
+        .args(["bench", "cdm", "mem:8M", "--size", "4M", "--json"])
+        .args(FAST)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["format"], "raidlab-bench/1");
+    assert_eq!(v["suite"], "cdm");
+    assert_eq!(v["targets"][0], "mem:8M");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4 * 2 * 4);
+    let metrics: std::collections::BTreeSet<_> =
+        rows.iter().map(|r| r["metric"].as_str().unwrap()).collect();
+    assert_eq!(
+        metrics.into_iter().collect::<Vec<_>>(),
+        ["IOPS", "MB/s", "MB/s avg", "latency µs"]
+    );
+    for r in rows {
+        assert_eq!(r["suite"], "cdm");
+        assert!(r["value"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["higher_is_better"], r["metric"] != "latency µs");
+    }
+    assert_eq!(v["rows"][0]["group"], "SEQ1M Q8T1");
+    assert!(v["details"]["targets"][0]["cells"][0]["runs"].is_array());
+}
+
+#[test]
+fn cdm_runs_several_targets_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    raidlab()
+        .args([
+            "bench",
+            "cdm",
+            "mem:8M",
+            d,
+            "--size",
+            "4M",
+            "--profile",
+            "real-world",
+        ])
+        .args(FAST)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mem:8M"))
+        .stdout(predicate::str::contains("SEQ1M Q1T1     read"))
+        .stdout(predicate::str::contains("RND4K Q1T1     write"));
+    // The test file made in the directory is gone.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn cdm_refuses_bad_input_by_name() {
+    raidlab()
+        .args(["bench", "cdm", "mem:8M", "--profile", "turbo"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("turbo"));
+    raidlab()
+        .args(["bench", "cdm", "nbd://localhost:10809/x"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("NBD targets are not supported"));
+    raidlab()
+        .args(["bench", "cdm", "mem:8M", "mem:8M"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("given twice"));
+    raidlab()
+        .args(["bench", "cdm", "/nonexistent-dir/x/y"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("/nonexistent-dir/x/y"));
+}
+
+#[test]
+fn bench_with_no_target_compares_a_raid5_with_one_member_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    raidlab()
+        .args(["bench", "--measure", "0.05", "--dir"])
+        .arg(dir.path())
+        .arg("--output")
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("RAID 5, 4 members"))
+        .stdout(predicate::str::contains("single member"))
+        .stderr(predicate::str::contains("JSON result"));
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    // Only the JSON result remains: the member files were removed.
+    assert_eq!(files.len(), 1, "{files:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    assert_eq!(
+        v["targets"],
+        serde_json::json!(["RAID 5, 4 members", "single member"])
+    );
+}
