@@ -105,8 +105,11 @@ pub struct Control {
 }
 
 impl Control {
-    pub fn new() -> Self {
-        Self::default()
+    pub const fn new() -> Self {
+        Control {
+            stop: AtomicBool::new(false),
+            done: AtomicU64::new(0),
+        }
     }
     /// Ask every worker to stop after its current request.
     pub fn stop(&self) {

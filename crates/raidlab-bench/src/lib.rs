@@ -21,6 +21,7 @@
 pub mod buffer;
 pub mod cdm;
 pub mod engine;
+pub mod fio;
 pub mod schema;
 pub mod target;
 mod uring;

@@ -28,7 +28,8 @@ use std::sync::{Arc, Mutex};
 /// How to open a target.
 #[derive(Debug, Clone, Copy)]
 pub struct OpenOptions {
-    /// Bytes the test needs (the test file's size; capped by a device's size).
+    /// Bytes the test needs (the test file's size; capped by a device's size;
+    /// 0: all of an existing file, device or array).
     pub size: u64,
     /// O_DIRECT for files and devices (false: through the page cache).
     pub direct: bool,
@@ -60,6 +61,9 @@ pub struct Target {
     pub size: u64,
     /// Things a person should know about how the target was opened.
     pub notes: Vec<String>,
+    /// The test region may hold holes (a file this open created or grew), so a
+    /// read test must write it first or it would measure holes.
+    pub fresh: bool,
     remove_on_drop: Option<PathBuf>,
     array: Mutex<Option<ArrayHold>>,
 }
@@ -98,6 +102,7 @@ impl Target {
             direct: false,
             size,
             notes: Vec::new(),
+            fresh: false,
             remove_on_drop: None,
             array: Mutex::new(None),
         })
@@ -152,12 +157,14 @@ impl Drop for Target {
     }
 }
 
-/// The bytes a test may use: what was asked, or all of a smaller device.
+/// The bytes a test may use: what was asked, or all of a smaller device; all of
+/// it when nothing was asked (0).
 fn usable(name: &str, volume_size: u64, wanted: u64) -> Result<u64> {
-    let size = wanted.min(volume_size) / 4096 * 4096;
+    let want = if wanted == 0 { volume_size } else { wanted };
+    let size = want.min(volume_size) / 4096 * 4096;
     if size == 0 {
         return Err(Error::invalid(format!(
-            "{volume_size} bytes is too small to benchmark: a target needs at least 4096 bytes"
+            "{volume_size} bytes is too small to benchmark: a target needs at least 4096 bytes (give a test size to make a test file)"
         ))
         .on_device(name));
     }
@@ -244,6 +251,7 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         direct: false,
         size,
         notes: vec!["array members are opened through the page cache (raidlab's FileVolume), as `raidlab import` uses them".into()],
+        fresh: false,
         remove_on_drop: None,
         array: Mutex::new(hold),
     })
@@ -317,6 +325,7 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
         Err(e) => return Err(Error::io(Op::Open, &name, e)),
     };
     let remove_on_drop = remove.then(|| file_path.clone());
+    let mut fresh = false;
     let size = if kind == TargetKind::BlockDevice {
         let mut f = &file;
         std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0))
@@ -327,6 +336,7 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
             .map_err(|e| Error::io(Op::Open, &name, e))?
             .len();
         if have < opts.size {
+            fresh = true;
             if let Err(e) = file.set_len(opts.size) {
                 if let Some(p) = &remove_on_drop {
                     let _ = std::fs::remove_file(p);
@@ -350,6 +360,7 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
         direct,
         size,
         notes,
+        fresh,
         remove_on_drop,
         array: Mutex::new(None),
     })

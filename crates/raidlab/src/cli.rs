@@ -187,6 +187,8 @@ pub enum BenchCommand {
     Parity(BenchParityArgs),
     /// The CrystalDiskMark 8 test set on one or more targets, side by side.
     Cdm(crate::cmd::benchmarks::CdmArgs),
+    /// Run a fio job file (several jobs at once, stonewall groups) and report as fio.
+    Job(crate::cmd::benchmarks::JobArgs),
 }
 
 #[derive(Debug, Args)]

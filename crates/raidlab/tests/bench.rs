@@ -116,3 +116,64 @@ fn bench_with_no_target_compares_a_raid5_with_one_member_and_writes_json() {
         serde_json::json!(["RAID 5, 4 members", "single member"])
     );
 }
+
+#[test]
+fn job_prints_fio_json_or_the_result_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("j.fio");
+    std::fs::write(
+        &job,
+        format!(
+            "[global]\nsize=1m\n[w]\nfilename={}\nrw=randwrite\niodepth=4\n[r]\nfilename=mem:2M\nrw=read\nbs=64k\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let fio = raidlab()
+        .args(["bench", "job", "--json", "--output-format", "fio"])
+        .arg(&job)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&fio).unwrap();
+    assert_eq!(v["jobs"][0]["jobname"], "w");
+    assert_eq!(v["jobs"][0]["write"]["io_bytes"], 1 << 20);
+    assert_eq!(v["jobs"][1]["read"]["total_ios"], 16);
+    let normal = raidlab()
+        .args(["bench", "job", "--json"])
+        .arg(&job)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&normal).unwrap();
+    assert_eq!(v["format"], "raidlab-bench/1");
+    assert_eq!(v["suite"], "job");
+    assert!(v["details"]["jobs"].is_array());
+    raidlab()
+        .args(["bench", "job"])
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("randwrite").not())
+        .stdout(predicate::str::contains("w "));
+}
+
+#[test]
+fn job_refuses_an_unsupported_option_naming_file_line_and_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("bad.fio");
+    std::fs::write(&job, "[a]\nfilename=mem:1M\nverify=md5\n").unwrap();
+    raidlab()
+        .args(["bench", "job"])
+        .arg(&job)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!(
+            "{}:3: option 'verify' is not supported",
+            job.display()
+        )));
+}

@@ -104,6 +104,112 @@ pub struct CdmArgs {
     pub json: bool,
 }
 
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum OutputFormat {
+    /// raidlab's raidlab-bench/1 object (with --json) or a table.
+    Normal,
+    /// fio's JSON shape (`{"fio version": ..., "jobs": [...]}`) with --json.
+    Fio,
+}
+
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// A fio job file. A job's `filename` may be any raidlab target (a file, a
+    /// device, `array:M0,M1,...`, `mem:SIZE`).
+    pub file: PathBuf,
+    /// With --json: `fio` prints fio's JSON shape, `normal` the raidlab-bench/1 object.
+    #[arg(long, value_enum, default_value = "normal")]
+    pub output_format: OutputFormat,
+    /// Override every job's ioengine.
+    #[arg(long, value_enum)]
+    pub engine: Option<EngineArg>,
+    /// Allow jobs to write to block devices (destroys their contents).
+    #[arg(long)]
+    pub write_device: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn job(a: JobArgs) -> Result<ExitCode> {
+    let jobs = raidlab_bench::fio::parse_file(&a.file)?;
+    install_ctrlc();
+    let engine = a.engine.map(|e| match e {
+        EngineArg::Auto => EngineKind::Auto,
+        EngineArg::IoUring => EngineKind::Uring,
+        EngineArg::Threads => EngineKind::Threads,
+    });
+    let pb = std::io::stderr().is_terminal().then(|| {
+        let pb = ProgressBar::new_spinner();
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    });
+    let results = raidlab_bench::fio::run(&jobs, a.write_device, engine, &CONTROL, &mut |g, js| {
+        if let Some(pb) = &pb {
+            let names: Vec<&str> = js.iter().map(|j| j.name.as_str()).collect();
+            pb.set_message(format!("group {g}: {}", names.join(", ")));
+        }
+    })
+    .with_context(|| format!("job file {}", a.file.display()))?;
+    if let Some(pb) = &pb {
+        pb.finish_and_clear();
+    }
+    if a.json {
+        let v = match a.output_format {
+            OutputFormat::Fio => raidlab_bench::fio::fio_json(&results),
+            OutputFormat::Normal => serde_json::to_value(raidlab_bench::fio::report(&results))?,
+        };
+        outln!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        outln!(
+            "{:<20} {:<5} {:>10} {:>10} {:>10} {:>10} {:>10}  {}",
+            "job",
+            "",
+            "MB/s",
+            "IOPS",
+            "lat µs",
+            "p99 µs",
+            "runtime s",
+            "target (engine)"
+        );
+        for r in &results {
+            for (d, st) in [("read", &r.read), ("write", &r.write)] {
+                if st.ios == 0 {
+                    continue;
+                }
+                let name = if r.clone == 0 {
+                    r.job.clone()
+                } else {
+                    format!("{} #{}", r.job, r.clone)
+                };
+                outln!(
+                    "{:<20} {:<5} {:>10.2} {:>10.1} {:>10.1} {:>10.1} {:>10.2}  {} ({})",
+                    name,
+                    d,
+                    st.mb_s(r.elapsed),
+                    st.iops(r.elapsed),
+                    st.mean_lat_us(),
+                    st.hist.value_at_quantile(0.99) as f64 / 1000.0,
+                    r.elapsed.as_secs_f64(),
+                    r.target,
+                    r.engine
+                );
+            }
+        }
+    }
+    Ok(finish_status(CONTROL.stopped()))
+}
+
+/// A second Ctrl-C still kills the process; the first asks for a clean stop.
+fn install_ctrlc() {
+    let _ = ctrlc::set_handler(|| {
+        if CONTROL.stopped() {
+            std::process::exit(INTERRUPTED_EXIT.into());
+        }
+        CONTROL.stop();
+    });
+}
+
 /// `raidlab bench` with no subcommand.
 #[derive(Debug, Clone, Args)]
 pub struct QuickArgs {
@@ -213,13 +319,7 @@ fn print_table(results: &[CdmTargetResult], cfg: &CdmConfig) -> Result<()> {
 
 /// Run the set on each target in turn with a progress bar and Ctrl-C handling.
 fn run_targets(targets: &[Target], cfg: &CdmConfig) -> Result<(Vec<CdmTargetResult>, bool)> {
-    // A second Ctrl-C still kills the process; the first asks for a clean stop.
-    let _ = ctrlc::set_handler(|| {
-        if CONTROL.stopped() {
-            std::process::exit(INTERRUPTED_EXIT.into());
-        }
-        CONTROL.stop();
-    });
+    install_ctrlc();
     let dirs = usize::from(cfg.read) + usize::from(cfg.write);
     let total = (targets.len() * cfg.profile.tests().len() * dirs * cfg.runs) as u64;
     let pb = std::io::stderr().is_terminal().then(|| {

@@ -28,6 +28,10 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
             ..
         }) => benchmarks::cdm(a),
         Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Job(a)),
+            ..
+        }) => benchmarks::job(a),
+        Command::Bench(BenchArgs {
             command: None,
             quick,
         }) => benchmarks::quick(quick),
