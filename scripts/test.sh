@@ -13,6 +13,10 @@ if [ "$(id -u)" = 0 ]; then
     command -v mdadm >/dev/null || need+=(mdadm)
     command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
     command -v cpio >/dev/null || need+=(cpio)
+    # The benchmark tests render Bonnie++ CSV with bon_csv2html; the accuracy
+    # script compares with fio.
+    command -v bon_csv2html >/dev/null || need+=(bonnie++)
+    command -v fio >/dev/null || need+=(fio)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq

@@ -18,6 +18,7 @@
 //! let the harness itself be the bottleneck it is measuring (its ceiling is
 //! documented in docs/benchmarks.md).
 
+pub mod bonnie;
 pub mod buffer;
 pub mod cdm;
 pub mod engine;

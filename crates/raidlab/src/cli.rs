@@ -189,6 +189,8 @@ pub enum BenchCommand {
     Cdm(crate::cmd::benchmarks::CdmArgs),
     /// Run a fio job file (several jobs at once, stonewall groups) and report as fio.
     Job(crate::cmd::benchmarks::JobArgs),
+    /// Bonnie++'s block, rewrite, seek and file tests, with its CSV line.
+    Bonnie(crate::cmd::benchmarks::BonnieArgs),
 }
 
 #[derive(Debug, Args)]

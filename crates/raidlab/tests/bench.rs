@@ -177,3 +177,53 @@ fn job_refuses_an_unsupported_option_naming_file_line_and_option() {
             job.display()
         )));
 }
+
+#[test]
+fn bonnie_csv_is_accepted_by_bon_csv2html() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = raidlab()
+        .args([
+            "bench",
+            "bonnie",
+            "--size",
+            "8M",
+            "--files",
+            "1",
+            "--machine",
+            "testbox",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let csv = text
+        .lines()
+        .find(|l| l.starts_with("1.98,2.00a,testbox,"))
+        .unwrap_or_else(|| panic!("no CSV line in:\n{text}"));
+    assert_eq!(csv.split(',').count(), 50, "{csv}");
+    // Nothing left behind in the directory.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let Ok(mut child) = std::process::Command::new("bon_csv2html")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("SKIPPED: bon_csv2html is not installed (Debian package bonnie++; scripts/test.sh installs it)");
+        return;
+    };
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{csv}\n").as_bytes())
+        .unwrap();
+    let html = child.wait_with_output().unwrap();
+    assert!(html.status.success());
+    let html = String::from_utf8_lossy(&html.stdout);
+    assert!(html.contains("testbox"), "{html}");
+    assert!(html.contains("8M"), "{html}");
+}

@@ -200,6 +200,144 @@ pub fn job(a: JobArgs) -> Result<ExitCode> {
     Ok(finish_status(CONTROL.stopped()))
 }
 
+#[derive(Debug, Args)]
+pub struct BonnieArgs {
+    /// Targets, as for `bench cdm`; on a directory the file create/stat/delete
+    /// tests run there too.
+    #[arg(required = true)]
+    pub targets: Vec<String>,
+    /// File size for the I/O tests (default: twice the RAM, as Bonnie++).
+    #[arg(long, value_parser = size)]
+    pub size: Option<u64>,
+    /// Chunk size of block reads and writes (Bonnie++'s default 8K).
+    #[arg(long, default_value = "8K", value_parser = size)]
+    pub chunk: u64,
+    /// File tests: this many thousand (x1024) files, on directory targets; 0 skips.
+    #[arg(long, default_value_t = 16)]
+    pub files: usize,
+    /// Machine name in the CSV line (default: the host name).
+    #[arg(long)]
+    pub machine: Option<String>,
+    #[command(flatten)]
+    pub io: IoArgs,
+    /// Print the raidlab-bench/1 JSON result (the CSV lines are in its details).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
+    use raidlab_bench::bonnie::{self, BonnieConfig};
+    if a.chunk == 0 || a.chunk > (64 << 20) || a.chunk % 512 != 0 {
+        bail!(
+            "--chunk {}: give a multiple of 512 bytes up to 64M",
+            a.chunk
+        );
+    }
+    if a.files > 1024 {
+        bail!("--files {}: give at most 1024 (thousand files)", a.files);
+    }
+    let size = a.size.unwrap_or_else(bonnie::default_size);
+    let machine = a
+        .machine
+        .clone()
+        .unwrap_or_else(|| raidlab_bench::Host::this().hostname);
+    let cfg = BonnieConfig {
+        size,
+        chunk: a.chunk as usize,
+        seeks: 8192,
+        seekers: 5,
+        files_k: a.files,
+        machine: machine.clone(),
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        engine: a.io.engine(),
+    };
+    let opts = OpenOptions {
+        size,
+        direct: !a.io.buffered,
+        writes: true,
+        allow_device_writes: a.io.write_device,
+    };
+    let mut targets = Vec::new();
+    for spec in &a.targets {
+        let t = Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?;
+        let dir =
+            (t.kind == raidlab_bench::target::TargetKind::Directory).then(|| PathBuf::from(spec));
+        targets.push((t, dir));
+    }
+    install_ctrlc();
+    let mut results = Vec::new();
+    for (t, dir) in &targets {
+        let pb = std::io::stderr().is_terminal().then(|| {
+            let pb = ProgressBar::new_spinner();
+            pb.set_message(format!("{}: Bonnie++ tests on {} bytes", t.label, t.size));
+            pb.enable_steady_tick(Duration::from_millis(200));
+            pb
+        });
+        let r = bonnie::run(t, dir.as_deref(), &cfg, &CONTROL)
+            .with_context(|| format!("benchmark of {} failed", t.label))?;
+        t.finish()?;
+        if let Some(pb) = pb {
+            pb.finish_and_clear();
+        }
+        results.push(r);
+        if CONTROL.stopped() {
+            break;
+        }
+    }
+    drop(targets);
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&bonnie::report(&results, &machine))?
+        );
+        return Ok(finish_status(CONTROL.stopped()));
+    }
+    outln!(
+        "Bonnie++ tests, chunk {}, 8192 seeks by 5 seekers (MB/s = 10^6 bytes/s; latency = slowest operation)",
+        raidlab_core::size::format_size(a.chunk)
+    );
+    outln!(
+        "{:<24} {:>9} {:>9} {:>9} {:>10} {:>11} {:>11} {:>11}",
+        "target",
+        "size",
+        "write",
+        "rewrite",
+        "read",
+        "seeks/s",
+        "create/s",
+        "delete/s"
+    );
+    for r in &results {
+        let (c, d) = r
+            .files
+            .as_ref()
+            .map_or(("-".to_string(), "-".to_string()), |f| {
+                (
+                    format!("{:.0}", f.seq_create.rate),
+                    format!("{:.0}", f.seq_delete.rate),
+                )
+            });
+        outln!(
+            "{:<24} {:>9} {:>9.1} {:>9.1} {:>10.1} {:>11.1} {:>11} {:>11}",
+            r.label,
+            raidlab_core::size::format_size(r.size),
+            r.put_block.rate / 1e6,
+            r.rewrite.rate / 1e6,
+            r.get_block.rate / 1e6,
+            r.random_seeks.rate,
+            c,
+            d
+        );
+    }
+    outln!("Bonnie++ CSV (for bon_csv2html):");
+    for r in &results {
+        outln!("{}", bonnie::csv_line(r, &machine));
+    }
+    Ok(finish_status(CONTROL.stopped()))
+}
+
 /// A second Ctrl-C still kills the process; the first asks for a clean stop.
 fn install_ctrlc() {
     let _ = ctrlc::set_handler(|| {

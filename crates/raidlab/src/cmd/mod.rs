@@ -32,6 +32,10 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
             ..
         }) => benchmarks::job(a),
         Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Bonnie(a)),
+            ..
+        }) => benchmarks::bonnie(a),
+        Command::Bench(BenchArgs {
             command: None,
             quick,
         }) => benchmarks::quick(quick),
