@@ -23,6 +23,7 @@ pub mod buffer;
 pub mod cdm;
 pub mod engine;
 pub mod fio;
+pub mod iozone;
 pub mod schema;
 pub mod target;
 mod uring;

@@ -191,6 +191,8 @@ pub enum BenchCommand {
     Job(crate::cmd::benchmarks::JobArgs),
     /// Bonnie++'s block, rewrite, seek and file tests, with its CSV line.
     Bonnie(crate::cmd::benchmarks::BonnieArgs),
+    /// IOzone's record-size x file-size matrix, with its -R report.
+    Iozone(crate::cmd::benchmarks::IozoneArgs),
 }
 
 #[derive(Debug, Args)]

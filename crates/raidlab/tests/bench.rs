@@ -227,3 +227,58 @@ fn bonnie_csv_is_accepted_by_bon_csv2html() {
     assert!(html.contains("testbox"), "{html}");
     assert!(html.contains("8M"), "{html}");
 }
+
+#[test]
+fn iozone_prints_the_excel_report_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    raidlab()
+        .args([
+            "bench",
+            "iozone",
+            "--file-sizes",
+            "64K:256K",
+            "--record-sizes",
+            "4K:16K",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"Writer report\""))
+        .stdout(predicate::str::contains("\"Random write report\""))
+        .stdout(predicate::str::contains("\"256\""));
+    let out = raidlab()
+        .args([
+            "bench",
+            "iozone",
+            "mem:1M",
+            "--file-sizes",
+            "1M",
+            "--record-sizes",
+            "64K",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["suite"], "iozone");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 6);
+    assert_eq!(v["rows"][0]["test"], "1M/64K");
+    raidlab()
+        .args([
+            "bench",
+            "iozone",
+            "mem:1M",
+            "--file-sizes",
+            "4K",
+            "--record-sizes",
+            "8K",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "records must not be larger than files",
+        ));
+}

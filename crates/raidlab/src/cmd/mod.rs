@@ -36,6 +36,10 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
             ..
         }) => benchmarks::bonnie(a),
         Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Iozone(a)),
+            ..
+        }) => benchmarks::iozone(a),
+        Command::Bench(BenchArgs {
             command: None,
             quick,
         }) => benchmarks::quick(quick),
