@@ -16,6 +16,10 @@ if [ "$(id -u)" = 0 ]; then
     command -v cpio >/dev/null || need+=(cpio)
     # raidlab-report's tests/browser.rs renders the HTML report in headless Chromium.
     command -v chromium >/dev/null || need+=(chromium)
+    # The benchmark tests render Bonnie++ CSV with bon_csv2html; the accuracy
+    # script compares with fio.
+    command -v bon_csv2html >/dev/null || need+=(bonnie++)
+    command -v fio >/dev/null || need+=(fio)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq

@@ -50,9 +50,9 @@ pub enum Command {
     Check(ScrubArgs),
     /// Scrub and rewrite what differs (RAID 6 also corrects a located bad data block).
     Repair(ScrubArgs),
-    /// Benchmarks.
-    #[command(subcommand)]
-    Bench(BenchCommand),
+    /// Benchmarks. With no subcommand: a 4-member RAID 5 against one member, in a
+    /// temporary directory, with the CrystalDiskMark set (about a minute).
+    Bench(BenchArgs),
     /// Make one self-contained HTML page (charts, tables) and optionally a CSV from
     /// benchmark result files.
     Report(ReportArgs),
@@ -190,10 +190,27 @@ pub struct ExplainArgs {
     pub length: u64,
 }
 
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub command: Option<BenchCommand>,
+    #[command(flatten)]
+    pub quick: crate::cmd::benchmarks::QuickArgs,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
     /// Measure the parity engines on this CPU (XOR, P+Q, two-block recovery).
     Parity(BenchParityArgs),
+    /// The CrystalDiskMark 8 test set on one or more targets, side by side.
+    Cdm(crate::cmd::benchmarks::CdmArgs),
+    /// Run a fio job file (several jobs at once, stonewall groups) and report as fio.
+    Job(crate::cmd::benchmarks::JobArgs),
+    /// Bonnie++'s block, rewrite, seek and file tests, with its CSV line.
+    Bonnie(crate::cmd::benchmarks::BonnieArgs),
+    /// IOzone's record-size x file-size matrix, with its -R report.
+    Iozone(crate::cmd::benchmarks::IozoneArgs),
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
 //! One module per command; `dispatch` routes to them.
 
 mod bench;
+pub mod benchmarks;
 mod create;
 mod explain;
 mod info;
@@ -8,7 +9,7 @@ mod manage;
 mod report;
 mod transfer;
 
-use crate::cli::{BenchCommand, Command};
+use crate::cli::{BenchArgs, BenchCommand, Command};
 use std::process::ExitCode;
 
 pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
@@ -19,7 +20,30 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Export(a) => transfer::export(a),
         Command::Import(a) => transfer::import(a),
         Command::Explain(a) => explain::run(a),
-        Command::Bench(BenchCommand::Parity(a)) => bench::parity(a),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Parity(a)),
+            ..
+        }) => bench::parity(a),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Cdm(a)),
+            ..
+        }) => benchmarks::cdm(a),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Job(a)),
+            ..
+        }) => benchmarks::job(a),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Bonnie(a)),
+            ..
+        }) => benchmarks::bonnie(a),
+        Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Iozone(a)),
+            ..
+        }) => benchmarks::iozone(a),
+        Command::Bench(BenchArgs {
+            command: None,
+            quick,
+        }) => benchmarks::quick(quick),
         Command::Fail(a) => manage::fail(a),
         Command::Remove(a) => manage::remove(a),
         Command::Add(a) => manage::add(a),

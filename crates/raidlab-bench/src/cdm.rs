@@ -1,0 +1,511 @@
+//! CrystalDiskMark 8's test set: its tests, profiles, runs and "best of" rule.
+//!
+//! Each test (e.g. SEQ1M Q8T1: sequential, 1 MiB blocks, queue depth 8, 1 thread)
+//! runs `runs` times for `measure` each; the best run (highest MB/s) is reported
+//! as CrystalDiskMark reports it, with the average of the runs beside it. As in
+//! CrystalDiskMark, the test file is written in full first, the read column runs
+//! before the write column, and `interval` passes between tests (idle time for the
+//! device to settle). MB/s are 10^6 bytes per second.
+//!
+//! This module decides what to run and how to summarise it; it never does I/O
+//! itself (the engine does) and never prints (the CLI does).
+
+use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Measured, Workload};
+use crate::schema::BenchReport;
+use crate::target::Target;
+use raidlab_core::{Error, Result};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+/// One CrystalDiskMark test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CdmTest {
+    pub access: CdmAccess,
+    pub bs: usize,
+    pub qd: usize,
+    pub threads: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum CdmAccess {
+    Seq,
+    Rnd,
+}
+
+impl CdmTest {
+    const fn new(access: CdmAccess, bs: usize, qd: usize, threads: usize) -> Self {
+        CdmTest {
+            access,
+            bs,
+            qd,
+            threads,
+        }
+    }
+
+    /// CrystalDiskMark's name, e.g. `SEQ1M Q8T1`, `RND4K Q32T16`.
+    pub fn name(&self) -> String {
+        let kind = match self.access {
+            CdmAccess::Seq => "SEQ",
+            CdmAccess::Rnd => "RND",
+        };
+        let size = if self.bs >= 1 << 20 {
+            format!("{}M", self.bs >> 20)
+        } else {
+            format!("{}K", self.bs >> 10)
+        };
+        format!("{kind}{size} Q{}T{}", self.qd, self.threads)
+    }
+}
+
+const SEQ1M_Q8T1: CdmTest = CdmTest::new(CdmAccess::Seq, 1 << 20, 8, 1);
+const SEQ1M_Q1T1: CdmTest = CdmTest::new(CdmAccess::Seq, 1 << 20, 1, 1);
+const SEQ128K_Q32T1: CdmTest = CdmTest::new(CdmAccess::Seq, 128 << 10, 32, 1);
+const RND4K_Q32T1: CdmTest = CdmTest::new(CdmAccess::Rnd, 4 << 10, 32, 1);
+const RND4K_Q32T16: CdmTest = CdmTest::new(CdmAccess::Rnd, 4 << 10, 32, 16);
+const RND4K_Q1T1: CdmTest = CdmTest::new(CdmAccess::Rnd, 4 << 10, 1, 1);
+
+/// CrystalDiskMark 8's profiles (Settings > Profile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    Default,
+    Peak,
+    RealWorld,
+    Nvme,
+}
+
+impl Profile {
+    pub fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "default" => Profile::Default,
+            "peak" => Profile::Peak,
+            "real-world" | "realworld" => Profile::RealWorld,
+            "nvme" => Profile::Nvme,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "profile '{s}' is not one of CrystalDiskMark's: default, peak, real-world, nvme"
+                )))
+            }
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Profile::Default => "default",
+            Profile::Peak => "peak",
+            Profile::RealWorld => "real-world",
+            Profile::Nvme => "nvme",
+        }
+    }
+
+    /// The tests, in CrystalDiskMark's order.
+    pub fn tests(self) -> Vec<CdmTest> {
+        match self {
+            Profile::Default => vec![SEQ1M_Q8T1, SEQ1M_Q1T1, RND4K_Q32T1, RND4K_Q1T1],
+            Profile::Peak => vec![SEQ1M_Q8T1, RND4K_Q32T16],
+            Profile::RealWorld => vec![SEQ1M_Q1T1, RND4K_Q1T1],
+            Profile::Nvme => vec![SEQ1M_Q8T1, SEQ128K_Q32T1, RND4K_Q32T16, RND4K_Q1T1],
+        }
+    }
+}
+
+/// How to run the set.
+#[derive(Debug, Clone, Copy)]
+pub struct CdmConfig {
+    pub profile: Profile,
+    /// Test file size (CrystalDiskMark's default 1 GiB).
+    pub size: u64,
+    pub runs: usize,
+    pub measure: Duration,
+    pub interval: Duration,
+    pub data: DataFill,
+    pub engine: EngineKind,
+    /// Run the read column, the write column, or both.
+    pub read: bool,
+    pub write: bool,
+}
+
+impl Default for CdmConfig {
+    fn default() -> Self {
+        CdmConfig {
+            profile: Profile::Default,
+            size: 1 << 30,
+            runs: 5,
+            measure: Duration::from_secs(5),
+            interval: Duration::from_secs(5),
+            data: DataFill::Random,
+            engine: EngineKind::Auto,
+            read: true,
+            write: true,
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RunFigure {
+    pub mb_s: f64,
+    pub iops: f64,
+    pub latency_us: f64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub interrupted: bool,
+}
+
+impl RunFigure {
+    fn from(m: &Measured) -> Self {
+        let d = m.main();
+        RunFigure {
+            mb_s: d.mb_s(m.elapsed),
+            iops: d.iops(m.elapsed),
+            latency_us: d.mean_lat_us(),
+            bytes: d.bytes,
+            seconds: m.elapsed.as_secs_f64(),
+            interrupted: m.interrupted,
+        }
+    }
+}
+
+/// One test in one direction on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct CdmCell {
+    pub test: String,
+    pub dir: &'static str,
+    pub runs: Vec<RunFigure>,
+    /// The run with the highest MB/s (CrystalDiskMark's figure).
+    pub best: RunFigure,
+    pub avg_mb_s: f64,
+    pub engine: &'static str,
+}
+
+/// Everything measured on one target.
+#[derive(Debug, Clone, Serialize)]
+pub struct CdmTargetResult {
+    pub label: String,
+    pub direct: bool,
+    pub size: u64,
+    pub notes: Vec<String>,
+    pub cells: Vec<CdmCell>,
+    /// Stopped early (Ctrl-C): the cells hold what was measured.
+    pub interrupted: bool,
+}
+
+/// What the runner is doing, for progress displays.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Writing the test file before measuring.
+    Prepare { target: String, bytes: u64 },
+    /// Measuring one run.
+    Run {
+        target: String,
+        test: String,
+        dir: &'static str,
+        run: usize,
+        runs: usize,
+        measure: Duration,
+    },
+    /// Waiting between tests.
+    Interval { seconds: f64 },
+}
+
+/// Run the set on one target.
+pub fn run(
+    target: &Target,
+    cfg: &CdmConfig,
+    control: &Control,
+    on: &mut dyn FnMut(&Event),
+) -> Result<CdmTargetResult> {
+    if cfg.runs == 0 || cfg.measure.is_zero() {
+        return Err(Error::invalid(
+            "runs and measure time must be at least 1 and more than 0 seconds",
+        ));
+    }
+    let mut out = CdmTargetResult {
+        label: target.label.clone(),
+        direct: target.direct,
+        size: target.size,
+        notes: target.notes.clone(),
+        cells: Vec::new(),
+        interrupted: false,
+    };
+    let tests = cfg.profile.tests();
+    if let Some(t) = tests.iter().find(|t| (t.bs as u64) > target.size) {
+        return Err(Error::invalid(format!(
+            "the test size ({} bytes) is smaller than one {} block: give a larger test size",
+            target.size,
+            t.name()
+        ))
+        .on_device(target.label.clone()));
+    }
+    on(&Event::Prepare {
+        target: target.label.clone(),
+        bytes: target.size,
+    });
+    prepare(target, cfg, control)?;
+    let dirs: Vec<(&'static str, Dir)> = [
+        ("read", Dir::Read, cfg.read),
+        ("write", Dir::Write, cfg.write),
+    ]
+    .into_iter()
+    .filter(|d| d.2)
+    .map(|d| (d.0, d.1))
+    .collect();
+    let mut first = true;
+    'all: for (dir_name, dir) in dirs {
+        for test in &tests {
+            if control.stopped() {
+                break 'all;
+            }
+            if !first && !cfg.interval.is_zero() {
+                on(&Event::Interval {
+                    seconds: cfg.interval.as_secs_f64(),
+                });
+                pause(cfg.interval, control);
+            }
+            first = false;
+            let mut runs = Vec::new();
+            let mut engine_name = "";
+            for run in 0..cfg.runs {
+                if control.stopped() {
+                    break;
+                }
+                on(&Event::Run {
+                    target: target.label.clone(),
+                    test: test.name(),
+                    dir: dir_name,
+                    run: run + 1,
+                    runs: cfg.runs,
+                    measure: cfg.measure,
+                });
+                let w = workload(test, dir, target.size, cfg, run as u64);
+                let m = engine::run(target, &w, control)?;
+                engine_name = m.engine;
+                if m.main().ios > 0 {
+                    runs.push(RunFigure::from(&m));
+                }
+            }
+            if let Some(cell) = summarise(test.name(), dir_name, runs, engine_name) {
+                out.cells.push(cell);
+            }
+        }
+    }
+    out.interrupted = control.stopped();
+    Ok(out)
+}
+
+fn summarise(
+    test: String,
+    dir: &'static str,
+    runs: Vec<RunFigure>,
+    engine: &'static str,
+) -> Option<CdmCell> {
+    let best = *runs.iter().max_by(|a, b| a.mb_s.total_cmp(&b.mb_s))?;
+    let avg_mb_s = runs.iter().map(|r| r.mb_s).sum::<f64>() / runs.len() as f64;
+    Some(CdmCell {
+        test,
+        dir,
+        runs,
+        best,
+        avg_mb_s,
+        engine,
+    })
+}
+
+/// The workload of one CrystalDiskMark test.
+pub fn workload(test: &CdmTest, dir: Dir, size: u64, cfg: &CdmConfig, seed: u64) -> Workload {
+    Workload {
+        access: match test.access {
+            CdmAccess::Seq => Access::Seq,
+            CdmAccess::Rnd => Access::Rand,
+        },
+        dir,
+        bs: test.bs,
+        offset: 0,
+        size,
+        threads: test.threads,
+        qd: test.qd,
+        limit: Limit {
+            time: Some(cfg.measure),
+            bytes: None,
+        },
+        data: cfg.data,
+        refill: false,
+        seed: 0x00C0_FFEE ^ seed,
+        split: true,
+        engine: cfg.engine,
+    }
+}
+
+/// Write the whole test region once, so reads read stored data (not holes).
+fn prepare(target: &Target, cfg: &CdmConfig, control: &Control) -> Result<()> {
+    let bs = (1usize << 20).min(target.size as usize);
+    let w = Workload {
+        access: Access::Seq,
+        dir: Dir::Write,
+        bs,
+        offset: 0,
+        size: target.size / bs as u64 * bs as u64,
+        threads: 1,
+        qd: 4,
+        limit: Limit {
+            time: None,
+            bytes: Some(target.size / bs as u64 * bs as u64),
+        },
+        data: cfg.data,
+        refill: false,
+        seed: 1,
+        split: true,
+        engine: cfg.engine,
+    };
+    engine::run(target, &w, control)?;
+    target.volume.flush()
+}
+
+/// Sleep, waking early on a stop request.
+fn pause(d: Duration, control: &Control) {
+    let end = Instant::now() + d;
+    while !control.stopped() {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        std::thread::sleep((end - now).min(Duration::from_millis(50)));
+    }
+}
+
+/// The raidlab-bench/1 report of a CrystalDiskMark run.
+pub fn report(results: &[CdmTargetResult], cfg: &CdmConfig) -> BenchReport {
+    let mut r = BenchReport::new("cdm", results.iter().map(|t| t.label.clone()).collect());
+    for t in results {
+        for c in &t.cells {
+            r.push(&c.test, c.dir, &t.label, "MB/s", c.best.mb_s);
+            r.push(&c.test, c.dir, &t.label, "IOPS", c.best.iops);
+            r.push(&c.test, c.dir, &t.label, "latency µs", c.best.latency_us);
+            r.push(&c.test, c.dir, &t.label, "MB/s avg", c.avg_mb_s);
+        }
+    }
+    r.details = serde_json::json!({
+        "profile": cfg.profile,
+        "test_size": cfg.size,
+        "runs": cfg.runs,
+        "measure_s": cfg.measure.as_secs_f64(),
+        "interval_s": cfg.interval.as_secs_f64(),
+        "data": match cfg.data { DataFill::Random => "random", DataFill::Zero => "zero" },
+        "targets": results,
+    });
+    r
+}
+
+/// The side-by-side text table: one row per test and direction, one column group
+/// per target (best MB/s, average MB/s, IOPS and mean latency of the best run).
+pub fn table(results: &[CdmTargetResult]) -> String {
+    let mut s = String::new();
+    let _ = write!(s, "{:<14} {:<5}", "test", "");
+    for t in results {
+        let _ = write!(s, " | {:<42}", truncate(&t.label, 42));
+    }
+    s.push('\n');
+    let _ = write!(s, "{:<14} {:<5}", "", "");
+    for _ in results {
+        let _ = write!(
+            s,
+            " | {:>10} {:>10} {:>10} {:>9}",
+            "MB/s", "(avg)", "IOPS", "lat µs"
+        );
+    }
+    s.push('\n');
+    // Row order: the first target's cells, then any cell only later targets have.
+    let mut keys: Vec<(String, &'static str)> = Vec::new();
+    for t in results {
+        for c in &t.cells {
+            if !keys.iter().any(|k| k.0 == c.test && k.1 == c.dir) {
+                keys.push((c.test.clone(), c.dir));
+            }
+        }
+    }
+    for (test, dir) in keys {
+        let _ = write!(s, "{test:<14} {dir:<5}");
+        for t in results {
+            match t.cells.iter().find(|c| c.test == test && c.dir == dir) {
+                Some(c) => {
+                    let _ = write!(
+                        s,
+                        " | {:>10.2} {:>10} {:>10.1} {:>9.1}",
+                        c.best.mb_s,
+                        format!("({:.2})", c.avg_mb_s),
+                        c.best.iops,
+                        c.best.latency_us
+                    );
+                }
+                None => {
+                    let _ = write!(s, " | {:>10} {:>10} {:>10} {:>9}", "-", "", "", "");
+                }
+            }
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        let tail: String = s
+            .chars()
+            .rev()
+            .take(n - 1)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("…{tail}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_profiles_match_crystaldiskmark() {
+        let names = |p: Profile| p.tests().iter().map(|t| t.name()).collect::<Vec<_>>();
+        assert_eq!(
+            names(Profile::Default),
+            ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q1T1"]
+        );
+        assert_eq!(
+            names(Profile::Nvme),
+            ["SEQ1M Q8T1", "SEQ128K Q32T1", "RND4K Q32T16", "RND4K Q1T1"]
+        );
+        assert_eq!(names(Profile::Peak), ["SEQ1M Q8T1", "RND4K Q32T16"]);
+        assert_eq!(names(Profile::RealWorld), ["SEQ1M Q1T1", "RND4K Q1T1"]);
+        assert!(Profile::parse("fast")
+            .unwrap_err()
+            .to_string()
+            .contains("nvme"));
+    }
+
+    #[test]
+    fn best_is_the_highest_run_and_average_beside_it() {
+        let f = |mb_s| RunFigure {
+            mb_s,
+            iops: mb_s,
+            latency_us: 1.0,
+            bytes: 1,
+            seconds: 1.0,
+            interrupted: false,
+        };
+        let c = summarise(
+            "T".into(),
+            "read",
+            vec![f(10.0), f(30.0), f(20.0)],
+            "threads",
+        )
+        .unwrap();
+        assert_eq!(c.best.mb_s, 30.0);
+        assert_eq!(c.avg_mb_s, 20.0);
+        assert!(summarise("T".into(), "read", vec![], "threads").is_none());
+    }
+}

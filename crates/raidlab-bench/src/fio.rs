@@ -1,0 +1,695 @@
+//! fio's job-file format, run by raidlab's engine, reported in fio's JSON shape.
+//!
+//! Supported options (fio's names and defaults): `rw`/`readwrite` (read, write,
+//! randread, randwrite, rw/readwrite, randrw), `bs`/`blocksize`, `size`, `offset`,
+//! `iodepth`, `numjobs`, `direct`, `buffered`, `runtime`, `time_based`,
+//! `rwmixread`, `rwmixwrite`, `randrepeat`, `zero_buffers`, `refill_buffers`,
+//! `filename`, `directory`, `stonewall`/`wait_for_previous`, `ioengine` (io_uring,
+//! libaio, psync, sync, pvsync; see [`engine_for`]), `thread`, `name`,
+//! `description`. Anything else is an error naming the file, line and option:
+//! an option silently ignored would make a figure mean something else.
+//!
+//! Jobs between two `stonewall`s run at once; each of a job's `numjobs` clones is
+//! reported as its own entry of `jobs[]`, as fio does without `group_reporting`.
+//! This module never prints; the CLI does.
+
+use crate::engine::{self, Access, Control, DataFill, Dir, DirStats, EngineKind, Limit, Workload};
+use crate::schema::BenchReport;
+use crate::target::{OpenOptions, Target};
+use raidlab_core::size::parse_size;
+use raidlab_core::{Error, Result};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// One job section after `[global]` defaults were applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    pub name: String,
+    /// Where the section starts, for messages.
+    pub line: usize,
+    pub access: Access,
+    pub dir: Dir,
+    /// rwmixread as given (applies when `rw` is a mix; fio's default 50).
+    pub mix: Option<u32>,
+    pub bs: usize,
+    pub size: Option<u64>,
+    pub offset: u64,
+    pub iodepth: usize,
+    pub numjobs: usize,
+    pub direct: bool,
+    pub runtime: Option<Duration>,
+    pub time_based: bool,
+    pub randrepeat: bool,
+    pub zero_buffers: bool,
+    pub refill_buffers: bool,
+    pub filename: Option<String>,
+    pub directory: Option<String>,
+    pub stonewall: bool,
+    pub engine: EngineKind,
+    /// The options as written (fio's "job options" in its JSON).
+    pub options: BTreeMap<String, String>,
+}
+
+impl Job {
+    fn defaults(name: &str, line: usize) -> Self {
+        Job {
+            name: name.to_string(),
+            line,
+            access: Access::Seq,
+            dir: Dir::Read,
+            mix: None,
+            bs: 4096,
+            size: None,
+            offset: 0,
+            iodepth: 1,
+            numjobs: 1,
+            direct: false,
+            runtime: None,
+            time_based: false,
+            randrepeat: true,
+            zero_buffers: false,
+            refill_buffers: false,
+            filename: None,
+            directory: None,
+            stonewall: false,
+            engine: EngineKind::Auto,
+            options: BTreeMap::new(),
+        }
+    }
+
+    /// The target string this job runs against.
+    pub fn target(&self) -> Option<String> {
+        match (&self.directory, &self.filename) {
+            (Some(d), Some(f)) if !f.contains(':') => {
+                Some(format!("{}/{f}", d.trim_end_matches('/')))
+            }
+            (_, Some(f)) => Some(f.clone()),
+            (Some(d), None) => Some(d.clone()),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Which engine a job's `ioengine` maps to. fio's asynchronous engines become
+/// raidlab's io_uring engine (libaio's queue-depth behaviour is what io_uring
+/// gives); synchronous ones become blocking workers, which with iodepth=1 is what
+/// they are.
+fn engine_for(v: &str) -> Option<EngineKind> {
+    Some(match v {
+        "io_uring" | "libaio" => EngineKind::Auto,
+        "psync" | "sync" | "pvsync" => EngineKind::Threads,
+        _ => return None,
+    })
+}
+
+const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
+
+/// One `key[=value]` line: (line number, key, value).
+type OptLine = (usize, String, Option<String>);
+
+/// Parse a job file's text. `file` names it in messages.
+pub fn parse(file: &str, text: &str) -> Result<Vec<Job>> {
+    let mut global: Vec<OptLine> = Vec::new();
+    let mut sections: Vec<(String, usize, Vec<OptLine>)> = Vec::new();
+    let mut in_global = false;
+    let mut seen_section = false;
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix('[') {
+            let Some(name) = rest.strip_suffix(']') else {
+                return Err(at(
+                    file,
+                    n,
+                    format!("'{line}' opens a section but does not close it with ']'"),
+                ));
+            };
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(at(
+                    file,
+                    n,
+                    "a section needs a name, e.g. [seq-read]".into(),
+                ));
+            }
+            seen_section = true;
+            in_global = name == "global";
+            if !in_global {
+                if sections.iter().any(|s| s.0 == name) {
+                    return Err(at(file, n, format!("job [{name}] is defined twice")));
+                }
+                sections.push((name.to_string(), n, Vec::new()));
+            }
+            continue;
+        }
+        if !seen_section {
+            return Err(at(
+                file,
+                n,
+                format!(
+                    "'{line}' comes before any [section]: put options under [global] or a [job]"
+                ),
+            ));
+        }
+        if line.starts_with("include ") || line.starts_with("$") {
+            return Err(at(file, n, format!("'{line}': includes and variables are not supported by raidlab: write the options out")));
+        }
+        let (k, v) = match line.split_once('=') {
+            Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
+            None => (line.to_string(), None),
+        };
+        if in_global {
+            global.push((n, k, v));
+        } else if let Some(s) = sections.last_mut() {
+            s.2.push((n, k, v));
+        }
+    }
+    if sections.is_empty() {
+        return Err(Error::invalid(format!(
+            "{file}: no jobs: add a [section] per job (options in [global] apply to all)"
+        )));
+    }
+    let mut jobs = Vec::new();
+    for (name, line, opts) in sections {
+        let mut job = Job::defaults(&name, line);
+        for (n, k, v) in global.iter().chain(opts.iter()) {
+            apply(&mut job, file, *n, k, v.as_deref())?;
+        }
+        if let Dir::Mix { .. } = job.dir {
+            job.dir = Dir::Mix {
+                read_pct: job.mix.unwrap_or(50),
+            };
+        }
+        if job.runtime.is_none() && job.time_based {
+            return Err(at(
+                file,
+                line,
+                format!("job [{name}]: time_based needs a runtime"),
+            ));
+        }
+        if job.target().is_none() {
+            return Err(at(file, line, format!("job [{name}] has no filename or directory: say where it runs, e.g. filename=/mnt/test/file")));
+        }
+        jobs.push(job);
+    }
+    Ok(jobs)
+}
+
+fn at(file: &str, line: usize, msg: String) -> Error {
+    Error::invalid(format!("{file}:{line}: {msg}"))
+}
+
+fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> Result<()> {
+    let need = || {
+        val.filter(|v| !v.is_empty())
+            .ok_or_else(|| at(file, n, format!("option '{key}' needs a value ({key}=...)")))
+    };
+    let bad = |what: &str| {
+        at(
+            file,
+            n,
+            format!("option '{key}': '{}' {what}", val.unwrap_or("")),
+        )
+    };
+    let int = |min: u64, max: u64| -> Result<u64> {
+        let v = need()?;
+        match v.parse::<u64>() {
+            Ok(x) if (min..=max).contains(&x) => Ok(x),
+            _ => Err(bad(&format!("is not a whole number from {min} to {max}"))),
+        }
+    };
+    let boolean = || -> Result<bool> {
+        match val {
+            None => Ok(true),
+            Some("1") | Some("true") => Ok(true),
+            Some("0") | Some("false") => Ok(false),
+            Some(_) => Err(bad("is not 0 or 1")),
+        }
+    };
+    let size = || -> Result<u64> {
+        let v = need()?;
+        if v.contains(',') || v.contains(':') || v.ends_with('%') {
+            return Err(bad("(per-direction sizes, ranges and percentages) is not supported by raidlab: give one size"));
+        }
+        parse_size(v).map_err(|_| bad("is not a size (e.g. 4k, 1m, 2g)"))
+    };
+    match key {
+        "name" => job.name = need()?.to_string(),
+        "description" | "thread" => {}
+        "rw" | "readwrite" => {
+            let (access, dir) = match need()? {
+                "read" => (Access::Seq, Dir::Read),
+                "write" => (Access::Seq, Dir::Write),
+                "randread" => (Access::Rand, Dir::Read),
+                "randwrite" => (Access::Rand, Dir::Write),
+                "rw" | "readwrite" => (Access::Seq, Dir::Mix { read_pct: 50 }),
+                "randrw" => (Access::Rand, Dir::Mix { read_pct: 50 }),
+                v if v.contains(':') => return Err(bad("(an offset modifier after ':') is not supported by raidlab")),
+                _ => return Err(bad("is not supported: use read, write, randread, randwrite, rw or randrw (trim is not supported)")),
+            };
+            job.dir = dir;
+            job.access = access;
+        }
+        "rwmixread" | "rwmixwrite" => {
+            let p = int(0, 100)? as u32;
+            // Applied once every option is read: fio accepts it before rw= too.
+            job.mix = Some(if key == "rwmixread" { p } else { 100 - p });
+        }
+        "bs" | "blocksize" => {
+            let b = size()?;
+            if b == 0 || b > (256 << 20) {
+                return Err(bad("is out of range: use 1 byte to 256M"));
+            }
+            job.bs = b as usize;
+        }
+        "size" => job.size = Some(size()?),
+        "offset" => job.offset = size()?,
+        "iodepth" => job.iodepth = int(1, 4096)? as usize,
+        "numjobs" => job.numjobs = int(1, 1024)? as usize,
+        "direct" => job.direct = boolean()?,
+        "buffered" => job.direct = !boolean()?,
+        "time_based" => job.time_based = boolean()?,
+        "randrepeat" => job.randrepeat = boolean()?,
+        "zero_buffers" => job.zero_buffers = boolean()?,
+        "refill_buffers" => job.refill_buffers = boolean()?,
+        "stonewall" | "wait_for_previous" => job.stonewall = boolean()?,
+        "runtime" => {
+            let v = need()?;
+            job.runtime = Some(parse_time(v).ok_or_else(|| bad("is not a time (e.g. 30, 30s, 500ms, 2m)"))?);
+        }
+        "filename" => {
+            let v = need()?;
+            if v.contains(':') && !v.starts_with("array:") && !v.starts_with("mem:") {
+                return Err(bad("(several files joined by ':') is not supported by raidlab: one file per job"));
+            }
+            job.filename = Some(v.to_string());
+        }
+        "directory" => job.directory = Some(need()?.to_string()),
+        "ioengine" => {
+            job.engine = engine_for(need()?)
+                .ok_or_else(|| bad("is not an engine raidlab runs: use io_uring, libaio, psync, sync or pvsync"))?;
+        }
+        _ => {
+            return Err(at(
+                file,
+                n,
+                format!("option '{key}' is not supported by raidlab (it would change what the job measures, so it is not ignored); supported: {SUPPORTED}"),
+            ))
+        }
+    }
+    job.options
+        .insert(key.to_string(), val.unwrap_or("").to_string());
+    Ok(())
+}
+
+/// fio's time values: plain numbers are seconds; us, ms, s, m, h suffixes.
+fn parse_time(v: &str) -> Option<Duration> {
+    let v = v.trim().to_ascii_lowercase();
+    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
+    let (num, unit) = v.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    Some(match unit {
+        "" | "s" | "sec" => Duration::from_secs(n),
+        "ms" | "msec" => Duration::from_millis(n),
+        "us" | "usec" => Duration::from_micros(n),
+        "m" | "min" => Duration::from_secs(n.checked_mul(60)?),
+        "h" => Duration::from_secs(n.checked_mul(3600)?),
+        _ => return None,
+    })
+}
+
+/// Read and parse a job file.
+pub fn parse_file(path: &Path) -> Result<Vec<Job>> {
+    let name = path.display().to_string();
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::io(raidlab_core::Op::Open, &name, e))?;
+    parse(&name, &text)
+}
+
+/// One clone's figures.
+#[derive(Debug, Clone)]
+pub struct CloneResult {
+    pub job: String,
+    pub clone: usize,
+    pub group: usize,
+    pub target: String,
+    pub read: DirStats,
+    pub write: DirStats,
+    pub elapsed: Duration,
+    pub engine: &'static str,
+    pub options: BTreeMap<String, String>,
+}
+
+/// Run every job, group by group (a `stonewall` starts a new group). Stops after
+/// the group in which a stop was requested.
+pub fn run(
+    jobs: &[Job],
+    allow_device_writes: bool,
+    engine_override: Option<EngineKind>,
+    control: &Control,
+    on_group: &mut dyn FnMut(usize, &[Job]),
+) -> Result<Vec<CloneResult>> {
+    let mut groups: Vec<Vec<Job>> = Vec::new();
+    for j in jobs {
+        if j.stonewall || groups.is_empty() {
+            groups.push(Vec::new());
+        }
+        if let Some(g) = groups.last_mut() {
+            g.push(j.clone());
+        }
+    }
+    let mut out = Vec::new();
+    for (gi, group) in groups.iter().enumerate() {
+        if control.stopped() {
+            break;
+        }
+        on_group(gi, group);
+        // Open every clone's target first: errors before any I/O.
+        let mut planned = Vec::new();
+        for job in group {
+            for clone in 0..job.numjobs {
+                let spec = job.target().unwrap_or_default();
+                let t = Target::open(
+                    &spec,
+                    OpenOptions {
+                        size: job.size.map_or(0, |s| job.offset + s),
+                        direct: job.direct,
+                        // Files are opened writable anyway (to lay them out);
+                        // devices and arrays only when the job writes.
+                        writes: job.dir != Dir::Read,
+                        allow_device_writes,
+                    },
+                )
+                .map_err(|e| e.on_device(format!("job [{}]", job.name)))?;
+                let size = match job.size {
+                    Some(s) => s,
+                    None => t.size.saturating_sub(job.offset),
+                };
+                if size == 0 {
+                    return Err(Error::invalid(format!(
+                        "job [{}]: {} is empty and the job gives no size: add size=...",
+                        job.name, spec
+                    )));
+                }
+                // Reads of a file this run created would read holes.
+                if t.fresh && job.dir != Dir::Write {
+                    lay_out(&t, job.offset, size, control)?;
+                }
+                let seed = if job.randrepeat {
+                    0x5EED ^ clone as u64
+                } else {
+                    SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64)
+                        ^ clone as u64
+                };
+                let w = Workload {
+                    access: job.access,
+                    dir: job.dir,
+                    bs: job.bs,
+                    offset: job.offset,
+                    size,
+                    threads: 1,
+                    qd: job.iodepth,
+                    limit: Limit {
+                        time: job.runtime,
+                        bytes: if job.time_based {
+                            None
+                        } else {
+                            Some(size / job.bs as u64 * job.bs as u64)
+                        },
+                    },
+                    data: if job.zero_buffers {
+                        DataFill::Zero
+                    } else {
+                        DataFill::Random
+                    },
+                    refill: job.refill_buffers,
+                    seed,
+                    split: false,
+                    engine: engine_override.unwrap_or(job.engine),
+                };
+                planned.push((job, clone, spec, t, w));
+            }
+        }
+        let results: Vec<Result<CloneResult>> = std::thread::scope(|s| {
+            let handles: Vec<_> = planned
+                .iter()
+                .map(|(job, clone, spec, t, w)| {
+                    s.spawn(move || -> Result<CloneResult> {
+                        let m = engine::run(t, w, control)?;
+                        t.finish()?;
+                        Ok(CloneResult {
+                            job: job.name.clone(),
+                            clone: *clone,
+                            group: gi,
+                            target: spec.clone(),
+                            read: m.read,
+                            write: m.write,
+                            elapsed: m.elapsed,
+                            engine: m.engine,
+                            options: job.options.clone(),
+                        })
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::invalid(
+                            "internal error: a job thread panicked (a bug: please report it)",
+                        ))
+                    })
+                })
+                .collect()
+        });
+        for r in results {
+            out.push(r?);
+        }
+    }
+    Ok(out)
+}
+
+/// Write a fresh file's region before a read job reads it, as fio lays out files.
+fn lay_out(t: &Target, offset: u64, size: u64, control: &Control) -> Result<()> {
+    let bs = (1u64 << 20).min(size) as usize;
+    let len = size / bs as u64 * bs as u64;
+    let w = Workload {
+        access: Access::Seq,
+        dir: Dir::Write,
+        bs,
+        offset,
+        size: len,
+        threads: 1,
+        qd: 4,
+        limit: Limit {
+            time: None,
+            bytes: Some(len),
+        },
+        data: DataFill::Random,
+        refill: false,
+        seed: 3,
+        split: false,
+        engine: EngineKind::Auto,
+    };
+    engine::run(t, &w, control)?;
+    t.volume.flush()
+}
+
+/// fio's percentiles in its JSON key format.
+const PERCENTILES: [f64; 17] = [
+    1.0, 5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95,
+    99.99,
+];
+
+fn dir_json(d: &DirStats, elapsed: Duration) -> Value {
+    let ms = elapsed.as_millis() as u64;
+    let bw_bytes = if d.ios == 0 {
+        0.0
+    } else {
+        d.bytes as f64 / elapsed.as_secs_f64().max(1e-9)
+    };
+    let lat = if d.ios == 0 {
+        json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0})
+    } else {
+        let mut pct = serde_json::Map::new();
+        for p in PERCENTILES {
+            pct.insert(
+                format!("{p:.6}"),
+                json!(d.hist.value_at_quantile(p / 100.0)),
+            );
+        }
+        json!({
+            "min": d.hist.min(),
+            "max": d.hist.max(),
+            "mean": d.hist.mean(),
+            "stddev": d.hist.stdev(),
+            "N": d.ios,
+            "percentile": pct,
+        })
+    };
+    json!({
+        "io_bytes": d.bytes,
+        "io_kbytes": d.bytes / 1024,
+        "bw_bytes": bw_bytes.round() as u64,
+        "bw": (bw_bytes / 1024.0).round() as u64,
+        "iops": d.iops(elapsed),
+        "runtime": if d.ios == 0 { 0 } else { ms },
+        "total_ios": d.ios,
+        "short_ios": 0,
+        "drop_ios": 0,
+        "clat_ns": lat.clone(),
+        // raidlab measures submission to completion only: total latency is that.
+        "lat_ns": lat,
+    })
+}
+
+/// fio's JSON output (`--output-format=json`) for the fields raidlab fills.
+pub fn fio_json(results: &[CloneResult]) -> Value {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let jobs: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            json!({
+                "jobname": r.job,
+                "groupid": r.group,
+                "error": 0,
+                "job options": r.options,
+                "read": dir_json(&r.read, r.elapsed),
+                "write": dir_json(&r.write, r.elapsed),
+                "job_runtime": r.elapsed.as_millis() as u64,
+                "raidlab": {"clone": r.clone, "target": r.target, "engine": r.engine},
+            })
+        })
+        .collect();
+    json!({
+        "fio version": format!("raidlab-{}", env!("CARGO_PKG_VERSION")),
+        "timestamp": now,
+        "time": crate::schema::rfc3339_utc(SystemTime::now()),
+        "jobs": jobs,
+    })
+}
+
+/// The raidlab-bench/1 report of a job run; `details` is the fio-shaped output.
+pub fn report(results: &[CloneResult]) -> BenchReport {
+    let mut targets: Vec<String> = Vec::new();
+    for r in results {
+        if !targets.contains(&r.target) {
+            targets.push(r.target.clone());
+        }
+    }
+    let mut rep = BenchReport::new("job", targets);
+    for r in results {
+        let group = if r.clone == 0 {
+            r.job.clone()
+        } else {
+            format!("{} #{}", r.job, r.clone)
+        };
+        for (test, d) in [("read", &r.read), ("write", &r.write)] {
+            if d.ios == 0 {
+                continue;
+            }
+            rep.push(&group, test, &r.target, "MB/s", d.mb_s(r.elapsed));
+            rep.push(&group, test, &r.target, "IOPS", d.iops(r.elapsed));
+            rep.push(&group, test, &r.target, "latency µs", d.mean_lat_us());
+            rep.push(
+                &group,
+                test,
+                &r.target,
+                "latency p99 µs",
+                d.hist.value_at_quantile(0.99) as f64 / 1000.0,
+            );
+        }
+    }
+    rep.details = fio_json(results);
+    rep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_options_apply_and_jobs_override() {
+        let jobs = parse(
+            "t.fio",
+            "; comment\n[global]\nbs=64k\ndirect=1\nfilename=mem:8M\n\n[a]\nrw=randread\niodepth=8\n[b]\nrw=randrw\nrwmixread=70\nbs=4k\nstonewall\nnumjobs=2\nruntime=2s\ntime_based\n",
+        )
+        .unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(
+            (jobs[0].bs, jobs[0].iodepth, jobs[0].direct),
+            (65536, 8, true)
+        );
+        assert_eq!((jobs[0].access, jobs[0].dir), (Access::Rand, Dir::Read));
+        assert_eq!(jobs[1].dir, Dir::Mix { read_pct: 70 });
+        assert_eq!(
+            (jobs[1].bs, jobs[1].numjobs, jobs[1].stonewall),
+            (4096, 2, true)
+        );
+        assert_eq!(jobs[1].runtime, Some(Duration::from_secs(2)));
+        assert!(jobs[1].time_based);
+    }
+
+    #[test]
+    fn mix_before_rw_is_kept() {
+        let jobs = parse("t.fio", "[a]\nfilename=x\nrwmixwrite=20\nrw=randrw\n").unwrap();
+        assert_eq!(jobs[0].dir, Dir::Mix { read_pct: 80 });
+    }
+
+    #[test]
+    fn errors_name_file_line_and_option() {
+        let e = parse("jobs.fio", "[a]\nfilename=x\nramp_time=5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("jobs.fio:3: option 'ramp_time' is not supported"),
+            "{e}"
+        );
+        let e = parse("jobs.fio", "[a]\nfilename=x\nbs=4q\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("jobs.fio:3: option 'bs': '4q'"), "{e}");
+        let e = parse("jobs.fio", "[a]\nfilename=x\nrw=trim\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("jobs.fio:3") && e.contains("'rw'"), "{e}");
+        let e = parse("jobs.fio", "bs=4k\n[a]\n").unwrap_err().to_string();
+        assert!(e.starts_with("jobs.fio:1:"), "{e}");
+        let e = parse("jobs.fio", "[a]\nrw=read\n").unwrap_err().to_string();
+        assert!(e.starts_with("jobs.fio:1: job [a] has no filename"), "{e}");
+        let e = parse("jobs.fio", "[a]\nfilename=x\nbs=4k,8k\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("jobs.fio:3: option 'bs'"), "{e}");
+        let e = parse("jobs.fio", "[a]\nfilename=x\niodepth=0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("jobs.fio:3: option 'iodepth'"), "{e}");
+        let e = parse("jobs.fio", "[a]\nfilename=x\ntime_based\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("time_based needs a runtime"), "{e}");
+        let e = parse("jobs.fio", "[a\n").unwrap_err().to_string();
+        assert!(e.starts_with("jobs.fio:1:"), "{e}");
+        let e = parse("jobs.fio", "# nothing\n").unwrap_err().to_string();
+        assert!(e.starts_with("jobs.fio: no jobs"), "{e}");
+    }
+
+    #[test]
+    fn times_in_fio_units() {
+        assert_eq!(parse_time("30"), Some(Duration::from_secs(30)));
+        assert_eq!(parse_time("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_time("2m"), Some(Duration::from_secs(120)));
+        assert_eq!(parse_time("1x"), None);
+        assert_eq!(parse_time(""), None);
+    }
+}

@@ -1,0 +1,135 @@
+//! The one result type every suite produces ("raidlab-bench/1"), a contract with
+//! `raidlab report`: rows are long-format figures (one chart per suite + metric,
+//! grouped by `group`, a bar per test x target); `details` is suite-specific.
+//!
+//! Exporters (the text table, JSON, fio JSON, Bonnie++ CSV, HTML) read this type;
+//! none of them measures anything.
+
+use serde::{Deserialize, Serialize};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub const FORMAT: &str = "raidlab-bench/1";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BenchReport {
+    pub format: String,
+    pub suite: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+    pub host: Host,
+    pub targets: Vec<String>,
+    pub rows: Vec<Row>,
+    pub details: serde_json::Value,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Host {
+    pub hostname: String,
+    pub cpus: usize,
+    pub kernel: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    pub suite: String,
+    pub group: String,
+    pub test: String,
+    pub target: String,
+    pub metric: String,
+    pub value: f64,
+    pub higher_is_better: bool,
+}
+
+impl BenchReport {
+    pub fn new(suite: &str, targets: Vec<String>) -> Self {
+        BenchReport {
+            format: FORMAT.to_string(),
+            suite: suite.to_string(),
+            created: rfc3339_utc(SystemTime::now()),
+            host: Host::this(),
+            targets,
+            rows: Vec::new(),
+            details: serde_json::Value::Null,
+        }
+    }
+
+    pub fn push(&mut self, group: &str, test: &str, target: &str, metric: &str, value: f64) {
+        self.rows.push(Row {
+            suite: self.suite.clone(),
+            group: group.to_string(),
+            test: test.to_string(),
+            target: target.to_string(),
+            metric: metric.to_string(),
+            // JSON has no NaN or infinity; a figure that cannot be computed is 0.
+            value: if value.is_finite() { value } else { 0.0 },
+            higher_is_better: !metric.starts_with("latency"),
+        });
+    }
+}
+
+impl Host {
+    pub fn this() -> Self {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_else(|_| "unknown".to_string())
+        };
+        Host {
+            hostname: read("/proc/sys/kernel/hostname"),
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            kernel: read("/proc/sys/kernel/osrelease"),
+        }
+    }
+}
+
+/// `2026-11-21T14:45:00Z` for a time (whole seconds, UTC).
+pub fn rfc3339_utc(t: SystemTime) -> String {
+    let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn rfc3339_known_dates() {
+        let at = |s| rfc3339_utc(UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(0), "1970-01-01T00:00:00Z");
+        assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(at(1_795_272_300), "2026-11-21T14:45:00Z");
+    }
+
+    #[test]
+    fn report_shape_matches_the_contract() {
+        let mut r = BenchReport::new("cdm", vec!["a".into()]);
+        r.push("SEQ1M Q8T1", "read", "a", "MB/s", 10.0);
+        r.push("SEQ1M Q8T1", "read", "a", "latency µs", f64::NAN);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["format"], "raidlab-bench/1");
+        assert_eq!(v["rows"][0]["higher_is_better"], true);
+        assert_eq!(v["rows"][1]["higher_is_better"], false);
+        assert_eq!(v["rows"][1]["value"], 0.0);
+        for k in ["suite", "created", "host", "targets", "rows", "details"] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert!(v["host"]["cpus"].as_u64().unwrap() >= 1);
+    }
+}

@@ -1,0 +1,458 @@
+//! What a benchmark runs against, opened the way the benchmark needs it.
+//!
+//! A target is named by one string:
+//! - a directory: a test file `raidlab-bench-<pid>.tmp` is created there and removed
+//!   when the target is dropped;
+//! - a regular file (created if missing, grown to the test size if smaller; its
+//!   contents are overwritten, as fio does);
+//! - a block device (write tests only with [`OpenOptions::allow_device_writes`]:
+//!   they destroy what the device holds);
+//! - `array:M0,M1,...`: a raidlab array given by its members, assembled and run in
+//!   this process (marked dirty while written, clean after a flush, as `import` does);
+//! - `mem:SIZE[,bw=RATE][,iops=N]`: memory, optionally behind a [`ThrottleVolume`]
+//!   (for the harness ceiling and known-answer runs).
+//!
+//! Files and devices are opened with O_DIRECT by default, so the page cache does not
+//! measure itself; where the file system refuses O_DIRECT (tmpfs) the target says
+//! so in [`Target::notes`] and runs buffered.
+
+use raidlab_core::size::parse_size;
+use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
+use raidlab_devices::{FileVolume, Limits, MemVolume, OpenMode, ThrottleVolume};
+use raidlab_raid::assemble::{Assembly, Device};
+use std::fs::File;
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// How to open a target.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// Bytes the test needs (the test file's size; capped by a device's size;
+    /// 0: all of an existing file, device or array).
+    pub size: u64,
+    /// O_DIRECT for files and devices (false: through the page cache).
+    pub direct: bool,
+    /// The tests will write.
+    pub writes: bool,
+    /// Writing a block device is allowed (it destroys its contents).
+    pub allow_device_writes: bool,
+}
+
+/// What kind of thing a target is, for reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetKind {
+    File,
+    Directory,
+    BlockDevice,
+    Array,
+    Memory,
+}
+
+/// An opened target. `volume` serves every engine; `file` is the raw descriptor
+/// io_uring uses when there is one.
+pub struct Target {
+    pub label: String,
+    pub kind: TargetKind,
+    pub volume: Arc<dyn Volume>,
+    pub file: Option<Arc<File>>,
+    pub direct: bool,
+    /// Bytes the tests use, from offset 0.
+    pub size: u64,
+    /// Things a person should know about how the target was opened.
+    pub notes: Vec<String>,
+    /// The test region may hold holes (a file this open created or grew), so a
+    /// read test must write it first or it would measure holes.
+    pub fresh: bool,
+    remove_on_drop: Option<PathBuf>,
+    array: Mutex<Option<ArrayHold>>,
+}
+
+struct ArrayHold {
+    asm: Assembly,
+    array: Arc<raidlab_raid::Array>,
+    was_clean: bool,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("label", &self.label)
+            .field("kind", &self.kind)
+            .field("direct", &self.direct)
+            .field("size", &self.size)
+            .finish()
+    }
+}
+
+impl Target {
+    /// A volume already built by the caller (tests, `raidlab bench` with no target).
+    pub fn from_volume(
+        label: impl Into<String>,
+        volume: Arc<dyn Volume>,
+        size: u64,
+    ) -> Result<Self> {
+        let label = label.into();
+        let size = usable(&label, volume.size(), size)?;
+        Ok(Target {
+            label,
+            kind: TargetKind::Memory,
+            volume,
+            file: None,
+            direct: false,
+            size,
+            notes: Vec::new(),
+            fresh: false,
+            remove_on_drop: None,
+            array: Mutex::new(None),
+        })
+    }
+
+    /// Open a target named as described in the module documentation.
+    pub fn open(spec: &str, opts: OpenOptions) -> Result<Self> {
+        if spec.starts_with("nbd://") || spec.starts_with("nbd+unix://") {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Open,
+                "NBD targets are not supported yet (raidlab's NBD client is not part of this build): benchmark the export's backing file, or attach it with nbd-client and give the /dev/nbdN device",
+            )
+            .on_device(spec));
+        }
+        if let Some(list) = spec.strip_prefix("array:") {
+            return open_array(spec, list, opts);
+        }
+        if let Some(rest) = spec.strip_prefix("mem:") {
+            return open_memory(spec, rest, opts);
+        }
+        open_path(spec, Path::new(spec), opts)
+    }
+
+    /// Flush, and for an array record a clean stop in its superblocks. Call once
+    /// after the last test; an error here means written data may not be durable.
+    pub fn finish(&self) -> Result<()> {
+        self.volume.flush()?;
+        let mut hold = self.array.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(mut h) = hold.take() {
+            h.asm.absorb_bitmap(&h.array);
+            if let Some(path) = h.asm.absorb(&h.array)?.into_iter().next() {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Write,
+                    "a member failed during the benchmark and is now marked faulty: the array is degraded (see `raidlab detail`)",
+                )
+                .on_device(path));
+            }
+            h.asm.mark_clean(h.was_clean)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.finish();
+        if let Some(p) = self.remove_on_drop.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The bytes a test may use: what was asked, or all of a smaller device; all of
+/// it when nothing was asked (0).
+fn usable(name: &str, volume_size: u64, wanted: u64) -> Result<u64> {
+    let want = if wanted == 0 { volume_size } else { wanted };
+    let size = want.min(volume_size) / 4096 * 4096;
+    if size == 0 {
+        return Err(Error::invalid(format!(
+            "{volume_size} bytes is too small to benchmark: a target needs at least 4096 bytes (give a test size to make a test file)"
+        ))
+        .on_device(name));
+    }
+    Ok(size)
+}
+
+fn open_memory(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
+    let mut parts = rest.split(',');
+    let size = parse_size(parts.next().unwrap_or("")).map_err(|e| e.on_device(spec))?;
+    let mut limits = Limits::unlimited();
+    for p in parts {
+        match p.split_once('=') {
+            Some(("bw", v)) => {
+                limits.bytes_per_sec = Some(parse_size(v).map_err(|e| e.on_device(spec))?)
+            }
+            Some(("iops", v)) => {
+                limits.iops = Some(v.parse().map_err(|_| {
+                    Error::invalid(format!("iops={v} is not a whole number of requests per second"))
+                        .on_device(spec)
+                })?)
+            }
+            _ => {
+                return Err(Error::invalid(format!(
+                    "'{p}' is not a memory target option: write mem:SIZE[,bw=RATE][,iops=N], e.g. mem:256M,bw=100M"
+                ))
+                .on_device(spec))
+            }
+        }
+    }
+    if size > (64 << 30) {
+        return Err(Error::invalid("a memory target is limited to 64G").on_device(spec));
+    }
+    let mem = MemVolume::new(size);
+    let volume: Arc<dyn Volume> = if limits == Limits::unlimited() {
+        Arc::new(mem)
+    } else {
+        Arc::new(ThrottleVolume::new(mem, limits).map_err(|e| e.on_device(spec))?)
+    };
+    let mut t = Target::from_volume(spec, volume, opts.size)?;
+    t.kind = TargetKind::Memory;
+    Ok(t)
+}
+
+fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
+    let paths: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+    if paths.is_empty() {
+        return Err(Error::invalid(
+            "no members given: write array:MEMBER,MEMBER,... (the member files or devices of one array, any order)",
+        )
+        .on_device(spec));
+    }
+    let mode = if opts.writes {
+        OpenMode::ReadWrite
+    } else {
+        OpenMode::ReadOnly
+    };
+    let mut devices = Vec::new();
+    for p in paths {
+        let v = FileVolume::open(Path::new(p), mode)?;
+        devices.push(Device {
+            path: p.to_string(),
+            volume: Arc::new(v),
+        });
+    }
+    let mut asm = Assembly::assemble(devices).map_err(|e| e.on_device(spec))?;
+    asm.check_startable(false).map_err(|e| e.on_device(spec))?;
+    let array = Arc::new(asm.array()?);
+    let hold = if opts.writes {
+        let was_clean = asm.mark_dirty()?;
+        Some(ArrayHold {
+            asm,
+            array: array.clone(),
+            was_clean,
+        })
+    } else {
+        None
+    };
+    let size = usable(spec, array.size(), opts.size)?;
+    Ok(Target {
+        label: spec.to_string(),
+        kind: TargetKind::Array,
+        volume: array,
+        file: None,
+        direct: false,
+        size,
+        notes: vec!["array members are opened through the page cache (raidlab's FileVolume), as `raidlab import` uses them".into()],
+        fresh: false,
+        remove_on_drop: None,
+        array: Mutex::new(hold),
+    })
+}
+
+fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
+    let meta = std::fs::metadata(path);
+    let (file_path, kind, remove) = match &meta {
+        Ok(m) if m.is_dir() => (
+            path.join(format!("raidlab-bench-{}.tmp", std::process::id())),
+            TargetKind::Directory,
+            true,
+        ),
+        Ok(m) if m.file_type().is_block_device() => {
+            if opts.writes && !opts.allow_device_writes {
+                return Err(Error::new(
+                    ErrorKind::ReadOnly,
+                    Op::Open,
+                    "this is a block device and the tests write to it, which destroys its contents: give --write-device to allow that, or benchmark a file on it",
+                )
+                .on_device(spec));
+            }
+            (path.to_path_buf(), TargetKind::BlockDevice, false)
+        }
+        Ok(m) if m.is_file() => (path.to_path_buf(), TargetKind::File, false),
+        Ok(_) => {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                Op::Open,
+                "not a file, directory or block device",
+            )
+            .on_device(spec))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            (path.to_path_buf(), TargetKind::File, false)
+        }
+        Err(e) => {
+            return Err(Error::io(
+                Op::Open,
+                spec,
+                std::io::Error::new(e.kind(), e.to_string()),
+            ))
+        }
+    };
+    let name = file_path.display().to_string();
+    let mut notes = Vec::new();
+    let open = |direct: bool| {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true)
+            .write(opts.writes || kind != TargetKind::BlockDevice);
+        if kind != TargetKind::BlockDevice {
+            o.create(true);
+        }
+        if direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        o.open(&file_path)
+    };
+    let (file, direct) = match open(opts.direct) {
+        Ok(f) => (f, opts.direct),
+        // tmpfs and some FUSE file systems refuse O_DIRECT with EINVAL.
+        Err(e) if opts.direct && e.raw_os_error() == Some(libc::EINVAL) => {
+            notes.push(format!(
+                "{name}: the file system refuses O_DIRECT, so this target runs through the page cache"
+            ));
+            (
+                open(false).map_err(|e| Error::io(Op::Open, &name, e))?,
+                false,
+            )
+        }
+        Err(e) => return Err(Error::io(Op::Open, &name, e)),
+    };
+    let remove_on_drop = remove.then(|| file_path.clone());
+    let mut fresh = false;
+    let size = if kind == TargetKind::BlockDevice {
+        let mut f = &file;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0))
+            .map_err(|e| Error::io(Op::Open, &name, e))?
+    } else {
+        let have = file
+            .metadata()
+            .map_err(|e| Error::io(Op::Open, &name, e))?
+            .len();
+        if have < opts.size {
+            fresh = true;
+            if let Err(e) = file.set_len(opts.size) {
+                if let Some(p) = &remove_on_drop {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(Error::io(Op::Write, &name, e).at(0, opts.size));
+            }
+        }
+        have.max(opts.size)
+    };
+    let file = Arc::new(file);
+    let size = usable(&name, size, opts.size)?;
+    Ok(Target {
+        label: spec.to_string(),
+        kind,
+        volume: Arc::new(RawFile {
+            file: file.clone(),
+            name,
+            size,
+        }),
+        file: Some(file),
+        direct,
+        size,
+        notes,
+        fresh,
+        remove_on_drop,
+        array: Mutex::new(None),
+    })
+}
+
+/// A file or device used as-is: positional reads and writes on the descriptor the
+/// target opened (possibly O_DIRECT, so callers pass aligned buffers), no locking
+/// (a benchmark may share a file with a fio run on purpose).
+#[derive(Debug)]
+struct RawFile {
+    file: Arc<File>,
+    name: String,
+    size: u64,
+}
+
+impl Volume for RawFile {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Read, self.size, offset, buf.len() as u64)?;
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io(Op::Read, &self.name, e).at(offset, buf.len() as u64))
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Write, self.size, offset, buf.len() as u64)?;
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| Error::io(Op::Write, &self.name, e).at(offset, buf.len() as u64))
+    }
+    fn flush(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(Op::Flush, &self.name, e))
+    }
+}
+
+/// Make a new array of sparse member files (`create` with mdadm's rules, members
+/// zeroed so no resync is needed) and open it as a target. For `raidlab bench` with
+/// no target; the caller owns (and removes) the files.
+pub fn create_array(
+    label: &str,
+    level: raidlab_layout::Level,
+    chunk: u64,
+    members: &[PathBuf],
+    member_size: u64,
+    opts: OpenOptions,
+) -> Result<Target> {
+    use raidlab_raid::assemble::{create, CreateSpec, NewMember};
+    let mut news = Vec::new();
+    for p in members {
+        let v = FileVolume::create_sparse(p, member_size)?;
+        news.push(NewMember {
+            device: Device {
+                path: p.display().to_string(),
+                volume: Arc::new(v),
+            },
+            zeroed: true,
+        });
+    }
+    let spec = CreateSpec {
+        level,
+        layout: raidlab_layout::Layout::parse(level, None)?,
+        chunk_bytes: chunk,
+        spares: 0,
+        name: label.to_string(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let asm = create(&spec, news)?;
+    // Drop the creating handles (and their locks) and open it the way a user's
+    // `array:` target is opened, so this measures exactly that path.
+    drop(asm);
+    let list: Vec<String> = members.iter().map(|p| p.display().to_string()).collect();
+    let mut t = open_array(label, &list.join(","), opts)?;
+    t.label = label.to_string();
+    Ok(t)
+}
+
+/// A single file opened exactly as an array member is (raidlab's FileVolume), to
+/// compare an array with one of its members like with like.
+pub fn open_member_file(label: &str, path: &Path, size: u64, opts: OpenOptions) -> Result<Target> {
+    let v = FileVolume::create_sparse(path, size)?;
+    let mut t = Target::from_volume(label, Arc::new(v), opts.size)?;
+    t.kind = TargetKind::File;
+    t.notes
+        .push("opened through the page cache, as array members are".into());
+    Ok(t)
+}

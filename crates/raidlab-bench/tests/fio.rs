@@ -1,0 +1,91 @@
+//! fio job files run end to end on memory and file targets, and the fio-shaped
+//! JSON read back the way fio JSON consumers read it.
+
+use raidlab_bench::fio;
+use raidlab_bench::Control;
+
+#[test]
+fn concurrent_jobs_clones_and_stonewall_give_fio_shaped_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("data");
+    let text = format!(
+        "[global]\nbs=4k\nsize=2m\n\n[seq]\nrw=read\nfilename={f}\ndirect=1\niodepth=4\n\n[mix]\nrw=randrw\nrwmixread=75\nfilename=mem:4M\nnumjobs=2\n\n[after]\nstonewall\nrw=write\nfilename=mem:4M\nbs=64k\nzero_buffers\n",
+        f = file.display()
+    );
+    let jobs = fio::parse("t.fio", &text).unwrap();
+    let mut groups = Vec::new();
+    let res = fio::run(&jobs, false, None, &Control::new(), &mut |g, js| {
+        groups.push((g, js.len()))
+    })
+    .unwrap();
+    assert_eq!(groups, [(0, 2), (1, 1)]);
+    // seq, mix #0, mix #1, after.
+    assert_eq!(res.len(), 4);
+    let v = fio::fio_json(&res);
+    let jobs = v["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 4);
+    assert!(v["fio version"].as_str().unwrap().starts_with("raidlab-"));
+    // The first job read the whole 2 MiB once (size without time_based).
+    assert_eq!(jobs[0]["jobname"], "seq");
+    assert_eq!(jobs[0]["read"]["io_bytes"], 2 << 20);
+    assert_eq!(jobs[0]["read"]["total_ios"], 512);
+    assert_eq!(jobs[0]["write"]["io_bytes"], 0);
+    assert_eq!(jobs[1]["jobname"], "mix");
+    assert_eq!(jobs[2]["jobname"], "mix");
+    let (r, w) = (
+        jobs[1]["read"]["total_ios"].as_u64().unwrap(),
+        jobs[1]["write"]["total_ios"].as_u64().unwrap(),
+    );
+    assert_eq!(r + w, 512);
+    assert!(r > w * 2, "75% reads: {r} reads, {w} writes");
+    assert_eq!(jobs[3]["groupid"], 1);
+    assert_eq!(jobs[3]["write"]["total_ios"], 32);
+    // What fio JSON consumers read: bandwidth, IOPS, latency mean and percentiles.
+    for j in jobs {
+        for d in ["read", "write"] {
+            let x = &j[d];
+            if x["total_ios"].as_u64().unwrap() == 0 {
+                continue;
+            }
+            assert!(x["bw_bytes"].as_u64().unwrap() > 0);
+            assert!(x["bw"].as_u64().is_some());
+            assert!(x["iops"].as_f64().unwrap() > 0.0);
+            assert!(x["runtime"].as_u64().is_some());
+            assert!(x["clat_ns"]["mean"].as_f64().unwrap() > 0.0);
+            let p = &x["clat_ns"]["percentile"];
+            let p50 = p["50.000000"].as_u64().unwrap();
+            let p99 = p["99.000000"].as_u64().unwrap();
+            assert!(p50 > 0 && p99 >= p50);
+            assert!(x["lat_ns"]["percentile"]["99.990000"].as_u64().is_some());
+        }
+    }
+    let rep = fio::report(&res);
+    assert_eq!(rep.suite, "job");
+    assert_eq!(rep.details["jobs"].as_array().unwrap().len(), 4);
+    assert!(rep
+        .rows
+        .iter()
+        .any(|r| r.group == "mix #1" && r.metric == "IOPS"));
+}
+
+#[test]
+fn a_time_based_job_runs_for_its_runtime() {
+    let jobs = fio::parse(
+        "t.fio",
+        "[r]\nfilename=mem:1M\nrw=randread\nruntime=200ms\ntime_based\n",
+    )
+    .unwrap();
+    let res = fio::run(&jobs, false, None, &Control::new(), &mut |_, _| {}).unwrap();
+    let secs = res[0].elapsed.as_secs_f64();
+    assert!((0.15..5.0).contains(&secs), "{secs}");
+    // More than one pass over 1 MiB: time, not size, ended it.
+    assert!(res[0].read.bytes > 0);
+}
+
+#[test]
+fn a_job_file_that_cannot_be_read_is_named() {
+    let e = fio::parse_file(std::path::Path::new("/nonexistent/jobs.fio"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("/nonexistent/jobs.fio"), "{e}");
+}

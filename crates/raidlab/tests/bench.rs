@@ -1,0 +1,284 @@
+//! `raidlab bench` verbs as a user runs them: output shapes (table, raidlab-bench/1
+//! JSON), several targets side by side, refusals naming what is wrong. Runs are
+//! kept short; figures are only sanity-checked (accuracy is in docs/benchmarks.md).
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+fn raidlab() -> Command {
+    Command::cargo_bin("raidlab").unwrap()
+}
+
+const FAST: &[&str] = &["--runs", "1", "--measure", "0.05", "--interval", "0"];
+
+#[test]
+fn cdm_json_follows_the_result_schema() {
+    let out = raidlab()
+        .args(["bench", "cdm", "mem:8M", "--size", "4M", "--json"])
+        .args(FAST)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["format"], "raidlab-bench/1");
+    assert_eq!(v["suite"], "cdm");
+    assert_eq!(v["targets"][0], "mem:8M");
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 4 * 2 * 4);
+    let metrics: std::collections::BTreeSet<_> =
+        rows.iter().map(|r| r["metric"].as_str().unwrap()).collect();
+    assert_eq!(
+        metrics.into_iter().collect::<Vec<_>>(),
+        ["IOPS", "MB/s", "MB/s avg", "latency µs"]
+    );
+    for r in rows {
+        assert_eq!(r["suite"], "cdm");
+        assert!(r["value"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["higher_is_better"], r["metric"] != "latency µs");
+    }
+    assert_eq!(v["rows"][0]["group"], "SEQ1M Q8T1");
+    assert!(v["details"]["targets"][0]["cells"][0]["runs"].is_array());
+}
+
+#[test]
+fn cdm_runs_several_targets_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    raidlab()
+        .args([
+            "bench",
+            "cdm",
+            "mem:8M",
+            d,
+            "--size",
+            "4M",
+            "--profile",
+            "real-world",
+        ])
+        .args(FAST)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mem:8M"))
+        .stdout(predicate::str::contains("SEQ1M Q1T1     read"))
+        .stdout(predicate::str::contains("RND4K Q1T1     write"));
+    // The test file made in the directory is gone.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn cdm_refuses_bad_input_by_name() {
+    raidlab()
+        .args(["bench", "cdm", "mem:8M", "--profile", "turbo"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("turbo"));
+    raidlab()
+        .args(["bench", "cdm", "nbd://localhost:10809/x"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("NBD targets are not supported"));
+    raidlab()
+        .args(["bench", "cdm", "mem:8M", "mem:8M"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("given twice"));
+    raidlab()
+        .args(["bench", "cdm", "/nonexistent-dir/x/y"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("/nonexistent-dir/x/y"));
+}
+
+#[test]
+fn bench_with_no_target_compares_a_raid5_with_one_member_and_writes_json() {
+    let dir = tempfile::tempdir().unwrap();
+    raidlab()
+        .args(["bench", "--measure", "0.05", "--dir"])
+        .arg(dir.path())
+        .arg("--output")
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("RAID 5, 4 members"))
+        .stdout(predicate::str::contains("single member"))
+        .stderr(predicate::str::contains("JSON result"));
+    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    // Only the JSON result remains: the member files were removed.
+    assert_eq!(files.len(), 1, "{files:?}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    assert_eq!(
+        v["targets"],
+        serde_json::json!(["RAID 5, 4 members", "single member"])
+    );
+}
+
+#[test]
+fn job_prints_fio_json_or_the_result_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("j.fio");
+    std::fs::write(
+        &job,
+        format!(
+            "[global]\nsize=1m\n[w]\nfilename={}\nrw=randwrite\niodepth=4\n[r]\nfilename=mem:2M\nrw=read\nbs=64k\n",
+            dir.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let fio = raidlab()
+        .args(["bench", "job", "--json", "--output-format", "fio"])
+        .arg(&job)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&fio).unwrap();
+    assert_eq!(v["jobs"][0]["jobname"], "w");
+    assert_eq!(v["jobs"][0]["write"]["io_bytes"], 1 << 20);
+    assert_eq!(v["jobs"][1]["read"]["total_ios"], 16);
+    let normal = raidlab()
+        .args(["bench", "job", "--json"])
+        .arg(&job)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&normal).unwrap();
+    assert_eq!(v["format"], "raidlab-bench/1");
+    assert_eq!(v["suite"], "job");
+    assert!(v["details"]["jobs"].is_array());
+    raidlab()
+        .args(["bench", "job"])
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("randwrite").not())
+        .stdout(predicate::str::contains("w "));
+}
+
+#[test]
+fn job_refuses_an_unsupported_option_naming_file_line_and_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("bad.fio");
+    std::fs::write(&job, "[a]\nfilename=mem:1M\nverify=md5\n").unwrap();
+    raidlab()
+        .args(["bench", "job"])
+        .arg(&job)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!(
+            "{}:3: option 'verify' is not supported",
+            job.display()
+        )));
+}
+
+#[test]
+fn bonnie_csv_is_accepted_by_bon_csv2html() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = raidlab()
+        .args([
+            "bench",
+            "bonnie",
+            "--size",
+            "8M",
+            "--files",
+            "1",
+            "--machine",
+            "testbox",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(out).unwrap();
+    let csv = text
+        .lines()
+        .find(|l| l.starts_with("1.98,2.00a,testbox,"))
+        .unwrap_or_else(|| panic!("no CSV line in:\n{text}"));
+    assert_eq!(csv.split(',').count(), 50, "{csv}");
+    // Nothing left behind in the directory.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let Ok(mut child) = std::process::Command::new("bon_csv2html")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("SKIPPED: bon_csv2html is not installed (Debian package bonnie++; scripts/test.sh installs it)");
+        return;
+    };
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{csv}\n").as_bytes())
+        .unwrap();
+    let html = child.wait_with_output().unwrap();
+    assert!(html.status.success());
+    let html = String::from_utf8_lossy(&html.stdout);
+    assert!(html.contains("testbox"), "{html}");
+    assert!(html.contains("8M"), "{html}");
+}
+
+#[test]
+fn iozone_prints_the_excel_report_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    raidlab()
+        .args([
+            "bench",
+            "iozone",
+            "--file-sizes",
+            "64K:256K",
+            "--record-sizes",
+            "4K:16K",
+        ])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("\"Writer report\""))
+        .stdout(predicate::str::contains("\"Random write report\""))
+        .stdout(predicate::str::contains("\"256\""));
+    let out = raidlab()
+        .args([
+            "bench",
+            "iozone",
+            "mem:1M",
+            "--file-sizes",
+            "1M",
+            "--record-sizes",
+            "64K",
+            "--json",
+        ])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["suite"], "iozone");
+    assert_eq!(v["rows"].as_array().unwrap().len(), 6);
+    assert_eq!(v["rows"][0]["test"], "1M/64K");
+    raidlab()
+        .args([
+            "bench",
+            "iozone",
+            "mem:1M",
+            "--file-sizes",
+            "4K",
+            "--record-sizes",
+            "8K",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "records must not be larger than files",
+        ));
+}
