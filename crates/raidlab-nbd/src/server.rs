@@ -155,6 +155,9 @@ impl Server {
         mut limits: Limits,
         log: Box<dyn Fn(&str) + Send + Sync>,
     ) -> Self {
+        // Block sizes are hinted from 512 bytes up; a smaller maximum would be
+        // useless to every client.
+        limits.max_payload = limits.max_payload.max(4096);
         // A payload must always fit in the budget, or its reader would wait forever.
         limits.max_inflight_bytes = limits
             .max_inflight_bytes
@@ -201,11 +204,11 @@ impl Server {
 
     fn block_sizes(&self, e: &Export) -> (u32, u32, u32) {
         let max = self.limits.max_payload;
-        let preferred = e
-            .preferred_block
-            .clamp(512, max)
-            .next_power_of_two()
-            .min(max);
+        // The protocol wants a power of two. A full stripe that is not one (three
+        // data disks) is hinted as its largest power-of-two divisor (the chunk),
+        // so requests of that size still never straddle a stripe unaligned.
+        let p = e.preferred_block.max(1);
+        let preferred = (p & p.wrapping_neg()).clamp(512, max);
         // Every volume takes any byte offset and length (arrays and files do
         // read-modify-write internally), so the minimum is 1.
         (1, preferred, max)
@@ -544,9 +547,9 @@ impl Server {
                 data,
                 fua,
             } => {
-                let r =
-                    v.write_at(&data, offset)
-                        .and_then(|()| if fua { v.flush() } else { Ok(()) });
+                let r = v
+                    .write_at(&data, offset)
+                    .and_then(|()| if fua { v.flush() } else { Ok(()) });
                 self.finish(e, conn, cookie, r);
             }
             Job::Flush { cookie } => self.finish(e, conn, cookie, v.flush()),

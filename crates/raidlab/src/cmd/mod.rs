@@ -5,6 +5,7 @@ mod create;
 mod explain;
 mod info;
 mod manage;
+mod serve;
 mod transfer;
 
 use crate::cli::{BenchCommand, Command};
@@ -27,5 +28,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Resync(a) => manage::resync(a),
         Command::Check(a) => manage::scrub(a, false),
         Command::Repair(a) => manage::scrub(a, true),
+        Command::Serve(a) => serve::run(a),
     }
 }
