@@ -13,13 +13,18 @@ if [ "$(id -u)" = 0 ]; then
     command -v mdadm >/dev/null || need+=(mdadm)
     command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
     command -v cpio >/dev/null || need+=(cpio)
+    # NBD clients for crates/raidlab/tests/nbd_clients.rs.
+    command -v nbdinfo >/dev/null || need+=(libnbd-bin)
+    command -v fio >/dev/null || need+=(fio)
+    command -v qemu-img >/dev/null || need+=(qemu-utils)
+    command -v nbdkit >/dev/null || need+=(nbdkit)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     fi
 else
-    echo "test.sh: not root: not installing packages; tests that need mdadm or qemu say so"
+    echo "test.sh: not root: not installing packages; tests that need mdadm, qemu or NBD clients say so"
 fi
 
 cargo fmt --all --check
