@@ -15,7 +15,7 @@
 
 use crate::proto::*;
 use raidlab_core::{ErrorKind, Volume};
-use std::io::{self, Read, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 
@@ -144,6 +144,11 @@ impl Drop for Admission<'_> {
 /// Every job costs at least this much budget, so a flood of zero-length requests
 /// is bounded too.
 const JOB_OVERHEAD: usize = 64;
+/// Buffers kept for reuse per connection, and the largest kept.
+const POOLED: usize = 16;
+const POOLED_MAX: usize = 2 << 20;
+/// Read-ahead of request headers per connection.
+const READ_BUFFER: usize = 128 << 10;
 /// Zeroes are written in pieces of this size.
 const ZERO_PIECE: usize = 1 << 20;
 
@@ -366,12 +371,17 @@ impl Server {
 
     /// Serve requests until the client disconnects, then finish every request
     /// already accepted before returning.
-    pub fn transmission<R: Read, W: Write + Send>(&self, mut r: R, w: W, n: Negotiated) -> Outcome {
+    pub fn transmission<R: Read, W: Write + Send>(&self, r: R, w: W, n: Negotiated) -> Outcome {
+        // Buffered: at queue depth 32 one read system call brings in many request
+        // headers (payloads larger than the buffer bypass it).
+        let mut r = BufReader::with_capacity(READ_BUFFER, r);
         let export = &self.exports[n.export];
         let conn = Conn {
             writer: Mutex::new(w),
             broken: AtomicBool::new(false),
             used: Mutex::new(0),
+            queued: AtomicUsize::new(0),
+            pool: Mutex::new(Vec::new()),
             freed: Condvar::new(),
             limit: self.limits.max_inflight_bytes,
             structured: n.structured,
@@ -384,6 +394,7 @@ impl Server {
                     let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     let Ok((job, charge)) = next else { break };
                     self.run(export, &conn, job);
+                    conn.queued.fetch_sub(1, Ordering::SeqCst);
                     conn.release(charge);
                 });
             }
@@ -395,7 +406,7 @@ impl Server {
 
     fn read_requests<R: Read, W: Write>(
         &self,
-        r: &mut R,
+        r: &mut BufReader<R>,
         export: &Export,
         conn: &Conn<W>,
         tx: &mpsc::Sender<(Job, usize)>,
@@ -427,7 +438,7 @@ impl Server {
                         ));
                     }
                     let charge = conn.acquire(q.length as usize);
-                    let mut data = vec![0u8; q.length as usize];
+                    let mut data = conn.buffer(q.length as usize);
                     if let Err(o) = recv(r, &mut data) {
                         conn.release(charge);
                         return o;
@@ -517,7 +528,16 @@ impl Server {
                     continue;
                 }
             };
+            // Nothing else in flight and no next request waiting: serve it here
+            // and save two thread hand-offs (queue depth 1 latency).
+            if conn.queued.load(Ordering::SeqCst) == 0 && r.buffer().is_empty() {
+                self.run(export, conn, job);
+                conn.release(charge);
+                continue;
+            }
+            conn.queued.fetch_add(1, Ordering::SeqCst);
             if tx.send((job, charge)).is_err() {
+                conn.queued.fetch_sub(1, Ordering::SeqCst);
                 conn.release(charge);
                 return Outcome::Gone;
             }
@@ -532,9 +552,12 @@ impl Server {
                 offset,
                 len,
             } => {
-                let mut buf = vec![0u8; len];
-                match v.read_at(&mut buf, offset) {
-                    Ok(()) => conn.reply_read(cookie, offset, &buf),
+                // Room for the reply header in front, so header and data leave
+                // in one write.
+                let hdr = conn.read_header_len();
+                let mut buf = conn.buffer(hdr + len);
+                match v.read_at(&mut buf[hdr..], offset) {
+                    Ok(()) => conn.reply_read(cookie, offset, buf),
                     Err(err) => {
                         (self.log)(&format!("export {:?}: {err}", e.name));
                         conn.reply_error(errno(&err, false), cookie, &err.to_string());
@@ -550,6 +573,7 @@ impl Server {
                 let r = v
                     .write_at(&data, offset)
                     .and_then(|()| if fua { v.flush() } else { Ok(()) });
+                conn.recycle(data);
                 self.finish(e, conn, cookie, r);
             }
             Job::Flush { cookie } => self.finish(e, conn, cookie, v.flush()),
@@ -647,6 +671,10 @@ struct Conn<W> {
     /// are dropped (the requests themselves still finish).
     broken: AtomicBool,
     used: Mutex<usize>,
+    /// Jobs handed to the workers and not finished.
+    queued: AtomicUsize,
+    /// Buffers of finished requests, for reuse.
+    pool: Mutex<Vec<Vec<u8>>>,
     freed: Condvar,
     limit: usize,
     structured: bool,
@@ -699,9 +727,22 @@ impl<W: Write> Conn<W> {
         }
     }
 
-    fn reply_read(&self, cookie: u64, offset: u64, data: &[u8]) {
+    /// Bytes of reply header before a read's data.
+    fn read_header_len(&self) -> usize {
         if self.structured {
-            if data.is_empty() {
+            20 + 8
+        } else {
+            16
+        }
+    }
+
+    /// Send a read's reply; `buf` holds [`Conn::read_header_len`] bytes of room
+    /// followed by the data.
+    fn reply_read(&self, cookie: u64, offset: u64, mut buf: Vec<u8>) {
+        let hdr = self.read_header_len();
+        let len = buf.len() - hdr;
+        if self.structured {
+            if len == 0 {
                 // An OFFSET_DATA chunk must carry data: answer an empty read with
                 // a bare DONE.
                 let h = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, cookie, 0);
@@ -712,11 +753,37 @@ impl<W: Write> Conn<W> {
                 REPLY_FLAG_DONE,
                 REPLY_TYPE_OFFSET_DATA,
                 cookie,
-                (data.len() + 8) as u32,
+                (len + 8) as u32,
             );
-            self.write_all(&[&h, &offset.to_be_bytes(), data]);
+            buf[..20].copy_from_slice(&h);
+            buf[20..28].copy_from_slice(&offset.to_be_bytes());
         } else {
-            self.reply_simple(0, cookie, data);
+            buf[..16].copy_from_slice(&simple_reply(0, cookie));
+        }
+        self.write_all(&[&buf]);
+        self.recycle(buf);
+    }
+
+    /// A zeroed buffer of `n` bytes, reusing one from an earlier request: fresh
+    /// large allocations come from mmap and fault in every page each time.
+    fn buffer(&self, n: usize) -> Vec<u8> {
+        let mut b = self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
+        b.clear();
+        b.resize(n, 0);
+        b
+    }
+
+    /// Keep a buffer for reuse; the pool is small and holds no huge buffers, so
+    /// idle memory per connection stays bounded (POOLED x POOLED_MAX).
+    fn recycle(&self, b: Vec<u8>) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOLED && b.capacity() <= POOLED_MAX {
+            pool.push(b);
         }
     }
 }
