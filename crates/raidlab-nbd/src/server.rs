@@ -648,7 +648,7 @@ enum Job {
     Write {
         cookie: u64,
         offset: u64,
-        data: Vec<u8>,
+        data: Buf,
         fua: bool,
     },
     Flush {
@@ -662,6 +662,25 @@ enum Job {
         zero: bool,
         fua: bool,
     },
+}
+
+/// A request buffer: the first `len` bytes of a pooled allocation.
+struct Buf {
+    data: Vec<u8>,
+    len: usize,
+}
+
+impl std::ops::Deref for Buf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Buf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.data[..self.len]
+    }
 }
 
 /// The state one connection's reader and workers share.
@@ -738,7 +757,7 @@ impl<W: Write> Conn<W> {
 
     /// Send a read's reply; `buf` holds [`Conn::read_header_len`] bytes of room
     /// followed by the data.
-    fn reply_read(&self, cookie: u64, offset: u64, mut buf: Vec<u8>) {
+    fn reply_read(&self, cookie: u64, offset: u64, mut buf: Buf) {
         let hdr = self.read_header_len();
         let len = buf.len() - hdr;
         if self.structured {
@@ -760,30 +779,34 @@ impl<W: Write> Conn<W> {
         } else {
             buf[..16].copy_from_slice(&simple_reply(0, cookie));
         }
-        self.write_all(&[&buf]);
+        self.write_all(&[&buf[..]]);
         self.recycle(buf);
     }
 
-    /// A zeroed buffer of `n` bytes, reusing one from an earlier request: fresh
-    /// large allocations come from mmap and fault in every page each time.
-    fn buffer(&self, n: usize) -> Vec<u8> {
-        let mut b = self
+    /// A buffer of `n` bytes, reusing one from an earlier request: fresh large
+    /// allocations come from mmap and fault in every page each time. A reused
+    /// buffer is not cleared (only bytes it never had are zeroed): every user
+    /// overwrites all `n` bytes before reading them (a read from the volume, a
+    /// payload from the socket).
+    fn buffer(&self, n: usize) -> Buf {
+        let mut data = self
             .pool
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pop()
             .unwrap_or_default();
-        b.clear();
-        b.resize(n, 0);
-        b
+        if data.len() < n {
+            data.resize(n, 0);
+        }
+        Buf { data, len: n }
     }
 
     /// Keep a buffer for reuse; the pool is small and holds no huge buffers, so
     /// idle memory per connection stays bounded (POOLED x POOLED_MAX).
-    fn recycle(&self, b: Vec<u8>) {
+    fn recycle(&self, b: Buf) {
         let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.len() < POOLED && b.capacity() <= POOLED_MAX {
-            pool.push(b);
+        if pool.len() < POOLED && b.data.len() <= POOLED_MAX {
+            pool.push(b.data);
         }
     }
 }
