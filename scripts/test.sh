@@ -20,13 +20,17 @@ if [ "$(id -u)" = 0 ]; then
     # script compares with fio.
     command -v bon_csv2html >/dev/null || need+=(bonnie++)
     command -v fio >/dev/null || need+=(fio)
+    # NBD clients for crates/raidlab/tests/nbd_clients.rs.
+    command -v nbdinfo >/dev/null || need+=(libnbd-bin)
+    command -v qemu-img >/dev/null || need+=(qemu-utils)
+    command -v nbdkit >/dev/null || need+=(nbdkit)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
     fi
 else
-    echo "test.sh: not root: not installing packages; tests that need mdadm, qemu or chromium say so"
+    echo "test.sh: not root: not installing packages; tests that need mdadm, qemu, chromium or NBD clients say so"
 fi
 
 cargo fmt --all --check

@@ -50,6 +50,8 @@ pub enum Command {
     Check(ScrubArgs),
     /// Scrub and rewrite what differs (RAID 6 also corrects a located bad data block).
     Repair(ScrubArgs),
+    /// Serve arrays, files or block devices to NBD clients (Unix socket by default).
+    Serve(ServeArgs),
     /// Benchmarks. With no subcommand: a 4-member RAID 5 against one member, in a
     /// temporary directory, with the CrystalDiskMark set (about a minute).
     Bench(BenchArgs),
@@ -323,3 +325,72 @@ pub struct ReplaceArgs {
     #[command(flatten)]
     pub run: RunControl,
 }
+
+#[derive(Debug, Args)]
+#[command(after_long_help = SERVE_HELP)]
+pub struct ServeArgs {
+    /// The members of one array to serve (any order), or with --plain one file or
+    /// block device.
+    pub members: Vec<PathBuf>,
+    /// Serve the exports a TOML file describes instead (format below).
+    #[arg(long, short = 'C')]
+    pub config: Option<PathBuf>,
+    /// Export name (default: the array's name, or the file's name). Clients that
+    /// ask for the empty name get the first export.
+    #[arg(long, short = 'N')]
+    pub name: Option<String>,
+    /// Serve a plain file or block device as it is, not as an array.
+    #[arg(long)]
+    pub plain: bool,
+    /// Refuse writes (clients get EPERM); members are opened read-only.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Start a degraded array that was not stopped cleanly.
+    #[arg(long, alias = "start-degraded-dirty")]
+    pub force: bool,
+    /// Unix socket path (the default listener; default
+    /// $XDG_RUNTIME_DIR/raidlab-nbd.sock or /tmp/raidlab-nbd-UID.sock).
+    #[arg(long)]
+    pub socket: Option<PathBuf>,
+    /// Listen on TCP 127.0.0.1 (loopback only) instead of a Unix socket.
+    #[arg(long)]
+    pub tcp: bool,
+    /// TCP port for --tcp (default 10809).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Listen on any TCP address:port, e.g. 0.0.0.0:10809 (warns: no TLS).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Connections served at once, all exports together; more are closed.
+    #[arg(long, default_value_t = 64)]
+    pub max_connections: usize,
+    /// Request buffers one connection may hold; the server stops reading a
+    /// connection while it holds this much (at least 32M, the largest request).
+    #[arg(long, default_value = "64M", value_parser = size)]
+    pub max_inflight: u64,
+    /// Requests of one connection served in parallel.
+    #[arg(long, default_value_t = 8)]
+    pub workers: usize,
+}
+
+const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
+
+    socket = "/run/raidlab-nbd.sock"   # optional listeners, as the flags
+    tcp = true                         # 127.0.0.1, port below
+    port = 10809
+    # listen = "0.0.0.0:10809"         # any address (no TLS: a warning)
+    max_connections = 64
+
+    [[export]]
+    name = "r5"
+    members = ["/dev/sdb", "/dev/sdc", "/dev/sdd"]
+    read_only = false                  # optional
+    force = false                      # optional: start dirty and degraded
+
+    [[export]]
+    name = "scratch"
+    file = "/srv/scratch.img"          # a plain file or block device
+
+Flags given on the command line win over the file's listeners.
+Stop with SIGTERM or Ctrl-C: requests in flight finish, arrays are flushed and
+marked clean. After a crash the next start resyncs the array before serving."#;

@@ -1084,3 +1084,33 @@ fn ppl_closes_the_write_hole_through_the_cli() {
         "degraded export after the replay differs"
     );
 }
+
+#[test]
+fn detail_prints_mkfs_alignment_for_striped_levels_only() {
+    let d = tempfile::tempdir().unwrap();
+    let m = ["a0", "a1", "a2", "a3", "a4"];
+    create(
+        d.path(),
+        &["-l", "6", "-c", "128K", "--member-size", "8M"],
+        &m,
+    );
+    let j = detail_json(d.path(), &m);
+    // 128K chunk = 32 ext4 blocks; RAID 6 of 5 has 3 data disks.
+    assert_eq!(
+        j["mkfs"]["ext4"],
+        "mkfs.ext4 -b 4096 -E stride=32,stripe-width=96"
+    );
+    assert_eq!(j["mkfs"]["xfs"], "mkfs.xfs -d su=128k,sw=3");
+    raidlab()
+        .current_dir(d.path())
+        .arg("detail")
+        .args(m)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "XFS Alignment : mkfs.xfs -d su=128k,sw=3",
+        ));
+    let r1 = ["b0", "b1"];
+    create(d.path(), &["-l", "1", "--member-size", "8M"], &r1);
+    assert!(detail_json(d.path(), &r1)["mkfs"].is_null());
+}

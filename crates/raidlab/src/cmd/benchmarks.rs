@@ -707,9 +707,8 @@ pub fn quick(a: QuickArgs) -> Result<ExitCode> {
         outln!("(both targets go through the page cache: this compares raidlab's RAID 5 path with one member file, like with like; run `raidlab bench cdm DIR` for a disk's own figures)");
     }
     eprintln!("raidlab: JSON result: {}", json_path.display());
-    match write_html_report(&json_path, &report)? {
-        Some(html) => eprintln!("raidlab: HTML report: {}", html.display()),
-        None => {}
+    if let Some(html) = write_html_report(&json_path, &report)? {
+        eprintln!("raidlab: HTML report: {}", html.display());
     }
     Ok(finish_status(interrupted))
 }

@@ -77,6 +77,32 @@ struct DetailJson {
     members: Vec<MemberJson>,
     missing_roles: Vec<usize>,
     stale: Vec<String>,
+    /// File system options that align to the stripe (none for RAID 1).
+    mkfs: Option<MkfsJson>,
+}
+
+#[derive(Serialize)]
+struct MkfsJson {
+    ext4: String,
+    xfs: String,
+}
+
+/// mkfs options that align a file system on the array (or on an NBD device
+/// serving it) to its chunks and stripes: ext4 counts in its 4 KiB blocks, XFS in
+/// bytes (su) and data disks (sw). RAID 1 has no stripe to align to.
+fn mkfs_alignment(g: &raidlab_layout::Geometry) -> Option<MkfsJson> {
+    if g.chunk_bytes == 0 || g.level == raidlab_layout::Level::Raid1 {
+        return None;
+    }
+    let stride = (g.chunk_bytes / 4096).max(1);
+    let dd = g.data_disks() as u64;
+    Some(MkfsJson {
+        ext4: format!(
+            "mkfs.ext4 -b 4096 -E stride={stride},stripe-width={}",
+            stride * dd
+        ),
+        xfs: format!("mkfs.xfs -d su={}k,sw={dd}", g.chunk_bytes / 1024),
+    })
 }
 
 #[derive(Serialize)]
@@ -146,6 +172,7 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
             .collect(),
         missing_roles: asm.missing(),
         stale: stale.clone(),
+        mkfs: mkfs_alignment(&g),
     };
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
@@ -198,6 +225,10 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
                 b.chunks()
             ),
         ));
+    }
+    if let Some(m) = &out.mkfs {
+        rows.push(("ext4 Alignment", m.ext4.clone()));
+        rows.push(("XFS Alignment", m.xfs.clone()));
     }
     for (k, v) in rows {
         outln!("{k:>18} : {v}");

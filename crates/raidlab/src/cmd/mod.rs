@@ -7,6 +7,7 @@ mod explain;
 mod info;
 mod manage;
 mod report;
+mod serve;
 mod transfer;
 
 use crate::cli::{BenchArgs, BenchCommand, Command};
@@ -53,5 +54,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Check(a) => manage::scrub(a, false),
         Command::Repair(a) => manage::scrub(a, true),
         Command::Report(a) => report::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }

@@ -1,0 +1,192 @@
+//! Accept loops for Unix and TCP sockets, one thread per connection, and a drain
+//! on stop: the read side of every open connection is shut, so each connection
+//! finishes the requests it has already read, answers them and ends.
+//!
+//! A handshake must finish within [`HANDSHAKE_TIMEOUT`] and a reply must be taken
+//! by the client within [`WRITE_TIMEOUT`], so a silent or stuck client cannot hold
+//! a connection slot forever. Idle clients in transmission are left alone.
+
+use crate::server::{Outcome, Server};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often the accept loop looks at the stop flag.
+const POLL: Duration = Duration::from_millis(50);
+
+/// A listening socket.
+#[derive(Debug)]
+pub enum Listener {
+    Unix(UnixListener),
+    Tcp(TcpListener),
+}
+
+/// An accepted connection.
+#[derive(Debug)]
+pub enum Stream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl Stream {
+    fn try_clone(&self) -> io::Result<Stream> {
+        Ok(match self {
+            Stream::Unix(s) => Stream::Unix(s.try_clone()?),
+            Stream::Tcp(s) => Stream::Tcp(s.try_clone()?),
+        })
+    }
+    fn shutdown(&self, how: Shutdown) {
+        // The peer may have closed already; there is nothing left to do then.
+        let _ = match self {
+            Stream::Unix(s) => s.shutdown(how),
+            Stream::Tcp(s) => s.shutdown(how),
+        };
+    }
+    fn set_timeouts(&self, read: Option<Duration>, write: Option<Duration>) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => {
+                s.set_nonblocking(false)?;
+                s.set_read_timeout(read)?;
+                s.set_write_timeout(write)
+            }
+            Stream::Tcp(s) => {
+                s.set_nonblocking(false)?;
+                // Replies are written whole; Nagle would only delay them.
+                s.set_nodelay(true)?;
+                s.set_read_timeout(read)?;
+                s.set_write_timeout(write)
+            }
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, b: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.read(b),
+            Stream::Tcp(s) => s.read(b),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => s.write(b),
+            Stream::Tcp(s) => s.write(b),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Listener {
+    fn accept(&self) -> io::Result<Stream> {
+        match self {
+            Listener::Unix(l) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Listener::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
+        }
+    }
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Listener::Unix(l) => l.set_nonblocking(true),
+            Listener::Tcp(l) => l.set_nonblocking(true),
+        }
+    }
+}
+
+/// Accept and serve connections on every listener until `stop` is set, then drain
+/// open connections and return once all have ended. `log` gets one line per
+/// connection that ends badly and per refused connection.
+pub fn run(
+    server: &Server,
+    listeners: &[Listener],
+    stop: &AtomicBool,
+    log: &(dyn Fn(&str) + Sync),
+) -> io::Result<()> {
+    for l in listeners {
+        l.set_nonblocking()?;
+    }
+    let open: Mutex<Vec<(u64, Stream)>> = Mutex::new(Vec::new());
+    let next_id = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        while !stop.load(Ordering::SeqCst) {
+            let mut idle = true;
+            for l in listeners {
+                let stream = match l.accept() {
+                    Ok(st) => st,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    Err(e) => {
+                        // Out of descriptors and the like: say so, keep serving.
+                        log(&format!("accepting a connection failed: {e}"));
+                        continue;
+                    }
+                };
+                idle = false;
+                let Some(slot) = server.admit() else {
+                    log(&format!(
+                        "refused a connection: {} connections are open (the limit)",
+                        server.limits().max_connections
+                    ));
+                    continue;
+                };
+                let id = next_id.fetch_add(1, Ordering::Relaxed);
+                let (reader, watch) = match (stream.try_clone(), stream.try_clone()) {
+                    (Ok(r), Ok(w)) => (r, w),
+                    (Err(e), _) | (_, Err(e)) => {
+                        log(&format!("cannot set up a connection: {e}"));
+                        continue;
+                    }
+                };
+                open.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((id, watch));
+                let open = &open;
+                s.spawn(move || {
+                    let _slot = slot;
+                    let outcome = serve_one(server, reader, stream);
+                    if let Outcome::Violation(why) = &outcome {
+                        log(&format!(
+                            "closed a connection that broke the protocol: {why}"
+                        ));
+                    }
+                    open.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .retain(|(i, _)| *i != id);
+                });
+            }
+            if idle {
+                std::thread::sleep(POLL);
+            }
+        }
+        // Stop reading requests; what was read is still served and answered.
+        for (_, st) in open.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            st.shutdown(Shutdown::Read);
+        }
+    });
+    Ok(())
+}
+
+fn serve_one(server: &Server, mut reader: Stream, mut writer: Stream) -> Outcome {
+    if reader
+        .set_timeouts(Some(HANDSHAKE_TIMEOUT), Some(WRITE_TIMEOUT))
+        .is_err()
+    {
+        return Outcome::Gone;
+    }
+    let negotiated = match server.handshake(&mut reader, &mut writer) {
+        Ok(n) => n,
+        Err(o) => return o,
+    };
+    // Clients may stay idle between requests as long as they like.
+    if reader.set_timeouts(None, Some(WRITE_TIMEOUT)).is_err() {
+        return Outcome::Gone;
+    }
+    server.transmission(reader, writer, negotiated)
+}

@@ -1,0 +1,837 @@
+//! The server side of one NBD connection, over any byte stream: the fixed newstyle
+//! handshake, then transmission with many requests in flight.
+//!
+//! ```text
+//!  reader (this thread)            workers (Limits::workers threads)
+//!  parse request ─ check ─┬─ error reply ──────────────┐
+//!        │ (budget: bytes │                            ├─> writer (one mutex,
+//!        │  in flight)    └─ job queue ─> volume I/O ──┘    whole replies)
+//! ```
+//! The reader never waits for a request to finish, only for room in the
+//! in-flight budget, so a slow request does not hold up the ones behind it and one
+//! client can hold at most `max_inflight_bytes` of buffers. Replies are written
+//! whole under one lock, so they never interleave; their order is the order in
+//! which requests finish, as the protocol allows (replies are matched by cookie).
+
+use crate::proto::*;
+use raidlab_core::{ErrorKind, Volume};
+use std::io::{self, BufReader, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+
+/// One named volume offered to clients.
+pub struct Export {
+    pub name: String,
+    /// Shown to clients that ask (`nbdinfo`), e.g. "RAID 5, 4 members, chunk 64K".
+    pub description: String,
+    pub volume: Arc<dyn Volume>,
+    /// Refuse writes, trims and zeroing with `EPERM`.
+    pub read_only: bool,
+    /// The size clients should use for best speed: an array's full stripe.
+    pub preferred_block: u32,
+    /// Advertise that several connections may be used at once. Safe only when a
+    /// flush on any connection makes durable every write any connection has
+    /// completed, which holds when all connections share one volume whose flush
+    /// covers the whole volume (files, block devices, arrays).
+    pub multi_conn: bool,
+}
+
+impl std::fmt::Debug for Export {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Export")
+            .field("name", &self.name)
+            .field("volume", &self.volume.name())
+            .field("read_only", &self.read_only)
+            .finish()
+    }
+}
+
+impl Export {
+    /// Whether clients may change the contents.
+    pub fn writable(&self) -> bool {
+        !self.read_only && self.volume.is_writable()
+    }
+
+    fn transmission_flags(&self) -> u16 {
+        let mut f = TF_HAS_FLAGS | TF_SEND_FLUSH | TF_SEND_FUA;
+        if self.writable() {
+            f |= TF_SEND_TRIM | TF_SEND_WRITE_ZEROES;
+        } else {
+            f |= TF_READ_ONLY;
+        }
+        if self.multi_conn {
+            f |= TF_CAN_MULTI_CONN;
+        }
+        f
+    }
+}
+
+/// Bounds that keep one client (or many) from exhausting the server.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest read or write payload; a write announcing more is a hard disconnect
+    /// (its payload cannot be skipped safely), a read gets `EINVAL`.
+    pub max_payload: u32,
+    /// Buffer bytes one connection may hold for requests not yet answered; the
+    /// server stops reading that connection while it is full.
+    pub max_inflight_bytes: usize,
+    /// Requests of one connection served at the same time.
+    pub workers: usize,
+    /// Largest option payload read during the handshake; longer ones are skipped
+    /// and refused with `REP_ERR_TOO_BIG`.
+    pub max_option_len: u32,
+    /// Connections served at once (all exports); more are closed at once.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_payload: 32 << 20,
+            max_inflight_bytes: 64 << 20,
+            workers: 8,
+            max_option_len: 16 << 10,
+            max_connections: 64,
+        }
+    }
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The client asked to end the handshake (`OPT_ABORT`) or sent `CMD_DISC`.
+    Closed,
+    /// The stream ended or failed (the client went away).
+    Gone,
+    /// The client broke the protocol; the server hung up. The text says how.
+    Violation(String),
+}
+
+/// What the handshake settled: the export and the reply style.
+#[derive(Debug, Clone, Copy)]
+pub struct Negotiated {
+    pub export: usize,
+    pub structured: bool,
+}
+
+/// Serves a fixed set of exports to any number of connections.
+pub struct Server {
+    exports: Vec<Export>,
+    limits: Limits,
+    connections: AtomicUsize,
+    log: Box<dyn Fn(&str) + Send + Sync>,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("exports", &self.exports)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+/// A connection slot; dropping it frees the slot.
+#[derive(Debug)]
+pub struct Admission<'a>(&'a AtomicUsize);
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Every job costs at least this much budget, so a flood of zero-length requests
+/// is bounded too.
+const JOB_OVERHEAD: usize = 64;
+/// Buffers kept for reuse per connection, and the largest kept.
+const POOLED: usize = 16;
+const POOLED_MAX: usize = 2 << 20;
+/// Read-ahead of request headers per connection.
+const READ_BUFFER: usize = 128 << 10;
+/// Zeroes are written in pieces of this size.
+const ZERO_PIECE: usize = 1 << 20;
+
+impl Server {
+    /// `log` receives one line per server-side failure (a volume error, a protocol
+    /// violation) for the operator.
+    pub fn new(
+        exports: Vec<Export>,
+        mut limits: Limits,
+        log: Box<dyn Fn(&str) + Send + Sync>,
+    ) -> Self {
+        // Block sizes are hinted from 512 bytes up; a smaller maximum would be
+        // useless to every client.
+        limits.max_payload = limits.max_payload.max(4096);
+        // A payload must always fit in the budget, or its reader would wait forever.
+        limits.max_inflight_bytes = limits
+            .max_inflight_bytes
+            .max(limits.max_payload as usize + JOB_OVERHEAD);
+        limits.workers = limits.workers.max(1);
+        Server {
+            exports,
+            limits,
+            connections: AtomicUsize::new(0),
+            log,
+        }
+    }
+
+    pub fn exports(&self) -> &[Export] {
+        &self.exports
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Take a connection slot, or `None` when `max_connections` are being served.
+    pub fn admit(&self) -> Option<Admission<'_>> {
+        let n = self.connections.fetch_add(1, Ordering::SeqCst);
+        let slot = Admission(&self.connections);
+        (n < self.limits.max_connections).then_some(slot)
+    }
+
+    /// Serve one connection from handshake to end.
+    pub fn serve<R: Read, W: Write + Send>(&self, mut reader: R, mut writer: W) -> Outcome {
+        match self.handshake(&mut reader, &mut writer) {
+            Ok(n) => self.transmission(reader, writer, n),
+            Err(o) => o,
+        }
+    }
+
+    fn find(&self, name: &str) -> Option<usize> {
+        // The empty name means the default export: the first one.
+        if name.is_empty() && !self.exports.is_empty() {
+            return Some(0);
+        }
+        self.exports.iter().position(|e| e.name == name)
+    }
+
+    fn block_sizes(&self, e: &Export) -> (u32, u32, u32) {
+        let max = self.limits.max_payload;
+        // The protocol wants a power of two. A full stripe that is not one (three
+        // data disks) is hinted as its largest power-of-two divisor (the chunk),
+        // so requests of that size still never straddle a stripe unaligned.
+        let p = e.preferred_block.max(1);
+        let preferred = (p & p.wrapping_neg()).clamp(512, max);
+        // Every volume takes any byte offset and length (arrays and files do
+        // read-modify-write internally), so the minimum is 1.
+        (1, preferred, max)
+    }
+
+    /// The fixed newstyle handshake, up to the start of transmission.
+    pub fn handshake<R: Read, W: Write>(
+        &self,
+        r: &mut R,
+        w: &mut W,
+    ) -> Result<Negotiated, Outcome> {
+        send(w, &encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
+        let mut cf = [0u8; 4];
+        recv(r, &mut cf)?;
+        let client_flags = u32::from_be_bytes(cf);
+        if client_flags & !(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES) != 0 {
+            return Err(Outcome::Violation(format!(
+                "client flags {client_flags:#x} include ones this server does not know"
+            )));
+        }
+        let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+        let mut structured = false;
+        loop {
+            let mut hb = [0u8; OPTION_HEADER_LEN];
+            recv(r, &mut hb)?;
+            let h = parse_option_header(&hb);
+            if h.magic != OPTS_MAGIC {
+                return Err(Outcome::Violation(format!(
+                    "option magic {:#x} is not IHAVEOPT",
+                    h.magic
+                )));
+            }
+            if h.length > self.limits.max_option_len {
+                skip(r, h.length as u64)?;
+                if h.option == OPT_EXPORT_NAME {
+                    // No error reply exists for EXPORT_NAME: hang up.
+                    return Err(Outcome::Violation("export name too long".into()));
+                }
+                reply_err(w, h.option, REP_ERR_TOO_BIG, "option data too long")?;
+                continue;
+            }
+            let mut data = vec![0u8; h.length as usize];
+            recv(r, &mut data)?;
+            match h.option {
+                OPT_EXPORT_NAME => {
+                    let name = String::from_utf8_lossy(&data);
+                    let Some(i) = self.find(&name) else {
+                        return Err(Outcome::Violation(format!("no export named {name:?}")));
+                    };
+                    let e = &self.exports[i];
+                    let mut b = e.volume.size().to_be_bytes().to_vec();
+                    b.extend_from_slice(&e.transmission_flags().to_be_bytes());
+                    if !no_zeroes {
+                        b.extend_from_slice(&[0u8; 124]);
+                    }
+                    send(w, &b)?;
+                    return Ok(Negotiated {
+                        export: i,
+                        structured,
+                    });
+                }
+                OPT_ABORT => {
+                    // The client may already have gone; a failed ACK changes nothing.
+                    let _ = send(w, &encode_option_reply(h.option, REP_ACK, &[]));
+                    return Err(Outcome::Closed);
+                }
+                OPT_LIST => {
+                    if !data.is_empty() {
+                        reply_err(w, h.option, REP_ERR_INVALID, "LIST takes no data")?;
+                        continue;
+                    }
+                    for e in &self.exports {
+                        send(
+                            w,
+                            &encode_option_reply(h.option, REP_SERVER, &list_entry(&e.name)),
+                        )?;
+                    }
+                    send(w, &encode_option_reply(h.option, REP_ACK, &[]))?;
+                }
+                OPT_STRUCTURED_REPLY => {
+                    if !data.is_empty() {
+                        reply_err(
+                            w,
+                            h.option,
+                            REP_ERR_INVALID,
+                            "STRUCTURED_REPLY takes no data",
+                        )?;
+                        continue;
+                    }
+                    structured = true;
+                    send(w, &encode_option_reply(h.option, REP_ACK, &[]))?;
+                }
+                OPT_INFO | OPT_GO => {
+                    let Some(req) = parse_info_request(&data) else {
+                        reply_err(w, h.option, REP_ERR_INVALID, "malformed INFO/GO request")?;
+                        continue;
+                    };
+                    let Some(i) = self.find(&req.name) else {
+                        let msg = format!("no export named {:?}", req.name);
+                        reply_err(w, h.option, REP_ERR_UNKNOWN, &msg)?;
+                        continue;
+                    };
+                    let e = &self.exports[i];
+                    let mut out = encode_option_reply(
+                        h.option,
+                        REP_INFO,
+                        &info_export(e.volume.size(), e.transmission_flags()),
+                    );
+                    // Block sizes are sent even unasked: the minimum of 1 binds
+                    // clients to nothing, the rest are hints.
+                    let (min, pref, max) = self.block_sizes(e);
+                    out.extend(encode_option_reply(
+                        h.option,
+                        REP_INFO,
+                        &info_block_size(min, pref, max),
+                    ));
+                    if req.requests.contains(&INFO_NAME) {
+                        out.extend(encode_option_reply(
+                            h.option,
+                            REP_INFO,
+                            &info_string(INFO_NAME, &e.name),
+                        ));
+                    }
+                    if req.requests.contains(&INFO_DESCRIPTION) && !e.description.is_empty() {
+                        out.extend(encode_option_reply(
+                            h.option,
+                            REP_INFO,
+                            &info_string(INFO_DESCRIPTION, &e.description),
+                        ));
+                    }
+                    out.extend(encode_option_reply(h.option, REP_ACK, &[]));
+                    send(w, &out)?;
+                    if h.option == OPT_GO {
+                        return Ok(Negotiated {
+                            export: i,
+                            structured,
+                        });
+                    }
+                }
+                OPT_STARTTLS => {
+                    reply_err(
+                        w,
+                        h.option,
+                        REP_ERR_UNSUP,
+                        "this server was started without TLS",
+                    )?;
+                }
+                other => {
+                    let msg = format!("option {other} is not supported");
+                    reply_err(w, other, REP_ERR_UNSUP, &msg)?;
+                }
+            }
+        }
+    }
+
+    /// Serve requests until the client disconnects, then finish every request
+    /// already accepted before returning.
+    pub fn transmission<R: Read, W: Write + Send>(&self, r: R, w: W, n: Negotiated) -> Outcome {
+        // Buffered: at queue depth 32 one read system call brings in many request
+        // headers (payloads larger than the buffer bypass it).
+        let mut r = BufReader::with_capacity(READ_BUFFER, r);
+        let export = &self.exports[n.export];
+        let conn = Conn {
+            writer: Mutex::new(w),
+            broken: AtomicBool::new(false),
+            used: Mutex::new(0),
+            queued: AtomicUsize::new(0),
+            pool: Mutex::new(Vec::new()),
+            freed: Condvar::new(),
+            limit: self.limits.max_inflight_bytes,
+            structured: n.structured,
+        };
+        let (tx, rx) = mpsc::channel::<(Job, usize)>();
+        let rx = Mutex::new(rx);
+        std::thread::scope(|s| {
+            for _ in 0..self.limits.workers {
+                s.spawn(|| loop {
+                    let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((job, charge)) = next else { break };
+                    self.run(export, &conn, job);
+                    conn.queued.fetch_sub(1, Ordering::SeqCst);
+                    conn.release(charge);
+                });
+            }
+            let outcome = self.read_requests(&mut r, export, &conn, &tx);
+            drop(tx);
+            outcome
+        })
+    }
+
+    fn read_requests<R: Read, W: Write>(
+        &self,
+        r: &mut BufReader<R>,
+        export: &Export,
+        conn: &Conn<W>,
+        tx: &mpsc::Sender<(Job, usize)>,
+    ) -> Outcome {
+        let size = export.volume.size();
+        loop {
+            let mut hb = [0u8; REQUEST_LEN];
+            if let Err(o) = recv(r, &mut hb) {
+                return o;
+            }
+            let q = parse_request(&hb);
+            if q.magic != REQUEST_MAGIC {
+                return Outcome::Violation(format!("request magic {:#x} is wrong", q.magic));
+            }
+            let c = q.cookie;
+            let len = q.length as u64;
+            let in_range = q.offset.checked_add(len).is_some_and(|end| end <= size);
+            let flags_ok = q.flags & !(CMD_FLAG_FUA | CMD_FLAG_NO_HOLE) == 0;
+            let fua = q.flags & CMD_FLAG_FUA != 0;
+            let (job, charge) = match q.kind {
+                CMD_DISC => return Outcome::Closed,
+                CMD_WRITE => {
+                    if q.length > self.limits.max_payload {
+                        // Skipping a huge payload would let one client stall us; the
+                        // protocol allows a hard disconnect here.
+                        return Outcome::Violation(format!(
+                            "write of {len} bytes exceeds the maximum payload of {} bytes",
+                            self.limits.max_payload
+                        ));
+                    }
+                    let charge = conn.acquire(q.length as usize);
+                    let mut data = conn.buffer(q.length as usize);
+                    if let Err(o) = recv(r, &mut data) {
+                        conn.release(charge);
+                        return o;
+                    }
+                    let err = if !flags_ok {
+                        Some(EINVAL)
+                    } else if !export.writable() {
+                        Some(EPERM)
+                    } else if !in_range {
+                        Some(ENOSPC)
+                    } else {
+                        None
+                    };
+                    if let Some(e) = err {
+                        conn.release(charge);
+                        conn.reply_simple(e, c, &[]);
+                        continue;
+                    }
+                    (
+                        Job::Write {
+                            cookie: c,
+                            offset: q.offset,
+                            data,
+                            fua,
+                        },
+                        charge,
+                    )
+                }
+                CMD_READ => {
+                    let err = if !flags_ok || !in_range || q.length > self.limits.max_payload {
+                        Some(EINVAL)
+                    } else {
+                        None
+                    };
+                    if let Some(e) = err {
+                        conn.reply_error(
+                            e,
+                            c,
+                            "read outside the export, too long or with unknown flags",
+                        );
+                        continue;
+                    }
+                    let charge = conn.acquire(q.length as usize);
+                    (
+                        Job::Read {
+                            cookie: c,
+                            offset: q.offset,
+                            len: q.length as usize,
+                        },
+                        charge,
+                    )
+                }
+                CMD_FLUSH => (Job::Flush { cookie: c }, conn.acquire(0)),
+                CMD_TRIM | CMD_WRITE_ZEROES => {
+                    let zero = q.kind == CMD_WRITE_ZEROES;
+                    let err = if !flags_ok {
+                        Some(EINVAL)
+                    } else if !export.writable() {
+                        Some(EPERM)
+                    } else if !in_range {
+                        Some(if zero { ENOSPC } else { EINVAL })
+                    } else {
+                        None
+                    };
+                    if let Some(e) = err {
+                        conn.reply_simple(e, c, &[]);
+                        continue;
+                    }
+                    let piece = if zero {
+                        (q.length as usize).min(ZERO_PIECE)
+                    } else {
+                        0
+                    };
+                    let job = Job::Range {
+                        cookie: c,
+                        offset: q.offset,
+                        len,
+                        zero,
+                        fua,
+                    };
+                    (job, conn.acquire(piece))
+                }
+                _ => {
+                    // Unknown commands carry no payload we know of; refusing them
+                    // keeps the stream in step.
+                    conn.reply_simple(EINVAL, c, &[]);
+                    continue;
+                }
+            };
+            // Nothing else in flight and no next request waiting: serve it here
+            // and save two thread hand-offs (queue depth 1 latency).
+            if conn.queued.load(Ordering::SeqCst) == 0 && r.buffer().is_empty() {
+                self.run(export, conn, job);
+                conn.release(charge);
+                continue;
+            }
+            conn.queued.fetch_add(1, Ordering::SeqCst);
+            if tx.send((job, charge)).is_err() {
+                conn.queued.fetch_sub(1, Ordering::SeqCst);
+                conn.release(charge);
+                return Outcome::Gone;
+            }
+        }
+    }
+
+    fn run<W: Write>(&self, e: &Export, conn: &Conn<W>, job: Job) {
+        let v = &e.volume;
+        match job {
+            Job::Read {
+                cookie,
+                offset,
+                len,
+            } => {
+                // Room for the reply header in front, so header and data leave
+                // in one write.
+                let hdr = conn.read_header_len();
+                let mut buf = conn.buffer(hdr + len);
+                match v.read_at(&mut buf[hdr..], offset) {
+                    Ok(()) => conn.reply_read(cookie, offset, buf),
+                    Err(err) => {
+                        (self.log)(&format!("export {:?}: {err}", e.name));
+                        conn.reply_error(errno(&err, false), cookie, &err.to_string());
+                    }
+                }
+            }
+            Job::Write {
+                cookie,
+                offset,
+                data,
+                fua,
+            } => {
+                let r = v
+                    .write_at(&data, offset)
+                    .and_then(|()| if fua { v.flush() } else { Ok(()) });
+                conn.recycle(data);
+                self.finish(e, conn, cookie, r);
+            }
+            Job::Flush { cookie } => self.finish(e, conn, cookie, v.flush()),
+            Job::Range {
+                cookie,
+                offset,
+                len,
+                zero,
+                fua,
+            } => {
+                let r = if zero {
+                    write_zeroes(v.as_ref(), offset, len)
+                } else {
+                    match v.discard(offset, len) {
+                        // Trim is advisory: a volume that cannot forget keeps the data.
+                        Err(err) if err.kind == ErrorKind::Unsupported => Ok(()),
+                        r => r,
+                    }
+                };
+                let r = r.and_then(|()| if fua { v.flush() } else { Ok(()) });
+                self.finish(e, conn, cookie, r);
+            }
+        }
+    }
+
+    fn finish<W: Write>(
+        &self,
+        e: &Export,
+        conn: &Conn<W>,
+        cookie: u64,
+        r: raidlab_core::Result<()>,
+    ) {
+        match r {
+            Ok(()) => conn.reply_simple(0, cookie, &[]),
+            Err(err) => {
+                (self.log)(&format!("export {:?}: {err}", e.name));
+                conn.reply_simple(errno(&err, true), cookie, &[]);
+            }
+        }
+    }
+}
+
+fn write_zeroes(v: &dyn Volume, offset: u64, len: u64) -> raidlab_core::Result<()> {
+    let zeroes = vec![0u8; (len as usize).min(ZERO_PIECE)];
+    let mut done = 0u64;
+    while done < len {
+        let n = (len - done).min(zeroes.len() as u64) as usize;
+        v.write_at(&zeroes[..n], offset + done)?;
+        done += n as u64;
+    }
+    Ok(())
+}
+
+/// The protocol's error value for a volume error.
+fn errno(e: &raidlab_core::Error, write: bool) -> u32 {
+    match e.kind {
+        ErrorKind::ReadOnly => EPERM,
+        ErrorKind::OutOfRange if write => ENOSPC,
+        ErrorKind::OutOfRange | ErrorKind::Invalid => EINVAL,
+        ErrorKind::Unsupported => ENOTSUP,
+        ErrorKind::Interrupted => ESHUTDOWN,
+        _ => EIO,
+    }
+}
+
+enum Job {
+    Read {
+        cookie: u64,
+        offset: u64,
+        len: usize,
+    },
+    Write {
+        cookie: u64,
+        offset: u64,
+        data: Buf,
+        fua: bool,
+    },
+    Flush {
+        cookie: u64,
+    },
+    /// Trim or write zeroes.
+    Range {
+        cookie: u64,
+        offset: u64,
+        len: u64,
+        zero: bool,
+        fua: bool,
+    },
+}
+
+/// A request buffer: the first `len` bytes of a pooled allocation.
+struct Buf {
+    data: Vec<u8>,
+    len: usize,
+}
+
+impl std::ops::Deref for Buf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.data[..self.len]
+    }
+}
+
+impl std::ops::DerefMut for Buf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.data[..self.len]
+    }
+}
+
+/// The state one connection's reader and workers share.
+struct Conn<W> {
+    writer: Mutex<W>,
+    /// Set once a reply could not be written: the client is gone, later replies
+    /// are dropped (the requests themselves still finish).
+    broken: AtomicBool,
+    used: Mutex<usize>,
+    /// Jobs handed to the workers and not finished.
+    queued: AtomicUsize,
+    /// Buffers of finished requests, for reuse.
+    pool: Mutex<Vec<Vec<u8>>>,
+    freed: Condvar,
+    limit: usize,
+    structured: bool,
+}
+
+impl<W: Write> Conn<W> {
+    /// Wait until `bytes` more fit in the in-flight budget and take them; returns
+    /// the charge to give back with [`Conn::release`].
+    fn acquire(&self, bytes: usize) -> usize {
+        let charge = bytes + JOB_OVERHEAD;
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        while *used + charge > self.limit {
+            used = self.freed.wait(used).unwrap_or_else(|p| p.into_inner());
+        }
+        *used += charge;
+        charge
+    }
+
+    fn release(&self, charge: usize) {
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        *used -= charge;
+        self.freed.notify_all();
+    }
+
+    fn write_all(&self, parts: &[&[u8]]) {
+        if self.broken.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let r = parts
+            .iter()
+            .try_for_each(|p| w.write_all(p))
+            .and_then(|()| w.flush());
+        if r.is_err() {
+            self.broken.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn reply_simple(&self, error: u32, cookie: u64, data: &[u8]) {
+        self.write_all(&[&simple_reply(error, cookie), data]);
+    }
+
+    /// An error for a read: a structured error chunk with a message when
+    /// structured replies were negotiated (required for reads), else simple.
+    fn reply_error(&self, error: u32, cookie: u64, message: &str) {
+        if self.structured {
+            self.write_all(&[&structured_error(cookie, error, message)]);
+        } else {
+            self.reply_simple(error, cookie, &[]);
+        }
+    }
+
+    /// Bytes of reply header before a read's data.
+    fn read_header_len(&self) -> usize {
+        if self.structured {
+            20 + 8
+        } else {
+            16
+        }
+    }
+
+    /// Send a read's reply; `buf` holds [`Conn::read_header_len`] bytes of room
+    /// followed by the data.
+    fn reply_read(&self, cookie: u64, offset: u64, mut buf: Buf) {
+        let hdr = self.read_header_len();
+        let len = buf.len() - hdr;
+        if self.structured {
+            if len == 0 {
+                // An OFFSET_DATA chunk must carry data: answer an empty read with
+                // a bare DONE.
+                let h = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, cookie, 0);
+                self.write_all(&[&h]);
+                return;
+            }
+            let h = structured_header(
+                REPLY_FLAG_DONE,
+                REPLY_TYPE_OFFSET_DATA,
+                cookie,
+                (len + 8) as u32,
+            );
+            buf[..20].copy_from_slice(&h);
+            buf[20..28].copy_from_slice(&offset.to_be_bytes());
+        } else {
+            buf[..16].copy_from_slice(&simple_reply(0, cookie));
+        }
+        self.write_all(&[&buf[..]]);
+        self.recycle(buf);
+    }
+
+    /// A buffer of `n` bytes, reusing one from an earlier request: fresh large
+    /// allocations come from mmap and fault in every page each time. A reused
+    /// buffer is not cleared (only bytes it never had are zeroed): every user
+    /// overwrites all `n` bytes before reading them (a read from the volume, a
+    /// payload from the socket).
+    fn buffer(&self, n: usize) -> Buf {
+        let mut data = self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
+        if data.len() < n {
+            data.resize(n, 0);
+        }
+        Buf { data, len: n }
+    }
+
+    /// Keep a buffer for reuse; the pool is small and holds no huge buffers, so
+    /// idle memory per connection stays bounded (POOLED x POOLED_MAX).
+    fn recycle(&self, b: Buf) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOLED && b.data.len() <= POOLED_MAX {
+            pool.push(b.data);
+        }
+    }
+}
+
+fn send<W: Write>(w: &mut W, b: &[u8]) -> Result<(), Outcome> {
+    w.write_all(b)
+        .and_then(|()| w.flush())
+        .map_err(|_| Outcome::Gone)
+}
+
+fn recv<R: Read>(r: &mut R, b: &mut [u8]) -> Result<(), Outcome> {
+    r.read_exact(b).map_err(|_| Outcome::Gone)
+}
+
+fn skip<R: Read>(r: &mut R, n: u64) -> Result<(), Outcome> {
+    let copied = io::copy(&mut r.take(n), &mut io::sink()).map_err(|_| Outcome::Gone)?;
+    if copied < n {
+        return Err(Outcome::Gone);
+    }
+    Ok(())
+}
+
+fn reply_err<W: Write>(w: &mut W, option: u32, kind: u32, msg: &str) -> Result<(), Outcome> {
+    send(
+        w,
+        &encode_option_reply(option, kind, truncate(msg).as_bytes()),
+    )
+}

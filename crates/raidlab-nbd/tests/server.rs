@@ -1,0 +1,433 @@
+//! The server driven from memory by a tiny client over a socket pair: handshake,
+//! every command, errors, limits and parallelism.
+
+use raidlab_core::{Result as VResult, Volume};
+use raidlab_devices::MemVolume;
+use raidlab_nbd::proto::*;
+use raidlab_nbd::{Export, Limits, Outcome, Server};
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn export(name: &str, v: Arc<dyn Volume>, read_only: bool) -> Export {
+    Export {
+        name: name.into(),
+        description: format!("test {name}"),
+        volume: v,
+        read_only,
+        preferred_block: 64 << 10,
+        multi_conn: true,
+    }
+}
+
+struct Client {
+    s: UnixStream,
+}
+
+impl Client {
+    fn start(server: Arc<Server>) -> (Client, std::thread::JoinHandle<Outcome>) {
+        let (a, b) = UnixStream::pair().unwrap();
+        let h = std::thread::spawn(move || server.serve(b.try_clone().unwrap(), b));
+        let mut c = Client { s: a };
+        let mut g = [0u8; 18];
+        c.s.read_exact(&mut g).unwrap();
+        assert_eq!(g, encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES));
+        c.s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
+            .unwrap();
+        (c, h)
+    }
+    fn option(&mut self, opt: u32, data: &[u8]) {
+        let mut b = OPTS_MAGIC.to_be_bytes().to_vec();
+        b.extend_from_slice(&opt.to_be_bytes());
+        b.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        b.extend_from_slice(data);
+        self.s.write_all(&b).unwrap();
+    }
+    /// (option, reply type, data)
+    fn option_reply(&mut self) -> (u32, u32, Vec<u8>) {
+        let mut h = [0u8; 20];
+        self.s.read_exact(&mut h).unwrap();
+        assert_eq!(&h[0..8], &REP_MAGIC.to_be_bytes());
+        let opt = u32::from_be_bytes(h[8..12].try_into().unwrap());
+        let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+        let mut d = vec![0; len as usize];
+        self.s.read_exact(&mut d).unwrap();
+        (opt, kind, d)
+    }
+    fn info_data(name: &str, reqs: &[u16]) -> Vec<u8> {
+        let mut d = (name.len() as u32).to_be_bytes().to_vec();
+        d.extend_from_slice(name.as_bytes());
+        d.extend_from_slice(&(reqs.len() as u16).to_be_bytes());
+        for r in reqs {
+            d.extend_from_slice(&r.to_be_bytes());
+        }
+        d
+    }
+    /// Structured replies, then GO; returns (size, flags, block sizes).
+    fn go(&mut self, name: &str) -> (u64, u16, [u32; 3]) {
+        self.option(OPT_STRUCTURED_REPLY, &[]);
+        assert_eq!(self.option_reply().1, REP_ACK);
+        self.option(OPT_GO, &Self::info_data(name, &[INFO_BLOCK_SIZE]));
+        let (mut size, mut flags, mut bs) = (0, 0, [0; 3]);
+        loop {
+            let (opt, kind, d) = self.option_reply();
+            assert_eq!(opt, OPT_GO);
+            if kind == REP_ACK {
+                return (size, flags, bs);
+            }
+            assert_eq!(
+                kind,
+                REP_INFO,
+                "GO refused: {}",
+                String::from_utf8_lossy(&d)
+            );
+            match u16::from_be_bytes([d[0], d[1]]) {
+                INFO_EXPORT => {
+                    size = u64::from_be_bytes(d[2..10].try_into().unwrap());
+                    flags = u16::from_be_bytes([d[10], d[11]]);
+                }
+                INFO_BLOCK_SIZE => {
+                    for (i, v) in bs.iter_mut().enumerate() {
+                        *v = u32::from_be_bytes(d[2 + 4 * i..6 + 4 * i].try_into().unwrap());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    fn send(&mut self, kind: u16, flags: u16, cookie: u64, offset: u64, length: u32, data: &[u8]) {
+        let r = Request {
+            magic: REQUEST_MAGIC,
+            flags,
+            kind,
+            cookie,
+            offset,
+            length,
+        };
+        self.s.write_all(&encode_request(&r)).unwrap();
+        self.s.write_all(data).unwrap();
+    }
+    /// One reply: (cookie, error, read data). Handles simple and structured.
+    fn reply(&mut self) -> (u64, u32, Vec<u8>) {
+        let mut m = [0u8; 4];
+        self.s.read_exact(&mut m).unwrap();
+        match u32::from_be_bytes(m) {
+            SIMPLE_REPLY_MAGIC => {
+                let mut h = [0u8; 12];
+                self.s.read_exact(&mut h).unwrap();
+                let err = u32::from_be_bytes(h[0..4].try_into().unwrap());
+                (
+                    u64::from_be_bytes(h[4..12].try_into().unwrap()),
+                    err,
+                    vec![],
+                )
+            }
+            STRUCTURED_REPLY_MAGIC => {
+                let mut h = [0u8; 16];
+                self.s.read_exact(&mut h).unwrap();
+                let flags = u16::from_be_bytes([h[0], h[1]]);
+                assert_eq!(flags, REPLY_FLAG_DONE, "one chunk per reply");
+                let kind = u16::from_be_bytes([h[2], h[3]]);
+                let cookie = u64::from_be_bytes(h[4..12].try_into().unwrap());
+                let len = u32::from_be_bytes(h[12..16].try_into().unwrap());
+                let mut d = vec![0; len as usize];
+                self.s.read_exact(&mut d).unwrap();
+                match kind {
+                    REPLY_TYPE_OFFSET_DATA => (cookie, 0, d[8..].to_vec()),
+                    REPLY_TYPE_NONE => (cookie, 0, vec![]),
+                    REPLY_TYPE_ERROR => (
+                        cookie,
+                        u32::from_be_bytes(d[0..4].try_into().unwrap()),
+                        vec![],
+                    ),
+                    k => panic!("unexpected chunk type {k}"),
+                }
+            }
+            m => panic!("bad reply magic {m:#x}"),
+        }
+    }
+    fn call(
+        &mut self,
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        data: &[u8],
+    ) -> (u32, Vec<u8>) {
+        self.send(kind, flags, 7, offset, length, data);
+        let (c, e, d) = self.reply();
+        assert_eq!(c, 7);
+        (e, d)
+    }
+}
+
+fn server(exports: Vec<Export>, limits: Limits) -> Arc<Server> {
+    Arc::new(Server::new(exports, limits, Box::new(|_| {})))
+}
+
+#[test]
+fn go_then_every_command_round_trips() {
+    let v = Arc::new(MemVolume::new(1 << 20));
+    let s = server(vec![export("a", v.clone(), false)], Limits::default());
+    let (mut c, h) = Client::start(s);
+    let (size, flags, bs) = c.go("a");
+    assert_eq!(size, 1 << 20);
+    for f in [
+        TF_HAS_FLAGS,
+        TF_SEND_FLUSH,
+        TF_SEND_FUA,
+        TF_SEND_TRIM,
+        TF_SEND_WRITE_ZEROES,
+        TF_CAN_MULTI_CONN,
+    ] {
+        assert_ne!(flags & f, 0, "flag {f:#x}");
+    }
+    assert_eq!(flags & TF_READ_ONLY, 0);
+    assert_eq!(bs, [1, 64 << 10, 32 << 20]);
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+    assert_eq!(
+        c.call(CMD_WRITE, CMD_FLAG_FUA, 1234, data.len() as u32, &data)
+            .0,
+        0
+    );
+    assert_eq!(&v.snapshot()[1234..11_234], &data[..]);
+    let (e, d) = c.call(CMD_READ, 0, 1234, 10_000, &[]);
+    assert_eq!((e, &d[..]), (0, &data[..]));
+    assert_eq!(c.call(CMD_FLUSH, 0, 0, 0, &[]).0, 0);
+    assert_eq!(c.call(CMD_WRITE_ZEROES, 0, 2000, 100, &[]).0, 0);
+    assert!(v.snapshot()[2000..2100].iter().all(|&b| b == 0));
+    assert_eq!(v.snapshot()[2100], data[2100 - 1234]);
+    // MemVolume cannot discard: trim is advisory and succeeds, keeping the data.
+    assert_eq!(c.call(CMD_TRIM, 0, 0, 4096, &[]).0, 0);
+    c.send(CMD_DISC, 0, 8, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
+
+#[test]
+fn list_info_unknown_and_abort() {
+    let s = server(
+        vec![
+            export("one", Arc::new(MemVolume::new(4096)), false),
+            export("two", Arc::new(MemVolume::new(8192)), true),
+        ],
+        Limits::default(),
+    );
+    let (mut c, h) = Client::start(s);
+    c.option(OPT_LIST, &[]);
+    let mut names = vec![];
+    loop {
+        let (_, k, d) = c.option_reply();
+        if k == REP_ACK {
+            break;
+        }
+        assert_eq!(k, REP_SERVER);
+        names.push(String::from_utf8(d[4..].to_vec()).unwrap());
+    }
+    assert_eq!(names, ["one", "two"]);
+    c.option(OPT_LIST, b"x");
+    assert_eq!(c.option_reply().1, REP_ERR_INVALID);
+    c.option(OPT_INFO, &Client::info_data("nope", &[]));
+    assert_eq!(c.option_reply().1, REP_ERR_UNKNOWN);
+    c.option(OPT_INFO, &[0, 0, 0, 9, b'a']);
+    assert_eq!(c.option_reply().1, REP_ERR_INVALID);
+    c.option(OPT_STARTTLS, &[]);
+    assert_eq!(c.option_reply().1, REP_ERR_UNSUP);
+    c.option(999, b"whatever");
+    assert_eq!(
+        c.option_reply(),
+        (999, REP_ERR_UNSUP, b"option 999 is not supported".to_vec())
+    );
+    c.option(
+        OPT_INFO,
+        &Client::info_data("two", &[INFO_NAME, INFO_DESCRIPTION]),
+    );
+    let mut got = vec![];
+    loop {
+        let (_, k, d) = c.option_reply();
+        if k == REP_ACK {
+            break;
+        }
+        got.push(d);
+    }
+    assert_eq!(got.len(), 4, "export, block size, name, description");
+    assert_eq!(&got[0][2..10], &8192u64.to_be_bytes());
+    assert_ne!(
+        u16::from_be_bytes([got[0][10], got[0][11]]) & TF_READ_ONLY,
+        0
+    );
+    assert_eq!(&got[3][2..], b"test two");
+    c.option(OPT_ABORT, &[]);
+    assert_eq!(c.option_reply().1, REP_ACK);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
+
+#[test]
+fn refusals_touch_nothing() {
+    let ro = Arc::new(MemVolume::new(65536));
+    let rw = Arc::new(MemVolume::new(65536));
+    let limits = Limits {
+        max_payload: 1 << 20,
+        ..Limits::default()
+    };
+    let s = server(
+        vec![
+            export("ro", ro.clone(), true),
+            export("rw", rw.clone(), false),
+        ],
+        limits,
+    );
+    let (mut c, _h) = Client::start(s.clone());
+    c.go("ro");
+    assert_eq!(c.call(CMD_WRITE, 0, 0, 4, b"abcd").0, EPERM);
+    assert_eq!(c.call(CMD_WRITE_ZEROES, 0, 0, 4, &[]).0, EPERM);
+    assert_eq!(c.call(CMD_TRIM, 0, 0, 4, &[]).0, EPERM);
+    // The stream stayed in step after the refused payload.
+    assert_eq!(c.call(CMD_READ, 0, 0, 4, &[]), (0, vec![0; 4]));
+    assert!(ro.snapshot().iter().all(|&b| b == 0));
+
+    let (mut c, h) = Client::start(s);
+    c.go("rw");
+    assert_eq!(c.call(CMD_WRITE, 0, 65534, 4, b"abcd").0, ENOSPC);
+    assert_eq!(c.call(CMD_WRITE, 0, u64::MAX - 1, 4, b"abcd").0, ENOSPC);
+    assert_eq!(c.call(CMD_READ, 0, 65535, 2, &[]).0, EINVAL);
+    assert_eq!(
+        c.call(CMD_READ, 0, 0, 2 << 20, &[]).0,
+        EINVAL,
+        "over max payload"
+    );
+    assert_eq!(c.call(CMD_TRIM, 0, 65535, 2, &[]).0, EINVAL);
+    assert_eq!(c.call(CMD_WRITE_ZEROES, 0, 65535, 2, &[]).0, ENOSPC);
+    assert_eq!(
+        c.call(CMD_WRITE, 1 << 9, 0, 4, b"abcd").0,
+        EINVAL,
+        "unknown flag"
+    );
+    assert_eq!(c.call(77, 0, 0, 0, &[]).0, EINVAL, "unknown command");
+    assert!(rw.snapshot().iter().all(|&b| b == 0), "nothing written");
+    // A write over the maximum payload cannot be skipped: hard disconnect.
+    c.send(CMD_WRITE, 0, 1, 0, 2 << 20, &[]);
+    assert!(matches!(h.join().unwrap(), Outcome::Violation(_)));
+}
+
+#[test]
+fn client_vanishing_mid_write_changes_nothing() {
+    let v = Arc::new(MemVolume::new(65536));
+    let s = server(vec![export("a", v.clone(), false)], Limits::default());
+    let (mut c, h) = Client::start(s);
+    c.go("a");
+    c.send(CMD_WRITE, 0, 1, 0, 4096, &[0xaa; 1000]);
+    drop(c);
+    assert_eq!(h.join().unwrap(), Outcome::Gone);
+    assert!(v.snapshot().iter().all(|&b| b == 0));
+}
+
+/// Reads take 100 ms each; requests in flight must overlap.
+struct Slow(MemVolume);
+impl Volume for Slow {
+    fn name(&self) -> String {
+        "slow".into()
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> VResult<()> {
+        std::thread::sleep(Duration::from_millis(100));
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> VResult<()> {
+        self.0.write_at(buf, offset)
+    }
+    fn flush(&self) -> VResult<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn requests_in_flight_are_served_in_parallel() {
+    let s = server(
+        vec![export("a", Arc::new(Slow(MemVolume::new(1 << 20))), false)],
+        Limits {
+            workers: 8,
+            ..Limits::default()
+        },
+    );
+    let (mut c, h) = Client::start(s);
+    c.go("a");
+    let t = Instant::now();
+    for i in 0..8u64 {
+        c.send(CMD_READ, 0, i, i * 4096, 4096, &[]);
+    }
+    let mut cookies: Vec<u64> = (0..8).map(|_| c.reply().0).collect();
+    cookies.sort();
+    assert_eq!(cookies, (0..8).collect::<Vec<_>>());
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_millis(500),
+        "8 reads of 100 ms took {took:?}: not parallel"
+    );
+    c.send(CMD_DISC, 0, 9, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
+
+#[test]
+fn small_budget_still_serves_a_deep_queue() {
+    let v = Arc::new(MemVolume::new(1 << 20));
+    // The budget is raised to hold one maximum payload; 64 writes of 64 KiB must
+    // queue behind it rather than grow memory, and all complete.
+    let limits = Limits {
+        max_payload: 64 << 10,
+        max_inflight_bytes: 0,
+        workers: 2,
+        ..Limits::default()
+    };
+    let s = server(vec![export("a", v.clone(), false)], limits);
+    let (c, h) = Client::start(s);
+    let mut c = c;
+    c.go("a");
+    let mut w = c.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        for i in 0..64u64 {
+            let r = Request {
+                magic: REQUEST_MAGIC,
+                flags: 0,
+                kind: CMD_WRITE,
+                cookie: i,
+                offset: (i % 16) * 65536,
+                length: 65536,
+            };
+            w.write_all(&encode_request(&r)).unwrap();
+            w.write_all(&[i as u8 + 1; 65536]).unwrap();
+        }
+    });
+    for _ in 0..64 {
+        assert_eq!(c.reply().1, 0);
+    }
+    writer.join().unwrap();
+    c.send(CMD_DISC, 0, 99, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+    assert!(v.snapshot()[..65536].iter().all(|&b| b != 0));
+}
+
+#[test]
+fn export_name_option_and_simple_replies() {
+    let v = Arc::new(MemVolume::new(8192));
+    v.write_at(b"hello", 100).unwrap();
+    let s = server(vec![export("a", v, false)], Limits::default());
+    let (mut c, _h) = Client::start(s.clone());
+    c.option(OPT_EXPORT_NAME, b"a");
+    let mut b = [0u8; 10];
+    c.s.read_exact(&mut b).unwrap();
+    assert_eq!(&b[0..8], &8192u64.to_be_bytes());
+    // Without structured replies the data follows a simple reply header.
+    let (e, _) = c.call(CMD_READ, 0, 100, 5, &[]);
+    assert_eq!(e, 0);
+    let mut d = [0u8; 5];
+    c.s.read_exact(&mut d).unwrap();
+    assert_eq!(&d, b"hello");
+    // An unknown name with EXPORT_NAME can only be answered by hanging up.
+    let (mut c, h) = Client::start(s);
+    c.option(OPT_EXPORT_NAME, b"zzz");
+    assert!(matches!(h.join().unwrap(), Outcome::Violation(_)));
+}

@@ -1,0 +1,389 @@
+//! `raidlab serve`: assemble arrays (or open plain files and block devices) and
+//! serve each as a named NBD export until SIGTERM/SIGINT or the client-less end of
+//! time. On a stop, open connections are drained (requests already read are
+//! finished and answered), every array is flushed and marked clean.
+//!
+//! While serving, each writable array is marked dirty (md's "active"), so a crash
+//! or kill -9 is seen at the next start as an unclean stop, and `serve` resyncs
+//! the array before serving it again (the resync covers what md's consistency
+//! policy says: everything, or the dirty regions of the write-intent bitmap).
+//!
+//! The NBD protocol itself lives in raidlab-nbd; this module only wires volumes
+//! and sockets together and reports.
+
+use crate::cli::ServeArgs;
+use crate::open::open_members;
+use anyhow::{bail, Context, Result};
+use raidlab_core::size::format_size_approx;
+use raidlab_core::Volume;
+use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_nbd::listen::Listener;
+use raidlab_nbd::{Export, Limits, Server};
+use raidlab_raid::assemble::Assembly;
+use raidlab_raid::recovery::RunOptions;
+use raidlab_raid::Array;
+use serde::Deserialize;
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The NBD port registered with IANA.
+pub const DEFAULT_PORT: u16 = 10809;
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// A configuration file: where to listen and what to export.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    socket: Option<PathBuf>,
+    tcp: Option<bool>,
+    port: Option<u16>,
+    listen: Option<String>,
+    max_connections: Option<usize>,
+    #[serde(default)]
+    export: Vec<ExportConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExportConfig {
+    name: String,
+    /// Array members (any order; `missing` allowed as on the command line).
+    #[serde(default)]
+    members: Vec<PathBuf>,
+    /// A plain file or block device, served as it is.
+    file: Option<PathBuf>,
+    #[serde(default)]
+    read_only: bool,
+    /// Start a degraded array that was not stopped cleanly.
+    #[serde(default)]
+    force: bool,
+}
+
+/// One served volume and what it takes to stop it cleanly.
+enum Served {
+    Array {
+        name: String,
+        asm: Box<Assembly>,
+        array: Arc<Array>,
+        was_clean: bool,
+        writable: bool,
+    },
+    Plain {
+        volume: Arc<FileVolume>,
+    },
+}
+
+pub fn run(a: ServeArgs) -> Result<ExitCode> {
+    let config = match &a.config {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read the configuration file {}", p.display()))?;
+            let c: Config = toml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {e}\n(see `raidlab serve --help` for the format)",
+                    p.display()
+                )
+            })?;
+            if !a.members.is_empty() {
+                bail!("give exports either in --config or on the command line, not both");
+            }
+            c
+        }
+        None => {
+            if a.members.is_empty() {
+                bail!("nothing to serve: give the members of an array, a file with --plain, or --config FILE");
+            }
+            let name = a.name.clone().unwrap_or_default();
+            let e = if a.plain {
+                if a.members.len() != 1 {
+                    bail!(
+                        "--plain serves one file or block device; {} were given",
+                        a.members.len()
+                    );
+                }
+                ExportConfig {
+                    name,
+                    members: vec![],
+                    file: Some(a.members[0].clone()),
+                    read_only: a.read_only,
+                    force: a.force,
+                }
+            } else {
+                ExportConfig {
+                    name,
+                    members: a.members.clone(),
+                    file: None,
+                    read_only: a.read_only,
+                    force: a.force,
+                }
+            };
+            Config {
+                export: vec![e],
+                ..Config::default()
+            }
+        }
+    };
+    if config.export.is_empty() {
+        bail!("the configuration lists no [[export]]: nothing to serve");
+    }
+
+    let mut served = Vec::new();
+    let mut exports = Vec::new();
+    for e in &config.export {
+        if exports.iter().any(|x: &Export| x.name == e.name) {
+            bail!("export name {:?} is given twice: names must differ", e.name);
+        }
+        let (s, x) = open_export(e)?;
+        served.push(s);
+        exports.push(x);
+    }
+    let limits = Limits {
+        max_connections: config.max_connections.unwrap_or(a.max_connections),
+        max_inflight_bytes: a.max_inflight as usize,
+        workers: a.workers,
+        ..Limits::default()
+    };
+    let listeners = bind(&a, &config)?;
+    for x in &exports {
+        eprintln!(
+            "raidlab: export {:?}: {} ({}{})",
+            x.name,
+            x.description,
+            format_size_approx(x.volume.size()),
+            if x.writable() { "" } else { ", read-only" }
+        );
+    }
+
+    // SIGINT and SIGTERM (the `termination` feature) ask for a clean stop; a
+    // second one exits at once, leaving arrays dirty for a resync at next start.
+    ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    })
+    .context("cannot install the SIGINT/SIGTERM handler")?;
+
+    let log = |m: &str| eprintln!("raidlab serve: {m}");
+    let server = Server::new(exports, limits, Box::new(log));
+    let served_result = raidlab_nbd::listen::run(&server, &listeners.0, &STOP, &log);
+    eprintln!("raidlab: stopping: connections drained, flushing and marking arrays clean");
+    drop(server);
+    for p in &listeners.1 {
+        let _ = std::fs::remove_file(p);
+    }
+    let mut failed = false;
+    for s in served {
+        if let Err(e) = stop(s) {
+            eprintln!("raidlab: error: {e:#}");
+            failed = true;
+        }
+    }
+    served_result.context("serving stopped with an error")?;
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
+    let mode = if e.read_only {
+        OpenMode::ReadOnly
+    } else {
+        OpenMode::ReadWrite
+    };
+    match (&e.file, e.members.is_empty()) {
+        (Some(f), true) => {
+            let v = Arc::new(
+                FileVolume::open(f, mode)
+                    .with_context(|| format!("export {:?}: cannot open {}", e.name, f.display()))?,
+            );
+            let name = if e.name.is_empty() {
+                f.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            } else {
+                e.name.clone()
+            };
+            let x = Export {
+                name,
+                description: format!("file {}", f.display()),
+                volume: v.clone(),
+                read_only: e.read_only,
+                preferred_block: 4096,
+                // A file's flush (fdatasync) covers every completed write.
+                multi_conn: true,
+            };
+            Ok((Served::Plain { volume: v }, x))
+        }
+        (None, false) => {
+            let devices = open_members(&e.members, mode)
+                .with_context(|| format!("export {:?}", e.name))?;
+            let mut asm = Assembly::assemble(devices)
+                .with_context(|| format!("export {:?}: cannot assemble the array", e.name))?;
+            asm.check_startable(e.force)
+                .with_context(|| format!("export {:?}", e.name))?;
+            let label = if e.name.is_empty() {
+                if asm.name.is_empty() {
+                    "array".to_string()
+                } else {
+                    asm.name.clone()
+                }
+            } else {
+                e.name.clone()
+            };
+            let g = asm.geometry;
+            let redundant = g.level != raidlab_layout::Level::Raid0;
+            let mut was_clean = asm.in_sync();
+            if !e.read_only && redundant && !asm.in_sync() && asm.missing().is_empty() {
+                eprintln!(
+                    "raidlab: export {label:?}: the array was not stopped cleanly; resyncing before serving"
+                );
+                let report = asm
+                    .resync(RunOptions::default(), &mut |_| {})
+                    .with_context(|| format!("export {label:?}: resync failed"))?;
+                eprintln!(
+                    "raidlab: export {label:?}: resync done, {} sectors corrected",
+                    report.mismatch_sectors
+                );
+                was_clean = true;
+            }
+            if !e.read_only {
+                was_clean = asm.mark_dirty()? && was_clean;
+            }
+            let array = Arc::new(asm.array()?);
+            let stripe = g.chunk_bytes.max(4096) * g.data_disks().max(1) as u64;
+            let x = Export {
+                name: label.clone(),
+                description: format!(
+                    "{} {}, {} members, chunk {}",
+                    g.level.name(),
+                    g.layout.name(),
+                    g.raid_disks,
+                    format_size_approx(g.chunk_bytes)
+                ),
+                volume: array.clone(),
+                read_only: e.read_only,
+                preferred_block: stripe.min(u32::MAX as u64) as u32,
+                // The array's flush flushes every member, covering every completed
+                // write from any connection.
+                multi_conn: true,
+            };
+            Ok((
+                Served::Array {
+                    name: label,
+                    asm: Box::new(asm),
+                    array,
+                    was_clean,
+                    writable: !e.read_only,
+                },
+                x,
+            ))
+        }
+        _ => bail!(
+            "export {:?}: give either `members` (an array) or `file` (a plain file or device), not both or neither",
+            e.name
+        ),
+    }
+}
+
+/// Flush and, for arrays, record what happened (failed members) and a clean stop.
+fn stop(s: Served) -> Result<()> {
+    match s {
+        Served::Plain { volume } => volume
+            .flush()
+            .with_context(|| format!("flushing {} failed", volume.name())),
+        Served::Array {
+            name,
+            mut asm,
+            array,
+            was_clean,
+            writable,
+        } => {
+            if !writable {
+                return Ok(());
+            }
+            array
+                .flush()
+                .with_context(|| format!("export {name:?}: the final flush failed; the array stays marked dirty and is resynced at the next start"))?;
+            asm.absorb_bitmap(&array);
+            for path in asm.absorb(&array)? {
+                eprintln!("raidlab: export {name:?}: {path} failed while serving and is now marked faulty; the array is degraded (`raidlab detail`)");
+            }
+            asm.mark_clean(was_clean)
+                .with_context(|| format!("export {name:?}: cannot mark the array clean"))?;
+            Ok(())
+        }
+    }
+}
+
+/// The socket path used when none is given: in the user's runtime directory.
+fn default_socket() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(d) if !d.is_empty() => Path::new(&d).join("raidlab-nbd.sock"),
+        // SAFETY: getuid has no preconditions and cannot fail.
+        _ => PathBuf::from(format!("/tmp/raidlab-nbd-{}.sock", unsafe {
+            libc::getuid()
+        })),
+    }
+}
+
+/// Bind every listener asked for: (listeners, socket files to remove at the end).
+fn bind(a: &ServeArgs, c: &Config) -> Result<(Vec<Listener>, Vec<PathBuf>)> {
+    let mut out = Vec::new();
+    let mut files = Vec::new();
+    let listen = a.listen.clone().or(c.listen.clone());
+    let tcp = a.tcp || c.tcp.unwrap_or(false);
+    let port = a.port.or(c.port).unwrap_or(DEFAULT_PORT);
+    let socket = a.socket.clone().or(c.socket.clone());
+    if let Some(addr) = &listen {
+        let sa: SocketAddr = addr.parse().with_context(|| {
+            format!("--listen {addr}: give an address and port, e.g. 0.0.0.0:10809 or [::]:10809")
+        })?;
+        if !sa.ip().is_loopback() {
+            eprintln!(
+                "raidlab: warning: serving on {sa} without TLS: anyone who can reach this address can read and write the exports, and the data crosses the network in clear"
+            );
+        }
+        out.push(tcp_listener(sa)?);
+    } else if tcp {
+        out.push(tcp_listener(SocketAddr::from(([127, 0, 0, 1], port)))?);
+    }
+    if socket.is_some() || out.is_empty() {
+        let p = socket.unwrap_or_else(default_socket);
+        if p.exists() {
+            if UnixStream::connect(&p).is_ok() {
+                bail!(
+                    "{}: another server is listening on this socket; stop it or give another --socket",
+                    p.display()
+                );
+            }
+            // Left behind by a server that was killed: nobody listens on it.
+            std::fs::remove_file(&p)
+                .with_context(|| format!("cannot remove the stale socket {}", p.display()))?;
+        }
+        let l = UnixListener::bind(&p)
+            .with_context(|| format!("cannot listen on the Unix socket {}", p.display()))?;
+        eprintln!(
+            "raidlab: listening on unix socket {} (e.g. nbdinfo 'nbd+unix:///?socket={}')",
+            p.display(),
+            p.display()
+        );
+        out.push(Listener::Unix(l));
+        files.push(p);
+    }
+    Ok((out, files))
+}
+
+fn tcp_listener(sa: SocketAddr) -> Result<Listener> {
+    let l = TcpListener::bind(sa).with_context(|| {
+        format!("cannot listen on {sa}: is another NBD server using the port? (try --port)")
+    })?;
+    eprintln!("raidlab: listening on tcp {sa} (e.g. nbdinfo nbd://{sa})");
+    Ok(Listener::Tcp(l))
+}
