@@ -433,3 +433,92 @@ fn resync_of_a_degraded_raid5_is_refused_with_what_to_do() {
     assert!(msg.contains("rebuild --force"), "{msg}");
     assert!(snapshot(&devs) == before, "a refused resync wrote");
 }
+
+/// A disk with one unreadable range that a write over it remaps (as real disks
+/// do).
+#[derive(Debug)]
+struct BadSector {
+    inner: MemVolume,
+    bad: std::sync::Mutex<Option<std::ops::Range<u64>>>,
+}
+
+impl Volume for BadSector {
+    fn name(&self) -> String {
+        "badsector".into()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> raidlab_core::Result<()> {
+        let bad = self.bad.lock().unwrap().clone();
+        if bad.is_some_and(|b| offset < b.end && b.start < offset + buf.len() as u64) {
+            return Err(raidlab_core::Error::new(
+                ErrorKind::Io,
+                raidlab_core::Op::Read,
+                "unreadable sectors",
+            ));
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        let mut bad = self.bad.lock().unwrap();
+        if bad
+            .as_ref()
+            .is_some_and(|b| offset <= b.start && b.end <= offset + buf.len() as u64)
+        {
+            *bad = None;
+        }
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> raidlab_core::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_read_error_on_a_present_member_of_a_degraded_array_is_rebuilt_and_rewritten() {
+    let cases: Vec<(Level, Layout, usize)> = vec![
+        (Level::Raid6, ls(), 5),
+        (Level::Raid1, Layout::Plain, 3),
+        (Level::Raid10, r10("n3"), 4),
+    ];
+    for (level, layout, n) in cases {
+        let label = format!("{} {}", level.name(), layout.name());
+        let vols: Vec<Arc<BadSector>> = (0..n)
+            .map(|_| {
+                Arc::new(BadSector {
+                    inner: MemVolume::new(MEMBER),
+                    bad: Default::default(),
+                })
+            })
+            .collect();
+        let members = vols
+            .iter()
+            .enumerate()
+            .map(|(i, v)| NewMember {
+                device: Device {
+                    path: format!("b{i}"),
+                    volume: v.clone(),
+                },
+                zeroed: true,
+            })
+            .collect();
+        let mut asm = create(&spec(level, layout), members).unwrap();
+        let data = fill(&asm, 81);
+        asm.fail(0).unwrap();
+        // Member 2 lost a page: wrong contents, and reading it fails.
+        let start = asm.members[2].sb.data_offset * 512 + 64 * 1024;
+        let bad = start..start + PAGE;
+        vols[2].inner.write_at(&[0xee; 4096], bad.start).unwrap();
+        *vols[2].bad.lock().unwrap() = Some(bad);
+        let r = check(&mut asm);
+        assert_eq!(r.read_errors_fixed, 1, "{label}: {r:?}");
+        assert!(
+            vols[2].bad.lock().unwrap().is_none(),
+            "{label}: rewritten from the redundancy left"
+        );
+        assert_eq!(r.mismatch_sectors, 0, "{label}: and rewritten right");
+        assert_eq!(check(&mut asm).mismatch_sectors, 0, "{label}");
+        assert!(read_all(&asm) == data, "{label}");
+    }
+}
