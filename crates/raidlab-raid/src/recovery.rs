@@ -11,7 +11,7 @@
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use raidlab_layout::{Content, Geometry};
+use raidlab_layout::{Content, Geometry, Level, Location};
 use raidlab_md::superblock::feature;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +99,51 @@ pub struct ScrubReport {
     /// Bytes of each member actually read and compared (a bitmap-guided resync
     /// skips clean chunks).
     pub bytes_scanned: u64,
+    /// Roles that were missing during the run (md's degraded array): their
+    /// contents were neither read nor compared. Empty on a complete array.
+    pub missing_roles: Vec<usize>,
+    /// Array (logical) bytes compared with less redundancy than the level has:
+    /// RAID 6 with one member missing (one syndrome left), mirrors with some
+    /// copies missing (the copies left were compared with each other).
+    pub reduced_array_bytes: u64,
+    /// Array bytes with a single copy left (RAID 10 runs whose other copies are
+    /// missing): nothing to compare them with, so they were skipped, as md skips
+    /// them.
+    pub unchecked_array_bytes: u64,
+    /// RAID 6 with one member missing, 4 KiB stripe pages checked against P alone
+    /// (Q missing) and against Q alone (P missing, or a data block missing and
+    /// rebuilt from P as reads rebuild it). A mismatch found with one syndrome
+    /// cannot be traced to one block.
+    pub pages_checked_p_only: u64,
+    pub pages_checked_q_only: u64,
+}
+
+impl ScrubReport {
+    fn new(repaired: bool, missing_roles: Vec<usize>) -> Self {
+        ScrubReport {
+            mismatch_sectors: 0,
+            repaired,
+            findings: Vec::new(),
+            read_errors_fixed: 0,
+            bytes_scanned: 0,
+            missing_roles,
+            reduced_array_bytes: 0,
+            unchecked_array_bytes: 0,
+            pages_checked_p_only: 0,
+            pages_checked_q_only: 0,
+        }
+    }
+
+    fn note(&mut self, names: &[String], role: usize, sector: u64, what: &str) {
+        if self.findings.len() < 1000 {
+            self.findings.push(Finding {
+                device: names[role].clone(),
+                role,
+                sector,
+                what: what.to_string(),
+            });
+        }
+    }
 }
 
 /// Paces a run to a byte rate.
@@ -283,7 +328,10 @@ impl Assembly {
     }
 
     /// Make parity and mirrors consistent with the data (md's resync), resuming at
-    /// the superblock's resync offset, then mark the array clean.
+    /// the superblock's resync offset, then mark the array clean. A degraded
+    /// array with redundancy left is resynced with what is left (md resyncs a
+    /// RAID 6 with one member missing: the parity left is made to agree with the
+    /// data served); see [`Assembly::scrub`] for what is refused.
     pub fn resync(
         &mut self,
         opts: RunOptions,
@@ -312,6 +360,13 @@ impl Assembly {
     /// Read everything and compare parity/mirrors with the data; with `repair`,
     /// rewrite what differs (RAID 6 locates a single corrupted block from P+Q and
     /// corrects the data itself).
+    ///
+    /// A degraded array is checked with the redundancy it has left, as md does:
+    /// RAID 6 with one member missing against the one syndrome left per stripe
+    /// (repair rewrites that parity, never data), mirrors by comparing the copies
+    /// left (runs with one copy are skipped and counted). The report says what
+    /// could not be checked. Refused when nothing is left to compare (RAID 4/5
+    /// with a member missing, RAID 6 with two, mirrors down to one copy).
     pub fn scrub(
         &mut self,
         repair: bool,
@@ -329,47 +384,34 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
+        self.check_scrubbable(resync)?;
         let missing = self.missing();
-        if !missing.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Unrecoverable,
-                Op::Read,
-                format!(
-                    "the array is degraded (role(s) {missing:?} missing): there is no redundancy to compare; add and rebuild the missing member(s) first"
-                ),
-            ));
-        }
-        if !self.geometry.is_parity() && self.geometry.raid_disks < 2 {
-            return Err(Error::invalid(
-                "a RAID 0 or one-member array has no redundancy to check",
-            ));
-        }
-        if self.geometry.level == raidlab_layout::Level::Raid0 {
-            return Err(Error::invalid("RAID 0 has no redundancy to check"));
-        }
-        let areas: Vec<Arc<dyn Volume>> = self
+        // Missing roles have no area: nothing is read from or written to them.
+        let areas: Vec<Option<Arc<dyn Volume>>> = self
             .slots
             .iter()
-            .map(|s| self.area(s.unwrap_or(0)))
+            .map(|s| s.map(|i| self.area(i)).transpose())
             .collect::<Result<_>>()?;
         let names: Vec<String> = self
             .slots
             .iter()
-            .map(|s| self.members[s.unwrap_or(0)].device.path.clone())
+            .enumerate()
+            .map(|(role, s)| match s {
+                Some(i) => self.members[*i].device.path.clone(),
+                None => format!("(missing role {role})"),
+            })
             .collect();
         if !self.geometry.is_parity() {
-            return self.scrub_mirrors(start, repair, resync, &areas, &names, opts, progress);
+            return self.scrub_mirrors(
+                start, repair, resync, &areas, &names, missing, opts, progress,
+            );
         }
         let total = self.geometry.member_bytes;
         let step = self.scrub_step(resync, opts.step_bytes);
         let mut pos = align_down(&self.geometry, start);
-        let mut report = ScrubReport {
-            mismatch_sectors: 0,
-            repaired: repair,
-            findings: Vec::new(),
-            read_errors_fixed: 0,
-            bytes_scanned: 0,
-        };
+        let present: Vec<bool> = areas.iter().map(Option::is_some).collect();
+        let live = present.iter().filter(|&&p| p).count() as u64;
+        let mut report = ScrubReport::new(repair, missing);
         let mut pacer = Pacer::new(opts.max_rate);
         let mut since_checkpoint = 0;
         progress(Progress { done: pos, total });
@@ -385,7 +427,12 @@ impl Assembly {
             }
             let mut bufs: Vec<Vec<u8>> = Vec::with_capacity(areas.len());
             for (role, a) in areas.iter().enumerate() {
+                // A missing role's buffer stays zero; scrub_parity never reads it.
                 let mut b = vec![0u8; n as usize];
+                let Some(a) = a else {
+                    bufs.push(b);
+                    continue;
+                };
                 if let Err(e) = a.read_at(&mut b, pos) {
                     // As md does during a sync: rebuild the unreadable block from
                     // the others and write it back.
@@ -396,17 +443,30 @@ impl Assembly {
                 bufs.push(b);
             }
             report.bytes_scanned += n;
-            let fixes = scrub_parity(&self.geometry, &mut bufs, pos, &mut report, &names, repair);
+            let fixes = scrub_parity(
+                &self.geometry,
+                &mut bufs,
+                &present,
+                pos,
+                &mut report,
+                &names,
+                repair,
+            );
             if repair {
                 for (role, off, len) in fixes {
                     let rel = (off - pos) as usize;
-                    areas[role].write_at(&bufs[role][rel..rel + len], off)?;
+                    let Some(area) = &areas[role] else {
+                        // scrub_parity only rewrites members it read.
+                        debug_assert!(false, "a fix for missing role {role}");
+                        continue;
+                    };
+                    area.write_at(&bufs[role][rel..rel + len], off)?;
                 }
             }
             pos += n;
             since_checkpoint += n;
             if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                for a in &areas {
+                for a in areas.iter().flatten() {
                     a.flush()?;
                 }
                 let at = pos / SECTOR;
@@ -414,10 +474,10 @@ impl Assembly {
                 since_checkpoint = 0;
             }
             progress(Progress { done: pos, total });
-            pacer.account(n * areas.len() as u64);
+            pacer.account(n * live);
         }
         if repair {
-            for a in &areas {
+            for a in areas.iter().flatten() {
                 a.flush()?;
             }
         }
@@ -430,14 +490,20 @@ impl Assembly {
     /// page is compared with the first copy (md reads the first in-sync device and
     /// compares the others with it); `repair` copies the first over the others.
     /// Progress and checkpoints are in logical bytes scaled to member bytes.
+    ///
+    /// Degraded: only the copies left (`areas[role]` is Some) are read and
+    /// compared; a run with a single copy left has nothing to compare and is
+    /// skipped and counted (md's raid1/raid10 sync skips blocks with fewer than
+    /// two in-sync copies the same way).
     #[allow(clippy::too_many_arguments)]
     fn scrub_mirrors(
         &mut self,
         start: u64,
         repair: bool,
         resync: bool,
-        areas: &[Arc<dyn Volume>],
+        areas: &[Option<Arc<dyn Volume>>],
         names: &[String],
+        missing: Vec<usize>,
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
@@ -454,13 +520,7 @@ impl Assembly {
         };
         let step = self.scrub_step(resync, opts.step_bytes);
         let mut pos = align_down(&geo, unscale(start));
-        let mut report = ScrubReport {
-            mismatch_sectors: 0,
-            repaired: repair,
-            findings: Vec::new(),
-            read_errors_fixed: 0,
-            bytes_scanned: 0,
-        };
+        let mut report = ScrubReport::new(repair, missing);
         let mut pacer = Pacer::new(opts.max_rate);
         let mut since_checkpoint = 0;
         progress(Progress {
@@ -482,16 +542,31 @@ impl Assembly {
                 });
                 continue;
             }
-            report.bytes_scanned += scale(end) - scale(pos);
+            // Scanned: the runs compared, not those skipped for want of a copy.
+            let mut compared = 0;
             for (l, n, locs) in geo.mirror_runs(pos, end - pos) {
+                let live: Vec<(Location, &Arc<dyn Volume>)> = locs
+                    .iter()
+                    .filter_map(|loc| areas[loc.member].as_ref().map(|a| (*loc, a)))
+                    .collect();
+                if live.len() < 2 {
+                    // One copy left (survives() rules out none): nothing to
+                    // compare it with, and nowhere to copy it to.
+                    report.unchecked_array_bytes += n;
+                    continue;
+                }
+                if live.len() < locs.len() {
+                    report.reduced_array_bytes += n;
+                }
+                compared += n;
                 let n = n as usize;
                 first.resize(n, 0);
                 other.resize(n, 0);
                 // The reference is the first copy that reads; unreadable copies
                 // are rewritten from it (md's behaviour during a sync).
                 let mut reference = None;
-                for (k, loc) in locs.iter().enumerate() {
-                    if areas[loc.member].read_at(&mut first, loc.offset).is_ok() {
+                for (k, (loc, area)) in live.iter().enumerate() {
+                    if area.read_at(&mut first, loc.offset).is_ok() {
                         reference = Some(k);
                         break;
                     }
@@ -503,12 +578,12 @@ impl Assembly {
                         format!("no copy of array bytes {l}..{} can be read", l + n as u64),
                     ));
                 };
-                for (k, loc) in locs.iter().enumerate() {
+                for (k, (loc, area)) in live.iter().enumerate() {
                     if k == k0 {
                         continue;
                     }
-                    if areas[loc.member].read_at(&mut other, loc.offset).is_err() {
-                        areas[loc.member].write_at(&first, loc.offset)?;
+                    if area.read_at(&mut other, loc.offset).is_err() {
+                        area.write_at(&first, loc.offset)?;
                         report.read_errors_fixed += 1;
                         continue;
                     }
@@ -518,26 +593,24 @@ impl Assembly {
                             continue;
                         }
                         report.mismatch_sectors += (e - page).div_ceil(SECTOR as usize) as u64;
-                        if report.findings.len() < 1000 {
-                            report.findings.push(Finding {
-                                device: names[loc.member].clone(),
-                                role: loc.member,
-                                sector: (loc.offset + page as u64) / SECTOR,
-                                what: "mirror copy".into(),
-                            });
-                        }
+                        report.note(
+                            names,
+                            loc.member,
+                            (loc.offset + page as u64) / SECTOR,
+                            "mirror copy",
+                        );
                         if repair {
-                            areas[loc.member]
-                                .write_at(&first[page..e], loc.offset + page as u64)?;
+                            area.write_at(&first[page..e], loc.offset + page as u64)?;
                         }
                     }
                 }
-                pacer.account(n as u64 * locs.len() as u64);
+                pacer.account(n as u64 * live.len() as u64);
             }
+            report.bytes_scanned += scale(compared);
             pos = end;
             since_checkpoint += step;
             if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                for a in areas {
+                for a in areas.iter().flatten() {
                     a.flush()?;
                 }
                 let at = scale(pos) / SECTOR;
@@ -550,7 +623,7 @@ impl Assembly {
             });
         }
         if repair {
-            for a in areas {
+            for a in areas.iter().flatten() {
                 a.flush()?;
             }
         }
@@ -559,6 +632,60 @@ impl Assembly {
 }
 
 impl Assembly {
+    /// Refuse a scrub or resync that has nothing to compare: RAID 0, one-member
+    /// mirrors, and degraded arrays with no redundancy left (RAID 4/5 with a
+    /// member missing, RAID 6 with two, mirrors where every block has one copy
+    /// left). A degraded array that still has some redundancy is scrubbed with
+    /// what is left (md does the same).
+    fn check_scrubbable(&self, resync: bool) -> Result<()> {
+        let geo = &self.geometry;
+        if geo.level == Level::Raid0 {
+            return Err(Error::invalid("RAID 0 has no redundancy to check"));
+        }
+        if !geo.is_parity() && geo.raid_disks < 2 {
+            return Err(Error::invalid(
+                "a one-member array has no redundancy to check",
+            ));
+        }
+        let missing = self.missing();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let level = geo.level.name();
+        if !geo.survives(&missing) {
+            return Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Read,
+                format!(
+                    "the {level} array has failed: role(s) {missing:?} are missing, more than it can do without, so parts of it cannot even be read; give the missing member(s)"
+                ),
+            ));
+        }
+        let left = if geo.is_parity() {
+            missing.len() < geo.parity_count()
+        } else {
+            has_second_copy(geo, &missing)
+        };
+        if left {
+            return Ok(());
+        }
+        let why = if geo.is_parity() {
+            "the parity left is the only source of the missing data, so there is nothing left to compare it with"
+        } else {
+            "every block has a single copy left, so there is nothing left to compare"
+        };
+        let todo = if resync && geo.is_parity() {
+            "a resync cannot check or correct anything until the member is back: add a member (raidlab add) and rebuild it (rebuild --force if the array was not shut down cleanly: data rebuilt across a torn stripe write may be wrong), then resync or check"
+        } else {
+            "add a member (raidlab add), let it rebuild, then check again"
+        };
+        Err(Error::new(
+            ErrorKind::Unrecoverable,
+            Op::Read,
+            format!("the {level} array is degraded (role(s) {missing:?} missing): {why}; {todo}"),
+        ))
+    }
+
     /// During a resync with a trustworthy bitmap, whether bytes `[pos, pos+n)` (in
     /// the bitmap's coordinates: member bytes, or array bytes for RAID 10) lie in a
     /// dirty chunk and so need work; without a bitmap everything does.
@@ -600,11 +727,11 @@ impl Assembly {
     /// Stop a scrub or resync: flush, save a resync checkpoint, report.
     fn stop_scrub(
         &mut self,
-        areas: &[Arc<dyn Volume>],
+        areas: &[Option<Arc<dyn Volume>>],
         resync: bool,
         member_pos: u64,
     ) -> Result<ScrubReport> {
-        for a in areas {
+        for a in areas.iter().flatten() {
             a.flush()?;
         }
         if resync {
@@ -616,6 +743,24 @@ impl Assembly {
             member_pos,
         ))
     }
+}
+
+/// Mirrors: whether some block still has two copies on members not in `missing`.
+/// Which members hold a chunk's copies depends only on where its first copy
+/// starts, and that cycles within `raid_disks` chunks (as in `Geometry::survives`).
+fn has_second_copy(geo: &Geometry, missing: &[usize]) -> bool {
+    if geo.level == Level::Raid1 {
+        return geo.raid_disks - missing.len() >= 2;
+    }
+    let chunks = geo.array_bytes() / geo.chunk_bytes.max(1);
+    (0..chunks.min(geo.raid_disks as u64)).any(|c| {
+        geo.mirror_map(c * geo.chunk_bytes)
+            .0
+            .iter()
+            .filter(|l| !missing.contains(&l.member))
+            .count()
+            >= 2
+    })
 }
 
 /// Round a resume position down to a whole chunk (and page).
@@ -676,16 +821,21 @@ pub fn member_contents_into(
 }
 
 /// Compare parity pages with the data in `bufs` (one buffer per role, all
-/// covering `[pos, pos+len)` of the member areas). With `repair`, fix `bufs` in
+/// covering `[pos, pos+len)` of the member areas; a role with `present[role]`
+/// false is missing and its buffer is ignored). With `repair`, fix `bufs` in
 /// place and return the ranges to write back.
 fn scrub_parity(
     geo: &Geometry,
     bufs: &mut [Vec<u8>],
+    present: &[bool],
     pos: u64,
     report: &mut ScrubReport,
     names: &[String],
     repair: bool,
 ) -> Vec<(usize, u64, usize)> {
+    if present.iter().any(|&p| !p) {
+        return scrub_parity_degraded(geo, bufs, present, pos, report, names, repair);
+    }
     let engine = raidlab_parity::selected();
     let chunk = geo.chunk_bytes;
     let n = bufs[0].len();
@@ -711,16 +861,6 @@ fn scrub_parity(
             continue;
         }
         report.mismatch_sectors += (PAGE as u64) / SECTOR;
-        let mut note = |role: usize, what: &str| {
-            if report.findings.len() < 1000 {
-                report.findings.push(Finding {
-                    device: names[role].clone(),
-                    role,
-                    sector: off / SECTOR,
-                    what: what.to_string(),
-                });
-            }
-        };
         // RAID 6 with both P and Q wrong: a single bad data block shows as
         // Qd = g^z * Pd for one slot z on every differing byte.
         let located = match map.q {
@@ -736,7 +876,7 @@ fn scrub_parity(
         };
         if let Some(i) = located {
             let role = map.data[i];
-            note(role, "data (located from P+Q)");
+            report.note(names, role, off / SECTOR, "data (located from P+Q)");
             if repair {
                 // D_z ^= P_stored ^ P_computed.
                 for b in 0..PAGE {
@@ -748,18 +888,120 @@ fn scrub_parity(
             continue;
         }
         if p_bad {
-            note(map.p, "parity P");
+            report.note(names, map.p, off / SECTOR, "parity P");
             if repair {
                 bufs[map.p][page..page + PAGE].copy_from_slice(&p);
                 fixes.push((map.p, off, PAGE));
             }
         }
         if let Some(qm) = map.q.filter(|_| q_bad) {
-            note(qm, "syndrome Q");
+            report.note(names, qm, off / SECTOR, "syndrome Q");
             if repair {
                 bufs[qm][page..page + PAGE].copy_from_slice(&q);
                 fixes.push((qm, off, PAGE));
             }
+        }
+    }
+    fixes
+}
+
+/// RAID 6 with one member missing (the only degraded parity array
+/// `check_scrubbable` lets through): one syndrome is left to check in every
+/// stripe, as md's handle_parity_checks6 does with one failed device.
+/// - Q missing: check P against the data.
+/// - P missing: check Q against the data.
+/// - a data block missing: rebuild it from P (exactly as a degraded read
+///   does), then check Q against the data.
+///
+/// A mismatch says the stripe is inconsistent, but not where: with one equation
+/// left, a bad data block, a bad P used for the rebuild and a bad Q all look the
+/// same, so locating "the" bad data block (as the complete-array path does from
+/// P+Q) would be a guess. `repair` therefore never touches data: it rewrites the
+/// parity it checked so the stripe agrees with what the array serves for every
+/// read (present data, and missing data rebuilt from P), which changes no byte
+/// a reader sees. The finding says the block could not be located.
+fn scrub_parity_degraded(
+    geo: &Geometry,
+    bufs: &mut [Vec<u8>],
+    present: &[bool],
+    pos: u64,
+    report: &mut ScrubReport,
+    names: &[String],
+    repair: bool,
+) -> Vec<(usize, u64, usize)> {
+    let engine = raidlab_parity::selected();
+    let chunk = geo.chunk_bytes;
+    let n = bufs.first().map_or(0, Vec::len);
+    let dd = geo.data_disks();
+    let mut fixes = Vec::new();
+    let mut p = vec![0u8; PAGE];
+    let mut q = vec![0u8; PAGE];
+    let mut rebuilt = vec![0u8; PAGE];
+    for page in (0..n).step_by(PAGE) {
+        let off = pos + page as u64;
+        let map = geo.stripe(off / chunk);
+        let Some(qm) = map.q else {
+            // RAID 4/5 has nothing left to compare when degraded; refused earlier.
+            debug_assert!(false, "degraded scrub of a single-parity stripe");
+            continue;
+        };
+        let lost: Vec<usize> = (0..dd).filter(|&i| !present[map.data[i]]).collect();
+        let (p_ok, q_ok) = (present[map.p], present[qm]);
+        let gone = lost.len() + usize::from(!p_ok) + usize::from(!q_ok);
+        if gone != 1 {
+            debug_assert!(false, "degraded RAID 6 scrub with {gone} blocks gone");
+            continue;
+        }
+        let at = page..page + PAGE;
+        if let [i] = lost[..] {
+            // D_i = P ^ the other data blocks: the degraded read's rebuild.
+            let srcs: Vec<&[u8]> = std::iter::once(&bufs[map.p][at.clone()])
+                .chain(
+                    (0..dd)
+                        .filter(|&k| k != i)
+                        .map(|k| &bufs[map.data[k]][at.clone()]),
+                )
+                .collect();
+            engine.xor(&srcs, &mut rebuilt);
+        }
+        let mut by_slot: Vec<&[u8]> = vec![&[]; dd];
+        for i in 0..dd {
+            by_slot[map.slot[i]] = if lost.contains(&i) {
+                &rebuilt
+            } else {
+                &bufs[map.data[i]][at.clone()]
+            };
+        }
+        engine.gen_pq(&by_slot, &mut p, &mut q);
+        report.reduced_array_bytes += (dd * PAGE) as u64;
+        // The parity left to check: P when Q is missing, Q otherwise (when a
+        // data block is missing, P was used up rebuilding it).
+        let (role, calc) = if q_ok {
+            report.pages_checked_q_only += 1;
+            (qm, &q)
+        } else {
+            report.pages_checked_p_only += 1;
+            (map.p, &p)
+        };
+        if bufs[role][at.clone()] == calc[..] {
+            continue;
+        }
+        report.mismatch_sectors += (PAGE as u64) / SECTOR;
+        let checked = match (p_ok, q_ok) {
+            (true, true) => format!(
+                "syndrome Q (checked alone: data role {} missing and rebuilt from P",
+                map.data[lost[0]]
+            ),
+            (false, _) => format!("syndrome Q (checked alone: P role {} missing", map.p),
+            (_, false) => format!("parity P (checked alone: Q role {qm} missing"),
+        };
+        let what = format!(
+            "{checked}; with one syndrome the bad block cannot be located, so only this parity is rewritten)"
+        );
+        report.note(names, role, off / SECTOR, &what);
+        if repair {
+            bufs[role][at].copy_from_slice(calc);
+            fixes.push((role, off, PAGE));
         }
     }
     fixes

@@ -46,9 +46,11 @@ pub enum Command {
     Rebuild(RunArgs),
     /// Make parity and mirrors consistent after an unclean stop or initial create.
     Resync(RunArgs),
-    /// Scrub: read everything and count mismatches (exit status 3 if any).
+    /// Scrub: read everything and count mismatches (exit status 3 if any). A
+    /// degraded array is checked with the redundancy it has left.
     Check(ScrubArgs),
-    /// Scrub and rewrite what differs (RAID 6 also corrects a located bad data block).
+    /// Scrub and rewrite what differs (RAID 6 also corrects a located bad data
+    /// block; degraded, it rewrites only the parity it could check).
     Repair(ScrubArgs),
     /// Serve arrays, files or block devices to NBD clients (Unix socket by default).
     Serve(ServeArgs),

@@ -906,6 +906,132 @@ fn check_finds_corruption_and_repair_fixes_it() {
     );
 }
 
+/// A degraded RAID 6 is checked against the syndrome it has left: a corrupted Q
+/// on a present member gives exit status 3 and names it, `repair` rewrites it
+/// (and only it), the next check exits 0 and the data reads back. A degraded
+/// RAID 5 has nothing left to compare and is refused.
+#[test]
+fn check_and_repair_a_degraded_raid6_and_refuse_a_degraded_raid5() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create(
+        d,
+        &["--level", "6", "--chunk", "64K", "--member-size", "8M"],
+        &["a", "b", "c", "e"],
+    );
+    let data = pattern(4_000_000, 9);
+    std::fs::write(d.join("in"), &data).unwrap();
+    raidlab()
+        .current_dir(d)
+        .args(["import", "a", "b", "c", "e", "--input", "in"])
+        .assert()
+        .success();
+    let degraded = ["a", "missing", "c", "e"];
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(degraded)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mismatch_cnt: 0"))
+        .stdout(predicate::str::contains("degraded: role(s) [1] missing"));
+    // Stripe 0 of a 4-member left-symmetric RAID 6: role 0 (a) holds Q, roles 1
+    // and 2 data, role 3 P. With role 1 missing its data is rebuilt from P and Q
+    // is checked; corrupt Q in its second page (data offset 1 MiB).
+    let mut bytes = std::fs::read(d.join("a")).unwrap();
+    bytes[(1 << 20) + 5000] ^= 0x42;
+    std::fs::write(d.join("a"), &bytes).unwrap();
+    let out = raidlab()
+        .current_dir(d)
+        .args(["check", "--json"])
+        .args(degraded)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "mismatches give exit status 3");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["mismatch_sectors"], 8);
+    assert_eq!(v["missing_roles"], serde_json::json!([1]));
+    assert_eq!(v["findings"][0]["role"], 0);
+    assert_eq!(v["findings"][0]["sector"], 8);
+    assert!(v["pages_checked_q_only"].as_u64().unwrap() > 0);
+    assert!(v["pages_checked_p_only"].as_u64().unwrap() > 0);
+    raidlab()
+        .current_dir(d)
+        .arg("repair")
+        .args(degraded)
+        .assert()
+        .code(3)
+        .stdout(predicate::str::contains(
+            "fixed a (role 0) at sector 8: syndrome Q (checked alone: data role 1 missing",
+        ))
+        .stdout(predicate::str::contains("cannot be located"));
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(degraded)
+        .assert()
+        .success();
+    assert!(export(d, &degraded)[..data.len()] == data[..]);
+
+    create(
+        d,
+        &["--level", "5", "--chunk", "64K", "--member-size", "8M"],
+        &["x", "y", "z"],
+    );
+    let members = paths(d, &["x", "z"]);
+    let before = snapshot(&members);
+    for verb in ["check", "repair"] {
+        raidlab()
+            .current_dir(d)
+            .args([verb, "x", "missing", "z"])
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("nothing left to compare"));
+    }
+    assert_eq!(snapshot(&members), before, "refusals write nothing");
+}
+
+/// md resyncs a RAID 6 with one member missing; so does `raidlab resync`, and
+/// says what it checked with one syndrome left.
+#[test]
+fn resync_of_a_degraded_raid6_makes_it_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (i, f) in ["g0", "g1", "g2", "g3"].iter().enumerate() {
+        std::fs::write(d.join(f), pattern(4 << 20, 20 + i as u8)).unwrap();
+    }
+    // Members that held data: resync pending, parity disagrees with the data.
+    create(
+        d,
+        &["--level", "6", "--chunk", "64K"],
+        &["g0", "g1", "g2", "g3"],
+    );
+    let degraded = ["g0", "g1", "missing", "g3"];
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(degraded)
+        .assert()
+        .code(3);
+    raidlab()
+        .current_dir(d)
+        .arg("resync")
+        .args(degraded)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("resync complete"))
+        .stdout(predicate::str::contains("degraded: role(s) [2] missing"))
+        .stdout(predicate::str::contains("RAID 6 with one syndrome left"));
+    assert_eq!(detail_json(d, &degraded)["resync_pending"], false);
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(degraded)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("mismatch_cnt: 0"));
+}
+
 #[test]
 fn a_dirty_degraded_array_is_refused_unless_forced_and_resync_cleans() {
     let dir = tempfile::tempdir().unwrap();

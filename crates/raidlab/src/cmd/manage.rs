@@ -9,6 +9,7 @@ use crate::cli::{AddArgs, FailArgs, RemoveArgs, ReplaceArgs, RunArgs, RunControl
 use crate::open::{is_missing, open_device, open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use raidlab_core::size::format_size_approx;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::manage::Added;
@@ -224,6 +225,7 @@ pub fn resync(a: RunArgs) -> Result<ExitCode> {
             "raidlab: resync complete, {} sectors corrected; the array is clean",
             report.mismatch_sectors
         );
+        print_coverage(&report, true)?;
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -265,6 +267,46 @@ fn print_scrub(r: &ScrubReport, repair: bool, json: bool) -> Result<()> {
     }
     if r.findings.len() >= 1000 {
         outln!("  (first 1000 findings shown)");
+    }
+    print_coverage(r, repair)
+}
+
+fn bytes(n: u64) -> String {
+    format!("{n} bytes ({})", format_size_approx(n))
+}
+
+/// On a degraded array, say what was checked with less redundancy and what could
+/// not be checked at all (nothing is printed for a complete array).
+fn print_coverage(r: &ScrubReport, repair: bool) -> Result<()> {
+    if r.missing_roles.is_empty() {
+        return Ok(());
+    }
+    outln!(
+        "degraded: role(s) {:?} missing, not read; checked with the redundancy left",
+        r.missing_roles
+    );
+    let one_syndrome = r.pages_checked_p_only + r.pages_checked_q_only;
+    if one_syndrome > 0 {
+        outln!(
+            "  RAID 6 with one syndrome left: {} stripe pages checked against P only, {} against Q only",
+            r.pages_checked_p_only,
+            r.pages_checked_q_only
+        );
+        outln!(
+            "  a mismatch there cannot be traced to one block, so {} rewrites only the parity it checked, never data",
+            if repair { "this run" } else { "repair" }
+        );
+    } else if r.reduced_array_bytes > 0 {
+        outln!(
+            "  {} of array data compared across the copies left",
+            bytes(r.reduced_array_bytes)
+        );
+    }
+    if r.unchecked_array_bytes > 0 {
+        outln!(
+            "  {} of array data has a single copy left and was not checked (nothing to compare it with); add a member and rebuild to check it",
+            bytes(r.unchecked_array_bytes)
+        );
     }
     Ok(())
 }
