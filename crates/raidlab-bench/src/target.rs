@@ -10,7 +10,10 @@
 //! - `array:M0,M1,...`: a raidlab array given by its members, assembled and run in
 //!   this process (marked dirty while written, clean after a flush, as `import` does);
 //! - `mem:SIZE[,bw=RATE][,iops=N]`: memory, optionally behind a [`ThrottleVolume`]
-//!   (for the harness ceiling and known-answer runs).
+//!   (for the harness ceiling and known-answer runs);
+//! - `nbd://HOST[:PORT]/EXPORT` or `nbd+unix:///EXPORT?socket=PATH`: an export of
+//!   any NBD server, through raidlab's NBD client (one connection per request in
+//!   flight when the server allows several).
 //!
 //! Files and devices are opened with O_DIRECT by default, so the page cache does not
 //! measure itself; where the file system refuses O_DIRECT (tmpfs) the target says
@@ -47,6 +50,7 @@ pub enum TargetKind {
     BlockDevice,
     Array,
     Memory,
+    Nbd,
 }
 
 /// An opened target. `volume` serves every engine; `file` is the raw descriptor
@@ -111,12 +115,7 @@ impl Target {
     /// Open a target named as described in the module documentation.
     pub fn open(spec: &str, opts: OpenOptions) -> Result<Self> {
         if spec.starts_with("nbd://") || spec.starts_with("nbd+unix://") {
-            return Err(Error::new(
-                ErrorKind::Unsupported,
-                Op::Open,
-                "NBD targets are not supported yet (raidlab's NBD client is not part of this build): benchmark the export's backing file, or attach it with nbd-client and give the /dev/nbdN device",
-            )
-            .on_device(spec));
+            return open_nbd(spec, opts);
         }
         if let Some(list) = spec.strip_prefix("array:") {
             return open_array(spec, list, opts);
@@ -169,6 +168,31 @@ fn usable(name: &str, volume_size: u64, wanted: u64) -> Result<u64> {
         .on_device(name));
     }
     Ok(size)
+}
+
+fn open_nbd(spec: &str, opts: OpenOptions) -> Result<Target> {
+    let v = raidlab_nbd::client::NbdVolume::connect(spec)?;
+    if opts.writes && !v.is_writable() {
+        return Err(Error::new(
+            ErrorKind::ReadOnly,
+            Op::Open,
+            "the server exports this read-only: run the read tests only",
+        )
+        .on_device(spec));
+    }
+    let info = v.info();
+    let mut t = Target::from_volume(spec, Arc::new(v), opts.size)?;
+    t.kind = TargetKind::Nbd;
+    t.notes.push(format!(
+        "NBD export of {} bytes through raidlab's NBD client: {}; the server decides whether its own storage is cached",
+        info.size,
+        if info.flags & raidlab_nbd::proto::TF_CAN_MULTI_CONN != 0 {
+            "one connection per request in flight (the server allows several)"
+        } else {
+            "one connection (the server does not allow several), so requests take turns"
+        }
+    ));
+    Ok(t)
 }
 
 fn open_memory(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {

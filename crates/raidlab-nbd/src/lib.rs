@@ -21,6 +21,7 @@
 //! panic on any input: a malformed stream ends in a protocol error reply or a
 //! clean disconnect.
 
+pub mod client;
 pub mod listen;
 pub mod proto;
 pub mod server;
