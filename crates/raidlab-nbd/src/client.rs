@@ -367,7 +367,7 @@ impl Volume for NbdVolume {
             .on_device(&self.uri)
             .at(offset, len));
         }
-        let max = u64::from(u32::MAX & !4095);
+        let max = u64::from(!4095u32);
         let mut at = offset;
         while at < offset + len {
             let n = (offset + len - at).min(max) as u32;
