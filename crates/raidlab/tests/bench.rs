@@ -75,10 +75,10 @@ fn cdm_refuses_bad_input_by_name() {
         .failure()
         .stderr(predicate::str::contains("turbo"));
     raidlab()
-        .args(["bench", "cdm", "nbd://localhost:10809/x"])
+        .args(["bench", "cdm", "nbd://127.0.0.1:1/x"])
         .assert()
         .failure()
-        .stderr(predicate::str::contains("NBD targets are not supported"));
+        .stderr(predicate::str::contains("cannot connect to the NBD server"));
     raidlab()
         .args(["bench", "cdm", "mem:8M", "mem:8M"])
         .assert()
@@ -103,14 +103,21 @@ fn bench_with_no_target_compares_a_raid5_with_one_member_and_writes_json() {
         .success()
         .stdout(predicate::str::contains("RAID 5, 4 members"))
         .stdout(predicate::str::contains("single member"))
-        .stderr(predicate::str::contains("JSON result"));
-    let files: Vec<_> = std::fs::read_dir(dir.path())
+        .stderr(predicate::str::contains("JSON result"))
+        .stderr(predicate::str::contains("HTML report"));
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    // Only the JSON result remains: the member files were removed.
-    assert_eq!(files.len(), 1, "{files:?}");
-    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&files[0]).unwrap()).unwrap();
+    files.sort();
+    // Only the HTML report and the JSON result remain: the member files were
+    // removed.
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert_eq!(files[0].extension().unwrap(), "html");
+    assert_eq!(files[1].extension().unwrap(), "json");
+    let html = std::fs::read_to_string(&files[0]).unwrap();
+    assert!(html.contains("RAID 5, 4 members") && html.contains("SEQ1M Q8T1"));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&files[1]).unwrap()).unwrap();
     assert_eq!(
         v["targets"],
         serde_json::json!(["RAID 5, 4 members", "single member"])
@@ -281,4 +288,65 @@ fn iozone_prints_the_excel_report_and_json() {
         .stderr(predicate::str::contains(
             "records must not be larger than files",
         ));
+}
+
+/// An NBD URI target: `raidlab serve` exports a RAID 5, `raidlab bench cdm`
+/// measures it through raidlab's NBD client, and the data written by the
+/// benchmark really went through the array (the array checks clean after).
+#[test]
+fn cdm_on_an_nbd_export_of_an_array() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let members: Vec<String> = (0..4)
+        .map(|i| d.join(format!("m{i}")).display().to_string())
+        .collect();
+    raidlab()
+        .args([
+            "create",
+            "--level",
+            "5",
+            "--chunk",
+            "64K",
+            "--member-size",
+            "16M",
+        ])
+        .args(&members)
+        .assert()
+        .success();
+    let sock = d.join("s.sock");
+    let mut server = std::process::Command::new(assert_cmd::cargo::cargo_bin("raidlab"))
+        .arg("serve")
+        .args(&members)
+        .args(["-N", "r5", "--socket"])
+        .arg(&sock)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for _ in 0..200 {
+        if sock.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let uri = format!("nbd+unix:///r5?socket={}", sock.display());
+    let out = raidlab()
+        .args(["bench", "cdm", &uri, "--size", "8M"])
+        .args(FAST)
+        .output()
+        .unwrap();
+    // Stop the server the way a user does (SIGTERM: drain, flush, mark clean).
+    let _ = std::process::Command::new("kill")
+        .arg(server.id().to_string())
+        .status();
+    let status = server.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "bench over NBD failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("NBD export of"), "{text}");
+    assert!(text.contains("RND4K Q1T1     write"), "{text}");
+    assert!(status.success(), "serve did not stop cleanly: {status:?}");
+    raidlab().arg("check").args(&members).assert().success();
 }
