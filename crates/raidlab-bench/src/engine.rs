@@ -166,7 +166,7 @@ impl DirStats {
         let ns = (lat.as_nanos() as u64).max(1);
         let _ = self.hist.record(ns);
     }
-    fn merge(&mut self, o: &DirStats) {
+    pub(crate) fn merge(&mut self, o: &DirStats) {
         self.bytes += o.bytes;
         self.ios += o.ios;
         let _ = self.hist.add(&o.hist);

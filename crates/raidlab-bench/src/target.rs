@@ -1,7 +1,7 @@
 //! What a benchmark runs against, opened the way the benchmark needs it.
 //!
 //! A target is named by one string:
-//! - a directory: a test file `raidlab-bench-<pid>.tmp` is created there and removed
+//! - a directory: a test file `raidlab-bench-<pid>-<n>.tmp` is created there and removed
 //!   when the target is dropped;
 //! - a regular file (created if missing, grown to the test size if smaller; its
 //!   contents are overwritten, as fio does);
@@ -281,11 +281,18 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
     })
 }
 
+static NEXT_TEST_FILE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
     let meta = std::fs::metadata(path);
     let (file_path, kind, remove) = match &meta {
         Ok(m) if m.is_dir() => (
-            path.join(format!("raidlab-bench-{}.tmp", std::process::id())),
+            // Unique per open: fio clones and several targets may share a directory.
+            path.join(format!(
+                "raidlab-bench-{}-{}.tmp",
+                std::process::id(),
+                NEXT_TEST_FILE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )),
             TargetKind::Directory,
             true,
         ),

@@ -215,6 +215,8 @@ pub enum BenchCommand {
     Bonnie(crate::cmd::benchmarks::BonnieArgs),
     /// IOzone's record-size x file-size matrix, with its -R report.
     Iozone(crate::cmd::benchmarks::IozoneArgs),
+    /// Replay a recorded block I/O trace (fio iolog v2/v3, blkparse text).
+    Replay(crate::cmd::benchmarks::ReplayArgs),
 }
 
 #[derive(Debug, Args)]

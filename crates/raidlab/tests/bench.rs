@@ -349,4 +349,54 @@ fn cdm_on_an_nbd_export_of_an_array() {
     assert!(text.contains("RND4K Q1T1     write"), "{text}");
     assert!(status.success(), "serve did not stop cleanly: {status:?}");
     raidlab().arg("check").args(&members).assert().success();
+#[test]
+fn replay_runs_fio_and_blkparse_traces_fast_or_timed() {
+    let dir = tempfile::tempdir().unwrap();
+    let v3 = dir.path().join("v3.log");
+    std::fs::write(
+        &v3,
+        "fio version 3 iolog\n0 /x add\n1 /x open\n2 /x write 0 4096\n3 /x read 0 4096\n250000 /x read 8192 4096\n250001 /x close\n",
+    )
+    .unwrap();
+    let out = raidlab()
+        .args(["bench", "replay"])
+        .arg(&v3)
+        .args(["mem:1M", "--timed", "--json"])
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["suite"], "replay");
+    assert_eq!(v["details"]["targets"][0]["read"]["ios"], 2);
+    assert_eq!(v["details"]["targets"][0]["write"]["ios"], 1);
+    // The last read was recorded 250 ms in: a timed replay cannot be shorter.
+    assert!(v["details"]["targets"][0]["seconds"].as_f64().unwrap() >= 0.25);
+    let blk = dir.path().join("blk.txt");
+    std::fs::write(
+        &blk,
+        "  8,0    0        1     0.000000000   10  Q   W 0 + 8 [dd]\n  8,0    0        2     0.000100000   10  Q   R 8 + 8 [dd]\n",
+    )
+    .unwrap();
+    raidlab()
+        .args(["bench", "replay"])
+        .arg(&blk)
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Blkparse"))
+        .stdout(predicate::str::contains("write"));
+    let bad = dir.path().join("bad.log");
+    std::fs::write(&bad, "fio version 2 iolog\n/x read 0 zz\n").unwrap();
+    raidlab()
+        .args(["bench", "replay"])
+        .arg(&bad)
+        .arg("mem:1M")
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!(
+            "{}:2: length 'zz'",
+            bad.display()
+        )));
 }

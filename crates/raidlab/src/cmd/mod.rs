@@ -42,6 +42,10 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
             ..
         }) => benchmarks::iozone(a),
         Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Replay(a)),
+            ..
+        }) => benchmarks::replay(a),
+        Command::Bench(BenchArgs {
             command: None,
             quick,
         }) => benchmarks::quick(quick),
