@@ -349,6 +349,8 @@ fn cdm_on_an_nbd_export_of_an_array() {
     assert!(text.contains("RND4K Q1T1     write"), "{text}");
     assert!(status.success(), "serve did not stop cleanly: {status:?}");
     raidlab().arg("check").args(&members).assert().success();
+}
+
 #[test]
 fn replay_runs_fio_and_blkparse_traces_fast_or_timed() {
     let dir = tempfile::tempdir().unwrap();
