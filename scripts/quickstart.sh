@@ -2,7 +2,8 @@
 # A first look at raidlab that needs nothing but a Rust toolchain: builds it, runs
 # `raidlab bench` (the main job: a small 4-member RAID 5 and a single member in a
 # temporary directory, the CrystalDiskMark test set on both, side by side, about
-# 35 s; the JSON result is written to the current directory), then makes a RAID 5 of
+# 35 s; the JSON result and an HTML report are written to the current directory),
+# then makes a RAID 5 of
 # sparse files, writes data through it, reads it back with a member missing, and
 # shows the I/O plans and parity speed.
 set -euo pipefail
