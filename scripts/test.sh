@@ -18,6 +18,10 @@ if [ "$(id -u)" = 0 ]; then
     command -v fio >/dev/null || need+=(fio)
     command -v qemu-img >/dev/null || need+=(qemu-utils)
     command -v nbdkit >/dev/null || need+=(nbdkit)
+    command -v fusermount3 >/dev/null || need+=(fuse3)
+    command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
+    command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+    command -v bonnie++ >/dev/null || need+=(bonnie++)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq
