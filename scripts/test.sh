@@ -22,6 +22,7 @@ if [ "$(id -u)" = 0 ]; then
     command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
     command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
     command -v bonnie++ >/dev/null || need+=(bonnie++)
+    command -v openssl >/dev/null || need+=(openssl)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq

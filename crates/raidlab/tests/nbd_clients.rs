@@ -619,3 +619,90 @@ fn ext4_and_xfs_on_nbdfuse_loop_device_aligned_as_detail_says() {
     srv.stop();
     check_clean(&members);
 }
+
+/// A test CA, a server certificate for localhost and a client certificate,
+/// made with openssl; returns the directory. `client/` holds what libnbd wants
+/// (ca-cert.pem, client-cert.pem, client-key.pem), `nocert/` only the CA.
+fn make_pki(dir: &Path) -> PathBuf {
+    let pki = dir.join("pki");
+    std::fs::create_dir_all(pki.join("client")).unwrap();
+    std::fs::create_dir_all(pki.join("nocert")).unwrap();
+    let sh = |script: &str| run(Command::new("sh").arg("-ec").arg(script).current_dir(&pki));
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca-cert.pem -days 2 \
+        -subj '/CN=raidlab test CA' -addext basicConstraints=critical,CA:TRUE \
+        -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj /CN=localhost 2>/dev/null
+        printf 'subjectAltName=DNS:localhost\\nextendedKeyUsage=serverAuth\\nbasicConstraints=CA:FALSE\\n' > server.ext
+        openssl x509 -req -in server.csr -CA ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+            -out server-cert.pem -days 2 -extfile server.ext 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout client/client-key.pem -out client.csr -subj /CN=client 2>/dev/null
+        printf 'extendedKeyUsage=clientAuth\\nbasicConstraints=CA:FALSE\\n' > client.ext
+        openssl x509 -req -in client.csr -CA ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+            -out client/client-cert.pem -days 2 -extfile client.ext 2>/dev/null
+        cp ca-cert.pem client/ && cp ca-cert.pem nocert/");
+    pki
+}
+
+#[test]
+fn starttls_required_with_client_certificates() {
+    if !tools("NBD over TLS", &["openssl", "nbdinfo", "nbdcopy"]) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let pki = make_pki(d.path());
+    let members = create(d.path(), "6", &["m0", "m1", "m2", "m3", "m4"], "16M");
+    let sock = d.path().join("s.sock");
+    let p = |f: &str| pki.join(f).to_str().unwrap().to_string();
+    let srv = Serve::start(
+        &sock,
+        &[
+            "-N",
+            "t",
+            "--tls-cert",
+            &p("server-cert.pem"),
+            "--tls-key",
+            &p("server-key.pem"),
+            "--tls-client-ca",
+            &p("ca-cert.pem"),
+            "--tls-require",
+        ],
+        &members,
+    );
+    let tls_uri = |certs: &str| {
+        format!(
+            "nbds+unix:///t?socket={}&tls-certificates={}",
+            sock.display(),
+            pki.join(certs).display()
+        )
+    };
+    let info = run(Command::new("nbdinfo").arg(tls_uri("client")));
+    assert!(info.contains("with TLS"), "{info}");
+    assert!(
+        info.contains(&format!("export-size: {}", 3 * (15 << 20))),
+        "{info}"
+    );
+    // Many requests in flight through the one TLS session, both directions.
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, 12 << 20, 7);
+    run(Command::new("nbdcopy").arg(&input).arg(tls_uri("client")));
+    let back = d.path().join("back.bin");
+    run(Command::new("nbdcopy").arg(tls_uri("client")).arg(&back));
+    assert!(
+        std::fs::read(&back).unwrap()[..data.len()] == data[..],
+        "TLS round trip differs"
+    );
+    // Refused: a client that does not upgrade, and one without a certificate.
+    let plain = Command::new("nbdinfo").arg(srv.uri("t")).output().unwrap();
+    assert!(!plain.status.success(), "a plaintext client was served");
+    let nocert = Command::new("nbdinfo")
+        .arg(tls_uri("nocert"))
+        .output()
+        .unwrap();
+    assert!(
+        !nocert.status.success(),
+        "a client without a certificate was served"
+    );
+    let err = srv.stop();
+    assert!(err.contains("TLS handshake failed"), "{err}");
+    check_clean(&members);
+}
