@@ -76,7 +76,7 @@ pub struct Limits {
     /// Buffer bytes one connection may hold for requests not yet answered; the
     /// server stops reading that connection while it is full.
     pub max_inflight_bytes: usize,
-    /// Requests of one connection served at the same time.
+    /// Requests of one connection served at the same time (1 to [`MAX_WORKERS`]).
     pub workers: usize,
     /// Largest option payload read during the handshake; longer ones are skipped
     /// and refused with `REP_ERR_TOO_BIG`.
@@ -159,6 +159,8 @@ impl Drop for Admission<'_> {
     }
 }
 
+/// The most worker threads one connection gets.
+pub const MAX_WORKERS: usize = 256;
 /// Every job costs at least this much budget, so a flood of zero-length requests
 /// is bounded too.
 const JOB_OVERHEAD: usize = 64;
@@ -185,7 +187,9 @@ impl Server {
         limits.max_inflight_bytes = limits
             .max_inflight_bytes
             .max(limits.max_payload as usize + JOB_OVERHEAD);
-        limits.workers = limits.workers.max(1);
+        // Threads are spawned per connection: keep the count sane whatever a
+        // caller asks for.
+        limits.workers = limits.workers.clamp(1, MAX_WORKERS);
         Server {
             exports,
             limits,
