@@ -293,6 +293,8 @@ fn fio_verify_over_raid_5_6_10() {
                     "--verify=crc32c",
                     "--do_verify=1",
                     "--verify_fatal=1",
+                    // No verify state file left in the package directory.
+                    "--verify_state_save=0",
                 ])
                 .arg(format!("--uri={}", srv.uri("a")))
                 .arg(format!("--rw={rw}"))
