@@ -24,6 +24,11 @@ if [ "$(id -u)" = 0 ]; then
     command -v nbdinfo >/dev/null || need+=(libnbd-bin)
     command -v qemu-img >/dev/null || need+=(qemu-utils)
     command -v nbdkit >/dev/null || need+=(nbdkit)
+    command -v fusermount3 >/dev/null || need+=(fuse3)
+    command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
+    command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
+    command -v bonnie++ >/dev/null || need+=(bonnie++)
+    command -v openssl >/dev/null || need+=(openssl)
     if [ ${#need[@]} -gt 0 ]; then
         echo "test.sh: installing ${need[*]}"
         apt-get update -qq

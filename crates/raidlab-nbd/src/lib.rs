@@ -9,6 +9,9 @@
 //!   FUA, many requests in flight served in parallel, and limits on connections
 //!   and in-flight bytes.
 //! - [`listen`]: accept loops for Unix and TCP sockets with a clean drain on stop.
+//! - [`tls`]: STARTTLS with rustls: X.509 certificates, optional client
+//!   certificate verification, and a mode that refuses clients that do not
+//!   upgrade.
 //!
 //! Threads, not async: every [`Volume`](raidlab_core::Volume) call blocks (positional
 //! file I/O, the array's executor runs member I/O on its own threads), so an async
@@ -25,5 +28,6 @@ pub mod client;
 pub mod listen;
 pub mod proto;
 pub mod server;
+pub mod tls;
 
-pub use server::{Export, Limits, Negotiated, Outcome, Server};
+pub use server::{Export, Handshake, Limits, Negotiated, Outcome, Server};

@@ -6,7 +6,7 @@
 //! by the client within [`WRITE_TIMEOUT`], so a silent or stuck client cannot hold
 //! a connection slot forever. Idle clients in transmission are left alone.
 
-use crate::server::{Outcome, Server};
+use crate::server::{Handshake, Outcome, Server};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -62,6 +62,12 @@ impl Stream {
                 s.set_write_timeout(write)
             }
         }
+    }
+}
+
+impl crate::tls::Socket for Stream {
+    fn try_clone_socket(&self) -> io::Result<Stream> {
+        self.try_clone()
     }
 }
 
@@ -180,13 +186,31 @@ fn serve_one(server: &Server, mut reader: Stream, mut writer: Stream) -> Outcome
     {
         return Outcome::Gone;
     }
-    let negotiated = match server.handshake(&mut reader, &mut writer) {
+    let resume = match server.handshake(&mut reader, &mut writer) {
+        Ok(Handshake::Done(n)) => {
+            // Clients may stay idle between requests as long as they like.
+            if reader.set_timeouts(None, Some(WRITE_TIMEOUT)).is_err() {
+                return Outcome::Gone;
+            }
+            return server.transmission(reader, writer, n);
+        }
+        Ok(Handshake::StartTls(resume)) => resume,
+        Err(o) => return o,
+    };
+    let Some(tls) = server.tls() else {
+        return Outcome::Violation("STARTTLS acknowledged without TLS set up".into());
+    };
+    let (mut tr, mut tw) = match crate::tls::accept(tls.config.clone(), reader) {
+        Ok(halves) => halves,
+        Err(e) => return Outcome::Violation(format!("TLS handshake failed: {e}")),
+    };
+    let n = match server.resume_handshake(&mut tr, &mut tw, resume) {
         Ok(n) => n,
         Err(o) => return o,
     };
-    // Clients may stay idle between requests as long as they like.
-    if reader.set_timeouts(None, Some(WRITE_TIMEOUT)).is_err() {
+    // The timeouts belong to the socket, which `writer` still names.
+    if writer.set_timeouts(None, Some(WRITE_TIMEOUT)).is_err() {
         return Outcome::Gone;
     }
-    server.transmission(reader, writer, negotiated)
+    server.transmission(tr, tw, n)
 }

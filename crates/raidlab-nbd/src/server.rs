@@ -14,6 +14,7 @@
 //! which requests finish, as the protocol allows (replies are matched by cookie).
 
 use crate::proto::*;
+use crate::tls::Tls;
 use raidlab_core::{ErrorKind, Volume};
 use std::io::{self, BufReader, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -75,7 +76,7 @@ pub struct Limits {
     /// Buffer bytes one connection may hold for requests not yet answered; the
     /// server stops reading that connection while it is full.
     pub max_inflight_bytes: usize,
-    /// Requests of one connection served at the same time.
+    /// Requests of one connection served at the same time (1 to [`MAX_WORKERS`]).
     pub workers: usize,
     /// Largest option payload read during the handshake; longer ones are skipped
     /// and refused with `REP_ERR_TOO_BIG`.
@@ -107,6 +108,22 @@ pub enum Outcome {
     Violation(String),
 }
 
+/// Where a handshake stopped.
+#[derive(Debug, Clone, Copy)]
+pub enum Handshake {
+    /// Transmission may start.
+    Done(Negotiated),
+    /// STARTTLS was acknowledged: run a TLS handshake on the socket, then
+    /// [`Server::resume_handshake`].
+    StartTls(Resume),
+}
+
+/// What carries over a STARTTLS.
+#[derive(Debug, Clone, Copy)]
+pub struct Resume {
+    no_zeroes: bool,
+}
+
 /// What the handshake settled: the export and the reply style.
 #[derive(Debug, Clone, Copy)]
 pub struct Negotiated {
@@ -120,6 +137,7 @@ pub struct Server {
     limits: Limits,
     connections: AtomicUsize,
     log: Box<dyn Fn(&str) + Send + Sync>,
+    tls: Option<Tls>,
 }
 
 impl std::fmt::Debug for Server {
@@ -141,6 +159,8 @@ impl Drop for Admission<'_> {
     }
 }
 
+/// The most worker threads one connection gets.
+pub const MAX_WORKERS: usize = 256;
 /// Every job costs at least this much budget, so a flood of zero-length requests
 /// is bounded too.
 const JOB_OVERHEAD: usize = 64;
@@ -167,11 +187,14 @@ impl Server {
         limits.max_inflight_bytes = limits
             .max_inflight_bytes
             .max(limits.max_payload as usize + JOB_OVERHEAD);
-        limits.workers = limits.workers.max(1);
+        // Threads are spawned per connection: keep the count sane whatever a
+        // caller asks for.
+        limits.workers = limits.workers.clamp(1, MAX_WORKERS);
         Server {
             exports,
             limits,
             connections: AtomicUsize::new(0),
+            tls: None,
             log,
         }
     }
@@ -192,11 +215,27 @@ impl Server {
     }
 
     /// Serve one connection from handshake to end.
+    /// Serve one connection from handshake to end, without TLS (a STARTTLS
+    /// needs the socket: [`crate::listen::run`] does that).
     pub fn serve<R: Read, W: Write + Send>(&self, mut reader: R, mut writer: W) -> Outcome {
         match self.handshake(&mut reader, &mut writer) {
-            Ok(n) => self.transmission(reader, writer, n),
+            Ok(Handshake::Done(n)) => self.transmission(reader, writer, n),
+            Ok(Handshake::StartTls(_)) => {
+                Outcome::Violation("STARTTLS on a stream that cannot carry TLS".into())
+            }
             Err(o) => o,
         }
+    }
+
+    /// The TLS this server offers, if any.
+    pub fn tls(&self) -> Option<&Tls> {
+        self.tls.as_ref()
+    }
+
+    /// Offer TLS through STARTTLS (and with `require`, insist on it).
+    pub fn with_tls(mut self, tls: Tls) -> Self {
+        self.tls = Some(tls);
+        self
     }
 
     fn find(&self, name: &str) -> Option<usize> {
@@ -219,12 +258,10 @@ impl Server {
         (1, preferred, max)
     }
 
-    /// The fixed newstyle handshake, up to the start of transmission.
-    pub fn handshake<R: Read, W: Write>(
-        &self,
-        r: &mut R,
-        w: &mut W,
-    ) -> Result<Negotiated, Outcome> {
+    /// The fixed newstyle handshake, up to the start of transmission or up to a
+    /// STARTTLS the caller must answer with a TLS handshake on the socket and
+    /// [`Server::resume_handshake`].
+    pub fn handshake<R: Read, W: Write>(&self, r: &mut R, w: &mut W) -> Result<Handshake, Outcome> {
         send(w, &encode_greeting(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES))?;
         let mut cf = [0u8; 4];
         recv(r, &mut cf)?;
@@ -235,6 +272,32 @@ impl Server {
             )));
         }
         let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+        self.options(r, w, no_zeroes, false)
+    }
+
+    /// Continue the handshake over TLS after STARTTLS. What was negotiated
+    /// before (structured replies) is forgotten, as the protocol says.
+    pub fn resume_handshake<R: Read, W: Write>(
+        &self,
+        r: &mut R,
+        w: &mut W,
+        resume: Resume,
+    ) -> Result<Negotiated, Outcome> {
+        match self.options(r, w, resume.no_zeroes, true)? {
+            Handshake::Done(n) => Ok(n),
+            // options() refuses a second STARTTLS; never reached.
+            Handshake::StartTls(_) => Err(Outcome::Violation("STARTTLS twice".into())),
+        }
+    }
+
+    fn options<R: Read, W: Write>(
+        &self,
+        r: &mut R,
+        w: &mut W,
+        no_zeroes: bool,
+        tls_active: bool,
+    ) -> Result<Handshake, Outcome> {
+        let forced = self.tls.as_ref().is_some_and(|t| t.require) && !tls_active;
         let mut structured = false;
         loop {
             let mut hb = [0u8; OPTION_HEADER_LEN];
@@ -257,6 +320,21 @@ impl Server {
             }
             let mut data = vec![0u8; h.length as usize];
             recv(r, &mut data)?;
+            if forced && !matches!(h.option, OPT_STARTTLS | OPT_ABORT) {
+                if h.option == OPT_EXPORT_NAME {
+                    return Err(Outcome::Violation(
+                        "TLS is required but the client asked for an export without STARTTLS"
+                            .into(),
+                    ));
+                }
+                reply_err(
+                    w,
+                    h.option,
+                    REP_ERR_TLS_REQD,
+                    "this server requires TLS: use STARTTLS",
+                )?;
+                continue;
+            }
             match h.option {
                 OPT_EXPORT_NAME => {
                     let name = String::from_utf8_lossy(&data);
@@ -270,10 +348,10 @@ impl Server {
                         b.extend_from_slice(&[0u8; 124]);
                     }
                     send(w, &b)?;
-                    return Ok(Negotiated {
+                    return Ok(Handshake::Done(Negotiated {
                         export: i,
                         structured,
-                    });
+                    }));
                 }
                 OPT_ABORT => {
                     // The client may already have gone; a failed ACK changes nothing.
@@ -347,19 +425,28 @@ impl Server {
                     out.extend(encode_option_reply(h.option, REP_ACK, &[]));
                     send(w, &out)?;
                     if h.option == OPT_GO {
-                        return Ok(Negotiated {
+                        return Ok(Handshake::Done(Negotiated {
                             export: i,
                             structured,
-                        });
+                        }));
                     }
                 }
                 OPT_STARTTLS => {
-                    reply_err(
-                        w,
-                        h.option,
-                        REP_ERR_UNSUP,
-                        "this server was started without TLS",
-                    )?;
+                    if self.tls.is_none() {
+                        reply_err(
+                            w,
+                            h.option,
+                            REP_ERR_UNSUP,
+                            "this server was started without TLS",
+                        )?;
+                    } else if tls_active {
+                        reply_err(w, h.option, REP_ERR_INVALID, "TLS is already on")?;
+                    } else if !data.is_empty() {
+                        reply_err(w, h.option, REP_ERR_INVALID, "STARTTLS takes no data")?;
+                    } else {
+                        send(w, &encode_option_reply(h.option, REP_ACK, &[]))?;
+                        return Ok(Handshake::StartTls(Resume { no_zeroes }));
+                    }
                 }
                 other => {
                     let msg = format!("option {other} is not supported");

@@ -365,6 +365,19 @@ pub struct ServeArgs {
     /// Listen on any TCP address:port, e.g. 0.0.0.0:10809 (warns: no TLS).
     #[arg(long)]
     pub listen: Option<String>,
+    /// Offer TLS (NBD's STARTTLS) with this X.509 certificate chain (PEM);
+    /// needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Accept only clients presenting a certificate signed by this CA (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Refuse clients that do not upgrade to TLS.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_require: bool,
     /// Connections served at once, all exports together; more are closed.
     #[arg(long, default_value_t = 64)]
     pub max_connections: usize,
@@ -384,6 +397,10 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     port = 10809
     # listen = "0.0.0.0:10809"         # any address (no TLS: a warning)
     max_connections = 64
+    # tls_cert = "server-cert.pem"     # TLS via STARTTLS, as the --tls-* flags
+    # tls_key = "server-key.pem"
+    # tls_client_ca = "ca-cert.pem"
+    # tls_require = true
 
     [[export]]
     name = "r5"

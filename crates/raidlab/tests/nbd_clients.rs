@@ -1,6 +1,8 @@
 //! `raidlab serve` against real NBD clients: libnbd's nbdinfo and nbdcopy,
-//! qemu-img, fio's nbd engine with verification on RAID 5, 6 and 10, and a
-//! kill -9 in the middle of flushed writes followed by a restart.
+//! qemu-img, fio's nbd engine with verification on RAID 5, 6 and 10, a kill -9
+//! in the middle of flushed writes followed by a restart, and ext4 and XFS made
+//! with the alignment `detail` prints on a loop device over nbdfuse (mounted,
+//! filled, remounted, fsck'd, bonnie++ on ext4).
 //!
 //! The clients come from Debian packages that scripts/test.sh installs when run
 //! as root. Without root and without the tools a test prints
@@ -34,7 +36,7 @@ fn tools(test: &str, needed: &[&str]) -> bool {
     let root = unsafe { libc::geteuid() } == 0;
     assert!(
         !root,
-        "{test}: {missing:?} not installed; scripts/test.sh installs them (libnbd-bin, fio, qemu-utils)"
+        "{test}: {missing:?} not installed; scripts/test.sh installs them (libnbd-bin, fio, qemu-utils, fuse3, xfsprogs, e2fsprogs, bonnie++)"
     );
     eprintln!("SKIPPED: {test}: {missing:?} not installed and not root to install them (run scripts/test.sh as root)");
     false
@@ -291,6 +293,8 @@ fn fio_verify_over_raid_5_6_10() {
                     "--verify=crc32c",
                     "--do_verify=1",
                     "--verify_fatal=1",
+                    // No verify state file left in the package directory.
+                    "--verify_state_save=0",
                 ])
                 .arg(format!("--uri={}", srv.uri("a")))
                 .arg(format!("--rw={rw}"))
@@ -457,5 +461,250 @@ fn kill_9_during_flushed_writes_then_restart_keeps_flushed_data() {
     drop(c);
     let err = srv.stop();
     assert!(err.contains("not stopped cleanly; resyncing"), "{err}");
+    check_clean(&members);
+}
+
+/// Undoes, in reverse order, what the file system test set up (mounts, loop
+/// devices, FUSE mounts), even when an assertion fails half-way.
+#[derive(Default)]
+struct Teardown(Vec<Vec<String>>);
+
+impl Teardown {
+    fn push(&mut self, cmd: &[&str]) {
+        self.0.push(cmd.iter().map(|s| s.to_string()).collect());
+    }
+    fn pop_run(&mut self) {
+        if let Some(c) = self.0.pop() {
+            run(Command::new(&c[0]).args(&c[1..]));
+        }
+    }
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        while let Some(c) = self.0.pop() {
+            let _ = Command::new(&c[0]).args(&c[1..]).status();
+        }
+    }
+}
+
+fn write_tree(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = vec![];
+    for d in 0..8 {
+        let dir = root.join(format!("dir{d}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..25u64 {
+            let p = dir.join(format!("file{f}"));
+            let len = 1 + ((d * 25 + f) * 7919 % 200_000) as usize;
+            let data = random_file(&p, len, d * 100 + f);
+            files.push((p, data));
+        }
+    }
+    let big = root.join("big.bin");
+    let data = random_file(&big, 24 << 20, 4242);
+    files.push((big, data));
+    files
+}
+
+#[test]
+fn ext4_and_xfs_on_nbdfuse_loop_device_aligned_as_detail_says() {
+    if !tools(
+        "file systems over nbdfuse",
+        &[
+            "nbdfuse",
+            "fusermount3",
+            "losetup",
+            "mkfs.ext4",
+            "mkfs.xfs",
+            "e2fsck",
+            "xfs_repair",
+            "bonnie++",
+        ],
+    ) {
+        return;
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: file systems over nbdfuse: loop devices and mount need root");
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() || !Path::new("/dev/loop-control").exists() {
+        eprintln!("SKIPPED: file systems over nbdfuse: this machine has no /dev/fuse or /dev/loop-control");
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    // xfsprogs 6 wants at least 300 MiB and a 64 MiB log inside one allocation
+    // group: about 600 MiB (sparse member files).
+    let members = create(d.path(), "5", &["m0", "m1", "m2", "m3"], "200M");
+    let detail: serde_json::Value = serde_json::from_str(&run(Command::new(bin())
+        .args(["detail", "--json"])
+        .args(&members)))
+    .unwrap();
+    let ext4 = detail["mkfs"]["ext4"].as_str().unwrap().to_string();
+    let xfs = detail["mkfs"]["xfs"].as_str().unwrap().to_string();
+    assert_eq!(ext4, "mkfs.ext4 -b 4096 -E stride=16,stripe-width=48");
+    assert_eq!(xfs, "mkfs.xfs -d su=64k,sw=3");
+    let sock = d.path().join("s.sock");
+    let srv = Serve::start(&sock, &["-N", "fs"], &members);
+    let fuse = d.path().join("fuse");
+    let mnt = d.path().join("mnt");
+    std::fs::create_dir_all(&fuse).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    let fuse_s = fuse.to_str().unwrap().to_string();
+    let mnt_s = mnt.to_str().unwrap().to_string();
+    let mut td = Teardown::default();
+    let mut nbdfuse = Command::new("nbdfuse")
+        .arg(fuse.join("nbd"))
+        .arg(srv.uri("fs"))
+        .spawn()
+        .unwrap();
+    td.push(&["fusermount3", "-u", &fuse_s]);
+    let t = Instant::now();
+    while std::fs::metadata(fuse.join("nbd"))
+        .map(|m| m.len())
+        .unwrap_or(0)
+        == 0
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "nbdfuse did not expose the export"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lo = run(Command::new("losetup")
+        .args(["-f", "--show"])
+        .arg(fuse.join("nbd")))
+    .trim()
+    .to_string();
+    td.push(&["losetup", "-d", &lo]);
+
+    for (fs, mkfs) in [("ext4", &ext4), ("xfs", &xfs)] {
+        let mut args: Vec<&str> = mkfs.split(' ').collect();
+        if fs == "ext4" {
+            args.push("-F");
+        } else {
+            // xfsprogs 6 wants a 64 MiB log, more than it picks for so small a
+            // file system.
+            args.extend(["-f", "-l", "size=64m"]);
+        }
+        args.push("-q");
+        args.push(&lo);
+        run(Command::new(args[0]).args(&args[1..]));
+        run(Command::new("mount").arg(&lo).arg(&mnt));
+        td.push(&["umount", &mnt_s]);
+        let files = write_tree(&mnt);
+        if fs == "ext4" {
+            run(Command::new("bonnie++")
+                .args(["-u", "root", "-s", "64", "-r", "32", "-n", "1", "-q", "-d"])
+                .arg(&mnt));
+        }
+        td.pop_run();
+        run(Command::new("mount").arg(&lo).arg(&mnt));
+        td.push(&["umount", &mnt_s]);
+        for (p, data) in &files {
+            assert!(
+                std::fs::read(p).unwrap() == *data,
+                "{fs}: {} differs after remount",
+                p.display()
+            );
+        }
+        td.pop_run();
+        if fs == "ext4" {
+            run(Command::new("e2fsck").args(["-f", "-n"]).arg(&lo));
+        } else {
+            run(Command::new("xfs_repair").arg("-n").arg(&lo));
+        }
+    }
+    td.pop_run(); // losetup -d
+    td.pop_run(); // fusermount3 -u
+    let _ = nbdfuse.wait();
+    srv.stop();
+    check_clean(&members);
+}
+
+/// A test CA, a server certificate for localhost and a client certificate,
+/// made with openssl; returns the directory. `client/` holds what libnbd wants
+/// (ca-cert.pem, client-cert.pem, client-key.pem), `nocert/` only the CA.
+fn make_pki(dir: &Path) -> PathBuf {
+    let pki = dir.join("pki");
+    std::fs::create_dir_all(pki.join("client")).unwrap();
+    std::fs::create_dir_all(pki.join("nocert")).unwrap();
+    let sh = |script: &str| run(Command::new("sh").arg("-ec").arg(script).current_dir(&pki));
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca-cert.pem -days 2 \
+        -subj '/CN=raidlab test CA' -addext basicConstraints=critical,CA:TRUE \
+        -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj /CN=localhost 2>/dev/null
+        printf 'subjectAltName=DNS:localhost\\nextendedKeyUsage=serverAuth\\nbasicConstraints=CA:FALSE\\n' > server.ext
+        openssl x509 -req -in server.csr -CA ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+            -out server-cert.pem -days 2 -extfile server.ext 2>/dev/null
+        openssl req -newkey rsa:2048 -nodes -keyout client/client-key.pem -out client.csr -subj /CN=client 2>/dev/null
+        printf 'extendedKeyUsage=clientAuth\\nbasicConstraints=CA:FALSE\\n' > client.ext
+        openssl x509 -req -in client.csr -CA ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+            -out client/client-cert.pem -days 2 -extfile client.ext 2>/dev/null
+        cp ca-cert.pem client/ && cp ca-cert.pem nocert/");
+    pki
+}
+
+#[test]
+fn starttls_required_with_client_certificates() {
+    if !tools("NBD over TLS", &["openssl", "nbdinfo", "nbdcopy"]) {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let pki = make_pki(d.path());
+    let members = create(d.path(), "6", &["m0", "m1", "m2", "m3", "m4"], "16M");
+    let sock = d.path().join("s.sock");
+    let p = |f: &str| pki.join(f).to_str().unwrap().to_string();
+    let srv = Serve::start(
+        &sock,
+        &[
+            "-N",
+            "t",
+            "--tls-cert",
+            &p("server-cert.pem"),
+            "--tls-key",
+            &p("server-key.pem"),
+            "--tls-client-ca",
+            &p("ca-cert.pem"),
+            "--tls-require",
+        ],
+        &members,
+    );
+    let tls_uri = |certs: &str| {
+        format!(
+            "nbds+unix:///t?socket={}&tls-certificates={}",
+            sock.display(),
+            pki.join(certs).display()
+        )
+    };
+    let info = run(Command::new("nbdinfo").arg(tls_uri("client")));
+    assert!(info.contains("with TLS"), "{info}");
+    assert!(
+        info.contains(&format!("export-size: {}", 3 * (15 << 20))),
+        "{info}"
+    );
+    // Many requests in flight through the one TLS session, both directions.
+    let input = d.path().join("in.bin");
+    let data = random_file(&input, 12 << 20, 7);
+    run(Command::new("nbdcopy").arg(&input).arg(tls_uri("client")));
+    let back = d.path().join("back.bin");
+    run(Command::new("nbdcopy").arg(tls_uri("client")).arg(&back));
+    assert!(
+        std::fs::read(&back).unwrap()[..data.len()] == data[..],
+        "TLS round trip differs"
+    );
+    // Refused: a client that does not upgrade, and one without a certificate.
+    let plain = Command::new("nbdinfo").arg(srv.uri("t")).output().unwrap();
+    assert!(!plain.status.success(), "a plaintext client was served");
+    let nocert = Command::new("nbdinfo")
+        .arg(tls_uri("nocert"))
+        .output()
+        .unwrap();
+    assert!(
+        !nocert.status.success(),
+        "a client without a certificate was served"
+    );
+    let err = srv.stop();
+    assert!(err.contains("TLS handshake failed"), "{err}");
     check_clean(&members);
 }

@@ -18,6 +18,7 @@ use raidlab_core::size::format_size_approx;
 use raidlab_core::Volume;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_nbd::listen::Listener;
+use raidlab_nbd::tls::Tls;
 use raidlab_nbd::{Export, Limits, Server};
 use raidlab_raid::assemble::Assembly;
 use raidlab_raid::recovery::RunOptions;
@@ -44,6 +45,10 @@ struct Config {
     port: Option<u16>,
     listen: Option<String>,
     max_connections: Option<usize>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    tls_client_ca: Option<PathBuf>,
+    tls_require: Option<bool>,
     #[serde(default)]
     export: Vec<ExportConfig>,
 }
@@ -148,7 +153,8 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         workers: a.workers,
         ..Limits::default()
     };
-    let listeners = bind(&a, &config)?;
+    let tls = tls(&a, &config)?;
+    let listeners = bind(&a, &config, tls.as_ref().is_some_and(|t| t.require))?;
     for x in &exports {
         eprintln!(
             "raidlab: export {:?}: {} ({}{})",
@@ -169,7 +175,10 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     .context("cannot install the SIGINT/SIGTERM handler")?;
 
     let log = |m: &str| eprintln!("raidlab serve: {m}");
-    let server = Server::new(exports, limits, Box::new(log));
+    let mut server = Server::new(exports, limits, Box::new(log));
+    if let Some(t) = tls {
+        server = server.with_tls(t);
+    }
     let served_result = raidlab_nbd::listen::run(&server, &listeners.0, &STOP, &log);
     eprintln!("raidlab: stopping: connections drained, flushing and marking arrays clean");
     drop(server);
@@ -334,7 +343,29 @@ fn default_socket() -> PathBuf {
 }
 
 /// Bind every listener asked for: (listeners, socket files to remove at the end).
-fn bind(a: &ServeArgs, c: &Config) -> Result<(Vec<Listener>, Vec<PathBuf>)> {
+/// TLS settings from the flags, else the configuration file.
+fn tls(a: &ServeArgs, c: &Config) -> Result<Option<Tls>> {
+    let cert = a.tls_cert.clone().or(c.tls_cert.clone());
+    let key = a.tls_key.clone().or(c.tls_key.clone());
+    let ca = a.tls_client_ca.clone().or(c.tls_client_ca.clone());
+    let require = a.tls_require || c.tls_require.unwrap_or(false);
+    match (cert, key) {
+        (Some(cert), Some(key)) => {
+            let config = raidlab_nbd::tls::server_config(&cert, &key, ca.as_deref())
+                .map_err(|e| anyhow::anyhow!("cannot set up TLS: {e}"))?;
+            eprintln!(
+                "raidlab: TLS offered (STARTTLS){}{}",
+                if require { ", required" } else { ", optional" },
+                if ca.is_some() { ", client certificates verified" } else { "" }
+            );
+            Ok(Some(Tls { config, require }))
+        }
+        (None, None) if ca.is_none() && !require => Ok(None),
+        _ => bail!("TLS needs both a certificate and its key (--tls-cert and --tls-key, or tls_cert and tls_key in the configuration)"),
+    }
+}
+
+fn bind(a: &ServeArgs, c: &Config, tls_required: bool) -> Result<(Vec<Listener>, Vec<PathBuf>)> {
     let mut out = Vec::new();
     let mut files = Vec::new();
     let listen = a.listen.clone().or(c.listen.clone());
@@ -345,9 +376,9 @@ fn bind(a: &ServeArgs, c: &Config) -> Result<(Vec<Listener>, Vec<PathBuf>)> {
         let sa: SocketAddr = addr.parse().with_context(|| {
             format!("--listen {addr}: give an address and port, e.g. 0.0.0.0:10809 or [::]:10809")
         })?;
-        if !sa.ip().is_loopback() {
+        if !sa.ip().is_loopback() && !tls_required {
             eprintln!(
-                "raidlab: warning: serving on {sa} without TLS: anyone who can reach this address can read and write the exports, and the data crosses the network in clear"
+                "raidlab: warning: serving on {sa} without required TLS: anyone who can reach this address can read and write the exports, and the data crosses the network in clear (use --tls-cert, --tls-key and --tls-require)"
             );
         }
         out.push(tcp_listener(sa)?);
