@@ -5,22 +5,32 @@
 # MB/s (10^6 B/s) of each and their ratio. Target (issue 5): within 10% for
 # sequential and 15% for random tests.
 #
-# Usage: scripts/bench-accuracy.sh [DIR [SIZE [SECONDS]]]
+# Usage: scripts/bench-accuracy.sh [DIR|DEVICE [SIZE [SECONDS]]]
 #   DIR: where the test file goes (default: a new directory under the repository's
-#        target/, i.e. on the disk you build on); SIZE default 1g; SECONDS per run 3.
+#        target/, i.e. on the disk you build on); or a block DEVICE, used directly
+#        and OVERWRITTEN (e.g. a loop device over a file in /dev/shm, which keeps a
+#        VM host's disk cache out of the comparison); SIZE default 1g; SECONDS per
+#        run 3.
 # Needs fio (Debian package fio) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v fio >/dev/null || { echo "bench-accuracy: fio is not installed (apt-get install fio)" >&2; exit 1; }
 cargo build --release --quiet -p raidlab
 R="$PWD/target/release/raidlab"
-dir=${1:-$PWD/target/bench-accuracy}
+where=${1:-$PWD/target/bench-accuracy}
 size=${2:-1g}
 secs=${3:-3}
-mkdir -p "$dir"
-file="$dir/accuracy.dat"
 jobs=$(mktemp -d)
-trap 'rm -rf "$jobs" "$file"' EXIT
+rlflags=()
+if [ -b "$where" ]; then
+  file=$where
+  rlflags=(--write-device)
+  trap 'rm -rf "$jobs"' EXIT
+else
+  mkdir -p "$where"
+  file="$where/accuracy.dat"
+  trap 'rm -rf "$jobs" "$file"' EXIT
+fi
 
 # Lay the file out once with real data, so no test reads holes.
 fio --name=layout --filename="$file" --rw=write --bs=1m --size="$size" --direct=1 \
@@ -58,7 +68,7 @@ randrepeat=1
 JOB
   bw='import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(j["read"]["bw_bytes"]+j["write"]["bw_bytes"])'
   run_fio() { fio --output-format=json "$job" | python3 -c "$bw"; }
-  run_rl() { "$R" bench job --json --output-format fio "$job" | python3 -c "$bw"; }
+  run_rl() { "$R" bench job "${rlflags[@]}" --json --output-format fio "$job" | python3 -c "$bw"; }
   # One unrecorded run first (caches below the file system, e.g. a VM host's,
   # warm up during the first runs), then alternate which tool goes first, so
   # neither is always the one that runs on a warmer cache.
