@@ -1,0 +1,636 @@
+//! md's write journal at work (raid5-cache, write-through mode): closing the
+//! RAID 4/5/6 write hole with a separate journal device.
+//!
+//! Every stripe write's new pages (the data it writes and the stripe's new P,
+//! and Q for RAID 6) go to the journal first, as md's meta blocks and payload
+//! pages, and the journal device is flushed; only then are the members written.
+//! After a crash the journal is read from `journal_tail` and every stripe whose
+//! data and parity are complete in it is written to the members again, so
+//! whatever the members kept of the interrupted writes, each stripe ends up
+//! consistent: no resync, and a degraded array may start.
+//!
+//! Space is reclaimed when the ring is full: the members are flushed (so
+//! everything logged so far is on their media) and `journal_tail` in the journal
+//! device's superblock moves up to the newest meta block. Journaled writes are
+//! serialised ([`Journal::writer`]): a reclaim must never move the tail past a
+//! write whose member writes are still in flight.
+//!
+//! This module must never let a member write go out before the journal write
+//! covering it is durable, never move `journal_tail` before the members are
+//! flushed, and never replay a page whose checksum fails (md skips the whole
+//! meta block). The format is `raidlab_md::journal`'s.
+
+use crate::array::Array;
+use crate::exec::Failed;
+use crate::plan::{LogEntry, OpKind};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_layout::{Content, Geometry};
+use raidlab_md::journal::{self as fmt, MetaBlock, Payload, BLOCK, BLOCK_SECTORS};
+use raidlab_md::Superblock;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+const SECTOR: u64 = 512;
+const PAGE: u64 = BLOCK as u64;
+
+/// The journal of a running array.
+pub struct Journal {
+    /// The whole journal device (superblock and ring).
+    device: Arc<dyn Volume>,
+    geometry: Geometry,
+    seed: u32,
+    ring: u64,
+    state: Mutex<State>,
+}
+
+/// Where the log stands. Held for a whole journaled write (see the module doc).
+#[derive(Debug)]
+pub(crate) struct State {
+    sb: Superblock,
+    /// Ring sector of the oldest meta block recovery must read (`journal_tail`).
+    tail: u64,
+    /// Ring sector where the next meta block goes.
+    head: u64,
+    /// Sequence number of the next meta block.
+    seq: u64,
+    /// Ring sector of the newest meta block written.
+    last_meta: u64,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("device", &self.device.name())
+            .field("ring_sectors", &self.ring)
+            .finish()
+    }
+}
+
+/// What starting the journal found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct JournalReplay {
+    /// Valid meta blocks read from `journal_tail` on.
+    pub meta_blocks: u64,
+    /// Meta blocks skipped because a page did not match its checksum (a torn
+    /// journal write: its stripes were never written to the members).
+    pub torn_blocks: u64,
+    /// Stripes (4 KiB rows) whose data and parity were written back to the members.
+    pub stripes_replayed: u64,
+    /// Stripes with data but no parity in the log (md's write-back mode leaves
+    /// these): their data was written through the array, parity computed afresh.
+    pub data_only_stripes: u64,
+    /// The journal held no valid meta block at `journal_tail` (a new journal, or
+    /// one md never started): a fresh log was begun, nothing replayed.
+    pub fresh: bool,
+}
+
+impl JournalReplay {
+    /// Whether anything was written back to the members.
+    pub fn replayed_anything(&self) -> bool {
+        self.stripes_replayed + self.data_only_stripes > 0
+    }
+}
+
+/// One stripe (a 4 KiB row at member sector `key`) gathered from the log.
+#[derive(Default)]
+struct Gathered {
+    /// New data pages by role.
+    data: BTreeMap<usize, Vec<u8>>,
+    /// New data pages by array byte offset, for a data-only write-out.
+    data_at: BTreeMap<u64, Vec<u8>>,
+    /// P, then Q.
+    parity: Option<Vec<Vec<u8>>>,
+}
+
+impl Journal {
+    /// Start the journal on `device` (its superblock `sb` must be a journal
+    /// device's) for an array of `geometry` whose members, by role, are
+    /// `array`'s: md's `r5l_load_log` then `r5l_recovery_log`. When the block at
+    /// `journal_tail` is not a valid meta block a fresh log is begun at the
+    /// start of the ring (nothing to replay). Otherwise every meta block that
+    /// follows in sequence is read, complete stripes are written back to the
+    /// members and flushed, an empty meta block is written where the log ends
+    /// (its sequence moved on by 10,000 as md does) and `journal_tail` points at
+    /// it. `array` must run without a journal (the replay writes directly).
+    pub fn start(
+        device: Arc<dyn Volume>,
+        mut sb: Superblock,
+        geometry: Geometry,
+        set_uuid: &[u8; 16],
+        array: &Array,
+    ) -> Result<(Journal, JournalReplay)> {
+        let name = device.name();
+        let (_, ring) = fmt::ring(&sb).map_err(|e| e.on_device(name.clone()))?;
+        if ring < 64 * BLOCK_SECTORS {
+            return Err(Error::invalid(format!(
+                "the journal holds {} KiB, too little for raidlab's journal (at least 256 KiB): give a larger journal device",
+                ring / 2
+            ))
+            .on_device(name));
+        }
+        let seed = fmt::uuid_seed(set_uuid);
+        let mut report = JournalReplay::default();
+        let cp = fmt::start_position(&sb, ring);
+        let first = fmt::read_block(device.as_ref(), &sb, cp)?;
+        let head_block = MetaBlock::parse(&first, seed)
+            .ok()
+            .filter(|mb| mb.position == cp);
+        let (pos, seq) = match head_block {
+            None => {
+                report.fresh = true;
+                // md seeds a new log's sequence at random; any value works, so
+                // take one that differs between arrays and starts.
+                let seq = u64::from(fmt::crc32c_le(seed, &now_nanos().to_le_bytes()));
+                (0, seq)
+            }
+            Some(mb) => {
+                let (end, end_seq) = replay(
+                    device.as_ref(),
+                    &sb,
+                    &geometry,
+                    seed,
+                    ring,
+                    cp,
+                    mb.seq,
+                    array,
+                    &mut report,
+                )?;
+                (end, end_seq + fmt::RECOVERY_SEQ_SKIP)
+            }
+        };
+        let journal = Journal {
+            device,
+            geometry,
+            seed,
+            ring,
+            state: Mutex::new(State {
+                sb: sb.clone(),
+                tail: pos,
+                head: pos,
+                seq,
+                last_meta: pos,
+            }),
+        };
+        // An empty meta block where the new log starts, durable before the
+        // superblock points at it.
+        let empty = MetaBlock::empty(seq, pos)
+            .to_bytes(seed)
+            .map_err(|e| e.on_device(journal.device.name()))?;
+        fmt::write_blocks(journal.device.as_ref(), &sb, pos, &empty)?;
+        journal.device.flush()?;
+        fmt::set_journal_tail(&mut sb, pos);
+        sb.write_to(journal.device.as_ref())
+            .map_err(|e| e.on_device(journal.device.name()))?;
+        journal.device.flush()?;
+        {
+            let mut st = journal.lock();
+            st.sb = sb;
+            st.head = fmt::ring_add(pos, BLOCK_SECTORS, ring);
+            st.seq = seq + 1;
+        }
+        Ok((journal, report))
+    }
+
+    /// Hold the journal for one write: the log write and the member writes it
+    /// covers happen under this guard.
+    pub(crate) fn writer(&self) -> MutexGuard<'_, State> {
+        self.lock()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Largest journaled write piece (array bytes) that always fits the ring
+    /// after a reclaim: a data page costs at most itself, two parity pages and
+    /// a share of a meta block.
+    pub fn max_piece(&self) -> u64 {
+        ((self.ring * SECTOR / 5) / PAGE * PAGE).max(PAGE)
+    }
+
+    /// The journal device's name.
+    pub fn device_name(&self) -> String {
+        self.device.name()
+    }
+
+    /// Ring sector of `journal_tail` as last recorded.
+    pub fn tail(&self) -> u64 {
+        self.lock().tail
+    }
+
+    /// Change and write the journal device's superblock under the journal's
+    /// lock, keeping the `journal_tail` the journal has recorded (an assembly's
+    /// copy of the superblock may be older). Returns what was written.
+    pub fn update_superblock(&self, f: &dyn Fn(&mut Superblock)) -> Result<Superblock> {
+        let mut st = self.lock();
+        let tail = st.tail;
+        f(&mut st.sb);
+        fmt::set_journal_tail(&mut st.sb, tail);
+        st.sb
+            .write_to(self.device.as_ref())
+            .map_err(|e| e.on_device(self.device.name()))?;
+        self.device.flush()?;
+        Ok(st.sb.clone())
+    }
+
+    /// Write one plan's journal entries (see `plan::LogEntry`) as md's meta
+    /// blocks and pages, durably. When the ring has no room, first reclaim:
+    /// `flush_members` makes every earlier journaled write durable on the
+    /// members, then `journal_tail` moves to the newest meta block.
+    pub(crate) fn write(
+        &self,
+        st: &mut State,
+        entries: &[(LogEntry, &[u8])],
+        flush_members: &dyn Fn() -> Result<()>,
+    ) -> std::result::Result<(), Failed> {
+        let enc = self
+            .encode(st, entries)
+            .map_err(|e| journal_failed(e.on_device(self.device.name())))?;
+        let Some(last_meta) = enc.last_meta else {
+            return Ok(());
+        };
+        let need = enc.bytes.len() as u64 / SECTOR;
+        if self.used(st) + need + BLOCK_SECTORS > self.ring {
+            if st.tail == st.last_meta {
+                return Err(journal_failed(
+                    Error::new(
+                        ErrorKind::Invalid,
+                        Op::Write,
+                        format!(
+                            "internal: a journal write of {need} sectors does not fit the {}-sector ring",
+                            self.ring
+                        ),
+                    )
+                    .on_device(self.device.name()),
+                ));
+            }
+            flush_members().map_err(|e| Failed {
+                members: Vec::new(),
+                kind: OpKind::Write,
+                error: Box::new(e),
+                log: true,
+            })?;
+            let to = st.last_meta;
+            self.move_tail(st, to).map_err(journal_failed)?;
+            // The blocks were numbered for the same head; the tail moved, so
+            // they now fit (or the check above refuses next time round).
+            return self.write(st, entries, flush_members);
+        }
+        fmt::write_blocks(self.device.as_ref(), &st.sb, st.head, &enc.bytes)
+            .and_then(|()| self.device.flush())
+            .map_err(|e| journal_failed(e.on_device(self.device.name())))?;
+        st.last_meta = last_meta;
+        st.seq = enc.next_seq;
+        st.head = enc.end;
+        Ok(())
+    }
+
+    /// After the members have been flushed: nothing logged is needed any more,
+    /// so the tail may move to the newest meta block (md's reclaim).
+    pub fn checkpoint(&self, flush_members: &dyn Fn() -> Result<()>) -> Result<()> {
+        let mut st = self.lock();
+        if st.tail == st.last_meta {
+            return Ok(());
+        }
+        flush_members()?;
+        let to = st.last_meta;
+        self.move_tail(&mut st, to)
+    }
+
+    fn used(&self, st: &State) -> u64 {
+        (st.head + self.ring - st.tail) % self.ring
+    }
+
+    fn move_tail(&self, st: &mut State, to: u64) -> Result<()> {
+        fmt::set_journal_tail(&mut st.sb, to);
+        st.sb
+            .write_to(self.device.as_ref())
+            .map_err(|e| e.on_device(self.device.name()))?;
+        self.device.flush()?;
+        st.tail = to;
+        Ok(())
+    }
+
+    /// The blocks of one journal write starting at the head: each meta block
+    /// (4 KiB) followed by its pages, stripes in member-offset order, a stripe's
+    /// payloads never split across meta blocks.
+    fn encode(&self, st: &State, entries: &[(LogEntry, &[u8])]) -> Result<Encoded> {
+        // Gather pages per stripe (member offset of a 4 KiB row).
+        let mut rows: BTreeMap<u64, Row> = BTreeMap::new();
+        for (e, bytes) in entries {
+            if e.data_offset % PAGE != 0 || e.data_size % PAGE != 0 {
+                return Err(internal("a journal entry that is not whole 4 KiB pages"));
+            }
+            if bytes.len() as u64 != e.data_size {
+                return Err(internal("a journal entry whose buffer is not its size"));
+            }
+            for (k, page) in bytes.chunks(PAGE as usize).enumerate() {
+                let moff = e.data_offset + k as u64 * PAGE;
+                let row = rows.entry(moff).or_default();
+                match self.geometry.content_at(e.member, moff) {
+                    Content::Data(at) => row.data.push((e.member, at, page)),
+                    Content::P(_) => row.p = Some(page),
+                    Content::Q(_) => row.q = Some(page),
+                    _ => return Err(internal("a journal entry outside the array's blocks")),
+                }
+            }
+        }
+        let mut out = Encoded {
+            bytes: Vec::new(),
+            last_meta: None,
+            next_seq: st.seq,
+            end: st.head,
+        };
+        let mut meta: Option<(MetaBlock, Vec<&[u8]>)> = None;
+        let ring = self.ring;
+        let seed = self.seed;
+        let flush = |meta: &mut Option<(MetaBlock, Vec<&[u8]>)>, out: &mut Encoded| -> Result<()> {
+            if let Some((mb, pages)) = meta.take() {
+                out.last_meta = Some(mb.position);
+                out.next_seq = mb.seq + 1;
+                out.bytes.extend_from_slice(&mb.to_bytes(seed)?);
+                out.end = fmt::ring_add(out.end, BLOCK_SECTORS, ring);
+                for p in pages {
+                    out.bytes.extend_from_slice(p);
+                    out.end = fmt::ring_add(out.end, BLOCK_SECTORS, ring);
+                }
+            }
+            Ok(())
+        };
+        for (moff, row) in &rows {
+            if row.data.is_empty() {
+                // A parity-only row changes nothing md would replay.
+                continue;
+            }
+            let Some(p) = row.p else {
+                return Err(internal("a journaled stripe without its new parity"));
+            };
+            let mut parity = vec![p];
+            if self.geometry.parity_count() == 2 {
+                parity.push(
+                    row.q
+                        .ok_or_else(|| internal("a RAID 6 journaled stripe without Q"))?,
+                );
+            }
+            let mut payloads: Vec<Payload> = row
+                .data
+                .iter()
+                .map(|(_, at, page)| Payload::Data {
+                    flags: 0,
+                    location: at / SECTOR,
+                    checksum: fmt::page_checksum(self.seed, page),
+                })
+                .collect();
+            payloads.push(Payload::Parity {
+                flags: 0,
+                location: moff / SECTOR,
+                checksums: parity
+                    .iter()
+                    .map(|pg| fmt::page_checksum(self.seed, pg))
+                    .collect(),
+            });
+            let len: usize = payloads.iter().map(Payload::descriptor_len).sum();
+            if meta.as_ref().is_some_and(|(mb, _)| !mb.has_room(len)) {
+                flush(&mut meta, &mut out)?;
+            }
+            let (mb, pages) =
+                meta.get_or_insert_with(|| (MetaBlock::empty(out.next_seq, out.end), Vec::new()));
+            if !mb.has_room(len) {
+                return Err(internal(
+                    "one stripe's journal payloads do not fit a meta block",
+                ));
+            }
+            mb.payloads.extend(payloads);
+            pages.extend(row.data.iter().map(|(_, _, pg)| *pg));
+            pages.extend(parity);
+        }
+        flush(&mut meta, &mut out)?;
+        Ok(out)
+    }
+}
+
+/// One journal write, encoded: meta blocks and pages back to back from the head.
+struct Encoded {
+    bytes: Vec<u8>,
+    /// Ring sector of its last meta block (`None`: nothing to log).
+    last_meta: Option<u64>,
+    /// Sequence number after its last meta block.
+    next_seq: u64,
+    /// Ring sector after it.
+    end: u64,
+}
+
+#[derive(Default)]
+struct Row<'a> {
+    data: Vec<(usize, u64, &'a [u8])>,
+    p: Option<&'a [u8]>,
+    q: Option<&'a [u8]>,
+}
+
+/// Read the log from `cp` (sequence `seq`) and write complete stripes back, as
+/// md's recovery does. Returns where the log ends and the sequence expected
+/// there.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    dev: &dyn Volume,
+    sb: &Superblock,
+    geo: &Geometry,
+    seed: u32,
+    ring: u64,
+    cp: u64,
+    seq: u64,
+    array: &Array,
+    report: &mut JournalReplay,
+) -> Result<(u64, u64)> {
+    let mut pos = cp;
+    let mut seq = seq;
+    let mut cache: BTreeMap<u64, Gathered> = BTreeMap::new();
+    // At most one pass around the ring: a log can never be longer.
+    let mut walked = 0u64;
+    while walked < ring {
+        let block = fmt::read_block(dev, sb, pos)?;
+        let Ok(mb) = MetaBlock::parse(&block, seed) else {
+            break;
+        };
+        if mb.seq != seq || mb.position != pos {
+            break;
+        }
+        report.meta_blocks += 1;
+        // Read and check every page first: one bad page drops the whole block.
+        let mut pages = Vec::new();
+        let mut at = fmt::ring_add(pos, BLOCK_SECTORS, ring);
+        let mut ok = true;
+        for p in &mb.payloads {
+            let sums: Vec<u32> = match p {
+                Payload::Data { checksum, .. } => vec![*checksum],
+                Payload::Parity { checksums, .. } => checksums.clone(),
+                Payload::Flush { .. } => Vec::new(),
+            };
+            let mut got = Vec::new();
+            for c in sums {
+                let page = fmt::read_block(dev, sb, at)?;
+                ok &= fmt::page_checksum(seed, &page) == c;
+                got.push(page);
+                at = fmt::ring_add(at, BLOCK_SECTORS, ring);
+            }
+            pages.push(got);
+        }
+        let blocks = 1 + mb.pages();
+        if !ok {
+            // md: skip the block's data, move on by one block.
+            report.torn_blocks += 1;
+            pos = fmt::ring_add(pos, BLOCK_SECTORS, ring);
+            seq += 1;
+            walked += BLOCK_SECTORS;
+            continue;
+        }
+        for (p, got) in mb.payloads.iter().zip(pages) {
+            match p {
+                Payload::Data { location, .. } => {
+                    let array_at = location * SECTOR;
+                    let Some((role, moff)) = locate(geo, array_at) else {
+                        return Err(bad_log(dev, pos, "a data page outside the array"));
+                    };
+                    if cache.get(&moff).is_some_and(|g| g.parity.is_some()) {
+                        // New data after a complete stripe: that one went out first.
+                        if let Some(g) = cache.remove(&moff) {
+                            write_back(array, geo, moff, &g, report)?;
+                        }
+                    }
+                    let g = cache.entry(moff).or_default();
+                    let page = got.into_iter().next().unwrap_or_default();
+                    g.data.insert(role, page.clone());
+                    g.data_at.insert(array_at, page);
+                }
+                Payload::Parity { location, .. } => {
+                    let moff = location * SECTOR;
+                    if moff % PAGE != 0 || moff >= geo.member_bytes {
+                        return Err(bad_log(dev, pos, "a parity page outside the members"));
+                    }
+                    cache.entry(moff).or_default().parity = Some(got);
+                }
+                Payload::Flush { stripes, .. } => {
+                    for s in stripes {
+                        cache.remove(&(s * SECTOR));
+                    }
+                }
+            }
+        }
+        pos = fmt::ring_add(pos, blocks * BLOCK_SECTORS, ring);
+        seq += 1;
+        walked += blocks * BLOCK_SECTORS;
+    }
+    for (moff, g) in &cache {
+        write_back(array, geo, *moff, g, report)?;
+    }
+    array.flush()?;
+    Ok((pos, seq))
+}
+
+/// Write one gathered stripe to the members: data and parity pages when the
+/// parity is there (md replays only those with data), else the data alone
+/// through the array, which computes parity.
+fn write_back(
+    array: &Array,
+    geo: &Geometry,
+    moff: u64,
+    g: &Gathered,
+    report: &mut JournalReplay,
+) -> Result<()> {
+    if g.data.is_empty() {
+        return Ok(());
+    }
+    match &g.parity {
+        Some(parity) => {
+            let map = geo.stripe(moff / geo.chunk_bytes);
+            for (role, page) in &g.data {
+                if let Some(m) = array.member(*role) {
+                    m.write_at(page, moff)?;
+                }
+            }
+            let roles = std::iter::once(Some(map.p)).chain(std::iter::once(map.q));
+            for (role, page) in roles.zip(parity) {
+                if let Some(m) = role.and_then(|r| array.member(r)) {
+                    m.write_at(page, moff)?;
+                }
+            }
+            report.stripes_replayed += 1;
+        }
+        None => {
+            for (at, page) in &g.data_at {
+                array.write_at(page, *at)?;
+            }
+            report.data_only_stripes += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The member role and byte offset of array byte `at` (a data block).
+fn locate(geo: &Geometry, at: u64) -> Option<(usize, u64)> {
+    if at % PAGE != 0 || at >= geo.array_bytes() {
+        return None;
+    }
+    let dd = geo.data_disks() as u64;
+    let chunk = geo.chunk_bytes;
+    let stripe = at / (chunk * dd);
+    let index = ((at / chunk) % dd) as usize;
+    let map = geo.stripe(stripe);
+    Some((*map.data.get(index)?, stripe * chunk + at % chunk))
+}
+
+fn bad_log(dev: &dyn Volume, pos: u64, what: &str) -> Error {
+    Error::invalid(format!(
+        "journal meta block at ring sector {pos} describes {what}: the journal does not belong to this array's shape; assemble with the right journal device"
+    ))
+    .on_device(dev.name())
+}
+
+fn internal(what: &str) -> Error {
+    Error::new(ErrorKind::Invalid, Op::Write, format!("internal: {what}"))
+}
+
+fn journal_failed(error: Error) -> Failed {
+    Failed {
+        members: Vec::new(),
+        kind: OpKind::Write,
+        error: Box::new(error),
+        log: true,
+    }
+}
+
+fn now_nanos() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidlab_layout::{Layout, Level};
+
+    #[test]
+    fn locate_inverts_the_layout() {
+        let geo = Geometry::new(
+            Level::Raid6,
+            Layout::parse(Level::Raid6, None).unwrap(),
+            8192,
+            5,
+            64 * 1024,
+        )
+        .unwrap();
+        for at in (0..geo.array_bytes()).step_by(4096) {
+            let (role, moff) = locate(&geo, at).unwrap();
+            assert_eq!(
+                geo.content_at(role, moff),
+                Content::Data(at),
+                "array byte {at}"
+            );
+        }
+        assert!(locate(&geo, 100).is_none());
+        assert!(locate(&geo, geo.array_bytes()).is_none());
+    }
+}
