@@ -285,6 +285,18 @@ impl Assembly {
                     self.geometry.level.name()
                 ),
             )),
+            ArrayState::Degraded
+                if !force
+                    && self.journal_unreplayed()? > 0 =>
+            {
+                Err(Error::new(
+                    ErrorKind::Unrecoverable,
+                    Op::Open,
+                    format!(
+                        "refusing to read: the array is degraded (role(s) {missing:?} missing) and its write journal holds writes not yet replayed (an unclean stop), so data rebuilt for the missing member(s) may be wrong. Open it for writing once (e.g. `raidlab resync` with these members and the journal) to replay the journal; --force reads it anyway"
+                    ),
+                ))
+            }
             // Only parity levels have a write hole; md starts mirrors regardless.
             ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
                 ErrorKind::Unrecoverable,
@@ -347,13 +359,9 @@ impl Assembly {
                 .clone();
             match journal {
                 Some(j) => array.with_journal(j)?,
-                None => {
-                    return Err(Error::new(
-                        ErrorKind::Invalid,
-                        Op::Open,
-                        "the array's write journal has not been started (replayed) for this assembly: call start_journal() before opening the array",
-                    ))
-                }
+                // Not started (a read-only open): the members are read as they
+                // are, and nothing may be written around the journal.
+                None => array.read_only(),
             }
         };
         Ok(match &self.bitmap {
@@ -380,6 +388,22 @@ impl Assembly {
     pub fn has_journal(&self) -> bool {
         self.newest().feature_map & raidlab_md::superblock::feature::JOURNAL != 0
             && self.geometry.is_parity()
+    }
+
+    /// Meta blocks with payloads the journal would replay at its next start (0
+    /// once started, without a journal, or after a clean stop).
+    pub fn journal_unreplayed(&self) -> Result<u64> {
+        let started = self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        match self.journal_member() {
+            Some(j) if self.has_journal() && !started => {
+                crate::journal::pending(j.device.volume.as_ref(), &j.sb, &self.uuid)
+            }
+            _ => Ok(0),
+        }
     }
 
     /// The up-to-date journal device, if it was given.
@@ -539,7 +563,23 @@ impl Assembly {
     }
 
     /// After a flush: record a clean stop (if the array was in sync before).
+    /// With a started journal, it is emptied first (members flushed, the tail
+    /// moved past everything logged).
     pub fn mark_clean(&mut self, was_clean: bool) -> Result<()> {
+        let journal = self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(j) = journal {
+            let vols: Vec<Arc<dyn Volume>> = self
+                .slots
+                .iter()
+                .flatten()
+                .map(|&i| self.members[i].device.volume.clone())
+                .collect();
+            j.checkpoint(&|| vols.iter().try_for_each(|v| v.flush()))?;
+        }
         if let Some(b) = self.bitmap.as_mut() {
             // Everything written has been flushed: no region is dirty any more.
             if was_clean {

@@ -286,16 +286,27 @@ impl Journal {
         Ok(())
     }
 
-    /// After the members have been flushed: nothing logged is needed any more,
-    /// so the tail may move to the newest meta block (md's reclaim).
+    /// For a clean stop: flush the members (everything logged is then on
+    /// them), write an empty meta block at the head and move `journal_tail` to
+    /// it, so the journal holds nothing to replay ([`pending`] finds 0).
     pub fn checkpoint(&self, flush_members: &dyn Fn() -> Result<()>) -> Result<()> {
         let mut st = self.lock();
-        if st.tail == st.last_meta {
+        if st.tail == st.last_meta
+            && pending_from(self.device.as_ref(), &st.sb, self.seed, self.ring, st.tail)? == 0
+        {
             return Ok(());
         }
         flush_members()?;
-        let to = st.last_meta;
-        self.move_tail(&mut st, to)
+        let (pos, seq) = (st.head, st.seq);
+        let empty = MetaBlock::empty(seq, pos)
+            .to_bytes(self.seed)
+            .map_err(|e| e.on_device(self.device.name()))?;
+        fmt::write_blocks(self.device.as_ref(), &st.sb, pos, &empty)?;
+        self.device.flush()?;
+        st.last_meta = pos;
+        st.seq = seq + 1;
+        st.head = fmt::ring_add(pos, BLOCK_SECTORS, self.ring);
+        self.move_tail(&mut st, pos)
     }
 
     fn used(&self, st: &State) -> u64 {
@@ -419,6 +430,43 @@ struct Encoded {
     next_seq: u64,
     /// Ring sector after it.
     end: u64,
+}
+
+/// How many meta blocks with payloads a journal holds from `journal_tail` on
+/// (in sequence, as recovery would read them): 0 after a clean stop, more when
+/// a start would replay something. Reads only.
+pub fn pending(device: &dyn Volume, sb: &Superblock, set_uuid: &[u8; 16]) -> Result<u64> {
+    let (_, ring) = fmt::ring(sb).map_err(|e| e.on_device(device.name()))?;
+    pending_from(
+        device,
+        sb,
+        fmt::uuid_seed(set_uuid),
+        ring,
+        fmt::start_position(sb, ring),
+    )
+}
+
+fn pending_from(dev: &dyn Volume, sb: &Superblock, seed: u32, ring: u64, cp: u64) -> Result<u64> {
+    let mut pos = cp;
+    let mut seq = None;
+    let mut count = 0;
+    let mut walked = 0;
+    while walked < ring {
+        let Ok(mb) = MetaBlock::parse(&fmt::read_block(dev, sb, pos)?, seed) else {
+            break;
+        };
+        if mb.position != pos || seq.is_some_and(|s| s != mb.seq) {
+            break;
+        }
+        if !mb.payloads.is_empty() {
+            count += 1;
+        }
+        seq = Some(mb.seq + 1);
+        let blocks = 1 + mb.pages();
+        pos = fmt::ring_add(pos, blocks * BLOCK_SECTORS, ring);
+        walked += blocks * BLOCK_SECTORS;
+    }
+    Ok(count)
 }
 
 #[derive(Default)]

@@ -129,6 +129,8 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
             "bitmap"
         } else if asm.has_ppl() {
             "ppl"
+        } else if asm.has_journal() {
+            "journal"
         } else {
             "resync"
         }
@@ -197,6 +199,19 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
                 format_size(b.sb.chunk_sectors() * 512),
                 b.chunks()
             ),
+        ));
+    }
+    if asm.has_journal() {
+        rows.push((
+            "Journal",
+            match asm.journal_member() {
+                Some(j) => format!(
+                    "{} (write-through, journal_tail at sector {})",
+                    j.device.path,
+                    raidlab_md::journal::journal_tail(&j.sb)
+                ),
+                None => "missing or stale: the array is refused, or read-only with --force, until its journal device is given".into(),
+            },
         ));
     }
     for (k, v) in rows {
