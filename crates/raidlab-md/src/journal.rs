@@ -78,6 +78,13 @@ pub const FLUSH_HEADER: usize = 8;
 /// can never look like a continuation.
 pub const RECOVERY_SEQ_SKIP: u64 = 10_000;
 
+// md_p.h: r5l_meta_block is 32 bytes, a data/parity payload 16 plus 4 per page,
+// and md refuses a journal for more than 203 disks because one stripe's
+// descriptors must fit a meta block: the sizes here agree with that limit.
+const _: () = assert!(META_HEADER == off::PAYLOADS);
+const _: () = assert!(META_HEADER + (DATA_PARITY_HEADER + 4) * 203 <= BLOCK);
+const _: () = assert!(META_HEADER + (DATA_PARITY_HEADER + 4) * 204 > BLOCK);
+
 /// Payload types (`enum r5l_payload_type`).
 pub mod kind {
     pub const DATA: u16 = 0;
@@ -622,14 +629,5 @@ mod tests {
             crc32c_le(7, b"hello, journal"),
             crc32c_le(crc32c_le(7, a), b)
         );
-    }
-
-    #[test]
-    fn sizes_match_md_p_h() {
-        // r5l_meta_block is 32 bytes, a data/parity payload 16 plus 4 per page,
-        // and md sizes a stripe's descriptors to fit a page for up to 203 disks.
-        assert_eq!(META_HEADER, 32);
-        assert!(META_HEADER + (DATA_PARITY_HEADER + 4) * 203 <= BLOCK);
-        assert!(META_HEADER + (DATA_PARITY_HEADER + 4) * 204 > BLOCK);
     }
 }

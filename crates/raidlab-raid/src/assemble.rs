@@ -390,8 +390,8 @@ impl Assembly {
             && self.geometry.is_parity()
     }
 
-    /// Meta blocks with payloads the journal would replay at its next start (0
-    /// once started, without a journal, or after a clean stop).
+    /// Stripes a start of the journal would change on the members (0 once
+    /// started, without a journal, or after a clean stop). Reads only.
     pub fn journal_unreplayed(&self) -> Result<u64> {
         let started = self
             .journal_handle
@@ -400,7 +400,13 @@ impl Assembly {
             .is_some();
         match self.journal_member() {
             Some(j) if self.has_journal() && !started => {
-                crate::journal::pending(j.device.volume.as_ref(), &j.sb, &self.uuid)
+                let vols = self
+                    .slots
+                    .iter()
+                    .map(|slot| slot.map(|i| self.area(i)).transpose())
+                    .collect::<Result<Vec<_>>>()?;
+                let plain = Array::new("array (journal check)", self.geometry, vols)?;
+                crate::journal::unreplayed(j.device.volume.as_ref(), &j.sb, &self.uuid, &plain)
             }
             _ => Ok(0),
         }

@@ -151,9 +151,9 @@ impl Journal {
                     &geometry,
                     seed,
                     ring,
-                    cp,
-                    mb.seq,
+                    (cp, mb.seq),
                     array,
+                    false,
                     &mut report,
                 )?;
                 (end, end_seq + fmt::RECOVERY_SEQ_SKIP)
@@ -476,9 +476,45 @@ struct Row<'a> {
     q: Option<&'a [u8]>,
 }
 
+/// How many stripes a start would change: the journal read from
+/// `journal_tail` as a replay would, each stripe's logged pages compared with
+/// what `array`'s members hold (nothing written). 0 after a clean stop (md's
+/// too: its tail block is replayed at every start but matches the members).
+pub fn unreplayed(
+    device: &dyn Volume,
+    sb: &Superblock,
+    set_uuid: &[u8; 16],
+    array: &Array,
+) -> Result<u64> {
+    let (_, ring) = fmt::ring(sb).map_err(|e| e.on_device(device.name()))?;
+    let seed = fmt::uuid_seed(set_uuid);
+    let cp = fmt::start_position(sb, ring);
+    let Ok(mb) = MetaBlock::parse(&fmt::read_block(device, sb, cp)?, seed) else {
+        return Ok(0);
+    };
+    if mb.position != cp {
+        return Ok(0);
+    }
+    let geo = *array.geometry();
+    let mut report = JournalReplay::default();
+    replay(
+        device,
+        sb,
+        &geo,
+        seed,
+        ring,
+        (cp, mb.seq),
+        array,
+        true,
+        &mut report,
+    )?;
+    Ok(report.stripes_replayed + report.data_only_stripes)
+}
+
 /// Read the log from `cp` (sequence `seq`) and write complete stripes back, as
-/// md's recovery does. Returns where the log ends and the sequence expected
-/// there.
+/// md's recovery does (with `dry`, count the stripes whose logged pages differ
+/// from the members instead of writing). Returns where the log ends and the
+/// sequence expected there.
 #[allow(clippy::too_many_arguments)]
 fn replay(
     dev: &dyn Volume,
@@ -486,9 +522,9 @@ fn replay(
     geo: &Geometry,
     seed: u32,
     ring: u64,
-    cp: u64,
-    seq: u64,
+    (cp, seq): (u64, u64),
     array: &Array,
+    dry: bool,
     report: &mut JournalReplay,
 ) -> Result<(u64, u64)> {
     let mut pos = cp;
@@ -543,7 +579,7 @@ fn replay(
                     if cache.get(&moff).is_some_and(|g| g.parity.is_some()) {
                         // New data after a complete stripe: that one went out first.
                         if let Some(g) = cache.remove(&moff) {
-                            write_back(array, geo, moff, &g, report)?;
+                            write_back(array, geo, moff, &g, dry, report)?;
                         }
                     }
                     let g = cache.entry(moff).or_default();
@@ -570,9 +606,11 @@ fn replay(
         walked += blocks * BLOCK_SECTORS;
     }
     for (moff, g) in &cache {
-        write_back(array, geo, *moff, g, report)?;
+        write_back(array, geo, *moff, g, dry, report)?;
     }
-    array.flush()?;
+    if !dry {
+        array.flush()?;
+    }
     Ok((pos, seq))
 }
 
@@ -584,32 +622,55 @@ fn write_back(
     geo: &Geometry,
     moff: u64,
     g: &Gathered,
+    dry: bool,
     report: &mut JournalReplay,
 ) -> Result<()> {
     if g.data.is_empty() {
         return Ok(());
     }
+    // With `dry`: does any page differ from what is there?
+    let differs = |m: &Arc<dyn Volume>, page: &[u8], at: u64| -> Result<bool> {
+        let mut now = vec![0u8; page.len()];
+        m.read_at(&mut now, at)?;
+        Ok(now != page)
+    };
     match &g.parity {
         Some(parity) => {
             let map = geo.stripe(moff / geo.chunk_bytes);
-            for (role, page) in &g.data {
-                if let Some(m) = array.member(*role) {
-                    m.write_at(page, moff)?;
-                }
-            }
-            let roles = std::iter::once(Some(map.p)).chain(std::iter::once(map.q));
-            for (role, page) in roles.zip(parity) {
+            let parity_roles = [Some(map.p), map.q];
+            let pages = g
+                .data
+                .iter()
+                .map(|(r, p)| (Some(*r), p))
+                .chain(parity_roles.into_iter().zip(parity));
+            let mut changed = false;
+            for (role, page) in pages {
                 if let Some(m) = role.and_then(|r| array.member(r)) {
-                    m.write_at(page, moff)?;
+                    if dry {
+                        changed |= differs(m, page, moff)?;
+                    } else {
+                        m.write_at(page, moff)?;
+                    }
                 }
             }
-            report.stripes_replayed += 1;
+            if !dry || changed {
+                report.stripes_replayed += 1;
+            }
         }
         None => {
+            let mut changed = false;
             for (at, page) in &g.data_at {
-                array.write_at(page, *at)?;
+                if dry {
+                    let mut now = vec![0u8; page.len()];
+                    array.read_at(&mut now, *at)?;
+                    changed |= now != *page;
+                } else {
+                    array.write_at(page, *at)?;
+                }
             }
-            report.data_only_stripes += 1;
+            if !dry || changed {
+                report.data_only_stripes += 1;
+            }
         }
     }
     Ok(())

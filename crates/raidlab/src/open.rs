@@ -42,7 +42,7 @@ pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
     if let Some(r) = asm.start_journal()? {
         if r.replayed_anything() || r.torn_blocks > 0 {
             eprintln!(
-                "raidlab: replayed the write journal: {} stripe(s) written back from {} meta block(s){}{}",
+                "raidlab: replayed the write journal: {} stripe(s) written back from {} meta block(s){}; stripes are consistent, no resync needed",
                 r.stripes_replayed + r.data_only_stripes,
                 r.meta_blocks,
                 if r.torn_blocks > 0 {
@@ -52,8 +52,7 @@ pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
                     )
                 } else {
                     String::new()
-                },
-                "; stripes are consistent, no resync needed"
+                }
             );
         }
     }
