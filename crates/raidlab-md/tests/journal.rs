@@ -237,6 +237,15 @@ fn a_journal_device_superblock_is_as_mdadm_writes_it() {
     let back = raidlab_md::Superblock::parse(&j.to_bytes()).unwrap();
     assert_eq!(journal::journal_tail(&back), 0);
     assert!(journal::is_journal_device(&back));
+    // A journal smaller than the members (an SSD in front of disks) is valid:
+    // its data_size is the ring, not the array's per-member size.
+    let mut small = j.clone();
+    small.data_size = 1024;
+    assert!(small.size > small.data_size);
+    raidlab_md::Superblock::parse(&small.to_bytes()).unwrap();
+    let mut member_small = member.clone();
+    member_small.data_size = 1024;
+    assert!(raidlab_md::Superblock::parse(&member_small.to_bytes()).is_err());
     // md's journal is for parity levels only, and excludes a bitmap.
     let mut r1 = member.clone();
     r1.level = 1;

@@ -225,6 +225,11 @@ impl Array {
         self.journal.is_some()
     }
 
+    /// The write journal, when writes go through one.
+    pub fn journal(&self) -> Option<&Journal> {
+        self.journal.as_deref()
+    }
+
     /// Refuse every write (md runs an array whose journal is missing read-only).
     pub fn read_only(mut self) -> Array {
         self.read_only = true;

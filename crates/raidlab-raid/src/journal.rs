@@ -56,6 +56,8 @@ pub(crate) struct State {
     seq: u64,
     /// Ring sector of the newest meta block written.
     last_meta: u64,
+    /// Times the ring was full and space was reclaimed.
+    reclaims: u64,
 }
 
 impl std::fmt::Debug for Journal {
@@ -170,6 +172,7 @@ impl Journal {
                 head: pos,
                 seq,
                 last_meta: pos,
+                reclaims: 0,
             }),
         };
         // An empty meta block where the new log starts, durable before the
@@ -217,6 +220,12 @@ impl Journal {
     /// Ring sector of `journal_tail` as last recorded.
     pub fn tail(&self) -> u64 {
         self.lock().tail
+    }
+
+    /// How often the ring was full and space was reclaimed (members flushed,
+    /// the tail moved) since the journal was started.
+    pub fn reclaims(&self) -> u64 {
+        self.lock().reclaims
     }
 
     /// Change and write the journal device's superblock under the journal's
@@ -273,6 +282,7 @@ impl Journal {
             })?;
             let to = st.last_meta;
             self.move_tail(st, to).map_err(journal_failed)?;
+            st.reclaims += 1;
             // The blocks were numbered for the same head; the tail moved, so
             // they now fit (or the check above refuses next time round).
             return self.write(st, entries, flush_members);

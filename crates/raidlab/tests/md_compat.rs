@@ -815,7 +815,6 @@ fn linux_md_compatibility_both_directions() {
         }
         // `rebuilt`: member 1 fails, a new member is added into its slot and
         // rebuilt by raidlab; md then assembles the array with the new member.
-        let mut members = members;
         if c.has("rebuilt") {
             let fresh = dir.join("r1.img").to_str().unwrap().to_string();
             let mut fargs: Vec<&str> = vec!["fail"];
