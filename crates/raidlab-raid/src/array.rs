@@ -715,6 +715,9 @@ impl Volume for Array {
             return self.write_logged(log, buf, offset);
         }
         if let Some(journal) = &self.journal {
+            // Journaled writes go one at a time (they already wait for each
+            // other's journal flush): the page merge below reads, then writes.
+            let _one = journal.serial();
             return self.write_journaled(journal.as_ref(), buf, offset);
         }
         for (pos, n) in self.pieces(offset, buf.len() as u64) {

@@ -42,6 +42,9 @@ pub struct Journal {
     seed: u32,
     ring: u64,
     state: Mutex<State>,
+    /// Held for a whole array write: a write that merges a partial page with
+    /// what the array holds must not interleave with another write to that page.
+    serial: Mutex<()>,
 }
 
 /// Where the log stands. Held for a whole journaled write (see the module doc).
@@ -174,6 +177,7 @@ impl Journal {
                 last_meta: pos,
                 reclaims: 0,
             }),
+            serial: Mutex::new(()),
         };
         // An empty meta block where the new log starts, durable before the
         // superblock points at it.
@@ -199,6 +203,11 @@ impl Journal {
     /// covers happen under this guard.
     pub(crate) fn writer(&self) -> MutexGuard<'_, State> {
         self.lock()
+    }
+
+    /// Hold for one whole array write (see `serial`).
+    pub(crate) fn serial(&self) -> MutexGuard<'_, ()> {
+        self.serial.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -145,3 +145,60 @@ fn a_wrapping_journal_reclaims_and_replays_after_a_crash() {
     array.read_at(&mut got, 0).unwrap();
     assert!(got == model, "degraded contents differ after the replay");
 }
+
+/// What a journaled write logs: every written data page and the stripe's full
+/// new P and Q, even when a parity member is missing (md replays a stripe only
+/// with its parity), and never a write to the missing member.
+#[test]
+fn a_journaled_plan_logs_data_and_full_parity_even_without_a_parity_member() {
+    use raidlab_raid::plan::{OpKind, Step};
+    use raidlab_raid::planner::plan_write_journaled;
+    let g = raidlab_layout::Geometry::new(
+        Level::Raid6,
+        Layout::parse(Level::Raid6, None).unwrap(),
+        8 << 10,
+        6,
+        256 << 10,
+    )
+    .unwrap();
+    let map = g.stripe(0);
+    // Six members: a one-page write would be read-modify-write (2 reads against
+    // 3), which cannot produce the parity of a missing member.
+    for missing in [None, Some(map.p), map.q] {
+        let present: Vec<bool> = (0..6).map(|r| Some(r) != missing).collect();
+        let plan = plan_write_journaled(&g, &present, 4096, 4096).unwrap();
+        let entries: Vec<_> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Log(e) => Some(e.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        let mut members: Vec<usize> = entries.iter().map(|e| e.member).collect();
+        members.sort_unstable();
+        let mut want = vec![map.data[0], map.p, map.q.unwrap()];
+        want.sort_unstable();
+        assert_eq!(members, want, "missing {missing:?}: {entries:?}");
+        assert!(entries
+            .iter()
+            .all(|e| e.data_offset == 4096 && e.data_size == 4096 && e.pp.is_some()));
+        // The log step comes before every write.
+        let log_at = plan
+            .steps
+            .iter()
+            .position(|s| matches!(s, Step::Log(_)))
+            .unwrap();
+        for (i, s) in plan.steps.iter().enumerate() {
+            if let Step::Io(ops) = s {
+                for op in ops.iter().filter(|o| o.kind == OpKind::Write) {
+                    assert!(i > log_at, "a member write before the journal");
+                    assert_ne!(Some(op.member), missing, "a write to the missing member");
+                }
+            }
+        }
+    }
+    // md's journal unit is a 4 KiB page.
+    assert!(plan_write_journaled(&g, &[true; 6], 512, 4096).is_err());
+}
