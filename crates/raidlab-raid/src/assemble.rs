@@ -266,7 +266,11 @@ impl Assembly {
     /// Refuse to run an array that cannot serve its data, or one that is degraded
     /// *and* was not stopped cleanly: its parity may not match its data, so what
     /// it rebuilds for the missing member may be wrong (md's "dirty degraded"
-    /// refusal). `force` accepts that risk.
+    /// refusal). `force` accepts that risk. With a write journal: refused when
+    /// the journal device is missing or stale (mdadm's refusal; with `force` the
+    /// array runs read-only), and a degraded read is refused while the journal
+    /// holds writes the members do not have yet (see
+    /// [`Assembly::journal_unreplayed`]); a dirty superblock never happens.
     pub fn check_startable(&self, force: bool) -> Result<()> {
         let missing = self.missing();
         if self.has_journal() && self.journal_member().is_none() && !force {

@@ -838,7 +838,7 @@ fn degraded_parity_arrays_write_hole_is_measured() {
         total.points_with_loss += s.points_with_loss;
     }
     println!(
-        "crash | degraded parity total: {} points, {} sectors lost ({} of them durable) in {} points: the write hole (no PPL/journal yet)",
+        "crash | degraded parity total: {} points, {} sectors lost ({} of them durable) in {} points: the write hole (these arrays keep no PPL or journal)",
         total.points, total.losses, total.durable_losses, total.points_with_loss
     );
 }

@@ -40,6 +40,11 @@ pub fn open_device(p: &Path, mode: OpenMode) -> Result<Device> {
 /// consistent again without a resync. Says on stderr what the replay did.
 pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
     if let Some(r) = asm.start_journal()? {
+        if r.fresh {
+            eprintln!(
+                "raidlab: the write journal held no valid meta block at its tail (journal device wiped, or from another array?): a new log was begun, as md does; nothing was replayed"
+            );
+        }
         if r.replayed_anything() || r.torn_blocks > 0 {
             eprintln!(
                 "raidlab: replayed the write journal: {} stripe(s) written back from {} meta block(s){}; stripes are consistent, no resync needed",
