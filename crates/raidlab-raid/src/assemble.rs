@@ -621,20 +621,17 @@ impl Assembly {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         for m in self.members.iter_mut().filter(|m| m.is_live()) {
-            if let (MemberState::Journal, Some(j)) = (m.state, &journal) {
-                // The running journal owns its superblock's journal_tail.
-                m.sb = j
-                    .update_superblock(&|sb| {
-                        sb.events = events;
-                        sb.utime = now;
-                        f(sb);
-                    })
-                    .map_err(|e| e.on_device(m.device.path.clone()))?;
-                continue;
-            }
             m.sb.events = events;
             m.sb.utime = now;
             f(&mut m.sb);
+            if let (MemberState::Journal, Some(j)) = (m.state, &journal) {
+                // The running journal owns its superblock's journal_tail; the
+                // rest (events, role table) is the assembly's.
+                m.sb = j
+                    .write_superblock(m.sb.clone())
+                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+                continue;
+            }
             m.sb.write_to(m.device.volume.as_ref())
                 .map_err(|e| e.on_device(m.device.path.clone()))?;
             if let Some(b) = &self.bitmap {

@@ -237,19 +237,18 @@ impl Journal {
         self.lock().reclaims
     }
 
-    /// Change and write the journal device's superblock under the journal's
-    /// lock, keeping the `journal_tail` the journal has recorded (an assembly's
-    /// copy of the superblock may be older). Returns what was written.
-    pub fn update_superblock(&self, f: &dyn Fn(&mut Superblock)) -> Result<Superblock> {
+    /// Write `sb` (the assembly's copy of the journal device's superblock, with
+    /// whatever it changed: events, role table) under the journal's lock,
+    /// keeping the `journal_tail` the journal has recorded (the copy may be
+    /// older). Returns what was written.
+    pub fn write_superblock(&self, mut sb: Superblock) -> Result<Superblock> {
         let mut st = self.lock();
-        let tail = st.tail;
-        f(&mut st.sb);
-        fmt::set_journal_tail(&mut st.sb, tail);
-        st.sb
-            .write_to(self.device.as_ref())
+        fmt::set_journal_tail(&mut sb, st.tail);
+        sb.write_to(self.device.as_ref())
             .map_err(|e| e.on_device(self.device.name()))?;
         self.device.flush()?;
-        Ok(st.sb.clone())
+        st.sb = sb.clone();
+        Ok(sb)
     }
 
     /// Write one plan's journal entries (see `plan::LogEntry`) as md's meta

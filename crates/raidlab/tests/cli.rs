@@ -1231,4 +1231,46 @@ fn journal_closes_the_raid6_write_hole_through_the_cli() {
         .args(with_j)
         .assert()
         .success();
+    // Membership changes go to the journal device's superblock too (its role
+    // table), while the journal keeps its own journal_tail.
+    raidlab()
+        .current_dir(d)
+        .arg("fail")
+        .args(with_j)
+        .args(["--member", "j1"])
+        .assert()
+        .success();
+    raidlab()
+        .current_dir(d)
+        .args([
+            "add",
+            "j0",
+            "j2",
+            "j3",
+            "jdev",
+            "--new",
+            "j4",
+            "--member-size",
+            "4M",
+        ])
+        .assert()
+        .success();
+    let now = ["j0", "j4", "j2", "j3", "jdev"];
+    let js = detail_json(d, &now);
+    assert_eq!(js["missing_roles"], serde_json::json!([]), "{js}");
+    let j4 = js["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["device"] == "j4")
+        .unwrap();
+    assert_eq!(j4["role"], 1, "{js}");
+    assert_eq!(j4["state"], "active", "{js}");
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(now)
+        .assert()
+        .success();
+    assert!(export(d, &now) == want, "export after fail and add differs");
 }
