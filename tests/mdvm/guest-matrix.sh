@@ -103,8 +103,15 @@ run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS [FLAGS]
     [ "$chunk" = - ] || opts="$opts --chunk=$chunk"
     case ",$flags," in *,bitmap,*) opts="$opts --bitmap=internal --bitmap-chunk=1M" ;; esac
     case ",$flags," in *,ppl,*) opts="$opts --consistency-policy=ppl" ;; esac
+    devs=$loops
+    case ",$flags," in *,journal,*)
+        # the last slot is md's write journal, the others the members
+        jl=$(echo "$loops" | awk '{print $NF}')
+        devs=$(echo "$loops" | awk '{$NF=""; print}')
+        opts="$opts --write-journal=$jl" ;;
+    esac
     # shellcheck disable=SC2086
-    if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $loops >"$dir/create.log" 2>&1 </dev/null; then
+    if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $devs >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" A FAIL "mdadm --create $opts failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
     fi
     cat /proc/mdstat >"$dir/mdstat.create"
@@ -194,6 +201,11 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
     if grep -q "PPL :" "$dir/examine.0" && ! grep -q "Consistency Policy : ppl" "$dir/detail"; then
         bad="$bad md-did-not-use-the-ppl"
     fi
+    # A write journal raidlab made must be taken up by md as its journal.
+    if cat "$dir"/examine.* | grep -q "Device Role : Journal"; then
+        grep -q "Consistency Policy : journal" "$dir/detail" || bad="$bad md-did-not-use-the-journal"
+        grep -q "journal" "$dir/detail" || bad="$bad no-journal-device-in-detail"
+    fi
     nact=$(grep -c 'active sync' "$dir/detail")
     [ "$nact" = "$n" ] || bad="$bad active-members=$nact/$n"
     phase assemble
@@ -240,7 +252,7 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
     detach
 }
 
-run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL array degraded
+run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL/journal array degraded
     name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 miss=$7
     OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
     dir="$R/C/$name"; mkdir -p "$dir"
@@ -255,12 +267,12 @@ run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL array 
     fi
     phase assemble
     mdadm --detail "$MD" >"$dir/detail" 2>&1
-    grep -q "Consistency Policy : ppl" "$dir/detail" || bad="$bad md-did-not-use-the-ppl"
+    grep -q "Consistency Policy : \(ppl\|journal\)" "$dir/detail" || bad="$bad md-did-not-use-the-ppl-or-journal"
     d=$(cat "$SYS/degraded" 2>/dev/null || echo '?')
     [ "$d" = 1 ] || bad="$bad degraded=$d"
     copy_out 0 || bad="$bad read-failed"
     phase read
-    dmesg | grep -i 'raid\|ppl' | tail -20 >"$dir/dmesg"
+    dmesg | grep -i 'raid\|ppl\|journal' | tail -20 >"$dir/dmesg"
     stop_md
     if [ -z "$bad" ]; then
         result "$name" C PASS "missing=$miss seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"

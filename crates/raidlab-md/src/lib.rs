@@ -10,7 +10,7 @@
 //! What this crate must never do:
 //! - panic, whatever bytes it is given (fuzzed with proptest);
 //! - do any I/O other than reading or writing a member's metadata areas (the 4 KiB
-//!   superblock, the bitmap area, the PPL area) through the [`raidlab_core::Volume`]
+//!   superblock, the bitmap area, the PPL area, a journal device's ring) through the [`raidlab_core::Volume`]
 //!   trait (never the data area; the bad block log is not handled yet).
 //!
 //! Modules:
@@ -21,8 +21,12 @@
 //!   chunk, right after the v1.2 superblock) and the chunk mdadm chooses.
 //! - [`ppl`]: the raid5 partial parity log (`struct ppl_header`, crc32c checksums,
 //!   placement from the superblock's `ppl` fields, what md would replay).
+//! - [`journal`]: the raid4/5/6 write journal on its own device (`raid5-cache`:
+//!   meta blocks, data/parity/flush payloads, uuid-seeded crc32c, the journal
+//!   role and `journal_tail`).
 
 pub mod bitmap;
+pub mod journal;
 mod le;
 pub mod ppl;
 pub mod superblock;

@@ -397,7 +397,11 @@ impl Superblock {
                 format!("a size that fits after data_offset {}", self.data_offset),
             ));
         }
-        if self.size > self.data_size {
+        // A journal device holds the log, not array data: md sizes it by its own
+        // data_size (a journal is often a small SSD in front of large disks).
+        let journal = self.feature_map & feature::JOURNAL != 0
+            && self.dev_roles.get(self.dev_number as usize) == Some(&ROLE_JOURNAL);
+        if self.size > self.data_size && !journal {
             return Err(invalid(
                 "size",
                 format!("{} sectors", self.size),

@@ -1,9 +1,10 @@
 //! An array as a volume: plans each request, holds its stripe locks, executes it.
 
 use crate::exec::{execute, execute_logged, Failed, Members, UserBuf};
+use crate::journal::Journal;
 use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, OpKind, Plan, Step};
-use crate::planner::{plan_read, plan_write, plan_write_logged};
+use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
 use crate::ppl::PartialParityLog;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::Geometry;
@@ -42,6 +43,18 @@ pub struct Array {
     intent: Option<Intent>,
     /// md's partial parity log, when the array keeps one (RAID 5).
     ppl: Option<PartialParityLog>,
+    /// md's write journal on its own device, when the array keeps one (RAID 4/5/6).
+    journal: Option<Arc<Journal>>,
+    /// Refuse writes (an array whose journal is missing, opened with --force).
+    read_only: bool,
+}
+
+/// Which log a write piece goes through.
+#[derive(Clone, Copy)]
+enum Logger<'a> {
+    None,
+    Ppl(&'a PartialParityLog),
+    Journal(&'a Journal),
 }
 
 /// md's write-intent bitmap at work: before a write reaches the members, the
@@ -127,6 +140,8 @@ impl Array {
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
             intent: None,
             ppl: None,
+            journal: None,
+            read_only: false,
         })
     }
 
@@ -187,6 +202,47 @@ impl Array {
     /// Whether writes go through a partial parity log.
     pub fn has_ppl(&self) -> bool {
         self.ppl.is_some()
+    }
+
+    /// Run writes through md's write journal (RAID 4/5/6): each write's new data
+    /// and parity are made durable on the journal device before the members are
+    /// written. The journal must have been started (replayed) on this array's
+    /// members.
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Result<Array> {
+        if !self.geometry.is_parity() {
+            return Err(Error::invalid(format!(
+                "md's write journal is for RAID 4, 5 and 6, not {}",
+                self.geometry.level.name()
+            ))
+            .on_device(&self.name));
+        }
+        self.journal = Some(journal);
+        Ok(self)
+    }
+
+    /// Whether writes go through a write journal.
+    pub fn has_journal(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// The write journal, when writes go through one.
+    pub fn journal(&self) -> Option<&Journal> {
+        self.journal.as_deref()
+    }
+
+    /// Refuse every write (md runs an array whose journal is missing read-only).
+    pub fn read_only(mut self) -> Array {
+        self.read_only = true;
+        self
+    }
+
+    /// Let the journal forget what the members now hold durably: flush the
+    /// members and move `journal_tail` up (md's reclaim). For a clean stop.
+    pub fn checkpoint_journal(&self) -> Result<()> {
+        match &self.journal {
+            Some(j) => j.checkpoint(&|| self.flush_members()),
+            None => Ok(()),
+        }
     }
 
     /// The bitmap as the array last wrote it.
@@ -403,18 +459,35 @@ impl Array {
 
     /// Write one piece: plan, lock, (log,) execute; repair and retry after a
     /// member fails.
-    fn write_piece(&self, piece: &[u8], pos: u64, log: Option<&PartialParityLog>) -> Result<()> {
+    fn write_piece(&self, piece: &[u8], pos: u64, log: Logger<'_>) -> Result<()> {
         let n = piece.len() as u64;
         for attempt in 0.. {
             let plan = match log {
-                Some(_) => plan_write_logged(&self.geometry, &self.live(), pos, n),
-                None => self.plan_write(pos, n),
+                Logger::Ppl(_) => plan_write_logged(&self.geometry, &self.live(), pos, n),
+                Logger::Journal(_) => plan_write_journaled(&self.geometry, &self.live(), pos, n),
+                Logger::None => self.plan_write(pos, n),
             }
             .map_err(|e| e.on_device(&self.name))?;
             self.note_intent(&plan, pos, n)?;
             let held = self.locks.lock(&plan.locks);
             let result = match log {
-                Some(log) => {
+                Logger::Journal(journal) => {
+                    // Held until the member writes are done: a reclaim (inside a
+                    // later journal write) must not move the tail past this one.
+                    let state = std::cell::RefCell::new(journal.writer());
+                    let flush = || self.flush_members();
+                    let writer = |entries: &[(LogEntry, &[u8])]| {
+                        journal.write(&mut state.borrow_mut(), entries, &flush)
+                    };
+                    execute_logged(
+                        &plan,
+                        self.members(),
+                        self.engine,
+                        UserBuf::Write(piece),
+                        Some(&writer),
+                    )
+                }
+                Logger::Ppl(log) => {
                     let written: Vec<usize> = write_roles(&plan);
                     let guards = std::cell::RefCell::new(log.lock(&plan));
                     let flush = |r: usize| match self.member(r) {
@@ -432,10 +505,20 @@ impl Array {
                         Some(&writer),
                     )
                 }
-                None => execute(&plan, self.members(), self.engine, UserBuf::Write(piece)),
+                Logger::None => execute(&plan, self.members(), self.engine, UserBuf::Write(piece)),
             };
             match result {
                 Ok(()) => return Ok(()),
+                // The journal could not be written: nothing of this piece went to
+                // the members. md stops writing to such an array; so does this.
+                Err(f) if f.log && f.members.is_empty() => {
+                    let mut e = *f.error;
+                    e.message = format!(
+                        "{} (writing the journal; nothing of this write reached the members. Check the journal device, then assemble again: the journal is replayed at start)",
+                        e.message
+                    );
+                    return Err(e);
+                }
                 // The log could not be written (or an earlier write made durable):
                 // nothing of this piece went out. Without that member, plan again.
                 Err(f) if f.log && !f.members.is_empty() => {
@@ -494,8 +577,47 @@ impl Array {
             };
             let n = next.min(end) - pos;
             let start = (pos - offset) as usize;
-            self.write_piece(&buf[start..start + n as usize], pos, Some(log))?;
+            self.write_piece(&buf[start..start + n as usize], pos, Logger::Ppl(log))?;
             pos += n;
+        }
+        Ok(())
+    }
+
+    /// A write to an array with a journal: whole 4 KiB pages (a partial page is
+    /// merged with what the array holds), in pieces that always fit the ring.
+    fn write_journaled(&self, journal: &Journal, buf: &[u8], offset: u64) -> Result<()> {
+        let end = offset + buf.len() as u64;
+        let (a, b) = (offset / 4096 * 4096, end.div_ceil(4096) * 4096);
+        if (a, b) != (offset, end) {
+            let mut merged = vec![0u8; (b - a) as usize];
+            self.read_at(&mut merged[..4096], a)?;
+            let tail = merged.len() - 4096;
+            self.read_at(&mut merged[tail..], b - 4096)?;
+            merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
+            return self.write_journaled(journal, &merged, a);
+        }
+        let step = journal.max_piece().min(self.piece);
+        let mut pos = offset;
+        while pos < end {
+            let n = step.min(end - pos);
+            let start = (pos - offset) as usize;
+            self.write_piece(
+                &buf[start..start + n as usize],
+                pos,
+                Logger::Journal(journal),
+            )?;
+            pos += n;
+        }
+        Ok(())
+    }
+
+    /// Flush every live member (an error if one cannot make its writes durable).
+    fn flush_members(&self) -> Result<()> {
+        let live = self.live();
+        for (r, m) in self.members.iter().enumerate() {
+            if let (Some(m), true) = (m, live[r]) {
+                m.flush()?;
+            }
         }
         Ok(())
     }
@@ -580,12 +702,27 @@ impl Volume for Array {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
+        if self.read_only {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                Op::Write,
+                "the array runs read-only: its write journal is missing or stale, and without it a write could tear a stripe (md does the same). Assemble it with its journal device to write",
+            )
+            .on_device(&self.name)
+            .at(offset, buf.len() as u64));
+        }
         if let Some(log) = &self.ppl {
             return self.write_logged(log, buf, offset);
         }
+        if let Some(journal) = &self.journal {
+            // Journaled writes go one at a time (they already wait for each
+            // other's journal flush): the page merge below reads, then writes.
+            let _one = journal.serial();
+            return self.write_journaled(journal.as_ref(), buf, offset);
+        }
         for (pos, n) in self.pieces(offset, buf.len() as u64) {
             let start = (pos - offset) as usize;
-            self.write_piece(&buf[start..start + n as usize], pos, None)?;
+            self.write_piece(&buf[start..start + n as usize], pos, Logger::None)?;
         }
         Ok(())
     }
@@ -614,6 +751,6 @@ impl Volume for Array {
     }
 
     fn is_writable(&self) -> bool {
-        self.members.iter().flatten().all(|m| m.is_writable())
+        !self.read_only && self.members.iter().flatten().all(|m| m.is_writable())
     }
 }

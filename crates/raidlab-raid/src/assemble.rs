@@ -48,6 +48,8 @@ pub enum MemberState {
     /// Being copied from the active member of its slot (md's replace), which keeps
     /// serving until the copy completes and this member takes its place.
     Replacing,
+    /// The array's write journal device (md's role 0xfffd), up to date.
+    Journal,
 }
 
 #[derive(Debug, Clone)]
@@ -82,6 +84,9 @@ pub struct Assembly {
     /// md's internal write-intent bitmap, when the array has one. A bitmap older
     /// than the superblocks is not trusted: every chunk counts as dirty.
     pub bitmap: Option<Bitmap>,
+    /// The started write journal, until an array takes it (see
+    /// [`Assembly::start_journal`]).
+    journal_handle: std::sync::Mutex<Option<Arc<crate::journal::Journal>>>,
 }
 
 impl Assembly {
@@ -147,9 +152,19 @@ impl Assembly {
             let mut state = match reference_role(&reference, &sb) {
                 Role::Active(_) => MemberState::Active,
                 Role::Spare => MemberState::Spare,
+                // md ignores a journal device of an array without the feature.
+                Role::Journal
+                    if reference.feature_map & raidlab_md::superblock::feature::JOURNAL != 0 =>
+                {
+                    MemberState::Journal
+                }
                 _ => MemberState::Faulty,
             };
-            if sb.events < reference.events && state == MemberState::Active {
+            if sb.events < reference.events
+                && matches!(state, MemberState::Active | MemberState::Journal)
+            {
+                // A journal behind the array may lack writes the members have:
+                // md and mdadm call it stale and will not use it.
                 state = MemberState::Stale;
             }
             if state == MemberState::Active
@@ -226,6 +241,7 @@ impl Assembly {
             slots,
             events: reference.events,
             bitmap,
+            journal_handle: std::sync::Mutex::new(None),
         })
     }
 
@@ -250,9 +266,20 @@ impl Assembly {
     /// Refuse to run an array that cannot serve its data, or one that is degraded
     /// *and* was not stopped cleanly: its parity may not match its data, so what
     /// it rebuilds for the missing member may be wrong (md's "dirty degraded"
-    /// refusal). `force` accepts that risk.
+    /// refusal). `force` accepts that risk. With a write journal: refused when
+    /// the journal device is missing or stale (mdadm's refusal; with `force` the
+    /// array runs read-only), and a degraded read is refused while the journal
+    /// holds writes the members do not have yet (see
+    /// [`Assembly::journal_unreplayed`]); a dirty superblock never happens.
     pub fn check_startable(&self, force: bool) -> Result<()> {
         let missing = self.missing();
+        if self.has_journal() && self.journal_member().is_none() && !force {
+            return Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Open,
+                "refusing to start: the array has a write journal (md's JOURNAL feature) but its journal device is missing or stale, so writes it holds may be lost and stripes may be torn (mdadm: \"Not safe to assemble with missing or stale journal device\"). Give the journal device with the members; --force opens the array read-only without it",
+            ));
+        }
         match self.state() {
             ArrayState::Failed => Err(Error::new(
                 ErrorKind::Unrecoverable,
@@ -262,6 +289,18 @@ impl Assembly {
                     self.geometry.level.name()
                 ),
             )),
+            ArrayState::Degraded
+                if !force
+                    && self.journal_unreplayed()? > 0 =>
+            {
+                Err(Error::new(
+                    ErrorKind::Unrecoverable,
+                    Op::Open,
+                    format!(
+                        "refusing to read: the array is degraded (role(s) {missing:?} missing) and its write journal holds writes not yet replayed (an unclean stop), so data rebuilt for the missing member(s) may be wrong. Open it for writing once (e.g. `raidlab resync` with these members and the journal) to replay the journal; --force reads it anyway"
+                    ),
+                ))
+            }
             // Only parity levels have a write hole; md starts mirrors regardless.
             ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
                 ErrorKind::Unrecoverable,
@@ -311,6 +350,24 @@ impl Assembly {
         } else {
             array
         };
+        let array = if !self.has_journal() {
+            array
+        } else if self.journal_member().is_none() {
+            // md runs an array whose journal is gone read-only.
+            array.read_only()
+        } else {
+            let journal = self
+                .journal_handle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            match journal {
+                Some(j) => array.with_journal(j)?,
+                // Not started (a read-only open): the members are read as they
+                // are, and nothing may be written around the journal.
+                None => array.read_only(),
+            }
+        };
         Ok(match &self.bitmap {
             Some(b) => {
                 let devices = self
@@ -328,6 +385,83 @@ impl Assembly {
             }
             None => array,
         })
+    }
+
+    /// Whether the array keeps md's write journal (consistency policy `journal`,
+    /// a separate journal device).
+    pub fn has_journal(&self) -> bool {
+        self.newest().feature_map & raidlab_md::superblock::feature::JOURNAL != 0
+            && self.geometry.is_parity()
+    }
+
+    /// Stripes a start of the journal would change on the members (0 once
+    /// started, without a journal, or after a clean stop). Reads only.
+    pub fn journal_unreplayed(&self) -> Result<u64> {
+        let started = self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some();
+        match self.journal_member() {
+            Some(j) if self.has_journal() && !started => {
+                let vols = self
+                    .slots
+                    .iter()
+                    .map(|slot| slot.map(|i| self.area(i)).transpose())
+                    .collect::<Result<Vec<_>>>()?;
+                let plain = Array::new("array (journal check)", self.geometry, vols)?;
+                crate::journal::unreplayed(j.device.volume.as_ref(), &j.sb, &self.uuid, &plain)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// The up-to-date journal device, if it was given.
+    pub fn journal_member(&self) -> Option<&Member> {
+        self.members
+            .iter()
+            .find(|m| m.state == MemberState::Journal)
+    }
+
+    /// Start the write journal before the array is used, as md does at every
+    /// start of an array with one: replay what the journal holds from
+    /// `journal_tail` (stripes complete in it are written to the members again,
+    /// which makes them consistent whatever a crash left), then begin a new log.
+    /// The superblocks stay clean throughout (md's MD_JOURNAL_CLEAN): the
+    /// journal, not a resync, is what makes an unclean stop safe, and a degraded
+    /// array may start. `None` without a journal (or without its device: then
+    /// the array runs read-only, after [`Assembly::check_startable`] with force).
+    pub fn start_journal(&mut self) -> Result<Option<crate::journal::JournalReplay>> {
+        if !self.has_journal() {
+            return Ok(None);
+        }
+        let Some(jm) = self.journal_member() else {
+            return Ok(None);
+        };
+        let (device, sb) = (jm.device.volume.clone(), jm.sb.clone());
+        let vols = self
+            .slots
+            .iter()
+            .map(|slot| slot.map(|i| self.area(i)).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        let plain = Array::new("array (journal replay)", self.geometry, vols)?;
+        let (journal, replay) =
+            crate::journal::Journal::start(device, sb, self.geometry, &self.uuid, &plain)?;
+        // Keep the journal device's superblock (its journal_tail moved) current
+        // in the assembly, so later superblock writes do not move it back.
+        let tail = journal.tail();
+        for m in self
+            .members
+            .iter_mut()
+            .filter(|m| m.state == MemberState::Journal)
+        {
+            raidlab_md::journal::set_journal_tail(&mut m.sb, tail);
+        }
+        *self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(journal));
+        Ok(Some(replay))
     }
 
     /// Whether the array keeps md's partial parity log (consistency policy
@@ -421,6 +555,12 @@ impl Assembly {
             // Nothing to resync without redundancy: md never marks RAID 0 dirty.
             return Ok(was_clean);
         }
+        if self.has_journal() && self.journal_member().is_some() && was_clean {
+            // md keeps a journaled array's superblocks clean while it runs
+            // (MD_JOURNAL_CLEAN): after a crash the journal replay, not a resync,
+            // makes the stripes consistent.
+            return Ok(was_clean);
+        }
         self.commit(|sb| {
             sb.resync_offset = 0;
             // A member being rebuilt does not receive these writes: what it has
@@ -433,7 +573,23 @@ impl Assembly {
     }
 
     /// After a flush: record a clean stop (if the array was in sync before).
+    /// With a started journal, it is emptied first (members flushed, the tail
+    /// moved past everything logged).
     pub fn mark_clean(&mut self, was_clean: bool) -> Result<()> {
+        let journal = self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(j) = journal {
+            let vols: Vec<Arc<dyn Volume>> = self
+                .slots
+                .iter()
+                .flatten()
+                .map(|&i| self.members[i].device.volume.clone())
+                .collect();
+            j.checkpoint(&|| vols.iter().try_for_each(|v| v.flush()))?;
+        }
         if let Some(b) = self.bitmap.as_mut() {
             // Everything written has been flushed: no region is dirty any more.
             if was_clean {
@@ -459,10 +615,23 @@ impl Assembly {
             // behind it would be taken as stale (full resync).
             b.sb.events = events;
         }
+        let journal = self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         for m in self.members.iter_mut().filter(|m| m.is_live()) {
             m.sb.events = events;
             m.sb.utime = now;
             f(&mut m.sb);
+            if let (MemberState::Journal, Some(j)) = (m.state, &journal) {
+                // The running journal owns its superblock's journal_tail; the
+                // rest (events, role table) is the assembly's.
+                m.sb = j
+                    .write_superblock(m.sb.clone())
+                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+                continue;
+            }
             m.sb.write_to(m.device.volume.as_ref())
                 .map_err(|e| e.on_device(m.device.path.clone()))?;
             if let Some(b) = &self.bitmap {
@@ -506,6 +675,7 @@ impl Member {
                 | MemberState::Rebuilding
                 | MemberState::Replacing
                 | MemberState::Spare
+                | MemberState::Journal
         )
     }
 }
@@ -587,7 +757,47 @@ pub struct NewMember {
 /// Write superblocks that make `members` an array, and return it assembled.
 /// Checks everything before writing anything.
 pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
-    let total = members.len();
+    create_with_journal(spec, members, None)
+}
+
+/// [`create`] with md's write journal on `journal` (mdadm's `--write-journal
+/// DEV`, consistency policy `journal`; RAID 4/5/6): every device gets the
+/// JOURNAL feature, the journal device role 0xfffd (the device number after the
+/// members and spares), its whole space after the data offset as the ring, and
+/// an empty log. Start it with [`Assembly::start_journal`].
+pub fn create_with_journal(
+    spec: &CreateSpec,
+    members: Vec<NewMember>,
+    journal: Option<NewMember>,
+) -> Result<Assembly> {
+    if let Some(j) = &journal {
+        if !matches!(spec.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+            return Err(Error::invalid(format!(
+                "a write journal (--write-journal) is for RAID 4, 5 and 6, not {}: md journals parity stripes only",
+                spec.level.name()
+            )));
+        }
+        if spec.ppl || spec.bitmap {
+            return Err(Error::invalid(
+                "a write journal cannot be combined with a bitmap or a partial parity log (md allows one consistency policy)",
+            ));
+        }
+        if members.iter().any(|m| {
+            Arc::ptr_eq(&m.device.volume, &j.device.volume) || m.device.path == j.device.path
+        }) {
+            return Err(Error::invalid(format!(
+                "{} is given both as a member and as the journal: the journal needs a device of its own",
+                j.device.path
+            )));
+        }
+    }
+    let journal_dev = journal.as_ref().map(|j| j.device.clone());
+    let mut members = members;
+    let member_count = members.len();
+    if let Some(j) = journal {
+        members.push(j);
+    }
+    let total = member_count;
     if spec.spares >= total {
         return Err(Error::invalid(format!(
             "{} spare(s) asked for but only {total} member(s) given: the last --spares members become spares, the rest make up the array",
@@ -633,6 +843,7 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
     }
     let smallest = members
         .iter()
+        .take(member_count)
         .map(|m| m.device.volume.size())
         .min()
         .unwrap_or(0);
@@ -696,13 +907,27 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
         raid_disks: raid_disks as u32,
         member_sectors: geometry.member_bytes / SECTOR,
         data_offset_sectors: data_offset / SECTOR,
-        total_devices: total as u32,
+        total_devices: members.len() as u32,
         clean,
     };
+    if let Some(j) = &journal_dev {
+        // The journal's ring is everything after the data offset.
+        let ring = (j.volume.size() / SECTOR).saturating_sub(data_offset / SECTOR);
+        if ring * SECTOR < 256 << 10 {
+            return Err(Error::invalid(format!(
+                "the journal device is {} bytes: it needs at least 256 KiB after md's data offset of {} bytes",
+                j.volume.size(),
+                data_offset
+            ))
+            .on_device(j.path.clone()));
+        }
+    }
     let now = now_secs();
     for (i, m) in members.iter().enumerate() {
         let role = if i < raid_disks {
             i as u16
+        } else if i >= total {
+            raidlab_md::ROLE_JOURNAL
         } else {
             raidlab_md::ROLE_SPARE
         };
@@ -721,6 +946,19 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
         }
         if spec.ppl {
             raidlab_md::ppl::enable_ppl(&mut sb).map_err(|e| e.on_device(m.device.path.clone()))?;
+        }
+        if journal_dev.is_some() {
+            let ctx = |e: Error| e.on_device(m.device.path.clone());
+            // Every device lists the journal in its role table.
+            if let Some(r) = sb.dev_roles.get_mut(total) {
+                *r = raidlab_md::ROLE_JOURNAL;
+            }
+            if i >= total {
+                raidlab_md::journal::make_journal_device(&mut sb).map_err(ctx)?;
+                sb.data_size = m.device.volume.size() / SECTOR - data_offset / SECTOR;
+            } else {
+                raidlab_md::journal::enable_journal_feature(&mut sb).map_err(ctx)?;
+            }
         }
         let bitmap = if spec.bitmap {
             let mut bm = raidlab_md::bitmap::new_internal(&mut sb, spec.bitmap_chunk)
@@ -745,6 +983,20 @@ pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
             raidlab_md::ppl::write_area(m.device.volume.as_ref(), &sb, 0, &area)
                 .map_err(|e| e.on_device(m.device.path.clone()))?;
         }
+    }
+    if let (Some(j), Some(m)) = (&journal_dev, members.last()) {
+        // An empty log at the start of the ring, as md begins one.
+        let sb = Superblock::read_from(j.volume.as_ref())
+            .map_err(|e| e.on_device(j.path.clone()))?
+            .ok_or_else(|| {
+                Error::invalid("the journal's superblock did not read back")
+                    .on_device(j.path.clone())
+            })?;
+        let seed = raidlab_md::journal::uuid_seed(&array.uuid);
+        let empty = raidlab_md::journal::MetaBlock::empty(u64::from(seed), 0)
+            .to_bytes(seed)
+            .map_err(|e| e.on_device(j.path.clone()))?;
+        raidlab_md::journal::write_blocks(m.device.volume.as_ref(), &sb, 0, &empty)?;
     }
     for m in &members {
         m.device.volume.flush()?;

@@ -97,6 +97,11 @@ pub enum Compute {
 /// a write modifies and the partial parity that, XORed with whatever the modified
 /// data chunks hold after a crash, gives parity consistent with them. It goes to the
 /// log on the stripe's parity member, durably, before the stripe is written.
+///
+/// With md's write journal (`planner::plan_write_journaled`) an entry is instead
+/// one new block of the write: `member` the role it goes to, `data_offset` its
+/// byte offset on that member, `data_size` its length, `pp` its new contents
+/// (data or parity; which one follows from the layout).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct LogEntry {
     /// Role of the parity member whose log holds the entry.

@@ -75,6 +75,53 @@ pub fn plan_write_logged(geo: &Geometry, present: &[bool], offset: u64, len: u64
     write_plan(geo, present, offset, len, true)
 }
 
+/// Plan a write to a RAID 4/5/6 array with md's write journal (write-through):
+/// as [`plan_write`], but every segment's full new parity is computed, even for
+/// a parity member that is missing (read-modify-write only when every parity
+/// member is present, else reconstruct-write or rebuild), and a log step between
+/// computing parity and writing carries every new page: one entry per written
+/// data chunk (its member, member byte offset, length and the new data, also for
+/// a data member that is missing) and one per parity (P, and Q for RAID 6).
+/// The journal writes them durably before the members are written. Offset and
+/// length must be whole 4 KiB pages, md's journal unit.
+pub fn plan_write_journaled(
+    geo: &Geometry,
+    present: &[bool],
+    offset: u64,
+    len: u64,
+) -> Result<Plan> {
+    if !geo.is_parity() {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            format!(
+                "md's write journal is for RAID 4, 5 and 6, not {}",
+                geo.level.name()
+            ),
+        ));
+    }
+    if offset % 4096 != 0 || len % 4096 != 0 {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            "internal: a journaled write must cover whole 4 KiB pages",
+        )
+        .at(offset, len));
+    }
+    check_request(geo, present, Op::Write, offset, len)?;
+    let mut b = Builder {
+        journal: true,
+        ..Builder::default()
+    };
+    for row in rows(geo, offset, len) {
+        b.lock(row.stripe);
+        for seg in row.segments() {
+            b.parity_write_segment(geo, present, &row, seg, offset)?;
+        }
+    }
+    Ok(b.finish())
+}
+
 fn write_plan(geo: &Geometry, present: &[bool], offset: u64, len: u64, log: bool) -> Result<Plan> {
     check_request(geo, present, Op::Write, offset, len)?;
     let mut b = Builder {
@@ -200,6 +247,8 @@ struct Builder {
     writes: Vec<MemberOp>,
     /// Keep a partial parity log: collect `entries`.
     log: bool,
+    /// Keep md's write journal: collect every new page in `entries`.
+    journal: bool,
     entries: Vec<LogEntry>,
 }
 
@@ -429,12 +478,16 @@ impl Builder {
                 }
             }
         };
-        if parities == 0 {
+        // The journal needs the full new parity even when no parity member is
+        // there to take it: md's recovery only replays a stripe with its parity.
+        if parities == 0 && !self.journal {
             write_data(self);
             return Ok(());
         }
+        let all_parity = p_ok && (map.q.is_none() || q_ok);
 
-        let rmw_ok = seg.touched.iter().all(|&i| present[map.data[i]]);
+        let rmw_ok =
+            seg.touched.iter().all(|&i| present[map.data[i]]) && (all_parity || !self.journal);
         let rmw_reads = seg.touched.len() + parities;
         let rcw_ok = (0..dd).filter(|&i| !is_t(i)).all(|i| present[map.data[i]]);
         let rcw_reads = dd - seg.touched.len();
@@ -454,6 +507,7 @@ impl Builder {
                 .collect();
             let (p, q) = self.new_parity(map, slices, len);
             self.log_segment(row, &seg, present, p, &user);
+            self.journal_segment(map, &seg, moff, len, p, q, &user);
             write_data(self);
             self.write_parity(map, present, moff, l, p, q);
         } else if rmw_ok {
@@ -490,6 +544,7 @@ impl Builder {
                 });
             }
             self.log_segment(row, &seg, present, p, &user);
+            self.journal_segment(map, &seg, moff, len, p, q, &user);
             write_data(self);
             self.write_parity(map, present, moff, l, p, q);
         } else {
@@ -513,6 +568,7 @@ impl Builder {
             let slices = data.iter().map(|&s| Slice::scratch(s, l)).collect();
             let (p, q) = self.new_parity(map, slices, len);
             self.log_segment(row, &seg, present, p, &user);
+            self.journal_segment(map, &seg, moff, len, p, q, &user);
             write_data(self);
             self.write_parity(map, present, moff, l, p, q);
         }
@@ -550,6 +606,42 @@ impl Builder {
             data_size: seg.touched.len() as u64 * len,
             pp,
         });
+    }
+
+    /// The journal entries of one written segment: each written data chunk's
+    /// new contents, then P and Q. Nothing when not journaling.
+    #[allow(clippy::too_many_arguments)]
+    fn journal_segment(
+        &mut self,
+        map: &StripeMap,
+        seg: &Segment,
+        moff: u64,
+        len: u64,
+        p: Option<usize>,
+        q: Option<usize>,
+        user: &dyn Fn(usize) -> Slice,
+    ) {
+        if !self.journal {
+            return;
+        }
+        for &i in &seg.touched {
+            self.entries.push(LogEntry {
+                member: map.data[i],
+                data_offset: moff,
+                data_size: len,
+                pp: Some(user(i)),
+            });
+        }
+        for (member, buf) in [(Some(map.p), p), (map.q, q)] {
+            if let (Some(member), Some(buf)) = (member, buf) {
+                self.entries.push(LogEntry {
+                    member,
+                    data_offset: moff,
+                    data_size: len,
+                    pp: Some(Slice::scratch(buf, len as usize)),
+                });
+            }
+        }
     }
 
     /// Compute P (and Q for RAID 6) from full data given in logical order.

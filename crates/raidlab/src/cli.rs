@@ -104,10 +104,17 @@ pub struct CreateArgs {
     /// How consistency is kept after an unclean stop, as mdadm's option: `resync`
     /// (resync everything) or `bitmap` (an internal write-intent bitmap: resync only
     /// what was being written) or `ppl` (RAID 5: md's partial parity log, which
-    /// closes the write hole and needs no resync). Default as mdadm: bitmap for
-    /// arrays of 100 GiB and more, else resync. (`journal` is not implemented.)
+    /// closes the write hole and needs no resync) or `journal` (RAID 4/5/6: md's
+    /// write journal on the --write-journal device, write-through; closes the
+    /// write hole, RAID 6 included). Default as mdadm: journal with
+    /// --write-journal, else bitmap for arrays of 100 GiB and more, else resync.
     #[arg(long)]
     pub consistency_policy: Option<String>,
+    /// A device (or file) for md's write journal (RAID 4/5/6), as mdadm's
+    /// --write-journal: every stripe write goes to it first, so a crash cannot
+    /// tear a stripe. Best on a fast device; it must not be a member.
+    #[arg(long, value_name = "DEV")]
+    pub write_journal: Option<PathBuf>,
     /// Bytes of each member per bitmap bit (default: mdadm's choice, 64M or more).
     #[arg(long, value_parser = size)]
     pub bitmap_chunk: Option<u64>,

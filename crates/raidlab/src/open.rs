@@ -39,6 +39,28 @@ pub fn open_device(p: &Path, mode: OpenMode) -> Result<Device> {
 /// at every start: after an unclean stop each log is replayed, which makes parity
 /// consistent again without a resync. Says on stderr what the replay did.
 pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
+    if let Some(r) = asm.start_journal()? {
+        if r.fresh {
+            eprintln!(
+                "raidlab: the write journal held no valid meta block at its tail (journal device wiped, or from another array?): a new log was begun, as md does; nothing was replayed"
+            );
+        }
+        if r.replayed_anything() || r.torn_blocks > 0 {
+            eprintln!(
+                "raidlab: replayed the write journal: {} stripe(s) written back from {} meta block(s){}; stripes are consistent, no resync needed",
+                r.stripes_replayed + r.data_only_stripes,
+                r.meta_blocks,
+                if r.torn_blocks > 0 {
+                    format!(
+                        "; {} torn journal block(s) skipped (their writes never reached the members)",
+                        r.torn_blocks
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
     let replay = asm.start_ppl()?;
     if let Some(r) = &replay {
         eprintln!(

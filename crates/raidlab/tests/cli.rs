@@ -1240,3 +1240,193 @@ fn detail_prints_mkfs_alignment_for_striped_levels_only() {
     create(d.path(), &["-l", "1", "--member-size", "8M"], &r1);
     assert!(detail_json(d.path(), &r1)["mkfs"].is_null());
 }
+
+/// md's write journal through the CLI, on RAID 6: created with --write-journal
+/// and reported; written through (an unaligned write too) and read back,
+/// complete and degraded; refused without its journal device. After a crash
+/// that left a stripe's P and Q stale (journal and data durable), a degraded
+/// read is refused until the journal is replayed, a forced one shows the write
+/// hole, and opening it for writing (`resync`) replays the journal: the degraded
+/// read is then right and `check` finds nothing.
+#[test]
+fn journal_closes_the_raid6_write_hole_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let names = ["j0", "j1", "j2", "j3"];
+    let mut args = vec![
+        "create",
+        "--level",
+        "6",
+        "--chunk",
+        "16K",
+        "--member-size",
+        "4M",
+        "--write-journal",
+        "jdev",
+    ];
+    args.extend(names);
+    raidlab()
+        .current_dir(d)
+        .args(&args)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("write journal on jdev"));
+    let with_j = ["j0", "j1", "j2", "j3", "jdev"];
+    let js = detail_json(d, &with_j);
+    assert_eq!(js["consistency_policy"], "journal");
+    assert_eq!(js["members"][4]["state"], "journal");
+    let text = raidlab()
+        .current_dir(d)
+        .arg("detail")
+        .args(with_j)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("Consistency Policy : journal"), "{text}");
+    assert!(text.contains("Journal : jdev (write-through"), "{text}");
+    let size = js["array_size_bytes"].as_u64().unwrap() as usize;
+    let mut want = pattern(size, 5);
+    std::fs::write(d.join("data"), &want).unwrap();
+    raidlab()
+        .current_dir(d)
+        .arg("import")
+        .args(with_j)
+        .args(["--input", "data"])
+        .assert()
+        .success();
+    let small = pattern(1000, 4);
+    std::fs::write(d.join("small"), &small).unwrap();
+    raidlab()
+        .current_dir(d)
+        .arg("import")
+        .args(with_j)
+        .args(["--input", "small", "--offset", "70001"])
+        .assert()
+        .success();
+    want[70001..71001].copy_from_slice(&small);
+    assert!(export(d, &with_j) == want, "complete export differs");
+    // Without the journal device: refused, as mdadm refuses it.
+    raidlab()
+        .current_dir(d)
+        .arg("import")
+        .args(names)
+        .args(["--input", "small"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "journal device is missing or stale",
+        ));
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(with_j)
+        .assert()
+        .success();
+
+    // The crash: 8 KiB into data chunk 0 of stripe 1.
+    let stripe = 2 * (16 << 10);
+    let new = pattern(8192, 66);
+    let devices: Vec<String> = with_j
+        .iter()
+        .map(|n| d.join(n).display().to_string())
+        .collect();
+    common::journal_crash(&devices, stripe as u64, &new).unwrap();
+    want[stripe..stripe + 8192].copy_from_slice(&new);
+    let data1 = {
+        use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
+        Geometry::new(
+            Level::Raid6,
+            Layout::Parity(ParityLayout::LeftSymmetric),
+            16 << 10,
+            4,
+            1 << 20,
+        )
+        .unwrap()
+        .stripe(1)
+        .data[1]
+    };
+    let degraded: Vec<&str> = with_j
+        .iter()
+        .enumerate()
+        .map(|(i, n)| if i == data1 { "missing" } else { *n })
+        .collect();
+    raidlab()
+        .current_dir(d)
+        .arg("export")
+        .args(&degraded)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("not yet replayed"));
+    let forced = raidlab()
+        .current_dir(d)
+        .arg("export")
+        .args(&degraded)
+        .arg("--force")
+        .output()
+        .unwrap();
+    assert!(forced.status.success());
+    assert!(
+        forced.stdout != want,
+        "stale P and Q must show through a forced degraded read"
+    );
+    raidlab()
+        .current_dir(d)
+        .arg("resync")
+        .args(&degraded)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("write journal was replayed"))
+        .stderr(predicate::str::contains("replayed the write journal"));
+    assert!(
+        export(d, &degraded) == want,
+        "degraded export after the replay differs"
+    );
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(with_j)
+        .assert()
+        .success();
+    // Membership changes go to the journal device's superblock too (its role
+    // table), while the journal keeps its own journal_tail.
+    raidlab()
+        .current_dir(d)
+        .arg("fail")
+        .args(with_j)
+        .args(["--member", "j1"])
+        .assert()
+        .success();
+    raidlab()
+        .current_dir(d)
+        .args([
+            "add",
+            "j0",
+            "j2",
+            "j3",
+            "jdev",
+            "--new",
+            "j4",
+            "--member-size",
+            "4M",
+        ])
+        .assert()
+        .success();
+    let now = ["j0", "j4", "j2", "j3", "jdev"];
+    let js = detail_json(d, &now);
+    assert_eq!(js["missing_roles"], serde_json::json!([]), "{js}");
+    let j4 = js["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["device"] == "j4")
+        .unwrap();
+    assert_eq!(j4["role"], 1, "{js}");
+    assert_eq!(j4["state"], "active", "{js}");
+    raidlab()
+        .current_dir(d)
+        .arg("check")
+        .args(now)
+        .assert()
+        .success();
+    assert!(export(d, &now) == want, "export after fail and add differs");
+}

@@ -25,7 +25,7 @@
 
 mod common;
 
-use common::ppl_crash;
+use common::{journal_crash, ppl_crash};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -50,13 +50,19 @@ struct Cfg {
     member_bytes: u64,
     /// Optional seventh column: `bitmap` (both sides create an internal
     /// write-intent bitmap, 1 MiB chunks), `rebuilt` (raidlab fails member 1 and
-    /// rebuilds a new member into its slot before md assembles the array).
+    /// rebuilds a new member into its slot before md assembles the array),
+    /// `journal` (one more device, last, is md's write journal), ...
     flags: Vec<String>,
 }
 
 impl Cfg {
     fn has(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
+    }
+
+    /// Device images: the members, plus the journal device (last) with `journal`.
+    fn all_devices(&self) -> usize {
+        self.devices + usize::from(self.has("journal"))
     }
 
     fn redundant(&self) -> bool {
@@ -290,6 +296,48 @@ fn md_ppl_accepted(members: &[String]) -> Vec<String> {
     bad
 }
 
+/// md's write journal, as md left it: raidlab opens the array for writing,
+/// which reads md's journal from its tail and writes back every stripe in it
+/// (md's own recovery), then `check` must find parity consistent and the
+/// contents must still be what md was given.
+fn md_journal_accepted(devices: &[String], want: &[u8]) -> Vec<String> {
+    let mut bad = Vec::new();
+    let mut args = vec!["resync"];
+    args.extend(devices.iter().map(String::as_str));
+    let o = raidlab(&args);
+    if !o.status.success() {
+        bad.push(format!(
+            "raidlab could not start md's journal: {}",
+            describe(&args, &o)
+        ));
+        return bad;
+    }
+    loud(&format!(
+        "md_compat: raidlab started md's journal: {}",
+        String::from_utf8_lossy(&o.stderr).trim()
+    ));
+    let mut cargs = vec!["check"];
+    cargs.extend(devices.iter().map(String::as_str));
+    let o = raidlab(&cargs);
+    if !o.status.success() {
+        bad.push(format!(
+            "check after raidlab replayed md's journal: {}",
+            describe(&cargs, &o)
+        ));
+    }
+    let out = std::env::temp_dir().join(format!("md_compat-journal-{}.bin", std::process::id()));
+    match export(devices, &out) {
+        Ok(got) if got == want => {}
+        Ok(got) => bad.push(format!(
+            "after raidlab replayed md's journal the array reads differently: {}",
+            first_diff(&got, want)
+        )),
+        Err(e) => bad.push(format!("export after replaying md's journal: {e}")),
+    }
+    fs::remove_file(&out).ok();
+    bad
+}
+
 /// `pplcrash`: where the torn write goes (array offset, 8 KiB of data chunk 0
 /// of stripe 1) and which member md is later given without (the one holding
 /// data chunk 1 of that stripe: data the write did not touch).
@@ -301,6 +349,17 @@ fn ppl_crash_spot(c: &Cfg) -> (u64, usize) {
     let g = Geometry::new(level, layout, chunk, c.devices, c.member_bytes).expect("geometry");
     let stripe_bytes = chunk * (c.devices as u64 - 1);
     (stripe_bytes, g.stripe(1).data[1])
+}
+
+/// `journalcrash`: the same spot for a journaled RAID 4/5/6: 8 KiB of data
+/// chunk 0 of stripe 1, and the member holding data chunk 1 of that stripe.
+fn journal_crash_spot(c: &Cfg) -> (u64, usize) {
+    use raidlab_layout::{Geometry, Layout, Level};
+    let level = Level::from_md(c.level as i32).expect("level");
+    let layout = Layout::parse(level, c.layout.as_deref()).expect("layout");
+    let chunk = c.chunk_kib.expect("chunk") * 1024;
+    let g = Geometry::new(level, layout, chunk, c.devices, c.member_bytes).expect("geometry");
+    (chunk * g.data_disks() as u64, g.stripe(1).data[1])
 }
 
 /// Deterministic, position-unique pattern (xorshift64*), no dependencies.
@@ -552,7 +611,7 @@ struct Slots {
 
 impl Slots {
     fn take(&mut self, c: &Cfg) -> Vec<u64> {
-        (0..c.devices)
+        (0..c.all_devices())
             .map(|_| {
                 let o = self.next;
                 self.next += c.member_bytes.div_ceil(MIB) * MIB;
@@ -617,7 +676,7 @@ fn linux_md_compatibility_both_directions() {
     // ---- the pattern area and the data disk ----
     let pat_len = matrix
         .iter()
-        .map(|c| c.devices as u64 * c.member_bytes)
+        .map(|c| c.all_devices() as u64 * c.member_bytes)
         .max()
         .unwrap();
     let pat_area = pat_len.div_ceil(64 * MIB) * 64 * MIB;
@@ -668,9 +727,13 @@ fn linux_md_compatibility_both_directions() {
     for c in &matrix {
         let dir = work.join("b").join(&c.name);
         fs::create_dir_all(&dir).unwrap();
-        let members: Vec<String> = (0..c.devices)
+        let mut members: Vec<String> = (0..c.devices)
             .map(|i| dir.join(format!("m{i}.img")).to_str().unwrap().to_string())
             .collect();
+        // The journal device goes last in every raidlab command after create.
+        let journal = c
+            .has("journal")
+            .then(|| dir.join("journal.img").to_str().unwrap().to_string());
         let level = c.level.to_string();
         let chunk = c.chunk_kib.map(|k| format!("{k}K"));
         let msize = format!("{}", c.member_bytes);
@@ -695,6 +758,9 @@ fn linux_md_compatibility_both_directions() {
         if c.has("ppl") {
             args.extend(["--consistency-policy", "ppl"]);
         }
+        if let Some(j) = &journal {
+            args.extend(["--write-journal", j]);
+        }
         args.extend(members.iter().map(String::as_str));
         let o = raidlab(&args);
         if !o.status.success() {
@@ -705,6 +771,8 @@ fn linux_md_compatibility_both_directions() {
             ));
             continue;
         }
+        drop(args);
+        members.extend(journal.iter().cloned());
         // array size from `raidlab detail --json`
         let mut dargs = vec!["detail", "--json"];
         dargs.extend(members.iter().map(String::as_str));
@@ -729,7 +797,11 @@ fn linux_md_compatibility_both_directions() {
         }
         let input = dir.join("pattern.bin");
         let mut content = pat[..size as usize].to_vec();
-        let crash_at = c.has("pplcrash").then(|| ppl_crash_spot(c).0);
+        let crash_at = if c.has("journalcrash") {
+            Some(journal_crash_spot(c).0)
+        } else {
+            c.has("pplcrash").then(|| ppl_crash_spot(c).0)
+        };
         if let Some(at) = crash_at {
             // What the torn write will overwrite holds other data until then.
             for b in &mut content[at as usize..at as usize + 8192] {
@@ -749,7 +821,12 @@ fn linux_md_compatibility_both_directions() {
         }
         if let Some(at) = crash_at {
             let region = &pat[at as usize..at as usize + 8192];
-            if let Err(e) = ppl_crash(&members, at, region) {
+            let crashed = if c.has("journalcrash") {
+                journal_crash(&members, at, region)
+            } else {
+                ppl_crash(&members, at, region)
+            };
+            if let Err(e) = crashed {
                 failures.push(format!("{} B: {e}", c.name));
                 continue;
             }
@@ -759,7 +836,11 @@ fn linux_md_compatibility_both_directions() {
             for (m, off) in members.iter().zip(&offs) {
                 data.write_all_at(&fs::read(m).unwrap(), *off).unwrap();
             }
-            let (_, missing) = ppl_crash_spot(c);
+            let (_, missing) = if c.has("journalcrash") {
+                journal_crash_spot(c)
+            } else {
+                ppl_crash_spot(c)
+            };
             let out = slots.next;
             slots.next += size.div_ceil(MIB) * MIB;
             manifest.push_str(&format!(
@@ -776,7 +857,6 @@ fn linux_md_compatibility_both_directions() {
         }
         // `rebuilt`: member 1 fails, a new member is added into its slot and
         // rebuilt by raidlab; md then assembles the array with the new member.
-        let mut members = members;
         if c.has("rebuilt") {
             let fresh = dir.join("r1.img").to_str().unwrap().to_string();
             let mut fargs: Vec<&str> = vec!["fail"];
@@ -972,11 +1052,35 @@ fn linux_md_compatibility_both_directions() {
                 ));
             }
         }
+        // md's journal: raidlab sees the journal device and the policy.
+        if c.has("journal") {
+            let mut dargs = vec!["detail", "--json"];
+            dargs.extend(members.iter().map(String::as_str));
+            let o = raidlab(&dargs);
+            let v = serde_json::from_slice::<serde_json::Value>(&o.stdout).ok();
+            let policy = v
+                .as_ref()
+                .and_then(|v| v.get("consistency_policy"))
+                .and_then(|p| p.as_str());
+            let jstate = v
+                .as_ref()
+                .and_then(|v| v.get("members"))
+                .and_then(|m| m.get(c.devices))
+                .and_then(|m| m.get("state"))
+                .and_then(|s| s.as_str());
+            if policy != Some("journal") || jstate != Some("journal") {
+                failures.push(format!(
+                    "{tag}: md made a write journal but raidlab reports policy {policy:?}, journal device state {jstate:?}: {}",
+                    describe(&dargs, &o)
+                ));
+            }
+        }
         // examine
         match raidlab_examine(&members) {
             Err(e) => failures.push(format!("{tag}: {e}")),
             Ok((js, texts)) => {
-                for (i, text) in texts.iter().enumerate() {
+                // (the journal device's examine is not compared field by field)
+                for (i, text) in texts.iter().enumerate().take(c.devices) {
                     let md_text =
                         fs::read_to_string(adir.join(format!("examine.{i}"))).unwrap_or_default();
                     let Some(j) = js.get(i) else {
@@ -1074,6 +1178,11 @@ fn linux_md_compatibility_both_directions() {
                 failures.push(format!("{tag}: {f}"));
             }
         }
+        if c.has("journal") {
+            for f in md_journal_accepted(&members, want) {
+                failures.push(format!("{tag}: {f}"));
+            }
+        }
         fs::remove_file(&out).ok();
         if failures.len() == before {
             passed_a += 1;
@@ -1130,7 +1239,7 @@ fn linux_md_compatibility_both_directions() {
                     data.read_exact_at(&mut got, cout).unwrap();
                     if got != pat[..csize as usize] {
                         failures.push(format!(
-                            "{tag}: after raidlab's crash md started the array without member {missing} and read it wrong (the write hole: md did not replay raidlab's partial parity log correctly): {}",
+                            "{tag}: after raidlab's crash md started the array without member {missing} and read it wrong (the write hole: md did not replay raidlab's log or journal correctly): {}",
                             first_diff(&got, &pat[..csize as usize])
                         ));
                     }
@@ -1139,7 +1248,7 @@ fn linux_md_compatibility_both_directions() {
         }
         let bdir = res_dir.join("B").join(&c.name);
         if let Ok((js, texts)) = raidlab_examine(&b_members[&c.name]) {
-            for (i, text) in texts.iter().enumerate() {
+            for (i, text) in texts.iter().enumerate().take(c.devices) {
                 let md_text =
                     fs::read_to_string(bdir.join(format!("examine.{i}"))).unwrap_or_default();
                 if let Some(j) = js.get(i) {

@@ -7,7 +7,7 @@ use raidlab_core::size::format_size;
 use raidlab_core::Volume as _;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_layout::{Layout, Level};
-use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{create_with_journal, CreateSpec, Device, NewMember};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -27,8 +27,14 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
     // Refuse duplicates before touching anything: the same path twice, or two paths
     // naming one file.
     let mut seen: Vec<(u64, u64, String)> = Vec::new();
-    for (i, p) in a.members.iter().enumerate() {
-        if a.members[..i].contains(p) {
+    let all: Vec<std::path::PathBuf> = a
+        .members
+        .iter()
+        .chain(a.write_journal.iter())
+        .cloned()
+        .collect();
+    for (i, p) in all.iter().enumerate() {
+        if all[..i].contains(p) {
             bail!(
                 "{} is given twice: each member must be a different file or device",
                 p.display()
@@ -88,6 +94,12 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
         },
         g.layout.name(),
     );
+    if let Some(j) = asm.journal_member() {
+        outln!(
+            "raidlab: write journal on {} (md's consistency policy journal, write-through): stripe writes go there first, so a crash cannot tear a stripe",
+            j.device.path
+        );
+    }
     if !asm.in_sync() {
         outln!("raidlab: the members held data before, so parity/mirrors are not yet consistent: initial resync pending (see `raidlab detail`)");
     }
@@ -101,7 +113,7 @@ fn open_and_create(
     created: &mut Vec<std::path::PathBuf>,
 ) -> Result<raidlab_raid::assemble::Assembly> {
     let mut members = Vec::new();
-    for p in &a.members {
+    for p in a.members.iter().chain(a.write_journal.iter()) {
         if p.exists() {
             members.push((open_device(p, OpenMode::ReadWrite)?, p.clone()));
         } else {
@@ -118,28 +130,48 @@ fn open_and_create(
             ));
         }
     }
-    let news: Vec<NewMember> = members
+    let mut news: Vec<NewMember> = members
         .into_iter()
         .map(|(d, p)| {
             let zeroed = created.contains(&p) || is_all_holes(&d);
             NewMember { device: d, zeroed }
         })
         .collect();
+    let journal = if a.write_journal.is_some() {
+        news.pop()
+    } else {
+        None
+    };
     let smallest = news
         .iter()
         .map(|m| m.device.volume.size())
         .min()
         .unwrap_or(0);
     let ppl = a.consistency_policy.as_deref() == Some("ppl");
+    match (a.consistency_policy.as_deref(), &a.write_journal) {
+        (Some("journal"), None) => bail!(
+            "--consistency-policy journal needs the journal device: add --write-journal DEV (a device or file that is not a member; a fast one is best)"
+        ),
+        (Some(p), Some(_)) if p != "journal" => bail!(
+            "--write-journal makes the consistency policy journal, not {p}: md keeps one consistency policy (drop --consistency-policy or say journal)"
+        ),
+        _ => {}
+    }
+    if journal.is_some() && !matches!(level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+        bail!(
+            "--write-journal is for RAID 4, 5 and 6 (md journals parity stripes), not {}",
+            level.name()
+        );
+    }
     let bitmap = match a.consistency_policy.as_deref() {
         Some("bitmap") => true,
-        Some("resync" | "ppl") => false,
-        Some("journal") => bail!(
-            "--consistency-policy journal: md's RAID 4/5/6 journal (a write-back journal device) is not implemented; for RAID 5 use ppl, which closes the write hole without a journal device; for RAID 6 use bitmap or resync"
-        ),
-        Some(other) => bail!("--consistency-policy {other}: choose resync, bitmap or ppl"),
+        Some("resync" | "ppl" | "journal") => false,
+        _ if journal.is_some() => false,
+        Some(other) => bail!("--consistency-policy {other}: choose resync, bitmap, ppl or journal"),
         // mdadm adds an internal bitmap by default to arrays of 100 GiB and more.
-        None => level != Level::Raid0 && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30,
+        None => {
+            level != Level::Raid0 && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30
+        }
     };
     if bitmap && level == Level::Raid0 {
         bail!("RAID 0 has no redundancy to resync: a write-intent bitmap does not apply");
@@ -162,7 +194,7 @@ fn open_and_create(
         bitmap_chunk,
         ppl,
     };
-    Ok(create(&spec, news)?)
+    Ok(create_with_journal(&spec, news, journal)?)
 }
 
 /// An existing regular file that stores nothing (all holes) reads as zeros, which is

@@ -155,6 +155,8 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
             "bitmap"
         } else if asm.has_ppl() {
             "ppl"
+        } else if asm.has_journal() {
+            "journal"
         } else {
             "resync"
         }
@@ -229,6 +231,19 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
     if let Some(m) = &out.mkfs {
         rows.push(("ext4 Alignment", m.ext4.clone()));
         rows.push(("XFS Alignment", m.xfs.clone()));
+    }
+    if asm.has_journal() {
+        rows.push((
+            "Journal",
+            match asm.journal_member() {
+                Some(j) => format!(
+                    "{} (write-through, journal_tail at sector {})",
+                    j.device.path,
+                    raidlab_md::journal::journal_tail(&j.sb)
+                ),
+                None => "missing or stale: the array is refused, or read-only with --force, until its journal device is given".into(),
+            },
+        ));
     }
     for (k, v) in rows {
         outln!("{k:>18} : {v}");

@@ -49,3 +49,57 @@ pub fn ppl_crash(members: &[String], at: u64, data: &[u8]) -> Result<(), String>
     drop(asm);
     Ok(())
 }
+
+/// A crash in the middle of a journaled write, made with raidlab's engine: the
+/// array (members then the journal device, last) is opened with its journal
+/// started, `data` is written at `at`, then the power goes: the journal and the
+/// data members keep their writes, the stripe's parity members (P, and Q for
+/// RAID 6) lose theirs. Parity is now stale for those rows; only a replay of
+/// the journal makes it right again.
+pub fn journal_crash(devices: &[String], at: u64, data: &[u8]) -> Result<(), String> {
+    use raidlab_core::Volume;
+    use raidlab_devices::{FaultVolume, FileVolume, OpenMode, PowerCutPolicy};
+    use raidlab_raid::assemble::{Assembly, Device};
+    use std::path::Path;
+    use std::sync::Arc;
+    let err = |what: &str, e: &dyn std::fmt::Display| format!("journalcrash: {what}: {e}");
+    let mut faults = Vec::new();
+    for m in devices {
+        let f = FileVolume::open(Path::new(m), OpenMode::ReadWrite).map_err(|e| err("open", &e))?;
+        faults.push(Arc::new(FaultVolume::with_volatile_cache(f)));
+    }
+    let devs = faults
+        .iter()
+        .zip(devices)
+        .map(|(f, m)| Device {
+            path: m.clone(),
+            volume: f.clone(),
+        })
+        .collect();
+    let mut asm = Assembly::assemble(devs).map_err(|e| err("assemble", &e))?;
+    asm.start_journal()
+        .map_err(|e| err("start the journal", &e))?
+        .ok_or("journalcrash: the array has no journal")?;
+    asm.mark_dirty().map_err(|e| err("mark dirty", &e))?;
+    let array = asm.array().map_err(|e| err("array", &e))?;
+    if !array.has_journal() {
+        return Err("journalcrash: the array does not write through its journal".into());
+    }
+    array.write_at(data, at).map_err(|e| err("write", &e))?;
+    let g = asm.geometry;
+    let map = g.stripe(at / (g.chunk_bytes * g.data_disks() as u64));
+    for (i, f) in faults.iter().enumerate() {
+        let parity = asm.members[i]
+            .role
+            .is_some_and(|r| r == map.p || Some(r) == map.q);
+        let policy = if parity {
+            PowerCutPolicy::DropAll
+        } else {
+            PowerCutPolicy::KeepAll
+        };
+        f.power_cut_with(policy).map_err(|e| err("power cut", &e))?;
+    }
+    drop(array);
+    drop(asm);
+    Ok(())
+}
