@@ -43,6 +43,11 @@ pub struct Array {
     intent: Option<Intent>,
     /// md's partial parity log, when the array keeps one (RAID 5).
     ppl: Option<PartialParityLog>,
+    /// With a log, writes are whole sectors: a partial sector is read, merged
+    /// and written back. That read-merge-write holds this exclusively and every
+    /// other logged write holds it shared, so no write to the same sector can
+    /// land between the read and the write-back and be undone by it.
+    merging: std::sync::RwLock<()>,
     /// md's write journal on its own device, when the array keeps one (RAID 4/5/6).
     journal: Option<Arc<Journal>>,
     /// Refuse writes (an array whose journal is missing, opened with --force).
@@ -140,6 +145,7 @@ impl Array {
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
             intent: None,
             ppl: None,
+            merging: std::sync::RwLock::new(()),
             journal: None,
             read_only: false,
         })
@@ -559,13 +565,21 @@ impl Array {
         let end = offset + buf.len() as u64;
         let (a, b) = (offset / 512 * 512, end.div_ceil(512) * 512);
         if (a, b) != (offset, end) {
+            let _only = self.merging.write().unwrap_or_else(|p| p.into_inner());
             let mut merged = vec![0u8; (b - a) as usize];
             self.read_at(&mut merged[..512], a)?;
             let tail = merged.len() - 512;
             self.read_at(&mut merged[tail..], b - 512)?;
             merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
-            return self.write_logged(log, &merged, a);
+            return self.write_logged_sectors(log, &merged, a);
         }
+        let _shared = self.merging.read().unwrap_or_else(|p| p.into_inner());
+        self.write_logged_sectors(log, buf, offset)
+    }
+
+    /// [`Array::write_logged`] of whole sectors.
+    fn write_logged_sectors(&self, log: &PartialParityLog, buf: &[u8], offset: u64) -> Result<()> {
+        let end = offset + buf.len() as u64;
         let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
         let mut pos = offset;
         while pos < end {
