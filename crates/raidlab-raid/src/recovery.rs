@@ -44,7 +44,7 @@ impl Default for RunOptions {
         RunOptions {
             max_rate: None,
             checkpoint_bytes: 64 << 20,
-            step_bytes: 1 << 20,
+            step_bytes: 2 << 20,
             stop: None,
             force: false,
         }
@@ -239,29 +239,99 @@ impl Assembly {
                 // Written buffers come back to the reader: no step allocates.
                 let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                 let (array, quit) = (&array, &quit);
-                s.spawn(move || {
-                    let mut at = start;
-                    let mut scratch = Vec::new();
-                    while at < total && !quit.load(Ordering::Relaxed) {
-                        let n = step.min(total - at);
-                        let mut buf = free_rx.try_recv().unwrap_or_default();
-                        buf.resize(n as usize, 0);
-                        let r = member_contents_into(
-                            array,
-                            &geometry,
-                            slot,
-                            at,
-                            &mut buf,
-                            &mut scratch,
-                        )
-                        .map(|()| (at, buf));
-                        let failed = r.is_err();
-                        if tx.send(r).is_err() || failed {
-                            break;
-                        }
-                        at += n;
+                if geometry.is_parity() {
+                    // One reader per source member streams its range ahead (no
+                    // thread started per step: that cost more than the XOR), and
+                    // this thread combines each step's buffers.
+                    let mut feeds = Vec::new();
+                    for src in parity_sources(array, &geometry, slot) {
+                        let Some(src) = src else {
+                            feeds.push(None);
+                            continue;
+                        };
+                        let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
+                        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                        s.spawn(move || {
+                            let mut at = start;
+                            while at < total && !quit.load(Ordering::Relaxed) {
+                                let n = step.min(total - at);
+                                let mut buf = back_rx.try_recv().unwrap_or_default();
+                                buf.resize(n as usize, 0);
+                                let r = src.read_at(&mut buf, at).map(|()| buf);
+                                let failed = r.is_err();
+                                if ftx.send(r).is_err() || failed {
+                                    break;
+                                }
+                                at += n;
+                            }
+                        });
+                        feeds.push(Some((frx, back_tx)));
                     }
-                });
+                    s.spawn(move || {
+                        let mut at = start;
+                        while at < total && !quit.load(Ordering::Relaxed) {
+                            let n = step.min(total - at);
+                            let got: Result<Vec<Option<Vec<u8>>>> = feeds
+                                .iter()
+                                .map(|f| {
+                                    f.as_ref()
+                                        .map(|(rx, _)| {
+                                            rx.recv().unwrap_or_else(|_| {
+                                                Err(Error::new(
+                                                    ErrorKind::Io,
+                                                    Op::Read,
+                                                    "internal: a rebuild reader stopped",
+                                                ))
+                                            })
+                                        })
+                                        .transpose()
+                                })
+                                .collect();
+                            let r = got.and_then(|bufs| {
+                                let mut out = free_rx.try_recv().unwrap_or_default();
+                                out.resize(n as usize, 0);
+                                let views: Vec<Option<&[u8]>> =
+                                    bufs.iter().map(|b| b.as_deref()).collect();
+                                let r = combine_parity(&geometry, slot, at, &views, &mut out);
+                                for (b, f) in bufs.into_iter().zip(&feeds) {
+                                    if let (Some(b), Some((_, back))) = (b, f) {
+                                        back.send(b).ok();
+                                    }
+                                }
+                                r.map(|()| (at, out))
+                            });
+                            let failed = r.is_err();
+                            if tx.send(r).is_err() || failed {
+                                break;
+                            }
+                            at += n;
+                        }
+                    });
+                } else {
+                    s.spawn(move || {
+                        let mut at = start;
+                        let mut scratch = Vec::new();
+                        while at < total && !quit.load(Ordering::Relaxed) {
+                            let n = step.min(total - at);
+                            let mut buf = free_rx.try_recv().unwrap_or_default();
+                            buf.resize(n as usize, 0);
+                            let r = member_contents_into(
+                                array,
+                                &geometry,
+                                slot,
+                                at,
+                                &mut buf,
+                                &mut scratch,
+                            )
+                            .map(|()| (at, buf));
+                            let failed = r.is_err();
+                            if tx.send(r).is_err() || failed {
+                                break;
+                            }
+                            at += n;
+                        }
+                    });
+                }
                 let result = (|| {
                     while pos < total {
                         if stopped(&opts) {
@@ -1042,20 +1112,8 @@ fn parity_member_contents(
     out: &mut [u8],
     scratch: &mut Vec<Vec<u8>>,
 ) -> Result<()> {
-    let chunk = geo.chunk_bytes;
-    let c = chunk as usize;
-    let first = pos / chunk;
-    let rows = (out.len() as u64).div_ceil(chunk) as usize;
     let len = out.len();
-    let sources: Vec<Option<Arc<dyn Volume>>> = (0..geo.raid_disks)
-        .map(|r| {
-            if r == slot {
-                None
-            } else {
-                array.member(r).cloned()
-            }
-        })
-        .collect();
+    let sources = parity_sources(array, geo, slot);
     scratch.resize_with(geo.raid_disks, Vec::new);
     std::thread::scope(|s| {
         let handles: Vec<_> = sources
@@ -1079,11 +1137,41 @@ fn parity_member_contents(
             })
         })
     })?;
-    let bufs: Vec<Option<&Vec<u8>>> = sources
+    let bufs: Vec<Option<&[u8]>> = sources
         .iter()
         .zip(scratch.iter())
-        .map(|(m, b)| m.as_ref().map(|_| b))
+        .map(|(m, b)| m.as_ref().map(|_| b.as_slice()))
         .collect();
+    combine_parity(geo, slot, pos, &bufs, out)
+}
+
+/// The members a parity rebuild of `slot` reads: every live one but `slot`.
+fn parity_sources(array: &Array, geo: &Geometry, slot: usize) -> Vec<Option<Arc<dyn Volume>>> {
+    (0..geo.raid_disks)
+        .map(|r| {
+            if r == slot {
+                None
+            } else {
+                array.member(r).cloned()
+            }
+        })
+        .collect()
+}
+
+/// What member `slot` holds at `[pos, pos+out.len())`, from the same range of
+/// the other members (`bufs`, by role; `None` for one not read).
+fn combine_parity(
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    bufs: &[Option<&[u8]>],
+    out: &mut [u8],
+) -> Result<()> {
+    let chunk = geo.chunk_bytes;
+    let c = chunk as usize;
+    let first = pos / chunk;
+    let len = out.len();
+    let rows = (len as u64).div_ceil(chunk) as usize;
     let engine = raidlab_parity::selected();
     let dd = geo.data_disks();
     for r in 0..rows {
