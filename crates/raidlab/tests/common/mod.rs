@@ -1,6 +1,49 @@
 //! Helpers shared by the CLI's integration tests.
 #![allow(dead_code)]
 
+use raidlab_devices::{FaultVolume, FileVolume, OpenMode, PowerCutPolicy};
+use raidlab_raid::assemble::{Assembly, Device};
+use std::path::Path;
+use std::sync::Arc;
+
+type Faulty = Arc<FaultVolume<FileVolume>>;
+
+/// Open `paths` behind volatile-cache fault volumes (so a power cut decides what
+/// reaches the files) and assemble them.
+fn open_faulty(paths: &[String], what: &str) -> Result<(Vec<Faulty>, Assembly), String> {
+    let mut faults = Vec::new();
+    for m in paths {
+        let f = FileVolume::open(Path::new(m), OpenMode::ReadWrite)
+            .map_err(|e| format!("{what}: open: {e}"))?;
+        faults.push(Arc::new(FaultVolume::with_volatile_cache(f)));
+    }
+    let devices = faults
+        .iter()
+        .zip(paths)
+        .map(|(f, m)| Device {
+            path: m.clone(),
+            volume: f.clone(),
+        })
+        .collect();
+    let asm = Assembly::assemble(devices).map_err(|e| format!("{what}: assemble: {e}"))?;
+    Ok((faults, asm))
+}
+
+/// Cut the power on every device: those `lose` says lose every unflushed write,
+/// the others keep theirs.
+fn power_cut(faults: &[Faulty], lose: impl Fn(usize) -> bool, what: &str) -> Result<(), String> {
+    for (i, f) in faults.iter().enumerate() {
+        let policy = if lose(i) {
+            PowerCutPolicy::DropAll
+        } else {
+            PowerCutPolicy::KeepAll
+        };
+        f.power_cut_with(policy)
+            .map_err(|e| format!("{what}: power cut: {e}"))?;
+    }
+    Ok(())
+}
+
 /// A crash in the middle of a logged write, made on raidlab's members with its
 /// own engine: the array is opened (logs started, superblocks marked active), `data` is written at `at`, then the power goes: the partial parity log
 /// was already durable, the data member keeps its write and the parity member
@@ -8,25 +51,8 @@
 /// of the log makes it right again.
 pub fn ppl_crash(members: &[String], at: u64, data: &[u8]) -> Result<(), String> {
     use raidlab_core::Volume;
-    use raidlab_devices::{FaultVolume, FileVolume, OpenMode, PowerCutPolicy};
-    use raidlab_raid::assemble::{Assembly, Device};
-    use std::path::Path;
-    use std::sync::Arc;
     let err = |what: &str, e: &dyn std::fmt::Display| format!("pplcrash: {what}: {e}");
-    let mut faults = Vec::new();
-    for m in members {
-        let f = FileVolume::open(Path::new(m), OpenMode::ReadWrite).map_err(|e| err("open", &e))?;
-        faults.push(Arc::new(FaultVolume::with_volatile_cache(f)));
-    }
-    let devices = faults
-        .iter()
-        .zip(members)
-        .map(|(f, m)| Device {
-            path: m.clone(),
-            volume: f.clone(),
-        })
-        .collect();
-    let mut asm = Assembly::assemble(devices).map_err(|e| err("assemble", &e))?;
+    let (faults, mut asm) = open_faulty(members, "pplcrash")?;
     asm.start_ppl().map_err(|e| err("start the logs", &e))?;
     asm.mark_dirty().map_err(|e| err("mark dirty", &e))?;
     let array = asm.array().map_err(|e| err("array", &e))?;
@@ -35,16 +61,8 @@ pub fn ppl_crash(members: &[String], at: u64, data: &[u8]) -> Result<(), String>
     }
     array.write_at(data, at).map_err(|e| err("write", &e))?;
     let g = asm.geometry;
-    let stripe = at / (g.chunk_bytes * g.data_disks() as u64);
-    let parity = g.stripe(stripe).p;
-    for (role, f) in faults.iter().enumerate() {
-        let policy = if role == parity {
-            PowerCutPolicy::DropAll
-        } else {
-            PowerCutPolicy::KeepAll
-        };
-        f.power_cut_with(policy).map_err(|e| err("power cut", &e))?;
-    }
+    let parity = g.stripe(at / (g.chunk_bytes * g.data_disks() as u64)).p;
+    power_cut(&faults, |role| role == parity, "pplcrash")?;
     drop(array);
     drop(asm);
     Ok(())
@@ -58,25 +76,8 @@ pub fn ppl_crash(members: &[String], at: u64, data: &[u8]) -> Result<(), String>
 /// the journal makes it right again.
 pub fn journal_crash(devices: &[String], at: u64, data: &[u8]) -> Result<(), String> {
     use raidlab_core::Volume;
-    use raidlab_devices::{FaultVolume, FileVolume, OpenMode, PowerCutPolicy};
-    use raidlab_raid::assemble::{Assembly, Device};
-    use std::path::Path;
-    use std::sync::Arc;
     let err = |what: &str, e: &dyn std::fmt::Display| format!("journalcrash: {what}: {e}");
-    let mut faults = Vec::new();
-    for m in devices {
-        let f = FileVolume::open(Path::new(m), OpenMode::ReadWrite).map_err(|e| err("open", &e))?;
-        faults.push(Arc::new(FaultVolume::with_volatile_cache(f)));
-    }
-    let devs = faults
-        .iter()
-        .zip(devices)
-        .map(|(f, m)| Device {
-            path: m.clone(),
-            volume: f.clone(),
-        })
-        .collect();
-    let mut asm = Assembly::assemble(devs).map_err(|e| err("assemble", &e))?;
+    let (faults, mut asm) = open_faulty(devices, "journalcrash")?;
     asm.start_journal()
         .map_err(|e| err("start the journal", &e))?
         .ok_or("journalcrash: the array has no journal")?;
@@ -88,17 +89,12 @@ pub fn journal_crash(devices: &[String], at: u64, data: &[u8]) -> Result<(), Str
     array.write_at(data, at).map_err(|e| err("write", &e))?;
     let g = asm.geometry;
     let map = g.stripe(at / (g.chunk_bytes * g.data_disks() as u64));
-    for (i, f) in faults.iter().enumerate() {
-        let parity = asm.members[i]
-            .role
-            .is_some_and(|r| r == map.p || Some(r) == map.q);
-        let policy = if parity {
-            PowerCutPolicy::DropAll
-        } else {
-            PowerCutPolicy::KeepAll
-        };
-        f.power_cut_with(policy).map_err(|e| err("power cut", &e))?;
-    }
+    let parity: Vec<bool> = asm
+        .members
+        .iter()
+        .map(|m| m.role.is_some_and(|r| r == map.p || Some(r) == map.q))
+        .collect();
+    power_cut(&faults, |i| parity[i], "journalcrash")?;
     drop(array);
     drop(asm);
     Ok(())
