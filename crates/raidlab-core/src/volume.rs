@@ -35,6 +35,14 @@ pub trait Volume: Send + Sync {
         true
     }
 
+    /// The volume's bytes mapped into memory, for bulk readers (a rebuild) that
+    /// would otherwise copy everything through [`Volume::read_at`]. `None` where
+    /// there is no such view (most volumes); callers must always be able to do
+    /// without it.
+    fn mapped(&self) -> Option<Mapped> {
+        None
+    }
+
     /// Forget the contents of a range (TRIM). Volumes that cannot say so; callers
     /// treat that as "nothing done", never as data loss.
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
@@ -45,6 +53,50 @@ pub trait Volume: Send + Sync {
         )
         .on_device(self.name())
         .at(offset, len))
+    }
+}
+
+/// A read-only view of (part of) a volume's bytes in memory.
+#[derive(Clone)]
+pub struct Mapped {
+    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    start: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for Mapped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapped")
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl Mapped {
+    /// A view of all of `bytes`.
+    pub fn new(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Mapped {
+        let len = (*bytes).as_ref().len();
+        Mapped {
+            bytes,
+            start: 0,
+            len,
+        }
+    }
+
+    pub fn as_slice(&self) -> &[u8] {
+        &(*self.bytes).as_ref()[self.start..self.start + self.len]
+    }
+
+    /// The part `[start, start+len)` of this view; `None` if it lies outside.
+    pub fn narrow(&self, start: u64, len: u64) -> Option<Mapped> {
+        let start = usize::try_from(start).ok()?;
+        let len = usize::try_from(len).ok()?;
+        (start.checked_add(len)? <= self.len).then(|| Mapped {
+            bytes: self.bytes.clone(),
+            start: self.start + start,
+            len,
+        })
     }
 }
 
@@ -72,6 +124,9 @@ impl<T: Volume + ?Sized> Volume for Arc<T> {
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         (**self).discard(offset, len)
+    }
+    fn mapped(&self) -> Option<Mapped> {
+        (**self).mapped()
     }
 }
 
@@ -141,6 +196,9 @@ impl<V: Volume> Volume for SliceVolume<V> {
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         check_range(&self.name(), Op::Discard, self.len, offset, len)?;
         self.inner.discard(self.start + offset, len)
+    }
+    fn mapped(&self) -> Option<Mapped> {
+        self.inner.mapped()?.narrow(self.start, self.len)
     }
 }
 

@@ -5,7 +5,7 @@
 //! process holding it when /proc/locks tells us. Block devices are also opened with
 //! `O_EXCL` when written, so Linux refuses them while mounted or claimed by md.
 
-use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
+use raidlab_core::{check_range, Error, ErrorKind, Mapped, Op, Result, Volume};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -25,6 +25,8 @@ pub struct FileVolume {
     size: u64,
     writable: bool,
     block_device: bool,
+    /// The file mapped read-only, made on first use by [`Volume::mapped`].
+    map: std::sync::OnceLock<Option<Mapped>>,
 }
 
 impl FileVolume {
@@ -61,6 +63,7 @@ impl FileVolume {
             size,
             writable,
             block_device,
+            map: std::sync::OnceLock::new(),
         })
     }
 
@@ -84,6 +87,7 @@ impl FileVolume {
             size,
             writable: true,
             block_device: false,
+            map: std::sync::OnceLock::new(),
         })
     }
 
@@ -203,6 +207,64 @@ fn block_device_size(file: &File, name: &str) -> Result<u64> {
         .map_err(|e| Error::io(Op::Open, name, e))
 }
 
+/// A read-only mapping of a member file, as the bytes of a [`Mapped`] view.
+struct FileMap(memmap2::Mmap);
+
+impl AsRef<[u8]> for FileMap {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl FileVolume {
+    /// Whether the file lives in memory (tmpfs, ramfs): there a bulk reader is
+    /// bound by copying, and no I/O error can reach a mapping (on a disk, a read
+    /// error through a mapping would be a SIGBUS instead of an error to report).
+    fn in_memory(&self) -> bool {
+        const TMPFS_MAGIC: i64 = 0x0102_1994;
+        const RAMFS_MAGIC: i64 = 0x8584_58f6;
+        use std::os::fd::AsRawFd;
+        let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+        // SAFETY: fstatfs writes a `statfs` into the buffer we pass, which is
+        // valid and large enough; the descriptor is this volume's open file.
+        let rc = unsafe { libc::fstatfs(self.file.as_raw_fd(), st.as_mut_ptr()) };
+        if rc != 0 {
+            return false;
+        }
+        // SAFETY: fstatfs returned 0, so it filled the structure (and it was
+        // zeroed before, so every field is initialised either way).
+        let st = unsafe { st.assume_init() };
+        // f_type's integer type differs between architectures.
+        #[allow(clippy::unnecessary_cast)]
+        let kind = st.f_type as i64;
+        kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+    }
+
+    fn map_file(&self) -> Option<Mapped> {
+        // Regular files in memory only (see `in_memory`); block devices and files
+        // on disks are read through `read_at`.
+        if self.block_device || self.size == 0 || !self.in_memory() {
+            return None;
+        }
+        // SAFETY: the mapping is read-only and private to this process's view of a
+        // file this volume holds a flock on (shared for readers, exclusive for
+        // writers), so no cooperating process changes it underneath; raidlab's
+        // own writes through `write_at` go through the page cache the mapping
+        // shares, which is what a reader of the file would see anyway. A process
+        // that ignores the lock and truncates the file could make accesses fault
+        // (SIGBUS): the same hazard any mmap-based reader accepts. The mapping is
+        // only used by bulk readers (a rebuild) whose results are also available
+        // through `read_at`, against which the tests compare them.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .len(self.size as usize)
+                .map(&self.file)
+        };
+        map.ok()
+            .map(|m| Mapped::new(std::sync::Arc::new(FileMap(m))))
+    }
+}
+
 impl Volume for FileVolume {
     fn name(&self) -> String {
         self.path.display().to_string()
@@ -232,6 +294,10 @@ impl Volume for FileVolume {
             .write_all_at(buf, offset)
             .map_err(|e| Error::io(Op::Write, self.name(), e).at(offset, buf.len() as u64))
     }
+    fn mapped(&self) -> Option<Mapped> {
+        self.map.get_or_init(|| self.map_file()).clone()
+    }
+
     fn flush(&self) -> Result<()> {
         if !self.writable {
             return Ok(());

@@ -32,6 +32,9 @@ pub struct RunOptions {
     pub checkpoint_bytes: u64,
     /// Bytes of member area per step.
     pub step_bytes: u64,
+    /// Let a rebuild read members through their memory mappings where they have
+    /// them (page-cached files); off, every byte goes through `read_at`.
+    pub use_maps: bool,
     /// When set, the run stops at the next step boundary, saves its checkpoint and
     /// returns an `Interrupted` error (Ctrl-C; tests of resuming).
     pub stop: Option<&'static AtomicBool>,
@@ -45,6 +48,7 @@ impl Default for RunOptions {
             max_rate: None,
             checkpoint_bytes: 64 << 20,
             step_bytes: 2 << 20,
+            use_maps: true,
             stop: None,
             force: false,
         }
@@ -239,12 +243,48 @@ impl Assembly {
                 // Written buffers come back to the reader: no step allocates.
                 let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                 let (array, quit) = (&array, &quit);
-                if geometry.is_parity() {
+                let sources = parity_sources(array, &geometry, slot);
+                // Members mapped into memory (page-cached files): combine straight
+                // from the mappings, without copying every source byte through
+                // `read_at` first. The read path below is the reference it is
+                // tested against.
+                let maps: Option<Vec<Option<raidlab_core::Mapped>>> = sources
+                    .iter()
+                    .map(|src| match src {
+                        None => Some(None),
+                        Some(v) => v.mapped().map(Some),
+                    })
+                    .collect();
+                let maps = maps.filter(|_| geometry.is_parity() && opts.use_maps);
+                if let Some(maps) = maps {
+                    s.spawn(move || {
+                        let mut at = start;
+                        while at < total && !quit.load(Ordering::Relaxed) {
+                            let n = step.min(total - at);
+                            let mut out = free_rx.try_recv().unwrap_or_default();
+                            out.resize(n as usize, 0);
+                            let views: Vec<Option<&[u8]>> = maps
+                                .iter()
+                                .map(|m| {
+                                    m.as_ref()
+                                        .map(|m| &m.as_slice()[at as usize..(at + n) as usize])
+                                })
+                                .collect();
+                            let r = combine_parity(&geometry, slot, at, &views, &mut out)
+                                .map(|()| (at, out));
+                            let failed = r.is_err();
+                            if tx.send(r).is_err() || failed {
+                                break;
+                            }
+                            at += n;
+                        }
+                    });
+                } else if geometry.is_parity() {
                     // One reader per source member streams its range ahead (no
                     // thread started per step: that cost more than the XOR), and
                     // this thread combines each step's buffers.
                     let mut feeds = Vec::new();
-                    for src in parity_sources(array, &geometry, slot) {
+                    for src in sources {
                         let Some(src) = src else {
                             feeds.push(None);
                             continue;
