@@ -777,6 +777,20 @@ impl Geometry {
         }
     }
 
+    /// Where array byte `at` of a parity level lives: the data member holding it,
+    /// the member holding its stripe's P, and the byte's offset on both.
+    pub fn parity_location(&self, at: u64) -> (usize, usize, u64) {
+        let dd = self.data_disks() as u64;
+        let chunk = at / self.chunk_bytes;
+        let stripe = chunk / dd;
+        let map = self.stripe(stripe);
+        (
+            map.data[(chunk % dd) as usize],
+            map.p,
+            stripe * self.chunk_bytes + at % self.chunk_bytes,
+        )
+    }
+
     /// Where data, P and Q of stripe `stripe` live (parity levels only; for other
     /// levels this is a debug assertion and returns an empty map).
     ///

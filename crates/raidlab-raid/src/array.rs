@@ -3,7 +3,7 @@
 use crate::exec::{execute, execute_logged, Failed, Members, UserBuf};
 use crate::journal::Journal;
 use crate::locks::StripeLocks;
-use crate::plan::{LogEntry, OpKind, Plan, Step};
+use crate::plan::{LogEntry, OpKind, Plan};
 use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
 use crate::ppl::PartialParityLog;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
@@ -268,14 +268,7 @@ impl Array {
         let ranges: Vec<(u64, u64)> = if self.geometry.level == raidlab_layout::Level::Raid10 {
             vec![(pos / 512, (pos + n).div_ceil(512) - pos / 512)]
         } else {
-            plan.steps
-                .iter()
-                .filter_map(|s| match s {
-                    Step::Io(ops) => Some(ops),
-                    _ => None,
-                })
-                .flatten()
-                .filter(|op| op.kind == OpKind::Write)
+            plan.writes()
                 .map(|op| {
                     (
                         op.offset / 512,
@@ -655,17 +648,7 @@ impl Array {
 
 /// The member roles a plan writes.
 fn write_roles(plan: &Plan) -> Vec<usize> {
-    let mut roles: Vec<usize> = plan
-        .steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::Io(ops) => Some(ops),
-            _ => None,
-        })
-        .flatten()
-        .filter(|op| op.kind == OpKind::Write)
-        .map(|op| op.member)
-        .collect();
+    let mut roles: Vec<usize> = plan.writes().map(|op| op.member).collect();
     roles.sort_unstable();
     roles.dedup();
     roles

@@ -160,6 +160,18 @@ impl Plan {
         self.scratch.len() - 1
     }
 
+    /// Every member write of the plan, in step order.
+    pub fn writes(&self) -> impl Iterator<Item = &MemberOp> + '_ {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Io(ops) => Some(ops),
+                _ => None,
+            })
+            .flatten()
+            .filter(|op| op.kind == OpKind::Write)
+    }
+
     /// Number of member reads and writes, for tests and summaries.
     pub fn op_counts(&self) -> (usize, usize) {
         let mut r = 0;

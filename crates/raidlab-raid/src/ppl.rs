@@ -22,7 +22,6 @@ use crate::array::Array;
 use crate::exec::Failed;
 use crate::plan::{LogEntry, OpKind, Plan, Step};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use raidlab_layout::Geometry;
 use raidlab_md::ppl::{self, PplEntry, PplHeader};
 use raidlab_md::Superblock;
 use serde::Serialize;
@@ -263,20 +262,6 @@ pub fn replay(
     Ok(report)
 }
 
-/// Where array byte `at` lives: (data member role, parity member role, member
-/// offset).
-fn locate(g: &Geometry, at: u64) -> (usize, usize, u64) {
-    let dd = g.data_disks() as u64;
-    let chunk = at / g.chunk_bytes;
-    let stripe = chunk / dd;
-    let map = g.stripe(stripe);
-    (
-        map.data[(chunk % dd) as usize],
-        map.p,
-        stripe * g.chunk_bytes + at % g.chunk_bytes,
-    )
-}
-
 /// Recompute parity for the rows one entry covers, as md's recovery reads an
 /// entry: the modified chunks are consecutive data chunks starting at the
 /// entry's first sector. `Ok(false)` for an entry that does not fit the array
@@ -318,7 +303,7 @@ fn replay_entry(
     }
     // The whole entry must lie in one stripe, on this member's parity.
     let stripe_bytes = chunk * dd;
-    if first / stripe_bytes != (last - 1) / stripe_bytes || locate(g, first).1 != role {
+    if first / stripe_bytes != (last - 1) / stripe_bytes || g.parity_location(first).1 != role {
         return Ok(false);
     }
     let block = if first % 4096 == 0 && last % 4096 == 0 {
@@ -337,7 +322,7 @@ fn replay_entry(
             if r >= last {
                 continue;
             }
-            let (member, _, moff) = locate(g, r);
+            let (member, _, moff) = g.parity_location(r);
             let Some(vol) = array.member(member) else {
                 lost = true;
                 break;
@@ -354,7 +339,7 @@ fn replay_entry(
                 srcs.push(&pp[i as usize..(i + block) as usize]);
             }
             engine.xor(&srcs, &mut out);
-            let (_, parity, moff) = locate(g, first + i);
+            let (_, parity, moff) = g.parity_location(first + i);
             let vol = array.member(parity).ok_or_else(|| {
                 Error::new(
                     ErrorKind::Unrecoverable,
@@ -374,7 +359,7 @@ fn replay_entry(
 mod tests {
     use super::*;
     use crate::planner::plan_write_logged;
-    use raidlab_layout::{Layout, Level, ParityLayout};
+    use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
 
     fn geo() -> Geometry {
         Geometry::new(

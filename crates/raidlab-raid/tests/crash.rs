@@ -573,10 +573,7 @@ fn start_and_resync(
 
 /// Whether array byte `at` of a parity array lives on a missing member.
 fn on_missing_member(asm: &Assembly, at: u64) -> bool {
-    let g = &asm.geometry;
-    let dd = g.data_disks() as u64;
-    let chunk = at / g.chunk_bytes;
-    let member = g.stripe(chunk / dd).data[(chunk % dd) as usize];
+    let (member, _, _) = asm.geometry.parity_location(at);
     asm.missing().contains(&member)
 }
 
