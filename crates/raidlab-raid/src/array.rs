@@ -9,8 +9,8 @@ use crate::ppl::PartialParityLog;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::Geometry;
 use raidlab_parity::Engine;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
 
 /// Requests larger than this are carried out in pieces, so that the scratch memory
 /// of one plan stays bounded whatever the caller asks for.
@@ -28,8 +28,9 @@ pub const MAX_READ_ERRORS: u32 = 20;
 pub struct Array {
     name: String,
     geometry: Geometry,
-    members: Vec<Option<Arc<dyn Volume>>>,
-    present: Vec<bool>,
+    /// Who serves each role; replaced whole when membership changes while the
+    /// array runs (a member rebuilt in, replaced, taken out for good).
+    membership: RwLock<Arc<Membership>>,
     engine: &'static dyn Engine,
     locks: StripeLocks,
     next_mirror: AtomicUsize,
@@ -54,6 +55,123 @@ pub struct Array {
     read_only: bool,
 }
 
+/// Who serves each role at one moment. A request works on the snapshot it took,
+/// so a membership change never tears one request; changes replace the whole
+/// snapshot.
+struct Membership {
+    /// The volume the executor uses for each role: the members in service, plus
+    /// a recovery target in its role (written, below its checkpoint, by writes
+    /// planned with the role present) or, for a replacement, a [`Tee`] that
+    /// reads the old member and writes both.
+    members: Vec<Option<Arc<dyn Volume>>>,
+    /// Roles in service: present at open, or recovered in since.
+    present: Vec<bool>,
+    recovery: Option<Arc<Recovery>>,
+}
+
+/// A member being rebuilt (or a replacement being copied) while the array
+/// serves I/O. Everything below `done` (bytes of its data area) is current: the
+/// rebuild wrote it under the stripe locks, and every write since has gone to
+/// it too. Above `done` it holds nothing useful and is never read.
+pub struct Recovery {
+    role: usize,
+    target: Arc<dyn Volume>,
+    /// A replacement: the role stays in service on its old member meanwhile.
+    replacing: bool,
+    /// The member being replaced.
+    replaced: Option<Arc<dyn Volume>>,
+    done: AtomicU64,
+    /// A write to the target failed: the rebuild must stop, the target is not
+    /// usable.
+    failed: AtomicBool,
+}
+
+impl std::fmt::Debug for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recovery")
+            .field("role", &self.role)
+            .field("target", &self.target.name())
+            .field("replacing", &self.replacing)
+            .field("done", &self.done())
+            .field("failed", &self.failed())
+            .finish()
+    }
+}
+
+impl Recovery {
+    pub fn role(&self) -> usize {
+        self.role
+    }
+    pub fn is_replacement(&self) -> bool {
+        self.replacing
+    }
+    /// Bytes of the member's data area rebuilt so far.
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Acquire)
+    }
+    /// Whether a write to the target failed (the rebuild cannot finish).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+    pub fn target(&self) -> &Arc<dyn Volume> {
+        &self.target
+    }
+}
+
+/// Where a write falls relative to a rebuild's checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// No rebuild, or a replacement (its tee takes every write).
+    None,
+    /// Every stripe touched is rebuilt: the target must be written as a member.
+    Below,
+    /// No stripe touched is rebuilt yet: the rebuild will compute it later.
+    Above,
+    /// Both: split at this array offset and write each side on its own.
+    Split(u64),
+}
+
+/// The volume a replacement runs under in its role: reads come from the old
+/// member, writes go to both (above the copy's checkpoint the new one is
+/// overwritten again by the copy, under the same stripe locks).
+struct Tee {
+    old: Arc<dyn Volume>,
+    recovery: Arc<Recovery>,
+}
+
+impl Volume for Tee {
+    fn name(&self) -> String {
+        self.old.name()
+    }
+    fn size(&self) -> u64 {
+        self.old.size()
+    }
+    fn block_size(&self) -> u32 {
+        self.old.block_size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.old.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.old.write_at(buf, offset)?;
+        if !self.recovery.failed() && self.recovery.target.write_at(buf, offset).is_err() {
+            // The replacement is lost, not the data: the old member has it.
+            self.recovery.failed.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+    fn flush(&self) -> Result<()> {
+        self.old.flush()?;
+        if !self.recovery.failed() && self.recovery.target.flush().is_err() {
+            self.recovery.failed.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+    fn is_writable(&self) -> bool {
+        self.old.is_writable()
+    }
+}
+
 /// Which log a write piece goes through.
 #[derive(Clone, Copy)]
 enum Logger<'a> {
@@ -67,10 +185,14 @@ enum Logger<'a> {
 /// flushed); they are cleared only when the array is stopped cleanly, so after a
 /// crash a resync need only cover the dirty chunks.
 struct Intent {
-    bitmap: std::sync::Mutex<raidlab_md::bitmap::Bitmap>,
+    state: std::sync::Mutex<IntentState>,
+}
+
+struct IntentState {
+    bitmap: raidlab_md::bitmap::Bitmap,
     /// Whole member devices (the bitmap sits beside the superblock) with their
-    /// superblocks.
-    devices: Vec<(Arc<dyn Volume>, raidlab_md::Superblock)>,
+    /// roles and superblocks. A member taken out is skipped.
+    devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
 }
 
 impl std::fmt::Debug for Array {
@@ -78,7 +200,7 @@ impl std::fmt::Debug for Array {
         f.debug_struct("Array")
             .field("name", &self.name)
             .field("geometry", &self.geometry)
-            .field("present", &self.present)
+            .field("present", &self.view().present)
             .finish()
     }
 }
@@ -112,6 +234,11 @@ impl Array {
         }
         let present: Vec<bool> = members.iter().map(Option::is_some).collect();
         let n = present.len();
+        let membership = Membership {
+            members,
+            present: present.clone(),
+            recovery: None,
+        };
         let missing: Vec<usize> = (0..present.len()).filter(|&i| !present[i]).collect();
         if !geometry.survives(&missing) {
             return Err(Error::new(
@@ -134,8 +261,7 @@ impl Array {
         Ok(Array {
             name,
             geometry,
-            members,
-            present,
+            membership: RwLock::new(Arc::new(membership)),
             engine: raidlab_parity::selected(),
             locks: StripeLocks::default(),
             next_mirror: AtomicUsize::new(0),
@@ -155,9 +281,17 @@ impl Array {
         &self.geometry
     }
 
-    /// Which member roles are present.
-    pub fn present(&self) -> &[bool] {
-        &self.present
+    /// Which member roles are in service (present, whether or not taken out
+    /// since).
+    pub fn present(&self) -> Vec<bool> {
+        self.view().present.clone()
+    }
+
+    fn view(&self) -> Arc<Membership> {
+        self.membership
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The plan a read would follow (as `explain` shows it).
@@ -170,17 +304,48 @@ impl Array {
         plan_write(&self.geometry, &self.live(), offset, len)
     }
 
-    /// Keep `bitmap` up to date on `devices` before every write.
+    /// Keep `bitmap` up to date on `devices` (role, whole device, superblock)
+    /// before every write.
     pub fn with_intent(
         mut self,
         bitmap: raidlab_md::bitmap::Bitmap,
-        devices: Vec<(Arc<dyn Volume>, raidlab_md::Superblock)>,
+        devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
     ) -> Array {
         self.intent = Some(Intent {
-            bitmap: std::sync::Mutex::new(bitmap),
-            devices,
+            state: std::sync::Mutex::new(IntentState { bitmap, devices }),
         });
         self
+    }
+
+    /// Run `f` on the bitmap with every bitmap write held off, so that whoever
+    /// writes superblocks (and the bitmap beside them) while the array runs
+    /// writes its current dirty bits, not an older copy. `None` without a bitmap.
+    pub fn with_bitmap_held<T>(
+        &self,
+        f: impl FnOnce(&mut raidlab_md::bitmap::Bitmap) -> T,
+    ) -> Option<T> {
+        let intent = self.intent.as_ref()?;
+        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        Some(f(&mut st.bitmap))
+    }
+
+    /// Keep the bitmap on a further device too (a member being rebuilt in).
+    pub fn add_intent_device(
+        &self,
+        role: usize,
+        device: Arc<dyn Volume>,
+        sb: raidlab_md::Superblock,
+    ) -> Result<()> {
+        let Some(intent) = &self.intent else {
+            return Ok(());
+        };
+        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.bitmap.write_to(device.as_ref(), &sb)?;
+        device.flush()?;
+        st.devices
+            .retain(|(r, d, _)| !(*r == role && d.name() == device.name()));
+        st.devices.push((role, device, sb));
+        Ok(())
     }
 
     /// Log every write's partial parity first (md's PPL; RAID 5 only). Refused
@@ -253,9 +418,7 @@ impl Array {
 
     /// The bitmap as the array last wrote it.
     pub fn intent_bitmap(&self) -> Option<raidlab_md::bitmap::Bitmap> {
-        self.intent
-            .as_ref()
-            .map(|i| i.bitmap.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        self.with_bitmap_held(|b| b.clone())
     }
 
     /// Mark the bitmap chunks a write plan touches dirty, on every member, before
@@ -277,7 +440,11 @@ impl Array {
                 })
                 .collect()
         };
-        let mut bm = intent.bitmap.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let IntentState {
+            bitmap: bm,
+            devices,
+        } = &mut *st;
         let last = bm.chunks().saturating_sub(1);
         let already = ranges.iter().all(|&(start, len)| {
             (bm.chunk_of(start).min(last)..=bm.chunk_of(start + len.max(1) - 1).min(last))
@@ -290,26 +457,57 @@ impl Array {
         for &(start, len) in ranges.iter().filter(|(start, _)| *start < sync) {
             bm.set_sectors(start, len.min(sync - start))?;
         }
-        for (dev, sb) in &intent.devices {
-            bm.write_to(dev.as_ref(), sb)?;
-            dev.flush()?;
+        let view = self.view();
+        for (role, dev, sb) in devices.iter() {
+            let rebuilding = view.recovery.as_ref().is_some_and(|r| r.role == *role);
+            if !rebuilding && !self.member_live(&view, *role) {
+                continue;
+            }
+            if let Err(e) = bm.write_to(dev.as_ref(), sb).and_then(|()| dev.flush()) {
+                // md fails a member whose bitmap cannot be written; the write
+                // goes on without it if the array survives that.
+                if rebuilding {
+                    self.fail_recovery();
+                    continue;
+                }
+                self.take_out(*role);
+                if !self.geometry.survives(&self.missing_now()) {
+                    return Err(e);
+                }
+            }
         }
         Ok(())
     }
 
-    /// Member `role`'s data area, if present and not taken out.
-    pub fn member(&self, role: usize) -> Option<&Arc<dyn Volume>> {
-        let live = !self.failed.get(role)?.load(Ordering::Acquire);
-        self.members.get(role)?.as_ref().filter(|_| live)
+    /// Member `role`'s data area, if in service and not taken out.
+    pub fn member(&self, role: usize) -> Option<Arc<dyn Volume>> {
+        let view = self.view();
+        if !self.member_live(&view, role) {
+            return None;
+        }
+        view.members.get(role)?.clone()
     }
 
-    /// Members present and not taken out during operation.
+    fn member_live(&self, view: &Membership, role: usize) -> bool {
+        view.present.get(role).copied().unwrap_or(false)
+            && !self.failed[role].load(Ordering::Acquire)
+    }
+
+    /// Members in service and not taken out during operation.
     pub fn live(&self) -> Vec<bool> {
-        self.present
-            .iter()
-            .zip(&self.failed)
-            .map(|(p, f)| *p && !f.load(Ordering::Acquire))
+        self.live_in(&self.view())
+    }
+
+    fn live_in(&self, view: &Membership) -> Vec<bool> {
+        (0..view.present.len())
+            .map(|r| self.member_live(view, r))
             .collect()
+    }
+
+    /// Roles not live now.
+    fn missing_now(&self) -> Vec<usize> {
+        let live = self.live();
+        (0..live.len()).filter(|&r| !live[r]).collect()
     }
 
     /// Roles taken out during operation; the owner records them as faulty.
@@ -328,7 +526,46 @@ impl Array {
     }
 
     fn take_out(&self, role: usize) {
+        let view = self.view();
+        if let Some(rec) = view.recovery.as_ref().filter(|r| r.role == role) {
+            if !view.present[role] {
+                // The role's only volume is a rebuild target: the rebuild fails,
+                // the role stays missing as it was.
+                rec.failed.store(true, Ordering::Release);
+                return;
+            }
+        }
         self.failed[role].store(true, Ordering::Release);
+    }
+
+    /// Take a member out of service now, as md's `--fail` does. Refused when the
+    /// array could not serve its data without it.
+    pub fn fail_member(&self, role: usize) -> Result<()> {
+        if role >= self.failed.len() {
+            return Err(
+                Error::invalid(format!("no role {role} in this array")).on_device(&self.name)
+            );
+        }
+        let mut missing = self.missing_now();
+        if !missing.contains(&role) {
+            missing.push(role);
+        }
+        if !self.geometry.survives(&missing) {
+            return Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Write,
+                format!("taking role {role} out would leave the array unable to serve its data (roles {missing:?} missing)"),
+            )
+            .on_device(&self.name));
+        }
+        self.failed[role].store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn fail_recovery(&self) {
+        if let Some(r) = &self.view().recovery {
+            r.failed.store(true, Ordering::Release);
+        }
     }
 
     /// A member failed `kind` operations: reads are repaired from redundancy and
@@ -383,12 +620,13 @@ impl Array {
         pos: u64,
         n: u64,
     ) -> Result<()> {
-        let Some(target) = self.members[role].as_ref().filter(|m| m.is_writable()) else {
+        let view = self.view();
+        let Some(target) = view.members[role].as_ref().filter(|m| m.is_writable()) else {
             return Ok(()); // read-only: the data was still served from redundancy
         };
-        let keys = plan_write(&self.geometry, &self.present, pos, n)?.locks;
+        let keys = plan_write(&self.geometry, &view.present, pos, n)?.locks;
         let _held = self.locks.lock(&keys);
-        let vols = self
+        let vols = view
             .members
             .iter()
             .zip(sources)
@@ -452,23 +690,42 @@ impl Array {
         }
     }
 
-    fn members(&self) -> &Members {
-        &self.members
-    }
-
     /// Write one piece: plan, lock, (log,) execute; repair and retry after a
     /// member fails.
     fn write_piece(&self, piece: &[u8], pos: u64, log: Logger<'_>) -> Result<()> {
         let n = piece.len() as u64;
         for attempt in 0.. {
+            let view = self.view();
+            let mut live = self.live_in(&view);
+            let phase = self.phase(&view, pos, n);
+            match phase {
+                Phase::Split(at) => {
+                    let k = (at - pos) as usize;
+                    self.write_piece(&piece[..k], pos, log)?;
+                    return self.write_piece(&piece[k..], at, log);
+                }
+                Phase::Below => {
+                    if let Some(r) = &view.recovery {
+                        live[r.role] = true;
+                    }
+                }
+                Phase::None | Phase::Above => {}
+            }
             let plan = match log {
-                Logger::Ppl(_) => plan_write_logged(&self.geometry, &self.live(), pos, n),
-                Logger::Journal(_) => plan_write_journaled(&self.geometry, &self.live(), pos, n),
-                Logger::None => self.plan_write(pos, n),
+                Logger::Ppl(_) => plan_write_logged(&self.geometry, &live, pos, n),
+                Logger::Journal(_) => plan_write_journaled(&self.geometry, &live, pos, n),
+                Logger::None => plan_write(&self.geometry, &live, pos, n),
             }
             .map_err(|e| e.on_device(&self.name))?;
             self.note_intent(&plan, pos, n)?;
             let held = self.locks.lock(&plan.locks);
+            // The rebuild may have passed these stripes between planning and
+            // locking (it cannot while they are held): plan again if so.
+            if self.phase(&view, pos, n) != phase {
+                drop(held);
+                continue;
+            }
+            let members: &Members = &view.members;
             let result = match log {
                 Logger::Journal(journal) => {
                     // Held until the member writes are done: a reclaim (inside a
@@ -480,7 +737,7 @@ impl Array {
                     };
                     execute_logged(
                         &plan,
-                        self.members(),
+                        members,
                         self.engine,
                         UserBuf::Write(piece),
                         Some(&writer),
@@ -498,13 +755,13 @@ impl Array {
                     };
                     execute_logged(
                         &plan,
-                        self.members(),
+                        members,
                         self.engine,
                         UserBuf::Write(piece),
                         Some(&writer),
                     )
                 }
-                Logger::None => execute(&plan, self.members(), self.engine, UserBuf::Write(piece)),
+                Logger::None => execute(&plan, members, self.engine, UserBuf::Write(piece)),
             };
             match result {
                 Ok(()) => return Ok(()),
@@ -525,9 +782,7 @@ impl Array {
                     for &r in &f.members {
                         self.take_out(r);
                     }
-                    let live = self.live();
-                    let missing: Vec<usize> = (0..live.len()).filter(|&r| !live[r]).collect();
-                    if !self.geometry.survives(&missing) {
+                    if !self.geometry.survives(&self.missing_now()) {
                         let mut e = *f.error;
                         e.kind = ErrorKind::Unrecoverable;
                         return Err(e);
@@ -540,7 +795,7 @@ impl Array {
                     return self.handle_failure(f, pos, n);
                 }
                 // A read before the writes failed: repair it, then plan again.
-                Err(f) if attempt < self.present.len() + 1 => {
+                Err(f) if attempt < self.failed.len() + 3 => {
                     drop(held);
                     self.handle_failure(f, pos, n)?;
                 }
@@ -620,13 +875,346 @@ impl Array {
 
     /// Flush every live member (an error if one cannot make its writes durable).
     fn flush_members(&self) -> Result<()> {
-        let live = self.live();
-        for (r, m) in self.members.iter().enumerate() {
+        let view = self.view();
+        let live = self.live_in(&view);
+        for (r, m) in view.members.iter().enumerate() {
             if let (Some(m), true) = (m, live[r]) {
                 m.flush()?;
             }
         }
+        if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing) {
+            if !rec.failed() && rec.target.flush().is_err() {
+                rec.failed.store(true, Ordering::Release);
+            }
+        }
         Ok(())
+    }
+
+    /// Start rebuilding `role` onto `target` (its data area) while the array
+    /// serves I/O, from `from` bytes into the area (a resumed rebuild; rounded
+    /// down to a chunk). With `replacing`, the role stays in service on its
+    /// current member and `target` becomes a copy of it (md's replace).
+    /// Refused while another rebuild runs, for a role in service (unless
+    /// replacing), for an array with a partial parity log (its logs live on the
+    /// members and a new member has none open), and for a read-only array.
+    pub fn begin_recovery(
+        &self,
+        role: usize,
+        target: Arc<dyn Volume>,
+        from: u64,
+        replacing: bool,
+    ) -> Result<Arc<Recovery>> {
+        let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        let view = slot.clone();
+        let refuse = |why: String| Err(Error::invalid(why).on_device(&self.name));
+        if role >= view.present.len() {
+            return refuse(format!("no role {role} in this array"));
+        }
+        if let Some(r) = &view.recovery {
+            return refuse(format!(
+                "role {} is being rebuilt already: one rebuild at a time; wait for it to finish",
+                r.role
+            ));
+        }
+        if self.ppl.is_some() {
+            return refuse("this array keeps a partial parity log on its members: rebuild it while it is stopped (stop the server, then `raidlab rebuild`)".into());
+        }
+        if self.read_only || !target.is_writable() {
+            return refuse(
+                "the array or the new member is read-only: nothing can be rebuilt".into(),
+            );
+        }
+        if target.size() < self.geometry.member_bytes {
+            return refuse(format!(
+                "the new member's data area is {} bytes but the array needs {}",
+                target.size(),
+                self.geometry.member_bytes
+            ));
+        }
+        let live = self.member_live(&view, role);
+        if replacing && !live {
+            return refuse(format!(
+                "role {role} is not in service: nothing to replace; add a member to rebuild it"
+            ));
+        }
+        if !replacing && live {
+            return refuse(format!(
+                "role {role} is in service: fail it first, or replace it"
+            ));
+        }
+        let unit = self.geometry.chunk_bytes.max(4096);
+        let rec = Arc::new(Recovery {
+            role,
+            target: target.clone(),
+            replacing,
+            replaced: if replacing {
+                view.members[role].clone()
+            } else {
+                None
+            },
+            done: AtomicU64::new(from.min(self.geometry.member_bytes) / unit * unit),
+            failed: AtomicBool::new(false),
+        });
+        let mut next = Membership {
+            members: view.members.clone(),
+            present: view.present.clone(),
+            recovery: Some(rec.clone()),
+        };
+        if let Some(old) = rec.replaced.clone() {
+            next.members[role] = Some(Arc::new(Tee {
+                old,
+                recovery: rec.clone(),
+            }));
+        } else {
+            next.present[role] = false;
+            next.members[role] = Some(target);
+        }
+        *slot = Arc::new(next);
+        Ok(rec)
+    }
+
+    /// The rebuild running, if any.
+    pub fn recovery(&self) -> Option<Arc<Recovery>> {
+        self.view().recovery.clone()
+    }
+
+    /// Rebuild the next `want` bytes (rounded to whole chunks) of the running
+    /// rebuild's target, holding the stripe locks of that range so no write
+    /// interleaves, and move its checkpoint past them. Returns the new
+    /// checkpoint (the member's data size when done).
+    pub fn recovery_step(
+        &self,
+        rec: &Recovery,
+        want: u64,
+        scratch: &mut Vec<Vec<u8>>,
+    ) -> Result<u64> {
+        let g = self.geometry;
+        let unit = g.chunk_bytes.max(4096);
+        let at = rec.done();
+        if rec.failed() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                Op::Write,
+                "a write to the member being rebuilt failed: the rebuild stopped (the member is not usable)",
+            )
+            .on_device(rec.target.name()));
+        }
+        if at >= g.member_bytes {
+            return Ok(at);
+        }
+        let n = ((want / unit).max(1) * unit).min(g.member_bytes - at);
+        let view = self.view();
+        let live = self.live_in(&view);
+        let keys = self.member_range_keys(rec.role, at, n)?;
+        let _held = self.locks.lock(&keys);
+        let mut out = std::mem::take(scratch.first_mut().unwrap_or(&mut Vec::new()));
+        out.resize(n as usize, 0);
+        let result = if rec.replacing {
+            // Copy from the member being replaced (through its tee: reads go
+            // to the old member).
+            view.members[rec.role]
+                .as_ref()
+                .expect("a replaced role is in service")
+                .read_at(&mut out, at)
+        } else if g.is_parity() {
+            self.combine_step(&view, &live, rec.role, at, &mut out, scratch)
+        } else {
+            self.mirror_step(&view, &live, rec.role, at, &mut out)
+        };
+        let result = result.and_then(|()| rec.target.write_at(&out, at));
+        if scratch.is_empty() {
+            scratch.push(Vec::new());
+        }
+        scratch[0] = out;
+        match result {
+            Ok(()) => {
+                rec.done.store(at + n, Ordering::Release);
+                Ok(at + n)
+            }
+            Err(e) => {
+                rec.failed.store(true, Ordering::Release);
+                Err(e)
+            }
+        }
+    }
+
+    /// What `role` holds at `[at, at+out.len())`, combined from the same range
+    /// of the live members (parity levels).
+    fn combine_step(
+        &self,
+        view: &Membership,
+        live: &[bool],
+        role: usize,
+        at: u64,
+        out: &mut [u8],
+        scratch: &mut Vec<Vec<u8>>,
+    ) -> Result<()> {
+        let n = out.len();
+        scratch.resize_with(live.len() + 1, Vec::new);
+        for (r, ok) in live.iter().enumerate() {
+            let buf = &mut scratch[r + 1];
+            if *ok && r != role {
+                buf.resize(n, 0);
+                view.members[r]
+                    .as_ref()
+                    .expect("a live role has a member")
+                    .read_at(buf, at)?;
+            }
+        }
+        let views: Vec<Option<&[u8]>> = (0..live.len())
+            .map(|r| (live[r] && r != role).then(|| &scratch[r + 1][..n]))
+            .collect();
+        crate::recovery::combine_parity(&self.geometry, role, at, &views, out)
+    }
+
+    /// What mirror `role` holds at `[at, at+out.len())`, read from another copy.
+    fn mirror_step(
+        &self,
+        view: &Membership,
+        live: &[bool],
+        role: usize,
+        at: u64,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let g = &self.geometry;
+        let unit = g.chunk_bytes.max(4096);
+        let mut off = 0u64;
+        let n = out.len() as u64;
+        while off < n {
+            let len = (unit - (at + off) % unit).min(n - off);
+            let piece = &mut out[off as usize..(off + len) as usize];
+            match g.content_at(role, at + off) {
+                raidlab_layout::Content::Data(l) => {
+                    let mut sources = live.to_vec();
+                    sources[role] = false;
+                    let plan = plan_read(g, &sources, l, len, role)?;
+                    execute(&plan, &view.members, self.engine, UserBuf::Read(piece))
+                        .map_err(|f| *f.error)?;
+                }
+                _ => piece.fill(0),
+            }
+            off += len;
+        }
+        Ok(())
+    }
+
+    /// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
+    /// data area: the stripes there (parity levels), or the array ranges whose
+    /// copies lie there (mirrors), as writes to them lock them.
+    fn member_range_keys(&self, role: usize, at: u64, n: u64) -> Result<Vec<u64>> {
+        let g = &self.geometry;
+        if g.is_parity() {
+            let c = g.chunk_bytes;
+            return Ok((at / c..=(at + n - 1) / c).collect());
+        }
+        let all = vec![true; g.raid_disks];
+        let unit = g.chunk_bytes.max(4096);
+        let mut keys = Vec::new();
+        let mut off = 0;
+        while off < n {
+            let len = (unit - (at + off) % unit).min(n - off);
+            if let raidlab_layout::Content::Data(l) = g.content_at(role, at + off) {
+                keys.extend(plan_write(g, &all, l, len)?.locks);
+            }
+            off += len;
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// Hold the stripe locks of array range `[pos, pos+n)` (a scrub step): no
+    /// write to those stripes runs until the guard is dropped.
+    pub fn hold_array_range(&self, pos: u64, n: u64) -> Result<crate::locks::StripeGuard<'_>> {
+        let all = vec![true; self.geometry.raid_disks];
+        let keys = plan_write(&self.geometry, &all, pos, n)?.locks;
+        Ok(self.locks.lock(&keys))
+    }
+
+    /// Hold the stripe locks of member range `[at, at+n)` (parity levels: the
+    /// stripes there; every member has the same).
+    pub fn hold_member_range(&self, at: u64, n: u64) -> Result<crate::locks::StripeGuard<'_>> {
+        let keys = self.member_range_keys(0, at, n)?;
+        Ok(self.locks.lock(&keys))
+    }
+
+    /// The rebuild finished (checkpoint at the end): its target takes the role
+    /// (a replaced member leaves). Returns the member volume that left, if any.
+    pub fn finish_recovery(&self, rec: &Recovery) -> Result<Option<Arc<dyn Volume>>> {
+        let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        let view = slot.clone();
+        let same = view
+            .recovery
+            .as_ref()
+            .is_some_and(|r| std::ptr::eq(r.as_ref(), rec));
+        if !same || rec.done() < self.geometry.member_bytes || rec.failed() {
+            return Err(
+                Error::invalid("internal: finishing a rebuild that is not complete")
+                    .on_device(&self.name),
+            );
+        }
+        // Writes that planned with the target below its checkpoint used it as a
+        // member; from here on it is one.
+        let mut next = Membership {
+            members: view.members.clone(),
+            present: view.present.clone(),
+            recovery: None,
+        };
+        next.members[rec.role] = Some(rec.target.clone());
+        next.present[rec.role] = true;
+        self.failed[rec.role].store(false, Ordering::Release);
+        self.read_errors[rec.role].store(0, Ordering::Relaxed);
+        self.corrected[rec.role].store(0, Ordering::Relaxed);
+        *slot = Arc::new(next);
+        Ok(rec.replaced.clone())
+    }
+
+    /// Stop a rebuild (failed, or cancelled): its target leaves; a replaced
+    /// member stays in service.
+    pub fn abort_recovery(&self) {
+        let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        let view = slot.clone();
+        let Some(rec) = &view.recovery else {
+            return;
+        };
+        rec.failed.store(true, Ordering::Release);
+        let mut next = Membership {
+            members: view.members.clone(),
+            present: view.present.clone(),
+            recovery: None,
+        };
+        // A replaced member serves alone again; a rebuilt role is missing again.
+        next.members[rec.role] = rec.replaced.clone();
+        *slot = Arc::new(next);
+    }
+
+    /// Where the write `[pos, pos+n)` falls against a running rebuild.
+    fn phase(&self, view: &Membership, pos: u64, n: u64) -> Phase {
+        let Some(rec) = view
+            .recovery
+            .as_ref()
+            .filter(|r| !r.replacing && !r.failed())
+        else {
+            return Phase::None;
+        };
+        let g = &self.geometry;
+        if !g.is_parity() {
+            // Mirrors never read a copy to write one: writing the target above
+            // its checkpoint is harmless (the rebuild rewrites it under the same
+            // locks), so it is always written.
+            return Phase::Below;
+        }
+        let done = rec.done();
+        let stripe = g.chunk_bytes * g.data_disks() as u64;
+        let (first, last) = (pos / stripe, (pos + n - 1) / stripe);
+        if (last + 1) * g.chunk_bytes <= done {
+            Phase::Below
+        } else if first * g.chunk_bytes >= done {
+            Phase::Above
+        } else {
+            // The rebuild advances in whole chunks.
+            Phase::Split(done / g.chunk_bytes * stripe)
+        }
     }
 
     /// Split `[offset, offset+len)` at multiples of the piece size.
@@ -675,18 +1263,19 @@ impl Volume for Array {
             // A member read error is repaired and the read retried; each retry has
             // one member fewer or a rewritten block, so this ends.
             for attempt in 0.. {
-                let plan = self
-                    .plan_read(pos, n)
+                let view = self.view();
+                let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
+                let plan = plan_read(&self.geometry, &self.live_in(&view), pos, n, hint)
                     .map_err(|e| e.on_device(&self.name))?;
                 let held = self.locks.lock(&plan.locks);
                 match execute(
                     &plan,
-                    self.members(),
+                    &view.members,
                     self.engine,
                     UserBuf::Read(&mut *piece),
                 ) {
                     Ok(()) => break,
-                    Err(f) if attempt < self.present.len() + 1 => {
+                    Err(f) if attempt < self.failed.len() + 3 => {
                         drop(held);
                         self.handle_failure(f, pos, n)?;
                     }
@@ -725,8 +1314,9 @@ impl Volume for Array {
     }
 
     fn flush(&self) -> Result<()> {
-        let live = self.live();
-        for (r, m) in self.members.iter().enumerate() {
+        let view = self.view();
+        let live = self.live_in(&view);
+        for (r, m) in view.members.iter().enumerate() {
             if let (Some(m), true) = (m, live[r]) {
                 if m.flush().is_err() {
                     // A member that cannot make its writes durable is out.
@@ -734,7 +1324,12 @@ impl Volume for Array {
                 }
             }
         }
-        let missing: Vec<usize> = (0..live.len()).filter(|&r| !self.live()[r]).collect();
+        if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing) {
+            if !rec.failed() && rec.target.flush().is_err() {
+                rec.failed.store(true, Ordering::Release);
+            }
+        }
+        let missing = self.missing_now();
         if self.geometry.survives(&missing) {
             Ok(())
         } else {
@@ -748,6 +1343,12 @@ impl Volume for Array {
     }
 
     fn is_writable(&self) -> bool {
-        !self.read_only && self.members.iter().flatten().all(|m| m.is_writable())
+        !self.read_only
+            && self
+                .view()
+                .members
+                .iter()
+                .flatten()
+                .all(|m| m.is_writable())
     }
 }

@@ -89,6 +89,28 @@ pub struct Assembly {
     journal_handle: std::sync::Mutex<Option<Arc<crate::journal::Journal>>>,
 }
 
+impl Clone for Assembly {
+    /// A copy sharing the member devices (a scrub of a running array works on
+    /// one, so the original stays free for `detail` and membership changes).
+    fn clone(&self) -> Self {
+        Assembly {
+            geometry: self.geometry,
+            uuid: self.uuid,
+            name: self.name.clone(),
+            members: self.members.clone(),
+            slots: self.slots.clone(),
+            events: self.events,
+            bitmap: self.bitmap.clone(),
+            journal_handle: std::sync::Mutex::new(
+                self.journal_handle
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+            ),
+        }
+    }
+}
+
 impl Assembly {
     /// Read the superblocks of `devices` (in any order) and put the array together.
     pub fn assemble(devices: Vec<Device>) -> Result<Assembly> {
@@ -373,9 +395,11 @@ impl Assembly {
                 let devices = self
                     .slots
                     .iter()
-                    .flatten()
-                    .map(|&i| {
+                    .enumerate()
+                    .filter_map(|(role, s)| s.map(|i| (role, i)))
+                    .map(|(role, i)| {
                         (
+                            role,
                             self.members[i].device.volume.clone(),
                             self.members[i].sb.clone(),
                         )

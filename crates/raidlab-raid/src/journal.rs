@@ -665,7 +665,7 @@ fn write_back(
             for (role, page) in pages {
                 if let Some(m) = role.and_then(|r| array.member(r)) {
                     if dry {
-                        changed |= differs(m, page, moff)?;
+                        changed |= differs(&m, page, moff)?;
                     } else {
                         m.write_at(page, moff)?;
                     }

@@ -404,22 +404,7 @@ impl Assembly {
             });
             outcome?;
             target.flush()?;
-            let dev_number = self.members[index].sb.dev_number;
-            {
-                let m = &mut self.members[index];
-                m.sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
-                m.sb.recovery_offset = 0;
-                m.state = MemberState::Active;
-            }
-            // A replacement takes the place of the member it copied, which leaves.
-            if let Some(old) = self.slots[slot].filter(|&o| o != index) {
-                let old_dev = self.members[old].sb.dev_number;
-                self.members[old].state = MemberState::Faulty;
-                self.set_role(old_dev, raidlab_md::ROLE_FAULTY);
-            }
-            self.slots[slot] = Some(index);
-            self.set_role(dev_number, slot as u16);
-            self.commit(|_| {})?;
+            self.complete_recovery(index, slot)?;
             report.rebuilt.push(RebuiltMember {
                 device: self.members[index].device.path.clone(),
                 role: slot,
@@ -430,7 +415,29 @@ impl Assembly {
         Ok(report)
     }
 
-    fn checkpoint_recovery(&mut self, index: usize, pos: u64) -> Result<()> {
+    /// Member `index` now holds everything of `slot` (its data flushed): record
+    /// it active in that slot; a member it replaced leaves as faulty.
+    pub fn complete_recovery(&mut self, index: usize, slot: usize) -> Result<()> {
+        let dev_number = self.members[index].sb.dev_number;
+        {
+            let m = &mut self.members[index];
+            m.sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
+            m.sb.recovery_offset = 0;
+            m.state = MemberState::Active;
+        }
+        if let Some(old) = self.slots[slot].filter(|&o| o != index) {
+            let old_dev = self.members[old].sb.dev_number;
+            self.members[old].state = MemberState::Faulty;
+            self.set_role(old_dev, raidlab_md::ROLE_FAULTY);
+        }
+        self.slots[slot] = Some(index);
+        self.set_role(dev_number, slot as u16);
+        self.commit(|_| {})
+    }
+
+    /// Record in member `index`'s superblock that it is rebuilt up to `pos`
+    /// bytes of its data area (md's recovery_offset), for a resume.
+    pub fn checkpoint_recovery(&mut self, index: usize, pos: u64) -> Result<()> {
         let m = &mut self.members[index];
         m.sb.recovery_offset = pos / SECTOR;
         m.sb.write_to(m.device.volume.as_ref())?;
@@ -459,7 +466,14 @@ impl Assembly {
             .map(|m| m.sb.resync_offset)
             .max()
             .unwrap_or(0);
-        let report = self.scrub_from(start.saturating_mul(SECTOR), true, true, opts, progress)?;
+        let report = self.scrub_from(
+            start.saturating_mul(SECTOR),
+            true,
+            true,
+            None,
+            opts,
+            progress,
+        )?;
         if let Some(b) = self.bitmap.as_mut() {
             b.clear_all();
         }
@@ -483,14 +497,29 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
-        self.scrub_from(0, repair, false, opts, progress)
+        self.scrub_from(0, repair, false, None, opts, progress)
     }
 
+    /// [`Assembly::scrub`] of an array that serves I/O meanwhile: each step
+    /// holds the stripe locks of what it reads, compares and rewrites, so no
+    /// write of `running` lands in the middle of it.
+    pub fn scrub_running(
+        &mut self,
+        running: &Array,
+        repair: bool,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ScrubReport> {
+        self.scrub_from(0, repair, false, Some(running), opts, progress)
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn scrub_from(
         &mut self,
         start: u64,
         repair: bool,
         resync: bool,
+        running: Option<&Array>,
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
@@ -513,7 +542,7 @@ impl Assembly {
             .collect();
         if !self.geometry.is_parity() {
             return self.scrub_mirrors(
-                start, repair, resync, &areas, &names, missing, opts, progress,
+                start, repair, resync, running, &areas, &names, missing, opts, progress,
             );
         }
         let total = self.geometry.member_bytes;
@@ -535,6 +564,7 @@ impl Assembly {
                 progress(Progress { done: pos, total });
                 continue;
             }
+            let _held = running.map(|a| a.hold_member_range(pos, n)).transpose()?;
             let mut bufs: Vec<Vec<u8>> = Vec::with_capacity(areas.len());
             for (role, a) in areas.iter().enumerate() {
                 // A missing role's buffer stays zero; scrub_parity never reads it.
@@ -611,6 +641,7 @@ impl Assembly {
         start: u64,
         repair: bool,
         resync: bool,
+        running: Option<&Array>,
         areas: &[Option<Arc<dyn Volume>>],
         names: &[String],
         missing: Vec<usize>,
@@ -652,6 +683,9 @@ impl Assembly {
                 });
                 continue;
             }
+            let _held = running
+                .map(|a| a.hold_array_range(pos, end - pos))
+                .transpose()?;
             // Scanned: the runs compared, not those skipped for want of a copy.
             let mut compared = 0;
             for (l, n, locs) in geo.mirror_runs(pos, end - pos) {
@@ -1188,19 +1222,13 @@ fn parity_member_contents(
 /// The members a parity rebuild of `slot` reads: every live one but `slot`.
 fn parity_sources(array: &Array, geo: &Geometry, slot: usize) -> Vec<Option<Arc<dyn Volume>>> {
     (0..geo.raid_disks)
-        .map(|r| {
-            if r == slot {
-                None
-            } else {
-                array.member(r).cloned()
-            }
-        })
+        .map(|r| if r == slot { None } else { array.member(r) })
         .collect()
 }
 
 /// What member `slot` holds at `[pos, pos+out.len())`, from the same range of
 /// the other members (`bufs`, by role; `None` for one not read).
-fn combine_parity(
+pub(crate) fn combine_parity(
     geo: &Geometry,
     slot: usize,
     pos: u64,

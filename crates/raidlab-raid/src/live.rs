@@ -1,0 +1,581 @@
+//! An array in service: the membership changes of [`crate::manage`] (fail,
+//! remove, add, replace) and the long runs of [`crate::recovery`] (rebuild,
+//! check, repair) carried out while the array keeps serving I/O.
+//!
+//! The superblocks (the [`Assembly`]) and the running [`Array`] change
+//! together. A member leaves the array first and the superblocks second, so no
+//! request uses a member the superblocks call faulty; a member joins the
+//! superblocks first (as rebuilding) and the array only when its rebuild is
+//! complete. A rebuild runs on its own thread, one step at a time, each step
+//! under the stripe locks of what it rebuilds ([`Array::recovery_step`]), while
+//! writes reach the new member below its checkpoint; a hot spare steps into a
+//! failed member's role the same way, with no pause for the clients.
+//!
+//! Same checks and the same superblock changes as the offline verbs: this module
+//! never decides anything they would decide differently.
+
+use crate::array::{Array, Recovery};
+use crate::assemble::{Assembly, Device, MemberState};
+use crate::manage::Added;
+use crate::recovery::{Progress, RunOptions, ScrubReport};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const SECTOR: u64 = 512;
+/// Bytes of member area per rebuild step: long enough to stream, short enough
+/// that a write waiting on the step's stripe locks waits milliseconds.
+const STEP: u64 = 1 << 20;
+/// Rebuild position saved in the target's superblock at least this often.
+const CHECKPOINT: u64 = 64 << 20;
+
+/// A long run as `detail` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TaskStatus {
+    /// "rebuild", "replace", "check" or "repair".
+    pub kind: String,
+    /// The member written (rebuild, replace) or the array (check, repair).
+    pub device: String,
+    pub role: Option<usize>,
+    /// Bytes of each member's data area done, of `total`.
+    pub done: u64,
+    pub total: u64,
+    /// Average since the start of this run.
+    pub bytes_per_sec: f64,
+    pub running: bool,
+    /// Why it stopped, when it did not finish.
+    pub error: Option<String>,
+    #[serde(skip)]
+    started: Option<Instant>,
+    #[serde(skip)]
+    first: u64,
+}
+
+impl TaskStatus {
+    fn new(kind: &str, device: String, role: Option<usize>, from: u64, total: u64) -> Self {
+        TaskStatus {
+            kind: kind.into(),
+            device,
+            role,
+            done: from,
+            total,
+            bytes_per_sec: 0.0,
+            running: true,
+            error: None,
+            started: Some(Instant::now()),
+            first: from,
+        }
+    }
+
+    fn advance(&mut self, done: u64) {
+        self.done = done;
+        if let Some(t) = self.started {
+            let s = t.elapsed().as_secs_f64();
+            if s > 0.0 {
+                self.bytes_per_sec = (done - self.first) as f64 / s;
+            }
+        }
+    }
+
+    /// Percent done.
+    pub fn percent(&self) -> f64 {
+        if self.total == 0 {
+            100.0
+        } else {
+            self.done as f64 * 100.0 / self.total as f64
+        }
+    }
+}
+
+/// What is running or last ran.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LiveStatus {
+    pub rebuild: Option<TaskStatus>,
+    pub scrub: Option<TaskStatus>,
+}
+
+struct RebuildTask {
+    status: Arc<Mutex<TaskStatus>>,
+    /// Asks this rebuild to save its position and stop.
+    cancel: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// An assembled array and the running array over it, managed together.
+pub struct LiveArray {
+    asm: Mutex<Assembly>,
+    array: Arc<Array>,
+    rebuild: Mutex<Option<RebuildTask>>,
+    scrub: Mutex<Option<TaskStatus>>,
+    /// Asks the rebuild thread to save its position and stop (shutdown).
+    stop: AtomicBool,
+    max_rate: Mutex<Option<u64>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Whether two paths name the same file (as given, or after resolving links
+/// and relative parts; the daemon and the command may run in different
+/// directories).
+fn same_path(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    match (
+        std::fs::canonicalize(Path::new(a)),
+        std::fs::canonicalize(Path::new(b)),
+    ) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
+}
+
+impl LiveArray {
+    /// Manage `array`, the running array of `asm`.
+    pub fn new(asm: Assembly, array: Arc<Array>) -> Arc<LiveArray> {
+        Arc::new(LiveArray {
+            asm: Mutex::new(asm),
+            array,
+            rebuild: Mutex::new(None),
+            scrub: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            max_rate: Mutex::new(None),
+        })
+    }
+
+    pub fn array(&self) -> &Arc<Array> {
+        &self.array
+    }
+
+    /// Look at the assembly (superblock state) as it is now.
+    pub fn with_assembly<T>(&self, f: impl FnOnce(&Assembly) -> T) -> T {
+        f(&lock(&self.asm))
+    }
+
+    /// Take the assembly back (after [`LiveArray::shutdown`]).
+    pub fn into_assembly(self: Arc<Self>) -> Result<Assembly> {
+        match Arc::try_unwrap(self) {
+            Ok(l) => Ok(l.asm.into_inner().unwrap_or_else(|p| p.into_inner())),
+            Err(_) => Err(Error::invalid(
+                "internal: the array is still in use by a management thread",
+            )),
+        }
+    }
+
+    pub fn status(&self) -> LiveStatus {
+        LiveStatus {
+            rebuild: lock(&self.rebuild)
+                .as_ref()
+                .map(|t| lock(&t.status).clone()),
+            scrub: lock(&self.scrub).clone(),
+        }
+    }
+
+    /// Whether a rebuild thread is running.
+    pub fn rebuilding(&self) -> bool {
+        lock(&self.rebuild)
+            .as_ref()
+            .is_some_and(|t| lock(&t.status).running)
+    }
+
+    /// Change the superblocks: they are written with the running array's
+    /// bitmap (its current dirty bits, never an older copy), whose writes wait
+    /// meanwhile; the array's bitmap then carries the new event count.
+    fn change<T>(
+        asm: &mut Assembly,
+        array: &Array,
+        f: impl FnOnce(&mut Assembly) -> Result<T>,
+    ) -> Result<T> {
+        let mut f = Some(f);
+        let held = array.with_bitmap_held(|bm| {
+            asm.bitmap = Some(bm.clone());
+            let r = (f.take().expect("called once"))(asm);
+            if let Some(b) = &asm.bitmap {
+                bm.sb.events = b.sb.events;
+            }
+            r
+        });
+        match held {
+            Some(r) => r,
+            None => (f.take().expect("called once"))(asm),
+        }
+    }
+
+    fn find(asm: &Assembly, path: &str) -> Result<usize> {
+        asm.members
+            .iter()
+            .position(|m| same_path(&m.device.path, path))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "{path} is not a member of this array (see `raidlab detail`)"
+                ))
+            })
+    }
+
+    /// Record members the running array took out (write errors, too many read
+    /// errors) as faulty, and let a hot spare take over. Returns what changed,
+    /// for the log. Call it often (the daemon polls).
+    pub fn poll(self: &Arc<Self>) -> Vec<String> {
+        let mut said = Vec::new();
+        let mut asm = lock(&self.asm);
+        for role in self.array.failed_members() {
+            let Some(i) = asm.slots.get(role).copied().flatten() else {
+                continue;
+            };
+            if asm.members[i].state != MemberState::Active {
+                continue;
+            }
+            let path = asm.members[i].device.path.clone();
+            match Self::change(&mut asm, &self.array, |a| a.fail(i)) {
+                Ok(spare) => {
+                    said.push(format!("{path} (role {role}) failed and is marked faulty"));
+                    if let Some(s) = spare {
+                        said.push(format!(
+                            "hot spare {} takes role {role}",
+                            asm.members[s].device.path
+                        ));
+                    }
+                }
+                Err(e) => said.push(format!("{path} (role {role}) failed: {e}")),
+            }
+        }
+        if let Err(e) = self.start_pending(&mut asm) {
+            said.push(format!("cannot start the rebuild: {e}"));
+        }
+        said
+    }
+
+    /// Mark a member faulty now (it leaves the running array first). A hot
+    /// spare, if any, takes its role and is rebuilt in the background.
+    pub fn fail(self: &Arc<Self>, path: &str) -> Result<String> {
+        let (i, state, role) = {
+            let asm = lock(&self.asm);
+            let i = Self::find(&asm, path)?;
+            (i, asm.members[i].state, asm.members[i].role)
+        };
+        if matches!(state, MemberState::Rebuilding | MemberState::Replacing)
+            && role.is_some()
+            && self.array.recovery().map(|r| r.role()) == role
+        {
+            // Outside the assembly lock: the rebuild takes it to stop.
+            self.cancel_rebuild();
+        }
+        let mut asm = lock(&self.asm);
+        let label = asm.members[i].device.path.clone();
+        if let (MemberState::Active, Some(role)) = (asm.members[i].state, asm.members[i].role) {
+            // Refused here when the array could not serve without it: nothing
+            // is changed then.
+            self.array.fail_member(role)?;
+        }
+        let spare = Self::change(&mut asm, &self.array, |a| a.fail(i))?;
+        let mut out = format!("{label} marked faulty");
+        if let Some(s) = spare {
+            out += &format!(
+                "; hot spare {} takes its place and is being rebuilt",
+                asm.members[s].device.path
+            );
+        }
+        self.start_pending(&mut asm)?;
+        Ok(out)
+    }
+
+    /// Take a faulty, stale or spare member out of the array.
+    pub fn remove(&self, path: &str) -> Result<String> {
+        let mut asm = lock(&self.asm);
+        let i = Self::find(&asm, path)?;
+        let label = asm.members[i].device.path.clone();
+        Self::change(&mut asm, &self.array, |a| a.remove(i))?;
+        Ok(format!("{label} removed from the array"))
+    }
+
+    /// Add a device: into a missing role (rebuilt in the background at once
+    /// unless `rebuild` is false) or as a hot spare.
+    pub fn add(self: &Arc<Self>, device: Device, force: bool, rebuild: bool) -> Result<String> {
+        let mut asm = lock(&self.asm);
+        let path = device.path.clone();
+        let added = Self::change(&mut asm, &self.array, |a| a.add(device, force))?;
+        Ok(match added {
+            Added::IntoSlot(slot) => {
+                if rebuild {
+                    self.start_pending(&mut asm)?;
+                    format!("{path} added into missing role {slot}; rebuilding in the background (`raidlab detail` shows progress)")
+                } else {
+                    format!("{path} added into missing role {slot}; start its rebuild with `raidlab rebuild`")
+                }
+            }
+            Added::Spare => format!("{path} added as a hot spare"),
+        })
+    }
+
+    /// Start copying an active member onto a new device while both serve
+    /// (md's replace); the new one takes over when the copy is complete.
+    pub fn replace(
+        self: &Arc<Self>,
+        old: &str,
+        device: Device,
+        force: bool,
+        rebuild: bool,
+    ) -> Result<String> {
+        let mut asm = lock(&self.asm);
+        let i = Self::find(&asm, old)?;
+        let (label, new) = (asm.members[i].device.path.clone(), device.path.clone());
+        if self.array.recovery().is_some() {
+            return Err(Error::invalid(
+                "a rebuild is running: replace a member after it finishes",
+            ));
+        }
+        Self::change(&mut asm, &self.array, |a| a.replace(i, device, force))?;
+        if rebuild {
+            self.start_pending(&mut asm)?;
+        }
+        Ok(format!("{new} is replacing {label}; copying in the background (`raidlab detail` shows progress)"))
+    }
+
+    /// Limit rebuilds started from now on to `rate` bytes of member area per
+    /// second (`None`: as fast as the members allow).
+    pub fn set_max_rate(&self, rate: Option<u64>) {
+        *lock(&self.max_rate) = rate;
+    }
+
+    /// Start the rebuild of a member waiting for one (added with no rebuild,
+    /// or left by a stop). Says what runs.
+    pub fn rebuild(self: &Arc<Self>, max_rate: Option<u64>) -> Result<String> {
+        *lock(&self.max_rate) = max_rate;
+        let mut asm = lock(&self.asm);
+        if let Some(r) = self.array.recovery() {
+            return Ok(format!("role {} is being rebuilt", r.role()));
+        }
+        if asm.rebuilding().is_empty() {
+            return Err(Error::invalid(
+                "no member is being rebuilt: add a member into a missing role (raidlab add) or start a replacement (raidlab replace) first",
+            ));
+        }
+        self.start_pending(&mut asm)?;
+        match self.array.recovery() {
+            Some(r) => Ok(format!("rebuilding role {}", r.role())),
+            None => Err(Error::invalid("the rebuild did not start")),
+        }
+    }
+
+    /// Resume where the superblocks were before the array was marked dirty:
+    /// a rebuild that stopped cleanly at `offsets[index]` bytes continues there.
+    pub fn resume(self: &Arc<Self>, offsets: &[(usize, u64)]) -> Result<()> {
+        let mut asm = lock(&self.asm);
+        for &(i, at) in offsets {
+            if let Some(m) = asm.members.get_mut(i) {
+                if matches!(m.state, MemberState::Rebuilding | MemberState::Replacing) {
+                    m.sb.recovery_offset = at / SECTOR;
+                }
+            }
+        }
+        self.start_pending(&mut asm)
+    }
+
+    /// Start the first rebuild the superblocks wait for, when none runs.
+    fn start_pending(self: &Arc<Self>, asm: &mut Assembly) -> Result<()> {
+        if self.array.recovery().is_some() || self.stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if !self.array.is_writable() {
+            return Ok(());
+        }
+        let Some((index, slot)) = asm.rebuilding().into_iter().next() else {
+            return Ok(());
+        };
+        let m = &asm.members[index];
+        let replacing = m.state == MemberState::Replacing;
+        let from = (m.sb.recovery_offset * SECTOR).min(asm.geometry.member_bytes);
+        let target = asm.area(index)?;
+        self.array
+            .add_intent_device(slot, m.device.volume.clone(), m.sb.clone())?;
+        let rec = self.array.begin_recovery(slot, target, from, replacing)?;
+        let status = Arc::new(Mutex::new(TaskStatus::new(
+            if replacing { "replace" } else { "rebuild" },
+            m.device.path.clone(),
+            Some(slot),
+            rec.done(),
+            asm.geometry.member_bytes,
+        )));
+        let me = self.clone();
+        let st = status.clone();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let quit = cancel.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("rebuild role {slot}"))
+            .spawn(move || me.run_rebuild(rec, index, slot, st, quit))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    Op::Write,
+                    format!("cannot start the rebuild thread: {e}"),
+                )
+            })?;
+        // A finished task's thread has ended; only its status is kept.
+        *lock(&self.rebuild) = Some(RebuildTask {
+            status,
+            cancel,
+            thread: Some(thread),
+        });
+        Ok(())
+    }
+
+    fn run_rebuild(
+        self: Arc<Self>,
+        rec: Arc<Recovery>,
+        index: usize,
+        slot: usize,
+        status: Arc<Mutex<TaskStatus>>,
+        cancel: Arc<AtomicBool>,
+    ) {
+        let total = self.array.geometry().member_bytes;
+        let mut scratch = Vec::new();
+        let mut since = 0u64;
+        let started = Instant::now();
+        let first = rec.done();
+        let rate = *lock(&self.max_rate);
+        let outcome: Result<bool> = (|| {
+            while rec.done() < total {
+                if self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire) {
+                    rec.target().flush()?;
+                    lock(&self.asm).checkpoint_recovery(index, rec.done())?;
+                    return Ok(false);
+                }
+                let before = rec.done();
+                let done = self.array.recovery_step(&rec, STEP, &mut scratch)?;
+                lock(&status).advance(done);
+                since += done - before;
+                if since >= CHECKPOINT && done < total {
+                    rec.target().flush()?;
+                    lock(&self.asm).checkpoint_recovery(index, done)?;
+                    since = 0;
+                }
+                if let Some(r) = rate.filter(|&r| r > 0) {
+                    let due = Duration::from_secs_f64((done - first) as f64 / r as f64);
+                    if let Some(wait) = due.checked_sub(started.elapsed()) {
+                        std::thread::sleep(wait);
+                    }
+                }
+            }
+            rec.target().flush()?;
+            if rec.failed() {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Write,
+                    "a write to the member being rebuilt failed",
+                )
+                .on_device(rec.target().name()));
+            }
+            Ok(true)
+        })();
+        let mut asm = lock(&self.asm);
+        let result = outcome.and_then(|complete| {
+            if !complete {
+                self.array.abort_recovery();
+                return Ok(false);
+            }
+            self.array.finish_recovery(&rec)?;
+            Self::change(&mut asm, &self.array, |a| a.complete_recovery(index, slot))?;
+            Ok(true)
+        });
+        let mut st = lock(&status);
+        st.running = false;
+        match result {
+            Ok(true) => {
+                st.advance(total);
+                drop(st);
+                // RAID 6 with two roles to rebuild: the next one now.
+                let _ = self.start_pending(&mut asm);
+            }
+            Ok(false) => {
+                st.error = Some("stopped before the end; `raidlab rebuild` resumes it".into())
+            }
+            Err(e) => {
+                self.array.abort_recovery();
+                st.error = Some(e.to_string());
+                drop(st);
+                // The new member could not be written: md fails it.
+                if matches!(
+                    asm.members[index].state,
+                    MemberState::Rebuilding | MemberState::Replacing
+                ) && Self::change(&mut asm, &self.array, |a| a.fail(index)).is_ok()
+                {
+                    let _ = self.start_pending(&mut asm);
+                }
+            }
+        }
+    }
+
+    /// Stop the running rebuild and wait for it (it saves its position). The
+    /// caller must not hold the assembly lock: the rebuild takes it to stop.
+    fn cancel_rebuild(&self) {
+        let task = lock(&self.rebuild)
+            .as_mut()
+            .and_then(|t| t.thread.take().map(|h| (h, t.cancel.clone())));
+        if let Some((t, cancel)) = task {
+            cancel.store(true, Ordering::Release);
+            let _ = t.join();
+        }
+    }
+
+    /// Check (or repair) parity and mirrors while the array serves I/O; each
+    /// step holds the stripe locks of what it compares. Refused while a rebuild
+    /// runs (md refuses the same: the array is not complete).
+    pub fn scrub(
+        &self,
+        repair: bool,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ScrubReport> {
+        if self.array.recovery().is_some() {
+            return Err(Error::invalid(
+                "a rebuild is running: check or repair after it finishes (`raidlab rebuild` waits for it)",
+            ));
+        }
+        if lock(&self.scrub).as_ref().is_some_and(|s| s.running) {
+            return Err(Error::invalid("a check or repair is running already"));
+        }
+        let mut copy = lock(&self.asm).clone();
+        let total = copy.geometry.member_bytes;
+        *lock(&self.scrub) = Some(TaskStatus::new(
+            if repair { "repair" } else { "check" },
+            "array".into(),
+            None,
+            0,
+            total,
+        ));
+        let result = copy.scrub_running(&self.array, repair, opts, &mut |p: Progress| {
+            if let Some(s) = lock(&self.scrub).as_mut() {
+                s.advance(p.done);
+            }
+            progress(p)
+        });
+        if let Some(s) = lock(&self.scrub).as_mut() {
+            s.running = false;
+            if let Err(e) = &result {
+                s.error = Some(e.to_string());
+            }
+        }
+        result
+    }
+
+    /// Stop background work, saving a rebuild's position in its superblock.
+    pub fn shutdown(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.cancel_rebuild();
+    }
+}
+
+impl std::fmt::Debug for LiveArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveArray")
+            .field("array", &self.array)
+            .field("status", &self.status())
+            .finish()
+    }
+}

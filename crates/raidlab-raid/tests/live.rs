@@ -1,0 +1,400 @@
+//! Managing an array while it serves I/O: writers keep writing (unaligned,
+//! overlapping stripes) while members fail, a hot spare takes over and is
+//! rebuilt, a member is added into a missing role, or replaced; afterwards the
+//! array holds exactly what was written, a check finds no mismatch, and the
+//! superblocks assemble the same array again.
+
+use raidlab_core::Volume;
+use raidlab_devices::MemVolume;
+use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
+use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, MemberState, NewMember};
+use raidlab_raid::live::LiveArray;
+use raidlab_raid::recovery::RunOptions;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const MEMBER: u64 = 6 << 20;
+/// Each writer owns every WRITERS-th block of this size: no two threads write
+/// the same byte, so the expected contents are known whatever the order.
+const BLOCK: u64 = 48 << 10;
+const WRITERS: u64 = 2;
+
+fn device(i: usize) -> Device {
+    Device {
+        path: format!("mem{i}"),
+        volume: Arc::new(MemVolume::new(MEMBER)),
+    }
+}
+
+fn spec(level: Level, layout: Layout, spares: usize, bitmap: bool) -> CreateSpec {
+    CreateSpec {
+        level,
+        layout,
+        chunk_bytes: if level == Level::Raid1 { 0 } else { 32 << 10 },
+        spares,
+        name: "live".into(),
+        force: false,
+        bitmap,
+        bitmap_chunk: None,
+        ppl: false,
+    }
+}
+
+struct Running {
+    live: Arc<LiveArray>,
+    devs: Vec<Device>,
+    model: Arc<Mutex<Vec<u8>>>,
+    quit: Arc<AtomicBool>,
+    writes: Arc<AtomicU64>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// Create the array (members `n`, spares), fill it, and start the writers.
+fn start(level: Level, layout: Layout, n: usize, spares: usize, bitmap: bool) -> Running {
+    start_on(level, layout, n, spares, bitmap, 1)
+}
+
+/// [`start`] with the writers kept to the first `1/part` of the array.
+fn start_on(
+    level: Level,
+    layout: Layout,
+    n: usize,
+    spares: usize,
+    bitmap: bool,
+    part: u64,
+) -> Running {
+    let devs: Vec<Device> = (0..n + spares).map(device).collect();
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let mut asm = create(&spec(level, layout, spares, bitmap), members).unwrap();
+    asm.mark_dirty().unwrap();
+    let array = Arc::new(asm.array().unwrap());
+    let mut rng = ChaCha8Rng::seed_from_u64(n as u64);
+    let data: Vec<u8> = (0..array.size()).map(|_| rng.gen()).collect();
+    array.write_at(&data, 0).unwrap();
+    let live = LiveArray::new(asm, array);
+    let model = Arc::new(Mutex::new(data));
+    let quit = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let threads = (0..WRITERS)
+        .map(|t| {
+            let (live, model, quit, writes) =
+                (live.clone(), model.clone(), quit.clone(), writes.clone());
+            std::thread::spawn(move || {
+                let array = live.array().clone();
+                let blocks = array.size() / BLOCK / part;
+                let mut rng = ChaCha8Rng::seed_from_u64(100 + t);
+                while !quit.load(Ordering::Relaxed) {
+                    let b = rng.gen_range(0..blocks / WRITERS) * WRITERS + t;
+                    let off = b * BLOCK + rng.gen_range(0..BLOCK - 1);
+                    let len = rng.gen_range(1..=(b + 1) * BLOCK - off);
+                    let buf: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                    array.write_at(&buf, off).unwrap();
+                    model.lock().unwrap()[off as usize..(off + len) as usize].copy_from_slice(&buf);
+                    if rng.gen_ratio(1, 8) {
+                        array.flush().unwrap();
+                    }
+                    writes.fetch_add(1, Ordering::Relaxed);
+                    // A read of the writer's own block must see what it wrote,
+                    // degraded or not, rebuilt or not.
+                    let mut back = vec![0u8; len as usize];
+                    array.read_at(&mut back, off).unwrap();
+                    assert_eq!(back, buf, "writer {t}: read back at {off}+{len}");
+                }
+            })
+        })
+        .collect();
+    Running {
+        live,
+        devs,
+        model,
+        quit,
+        writes,
+        threads,
+    }
+}
+
+impl Running {
+    /// Wait until no rebuild runs or waits (at most a minute).
+    fn settle(&self) {
+        let t = Instant::now();
+        loop {
+            let pending = self.live.with_assembly(|a| !a.rebuilding().is_empty());
+            if !self.live.rebuilding() && !pending {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "rebuild did not finish: {:?}",
+                self.live.status()
+            );
+            for m in self.live.poll() {
+                eprintln!("poll: {m}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Let the writers run until they made `n` more writes.
+    fn let_write(&self, n: u64) {
+        let until = self.writes.load(Ordering::Relaxed) + n;
+        let t = Instant::now();
+        while self.writes.load(Ordering::Relaxed) < until {
+            // A writer that stopped (its read-back failed) stops the count.
+            assert!(
+                self.threads.iter().all(|t| !t.is_finished()),
+                "a writer stopped"
+            );
+            assert!(t.elapsed() < Duration::from_secs(60), "writers stalled");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Stop the writers; check contents, a clean check, and the superblocks.
+    fn finish(self, label: &str) {
+        self.quit.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().unwrap();
+        }
+        let array = self.live.array().clone();
+        let model = self.model.lock().unwrap().clone();
+        let mut got = vec![0u8; array.size() as usize];
+        array.read_at(&mut got, 0).unwrap();
+        assert!(
+            got == model,
+            "{label}: contents differ after the live changes"
+        );
+        let report = self
+            .live
+            .scrub(false, RunOptions::default(), &mut |_| {})
+            .unwrap();
+        assert_eq!(report.mismatch_sectors, 0, "{label}: {:?}", report.findings);
+        assert!(
+            report.missing_roles.is_empty(),
+            "{label}: still degraded: {:?}",
+            report.missing_roles
+        );
+        array.flush().unwrap();
+        self.live.shutdown();
+        let mut asm = self.live.into_assembly().unwrap();
+        asm.absorb_bitmap(&array);
+        asm.mark_clean(true).unwrap();
+        // The superblocks alone give the same array: every member we failed is
+        // faulty, every rebuilt one active, and the data is the same.
+        let again = Assembly::assemble(self.devs.clone()).unwrap();
+        assert!(again.missing().is_empty(), "{label}: {:?}", again.missing());
+        let mut back = vec![0u8; array.size() as usize];
+        again.array().unwrap().read_at(&mut back, 0).unwrap();
+        assert!(back == model, "{label}: contents differ after reassembly");
+    }
+}
+
+fn ls() -> Layout {
+    Layout::Parity(ParityLayout::LeftSymmetric)
+}
+
+fn state_of(live: &LiveArray, path: &str) -> MemberState {
+    live.with_assembly(|a| {
+        a.members
+            .iter()
+            .find(|m| m.device.path == path)
+            .unwrap()
+            .state
+    })
+}
+
+/// Slow the rebuild down so that the writers overlap all of it.
+fn slow(live: &LiveArray) {
+    live.set_max_rate(Some(12 << 20));
+}
+
+#[test]
+fn hot_spare_takes_over_a_failed_member_while_writing() {
+    let cases: Vec<(Level, Layout, usize, usize, bool)> = vec![
+        (Level::Raid5, ls(), 4, 1, false),
+        (Level::Raid5, ls(), 4, 1, true),
+        (
+            Level::Raid5,
+            Layout::Parity(ParityLayout::RightAsymmetric),
+            3,
+            1,
+            false,
+        ),
+        (Level::Raid6, ls(), 5, 2, false),
+        (
+            Level::Raid4,
+            Layout::Parity(ParityLayout::ParityLast),
+            4,
+            1,
+            false,
+        ),
+        (Level::Raid1, Layout::Plain, 2, 1, false),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("n2").unwrap()),
+            4,
+            1,
+            false,
+        ),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("f2").unwrap()),
+            3,
+            1,
+            true,
+        ),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("o2").unwrap()),
+            4,
+            1,
+            false,
+        ),
+    ];
+    for (level, layout, n, spares, bitmap) in cases {
+        let label = format!("{} {} bitmap={bitmap}", level.name(), layout.name());
+        let r = start(level, layout, n, spares, bitmap);
+        slow(&r.live);
+        r.let_write(20);
+        // RAID 6 loses two members, the second while the first is rebuilt.
+        let victims: Vec<usize> = if level == Level::Raid6 {
+            vec![1, 3]
+        } else {
+            vec![1]
+        };
+        for (k, &v) in victims.iter().enumerate() {
+            let said = r.live.fail(&format!("mem{v}")).unwrap();
+            assert!(said.contains("hot spare"), "{label}: {said}");
+            assert_eq!(state_of(&r.live, &format!("mem{v}")), MemberState::Faulty);
+            let spare = format!("mem{}", n + k);
+            assert!(
+                matches!(state_of(&r.live, &spare), MemberState::Rebuilding),
+                "{label}: {spare} is {:?}",
+                state_of(&r.live, &spare)
+            );
+            r.let_write(30);
+        }
+        // The rebuild is under way while the writers write.
+        let st = r.live.status().rebuild.expect("a rebuild runs");
+        assert!(st.running && st.done < st.total, "{label}: {st:?}");
+        r.settle();
+        let st = r.live.status().rebuild.unwrap();
+        assert!(st.error.is_none(), "{label}: {st:?}");
+        assert_eq!(st.done, st.total, "{label}");
+        r.let_write(20);
+        r.finish(&label);
+    }
+}
+
+#[test]
+fn a_member_added_into_a_missing_role_is_rebuilt_while_writing() {
+    for (level, layout, n) in [
+        (Level::Raid5, ls(), 4),
+        (Level::Raid6, ls(), 4),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("n2").unwrap()),
+            4,
+        ),
+    ] {
+        let label = format!("{} {}", level.name(), layout.name());
+        let mut r = start(level, layout, n, 0, false);
+        slow(&r.live);
+        r.let_write(10);
+        r.live.fail("mem2").unwrap();
+        r.let_write(20);
+        r.live.remove("mem2").unwrap();
+        let new = device(9);
+        r.devs.push(new.clone());
+        let said = r.live.add(new, false, true).unwrap();
+        assert!(said.contains("into missing role 2"), "{label}: {said}");
+        r.let_write(20);
+        r.settle();
+        assert_eq!(state_of(&r.live, "mem9"), MemberState::Active);
+        r.finish(&label);
+    }
+}
+
+#[test]
+fn a_member_is_replaced_while_writing() {
+    for (level, layout, n) in [
+        (Level::Raid5, ls(), 4),
+        (Level::Raid6, ls(), 5),
+        (Level::Raid1, Layout::Plain, 2),
+    ] {
+        let label = format!("{} {}", level.name(), layout.name());
+        let mut r = start(level, layout, n, 0, false);
+        slow(&r.live);
+        r.let_write(10);
+        let new = device(7);
+        r.devs.push(new.clone());
+        let said = r.live.replace("mem0", new, false, true).unwrap();
+        assert!(said.contains("replacing"), "{label}: {said}");
+        assert_eq!(state_of(&r.live, "mem7"), MemberState::Replacing);
+        r.let_write(30);
+        r.settle();
+        assert_eq!(state_of(&r.live, "mem7"), MemberState::Active);
+        assert_eq!(state_of(&r.live, "mem0"), MemberState::Faulty);
+        r.finish(&label);
+    }
+}
+
+#[test]
+fn failing_a_member_the_array_cannot_lose_changes_nothing() {
+    let r = start(Level::Raid5, ls(), 4, 0, false);
+    r.live.fail("mem1").unwrap();
+    let events = r.live.with_assembly(|a| a.events);
+    let e = r.live.fail("mem2").unwrap_err();
+    assert!(e.to_string().contains("unable to serve"), "{e}");
+    assert_eq!(r.live.with_assembly(|a| a.events), events);
+    assert_eq!(state_of(&r.live, "mem2"), MemberState::Active);
+    assert!(r.live.array().live()[2]);
+    // A check has nothing to compare on a RAID 5 missing a member.
+    assert!(r
+        .live
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .is_err());
+    r.quit.store(true, Ordering::Relaxed);
+    for t in r.threads {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn check_while_writing_finds_corruption_and_repair_fixes_it() {
+    // The writers keep to the first half; a parity page in the second half is
+    // corrupted, so what the check must find is known exactly.
+    let r = start_on(Level::Raid6, ls(), 5, 0, false, 2);
+    r.let_write(10);
+    let g = r.live.array().geometry().to_owned();
+    let stripe = g.member_bytes / g.chunk_bytes - 3;
+    let p = g.stripe(stripe).p;
+    let area = r
+        .live
+        .with_assembly(|a| a.area(a.slots[p].unwrap()).unwrap());
+    area.write_at(&[0x5a; 4096], stripe * g.chunk_bytes + 8192)
+        .unwrap();
+    let report = r
+        .live
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(report.mismatch_sectors, 8, "{:?}", report.findings);
+    assert_eq!(report.findings[0].role, p);
+    let repaired = r
+        .live
+        .scrub(true, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert!(repaired.repaired);
+    assert_eq!(repaired.mismatch_sectors, 8);
+    r.let_write(20);
+    // finish() checks again: nothing left.
+    r.finish("RAID 6 repaired");
+}
