@@ -149,6 +149,14 @@ impl LiveArray {
         })
     }
 
+    /// Whether `path` names one of the array's members (any state).
+    pub fn has_member(&self, path: &str) -> bool {
+        lock(&self.asm)
+            .members
+            .iter()
+            .any(|m| same_path(&m.device.path, path))
+    }
+
     pub fn array(&self) -> &Arc<Array> {
         &self.array
     }
@@ -156,6 +164,12 @@ impl LiveArray {
     /// Look at the assembly (superblock state) as it is now.
     pub fn with_assembly<T>(&self, f: impl FnOnce(&Assembly) -> T) -> T {
         f(&lock(&self.asm))
+    }
+
+    /// Change the assembly directly (the server's clean stop, after
+    /// [`LiveArray::shutdown`]).
+    pub fn with_assembly_mut<T>(&self, f: impl FnOnce(&mut Assembly) -> T) -> T {
+        f(&mut lock(&self.asm))
     }
 
     /// Take the assembly back (after [`LiveArray::shutdown`]).
@@ -281,7 +295,9 @@ impl LiveArray {
                 asm.members[s].device.path
             );
         }
-        self.start_pending(&mut asm)?;
+        if let Err(e) = self.start_pending(&mut asm) {
+            out += &format!("; the rebuild cannot start now: {e}");
+        }
         Ok(out)
     }
 
@@ -303,7 +319,9 @@ impl LiveArray {
         Ok(match added {
             Added::IntoSlot(slot) => {
                 if rebuild {
-                    self.start_pending(&mut asm)?;
+                    if let Err(e) = self.start_pending(&mut asm) {
+                        return Ok(format!("{path} added into missing role {slot}; the rebuild cannot start now: {e}"));
+                    }
                     format!("{path} added into missing role {slot}; rebuilding in the background (`raidlab detail` shows progress)")
                 } else {
                     format!("{path} added into missing role {slot}; start its rebuild with `raidlab rebuild`")
@@ -332,7 +350,11 @@ impl LiveArray {
         }
         Self::change(&mut asm, &self.array, |a| a.replace(i, device, force))?;
         if rebuild {
-            self.start_pending(&mut asm)?;
+            if let Err(e) = self.start_pending(&mut asm) {
+                return Ok(format!(
+                    "{new} will replace {label}; the copy cannot start now: {e}"
+                ));
+            }
         }
         Ok(format!("{new} is replacing {label}; copying in the background (`raidlab detail` shows progress)"))
     }

@@ -54,6 +54,9 @@ pub enum Command {
     Repair(ScrubArgs),
     /// Serve arrays, files or block devices to NBD clients (Unix socket by default).
     Serve(ServeArgs),
+    /// Stop the server (`raidlab serve`) serving this array: requests in flight
+    /// finish, every export is flushed and arrays are marked clean.
+    Stop(MembersJson),
     /// Benchmarks. With no subcommand: a 4-member RAID 5 against one member, in a
     /// temporary directory, with the CrystalDiskMark set (about a minute).
     Bench(BenchArgs),

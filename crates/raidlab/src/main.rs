@@ -11,8 +11,17 @@ macro_rules! outln {
     }};
 }
 
+/// `print!` that returns an error instead of panicking when stdout is closed.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout(), $($arg)*)?;
+    }};
+}
+
 mod cli;
 mod cmd;
+mod control;
 mod open;
 
 use clap::Parser;

@@ -708,3 +708,141 @@ fn starttls_required_with_client_certificates() {
     assert!(err.contains("TLS handshake failed"), "{err}");
     check_clean(&members);
 }
+
+/// Run `raidlab ARGS...`, returning (success, stdout + stderr).
+fn raidlab(args: &[&str], members: &[PathBuf]) -> (bool, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .args(members)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+/// fio's nbd engine writing with crc32c verification blocks while members of
+/// the served array are failed, spares added and rebuilt (the management verbs
+/// reach the server over its control socket): no verify error, a second pass
+/// verifies everything again on the rebuilt array, and `check` is clean.
+#[test]
+fn live_failure_and_rebuild_under_fio_verify() {
+    if !tools("live failure under fio", &["fio"]) {
+        return;
+    }
+    for (level, n, victims) in [("5", 4, &["m1"][..]), ("6", 5, &["m1", "m3"][..])] {
+        let d = tempfile::tempdir().unwrap();
+        let names = ["m0", "m1", "m2", "m3", "m4"];
+        let members = create(d.path(), level, &names[..n], "40M");
+        let sock = d.path().join("s.sock");
+        let srv = Serve::start(&sock, &["-N", "a"], &members);
+        let fio = |extra: &[&str]| {
+            let mut c = Command::new("fio");
+            c.args([
+                "--name=live",
+                "--ioengine=nbd",
+                "--size=24M",
+                "--rw=randwrite",
+                "--bs=16k",
+                "--iodepth=16",
+                "--verify=crc32c",
+                "--verify_fatal=1",
+                "--verify_state_save=0",
+                "--randseed=7",
+            ])
+            .arg(format!("--uri={}", srv.uri("a")))
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+            c
+        };
+        // Writes paced to last about four seconds, then the verify pass.
+        let writer = fio(&["--do_verify=1", "--rate=6m"]).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(800));
+        let label = format!("RAID {level}");
+        for v in victims {
+            let (ok, out) = raidlab(
+                &["fail", "--member", &d.path().join(v).display().to_string()],
+                &members,
+            );
+            assert!(ok, "{label}: fail {v}: {out}");
+            assert!(out.contains("marked faulty"), "{label}: {out}");
+        }
+        // One member more than the level survives is refused, changing nothing.
+        let last = names[..n].iter().find(|m| !victims.contains(m)).unwrap();
+        let (ok, out) = raidlab(
+            &[
+                "fail",
+                "--member",
+                &d.path().join(last).display().to_string(),
+            ],
+            &members,
+        );
+        assert!(!ok && out.contains("unable to serve"), "{label}: {out}");
+        let (_, detail) = raidlab(&["detail"], &members);
+        assert!(
+            detail.contains("degraded") && detail.contains("Served By"),
+            "{label}: {detail}"
+        );
+        // A spare per failed member, each rebuilt while fio writes/verifies.
+        for (k, _) in victims.iter().enumerate() {
+            let spare = d.path().join(format!("spare{k}"));
+            let add = Command::new(bin())
+                .args(["add", "--member-size", "40M", "--max-rate", "12M", "--new"])
+                .arg(&spare)
+                .args(&members)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // `detail` shows the rebuild's progress meanwhile.
+            let t = Instant::now();
+            let mut seen = false;
+            while t.elapsed() < Duration::from_secs(20) && !seen {
+                let (_, out) = raidlab(&["detail"], &members);
+                seen = out.contains("Rebuild Status") && out.contains("% complete");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let out = add.wait_with_output().unwrap();
+            let text = String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{label}: add: {text}");
+            assert!(text.contains("complete"), "{label}: {text}");
+            assert!(seen, "{label}: detail never showed the rebuild");
+        }
+        let out = writer.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && text.contains("err= 0"),
+            "{label}: fio:\n{text}"
+        );
+        assert!(!text.contains("verify:"), "{label}: verify error:\n{text}");
+        // Everything again, now that every role is back in service.
+        let out = fio(&["--verify_only"]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && text.contains("err= 0"),
+            "{label}: verify_only:\n{text}"
+        );
+        assert!(!text.contains("verify:"), "{label}: verify error:\n{text}");
+        let (_, detail) = raidlab(&["detail", "--json"], &members);
+        let v: serde_json::Value = serde_json::from_str(&detail).unwrap();
+        assert_eq!(
+            v["missing_roles"],
+            serde_json::json!([]),
+            "{label}: {detail}"
+        );
+        // Checked live, then stopped with `raidlab stop` and checked offline.
+        let (ok, out) = raidlab(&["check"], &members);
+        assert!(ok && out.contains("mismatch_cnt: 0"), "{label}: {out}");
+        let (ok, out) = raidlab(&["stop"], &members);
+        assert!(ok, "{label}: stop: {out}");
+        let mut all = members.clone();
+        all.extend((0..victims.len()).map(|k| d.path().join(format!("spare{k}"))));
+        drop(srv);
+        check_clean(&all);
+    }
+}

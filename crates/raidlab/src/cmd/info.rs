@@ -79,6 +79,18 @@ struct DetailJson {
     stale: Vec<String>,
     /// File system options that align to the stripe (none for RAID 1).
     mkfs: Option<MkfsJson>,
+    /// Present when a running server answered (`raidlab serve`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    served: Option<ServedInfo>,
+}
+
+/// What a server adds to `detail`: who serves the array, and what runs.
+#[derive(Serialize)]
+pub struct ServedInfo {
+    pub pid: u32,
+    pub export: String,
+    #[serde(flatten)]
+    pub status: raidlab_raid::live::LiveStatus,
 }
 
 #[derive(Serialize)]
@@ -114,8 +126,25 @@ struct MemberJson {
 }
 
 pub fn detail(a: MembersJson) -> Result<ExitCode> {
+    if let Some(server) = crate::control::find(&a.members)? {
+        return crate::cmd::live::detail(&server, &a);
+    }
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
     let asm = Assembly::assemble(devices)?;
+    out!("{}", render_detail(&asm, None, a.json)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `detail`'s output for `asm` (text, or JSON with `json`), with what a server
+/// knows when it is the one answering.
+pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> Result<String> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    macro_rules! outln {
+        ($($arg:tt)*) => {{
+            writeln!(text, $($arg)*)?;
+        }};
+    }
     let g = asm.geometry;
     let state = asm.state();
     let mut words = vec![match state {
@@ -126,9 +155,13 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
     if state == ArrayState::Degraded {
         words.insert(0, "clean");
     }
-    let resync_pending = !asm.in_sync();
+    // A served array is marked dirty while it runs (md's "active"): that is
+    // not a resync left to do.
+    let resync_pending = !asm.in_sync() && served.is_none();
     if resync_pending {
         words.push("resync pending");
+    } else if served.is_some() {
+        words.insert(0, "active");
     }
     let state_text = words.join(", ");
     let stale: Vec<String> = asm
@@ -175,10 +208,11 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
         missing_roles: asm.missing(),
         stale: stale.clone(),
         mkfs: mkfs_alignment(&g),
+        served,
     };
-    if a.json {
+    if json {
         outln!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(text);
     }
     let rows: Vec<(&str, String)> = vec![
         ("Version", "1.2".into()),
@@ -245,6 +279,35 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
             },
         ));
     }
+    if let Some(s) = &out.served {
+        rows.push((
+            "Served By",
+            format!("raidlab serve (pid {}), export {:?}", s.pid, s.export),
+        ));
+        for t in s.status.rebuild.iter().chain(&s.status.scrub) {
+            let label = match t.kind.as_str() {
+                "rebuild" => "Rebuild Status",
+                "replace" => "Replace Status",
+                "check" => "Check Status",
+                _ => "Repair Status",
+            };
+            let what = match (&t.error, t.running) {
+                (_, true) => format!(
+                    "{:.1}% complete ({} of {}, {}/s{})",
+                    t.percent(),
+                    format_size_approx(t.done),
+                    format_size_approx(t.total),
+                    format_size_approx(t.bytes_per_sec as u64),
+                    t.role
+                        .map(|r| format!(", role {r} onto {}", t.device))
+                        .unwrap_or_default()
+                ),
+                (Some(e), false) => format!("stopped at {:.1}%: {e}", t.percent()),
+                (None, false) => "finished".to_string(),
+            };
+            rows.push((label, what));
+        }
+    }
     for (k, v) in rows {
         outln!("{k:>18} : {v}");
     }
@@ -269,5 +332,5 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
     if resync_pending {
         outln!("\nParity/mirrors are not known to be consistent (resync pending): reads of a complete array are correct; rebuilding a lost member is not until a resync has run.");
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(text)
 }

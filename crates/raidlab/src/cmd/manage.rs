@@ -6,6 +6,7 @@
 //! Ctrl-C with their position saved in the superblocks, and resume from there.
 
 use crate::cli::{AddArgs, FailArgs, RemoveArgs, ReplaceArgs, RunArgs, RunControl, ScrubArgs};
+use crate::cmd::live;
 use crate::open::{is_missing, open_device, open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -25,7 +26,7 @@ use std::sync::Arc;
 static STOP: AtomicBool = AtomicBool::new(false);
 
 /// Exit status of `check`/`repair` when mismatches were found.
-const MISMATCH_EXIT: u8 = 3;
+pub const MISMATCH_EXIT: u8 = 3;
 
 /// Assemble for writing: the partial parity logs (if any) are started, which
 /// replays them after an unclean stop.
@@ -59,7 +60,7 @@ fn options(run: &RunControl, force: bool) -> RunOptions {
 }
 
 /// A progress bar on a terminal (stderr), nothing otherwise.
-fn bar(what: &str) -> impl FnMut(Progress) {
+pub fn bar(what: &str) -> impl FnMut(Progress) {
     let pb = if std::io::stderr().is_terminal() {
         let pb = ProgressBar::new(0);
         pb.set_style(
@@ -128,6 +129,9 @@ fn run_rebuild(asm: &mut Assembly, run: &RunControl, force: bool) -> Result<()> 
 }
 
 pub fn fail(a: FailArgs) -> Result<ExitCode> {
+    if let Some(server) = crate::control::find(&a.members)? {
+        return live::fail(&server, a);
+    }
     let mut asm = assemble_rw(&a.members)?;
     let index = asm.find(&path_str(&a.member))?;
     let spare = asm.fail(index)?;
@@ -150,6 +154,9 @@ pub fn fail(a: FailArgs) -> Result<ExitCode> {
 }
 
 pub fn remove(a: RemoveArgs) -> Result<ExitCode> {
+    if let Some(server) = crate::control::find(&a.members)? {
+        return live::remove(&server, a);
+    }
     let mut asm = assemble_rw(&a.members)?;
     let index = asm.find(&path_str(&a.member))?;
     asm.remove(index)?;
@@ -158,6 +165,16 @@ pub fn remove(a: RemoveArgs) -> Result<ExitCode> {
 }
 
 pub fn add(a: AddArgs) -> Result<ExitCode> {
+    if let Some(server) = crate::control::find(&a.members)? {
+        let (device, created) = new_device(&a.new, a.member_size)?;
+        // The server opens (and locks) it itself.
+        drop(device);
+        let r = live::add(&server, &a);
+        if r.is_err() && created {
+            let _ = std::fs::remove_file(&a.new);
+        }
+        return r;
+    }
     let mut asm = assemble_rw(&a.members)?;
     let (device, created) = new_device(&a.new, a.member_size)?;
     let result = asm.add(device, a.force);
@@ -180,6 +197,15 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
 }
 
 pub fn replace(a: ReplaceArgs) -> Result<ExitCode> {
+    if let Some(server) = crate::control::find(&a.members)? {
+        let (device, created) = new_device(&a.with, a.member_size)?;
+        drop(device);
+        let r = live::replace(&server, &a);
+        if r.is_err() && created {
+            let _ = std::fs::remove_file(&a.with);
+        }
+        return r;
+    }
     let mut asm = assemble_rw(&a.members)?;
     let old = asm.find(&path_str(&a.old))?;
     let (device, created) = new_device(&a.with, a.member_size)?;
@@ -200,6 +226,9 @@ pub fn replace(a: ReplaceArgs) -> Result<ExitCode> {
 }
 
 pub fn rebuild(a: RunArgs) -> Result<ExitCode> {
+    if let Some(server) = crate::control::find(&a.members)? {
+        return live::rebuild(&server, &a);
+    }
     let mut asm = assemble_rw(&a.members)?;
     asm.check_startable(a.force)?;
     run_rebuild(&mut asm, &a.run, a.force)?;
@@ -207,6 +236,9 @@ pub fn rebuild(a: RunArgs) -> Result<ExitCode> {
 }
 
 pub fn resync(a: RunArgs) -> Result<ExitCode> {
+    if crate::control::find(&a.members)?.is_some() {
+        bail!("a server (`raidlab serve`) is serving this array: it resyncs at start when it must; stop it first (`raidlab stop`) to resync by hand");
+    }
     let (mut asm, replay) = assemble_rw_replay(&a.members)?;
     if let (Some(r), true) = (&replay, asm.in_sync()) {
         // md's way with a partial parity log: the replay took the place of a resync.
@@ -237,6 +269,9 @@ pub fn resync(a: RunArgs) -> Result<ExitCode> {
 }
 
 pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
+    if let Some(server) = crate::control::find(&a.members)? {
+        return live::scrub(&server, &a, repair);
+    }
     let mut asm = if repair {
         assemble_rw(&a.members)?
     } else {
@@ -256,9 +291,22 @@ pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
 }
 
 fn print_scrub(r: &ScrubReport, repair: bool, json: bool) -> Result<()> {
+    out!("{}", scrub_text(r, repair, json)?);
+    Ok(())
+}
+
+/// What `check` and `repair` print (offline, or sent by a server).
+pub fn scrub_text(r: &ScrubReport, repair: bool, json: bool) -> Result<String> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    macro_rules! outln {
+        ($($arg:tt)*) => {{
+            writeln!(text, $($arg)*)?;
+        }};
+    }
     if json {
         outln!("{}", serde_json::to_string_pretty(r)?);
-        return Ok(());
+        return Ok(text);
     }
     outln!("mismatch_cnt: {}", r.mismatch_sectors);
     for f in &r.findings {
@@ -274,7 +322,8 @@ fn print_scrub(r: &ScrubReport, repair: bool, json: bool) -> Result<()> {
     if r.findings.len() >= 1000 {
         outln!("  (first 1000 findings shown)");
     }
-    print_coverage(r, repair)
+    text += &coverage_text(r, repair)?;
+    Ok(text)
 }
 
 fn bytes(n: u64) -> String {
@@ -284,8 +333,20 @@ fn bytes(n: u64) -> String {
 /// On a degraded array, say what was checked with less redundancy and what could
 /// not be checked at all (nothing is printed for a complete array).
 fn print_coverage(r: &ScrubReport, repair: bool) -> Result<()> {
+    out!("{}", coverage_text(r, repair)?);
+    Ok(())
+}
+
+fn coverage_text(r: &ScrubReport, repair: bool) -> Result<String> {
+    use std::fmt::Write as _;
+    let mut text = String::new();
+    macro_rules! outln {
+        ($($arg:tt)*) => {{
+            writeln!(text, $($arg)*)?;
+        }};
+    }
     if r.missing_roles.is_empty() {
-        return Ok(());
+        return Ok(text);
     }
     outln!(
         "degraded: role(s) {:?} missing, not read; checked with the redundancy left",
@@ -314,5 +375,5 @@ fn print_coverage(r: &ScrubReport, repair: bool) -> Result<()> {
             bytes(r.unchecked_array_bytes)
         );
     }
-    Ok(())
+    Ok(text)
 }

@@ -4,8 +4,9 @@ mod bench;
 pub mod benchmarks;
 mod create;
 mod explain;
-mod info;
-mod manage;
+pub mod info;
+pub mod live;
+pub mod manage;
 mod report;
 mod serve;
 mod transfer;
@@ -59,5 +60,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Repair(a) => manage::scrub(a, true),
         Command::Report(a) => report::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Stop(a) => live::stop(a),
     }
 }

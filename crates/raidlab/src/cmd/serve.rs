@@ -12,6 +12,7 @@
 //! and sockets together and reports.
 
 use crate::cli::ServeArgs;
+use crate::cmd::live::Managed;
 use crate::open::open_members;
 use anyhow::{bail, Context, Result};
 use raidlab_core::size::format_size_approx;
@@ -21,8 +22,8 @@ use raidlab_nbd::listen::Listener;
 use raidlab_nbd::tls::Tls;
 use raidlab_nbd::{Export, Limits, Server};
 use raidlab_raid::assemble::Assembly;
+use raidlab_raid::live::LiveArray;
 use raidlab_raid::recovery::RunOptions;
-use raidlab_raid::Array;
 use serde::Deserialize;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -73,8 +74,7 @@ struct ExportConfig {
 enum Served {
     Array {
         name: String,
-        asm: Box<Assembly>,
-        array: Arc<Array>,
+        live: Arc<LiveArray>,
         was_clean: bool,
         writable: bool,
     },
@@ -175,6 +175,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     .context("cannot install the SIGINT/SIGTERM handler")?;
 
     let log = |m: &str| eprintln!("raidlab serve: {m}");
+    let control = start_control(&served)?;
     let mut server = Server::new(exports, limits, Box::new(log));
     if let Some(t) = tls {
         server = server.with_tls(t);
@@ -182,6 +183,15 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     let served_result = raidlab_nbd::listen::run(&server, &listeners.0, &STOP, &log);
     eprintln!("raidlab: stopping: connections drained, flushing and marking arrays clean");
     drop(server);
+    // The control socket stays bound (accepting nothing) until the arrays are
+    // clean: `raidlab stop` waits for it to go.
+    let control = control.map(|(path, threads)| {
+        let listeners: Vec<_> = threads
+            .into_iter()
+            .filter_map(|t| t.join().ok().flatten())
+            .collect();
+        (path, listeners)
+    });
     for p in &listeners.1 {
         let _ = std::fs::remove_file(p);
     }
@@ -192,12 +202,63 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
             failed = true;
         }
     }
+    if let Some((path, listeners)) = control {
+        drop(listeners);
+        let _ = std::fs::remove_file(path);
+    }
     served_result.context("serving stopped with an error")?;
     Ok(if failed {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The control socket for live management of the arrays served, with its
+/// threads (they end when the server stops).
+type Control = (PathBuf, Vec<std::thread::JoinHandle<Option<UnixListener>>>);
+
+fn start_control(served: &[Served]) -> Result<Option<Control>> {
+    let managed: Vec<Managed> = served
+        .iter()
+        .filter_map(|s| match s {
+            Served::Array {
+                name,
+                live,
+                writable,
+                ..
+            } => Some(Managed {
+                export: name.clone(),
+                live: live.clone(),
+                writable: *writable,
+            }),
+            Served::Plain { .. } => None,
+        })
+        .collect();
+    if managed.is_empty() {
+        return Ok(None);
+    }
+    let managed = Arc::new(managed);
+    let path = crate::control::socket_path()?;
+    // Our own pid's name: anything there is left from an earlier process.
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path)
+        .with_context(|| format!("cannot listen on the control socket {}", path.display()))?;
+    let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("raidlab serve: {m}"));
+    let (m1, l1) = (managed.clone(), log.clone());
+    let control = std::thread::spawn(move || {
+        crate::cmd::live::serve_control(&listener, m1, &STOP, l1);
+        Some(listener)
+    });
+    let monitor = std::thread::spawn(move || {
+        crate::cmd::live::monitor(managed, &STOP, log);
+        None
+    });
+    eprintln!(
+        "raidlab: management: `raidlab detail|fail|remove|add|replace|rebuild|check|repair|stop` with the array's members act on the served array (control socket {})",
+        path.display()
+    );
+    Ok(Some((path, vec![control, monitor])))
 }
 
 fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
@@ -249,6 +310,13 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             let g = asm.geometry;
             let redundant = g.level != raidlab_layout::Level::Raid0;
             let mut was_clean = asm.in_sync();
+            // Where interrupted rebuilds stood: marking the array dirty below
+            // resets that, but a rebuild that stopped cleanly resumes there.
+            let resume: Vec<(usize, u64)> = asm
+                .rebuilding()
+                .into_iter()
+                .map(|(i, _)| (i, asm.members[i].sb.recovery_offset * 512))
+                .collect();
             if !e.read_only && redundant && !asm.in_sync() && asm.missing().is_empty() {
                 eprintln!(
                     "raidlab: export {label:?}: the array was not stopped cleanly; resyncing before serving"
@@ -262,10 +330,23 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
                 );
                 was_clean = true;
             }
+            let consistent = was_clean;
             if !e.read_only {
                 was_clean = asm.mark_dirty()? && was_clean;
             }
             let array = Arc::new(asm.array()?);
+            let live = LiveArray::new(asm, array.clone());
+            if !e.read_only && !resume.is_empty() {
+                if consistent {
+                    // md resumes recovery at start; so does this, in the
+                    // background, while the array serves.
+                    live.resume(&resume)
+                        .with_context(|| format!("export {label:?}: cannot resume the rebuild"))?;
+                    eprintln!("raidlab: export {label:?}: a member is being rebuilt; the rebuild continues in the background (`raidlab detail` shows progress)");
+                } else {
+                    eprintln!("raidlab: export {label:?}: a member waits for a rebuild, but the array was not stopped cleanly and is degraded: not rebuilding (parity may be stale); stop, resync and rebuild");
+                }
+            }
             let stripe = g.chunk_bytes.max(4096) * g.data_disks().max(1) as u64;
             let x = Export {
                 name: label.clone(),
@@ -286,8 +367,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             Ok((
                 Served::Array {
                     name: label,
-                    asm: Box::new(asm),
-                    array,
+                    live,
                     was_clean,
                     writable: !e.read_only,
                 },
@@ -309,24 +389,27 @@ fn stop(s: Served) -> Result<()> {
             .with_context(|| format!("flushing {} failed", volume.name())),
         Served::Array {
             name,
-            mut asm,
-            array,
+            live,
             was_clean,
             writable,
         } => {
+            // A rebuild saves its position and stops first.
+            live.shutdown();
             if !writable {
                 return Ok(());
             }
+            let array = live.array().clone();
             array
                 .flush()
                 .with_context(|| format!("export {name:?}: the final flush failed; the array stays marked dirty and is resynced at the next start"))?;
-            asm.absorb_bitmap(&array);
-            for path in asm.absorb(&array)? {
-                eprintln!("raidlab: export {name:?}: {path} failed while serving and is now marked faulty; the array is degraded (`raidlab detail`)");
-            }
-            asm.mark_clean(was_clean)
-                .with_context(|| format!("export {name:?}: cannot mark the array clean"))?;
-            Ok(())
+            live.with_assembly_mut(|asm| {
+                asm.absorb_bitmap(&array);
+                for path in asm.absorb(&array)? {
+                    eprintln!("raidlab: export {name:?}: {path} failed while serving and is now marked faulty; the array is degraded (`raidlab detail`)");
+                }
+                asm.mark_clean(was_clean)
+                    .with_context(|| format!("export {name:?}: cannot mark the array clean"))
+            })
         }
     }
 }

@@ -1,0 +1,386 @@
+//! The management verbs on an array a server is serving: the command side
+//! (send the request to the server's control socket, show its progress, print
+//! its answer) and the server side (carry the request out on the running
+//! array with `raidlab_raid::live`). Same verbs, same flags and the same output
+//! as offline; what differs is said in the output (rebuilds run in the server
+//! and continue if the command is interrupted).
+
+use crate::cli::{AddArgs, FailArgs, MembersJson, RemoveArgs, ReplaceArgs, RunArgs, ScrubArgs};
+use crate::cmd::info::{render_detail, ServedInfo};
+use crate::cmd::manage::{bar, scrub_text, MISMATCH_EXIT};
+use crate::control::{self, Command, Reply, Request};
+use anyhow::{anyhow, Result};
+use raidlab_devices::OpenMode;
+use raidlab_raid::live::LiveArray;
+use raidlab_raid::recovery::{Progress, RunOptions};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+// ---- The command side -------------------------------------------------------
+
+/// Send `cmd`, show progress bars for what the server reports, print its
+/// output; its exit status becomes ours.
+fn run(server: &Path, members: &[std::path::PathBuf], cmd: Command) -> Result<ExitCode> {
+    // One bar per kind of run reported (a RAID 6 may rebuild two roles).
+    type Bar = Box<dyn FnMut(Progress)>;
+    let mut bars: Vec<(String, Bar)> = Vec::new();
+    let (stdout, exit) = control::call(server, members, cmd, &mut |r| {
+        if let Reply::Progress { what, done, total } = r {
+            if bars.last().map(|(w, _)| w != what).unwrap_or(true) {
+                bars.push((what.clone(), Box::new(bar(what))));
+            }
+            if let Some((_, b)) = bars.last_mut() {
+                b(Progress {
+                    done: *done,
+                    total: *total,
+                });
+            }
+        }
+    })?;
+    out!("{stdout}");
+    Ok(ExitCode::from(exit))
+}
+
+pub fn detail(server: &Path, a: &MembersJson) -> Result<ExitCode> {
+    run(server, &a.members, Command::Detail { json: a.json })
+}
+
+pub fn fail(server: &Path, a: FailArgs) -> Result<ExitCode> {
+    let member = control::absolute(&a.member).display().to_string();
+    run(
+        server,
+        &a.members,
+        Command::Fail {
+            member,
+            wait: !a.no_rebuild,
+            max_rate: a.run.max_rate,
+        },
+    )
+}
+
+pub fn remove(server: &Path, a: RemoveArgs) -> Result<ExitCode> {
+    let member = control::absolute(&a.member).display().to_string();
+    run(server, &a.members, Command::Remove { member })
+}
+
+pub fn add(server: &Path, a: &AddArgs) -> Result<ExitCode> {
+    let new = control::absolute(&a.new).display().to_string();
+    run(
+        server,
+        &a.members,
+        Command::Add {
+            new,
+            force: a.force,
+            rebuild: !a.no_rebuild,
+            max_rate: a.run.max_rate,
+        },
+    )
+}
+
+pub fn replace(server: &Path, a: &ReplaceArgs) -> Result<ExitCode> {
+    run(
+        server,
+        &a.members,
+        Command::Replace {
+            old: control::absolute(&a.old).display().to_string(),
+            new: control::absolute(&a.with).display().to_string(),
+            force: a.force,
+            rebuild: !a.no_rebuild,
+            max_rate: a.run.max_rate,
+        },
+    )
+}
+
+pub fn rebuild(server: &Path, a: &RunArgs) -> Result<ExitCode> {
+    run(
+        server,
+        &a.members,
+        Command::Rebuild {
+            max_rate: a.run.max_rate,
+            json: a.run.json,
+        },
+    )
+}
+
+pub fn scrub(server: &Path, a: &ScrubArgs, repair: bool) -> Result<ExitCode> {
+    run(
+        server,
+        &a.members,
+        Command::Check {
+            repair,
+            json: a.run.json,
+            max_rate: a.run.max_rate,
+        },
+    )
+}
+
+/// `raidlab stop`: ask the server to stop, then wait until it has (its
+/// control socket goes away), so the members are free when this returns.
+pub fn stop(a: MembersJson) -> Result<ExitCode> {
+    let Some(server) = control::find(&a.members)? else {
+        anyhow::bail!("no running server (`raidlab serve`) serves this array: nothing to stop");
+    };
+    run(&server, &a.members, Command::Stop)?;
+    let t = std::time::Instant::now();
+    while server.exists() && UnixStream::connect(&server).is_ok() {
+        if t.elapsed() > Duration::from_secs(600) {
+            anyhow::bail!("the server has not stopped after 10 minutes");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    outln!("raidlab: stopped; the array is flushed and marked clean");
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---- The server side --------------------------------------------------------
+
+/// An array a server serves, as management sees it.
+pub struct Managed {
+    pub export: String,
+    pub live: Arc<LiveArray>,
+    pub writable: bool,
+}
+
+/// Accept control connections until `stop`; each is served on its own thread
+/// (a check may run for minutes while `detail` is asked).
+pub fn serve_control(
+    listener: &UnixListener,
+    arrays: Arc<Vec<Managed>>,
+    stop: &'static AtomicBool,
+    log: Arc<dyn Fn(&str) + Send + Sync>,
+) {
+    if listener.set_nonblocking(true).is_err() {
+        log("control socket: cannot poll for connections; management is off");
+        return;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                let (arrays, log) = (arrays.clone(), log.clone());
+                let _ = stream.set_nonblocking(false);
+                std::thread::spawn(move || handle(stream, &arrays, stop, &*log));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                log(&format!("control socket: {e}"));
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// Watch for members the running arrays took out on I/O errors: record them
+/// faulty and let hot spares take over.
+pub fn monitor(
+    arrays: Arc<Vec<Managed>>,
+    stop: &'static AtomicBool,
+    log: Arc<dyn Fn(&str) + Send + Sync>,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        for m in arrays.iter().filter(|m| m.writable) {
+            for said in m.live.poll() {
+                log(&format!("export {:?}: {said}", m.export));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn handle(stream: UnixStream, arrays: &[Managed], stop: &'static AtomicBool, log: &dyn Fn(&str)) {
+    let reply = match control::read_request(&stream) {
+        Ok(req) => match carry_out(&stream, req, arrays, stop, log) {
+            Ok((stdout, exit)) => Reply::Done { stdout, exit },
+            Err(e) => Reply::Error {
+                message: format!("{e:#}"),
+            },
+        },
+        Err(e) => Reply::Error {
+            message: format!("{e:#}"),
+        },
+    };
+    let _ = control::send(&stream, &reply);
+}
+
+fn carry_out(
+    stream: &UnixStream,
+    req: Request,
+    arrays: &[Managed],
+    stop: &'static AtomicBool,
+    log: &dyn Fn(&str),
+) -> Result<(String, u8)> {
+    let m = arrays
+        .iter()
+        .find(|m| req.members.iter().any(|p| m.live.has_member(p)))
+        .ok_or_else(|| anyhow!("this server does not serve an array with those members"))?;
+    let live = &m.live;
+    let mutating = !matches!(
+        req.command,
+        Command::Find | Command::Detail { .. } | Command::Stop
+    ) && !matches!(req.command, Command::Check { repair: false, .. });
+    if mutating && !m.writable {
+        anyhow::bail!("export {:?} is served read-only: its membership cannot change and nothing is rebuilt or repaired while it is", m.export);
+    }
+    let said = |what: &str| log(&format!("export {:?}: {what}", m.export));
+    match req.command {
+        Command::Find => Ok((String::new(), 0)),
+        Command::Detail { json } => {
+            let served = ServedInfo {
+                pid: std::process::id(),
+                export: m.export.clone(),
+                status: live.status(),
+            };
+            let text = live.with_assembly(|asm| render_detail(asm, Some(served), json))?;
+            Ok((text, 0))
+        }
+        Command::Fail {
+            member,
+            wait,
+            max_rate,
+        } => {
+            live.set_max_rate(max_rate);
+            let out = live.fail(&member)?;
+            said(&out);
+            finish_with_rebuild(stream, live, out, wait)
+        }
+        Command::Remove { member } => {
+            let out = live.remove(&member)?;
+            said(&out);
+            Ok((format!("raidlab: {out}\n"), 0))
+        }
+        Command::Add {
+            new,
+            force,
+            rebuild,
+            max_rate,
+        } => {
+            live.set_max_rate(max_rate);
+            let device = crate::open::open_device(Path::new(&new), OpenMode::ReadWrite)?;
+            let out = live.add(device, force, rebuild)?;
+            said(&out);
+            finish_with_rebuild(stream, live, out, rebuild)
+        }
+        Command::Replace {
+            old,
+            new,
+            force,
+            rebuild,
+            max_rate,
+        } => {
+            live.set_max_rate(max_rate);
+            let device = crate::open::open_device(Path::new(&new), OpenMode::ReadWrite)?;
+            let out = live.replace(&old, device, force, rebuild)?;
+            said(&out);
+            finish_with_rebuild(stream, live, out, rebuild)
+        }
+        Command::Rebuild { max_rate, json } => {
+            let out = live.rebuild(max_rate)?;
+            said(&out);
+            let (text, exit) = finish_with_rebuild(stream, live, out, true)?;
+            if json {
+                let v = serde_json::json!({"message": text.trim(), "status": live.status()});
+                return Ok((serde_json::to_string_pretty(&v)? + "\n", exit));
+            }
+            Ok((text, exit))
+        }
+        Command::Check {
+            repair,
+            json,
+            max_rate,
+        } => {
+            let what = if repair { "repair" } else { "check" };
+            said(&format!("{what} started"));
+            let opts = RunOptions {
+                max_rate,
+                stop: Some(stop),
+                ..RunOptions::default()
+            };
+            let report = live.scrub(repair, opts, &mut |p| {
+                let _ = control::send(
+                    stream,
+                    &Reply::Progress {
+                        what: what.into(),
+                        done: p.done,
+                        total: p.total,
+                    },
+                );
+            })?;
+            said(&format!(
+                "{what} done: mismatch_cnt {}",
+                report.mismatch_sectors
+            ));
+            let exit = if report.mismatch_sectors > 0 {
+                MISMATCH_EXIT
+            } else {
+                0
+            };
+            Ok((scrub_text(&report, repair, json)?, exit))
+        }
+        Command::Stop => {
+            said("stop asked over the control socket");
+            stop.store(true, Ordering::SeqCst);
+            Ok(("raidlab: the server is stopping\n".into(), 0))
+        }
+    }
+}
+
+/// After a change that may have started a rebuild: with `wait`, report its
+/// progress until every role is in service (or it failed); the rebuild goes on
+/// in the server if the command goes away.
+fn finish_with_rebuild(
+    stream: &UnixStream,
+    live: &LiveArray,
+    first: String,
+    wait: bool,
+) -> Result<(String, u8)> {
+    let mut text = format!("raidlab: {first}\n");
+    if !wait {
+        return Ok((text, 0));
+    }
+    let mut last = None;
+    loop {
+        let st = live.status().rebuild;
+        let pending = live.with_assembly(|a| !a.rebuilding().is_empty());
+        if let Some(s) = &st {
+            if s.running {
+                let p = Reply::Progress {
+                    what: s.kind.clone(),
+                    done: s.done,
+                    total: s.total,
+                };
+                if control::send(stream, &p).is_err() {
+                    // The command went away (Ctrl-C): the rebuild goes on.
+                    return Ok((text, 0));
+                }
+            } else if let Some(e) = &s.error {
+                anyhow::bail!(
+                    "the {} of role {} onto {} stopped: {e}",
+                    s.kind,
+                    s.role.unwrap_or(0),
+                    s.device
+                );
+            }
+            if !s.running && last.as_ref() != Some(&s.device) {
+                last = Some(s.device.clone());
+                text += &format!(
+                    "raidlab: {} of role {} onto {} complete\n",
+                    s.kind,
+                    s.role.unwrap_or(0),
+                    s.device
+                );
+            }
+        }
+        if !live.rebuilding() {
+            if pending {
+                text += "raidlab: a rebuild is pending but not running (see `raidlab detail`); start it with `raidlab rebuild`\n";
+            }
+            return Ok((text, 0));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
