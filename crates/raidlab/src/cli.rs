@@ -423,5 +423,14 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     file = "/srv/scratch.img"          # a plain file or block device
 
 Flags given on the command line win over the file's listeners.
-Stop with SIGTERM or Ctrl-C: requests in flight finish, arrays are flushed and
-marked clean. After a crash the next start resyncs the array before serving."#;
+Stop with SIGTERM, Ctrl-C or `raidlab stop MEMBER...`: requests in flight
+finish, arrays are flushed and marked clean. After a crash the next start
+resyncs the array before serving.
+
+While serving, `raidlab detail|fail|remove|add|replace|rebuild|check|repair`
+given the array's members act on the served array (a control socket in
+$RAIDLAB_RUN_DIR, else $XDG_RUNTIME_DIR/raidlab, else /tmp/raidlab-UID). A hot
+spare takes over a failed member at once; rebuilds run in the server and
+`detail` shows their progress. Rebuilds of arrays with a partial parity
+log or a write journal are refused while served: stop the server to rebuild
+those."#;
