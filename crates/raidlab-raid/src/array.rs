@@ -1083,25 +1083,24 @@ impl Array {
         out: &mut [u8],
     ) -> Result<()> {
         let g = &self.geometry;
-        let unit = g.chunk_bytes.max(4096);
-        let mut off = 0u64;
         let n = out.len() as u64;
-        while off < n {
-            let len = (unit - (at + off) % unit).min(n - off);
+        let mut sources = live.to_vec();
+        sources[role] = false;
+        crate::recovery::mirror_pieces(g, role, at, n, |off, len, content| {
             let piece = &mut out[off as usize..(off + len) as usize];
-            match g.content_at(role, at + off) {
+            match content {
                 raidlab_layout::Content::Data(l) => {
-                    let mut sources = live.to_vec();
-                    sources[role] = false;
+                    // Not `read_at`: this step holds the stripe locks already.
                     let plan = plan_read(g, &sources, l, len, role)?;
                     execute(&plan, &view.members, self.engine, UserBuf::Read(piece))
-                        .map_err(|f| *f.error)?;
+                        .map_err(|f| *f.error)
                 }
-                _ => piece.fill(0),
+                _ => {
+                    piece.fill(0);
+                    Ok(())
+                }
             }
-            off += len;
-        }
-        Ok(())
+        })
     }
 
     /// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
@@ -1114,16 +1113,13 @@ impl Array {
             return Ok((at / c..=(at + n - 1) / c).collect());
         }
         let all = vec![true; g.raid_disks];
-        let unit = g.chunk_bytes.max(4096);
         let mut keys = Vec::new();
-        let mut off = 0;
-        while off < n {
-            let len = (unit - (at + off) % unit).min(n - off);
-            if let raidlab_layout::Content::Data(l) = g.content_at(role, at + off) {
+        crate::recovery::mirror_pieces(g, role, at, n, |_, len, content| {
+            if let raidlab_layout::Content::Data(l) = content {
                 keys.extend(plan_write(g, &all, l, len)?.locks);
             }
-            off += len;
-        }
+            Ok(())
+        })?;
         keys.sort_unstable();
         keys.dedup();
         Ok(keys)

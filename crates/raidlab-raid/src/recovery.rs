@@ -948,18 +948,37 @@ pub fn member_contents_into(
     if geo.is_parity() {
         parity_member_contents(array, geo, slot, pos, out, scratch)?;
     } else {
-        let unit = geo.chunk_bytes.max(PAGE as u64);
-        let mut off = 0u64;
-        while off < n {
-            let len = (unit - (pos + off) % unit).min(n - off);
+        mirror_pieces(geo, slot, pos, n, |off, len, content| {
             // Unused space (far layouts' tails) stays zero.
             let piece = &mut out[off as usize..(off + len) as usize];
-            match geo.content_at(slot, pos + off) {
-                Content::Data(l) => array.read_at(piece, l)?,
-                _ => piece.fill(0),
+            match content {
+                Content::Data(l) => array.read_at(piece, l),
+                _ => {
+                    piece.fill(0);
+                    Ok(())
+                }
             }
-            off += len;
-        }
+        })?;
+    }
+    Ok(())
+}
+
+/// Walk `[pos, pos+n)` of mirror member `slot`'s data area in pieces that
+/// stay within one chunk (and page), each with what it holds: `f(offset from
+/// pos, length, content)`.
+pub(crate) fn mirror_pieces(
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    n: u64,
+    mut f: impl FnMut(u64, u64, Content) -> Result<()>,
+) -> Result<()> {
+    let unit = geo.chunk_bytes.max(PAGE as u64);
+    let mut off = 0u64;
+    while off < n {
+        let len = (unit - (pos + off) % unit).min(n - off);
+        f(off, len, geo.content_at(slot, pos + off))?;
+        off += len;
     }
     Ok(())
 }
