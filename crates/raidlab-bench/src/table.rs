@@ -9,6 +9,9 @@ use std::fmt::Write as _;
 /// A column: its heading and its width in characters.
 pub type Column = (&'static str, usize);
 
+/// One target's values for a row, one per column; `None`: no figure ("-").
+pub type Cells = Option<Vec<String>>;
+
 /// A side-by-side table being built: [`SideBySide::row`] adds a row,
 /// [`SideBySide::render`] draws it.
 #[derive(Debug, Clone)]
@@ -16,7 +19,7 @@ pub struct SideBySide {
     keys: Vec<Column>,
     targets: Vec<String>,
     columns: Vec<Column>,
-    rows: Vec<(Vec<String>, Vec<Option<Vec<String>>>)>,
+    rows: Vec<(Vec<String>, Vec<Cells>)>,
 }
 
 impl SideBySide {
@@ -33,7 +36,7 @@ impl SideBySide {
 
     /// Add a row: its key cells, then per target the values of its columns, or
     /// `None` where that target has no figure for the row (drawn as "-").
-    pub fn row(&mut self, key: Vec<String>, cells: Vec<Option<Vec<String>>>) {
+    pub fn row(&mut self, key: Vec<String>, cells: Vec<Cells>) {
         self.rows.push((key, cells));
     }
 
