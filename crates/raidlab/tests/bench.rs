@@ -299,6 +299,18 @@ fn groups(line: &str) -> Vec<String> {
         .collect()
 }
 
+/// Standard output of a command that must succeed.
+fn stdout_ok(cmd: &mut Command) -> String {
+    String::from_utf8(cmd.assert().success().get_output().stdout.clone()).unwrap()
+}
+
+/// The side-by-side table's first line: the key headings, then the targets.
+fn table_header(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.starts_with("test ") && l.contains(" | "))
+        .unwrap_or_else(|| panic!("no table header in:\n{text}"))
+}
+
 /// The table line whose key columns start with `key` (after squeezing spaces).
 fn table_row<'a>(text: &'a str, key: &str) -> &'a str {
     text.lines()
@@ -312,20 +324,13 @@ fn table_row<'a>(text: &'a str, key: &str) -> &'a str {
 #[test]
 fn bonnie_prints_several_targets_side_by_side() {
     let dir = tempfile::tempdir().unwrap();
-    let out = raidlab()
-        .args(["bench", "bonnie", "--size", "8M", "--files", "1", "mem:16M"])
-        .arg(dir.path())
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
+    let text = stdout_ok(
+        raidlab()
+            .args(["bench", "bonnie", "--size", "8M", "--files", "1", "mem:16M"])
+            .arg(dir.path()),
+    );
     let d = dir.path().display().to_string();
-    let header = text
-        .lines()
-        .find(|l| l.starts_with("test ") && l.contains(" | "))
-        .unwrap_or_else(|| panic!("no table header in:\n{text}"));
+    let header = table_header(&text);
     let names = groups(header);
     assert_eq!(names.len(), 2, "{header}");
     assert_eq!(names[0], "mem:16M");
@@ -375,27 +380,17 @@ fn bonnie_prints_several_targets_side_by_side() {
 
 #[test]
 fn iozone_prints_several_targets_side_by_side() {
-    let out = raidlab()
-        .args([
-            "bench",
-            "iozone",
-            "mem:1M",
-            "mem:2M",
-            "--file-sizes",
-            "256K:512K",
-            "--record-sizes",
-            "64K:128K",
-        ])
-        .assert()
-        .success()
-        .get_output()
-        .stdout
-        .clone();
-    let text = String::from_utf8(out).unwrap();
-    let header = text
-        .lines()
-        .find(|l| l.starts_with("test ") && l.contains(" | "))
-        .unwrap_or_else(|| panic!("no table header in:\n{text}"));
+    let text = stdout_ok(raidlab().args([
+        "bench",
+        "iozone",
+        "mem:1M",
+        "mem:2M",
+        "--file-sizes",
+        "256K:512K",
+        "--record-sizes",
+        "64K:128K",
+    ]));
+    let header = table_header(&text);
     assert_eq!(groups(header), ["mem:1M", "mem:2M"], "{header}");
     // Six tests x two file sizes x two record sizes, each with a KiB/s per target.
     for test in [

@@ -1,6 +1,8 @@
-//! `raidlab bench cdm` and `raidlab bench` with no target: argument checking,
-//! progress, Ctrl-C, and printing. What runs and how it is summarised lives in
-//! raidlab-bench; this file never measures anything itself.
+//! `raidlab bench cdm`, `bonnie`, `iozone`, `job`, `replay` and `raidlab bench`
+//! with no target: argument checking, progress, Ctrl-C, and printing (several
+//! targets side by side through raidlab-bench's `table`). What runs and how it
+//! is summarised lives in raidlab-bench; this file never measures anything
+//! itself.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -202,8 +204,8 @@ pub fn job(a: JobArgs) -> Result<ExitCode> {
 
 #[derive(Debug, Args)]
 pub struct BonnieArgs {
-    /// Targets, as for `bench cdm`; on a directory the file create/stat/delete
-    /// tests run there too.
+    /// Targets, as for `bench cdm`, printed side by side; on a directory the file
+    /// create/stat/delete tests run there too.
     #[arg(required = true)]
     pub targets: Vec<String>,
     /// File size for the I/O tests (default: twice the RAM, as Bonnie++).
@@ -319,7 +321,7 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
 
 #[derive(Debug, Args)]
 pub struct IozoneArgs {
-    /// Targets, as for `bench cdm`.
+    /// Targets, as for `bench cdm`, printed side by side.
     #[arg(required = true)]
     pub targets: Vec<String>,
     /// File sizes: MIN:MAX (powers of two between) or a list (default IOzone's -a:
