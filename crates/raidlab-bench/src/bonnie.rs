@@ -18,6 +18,7 @@
 use crate::buffer::AlignedBuf;
 use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Workload};
 use crate::schema::BenchReport;
+use crate::table::{keys_in_order, SideBySide};
 use crate::target::Target;
 use raidlab_core::{Error, Op, Result};
 use rand::seq::SliceRandom;
@@ -482,39 +483,42 @@ pub fn csv_line(r: &BonnieResult, machine: &str) -> String {
     f.join(",")
 }
 
+/// Every figure of one result in report order: (group, test, unit, the rate in
+/// that unit, the figure). The table and the raidlab-bench/1 rows both read it.
+fn figures(r: &BonnieResult) -> Vec<(&'static str, &'static str, &'static str, f64, Figure)> {
+    let mut v = Vec::new();
+    for (test, f) in [
+        ("write", r.put_block),
+        ("rewrite", r.rewrite),
+        ("read", r.get_block),
+    ] {
+        v.push(("block", test, "MB/s", f.rate / 1e6, f));
+    }
+    let seeks = r.random_seeks;
+    v.push(("seeks", "random seeks", "seeks/s", seeks.rate, seeks));
+    if let Some(ft) = &r.files {
+        for (group, test, f) in [
+            ("files sequential", "create", ft.seq_create),
+            ("files sequential", "stat", ft.seq_stat),
+            ("files sequential", "delete", ft.seq_delete),
+            ("files random", "create", ft.ran_create),
+            ("files random", "stat", ft.ran_stat),
+            ("files random", "delete", ft.ran_delete),
+        ] {
+            v.push((group, test, "files/s", f.rate, f));
+        }
+    }
+    v
+}
+
 /// The raidlab-bench/1 report; `details` has every figure and the CSV lines.
 pub fn report(results: &[BonnieResult], machine: &str) -> BenchReport {
     let mut rep = BenchReport::new("bonnie", results.iter().map(|r| r.label.clone()).collect());
     for r in results {
         let l = &r.label;
-        for (test, f) in [
-            ("write", &r.put_block),
-            ("rewrite", &r.rewrite),
-            ("read", &r.get_block),
-        ] {
-            rep.push("block", test, l, "MB/s", f.rate / 1e6);
-            rep.push("block", test, l, "latency max µs", f.max_latency_us);
-        }
-        rep.push("seeks", "random seeks", l, "seeks/s", r.random_seeks.rate);
-        rep.push(
-            "seeks",
-            "random seeks",
-            l,
-            "latency max µs",
-            r.random_seeks.max_latency_us,
-        );
-        if let Some(ft) = &r.files {
-            for (group, test, f) in [
-                ("files sequential", "create", &ft.seq_create),
-                ("files sequential", "stat", &ft.seq_stat),
-                ("files sequential", "delete", &ft.seq_delete),
-                ("files random", "create", &ft.ran_create),
-                ("files random", "stat", &ft.ran_stat),
-                ("files random", "delete", &ft.ran_delete),
-            ] {
-                rep.push(group, test, l, "files/s", f.rate);
-                rep.push(group, test, l, "latency max µs", f.max_latency_us);
-            }
+        for (group, test, unit, value, f) in figures(r) {
+            rep.push(group, test, l, unit, value);
+            rep.push(group, test, l, "latency max µs", f.max_latency_us);
         }
     }
     rep.details = serde_json::json!({
@@ -522,6 +526,40 @@ pub fn report(results: &[BonnieResult], machine: &str) -> BenchReport {
         "csv": results.iter().map(|r| csv_line(r, machine)).collect::<Vec<_>>(),
     });
     rep
+}
+
+/// The side-by-side text table: a row per test, a column group per target (rate,
+/// %CPU and the slowest operation, in Bonnie++'s latency text); "-" where a
+/// target has no figure (file tests run on directory targets only).
+pub fn table(results: &[BonnieResult]) -> String {
+    let mut t = SideBySide::new(
+        &[("test", 16), ("", 12), ("unit", 7)],
+        results.iter().map(|r| r.label.clone()).collect(),
+        &[("rate", 10), ("%CPU", 5), ("slowest", 9)],
+    );
+    let all: Vec<_> = results.iter().map(figures).collect();
+    let keys = keys_in_order(
+        all.iter()
+            .map(|fs| fs.iter().map(|f| (f.0, f.1, f.2)).collect()),
+    );
+    for (group, test, unit) in keys {
+        let cells = all
+            .iter()
+            .map(|fs| {
+                fs.iter()
+                    .find(|f| (f.0, f.1, f.2) == (group, test, unit))
+                    .map(|&(_, _, _, value, f)| {
+                        vec![
+                            format!("{value:.1}"),
+                            format!("{:.0}", f.cpu_pct),
+                            latency(f.max_latency_us),
+                        ]
+                    })
+            })
+            .collect();
+        t.row(vec![group.into(), test.into(), unit.into()], cells);
+    }
+    t.render()
 }
 
 #[cfg(test)]

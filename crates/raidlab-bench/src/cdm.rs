@@ -12,10 +12,10 @@
 
 use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Measured, Workload};
 use crate::schema::BenchReport;
+use crate::table::{keys_in_order, SideBySide};
 use crate::target::Target;
 use raidlab_core::{Error, Result};
 use serde::Serialize;
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 /// One CrystalDiskMark test.
@@ -400,68 +400,36 @@ pub fn report(results: &[CdmTargetResult], cfg: &CdmConfig) -> BenchReport {
 /// The side-by-side text table: one row per test and direction, one column group
 /// per target (best MB/s, average MB/s, IOPS and mean latency of the best run).
 pub fn table(results: &[CdmTargetResult]) -> String {
-    let mut s = String::new();
-    let _ = write!(s, "{:<14} {:<5}", "test", "");
-    for t in results {
-        let _ = write!(s, " | {:<42}", truncate(&t.label, 42));
-    }
-    s.push('\n');
-    let _ = write!(s, "{:<14} {:<5}", "", "");
-    for _ in results {
-        let _ = write!(
-            s,
-            " | {:>10} {:>10} {:>10} {:>9}",
-            "MB/s", "(avg)", "IOPS", "lat µs"
-        );
-    }
-    s.push('\n');
-    // Row order: the first target's cells, then any cell only later targets have.
-    let mut keys: Vec<(String, &'static str)> = Vec::new();
-    for t in results {
-        for c in &t.cells {
-            if !keys.iter().any(|k| k.0 == c.test && k.1 == c.dir) {
-                keys.push((c.test.clone(), c.dir));
-            }
-        }
-    }
+    let mut t = SideBySide::new(
+        &[("test", 14), ("", 5)],
+        results.iter().map(|r| r.label.clone()).collect(),
+        &[("MB/s", 10), ("(avg)", 10), ("IOPS", 10), ("lat µs", 9)],
+    );
+    let keys = keys_in_order(
+        results
+            .iter()
+            .map(|r| r.cells.iter().map(|c| (c.test.clone(), c.dir)).collect()),
+    );
     for (test, dir) in keys {
-        let _ = write!(s, "{test:<14} {dir:<5}");
-        for t in results {
-            match t.cells.iter().find(|c| c.test == test && c.dir == dir) {
-                Some(c) => {
-                    let _ = write!(
-                        s,
-                        " | {:>10.2} {:>10} {:>10.1} {:>9.1}",
-                        c.best.mb_s,
-                        format!("({:.2})", c.avg_mb_s),
-                        c.best.iops,
-                        c.best.latency_us
-                    );
-                }
-                None => {
-                    let _ = write!(s, " | {:>10} {:>10} {:>10} {:>9}", "-", "", "", "");
-                }
-            }
-        }
-        s.push('\n');
-    }
-    s
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    if s.chars().count() <= n {
-        s.to_string()
-    } else {
-        let tail: String = s
-            .chars()
-            .rev()
-            .take(n - 1)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
+        let cells = results
+            .iter()
+            .map(|r| {
+                r.cells
+                    .iter()
+                    .find(|c| c.test == test && c.dir == dir)
+                    .map(|c| {
+                        vec![
+                            format!("{:.2}", c.best.mb_s),
+                            format!("({:.2})", c.avg_mb_s),
+                            format!("{:.1}", c.best.iops),
+                            format!("{:.1}", c.best.latency_us),
+                        ]
+                    })
+            })
             .collect();
-        format!("…{tail}")
+        t.row(vec![test, dir.to_string()], cells);
     }
+    t.render()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 
 use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Workload};
 use crate::schema::BenchReport;
+use crate::table::{keys_in_order, SideBySide};
 use crate::target::Target;
 use raidlab_core::size::{format_size, parse_size};
 use raidlab_core::{Error, Op, Result};
@@ -256,6 +257,41 @@ pub fn excel_report(r: &IozoneResult) -> String {
         }
     }
     s
+}
+
+/// The side-by-side text table: a row per test, file size and record size (in
+/// IOzone's order), a column of KiB/s per target; "-" where a target has no
+/// figure for the cell (an interrupted run).
+pub fn table(results: &[IozoneResult]) -> String {
+    let mut t = SideBySide::new(
+        &[("test", 12), ("file", 9), ("record", 9)],
+        results.iter().map(|r| r.label.clone()).collect(),
+        &[("kBytes/sec", 16)],
+    );
+    let cells = keys_in_order(results.iter().map(|r| {
+        r.cells
+            .iter()
+            .map(|c| (c.file_size, c.record_size))
+            .collect()
+    }));
+    for (i, (test, _)) in TESTS.iter().enumerate() {
+        for &(file, rec) in &cells {
+            let values = results
+                .iter()
+                .map(|r| {
+                    r.cells
+                        .iter()
+                        .find(|c| (c.file_size, c.record_size) == (file, rec))
+                        .map(|c| vec![format!("{:.0}", c.kib_s[i])])
+                })
+                .collect();
+            t.row(
+                vec![test.to_string(), format_size(file), format_size(rec)],
+                values,
+            );
+        }
+    }
+    t.render()
 }
 
 /// The raidlab-bench/1 report: group = test, test = "FILE/RECORD".

@@ -26,6 +26,7 @@ pub mod fio;
 pub mod iozone;
 pub mod replay;
 pub mod schema;
+pub mod table;
 pub mod target;
 mod uring;
 

@@ -1,6 +1,9 @@
 //! The io_uring engine: one ring per benchmark thread, `qd` slots per ring, each
-//! slot owning an aligned buffer. A completed slot is refilled at once, so exactly
-//! `qd` requests stay in flight until the workload ends.
+//! slot owning an aligned buffer. A completed slot is refilled and submitted at
+//! once, so exactly `qd` requests stay in flight until the workload ends. The
+//! ring is set up and driven as fio 3.33's io_uring engine drives its own (see
+//! [`rings`] and the submit in the completion loop), so that on a fast device the
+//! two tools measure the device rather than their ways of using io_uring.
 //!
 //! This is the one place in raidlab-bench with `unsafe`: the kernel writes into and
 //! reads from a slot's buffer between submission and completion, which Rust cannot
@@ -20,25 +23,46 @@ use std::time::Instant;
 
 /// One ring per benchmark thread, made before any worker starts, so that a kernel
 /// without io_uring (or a seccomp filter refusing it) is found before measuring.
+///
+/// Completions are delivered the cheapest way the kernel offers, as fio does:
+/// with `DEFER_TASKRUN` + `SINGLE_ISSUER` (Linux 6.1+) the kernel posts them
+/// only when the worker waits for them, instead of interrupting the worker (an
+/// inter-processor interrupt and a wake-up per completion) as a plain ring does;
+/// `COOP_TASKRUN` (5.19+) drops the interrupt but not the per-completion work.
+/// On a loop device over /dev/shm, RND4K Q32T1 reads through a plain ring ran
+/// at about 0.6 to 0.8 of fio's rate (docs/benchmarks.md, "Accuracy against
+/// fio"); the ring flags and the submit-at-once loop together closed that.
+/// A single-issuer ring is created disabled and enabled by the worker thread
+/// that uses it ([`enable`]), because the kernel ties it to the enabling thread.
 pub(crate) fn rings(threads: usize, qd: usize) -> std::io::Result<Vec<IoUring>> {
     let entries = u32::try_from(qd.next_power_of_two())
         .map_err(|_| std::io::Error::other("queue depth too large for io_uring"))?;
     (0..threads).map(|_| ring(entries)).collect()
 }
 
-/// A ring that completes requests only when its thread asks for completions
-/// (no interrupting task work: COOP_TASKRUN, DEFER_TASKRUN, which needs
-/// SINGLE_ISSUER). It is made disabled and enabled by the worker thread that
-/// uses it, the one issuer. Kernels before 6.1 refuse these flags: a plain
-/// ring then.
 fn ring(entries: u32) -> std::io::Result<IoUring> {
-    IoUring::builder()
-        .setup_coop_taskrun()
+    let deferred = IoUring::builder()
+        .setup_r_disabled()
         .setup_single_issuer()
         .setup_defer_taskrun()
-        .setup_r_disabled()
-        .build(entries)
-        .or_else(|_| IoUring::new(entries))
+        .setup_coop_taskrun()
+        .build(entries);
+    match deferred {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+        r => return r,
+    }
+    match IoUring::builder().setup_coop_taskrun().build(entries) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries),
+        r => r,
+    }
+}
+
+/// Make `ring` usable from the calling thread (see [`rings`]).
+fn enable(ring: &IoUring) -> std::io::Result<()> {
+    if ring.params().is_setup_single_issuer() {
+        ring.submitter().register_enable_rings()?;
+    }
+    Ok(())
 }
 
 struct Slot {
@@ -72,10 +96,13 @@ pub(crate) fn worker(
     let fd = types::Fd(file.as_raw_fd());
     let mut st = WorkerStats::default();
     let mut inflight = 0usize;
-    // A ring made disabled (single issuer) is enabled by its issuer, here;
-    // a plain ring refuses this harmlessly.
-    let _ = ring.submitter().register_enable_rings();
+    let enabled = enable(&ring);
     barrier.wait();
+    if let Err(e) = enabled {
+        shared.fail(Error::io(Op::Open, shared.volume_name.clone(), e));
+        st.end = Some(Instant::now());
+        return st;
+    }
     shared.started();
 
     // Prepare slot `i`'s next request and queue it; false when the workload is done.
@@ -120,7 +147,6 @@ pub(crate) fn worker(
             break;
         }
         inflight += 1;
-        let _ = ring.submit();
     }
     let mut done: Vec<(usize, i32)> = Vec::with_capacity(w.qd);
     while inflight > 0 {
@@ -180,15 +206,51 @@ pub(crate) fn worker(
             shared.control.add_done(w.bs as u64);
             if issue(&mut ring, &mut slots, i, &mut rng) {
                 inflight += 1;
-                // Each request goes to the kernel as soon as it is ready, as
-                // fio submits by default (iodepth_batch_submit=1): held back
-                // until the next wait, requests queue behind the batch and a
-                // fast device idles (measured: 0.83 of fio's 4K QD32 random
-                // read on a loop device over memory, 0.95 with this).
+                // Hand the request to the device now, not after the rest of this
+                // batch of completions was handled (fio's default too,
+                // iodepth_batch_submit=1): on a fast device the queue otherwise
+                // runs short while the batch is processed. A failed submit leaves
+                // the entry queued; the wait below submits it again and reports
+                // an error that persists.
                 let _ = ring.submit();
             }
         }
     }
     st.end = Some(Instant::now());
     st
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rings are made on one thread and used on another (each worker's own):
+    /// with a single-issuer ring that works only once the user enabled it.
+    #[test]
+    fn rings_made_up_front_work_on_their_worker_threads() {
+        let rings = match rings(2, 4) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("SKIPPED: io_uring is not available here: {e}");
+                return;
+            }
+        };
+        std::thread::scope(|s| {
+            for (t, mut ring) in rings.into_iter().enumerate() {
+                s.spawn(move || {
+                    enable(&ring).expect("enable the ring on its worker thread");
+                    for i in 0..3u64 {
+                        let nop = opcode::Nop::new().build().user_data(i);
+                        // SAFETY: a NOP refers to no memory.
+                        unsafe { ring.submission().push(&nop).expect("room for one entry") };
+                    }
+                    ring.submit_and_wait(3)
+                        .unwrap_or_else(|e| panic!("ring {t}: {e}"));
+                    let mut got: Vec<u64> = ring.completion().map(|c| c.user_data()).collect();
+                    got.sort_unstable();
+                    assert_eq!(got, [0, 1, 2], "ring {t}");
+                });
+            }
+        });
+    }
 }

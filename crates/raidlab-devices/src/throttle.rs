@@ -266,6 +266,49 @@ mod tests {
         assert_eq!(b.reserve(t, 512), t + 20 * MS);
     }
 
+    /// A caller with one request in flight: it reserves a slot, sleeps until it
+    /// (overshooting by `overshoot`, as a real sleep does), then the request
+    /// takes `service`. Returns requests per second over `n` requests.
+    fn qd1_rate(limits: Limits, bytes: u64, service: Duration, overshoot: Duration) -> f64 {
+        let mut b = bucket(limits);
+        let mut now = Duration::from_secs(1);
+        let t0 = now;
+        let n = 20_000;
+        for _ in 0..n {
+            let start = b.reserve(now, bytes);
+            if start > now {
+                now = start + overshoot;
+            }
+            now += service;
+        }
+        n as f64 / (now - t0).as_secs_f64()
+    }
+
+    #[test]
+    fn one_request_in_flight_gets_the_limit_whatever_it_takes_below_its_slot() {
+        // 5000 IOPS: a 200 µs slot. A 1 MiB request that takes 120 µs, or
+        // 190 µs, plus 50 µs of oversleep each time it waits, still runs at the
+        // limit: the time a request takes is not added to its slot.
+        let us = Duration::from_micros;
+        for service in [us(1), us(120), us(190)] {
+            let r = qd1_rate(Limits::iops(5000), 1 << 20, service, us(50));
+            assert!((r / 5000.0 - 1.0).abs() < 0.005, "{service:?}: {r}");
+        }
+        // Both limits: each binds where it is the tighter one.
+        let both = Limits {
+            bytes_per_sec: Some(100 << 20),
+            iops: Some(5000),
+        };
+        let r = qd1_rate(both, 1 << 20, us(120), us(50));
+        assert!((r / 100.0 - 1.0).abs() < 0.005, "1 MiB under both: {r}");
+        let r = qd1_rate(both, 4096, us(10), us(50));
+        assert!((r / 5000.0 - 1.0).abs() < 0.005, "4 KiB under both: {r}");
+        // A device slower than the limit runs at its own speed: 240 µs a request
+        // is about 4170 per second, whatever the 5000 IOPS limit says.
+        let r = qd1_rate(Limits::iops(5000), 1 << 20, us(240), us(50));
+        assert!((r - 1e6 / 240.0).abs() < 5.0, "{r}");
+    }
+
     #[test]
     fn unlimited_never_waits_and_zero_is_refused() {
         let mut b = bucket(Limits::unlimited());

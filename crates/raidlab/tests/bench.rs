@@ -290,6 +290,129 @@ fn iozone_prints_the_excel_report_and_json() {
         ));
 }
 
+/// The column group of each target in a side-by-side table line: the text
+/// between one " | " and the next (the first piece is the row's keys).
+fn groups(line: &str) -> Vec<String> {
+    line.split(" | ")
+        .skip(1)
+        .map(|g| g.trim().to_string())
+        .collect()
+}
+
+/// Standard output of a command that must succeed.
+fn stdout_ok(cmd: &mut Command) -> String {
+    String::from_utf8(cmd.assert().success().get_output().stdout.clone()).unwrap()
+}
+
+/// The side-by-side table's first line: the key headings, then the targets.
+fn table_header(text: &str) -> &str {
+    text.lines()
+        .find(|l| l.starts_with("test ") && l.contains(" | "))
+        .unwrap_or_else(|| panic!("no table header in:\n{text}"))
+}
+
+/// The table line whose key columns start with `key` (after squeezing spaces).
+fn table_row<'a>(text: &'a str, key: &str) -> &'a str {
+    text.lines()
+        .find(|l| {
+            let k = l.split(" | ").next().unwrap_or("");
+            k.split_whitespace().collect::<Vec<_>>().join(" ") == key
+        })
+        .unwrap_or_else(|| panic!("no row '{key}' in:\n{text}"))
+}
+
+#[test]
+fn bonnie_prints_several_targets_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = stdout_ok(
+        raidlab()
+            .args(["bench", "bonnie", "--size", "8M", "--files", "1", "mem:16M"])
+            .arg(dir.path()),
+    );
+    let d = dir.path().display().to_string();
+    let header = table_header(&text);
+    let names = groups(header);
+    assert_eq!(names.len(), 2, "{header}");
+    assert_eq!(names[0], "mem:16M");
+    // A long directory name keeps its end.
+    let tail: String = d
+        .chars()
+        .rev()
+        .take(10)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    assert!(names[1].ends_with(&tail), "{header}");
+    // Block tests and seeks: a figure for each target.
+    for key in [
+        "block write MB/s",
+        "block rewrite MB/s",
+        "block read MB/s",
+        "seeks random seeks seeks/s",
+    ] {
+        let g = groups(table_row(&text, key));
+        assert_eq!(g.len(), 2, "{key}: {g:?}");
+        for v in &g {
+            let rate: f64 = v.split_whitespace().next().unwrap().parse().unwrap();
+            assert!(rate > 0.0, "{key}: {g:?}");
+            assert!(v.ends_with("us") || v.ends_with("ms"), "{key}: {g:?}");
+        }
+    }
+    // File tests run only on the directory: a dash for the memory target.
+    let g = groups(table_row(&text, "files sequential create files/s"));
+    assert_eq!(g[0], "-", "{g:?}");
+    assert!(
+        g[1].split_whitespace()
+            .next()
+            .unwrap()
+            .parse::<f64>()
+            .unwrap()
+            > 0.0
+    );
+    // One CSV line per target, as before.
+    let csv: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("1.98,2.00a,"))
+        .collect();
+    assert_eq!(csv.len(), 2, "{text}");
+}
+
+#[test]
+fn iozone_prints_several_targets_side_by_side() {
+    let text = stdout_ok(raidlab().args([
+        "bench",
+        "iozone",
+        "mem:1M",
+        "mem:2M",
+        "--file-sizes",
+        "256K:512K",
+        "--record-sizes",
+        "64K:128K",
+    ]));
+    let header = table_header(&text);
+    assert_eq!(groups(header), ["mem:1M", "mem:2M"], "{header}");
+    // Six tests x two file sizes x two record sizes, each with a KiB/s per target.
+    for test in [
+        "write",
+        "rewrite",
+        "read",
+        "re-read",
+        "random read",
+        "random write",
+    ] {
+        for cell in ["256K 64K", "256K 128K", "512K 64K", "512K 128K"] {
+            let g = groups(table_row(&text, &format!("{test} {cell}")));
+            assert_eq!(g.len(), 2, "{test} {cell}: {g:?}");
+            for v in g {
+                assert!(v.parse::<f64>().unwrap() > 0.0, "{test} {cell}: {v}");
+            }
+        }
+    }
+    // IOzone's -R report is still there for each target.
+    assert_eq!(text.matches("\"Writer report\"").count(), 2, "{text}");
+}
+
 /// An NBD URI target: `raidlab serve` exports a RAID 5, `raidlab bench cdm`
 /// measures it through raidlab's NBD client, and the data written by the
 /// benchmark really went through the array (the array checks clean after).

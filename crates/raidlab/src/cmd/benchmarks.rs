@@ -1,6 +1,8 @@
-//! `raidlab bench cdm` and `raidlab bench` with no target: argument checking,
-//! progress, Ctrl-C, and printing. What runs and how it is summarised lives in
-//! raidlab-bench; this file never measures anything itself.
+//! `raidlab bench cdm`, `bonnie`, `iozone`, `job`, `replay` and `raidlab bench`
+//! with no target: argument checking, progress, Ctrl-C, and printing (several
+//! targets side by side through raidlab-bench's `table`). What runs and how it
+//! is summarised lives in raidlab-bench; this file never measures anything
+//! itself.
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -202,8 +204,8 @@ pub fn job(a: JobArgs) -> Result<ExitCode> {
 
 #[derive(Debug, Args)]
 pub struct BonnieArgs {
-    /// Targets, as for `bench cdm`; on a directory the file create/stat/delete
-    /// tests run there too.
+    /// Targets, as for `bench cdm`, printed side by side; on a directory the file
+    /// create/stat/delete tests run there too.
     #[arg(required = true)]
     pub targets: Vec<String>,
     /// File size for the I/O tests (default: twice the RAM, as Bonnie++).
@@ -298,39 +300,18 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
         "Bonnie++ tests, chunk {}, 8192 seeks by 5 seekers (MB/s = 10^6 bytes/s; latency = slowest operation)",
         raidlab_core::size::format_size(a.chunk)
     );
-    outln!(
-        "{:<24} {:>9} {:>9} {:>9} {:>10} {:>11} {:>11} {:>11}",
-        "target",
-        "size",
-        "write",
-        "rewrite",
-        "read",
-        "seeks/s",
-        "create/s",
-        "delete/s"
-    );
     for r in &results {
-        let (c, d) = r
-            .files
-            .as_ref()
-            .map_or(("-".to_string(), "-".to_string()), |f| {
-                (
-                    format!("{:.0}", f.seq_create.rate),
-                    format!("{:.0}", f.seq_delete.rate),
-                )
-            });
         outln!(
-            "{:<24} {:>9} {:>9.1} {:>9.1} {:>10.1} {:>11.1} {:>11} {:>11}",
+            "{}: {} file{}",
             r.label,
             raidlab_core::size::format_size(r.size),
-            r.put_block.rate / 1e6,
-            r.rewrite.rate / 1e6,
-            r.get_block.rate / 1e6,
-            r.random_seeks.rate,
-            c,
-            d
+            r.files.as_ref().map_or(String::new(), |f| format!(
+                ", file tests with {} files",
+                f.files
+            ))
         );
     }
+    outln!("{}", bonnie::table(&results).trim_end());
     outln!("Bonnie++ CSV (for bon_csv2html):");
     for r in &results {
         outln!("{}", bonnie::csv_line(r, &machine));
@@ -340,7 +321,7 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
 
 #[derive(Debug, Args)]
 pub struct IozoneArgs {
-    /// Targets, as for `bench cdm`.
+    /// Targets, as for `bench cdm`, printed side by side.
     #[arg(required = true)]
     pub targets: Vec<String>,
     /// File sizes: MIN:MAX (powers of two between) or a list (default IOzone's -a:
@@ -444,9 +425,10 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
             serde_json::to_string_pretty(&iozone::report(&results))?
         );
     } else {
+        outln!("IOzone-style matrix, kBytes/sec (KiB/s)");
         for r in &results {
             outln!(
-                "IOzone-style matrix on {} ({}), kBytes/sec",
+                "{}: {}",
                 r.label,
                 if r.direct {
                     "O_DIRECT"
@@ -454,6 +436,10 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
                     "buffered or in-process"
                 }
             );
+        }
+        outln!("{}", iozone::table(&results).trim_end());
+        for r in &results {
+            outln!("\nIOzone -R report of {}:", r.label);
             outln!("{}", iozone::excel_report(r));
         }
     }
