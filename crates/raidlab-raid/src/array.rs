@@ -102,9 +102,6 @@ impl Recovery {
     pub fn role(&self) -> usize {
         self.role
     }
-    pub fn is_replacement(&self) -> bool {
-        self.replacing
-    }
     /// Bytes of the member's data area rebuilt so far.
     pub fn done(&self) -> u64 {
         self.done.load(Ordering::Acquire)
@@ -882,11 +879,7 @@ impl Array {
                 m.flush()?;
             }
         }
-        if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing) {
-            if !rec.failed() && rec.target.flush().is_err() {
-                rec.failed.store(true, Ordering::Release);
-            }
-        }
+        flush_target(&view);
         Ok(())
     }
 
@@ -1236,6 +1229,16 @@ impl Array {
     }
 }
 
+/// Flush a rebuild's target (a replacement's is flushed through its tee); one
+/// that cannot make its writes durable fails the rebuild, not the array.
+fn flush_target(view: &Membership) {
+    if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing) {
+        if !rec.failed() && rec.target.flush().is_err() {
+            rec.failed.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// The member roles a plan writes.
 fn write_roles(plan: &Plan) -> Vec<usize> {
     let mut roles: Vec<usize> = plan.writes().map(|op| op.member).collect();
@@ -1326,11 +1329,7 @@ impl Volume for Array {
                 }
             }
         }
-        if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing) {
-            if !rec.failed() && rec.target.flush().is_err() {
-                rec.failed.store(true, Ordering::Release);
-            }
-        }
+        flush_target(&view);
         let missing = self.missing_now();
         if self.geometry.survives(&missing) {
             Ok(())

@@ -19,6 +19,19 @@ macro_rules! out {
     }};
 }
 
+/// `outln!` into a `String` (output made in one place and printed in
+/// another, e.g. by a server for a command).
+macro_rules! textln {
+    ($buf:ident) => {{
+        use std::fmt::Write as _;
+        writeln!($buf)?;
+    }};
+    ($buf:ident, $($arg:tt)*) => {{
+        use std::fmt::Write as _;
+        writeln!($buf, $($arg)*)?;
+    }};
+}
+
 mod cli;
 mod cmd;
 mod control;

@@ -138,13 +138,7 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
 /// `detail`'s output for `asm` (text, or JSON with `json`), with what a server
 /// knows when it is the one answering.
 pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> Result<String> {
-    use std::fmt::Write as _;
     let mut text = String::new();
-    macro_rules! outln {
-        ($($arg:tt)*) => {{
-            writeln!(text, $($arg)*)?;
-        }};
-    }
     let g = asm.geometry;
     let state = asm.state();
     let mut words = vec![match state {
@@ -211,7 +205,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         served,
     };
     if json {
-        outln!("{}", serde_json::to_string_pretty(&out)?);
+        textln!(text, "{}", serde_json::to_string_pretty(&out)?);
         return Ok(text);
     }
     let rows: Vec<(&str, String)> = vec![
@@ -309,10 +303,10 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         }
     }
     for (k, v) in rows {
-        outln!("{k:>18} : {v}");
+        textln!(text, "{k:>18} : {v}");
     }
-    outln!();
-    outln!("   Role  State      Events  Device");
+    textln!(text);
+    textln!(text, "   Role  State      Events  Device");
     let mut order: Vec<&MemberJson> = out.members.iter().collect();
     order.sort_by_key(|m| (m.role.is_none(), m.role));
     for m in order {
@@ -321,16 +315,16 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             .as_str()
             .unwrap_or("")
             .to_string();
-        outln!("   {role:>4}  {st:<9} {:>7}  {}", m.events, m.device);
+        textln!(text, "   {role:>4}  {st:<9} {:>7}  {}", m.events, m.device);
     }
     for r in &out.missing_roles {
-        outln!("   {r:>4}  missing");
+        textln!(text, "   {r:>4}  missing");
     }
     if !stale.is_empty() {
-        outln!("\nStale members (lower event count than the array; their data is out of date and is not used): {}", stale.join(", "));
+        textln!(text, "\nStale members (lower event count than the array; their data is out of date and is not used): {}", stale.join(", "));
     }
     if resync_pending {
-        outln!("\nParity/mirrors are not known to be consistent (resync pending): reads of a complete array are correct; rebuilding a lost member is not until a resync has run.");
+        textln!(text, "\nParity/mirrors are not known to be consistent (resync pending): reads of a complete array are correct; rebuilding a lost member is not until a resync has run.");
     }
     Ok(text)
 }

@@ -221,8 +221,11 @@ fn carry_out(
     let live = &m.live;
     let mutating = !matches!(
         req.command,
-        Command::Find | Command::Detail { .. } | Command::Stop
-    ) && !matches!(req.command, Command::Check { repair: false, .. });
+        Command::Find
+            | Command::Detail { .. }
+            | Command::Stop
+            | Command::Check { repair: false, .. }
+    );
     if mutating && !m.writable {
         anyhow::bail!("export {:?} is served read-only: its membership cannot change and nothing is rebuilt or repaired while it is", m.export);
     }

@@ -297,20 +297,15 @@ fn print_scrub(r: &ScrubReport, repair: bool, json: bool) -> Result<()> {
 
 /// What `check` and `repair` print (offline, or sent by a server).
 pub fn scrub_text(r: &ScrubReport, repair: bool, json: bool) -> Result<String> {
-    use std::fmt::Write as _;
     let mut text = String::new();
-    macro_rules! outln {
-        ($($arg:tt)*) => {{
-            writeln!(text, $($arg)*)?;
-        }};
-    }
     if json {
-        outln!("{}", serde_json::to_string_pretty(r)?);
+        textln!(text, "{}", serde_json::to_string_pretty(r)?);
         return Ok(text);
     }
-    outln!("mismatch_cnt: {}", r.mismatch_sectors);
+    textln!(text, "mismatch_cnt: {}", r.mismatch_sectors);
     for f in &r.findings {
-        outln!(
+        textln!(
+            text,
             "  {} {} (role {}) at sector {}: {}",
             if repair { "fixed" } else { "mismatch in" },
             f.device,
@@ -320,7 +315,7 @@ pub fn scrub_text(r: &ScrubReport, repair: bool, json: bool) -> Result<String> {
         );
     }
     if r.findings.len() >= 1000 {
-        outln!("  (first 1000 findings shown)");
+        textln!(text, "  (first 1000 findings shown)");
     }
     text += &coverage_text(r, repair)?;
     Ok(text)
@@ -338,39 +333,38 @@ fn print_coverage(r: &ScrubReport, repair: bool) -> Result<()> {
 }
 
 fn coverage_text(r: &ScrubReport, repair: bool) -> Result<String> {
-    use std::fmt::Write as _;
     let mut text = String::new();
-    macro_rules! outln {
-        ($($arg:tt)*) => {{
-            writeln!(text, $($arg)*)?;
-        }};
-    }
     if r.missing_roles.is_empty() {
         return Ok(text);
     }
-    outln!(
+    textln!(
+        text,
         "degraded: role(s) {:?} missing, not read; checked with the redundancy left",
         r.missing_roles
     );
     let one_syndrome = r.pages_checked_p_only + r.pages_checked_q_only;
     if one_syndrome > 0 {
-        outln!(
+        textln!(
+            text,
             "  RAID 6 with one syndrome left: {} stripe pages checked against P only, {} against Q only",
             r.pages_checked_p_only,
             r.pages_checked_q_only
         );
-        outln!(
+        textln!(
+            text,
             "  a mismatch there cannot be traced to one block, so {} rewrites only the parity it checked, never data",
             if repair { "this run" } else { "repair" }
         );
     } else if r.reduced_array_bytes > 0 {
-        outln!(
+        textln!(
+            text,
             "  {} of array data compared across the copies left",
             bytes(r.reduced_array_bytes)
         );
     }
     if r.unchecked_array_bytes > 0 {
-        outln!(
+        textln!(
+            text,
             "  {} of array data has a single copy left and was not checked (nothing to compare it with); add a member and rebuild to check it",
             bytes(r.unchecked_array_bytes)
         );
