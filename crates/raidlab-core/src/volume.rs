@@ -6,7 +6,12 @@
 //! returns [`ErrorKind::OutOfRange`] rather than touching anything outside itself.
 
 use crate::error::{Error, ErrorKind, Op, Result};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
+
+/// Receives the stored places of a range, in order: `len` bytes at `offset` of the
+/// open file `fd`. See [`Volume::read_stored`].
+pub type StoredSink<'a> = dyn FnMut(BorrowedFd<'_>, u64, usize) -> std::io::Result<()> + 'a;
 
 /// A block device with a size: a file, a disk, memory, an array of other volumes.
 pub trait Volume: Send + Sync {
@@ -41,6 +46,19 @@ pub trait Volume: Send + Sync {
     /// without it.
     fn mapped(&self) -> Option<Mapped> {
         None
+    }
+
+    /// Hand `sink` the places where the bytes of `[offset, offset+len)` are
+    /// stored, in order, as ranges of open files, so that a reader can move them
+    /// without copying them (splice into a socket). Returns `Ok(false)` where the
+    /// bytes are not simply stored (memory, a throttle, a degraded array whose
+    /// data must be computed): the caller then uses [`Volume::read_at`]. After
+    /// `Ok(false)` or an error, whatever the sink received must be thrown away
+    /// (a volume may find out half way), and `read_at` is the way to learn what
+    /// went wrong: it is the path that reports and repairs errors.
+    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
+        let _ = (offset, len, sink);
+        Ok(false)
     }
 
     /// Forget the contents of a range (TRIM). Volumes that cannot say so; callers
@@ -128,6 +146,9 @@ impl<T: Volume + ?Sized> Volume for Arc<T> {
     fn mapped(&self) -> Option<Mapped> {
         (**self).mapped()
     }
+    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
+        (**self).read_stored(offset, len, sink)
+    }
 }
 
 /// Refuse a request that does not lie entirely inside a volume of `size` bytes.
@@ -199,6 +220,10 @@ impl<V: Volume> Volume for SliceVolume<V> {
     }
     fn mapped(&self) -> Option<Mapped> {
         self.inner.mapped()?.narrow(self.start, self.len)
+    }
+    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
+        check_range(&self.name(), Op::Read, self.len, offset, len)?;
+        self.inner.read_stored(self.start + offset, len, sink)
     }
 }
 

@@ -5,7 +5,7 @@
 //! process holding it when /proc/locks tells us. Block devices are also opened with
 //! `O_EXCL` when written, so Linux refuses them while mounted or claimed by md.
 
-use raidlab_core::{check_range, Error, ErrorKind, Mapped, Op, Result, Volume};
+use raidlab_core::{check_range, Error, ErrorKind, Mapped, Op, Result, StoredSink, Volume};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -296,6 +296,22 @@ impl Volume for FileVolume {
     }
     fn mapped(&self) -> Option<Mapped> {
         self.map.get_or_init(|| self.map_file()).clone()
+    }
+    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
+        use std::os::fd::AsFd;
+        check_range(&self.name(), Op::Read, self.size, offset, len)?;
+        let n = usize::try_from(len).map_err(|_| {
+            Error::new(
+                ErrorKind::Invalid,
+                Op::Read,
+                "range too long for this machine",
+            )
+            .on_device(self.name())
+            .at(offset, len)
+        })?;
+        sink(self.file.as_fd(), offset, n)
+            .map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, len))?;
+        Ok(true)
     }
 
     fn flush(&self) -> Result<()> {

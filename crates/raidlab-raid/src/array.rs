@@ -6,7 +6,7 @@ use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, OpKind, Plan};
 use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
 use crate::ppl::PartialParityLog;
-use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
+use raidlab_core::{check_range, Error, ErrorKind, Op, Result, StoredSink, Volume};
 use raidlab_layout::Geometry;
 use raidlab_parity::Engine;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -1239,6 +1239,35 @@ fn flush_target(view: &Membership) {
     }
 }
 
+/// A read plan's member reads in the order of the caller's buffer, when the plan
+/// is nothing but reads that fill `[0, n)` of it end to end; `None` when it
+/// computes anything (a degraded read) or uses scratch buffers.
+fn stored_reads(plan: &Plan, n: u64) -> Option<Vec<(usize, u64, u64)>> {
+    let [crate::plan::Step::Io(ops)] = plan.steps.as_slice() else {
+        return None;
+    };
+    let mut ops: Vec<_> = ops
+        .iter()
+        .map(|op| {
+            (op.kind == OpKind::Read && op.buf.buf == crate::plan::Buf::User).then_some((
+                op.buf.offset as u64,
+                op.member,
+                op.offset,
+                op.length,
+            ))
+        })
+        .collect::<Option<_>>()?;
+    ops.sort_unstable();
+    let mut next = 0u64;
+    for &(at, _, _, length) in &ops {
+        if at != next {
+            return None;
+        }
+        next += length;
+    }
+    (next == n).then(|| ops.into_iter().map(|(_, m, o, l)| (m, o, l)).collect())
+}
+
 /// The member roles a plan writes.
 fn write_roles(plan: &Plan) -> Vec<usize> {
     let mut roles: Vec<usize> = plan.writes().map(|op| op.member).collect();
@@ -1289,6 +1318,38 @@ impl Volume for Array {
             }
         }
         Ok(())
+    }
+
+    /// Where a read's bytes lie when every piece of it is a plain member read
+    /// (no parity to compute: every member it needs is live). The membership
+    /// snapshot and each piece's stripe locks are held while the sink takes
+    /// the piece, as a read through `read_at` holds them.
+    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
+        check_range(&self.name, Op::Read, self.size(), offset, len)?;
+        let view = self.view();
+        let live = self.live_in(&view);
+        let mut plans = Vec::new();
+        for (pos, n) in self.pieces(offset, len) {
+            let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
+            let plan = plan_read(&self.geometry, &live, pos, n, hint)
+                .map_err(|e| e.on_device(&self.name))?;
+            match stored_reads(&plan, n) {
+                Some(ops) => plans.push((plan.locks, ops)),
+                None => return Ok(false),
+            }
+        }
+        for (locks, ops) in plans {
+            let _held = self.locks.lock(&locks);
+            for (member, at, n) in ops {
+                let Some(m) = view.members.get(member).and_then(|m| m.as_ref()) else {
+                    return Ok(false);
+                };
+                if !m.read_stored(at, n, sink)? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
