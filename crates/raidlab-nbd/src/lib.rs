@@ -8,6 +8,8 @@
 //!   replies), then `READ`, `WRITE`, `FLUSH`, `TRIM`, `WRITE_ZEROES`, `DISC`, with
 //!   FUA, many requests in flight served in parallel, and limits on connections
 //!   and in-flight bytes.
+//! - `splice`: read replies on plain sockets sent from the volume's files to the
+//!   socket through a pipe, without copying the data in user space.
 //! - [`listen`]: accept loops for Unix and TCP sockets with a clean drain on stop.
 //! - [`tls`]: STARTTLS with rustls: X.509 certificates, optional client
 //!   certificate verification, and a mode that refuses clients that do not
@@ -28,6 +30,7 @@ pub mod client;
 pub mod listen;
 pub mod proto;
 pub mod server;
+mod splice;
 pub mod tls;
 
 pub use server::{Export, Handshake, Limits, Negotiated, Outcome, Server};

@@ -65,6 +65,15 @@ impl Stream {
     }
 }
 
+impl std::os::fd::AsFd for Stream {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            Stream::Unix(s) => s.as_fd(),
+            Stream::Tcp(s) => s.as_fd(),
+        }
+    }
+}
+
 impl crate::tls::Socket for Stream {
     fn try_clone_socket(&self) -> io::Result<Stream> {
         self.try_clone()
@@ -192,7 +201,7 @@ fn serve_one(server: &Server, mut reader: Stream, mut writer: Stream) -> Outcome
             if reader.set_timeouts(None, Some(WRITE_TIMEOUT)).is_err() {
                 return Outcome::Gone;
             }
-            return server.transmission(reader, writer, n);
+            return server.transmission_on_socket(reader, writer, n);
         }
         Ok(Handshake::StartTls(resume)) => resume,
         Err(o) => return o,

@@ -14,11 +14,14 @@
 //! which requests finish, as the protocol allows (replies are matched by cookie).
 
 use crate::proto::*;
+use crate::splice::Pipe;
 use crate::tls::Tls;
 use raidlab_core::{ErrorKind, Volume};
 use std::io::{self, BufReader, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// One named volume offered to clients.
 pub struct Export {
@@ -138,6 +141,8 @@ pub struct Server {
     connections: AtomicUsize,
     log: Box<dyn Fn(&str) + Send + Sync>,
     tls: Option<Tls>,
+    /// Send large read replies on plain sockets by splice (see [`crate::splice`]).
+    zero_copy: bool,
 }
 
 impl std::fmt::Debug for Server {
@@ -171,6 +176,13 @@ const POOLED_MAX: usize = 2 << 20;
 const READ_BUFFER: usize = 128 << 10;
 /// Zeroes are written in pieces of this size.
 const ZERO_PIECE: usize = 1 << 20;
+/// Reads from this size up are sent by splice where they can be: below it the
+/// extra system calls and page references cost more than the copies they save.
+const SPLICE_MIN: usize = 32 << 10;
+/// Requests up to this size may be served on the reader thread (see
+/// `read_requests`) while requests take less than [`FAST`] each.
+const INLINE_MAX: usize = 64 << 10;
+const FAST: Duration = Duration::from_micros(50);
 
 impl Server {
     /// `log` receives one line per server-side failure (a volume error, a protocol
@@ -196,7 +208,15 @@ impl Server {
             connections: AtomicUsize::new(0),
             tls: None,
             log,
+            zero_copy: true,
         }
+    }
+
+    /// Whether large read replies on plain sockets go from the volume's files to
+    /// the socket without a copy in user space (on by default; off to compare).
+    pub fn with_zero_copy(mut self, on: bool) -> Self {
+        self.zero_copy = on;
+        self
     }
 
     pub fn exports(&self) -> &[Export] {
@@ -459,6 +479,30 @@ impl Server {
     /// Serve requests until the client disconnects, then finish every request
     /// already accepted before returning.
     pub fn transmission<R: Read, W: Write + Send>(&self, r: R, w: W, n: Negotiated) -> Outcome {
+        self.transmit(r, w, n, None)
+    }
+
+    /// [`Server::transmission`] on a plain socket (no TLS in between), whose
+    /// descriptor large read replies can be spliced into.
+    pub fn transmission_on_socket<R: Read, W: Write + Send + AsFd>(
+        &self,
+        r: R,
+        w: W,
+        n: Negotiated,
+    ) -> Outcome {
+        let fd = self.zero_copy.then(|| w.as_fd().as_raw_fd());
+        self.transmit(r, w, n, fd)
+    }
+
+    /// `socket`: the descriptor `w` writes to, when replies may be spliced into
+    /// it; it stays open as long as `w`, which lives until this returns.
+    fn transmit<R: Read, W: Write + Send>(
+        &self,
+        r: R,
+        w: W,
+        n: Negotiated,
+        socket: Option<RawFd>,
+    ) -> Outcome {
         // Buffered: at queue depth 32 one read system call brings in many request
         // headers (payloads larger than the buffer bypass it).
         let mut r = BufReader::with_capacity(READ_BUFFER, r);
@@ -468,10 +512,13 @@ impl Server {
             broken: AtomicBool::new(false),
             used: Mutex::new(0),
             queued: AtomicUsize::new(0),
+            fast: AtomicBool::new(false),
             pool: Mutex::new(Vec::new()),
             freed: Condvar::new(),
             limit: self.limits.max_inflight_bytes,
             structured: n.structured,
+            socket,
+            pipes: Mutex::new(Vec::new()),
         };
         let (tx, rx) = mpsc::channel::<(Job, usize)>();
         let rx = Mutex::new(rx);
@@ -480,7 +527,9 @@ impl Server {
                 s.spawn(|| loop {
                     let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     let Ok((job, charge)) = next else { break };
+                    let started = Instant::now();
                     self.run(export, &conn, job);
+                    conn.fast.store(started.elapsed() < FAST, Ordering::Relaxed);
                     conn.queued.fetch_sub(1, Ordering::SeqCst);
                     conn.release(charge);
                 });
@@ -615,10 +664,18 @@ impl Server {
                     continue;
                 }
             };
-            // Nothing else in flight and no next request waiting: serve it here
-            // and save two thread hand-offs (queue depth 1 latency).
-            if conn.queued.load(Ordering::SeqCst) == 0 && r.buffer().is_empty() {
+            // Serve it here, saving two thread hand-offs, when nothing else is
+            // in flight and no next request waits (queue depth 1 latency), or
+            // when it is small and requests have lately been served fast (a
+            // volume in memory or in the page cache: there a hand-off costs
+            // more than the request, and the reader keeps both CPUs' worth of
+            // client busy alone). One slow request sends the next ones to the
+            // workers again, so a disk's latency is never serialised here.
+            let idle = conn.queued.load(Ordering::SeqCst) == 0 && r.buffer().is_empty();
+            if idle || (job.is_small() && conn.fast.load(Ordering::Relaxed)) {
+                let started = Instant::now();
                 self.run(export, conn, job);
+                conn.fast.store(started.elapsed() < FAST, Ordering::Relaxed);
                 conn.release(charge);
                 continue;
             }
@@ -639,6 +696,16 @@ impl Server {
                 offset,
                 len,
             } => {
+                let (offset, len) = if len >= SPLICE_MIN {
+                    match conn.reply_read_stored(v.as_ref(), cookie, offset, len) {
+                        Spliced::All => return,
+                        Spliced::Nothing => (offset, len),
+                        // The rest goes as the reply's last chunk, copied.
+                        Spliced::Upto(at) => (at, len - (at - offset) as usize),
+                    }
+                } else {
+                    (offset, len)
+                };
                 // Room for the reply header in front, so header and data leave
                 // in one write.
                 let hdr = conn.read_header_len();
@@ -751,6 +818,28 @@ enum Job {
     },
 }
 
+impl Job {
+    /// A read or write small enough to serve on the reader thread when the
+    /// volume answers fast (never a flush: on a disk that takes milliseconds).
+    fn is_small(&self) -> bool {
+        match self {
+            Job::Read { len, .. } => *len <= INLINE_MAX,
+            Job::Write { data, .. } => data.len() <= INLINE_MAX,
+            Job::Flush { .. } | Job::Range { .. } => false,
+        }
+    }
+}
+
+/// How much of a read [`Conn::reply_read_stored`] answered.
+enum Spliced {
+    /// All of it (or the connection broke on the way).
+    All,
+    /// Nothing was sent.
+    Nothing,
+    /// Chunks up to this offset went out, none of them final.
+    Upto(u64),
+}
+
 /// A request buffer: the first `len` bytes of a pooled allocation.
 struct Buf {
     data: Vec<u8>,
@@ -779,11 +868,17 @@ struct Conn<W> {
     used: Mutex<usize>,
     /// Jobs handed to the workers and not finished.
     queued: AtomicUsize,
+    /// The last request served took less than [`FAST`].
+    fast: AtomicBool,
     /// Buffers of finished requests, for reuse.
     pool: Mutex<Vec<Vec<u8>>>,
     freed: Condvar,
     limit: usize,
     structured: bool,
+    /// The socket `writer` writes to, when read replies may be spliced into it.
+    socket: Option<RawFd>,
+    /// Empty pipes for spliced replies, for reuse.
+    pipes: Mutex<Vec<Pipe>>,
 }
 
 impl<W: Write> Conn<W> {
@@ -842,32 +937,112 @@ impl<W: Write> Conn<W> {
         }
     }
 
+    /// The header of a successful read reply, or of one chunk of it, carrying
+    /// `len` (> 0) bytes from `offset`, into `out` ([`Conn::read_header_len`]
+    /// bytes long). `last`: the chunk ends the reply (always, for simple replies).
+    fn read_header(&self, out: &mut [u8], cookie: u64, offset: u64, len: usize, last: bool) {
+        if self.structured {
+            let h = structured_header(
+                if last { REPLY_FLAG_DONE } else { 0 },
+                REPLY_TYPE_OFFSET_DATA,
+                cookie,
+                (len + 8) as u32,
+            );
+            out[..20].copy_from_slice(&h);
+            out[20..28].copy_from_slice(&offset.to_be_bytes());
+        } else {
+            out[..16].copy_from_slice(&simple_reply(0, cookie));
+        }
+    }
+
     /// Send a read's reply; `buf` holds [`Conn::read_header_len`] bytes of room
     /// followed by the data.
     fn reply_read(&self, cookie: u64, offset: u64, mut buf: Buf) {
         let hdr = self.read_header_len();
         let len = buf.len() - hdr;
-        if self.structured {
-            if len == 0 {
-                // An OFFSET_DATA chunk must carry data: answer an empty read with
-                // a bare DONE.
-                let h = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, cookie, 0);
-                self.write_all(&[&h]);
-                return;
-            }
-            let h = structured_header(
-                REPLY_FLAG_DONE,
-                REPLY_TYPE_OFFSET_DATA,
-                cookie,
-                (len + 8) as u32,
-            );
-            buf[..20].copy_from_slice(&h);
-            buf[20..28].copy_from_slice(&offset.to_be_bytes());
-        } else {
-            buf[..16].copy_from_slice(&simple_reply(0, cookie));
+        if self.structured && len == 0 {
+            // An OFFSET_DATA chunk must carry data: answer an empty read with a
+            // bare DONE.
+            let h = structured_header(REPLY_FLAG_DONE, REPLY_TYPE_NONE, cookie, 0);
+            self.write_all(&[&h]);
+            return;
         }
+        self.read_header(&mut buf[..hdr], cookie, offset, len, true);
         self.write_all(&[&buf[..]]);
         self.recycle(buf);
+    }
+
+    /// Answer a read (`len` > 0) by splicing the stored bytes from the volume's
+    /// files into the socket, in one reply, or with structured replies in
+    /// chunks as large as a pipe allows. Anything that cannot be done so (no
+    /// plain socket, data not simply stored, a pipe too small, any error on the
+    /// way) is left to the caller, which reads through `read_at`, the path that
+    /// also reports and repairs errors.
+    fn reply_read_stored(&self, v: &dyn Volume, cookie: u64, offset: u64, len: usize) -> Spliced {
+        let Some(socket) = self.socket else {
+            return Spliced::Nothing;
+        };
+        let hdr_len = self.read_header_len();
+        let end = offset + len as u64;
+        let mut at = offset;
+        // What has gone out when the next step gives up.
+        let sent = |at: u64| {
+            if at == offset {
+                Spliced::Nothing
+            } else {
+                Spliced::Upto(at)
+            }
+        };
+        while at < end {
+            let rest = (end - at) as usize;
+            let mut pipe = match self.pipes.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+                Some(p) => p,
+                None => match Pipe::new() {
+                    Ok(p) => p,
+                    Err(_) => return sent(at),
+                },
+            };
+            // A generous bound on the pieces (one per 64K member chunk touched
+            // plus two); a fill that needs more slots is refused by the pipe.
+            let room = pipe.reserve_up_to(hdr_len + rest, rest / (64 << 10) + 2);
+            let n = if room >= hdr_len + rest {
+                rest
+            } else if self.structured && room >= hdr_len + SPLICE_MIN {
+                // Equal chunks, whole pages: a 1 MiB read in a 1 MiB pipe
+                // goes as two halves, not as 1 MiB less a little plus a little.
+                let chunks = rest.div_ceil(room - hdr_len);
+                rest.div_ceil(chunks).next_multiple_of(4096).min(rest)
+            } else {
+                return sent(at);
+            };
+            let mut hdr = [0u8; 28];
+            self.read_header(&mut hdr, cookie, at, n, at + n as u64 == end);
+            if pipe.put(&hdr[..hdr_len]).is_err() {
+                return sent(at);
+            }
+            let mut fill = |fd: std::os::fd::BorrowedFd<'_>, o: u64, k: usize| pipe.fill(fd, o, k);
+            if !matches!(v.read_stored(at, n as u64, &mut fill), Ok(true)) {
+                // The pipe holds part of a chunk: it goes, unsent.
+                return sent(at);
+            }
+            if self.broken.load(Ordering::Relaxed) {
+                return Spliced::All;
+            }
+            let drained = {
+                let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+                pipe.drain_to(socket)
+            };
+            if drained.is_err() {
+                self.broken.store(true, Ordering::Relaxed);
+                return Spliced::All;
+            }
+            let mut pipes = self.pipes.lock().unwrap_or_else(|p| p.into_inner());
+            if pipe.is_empty() && pipes.len() < POOLED {
+                pipes.push(pipe);
+            }
+            at += n as u64;
+        }
+        Spliced::All
     }
 
     /// A buffer of `n` bytes, reusing one from an earlier request: fresh large

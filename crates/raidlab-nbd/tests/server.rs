@@ -4,7 +4,7 @@
 use raidlab_core::{Result as VResult, Volume};
 use raidlab_devices::MemVolume;
 use raidlab_nbd::proto::*;
-use raidlab_nbd::{Export, Limits, Outcome, Server};
+use raidlab_nbd::{Export, Handshake, Limits, Outcome, Server};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -25,10 +25,29 @@ struct Client {
     s: UnixStream,
 }
 
+/// A structured reply: its error (0 for none) and its data chunks as
+/// (offset, bytes) in the order received.
+type Reply = (u32, Vec<(u64, Vec<u8>)>);
+
 impl Client {
     fn start(server: Arc<Server>) -> (Client, std::thread::JoinHandle<Outcome>) {
+        Self::start_with(server, false)
+    }
+    /// `socket`: serve as `listen` does a plain socket, so that large reads
+    /// may be spliced into it.
+    fn start_with(server: Arc<Server>, socket: bool) -> (Client, std::thread::JoinHandle<Outcome>) {
         let (a, b) = UnixStream::pair().unwrap();
-        let h = std::thread::spawn(move || server.serve(b.try_clone().unwrap(), b));
+        let h = std::thread::spawn(move || {
+            if !socket {
+                return server.serve(b.try_clone().unwrap(), b);
+            }
+            let (mut r, mut w) = (b.try_clone().unwrap(), b);
+            match server.handshake(&mut r, &mut w) {
+                Ok(Handshake::Done(n)) => server.transmission_on_socket(r, w, n),
+                Ok(Handshake::StartTls(_)) => Outcome::Violation("no TLS here".into()),
+                Err(o) => o,
+            }
+        });
         let mut c = Client { s: a };
         let mut g = [0u8; 18];
         c.s.read_exact(&mut g).unwrap();
@@ -147,6 +166,39 @@ impl Client {
             }
             m => panic!("bad reply magic {m:#x}"),
         }
+    }
+    /// The structured replies to `count` requests, whose chunks may arrive
+    /// interleaved: cookie -> (error, [(offset, data)] in the order received).
+    fn replies(&mut self, count: usize) -> std::collections::HashMap<u64, Reply> {
+        let mut out: std::collections::HashMap<u64, Reply> = Default::default();
+        let mut done = 0;
+        while done < count {
+            let mut h = [0u8; 20];
+            self.s.read_exact(&mut h).unwrap();
+            assert_eq!(
+                u32::from_be_bytes(h[0..4].try_into().unwrap()),
+                STRUCTURED_REPLY_MAGIC
+            );
+            let flags = u16::from_be_bytes([h[4], h[5]]);
+            let kind = u16::from_be_bytes([h[6], h[7]]);
+            let cookie = u64::from_be_bytes(h[8..16].try_into().unwrap());
+            let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+            let mut d = vec![0; len as usize];
+            self.s.read_exact(&mut d).unwrap();
+            let entry = out.entry(cookie).or_default();
+            match kind {
+                REPLY_TYPE_OFFSET_DATA => entry.1.push((
+                    u64::from_be_bytes(d[0..8].try_into().unwrap()),
+                    d[8..].to_vec(),
+                )),
+                REPLY_TYPE_ERROR => entry.0 = u32::from_be_bytes(d[0..4].try_into().unwrap()),
+                k => panic!("unexpected chunk type {k}"),
+            }
+            if flags & REPLY_FLAG_DONE != 0 {
+                done += 1;
+            }
+        }
+        out
     }
     fn call(
         &mut self,
@@ -430,4 +482,176 @@ fn export_name_option_and_simple_replies() {
     let (mut c, h) = Client::start(s);
     c.option(OPT_EXPORT_NAME, b"zzz");
     assert!(matches!(h.join().unwrap(), Outcome::Violation(_)));
+}
+
+/// A file volume that counts how its reads are served, and declines
+/// `read_stored` after `stored_ok` calls (as a degraded array would).
+struct Counted {
+    inner: raidlab_devices::FileVolume,
+    stored: std::sync::atomic::AtomicUsize,
+    copied: std::sync::atomic::AtomicUsize,
+    stored_ok: usize,
+}
+
+impl Volume for Counted {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> VResult<()> {
+        self.copied
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> VResult<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> VResult<()> {
+        self.inner.flush()
+    }
+    fn read_stored(
+        &self,
+        offset: u64,
+        len: u64,
+        sink: &mut raidlab_core::StoredSink<'_>,
+    ) -> VResult<bool> {
+        let n = self
+            .stored
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if n >= self.stored_ok {
+            return Ok(false);
+        }
+        self.inner.read_stored(offset, len, sink)
+    }
+}
+
+const FILE_BYTES: usize = 8 << 20;
+
+fn counted_file(dir: &std::path::Path, stored_ok: usize) -> (Arc<Counted>, Vec<u8>) {
+    let data: Vec<u8> = (0..FILE_BYTES as u32)
+        .map(|i| (i ^ (i >> 9) ^ (i >> 17)) as u8)
+        .collect();
+    let path = dir.join("f");
+    std::fs::write(&path, &data).unwrap();
+    let inner =
+        raidlab_devices::FileVolume::open(&path, raidlab_devices::OpenMode::ReadWrite).unwrap();
+    let v = Counted {
+        inner,
+        stored: Default::default(),
+        copied: Default::default(),
+        stored_ok,
+    };
+    (Arc::new(v), data)
+}
+
+/// The chunks cover `[offset, offset+len)` end to end and hold the file's bytes.
+fn assert_chunks(what: &str, chunks: &[(u64, Vec<u8>)], offset: u64, len: usize, data: &[u8]) {
+    let mut at = offset;
+    for (o, d) in chunks {
+        assert_eq!(*o, at, "{what}: chunks out of order or overlapping");
+        assert!(
+            d[..] == data[at as usize..at as usize + d.len()],
+            "{what}: chunk at {o} holds other bytes than the file"
+        );
+        at += d.len() as u64;
+    }
+    assert_eq!(
+        at,
+        offset + len as u64,
+        "{what}: chunks do not cover the read"
+    );
+}
+
+#[test]
+fn large_reads_on_a_socket_are_spliced_byte_for_byte() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = tempfile::tempdir().unwrap();
+    let (v, data) = counted_file(dir.path(), usize::MAX);
+    let s = server(vec![export("a", v.clone(), false)], Limits::default());
+    let (mut c, _h) = Client::start_with(s, true);
+    c.go("a");
+    // From the splice threshold up, unaligned, across the 1 MiB a pipe holds,
+    // and a small read that is copied.
+    let reads: [(u64, usize); 6] = [
+        (4095, 32 << 10),
+        (512, 100_000),
+        (0, 1 << 20),
+        (777, (1 << 20) + 3),
+        (1 << 20, 4 << 20),
+        (12_345, 20_000),
+    ];
+    // All in flight at once: chunks of different replies may interleave.
+    for (i, &(off, n)) in reads.iter().enumerate() {
+        c.send(CMD_READ, 0, i as u64, off, n as u32, &[]);
+    }
+    let replies = c.replies(reads.len());
+    assert_eq!(replies.len(), reads.len());
+    for (cookie, (err, chunks)) in replies {
+        let (off, n) = reads[cookie as usize];
+        assert_eq!(err, 0, "read {n} at {off}");
+        assert_chunks(&format!("read {n} at {off}"), &chunks, off, n, &data);
+    }
+    assert!(
+        v.stored.load(SeqCst) >= 5,
+        "the five large reads were not spliced"
+    );
+    assert_eq!(
+        v.copied.load(SeqCst),
+        1,
+        "only the 20000-byte read is copied"
+    );
+}
+
+#[test]
+fn a_splice_declined_half_way_ends_with_copied_data() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = tempfile::tempdir().unwrap();
+    let (v, data) = counted_file(dir.path(), 1);
+    let s = server(vec![export("a", v.clone(), false)], Limits::default());
+    let (mut c, _h) = Client::start_with(s, true);
+    c.go("a");
+    let (off, n) = (3000u64, 6 << 20);
+    c.send(CMD_READ, 0, 9, off, n as u32, &[]);
+    let replies = c.replies(1);
+    let (err, chunks) = &replies[&9];
+    assert_eq!(*err, 0);
+    assert_chunks("6 MiB read", chunks, off, n, &data);
+    // A pipe of any size a process may have holds less than 6 MiB: the first
+    // chunk is spliced, the rest (declined) copied into the last chunk.
+    let stored = v.stored.load(SeqCst);
+    let copied = v.copied.load(SeqCst);
+    assert!(stored >= 1, "nothing was spliced");
+    if stored >= 2 {
+        assert_eq!(copied, 1, "the declined rest must be copied once");
+        assert!(chunks.len() >= 2);
+    }
+}
+
+#[test]
+fn simple_replies_splice_only_what_fits_one_pipe() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = tempfile::tempdir().unwrap();
+    let (v, data) = counted_file(dir.path(), usize::MAX);
+    let s = server(vec![export("a", v.clone(), false)], Limits::default());
+    let (mut c, _h) = Client::start_with(s, true);
+    c.option(OPT_EXPORT_NAME, b"a");
+    let mut b = [0u8; 10];
+    c.s.read_exact(&mut b).unwrap();
+    for (off, n) in [(100u64, 100_000usize), (5, 5 << 20)] {
+        let (e, _) = c.call(CMD_READ, 0, off, n as u32, &[]);
+        assert_eq!(e, 0);
+        let mut d = vec![0u8; n];
+        c.s.read_exact(&mut d).unwrap();
+        assert!(
+            d[..] == data[off as usize..off as usize + n],
+            "read {n} at {off}"
+        );
+    }
+    // 100000 bytes fit a pipe; whether 5 MiB do depends on the process's
+    // privileges, and if they do not, they are copied, whole, once.
+    let stored = v.stored.load(SeqCst);
+    assert!(stored >= 1, "the 100000-byte read was not spliced");
+    assert_eq!(v.copied.load(SeqCst) + (stored - 1), 1);
 }

@@ -398,6 +398,13 @@ pub struct ServeArgs {
     /// Requests of one connection served in parallel.
     #[arg(long, default_value_t = 8)]
     pub workers: usize,
+    /// Send every read reply through a buffer. By default, reads of 32 KiB and
+    /// more on plain (non-TLS) sockets go from the files holding the data to the
+    /// socket by splice, without that copy, wherever the data is simply stored
+    /// (plain files, arrays with every member needed present); this flag is
+    /// for comparing the two.
+    #[arg(long)]
+    pub copy_reads: bool,
 }
 
 const SERVE_HELP: &str = r#"Configuration file (--config), TOML:

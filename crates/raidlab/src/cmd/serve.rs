@@ -176,7 +176,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
 
     let log = |m: &str| eprintln!("raidlab serve: {m}");
     let control = start_control(&served)?;
-    let mut server = Server::new(exports, limits, Box::new(log));
+    let mut server = Server::new(exports, limits, Box::new(log)).with_zero_copy(!a.copy_reads);
     if let Some(t) = tls {
         server = server.with_tls(t);
     }
