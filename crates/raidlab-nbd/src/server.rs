@@ -193,6 +193,8 @@ const SPLICE_MIN: usize = 32 << 10;
 /// `read_requests`) while requests take less than [`FAST`] each.
 const INLINE_MAX: usize = 64 << 10;
 const FAST: Duration = Duration::from_micros(50);
+/// The send buffer asked for on plain sockets (see `enlarge_send_buffer`).
+const SEND_BUFFER: libc::c_int = 4 << 20;
 /// How long the reader polls for the next request before it sleeps.
 const SPIN: Duration = Duration::from_micros(30);
 
@@ -518,6 +520,9 @@ impl Server {
     ) -> Outcome {
         // Buffered: at queue depth 32 one read system call brings in many request
         // headers (payloads larger than the buffer bypass it).
+        if let Some(fd) = socket {
+            enlarge_send_buffer(fd);
+        }
         let mut r = BufReader::with_capacity(READ_BUFFER, r);
         let export = &self.exports[n.export];
         let conn = Conn {
@@ -787,6 +792,27 @@ impl Server {
             }
         }
     }
+}
+
+/// Let the socket hold a few large replies unread, as far as the system allows
+/// (net.core.wmem_max; the kernel caps the request silently). With the default
+/// (about 200 KiB) a worker sending a 1 MiB reply waits for the client to
+/// drain the socket five times, each a sleep and a wake-up on both sides; with
+/// 4 MiB, 1M QD8 reads of a file in /dev/shm went from 1.6-1.9 to 3.0-3.7
+/// GB/s (same run, alternating). Best effort: a refusal leaves the default.
+fn enlarge_send_buffer(fd: RawFd) {
+    let bytes: libc::c_int = SEND_BUFFER;
+    // SAFETY: setsockopt reads one c_int from a local that outlives the call;
+    // the descriptor is the connection's socket, open while it is served.
+    let _ = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_SNDBUF,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
 }
 
 /// Wait up to [`SPIN`] for the client's next request without sleeping: a

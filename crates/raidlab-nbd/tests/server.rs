@@ -655,3 +655,59 @@ fn simple_replies_splice_only_what_fits_one_pipe() {
     assert!(stored >= 1, "the 100000-byte read was not spliced");
     assert_eq!(v.copied.load(SeqCst) + (stored - 1), 1);
 }
+
+/// On a plain socket the server asks for a send buffer that holds a few large
+/// replies, within what the system allows (net.core.wmem_max).
+#[test]
+fn plain_sockets_get_a_large_send_buffer() {
+    use std::os::fd::AsRawFd;
+    let sndbuf = |s: &UnixStream| {
+        let mut v: libc::c_int = 0;
+        let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: getsockopt writes one c_int into `v`, whose size `len` gives.
+        let rc = unsafe {
+            libc::getsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&mut v as *mut libc::c_int).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(rc, 0);
+        v as usize
+    };
+    let wmem_max: usize = std::fs::read_to_string("/proc/sys/net/core/wmem_max")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    let v = Arc::new(MemVolume::new(1 << 20));
+    let s = server(vec![export("a", v, false)], Limits::default());
+    let (a, b) = UnixStream::pair().unwrap();
+    let before = sndbuf(&b);
+    let watch = b.try_clone().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut r, mut w) = (b.try_clone().unwrap(), b);
+        match s.handshake(&mut r, &mut w) {
+            Ok(Handshake::Done(n)) => s.transmission_on_socket(r, w, n),
+            _ => Outcome::Gone,
+        }
+    });
+    let mut c = Client { s: a };
+    let mut g = [0u8; 18];
+    c.s.read_exact(&mut g).unwrap();
+    c.s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
+        .unwrap();
+    c.go("a");
+    // A request answered means transmission (and its set-up) has started.
+    assert_eq!(c.call(CMD_FLUSH, 0, 0, 0, &[]).0, 0);
+    let after = sndbuf(&watch);
+    // Linux reports twice what was granted (its bookkeeping overhead).
+    let want = (4usize << 20).min(wmem_max) * 2;
+    assert!(
+        after >= want.max(before),
+        "send buffer {after} bytes, wanted {want} (was {before}, wmem_max {wmem_max})"
+    );
+    c.send(CMD_DISC, 0, 8, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
