@@ -1,7 +1,8 @@
 //! The real executor: carries a [`Plan`] out against member volumes.
 //!
-//! Each I/O step's operations run in parallel, one thread per member, when the step
-//! is large enough for that to pay; small steps run in order on the caller's thread.
+//! Each I/O step's operations run in parallel, one member's on the caller's thread
+//! and the others' on a shared pool of I/O threads, when the step is large enough
+//! for that to pay; small steps run in order on the caller's thread.
 //! Compute steps call the parity engine. The executor makes no decisions: if a
 //! member fails, the error goes back to the caller with the member's name and range.
 
@@ -285,7 +286,37 @@ fn run_io(
     Ok(())
 }
 
-/// Run `work` grouped by member, in parallel (one thread per member) when asked.
+/// Threads that carry out member I/O in parallel, shared by every array of the
+/// process. Sized for I/O, not for CPUs: a member operation mostly waits for
+/// its device, and a step may touch every member of a wide array. `None` when
+/// no thread could be made: members are then worked on in turn.
+fn io_pool() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(IO_THREADS)
+            .thread_name(|i| format!("raidlab-io-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
+
+/// Threads of [`io_pool`].
+const IO_THREADS: usize = 16;
+
+/// `run(group)`, with a panic (a bug) turned into an error for the group's
+/// first member instead of unwinding through the pool into the caller.
+fn run_caught<G, F: Fn(G) -> Vec<(usize, Error)>>(run: &F, group: G) -> Vec<(usize, Error)> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(group))).unwrap_or_else(|_| {
+        vec![(
+            usize::MAX,
+            Error::new(ErrorKind::Io, Op::Read, "internal: an I/O task panicked"),
+        )]
+    })
+}
+
+/// Run `work` grouped by member, in parallel (on [`io_pool`]) when asked.
 fn run_grouped<B: Send>(
     work: Vec<(usize, &MemberOp, B)>,
     distinct: &[usize],
@@ -310,25 +341,24 @@ fn run_grouped<B: Send>(
         let g = distinct.binary_search(&m).unwrap_or(0);
         groups[g].push((op, b));
     }
-    let errs: Vec<(usize, Error)> = if parallel {
+    let pool = if parallel { io_pool() } else { None };
+    let errs: Vec<(usize, Error)> = if let Some(pool) = pool {
         let run = &run;
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups
-                .into_iter()
-                .map(|g| s.spawn(move || run(g)))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        vec![(
-                            usize::MAX,
-                            Error::new(ErrorKind::Io, Op::Read, "internal: an I/O thread panicked"),
-                        )]
-                    })
-                })
-                .collect()
-        })
+        let mut results: Vec<Vec<(usize, Error)>> = groups.iter().map(|_| Vec::new()).collect();
+        // The calling thread takes the first member's operations itself and the
+        // pool the others: no thread is made per request (spawning one per
+        // member cost more than a 64K read from memory).
+        pool.in_place_scope(|s| {
+            let mut work = groups.into_iter().zip(results.iter_mut());
+            let first = work.next();
+            for (g, out) in work {
+                s.spawn(move |_| *out = run_caught(run, g));
+            }
+            if let Some((g, out)) = first {
+                *out = run_caught(run, g);
+            }
+        });
+        results.into_iter().flatten().collect()
     } else {
         groups.into_iter().flat_map(run).collect()
     };

@@ -594,3 +594,47 @@ fn stored_reads_name_the_bytes_read_at_returns() {
         }
     }
 }
+
+/// A member that panics (a bug in a volume) fails the request with an error; the
+/// panic does not unwind through the shared I/O threads into the caller.
+#[test]
+fn a_panicking_member_fails_the_request_instead_of_the_caller() {
+    struct Boom(u64);
+    impl Volume for Boom {
+        fn name(&self) -> String {
+            "boom".into()
+        }
+        fn size(&self) -> u64 {
+            self.0
+        }
+        fn read_at(&self, _: &mut [u8], _: u64) -> raidlab_core::Result<()> {
+            panic!("this member's read panics on purpose")
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> raidlab_core::Result<()> {
+            panic!("this member's write panics on purpose")
+        }
+        fn flush(&self) -> raidlab_core::Result<()> {
+            Ok(())
+        }
+    }
+    let g = Geometry::new(Level::Raid0, Layout::Plain, 64 << 10, 4, 4 << 20).unwrap();
+    for boom in [0, 2] {
+        let vols = (0..4)
+            .map(|i| {
+                Some(if i == boom {
+                    Arc::new(Boom(4 << 20)) as Arc<dyn Volume>
+                } else {
+                    Arc::new(MemVolume::new(4 << 20)) as Arc<dyn Volume>
+                })
+            })
+            .collect();
+        let a = Array::new("boom", g, vols).unwrap();
+        // 1 MiB over four members: a parallel step, the panicking member's
+        // operations on the caller's thread (role 0) or on the pool (role 2).
+        let mut buf = vec![0u8; 1 << 20];
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.read_at(&mut buf, 0)));
+        let r = r.unwrap_or_else(|_| panic!("role {boom}: the panic reached the caller"));
+        let e = r.expect_err("a read through a panicking member cannot succeed");
+        assert!(e.to_string().contains("panicked"), "role {boom}: {e}");
+    }
+}
