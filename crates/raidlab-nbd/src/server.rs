@@ -12,7 +12,9 @@
 //! holds at most `max_inflight_bytes` of buffers). Where a hand-off costs more
 //! than the work, the reader does the work itself: a request arriving with
 //! nothing in flight, and small requests while the volume answers within
-//! 50 µs (memory, the page cache); one slow request ends that. On a plain
+//! 50 µs (memory, the page cache); one slow request ends that. The reader holds
+//! the replies it makes back until it is about to wait for input (a "cork"), so
+//! a burst of requests costs one write and one wake-up of the client. On a plain
 //! socket the reader polls for the next request for 30 µs before it sleeps:
 //! waking a sleeping thread costs more than a queue-depth-1 client's turnaround.
 //!
@@ -193,6 +195,15 @@ const SPLICE_MIN: usize = 32 << 10;
 /// `read_requests`) while requests take less than [`FAST`] each.
 const INLINE_MAX: usize = 64 << 10;
 const FAST: Duration = Duration::from_micros(50);
+/// The reader flushes replies it holds back once they reach this size.
+const CORK_MAX: usize = 256 << 10;
+
+thread_local! {
+    /// Set while the reader thread serves a request itself: its replies go
+    /// into the connection's cork instead of the socket.
+    static CORKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The send buffer asked for on plain sockets (see `enlarge_send_buffer`).
 const SEND_BUFFER: libc::c_int = 4 << 20;
 /// How long the reader polls for the next request before it sleeps.
@@ -532,6 +543,8 @@ impl Server {
             queued: AtomicUsize::new(0),
             fast: AtomicBool::new(false),
             pool: Mutex::new(Vec::new()),
+            cork: Mutex::new(Vec::new()),
+            cork_len: AtomicUsize::new(0),
             freed: Condvar::new(),
             limit: self.limits.max_inflight_bytes,
             structured: n.structured,
@@ -554,6 +567,7 @@ impl Server {
                 });
             }
             let outcome = self.read_requests(&mut r, export, &conn, &tx);
+            conn.uncork();
             drop(tx);
             outcome
         })
@@ -568,6 +582,10 @@ impl Server {
     ) -> Outcome {
         let size = export.volume.size();
         loop {
+            if r.buffer().len() < REQUEST_LEN {
+                // About to wait for the client: it may be waiting for these.
+                conn.uncork();
+            }
             if r.buffer().is_empty() {
                 if let Some(fd) = conn.socket {
                     spin_for_request(fd);
@@ -599,6 +617,9 @@ impl Server {
                     }
                     let charge = conn.acquire(q.length as usize);
                     let mut data = conn.buffer(q.length as usize);
+                    if r.buffer().len() < data.len() {
+                        conn.uncork();
+                    }
                     if let Err(o) = recv(r, &mut data) {
                         conn.release(charge);
                         return o;
@@ -698,9 +719,17 @@ impl Server {
             let idle = conn.queued.load(Ordering::SeqCst) == 0 && r.buffer().is_empty();
             if idle || (job.is_small() && conn.fast.load(Ordering::Relaxed)) {
                 let started = Instant::now();
+                // Replies made here wait in the cork until the reader is about
+                // to wait for input (or the cork is full), so that a burst of
+                // requests gets one write and the client one wake-up.
+                CORKED.with(|c| c.set(true));
                 self.run(export, conn, job);
+                CORKED.with(|c| c.set(false));
                 conn.fast.store(started.elapsed() < FAST, Ordering::Relaxed);
                 conn.release(charge);
+                if conn.cork_len.load(Ordering::Relaxed) >= CORK_MAX {
+                    conn.uncork();
+                }
                 continue;
             }
             conn.queued.fetch_add(1, Ordering::SeqCst);
@@ -954,6 +983,9 @@ struct Conn<W> {
     fast: AtomicBool,
     /// Buffers of finished requests, for reuse.
     pool: Mutex<Vec<Vec<u8>>>,
+    /// Replies the reader made itself, not yet written (see [`CORKED`]).
+    cork: Mutex<Vec<u8>>,
+    cork_len: AtomicUsize,
     freed: Condvar,
     limit: usize,
     structured: bool,
@@ -971,6 +1003,12 @@ impl<W: Write> Conn<W> {
     fn acquire(&self, bytes: usize) -> usize {
         let charge = bytes + JOB_OVERHEAD;
         let mut b = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        if b.used + charge > self.limit && self.cork_len.load(Ordering::Relaxed) > 0 {
+            // Never wait with replies held back.
+            drop(b);
+            self.uncork();
+            b = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        }
         while b.used + charge > self.limit {
             b.waiting = true;
             b = self.freed.wait(b).unwrap_or_else(|p| p.into_inner());
@@ -993,6 +1031,14 @@ impl<W: Write> Conn<W> {
         if self.broken.load(Ordering::Relaxed) {
             return;
         }
+        if CORKED.with(|c| c.get()) {
+            let mut cork = self.cork.lock().unwrap_or_else(|p| p.into_inner());
+            for p in parts {
+                cork.extend_from_slice(p);
+            }
+            self.cork_len.store(cork.len(), Ordering::Relaxed);
+            return;
+        }
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let r = parts
             .iter()
@@ -1000,6 +1046,25 @@ impl<W: Write> Conn<W> {
             .and_then(|()| w.flush());
         if r.is_err() {
             self.broken.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Write the replies held in the cork.
+    fn uncork(&self) {
+        if self.cork_len.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut cork = self.cork.lock().unwrap_or_else(|p| p.into_inner());
+        self.cork_len.store(0, Ordering::Relaxed);
+        if !self.broken.load(Ordering::Relaxed) {
+            let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            if w.write_all(&cork).and_then(|()| w.flush()).is_err() {
+                self.broken.store(true, Ordering::Relaxed);
+            }
+        }
+        cork.clear();
+        if cork.capacity() > 4 * CORK_MAX {
+            cork.shrink_to(CORK_MAX);
         }
     }
 
