@@ -15,7 +15,7 @@
 //! which bytes of each sector it holds, so unaligned writes need no read-modify-write
 //! of the inner volume and the inner volume is never read behind a reader's back.
 
-use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
+use raidlab_core::{check_range_with, Error, ErrorKind, Op, Result, Volume};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -243,7 +243,7 @@ impl<V: Volume> FaultVolume<V> {
     /// Invert `len` bytes at `offset` on the inner volume itself, bypassing faults and
     /// the volatile cache (cached bytes still shadow them until flushed over them).
     pub fn corrupt_stored(&self, offset: u64, len: u64) -> Result<()> {
-        check_range(&self.name(), Op::Write, self.size(), offset, len)?;
+        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
         // Hold the lock so a concurrent flush cannot interleave with the rewrite.
         let _st = self.lock();
         // Chunked, so corrupting a large span of a real disk needs no large buffer.
@@ -434,7 +434,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range(&self.name(), Op::Read, self.size(), offset, len)?;
+        check_range_with(|| self.name(), Op::Read, self.size(), offset, len)?;
         let mut st = self.lock();
         st.stats.reads = st.stats.reads.saturating_add(1);
         self.check_faults(&mut st, Op::Read, Some((offset, len)))?;
@@ -462,7 +462,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range(&self.name(), Op::Write, self.size(), offset, len)?;
+        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
@@ -491,7 +491,7 @@ impl<V: Volume> Volume for FaultVolume<V> {
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
-        check_range(&self.name(), Op::Discard, self.size(), offset, len)?;
+        check_range_with(|| self.name(), Op::Discard, self.size(), offset, len)?;
         let mut st = self.lock();
         st.stats.discards = st.stats.discards.saturating_add(1);
         self.check_faults(&mut st, Op::Discard, Some((offset, len)))?;

@@ -5,7 +5,7 @@
 //! process holding it when /proc/locks tells us. Block devices are also opened with
 //! `O_EXCL` when written, so Linux refuses them while mounted or claimed by md.
 
-use raidlab_core::{check_range, Error, ErrorKind, Mapped, Op, Result, StoredSink, Volume};
+use raidlab_core::{check_range_with, Error, ErrorKind, Mapped, Op, Result, StoredSink, Volume};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -276,13 +276,25 @@ impl Volume for FileVolume {
         self.writable
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        check_range(&self.name(), Op::Read, self.size, offset, buf.len() as u64)?;
+        check_range_with(
+            || self.name(),
+            Op::Read,
+            self.size,
+            offset,
+            buf.len() as u64,
+        )?;
         self.file
             .read_exact_at(buf, offset)
             .map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, buf.len() as u64))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        check_range(&self.name(), Op::Write, self.size, offset, buf.len() as u64)?;
+        check_range_with(
+            || self.name(),
+            Op::Write,
+            self.size,
+            offset,
+            buf.len() as u64,
+        )?;
         if !self.writable {
             return Err(
                 Error::new(ErrorKind::ReadOnly, Op::Write, "opened read-only")
@@ -299,7 +311,7 @@ impl Volume for FileVolume {
     }
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
         use std::os::fd::AsFd;
-        check_range(&self.name(), Op::Read, self.size, offset, len)?;
+        check_range_with(|| self.name(), Op::Read, self.size, offset, len)?;
         let n = usize::try_from(len).map_err(|_| {
             Error::new(
                 ErrorKind::Invalid,

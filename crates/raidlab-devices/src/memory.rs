@@ -1,7 +1,7 @@
 //! A volume in memory: the reference store for tests and the in-memory model that
 //! randomised workloads are checked against.
 
-use raidlab_core::{check_range, Op, Result, Volume};
+use raidlab_core::{check_range, check_range_with, Op, Result, Volume};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::RwLock;
 
@@ -66,7 +66,7 @@ impl Volume for MemVolume {
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         let mut data = self.data.write().unwrap_or_else(|p| p.into_inner());
-        check_range(&self.name(), Op::Discard, data.len() as u64, offset, len)?;
+        check_range_with(|| self.name(), Op::Discard, data.len() as u64, offset, len)?;
         data[offset as usize..(offset + len) as usize].fill(0);
         Ok(())
     }
