@@ -110,19 +110,9 @@ impl Pipe {
             // SAFETY: writes from `rest`, which is valid for `rest.len()` bytes.
             let n =
                 unsafe { libc::write(self.write.as_raw_fd(), rest.as_ptr().cast(), rest.len()) };
-            match n {
-                n if n > 0 => {
-                    done += n as usize;
-                    self.held += n as usize;
-                }
-                0 => return Err(io::ErrorKind::WriteZero.into()),
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-            }
+            let k = moved(n, io::ErrorKind::WriteZero)?;
+            done += k;
+            self.held += k;
         }
         Ok(())
     }
@@ -148,19 +138,9 @@ impl Pipe {
                     libc::SPLICE_F_NONBLOCK,
                 )
             };
-            match n {
-                n if n > 0 => {
-                    done += n as usize;
-                    self.held += n as usize;
-                }
-                0 => return Err(io::ErrorKind::UnexpectedEof.into()),
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-            }
+            let k = moved(n, io::ErrorKind::UnexpectedEof)?;
+            done += k;
+            self.held += k;
         }
         Ok(())
     }
@@ -182,16 +162,7 @@ impl Pipe {
                     libc::SPLICE_F_MOVE,
                 )
             };
-            match n {
-                n if n > 0 => self.held -= n as usize,
-                0 => return Err(io::ErrorKind::WriteZero.into()),
-                _ => {
-                    let e = io::Error::last_os_error();
-                    if e.kind() != io::ErrorKind::Interrupted {
-                        return Err(e);
-                    }
-                }
-            }
+            self.held -= moved(n, io::ErrorKind::WriteZero)?;
         }
         Ok(())
     }
@@ -199,6 +170,24 @@ impl Pipe {
     /// Whether the pipe is empty, so it can serve the next reply.
     pub(crate) fn is_empty(&self) -> bool {
         self.held == 0
+    }
+}
+
+/// The bytes a write or splice call returning `n` moved: 0 when a signal
+/// interrupted it (call again), `nothing` when it moved none (the other side
+/// is gone or the file ended), the system's error otherwise.
+fn moved(n: isize, nothing: io::ErrorKind) -> io::Result<usize> {
+    match n {
+        n if n > 0 => Ok(n as usize),
+        0 => Err(nothing.into()),
+        _ => {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                Ok(0)
+            } else {
+                Err(e)
+            }
+        }
     }
 }
 

@@ -37,6 +37,16 @@ impl Client {
     /// may be spliced into it.
     fn start_with(server: Arc<Server>, socket: bool) -> (Client, std::thread::JoinHandle<Outcome>) {
         let (a, b) = UnixStream::pair().unwrap();
+        Self::start_on(server, socket, a, b)
+    }
+    /// [`Client::start_with`] over a given pair: `a` the client's end, `b` the
+    /// server's.
+    fn start_on(
+        server: Arc<Server>,
+        socket: bool,
+        a: UnixStream,
+        b: UnixStream,
+    ) -> (Client, std::thread::JoinHandle<Outcome>) {
         let h = std::thread::spawn(move || {
             if !socket {
                 return server.serve(b.try_clone().unwrap(), b);
@@ -546,6 +556,16 @@ fn counted_file(dir: &std::path::Path, stored_ok: usize) -> (Arc<Counted>, Vec<u
     (Arc::new(v), data)
 }
 
+/// A server on a plain socket exporting a counted file as "a"; the directory
+/// holding the file lives as long as the returned guard.
+fn counted_server(stored_ok: usize) -> (tempfile::TempDir, Arc<Counted>, Vec<u8>, Client) {
+    let dir = tempfile::tempdir().unwrap();
+    let (v, data) = counted_file(dir.path(), stored_ok);
+    let s = server(vec![export("a", v.clone(), false)], Limits::default());
+    let (c, _h) = Client::start_with(s, true);
+    (dir, v, data, c)
+}
+
 /// The chunks cover `[offset, offset+len)` end to end and hold the file's bytes.
 fn assert_chunks(what: &str, chunks: &[(u64, Vec<u8>)], offset: u64, len: usize, data: &[u8]) {
     let mut at = offset;
@@ -567,10 +587,7 @@ fn assert_chunks(what: &str, chunks: &[(u64, Vec<u8>)], offset: u64, len: usize,
 #[test]
 fn large_reads_on_a_socket_are_spliced_byte_for_byte() {
     use std::sync::atomic::Ordering::SeqCst;
-    let dir = tempfile::tempdir().unwrap();
-    let (v, data) = counted_file(dir.path(), usize::MAX);
-    let s = server(vec![export("a", v.clone(), false)], Limits::default());
-    let (mut c, _h) = Client::start_with(s, true);
+    let (_dir, v, data, mut c) = counted_server(usize::MAX);
     c.go("a");
     // From the splice threshold up, unaligned, across the 1 MiB a pipe holds,
     // and a small read that is copied.
@@ -607,10 +624,7 @@ fn large_reads_on_a_socket_are_spliced_byte_for_byte() {
 #[test]
 fn a_splice_declined_half_way_ends_with_copied_data() {
     use std::sync::atomic::Ordering::SeqCst;
-    let dir = tempfile::tempdir().unwrap();
-    let (v, data) = counted_file(dir.path(), 1);
-    let s = server(vec![export("a", v.clone(), false)], Limits::default());
-    let (mut c, _h) = Client::start_with(s, true);
+    let (_dir, v, data, mut c) = counted_server(1);
     c.go("a");
     let (off, n) = (3000u64, 6 << 20);
     c.send(CMD_READ, 0, 9, off, n as u32, &[]);
@@ -632,10 +646,7 @@ fn a_splice_declined_half_way_ends_with_copied_data() {
 #[test]
 fn simple_replies_splice_only_what_fits_one_pipe() {
     use std::sync::atomic::Ordering::SeqCst;
-    let dir = tempfile::tempdir().unwrap();
-    let (v, data) = counted_file(dir.path(), usize::MAX);
-    let s = server(vec![export("a", v.clone(), false)], Limits::default());
-    let (mut c, _h) = Client::start_with(s, true);
+    let (_dir, v, data, mut c) = counted_server(usize::MAX);
     c.option(OPT_EXPORT_NAME, b"a");
     let mut b = [0u8; 10];
     c.s.read_exact(&mut b).unwrap();
@@ -686,18 +697,7 @@ fn plain_sockets_get_a_large_send_buffer() {
     let (a, b) = UnixStream::pair().unwrap();
     let before = sndbuf(&b);
     let watch = b.try_clone().unwrap();
-    let h = std::thread::spawn(move || {
-        let (mut r, mut w) = (b.try_clone().unwrap(), b);
-        match s.handshake(&mut r, &mut w) {
-            Ok(Handshake::Done(n)) => s.transmission_on_socket(r, w, n),
-            _ => Outcome::Gone,
-        }
-    });
-    let mut c = Client { s: a };
-    let mut g = [0u8; 18];
-    c.s.read_exact(&mut g).unwrap();
-    c.s.write_all(&(FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES).to_be_bytes())
-        .unwrap();
+    let (mut c, h) = Client::start_on(s, true, a, b);
     c.go("a");
     // A request answered means transmission (and its set-up) has started.
     assert_eq!(c.call(CMD_FLUSH, 0, 0, 0, &[]).0, 0);
