@@ -8,6 +8,8 @@
 #   scripts/bench-nbd-raid.sh                 # 512M members, 5 s per job
 #   MEMBER=512M RUNTIME=10 scripts/bench-nbd-raid.sh
 #   LEVELS="6 10" JOBS="seq-read" scripts/bench-nbd-raid.sh   # a subset
+#   ROUNDS=3 scripts/bench-nbd-raid.sh   # each job 3 times per side, alternating;
+#                                        # the median of each side is reported
 #
 # Before the jobs, the test region is written in full on both sides, so that
 # reads read data whatever jobs run (a raidlab array's members are sparse, and
@@ -19,6 +21,7 @@ RUNTIME=${RUNTIME:-5}
 RAIDLAB=${RAIDLAB:-target/release/raidlab}
 LEVELS=${LEVELS:-5 6 10}   # which levels to run
 JOBS=${JOBS:-}             # only jobs whose names contain one of these words
+ROUNDS=${ROUNDS:-1}        # runs per job and side (median reported)
 for t in fio mkfs.btrfs losetup python3; do
     command -v $t >/dev/null || { echo "bench-nbd-raid.sh: $t is not installed" >&2; exit 2; }
 done
@@ -61,13 +64,23 @@ fio_nbd() { # rw bs qd
         --iodepth="$3" --size="${FILE_MB}M" --time_based --runtime="$RUNTIME" \
         --output-format=json | python3 -c "$parse"
 }
+median() { # "bw iops"... -> the run with the median bandwidth (ERROR if any failed)
+    python3 -c '
+import sys
+runs = sys.argv[1:]
+if any("ERROR" in r for r in runs):
+    print("ERROR ERROR")
+else:
+    runs.sort(key=lambda r: float(r.split()[0]))
+    print(runs[len(runs) // 2])' "$@"
+}
 fio_btrfs() { # rw bs qd
     fio --name=b --ioengine=libaio --direct=1 --filename="$dir/mnt/f" --rw="$1" --bs="$2" \
         --iodepth="$3" --size="${FILE_MB}M" --time_based --runtime="$RUNTIME" \
         --output-format=json | python3 -c "$parse"
 }
 
-echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nproc) CPUs, members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M"
+echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nproc) CPUs, members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M, median of $ROUNDS run(s) per side"
 echo
 echo "| level | job | raidlab | btrfs | raidlab / btrfs |"
 echo "|---|---|---|---|---|"
@@ -104,8 +117,13 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
             for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
             [ -n "$keep" ] || continue
         fi
-        read -r rbw riops < <(fio_nbd "$rw" "$bs" "$qd")
-        read -r bbw biops < <(fio_btrfs "$rw" "$bs" "$qd")
+        rs=(); bs_=()
+        for _ in $(seq "$ROUNDS"); do
+            rs+=("$(fio_nbd "$rw" "$bs" "$qd")")
+            bs_+=("$(fio_btrfs "$rw" "$bs" "$qd")")
+        done
+        read -r rbw riops < <(median "${rs[@]}")
+        read -r bbw biops < <(median "${bs_[@]}")
         if [ "$bs" = 4k ]; then
             r="$riops IOPS"; b="$biops IOPS"; x=$riops; y=$biops
         else
