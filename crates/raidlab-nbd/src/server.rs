@@ -1147,6 +1147,9 @@ impl<W: Write> Conn<W> {
                 Spliced::Upto(at)
             }
         };
+        // Set once a fill found the pipe full: size the rest for pieces that
+        // start or end inside pages.
+        let mut cautious = false;
         while at < end {
             let rest = (end - at) as usize;
             let mut pipe = match self.pipes.lock().unwrap_or_else(|p| p.into_inner()).pop() {
@@ -1156,35 +1159,48 @@ impl<W: Write> Conn<W> {
                     Err(_) => return sent(at),
                 },
             };
-            // A generous bound on the pieces (one per 64K member chunk touched
-            // plus two); a fill that needs more slots is refused by the pipe.
-            let room = pipe.reserve_up_to(hdr_len + rest, rest / (64 << 10) + 2);
-            let n = if room >= hdr_len + rest {
+            // A page-aligned read of members whose data areas are page-aligned
+            // (the usual case) takes one pipe slot per page, so a 1 MiB read
+            // fits the 1 MiB any process may have and goes in one chunk.
+            // Otherwise allow for a partial page at both ends of each piece
+            // (one piece per 64K member chunk touched, plus two).
+            let aligned = !cautious && at % 4096 == 0 && rest % 4096 == 0;
+            let slack = if aligned { 0 } else { rest / (64 << 10) + 2 };
+            let room = pipe.reserve_up_to(rest, slack);
+            let n = if room >= rest {
                 rest
-            } else if self.structured && room >= hdr_len + SPLICE_MIN {
-                // Equal chunks, whole pages: a 1 MiB read in a 1 MiB pipe
-                // goes as two halves, not as 1 MiB less a little plus a little.
-                let chunks = rest.div_ceil(room - hdr_len);
+            } else if self.structured && room >= SPLICE_MIN {
+                // Equal chunks, whole pages: not a full pipe plus a little.
+                let chunks = rest.div_ceil(room);
                 rest.div_ceil(chunks).next_multiple_of(4096).min(rest)
             } else {
                 return sent(at);
             };
-            let mut hdr = [0u8; 28];
-            self.read_header(&mut hdr, cookie, at, n, at + n as u64 == end);
-            if pipe.put(&hdr[..hdr_len]).is_err() {
-                return sent(at);
-            }
-            let mut fill = |fd: std::os::fd::BorrowedFd<'_>, o: u64, k: usize| pipe.fill(fd, o, k);
+            let mut full = false;
+            let mut fill = |fd: std::os::fd::BorrowedFd<'_>, o: u64, k: usize| {
+                pipe.fill(fd, o, k)
+                    .inspect_err(|e| full |= e.kind() == io::ErrorKind::WouldBlock)
+            };
             if !matches!(v.read_stored(at, n as u64, &mut fill), Ok(true)) {
-                // The pipe holds part of a chunk: it goes, unsent.
+                // The pipe holds part of a chunk: it goes, unsent. A pipe that
+                // was too small for unaligned pieces is tried once more, sized
+                // for them.
+                if full && !cautious {
+                    cautious = true;
+                    continue;
+                }
                 return sent(at);
             }
             if self.broken.load(Ordering::Relaxed) {
                 return Spliced::All;
             }
+            let mut hdr = [0u8; 28];
+            self.read_header(&mut hdr, cookie, at, n, at + n as u64 == end);
             let drained = {
-                let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-                pipe.drain_to(socket)
+                let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+                w.write_all(&hdr[..hdr_len])
+                    .and_then(|()| w.flush())
+                    .and_then(|()| pipe.drain_to(socket))
             };
             if drained.is_err() {
                 self.broken.store(true, Ordering::Relaxed);

@@ -53,13 +53,13 @@ impl Pipe {
         })
     }
 
-    /// Make room for a reply of `bytes` bytes in at most `pieces` pieces from
-    /// files: each piece may start inside a page, and each page (or part of
-    /// one) takes a whole slot of the pipe. False when the kernel refuses (an
-    /// unprivileged process is held to /proc/sys/fs/pipe-max-size, 1 MiB by
-    /// default, and to a per-user total).
-    pub(crate) fn reserve(&mut self, bytes: usize, pieces: usize) -> bool {
-        let want = bytes.div_ceil(PAGE).saturating_add(pieces + 1) * PAGE;
+    /// Make room for `bytes` bytes from files plus `slack` more slots: each
+    /// page (or part of one) of a piece takes a whole slot of the pipe, so a
+    /// piece starting or ending inside a page takes one more than its size
+    /// says. False when the kernel refuses (an unprivileged process is held to
+    /// /proc/sys/fs/pipe-max-size, 1 MiB by default, and to a per-user total).
+    pub(crate) fn reserve(&mut self, bytes: usize, slack: usize) -> bool {
+        let want = bytes.div_ceil(PAGE).saturating_add(slack) * PAGE;
         if self.capacity >= want {
             return true;
         }
@@ -79,10 +79,10 @@ impl Pipe {
     }
 
     /// Like [`Pipe::reserve`], but when `bytes` cannot fit, grow the pipe to the
-    /// size any process may have and return how many bytes fit there with room
-    /// for `pieces` pieces (0 if none do).
-    pub(crate) fn reserve_up_to(&mut self, bytes: usize, pieces: usize) -> usize {
-        if self.reserve(bytes, pieces) {
+    /// size any process may have and return how many bytes fit there besides
+    /// `slack` slots (0 if none do).
+    pub(crate) fn reserve_up_to(&mut self, bytes: usize, slack: usize) -> usize {
+        if self.reserve(bytes, slack) {
             return bytes;
         }
         if self.capacity < UNPRIVILEGED_MAX {
@@ -98,11 +98,12 @@ impl Pipe {
                 self.capacity = c;
             }
         }
-        let slots = (self.capacity / PAGE).saturating_sub(pieces + 1);
+        let slots = (self.capacity / PAGE).saturating_sub(slack);
         (slots * PAGE).min(bytes)
     }
 
-    /// Put `bytes` (a reply header) into the pipe.
+    /// Put `bytes` into the pipe (copied).
+    #[cfg(test)]
     pub(crate) fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
         let mut done = 0;
         while done < bytes.len() {

@@ -497,7 +497,7 @@ fn export_name_option_and_simple_replies() {
 /// A file volume that counts how its reads are served, and declines
 /// `read_stored` after `stored_ok` calls (as a degraded array would).
 struct Counted {
-    inner: raidlab_devices::FileVolume,
+    inner: Arc<dyn Volume>,
     stored: std::sync::atomic::AtomicUsize,
     copied: std::sync::atomic::AtomicUsize,
     stored_ok: usize,
@@ -548,7 +548,7 @@ fn counted_file(dir: &std::path::Path, stored_ok: usize) -> (Arc<Counted>, Vec<u
     let inner =
         raidlab_devices::FileVolume::open(&path, raidlab_devices::OpenMode::ReadWrite).unwrap();
     let v = Counted {
-        inner,
+        inner: Arc::new(inner),
         stored: Default::default(),
         copied: Default::default(),
         stored_ok,
@@ -710,4 +710,47 @@ fn plain_sockets_get_a_large_send_buffer() {
     );
     c.send(CMD_DISC, 0, 8, 0, 0, &[]);
     assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
+
+/// A page-aligned read whose bytes start inside a page of the file (a data
+/// area at an odd offset) needs one pipe slot more than its size says: the
+/// first attempt finds the pipe full, and the read is sent anyway, exactly.
+#[test]
+fn an_aligned_read_of_unaligned_file_pieces_arrives_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..(3u32 << 20)).map(|i| (i ^ (i >> 11)) as u8).collect();
+    let path = dir.path().join("f");
+    std::fs::write(&path, &data).unwrap();
+    let file =
+        raidlab_devices::FileVolume::open(&path, raidlab_devices::OpenMode::ReadOnly).unwrap();
+    let slice = raidlab_core::SliceVolume::new(file, 100, 2 << 20).unwrap();
+    let v = Arc::new(Counted {
+        inner: Arc::new(slice),
+        stored: Default::default(),
+        copied: Default::default(),
+        stored_ok: usize::MAX,
+    });
+    let s = server(vec![export("a", v.clone(), true)], Limits::default());
+    let (mut c, _h) = Client::start_with(s, true);
+    c.go("a");
+    for (cookie, off) in [(1u64, 0u64), (2, 1 << 20)] {
+        c.send(CMD_READ, 0, cookie, off, 1 << 20, &[]);
+        let replies = c.replies(1);
+        let (err, chunks) = &replies[&cookie];
+        assert_eq!(*err, 0);
+        let start = 100 + off as usize;
+        assert_chunks(
+            &format!("1 MiB at {off} of a slice at 100"),
+            chunks,
+            off,
+            1 << 20,
+            &data[100..],
+        );
+        assert!(chunks[0].1[..16] == data[start..start + 16]);
+    }
+    assert_eq!(
+        v.copied.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "a full pipe must lead to smaller chunks, not to copying"
+    );
 }
