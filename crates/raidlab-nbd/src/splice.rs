@@ -1,17 +1,17 @@
-//! Read replies without copying the data in user space: the reply header and
-//! the stored bytes go into a pipe (the bytes by `splice` from the files that
-//! hold them, which passes page references, not copies), and the pipe goes into
-//! the socket (Unix and TCP sockets take the pages by reference too). The only
-//! copy left is the client's own read from its socket; the copying path costs
-//! two more (file into a buffer, buffer into the socket).
+//! Read replies without copying the data in user space: the stored bytes go
+//! into a pipe by `splice` from the files that hold them (page references, not
+//! copies), and after the reply header, written as usual, the pipe goes into the
+//! socket (Unix and TCP sockets take the pages by reference too). The only copy
+//! left is the client's own read from its socket; the copying path costs two
+//! more (file into a buffer, buffer into the socket).
 //!
-//! A pipe here is filled without blocking: a reply that does not fit is given
-//! up (the caller falls back to copying), never half sent. A pipe is only
-//! reused when it was drained completely, so no stale bytes reach a reply.
+//! A pipe here is filled without blocking: data that does not fit is given up
+//! (the caller sends it another way), never half sent. A pipe is only reused
+//! when it was drained completely, so no stale bytes reach a reply.
 //!
-//! This module must never write to the socket except from a full pipe holding
-//! exactly one reply, and only while the caller holds the connection's writer
-//! lock.
+//! This module must never write to the socket except from a pipe holding
+//! exactly one reply's data (or one chunk's), right after its header, and only
+//! while the caller holds the connection's writer lock.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
