@@ -201,6 +201,11 @@ impl<V: Volume> SliceVolume<V> {
     pub fn start(&self) -> u64 {
         self.start
     }
+
+    /// Refuse a request outside the window (the name is made only for the error).
+    fn check(&self, op: Op, offset: u64, len: u64) -> Result<()> {
+        check_range_with(|| self.name(), op, self.len, offset, len)
+    }
 }
 
 impl<V: Volume> Volume for SliceVolume<V> {
@@ -214,17 +219,11 @@ impl<V: Volume> Volume for SliceVolume<V> {
         self.inner.block_size()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        check_range_with(|| self.name(), Op::Read, self.len, offset, buf.len() as u64)?;
+        self.check(Op::Read, offset, buf.len() as u64)?;
         self.inner.read_at(buf, self.start + offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        check_range_with(
-            || self.name(),
-            Op::Write,
-            self.len,
-            offset,
-            buf.len() as u64,
-        )?;
+        self.check(Op::Write, offset, buf.len() as u64)?;
         self.inner.write_at(buf, self.start + offset)
     }
     fn flush(&self) -> Result<()> {
@@ -234,14 +233,14 @@ impl<V: Volume> Volume for SliceVolume<V> {
         self.inner.is_writable()
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
-        check_range_with(|| self.name(), Op::Discard, self.len, offset, len)?;
+        self.check(Op::Discard, offset, len)?;
         self.inner.discard(self.start + offset, len)
     }
     fn mapped(&self) -> Option<Mapped> {
         self.inner.mapped()?.narrow(self.start, self.len)
     }
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
-        check_range_with(|| self.name(), Op::Read, self.len, offset, len)?;
+        self.check(Op::Read, offset, len)?;
         self.inner.read_stored(self.start + offset, len, sink)
     }
 }

@@ -217,6 +217,11 @@ impl AsRef<[u8]> for FileMap {
 }
 
 impl FileVolume {
+    /// Refuse a request outside the file (the name is made only for the error).
+    fn check(&self, op: Op, offset: u64, len: u64) -> Result<()> {
+        check_range_with(|| self.name(), op, self.size, offset, len)
+    }
+
     /// Whether the file lives in memory (tmpfs, ramfs): there a bulk reader is
     /// bound by copying, and no I/O error can reach a mapping (on a disk, a read
     /// error through a mapping would be a SIGBUS instead of an error to report).
@@ -276,25 +281,13 @@ impl Volume for FileVolume {
         self.writable
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        check_range_with(
-            || self.name(),
-            Op::Read,
-            self.size,
-            offset,
-            buf.len() as u64,
-        )?;
+        self.check(Op::Read, offset, buf.len() as u64)?;
         self.file
             .read_exact_at(buf, offset)
             .map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, buf.len() as u64))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        check_range_with(
-            || self.name(),
-            Op::Write,
-            self.size,
-            offset,
-            buf.len() as u64,
-        )?;
+        self.check(Op::Write, offset, buf.len() as u64)?;
         if !self.writable {
             return Err(
                 Error::new(ErrorKind::ReadOnly, Op::Write, "opened read-only")
@@ -311,7 +304,7 @@ impl Volume for FileVolume {
     }
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
         use std::os::fd::AsFd;
-        check_range_with(|| self.name(), Op::Read, self.size, offset, len)?;
+        self.check(Op::Read, offset, len)?;
         let n = usize::try_from(len).map_err(|_| {
             Error::new(
                 ErrorKind::Invalid,

@@ -529,11 +529,11 @@ impl Server {
         n: Negotiated,
         socket: Option<RawFd>,
     ) -> Outcome {
-        // Buffered: at queue depth 32 one read system call brings in many request
-        // headers (payloads larger than the buffer bypass it).
         if let Some(fd) = socket {
             enlarge_send_buffer(fd);
         }
+        // Buffered: at queue depth 32 one read system call brings in many request
+        // headers (payloads larger than the buffer bypass it).
         let mut r = BufReader::with_capacity(READ_BUFFER, r);
         let export = &self.exports[n.export];
         let conn = Conn {
@@ -544,7 +544,6 @@ impl Server {
             fast: AtomicBool::new(false),
             pool: Mutex::new(Vec::new()),
             cork: Mutex::new(Vec::new()),
-            cork_len: AtomicUsize::new(0),
             freed: Condvar::new(),
             limit: self.limits.max_inflight_bytes,
             structured: n.structured,
@@ -559,9 +558,7 @@ impl Server {
                 s.spawn(|| loop {
                     let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
                     let Ok((job, charge)) = next else { break };
-                    let started = Instant::now();
-                    self.run(export, &conn, job);
-                    conn.fast.store(started.elapsed() < FAST, Ordering::Relaxed);
+                    self.run_timed(export, &conn, job);
                     conn.queued.fetch_sub(1, Ordering::SeqCst);
                     conn.release(charge);
                 });
@@ -718,16 +715,14 @@ impl Server {
             // workers again, so a disk's latency is never serialised here.
             let idle = conn.queued.load(Ordering::SeqCst) == 0 && r.buffer().is_empty();
             if idle || (job.is_small() && conn.fast.load(Ordering::Relaxed)) {
-                let started = Instant::now();
                 // Replies made here wait in the cork until the reader is about
                 // to wait for input (or the cork is full), so that a burst of
                 // requests gets one write and the client one wake-up.
                 CORKED.with(|c| c.set(true));
-                self.run(export, conn, job);
+                self.run_timed(export, conn, job);
                 CORKED.with(|c| c.set(false));
-                conn.fast.store(started.elapsed() < FAST, Ordering::Relaxed);
                 conn.release(charge);
-                if conn.cork_len.load(Ordering::Relaxed) >= CORK_MAX {
+                if conn.corked() >= CORK_MAX {
                     conn.uncork();
                 }
                 continue;
@@ -739,6 +734,13 @@ impl Server {
                 return Outcome::Gone;
             }
         }
+    }
+
+    /// [`Server::run`], noting in `conn.fast` whether it took less than [`FAST`].
+    fn run_timed<W: Write>(&self, e: &Export, conn: &Conn<W>, job: Job) {
+        let started = Instant::now();
+        self.run(e, conn, job);
+        conn.fast.store(started.elapsed() < FAST, Ordering::Relaxed);
     }
 
     fn run<W: Write>(&self, e: &Export, conn: &Conn<W>, job: Job) {
@@ -983,9 +985,9 @@ struct Conn<W> {
     fast: AtomicBool,
     /// Buffers of finished requests, for reuse.
     pool: Mutex<Vec<Vec<u8>>>,
-    /// Replies the reader made itself, not yet written (see [`CORKED`]).
+    /// Replies the reader made itself, not yet written (see [`CORKED`]). Only
+    /// the reader thread touches it, so its lock is never contended.
     cork: Mutex<Vec<u8>>,
-    cork_len: AtomicUsize,
     freed: Condvar,
     limit: usize,
     structured: bool,
@@ -1003,7 +1005,7 @@ impl<W: Write> Conn<W> {
     fn acquire(&self, bytes: usize) -> usize {
         let charge = bytes + JOB_OVERHEAD;
         let mut b = self.used.lock().unwrap_or_else(|p| p.into_inner());
-        if b.used + charge > self.limit && self.cork_len.load(Ordering::Relaxed) > 0 {
+        if b.used + charge > self.limit && self.corked() > 0 {
             // Never wait with replies held back.
             drop(b);
             self.uncork();
@@ -1027,41 +1029,46 @@ impl<W: Write> Conn<W> {
         }
     }
 
-    fn write_all(&self, parts: &[&[u8]]) {
+    /// Write to the client under the writer lock, so replies never interleave.
+    /// False when nothing was (or could be) sent: the connection is broken, now
+    /// or before, and later replies are dropped.
+    fn send_now(&self, f: impl FnOnce(&mut W) -> io::Result<()>) -> bool {
         if self.broken.load(Ordering::Relaxed) {
-            return;
-        }
-        if CORKED.with(|c| c.get()) {
-            let mut cork = self.cork.lock().unwrap_or_else(|p| p.into_inner());
-            for p in parts {
-                cork.extend_from_slice(p);
-            }
-            self.cork_len.store(cork.len(), Ordering::Relaxed);
-            return;
+            return false;
         }
         let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        let r = parts
-            .iter()
-            .try_for_each(|p| w.write_all(p))
-            .and_then(|()| w.flush());
-        if r.is_err() {
+        let ok = f(&mut w).and_then(|()| w.flush()).is_ok();
+        if !ok {
             self.broken.store(true, Ordering::Relaxed);
         }
+        ok
+    }
+
+    fn write_all(&self, parts: &[&[u8]]) {
+        if CORKED.with(|c| c.get()) {
+            if !self.broken.load(Ordering::Relaxed) {
+                let mut cork = self.cork.lock().unwrap_or_else(|p| p.into_inner());
+                for p in parts {
+                    cork.extend_from_slice(p);
+                }
+            }
+            return;
+        }
+        self.send_now(|w| parts.iter().try_for_each(|p| w.write_all(p)));
+    }
+
+    /// Bytes of replies held in the cork.
+    fn corked(&self) -> usize {
+        self.cork.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 
     /// Write the replies held in the cork.
     fn uncork(&self) {
-        if self.cork_len.load(Ordering::Relaxed) == 0 {
+        let mut cork = self.cork.lock().unwrap_or_else(|p| p.into_inner());
+        if cork.is_empty() {
             return;
         }
-        let mut cork = self.cork.lock().unwrap_or_else(|p| p.into_inner());
-        self.cork_len.store(0, Ordering::Relaxed);
-        if !self.broken.load(Ordering::Relaxed) {
-            let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-            if w.write_all(&cork).and_then(|()| w.flush()).is_err() {
-                self.broken.store(true, Ordering::Relaxed);
-            }
-        }
+        self.send_now(|w| w.write_all(&cork));
         cork.clear();
         if cork.capacity() > 4 * CORK_MAX {
             cork.shrink_to(CORK_MAX);
@@ -1191,19 +1198,16 @@ impl<W: Write> Conn<W> {
                 }
                 return sent(at);
             }
-            if self.broken.load(Ordering::Relaxed) {
-                return Spliced::All;
-            }
             let mut hdr = [0u8; 28];
             self.read_header(&mut hdr, cookie, at, n, at + n as u64 == end);
-            let drained = {
-                let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+            let delivered = self.send_now(|w| {
                 w.write_all(&hdr[..hdr_len])
                     .and_then(|()| w.flush())
                     .and_then(|()| pipe.drain_to(socket))
-            };
-            if drained.is_err() {
-                self.broken.store(true, Ordering::Relaxed);
+            });
+            if !delivered {
+                // Broken, now or before: the pipe may still hold the chunk,
+                // so it is not kept.
                 return Spliced::All;
             }
             let mut pipes = self.pipes.lock().unwrap_or_else(|p| p.into_inner());

@@ -63,7 +63,12 @@ impl Pipe {
         if self.capacity >= want {
             return true;
         }
-        let Ok(arg) = libc::c_int::try_from(want.next_power_of_two()) else {
+        self.resize(want.next_power_of_two()) && self.capacity >= want
+    }
+
+    /// Ask the kernel for a pipe of `bytes`; false when it refuses.
+    fn resize(&mut self, bytes: usize) -> bool {
+        let Ok(arg) = libc::c_int::try_from(bytes) else {
             return false;
         };
         // SAFETY: F_SETPIPE_SZ resizes the pipe's slot array; it touches no memory
@@ -72,7 +77,7 @@ impl Pipe {
         match usize::try_from(got) {
             Ok(c) => {
                 self.capacity = c;
-                c >= want
+                true
             }
             Err(_) => false,
         }
@@ -86,17 +91,7 @@ impl Pipe {
             return bytes;
         }
         if self.capacity < UNPRIVILEGED_MAX {
-            // SAFETY: as in `reserve`.
-            let got = unsafe {
-                libc::fcntl(
-                    self.write.as_raw_fd(),
-                    libc::F_SETPIPE_SZ,
-                    UNPRIVILEGED_MAX as libc::c_int,
-                )
-            };
-            if let Ok(c) = usize::try_from(got) {
-                self.capacity = c;
-            }
+            self.resize(UNPRIVILEGED_MAX);
         }
         let slots = (self.capacity / PAGE).saturating_sub(slack);
         (slots * PAGE).min(bytes)

@@ -293,8 +293,14 @@ impl Array {
 
     /// The plan a read would follow (as `explain` shows it).
     pub fn plan_read(&self, offset: u64, len: u64) -> Result<Plan> {
+        self.read_plan(&self.live(), offset, len)
+    }
+
+    /// A read's plan over the members `live` says are usable, each read
+    /// taking the next mirror in turn.
+    fn read_plan(&self, live: &[bool], offset: u64, len: u64) -> Result<Plan> {
         let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
-        plan_read(&self.geometry, &self.live(), offset, len, hint)
+        plan_read(&self.geometry, live, offset, len, hint)
     }
 
     pub fn plan_write(&self, offset: u64, len: u64) -> Result<Plan> {
@@ -1298,8 +1304,8 @@ impl Volume for Array {
             // one member fewer or a rewritten block, so this ends.
             for attempt in 0.. {
                 let view = self.view();
-                let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
-                let plan = plan_read(&self.geometry, &self.live_in(&view), pos, n, hint)
+                let plan = self
+                    .read_plan(&self.live_in(&view), pos, n)
                     .map_err(|e| e.on_device(&self.name))?;
                 let held = self.locks.lock(&plan.locks);
                 match execute(
@@ -1330,8 +1336,8 @@ impl Volume for Array {
         let live = self.live_in(&view);
         let mut plans = Vec::new();
         for (pos, n) in self.pieces(offset, len) {
-            let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
-            let plan = plan_read(&self.geometry, &live, pos, n, hint)
+            let plan = self
+                .read_plan(&live, pos, n)
                 .map_err(|e| e.on_device(&self.name))?;
             match stored_reads(&plan, n) {
                 Some(ops) => plans.push((plan.locks, ops)),
