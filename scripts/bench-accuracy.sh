@@ -9,8 +9,12 @@
 #   DIR: where the test file goes (default: a new directory under the repository's
 #        target/, i.e. on the disk you build on); or a block DEVICE, used directly
 #        and OVERWRITTEN (e.g. a loop device over a file in /dev/shm, which keeps a
-#        VM host's disk cache out of the comparison); SIZE default 1g; SECONDS per
-#        run 3.
+#        VM host's disk cache out of the comparison); or a directory in /dev/shm
+#        (tmpfs takes O_DIRECT on current kernels, and no loop worker thread sits
+#        between the tools and memory); SIZE default 1g; SECONDS per run 5, as
+#        CrystalDiskMark measures.
+# Both tools run fio's defaults, which include stamping every written buffer
+# (scramble_buffers): raidlab's job runner does it too.
 # Needs fio (Debian package fio) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +23,7 @@ cargo build --release --quiet -p raidlab
 R="$PWD/target/release/raidlab"
 where=${1:-$PWD/target/bench-accuracy}
 size=${2:-1g}
-secs=${3:-3}
+secs=${3:-5}
 jobs=$(mktemp -d)
 rlflags=()
 if [ -b "$where" ]; then
@@ -49,6 +53,10 @@ tests=(
 )
 echo "fio $(fio --version), raidlab $("$R" --version), file $file ($size), ${secs} s per run, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-20s %12s %12s %8s\n' test "fio MB/s" "raidlab MB/s" ratio
+# The share of CPU time a VM's host took from this machine during the run
+# (/proc/stat "steal"): on a shared VM it says how much to trust the figures.
+steal() { awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print $9, t}' /proc/stat; }
+read -r steal0 total0 < <(steal)
 for t in "${tests[@]}"; do
   read -r name rw bs qd <<<"$t"
   job="$jobs/$name.fio"
@@ -91,3 +99,5 @@ ok = "ok" if abs(r / f - 1) <= limit else "MISS"
 print(f"{name:<20} {f:12.2f} {r:12.2f} {r / f:8.3f}  {ok} (runs fio {[round(x / 1e6, 1) for x in v[:3]]}, raidlab {[round(x / 1e6, 1) for x in v[3:]]})")
 PY
 done
+read -r steal1 total1 < <(steal)
+echo "host steal during the run: $(( (steal1 - steal0) * 100 / (total1 - total0 + 1) ))% of CPU time; load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,7 +16,7 @@
 //! twice the RAM instead). This module never prints.
 
 use crate::buffer::AlignedBuf;
-use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Workload};
+use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Rewrite, Workload};
 use crate::schema::BenchReport;
 use crate::table::{keys_in_order, SideBySide};
 use crate::target::Target;
@@ -181,7 +181,7 @@ pub fn run(
             bytes: Some(size),
         },
         data: DataFill::Random,
-        refill: false,
+        rewrite: Rewrite::Never,
         seed: cfg.seed,
         split: true,
         engine: cfg.engine,

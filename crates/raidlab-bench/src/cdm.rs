@@ -10,7 +10,9 @@
 //! This module decides what to run and how to summarise it; it never does I/O
 //! itself (the engine does) and never prints (the CLI does).
 
-use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Measured, Workload};
+use crate::engine::{
+    self, Access, Control, DataFill, Dir, EngineKind, Limit, Measured, Rewrite, Workload,
+};
 use crate::schema::BenchReport;
 use crate::table::{keys_in_order, SideBySide};
 use crate::target::Target;
@@ -330,7 +332,7 @@ pub fn workload(test: &CdmTest, dir: Dir, size: u64, cfg: &CdmConfig, seed: u64)
             bytes: None,
         },
         data: cfg.data,
-        refill: false,
+        rewrite: Rewrite::Never,
         seed: 0x00C0_FFEE ^ seed,
         split: true,
         engine: cfg.engine,
@@ -353,7 +355,7 @@ fn prepare(target: &Target, cfg: &CdmConfig, control: &Control) -> Result<()> {
             bytes: Some(target.size / bs as u64 * bs as u64),
         },
         data: cfg.data,
-        refill: false,
+        rewrite: Rewrite::Never,
         seed: 1,
         split: true,
         engine: cfg.engine,

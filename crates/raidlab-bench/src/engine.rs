@@ -48,6 +48,23 @@ pub enum DataFill {
     Zero,
 }
 
+/// What happens to a slot's write buffer between two writes. It matters to the
+/// figures: stamping or refilling costs the benchmark CPU time per write, and a
+/// device that compresses or deduplicates sees different data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rewrite {
+    /// Nothing: the buffer is filled once, so a slot writes the same bytes every
+    /// time (CrystalDiskMark).
+    Never,
+    /// Every 512-byte block is stamped with its device offset and the write's
+    /// serial number (fio's default, `scramble_buffers`): no two writes carry the
+    /// same bytes, for the price of two cache lines per block.
+    Scramble,
+    /// Fresh bytes of the workload's [`DataFill`] before every write (fio's
+    /// `refill_buffers`).
+    Refill,
+}
+
 /// Which engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
@@ -84,9 +101,8 @@ pub struct Workload {
     pub qd: usize,
     pub limit: Limit,
     pub data: DataFill,
-    /// Refill a write buffer with fresh random bytes before every write (fio's
-    /// refill_buffers); otherwise each slot's buffer is filled once.
-    pub refill: bool,
+    /// What a slot's write buffer holds from one write to the next.
+    pub rewrite: Rewrite,
     /// Seed of every random choice (offsets, mix, data), so runs repeat.
     pub seed: u64,
     /// Sequential threads each take their own `size / threads` slice (true, as
@@ -306,6 +322,26 @@ pub(crate) fn fill(buf: &mut [u8], data: DataFill, rng: &mut ChaCha8Rng) {
     }
 }
 
+/// Stamp each 512-byte block of `buf`, a write to device offset `offset`, so that
+/// it differs from every other block written in the run: the block's own offset
+/// goes into one of its eight cache lines (which one changes from write to write,
+/// so the stamps do not all sit at one stride), the write's `serial` into the last
+/// 8 bytes of its first line. A trailing part-block is left alone.
+pub(crate) fn scramble(buf: &mut [u8], offset: u64, serial: u64) {
+    let line = ((serial ^ (offset >> 9)) & 7) as usize * 64;
+    for (i, block) in buf.chunks_exact_mut(512).enumerate() {
+        let at = offset.wrapping_add(i as u64 * 512);
+        block[line..line + 8].copy_from_slice(&at.to_le_bytes());
+        block[56..64].copy_from_slice(&serial.to_le_bytes());
+    }
+}
+
+/// The serial number of a slot's `nth` write: unique in the run for each of up to
+/// 2^24 slots (`slot_id` counts threads x queue slots).
+pub(crate) fn write_serial(slot_id: usize, nth: u64) -> u64 {
+    nth << 24 | (slot_id as u64 & 0xFF_FFFF)
+}
+
 pub(crate) fn worker_rng(seed: u64, t: usize, slot: usize) -> ChaCha8Rng {
     ChaCha8Rng::seed_from_u64(
         seed ^ ((t as u64) << 32 | slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
@@ -313,6 +349,21 @@ pub(crate) fn worker_rng(seed: u64, t: usize, slot: usize) -> ChaCha8Rng {
 }
 
 impl Workload {
+    /// Get a slot's buffer ready for a write to `offset` (see [`Rewrite`]).
+    pub(crate) fn prepare_write(
+        &self,
+        buf: &mut [u8],
+        offset: u64,
+        serial: u64,
+        rng: &mut ChaCha8Rng,
+    ) {
+        match self.rewrite {
+            Rewrite::Never => {}
+            Rewrite::Scramble => scramble(buf, offset, serial),
+            Rewrite::Refill => fill(buf, self.data, rng),
+        }
+    }
+
     fn validate(&self, target: &Target) -> Result<()> {
         let bad = |m: String| Err(Error::invalid(m).on_device(target.label.clone()));
         if self.bs == 0 || self.threads == 0 || self.qd == 0 {
@@ -503,13 +554,16 @@ fn blocking_worker(
     let mut buf = AlignedBuf::new(w.bs);
     fill(buf.as_mut_slice(), w.data, &mut rng);
     let mut st = WorkerStats::default();
+    let mut writes = 0u64;
     barrier.wait();
     shared.started();
     while shared.claim(t) {
         let off = shared.next_offset(t, &mut rng);
         let read = shared.next_is_read(&mut rng);
-        if !read && w.refill {
-            fill(buf.as_mut_slice(), w.data, &mut rng);
+        if !read {
+            let serial = write_serial(t * w.qd + slot, writes);
+            w.prepare_write(buf.as_mut_slice(), off, serial, &mut rng);
+            writes += 1;
         }
         let t0 = Instant::now();
         let r = if read {
@@ -542,5 +596,80 @@ impl Hint for Error {
     fn with_hint(mut self, hint: &str) -> Self {
         self.message.push_str(hint);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn word(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    }
+
+    #[test]
+    fn scrambled_blocks_carry_their_offset_and_the_write_serial() {
+        let mut rng = worker_rng(1, 0, 0);
+        let mut a = vec![0u8; 4096 + 100];
+        fill(&mut a, DataFill::Random, &mut rng);
+        let before = a.clone();
+        let serial = write_serial(5, 3);
+        assert_eq!(serial, 3 << 24 | 5);
+        scramble(&mut a, 1 << 20, serial);
+        let line = ((serial ^ (1 << 20 >> 9)) & 7) as usize * 64;
+        for (i, block) in a.chunks_exact(512).enumerate() {
+            assert_eq!(word(block, line), (1 << 20) + i as u64 * 512, "block {i}");
+            assert_eq!(word(block, 56), serial, "block {i}");
+        }
+        // Only the stamps changed: two words per block, one if they share a line.
+        let changed = a.iter().zip(&before).filter(|(x, y)| x != y).count();
+        assert!(
+            changed <= 8 * 16 && changed > 8 * 8,
+            "{changed} bytes changed"
+        );
+        assert_eq!(
+            a[4096..],
+            before[4096..],
+            "a trailing part-block is left alone"
+        );
+        // The same buffer written again, at the same place, differs.
+        let mut b = a.clone();
+        scramble(&mut b, 1 << 20, write_serial(5, 4));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn prepare_write_does_what_the_workload_says() {
+        let mut w = Workload {
+            access: Access::Seq,
+            dir: Dir::Write,
+            bs: 1024,
+            offset: 0,
+            size: 1 << 20,
+            threads: 1,
+            qd: 1,
+            limit: Limit::default(),
+            data: DataFill::Random,
+            rewrite: Rewrite::Never,
+            seed: 0,
+            split: false,
+            engine: EngineKind::Auto,
+        };
+        let mut rng = worker_rng(1, 0, 0);
+        let orig = vec![7u8; 1024];
+        let mut buf = orig.clone();
+        w.prepare_write(&mut buf, 0, 1, &mut rng);
+        assert_eq!(buf, orig);
+        w.rewrite = Rewrite::Scramble;
+        w.prepare_write(&mut buf, 512, 1, &mut rng);
+        assert_eq!(word(&buf, 56), 1);
+        assert_eq!(word(&buf[512..], 56), 1);
+        w.rewrite = Rewrite::Refill;
+        let mut fresh = orig.clone();
+        w.prepare_write(&mut fresh, 0, 1, &mut rng);
+        assert!(fresh.iter().filter(|&&x| x == 7).count() < 64);
+        w.data = DataFill::Zero;
+        w.prepare_write(&mut fresh, 0, 1, &mut rng);
+        assert!(fresh.iter().all(|&x| x == 0));
     }
 }

@@ -4,7 +4,7 @@
 //! randread, randwrite, rw/readwrite, randrw), `bs`/`blocksize`, `size`, `offset`,
 //! `iodepth`, `numjobs`, `direct`, `buffered`, `runtime`, `time_based`,
 //! `rwmixread`, `rwmixwrite`, `randrepeat`, `zero_buffers`, `refill_buffers`,
-//! `filename`, `directory`, `stonewall`/`wait_for_previous`, `ioengine` (io_uring,
+//! `scramble_buffers`, `filename`, `directory`, `stonewall`/`wait_for_previous`, `ioengine` (io_uring,
 //! libaio, psync, sync, pvsync; see [`engine_for`]), `thread`, `name`,
 //! `description`. Anything else is an error naming the file, line and option:
 //! an option silently ignored would make a figure mean something else.
@@ -13,7 +13,9 @@
 //! reported as its own entry of `jobs[]`, as fio does without `group_reporting`.
 //! This module never prints; the CLI does.
 
-use crate::engine::{self, Access, Control, DataFill, Dir, DirStats, EngineKind, Limit, Workload};
+use crate::engine::{
+    self, Access, Control, DataFill, Dir, DirStats, EngineKind, Limit, Rewrite, Workload,
+};
 use crate::schema::BenchReport;
 use crate::target::{OpenOptions, Target};
 use raidlab_core::size::parse_size;
@@ -44,6 +46,8 @@ pub struct Job {
     pub randrepeat: bool,
     pub zero_buffers: bool,
     pub refill_buffers: bool,
+    /// As written; unset means fio's default (on, unless `zero_buffers` is).
+    pub scramble_buffers: Option<bool>,
     pub filename: Option<String>,
     pub directory: Option<String>,
     pub stonewall: bool,
@@ -71,11 +75,25 @@ impl Job {
             randrepeat: true,
             zero_buffers: false,
             refill_buffers: false,
+            scramble_buffers: None,
             filename: None,
             directory: None,
             stonewall: false,
             engine: EngineKind::Auto,
             options: BTreeMap::new(),
+        }
+    }
+
+    /// What written buffers get between writes, as fio decides it: refilling
+    /// wins; otherwise fio stamps every write (`scramble_buffers`, on by default)
+    /// unless the job asked for zeros and did not ask for stamps too.
+    pub fn rewrite(&self) -> Rewrite {
+        if self.refill_buffers {
+            Rewrite::Refill
+        } else if self.scramble_buffers.unwrap_or(!self.zero_buffers) {
+            Rewrite::Scramble
+        } else {
+            Rewrite::Never
         }
     }
 
@@ -104,7 +122,7 @@ fn engine_for(v: &str) -> Option<EngineKind> {
     })
 }
 
-const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
+const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
 
 /// One `key[=value]` line: (line number, key, value).
 type OptLine = (usize, String, Option<String>);
@@ -277,6 +295,7 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
         "randrepeat" => job.randrepeat = boolean()?,
         "zero_buffers" => job.zero_buffers = boolean()?,
         "refill_buffers" => job.refill_buffers = boolean()?,
+        "scramble_buffers" => job.scramble_buffers = Some(boolean()?),
         "stonewall" | "wait_for_previous" => job.stonewall = boolean()?,
         "runtime" => {
             let v = need()?;
@@ -429,7 +448,7 @@ pub fn run(
                     } else {
                         DataFill::Random
                     },
-                    refill: job.refill_buffers,
+                    rewrite: job.rewrite(),
                     seed,
                     split: false,
                     engine: engine_override.unwrap_or(job.engine),
@@ -493,7 +512,7 @@ fn lay_out(t: &Target, offset: u64, size: u64, control: &Control) -> Result<()> 
             bytes: Some(len),
         },
         data: DataFill::Random,
-        refill: false,
+        rewrite: Rewrite::Never,
         seed: 3,
         split: false,
         engine: EngineKind::Auto,
@@ -682,6 +701,30 @@ mod tests {
         assert!(e.starts_with("jobs.fio:1:"), "{e}");
         let e = parse("jobs.fio", "# nothing\n").unwrap_err().to_string();
         assert!(e.starts_with("jobs.fio: no jobs"), "{e}");
+    }
+
+    #[test]
+    fn written_buffers_follow_fios_rules() {
+        let rewrite = |opts: &str| {
+            parse("t.fio", &format!("[a]\nfilename=x\nrw=write\n{opts}")).unwrap()[0].rewrite()
+        };
+        assert_eq!(rewrite(""), Rewrite::Scramble);
+        assert_eq!(rewrite("zero_buffers=0\n"), Rewrite::Scramble);
+        assert_eq!(rewrite("zero_buffers\n"), Rewrite::Never);
+        assert_eq!(rewrite("scramble_buffers=0\n"), Rewrite::Never);
+        assert_eq!(
+            rewrite("zero_buffers\nscramble_buffers=1\n"),
+            Rewrite::Scramble
+        );
+        assert_eq!(rewrite("refill_buffers\n"), Rewrite::Refill);
+        assert_eq!(
+            rewrite("refill_buffers\nscramble_buffers=1\n"),
+            Rewrite::Refill
+        );
+        let e = parse("t.fio", "[a]\nfilename=x\nscramble_buffers=maybe\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("t.fio:3: option 'scramble_buffers'"), "{e}");
     }
 
     #[test]

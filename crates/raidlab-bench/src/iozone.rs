@@ -11,7 +11,7 @@
 //! O_DIRECT on request (IOzone's `-I`). Flush time is counted only on request
 //! (IOzone's `-e`). This module never prints.
 
-use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Workload};
+use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Rewrite, Workload};
 use crate::schema::BenchReport;
 use crate::table::{keys_in_order, SideBySide};
 use crate::target::Target;
@@ -179,7 +179,7 @@ pub fn run(
                     bytes: Some(file / rec * rec),
                 },
                 data: DataFill::Random,
-                refill: false,
+                rewrite: Rewrite::Never,
                 seed: i as u64,
                 split: true,
                 engine: cfg.engine,

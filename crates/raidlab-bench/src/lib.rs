@@ -30,6 +30,6 @@ pub mod table;
 pub mod target;
 mod uring;
 
-pub use engine::{Access, Control, DataFill, Dir, EngineKind, Limit, Measured, Workload};
+pub use engine::{Access, Control, DataFill, Dir, EngineKind, Limit, Measured, Rewrite, Workload};
 pub use schema::{BenchReport, Host, Row};
 pub use target::{OpenOptions, Target};

@@ -13,7 +13,7 @@
 //! be reaped, the buffers are leaked rather than freed.
 
 use crate::buffer::AlignedBuf;
-use crate::engine::{fill, worker_rng, Shared, WorkerStats};
+use crate::engine::{fill, worker_rng, write_serial, Shared, WorkerStats};
 use io_uring::{opcode, types, IoUring};
 use raidlab_core::{Error, ErrorKind, Op};
 use std::fs::File;
@@ -70,6 +70,8 @@ struct Slot {
     offset: u64,
     read: bool,
     started: Instant,
+    /// Writes issued from this slot so far (for [`write_serial`]).
+    writes: u64,
 }
 
 pub(crate) fn worker(
@@ -90,6 +92,7 @@ pub(crate) fn worker(
                 offset: 0,
                 read: true,
                 started: Instant::now(),
+                writes: 0,
             }
         })
         .collect();
@@ -117,8 +120,10 @@ pub(crate) fn worker(
         let s = &mut slots[i];
         s.offset = shared.next_offset(t, rng);
         s.read = shared.next_is_read(rng);
-        if !s.read && w.refill {
-            fill(s.buf.as_mut_slice(), w.data, rng);
+        if !s.read {
+            let serial = write_serial(t * w.qd + i, s.writes);
+            w.prepare_write(s.buf.as_mut_slice(), s.offset, serial, rng);
+            s.writes += 1;
         }
         let len = w.bs as u32;
         let entry = if s.read {

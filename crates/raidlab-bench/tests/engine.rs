@@ -6,7 +6,9 @@
 
 use raidlab_bench::cdm::{self, CdmConfig, Profile};
 use raidlab_bench::target::{create_array, OpenOptions, TargetKind};
-use raidlab_bench::{engine, Access, Control, DataFill, Dir, EngineKind, Limit, Target, Workload};
+use raidlab_bench::{
+    engine, Access, Control, DataFill, Dir, EngineKind, Limit, Rewrite, Target, Workload,
+};
 use raidlab_core::{Result, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,7 +38,7 @@ fn workload(access: Access, dir: Dir, bs: usize, size: u64, threads: usize, qd: 
             bytes: Some(size),
         },
         data: DataFill::Random,
-        refill: false,
+        rewrite: Rewrite::Never,
         seed: 7,
         split: true,
         engine: EngineKind::Auto,

@@ -89,3 +89,38 @@ fn a_job_file_that_cannot_be_read_is_named() {
         .to_string();
     assert!(e.contains("/nonexistent/jobs.fio"), "{e}");
 }
+
+/// Every 512-byte block of `data` (written from device offset 0) holds its own
+/// offset in one of its eight cache lines.
+fn stamped(data: &[u8]) -> bool {
+    data.chunks_exact(512)
+        .enumerate()
+        .all(|(i, b)| (0..8).any(|l| b[l * 64..l * 64 + 8] == ((i * 512) as u64).to_le_bytes()))
+}
+
+#[test]
+fn writes_are_stamped_as_fio_stamps_them_unless_told_not_to() {
+    let dir = tempfile::tempdir().unwrap();
+    for engine in [
+        raidlab_bench::EngineKind::Auto,
+        raidlab_bench::EngineKind::Threads,
+    ] {
+        for (opts, want_stamps) in [("", true), ("scramble_buffers=0\n", false)] {
+            let file = dir.path().join("data");
+            let text = format!(
+                "[w]\nfilename={}\nrw=write\nbs=64k\nsize=512k\niodepth=1\n{opts}",
+                file.display()
+            );
+            let jobs = fio::parse("t.fio", &text).unwrap();
+            fio::run(&jobs, false, Some(engine), &Control::new(), &mut |_, _| {}).unwrap();
+            let data = std::fs::read(&file).unwrap();
+            assert_eq!(data.len(), 512 << 10);
+            let chunks: Vec<&[u8]> = data.chunks(64 << 10).collect();
+            let all_alike = chunks.iter().all(|c| *c == chunks[0]);
+            // With one slot, unstamped writes repeat one buffer; stamped ones never do.
+            assert_eq!(stamped(&data), want_stamps, "{engine:?} {opts:?}");
+            assert_eq!(all_alike, !want_stamps, "{engine:?} {opts:?}");
+            std::fs::remove_file(&file).unwrap();
+        }
+    }
+}
