@@ -47,6 +47,8 @@ FILE_MB=$(( $(numfmt --from=iec "$MEMBER") / 1048576 / 4 ))
 jobs=(
     "seq-write-1M-QD8 write 1M 8"
     "seq-read-1M-QD8 read 1M 8"
+    "rand-write-4K-QD1 randwrite 4k 1"
+    "rand-read-4K-QD1 randread 4k 1"
     "rand-write-4K-QD32 randwrite 4k 32"
     "rand-read-4K-QD32 randread 4k 32"
 )
