@@ -578,12 +578,21 @@ impl Server {
         tx: &mpsc::Sender<(Job, usize)>,
     ) -> Outcome {
         let size = export.volume.size();
+        let mut last_len = 0usize;
         loop {
             if r.buffer().len() < REQUEST_LEN {
                 // About to wait for the client: it may be waiting for these.
                 conn.uncork();
             }
-            if r.buffer().is_empty() {
+            // Spin for small requests, or when the workers have nothing (the
+            // client has every reply it waits for, so its next request is due).
+            // Not behind large requests at the workers: the client is busy
+            // taking in those replies, and a spinning reader would take CPU from
+            // it and from the workers on a small machine (1 MiB reads at QD8 on
+            // 2 CPUs: 5-33% faster without the spin).
+            if r.buffer().is_empty()
+                && (last_len <= INLINE_MAX || conn.queued.load(Ordering::SeqCst) == 0)
+            {
                 if let Some(fd) = conn.socket {
                     spin_for_request(fd);
                 }
@@ -593,6 +602,7 @@ impl Server {
                 return o;
             }
             let q = parse_request(&hb);
+            last_len = q.length as usize;
             if q.magic != REQUEST_MAGIC {
                 return Outcome::Violation(format!("request magic {:#x} is wrong", q.magic));
             }
