@@ -182,6 +182,7 @@ pub fn run(
         },
         data: DataFill::Random,
         rewrite: Rewrite::Never,
+        random_map: false,
         seed: cfg.seed,
         split: true,
         engine: cfg.engine,

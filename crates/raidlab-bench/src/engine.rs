@@ -15,6 +15,7 @@
 //! requests are waited for, and the error names the device, offset and operation.
 
 use crate::buffer::AlignedBuf;
+use crate::randmap::RandMap;
 use crate::target::Target;
 use hdrhistogram::Histogram;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
@@ -103,6 +104,10 @@ pub struct Workload {
     pub data: DataFill,
     /// What a slot's write buffer holds from one write to the next.
     pub rewrite: Rewrite,
+    /// Random offsets visit each block of a thread's region once per pass (fio's
+    /// random map, on unless `norandommap`); otherwise each pick is independent
+    /// and blocks repeat (CrystalDiskMark, IOzone). See [`crate::randmap`].
+    pub random_map: bool,
     /// Seed of every random choice (offsets, mix, data), so runs repeat.
     pub seed: u64,
     /// Sequential threads each take their own `size / threads` slice (true, as
@@ -257,6 +262,8 @@ pub(crate) struct Shared<'a> {
     cursors: Vec<AtomicU64>,
     /// Per thread: (first byte, number of blocks) of its region.
     regions: Vec<(u64, u64)>,
+    /// Per thread, with `random_map`: the blocks visited in this pass.
+    maps: Vec<Mutex<RandMap>>,
     pub volume_name: String,
 }
 
@@ -290,7 +297,10 @@ impl Shared<'_> {
         let (start, blocks) = self.regions[t];
         let i = match self.w.access {
             Access::Seq => self.cursors[t].fetch_add(1, Ordering::Relaxed) % blocks,
-            Access::Rand => rng.gen_range(0..blocks),
+            Access::Rand => match self.maps.get(t) {
+                Some(map) => map.lock().unwrap_or_else(|p| p.into_inner()).take(rng),
+                None => rng.gen_range(0..blocks),
+            },
         };
         start + i * self.w.bs as u64
     }
@@ -434,6 +444,14 @@ pub fn run(target: &Target, w: &Workload, control: &Control) -> Result<Measured>
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
         cursors: (0..w.threads).map(|_| AtomicU64::new(0)).collect(),
+        maps: if w.random_map && w.access == Access::Rand {
+            regions
+                .iter()
+                .map(|&(_, blocks)| Mutex::new(RandMap::new(blocks)))
+                .collect()
+        } else {
+            Vec::new()
+        },
         regions,
         volume_name: target.volume.name(),
     };
@@ -651,6 +669,7 @@ mod tests {
             limit: Limit::default(),
             data: DataFill::Random,
             rewrite: Rewrite::Never,
+            random_map: false,
             seed: 0,
             split: false,
             engine: EngineKind::Auto,

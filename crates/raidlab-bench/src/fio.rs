@@ -4,7 +4,7 @@
 //! randread, randwrite, rw/readwrite, randrw), `bs`/`blocksize`, `size`, `offset`,
 //! `iodepth`, `numjobs`, `direct`, `buffered`, `runtime`, `time_based`,
 //! `rwmixread`, `rwmixwrite`, `randrepeat`, `zero_buffers`, `refill_buffers`,
-//! `scramble_buffers`, `filename`, `directory`, `stonewall`/`wait_for_previous`, `ioengine` (io_uring,
+//! `scramble_buffers`, `norandommap`, `filename`, `directory`, `stonewall`/`wait_for_previous`, `ioengine` (io_uring,
 //! libaio, psync, sync, pvsync; see [`engine_for`]), `thread`, `name`,
 //! `description`. Anything else is an error naming the file, line and option:
 //! an option silently ignored would make a figure mean something else.
@@ -48,6 +48,9 @@ pub struct Job {
     pub refill_buffers: bool,
     /// As written; unset means fio's default (on, unless `zero_buffers` is).
     pub scramble_buffers: Option<bool>,
+    /// Random offsets are independent picks (blocks repeat); by default each
+    /// block is visited once per pass, as fio does.
+    pub norandommap: bool,
     pub filename: Option<String>,
     pub directory: Option<String>,
     pub stonewall: bool,
@@ -76,6 +79,7 @@ impl Job {
             zero_buffers: false,
             refill_buffers: false,
             scramble_buffers: None,
+            norandommap: false,
             filename: None,
             directory: None,
             stonewall: false,
@@ -122,7 +126,7 @@ fn engine_for(v: &str) -> Option<EngineKind> {
     })
 }
 
-const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
+const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
 
 /// One `key[=value]` line: (line number, key, value).
 type OptLine = (usize, String, Option<String>);
@@ -296,6 +300,7 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
         "zero_buffers" => job.zero_buffers = boolean()?,
         "refill_buffers" => job.refill_buffers = boolean()?,
         "scramble_buffers" => job.scramble_buffers = Some(boolean()?),
+        "norandommap" => job.norandommap = boolean()?,
         "stonewall" | "wait_for_previous" => job.stonewall = boolean()?,
         "runtime" => {
             let v = need()?;
@@ -449,6 +454,7 @@ pub fn run(
                         DataFill::Random
                     },
                     rewrite: job.rewrite(),
+                    random_map: !job.norandommap,
                     seed,
                     split: false,
                     engine: engine_override.unwrap_or(job.engine),
@@ -513,6 +519,7 @@ fn lay_out(t: &Target, offset: u64, size: u64, control: &Control) -> Result<()> 
         },
         data: DataFill::Random,
         rewrite: Rewrite::Never,
+        random_map: false,
         seed: 3,
         split: false,
         engine: EngineKind::Auto,

@@ -180,6 +180,7 @@ pub fn run(
                 },
                 data: DataFill::Random,
                 rewrite: Rewrite::Never,
+                random_map: false,
                 seed: i as u64,
                 split: true,
                 engine: cfg.engine,

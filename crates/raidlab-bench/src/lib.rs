@@ -24,6 +24,7 @@ pub mod cdm;
 pub mod engine;
 pub mod fio;
 pub mod iozone;
+pub mod randmap;
 pub mod replay;
 pub mod schema;
 pub mod table;

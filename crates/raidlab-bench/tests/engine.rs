@@ -39,6 +39,7 @@ fn workload(access: Access, dir: Dir, bs: usize, size: u64, threads: usize, qd: 
         },
         data: DataFill::Random,
         rewrite: Rewrite::Never,
+        random_map: false,
         seed: 7,
         split: true,
         engine: EngineKind::Auto,
