@@ -84,10 +84,16 @@ pub fn run_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("RAIDLAB_RUN_DIR").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
     }
+    per_user("raidlab", "")
+}
+
+/// `name` + `ext` in the user's runtime directory, or, without one, in /tmp
+/// with the user id in the name (`/tmp/name-UID.ext`), so users do not collide.
+pub fn per_user(name: &str, ext: &str) -> PathBuf {
     match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => Path::new(&d).join("raidlab"),
+        Some(d) if !d.is_empty() => Path::new(&d).join(format!("{name}{ext}")),
         // SAFETY: getuid has no preconditions and cannot fail.
-        _ => PathBuf::from(format!("/tmp/raidlab-{}", unsafe { libc::getuid() })),
+        _ => PathBuf::from(format!("/tmp/{name}-{}{ext}", unsafe { libc::getuid() })),
     }
 }
 

@@ -27,7 +27,7 @@ use raidlab_raid::recovery::RunOptions;
 use serde::Deserialize;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -416,16 +416,9 @@ fn stop(s: Served) -> Result<()> {
 
 /// The socket path used when none is given: in the user's runtime directory.
 fn default_socket() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => Path::new(&d).join("raidlab-nbd.sock"),
-        // SAFETY: getuid has no preconditions and cannot fail.
-        _ => PathBuf::from(format!("/tmp/raidlab-nbd-{}.sock", unsafe {
-            libc::getuid()
-        })),
-    }
+    crate::control::per_user("raidlab-nbd", ".sock")
 }
 
-/// Bind every listener asked for: (listeners, socket files to remove at the end).
 /// TLS settings from the flags, else the configuration file.
 fn tls(a: &ServeArgs, c: &Config) -> Result<Option<Tls>> {
     let cert = a.tls_cert.clone().or(c.tls_cert.clone());
@@ -448,6 +441,7 @@ fn tls(a: &ServeArgs, c: &Config) -> Result<Option<Tls>> {
     }
 }
 
+/// Bind every listener asked for: (listeners, socket files to remove at the end).
 fn bind(a: &ServeArgs, c: &Config, tls_required: bool) -> Result<(Vec<Listener>, Vec<PathBuf>)> {
     let mut out = Vec::new();
     let mut files = Vec::new();
