@@ -4,9 +4,9 @@
 //! randread, randwrite, rw/readwrite, randrw), `bs`/`blocksize`, `size`, `offset`,
 //! `iodepth`, `numjobs`, `direct`, `buffered`, `runtime`, `time_based`,
 //! `rwmixread`, `rwmixwrite`, `randrepeat`, `zero_buffers`, `refill_buffers`,
-//! `scramble_buffers`, `norandommap`, `filename`, `directory`, `stonewall`/`wait_for_previous`, `ioengine` (io_uring,
-//! libaio, psync, sync, pvsync; see [`engine_for`]), `thread`, `name`,
-//! `description`. Anything else is an error naming the file, line and option:
+//! `scramble_buffers`, `norandommap`, `filename`, `directory`,
+//! `stonewall`/`wait_for_previous`, `ioengine` (io_uring, libaio, psync, sync,
+//! pvsync; see [`engine_for`]), `thread`, `name`, `description`. Anything else is an error naming the file, line and option:
 //! an option silently ignored would make a figure mean something else.
 //!
 //! Jobs between two `stonewall`s run at once; each of a job's `numjobs` clones is

@@ -2,7 +2,7 @@
 //! JSON read back the way fio JSON consumers read it.
 
 use raidlab_bench::fio;
-use raidlab_bench::Control;
+use raidlab_bench::{Control, EngineKind};
 
 #[test]
 fn concurrent_jobs_clones_and_stonewall_give_fio_shaped_json() {
@@ -98,29 +98,35 @@ fn stamped(data: &[u8]) -> bool {
         .all(|(i, b)| (0..8).any(|l| b[l * 64..l * 64 + 8] == ((i * 512) as u64).to_le_bytes()))
 }
 
+/// Run the one job `options` (without a filename) on a new file in `dir` with
+/// `engine`; its results and the file's bytes afterwards.
+fn run_on_file(
+    dir: &std::path::Path,
+    engine: EngineKind,
+    options: &str,
+) -> (Vec<fio::CloneResult>, Vec<u8>) {
+    let file = dir.join("data");
+    let text = format!("[w]\nfilename={}\n{options}", file.display());
+    let jobs = fio::parse("t.fio", &text).unwrap();
+    let res = fio::run(&jobs, false, Some(engine), &Control::new(), &mut |_, _| {}).unwrap();
+    let data = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    (res, data)
+}
+
 #[test]
 fn writes_are_stamped_as_fio_stamps_them_unless_told_not_to() {
     let dir = tempfile::tempdir().unwrap();
-    for engine in [
-        raidlab_bench::EngineKind::Auto,
-        raidlab_bench::EngineKind::Threads,
-    ] {
+    for engine in [EngineKind::Auto, EngineKind::Threads] {
         for (opts, want_stamps) in [("", true), ("scramble_buffers=0\n", false)] {
-            let file = dir.path().join("data");
-            let text = format!(
-                "[w]\nfilename={}\nrw=write\nbs=64k\nsize=512k\niodepth=1\n{opts}",
-                file.display()
-            );
-            let jobs = fio::parse("t.fio", &text).unwrap();
-            fio::run(&jobs, false, Some(engine), &Control::new(), &mut |_, _| {}).unwrap();
-            let data = std::fs::read(&file).unwrap();
+            let job = format!("rw=write\nbs=64k\nsize=512k\niodepth=1\n{opts}");
+            let (_, data) = run_on_file(dir.path(), engine, &job);
             assert_eq!(data.len(), 512 << 10);
             let chunks: Vec<&[u8]> = data.chunks(64 << 10).collect();
             let all_alike = chunks.iter().all(|c| *c == chunks[0]);
             // With one slot, unstamped writes repeat one buffer; stamped ones never do.
             assert_eq!(stamped(&data), want_stamps, "{engine:?} {opts:?}");
             assert_eq!(all_alike, !want_stamps, "{engine:?} {opts:?}");
-            std::fs::remove_file(&file).unwrap();
         }
     }
 }
@@ -128,26 +134,15 @@ fn writes_are_stamped_as_fio_stamps_them_unless_told_not_to() {
 #[test]
 fn random_jobs_visit_each_block_once_unless_norandommap() {
     let dir = tempfile::tempdir().unwrap();
-    for engine in [
-        raidlab_bench::EngineKind::Auto,
-        raidlab_bench::EngineKind::Threads,
-    ] {
+    for engine in [EngineKind::Auto, EngineKind::Threads] {
         for (opts, each_once) in [("", true), ("norandommap\n", false)] {
-            let file = dir.path().join("data");
             // As many 4 KiB writes as blocks (size, not time, ends the job).
-            let text = format!(
-                "[w]\nfilename={}\nrw=randwrite\nbs=4k\nsize=256k\niodepth=4\n{opts}",
-                file.display()
-            );
-            let jobs = fio::parse("t.fio", &text).unwrap();
-            let res =
-                fio::run(&jobs, false, Some(engine), &Control::new(), &mut |_, _| {}).unwrap();
+            let job = format!("rw=randwrite\nbs=4k\nsize=256k\niodepth=4\n{opts}");
+            let (res, data) = run_on_file(dir.path(), engine, &job);
             assert_eq!(res[0].write.ios, 64);
-            let data = std::fs::read(&file).unwrap();
             // Every block written carries its offset stamp; one never written
             // does not (independent picks leave some out and hit others twice).
             assert_eq!(stamped(&data), each_once, "{engine:?} {opts:?}");
-            std::fs::remove_file(&file).unwrap();
         }
     }
 }

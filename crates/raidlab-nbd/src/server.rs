@@ -15,8 +15,9 @@
 //! 50 µs (memory, the page cache); one slow request ends that. The reader holds
 //! the replies it makes back until it is about to wait for input (a "cork"), so
 //! a burst of requests costs one write and one wake-up of the client. On a plain
-//! socket the reader polls for the next request for 30 µs before it sleeps:
-//! waking a sleeping thread costs more than a queue-depth-1 client's turnaround.
+//! socket the reader polls for the next request for 30 µs before it sleeps
+//! (after a small request, or with nothing at the workers): waking a sleeping
+//! thread costs more than a queue-depth-1 client's turnaround.
 //!
 //! Replies are written whole under one lock, so they never interleave; their
 //! order is the order in which requests finish, as the protocol allows (replies
