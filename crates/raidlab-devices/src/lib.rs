@@ -12,4 +12,4 @@ pub mod throttle;
 pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;
-pub use throttle::{Limits, ThrottleStats, ThrottleVolume};
+pub use throttle::{Clock, Limits, SystemClock, ThrottleStats, ThrottleVolume};
