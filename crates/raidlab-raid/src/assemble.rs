@@ -579,19 +579,31 @@ impl Assembly {
             // Nothing to resync without redundancy: md never marks RAID 0 dirty.
             return Ok(was_clean);
         }
+        // A member being rebuilt does not receive the writes to come: what it
+        // has rebuilt so far can no longer be trusted, so its rebuild starts
+        // over (a live rebuild resumes from the offsets read before this).
+        let restart = |sb: &mut Superblock| {
+            if sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0 {
+                sb.recovery_offset = 0;
+            }
+        };
         if self.has_journal() && self.journal_member().is_some() && was_clean {
             // md keeps a journaled array's superblocks clean while it runs
             // (MD_JOURNAL_CLEAN): after a crash the journal replay, not a resync,
             // makes the stripes consistent.
+            let rebuilt_part = self.members.iter().any(|m| {
+                m.is_live()
+                    && m.sb.recovery_offset != 0
+                    && m.sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0
+            });
+            if rebuilt_part {
+                self.commit(restart)?;
+            }
             return Ok(was_clean);
         }
         self.commit(|sb| {
             sb.resync_offset = 0;
-            // A member being rebuilt does not receive these writes: what it has
-            // rebuilt so far can no longer be trusted, so its rebuild starts over.
-            if sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0 {
-                sb.recovery_offset = 0;
-            }
+            restart(sb);
         })?;
         Ok(was_clean)
     }

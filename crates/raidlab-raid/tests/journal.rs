@@ -202,3 +202,66 @@ fn a_journaled_plan_logs_data_and_full_parity_even_without_a_parity_member() {
     // md's journal unit is a 4 KiB page.
     assert!(plan_write_journaled(&g, &[true; 6], 512, 4096).is_err());
 }
+
+/// A journaled array is kept clean while it runs, so marking it for writing
+/// writes no superblock. With a member rebuilt partway, it must: that member
+/// does not get the writes to come, so its rebuild has to start over.
+#[test]
+fn opening_a_journaled_array_for_writing_restarts_a_partial_rebuild() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let member = |i: usize| Device {
+        path: format!("m{i}"),
+        volume: Arc::new(MemVolume::new(if i == 4 { JOURNAL } else { 2 << 20 })),
+    };
+    let mut devs: Vec<Device> = (0..5).map(member).collect();
+    devs[4].path = "journal".into();
+    let spec = CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::parse(Level::Raid5, None).unwrap(),
+        chunk_bytes: 8 << 10,
+        spares: 0,
+        name: "partial".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let new_member = |d: &Device| NewMember {
+        device: d.clone(),
+        zeroed: true,
+    };
+    let members = devs[..4].iter().map(new_member).collect();
+    let mut asm = create_with_journal(&spec, members, Some(new_member(&devs[4]))).unwrap();
+    asm.start_journal().unwrap().unwrap();
+    asm.fail(1).unwrap();
+    let fresh = member(9);
+    devs.push(fresh.clone());
+    asm.add(fresh, false).unwrap();
+    let opts = RunOptions {
+        step_bytes: 64 << 10,
+        checkpoint_bytes: 64 << 10,
+        stop: Some(&STOP),
+        ..RunOptions::default()
+    };
+    let stopped = asm.rebuild(opts, &mut |p| {
+        if p.done >= 256 << 10 {
+            STOP.store(true, Ordering::Relaxed);
+        }
+    });
+    assert!(stopped.is_err(), "the rebuild should have been interrupted");
+    let offset = |asm: &Assembly| {
+        asm.members
+            .iter()
+            .find(|m| m.device.path == "m9")
+            .unwrap()
+            .sb
+            .recovery_offset
+    };
+    let mut again = Assembly::assemble(devs.clone()).unwrap();
+    assert!(offset(&again) * 512 >= 256 << 10, "{}", offset(&again));
+    again.start_journal().unwrap().unwrap();
+    assert!(again.in_sync());
+    again.mark_dirty().unwrap();
+    assert_eq!(offset(&Assembly::assemble(devs).unwrap()), 0);
+}
