@@ -77,7 +77,9 @@ pub struct Recovery {
     role: usize,
     target: Arc<dyn Volume>,
     /// A replacement: the role stays in service on its old member meanwhile.
-    replacing: bool,
+    /// Cleared for good if the old member leaves first: the copy then carries on
+    /// as a rebuild (see [`Array::take_out`]).
+    replacing: AtomicBool,
     /// The member being replaced.
     replaced: Option<Arc<dyn Volume>>,
     done: AtomicU64,
@@ -91,7 +93,7 @@ impl std::fmt::Debug for Recovery {
         f.debug_struct("Recovery")
             .field("role", &self.role)
             .field("target", &self.target.name())
-            .field("replacing", &self.replacing)
+            .field("replacing", &self.replacing())
             .field("done", &self.done())
             .field("failed", &self.failed())
             .finish()
@@ -113,6 +115,11 @@ impl Recovery {
     pub fn target(&self) -> &Arc<dyn Volume> {
         &self.target
     }
+    /// Whether this copies a member still in service (a replacement), rather
+    /// than rebuilding a missing one.
+    pub fn replacing(&self) -> bool {
+        self.replacing.load(Ordering::Acquire)
+    }
 }
 
 /// Where a write falls relative to a rebuild's checkpoint.
@@ -130,7 +137,9 @@ enum Phase {
 
 /// The volume a replacement runs under in its role: reads come from the old
 /// member, writes go to both (above the copy's checkpoint the new one is
-/// overwritten again by the copy, under the same stripe locks).
+/// overwritten again by the copy, under the same stripe locks). The new one is
+/// written even when the old one fails: if the old one leaves, the replacement
+/// carries on as a rebuild that trusts everything below its checkpoint.
 struct Tee {
     old: Arc<dyn Volume>,
     recovery: Arc<Recovery>,
@@ -150,22 +159,42 @@ impl Volume for Tee {
         self.old.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.old.write_at(buf, offset)?;
-        if !self.recovery.failed() && self.recovery.target.write_at(buf, offset).is_err() {
-            // The replacement is lost, not the data: the old member has it.
-            self.recovery.failed.store(true, Ordering::Release);
-        }
-        Ok(())
+        let old = self.old.write_at(buf, offset);
+        let new = self.tee(|t| t.write_at(buf, offset));
+        self.outcome(old, new)
     }
     fn flush(&self) -> Result<()> {
-        self.old.flush()?;
-        if !self.recovery.failed() && self.recovery.target.flush().is_err() {
-            self.recovery.failed.store(true, Ordering::Release);
-        }
-        Ok(())
+        let old = self.old.flush();
+        let new = self.tee(|t| t.flush());
+        self.outcome(old, new)
     }
     fn is_writable(&self) -> bool {
         self.old.is_writable()
+    }
+}
+
+impl Tee {
+    /// Do `op` on the replacement unless it is lost already; a failure loses it.
+    fn tee(&self, op: impl FnOnce(&dyn Volume) -> Result<()>) -> Result<()> {
+        if self.recovery.failed() {
+            return Ok(());
+        }
+        let r = op(self.recovery.target.as_ref());
+        if r.is_err() {
+            self.recovery.failed.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    /// While the old member serves the role, its result is the role's (a lost
+    /// replacement is not the array's failure: the old member has the data).
+    /// Once it has left, the replacement is the role and its result counts.
+    fn outcome(&self, old: Result<()>, new: Result<()>) -> Result<()> {
+        if self.recovery.replacing() {
+            old
+        } else {
+            new
+        }
     }
 }
 
@@ -473,7 +502,7 @@ impl Array {
                     self.fail_recovery();
                     continue;
                 }
-                self.take_out(*role);
+                self.take_out(*role, &view);
                 if !self.geometry.survives(&self.missing_now()) {
                     return Err(e);
                 }
@@ -528,17 +557,49 @@ impl Array {
             .collect()
     }
 
-    fn take_out(&self, role: usize) {
-        let view = self.view();
-        if let Some(rec) = view.recovery.as_ref().filter(|r| r.role == role) {
-            if !view.present[role] {
-                // The role's only volume is a rebuild target: the rebuild fails,
+    /// Take `role` out after an I/O error; `seen` is the membership the failed
+    /// request ran on, which says whose error it was.
+    fn take_out(&self, role: usize, seen: &Membership) {
+        if let Some(rec) = seen.recovery.as_ref().filter(|r| r.role == role) {
+            if !seen.present[role] {
+                // The role's only volume was a rebuild target: the rebuild fails,
                 // the role stays missing as it was.
                 rec.failed.store(true, Ordering::Release);
                 return;
             }
+            // The member being replaced failed (through its tee, which records
+            // a failure of the replacement itself).
+            self.replaced_member_leaves(rec);
         }
         self.failed[role].store(true, Ordering::Release);
+    }
+
+    /// The member a replacement copies from leaves the array: as md does, the
+    /// replacement carries on as an ordinary rebuild of the role from its
+    /// checkpoint. Below the checkpoint it is current (the copy wrote it, and
+    /// every write since went through the tee to it too); above, the rebuild
+    /// computes it from the other members from now on.
+    ///
+    /// This must happen before the role is marked failed: a write that sees the
+    /// role out must also see the rebuild, or it would skip the replacement below
+    /// its checkpoint. And a failed write must call it before it lets go of its
+    /// stripe locks, or the copy could take the old member's stale blocks there.
+    fn replaced_member_leaves(&self, rec: &Arc<Recovery>) {
+        let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        let view = slot.clone();
+        let same = view.recovery.as_ref().is_some_and(|r| Arc::ptr_eq(r, rec));
+        if !same || !rec.replacing() {
+            return;
+        }
+        rec.replacing.store(false, Ordering::Release);
+        let mut next = Membership {
+            members: view.members.clone(),
+            present: view.present.clone(),
+            recovery: view.recovery.clone(),
+        };
+        next.present[rec.role] = false;
+        next.members[rec.role] = Some(rec.target.clone());
+        *slot = Arc::new(next);
     }
 
     /// Take a member out of service now, as md's `--fail` does. Refused when the
@@ -561,6 +622,10 @@ impl Array {
             )
             .on_device(&self.name));
         }
+        let view = self.view();
+        if let Some(rec) = view.recovery.as_ref().filter(|r| r.role == role) {
+            self.replaced_member_leaves(rec);
+        }
         self.failed[role].store(true, Ordering::Release);
         Ok(())
     }
@@ -574,21 +639,27 @@ impl Array {
     /// A member failed `kind` operations: reads are repaired from redundancy and
     /// the member's blocks rewritten (it stays in unless it keeps failing);
     /// writes take it out. Errs if the array can no longer serve the range.
-    fn handle_failure(&self, f: Failed, pos: u64, n: u64) -> Result<()> {
+    fn handle_failure(&self, f: Failed, seen: &Membership, pos: u64, n: u64) -> Result<()> {
         if f.members.is_empty() {
             return Err(*f.error);
         }
         if f.kind == OpKind::Write {
             for &r in &f.members {
-                self.take_out(r);
+                self.take_out(r, seen);
             }
         } else {
             for &r in &f.members {
                 if self.read_errors[r].fetch_add(1, Ordering::Relaxed) + 1 > MAX_READ_ERRORS {
-                    self.take_out(r);
+                    self.take_out(r, seen);
                 }
             }
         }
+        self.survive_failure(f, pos, n)
+    }
+
+    /// After `f`'s members were dealt with: errs if the array can no longer
+    /// serve the range; repairs what a read could not read.
+    fn survive_failure(&self, f: Failed, pos: u64, n: u64) -> Result<()> {
         let live = self.live();
         let mut without = live.clone();
         for &r in &f.members {
@@ -687,7 +758,7 @@ impl Array {
             }
             Err(_) => {
                 // The block cannot be rewritten: md fails such a member.
-                self.take_out(role);
+                self.take_out(role, &view);
                 Ok(())
             }
         }
@@ -783,7 +854,7 @@ impl Array {
                 Err(f) if f.log && !f.members.is_empty() => {
                     drop(held);
                     for &r in &f.members {
-                        self.take_out(r);
+                        self.take_out(r, &view);
                     }
                     if !self.geometry.survives(&self.missing_now()) {
                         let mut e = *f.error;
@@ -792,15 +863,19 @@ impl Array {
                     }
                 }
                 // Every other member was written: with the failed one taken
-                // out, the array holds the new data (degraded).
+                // out, the array holds the new data (degraded). Taken out before
+                // the locks go (see `replaced_member_leaves`).
                 Err(f) if f.kind == OpKind::Write && !f.members.is_empty() => {
+                    for &r in &f.members {
+                        self.take_out(r, &view);
+                    }
                     drop(held);
-                    return self.handle_failure(f, pos, n);
+                    return self.survive_failure(f, pos, n);
                 }
                 // A read before the writes failed: repair it, then plan again.
                 Err(f) if attempt < self.failed.len() + 3 => {
                     drop(held);
-                    self.handle_failure(f, pos, n)?;
+                    self.handle_failure(f, &view, pos, n)?;
                 }
                 Err(f) => return Err(*f.error),
             }
@@ -951,7 +1026,7 @@ impl Array {
         let rec = Arc::new(Recovery {
             role,
             target: target.clone(),
-            replacing,
+            replacing: AtomicBool::new(replacing),
             replaced: if replacing {
                 view.members[role].clone()
             } else {
@@ -1008,19 +1083,33 @@ impl Array {
             return Ok(at);
         }
         let n = ((want / unit).max(1) * unit).min(g.member_bytes - at);
-        let view = self.view();
-        let live = self.live_in(&view);
         let keys = self.member_range_keys(rec.role, at, n)?;
         let _held = self.locks.lock(&keys);
+        // Membership as of now, under the locks: whether the old member of a
+        // replacement is still there to copy from.
+        let view = self.view();
+        let mut live = self.live_in(&view);
+        live[rec.role] = false;
         let mut out = std::mem::take(scratch.first_mut().unwrap_or(&mut Vec::new()));
         out.resize(n as usize, 0);
-        let result = if rec.replacing {
-            // Copy from the member being replaced (through its tee: reads go
-            // to the old member).
-            view.members[rec.role]
-                .as_ref()
-                .expect("a replaced role is in service")
-                .read_at(&mut out, at)
+        let copied = match &rec.replaced {
+            // Copy from the member being replaced, if it can be read.
+            Some(old) if rec.replacing() => match old.read_at(&mut out, at) {
+                Ok(()) => true,
+                Err(_) => {
+                    // Counted as any read error of the member; the blocks come
+                    // from the other members instead.
+                    let errors = self.read_errors[rec.role].fetch_add(1, Ordering::Relaxed);
+                    if errors + 1 > MAX_READ_ERRORS {
+                        self.take_out(rec.role, &view);
+                    }
+                    false
+                }
+            },
+            _ => false,
+        };
+        let result = if copied {
+            Ok(())
         } else if g.is_parity() {
             self.combine_step(&view, &live, rec.role, at, &mut out, scratch)
         } else {
@@ -1194,7 +1283,7 @@ impl Array {
         let Some(rec) = view
             .recovery
             .as_ref()
-            .filter(|r| !r.replacing && !r.failed())
+            .filter(|r| !r.replacing() && !r.failed())
         else {
             return Phase::None;
         };
@@ -1238,7 +1327,7 @@ impl Array {
 /// Flush a rebuild's target (a replacement's is flushed through its tee); one
 /// that cannot make its writes durable fails the rebuild, not the array.
 fn flush_target(view: &Membership) {
-    if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing) {
+    if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing()) {
         if !rec.failed() && rec.target.flush().is_err() {
             rec.failed.store(true, Ordering::Release);
         }
@@ -1317,7 +1406,7 @@ impl Volume for Array {
                     Ok(()) => break,
                     Err(f) if attempt < self.failed.len() + 3 => {
                         drop(held);
-                        self.handle_failure(f, pos, n)?;
+                        self.handle_failure(f, &view, pos, n)?;
                     }
                     Err(f) => return Err(*f.error),
                 }
@@ -1392,7 +1481,7 @@ impl Volume for Array {
             if let (Some(m), true) = (m, live[r]) {
                 if m.flush().is_err() {
                     // A member that cannot make its writes durable is out.
-                    self.take_out(r);
+                    self.take_out(r, &view);
                 }
             }
         }

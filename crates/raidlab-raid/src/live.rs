@@ -249,6 +249,9 @@ impl LiveArray {
             match Self::change(&mut asm, &self.array, |a| a.fail(i)) {
                 Ok(spare) => {
                     said.push(format!("{path} (role {role}) failed and is marked faulty"));
+                    if let Some(r) = self.carried_on(&asm, Some(role)) {
+                        said.push(r);
+                    }
                     if let Some(s) = spare {
                         said.push(format!(
                             "hot spare {} takes role {role}",
@@ -289,6 +292,9 @@ impl LiveArray {
         }
         let spare = Self::change(&mut asm, &self.array, |a| a.fail(i))?;
         let mut out = format!("{label} marked faulty");
+        if let Some(r) = self.carried_on(&asm, role) {
+            out += &format!("; {r}");
+        }
         if let Some(s) = spare {
             out += &format!(
                 "; hot spare {} takes its place and is being rebuilt",
@@ -299,6 +305,25 @@ impl LiveArray {
             out += &format!("; the rebuild cannot start now: {e}");
         }
         Ok(out)
+    }
+
+    /// When the member of `role` just left while a replacement copied it: says
+    /// that the replacement carries on as a rebuild.
+    fn carried_on(&self, asm: &Assembly, role: Option<usize>) -> Option<String> {
+        let rec = self.array.recovery()?;
+        if Some(rec.role()) != role || rec.replacing() {
+            return None;
+        }
+        let (index, _) = asm
+            .rebuilding()
+            .into_iter()
+            .find(|&(_, slot)| Some(slot) == role)?;
+        Some(format!(
+            "its replacement {} carries on as a rebuild of role {} from {:.1}%",
+            asm.members[index].device.path,
+            rec.role(),
+            rec.done() as f64 * 100.0 / asm.geometry.member_bytes.max(1) as f64
+        ))
     }
 
     /// Take a faulty, stale or spare member out of the array.
@@ -470,7 +495,14 @@ impl LiveArray {
                 }
                 let before = rec.done();
                 let done = self.array.recovery_step(&rec, STEP, &mut scratch)?;
-                lock(&status).advance(done);
+                {
+                    let mut st = lock(&status);
+                    st.advance(done);
+                    if !rec.replacing() {
+                        // The member it replaced has left: it is a rebuild now.
+                        st.kind = "rebuild".into();
+                    }
+                }
                 since += done - before;
                 if since >= CHECKPOINT && done < total {
                     rec.target().flush()?;

@@ -33,8 +33,9 @@ impl Assembly {
     }
 
     /// Mark an active member faulty. Refused when the array could not serve its
-    /// data without it. A hot spare, if any, takes over the slot at once (it then
-    /// needs a rebuild); returns that spare's index.
+    /// data without it. A replacement of it becomes a rebuild of its slot;
+    /// otherwise a hot spare, if any, takes over the slot at once (it then needs a
+    /// rebuild); returns that spare's index.
     pub fn fail(&mut self, index: usize) -> Result<Option<usize>> {
         let m = &self.members[index];
         let Some(slot) = m.role.filter(|_| {
@@ -69,6 +70,17 @@ impl Assembly {
         self.members[index].state = MemberState::Faulty;
         if self.slots[slot] == Some(index) {
             self.slots[slot] = None;
+            // A replacement of this member carries on as a rebuild of the slot
+            // from where its copy got to, as md does: everything below its
+            // recovery offset was written to it as to the member it replaces.
+            if let Some(r) = self
+                .members
+                .iter_mut()
+                .find(|m| m.state == MemberState::Replacing && m.role == Some(slot))
+            {
+                r.state = MemberState::Rebuilding;
+                r.sb.feature_map &= !feature::REPLACEMENT;
+            }
         }
         let spare = if self.slots[slot].is_none() && !self.slot_is_being_rebuilt(slot) {
             self.members

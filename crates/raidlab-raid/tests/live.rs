@@ -5,7 +5,7 @@
 //! superblocks assemble the same array again.
 
 use raidlab_core::Volume;
-use raidlab_devices::MemVolume;
+use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, MemberState, NewMember};
 use raidlab_raid::live::LiveArray;
@@ -67,6 +67,19 @@ fn start_on(
     part: u64,
 ) -> Running {
     let devs: Vec<Device> = (0..n + spares).map(device).collect();
+    start_devs(level, layout, devs, spares, bitmap, part)
+}
+
+/// [`start_on`] with the devices given (members first, then spares).
+fn start_devs(
+    level: Level,
+    layout: Layout,
+    devs: Vec<Device>,
+    spares: usize,
+    bitmap: bool,
+    part: u64,
+) -> Running {
+    let n = devs.len() - spares;
     let members = devs
         .iter()
         .map(|d| NewMember {
@@ -344,6 +357,85 @@ fn a_member_is_replaced_while_writing() {
         assert_eq!(state_of(&r.live, "mem7"), MemberState::Active);
         assert_eq!(state_of(&r.live, "mem0"), MemberState::Faulty);
         r.finish(&label);
+    }
+}
+
+/// The member being replaced leaves halfway through the copy, failed by hand
+/// or by failing writes: the replacement carries on as a rebuild of the role
+/// (as md's does), and ends up with every write, including those made after the
+/// old member left. Before, the copy went on from the old member, which no
+/// longer took writes, and the finished replacement served stale blocks.
+#[test]
+fn a_replacement_whose_old_member_fails_carries_on_as_a_rebuild() {
+    for (level, layout, n) in [
+        (Level::Raid5, ls(), 4),
+        (Level::Raid6, ls(), 5),
+        (Level::Raid1, Layout::Plain, 2),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("n2").unwrap()),
+            4,
+        ),
+    ] {
+        for by_hand in [true, false] {
+            let label = format!(
+                "{} {} failed by hand: {by_hand}",
+                level.name(),
+                layout.name()
+            );
+            let old = Arc::new(FaultVolume::new(MemVolume::new(MEMBER)));
+            let mut devs: Vec<Device> = (0..n).map(device).collect();
+            devs[0] = Device {
+                path: "mem0".into(),
+                volume: old.clone(),
+            };
+            let mut r = start_devs(level, layout, devs, 0, false, 1);
+            slow(&r.live);
+            r.let_write(10);
+            let new = device(7);
+            r.devs.push(new.clone());
+            r.live.replace("mem0", new, false, true).unwrap();
+            r.let_write(30);
+            let st = r.live.status().rebuild.expect("the copy runs");
+            assert!(
+                st.kind == "replace" && st.done < st.total,
+                "{label}: {st:?}"
+            );
+            if by_hand {
+                let said = r.live.fail("mem0").unwrap();
+                assert!(said.contains("carries on as a rebuild"), "{label}: {said}");
+            } else {
+                // Writes to its data area fail from now on; reads still work
+                // and return what it held before.
+                let data = r.live.with_assembly(|a| a.members[0].sb.data_offset * 512);
+                old.fail_writes(data..MEMBER);
+                let t = Instant::now();
+                while state_of(&r.live, "mem0") != MemberState::Faulty {
+                    assert!(
+                        t.elapsed() < Duration::from_secs(60),
+                        "{label}: mem0 never failed"
+                    );
+                    r.let_write(1);
+                    r.live.poll();
+                }
+            }
+            assert_eq!(state_of(&r.live, "mem0"), MemberState::Faulty, "{label}");
+            assert_eq!(
+                state_of(&r.live, "mem7"),
+                MemberState::Rebuilding,
+                "{label}"
+            );
+            // Writes after the old member left, while the rest is rebuilt.
+            r.let_write(40);
+            r.settle();
+            let st = r.live.status().rebuild.unwrap();
+            assert!(
+                st.kind == "rebuild" && st.error.is_none(),
+                "{label}: {st:?}"
+            );
+            assert_eq!(state_of(&r.live, "mem7"), MemberState::Active, "{label}");
+            r.finish(&label);
+        }
     }
 }
 

@@ -326,6 +326,63 @@ fn replace_copies_while_redundant_then_swaps() {
     assert_eq!(read_all(&reassemble(&devs, &[1, 0])), data);
 }
 
+/// A replacement interrupted at its checkpoint, then the member it replaces
+/// fails: the replacement becomes a rebuild of the slot (md's handling), written
+/// so on disk, and the rebuild resumes from the replacement's checkpoint.
+#[test]
+fn a_replacement_becomes_a_rebuild_when_the_replaced_member_fails() {
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let (mut asm, mut devs) = new_array(
+        Level::Raid5,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        4,
+        0,
+        true,
+    );
+    let data = fill(&asm, 12);
+    let d = device(61);
+    devs.push(d.clone());
+    asm.replace(1, d.clone(), false).unwrap();
+    let opts = RunOptions {
+        step_bytes: 64 << 10,
+        checkpoint_bytes: 64 << 10,
+        stop: Some(&STOP),
+        ..RunOptions::default()
+    };
+    let e = asm
+        .rebuild(opts, &mut |p| {
+            if p.done >= 1 << 20 {
+                STOP.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        })
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Interrupted);
+    STOP.store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(asm.members[4].state, MemberState::Replacing);
+    asm.fail(1).unwrap();
+    assert_eq!(asm.members[1].state, MemberState::Faulty);
+    assert_eq!(asm.members[4].state, MemberState::Rebuilding);
+    // On disk too: a new process sees a rebuild of slot 1 past its checkpoint.
+    let mut again = reassemble(&devs, &[]);
+    assert_eq!(again.rebuilding(), vec![(4, 1)]);
+    let sb = &again.members[4].sb;
+    assert_eq!(
+        sb.feature_map & raidlab_md::superblock::feature::REPLACEMENT,
+        0
+    );
+    assert!(
+        sb.recovery_offset * 512 >= 1 << 20,
+        "{}",
+        sb.recovery_offset
+    );
+    let report = again.rebuild(RunOptions::default(), &mut quiet()).unwrap();
+    assert!(report.rebuilt[0].resumed_from >= 1 << 20, "{report:?}");
+    assert_eq!(role_of(&reassemble(&devs, &[]), &d), 1);
+    // Without the old member and with another member left out, slot 1 is
+    // served by the new member alone.
+    assert!(read_all(&reassemble(&devs, &[1, 0])) == data);
+}
+
 #[test]
 fn remove_only_takes_faulty_or_spare_members() {
     let (mut asm, devs) = new_array(Level::Raid1, Layout::Plain, 2, 1, true);
