@@ -395,11 +395,47 @@ fn block(batch: u64, i: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// How an array keeps parity consistent across a crash, and what the next start
+/// must say about it.
+#[derive(Debug, Clone, Copy)]
+enum Policy {
+    /// A full resync.
+    Resync,
+    /// md's partial parity log: replayed, no resync.
+    Ppl,
+    /// md's write journal: replayed; the array stays clean while it runs.
+    Journal,
+}
+
 #[test]
 fn kill_9_during_flushed_writes_then_restart_keeps_flushed_data() {
     // Needs no external tools: the client is ours.
+    for policy in [Policy::Resync, Policy::Ppl, Policy::Journal] {
+        kill_9_case(policy);
+    }
+}
+
+fn kill_9_case(policy: Policy) {
     let d = tempfile::tempdir().unwrap();
-    let members = create(d.path(), "5", &["m0", "m1", "m2", "m3"], "16M");
+    let mut members: Vec<PathBuf> = ["m0", "m1", "m2", "m3"]
+        .iter()
+        .map(|m| d.path().join(m))
+        .collect();
+    let mut create = Command::new(bin());
+    create.args(["create", "-l", "5", "-c", "64K", "--member-size", "16M"]);
+    match policy {
+        Policy::Resync => {}
+        Policy::Ppl => {
+            create.args(["--consistency-policy", "ppl"]);
+        }
+        Policy::Journal => {
+            let j = d.path().join("journal");
+            std::fs::write(&j, vec![0u8; 16 << 20]).unwrap();
+            create.arg("--write-journal").arg(&j);
+            members.push(j);
+        }
+    }
+    run(create.args(&members[..4]));
     let sock = d.path().join("s.sock");
     let mut srv = Serve::start(&sock, &["-N", "a"], &members);
     const BS: usize = 64 << 10;
@@ -454,13 +490,23 @@ fn kill_9_during_flushed_writes_then_restart_keeps_flushed_data() {
             let (_, got) = c.reply(BS).unwrap();
             assert!(
                 got == block(b, i, BS),
-                "batch {b} write {i} (flushed before the kill) lost"
+                "{policy:?}: batch {b} write {i} (flushed before the kill) lost"
             );
         }
     }
     drop(c);
     let err = srv.stop();
-    assert!(err.contains("not stopped cleanly; resyncing"), "{err}");
+    match policy {
+        Policy::Resync => assert!(err.contains("not stopped cleanly; resyncing"), "{err}"),
+        // The log, not a resync, makes parity consistent again (md's way).
+        Policy::Ppl => assert!(
+            err.contains("partial parity log") && !err.contains("resyncing"),
+            "{policy:?}: {err}"
+        ),
+        // Clean while running: no resync at all; the journal replays whatever
+        // was logged and not yet on the members.
+        Policy::Journal => assert!(!err.contains("resyncing"), "{policy:?}: {err}"),
+    }
     check_clean(&members);
 }
 

@@ -13,7 +13,7 @@
 
 use crate::cli::ServeArgs;
 use crate::cmd::live::Managed;
-use crate::open::open_members;
+use crate::open::{open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use raidlab_core::size::format_size_approx;
 use raidlab_core::Volume;
@@ -298,6 +298,15 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
                 .with_context(|| format!("export {:?}: cannot assemble the array", e.name))?;
             asm.check_startable(e.force)
                 .with_context(|| format!("export {:?}", e.name))?;
+            if !e.read_only {
+                // As md at every start: replay the journal or the partial parity
+                // logs (after an unclean stop), then start them afresh. Without
+                // this a journaled array would open read-only, and a PPL array
+                // would need a full resync after a crash.
+                start_logs(&mut asm).with_context(|| {
+                    format!("export {:?}: cannot start the array's logs", e.name)
+                })?;
+            }
             let label = if e.name.is_empty() {
                 if asm.name.is_empty() {
                     "array".to_string()
@@ -358,7 +367,9 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
                     format_size_approx(g.chunk_bytes)
                 ),
                 volume: array.clone(),
-                read_only: e.read_only,
+                // An array may refuse writes itself (a journal missing, opened
+                // with --force).
+                read_only: e.read_only || !array.is_writable(),
                 preferred_block: stripe.min(u32::MAX as u64) as u32,
                 // The array's flush flushes every member, covering every completed
                 // write from any connection.
