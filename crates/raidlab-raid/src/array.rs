@@ -380,6 +380,21 @@ impl Array {
         Ok(())
     }
 
+    /// Before a member is rebuilt into `role` while the array runs: its partial
+    /// parity log, which writes planned with the role present log to (stripes
+    /// below the rebuild's checkpoint whose parity is on that member).
+    pub fn add_log_device(
+        &self,
+        role: usize,
+        device: Arc<dyn Volume>,
+        sb: raidlab_md::Superblock,
+    ) -> Result<()> {
+        match &self.ppl {
+            Some(log) => log.attach(role, device, sb),
+            None => Ok(()),
+        }
+    }
+
     /// Log every write's partial parity first (md's PPL; RAID 5 only). Refused
     /// when one stripe's partial parity could not fit a log write.
     pub fn with_ppl(mut self, log: PartialParityLog) -> Result<Array> {
@@ -969,9 +984,9 @@ impl Array {
     /// down to a chunk). With `replacing`, the role stays in service on its
     /// current member and `target` becomes a copy of it (md's replace).
     /// Refused while another rebuild runs, for a role in service (unless
-    /// replacing), for an array with a partial parity log (its logs live on the
-    /// members and a new member has none open) or a write journal, and for a
-    /// read-only array.
+    /// replacing), for a replacement on an array with a partial parity log,
+    /// and for a read-only array. A member rebuilt into a PPL array needs its
+    /// log attached first ([`Array::add_log_device`]).
     pub fn begin_recovery(
         &self,
         role: usize,
@@ -991,13 +1006,11 @@ impl Array {
                 r.role
             ));
         }
-        if self.ppl.is_some() {
-            return refuse("this array keeps a partial parity log on its members: rebuild it while it is stopped (stop the server, then `raidlab rebuild`)".into());
-        }
-        if self.journal.is_some() {
-            // Not yet shown safe: a journal replay after a crash in the middle
-            // of a live rebuild has not been tested against md.
-            return refuse("this array keeps a write journal: rebuild it while it is stopped (stop the server, then `raidlab rebuild`)".into());
+        if self.ppl.is_some() && replacing {
+            // The role's log would have to move from the old member to the new
+            // one at the very moment the new one takes over, or a crash in
+            // between would replay a log that misses writes.
+            return refuse("this array keeps a partial parity log on its members, which a replacement cannot carry over while the array runs: replace it while it is stopped (stop the server, then `raidlab rebuild`)".into());
         }
         if self.read_only || !target.is_writable() {
             return refuse(

@@ -14,6 +14,13 @@ use raidlab_md::{NewArray, Role, Superblock};
 use serde::Serialize;
 use std::sync::Arc;
 
+/// Forget how far a member's rebuild got: it starts over from the beginning.
+fn restart_rebuild(sb: &mut Superblock) {
+    if sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0 {
+        sb.recovery_offset = 0;
+    }
+}
+
 const SECTOR: u64 = 512;
 
 /// One device handed to assembly or creation.
@@ -485,7 +492,22 @@ impl Assembly {
             .journal_handle
             .lock()
             .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(journal));
+        if replay.replayed_anything() && self.partly_rebuilt() {
+            // The replay wrote the members in service only: a member being
+            // rebuilt may lack writes that were in flight at the crash, below
+            // its checkpoint. Its rebuild starts over.
+            self.commit(restart_rebuild)?;
+        }
         Ok(Some(replay))
+    }
+
+    /// Whether a member being rebuilt (or replacing another) has a checkpoint
+    /// past its start.
+    fn partly_rebuilt(&self) -> bool {
+        self.members.iter().any(|m| {
+            matches!(m.state, MemberState::Rebuilding | MemberState::Replacing)
+                && m.sb.recovery_offset != 0
+        })
     }
 
     /// Whether the array keeps md's partial parity log (consistency policy
@@ -555,8 +577,17 @@ impl Assembly {
                 .map_err(|e| e.on_device(dev.name()))?;
         }
         if let Some(r) = &replay {
-            if r.mismatches == 0 {
-                self.commit(|sb| sb.resync_offset = u64::MAX)?;
+            // The replay fixed parity of the members in service only: a member
+            // being rebuilt may hold torn stripes below its checkpoint. Its
+            // rebuild starts over.
+            let clean = r.mismatches == 0;
+            if clean || self.partly_rebuilt() {
+                self.commit(|sb| {
+                    if clean {
+                        sb.resync_offset = u64::MAX;
+                    }
+                    restart_rebuild(sb);
+                })?;
             }
         }
         Ok(replay)
@@ -582,28 +613,18 @@ impl Assembly {
         // A member being rebuilt does not receive the writes to come: what it
         // has rebuilt so far can no longer be trusted, so its rebuild starts
         // over (a live rebuild resumes from the offsets read before this).
-        let restart = |sb: &mut Superblock| {
-            if sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0 {
-                sb.recovery_offset = 0;
-            }
-        };
         if self.has_journal() && self.journal_member().is_some() && was_clean {
             // md keeps a journaled array's superblocks clean while it runs
             // (MD_JOURNAL_CLEAN): after a crash the journal replay, not a resync,
             // makes the stripes consistent.
-            let rebuilt_part = self.members.iter().any(|m| {
-                m.is_live()
-                    && m.sb.recovery_offset != 0
-                    && m.sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0
-            });
-            if rebuilt_part {
-                self.commit(restart)?;
+            if self.partly_rebuilt() {
+                self.commit(restart_rebuild)?;
             }
             return Ok(was_clean);
         }
         self.commit(|sb| {
             sb.resync_offset = 0;
-            restart(sb);
+            restart_rebuild(sb);
         })?;
         Ok(was_clean)
     }

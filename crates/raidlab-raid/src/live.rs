@@ -81,6 +81,13 @@ impl TaskStatus {
         }
     }
 
+    /// A replacement whose old member left is a rebuild from then on.
+    fn follow(&mut self, rec: &Recovery) {
+        if self.kind == "replace" && !rec.replacing() {
+            self.kind = "rebuild".into();
+        }
+    }
+
     /// Percent done.
     pub fn percent(&self) -> f64 {
         if self.total == 0 {
@@ -441,6 +448,10 @@ impl LiveArray {
         let target = asm.area(index)?;
         self.array
             .add_intent_device(slot, m.device.volume.clone(), m.sb.clone())?;
+        if !replacing {
+            self.array
+                .add_log_device(slot, m.device.volume.clone(), m.sb.clone())?;
+        }
         let rec = self.array.begin_recovery(slot, target, from, replacing)?;
         let status = Arc::new(Mutex::new(TaskStatus::new(
             if replacing { "replace" } else { "rebuild" },
@@ -498,10 +509,7 @@ impl LiveArray {
                 {
                     let mut st = lock(&status);
                     st.advance(done);
-                    if !rec.replacing() {
-                        // The member it replaced has left: it is a rebuild now.
-                        st.kind = "rebuild".into();
-                    }
+                    st.follow(&rec);
                 }
                 since += done - before;
                 if since >= CHECKPOINT && done < total {
@@ -539,6 +547,7 @@ impl LiveArray {
         });
         let mut st = lock(&status);
         st.running = false;
+        st.follow(&rec);
         match result {
             Ok(true) => {
                 st.advance(total);

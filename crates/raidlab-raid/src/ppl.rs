@@ -29,24 +29,28 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 const SECTOR: u64 = 512;
 
-/// The logs of a running RAID 5 array, one per member role that is present.
+/// The logs of a running RAID 5 array, one per member role; a role without a
+/// member has no log device until one is attached (a rebuild target).
 pub struct PartialParityLog {
     signature: u32,
-    logs: Vec<Option<MemberLog>>,
+    /// Bytes of partial parity one log write carries on every member.
+    pp_room: u64,
+    logs: Vec<Mutex<LogState>>,
 }
 
-struct MemberLog {
+/// Where a member's log lives.
+struct LogDevice {
     /// The whole member device (the log sits beside the superblock).
     device: Arc<dyn Volume>,
     sb: Superblock,
     /// Bytes of one log write that fit in the area (header and partial parity).
     room: u64,
-    state: Mutex<LogState>,
 }
 
-/// What a member's log last covered.
-#[derive(Debug, Default)]
+/// A member's log: its device, and what its last log write covered.
+#[derive(Default)]
 pub(crate) struct LogState {
+    dev: Option<LogDevice>,
     generation: u64,
     /// Roles written under the current log write and not flushed since.
     unflushed: Vec<usize>,
@@ -54,11 +58,31 @@ pub(crate) struct LogState {
 
 impl std::fmt::Debug for PartialParityLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let members = self
+            .logs
+            .iter()
+            .filter(|l| l.lock().map(|l| l.dev.is_some()).unwrap_or(false))
+            .count();
         f.debug_struct("PartialParityLog")
             .field("signature", &self.signature)
-            .field("members", &self.logs.iter().filter(|l| l.is_some()).count())
+            .field("members", &members)
             .finish()
     }
+}
+
+/// The log device for `device`, whose superblock must have a PPL area.
+fn log_device(device: Arc<dyn Volume>, sb: Superblock) -> Result<LogDevice> {
+    let (_, len) = ppl::ppl_area(&sb)
+        .map_err(|e| e.on_device(device.name()))?
+        .ok_or_else(|| {
+            Error::invalid("the superblock has no PPL area (feature_map lacks PPL)")
+                .on_device(device.name())
+        })?;
+    Ok(LogDevice {
+        room: ppl::usable_sectors(len / SECTOR) * SECTOR,
+        device,
+        sb,
+    })
 }
 
 /// The log guards one write holds, by role, in role order.
@@ -71,37 +95,62 @@ impl PartialParityLog {
         signature: u32,
         members: Vec<Option<(Arc<dyn Volume>, Superblock)>>,
     ) -> Result<PartialParityLog> {
-        let logs = members
+        let devs = members
             .into_iter()
-            .map(|m| {
-                m.map(|(device, sb)| {
-                    let (_, len) = ppl::ppl_area(&sb)
-                        .map_err(|e| e.on_device(device.name()))?
-                        .ok_or_else(|| {
-                            Error::invalid("the superblock has no PPL area (feature_map lacks PPL)")
-                                .on_device(device.name())
-                        })?;
-                    Ok(MemberLog {
-                        room: ppl::usable_sectors(len / SECTOR) * SECTOR,
-                        device,
-                        sb,
-                        state: Mutex::new(LogState::default()),
-                    })
-                })
-                .transpose()
-            })
+            .map(|m| m.map(|(device, sb)| log_device(device, sb)).transpose())
             .collect::<Result<Vec<_>>>()?;
-        Ok(PartialParityLog { signature, logs })
-    }
-
-    /// Bytes of partial parity one log write can carry on every member.
-    pub fn pp_room(&self) -> u64 {
-        self.logs
+        let pp_room = devs
             .iter()
             .flatten()
             .map(|l| l.room.saturating_sub(ppl::PPL_HEADER_SIZE as u64))
             .min()
-            .unwrap_or(0)
+            .unwrap_or(0);
+        let logs = devs
+            .into_iter()
+            .map(|dev| {
+                Mutex::new(LogState {
+                    dev,
+                    ..LogState::default()
+                })
+            })
+            .collect();
+        Ok(PartialParityLog {
+            signature,
+            pp_room,
+            logs,
+        })
+    }
+
+    /// Bytes of partial parity one log write can carry on every member.
+    pub fn pp_room(&self) -> u64 {
+        self.pp_room
+    }
+
+    /// Give `role` the log on `device` (a member being rebuilt into the role,
+    /// which writes planned with the role present log to), started afresh as
+    /// at array start. Refused if its area is smaller than the others'.
+    pub fn attach(&self, role: usize, device: Arc<dyn Volume>, sb: Superblock) -> Result<()> {
+        let dev = log_device(device, sb)?;
+        let name = dev.device.name();
+        if dev.room.saturating_sub(ppl::PPL_HEADER_SIZE as u64) < self.pp_room {
+            return Err(Error::invalid(format!(
+                "its partial parity log area holds {} bytes, less than the other members' {}",
+                dev.room, self.pp_room
+            ))
+            .on_device(name));
+        }
+        let area = ppl::initial_area(&dev.sb).map_err(|e| e.on_device(&name))?;
+        ppl::write_area(dev.device.as_ref(), &dev.sb, 0, &area).map_err(|e| e.on_device(&name))?;
+        dev.device.flush()?;
+        let slot = self.logs.get(role).ok_or_else(|| {
+            Error::invalid(format!("internal: no role {role} for a log")).on_device(&name)
+        })?;
+        let mut st = slot.lock().unwrap_or_else(|p| p.into_inner());
+        *st = LogState {
+            dev: Some(dev),
+            ..LogState::default()
+        };
+        Ok(())
     }
 
     /// Take the logs `plan` writes to, in role order (so that two writes never
@@ -122,8 +171,8 @@ impl PartialParityLog {
         roles
             .into_iter()
             .filter_map(|r| {
-                let log = self.logs.get(r)?.as_ref()?;
-                Some((r, log.state.lock().unwrap_or_else(|p| p.into_inner())))
+                let log = self.logs.get(r)?;
+                Some((r, log.lock().unwrap_or_else(|p| p.into_inner())))
             })
             .collect()
     }
@@ -146,9 +195,12 @@ impl PartialParityLog {
             if mine.is_empty() {
                 continue;
             }
-            let log = self.logs[role].as_ref().ok_or_else(|| {
-                log_failed(role, internal("a log entry for a member without a log"))
-            })?;
+            if state.dev.is_none() {
+                return Err(log_failed(
+                    role,
+                    internal("a log entry for a member without a log"),
+                ));
+            }
             for &r in &state.unflushed {
                 flush(r).map_err(|e| Failed {
                     members: vec![r],
@@ -182,6 +234,9 @@ impl PartialParityLog {
             let bytes = header
                 .encode_write(&pps)
                 .map_err(|err| log_failed(role, err))?;
+            let Some(log) = state.dev.as_ref() else {
+                return Err(log_failed(role, internal("a member's log went away")));
+            };
             if bytes.len() as u64 > log.room {
                 return Err(log_failed(
                     role,

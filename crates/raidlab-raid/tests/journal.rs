@@ -265,3 +265,71 @@ fn opening_a_journaled_array_for_writing_restarts_a_partial_rebuild() {
     again.mark_dirty().unwrap();
     assert_eq!(offset(&Assembly::assemble(devs).unwrap()), 0);
 }
+
+/// A crash with writes in the journal not yet known to be on the members, while
+/// a member was being rebuilt: the replay writes the members in service only,
+/// so the partial rebuild starts over rather than resuming at its checkpoint.
+/// The array stays clean while it runs, so nothing else would tell.
+#[test]
+fn a_journal_replay_restarts_a_partial_rebuild() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static STOP: AtomicBool = AtomicBool::new(false);
+    let member = |i: usize| Device {
+        path: format!("m{i}"),
+        volume: Arc::new(MemVolume::new(if i == 4 { JOURNAL } else { 2 << 20 })),
+    };
+    let mut devs: Vec<Device> = (0..5).map(member).collect();
+    devs[4].path = "journal".into();
+    let spec = CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::parse(Level::Raid5, None).unwrap(),
+        chunk_bytes: 8 << 10,
+        spares: 0,
+        name: "crash".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let new_member = |d: &Device| NewMember {
+        device: d.clone(),
+        zeroed: true,
+    };
+    let members = devs[..4].iter().map(new_member).collect();
+    let mut asm = create_with_journal(&spec, members, Some(new_member(&devs[4]))).unwrap();
+    asm.start_journal().unwrap().unwrap();
+    asm.fail(1).unwrap();
+    let fresh = member(9);
+    devs.push(fresh.clone());
+    asm.add(fresh, false).unwrap();
+    let opts = RunOptions {
+        step_bytes: 64 << 10,
+        checkpoint_bytes: 64 << 10,
+        stop: Some(&STOP),
+        ..RunOptions::default()
+    };
+    let stopped = asm.rebuild(opts, &mut |p| {
+        if p.done >= 256 << 10 {
+            STOP.store(true, Ordering::Relaxed);
+        }
+    });
+    assert!(stopped.is_err(), "the rebuild should have been interrupted");
+    STOP.store(false, Ordering::Relaxed);
+    // Writes through the journal, then the crash: the array was never marked
+    // clean, nor the journal's tail moved past them.
+    asm.array().unwrap().write_at(&[0x5a; 64 << 10], 0).unwrap();
+    let offset = |asm: &Assembly| {
+        asm.members
+            .iter()
+            .find(|m| m.device.path == "m9")
+            .unwrap()
+            .sb
+            .recovery_offset
+    };
+    let mut again = Assembly::assemble(devs.clone()).unwrap();
+    assert!(offset(&again) * 512 >= 256 << 10, "{}", offset(&again));
+    let replay = again.start_journal().unwrap().unwrap();
+    assert!(replay.replayed_anything(), "{replay:?}");
+    assert_eq!(offset(&again), 0);
+    assert_eq!(offset(&Assembly::assemble(devs).unwrap()), 0);
+}
