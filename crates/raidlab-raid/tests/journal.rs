@@ -11,6 +11,8 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 
+mod common;
+
 const MEMBER: u64 = (1 << 20) + (512 << 10);
 /// md's 1 MiB data offset and the smallest ring raidlab accepts (256 KiB).
 const JOURNAL: u64 = (1 << 20) + (256 << 10);
@@ -203,13 +205,9 @@ fn a_journaled_plan_logs_data_and_full_parity_even_without_a_parity_member() {
     assert!(plan_write_journaled(&g, &[true; 6], 512, 4096).is_err());
 }
 
-/// A journaled array is kept clean while it runs, so marking it for writing
-/// writes no superblock. With a member rebuilt partway, it must: that member
-/// does not get the writes to come, so its rebuild has to start over.
-#[test]
-fn opening_a_journaled_array_for_writing_restarts_a_partial_rebuild() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static STOP: AtomicBool = AtomicBool::new(false);
+/// A RAID 5 with a journal, member m1 failed and m9 added in its place and
+/// rebuilt up to 256 KiB (checkpoint saved); the devices, journal included.
+fn partly_rebuilt_journaled_array() -> (Assembly, Vec<Device>) {
     let member = |i: usize| Device {
         path: format!("m{i}"),
         volume: Arc::new(MemVolume::new(if i == 4 { JOURNAL } else { 2 << 20 })),
@@ -238,32 +236,36 @@ fn opening_a_journaled_array_for_writing_restarts_a_partial_rebuild() {
     let fresh = member(9);
     devs.push(fresh.clone());
     asm.add(fresh, false).unwrap();
-    let opts = RunOptions {
-        step_bytes: 64 << 10,
-        checkpoint_bytes: 64 << 10,
-        stop: Some(&STOP),
-        ..RunOptions::default()
-    };
-    let stopped = asm.rebuild(opts, &mut |p| {
-        if p.done >= 256 << 10 {
-            STOP.store(true, Ordering::Relaxed);
-        }
-    });
-    assert!(stopped.is_err(), "the rebuild should have been interrupted");
-    let offset = |asm: &Assembly| {
-        asm.members
-            .iter()
-            .find(|m| m.device.path == "m9")
-            .unwrap()
-            .sb
-            .recovery_offset
-    };
+    common::rebuild_until(&mut asm, 256 << 10, false);
+    (asm, devs)
+}
+
+/// How far m9's rebuild got, in sectors.
+fn m9_offset(asm: &Assembly) -> u64 {
+    asm.members
+        .iter()
+        .find(|m| m.device.path == "m9")
+        .unwrap()
+        .sb
+        .recovery_offset
+}
+
+/// A journaled array is kept clean while it runs, so marking it for writing
+/// writes no superblock. With a member rebuilt partway, it must: that member
+/// does not get the writes to come, so its rebuild has to start over.
+#[test]
+fn opening_a_journaled_array_for_writing_restarts_a_partial_rebuild() {
+    let (_, devs) = partly_rebuilt_journaled_array();
     let mut again = Assembly::assemble(devs.clone()).unwrap();
-    assert!(offset(&again) * 512 >= 256 << 10, "{}", offset(&again));
+    assert!(
+        m9_offset(&again) * 512 >= 256 << 10,
+        "{}",
+        m9_offset(&again)
+    );
     again.start_journal().unwrap().unwrap();
     assert!(again.in_sync());
     again.mark_dirty().unwrap();
-    assert_eq!(offset(&Assembly::assemble(devs).unwrap()), 0);
+    assert_eq!(m9_offset(&Assembly::assemble(devs).unwrap()), 0);
 }
 
 /// A crash with writes in the journal not yet known to be on the members, while
@@ -272,64 +274,18 @@ fn opening_a_journaled_array_for_writing_restarts_a_partial_rebuild() {
 /// The array stays clean while it runs, so nothing else would tell.
 #[test]
 fn a_journal_replay_restarts_a_partial_rebuild() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    static STOP: AtomicBool = AtomicBool::new(false);
-    let member = |i: usize| Device {
-        path: format!("m{i}"),
-        volume: Arc::new(MemVolume::new(if i == 4 { JOURNAL } else { 2 << 20 })),
-    };
-    let mut devs: Vec<Device> = (0..5).map(member).collect();
-    devs[4].path = "journal".into();
-    let spec = CreateSpec {
-        level: Level::Raid5,
-        layout: Layout::parse(Level::Raid5, None).unwrap(),
-        chunk_bytes: 8 << 10,
-        spares: 0,
-        name: "crash".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let new_member = |d: &Device| NewMember {
-        device: d.clone(),
-        zeroed: true,
-    };
-    let members = devs[..4].iter().map(new_member).collect();
-    let mut asm = create_with_journal(&spec, members, Some(new_member(&devs[4]))).unwrap();
-    asm.start_journal().unwrap().unwrap();
-    asm.fail(1).unwrap();
-    let fresh = member(9);
-    devs.push(fresh.clone());
-    asm.add(fresh, false).unwrap();
-    let opts = RunOptions {
-        step_bytes: 64 << 10,
-        checkpoint_bytes: 64 << 10,
-        stop: Some(&STOP),
-        ..RunOptions::default()
-    };
-    let stopped = asm.rebuild(opts, &mut |p| {
-        if p.done >= 256 << 10 {
-            STOP.store(true, Ordering::Relaxed);
-        }
-    });
-    assert!(stopped.is_err(), "the rebuild should have been interrupted");
-    STOP.store(false, Ordering::Relaxed);
+    let (asm, devs) = partly_rebuilt_journaled_array();
     // Writes through the journal, then the crash: the array was never marked
     // clean, nor the journal's tail moved past them.
     asm.array().unwrap().write_at(&[0x5a; 64 << 10], 0).unwrap();
-    let offset = |asm: &Assembly| {
-        asm.members
-            .iter()
-            .find(|m| m.device.path == "m9")
-            .unwrap()
-            .sb
-            .recovery_offset
-    };
     let mut again = Assembly::assemble(devs.clone()).unwrap();
-    assert!(offset(&again) * 512 >= 256 << 10, "{}", offset(&again));
+    assert!(
+        m9_offset(&again) * 512 >= 256 << 10,
+        "{}",
+        m9_offset(&again)
+    );
     let replay = again.start_journal().unwrap().unwrap();
     assert!(replay.replayed_anything(), "{replay:?}");
-    assert_eq!(offset(&again), 0);
-    assert_eq!(offset(&Assembly::assemble(devs).unwrap()), 0);
+    assert_eq!(m9_offset(&again), 0);
+    assert_eq!(m9_offset(&Assembly::assemble(devs).unwrap()), 0);
 }

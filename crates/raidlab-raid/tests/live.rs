@@ -196,6 +196,16 @@ impl Running {
         }
     }
 
+    /// A rebuild is under way while the writers write; it must then finish
+    /// without error.
+    fn rebuild_completes(&self, label: &str) {
+        let st = self.live.status().rebuild.expect("a rebuild runs");
+        assert!(st.running && st.done < st.total, "{label}: {st:?}");
+        self.settle();
+        let st = self.live.status().rebuild.unwrap();
+        assert!(st.error.is_none() && st.done == st.total, "{label}: {st:?}");
+    }
+
     /// Let the writers run until they made `n` more writes.
     fn let_write(&self, n: u64) {
         let until = self.writes.load(Ordering::Relaxed) + n;
@@ -335,13 +345,7 @@ fn hot_spare_takes_over_a_failed_member_while_writing() {
             );
             r.let_write(30);
         }
-        // The rebuild is under way while the writers write.
-        let st = r.live.status().rebuild.expect("a rebuild runs");
-        assert!(st.running && st.done < st.total, "{label}: {st:?}");
-        r.settle();
-        let st = r.live.status().rebuild.unwrap();
-        assert!(st.error.is_none(), "{label}: {st:?}");
-        assert_eq!(st.done, st.total, "{label}");
+        r.rebuild_completes(&label);
         r.let_write(20);
         r.finish(&label);
     }
@@ -366,11 +370,7 @@ fn logged_arrays_rebuild_a_hot_spare_while_writing() {
         let said = r.live.fail("mem1").unwrap();
         assert!(said.contains("hot spare"), "{label}: {said}");
         r.let_write(30);
-        let st = r.live.status().rebuild.expect("a rebuild runs");
-        assert!(st.running && st.done < st.total, "{label}: {st:?}");
-        r.settle();
-        let st = r.live.status().rebuild.unwrap();
-        assert!(st.error.is_none(), "{label}: {st:?}");
+        r.rebuild_completes(&label);
         assert_eq!(state_of(&r.live, &format!("mem{n}")), MemberState::Active);
         r.let_write(20);
         if policy == Policy::Ppl {

@@ -10,9 +10,10 @@ use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, MemberState, NewMember};
 use raidlab_raid::manage::Added;
 use raidlab_raid::recovery::RunOptions;
+
+mod common;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 const MEMBER: u64 = 3 << 20;
@@ -253,7 +254,6 @@ fn a_hot_spare_takes_over_a_failed_member() {
 
 #[test]
 fn an_interrupted_rebuild_resumes_at_its_checkpoint() {
-    static STOP: AtomicBool = AtomicBool::new(false);
     let (mut asm, mut devs) = new_array(
         Level::Raid6,
         Layout::Parity(ParityLayout::LeftSymmetric),
@@ -266,25 +266,8 @@ fn an_interrupted_rebuild_resumes_at_its_checkpoint() {
     let d = device(50);
     devs.push(d.clone());
     asm.add(d, false).unwrap();
-    let opts = RunOptions {
-        step_bytes: 64 << 10,
-        checkpoint_bytes: 64 << 10,
-        stop: Some(&STOP),
-        ..RunOptions::default()
-    };
-    let mut steps = 0;
-    let e = asm
-        .rebuild(opts, &mut |p| {
-            steps += 1;
-            if p.done >= 1 << 20 {
-                STOP.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        })
-        .unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Interrupted);
-    assert!(steps > 1);
+    assert!(common::rebuild_until(&mut asm, 1 << 20, false) > 1);
     // A new process: reassemble from disk, the rebuild resumes past 1 MiB.
-    STOP.store(false, std::sync::atomic::Ordering::Relaxed);
     let mut again = reassemble(&devs, &[1]);
     assert_eq!(again.rebuilding().len(), 1);
     let report = again.rebuild(RunOptions::default(), &mut quiet()).unwrap();
@@ -296,19 +279,26 @@ fn an_interrupted_rebuild_resumes_at_its_checkpoint() {
     );
 }
 
-#[test]
-fn replace_copies_while_redundant_then_swaps() {
+/// A RAID 5 of `n` members filled with data (seed `n`), and member 1 being
+/// replaced by a new device (the last of the devices returned).
+fn replacing_member_1(n: usize) -> (Assembly, Vec<Device>, Vec<u8>) {
     let (mut asm, mut devs) = new_array(
         Level::Raid5,
         Layout::Parity(ParityLayout::LeftSymmetric),
-        3,
+        n,
         0,
         true,
     );
-    let data = fill(&asm, 3);
+    let data = fill(&asm, n as u64);
     let d = device(60);
     devs.push(d.clone());
     asm.replace(1, d, false).unwrap();
+    (asm, devs, data)
+}
+
+#[test]
+fn replace_copies_while_redundant_then_swaps() {
+    let (mut asm, devs, data) = replacing_member_1(3);
     assert_eq!(
         asm.state(),
         raidlab_raid::assemble::ArrayState::Clean,
@@ -331,33 +321,9 @@ fn replace_copies_while_redundant_then_swaps() {
 /// so on disk, and the rebuild resumes from the replacement's checkpoint.
 #[test]
 fn a_replacement_becomes_a_rebuild_when_the_replaced_member_fails() {
-    static STOP: AtomicBool = AtomicBool::new(false);
-    let (mut asm, mut devs) = new_array(
-        Level::Raid5,
-        Layout::Parity(ParityLayout::LeftSymmetric),
-        4,
-        0,
-        true,
-    );
-    let data = fill(&asm, 12);
-    let d = device(61);
-    devs.push(d.clone());
-    asm.replace(1, d.clone(), false).unwrap();
-    let opts = RunOptions {
-        step_bytes: 64 << 10,
-        checkpoint_bytes: 64 << 10,
-        stop: Some(&STOP),
-        ..RunOptions::default()
-    };
-    let e = asm
-        .rebuild(opts, &mut |p| {
-            if p.done >= 1 << 20 {
-                STOP.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-        })
-        .unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Interrupted);
-    STOP.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (mut asm, devs, data) = replacing_member_1(4);
+    let d = devs[4].clone();
+    common::rebuild_until(&mut asm, 1 << 20, false);
     assert_eq!(asm.members[4].state, MemberState::Replacing);
     asm.fail(1).unwrap();
     assert_eq!(asm.members[1].state, MemberState::Faulty);
@@ -823,7 +789,6 @@ fn a_rebuild_through_mappings_matches_one_through_reads() {
 /// trusted; it starts over rather than resuming at its checkpoint.
 #[test]
 fn a_ppl_replay_restarts_a_partial_rebuild() {
-    static STOP: AtomicBool = AtomicBool::new(false);
     let mut devs: Vec<Device> = (0..4).map(device).collect();
     let members = devs
         .iter()
@@ -846,20 +811,7 @@ fn a_ppl_replay_restarts_a_partial_rebuild() {
     // Running: marked dirty, then the rebuild records its checkpoint (as a
     // live rebuild does; forced, since offline a dirty array is not rebuilt).
     asm.mark_dirty().unwrap();
-    let opts = RunOptions {
-        step_bytes: 64 << 10,
-        checkpoint_bytes: 64 << 10,
-        stop: Some(&STOP),
-        force: true,
-        ..RunOptions::default()
-    };
-    let stopped = asm.rebuild(opts, &mut |p| {
-        if p.done >= 512 << 10 {
-            STOP.store(true, std::sync::atomic::Ordering::Relaxed);
-        }
-    });
-    assert_eq!(stopped.unwrap_err().kind, ErrorKind::Interrupted);
-    STOP.store(false, std::sync::atomic::Ordering::Relaxed);
+    common::rebuild_until(&mut asm, 512 << 10, true);
     // The crash: no clean stop. The next start replays the logs.
     let offset = |a: &Assembly| a.members[4].sb.recovery_offset;
     let mut again = reassemble(&devs, &[]);
