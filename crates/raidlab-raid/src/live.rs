@@ -501,7 +501,13 @@ impl LiveArray {
             while rec.done() < total {
                 if self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire) {
                     rec.target().flush()?;
-                    lock(&self.asm).checkpoint_recovery(index, rec.done())?;
+                    // The position is worth keeping only at shutdown, when the
+                    // connections are drained: stopped while the array goes on
+                    // serving, the member would miss the writes from now on, so
+                    // a later rebuild of it starts over.
+                    let keep = self.stop.load(Ordering::Acquire);
+                    lock(&self.asm)
+                        .checkpoint_recovery(index, if keep { rec.done() } else { 0 })?;
                     return Ok(false);
                 }
                 let before = rec.done();
@@ -562,6 +568,9 @@ impl LiveArray {
                 self.array.abort_recovery();
                 st.error = Some(e.to_string());
                 drop(st);
+                // Whatever becomes of the member, its rebuilt part stops
+                // getting writes now: a later rebuild of it starts over.
+                let _ = asm.checkpoint_recovery(index, 0);
                 // The new member could not be written: md fails it.
                 if matches!(
                     asm.members[index].state,

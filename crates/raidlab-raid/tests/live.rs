@@ -391,6 +391,30 @@ fn logged_arrays_rebuild_a_hot_spare_while_writing() {
     }
 }
 
+/// A rebuild stopped while the array goes on serving (its member failed) keeps
+/// no position: the member misses every write from then on, so a position kept
+/// would let a later rebuild of it trust stale blocks.
+#[test]
+fn a_rebuild_stopped_while_serving_keeps_no_position() {
+    let r = start(Level::Raid5, ls(), 4, 1, false);
+    slow(&r.live);
+    r.live.fail("mem1").unwrap();
+    let t = Instant::now();
+    while r.live.status().rebuild.expect("a rebuild runs").done == 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "the rebuild never moved"
+        );
+        r.let_write(1);
+    }
+    let st = r.live.status().rebuild.unwrap();
+    assert!(st.running && st.done < st.total, "{st:?}");
+    r.live.fail("mem4").unwrap();
+    let offset = r.live.with_assembly(|a| a.members[4].sb.recovery_offset);
+    assert_eq!(offset, 0);
+    r.quit.store(true, Ordering::Relaxed);
+}
+
 #[test]
 fn a_member_added_into_a_missing_role_is_rebuilt_while_writing() {
     for (level, layout, n) in [
