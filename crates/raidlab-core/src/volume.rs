@@ -72,6 +72,13 @@ pub trait Volume: Send + Sync {
         .on_device(self.name())
         .at(offset, len))
     }
+
+    /// Whether a successful [`Volume::discard`] leaves the range reading as
+    /// zeros (memory cleared, a hole punched in a file). Redundant arrays trim
+    /// only members that do, so that the copies of a block stay equal.
+    fn discard_zeroes(&self) -> bool {
+        false
+    }
 }
 
 /// A read-only view of (part of) a volume's bytes in memory.
@@ -142,6 +149,9 @@ impl<T: Volume + ?Sized> Volume for Arc<T> {
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         (**self).discard(offset, len)
+    }
+    fn discard_zeroes(&self) -> bool {
+        (**self).discard_zeroes()
     }
     fn mapped(&self) -> Option<Mapped> {
         (**self).mapped()
@@ -235,6 +245,9 @@ impl<V: Volume> Volume for SliceVolume<V> {
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         self.check(Op::Discard, offset, len)?;
         self.inner.discard(self.start + offset, len)
+    }
+    fn discard_zeroes(&self) -> bool {
+        self.inner.discard_zeroes()
     }
     fn mapped(&self) -> Option<Mapped> {
         self.inner.mapped()?.narrow(self.start, self.len)

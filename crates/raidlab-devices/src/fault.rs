@@ -506,6 +506,11 @@ impl<V: Volume> Volume for FaultVolume<V> {
             self.inner.discard(offset, len)
         }
     }
+    fn discard_zeroes(&self) -> bool {
+        // Reads of a discarded range go to the inner volume (the cache is
+        // drained first).
+        self.inner.discard_zeroes()
+    }
 }
 
 #[cfg(test)]

@@ -299,6 +299,57 @@ impl Volume for FileVolume {
             .write_all_at(buf, offset)
             .map_err(|e| Error::io(Op::Write, self.name(), e).at(offset, buf.len() as u64))
     }
+    /// Punches a hole (`fallocate`, keeping the size): a file gives the
+    /// blocks back to its file system, a block device discards or zeroes them;
+    /// either way the range then reads as zeros.
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.check(Op::Discard, offset, len)?;
+        if !self.writable {
+            return Err(
+                Error::new(ErrorKind::ReadOnly, Op::Discard, "opened read-only")
+                    .on_device(self.name())
+                    .at(offset, len),
+            );
+        }
+        if len == 0 {
+            return Ok(());
+        }
+        let (Ok(off), Ok(n)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+            return Err(
+                Error::new(ErrorKind::OutOfRange, Op::Discard, "range too large")
+                    .on_device(self.name())
+                    .at(offset, len),
+            );
+        };
+        use std::os::fd::AsRawFd;
+        // SAFETY: fallocate takes no pointers; the descriptor is this volume's
+        // open file, and the range was checked against its size.
+        let rc = unsafe {
+            libc::fallocate(
+                self.file.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                off,
+                n,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Discard,
+                "its file system or device cannot punch holes",
+            )
+            .on_device(self.name())
+            .at(offset, len));
+        }
+        Err(Error::io(Op::Discard, self.name(), e).at(offset, len))
+    }
+    fn discard_zeroes(&self) -> bool {
+        true
+    }
     fn mapped(&self) -> Option<Mapped> {
         self.map.get_or_init(|| self.map_file()).clone()
     }
@@ -332,6 +383,38 @@ impl Volume for FileVolume {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn discard_punches_a_hole_that_reads_as_zeros() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t0");
+        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
+        v.write_at(&vec![0xabu8; 1 << 20], 0).unwrap();
+        v.flush().unwrap();
+        assert!(!v.is_hole(256 << 10, 256 << 10));
+        assert!(v.discard_zeroes());
+        v.discard(256 << 10, 256 << 10).unwrap();
+        // The blocks went back to the file system; the size stayed.
+        assert!(v.is_hole(256 << 10, 256 << 10));
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 20);
+        let mut b = vec![1u8; 1 << 20];
+        v.read_at(&mut b, 0).unwrap();
+        assert!(b[..256 << 10].iter().all(|&x| x == 0xab));
+        assert!(b[256 << 10..512 << 10].iter().all(|&x| x == 0));
+        assert!(b[512 << 10..].iter().all(|&x| x == 0xab));
+        // An unaligned range zeroes exactly its bytes.
+        v.discard(1000, 10).unwrap();
+        let mut c = [1u8; 12];
+        v.read_at(&mut c, 999).unwrap();
+        assert_eq!(c, [0xab, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xab]);
+        assert_eq!(
+            v.discard(1 << 20, 1).unwrap_err().kind,
+            ErrorKind::OutOfRange
+        );
+        drop(v);
+        let r = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
+        assert_eq!(r.discard(0, 4096).unwrap_err().kind, ErrorKind::ReadOnly);
+    }
 
     #[test]
     fn create_write_read_and_lock() {

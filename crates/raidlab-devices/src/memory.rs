@@ -70,6 +70,9 @@ impl Volume for MemVolume {
         data[offset as usize..(offset + len) as usize].fill(0);
         Ok(())
     }
+    fn discard_zeroes(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

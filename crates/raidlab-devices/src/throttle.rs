@@ -250,6 +250,9 @@ impl<V: Volume, C: Clock> Volume for ThrottleVolume<V, C> {
         self.admit(0);
         self.inner.discard(offset, len)
     }
+    fn discard_zeroes(&self) -> bool {
+        self.inner.discard_zeroes()
+    }
 }
 
 #[cfg(test)]

@@ -706,6 +706,7 @@ impl Server {
                         offset: q.offset,
                         len,
                         zero,
+                        hole_ok: q.flags & CMD_FLAG_NO_HOLE == 0,
                         fua,
                     };
                     (job, conn.acquire(piece))
@@ -802,10 +803,18 @@ impl Server {
                 offset,
                 len,
                 zero,
+                hole_ok,
                 fua,
             } => {
                 let r = if zero {
-                    write_zeroes(v.as_ref(), offset, len)
+                    // A hole reads as zeros and costs no writes, where the volume
+                    // promises that and the client allows it.
+                    let punched = hole_ok && v.discard_zeroes() && v.discard(offset, len).is_ok();
+                    if punched {
+                        Ok(())
+                    } else {
+                        write_zeroes(v.as_ref(), offset, len)
+                    }
                 } else {
                     match v.discard(offset, len) {
                         // Trim is advisory: a volume that cannot forget keeps the data.
@@ -930,6 +939,8 @@ enum Job {
         offset: u64,
         len: u64,
         zero: bool,
+        /// Write zeroes may punch a hole (the client did not set NO_HOLE).
+        hole_ok: bool,
         fua: bool,
     },
 }

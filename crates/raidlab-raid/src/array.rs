@@ -171,6 +171,14 @@ impl Volume for Tee {
     fn is_writable(&self) -> bool {
         self.old.is_writable()
     }
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        let old = self.old.discard(offset, len);
+        let new = self.tee(|t| t.discard(offset, len));
+        self.outcome(old, new)
+    }
+    fn discard_zeroes(&self) -> bool {
+        self.old.discard_zeroes() && self.recovery.target.discard_zeroes()
+    }
 }
 
 impl Tee {
@@ -1320,6 +1328,60 @@ impl Array {
         }
     }
 
+    /// Trim one piece of a RAID 0/1/10 array: the member ranges a write there
+    /// would write (every live copy, and a rebuild target, which mirrors always
+    /// write), under the same locks and write-intent bits.
+    fn discard_piece(&self, pos: u64, n: u64) -> Result<()> {
+        let view = self.view();
+        let mut live = self.live_in(&view);
+        if self.phase(&view, pos, n) == Phase::Below {
+            if let Some(r) = &view.recovery {
+                live[r.role] = true;
+            }
+        }
+        let plan =
+            plan_write(&self.geometry, &live, pos, n).map_err(|e| e.on_device(&self.name))?;
+        let copies: Vec<(&Arc<dyn Volume>, usize, u64, u64)> = plan
+            .writes()
+            .filter_map(|op| {
+                let m = view.members.get(op.member)?.as_ref()?;
+                Some((m, op.member, op.offset, op.length))
+            })
+            .collect();
+        if copies.is_empty() || !copies.iter().all(|(m, ..)| m.discard_zeroes()) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Discard,
+                "a member cannot promise zeros after a trim; the range keeps its data",
+            )
+            .on_device(&self.name)
+            .at(pos, n));
+        }
+        self.note_intent(&plan, pos, n)?;
+        let _held = self.locks.lock(&plan.locks);
+        let mut zeros = Vec::new();
+        for (m, role, at, len) in copies {
+            if m.discard(at, len).is_ok() {
+                continue;
+            }
+            // Keep the copies equal: what the others now read, this one holds.
+            zeros.resize(len as usize, 0);
+            if m.write_at(&zeros[..len as usize], at).is_err() {
+                self.take_out(role, &view);
+                if !self.geometry.survives(&self.missing_now()) {
+                    return Err(Error::new(
+                        ErrorKind::Unrecoverable,
+                        Op::Discard,
+                        format!("role {role} could be neither trimmed nor zeroed, and the array cannot serve without it"),
+                    )
+                    .on_device(&self.name)
+                    .at(pos, n));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Split `[offset, offset+len)` at multiples of the piece size.
     fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
         let end = offset + len;
@@ -1512,6 +1574,51 @@ impl Volume for Array {
         }
     }
 
+    /// RAID 0/1/10 whose members in service all read zeros after a trim (a
+    /// copy that cannot be trimmed is zeroed instead, so the promise holds).
+    fn discard_zeroes(&self) -> bool {
+        if self.geometry.is_parity() || self.read_only {
+            return false;
+        }
+        let view = self.view();
+        let live = self.live_in(&view);
+        view.members
+            .iter()
+            .zip(live)
+            .all(|(m, ok)| !ok || m.as_ref().is_some_and(|m| m.discard_zeroes()))
+    }
+
+    /// Forget a range: on RAID 0, 1 and 10 each copy of it is trimmed on its
+    /// member, when every member it lies on reads zeros after a trim (holes in
+    /// files, memory), so the copies stay equal and a check stays clean. RAID
+    /// 4, 5 and 6 ignore trims, as md does unless told the members can be
+    /// trusted to return zeros: parity over trimmed blocks could not be
+    /// trusted otherwise. A copy whose trim fails is zeroed instead.
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(&self.name, Op::Discard, self.size(), offset, len)?;
+        if self.geometry.is_parity() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Discard,
+                format!(
+                    "{} ignores trims (md's default: parity over trimmed blocks could not be trusted)",
+                    self.geometry.level.name()
+                ),
+            )
+            .on_device(&self.name));
+        }
+        if self.read_only {
+            return Err(
+                Error::new(ErrorKind::ReadOnly, Op::Discard, "the array refuses writes")
+                    .on_device(&self.name)
+                    .at(offset, len),
+            );
+        }
+        for (pos, n) in self.pieces(offset, len) {
+            self.discard_piece(pos, n)?;
+        }
+        Ok(())
+    }
     fn is_writable(&self) -> bool {
         !self.read_only
             && self

@@ -638,3 +638,94 @@ fn a_panicking_member_fails_the_request_instead_of_the_caller() {
         assert!(e.to_string().contains("panicked"), "role {boom}: {e}");
     }
 }
+
+/// Trims: on RAID 0, 1 and 10 the range reads as zeros afterwards, every copy
+/// of it is trimmed (copies stay equal), and nothing outside it changes, also
+/// with a mirror missing; RAID 4/5/6 refuse (md's default) and change nothing.
+/// A member that cannot promise zeros after a trim makes the array keep the data.
+#[test]
+fn trims_zero_every_copy_on_mirrors_and_are_refused_on_parity_levels() {
+    for (ci, g) in configs().into_iter().enumerate() {
+        let missing_sets: Vec<Vec<usize>> = if g.is_parity() || g.level == Level::Raid0 {
+            vec![vec![]]
+        } else {
+            vec![vec![], vec![1]]
+        };
+        for missing in missing_sets {
+            let what = format!("{} missing {missing:?}", label(&g));
+            let mut rng = ChaCha8Rng::seed_from_u64(0x7e1d + ci as u64);
+            let mems: Vec<Arc<MemVolume>> = (0..g.raid_disks)
+                .map(|_| Arc::new(MemVolume::new(g.member_bytes)))
+                .collect();
+            let a = array_over(&g, &mems, &[]);
+            let mut model: Vec<u8> = (0..a.size()).map(|_| rng.gen()).collect();
+            a.write_at(&model, 0).unwrap();
+            let a = array_over(&g, &mems, &missing);
+            let before: Vec<Vec<u8>> = mems
+                .iter()
+                .map(|m| read(m, 0, g.member_bytes as usize))
+                .collect();
+            for _ in 0..20 {
+                let (off, len) = random_request(&mut rng, a.size(), g.chunk_bytes);
+                match a.discard(off, len as u64) {
+                    Ok(()) => {
+                        assert!(!g.is_parity(), "{what}: a parity level trimmed");
+                        model[off as usize..off as usize + len].fill(0);
+                    }
+                    Err(e) => {
+                        assert!(g.is_parity(), "{what}: {e}");
+                        assert_eq!(e.kind, ErrorKind::Unsupported, "{what}: {e}");
+                    }
+                }
+            }
+            let mut got = vec![0u8; a.size() as usize];
+            a.read_at(&mut got, 0).unwrap();
+            assert!(got == model, "{what}: contents after trims");
+            if g.is_parity() {
+                for (m, b) in mems.iter().zip(&before) {
+                    assert!(
+                        read(m, 0, g.member_bytes as usize) == *b,
+                        "{what}: a member changed"
+                    );
+                }
+            } else if missing.is_empty() {
+                assert_parity_consistent(&g, &mems);
+            }
+        }
+    }
+    // A member that cannot promise zeros: the array keeps the data.
+    let g = Geometry::new(Level::Raid1, Layout::Plain, 0, 2, 1 << 16).unwrap();
+    let m0: Arc<dyn Volume> = Arc::new(MemVolume::new(1 << 16));
+    let m1: Arc<dyn Volume> = Arc::new(NoZeroTrim(MemVolume::new(1 << 16)));
+    let a = Array::new("t", g, vec![Some(m0), Some(m1)]).unwrap();
+    a.write_at(&[9u8; 4096], 0).unwrap();
+    assert_eq!(a.discard(0, 4096).unwrap_err().kind, ErrorKind::Unsupported);
+    let mut b = [0u8; 4096];
+    a.read_at(&mut b, 0).unwrap();
+    assert!(b.iter().all(|&x| x == 9));
+}
+
+/// Memory whose trim says nothing about what reads return after it.
+#[derive(Debug)]
+struct NoZeroTrim(MemVolume);
+
+impl Volume for NoZeroTrim {
+    fn name(&self) -> String {
+        "no-zero-trim".into()
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> raidlab_core::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        self.0.write_at(buf, offset)
+    }
+    fn flush(&self) -> raidlab_core::Result<()> {
+        Ok(())
+    }
+    fn discard(&self, offset: u64, len: u64) -> raidlab_core::Result<()> {
+        self.0.discard(offset, len)
+    }
+}

@@ -395,6 +395,90 @@ fn block(batch: u64, i: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// Blocks a file holds on disk (st_blocks, 512-byte units).
+fn allocated(p: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p).unwrap().blocks()
+}
+
+/// NBD_CMD_TRIM gives space back: on a plain file export the file gets a hole,
+/// on a RAID 10 export every copy on the member files does; the range then reads
+/// as zeros, the rest is untouched, and a check of the array stays clean. On a
+/// RAID 5 export the trim is accepted and changes nothing (md's default).
+#[test]
+fn trim_punches_holes_in_files_and_every_mirror_copy() {
+    const CMD_TRIM: u16 = 4;
+    const MIB: u64 = 1 << 20;
+    let d = tempfile::tempdir().unwrap();
+    let sock = d.path().join("s.sock");
+    let plain = d.path().join("plain");
+    std::fs::write(&plain, vec![0x77u8; 8 << 20]).unwrap();
+    let r10 = create(d.path(), "10", &["a0", "a1", "a2", "a3"], "16M");
+    let r5 = create(d.path(), "5", &["b0", "b1", "b2"], "16M");
+    for (label, members, trims) in [
+        ("plain", vec![plain.clone()], true),
+        ("raid10", r10.clone(), true),
+        ("raid5", r5.clone(), false),
+    ] {
+        let args: Vec<&str> = if label == "plain" {
+            vec!["-N", "x", "--plain"]
+        } else {
+            vec!["-N", "x"]
+        };
+        let srv = Serve::start(&sock, &args, &members);
+        let mut c = Raw::connect(&sock, "x").unwrap();
+        // Fill 6 MiB (the plain file is full already), then trim 1-3 MiB.
+        if label != "plain" {
+            for i in 0..6 {
+                c.request(1, i, i * MIB, &vec![0x77u8; MIB as usize], MIB as u32)
+                    .unwrap();
+                c.reply(0).unwrap();
+            }
+            c.request(3, 9, 0, &[], 0).unwrap();
+            c.reply(0).unwrap();
+        }
+        let before: u64 = members.iter().map(|m| allocated(m)).sum();
+        c.request(CMD_TRIM, 10, MIB, &[], 2 * MIB as u32).unwrap();
+        c.reply(0).unwrap();
+        c.request(0, 11, 0, &[], 4 * MIB as u32).unwrap();
+        let (_, got) = c.reply(4 * MIB as usize).unwrap();
+        let after: u64 = members.iter().map(|m| allocated(m)).sum();
+        // Write zeroes without NO_HOLE may punch a hole too, where a trim can.
+        const CMD_WRITE_ZEROES: u16 = 6;
+        c.request(CMD_WRITE_ZEROES, 12, 5 * MIB, &[], MIB as u32)
+            .unwrap();
+        c.reply(0).unwrap();
+        c.request(0, 13, 5 * MIB, &[], MIB as u32).unwrap();
+        let (_, zeroed) = c.reply(MIB as usize).unwrap();
+        assert!(zeroed.iter().all(|&b| b == 0), "{label}: write zeroes");
+        let punched: u64 = members.iter().map(|m| allocated(m)).sum();
+        if trims {
+            assert!(punched < after, "{label}: write zeroes allocated space");
+        }
+        drop(c);
+        srv.stop();
+        let (head, rest) = got.split_at(MIB as usize);
+        let (mid, tail) = rest.split_at(2 * MIB as usize);
+        assert!(head.iter().all(|&b| b == 0x77), "{label}: before the trim");
+        assert!(tail.iter().all(|&b| b == 0x77), "{label}: after the trim");
+        if trims {
+            assert!(mid.iter().all(|&b| b == 0), "{label}: the trimmed range");
+            // 2 MiB given back per copy: 4096 sectors, twice on RAID 10.
+            let copies = if label == "raid10" { 2 } else { 1 };
+            assert!(
+                before - after >= copies * 4096,
+                "{label}: {before} -> {after} sectors allocated"
+            );
+        } else {
+            assert!(mid.iter().all(|&b| b == 0x77), "{label}: kept its data");
+            assert_eq!(before, after, "{label}: nothing given back");
+        }
+        if label != "plain" {
+            check_clean(&members);
+        }
+    }
+}
+
 /// How an array keeps parity consistent across a crash, and what the next start
 /// must say about it.
 #[derive(Debug, Clone, Copy)]
