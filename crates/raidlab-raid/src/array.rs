@@ -1360,9 +1360,15 @@ impl Array {
         self.note_intent(&plan, pos, n)?;
         let _held = self.locks.lock(&plan.locks);
         let mut zeros = Vec::new();
-        for (m, role, at, len) in copies {
-            if m.discard(at, len).is_ok() {
-                continue;
+        for (i, (m, role, at, len)) in copies.into_iter().enumerate() {
+            let e = match m.discard(at, len) {
+                Ok(()) => continue,
+                Err(e) => e,
+            };
+            if i == 0 && e.kind == ErrorKind::Unsupported {
+                // Nothing trimmed yet: leave the range as it is rather than
+                // turn every trim into writing zeros.
+                return Err(e.on_device(&self.name));
             }
             // Keep the copies equal: what the others now read, this one holds.
             zeros.resize(len as usize, 0);

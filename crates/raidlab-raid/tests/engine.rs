@@ -696,22 +696,45 @@ fn trims_zero_every_copy_on_mirrors_and_are_refused_on_parity_levels() {
     // A member that cannot promise zeros: the array keeps the data.
     let g = Geometry::new(Level::Raid1, Layout::Plain, 0, 2, 1 << 16).unwrap();
     let m0: Arc<dyn Volume> = Arc::new(MemVolume::new(1 << 16));
-    let m1: Arc<dyn Volume> = Arc::new(NoZeroTrim(MemVolume::new(1 << 16)));
+    let m1: Arc<dyn Volume> = Arc::new(OddTrim(MemVolume::new(1 << 16), false));
     let a = Array::new("t", g, vec![Some(m0), Some(m1)]).unwrap();
     a.write_at(&[9u8; 4096], 0).unwrap();
     assert_eq!(a.discard(0, 4096).unwrap_err().kind, ErrorKind::Unsupported);
     let mut b = [0u8; 4096];
     a.read_at(&mut b, 0).unwrap();
     assert!(b.iter().all(|&x| x == 9));
+    // Members that promise zeros but cannot trim: if the first copy cannot,
+    // nothing changes (no trim turns into writing zeros); if a later one
+    // cannot, it is zeroed so the copies stay equal.
+    for first_fails in [true, false] {
+        let odd = Arc::new(OddTrim(MemVolume::new(1 << 16), true));
+        let mem = Arc::new(MemVolume::new(1 << 16));
+        let (a0, a1): (Arc<dyn Volume>, Arc<dyn Volume>) = if first_fails {
+            (odd.clone(), mem.clone())
+        } else {
+            (mem.clone(), odd.clone())
+        };
+        let a = Array::new("t", g, vec![Some(a0), Some(a1)]).unwrap();
+        a.write_at(&[9u8; 4096], 0).unwrap();
+        let r = a.discard(0, 4096);
+        let want = if first_fails { 9 } else { 0 };
+        assert_eq!(r.is_err(), first_fails, "{r:?}");
+        assert!(read(&mem, 0, 4096).iter().all(|&x| x == want));
+        let mut c = vec![0u8; 4096];
+        odd.read_at(&mut c, 0).unwrap();
+        assert!(c.iter().all(|&x| x == want), "first fails: {first_fails}");
+    }
 }
 
-/// Memory whose trim says nothing about what reads return after it.
+/// Memory whose trim does not do what a trim of memory does: with `false`,
+/// it makes no promise about what reads return after it; with `true`, it
+/// promises zeros but cannot trim at all.
 #[derive(Debug)]
-struct NoZeroTrim(MemVolume);
+struct OddTrim(MemVolume, bool);
 
-impl Volume for NoZeroTrim {
+impl Volume for OddTrim {
     fn name(&self) -> String {
-        "no-zero-trim".into()
+        "odd-trim".into()
     }
     fn size(&self) -> u64 {
         self.0.size()
@@ -726,6 +749,16 @@ impl Volume for NoZeroTrim {
         Ok(())
     }
     fn discard(&self, offset: u64, len: u64) -> raidlab_core::Result<()> {
+        if self.1 {
+            return Err(raidlab_core::Error::new(
+                ErrorKind::Unsupported,
+                raidlab_core::Op::Discard,
+                "cannot trim",
+            ));
+        }
         self.0.discard(offset, len)
+    }
+    fn discard_zeroes(&self) -> bool {
+        self.1
     }
 }
