@@ -403,6 +403,30 @@ impl Array {
         }
     }
 
+    /// Before a member replaces `role` while the array runs: its partial parity
+    /// log, which takes a copy of every log write of the role from now on, so
+    /// that whichever member the superblocks name after a crash holds the
+    /// role's last log write.
+    pub fn add_log_copy(
+        &self,
+        role: usize,
+        device: Arc<dyn Volume>,
+        sb: raidlab_md::Superblock,
+    ) -> Result<()> {
+        match &self.ppl {
+            Some(log) => log.attach_copy(role, device, sb),
+            None => Ok(()),
+        }
+    }
+
+    /// Once the superblocks name the member that replaced `role`: its log is
+    /// the only one the role's log writes go to.
+    pub fn settle_logs(&self, role: usize) {
+        if let Some(log) = &self.ppl {
+            log.drop_copy(role);
+        }
+    }
+
     /// Log every write's partial parity first (md's PPL; RAID 5 only). Refused
     /// when one stripe's partial parity could not fit a log write.
     pub fn with_ppl(mut self, log: PartialParityLog) -> Result<Array> {
@@ -615,6 +639,11 @@ impl Array {
             return;
         }
         rec.replacing.store(false, Ordering::Release);
+        if let Some(log) = &self.ppl {
+            // The new member's log is the role's now; the old member is gone.
+            log.promote_copy(rec.role);
+            log.drop_copy(rec.role);
+        }
         let mut next = Membership {
             members: view.members.clone(),
             present: view.present.clone(),
@@ -992,9 +1021,10 @@ impl Array {
     /// down to a chunk). With `replacing`, the role stays in service on its
     /// current member and `target` becomes a copy of it (md's replace).
     /// Refused while another rebuild runs, for a role in service (unless
-    /// replacing), for a replacement on an array with a partial parity log,
-    /// and for a read-only array. A member rebuilt into a PPL array needs its
-    /// log attached first ([`Array::add_log_device`]).
+    /// replacing), and for a read-only array. On an array with a partial
+    /// parity log, the new member's log must be attached first
+    /// ([`Array::add_log_device`] for a rebuild, [`Array::add_log_copy`] for a
+    /// replacement).
     pub fn begin_recovery(
         &self,
         role: usize,
@@ -1014,11 +1044,8 @@ impl Array {
                 r.role
             ));
         }
-        if self.ppl.is_some() && replacing {
-            // The role's log would have to move from the old member to the new
-            // one at the very moment the new one takes over, or a crash in
-            // between would replay a log that misses writes.
-            return refuse("this array keeps a partial parity log on its members, which a replacement cannot carry over while the array runs: replace it while it is stopped (stop the server, then `raidlab rebuild`)".into());
+        if replacing && self.ppl.as_ref().is_some_and(|l| !l.copy_intact(role)) {
+            return refuse(format!("internal: the replacement of role {role} needs its partial parity log attached first (Array::add_log_copy)"));
         }
         if self.read_only || !target.is_writable() {
             return refuse(
@@ -1264,6 +1291,22 @@ impl Array {
                     .on_device(&self.name),
             );
         }
+        if rec.replacing() {
+            if let Some(log) = &self.ppl {
+                if !log.copy_intact(rec.role) {
+                    rec.failed.store(true, Ordering::Release);
+                    return Err(Error::new(
+                        ErrorKind::Io,
+                        Op::Write,
+                        "a write to the replacement's partial parity log failed: it cannot take over",
+                    )
+                    .on_device(rec.target.name()));
+                }
+                // The old log stays a copy until the superblocks name the new
+                // member (`settle_logs`).
+                log.promote_copy(rec.role);
+            }
+        }
         // Writes that planned with the target below its checkpoint used it as a
         // member; from here on it is one.
         let mut next = Membership {
@@ -1289,6 +1332,11 @@ impl Array {
             return;
         };
         rec.failed.store(true, Ordering::Release);
+        if rec.replacing() {
+            if let Some(log) = &self.ppl {
+                log.drop_copy(rec.role);
+            }
+        }
         let mut next = Membership {
             members: view.members.clone(),
             present: view.present.clone(),

@@ -448,7 +448,10 @@ impl LiveArray {
         let target = asm.area(index)?;
         self.array
             .add_intent_device(slot, m.device.volume.clone(), m.sb.clone())?;
-        if !replacing {
+        if replacing {
+            self.array
+                .add_log_copy(slot, m.device.volume.clone(), m.sb.clone())?;
+        } else {
             self.array
                 .add_log_device(slot, m.device.volume.clone(), m.sb.clone())?;
         }
@@ -549,6 +552,8 @@ impl LiveArray {
             }
             self.array.finish_recovery(&rec)?;
             Self::change(&mut asm, &self.array, |a| a.complete_recovery(index, slot))?;
+            // The superblocks name the new member: its log alone is the role's.
+            self.array.settle_logs(slot);
             Ok(true)
         });
         let mut st = lock(&status);

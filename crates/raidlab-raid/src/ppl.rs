@@ -51,6 +51,12 @@ struct LogDevice {
 #[derive(Default)]
 pub(crate) struct LogState {
     dev: Option<LogDevice>,
+    /// A second log every log write of the role also goes to: the member
+    /// replacing this one, so that whichever of the two the superblocks name
+    /// after a crash has the role's last log write.
+    copy: Option<LogDevice>,
+    /// A write to `copy` failed: the replacement cannot take over.
+    copy_lost: bool,
     generation: u64,
     /// Roles written under the current log write and not flushed since.
     unflushed: Vec<usize>,
@@ -130,6 +136,71 @@ impl PartialParityLog {
     /// which writes planned with the role present log to), started afresh as
     /// at array start. Refused if its area is smaller than the others'.
     pub fn attach(&self, role: usize, device: Arc<dyn Volume>, sb: Superblock) -> Result<()> {
+        let dev = self.fresh_log(device, sb)?;
+        let mut st = self.slot(role, &dev)?;
+        *st = LogState {
+            dev: Some(dev),
+            ..LogState::default()
+        };
+        Ok(())
+    }
+
+    /// Have every log write of `role` go to the log on `device` as well (a
+    /// member replacing the role's), started afresh.
+    pub fn attach_copy(&self, role: usize, device: Arc<dyn Volume>, sb: Superblock) -> Result<()> {
+        let dev = self.fresh_log(device, sb)?;
+        let mut st = self.slot(role, &dev)?;
+        if st.dev.is_none() {
+            return Err(Error::invalid(format!(
+                "internal: role {role} has no log to copy"
+            )));
+        }
+        st.copy = Some(dev);
+        st.copy_lost = false;
+        Ok(())
+    }
+
+    /// Whether `role`'s log has a copy that took every log write since it
+    /// was attached.
+    pub fn copy_intact(&self, role: usize) -> bool {
+        self.logs.get(role).is_some_and(|l| {
+            let st = l.lock().unwrap_or_else(|p| p.into_inner());
+            st.copy.is_some() && !st.copy_lost
+        })
+    }
+
+    /// The replacement takes over `role`: its log becomes the role's, and the
+    /// old one stays the copy until [`PartialParityLog::drop_copy`] (once the
+    /// superblocks name the replacement, a crash replays its log).
+    pub fn promote_copy(&self, role: usize) {
+        if let Some(l) = self.logs.get(role) {
+            let mut st = l.lock().unwrap_or_else(|p| p.into_inner());
+            if st.copy.is_some() {
+                let st = &mut *st;
+                std::mem::swap(&mut st.dev, &mut st.copy);
+            }
+        }
+    }
+
+    /// Stop copying `role`'s log writes.
+    pub fn drop_copy(&self, role: usize) {
+        if let Some(l) = self.logs.get(role) {
+            let mut st = l.lock().unwrap_or_else(|p| p.into_inner());
+            st.copy = None;
+            st.copy_lost = false;
+        }
+    }
+
+    fn slot(&self, role: usize, dev: &LogDevice) -> Result<MutexGuard<'_, LogState>> {
+        let slot = self.logs.get(role).ok_or_else(|| {
+            Error::invalid(format!("internal: no role {role} for a log"))
+                .on_device(dev.device.name())
+        })?;
+        Ok(slot.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The log on `device`, its area written empty as at array start.
+    fn fresh_log(&self, device: Arc<dyn Volume>, sb: Superblock) -> Result<LogDevice> {
         let dev = log_device(device, sb)?;
         let name = dev.device.name();
         if dev.room.saturating_sub(ppl::PPL_HEADER_SIZE as u64) < self.pp_room {
@@ -142,15 +213,7 @@ impl PartialParityLog {
         let area = ppl::initial_area(&dev.sb).map_err(|e| e.on_device(&name))?;
         ppl::write_area(dev.device.as_ref(), &dev.sb, 0, &area).map_err(|e| e.on_device(&name))?;
         dev.device.flush()?;
-        let slot = self.logs.get(role).ok_or_else(|| {
-            Error::invalid(format!("internal: no role {role} for a log")).on_device(&name)
-        })?;
-        let mut st = slot.lock().unwrap_or_else(|p| p.into_inner());
-        *st = LogState {
-            dev: Some(dev),
-            ..LogState::default()
-        };
-        Ok(())
+        Ok(dev)
     }
 
     /// Take the logs `plan` writes to, in role order (so that two writes never
@@ -245,6 +308,16 @@ impl PartialParityLog {
             }
             ppl::write_area(log.device.as_ref(), &log.sb, 0, &bytes)
                 .map_err(|e| log_failed(role, e.on_device(log.device.name())))?;
+            if let Some(copy) = state.copy.as_ref() {
+                let copied = bytes.len() as u64 <= copy.room
+                    && ppl::write_area(copy.device.as_ref(), &copy.sb, 0, &bytes).is_ok();
+                if !copied {
+                    // The replacement is lost, not the write: the role's own
+                    // log has it.
+                    state.copy = None;
+                    state.copy_lost = true;
+                }
+            }
             state.generation += 1;
             state.unflushed = written.to_vec();
         }

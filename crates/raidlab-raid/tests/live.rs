@@ -260,6 +260,27 @@ impl Running {
     }
 }
 
+/// The generation of member `index`'s partial parity log (log writes since
+/// it was started), which must be valid.
+fn log_generation(r: &Running, index: usize) -> u64 {
+    let (dev, sb, uuid) = r.live.with_assembly(|a| {
+        let m = &a.members[index];
+        (m.device.volume.clone(), m.sb.clone(), a.uuid)
+    });
+    let area = raidlab_md::ppl::read_area(dev.as_ref(), &sb)
+        .unwrap()
+        .expect("a PPL area");
+    raidlab_md::ppl::scan(&area, raidlab_md::ppl::signature(&uuid))
+        .expect("a valid log on the member")
+        .header
+        .generation
+}
+
+/// Member `index` holds a valid partial parity log that has been written to.
+fn assert_logged_to(r: &Running, index: usize, label: &str) {
+    assert!(log_generation(r, index) > 0, "{label}: never logged to");
+}
+
 fn ls() -> Layout {
     Layout::Parity(ParityLayout::LeftSymmetric)
 }
@@ -376,16 +397,7 @@ fn logged_arrays_rebuild_a_hot_spare_while_writing() {
         if policy == Policy::Ppl {
             // Writes whose parity is on the new member logged there, not on
             // the failed member's device.
-            let (dev, sb, uuid) = r.live.with_assembly(|a| {
-                let m = &a.members[n];
-                (m.device.volume.clone(), m.sb.clone(), a.uuid)
-            });
-            let area = raidlab_md::ppl::read_area(dev.as_ref(), &sb)
-                .unwrap()
-                .expect("a PPL area");
-            let scan = raidlab_md::ppl::scan(&area, raidlab_md::ppl::signature(&uuid))
-                .expect("a valid log on the new member");
-            assert!(scan.header.generation > 0, "{label}: never logged to");
+            assert_logged_to(&r, n, &label);
         }
         r.finish(&label);
     }
@@ -446,13 +458,15 @@ fn a_member_added_into_a_missing_role_is_rebuilt_while_writing() {
 
 #[test]
 fn a_member_is_replaced_while_writing() {
-    for (level, layout, n) in [
-        (Level::Raid5, ls(), 4),
-        (Level::Raid6, ls(), 5),
-        (Level::Raid1, Layout::Plain, 2),
+    for (level, layout, n, policy) in [
+        (Level::Raid5, ls(), 4, Policy::Resync),
+        (Level::Raid5, ls(), 4, Policy::Ppl),
+        (Level::Raid6, ls(), 5, Policy::Resync),
+        (Level::Raid1, Layout::Plain, 2, Policy::Resync),
     ] {
-        let label = format!("{} {}", level.name(), layout.name());
-        let mut r = start(level, layout, n, 0, false);
+        let label = format!("{} {} {policy:?}", level.name(), layout.name());
+        let devs: Vec<Device> = (0..n).map(device).collect();
+        let mut r = start_devs(level, layout, devs, 0, policy, 1);
         slow(&r.live);
         r.let_write(10);
         let new = device(7);
@@ -464,6 +478,20 @@ fn a_member_is_replaced_while_writing() {
         r.settle();
         assert_eq!(state_of(&r.live, "mem7"), MemberState::Active);
         assert_eq!(state_of(&r.live, "mem0"), MemberState::Faulty);
+        if policy == Policy::Ppl {
+            // From now on the role's log writes go to the new member alone.
+            let (old, new) = (log_generation(&r, 0), log_generation(&r, n));
+            r.let_write(100);
+            assert_eq!(
+                log_generation(&r, 0),
+                old,
+                "{label}: still logged to the old member"
+            );
+            assert!(
+                log_generation(&r, n) > new,
+                "{label}: not logged to the new member"
+            );
+        }
         r.finish(&label);
     }
 }
@@ -475,19 +503,21 @@ fn a_member_is_replaced_while_writing() {
 /// longer took writes, and the finished replacement served stale blocks.
 #[test]
 fn a_replacement_whose_old_member_fails_carries_on_as_a_rebuild() {
-    for (level, layout, n) in [
-        (Level::Raid5, ls(), 4),
-        (Level::Raid6, ls(), 5),
-        (Level::Raid1, Layout::Plain, 2),
+    for (level, layout, n, policy) in [
+        (Level::Raid5, ls(), 4, Policy::Resync),
+        (Level::Raid5, ls(), 4, Policy::Ppl),
+        (Level::Raid6, ls(), 5, Policy::Resync),
+        (Level::Raid1, Layout::Plain, 2, Policy::Resync),
         (
             Level::Raid10,
             Layout::Raid10(Raid10Layout::from_name("n2").unwrap()),
             4,
+            Policy::Resync,
         ),
     ] {
         for by_hand in [true, false] {
             let label = format!(
-                "{} {} failed by hand: {by_hand}",
+                "{} {} {policy:?} failed by hand: {by_hand}",
                 level.name(),
                 layout.name()
             );
@@ -497,7 +527,7 @@ fn a_replacement_whose_old_member_fails_carries_on_as_a_rebuild() {
                 path: "mem0".into(),
                 volume: old.clone(),
             };
-            let mut r = start_devs(level, layout, devs, 0, Policy::Resync, 1);
+            let mut r = start_devs(level, layout, devs, 0, policy, 1);
             slow(&r.live);
             r.let_write(10);
             let new = device(7);
