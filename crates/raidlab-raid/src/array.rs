@@ -86,6 +86,14 @@ pub struct Recovery {
     /// A write to the target failed: the rebuild must stop, the target is not
     /// usable.
     failed: AtomicBool,
+    /// Taking over the role (finish) and losing the old member (conversion to a
+    /// rebuild) each move the role's partial parity log; this makes them take
+    /// turns. Never held with the membership lock: a logged write holds its log
+    /// and then reads the membership.
+    handover: std::sync::Mutex<()>,
+    /// The target has taken over the role: the old member leaving changes
+    /// nothing any more.
+    taken_over: AtomicBool,
 }
 
 impl std::fmt::Debug for Recovery {
@@ -120,6 +128,17 @@ impl Recovery {
     pub fn replacing(&self) -> bool {
         self.replacing.load(Ordering::Acquire)
     }
+}
+
+/// What became of a replacement when the member it replaces left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handover {
+    /// It carries on as a rebuild of the role.
+    Rebuild,
+    /// It had taken over the role already.
+    TakenOver,
+    /// No replacement of that role runs (finished or stopped meanwhile).
+    Unchanged,
 }
 
 /// Where a write falls relative to a rebuild's checkpoint.
@@ -388,33 +407,23 @@ impl Array {
         Ok(())
     }
 
-    /// Before a member is rebuilt into `role` while the array runs: its partial
-    /// parity log, which writes planned with the role present log to (stripes
-    /// below the rebuild's checkpoint whose parity is on that member).
+    /// Before a member is rebuilt into `role`, or replaces the role's member,
+    /// while the array runs: its partial parity log. A rebuilt member's log is
+    /// the role's at once (writes planned with the role present, below the
+    /// rebuild's checkpoint, log to it). A replacement's log takes a copy of
+    /// every log write of the role until it takes over, so that whichever
+    /// member the superblocks name after a crash holds the role's last log
+    /// write.
     pub fn add_log_device(
         &self,
         role: usize,
         device: Arc<dyn Volume>,
         sb: raidlab_md::Superblock,
+        replacing: bool,
     ) -> Result<()> {
         match &self.ppl {
+            Some(log) if replacing => log.attach_copy(role, device, sb),
             Some(log) => log.attach(role, device, sb),
-            None => Ok(()),
-        }
-    }
-
-    /// Before a member replaces `role` while the array runs: its partial parity
-    /// log, which takes a copy of every log write of the role from now on, so
-    /// that whichever member the superblocks name after a crash holds the
-    /// role's last log write.
-    pub fn add_log_copy(
-        &self,
-        role: usize,
-        device: Arc<dyn Volume>,
-        sb: raidlab_md::Superblock,
-    ) -> Result<()> {
-        match &self.ppl {
-            Some(log) => log.attach_copy(role, device, sb),
             None => Ok(()),
         }
     }
@@ -616,7 +625,11 @@ impl Array {
             }
             // The member being replaced failed (through its tee, which records
             // a failure of the replacement itself).
-            self.replaced_member_leaves(rec);
+            if self.replaced_member_leaves(rec) == Handover::TakenOver {
+                // The replacement serves the role already (and got this write
+                // through the tee): the old member's failure is not the role's.
+                return;
+            }
         }
         self.failed[role].store(true, Ordering::Release);
     }
@@ -631,18 +644,31 @@ impl Array {
     /// role out must also see the rebuild, or it would skip the replacement below
     /// its checkpoint. And a failed write must call it before it lets go of its
     /// stripe locks, or the copy could take the old member's stale blocks there.
-    fn replaced_member_leaves(&self, rec: &Arc<Recovery>) {
+    fn replaced_member_leaves(&self, rec: &Arc<Recovery>) -> Handover {
+        let current =
+            |view: &Membership| view.recovery.as_ref().is_some_and(|r| Arc::ptr_eq(r, rec));
+        {
+            let _turn = rec.handover.lock().unwrap_or_else(|p| p.into_inner());
+            if rec.taken_over.load(Ordering::Acquire) {
+                // Published before the turn was given up: the role is the
+                // replacement's now.
+                return Handover::TakenOver;
+            }
+            if !rec.replacing() || !current(&self.view()) {
+                return Handover::Unchanged;
+            }
+            rec.replacing.store(false, Ordering::Release);
+            if let Some(log) = &self.ppl {
+                // The new member's log is the role's now; the old member is gone.
+                log.promote_copy(rec.role);
+                log.drop_copy(rec.role);
+            }
+        }
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
         let view = slot.clone();
-        let same = view.recovery.as_ref().is_some_and(|r| Arc::ptr_eq(r, rec));
-        if !same || !rec.replacing() {
-            return;
-        }
-        rec.replacing.store(false, Ordering::Release);
-        if let Some(log) = &self.ppl {
-            // The new member's log is the role's now; the old member is gone.
-            log.promote_copy(rec.role);
-            log.drop_copy(rec.role);
+        if !current(&view) {
+            // Stopped meanwhile: nothing to switch.
+            return Handover::Unchanged;
         }
         let mut next = Membership {
             members: view.members.clone(),
@@ -652,6 +678,7 @@ impl Array {
         next.present[rec.role] = false;
         next.members[rec.role] = Some(rec.target.clone());
         *slot = Arc::new(next);
+        Handover::Rebuild
     }
 
     /// Take a member out of service now, as md's `--fail` does. Refused when the
@@ -676,7 +703,11 @@ impl Array {
         }
         let view = self.view();
         if let Some(rec) = view.recovery.as_ref().filter(|r| r.role == role) {
-            self.replaced_member_leaves(rec);
+            if self.replaced_member_leaves(rec) == Handover::TakenOver {
+                // The member asked for has been replaced already; the role
+                // is served by its replacement, which stays.
+                return Ok(());
+            }
         }
         self.failed[role].store(true, Ordering::Release);
         Ok(())
@@ -746,12 +777,15 @@ impl Array {
         pos: u64,
         n: u64,
     ) -> Result<()> {
+        let all = vec![true; self.geometry.raid_disks];
+        let keys = plan_write(&self.geometry, &all, pos, n)?.locks;
+        let _held = self.locks.lock(&keys);
+        // The membership once the locks are held (a rebuild that began before
+        // cannot pass these stripes now; see `write_piece`).
         let view = self.view();
         let Some(target) = view.members[role].as_ref().filter(|m| m.is_writable()) else {
             return Ok(()); // read-only: the data was still served from redundancy
         };
-        let keys = plan_write(&self.geometry, &view.present, pos, n)?.locks;
-        let _held = self.locks.lock(&keys);
         let vols = view
             .members
             .iter()
@@ -846,8 +880,12 @@ impl Array {
             self.note_intent(&plan, pos, n)?;
             let held = self.locks.lock(&plan.locks);
             // The rebuild may have passed these stripes between planning and
-            // locking (it cannot while they are held): plan again if so.
-            if self.phase(&view, pos, n) != phase {
+            // locking, or one may have begun (a rebuild step needs these locks,
+            // so neither can happen while they are held): plan again if so.
+            // Without the second check, a write planned just before a rebuild
+            // began could land after the rebuild passed its stripes and miss
+            // the new member.
+            if self.phase(&view, pos, n) != phase || !Arc::ptr_eq(&view, &self.view()) {
                 drop(held);
                 continue;
             }
@@ -1023,8 +1061,7 @@ impl Array {
     /// Refused while another rebuild runs, for a role in service (unless
     /// replacing), and for a read-only array. On an array with a partial
     /// parity log, the new member's log must be attached first
-    /// ([`Array::add_log_device`] for a rebuild, [`Array::add_log_copy`] for a
-    /// replacement).
+    /// ([`Array::add_log_device`]).
     pub fn begin_recovery(
         &self,
         role: usize,
@@ -1045,7 +1082,7 @@ impl Array {
             ));
         }
         if replacing && self.ppl.as_ref().is_some_and(|l| !l.copy_intact(role)) {
-            return refuse(format!("internal: the replacement of role {role} needs its partial parity log attached first (Array::add_log_copy)"));
+            return refuse(format!("internal: the replacement of role {role} needs its partial parity log attached first (Array::add_log_device)"));
         }
         if self.read_only || !target.is_writable() {
             return refuse(
@@ -1082,6 +1119,8 @@ impl Array {
             },
             done: AtomicU64::new(from.min(self.geometry.member_bytes) / unit * unit),
             failed: AtomicBool::new(false),
+            handover: std::sync::Mutex::new(()),
+            taken_over: AtomicBool::new(false),
         });
         let mut next = Membership {
             members: view.members.clone(),
@@ -1279,34 +1318,49 @@ impl Array {
     /// The rebuild finished (checkpoint at the end): its target takes the role
     /// (a replaced member leaves). Returns the member volume that left, if any.
     pub fn finish_recovery(&self, rec: &Recovery) -> Result<Option<Arc<dyn Volume>>> {
-        let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
-        let view = slot.clone();
-        let same = view
-            .recovery
-            .as_ref()
-            .is_some_and(|r| std::ptr::eq(r.as_ref(), rec));
-        if !same || rec.done() < self.geometry.member_bytes || rec.failed() {
-            return Err(
+        let ready = |view: &Membership| {
+            view.recovery
+                .as_ref()
+                .is_some_and(|r| std::ptr::eq(r.as_ref(), rec))
+                && rec.done() >= self.geometry.member_bytes
+                && !rec.failed()
+        };
+        let incomplete = || {
+            Err(
                 Error::invalid("internal: finishing a rebuild that is not complete")
                     .on_device(&self.name),
-            );
+            )
+        };
+        if !ready(&self.view()) {
+            return incomplete();
         }
-        if rec.replacing() {
-            if let Some(log) = &self.ppl {
-                if !log.copy_intact(rec.role) {
-                    rec.failed.store(true, Ordering::Release);
-                    return Err(Error::new(
-                        ErrorKind::Io,
-                        Op::Write,
-                        "a write to the replacement's partial parity log failed: it cannot take over",
-                    )
-                    .on_device(rec.target.name()));
+        // Held until the target is published as the member: whoever sees
+        // `taken_over` (under the turn) also sees the new membership.
+        let _turn = rec.handover.lock().unwrap_or_else(|p| p.into_inner());
+        {
+            if rec.replacing() {
+                if let Some(log) = &self.ppl {
+                    if !log.copy_intact(rec.role) {
+                        rec.failed.store(true, Ordering::Release);
+                        return Err(Error::new(
+                            ErrorKind::Io,
+                            Op::Write,
+                            "a write to the replacement's partial parity log failed: it cannot take over",
+                        )
+                        .on_device(rec.target.name()));
+                    }
+                    // The old log stays a copy until the superblocks name the
+                    // new member (`settle_logs`).
+                    log.promote_copy(rec.role);
                 }
-                // The old log stays a copy until the superblocks name the new
-                // member (`settle_logs`).
-                log.promote_copy(rec.role);
             }
         }
+        let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        let view = slot.clone();
+        if !ready(&view) {
+            return incomplete();
+        }
+        rec.taken_over.store(true, Ordering::Release);
         // Writes that planned with the target below its checkpoint used it as a
         // member; from here on it is one.
         let mut next = Membership {
@@ -1326,17 +1380,18 @@ impl Array {
     /// Stop a rebuild (failed, or cancelled): its target leaves; a replaced
     /// member stays in service.
     pub fn abort_recovery(&self) {
+        // The log first, without the membership lock (see `Recovery::handover`).
+        if let Some(rec) = self.view().recovery.as_ref().filter(|r| r.replacing()) {
+            if let Some(log) = &self.ppl {
+                log.drop_copy(rec.role);
+            }
+        }
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
         let view = slot.clone();
         let Some(rec) = &view.recovery else {
             return;
         };
         rec.failed.store(true, Ordering::Release);
-        if rec.replacing() {
-            if let Some(log) = &self.ppl {
-                log.drop_copy(rec.role);
-            }
-        }
         let mut next = Membership {
             members: view.members.clone(),
             present: view.present.clone(),
@@ -1406,7 +1461,13 @@ impl Array {
             .at(pos, n));
         }
         self.note_intent(&plan, pos, n)?;
-        let _held = self.locks.lock(&plan.locks);
+        let held = self.locks.lock(&plan.locks);
+        if !Arc::ptr_eq(&view, &self.view()) {
+            // The membership changed before the locks were ours (a rebuild
+            // began, say): plan with the new one (see `write_piece`).
+            drop(held);
+            return self.discard_piece(pos, n);
+        }
         let mut zeros = Vec::new();
         for (i, (m, role, at, len)) in copies.into_iter().enumerate() {
             let e = match m.discard(at, len) {

@@ -448,13 +448,8 @@ impl LiveArray {
         let target = asm.area(index)?;
         self.array
             .add_intent_device(slot, m.device.volume.clone(), m.sb.clone())?;
-        if replacing {
-            self.array
-                .add_log_copy(slot, m.device.volume.clone(), m.sb.clone())?;
-        } else {
-            self.array
-                .add_log_device(slot, m.device.volume.clone(), m.sb.clone())?;
-        }
+        self.array
+            .add_log_device(slot, m.device.volume.clone(), m.sb.clone(), replacing)?;
         let rec = self.array.begin_recovery(slot, target, from, replacing)?;
         let status = Arc::new(Mutex::new(TaskStatus::new(
             if replacing { "replace" } else { "rebuild" },
