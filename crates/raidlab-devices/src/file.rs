@@ -222,6 +222,16 @@ impl FileVolume {
         check_range_with(|| self.name(), op, self.size, offset, len)
     }
 
+    /// Refuse a change to a volume opened read-only.
+    fn refuse_read_only(&self, op: Op, offset: u64, len: u64) -> Result<()> {
+        if self.writable {
+            return Ok(());
+        }
+        Err(Error::new(ErrorKind::ReadOnly, op, "opened read-only")
+            .on_device(self.name())
+            .at(offset, len))
+    }
+
     /// Whether the file lives in memory (tmpfs, ramfs): there a bulk reader is
     /// bound by copying, and no I/O error can reach a mapping (on a disk, a read
     /// error through a mapping would be a SIGBUS instead of an error to report).
@@ -288,13 +298,7 @@ impl Volume for FileVolume {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.check(Op::Write, offset, buf.len() as u64)?;
-        if !self.writable {
-            return Err(
-                Error::new(ErrorKind::ReadOnly, Op::Write, "opened read-only")
-                    .on_device(self.name())
-                    .at(offset, buf.len() as u64),
-            );
-        }
+        self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
         self.file
             .write_all_at(buf, offset)
             .map_err(|e| Error::io(Op::Write, self.name(), e).at(offset, buf.len() as u64))
@@ -304,13 +308,7 @@ impl Volume for FileVolume {
     /// either way the range then reads as zeros.
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         self.check(Op::Discard, offset, len)?;
-        if !self.writable {
-            return Err(
-                Error::new(ErrorKind::ReadOnly, Op::Discard, "opened read-only")
-                    .on_device(self.name())
-                    .at(offset, len),
-            );
-        }
+        self.refuse_read_only(Op::Discard, offset, len)?;
         if len == 0 {
             return Ok(());
         }

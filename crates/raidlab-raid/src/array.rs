@@ -340,6 +340,15 @@ impl Array {
         self.view().present.clone()
     }
 
+    /// Whether `view` is still the membership in force (compared in place: on
+    /// the path of every write).
+    fn is_current(&self, view: &Arc<Membership>) -> bool {
+        Arc::ptr_eq(
+            view,
+            &self.membership.read().unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
     fn view(&self) -> Arc<Membership> {
         self.membership
             .read()
@@ -885,7 +894,7 @@ impl Array {
             // Without the second check, a write planned just before a rebuild
             // began could land after the rebuild passed its stripes and miss
             // the new member.
-            if self.phase(&view, pos, n) != phase || !Arc::ptr_eq(&view, &self.view()) {
+            if self.phase(&view, pos, n) != phase || !self.is_current(&view) {
                 drop(held);
                 continue;
             }
@@ -1337,23 +1346,19 @@ impl Array {
         // Held until the target is published as the member: whoever sees
         // `taken_over` (under the turn) also sees the new membership.
         let _turn = rec.handover.lock().unwrap_or_else(|p| p.into_inner());
-        {
-            if rec.replacing() {
-                if let Some(log) = &self.ppl {
-                    if !log.copy_intact(rec.role) {
-                        rec.failed.store(true, Ordering::Release);
-                        return Err(Error::new(
-                            ErrorKind::Io,
-                            Op::Write,
-                            "a write to the replacement's partial parity log failed: it cannot take over",
-                        )
-                        .on_device(rec.target.name()));
-                    }
-                    // The old log stays a copy until the superblocks name the
-                    // new member (`settle_logs`).
-                    log.promote_copy(rec.role);
-                }
+        if let Some(log) = self.ppl.as_ref().filter(|_| rec.replacing()) {
+            if !log.copy_intact(rec.role) {
+                rec.failed.store(true, Ordering::Release);
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Write,
+                    "a write to the replacement's partial parity log failed: it cannot take over",
+                )
+                .on_device(rec.target.name()));
             }
+            // The old log stays a copy until the superblocks name the new
+            // member (`settle_logs`).
+            log.promote_copy(rec.role);
         }
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
         let view = slot.clone();
@@ -1462,7 +1467,7 @@ impl Array {
         }
         self.note_intent(&plan, pos, n)?;
         let held = self.locks.lock(&plan.locks);
-        if !Arc::ptr_eq(&view, &self.view()) {
+        if !self.is_current(&view) {
             // The membership changed before the locks were ours (a rebuild
             // began, say): plan with the new one (see `write_piece`).
             drop(held);

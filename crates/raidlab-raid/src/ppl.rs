@@ -54,9 +54,8 @@ pub(crate) struct LogState {
     /// A second log every log write of the role also goes to: the member
     /// replacing this one, so that whichever of the two the superblocks name
     /// after a crash has the role's last log write.
+    /// Dropped when a write to it fails: the replacement cannot take over.
     copy: Option<LogDevice>,
-    /// A write to `copy` failed: the replacement cannot take over.
-    copy_lost: bool,
     generation: u64,
     /// Roles written under the current log write and not flushed since.
     unflushed: Vec<usize>,
@@ -156,17 +155,15 @@ impl PartialParityLog {
             )));
         }
         st.copy = Some(dev);
-        st.copy_lost = false;
         Ok(())
     }
 
     /// Whether `role`'s log has a copy that took every log write since it
-    /// was attached.
+    /// was attached (a failed write drops the copy).
     pub fn copy_intact(&self, role: usize) -> bool {
-        self.logs.get(role).is_some_and(|l| {
-            let st = l.lock().unwrap_or_else(|p| p.into_inner());
-            st.copy.is_some() && !st.copy_lost
-        })
+        self.logs
+            .get(role)
+            .is_some_and(|l| l.lock().unwrap_or_else(|p| p.into_inner()).copy.is_some())
     }
 
     /// The replacement takes over `role`: its log becomes the role's, and the
@@ -185,9 +182,7 @@ impl PartialParityLog {
     /// Stop copying `role`'s log writes.
     pub fn drop_copy(&self, role: usize) {
         if let Some(l) = self.logs.get(role) {
-            let mut st = l.lock().unwrap_or_else(|p| p.into_inner());
-            st.copy = None;
-            st.copy_lost = false;
+            l.lock().unwrap_or_else(|p| p.into_inner()).copy = None;
         }
     }
 
@@ -258,13 +253,21 @@ impl PartialParityLog {
             if mine.is_empty() {
                 continue;
             }
-            if state.dev.is_none() {
+            // The fields one by one: the log device is read while the rest
+            // changes.
+            let LogState {
+                dev,
+                copy,
+                generation,
+                unflushed,
+            } = &mut **state;
+            let Some(log) = dev.as_ref() else {
                 return Err(log_failed(
                     role,
                     internal("a log entry for a member without a log"),
                 ));
-            }
-            for &r in &state.unflushed {
+            };
+            for &r in unflushed.iter() {
                 flush(r).map_err(|e| Failed {
                     members: vec![r],
                     kind: OpKind::Write,
@@ -272,7 +275,7 @@ impl PartialParityLog {
                     log: true,
                 })?;
             }
-            state.unflushed.clear();
+            unflushed.clear();
             let mut md_entries = Vec::with_capacity(mine.len());
             let mut pps = Vec::with_capacity(mine.len());
             for (e, pp) in &mine {
@@ -291,15 +294,12 @@ impl PartialParityLog {
             }
             let header = PplHeader {
                 signature: self.signature,
-                generation: state.generation + 1,
+                generation: *generation + 1,
                 entries: md_entries,
             };
             let bytes = header
                 .encode_write(&pps)
                 .map_err(|err| log_failed(role, err))?;
-            let Some(log) = state.dev.as_ref() else {
-                return Err(log_failed(role, internal("a member's log went away")));
-            };
             if bytes.len() as u64 > log.room {
                 return Err(log_failed(
                     role,
@@ -308,18 +308,17 @@ impl PartialParityLog {
             }
             ppl::write_area(log.device.as_ref(), &log.sb, 0, &bytes)
                 .map_err(|e| log_failed(role, e.on_device(log.device.name())))?;
-            if let Some(copy) = state.copy.as_ref() {
-                let copied = bytes.len() as u64 <= copy.room
-                    && ppl::write_area(copy.device.as_ref(), &copy.sb, 0, &bytes).is_ok();
+            if let Some(c) = copy.as_ref() {
+                let copied = bytes.len() as u64 <= c.room
+                    && ppl::write_area(c.device.as_ref(), &c.sb, 0, &bytes).is_ok();
                 if !copied {
                     // The replacement is lost, not the write: the role's own
                     // log has it.
-                    state.copy = None;
-                    state.copy_lost = true;
+                    *copy = None;
                 }
             }
-            state.generation += 1;
-            state.unflushed = written.to_vec();
+            *generation += 1;
+            *unflushed = written.to_vec();
         }
         Ok(())
     }

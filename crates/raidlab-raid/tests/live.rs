@@ -528,10 +528,9 @@ fn a_replacement_whose_old_member_fails_carries_on_as_a_rebuild() {
                 volume: old.clone(),
             };
             let mut r = start_devs(level, layout, devs, 0, policy, 1);
+            // Slow enough that the old member leaves well before the copy ends.
             slow(&r.live);
             r.let_write(10);
-            // Slow enough that the old member leaves well before the copy ends.
-            r.live.set_max_rate(Some(4 << 20));
             let new = device(7);
             r.devs.push(new.clone());
             r.live.replace("mem0", new, false, true).unwrap();

@@ -47,6 +47,11 @@ fn new_array(
     zeroed: bool,
 ) -> (Assembly, Vec<Device>) {
     let devs: Vec<Device> = (0..n + spares).map(device).collect();
+    (create_on(&spec(level, layout, spares), &devs, zeroed), devs)
+}
+
+/// An array as `spec` says on `devs` (members, then spares).
+fn create_on(spec: &CreateSpec, devs: &[Device], zeroed: bool) -> Assembly {
     let members = devs
         .iter()
         .map(|d| NewMember {
@@ -54,7 +59,7 @@ fn new_array(
             zeroed,
         })
         .collect();
-    (create(&spec(level, layout, spares), members).unwrap(), devs)
+    create(spec, members).unwrap()
 }
 
 fn fill(asm: &Assembly, seed: u64) -> Vec<u8> {
@@ -373,14 +378,7 @@ fn resync_makes_parity_consistent_and_marks_clean() {
             let junk: Vec<u8> = (0..MEMBER).map(|_| rng.gen()).collect();
             d.volume.write_at(&junk, 0).unwrap();
         }
-        let members = devs
-            .iter()
-            .map(|d| NewMember {
-                device: d.clone(),
-                zeroed: false,
-            })
-            .collect();
-        let mut asm = create(&spec(level, layout, 0), members).unwrap();
+        let mut asm = create_on(&spec(level, layout, 0), &devs, false);
         assert!(!asm.in_sync());
         let e = asm
             .rebuild(RunOptions::default(), &mut quiet())
@@ -790,18 +788,11 @@ fn a_rebuild_through_mappings_matches_one_through_reads() {
 #[test]
 fn a_ppl_replay_restarts_a_partial_rebuild() {
     let mut devs: Vec<Device> = (0..4).map(device).collect();
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
     let spec = CreateSpec {
         ppl: true,
         ..spec(Level::Raid5, Layout::Parity(ParityLayout::LeftSymmetric), 0)
     };
-    let mut asm = create(&spec, members).unwrap();
+    let mut asm = create_on(&spec, &devs, true);
     asm.start_ppl().unwrap();
     fill(&asm, 14);
     asm.fail(2).unwrap();
