@@ -14,6 +14,12 @@
 # Before the jobs, the test region is written in full on both sides, so that
 # reads read data whatever jobs run (a raidlab array's members are sparse, and
 # reading holes would flatter it).
+#
+# Each level is set up twice, once with raidlab's array made and filled first
+# and once with btrfs's first, and the runs of both set-ups are pooled: on the
+# 2-vCPU VM these figures come from, the side set up first read 10-15% slower,
+# whichever it was (docs/benchmarks.md). The last two columns give the ratio
+# of each set-up alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MEMBER=${MEMBER:-512M}
@@ -21,7 +27,7 @@ RUNTIME=${RUNTIME:-5}
 RAIDLAB=${RAIDLAB:-target/release/raidlab}
 LEVELS=${LEVELS:-5 6 10}   # which levels to run
 JOBS=${JOBS:-}             # only jobs whose names contain one of these words
-ROUNDS=${ROUNDS:-1}        # runs per job and side (median reported)
+ROUNDS=${ROUNDS:-1}        # runs per job, side and set-up order (median reported)
 for t in fio mkfs.btrfs losetup python3; do
     command -v $t >/dev/null || { echo "bench-nbd-raid.sh: $t is not installed" >&2; exit 2; }
 done
@@ -66,15 +72,18 @@ fio_nbd() { # rw bs qd
         --iodepth="$3" --size="${FILE_MB}M" --time_based --runtime="$RUNTIME" \
         --output-format=json | python3 -c "$parse"
 }
-median() { # "bw iops"... -> the run with the median bandwidth (ERROR if any failed)
+median() { # "bw iops"... -> the median run by bandwidth; with an even count, the
+            # mean of the middle two (ERROR if any failed)
     python3 -c '
 import sys
 runs = sys.argv[1:]
 if any("ERROR" in r for r in runs):
     print("ERROR ERROR")
 else:
-    runs.sort(key=lambda r: float(r.split()[0]))
-    print(runs[len(runs) // 2])' "$@"
+    runs = sorted((tuple(map(float, r.split())) for r in runs))
+    k = len(runs) // 2
+    mid = [runs[k]] if len(runs) % 2 else [runs[k - 1], runs[k]]
+    print("%.1f %.0f" % tuple(sum(v) / len(mid) for v in zip(*mid)))' "$@"
 }
 fio_btrfs() { # rw bs qd
     fio --name=b --ioengine=libaio --direct=1 --filename="$dir/mnt/f" --rw="$1" --bs="$2" \
@@ -82,61 +91,101 @@ fio_btrfs() { # rw bs qd
         --output-format=json | python3 -c "$parse"
 }
 
-echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nproc) CPUs, members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M, median of $ROUNDS run(s) per side"
+echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nproc) CPUs, members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M, median of $((2 * ROUNDS)) run(s) per side ($ROUNDS per set-up order)"
 echo
-echo "| level | job | raidlab | btrfs | raidlab / btrfs |"
-echo "|---|---|---|---|---|"
-for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
-    read -r profile level n <<<"$cfg"
-    [[ " $LEVELS " == *" $level "* ]] || continue
-    # raidlab array
-    members=()
-    for i in $(seq 0 $((n - 1))); do members+=("$dir/r$i"); done
-    "$RAIDLAB" create -l "$level" -c 64K --member-size "$MEMBER" "${members[@]}" >/dev/null 2>&1
+echo "| level | job | raidlab | btrfs | raidlab / btrfs | raidlab set up first | btrfs set up first |"
+echo "|---|---|---|---|---|---|---|"
+
+setup_raidlab() { # level members...
+    local level=$1; shift
+    "$RAIDLAB" create -l "$level" -c 64K --member-size "$MEMBER" "$@" >/dev/null 2>&1
     # serve resyncs an array that is not known to be in sync before serving it;
     # do that here, outside the timed part (an error means it already is).
-    "$RAIDLAB" resync "${members[@]}" >/dev/null 2>&1 || true
-    "$RAIDLAB" serve --socket "$dir/s.sock" -N a "${members[@]}" 2>"$dir/serve.log" &
+    "$RAIDLAB" resync "$@" >/dev/null 2>&1 || true
+    "$RAIDLAB" serve --socket "$dir/s.sock" -N a "$@" 2>"$dir/serve.log" &
     srv=$!
     for _ in $(seq 100); do [ -S "$dir/s.sock" ] && break; sleep 0.1; done
-    # btrfs with the same profile
+    # Fill the test region.
+    fio --name=fill --ioengine=nbd --uri="nbd+unix:///a?socket=$dir/s.sock" --rw=write \
+        --bs=1M --iodepth=8 --size="${FILE_MB}M" >/dev/null
+}
+setup_btrfs() { # profile member-count
     loops=()
-    for i in $(seq 0 $((n - 1))); do
+    for i in $(seq 0 $(($2 - 1))); do
         truncate -s "$MEMBER" "$dir/b$i"
         loops+=("$(losetup -f --show "$dir/b$i")")
     done
-    mkfs.btrfs -q -f -d "$profile" -m "$profile" "${loops[@]}" >/dev/null 2>&1
+    mkfs.btrfs -q -f -d "$1" -m "$1" "${loops[@]}" >/dev/null 2>&1
     mount "${loops[0]}" "$dir/mnt"
-    # Fill the test region on both sides (fio lays out the btrfs file itself).
-    fio --name=fill --ioengine=nbd --uri="nbd+unix:///a?socket=$dir/s.sock" --rw=write \
-        --bs=1M --iodepth=8 --size="${FILE_MB}M" >/dev/null
+    # Fill the test region (fio lays out the file itself).
     fio --name=fill --ioengine=libaio --direct=1 --filename="$dir/mnt/f" --rw=write \
         --bs=1M --iodepth=8 --size="${FILE_MB}M" >/dev/null
-    for j in "${jobs[@]}"; do
-        read -r name rw bs qd <<<"$j"
-        if [ -n "$JOBS" ]; then
-            keep=""
-            for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
-            [ -n "$keep" ] || continue
-        fi
-        rs=(); bs_=()
-        for _ in $(seq "$ROUNDS"); do
-            rs+=("$(fio_nbd "$rw" "$bs" "$qd")")
-            bs_+=("$(fio_btrfs "$rw" "$bs" "$qd")")
-        done
-        read -r rbw riops < <(median "${rs[@]}")
-        read -r bbw biops < <(median "${bs_[@]}")
-        if [ "$bs" = 4k ]; then
-            r="$riops IOPS"; b="$biops IOPS"; x=$riops; y=$biops
-        else
-            r="$rbw MiB/s"; b="$bbw MiB/s"; x=$rbw; y=$bbw
-        fi
-        ratio=$(python3 -c "import sys; a, b = sys.argv[1:]; print('n/a' if 'ERROR' in (a, b) else '%.2fx' % (float(a) / max(float(b), 0.1)))" "$x" "$y")
-        echo "| RAID ${level} | $name | $r | $b | $ratio |"
-    done
+}
+teardown() {
     kill "$srv"; wait "$srv" 2>/dev/null || true; srv=""
     umount "$dir/mnt"
     for l in "${loops[@]}"; do losetup -d "$l"; done
     loops=()
     rm -f "$dir"/r* "$dir"/b* "$dir/s.sock"
+}
+ratio() { # a b -> "a/b" as "1.23x", n/a if either failed
+    python3 -c "import sys; a, b = sys.argv[1:]; print('n/a' if 'ERROR' in (a, b) else '%.2fx' % (float(a) / max(float(b), 0.1)))" "$1" "$2"
+}
+# The figure compared: IOPS for 4K jobs, MiB/s for the others.
+figure() { # bs "bw iops" -> the figure
+    if [ "$1" = 4k ]; then echo "${2#* }"; else echo "${2% *}"; fi
+}
+
+for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
+    read -r profile level n <<<"$cfg"
+    [[ " $LEVELS " == *" $level "* ]] || continue
+    members=()
+    for i in $(seq 0 $((n - 1))); do members+=("$dir/r$i"); done
+    selected=()
+    for j in "${jobs[@]}"; do
+        read -r name _ <<<"$j"
+        if [ -n "$JOBS" ]; then
+            keep=""
+            for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
+            [ -n "$keep" ] || continue
+        fi
+        selected+=("$j")
+    done
+    # runs[order,job,side]: the runs of one set-up, space-separated "bw iops" pairs
+    declare -A runs=()
+    for order in raidlab-first btrfs-first; do
+        if [ "$order" = raidlab-first ]; then
+            setup_raidlab "$level" "${members[@]}"; setup_btrfs "$profile" "$n"
+        else
+            setup_btrfs "$profile" "$n"; setup_raidlab "$level" "${members[@]}"
+        fi
+        for j in "${selected[@]}"; do
+            read -r name rw bs qd <<<"$j"
+            for _ in $(seq "$ROUNDS"); do
+                runs[$order,$name,r]+="$(fio_nbd "$rw" "$bs" "$qd" | tr ' ' :) "
+                runs[$order,$name,b]+="$(fio_btrfs "$rw" "$bs" "$qd" | tr ' ' :) "
+            done
+        done
+        teardown
+    done
+    for j in "${selected[@]}"; do
+        read -r name rw bs qd <<<"$j"
+        cols=()
+        for set in "raidlab-first btrfs-first" raidlab-first btrfs-first; do
+            r=(); b=()
+            for o in $set; do
+                for x in ${runs[$o,$name,r]}; do r+=("${x/:/ }"); done
+                for x in ${runs[$o,$name,b]}; do b+=("${x/:/ }"); done
+            done
+            x=$(figure "$bs" "$(median "${r[@]}")")
+            y=$(figure "$bs" "$(median "${b[@]}")")
+            if [ ${#cols[@]} = 0 ]; then
+                unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
+                cols+=("$x $unit" "$y $unit")
+            fi
+            cols+=("$(ratio "$x" "$y")")
+        done
+        echo "| RAID ${level} | $name | ${cols[0]} | ${cols[1]} | ${cols[2]} | ${cols[3]} | ${cols[4]} |"
+    done
+    unset runs
 done
