@@ -136,23 +136,33 @@ figure() { # bs "bw iops" -> the figure
     if [ "$1" = 4k ]; then echo "${2#* }"; else echo "${2% *}"; fi
 }
 
+selected=()
+for j in "${jobs[@]}"; do
+    read -r name _ <<<"$j"
+    if [ -n "$JOBS" ]; then
+        keep=""
+        for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
+        [ -n "$keep" ] || continue
+    fi
+    selected+=("$j")
+done
+# runs[order,job,side]: the runs of one set-up, space-separated "bw:iops" pairs
+declare -A runs
+side_median() { # job bs side orders... -> the figure of the median run of those set-ups
+    local name=$1 bs=$2 side=$3 o x all=()
+    shift 3
+    for o in "$@"; do
+        for x in ${runs[$o,$name,$side]}; do all+=("${x/:/ }"); done
+    done
+    figure "$bs" "$(median "${all[@]}")"
+}
+
 for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     read -r profile level n <<<"$cfg"
     [[ " $LEVELS " == *" $level "* ]] || continue
     members=()
     for i in $(seq 0 $((n - 1))); do members+=("$dir/r$i"); done
-    selected=()
-    for j in "${jobs[@]}"; do
-        read -r name _ <<<"$j"
-        if [ -n "$JOBS" ]; then
-            keep=""
-            for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
-            [ -n "$keep" ] || continue
-        fi
-        selected+=("$j")
-    done
-    # runs[order,job,side]: the runs of one set-up, space-separated "bw iops" pairs
-    declare -A runs=()
+    runs=()
     for order in raidlab-first btrfs-first; do
         if [ "$order" = raidlab-first ]; then
             setup_raidlab "$level" "${members[@]}"; setup_btrfs "$profile" "$n"
@@ -170,22 +180,11 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     done
     for j in "${selected[@]}"; do
         read -r name rw bs qd <<<"$j"
-        cols=()
-        for set in "raidlab-first btrfs-first" raidlab-first btrfs-first; do
-            r=(); b=()
-            for o in $set; do
-                for x in ${runs[$o,$name,r]}; do r+=("${x/:/ }"); done
-                for x in ${runs[$o,$name,b]}; do b+=("${x/:/ }"); done
-            done
-            x=$(figure "$bs" "$(median "${r[@]}")")
-            y=$(figure "$bs" "$(median "${b[@]}")")
-            if [ ${#cols[@]} = 0 ]; then
-                unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
-                cols+=("$x $unit" "$y $unit")
-            fi
-            cols+=("$(ratio "$x" "$y")")
-        done
-        echo "| RAID ${level} | $name | ${cols[0]} | ${cols[1]} | ${cols[2]} | ${cols[3]} | ${cols[4]} |"
+        unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
+        x=$(side_median "$name" "$bs" r raidlab-first btrfs-first)
+        y=$(side_median "$name" "$bs" b raidlab-first btrfs-first)
+        first=$(ratio "$(side_median "$name" "$bs" r raidlab-first)" "$(side_median "$name" "$bs" b raidlab-first)")
+        last=$(ratio "$(side_median "$name" "$bs" r btrfs-first)" "$(side_median "$name" "$bs" b btrfs-first)")
+        echo "| RAID ${level} | $name | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
     done
-    unset runs
 done

@@ -1502,6 +1502,20 @@ impl Array {
         Ok(())
     }
 
+    /// Refuse a change (write or trim) to an array running read-only.
+    fn refuse_read_only(&self, op: Op, offset: u64, len: u64) -> Result<()> {
+        if !self.read_only {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::ReadOnly,
+            op,
+            "the array runs read-only: its write journal is missing or stale, and without it a write could tear a stripe (md does the same). Assemble it with its journal device to write",
+        )
+        .on_device(&self.name)
+        .at(offset, len))
+    }
+
     /// Split `[offset, offset+len)` at multiples of the piece size.
     fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
         let end = offset + len;
@@ -1644,15 +1658,7 @@ impl Volume for Array {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
-        if self.read_only {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                Op::Write,
-                "the array runs read-only: its write journal is missing or stale, and without it a write could tear a stripe (md does the same). Assemble it with its journal device to write",
-            )
-            .on_device(&self.name)
-            .at(offset, buf.len() as u64));
-        }
+        self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
         if let Some(log) = &self.ppl {
             return self.write_logged(log, buf, offset);
         }
@@ -1727,13 +1733,7 @@ impl Volume for Array {
             )
             .on_device(&self.name));
         }
-        if self.read_only {
-            return Err(
-                Error::new(ErrorKind::ReadOnly, Op::Discard, "the array refuses writes")
-                    .on_device(&self.name)
-                    .at(offset, len),
-            );
-        }
+        self.refuse_read_only(Op::Discard, offset, len)?;
         for (pos, n) in self.pieces(offset, len) {
             self.discard_piece(pos, n)?;
         }
