@@ -24,6 +24,9 @@ pub enum ErrorKind {
     /// Stopped on request (Ctrl-C); progress was saved where the operation can
     /// resume.
     Interrupted,
+    /// Refused before anything was done, because doing it would lose data or
+    /// leave the array unable to serve it (not an I/O failure).
+    Refused,
 }
 
 /// The operation that failed.
@@ -118,8 +121,10 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Bad input reads best as "device: what is wrong"; failed operations as
         // "read failed on device at offset ...: cause".
-        if matches!(self.kind, ErrorKind::Invalid | ErrorKind::Unrecoverable)
-            && matches!(self.op, Op::Parse | Op::Plan | Op::Open)
+        if matches!(
+            self.kind,
+            ErrorKind::Invalid | ErrorKind::Unrecoverable | ErrorKind::Refused
+        ) && matches!(self.op, Op::Parse | Op::Plan | Op::Open)
         {
             if let Some(dev) = &self.device {
                 write!(f, "{dev}: ")?;
@@ -128,6 +133,19 @@ impl fmt::Display for Error {
                 write!(f, "at offset {off} (length {len}): ")?;
             }
             return f.write_str(&self.message);
+        }
+        // A refusal or a requested stop is not a failed operation: say so.
+        let lead = match self.kind {
+            ErrorKind::Refused => Some("refused"),
+            ErrorKind::Interrupted => Some("stopped"),
+            _ => None,
+        };
+        if let Some(lead) = lead {
+            f.write_str(lead)?;
+            if let Some(dev) = &self.device {
+                write!(f, " on {dev}")?;
+            }
+            return write!(f, ": {}", self.message);
         }
         write!(f, "{} failed", self.op)?;
         if let Some(dev) = &self.device {
