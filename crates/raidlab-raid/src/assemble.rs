@@ -47,8 +47,15 @@ pub enum MemberState {
     Spare,
     /// Marked faulty in the newest superblocks.
     Faulty,
-    /// Its event count is behind the others: its data is out of date.
+    /// Its own superblock claims a role, but its event count is behind the
+    /// array's and the newest superblocks still give its device that role (or
+    /// another member's): it missed writes, so its data is out of date.
     Stale,
+    /// Its own superblock claims a role, but the array's newest superblocks
+    /// record its device as removed (md's `--remove`: role 0xffff): it left the
+    /// array and missed every write since. Like a stale member, never used and
+    /// never written; `add` takes it back with a rebuild.
+    Removed,
     /// Being rebuilt into its slot: valid only below its recovery offset, so it
     /// serves no reads until the rebuild completes.
     Rebuilding,
@@ -174,28 +181,7 @@ impl Assembly {
         let mut slots: Vec<Option<usize>> = vec![None; geometry.raid_disks];
         let mut members = Vec::new();
         for (d, sb) in found {
-            let role = match reference_role(&reference, &sb) {
-                Role::Active(r) => Some(r as usize),
-                _ => None,
-            };
-            let mut state = match reference_role(&reference, &sb) {
-                Role::Active(_) => MemberState::Active,
-                Role::Spare => MemberState::Spare,
-                // md ignores a journal device of an array without the feature.
-                Role::Journal
-                    if reference.feature_map & raidlab_md::superblock::feature::JOURNAL != 0 =>
-                {
-                    MemberState::Journal
-                }
-                _ => MemberState::Faulty,
-            };
-            if sb.events < reference.events
-                && matches!(state, MemberState::Active | MemberState::Journal)
-            {
-                // A journal behind the array may lack writes the members have:
-                // md and mdadm call it stale and will not use it.
-                state = MemberState::Stale;
-            }
+            let (mut state, role) = member_state(&reference, &sb);
             if state == MemberState::Active
                 && sb.feature_map & raidlab_md::superblock::feature::REPLACEMENT != 0
             {
@@ -231,6 +217,13 @@ impl Assembly {
                 state,
                 role,
             });
+        }
+        // md writes one role table to every device it keeps current; a live
+        // member whose own copy is older (a spare md did not write) must not
+        // carry that old table into the next superblock write.
+        for m in members.iter_mut().filter(|m| m.is_live()) {
+            m.sb.max_dev = reference.max_dev;
+            m.sb.dev_roles = reference.dev_roles.clone();
         }
         if geometry.level == Level::Raid0 {
             let chunk_sectors = u64::from(reference.chunksize.max(1));
@@ -332,15 +325,29 @@ impl Assembly {
             }
             // Only parity levels have a write hole; md starts mirrors regardless.
             ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
-                ErrorKind::Unrecoverable,
+                ErrorKind::Refused,
                 Op::Open,
                 if self.logs_partial_parity() {
                     format!(
                         "refusing to read: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, and its partial parity log has not been replayed yet, so data rebuilt for the missing member(s) may be wrong. `raidlab resync` with these members replays the log (a few seconds) and makes it safe; --force reads it anyway"
                     )
                 } else {
+                    let set_aside: Vec<String> = self
+                        .members
+                        .iter()
+                        .filter(|m| {
+                            matches!(m.state, MemberState::Stale | MemberState::Removed)
+                                && m.role.is_some_and(|r| missing.contains(&r))
+                        })
+                        .map(|m| format!("{} is out of date ({:?})", m.device.path, m.state).to_lowercase())
+                        .collect();
+                    let given = if set_aside.is_empty() {
+                        "if you have the missing member(s), give them with the others; otherwise ".to_string()
+                    } else {
+                        format!("{} and cannot fill its role; ", set_aside.join(", "))
+                    };
                     format!(
-                        "refusing to start: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, so parity may not match the data and data rebuilt for the missing member(s) may be silently wrong. Give the missing member(s) and resync, or use --force to start it anyway"
+                        "refusing to start: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, so parity may not match the data and data rebuilt for the missing member(s) may be silently wrong (md's \"dirty degraded\" refusal). {given}--force starts it anyway (to read it, or to add a member and `rebuild --force` it)"
                     )
                 },
             )),
@@ -735,6 +742,53 @@ impl Member {
                 | MemberState::Journal
         )
     }
+}
+
+/// What a member is to the array, judged as md judges it: by its own
+/// superblock first. A member whose own superblock claims a role (active,
+/// replacing, journal) but whose event count is behind the newest missed
+/// writes, whatever the newest superblock's role table now says of its device
+/// number: stale while the array still lists it (or that number was given to
+/// another device), faulty where md marked it failed, removed where md took it
+/// out (0xffff). Only a member that is up to date, or that claims no role (a
+/// spare needs no event count), takes its role from the newest superblock.
+/// Returns the state and the slot: the slot the member serves, or for a member
+/// set aside, the slot its own superblock claims (for the report only).
+fn member_state(reference: &Superblock, sb: &Superblock) -> (MemberState, Option<usize>) {
+    let journal_feature = reference.feature_map & raidlab_md::superblock::feature::JOURNAL != 0;
+    let own = sb.role();
+    // A device whose own superblock says faulty is never taken for a spare.
+    let claims_role = matches!(
+        own,
+        Role::Active(_) | Role::Replacement(_) | Role::Journal | Role::Faulty
+    );
+    let in_reference = reference_role(reference, sb);
+    if sb.events < reference.events && claims_role {
+        let claimed = match own {
+            Role::Active(r) | Role::Replacement(r) => Some(r as usize),
+            _ => None,
+        };
+        let state = match in_reference {
+            Role::Faulty => MemberState::Faulty,
+            Role::Spare | Role::Unknown => MemberState::Removed,
+            // A journal behind the array may lack writes the members have: md
+            // and mdadm call it stale and will not use it.
+            Role::Active(_) | Role::Replacement(_) | Role::Journal => MemberState::Stale,
+        };
+        return (state, claimed);
+    }
+    let slot = match in_reference {
+        Role::Active(r) => Some(r as usize),
+        _ => None,
+    };
+    let state = match in_reference {
+        Role::Active(_) => MemberState::Active,
+        Role::Spare => MemberState::Spare,
+        // md ignores a journal device of an array without the feature.
+        Role::Journal if journal_feature => MemberState::Journal,
+        _ => MemberState::Faulty,
+    };
+    (state, slot)
 }
 
 /// The role `sb`'s device has in the array according to the newest superblock.

@@ -56,7 +56,7 @@ impl Assembly {
             missing.push(slot);
             if !self.geometry.survives(&missing) {
                 return Err(Error::new(
-                    ErrorKind::Unrecoverable,
+                    ErrorKind::Refused,
                     Op::Write,
                     format!(
                         "failing {path} (role {slot}) would leave {} unable to serve its data (roles {missing:?} missing); nothing was changed",
@@ -96,9 +96,20 @@ impl Assembly {
         Ok(spare)
     }
 
-    /// Take a faulty, stale or spare member out of the array.
+    /// Take a faulty, stale or spare member out of the array. A member that
+    /// served a slot is recorded as md records a removed device (role 0xffff in
+    /// the table of the members in service, its own superblock untouched), so
+    /// md and raidlab both see it as removed from then on; a spare is marked
+    /// faulty instead, which keeps it from being taken for a spare again. The
+    /// removed device itself is never written.
     pub fn remove(&mut self, index: usize) -> Result<()> {
         let m = &self.members[index];
+        if m.state == MemberState::Removed {
+            return Err(Error::invalid(format!(
+                "{} was already removed from the array: nothing to do (`raidlab add` with it as --new takes it back with a rebuild)",
+                m.device.path
+            )));
+        }
         if !matches!(
             m.state,
             MemberState::Faulty | MemberState::Spare | MemberState::Stale
@@ -108,10 +119,24 @@ impl Assembly {
                 m.device.path, m.state
             )));
         }
+        let was_spare = m.state == MemberState::Spare;
         let dev = m.sb.dev_number;
-        // md records a device that is gone as faulty in the role table.
-        self.set_role(dev, ROLE_FAULTY);
-        self.members[index].state = MemberState::Faulty;
+        // md gives a removed device's number to the next device added: when a
+        // member in service holds this number now, the table already says
+        // what that device is and must not change.
+        let number_reused = self
+            .members
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != index && o.is_live() && o.sb.dev_number == dev);
+        if !number_reused {
+            self.set_role(dev, if was_spare { ROLE_FAULTY } else { ROLE_SPARE });
+        }
+        self.members[index].state = if was_spare {
+            MemberState::Faulty
+        } else {
+            MemberState::Removed
+        };
         self.commit(|_| {})
     }
 
@@ -119,14 +144,38 @@ impl Assembly {
     /// as a hot spare. The device must be large enough and, unless `force`, carry
     /// no md superblock.
     pub fn add(&mut self, device: Device, force: bool) -> Result<Added> {
+        self.add_member(device, force).map(|(added, _)| added)
+    }
+
+    /// [`Assembly::add`], also saying which entry of `members` the device is.
+    fn add_member(&mut self, device: Device, force: bool) -> Result<(Added, usize)> {
+        // A former member of this array (stale, removed or faulty: its data
+        // is this array's, out of date) is taken back as mdadm --add takes one
+        // back when it cannot re-add it: a new superblock and a full rebuild.
+        let mut former: Option<usize> = None;
         if let Ok(Some(sb)) = Superblock::read_from(device.volume.as_ref()) {
             if sb.set_uuid == self.uuid {
-                return Err(Error::invalid(format!(
-                    "{} is already a member of this array: list it with the members instead of adding it",
-                    device.path
-                )));
-            }
-            if !force {
+                match self
+                    .members
+                    .iter()
+                    .position(|m| m.sb.device_uuid == sb.device_uuid)
+                {
+                    Some(i) if self.members[i].is_live() => {
+                        return Err(Error::invalid(format!(
+                            "{} is already a member of this array in service ({:?}): there is nothing to add",
+                            device.path, self.members[i].state
+                        )));
+                    }
+                    Some(i) => former = Some(i),
+                    None if sb.events >= self.events => {
+                        return Err(Error::invalid(format!(
+                            "{} is an up-to-date member of this array (events {}): list it with the members instead of adding it",
+                            device.path, sb.events
+                        )));
+                    }
+                    None => {}
+                }
+            } else if !force {
                 return Err(Error::invalid(format!(
                     "{} already carries an md superblock (array {}): it may hold someone's data; use --force to overwrite it",
                     device.path,
@@ -158,7 +207,13 @@ impl Assembly {
             );
         }
         // The first device number no member we know of uses.
-        let used: Vec<u32> = self.members.iter().map(|m| m.sb.dev_number).collect();
+        let used: Vec<u32> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != former)
+            .map(|(_, m)| m.sb.dev_number)
+            .collect();
         let dev_number = (0..template.max_dev)
             .find(|n| {
                 !used.contains(n)
@@ -184,13 +239,24 @@ impl Assembly {
         if self.geometry.level == raidlab_layout::Level::Raid0 {
             sb.data_size = self.geometry.member_bytes / SECTOR;
         }
-        let index = self.members.len();
-        self.members.push(Member {
+        let member = Member {
             device,
             sb,
             state: MemberState::Spare,
             role: None,
-        });
+        };
+        // A former member given with the array's members takes the place of
+        // its old entry: one device, one entry.
+        let index = match former {
+            Some(i) => {
+                self.members[i] = member;
+                i
+            }
+            None => {
+                self.members.push(member);
+                self.members.len() - 1
+            }
+        };
         self.set_role(dev_number, ROLE_SPARE);
         let free = (0..self.slots.len())
             .find(|&r| self.slots[r].is_none() && !self.slot_is_being_rebuilt(r));
@@ -202,7 +268,7 @@ impl Assembly {
             None => Added::Spare,
         };
         self.commit(|_| {})?;
-        Ok(added)
+        Ok((added, index))
     }
 
     /// Start copying active member `old` onto a new device while it keeps serving
@@ -232,9 +298,8 @@ impl Assembly {
                 "the array is degraded (role(s) {free_before:?} missing): add a member to rebuild those first; replace keeps full redundancy only on a complete array"
             )));
         }
-        let added = self.add(device, force)?;
+        let (added, index) = self.add_member(device, force)?;
         debug_assert_eq!(added, Added::Spare);
-        let index = self.members.len() - 1;
         let dev = self.members[index].sb.dev_number;
         {
             let n = &mut self.members[index];
@@ -285,6 +350,36 @@ impl Assembly {
             m.state = MemberState::Rebuilding;
             m.role = Some(slot);
         }
+        // A device that held the slot before and is not here (left out, or set
+        // aside as stale) may still be listed in it: md lists a device it does
+        // not have as removed (0xffff), and one slot must never be claimed by
+        // two device numbers.
+        let others: Vec<u32> = self
+            .live_table()
+            .iter()
+            .enumerate()
+            .filter(|&(d, &r)| d as u32 != dev && usize::from(r) == slot)
+            .map(|(d, _)| d as u32)
+            .filter(|d| {
+                !self
+                    .members
+                    .iter()
+                    .any(|m| m.is_live() && m.sb.dev_number == *d)
+            })
+            .collect();
+        for d in others {
+            self.set_role(d, ROLE_SPARE);
+        }
         self.set_role(dev, slot as u16);
+    }
+
+    /// The role table the members in service carry (one table: assembly
+    /// gives every live member the newest one).
+    fn live_table(&self) -> Vec<u16> {
+        self.members
+            .iter()
+            .find(|m| m.is_live())
+            .map(|m| m.sb.dev_roles.clone())
+            .unwrap_or_default()
     }
 }
