@@ -11,12 +11,13 @@
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_devices::{Clock, SystemClock};
 use raidlab_layout::{Content, Geometry, Level, Location};
 use raidlab_md::superblock::feature;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SECTOR: u64 = 512;
 /// md compares and counts mismatches in 4 KiB pages (one stripe_head per page).
@@ -40,6 +41,9 @@ pub struct RunOptions {
     pub stop: Option<&'static AtomicBool>,
     /// Rebuild even though parity is not known to be consistent (resync pending).
     pub force: bool,
+    /// The clock `max_rate` paces against (the system's when `None`; tests
+    /// give a virtual one, so pacing is checked exactly).
+    pub clock: Option<&'static dyn Clock>,
 }
 
 impl Default for RunOptions {
@@ -51,6 +55,7 @@ impl Default for RunOptions {
             use_maps: true,
             stop: None,
             force: false,
+            clock: None,
         }
     }
 }
@@ -120,6 +125,10 @@ pub struct ScrubReport {
     /// cannot be traced to one block.
     pub pages_checked_p_only: u64,
     pub pages_checked_q_only: u64,
+    /// A check of an array not resynced since an unclean stop: mismatches in
+    /// stripes being written at the crash are expected, and RAID 6's
+    /// "located from P+Q" may name a torn stripe, not a bad block.
+    pub unsynced: bool,
 }
 
 impl ScrubReport {
@@ -135,6 +144,7 @@ impl ScrubReport {
             unchecked_array_bytes: 0,
             pages_checked_p_only: 0,
             pages_checked_q_only: 0,
+            unsynced: false,
         }
     }
 
@@ -150,12 +160,17 @@ impl ScrubReport {
     }
 }
 
-/// Paces a run to a byte rate.
+/// Paces a run to a byte rate, on the run's clock.
 struct Pacer {
-    start: Instant,
+    clock: &'static dyn Clock,
+    start: Duration,
     rate: Option<u64>,
     done: u64,
 }
+
+/// The clock of runs that are given none: the system's.
+static SYSTEM_CLOCK: std::sync::LazyLock<SystemClock> =
+    std::sync::LazyLock::new(SystemClock::default);
 
 fn stopped(opts: &RunOptions) -> bool {
     opts.stop.is_some_and(|s| s.load(Ordering::Relaxed))
@@ -170,10 +185,15 @@ fn interrupted(what: &str, pos: u64) -> Error {
 }
 
 impl Pacer {
-    fn new(rate: Option<u64>) -> Self {
+    fn new(opts: &RunOptions) -> Self {
+        let clock: &'static dyn Clock = match opts.clock {
+            Some(c) => c,
+            None => &*SYSTEM_CLOCK,
+        };
         Pacer {
-            start: Instant::now(),
-            rate,
+            clock,
+            start: clock.now(),
+            rate: opts.max_rate,
             done: 0,
         }
     }
@@ -181,9 +201,9 @@ impl Pacer {
         self.done += bytes;
         if let Some(rate) = self.rate.filter(|r| *r > 0) {
             let due = Duration::from_secs_f64(self.done as f64 / rate as f64);
-            let elapsed = self.start.elapsed();
+            let elapsed = self.clock.now().saturating_sub(self.start);
             if due > elapsed {
-                std::thread::sleep(due - elapsed);
+                self.clock.sleep(due - elapsed);
             }
         }
     }
@@ -214,8 +234,17 @@ impl Assembly {
             ));
         }
         if !self.in_sync() && !opts.force {
-            return Err(Error::invalid(
-                "parity/mirrors are not known to be consistent (resync pending): a rebuild now would write wrong data; run `raidlab resync` first, or --force to rebuild anyway",
+            return Err(Error::new(
+                ErrorKind::Refused,
+                Op::Write,
+                if self.check_scrubbable(true).is_ok() {
+                    "the array was not stopped cleanly, so parity/mirrors are not known to be consistent and a rebuild now could write wrong data: run `raidlab resync` with the same members first (it resyncs with the redundancy left), then rebuild".to_string()
+                } else {
+                    format!(
+                        "the array was not stopped cleanly and has no redundancy left besides the member being rebuilt, so it cannot be resynced first (role(s) {:?} missing): `raidlab rebuild --force` with the same members rebuilds anyway; blocks of stripes that were being written at the crash may come out wrong (md's --force takes the same risk)",
+                        self.missing()
+                    )
+                },
             ));
         }
         let mut report = RebuildReport {
@@ -230,7 +259,7 @@ impl Assembly {
             let start = (self.members[index].sb.recovery_offset * SECTOR).min(total);
             let step = step_for(&self.geometry, opts.step_bytes);
             let start = align_down(&self.geometry, start);
-            let mut pacer = Pacer::new(opts.max_rate);
+            let mut pacer = Pacer::new(&opts);
             let mut since_checkpoint = 0;
             let mut pos = start;
             progress(Progress { done: pos, total });
@@ -497,7 +526,20 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
-        self.scrub_from(0, repair, false, None, opts, progress)
+        let unsynced = !self.in_sync();
+        if repair && unsynced {
+            // After a crash a stripe may hold new data beside old parity: a
+            // repair would "correct" data (RAID 6 locates a block from P+Q)
+            // where only parity is behind. md resyncs such an array first.
+            return Err(Error::new(
+                ErrorKind::Refused,
+                Op::Write,
+                "the array has not been resynced since it was last stopped uncleanly: stripes written at the crash may hold new data beside old parity, and repair could rewrite good data; run `raidlab resync` with the same members (it recomputes parity from the data, as md does after a crash), then check",
+            ));
+        }
+        let mut report = self.scrub_from(0, repair, false, None, opts, progress)?;
+        report.unsynced = unsynced;
+        Ok(report)
     }
 
     /// [`Assembly::scrub`] of an array that serves I/O meanwhile: each step
@@ -549,9 +591,8 @@ impl Assembly {
         let step = self.scrub_step(resync, opts.step_bytes);
         let mut pos = align_down(&self.geometry, start);
         let present: Vec<bool> = areas.iter().map(Option::is_some).collect();
-        let live = present.iter().filter(|&&p| p).count() as u64;
         let mut report = ScrubReport::new(repair, missing);
-        let mut pacer = Pacer::new(opts.max_rate);
+        let mut pacer = Pacer::new(&opts);
         let mut since_checkpoint = 0;
         progress(Progress { done: pos, total });
         while pos < total {
@@ -614,7 +655,9 @@ impl Assembly {
                 since_checkpoint = 0;
             }
             progress(Progress { done: pos, total });
-            pacer.account(n * live);
+            // --max-rate is per member, as md's speed limits are: each step
+            // reads `n` bytes of every member, the figure the progress shows.
+            pacer.account(n);
         }
         if repair {
             for a in areas.iter().flatten() {
@@ -662,7 +705,7 @@ impl Assembly {
         let step = self.scrub_step(resync, opts.step_bytes);
         let mut pos = align_down(&geo, unscale(start));
         let mut report = ScrubReport::new(repair, missing);
-        let mut pacer = Pacer::new(opts.max_rate);
+        let mut pacer = Pacer::new(&opts);
         let mut since_checkpoint = 0;
         progress(Progress {
             done: scale(pos),
@@ -748,9 +791,10 @@ impl Assembly {
                         }
                     }
                 }
-                pacer.account(n as u64 * live.len() as u64);
             }
             report.bytes_scanned += scale(compared);
+            // Per member, in the member bytes the progress shows.
+            pacer.account(scale(end) - scale(pos));
             pos = end;
             since_checkpoint += step;
             if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
@@ -798,7 +842,7 @@ impl Assembly {
         let level = geo.level.name();
         if !geo.survives(&missing) {
             return Err(Error::new(
-                ErrorKind::Unrecoverable,
+                ErrorKind::Refused,
                 Op::Read,
                 format!(
                     "the {level} array has failed: role(s) {missing:?} are missing, more than it can do without, so parts of it cannot even be read; give the missing member(s)"
@@ -824,7 +868,7 @@ impl Assembly {
             "add a member (raidlab add), let it rebuild, then check again"
         };
         Err(Error::new(
-            ErrorKind::Unrecoverable,
+            ErrorKind::Refused,
             Op::Read,
             format!("the {level} array is degraded (role(s) {missing:?} missing): {why}; {todo}"),
         ))

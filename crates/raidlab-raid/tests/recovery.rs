@@ -160,7 +160,7 @@ fn fail_add_rebuild_then_fail_another_and_read_back() {
         let next = (0..n).find(|m| !failed.contains(m)).unwrap();
         let before: Vec<Vec<u8>> = devs.iter().map(snapshot).collect();
         let e = asm.fail(next).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Unrecoverable, "{label}");
+        assert_eq!(e.kind, ErrorKind::Refused, "{label}");
         assert!(e.to_string().contains("nothing was changed"), "{e}");
         assert!(
             devs.iter().map(snapshot).collect::<Vec<_>>() == before,

@@ -353,7 +353,7 @@ fn nothing_left_to_compare_is_refused_and_nothing_written() {
             let e = asm
                 .scrub(repair, RunOptions::default(), &mut quiet())
                 .unwrap_err();
-            assert_eq!(e.kind, ErrorKind::Unrecoverable, "{label}: {e}");
+            assert_eq!(e.kind, ErrorKind::Refused, "{label}: {e}");
             let msg = e.to_string();
             assert!(msg.contains("nothing left to compare"), "{label}: {msg}");
             assert!(msg.contains(&format!("{gone:?}")), "{label}: {msg}");

@@ -1,0 +1,105 @@
+//! `--max-rate` is a rate per member, as md's speed limits are per device, for
+//! every long run (check, repair, resync, rebuild; parity levels and mirrors):
+//! a run over members of B bytes at R bytes/s takes B/R seconds whatever the
+//! member count. Checked exactly on a virtual clock that only sleeps advance.
+
+use raidlab_core::Volume;
+use raidlab_devices::{Clock, MemVolume};
+use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
+use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::recovery::RunOptions;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, Default)]
+struct VirtualClock(Mutex<Duration>);
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Duration {
+        *self.0.lock().unwrap()
+    }
+    fn sleep(&self, d: Duration) {
+        *self.0.lock().unwrap() += d;
+    }
+}
+
+fn array(level: Level, layout: Layout, n: usize) -> (Assembly, Vec<Device>) {
+    let devs: Vec<Device> = (0..n + 1)
+        .map(|i| Device {
+            path: format!("m{i}"),
+            volume: Arc::new(MemVolume::new(3 << 20)),
+        })
+        .collect();
+    let spec = CreateSpec {
+        level,
+        layout,
+        chunk_bytes: 64 << 10,
+        spares: 0,
+        name: "pace".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let members = devs[..n]
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    (create(&spec, members).unwrap(), devs)
+}
+
+/// Virtual seconds `run` took at `rate` bytes/s.
+fn timed(rate: u64, run: impl FnOnce(RunOptions)) -> f64 {
+    let clock: &'static VirtualClock = Box::leak(Box::default());
+    run(RunOptions {
+        max_rate: Some(rate),
+        step_bytes: 256 << 10,
+        clock: Some(clock),
+        ..RunOptions::default()
+    });
+    clock.now().as_secs_f64()
+}
+
+#[test]
+fn every_run_is_paced_per_member() {
+    let cases = [
+        (Level::Raid5, Layout::Parity(ParityLayout::LeftSymmetric), 4),
+        (Level::Raid6, Layout::Parity(ParityLayout::LeftSymmetric), 6),
+        (
+            Level::Raid10,
+            Layout::Raid10(Raid10Layout::from_name("n2").unwrap()),
+            4,
+        ),
+        (Level::Raid1, Layout::Plain, 3),
+    ];
+    for (level, layout, n) in cases {
+        let label = format!("{} of {n}", level.name());
+        let (mut asm, devs) = array(level, layout, n);
+        let member = asm.geometry.member_bytes;
+        // Two seconds of each member's bytes at this rate, whatever n is.
+        let rate = member / 2;
+        for repair in [false, true] {
+            let t = timed(rate, |o| {
+                asm.scrub(repair, o, &mut |_| {}).unwrap();
+            });
+            assert!((t - 2.0).abs() < 0.01, "{label}: scrub took {t} s, not 2");
+        }
+        asm.commit(|sb| sb.resync_offset = 0).unwrap();
+        let t = timed(rate, |o| {
+            asm.resync(o, &mut |_| {}).unwrap();
+        });
+        assert!((t - 2.0).abs() < 0.01, "{label}: resync took {t} s, not 2");
+        // A rebuild writes one member: the same two seconds.
+        let i = asm.find("m1").unwrap();
+        asm.fail(i).unwrap();
+        asm.add(devs[n].clone(), false).unwrap();
+        let t = timed(rate, |o| {
+            asm.rebuild(o, &mut |_| {}).unwrap();
+        });
+        assert!((t - 2.0).abs() < 0.01, "{label}: rebuild took {t} s, not 2");
+        assert!(devs[n].volume.size() > 0);
+    }
+}
