@@ -245,7 +245,8 @@ pub struct BenchParityArgs {
 /// How long-running work runs.
 #[derive(Debug, Args, Clone, Copy)]
 pub struct RunControl {
-    /// Limit to this many bytes per second of member data (e.g. 50M).
+    /// Limit to this many bytes per second of each member (e.g. 50M), as md's
+    /// speed limits are per device; the progress bar shows the same figure.
     #[arg(long, value_parser = size)]
     pub max_rate: Option<u64>,
     /// Print a JSON report instead of text.

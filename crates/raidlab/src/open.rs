@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use raidlab_devices::{FileVolume, OpenMode};
-use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::ppl::PplReplay;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -80,4 +80,22 @@ pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
         );
     }
     Ok(replay)
+}
+
+/// Say on stderr which given members the array sets aside (stale, removed,
+/// faulty): they are neither read nor written, and a user who listed one
+/// should not think it serves.
+pub fn warn_set_aside(asm: &Assembly) {
+    for m in &asm.members {
+        let why = match m.state {
+            MemberState::Stale => "stale (it missed writes)",
+            MemberState::Removed => "removed from the array",
+            MemberState::Faulty => "faulty",
+            _ => continue,
+        };
+        eprintln!(
+            "raidlab: {} is {why}: its data is out of date and it is neither read nor written (`raidlab add` with it as --new takes it back with a rebuild)",
+            m.device.path
+        );
+    }
 }

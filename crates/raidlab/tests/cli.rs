@@ -891,7 +891,7 @@ fn check_finds_corruption_and_repair_fixes_it() {
         .current_dir(d)
         .args(["repair", "a", "b", "c", "e"])
         .assert()
-        .code(3)
+        .success()
         .stdout(predicate::str::contains(
             "fixed b (role 1) at sector 8: data (located from P+Q)",
         ));
@@ -960,7 +960,7 @@ fn check_and_repair_a_degraded_raid6_and_refuse_a_degraded_raid5() {
         .arg("repair")
         .args(degraded)
         .assert()
-        .code(3)
+        .success()
         .stdout(predicate::str::contains(
             "fixed a (role 0) at sector 8: syndrome Q (checked alone: data role 1 missing",
         ))
@@ -1084,8 +1084,8 @@ fn a_dirty_degraded_array_is_refused_unless_forced_and_resync_cleans() {
         .current_dir(d)
         .args(["resync", "u0", "u1", "u2"])
         .assert()
-        .failure()
-        .stderr(predicate::str::contains("already in sync"));
+        .success()
+        .stdout(predicate::str::contains("already in sync"));
 }
 
 /// md's partial parity log through the CLI: created and reported, written

@@ -71,12 +71,17 @@ struct DetailJson {
     events: u64,
     state: ArrayState,
     resync_pending: bool,
+    /// `ppl` or `journal`: the next start for writing replays that log
+    /// (after an unclean stop) instead of a resync.
+    replay_pending: Option<String>,
     state_text: String,
     consistency_policy: String,
     bitmap_dirty_chunks: Option<u64>,
     members: Vec<MemberJson>,
     missing_roles: Vec<usize>,
     stale: Vec<String>,
+    /// Former members the array records as removed (their data is out of date).
+    removed: Vec<String>,
     /// File system options that align to the stripe (none for RAID 1).
     mkfs: Option<MkfsJson>,
     /// Present when a running server answered (`raidlab serve`).
@@ -141,29 +146,52 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
     let mut text = String::new();
     let g = asm.geometry;
     let state = asm.state();
-    let mut words = vec![match state {
-        ArrayState::Clean => "clean",
-        ArrayState::Degraded => "degraded",
-        ArrayState::Failed => "failed",
-    }];
-    if state == ArrayState::Degraded {
-        words.insert(0, "clean");
-    }
     // A served array is marked dirty while it runs (md's "active"): that is
     // not a resync left to do.
-    let resync_pending = !asm.in_sync() && served.is_none();
-    if resync_pending {
-        words.push("resync pending");
-    } else if served.is_some() {
-        words.insert(0, "active");
+    let dirty = !asm.in_sync() && served.is_none();
+    // What the next start for writing does about an unclean stop: replay a
+    // log (PPL: from the members' logs; journal: from the journal device,
+    // whose array stays marked clean) or, without a log, a resync.
+    let replay_pending = if served.is_some() {
+        None
+    } else if dirty && asm.logs_partial_parity() {
+        Some("ppl")
+    } else if asm.journal_unreplayed().unwrap_or(0) > 0 {
+        Some("journal")
+    } else {
+        None
+    };
+    let resync_pending = dirty && replay_pending.is_none();
+    let mut words = vec![];
+    if served.is_some() {
+        words.push("active");
+    } else if dirty {
+        // md's word for an array whose last stop was not clean.
+        words.push("dirty");
+    } else if state != ArrayState::Failed {
+        words.push("clean");
+    }
+    match state {
+        ArrayState::Clean => {}
+        ArrayState::Degraded => words.push("degraded"),
+        ArrayState::Failed => words.push("failed"),
+    }
+    match replay_pending {
+        Some("ppl") => words.push("partial parity log replay pending"),
+        Some(_) => words.push("journal replay pending"),
+        None if resync_pending => words.push("resync pending"),
+        None => {}
     }
     let state_text = words.join(", ");
-    let stale: Vec<String> = asm
-        .members
-        .iter()
-        .filter(|m| m.state == MemberState::Stale)
-        .map(|m| m.device.path.clone())
-        .collect();
+    let set_aside = |st: MemberState| -> Vec<String> {
+        asm.members
+            .iter()
+            .filter(|m| m.state == st)
+            .map(|m| m.device.path.clone())
+            .collect()
+    };
+    let stale = set_aside(MemberState::Stale);
+    let removed = set_aside(MemberState::Removed);
     let out = DetailJson {
         uuid: format_uuid(&asm.uuid),
         name: asm.name.clone(),
@@ -177,6 +205,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         events: asm.events,
         state,
         resync_pending,
+        replay_pending: replay_pending.map(str::to_string),
         state_text: state_text.clone(),
         consistency_policy: if asm.bitmap.is_some() {
             "bitmap"
@@ -201,6 +230,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             .collect(),
         missing_roles: asm.missing(),
         stale: stale.clone(),
+        removed: removed.clone(),
         mkfs: mkfs_alignment(&g),
         served,
     };
@@ -321,10 +351,18 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         textln!(text, "   {r:>4}  missing");
     }
     if !stale.is_empty() {
-        textln!(text, "\nStale members (lower event count than the array; their data is out of date and is not used): {}", stale.join(", "));
+        textln!(text, "\nStale members (they missed writes: lower event count than the array; their data is out of date and is neither used nor written): {}. `raidlab add` with one as --new takes it back with a full rebuild.", stale.join(", "));
+    }
+    if !removed.is_empty() {
+        textln!(text, "\nRemoved members (the array records them as removed; their data is out of date and is neither used nor written): {}. `raidlab add` with one as --new takes it back with a full rebuild.", removed.join(", "));
     }
     if resync_pending {
-        textln!(text, "\nParity/mirrors are not known to be consistent (resync pending): reads of a complete array are correct; rebuilding a lost member is not until a resync has run.");
+        textln!(text, "\nThe array was not stopped cleanly (or was created on members that held data), so parity/mirrors are not known to be consistent: reads of a complete array are correct; rebuilding a lost member is not until `raidlab resync` has run.");
+    }
+    match replay_pending {
+        Some("ppl") => textln!(text, "\nThe array was not stopped cleanly: its partial parity log will be replayed by the next start for writing (`raidlab resync` does only that, in seconds), which makes parity consistent without a full resync."),
+        Some(_) => textln!(text, "\nThe write journal holds writes from before an unclean stop: the next start for writing (`raidlab resync`, serve, import) writes them to the members."),
+        None => {}
     }
     Ok(text)
 }

@@ -7,7 +7,7 @@
 
 use crate::cli::{AddArgs, FailArgs, MembersJson, RemoveArgs, ReplaceArgs, RunArgs, ScrubArgs};
 use crate::cmd::info::{render_detail, ServedInfo};
-use crate::cmd::manage::{bar, scrub_text, MISMATCH_EXIT};
+use crate::cmd::manage::{bar, scrub_text};
 use crate::control::{self, Command, Reply, Request};
 use anyhow::{anyhow, Result};
 use raidlab_devices::OpenMode;
@@ -263,7 +263,19 @@ fn carry_out(
             max_rate,
         } => {
             live.set_max_rate(max_rate);
-            let device = crate::open::open_device(Path::new(&new), OpenMode::ReadWrite)?;
+            // A former member (stale, removed, faulty) served with the array
+            // is already open and locked here: take it back through that.
+            let same = |p: &str| std::fs::canonicalize(p).ok() == std::fs::canonicalize(&new).ok();
+            let held = live.with_assembly(|asm| {
+                asm.members
+                    .iter()
+                    .find(|m| !m.is_live() && same(&m.device.path))
+                    .map(|m| m.device.clone())
+            });
+            let device = match held {
+                Some(d) => d,
+                None => crate::open::open_device(Path::new(&new), OpenMode::ReadWrite)?,
+            };
             let out = live.add(device, force, rebuild)?;
             said(&out);
             finish_with_rebuild(stream, live, out, rebuild)
@@ -317,11 +329,7 @@ fn carry_out(
                 "{what} done: mismatch_cnt {}",
                 report.mismatch_sectors
             ));
-            let exit = if report.mismatch_sectors > 0 {
-                MISMATCH_EXIT
-            } else {
-                0
-            };
+            let exit = crate::cmd::manage::scrub_exit(&report, repair);
             Ok((scrub_text(&report, repair, json)?, exit))
         }
         Command::Stop => {

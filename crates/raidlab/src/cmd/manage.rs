@@ -113,8 +113,12 @@ fn new_device(path: &Path, size: Option<u64>) -> Result<(Device, bool)> {
 
 fn run_rebuild(asm: &mut Assembly, run: &RunControl, force: bool) -> Result<()> {
     let report = asm.rebuild(options(run, force), &mut bar("rebuild"))?;
-    if run.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
+    print_rebuild(&report, run.json)
+}
+
+fn print_rebuild(report: &raidlab_raid::recovery::RebuildReport, json: bool) -> Result<()> {
+    if json {
+        outln!("{}", serde_json::to_string_pretty(report)?);
     } else {
         for r in &report.rebuilt {
             let from = if r.resumed_from > 0 {
@@ -134,7 +138,14 @@ pub fn fail(a: FailArgs) -> Result<ExitCode> {
     }
     let mut asm = assemble_rw(&a.members)?;
     let index = asm.find(&path_str(&a.member))?;
+    let was_synced = asm.in_sync();
     let spare = asm.fail(index)?;
+    if !was_synced && asm.geometry.is_parity() {
+        eprintln!(
+            "raidlab: warning: the array was not stopped cleanly and has not been resynced, so with {} failed it is dirty and degraded: data rebuilt for the failed role may be wrong in stripes written at the crash. raidlab (like md) now refuses to start it without --force; `raidlab resync` before failing a member avoids this when the member still works",
+            a.member.display()
+        );
+    }
     let state = serde_json::to_value(asm.state())?;
     outln!(
         "raidlab: {} marked faulty; the array is now {}",
@@ -175,7 +186,21 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
         }
         return r;
     }
-    let mut asm = assemble_rw(&a.members)?;
+    // A former member given among the members too is opened once, as the
+    // device to add (a second open of it would not get its lock).
+    let same_file = |p: &PathBuf| {
+        p == &a.new
+            || std::fs::canonicalize(p)
+                .ok()
+                .is_some_and(|c| std::fs::canonicalize(&a.new).ok() == Some(c))
+    };
+    let members: Vec<PathBuf> = a
+        .members
+        .iter()
+        .filter(|p| !same_file(p))
+        .cloned()
+        .collect();
+    let mut asm = assemble_rw(&members)?;
     let (device, created) = new_device(&a.new, a.member_size)?;
     let result = asm.add(device, a.force);
     if result.is_err() && created {
@@ -188,7 +213,16 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
                 a.new.display()
             );
             if !a.no_rebuild {
-                run_rebuild(&mut asm, &a.run, false)?;
+                match asm.rebuild(options(&a.run, false), &mut bar("rebuild")) {
+                    Ok(report) => print_rebuild(&report, a.run.json)?,
+                    // The add itself is done; a rebuild the engine refuses
+                    // (an array not stopped cleanly) needs the user's
+                    // decision, which the refusal names.
+                    Err(e) if e.kind == raidlab_core::ErrorKind::Refused => {
+                        outln!("raidlab: role {slot} is not rebuilt yet: {e}");
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
         Added::Spare => outln!("raidlab: {} added as a hot spare", a.new.display()),
@@ -255,6 +289,11 @@ pub fn resync(a: RunArgs) -> Result<ExitCode> {
         outln!("raidlab: the write journal was replayed at start; the array is clean");
         return Ok(ExitCode::SUCCESS);
     }
+    if asm.in_sync() {
+        // Nothing to do is not a failure: the array ends consistent.
+        outln!("raidlab: the array is already in sync (clean): nothing to resync; `raidlab check` verifies it");
+        return Ok(ExitCode::SUCCESS);
+    }
     let report = asm.resync(options(&a.run, a.force), &mut bar("resync"))?;
     if a.run.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -283,11 +322,17 @@ pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
         &mut bar(if repair { "repair" } else { "check" }),
     )?;
     print_scrub(&report, repair, a.run.json)?;
-    Ok(if report.mismatch_sectors > 0 {
-        ExitCode::from(MISMATCH_EXIT)
+    Ok(ExitCode::from(scrub_exit(&report, repair)))
+}
+
+/// `check` exits 3 when it found mismatches; `repair` exits 0 once it has
+/// rewritten them (the array ends consistent), as it does with none.
+pub fn scrub_exit(r: &ScrubReport, repair: bool) -> u8 {
+    if r.mismatch_sectors > 0 && !repair {
+        MISMATCH_EXIT
     } else {
-        ExitCode::SUCCESS
-    })
+        0
+    }
 }
 
 fn print_scrub(r: &ScrubReport, repair: bool, json: bool) -> Result<()> {
@@ -302,7 +347,19 @@ pub fn scrub_text(r: &ScrubReport, repair: bool, json: bool) -> Result<String> {
         textln!(text, "{}", serde_json::to_string_pretty(r)?);
         return Ok(text);
     }
-    textln!(text, "mismatch_cnt: {}", r.mismatch_sectors);
+    textln!(
+        text,
+        "mismatch_cnt: {}{}",
+        r.mismatch_sectors,
+        if repair && r.mismatch_sectors > 0 {
+            " (all rewritten: the array is consistent now)"
+        } else {
+            ""
+        }
+    );
+    if r.unsynced {
+        textln!(text, "note: the array has not been resynced since it was last stopped uncleanly: mismatches in stripes that were being written then are expected, and a block \"located from P+Q\" there may only be a torn stripe. `raidlab resync` recomputes parity from the data, as md does after a crash; `repair` is refused until then");
+    }
     for f in &r.findings {
         textln!(
             text,

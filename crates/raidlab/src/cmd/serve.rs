@@ -296,6 +296,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
                 .with_context(|| format!("export {:?}", e.name))?;
             let mut asm = Assembly::assemble(devices)
                 .with_context(|| format!("export {:?}: cannot assemble the array", e.name))?;
+            crate::open::warn_set_aside(&asm);
             asm.check_startable(e.force)
                 .with_context(|| format!("export {:?}", e.name))?;
             if !e.read_only {

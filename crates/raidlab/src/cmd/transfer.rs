@@ -66,6 +66,7 @@ fn pipeline(
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
     let asm = Assembly::assemble(devices)?;
+    crate::open::warn_set_aside(&asm);
     asm.check_startable(a.force)?;
     let array = asm.array()?;
     let size = array.size();
@@ -119,6 +120,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
 pub fn import(a: ImportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadWrite)?;
     let mut asm = Assembly::assemble(devices)?;
+    crate::open::warn_set_aside(&asm);
     start_logs(&mut asm)?;
     asm.check_startable(a.force)?;
     let array = asm.array()?;
