@@ -22,6 +22,13 @@
 #       (OUT is MiB-aligned) for the host to compare byte for byte: a
 #       plain copy is several times faster than hashing under TCG and
 #       shows where a difference is.
+#   R NAME NDEV MEMBER_BYTES OFFS SHIFT
+#       md creates a RAID 5 (64K chunk), writes the pattern, fails and
+#       removes member 1, writes the pattern from byte SHIFT over the whole
+#       array, stops it; examine output in results/R/NAME/.
+#   K NAME NDEV MEMBER_BYTES OFFS ARRAY_BYTES OUT KICK
+#       md assembles all members; member KICK is a former member that must
+#       stay out (degraded 1); the array is copied to OUT.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # Each config reports one line in results/results.txt:
@@ -282,6 +289,66 @@ run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL/journa
     detach
 }
 
+run_r() { # NAME NDEV MBYTES OFFS SHIFT: md fails and removes member 1, then writes
+    # RAID 5, 64K chunk: the pattern from offset 0 of the data disk first,
+    # then (member 1 failed and removed) the pattern from byte SHIFT, so the
+    # removed member holds data that is out of date everywhere.
+    name=$1 n=$2 mb=$3 offs=$4 shift=$5
+    dir="$R/R/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" R FAIL "losetup failed"; detach; return; }
+    # shellcheck disable=SC2086
+    if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=64 --raid-devices="$n" --name="$name" --run --quiet $loops >"$dir/create.log" 2>&1 </dev/null; then
+        result "$name" R FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
+    fi
+    wait_idle 300 || { result "$name" R FAIL "initial sync did not finish"; stop_md; detach; return; }
+    size=$(blockdev --getsize64 "$MD")
+    echo "$size" >"$dir/array_bytes"
+    bs=$(bsfor "$size" 4194304)
+    dd if="$D" of="$MD" bs="$bs" count=$((size / bs)) oflag=direct 2>"$dir/dd1.log" || {
+        result "$name" R FAIL "first write failed"; stop_md; detach; return; }
+    second=$(echo $loops | awk '{print $2}')
+    { mdadm "$MD" --fail "$second" && mdadm "$MD" --remove "$second"; } >"$dir/remove.log" 2>&1 || {
+        result "$name" R FAIL "fail/remove: $(tr '\n' ' ' <"$dir/remove.log")"; stop_md; detach; return; }
+    dd if="$D" of="$MD" bs="$bs" count=$((size / bs)) skip=$((shift / bs)) oflag=direct 2>"$dir/dd2.log" || {
+        result "$name" R FAIL "second write failed"; stop_md; detach; return; }
+    sync
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    stop_md
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    result "$name" R PASS "array_bytes=$size seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')"
+    detach
+}
+
+run_k() { # NAME NDEV MBYTES OFFS ABYTES OUT KICK: md must leave member KICK out
+    # All members are given to md; member KICK is a former member (failed and
+    # removed, out of date). md must assemble the others degraded, never take
+    # KICK in, and read the array (copied to OUT for the host to compare).
+    name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 kick=$7
+    OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
+    dir="$R/K/$name"; mkdir -p "$dir"
+    attach "$mb" "$offs" || { result "$name" K FAIL "losetup failed"; detach; return; }
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    bad=""
+    # shellcheck disable=SC2086
+    if ! mdadm --assemble "$MD" --run $loops >"$dir/assemble.log" 2>&1; then
+        result "$name" K FAIL "mdadm --assemble failed: $(tr '\n' ' ' <"$dir/assemble.log")"; detach; return
+    fi
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    d=$(cat "$SYS/degraded" 2>/dev/null || echo '?')
+    [ "$d" = 1 ] || bad="$bad degraded=$d(md-took-the-former-member-in)"
+    kl=$(echo $loops | awk -v k=$((kick + 1)) '{print $k}')
+    grep -w "$kl" "$dir/detail" | grep -q "active sync" && bad="$bad former-member-active"
+    copy_out 0 || bad="$bad read-failed"
+    stop_md
+    if [ -z "$bad" ]; then
+        result "$name" K PASS "degraded=$d"
+    else
+        result "$name" K FAIL "$bad :: $(tr '\n' ' ' <"$dir/assemble.log")"
+    fi
+    detach
+}
+
 T0=$(now)
 note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
@@ -292,6 +359,10 @@ while read -r kind rest <&3; do
            run_b $rest ;;
         C) # shellcheck disable=SC2086
            run_c $rest ;;
+        R) # shellcheck disable=SC2086
+           run_r $rest ;;
+        K) # shellcheck disable=SC2086
+           run_k $rest ;;
         SET) set -- $rest
              case "$1" in a_verify) A_VERIFY=$2 ;; esac ;;
         ''|'#'*) ;;

@@ -22,6 +22,11 @@
 //! `RAIDLAB_MDVM_REQUIRED=1` to turn that into a failure.  Set
 //! `RAIDLAB_SKIP_MDVM=1` to skip on purpose (also printed loudly).
 //! `RAIDLAB_MDVM_KEEP=1` keeps the work directory even when everything passes.
+//!
+//! A second test, `removed_member_stays_out_both_ways`, boots the guest twice
+//! more: md fails and removes a member and writes, raidlab's verbs must leave
+//! that member untouched, and md must still kick it; and md must agree with a
+//! removal raidlab made.
 
 mod common;
 
@@ -639,6 +644,7 @@ fn linux_md_compatibility_both_directions() {
         skip("RAIDLAB_SKIP_MDVM is set");
         return;
     }
+    let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
     let t_start = Instant::now();
     let mdvm = repo_root().join("tests/mdvm");
     let matrix = parse_matrix();
@@ -1282,5 +1288,385 @@ fn linux_md_compatibility_both_directions() {
         failures.len(),
         work.display(),
         res_dir.join("guest.log").display(),
+    );
+}
+
+/// The guest's verdicts: (array name, kind) -> (PASS|FAIL, detail).
+type GuestResults = BTreeMap<(String, String), (String, String)>;
+
+/// One boot at a time: two TCG guests on this machine's two cores would each
+/// take twice as long.
+static ONE_BOOT: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Boot the guest once over `ctl` (guest.sh + manifest) and `data`; the
+/// guest's `RESULT` lines by (name, kind), or why it could not run.
+fn boot(
+    guest_dir: &str,
+    work: &Path,
+    tag: &str,
+    manifest: &str,
+    data: &Path,
+) -> Result<GuestResults, String> {
+    let ctl = work.join(format!("ctl-{tag}"));
+    fs::create_dir_all(&ctl).unwrap();
+    fs::write(ctl.join("manifest"), manifest).unwrap();
+    fs::copy(
+        repo_root().join("tests/mdvm/guest-matrix.sh"),
+        ctl.join("guest.sh"),
+    )
+    .unwrap();
+    let out_dir = work.join(format!("vm-{tag}"));
+    let t = Instant::now();
+    let run = Command::new(repo_root().join("tests/mdvm/run.sh"))
+        .arg(&ctl)
+        .arg(data)
+        .arg(BOOT_TIMEOUT_S.to_string())
+        .env("MDVM_GUEST", guest_dir)
+        .env("MDVM_OUT", &out_dir)
+        .output()
+        .expect("run tests/mdvm/run.sh");
+    loud(&format!(
+        "md_compat: boot {tag} took {:.1?} (exit {})",
+        t.elapsed(),
+        run.status
+    ));
+    if run.status.code() == Some(90) {
+        return Err(format!(
+            "the Debian kernel never came up in qemu:\n{}",
+            tail(&run.stderr, 30)
+        ));
+    }
+    assert!(
+        matches!(run.status.code(), Some(0) | Some(1)),
+        "the md guest did not complete boot {tag} (exit {}); work dir {}:\n{}",
+        run.status,
+        work.display(),
+        tail(&run.stderr, 60)
+    );
+    let results = fs::read_to_string(out_dir.join("results/results.txt")).unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for l in results.lines() {
+        if let Some(rest) = l.strip_prefix("RESULT ") {
+            let f: Vec<&str> = rest.splitn(4, ' ').collect();
+            if f.len() >= 3 {
+                out.insert(
+                    (f[0].to_string(), f[1].to_string()),
+                    (f[2].to_string(), f.get(3).unwrap_or(&"").to_string()),
+                );
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn sha_of(path: &str) -> Vec<u8> {
+    fs::read(path).unwrap_or_else(|e| panic!("reading {path}: {e}"))
+}
+
+fn detail_state(members: &[String], device: &str) -> (Option<String>, serde_json::Value) {
+    let mut args = vec!["detail", "--json"];
+    args.extend(members.iter().map(String::as_str));
+    let o = raidlab(&args);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let state = v["members"].as_array().and_then(|ms| {
+        ms.iter()
+            .find(|m| m["device"] == device)
+            .and_then(|m| m["state"].as_str().map(str::to_string))
+    });
+    (state, v)
+}
+
+/// Serve the array read-write, then stop it with SIGTERM (a clean stop).
+fn serve_then_stop(members: &[String], dir: &Path) -> Result<(), String> {
+    let sock = dir.join("serve.sock");
+    let mut child = Command::new(RAIDLAB)
+        .arg("serve")
+        .args(members)
+        .arg("--socket")
+        .arg(&sock)
+        .env("RAIDLAB_RUN_DIR", dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start raidlab serve: {e}"))?;
+    // Bounded only against a hang: a slow machine just takes longer.
+    let deadline = Instant::now() + std::time::Duration::from_secs(120);
+    while !sock.exists() {
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            use std::io::Read;
+            child.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            return Err(format!("raidlab serve exited {st} before listening: {err}"));
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return Err("raidlab serve did not listen within 120 s".into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: kill(2) on our own child's pid, which has not been reaped yet.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let st = child.wait().map_err(|e| e.to_string())?;
+    if !st.success() {
+        return Err(format!("raidlab serve exited {st} after SIGTERM"));
+    }
+    Ok(())
+}
+
+/// Issue 20: a member md failed and removed stays out, both ways.
+///
+/// * md side (boot 1, `R`): md creates a RAID 5 of 4, writes, fails and
+///   removes member 1, writes everything again. On the host raidlab must call
+///   member 1 removed, read the array without it, and leave it byte for byte
+///   untouched through every verb (detail, export, serve read-write then a
+///   clean stop, import of nothing, resync; check, repair and rebuild, which
+///   refuse).
+///   Boot 2 (`K`): md, given all four, must still kick member 1 and read the
+///   second contents.
+/// * raidlab side (boot 1, `K`): raidlab creates, fills, fails and removes
+///   member 1 and writes again; md, given all four, must agree it is out.
+#[test]
+fn removed_member_stays_out_both_ways() {
+    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
+        skip("RAIDLAB_SKIP_MDVM is set");
+        return;
+    }
+    let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
+    let mdvm = repo_root().join("tests/mdvm");
+    let b = Command::new(mdvm.join("build.sh")).output();
+    let guest_dir = match b {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_string(),
+        Ok(o) => {
+            return skip(&format!(
+                "tests/mdvm/build.sh failed: {}",
+                tail(&o.stderr, 15)
+            ))
+        }
+        Err(e) => return skip(&format!("cannot run tests/mdvm/build.sh: {e}")),
+    };
+    let work = mdvm
+        .join("work")
+        .join(format!("md_removed-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).unwrap();
+    let member = 8 * MIB;
+    let shift = 4 * MIB;
+    let pat = pattern(32 * MIB);
+    let data_path = work.join("data.img");
+    let data = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&data_path)
+        .unwrap();
+    data.write_all_at(&pat, 0).unwrap();
+    let mut slots = Slots { next: 32 * MIB };
+    let cfg = Cfg {
+        name: "r5-removed".into(),
+        level: 5,
+        layout: Some("left-symmetric".into()),
+        chunk_kib: Some(64),
+        devices: 4,
+        member_bytes: member,
+        flags: vec![],
+    };
+    let md_offs = slots.take(&cfg);
+    let mut failures: Vec<String> = Vec::new();
+
+    // raidlab's side: create, fill, fail + remove member 1, fill again.
+    let dir = work.join("rl");
+    fs::create_dir_all(&dir).unwrap();
+    let rl: Vec<String> = (0..4)
+        .map(|i| dir.join(format!("m{i}.img")).to_str().unwrap().to_string())
+        .collect();
+    let msize = member.to_string();
+    let mut args = vec![
+        "create",
+        "--level",
+        "5",
+        "--chunk",
+        "64K",
+        "--member-size",
+        &msize,
+    ];
+    args.extend(rl.iter().map(String::as_str));
+    let o = raidlab(&args);
+    assert!(o.status.success(), "{}", describe(&args, &o));
+    let (_, v) = detail_state(&rl, &rl[1]);
+    let rl_size = v["array_size_bytes"].as_u64().expect("array size");
+    let import = |members: &[String], bytes: &[u8]| {
+        let input = dir.join("input.bin");
+        fs::write(&input, bytes).unwrap();
+        let mut a = vec!["import"];
+        a.extend(members.iter().map(String::as_str));
+        let i = input.to_str().unwrap().to_string();
+        a.extend(["--input", &i]);
+        let o = raidlab(&a);
+        assert!(o.status.success(), "{}", describe(&a, &o));
+    };
+    import(&rl, &pat[..rl_size as usize]);
+    for verb in ["fail", "remove"] {
+        let mut a = vec![verb];
+        a.extend(rl.iter().map(String::as_str));
+        a.extend(["--member", &rl[1]]);
+        let o = raidlab(&a);
+        assert!(o.status.success(), "{}", describe(&a, &o));
+    }
+    let rl_want = pat[shift as usize..(shift + rl_size) as usize].to_vec();
+    import(&rl, &rl_want);
+    let rl_offs = slots.take(&cfg);
+    for (m, off) in rl.iter().zip(&rl_offs) {
+        data.write_all_at(&fs::read(m).unwrap(), *off).unwrap();
+    }
+    let rl_out = slots.next;
+    slots.next += rl_size.div_ceil(MIB) * MIB;
+    let md_out = slots.next;
+    slots.next += 32 * MIB;
+    data.set_len(slots.next).unwrap();
+    data.sync_all().unwrap();
+
+    // Boot 1: md's side writes; md judges raidlab's removal.
+    let manifest = format!(
+        "R r5-removed 4 {member} {} {shift}\nK r5-rl-removed 4 {member} {} {rl_size} {rl_out} 1\n",
+        csv(&md_offs),
+        csv(&rl_offs)
+    );
+    let res = match boot(&guest_dir, &work, "1", &manifest, &data_path) {
+        Ok(r) => r,
+        Err(why) => return skip(&why),
+    };
+    match res.get(&("r5-rl-removed".to_string(), "K".to_string())) {
+        Some((s, _)) if s == "PASS" => {
+            let mut got = vec![0u8; rl_size as usize];
+            data.read_exact_at(&mut got, rl_out).unwrap();
+            if got != rl_want {
+                failures.push(format!(
+                    "raidlab removed member 1: md left it out but read the array wrong: {}",
+                    first_diff(&got, &rl_want)
+                ));
+            }
+        }
+        other => failures.push(format!(
+            "raidlab failed and removed member 1, md did not agree it is out: {other:?}"
+        )),
+    }
+    let md_size = match res.get(&("r5-removed".to_string(), "R".to_string())) {
+        Some((s, d)) if s == "PASS" => d
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("array_bytes="))
+            .and_then(|n| n.parse::<u64>().ok())
+            .expect("array_bytes in the R result"),
+        other => panic!("md could not fail and remove a member: {other:?}"),
+    };
+    let want = pat[shift as usize..(shift + md_size) as usize].to_vec();
+
+    // The host: every verb on md's members leaves member 1 alone.
+    let hdir = work.join("md");
+    fs::create_dir_all(&hdir).unwrap();
+    let members: Vec<String> = md_offs
+        .iter()
+        .enumerate()
+        .map(|(i, off)| {
+            let mut buf = vec![0u8; member as usize];
+            data.read_exact_at(&mut buf, *off).unwrap();
+            let p = hdir.join(format!("m{i}.img"));
+            fs::write(&p, &buf).unwrap();
+            p.to_str().unwrap().to_string()
+        })
+        .collect();
+    let before = sha_of(&members[1]);
+    let (state, v) = detail_state(&members, &members[1]);
+    if state.as_deref() != Some("removed") || v["removed"][0] != members[1].as_str() {
+        failures.push(format!(
+            "md removed member 1; raidlab detail calls it {state:?} (removed list {})",
+            v["removed"]
+        ));
+    }
+    match export(&members, &hdir.join("export.bin")) {
+        Ok(got) if got == want => {}
+        Ok(got) => failures.push(format!(
+            "export without md's removed member differs: {}",
+            first_diff(&got, &want)
+        )),
+        Err(e) => failures.push(format!("export: {e}")),
+    }
+    fs::remove_file(hdir.join("export.bin")).ok();
+    if let Err(e) = serve_then_stop(&members, &hdir) {
+        failures.push(e);
+    }
+    let mut verbs: Vec<(Vec<&str>, bool)> = vec![
+        (vec!["import", "--input", "/dev/null"], true),
+        (vec!["resync"], true),
+        // RAID 5 missing a member has nothing left to compare: refused.
+        (vec!["check"], false),
+        (vec!["repair"], false),
+        (vec!["rebuild"], false),
+    ];
+    for (extra, should_succeed) in verbs.drain(..) {
+        let mut a = vec![extra[0]];
+        a.extend(members.iter().map(String::as_str));
+        a.extend(&extra[1..]);
+        let o = raidlab(&a);
+        if o.status.success() != should_succeed {
+            failures.push(format!("unexpected exit: {}", describe(&a, &o)));
+        }
+    }
+    if sha_of(&members[1]) != before {
+        failures.push("a raidlab verb wrote md's removed member".into());
+    }
+    match export(&members, &hdir.join("export.bin")) {
+        Ok(got) if got == want => {}
+        Ok(got) => failures.push(format!(
+            "after serving, the array reads differently: {}",
+            first_diff(&got, &want)
+        )),
+        Err(e) => failures.push(format!("export after serving: {e}")),
+    }
+    for (m, off) in members.iter().zip(&md_offs) {
+        data.write_all_at(&fs::read(m).unwrap(), *off).unwrap();
+    }
+    data.sync_all().unwrap();
+
+    // Boot 2: md, given all four again, still kicks member 1.
+    let manifest = format!(
+        "K r5-removed 4 {member} {} {md_size} {md_out} 1\n",
+        csv(&md_offs)
+    );
+    let res = match boot(&guest_dir, &work, "2", &manifest, &data_path) {
+        Ok(r) => r,
+        Err(why) => return skip(&why),
+    };
+    match res.get(&("r5-removed".to_string(), "K".to_string())) {
+        Some((s, _)) if s == "PASS" => {
+            let mut got = vec![0u8; md_size as usize];
+            data.read_exact_at(&mut got, md_out).unwrap();
+            if got != want {
+                failures.push(format!(
+                    "after raidlab's verbs md left member 1 out but read wrong data: {}",
+                    first_diff(&got, &want)
+                ));
+            }
+        }
+        other => failures.push(format!(
+            "after raidlab's verbs md took md's removed member back in: {other:?}"
+        )),
+    }
+    if failures.is_empty() {
+        if std::env::var_os("RAIDLAB_MDVM_KEEP").is_none() {
+            fs::remove_dir_all(&work).ok();
+        }
+        return;
+    }
+    panic!(
+        "removed members, both ways: {} failure(s) (work dir kept: {}):\n{}",
+        failures.len(),
+        work.display(),
+        failures.join("\n")
     );
 }
