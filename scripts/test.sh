@@ -9,36 +9,40 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Every Debian package the tests use (README, "What the test command installs"),
+# asked for in one apt transaction whether or not its commands are present, so
+# that apt sees the whole set at once (scripts/apt-install.sh).
+packages=(
+    mdadm qemu-system-x86 qemu-utils cpio busybox-static kmod xz-utils zstd util-linux
+    chromium bonnie++ fio libnbd-bin nbdkit fuse3 xfsprogs e2fsprogs openssl
+)
+# The commands the tests run: checked right after the install, so a missing
+# tool fails the run in its first minute, not when a test reaches it.
+commands=(
+    mdadm qemu-system-x86_64 qemu-img cpio busybox losetup dpkg-deb
+    chromium bonnie++ bon_csv2html fio nbdinfo nbdcopy nbdfuse nbdkit
+    fusermount3 mkfs.xfs xfs_repair mkfs.ext4 e2fsck openssl
+)
 if [ "$(id -u)" = 0 ]; then
-    need=()
-    command -v mdadm >/dev/null || need+=(mdadm)
-    command -v qemu-system-x86_64 >/dev/null || need+=(qemu-system-x86)
-    command -v cpio >/dev/null || need+=(cpio)
-    # raidlab-report's tests/browser.rs renders the HTML report in headless Chromium.
-    command -v chromium >/dev/null || need+=(chromium)
-    # The benchmark tests render Bonnie++ CSV with bon_csv2html; the accuracy
-    # script compares with fio.
-    command -v bon_csv2html >/dev/null || need+=(bonnie++)
-    command -v fio >/dev/null || need+=(fio)
-    # NBD clients for crates/raidlab/tests/nbd_clients.rs.
-    command -v nbdinfo >/dev/null || need+=(libnbd-bin)
-    command -v qemu-img >/dev/null || need+=(qemu-utils)
-    command -v nbdkit >/dev/null || need+=(nbdkit)
-    command -v fusermount3 >/dev/null || need+=(fuse3)
-    command -v mkfs.xfs >/dev/null || need+=(xfsprogs)
-    command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
-    command -v bonnie++ >/dev/null || need+=(bonnie++)
-    command -v openssl >/dev/null || need+=(openssl)
-    if [ ${#need[@]} -gt 0 ]; then
-        echo "test.sh: installing ${need[*]}"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
-    fi
+    echo "test.sh: installing ${packages[*]}"
+    ./scripts/apt-install.sh "${packages[@]}"
 else
-    echo "test.sh: not root: not installing packages; tests that need mdadm, qemu, chromium or NBD clients say so"
+    echo "test.sh: not root: not installing packages"
+fi
+missing=()
+for c in "${commands[@]}"; do command -v "$c" >/dev/null 2>&1 || missing+=("$c"); done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "test.sh: the tests need these commands, which are missing: ${missing[*]}" >&2
+    if [ "$(id -u)" = 0 ] || [ "${CI:-}" = true ]; then
+        echo "test.sh: the install above should have provided them; its output says why not (packages: ${packages[*]})" >&2
+        exit 1
+    fi
+    echo "test.sh: run this script as root to install them (packages: ${packages[*]}); the tests that need them will fail" >&2
 fi
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The md VM matrix is one long test; run it alongside the rest.
-RUST_BACKTRACE=1 cargo test --workspace 2>&1
+# --no-fail-fast: one failing test binary must not hide whether the others pass;
+# the exit status is still non-zero when anything failed.
+RUST_BACKTRACE=1 cargo test --workspace --no-fail-fast 2>&1

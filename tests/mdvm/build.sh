@@ -44,9 +44,10 @@ fi
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing host packages (missing: ${missing[*]})"
     if [ "$(id -u)" != 0 ]; then log "not root, cannot apt-get install"; exit 2; fi
-    apt_retry apt-get update || { log "apt-get update failed (see $CACHE/apt.log)"; exit 2; }
-    apt_retry apt-get install -y --no-install-recommends \
-        qemu-system-x86 cpio busybox-static mdadm util-linux kmod xz-utils zstd || {
+    # One consistent set (scripts/apt-install.sh says why: a plain install of
+    # qemu-system-x86 removes the image's newer qemu-utils).
+    "$HERE/../../scripts/apt-install.sh" \
+        qemu-system-x86 cpio busybox-static mdadm util-linux kmod xz-utils zstd >>"$CACHE/apt.log" 2>&1 || {
         log "apt-get install failed (see $CACHE/apt.log)"; exit 2; }
 fi
 
