@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod size;
+pub mod skip;
 pub mod volume;
 
 pub use error::{Error, ErrorKind, Op, Result};

@@ -97,7 +97,7 @@ fn report_renders_every_row_in_chromium() {
         if is_root() {
             panic!("chromium is not installed: run scripts/test.sh as root (it installs it) or `apt-get install chromium`");
         }
-        println!("SKIPPED: chromium is not installed and this user cannot install it (run scripts/test.sh as root, or set RAIDLAB_CHROMIUM)");
+        raidlab_core::skip::skip_or_fail("chromium is not installed and this user cannot install it (run scripts/test.sh as root, or set RAIDLAB_CHROMIUM)");
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -218,7 +218,9 @@ fn bonnie_csv_is_accepted_by_bon_csv2html() {
         .stdout(std::process::Stdio::piped())
         .spawn()
     else {
-        eprintln!("SKIPPED: bon_csv2html is not installed (Debian package bonnie++; scripts/test.sh installs it)");
+        raidlab_core::skip::skip_or_fail(
+            "bon_csv2html is not installed (Debian package bonnie++; scripts/test.sh installs it)",
+        );
         return;
     };
     use std::io::Write;
@@ -445,11 +447,15 @@ fn cdm_on_an_nbd_export_of_an_array() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    for _ in 0..200 {
-        if sock.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+    // Wait for the socket; the deadline only catches a server that never
+    // listens, never a slow start.
+    let t = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "raidlab serve did not listen within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let uri = format!("nbd+unix:///r5?socket={}", sock.display());
     let out = raidlab()
