@@ -12,7 +12,7 @@ use raidlab_bench::{
 use raidlab_core::{Result, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 fn opts(size: u64) -> OpenOptions {
@@ -46,11 +46,18 @@ fn workload(access: Access, dir: Dir, bs: usize, size: u64, threads: usize, qd: 
     }
 }
 
-/// Counts requests in flight and remembers the most seen at once.
+/// Counts requests in flight and remembers the most seen at once. Reads wait
+/// until `expect` are inside together (a rendezvous, not a sleep), so the most
+/// seen is exactly what the engine keeps in flight however the machine
+/// schedules threads; an engine that keeps fewer makes the first read wait
+/// out the deadline, and the count then says so.
 struct Probe {
     inner: MemVolume,
     now: AtomicUsize,
     max: AtomicUsize,
+    expect: usize,
+    met: Mutex<bool>,
+    cv: Condvar,
 }
 
 impl Volume for Probe {
@@ -63,8 +70,20 @@ impl Volume for Probe {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let n = self.now.fetch_add(1, Ordering::SeqCst) + 1;
         self.max.fetch_max(n, Ordering::SeqCst);
-        // Long enough that every worker is inside at once.
-        std::thread::sleep(Duration::from_millis(5));
+        {
+            let mut met = self.met.lock().unwrap();
+            if n >= self.expect {
+                *met = true;
+                self.cv.notify_all();
+            }
+            // Only an engine that never gets `expect` reads in flight waits
+            // this out; then every later read goes straight through.
+            let (mut met, _) = self
+                .cv
+                .wait_timeout_while(met, Duration::from_secs(30), |m| !*m)
+                .unwrap();
+            *met = true;
+        }
         let r = self.inner.read_at(buf, offset);
         self.now.fetch_sub(1, Ordering::SeqCst);
         r
@@ -84,6 +103,9 @@ fn threads_times_queue_depth_are_in_flight_exactly() {
             inner: MemVolume::new(4 << 20),
             now: AtomicUsize::new(0),
             max: AtomicUsize::new(0),
+            expect: threads * qd,
+            met: Mutex::new(false),
+            cv: Condvar::new(),
         });
         let t = Target::from_volume("probe", probe.clone(), 4 << 20).unwrap();
         let mut w = workload(Access::Rand, Dir::Read, 4096, 4 << 20, threads, qd);
@@ -186,6 +208,31 @@ fn bad_workloads_are_refused_by_name() {
     assert!(e.contains("speed=3"), "{e}");
 }
 
+/// Counts the reads that reach a volume.
+struct Counted {
+    inner: Arc<dyn Volume>,
+    reads: AtomicUsize,
+}
+
+impl Volume for Counted {
+    fn name(&self) -> String {
+        "counted".into()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> Result<()> {
+        self.inner.flush()
+    }
+}
+
 #[test]
 fn a_stop_request_ends_a_timed_run_early_with_what_was_measured() {
     let t = Target::open("mem:4M", opts(4 << 20)).unwrap();
@@ -195,15 +242,24 @@ fn a_stop_request_ends_a_timed_run_early_with_what_was_measured() {
         bytes: None,
     };
     let c = Control::new();
+    // Stop once the run has done some I/O (not after a guessed time).
+    let counted = Arc::new(Counted {
+        inner: t.volume.clone(),
+        reads: AtomicUsize::new(0),
+    });
+    let t = Target::from_volume("counted", counted.clone(), 4 << 20).unwrap();
     let m = std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(Duration::from_millis(200));
+            while counted.reads.load(Ordering::SeqCst) < 100 {
+                std::thread::yield_now();
+            }
             c.stop();
         });
         engine::run(&t, &w, &c).unwrap()
     });
-    assert!(m.interrupted && m.read.ios > 0);
-    assert!(m.elapsed < Duration::from_secs(10));
+    assert!(m.interrupted && m.read.ios >= 100, "{} ios", m.read.ios);
+    // Well before its 30 s limit: the stop ended it.
+    assert!(m.elapsed < Duration::from_secs(25));
 }
 
 fn quick() -> CdmConfig {

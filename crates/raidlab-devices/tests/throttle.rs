@@ -4,8 +4,8 @@
 //! sleep moves on (late by a set amount, as real sleeps are), and which each request
 //! moves on by the time the test says the device takes. It goes through the same
 //! wrapper and the same calls as the system clock does. Against the system clock
-//! only what a busy machine cannot cause is asserted: never faster than the limit,
-//! and not grossly slower (which would mean the wrapper sleeps wrongly). How close to
+//! only what a busy machine cannot cause is asserted: never faster than the limit
+//! (slowness, or a thread getting few turns, can be the machine's). How close to
 //! the limit it comes on a real clock is a benchmark (docs/benchmarks.md), not a
 //! test: this machine is shared.
 
@@ -189,29 +189,23 @@ fn threads_share_one_budget_in_virtual_time() {
     assert_eq!(v.stats().requests, 4 * EACH);
 }
 
-/// Run `measure` up to three times until it is at least half of `want`; every run
-/// must stay under `want` plus 5%. A limiter can only go too fast through its own
-/// fault; falling short can also mean the machine did not run our threads on time.
+/// On the system clock only what the machine's load cannot cause is asserted:
+/// a run never goes faster than `want` plus 5% (a limiter can only go too fast
+/// through its own fault). Being slow, or a thread getting few turns, can be
+/// the machine's doing; the virtual-time tests above check those exactly.
 fn real_rate(want: f64, what: &str, mut measure: impl FnMut() -> f64) {
-    let mut seen = Vec::new();
-    for _ in 0..3 {
-        let got = measure();
-        // The burst allowance plus one request is the most a run can get ahead,
-        // under 3% of these runs.
-        assert!(
-            got <= want * 1.05,
-            "{what}: measured {got:.0}, configured {want:.0}: too fast"
-        );
-        if got >= want * 0.5 {
-            return;
-        }
-        seen.push(got.round());
-    }
-    panic!("{what}: configured {want:.0}, measured {seen:?}: under half, three times");
+    let got = measure();
+    // The burst allowance plus one request is the most a run can get ahead,
+    // under 3% of these runs.
+    assert!(
+        got <= want * 1.05,
+        "{what}: measured {got:.0}, configured {want:.0}: too fast"
+    );
+    assert!(got > 0.0, "{what}: nothing moved");
 }
 
 #[test]
-fn on_the_system_clock_never_faster_and_not_grossly_slower() {
+fn on_the_system_clock_never_faster() {
     // 256 KiB writes at 50 MB/s for about 0.6 s, after the burst allowance is used.
     real_rate(50.0 * MB, "256 KiB writes", || {
         let v =
@@ -274,15 +268,11 @@ fn four_thread_run() -> (f64, Vec<u64>) {
 }
 
 #[test]
-fn on_the_system_clock_four_threads_share_and_none_starves() {
+fn on_the_system_clock_four_threads_together_never_faster() {
     real_rate(50.0 * MB, "4 threads, reads and writes together", || {
         let (rate, counts) = four_thread_run();
-        let total: u64 = counts.iter().sum();
-        for (t, &c) in counts.iter().enumerate() {
-            // Turns are exact in virtual time (the unit tests); here a thread that
-            // got under an eighth of the requests was starved, not unlucky.
-            assert!(c * 8 >= total, "thread {t} did {c} of {total}: {counts:?}");
-        }
+        // Each thread got through (fair turns are checked in virtual time).
+        assert!(counts.iter().all(|&c| c > 0), "{counts:?}");
         rate
     });
 }

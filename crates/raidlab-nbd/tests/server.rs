@@ -7,8 +7,9 @@ use raidlab_nbd::proto::*;
 use raidlab_nbd::{Export, Handshake, Limits, Outcome, Server};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 fn export(name: &str, v: Arc<dyn Volume>, read_only: bool) -> Export {
     Export {
@@ -385,21 +386,48 @@ fn client_vanishing_mid_write_changes_nothing() {
     assert!(v.snapshot().iter().all(|&b| b == 0));
 }
 
-/// Reads take 100 ms each; requests in flight must overlap.
-struct Slow(MemVolume);
-impl Volume for Slow {
+/// Each read waits until `want` reads are inside the volume at once (a
+/// rendezvous), and the most seen together is kept: a server that serves
+/// requests one at a time makes the first read wait out the deadline and
+/// then shows 1, however fast or slow the machine is.
+struct Rendezvous {
+    inner: MemVolume,
+    want: usize,
+    inside: Mutex<usize>,
+    met: Mutex<bool>,
+    cv: Condvar,
+    most: AtomicUsize,
+}
+impl Volume for Rendezvous {
     fn name(&self) -> String {
-        "slow".into()
+        "rendezvous".into()
     }
     fn size(&self) -> u64 {
-        self.0.size()
+        self.inner.size()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> VResult<()> {
-        std::thread::sleep(Duration::from_millis(100));
-        self.0.read_at(buf, offset)
+        {
+            let mut inside = self.inside.lock().unwrap();
+            *inside += 1;
+            self.most.fetch_max(*inside, Ordering::SeqCst);
+        }
+        {
+            let mut met = self.met.lock().unwrap();
+            if *self.inside.lock().unwrap() >= self.want {
+                *met = true;
+                self.cv.notify_all();
+            }
+            let (mut met, _) = self
+                .cv
+                .wait_timeout_while(met, Duration::from_secs(30), |m| !*m)
+                .unwrap();
+            *met = true;
+        }
+        *self.inside.lock().unwrap() -= 1;
+        self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> VResult<()> {
-        self.0.write_at(buf, offset)
+        self.inner.write_at(buf, offset)
     }
     fn flush(&self) -> VResult<()> {
         Ok(())
@@ -408,8 +436,16 @@ impl Volume for Slow {
 
 #[test]
 fn requests_in_flight_are_served_in_parallel() {
+    let v = Arc::new(Rendezvous {
+        inner: MemVolume::new(1 << 20),
+        want: 8,
+        inside: Mutex::new(0),
+        met: Mutex::new(false),
+        cv: Condvar::new(),
+        most: AtomicUsize::new(0),
+    });
     let s = server(
-        vec![export("a", Arc::new(Slow(MemVolume::new(1 << 20))), false)],
+        vec![export("a", v.clone(), false)],
         Limits {
             workers: 8,
             ..Limits::default()
@@ -417,17 +453,16 @@ fn requests_in_flight_are_served_in_parallel() {
     );
     let (mut c, h) = Client::start(s);
     c.go("a");
-    let t = Instant::now();
     for i in 0..8u64 {
         c.send(CMD_READ, 0, i, i * 4096, 4096, &[]);
     }
     let mut cookies: Vec<u64> = (0..8).map(|_| c.reply().0).collect();
     cookies.sort();
     assert_eq!(cookies, (0..8).collect::<Vec<_>>());
-    let took = t.elapsed();
-    assert!(
-        took < Duration::from_millis(500),
-        "8 reads of 100 ms took {took:?}: not parallel"
+    let most = v.most.load(Ordering::SeqCst);
+    assert_eq!(
+        most, 8,
+        "8 reads in flight, {most} served at once: not parallel"
     );
     c.send(CMD_DISC, 0, 9, 0, 0, &[]);
     assert_eq!(h.join().unwrap(), Outcome::Closed);

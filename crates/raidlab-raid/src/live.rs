@@ -17,8 +17,9 @@
 use crate::array::{Array, Recovery};
 use crate::assemble::{Assembly, Device, MemberState};
 use crate::manage::Added;
-use crate::recovery::{Progress, RunOptions, ScrubReport};
+use crate::recovery::{Progress, RunOptions, ScrubReport, SYSTEM_CLOCK};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_devices::Clock;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,6 +122,9 @@ pub struct LiveArray {
     /// Asks the rebuild thread to save its position and stop (shutdown).
     stop: AtomicBool,
     max_rate: Mutex<Option<u64>>,
+    /// What the rebuild's rate limit paces against (the system clock unless a
+    /// test gives another).
+    clock: Mutex<&'static dyn Clock>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -153,7 +157,14 @@ impl LiveArray {
             scrub: Mutex::new(None),
             stop: AtomicBool::new(false),
             max_rate: Mutex::new(None),
+            clock: Mutex::new(&*SYSTEM_CLOCK),
         })
+    }
+
+    /// Pace rebuilds started from now on against `clock` (tests: a clock whose
+    /// sleeps they control, so a rebuild is provably still running).
+    pub fn set_clock(&self, clock: &'static dyn Clock) {
+        *lock(&self.clock) = clock;
     }
 
     /// Whether `path` names one of the array's members (any state).
@@ -492,7 +503,8 @@ impl LiveArray {
         let total = self.array.geometry().member_bytes;
         let mut scratch = Vec::new();
         let mut since = 0u64;
-        let started = Instant::now();
+        let clock = *lock(&self.clock);
+        let started = clock.now();
         let first = rec.done();
         let rate = *lock(&self.max_rate);
         let outcome: Result<bool> = (|| {
@@ -523,8 +535,17 @@ impl LiveArray {
                 }
                 if let Some(r) = rate.filter(|&r| r > 0) {
                     let due = Duration::from_secs_f64((done - first) as f64 / r as f64);
-                    if let Some(wait) = due.checked_sub(started.elapsed()) {
-                        std::thread::sleep(wait);
+                    // In slices, re-reading the clock: a stop or a cancel
+                    // (which waits for this thread) must not wait out a long
+                    // pause, and a clock may come back before the time is due.
+                    while !self.stop.load(Ordering::Acquire) && !cancel.load(Ordering::Acquire) {
+                        let elapsed = clock.now().saturating_sub(started);
+                        match due.checked_sub(elapsed) {
+                            Some(wait) if !wait.is_zero() => {
+                                clock.sleep(wait.min(Duration::from_millis(100)))
+                            }
+                            _ => break,
+                        }
                     }
                 }
             }

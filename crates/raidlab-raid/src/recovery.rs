@@ -169,7 +169,7 @@ struct Pacer {
 }
 
 /// The clock of runs that are given none: the system's.
-static SYSTEM_CLOCK: std::sync::LazyLock<SystemClock> =
+pub(crate) static SYSTEM_CLOCK: std::sync::LazyLock<SystemClock> =
     std::sync::LazyLock::new(SystemClock::default);
 
 fn stopped(opts: &RunOptions) -> bool {

@@ -5,7 +5,7 @@
 //! superblocks assemble the same array again.
 
 use raidlab_core::Volume;
-use raidlab_devices::{FaultVolume, MemVolume};
+use raidlab_devices::{Clock, FaultVolume, MemVolume};
 use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
 use raidlab_raid::assemble::{
     create, create_with_journal, Assembly, CreateSpec, Device, MemberState, NewMember,
@@ -15,7 +15,7 @@ use raidlab_raid::recovery::RunOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 const MEMBER: u64 = 6 << 20;
@@ -66,7 +66,46 @@ fn spec(level: Level, layout: Layout, spares: usize, policy: Policy) -> CreateSp
     }
 }
 
+/// The rebuild's clock in these tests: while closed, a rate-limited rebuild
+/// stops at its first pause (each sleep comes back at once without moving
+/// time, and the rebuild sleeps again), so "a rebuild is still running" holds
+/// however slow or fast the machine is; open, sleeps move virtual time and the
+/// rebuild runs at full speed.
+#[derive(Debug, Default)]
+struct Gate {
+    open: Mutex<bool>,
+    cv: Condvar,
+    now: Mutex<Duration>,
+}
+
+impl Clock for Gate {
+    fn now(&self) -> Duration {
+        *self.now.lock().unwrap()
+    }
+    fn sleep(&self, d: Duration) {
+        let open = self.open.lock().unwrap();
+        if *open {
+            drop(open);
+            *self.now.lock().unwrap() += d;
+            return;
+        }
+        // Closed: back without moving time (the rebuild checks for a cancel).
+        let _ = self
+            .cv
+            .wait_timeout(open, Duration::from_millis(10))
+            .unwrap();
+    }
+}
+
+impl Gate {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
 struct Running {
+    gate: &'static Gate,
     live: Arc<LiveArray>,
     devs: Vec<Device>,
     model: Arc<Mutex<Vec<u8>>>,
@@ -134,6 +173,8 @@ fn start_devs(
     let data: Vec<u8> = (0..array.size()).map(|_| rng.gen()).collect();
     array.write_at(&data, 0).unwrap();
     let live = LiveArray::new(asm, array);
+    let gate: &'static Gate = Box::leak(Box::default());
+    live.set_clock(gate);
     let model = Arc::new(Mutex::new(data));
     let quit = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
@@ -166,6 +207,7 @@ fn start_devs(
         })
         .collect();
     Running {
+        gate,
         live,
         devs,
         model,
@@ -176,8 +218,10 @@ fn start_devs(
 }
 
 impl Running {
-    /// Wait until no rebuild runs or waits (at most a minute).
+    /// Let a paused rebuild go on, and wait until no rebuild runs or waits
+    /// (a minute at most: only a hang takes that long).
     fn settle(&self) {
+        self.gate.open();
         let t = Instant::now();
         loop {
             let pending = self.live.with_assembly(|a| !a.rebuilding().is_empty());
@@ -223,6 +267,7 @@ impl Running {
 
     /// Stop the writers; check contents, a clean check, and the superblocks.
     fn finish(self, label: &str) {
+        self.gate.open();
         self.quit.store(true, Ordering::Relaxed);
         for t in self.threads {
             t.join().unwrap();
@@ -295,7 +340,8 @@ fn state_of(live: &LiveArray, path: &str) -> MemberState {
     })
 }
 
-/// Slow the rebuild down so that the writers overlap all of it.
+/// Rate-limit the rebuild: with the gate closed it pauses after its first
+/// step until the test lets it go on (`settle`), so the writers overlap it.
 fn slow(live: &LiveArray) {
     live.set_max_rate(Some(4 << 20));
 }

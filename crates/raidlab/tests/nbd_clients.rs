@@ -38,7 +38,9 @@ fn tools(test: &str, needed: &[&str]) -> bool {
         !root,
         "{test}: {missing:?} not installed; scripts/test.sh installs them (libnbd-bin, fio, qemu-utils, fuse3, xfsprogs, e2fsprogs, bonnie++)"
     );
-    eprintln!("SKIPPED: {test}: {missing:?} not installed and not root to install them (run scripts/test.sh as root)");
+    raidlab_core::skip::skip_or_fail(&format!(
+        "{test}: {missing:?} not installed and not root to install them (run scripts/test.sh as root)"
+    ));
     false
 }
 
@@ -655,11 +657,15 @@ fn ext4_and_xfs_on_nbdfuse_loop_device_aligned_as_detail_says() {
     }
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIPPED: file systems over nbdfuse: loop devices and mount need root");
+        raidlab_core::skip::skip_or_fail(
+            "file systems over nbdfuse: loop devices and mount need root",
+        );
         return;
     }
     if !Path::new("/dev/fuse").exists() || !Path::new("/dev/loop-control").exists() {
-        eprintln!("SKIPPED: file systems over nbdfuse: this machine has no /dev/fuse or /dev/loop-control");
+        raidlab_core::skip::skip_or_fail(
+            "file systems over nbdfuse: this machine has no /dev/fuse or /dev/loop-control",
+        );
         return;
     }
     let d = tempfile::tempdir().unwrap();
@@ -888,8 +894,25 @@ fn live_failure_and_rebuild_under_fio_verify() {
             c
         };
         // Writes paced to last about four seconds, then the verify pass.
+        let allocated = || -> u64 {
+            use std::os::unix::fs::MetadataExt;
+            members
+                .iter()
+                .map(|m| std::fs::metadata(m).map(|md| md.blocks()).unwrap_or(0))
+                .sum()
+        };
+        let before = allocated();
         let writer = fio(&["--do_verify=1", "--rate=6m"]).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(800));
+        // The members fail while fio writes: wait until its writes reach the
+        // (sparse) members, not for a guessed time.
+        let t = Instant::now();
+        while allocated() == before {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "fio's writes never reached the members"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         let label = format!("RAID {level}");
         for v in victims {
             let (ok, out) = raidlab(
