@@ -21,8 +21,8 @@ export DEBIAN_FRONTEND=noninteractive
 
 # apt may be busy (another job on the machine): wait for its lock.
 apt_get() {
-    local i out
-    for i in $(seq 1 60); do
+    local out
+    for _ in $(seq 1 60); do
         if out=$(apt-get "$@" 2>&1); then
             printf '%s\n' "$out" | grep -v '^\s*$' | tail -n 40 || true
             return 0
