@@ -23,6 +23,7 @@ use raidlab_core::size::parse_size;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::{FileVolume, Limits, MemVolume, OpenMode, ThrottleVolume};
 use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -72,11 +73,8 @@ pub struct Target {
     array: Mutex<Option<ArrayHold>>,
 }
 
-struct ArrayHold {
-    asm: Assembly,
-    array: Arc<raidlab_raid::Array>,
-    was_clean: bool,
-}
+/// An array started for writing, stopped cleanly by [`Target::finish`].
+struct ArrayHold(Started);
 
 impl std::fmt::Debug for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,9 +129,8 @@ impl Target {
     pub fn finish(&self) -> Result<()> {
         self.volume.flush()?;
         let mut hold = self.array.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(mut h) = hold.take() {
-            h.asm.absorb_bitmap(&h.array);
-            if let Some(path) = h.asm.absorb(&h.array)?.into_iter().next() {
+        if let Some(ArrayHold(started)) = hold.take() {
+            if let Some(path) = started.stop()?.into_iter().next() {
                 return Err(Error::new(
                     ErrorKind::Io,
                     Op::Write,
@@ -141,7 +138,6 @@ impl Target {
                 )
                 .on_device(path));
             }
-            h.asm.mark_clean(h.was_clean)?;
         }
         Ok(())
     }
@@ -253,19 +249,19 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
             volume: Arc::new(v),
         });
     }
-    let mut asm = Assembly::assemble(devices).map_err(|e| e.on_device(spec))?;
-    asm.check_startable(false).map_err(|e| e.on_device(spec))?;
-    let array = Arc::new(asm.array()?);
-    let hold = if opts.writes {
-        let was_clean = asm.mark_dirty()?;
-        Some(ArrayHold {
-            asm,
-            array: array.clone(),
-            was_clean,
-        })
-    } else {
-        None
-    };
+    let asm = Assembly::assemble(devices).map_err(|e| e.on_device(spec))?;
+    // The same start as serve and import: logs replayed and started before
+    // the first write, md's refusals, the array marked dirty while written.
+    let started = Started::start(
+        asm,
+        StartOptions {
+            write: opts.writes,
+            ..StartOptions::default()
+        },
+    )
+    .map_err(|e| e.on_device(spec))?;
+    let array = started.array.clone();
+    let hold = opts.writes.then_some(ArrayHold(started));
     let size = usable(spec, array.size(), opts.size)?;
     Ok(Target {
         label: spec.to_string(),

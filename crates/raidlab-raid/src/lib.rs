@@ -16,6 +16,7 @@ pub mod array;
 pub mod assemble;
 pub mod exec;
 pub mod journal;
+pub mod lifecycle;
 pub mod live;
 pub mod locks;
 pub mod manage;

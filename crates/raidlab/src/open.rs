@@ -3,6 +3,7 @@
 use anyhow::{bail, Context, Result};
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
+use raidlab_raid::lifecycle::{self, StartReport};
 use raidlab_raid::ppl::PplReplay;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,19 +36,28 @@ pub fn open_device(p: &Path, mode: OpenMode) -> Result<Device> {
     })
 }
 
-/// Start an array's partial parity logs before anything writes to it, as md does
-/// at every start: after an unclean stop each log is replayed, which makes parity
-/// consistent again without a resync. Says on stderr what the replay did.
+/// Start an array's write journal or partial parity logs before anything
+/// writes to it, as md does at every start: after an unclean stop each log is
+/// replayed, which makes parity consistent again without a resync. Says on
+/// stderr what the replay did.
 pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
-    if let Some(r) = asm.start_journal()? {
+    let report = lifecycle::start_logs(asm)?;
+    say_started(&report, "");
+    Ok(report.ppl)
+}
+
+/// Tell the user what starting an array did on disk (`label` prefixes each
+/// line, e.g. `export "a": `).
+pub fn say_started(report: &StartReport, label: &str) {
+    if let Some(r) = &report.journal {
         if r.fresh {
             eprintln!(
-                "raidlab: the write journal held no valid meta block at its tail (journal device wiped, or from another array?): a new log was begun, as md does; nothing was replayed"
+                "raidlab: {label}the write journal held no valid meta block at its tail (journal device wiped, or from another array?): a new log was begun, as md does; nothing was replayed"
             );
         }
         if r.replayed_anything() || r.torn_blocks > 0 {
             eprintln!(
-                "raidlab: replayed the write journal: {} stripe(s) written back from {} meta block(s){}; stripes are consistent, no resync needed",
+                "raidlab: {label}replayed the write journal: {} stripe(s) written back from {} meta block(s){}; stripes are consistent, no resync needed",
                 r.stripes_replayed + r.data_only_stripes,
                 r.meta_blocks,
                 if r.torn_blocks > 0 {
@@ -61,10 +71,9 @@ pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
             );
         }
     }
-    let replay = asm.start_ppl()?;
-    if let Some(r) = &replay {
+    if let Some(r) = &report.ppl {
         eprintln!(
-            "raidlab: the array was not stopped cleanly: replayed {} partial parity log entr{} ({} parity bytes rewritten{})",
+            "raidlab: {label}the array was not stopped cleanly: replayed {} partial parity log entr{} ({} parity bytes rewritten{})",
             r.entries_replayed,
             if r.entries_replayed == 1 { "y" } else { "ies" },
             r.parity_bytes,
@@ -79,7 +88,12 @@ pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
             }
         );
     }
-    Ok(replay)
+    if let Some(r) = &report.resync {
+        eprintln!(
+            "raidlab: {label}the array was not stopped cleanly; resyncing before use: done, {} sectors corrected",
+            r.mismatch_sectors
+        );
+    }
 }
 
 /// Say on stderr which given members the array sets aside (stale, removed,

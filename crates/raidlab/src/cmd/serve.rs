@@ -13,7 +13,7 @@
 
 use crate::cli::ServeArgs;
 use crate::cmd::live::Managed;
-use crate::open::{open_members, start_logs};
+use crate::open::open_members;
 use anyhow::{bail, Context, Result};
 use raidlab_core::size::format_size_approx;
 use raidlab_core::Volume;
@@ -22,8 +22,8 @@ use raidlab_nbd::listen::Listener;
 use raidlab_nbd::tls::Tls;
 use raidlab_nbd::{Export, Limits, Server};
 use raidlab_raid::assemble::Assembly;
+use raidlab_raid::lifecycle::{self, StartOptions, Started};
 use raidlab_raid::live::LiveArray;
-use raidlab_raid::recovery::RunOptions;
 use serde::Deserialize;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -294,20 +294,9 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
         (None, false) => {
             let devices = open_members(&e.members, mode)
                 .with_context(|| format!("export {:?}", e.name))?;
-            let mut asm = Assembly::assemble(devices)
+            let asm = Assembly::assemble(devices)
                 .with_context(|| format!("export {:?}: cannot assemble the array", e.name))?;
             crate::open::warn_set_aside(&asm);
-            asm.check_startable(e.force)
-                .with_context(|| format!("export {:?}", e.name))?;
-            if !e.read_only {
-                // As md at every start: replay the journal or the partial parity
-                // logs (after an unclean stop), then start them afresh. Without
-                // this a journaled array would open read-only, and a PPL array
-                // would need a full resync after a crash.
-                start_logs(&mut asm).with_context(|| {
-                    format!("export {:?}: cannot start the array's logs", e.name)
-                })?;
-            }
             let label = if e.name.is_empty() {
                 if asm.name.is_empty() {
                     "array".to_string()
@@ -317,34 +306,28 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             } else {
                 e.name.clone()
             };
+            // As md at every start: replay the journal or the partial parity
+            // logs (after an unclean stop) and start them afresh, resync what no
+            // log covered, mark the array dirty while it serves.
+            let started = Started::start(
+                asm,
+                StartOptions {
+                    write: !e.read_only,
+                    force: e.force,
+                    resync_unclean: true,
+                },
+            )
+            .with_context(|| format!("export {label:?}"))?;
+            crate::open::say_started(&started.report, &format!("export {label:?}: "));
+            let Started {
+                asm,
+                array,
+                was_clean,
+                consistent,
+                resume,
+                ..
+            } = started;
             let g = asm.geometry;
-            let redundant = g.level != raidlab_layout::Level::Raid0;
-            let mut was_clean = asm.in_sync();
-            // Where interrupted rebuilds stood: marking the array dirty below
-            // resets that, but a rebuild that stopped cleanly resumes there.
-            let resume: Vec<(usize, u64)> = asm
-                .rebuilding()
-                .into_iter()
-                .map(|(i, _)| (i, asm.members[i].sb.recovery_offset * 512))
-                .collect();
-            if !e.read_only && redundant && !asm.in_sync() && asm.missing().is_empty() {
-                eprintln!(
-                    "raidlab: export {label:?}: the array was not stopped cleanly; resyncing before serving"
-                );
-                let report = asm
-                    .resync(RunOptions::default(), &mut |_| {})
-                    .with_context(|| format!("export {label:?}: resync failed"))?;
-                eprintln!(
-                    "raidlab: export {label:?}: resync done, {} sectors corrected",
-                    report.mismatch_sectors
-                );
-                was_clean = true;
-            }
-            let consistent = was_clean;
-            if !e.read_only {
-                was_clean = asm.mark_dirty()? && was_clean;
-            }
-            let array = Arc::new(asm.array()?);
             let live = LiveArray::new(asm, array.clone());
             if !e.read_only && !resume.is_empty() {
                 if consistent {
@@ -415,12 +398,12 @@ fn stop(s: Served) -> Result<()> {
                 .flush()
                 .with_context(|| format!("export {name:?}: the final flush failed; the array stays marked dirty and is resynced at the next start"))?;
             live.with_assembly_mut(|asm| {
-                asm.absorb_bitmap(&array);
-                for path in asm.absorb(&array)? {
+                let failed = lifecycle::stop_parts(asm, &array, was_clean, true)
+                    .with_context(|| format!("export {name:?}: cannot mark the array clean"))?;
+                for path in failed {
                     eprintln!("raidlab: export {name:?}: {path} failed while serving and is now marked faulty; the array is degraded (`raidlab detail`)");
                 }
-                asm.mark_clean(was_clean)
-                    .with_context(|| format!("export {name:?}: cannot mark the array clean"))
+                Ok(())
             })
         }
     }

@@ -3,11 +3,12 @@
 //! each, two buffers in flight) so a stream runs at the speed of the slower side.
 
 use crate::cli::{ExportArgs, ImportArgs};
-use crate::open::{open_members, start_logs};
+use crate::open::open_members;
 use anyhow::{bail, Context, Result};
 use raidlab_core::Volume;
 use raidlab_devices::OpenMode;
 use raidlab_raid::assemble::Assembly;
+use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
@@ -67,8 +68,14 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
     let asm = Assembly::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
-    asm.check_startable(a.force)?;
-    let array = asm.array()?;
+    let started = Started::start(
+        asm,
+        StartOptions {
+            force: a.force,
+            ..StartOptions::default()
+        },
+    )?;
+    let (asm, array) = (&started.asm, &started.array);
     let size = array.size();
     if a.offset > size {
         bail!(
@@ -98,10 +105,9 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
                 .context("cannot use standard output")?,
         )),
     };
-    let unit = unit(&asm);
+    let unit = unit(asm);
     let mut pos = a.offset;
     let end = a.offset + length;
-    let array = &array;
     pipeline(
         unit,
         move |buf| {
@@ -119,12 +125,11 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
 
 pub fn import(a: ImportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadWrite)?;
-    let mut asm = Assembly::assemble(devices)?;
+    let asm = Assembly::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
-    start_logs(&mut asm)?;
-    asm.check_startable(a.force)?;
-    let array = asm.array()?;
-    let size = array.size();
+    // Everything that can refuse the import is checked before the start,
+    // which writes (logs, the dirty mark): a refusal changes nothing.
+    let size = asm.geometry.array_bytes();
     if a.offset > size {
         bail!(
             "--offset {} is past the end of the array ({size} bytes)",
@@ -148,11 +153,19 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         }
         None => Box::new(std::io::stdin()),
     };
-    let was_clean = asm.mark_dirty()?;
-    let unit = unit(&asm);
+    let started = Started::start(
+        asm,
+        StartOptions {
+            write: true,
+            force: a.force,
+            resync_unclean: false,
+        },
+    )?;
+    crate::open::say_started(&started.report, "");
+    let unit = unit(&started.asm);
     let mut pos = a.offset;
     let mut read_total = 0u64;
-    let array_ref = &array;
+    let array_ref = &started.array;
     let written = pipeline(
         unit,
         move |buf| {
@@ -177,15 +190,18 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
             Ok(())
         },
     );
-    array.flush()?;
     // Only a complete import over a consistent array leaves it marked clean; after a
     // failure the array stays marked dirty so a later resync repairs parity.
-    let written = written?;
-    asm.absorb_bitmap(&array);
-    for path in asm.absorb(&array)? {
+    let written = match written {
+        Ok(w) => w,
+        Err(e) => {
+            started.array.flush()?;
+            return Err(e);
+        }
+    };
+    for path in started.stop()? {
         eprintln!("raidlab: {path} failed during the import and is now marked faulty; the array is degraded (`raidlab detail`)");
     }
-    asm.mark_clean(was_clean)?;
     eprintln!("raidlab: wrote {written} bytes at offset {}", a.offset);
     Ok(ExitCode::SUCCESS)
 }

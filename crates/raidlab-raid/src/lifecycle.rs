@@ -1,0 +1,142 @@
+//! An array's life between assembly and a clean stop: the one start and stop
+//! sequence every user of an array goes through (serve, import and export, the
+//! benchmark targets), as md runs it at every start and stop.
+//!
+//! Start for writing: refuse an array that cannot serve its data; start the
+//! write journal or the partial parity logs, which replays them after an
+//! unclean stop (the old logs are replayed before any new one is written);
+//! then refuse what md refuses (dirty and degraded, a missing journal) unless
+//! forced; resync an unclean array no log covered, when asked and when it is
+//! complete; mark it dirty. Stop: flush, take back the bitmap and the members
+//! that failed, mark it clean if it was. A start for reading only checks, and
+//! writes nothing.
+//!
+//! It decides the order of those steps and nothing else: what each step does
+//! lives in `assemble`, `journal`, `ppl` and `recovery`. It never prints: it
+//! reports what the start did, and callers say it.
+
+use crate::array::Array;
+use crate::assemble::{ArrayState, Assembly};
+use crate::journal::JournalReplay;
+use crate::ppl::PplReplay;
+use crate::recovery::{RunOptions, ScrubReport};
+use raidlab_core::{Result, Volume};
+use raidlab_layout::Level;
+use std::sync::Arc;
+
+/// How an array is started.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StartOptions {
+    /// Open for writing (logs started, superblocks marked dirty).
+    pub write: bool,
+    /// Accept what md refuses without --force (a dirty degraded array, a
+    /// missing journal: then read-only).
+    pub force: bool,
+    /// After an unclean stop that no log covered, resync a complete array
+    /// before use (what `serve` does; md resyncs in the background).
+    pub resync_unclean: bool,
+}
+
+/// What a start did on disk, for the caller to tell the user.
+#[derive(Debug, Default)]
+pub struct StartReport {
+    pub journal: Option<JournalReplay>,
+    pub ppl: Option<PplReplay>,
+    pub resync: Option<ScrubReport>,
+}
+
+/// An array started for use; [`Started::stop`] ends its life cleanly.
+#[derive(Debug)]
+pub struct Started {
+    pub asm: Assembly,
+    pub array: Arc<Array>,
+    pub report: StartReport,
+    /// Whether the array was consistent at start (then a clean stop marks it
+    /// clean again).
+    pub was_clean: bool,
+    /// Whether parity/mirrors were consistent once the logs were replayed (and
+    /// a resync run, if one was): a rebuild may resume only then.
+    pub consistent: bool,
+    /// Members whose rebuild stopped cleanly, with the byte it stopped at (as
+    /// (index into `asm.members`, offset)), read before the dirty mark resets
+    /// it: a caller that runs the array may resume them there.
+    pub resume: Vec<(usize, u64)>,
+    pub writable: bool,
+}
+
+impl Started {
+    /// Start `asm` as `opts` says.
+    pub fn start(mut asm: Assembly, opts: StartOptions) -> Result<Started> {
+        let mut report = StartReport::default();
+        if asm.state() == ArrayState::Failed || !opts.write {
+            // Nothing to replay into an array that cannot be read; a read-only
+            // start writes nothing.
+            asm.check_startable(opts.force)?;
+        }
+        if opts.write {
+            report = start_logs(&mut asm)?;
+            asm.check_startable(opts.force)?;
+        }
+        let redundant = asm.geometry.level != Level::Raid0;
+        let mut was_clean = asm.in_sync();
+        if opts.write && opts.resync_unclean && redundant && !was_clean && asm.missing().is_empty()
+        {
+            report.resync = Some(asm.resync(RunOptions::default(), &mut |_| {})?);
+            was_clean = true;
+        }
+        let consistent = was_clean;
+        let resume: Vec<(usize, u64)> = asm
+            .rebuilding()
+            .into_iter()
+            .map(|(i, _)| (i, asm.members[i].sb.recovery_offset * 512))
+            .collect();
+        if opts.write {
+            was_clean = asm.mark_dirty()? && was_clean;
+        }
+        let array = Arc::new(asm.array()?);
+        Ok(Started {
+            asm,
+            array,
+            report,
+            was_clean,
+            consistent,
+            resume,
+            writable: opts.write,
+        })
+    }
+
+    /// Flush, record members that failed while running (returned: the array is
+    /// degraded now) and a clean stop. Nothing is written for a read-only start.
+    pub fn stop(mut self) -> Result<Vec<String>> {
+        stop_parts(&mut self.asm, &self.array, self.was_clean, self.writable)
+    }
+}
+
+/// Start the array's write journal or partial parity logs, as every start for
+/// writing does first: after an unclean stop they are replayed before any new
+/// log is written. Verbs that change membership start them too.
+pub fn start_logs(asm: &mut Assembly) -> Result<StartReport> {
+    Ok(StartReport {
+        journal: asm.start_journal()?,
+        ppl: asm.start_ppl()?,
+        resync: None,
+    })
+}
+
+/// [`Started::stop`] for callers that keep the assembly elsewhere (a served
+/// array's assembly lives in its `LiveArray`).
+pub fn stop_parts(
+    asm: &mut Assembly,
+    array: &Array,
+    was_clean: bool,
+    writable: bool,
+) -> Result<Vec<String>> {
+    if !writable {
+        return Ok(Vec::new());
+    }
+    array.flush()?;
+    asm.absorb_bitmap(array);
+    let failed = asm.absorb(array)?;
+    asm.mark_clean(was_clean)?;
+    Ok(failed)
+}
