@@ -93,6 +93,10 @@ impl Started {
         if opts.write {
             was_clean = asm.mark_dirty()? && was_clean;
         }
+        // Only now: the running array writes its copy of the bitmap before
+        // each write, and a copy taken before the dirty mark carries the old
+        // event count, which makes the bitmap look stale after a crash (every
+        // chunk resynced instead of the few written).
         let array = Arc::new(asm.array()?);
         Ok(Started {
             asm,
