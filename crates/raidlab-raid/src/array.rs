@@ -1,6 +1,6 @@
 //! An array as a volume: plans each request, holds its stripe locks, executes it.
 
-use crate::exec::{execute, execute_logged, Failed, Members, UserBuf};
+use crate::exec::{Executor, Failed, Members, ThreadPool, UserBuf};
 use crate::journal::Journal;
 use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, OpKind, Plan};
@@ -53,6 +53,8 @@ pub struct Array {
     journal: Option<Arc<Journal>>,
     /// Refuse writes (an array whose journal is missing, opened with --force).
     read_only: bool,
+    /// Carries the plans out (the thread-pool executor unless given another).
+    executor: Arc<dyn Executor>,
 }
 
 /// Who serves each role at one moment. A request works on the snapshot it took,
@@ -327,7 +329,15 @@ impl Array {
             merging: std::sync::RwLock::new(()),
             journal: None,
             read_only: false,
+            executor: Arc::new(ThreadPool),
         })
+    }
+
+    /// Carry plans out with `executor` instead of the thread pool (a simulator's
+    /// device models; tests that record member operations).
+    pub fn with_executor(mut self, executor: Arc<dyn Executor>) -> Array {
+        self.executor = executor;
+        self
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -908,7 +918,7 @@ impl Array {
                     let writer = |entries: &[(LogEntry, &[u8])]| {
                         journal.write(&mut state.borrow_mut(), entries, &flush)
                     };
-                    execute_logged(
+                    self.executor.run(
                         &plan,
                         members,
                         self.engine,
@@ -926,7 +936,7 @@ impl Array {
                     let writer = |entries: &[(LogEntry, &[u8])]| {
                         log.write(&mut guards.borrow_mut(), entries, &written, &flush)
                     };
-                    execute_logged(
+                    self.executor.run(
                         &plan,
                         members,
                         self.engine,
@@ -934,7 +944,10 @@ impl Array {
                         Some(&writer),
                     )
                 }
-                Logger::None => execute(&plan, members, self.engine, UserBuf::Write(piece)),
+                Logger::None => {
+                    self.executor
+                        .run(&plan, members, self.engine, UserBuf::Write(piece), None)
+                }
             };
             match result {
                 Ok(()) => return Ok(()),
@@ -1276,7 +1289,14 @@ impl Array {
                 raidlab_layout::Content::Data(l) => {
                     // Not `read_at`: this step holds the stripe locks already.
                     let plan = plan_read(g, &sources, l, len, role)?;
-                    execute(&plan, &view.members, self.engine, UserBuf::Read(piece))
+                    self.executor
+                        .run(
+                            &plan,
+                            &view.members,
+                            self.engine,
+                            UserBuf::Read(piece),
+                            None,
+                        )
                         .map_err(|f| *f.error)
                 }
                 _ => {
@@ -1606,11 +1626,12 @@ impl Volume for Array {
                     .read_plan(&self.live_in(&view), pos, n)
                     .map_err(|e| e.on_device(&self.name))?;
                 let held = self.locks.lock(&plan.locks);
-                match execute(
+                match self.executor.run(
                     &plan,
                     &view.members,
                     self.engine,
                     UserBuf::Read(&mut *piece),
+                    None,
                 ) {
                     Ok(()) => break,
                     Err(f) if attempt < self.failed.len() + 3 => {

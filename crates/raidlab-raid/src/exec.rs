@@ -121,6 +121,44 @@ impl UserBuf<'_> {
 /// Member volumes by role; `None` for a missing member.
 pub type Members = [Option<Arc<dyn Volume>>];
 
+/// What carries plans out: the seam between the engine, which decides (plans,
+/// stripe locks, logs, failure handling), and whatever does the member I/O of
+/// each step and the parity work. [`ThreadPool`] is the real one; a simulator
+/// runs the same plans on device models in virtual time, and tests record the
+/// member operations instead of doing them. An executor decides nothing: it
+/// runs every step in order and says which members failed.
+pub trait Executor: Send + Sync + std::fmt::Debug {
+    /// Run `plan` with `user` as the request buffer, handing its log step
+    /// (if any) to `log`.
+    fn run(
+        &self,
+        plan: &Plan,
+        members: &Members,
+        engine: &dyn Engine,
+        user: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed>;
+}
+
+/// The real executor: each I/O step's operations in parallel on a shared pool
+/// of I/O threads when the step is large, in order on the caller's thread
+/// otherwise.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadPool;
+
+impl Executor for ThreadPool {
+    fn run(
+        &self,
+        plan: &Plan,
+        members: &Members,
+        engine: &dyn Engine,
+        user: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        execute_logged(plan, members, engine, user, log)
+    }
+}
+
 /// Run `plan` with `user` as the request buffer.
 pub fn execute(
     plan: &Plan,
