@@ -839,10 +839,15 @@ impl Array {
             Ok(())
         };
         let result = if g.is_parity() {
-            crate::recovery::member_contents(&sub, g, role, moff, len).and_then(|data| {
-                target.write_at(&data, moff)?;
-                verify(moff, &data)
-            })
+            let sources: Vec<Option<Arc<dyn Volume>>> = (0..g.raid_disks)
+                .map(|r| if r == role { None } else { sub.member(r) })
+                .collect();
+            crate::reconstruct::member_contents(&sub, &sources, g, role, moff, len).and_then(
+                |data| {
+                    target.write_at(&data, moff)?;
+                    verify(moff, &data)
+                },
+            )
         } else {
             let mut data = vec![0u8; n as usize];
             sub.read_at(&mut data, pos).and_then(|_| {
@@ -1267,7 +1272,7 @@ impl Array {
         let views: Vec<Option<&[u8]>> = (0..live.len())
             .map(|r| (live[r] && r != role).then(|| &scratch[r + 1][..n]))
             .collect();
-        crate::recovery::combine_parity(&self.geometry, role, at, &views, out)
+        crate::reconstruct::combine_parity(&self.geometry, role, at, &views, out)
     }
 
     /// What mirror `role` holds at `[at, at+out.len())`, read from another copy.
@@ -1283,7 +1288,7 @@ impl Array {
         let n = out.len() as u64;
         let mut sources = live.to_vec();
         sources[role] = false;
-        crate::recovery::mirror_pieces(g, role, at, n, |off, len, content| {
+        crate::reconstruct::mirror_pieces(g, role, at, n, |off, len, content| {
             let piece = &mut out[off as usize..(off + len) as usize];
             match content {
                 raidlab_layout::Content::Data(l) => {
@@ -1318,7 +1323,7 @@ impl Array {
         }
         let all = vec![true; g.raid_disks];
         let mut keys = Vec::new();
-        crate::recovery::mirror_pieces(g, role, at, n, |_, len, content| {
+        crate::reconstruct::mirror_pieces(g, role, at, n, |_, len, content| {
             if let raidlab_layout::Content::Data(l) = content {
                 keys.extend(plan_write(g, &all, l, len)?.locks);
             }
@@ -1768,5 +1773,14 @@ impl Volume for Array {
                 .iter()
                 .flatten()
                 .all(|m| m.is_writable())
+    }
+}
+
+impl crate::replay::ReplayTarget for Array {
+    fn geometry(&self) -> &Geometry {
+        Array::geometry(self)
+    }
+    fn member(&self, role: usize) -> Option<Arc<dyn Volume>> {
+        Array::member(self, role)
     }
 }

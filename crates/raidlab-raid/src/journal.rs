@@ -20,9 +20,9 @@
 //! flushed, and never replay a page whose checksum fails (md skips the whole
 //! meta block). The format is `raidlab_md::journal`'s.
 
-use crate::array::Array;
 use crate::exec::Failed;
 use crate::plan::{LogEntry, OpKind};
+use crate::replay::ReplayTarget;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::{Content, Geometry};
 use raidlab_md::journal::{self as fmt, MetaBlock, Payload, BLOCK, BLOCK_SECTORS};
@@ -123,7 +123,7 @@ impl Journal {
         mut sb: Superblock,
         geometry: Geometry,
         set_uuid: &[u8; 16],
-        array: &Array,
+        array: &dyn ReplayTarget,
     ) -> Result<(Journal, JournalReplay)> {
         let name = device.name();
         let (_, ring) = fmt::ring(&sb).map_err(|e| e.on_device(name.clone()))?;
@@ -502,7 +502,7 @@ pub fn unreplayed(
     device: &dyn Volume,
     sb: &Superblock,
     set_uuid: &[u8; 16],
-    array: &Array,
+    array: &dyn ReplayTarget,
 ) -> Result<u64> {
     let (_, ring) = fmt::ring(sb).map_err(|e| e.on_device(device.name()))?;
     let seed = fmt::uuid_seed(set_uuid);
@@ -541,7 +541,7 @@ fn replay(
     seed: u32,
     ring: u64,
     (cp, seq): (u64, u64),
-    array: &Array,
+    array: &dyn ReplayTarget,
     dry: bool,
     report: &mut JournalReplay,
 ) -> Result<(u64, u64)> {
@@ -636,7 +636,7 @@ fn replay(
 /// parity is there (md replays only those with data), else the data alone
 /// through the array, which computes parity.
 fn write_back(
-    array: &Array,
+    array: &dyn ReplayTarget,
     geo: &Geometry,
     moff: u64,
     g: &Gathered,

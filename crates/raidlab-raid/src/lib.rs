@@ -23,7 +23,9 @@ pub mod manage;
 pub mod plan;
 pub mod planner;
 pub mod ppl;
+pub mod reconstruct;
 pub mod recovery;
+pub mod replay;
 
 pub use array::Array;
 pub use plan::{MemberOp, OpKind, Plan, Step};

@@ -18,9 +18,9 @@
 //! This module must never write a log entry whose partial parity does not match
 //! the write it covers, and never replay an entry whose checksum fails.
 
-use crate::array::Array;
 use crate::exec::Failed;
 use crate::plan::{LogEntry, OpKind, Plan, Step};
+use crate::replay::ReplayTarget;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_md::ppl::{self, PplEntry, PplHeader};
 use raidlab_md::Superblock;
@@ -356,7 +356,7 @@ pub struct PplReplay {
 /// the way md does when it starts an array that was not stopped cleanly. `logs`
 /// are the present members' whole devices and superblocks, by role.
 pub fn replay(
-    array: &Array,
+    array: &dyn ReplayTarget,
     logs: &[(usize, Arc<dyn Volume>, Superblock)],
     signature: u32,
 ) -> Result<PplReplay> {
@@ -394,7 +394,7 @@ pub fn replay(
 /// entry's first sector. `Ok(false)` for an entry that does not fit the array
 /// (skipped, counted as a mismatch).
 fn replay_entry(
-    array: &Array,
+    array: &dyn ReplayTarget,
     role: usize,
     e: &PplEntry,
     pp: &[u8],

@@ -1,0 +1,219 @@
+//! How a lost member's contents are recomputed from the others: the one place
+//! that decides reconstruction (which chunks of a row are combined, XOR or
+//! RAID 6 recovery, which mirror copy is read), used by the engine's
+//! read-error repair and by rebuilds alike. Placement comes from
+//! raidlab-layout and the arithmetic from raidlab-parity; this module only
+//! reads the members it is given and never writes.
+
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_layout::{Content, Geometry};
+use std::sync::Arc;
+
+const PAGE: usize = 4096;
+
+/// The contents member `slot` must hold at `[pos, pos+n)` of its data area,
+/// computed from the other members: for parity levels from `sources` (the
+/// members by role, `slot` and missing ones `None`), for mirrors through
+/// `array` (an array that lacks `slot`).
+pub fn member_contents(
+    array: &dyn Volume,
+    sources: &[Option<Arc<dyn Volume>>],
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    n: u64,
+) -> Result<Vec<u8>> {
+    let mut out = vec![0u8; n as usize];
+    member_contents_into(array, sources, geo, slot, pos, &mut out, &mut Vec::new())?;
+    Ok(out)
+}
+
+/// [`member_contents`] into `out` (its length is the range), reusing `scratch`
+/// (one read buffer per member) from call to call: a rebuild that allocated fresh
+/// buffers every step would spend much of its memory bandwidth zeroing pages.
+pub fn member_contents_into(
+    array: &dyn Volume,
+    sources: &[Option<Arc<dyn Volume>>],
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    out: &mut [u8],
+    scratch: &mut Vec<Vec<u8>>,
+) -> Result<()> {
+    let n = out.len() as u64;
+    if geo.is_parity() {
+        parity_member_contents(sources, geo, slot, pos, out, scratch)?;
+    } else {
+        mirror_pieces(geo, slot, pos, n, |off, len, content| {
+            // Unused space (far layouts' tails) stays zero.
+            let piece = &mut out[off as usize..(off + len) as usize];
+            match content {
+                Content::Data(l) => array.read_at(piece, l),
+                _ => {
+                    piece.fill(0);
+                    Ok(())
+                }
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Walk `[pos, pos+n)` of mirror member `slot`'s data area in pieces that
+/// stay within one chunk (and page), each with what it holds: `f(offset from
+/// pos, length, content)`.
+pub fn mirror_pieces(
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    n: u64,
+    mut f: impl FnMut(u64, u64, Content) -> Result<()>,
+) -> Result<()> {
+    let unit = geo.chunk_bytes.max(PAGE as u64);
+    let mut off = 0u64;
+    while off < n {
+        let len = (unit - (pos + off) % unit).min(n - off);
+        f(off, len, geo.content_at(slot, pos + off))?;
+        off += len;
+    }
+    Ok(())
+}
+
+/// Parity levels: read each other member's range once (in parallel), then per row
+/// rebuild `slot`'s chunk: XOR of the others when P covers it, else the parity
+/// engine's recovery (RAID 6 with more members gone), or fresh P/Q when `slot`
+/// holds parity.
+fn parity_member_contents(
+    sources: &[Option<Arc<dyn Volume>>],
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    out: &mut [u8],
+    scratch: &mut Vec<Vec<u8>>,
+) -> Result<()> {
+    let len = out.len();
+    scratch.resize_with(geo.raid_disks, Vec::new);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = sources
+            .iter()
+            .zip(scratch.iter_mut())
+            .filter_map(|(m, b)| m.as_ref().map(|m| (m, b)))
+            .map(|(m, b)| {
+                s.spawn(move || -> Result<()> {
+                    b.resize(len, 0);
+                    m.read_at(b, pos)
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| {
+            h.join().unwrap_or_else(|_| {
+                Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Read,
+                    "internal: a rebuild reader panicked",
+                ))
+            })
+        })
+    })?;
+    let bufs: Vec<Option<&[u8]>> = sources
+        .iter()
+        .zip(scratch.iter())
+        .map(|(m, b)| m.as_ref().map(|_| b.as_slice()))
+        .collect();
+    combine_parity(geo, slot, pos, &bufs, out)
+}
+
+/// What member `slot` holds at `[pos, pos+out.len())`, from the same range of
+/// the other members (`bufs`, by role; `None` for one not read).
+pub fn combine_parity(
+    geo: &Geometry,
+    slot: usize,
+    pos: u64,
+    bufs: &[Option<&[u8]>],
+    out: &mut [u8],
+) -> Result<()> {
+    let chunk = geo.chunk_bytes;
+    let c = chunk as usize;
+    let first = pos / chunk;
+    let len = out.len();
+    let rows = (len as u64).div_ceil(chunk) as usize;
+    let engine = raidlab_parity::selected();
+    let dd = geo.data_disks();
+    for r in 0..rows {
+        let map = geo.stripe(first + r as u64);
+        let range = r * c..((r + 1) * c).min(len);
+        let chunk_of = |m: usize| bufs[m].as_ref().map(|b| &b[range.clone()]);
+        let lost: Vec<usize> = (0..dd)
+            .filter(|&i| chunk_of(map.data[i]).is_none())
+            .collect();
+        let dst = &mut out[range.clone()];
+        let target_data = map.data.iter().position(|&m| m == slot);
+        match (target_data, lost.len(), chunk_of(map.p)) {
+            // One data chunk gone (the target) and P readable: XOR of the rest.
+            (Some(_), 1, Some(p)) => {
+                let mut srcs: Vec<&[u8]> = (0..dd).filter_map(|i| chunk_of(map.data[i])).collect();
+                srcs.push(p);
+                engine.xor(&srcs, dst);
+            }
+            // The target is parity and every data chunk is readable.
+            (None, 0, _) => {
+                let mut by_slot: Vec<&[u8]> = vec![&[]; dd];
+                for i in 0..dd {
+                    by_slot[map.slot[i]] = chunk_of(map.data[i]).unwrap_or(&[]);
+                }
+                let mut p = vec![0u8; dst.len()];
+                if map.q.is_some() {
+                    let mut q = vec![0u8; dst.len()];
+                    engine.gen_pq(&by_slot, &mut p, &mut q);
+                    dst.copy_from_slice(if map.p == slot { &p } else { &q });
+                } else {
+                    engine.xor(&by_slot, dst);
+                }
+            }
+            // Anything else (RAID 6 with two chunks gone, or P gone): rebuild the
+            // lost data with the parity engine, then take or compute the target.
+            _ => {
+                let mut data: Vec<Vec<u8>> = vec![vec![0u8; dst.len()]; dd];
+                for i in 0..dd {
+                    if let Some(b) = chunk_of(map.data[i]) {
+                        data[map.slot[i]].copy_from_slice(b);
+                    }
+                }
+                let lost_slots: Vec<usize> = lost.iter().map(|&i| map.slot[i]).collect();
+                if !lost_slots.is_empty() {
+                    let mut views: Vec<&mut [u8]> =
+                        data.iter_mut().map(|d| d.as_mut_slice()).collect();
+                    raidlab_parity::recover(
+                        engine,
+                        &mut views,
+                        &lost_slots,
+                        chunk_of(map.p),
+                        map.q.and_then(chunk_of),
+                    )
+                    .map_err(|e| {
+                        Error::new(
+                            ErrorKind::Unrecoverable,
+                            Op::Read,
+                            format!("cannot rebuild role {slot}: {e}"),
+                        )
+                    })?;
+                }
+                match target_data {
+                    Some(i) => dst.copy_from_slice(&data[map.slot[i]]),
+                    None => {
+                        let refs: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+                        let mut p = vec![0u8; dst.len()];
+                        let mut q = vec![0u8; dst.len()];
+                        if map.q.is_some() {
+                            engine.gen_pq(&refs, &mut p, &mut q);
+                        } else {
+                            engine.xor(&refs, &mut p);
+                        }
+                        dst.copy_from_slice(if map.p == slot { &p } else { &q });
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
