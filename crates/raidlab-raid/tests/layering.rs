@@ -6,15 +6,24 @@ use std::collections::{BTreeMap, BTreeSet};
 
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut out = BTreeMap::new();
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    // (module, file): a top-level file is its module; every file of a
+    // directory module (array/mod.rs, array/rebuild.rs) counts as that module.
+    let mut files = Vec::new();
     for entry in std::fs::read_dir(&src).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension() != Some(std::ffi::OsStr::new("rs")) {
-            continue;
-        }
         let name = path.file_stem().unwrap().to_str().unwrap().to_string();
+        if path.is_dir() {
+            for sub in std::fs::read_dir(&path).unwrap() {
+                files.push((name.clone(), sub.unwrap().path()));
+            }
+        } else if path.extension() == Some(std::ffi::OsStr::new("rs")) {
+            files.push((name, path));
+        }
+    }
+    for (name, path) in files {
         let text = std::fs::read_to_string(&path).unwrap();
-        let mut deps = BTreeSet::new();
+        let deps = out.entry(name.clone()).or_default();
         for (i, _) in text.match_indices("crate::") {
             let rest = &text[i + "crate::".len()..];
             let module: String = rest
@@ -25,7 +34,6 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
                 deps.insert(module);
             }
         }
-        out.insert(name, deps);
     }
     out
 }

@@ -1,0 +1,300 @@
+//! Durability bookkeeping, the stage between planning a write and carrying it
+//! out: md's write-intent bitmap (the chunks a write touches are marked dirty
+//! on every member before it goes out), the partial parity log (RAID 5) and the
+//! write journal (RAID 4/5/6), which make a plan safe to write after a crash.
+//! It decides what must be durable before a member is written and when a log
+//! may be reclaimed; it never decides how a request is split into member I/O
+//! (the planner does) and never writes data to members itself.
+
+use super::*;
+
+impl Array {
+    /// Keep `bitmap` up to date on `devices` (role, whole device, superblock)
+    /// before every write.
+    pub fn with_intent(
+        mut self,
+        bitmap: raidlab_md::bitmap::Bitmap,
+        devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
+    ) -> Array {
+        self.intent = Some(Intent {
+            state: std::sync::Mutex::new(IntentState { bitmap, devices }),
+        });
+        self
+    }
+
+    /// Run `f` on the bitmap with every bitmap write held off, so that whoever
+    /// writes superblocks (and the bitmap beside them) while the array runs
+    /// writes its current dirty bits, not an older copy. `None` without a bitmap.
+    pub fn with_bitmap_held<T>(
+        &self,
+        f: impl FnOnce(&mut raidlab_md::bitmap::Bitmap) -> T,
+    ) -> Option<T> {
+        let intent = self.intent.as_ref()?;
+        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        Some(f(&mut st.bitmap))
+    }
+
+    /// Keep the bitmap on a further device too (a member being rebuilt in).
+    pub fn add_intent_device(
+        &self,
+        role: usize,
+        device: Arc<dyn Volume>,
+        sb: raidlab_md::Superblock,
+    ) -> Result<()> {
+        let Some(intent) = &self.intent else {
+            return Ok(());
+        };
+        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.bitmap.write_to(device.as_ref(), &sb)?;
+        device.flush()?;
+        st.devices
+            .retain(|(r, d, _)| !(*r == role && d.name() == device.name()));
+        st.devices.push((role, device, sb));
+        Ok(())
+    }
+
+    /// Before a member is rebuilt into `role`, or replaces the role's member,
+    /// while the array runs: its partial parity log. A rebuilt member's log is
+    /// the role's at once (writes planned with the role present, below the
+    /// rebuild's checkpoint, log to it). A replacement's log takes a copy of
+    /// every log write of the role until it takes over, so that whichever
+    /// member the superblocks name after a crash holds the role's last log
+    /// write.
+    pub fn add_log_device(
+        &self,
+        role: usize,
+        device: Arc<dyn Volume>,
+        sb: raidlab_md::Superblock,
+        replacing: bool,
+    ) -> Result<()> {
+        match &self.ppl {
+            Some(log) if replacing => log.attach_copy(role, device, sb),
+            Some(log) => log.attach(role, device, sb),
+            None => Ok(()),
+        }
+    }
+
+    /// Once the superblocks name the member that replaced `role`: its log is
+    /// the only one the role's log writes go to.
+    pub fn settle_logs(&self, role: usize) {
+        if let Some(log) = &self.ppl {
+            log.drop_copy(role);
+        }
+    }
+
+    /// Log every write's partial parity first (md's PPL; RAID 5 only). Refused
+    /// when one stripe's partial parity could not fit a log write.
+    pub fn with_ppl(mut self, log: PartialParityLog) -> Result<Array> {
+        if self.geometry.level != raidlab_layout::Level::Raid5 {
+            return Err(Error::invalid(format!(
+                "a partial parity log is for RAID 5 only, not {}",
+                self.geometry.level.name()
+            ))
+            .on_device(&self.name));
+        }
+        if self.geometry.chunk_bytes > log.pp_room() {
+            return Err(Error::invalid(format!(
+                "the chunk ({} bytes) is larger than the partial parity a log write can hold ({} bytes): md's PPL cannot cover a stripe of this array; assemble it without writing, or re-create it with a smaller chunk",
+                self.geometry.chunk_bytes,
+                log.pp_room()
+            ))
+            .on_device(&self.name));
+        }
+        self.ppl = Some(log);
+        Ok(self)
+    }
+
+    /// Whether writes go through a partial parity log.
+    pub fn has_ppl(&self) -> bool {
+        self.ppl.is_some()
+    }
+
+    /// Run writes through md's write journal (RAID 4/5/6): each write's new data
+    /// and parity are made durable on the journal device before the members are
+    /// written. The journal must have been started (replayed) on this array's
+    /// members.
+    pub fn with_journal(mut self, journal: Arc<Journal>) -> Result<Array> {
+        if !self.geometry.is_parity() {
+            return Err(Error::invalid(format!(
+                "md's write journal is for RAID 4, 5 and 6, not {}",
+                self.geometry.level.name()
+            ))
+            .on_device(&self.name));
+        }
+        self.journal = Some(journal);
+        Ok(self)
+    }
+
+    /// Whether writes go through a write journal.
+    pub fn has_journal(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    /// The write journal, when writes go through one.
+    pub fn journal(&self) -> Option<&Journal> {
+        self.journal.as_deref()
+    }
+
+    /// Let the journal forget what the members now hold durably: flush the
+    /// members and move `journal_tail` up (md's reclaim). For a clean stop.
+    pub fn checkpoint_journal(&self) -> Result<()> {
+        match &self.journal {
+            Some(j) => j.checkpoint(&|| self.flush_members()),
+            None => Ok(()),
+        }
+    }
+
+    /// The bitmap as the array last wrote it.
+    pub fn intent_bitmap(&self) -> Option<raidlab_md::bitmap::Bitmap> {
+        self.with_bitmap_held(|b| b.clone())
+    }
+
+    /// Mark the bitmap chunks a write plan touches dirty, on every member, before
+    /// the plan runs. md indexes RAID 10's bitmap by array sector, the other
+    /// levels' by member sector.
+    pub(super) fn note_intent(&self, plan: &Plan, pos: u64, n: u64) -> Result<()> {
+        let Some(intent) = &self.intent else {
+            return Ok(());
+        };
+        let ranges: Vec<(u64, u64)> = if self.geometry.level == raidlab_layout::Level::Raid10 {
+            vec![(pos / 512, (pos + n).div_ceil(512) - pos / 512)]
+        } else {
+            plan.writes()
+                .map(|op| {
+                    (
+                        op.offset / 512,
+                        (op.offset + op.length).div_ceil(512) - op.offset / 512,
+                    )
+                })
+                .collect()
+        };
+        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let IntentState {
+            bitmap: bm,
+            devices,
+        } = &mut *st;
+        let last = bm.chunks().saturating_sub(1);
+        let already = ranges.iter().all(|&(start, len)| {
+            (bm.chunk_of(start).min(last)..=bm.chunk_of(start + len.max(1) - 1).min(last))
+                .all(|c| bm.is_dirty(c))
+        });
+        if already {
+            return Ok(());
+        }
+        let sync = bm.sb.sync_size;
+        for &(start, len) in ranges.iter().filter(|(start, _)| *start < sync) {
+            bm.set_sectors(start, len.min(sync - start))?;
+        }
+        let view = self.view();
+        for (role, dev, sb) in devices.iter() {
+            let rebuilding = view.recovery.as_ref().is_some_and(|r| r.role == *role);
+            if !rebuilding && !self.member_live(&view, *role) {
+                continue;
+            }
+            if let Err(e) = bm.write_to(dev.as_ref(), sb).and_then(|()| dev.flush()) {
+                // md fails a member whose bitmap cannot be written; the write
+                // goes on without it if the array survives that.
+                if rebuilding {
+                    self.fail_recovery();
+                    continue;
+                }
+                self.take_out(*role, &view);
+                if !self.geometry.survives(&self.missing_now()) {
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A write to an array with a partial parity log: whole sectors only (a
+    /// partial sector is merged with what the array holds), in pieces that are
+    /// either one partial stripe or a run of whole stripes, so every member's
+    /// share of a piece fits one log write.
+    pub(super) fn write_logged(
+        &self,
+        log: &PartialParityLog,
+        buf: &[u8],
+        offset: u64,
+    ) -> Result<()> {
+        let end = offset + buf.len() as u64;
+        let (a, b) = (offset / 512 * 512, end.div_ceil(512) * 512);
+        if (a, b) != (offset, end) {
+            let _only = self.merging.write().unwrap_or_else(|p| p.into_inner());
+            let mut merged = vec![0u8; (b - a) as usize];
+            self.read_at(&mut merged[..512], a)?;
+            let tail = merged.len() - 512;
+            self.read_at(&mut merged[tail..], b - 512)?;
+            merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
+            return self.write_logged_sectors(log, &merged, a);
+        }
+        let _shared = self.merging.read().unwrap_or_else(|p| p.into_inner());
+        self.write_logged_sectors(log, buf, offset)
+    }
+
+    /// [`Array::write_logged`] of whole sectors.
+    pub(super) fn write_logged_sectors(
+        &self,
+        log: &PartialParityLog,
+        buf: &[u8],
+        offset: u64,
+    ) -> Result<()> {
+        let end = offset + buf.len() as u64;
+        let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
+        let mut pos = offset;
+        while pos < end {
+            let next = if pos % stripe != 0 || end - pos < stripe {
+                (pos / stripe + 1) * stripe
+            } else {
+                let whole = (end - pos) / stripe;
+                pos + whole.min(LOGGED_STRIPES) * stripe
+            };
+            let n = next.min(end) - pos;
+            let start = (pos - offset) as usize;
+            self.write_piece(&buf[start..start + n as usize], pos, Logger::Ppl(log))?;
+            pos += n;
+        }
+        Ok(())
+    }
+
+    /// A write to an array with a journal: whole 4 KiB pages (a partial page is
+    /// merged with what the array holds), in pieces that always fit the ring.
+    pub(super) fn write_journaled(&self, journal: &Journal, buf: &[u8], offset: u64) -> Result<()> {
+        let end = offset + buf.len() as u64;
+        let (a, b) = (offset / 4096 * 4096, end.div_ceil(4096) * 4096);
+        if (a, b) != (offset, end) {
+            let mut merged = vec![0u8; (b - a) as usize];
+            self.read_at(&mut merged[..4096], a)?;
+            let tail = merged.len() - 4096;
+            self.read_at(&mut merged[tail..], b - 4096)?;
+            merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
+            return self.write_journaled(journal, &merged, a);
+        }
+        let step = journal.max_piece().min(self.piece);
+        let mut pos = offset;
+        while pos < end {
+            let n = step.min(end - pos);
+            let start = (pos - offset) as usize;
+            self.write_piece(
+                &buf[start..start + n as usize],
+                pos,
+                Logger::Journal(journal),
+            )?;
+            pos += n;
+        }
+        Ok(())
+    }
+
+    /// Flush every live member (an error if one cannot make its writes durable).
+    pub(super) fn flush_members(&self) -> Result<()> {
+        let view = self.view();
+        let live = self.live_in(&view);
+        for (r, m) in view.members.iter().enumerate() {
+            if let (Some(m), true) = (m, live[r]) {
+                m.flush()?;
+            }
+        }
+        flush_target(&view);
+        Ok(())
+    }
+}

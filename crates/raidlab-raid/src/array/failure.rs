@@ -1,0 +1,259 @@
+//! Failure handling, the last stage of a request: a member whose I/O failed is
+//! retried around (its blocks read or written from redundancy), rewritten from
+//! redundancy when a read failed (md's read-error repair, counted as
+//! corrected), or taken out of the array; a request fails only when the array
+//! can no longer serve it. It decides what a failure means for membership; it
+//! never plans a request and never writes a superblock (the assembly records a
+//! member taken out, later).
+
+use super::*;
+
+impl Array {
+    /// Take `role` out after an I/O error; `seen` is the membership the failed
+    /// request ran on, which says whose error it was.
+    pub(super) fn take_out(&self, role: usize, seen: &Membership) {
+        if let Some(rec) = seen.recovery.as_ref().filter(|r| r.role == role) {
+            if !seen.present[role] {
+                // The role's only volume was a rebuild target: the rebuild fails,
+                // the role stays missing as it was.
+                rec.failed.store(true, Ordering::Release);
+                return;
+            }
+            // The member being replaced failed (through its tee, which records
+            // a failure of the replacement itself).
+            if self.replaced_member_leaves(rec) == Handover::TakenOver {
+                // The replacement serves the role already (and got this write
+                // through the tee): the old member's failure is not the role's.
+                return;
+            }
+        }
+        self.failed[role].store(true, Ordering::Release);
+    }
+
+    /// The member a replacement copies from leaves the array: as md does, the
+    /// replacement carries on as an ordinary rebuild of the role from its
+    /// checkpoint. Below the checkpoint it is current (the copy wrote it, and
+    /// every write since went through the tee to it too); above, the rebuild
+    /// computes it from the other members from now on.
+    ///
+    /// This must happen before the role is marked failed: a write that sees the
+    /// role out must also see the rebuild, or it would skip the replacement below
+    /// its checkpoint. And a failed write must call it before it lets go of its
+    /// stripe locks, or the copy could take the old member's stale blocks there.
+    pub(super) fn replaced_member_leaves(&self, rec: &Arc<Recovery>) -> Handover {
+        let current =
+            |view: &Membership| view.recovery.as_ref().is_some_and(|r| Arc::ptr_eq(r, rec));
+        {
+            let _turn = rec.handover.lock().unwrap_or_else(|p| p.into_inner());
+            if rec.taken_over.load(Ordering::Acquire) {
+                // Published before the turn was given up: the role is the
+                // replacement's now.
+                return Handover::TakenOver;
+            }
+            if !rec.replacing() || !current(&self.view()) {
+                return Handover::Unchanged;
+            }
+            rec.replacing.store(false, Ordering::Release);
+            if let Some(log) = &self.ppl {
+                // The new member's log is the role's now; the old member is gone.
+                log.promote_copy(rec.role);
+                log.drop_copy(rec.role);
+            }
+        }
+        let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        let view = slot.clone();
+        if !current(&view) {
+            // Stopped meanwhile: nothing to switch.
+            return Handover::Unchanged;
+        }
+        let mut next = Membership {
+            members: view.members.clone(),
+            present: view.present.clone(),
+            recovery: view.recovery.clone(),
+        };
+        next.present[rec.role] = false;
+        next.members[rec.role] = Some(rec.target.clone());
+        *slot = Arc::new(next);
+        Handover::Rebuild
+    }
+
+    /// Take a member out of service now, as md's `--fail` does. Refused when the
+    /// array could not serve its data without it.
+    pub fn fail_member(&self, role: usize) -> Result<()> {
+        if role >= self.failed.len() {
+            return Err(
+                Error::invalid(format!("no role {role} in this array")).on_device(&self.name)
+            );
+        }
+        let mut missing = self.missing_now();
+        if !missing.contains(&role) {
+            missing.push(role);
+        }
+        if !self.geometry.survives(&missing) {
+            return Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Write,
+                format!("taking role {role} out would leave the array unable to serve its data (roles {missing:?} missing)"),
+            )
+            .on_device(&self.name));
+        }
+        let view = self.view();
+        if let Some(rec) = view.recovery.as_ref().filter(|r| r.role == role) {
+            if self.replaced_member_leaves(rec) == Handover::TakenOver {
+                // The member asked for has been replaced already; the role
+                // is served by its replacement, which stays.
+                return Ok(());
+            }
+        }
+        self.failed[role].store(true, Ordering::Release);
+        Ok(())
+    }
+
+    pub(super) fn fail_recovery(&self) {
+        if let Some(r) = &self.view().recovery {
+            r.failed.store(true, Ordering::Release);
+        }
+    }
+
+    /// A member failed `kind` operations: reads are repaired from redundancy and
+    /// the member's blocks rewritten (it stays in unless it keeps failing);
+    /// writes take it out. Errs if the array can no longer serve the range.
+    pub(super) fn handle_failure(
+        &self,
+        f: Failed,
+        seen: &Membership,
+        pos: u64,
+        n: u64,
+    ) -> Result<()> {
+        if f.members.is_empty() {
+            return Err(*f.error);
+        }
+        if f.kind == OpKind::Write {
+            for &r in &f.members {
+                self.take_out(r, seen);
+            }
+        } else {
+            for &r in &f.members {
+                if self.read_errors[r].fetch_add(1, Ordering::Relaxed) + 1 > MAX_READ_ERRORS {
+                    self.take_out(r, seen);
+                }
+            }
+        }
+        self.survive_failure(f, pos, n)
+    }
+
+    /// After `f`'s members were dealt with: errs if the array can no longer
+    /// serve the range; repairs what a read could not read.
+    pub(super) fn survive_failure(&self, f: Failed, pos: u64, n: u64) -> Result<()> {
+        let live = self.live();
+        let mut without = live.clone();
+        for &r in &f.members {
+            without[r] = false;
+        }
+        let missing: Vec<usize> = (0..without.len()).filter(|&r| !without[r]).collect();
+        if !self.geometry.survives(&missing) {
+            let mut e = *f.error;
+            e.kind = ErrorKind::Unrecoverable;
+            e.message = format!(
+                "{}; with role(s) {missing:?} unusable the array cannot serve this range",
+                e.message
+            );
+            return Err(e);
+        }
+        if f.kind == OpKind::Read {
+            for &r in f.members.iter().filter(|&&r| live[r]) {
+                self.rewrite_from_redundancy(r, &without, pos, n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuild what member `role` holds for the array range `[pos, pos+n)` from
+    /// the members in `sources` and write it back to `role` (md's read-error
+    /// correction). Holds the range's stripe locks so no write interleaves. A
+    /// failed rewrite takes the member out.
+    pub(super) fn rewrite_from_redundancy(
+        &self,
+        role: usize,
+        sources: &[bool],
+        pos: u64,
+        n: u64,
+    ) -> Result<()> {
+        let all = vec![true; self.geometry.raid_disks];
+        let keys = plan_write(&self.geometry, &all, pos, n)?.locks;
+        let _held = self.locks.lock(&keys);
+        // The membership once the locks are held (a rebuild that began before
+        // cannot pass these stripes now; see `write_piece`).
+        let view = self.view();
+        let Some(target) = view.members[role].as_ref().filter(|m| m.is_writable()) else {
+            return Ok(()); // read-only: the data was still served from redundancy
+        };
+        let vols = view
+            .members
+            .iter()
+            .zip(sources)
+            .map(|(m, ok)| m.clone().filter(|_| *ok))
+            .collect();
+        let sub = Array::new(self.name.clone(), self.geometry, vols)?;
+        let g = &self.geometry;
+        let (moff, len) = if g.is_parity() {
+            let stripe = g.chunk_bytes * g.data_disks() as u64;
+            let first = pos / stripe;
+            let last = (pos + n - 1) / stripe;
+            (first * g.chunk_bytes, (last - first + 1) * g.chunk_bytes)
+        } else {
+            // Mirrors: the member range is found per copy below.
+            (0, 0)
+        };
+        // Rewrite, then read back: a disk remaps a bad sector on write, and a block
+        // that still cannot be read afterwards means the member is failing (md
+        // fails it the same way).
+        let verify = |off: u64, want: &[u8]| -> Result<()> {
+            let mut back = vec![0u8; want.len()];
+            target.read_at(&mut back, off)?;
+            if back != want {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Read,
+                    "rewritten block reads back wrong",
+                )
+                .on_device(target.name()));
+            }
+            Ok(())
+        };
+        let result = if g.is_parity() {
+            let sources: Vec<Option<Arc<dyn Volume>>> = (0..g.raid_disks)
+                .map(|r| if r == role { None } else { sub.member(r) })
+                .collect();
+            crate::reconstruct::member_contents(&sub, &sources, g, role, moff, len).and_then(
+                |data| {
+                    target.write_at(&data, moff)?;
+                    verify(moff, &data)
+                },
+            )
+        } else {
+            let mut data = vec![0u8; n as usize];
+            sub.read_at(&mut data, pos).and_then(|_| {
+                for (at, k, locs) in g.mirror_runs(pos, n) {
+                    if let Some(l) = locs.iter().find(|l| l.member == role) {
+                        let s = (at - pos) as usize;
+                        target.write_at(&data[s..s + k as usize], l.offset)?;
+                        verify(l.offset, &data[s..s + k as usize])?;
+                    }
+                }
+                Ok(())
+            })
+        };
+        match result {
+            Ok(()) => {
+                self.corrected[role].fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(_) => {
+                // The block cannot be rewritten: md fails such a member.
+                self.take_out(role, &view);
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,743 @@
+//! An array as a volume: the path of one request through its stages, in one
+//! direction: plan (`crate::planner`, pure) -> stripe admission (the stripe
+//! locks, `crate::locks`) -> durability bookkeeping (bitmap intent, PPL,
+//! journal: `durability`) -> execute (`crate::exec`, an `Executor`) -> failure
+//! handling (`failure`). A rebuild running beside requests is `rebuild`.
+//! This module holds the array's state (membership snapshots, the pieces a
+//! request is cut into) and calls the stages in order; it decides no stage's
+//! question itself.
+
+mod durability;
+mod failure;
+mod rebuild;
+
+pub use rebuild::Recovery;
+use rebuild::{Handover, Phase};
+
+use crate::exec::{Executor, Failed, Members, ThreadPool, UserBuf};
+use crate::journal::Journal;
+use crate::locks::StripeLocks;
+use crate::plan::{LogEntry, OpKind, Plan};
+use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
+use crate::ppl::PartialParityLog;
+use raidlab_core::{check_range, Error, ErrorKind, Op, Result, StoredSink, Volume};
+use raidlab_layout::Geometry;
+use raidlab_parity::Engine;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Requests larger than this are carried out in pieces, so that the scratch memory
+/// of one plan stays bounded whatever the caller asks for.
+const MAX_PIECE: u64 = 16 << 20;
+
+/// Full stripes per logged write piece: few enough that a member's entries
+/// always fit one PPL header (148).
+const LOGGED_STRIPES: u64 = 32;
+
+/// A member whose reads fail more often than this (each repaired from redundancy)
+/// is taken out of the array, as md's max_corr_read_errors does.
+pub const MAX_READ_ERRORS: u32 = 20;
+
+/// A running array: geometry plus its member data areas by role.
+pub struct Array {
+    name: String,
+    geometry: Geometry,
+    /// Who serves each role; replaced whole when membership changes while the
+    /// array runs (a member rebuilt in, replaced, taken out for good).
+    membership: RwLock<Arc<Membership>>,
+    engine: &'static dyn Engine,
+    locks: StripeLocks,
+    next_mirror: AtomicUsize,
+    piece: u64,
+    /// Members taken out during operation (a failed write, too many read errors).
+    failed: Vec<AtomicBool>,
+    read_errors: Vec<AtomicU32>,
+    /// Read errors repaired by rewriting the block (md's cnt_corrected_read).
+    corrected: Vec<AtomicU32>,
+    /// The write-intent bitmap, when the array keeps one.
+    intent: Option<Intent>,
+    /// md's partial parity log, when the array keeps one (RAID 5).
+    ppl: Option<PartialParityLog>,
+    /// With a log, writes are whole sectors: a partial sector is read, merged
+    /// and written back. That read-merge-write holds this exclusively and every
+    /// other logged write holds it shared, so no write to the same sector can
+    /// land between the read and the write-back and be undone by it.
+    merging: std::sync::RwLock<()>,
+    /// md's write journal on its own device, when the array keeps one (RAID 4/5/6).
+    journal: Option<Arc<Journal>>,
+    /// Refuse writes (an array whose journal is missing, opened with --force).
+    read_only: bool,
+    /// Carries the plans out (the thread-pool executor unless given another).
+    executor: Arc<dyn Executor>,
+}
+
+/// Who serves each role at one moment. A request works on the snapshot it took,
+/// so a membership change never tears one request; changes replace the whole
+/// snapshot.
+struct Membership {
+    /// The volume the executor uses for each role: the members in service, plus
+    /// a recovery target in its role (written, below its checkpoint, by writes
+    /// planned with the role present) or, for a replacement, a [`Tee`] that
+    /// reads the old member and writes both.
+    members: Vec<Option<Arc<dyn Volume>>>,
+    /// Roles in service: present at open, or recovered in since.
+    present: Vec<bool>,
+    recovery: Option<Arc<Recovery>>,
+}
+
+/// Which log a write piece goes through.
+#[derive(Clone, Copy)]
+enum Logger<'a> {
+    None,
+    Ppl(&'a PartialParityLog),
+    Journal(&'a Journal),
+}
+
+/// md's write-intent bitmap at work: before a write reaches the members, the
+/// chunks it touches are marked dirty on every member's copy of the bitmap (and
+/// flushed); they are cleared only when the array is stopped cleanly, so after a
+/// crash a resync need only cover the dirty chunks.
+struct Intent {
+    state: std::sync::Mutex<IntentState>,
+}
+
+struct IntentState {
+    bitmap: raidlab_md::bitmap::Bitmap,
+    /// Whole member devices (the bitmap sits beside the superblock) with their
+    /// roles and superblocks. A member taken out is skipped.
+    devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
+}
+
+impl std::fmt::Debug for Array {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Array")
+            .field("name", &self.name)
+            .field("geometry", &self.geometry)
+            .field("present", &self.view().present)
+            .finish()
+    }
+}
+
+impl Array {
+    /// Build an array over member data areas (index = role; `None` = missing).
+    /// Refuses members smaller than the geometry needs, or too many missing members.
+    pub fn new(
+        name: impl Into<String>,
+        geometry: Geometry,
+        members: Vec<Option<Arc<dyn Volume>>>,
+    ) -> Result<Array> {
+        let name = name.into();
+        if members.len() != geometry.raid_disks {
+            return Err(Error::invalid(format!(
+                "{} members given for an array of {} raid devices",
+                members.len(),
+                geometry.raid_disks
+            ))
+            .on_device(name));
+        }
+        for m in members.iter().flatten() {
+            if m.size() < geometry.member_bytes {
+                return Err(Error::invalid(format!(
+                    "member data area is {} bytes but the array needs {}",
+                    m.size(),
+                    geometry.member_bytes
+                ))
+                .on_device(m.name()));
+            }
+        }
+        let present: Vec<bool> = members.iter().map(Option::is_some).collect();
+        let n = present.len();
+        let membership = Membership {
+            members,
+            present: present.clone(),
+            recovery: None,
+        };
+        let missing: Vec<usize> = (0..present.len()).filter(|&i| !present[i]).collect();
+        if !geometry.survives(&missing) {
+            return Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Open,
+                format!(
+                    "too many members missing (roles {missing:?}): {} with {} raid devices cannot serve its data without them",
+                    geometry.level.name(),
+                    geometry.raid_disks
+                ),
+            )
+            .on_device(name));
+        }
+        let stripe = if geometry.is_parity() {
+            geometry.chunk_bytes * geometry.data_disks() as u64
+        } else {
+            geometry.chunk_bytes.max(4096) * geometry.raid_disks as u64
+        };
+        let piece = (MAX_PIECE / stripe).max(1) * stripe;
+        Ok(Array {
+            name,
+            geometry,
+            membership: RwLock::new(Arc::new(membership)),
+            engine: raidlab_parity::selected(),
+            locks: StripeLocks::default(),
+            next_mirror: AtomicUsize::new(0),
+            piece,
+            failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            intent: None,
+            ppl: None,
+            merging: std::sync::RwLock::new(()),
+            journal: None,
+            read_only: false,
+            executor: Arc::new(ThreadPool),
+        })
+    }
+
+    /// Carry plans out with `executor` instead of the thread pool (a simulator's
+    /// device models; tests that record member operations).
+    pub fn with_executor(mut self, executor: Arc<dyn Executor>) -> Array {
+        self.executor = executor;
+        self
+    }
+
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// Which member roles are in service (present, whether or not taken out
+    /// since).
+    pub fn present(&self) -> Vec<bool> {
+        self.view().present.clone()
+    }
+
+    /// Whether `view` is still the membership in force (compared in place: on
+    /// the path of every write).
+    fn is_current(&self, view: &Arc<Membership>) -> bool {
+        Arc::ptr_eq(
+            view,
+            &self.membership.read().unwrap_or_else(|p| p.into_inner()),
+        )
+    }
+
+    fn view(&self) -> Arc<Membership> {
+        self.membership
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The plan a read would follow (as `explain` shows it).
+    pub fn plan_read(&self, offset: u64, len: u64) -> Result<Plan> {
+        self.read_plan(&self.live(), offset, len)
+    }
+
+    /// A read's plan over the members `live` says are usable, each read
+    /// taking the next mirror in turn.
+    fn read_plan(&self, live: &[bool], offset: u64, len: u64) -> Result<Plan> {
+        let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
+        plan_read(&self.geometry, live, offset, len, hint)
+    }
+
+    pub fn plan_write(&self, offset: u64, len: u64) -> Result<Plan> {
+        plan_write(&self.geometry, &self.live(), offset, len)
+    }
+
+    /// Refuse every write (md runs an array whose journal is missing read-only).
+    pub fn read_only(mut self) -> Array {
+        self.read_only = true;
+        self
+    }
+
+    /// Member `role`'s data area, if in service and not taken out.
+    pub fn member(&self, role: usize) -> Option<Arc<dyn Volume>> {
+        let view = self.view();
+        if !self.member_live(&view, role) {
+            return None;
+        }
+        view.members.get(role)?.clone()
+    }
+
+    fn member_live(&self, view: &Membership, role: usize) -> bool {
+        view.present.get(role).copied().unwrap_or(false)
+            && !self.failed[role].load(Ordering::Acquire)
+    }
+
+    /// Members in service and not taken out during operation.
+    pub fn live(&self) -> Vec<bool> {
+        self.live_in(&self.view())
+    }
+
+    fn live_in(&self, view: &Membership) -> Vec<bool> {
+        (0..view.present.len())
+            .map(|r| self.member_live(view, r))
+            .collect()
+    }
+
+    /// Roles not live now.
+    fn missing_now(&self) -> Vec<usize> {
+        let live = self.live();
+        (0..live.len()).filter(|&r| !live[r]).collect()
+    }
+
+    /// Roles taken out during operation; the owner records them as faulty.
+    pub fn failed_members(&self) -> Vec<usize> {
+        (0..self.failed.len())
+            .filter(|&r| self.failed[r].load(Ordering::Acquire))
+            .collect()
+    }
+
+    /// Read errors repaired per role since the array was opened.
+    pub fn corrected_reads(&self) -> Vec<u32> {
+        self.corrected
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect()
+    }
+
+    /// Write one piece: plan, lock, (log,) execute; repair and retry after a
+    /// member fails.
+    fn write_piece(&self, piece: &[u8], pos: u64, log: Logger<'_>) -> Result<()> {
+        let n = piece.len() as u64;
+        for attempt in 0.. {
+            let view = self.view();
+            let mut live = self.live_in(&view);
+            let phase = self.phase(&view, pos, n);
+            match phase {
+                Phase::Split(at) => {
+                    let k = (at - pos) as usize;
+                    self.write_piece(&piece[..k], pos, log)?;
+                    return self.write_piece(&piece[k..], at, log);
+                }
+                Phase::Below => {
+                    if let Some(r) = &view.recovery {
+                        live[r.role] = true;
+                    }
+                }
+                Phase::None | Phase::Above => {}
+            }
+            let plan = match log {
+                Logger::Ppl(_) => plan_write_logged(&self.geometry, &live, pos, n),
+                Logger::Journal(_) => plan_write_journaled(&self.geometry, &live, pos, n),
+                Logger::None => plan_write(&self.geometry, &live, pos, n),
+            }
+            .map_err(|e| e.on_device(&self.name))?;
+            self.note_intent(&plan, pos, n)?;
+            let held = self.locks.lock(&plan.locks);
+            // The rebuild may have passed these stripes between planning and
+            // locking, or one may have begun (a rebuild step needs these locks,
+            // so neither can happen while they are held): plan again if so.
+            // Without the second check, a write planned just before a rebuild
+            // began could land after the rebuild passed its stripes and miss
+            // the new member.
+            if self.phase(&view, pos, n) != phase || !self.is_current(&view) {
+                drop(held);
+                continue;
+            }
+            let members: &Members = &view.members;
+            let result = match log {
+                Logger::Journal(journal) => {
+                    // Held until the member writes are done: a reclaim (inside a
+                    // later journal write) must not move the tail past this one.
+                    let state = std::cell::RefCell::new(journal.writer());
+                    let flush = || self.flush_members();
+                    let writer = |entries: &[(LogEntry, &[u8])]| {
+                        journal.write(&mut state.borrow_mut(), entries, &flush)
+                    };
+                    self.executor.run(
+                        &plan,
+                        members,
+                        self.engine,
+                        UserBuf::Write(piece),
+                        Some(&writer),
+                    )
+                }
+                Logger::Ppl(log) => {
+                    let written: Vec<usize> = write_roles(&plan);
+                    let guards = std::cell::RefCell::new(log.lock(&plan));
+                    let flush = |r: usize| match self.member(r) {
+                        Some(m) => m.flush(),
+                        None => Ok(()),
+                    };
+                    let writer = |entries: &[(LogEntry, &[u8])]| {
+                        log.write(&mut guards.borrow_mut(), entries, &written, &flush)
+                    };
+                    self.executor.run(
+                        &plan,
+                        members,
+                        self.engine,
+                        UserBuf::Write(piece),
+                        Some(&writer),
+                    )
+                }
+                Logger::None => {
+                    self.executor
+                        .run(&plan, members, self.engine, UserBuf::Write(piece), None)
+                }
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                // The journal could not be written: nothing of this piece went to
+                // the members. md stops writing to such an array; so does this.
+                Err(f) if f.log && f.members.is_empty() => {
+                    let mut e = *f.error;
+                    e.message = format!(
+                        "{} (writing the journal; nothing of this write reached the members. Check the journal device, then assemble again: the journal is replayed at start)",
+                        e.message
+                    );
+                    return Err(e);
+                }
+                // The log could not be written (or an earlier write made durable):
+                // nothing of this piece went out. Without that member, plan again.
+                Err(f) if f.log && !f.members.is_empty() => {
+                    drop(held);
+                    for &r in &f.members {
+                        self.take_out(r, &view);
+                    }
+                    if !self.geometry.survives(&self.missing_now()) {
+                        let mut e = *f.error;
+                        e.kind = ErrorKind::Unrecoverable;
+                        return Err(e);
+                    }
+                }
+                // Every other member was written: with the failed one taken
+                // out, the array holds the new data (degraded). Taken out before
+                // the locks go (see `replaced_member_leaves`).
+                Err(f) if f.kind == OpKind::Write && !f.members.is_empty() => {
+                    for &r in &f.members {
+                        self.take_out(r, &view);
+                    }
+                    drop(held);
+                    return self.survive_failure(f, pos, n);
+                }
+                // A read before the writes failed: repair it, then plan again.
+                Err(f) if attempt < self.failed.len() + 3 => {
+                    drop(held);
+                    self.handle_failure(f, &view, pos, n)?;
+                }
+                Err(f) => return Err(*f.error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Trim one piece of a RAID 0/1/10 array: the member ranges a write there
+    /// would write (every live copy, and a rebuild target, which mirrors always
+    /// write), under the same locks and write-intent bits.
+    fn discard_piece(&self, pos: u64, n: u64) -> Result<()> {
+        let view = self.view();
+        let mut live = self.live_in(&view);
+        if self.phase(&view, pos, n) == Phase::Below {
+            if let Some(r) = &view.recovery {
+                live[r.role] = true;
+            }
+        }
+        let plan =
+            plan_write(&self.geometry, &live, pos, n).map_err(|e| e.on_device(&self.name))?;
+        let copies: Vec<(&Arc<dyn Volume>, usize, u64, u64)> = plan
+            .writes()
+            .filter_map(|op| {
+                let m = view.members.get(op.member)?.as_ref()?;
+                Some((m, op.member, op.offset, op.length))
+            })
+            .collect();
+        if copies.is_empty() || !copies.iter().all(|(m, ..)| m.discard_zeroes()) {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Discard,
+                "a member cannot promise zeros after a trim; the range keeps its data",
+            )
+            .on_device(&self.name)
+            .at(pos, n));
+        }
+        self.note_intent(&plan, pos, n)?;
+        let held = self.locks.lock(&plan.locks);
+        if !self.is_current(&view) {
+            // The membership changed before the locks were ours (a rebuild
+            // began, say): plan with the new one (see `write_piece`).
+            drop(held);
+            return self.discard_piece(pos, n);
+        }
+        let mut zeros = Vec::new();
+        for (i, (m, role, at, len)) in copies.into_iter().enumerate() {
+            let e = match m.discard(at, len) {
+                Ok(()) => continue,
+                Err(e) => e,
+            };
+            if i == 0 && e.kind == ErrorKind::Unsupported {
+                // Nothing trimmed yet: leave the range as it is rather than
+                // turn every trim into writing zeros.
+                return Err(e.on_device(&self.name));
+            }
+            // Keep the copies equal: what the others now read, this one holds.
+            zeros.resize(len as usize, 0);
+            if m.write_at(&zeros[..len as usize], at).is_err() {
+                self.take_out(role, &view);
+                if !self.geometry.survives(&self.missing_now()) {
+                    return Err(Error::new(
+                        ErrorKind::Unrecoverable,
+                        Op::Discard,
+                        format!("role {role} could be neither trimmed nor zeroed, and the array cannot serve without it"),
+                    )
+                    .on_device(&self.name)
+                    .at(pos, n));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse a change (write or trim) to an array running read-only.
+    fn refuse_read_only(&self, op: Op, offset: u64, len: u64) -> Result<()> {
+        if !self.read_only {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::ReadOnly,
+            op,
+            "the array runs read-only: its write journal is missing or stale, and without it a write could tear a stripe (md does the same). Assemble it with its journal device to write",
+        )
+        .on_device(&self.name)
+        .at(offset, len))
+    }
+
+    /// Split `[offset, offset+len)` at multiples of the piece size.
+    fn pieces(&self, offset: u64, len: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let end = offset + len;
+        let mut pos = offset;
+        std::iter::from_fn(move || {
+            if pos >= end {
+                return None;
+            }
+            let next = ((pos / self.piece) + 1) * self.piece;
+            let n = next.min(end) - pos;
+            let r = (pos, n);
+            pos += n;
+            Some(r)
+        })
+    }
+}
+
+/// Flush a rebuild's target (a replacement's is flushed through its tee); one
+/// that cannot make its writes durable fails the rebuild, not the array.
+fn flush_target(view: &Membership) {
+    if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing()) {
+        if !rec.failed() && rec.target.flush().is_err() {
+            rec.failed.store(true, Ordering::Release);
+        }
+    }
+}
+
+/// A read plan's member reads in the order of the caller's buffer, when the plan
+/// is nothing but reads that fill `[0, n)` of it end to end; `None` when it
+/// computes anything (a degraded read) or uses scratch buffers.
+fn stored_reads(plan: &Plan, n: u64) -> Option<Vec<(usize, u64, u64)>> {
+    let [crate::plan::Step::Io(ops)] = plan.steps.as_slice() else {
+        return None;
+    };
+    let mut ops: Vec<_> = ops
+        .iter()
+        .map(|op| {
+            (op.kind == OpKind::Read && op.buf.buf == crate::plan::Buf::User).then_some((
+                op.buf.offset as u64,
+                op.member,
+                op.offset,
+                op.length,
+            ))
+        })
+        .collect::<Option<_>>()?;
+    ops.sort_unstable();
+    let mut next = 0u64;
+    for &(at, _, _, length) in &ops {
+        if at != next {
+            return None;
+        }
+        next += length;
+    }
+    (next == n).then(|| ops.into_iter().map(|(_, m, o, l)| (m, o, l)).collect())
+}
+
+/// The member roles a plan writes.
+fn write_roles(plan: &Plan) -> Vec<usize> {
+    let mut roles: Vec<usize> = plan.writes().map(|op| op.member).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    roles
+}
+
+impl Volume for Array {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn size(&self) -> u64 {
+        self.geometry.array_bytes()
+    }
+
+    fn block_size(&self) -> u32 {
+        4096
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
+        for (pos, n) in self.pieces(offset, buf.len() as u64) {
+            let start = (pos - offset) as usize;
+            let piece = &mut buf[start..start + n as usize];
+            // A member read error is repaired and the read retried; each retry has
+            // one member fewer or a rewritten block, so this ends.
+            for attempt in 0.. {
+                let view = self.view();
+                let plan = self
+                    .read_plan(&self.live_in(&view), pos, n)
+                    .map_err(|e| e.on_device(&self.name))?;
+                let held = self.locks.lock(&plan.locks);
+                match self.executor.run(
+                    &plan,
+                    &view.members,
+                    self.engine,
+                    UserBuf::Read(&mut *piece),
+                    None,
+                ) {
+                    Ok(()) => break,
+                    Err(f) if attempt < self.failed.len() + 3 => {
+                        drop(held);
+                        self.handle_failure(f, &view, pos, n)?;
+                    }
+                    Err(f) => return Err(*f.error),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a read's bytes lie when every piece of it is a plain member read
+    /// (no parity to compute: every member it needs is live). The membership
+    /// snapshot and each piece's stripe locks are held while the sink takes
+    /// the piece, as a read through `read_at` holds them.
+    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
+        check_range(&self.name, Op::Read, self.size(), offset, len)?;
+        let view = self.view();
+        let live = self.live_in(&view);
+        let mut plans = Vec::new();
+        for (pos, n) in self.pieces(offset, len) {
+            let plan = self
+                .read_plan(&live, pos, n)
+                .map_err(|e| e.on_device(&self.name))?;
+            match stored_reads(&plan, n) {
+                Some(ops) => plans.push((plan.locks, ops)),
+                None => return Ok(false),
+            }
+        }
+        for (locks, ops) in plans {
+            let _held = self.locks.lock(&locks);
+            for (member, at, n) in ops {
+                let Some(m) = view.members.get(member).and_then(|m| m.as_ref()) else {
+                    return Ok(false);
+                };
+                if !m.read_stored(at, n, sink)? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
+        self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
+        if let Some(log) = &self.ppl {
+            return self.write_logged(log, buf, offset);
+        }
+        if let Some(journal) = &self.journal {
+            // Journaled writes go one at a time (they already wait for each
+            // other's journal flush): the page merge below reads, then writes.
+            let _one = journal.serial();
+            return self.write_journaled(journal.as_ref(), buf, offset);
+        }
+        for (pos, n) in self.pieces(offset, buf.len() as u64) {
+            let start = (pos - offset) as usize;
+            self.write_piece(&buf[start..start + n as usize], pos, Logger::None)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<()> {
+        let view = self.view();
+        let live = self.live_in(&view);
+        for (r, m) in view.members.iter().enumerate() {
+            if let (Some(m), true) = (m, live[r]) {
+                if m.flush().is_err() {
+                    // A member that cannot make its writes durable is out.
+                    self.take_out(r, &view);
+                }
+            }
+        }
+        flush_target(&view);
+        let missing = self.missing_now();
+        if self.geometry.survives(&missing) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Io,
+                Op::Flush,
+                format!("flush failed on too many members (roles {missing:?})"),
+            )
+            .on_device(&self.name))
+        }
+    }
+
+    /// RAID 0/1/10 whose members in service all read zeros after a trim (a
+    /// copy that cannot be trimmed is zeroed instead, so the promise holds).
+    fn discard_zeroes(&self) -> bool {
+        if self.geometry.is_parity() || self.read_only {
+            return false;
+        }
+        let view = self.view();
+        let live = self.live_in(&view);
+        view.members
+            .iter()
+            .zip(live)
+            .all(|(m, ok)| !ok || m.as_ref().is_some_and(|m| m.discard_zeroes()))
+    }
+
+    /// Forget a range: on RAID 0, 1 and 10 each copy of it is trimmed on its
+    /// member, when every member it lies on reads zeros after a trim (holes in
+    /// files, memory), so the copies stay equal and a check stays clean. RAID
+    /// 4, 5 and 6 ignore trims, as md does unless told the members can be
+    /// trusted to return zeros: parity over trimmed blocks could not be
+    /// trusted otherwise. A copy whose trim fails is zeroed instead.
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(&self.name, Op::Discard, self.size(), offset, len)?;
+        if self.geometry.is_parity() {
+            return Err(Error::new(
+                ErrorKind::Unsupported,
+                Op::Discard,
+                format!(
+                    "{} ignores trims (md's default: parity over trimmed blocks could not be trusted)",
+                    self.geometry.level.name()
+                ),
+            )
+            .on_device(&self.name));
+        }
+        self.refuse_read_only(Op::Discard, offset, len)?;
+        for (pos, n) in self.pieces(offset, len) {
+            self.discard_piece(pos, n)?;
+        }
+        Ok(())
+    }
+    fn is_writable(&self) -> bool {
+        !self.read_only
+            && self
+                .view()
+                .members
+                .iter()
+                .flatten()
+                .all(|m| m.is_writable())
+    }
+}
+
+impl crate::replay::ReplayTarget for Array {
+    fn geometry(&self) -> &Geometry {
+        Array::geometry(self)
+    }
+    fn member(&self, role: usize) -> Option<Arc<dyn Volume>> {
+        Array::member(self, role)
+    }
+}
