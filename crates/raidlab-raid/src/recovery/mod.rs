@@ -1,0 +1,422 @@
+//! Long-running whole-array work: rebuild a member from the others, resync parity
+//! and mirrors, and scrub (check, repair).
+//!
+//! Each walks the members' data areas in steps, reports progress through a
+//! callback, honours a rate limit, and checkpoints its position in the superblocks
+//! the way md does (`recovery_offset` on the member being rebuilt, `resync_offset`
+//! for a resync), so an interrupted run resumes where it stopped. The contents of a
+//! lost member always come from the engine's own read path (the planner's degraded
+//! reads) or from the parity engine; nothing here knows a layout rule.
+
+mod scrub;
+
+pub use scrub::{Finding, ScrubReport};
+
+use crate::array::Array;
+use crate::assemble::{Assembly, MemberState};
+use crate::reconstruct::{combine_parity, member_contents, member_contents_into};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_devices::{Clock, SystemClock};
+use raidlab_layout::{Geometry, Level, Location};
+use raidlab_md::superblock::feature;
+use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const SECTOR: u64 = 512;
+/// md compares and counts mismatches in 4 KiB pages (one stripe_head per page).
+const PAGE: usize = 4096;
+
+/// How a long run goes about its work.
+#[derive(Debug, Clone, Copy)]
+pub struct RunOptions {
+    /// Upper bound on member-area bytes processed per second.
+    pub max_rate: Option<u64>,
+    /// Write a checkpoint to the superblocks at least this often (bytes of member
+    /// area).
+    pub checkpoint_bytes: u64,
+    /// Bytes of member area per step.
+    pub step_bytes: u64,
+    /// Let a rebuild read members through their memory mappings where they have
+    /// them (page-cached files); off, every byte goes through `read_at`.
+    pub use_maps: bool,
+    /// When set, the run stops at the next step boundary, saves its checkpoint and
+    /// returns an `Interrupted` error (Ctrl-C; tests of resuming).
+    pub stop: Option<&'static AtomicBool>,
+    /// Rebuild even though parity is not known to be consistent (resync pending).
+    pub force: bool,
+    /// The clock `max_rate` paces against (the system's when `None`; tests
+    /// give a virtual one, so pacing is checked exactly).
+    pub clock: Option<&'static dyn Clock>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            max_rate: None,
+            checkpoint_bytes: 64 << 20,
+            step_bytes: 2 << 20,
+            use_maps: true,
+            stop: None,
+            force: false,
+            clock: None,
+        }
+    }
+}
+
+/// Progress of a run, in bytes of each member's data area.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+}
+
+/// What a rebuild did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuildReport {
+    pub rebuilt: Vec<RebuiltMember>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RebuiltMember {
+    pub device: String,
+    pub role: usize,
+    /// Where this run started (bytes into the data area; non-zero on a resume).
+    pub resumed_from: u64,
+    pub bytes: u64,
+}
+
+/// Paces a run to a byte rate, on the run's clock.
+struct Pacer {
+    clock: &'static dyn Clock,
+    start: Duration,
+    rate: Option<u64>,
+    done: u64,
+}
+
+/// The clock of runs that are given none: the system's.
+pub(crate) static SYSTEM_CLOCK: std::sync::LazyLock<SystemClock> =
+    std::sync::LazyLock::new(SystemClock::default);
+
+fn stopped(opts: &RunOptions) -> bool {
+    opts.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+}
+
+fn interrupted(what: &str, pos: u64) -> Error {
+    Error::new(
+        ErrorKind::Interrupted,
+        Op::Write,
+        format!("{what} stopped at byte {pos} of each member; run the same command again to resume from there"),
+    )
+}
+
+impl Pacer {
+    fn new(opts: &RunOptions) -> Self {
+        let clock: &'static dyn Clock = match opts.clock {
+            Some(c) => c,
+            None => &*SYSTEM_CLOCK,
+        };
+        Pacer {
+            clock,
+            start: clock.now(),
+            rate: opts.max_rate,
+            done: 0,
+        }
+    }
+    fn account(&mut self, bytes: u64) {
+        self.done += bytes;
+        if let Some(rate) = self.rate.filter(|r| *r > 0) {
+            let due = Duration::from_secs_f64(self.done as f64 / rate as f64);
+            let elapsed = self.clock.now().saturating_sub(self.start);
+            if due > elapsed {
+                self.clock.sleep(due - elapsed);
+            }
+        }
+    }
+}
+
+impl Assembly {
+    /// Members being rebuilt or replacing another, as (index into members, slot).
+    pub fn rebuilding(&self) -> Vec<(usize, usize)> {
+        self.members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| matches!(m.state, MemberState::Rebuilding | MemberState::Replacing))
+            .filter_map(|(i, m)| m.role.map(|r| (i, r)))
+            .collect()
+    }
+
+    /// Rebuild every member that is being recovered into its slot, resuming at its
+    /// recovery offset, then mark it active.
+    pub fn rebuild(
+        &mut self,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<RebuildReport> {
+        let targets = self.rebuilding();
+        if targets.is_empty() {
+            return Err(Error::invalid(
+                "no member is being rebuilt: add a member into a missing slot (raidlab add) or start a replacement (raidlab replace) first",
+            ));
+        }
+        if !self.in_sync() && !opts.force {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                Op::Write,
+                if self.check_scrubbable(true).is_ok() {
+                    "the array was not stopped cleanly, so parity/mirrors are not known to be consistent and a rebuild now could write wrong data: run `raidlab resync` with the same members first (it resyncs with the redundancy left), then rebuild".to_string()
+                } else {
+                    format!(
+                        "the array was not stopped cleanly and has no redundancy left besides the member being rebuilt, so it cannot be resynced first (role(s) {:?} missing): `raidlab rebuild --force` with the same members rebuilds anyway; blocks of stripes that were being written at the crash may come out wrong (md's --force takes the same risk)",
+                        self.missing()
+                    )
+                },
+            ));
+        }
+        let mut report = RebuildReport {
+            rebuilt: Vec::new(),
+        };
+        let total = self.geometry.member_bytes;
+        for (index, slot) in targets {
+            // The array without the member being rebuilt: every read the rebuild does
+            // is an ordinary (possibly degraded) read through the planner.
+            let array = self.array()?;
+            let target = self.area(index)?;
+            let start = (self.members[index].sb.recovery_offset * SECTOR).min(total);
+            let step = step_for(&self.geometry, opts.step_bytes);
+            let start = align_down(&self.geometry, start);
+            let mut pacer = Pacer::new(&opts);
+            let mut since_checkpoint = 0;
+            let mut pos = start;
+            progress(Progress { done: pos, total });
+            // Reading (and computing) the next step overlaps writing this one: a
+            // rebuild runs at the speed of the slower side, not of both added.
+            let geometry = self.geometry;
+            let quit = AtomicBool::new(false);
+            let outcome: Result<()> = std::thread::scope(|s| {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>)>>(1);
+                // Written buffers come back to the reader: no step allocates.
+                let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                let (array, quit) = (&array, &quit);
+                let sources = parity_sources(array, &geometry, slot);
+                // Members mapped into memory (page-cached files): combine straight
+                // from the mappings, without copying every source byte through
+                // `read_at` first. The read path below is the reference it is
+                // tested against.
+                let maps: Option<Vec<Option<raidlab_core::Mapped>>> = sources
+                    .iter()
+                    .map(|src| match src {
+                        None => Some(None),
+                        Some(v) => v.mapped().map(Some),
+                    })
+                    .collect();
+                let maps = maps.filter(|_| geometry.is_parity() && opts.use_maps);
+                if let Some(maps) = maps {
+                    s.spawn(move || {
+                        let mut at = start;
+                        while at < total && !quit.load(Ordering::Relaxed) {
+                            let n = step.min(total - at);
+                            let mut out = free_rx.try_recv().unwrap_or_default();
+                            out.resize(n as usize, 0);
+                            let views: Vec<Option<&[u8]>> = maps
+                                .iter()
+                                .map(|m| {
+                                    m.as_ref()
+                                        .map(|m| &m.as_slice()[at as usize..(at + n) as usize])
+                                })
+                                .collect();
+                            let r = combine_parity(&geometry, slot, at, &views, &mut out)
+                                .map(|()| (at, out));
+                            let failed = r.is_err();
+                            if tx.send(r).is_err() || failed {
+                                break;
+                            }
+                            at += n;
+                        }
+                    });
+                } else if geometry.is_parity() {
+                    // One reader per source member streams its range ahead (no
+                    // thread started per step: that cost more than the XOR), and
+                    // this thread combines each step's buffers.
+                    let mut feeds = Vec::new();
+                    for src in sources {
+                        let Some(src) = src else {
+                            feeds.push(None);
+                            continue;
+                        };
+                        let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
+                        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                        s.spawn(move || {
+                            let mut at = start;
+                            while at < total && !quit.load(Ordering::Relaxed) {
+                                let n = step.min(total - at);
+                                let mut buf = back_rx.try_recv().unwrap_or_default();
+                                buf.resize(n as usize, 0);
+                                let r = src.read_at(&mut buf, at).map(|()| buf);
+                                let failed = r.is_err();
+                                if ftx.send(r).is_err() || failed {
+                                    break;
+                                }
+                                at += n;
+                            }
+                        });
+                        feeds.push(Some((frx, back_tx)));
+                    }
+                    s.spawn(move || {
+                        let mut at = start;
+                        while at < total && !quit.load(Ordering::Relaxed) {
+                            let n = step.min(total - at);
+                            let got: Result<Vec<Option<Vec<u8>>>> = feeds
+                                .iter()
+                                .map(|f| {
+                                    f.as_ref()
+                                        .map(|(rx, _)| {
+                                            rx.recv().unwrap_or_else(|_| {
+                                                Err(Error::new(
+                                                    ErrorKind::Io,
+                                                    Op::Read,
+                                                    "internal: a rebuild reader stopped",
+                                                ))
+                                            })
+                                        })
+                                        .transpose()
+                                })
+                                .collect();
+                            let r = got.and_then(|bufs| {
+                                let mut out = free_rx.try_recv().unwrap_or_default();
+                                out.resize(n as usize, 0);
+                                let views: Vec<Option<&[u8]>> =
+                                    bufs.iter().map(|b| b.as_deref()).collect();
+                                let r = combine_parity(&geometry, slot, at, &views, &mut out);
+                                for (b, f) in bufs.into_iter().zip(&feeds) {
+                                    if let (Some(b), Some((_, back))) = (b, f) {
+                                        back.send(b).ok();
+                                    }
+                                }
+                                r.map(|()| (at, out))
+                            });
+                            let failed = r.is_err();
+                            if tx.send(r).is_err() || failed {
+                                break;
+                            }
+                            at += n;
+                        }
+                    });
+                } else {
+                    s.spawn(move || {
+                        let mut at = start;
+                        let mut scratch = Vec::new();
+                        while at < total && !quit.load(Ordering::Relaxed) {
+                            let n = step.min(total - at);
+                            let mut buf = free_rx.try_recv().unwrap_or_default();
+                            buf.resize(n as usize, 0);
+                            let r = member_contents_into(
+                                array,
+                                &[], // mirrors: read through the array
+                                &geometry,
+                                slot,
+                                at,
+                                &mut buf,
+                                &mut scratch,
+                            )
+                            .map(|()| (at, buf));
+                            let failed = r.is_err();
+                            if tx.send(r).is_err() || failed {
+                                break;
+                            }
+                            at += n;
+                        }
+                    });
+                }
+                let result = (|| {
+                    while pos < total {
+                        if stopped(&opts) {
+                            target.flush()?;
+                            self.checkpoint_recovery(index, pos)?;
+                            return Err(interrupted("rebuild", pos));
+                        }
+                        let (at, data) = rx.recv().map_err(|_| {
+                            Error::new(ErrorKind::Io, Op::Read, "internal: rebuild reader stopped")
+                        })??;
+                        debug_assert_eq!(at, pos);
+                        let n = data.len() as u64;
+                        target.write_at(&data, pos)?;
+                        free_tx.send(data).ok();
+                        pos += n;
+                        since_checkpoint += n;
+                        if since_checkpoint >= opts.checkpoint_bytes && pos < total {
+                            target.flush()?;
+                            self.checkpoint_recovery(index, pos)?;
+                            since_checkpoint = 0;
+                        }
+                        progress(Progress { done: pos, total });
+                        pacer.account(n);
+                    }
+                    Ok(())
+                })();
+                quit.store(true, Ordering::Relaxed);
+                drop(rx);
+                result
+            });
+            outcome?;
+            target.flush()?;
+            self.complete_recovery(index, slot)?;
+            report.rebuilt.push(RebuiltMember {
+                device: self.members[index].device.path.clone(),
+                role: slot,
+                resumed_from: start,
+                bytes: total - start,
+            });
+        }
+        Ok(report)
+    }
+
+    /// Member `index` now holds everything of `slot` (its data flushed): record
+    /// it active in that slot; a member it replaced leaves as faulty.
+    pub fn complete_recovery(&mut self, index: usize, slot: usize) -> Result<()> {
+        let dev_number = self.members[index].sb.dev_number;
+        {
+            let m = &mut self.members[index];
+            m.sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
+            m.sb.recovery_offset = 0;
+            m.state = MemberState::Active;
+        }
+        if let Some(old) = self.slots[slot].filter(|&o| o != index) {
+            let old_dev = self.members[old].sb.dev_number;
+            self.members[old].state = MemberState::Faulty;
+            self.set_role(old_dev, raidlab_md::ROLE_FAULTY);
+        }
+        self.slots[slot] = Some(index);
+        self.set_role(dev_number, slot as u16);
+        self.commit(|_| {})
+    }
+
+    /// Record in member `index`'s superblock that it is rebuilt up to `pos`
+    /// bytes of its data area (md's recovery_offset), for a resume.
+    pub fn checkpoint_recovery(&mut self, index: usize, pos: u64) -> Result<()> {
+        let m = &mut self.members[index];
+        m.sb.recovery_offset = pos / SECTOR;
+        m.sb.write_to(m.device.volume.as_ref())?;
+        m.device.volume.flush()
+    }
+}
+
+/// Round a resume position down to a whole chunk (and page).
+fn align_down(geo: &Geometry, pos: u64) -> u64 {
+    let unit = geo.chunk_bytes.max(PAGE as u64);
+    pos / unit * unit
+}
+
+/// A step that is a whole number of chunks (and of pages).
+fn step_for(geo: &Geometry, want: u64) -> u64 {
+    let unit = geo.chunk_bytes.max(PAGE as u64);
+    (want / unit).max(1) * unit
+}
+
+/// The members a parity rebuild of `slot` reads: every live one but `slot`.
+fn parity_sources(array: &Array, geo: &Geometry, slot: usize) -> Vec<Option<Arc<dyn Volume>>> {
+    (0..geo.raid_disks)
+        .map(|r| if r == slot { None } else { array.member(r) })
+        .collect()
+}
