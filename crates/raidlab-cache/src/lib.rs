@@ -2,8 +2,19 @@
 //!
 //! - [`format`]: the cache device's metadata as bytes (superblock copies, the
 //!   mapping table), documented in docs/cache-format.md.
+//! - [`policy`]: which blocks to keep (2Q replacement, promotion threshold,
+//!   sequential bypass).
+//! - [`volume`]: [`CachedVolume`], the volume over a cache device and an origin,
+//!   with the commit protocol that makes it crash-safe, cleaning and statistics.
 //!
 //! This crate must never depend on the RAID engine (`raidlab-raid`): a cache
-//! sits in front of any [`raidlab_core::Volume`], an array being just one.
+//! sits in front of any [`raidlab_core::Volume`], an array being just one. It
+//! never reads the wall clock and never starts a thread, so that the same code
+//! runs in a simulator's virtual time.
 
 pub mod format;
+pub mod policy;
+pub mod volume;
+
+pub use format::{Mode, OriginId, Policy, Superblock};
+pub use volume::{create, examine, CachedVolume, Config, Stats};
