@@ -4,17 +4,26 @@
 //!   mapping table), documented in docs/cache-format.md.
 //! - [`policy`]: which blocks to keep (2Q replacement, promotion threshold,
 //!   sequential bypass).
-//! - [`volume`]: [`CachedVolume`], the volume over a cache device and an origin,
-//!   with the commit protocol that makes it crash-safe, cleaning and statistics.
+//! - [`volume`]: [`CachedVolume`], the volume over a cache device and an
+//!   origin: where each request goes in each mode.
+//! - [`commit`]: the commit protocol that makes it crash-safe (create, open,
+//!   stop, detach, and the order of metadata against data).
+//! - [`clean`]: writing dirty blocks back, in order, at a set pace.
+//! - [`stats`]: the counters.
 //!
 //! This crate must never depend on the RAID engine (`raidlab-raid`): a cache
 //! sits in front of any [`raidlab_core::Volume`], an array being just one. It
 //! never reads the wall clock and never starts a thread, so that the same code
 //! runs in a simulator's virtual time.
 
+pub mod clean;
+pub mod commit;
 pub mod format;
 pub mod policy;
+pub mod stats;
 pub mod volume;
 
+pub use commit::{create, examine};
 pub use format::{Mode, OriginId, Policy, Superblock};
-pub use volume::{create, examine, CachedVolume, Config, Stats};
+pub use stats::Stats;
+pub use volume::{CachedVolume, Config};
