@@ -59,6 +59,58 @@ pub fn examine<C: Volume>(cache: &C) -> Result<Superblock> {
     Ok(read_superblock(cache)?.0)
 }
 
+/// The mapping table of the cache `sb` describes, slot by slot, checked
+/// sector by sector and as a whole.
+fn read_table<C: Volume>(cache: &C, sb: &Superblock) -> Result<Vec<Entry>> {
+    let slots = sb.layout.cache_blocks;
+    let mut entries = Vec::with_capacity(slots as usize);
+    let mut checker = MapChecker::default();
+    let chunk = 2048u64;
+    let mut index = 0;
+    while index < sb.layout.map_sectors {
+        let n = chunk.min(sb.layout.map_sectors - index);
+        let mut buf = vec![0u8; (n * MAP_SECTOR) as usize];
+        cache.read_at(&mut buf, map_sector_offset(index))?;
+        for (i, sector) in buf.chunks(MAP_SECTOR as usize).enumerate() {
+            let got = decode_map_sector(sb, index + i as u64, sector)
+                .map_err(|e| e.on_device(cache.name()))?;
+            for e in got {
+                if (entries.len() as u64) < slots {
+                    checker
+                        .add(entries.len() as u64, e)
+                        .map_err(|e| e.on_device(cache.name()))?;
+                    entries.push(e);
+                }
+            }
+        }
+        index += n;
+    }
+    Ok(entries)
+}
+
+/// What the table on a cache device records, read without the origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableSummary {
+    pub occupied_blocks: u64,
+    pub dirty_blocks: u64,
+}
+
+/// Read the superblock and count the table's entries (for `detail`, and to
+/// say how much dirty data a cache holds when it cannot be opened).
+pub fn examine_table<C: Volume>(cache: &C) -> Result<(Superblock, TableSummary)> {
+    let sb = examine(cache)?;
+    sb.check_device(&cache.name(), cache.size())?;
+    let entries = read_table(cache, &sb)?;
+    let summary = TableSummary {
+        occupied_blocks: entries.iter().filter(|e| **e != Entry::Free).count() as u64,
+        dirty_blocks: entries
+            .iter()
+            .filter(|e| matches!(e, Entry::Dirty(_)))
+            .count() as u64,
+    };
+    Ok((sb, summary))
+}
+
 /// Write a new, empty cache on `cache` for `origin`. Nothing is written when an
 /// argument is refused. A power cut during create leaves no valid superblock, so
 /// a half-made cache is never opened.
@@ -144,28 +196,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         }
         sb.check_device(&cache.name(), cache.size())?;
         let slots = sb.layout.cache_blocks;
-        let mut entries = Vec::with_capacity(slots as usize);
-        let mut checker = MapChecker::default();
-        let chunk = 2048u64;
-        let mut index = 0;
-        while index < sb.layout.map_sectors {
-            let n = chunk.min(sb.layout.map_sectors - index);
-            let mut buf = vec![0u8; (n * MAP_SECTOR) as usize];
-            cache.read_at(&mut buf, map_sector_offset(index))?;
-            for (i, sector) in buf.chunks(MAP_SECTOR as usize).enumerate() {
-                let got = decode_map_sector(&sb, index + i as u64, sector)
-                    .map_err(|e| e.on_device(cache.name()))?;
-                for e in got {
-                    if (entries.len() as u64) < slots {
-                        checker
-                            .add(entries.len() as u64, e)
-                            .map_err(|e| e.on_device(cache.name()))?;
-                        entries.push(e);
-                    }
-                }
-            }
-            index += n;
-        }
+        let entries = read_table(&cache, &sb)?;
         let mut st = State {
             policy: TwoQ::new(slots, sb.promote_threshold),
             persisted: entries.clone(),

@@ -23,7 +23,7 @@ pub mod policy;
 pub mod stats;
 pub mod volume;
 
-pub use commit::{create, examine};
+pub use commit::{create, examine, examine_table, TableSummary};
 pub use format::{Mode, OriginId, Policy, Superblock};
 pub use stats::Stats;
 pub use volume::{CachedVolume, Config};

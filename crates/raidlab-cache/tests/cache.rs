@@ -3,7 +3,7 @@
 //! refusals that must change nothing.
 
 use raidlab_cache::format::{Layout, DATA_ALIGN, SUPERBLOCK_SIZE};
-use raidlab_cache::{create, examine, CachedVolume, Config, Mode, OriginId};
+use raidlab_cache::{create, examine, examine_table, CachedVolume, Config, Mode, OriginId};
 use raidlab_core::{ErrorKind, Result, Volume};
 use raidlab_devices::{Clock, FaultVolume, MemVolume};
 use std::sync::{Arc, Mutex};
@@ -300,6 +300,8 @@ fn dirty_data_survives_a_clean_stop_and_a_reopen() {
     let sb = examine(&cache).unwrap();
     assert!(sb.clean);
     assert_eq!(sb.dirty_blocks, 1);
+    let (_, table) = examine_table(&cache).unwrap();
+    assert_eq!((table.occupied_blocks, table.dirty_blocks), (2, 1));
     drop(v);
     let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock).unwrap();
     // A clean stop keeps clean blocks too.
