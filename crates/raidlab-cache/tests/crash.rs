@@ -7,7 +7,13 @@
 //! has been flushed, and a power cut drops, keeps or tears (at 512-byte sectors)
 //! each unflushed write, in a shuffled order, on each device independently. The
 //! cut is triggered by the Nth write or flush reaching either device (counted
-//! across both), so it falls between any two steps of the commit protocol.
+//! across both), so it falls between any two steps of the commit protocol. The
+//! host goes down with the power: the operation the cut falls into is never
+//! acknowledged, whatever it would have returned (an array may go on after its
+//! members fail), and the workload stops there.
+//!
+//! The origin is one device, or a RAID 5 of three (then the cut reaches every
+//! member, and the array is reassembled from what reached them).
 //!
 //! Each written sector carries the id of the write that wrote it. The model keeps,
 //! per sector, the id durable as of the last completed flush and the ids written
@@ -23,6 +29,8 @@
 use raidlab_cache::{create, CachedVolume, Config, Mode, OriginId};
 use raidlab_core::{Result, Volume};
 use raidlab_devices::{Clock, FaultVolume, MemVolume};
+use raidlab_layout::{Layout, Level, ParityLayout};
+use raidlab_raid::assemble::{Assembly, CreateSpec, Device, NewMember};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -46,13 +54,15 @@ type Dev = Arc<FaultVolume<MemVolume>>;
 struct Trigger {
     ops: AtomicU64,
     at: u64,
+    /// Counting starts once the set-up (array, stamps, cache) is done.
+    armed: AtomicBool,
     fired: AtomicBool,
     devices: Vec<(Dev, u64)>,
 }
 
 impl Trigger {
     fn tick(&self) {
-        if self.ops.fetch_add(1, Ordering::SeqCst) == self.at {
+        if self.armed.load(Ordering::SeqCst) && self.ops.fetch_add(1, Ordering::SeqCst) == self.at {
             self.fire();
         }
     }
@@ -142,19 +152,111 @@ struct Tally {
     dirty_at_cut: u64,
 }
 
-fn run_point(mode: Mode, seed: u64) -> Tally {
+/// What the cache sits in front of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OriginKind {
+    /// One device.
+    Plain,
+    /// A RAID 5 of three devices, 16 KiB chunks.
+    Raid5,
+}
+
+/// RAID 5 members: md's 1 MiB data offset and 128 KiB of data each, so the
+/// array holds ORIGIN bytes.
+const MEMBER: u64 = (1 << 20) + (ORIGIN / 2);
+
+fn raid5_spec() -> CreateSpec {
+    CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::Parity(ParityLayout::LeftSymmetric),
+        chunk_bytes: 16 << 10,
+        spares: 0,
+        name: "cached".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    }
+}
+
+/// The origin after the crash, from what reached its devices.
+fn reopen_origin(kind: OriginKind, devs: &[Dev], seed: u64) -> Arc<dyn Volume> {
+    match kind {
+        OriginKind::Plain => devs[0].clone(),
+        OriginKind::Raid5 => {
+            let devices = devs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| Device {
+                    path: format!("m{i}"),
+                    volume: d.clone(),
+                })
+                .collect();
+            let asm = Assembly::assemble(devices)
+                .unwrap_or_else(|e| panic!("seed {seed}: reassemble: {e}"));
+            asm.check_startable(false)
+                .unwrap_or_else(|e| panic!("seed {seed}: a complete RAID 5 starts: {e}"));
+            Arc::new(asm.array().unwrap())
+        }
+    }
+}
+
+fn run_point(kind: OriginKind, mode: Mode, seed: u64) -> Tally {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let sectors = ORIGIN / SECTOR as u64;
-    let origin_mem = MemVolume::new(ORIGIN);
-    for s in 0..sectors {
-        origin_mem
-            .write_at(&stamp(0, s), s * SECTOR as u64)
-            .unwrap();
-    }
-    let origin: Dev = Arc::new(FaultVolume::with_volatile_cache(origin_mem));
     let cache: Dev = Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
         CACHE_DEVICE,
     )));
+    let origin_devs: Vec<Dev> = match kind {
+        OriginKind::Plain => vec![Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
+            ORIGIN,
+        )))],
+        OriginKind::Raid5 => (0..3)
+            .map(|_| Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(MEMBER))))
+            .collect(),
+    };
+    let mut devices = vec![(cache.clone(), rng.gen())];
+    devices.extend(origin_devs.iter().map(|d| (d.clone(), rng.gen())));
+    let trigger = Arc::new(Trigger {
+        ops: AtomicU64::new(0),
+        at: rng.gen_range(0..150),
+        armed: AtomicBool::new(false),
+        fired: AtomicBool::new(false),
+        devices,
+    });
+    let tripped = |d: &Dev| -> Arc<dyn Volume> {
+        Arc::new(Tripped {
+            dev: d.clone(),
+            trigger: trigger.clone(),
+        })
+    };
+    // The origin as the workload sees it: every device behind the trigger.
+    let origin: Arc<dyn Volume> = match kind {
+        OriginKind::Plain => tripped(&origin_devs[0]),
+        OriginKind::Raid5 => {
+            let members = origin_devs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| NewMember {
+                    device: Device {
+                        path: format!("m{i}"),
+                        volume: tripped(d),
+                    },
+                    zeroed: true,
+                })
+                .collect();
+            let mut asm = raidlab_raid::assemble::create(&raid5_spec(), members)
+                .unwrap_or_else(|e| panic!("seed {seed}: create: {e}"));
+            asm.mark_dirty().unwrap();
+            let array = Arc::new(asm.array().unwrap());
+            assert_eq!(array.size(), ORIGIN);
+            array
+        }
+    };
+    for s in 0..sectors {
+        origin.write_at(&stamp(0, s), s * SECTOR as u64).unwrap();
+    }
+    origin.flush().unwrap();
     let config = Config {
         mode,
         block_size: BLOCK,
@@ -166,26 +268,9 @@ fn run_point(mode: Mode, seed: u64) -> Tally {
     };
     let sb = create(&cache, &origin, ID, "origin", [seed as u8; 16], config).unwrap();
     assert_eq!(sb.layout.cache_blocks, CACHE_SLOTS);
-    let trigger = Arc::new(Trigger {
-        ops: AtomicU64::new(0),
-        at: rng.gen_range(0..150),
-        fired: AtomicBool::new(false),
-        devices: vec![(cache.clone(), rng.gen()), (origin.clone(), rng.gen())],
-    });
     let clock = Arc::new(TestClock::default());
-    let v = CachedVolume::open(
-        Tripped {
-            dev: cache.clone(),
-            trigger: trigger.clone(),
-        },
-        Tripped {
-            dev: origin.clone(),
-            trigger: trigger.clone(),
-        },
-        ID,
-        clock.clone(),
-    )
-    .unwrap();
+    let v = CachedVolume::open(tripped(&cache), origin, ID, clock.clone()).unwrap();
+    trigger.armed.store(true, Ordering::SeqCst);
     let mut model = vec![Sector::default(); sectors as usize];
     let mut next_id = 1u64;
     let ops = rng.gen_range(10..80);
@@ -219,6 +304,7 @@ fn run_point(mode: Mode, seed: u64) -> Tally {
             let n = rng.gen_range(1..=24u64).min(sectors - first);
             let mut buf = vec![0u8; n as usize * SECTOR];
             match v.read_at(&mut buf, first * SECTOR as u64) {
+                Ok(()) if trigger.fired.load(Ordering::SeqCst) => true,
                 Ok(()) => {
                     for (i, s) in (first..first + n).enumerate() {
                         let got = id_of(&buf[i * SECTOR..(i + 1) * SECTOR], s);
@@ -235,7 +321,9 @@ fn run_point(mode: Mode, seed: u64) -> Tally {
             }
         } else if r < 0.78 {
             let ok = v.flush().is_ok();
-            if ok {
+            // A flush the cut fell into was never acknowledged to anyone: the
+            // host loses power too, whatever the call would have returned.
+            if ok && !trigger.fired.load(Ordering::SeqCst) {
                 for m in &mut model {
                     m.durable = m.latest();
                     m.since.clear();
@@ -260,13 +348,12 @@ fn run_point(mode: Mode, seed: u64) -> Tally {
         } else {
             v.shutdown().is_ok()
         };
-        if !ok {
-            assert!(
-                trigger.fired.load(Ordering::SeqCst),
-                "seed {seed}: an operation failed with no power cut"
-            );
+        // The host loses power with its devices: the operation the cut fell
+        // into, and everything after, is never acknowledged.
+        if trigger.fired.load(Ordering::SeqCst) {
             break;
         }
+        assert!(ok, "seed {seed}: an operation failed with no power cut");
     }
     if trigger.fired.load(Ordering::SeqCst) {
         tally.cut_inside = 1;
@@ -275,7 +362,10 @@ fn run_point(mode: Mode, seed: u64) -> Tally {
     trigger.fire();
     drop(v);
     cache.restart();
-    origin.restart();
+    for d in &origin_devs {
+        d.restart();
+    }
+    let origin = reopen_origin(kind, &origin_devs, seed);
 
     let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone())
         .unwrap_or_else(|e| panic!("seed {seed} ({mode:?}): reopen after the crash failed: {e}"));
@@ -331,10 +421,10 @@ fn seeds() -> Vec<u64> {
     (0..n).collect()
 }
 
-fn run_mode(mode: Mode) {
+fn run_mode(kind: OriginKind, mode: Mode) {
     let mut total = Tally::default();
     for seed in seeds() {
-        let t = run_point(mode, seed);
+        let t = run_point(kind, mode, seed);
         total.points += t.points;
         total.cut_inside += t.cut_inside;
         total.losses += t.losses;
@@ -343,7 +433,7 @@ fn run_mode(mode: Mode) {
         total.dirty_at_cut += t.dirty_at_cut;
     }
     println!(
-        "{mode:?}: {} crash points ({} cut inside an operation), {} dirty blocks at the \
+        "{kind:?} origin, {mode:?}: {} crash points ({} cut inside an operation), {} dirty blocks at the \
          cuts, {} lost sectors, {} stale sectors, {} unstable",
         total.points,
         total.cut_inside,
@@ -357,15 +447,30 @@ fn run_mode(mode: Mode) {
 
 #[test]
 fn write_back_loses_nothing_and_serves_nothing_stale() {
-    run_mode(Mode::WriteBack);
+    run_mode(OriginKind::Plain, Mode::WriteBack);
 }
 
 #[test]
 fn write_through_loses_nothing_and_serves_nothing_stale() {
-    run_mode(Mode::WriteThrough);
+    run_mode(OriginKind::Plain, Mode::WriteThrough);
 }
 
 #[test]
 fn write_around_loses_nothing_and_serves_nothing_stale() {
-    run_mode(Mode::WriteAround);
+    run_mode(OriginKind::Plain, Mode::WriteAround);
+}
+
+#[test]
+fn over_raid5_write_back_loses_nothing_and_serves_nothing_stale() {
+    run_mode(OriginKind::Raid5, Mode::WriteBack);
+}
+
+#[test]
+fn over_raid5_write_through_loses_nothing_and_serves_nothing_stale() {
+    run_mode(OriginKind::Raid5, Mode::WriteThrough);
+}
+
+#[test]
+fn over_raid5_write_around_loses_nothing_and_serves_nothing_stale() {
+    run_mode(OriginKind::Raid5, Mode::WriteAround);
 }
