@@ -9,6 +9,10 @@
 //!   they destroy what the device holds);
 //! - `array:M0,M1,...`: a raidlab array given by its members, assembled and run in
 //!   this process (marked dirty while written, clean after a flush, as `import` does);
+//! - `cache:CACHEDEV@ORIGIN`: a raidlab cache (made by `raidlab cache create`) on
+//!   the file or device CACHEDEV in front of ORIGIN, itself a file, a block
+//!   device or `array:...` target; run in this process, stopped cleanly by
+//!   [`Target::finish`], its statistics in [`Target::cache_stats`];
 //! - `mem:SIZE[,bw=RATE][,iops=N]`: memory, optionally behind a [`ThrottleVolume`]
 //!   (for the harness ceiling and known-answer runs);
 //! - `nbd://HOST[:PORT]/EXPORT` or `nbd+unix:///EXPORT?socket=PATH`: an export of
@@ -19,9 +23,10 @@
 //! measure itself; where the file system refuses O_DIRECT (tmpfs) the target says
 //! so in [`Target::notes`] and runs buffered.
 
+use raidlab_cache::{CachedVolume, OriginId};
 use raidlab_core::size::parse_size;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
-use raidlab_devices::{FileVolume, Limits, MemVolume, OpenMode, ThrottleVolume};
+use raidlab_devices::{FileVolume, Limits, MemVolume, OpenMode, SystemClock, ThrottleVolume};
 use raidlab_raid::assemble::{Assembly, Device};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -51,6 +56,7 @@ pub enum TargetKind {
     Array,
     Memory,
     Nbd,
+    Cache,
 }
 
 /// An opened target. `volume` serves every engine; `file` is the raw descriptor
@@ -70,6 +76,18 @@ pub struct Target {
     pub fresh: bool,
     remove_on_drop: Option<PathBuf>,
     array: Mutex<Option<ArrayHold>>,
+    /// What a cache in front of this target would have to be bound to.
+    identity: Option<OriginId>,
+    cache: Mutex<Option<CacheHold>>,
+}
+
+type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
+
+/// A cache target: the cached volume and the origin target under it, stopped
+/// in that order.
+struct CacheHold {
+    cached: Arc<Cached>,
+    origin: Box<Target>,
 }
 
 struct ArrayHold {
@@ -109,6 +127,8 @@ impl Target {
             fresh: false,
             remove_on_drop: None,
             array: Mutex::new(None),
+            identity: None,
+            cache: Mutex::new(None),
         })
     }
 
@@ -123,12 +143,22 @@ impl Target {
         if let Some(rest) = spec.strip_prefix("mem:") {
             return open_memory(spec, rest, opts);
         }
+        if let Some(rest) = spec.strip_prefix("cache:") {
+            return open_cache(spec, rest, opts);
+        }
         open_path(spec, Path::new(spec), opts)
     }
 
     /// Flush, and for an array record a clean stop in its superblocks. Call once
     /// after the last test; an error here means written data may not be durable.
     pub fn finish(&self) -> Result<()> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = cache {
+            // A clean stop: the next open needs no recovery and keeps the
+            // cache warm; then the origin's own clean stop.
+            h.cached.shutdown()?;
+            return h.origin.finish();
+        }
         self.volume.flush()?;
         let mut hold = self.array.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(mut h) = hold.take() {
@@ -145,6 +175,81 @@ impl Target {
         }
         Ok(())
     }
+}
+
+impl Target {
+    /// A cache target's statistics (None for other targets, or once finished).
+    pub fn cache_stats(&self) -> Option<raidlab_cache::Stats> {
+        let hold = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        hold.as_ref().map(|h| h.cached.stats())
+    }
+}
+
+fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
+    let Some((dev, origin_spec)) = rest.split_once('@') else {
+        return Err(Error::invalid(
+            "write cache:CACHEDEV@ORIGIN, e.g. cache:ssd.img@array:m0,m1,m2 (the cache made by `raidlab cache create`)",
+        )
+        .on_device(spec));
+    };
+    if origin_spec.starts_with("cache:")
+        || origin_spec.starts_with("mem:")
+        || origin_spec.starts_with("nbd")
+    {
+        return Err(Error::invalid(
+            "a cache target's origin is a file, a block device or an array:... target",
+        )
+        .on_device(spec));
+    }
+    if Path::new(origin_spec).is_dir() {
+        return Err(Error::invalid(
+            "a cache target's origin must be an existing file, block device or array (not a directory)",
+        )
+        .on_device(spec));
+    }
+    // The whole origin: a cache covers all of it, and the test region is
+    // chosen below, on the cached volume.
+    let origin = Target::open(origin_spec, OpenOptions { size: 0, ..opts })?;
+    let Some(id) = origin.identity else {
+        return Err(Error::invalid(
+            "a cache target's origin must be an existing file, block device or array (not a directory)",
+        )
+        .on_device(spec));
+    };
+    let cache = FileVolume::open(Path::new(dev), OpenMode::ReadWrite)?;
+    let cached = Arc::new(
+        CachedVolume::open(
+            cache,
+            origin.volume.clone(),
+            id,
+            Arc::new(SystemClock::default()),
+        )
+        .map_err(|e| e.on_device(spec))?,
+    );
+    let size = usable(spec, cached.size(), opts.size)?;
+    let sb = cached.superblock();
+    let mut notes = origin.notes.clone();
+    notes.push(format!(
+        "cache on {dev} ({} blocks of {} bytes, {:?}) in front of {origin_spec}; the cache device goes through the page cache",
+        sb.layout.cache_blocks, sb.block_size, sb.mode
+    ));
+    Ok(Target {
+        label: spec.to_string(),
+        kind: TargetKind::Cache,
+        volume: cached.clone(),
+        file: None,
+        direct: false,
+        size,
+        notes,
+        fresh: false,
+        remove_on_drop: None,
+        array: Mutex::new(None),
+        identity: None,
+        cache: Mutex::new(Some(CacheHold {
+            cached,
+            origin: Box::new(origin),
+        })),
+    })
 }
 
 impl Drop for Target {
@@ -256,6 +361,7 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
     let mut asm = Assembly::assemble(devices).map_err(|e| e.on_device(spec))?;
     asm.check_startable(false).map_err(|e| e.on_device(spec))?;
     let array = Arc::new(asm.array()?);
+    let uuid = asm.uuid;
     let hold = if opts.writes {
         let was_clean = asm.mark_dirty()?;
         Some(ArrayHold {
@@ -278,6 +384,8 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         fresh: false,
         remove_on_drop: None,
         array: Mutex::new(hold),
+        identity: Some(OriginId::ArrayUuid(uuid)),
+        cache: Mutex::new(None),
     })
 }
 
@@ -379,6 +487,10 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
     };
     let file = Arc::new(file);
     let size = usable(&name, size, opts.size)?;
+    let identity = match kind {
+        TargetKind::File | TargetKind::BlockDevice => raidlab_cache::path_identity(&file_path).ok(),
+        _ => None,
+    };
     Ok(Target {
         label: spec.to_string(),
         kind,
@@ -394,6 +506,8 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
         fresh,
         remove_on_drop,
         array: Mutex::new(None),
+        identity,
+        cache: Mutex::new(None),
     })
 }
 

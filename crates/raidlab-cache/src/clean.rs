@@ -8,7 +8,7 @@
 //! origin has it durably (the commit protocol's rule 3).
 
 use crate::format::{Entry, Mode};
-use crate::volume::{lock, CachedVolume, State};
+use crate::volume::{lock, Aligned, CachedVolume, State};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use std::time::Duration;
 
@@ -49,13 +49,13 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             while j < picked.len() && picked[j] == picked[j - 1] + 1 && (j - i) < 256 {
                 j += 1;
             }
-            let mut buf = vec![0u8; (j - i) * bs as usize];
+            let mut buf = Aligned::zeroed((j - i) * bs as usize);
             for (k, &b) in picked[i..j].iter().enumerate() {
                 let slot = st.map[&b];
-                let piece = &mut buf[k * bs as usize..(k + 1) * bs as usize];
+                let piece = &mut buf.as_mut_slice()[k * bs as usize..(k + 1) * bs as usize];
                 self.read_slot(st, slot, 0, piece)?;
             }
-            self.write_origin(st, &buf, picked[i] * bs)?;
+            self.write_origin(st, buf.as_slice(), picked[i] * bs)?;
             i = j;
         }
         // Rule 3: clean only once the origin has it durably.

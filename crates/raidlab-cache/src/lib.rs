@@ -10,6 +10,7 @@
 //!   stop, detach, and the order of metadata against data).
 //! - [`clean`]: writing dirty blocks back, in order, at a set pace.
 //! - [`stats`]: the counters.
+//! - [`identity`]: how a file or device origin is told from another.
 //!
 //! This crate must never depend on the RAID engine (`raidlab-raid`): a cache
 //! sits in front of any [`raidlab_core::Volume`], an array being just one. It
@@ -19,11 +20,13 @@
 pub mod clean;
 pub mod commit;
 pub mod format;
+pub mod identity;
 pub mod policy;
 pub mod stats;
 pub mod volume;
 
 pub use commit::{create, examine, examine_table, TableSummary};
 pub use format::{Mode, OriginId, Policy, Superblock};
+pub use identity::path_identity;
 pub use stats::Stats;
 pub use volume::{CachedVolume, Config};

@@ -60,6 +60,31 @@ impl Default for Config {
     }
 }
 
+/// A zeroed buffer whose start is aligned to 4 KiB: the cache's own reads and
+/// writes of whole blocks may go to files opened with O_DIRECT, which refuse
+/// buffers at other addresses.
+pub(crate) struct Aligned {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+const ALIGN: usize = 4096;
+
+impl Aligned {
+    pub(crate) fn zeroed(len: usize) -> Aligned {
+        let buf = vec![0u8; len + ALIGN];
+        let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+        Aligned { buf, start, len }
+    }
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
 /// A cache device in front of an origin, seen as one volume of the origin's size.
 #[derive(Debug)]
 pub struct CachedVolume<C, O> {
@@ -189,11 +214,11 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 self.origin.read_at(piece, abs)?;
                 continue;
             }
-            let mut whole = vec![0u8; bs as usize];
-            self.origin.read_at(&mut whole, b * bs)?;
-            piece.copy_from_slice(&whole[within as usize..(within + n) as usize]);
+            let mut whole = Aligned::zeroed(bs as usize);
+            self.origin.read_at(whole.as_mut_slice(), b * bs)?;
+            piece.copy_from_slice(&whole.as_slice()[within as usize..(within + n) as usize]);
             self.begin_change(st)?;
-            if self.install(st, b, &whole, false)? {
+            if self.install(st, b, whole.as_slice(), false)? {
                 st.stats.promotions += 1;
             } else {
                 st.stats.bypass_full_bytes += n;
@@ -282,12 +307,12 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 self.write_origin(st, piece, abs)?;
                 continue;
             }
-            let mut whole = vec![0u8; bs as usize];
+            let mut whole = Aligned::zeroed(bs as usize);
             if n < bs {
-                self.origin.read_at(&mut whole, b * bs)?;
+                self.origin.read_at(whole.as_mut_slice(), b * bs)?;
             }
-            whole[within as usize..(within + n) as usize].copy_from_slice(piece);
-            if !self.install(st, b, &whole, true)? {
+            whole.as_mut_slice()[within as usize..(within + n) as usize].copy_from_slice(piece);
+            if !self.install(st, b, whole.as_slice(), true)? {
                 st.stats.bypass_full_bytes += n;
                 self.write_origin(st, piece, abs)?;
             }

@@ -17,7 +17,6 @@ use raidlab_core::Volume;
 use raidlab_devices::{FileVolume, OpenMode, SystemClock};
 use raidlab_raid::array::Array;
 use raidlab_raid::assemble::{format_uuid, Assembly};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -56,22 +55,6 @@ struct Origin {
     array: Option<(Assembly, Arc<Array>, bool)>,
 }
 
-/// A plain file is known by its file system and inode, a block device by its
-/// device number: another file, or a copy, is another origin.
-fn plain_identity(path: &Path) -> Result<OriginId> {
-    let m = std::fs::metadata(path).with_context(|| format!("cannot use {}", path.display()))?;
-    let mut sig = [0u8; 32];
-    if m.file_type().is_block_device() {
-        sig[..4].copy_from_slice(b"bdev");
-        sig[4..12].copy_from_slice(&m.rdev().to_le_bytes());
-    } else {
-        sig[..4].copy_from_slice(b"file");
-        sig[4..12].copy_from_slice(&m.dev().to_le_bytes());
-        sig[12..20].copy_from_slice(&m.ino().to_le_bytes());
-    }
-    Ok(OriginId::Signature(sig))
-}
-
 fn open_origin(at: &CacheOrigin, write: bool, force: bool) -> Result<Origin> {
     let mode = if write {
         OpenMode::ReadWrite
@@ -89,7 +72,7 @@ fn open_origin(at: &CacheOrigin, write: bool, force: bool) -> Result<Origin> {
             .with_context(|| format!("cannot use origin {}", path.display()))?;
         return Ok(Origin {
             volume: Arc::new(v),
-            id: plain_identity(path)?,
+            id: raidlab_cache::path_identity(path)?,
             label: path.display().to_string(),
             array: None,
         });
