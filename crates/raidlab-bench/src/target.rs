@@ -23,7 +23,7 @@
 //! measure itself; where the file system refuses O_DIRECT (tmpfs) the target says
 //! so in [`Target::notes`] and runs buffered.
 
-use raidlab_cache::{CachedVolume, OriginId};
+use raidlab_cache::{BackgroundCleaner, CachedVolume, OriginId};
 use raidlab_core::size::parse_size;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::{FileVolume, Limits, MemVolume, OpenMode, SystemClock, ThrottleVolume};
@@ -88,6 +88,8 @@ type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
 struct CacheHold {
     cached: Arc<Cached>,
     origin: Box<Target>,
+    /// Background cleaning while the tests write, as a served cache would run.
+    cleaner: Option<BackgroundCleaner>,
 }
 
 struct ArrayHold {
@@ -154,6 +156,11 @@ impl Target {
     pub fn finish(&self) -> Result<()> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(h) = cache {
+            if let Some(report) = h.cleaner.map(BackgroundCleaner::stop) {
+                if let Some(e) = report.error {
+                    return Err(e);
+                }
+            }
             // A clean stop: the next open needs no recovery and keeps the
             // cache warm; then the origin's own clean stop.
             h.cached.shutdown()?;
@@ -230,9 +237,16 @@ fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
     let sb = cached.superblock();
     let mut notes = origin.notes.clone();
     notes.push(format!(
-        "cache on {dev} ({} blocks of {} bytes, {:?}) in front of {origin_spec}; the cache device goes through the page cache",
-        sb.layout.cache_blocks, sb.block_size, sb.mode
+        "cache on {dev} ({} blocks of {} bytes, {:?}) in front of {origin_spec}; the cache device goes through the page cache; background cleaning runs while the tests do (dirty target {}%, rate {})",
+        sb.layout.cache_blocks,
+        sb.block_size,
+        sb.mode,
+        sb.dirty_target_pct,
+        if sb.clean_rate == 0 { "unlimited".to_string() } else { format!("{} bytes/s", sb.clean_rate) }
     ));
+    let cleaner = opts
+        .writes
+        .then(|| BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL));
     Ok(Target {
         label: spec.to_string(),
         kind: TargetKind::Cache,
@@ -248,6 +262,7 @@ fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
         cache: Mutex::new(Some(CacheHold {
             cached,
             origin: Box::new(origin),
+            cleaner,
         })),
     })
 }

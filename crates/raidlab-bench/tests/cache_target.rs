@@ -32,9 +32,12 @@ fn a_write_back_cache_target_serves_hits_and_stops_cleanly() {
     std::fs::write(&ssd, vec![0u8; 4 << 20]).unwrap();
     let cache = FileVolume::open(&ssd, OpenMode::ReadWrite).unwrap();
     let o = FileVolume::open(&origin, OpenMode::ReadWrite).unwrap();
+    // A dirty target of 100%: the background cleaner has nothing to do, so
+    // the counts below do not depend on when it ticks.
     let config = Config {
         mode: Mode::WriteBack,
         block_size: 4096,
+        dirty_target_pct: 100,
         ..Config::default()
     };
     create(

@@ -10,15 +10,18 @@
 //!   stop, detach, and the order of metadata against data).
 //! - [`clean`]: writing dirty blocks back, in order, at a set pace.
 //! - [`stats`]: the counters.
+//! - [`driver`]: an optional thread that ticks the cleaner in real time.
 //! - [`identity`]: how a file or device origin is told from another.
 //!
 //! This crate must never depend on the RAID engine (`raidlab-raid`): a cache
 //! sits in front of any [`raidlab_core::Volume`], an array being just one. It
-//! never reads the wall clock and never starts a thread, so that the same code
-//! runs in a simulator's virtual time.
+//! never reads the wall clock and starts no thread of its own (only the
+//! optional [`driver`] does, when its owner asks), so that the same code runs in
+//! a simulator's virtual time.
 
 pub mod clean;
 pub mod commit;
+pub mod driver;
 pub mod format;
 pub mod identity;
 pub mod policy;
@@ -26,6 +29,7 @@ pub mod stats;
 pub mod volume;
 
 pub use commit::{create, examine, examine_table, TableSummary};
+pub use driver::BackgroundCleaner;
 pub use format::{Mode, OriginId, Policy, Superblock};
 pub use identity::path_identity;
 pub use stats::Stats;

@@ -405,3 +405,37 @@ fn a_corrupt_superblock_copy_falls_back_and_a_corrupt_table_is_refused() {
     let e = CachedVolume::open(cache.clone(), origin, ID, clock).unwrap_err();
     assert!(e.to_string().contains("mapping sector 0"), "{e}");
 }
+
+#[test]
+fn the_background_driver_ticks_the_cleaner_at_the_volumes_pace() {
+    use raidlab_cache::BackgroundCleaner;
+    let (v, clock) = setup(
+        20,
+        64,
+        Config {
+            mode: Mode::WriteBack,
+            dirty_target_pct: 0,
+            clean_rate: 2 * BS as u64,
+            ..Config::default()
+        },
+    );
+    for b in 0..10u64 {
+        v.write_at(&vec![2; BS as usize], b * BS as u64).unwrap();
+    }
+    let v = Arc::new(v);
+    let driver = BackgroundCleaner::start(v.clone(), Duration::from_millis(1));
+    // The virtual clock stands still: however often the driver ticks, the
+    // rate allows nothing.
+    driver.wait_ticks(3);
+    assert_eq!(v.stats().dirty_blocks, 10);
+    // A second of virtual time: two blocks, whatever the real time.
+    clock.sleep(Duration::from_secs(1));
+    let report_before = v.stats().cleaned_blocks;
+    driver.wait_ticks(6);
+    assert_eq!(v.stats().cleaned_blocks - report_before, 2);
+    let report = driver.stop();
+    assert!(report.error.is_none());
+    assert_eq!(report.cleaned_blocks, 2);
+    assert!(report.ticks >= 6);
+    assert_eq!(v.stats().dirty_blocks, 8);
+}

@@ -20,8 +20,8 @@
 //! since. After the crash a sector must hold one of those: an older id is a
 //! **stale read** (data older than what was flushed), anything else a **loss**.
 //! Both must be zero. In half the crash points the power goes again during
-//! the reopen (which writes after an unclean stop). Then the cache is detached and the origin alone must read
-//! exactly what the cache read after the crash.
+//! the reopen (which writes after an unclean stop). Then the cache is detached
+//! and the origin alone must read exactly what the cache read after the crash.
 //!
 //! `RAIDLAB_CACHE_CRASH_POINTS=N` runs N crash points per mode (default
 //! [`DEFAULT_POINTS`]); `RAIDLAB_CACHE_CRASH_SEED=S` runs only seed S. Run with
