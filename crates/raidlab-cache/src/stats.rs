@@ -13,10 +13,12 @@ pub struct Stats {
     pub write_hits: u64,
     pub write_misses: u64,
     pub write_partial_hits: u64,
-    /// Bytes and requests (or parts) sent to the origin without the cache, by
-    /// reason: part of a sequential run over the cutoff; past the origin's last
-    /// whole block; write-around mode; no clean block to evict (all dirty).
+    /// Bytes sent to the origin without the cache, by reason: part of a
+    /// sequential run over the cutoff; past the origin's last whole block;
+    /// write-around mode; no clean block to evict (all dirty).
     pub bypass_sequential_bytes: u64,
+    /// Requests seen as part of a sequential run at or over the cutoff (their
+    /// cached blocks are still served by the cache; the rest bypass it).
     pub bypass_sequential_requests: u64,
     pub bypass_tail_bytes: u64,
     pub bypass_mode_bytes: u64,
