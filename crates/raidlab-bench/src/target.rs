@@ -9,6 +9,10 @@
 //!   they destroy what the device holds);
 //! - `array:M0,M1,...`: a raidlab array given by its members, assembled and run in
 //!   this process (marked dirty while written, clean after a flush, as `import` does);
+//! - `cache:CACHEDEV@ORIGIN`: a raidlab cache (made by `raidlab cache create`) on
+//!   the file or device CACHEDEV in front of ORIGIN, itself a file, a block
+//!   device or `array:...` target; run in this process, stopped cleanly by
+//!   [`Target::finish`], its statistics in [`Target::cache_stats`];
 //! - `mem:SIZE[,bw=RATE][,iops=N]`: memory, optionally behind a [`ThrottleVolume`]
 //!   (for the harness ceiling and known-answer runs);
 //! - `nbd://HOST[:PORT]/EXPORT` or `nbd+unix:///EXPORT?socket=PATH`: an export of
@@ -19,9 +23,10 @@
 //! measure itself; where the file system refuses O_DIRECT (tmpfs) the target says
 //! so in [`Target::notes`] and runs buffered.
 
+use raidlab_cache::{BackgroundCleaner, CachedVolume, OriginId};
 use raidlab_core::size::parse_size;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
-use raidlab_devices::{FileVolume, Limits, MemVolume, OpenMode, ThrottleVolume};
+use raidlab_devices::{FileVolume, Limits, MemVolume, OpenMode, SystemClock, ThrottleVolume};
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::fs::File;
@@ -52,6 +57,7 @@ pub enum TargetKind {
     Array,
     Memory,
     Nbd,
+    Cache,
 }
 
 /// An opened target. `volume` serves every engine; `file` is the raw descriptor
@@ -71,6 +77,20 @@ pub struct Target {
     pub fresh: bool,
     remove_on_drop: Option<PathBuf>,
     array: Mutex<Option<ArrayHold>>,
+    /// What a cache in front of this target would have to be bound to.
+    identity: Option<OriginId>,
+    cache: Mutex<Option<CacheHold>>,
+}
+
+type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
+
+/// A cache target: the cached volume and the origin target under it, stopped
+/// in that order.
+struct CacheHold {
+    cached: Arc<Cached>,
+    origin: Box<Target>,
+    /// Background cleaning while the tests write, as a served cache would run.
+    cleaner: Option<BackgroundCleaner>,
 }
 
 /// An array started for writing, stopped cleanly by [`Target::finish`].
@@ -107,6 +127,8 @@ impl Target {
             fresh: false,
             remove_on_drop: None,
             array: Mutex::new(None),
+            identity: None,
+            cache: Mutex::new(None),
         })
     }
 
@@ -121,12 +143,27 @@ impl Target {
         if let Some(rest) = spec.strip_prefix("mem:") {
             return open_memory(spec, rest, opts);
         }
+        if let Some(rest) = spec.strip_prefix("cache:") {
+            return open_cache(spec, rest, opts);
+        }
         open_path(spec, Path::new(spec), opts)
     }
 
     /// Flush, and for an array record a clean stop in its superblocks. Call once
     /// after the last test; an error here means written data may not be durable.
     pub fn finish(&self) -> Result<()> {
+        let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(h) = cache {
+            if let Some(report) = h.cleaner.map(BackgroundCleaner::stop) {
+                if let Some(e) = report.error {
+                    return Err(e);
+                }
+            }
+            // A clean stop: the next open needs no recovery and keeps the
+            // cache warm; then the origin's own clean stop.
+            h.cached.shutdown()?;
+            return h.origin.finish();
+        }
         self.volume.flush()?;
         let mut hold = self.array.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(ArrayHold(started)) = hold.take() {
@@ -141,6 +178,89 @@ impl Target {
         }
         Ok(())
     }
+}
+
+impl Target {
+    /// A cache target's statistics (None for other targets, or once finished).
+    pub fn cache_stats(&self) -> Option<raidlab_cache::Stats> {
+        let hold = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        hold.as_ref().map(|h| h.cached.stats())
+    }
+}
+
+fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
+    let Some((dev, origin_spec)) = rest.split_once('@') else {
+        return Err(Error::invalid(
+            "write cache:CACHEDEV@ORIGIN, e.g. cache:ssd.img@array:m0,m1,m2 (the cache made by `raidlab cache create`)",
+        )
+        .on_device(spec));
+    };
+    if origin_spec.starts_with("cache:")
+        || origin_spec.starts_with("mem:")
+        || origin_spec.starts_with("nbd")
+    {
+        return Err(Error::invalid(
+            "a cache target's origin is a file, a block device or an array:... target",
+        )
+        .on_device(spec));
+    }
+    if Path::new(origin_spec).is_dir() {
+        return Err(Error::invalid(
+            "a cache target's origin must be an existing file, block device or array (not a directory)",
+        )
+        .on_device(spec));
+    }
+    // The whole origin: a cache covers all of it, and the test region is
+    // chosen below, on the cached volume.
+    let origin = Target::open(origin_spec, OpenOptions { size: 0, ..opts })?;
+    let Some(id) = origin.identity else {
+        return Err(Error::invalid(
+            "a cache target's origin must be an existing file, block device or array (not a directory)",
+        )
+        .on_device(spec));
+    };
+    let cache = FileVolume::open(Path::new(dev), OpenMode::ReadWrite)?;
+    let cached = Arc::new(
+        CachedVolume::open(
+            cache,
+            origin.volume.clone(),
+            id,
+            Arc::new(SystemClock::default()),
+        )
+        .map_err(|e| e.on_device(spec))?,
+    );
+    let size = usable(spec, cached.size(), opts.size)?;
+    let sb = cached.superblock();
+    let mut notes = origin.notes.clone();
+    notes.push(format!(
+        "cache on {dev} ({} blocks of {} bytes, {:?}) in front of {origin_spec}; the cache device goes through the page cache; background cleaning runs while the tests do (dirty target {}%, rate {})",
+        sb.layout.cache_blocks,
+        sb.block_size,
+        sb.mode,
+        sb.dirty_target_pct,
+        if sb.clean_rate == 0 { "unlimited".to_string() } else { format!("{} bytes/s", sb.clean_rate) }
+    ));
+    let cleaner = opts
+        .writes
+        .then(|| BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL));
+    Ok(Target {
+        label: spec.to_string(),
+        kind: TargetKind::Cache,
+        volume: cached.clone(),
+        file: None,
+        direct: false,
+        size,
+        notes,
+        fresh: false,
+        remove_on_drop: None,
+        array: Mutex::new(None),
+        identity: None,
+        cache: Mutex::new(Some(CacheHold {
+            cached,
+            origin: Box::new(origin),
+            cleaner,
+        })),
+    })
 }
 
 impl Drop for Target {
@@ -250,6 +370,7 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         });
     }
     let asm = Assembly::assemble(devices).map_err(|e| e.on_device(spec))?;
+    let uuid = asm.uuid;
     // The same start as serve and import: logs replayed and started before
     // the first write, md's refusals, the array marked dirty while written.
     let started = Started::start(
@@ -274,6 +395,8 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         fresh: false,
         remove_on_drop: None,
         array: Mutex::new(hold),
+        identity: Some(OriginId::ArrayUuid(uuid)),
+        cache: Mutex::new(None),
     })
 }
 
@@ -375,6 +498,10 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
     };
     let file = Arc::new(file);
     let size = usable(&name, size, opts.size)?;
+    let identity = match kind {
+        TargetKind::File | TargetKind::BlockDevice => raidlab_cache::path_identity(&file_path).ok(),
+        _ => None,
+    };
     Ok(Target {
         label: spec.to_string(),
         kind,
@@ -390,6 +517,8 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
         fresh,
         remove_on_drop,
         array: Mutex::new(None),
+        identity,
+        cache: Mutex::new(None),
     })
 }
 

@@ -14,4 +14,6 @@ pub mod skip;
 pub mod volume;
 
 pub use error::{Error, ErrorKind, Op, Result};
-pub use volume::{check_range, check_range_with, Mapped, SliceVolume, StoredSink, Volume};
+pub use volume::{
+    check_range, check_range_with, Mapped, SliceVolume, StoredSink, Volume, ZERO_PIECE,
+};

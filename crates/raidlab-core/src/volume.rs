@@ -35,6 +35,48 @@ pub trait Volume: Send + Sync {
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
 
+    /// Write `buf` at `offset` and return only once it is durable (forced unit
+    /// access): what an NBD client's FUA flag or a cache's metadata commit asks
+    /// for. The default writes and then flushes the whole volume, which is
+    /// always correct; a volume that can make one write durable more cheaply
+    /// (its own volatile cache, members of an array) says so by overriding it.
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_at(buf, offset)?;
+        self.flush()
+    }
+
+    /// Make `[offset, offset+len)` read as zeros. The default writes zeros in
+    /// pieces of [`ZERO_PIECE`] bytes; a volume that can do better (punch a hole
+    /// that reads as zeros, mark a range zero in metadata) overrides it. Unlike
+    /// [`Volume::discard`] this is never advisory: when it returns `Ok` the range
+    /// reads as zeros.
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
+        let zeroes = vec![0u8; len.min(ZERO_PIECE) as usize];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(zeroes.len() as u64) as usize;
+            self.write_at(&zeroes[..n], offset + done)?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    /// The smallest request size, in bytes, that the volume serves without a
+    /// penalty such as read-modify-write (a RAID chunk, a disk's physical
+    /// sector); `None` when it has no preference beyond [`Volume::block_size`].
+    fn preferred_io_size(&self) -> Option<u64> {
+        None
+    }
+
+    /// The request size, in bytes, that the volume serves best, with requests
+    /// aligned to it (a parity array's whole stripe of data); `None` when
+    /// there is none. A writer that can gather its writes (a cache cleaning
+    /// dirty blocks) uses it to write whole units.
+    fn optimal_io_size(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether [`Volume::write_at`] can succeed at all.
     fn is_writable(&self) -> bool {
         true
@@ -80,6 +122,10 @@ pub trait Volume: Send + Sync {
         false
     }
 }
+
+/// The largest piece the default [`Volume::write_zeroes`] writes at once: large
+/// enough to keep a disk streaming, small enough to allocate on every call.
+pub const ZERO_PIECE: u64 = 1 << 20;
 
 /// A read-only view of (part of) a volume's bytes in memory.
 #[derive(Clone)]
@@ -143,6 +189,18 @@ impl<T: Volume + ?Sized> Volume for Arc<T> {
     }
     fn flush(&self) -> Result<()> {
         (**self).flush()
+    }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        (**self).write_at_fua(buf, offset)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        (**self).write_zeroes(offset, len)
+    }
+    fn preferred_io_size(&self) -> Option<u64> {
+        (**self).preferred_io_size()
+    }
+    fn optimal_io_size(&self) -> Option<u64> {
+        (**self).optimal_io_size()
     }
     fn is_writable(&self) -> bool {
         (**self).is_writable()
@@ -239,6 +297,24 @@ impl<V: Volume> Volume for SliceVolume<V> {
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.check(Op::Write, offset, buf.len() as u64)?;
+        self.inner.write_at_fua(buf, self.start + offset)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.check(Op::Write, offset, len)?;
+        self.inner.write_zeroes(self.start + offset, len)
+    }
+    fn preferred_io_size(&self) -> Option<u64> {
+        self.inner.preferred_io_size()
+    }
+    // The inner volume's optimal unit is aligned to its own start; through a
+    // window that starts off that alignment, whole units would straddle two.
+    fn optimal_io_size(&self) -> Option<u64> {
+        self.inner
+            .optimal_io_size()
+            .filter(|&unit| unit > 0 && self.start % unit == 0)
+    }
     fn is_writable(&self) -> bool {
         self.inner.is_writable()
     }
@@ -261,6 +337,138 @@ impl<V: Volume> Volume for SliceVolume<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
+
+    /// Bytes in memory that count writes and flushes, with only the required
+    /// methods, so that the trait's defaults are what runs.
+    #[derive(Debug)]
+    struct Plain {
+        bytes: Mutex<Vec<u8>>,
+        writes: Mutex<Vec<(u64, usize)>>,
+        flushes: Mutex<u32>,
+    }
+
+    impl Plain {
+        fn new(size: usize) -> Plain {
+            Plain {
+                bytes: Mutex::new(vec![0xAA; size]),
+                writes: Mutex::new(vec![]),
+                flushes: Mutex::new(0),
+            }
+        }
+    }
+
+    impl Volume for Plain {
+        fn name(&self) -> String {
+            "plain".into()
+        }
+        fn size(&self) -> u64 {
+            self.bytes.lock().unwrap().len() as u64
+        }
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+            check_range("plain", Op::Read, self.size(), offset, buf.len() as u64)?;
+            let b = self.bytes.lock().unwrap();
+            buf.copy_from_slice(&b[offset as usize..offset as usize + buf.len()]);
+            Ok(())
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+            check_range("plain", Op::Write, self.size(), offset, buf.len() as u64)?;
+            let mut b = self.bytes.lock().unwrap();
+            b[offset as usize..offset as usize + buf.len()].copy_from_slice(buf);
+            self.writes.lock().unwrap().push((offset, buf.len()));
+            Ok(())
+        }
+        fn flush(&self) -> Result<()> {
+            *self.flushes.lock().unwrap() += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn default_fua_writes_then_flushes() {
+        let v = Plain::new(4096);
+        v.write_at_fua(&[1, 2, 3], 10).unwrap();
+        assert_eq!(*v.writes.lock().unwrap(), [(10, 3)]);
+        assert_eq!(*v.flushes.lock().unwrap(), 1);
+        let mut b = [0; 3];
+        v.read_at(&mut b, 10).unwrap();
+        assert_eq!(b, [1, 2, 3]);
+        // A failed write is not followed by a flush that could be taken for success.
+        assert!(v.write_at_fua(&[1], 4096).is_err());
+        assert_eq!(*v.flushes.lock().unwrap(), 1);
+    }
+
+    #[test]
+    fn default_write_zeroes_zeroes_exactly_the_range_in_pieces() {
+        let size = 3 * ZERO_PIECE as usize;
+        let v = Plain::new(size);
+        let len = ZERO_PIECE + 1000;
+        v.write_zeroes(7, len).unwrap();
+        let b = v.bytes.lock().unwrap();
+        assert_eq!(b[6], 0xAA);
+        assert!(b[7..7 + len as usize].iter().all(|&x| x == 0));
+        assert_eq!(b[7 + len as usize], 0xAA);
+        drop(b);
+        assert_eq!(
+            *v.writes.lock().unwrap(),
+            [(7, ZERO_PIECE as usize), (7 + ZERO_PIECE, 1000)]
+        );
+        // Past the end: refused before anything is written.
+        let e = v.write_zeroes(size as u64 - 10, 11).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::OutOfRange);
+        assert_eq!(v.writes.lock().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn io_sizes_default_to_none_and_pass_through_slices_when_aligned() {
+        #[derive(Debug)]
+        struct Striped(Plain);
+        impl Volume for Striped {
+            fn name(&self) -> String {
+                self.0.name()
+            }
+            fn size(&self) -> u64 {
+                self.0.size()
+            }
+            fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+                self.0.read_at(buf, offset)
+            }
+            fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+                self.0.write_at(buf, offset)
+            }
+            fn flush(&self) -> Result<()> {
+                self.0.flush()
+            }
+            fn preferred_io_size(&self) -> Option<u64> {
+                Some(512)
+            }
+            fn optimal_io_size(&self) -> Option<u64> {
+                Some(1024)
+            }
+        }
+        let plain = Plain::new(4096);
+        assert_eq!(
+            (plain.preferred_io_size(), plain.optimal_io_size()),
+            (None, None)
+        );
+        let v = Arc::new(Striped(Plain::new(4096)));
+        let aligned = SliceVolume::new(v.clone(), 2048, 1024).unwrap();
+        assert_eq!(aligned.preferred_io_size(), Some(512));
+        assert_eq!(aligned.optimal_io_size(), Some(1024));
+        let skewed = SliceVolume::new(v.clone(), 512, 1024).unwrap();
+        assert_eq!(skewed.preferred_io_size(), Some(512));
+        assert_eq!(skewed.optimal_io_size(), None);
+        // FUA and zeroes through a slice land at the slice's offset and no further.
+        aligned.write_at_fua(&[9], 0).unwrap();
+        assert_eq!(*v.0.flushes.lock().unwrap(), 1);
+        aligned.write_zeroes(1, 1023).unwrap();
+        assert!(aligned.write_zeroes(1, 1024).is_err());
+        let mut b = [0u8; 4];
+        v.read_at(&mut b, 2047).unwrap();
+        assert_eq!(b, [0xAA, 9, 0, 0]);
+        v.read_at(&mut b, 3071).unwrap();
+        assert_eq!(b, [0, 0xAA, 0xAA, 0xAA]);
+    }
 
     #[test]
     fn check_range_refuses_overflow_and_past_end() {

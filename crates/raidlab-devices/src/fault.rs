@@ -428,6 +428,12 @@ impl<V: Volume> Volume for FaultVolume<V> {
     fn block_size(&self) -> u32 {
         self.inner.block_size()
     }
+    fn preferred_io_size(&self) -> Option<u64> {
+        self.inner.preferred_io_size()
+    }
+    fn optimal_io_size(&self) -> Option<u64> {
+        self.inner.optimal_io_size()
+    }
     fn is_writable(&self) -> bool {
         self.inner.is_writable()
     }

@@ -449,3 +449,53 @@ proptest! {
         prop_assert_eq!(v.write_at(&buf, off).is_err(), overlaps);
     }
 }
+
+/// A volume with I/O size hints, to see that wrappers pass them on.
+#[derive(Debug)]
+struct Hinted(MemVolume);
+
+impl Volume for Hinted {
+    fn name(&self) -> String {
+        self.0.name()
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> raidlab_core::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        self.0.write_at(buf, offset)
+    }
+    fn flush(&self) -> raidlab_core::Result<()> {
+        self.0.flush()
+    }
+    fn preferred_io_size(&self) -> Option<u64> {
+        Some(64 << 10)
+    }
+    fn optimal_io_size(&self) -> Option<u64> {
+        Some(128 << 10)
+    }
+}
+
+#[test]
+fn wrappers_pass_io_size_hints_on_and_fua_is_durable() {
+    use raidlab_devices::{Limits, ThrottleVolume};
+    let f = FaultVolume::with_volatile_cache(Hinted(MemVolume::new(1 << 20)));
+    assert_eq!(f.preferred_io_size(), Some(64 << 10));
+    assert_eq!(f.optimal_io_size(), Some(128 << 10));
+    let t = ThrottleVolume::new(Hinted(MemVolume::new(1 << 20)), Limits::unlimited()).unwrap();
+    assert_eq!(t.preferred_io_size(), Some(64 << 10));
+    assert_eq!(t.optimal_io_size(), Some(128 << 10));
+    // A FUA write survives a power cut that drops every unflushed write.
+    f.write_at(&[1; 512], 0).unwrap();
+    f.write_at_fua(&[2; 512], 4096).unwrap();
+    f.write_at(&[3; 512], 8192).unwrap();
+    f.power_cut_with(PowerCutPolicy::DropAll).unwrap();
+    f.restart();
+    let mut b = [0u8; 512];
+    f.read_at(&mut b, 4096).unwrap();
+    assert_eq!(b, [2; 512]);
+    f.read_at(&mut b, 8192).unwrap();
+    assert_eq!(b, [0; 512]);
+}

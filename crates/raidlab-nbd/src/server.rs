@@ -187,8 +187,9 @@ const POOLED: usize = 16;
 const POOLED_MAX: usize = 2 << 20;
 /// Read-ahead of request headers per connection.
 const READ_BUFFER: usize = 128 << 10;
-/// Zeroes are written in pieces of this size.
-const ZERO_PIECE: usize = 1 << 20;
+/// What a zeroing job holds of the budget: the buffer of zeros the default
+/// [`Volume::write_zeroes`] allocates.
+const ZERO_PIECE: usize = raidlab_core::ZERO_PIECE as usize;
 /// Reads from this size up are sent by splice where they can be: below it the
 /// extra system calls and page references cost more than the copies they save.
 const SPLICE_MIN: usize = 32 << 10;
@@ -791,9 +792,13 @@ impl Server {
                 data,
                 fua,
             } => {
-                let r = v
-                    .write_at(&data, offset)
-                    .and_then(|()| if fua { v.flush() } else { Ok(()) });
+                // FUA asks for this write's durability only; the volume decides
+                // what that costs (by default a flush of everything).
+                let r = if fua {
+                    v.write_at_fua(&data, offset)
+                } else {
+                    v.write_at(&data, offset)
+                };
                 conn.recycle(data);
                 self.finish(e, conn, cookie, r);
             }
@@ -813,7 +818,7 @@ impl Server {
                     if punched {
                         Ok(())
                     } else {
-                        write_zeroes(v.as_ref(), offset, len)
+                        v.write_zeroes(offset, len)
                     }
                 } else {
                     match v.discard(offset, len) {
@@ -893,17 +898,6 @@ fn spin_for_request(fd: RawFd) {
         }
         std::hint::spin_loop();
     }
-}
-
-fn write_zeroes(v: &dyn Volume, offset: u64, len: u64) -> raidlab_core::Result<()> {
-    let zeroes = vec![0u8; (len as usize).min(ZERO_PIECE)];
-    let mut done = 0u64;
-    while done < len {
-        let n = (len - done).min(zeroes.len() as u64) as usize;
-        v.write_at(&zeroes[..n], offset + done)?;
-        done += n as u64;
-    }
-    Ok(())
 }
 
 /// The protocol's error value for a volume error.

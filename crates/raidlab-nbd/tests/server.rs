@@ -268,6 +268,81 @@ fn go_then_every_command_round_trips() {
     assert_eq!(h.join().unwrap(), Outcome::Closed);
 }
 
+/// Memory that records which volume calls the server makes.
+#[derive(Debug)]
+struct Recorded {
+    inner: MemVolume,
+    calls: std::sync::Mutex<Vec<String>>,
+}
+
+impl Recorded {
+    fn log(&self, call: String) {
+        self.calls.lock().unwrap().push(call);
+    }
+}
+
+impl Volume for Recorded {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> VResult<()> {
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> VResult<()> {
+        self.log(format!("write {offset}+{}", buf.len()));
+        self.inner.write_at(buf, offset)
+    }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> VResult<()> {
+        self.log(format!("fua {offset}+{}", buf.len()));
+        self.inner.write_at(buf, offset)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> VResult<()> {
+        self.log(format!("zeroes {offset}+{len}"));
+        self.inner.write_zeroes(offset, len)
+    }
+    fn flush(&self) -> VResult<()> {
+        self.log("flush".into());
+        Ok(())
+    }
+}
+
+#[test]
+fn fua_and_write_zeroes_reach_the_volume_as_such() {
+    let v = Arc::new(Recorded {
+        inner: MemVolume::new(4 << 20),
+        calls: Default::default(),
+    });
+    let s = server(vec![export("a", v.clone(), false)], Limits::default());
+    let (mut c, h) = Client::start(s);
+    c.go("a");
+    let data = vec![7u8; 4096];
+    assert_eq!(c.call(CMD_WRITE, CMD_FLAG_FUA, 8192, 4096, &data).0, 0);
+    assert_eq!(c.call(CMD_WRITE, 0, 0, 4096, &data).0, 0);
+    // A zeroing of more than one piece is one call: the volume chooses how.
+    let len = 3 << 20;
+    assert_eq!(
+        c.call(CMD_WRITE_ZEROES, CMD_FLAG_NO_HOLE, 4096, len, &[]).0,
+        0
+    );
+    let mut back = vec![1u8; len as usize + 8192];
+    v.inner.read_at(&mut back, 0).unwrap();
+    assert!(back[..4096].iter().all(|&b| b == 7));
+    assert!(back[4096..4096 + len as usize].iter().all(|&b| b == 0));
+    c.send(CMD_DISC, 0, 8, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+    assert_eq!(
+        *v.calls.lock().unwrap(),
+        [
+            "fua 8192+4096",
+            "write 0+4096",
+            &format!("zeroes 4096+{len}")
+        ]
+    );
+}
+
 #[test]
 fn list_info_unknown_and_abort() {
     let s = server(

@@ -279,6 +279,7 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
         });
         let r = bonnie::run(t, dir.as_deref(), &cfg, &CONTROL)
             .with_context(|| format!("benchmark of {} failed", t.label))?;
+        report_cache(t);
         t.finish()?;
         if let Some(pb) = pb {
             pb.finish_and_clear();
@@ -409,6 +410,7 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
             n += 1;
         })
         .with_context(|| format!("benchmark of {} failed", t.label))?;
+        report_cache(t);
         t.finish()?;
         if let Some(pb) = pb {
             pb.finish_and_clear();
@@ -502,6 +504,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
         });
         let r = replay::run(t, &ops, &cfg, &CONTROL)
             .with_context(|| format!("replay of {name} on {} failed", t.label))?;
+        report_cache(t);
         t.finish()?;
         if let Some(pb) = pb {
             pb.finish_and_clear();
@@ -727,6 +730,7 @@ fn run_targets(targets: &[Target], cfg: &CdmConfig) -> Result<(Vec<CdmTargetResu
         };
         let r = cdm::run(t, cfg, &CONTROL, &mut on);
         let r = r.with_context(|| format!("benchmark of {} failed", t.label))?;
+        report_cache(t);
         t.finish()
             .with_context(|| format!("cannot flush {} after the benchmark", t.label))?;
         results.push(r);
@@ -842,4 +846,36 @@ fn write_html_report(json_path: &Path, _report: &BenchReport) -> Result<Option<P
     raidlab_report::write_report(&[json_path.to_path_buf()], &html, None)
         .with_context(|| format!("cannot write the HTML report {}", html.display()))?;
     Ok(Some(html))
+}
+
+/// A cache target's statistics on stderr after its run, so that the result can
+/// be explained from what the cache did.
+fn report_cache(t: &Target) {
+    if let Some(s) = t.cache_stats() {
+        eprintln!(
+            "raidlab: cache of {}: reads {} hit, {} partial, {} miss; writes {} hit, {} partial, {} miss; \
+             {} promoted ({} not yet, under the threshold), {} evicted, {} invalidated; \
+             bypassed bytes: {} sequential, {} mode, {} cache full of dirty blocks, {} tail; \
+             {} blocks cleaned; now {} of {} blocks used, {} dirty",
+            t.label,
+            s.read_hits,
+            s.read_partial_hits,
+            s.read_misses,
+            s.write_hits,
+            s.write_partial_hits,
+            s.write_misses,
+            s.promotions,
+            s.not_promoted,
+            s.evictions,
+            s.invalidations,
+            s.bypass_sequential_bytes,
+            s.bypass_mode_bytes,
+            s.bypass_full_bytes,
+            s.bypass_tail_bytes,
+            s.cleaned_blocks,
+            s.occupied_blocks,
+            s.cache_blocks,
+            s.dirty_blocks
+        );
+    }
 }

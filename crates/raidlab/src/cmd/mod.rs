@@ -2,6 +2,7 @@
 
 mod bench;
 pub mod benchmarks;
+mod cache;
 mod create;
 mod explain;
 pub mod info;
@@ -61,5 +62,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Report(a) => report::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Stop(a) => live::stop(a),
+        Command::Cache(c) => cache::run(c),
     }
 }

@@ -1,0 +1,421 @@
+//! The commit protocol: when the cache's metadata reaches the device, in what
+//! order against the data, and how a cache is created, opened, stopped and
+//! detached.
+//!
+//! This module decides durability order only; it must never decide where a
+//! request goes (that is [`crate::volume`]'s) or which block to evict
+//! ([`crate::policy`]'s), and never write a mapping sector any other way than
+//! through `commit_stale`.
+//!
+//! The mapping table on the cache device is the truth after a power cut. Three
+//! rules keep it from ever pointing at wrong data:
+//! 1. **Data before mapping.** Before any mapping sector is written the cache
+//!    device is flushed, so every cache block the in-memory table names holds
+//!    its data durably before the table on disk can name it.
+//! 2. **Unmap before reuse or bypass.** A slot whose on-disk entry names a block
+//!    is unmapped durably (flush, sector write, flush) before its data is
+//!    overwritten with another block, and before a write-around write to that
+//!    block reaches the origin; so no stale copy is ever found after a crash.
+//! 3. **Origin before clean.** A cleaned block is marked clean only after its
+//!    write to the origin has been flushed.
+//!
+//! A user flush writes every changed mapping sector (after rule 1's flush),
+//! flushes the cache device again and flushes the origin. An unclean open keeps
+//! only dirty entries: a clean entry's copy and the origin may each hold a
+//! different half of an unflushed write-through write, and reads must not flip
+//! between them; dirty entries are the only copy and stay.
+
+use crate::format::{
+    check_block_size, decode_map_sector, encode_map_sector, map_sector_offset, pick_superblock,
+    Entry, Layout, MapChecker, OriginId, Superblock, ENTRIES_PER_SECTOR, MAP_SECTOR,
+    SUPERBLOCK_SIZE,
+};
+use crate::policy::{Sequential, TwoQ};
+use crate::stats::Stats;
+use crate::volume::{lock, CachedVolume, Config, State};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_devices::Clock;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// Read both superblock copies of `cache`.
+fn read_superblock<C: Volume>(cache: &C) -> Result<(Superblock, usize)> {
+    let mut a = vec![0u8; SUPERBLOCK_SIZE as usize];
+    let mut b = vec![0u8; SUPERBLOCK_SIZE as usize];
+    if cache.size() < 2 * SUPERBLOCK_SIZE {
+        return Err(Error::invalid(format!(
+            "{} bytes is too small to hold a cache",
+            cache.size()
+        ))
+        .on_device(cache.name()));
+    }
+    cache.read_at(&mut a, 0)?;
+    cache.read_at(&mut b, SUPERBLOCK_SIZE)?;
+    pick_superblock(&cache.name(), &a, &b)
+}
+
+/// Read the superblock of the cache on `cache` without opening it (for detail).
+pub fn examine<C: Volume>(cache: &C) -> Result<Superblock> {
+    Ok(read_superblock(cache)?.0)
+}
+
+/// The mapping table of the cache `sb` describes, slot by slot, checked
+/// sector by sector and as a whole.
+fn read_table<C: Volume>(cache: &C, sb: &Superblock) -> Result<Vec<Entry>> {
+    let slots = sb.layout.cache_blocks;
+    let mut entries = Vec::with_capacity(slots as usize);
+    let mut checker = MapChecker::default();
+    let chunk = 2048u64;
+    let mut index = 0;
+    while index < sb.layout.map_sectors {
+        let n = chunk.min(sb.layout.map_sectors - index);
+        let mut buf = vec![0u8; (n * MAP_SECTOR) as usize];
+        cache.read_at(&mut buf, map_sector_offset(index))?;
+        for (i, sector) in buf.chunks(MAP_SECTOR as usize).enumerate() {
+            let got = decode_map_sector(sb, index + i as u64, sector)
+                .map_err(|e| e.on_device(cache.name()))?;
+            for e in got {
+                if (entries.len() as u64) < slots {
+                    checker
+                        .add(entries.len() as u64, e)
+                        .map_err(|e| e.on_device(cache.name()))?;
+                    entries.push(e);
+                }
+            }
+        }
+        index += n;
+    }
+    Ok(entries)
+}
+
+/// What the table on a cache device records, read without the origin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableSummary {
+    pub occupied_blocks: u64,
+    pub dirty_blocks: u64,
+}
+
+/// Read the superblock and count the table's entries (for `detail`, and to
+/// say how much dirty data a cache holds when it cannot be opened).
+pub fn examine_table<C: Volume>(cache: &C) -> Result<(Superblock, TableSummary)> {
+    let sb = examine(cache)?;
+    sb.check_device(&cache.name(), cache.size())?;
+    let entries = read_table(cache, &sb)?;
+    let summary = TableSummary {
+        occupied_blocks: entries.iter().filter(|e| **e != Entry::Free).count() as u64,
+        dirty_blocks: entries
+            .iter()
+            .filter(|e| matches!(e, Entry::Dirty(_)))
+            .count() as u64,
+    };
+    Ok((sb, summary))
+}
+
+/// Write a new, empty cache on `cache` for `origin`. Nothing is written when an
+/// argument is refused. A power cut during create leaves no valid superblock, so
+/// a half-made cache is never opened.
+pub fn create<C: Volume, O: Volume>(
+    cache: &C,
+    origin: &O,
+    origin_id: OriginId,
+    origin_label: &str,
+    cache_uuid: [u8; 16],
+    config: Config,
+) -> Result<Superblock> {
+    check_block_size(config.block_size).map_err(|e| e.on_device(cache.name()))?;
+    let layout = Layout::plan(&cache.name(), cache.size(), config.block_size)?;
+    let sb = Superblock {
+        cache_uuid,
+        generation: 1,
+        origin_size: origin.size(),
+        origin_id,
+        origin_label: origin_label.to_string(),
+        block_size: config.block_size,
+        mode: config.mode,
+        policy: config.policy,
+        clean: true,
+        dirty_target_pct: config.dirty_target_pct,
+        sequential_cutoff: config.sequential_cutoff,
+        clean_rate: config.clean_rate,
+        promote_threshold: config.promote_threshold,
+        dirty_blocks: 0,
+        layout,
+    };
+    let encoded = sb.encode().map_err(|e| e.on_device(origin.name()))?;
+    if !cache.is_writable() {
+        return Err(Error::new(
+            ErrorKind::ReadOnly,
+            Op::Write,
+            "the cache device is read-only",
+        )
+        .on_device(cache.name()));
+    }
+    // Old superblocks first, so no copy of a previous cache survives next to
+    // the new one; then the empty table; the superblock last makes it valid.
+    cache.write_at(&vec![0u8; 2 * SUPERBLOCK_SIZE as usize], 0)?;
+    cache.flush()?;
+    let per_chunk = 2048u64;
+    let mut index = 0u64;
+    while index < layout.map_sectors {
+        let n = per_chunk.min(layout.map_sectors - index);
+        let mut buf = Vec::with_capacity((n * MAP_SECTOR) as usize);
+        for i in index..index + n {
+            buf.extend_from_slice(&encode_map_sector(sb.instance(), i as u32, &[]));
+        }
+        cache.write_at(&buf, map_sector_offset(index))?;
+        index += n;
+    }
+    cache.flush()?;
+    cache.write_at_fua(&encoded, 0)?;
+    Ok(sb)
+}
+
+impl<C: Volume, O: Volume> CachedVolume<C, O> {
+    /// Open the cache on `cache` in front of `origin`, which must be the origin
+    /// it was created for (`origin_id`) and of the size recorded.
+    pub fn open(cache: C, origin: O, origin_id: OriginId, clock: Arc<dyn Clock>) -> Result<Self> {
+        let (sb, sb_copy) = read_superblock(&cache)?;
+        if sb.origin_id != origin_id {
+            return Err(Error::invalid(format!(
+                "this cache belongs to another origin ({}), not {}; give the origin it was \
+                 created for, or create a new cache",
+                sb.origin_label,
+                origin.name()
+            ))
+            .on_device(cache.name()));
+        }
+        if sb.origin_size != origin.size() {
+            return Err(Error::invalid(format!(
+                "the origin {} is {} bytes but the cache recorded {}: it was resized or is \
+                 another device; detach needs the original size",
+                origin.name(),
+                origin.size(),
+                sb.origin_size
+            ))
+            .on_device(cache.name()));
+        }
+        sb.check_device(&cache.name(), cache.size())?;
+        let slots = sb.layout.cache_blocks;
+        let entries = read_table(&cache, &sb)?;
+        let mut st = State {
+            policy: TwoQ::new(slots, sb.promote_threshold),
+            persisted: entries.clone(),
+            entries,
+            map: HashMap::new(),
+            dirty: BTreeSet::new(),
+            free: Vec::new(),
+            stale: BTreeSet::new(),
+            seq: Sequential::default(),
+            stats: Stats::default(),
+            clean_cursor: 0,
+            clean_credit: 0,
+            last_tick: None,
+            cache_unflushed: false,
+            origin_unflushed: false,
+            detached: false,
+            sb,
+            sb_copy,
+        };
+        let unclean = !st.sb.clean;
+        for slot in (0..slots).rev() {
+            match st.entries[slot as usize] {
+                Entry::Free => st.free.push(slot),
+                Entry::Clean(_) if unclean => {
+                    st.entries[slot as usize] = Entry::Free;
+                    st.stale.insert(slot / ENTRIES_PER_SECTOR as u64);
+                    st.free.push(slot);
+                }
+                Entry::Clean(b) => {
+                    st.map.insert(b, slot);
+                    st.policy.insert(slot, b, false);
+                }
+                Entry::Dirty(b) => {
+                    st.map.insert(b, slot);
+                    st.dirty.insert(b);
+                    st.policy.insert(slot, b, false);
+                }
+            }
+        }
+        let v = CachedVolume {
+            cache,
+            origin,
+            clock,
+            state: Mutex::new(st),
+        };
+        if unclean {
+            let mut st = lock(&v.state);
+            v.commit_stale(&mut st)?;
+        }
+        Ok(v)
+    }
+
+    /// Write the superblock as `st.sb` says, to the other copy, durably.
+    pub(crate) fn write_superblock(&self, st: &mut State) -> Result<()> {
+        st.sb.generation += 1;
+        st.sb.dirty_blocks = st.dirty.len() as u64;
+        let bytes = st.sb.encode().map_err(|e| e.on_device(self.cache.name()))?;
+        let copy = 1 - st.sb_copy;
+        self.cache
+            .write_at_fua(&bytes, copy as u64 * SUPERBLOCK_SIZE)?;
+        st.sb_copy = copy;
+        Ok(())
+    }
+
+    /// Before the first change after a clean stop or open: say on the device
+    /// that the table may be behind memory, so a crash is recognised.
+    pub(crate) fn begin_change(&self, st: &mut State) -> Result<()> {
+        if st.detached {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                Op::Write,
+                "the cache was detached; open the origin on its own",
+            )
+            .on_device(self.cache.name()));
+        }
+        if st.sb.clean {
+            st.sb.clean = false;
+            if let Err(e) = self.write_superblock(st) {
+                st.sb.clean = true;
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write every stale mapping sector: flush the data first (rule 1), then the
+    /// sectors, then flush them.
+    pub(crate) fn commit_stale(&self, st: &mut State) -> Result<()> {
+        if st.stale.is_empty() {
+            return Ok(());
+        }
+        self.cache.flush()?;
+        st.cache_unflushed = false;
+        let stale: Vec<u64> = st.stale.iter().copied().collect();
+        for index in stale {
+            let first = (index * ENTRIES_PER_SECTOR as u64) as usize;
+            let last = (first + ENTRIES_PER_SECTOR).min(st.entries.len());
+            let bytes = encode_map_sector(st.sb.instance(), index as u32, &st.entries[first..last]);
+            self.cache.write_at(&bytes, map_sector_offset(index))?;
+        }
+        self.cache.flush()?;
+        for index in std::mem::take(&mut st.stale) {
+            let first = (index * ENTRIES_PER_SECTOR as u64) as usize;
+            let last = (first + ENTRIES_PER_SECTOR).min(st.entries.len());
+            let (mem, disk) = (&st.entries[first..last], &mut st.persisted[first..last]);
+            disk.copy_from_slice(mem);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_entry(st: &mut State, slot: u64, e: Entry) {
+        st.entries[slot as usize] = e;
+        st.stale.insert(slot / ENTRIES_PER_SECTOR as u64);
+    }
+
+    /// Rule 2: make sure the device's table does not name anything in `slot`.
+    pub(crate) fn unmap_durably(&self, st: &mut State, slot: u64) -> Result<()> {
+        if st.persisted[slot as usize] != Entry::Free {
+            self.commit_stale(st)?;
+        }
+        Ok(())
+    }
+
+    /// Drop slot `slot` (clean) from memory; it becomes free.
+    pub(crate) fn drop_slot(st: &mut State, slot: u64) {
+        if let Some(b) = st.entries[slot as usize].origin_block() {
+            st.map.remove(&b);
+            st.dirty.remove(&b);
+        }
+        st.policy.remove(slot);
+        Self::set_entry(st, slot, Entry::Free);
+    }
+
+    /// A slot to put a new block in: a free one, or a clean victim unmapped
+    /// durably. `None` when every slot is dirty.
+    pub(crate) fn take_slot(&self, st: &mut State) -> Result<Option<u64>> {
+        let slot = match st.free.pop() {
+            Some(s) => s,
+            None => {
+                let entries = &st.entries;
+                let dirty = |s: u64| matches!(entries[s as usize], Entry::Dirty(_));
+                let block_of = |s: u64| entries[s as usize].origin_block();
+                let Some(s) = st.policy.victim(dirty, block_of) else {
+                    return Ok(None);
+                };
+                Self::drop_slot(st, s);
+                st.stats.evictions += 1;
+                s
+            }
+        };
+        if let Err(e) = self.unmap_durably(st, slot) {
+            st.free.push(slot);
+            return Err(e);
+        }
+        Ok(Some(slot))
+    }
+
+    /// Put block `block` with contents `data` (a whole block) in the cache.
+    /// Returns false when there is no room (every slot dirty).
+    pub(crate) fn install(
+        &self,
+        st: &mut State,
+        block: u64,
+        data: &[u8],
+        dirty: bool,
+    ) -> Result<bool> {
+        let ghost = st.policy.is_ghost(block);
+        let Some(slot) = self.take_slot(st)? else {
+            return Ok(false);
+        };
+        if let Err(e) = self.cache.write_at(data, Self::slot_offset(st, slot)) {
+            st.free.push(slot);
+            return Err(e);
+        }
+        st.cache_unflushed = true;
+        let e = if dirty {
+            st.dirty.insert(block);
+            Entry::Dirty(block)
+        } else {
+            Entry::Clean(block)
+        };
+        Self::set_entry(st, slot, e);
+        st.map.insert(block, slot);
+        st.policy.insert(slot, block, ghost);
+        Ok(true)
+    }
+
+    /// A clean stop: everything flushed, the table on the device current, and
+    /// the superblock saying so (the next open needs no recovery). The volume
+    /// stays usable; the next change marks it unclean again.
+    pub fn shutdown(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        if st.detached {
+            return Ok(());
+        }
+        self.flush_inner(&mut st)?;
+        st.sb.clean = true;
+        self.write_superblock(&mut st)
+    }
+
+    /// Write every dirty block back, then unbind: both superblock copies are
+    /// erased, so the cache can never be found again with contents the origin
+    /// may since have outgrown. From then on this volume passes I/O straight
+    /// to the origin.
+    pub fn detach(&self) -> Result<()> {
+        self.flush_dirty(|_, _| {})?;
+        let mut st = lock(&self.state);
+        if !st.dirty.is_empty() {
+            return Err(Error::new(
+                ErrorKind::Busy,
+                Op::Write,
+                "writes made the cache dirty again during detach; retry",
+            )
+            .on_device(self.cache.name()));
+        }
+        self.flush_inner(&mut st)?;
+        self.cache
+            .write_at_fua(&vec![0u8; 2 * SUPERBLOCK_SIZE as usize], 0)?;
+        st.detached = true;
+        Ok(())
+    }
+}

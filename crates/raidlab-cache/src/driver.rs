@@ -1,0 +1,126 @@
+//! The optional background cleaner: a thread that calls
+//! [`CachedVolume::clean_tick`] at a fixed interval of real time, for a cache
+//! served or benchmarked on real devices.
+//!
+//! This is the only place in the crate with a thread or a real-time wait. The
+//! cache itself never needs it: a simulator (or any owner with its own event
+//! loop) calls `clean_tick` itself, in virtual time. The driver decides only
+//! when to tick; how much to clean stays `clean_tick`'s decision, paced by the
+//! volume's clock. It must never hold the volume's lock across its wait.
+
+use crate::volume::CachedVolume;
+use raidlab_core::{Error, Volume};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How often the driver ticks by default: often enough that a rate of a few
+/// MB/s is spread in small batches between foreground requests.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(10);
+
+#[derive(Debug, Default)]
+struct Shared {
+    stop: bool,
+    ticks: u64,
+    cleaned: u64,
+    error: Option<Error>,
+}
+
+/// What a stopped driver did.
+#[derive(Debug)]
+pub struct DriverReport {
+    pub ticks: u64,
+    pub cleaned_blocks: u64,
+    /// The first error a tick returned; the driver stops ticking at it.
+    pub error: Option<Error>,
+}
+
+/// A running background cleaner; [`BackgroundCleaner::stop`] ends it (and so
+/// does dropping it).
+#[derive(Debug)]
+pub struct BackgroundCleaner {
+    shared: Arc<(Mutex<Shared>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl BackgroundCleaner {
+    /// Start ticking `volume` every `interval`.
+    pub fn start<C, O>(volume: Arc<CachedVolume<C, O>>, interval: Duration) -> BackgroundCleaner
+    where
+        C: Volume + 'static,
+        O: Volume + 'static,
+    {
+        let shared = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
+        let theirs = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("raidlab-cache-cleaner".into())
+            .spawn(move || {
+                let (m, cv) = &*theirs;
+                loop {
+                    let r = volume.clean_tick();
+                    let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+                    s.ticks += 1;
+                    match r {
+                        Ok(n) => s.cleaned += n,
+                        Err(e) => {
+                            s.error = Some(e);
+                            return;
+                        }
+                    }
+                    cv.notify_all();
+                    if s.stop {
+                        return;
+                    }
+                    let (s, _) = cv
+                        .wait_timeout_while(s, interval, |s| !s.stop)
+                        .unwrap_or_else(|p| p.into_inner());
+                    if s.stop {
+                        return;
+                    }
+                }
+            })
+            .ok();
+        BackgroundCleaner { shared, thread }
+    }
+
+    /// Block until the driver has ticked at least `n` times in all (or has
+    /// stopped on an error): for owners and tests that need a tick to have
+    /// happened, without sleeping.
+    pub fn wait_ticks(&self, n: u64) {
+        let (m, cv) = &*self.shared;
+        let s = m.lock().unwrap_or_else(|p| p.into_inner());
+        let _s = cv
+            .wait_while(s, |s| {
+                s.ticks < n && s.error.is_none() && self.thread.is_some()
+            })
+            .unwrap_or_else(|p| p.into_inner());
+    }
+
+    /// Stop the driver and say what it did.
+    pub fn stop(mut self) -> DriverReport {
+        self.halt();
+        let mut s = self.shared.0.lock().unwrap_or_else(|p| p.into_inner());
+        DriverReport {
+            ticks: s.ticks,
+            cleaned_blocks: s.cleaned,
+            error: s.error.take(),
+        }
+    }
+
+    fn halt(&mut self) {
+        {
+            let mut s = self.shared.0.lock().unwrap_or_else(|p| p.into_inner());
+            s.stop = true;
+        }
+        self.shared.1.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for BackgroundCleaner {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}

@@ -1,0 +1,36 @@
+//! raidlab-cache: an SSD cache tier in front of any volume (issue 18).
+//!
+//! - [`format`]: the cache device's metadata as bytes (superblock copies, the
+//!   mapping table), documented in docs/cache-format.md.
+//! - [`policy`]: which blocks to keep (2Q replacement, promotion threshold,
+//!   sequential bypass).
+//! - [`volume`]: [`CachedVolume`], the volume over a cache device and an
+//!   origin: where each request goes in each mode.
+//! - [`commit`]: the commit protocol that makes it crash-safe (create, open,
+//!   stop, detach, and the order of metadata against data).
+//! - [`clean`]: writing dirty blocks back, in order, at a set pace.
+//! - [`stats`]: the counters.
+//! - [`driver`]: an optional thread that ticks the cleaner in real time.
+//! - [`identity`]: how a file or device origin is told from another.
+//!
+//! This crate must never depend on the RAID engine (`raidlab-raid`): a cache
+//! sits in front of any [`raidlab_core::Volume`], an array being just one. It
+//! never reads the wall clock and starts no thread of its own (only the
+//! optional [`driver`] does, when its owner asks), so that the same code runs in
+//! a simulator's virtual time.
+
+pub mod clean;
+pub mod commit;
+pub mod driver;
+pub mod format;
+pub mod identity;
+pub mod policy;
+pub mod stats;
+pub mod volume;
+
+pub use commit::{create, examine, examine_table, TableSummary};
+pub use driver::BackgroundCleaner;
+pub use format::{Mode, OriginId, Policy, Superblock};
+pub use identity::path_identity;
+pub use stats::Stats;
+pub use volume::{CachedVolume, Config};

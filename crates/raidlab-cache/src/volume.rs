@@ -1,0 +1,405 @@
+//! [`CachedVolume`]: a volume made of a cache device in front of an origin.
+//!
+//! This module decides where each request goes (cache, origin, both) in each
+//! mode, and holds the state the other cache modules share. When the mapping
+//! table is written against the data is [`crate::commit`]'s decision; cleaning
+//! is [`crate::clean`]'s; which blocks to keep is [`crate::policy`]'s; the bytes
+//! of the metadata are [`crate::format`]'s. It must never read the wall clock
+//! and never start a thread, so the same code runs in virtual time.
+//!
+//! For now every request holds one lock from start to end: simple to reason
+//! about, and the price (no parallel I/O inside one cached volume) is measured
+//! before anything finer is built.
+
+use crate::format::{Entry, Mode, Policy, Superblock};
+use crate::policy::{Sequential, TwoQ};
+use crate::stats::Stats;
+use raidlab_core::{check_range_with, Op, Result, Volume};
+use raidlab_devices::Clock;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// What a user chooses at create (and may change with `set`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Default write-through (bcache's default): the origin is complete at all
+    /// times, so losing the cache device loses nothing.
+    pub mode: Mode,
+    /// Power of two, 4 KiB to 1 GiB. Default 64 KiB: the in-memory table costs
+    /// tens of bytes per block, so 1 TiB of cache is 16 Mi entries, while a
+    /// miss moves little more than a disk's positioning time is worth. Use 4K
+    /// for small random I/O (a partial-block write to an uncached block in
+    /// write-back reads the rest of the block from the origin).
+    pub block_size: u32,
+    pub policy: Policy,
+    /// Sequential runs of at least this many bytes bypass the cache; 0: never.
+    /// Default 4 MiB, bcache's: streams that long gain nothing from an SSD in
+    /// front of a disk that streams well, and would push out the random set.
+    pub sequential_cutoff: u64,
+    /// Background cleaning starts above this share of dirty blocks. Default 10%.
+    pub dirty_target_pct: u8,
+    /// Background cleaning rate, bytes per second; 0: as fast as the origin
+    /// takes it. Default 0.
+    pub clean_rate: u64,
+    /// Read misses of a block before it is promoted. Default 1 (every miss).
+    pub promote_threshold: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            mode: Mode::WriteThrough,
+            block_size: 64 << 10,
+            policy: Policy::TwoQ,
+            sequential_cutoff: 4 << 20,
+            dirty_target_pct: 10,
+            clean_rate: 0,
+            promote_threshold: 1,
+        }
+    }
+}
+
+/// A zeroed buffer whose start is aligned to 4 KiB: the cache's own reads and
+/// writes of whole blocks may go to files opened with O_DIRECT, which refuse
+/// buffers at other addresses.
+pub(crate) struct Aligned {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+const ALIGN: usize = 4096;
+
+impl Aligned {
+    pub(crate) fn zeroed(len: usize) -> Aligned {
+        let buf = vec![0u8; len + ALIGN];
+        let start = buf.as_ptr().align_offset(ALIGN).min(ALIGN);
+        Aligned { buf, start, len }
+    }
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
+/// A cache device in front of an origin, seen as one volume of the origin's size.
+#[derive(Debug)]
+pub struct CachedVolume<C, O> {
+    pub(crate) cache: C,
+    pub(crate) origin: O,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) state: Mutex<State>,
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) sb: Superblock,
+    /// Which superblock copy holds `sb` as last written.
+    pub(crate) sb_copy: usize,
+    pub(crate) entries: Vec<Entry>,
+    /// What the mapping table on the device says, slot by slot.
+    pub(crate) persisted: Vec<Entry>,
+    pub(crate) map: HashMap<u64, u64>,
+    pub(crate) dirty: BTreeSet<u64>,
+    pub(crate) free: Vec<u64>,
+    /// Mapping sectors whose in-memory entries differ from the device.
+    pub(crate) stale: BTreeSet<u64>,
+    pub(crate) policy: TwoQ,
+    pub(crate) seq: Sequential,
+    pub(crate) stats: Stats,
+    pub(crate) clean_cursor: u64,
+    pub(crate) clean_credit: u64,
+    pub(crate) last_tick: Option<Duration>,
+    pub(crate) cache_unflushed: bool,
+    pub(crate) origin_unflushed: bool,
+    pub(crate) detached: bool,
+}
+
+pub(crate) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock is a bug already reported; the state is
+    // still the one the protocol left, so carry on rather than poison every caller.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<C: Volume, O: Volume> CachedVolume<C, O> {
+    pub fn cache_device(&self) -> &C {
+        &self.cache
+    }
+
+    pub fn origin(&self) -> &O {
+        &self.origin
+    }
+
+    pub fn superblock(&self) -> Superblock {
+        lock(&self.state).sb.clone()
+    }
+
+    pub fn stats(&self) -> Stats {
+        let st = lock(&self.state);
+        let mut s = st.stats;
+        s.dirty_blocks = st.dirty.len() as u64;
+        s.occupied_blocks = st.map.len() as u64;
+        s.cache_blocks = st.sb.layout.cache_blocks;
+        s.block_size = st.sb.block_size;
+        s
+    }
+
+    pub fn reset_stats(&self) {
+        lock(&self.state).stats = Stats::default();
+    }
+
+    pub(crate) fn bs(st: &State) -> u64 {
+        u64::from(st.sb.block_size)
+    }
+
+    pub(crate) fn slot_offset(st: &State, slot: u64) -> u64 {
+        st.sb.layout.data_offset + slot * Self::bs(st)
+    }
+
+    /// Read `[pos, pos+buf.len())` of block `b`'s slot.
+    pub(crate) fn read_slot(
+        &self,
+        st: &State,
+        slot: u64,
+        within: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        self.cache
+            .read_at(buf, Self::slot_offset(st, slot) + within)
+    }
+
+    fn read_inner(&self, st: &mut State, buf: &mut [u8], offset: u64) -> Result<()> {
+        let len = buf.len() as u64;
+        if st.detached {
+            return self.origin.read_at(buf, offset);
+        }
+        let seq = st.seq.note(offset, len, st.sb.sequential_cutoff);
+        if seq {
+            st.stats.bypass_sequential_requests += 1;
+        }
+        let bs = Self::bs(st);
+        let origin_blocks = st.sb.origin_blocks();
+        let (mut hits, mut misses) = (0u32, 0u32);
+        let mut pos = 0u64;
+        while pos < len {
+            let abs = offset + pos;
+            let b = abs / bs;
+            let within = abs % bs;
+            let n = (bs - within).min(len - pos);
+            let piece = &mut buf[pos as usize..(pos + n) as usize];
+            pos += n;
+            if b >= origin_blocks {
+                st.stats.bypass_tail_bytes += n;
+                self.origin.read_at(piece, abs)?;
+                misses += 1;
+                continue;
+            }
+            if let Some(&slot) = st.map.get(&b) {
+                self.read_slot(st, slot, within, piece)?;
+                st.policy.touch(slot);
+                hits += 1;
+                continue;
+            }
+            misses += 1;
+            if seq {
+                st.stats.bypass_sequential_bytes += n;
+                self.origin.read_at(piece, abs)?;
+                continue;
+            }
+            if !st.policy.admit(b) {
+                st.stats.not_promoted += 1;
+                self.origin.read_at(piece, abs)?;
+                continue;
+            }
+            let mut whole = Aligned::zeroed(bs as usize);
+            self.origin.read_at(whole.as_mut_slice(), b * bs)?;
+            piece.copy_from_slice(&whole.as_slice()[within as usize..(within + n) as usize]);
+            self.begin_change(st)?;
+            if self.install(st, b, whole.as_slice(), false)? {
+                st.stats.promotions += 1;
+            } else {
+                st.stats.bypass_full_bytes += n;
+            }
+        }
+        match (hits, misses) {
+            (_, 0) => st.stats.read_hits += 1,
+            (0, _) => st.stats.read_misses += 1,
+            _ => st.stats.read_partial_hits += 1,
+        }
+        Ok(())
+    }
+
+    pub(crate) fn write_origin(&self, st: &mut State, data: &[u8], offset: u64) -> Result<()> {
+        self.origin.write_at(data, offset)?;
+        st.origin_unflushed = true;
+        Ok(())
+    }
+
+    fn write_inner(&self, st: &mut State, buf: &[u8], offset: u64) -> Result<()> {
+        let len = buf.len() as u64;
+        if st.detached {
+            return self.origin.write_at(buf, offset);
+        }
+        self.begin_change(st)?;
+        let seq = st.seq.note(offset, len, st.sb.sequential_cutoff);
+        if seq {
+            st.stats.bypass_sequential_requests += 1;
+        }
+        let bs = Self::bs(st);
+        let origin_blocks = st.sb.origin_blocks();
+        let mode = st.sb.mode;
+        let (mut hits, mut misses) = (0u32, 0u32);
+        let mut pos = 0u64;
+        while pos < len {
+            let abs = offset + pos;
+            let b = abs / bs;
+            let within = abs % bs;
+            let n = (bs - within).min(len - pos);
+            let piece = &buf[pos as usize..(pos + n) as usize];
+            pos += n;
+            if b >= origin_blocks {
+                st.stats.bypass_tail_bytes += n;
+                self.write_origin(st, piece, abs)?;
+                misses += 1;
+                continue;
+            }
+            if let Some(&slot) = st.map.get(&b) {
+                let is_dirty = matches!(st.entries[slot as usize], Entry::Dirty(_));
+                if mode == Mode::WriteAround && !is_dirty {
+                    // Rule 2: the cached copy goes, durably, before the origin
+                    // changes under it.
+                    Self::drop_slot(st, slot);
+                    st.free.push(slot);
+                    self.unmap_durably(st, slot)?;
+                    st.stats.invalidations += 1;
+                    st.stats.bypass_mode_bytes += n;
+                    self.write_origin(st, piece, abs)?;
+                    misses += 1;
+                    continue;
+                }
+                if mode == Mode::WriteThrough && !is_dirty {
+                    self.write_origin(st, piece, abs)?;
+                }
+                self.cache
+                    .write_at(piece, Self::slot_offset(st, slot) + within)?;
+                st.cache_unflushed = true;
+                if mode == Mode::WriteBack && !is_dirty {
+                    Self::set_entry(st, slot, Entry::Dirty(b));
+                    st.dirty.insert(b);
+                }
+                st.policy.touch(slot);
+                hits += 1;
+                continue;
+            }
+            misses += 1;
+            if mode != Mode::WriteBack {
+                if mode == Mode::WriteAround {
+                    st.stats.bypass_mode_bytes += n;
+                }
+                self.write_origin(st, piece, abs)?;
+                continue;
+            }
+            if seq {
+                st.stats.bypass_sequential_bytes += n;
+                self.write_origin(st, piece, abs)?;
+                continue;
+            }
+            let mut whole = Aligned::zeroed(bs as usize);
+            if n < bs {
+                self.origin.read_at(whole.as_mut_slice(), b * bs)?;
+            }
+            whole.as_mut_slice()[within as usize..(within + n) as usize].copy_from_slice(piece);
+            if !self.install(st, b, whole.as_slice(), true)? {
+                st.stats.bypass_full_bytes += n;
+                self.write_origin(st, piece, abs)?;
+            }
+        }
+        match (hits, misses) {
+            (_, 0) => st.stats.write_hits += 1,
+            (0, _) => st.stats.write_misses += 1,
+            _ => st.stats.write_partial_hits += 1,
+        }
+        Ok(())
+    }
+
+    pub(crate) fn flush_inner(&self, st: &mut State) -> Result<()> {
+        if !st.stale.is_empty() {
+            self.commit_stale(st)?;
+        } else if st.cache_unflushed {
+            self.cache.flush()?;
+            st.cache_unflushed = false;
+        }
+        if st.origin_unflushed {
+            self.origin.flush()?;
+            st.origin_unflushed = false;
+        }
+        Ok(())
+    }
+
+    /// Change the tunables (not the mode or block size).
+    pub fn set_tunables(
+        &self,
+        sequential_cutoff: u64,
+        dirty_target_pct: u8,
+        clean_rate: u64,
+        promote_threshold: u32,
+    ) -> Result<()> {
+        let mut st = lock(&self.state);
+        let mut sb = st.sb.clone();
+        sb.sequential_cutoff = sequential_cutoff;
+        sb.dirty_target_pct = dirty_target_pct;
+        sb.clean_rate = clean_rate;
+        sb.promote_threshold = promote_threshold;
+        sb.check().map_err(|e| e.on_device(self.cache.name()))?;
+        st.sb = sb;
+        st.policy.set_promote_threshold(promote_threshold);
+        self.write_superblock(&mut st)
+    }
+}
+
+impl<C: Volume, O: Volume> Volume for CachedVolume<C, O> {
+    fn name(&self) -> String {
+        format!("cache {} over {}", self.cache.name(), self.origin.name())
+    }
+    fn size(&self) -> u64 {
+        self.origin.size()
+    }
+    fn block_size(&self) -> u32 {
+        self.origin.block_size()
+    }
+    fn is_writable(&self) -> bool {
+        self.origin.is_writable() && self.cache.is_writable()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range_with(
+            || self.name(),
+            Op::Read,
+            self.size(),
+            offset,
+            buf.len() as u64,
+        )?;
+        let mut st = lock(&self.state);
+        self.read_inner(&mut st, buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        check_range_with(
+            || self.name(),
+            Op::Write,
+            self.size(),
+            offset,
+            buf.len() as u64,
+        )?;
+        let mut st = lock(&self.state);
+        self.write_inner(&mut st, buf, offset)
+    }
+    fn flush(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        self.flush_inner(&mut st)
+    }
+    fn preferred_io_size(&self) -> Option<u64> {
+        self.origin.preferred_io_size()
+    }
+}

@@ -1,0 +1,441 @@
+//! The cached volume's behaviour, mode by mode: where data goes, what the
+//! statistics say, cleaning order and pace, binding to the origin, and the
+//! refusals that must change nothing.
+
+use raidlab_cache::format::{Layout, DATA_ALIGN, SUPERBLOCK_SIZE};
+use raidlab_cache::{create, examine, examine_table, CachedVolume, Config, Mode, OriginId};
+use raidlab_core::{ErrorKind, Result, Volume};
+use raidlab_devices::{Clock, FaultVolume, MemVolume};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const BS: u32 = 4096;
+const ID: OriginId = OriginId::Signature([1; 32]);
+
+#[derive(Debug, Default)]
+struct TestClock(Mutex<Duration>);
+
+impl Clock for TestClock {
+    fn now(&self) -> Duration {
+        *self.0.lock().unwrap()
+    }
+    fn sleep(&self, d: Duration) {
+        *self.0.lock().unwrap() += d;
+    }
+}
+
+/// An origin that records the offsets of its writes and counts its reads.
+#[derive(Debug)]
+struct Watched {
+    inner: MemVolume,
+    writes: Mutex<Vec<(u64, usize)>>,
+    reads: Mutex<u64>,
+}
+
+impl Watched {
+    fn new(size: u64) -> Arc<Watched> {
+        let inner = MemVolume::new(size);
+        let fill: Vec<u8> = (0..size).map(|i| (i / 512) as u8 ^ 0x5a).collect();
+        inner.write_at(&fill, 0).unwrap();
+        Arc::new(Watched {
+            inner,
+            writes: Mutex::new(vec![]),
+            reads: Mutex::new(0),
+        })
+    }
+}
+
+impl Volume for Watched {
+    fn name(&self) -> String {
+        "origin".into()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        *self.reads.lock().unwrap() += 1;
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.writes.lock().unwrap().push((offset, buf.len()));
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+type Cached = CachedVolume<Arc<MemVolume>, Arc<Watched>>;
+
+fn setup(slots: u64, origin_blocks: u64, config: Config) -> (Cached, Arc<TestClock>) {
+    let cache = Arc::new(MemVolume::new(DATA_ALIGN + slots * BS as u64));
+    let origin = Watched::new(origin_blocks * BS as u64);
+    let config = Config {
+        block_size: BS,
+        ..config
+    };
+    create(&cache, &origin, ID, "origin", [4; 16], config).unwrap();
+    let clock = Arc::new(TestClock::default());
+    let v = CachedVolume::open(cache, origin, ID, clock.clone()).unwrap();
+    (v, clock)
+}
+
+fn block(v: &impl Volume, b: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; BS as usize];
+    v.read_at(&mut buf, b * BS as u64).unwrap();
+    buf
+}
+
+#[test]
+fn read_misses_promote_and_hits_come_from_the_cache() {
+    let (v, _) = setup(8, 64, Config::default());
+    let first = block(&v, 3);
+    assert_eq!(first, block(&*v.origin().clone(), 3));
+    let reads = *v.origin().reads.lock().unwrap();
+    assert_eq!(block(&v, 3), first);
+    assert_eq!(
+        *v.origin().reads.lock().unwrap(),
+        reads,
+        "a hit read the origin"
+    );
+    // A request over a cached and an uncached block is a partial hit.
+    let mut two = vec![0u8; 2 * BS as usize];
+    v.read_at(&mut two, 3 * BS as u64).unwrap();
+    let s = v.stats();
+    assert_eq!(
+        (
+            s.read_misses,
+            s.read_hits,
+            s.read_partial_hits,
+            s.promotions
+        ),
+        (1, 1, 1, 2)
+    );
+    assert_eq!(s.occupied_blocks, 2);
+    v.reset_stats();
+    assert_eq!(v.stats().read_hits, 0);
+    assert_eq!(v.stats().occupied_blocks, 2);
+}
+
+#[test]
+fn promotion_threshold_and_sequential_cutoff_keep_blocks_out() {
+    let (v, _) = setup(
+        8,
+        64,
+        Config {
+            promote_threshold: 2,
+            sequential_cutoff: 16 << 10,
+            ..Config::default()
+        },
+    );
+    block(&v, 1);
+    assert_eq!(v.stats().promotions, 0);
+    assert_eq!(v.stats().not_promoted, 1);
+    block(&v, 1);
+    assert_eq!(v.stats().promotions, 1);
+    // 32 KiB read in 4 KiB pieces: from the fourth piece on the run is at the
+    // cutoff and bypasses.
+    for b in 10..18 {
+        block(&v, b);
+    }
+    let s = v.stats();
+    assert!(s.bypass_sequential_bytes > 0, "{s:?}");
+    assert!(s.bypass_sequential_requests > 0, "{s:?}");
+}
+
+#[test]
+fn write_back_keeps_writes_in_the_cache_until_cleaned_in_ascending_order() {
+    let (v, _) = setup(
+        16,
+        64,
+        Config {
+            mode: Mode::WriteBack,
+            dirty_target_pct: 0,
+            ..Config::default()
+        },
+    );
+    for b in [9u64, 2, 3, 7] {
+        v.write_at(&vec![b as u8; BS as usize], b * BS as u64)
+            .unwrap();
+    }
+    v.flush().unwrap();
+    assert!(v.origin().writes.lock().unwrap().is_empty());
+    assert_eq!(v.stats().dirty_blocks, 4);
+    assert_eq!(block(&v, 9), vec![9u8; BS as usize]);
+    // Partial write of an uncached block: the rest comes from the origin.
+    let before = block(&*v.origin().clone(), 20);
+    v.write_at(&[0xee; 512], 20 * BS as u64 + 512).unwrap();
+    let mut want = before;
+    want[512..1024].fill(0xee);
+    assert_eq!(block(&v, 20), want);
+    let done = v.flush_dirty(|_, _| {}).unwrap();
+    assert_eq!(done, 5);
+    // Neighbours 2 and 3 go in one write; blocks in ascending order.
+    let writes = v.origin().writes.lock().unwrap().clone();
+    let b = BS as u64;
+    assert_eq!(
+        writes,
+        [
+            (2 * b, 2 * BS as usize),
+            (7 * b, BS as usize),
+            (9 * b, BS as usize),
+            (20 * b, BS as usize)
+        ]
+    );
+    assert_eq!(block(&*v.origin().clone(), 20), want);
+    assert_eq!(v.stats().dirty_blocks, 0);
+    assert_eq!(v.stats().cleaned_blocks, 5);
+}
+
+#[test]
+fn background_cleaning_keeps_the_rate_and_the_target() {
+    let (v, clock) = setup(
+        20,
+        64,
+        Config {
+            mode: Mode::WriteBack,
+            dirty_target_pct: 25,
+            clean_rate: 2 * BS as u64,
+            ..Config::default()
+        },
+    );
+    for b in 0..10u64 {
+        v.write_at(&vec![1; BS as usize], b * BS as u64).unwrap();
+    }
+    // 25% of 20 slots may stay dirty: 5 blocks to clean, 2 blocks a second.
+    assert_eq!(v.clean_tick().unwrap(), 0, "no time has passed");
+    clock.sleep(Duration::from_millis(500));
+    assert_eq!(v.clean_tick().unwrap(), 1);
+    clock.sleep(Duration::from_secs(1));
+    assert_eq!(v.clean_tick().unwrap(), 2);
+    // A long idle spell earns at most a second's worth.
+    clock.sleep(Duration::from_secs(60));
+    assert_eq!(v.clean_tick().unwrap(), 2);
+    clock.sleep(Duration::from_secs(60));
+    assert_eq!(v.clean_tick().unwrap(), 0, "at the target");
+    assert_eq!(v.stats().dirty_blocks, 5);
+}
+
+#[test]
+fn write_through_writes_both_and_write_around_invalidates() {
+    let (v, _) = setup(8, 64, Config::default());
+    block(&v, 5);
+    v.write_at(&[7; 4096], 5 * BS as u64).unwrap();
+    assert_eq!(block(&*v.origin().clone(), 5), vec![7; 4096]);
+    assert_eq!(v.stats().write_hits, 1);
+    assert_eq!(block(&v, 5), vec![7; 4096]);
+    v.set_mode(Mode::WriteAround).unwrap();
+    v.write_at(&[8; 4096], 5 * BS as u64).unwrap();
+    let s = v.stats();
+    assert_eq!((s.invalidations, s.occupied_blocks), (1, 0));
+    assert_eq!(s.bypass_mode_bytes, 4096);
+    assert_eq!(block(&v, 5), vec![8; 4096]);
+    assert_eq!(examine(v.cache_device()).unwrap().mode, Mode::WriteAround);
+}
+
+#[test]
+fn leaving_write_back_cleans_first() {
+    let (v, _) = setup(
+        8,
+        64,
+        Config {
+            mode: Mode::WriteBack,
+            ..Config::default()
+        },
+    );
+    v.write_at(&[3; 4096], 0).unwrap();
+    v.set_mode(Mode::WriteThrough).unwrap();
+    assert_eq!(v.stats().dirty_blocks, 0);
+    assert_eq!(block(&*v.origin().clone(), 0), vec![3; 4096]);
+}
+
+#[test]
+fn the_scan_does_not_evict_the_reused_set() {
+    let (v, _) = setup(
+        16,
+        4096,
+        Config {
+            sequential_cutoff: 0,
+            ..Config::default()
+        },
+    );
+    // A hot set read, pushed out of probation by a short scan, and read again
+    // while remembered: it is now in the main queue. Then a scan of 1000 blocks,
+    // far longer than the cache, which plain LRU would let flush everything.
+    let hot: Vec<u64> = (0..8).collect();
+    for &b in &hot {
+        block(&v, b);
+    }
+    for b in 100..116 {
+        block(&v, b);
+    }
+    for &b in &hot {
+        block(&v, b);
+    }
+    for i in 0..1000u64 {
+        block(&v, 200 + (i * 37) % 1000);
+    }
+    v.reset_stats();
+    for &b in &hot {
+        block(&v, b);
+    }
+    assert_eq!(v.stats().read_hits, 8, "{:?}", v.stats());
+}
+
+#[test]
+fn dirty_data_survives_a_clean_stop_and_a_reopen() {
+    let cache = Arc::new(MemVolume::new(DATA_ALIGN + 8 * BS as u64));
+    let origin = Watched::new(64 * BS as u64);
+    let config = Config {
+        mode: Mode::WriteBack,
+        block_size: BS,
+        ..Config::default()
+    };
+    create(&cache, &origin, ID, "origin", [4; 16], config).unwrap();
+    let clock: Arc<TestClock> = Arc::default();
+    let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone()).unwrap();
+    v.write_at(&[6; 4096], 4096).unwrap();
+    block(&v, 9);
+    v.shutdown().unwrap();
+    let sb = examine(&cache).unwrap();
+    assert!(sb.clean);
+    assert_eq!(sb.dirty_blocks, 1);
+    let (_, table) = examine_table(&cache).unwrap();
+    assert_eq!((table.occupied_blocks, table.dirty_blocks), (2, 1));
+    drop(v);
+    let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock).unwrap();
+    // A clean stop keeps clean blocks too.
+    assert_eq!(v.stats().occupied_blocks, 2);
+    assert_eq!(block(&v, 1), vec![6; 4096]);
+    assert_ne!(block(&*origin.clone(), 1), vec![6; 4096]);
+    v.detach().unwrap();
+    assert_eq!(block(&*origin.clone(), 1), vec![6; 4096]);
+    // Detached: no cache is found on the device any more.
+    let e = examine(&cache).unwrap_err();
+    assert!(e.to_string().contains("magic"), "{e}");
+}
+
+#[test]
+fn wrong_or_resized_origin_is_refused_and_nothing_is_written() {
+    let cache = Arc::new(FaultVolume::new(MemVolume::new(DATA_ALIGN + 8 * BS as u64)));
+    let origin = Watched::new(64 * BS as u64);
+    create(
+        &cache,
+        &origin,
+        ID,
+        "/dev/md0",
+        [4; 16],
+        Config {
+            block_size: BS,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let clock: Arc<TestClock> = Arc::default();
+    cache.reset_stats();
+    let other = OriginId::ArrayUuid([2; 16]);
+    let e = CachedVolume::open(cache.clone(), origin.clone(), other, clock.clone()).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Invalid);
+    assert!(e.to_string().contains("/dev/md0"), "{e}");
+    let bigger = Watched::new(65 * BS as u64);
+    let e = CachedVolume::open(cache.clone(), bigger, ID, clock).unwrap_err();
+    assert!(e.to_string().contains("recorded"), "{e}");
+    assert_eq!(cache.stats().writes, 0);
+}
+
+#[test]
+fn bad_create_arguments_write_nothing() {
+    let cache = Arc::new(FaultVolume::new(MemVolume::new(DATA_ALIGN + 8 * BS as u64)));
+    let origin = Watched::new(64 * BS as u64);
+    let bad_block = Config {
+        block_size: 3000,
+        ..Config::default()
+    };
+    let e = create(&cache, &origin, ID, "o", [1; 16], bad_block).unwrap_err();
+    assert!(e.to_string().contains("power of two"), "{e}");
+    let small = Arc::new(FaultVolume::new(MemVolume::new(DATA_ALIGN)));
+    let e = create(&small, &origin, ID, "o", [1; 16], Config::default()).unwrap_err();
+    assert!(e.to_string().contains("too small"), "{e}");
+    let long = "x".repeat(300);
+    let e = create(
+        &cache,
+        &origin,
+        ID,
+        &long,
+        [1; 16],
+        Config {
+            block_size: BS,
+            ..Config::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("label"), "{e}");
+    assert_eq!(cache.stats().writes + small.stats().writes, 0);
+}
+
+#[test]
+fn a_corrupt_superblock_copy_falls_back_and_a_corrupt_table_is_refused() {
+    let cache = Arc::new(FaultVolume::new(MemVolume::new(
+        DATA_ALIGN + 64 * BS as u64,
+    )));
+    let origin = Watched::new(64 * BS as u64);
+    create(
+        &cache,
+        &origin,
+        ID,
+        "o",
+        [4; 16],
+        Config {
+            block_size: BS,
+            ..Config::default()
+        },
+    )
+    .unwrap();
+    let clock: Arc<TestClock> = Arc::default();
+    let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone()).unwrap();
+    v.set_tunables(0, 30, 0, 1).unwrap();
+    drop(v);
+    // The newest copy is the second; corrupt it: the first is used.
+    cache.corrupt_stored(SUPERBLOCK_SIZE + 100, 1).unwrap();
+    let sb = examine(&cache).unwrap();
+    assert_eq!(sb.dirty_target_pct, 10);
+    let layout = Layout::plan("c", cache.size(), BS).unwrap();
+    assert_eq!(sb.layout, layout);
+    cache.corrupt_stored(2 * SUPERBLOCK_SIZE + 7, 1).unwrap();
+    let e = CachedVolume::open(cache.clone(), origin, ID, clock).unwrap_err();
+    assert!(e.to_string().contains("mapping sector 0"), "{e}");
+}
+
+#[test]
+fn the_background_driver_ticks_the_cleaner_at_the_volumes_pace() {
+    use raidlab_cache::BackgroundCleaner;
+    let (v, clock) = setup(
+        20,
+        64,
+        Config {
+            mode: Mode::WriteBack,
+            dirty_target_pct: 0,
+            clean_rate: 2 * BS as u64,
+            ..Config::default()
+        },
+    );
+    for b in 0..10u64 {
+        v.write_at(&vec![2; BS as usize], b * BS as u64).unwrap();
+    }
+    let v = Arc::new(v);
+    let driver = BackgroundCleaner::start(v.clone(), Duration::from_millis(1));
+    // The virtual clock stands still: however often the driver ticks, the
+    // rate allows nothing.
+    driver.wait_ticks(3);
+    assert_eq!(v.stats().dirty_blocks, 10);
+    // A second of virtual time: two blocks, whatever the real time.
+    clock.sleep(Duration::from_secs(1));
+    let report_before = v.stats().cleaned_blocks;
+    driver.wait_ticks(6);
+    assert_eq!(v.stats().cleaned_blocks - report_before, 2);
+    let report = driver.stop();
+    assert!(report.error.is_none());
+    assert_eq!(report.cleaned_blocks, 2);
+    assert!(report.ticks >= 6);
+    assert_eq!(v.stats().dirty_blocks, 8);
+}

@@ -1,0 +1,468 @@
+//! `raidlab cache`: the cache verbs, offline on the devices. Opens the cache
+//! device and the origin (an array by its members, or a plain file or device),
+//! hands them to `raidlab-cache` and prints what it did. Every cache decision
+//! lives in `raidlab-cache`; this module only wires and words.
+
+use crate::cli::{
+    CacheCommand, CacheCreateArgs, CacheDetailArgs, CacheMode, CacheOrigin, CacheOriginArgs,
+    CacheSetArgs,
+};
+use crate::open::{open_members, start_logs};
+use anyhow::{bail, Context, Result};
+use raidlab_cache::{
+    create, examine, examine_table, CachedVolume, Config, Mode, OriginId, Policy, Superblock,
+};
+use raidlab_core::size::format_size;
+use raidlab_core::Volume;
+use raidlab_devices::{FileVolume, OpenMode, SystemClock};
+use raidlab_raid::array::Array;
+use raidlab_raid::assemble::{format_uuid, Assembly};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+pub fn run(c: CacheCommand) -> Result<ExitCode> {
+    match c {
+        CacheCommand::Create(a) => create_cmd(a),
+        CacheCommand::Detail(a) => detail(a),
+        CacheCommand::Flush(a) => flush(a),
+        CacheCommand::Detach(a) => detach(a),
+        CacheCommand::Set(a) => set(a),
+    }
+}
+
+fn mode(m: CacheMode) -> Mode {
+    match m {
+        CacheMode::Writeback => Mode::WriteBack,
+        CacheMode::Writethrough => Mode::WriteThrough,
+        CacheMode::Writearound => Mode::WriteAround,
+    }
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::WriteBack => "writeback",
+        Mode::WriteThrough => "writethrough",
+        Mode::WriteAround => "writearound",
+    }
+}
+
+/// An opened origin, and for an array what it takes to close it cleanly.
+struct Origin {
+    volume: Arc<dyn Volume>,
+    id: OriginId,
+    label: String,
+    array: Option<(Assembly, Arc<Array>, bool)>,
+}
+
+fn open_origin(at: &CacheOrigin, write: bool, force: bool) -> Result<Origin> {
+    let mode = if write {
+        OpenMode::ReadWrite
+    } else {
+        OpenMode::ReadOnly
+    };
+    if at.plain {
+        let [path] = at.origin.as_slice() else {
+            bail!(
+                "--plain takes one origin file or device, not {}",
+                at.origin.len()
+            );
+        };
+        let v = FileVolume::open(path, mode)
+            .with_context(|| format!("cannot use origin {}", path.display()))?;
+        return Ok(Origin {
+            volume: Arc::new(v),
+            id: raidlab_cache::path_identity(path)?,
+            label: path.display().to_string(),
+            array: None,
+        });
+    }
+    let devices = open_members(&at.origin, mode)?;
+    let mut asm = Assembly::assemble(devices)?;
+    if write {
+        start_logs(&mut asm)?;
+    }
+    asm.check_startable(force)?;
+    let array = Arc::new(asm.array()?);
+    let was_clean = if write { asm.mark_dirty()? } else { true };
+    Ok(Origin {
+        volume: array.clone(),
+        id: OriginId::ArrayUuid(asm.uuid),
+        label: format!("array {}", format_uuid(&asm.uuid)),
+        array: Some((asm, array, was_clean)),
+    })
+}
+
+/// Flush the origin and, for an array, mark it clean again.
+fn close_origin(o: Origin) -> Result<()> {
+    o.volume.flush()?;
+    if let Some((mut asm, array, was_clean)) = o.array {
+        asm.absorb_bitmap(&array);
+        for path in asm.absorb(&array)? {
+            eprintln!("raidlab: {path} failed and is now marked faulty; the array is degraded (`raidlab detail`)");
+        }
+        asm.mark_clean(was_clean)?;
+    }
+    Ok(())
+}
+
+fn open_cache_device(path: &Path, write: bool) -> Result<FileVolume> {
+    let mode = if write {
+        OpenMode::ReadWrite
+    } else {
+        OpenMode::ReadOnly
+    };
+    FileVolume::open(path, mode)
+        .with_context(|| format!("cannot use cache device {}", path.display()))
+}
+
+type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
+
+/// Refuse a cache bound to another origin, or to this one at another size,
+/// before anything is opened for writing.
+fn check_binding(sb: &Superblock, cache: &Path, origin: &Origin) -> Result<()> {
+    if sb.origin_id != origin.id {
+        bail!(
+            "the cache on {} belongs to another origin ({}), not {}: give the origin it was \
+             created for",
+            cache.display(),
+            sb.origin_label,
+            origin.label
+        );
+    }
+    if sb.origin_size != origin.volume.size() {
+        bail!(
+            "{} is {} bytes but the cache on {} recorded {}: it was resized or is another \
+             device; nothing was changed",
+            origin.label,
+            origin.volume.size(),
+            cache.display(),
+            sb.origin_size
+        );
+    }
+    Ok(())
+}
+
+/// Open the origin for writing, then the cache in front of it. An error
+/// opening the cache comes back with the origin, for `detach` to judge.
+fn open_cached(
+    at: &CacheOrigin,
+    force: bool,
+) -> Result<std::result::Result<(Cached, Origin), (anyhow::Error, Origin)>> {
+    let origin = open_origin(at, true, force)?;
+    let cache = match open_cache_device(&at.cache, true) {
+        Ok(c) => c,
+        Err(e) => return Ok(Err((e, origin))),
+    };
+    if let Ok(sb) = examine(&cache) {
+        check_binding(&sb, &at.cache, &origin)?;
+    }
+    let clock = Arc::new(SystemClock::default());
+    match CachedVolume::open(cache, origin.volume.clone(), origin.id, clock) {
+        Ok(v) => Ok(Ok((v, origin))),
+        Err(e) => Ok(Err((e.into(), origin))),
+    }
+}
+
+/// `open_cached` for the verbs that need the cache working.
+fn open_cached_or_fail(at: &CacheOrigin, force: bool) -> Result<(Cached, Origin)> {
+    match open_cached(at, force)? {
+        Ok(x) => Ok(x),
+        Err((e, origin)) => {
+            close_origin(origin)?;
+            Err(e)
+        }
+    }
+}
+
+fn create_cmd(a: CacheCreateArgs) -> Result<ExitCode> {
+    let block = u32::try_from(a.block)
+        .ok()
+        .filter(|b| raidlab_cache::format::check_block_size(*b).is_ok());
+    let Some(block_size) = block else {
+        bail!(
+            "--block {} is not a power of two from 4K to 1G; pick one such as 64K",
+            a.block
+        );
+    };
+    let cache = open_cache_device(&a.at.cache, true)?;
+    if let Ok((old, table)) = examine_table(&cache) {
+        if !a.force {
+            bail!(
+                "{} already holds a cache for {} ({} dirty block(s), {}); creating a new one \
+                 loses them: detach it first (`raidlab cache detach`), or give --force",
+                a.at.cache.display(),
+                old.origin_label,
+                table.dirty_blocks,
+                format_size(table.dirty_blocks * u64::from(old.block_size))
+            );
+        }
+    } else if examine(&cache).is_ok() && !a.force {
+        bail!(
+            "{} holds a cache whose mapping table cannot be read; give --force to overwrite it",
+            a.at.cache.display()
+        );
+    }
+    let origin = open_origin(&a.at, false, false)?;
+    let config = Config {
+        mode: mode(a.mode),
+        block_size,
+        policy: Policy::TwoQ,
+        sequential_cutoff: a.sequential_cutoff,
+        dirty_target_pct: a.dirty_target,
+        clean_rate: a.clean_rate,
+        promote_threshold: a.promote_threshold,
+    };
+    let sb = create(
+        &cache,
+        &origin.volume,
+        origin.id,
+        &origin.label,
+        *uuid::Uuid::new_v4().as_bytes(),
+        config,
+    )
+    .with_context(|| format!("cannot create a cache on {}", a.at.cache.display()))?;
+    if a.at.json {
+        outln!("{}", serde_json::to_string_pretty(&detail_json(&sb, 0, 0))?);
+    } else {
+        outln!(
+            "raidlab: created a {} cache of {} blocks of {} on {} for {}",
+            mode_name(sb.mode),
+            sb.layout.cache_blocks,
+            format_size(u64::from(sb.block_size)),
+            a.at.cache.display(),
+            origin.label
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn detail_json(sb: &Superblock, occupied: u64, dirty: u64) -> serde_json::Value {
+    let bs = u64::from(sb.block_size);
+    serde_json::json!({
+        "origin": sb.origin_label,
+        "origin_identity": match sb.origin_id {
+            OriginId::ArrayUuid(u) => format!("array {}", format_uuid(&u)),
+            OriginId::Signature(s) => format!("signature {}", s.iter().map(|b| format!("{b:02x}")).collect::<String>()),
+        },
+        "origin_size": sb.origin_size,
+        "mode": mode_name(sb.mode),
+        "policy": "2q",
+        "block_size": bs,
+        "cache_blocks": sb.layout.cache_blocks,
+        "occupied_blocks": occupied,
+        "occupied_bytes": occupied * bs,
+        "dirty_blocks": dirty,
+        "dirty_bytes": dirty * bs,
+        "stopped_cleanly": sb.clean,
+        "sequential_cutoff": sb.sequential_cutoff,
+        "dirty_target_pct": sb.dirty_target_pct,
+        "clean_rate": sb.clean_rate,
+        "promote_threshold": sb.promote_threshold,
+    })
+}
+
+fn detail(a: CacheDetailArgs) -> Result<ExitCode> {
+    let cache = open_cache_device(&a.cache, false)?;
+    let (sb, t) = examine_table(&cache)?;
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&detail_json(&sb, t.occupied_blocks, t.dirty_blocks))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let bs = u64::from(sb.block_size);
+    let pct = |n: u64| n as f64 * 100.0 / sb.layout.cache_blocks as f64;
+    outln!("cache on {}", a.cache.display());
+    outln!(
+        "        origin : {} ({} bytes)",
+        sb.origin_label,
+        sb.origin_size
+    );
+    outln!("          mode : {}", mode_name(sb.mode));
+    outln!("    block size : {}", format_size(bs));
+    outln!(
+        "     occupancy : {} of {} blocks ({:.1}%), {}",
+        t.occupied_blocks,
+        sb.layout.cache_blocks,
+        pct(t.occupied_blocks),
+        format_size(t.occupied_blocks * bs)
+    );
+    outln!(
+        "         dirty : {} blocks ({:.1}%), {}",
+        t.dirty_blocks,
+        pct(t.dirty_blocks),
+        format_size(t.dirty_blocks * bs)
+    );
+    outln!(
+        "  last stopped : {}",
+        if sb.clean {
+            "cleanly"
+        } else {
+            "not cleanly (clean blocks are dropped at the next open; dirty ones kept)"
+        }
+    );
+    outln!(
+        "      tunables : policy 2q, sequential cutoff {}, dirty target {}%, cleaning rate {}, promote after {} miss(es)",
+        if sb.sequential_cutoff == 0 { "off".to_string() } else { format_size(sb.sequential_cutoff) },
+        sb.dirty_target_pct,
+        if sb.clean_rate == 0 { "unlimited".to_string() } else { format!("{}/s", format_size(sb.clean_rate)) },
+        sb.promote_threshold
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn flush(a: CacheOriginArgs) -> Result<ExitCode> {
+    let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
+    let label = origin.label.clone();
+    let bs = u64::from(v.superblock().block_size);
+    let done = v.flush_dirty(|done, total| {
+        if total > 0 && !a.at.json {
+            eprint!("\rraidlab: writing back {done}/{total} block(s)");
+        }
+    })?;
+    v.shutdown()?;
+    drop(v);
+    close_origin(origin)?;
+    if a.at.json {
+        outln!(
+            "{}",
+            serde_json::json!({ "written_back_blocks": done, "written_back_bytes": done * bs })
+        );
+    } else {
+        if done > 0 {
+            eprintln!();
+        }
+        outln!(
+            "raidlab: wrote {done} dirty block(s) ({}) back to {label}; nothing is dirty",
+            format_size(done * bs)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn detach(a: CacheOriginArgs) -> Result<ExitCode> {
+    let (v, origin) = match open_cached(&a.at, a.force)? {
+        Ok(x) => x,
+        Err((e, origin)) => {
+            let r = detach_unopened(&a, e);
+            close_origin(origin)?;
+            return r;
+        }
+    };
+    let label = origin.label.clone();
+    let done = v.flush_dirty(|_, _| {})?;
+    v.detach()?;
+    drop(v);
+    close_origin(origin)?;
+    if a.at.json {
+        outln!(
+            "{}",
+            serde_json::json!({ "written_back_blocks": done, "detached": true })
+        );
+    } else {
+        outln!(
+            "raidlab: wrote back {done} dirty block(s) and detached the cache on {}: {label} is complete on its own",
+            a.at.cache.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The cache cannot be opened (device gone, unreadable, corrupt). Say how much
+/// dirty data it recorded; in write-back mode refuse unless forced, since the
+/// origin alone may lack it.
+fn detach_unopened(a: &CacheOriginArgs, e: anyhow::Error) -> Result<ExitCode> {
+    let device = open_cache_device(&a.at.cache, true).ok();
+    let recorded = device
+        .as_ref()
+        .map(|d| (examine(d).ok(), examine_table(d).ok()));
+    let (sb, table) = match recorded {
+        Some((sb, t)) => (sb, t.map(|(_, t)| t)),
+        None => (None, None),
+    };
+    let dirty = match (&sb, &table) {
+        (Some(sb), Some(t)) => Some((
+            t.dirty_blocks,
+            u64::from(sb.block_size),
+            "in its mapping table",
+        )),
+        (Some(sb), None) => Some((
+            sb.dirty_blocks,
+            u64::from(sb.block_size),
+            "at its last superblock write",
+        )),
+        _ => None,
+    };
+    let write_back = sb.as_ref().map_or(true, |s| s.mode == Mode::WriteBack);
+    let what = match dirty {
+        Some((n, bs, when)) => format!(
+            "it recorded {n} dirty block(s) ({}) {when}",
+            format_size(n * bs)
+        ),
+        None => "how much dirty data it held cannot be read".to_string(),
+    };
+    let at_risk = write_back && dirty.map_or(true, |(n, _, _)| n > 0);
+    if at_risk && !a.force {
+        bail!(
+            "cannot open the cache on {}: {e:#}. In write-back mode the origin alone may lack \
+             data only the cache holds: {what}. Fix or reconnect the cache device and run \
+             again; or give --force to unbind the cache and use the origin as it is, losing \
+             that data",
+            a.at.cache.display()
+        );
+    }
+    if let Some(d) = device {
+        // Never leave a cache behind that could later be found with stale data.
+        if let Err(err) = d.write_at_fua(&vec![0u8; 8192], 0) {
+            eprintln!("raidlab: could not erase the cache's superblocks: {err}");
+        }
+    }
+    if at_risk {
+        eprintln!("raidlab: warning: detached by force; {what}, and it is lost");
+    }
+    outln!(
+        "raidlab: the cache on {} is unbound; the origin is on its own",
+        a.at.cache.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn set(a: CacheSetArgs) -> Result<ExitCode> {
+    if a.mode.is_none()
+        && a.sequential_cutoff.is_none()
+        && a.dirty_target.is_none()
+        && a.clean_rate.is_none()
+        && a.promote_threshold.is_none()
+    {
+        bail!("nothing to set: give --mode, --sequential-cutoff, --dirty-target, --clean-rate or --promote-threshold");
+    }
+    let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
+    let sb = v.superblock();
+    v.set_tunables(
+        a.sequential_cutoff.unwrap_or(sb.sequential_cutoff),
+        a.dirty_target.unwrap_or(sb.dirty_target_pct),
+        a.clean_rate.unwrap_or(sb.clean_rate),
+        a.promote_threshold.unwrap_or(sb.promote_threshold),
+    )?;
+    if let Some(m) = a.mode {
+        v.set_mode(mode(m))?;
+    }
+    v.shutdown()?;
+    let sb = v.superblock();
+    let stats = v.stats();
+    drop(v);
+    close_origin(origin)?;
+    if a.at.json {
+        let j = detail_json(&sb, stats.occupied_blocks, stats.dirty_blocks);
+        outln!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        outln!(
+            "raidlab: the cache on {} is now {}",
+            a.at.cache.display(),
+            mode_name(sb.mode)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,392 @@
+//! `raidlab cache`, offline on files, run as a user would: create, detail, set,
+//! flush, detach on a plain file and on a RAID 5; the refusals, which must leave
+//! the devices as they were; and a write-back cache whose device is lost.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use raidlab_cache::{examine, CachedVolume};
+use raidlab_core::Volume;
+use raidlab_devices::{FileVolume, OpenMode, SystemClock};
+use std::path::Path;
+use std::sync::Arc;
+
+fn raidlab(dir: &Path) -> Command {
+    let mut c = Command::cargo_bin("raidlab").unwrap();
+    c.current_dir(dir);
+    c
+}
+
+fn files(dir: &Path) -> (Vec<u8>, Vec<u8>) {
+    (
+        std::fs::read(dir.join("cache.img")).unwrap_or_default(),
+        std::fs::read(dir.join("origin.img")).unwrap(),
+    )
+}
+
+fn setup(mode: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("origin.img"), vec![0x11u8; 8 << 20]).unwrap();
+    std::fs::write(d.join("cache.img"), vec![0u8; 2 << 20]).unwrap();
+    raidlab(d)
+        .args([
+            "cache",
+            "create",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ])
+        .args(["--block", "4K", "--mode", mode])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("created a ").and(predicate::str::contains(mode)));
+    dir
+}
+
+fn detail(dir: &Path) -> serde_json::Value {
+    let out = raidlab(dir)
+        .args(["cache", "detail", "--cache", "cache.img", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Write `blocks` 4 KiB blocks of 0xd0.. through the cache with the library,
+/// as a server would, and stop cleanly.
+fn write_dirty(dir: &Path, blocks: &[u64]) {
+    let cache = FileVolume::open(&dir.join("cache.img"), OpenMode::ReadWrite).unwrap();
+    let origin = FileVolume::open(&dir.join("origin.img"), OpenMode::ReadWrite).unwrap();
+    let id = examine(&cache).unwrap().origin_id;
+    let v = CachedVolume::open(cache, origin, id, Arc::new(SystemClock::default())).unwrap();
+    for &b in blocks {
+        v.write_at(&[0xd0 + b as u8; 4096], b * 4096).unwrap();
+    }
+    v.flush().unwrap();
+    v.shutdown().unwrap();
+}
+
+#[test]
+fn create_detail_set_flush_detach_on_a_file() {
+    let dir = setup("writeback");
+    let d = dir.path();
+    let j = detail(d);
+    assert_eq!(j["mode"], "writeback");
+    assert_eq!(j["block_size"], 4096);
+    assert_eq!(j["cache_blocks"], 256);
+    assert_eq!(j["stopped_cleanly"], true);
+    write_dirty(d, &[3, 4, 9]);
+    let j = detail(d);
+    assert_eq!(
+        (j["dirty_blocks"].as_u64(), j["occupied_blocks"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(j["dirty_bytes"], 3 * 4096);
+    raidlab(d)
+        .args(["cache", "detail", "--cache", "cache.img"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("dirty : 3 blocks"));
+    // The origin does not have the data until it is written back.
+    assert_eq!(files(d).1[3 * 4096], 0x11);
+    raidlab(d)
+        .args([
+            "cache",
+            "flush",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("wrote 3 dirty block(s)"));
+    let origin = files(d).1;
+    assert!(origin[3 * 4096..4 * 4096].iter().all(|&b| b == 0xd3));
+    assert!(origin[9 * 4096..10 * 4096].iter().all(|&b| b == 0xd9));
+    assert_eq!(detail(d)["dirty_blocks"], 0);
+    raidlab(d)
+        .args([
+            "cache",
+            "set",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ])
+        .args(["--mode", "writearound", "--dirty-target", "30", "--json"])
+        .assert()
+        .success();
+    let j = detail(d);
+    assert_eq!(
+        (j["mode"].as_str(), j["dirty_target_pct"].as_u64()),
+        (Some("writearound"), Some(30))
+    );
+    raidlab(d)
+        .args([
+            "cache",
+            "detach",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("complete on its own"));
+    raidlab(d)
+        .args(["cache", "detail", "--cache", "cache.img"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no raidlab cache superblock"));
+}
+
+#[test]
+fn detach_writes_back_first() {
+    let dir = setup("writeback");
+    let d = dir.path();
+    write_dirty(d, &[0, 1]);
+    raidlab(d)
+        .args([
+            "cache",
+            "detach",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("wrote back 2 dirty block(s)"));
+    assert!(files(d).1[..4096].iter().all(|&b| b == 0xd0));
+}
+
+#[test]
+fn refusals_change_nothing() {
+    let dir = setup("writeback");
+    let d = dir.path();
+    write_dirty(d, &[5]);
+    std::fs::write(d.join("other.img"), vec![0u8; 8 << 20]).unwrap();
+    let before = files(d);
+    let refuse = |args: &[&str], says: &str| {
+        raidlab(d)
+            .args(args)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(says));
+        assert!(files(d) == before, "{args:?} changed a device");
+    };
+    refuse(
+        &[
+            "cache",
+            "create",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ],
+        "1 dirty block(s)",
+    );
+    refuse(
+        &[
+            "cache",
+            "flush",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "other.img",
+        ],
+        "belongs to another origin",
+    );
+    refuse(
+        &[
+            "cache",
+            "create",
+            "--cache",
+            "other.img",
+            "--plain",
+            "origin.img",
+            "--block",
+            "3K",
+        ],
+        "not a power of two",
+    );
+    refuse(
+        &[
+            "cache",
+            "set",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ],
+        "nothing to set",
+    );
+    std::fs::write(d.join("small.img"), vec![0u8; 1 << 20]).unwrap();
+    refuse(
+        &[
+            "cache",
+            "create",
+            "--cache",
+            "small.img",
+            "--plain",
+            "origin.img",
+        ],
+        "too small",
+    );
+    assert!(std::fs::read(d.join("small.img"))
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    // A grown origin is not the one the cache recorded.
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(d.join("origin.img"))
+        .unwrap();
+    f.set_len((8 << 20) + 4096).unwrap();
+    let grown = files(d);
+    raidlab(d)
+        .args([
+            "cache",
+            "flush",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("recorded 8388608"));
+    assert!(files(d) == grown);
+}
+
+#[test]
+fn a_lost_write_back_cache_device_is_refused_unless_forced() {
+    // The table unreadable, the superblock still says how much was dirty.
+    let dir = setup("writeback");
+    let d = dir.path();
+    write_dirty(d, &[1, 2, 3]);
+    let mut cache = std::fs::read(d.join("cache.img")).unwrap();
+    cache[8192 + 40] ^= 0xff;
+    std::fs::write(d.join("cache.img"), &cache).unwrap();
+    let detach = [
+        "cache",
+        "detach",
+        "--cache",
+        "cache.img",
+        "--plain",
+        "origin.img",
+    ];
+    raidlab(d)
+        .args(detach)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("recorded 3 dirty block(s) (12K)"));
+    assert_eq!(std::fs::read(d.join("cache.img")).unwrap(), cache);
+    raidlab(d)
+        .args(detach)
+        .arg("--force")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("lost"));
+    assert!(examine(&FileVolume::open(&d.join("cache.img"), OpenMode::ReadOnly).unwrap()).is_err());
+
+    // The device gone altogether: how much was dirty is unknown.
+    let dir = setup("writeback");
+    let d = dir.path();
+    std::fs::remove_file(d.join("cache.img")).unwrap();
+    raidlab(d)
+        .args(detach)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("cannot be read"));
+    raidlab(d).args(detach).arg("--force").assert().success();
+
+    // Write-through: the origin is complete; no force needed.
+    let dir = setup("writethrough");
+    let d = dir.path();
+    let mut cache = std::fs::read(d.join("cache.img")).unwrap();
+    cache[8192 + 40] ^= 0xff;
+    std::fs::write(d.join("cache.img"), &cache).unwrap();
+    raidlab(d).args(detach).assert().success();
+}
+
+#[test]
+fn a_cache_in_front_of_a_raid5_named_by_its_members() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let members = ["m0", "m1", "m2"];
+    raidlab(d)
+        .args([
+            "create",
+            "--level",
+            "5",
+            "--chunk",
+            "16K",
+            "--member-size",
+            "4M",
+        ])
+        .args(members)
+        .assert()
+        .success();
+    std::fs::write(d.join("cache.img"), vec![0u8; 2 << 20]).unwrap();
+    raidlab(d)
+        .args([
+            "cache",
+            "create",
+            "--cache",
+            "cache.img",
+            "--block",
+            "16K",
+            "--mode",
+            "writeback",
+        ])
+        .args(members)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("for array "));
+    let j = detail(d);
+    assert!(
+        j["origin_identity"].as_str().unwrap().starts_with("array "),
+        "{j}"
+    );
+    // A different array is another origin.
+    let others = ["o0", "o1", "o2"];
+    raidlab(d)
+        .args([
+            "create",
+            "--level",
+            "5",
+            "--chunk",
+            "16K",
+            "--member-size",
+            "4M",
+        ])
+        .args(others)
+        .assert()
+        .success();
+    raidlab(d)
+        .args(["cache", "flush", "--cache", "cache.img"])
+        .args(others)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("another origin"));
+    raidlab(d)
+        .args(["cache", "detach", "--cache", "cache.img"])
+        .args(members)
+        .assert()
+        .success();
+    // The array is left clean and complete.
+    let out = raidlab(d)
+        .args(["detail", "--json"])
+        .args(members)
+        .output()
+        .unwrap();
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["state"], "clean");
+}
