@@ -139,6 +139,7 @@ pub fn combine_parity(
     let rows = (len as u64).div_ceil(chunk) as usize;
     let engine = raidlab_parity::selected();
     let dd = geo.data_disks();
+    let mut spare_p: Vec<u8> = Vec::new();
     for r in 0..rows {
         let map = geo.stripe(first + r as u64);
         let range = r * c..((r + 1) * c).min(len);
@@ -155,17 +156,17 @@ pub fn combine_parity(
                 srcs.push(p);
                 engine.xor(&srcs, dst);
             }
-            // The target is parity and every data chunk is readable.
+            // The target is parity and every data chunk is readable: P is
+            // the XOR of the data (no Q work), Q is computed straight into
+            // the target with P into a buffer kept across rows.
             (None, 0, _) => {
                 let mut by_slot: Vec<&[u8]> = vec![&[]; dd];
                 for i in 0..dd {
                     by_slot[map.slot[i]] = chunk_of(map.data[i]).unwrap_or(&[]);
                 }
-                let mut p = vec![0u8; dst.len()];
-                if map.q.is_some() {
-                    let mut q = vec![0u8; dst.len()];
-                    engine.gen_pq(&by_slot, &mut p, &mut q);
-                    dst.copy_from_slice(if map.p == slot { &p } else { &q });
+                if map.q.is_some() && map.p != slot {
+                    spare_p.resize(dst.len(), 0);
+                    engine.gen_pq(&by_slot, &mut spare_p[..dst.len()], dst);
                 } else {
                     engine.xor(&by_slot, dst);
                 }
