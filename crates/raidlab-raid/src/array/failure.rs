@@ -26,8 +26,26 @@ impl Array {
                 // through the tee): the old member's failure is not the role's.
                 return;
             }
+        } else if let Some(rec) = self.replacement_of(role, seen) {
+            // The request ran on the membership from before the replacement
+            // began (it held its stripe locks across the start, which takes
+            // none) and wrote the old member directly. Its failure is the old
+            // member's all the same: the copy must not go on reading it. The
+            // copy cannot have passed these stripes (their locks are still
+            // held), so it cannot have taken over either.
+            self.replaced_member_leaves(&rec);
         }
         self.failed[role].store(true, Ordering::Release);
+    }
+
+    /// The replacement of `role` running now, when `seen` (a membership from
+    /// before it began) had the member it copies from in that role.
+    fn replacement_of(&self, role: usize, seen: &Membership) -> Option<Arc<Recovery>> {
+        let now = self.view();
+        let rec = now.recovery.as_ref().filter(|r| r.role == role)?;
+        let old = rec.replaced.as_ref()?;
+        let was = seen.members.get(role)?.as_ref()?;
+        std::ptr::addr_eq(Arc::as_ptr(old), Arc::as_ptr(was)).then(|| rec.clone())
     }
 
     /// The member a replacement copies from leaves the array: as md does, the
@@ -43,22 +61,21 @@ impl Array {
     pub(super) fn replaced_member_leaves(&self, rec: &Arc<Recovery>) -> Handover {
         let current =
             |view: &Membership| view.recovery.as_ref().is_some_and(|r| Arc::ptr_eq(r, rec));
-        {
-            let _turn = rec.handover.lock().unwrap_or_else(|p| p.into_inner());
-            if rec.taken_over.load(Ordering::Acquire) {
-                // Published before the turn was given up: the role is the
-                // replacement's now.
-                return Handover::TakenOver;
-            }
-            if !rec.replacing() || !current(&self.view()) {
-                return Handover::Unchanged;
-            }
-            rec.replacing.store(false, Ordering::Release);
-            if let Some(log) = &self.ppl {
-                // The new member's log is the role's now; the old member is gone.
-                log.promote_copy(rec.role);
-                log.drop_copy(rec.role);
-            }
+        // Held until the new membership is published: a failing write that
+        // waits for the turn returns only once the role is the rebuild's.
+        let _turn = rec.handover.lock().unwrap_or_else(|p| p.into_inner());
+        if rec.taken_over.load(Ordering::Acquire) {
+            // Published before the turn was given up: the role is the
+            // replacement's now.
+            return Handover::TakenOver;
+        }
+        if !rec.replacing() || !current(&self.view()) {
+            return Handover::Unchanged;
+        }
+        if let Some(log) = &self.ppl {
+            // The new member's log is the role's now; the old member is gone.
+            log.promote_copy(rec.role);
+            log.drop_copy(rec.role);
         }
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
         let view = slot.clone();
@@ -66,6 +83,12 @@ impl Array {
             // Stopped meanwhile: nothing to switch.
             return Handover::Unchanged;
         }
+        // Cleared only under the membership lock, with the new membership
+        // published in the same hold: the tee reports the replacement's result
+        // once this is clear, so a write it acknowledges that way must never be
+        // followed by a read that takes the old membership (the tee would read
+        // the old member, which refused the write: a stale read).
+        rec.replacing.store(false, Ordering::Release);
         let mut next = Membership {
             members: view.members.clone(),
             present: view.present.clone(),
