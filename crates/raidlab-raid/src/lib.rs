@@ -26,6 +26,7 @@ pub mod ppl;
 pub mod reconstruct;
 pub mod recovery;
 pub mod replay;
+pub mod stripe_cache;
 
 pub use array::Array;
 pub use plan::{MemberOp, OpKind, Plan, Step};

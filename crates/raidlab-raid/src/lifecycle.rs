@@ -19,7 +19,8 @@ use crate::array::Array;
 use crate::assemble::{ArrayState, Assembly};
 use crate::journal::JournalReplay;
 use crate::ppl::PplReplay;
-use crate::recovery::{RunOptions, ScrubReport};
+use crate::recovery::{RunOptions, ScrubReport, SYSTEM_CLOCK};
+use crate::stripe_cache::StripeCacheConfig;
 use raidlab_core::{Result, Volume};
 use raidlab_layout::Level;
 use std::sync::Arc;
@@ -35,6 +36,9 @@ pub struct StartOptions {
     /// After an unclean stop that no log covered, resync a complete array
     /// before use (what `serve` does; md resyncs in the background).
     pub resync_unclean: bool,
+    /// The stripe cache's tunables for a parity array started for writing
+    /// (`None`: the defaults; `stripes: 0` turns it off).
+    pub stripe_cache: Option<StripeCacheConfig>,
 }
 
 /// What a start did on disk, for the caller to tell the user.
@@ -98,6 +102,11 @@ impl Started {
         // event count, which makes the bitmap look stale after a crash (every
         // chunk resynced instead of the few written).
         let array = Arc::new(asm.array()?);
+        if opts.write {
+            // Parity arrays hold partial-stripe writes to merge them into
+            // whole stripes, as md's stripe cache does.
+            array.start_stripe_cache(opts.stripe_cache.unwrap_or_default(), &*SYSTEM_CLOCK)?;
+        }
         Ok(Started {
             asm,
             array,

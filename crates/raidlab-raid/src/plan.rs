@@ -172,6 +172,18 @@ impl Plan {
             .filter(|op| op.kind == OpKind::Write)
     }
 
+    /// The plan's member reads.
+    pub fn reads(&self) -> impl Iterator<Item = &MemberOp> + '_ {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Io(ops) => Some(ops),
+                _ => None,
+            })
+            .flatten()
+            .filter(|op| op.kind == OpKind::Read)
+    }
+
     /// Number of member reads and writes, for tests and summaries.
     pub fn op_counts(&self) -> (usize, usize) {
         let mut r = 0;

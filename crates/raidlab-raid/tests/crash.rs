@@ -25,14 +25,30 @@
 //! Run with `-- --nocapture` to see the figures.
 
 use raidlab_core::Volume;
+use raidlab_devices::throttle::Clock;
 use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
 use raidlab_raid::assemble::{create_with_journal, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::recovery::{Progress, RunOptions};
+use raidlab_raid::stripe_cache::StripeCacheConfig;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A clock that never moves (its sleeps do wait, so the stripe cache's thread
+/// idles): the stripe cache's hold time never passes.
+#[derive(Debug)]
+struct Frozen;
+impl Clock for Frozen {
+    fn now(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+    fn sleep(&self, d: std::time::Duration) {
+        std::thread::sleep(d);
+    }
+}
+static FROZEN: Frozen = Frozen;
 
 const SECTOR: usize = 512;
 /// Member size: md's 1 MiB data offset plus 256 KiB of data area, so arrays have
@@ -351,9 +367,21 @@ fn crash_point(c: &Config, seed: u64, stats: &mut Stats) {
     }
     asm.mark_dirty()
         .unwrap_or_else(|e| panic!("{}: {e}", ctx("mark_dirty")));
-    let array = asm
-        .array()
-        .unwrap_or_else(|e| panic!("{}: {e}", ctx("array")));
+    let array = Arc::new(
+        asm.array()
+            .unwrap_or_else(|e| panic!("{}: {e}", ctx("array"))),
+    );
+    // As every writer starts a parity array: partial-stripe writes held in
+    // the stripe cache. Its hold time never passes on this clock, so what is
+    // held goes down only when a stripe fills, the cache is full or a flush
+    // asks, and a crash loses whatever is still held, as it would.
+    let small = StripeCacheConfig {
+        stripes: 4,
+        ..StripeCacheConfig::default()
+    };
+    array
+        .start_stripe_cache(small, &FROZEN)
+        .unwrap_or_else(|e| panic!("{}: {e}", ctx("stripe cache")));
     let size = array.size();
     let stripe = stripe_bytes(c, &asm);
     // Sub-stripe writes stay within this (RAID 1 has no chunk).

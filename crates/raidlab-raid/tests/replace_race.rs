@@ -123,5 +123,8 @@ fn a_write_failing_on_the_replaced_member_across_the_start_turns_the_copy_into_a
     array.read_at(&mut got, 0).unwrap();
     let mut want = before;
     want[..4096].copy_from_slice(&new_data);
-    assert!(got == want, "the rebuilt member serves the write it was sent");
+    assert!(
+        got == want,
+        "the rebuilt member serves the write it was sent"
+    );
 }

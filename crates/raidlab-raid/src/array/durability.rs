@@ -222,9 +222,9 @@ impl Array {
         if (a, b) != (offset, end) {
             let _only = self.merging.write().unwrap_or_else(|p| p.into_inner());
             let mut merged = vec![0u8; (b - a) as usize];
-            self.read_at(&mut merged[..512], a)?;
+            self.read_direct(&mut merged[..512], a)?;
             let tail = merged.len() - 512;
-            self.read_at(&mut merged[tail..], b - 512)?;
+            self.read_direct(&mut merged[tail..], b - 512)?;
             merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
             return self.write_logged_sectors(log, &merged, a);
         }
@@ -264,9 +264,9 @@ impl Array {
         let (a, b) = (offset / 4096 * 4096, end.div_ceil(4096) * 4096);
         if (a, b) != (offset, end) {
             let mut merged = vec![0u8; (b - a) as usize];
-            self.read_at(&mut merged[..4096], a)?;
+            self.read_direct(&mut merged[..4096], a)?;
             let tail = merged.len() - 4096;
-            self.read_at(&mut merged[tail..], b - 4096)?;
+            self.read_direct(&mut merged[tail..], b - 4096)?;
             merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
             return self.write_journaled(journal, &merged, a);
         }

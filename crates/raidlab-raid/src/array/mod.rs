@@ -10,6 +10,7 @@
 mod durability;
 mod failure;
 mod rebuild;
+mod staging;
 
 pub use rebuild::Recovery;
 use rebuild::{Handover, Phase};
@@ -20,6 +21,7 @@ use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, OpKind, Plan};
 use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
 use crate::ppl::PartialParityLog;
+use crate::stripe_cache::StripeCache;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, StoredSink, Volume};
 use raidlab_layout::Geometry;
 use raidlab_parity::Engine;
@@ -69,6 +71,13 @@ pub struct Array {
     read_only: bool,
     /// Carries the plans out (the thread-pool executor unless given another).
     executor: Arc<dyn Executor>,
+    /// Parity arrays running for writes: partial-stripe writes held and
+    /// merged (`crate::stripe_cache`); set once, by [`Array::start_stripe_cache`].
+    stripe_cache: std::sync::OnceLock<StripeCache>,
+    /// Write plans that read members: read-modify-write (they read parity)
+    /// and reconstruct-write (they read other data).
+    plans_rmw: AtomicU64,
+    plans_rcw: AtomicU64,
 }
 
 /// Who serves each role at one moment. A request works on the snapshot it took,
@@ -188,6 +197,9 @@ impl Array {
             journal: None,
             read_only: false,
             executor: Arc::new(ThreadPool),
+            stripe_cache: std::sync::OnceLock::new(),
+            plans_rmw: AtomicU64::new(0),
+            plans_rcw: AtomicU64::new(0),
         })
     }
 
@@ -373,7 +385,10 @@ impl Array {
                 }
             };
             match result {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    self.count_method(&plan);
+                    return Ok(());
+                }
                 // The journal could not be written: nothing of this piece went to
                 // the members. md stops writing to such an array; so does this.
                 Err(f) if f.log && f.members.is_empty() => {
@@ -577,34 +592,10 @@ impl Volume for Array {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
-        for (pos, n) in self.pieces(offset, buf.len() as u64) {
-            let start = (pos - offset) as usize;
-            let piece = &mut buf[start..start + n as usize];
-            // A member read error is repaired and the read retried; each retry has
-            // one member fewer or a rewritten block, so this ends.
-            for attempt in 0.. {
-                let view = self.view();
-                let plan = self
-                    .read_plan(&self.live_in(&view), pos, n)
-                    .map_err(|e| e.on_device(&self.name))?;
-                let held = self.locks.lock(&plan.locks);
-                match self.executor.run(
-                    &plan,
-                    &view.members,
-                    self.engine,
-                    UserBuf::Read(&mut *piece),
-                    None,
-                ) {
-                    Ok(()) => break,
-                    Err(f) if attempt < self.failed.len() + 3 => {
-                        drop(held);
-                        self.handle_failure(f, &view, pos, n)?;
-                    }
-                    Err(f) => return Err(*f.error),
-                }
-            }
+        match self.stripe_cache.get() {
+            Some(cache) => cache.read(buf, offset, self),
+            None => self.read_direct(buf, offset),
         }
-        Ok(())
     }
 
     /// Where a read's bytes lie when every piece of it is a plain member read
@@ -613,6 +604,14 @@ impl Volume for Array {
     /// the piece, as a read through `read_at` holds them.
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
         check_range(&self.name, Op::Read, self.size(), offset, len)?;
+        if self
+            .stripe_cache
+            .get()
+            .is_some_and(|c| c.holds(offset, len))
+        {
+            // Part of it is only in memory: `read_at` merges it.
+            return Ok(false);
+        }
         let view = self.view();
         let live = self.live_in(&view);
         let mut plans = Vec::new();
@@ -642,45 +641,36 @@ impl Volume for Array {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
         self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
-        if let Some(log) = &self.ppl {
-            return self.write_logged(log, buf, offset);
+        match self.stripe_cache.get() {
+            Some(cache) => cache.write(buf, offset, self),
+            None => self.write_direct(buf, offset),
         }
-        if let Some(journal) = &self.journal {
-            // Journaled writes go one at a time (they already wait for each
-            // other's journal flush): the page merge below reads, then writes.
-            let _one = journal.serial();
-            return self.write_journaled(journal.as_ref(), buf, offset);
+    }
+
+    /// Durable when it returns: what the stripe cache holds of the range is
+    /// written first, then the members flushed.
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_at(buf, offset)?;
+        if let Some(cache) = self.stripe_cache.get() {
+            cache.write_out_range(Some((offset, buf.len() as u64)), self)?;
         }
-        for (pos, n) in self.pieces(offset, buf.len() as u64) {
-            let start = (pos - offset) as usize;
-            self.write_piece(&buf[start..start + n as usize], pos, Logger::None)?;
-        }
-        Ok(())
+        self.flush_members_now()
+    }
+
+    fn optimal_io_size(&self) -> Option<u64> {
+        self.geometry
+            .is_parity()
+            .then(|| self.geometry.chunk_bytes * self.geometry.data_disks() as u64)
     }
 
     fn flush(&self) -> Result<()> {
-        let view = self.view();
-        let live = self.live_in(&view);
-        for (r, m) in view.members.iter().enumerate() {
-            if let (Some(m), true) = (m, live[r]) {
-                if m.flush().is_err() {
-                    // A member that cannot make its writes durable is out.
-                    self.take_out(r, &view);
-                }
-            }
-        }
-        flush_target(&view);
-        let missing = self.missing_now();
-        if self.geometry.survives(&missing) {
-            Ok(())
-        } else {
-            Err(Error::new(
-                ErrorKind::Io,
-                Op::Flush,
-                format!("flush failed on too many members (roles {missing:?})"),
-            )
-            .on_device(&self.name))
-        }
+        // Everything held before the flush goes down first.
+        let held = match self.stripe_cache.get() {
+            Some(cache) => cache.write_out_range(None, self),
+            None => Ok(()),
+        };
+        let members = self.flush_members_now();
+        held.and(members)
     }
 
     /// RAID 0/1/10 whose members in service all read zeros after a trim (a

@@ -315,6 +315,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
                     write: !e.read_only,
                     force: e.force,
                     resync_unclean: true,
+                    stripe_cache: None,
                 },
             )
             .with_context(|| format!("export {label:?}"))?;

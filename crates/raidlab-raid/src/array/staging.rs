@@ -1,0 +1,186 @@
+//! Where the stripe cache (`crate::stripe_cache`) stands in an array's request
+//! path: started for a parity array that writes, between the array's volume
+//! interface and its write path (`write_direct`), with a thread that writes
+//! out what waited past the hold time; the read and write paths below it;
+//! and the counts of how writes reached the members. It decides when the cache runs and how it is reached; what is
+//! held and when it leaves is the cache's to decide.
+
+use super::*;
+use crate::stripe_cache::{Below, StripeCacheConfig, StripeCacheStats};
+use std::time::Duration;
+
+impl Array {
+    /// A read straight from the members (below the stripe cache).
+    pub(super) fn read_direct(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        for (pos, n) in self.pieces(offset, buf.len() as u64) {
+            let start = (pos - offset) as usize;
+            let piece = &mut buf[start..start + n as usize];
+            // A member read error is repaired and the read retried; each retry has
+            // one member fewer or a rewritten block, so this ends.
+            for attempt in 0.. {
+                let view = self.view();
+                let plan = self
+                    .read_plan(&self.live_in(&view), pos, n)
+                    .map_err(|e| e.on_device(&self.name))?;
+                let held = self.locks.lock(&plan.locks);
+                match self.executor.run(
+                    &plan,
+                    &view.members,
+                    self.engine,
+                    UserBuf::Read(&mut *piece),
+                    None,
+                ) {
+                    Ok(()) => break,
+                    Err(f) if attempt < self.failed.len() + 3 => {
+                        drop(held);
+                        self.handle_failure(f, &view, pos, n)?;
+                    }
+                    Err(f) => return Err(*f.error),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A write straight down the write path (below the stripe cache): plan,
+    /// lock, log, execute, piece by piece.
+    pub(super) fn write_direct(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if let Some(log) = &self.ppl {
+            return self.write_logged(log, buf, offset);
+        }
+        if let Some(journal) = &self.journal {
+            // Journaled writes go one at a time (they already wait for each
+            // other's journal flush): the page merge below reads, then writes.
+            let _one = journal.serial();
+            return self.write_journaled(journal.as_ref(), buf, offset);
+        }
+        for (pos, n) in self.pieces(offset, buf.len() as u64) {
+            let start = (pos - offset) as usize;
+            self.write_piece(&buf[start..start + n as usize], pos, Logger::None)?;
+        }
+        Ok(())
+    }
+
+    /// Flush every member in service (a member that cannot is taken out).
+    pub(super) fn flush_members_now(&self) -> Result<()> {
+        let view = self.view();
+        let live = self.live_in(&view);
+        for (r, m) in view.members.iter().enumerate() {
+            if let (Some(m), true) = (m, live[r]) {
+                if m.flush().is_err() {
+                    // A member that cannot make its writes durable is out.
+                    self.take_out(r, &view);
+                }
+            }
+        }
+        flush_target(&view);
+        let missing = self.missing_now();
+        if self.geometry.survives(&missing) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::Io,
+                Op::Flush,
+                format!("flush failed on too many members (roles {missing:?})"),
+            )
+            .on_device(&self.name))
+        }
+    }
+
+    /// Count a write plan that read members as read-modify-write (it read
+    /// parity) or reconstruct-write (it read only data).
+    pub(super) fn count_method(&self, plan: &Plan) {
+        let g = &self.geometry;
+        if !g.is_parity() {
+            return;
+        }
+        let mut reads = plan.reads().peekable();
+        if reads.peek().is_none() {
+            return;
+        }
+        let parity = reads.any(|op| {
+            let map = g.stripe(op.offset / g.chunk_bytes);
+            op.member == map.p || map.q == Some(op.member)
+        });
+        let c = if parity {
+            &self.plans_rmw
+        } else {
+            &self.plans_rcw
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Start holding partial-stripe writes (parity arrays that write; others
+    /// gain nothing): `config`'s size and hold time, the hold measured on
+    /// `clock`, whose sleeps also pace a thread that writes out what waited
+    /// too long. Once per array; later calls only change the tunables.
+    pub fn start_stripe_cache(
+        self: &Arc<Self>,
+        config: StripeCacheConfig,
+        clock: &'static dyn raidlab_devices::throttle::Clock,
+    ) -> Result<()> {
+        if !self.geometry.is_parity() || self.read_only {
+            return Ok(());
+        }
+        if let Some(cache) = self.stripe_cache.get() {
+            return cache.set_config(config, self.as_ref());
+        }
+        let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
+        if self
+            .stripe_cache
+            .set(StripeCache::new(stripe, config, clock))
+            .is_err()
+        {
+            return Ok(());
+        }
+        let weak = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name(format!("stripe cache {}", self.name))
+            .spawn(move || loop {
+                let tick = weak
+                    .upgrade()
+                    .and_then(|a| a.stripe_cache.get().map(|c| c.config().hold))
+                    .map(|h| (h / 2).clamp(Duration::from_millis(1), Duration::from_millis(100)));
+                let Some(tick) = tick else { return };
+                clock.sleep(tick);
+                let Some(array) = weak.upgrade() else { return };
+                if let Some(cache) = array.stripe_cache.get() {
+                    // A failure is kept for the next flush to report.
+                    let _ = cache.write_out_expired(array.as_ref());
+                }
+            })
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::Io,
+                    Op::Open,
+                    format!("cannot start the stripe cache's thread: {e}"),
+                )
+                .on_device(&self.name)
+            })?;
+        Ok(())
+    }
+
+    /// The stripe cache's tunables and counters, when it runs; and the write
+    /// plans that read members, as (read-modify-write, reconstruct-write).
+    pub fn stripe_cache_stats(&self) -> (Option<(StripeCacheConfig, StripeCacheStats)>, u64, u64) {
+        (
+            self.stripe_cache.get().map(|c| (c.config(), c.stats())),
+            self.plans_rmw.load(Ordering::Relaxed),
+            self.plans_rcw.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Below for Array {
+    fn write_direct(&self, buf: &[u8], offset: u64) -> Result<()> {
+        Array::write_direct(self, buf, offset)
+    }
+    fn read_direct(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        Array::read_direct(self, buf, offset)
+    }
+    fn reads_for(&self, offset: u64, len: u64) -> u64 {
+        plan_write(&self.geometry, &self.live(), offset, len)
+            .map(|p| p.reads().count() as u64)
+            .unwrap_or(0)
+    }
+}
