@@ -125,6 +125,9 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             self.flush_dirty(|_, _| {})?;
         }
         let mut st = lock(&self.state);
+        if st.detached {
+            return Err(Self::detached_error(&self.cache, Op::Write));
+        }
         if mode != Mode::WriteBack && !st.dirty.is_empty() {
             return Err(Error::new(
                 ErrorKind::Busy,
