@@ -455,6 +455,11 @@ pub enum CacheCommand {
     Create(CacheCreateArgs),
     /// Show a cache from its device alone: mode, block size, occupancy, dirty bytes.
     Detail(CacheDetailArgs),
+    /// The cache's counters (hits, misses, bypasses and why, promotions,
+    /// evictions, cleaning) and its occupancy and dirty data now. Counters add
+    /// up over every run since create or the last --reset; offline they are as
+    /// saved at the cache's last clean stop.
+    Stats(CacheStatsArgs),
     /// Write every dirty block back to the origin (with progress).
     Flush(CacheOriginArgs),
     /// Write every dirty block back, then unbind: the origin is complete on its
@@ -462,6 +467,9 @@ pub enum CacheCommand {
     Detach(CacheOriginArgs),
     /// Change the mode or tunables (leaving write-back writes back first).
     Set(CacheSetArgs),
+    /// Bind a detached cache to its origin again (the same origin only, by
+    /// identity and size). It starts empty: the origin was used on its own.
+    Attach(CacheOriginArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -527,6 +535,20 @@ pub struct CacheDetailArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CacheStatsArgs {
+    /// The cache device.
+    #[arg(long, value_name = "DEV")]
+    pub cache: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Zero the counters after printing them (the occupancy and dirty data are
+    /// state, not counters, and stay).
+    #[arg(long)]
+    pub reset: bool,
 }
 
 #[derive(Debug, Args)]
