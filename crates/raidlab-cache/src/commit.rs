@@ -496,14 +496,12 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     pub fn detach(&self) -> Result<()> {
         self.flush_dirty(|_, _| {})?;
         let mut st = lock(&self.state);
-        if !st.dirty.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Busy,
-                Op::Write,
-                "writes made the cache dirty again during detach; retry",
-            )
-            .on_device(self.cache.name()));
+        if st.detached {
+            return Ok(());
         }
+        // What writes made dirty since the last batch, under the lock, so that
+        // constant writes cannot keep the detach from ending.
+        self.clean_locked(&mut st, u64::MAX, false)?;
         self.flush_inner(&mut st)?;
         // Both copies, so that no copy saying "attached" is left to fall back
         // to: the newer one first (a power cut between leaves it the winner).

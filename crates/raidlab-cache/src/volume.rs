@@ -274,7 +274,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     fn write_inner(&self, st: &mut State, buf: &[u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
         if st.detached {
-            return self.origin.write_at(buf, offset);
+            return self.write_origin(st, buf, offset);
         }
         self.begin_change(st)?;
         let seq = st.seq.note(offset, len, st.sb.sequential_cutoff);

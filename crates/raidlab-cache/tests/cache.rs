@@ -550,3 +550,29 @@ fn the_background_driver_ticks_the_cleaner_at_the_volumes_pace() {
     assert!(report.ticks >= 6);
     assert_eq!(v.stats().dirty_blocks, 8);
 }
+
+#[test]
+fn writes_after_a_detach_are_made_durable_by_a_flush() {
+    use raidlab_devices::PowerCutPolicy;
+    let cache = Arc::new(MemVolume::new(DATA_ALIGN + 8 * BS as u64));
+    let origin = Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
+        64 * BS as u64,
+    )));
+    let config = Config {
+        mode: Mode::WriteBack,
+        block_size: BS,
+        ..Config::default()
+    };
+    create(&cache, &origin, ID, "origin", [4; 16], config).unwrap();
+    let v = CachedVolume::open(cache, origin.clone(), ID, Arc::new(TestClock::default())).unwrap();
+    v.write_at(&[1; 4096], 0).unwrap();
+    v.detach().unwrap();
+    // Served on after the detach: a client's write then flush must reach the
+    // origin durably, as it would without the cache.
+    v.write_at(&[2; 4096], 4096).unwrap();
+    v.flush().unwrap();
+    origin.power_cut_with(PowerCutPolicy::DropAll).unwrap();
+    // What the origin's medium holds after the power cut.
+    assert_eq!(block(origin.inner(), 0), vec![1; 4096]);
+    assert_eq!(block(origin.inner(), 1), vec![2; 4096]);
+}
