@@ -7,6 +7,8 @@ use crate::cli::{
     CacheCommand, CacheCreateArgs, CacheDetailArgs, CacheMode, CacheOrigin, CacheOriginArgs,
     CacheSetArgs, CacheStatsArgs,
 };
+use crate::cmd::cache_live;
+use crate::control;
 use crate::open::{open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use raidlab_cache::{
@@ -34,6 +36,16 @@ pub fn run(c: CacheCommand) -> Result<ExitCode> {
     }
 }
 
+pub fn mode_from_name(name: &str) -> Option<Mode> {
+    [Mode::WriteBack, Mode::WriteThrough, Mode::WriteAround]
+        .into_iter()
+        .find(|m| mode_name(*m) == name)
+}
+
+pub fn mode_from_cli(m: CacheMode) -> Mode {
+    mode(m)
+}
+
 fn mode(m: CacheMode) -> Mode {
     match m {
         CacheMode::Writeback => Mode::WriteBack,
@@ -42,7 +54,7 @@ fn mode(m: CacheMode) -> Mode {
     }
 }
 
-fn mode_name(m: Mode) -> &'static str {
+pub fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::WriteBack => "writeback",
         Mode::WriteThrough => "writethrough",
@@ -268,6 +280,9 @@ fn detail_json(sb: &Superblock, occupied: u64, dirty: u64) -> serde_json::Value 
 }
 
 fn detail(a: CacheDetailArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.cache)? {
+        return cache_live::detail(&server, &a);
+    }
     let cache = open_cache_device(&a.cache, false)?;
     let (sb, t) = examine_table(&cache)?;
     let text = render_detail(
@@ -365,6 +380,9 @@ pub fn render_detail(
 }
 
 fn flush(a: CacheOriginArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.at.cache)? {
+        return cache_live::flush(&server, &a);
+    }
     let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
     let label = origin.label.clone();
     let bs = u64::from(v.superblock().block_size);
@@ -394,6 +412,9 @@ fn flush(a: CacheOriginArgs) -> Result<ExitCode> {
 }
 
 fn detach(a: CacheOriginArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.at.cache)? {
+        return cache_live::detach(&server, &a);
+    }
     let recorded = open_cache_device(&a.at.cache, false)
         .ok()
         .and_then(|c| examine(&c).ok());
@@ -506,6 +527,9 @@ fn set(a: CacheSetArgs) -> Result<ExitCode> {
         && a.promote_threshold.is_none()
     {
         bail!("nothing to set: give --mode, --sequential-cutoff, --dirty-target, --clean-rate or --promote-threshold");
+    }
+    if let Some(server) = control::find_cache(&a.at.cache)? {
+        return cache_live::set(&server, &a);
     }
     let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
     let sb = v.superblock();
@@ -734,6 +758,9 @@ pub fn stats_of(sb: &Superblock, occupied: u64, dirty: u64) -> Stats {
 }
 
 fn stats(a: CacheStatsArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.cache)? {
+        return cache_live::stats(&server, &a);
+    }
     let cache = open_cache_device(&a.cache, a.reset)?;
     let (sb, t) = examine_table(&cache)?;
     let s = stats_of(&sb, t.occupied_blocks, t.dirty_blocks);
@@ -749,6 +776,12 @@ fn stats(a: CacheStatsArgs) -> Result<ExitCode> {
 
 fn attach_cmd(a: CacheOriginArgs) -> Result<ExitCode> {
     let device = a.at.cache.display().to_string();
+    if control::find_cache(&a.at.cache)?.is_some() {
+        bail!(
+            "the cache on {device} is served by a running `raidlab serve`; attach works offline \
+             only: stop the server, then attach; nothing was changed"
+        );
+    }
     // Read-only first: every refusal below leaves both devices untouched.
     let sb = examine(&open_cache_device(&a.at.cache, false)?)
         .with_context(|| format!("nothing to attach on {device}"))?;
