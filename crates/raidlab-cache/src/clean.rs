@@ -9,7 +9,7 @@
 
 use crate::format::{Entry, Mode};
 use crate::volume::{lock, Aligned, CachedVolume, State};
-use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_core::{Op, Result, Volume};
 use std::time::Duration;
 
 impl<C: Volume, O: Volume> CachedVolume<C, O> {
@@ -27,7 +27,12 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         (st.dirty.len() as u64).saturating_sub(allowed)
     }
 
-    fn clean_locked(&self, st: &mut State, max_blocks: u64, over_target_only: bool) -> Result<u64> {
+    pub(crate) fn clean_locked(
+        &self,
+        st: &mut State,
+        max_blocks: u64,
+        over_target_only: bool,
+    ) -> Result<u64> {
         let mut want = max_blocks.min(st.dirty.len() as u64);
         if over_target_only {
             want = want.min(Self::over_target(st));
@@ -125,13 +130,14 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             self.flush_dirty(|_, _| {})?;
         }
         let mut st = lock(&self.state);
-        if mode != Mode::WriteBack && !st.dirty.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Busy,
-                Op::Write,
-                "writes made the cache dirty again while leaving write-back; retry",
-            )
-            .on_device(self.cache.name()));
+        if st.detached {
+            return Err(Self::detached_error(&self.cache, Op::Write));
+        }
+        if mode != Mode::WriteBack {
+            // What writes made dirty since the last batch, under the lock, so
+            // that constant writes cannot keep the mode from changing.
+            self.clean_locked(&mut st, u64::MAX, false)?;
+            self.flush_inner(&mut st)?;
         }
         st.sb.mode = mode;
         self.write_superblock(&mut st)

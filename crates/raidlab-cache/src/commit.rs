@@ -96,10 +96,18 @@ pub struct TableSummary {
 }
 
 /// Read the superblock and count the table's entries (for `detail`, and to
-/// say how much dirty data a cache holds when it cannot be opened).
+/// say how much dirty data a cache holds when it cannot be opened). A detached
+/// cache holds nothing: its table is not read.
 pub fn examine_table<C: Volume>(cache: &C) -> Result<(Superblock, TableSummary)> {
     let sb = examine(cache)?;
     sb.check_device(&cache.name(), cache.size())?;
+    if sb.detached {
+        let none = TableSummary {
+            occupied_blocks: 0,
+            dirty_blocks: 0,
+        };
+        return Ok((sb, none));
+    }
     let entries = read_table(cache, &sb)?;
     let summary = TableSummary {
         occupied_blocks: entries.iter().filter(|e| **e != Entry::Free).count() as u64,
@@ -134,11 +142,13 @@ pub fn create<C: Volume, O: Volume>(
         mode: config.mode,
         policy: config.policy,
         clean: true,
+        detached: false,
         dirty_target_pct: config.dirty_target_pct,
         sequential_cutoff: config.sequential_cutoff,
         clean_rate: config.clean_rate,
         promote_threshold: config.promote_threshold,
         dirty_blocks: 0,
+        counters: [0; crate::stats::COUNTERS],
         layout,
     };
     let encoded = sb.encode().map_err(|e| e.on_device(origin.name()))?;
@@ -154,10 +164,17 @@ pub fn create<C: Volume, O: Volume>(
     // the new one; then the empty table; the superblock last makes it valid.
     cache.write_at(&vec![0u8; 2 * SUPERBLOCK_SIZE as usize], 0)?;
     cache.flush()?;
+    write_empty_table(cache, &sb)?;
+    cache.write_at_fua(&encoded, 0)?;
+    Ok(sb)
+}
+
+/// Every mapping sector of `sb`'s table, empty, flushed.
+fn write_empty_table<C: Volume>(cache: &C, sb: &Superblock) -> Result<()> {
     let per_chunk = 2048u64;
     let mut index = 0u64;
-    while index < layout.map_sectors {
-        let n = per_chunk.min(layout.map_sectors - index);
+    while index < sb.layout.map_sectors {
+        let n = per_chunk.min(sb.layout.map_sectors - index);
         let mut buf = Vec::with_capacity((n * MAP_SECTOR) as usize);
         for i in index..index + n {
             buf.extend_from_slice(&encode_map_sector(sb.instance(), i as u32, &[]));
@@ -165,8 +182,87 @@ pub fn create<C: Volume, O: Volume>(
         cache.write_at(&buf, map_sector_offset(index))?;
         index += n;
     }
-    cache.flush()?;
-    cache.write_at_fua(&encoded, 0)?;
+    cache.flush()
+}
+
+/// Refuse `origin` unless it is the one `sb` was made for, at the size recorded.
+fn check_origin<O: Volume>(
+    sb: &Superblock,
+    device: &str,
+    origin: &O,
+    origin_id: OriginId,
+) -> Result<()> {
+    if sb.origin_id != origin_id {
+        return Err(Error::invalid(format!(
+            "this cache belongs to another origin ({}), not {}; give the origin it was \
+             created for, or create a new cache",
+            sb.origin_label,
+            origin.name()
+        ))
+        .on_device(device));
+    }
+    if sb.origin_size != origin.size() {
+        return Err(Error::invalid(format!(
+            "the origin {} is {} bytes but the cache recorded {}: it was resized or is \
+             another device; detach needs the original size",
+            origin.name(),
+            origin.size(),
+            sb.origin_size
+        ))
+        .on_device(device));
+    }
+    Ok(())
+}
+
+/// Bind the detached cache on `cache` to `origin` again: the origin must be
+/// the one it was made for (`origin_id`), at the size recorded. The origin has
+/// been used on its own since the detach, so nothing cached then is trusted:
+/// the table is emptied first and the superblock saying "attached" is written
+/// last, so a power cut during attach leaves it detached. Mode, block size,
+/// tunables and counters are kept. Nothing is written when a check fails.
+pub fn attach<C: Volume, O: Volume>(
+    cache: &C,
+    origin: &O,
+    origin_id: OriginId,
+) -> Result<Superblock> {
+    let (mut sb, copy) = read_superblock(cache)?;
+    if !sb.detached {
+        return Err(Error::invalid(format!(
+            "the cache is attached to {} already: nothing to attach",
+            sb.origin_label
+        ))
+        .on_device(cache.name()));
+    }
+    check_origin(&sb, &cache.name(), origin, origin_id)?;
+    sb.check_device(&cache.name(), cache.size())?;
+    if !cache.is_writable() {
+        return Err(Error::new(
+            ErrorKind::ReadOnly,
+            Op::Write,
+            "the cache device is read-only",
+        )
+        .on_device(cache.name()));
+    }
+    sb.detached = false;
+    sb.clean = true;
+    sb.dirty_blocks = 0;
+    sb.generation += 1;
+    let bytes = sb.encode().map_err(|e| e.on_device(cache.name()))?;
+    write_empty_table(cache, &sb)?;
+    cache.write_at_fua(&bytes, (1 - copy) as u64 * SUPERBLOCK_SIZE)?;
+    Ok(sb)
+}
+
+/// Zero the counters the superblock of the cache on `cache` keeps, without
+/// opening the cache (for `raidlab cache stats --reset` offline). Only the
+/// superblock changes.
+pub fn reset_counters<C: Volume>(cache: &C) -> Result<Superblock> {
+    let (mut sb, copy) = read_superblock(cache)?;
+    sb.check_device(&cache.name(), cache.size())?;
+    sb.counters = [0; crate::stats::COUNTERS];
+    sb.generation += 1;
+    let bytes = sb.encode().map_err(|e| e.on_device(cache.name()))?;
+    cache.write_at_fua(&bytes, (1 - copy) as u64 * SUPERBLOCK_SIZE)?;
     Ok(sb)
 }
 
@@ -175,22 +271,12 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     /// it was created for (`origin_id`) and of the size recorded.
     pub fn open(cache: C, origin: O, origin_id: OriginId, clock: Arc<dyn Clock>) -> Result<Self> {
         let (sb, sb_copy) = read_superblock(&cache)?;
-        if sb.origin_id != origin_id {
+        check_origin(&sb, &cache.name(), &origin, origin_id)?;
+        if sb.detached {
             return Err(Error::invalid(format!(
-                "this cache belongs to another origin ({}), not {}; give the origin it was \
-                 created for, or create a new cache",
-                sb.origin_label,
-                origin.name()
-            ))
-            .on_device(cache.name()));
-        }
-        if sb.origin_size != origin.size() {
-            return Err(Error::invalid(format!(
-                "the origin {} is {} bytes but the cache recorded {}: it was resized or is \
-                 another device; detach needs the original size",
-                origin.name(),
-                origin.size(),
-                sb.origin_size
+                "the cache was detached from {}, which has been used on its own since; \
+                 bind it again with `raidlab cache attach` (it starts empty)",
+                sb.origin_label
             ))
             .on_device(cache.name()));
         }
@@ -206,7 +292,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             free: Vec::new(),
             stale: BTreeSet::new(),
             seq: Sequential::default(),
-            stats: Stats::default(),
+            stats: Stats::from_counters(sb.counters),
             clean_cursor: 0,
             clean_credit: 0,
             last_tick: None,
@@ -253,6 +339,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     pub(crate) fn write_superblock(&self, st: &mut State) -> Result<()> {
         st.sb.generation += 1;
         st.sb.dirty_blocks = st.dirty.len() as u64;
+        st.sb.counters = st.stats.counters();
         let bytes = st.sb.encode().map_err(|e| e.on_device(self.cache.name()))?;
         let copy = 1 - st.sb_copy;
         self.cache
@@ -265,12 +352,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     /// that the table may be behind memory, so a crash is recognised.
     pub(crate) fn begin_change(&self, st: &mut State) -> Result<()> {
         if st.detached {
-            return Err(Error::new(
-                ErrorKind::Invalid,
-                Op::Write,
-                "the cache was detached; open the origin on its own",
-            )
-            .on_device(self.cache.name()));
+            return Err(Self::detached_error(&self.cache, Op::Write));
         }
         if st.sb.clean {
             st.sb.clean = false;
@@ -397,24 +479,40 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         self.write_superblock(&mut st)
     }
 
-    /// Write every dirty block back, then unbind: both superblock copies are
-    /// erased, so the cache can never be found again with contents the origin
-    /// may since have outgrown. From then on this volume passes I/O straight
-    /// to the origin.
+    pub(crate) fn detached_error(cache: &C, op: Op) -> Error {
+        Error::new(
+            ErrorKind::Invalid,
+            op,
+            "the cache was detached; its origin is complete on its own \
+             (`raidlab cache attach` binds it again)",
+        )
+        .on_device(cache.name())
+    }
+
+    /// Write every dirty block back, then unbind: both superblock copies say
+    /// "detached", so the cache is never opened again with contents the origin
+    /// may since have outgrown (attach empties it first). From then on this
+    /// volume passes I/O straight to the origin.
     pub fn detach(&self) -> Result<()> {
         self.flush_dirty(|_, _| {})?;
         let mut st = lock(&self.state);
-        if !st.dirty.is_empty() {
-            return Err(Error::new(
-                ErrorKind::Busy,
-                Op::Write,
-                "writes made the cache dirty again during detach; retry",
-            )
-            .on_device(self.cache.name()));
+        if st.detached {
+            return Ok(());
         }
+        // What writes made dirty since the last batch, under the lock, so that
+        // constant writes cannot keep the detach from ending.
+        self.clean_locked(&mut st, u64::MAX, false)?;
         self.flush_inner(&mut st)?;
-        self.cache
-            .write_at_fua(&vec![0u8; 2 * SUPERBLOCK_SIZE as usize], 0)?;
+        // Both copies, so that no copy saying "attached" is left to fall back
+        // to: the newer one first (a power cut between leaves it the winner).
+        st.sb.detached = true;
+        st.sb.clean = true;
+        for _ in 0..2 {
+            if let Err(e) = self.write_superblock(&mut st) {
+                st.sb.detached = false;
+                return Err(e);
+            }
+        }
         st.detached = true;
         Ok(())
     }

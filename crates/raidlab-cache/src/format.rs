@@ -8,6 +8,7 @@
 //! I/O, never panic on any input, and never decide policy (when to write which
 //! copy, in what order): that is the commit protocol's business.
 
+use crate::stats::COUNTERS;
 use raidlab_core::{Error, Result};
 use std::collections::HashMap;
 
@@ -115,6 +116,10 @@ pub struct Superblock {
     /// Set by a clean stop: the mapping table is exactly what is on the device
     /// and no recovery scan is needed.
     pub clean: bool,
+    /// Set by detach: every dirty block was written back and the origin has
+    /// been used on its own since, so the mapping table means nothing. Such a
+    /// cache is never opened; attach empties the table and clears this.
+    pub detached: bool,
     /// Percentage of cache blocks that may be dirty before cleaning starts.
     pub dirty_target_pct: u8,
     /// Requests of at least this many sequential bytes bypass the cache; 0: never.
@@ -126,6 +131,9 @@ pub struct Superblock {
     /// Dirty blocks at the last superblock write: what an origin opened
     /// without its cache may be missing.
     pub dirty_blocks: u64,
+    /// The statistics counters as of this superblock write, in the order of
+    /// [`crate::Stats::counters`] (zero in a cache written before they were kept).
+    pub counters: [u64; COUNTERS],
     pub layout: Layout,
 }
 
@@ -227,8 +235,13 @@ const SB_LABEL_LEN: usize = 121;
 const SB_ORIGIN_ID: usize = 128;
 const SB_LABEL: usize = 160;
 const SB_END: usize = SB_LABEL + MAX_LABEL + 1;
+/// The statistics counters: 32 slots of 8 bytes, the first [`COUNTERS`] used.
+const SB_COUNTERS: usize = 512;
+const SB_COUNTER_SLOTS: usize = 32;
+const _: () = assert!(COUNTERS <= SB_COUNTER_SLOTS && SB_END <= SB_COUNTERS);
 
 const FLAG_CLEAN: u8 = 1;
+const FLAG_DETACHED: u8 = 2;
 const KIND_ARRAY: u8 = 1;
 const KIND_SIGNATURE: u8 = 2;
 
@@ -278,12 +291,16 @@ impl Superblock {
         put_u32(&mut b, SB_BLOCK_SIZE, self.block_size);
         b[SB_MODE] = self.mode.code();
         b[SB_POLICY] = self.policy.code();
-        b[SB_FLAGS] = if self.clean { FLAG_CLEAN } else { 0 };
+        b[SB_FLAGS] =
+            if self.clean { FLAG_CLEAN } else { 0 } | if self.detached { FLAG_DETACHED } else { 0 };
         b[SB_DIRTY_TARGET] = self.dirty_target_pct;
         put_u64(&mut b, SB_SEQ_CUTOFF, self.sequential_cutoff);
         put_u64(&mut b, SB_CLEAN_RATE, self.clean_rate);
         put_u32(&mut b, SB_PROMOTE, self.promote_threshold);
         put_u64(&mut b, SB_DIRTY_BLOCKS, self.dirty_blocks);
+        for (i, &c) in self.counters.iter().enumerate() {
+            put_u64(&mut b, SB_COUNTERS + 8 * i, c);
+        }
         match self.origin_id {
             OriginId::ArrayUuid(u) => {
                 b[SB_ORIGIN_KIND] = KIND_ARRAY;
@@ -333,7 +350,11 @@ impl Superblock {
         }
         let bad = |what: &str| Error::invalid(format!("cache superblock: {what}"));
         let reserved_zero = |r: std::ops::Range<usize>| b[r].iter().all(|&x| x == 0);
-        if !reserved_zero(108..112) || !reserved_zero(122..128) || !reserved_zero(SB_END..b.len()) {
+        if !reserved_zero(108..112)
+            || !reserved_zero(122..128)
+            || !reserved_zero(SB_END..SB_COUNTERS)
+            || !reserved_zero(SB_COUNTERS + 8 * COUNTERS..b.len())
+        {
             return Err(bad("reserved bytes are not zero"));
         }
         if get_u64(b, SB_MAP_OFFSET) != MAP_OFFSET {
@@ -360,7 +381,7 @@ impl Superblock {
             .map_err(|_| bad("origin label is not UTF-8"))?
             .to_string();
         let flags = b[SB_FLAGS];
-        if flags & !FLAG_CLEAN != 0 {
+        if flags & !(FLAG_CLEAN | FLAG_DETACHED) != 0 {
             return Err(bad(&format!("unknown flags {flags:#04x}")));
         }
         let mut uuid = [0; 16];
@@ -377,11 +398,13 @@ impl Superblock {
             policy: Policy::from_code(b[SB_POLICY])
                 .ok_or_else(|| bad(&format!("unknown policy {}", b[SB_POLICY])))?,
             clean: flags & FLAG_CLEAN != 0,
+            detached: flags & FLAG_DETACHED != 0,
             dirty_target_pct: b[SB_DIRTY_TARGET],
             sequential_cutoff: get_u64(b, SB_SEQ_CUTOFF),
             clean_rate: get_u64(b, SB_CLEAN_RATE),
             promote_threshold: get_u32(b, SB_PROMOTE),
             dirty_blocks: get_u64(b, SB_DIRTY_BLOCKS),
+            counters: std::array::from_fn(|i| get_u64(b, SB_COUNTERS + 8 * i)),
             layout: Layout {
                 cache_blocks: get_u64(b, SB_CACHE_BLOCKS),
                 map_sectors: get_u64(b, SB_MAP_SECTORS),
@@ -438,6 +461,9 @@ impl Superblock {
                 "{} dirty blocks recorded in a cache of {}",
                 self.dirty_blocks, l.cache_blocks
             ));
+        }
+        if self.detached && (self.dirty_blocks != 0 || !self.clean) {
+            return bad("detached, yet recording dirty blocks or an unclean stop".into());
         }
         Ok(())
     }
@@ -653,11 +679,13 @@ mod tests {
             mode: Mode::WriteBack,
             policy: Policy::TwoQ,
             clean: true,
+            detached: false,
             dirty_target_pct: 20,
             sequential_cutoff: 4 << 20,
             clean_rate: 0,
             promote_threshold: 2,
             dirty_blocks: 0,
+            counters: [0; COUNTERS],
             layout: Layout::plan("c", 256 << 20, 64 << 10).unwrap(),
         }
     }

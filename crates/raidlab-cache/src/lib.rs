@@ -28,7 +28,7 @@ pub mod policy;
 pub mod stats;
 pub mod volume;
 
-pub use commit::{create, examine, examine_table, TableSummary};
+pub use commit::{attach, create, examine, examine_table, reset_counters, TableSummary};
 pub use driver::BackgroundCleaner;
 pub use format::{Mode, OriginId, Policy, Superblock};
 pub use identity::path_identity;

@@ -85,6 +85,23 @@ impl Aligned {
     }
 }
 
+/// Which reasons sent some bytes of one request around the cache, so each
+/// request is counted once per reason.
+#[derive(Default)]
+struct Bypassed {
+    tail: bool,
+    mode: bool,
+    full: bool,
+}
+
+impl Bypassed {
+    fn count(&self, s: &mut Stats) {
+        s.bypass_tail_requests += u64::from(self.tail);
+        s.bypass_mode_requests += u64::from(self.mode);
+        s.bypass_full_requests += u64::from(self.full);
+    }
+}
+
 /// A cache device in front of an origin, seen as one volume of the origin's size.
 #[derive(Debug)]
 pub struct CachedVolume<C, O> {
@@ -147,8 +164,20 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         s
     }
 
-    pub fn reset_stats(&self) {
-        lock(&self.state).stats = Stats::default();
+    /// Zero the counters, durably (the superblock keeps them). A detached
+    /// cache has none to reset.
+    pub fn reset_stats(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        if st.detached {
+            return Err(Self::detached_error(&self.cache, Op::Write));
+        }
+        let kept = st.stats;
+        st.stats = Stats::default();
+        if let Err(e) = self.write_superblock(&mut st) {
+            st.stats = kept;
+            return Err(e);
+        }
+        Ok(())
     }
 
     pub(crate) fn bs(st: &State) -> u64 {
@@ -183,6 +212,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         let bs = Self::bs(st);
         let origin_blocks = st.sb.origin_blocks();
         let (mut hits, mut misses) = (0u32, 0u32);
+        let mut why = Bypassed::default();
         let mut pos = 0u64;
         while pos < len {
             let abs = offset + pos;
@@ -193,6 +223,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             pos += n;
             if b >= origin_blocks {
                 st.stats.bypass_tail_bytes += n;
+                why.tail = true;
                 self.origin.read_at(piece, abs)?;
                 misses += 1;
                 continue;
@@ -222,8 +253,10 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 st.stats.promotions += 1;
             } else {
                 st.stats.bypass_full_bytes += n;
+                why.full = true;
             }
         }
+        why.count(&mut st.stats);
         match (hits, misses) {
             (_, 0) => st.stats.read_hits += 1,
             (0, _) => st.stats.read_misses += 1,
@@ -241,7 +274,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     fn write_inner(&self, st: &mut State, buf: &[u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
         if st.detached {
-            return self.origin.write_at(buf, offset);
+            return self.write_origin(st, buf, offset);
         }
         self.begin_change(st)?;
         let seq = st.seq.note(offset, len, st.sb.sequential_cutoff);
@@ -252,6 +285,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         let origin_blocks = st.sb.origin_blocks();
         let mode = st.sb.mode;
         let (mut hits, mut misses) = (0u32, 0u32);
+        let mut why = Bypassed::default();
         let mut pos = 0u64;
         while pos < len {
             let abs = offset + pos;
@@ -262,6 +296,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             pos += n;
             if b >= origin_blocks {
                 st.stats.bypass_tail_bytes += n;
+                why.tail = true;
                 self.write_origin(st, piece, abs)?;
                 misses += 1;
                 continue;
@@ -276,6 +311,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                     self.unmap_durably(st, slot)?;
                     st.stats.invalidations += 1;
                     st.stats.bypass_mode_bytes += n;
+                    why.mode = true;
                     self.write_origin(st, piece, abs)?;
                     misses += 1;
                     continue;
@@ -298,6 +334,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             if mode != Mode::WriteBack {
                 if mode == Mode::WriteAround {
                     st.stats.bypass_mode_bytes += n;
+                    why.mode = true;
                 }
                 self.write_origin(st, piece, abs)?;
                 continue;
@@ -314,9 +351,11 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             whole.as_mut_slice()[within as usize..(within + n) as usize].copy_from_slice(piece);
             if !self.install(st, b, whole.as_slice(), true)? {
                 st.stats.bypass_full_bytes += n;
+                why.full = true;
                 self.write_origin(st, piece, abs)?;
             }
         }
+        why.count(&mut st.stats);
         match (hits, misses) {
             (_, 0) => st.stats.write_hits += 1,
             (0, _) => st.stats.write_misses += 1,
@@ -348,6 +387,9 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         promote_threshold: u32,
     ) -> Result<()> {
         let mut st = lock(&self.state);
+        if st.detached {
+            return Err(Self::detached_error(&self.cache, Op::Write));
+        }
         let mut sb = st.sb.clone();
         sb.sequential_cutoff = sequential_cutoff;
         sb.dirty_target_pct = dirty_target_pct;

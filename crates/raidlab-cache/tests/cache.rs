@@ -3,7 +3,10 @@
 //! refusals that must change nothing.
 
 use raidlab_cache::format::{Layout, DATA_ALIGN, SUPERBLOCK_SIZE};
-use raidlab_cache::{create, examine, examine_table, CachedVolume, Config, Mode, OriginId};
+use raidlab_cache::{
+    attach, create, examine, examine_table, reset_counters, CachedVolume, Config, Mode, OriginId,
+    Superblock,
+};
 use raidlab_core::{ErrorKind, Result, Volume};
 use raidlab_devices::{Clock, FaultVolume, MemVolume};
 use std::sync::{Arc, Mutex};
@@ -112,7 +115,7 @@ fn read_misses_promote_and_hits_come_from_the_cache() {
         (1, 1, 1, 2)
     );
     assert_eq!(s.occupied_blocks, 2);
-    v.reset_stats();
+    v.reset_stats().unwrap();
     assert_eq!(v.stats().read_hits, 0);
     assert_eq!(v.stats().occupied_blocks, 2);
 }
@@ -275,7 +278,7 @@ fn the_scan_does_not_evict_the_reused_set() {
     for i in 0..1000u64 {
         block(&v, 200 + (i * 37) % 1000);
     }
-    v.reset_stats();
+    v.reset_stats().unwrap();
     for &b in &hot {
         block(&v, b);
     }
@@ -310,9 +313,117 @@ fn dirty_data_survives_a_clean_stop_and_a_reopen() {
     assert_ne!(block(&*origin.clone(), 1), vec![6; 4096]);
     v.detach().unwrap();
     assert_eq!(block(&*origin.clone(), 1), vec![6; 4096]);
-    // Detached: no cache is found on the device any more.
-    let e = examine(&cache).unwrap_err();
-    assert!(e.to_string().contains("magic"), "{e}");
+    // Detached: the device says so, and the cache is never opened as it was.
+    let sb = examine(&cache).unwrap();
+    assert!(sb.detached && sb.clean && sb.dirty_blocks == 0);
+    assert_eq!(examine_table(&cache).unwrap().1.occupied_blocks, 0);
+    drop(v);
+    let e = CachedVolume::open(cache, origin, ID, Arc::new(TestClock::default())).unwrap_err();
+    assert!(e.to_string().contains("attach"), "{e}");
+}
+
+#[test]
+fn attach_binds_a_detached_cache_again_empty_and_only_to_its_origin() {
+    let cache = Arc::new(FaultVolume::new(MemVolume::new(DATA_ALIGN + 8 * BS as u64)));
+    let origin = Watched::new(64 * BS as u64);
+    let config = Config {
+        mode: Mode::WriteBack,
+        block_size: BS,
+        ..Config::default()
+    };
+    create(&cache, &origin, ID, "origin", [4; 16], config).unwrap();
+    let clock: Arc<TestClock> = Arc::default();
+    let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone()).unwrap();
+    v.write_at(&[6; 4096], 4096).unwrap();
+    block(&v, 2);
+    assert!(attach(&cache, &origin, ID)
+        .unwrap_err()
+        .to_string()
+        .contains("attached to origin already"));
+    v.detach().unwrap();
+    // Writes after the detach reach the origin alone.
+    v.write_at(&[7; 4096], 2 * 4096).unwrap();
+    drop(v);
+    // The origin is used on its own while detached.
+    origin.write_at(&[8; 4096], 4096).unwrap();
+
+    // Wrong origin, resized origin, a cache that is not detached: refused, and
+    // nothing is written.
+    cache.reset_stats();
+    let e = attach(&cache, &origin, OriginId::ArrayUuid([2; 16])).unwrap_err();
+    assert!(e.to_string().contains("another origin"), "{e}");
+    let e = attach(&cache, &Watched::new(65 * BS as u64), ID).unwrap_err();
+    assert!(e.to_string().contains("recorded"), "{e}");
+    assert_eq!(cache.stats().writes, 0);
+
+    let sb = attach(&cache, &origin, ID).unwrap();
+    assert!(!sb.detached && sb.clean);
+    assert_eq!(sb.mode, Mode::WriteBack);
+    let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock).unwrap();
+    let s = v.stats();
+    assert_eq!((s.occupied_blocks, s.dirty_blocks), (0, 0));
+    // Nothing cached before the detach is served: the origin's newer data is.
+    assert_eq!(block(&v, 1), vec![8; 4096]);
+    assert_eq!(block(&v, 2), vec![7; 4096]);
+    // The counters of before the detach are kept.
+    assert_eq!(s.write_misses, 1);
+    assert_eq!(s.promotions, 1);
+}
+
+#[test]
+fn counters_persist_across_a_clean_stop_until_reset() {
+    let cache = Arc::new(MemVolume::new(DATA_ALIGN + 8 * BS as u64));
+    let origin = Watched::new(64 * BS as u64);
+    let config = Config {
+        mode: Mode::WriteAround,
+        block_size: BS,
+        ..Config::default()
+    };
+    create(&cache, &origin, ID, "origin", [4; 16], config).unwrap();
+    let clock: Arc<TestClock> = Arc::default();
+    let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone()).unwrap();
+    block(&v, 3);
+    block(&v, 3);
+    // One request, two blocks around the cache by mode: counted once.
+    v.write_at(&[1; 8192], 10 * 4096).unwrap();
+    let before = v.stats();
+    assert_eq!((before.read_misses, before.read_hits), (1, 1));
+    assert_eq!(
+        (before.bypass_mode_requests, before.bypass_mode_bytes),
+        (1, 8192)
+    );
+    v.shutdown().unwrap();
+    assert_eq!(examine(&cache).unwrap().counters, before.counters());
+    drop(v);
+    let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone()).unwrap();
+    assert_eq!(v.stats().counters(), before.counters());
+    block(&v, 3);
+    assert_eq!(v.stats().read_hits, 2);
+    v.reset_stats().unwrap();
+    assert_eq!(v.stats().counters(), [0; raidlab_cache::stats::COUNTERS]);
+    // The reset is on the device at once, before any clean stop.
+    assert_eq!(
+        examine(&cache).unwrap().counters,
+        [0; raidlab_cache::stats::COUNTERS]
+    );
+    block(&v, 3);
+    v.shutdown().unwrap();
+    drop(v);
+    // Offline, from the device alone: only the counters change.
+    let sb = examine(&cache).unwrap();
+    assert_eq!(sb.counters[0], 1);
+    let after = reset_counters(&cache).unwrap();
+    assert_eq!(after.counters, [0; raidlab_cache::stats::COUNTERS]);
+    let again = examine(&cache).unwrap();
+    assert_eq!(again, after);
+    assert_eq!(
+        Superblock {
+            counters: sb.counters,
+            generation: sb.generation,
+            ..again
+        },
+        sb
+    );
 }
 
 #[test]
@@ -438,4 +549,30 @@ fn the_background_driver_ticks_the_cleaner_at_the_volumes_pace() {
     assert_eq!(report.cleaned_blocks, 2);
     assert!(report.ticks >= 6);
     assert_eq!(v.stats().dirty_blocks, 8);
+}
+
+#[test]
+fn writes_after_a_detach_are_made_durable_by_a_flush() {
+    use raidlab_devices::PowerCutPolicy;
+    let cache = Arc::new(MemVolume::new(DATA_ALIGN + 8 * BS as u64));
+    let origin = Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
+        64 * BS as u64,
+    )));
+    let config = Config {
+        mode: Mode::WriteBack,
+        block_size: BS,
+        ..Config::default()
+    };
+    create(&cache, &origin, ID, "origin", [4; 16], config).unwrap();
+    let v = CachedVolume::open(cache, origin.clone(), ID, Arc::new(TestClock::default())).unwrap();
+    v.write_at(&[1; 4096], 0).unwrap();
+    v.detach().unwrap();
+    // Served on after the detach: a client's write then flush must reach the
+    // origin durably, as it would without the cache.
+    v.write_at(&[2; 4096], 4096).unwrap();
+    v.flush().unwrap();
+    origin.power_cut_with(PowerCutPolicy::DropAll).unwrap();
+    // What the origin's medium holds after the power cut.
+    assert_eq!(block(origin.inner(), 0), vec![1; 4096]);
+    assert_eq!(block(origin.inner(), 1), vec![2; 4096]);
 }

@@ -20,12 +20,14 @@ fn sample(blocks_pow: u32, mode: u8, id: bool, label: String) -> Superblock {
         block_size,
         mode: [Mode::WriteBack, Mode::WriteThrough, Mode::WriteAround][mode as usize % 3],
         policy: Policy::TwoQ,
-        clean: mode % 2 == 0,
+        clean: mode % 2 == 0 || mode == 5,
+        detached: mode == 5,
         dirty_target_pct: 10,
         sequential_cutoff: 4 << 20,
         clean_rate: 1 << 20,
         promote_threshold: 1,
-        dirty_blocks: 1,
+        dirty_blocks: if mode == 5 { 0 } else { 1 },
+        counters: std::array::from_fn(|i| (i as u64 + 1) * 1000 + u64::from(mode)),
         layout: Layout::plan("c", 32 << 20, block_size).unwrap(),
     }
 }

@@ -361,6 +361,11 @@ pub struct ServeArgs {
     /// Serve a plain file or block device as it is, not as an array.
     #[arg(long)]
     pub plain: bool,
+    /// Serve the array (or --plain file) behind the raidlab cache on this
+    /// device (made by `raidlab cache create` for that origin), named as the
+    /// cache verbs name it: `serve --cache DEV ORIGIN...`.
+    #[arg(long, value_name = "DEV")]
+    pub cache: Option<PathBuf>,
     /// Refuse writes (clients get EPERM); members are opened read-only.
     #[arg(long)]
     pub read_only: bool,
@@ -434,6 +439,11 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     name = "scratch"
     file = "/srv/scratch.img"          # a plain file or block device
 
+    [[export]]
+    name = "cached"
+    members = ["/dev/sde", "/dev/sdf", "/dev/sdg"]   # or file = "..."
+    cache = "/dev/nvme0n1p1"           # a cache made by `raidlab cache create`
+
 Flags given on the command line win over the file's listeners.
 Stop with SIGTERM, Ctrl-C or `raidlab stop MEMBER...`: requests in flight
 finish, arrays are flushed and marked clean. After a crash the next start
@@ -445,7 +455,16 @@ $RAIDLAB_RUN_DIR, else $XDG_RUNTIME_DIR/raidlab, else /tmp/raidlab-UID). A hot
 spare takes over a failed member at once; rebuilds run in the server and
 `detail` shows their progress. Rebuilds of arrays with a partial parity
 log or a write journal are refused while served: stop the server to rebuild
-those."#;
+those.
+
+A cached export (--cache DEV, or `cache = "DEV"`) opens the origin as it
+would be served alone, then the cache in front of it (refused: another origin,
+a resized one, a detached cache, --read-only), and cleans in the background.
+While serving, `raidlab cache detail|stats|flush|set|detach --cache DEV ...`
+act on the running cache; the array verbs given the members act on the array
+under it. A detach writes every dirty block back (with progress) and the export
+goes on serving the origin directly. The stop shuts the cache down cleanly
+(dirty blocks stay, recorded), then the origin."#;
 
 /// `raidlab cache` verbs. The origin is named as every other verb names an
 /// array: its members in any order; with `--plain`, one file or block device.
@@ -455,6 +474,11 @@ pub enum CacheCommand {
     Create(CacheCreateArgs),
     /// Show a cache from its device alone: mode, block size, occupancy, dirty bytes.
     Detail(CacheDetailArgs),
+    /// The cache's counters (hits, misses, bypasses and why, promotions,
+    /// evictions, cleaning) and its occupancy and dirty data now. Counters add
+    /// up over every run since create or the last --reset; offline they are as
+    /// saved at the cache's last clean stop.
+    Stats(CacheStatsArgs),
     /// Write every dirty block back to the origin (with progress).
     Flush(CacheOriginArgs),
     /// Write every dirty block back, then unbind: the origin is complete on its
@@ -462,6 +486,9 @@ pub enum CacheCommand {
     Detach(CacheOriginArgs),
     /// Change the mode or tunables (leaving write-back writes back first).
     Set(CacheSetArgs),
+    /// Bind a detached cache to its origin again (the same origin only, by
+    /// identity and size). It starts empty: the origin was used on its own.
+    Attach(CacheOriginArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -527,6 +554,20 @@ pub struct CacheDetailArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CacheStatsArgs {
+    /// The cache device.
+    #[arg(long, value_name = "DEV")]
+    pub cache: PathBuf,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Zero the counters after printing them (the occupancy and dirty data are
+    /// state, not counters, and stay).
+    #[arg(long)]
+    pub reset: bool,
 }
 
 #[derive(Debug, Args)]

@@ -9,6 +9,10 @@
 //! connection, one JSON object per line each way: the request, then progress
 //! lines and one final `done` or `error`.
 //!
+//! A cache verb names the cache by its device instead (`cache`), and for the
+//! verbs that also take the origin, the origin as the user gave it, which the
+//! server checks against the one it serves.
+//!
 //! Never trusts a peer's message further than its shape: a request that does
 //! not parse gets an error reply, and the members named are only matched.
 
@@ -26,7 +30,20 @@ use std::time::Duration;
 pub struct Request {
     /// Absolute member paths as the user named them (`missing` left out).
     pub members: Vec<String>,
+    /// For a cache verb: the cache device's absolute path (then `members` is
+    /// empty and the command is `Find` or one of the `Cache...` ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
     pub command: Command,
+}
+
+/// The origin a cache verb was given, for the server to check against the
+/// one it serves: absolute paths, and whether they name a plain file or device.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheOriginNamed {
+    pub paths: Vec<String>,
+    pub plain: bool,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -69,6 +86,31 @@ pub enum Command {
     },
     /// Stop the whole server (every export), as SIGTERM does.
     Stop,
+    CacheDetail {
+        json: bool,
+    },
+    CacheStats {
+        json: bool,
+        reset: bool,
+    },
+    CacheFlush {
+        origin: CacheOriginNamed,
+        json: bool,
+    },
+    CacheSet {
+        origin: CacheOriginNamed,
+        /// writeback, writethrough or writearound.
+        mode: Option<String>,
+        sequential_cutoff: Option<u64>,
+        dirty_target: Option<u8>,
+        clean_rate: Option<u64>,
+        promote_threshold: Option<u32>,
+        json: bool,
+    },
+    CacheDetach {
+        origin: CacheOriginNamed,
+        json: bool,
+    },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -130,6 +172,15 @@ pub fn find(members: &[PathBuf]) -> Result<Option<PathBuf>> {
     if paths.is_empty() {
         return Ok(None);
     }
+    find_with(paths, None)
+}
+
+/// A server that serves the cache on the device `cache`, if one runs.
+pub fn find_cache(cache: &Path) -> Result<Option<PathBuf>> {
+    find_with(vec![], Some(absolute(cache).display().to_string()))
+}
+
+fn find_with(paths: Vec<String>, cache: Option<String>) -> Result<Option<PathBuf>> {
     let Ok(entries) = std::fs::read_dir(run_dir()) else {
         return Ok(None);
     };
@@ -145,6 +196,7 @@ pub fn find(members: &[PathBuf]) -> Result<Option<PathBuf>> {
         };
         let req = Request {
             members: paths.clone(),
+            cache: cache.clone(),
             command: Command::Find,
         };
         if let Ok(Reply::Done { .. }) = exchange(stream, &req, &mut |_| {}) {
@@ -162,13 +214,37 @@ pub fn call(
     command: Command,
     progress: &mut dyn FnMut(&Reply),
 ) -> Result<(String, u8)> {
-    let stream = UnixStream::connect(socket)
-        .with_context(|| format!("cannot reach the server at {}", socket.display()))?;
     let req = Request {
         members: member_paths(members),
+        cache: None,
         command,
     };
-    match exchange(stream, &req, progress)? {
+    call_request(socket, &req, progress)
+}
+
+/// Send a cache verb for the cache on the device `cache` to the server at `socket`.
+pub fn call_cache(
+    socket: &Path,
+    cache: &Path,
+    command: Command,
+    progress: &mut dyn FnMut(&Reply),
+) -> Result<(String, u8)> {
+    let req = Request {
+        members: vec![],
+        cache: Some(absolute(cache).display().to_string()),
+        command,
+    };
+    call_request(socket, &req, progress)
+}
+
+fn call_request(
+    socket: &Path,
+    req: &Request,
+    progress: &mut dyn FnMut(&Reply),
+) -> Result<(String, u8)> {
+    let stream = UnixStream::connect(socket)
+        .with_context(|| format!("cannot reach the server at {}", socket.display()))?;
+    match exchange(stream, req, progress)? {
         Reply::Done { stdout, exit } => Ok((stdout, exit)),
         Reply::Error { message } => bail!("{message}"),
         Reply::Progress { .. } => bail!("the server ended its reply early"),

@@ -139,11 +139,248 @@ fn create_detail_set_flush_detach_on_a_file() {
         .assert()
         .success()
         .stdout(predicate::str::contains("complete on its own"));
+    let j = detail(d);
+    assert_eq!(
+        (j["state"].as_str(), j["occupied_blocks"].as_u64()),
+        (Some("detached"), Some(0))
+    );
+}
+
+fn stats(dir: &Path, extra: &[&str]) -> serde_json::Value {
+    let out = raidlab(dir)
+        .args(["cache", "stats", "--cache", "cache.img", "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn stats_add_up_over_runs_until_reset() {
+    let dir = setup("writeback");
+    let d = dir.path();
+    let j = stats(d, &[]);
+    assert_eq!(
+        (j["write_requests"].as_u64(), j["read_requests"].as_u64()),
+        (Some(0), Some(0))
+    );
+    write_dirty(d, &[0, 1]);
+    let j = stats(d, &[]);
+    assert_eq!(j["write_misses"], 2);
+    assert_eq!(j["dirty_blocks"], 2);
+    assert_eq!(j["dirty_bytes"], 8192);
+    assert_eq!(j["occupied_blocks"], 2);
+    assert_eq!(j["counters_from"], "saved");
+    // A second run: block 1 is a hit now, block 2 a miss; the counters add up.
+    write_dirty(d, &[1, 2]);
+    let j = stats(d, &[]);
+    assert_eq!(
+        (j["write_misses"].as_u64(), j["write_hits"].as_u64()),
+        (Some(3), Some(1))
+    );
+    assert_eq!(j["write_requests"], 4);
     raidlab(d)
-        .args(["cache", "detail", "--cache", "cache.img"])
+        .args(["cache", "stats", "--cache", "cache.img"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("writes : 4 request(s): 1 hit (25.0%), 0 partial hit, 3 miss")
+                .and(predicate::str::contains("3 dirty now")),
+        );
+    // The reset prints the counters it zeroes, and changes only the superblock.
+    let (cache_before, origin_before) = files(d);
+    let j = stats(d, &["--reset"]);
+    assert_eq!(
+        (j["write_misses"].as_u64(), j["reset"].as_bool()),
+        (Some(3), Some(true))
+    );
+    let (cache_after, origin_after) = files(d);
+    assert_eq!(origin_after, origin_before);
+    assert_eq!(cache_after[8192..], cache_before[8192..]);
+    assert_ne!(cache_after[..8192], cache_before[..8192]);
+    let j = stats(d, &[]);
+    assert_eq!(
+        (j["write_requests"].as_u64(), j["dirty_blocks"].as_u64()),
+        (Some(0), Some(3))
+    );
+    // Flush cleans through the cache: counted as cleaning.
+    raidlab(d)
+        .args([
+            "cache",
+            "flush",
+            "--cache",
+            "cache.img",
+            "--plain",
+            "origin.img",
+        ])
+        .assert()
+        .success();
+    let j = stats(d, &[]);
+    assert_eq!(
+        (j["cleaned_blocks"].as_u64(), j["dirty_blocks"].as_u64()),
+        (Some(3), Some(0))
+    );
+}
+
+#[test]
+fn attach_binds_the_detached_cache_to_its_own_origin_only() {
+    let dir = setup("writeback");
+    let d = dir.path();
+    write_dirty(d, &[4]);
+    std::fs::write(d.join("other.img"), vec![0u8; 8 << 20]).unwrap();
+    let at = |what: &str, origin: &str| -> Vec<String> {
+        ["cache", what, "--cache", "cache.img", "--plain", origin]
+            .map(String::from)
+            .to_vec()
+    };
+    // Attached already: to its origin, nothing to do; to another, refused.
+    raidlab(d)
+        .args(at("attach", "origin.img"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("attached to origin.img already"));
+    let before = files(d);
+    raidlab(d)
+        .args(at("attach", "other.img"))
         .assert()
         .failure()
-        .stderr(predicate::str::contains("no raidlab cache superblock"));
+        .stderr(predicate::str::contains("belongs to another origin"));
+    assert!(files(d) == before);
+    raidlab(d)
+        .args(at("detach", "origin.img"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("wrote back 1 dirty block(s)"));
+    // Detached twice: nothing changes.
+    let before = files(d);
+    raidlab(d)
+        .args(at("detach", "origin.img"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("detached from origin.img already"));
+    assert!(files(d) == before);
+    // A detached cache is not used, by any verb that would use it.
+    for verb in ["flush", "set"] {
+        let mut args = at(verb, "origin.img");
+        if verb == "set" {
+            args.extend(["--mode", "writethrough"].map(String::from));
+        }
+        raidlab(d)
+            .args(args)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("raidlab cache attach"));
+        assert!(files(d) == before, "{verb} changed a device");
+    }
+    // The origin is used on its own meanwhile.
+    let mut origin = before.1.clone();
+    origin[4 * 4096..5 * 4096].fill(0x77);
+    std::fs::write(d.join("origin.img"), &origin).unwrap();
+    let before = files(d);
+    // Another origin, a resized origin, something that holds no cache: refused,
+    // nothing written.
+    raidlab(d)
+        .args(at("attach", "other.img"))
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("stays detached")
+                .and(predicate::str::contains("belongs to another origin")),
+        );
+    assert!(files(d) == before);
+    std::fs::copy(d.join("origin.img"), d.join("copy.img")).unwrap();
+    raidlab(d)
+        .args(at("attach", "copy.img"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("another origin"));
+    assert!(files(d) == before);
+    raidlab(d)
+        .args([
+            "cache",
+            "attach",
+            "--cache",
+            "other.img",
+            "--plain",
+            "origin.img",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("nothing to attach on other.img"));
+    assert!(files(d) == before);
+    assert!(std::fs::read(d.join("other.img"))
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(d.join("origin.img"))
+        .unwrap();
+    f.set_len((8 << 20) + 4096).unwrap();
+    let grown = files(d);
+    raidlab(d)
+        .args(at("attach", "origin.img"))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("recorded 8388608"));
+    assert!(files(d) == grown);
+    f.set_len(8 << 20).unwrap();
+
+    raidlab(d)
+        .args(at("attach", "origin.img"))
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "attached the cache on cache.img to origin.img again",
+        ));
+    let j = detail(d);
+    assert_eq!(
+        (j["state"].as_str(), j["mode"].as_str()),
+        (Some("attached"), Some("writeback"))
+    );
+    assert_eq!(
+        (j["occupied_blocks"].as_u64(), j["dirty_blocks"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // Counters of before the detach are kept until reset.
+    assert_eq!(stats(d, &[])["write_misses"], 1);
+    // What reads through the cache now is the origin's newer data.
+    let cache = FileVolume::open(&d.join("cache.img"), OpenMode::ReadWrite).unwrap();
+    let origin = FileVolume::open(&d.join("origin.img"), OpenMode::ReadWrite).unwrap();
+    let id = examine(&cache).unwrap().origin_id;
+    let v = CachedVolume::open(cache, origin, id, Arc::new(SystemClock::default())).unwrap();
+    let mut buf = vec![0u8; 4096];
+    v.read_at(&mut buf, 4 * 4096).unwrap();
+    assert!(buf.iter().all(|&b| b == 0x77));
+}
+
+#[test]
+fn stats_of_something_that_is_no_cache_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("cache.img"), vec![0x42u8; 2 << 20]).unwrap();
+    for extra in [&[][..], &["--reset"][..]] {
+        raidlab(d)
+            .args(["cache", "stats", "--cache", "cache.img"])
+            .args(extra)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains("no raidlab cache superblock"));
+    }
+    assert!(std::fs::read(d.join("cache.img"))
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0x42));
+    raidlab(d)
+        .args(["cache", "stats", "--cache", "absent.img"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("absent.img"));
 }
 
 #[test]

@@ -5,12 +5,15 @@
 
 use crate::cli::{
     CacheCommand, CacheCreateArgs, CacheDetailArgs, CacheMode, CacheOrigin, CacheOriginArgs,
-    CacheSetArgs,
+    CacheSetArgs, CacheStatsArgs,
 };
+use crate::cmd::cache_live;
+use crate::control;
 use crate::open::{open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use raidlab_cache::{
-    create, examine, examine_table, CachedVolume, Config, Mode, OriginId, Policy, Superblock,
+    attach, create, examine, examine_table, reset_counters, CachedVolume, Config, Mode, OriginId,
+    Policy, Stats, Superblock,
 };
 use raidlab_core::size::format_size;
 use raidlab_core::Volume;
@@ -28,7 +31,19 @@ pub fn run(c: CacheCommand) -> Result<ExitCode> {
         CacheCommand::Flush(a) => flush(a),
         CacheCommand::Detach(a) => detach(a),
         CacheCommand::Set(a) => set(a),
+        CacheCommand::Stats(a) => stats(a),
+        CacheCommand::Attach(a) => attach_cmd(a),
     }
+}
+
+pub fn mode_from_name(name: &str) -> Option<Mode> {
+    [Mode::WriteBack, Mode::WriteThrough, Mode::WriteAround]
+        .into_iter()
+        .find(|m| mode_name(*m) == name)
+}
+
+pub fn mode_from_cli(m: CacheMode) -> Mode {
+    mode(m)
 }
 
 fn mode(m: CacheMode) -> Mode {
@@ -39,7 +54,7 @@ fn mode(m: CacheMode) -> Mode {
     }
 }
 
-fn mode_name(m: Mode) -> &'static str {
+pub fn mode_name(m: Mode) -> &'static str {
     match m {
         Mode::WriteBack => "writeback",
         Mode::WriteThrough => "writethrough",
@@ -187,7 +202,8 @@ fn create_cmd(a: CacheCreateArgs) -> Result<ExitCode> {
     };
     let cache = open_cache_device(&a.at.cache, true)?;
     if let Ok((old, table)) = examine_table(&cache) {
-        if !a.force {
+        // A detached cache holds nothing: a new one may take its place.
+        if !a.force && !old.detached {
             bail!(
                 "{} already holds a cache for {} ({} dirty block(s), {}); creating a new one \
                  loses them: detach it first (`raidlab cache detach`), or give --force",
@@ -240,6 +256,7 @@ fn create_cmd(a: CacheCreateArgs) -> Result<ExitCode> {
 fn detail_json(sb: &Superblock, occupied: u64, dirty: u64) -> serde_json::Value {
     let bs = u64::from(sb.block_size);
     serde_json::json!({
+        "state": if sb.detached { "detached" } else { "attached" },
         "origin": sb.origin_label,
         "origin_identity": match sb.origin_id {
             OriginId::ArrayUuid(u) => format!("array {}", format_uuid(&u)),
@@ -263,57 +280,109 @@ fn detail_json(sb: &Superblock, occupied: u64, dirty: u64) -> serde_json::Value 
 }
 
 fn detail(a: CacheDetailArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.cache)? {
+        return cache_live::detail(&server, &a);
+    }
     let cache = open_cache_device(&a.cache, false)?;
     let (sb, t) = examine_table(&cache)?;
-    if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&detail_json(&sb, t.occupied_blocks, t.dirty_blocks))?
-        );
-        return Ok(ExitCode::SUCCESS);
+    let text = render_detail(
+        &sb,
+        t.occupied_blocks,
+        t.dirty_blocks,
+        &a.cache.display().to_string(),
+        None,
+        a.json,
+    )?;
+    out!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cache detail`'s output, offline (from the device) or for a served cache
+/// (`served` names the export; the state is the running cache's).
+pub fn render_detail(
+    sb: &Superblock,
+    occupied: u64,
+    dirty: u64,
+    device: &str,
+    served: Option<&str>,
+    json: bool,
+) -> Result<String> {
+    let mut o = String::new();
+    if json {
+        let mut j = detail_json(sb, occupied, dirty);
+        j["cache"] = device.into();
+        if let Some(export) = served {
+            j["served"] = serde_json::json!({ "pid": std::process::id(), "export": export });
+        }
+        textln!(o, "{}", serde_json::to_string_pretty(&j)?);
+        return Ok(o);
     }
     let bs = u64::from(sb.block_size);
     let pct = |n: u64| n as f64 * 100.0 / sb.layout.cache_blocks as f64;
-    outln!("cache on {}", a.cache.display());
-    outln!(
+    textln!(o, "cache on {device}");
+    if let Some(export) = served {
+        textln!(
+            o,
+            "        served : by raidlab serve (pid {}) as export {export:?}; figures are the running cache's",
+            std::process::id()
+        );
+    }
+    textln!(
+        o,
         "        origin : {} ({} bytes)",
         sb.origin_label,
         sb.origin_size
     );
-    outln!("          mode : {}", mode_name(sb.mode));
-    outln!("    block size : {}", format_size(bs));
-    outln!(
+    if sb.detached {
+        textln!(
+            o,
+            "         state : detached: the origin is complete on its own and the cache holds \
+             nothing (`raidlab cache attach` binds it again, empty)"
+        );
+    }
+    textln!(o, "          mode : {}", mode_name(sb.mode));
+    textln!(o, "    block size : {}", format_size(bs));
+    textln!(
+        o,
         "     occupancy : {} of {} blocks ({:.1}%), {}",
-        t.occupied_blocks,
+        occupied,
         sb.layout.cache_blocks,
-        pct(t.occupied_blocks),
-        format_size(t.occupied_blocks * bs)
+        pct(occupied),
+        format_size(occupied * bs)
     );
-    outln!(
+    textln!(
+        o,
         "         dirty : {} blocks ({:.1}%), {}",
-        t.dirty_blocks,
-        pct(t.dirty_blocks),
-        format_size(t.dirty_blocks * bs)
+        dirty,
+        pct(dirty),
+        format_size(dirty * bs)
     );
-    outln!(
-        "  last stopped : {}",
-        if sb.clean {
-            "cleanly"
-        } else {
-            "not cleanly (clean blocks are dropped at the next open; dirty ones kept)"
-        }
-    );
-    outln!(
+    if served.is_none() {
+        textln!(
+            o,
+            "  last stopped : {}",
+            if sb.clean {
+                "cleanly"
+            } else {
+                "not cleanly (clean blocks are dropped at the next open; dirty ones kept)"
+            }
+        );
+    }
+    textln!(
+        o,
         "      tunables : policy 2q, sequential cutoff {}, dirty target {}%, cleaning rate {}, promote after {} miss(es)",
         if sb.sequential_cutoff == 0 { "off".to_string() } else { format_size(sb.sequential_cutoff) },
         sb.dirty_target_pct,
         if sb.clean_rate == 0 { "unlimited".to_string() } else { format!("{}/s", format_size(sb.clean_rate)) },
         sb.promote_threshold
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(o)
 }
 
 fn flush(a: CacheOriginArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.at.cache)? {
+        return cache_live::flush(&server, &a);
+    }
     let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
     let label = origin.label.clone();
     let bs = u64::from(v.superblock().block_size);
@@ -343,6 +412,27 @@ fn flush(a: CacheOriginArgs) -> Result<ExitCode> {
 }
 
 fn detach(a: CacheOriginArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.at.cache)? {
+        return cache_live::detach(&server, &a);
+    }
+    let recorded = open_cache_device(&a.at.cache, false)
+        .ok()
+        .and_then(|c| examine(&c).ok());
+    if let Some(sb) = recorded.filter(|sb| sb.detached) {
+        if a.at.json {
+            outln!(
+                "{}",
+                serde_json::json!({ "written_back_blocks": 0, "detached": true })
+            );
+        } else {
+            outln!(
+                "raidlab: the cache on {} is detached from {} already; nothing changed",
+                a.at.cache.display(),
+                sb.origin_label
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let (v, origin) = match open_cached(&a.at, a.force)? {
         Ok(x) => x,
         Err((e, origin)) => {
@@ -438,6 +528,9 @@ fn set(a: CacheSetArgs) -> Result<ExitCode> {
     {
         bail!("nothing to set: give --mode, --sequential-cutoff, --dirty-target, --clean-rate or --promote-threshold");
     }
+    if let Some(server) = control::find_cache(&a.at.cache)? {
+        return cache_live::set(&server, &a);
+    }
     let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
     let sb = v.superblock();
     v.set_tunables(
@@ -463,6 +556,269 @@ fn set(a: CacheSetArgs) -> Result<ExitCode> {
             a.at.cache.display(),
             mode_name(sb.mode)
         );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ratio(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 / whole as f64
+    }
+}
+
+/// `cache stats`'s output. `s` holds the counters and the state now; `live`:
+/// they are the running cache's (a server's), else as saved in the superblock.
+pub fn render_stats(
+    sb: &Superblock,
+    s: &Stats,
+    device: &str,
+    live: bool,
+    reset: bool,
+    json: bool,
+) -> Result<String> {
+    let bs = u64::from(sb.block_size);
+    let target_blocks = sb.layout.cache_blocks * u64::from(sb.dirty_target_pct) / 100;
+    let over_target = s.dirty_blocks.saturating_sub(target_blocks);
+    let reads = s.read_hits + s.read_partial_hits + s.read_misses;
+    let writes = s.write_hits + s.write_partial_hits + s.write_misses;
+    let from_text = if live {
+        "live, from the running cache"
+    } else if sb.clean {
+        "as saved at the cache's last clean stop"
+    } else {
+        "as saved at the cache's last superblock write: it was not stopped cleanly, so \
+         counts of its last run may be missing"
+    };
+    let mut o = String::new();
+    if json {
+        let j = serde_json::json!({
+            "cache": device,
+            "origin": sb.origin_label,
+            "state": if sb.detached { "detached" } else { "attached" },
+            "mode": mode_name(sb.mode),
+            "block_size": bs,
+            "counters_from": if live { "live" } else { "saved" },
+            "stopped_cleanly": sb.clean,
+            "read_requests": reads,
+            "read_hits": s.read_hits,
+            "read_partial_hits": s.read_partial_hits,
+            "read_misses": s.read_misses,
+            "read_hit_ratio": ratio(s.read_hits, reads),
+            "write_requests": writes,
+            "write_hits": s.write_hits,
+            "write_partial_hits": s.write_partial_hits,
+            "write_misses": s.write_misses,
+            "write_hit_ratio": ratio(s.write_hits, writes),
+        });
+        let more = serde_json::json!({
+            "bypass_sequential_requests": s.bypass_sequential_requests,
+            "bypass_sequential_bytes": s.bypass_sequential_bytes,
+            "bypass_mode_requests": s.bypass_mode_requests,
+            "bypass_mode_bytes": s.bypass_mode_bytes,
+            "bypass_full_requests": s.bypass_full_requests,
+            "bypass_full_bytes": s.bypass_full_bytes,
+            "bypass_tail_requests": s.bypass_tail_requests,
+            "bypass_tail_bytes": s.bypass_tail_bytes,
+            "promotions": s.promotions,
+            "not_promoted": s.not_promoted,
+            "evictions": s.evictions,
+            "invalidations": s.invalidations,
+            "cleaned_blocks": s.cleaned_blocks,
+            "cleaned_bytes": s.cleaned_bytes,
+            "cache_blocks": sb.layout.cache_blocks,
+            "occupied_blocks": s.occupied_blocks,
+            "occupied_bytes": s.occupied_blocks * bs,
+            "dirty_blocks": s.dirty_blocks,
+            "dirty_bytes": s.dirty_blocks * bs,
+            "dirty_target_pct": sb.dirty_target_pct,
+            "dirty_target_blocks": target_blocks,
+            "dirty_over_target_blocks": over_target,
+            "clean_rate": sb.clean_rate,
+            "sequential_cutoff": sb.sequential_cutoff,
+            "promote_threshold": sb.promote_threshold,
+            "reset": reset,
+        });
+        let mut j = j;
+        if let (Some(j), serde_json::Value::Object(more)) = (j.as_object_mut(), more) {
+            j.extend(more);
+        }
+        textln!(o, "{}", serde_json::to_string_pretty(&j)?);
+        return Ok(o);
+    }
+    let pct = |n: u64, of: u64| ratio(n, of) * 100.0;
+    let size = format_size;
+    textln!(
+        o,
+        "cache on {device} in front of {} ({}, {} blocks)",
+        sb.origin_label,
+        mode_name(sb.mode),
+        size(bs)
+    );
+    if sb.detached {
+        textln!(
+            o,
+            "  detached: the cache holds nothing now; the counters are those of before the detach"
+        );
+    }
+    textln!(
+        o,
+        "  counters since create or the last reset, {from_text}{}",
+        if reset { "; reset to zero now" } else { "" }
+    );
+    textln!(
+        o,
+        "     reads : {reads} request(s): {} hit ({:.1}%), {} partial hit, {} miss",
+        s.read_hits,
+        pct(s.read_hits, reads),
+        s.read_partial_hits,
+        s.read_misses
+    );
+    textln!(
+        o,
+        "    writes : {writes} request(s): {} hit ({:.1}%), {} partial hit, {} miss",
+        s.write_hits,
+        pct(s.write_hits, writes),
+        s.write_partial_hits,
+        s.write_misses
+    );
+    textln!(
+        o,
+        "  bypassed : sequential run over {}: {} request(s), {}; write-around mode: {} request(s), {}",
+        if sb.sequential_cutoff == 0 {
+            "the cutoff (off)".to_string()
+        } else {
+            size(sb.sequential_cutoff)
+        },
+        s.bypass_sequential_requests,
+        size(s.bypass_sequential_bytes),
+        s.bypass_mode_requests,
+        size(s.bypass_mode_bytes)
+    );
+    textln!(
+        o,
+        "             no clean block to evict (all dirty): {} request(s), {}; past the origin's last whole block: {} request(s), {}",
+        s.bypass_full_requests,
+        size(s.bypass_full_bytes),
+        s.bypass_tail_requests,
+        size(s.bypass_tail_bytes)
+    );
+    textln!(
+        o,
+        "  promoted : {} block(s); {} read miss(es) not promoted (under the threshold of {})",
+        s.promotions,
+        s.not_promoted,
+        sb.promote_threshold
+    );
+    textln!(
+        o,
+        "   evicted : {} block(s) to make room (dm-cache's demotions); {} invalidated by write-around writes",
+        s.evictions,
+        s.invalidations
+    );
+    textln!(
+        o,
+        "  cleaning : {} block(s), {} written back; {} dirty now, target {}% ({} blocks), {} over it; rate {}",
+        s.cleaned_blocks,
+        size(s.cleaned_bytes),
+        s.dirty_blocks,
+        sb.dirty_target_pct,
+        target_blocks,
+        over_target,
+        if sb.clean_rate == 0 {
+            "unlimited".to_string()
+        } else {
+            format!("{}/s", size(sb.clean_rate))
+        }
+    );
+    textln!(
+        o,
+        " occupancy : {} of {} blocks ({:.1}%), {}; dirty {} block(s) ({:.1}%), {}",
+        s.occupied_blocks,
+        sb.layout.cache_blocks,
+        pct(s.occupied_blocks, sb.layout.cache_blocks),
+        size(s.occupied_blocks * bs),
+        s.dirty_blocks,
+        pct(s.dirty_blocks, sb.layout.cache_blocks),
+        size(s.dirty_blocks * bs)
+    );
+    Ok(o)
+}
+
+/// The counters a superblock keeps, with the state from its table.
+pub fn stats_of(sb: &Superblock, occupied: u64, dirty: u64) -> Stats {
+    Stats {
+        occupied_blocks: occupied,
+        dirty_blocks: dirty,
+        cache_blocks: sb.layout.cache_blocks,
+        block_size: sb.block_size,
+        ..Stats::from_counters(sb.counters)
+    }
+}
+
+fn stats(a: CacheStatsArgs) -> Result<ExitCode> {
+    if let Some(server) = control::find_cache(&a.cache)? {
+        return cache_live::stats(&server, &a);
+    }
+    let cache = open_cache_device(&a.cache, a.reset)?;
+    let (sb, t) = examine_table(&cache)?;
+    let s = stats_of(&sb, t.occupied_blocks, t.dirty_blocks);
+    let device = a.cache.display().to_string();
+    let text = render_stats(&sb, &s, &device, false, a.reset, a.json)?;
+    if a.reset {
+        reset_counters(&cache)
+            .with_context(|| format!("cannot reset the counters of the cache on {device}"))?;
+    }
+    out!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn attach_cmd(a: CacheOriginArgs) -> Result<ExitCode> {
+    let device = a.at.cache.display().to_string();
+    if control::find_cache(&a.at.cache)?.is_some() {
+        bail!(
+            "the cache on {device} is served by a running `raidlab serve`; attach works offline \
+             only: stop the server, then attach; nothing was changed"
+        );
+    }
+    // Read-only first: every refusal below leaves both devices untouched.
+    let sb = examine(&open_cache_device(&a.at.cache, false)?)
+        .with_context(|| format!("nothing to attach on {device}"))?;
+    let origin = open_origin(&a.at, false, a.force)?;
+    if !sb.detached {
+        check_binding(&sb, &a.at.cache, &origin)?;
+        let text = format!(
+            "raidlab: the cache on {device} is attached to {} already; nothing changed",
+            origin.label
+        );
+        return say_attached(&a, &sb, text);
+    }
+    check_binding(&sb, &a.at.cache, &origin).map_err(|e| {
+        e.context(format!(
+            "the detached cache on {device} stays detached; nothing was changed"
+        ))
+    })?;
+    let cache = open_cache_device(&a.at.cache, true)?;
+    let sb = attach(&cache, &origin.volume, origin.id)
+        .with_context(|| format!("cannot attach the cache on {device}"))?;
+    let text = format!(
+        "raidlab: attached the cache on {device} to {} again ({}, {} blocks of {}), empty: \
+         nothing cached before the detach is trusted",
+        origin.label,
+        mode_name(sb.mode),
+        sb.layout.cache_blocks,
+        format_size(u64::from(sb.block_size))
+    );
+    say_attached(&a, &sb, text)
+}
+
+fn say_attached(a: &CacheOriginArgs, sb: &Superblock, text: String) -> Result<ExitCode> {
+    if a.at.json {
+        let j = detail_json(sb, 0, 0);
+        outln!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        outln!("{text}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@
 //! and continue if the command is interrupted).
 
 use crate::cli::{AddArgs, FailArgs, MembersJson, RemoveArgs, ReplaceArgs, RunArgs, ScrubArgs};
+use crate::cmd::cache_live::{self, ManagedCache};
 use crate::cmd::info::{render_detail, ServedInfo};
 use crate::cmd::manage::{bar, scrub_text};
 use crate::control::{self, Command, Reply, Request};
@@ -25,10 +26,16 @@ use std::time::Duration;
 /// Send `cmd`, show progress bars for what the server reports, print its
 /// output; its exit status becomes ours.
 fn run(server: &Path, members: &[std::path::PathBuf], cmd: Command) -> Result<ExitCode> {
+    show(|progress| control::call(server, members, cmd, progress))
+}
+
+/// Make a request with `call`, showing progress bars for what the server
+/// reports, and print its output; its exit status becomes ours.
+pub fn show(call: impl FnOnce(&mut dyn FnMut(&Reply)) -> Result<(String, u8)>) -> Result<ExitCode> {
     // One bar per kind of run reported (a RAID 6 may rebuild two roles).
     type Bar = Box<dyn FnMut(Progress)>;
     let mut bars: Vec<(String, Bar)> = Vec::new();
-    let (stdout, exit) = control::call(server, members, cmd, &mut |r| {
+    let (stdout, exit) = call(&mut |r| {
         if let Reply::Progress { what, done, total } = r {
             if bars.last().map(|(w, _)| w != what).unwrap_or(true) {
                 bars.push((what.clone(), Box::new(bar(what))));
@@ -150,6 +157,7 @@ pub struct Managed {
 pub fn serve_control(
     listener: &UnixListener,
     arrays: Arc<Vec<Managed>>,
+    caches: Arc<Vec<ManagedCache>>,
     stop: &'static AtomicBool,
     log: Arc<dyn Fn(&str) + Send + Sync>,
 ) {
@@ -160,9 +168,9 @@ pub fn serve_control(
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
             Ok((stream, _)) => {
-                let (arrays, log) = (arrays.clone(), log.clone());
+                let (arrays, caches, log) = (arrays.clone(), caches.clone(), log.clone());
                 let _ = stream.set_nonblocking(false);
-                std::thread::spawn(move || handle(stream, &arrays, stop, &*log));
+                std::thread::spawn(move || handle(stream, &arrays, &caches, stop, &*log));
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(50));
@@ -192,9 +200,19 @@ pub fn monitor(
     }
 }
 
-fn handle(stream: UnixStream, arrays: &[Managed], stop: &'static AtomicBool, log: &dyn Fn(&str)) {
+fn handle(
+    stream: UnixStream,
+    arrays: &[Managed],
+    caches: &[ManagedCache],
+    stop: &'static AtomicBool,
+    log: &dyn Fn(&str),
+) {
     let reply = match control::read_request(&stream) {
-        Ok(req) => match carry_out(&stream, req, arrays, stop, log) {
+        Ok(req) => match if req.cache.is_some() {
+            cache_live::carry_out(&stream, req, caches, log)
+        } else {
+            carry_out(&stream, req, arrays, stop, log)
+        } {
             Ok((stdout, exit)) => Reply::Done { stdout, exit },
             Err(e) => Reply::Error {
                 message: format!("{e:#}"),
@@ -336,6 +354,13 @@ fn carry_out(
             said("stop asked over the control socket");
             stop.store(true, Ordering::SeqCst);
             Ok(("raidlab: the server is stopping\n".into(), 0))
+        }
+        Command::CacheDetail { .. }
+        | Command::CacheStats { .. }
+        | Command::CacheFlush { .. }
+        | Command::CacheSet { .. }
+        | Command::CacheDetach { .. } => {
+            anyhow::bail!("a cache verb names the cache device, not an array's members")
         }
     }
 }

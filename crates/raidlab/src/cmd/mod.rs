@@ -3,6 +3,7 @@
 mod bench;
 pub mod benchmarks;
 mod cache;
+pub mod cache_live;
 mod create;
 mod explain;
 pub mod info;

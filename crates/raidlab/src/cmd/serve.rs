@@ -8,13 +8,20 @@
 //! the array before serving it again (the resync covers what md's consistency
 //! policy says: everything, or the dirty regions of the write-intent bitmap).
 //!
+//! An export may put a raidlab cache (`raidlab cache create`) in front of its
+//! array or file: the origin is opened and started as it would be served
+//! alone, then the cache over it, with background cleaning while it serves; a
+//! stop shuts the cache down cleanly before the origin.
+//!
 //! The NBD protocol itself lives in raidlab-nbd; this module only wires volumes
 //! and sockets together and reports.
 
 use crate::cli::ServeArgs;
+use crate::cmd::cache_live::{Cached, ManagedCache, ServedOrigin};
 use crate::cmd::live::Managed;
 use crate::open::open_members;
 use anyhow::{bail, Context, Result};
+use raidlab_cache::{BackgroundCleaner, CachedVolume};
 use raidlab_core::size::format_size_approx;
 use raidlab_core::Volume;
 use raidlab_devices::{FileVolume, OpenMode};
@@ -68,6 +75,8 @@ struct ExportConfig {
     /// Start a degraded array that was not stopped cleanly.
     #[serde(default)]
     force: bool,
+    /// A raidlab cache device in front of the array or file.
+    cache: Option<PathBuf>,
 }
 
 /// One served volume and what it takes to stop it cleanly.
@@ -80,6 +89,16 @@ enum Served {
     },
     Plain {
         volume: Arc<FileVolume>,
+    },
+    /// A cache in front of an array or a plain file (`origin`).
+    Cache {
+        name: String,
+        device: PathBuf,
+        cached: Arc<Cached>,
+        cleaner: Option<BackgroundCleaner>,
+        origin: Box<Served>,
+        origin_file: Option<PathBuf>,
+        origin_label: String,
     },
 }
 
@@ -94,8 +113,8 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     p.display()
                 )
             })?;
-            if !a.members.is_empty() {
-                bail!("give exports either in --config or on the command line, not both");
+            if !a.members.is_empty() || a.cache.is_some() {
+                bail!("give exports either in --config or on the command line, not both (a cache in the file is an export's `cache = \"DEV\"`)");
             }
             c
         }
@@ -117,6 +136,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     file: Some(a.members[0].clone()),
                     read_only: a.read_only,
                     force: a.force,
+                    cache: a.cache.clone(),
                 }
             } else {
                 ExportConfig {
@@ -125,6 +145,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     file: None,
                     read_only: a.read_only,
                     force: a.force,
+                    cache: a.cache.clone(),
                 }
             };
             Config {
@@ -218,27 +239,58 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
 /// threads (they end when the server stops).
 type Control = (PathBuf, Vec<std::thread::JoinHandle<Option<UnixListener>>>);
 
+/// The array a served volume is or stands on, for the array verbs.
+fn managed_array(s: &Served) -> Option<Managed> {
+    match s {
+        Served::Array {
+            name,
+            live,
+            writable,
+            ..
+        } => Some(Managed {
+            export: name.clone(),
+            live: live.clone(),
+            writable: *writable,
+        }),
+        Served::Plain { .. } => None,
+        Served::Cache { origin, .. } => managed_array(origin),
+    }
+}
+
 fn start_control(served: &[Served]) -> Result<Option<Control>> {
-    let managed: Vec<Managed> = served
+    let managed: Vec<Managed> = served.iter().filter_map(managed_array).collect();
+    let caches: Vec<ManagedCache> = served
         .iter()
         .filter_map(|s| match s {
-            Served::Array {
+            Served::Cache {
                 name,
-                live,
-                writable,
+                device,
+                cached,
+                origin,
+                origin_file,
+                origin_label,
                 ..
-            } => Some(Managed {
+            } => Some(ManagedCache {
                 export: name.clone(),
-                live: live.clone(),
-                writable: *writable,
+                device: crate::control::absolute(device).display().to_string(),
+                cached: cached.clone(),
+                origin: match (&**origin, origin_file) {
+                    (Served::Array { live, .. }, _) => ServedOrigin::Array(live.clone()),
+                    (_, Some(f)) => {
+                        ServedOrigin::File(crate::control::absolute(f).display().to_string())
+                    }
+                    _ => return None,
+                },
+                origin_label: origin_label.clone(),
             }),
-            Served::Plain { .. } => None,
+            _ => None,
         })
         .collect();
-    if managed.is_empty() {
+    if managed.is_empty() && caches.is_empty() {
         return Ok(None);
     }
     let managed = Arc::new(managed);
+    let caches = Arc::new(caches);
     let path = crate::control::socket_path()?;
     // Our own pid's name: anything there is left from an earlier process.
     let _ = std::fs::remove_file(&path);
@@ -247,7 +299,7 @@ fn start_control(served: &[Served]) -> Result<Option<Control>> {
     let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("raidlab serve: {m}"));
     let (m1, l1) = (managed.clone(), log.clone());
     let control = std::thread::spawn(move || {
-        crate::cmd::live::serve_control(&listener, m1, &STOP, l1);
+        crate::cmd::live::serve_control(&listener, m1, caches, &STOP, l1);
         Some(listener)
     });
     let monitor = std::thread::spawn(move || {
@@ -255,13 +307,142 @@ fn start_control(served: &[Served]) -> Result<Option<Control>> {
         None
     });
     eprintln!(
-        "raidlab: management: `raidlab detail|fail|remove|add|replace|rebuild|check|repair|stop` with the array's members act on the served array (control socket {})",
+        "raidlab: management: `raidlab detail|fail|remove|add|replace|rebuild|check|repair|stop` with the array's members act on the served array, `raidlab cache detail|stats|flush|set|detach --cache DEV` on the served cache (control socket {})",
         path.display()
     );
     Ok(Some((path, vec![control, monitor])))
 }
 
 fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
+    let Some(device) = &e.cache else {
+        return open_origin(e);
+    };
+    if e.read_only {
+        bail!(
+            "export {:?}: serving a cached volume read-only is not built (the cache writes its \
+             device on every promotion and cleans to the origin); serve it writable, or \
+             `raidlab cache detach` and serve the origin read-only",
+            e.name
+        );
+    }
+    // Before the origin is started: the cache must exist and not be detached.
+    // Its binding to this origin is checked when it is opened over it.
+    let recorded = FileVolume::open(device, OpenMode::ReadOnly)
+        .map_err(anyhow::Error::from)
+        .and_then(|c| Ok(raidlab_cache::examine(&c)?))
+        .with_context(|| {
+            format!(
+                "export {:?}: no usable cache on {} (make one with `raidlab cache create`)",
+                e.name,
+                device.display()
+            )
+        })?;
+    if recorded.detached {
+        bail!(
+            "export {:?}: the cache on {} was detached from {}: `raidlab cache attach` binds it \
+             again, or serve the origin without --cache",
+            e.name,
+            device.display(),
+            recorded.origin_label
+        );
+    }
+    // The origin's identity too, before an array is started (which writes its
+    // superblocks): a wrong origin is refused with nothing written.
+    let named = match &e.file {
+        Some(f) => raidlab_cache::path_identity(f).ok(),
+        None => open_members(&e.members, OpenMode::ReadOnly)
+            .and_then(|d| Ok(Assembly::assemble(d)?))
+            .ok()
+            .map(|asm| raidlab_cache::OriginId::ArrayUuid(asm.uuid)),
+    };
+    if named.is_some_and(|id| id != recorded.origin_id) {
+        bail!(
+            "export {:?}: the cache on {} belongs to another origin ({}), not this one: give \
+             the origin it was created for; nothing was changed",
+            e.name,
+            device.display(),
+            recorded.origin_label
+        );
+    }
+    let (origin, x) = open_origin(e)?;
+    let (id, origin_label) = match (&origin, &e.file) {
+        (Served::Array { live, .. }, _) => {
+            let uuid = live.with_assembly(|a| a.uuid);
+            (
+                raidlab_cache::OriginId::ArrayUuid(uuid),
+                format!("array {}", raidlab_raid::assemble::format_uuid(&uuid)),
+            )
+        }
+        (_, Some(f)) => match raidlab_cache::path_identity(f) {
+            Ok(id) => (id, f.display().to_string()),
+            Err(err) => {
+                let _ = stop(origin);
+                return Err(err.into());
+            }
+        },
+        _ => bail!(
+            "export {:?}: a cache needs an array or a file under it",
+            e.name
+        ),
+    };
+    let opened = FileVolume::open(device, OpenMode::ReadWrite)
+        .map_err(anyhow::Error::from)
+        .and_then(|c| {
+            let clock = Arc::new(raidlab_devices::SystemClock::default());
+            Ok(CachedVolume::open(c, x.volume.clone(), id, clock)?)
+        })
+        .with_context(|| {
+            format!(
+                "export {:?}: cannot open the cache on {} in front of {origin_label}",
+                e.name,
+                device.display()
+            )
+        });
+    let cached = match opened {
+        Ok(c) => Arc::new(c),
+        Err(err) => {
+            // Nothing was written through the origin: stop it as it started.
+            if let Err(e2) = stop(origin) {
+                eprintln!("raidlab: error: {e2:#}");
+            }
+            return Err(err);
+        }
+    };
+    let sb = cached.superblock();
+    let cleaner = BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL);
+    let export = Export {
+        name: x.name.clone(),
+        description: format!(
+            "cache {} ({}, {} blocks of {}) in front of {}",
+            device.display(),
+            crate::cmd::cache::mode_name(sb.mode),
+            sb.layout.cache_blocks,
+            format_size_approx(u64::from(sb.block_size)),
+            x.description
+        ),
+        volume: cached.clone(),
+        read_only: false,
+        preferred_block: x.preferred_block,
+        // The cache's flush writes its table, flushes its device and the
+        // origin: it covers every completed write of any connection.
+        multi_conn: true,
+    };
+    Ok((
+        Served::Cache {
+            name: x.name,
+            device: device.clone(),
+            cached,
+            cleaner: Some(cleaner),
+            origin: Box::new(origin),
+            origin_file: e.file.clone(),
+            origin_label,
+        },
+        export,
+    ))
+}
+
+/// The array or file of an export, opened and started as served alone.
+fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
     let mode = if e.read_only {
         OpenMode::ReadOnly
     } else {
@@ -380,6 +561,35 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
 /// Flush and, for arrays, record what happened (failed members) and a clean stop.
 fn stop(s: Served) -> Result<()> {
     match s {
+        Served::Cache {
+            name,
+            device,
+            cached,
+            cleaner,
+            origin,
+            ..
+        } => {
+            if let Some(c) = cleaner {
+                if let Some(err) = c.stop().error {
+                    eprintln!(
+                        "raidlab: export {name:?}: background cleaning of the cache on {} had stopped: {err}",
+                        device.display()
+                    );
+                }
+            }
+            // The cache first (its dirty blocks stay in it, recorded), then the
+            // origin under it; the origin is stopped even if the cache fails.
+            let cache = cached.shutdown().with_context(|| {
+                format!(
+                    "export {name:?}: the cache on {} could not be stopped cleanly; its next \
+                     open recovers (dirty blocks are kept)",
+                    device.display()
+                )
+            });
+            drop(cached);
+            let under = stop(*origin);
+            cache.and(under)
+        }
         Served::Plain { volume } => volume
             .flush()
             .with_context(|| format!("flushing {} failed", volume.name())),
