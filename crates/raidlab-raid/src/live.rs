@@ -104,6 +104,20 @@ impl TaskStatus {
 pub struct LiveStatus {
     pub rebuild: Option<TaskStatus>,
     pub scrub: Option<TaskStatus>,
+    /// A parity array's stripe cache: tunables and what it did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stripe_cache: Option<StripeCacheReport>,
+}
+
+/// The stripe cache of a running array, as `detail` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct StripeCacheReport {
+    pub config: crate::stripe_cache::StripeCacheConfig,
+    pub stats: crate::stripe_cache::StripeCacheStats,
+    /// Write plans that read members: read-modify-write (they read parity)
+    /// and reconstruct-write (they read other data).
+    pub read_modify_write_plans: u64,
+    pub reconstruct_write_plans: u64,
 }
 
 struct RebuildTask {
@@ -206,6 +220,15 @@ impl LiveArray {
                 .as_ref()
                 .map(|t| lock(&t.status).clone()),
             scrub: lock(&self.scrub).clone(),
+            stripe_cache: {
+                let (cache, rmw, rcw) = self.array.stripe_cache_stats();
+                cache.map(|(config, stats)| StripeCacheReport {
+                    config,
+                    stats,
+                    read_modify_write_plans: rmw,
+                    reconstruct_write_plans: rcw,
+                })
+            },
         }
     }
 

@@ -175,6 +175,31 @@ pub struct ImportArgs {
     /// be wrong).
     #[arg(long, alias = "start-degraded-dirty")]
     pub force: bool,
+    #[command(flatten)]
+    pub stripe: StripeCacheArgs,
+}
+
+/// The stripe cache of a parity array started for writing (md's
+/// stripe_cache_size): partial-stripe writes are held and merged into whole
+/// stripes, which are written with no member reads.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct StripeCacheArgs {
+    /// Stripes held at most (each holds one stripe of data: chunk x data
+    /// members); 0 turns the stripe cache off.
+    #[arg(long, value_name = "STRIPES", default_value_t = 64)]
+    pub stripe_cache: usize,
+    /// Milliseconds a partial stripe waits for the rest before it is written.
+    #[arg(long, value_name = "MS", default_value_t = 20)]
+    pub stripe_hold: u64,
+}
+
+impl StripeCacheArgs {
+    pub fn config(&self) -> raidlab_raid::stripe_cache::StripeCacheConfig {
+        raidlab_raid::stripe_cache::StripeCacheConfig {
+            stripes: self.stripe_cache,
+            hold: std::time::Duration::from_millis(self.stripe_hold),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -206,6 +231,15 @@ pub struct ExplainArgs {
     pub offset: u64,
     #[arg(value_parser = size)]
     pub length: u64,
+    /// More requests after the first, each `read|write OFFSET LENGTH`: the
+    /// sequence goes through a running array's stripe cache and the member
+    /// I/O each request causes is shown (what merging into whole stripes does).
+    #[arg(value_name = "MORE")]
+    pub more: Vec<String>,
+    /// Show a single request through the stripe cache too (partial stripes
+    /// are held until the end of the sequence, then flushed).
+    #[arg(long)]
+    pub stripe_cache: bool,
 }
 
 #[derive(Debug, Args)]
@@ -372,6 +406,8 @@ pub struct ServeArgs {
     /// Start a degraded array that was not stopped cleanly.
     #[arg(long, alias = "start-degraded-dirty")]
     pub force: bool,
+    #[command(flatten)]
+    pub stripe: StripeCacheArgs,
     /// Unix socket path (the default listener; default
     /// $XDG_RUNTIME_DIR/raidlab-nbd.sock or /tmp/raidlab-nbd-UID.sock).
     #[arg(long)]
@@ -434,6 +470,8 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     members = ["/dev/sdb", "/dev/sdc", "/dev/sdd"]
     read_only = false                  # optional
     force = false                      # optional: start dirty and degraded
+    stripe_cache = 64                  # optional: stripes held (0: off), as --stripe-cache
+    stripe_hold_ms = 20                # optional: as --stripe-hold
 
     [[export]]
     name = "scratch"

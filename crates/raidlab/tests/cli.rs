@@ -1430,3 +1430,56 @@ fn journal_closes_the_raid6_write_hole_through_the_cli() {
         .success();
     assert!(export(d, &now) == want, "export after fail and add differs");
 }
+
+/// (reads, writes) per request of an `explain` sequence, the final flush last.
+fn explain_sequence(args: &[&str]) -> Vec<(u64, u64)> {
+    let out = raidlab()
+        .args(["explain", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["reads"].as_u64().unwrap(), r["writes"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn explain_shows_the_stripe_cache_merging_sequential_writes_into_whole_stripes() {
+    let base = ["--level", "5", "--raid-devices", "4"];
+    // Alone, a 1M write covers 2 of a stripe's 3 chunks: it reads.
+    let (reads, _) = explain(&[&base[..], &["write", "0", "1M"]].concat());
+    assert!(reads.iter().sum::<usize>() > 0);
+    // In a sequence, the stripe cache holds it until the next one fills the
+    // stripe: two whole stripes (4 writes each), no reads, nothing left over.
+    let seq = explain_sequence(
+        &[
+            &base[..],
+            &["write", "0", "1M", "write", "1M", "1M", "write", "2M", "1M"],
+        ]
+        .concat(),
+    );
+    assert_eq!(seq, vec![(0, 0), (0, 4), (0, 4), (0, 0)]);
+    // A lone 4K write is held, then written at the flush at md's cost (2 + 2).
+    let one = explain_sequence(&[&base[..], &["--stripe-cache", "write", "0", "4K"]].concat());
+    assert_eq!(one, vec![(0, 0), (2, 2)]);
+    // A read of held data is served from the cache.
+    let read = explain_sequence(&[&base[..], &["write", "0", "8K", "read", "0", "8K"]].concat());
+    assert_eq!(read[1], (0, 0));
+    // Requests are triples.
+    raidlab()
+        .args([
+            "explain", "-l", "5", "-n", "4", "write", "0", "1M", "write", "1M",
+        ])
+        .assert()
+        .failure()
+        .stderr(predicates::str::contains("triples"));
+}

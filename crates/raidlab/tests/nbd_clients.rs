@@ -938,6 +938,14 @@ fn live_failure_and_rebuild_under_fio_verify() {
             detail.contains("degraded") && detail.contains("Served By"),
             "{label}: {detail}"
         );
+        // fio's 16K writes went through the stripe cache (held, merged or
+        // written out by age) while members failed under them.
+        let cache = detail
+            .lines()
+            .find(|l| l.contains("Stripe Cache"))
+            .unwrap_or_else(|| panic!("{label}: no stripe cache in detail: {detail}"));
+        assert!(cache.contains("64 stripes, hold 20 ms"), "{label}: {cache}");
+        assert!(!cache.contains(" 0 partial (0 by age"), "{label}: {cache}");
         // A spare per failed member, each rebuilt while fio writes/verifies.
         for (k, _) in victims.iter().enumerate() {
             let spare = d.path().join(format!("spare{k}"));

@@ -1,12 +1,23 @@
-//! `raidlab explain`: the plan the engine itself would carry out for one request.
+//! `raidlab explain`: the plan the engine itself would carry out for one request,
+//! or, for a sequence of requests, the member I/O a running array's stripe cache
+//! and write path actually issue for each (an array over size-only members whose
+//! executor records instead of doing I/O: the engine's own code decides).
 
 use crate::cli::{Direction, ExplainArgs};
 use anyhow::{bail, Result};
 use raidlab_core::size::format_size;
+use raidlab_core::Volume;
+use raidlab_devices::throttle::Clock;
 use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_parity::Engine;
+use raidlab_raid::exec::{Executor, Failed, LogWriter, Members, UserBuf};
 use raidlab_raid::planner::{plan_read, plan_write};
-use raidlab_raid::OpKind;
+use raidlab_raid::stripe_cache::StripeCacheConfig;
+use raidlab_raid::{Array, MemberOp, OpKind, Plan, Step};
+use serde::Serialize;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 pub fn run(a: ExplainArgs) -> Result<ExitCode> {
     let level = Level::from_name(&a.level)?;
@@ -22,6 +33,9 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
             );
         }
         present[r] = false;
+    }
+    if a.stripe_cache || !a.more.is_empty() {
+        return sequence(&a, geo, &present);
     }
     let plan = match a.direction {
         Direction::Read => plan_read(&geo, &present, a.offset, a.length, 0)?,
@@ -82,4 +96,213 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
     let (r, w) = plan.op_counts();
     outln!("total: {r} member read(s), {w} member write(s)");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A member that only has a size: the recording executor never touches it.
+#[derive(Debug)]
+struct SizeOnly(u64);
+
+impl Volume for SizeOnly {
+    fn name(&self) -> String {
+        "explain".into()
+    }
+    fn size(&self) -> u64 {
+        self.0
+    }
+    fn block_size(&self) -> u32 {
+        512
+    }
+    fn read_at(&self, _: &mut [u8], _: u64) -> raidlab_core::Result<()> {
+        Err(raidlab_core::Error::invalid(
+            "internal: explain does no member I/O",
+        ))
+    }
+    fn write_at(&self, _: &[u8], _: u64) -> raidlab_core::Result<()> {
+        Err(raidlab_core::Error::invalid(
+            "internal: explain does no member I/O",
+        ))
+    }
+    fn flush(&self) -> raidlab_core::Result<()> {
+        Ok(())
+    }
+}
+
+/// Records the member operations of every plan run, doing none.
+#[derive(Debug, Default)]
+struct Recorder(Mutex<Vec<MemberOp>>);
+
+impl Executor for Recorder {
+    fn run(
+        &self,
+        plan: &Plan,
+        _: &Members,
+        _: &dyn Engine,
+        _: UserBuf<'_>,
+        _: Option<LogWriter<'_>>,
+    ) -> std::result::Result<(), Failed> {
+        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        for step in &plan.steps {
+            if let Step::Io(ops) = step {
+                seen.extend(ops.iter().copied());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A clock that never moves: nothing held expires during the sequence.
+#[derive(Debug)]
+struct Still;
+impl Clock for Still {
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d.max(Duration::from_millis(100)));
+    }
+}
+static STILL: Still = Still;
+
+#[derive(Serialize)]
+struct Request {
+    request: String,
+    /// Member reads and writes this request caused (held: none yet).
+    reads: usize,
+    writes: usize,
+    ops: Vec<MemberOp>,
+}
+
+fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode> {
+    if a.more.len() % 3 != 0 {
+        bail!(
+            "after the first request, give requests as `read|write OFFSET LENGTH` triples (got {} extra word(s))",
+            a.more.len()
+        );
+    }
+    let mut requests = vec![(a.direction, a.offset, a.length)];
+    for t in a.more.chunks(3) {
+        let dir = match t[0].as_str() {
+            "read" => Direction::Read,
+            "write" => Direction::Write,
+            other => bail!("`{other}`: each request starts with `read` or `write`"),
+        };
+        let parse = |w: &str| {
+            raidlab_core::size::parse_size(w)
+                .map_err(|e| anyhow::anyhow!("`{w}` in `{} {} {}`: {e}", t[0], t[1], t[2]))
+        };
+        requests.push((dir, parse(&t[1])?, parse(&t[2])?));
+    }
+    let members: Vec<Option<Arc<dyn Volume>>> = present
+        .iter()
+        .map(|&p| p.then(|| Arc::new(SizeOnly(geo.member_bytes)) as Arc<dyn Volume>))
+        .collect();
+    let recorder = Arc::new(Recorder::default());
+    let array = Arc::new(Array::new("explain", geo, members)?.with_executor(recorder.clone()));
+    array.start_stripe_cache(StripeCacheConfig::default(), &STILL)?;
+    let take = || std::mem::take(&mut *recorder.0.lock().unwrap_or_else(|p| p.into_inner()));
+    let mut out = Vec::new();
+    for &(dir, offset, length) in &requests {
+        let label = format!(
+            "{} {} at {offset}",
+            match dir {
+                Direction::Read => "read",
+                Direction::Write => "write",
+            },
+            format_size(length)
+        );
+        match dir {
+            Direction::Read => {
+                // The cache answers from what it holds; only the rest is read,
+                // and reads of zero-filled scratch are all explain needs.
+                let mut buf = vec![0u8; length as usize];
+                array.read_at(&mut buf, offset)?;
+            }
+            Direction::Write => array.write_at(&vec![0u8; length as usize], offset)?,
+        }
+        out.push(summarise(label, take()));
+    }
+    array.flush()?;
+    out.push(summarise("flush (what was still held)".into(), take()));
+    let (cache, rmw, rcw) = array.stripe_cache_stats();
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "requests": out,
+                "stripe_cache": cache.map(|(config, stats)| serde_json::json!({"config": config, "stats": stats})),
+                "read_modify_write_plans": rmw,
+                "reconstruct_write_plans": rcw,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "{} {}, {} members, chunk {}: {} request(s) through the stripe cache",
+        geo.level.name(),
+        geo.layout.name(),
+        geo.raid_disks,
+        format_size(geo.chunk_bytes),
+        requests.len()
+    );
+    let (mut reads, mut writes) = (0, 0);
+    for r in &out {
+        reads += r.reads;
+        writes += r.writes;
+        if r.ops.is_empty() {
+            outln!(
+                "{}: no member I/O ({})",
+                r.request,
+                if r.request.starts_with("flush") {
+                    "nothing was held"
+                } else {
+                    "held in the stripe cache, or served from it"
+                }
+            );
+            continue;
+        }
+        outln!(
+            "{}: {} member read(s), {} member write(s)",
+            r.request,
+            r.reads,
+            r.writes
+        );
+        for op in &r.ops {
+            outln!(
+                "  {:<5} member {:<3} offset {:<12} length {}",
+                match op.kind {
+                    OpKind::Read => "read",
+                    OpKind::Write => "write",
+                },
+                op.member,
+                op.offset,
+                format_size(op.length)
+            );
+        }
+    }
+    if let Some((_, st)) = cache {
+        outln!(
+            "stripe cache: {} whole stripe(s) written with no reads, {} partial; {} read-modify-write and {} reconstruct-write plan(s)",
+            st.full_stripes,
+            st.partial_stripes,
+            rmw,
+            rcw
+        );
+    } else {
+        outln!(
+            "no stripe cache: {} has no parity to merge for",
+            geo.level.name()
+        );
+    }
+    outln!("total: {reads} member read(s), {writes} member write(s)");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summarise(request: String, ops: Vec<MemberOp>) -> Request {
+    let reads = ops.iter().filter(|o| o.kind == OpKind::Read).count();
+    Request {
+        request,
+        reads,
+        writes: ops.len() - reads,
+        ops,
+    }
 }

@@ -331,6 +331,28 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             };
             rows.push((label, what));
         }
+        if let Some(c) = &s.status.stripe_cache {
+            let st = &c.stats;
+            rows.push((
+                "Stripe Cache",
+                format!(
+                    "{} stripes, hold {} ms; {} held now; {} whole stripes written with no reads, {} partial ({} by age, {} by size, {} by flush); {} member reads avoided; read hits {} (+{} partial); write plans: {} read-modify-write, {} reconstruct-write",
+                    c.config.stripes,
+                    c.config.hold.as_millis(),
+                    st.held_now,
+                    st.full_stripes,
+                    st.partial_stripes,
+                    st.expired,
+                    st.evicted,
+                    st.flushed,
+                    st.reads_avoided,
+                    st.read_hits,
+                    st.read_partial_hits,
+                    c.read_modify_write_plans,
+                    c.reconstruct_write_plans
+                ),
+            ));
+        }
     }
     for (k, v) in rows {
         textln!(text, "{k:>18} : {v}");

@@ -77,6 +77,22 @@ struct ExportConfig {
     force: bool,
     /// A raidlab cache device in front of the array or file.
     cache: Option<PathBuf>,
+    /// The stripe cache of a parity array: stripes held (0: off) and the hold
+    /// time in milliseconds (defaults: 64 and 20, as on the command line).
+    stripe_cache: Option<usize>,
+    stripe_hold_ms: Option<u64>,
+}
+
+impl ExportConfig {
+    fn stripe_cache(&self) -> raidlab_raid::stripe_cache::StripeCacheConfig {
+        let d = raidlab_raid::stripe_cache::StripeCacheConfig::default();
+        raidlab_raid::stripe_cache::StripeCacheConfig {
+            stripes: self.stripe_cache.unwrap_or(d.stripes),
+            hold: self
+                .stripe_hold_ms
+                .map_or(d.hold, std::time::Duration::from_millis),
+        }
+    }
 }
 
 /// One served volume and what it takes to stop it cleanly.
@@ -137,6 +153,8 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     read_only: a.read_only,
                     force: a.force,
                     cache: a.cache.clone(),
+                    stripe_cache: Some(a.stripe.stripe_cache),
+                    stripe_hold_ms: Some(a.stripe.stripe_hold),
                 }
             } else {
                 ExportConfig {
@@ -146,6 +164,8 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     read_only: a.read_only,
                     force: a.force,
                     cache: a.cache.clone(),
+                    stripe_cache: Some(a.stripe.stripe_cache),
+                    stripe_hold_ms: Some(a.stripe.stripe_hold),
                 }
             };
             Config {
@@ -496,7 +516,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                     write: !e.read_only,
                     force: e.force,
                     resync_unclean: true,
-                    stripe_cache: None,
+                    stripe_cache: Some(e.stripe_cache()),
                 },
             )
             .with_context(|| format!("export {label:?}"))?;

@@ -159,7 +159,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
             write: true,
             force: a.force,
             resync_unclean: false,
-            stripe_cache: None,
+            stripe_cache: Some(a.stripe.config()),
         },
     )?;
     crate::open::say_started(&started.report, "");
