@@ -162,18 +162,15 @@ impl Plan {
 
     /// Every member write of the plan, in step order.
     pub fn writes(&self) -> impl Iterator<Item = &MemberOp> + '_ {
-        self.steps
-            .iter()
-            .filter_map(|s| match s {
-                Step::Io(ops) => Some(ops),
-                _ => None,
-            })
-            .flatten()
-            .filter(|op| op.kind == OpKind::Write)
+        self.ops(OpKind::Write)
     }
 
     /// The plan's member reads.
     pub fn reads(&self) -> impl Iterator<Item = &MemberOp> + '_ {
+        self.ops(OpKind::Read)
+    }
+
+    fn ops(&self, kind: OpKind) -> impl Iterator<Item = &MemberOp> + '_ {
         self.steps
             .iter()
             .filter_map(|s| match s {
@@ -181,7 +178,7 @@ impl Plan {
                 _ => None,
             })
             .flatten()
-            .filter(|op| op.kind == OpKind::Read)
+            .filter(move |op| op.kind == kind)
     }
 
     /// Number of member reads and writes, for tests and summaries.

@@ -78,16 +78,7 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
             phase.ops.len()
         );
         for op in &phase.ops {
-            outln!(
-                "  {:<5} member {:<3} offset {:<12} length {}",
-                match op.kind {
-                    OpKind::Read => "read",
-                    OpKind::Write => "write",
-                },
-                op.member,
-                op.offset,
-                format_size(op.length)
-            );
+            print_op(op)?;
         }
         for c in &phase.then {
             outln!("  then: {c}");
@@ -267,16 +258,7 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
             r.writes
         );
         for op in &r.ops {
-            outln!(
-                "  {:<5} member {:<3} offset {:<12} length {}",
-                match op.kind {
-                    OpKind::Read => "read",
-                    OpKind::Write => "write",
-                },
-                op.member,
-                op.offset,
-                format_size(op.length)
-            );
+            print_op(op)?;
         }
     }
     if let Some((_, st)) = cache {
@@ -305,4 +287,18 @@ fn summarise(request: String, ops: Vec<MemberOp>) -> Request {
         writes: ops.len() - reads,
         ops,
     }
+}
+
+fn print_op(op: &MemberOp) -> Result<()> {
+    outln!(
+        "  {:<5} member {:<3} offset {:<12} length {}",
+        match op.kind {
+            OpKind::Read => "read",
+            OpKind::Write => "write",
+        },
+        op.member,
+        op.offset,
+        format_size(op.length)
+    );
+    Ok(())
 }
