@@ -130,9 +130,12 @@ struct Entry {
 
 #[derive(Debug)]
 struct Held {
-    data: Vec<u8>,
-    /// Sorted, disjoint, non-adjacent byte ranges of `data` that hold writes.
-    dirty: Vec<(usize, usize)>,
+    /// The held bytes as sorted, disjoint, non-adjacent runs (offset in the
+    /// stripe, bytes): only what was written is kept, so a 4 KiB write costs
+    /// 4 KiB of memory, not a stripe's.
+    runs: Vec<(usize, Vec<u8>)>,
+    /// The stripe's length in bytes.
+    len: usize,
     /// Member reads the held writes would have cost one by one.
     reads_alone: u64,
     /// Written out and out of the map: whoever waited for it starts over.
@@ -140,26 +143,32 @@ struct Held {
 }
 
 impl Held {
-    fn add(&mut self, start: usize, end: usize) {
-        let mut s = start;
-        let mut e = end;
-        self.dirty.retain(|&(a, b)| {
-            if b < s || a > e {
-                true
-            } else {
-                s = s.min(a);
-                e = e.max(b);
-                false
-            }
-        });
-        let at = self.dirty.partition_point(|&(a, _)| a < s);
-        self.dirty.insert(at, (s, e));
+    /// Hold `bytes` at `at`, over whatever was held there, merging runs that
+    /// overlap or touch it.
+    fn add(&mut self, at: usize, bytes: &[u8]) {
+        let end = at + bytes.len();
+        let first = self.runs.partition_point(|(a, d)| a + d.len() < at);
+        let last = self.runs.partition_point(|(a, _)| *a <= end);
+        if first == last {
+            self.runs.insert(first, (at, bytes.to_vec()));
+            return;
+        }
+        let start = at.min(self.runs[first].0);
+        let stop = end.max(self.runs[last - 1].0 + self.runs[last - 1].1.len());
+        let mut merged = vec![0u8; stop - start];
+        for (a, d) in self.runs.drain(first..last) {
+            merged[a - start..a - start + d.len()].copy_from_slice(&d);
+        }
+        merged[at - start..end - start].copy_from_slice(bytes);
+        self.runs.insert(first, (start, merged));
     }
     fn whole(&self) -> bool {
-        self.dirty.len() == 1 && self.dirty[0] == (0, self.data.len())
+        self.runs.len() == 1 && self.runs[0].0 == 0 && self.runs[0].1.len() == self.len
     }
     fn covers(&self, start: usize, end: usize) -> bool {
-        self.dirty.iter().any(|&(a, b)| a <= start && end <= b)
+        self.runs
+            .iter()
+            .any(|(a, d)| *a <= start && end <= a + d.len())
     }
 }
 
@@ -287,8 +296,8 @@ impl StripeCache {
                         stripe,
                         since: self.clock.now(),
                         state: Mutex::new(Held {
-                            data: Vec::new(),
-                            dirty: Vec::new(),
+                            runs: Vec::new(),
+                            len: sb as usize,
                             reads_alone: 0,
                             gone: false,
                         }),
@@ -299,11 +308,7 @@ impl StripeCache {
             if held.gone {
                 continue;
             }
-            if held.data.is_empty() {
-                held.data = vec![0; sb as usize];
-            }
-            held.data[at..at + piece.len()].copy_from_slice(piece);
-            held.add(at, at + piece.len());
+            held.add(at, piece);
             held.reads_alone += alone;
             bump(&self.counters.writes_held, 1);
             if held.whole() {
@@ -318,18 +323,34 @@ impl StripeCache {
     fn trim(&self, below: &dyn Below) -> Result<()> {
         let max = self.config().stripes;
         loop {
-            let victim = {
+            let oldest: Vec<Arc<Entry>> = {
                 let map = lock(&self.map);
                 if map.len() <= max {
                     return Ok(());
                 }
-                map.values().min_by_key(|e| e.since).cloned()
+                let mut all: Vec<Arc<Entry>> = map.values().cloned().collect();
+                all.sort_by_key(|e| e.since);
+                all
             };
-            if let Some(e) = victim {
-                let mut held = lock(&e.state);
-                if !held.gone {
-                    self.write_out(&e, &mut held, Why::Evicted, below)?;
+            // The oldest one nobody is busy with: writers that fill the cache
+            // together each take a different stripe down, rather than queue on
+            // the same one.
+            let mut took = false;
+            for e in &oldest {
+                let Ok(mut held) = e.state.try_lock() else {
+                    continue;
+                };
+                if held.gone {
+                    continue;
                 }
+                self.write_out(e, &mut held, Why::Evicted, below)?;
+                took = true;
+                break;
+            }
+            if !took {
+                // Every one is being written out or merged into right now:
+                // the cache is over its size by at most the writers in flight.
+                return Ok(());
             }
         }
     }
@@ -386,11 +407,11 @@ impl StripeCache {
         let c = &self.counters;
         let mut merged = 0;
         let mut result = Ok(());
-        for &(a, b) in &held.dirty {
+        for (a, d) in &held.runs {
             if why != Why::Full {
-                merged += below.reads_for(base + a as u64, (b - a) as u64);
+                merged += below.reads_for(base + *a as u64, d.len() as u64);
             }
-            result = below.write_direct(&held.data[a..b], base + a as u64);
+            result = below.write_direct(d, base + *a as u64);
             if result.is_err() {
                 break;
             }
@@ -407,7 +428,7 @@ impl StripeCache {
         bump(&c.reads_alone, held.reads_alone);
         bump(&c.reads_merged, merged);
         held.gone = true;
-        held.data = Vec::new();
+        held.runs = Vec::new();
         {
             let mut map = lock(&self.map);
             if map
@@ -485,11 +506,11 @@ impl StripeCache {
         }
         for (s, h) in &guards {
             let (a, b, at) = span(*s);
-            for &(da, db) in &h.dirty {
-                let (x, y) = (da.max(a), db.min(b));
+            for (da, d) in &h.runs {
+                let (x, y) = ((*da).max(a), (da + d.len()).min(b));
                 if x < y {
                     let dst = at + (x - a);
-                    buf[dst..dst + (y - x)].copy_from_slice(&h.data[x..y]);
+                    buf[dst..dst + (y - x)].copy_from_slice(&d[x - da..y - da]);
                 }
             }
         }
@@ -609,17 +630,21 @@ mod tests {
     #[test]
     fn merged_ranges_stay_sorted_and_disjoint() {
         let mut h = Held {
-            data: vec![0; 100],
-            dirty: Vec::new(),
+            runs: Vec::new(),
+            len: 100,
             reads_alone: 0,
             gone: false,
         };
-        h.add(50, 60);
-        h.add(10, 20);
-        h.add(20, 30);
-        h.add(55, 70);
-        assert_eq!(h.dirty, vec![(10, 30), (50, 70)]);
-        h.add(0, 100);
+        h.add(50, &[1; 10]);
+        h.add(10, &[2; 10]);
+        h.add(20, &[3; 10]);
+        h.add(55, &[4; 15]);
+        let spans: Vec<(usize, usize)> = h.runs.iter().map(|(a, d)| (*a, a + d.len())).collect();
+        assert_eq!(spans, vec![(10, 30), (50, 70)]);
+        assert_eq!(h.runs[1].1[..6], [1, 1, 1, 1, 1, 4]);
+        assert!(h.covers(12, 28) && !h.covers(25, 55));
+        assert!(!h.whole());
+        h.add(0, &[5; 100]);
         assert!(h.whole());
     }
 }
