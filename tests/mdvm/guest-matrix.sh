@@ -29,6 +29,12 @@
 #   K NAME NDEV MEMBER_BYTES OFFS ARRAY_BYTES OUT KICK
 #       md assembles all members; member KICK is a former member that must
 #       stay out (degraded 1); the array is copied to OUT.
+#   S NAME NDEV MEMBER_BYTES OFFS MIB
+#       md creates a RAID 5 (512K chunk, --assume-clean: no initial sync),
+#       then a sequential stream of MIB 1 MiB writes goes to it through the
+#       page cache (dd, then sync); the members' sectors read and
+#       written during the stream (from /sys/block/loopN/stat) are reported:
+#       how md's stripe cache turns a sequential stream into whole stripes.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # Each config reports one line in results/results.txt:
@@ -349,6 +355,33 @@ run_k() { # NAME NDEV MBYTES OFFS ABYTES OUT KICK: md must leave member KICK out
     detach
 }
 
+member_sectors() { # field (3: sectors read, 7: written) summed over $loops
+    t=0
+    for l in $loops; do
+        v=$(awk -v f="$1" '{print $f}' "/sys/block/${l#/dev/}/stat")
+        t=$((t + v))
+    done
+    echo $t
+}
+
+run_s() { # NAME NDEV MBYTES OFFS MIB: member I/O of a sequential write stream
+    name=$1 n=$2 mb=$3 offs=$4 mib=$5
+    dir="$R/S/$name"; mkdir -p "$dir"
+    attach "$mb" "$offs" || { result "$name" S FAIL "losetup failed"; detach; return; }
+    # shellcheck disable=SC2086
+    if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=512 --raid-devices="$n" --assume-clean --run --quiet $loops >"$dir/create.log" 2>&1 </dev/null; then
+        result "$name" S FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
+    fi
+    cat "$SYS/stripe_cache_size" >"$dir/stripe_cache_size" 2>/dev/null
+    r0=$(member_sectors 3); w0=$(member_sectors 7)
+    { dd if="$D" of="$MD" bs=1048576 count="$mib" && sync; } 2>"$dir/dd.log" || {
+        result "$name" S FAIL "write failed: $(tr '\n' ' ' <"$dir/dd.log")"; stop_md; detach; return; }
+    r1=$(member_sectors 3); w1=$(member_sectors 7)
+    stop_md
+    result "$name" S PASS "read_sectors=$((r1 - r0)) write_sectors=$((w1 - w0)) stripe_cache_size=$(cat "$dir/stripe_cache_size" 2>/dev/null || echo '?')"
+    detach
+}
+
 T0=$(now)
 note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
@@ -363,6 +396,8 @@ while read -r kind rest <&3; do
            run_r $rest ;;
         K) # shellcheck disable=SC2086
            run_k $rest ;;
+        S) # shellcheck disable=SC2086
+           run_s $rest ;;
         SET) set -- $rest
              case "$1" in a_verify) A_VERIFY=$2 ;; esac ;;
         ''|'#'*) ;;
