@@ -1,11 +1,11 @@
 //! `raidlab create`.
 
 use crate::cli::CreateArgs;
-use crate::open::{is_missing, open_device};
+use crate::open::{is_missing, member_exists, open_with};
 use anyhow::{bail, Context, Result};
 use raidlab_core::size::format_size;
 use raidlab_core::Volume as _;
-use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_devices::{FileVolume, MemberOpener, OpenMode};
 use raidlab_layout::{Layout, Level};
 use raidlab_raid::assemble::{create_with_journal, CreateSpec, Device, NewMember};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -54,7 +54,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
                 );
             }
             seen.push((id.0, id.1, p.display().to_string()));
-        } else if a.member_size.is_none() {
+        } else if !member_exists(p) && a.member_size.is_none() {
             bail!(
                 "{} does not exist: give --member-size to create member files of that size",
                 p.display()
@@ -113,9 +113,10 @@ fn open_and_create(
     created: &mut Vec<std::path::PathBuf>,
 ) -> Result<raidlab_raid::assemble::Assembly> {
     let mut members = Vec::new();
+    let mut opener = MemberOpener::new(OpenMode::ReadWrite);
     for p in a.members.iter().chain(a.write_journal.iter()) {
-        if p.exists() {
-            members.push((open_device(p, OpenMode::ReadWrite)?, p.clone()));
+        if member_exists(p) {
+            members.push((open_with(&mut opener, p)?, p.clone()));
         } else {
             let size = a.member_size.unwrap_or(0);
             let v = FileVolume::create_sparse(p, size)
