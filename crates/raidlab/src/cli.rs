@@ -13,7 +13,7 @@ fn size(s: &str) -> Result<u64, String> {
     name = "raidlab",
     version,
     about = "User-space software RAID compatible with Linux md",
-    long_about = "raidlab builds, reads and explains Linux md arrays (RAID 0/1/4/5/6/10, md v1.2 superblocks) on plain files or block devices, without the kernel's md driver."
+    long_about = "raidlab builds, reads and explains Linux md arrays (RAID 0/1/4/5/6/10, md v1.0, v1.1 and v1.2 superblocks) on plain files or block devices, without the kernel's md driver."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -22,7 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create an array on member files or block devices (writes md v1.2 superblocks).
+    /// Create an array on member files or block devices (writes md v1 superblocks:
+    /// --metadata 1.0, 1.1 or 1.2).
     Create(CreateArgs),
     /// Print each member's superblock, with the fields mdadm --examine shows.
     Examine(MembersJson),
@@ -125,7 +126,12 @@ pub struct CreateArgs {
     /// Bytes of each member per bitmap bit (default: mdadm's choice, 64M or more).
     #[arg(long, value_parser = size)]
     pub bitmap_chunk: Option<u64>,
-    /// Member files or block devices, in role order.
+    /// Where the md superblock goes, as mdadm's --metadata: 1.2 (4 KiB from the
+    /// start, the default), 1.1 (at the start) or 1.0 (at the end: the data
+    /// starts at sector 0, so a RAID 1 member reads as a plain file system).
+    #[arg(long, short = 'e', default_value = "1.2", value_name = "1.0|1.1|1.2")]
+    pub metadata: String,
+    /// Member files or block devices (or `IMAGE@N` partitions), in role order.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
 }

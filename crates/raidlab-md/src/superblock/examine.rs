@@ -1,4 +1,4 @@
-//! `mdadm --examine` style output for a v1.2 superblock: the same labels, order and
+//! `mdadm --examine` style output for a v1 superblock (1.0, 1.1, 1.2): the same labels, order and
 //! value formatting as mdadm 4.x (`examine_super1`), as (label, value) pairs, as
 //! text and as JSON.
 //!
@@ -167,6 +167,32 @@ impl Superblock {
         } else {
             self.size
         };
+        if self.data_offset < self.super_offset {
+            // v1.0: the metadata after the data; the room up to the first of
+            // the bad block log, the bitmap or PPL and the superblock.
+            let so = i128::from(self.super_offset);
+            let mut end = so;
+            if self.bblog_offset != 0 && self.bblog_size != 0 {
+                end = end.min(so + i128::from(self.bblog_offset));
+            }
+            let mut meta = 0i128;
+            if self.feature_map & feature::BITMAP_OFFSET != 0 {
+                meta += i128::from(self.bitmap_offset);
+            } else if self.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0 {
+                meta += i128::from(self.ppl_offset());
+            }
+            end = end.min(so + meta);
+            let data_end = i128::from(self.data_offset) + i128::from(used);
+            let after = if data_end < end {
+                (end - data_end) as u64
+            } else {
+                0
+            };
+            let before = self.data_offset;
+            let after = if before == 0 && after == 0 { 1 } else { after };
+            return (after != 1 && self.feature_map & feature::NEW_OFFSET == 0)
+                .then_some((before, after));
+        }
         let mut earliest = self.super_offset.wrapping_add(72);
         if self.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0
             && self.feature_map & feature::BITMAP_OFFSET == 0
@@ -222,14 +248,7 @@ impl Superblock {
         let mut add = |l: &str, val: String| v.push((l.to_string(), val));
         let fm = self.feature_map;
         add("Magic", format!("{MD_SB_MAGIC:08x}"));
-        let minor = if self.super_offset <= 4 {
-            1
-        } else if self.super_offset <= 8 {
-            2
-        } else {
-            0
-        };
-        add("Version", format!("1.{minor}"));
+        add("Version", self.version().name().to_string());
         add("Feature Map", format!("{fm:#x}"));
         add("Array UUID", format_uuid(&self.set_uuid));
         add("Name", self.set_name.clone());
@@ -419,7 +438,7 @@ impl Superblock {
         let unused = self.unused_space(device_size_sectors);
         json!({
             "magic": format!("{MD_SB_MAGIC:08x}"),
-            "version": "1.2",
+            "version": self.version().name(),
             "feature_map": self.feature_map,
             "array_uuid": format_uuid(&self.set_uuid),
             "name": self.set_name,

@@ -7,13 +7,20 @@ use raidlab_core::size::format_size;
 use raidlab_core::Volume as _;
 use raidlab_devices::{FileVolume, MemberOpener, OpenMode};
 use raidlab_layout::{Layout, Level};
-use raidlab_raid::assemble::{create_with_journal, CreateSpec, Device, NewMember};
+use raidlab_md::MetadataVersion;
+use raidlab_raid::assemble::{create_with_metadata, CreateSpec, Device, NewMember};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 pub fn run(a: CreateArgs) -> Result<ExitCode> {
     let level = Level::from_name(&a.level)?;
+    let Some(metadata) = MetadataVersion::parse(&a.metadata) else {
+        bail!(
+            "--metadata {}: raidlab writes md metadata 1.0 (superblock at the end), 1.1 (at the start) or 1.2 (4 KiB from the start, the default); 0.90 and external formats are not written",
+            a.metadata
+        );
+    };
     let layout = Layout::parse(level, a.layout.as_deref())?;
     if level != Level::Raid1 && (a.chunk < 4096 || !a.chunk.is_power_of_two()) {
         bail!(
@@ -62,7 +69,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
         }
     }
     let mut created = Vec::new();
-    let result = open_and_create(&a, level, layout, &mut created);
+    let result = open_and_create(&a, level, layout, metadata, &mut created);
     if result.is_err() {
         // Leave the disk as we found it: remove only files this command made.
         for p in &created {
@@ -110,6 +117,7 @@ fn open_and_create(
     a: &CreateArgs,
     level: Level,
     layout: Layout,
+    metadata: MetadataVersion,
     created: &mut Vec<std::path::PathBuf>,
 ) -> Result<raidlab_raid::assemble::Assembly> {
     let mut members = Vec::new();
@@ -169,9 +177,12 @@ fn open_and_create(
         Some("resync" | "ppl" | "journal") => false,
         _ if journal.is_some() => false,
         Some(other) => bail!("--consistency-policy {other}: choose resync, bitmap, ppl or journal"),
-        // mdadm adds an internal bitmap by default to arrays of 100 GiB and more.
+        // mdadm adds an internal bitmap by default to arrays of 100 GiB and more
+        // (raidlab does not place a bitmap before a 1.0 superblock yet).
         None => {
-            level != Level::Raid0 && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30
+            level != Level::Raid0
+                && metadata != MetadataVersion::V1_0
+                && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30
         }
     };
     if bitmap && level == Level::Raid0 {
@@ -195,7 +206,7 @@ fn open_and_create(
         bitmap_chunk,
         ppl,
     };
-    Ok(create_with_journal(&spec, news, journal)?)
+    Ok(create_with_metadata(&spec, news, journal, metadata)?)
 }
 
 /// An existing regular file that stores nothing (all holes) reads as zeros, which is

@@ -35,7 +35,7 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
             Ok(None) => {
                 failed = true;
                 eprintln!(
-                    "raidlab: {}: no md superblock found (not an md v1.2 member)",
+                    "raidlab: {}: no md superblock found (not an md v1.0, v1.1 or v1.2 member)",
                     d.path
                 );
                 json.push(serde_json::json!({"device": d.path, "error": "no md superblock"}));
