@@ -513,6 +513,29 @@ pub fn format_guid(g: &[u8; 16]) -> String {
     )
 }
 
+/// Whether bytes `start..start + len` of the regular file at `path` are all
+/// holes (read as zeros without storing anything), by `SEEK_DATA`. `false`
+/// when that cannot be told (not a regular file, no `SEEK_DATA`).
+pub fn range_is_holes(path: &Path, start: u64, len: u64) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(off) = libc::off_t::try_from(start) else {
+        return false;
+    };
+    // SAFETY: lseek on a file descriptor we own; no memory is touched.
+    let next = unsafe { libc::lseek(f.as_raw_fd(), off, libc::SEEK_DATA) };
+    if next < 0 {
+        // ENXIO: no data at or after `start`.
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+    }
+    next as u64 >= start.saturating_add(len)
+}
+
 // ---------------------------------------------------------------------------------
 // Member names.
 // ---------------------------------------------------------------------------------
@@ -566,6 +589,8 @@ pub struct MemberOpener {
     images: Vec<OpenImage>,
     /// (canonical path, partition number or 0 for the whole device, as named).
     named: Vec<(PathBuf, u32, String)>,
+    /// Partitions opened: (name as given, image path, byte start, length).
+    windows: Vec<(PathBuf, PathBuf, u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -581,7 +606,16 @@ impl MemberOpener {
             mode,
             images: Vec::new(),
             named: Vec::new(),
+            windows: Vec::new(),
         }
+    }
+
+    /// Where a partition opened as `p` lies: (image, byte start, length).
+    pub fn window(&self, p: &Path) -> Option<(&Path, u64, u64)> {
+        self.windows
+            .iter()
+            .find(|w| w.0 == p)
+            .map(|w| (w.1.as_path(), w.2, w.3))
     }
 
     /// Open `p` as a member volume (see [`MemberPath::parse`] for the names).
@@ -636,6 +670,7 @@ impl MemberOpener {
                 }
                 let (start, len) = (part.start, part.len);
                 let vol = SliceVolume::named(img.volume.clone(), start, len, shown)?;
+                self.windows.push((p.to_path_buf(), image, start, len));
                 Ok(Arc::new(vol))
             }
         }

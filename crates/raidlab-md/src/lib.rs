@@ -18,6 +18,9 @@
 //!   place of each of metadata 1.0 (end of the member), 1.1 (start) and 1.2
 //!   (4 KiB from the start), `mdadm --examine` style output and the choices
 //!   `mdadm --create` makes (data offset, member size, bad-block-log placement).
+//! - [`sb090`]: the old metadata 0.90 superblock (`mdp_super_t`, 64 KiB aligned
+//!   near the end, in the writing host's byte order), read only, presented as
+//!   its v1 equivalent so assembly needs no second path.
 //! - [`bitmap`]: the internal write-intent bitmap (`bitmap_super_t` and one bit per
 //!   chunk, right after the v1.2 superblock) and the chunk mdadm chooses.
 //! - [`ppl`]: the raid5 partial parity log (`struct ppl_header`, crc32c checksums,
@@ -30,6 +33,7 @@ pub mod bitmap;
 pub mod journal;
 mod le;
 pub mod ppl;
+pub mod sb090;
 pub mod superblock;
 
 pub use bitmap::{Bitmap, BitmapSuper};

@@ -37,7 +37,7 @@ use crate::le::{put, rd, u16_at, u32_at, u64_at};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
 
-mod examine;
+pub(crate) mod examine;
 pub use examine::{format_uuid, layout_name};
 
 /// Byte offset of the v1.2 superblock on a member: 8 sectors from the start.
@@ -69,6 +69,10 @@ pub enum MetadataVersion {
     /// 4 KiB (8 sectors) from the start: mdadm's default.
     #[serde(rename = "1.2")]
     V1_2,
+    /// The old 0.90 format (its own layout, [`crate::sb090`]) at sector
+    /// `(device_sectors & !127) - 128`; read only.
+    #[serde(rename = "0.90")]
+    V0_90,
 }
 
 impl MetadataVersion {
@@ -85,6 +89,7 @@ impl MetadataVersion {
             MetadataVersion::V1_0 => "1.0",
             MetadataVersion::V1_1 => "1.1",
             MetadataVersion::V1_2 => "1.2",
+            MetadataVersion::V0_90 => "0.90",
         }
     }
 
@@ -108,10 +113,11 @@ impl MetadataVersion {
             MetadataVersion::V1_0 => (device_sectors - 16) & !7,
             MetadataVersion::V1_1 => 0,
             MetadataVersion::V1_2 => SB_OFFSET_SECTORS,
+            MetadataVersion::V0_90 => return crate::sb090::super_offset(device_sectors),
         })
     }
 
-    /// Which version a superblock's own `super_offset` says it is.
+    /// Which v1 version a superblock's own `super_offset` says it is.
     pub fn of_super_offset(super_offset: u64) -> MetadataVersion {
         match super_offset {
             0 => MetadataVersion::V1_1,
@@ -259,6 +265,10 @@ pub struct Superblock {
     /// The role of every device (slot number, [`ROLE_SPARE`], [`ROLE_FAULTY`] or
     /// [`ROLE_JOURNAL`]); always exactly `max_dev` entries.
     pub dev_roles: Vec<u16>,
+    /// Set when this superblock was read from metadata 0.90 (the original, for
+    /// examine; such a superblock is never written: see [`crate::sb090`]).
+    #[serde(skip)]
+    pub v0_90: Option<Box<crate::sb090::Sb090>>,
 }
 
 /// What a device is in the array, from `dev_roles[dev_number]`.
@@ -412,6 +422,7 @@ impl Superblock {
             dev_roles: (0..max_dev as usize)
                 .map(|i| u16_at(bytes, off::DEV_ROLES + 2 * i))
                 .collect(),
+            v0_90: None,
         };
         sb.validate()?;
         Ok(sb)
@@ -457,7 +468,10 @@ impl Superblock {
             ));
         }
         // Metadata before the data (1.1, 1.2) or after it (1.0).
-        let meta_after = self.version() == MetadataVersion::V1_0;
+        let meta_after = matches!(
+            self.version(),
+            MetadataVersion::V1_0 | MetadataVersion::V0_90
+        );
         if meta_after {
             if self.super_offset % 8 != 0 || self.super_offset < 16 {
                 return Err(invalid(
@@ -670,11 +684,15 @@ impl Superblock {
 
     /// Which of mdadm's metadata versions this is (from `super_offset`).
     pub fn version(&self) -> MetadataVersion {
+        if self.v0_90.is_some() {
+            return MetadataVersion::V0_90;
+        }
         MetadataVersion::of_super_offset(self.super_offset)
     }
 
-    /// Read the v1 superblock of `vol`, looking where each of metadata 1.0,
-    /// 1.1 and 1.2 keeps it. `Ok(None)` when no place holds the magic (not an
+    /// Read the md superblock of `vol`, looking where each of metadata 1.0,
+    /// 1.1 and 1.2 keeps it, and for a 0.90 one (returned as its v1
+    /// equivalent, see [`crate::sb090`]). `Ok(None)` when no place holds the magic (not an
     /// md v1 member, or too small to be one); `Err` when a place holds the
     /// magic but what is there is invalid or does not fit the device. When
     /// more than one place holds a valid superblock (a device reused across
@@ -695,6 +713,19 @@ impl Superblock {
                     if first_err.is_none() {
                         first_err = Some(e);
                     }
+                }
+            }
+        }
+        match crate::sb090::read_from(vol) {
+            Ok(Some(sb)) => {
+                if best.as_ref().map_or(true, |b| sb.ctime > b.ctime) {
+                    best = Some(sb);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                if first_err.is_none() {
+                    first_err = Some(e);
                 }
             }
         }
@@ -759,6 +790,13 @@ impl Superblock {
         let name = vol.name();
         let at = self.super_offset.saturating_mul(512);
         let ctx = |e: Error| e.on_device(name.clone()).at(at, SB_AREA as u64);
+        if self.v0_90.is_some() {
+            return Err(ctx(Error::new(
+                ErrorKind::Unsupported,
+                Op::Write,
+                "this member has md metadata 0.90, which raidlab reads but does not write yet: read the array (`raidlab export`, `serve --read-only`) and nothing on it changes",
+            )));
+        }
         let dev_sectors = vol.size() / 512;
         let version = self.version();
         if version == MetadataVersion::V1_0
@@ -916,7 +954,7 @@ pub fn default_data_offset(member_bytes: u64) -> u64 {
 /// room for the superblock, the bitmap and reshape headroom, rounded to 1 MiB).
 pub fn mdadm_data_offset_for(version: MetadataVersion, member_bytes: u64, chunk_kib: u32) -> u64 {
     match version {
-        MetadataVersion::V1_0 => 0,
+        MetadataVersion::V1_0 | MetadataVersion::V0_90 => 0,
         MetadataVersion::V1_1 | MetadataVersion::V1_2 => mdadm_data_offset(member_bytes, chunk_kib),
     }
 }
@@ -933,7 +971,7 @@ pub fn default_member_sectors_for(
     chunk_sectors: u32,
 ) -> u64 {
     match version {
-        MetadataVersion::V1_0 => {
+        MetadataVersion::V1_0 | MetadataVersion::V0_90 => {
             let dev = device_bytes / 512;
             let overhead = 16 + 8 + choose_bm_space(dev);
             let free = (dev & !7).saturating_sub(overhead);
@@ -1065,7 +1103,9 @@ pub fn new_member_at(
     let data_offset = array.data_offset_sectors;
     let bm_space = choose_bm_space(array.member_sectors);
     let (super_offset, data_size, bblog_size, bblog_offset) = match version {
-        MetadataVersion::V1_0 => {
+        // (0.90 is never created: laid out as 1.0 if asked)
+        MetadataVersion::V1_0 | MetadataVersion::V0_90 => {
+            let version = MetadataVersion::V1_0;
             let sb = version.super_offset(device_sectors).unwrap_or(0);
             let mut room = bm_space + 8;
             if sb < array.member_sectors.saturating_add(room) {
@@ -1120,6 +1160,7 @@ pub fn new_member_at(
         resync_offset: if array.clean { MAX_SECTOR } else { 0 },
         max_dev,
         dev_roles,
+        v0_90: None,
     }
 }
 

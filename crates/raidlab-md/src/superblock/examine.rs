@@ -9,7 +9,7 @@
 use super::*;
 use serde_json::{json, Value};
 
-fn level_name(level: i32) -> Option<&'static str> {
+pub(crate) fn level_name(level: i32) -> Option<&'static str> {
     Some(match level {
         -5 => "faulty",
         -4 => "multipath",
@@ -93,7 +93,7 @@ pub fn layout_name(level: i32, layout: u32, feature_map: u32) -> Option<String> 
 
 /// mdadm's `human_size`: "" below 5000 KiB, else " (x.xx MiB y.yy MB)" (GiB/GB from
 /// 2 GiB, TiB/TB from 2 TiB), rounded to hundredths.
-fn human_size(bytes: u64) -> String {
+pub(crate) fn human_size(bytes: u64) -> String {
     let b = i128::from(bytes);
     let fmt = |c: i128| format!("{}.{:02}", c / 100, c % 100);
     if b < 5000 * 1024 {
@@ -114,7 +114,7 @@ fn human_size(bytes: u64) -> String {
 }
 
 /// `ctime(3)` without the newline, in UTC: `Thu Jan  1 00:00:00 1970`.
-fn ctime_utc(secs: u64) -> String {
+pub(crate) fn ctime_utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
@@ -244,6 +244,9 @@ impl Superblock {
     /// for "Unused Space". Not printed: mdadm's "(local to host ...)" note, the
     /// cluster name and mdadm's section-separating blank lines.
     pub fn examine_lines(&self, device_size_sectors: u64) -> Vec<(String, String)> {
+        if let Some(v0) = &self.v0_90 {
+            return v0.examine_lines();
+        }
         let mut v: Vec<(String, String)> = Vec::new();
         let mut add = |l: &str, val: String| v.push((l.to_string(), val));
         let fm = self.feature_map;
@@ -418,6 +421,9 @@ impl Superblock {
     /// (labels right-aligned as mdadm does, one per line, without mdadm's blank
     /// lines).
     pub fn examine_text(&self, device_size_sectors: u64) -> String {
+        if let Some(v0) = &self.v0_90 {
+            return v0.examine_text();
+        }
         self.examine_lines(device_size_sectors)
             .into_iter()
             .map(|(l, v)| {
@@ -435,6 +441,9 @@ impl Superblock {
     /// The examine report as JSON: mdadm's labels in snake_case, numbers as numbers
     /// (sectors unless the key says otherwise).
     pub fn examine_json(&self, device_size_sectors: u64) -> Value {
+        if let Some(v0) = &self.v0_90 {
+            return v0.examine_json(self.super_offset);
+        }
         let unused = self.unused_space(device_size_sectors);
         json!({
             "magic": format!("{MD_SB_MAGIC:08x}"),

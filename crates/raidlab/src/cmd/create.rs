@@ -142,7 +142,14 @@ fn open_and_create(
     let mut news: Vec<NewMember> = members
         .into_iter()
         .map(|(d, p)| {
-            let zeroed = created.contains(&p) || is_all_holes(&d);
+            let zeroed = created.contains(&p)
+                || match opener.window(&p) {
+                    // A partition of a fresh image (sfdisk writes only tables).
+                    Some((image, start, len)) => {
+                        raidlab_devices::partition::range_is_holes(image, start, len)
+                    }
+                    None => is_all_holes(&d),
+                };
             NewMember { device: d, zeroed }
         })
         .collect();
