@@ -53,6 +53,10 @@ pub enum Command {
     /// Scrub and rewrite what differs (RAID 6 also corrects a located bad data
     /// block; degraded, it rewrites only the parity it could check).
     Repair(ScrubArgs),
+    /// Find md members (metadata 0.90, 1.0, 1.1, 1.2) in files, block devices,
+    /// the partitions of whole-disk images and the files of directories, group
+    /// them into arrays and print each with the command that exports it.
+    Scan(ScanArgs),
     /// Serve arrays, files or block devices to NBD clients (Unix socket by default).
     Serve(ServeArgs),
     /// Stop the server (`raidlab serve`) serving this array: requests in flight
@@ -134,6 +138,17 @@ pub struct CreateArgs {
     /// Member files or block devices (or `IMAGE@N` partitions), in role order.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Files, block devices, whole-disk images (their partitions are looked
+    /// into) or directories (their files, not recursively).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
