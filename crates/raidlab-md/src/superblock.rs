@@ -797,6 +797,20 @@ impl Superblock {
                 "this member has md metadata 0.90, which raidlab reads but does not write yet: read the array (`raidlab export`, `serve --read-only`) and nothing on it changes",
             )));
         }
+        if self.feature_map & feature::BITMAP_OFFSET != 0
+            && (0..(SB_AREA / 512) as i32).contains(&self.bitmap_offset)
+        {
+            // raidlab writes the superblock's whole 4 KiB area (the rest as
+            // 0xff, as mdadm does): a bitmap inside it would be overwritten.
+            return Err(ctx(Error::new(
+                ErrorKind::Unsupported,
+                Op::Write,
+                format!(
+                    "the internal bitmap starts {} sectors after the superblock, inside the 4 KiB superblock area raidlab rewrites: writing this member is not supported (read it; md can move the bitmap with `mdadm --grow --bitmap=none` then `--bitmap=internal`)",
+                    self.bitmap_offset
+                ),
+            )));
+        }
         let dev_sectors = vol.size() / 512;
         let version = self.version();
         if version == MetadataVersion::V1_0

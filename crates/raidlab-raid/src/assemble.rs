@@ -899,9 +899,9 @@ pub fn create_with_metadata(
             "metadata 0.90 is read by raidlab but not written: create with metadata 1.0 (also at the end of the members) instead",
         ));
     }
-    if version == MetadataVersion::V1_0 && (journal.is_some() || spec.ppl || spec.bitmap) {
+    if version == MetadataVersion::V1_0 && (journal.is_some() || spec.ppl) {
         return Err(Error::invalid(
-            "metadata 1.0 with a write-intent bitmap, a partial parity log or a write journal is not built yet (md keeps them before the superblock at the end of each member): use metadata 1.1 or 1.2, or --consistency-policy resync",
+            "metadata 1.0 with a partial parity log or a write journal is not built yet (md keeps them before the superblock at the end of each member): use metadata 1.1 or 1.2, or a bitmap or resync",
         ));
     }
     if let Some(j) = &journal {

@@ -159,13 +159,14 @@ fn metadata_choices_and_refusals() {
             "--metadata",
             "1.0",
             "--level",
-            "1",
+            "5",
             "--member-size",
             "8M",
             "--consistency-policy",
-            "bitmap",
+            "ppl",
             "a",
             "b",
+            "c",
         ],
     );
     assert!(!o.status.success());
@@ -323,4 +324,37 @@ fn metadata_090_is_read_in_both_byte_orders_and_never_written() {
         let after: Vec<Vec<u8>> = m.iter().map(|n| fs::read(d.join(n)).unwrap()).collect();
         assert!(before == after, "a refused write changed a member");
     }
+}
+
+#[test]
+fn metadata_10_with_an_internal_bitmap_before_the_superblock() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    let mut args = vec!["create", "-e", "1.0", "--level", "5", "--chunk", "64K"];
+    args.extend(["--member-size", "16M", "--consistency-policy", "bitmap"]);
+    args.extend(["--bitmap-chunk", "1M"]);
+    args.extend(m);
+    ok(&run(d, &args));
+    let e = &json(d, &["examine", "--json", "m2"])[0];
+    assert_eq!(e["version"], "1.0");
+    let text = ok(&run(d, &["examine", "m2"]));
+    // mdadm's placement: 4 KiB of bits before the 8-sector bad block log.
+    assert!(
+        text.contains("Internal Bitmap : -16 sectors from superblock"),
+        "{text}"
+    );
+    let det = json(d, &["detail", "--json", "m0", "m1", "m2", "m3"]);
+    assert_eq!(det["consistency_policy"], "bitmap", "{det:#}");
+    let size = det["array_size_bytes"].as_u64().unwrap();
+    let data = pattern(size as usize);
+    fs::write(d.join("in"), &data).unwrap();
+    ok(&run(
+        d,
+        &["import", "m0", "m1", "m2", "m3", "--input", "in"],
+    ));
+    let det = json(d, &["detail", "--json", "m0", "m1", "m2", "m3"]);
+    assert_eq!(det["bitmap_dirty_chunks"], 0, "{det:#}");
+    let o = run(d, &["export", "m0", "m1", "missing", "m3"]);
+    assert!(o.stdout == data, "degraded export differs");
 }

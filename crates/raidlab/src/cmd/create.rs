@@ -184,12 +184,9 @@ fn open_and_create(
         Some("resync" | "ppl" | "journal") => false,
         _ if journal.is_some() => false,
         Some(other) => bail!("--consistency-policy {other}: choose resync, bitmap, ppl or journal"),
-        // mdadm adds an internal bitmap by default to arrays of 100 GiB and more
-        // (raidlab does not place a bitmap before a 1.0 superblock yet).
+        // mdadm adds an internal bitmap by default to arrays of 100 GiB and more.
         None => {
-            level != Level::Raid0
-                && metadata != MetadataVersion::V1_0
-                && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30
+            level != Level::Raid0 && smallest.saturating_mul(a.members.len() as u64) >= 100 << 30
         }
     };
     if bitmap && level == Level::Raid0 {
