@@ -314,6 +314,15 @@ fn metadata_090_is_read_in_both_byte_orders_and_never_written() {
         assert!(o.stdout == want, "complete export differs");
         let o = run(d, &["export", "m2", "missing", "m0"]);
         assert!(o.stdout == want, "degraded export differs");
+        // A scrub reads and compares only.
+        let o = run(d, &["check", "m0", "m1", "m2"]);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{out} {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(out.contains("mismatch_cnt: 0"), "{out}");
         // Writing is refused before anything changes.
         let before: Vec<Vec<u8>> = m.iter().map(|n| fs::read(d.join(n)).unwrap()).collect();
         let o = run(d, &["import", "m0", "m1", "m2", "--input", "in"]);
