@@ -1,6 +1,6 @@
 //! From member devices to a running array, and from nothing to a new array.
 //!
-//! Assembly reads each member's md v1 superblock (1.0, 1.1 or 1.2), checks that they belong to one
+//! Assembly reads each member's md superblock (1.0, 1.1, 1.2; 0.90 as its v1 equivalent), checks that they belong to one
 //! array and agree on its shape, places each by its role, and sets aside members
 //! that are stale (a lower event count than the newest), spares and faulty ones.
 //! Creation chooses sizes and the data offset the way mdadm does and writes one
@@ -139,7 +139,7 @@ impl Assembly {
                 Some(sb) => found.push((d, sb)),
                 None => {
                     return Err(Error::invalid(format!(
-                        "{} carries no md superblock (looked for metadata 1.0 at the end, 1.1 at the start, 1.2 4 KiB in): it is not an array member, or the array uses another metadata version",
+                        "{} carries no md superblock (looked for metadata 0.90 and 1.0 near the end, 1.1 at the start, 1.2 4 KiB in): it is not an array member, or the array uses another metadata version",
                         d.path
                     ))
                     .on_device(d.path.clone()))
