@@ -12,7 +12,7 @@
 #       first ARRAY_BYTES of the pattern, stops it; the examine output of
 #       every member is saved in results/A/NAME/; then the guest assembles
 #       it read-only and checks the bytes once more.
-#   B NAME LEVEL NDEV MEMBER_BYTES OFF1,... ARRAY_BYTES OUT DEGRADED
+#   B NAME LEVEL NDEV MEMBER_BYTES OFF1,... ARRAY_BYTES OUT DEGRADED [FLAGS]
 #       members written by raidlab: md assembles them (must be clean, not
 #       degraded, no resync, ARRAY_BYTES long), a `check` must find
 #       mismatch_cnt 0; then, read-only, each DEGRADED set (';'-separated
@@ -37,6 +37,12 @@
 #       how md's stripe cache turns a sequential stream into whole stripes.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
+# FLAGS of A and B lines (comma-separated, '-' = none) that change where the
+# members are: `v1.0` / `v1.1` / `v0.90` = md metadata 1.0 / 1.1 / 0.90
+# (default 1.2; 0.90 in A lines only: raidlab does not write it);
+# `mbr6` / `gpt2` = each slot is a whole-disk image (table written by the
+# host with sfdisk) and the member is its partition 6 (MBR, logical) or 2
+# (GPT), as the kernel itself finds it (losetup -P, /dev/loopNpM).
 # Each config reports one line in results/results.txt:
 #   RESULT NAME A|B PASS|FAIL detail...
 # plus `NOTE` lines with measurements.
@@ -62,14 +68,31 @@ result() { # name dir status detail...
     [ "$3" = PASS ] || FAILS=$((FAILS + 1))
 }
 loops=""
-attach() { # member_bytes offsets_csv -> sets $loops
-    loops=""
+bases=""
+META=1.2
+PART=""
+set_flags() { # FLAGS -> META, PART
+    META=1.2; PART=""
+    case ",$1," in *,v1.0,*) META=1.0 ;; *,v1.1,*) META=1.1 ;; *,v0.90,*) META=0.90 ;; esac
+    case ",$1," in *,mbr6,*) PART=6 ;; *,gpt2,*) PART=2 ;; esac
+}
+attach() { # member_bytes offsets_csv -> sets $loops (members) and $bases (loops)
+    loops=""; bases=""
     for off in $(echo "$2" | tr ',' ' '); do
-        l=$($LOSETUP -f --show --direct-io=on -o "$off" --sizelimit "$1" "$D") || return 1
-        loops="$loops $l"
+        if [ -n "$PART" ]; then
+            l=$($LOSETUP -f --show -P --direct-io=on -o "$off" --sizelimit "$1" "$D") || return 1
+            bases="$bases $l"
+            i=0
+            while [ ! -b "${l}p$PART" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+            [ -b "${l}p$PART" ] || { echo "no ${l}p$PART after losetup -P"; return 1; }
+            loops="$loops ${l}p$PART"
+        else
+            l=$($LOSETUP -f --show --direct-io=on -o "$off" --sizelimit "$1" "$D") || return 1
+            loops="$loops $l"; bases="$bases $l"
+        fi
     done
 }
-detach() { for l in $loops; do $LOSETUP -d "$l" 2>/dev/null; done; loops=""; }
+detach() { for l in $bases; do $LOSETUP -d "$l" 2>/dev/null; done; loops=""; bases=""; }
 stop_md() { mdadm --stop "$MD" >/dev/null 2>&1 || { sleep 1; mdadm --stop "$MD" >/dev/null 2>&1; }; }
 wait_idle() { # seconds
     i=0
@@ -110,8 +133,9 @@ run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS [FLAGS]
     name=$1 level=$2 layout=$3 chunk=$4 n=$5 mb=$6 offs=$7 flags=${8:--}
     dir="$R/A/$name"; mkdir -p "$dir"
     t0=$(now); PT=$t0; PHASES=""
+    set_flags "$flags"
     attach "$mb" "$offs" || { result "$name" A FAIL "losetup failed"; detach; return; }
-    opts="--metadata=1.2 --level=$level --raid-devices=$n"
+    opts="--metadata=$META --level=$level --raid-devices=$n"
     [ "$layout" = - ] || opts="$opts --layout=$layout"
     [ "$chunk" = - ] || opts="$opts --chunk=$chunk"
     case ",$flags," in *,bitmap,*) opts="$opts --bitmap=internal --bitmap-chunk=1M" ;; esac
@@ -183,8 +207,9 @@ copy_out() { # index -> copies $MD to OUT slot index
     dd if="$MD" of="$D" bs="$cb" count=$((ABYTES / cb)) iflag=direct oflag=direct \
         seek=$(((OUT_MIB + $1 * ASTRIDE_MIB) * (1048576 / cb))) 2>"$dir/copy.$1.log"
 }
-run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
+run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
     name=$1 level=$2 n=$3 mb=$4 offs=$5 abytes=$6 out=$7 degr=$8
+    set_flags "${9:--}"
     OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
     dir="$R/B/$name"; mkdir -p "$dir"
     t0=$(now); PT=$t0; PHASES=""
@@ -267,6 +292,7 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED
 
 run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL/journal array degraded
     name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 miss=$7
+    set_flags -
     OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
     dir="$R/C/$name"; mkdir -p "$dir"
     t0=$(now); PT=$t0; PHASES=""
@@ -297,6 +323,7 @@ run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL/journa
 
 run_r() { # NAME NDEV MBYTES OFFS SHIFT: md fails and removes member 1, then writes
     # RAID 5, 64K chunk: the pattern from offset 0 of the data disk first,
+    set_flags -
     # then (member 1 failed and removed) the pattern from byte SHIFT, so the
     # removed member holds data that is out of date everywhere.
     name=$1 n=$2 mb=$3 offs=$4 shift=$5
@@ -328,6 +355,7 @@ run_r() { # NAME NDEV MBYTES OFFS SHIFT: md fails and removes member 1, then wri
 
 run_k() { # NAME NDEV MBYTES OFFS ABYTES OUT KICK: md must leave member KICK out
     # All members are given to md; member KICK is a former member (failed and
+    set_flags -
     # removed, out of date). md must assemble the others degraded, never take
     # KICK in, and read the array (copied to OUT for the host to compare).
     name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 kick=$7

@@ -254,12 +254,28 @@ pub struct SliceVolume<V> {
     inner: V,
     start: u64,
     len: u64,
+    /// What the window is called when it is not just "part of the inner volume"
+    /// (a partition: `disk.img@3`); `None` takes the inner volume's name.
+    name: Option<String>,
 }
 
 impl<V: Volume> SliceVolume<V> {
     pub fn new(inner: V, start: u64, len: u64) -> Result<Self> {
         check_range(&inner.name(), Op::Open, inner.size(), start, len)?;
-        Ok(SliceVolume { inner, start, len })
+        Ok(SliceVolume {
+            inner,
+            start,
+            len,
+            name: None,
+        })
+    }
+
+    /// A window with a name of its own (errors about it and superblock offsets
+    /// then read relative to the window, e.g. `disk.img@3: at offset 4096`).
+    pub fn named(inner: V, start: u64, len: u64, name: impl Into<String>) -> Result<Self> {
+        let mut s = Self::new(inner, start, len)?;
+        s.name = Some(name.into());
+        Ok(s)
     }
 
     pub fn inner(&self) -> &V {
@@ -278,7 +294,10 @@ impl<V: Volume> SliceVolume<V> {
 
 impl<V: Volume> Volume for SliceVolume<V> {
     fn name(&self) -> String {
-        self.inner.name()
+        match &self.name {
+            Some(n) => n.clone(),
+            None => self.inner.name(),
+        }
     }
     fn size(&self) -> u64 {
         self.len

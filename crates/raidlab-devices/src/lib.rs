@@ -2,14 +2,18 @@
 //! memory, plus wrappers that stack on any volume.
 //!
 //! Must never contain RAID or cache logic; it only moves bytes to and from one
-//! device and says clearly which device failed and where.
+//! device and says clearly which device failed and where. The one format it
+//! reads is a disk image's partition table ([`partition`]), to open a partition
+//! (`disk.img@3`) as a window over the image.
 
 pub mod fault;
 pub mod file;
 pub mod memory;
+pub mod partition;
 pub mod throttle;
 
 pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;
+pub use partition::{MemberOpener, MemberPath, Partition, PartitionTable, Scheme};
 pub use throttle::{Clock, Limits, SystemClock, ThrottleStats, ThrottleVolume};

@@ -577,6 +577,9 @@ fn placement(sb: &Superblock, min_offset: i64) -> Result<(u64, u64), Error> {
     }
     let off = i64::from(sb.bitmap_offset);
     let sb_bytes = (HEADER_LEN as u64 + 2 * u64::from(sb.max_dev)).div_ceil(512) as i64;
+    if sb.data_offset < sb.super_offset {
+        return placement_v10(sb, off, sb_bytes);
+    }
     let min = min_offset.max(sb_bytes);
     if off < min {
         return Err(Error::invalid(format!(
@@ -610,6 +613,51 @@ fn placement(sb: &Superblock, min_offset: i64) -> Result<(u64, u64), Error> {
         )));
     }
     Ok((start_sector * 512, (end_sector - start_sector) * 512))
+}
+
+/// [`placement`] for metadata 1.0, whose superblock follows the data: mdadm
+/// puts the bitmap before it (a negative `bitmap_offset`, on a 4 KiB boundary,
+/// up to the bad block log at -8) when it creates the array, or inside the
+/// superblock's 4 KiB area (a small positive offset) when it adds one later.
+fn placement_v10(sb: &Superblock, off: i64, sb_bytes: i64) -> Result<(u64, u64), Error> {
+    let so = i128::from(sb.super_offset);
+    let start = so + i128::from(off);
+    let data_end = i128::from(sb.data_offset) + i128::from(sb.data_size);
+    let end = if off < 0 {
+        let mut e = so;
+        if sb.bblog_size != 0 {
+            let bb = so + i128::from(sb.bblog_offset);
+            if bb >= start && bb < e {
+                e = bb;
+            } else if bb < start && bb + i128::from(sb.bblog_size) > start {
+                return Err(Error::invalid(format!(
+                    "md bitmap at sector {start} starts inside the bad block log (sectors {bb}..{})",
+                    bb + i128::from(sb.bblog_size)
+                )));
+            }
+        }
+        e
+    } else if off >= sb_bytes {
+        so + (SB_AREA / 512) as i128
+    } else {
+        return Err(Error::invalid(format!(
+            "md superblock field bitmap_offset is {off} sectors, expected at least {sb_bytes} \
+             (past the superblock's roles) or a bitmap before a v1.0 superblock"
+        )));
+    };
+    if start < data_end {
+        return Err(Error::invalid(format!(
+            "md superblock field bitmap_offset is {off} sectors: the bitmap would start at \
+             sector {start}, inside the data (which ends at sector {data_end})"
+        )));
+    }
+    if start >= end {
+        return Err(Error::invalid(format!(
+            "md superblock field bitmap_offset is {off} sectors, expected room before \
+             sector {end} (the bad block log or the superblock)"
+        )));
+    }
+    Ok(((start * 512) as u64, ((end - start) * 512) as u64))
 }
 
 fn check_against(bsb: &BitmapSuper, sb: &Superblock) -> Result<(), Error> {
@@ -692,10 +740,12 @@ pub fn mdadm_sync_size(sb: &Superblock) -> u64 {
     }
 }
 
-/// Add an internal bitmap to a new v1.2 member as `mdadm --create
+/// Add an internal bitmap to a new v1 member as `mdadm --create
 /// --bitmap=internal` does, returning the bitmap to write with
 /// [`Bitmap::write_to`]: `sb.feature_map |= BITMAP_OFFSET`, `sb.bitmap_offset =
-/// 8` (right after the 4 KiB superblock), and a header with version 4, the array
+/// 8` (right after the 4 KiB superblock; for metadata 1.0, before the
+/// superblock and its bad block log: minus the 4 KiB blocks the bits need and
+/// 8), and a header with version 4, the array
 /// uuid, events and events_cleared 0, state 0, the chunk from [`choose_chunk`] in
 /// [`mdadm_bitmap_room`] (or `chunk` when given: a power of two, large enough),
 /// daemon_sleep 5, write_behind 0, sync_size from [`mdadm_sync_size`], and every
@@ -758,7 +808,16 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
     let bm = Bitmap::new(bsb, true)?;
     let mut new_sb = sb.clone();
     new_sb.feature_map |= feature::BITMAP_OFFSET;
-    new_sb.bitmap_offset = (SB_AREA / 512) as i32;
+    new_sb.bitmap_offset = if sb.data_offset < sb.super_offset {
+        // Metadata 1.0: before the superblock and its 8-sector bad block
+        // log, on a 4 KiB boundary, as large as the bits need (mdadm's
+        // add_internal_bitmap1 when creating).
+        let bits = sb.size * 512 / u64::from(chunk) + 1;
+        let room = (bits.div_ceil(8) + BITMAP_SB_LEN as u64).div_ceil(4096) * 8;
+        -(i32::try_from(room + 8).unwrap_or(i32::MAX))
+    } else {
+        (SB_AREA / 512) as i32
+    };
     let (_, space) = placement(&new_sb, (SB_AREA / 512) as i64)?;
     if bm.sb.area_bytes() > space {
         return Err(Error::invalid(format!(

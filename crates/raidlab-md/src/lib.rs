@@ -10,13 +10,17 @@
 //! What this crate must never do:
 //! - panic, whatever bytes it is given (fuzzed with proptest);
 //! - do any I/O other than reading or writing a member's metadata areas (the 4 KiB
-//!   superblock, the bitmap area, the PPL area, a journal device's ring) through the [`raidlab_core::Volume`]
+//!   superblock at any of its three places, the bitmap area, the PPL area, a journal device's ring) through the [`raidlab_core::Volume`]
 //!   trait (never the data area; the bad block log is not handled yet).
 //!
 //! Modules:
-//! - [`superblock`]: the version-1.2 superblock (`struct mdp_superblock_1`, 4 KiB
-//!   from the start of each member), `mdadm --examine` style output and the choices
+//! - [`superblock`]: the version-1 superblock (`struct mdp_superblock_1`) at the
+//!   place of each of metadata 1.0 (end of the member), 1.1 (start) and 1.2
+//!   (4 KiB from the start), `mdadm --examine` style output and the choices
 //!   `mdadm --create` makes (data offset, member size, bad-block-log placement).
+//! - [`sb090`]: the old metadata 0.90 superblock (`mdp_super_t`, 64 KiB aligned
+//!   near the end, in the writing host's byte order), read only, presented as
+//!   its v1 equivalent so assembly needs no second path.
 //! - [`bitmap`]: the internal write-intent bitmap (`bitmap_super_t` and one bit per
 //!   chunk, right after the v1.2 superblock) and the chunk mdadm chooses.
 //! - [`ppl`]: the raid5 partial parity log (`struct ppl_header`, crc32c checksums,
@@ -29,11 +33,13 @@ pub mod bitmap;
 pub mod journal;
 mod le;
 pub mod ppl;
+pub mod sb090;
 pub mod superblock;
 
 pub use bitmap::{Bitmap, BitmapSuper};
 pub use ppl::{PplEntry, PplHeader};
 pub use superblock::{
-    default_data_offset, default_member_sectors, mdadm_data_offset, new_member, NewArray, Role,
-    Superblock, ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SB_OFFSET,
+    default_data_offset, default_member_sectors, default_member_sectors_for, mdadm_data_offset,
+    mdadm_data_offset_for, new_member, new_member_at, MetadataVersion, NewArray, Role, Superblock,
+    ROLE_FAULTY, ROLE_JOURNAL, ROLE_SPARE, SB_OFFSET,
 };

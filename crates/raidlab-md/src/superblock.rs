@@ -1,6 +1,10 @@
-//! The md version-1.2 superblock.
+//! The md version-1 superblock, at any of its three places (mdadm's metadata
+//! 1.0, 1.1 and 1.2, see [`MetadataVersion`]): one format, found at the end of
+//! the member (1.0: sector `(size - 16) & !7`, data from sector 0), at its start
+//! (1.1) or 4 KiB from its start (1.2). `super_offset` records where it is, and
+//! [`Superblock::write_to`] writes it back there.
 //!
-//! On disk (all integers little-endian), 4 KiB from the start of every member:
+//! On disk (all integers little-endian), at the superblock's place:
 //!
 //! | offset | field | | offset | field |
 //! |---|---|---|---|---|
@@ -33,7 +37,7 @@ use crate::le::{put, rd, u16_at, u32_at, u64_at};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
 
-mod examine;
+pub(crate) mod examine;
 pub use examine::{format_uuid, layout_name};
 
 /// Byte offset of the v1.2 superblock on a member: 8 sectors from the start.
@@ -50,6 +54,84 @@ pub const MD_SB_MAGIC: u32 = 0xa92b_4efc;
 pub const MAX_DEV_LIMIT: u32 = ((SB_AREA - HEADER_LEN) / 2) as u32;
 /// `resync_offset` / `recovery_offset` meaning "complete" (md's MaxSector).
 pub const MAX_SECTOR: u64 = u64::MAX;
+
+/// Where on a member a v1 superblock lives: mdadm's `--metadata` 1.0, 1.1, 1.2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum MetadataVersion {
+    /// At the end: sector `(device_sectors - 16) & !7` (4 KiB aligned, 8 to 12
+    /// KiB from the end); the data starts at sector 0, so a RAID 1 member reads
+    /// as a plain file system.
+    #[serde(rename = "1.0")]
+    V1_0,
+    /// At sector 0.
+    #[serde(rename = "1.1")]
+    V1_1,
+    /// 4 KiB (8 sectors) from the start: mdadm's default.
+    #[serde(rename = "1.2")]
+    V1_2,
+    /// The old 0.90 format (its own layout, [`crate::sb090`]) at sector
+    /// `(device_sectors & !127) - 128`; read only.
+    #[serde(rename = "0.90")]
+    V0_90,
+}
+
+impl MetadataVersion {
+    /// All three, in mdadm's probing order.
+    pub const ALL: [MetadataVersion; 3] = [
+        MetadataVersion::V1_0,
+        MetadataVersion::V1_1,
+        MetadataVersion::V1_2,
+    ];
+
+    /// `1.0`, `1.1`, `1.2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetadataVersion::V1_0 => "1.0",
+            MetadataVersion::V1_1 => "1.1",
+            MetadataVersion::V1_2 => "1.2",
+            MetadataVersion::V0_90 => "0.90",
+        }
+    }
+
+    /// From mdadm's spellings: `1.0`, `1`, `1.1`, `1.2`, `default`.
+    pub fn parse(s: &str) -> Option<MetadataVersion> {
+        Some(match s {
+            "1.0" | "1" | "1.00" => MetadataVersion::V1_0,
+            "1.1" | "1.01" => MetadataVersion::V1_1,
+            "1.2" | "1.02" | "default" => MetadataVersion::V1_2,
+            _ => return None,
+        })
+    }
+
+    /// The sector of the superblock on a device of `device_sectors`; `None`
+    /// below mdadm's minimum of 24 sectors.
+    pub fn super_offset(self, device_sectors: u64) -> Option<u64> {
+        if device_sectors < 24 {
+            return None;
+        }
+        Some(match self {
+            MetadataVersion::V1_0 => (device_sectors - 16) & !7,
+            MetadataVersion::V1_1 => 0,
+            MetadataVersion::V1_2 => SB_OFFSET_SECTORS,
+            MetadataVersion::V0_90 => return crate::sb090::super_offset(device_sectors),
+        })
+    }
+
+    /// Which v1 version a superblock's own `super_offset` says it is.
+    pub fn of_super_offset(super_offset: u64) -> MetadataVersion {
+        match super_offset {
+            0 => MetadataVersion::V1_1,
+            SB_OFFSET_SECTORS => MetadataVersion::V1_2,
+            _ => MetadataVersion::V1_0,
+        }
+    }
+}
+
+impl std::fmt::Display for MetadataVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// `dev_roles` value: a spare (not in any slot).
 pub const ROLE_SPARE: u16 = 0xffff;
@@ -183,6 +265,10 @@ pub struct Superblock {
     /// The role of every device (slot number, [`ROLE_SPARE`], [`ROLE_FAULTY`] or
     /// [`ROLE_JOURNAL`]); always exactly `max_dev` entries.
     pub dev_roles: Vec<u16>,
+    /// Set when this superblock was read from metadata 0.90 (the original, for
+    /// examine; such a superblock is never written: see [`crate::sb090`]).
+    #[serde(skip)]
+    pub v0_90: Option<Box<crate::sb090::Sb090>>,
 }
 
 /// What a device is in the array, from `dev_roles[dev_number]`.
@@ -336,6 +422,7 @@ impl Superblock {
             dev_roles: (0..max_dev as usize)
                 .map(|i| u16_at(bytes, off::DEV_ROLES + 2 * i))
                 .collect(),
+            v0_90: None,
         };
         sb.validate()?;
         Ok(sb)
@@ -373,29 +460,48 @@ impl Superblock {
                 format!("only bits in {:#x}", feature::ALL),
             ));
         }
-        if self.super_offset != SB_OFFSET_SECTORS {
-            return Err(invalid(
-                "super_offset",
-                format!("{} sectors", self.super_offset),
-                format!(
-                    "{SB_OFFSET_SECTORS} sectors (a v1.2 superblock; v1.0/v1.1 are not supported)"
-                ),
-            ));
-        }
-        let sb_end = SB_OFFSET_SECTORS + (SB_AREA as u64 / 512);
-        if self.data_offset < sb_end {
-            return Err(invalid(
-                "data_offset",
-                format!("{} sectors", self.data_offset),
-                format!("at least {sb_end} sectors (data must start after the superblock)"),
-            ));
-        }
         if self.data_offset.checked_add(self.data_size).is_none() {
             return Err(invalid(
                 "data_size",
                 format!("{} sectors", self.data_size),
                 format!("a size that fits after data_offset {}", self.data_offset),
             ));
+        }
+        // Metadata before the data (1.1, 1.2) or after it (1.0).
+        let meta_after = matches!(
+            self.version(),
+            MetadataVersion::V1_0 | MetadataVersion::V0_90
+        );
+        if meta_after {
+            if self.super_offset % 8 != 0 || self.super_offset < 16 {
+                return Err(invalid(
+                    "super_offset",
+                    format!("{} sectors", self.super_offset),
+                    "0 (v1.1), 8 (v1.2) or a multiple of 8 near the end of the device (v1.0)",
+                ));
+            }
+            if self.data_offset + self.data_size > self.super_offset {
+                return Err(invalid(
+                    "data_size",
+                    format!(
+                        "{} sectors from data_offset {}",
+                        self.data_size, self.data_offset
+                    ),
+                    format!(
+                        "a data area ending at or before the v1.0 superblock at sector {}",
+                        self.super_offset
+                    ),
+                ));
+            }
+        } else {
+            let sb_end = self.super_offset + (SB_AREA as u64 / 512);
+            if self.data_offset < sb_end {
+                return Err(invalid(
+                    "data_offset",
+                    format!("{} sectors", self.data_offset),
+                    format!("at least {sb_end} sectors (data must start after the superblock)"),
+                ));
+            }
         }
         // A journal device holds the log, not array data: md sizes it by its own
         // data_size (a journal is often a small SSD in front of large disks).
@@ -447,15 +553,26 @@ impl Superblock {
         if self.bblog_size != 0 {
             let start = i128::from(self.super_offset) + i128::from(self.bblog_offset);
             let end = start + i128::from(self.bblog_size);
-            let sb_end = i128::from(SB_OFFSET_SECTORS) + 8;
-            if self.bblog_offset == 0 || start < sb_end || end > i128::from(self.data_offset) {
+            // Between the superblock and the data (1.1, 1.2), or between the
+            // end of the data and the superblock (1.0).
+            let (lo, hi, between) = if meta_after {
+                (
+                    i128::from(self.data_offset) + i128::from(self.data_size),
+                    i128::from(self.super_offset),
+                    "the end of the data and the v1.0 superblock",
+                )
+            } else {
+                (
+                    i128::from(self.super_offset) + 8,
+                    i128::from(self.data_offset),
+                    "the superblock and data_offset",
+                )
+            };
+            if self.bblog_offset == 0 || start < lo || end > hi {
                 return Err(invalid(
                     "bblog_offset",
                     format!("{} (log of {} sectors)", self.bblog_offset, self.bblog_size),
-                    format!(
-                        "a log between the superblock and data_offset ({} sectors)",
-                        self.data_offset
-                    ),
+                    format!("a log between {between} (sectors {lo}..{hi})"),
                 ));
             }
         }
@@ -565,22 +682,91 @@ impl Superblock {
         b
     }
 
-    /// Read the superblock at [`SB_OFFSET`] of `vol`. `Ok(None)` when the magic is
-    /// absent (not an md member, or too small to be one); `Err` when the magic is
-    /// there but the superblock is invalid or does not fit the device.
+    /// Which of mdadm's metadata versions this is (from `super_offset`).
+    pub fn version(&self) -> MetadataVersion {
+        if self.v0_90.is_some() {
+            return MetadataVersion::V0_90;
+        }
+        MetadataVersion::of_super_offset(self.super_offset)
+    }
+
+    /// Read the md superblock of `vol`, looking where each of metadata 1.0,
+    /// 1.1 and 1.2 keeps it, and for a 0.90 one (returned as its v1
+    /// equivalent, see [`crate::sb090`]). `Ok(None)` when no place holds the magic (not an
+    /// md v1 member, or too small to be one); `Err` when a place holds the
+    /// magic but what is there is invalid or does not fit the device. When
+    /// more than one place holds a valid superblock (a device reused across
+    /// versions), the one with the latest creation time wins, as mdadm
+    /// decides (ties: 1.0, then 1.1, then 1.2).
     pub fn read_from(vol: &dyn Volume) -> Result<Option<Superblock>, Error> {
+        let mut best: Option<Superblock> = None;
+        let mut first_err = None;
+        for v in MetadataVersion::ALL {
+            match Self::read_version(vol, v) {
+                Ok(Some(sb)) => {
+                    if best.as_ref().map_or(true, |b| sb.ctime > b.ctime) {
+                        best = Some(sb);
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    if first_err.is_none() {
+                        first_err = Some(e);
+                    }
+                }
+            }
+        }
+        match crate::sb090::read_from(vol) {
+            Ok(Some(sb)) => {
+                if best.as_ref().map_or(true, |b| sb.ctime > b.ctime) {
+                    best = Some(sb);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                if first_err.is_none() {
+                    first_err = Some(e);
+                }
+            }
+        }
+        match (best, first_err) {
+            (Some(sb), _) => Ok(Some(sb)),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// Read the superblock where metadata `version` keeps it. `Ok(None)` when
+    /// the magic is not there.
+    pub fn read_version(
+        vol: &dyn Volume,
+        version: MetadataVersion,
+    ) -> Result<Option<Superblock>, Error> {
         let name = vol.name();
-        if vol.size() < SB_OFFSET + SB_AREA as u64 {
+        let dev_sectors = vol.size() / 512;
+        let Some(at_sector) = version.super_offset(dev_sectors) else {
+            return Ok(None);
+        };
+        let at = at_sector * 512;
+        if at + SB_AREA as u64 > vol.size() {
             return Ok(None);
         }
         let mut buf = vec![0u8; SB_AREA];
-        vol.read_at(&mut buf, SB_OFFSET)?;
+        vol.read_at(&mut buf, at)?;
         if u32_at(&buf, off::MAGIC) != MD_SB_MAGIC {
             return Ok(None);
         }
-        let ctx = |e: Error| e.on_device(name.clone()).at(SB_OFFSET, SB_AREA as u64);
+        let ctx = |e: Error| e.on_device(name.clone()).at(at, SB_AREA as u64);
         let sb = Self::parse(&buf).map_err(ctx)?;
-        let dev_sectors = vol.size() / 512;
+        if sb.super_offset != at_sector {
+            return Err(ctx(invalid(
+                "super_offset",
+                format!("{} sectors", sb.super_offset),
+                format!(
+                    "{at_sector}, where this v{version} superblock was found (a copy of another device's superblock, or the device changed size)"
+                ),
+            )));
+        }
         let end = sb.data_offset + sb.data_size;
         if end > dev_sectors {
             return Err(ctx(invalid(
@@ -595,13 +781,66 @@ impl Superblock {
         Ok(Some(sb))
     }
 
-    /// Write this superblock (with a fresh checksum) to [`SB_OFFSET`] of `vol` and
-    /// flush. Refuses an invalid superblock or one whose data area does not fit.
+    /// Write this superblock (with a fresh checksum) at its place on `vol`
+    /// (`super_offset`) and flush. Refuses an invalid superblock, one whose
+    /// data area does not fit, and one whose place is not where its version
+    /// puts it on this device (a v1.0 superblock made for a device of another
+    /// size).
     pub fn write_to(&self, vol: &dyn Volume) -> Result<(), Error> {
         let name = vol.name();
-        let ctx = |e: Error| e.on_device(name.clone()).at(SB_OFFSET, SB_AREA as u64);
-        self.validate().map_err(ctx)?;
+        let at = self.super_offset.saturating_mul(512);
+        let ctx = |e: Error| e.on_device(name.clone()).at(at, SB_AREA as u64);
+        if self.v0_90.is_some() {
+            return Err(ctx(Error::new(
+                ErrorKind::Unsupported,
+                Op::Write,
+                "this member has md metadata 0.90, which raidlab reads but does not write yet: read the array (`raidlab export`, `serve --read-only`) and nothing on it changes",
+            )));
+        }
+        if self.feature_map & feature::BITMAP_OFFSET != 0
+            && (0..(SB_AREA / 512) as i32).contains(&self.bitmap_offset)
+        {
+            // raidlab writes the superblock's whole 4 KiB area (the rest as
+            // 0xff, as mdadm does): a bitmap inside it would be overwritten.
+            return Err(ctx(Error::new(
+                ErrorKind::Unsupported,
+                Op::Write,
+                format!(
+                    "the internal bitmap starts {} sectors after the superblock, inside the 4 KiB superblock area raidlab rewrites: writing this member is not supported (read it; md can move the bitmap with `mdadm --grow --bitmap=none` then `--bitmap=internal`)",
+                    self.bitmap_offset
+                ),
+            )));
+        }
         let dev_sectors = vol.size() / 512;
+        let version = self.version();
+        if version == MetadataVersion::V1_0
+            && self.data_offset.saturating_add(self.data_size) > self.super_offset
+        {
+            // What `add`/`replace` make from another member's superblock: the
+            // data area sized for a device whose metadata comes first.
+            return Err(ctx(Error::new(
+                ErrorKind::Unsupported,
+                Op::Write,
+                format!(
+                    "this v1.0 superblock's data area ({} + {} sectors) runs into the superblock itself at sector {}: adding or replacing a member of a metadata 1.0 array is not built yet",
+                    self.data_offset, self.data_size, self.super_offset
+                ),
+            )));
+        }
+        self.validate().map_err(ctx)?;
+        if version.super_offset(dev_sectors) != Some(self.super_offset) {
+            return Err(ctx(Error::new(
+                ErrorKind::Invalid,
+                Op::Write,
+                format!(
+                    "a v{version} superblock with super_offset {} does not belong on this device of {dev_sectors} sectors (v{version} keeps it at sector {})",
+                    self.super_offset,
+                    version
+                        .super_offset(dev_sectors)
+                        .map_or("none: the device is too small".to_string(), |s| s.to_string())
+                ),
+            )));
+        }
         if self.data_offset + self.data_size > dev_sectors {
             return Err(ctx(Error::new(
                 ErrorKind::Invalid,
@@ -612,7 +851,7 @@ impl Superblock {
                 ),
             )));
         }
-        vol.write_at(&self.to_bytes(), SB_OFFSET)?;
+        vol.write_at(&self.to_bytes(), at)?;
         vol.flush()
     }
 
@@ -724,6 +963,40 @@ pub fn default_data_offset(member_bytes: u64) -> u64 {
     mdadm_data_offset(member_bytes, 512)
 }
 
+/// [`mdadm_data_offset`] for a metadata version: 0 for 1.0 (the data starts at
+/// the start of the member), mdadm's rule for 1.1 and 1.2 (the same for both:
+/// room for the superblock, the bitmap and reshape headroom, rounded to 1 MiB).
+pub fn mdadm_data_offset_for(version: MetadataVersion, member_bytes: u64, chunk_kib: u32) -> u64 {
+    match version {
+        MetadataVersion::V1_0 | MetadataVersion::V0_90 => 0,
+        MetadataVersion::V1_1 | MetadataVersion::V1_2 => mdadm_data_offset(member_bytes, chunk_kib),
+    }
+}
+
+/// [`default_member_sectors`] for a metadata version. For 1.0 (mdadm's
+/// `validate_geometry1`): the device rounded down to 4 KiB less 8 KiB for the
+/// superblock, 4 KiB for the bad block log and the bitmap space, then rounded
+/// as for 1.2.
+pub fn default_member_sectors_for(
+    version: MetadataVersion,
+    device_bytes: u64,
+    data_offset_bytes: u64,
+    level: i32,
+    chunk_sectors: u32,
+) -> u64 {
+    match version {
+        MetadataVersion::V1_0 | MetadataVersion::V0_90 => {
+            let dev = device_bytes / 512;
+            let overhead = 16 + 8 + choose_bm_space(dev);
+            let free = (dev & !7).saturating_sub(overhead);
+            default_member_sectors(free * 512, 0, level, chunk_sectors)
+        }
+        MetadataVersion::V1_1 | MetadataVersion::V1_2 => {
+            default_member_sectors(device_bytes, data_offset_bytes, level, chunk_sectors)
+        }
+    }
+}
+
 /// The per-member `size` (sectors) mdadm chooses when no `--size` is given: the
 /// space after the data offset, in whole KiB, rounded down to a whole chunk (or to
 /// 64 KiB for raid1). Use the smallest member.
@@ -788,6 +1061,36 @@ pub fn new_member(
     device_sectors: u64,
     now_secs: u64,
 ) -> Superblock {
+    new_member_at(
+        array,
+        MetadataVersion::V1_2,
+        dev_number,
+        role,
+        device_uuid,
+        device_sectors,
+        now_secs,
+    )
+}
+
+/// [`new_member`] for any of metadata 1.0, 1.1 and 1.2, placed as mdadm's
+/// `write_init_super1` places it:
+/// - 1.1 and 1.2: the superblock at sector 0 or 8, `data_size` =
+///   `device_sectors` less `data_offset`, the bad block log after the bitmap
+///   space (or just before the data);
+/// - 1.0: the superblock at `(device_sectors - 16) & !7`, data from sector 0
+///   (`array.data_offset_sectors` should be 0), and before the superblock the
+///   bitmap space (`choose_bm_space(size)`) plus an 8-sector bad block log at
+///   -8, taken from the room left after `size` when there is less;
+///   `data_size` is what remains before them.
+pub fn new_member_at(
+    array: &NewArray,
+    version: MetadataVersion,
+    dev_number: u32,
+    role: u16,
+    device_uuid: [u8; 16],
+    device_sectors: u64,
+    now_secs: u64,
+) -> Superblock {
     let total = array
         .total_devices
         .max(array.raid_disks)
@@ -813,12 +1116,30 @@ pub fn new_member(
     }
     let data_offset = array.data_offset_sectors;
     let bm_space = choose_bm_space(array.member_sectors);
-    let (bblog_size, bblog_offset) = if data_offset >= SB_OFFSET_SECTORS + 8 + bm_space + 8 {
-        (8, (8 + bm_space) as i32)
-    } else if data_offset >= SB_OFFSET_SECTORS + 16 {
-        (8, (data_offset - 8 - SB_OFFSET_SECTORS) as i32)
-    } else {
-        (0, 0)
+    let (super_offset, data_size, bblog_size, bblog_offset) = match version {
+        // (0.90 is never created: laid out as 1.0 if asked)
+        MetadataVersion::V1_0 | MetadataVersion::V0_90 => {
+            let version = MetadataVersion::V1_0;
+            let sb = version.super_offset(device_sectors).unwrap_or(0);
+            let mut room = bm_space + 8;
+            if sb < array.member_sectors.saturating_add(room) {
+                room = sb.saturating_sub(array.member_sectors);
+            }
+            let data_size = sb.saturating_sub(room).saturating_sub(data_offset);
+            let (bbs, bbo) = if room >= 8 { (8, -8) } else { (0, 0) };
+            (sb, data_size, bbs, bbo)
+        }
+        MetadataVersion::V1_1 | MetadataVersion::V1_2 => {
+            let sbo = version.super_offset(device_sectors).unwrap_or(0);
+            let (bbs, bbo) = if data_offset >= sbo + 8 + bm_space + 8 {
+                (8, (8 + bm_space) as i32)
+            } else if data_offset >= sbo + 16 {
+                (8, (data_offset - 8 - sbo) as i32)
+            } else {
+                (0, 0)
+            };
+            (sbo, device_sectors.saturating_sub(data_offset), bbs, bbo)
+        }
     };
     Superblock {
         feature_map: 0,
@@ -838,8 +1159,8 @@ pub fn new_member(
         new_chunk: 0,
         new_offset: 0,
         data_offset,
-        data_size: device_sectors.saturating_sub(data_offset),
-        super_offset: SB_OFFSET_SECTORS,
+        data_size,
+        super_offset,
         recovery_offset: 0,
         dev_number,
         cnt_corrected_read: 0,
@@ -853,6 +1174,7 @@ pub fn new_member(
         resync_offset: if array.clean { MAX_SECTOR } else { 0 },
         max_dev,
         dev_roles,
+        v0_90: None,
     }
 }
 

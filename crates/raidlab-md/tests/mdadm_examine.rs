@@ -8,7 +8,10 @@ mod common;
 
 use common::{mdadm, mdadm_available};
 use raidlab_md::superblock::ROLE_FAULTY;
-use raidlab_md::{default_member_sectors, mdadm_data_offset, new_member, NewArray, Superblock};
+use raidlab_md::{
+    default_member_sectors_for, mdadm_data_offset_for, new_member_at, MetadataVersion, NewArray,
+    Superblock,
+};
 use std::os::unix::fs::FileExt;
 use std::process::Command;
 
@@ -23,6 +26,7 @@ struct Case {
     device_bytes: u64,
     clean: bool,
     faulty_slot: Option<u32>,
+    metadata: MetadataVersion,
 }
 
 fn case(what: &'static str, level: i32, layout: u32, chunk_kib: u32, raid_disks: u32) -> Case {
@@ -37,11 +41,12 @@ fn case(what: &'static str, level: i32, layout: u32, chunk_kib: u32, raid_disks:
         device_bytes: 64 << 20,
         clean: true,
         faulty_slot: None,
+        metadata: MetadataVersion::V1_2,
     }
 }
 
 fn build(c: &Case) -> Superblock {
-    let data_offset = mdadm_data_offset(c.device_bytes, c.chunk_kib);
+    let data_offset = mdadm_data_offset_for(c.metadata, c.device_bytes, c.chunk_kib);
     let chunk_sectors = c.chunk_kib * 2;
     let array = NewArray {
         uuid: [
@@ -67,7 +72,13 @@ fn build(c: &Case) -> Superblock {
         layout: c.layout,
         chunk_sectors,
         raid_disks: c.raid_disks,
-        member_sectors: default_member_sectors(c.device_bytes, data_offset, c.level, chunk_sectors),
+        member_sectors: default_member_sectors_for(
+            c.metadata,
+            c.device_bytes,
+            data_offset,
+            c.level,
+            chunk_sectors,
+        ),
         data_offset_sectors: data_offset / 512,
         total_devices: c.raid_disks + c.spares,
         clean: c.clean,
@@ -77,8 +88,9 @@ fn build(c: &Case) -> Superblock {
     } else {
         raidlab_md::ROLE_SPARE
     };
-    let mut sb = new_member(
+    let mut sb = new_member_at(
         &array,
+        c.metadata,
         c.dev_number,
         role,
         [0x40 + c.dev_number as u8; 16],
@@ -135,6 +147,86 @@ fn mdadm_examine_agrees_with_raidlab() {
     mid.device_bytes = 10 << 30;
     mid.dev_number = 1;
     cases.push(mid);
+    // Metadata 1.0 (at the end) and 1.1 (at the start), as mdadm lays them out.
+    for (what, level, layout, chunk, disks, bytes, dev, version) in [
+        (
+            "v10-raid1",
+            1,
+            0,
+            0,
+            2,
+            64u64 << 20,
+            0,
+            MetadataVersion::V1_0,
+        ),
+        (
+            "v10-raid5",
+            5,
+            2,
+            64,
+            4,
+            (64 << 20) + 7 * 512,
+            3,
+            MetadataVersion::V1_0,
+        ),
+        (
+            "v10-raid10",
+            10,
+            0x102,
+            64,
+            4,
+            48 << 20,
+            1,
+            MetadataVersion::V1_0,
+        ),
+        (
+            "v10-raid6-300G",
+            6,
+            2,
+            512,
+            6,
+            300 << 30,
+            4,
+            MetadataVersion::V1_0,
+        ),
+        (
+            "v10-raid1-10G",
+            1,
+            0,
+            0,
+            2,
+            10 << 30,
+            1,
+            MetadataVersion::V1_0,
+        ),
+        ("v11-raid1", 1, 0, 0, 2, 64 << 20, 1, MetadataVersion::V1_1),
+        (
+            "v11-raid5",
+            5,
+            0,
+            128,
+            3,
+            64 << 20,
+            2,
+            MetadataVersion::V1_1,
+        ),
+        (
+            "v11-raid6-300G",
+            6,
+            2,
+            512,
+            6,
+            300 << 30,
+            0,
+            MetadataVersion::V1_1,
+        ),
+    ] {
+        let mut c = case(what, level, layout, chunk, disks);
+        c.device_bytes = bytes;
+        c.dev_number = dev;
+        c.metadata = version;
+        cases.push(c);
+    }
 
     let dir = tempfile::tempdir().unwrap();
     for c in &cases {
@@ -142,9 +234,16 @@ fn mdadm_examine_agrees_with_raidlab() {
         let path = dir.path().join(format!("{}.img", c.what));
         let f = std::fs::File::create(&path).unwrap();
         f.set_len(c.device_bytes).unwrap();
-        f.write_all_at(&sb.to_bytes(), raidlab_md::SB_OFFSET)
+        f.write_all_at(&sb.to_bytes(), sb.super_offset * 512)
             .unwrap();
         drop(f);
+        // raidlab finds it again where this version keeps it.
+        let vol =
+            raidlab_devices::FileVolume::open(&path, raidlab_devices::OpenMode::ReadOnly).unwrap();
+        let back = Superblock::read_from(&vol).unwrap();
+        assert_eq!(back.as_ref(), Some(&sb), "{}: read back", c.what);
+        assert_eq!(sb.version(), c.metadata, "{}", c.what);
+        drop(vol);
 
         let (ok, raw, got) = mdadm(&["--examine"], &path);
         assert!(ok, "{}: mdadm --examine failed:\n{raw}", c.what);

@@ -1,6 +1,6 @@
 //! From member devices to a running array, and from nothing to a new array.
 //!
-//! Assembly reads each member's md v1.2 superblock, checks that they belong to one
+//! Assembly reads each member's md superblock (1.0, 1.1, 1.2; 0.90 as its v1 equivalent), checks that they belong to one
 //! array and agree on its shape, places each by its role, and sets aside members
 //! that are stale (a lower event count than the newest), spares and faulty ones.
 //! Creation chooses sizes and the data offset the way mdadm does and writes one
@@ -10,7 +10,7 @@ use crate::array::Array;
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_md::bitmap::Bitmap;
-use raidlab_md::{NewArray, Role, Superblock};
+use raidlab_md::{MetadataVersion, NewArray, Role, Superblock};
 use serde::Serialize;
 use std::sync::Arc;
 
@@ -139,7 +139,7 @@ impl Assembly {
                 Some(sb) => found.push((d, sb)),
                 None => {
                     return Err(Error::invalid(format!(
-                        "{} carries no md superblock (v1.2, 4 KiB from the start): it is not an array member, or the array uses another metadata version",
+                        "{} carries no md superblock (looked for metadata 0.90 and 1.0 near the end, 1.1 at the start, 1.2 4 KiB in): it is not an array member, or the array uses another metadata version",
                         d.path
                     ))
                     .on_device(d.path.clone()))
@@ -881,6 +881,29 @@ pub fn create_with_journal(
     members: Vec<NewMember>,
     journal: Option<NewMember>,
 ) -> Result<Assembly> {
+    create_with_metadata(spec, members, journal, MetadataVersion::V1_2)
+}
+
+/// [`create_with_journal`] with the superblocks where metadata `version` keeps
+/// them (mdadm's `--metadata 1.0|1.1|1.2`); where that puts the data and how
+/// large each member is are raidlab-md's rules (`mdadm_data_offset_for`,
+/// `default_member_sectors_for`, `new_member_at`).
+pub fn create_with_metadata(
+    spec: &CreateSpec,
+    members: Vec<NewMember>,
+    journal: Option<NewMember>,
+    version: MetadataVersion,
+) -> Result<Assembly> {
+    if version == MetadataVersion::V0_90 {
+        return Err(Error::invalid(
+            "metadata 0.90 is read by raidlab but not written: create with metadata 1.0 (also at the end of the members) instead",
+        ));
+    }
+    if version == MetadataVersion::V1_0 && (journal.is_some() || spec.ppl) {
+        return Err(Error::invalid(
+            "metadata 1.0 with a partial parity log or a write journal is not built yet (md keeps them before the superblock at the end of each member): use metadata 1.1 or 1.2, or a bitmap or resync",
+        ));
+    }
     if let Some(j) = &journal {
         if !matches!(spec.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
             return Err(Error::invalid(format!(
@@ -985,13 +1008,14 @@ pub fn create_with_journal(
     let data_offset = if spec.ppl {
         raidlab_md::ppl::mdadm_ppl_data_offset(first, (chunk / 1024) as u32)
     } else {
-        raidlab_md::mdadm_data_offset(first, (chunk / 1024) as u32)
+        raidlab_md::mdadm_data_offset_for(version, first, (chunk / 1024) as u32)
     };
     let usable = smallest.saturating_sub(data_offset);
     let member_bytes = if data_offset >= smallest {
         0
     } else {
-        raidlab_md::default_member_sectors(
+        raidlab_md::default_member_sectors_for(
+            version,
             smallest,
             data_offset,
             spec.level.md_level(),
@@ -1042,8 +1066,9 @@ pub fn create_with_journal(
         } else {
             raidlab_md::ROLE_SPARE
         };
-        let mut sb = raidlab_md::new_member(
+        let mut sb = raidlab_md::new_member_at(
             &array,
+            version,
             i as u32,
             role,
             *uuid::Uuid::new_v4().as_bytes(),

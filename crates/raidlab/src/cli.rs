@@ -13,7 +13,7 @@ fn size(s: &str) -> Result<u64, String> {
     name = "raidlab",
     version,
     about = "User-space software RAID compatible with Linux md",
-    long_about = "raidlab builds, reads and explains Linux md arrays (RAID 0/1/4/5/6/10, md v1.2 superblocks) on plain files or block devices, without the kernel's md driver."
+    long_about = "raidlab builds, reads and explains Linux md arrays (RAID 0/1/4/5/6/10, md v1.0, v1.1 and v1.2 superblocks) on plain files or block devices, without the kernel's md driver."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -22,7 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create an array on member files or block devices (writes md v1.2 superblocks).
+    /// Create an array on member files or block devices (writes md v1 superblocks:
+    /// --metadata 1.0, 1.1 or 1.2).
     Create(CreateArgs),
     /// Print each member's superblock, with the fields mdadm --examine shows.
     Examine(MembersJson),
@@ -52,6 +53,10 @@ pub enum Command {
     /// Scrub and rewrite what differs (RAID 6 also corrects a located bad data
     /// block; degraded, it rewrites only the parity it could check).
     Repair(ScrubArgs),
+    /// Find md members (metadata 0.90, 1.0, 1.1, 1.2) in files, block devices,
+    /// the partitions of whole-disk images and the files of directories, group
+    /// them into arrays and print each with the command that exports it.
+    Scan(ScanArgs),
     /// Serve arrays, files or block devices to NBD clients (Unix socket by default).
     Serve(ServeArgs),
     /// Stop the server (`raidlab serve`) serving this array: requests in flight
@@ -125,9 +130,25 @@ pub struct CreateArgs {
     /// Bytes of each member per bitmap bit (default: mdadm's choice, 64M or more).
     #[arg(long, value_parser = size)]
     pub bitmap_chunk: Option<u64>,
-    /// Member files or block devices, in role order.
+    /// Where the md superblock goes, as mdadm's --metadata: 1.2 (4 KiB from the
+    /// start, the default), 1.1 (at the start) or 1.0 (at the end: the data
+    /// starts at sector 0, so a RAID 1 member reads as a plain file system).
+    #[arg(long, short = 'e', default_value = "1.2", value_name = "1.0|1.1|1.2")]
+    pub metadata: String,
+    /// Member files or block devices (or `IMAGE@N` partitions), in role order.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Files, block devices, whole-disk images (their partitions are looked
+    /// into) or directories (their files, not recursively).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,12 +1,16 @@
 //! Opening member paths as volumes for the commands.
+//!
+//! A member name is a file, a block device, or `IMAGE@N`: partition N of a
+//! whole-disk image (MBR, logical partitions from 5, or GPT), numbered as Linux
+//! numbers them. A name that exists as it is always means that file, even with
+//! an `@` in it. The rules live in `raidlab_devices::partition`.
 
 use anyhow::{bail, Context, Result};
-use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_devices::{MemberOpener, MemberPath, OpenMode};
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{self, StartReport};
 use raidlab_raid::ppl::PplReplay;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// The word users give in place of a member that is gone.
 pub const MISSING: &str = "missing";
@@ -16,10 +20,13 @@ pub fn is_missing(p: &Path) -> bool {
 }
 
 /// Open every named member (skipping the word `missing`), locked for `mode`.
+/// Partitions of one image share the image (one lock); a device named twice is
+/// refused.
 pub fn open_members(paths: &[PathBuf], mode: OpenMode) -> Result<Vec<Device>> {
+    let mut opener = MemberOpener::new(mode);
     let mut out = Vec::new();
     for p in paths.iter().filter(|p| !is_missing(p)) {
-        out.push(open_device(p, mode)?);
+        out.push(open_with(&mut opener, p)?);
     }
     if out.is_empty() {
         bail!("no members given (only `missing`): name at least one member file or device");
@@ -27,13 +34,31 @@ pub fn open_members(paths: &[PathBuf], mode: OpenMode) -> Result<Vec<Device>> {
     Ok(out)
 }
 
+/// Open one member on its own.
 pub fn open_device(p: &Path, mode: OpenMode) -> Result<Device> {
-    let v =
-        FileVolume::open(p, mode).with_context(|| format!("cannot use member {}", p.display()))?;
+    open_with(&mut MemberOpener::new(mode), p)
+}
+
+/// Open one member through `opener` (which remembers the images and devices
+/// already open for this command).
+pub fn open_with(opener: &mut MemberOpener, p: &Path) -> Result<Device> {
+    let volume = opener
+        .open(p)
+        .with_context(|| format!("cannot use member {}", p.display()))?;
     Ok(Device {
         path: p.display().to_string(),
-        volume: Arc::new(v),
+        volume,
     })
+}
+
+/// Whether `p` names something that exists: a file or device, or a partition
+/// of an existing image (`disk.img@3`). Verbs that create missing member
+/// files ask this first, so `disk.img@3` never becomes a new file of that name.
+pub fn member_exists(p: &Path) -> bool {
+    match MemberPath::parse(p) {
+        MemberPath::Whole(p) => p.exists(),
+        MemberPath::Partition { .. } => true,
+    }
 }
 
 /// Start an array's write journal or partial parity logs before anything

@@ -65,6 +65,41 @@ impl Cfg {
         self.flags.iter().any(|f| f == flag)
     }
 
+    /// `v1.0` / `v1.1` / `v0.90`: md metadata other than the default 1.2.
+    fn metadata(&self) -> Option<&'static str> {
+        if self.has("v1.0") {
+            Some("1.0")
+        } else if self.has("v1.1") {
+            Some("1.1")
+        } else if self.has("v0.90") {
+            Some("0.90")
+        } else {
+            None
+        }
+    }
+
+    /// `mbr6` / `gpt2`: each member is that partition of a whole-disk image of
+    /// `member_bytes` whose table sfdisk wrote (the guest finds it with the
+    /// kernel's own partition scan, raidlab names it `IMAGE@N`).
+    fn partition(&self) -> Option<(&'static str, u32)> {
+        if self.has("mbr6") {
+            Some(("mbr", 6))
+        } else if self.has("gpt2") {
+            Some(("gpt", 2))
+        } else {
+            None
+        }
+    }
+
+    /// The raidlab member name of the device image `img`.
+    fn member_name(&self, img: &Path) -> String {
+        let p = img.to_str().unwrap().to_string();
+        match self.partition() {
+            Some((_, n)) => format!("{p}@{n}"),
+            None => p,
+        }
+    }
+
     /// Device images: the members, plus the journal device (last) with `journal`.
     fn all_devices(&self) -> usize {
         self.devices + usize::from(self.has("journal"))
@@ -531,6 +566,8 @@ fn compare_examine(
             // mdadm prints no Layout line for raid1/raid4; raidlab gives null
             None if got == "<none>" => {}
             None if key == "chunk_size_kib" && got == "0" => {}
+            // mdadm prints no Data Offset line when it is 0 (metadata 1.0)
+            None if key == "data_offset" && got == "0" => {}
             w => bad.push(format!(
                 "examine {key}: raidlab {got:?}, mdadm {label:?} {:?}",
                 w.unwrap_or_else(|| "<no line>".into())
@@ -561,6 +598,65 @@ fn compare_examine(
                 mv.unwrap_or_else(|| "<no line>".into())
             ));
         }
+    }
+    bad
+}
+
+/// Compare raidlab's examine of a metadata 0.90 member with mdadm's: every
+/// "label : value" line raidlab prints must be mdadm's, and the JSON keys that
+/// carry the same facts must agree.
+fn compare_examine_090(
+    md_text: &str,
+    rl_json: &serde_json::Value,
+    rl_text_lines: &[String],
+) -> Vec<String> {
+    let md = parse_examine(md_text);
+    let mut bad = Vec::new();
+    for (key, label) in [
+        ("array_uuid", "UUID"),
+        ("level", "Raid Level"),
+        ("raid_devices", "Raid Devices"),
+        ("total_devices", "Total Devices"),
+        ("events", "Events"),
+        ("state", "State"),
+        ("version", "Version"),
+    ] {
+        let got = rl_json
+            .get(key)
+            .map(json_str)
+            .unwrap_or_else(|| "<no key>".into());
+        let want = md
+            .get(label)
+            .map(|v| v.split(" (local").next().unwrap_or("").trim().to_string());
+        if want.as_deref() != Some(got.as_str()) {
+            bad.push(format!(
+                "examine {key}: raidlab {got:?}, mdadm {label:?} {want:?}"
+            ));
+        }
+    }
+    let mut lines = 0;
+    for l in rl_text_lines {
+        let Some((k, v)) = l.split_once(" : ") else {
+            continue;
+        };
+        lines += 1;
+        let (k, v) = (k.trim(), v.trim());
+        let mv = md
+            .get(k)
+            .map(|m| m.split(" (local").next().unwrap_or("").trim().to_string());
+        if mv.as_deref() != Some(v) {
+            bad.push(format!(
+                "examine text {k:?}: raidlab {v:?}, mdadm {:?}",
+                mv.unwrap_or_else(|| "<no line>".into())
+            ));
+        }
+    }
+    // raidlab must print every labelled line mdadm printed.
+    if lines != md.len() {
+        bad.push(format!(
+            "examine text: raidlab printed {lines} labelled lines, mdadm {}",
+            md.len()
+        ));
     }
     bad
 }
@@ -607,6 +703,52 @@ fn export(members: &[String], out: &Path) -> Result<Vec<u8>, String> {
         return Err(describe(&args, &o));
     }
     fs::read(out).map_err(|e| format!("reading {out_s}: {e}"))
+}
+
+/// A whole-disk image of `bytes` at `path` with the table of `scheme`, written
+/// by sfdisk (util-linux), not by raidlab: MBR with a small primary 1, an
+/// extended 2 holding a small logical 5 and the member as logical 6; GPT with
+/// a small partition 1 and the member as partition 2 (type Linux RAID).
+fn partitioned_image(path: &Path, bytes: u64, scheme: &str) -> Result<(), String> {
+    let f = fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    f.set_len(bytes).unwrap();
+    drop(f);
+    let script = match scheme {
+        "mbr" => "label: dos\n,1M,83\n,,5\n,1M,83\n,,fd\n",
+        _ => "label: gpt\n,1M\n,,A19D880F-05FC-4D3B-A006-743F0F84911E\n",
+    };
+    let mut child = Command::new("sfdisk")
+        .args(["--no-reread", "--no-tell-kernel", "-q"])
+        .arg(path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run sfdisk (package fdisk): {e}"))?;
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    if !o.status.success() {
+        return Err(format!(
+            "sfdisk on {} failed: {}",
+            path.display(),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(())
+}
+
+/// The image file of a member name (`m0.img@6` -> `m0.img`).
+fn image_of(member: &str) -> &str {
+    match member.rsplit_once('@') {
+        Some((img, n)) if n.chars().all(|c| c.is_ascii_digit()) => img,
+        _ => member,
+    }
 }
 
 /// Direction B: (array bytes, offset of md's first read, stride, degraded sets).
@@ -706,6 +848,18 @@ fn linux_md_compatibility_both_directions() {
     let mut a_slots: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for c in &matrix {
         let offs = slots.take(c);
+        if let Some((scheme, _)) = c.partition() {
+            // md's members are partitions of whole-disk images: the table first.
+            let img = work.join(format!("table-{}.img", c.name));
+            if let Err(e) = partitioned_image(&img, c.member_bytes, scheme) {
+                failures.push(format!("{} A: {e}", c.name));
+            }
+            let bytes = fs::read(&img).unwrap_or_default();
+            for off in &offs {
+                data.write_all_at(&bytes, *off).unwrap();
+            }
+            fs::remove_file(&img).ok();
+        }
         manifest.push_str(&format!(
             "A {} {} {} {} {} {} {} {}\n",
             c.name,
@@ -733,11 +887,24 @@ fn linux_md_compatibility_both_directions() {
     let mut c_reads: BTreeMap<String, (u64, u64, usize)> = BTreeMap::new();
     let t_b = Instant::now();
     for c in &matrix {
+        if c.has("v0.90") {
+            // raidlab reads metadata 0.90 but does not write it: direction A only.
+            continue;
+        }
         let dir = work.join("b").join(&c.name);
         fs::create_dir_all(&dir).unwrap();
         let mut members: Vec<String> = (0..c.devices)
-            .map(|i| dir.join(format!("m{i}.img")).to_str().unwrap().to_string())
+            .map(|i| c.member_name(&dir.join(format!("m{i}.img"))))
             .collect();
+        if let Some((scheme, _)) = c.partition() {
+            let made: Result<Vec<()>, String> = (0..c.devices)
+                .map(|i| partitioned_image(&dir.join(format!("m{i}.img")), c.member_bytes, scheme))
+                .collect();
+            if let Err(e) = made {
+                failures.push(format!("{} B: {e}", c.name));
+                continue;
+            }
+        }
         // The journal device goes last in every raidlab command after create.
         let journal = c
             .has("journal")
@@ -747,6 +914,8 @@ fn linux_md_compatibility_both_directions() {
         let msize = format!("{}", c.member_bytes);
         let mut args: Vec<&str> = vec![
             "create",
+            "--metadata",
+            c.metadata().unwrap_or("1.2"),
             "--level",
             &level,
             "--name",
@@ -904,7 +1073,7 @@ fn linux_md_compatibility_both_directions() {
         fs::remove_file(dir.join("self.bin")).ok();
         let offs = slots.take(c);
         for (m, off) in members.iter().zip(&offs) {
-            let bytes = fs::read(m).unwrap();
+            let bytes = fs::read(image_of(m)).unwrap();
             if bytes.len() as u64 != c.member_bytes {
                 failures.push(format!(
                     "{} B: member {m} is {} bytes, asked for {}",
@@ -921,7 +1090,7 @@ fn linux_md_compatibility_both_directions() {
         let out = slots.next;
         slots.next += stride * (1 + gsets.len() as u64);
         manifest.push_str(&format!(
-            "B {} {} {} {} {} {} {} {}\n",
+            "B {} {} {} {} {} {} {} {} {}\n",
             c.name,
             c.level,
             c.devices,
@@ -929,7 +1098,12 @@ fn linux_md_compatibility_both_directions() {
             csv(&offs),
             size,
             out,
-            sets_field(&gsets)
+            sets_field(&gsets),
+            if c.flags.is_empty() {
+                "-".to_string()
+            } else {
+                c.flags.join(",")
+            }
         ));
         b_reads.insert(c.name.clone(), (size, out, stride, gsets));
         b_members.insert(c.name.clone(), members);
@@ -1038,9 +1212,19 @@ fn linux_md_compatibility_both_directions() {
             data.read_exact_at(&mut buf, *off).unwrap();
             let p = dir.join(format!("m{i}.img"));
             fs::write(&p, &buf).unwrap();
-            members.push(p.to_str().unwrap().to_string());
+            members.push(c.member_name(&p));
         }
         let before = failures.len();
+        // md wrote the version asked for, where that version keeps it.
+        if let Some(v) = c.metadata() {
+            let want = format!("Version : {}", if v == "0.90" { "0.90.00" } else { v });
+            for i in 0..c.devices {
+                let md = fs::read_to_string(adir.join(format!("examine.{i}"))).unwrap_or_default();
+                if !md.contains(&want) {
+                    failures.push(format!("{tag}: member {i}: mdadm --examine lacks {want:?}"));
+                }
+            }
+        }
         // md's bitmap: raidlab parses and keeps it (a bitmap it could not read
         // would fail assembly with the reason).
         if c.has("bitmap") {
@@ -1099,7 +1283,12 @@ fn linux_md_compatibility_both_directions() {
                         ));
                         break;
                     };
-                    for b in compare_examine(&md_text, j, text) {
+                    let diffs = if c.has("v0.90") {
+                        compare_examine_090(&md_text, j, text)
+                    } else {
+                        compare_examine(&md_text, j, text)
+                    };
+                    for b in diffs {
                         failures.push(format!("{tag}: member {i}: {b}"));
                     }
                 }

@@ -1,4 +1,4 @@
-//! `mdadm --examine` style output for a v1.2 superblock: the same labels, order and
+//! `mdadm --examine` style output for a v1 superblock (1.0, 1.1, 1.2): the same labels, order and
 //! value formatting as mdadm 4.x (`examine_super1`), as (label, value) pairs, as
 //! text and as JSON.
 //!
@@ -9,7 +9,7 @@
 use super::*;
 use serde_json::{json, Value};
 
-fn level_name(level: i32) -> Option<&'static str> {
+pub(crate) fn level_name(level: i32) -> Option<&'static str> {
     Some(match level {
         -5 => "faulty",
         -4 => "multipath",
@@ -93,7 +93,7 @@ pub fn layout_name(level: i32, layout: u32, feature_map: u32) -> Option<String> 
 
 /// mdadm's `human_size`: "" below 5000 KiB, else " (x.xx MiB y.yy MB)" (GiB/GB from
 /// 2 GiB, TiB/TB from 2 TiB), rounded to hundredths.
-fn human_size(bytes: u64) -> String {
+pub(crate) fn human_size(bytes: u64) -> String {
     let b = i128::from(bytes);
     let fmt = |c: i128| format!("{}.{:02}", c / 100, c % 100);
     if b < 5000 * 1024 {
@@ -114,7 +114,7 @@ fn human_size(bytes: u64) -> String {
 }
 
 /// `ctime(3)` without the newline, in UTC: `Thu Jan  1 00:00:00 1970`.
-fn ctime_utc(secs: u64) -> String {
+pub(crate) fn ctime_utc(secs: u64) -> String {
     let days = (secs / 86_400) as i64;
     let rem = secs % 86_400;
     let (h, m, s) = (rem / 3600, rem % 3600 / 60, rem % 60);
@@ -167,6 +167,32 @@ impl Superblock {
         } else {
             self.size
         };
+        if self.data_offset < self.super_offset {
+            // v1.0: the metadata after the data; the room up to the first of
+            // the bad block log, the bitmap or PPL and the superblock.
+            let so = i128::from(self.super_offset);
+            let mut end = so;
+            if self.bblog_offset != 0 && self.bblog_size != 0 {
+                end = end.min(so + i128::from(self.bblog_offset));
+            }
+            let mut meta = 0i128;
+            if self.feature_map & feature::BITMAP_OFFSET != 0 {
+                meta += i128::from(self.bitmap_offset);
+            } else if self.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0 {
+                meta += i128::from(self.ppl_offset());
+            }
+            end = end.min(so + meta);
+            let data_end = i128::from(self.data_offset) + i128::from(used);
+            let after = if data_end < end {
+                (end - data_end) as u64
+            } else {
+                0
+            };
+            let before = self.data_offset;
+            let after = if before == 0 && after == 0 { 1 } else { after };
+            return (after != 1 && self.feature_map & feature::NEW_OFFSET == 0)
+                .then_some((before, after));
+        }
         let mut earliest = self.super_offset.wrapping_add(72);
         if self.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0
             && self.feature_map & feature::BITMAP_OFFSET == 0
@@ -218,18 +244,14 @@ impl Superblock {
     /// for "Unused Space". Not printed: mdadm's "(local to host ...)" note, the
     /// cluster name and mdadm's section-separating blank lines.
     pub fn examine_lines(&self, device_size_sectors: u64) -> Vec<(String, String)> {
+        if let Some(v0) = &self.v0_90 {
+            return v0.examine_lines();
+        }
         let mut v: Vec<(String, String)> = Vec::new();
         let mut add = |l: &str, val: String| v.push((l.to_string(), val));
         let fm = self.feature_map;
         add("Magic", format!("{MD_SB_MAGIC:08x}"));
-        let minor = if self.super_offset <= 4 {
-            1
-        } else if self.super_offset <= 8 {
-            2
-        } else {
-            0
-        };
-        add("Version", format!("1.{minor}"));
+        add("Version", self.version().name().to_string());
         add("Feature Map", format!("{fm:#x}"));
         add("Array UUID", format_uuid(&self.set_uuid));
         add("Name", self.set_name.clone());
@@ -399,6 +421,9 @@ impl Superblock {
     /// (labels right-aligned as mdadm does, one per line, without mdadm's blank
     /// lines).
     pub fn examine_text(&self, device_size_sectors: u64) -> String {
+        if let Some(v0) = &self.v0_90 {
+            return v0.examine_text();
+        }
         self.examine_lines(device_size_sectors)
             .into_iter()
             .map(|(l, v)| {
@@ -416,10 +441,13 @@ impl Superblock {
     /// The examine report as JSON: mdadm's labels in snake_case, numbers as numbers
     /// (sectors unless the key says otherwise).
     pub fn examine_json(&self, device_size_sectors: u64) -> Value {
+        if let Some(v0) = &self.v0_90 {
+            return v0.examine_json(self.super_offset);
+        }
         let unused = self.unused_space(device_size_sectors);
         json!({
             "magic": format!("{MD_SB_MAGIC:08x}"),
-            "version": "1.2",
+            "version": self.version().name(),
             "feature_map": self.feature_map,
             "array_uuid": format_uuid(&self.set_uuid),
             "name": self.set_name,

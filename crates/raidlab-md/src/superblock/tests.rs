@@ -269,10 +269,10 @@ fn errors_name_field_value_and_expectation() {
         ),
         (
             Box::new(|b| {
-                set_u64(b, 144, 0);
+                set_u64(b, 144, 3);
                 fix_csum(b)
             }),
-            &["super_offset", "0 sectors", "8 sectors"],
+            &["super_offset", "3 sectors", "8 (v1.2)", "multiple of 8"],
         ),
         (
             Box::new(|b| {
@@ -612,5 +612,160 @@ mod fuzz {
                 let _ = sb.examine_json(0);
             }
         }
+
+        /// v1.0 (end) and v1.1 (start) superblocks on a device, mutated: reading
+        /// them never panics, and whatever is accepted lies inside the device with
+        /// its data clear of the superblock.
+        #[test]
+        fn mutated_v10_v11_on_a_device_never_panic(
+            v10 in any::<bool>(),
+            extra in 0u64..16,
+            muts in proptest::collection::vec((0usize..4096, any::<u8>()), 0..8),
+            fix in any::<bool>(),
+        ) {
+            let version = if v10 { MetadataVersion::V1_0 } else { MetadataVersion::V1_1 };
+            let dev_sectors = (8u64 << 11) + extra;
+            let sb = sample_at(version, 5, 2, 4, 1, dev_sectors);
+            let mut b = sb.to_bytes();
+            for (at, v) in muts {
+                b[at] = v;
+            }
+            if fix {
+                fix_csum(&mut b);
+            }
+            let vol = raidlab_devices::MemVolume::new(dev_sectors * 512);
+            vol.write_at(&b, sb.super_offset * 512).unwrap();
+            if let Ok(Some(got)) = Superblock::read_from(&vol) {
+                prop_assert_eq!(got.super_offset, version.super_offset(dev_sectors).unwrap());
+                prop_assert!(got.data_offset + got.data_size <= dev_sectors);
+                if v10 {
+                    prop_assert!(got.data_offset + got.data_size <= got.super_offset);
+                } else {
+                    prop_assert!(got.data_offset >= 8);
+                }
+            }
+        }
     }
+}
+
+/// A member of a RAID `level` array with metadata `version` on a device of
+/// `dev_sectors`, as mdadm would create it.
+pub(crate) fn sample_at(
+    version: MetadataVersion,
+    level: i32,
+    layout: u32,
+    raid_disks: u32,
+    dev_number: u32,
+    dev_sectors: u64,
+) -> Superblock {
+    let chunk_sectors = if level == 1 { 0 } else { 128 };
+    let dev_bytes = dev_sectors * 512;
+    let data_offset = mdadm_data_offset_for(version, dev_bytes, chunk_sectors / 2);
+    let array = NewArray {
+        uuid: [7; 16],
+        name: "v1x".into(),
+        level,
+        layout,
+        chunk_sectors,
+        raid_disks,
+        member_sectors: default_member_sectors_for(
+            version,
+            dev_bytes,
+            data_offset,
+            level,
+            chunk_sectors,
+        ),
+        data_offset_sectors: data_offset / 512,
+        total_devices: raid_disks,
+        clean: true,
+    };
+    new_member_at(
+        &array,
+        version,
+        dev_number,
+        dev_number as u16,
+        [9; 16],
+        dev_sectors,
+        1_700_000_000,
+    )
+}
+
+#[test]
+fn v10_and_v11_are_placed_as_mdadm_places_them() {
+    // 64 MiB + 3 sectors: the v1.0 superblock is 4 KiB aligned, 8 to 12 KiB
+    // from the end.
+    let dev = (64u64 << 11) + 3;
+    let sb = sample_at(MetadataVersion::V1_0, 1, 0, 2, 0, dev);
+    assert_eq!(sb.super_offset, (dev - 16) & !7);
+    assert_eq!(sb.data_offset, 0);
+    assert_eq!(sb.version(), MetadataVersion::V1_0);
+    // 64 MiB: bitmap space 8 sectors + 8 for the log before the superblock.
+    assert_eq!(sb.data_size, sb.super_offset - 16);
+    assert_eq!((sb.bblog_size, sb.bblog_offset), (8, -8));
+    assert!(sb.size <= sb.data_size && sb.size % 128 == 0);
+    sb.validate().unwrap();
+    let sb = sample_at(MetadataVersion::V1_1, 5, 2, 4, 2, 64 << 11);
+    assert_eq!(sb.super_offset, 0);
+    assert_eq!(sb.data_offset, 2048);
+    assert_eq!(sb.data_size, (64 << 11) - 2048);
+    assert_eq!((sb.bblog_size, sb.bblog_offset), (8, 16));
+    sb.validate().unwrap();
+}
+
+#[test]
+fn read_from_finds_each_version_and_write_to_puts_it_back() {
+    let dev = (32u64 << 11) + 5;
+    for version in MetadataVersion::ALL {
+        let vol = raidlab_devices::MemVolume::new(dev * 512);
+        let mut sb = sample_at(version, 6, 2, 5, 3, dev);
+        sb.write_to(&vol).unwrap();
+        let got = Superblock::read_from(&vol).unwrap().unwrap();
+        assert_eq!(got, sb, "{version}");
+        let raw = vol.snapshot();
+        let at = (sb.super_offset * 512) as usize;
+        assert_eq!(raw[at..at + 4], MD_SB_MAGIC.to_le_bytes(), "{version}");
+        // Nothing else was written.
+        assert!(raw[..at].iter().all(|&b| b == 0), "{version}");
+        assert!(raw[at + 4096..].iter().all(|&b| b == 0), "{version}");
+        // The same superblock on a device of another size is not v1.0's place.
+        if version == MetadataVersion::V1_0 {
+            let other = raidlab_devices::MemVolume::new((dev + 64) * 512);
+            let e = sb.write_to(&other).unwrap_err().to_string();
+            assert!(e.contains("does not belong on this device"), "{e}");
+            sb.events += 1;
+        }
+    }
+}
+
+#[test]
+fn the_newest_of_several_superblocks_wins_as_in_mdadm() {
+    // A device once a v1.0 member, then made a v1.2 member later: both
+    // superblocks are on it; mdadm takes the later creation time.
+    let dev = 32u64 << 11;
+    let vol = raidlab_devices::MemVolume::new(dev * 512);
+    let mut old = sample_at(MetadataVersion::V1_0, 1, 0, 2, 0, dev);
+    old.ctime = 1_600_000_000;
+    old.write_to(&vol).unwrap();
+    let mut new = sample_at(MetadataVersion::V1_2, 1, 0, 2, 0, dev);
+    new.data_size = old.super_offset - new.data_offset; // keep clear of the old one
+    new.size = new.size.min(new.data_size);
+    new.write_to(&vol).unwrap();
+    assert_eq!(Superblock::read_from(&vol).unwrap().unwrap(), new);
+    new.ctime = 1_500_000_000;
+    new.write_to(&vol).unwrap();
+    assert_eq!(Superblock::read_from(&vol).unwrap().unwrap(), old);
+}
+
+#[test]
+fn a_superblock_found_where_its_super_offset_does_not_say_is_refused() {
+    // A v1.2 superblock copied to sector 0 claims super_offset 8.
+    let dev = 32u64 << 11;
+    let vol = raidlab_devices::MemVolume::new(dev * 512);
+    let sb = sample_at(MetadataVersion::V1_2, 1, 0, 2, 0, dev);
+    vol.write_at(&sb.to_bytes(), 0).unwrap();
+    let e = Superblock::read_from(&vol).unwrap_err().to_string();
+    assert!(
+        e.contains("super_offset") && e.contains("where this v1.1"),
+        "{e}"
+    );
 }

@@ -1,19 +1,26 @@
 //! `raidlab create`.
 
 use crate::cli::CreateArgs;
-use crate::open::{is_missing, open_device};
+use crate::open::{is_missing, member_exists, open_with};
 use anyhow::{bail, Context, Result};
 use raidlab_core::size::format_size;
 use raidlab_core::Volume as _;
-use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_devices::{FileVolume, MemberOpener, OpenMode};
 use raidlab_layout::{Layout, Level};
-use raidlab_raid::assemble::{create_with_journal, CreateSpec, Device, NewMember};
+use raidlab_md::MetadataVersion;
+use raidlab_raid::assemble::{create_with_metadata, CreateSpec, Device, NewMember};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 pub fn run(a: CreateArgs) -> Result<ExitCode> {
     let level = Level::from_name(&a.level)?;
+    let Some(metadata) = MetadataVersion::parse(&a.metadata) else {
+        bail!(
+            "--metadata {}: raidlab writes md metadata 1.0 (superblock at the end), 1.1 (at the start) or 1.2 (4 KiB from the start, the default); 0.90 and external formats are not written",
+            a.metadata
+        );
+    };
     let layout = Layout::parse(level, a.layout.as_deref())?;
     if level != Level::Raid1 && (a.chunk < 4096 || !a.chunk.is_power_of_two()) {
         bail!(
@@ -54,7 +61,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
                 );
             }
             seen.push((id.0, id.1, p.display().to_string()));
-        } else if a.member_size.is_none() {
+        } else if !member_exists(p) && a.member_size.is_none() {
             bail!(
                 "{} does not exist: give --member-size to create member files of that size",
                 p.display()
@@ -62,7 +69,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
         }
     }
     let mut created = Vec::new();
-    let result = open_and_create(&a, level, layout, &mut created);
+    let result = open_and_create(&a, level, layout, metadata, &mut created);
     if result.is_err() {
         // Leave the disk as we found it: remove only files this command made.
         for p in &created {
@@ -110,12 +117,14 @@ fn open_and_create(
     a: &CreateArgs,
     level: Level,
     layout: Layout,
+    metadata: MetadataVersion,
     created: &mut Vec<std::path::PathBuf>,
 ) -> Result<raidlab_raid::assemble::Assembly> {
     let mut members = Vec::new();
+    let mut opener = MemberOpener::new(OpenMode::ReadWrite);
     for p in a.members.iter().chain(a.write_journal.iter()) {
-        if p.exists() {
-            members.push((open_device(p, OpenMode::ReadWrite)?, p.clone()));
+        if member_exists(p) {
+            members.push((open_with(&mut opener, p)?, p.clone()));
         } else {
             let size = a.member_size.unwrap_or(0);
             let v = FileVolume::create_sparse(p, size)
@@ -133,7 +142,14 @@ fn open_and_create(
     let mut news: Vec<NewMember> = members
         .into_iter()
         .map(|(d, p)| {
-            let zeroed = created.contains(&p) || is_all_holes(&d);
+            let zeroed = created.contains(&p)
+                || match opener.window(&p) {
+                    // A partition of a fresh image (sfdisk writes only tables).
+                    Some((image, start, len)) => {
+                        raidlab_devices::partition::range_is_holes(image, start, len)
+                    }
+                    None => is_all_holes(&d),
+                };
             NewMember { device: d, zeroed }
         })
         .collect();
@@ -194,7 +210,7 @@ fn open_and_create(
         bitmap_chunk,
         ppl,
     };
-    Ok(create_with_journal(&spec, news, journal)?)
+    Ok(create_with_metadata(&spec, news, journal, metadata)?)
 }
 
 /// An existing regular file that stores nothing (all holes) reads as zeros, which is

@@ -26,8 +26,13 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     json.push(v);
                 } else {
                     outln!("{}:", d.path);
-                    for (label, value) in sb.examine_lines(sectors) {
-                        outln!("{label:>15} : {value}");
+                    if sb.v0_90.is_some() {
+                        // mdadm's 0.90 report ends with the disk table.
+                        outln!("{}", sb.examine_text(sectors).trim_end());
+                    } else {
+                        for (label, value) in sb.examine_lines(sectors) {
+                            outln!("{label:>15} : {value}");
+                        }
                     }
                     outln!();
                 }
@@ -35,7 +40,7 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
             Ok(None) => {
                 failed = true;
                 eprintln!(
-                    "raidlab: {}: no md superblock found (not an md v1.2 member)",
+                    "raidlab: {}: no md superblock found (not an md 0.90, 1.0, 1.1 or 1.2 member)",
                     d.path
                 );
                 json.push(serde_json::json!({"device": d.path, "error": "no md superblock"}));
@@ -59,6 +64,8 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
 
 #[derive(Serialize)]
 struct DetailJson {
+    /// md metadata version of the superblocks (1.0, 1.1, 1.2, 0.90).
+    metadata: String,
     uuid: String,
     name: String,
     level: String,
@@ -193,6 +200,12 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
     let stale = set_aside(MemberState::Stale);
     let removed = set_aside(MemberState::Removed);
     let out = DetailJson {
+        metadata: asm
+            .members
+            .iter()
+            .max_by_key(|m| m.sb.events)
+            .map_or("1.2", |m| m.sb.version().name())
+            .to_string(),
         uuid: format_uuid(&asm.uuid),
         name: asm.name.clone(),
         level: g.level.name().to_string(),
@@ -239,7 +252,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         return Ok(text);
     }
     let rows: Vec<(&str, String)> = vec![
-        ("Version", "1.2".into()),
+        ("Version", out.metadata.clone()),
         ("Raid Level", out.level.clone()),
         (
             "Array Size",

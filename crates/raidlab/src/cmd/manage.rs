@@ -7,7 +7,7 @@
 
 use crate::cli::{AddArgs, FailArgs, RemoveArgs, ReplaceArgs, RunArgs, RunControl, ScrubArgs};
 use crate::cmd::live;
-use crate::open::{is_missing, open_device, open_members, start_logs};
+use crate::open::{is_missing, member_exists, open_device, open_members, start_logs};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidlab_core::size::format_size_approx;
@@ -91,7 +91,7 @@ fn new_device(path: &Path, size: Option<u64>) -> Result<(Device, bool)> {
     if is_missing(path) {
         bail!("`missing` is not a device");
     }
-    if path.exists() {
+    if member_exists(path) {
         return Ok((open_device(path, OpenMode::ReadWrite)?, false));
     }
     let Some(size) = size else {

@@ -10,6 +10,7 @@ pub mod info;
 pub mod live;
 pub mod manage;
 mod report;
+mod scan;
 mod serve;
 mod transfer;
 
@@ -61,6 +62,7 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Check(a) => manage::scrub(a, false),
         Command::Repair(a) => manage::scrub(a, true),
         Command::Report(a) => report::run(a),
+        Command::Scan(a) => scan::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Stop(a) => live::stop(a),
         Command::Cache(c) => cache::run(c),

@@ -1,0 +1,1020 @@
+//! Partitions inside whole-disk images, read without root and without loop
+//! devices: the MBR (with logical partitions in extended ones) and GPT tables,
+//! and member names of the form `IMAGE@N` that open partition `N` of `IMAGE` as
+//! a [`SliceVolume`] over the image file.
+//!
+//! Numbering is Linux's, so `disk.img@5` is what Linux calls `sda5`:
+//! - MBR: primary slots are 1 to 4 (an empty slot keeps its number); logical
+//!   partitions are 5, 6, ... in the order of the extended partition's chain
+//!   (every data entry of each EBR, then on to the next EBR);
+//! - GPT: entry `i` of the table (from 0) is partition `i + 1`; unused entries
+//!   keep their numbers.
+//!
+//! Why not a crate: `mbrman` 0.5 computes EBR positions in unchecked `u32`
+//! arithmetic (a garbage chain overflows, which panics in a build with overflow
+//! checks), and `gpt` 4.1 asserts that entries are 128 bytes and allocates the
+//! entry array at whatever size the header claims. Tables come from dead
+//! machines here, so this module reads them itself: every length is checked
+//! before it is used, nothing it is given can make it panic (property-tested
+//! below on mutated tables), and it reads at most a few MiB.
+//!
+//! A table that cannot be read (bad GPT checksums on both copies, an EBR chain
+//! that loops) is an error. A partition that points outside the image or
+//! overlaps another is listed with its `problem`; opening it is refused with
+//! that reason, while its sound neighbours still open (a truncated image keeps
+//! its first partitions).
+
+use crate::file::{FileVolume, OpenMode};
+use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// MBR partition types that hold logical partitions.
+const MBR_EXTENDED: [u8; 3] = [0x05, 0x0f, 0x85];
+/// MBR type of the protective entry in front of a GPT.
+const MBR_PROTECTIVE: u8 = 0xee;
+/// Most EBRs followed in one extended partition (Linux stops at 256 partitions).
+const MAX_EBRS: usize = 256;
+/// Largest GPT entry array read (4 MiB: 32768 entries of 128 bytes).
+const MAX_GPT_ENTRIES_BYTES: u64 = 4 << 20;
+
+/// Which kind of table an image holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Mbr,
+    Gpt,
+}
+
+impl std::fmt::Display for Scheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Scheme::Mbr => "MBR",
+            Scheme::Gpt => "GPT",
+        })
+    }
+}
+
+/// One partition as Linux would see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partition {
+    /// Linux's number (`sda5` is 5).
+    pub number: u32,
+    /// Byte offset of the partition in the image.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// The type: `0xfd` for MBR, the type GUID for GPT.
+    pub kind: String,
+    /// GPT partition name (empty for MBR).
+    pub label: String,
+    /// An MBR extended partition (a container; it holds no data of its own).
+    pub extended: bool,
+    /// Why the partition cannot be opened (outside the image, overlapping).
+    pub problem: Option<String>,
+}
+
+impl Partition {
+    /// A readable name of the type, where it is a well-known one.
+    pub fn kind_name(&self) -> Option<&'static str> {
+        Some(match self.kind.as_str() {
+            "0xfd" => "Linux raid autodetect",
+            "0xda" => "Non-FS data",
+            "0x83" => "Linux",
+            "0x82" => "Linux swap",
+            "0x8e" => "Linux LVM",
+            "0x05" | "0x0f" | "0x85" => "Extended",
+            "A19D880F-05FC-4D3B-A006-743F0F84911E" => "Linux RAID",
+            "0FC63DAF-8483-4772-8E79-3D69D8477DE4" => "Linux filesystem",
+            "E6D6D379-F507-44C2-A23C-238F2A3DF928" => "Linux LVM",
+            "0657FD6D-A4AB-43C4-84E5-0933C84B4F4F" => "Linux swap",
+            "C12A7328-F81F-11D2-BA4B-00A0C93EC93B" => "EFI System",
+            _ => return None,
+        })
+    }
+}
+
+/// The partitions of an image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionTable {
+    pub scheme: Scheme,
+    /// The logical sector size the table counts in (512, or 4096 for a GPT
+    /// written for 4 KiB sectors).
+    pub sector_size: u64,
+    /// In Linux's number order.
+    pub partitions: Vec<Partition>,
+}
+
+impl PartitionTable {
+    /// Read the table of `vol`. `Ok(None)` when there is none (no 0x55AA
+    /// signature in the first sector, or boot flags no MBR has: md members,
+    /// file systems and blank images). Never panics, whatever the bytes.
+    pub fn read(vol: &dyn Volume) -> Result<Option<PartitionTable>> {
+        let name = vol.name();
+        read_table(vol).map_err(|e| e.on_device(name))
+    }
+
+    /// Partition `number`, or an error that says which partitions exist.
+    pub fn get(&self, number: u32) -> Option<&Partition> {
+        self.partitions.iter().find(|p| p.number == number)
+    }
+
+    fn numbers(&self) -> String {
+        let n: Vec<String> = self
+            .partitions
+            .iter()
+            .filter(|p| !p.extended)
+            .map(|p| p.number.to_string())
+            .collect();
+        if n.is_empty() {
+            "none".to_string()
+        } else {
+            n.join(", ")
+        }
+    }
+}
+
+fn read_table(vol: &dyn Volume) -> Result<Option<PartitionTable>> {
+    let size = vol.size();
+    if size < 512 {
+        return Ok(None);
+    }
+    let mut mbr = [0u8; 512];
+    vol.read_at(&mut mbr, 0)?;
+    if mbr[510..512] != [0x55, 0xaa] {
+        return Ok(None);
+    }
+    let entries: Vec<MbrEntry> = (0..4).map(|i| MbrEntry::at(&mbr, 446 + 16 * i)).collect();
+    // Linux's msdos parser refuses a sector whose boot flags are not 0 or 0x80:
+    // such a sector is a boot record or data, not a partition table.
+    if entries.iter().any(|e| e.boot != 0 && e.boot != 0x80) {
+        return Ok(None);
+    }
+    if entries.iter().any(|e| e.kind == MBR_PROTECTIVE) {
+        return read_gpt(vol).map(Some);
+    }
+    read_mbr(vol, &entries).map(Some)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct MbrEntry {
+    boot: u8,
+    kind: u8,
+    /// In sectors, relative to whatever the entry is relative to.
+    start: u64,
+    sectors: u64,
+}
+
+impl MbrEntry {
+    fn at(b: &[u8], at: usize) -> MbrEntry {
+        MbrEntry {
+            boot: b[at],
+            kind: b[at + 4],
+            start: u64::from(le32(b, at + 8)),
+            sectors: u64::from(le32(b, at + 12)),
+        }
+    }
+    fn is_extended(&self) -> bool {
+        MBR_EXTENDED.contains(&self.kind)
+    }
+}
+
+fn read_mbr(vol: &dyn Volume, entries: &[MbrEntry]) -> Result<PartitionTable> {
+    const SS: u64 = 512;
+    let mut parts = Vec::new();
+    let mut extended = None;
+    for (i, e) in entries.iter().enumerate() {
+        if e.sectors == 0 {
+            continue;
+        }
+        parts.push(Partition {
+            number: i as u32 + 1,
+            start: e.start * SS,
+            len: e.sectors * SS,
+            kind: format!("{:#04x}", e.kind),
+            label: String::new(),
+            extended: e.is_extended(),
+            problem: None,
+        });
+        if e.is_extended() && extended.is_none() {
+            extended = Some(*e);
+        }
+    }
+    if let Some(ext) = extended {
+        read_logical(vol, ext, &mut parts)?;
+    }
+    Ok(finish(vol.size(), Scheme::Mbr, SS, parts))
+}
+
+/// Follow the EBR chain of the extended partition `ext` as Linux's
+/// `parse_extended` does: every data entry of an EBR is a logical partition
+/// relative to that EBR; the first extended entry points at the next EBR,
+/// relative to the start of `ext`.
+fn read_logical(vol: &dyn Volume, ext: MbrEntry, parts: &mut Vec<Partition>) -> Result<()> {
+    const SS: u64 = 512;
+    let mut number = 5u32;
+    let mut this = ext.start;
+    let mut seen = Vec::new();
+    for _ in 0..MAX_EBRS {
+        if seen.contains(&this) {
+            return Err(table_error(
+                this * SS,
+                format!(
+                    "the extended partition's chain of EBRs loops back to sector {this}: the table is damaged"
+                ),
+            ));
+        }
+        seen.push(this);
+        let Some(off) = this.checked_mul(SS).filter(|o| o + SS <= vol.size()) else {
+            return Err(table_error(
+                this.saturating_mul(SS),
+                format!(
+                    "an EBR at sector {this} lies past the end of the image ({} bytes): the image is truncated or the table is damaged",
+                    vol.size()
+                ),
+            ));
+        };
+        let mut b = [0u8; 512];
+        vol.read_at(&mut b, off)?;
+        if b[510..512] != [0x55, 0xaa] {
+            // Linux stops at a sector without the signature.
+            return Ok(());
+        }
+        let entries: Vec<MbrEntry> = (0..4).map(|i| MbrEntry::at(&b, 446 + 16 * i)).collect();
+        for e in entries
+            .iter()
+            .filter(|e| e.sectors != 0 && !e.is_extended())
+        {
+            parts.push(Partition {
+                number,
+                start: (this + e.start) * SS,
+                len: e.sectors * SS,
+                kind: format!("{:#04x}", e.kind),
+                label: String::new(),
+                extended: false,
+                problem: None,
+            });
+            number += 1;
+        }
+        match entries.iter().find(|e| e.sectors != 0 && e.is_extended()) {
+            Some(next) => this = ext.start + next.start,
+            None => return Ok(()),
+        }
+    }
+    Err(table_error(
+        ext.start * SS,
+        format!("the extended partition chains more than {MAX_EBRS} EBRs: the table is damaged"),
+    ))
+}
+
+fn read_gpt(vol: &dyn Volume) -> Result<PartitionTable> {
+    // A GPT written for 4 KiB sectors has its header at byte 4096.
+    let mut first_err = None;
+    for ss in [512u64, 4096] {
+        match read_gpt_header(vol, ss, 1) {
+            Ok(h) => return gpt_entries(vol, ss, &h),
+            Err(e) if ss == 512 => first_err = Some(e),
+            Err(_) => {}
+        }
+    }
+    let primary = first_err.unwrap_or_else(|| table_error(512, "no GPT header"));
+    // The backup header sits in the last sector.
+    for ss in [512u64, 4096] {
+        let last = vol.size() / ss;
+        if last < 2 {
+            continue;
+        }
+        if let Ok(h) = read_gpt_header(vol, ss, last - 1) {
+            return gpt_entries(vol, ss, &h);
+        }
+    }
+    Err(table_error(
+        512,
+        format!(
+            "a protective MBR announces a GPT, but neither GPT header can be used (primary: {}; the backup in the last sector is no better)",
+            primary.message
+        ),
+    ))
+}
+
+#[derive(Debug)]
+struct GptHeader {
+    entries_lba: u64,
+    num_entries: u64,
+    entry_size: u64,
+    entries_crc: u32,
+}
+
+fn read_gpt_header(vol: &dyn Volume, ss: u64, lba: u64) -> Result<GptHeader> {
+    let at = lba * ss;
+    if at + ss > vol.size() {
+        return Err(table_error(at, "the image ends before the GPT header"));
+    }
+    let mut b = vec![0u8; ss as usize];
+    vol.read_at(&mut b, at)?;
+    if &b[0..8] != b"EFI PART" {
+        return Err(table_error(at, "no \"EFI PART\" signature"));
+    }
+    let header_size = u64::from(le32(&b, 12));
+    if header_size < 92 || header_size > ss {
+        return Err(table_error(
+            at,
+            format!("header size {header_size}, expected 92 to {ss} bytes"),
+        ));
+    }
+    let stored = le32(&b, 16);
+    let mut h = b[..header_size as usize].to_vec();
+    h[16..20].fill(0);
+    let crc = crc32(&h);
+    if crc != stored {
+        return Err(table_error(
+            at,
+            format!("header checksum {stored:#010x}, computed {crc:#010x}"),
+        ));
+    }
+    let my_lba = le64(&b, 24);
+    if my_lba != lba {
+        return Err(table_error(
+            at,
+            format!("header says it is at sector {my_lba}, read at {lba}"),
+        ));
+    }
+    let entry_size = u64::from(le32(&b, 84));
+    let num_entries = u64::from(le32(&b, 80));
+    if entry_size < 128 || entry_size % 128 != 0 || entry_size > 4096 {
+        return Err(table_error(
+            at,
+            format!("partition entry size {entry_size}, expected a multiple of 128 up to 4096"),
+        ));
+    }
+    if num_entries * entry_size > MAX_GPT_ENTRIES_BYTES {
+        return Err(table_error(
+            at,
+            format!(
+                "{num_entries} partition entries of {entry_size} bytes, more than the {} MiB raidlab reads",
+                MAX_GPT_ENTRIES_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(GptHeader {
+        entries_lba: le64(&b, 72),
+        num_entries,
+        entry_size,
+        entries_crc: le32(&b, 88),
+    })
+}
+
+fn gpt_entries(vol: &dyn Volume, ss: u64, h: &GptHeader) -> Result<PartitionTable> {
+    let len = h.num_entries * h.entry_size;
+    let at = h.entries_lba.checked_mul(ss).filter(|a| {
+        a.checked_add(len)
+            .is_some_and(|end| end <= vol.size() && *a >= ss)
+    });
+    let Some(at) = at else {
+        return Err(table_error(
+            h.entries_lba.saturating_mul(ss),
+            format!(
+                "the GPT entry array ({len} bytes at sector {}) lies outside the image ({} bytes)",
+                h.entries_lba,
+                vol.size()
+            ),
+        ));
+    };
+    let mut b = vec![0u8; len as usize];
+    vol.read_at(&mut b, at)?;
+    let crc = crc32(&b);
+    if crc != h.entries_crc {
+        return Err(table_error(
+            at,
+            format!(
+                "GPT entry array checksum {:#010x}, computed {crc:#010x}",
+                h.entries_crc
+            ),
+        ));
+    }
+    let mut parts = Vec::new();
+    for (i, e) in b.chunks_exact(h.entry_size as usize).enumerate() {
+        let guid: [u8; 16] = e[0..16].try_into().unwrap_or([0; 16]);
+        if guid == [0; 16] {
+            continue;
+        }
+        let first = le64(e, 32);
+        let last = le64(e, 40);
+        let units: Vec<u16> = e[56..128]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .take_while(|&u| u != 0)
+            .collect();
+        let mut p = Partition {
+            number: i as u32 + 1,
+            start: first.saturating_mul(ss),
+            len: 0,
+            kind: format_guid(&guid),
+            label: String::from_utf16_lossy(&units),
+            extended: false,
+            problem: None,
+        };
+        match last
+            .checked_sub(first)
+            .and_then(|n| n.checked_add(1))
+            .and_then(|n| n.checked_mul(ss))
+        {
+            Some(l) => p.len = l,
+            None => {
+                p.problem = Some(format!(
+                    "its last sector {last} is before its first sector {first}"
+                ))
+            }
+        }
+        parts.push(p);
+    }
+    Ok(finish(vol.size(), Scheme::Gpt, ss, parts))
+}
+
+/// Note partitions outside the image and overlapping ones, in number order.
+fn finish(size: u64, scheme: Scheme, ss: u64, mut parts: Vec<Partition>) -> PartitionTable {
+    for p in parts.iter_mut().filter(|p| p.problem.is_none()) {
+        match p.start.checked_add(p.len) {
+            Some(end) if end <= size => {}
+            _ => {
+                p.problem = Some(format!(
+                    "it ends at byte {}, past the end of the image ({size} bytes): the image is truncated or the table is damaged",
+                    u128::from(p.start) + u128::from(p.len)
+                ))
+            }
+        }
+    }
+    // Overlaps among data partitions (an extended partition contains its
+    // logical ones by design): sort by start and compare with the furthest end.
+    let mut order: Vec<usize> = (0..parts.len())
+        .filter(|&i| !parts[i].extended && parts[i].len > 0)
+        .collect();
+    order.sort_by_key(|&i| parts[i].start);
+    let mut furthest: Option<usize> = None;
+    let mut clashes = Vec::new();
+    for &i in &order {
+        if let Some(f) = furthest {
+            let f_end = u128::from(parts[f].start) + u128::from(parts[f].len);
+            if u128::from(parts[i].start) < f_end {
+                clashes.push((i, f));
+            }
+        }
+        let end = u128::from(parts[i].start) + u128::from(parts[i].len);
+        if furthest.map_or(true, |f| {
+            end > u128::from(parts[f].start) + u128::from(parts[f].len)
+        }) {
+            furthest = Some(i);
+        }
+    }
+    for (i, f) in clashes {
+        let (a, b) = (parts[i].number, parts[f].number);
+        for (k, other) in [(i, b), (f, a)] {
+            if parts[k].problem.is_none() {
+                parts[k].problem = Some(format!(
+                    "it overlaps partition {other}: the table is damaged"
+                ));
+            }
+        }
+    }
+    parts.sort_by_key(|p| p.number);
+    PartitionTable {
+        scheme,
+        sector_size: ss,
+        partitions: parts,
+    }
+}
+
+fn table_error(offset: u64, msg: impl Into<String>) -> Error {
+    Error::new(
+        ErrorKind::Invalid,
+        Op::Parse,
+        format!("partition table: {}", msg.into()),
+    )
+    .at(offset, 512)
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn le64(b: &[u8], at: usize) -> u64 {
+    u64::from(le32(b, at)) | u64::from(le32(b, at + 4)) << 32
+}
+
+fn crc32(b: &[u8]) -> u32 {
+    crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(b)
+}
+
+/// A GUID as text, with the first three fields stored little-endian.
+pub fn format_guid(g: &[u8; 16]) -> String {
+    format!(
+        "{:02X}{:02X}{:02X}{:02X}-{:02X}{:02X}-{:02X}{:02X}-{:02X}{:02X}-{:02X}{:02X}{:02X}{:02X}{:02X}{:02X}",
+        g[3], g[2], g[1], g[0], g[5], g[4], g[7], g[6], g[8], g[9], g[10], g[11], g[12], g[13],
+        g[14], g[15]
+    )
+}
+
+/// Whether bytes `start..start + len` of the regular file at `path` are all
+/// holes (read as zeros without storing anything), by `SEEK_DATA`. `false`
+/// when that cannot be told (not a regular file, no `SEEK_DATA`).
+pub fn range_is_holes(path: &Path, start: u64, len: u64) -> bool {
+    use std::os::fd::AsRawFd;
+    let Ok(f) = std::fs::File::open(path) else {
+        return false;
+    };
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return false;
+    }
+    let Ok(off) = libc::off_t::try_from(start) else {
+        return false;
+    };
+    // SAFETY: lseek on a file descriptor we own; no memory is touched.
+    let next = unsafe { libc::lseek(f.as_raw_fd(), off, libc::SEEK_DATA) };
+    if next < 0 {
+        // ENXIO: no data at or after `start`.
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO);
+    }
+    next as u64 >= start.saturating_add(len)
+}
+
+// ---------------------------------------------------------------------------------
+// Member names.
+// ---------------------------------------------------------------------------------
+
+/// What a member name means.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemberPath {
+    /// A file or block device, as named.
+    Whole(PathBuf),
+    /// Partition `number` of the image at `image` (`IMAGE@N`).
+    Partition { image: PathBuf, number: u32 },
+}
+
+impl MemberPath {
+    /// Read a member name. A name that exists as it is is always that file, even
+    /// with an `@` in it (`backup@2` stays a file if there is one). Otherwise a
+    /// name ending in `@N` (N a decimal number from 1) whose part before the
+    /// last `@` exists names partition N of that image; anything else is a plain
+    /// path (and opening it says it does not exist).
+    pub fn parse(p: &Path) -> MemberPath {
+        if std::fs::symlink_metadata(p).is_ok() {
+            return MemberPath::Whole(p.to_path_buf());
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = p.as_os_str().as_bytes();
+        if let Some(at) = bytes.iter().rposition(|&b| b == b'@') {
+            let (image, num) = (&bytes[..at], &bytes[at + 1..]);
+            let digits = !num.is_empty() && num.len() <= 9 && num.iter().all(u8::is_ascii_digit);
+            if digits && !image.is_empty() {
+                let number: u32 = std::str::from_utf8(num)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(0);
+                let image = PathBuf::from(std::ffi::OsStr::from_bytes(image));
+                if number > 0 && std::fs::symlink_metadata(&image).is_ok() {
+                    return MemberPath::Partition { image, number };
+                }
+            }
+        }
+        MemberPath::Whole(p.to_path_buf())
+    }
+}
+
+/// Opens member names (files, block devices, `IMAGE@N` partitions) for one
+/// command. Partitions of one image share one open image (one lock), and a
+/// device named twice (`disk.img@1` twice, or `disk.img` and `disk.img@1`) is
+/// refused rather than used twice.
+#[derive(Debug)]
+pub struct MemberOpener {
+    mode: OpenMode,
+    images: Vec<OpenImage>,
+    /// (canonical path, partition number or 0 for the whole device, as named).
+    named: Vec<(PathBuf, u32, String)>,
+    /// Partitions opened: (name as given, image path, byte start, length).
+    windows: Vec<(PathBuf, PathBuf, u64, u64)>,
+}
+
+#[derive(Debug)]
+struct OpenImage {
+    canonical: PathBuf,
+    volume: Arc<FileVolume>,
+    table: Option<PartitionTable>,
+}
+
+impl MemberOpener {
+    pub fn new(mode: OpenMode) -> MemberOpener {
+        MemberOpener {
+            mode,
+            images: Vec::new(),
+            named: Vec::new(),
+            windows: Vec::new(),
+        }
+    }
+
+    /// Where a partition opened as `p` lies: (image, byte start, length).
+    pub fn window(&self, p: &Path) -> Option<(&Path, u64, u64)> {
+        self.windows
+            .iter()
+            .find(|w| w.0 == p)
+            .map(|w| (w.1.as_path(), w.2, w.3))
+    }
+
+    /// Open `p` as a member volume (see [`MemberPath::parse`] for the names).
+    pub fn open(&mut self, p: &Path) -> Result<Arc<dyn Volume>> {
+        let shown = p.display().to_string();
+        match MemberPath::parse(p) {
+            MemberPath::Whole(path) => {
+                self.claim(&path, 0, &shown)?;
+                Ok(Arc::new(FileVolume::open(&path, self.mode)?))
+            }
+            MemberPath::Partition { image, number } => {
+                self.claim(&image, number, &shown)?;
+                let img = self.image(&image)?;
+                let table = img.table.as_ref().ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Invalid,
+                        Op::Open,
+                        format!(
+                            "{shown} names partition {number}, but {} has no partition table (no MBR or GPT): name the image itself",
+                            image.display()
+                        ),
+                    )
+                })?;
+                let part = table.get(number).ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Invalid,
+                        Op::Open,
+                        format!(
+                            "{} has no partition {number} (its {} table has partitions: {})",
+                            image.display(),
+                            table.scheme,
+                            table.numbers()
+                        ),
+                    )
+                })?;
+                if part.extended {
+                    return Err(Error::new(
+                        ErrorKind::Invalid,
+                        Op::Open,
+                        format!(
+                            "{shown} is an extended partition, a container of the logical partitions (5 and up): name one of those"
+                        ),
+                    ));
+                }
+                if let Some(why) = &part.problem {
+                    return Err(Error::new(
+                        ErrorKind::Invalid,
+                        Op::Open,
+                        format!("cannot use {shown}: {why}"),
+                    )
+                    .at(part.start, part.len));
+                }
+                let (start, len) = (part.start, part.len);
+                let vol = SliceVolume::named(img.volume.clone(), start, len, shown)?;
+                self.windows.push((p.to_path_buf(), image, start, len));
+                Ok(Arc::new(vol))
+            }
+        }
+    }
+
+    fn claim(&mut self, path: &Path, number: u32, shown: &str) -> Result<()> {
+        let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        for (c, n, earlier) in &self.named {
+            if *c == canonical && (*n == number || *n == 0 || number == 0) {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Open,
+                    format!(
+                        "{shown} and {earlier} are the same device (or one contains the other): name each member once"
+                    ),
+                ));
+            }
+        }
+        self.named.push((canonical, number, shown.to_string()));
+        Ok(())
+    }
+
+    fn image(&mut self, image: &Path) -> Result<&OpenImage> {
+        let canonical = std::fs::canonicalize(image).unwrap_or_else(|_| image.to_path_buf());
+        let i = match self.images.iter().position(|i| i.canonical == canonical) {
+            Some(i) => i,
+            None => {
+                let volume = Arc::new(FileVolume::open(image, self.mode)?);
+                let table = PartitionTable::read(volume.as_ref())?;
+                self.images.push(OpenImage {
+                    canonical,
+                    volume,
+                    table,
+                });
+                self.images.len() - 1
+            }
+        };
+        Ok(&self.images[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemVolume;
+
+    fn mbr_entry(b: &mut [u8], slot: usize, kind: u8, start: u32, sectors: u32) {
+        let at = 446 + 16 * slot;
+        b[at + 4] = kind;
+        b[at + 8..at + 12].copy_from_slice(&start.to_le_bytes());
+        b[at + 12..at + 16].copy_from_slice(&sectors.to_le_bytes());
+        b[510] = 0x55;
+        b[511] = 0xaa;
+    }
+
+    fn mem(bytes: Vec<u8>) -> MemVolume {
+        let v = MemVolume::new(bytes.len() as u64);
+        v.write_at(&bytes, 0).unwrap();
+        v
+    }
+
+    #[test]
+    fn mbr_primary_and_logical_numbered_as_linux() {
+        let mut img = vec![0u8; 4 << 20];
+        mbr_entry(&mut img[..512], 0, 0xfd, 2048, 1024);
+        // slot 1 empty: keeps number 2 unused
+        mbr_entry(&mut img[..512], 2, 0x05, 4096, 4096);
+        // EBR 1 at 4096: logical at +64 of 512 sectors, next EBR at ext+1024
+        let e1 = 4096 * 512;
+        mbr_entry(&mut img[e1..e1 + 512], 0, 0xfd, 64, 512);
+        mbr_entry(&mut img[e1..e1 + 512], 1, 0x05, 1024, 2048);
+        let e2 = (4096 + 1024) * 512;
+        mbr_entry(&mut img[e2..e2 + 512], 0, 0x83, 64, 256);
+        let t = PartitionTable::read(&mem(img)).unwrap().unwrap();
+        assert_eq!(t.scheme, Scheme::Mbr);
+        let got: Vec<(u32, u64, u64, bool)> = t
+            .partitions
+            .iter()
+            .map(|p| (p.number, p.start / 512, p.len / 512, p.extended))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, 2048, 1024, false),
+                (3, 4096, 4096, true),
+                (5, 4096 + 64, 512, false),
+                (6, 4096 + 1024 + 64, 256, false),
+            ]
+        );
+        assert!(t.partitions.iter().all(|p| p.problem.is_none()));
+    }
+
+    #[test]
+    fn ebr_loop_is_an_error() {
+        let mut img = vec![0u8; 1 << 20];
+        mbr_entry(&mut img[..512], 0, 0x0f, 100, 1000);
+        let e = 100 * 512;
+        mbr_entry(&mut img[e..e + 512], 0, 0x83, 10, 10);
+        mbr_entry(&mut img[e..e + 512], 1, 0x05, 0, 10);
+        let err = PartitionTable::read(&mem(img)).unwrap_err().to_string();
+        assert!(err.contains("loops"), "{err}");
+    }
+
+    #[test]
+    fn outside_and_overlap_are_problems_of_those_partitions() {
+        let mut img = vec![0u8; 1 << 20];
+        mbr_entry(&mut img[..512], 0, 0xfd, 64, 256);
+        mbr_entry(&mut img[..512], 1, 0xfd, 256, 256);
+        mbr_entry(&mut img[..512], 2, 0xfd, 1024, 4096);
+        mbr_entry(&mut img[..512], 3, 0xfd, 600, 100);
+        let t = PartitionTable::read(&mem(img)).unwrap().unwrap();
+        let p = |n| t.get(n).unwrap().problem.clone().unwrap_or_default();
+        assert!(p(1).contains("overlaps partition 2"), "{}", p(1));
+        assert!(p(2).contains("overlaps partition 1"), "{}", p(2));
+        assert!(p(3).contains("past the end of the image"), "{}", p(3));
+        assert_eq!(t.get(4).unwrap().problem, None);
+    }
+
+    #[test]
+    fn no_signature_no_table() {
+        assert_eq!(PartitionTable::read(&mem(vec![0u8; 8192])).unwrap(), None);
+        let mut img = vec![0u8; 8192];
+        mbr_entry(&mut img[..512], 0, 0xfd, 1, 2);
+        img[446] = 0x12; // a boot flag no MBR has
+        assert_eq!(PartitionTable::read(&mem(img)).unwrap(), None);
+    }
+
+    /// A GPT as sgdisk lays it out: protective MBR, header at LBA 1, 128
+    /// entries from LBA 2, backup at the end.
+    pub(crate) fn gpt_image(sectors: u64, parts: &[(u64, u64, &str)]) -> Vec<u8> {
+        let mut img = vec![0u8; (sectors * 512) as usize];
+        mbr_entry(&mut img[..512], 0, 0xee, 1, (sectors - 1) as u32);
+        let raid: [u8; 16] = [
+            0x0f, 0x88, 0x9d, 0xa1, 0xfc, 0x05, 0x3b, 0x4d, 0xa0, 0x06, 0x74, 0x3f, 0x0f, 0x84,
+            0x91, 0x1e,
+        ];
+        let mut entries = vec![0u8; 128 * 128];
+        for (i, (first, last, name)) in parts.iter().enumerate() {
+            let e = &mut entries[i * 128..(i + 1) * 128];
+            e[0..16].copy_from_slice(&raid);
+            e[16] = i as u8 + 1;
+            e[32..40].copy_from_slice(&first.to_le_bytes());
+            e[40..48].copy_from_slice(&last.to_le_bytes());
+            for (k, u) in name.encode_utf16().enumerate() {
+                e[56 + 2 * k..58 + 2 * k].copy_from_slice(&u.to_le_bytes());
+            }
+        }
+        let ecrc = crc32(&entries);
+        let mut put_header = |lba: u64, alt: u64, entries_lba: u64| {
+            let mut h = vec![0u8; 92];
+            h[0..8].copy_from_slice(b"EFI PART");
+            h[8..12].copy_from_slice(&0x0001_0000u32.to_le_bytes());
+            h[12..16].copy_from_slice(&92u32.to_le_bytes());
+            h[24..32].copy_from_slice(&lba.to_le_bytes());
+            h[32..40].copy_from_slice(&alt.to_le_bytes());
+            h[40..48].copy_from_slice(&34u64.to_le_bytes());
+            h[48..56].copy_from_slice(&(sectors - 34).to_le_bytes());
+            h[72..80].copy_from_slice(&entries_lba.to_le_bytes());
+            h[80..84].copy_from_slice(&128u32.to_le_bytes());
+            h[84..88].copy_from_slice(&128u32.to_le_bytes());
+            h[88..92].copy_from_slice(&ecrc.to_le_bytes());
+            let c = crc32(&h);
+            h[16..20].copy_from_slice(&c.to_le_bytes());
+            let at = (lba * 512) as usize;
+            img[at..at + 92].copy_from_slice(&h);
+            let e = (entries_lba * 512) as usize;
+            img[e..e + entries.len()].copy_from_slice(&entries);
+        };
+        put_header(1, sectors - 1, 2);
+        put_header(sectors - 1, 1, sectors - 33);
+        img
+    }
+
+    #[test]
+    fn gpt_entries_and_backup_header() {
+        let img = gpt_image(8192, &[(2048, 4095, "md0"), (4096, 8191 - 34, "data")]);
+        let t = PartitionTable::read(&mem(img.clone())).unwrap().unwrap();
+        assert_eq!(t.scheme, Scheme::Gpt);
+        assert_eq!(t.partitions.len(), 2);
+        assert_eq!(t.partitions[0].number, 1);
+        assert_eq!(t.partitions[0].start, 2048 * 512);
+        assert_eq!(t.partitions[0].len, 2048 * 512);
+        assert_eq!(t.partitions[0].label, "md0");
+        assert_eq!(t.partitions[0].kind_name(), Some("Linux RAID"));
+        // A damaged primary header: the backup is used.
+        let mut bad = img.clone();
+        bad[512 + 30] ^= 1;
+        let t2 = PartitionTable::read(&mem(bad)).unwrap().unwrap();
+        assert_eq!(t2.partitions, t.partitions);
+        // Both damaged: a clear error.
+        let mut worse = img;
+        worse[512 + 30] ^= 1;
+        let n = worse.len();
+        worse[n - 512 + 30] ^= 1;
+        let e = PartitionTable::read(&mem(worse)).unwrap_err().to_string();
+        assert!(e.contains("neither GPT header"), "{e}");
+    }
+
+    #[test]
+    fn member_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("disk.img");
+        std::fs::write(&img, vec![0u8; 4096]).unwrap();
+        let part = dir.path().join("disk.img@3");
+        assert_eq!(
+            MemberPath::parse(&part),
+            MemberPath::Partition {
+                image: img.clone(),
+                number: 3
+            }
+        );
+        // A file that is really called that stays a file.
+        std::fs::write(&part, b"x").unwrap();
+        assert_eq!(MemberPath::parse(&part), MemberPath::Whole(part.clone()));
+        for odd in ["disk.img@", "disk.img@0", "disk.img@x", "none.img@1"] {
+            let p = dir.path().join(odd);
+            assert_eq!(MemberPath::parse(&p), MemberPath::Whole(p.clone()), "{odd}");
+        }
+    }
+
+    #[test]
+    fn opener_refuses_a_device_named_twice_and_says_what_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("d.img");
+        let g = gpt_image(8192, &[(2048, 4095, "a"), (4096, 6143, "b")]);
+        std::fs::write(&img, g).unwrap();
+        let name = |n: &str| dir.path().join(format!("d.img@{n}"));
+        let mut o = MemberOpener::new(OpenMode::ReadWrite);
+        let a = o.open(&name("1")).unwrap();
+        assert_eq!(a.size(), 2048 * 512);
+        assert!(a.name().ends_with("d.img@1"));
+        let b = o.open(&name("2")).unwrap();
+        b.write_at(&[7u8; 512], 0).unwrap();
+        let mut back = [0u8; 512];
+        o.images[0].volume.read_at(&mut back, 4096 * 512).unwrap();
+        assert_eq!(back, [7u8; 512]);
+        let err = |r: Result<Arc<dyn Volume>>| r.err().map(|e| e.to_string()).unwrap_or_default();
+        let e = err(o.open(&name("1")));
+        assert!(e.contains("same device"), "{e}");
+        let e = err(o.open(&img));
+        assert!(e.contains("same device"), "{e}");
+        drop((a, b, o));
+        let e = err(MemberOpener::new(OpenMode::ReadOnly).open(&name("9")));
+        assert!(
+            e.contains("has no partition 9") && e.contains("1, 2"),
+            "{e}"
+        );
+    }
+
+    /// Recompute the primary GPT header's two checksums (so mutations reach the
+    /// entry decoding instead of stopping at a checksum).
+    fn fix_gpt_crcs(img: &mut [u8]) {
+        let h = &img[512..1024];
+        let hs = (le32(h, 12) as usize).clamp(92, 512);
+        let (elba, n, sz) = (le64(h, 72), le32(h, 80) as u64, le32(h, 84) as u64);
+        let (start, len) = (elba.saturating_mul(512), n.saturating_mul(sz));
+        if let Some(end) = start.checked_add(len).filter(|&e| e <= img.len() as u64) {
+            let c = crc32(&img[start as usize..end as usize]);
+            img[512 + 88..512 + 92].copy_from_slice(&c.to_le_bytes());
+        }
+        img[512 + 16..512 + 20].fill(0);
+        let c = crc32(&img[512..512 + hs]);
+        img[512 + 16..512 + 20].copy_from_slice(&c.to_le_bytes());
+    }
+
+    /// What any accepted table promises: openable partitions lie inside the
+    /// image and do not overlap.
+    fn check_sound(t: &PartitionTable, size: u64) {
+        let ok: Vec<&Partition> = t
+            .partitions
+            .iter()
+            .filter(|p| p.problem.is_none() && !p.extended)
+            .collect();
+        for p in &ok {
+            assert!(
+                p.start.checked_add(p.len).is_some_and(|e| e <= size),
+                "{p:?}"
+            );
+        }
+        for (i, a) in ok.iter().enumerate() {
+            for b in &ok[i + 1..] {
+                let apart = a.start + a.len <= b.start || b.start + b.len <= a.start;
+                assert!(apart || a.len == 0 || b.len == 0, "{a:?} {b:?}");
+            }
+        }
+    }
+
+    fn mbr_sample() -> Vec<u8> {
+        let mut img = vec![0u8; 1 << 20];
+        mbr_entry(&mut img[..512], 0, 0xfd, 64, 256);
+        mbr_entry(&mut img[..512], 1, 0x05, 512, 1024);
+        let e1 = 512 * 512;
+        mbr_entry(&mut img[e1..e1 + 512], 0, 0xfd, 8, 100);
+        mbr_entry(&mut img[e1..e1 + 512], 1, 0x05, 200, 300);
+        let e2 = 712 * 512;
+        mbr_entry(&mut img[e2..e2 + 512], 0, 0xfd, 8, 100);
+        img
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+        #[test]
+        fn mbr_never_panics(muts in proptest::collection::vec((0usize..3, 0usize..512, 0u8..=255), 1..24)) {
+            let mut img = mbr_sample();
+            for (sector, at, v) in muts {
+                let base = [0, 512 * 512, 712 * 512][sector];
+                img[base + at] = v;
+            }
+            let size = img.len() as u64;
+            if let Ok(Some(t)) = PartitionTable::read(&mem(img)) {
+                check_sound(&t, size);
+            }
+        }
+
+        #[test]
+        fn gpt_never_panics(
+            muts in proptest::collection::vec((0usize..(34 * 512), 0u8..=255), 1..24),
+            fix in proptest::bool::ANY,
+        ) {
+            let mut img = gpt_image(2048, &[(40, 1000, "a"), (1001, 2000, "b")]);
+            for (at, v) in muts {
+                img[at] = v;
+            }
+            if fix {
+                fix_gpt_crcs(&mut img);
+            }
+            let size = img.len() as u64;
+            if let Ok(Some(t)) = PartitionTable::read(&mem(img)) {
+                check_sound(&t, size);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(0u8..=255, 0..4096), sig in proptest::bool::ANY) {
+            let mut img = bytes;
+            if sig && img.len() >= 512 {
+                img[510] = 0x55;
+                img[511] = 0xaa;
+            }
+            let size = img.len() as u64;
+            if let Ok(Some(t)) = PartitionTable::read(&mem(img)) {
+                check_sound(&t, size);
+            }
+        }
+    }
+}
