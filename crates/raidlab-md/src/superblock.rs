@@ -816,13 +816,13 @@ impl Superblock {
         if version == MetadataVersion::V1_0
             && self.data_offset.saturating_add(self.data_size) > self.super_offset
         {
-            // What `add`/`replace` make from another member's superblock: the
-            // data area sized for a device whose metadata comes first.
+            // A data area sized as if the metadata came first: writing it
+            // would put the superblock inside the member's data.
             return Err(ctx(Error::new(
-                ErrorKind::Unsupported,
+                ErrorKind::Invalid,
                 Op::Write,
                 format!(
-                    "this v1.0 superblock's data area ({} + {} sectors) runs into the superblock itself at sector {}: adding or replacing a member of a metadata 1.0 array is not built yet",
+                    "this v1.0 superblock's data area ({} + {} sectors) runs into the superblock itself at sector {}: it does not fit this device; nothing was written",
                     self.data_offset, self.data_size, self.super_offset
                 ),
             )));

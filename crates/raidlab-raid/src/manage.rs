@@ -6,7 +6,7 @@
 
 use crate::assemble::{format_uuid, Assembly, Device, Member, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
-use raidlab_md::superblock::feature;
+use raidlab_md::superblock::{feature, MetadataVersion};
 use raidlab_md::{Superblock, ROLE_FAULTY, ROLE_SPARE};
 
 const SECTOR: u64 = 512;
@@ -231,7 +231,28 @@ impl Assembly {
         let mut sb = template;
         sb.dev_number = dev_number;
         sb.device_uuid = *uuid::Uuid::new_v4().as_bytes();
-        sb.data_size = device.volume.size() / SECTOR - sb.data_offset;
+        let sectors = device.volume.size() / SECTOR;
+        sb.data_size = sectors.saturating_sub(sb.data_offset);
+        if sb.version() == MetadataVersion::V1_0 {
+            // The superblock sits at this device's own end, and what md keeps
+            // before it (an internal bitmap, the bad-block log) comes out of
+            // the data area, as mdadm lays out a new 1.0 member.
+            let at = MetadataVersion::V1_0.super_offset(sectors).ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} is too small for a metadata 1.0 superblock",
+                    device.path
+                ))
+            })?;
+            let mut end = at;
+            if sb.feature_map & feature::BITMAP_OFFSET != 0 && sb.bitmap_offset < 0 {
+                end = end.saturating_sub(u64::from(sb.bitmap_offset.unsigned_abs()));
+            }
+            if sb.bblog_size > 0 && sb.bblog_offset < 0 {
+                end = end.min(at.saturating_sub(u64::from(sb.bblog_offset.unsigned_abs())));
+            }
+            sb.super_offset = at;
+            sb.data_size = end.saturating_sub(sb.data_offset);
+        }
         sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
         sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;

@@ -190,21 +190,28 @@ fn metadata_choices_and_refusals() {
     ok(&run(d, &["import", "a", "b", "--input", "in"]));
     let a = fs::read(d.join("a")).unwrap();
     assert!(a[..1 << 20] == pattern(1 << 20)[..]);
-    // Adding a new member to a 1.0 array is refused by name (not built).
-    let o = run(
-        d,
-        &[
-            "add",
-            "a",
-            "--new",
-            "c",
-            "--member-size",
-            "8M",
-            "--no-rebuild",
-        ],
+    // A new member of a 1.0 array (a bigger device, as replacements are) gets
+    // its superblock at its own end and its data from byte 0, then a rebuild.
+    ok(&run(d, &["fail", "a", "b", "--member", "b"]));
+    ok(&run(d, &["remove", "a", "b", "--member", "b"]));
+    ok(&run(d, &["add", "a", "--new", "c", "--member-size", "12M"]));
+    let c = fs::read(d.join("c")).unwrap();
+    assert!(
+        c[..1 << 20] == pattern(1 << 20)[..],
+        "c holds the data from byte 0"
     );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success() && err.contains("metadata 1.0"), "{err}");
+    let sb_at = ((c.len() as u64 / 512 - 16) & !7) * 512;
+    assert_eq!(
+        &c[sb_at as usize..sb_at as usize + 4],
+        &0xa92b_4efcu32.to_le_bytes(),
+        "c's superblock is at its own end (v1.0)"
+    );
+    let detail = ok(&run(d, &["detail", "a", "c"]));
+    assert!(!detail.contains("degraded"), "{detail}");
+    // The rebuilt member alone serves the data.
+    let out = run(d, &["export", "missing", "c"]);
+    assert!(out.status.success());
+    assert!(out.stdout[..1 << 20] == pattern(1 << 20)[..]);
 }
 
 /// A metadata 0.90 superblock for member `me` of a clean RAID 5 of `n`
