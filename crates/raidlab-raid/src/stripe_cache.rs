@@ -654,7 +654,9 @@ mod tests {
         let mut flat = vec![None::<u8>; len];
         let mut x: u64 = 12345;
         let mut next = |m: u64| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (x >> 33) % m
         };
         for i in 0..2000u64 {
