@@ -1,0 +1,104 @@
+//! The one interface every simulated block device has: disks, SSDs, a RAID card and
+//! raidlab's own arrays over simulated members all look alike to a workload.
+//!
+//! Decides: nothing about any device. It fixes the contract between a device and
+//! whoever drives it (a workload, or an array above it): requests are submitted at a
+//! virtual time, the device says when it next has something to do, and the driver
+//! advances it to exactly that time to collect completions. Time is virtual
+//! nanoseconds; nothing here may read the wall clock or a random source, so the same
+//! submissions always give the same completions.
+
+use std::fmt::Debug;
+
+/// Virtual time in nanoseconds since the start of a run.
+pub type Ns = u64;
+
+/// Nanoseconds per microsecond, millisecond and second, to keep unit conversions
+/// readable.
+pub const US: Ns = 1_000;
+pub const MS: Ns = 1_000_000;
+pub const SEC: Ns = 1_000_000_000;
+
+/// What a request asks the device to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Read,
+    Write,
+    /// Make every acknowledged write durable (empties a volatile write cache).
+    Flush,
+    /// The range's contents are no longer needed (an SSD may drop its mapping).
+    Trim,
+}
+
+/// One request to a device: `len` bytes at byte `offset`. `id` is chosen by the
+/// submitter and comes back in the completion; it must be unique among the
+/// submitter's requests in flight on this device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    pub id: u64,
+    pub kind: Kind,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// A finished request: its id and the virtual time it completed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Completion {
+    pub id: u64,
+    pub at: Ns,
+}
+
+/// One named parameter of a model, with its unit and where its value comes from,
+/// for `raidlab sim devices`, `sim show` and the result JSON.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Param {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+}
+
+/// What a device is, for people: its model's name, its parameters and sources.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ModelInfo {
+    /// e.g. "hdd", "ssd", "raid-card", "raidlab array".
+    pub model: String,
+    /// The preset's or the configuration's name.
+    pub name: String,
+    pub params: Vec<Param>,
+    /// Where the parameter values come from (datasheets, reviews, papers).
+    pub sources: Vec<String>,
+    /// Devices underneath (members of an array, disks behind a card).
+    pub parts: Vec<ModelInfo>,
+}
+
+/// A simulated block device.
+///
+/// The driver's side of the contract, which every implementation may rely on:
+/// - virtual time never goes back: every `now` passed in is at least the previous;
+/// - before `submit(now, ..)` the driver has called `advance(t, ..)` for every
+///   `t = next_event()` that is at most `now`, so the device has nothing overdue;
+/// - `advance(now, ..)` is called with `now` equal to `next_event()` (the driver
+///   may also call it at a submission time; the device then does what is due).
+///
+/// The device's side: `next_event` is `None` only when no request is in flight
+/// and no internal work (destaging a cache, garbage collection) is pending, and
+/// every submitted request completes exactly once, at a time no earlier than its
+/// submission.
+pub trait Device: Debug + Send {
+    /// Usable capacity in bytes.
+    fn capacity(&self) -> u64;
+    /// Accept a request at virtual time `now`. Requests past the end are a bug of
+    /// the driver (the workload and the array keep inside the capacity).
+    fn submit(&mut self, now: Ns, req: Request);
+    /// The earliest virtual time at which the device has something to do.
+    fn next_event(&self) -> Option<Ns>;
+    /// Do everything due at or before `now`, pushing the requests that complete.
+    fn advance(&mut self, now: Ns, done: &mut Vec<Completion>);
+    /// The model and its parameters.
+    fn info(&self) -> ModelInfo;
+    /// Counters of member operations below this device, when it has members
+    /// (arrays and cards); `None` for a single device.
+    fn member_ops(&self) -> Option<&crate::stats::OpLog> {
+        None
+    }
+}

@@ -1,0 +1,12 @@
+//! raidlab-sim: simulated disks, SSDs and RAID cards in virtual time, under
+//! raidlab's own array engine.
+//!
+//! Every simulated thing is a [`device::Device`]: a model of one disk or SSD, a
+//! RAID card in front of disks, or a raidlab array whose member I/O is what the
+//! real engine planned, scheduled on simulated members. A [`workload`] drives any of
+//! them. Nothing here reads the wall clock or an unseeded random source, so a run is
+//! the same on every machine.
+
+pub mod device;
+pub mod stats;
+pub mod workload;

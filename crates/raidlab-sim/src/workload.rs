@@ -1,0 +1,221 @@
+//! A closed-loop workload on one simulated device: what fio's and CrystalDiskMark's
+//! jobs do (threads x queue depth in flight, sequential or random, a read/write mix),
+//! run in virtual time.
+//!
+//! Decides: which request each slot submits next and what the figures are. It must
+//! never look at a device's internals (it sees only the `Device` contract) and
+//! never read the wall clock: the same job and seed give the same figures, bit for
+//! bit, on any machine.
+
+use crate::device::{Completion, Device, Kind, Ns, Request, SEC};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Where each slot's next offset comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    /// Each thread reads or writes its own share of the region in order, wrapping
+    /// at its end; a thread's queue depth keeps that many consecutive blocks in
+    /// flight.
+    Sequential,
+    /// Uniformly random block-aligned offsets in the region.
+    Random,
+}
+
+/// One job: `threads` x `queue_depth` requests kept in flight for `duration` of
+/// virtual time (or until `max_ops` complete, whichever comes first).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Job {
+    pub pattern: Pattern,
+    /// Request size in bytes.
+    pub block: u64,
+    /// Percent of requests that read (100 = reads only, 0 = writes only).
+    pub read_percent: u8,
+    pub threads: u32,
+    pub queue_depth: u32,
+    /// Byte range the job works in: (offset, length).
+    pub region: (u64, u64),
+    /// Virtual time the job runs, in nanoseconds.
+    pub duration: Ns,
+    /// Stop after this many completions (0: no limit).
+    pub max_ops: u64,
+    pub seed: u64,
+}
+
+impl Job {
+    /// A job with fio's and CrystalDiskMark's usual shape: `block` bytes,
+    /// reads or writes, over the first `region` bytes, for 5 virtual seconds.
+    pub fn new(
+        pattern: Pattern,
+        block: u64,
+        read: bool,
+        threads: u32,
+        qd: u32,
+        region: u64,
+    ) -> Job {
+        Job {
+            pattern,
+            block,
+            read_percent: if read { 100 } else { 0 },
+            threads,
+            queue_depth: qd,
+            region: (0, region),
+            duration: 5 * SEC,
+            max_ops: 0,
+            seed: 1,
+        }
+    }
+}
+
+/// What a job measured, in virtual time.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    /// Requests completed within the job's time.
+    pub ops: u64,
+    pub bytes: u64,
+    /// Virtual time measured over, in nanoseconds.
+    pub elapsed_ns: u64,
+    pub iops: f64,
+    /// Decimal megabytes per second (10^6 bytes), as CrystalDiskMark and the
+    /// articles quote.
+    pub mb_per_s: f64,
+    pub mean_latency_ns: f64,
+    pub p50_latency_ns: u64,
+    pub p99_latency_ns: u64,
+    pub max_latency_ns: u64,
+    /// When the job's last request completed (the device is idle after it).
+    pub end: Ns,
+}
+
+/// Run `job` on `dev`, starting at virtual time `start` (the device must be idle
+/// then). Requests still in flight when the time is up are waited for but not
+/// counted, as fio's time-based jobs do.
+pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String> {
+    let blocks = job.region.1 / job.block.max(1);
+    if job.block == 0 || blocks == 0 {
+        return Err(format!(
+            "a job of {}-byte requests needs a region of at least one request (region is {} bytes)",
+            job.block, job.region.1
+        ));
+    }
+    if job.region.0 + job.region.1 > dev.capacity() {
+        return Err(format!(
+            "the job's region ends at byte {}, past the device's {} bytes",
+            job.region.0 + job.region.1,
+            dev.capacity()
+        ));
+    }
+    if job.threads == 0 || job.queue_depth == 0 {
+        return Err("a job needs at least one thread and a queue depth of at least 1".into());
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(job.seed);
+    let threads = job.threads as u64;
+    let share = (blocks / threads).max(1);
+    // Next block of each thread's sequential stream.
+    let mut cursor: Vec<u64> = (0..threads).map(|t| (t * share) % blocks).collect();
+    let slots = (threads * job.queue_depth as u64) as usize;
+    let mut issued_at: Vec<Ns> = vec![0; slots];
+    let mut latencies: Vec<u64> = Vec::new();
+    let end_time = start.saturating_add(job.duration);
+    let (mut ops, mut bytes, mut in_flight, mut last) = (0u64, 0u64, 0usize, start);
+    let mut stop = false;
+    let mut stop_at = end_time;
+    let mut next_req = |slot: usize, rng: &mut ChaCha8Rng| -> Request {
+        let thread = slot as u64 / job.queue_depth as u64;
+        let block = match job.pattern {
+            Pattern::Sequential => {
+                let b = cursor[thread as usize];
+                let first = (thread * share) % blocks;
+                let limit = if thread + 1 == threads {
+                    blocks
+                } else {
+                    first + share
+                };
+                cursor[thread as usize] = if b + 1 >= limit { first } else { b + 1 };
+                b
+            }
+            Pattern::Random => rng.gen_range(0..blocks),
+        };
+        let read = job.read_percent >= 100
+            || (job.read_percent > 0 && rng.gen_range(0..100u8) < job.read_percent);
+        Request {
+            id: slot as u64,
+            kind: if read { Kind::Read } else { Kind::Write },
+            offset: job.region.0 + block * job.block,
+            len: job.block,
+        }
+    };
+    for slot in 0..slots {
+        let req = next_req(slot, &mut rng);
+        issued_at[slot] = start;
+        dev.submit(start, req);
+        in_flight += 1;
+    }
+    let mut done: Vec<Completion> = Vec::new();
+    while in_flight > 0 {
+        let Some(t) = dev.next_event() else {
+            return Err(format!(
+                "internal: the simulated device went idle with {in_flight} request(s) in flight"
+            ));
+        };
+        done.clear();
+        dev.advance(t, &mut done);
+        for c in done.iter().copied() {
+            in_flight -= 1;
+            last = last.max(c.at);
+            let slot = c.id as usize;
+            if c.at <= end_time && !stop {
+                ops += 1;
+                bytes += job.block;
+                latencies.push(c.at - issued_at[slot]);
+                if job.max_ops > 0 && ops >= job.max_ops {
+                    stop = true;
+                    stop_at = c.at;
+                }
+            }
+            if c.at < end_time && !stop {
+                let req = next_req(slot, &mut rng);
+                issued_at[slot] = c.at;
+                dev.submit(c.at, req);
+                in_flight += 1;
+            }
+        }
+    }
+    // With a completion limit the job ends at the completion that reached it.
+    Ok(figures(
+        ops,
+        bytes,
+        (stop_at - start).max(1),
+        latencies,
+        last,
+    ))
+}
+
+fn figures(ops: u64, bytes: u64, elapsed: u64, mut lat: Vec<u64>, end: Ns) -> Outcome {
+    lat.sort_unstable();
+    let pick = |q: f64| -> u64 {
+        if lat.is_empty() {
+            0
+        } else {
+            lat[((lat.len() as f64 * q).ceil() as usize).clamp(1, lat.len()) - 1]
+        }
+    };
+    let secs = elapsed as f64 / SEC as f64;
+    Outcome {
+        ops,
+        bytes,
+        elapsed_ns: elapsed,
+        iops: ops as f64 / secs,
+        mb_per_s: bytes as f64 / 1e6 / secs,
+        mean_latency_ns: if lat.is_empty() {
+            0.0
+        } else {
+            lat.iter().map(|&l| l as f64).sum::<f64>() / lat.len() as f64
+        },
+        p50_latency_ns: pick(0.5),
+        p99_latency_ns: pick(0.99),
+        max_latency_ns: lat.last().copied().unwrap_or(0),
+        end,
+    }
+}
