@@ -10,10 +10,12 @@ pub mod fault;
 pub mod file;
 pub mod memory;
 pub mod partition;
+pub mod size_only;
 pub mod throttle;
 
 pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;
 pub use partition::{MemberOpener, MemberPath, Partition, PartitionTable, Scheme};
+pub use size_only::SizeOnly;
 pub use throttle::{Clock, Limits, SystemClock, ThrottleStats, ThrottleVolume};

@@ -159,6 +159,36 @@ impl Executor for ThreadPool {
     }
 }
 
+/// Records the plans it is given and does none of their I/O or parity work: what
+/// `raidlab explain` shows and what the simulator schedules on device models.
+/// Reads leave the caller's buffer as it was.
+#[derive(Debug, Default)]
+pub struct Recording(std::sync::Mutex<Vec<Plan>>);
+
+impl Recording {
+    /// The plans run since the last call, in the order they ran.
+    pub fn take(&self) -> Vec<Plan> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl Executor for Recording {
+    fn run(
+        &self,
+        plan: &Plan,
+        _: &Members,
+        _: &dyn Engine,
+        _: UserBuf<'_>,
+        _: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(plan.clone());
+        Ok(())
+    }
+}
+
 /// Run `plan` with `user` as the request buffer.
 pub fn execute(
     plan: &Plan,

@@ -119,18 +119,7 @@ impl Array {
         config: StripeCacheConfig,
         clock: &'static dyn raidlab_devices::throttle::Clock,
     ) -> Result<()> {
-        if !self.geometry.is_parity() || self.read_only {
-            return Ok(());
-        }
-        if let Some(cache) = self.stripe_cache.get() {
-            return cache.set_config(config, self.as_ref());
-        }
-        let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
-        if self
-            .stripe_cache
-            .set(StripeCache::new(stripe, config, clock))
-            .is_err()
-        {
+        if !self.install_stripe_cache(config, clock)? {
             return Ok(());
         }
         let weak = Arc::downgrade(self);
@@ -158,6 +147,48 @@ impl Array {
                 .on_device(&self.name)
             })?;
         Ok(())
+    }
+
+    /// Start the stripe cache with no thread of its own: whoever drives the
+    /// array calls [`Array::write_out_expired`] as `clock` moves (the simulator,
+    /// whose clock is virtual and whose runs must not depend on a thread's
+    /// timing). Same rules as [`Array::start_stripe_cache`] otherwise.
+    pub fn start_stripe_cache_driven(
+        &self,
+        config: StripeCacheConfig,
+        clock: &'static dyn raidlab_devices::throttle::Clock,
+    ) -> Result<()> {
+        self.install_stripe_cache(config, clock).map(|_| ())
+    }
+
+    /// Whether a new cache was installed (false: none needed, or one runs and
+    /// only its tunables changed).
+    fn install_stripe_cache(
+        &self,
+        config: StripeCacheConfig,
+        clock: &'static dyn raidlab_devices::throttle::Clock,
+    ) -> Result<bool> {
+        if !self.geometry.is_parity() || self.read_only {
+            return Ok(false);
+        }
+        if let Some(cache) = self.stripe_cache.get() {
+            cache.set_config(config, self)?;
+            return Ok(false);
+        }
+        let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
+        Ok(self
+            .stripe_cache
+            .set(StripeCache::new(stripe, config, clock))
+            .is_ok())
+    }
+
+    /// Write out the held stripes whose hold time has passed on the cache's
+    /// clock (what the cache's own thread does on every tick).
+    pub fn write_out_expired(&self) -> Result<()> {
+        match self.stripe_cache.get() {
+            Some(cache) => cache.write_out_expired(self),
+            None => Ok(()),
+        }
     }
 
     /// The stripe cache's tunables and counters, when it runs; and the write

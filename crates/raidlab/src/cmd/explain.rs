@@ -9,14 +9,14 @@ use raidlab_core::size::format_size;
 use raidlab_core::Volume;
 use raidlab_devices::throttle::Clock;
 use raidlab_layout::{Geometry, Layout, Level};
-use raidlab_parity::Engine;
-use raidlab_raid::exec::{Executor, Failed, LogWriter, Members, UserBuf};
+use raidlab_devices::SizeOnly;
+use raidlab_raid::exec::Recording;
 use raidlab_raid::planner::{plan_read, plan_write};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
-use raidlab_raid::{Array, MemberOp, OpKind, Plan, Step};
+use raidlab_raid::{Array, MemberOp, OpKind, Step};
 use serde::Serialize;
 use std::process::ExitCode;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 pub fn run(a: ExplainArgs) -> Result<ExitCode> {
@@ -89,58 +89,6 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A member that only has a size: the recording executor never touches it.
-#[derive(Debug)]
-struct SizeOnly(u64);
-
-impl Volume for SizeOnly {
-    fn name(&self) -> String {
-        "explain".into()
-    }
-    fn size(&self) -> u64 {
-        self.0
-    }
-    fn block_size(&self) -> u32 {
-        512
-    }
-    fn read_at(&self, _: &mut [u8], _: u64) -> raidlab_core::Result<()> {
-        Err(raidlab_core::Error::invalid(
-            "internal: explain does no member I/O",
-        ))
-    }
-    fn write_at(&self, _: &[u8], _: u64) -> raidlab_core::Result<()> {
-        Err(raidlab_core::Error::invalid(
-            "internal: explain does no member I/O",
-        ))
-    }
-    fn flush(&self) -> raidlab_core::Result<()> {
-        Ok(())
-    }
-}
-
-/// Records the member operations of every plan run, doing none.
-#[derive(Debug, Default)]
-struct Recorder(Mutex<Vec<MemberOp>>);
-
-impl Executor for Recorder {
-    fn run(
-        &self,
-        plan: &Plan,
-        _: &Members,
-        _: &dyn Engine,
-        _: UserBuf<'_>,
-        _: Option<LogWriter<'_>>,
-    ) -> std::result::Result<(), Failed> {
-        let mut seen = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        for step in &plan.steps {
-            if let Step::Io(ops) = step {
-                seen.extend(ops.iter().copied());
-            }
-        }
-        Ok(())
-    }
-}
-
 /// A clock that never moves: nothing held expires during the sequence.
 #[derive(Debug)]
 struct Still;
@@ -185,12 +133,23 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
     }
     let members: Vec<Option<Arc<dyn Volume>>> = present
         .iter()
-        .map(|&p| p.then(|| Arc::new(SizeOnly(geo.member_bytes)) as Arc<dyn Volume>))
+        .map(|&p| p.then(|| Arc::new(SizeOnly::new("explain", geo.member_bytes)) as Arc<dyn Volume>))
         .collect();
-    let recorder = Arc::new(Recorder::default());
+    let recorder = Arc::new(Recording::default());
     let array = Arc::new(Array::new("explain", geo, members)?.with_executor(recorder.clone()));
     array.start_stripe_cache(StripeCacheConfig::default(), &STILL)?;
-    let take = || std::mem::take(&mut *recorder.0.lock().unwrap_or_else(|p| p.into_inner()));
+    let take = || -> Vec<MemberOp> {
+        recorder
+            .take()
+            .iter()
+            .flat_map(|plan| plan.steps.iter())
+            .filter_map(|step| match step {
+                Step::Io(ops) => Some(ops.iter().copied()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
     let mut out = Vec::new();
     for &(dir, offset, length) in &requests {
         let label = format!(
