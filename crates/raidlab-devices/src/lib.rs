@@ -10,6 +10,7 @@ pub mod fault;
 pub mod file;
 pub mod memory;
 pub mod partition;
+pub mod recorded;
 pub mod size_only;
 pub mod throttle;
 
@@ -17,5 +18,6 @@ pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;
 pub use partition::{MemberOpener, MemberPath, Partition, PartitionTable, Scheme};
+pub use recorded::{Access, Accessed, Recorded};
 pub use size_only::SizeOnly;
 pub use throttle::{Clock, Limits, SystemClock, ThrottleStats, ThrottleVolume};

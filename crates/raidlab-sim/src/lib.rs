@@ -7,6 +7,9 @@
 //! them. Nothing here reads the wall clock or an unseeded random source, so a run is
 //! the same on every machine.
 
+pub mod array;
 pub mod device;
+pub mod host;
+pub mod ideal;
 pub mod stats;
 pub mod workload;

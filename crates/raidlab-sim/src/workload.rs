@@ -115,7 +115,7 @@ pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String
     // Next block of each thread's sequential stream.
     let mut cursor: Vec<u64> = (0..threads).map(|t| (t * share) % blocks).collect();
     let slots = (threads * job.queue_depth as u64) as usize;
-    let mut issued_at: Vec<Ns> = vec![0; slots];
+    let mut issued_at: Vec<Ns> = vec![start; slots];
     let mut latencies: Vec<u64> = Vec::new();
     let end_time = start.saturating_add(job.duration);
     let (mut ops, mut bytes, mut in_flight, mut last) = (0u64, 0u64, 0usize, start);
@@ -148,7 +148,6 @@ pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String
     };
     for slot in 0..slots {
         let req = next_req(slot, &mut rng);
-        issued_at[slot] = start;
         dev.submit(start, req);
         in_flight += 1;
     }

@@ -8,8 +8,8 @@ use anyhow::{bail, Result};
 use raidlab_core::size::format_size;
 use raidlab_core::Volume;
 use raidlab_devices::throttle::Clock;
-use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_devices::SizeOnly;
+use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::exec::Recording;
 use raidlab_raid::planner::{plan_read, plan_write};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
@@ -133,7 +133,9 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
     }
     let members: Vec<Option<Arc<dyn Volume>>> = present
         .iter()
-        .map(|&p| p.then(|| Arc::new(SizeOnly::new("explain", geo.member_bytes)) as Arc<dyn Volume>))
+        .map(|&p| {
+            p.then(|| Arc::new(SizeOnly::new("explain", geo.member_bytes)) as Arc<dyn Volume>)
+        })
         .collect();
     let recorder = Arc::new(Recording::default());
     let array = Arc::new(Array::new("explain", geo, members)?.with_executor(recorder.clone()));

@@ -1,0 +1,591 @@
+//! A raidlab array over simulated members: the real engine decides, device models
+//! take the time.
+//!
+//! Every request goes through the real `raidlab_raid::Array` (planner, stripe
+//! cache, degraded strategies, mirror choice) over size-only members, whose
+//! executor records each plan instead of running it. This module then schedules
+//! the recorded plans in virtual time: a plan's stripe locks are taken (a plan
+//! waits while another holds one of its keys, first come first served), each I/O
+//! step's member operations go to the member devices at once, the next step starts
+//! when the last of them completes, compute steps cost host parity time, log steps
+//! write the log on their member.
+//!
+//! Decides: only *when* things happen. It must never decide *what* member I/O a
+//! request needs (that is the engine's, so nothing about RAID levels is written
+//! twice) and never read the wall clock: the stripe cache runs on a virtual clock
+//! that this module moves, and its expiry is checked at virtual ticks, as the real
+//! cache's thread does in real time.
+
+use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
+use crate::host::HostCost;
+use crate::stats::{MemberIo, OpLog};
+use raidlab_core::Volume;
+use raidlab_devices::{Clock, SizeOnly};
+use raidlab_layout::Geometry;
+use raidlab_raid::exec::Recording;
+use raidlab_raid::stripe_cache::StripeCacheConfig;
+use raidlab_raid::{Array, Plan, Step};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where md 1.2 starts the data on a member (its default data offset for members
+/// under a few GiB is 1 MiB; larger ones get more, which moves nothing here but the
+/// first megabytes of each member).
+pub const DATA_OFFSET: u64 = 1 << 20;
+/// Where a member's partial parity log or journal area is written: between the
+/// superblock and the data, as md 1.2 keeps it.
+const LOG_OFFSET: u64 = 8 << 10;
+
+/// The engine's clock in a simulation: virtual time, moved only by the simulator.
+#[derive(Debug, Default)]
+struct VirtualClock(AtomicU64);
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+    fn sleep(&self, d: Duration) {
+        // Only a cache's own thread sleeps, and a simulated array's cache has
+        // none; moving the clock here would let a thread's timing into a run.
+        std::thread::sleep(d.min(Duration::from_millis(10)));
+    }
+}
+
+/// How to build a simulated raidlab array.
+#[derive(Debug)]
+pub struct ArraySpec {
+    pub name: String,
+    pub geometry: Geometry,
+    /// Member devices by role; `None` for a failed (missing) member.
+    pub members: Vec<Option<Box<dyn Device>>>,
+    /// The stripe cache's size and hold time; `None` to run without it.
+    pub stripe_cache: Option<StripeCacheConfig>,
+    pub host: HostCost,
+}
+
+/// One request (or a background write-out) on its way through its plans.
+#[derive(Debug)]
+struct Active {
+    /// The submitter's id; `None` for the stripe cache's own write-outs.
+    host_id: Option<u64>,
+    plans: VecDeque<Plan>,
+    step: usize,
+    /// Member operations of the current step not yet complete.
+    outstanding: usize,
+    /// Whether the current plan holds its locks.
+    locked: bool,
+    /// A flush: once the plans are done, every member flushes.
+    flush_members: bool,
+    /// Not before this time (the request's own overhead).
+    not_before: Ns,
+}
+
+/// A raidlab array on simulated members.
+#[derive(Debug)]
+pub struct SimArray {
+    name: String,
+    array: Arc<Array>,
+    recording: Arc<Recording>,
+    clock: &'static VirtualClock,
+    members: Vec<Option<Box<dyn Device>>>,
+    host: HostCost,
+    active: BTreeMap<u64, Active>,
+    next_seq: u64,
+    /// Member operation id -> the request (seq) it belongs to.
+    member_ops: BTreeMap<u64, u64>,
+    next_op: u64,
+    /// Stripe lock key -> holder (seq).
+    locks: BTreeMap<u64, u64>,
+    /// Requests waiting for locks, in arrival order.
+    waiting: VecDeque<u64>,
+    /// (time, seq): a compute step or a request's overhead ends.
+    timers: BTreeSet<(Ns, u64)>,
+    ready: VecDeque<u64>,
+    /// Completions produced while submitting, handed out at the next advance.
+    finished: Vec<Completion>,
+    /// Next check of the stripe cache's held stripes.
+    tick: Option<Ns>,
+    tick_every: Ns,
+    capacity: u64,
+    log: OpLog,
+    errors: Vec<String>,
+    /// Host requests in the order the engine saw them, when kept.
+    requests: Option<Vec<(Ns, Kind, u64, u64)>>,
+    buf: Vec<u8>,
+    spec_info: Vec<Param>,
+}
+
+impl SimArray {
+    pub fn new(spec: ArraySpec) -> Result<SimArray, String> {
+        spec.host.check()?;
+        let g = spec.geometry;
+        if spec.members.len() != g.raid_disks {
+            return Err(format!(
+                "{} members given for {} raid devices",
+                spec.members.len(),
+                g.raid_disks
+            ));
+        }
+        for (role, m) in spec.members.iter().enumerate() {
+            if let Some(m) = m {
+                if m.capacity() < DATA_OFFSET + g.member_bytes {
+                    return Err(format!(
+                        "member {role} holds {} bytes, less than the {} the array needs (data {} + {} before it)",
+                        m.capacity(),
+                        DATA_OFFSET + g.member_bytes,
+                        g.member_bytes,
+                        DATA_OFFSET
+                    ));
+                }
+            }
+        }
+        let volumes: Vec<Option<Arc<dyn Volume>>> = spec
+            .members
+            .iter()
+            .enumerate()
+            .map(|(role, m)| {
+                m.as_ref().map(|_| {
+                    Arc::new(SizeOnly::new(
+                        format!("{} member {role}", spec.name),
+                        g.member_bytes,
+                    )) as Arc<dyn Volume>
+                })
+            })
+            .collect();
+        let recording = Arc::new(Recording::default());
+        let array = Array::new(spec.name.clone(), g, volumes)
+            .map_err(|e| e.to_string())?
+            .with_executor(recording.clone());
+        // The engine's clock must be 'static; one word per simulated array.
+        let clock: &'static VirtualClock = Box::leak(Box::default());
+        let mut tick_every = 0;
+        if let Some(cfg) = spec.stripe_cache {
+            array
+                .start_stripe_cache_driven(cfg, clock)
+                .map_err(|e| e.to_string())?;
+            // What the real cache's thread sleeps between checks.
+            tick_every = (cfg.hold / 2)
+                .clamp(Duration::from_millis(1), Duration::from_millis(100))
+                .as_nanos() as Ns;
+        }
+        let capacity = g.array_bytes();
+        let mut spec_info = vec![
+            Param {
+                name: "chunk".into(),
+                value: g.chunk_bytes as f64,
+                unit: "bytes".into(),
+            },
+            Param {
+                name: "raid_devices".into(),
+                value: g.raid_disks as f64,
+                unit: "members".into(),
+            },
+        ];
+        if let Some(cfg) = spec.stripe_cache {
+            spec_info.push(Param {
+                name: "stripe_cache".into(),
+                value: cfg.stripes as f64,
+                unit: "stripes".into(),
+            });
+            spec_info.push(Param {
+                name: "stripe_hold".into(),
+                value: cfg.hold.as_secs_f64() * 1e3,
+                unit: "ms".into(),
+            });
+        }
+        spec_info.extend(spec.host.params());
+        Ok(SimArray {
+            name: spec.name,
+            array: Arc::new(array),
+            recording,
+            clock,
+            members: spec.members,
+            host: spec.host,
+            active: BTreeMap::new(),
+            next_seq: 0,
+            member_ops: BTreeMap::new(),
+            next_op: 0,
+            locks: BTreeMap::new(),
+            waiting: VecDeque::new(),
+            timers: BTreeSet::new(),
+            ready: VecDeque::new(),
+            finished: Vec::new(),
+            tick: None,
+            tick_every,
+            capacity,
+            log: OpLog::default(),
+            errors: Vec::new(),
+            requests: None,
+            buf: Vec::new(),
+            spec_info,
+        })
+    }
+
+    /// Keep every member operation, in issue order, in [`Device::member_ops`].
+    pub fn keep_ops(&mut self) {
+        self.log.keep = true;
+    }
+
+    /// Keep the host requests in the order the engine ran them, so a test can
+    /// replay them on a real array ([`SimArray::requests`]).
+    pub fn keep_requests(&mut self) {
+        self.requests = Some(Vec::new());
+    }
+
+    /// The host requests kept by [`SimArray::keep_requests`]: (virtual time the
+    /// engine ran it, kind, offset, length).
+    pub fn requests(&self) -> &[(Ns, Kind, u64, u64)] {
+        self.requests.as_deref().unwrap_or(&[])
+    }
+
+    /// Errors the engine returned (a simulated array has no failing member, so
+    /// any is a bug somewhere; tests assert there are none).
+    pub fn errors(&self) -> &[String] {
+        &self.errors
+    }
+
+    /// The real engine's array: its geometry, stripe cache counters, plans.
+    pub fn engine(&self) -> &Array {
+        &self.array
+    }
+
+    /// Run the engine for a request now and start scheduling its plans.
+    fn start(&mut self, now: Ns, host_id: Option<u64>, kind: Kind, offset: u64, len: u64) {
+        self.clock.0.store(now, Ordering::Relaxed);
+        if let (Some(r), Some(_)) = (self.requests.as_mut(), host_id) {
+            r.push((now, kind, offset, len));
+        }
+        let result = match kind {
+            Kind::Read => {
+                self.buf.resize(len as usize, 0);
+                self.array.read_at(&mut self.buf[..len as usize], offset)
+            }
+            Kind::Write => {
+                self.buf.resize(len as usize, 0);
+                self.array.write_at(&self.buf[..len as usize], offset)
+            }
+            Kind::Flush => self.array.flush(),
+            Kind::Trim => Ok(()),
+        };
+        if let Err(e) = result {
+            self.errors
+                .push(format!("{kind:?} of {len} bytes at {offset}: {e}"));
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let overhead = if host_id.is_some() {
+            self.host.request_ns()
+        } else {
+            0
+        };
+        self.active.insert(
+            seq,
+            Active {
+                host_id,
+                plans: self.recording.take().into(),
+                step: 0,
+                outstanding: 0,
+                locked: false,
+                flush_members: kind == Kind::Flush,
+                not_before: now + overhead,
+            },
+        );
+        if overhead > 0 {
+            self.timers.insert((now + overhead, seq));
+        } else {
+            self.ready.push_back(seq);
+        }
+    }
+
+    fn submit_member(
+        &mut self,
+        now: Ns,
+        seq: u64,
+        kind: Kind,
+        member: usize,
+        offset: u64,
+        len: u64,
+    ) {
+        let id = self.next_op;
+        self.next_op += 1;
+        self.member_ops.insert(id, seq);
+        self.log.record(MemberIo {
+            kind,
+            member,
+            offset,
+            len,
+        });
+        match self.members.get_mut(member).and_then(Option::as_mut) {
+            Some(dev) => dev.submit(
+                now,
+                Request {
+                    id,
+                    kind,
+                    offset,
+                    len,
+                },
+            ),
+            None => {
+                // The engine never plans I/O on a missing member; should it,
+                // the request completes with an error noted, not a hang.
+                self.errors.push(format!(
+                    "a plan used missing member {member} ({kind:?} at {offset})"
+                ));
+                self.member_ops.remove(&id);
+                return;
+            }
+        }
+        if let Some(a) = self.active.get_mut(&seq) {
+            a.outstanding += 1;
+        }
+    }
+
+    /// Try to take every lock of the request's current plan at once.
+    fn try_lock(&mut self, seq: u64) -> bool {
+        let a = &self.active[&seq];
+        let Some(plan) = a.plans.front() else {
+            return true;
+        };
+        if plan
+            .locks
+            .iter()
+            .any(|k| self.locks.get(k).is_some_and(|&h| h != seq))
+        {
+            return false;
+        }
+        for &k in &plan.locks {
+            self.locks.insert(k, seq);
+        }
+        true
+    }
+
+    fn unlock(&mut self, seq: u64, plan: &Plan) {
+        for k in &plan.locks {
+            if self.locks.get(k) == Some(&seq) {
+                self.locks.remove(k);
+            }
+        }
+        // Every waiter gets another try, in arrival order.
+        self.ready.extend(self.waiting.drain(..));
+    }
+
+    /// Carry request `seq` as far as it goes at `now`.
+    fn progress(&mut self, now: Ns, seq: u64) {
+        loop {
+            let Some(a) = self.active.get(&seq) else {
+                return;
+            };
+            if a.outstanding > 0 || a.not_before > now {
+                return;
+            }
+            if a.plans.is_empty() {
+                if a.flush_members {
+                    self.active.get_mut(&seq).expect("present").flush_members = false;
+                    for m in 0..self.members.len() {
+                        if self.members[m].is_some() {
+                            self.submit_member(now, seq, Kind::Flush, m, 0, 0);
+                        }
+                    }
+                    continue;
+                }
+                let a = self.active.remove(&seq).expect("present");
+                if let Some(id) = a.host_id {
+                    self.finished.push(Completion { id, at: now });
+                }
+                return;
+            }
+            if !a.locked {
+                if !self.try_lock(seq) {
+                    if !self.waiting.contains(&seq) {
+                        self.waiting.push_back(seq);
+                    }
+                    return;
+                }
+                self.active.get_mut(&seq).expect("present").locked = true;
+            }
+            let a = self.active.get_mut(&seq).expect("present");
+            let plan = a.plans.front().expect("not empty");
+            let Some(step) = plan.steps.get(a.step) else {
+                let plan = a.plans.pop_front().expect("not empty");
+                a.step = 0;
+                a.locked = false;
+                self.unlock(seq, &plan);
+                continue;
+            };
+            a.step += 1;
+            match step.clone() {
+                Step::Io(ops) => {
+                    for op in ops {
+                        let kind = match op.kind {
+                            raidlab_raid::OpKind::Read => Kind::Read,
+                            raidlab_raid::OpKind::Write => Kind::Write,
+                        };
+                        self.submit_member(
+                            now,
+                            seq,
+                            kind,
+                            op.member,
+                            DATA_OFFSET + op.offset,
+                            op.length,
+                        );
+                    }
+                }
+                Step::Compute(cs) => {
+                    let cost = self.host.compute_ns(&cs, &plan.scratch);
+                    if cost > 0 {
+                        let a = self.active.get_mut(&seq).expect("present");
+                        a.not_before = now + cost;
+                        self.timers.insert((now + cost, seq));
+                    }
+                }
+                Step::Log(entries) => {
+                    // md writes a log entry (a 4 KiB header and the partial
+                    // parity or the new block) with FUA before the data.
+                    for e in entries {
+                        let len = 4096 + e.pp.map(|s| s.len as u64).unwrap_or(0);
+                        self.submit_member(now, seq, Kind::Write, e.member, LOG_OFFSET, len);
+                        self.submit_member(now, seq, Kind::Flush, e.member, 0, 0);
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_ready(&mut self, now: Ns) {
+        while let Some(seq) = self.ready.pop_front() {
+            self.progress(now, seq);
+        }
+        if self.tick.is_none() && self.tick_every > 0 {
+            let held = self
+                .array
+                .stripe_cache_stats()
+                .0
+                .is_some_and(|(_, s)| s.held_now > 0);
+            if held {
+                self.tick = Some(now + self.tick_every);
+            }
+        }
+    }
+}
+
+impl Device for SimArray {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn submit(&mut self, now: Ns, req: Request) {
+        self.start(now, Some(req.id), req.kind, req.offset, req.len);
+        self.run_ready(now);
+    }
+
+    fn next_event(&self) -> Option<Ns> {
+        let members = self.members.iter().flatten().filter_map(|m| m.next_event());
+        let own = [
+            self.timers.first().map(|&(t, _)| t),
+            self.tick,
+            self.finished.iter().map(|c| c.at).min(),
+        ];
+        members.chain(own.into_iter().flatten()).min()
+    }
+
+    fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
+        self.clock.0.store(now, Ordering::Relaxed);
+        let mut member_done = Vec::new();
+        loop {
+            let mut any = false;
+            for m in self.members.iter_mut().flatten() {
+                if m.next_event().is_some_and(|t| t <= now) {
+                    m.advance(now, &mut member_done);
+                    any = true;
+                }
+            }
+            for c in member_done.drain(..) {
+                if let Some(seq) = self.member_ops.remove(&c.id) {
+                    if let Some(a) = self.active.get_mut(&seq) {
+                        a.outstanding -= 1;
+                        if a.outstanding == 0 {
+                            self.ready.push_back(seq);
+                        }
+                    }
+                }
+            }
+            while let Some(&(t, seq)) = self.timers.first() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop_first();
+                self.ready.push_back(seq);
+                any = true;
+            }
+            if self.tick.is_some_and(|t| t <= now) {
+                self.tick = None;
+                if let Err(e) = self.array.write_out_expired() {
+                    self.errors.push(format!("stripe cache write-out: {e}"));
+                }
+                let plans = self.recording.take();
+                if !plans.is_empty() {
+                    let seq = self.next_seq;
+                    self.next_seq += 1;
+                    self.active.insert(
+                        seq,
+                        Active {
+                            host_id: None,
+                            plans: plans.into(),
+                            step: 0,
+                            outstanding: 0,
+                            locked: false,
+                            flush_members: false,
+                            not_before: now,
+                        },
+                    );
+                    self.ready.push_back(seq);
+                }
+                any = true;
+            }
+            if !any && self.ready.is_empty() {
+                break;
+            }
+            self.run_ready(now);
+        }
+        done.append(&mut self.finished);
+    }
+
+    fn info(&self) -> ModelInfo {
+        let g = self.array.geometry();
+        ModelInfo {
+            model: "raidlab array".into(),
+            name: format!(
+                "{} {}{}",
+                self.name,
+                g.level.name(),
+                if g.is_parity() {
+                    format!(" {}", g.layout.name())
+                } else {
+                    String::new()
+                }
+            ),
+            params: self.spec_info.clone(),
+            sources: self.host.sources.clone(),
+            parts: self
+                .members
+                .iter()
+                .map(|m| match m {
+                    Some(m) => m.info(),
+                    None => ModelInfo {
+                        model: "missing".into(),
+                        name: "failed member".into(),
+                        params: Vec::new(),
+                        sources: Vec::new(),
+                        parts: Vec::new(),
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    fn member_ops(&self) -> Option<&OpLog> {
+        Some(&self.log)
+    }
+}

@@ -1,0 +1,114 @@
+//! What the host's CPU costs a software RAID in virtual time: parity work and a
+//! fixed cost per request.
+//!
+//! Decides: how long a plan's compute steps and a request's passage through the
+//! block layer take. It must never measure anything at run time (the measured
+//! parity speed is taken once, by the caller, and then is only a number), so runs
+//! stay the same on every machine for the same parameters.
+
+use crate::device::{Ns, Param};
+use raidlab_raid::plan::{Compute, Slice};
+
+/// The host's costs, each with its unit in its name.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostCost {
+    /// Bytes of parity input one core processes per second, in decimal MB/s
+    /// (XOR for RAID 4/5; RAID 6's P+Q is charged twice the bytes).
+    pub parity_mb_per_s: f64,
+    /// Time the block layer and raidlab's engine add to every request, in µs.
+    pub request_overhead_us: f64,
+    /// Where the figures come from.
+    #[serde(default)]
+    pub sources: Vec<String>,
+}
+
+impl Default for HostCost {
+    fn default() -> Self {
+        HostCost {
+            parity_mb_per_s: 4000.0,
+            request_overhead_us: 5.0,
+            sources: vec![
+                "parity_mb_per_s: assumed; the order of what Linux's boot-time xor benchmark reports for a 2008-era desktop core (kernel log line \"xor: using function: ... (N MB/sec)\"); set [host] parity_mb_per_s to your machine's, e.g. from `raidlab bench parity`".into(),
+                "request_overhead_us: assumed; a few µs per request for the block layer and the engine's planning, the order raidlab's own planner costs in callgrind (docs/benchmarks.md)".into(),
+            ],
+        }
+    }
+}
+
+impl HostCost {
+    /// A controller's or a host's cost model with no per-request cost and
+    /// `parity_mb_per_s` of parity engine (a RAID card's XOR engine).
+    pub fn engine(parity_mb_per_s: f64, request_overhead_us: f64, source: &str) -> HostCost {
+        HostCost {
+            parity_mb_per_s,
+            request_overhead_us,
+            sources: vec![source.to_string()],
+        }
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.parity_mb_per_s.is_finite() && self.parity_mb_per_s > 0.0) {
+            return Err(format!(
+                "parity_mb_per_s must be a positive number of MB/s (got {})",
+                self.parity_mb_per_s
+            ));
+        }
+        if !(self.request_overhead_us.is_finite() && self.request_overhead_us >= 0.0) {
+            return Err(format!(
+                "request_overhead_us cannot be negative (got {})",
+                self.request_overhead_us
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn request_ns(&self) -> Ns {
+        (self.request_overhead_us * 1e3).round() as Ns
+    }
+
+    /// Virtual time of one compute step: its input bytes at the parity rate.
+    pub fn compute_ns(&self, step: &[Compute], scratch: &[usize]) -> Ns {
+        let len = |s: &Slice| s.len as u64;
+        let mut bytes = 0u64;
+        for c in step {
+            bytes += match c {
+                Compute::Xor { srcs, .. } => srcs.iter().map(len).sum(),
+                Compute::Pq { data, .. } => 2 * data.iter().map(len).sum::<u64>(),
+                Compute::Update { old, new, q, .. } => {
+                    (len(old) + len(new)) * if q.is_some() { 2 } else { 1 }
+                }
+                // Solving for each lost block reads every surviving one.
+                Compute::Recover { data, lost, p, q } => {
+                    let block = data
+                        .first()
+                        .and_then(|&d| scratch.get(d))
+                        .copied()
+                        .unwrap_or(0);
+                    let inputs = data.len() - lost.len()
+                        + usize::from(p.is_some())
+                        + usize::from(q.is_some());
+                    (inputs * block * lost.len()) as u64
+                }
+                // Copies run at memory speed, an order above parity: not charged.
+                Compute::Copy { .. } => 0,
+            };
+        }
+        (bytes as f64 / (self.parity_mb_per_s * 1e6) * 1e9).round() as Ns
+    }
+
+    pub fn params(&self) -> Vec<Param> {
+        vec![
+            Param {
+                name: "parity_mb_per_s".into(),
+                value: self.parity_mb_per_s,
+                unit: "MB/s".into(),
+            },
+            Param {
+                name: "request_overhead_us".into(),
+                value: self.request_overhead_us,
+                unit: "µs".into(),
+            },
+        ]
+    }
+}

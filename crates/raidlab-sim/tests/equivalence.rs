@@ -1,0 +1,221 @@
+//! The simulator runs the engine's own decisions: for seeded workloads on every
+//! level, complete and degraded, the member operations a simulated array issues
+//! are exactly (as a multiset) those the real engine issues for the same requests
+//! on memory members.
+
+use raidlab_core::Volume;
+use raidlab_devices::{Access, Clock, MemVolume, Recorded};
+use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_raid::stripe_cache::StripeCacheConfig;
+use raidlab_raid::Array;
+use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
+use raidlab_sim::device::{Device, Kind, SEC};
+use raidlab_sim::host::HostCost;
+use raidlab_sim::ideal::Ideal;
+use raidlab_sim::workload::{run, Job, Pattern};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const MEMBER: u64 = 8 << 20;
+
+/// The real side's stripe cache sees the virtual times the simulator ran each
+/// request at, so its hold times and its oldest-first order are the same.
+#[derive(Debug, Default)]
+struct Replayed(AtomicU64);
+impl Clock for Replayed {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
+/// (kind, member, offset in the data area, length), sorted.
+type Ops = Vec<(Kind, usize, u64, u64)>;
+
+fn simulate(
+    g: &Geometry,
+    missing: &[usize],
+    cache: Option<StripeCacheConfig>,
+) -> (Ops, Vec<(u64, Kind, u64, u64)>) {
+    let members = (0..g.raid_disks)
+        .map(|r| {
+            (!missing.contains(&r))
+                .then(|| Box::new(Ideal::new(DATA_OFFSET + MEMBER, 50.0, 200.0)) as Box<dyn Device>)
+        })
+        .collect();
+    let mut sim = SimArray::new(ArraySpec {
+        name: "sim".into(),
+        geometry: *g,
+        members,
+        stripe_cache: cache,
+        host: HostCost::default(),
+    })
+    .expect("simulated array");
+    sim.keep_ops();
+    sim.keep_requests();
+    let cap = sim.capacity();
+    let mut t = 0;
+    let jobs = [
+        (Pattern::Random, 4096, 50, 1, 4, 11),
+        (Pattern::Random, 12288, 30, 2, 2, 12),
+        (Pattern::Random, 65536, 0, 1, 8, 13),
+        (Pattern::Sequential, 1 << 20, 0, 1, 4, 14),
+        (Pattern::Sequential, 192 << 10, 100, 2, 3, 15),
+    ];
+    for (pattern, block, read_percent, threads, qd, seed) in jobs {
+        let job = Job {
+            pattern,
+            block,
+            read_percent,
+            threads,
+            queue_depth: qd,
+            region: (0, cap),
+            duration: SEC,
+            max_ops: 300,
+            seed,
+        };
+        let out = run(&mut sim, &job, t).expect("job runs");
+        assert!(out.ops > 0);
+        t = out.end;
+    }
+    // What the cache still holds goes down with a flush, on both sides.
+    let mut done = Vec::new();
+    sim.submit(
+        t,
+        raidlab_sim::device::Request {
+            id: 0,
+            kind: Kind::Flush,
+            offset: 0,
+            len: 0,
+        },
+    );
+    while let Some(at) = sim.next_event() {
+        sim.advance(at, &mut done);
+    }
+    assert_eq!(done.len(), 1, "the flush completes");
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    let mut ops: Ops = sim
+        .member_ops()
+        .expect("an array logs member ops")
+        .ops
+        .iter()
+        .filter(|io| matches!(io.kind, Kind::Read | Kind::Write))
+        .map(|io| (io.kind, io.member, io.offset - DATA_OFFSET, io.len))
+        .collect();
+    ops.sort_unstable();
+    (ops, sim.requests().to_vec())
+}
+
+fn replay(
+    g: &Geometry,
+    missing: &[usize],
+    cache: Option<StripeCacheConfig>,
+    requests: &[(u64, Kind, u64, u64)],
+) -> Ops {
+    let recorded: Vec<Option<Arc<Recorded>>> = (0..g.raid_disks)
+        .map(|r| {
+            (!missing.contains(&r))
+                .then(|| Arc::new(Recorded::new(Arc::new(MemVolume::new(MEMBER)))))
+        })
+        .collect();
+    let members = recorded
+        .iter()
+        .map(|m| m.clone().map(|m| m as Arc<dyn Volume>))
+        .collect();
+    let array = Array::new("real", *g, members).expect("real array");
+    let clock: &'static Replayed = Box::leak(Box::default());
+    if let Some(cfg) = cache {
+        array.start_stripe_cache_driven(cfg, clock).expect("cache");
+    }
+    for &(at, kind, offset, len) in requests {
+        clock.0.store(at, Ordering::Relaxed);
+        match kind {
+            Kind::Read => array
+                .read_at(&mut vec![0; len as usize], offset)
+                .expect("read"),
+            Kind::Write => array
+                .write_at(&vec![0; len as usize], offset)
+                .expect("write"),
+            Kind::Flush => array.flush().expect("flush"),
+            Kind::Trim => {}
+        }
+    }
+    array.flush().expect("final flush");
+    let mut ops: Ops = Vec::new();
+    for (role, m) in recorded.iter().enumerate() {
+        if let Some(m) = m {
+            for a in m.take() {
+                let kind = match a.access {
+                    Access::Read => Kind::Read,
+                    Access::Write => Kind::Write,
+                };
+                ops.push((kind, role, a.offset, a.len));
+            }
+        }
+    }
+    ops.sort_unstable();
+    ops
+}
+
+fn check(level: Level, n: usize, missing: &[usize], cache: Option<StripeCacheConfig>) {
+    let chunk = if level == Level::Raid1 { 0 } else { 64 << 10 };
+    let g = Geometry::new(level, Layout::parse(level, None).unwrap(), chunk, n, MEMBER).unwrap();
+    let (sim, requests) = simulate(&g, missing, cache);
+    assert!(
+        requests.len() > 1000,
+        "the workload ran ({} requests)",
+        requests.len()
+    );
+    let real = replay(&g, missing, cache, &requests);
+    assert!(!real.is_empty());
+    assert_eq!(
+        sim.len(),
+        real.len(),
+        "{} of {n} missing {missing:?}: member op counts differ",
+        level.name()
+    );
+    assert!(
+        sim == real,
+        "{} of {n} missing {missing:?}: member ops differ",
+        level.name()
+    );
+}
+
+#[test]
+fn every_level_complete_and_degraded_issues_the_real_engines_member_ops() {
+    for (level, n, missing) in [
+        (Level::Raid0, 3, vec![]),
+        (Level::Raid1, 2, vec![]),
+        (Level::Raid1, 3, vec![1]),
+        (Level::Raid4, 4, vec![]),
+        (Level::Raid4, 4, vec![3]),
+        (Level::Raid5, 4, vec![]),
+        (Level::Raid5, 4, vec![2]),
+        (Level::Raid6, 5, vec![]),
+        (Level::Raid6, 5, vec![0]),
+        (Level::Raid6, 6, vec![1, 4]),
+        (Level::Raid10, 4, vec![]),
+        (Level::Raid10, 4, vec![1]),
+    ] {
+        check(level, n, &missing, None);
+    }
+}
+
+#[test]
+fn with_the_stripe_cache_too() {
+    let cfg = StripeCacheConfig {
+        stripes: 16,
+        hold: Duration::from_secs(3600),
+    };
+    for (level, n, missing) in [
+        (Level::Raid5, 4, vec![]),
+        (Level::Raid5, 5, vec![4]),
+        (Level::Raid6, 6, vec![]),
+        (Level::Raid6, 6, vec![2]),
+    ] {
+        check(level, n, &missing, Some(cfg));
+    }
+}
