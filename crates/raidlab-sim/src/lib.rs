@@ -8,6 +8,7 @@
 //! the same on every machine.
 
 pub mod array;
+pub mod controller;
 pub mod device;
 pub mod host;
 pub mod ideal;
