@@ -234,7 +234,7 @@ impl RaidCard {
 
     /// Send a request to the array at `at` (now, or later once the card's own
     /// time for it has passed: the array never sees a submission from its future).
-    fn to_array(&mut self, now: Ns, at: Ns, what: Inner, kind: Kind, offset: u64, len: u64) {
+    fn send_down(&mut self, now: Ns, at: Ns, what: Inner, kind: Kind, offset: u64, len: u64) {
         let id = self.next_inner;
         self.next_inner += 1;
         if at > now {
@@ -337,7 +337,7 @@ impl RaidCard {
             self.cursor = k + 1;
             for (s, e) in d.ranges {
                 self.destaging += 1;
-                self.to_array(
+                self.send_down(
                     now,
                     now,
                     Inner::Destage { len: e - s },
@@ -382,7 +382,7 @@ impl RaidCard {
                 }
             }
         }
-        self.to_array(
+        self.send_down(
             now,
             now + self.params.overhead(),
             Inner::Host {
@@ -421,7 +421,7 @@ impl Device for RaidCard {
             }
             Kind::Write => {
                 let at = self.link(now + self.params.overhead(), req.len);
-                self.to_array(
+                self.send_down(
                     now,
                     at,
                     Inner::Host {
