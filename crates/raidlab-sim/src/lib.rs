@@ -8,5 +8,8 @@
 //! the same on every machine.
 
 pub mod device;
+pub mod hdd;
+pub mod presets;
+pub mod ssd;
 pub mod stats;
 pub mod workload;
