@@ -10,7 +10,10 @@
 pub mod array;
 pub mod controller;
 pub mod device;
+pub mod hdd;
 pub mod host;
 pub mod ideal;
+pub mod presets;
+pub mod ssd;
 pub mod stats;
 pub mod workload;

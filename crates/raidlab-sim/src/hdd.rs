@@ -1,0 +1,640 @@
+//! A rotating disk in virtual time: seek curve, platter angle, zoned media rate,
+//! on-disk read-ahead and write-back cache, and NCQ with shortest positioning time
+//! first.
+//!
+//! Decides: when each request to one disk completes, from the disk's mechanics and
+//! firmware policy. It must never read the wall clock or an unseeded random source:
+//! the platter's angle is a function of virtual time, so a run is the same on every
+//! machine.
+//!
+//! Geometry, as simplifications the figures tolerate:
+//! - The media rate falls linearly in LBA from `outer_mb_per_s` at LBA 0 to
+//!   `inner_mb_per_s` at the last LBA (datasheets quote the two ends, not the
+//!   radius law).
+//! - `tau(x)`, the number of revolutions of media passing the head from LBA 0 to
+//!   byte `x`, integrates that rate; its whole part is the track and its fraction the
+//!   angle of the byte. Reading `a..b` then takes exactly `rev * (tau(b) - tau(a))`,
+//!   so a stream that keeps up costs no rotation and a random one averages half a
+//!   revolution.
+//! - The cylinder is linear in the capacity fraction (radial position linear in
+//!   LBA); cylinders = tracks / heads.
+
+use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// A disk's parameters, every unit in its name. Sizes are bytes, rates decimal MB/s.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HddParams {
+    pub rpm: f64,
+    pub capacity_bytes: u64,
+    /// Recording surfaces; only sets how many tracks share a cylinder.
+    pub heads: u32,
+    pub track_to_track_ms: f64,
+    pub average_seek_ms: f64,
+    pub full_stroke_seek_ms: f64,
+    pub outer_mb_per_s: f64,
+    pub inner_mb_per_s: f64,
+    pub head_switch_ms: f64,
+    /// Firmware time per command, serialised (one controller).
+    pub command_overhead_us: f64,
+    pub cache_bytes: u64,
+    pub read_ahead: bool,
+    pub write_cache: bool,
+    /// Commands queued inside the drive (1 = no queueing, up to 32).
+    pub ncq_depth: u32,
+    /// Link rate before 8b/10b coding: 6 Gb/s carries 600 MB/s.
+    pub interface_gbit_per_s: f64,
+}
+
+/// A parameter that makes no disk: which key and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamError {
+    pub key: &'static str,
+    pub message: String,
+}
+
+fn bad(key: &'static str, message: impl Into<String>) -> ParamError {
+    ParamError {
+        key,
+        message: message.into(),
+    }
+}
+
+/// Coefficients of Lee's seek equation in the capacity-fraction form
+/// `t(f) = min + a*sqrt(f) + b*f`, `f = (d-1)/(N-1)` for a move of `d >= 1`
+/// cylinders out of `N` (DiskSim 4.0 manual §B.5.1, with `x-1` over `N` rescaled):
+/// `a = (-10 min + 15 avg - 5 max)/3`, `b = (7 min - 15 avg + 8 max)/3`.
+/// At f=0 it is `min`, at f=1 `min + a + b = max`, and over two uniform random
+/// points (density `2(1-f)`, so E[sqrt f] = 8/15 and E[f] = 1/3) its mean is `avg`.
+pub fn lee_coefficients(min: f64, avg: f64, max: f64) -> (f64, f64) {
+    (
+        (-10.0 * min + 15.0 * avg - 5.0 * max) / 3.0,
+        (7.0 * min - 15.0 * avg + 8.0 * max) / 3.0,
+    )
+}
+
+impl HddParams {
+    /// Check every value, naming the first key that makes no disk.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        let pos = |key: &'static str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(bad(key, format!("must be positive, is {v}")))
+            }
+        };
+        let nonneg = |key: &'static str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(bad(key, format!("must not be negative, is {v}")))
+            }
+        };
+        pos("rpm", self.rpm)?;
+        if self.capacity_bytes == 0 || self.capacity_bytes % 512 != 0 {
+            return Err(bad(
+                "capacity_bytes",
+                format!(
+                    "must be a positive multiple of 512, is {}",
+                    self.capacity_bytes
+                ),
+            ));
+        }
+        if self.heads == 0 {
+            return Err(bad("heads", "must be at least 1"));
+        }
+        pos("track_to_track_ms", self.track_to_track_ms)?;
+        pos("average_seek_ms", self.average_seek_ms)?;
+        pos("full_stroke_seek_ms", self.full_stroke_seek_ms)?;
+        if self.average_seek_ms < self.track_to_track_ms {
+            return Err(bad("average_seek_ms", "is below track_to_track_ms"));
+        }
+        if self.full_stroke_seek_ms < self.average_seek_ms {
+            return Err(bad("full_stroke_seek_ms", "is below average_seek_ms"));
+        }
+        let (a, b) = lee_coefficients(
+            self.track_to_track_ms,
+            self.average_seek_ms,
+            self.full_stroke_seek_ms,
+        );
+        // t'(f) = a/(2 sqrt f) + b is smallest at f = 1; both terms keep the curve
+        // rising, as a seek never gets faster with distance.
+        if a < 0.0 || a / 2.0 + b < 0.0 {
+            return Err(bad(
+                "average_seek_ms",
+                "with these track-to-track and full-stroke times Lee's seek curve is not rising",
+            ));
+        }
+        pos("outer_mb_per_s", self.outer_mb_per_s)?;
+        pos("inner_mb_per_s", self.inner_mb_per_s)?;
+        if self.inner_mb_per_s > self.outer_mb_per_s {
+            return Err(bad("inner_mb_per_s", "is above outer_mb_per_s"));
+        }
+        nonneg("head_switch_ms", self.head_switch_ms)?;
+        nonneg("command_overhead_us", self.command_overhead_us)?;
+        if self.cache_bytes < 4096 {
+            return Err(bad("cache_bytes", "must be at least 4096"));
+        }
+        if self.ncq_depth == 0 || self.ncq_depth > 32 {
+            return Err(bad(
+                "ncq_depth",
+                format!("must be 1..=32, is {}", self.ncq_depth),
+            ));
+        }
+        pos("interface_gbit_per_s", self.interface_gbit_per_s)?;
+        Ok(())
+    }
+
+    /// Every parameter with its unit, for `ModelInfo`.
+    pub fn params(&self) -> Vec<Param> {
+        let p = |name: &str, value: f64, unit: &str| Param {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+        };
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        vec![
+            p("rpm", self.rpm, "rpm"),
+            p("capacity_bytes", self.capacity_bytes as f64, "bytes"),
+            p("heads", self.heads as f64, "surfaces"),
+            p("track_to_track_ms", self.track_to_track_ms, "ms"),
+            p("average_seek_ms", self.average_seek_ms, "ms"),
+            p("full_stroke_seek_ms", self.full_stroke_seek_ms, "ms"),
+            p("outer_mb_per_s", self.outer_mb_per_s, "MB/s"),
+            p("inner_mb_per_s", self.inner_mb_per_s, "MB/s"),
+            p("head_switch_ms", self.head_switch_ms, "ms"),
+            p("command_overhead_us", self.command_overhead_us, "us"),
+            p("cache_bytes", self.cache_bytes as f64, "bytes"),
+            p("read_ahead", flag(self.read_ahead), "bool"),
+            p("write_cache", flag(self.write_cache), "bool"),
+            p("ncq_depth", self.ncq_depth as f64, "commands"),
+            p("interface_gbit_per_s", self.interface_gbit_per_s, "Gbit/s"),
+        ]
+    }
+}
+
+/// A command inside the drive, ready (past firmware overhead) at `ready`.
+#[derive(Debug, Clone, Copy)]
+struct Cmd {
+    req: Request,
+    ready: Ns,
+}
+
+/// Read-ahead in progress: the head streams from byte `from` (reached at `t0`)
+/// towards `limit`; the segment holds `seg_start..` what has been read.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    seg_start: u64,
+    from: u64,
+    t0: Ns,
+    limit: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Read(Cmd, Ns),
+    Write(Cmd),
+    Destage { seq: u64, len: u64 },
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Mech {
+    Idle,
+    Stream(Stream),
+    Busy { until: Ns, op: Op },
+}
+
+/// Dirty data in the write cache, in arrival order; `seq` is the newest write in it.
+#[derive(Debug, Clone, Copy)]
+struct Dirty {
+    start: u64,
+    end: u64,
+    seq: u64,
+}
+
+/// Read cache segments kept besides the one being read ahead (assumed: the buffer
+/// is split into half for dirty data and two read segments of a quarter each).
+const READ_SEGMENTS: usize = 2;
+
+/// A simulated hard disk.
+#[derive(Debug)]
+pub struct Hdd {
+    name: String,
+    sources: Vec<String>,
+    p: HddParams,
+    rev: f64,
+    /// Media rate at the outer and inner edge, bytes per ns.
+    ro: f64,
+    ri: f64,
+    cylinders: u64,
+    seek_a: f64,
+    seek_b: f64,
+    link_ns_per_byte: f64,
+    seg_bytes: u64,
+    dirty_limit: u64,
+    host_q: VecDeque<(Request, Ns)>,
+    in_drive: u32,
+    arriving: VecDeque<Cmd>,
+    media_q: Vec<Cmd>,
+    space_wait: VecDeque<Cmd>,
+    done: BinaryHeap<Reverse<(Ns, u64)>>,
+    mech: Mech,
+    head: u64,
+    segments: VecDeque<(u64, u64)>,
+    dirty: VecDeque<Dirty>,
+    dirty_bytes: u64,
+    next_seq: u64,
+    durable_upto: u64,
+    flushes: Vec<(u64, u64)>,
+    ctrl_free: Ns,
+    link_free: Ns,
+}
+
+fn ns(x: f64) -> Ns {
+    x.max(0.0).round() as Ns
+}
+
+impl Hdd {
+    pub fn new(name: &str, p: HddParams, sources: Vec<String>) -> Result<Hdd, ParamError> {
+        p.validate()?;
+        let (seek_a, seek_b) = lee_coefficients(
+            p.track_to_track_ms,
+            p.average_seek_ms,
+            p.full_stroke_seek_ms,
+        );
+        let mut d = Hdd {
+            name: name.into(),
+            sources,
+            rev: 60e9 / p.rpm,
+            ro: p.outer_mb_per_s * 1e-3,
+            ri: p.inner_mb_per_s * 1e-3,
+            cylinders: 1,
+            seek_a: seek_a * 1e6,
+            seek_b: seek_b * 1e6,
+            // 8b/10b: ten line bits per byte, so Gbit/s * 100 = MB/s.
+            link_ns_per_byte: 1.0 / (p.interface_gbit_per_s * 100.0 * 1e-3),
+            seg_bytes: (p.cache_bytes / 4).max(4096),
+            dirty_limit: (p.cache_bytes / 2).max(4096),
+            host_q: VecDeque::new(),
+            in_drive: 0,
+            arriving: VecDeque::new(),
+            media_q: Vec::new(),
+            space_wait: VecDeque::new(),
+            done: BinaryHeap::new(),
+            mech: Mech::Idle,
+            head: 0,
+            segments: VecDeque::new(),
+            dirty: VecDeque::new(),
+            dirty_bytes: 0,
+            next_seq: 0,
+            durable_upto: 0,
+            flushes: Vec::new(),
+            ctrl_free: 0,
+            link_free: 0,
+            p,
+        };
+        let tracks = d.tau(d.p.capacity_bytes);
+        d.cylinders = ((tracks / d.p.heads as f64).ceil() as u64).max(2);
+        Ok(d)
+    }
+
+    pub fn params(&self) -> &HddParams {
+        &self.p
+    }
+
+    /// Revolutions of media from LBA 0 to byte `x` (the integral of 1/(rate*rev)).
+    fn tau(&self, x: u64) -> f64 {
+        let c = self.p.capacity_bytes as f64;
+        let u = x as f64 / c;
+        let k = self.ri - self.ro;
+        if k.abs() < 1e-12 * self.ro {
+            return x as f64 / (self.ro * self.rev);
+        }
+        c / (self.rev * k) * ((self.ro + k * u) / self.ro).ln()
+    }
+
+    fn tau_inv(&self, t: f64) -> u64 {
+        let c = self.p.capacity_bytes as f64;
+        let k = self.ri - self.ro;
+        let x = if k.abs() < 1e-12 * self.ro {
+            t * self.ro * self.rev
+        } else {
+            let r = self.ro * (t * self.rev * k / c).exp();
+            (r - self.ro) / k * c
+        };
+        (x.max(0.0) as u64).min(self.p.capacity_bytes)
+    }
+
+    fn media_ns(&self, a: u64, b: u64) -> f64 {
+        self.rev * (self.tau(b) - self.tau(a))
+    }
+
+    fn cylinder(&self, x: u64) -> u64 {
+        let f = x as f64 / self.p.capacity_bytes as f64;
+        ((f * self.cylinders as f64) as u64).min(self.cylinders - 1)
+    }
+
+    /// Seek or head switch from the track under the head to the one holding `x`.
+    fn seek_ns(&self, from: u64, to: u64) -> f64 {
+        let (c0, c1) = (self.cylinder(from), self.cylinder(to));
+        let d = c0.abs_diff(c1);
+        if d == 0 {
+            if self.tau(from).floor() == self.tau(to).floor() {
+                0.0
+            } else {
+                self.p.head_switch_ms * 1e6
+            }
+        } else {
+            let f = (d - 1) as f64 / (self.cylinders - 1) as f64;
+            self.p.track_to_track_ms * 1e6 + self.seek_a * f.sqrt() + self.seek_b * f
+        }
+    }
+
+    /// Time from `t` (head on `self.head`'s track) until byte `x` passes under the
+    /// head, given the data may not go to the media before `not_before`.
+    fn position_ns(&self, t: Ns, x: u64, not_before: Ns) -> f64 {
+        let arrive = (t as f64 + self.seek_ns(self.head, x)).max(not_before as f64);
+        let angle = (arrive / self.rev).fract();
+        let target = self.tau(x).fract();
+        let wait = (target - angle).rem_euclid(1.0) * self.rev;
+        arrive + wait - t as f64
+    }
+
+    fn stream_reached(&self, s: &Stream, t: Ns) -> u64 {
+        let turns = t.saturating_sub(s.t0) as f64 / self.rev;
+        self.tau_inv(self.tau(s.from) + turns)
+            .clamp(s.from, s.limit)
+    }
+
+    fn stream_avail(&self, s: &Stream, x: u64) -> Ns {
+        s.t0 + ns(self.media_ns(s.from, x.max(s.from)))
+    }
+
+    /// Send `len` bytes over the link, starting no earlier than `start` and
+    /// finishing no earlier than `data_end`; the link is shared by all commands.
+    fn link(&mut self, start: Ns, len: u64, data_end: Ns) -> Ns {
+        let s = start.max(self.link_free);
+        self.link_free = s + ns(len as f64 * self.link_ns_per_byte);
+        self.link_free.max(data_end)
+    }
+
+    fn keep_segment(&mut self, start: u64, end: u64) {
+        if end > start {
+            self.segments
+                .push_back((start.max(end.saturating_sub(self.seg_bytes)), end));
+            while self.segments.len() > READ_SEGMENTS {
+                self.segments.pop_front();
+            }
+        }
+    }
+
+    /// Stop read-ahead at `t`, keeping what it read.
+    fn stop_stream(&mut self, t: Ns) {
+        if let Mech::Stream(s) = self.mech {
+            let reached = self.stream_reached(&s, t);
+            self.head = reached;
+            self.mech = Mech::Idle;
+            self.keep_segment(s.seg_start, reached);
+        }
+    }
+
+    fn admit(&mut self, t: Ns, req: Request) {
+        self.in_drive += 1;
+        let ready = t.max(self.ctrl_free) + ns(self.p.command_overhead_us * 1e3);
+        self.ctrl_free = ready;
+        self.arriving.push_back(Cmd { req, ready });
+    }
+
+    /// A command past its firmware overhead: answer from cache or queue for media.
+    fn classify(&mut self, t: Ns, c: Cmd) {
+        let (a, b) = (c.req.offset, c.req.offset + c.req.len);
+        match c.req.kind {
+            Kind::Trim => self.done.push(Reverse((t, c.req.id))),
+            Kind::Flush => {
+                if self.durable_upto >= self.next_seq {
+                    self.done.push(Reverse((t, c.req.id)));
+                } else {
+                    self.flushes.push((c.req.id, self.next_seq));
+                }
+            }
+            Kind::Read => {
+                if let Mech::Stream(mut s) = self.mech {
+                    if a >= s.seg_start && a <= s.limit {
+                        s.limit = (b + self.seg_bytes.max(b - a)).min(self.p.capacity_bytes);
+                        s.seg_start = a;
+                        self.mech = Mech::Stream(s);
+                        let at = self.link(t, c.req.len, self.stream_avail(&s, b));
+                        self.done.push(Reverse((at, c.req.id)));
+                        return;
+                    }
+                }
+                if self.segments.iter().any(|&(s, e)| s <= a && b <= e) {
+                    let at = self.link(t, c.req.len, t);
+                    self.done.push(Reverse((at, c.req.id)));
+                } else {
+                    self.media_q.push(c);
+                }
+            }
+            Kind::Write => {
+                self.segments.retain(|&(s, e)| e <= a || b <= s);
+                if let Mech::Stream(s) = self.mech {
+                    // Read-ahead of data being overwritten is stale: stop it and
+                    // keep none of it.
+                    if a < s.limit && s.seg_start < b {
+                        self.head = self.stream_reached(&s, t);
+                        self.mech = Mech::Idle;
+                    }
+                }
+                if self.p.write_cache && c.req.len <= self.dirty_limit {
+                    self.space_wait.push_back(c);
+                    self.take_cached_writes(t);
+                } else {
+                    self.media_q.push(c);
+                }
+            }
+        }
+    }
+
+    /// Acknowledge waiting writes, in order, while they fit in the cache.
+    fn take_cached_writes(&mut self, t: Ns) {
+        while let Some(c) = self.space_wait.front().copied() {
+            if self.dirty_bytes + c.req.len > self.dirty_limit {
+                break;
+            }
+            self.space_wait.pop_front();
+            let at = self.link(t, c.req.len, t);
+            self.done.push(Reverse((at, c.req.id)));
+            self.dirty_bytes += c.req.len;
+            let (start, end, seq) = (c.req.offset, c.req.offset + c.req.len, self.next_seq);
+            self.next_seq += 1;
+            match self.dirty.back_mut() {
+                // Coalesce only while the run stays within a segment, so one
+                // destage never holds the mechanism for long.
+                Some(d) if d.end == start && end - d.start <= self.seg_bytes => {
+                    d.end = end;
+                    d.seq = seq;
+                }
+                _ => self.dirty.push_back(Dirty { start, end, seq }),
+            }
+        }
+    }
+
+    /// Give the mechanism its next job if it has none it cannot interrupt.
+    fn dispatch(&mut self, t: Ns) {
+        if matches!(self.mech, Mech::Busy { .. }) {
+            return;
+        }
+        if !self.media_q.is_empty() {
+            self.stop_stream(t);
+            let pick = if self.p.ncq_depth == 1 {
+                0
+            } else {
+                // Shortest positioning time first; ties go to the oldest.
+                let mut best = (f64::INFINITY, 0);
+                for (i, c) in self.media_q.iter().enumerate() {
+                    let cost = self.position_ns(t, c.req.offset, t);
+                    if cost < best.0 {
+                        best = (cost, i);
+                    }
+                }
+                best.1
+            };
+            let c = self.media_q.remove(pick);
+            let (a, b) = (c.req.offset, c.req.offset + c.req.len);
+            let (start, op) = if c.req.kind == Kind::Read {
+                let start = t + ns(self.position_ns(t, a, t));
+                (start, Op::Read(c, start))
+            } else {
+                let xfer = self.link(t, c.req.len, t);
+                (t + ns(self.position_ns(t, a, xfer)), Op::Write(c))
+            };
+            let until = start + ns(self.media_ns(a, b));
+            self.mech = Mech::Busy { until, op };
+            self.head = b;
+        } else if let Some(d) = self.dirty.pop_front() {
+            self.stop_stream(t);
+            let start = t + ns(self.position_ns(t, d.start, t));
+            let until = start + ns(self.media_ns(d.start, d.end));
+            self.mech = Mech::Busy {
+                until,
+                op: Op::Destage {
+                    seq: d.seq,
+                    len: d.end - d.start,
+                },
+            };
+            self.head = d.end;
+        }
+    }
+
+    fn finish(&mut self, t: Ns, op: Op) {
+        self.mech = Mech::Idle;
+        match op {
+            Op::Read(c, start) => {
+                let (a, b) = (c.req.offset, c.req.offset + c.req.len);
+                let at = self.link(start, c.req.len, t);
+                self.done.push(Reverse((at, c.req.id)));
+                let limit = (b + self.seg_bytes.max(b - a)).min(self.p.capacity_bytes);
+                if self.p.read_ahead && limit > b {
+                    self.mech = Mech::Stream(Stream {
+                        seg_start: a,
+                        from: b,
+                        t0: t,
+                        limit,
+                    });
+                } else {
+                    self.keep_segment(a, b);
+                }
+            }
+            Op::Write(c) => self.done.push(Reverse((t, c.req.id))),
+            Op::Destage { seq, len } => {
+                self.dirty_bytes -= len;
+                self.durable_upto = seq + 1;
+                let upto = self.durable_upto;
+                let done = &mut self.done;
+                self.flushes.retain(|&(id, need)| {
+                    let keep = need > upto;
+                    if !keep {
+                        done.push(Reverse((t, id)));
+                    }
+                    keep
+                });
+                self.take_cached_writes(t);
+            }
+        }
+    }
+
+    fn stream_end(&self) -> Option<Ns> {
+        match self.mech {
+            Mech::Stream(s) => Some(self.stream_avail(&s, s.limit)),
+            _ => None,
+        }
+    }
+}
+
+impl Device for Hdd {
+    fn capacity(&self) -> u64 {
+        self.p.capacity_bytes
+    }
+
+    fn submit(&mut self, now: Ns, req: Request) {
+        if self.in_drive < self.p.ncq_depth && self.host_q.is_empty() {
+            self.admit(now, req);
+        } else {
+            self.host_q.push_back((req, now));
+        }
+    }
+
+    fn next_event(&self) -> Option<Ns> {
+        let busy = match self.mech {
+            Mech::Busy { until, .. } => Some(until),
+            _ => None,
+        };
+        [
+            self.done.peek().map(|r| r.0 .0),
+            self.arriving.front().map(|c| c.ready),
+            busy,
+            self.stream_end(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn advance(&mut self, now: Ns, out: &mut Vec<Completion>) {
+        while let Some(t) = self.next_event().filter(|&t| t <= now) {
+            if let Some(&Reverse((at, id))) = self.done.peek().filter(|r| r.0 .0 == t) {
+                self.done.pop();
+                out.push(Completion { id, at });
+                self.in_drive -= 1;
+                if let Some((req, _)) = self.host_q.pop_front() {
+                    self.admit(t, req);
+                }
+                continue;
+            }
+            if self.arriving.front().is_some_and(|c| c.ready == t) {
+                if let Some(c) = self.arriving.pop_front() {
+                    self.classify(t, c);
+                }
+            } else if let Mech::Busy { until, op } = self.mech {
+                if until == t {
+                    self.finish(t, op);
+                }
+            } else if self.stream_end() == Some(t) {
+                self.stop_stream(t);
+            }
+            self.dispatch(t);
+        }
+    }
+
+    fn info(&self) -> ModelInfo {
+        ModelInfo {
+            model: "hdd".into(),
+            name: self.name.clone(),
+            params: self.p.params(),
+            sources: self.sources.clone(),
+            parts: Vec::new(),
+        }
+    }
+}
