@@ -263,7 +263,12 @@ pub fn run(
                 on(&Event::Interval {
                     seconds: cfg.interval.as_secs_f64(),
                 });
-                pause(cfg.interval, control);
+                // A simulated device rests in virtual time (its caches
+                // destage), with no wall-clock wait.
+                match &target.sim {
+                    Some(sim) => sim.idle(cfg.interval),
+                    None => pause(cfg.interval, control),
+                }
             }
             first = false;
             let mut runs = Vec::new();

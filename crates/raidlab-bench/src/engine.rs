@@ -420,6 +420,9 @@ impl Workload {
 /// Run `w` against `target` and return what was measured.
 pub fn run(target: &Target, w: &Workload, control: &Control) -> Result<Measured> {
     w.validate(target)?;
+    if let Some(sim) = &target.sim {
+        return sim.run(w, control);
+    }
     let bs = w.bs as u64;
     let regions: Vec<(u64, u64)> = (0..w.threads)
         .map(|t| {

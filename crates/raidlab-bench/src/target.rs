@@ -15,6 +15,10 @@
 //!   [`Target::finish`], its statistics in [`Target::cache_stats`];
 //! - `mem:SIZE[,bw=RATE][,iops=N]`: memory, optionally behind a [`ThrottleVolume`]
 //!   (for the harness ceiling and known-answer runs);
+//! - `sim:SPEC`: simulated hardware in virtual time (raidlab-sim): a device
+//!   preset, `LEVEL:NxPRESET[:OPTION...]` (raidlab's engine on simulated members,
+//!   optionally behind a RAID card), or a `.toml` configuration; every figure is
+//!   virtual and the label says "simulated" (see [`crate::sim`]);
 //! - `nbd://HOST[:PORT]/EXPORT` or `nbd+unix:///EXPORT?socket=PATH`: an export of
 //!   any NBD server, through raidlab's NBD client (one connection per request in
 //!   flight when the server allows several).
@@ -58,6 +62,7 @@ pub enum TargetKind {
     Memory,
     Nbd,
     Cache,
+    Simulated,
 }
 
 /// An opened target. `volume` serves every engine; `file` is the raw descriptor
@@ -80,6 +85,9 @@ pub struct Target {
     /// What a cache in front of this target would have to be bound to.
     identity: Option<OriginId>,
     cache: Mutex<Option<CacheHold>>,
+    /// A simulated target's device and virtual clock; the engine runs workloads
+    /// on it instead of doing I/O.
+    pub sim: Option<Arc<crate::sim::SimTarget>>,
 }
 
 type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
@@ -129,6 +137,7 @@ impl Target {
             array: Mutex::new(None),
             identity: None,
             cache: Mutex::new(None),
+            sim: None,
         })
     }
 
@@ -145,6 +154,9 @@ impl Target {
         }
         if let Some(rest) = spec.strip_prefix("cache:") {
             return open_cache(spec, rest, opts);
+        }
+        if let Some(rest) = spec.strip_prefix("sim:") {
+            return open_sim(spec, rest, opts);
         }
         open_path(spec, Path::new(spec), opts)
     }
@@ -260,6 +272,7 @@ fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
             origin: Box::new(origin),
             cleaner,
         })),
+        sim: None,
     })
 }
 
@@ -348,6 +361,19 @@ fn open_memory(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
     Ok(t)
 }
 
+fn open_sim(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
+    let sim = Arc::new(crate::sim::SimTarget::open(rest)?);
+    let volume: Arc<dyn Volume> = Arc::new(crate::sim::SimVolume(sim.clone()));
+    let mut t = Target::from_volume(format!("{spec} (simulated)"), volume, opts.size)?;
+    t.kind = TargetKind::Simulated;
+    t.notes.push(format!(
+        "simulated in virtual time: {}; block level, no file system; figures are the model's, the same on every machine",
+        sim.describe
+    ));
+    t.sim = Some(sim);
+    Ok(t)
+}
+
 fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
     let paths: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
     if paths.is_empty() {
@@ -397,6 +423,7 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         array: Mutex::new(hold),
         identity: Some(OriginId::ArrayUuid(uuid)),
         cache: Mutex::new(None),
+        sim: None,
     })
 }
 
@@ -519,6 +546,7 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
         array: Mutex::new(None),
         identity,
         cache: Mutex::new(None),
+        sim: None,
     })
 }
 

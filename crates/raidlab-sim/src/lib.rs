@@ -8,6 +8,7 @@
 //! the same on every machine.
 
 pub mod array;
+pub mod config;
 pub mod controller;
 pub mod device;
 pub mod hdd;
@@ -17,3 +18,4 @@ pub mod presets;
 pub mod ssd;
 pub mod stats;
 pub mod workload;
+pub mod summary;

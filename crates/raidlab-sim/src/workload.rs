@@ -92,6 +92,17 @@ pub struct Outcome {
 /// then). Requests still in flight when the time is up are waited for but not
 /// counted, as fio's time-based jobs do.
 pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String> {
+    run_observed(dev, job, start, &mut |_, _| {})
+}
+
+/// [`run`], telling `each` the kind and latency (ns) of every counted completion,
+/// for callers that keep their own histograms.
+pub fn run_observed(
+    dev: &mut dyn Device,
+    job: &Job,
+    start: Ns,
+    each: &mut dyn FnMut(Kind, u64),
+) -> Result<Outcome, String> {
     let blocks = job.region.1 / job.block.max(1);
     if job.block == 0 || blocks == 0 {
         return Err(format!(
@@ -116,6 +127,7 @@ pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String
     let mut cursor: Vec<u64> = (0..threads).map(|t| (t * share) % blocks).collect();
     let slots = (threads * job.queue_depth as u64) as usize;
     let mut issued_at: Vec<Ns> = vec![start; slots];
+    let mut kinds: Vec<Kind> = vec![Kind::Read; slots];
     let mut latencies: Vec<u64> = Vec::new();
     let end_time = start.saturating_add(job.duration);
     let (mut ops, mut bytes, mut in_flight, mut last) = (0u64, 0u64, 0usize, start);
@@ -148,6 +160,7 @@ pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String
     };
     for slot in 0..slots {
         let req = next_req(slot, &mut rng);
+        kinds[slot] = req.kind;
         dev.submit(start, req);
         in_flight += 1;
     }
@@ -168,6 +181,7 @@ pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String
                 ops += 1;
                 bytes += job.block;
                 latencies.push(c.at - issued_at[slot]);
+                each(kinds[slot], c.at - issued_at[slot]);
                 if job.max_ops > 0 && ops >= job.max_ops {
                     stop = true;
                     stop_at = c.at;
@@ -176,6 +190,7 @@ pub fn run(dev: &mut dyn Device, job: &Job, start: Ns) -> Result<Outcome, String
             if c.at < end_time && !stop {
                 let req = next_req(slot, &mut rng);
                 issued_at[slot] = c.at;
+                kinds[slot] = req.kind;
                 dev.submit(c.at, req);
                 in_flight += 1;
             }

@@ -72,6 +72,40 @@ pub enum Command {
     /// array or a file, show it, write its dirty blocks back, change it, detach it.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Simulated hardware: the device presets, and what a simulated
+    /// configuration is made of. Benchmarks take simulated targets as `sim:SPEC`.
+    #[command(subcommand)]
+    Sim(SimCommand),
+}
+
+/// `raidlab sim` verbs.
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// List the device and RAID card presets with their parameters (units) and
+    /// sources.
+    Devices(SimDevicesArgs),
+    /// What a simulated configuration is made of: its parts, usable capacity,
+    /// failures tolerated and the expected rebuild time of one member.
+    Show(SimShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SimDevicesArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SimShowArgs {
+    /// The configuration: what follows `sim:` in a benchmark target. A device
+    /// preset (`hdd-7200`), `LEVEL:NxPRESET[:chunk=SIZE][:layout=NAME]
+    /// [:failed=R,..][:stripe-cache=N][:card=NAME[/pass-through]]`
+    /// (`raid6:6xsamsung-hd753lj:chunk=256K`), or a `.toml` file.
+    pub config: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -12,6 +12,7 @@ pub mod manage;
 mod report;
 mod scan;
 mod serve;
+mod sim;
 mod transfer;
 
 use crate::cli::{BenchArgs, BenchCommand, Command};
@@ -66,5 +67,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => serve::run(a),
         Command::Stop(a) => live::stop(a),
         Command::Cache(c) => cache::run(c),
+        Command::Sim(c) => sim::run(c),
     }
 }

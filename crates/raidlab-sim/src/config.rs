@@ -1,0 +1,494 @@
+//! What a simulated target is made of, from a TOML file or a short form, built into
+//! a device: one preset device, a raidlab array of them (complete or with failed
+//! members, with or without the stripe cache), or a RAID card running the array,
+//! or software RAID over the card's pass-through disks.
+//!
+//! Decides: the configuration grammar and what it builds. It must never accept a
+//! key it does not know or a value a model would reject: every bad input is an
+//! error naming the file, line and key (or the short form's part), and nothing is
+//! built from it.
+//!
+//! Short form (`raidlab bench ... sim:SPEC`): parts separated by `:`
+//! - `PRESET`: one device, e.g. `sim:hdd-7200`;
+//! - `LEVEL:NxPRESET[:OPTION...]`, e.g. `sim:raid6:6xsamsung-hd753lj:chunk=256K`,
+//!   options `chunk=SIZE`, `layout=NAME`, `failed=R[,R...]`,
+//!   `stripe-cache=N` (stripes; 0 turns it off), `card=NAME` (the card runs the
+//!   array) or `card=NAME/pass-through` (software RAID on the card's disks);
+//! - `FILE.toml`: a configuration file (see [`SimConfig`]).
+
+use crate::array::{ArraySpec, SimArray, DATA_OFFSET};
+use crate::controller::{CardParams, PassThrough, RaidCard};
+use crate::device::Device;
+use crate::host::HostCost;
+use crate::presets::{self, Preset};
+use raidlab_core::size::parse_size;
+use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_raid::stripe_cache::StripeCacheConfig;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+const CARDS_FILE: &str = "presets/cards.toml";
+const CARDS: &str = include_str!("../presets/cards.toml");
+
+/// A simulation configuration file.
+///
+/// ```toml
+/// name = "six disks in RAID 6"
+/// presets = "my-disks.toml"     # optional: more device presets
+/// device = "samsung-hd753lj"    # the device (each member's, with [array])
+///
+/// [array]                       # optional: a raidlab array of `members` devices
+/// level = "raid6"
+/// members = 6
+/// chunk = "256K"                # default 512K (mdadm's)
+/// layout = "left-symmetric"     # optional, md's default for the level
+/// failed = [2]                  # roles that have failed (degraded)
+/// stripe_cache = 64             # stripes held (0: off); raidlab's default
+/// stripe_hold_ms = 20.0
+/// member_size = "100G"          # optional: use only this much of each device
+///
+/// [card]                        # optional: a RAID card
+/// preset = "adaptec-sas-31205"
+/// mode = "raid"                 # the card runs the array; or "pass-through"
+///
+/// [host]                        # optional: the host's costs (software RAID)
+/// parity_mb_per_s = 4000.0
+/// request_overhead_us = 5.0
+/// ```
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimConfig {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub presets: Option<String>,
+    pub device: String,
+    #[serde(default)]
+    pub array: Option<ArrayConf>,
+    #[serde(default)]
+    pub card: Option<CardConf>,
+    #[serde(default)]
+    pub host: Option<HostCost>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayConf {
+    pub level: String,
+    pub members: usize,
+    #[serde(default)]
+    pub chunk: Option<String>,
+    #[serde(default)]
+    pub layout: Option<String>,
+    #[serde(default)]
+    pub failed: Vec<usize>,
+    #[serde(default = "default_stripes")]
+    pub stripe_cache: usize,
+    #[serde(default = "default_hold")]
+    pub stripe_hold_ms: f64,
+    #[serde(default)]
+    pub member_size: Option<String>,
+}
+
+fn default_stripes() -> usize {
+    StripeCacheConfig::default().stripes
+}
+fn default_hold() -> f64 {
+    StripeCacheConfig::default().hold.as_secs_f64() * 1e3
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CardMode {
+    Raid,
+    PassThrough,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CardConf {
+    pub preset: String,
+    #[serde(default = "default_mode")]
+    pub mode: CardMode,
+}
+
+fn default_mode() -> CardMode {
+    CardMode::Raid
+}
+
+/// A configuration error: where (file and line, or the short form) and what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{place}: {message}")]
+pub struct ConfigError {
+    pub place: String,
+    pub message: String,
+}
+
+fn err(place: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        place: place.into(),
+        message: message.into(),
+    }
+}
+
+/// The card presets shipped with raidlab.
+pub fn card_presets() -> Result<BTreeMap<String, CardParams>, ConfigError> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Cards {
+        card: BTreeMap<String, CardParams>,
+    }
+    let cards: Cards = toml::from_str(CARDS).map_err(|e| toml_error(CARDS_FILE, CARDS, &e))?;
+    for (name, c) in &cards.card {
+        c.check()
+            .map_err(|m| err(format!("{CARDS_FILE}: [card.{name}]"), m))?;
+    }
+    Ok(cards.card)
+}
+
+/// `file:line: key: message` from a TOML error.
+fn toml_error(file: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+    let line = e
+        .span()
+        .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+    let key = e
+        .message()
+        .split("unknown field `")
+        .nth(1)
+        .and_then(|r| r.split('`').next())
+        .map(|k| format!("`{k}`: "))
+        .unwrap_or_default();
+    err(
+        match line {
+            Some(l) => format!("{file}:{l}"),
+            None => file.to_string(),
+        },
+        format!("{key}{}", e.message().trim()),
+    )
+}
+
+/// The line of `key = ` in `text` (for errors found after parsing).
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    text.lines()
+        .position(|l| l.trim_start().starts_with(key) && l.contains('='))
+        .map(|i| i + 1)
+}
+
+impl SimConfig {
+    /// Read a configuration file.
+    pub fn load(path: &Path) -> Result<(SimConfig, Vec<Preset>), ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| err(&file, format!("cannot read the configuration: {e}")))?;
+        let cfg: SimConfig = toml::from_str(&text).map_err(|e| toml_error(&file, &text, &e))?;
+        let mut extra = Vec::new();
+        if let Some(p) = &cfg.presets {
+            let p = path.parent().unwrap_or(Path::new(".")).join(p);
+            let ptext = std::fs::read_to_string(&p).map_err(|e| {
+                err(
+                    format!("{file}:{}", line_of(&text, "presets").unwrap_or(1)),
+                    format!("`presets`: cannot read {}: {e}", p.display()),
+                )
+            })?;
+            extra = presets::parse(&p.display().to_string(), &ptext)
+                .map_err(|e| err(p.display().to_string(), e.to_string()))?;
+        }
+        cfg.check().map_err(|(key, m)| {
+            err(
+                format!("{file}:{}", line_of(&text, key).unwrap_or(1)),
+                format!("`{key}`: {m}"),
+            )
+        })?;
+        Ok((cfg, extra))
+    }
+
+    /// Parse the short form (what follows `sim:`).
+    pub fn short(spec: &str) -> Result<SimConfig, ConfigError> {
+        let place = format!("sim:{spec}");
+        let parts: Vec<&str> = spec.split(':').collect();
+        if parts.len() == 1 {
+            return Ok(SimConfig {
+                name: None,
+                presets: None,
+                device: parts[0].to_string(),
+                array: None,
+                card: None,
+                host: None,
+            });
+        }
+        let level = parts[0];
+        let Some((n, device)) = parts[1].split_once('x') else {
+            return Err(err(
+                &place,
+                format!(
+                    "`{}`: give the members as NxPRESET, e.g. 6xhdd-7200",
+                    parts[1]
+                ),
+            ));
+        };
+        let members: usize = n.parse().map_err(|_| {
+            err(
+                &place,
+                format!("`{n}` in `{}` is not a member count", parts[1]),
+            )
+        })?;
+        let mut array = ArrayConf {
+            level: level.into(),
+            members,
+            chunk: None,
+            layout: None,
+            failed: Vec::new(),
+            stripe_cache: default_stripes(),
+            stripe_hold_ms: default_hold(),
+            member_size: None,
+        };
+        let mut card = None;
+        for opt in &parts[2..] {
+            let Some((k, v)) = opt.split_once('=') else {
+                return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
+            };
+            match k {
+                "chunk" => array.chunk = Some(v.into()),
+                "layout" => array.layout = Some(v.into()),
+                "failed" => {
+                    for r in v.split(',') {
+                        array.failed.push(r.parse().map_err(|_| {
+                            err(&place, format!("`failed={v}`: `{r}` is not a member role"))
+                        })?);
+                    }
+                }
+                "stripe-cache" => {
+                    array.stripe_cache = v.parse().map_err(|_| {
+                        err(&place, format!("`stripe-cache={v}` is not a number of stripes"))
+                    })?
+                }
+                "card" => {
+                    let (preset, mode) = match v.split_once('/') {
+                        Some((p, "pass-through")) => (p, CardMode::PassThrough),
+                        Some((_, m)) => {
+                            return Err(err(
+                                &place,
+                                format!("`card={v}`: unknown card mode `{m}` (use NAME or NAME/pass-through)"),
+                            ))
+                        }
+                        None => (v, CardMode::Raid),
+                    };
+                    card = Some(CardConf {
+                        preset: preset.into(),
+                        mode,
+                    });
+                }
+                "member-size" => array.member_size = Some(v.into()),
+                _ => {
+                    return Err(err(
+                        &place,
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size)"),
+                    ))
+                }
+            }
+        }
+        let cfg = SimConfig {
+            name: None,
+            presets: None,
+            device: device.into(),
+            array: Some(array),
+            card,
+            host: None,
+        };
+        cfg.check()
+            .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
+        Ok(cfg)
+    }
+
+    /// Checks that need no device: (key, what is wrong).
+    fn check(&self) -> Result<(), (&'static str, String)> {
+        if let Some(h) = &self.host {
+            h.check().map_err(|m| ("parity_mb_per_s", m))?;
+        }
+        if let Some(a) = &self.array {
+            let level = Level::from_name(&a.level).map_err(|e| ("level", e.to_string()))?;
+            if a.members < level.min_members() {
+                return Err((
+                    "members",
+                    format!(
+                        "{} needs at least {} members (got {})",
+                        level.name(),
+                        level.min_members(),
+                        a.members
+                    ),
+                ));
+            }
+            if let Some(&r) = a.failed.iter().find(|&&r| r >= a.members) {
+                return Err((
+                    "failed",
+                    format!(
+                        "role {r} does not exist in an array of {} members",
+                        a.members
+                    ),
+                ));
+            }
+            if !(a.stripe_hold_ms.is_finite() && a.stripe_hold_ms >= 0.0) {
+                return Err((
+                    "stripe_hold_ms",
+                    format!("cannot be negative (got {})", a.stripe_hold_ms),
+                ));
+            }
+        } else if self.card.as_ref().is_some_and(|c| c.mode == CardMode::Raid) {
+            return Err(("card", "a card in RAID mode needs an [array] to run".into()));
+        }
+        Ok(())
+    }
+
+    /// A one-line description for tables.
+    pub fn describe(&self) -> String {
+        if let Some(n) = &self.name {
+            return n.clone();
+        }
+        let mut s = match &self.array {
+            Some(a) => format!(
+                "{} of {} x {}{}",
+                a.level,
+                a.members,
+                self.device,
+                a.chunk
+                    .as_ref()
+                    .map(|c| format!(", chunk {c}"))
+                    .unwrap_or_default()
+            ),
+            None => self.device.clone(),
+        };
+        if let Some(a) = &self.array {
+            if !a.failed.is_empty() {
+                s.push_str(&format!(", failed {:?}", a.failed));
+            }
+        }
+        if let Some(c) = &self.card {
+            s.push_str(&match c.mode {
+                CardMode::Raid => format!(" on {}", c.preset),
+                CardMode::PassThrough => format!(" (software RAID on {} pass-through)", c.preset),
+            });
+        }
+        s
+    }
+
+    /// A fresh device of the configuration's preset (one member's, with an array).
+    pub fn member(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
+        let place = self.describe();
+        match extra.iter().find(|p| p.name == self.device) {
+            Some(p) => p
+                .build()
+                .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message))),
+            None => presets::device(&self.device).map_err(|e| err(&place, e.to_string())),
+        }
+    }
+
+    /// Build the device this configuration describes, fresh at virtual time 0.
+    pub fn build(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
+        let place = self.describe();
+        let one = || self.member(extra);
+        let card = match &self.card {
+            Some(c) => {
+                let cards = card_presets()?;
+                let known = cards.keys().cloned().collect::<Vec<_>>().join(", ");
+                Some((
+                    cards.get(&c.preset).cloned().ok_or_else(|| {
+                        err(
+                            &place,
+                            format!("unknown card preset `{}`; known cards: {known}", c.preset),
+                        )
+                    })?,
+                    c.mode,
+                ))
+            }
+            None => None,
+        };
+        let Some(a) = &self.array else {
+            let dev = one()?;
+            return Ok(match card {
+                Some((p, _)) => Box::new(PassThrough::new(dev, &p)),
+                None => dev,
+            });
+        };
+        let level = Level::from_name(&a.level).map_err(|e| err(&place, e.to_string()))?;
+        let layout =
+            Layout::parse(level, a.layout.as_deref()).map_err(|e| err(&place, e.to_string()))?;
+        let chunk = match (&a.chunk, level) {
+            (_, Level::Raid1) => 0,
+            (Some(c), _) => parse_size(c).map_err(|e| err(&place, format!("`chunk`: {e}")))?,
+            (None, _) => 512 << 10,
+        };
+        let mut members: Vec<Option<Box<dyn Device>>> = Vec::with_capacity(a.members);
+        for role in 0..a.members {
+            let dev = one()?;
+            let dev: Box<dyn Device> = match &card {
+                Some((p, CardMode::PassThrough)) => Box::new(PassThrough::new(dev, p)),
+                _ => dev,
+            };
+            members.push((!a.failed.contains(&role)).then_some(dev));
+        }
+        let device_bytes = members
+            .iter()
+            .flatten()
+            .map(|m| m.capacity())
+            .min()
+            .ok_or_else(|| err(&place, "every member has failed"))?;
+        let mut member_bytes = device_bytes.saturating_sub(DATA_OFFSET);
+        if let Some(s) = &a.member_size {
+            let want = parse_size(s).map_err(|e| err(&place, format!("`member_size`: {e}")))?;
+            if want > member_bytes {
+                return Err(err(
+                    &place,
+                    format!("`member_size` {want} is more than a member's {member_bytes} bytes of data area"),
+                ));
+            }
+            member_bytes = want;
+        }
+        let geometry = Geometry::new(level, layout, chunk, a.members, member_bytes)
+            .map_err(|e| err(&place, e.to_string()))?;
+        let stripe_cache = (a.stripe_cache > 0).then(|| StripeCacheConfig {
+            stripes: a.stripe_cache,
+            hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
+        });
+        match card {
+            Some((p, CardMode::Raid)) => {
+                if a.members > p.ports as usize {
+                    return Err(err(
+                        &place,
+                        format!(
+                            "the card has {} ports; {} members cannot be attached",
+                            p.ports, a.members
+                        ),
+                    ));
+                }
+                let engine = HostCost::engine(
+                    p.parity_mb_per_s,
+                    0.0,
+                    "parity_mb_per_s: the card's parity engine (card preset)",
+                );
+                let array = SimArray::new(ArraySpec {
+                    name: place.clone(),
+                    geometry,
+                    members,
+                    // The card gathers stripes in its own cache.
+                    stripe_cache: None,
+                    host: engine,
+                })
+                .map_err(|m| err(&place, m))?;
+                Ok(Box::new(
+                    RaidCard::new(p, array).map_err(|m| err(&place, m))?,
+                ))
+            }
+            _ => Ok(Box::new(
+                SimArray::new(ArraySpec {
+                    name: place.clone(),
+                    geometry,
+                    members,
+                    stripe_cache,
+                    host: self.host.clone().unwrap_or_default(),
+                })
+                .map_err(|m| err(&place, m))?,
+            )),
+        }
+    }
+}

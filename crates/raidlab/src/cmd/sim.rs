@@ -1,0 +1,137 @@
+//! `raidlab sim`: the simulator's presets and what a configuration amounts to.
+//! Parsing and building are raidlab-sim's; this prints.
+
+use crate::cli::{SimCommand, SimDevicesArgs, SimShowArgs};
+use anyhow::{anyhow, Result};
+use raidlab_core::size::format_size;
+use raidlab_sim::config::{card_presets, SimConfig};
+use raidlab_sim::device::ModelInfo;
+use std::path::Path;
+use std::process::ExitCode;
+
+pub fn run(c: SimCommand) -> Result<ExitCode> {
+    match c {
+        SimCommand::Devices(a) => devices(a),
+        SimCommand::Show(a) => show(a),
+    }
+}
+
+fn devices(a: SimDevicesArgs) -> Result<ExitCode> {
+    let devices = raidlab_sim::presets::list();
+    if devices.is_empty() {
+        // The built-in file is checked by tests; this is a build broken elsewhere.
+        return Err(anyhow!(
+            "the built-in device presets did not load: {}",
+            raidlab_sim::presets::builtin()
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        ));
+    }
+    let cards = card_presets().map_err(|e| anyhow!("{e}"))?;
+    if a.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "devices": devices,
+                "cards": cards,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("Device presets (use as `sim:NAME`, or members as `sim:raid5:4xNAME`):");
+    for d in &devices {
+        print_model(d, "  ")?;
+    }
+    outln!("RAID card presets (`sim:raid5:4xNAME:card=CARD`, or `card=CARD/pass-through`):");
+    for (name, c) in &cards {
+        outln!("  {name}: {}", c.description);
+        let params: Vec<String> = c
+            .params()
+            .iter()
+            .map(|p| format!("{}={} {}", p.name, p.value, p.unit))
+            .collect();
+        outln!("    {}", params.join(", "));
+        for s in &c.sources {
+            outln!("    source: {s}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_model(m: &ModelInfo, indent: &str) -> Result<()> {
+    outln!("{indent}{} ({})", m.name, m.model);
+    if !m.params.is_empty() {
+        let params: Vec<String> = m
+            .params
+            .iter()
+            .map(|p| format!("{}={} {}", p.name, p.value, p.unit))
+            .collect();
+        outln!("{indent}  {}", params.join(", "));
+    }
+    for s in &m.sources {
+        outln!("{indent}  source: {s}");
+    }
+    Ok(())
+}
+
+fn show(a: SimShowArgs) -> Result<ExitCode> {
+    let (cfg, extra) = if a.config.ends_with(".toml") {
+        SimConfig::load(Path::new(&a.config)).map_err(|e| anyhow!("{e}"))?
+    } else {
+        (
+            SimConfig::short(&a.config).map_err(|e| anyhow!("{e}"))?,
+            Vec::new(),
+        )
+    };
+    let s = raidlab_sim::summary::summarise(&cfg, &extra).map_err(|e| anyhow!("{e}"))?;
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!("{}", s.describe);
+    outln!(
+        "  usable capacity: {} ({} bytes)",
+        format_size(s.capacity_bytes),
+        s.capacity_bytes
+    );
+    outln!(
+        "  failures tolerated: {} member(s), whichever they are{}",
+        s.failures_tolerated,
+        if s.failed_now > 0 {
+            format!(" ({} failed now: running degraded)", s.failed_now)
+        } else {
+            String::new()
+        }
+    );
+    match s.rebuild_seconds {
+        Some(secs) => outln!(
+            "  rebuild of one member: about {:.1} h ({:.0} s) at the member's own sequential speed, \
+             with no other I/O and no rate limit (more under load)",
+            secs / 3600.0,
+            secs
+        ),
+        None => outln!("  rebuild: none (no redundancy)"),
+    }
+    outln!("Made of:");
+    walk(&s.model, "  ")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Parts that are all alike are printed once with a count.
+fn walk(m: &ModelInfo, indent: &str) -> Result<()> {
+    print_model(m, indent)?;
+    let mut i = 0;
+    while i < m.parts.len() {
+        let mut j = i + 1;
+        while j < m.parts.len() && m.parts[j] == m.parts[i] {
+            j += 1;
+        }
+        if j - i > 1 {
+            outln!("{indent}  {} x:", j - i);
+        }
+        walk(&m.parts[i], &format!("{indent}    "))?;
+        i = j;
+    }
+    Ok(())
+}
