@@ -358,7 +358,13 @@ impl Hdd {
         let arrive = (t as f64 + self.seek_ns(self.head, x)).max(not_before as f64);
         let angle = (arrive / self.rev).fract();
         let target = self.tau(x).fract();
-        let wait = (target - angle).rem_euclid(1.0) * self.rev;
+        let mut turn = (target - angle).rem_euclid(1.0);
+        // Times are whole nanoseconds, so a stream that continues exactly where
+        // the head is may land a hair past its sector; that is no revolution.
+        if turn > 1.0 - 1e-6 {
+            turn = 0.0;
+        }
+        let wait = turn * self.rev;
         arrive + wait - t as f64
     }
 
