@@ -601,3 +601,22 @@ impl Device for Ssd {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_valid_fraction_solves_its_equation() {
+        for rho in [0.5, 0.8, 1.0 / 1.07, 0.99] {
+            let v = greedy_valid_fraction(rho);
+            assert!(v > 0.0 && v < 1.0);
+            assert!((v - (-(1.0 - v) / rho).exp()).abs() < 1e-9, "{rho}: {v}");
+        }
+        // 7% spare on a full drive: write amplification about 7.6 (LRW bound).
+        let wa = 1.0 / (1.0 - greedy_valid_fraction(1.0 / 1.07));
+        assert!((7.0..8.5).contains(&wa), "{wa}");
+        // More spare, less copying.
+        assert!(greedy_valid_fraction(0.5) < greedy_valid_fraction(0.8));
+    }
+}
