@@ -436,6 +436,9 @@ impl Ssd {
             last = last.max(xfer_end);
             off += bytes;
         }
+        if first == Ns::MAX {
+            first = s;
+        }
         // The link streams the data out as it arrives from the channels.
         let ls = first.max(self.link_free);
         self.link_free = ls + ns(req.len as f64 * self.link_ns_per_byte);
