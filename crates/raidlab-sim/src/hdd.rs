@@ -429,7 +429,12 @@ impl Hdd {
             }
             Kind::Read => {
                 if let Mech::Stream(mut s) = self.mech {
-                    if a >= s.seg_start && a <= s.limit {
+                    // Waiting for read-ahead pays only while the data is in the
+                    // buffer or passes under the head within a revolution; data
+                    // further along the stream is cheaper to seek to.
+                    let soon = a <= self.stream_reached(&s, t)
+                        || self.stream_avail(&s, a) as f64 <= t as f64 + self.rev;
+                    if a >= s.seg_start && a <= s.limit && soon {
                         s.limit = (b + self.seg_bytes.max(b - a)).min(self.p.capacity_bytes);
                         s.seg_start = a;
                         self.mech = Mech::Stream(s);
@@ -515,8 +520,13 @@ impl Hdd {
                 let start = t + ns(self.position_ns(t, a, t));
                 (start, Op::Read(c, start))
             } else {
+                // The media may start once it cannot overtake the data still
+                // arriving over the link.
+                let link_start = t.max(self.link_free);
                 let xfer = self.link(t, c.req.len, t);
-                (t + ns(self.position_ns(t, a, xfer)), Op::Write(c))
+                let media = ns(self.media_ns(a, b));
+                let not_before = link_start.max(xfer.saturating_sub(media));
+                (t + ns(self.position_ns(t, a, not_before)), Op::Write(c))
             };
             let until = start + ns(self.media_ns(a, b));
             self.mech = Mech::Busy { until, op };

@@ -568,3 +568,27 @@ fn ssd_million_random_reads_host_time() {
     );
     assert_eq!(o.ops, 1_000_000);
 }
+
+/// CrystalDiskMark-style figures of every preset, for reading (run with
+/// `-- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn preset_figures_table() {
+    let figures = [
+        "seq_read_mb_per_s",
+        "seq_write_mb_per_s",
+        "read_4k_qd1_iops",
+        "read_4k_qd32_iops",
+        "write_4k_qd1_iops",
+        "write_4k_qd32_iops",
+        "access_time_ms",
+    ];
+    println!("preset                 {}", figures.join(" "));
+    for p in presets::builtin().expect("parses") {
+        let row: Vec<String> = figures
+            .iter()
+            .map(|f| format!("{:>10.1}", measure(&p, f)))
+            .collect();
+        println!("{:<22} {}", p.name, row.join(" "));
+    }
+}
