@@ -662,24 +662,17 @@ mod tests {
     use super::*;
 
     fn disk() -> Hdd {
-        let p = HddParams {
-            rpm: 7200.0,
-            capacity_bytes: 1_000_000_000_000,
-            heads: 4,
-            track_to_track_ms: 0.8,
-            average_seek_ms: 8.5,
-            full_stroke_seek_ms: 16.0,
-            outer_mb_per_s: 160.0,
-            inner_mb_per_s: 80.0,
-            head_switch_ms: 1.0,
-            command_overhead_us: 100.0,
-            cache_bytes: 1 << 26,
-            read_ahead: true,
-            write_cache: false,
-            ncq_depth: 32,
-            interface_gbit_per_s: 6.0,
-        };
-        Hdd::new("t", p, vec![]).expect("valid")
+        let p = crate::presets::builtin()
+            .ok()
+            .and_then(|all| all.into_iter().find(|p| p.name == "hdd-7200"))
+            .map(|p| p.model);
+        match p {
+            Some(crate::presets::Model::Hdd(mut p)) => {
+                p.capacity_bytes = 1_000_000_000_000;
+                Hdd::new("t", p, vec![]).expect("valid")
+            }
+            other => panic!("hdd-7200 preset: {other:?}"),
+        }
     }
 
     #[test]

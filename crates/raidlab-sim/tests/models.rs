@@ -91,6 +91,10 @@ fn hdd_random_read_qd1_matches_the_closed_form() {
         + p.command_overhead_us * 1e-6
         + 4096.0 / (p.interface_gbit_per_s * 100e6);
     let want = 1.0 / per_op_s;
+    println!(
+        "QD1 random 4 KiB: {:.2} IOPS, closed form {want:.2}",
+        o.iops
+    );
     assert!(
         within(o.iops, want, 0.03),
         "simulated {:.1} IOPS, closed form {want:.1}",
@@ -110,6 +114,7 @@ fn hdd_ncq_raises_random_read_iops() {
         &mut hdd(&p),
         &job(Pattern::Random, 4096, true, 32, region, 20 * SEC),
     );
+    println!("QD1 {:.1} IOPS, QD32 {:.1}", qd1.iops, qd32.iops);
     assert!(
         qd32.iops >= 1.5 * qd1.iops,
         "QD32 {:.1} IOPS vs QD1 {:.1}",
@@ -591,4 +596,16 @@ fn preset_figures_table() {
             .collect();
         println!("{:<22} {}", p.name, row.join(" "));
     }
+}
+
+#[test]
+fn inline_params_errors_point_at_the_preset() {
+    let text = "[ssd.x]\ndescription = \"x\"\nsources = []\nparams = { capacity_bytes = 1000, interface = \"sata\", ncq_depth = 4, interface_mb_per_s = 600.0, channels = 1, dies_per_channel = 1, page_bytes = 4096, read_us = 50.0, program_us = 500.0, erase_ms = 3.0, pages_per_block = 64, channel_mb_per_s = 100.0, command_overhead_us = 10.0, write_buffer_bytes = 4096, over_provisioning = 0.07, state = \"fresh\" }\n";
+    let (line, key, shown) = error_of(text);
+    assert_eq!((line, key.as_str()), (1, "capacity_bytes"), "{shown}");
+    let both = text
+        .replace("capacity_bytes = 1000", "capacity_bytes = 1048576")
+        .replace("ncq_depth = 4", "ncq_depth = 4, queues = 2");
+    let (_, key, shown) = error_of(&both);
+    assert_eq!(key, "queues", "{shown}");
 }
