@@ -609,3 +609,45 @@ fn inline_params_errors_point_at_the_preset() {
     let (_, key, shown) = error_of(&both);
     assert_eq!(key, "queues", "{shown}");
 }
+
+#[test]
+fn ssd_flush_waits_for_the_buffer_to_be_programmed() {
+    let p = ssd_params("sata-ssd-1tb-2021");
+    let mut d = ssd(&p);
+    let mut done = Vec::new();
+    // Less than a page: it stays in the buffer until the flush programs it.
+    d.submit(
+        0,
+        Request {
+            id: 1,
+            kind: Kind::Write,
+            offset: 0,
+            len: 4096,
+        },
+    );
+    let ack = d.next_event().expect("write in flight");
+    d.advance(ack, &mut done);
+    assert!(
+        ack < (p.program_us * 1e3) as u64,
+        "acknowledged at {ack} ns"
+    );
+    assert_eq!(d.next_event(), None, "a partial page waits in the buffer");
+    d.submit(
+        ack,
+        Request {
+            id: 2,
+            kind: Kind::Flush,
+            offset: 0,
+            len: 0,
+        },
+    );
+    while let Some(t) = d.next_event() {
+        d.advance(t, &mut done);
+    }
+    let flush = done.iter().find(|c| c.id == 2).expect("flush completes");
+    assert!(
+        flush.at >= ack + (p.program_us * 1e3) as u64,
+        "flush at {}",
+        flush.at
+    );
+}
