@@ -63,8 +63,9 @@ fn bad(key: &'static str, message: impl Into<String>) -> ParamError {
 }
 
 /// Coefficients of Lee's seek equation in the capacity-fraction form
-/// `t(f) = min + a*sqrt(f) + b*f`, `f = (d-1)/(N-1)` for a move of `d >= 1`
-/// cylinders out of `N` (DiskSim 4.0 manual §B.5.1, with `x-1` over `N` rescaled):
+/// `t(f) = min + a*sqrt(f) + b*f`, `f = (d-1)/(N-2)` for a move of `d >= 1`
+/// cylinders out of `N`, so the longest move (`N-1`) has `f = 1` (DiskSim 4.0
+/// manual §B.5.1, with its `x-1` over `N` rescaled to the longest move):
 /// `a = (-10 min + 15 avg - 5 max)/3`, `b = (7 min - 15 avg + 8 max)/3`.
 /// At f=0 it is `min`, at f=1 `min + a + b = max`, and over two uniform random
 /// points (density `2(1-f)`, so E[sqrt f] = 8/15 and E[f] = 1/3) its mean is `avg`.
@@ -347,7 +348,8 @@ impl Hdd {
                 self.p.head_switch_ms * 1e6
             }
         } else {
-            let f = (d - 1) as f64 / (self.cylinders - 1) as f64;
+            // The longest move is N-1 cylinders; it must cost the full stroke.
+            let f = (d - 1) as f64 / (self.cylinders - 2).max(1) as f64;
             self.p.track_to_track_ms * 1e6 + self.seek_a * f.sqrt() + self.seek_b * f
         }
     }
@@ -358,7 +360,13 @@ impl Hdd {
         let arrive = (t as f64 + self.seek_ns(self.head, x)).max(not_before as f64);
         let angle = (arrive / self.rev).fract();
         let target = self.tau(x).fract();
-        let wait = (target - angle).rem_euclid(1.0) * self.rev;
+        let mut turn = (target - angle).rem_euclid(1.0);
+        // Times are whole nanoseconds, so a stream that continues exactly where
+        // the head is may land a hair past its sector; that is no revolution.
+        if turn > 1.0 - 1e-6 {
+            turn = 0.0;
+        }
+        let wait = turn * self.rev;
         arrive + wait - t as f64
     }
 
@@ -421,7 +429,12 @@ impl Hdd {
             }
             Kind::Read => {
                 if let Mech::Stream(mut s) = self.mech {
-                    if a >= s.seg_start && a <= s.limit {
+                    // Waiting for read-ahead pays only while the data is in the
+                    // buffer or passes under the head within a revolution; data
+                    // further along the stream is cheaper to seek to.
+                    let soon = a <= self.stream_reached(&s, t)
+                        || self.stream_avail(&s, a) as f64 <= t as f64 + self.rev;
+                    if a >= s.seg_start && a <= s.limit && soon {
                         s.limit = (b + self.seg_bytes.max(b - a)).min(self.p.capacity_bytes);
                         s.seg_start = a;
                         self.mech = Mech::Stream(s);
@@ -507,8 +520,13 @@ impl Hdd {
                 let start = t + ns(self.position_ns(t, a, t));
                 (start, Op::Read(c, start))
             } else {
+                // The media may start once it cannot overtake the data still
+                // arriving over the link.
+                let link_start = t.max(self.link_free);
                 let xfer = self.link(t, c.req.len, t);
-                (t + ns(self.position_ns(t, a, xfer)), Op::Write(c))
+                let media = ns(self.media_ns(a, b));
+                let not_before = link_start.max(xfer.saturating_sub(media));
+                (t + ns(self.position_ns(t, a, not_before)), Op::Write(c))
             };
             let until = start + ns(self.media_ns(a, b));
             self.mech = Mech::Busy { until, op };
@@ -636,5 +654,71 @@ impl Device for Hdd {
             sources: self.sources.clone(),
             parts: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn disk() -> Hdd {
+        let p = crate::presets::builtin()
+            .ok()
+            .and_then(|all| all.into_iter().find(|p| p.name == "hdd-7200"))
+            .map(|p| p.model);
+        match p {
+            Some(crate::presets::Model::Hdd(mut p)) => {
+                p.capacity_bytes = 1_000_000_000_000;
+                Hdd::new("t", p, vec![]).expect("valid")
+            }
+            other => panic!("hdd-7200 preset: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn lee_curve_reproduces_min_average_and_full_stroke() {
+        let (min, avg, max) = (0.8, 8.5, 16.0);
+        let (a, b) = lee_coefficients(min, avg, max);
+        let t = |f: f64| min + a * f.sqrt() + b * f;
+        assert!((t(0.0) - min).abs() < 1e-12);
+        assert!((t(1.0) - max).abs() < 1e-9);
+        // Mean over two uniform random positions: distance density 2(1-f).
+        let n = 200_000;
+        let mean: f64 = (0..n)
+            .map(|i| {
+                let f = (i as f64 + 0.5) / n as f64;
+                t(f) * 2.0 * (1.0 - f) / n as f64
+            })
+            .sum();
+        assert!((mean - avg).abs() < 1e-3, "mean seek {mean}");
+        // The model's own seeks: one cylinder, full stroke, none.
+        let d = disk();
+        let cyl = d.p.capacity_bytes / d.cylinders;
+        assert!((d.seek_ns(0, cyl + 1) - 0.8e6).abs() < 1.0);
+        assert!((d.seek_ns(0, d.p.capacity_bytes - 1) - 16e6).abs() < 1.0);
+        assert_eq!(d.seek_ns(4096, 8192), 0.0);
+    }
+
+    #[test]
+    fn media_rate_is_zoned_and_tau_inverts() {
+        let d = disk();
+        let cap = d.p.capacity_bytes;
+        // 1 MB at the start takes 1/160 s, at the end 1/80 s.
+        assert!((d.media_ns(0, 1_000_000) / 6.25e6 - 1.0).abs() < 1e-4);
+        assert!((d.media_ns(cap - 1_000_000, cap) / 12.5e6 - 1.0).abs() < 1e-4);
+        for x in [0, 4096, cap / 3, cap - 512] {
+            assert!(d.tau_inv(d.tau(x)).abs_diff(x) <= 1, "{x}");
+        }
+    }
+
+    #[test]
+    fn a_continuing_stream_costs_no_rotation_and_a_late_one_a_turn() {
+        let mut d = disk();
+        d.head = 1 << 20;
+        // The head reaches byte 1 MiB at the time it has turned tau(1 MiB).
+        let t = ns(d.tau(1 << 20) * d.rev);
+        assert!(d.position_ns(t, 1 << 20, t) < 1.0);
+        let late = d.position_ns(t + 1000, 1 << 20, t + 1000);
+        assert!((late - (d.rev - 1000.0)).abs() < 2.0, "{late}");
     }
 }

@@ -143,10 +143,11 @@ fn line_at(text: &str, byte: usize) -> usize {
     text[..byte.min(text.len())].matches('\n').count() + 1
 }
 
-/// The line of `key` inside the table `[header]`, or of the header itself.
+/// The line of `key` inside the table `[header]`, or of the header itself, or 0
+/// when there is no such table.
 fn line_of_key(text: &str, header: &str, key: &str) -> usize {
     let mut in_table = false;
-    let mut header_line = 1;
+    let mut header_line = 0;
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if l.starts_with('[') {
@@ -192,7 +193,11 @@ pub fn parse(file_name: &str, text: &str) -> Result<Vec<Preset>, PresetError> {
     })?;
     let invalid = |kind: &str, name: &str, e: ParamError| PresetError::Invalid {
         file: file_name.into(),
-        line: line_of_key(text, &format!("{kind}.{name}.params"), e.key),
+        // Parameters given as an inline table sit under the preset's header.
+        line: match line_of_key(text, &format!("{kind}.{name}.params"), e.key) {
+            0 => line_of_key(text, &format!("{kind}.{name}"), e.key).max(1),
+            n => n,
+        },
         key: e.key.into(),
         message: format!("[{kind}.{name}] {}", e.message),
     };

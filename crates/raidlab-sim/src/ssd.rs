@@ -436,6 +436,9 @@ impl Ssd {
             last = last.max(xfer_end);
             off += bytes;
         }
+        if first == Ns::MAX {
+            first = s;
+        }
         // The link streams the data out as it arrives from the channels.
         let ls = first.max(self.link_free);
         self.link_free = ls + ns(req.len as f64 * self.link_ns_per_byte);
@@ -599,5 +602,24 @@ impl Device for Ssd {
             sources: self.sources.clone(),
             parts: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn greedy_valid_fraction_solves_its_equation() {
+        for rho in [0.5, 0.8, 1.0 / 1.07, 0.99] {
+            let v = greedy_valid_fraction(rho);
+            assert!(v > 0.0 && v < 1.0);
+            assert!((v - (-(1.0 - v) / rho).exp()).abs() < 1e-9, "{rho}: {v}");
+        }
+        // 7% spare on a full drive: write amplification about 7.6 (LRW bound).
+        let wa = 1.0 / (1.0 - greedy_valid_fraction(1.0 / 1.07));
+        assert!((7.0..8.5).contains(&wa), "{wa}");
+        // More spare, less copying.
+        assert!(greedy_valid_fraction(0.5) < greedy_valid_fraction(0.8));
     }
 }
