@@ -44,7 +44,10 @@ impl SimTarget {
         let (cfg, extra) = if spec.ends_with(".toml") {
             SimConfig::load(Path::new(spec)).map_err(|e| bad(spec, e))?
         } else {
-            (SimConfig::short(spec).map_err(|e| bad(spec, e))?, Vec::new())
+            (
+                SimConfig::short(spec).map_err(|e| bad(spec, e))?,
+                Vec::new(),
+            )
         };
         let dev = cfg.build(&extra).map_err(|e| bad(spec, e))?;
         Ok(SimTarget {
@@ -95,10 +98,16 @@ impl SimTarget {
         let mut st = self.lock();
         let start = st.now;
         let out = run_observed(st.dev.as_mut(), &job, start, &mut |kind, lat| {
-            let d = if kind == Kind::Read { &mut read } else { &mut write };
+            let d = if kind == Kind::Read {
+                &mut read
+            } else {
+                &mut write
+            };
             d.record(bs, Duration::from_nanos(lat));
         })
-        .map_err(|e| Error::new(ErrorKind::Invalid, Op::Read, e).on_device(self.describe.clone()))?;
+        .map_err(|e| {
+            Error::new(ErrorKind::Invalid, Op::Read, e).on_device(self.describe.clone())
+        })?;
         st.now = out.end.max(start);
         control.add_done(out.bytes);
         Ok(Measured {
@@ -127,7 +136,15 @@ impl SimTarget {
         let id = st.next_id;
         st.next_id += 1;
         let start = st.now;
-        st.dev.submit(start, Request { id, kind, offset, len });
+        st.dev.submit(
+            start,
+            Request {
+                id,
+                kind,
+                offset,
+                len,
+            },
+        );
         let mut done: Vec<Completion> = Vec::new();
         let mut end = start;
         while !done.iter().any(|c| c.id == id) {

@@ -197,7 +197,7 @@ struct Stream {
 enum Op {
     Read(Cmd, Ns),
     Write(Cmd),
-    Destage { seq: u64, len: u64 },
+    Destage { len: u64 },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -207,12 +207,12 @@ enum Mech {
     Busy { until: Ns, op: Op },
 }
 
-/// Dirty data in the write cache, in arrival order; `seq` is the newest write in it.
-#[derive(Debug, Clone, Copy)]
+/// A run of dirty data in the write cache and the writes (by arrival number) in it.
+#[derive(Debug, Clone)]
 struct Dirty {
     start: u64,
     end: u64,
-    seq: u64,
+    seqs: Vec<u64>,
 }
 
 /// Read cache segments kept besides the one being read ahead (assumed: the buffer
@@ -247,7 +247,10 @@ pub struct Hdd {
     dirty: VecDeque<Dirty>,
     dirty_bytes: u64,
     next_seq: u64,
-    durable_upto: u64,
+    /// Writes acknowledged from the cache and not yet on the media.
+    undurable: std::collections::BTreeSet<u64>,
+    /// The writes of the destage in progress.
+    destaging: Vec<u64>,
     flushes: Vec<(u64, u64)>,
     ctrl_free: Ns,
     link_free: Ns,
@@ -290,7 +293,8 @@ impl Hdd {
             dirty: VecDeque::new(),
             dirty_bytes: 0,
             next_seq: 0,
-            durable_upto: 0,
+            undurable: std::collections::BTreeSet::new(),
+            destaging: Vec::new(),
             flushes: Vec::new(),
             ctrl_free: 0,
             link_free: 0,
@@ -421,7 +425,7 @@ impl Hdd {
         match c.req.kind {
             Kind::Trim => self.done.push(Reverse((t, c.req.id))),
             Kind::Flush => {
-                if self.durable_upto >= self.next_seq {
+                if self.undurable.is_empty() {
                     self.done.push(Reverse((t, c.req.id)));
                 } else {
                     self.flushes.push((c.req.id, self.next_seq));
@@ -482,16 +486,44 @@ impl Hdd {
             self.dirty_bytes += c.req.len;
             let (start, end, seq) = (c.req.offset, c.req.offset + c.req.len, self.next_seq);
             self.next_seq += 1;
-            match self.dirty.back_mut() {
-                // Coalesce only while the run stays within a segment, so one
-                // destage never holds the mechanism for long.
-                Some(d) if d.end == start && end - d.start <= self.seg_bytes => {
+            self.undurable.insert(seq);
+            // Coalesce with the run this write continues, whenever it arrived
+            // (a RAID's member sees a stream's writes slightly out of order),
+            // only while the run stays within a segment, so one destage never
+            // holds the mechanism for long.
+            match self
+                .dirty
+                .iter_mut()
+                .find(|d| d.end == start && end - d.start <= self.seg_bytes)
+            {
+                Some(d) => {
                     d.end = end;
-                    d.seq = seq;
+                    d.seqs.push(seq);
                 }
-                _ => self.dirty.push_back(Dirty { start, end, seq }),
+                None => self.dirty.push_back(Dirty {
+                    start,
+                    end,
+                    seqs: vec![seq],
+                }),
             }
         }
+    }
+
+    /// The dirty run to write next: the first at or after the head, else the
+    /// lowest (an elevator sweep, as drives order their write-back), so runs that
+    /// arrived out of order still go down in one pass.
+    fn next_destage(&self) -> Option<usize> {
+        let mut after: Option<(u64, usize)> = None;
+        let mut lowest: Option<(u64, usize)> = None;
+        for (i, d) in self.dirty.iter().enumerate() {
+            if d.start >= self.head && after.map_or(true, |(s, _)| d.start < s) {
+                after = Some((d.start, i));
+            }
+            if lowest.map_or(true, |(s, _)| d.start < s) {
+                lowest = Some((d.start, i));
+            }
+        }
+        after.or(lowest).map(|(_, i)| i)
     }
 
     /// Give the mechanism its next job if it has none it cannot interrupt.
@@ -531,17 +563,18 @@ impl Hdd {
             let until = start + ns(self.media_ns(a, b));
             self.mech = Mech::Busy { until, op };
             self.head = b;
-        } else if let Some(d) = self.dirty.pop_front() {
+        } else if let Some(i) = self.next_destage() {
+            let d = self.dirty.remove(i).expect("index from next_destage");
             self.stop_stream(t);
             let start = t + ns(self.position_ns(t, d.start, t));
             let until = start + ns(self.media_ns(d.start, d.end));
             self.mech = Mech::Busy {
                 until,
                 op: Op::Destage {
-                    seq: d.seq,
                     len: d.end - d.start,
                 },
             };
+            self.destaging = d.seqs;
             self.head = d.end;
         }
     }
@@ -566,13 +599,16 @@ impl Hdd {
                 }
             }
             Op::Write(c) => self.done.push(Reverse((t, c.req.id))),
-            Op::Destage { seq, len } => {
+            Op::Destage { len } => {
                 self.dirty_bytes -= len;
-                self.durable_upto = seq + 1;
-                let upto = self.durable_upto;
+                for s in std::mem::take(&mut self.destaging) {
+                    self.undurable.remove(&s);
+                }
+                // A flush waits for every write acknowledged before it.
+                let oldest = self.undurable.first().copied().unwrap_or(u64::MAX);
                 let done = &mut self.done;
                 self.flushes.retain(|&(id, need)| {
-                    let keep = need > upto;
+                    let keep = oldest < need;
                     if !keep {
                         done.push(Reverse((t, id)));
                     }

@@ -17,5 +17,5 @@ pub mod ideal;
 pub mod presets;
 pub mod ssd;
 pub mod stats;
-pub mod workload;
 pub mod summary;
+pub mod workload;

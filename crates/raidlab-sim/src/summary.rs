@@ -114,7 +114,8 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
             };
             let member = cfg.member(extra).map_err(|e| e.to_string())?;
             let data = member.capacity().saturating_sub(crate::array::DATA_OFFSET);
-            let g = Geometry::new(level, layout, chunk, a.members, data).map_err(|e| e.to_string())?;
+            let g =
+                Geometry::new(level, layout, chunk, a.members, data).map_err(|e| e.to_string())?;
             let t = tolerated(&g);
             let rebuild = if t > 0 || level == Level::Raid10 {
                 let make = || cfg.member(extra).map_err(|e| e.to_string());

@@ -158,9 +158,9 @@ pub fn run_observed(
             len: job.block,
         }
     };
-    for slot in 0..slots {
+    for (slot, kind) in kinds.iter_mut().enumerate() {
         let req = next_req(slot, &mut rng);
-        kinds[slot] = req.kind;
+        *kind = req.kind;
         dev.submit(start, req);
         in_flight += 1;
     }
