@@ -20,6 +20,17 @@ pub struct BenchReport {
     pub targets: Vec<String>,
     pub rows: Vec<Row>,
     pub details: serde_json::Value,
+    /// The simulated targets among `targets`: each one's model and parameters
+    /// (units, sources), so a report can tell virtual figures from measured ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub simulated: Vec<SimulatedTarget>,
+}
+
+/// A simulated target of a result: its label and what it is made of.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SimulatedTarget {
+    pub target: String,
+    pub model: serde_json::Value,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -50,6 +61,7 @@ impl BenchReport {
             targets,
             rows: Vec::new(),
             details: serde_json::Value::Null,
+            simulated: Vec::new(),
         }
     }
 

@@ -162,6 +162,22 @@ impl SimTarget {
     }
 }
 
+/// The model of every simulated target among `targets`, for the result JSON.
+pub fn models<'a>(
+    targets: impl IntoIterator<Item = &'a crate::Target>,
+) -> Vec<crate::schema::SimulatedTarget> {
+    targets
+        .into_iter()
+        .filter_map(|t| {
+            let sim = t.sim.as_ref()?;
+            Some(crate::schema::SimulatedTarget {
+                target: t.label.clone(),
+                model: serde_json::to_value(&sim.info).unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
 /// The simulated device as a [`Volume`] for the suites' own single requests
 /// (flushes, Bonnie++'s seeks): each call is one request at queue depth 1 in
 /// virtual time. No data is kept: reads return zeros.

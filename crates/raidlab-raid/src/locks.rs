@@ -8,8 +8,16 @@ use std::sync::{Condvar, Mutex};
 
 #[derive(Debug, Default)]
 pub struct StripeLocks {
-    held: Mutex<HashSet<u64>>,
+    held: Mutex<Held>,
     released: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Held {
+    keys: HashSet<u64>,
+    /// Requests waiting for a key: a release wakes them only when there are
+    /// some, so the common uncontended release costs no futex system call.
+    waiters: usize,
 }
 
 /// Held stripe keys; released on drop.
@@ -24,10 +32,12 @@ impl StripeLocks {
     pub fn lock(&self, keys: &[u64]) -> StripeGuard<'_> {
         if !keys.is_empty() {
             let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-            while keys.iter().any(|k| held.contains(k)) {
+            while keys.iter().any(|k| held.keys.contains(k)) {
+                held.waiters += 1;
                 held = self.released.wait(held).unwrap_or_else(|p| p.into_inner());
+                held.waiters -= 1;
             }
-            held.extend(keys.iter().copied());
+            held.keys.extend(keys.iter().copied());
         }
         StripeGuard {
             locks: self,
@@ -43,10 +53,13 @@ impl Drop for StripeGuard<'_> {
         }
         let mut held = self.locks.held.lock().unwrap_or_else(|p| p.into_inner());
         for k in &self.keys {
-            held.remove(k);
+            held.keys.remove(k);
         }
+        let waiting = held.waiters > 0;
         drop(held);
-        self.locks.released.notify_all();
+        if waiting {
+            self.locks.released.notify_all();
+        }
     }
 }
 

@@ -65,6 +65,53 @@ pub struct ArraySpec {
     pub host: HostCost,
 }
 
+/// Values in reusable numbered slots: the simulator looks requests and member
+/// operations up by number several times per I/O, and a vector index is what a
+/// million of those a second can afford. Slots are reused lowest-freed-last, the
+/// same way on every run.
+#[derive(Debug)]
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<usize>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    fn insert(&mut self, t: T) -> u64 {
+        match self.free.pop() {
+            Some(i) => {
+                self.items[i] = Some(t);
+                i as u64
+            }
+            None => {
+                self.items.push(Some(t));
+                (self.items.len() - 1) as u64
+            }
+        }
+    }
+    fn get(&self, i: u64) -> Option<&T> {
+        self.items.get(i as usize).and_then(Option::as_ref)
+    }
+    fn get_mut(&mut self, i: u64) -> Option<&mut T> {
+        self.items.get_mut(i as usize).and_then(Option::as_mut)
+    }
+    fn remove(&mut self, i: u64) -> Option<T> {
+        let t = self.items.get_mut(i as usize)?.take();
+        if t.is_some() {
+            self.free.push(i as usize);
+        }
+        t
+    }
+}
+
 /// One request (or a background write-out) on its way through its plans.
 #[derive(Debug)]
 struct Active {
@@ -91,11 +138,10 @@ pub struct SimArray {
     clock: &'static VirtualClock,
     members: Vec<Option<Box<dyn Device>>>,
     host: HostCost,
-    active: BTreeMap<u64, Active>,
-    next_seq: u64,
+    /// Requests under way, by slot (their `seq`).
+    active: Slab<Active>,
     /// Member operation id -> the request (seq) it belongs to.
-    member_ops: BTreeMap<u64, u64>,
-    next_op: u64,
+    member_ops: Slab<u64>,
     /// Stripe lock key -> holder (seq).
     locks: BTreeMap<u64, u64>,
     /// Requests waiting for locks, in arrival order.
@@ -203,10 +249,8 @@ impl SimArray {
             clock,
             members: spec.members,
             host: spec.host,
-            active: BTreeMap::new(),
-            next_seq: 0,
-            member_ops: BTreeMap::new(),
-            next_op: 0,
+            active: Slab::default(),
+            member_ops: Slab::default(),
             locks: BTreeMap::new(),
             waiting: VecDeque::new(),
             timers: BTreeSet::new(),
@@ -273,25 +317,20 @@ impl SimArray {
             self.errors
                 .push(format!("{kind:?} of {len} bytes at {offset}: {e}"));
         }
-        let seq = self.next_seq;
-        self.next_seq += 1;
         let overhead = if host_id.is_some() {
             self.host.request_ns()
         } else {
             0
         };
-        self.active.insert(
-            seq,
-            Active {
-                host_id,
-                plans: self.recording.take().into(),
-                step: 0,
-                outstanding: 0,
-                locked: false,
-                flush_members: kind == Kind::Flush,
-                not_before: now + overhead,
-            },
-        );
+        let seq = self.active.insert(Active {
+            host_id,
+            plans: self.recording.take().into(),
+            step: 0,
+            outstanding: 0,
+            locked: false,
+            flush_members: kind == Kind::Flush,
+            not_before: now + overhead,
+        });
         if overhead > 0 {
             self.timers.insert((now + overhead, seq));
         } else {
@@ -308,9 +347,7 @@ impl SimArray {
         offset: u64,
         len: u64,
     ) {
-        let id = self.next_op;
-        self.next_op += 1;
-        self.member_ops.insert(id, seq);
+        let id = self.member_ops.insert(seq);
         self.log.record(MemberIo {
             kind,
             member,
@@ -333,18 +370,20 @@ impl SimArray {
                 self.errors.push(format!(
                     "a plan used missing member {member} ({kind:?} at {offset})"
                 ));
-                self.member_ops.remove(&id);
+                self.member_ops.remove(id);
                 return;
             }
         }
-        if let Some(a) = self.active.get_mut(&seq) {
+        if let Some(a) = self.active.get_mut(seq) {
             a.outstanding += 1;
         }
     }
 
     /// Try to take every lock of the request's current plan at once.
     fn try_lock(&mut self, seq: u64) -> bool {
-        let a = &self.active[&seq];
+        let Some(a) = self.active.get(seq) else {
+            return true;
+        };
         let Some(plan) = a.plans.front() else {
             return true;
         };
@@ -374,7 +413,7 @@ impl SimArray {
     /// Carry request `seq` as far as it goes at `now`.
     fn progress(&mut self, now: Ns, seq: u64) {
         loop {
-            let Some(a) = self.active.get(&seq) else {
+            let Some(a) = self.active.get(seq) else {
                 return;
             };
             if a.outstanding > 0 || a.not_before > now {
@@ -382,7 +421,7 @@ impl SimArray {
             }
             if a.plans.is_empty() {
                 if a.flush_members {
-                    self.active.get_mut(&seq).expect("present").flush_members = false;
+                    self.active.get_mut(seq).expect("present").flush_members = false;
                     for m in 0..self.members.len() {
                         if self.members[m].is_some() {
                             self.submit_member(now, seq, Kind::Flush, m, 0, 0);
@@ -390,7 +429,7 @@ impl SimArray {
                     }
                     continue;
                 }
-                let a = self.active.remove(&seq).expect("present");
+                let a = self.active.remove(seq).expect("present");
                 if let Some(id) = a.host_id {
                     self.finished.push(Completion { id, at: now });
                 }
@@ -403,19 +442,21 @@ impl SimArray {
                     }
                     return;
                 }
-                self.active.get_mut(&seq).expect("present").locked = true;
+                self.active.get_mut(seq).expect("present").locked = true;
             }
-            let a = self.active.get_mut(&seq).expect("present");
-            let plan = a.plans.front().expect("not empty");
-            let Some(step) = plan.steps.get(a.step) else {
-                let plan = a.plans.pop_front().expect("not empty");
+            let a = self.active.get_mut(seq).expect("present");
+            // The plan leaves the request while its step is issued (no copy of
+            // the step), and goes back unless it is finished.
+            let plan = a.plans.pop_front().expect("not empty");
+            let step_index = a.step;
+            a.step += 1;
+            let Some(step) = plan.steps.get(step_index) else {
                 a.step = 0;
                 a.locked = false;
                 self.unlock(seq, &plan);
                 continue;
             };
-            a.step += 1;
-            match step.clone() {
+            match step {
                 Step::Io(ops) => {
                     for op in ops {
                         let kind = match op.kind {
@@ -433,9 +474,9 @@ impl SimArray {
                     }
                 }
                 Step::Compute(cs) => {
-                    let cost = self.host.compute_ns(&cs, &plan.scratch);
+                    let cost = self.host.compute_ns(cs, &plan.scratch);
                     if cost > 0 {
-                        let a = self.active.get_mut(&seq).expect("present");
+                        let a = self.active.get_mut(seq).expect("present");
                         a.not_before = now + cost;
                         self.timers.insert((now + cost, seq));
                     }
@@ -449,6 +490,9 @@ impl SimArray {
                         self.submit_member(now, seq, Kind::Flush, e.member, 0, 0);
                     }
                 }
+            }
+            if let Some(a) = self.active.get_mut(seq) {
+                a.plans.push_front(plan);
             }
         }
     }
@@ -502,8 +546,8 @@ impl Device for SimArray {
                 }
             }
             for c in member_done.drain(..) {
-                if let Some(seq) = self.member_ops.remove(&c.id) {
-                    if let Some(a) = self.active.get_mut(&seq) {
+                if let Some(seq) = self.member_ops.remove(c.id) {
+                    if let Some(a) = self.active.get_mut(seq) {
                         a.outstanding -= 1;
                         if a.outstanding == 0 {
                             self.ready.push_back(seq);
@@ -526,20 +570,15 @@ impl Device for SimArray {
                 }
                 let plans = self.recording.take();
                 if !plans.is_empty() {
-                    let seq = self.next_seq;
-                    self.next_seq += 1;
-                    self.active.insert(
-                        seq,
-                        Active {
-                            host_id: None,
-                            plans: plans.into(),
-                            step: 0,
-                            outstanding: 0,
-                            locked: false,
-                            flush_members: false,
-                            not_before: now,
-                        },
-                    );
+                    let seq = self.active.insert(Active {
+                        host_id: None,
+                        plans: plans.into(),
+                        step: 0,
+                        outstanding: 0,
+                        locked: false,
+                        flush_members: false,
+                        not_before: now,
+                    });
                     self.ready.push_back(seq);
                 }
                 any = true;

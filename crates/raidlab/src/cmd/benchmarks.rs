@@ -289,12 +289,12 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
             break;
         }
     }
+    let simulated = raidlab_bench::sim::models(targets.iter().map(|(t, _)| t));
     drop(targets);
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&bonnie::report(&results, &machine))?
-        );
+        let mut report = bonnie::report(&results, &machine);
+        report.simulated = simulated;
+        outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(finish_status(CONTROL.stopped()));
     }
     outln!(
@@ -420,12 +420,12 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
             break;
         }
     }
+    let simulated = raidlab_bench::sim::models(&targets);
     drop(targets);
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&iozone::report(&results))?
-        );
+        let mut report = iozone::report(&results);
+        report.simulated = simulated;
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         outln!("IOzone-style matrix, kBytes/sec (KiB/s)");
         for r in &results {
@@ -514,12 +514,12 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
             break;
         }
     }
+    let simulated = raidlab_bench::sim::models(&targets);
     drop(targets);
     if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&replay::report(&results, &name, format, &cfg))?
-        );
+        let mut report = replay::report(&results, &name, format, &cfg);
+        report.simulated = simulated;
+        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         outln!(
             "replay of {name} ({format:?}, {} requests, {}, queue depth {})",
@@ -639,8 +639,10 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
             .push(Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?);
     }
     let (results, interrupted) = run_targets(&targets, &cfg)?;
+    let simulated = raidlab_bench::sim::models(&targets);
     drop(targets);
-    let report = cdm::report(&results, &cfg);
+    let mut report = cdm::report(&results, &cfg);
+    report.simulated = simulated;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
