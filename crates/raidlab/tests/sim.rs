@@ -124,7 +124,9 @@ fn cdm_json(targets: &[&str]) -> serde_json::Value {
             "--runs",
             "1",
             "--measure",
-            "1",
+            "0.5",
+            "--interval",
+            "0",
             "--size",
             "256M",
         ])
