@@ -137,6 +137,10 @@ pub struct SimArray {
     recording: Arc<Recording>,
     clock: &'static VirtualClock,
     members: Vec<Option<Box<dyn Device>>>,
+    /// Each member's `next_event()` as of its last submit or advance: asked for
+    /// once per change, not on every look (the question is asked millions of
+    /// times a run).
+    member_next: Vec<Option<Ns>>,
     host: HostCost,
     /// Requests under way, by slot (their `seq`).
     active: Slab<Active>,
@@ -144,8 +148,8 @@ pub struct SimArray {
     member_ops: Slab<u64>,
     /// Stripe lock key -> holder (seq).
     locks: BTreeMap<u64, u64>,
-    /// Requests waiting for locks, in arrival order.
-    waiting: VecDeque<u64>,
+    /// Requests waiting for a lock key, by key, in arrival order.
+    waiting: BTreeMap<u64, VecDeque<u64>>,
     /// (time, seq): a compute step or a request's overhead ends.
     timers: BTreeSet<(Ns, u64)>,
     ready: VecDeque<u64>,
@@ -247,12 +251,13 @@ impl SimArray {
             array: Arc::new(array),
             recording,
             clock,
+            member_next: vec![None; spec.members.len()],
             members: spec.members,
             host: spec.host,
             active: Slab::default(),
             member_ops: Slab::default(),
             locks: BTreeMap::new(),
-            waiting: VecDeque::new(),
+            waiting: BTreeMap::new(),
             timers: BTreeSet::new(),
             ready: VecDeque::new(),
             finished: Vec::new(),
@@ -355,15 +360,18 @@ impl SimArray {
             len,
         });
         match self.members.get_mut(member).and_then(Option::as_mut) {
-            Some(dev) => dev.submit(
-                now,
-                Request {
-                    id,
-                    kind,
-                    offset,
-                    len,
-                },
-            ),
+            Some(dev) => {
+                dev.submit(
+                    now,
+                    Request {
+                        id,
+                        kind,
+                        offset,
+                        len,
+                    },
+                );
+                self.member_next[member] = dev.next_event();
+            }
             None => {
                 // The engine never plans I/O on a missing member; should it,
                 // the request completes with an error noted, not a hang.
@@ -379,35 +387,35 @@ impl SimArray {
         }
     }
 
-    /// Try to take every lock of the request's current plan at once.
-    fn try_lock(&mut self, seq: u64) -> bool {
-        let Some(a) = self.active.get(seq) else {
-            return true;
+    /// Try to take every lock of the request's current plan at once; on a
+    /// conflict, the key held by another request (to wait on).
+    fn try_lock(&mut self, seq: u64) -> Result<(), u64> {
+        let Some(plan) = self.active.get(seq).and_then(|a| a.plans.front()) else {
+            return Ok(());
         };
-        let Some(plan) = a.plans.front() else {
-            return true;
-        };
-        if plan
+        if let Some(&k) = plan
             .locks
             .iter()
-            .any(|k| self.locks.get(k).is_some_and(|&h| h != seq))
+            .find(|k| self.locks.get(k).is_some_and(|&h| h != seq))
         {
-            return false;
+            return Err(k);
         }
         for &k in &plan.locks {
             self.locks.insert(k, seq);
         }
-        true
+        Ok(())
     }
 
     fn unlock(&mut self, seq: u64, plan: &Plan) {
         for k in &plan.locks {
             if self.locks.get(k) == Some(&seq) {
                 self.locks.remove(k);
+                // Whoever waits for this key tries again, in arrival order.
+                if let Some(q) = self.waiting.remove(k) {
+                    self.ready.extend(q);
+                }
             }
         }
-        // Every waiter gets another try, in arrival order.
-        self.ready.extend(self.waiting.drain(..));
     }
 
     /// Carry request `seq` as far as it goes at `now`.
@@ -436,10 +444,8 @@ impl SimArray {
                 return;
             }
             if !a.locked {
-                if !self.try_lock(seq) {
-                    if !self.waiting.contains(&seq) {
-                        self.waiting.push_back(seq);
-                    }
+                if let Err(key) = self.try_lock(seq) {
+                    self.waiting.entry(key).or_default().push_back(seq);
                     return;
                 }
                 self.active.get_mut(seq).expect("present").locked = true;
@@ -525,7 +531,7 @@ impl Device for SimArray {
     }
 
     fn next_event(&self) -> Option<Ns> {
-        let members = self.members.iter().flatten().filter_map(|m| m.next_event());
+        let members = self.member_next.iter().flatten().copied();
         let own = [
             self.timers.first().map(|&(t, _)| t),
             self.tick,
@@ -539,10 +545,13 @@ impl Device for SimArray {
         let mut member_done = Vec::new();
         loop {
             let mut any = false;
-            for m in self.members.iter_mut().flatten() {
-                if m.next_event().is_some_and(|t| t <= now) {
-                    m.advance(now, &mut member_done);
-                    any = true;
+            for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
+                if let Some(m) = m {
+                    if next.is_some_and(|t| t <= now) {
+                        m.advance(now, &mut member_done);
+                        *next = m.next_event();
+                        any = true;
+                    }
                 }
             }
             for c in member_done.drain(..) {

@@ -21,7 +21,7 @@
 
 use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
 
 /// A disk's parameters, every unit in its name. Sizes are bytes, rates decimal MB/s.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
@@ -244,7 +244,11 @@ pub struct Hdd {
     mech: Mech,
     head: u64,
     segments: VecDeque<(u64, u64)>,
-    dirty: VecDeque<Dirty>,
+    /// Dirty runs by (start, first write's number), and the same runs by
+    /// (end, start, first write's number) to find the one a write continues:
+    /// a drive's cache holds thousands of small runs under random writes.
+    dirty: BTreeMap<(u64, u64), Dirty>,
+    dirty_ends: BTreeSet<(u64, u64, u64)>,
     dirty_bytes: u64,
     next_seq: u64,
     /// Writes acknowledged from the cache and not yet on the media.
@@ -290,7 +294,8 @@ impl Hdd {
             mech: Mech::Idle,
             head: 0,
             segments: VecDeque::new(),
-            dirty: VecDeque::new(),
+            dirty: BTreeMap::new(),
+            dirty_ends: BTreeSet::new(),
             dirty_bytes: 0,
             next_seq: 0,
             undurable: std::collections::BTreeSet::new(),
@@ -491,20 +496,32 @@ impl Hdd {
             // (a RAID's member sees a stream's writes slightly out of order),
             // only while the run stays within a segment, so one destage never
             // holds the mechanism for long.
-            match self
-                .dirty
-                .iter_mut()
-                .find(|d| d.end == start && end - d.start <= self.seg_bytes)
-            {
-                Some(d) => {
-                    d.end = end;
-                    d.seqs.push(seq);
+            let seg = self.seg_bytes;
+            let continued = self
+                .dirty_ends
+                .range((start, 0, 0)..(start + 1, 0, 0))
+                .find(|&&(_, s, _)| end - s <= seg)
+                .copied();
+            match continued {
+                Some((old_end, s, first)) => {
+                    self.dirty_ends.remove(&(old_end, s, first));
+                    self.dirty_ends.insert((end, s, first));
+                    if let Some(d) = self.dirty.get_mut(&(s, first)) {
+                        d.end = end;
+                        d.seqs.push(seq);
+                    }
                 }
-                None => self.dirty.push_back(Dirty {
-                    start,
-                    end,
-                    seqs: vec![seq],
-                }),
+                None => {
+                    self.dirty_ends.insert((end, start, seq));
+                    self.dirty.insert(
+                        (start, seq),
+                        Dirty {
+                            start,
+                            end,
+                            seqs: vec![seq],
+                        },
+                    );
+                }
             }
         }
     }
@@ -512,18 +529,12 @@ impl Hdd {
     /// The dirty run to write next: the first at or after the head, else the
     /// lowest (an elevator sweep, as drives order their write-back), so runs that
     /// arrived out of order still go down in one pass.
-    fn next_destage(&self) -> Option<usize> {
-        let mut after: Option<(u64, usize)> = None;
-        let mut lowest: Option<(u64, usize)> = None;
-        for (i, d) in self.dirty.iter().enumerate() {
-            if d.start >= self.head && after.map_or(true, |(s, _)| d.start < s) {
-                after = Some((d.start, i));
-            }
-            if lowest.map_or(true, |(s, _)| d.start < s) {
-                lowest = Some((d.start, i));
-            }
-        }
-        after.or(lowest).map(|(_, i)| i)
+    fn next_destage(&self) -> Option<(u64, u64)> {
+        self.dirty
+            .range((self.head, 0)..)
+            .next()
+            .or_else(|| self.dirty.iter().next())
+            .map(|(&k, _)| k)
     }
 
     /// Give the mechanism its next job if it has none it cannot interrupt.
@@ -563,8 +574,8 @@ impl Hdd {
             let until = start + ns(self.media_ns(a, b));
             self.mech = Mech::Busy { until, op };
             self.head = b;
-        } else if let Some(i) = self.next_destage() {
-            let d = self.dirty.remove(i).expect("index from next_destage");
+        } else if let Some(d) = self.next_destage().and_then(|k| self.dirty.remove(&k)) {
+            self.dirty_ends.remove(&(d.end, d.start, d.seqs[0]));
             self.stop_stream(t);
             let start = t + ns(self.position_ns(t, d.start, t));
             let until = start + ns(self.media_ns(d.start, d.end));

@@ -70,9 +70,14 @@ impl IoArgs {
 #[derive(Debug, Args)]
 pub struct CdmArgs {
     /// Targets: a directory (a test file is made there), a file, a block device,
-    /// `array:M0,M1,...` (an array by its members, run in-process) or
-    /// `mem:SIZE[,bw=RATE][,iops=N]`. Several targets are run one after another
-    /// and printed side by side.
+    /// `array:M0,M1,...` (an array by its members, run in-process),
+    /// `mem:SIZE[,bw=RATE][,iops=N]`, or simulated hardware in virtual time:
+    /// `sim:PRESET` (one device; `raidlab sim devices` lists them),
+    /// `sim:LEVEL:NxPRESET[:chunk=SIZE][:layout=NAME][:failed=R,..]
+    /// [:stripe-cache=N][:member-size=SIZE][:card=CARD[/pass-through]]`
+    /// (raidlab's engine on simulated members, or a RAID card running the array)
+    /// or `sim:FILE.toml`. Several targets are run one after another and printed
+    /// side by side; simulated ones are marked "(simulated)".
     #[arg(required = true)]
     pub targets: Vec<String>,
     /// CrystalDiskMark profile: default, peak, real-world or nvme.
