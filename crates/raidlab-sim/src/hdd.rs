@@ -537,6 +537,18 @@ impl Hdd {
             .map(|(&k, _)| k)
     }
 
+    /// Whether write-back may take the mechanism now. A read-ahead in progress
+    /// keeps it (drives serve a sequential reader before idle write-back; a
+    /// destage between two reads of a stream would cost each read a seek and a
+    /// revolution) unless the cache is three-quarters full of dirty data, a
+    /// write waits for room, or a flush waits.
+    fn destage_now(&self) -> bool {
+        !matches!(self.mech, Mech::Stream(_))
+            || self.dirty_bytes * 4 > self.dirty_limit * 3
+            || !self.space_wait.is_empty()
+            || !self.flushes.is_empty()
+    }
+
     /// Give the mechanism its next job if it has none it cannot interrupt.
     fn dispatch(&mut self, t: Ns) {
         if matches!(self.mech, Mech::Busy { .. }) {
@@ -574,7 +586,12 @@ impl Hdd {
             let until = start + ns(self.media_ns(a, b));
             self.mech = Mech::Busy { until, op };
             self.head = b;
-        } else if let Some(d) = self.next_destage().and_then(|k| self.dirty.remove(&k)) {
+        } else if let Some(d) = self
+            .destage_now()
+            .then(|| self.next_destage())
+            .flatten()
+            .and_then(|k| self.dirty.remove(&k))
+        {
             self.dirty_ends.remove(&(d.end, d.start, d.seqs[0]));
             self.stop_stream(t);
             let start = t + ns(self.position_ns(t, d.start, t));
