@@ -308,7 +308,7 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
         }
         "filename" => {
             let v = need()?;
-            if v.contains(':') && !v.starts_with("array:") && !v.starts_with("mem:") {
+            if v.contains(':') && !["array:", "mem:", "sim:", "cache:"].iter().any(|p| v.starts_with(p)) {
                 return Err(bad("(several files joined by ':') is not supported by raidlab: one file per job"));
             }
             job.filename = Some(v.to_string());
@@ -395,6 +395,20 @@ pub fn run(
         on_group(gi, group);
         // Open every clone's target first: errors before any I/O.
         let mut planned = Vec::new();
+        let simulated = group
+            .iter()
+            .filter(|j| j.target().is_some_and(|t| t.starts_with("sim:")))
+            .map(|j| j.numjobs)
+            .sum::<usize>();
+        if simulated > 1 {
+            // Each opening of a `sim:` target is its own simulated hardware, and
+            // each runs in its own virtual time: jobs running together would
+            // not share a device or a clock.
+            return Err(Error::invalid(format!(
+                "group {} runs {simulated} jobs on simulated targets at once: a simulated target runs one job at a time; give the jobs `stonewall` (one after another) or use iodepth instead of numjobs",
+                gi + 1
+            )));
+        }
         for job in group {
             for clone in 0..job.numjobs {
                 let spec = job.target().unwrap_or_default();

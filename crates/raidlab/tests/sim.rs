@@ -259,3 +259,25 @@ fn bad_configurations_are_refused_with_the_place_and_what_to_do() {
             .stderr(predicate::str::contains(says));
     }
 }
+
+#[test]
+fn job_files_run_on_simulated_targets_one_job_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let job = dir.path().join("sim.fio");
+    let text = "[global]\nfilename=sim:raid5:4xsata-ssd-1tb-2021\nsize=1G\nruntime=1s\ntime_based\n\
+                [w]\nrw=randwrite\nbs=4k\niodepth=32\n[r]\nstonewall\nrw=read\nbs=1M\niodepth=8\n";
+    std::fs::write(&job, text).unwrap();
+    raidlab()
+        .args(["bench", "job"])
+        .arg(&job)
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("(simulated)"));
+    std::fs::write(&job, text.replace("iodepth=32\n", "iodepth=32\nnumjobs=2\n")).unwrap();
+    raidlab()
+        .args(["bench", "job"])
+        .arg(&job)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("one job at a time"));
+}
