@@ -300,6 +300,9 @@ pub fn run(
             .on_device(target.label.clone()));
         }
     }
+    if let Some(sim) = &target.sim {
+        return Ok(replay_simulated(target, sim, ops, cfg, control));
+    }
     let next = AtomicUsize::new(0);
     let failed: Mutex<Option<Error>> = Mutex::new(None);
     let max_len = ops.iter().map(|o| o.len).max().unwrap_or(0) as usize;
@@ -391,6 +394,52 @@ pub fn run(
         r.trims_unsupported += tru;
     }
     Ok(r)
+}
+
+/// A replay on a simulated target, in virtual time.
+fn replay_simulated(
+    target: &Target,
+    sim: &crate::sim::SimTarget,
+    ops: &[TraceOp],
+    cfg: &ReplayConfig,
+    control: &Control,
+) -> ReplayResult {
+    use raidlab_sim::device::Kind as SimKind;
+    let plan: Vec<(u64, SimKind, u64, u64)> = ops
+        .iter()
+        .map(|o| {
+            let kind = match o.kind {
+                Kind::Read => SimKind::Read,
+                Kind::Write => SimKind::Write,
+                Kind::Flush => SimKind::Flush,
+                Kind::Trim => SimKind::Trim,
+            };
+            (o.at.as_nanos() as u64, kind, o.offset, o.len)
+        })
+        .collect();
+    let (done, elapsed) = sim.replay(&plan, cfg.qd, cfg.timed);
+    let mut r = ReplayResult {
+        label: target.label.clone(),
+        read: DirStats::default(),
+        write: DirStats::default(),
+        flushes: 0,
+        trims: 0,
+        trims_unsupported: 0,
+        elapsed: Duration::from_nanos(elapsed),
+        interrupted: false,
+    };
+    for (i, lat) in done {
+        let o = &ops[i];
+        let lat = Duration::from_nanos(lat);
+        match o.kind {
+            Kind::Read => r.read.record(o.len, lat),
+            Kind::Write => r.write.record(o.len, lat),
+            Kind::Flush => r.flushes += 1,
+            Kind::Trim => r.trims += 1,
+        }
+        control.add_done(o.len);
+    }
+    r
 }
 
 /// The raidlab-bench/1 report: group = the trace, tests read and write.

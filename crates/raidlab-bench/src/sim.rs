@@ -156,6 +156,58 @@ impl SimTarget {
         Duration::from_nanos(end - start)
     }
 
+    /// Replay `ops` (issue time from the start, kind, offset, length) in order
+    /// with `qd` in flight, at their recorded times when `timed`: each
+    /// completion's (index, latency), and the virtual time it all took.
+    pub fn replay(
+        &self,
+        ops: &[(Ns, Kind, u64, u64)],
+        qd: usize,
+        timed: bool,
+    ) -> (Vec<(usize, Ns)>, Ns) {
+        let mut st = self.lock();
+        let start = st.now;
+        let mut issued: std::collections::BTreeMap<u64, Ns> = std::collections::BTreeMap::new();
+        let mut out = Vec::with_capacity(ops.len());
+        let mut done: Vec<Completion> = Vec::new();
+        let (mut next, mut t) = (0usize, start);
+        loop {
+            while issued.len() < qd.max(1) && next < ops.len() {
+                let (at, kind, offset, len) = ops[next];
+                if timed && start + at > t {
+                    break;
+                }
+                st.dev.submit(
+                    t,
+                    Request {
+                        id: next as u64,
+                        kind,
+                        offset,
+                        len,
+                    },
+                );
+                issued.insert(next as u64, t);
+                next += 1;
+            }
+            let due = (timed && issued.len() < qd.max(1) && next < ops.len())
+                .then(|| start + ops[next].0);
+            let Some(nt) = [st.dev.next_event(), due].into_iter().flatten().min() else {
+                break;
+            };
+            t = nt.max(t);
+            if st.dev.next_event().is_some_and(|e| e <= t) {
+                st.dev.advance(t, &mut done);
+            }
+            for c in done.drain(..) {
+                if let Some(at) = issued.remove(&c.id) {
+                    out.push((c.id as usize, c.at - at));
+                }
+            }
+        }
+        st.now = t;
+        (out, t - start)
+    }
+
     /// Virtual time now.
     pub fn now(&self) -> Duration {
         Duration::from_nanos(self.lock().now)

@@ -264,7 +264,8 @@ fn bad_configurations_are_refused_with_the_place_and_what_to_do() {
 fn job_files_run_on_simulated_targets_one_job_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("sim.fio");
-    let text = "[global]\nfilename=sim:raid5:4xsata-ssd-1tb-2021\nsize=1G\nruntime=1s\ntime_based\n\
+    let text =
+        "[global]\nfilename=sim:raid5:4xsata-ssd-1tb-2021\nsize=1G\nruntime=1s\ntime_based\n\
                 [w]\nrw=randwrite\nbs=4k\niodepth=32\n[r]\nstonewall\nrw=read\nbs=1M\niodepth=8\n";
     std::fs::write(&job, text).unwrap();
     raidlab()
@@ -273,11 +274,59 @@ fn job_files_run_on_simulated_targets_one_job_at_a_time() {
         .assert()
         .success()
         .stdout(predicate::str::contains("(simulated)"));
-    std::fs::write(&job, text.replace("iodepth=32\n", "iodepth=32\nnumjobs=2\n")).unwrap();
+    std::fs::write(
+        &job,
+        text.replace("iodepth=32\n", "iodepth=32\nnumjobs=2\n"),
+    )
+    .unwrap();
     raidlab()
         .args(["bench", "job"])
         .arg(&job)
         .assert()
         .failure()
         .stderr(predicate::str::contains("one job at a time"));
+}
+
+#[test]
+fn a_trace_replays_on_simulated_hardware_in_virtual_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.iolog");
+    let mut text = String::from("fio version 2 iolog\n/dev/x add\n/dev/x open\n");
+    for i in 0..400u64 {
+        let kind = if i % 3 == 0 { "write" } else { "read" };
+        text.push_str(&format!(
+            "/dev/x {kind} {} 4096\n",
+            (i * 7919 % 65536) * 4096
+        ));
+    }
+    std::fs::write(&trace, text).unwrap();
+    let rows = || -> serde_json::Value {
+        let out = raidlab()
+            .args(["bench", "replay", "--qd", "4", "--json"])
+            .arg(&trace)
+            .arg("sim:raid6:5xhdd-7200")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["simulated"].as_array().unwrap().len(), 1);
+        v["rows"].clone()
+    };
+    let a = rows();
+    let reads = a
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["test"] == "read" && r["metric"] == "IOPS")
+        .unwrap()["value"]
+        .as_f64()
+        .unwrap();
+    // Five 7200 rpm disks serving random 4K reads at QD4: tens to a few
+    // hundred per second, not the host's speed.
+    assert!((50.0..2000.0).contains(&reads), "{reads} IOPS");
+    assert_eq!(a, rows(), "the same trace, the same figures");
 }
