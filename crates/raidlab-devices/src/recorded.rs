@@ -82,4 +82,15 @@ impl Volume for Recorded {
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }
+    // What the inner volume tells its users about itself passes through
+    // unchanged: a recording must not change how it is used.
+    fn preferred_io_size(&self) -> Option<u64> {
+        self.inner.preferred_io_size()
+    }
+    fn optimal_io_size(&self) -> Option<u64> {
+        self.inner.optimal_io_size()
+    }
+    fn is_writable(&self) -> bool {
+        self.inner.is_writable()
+    }
 }

@@ -265,3 +265,12 @@ fn a_reader_right_after_writes_keeps_its_read_ahead_while_the_cache_destages() {
         cold.mb_per_s
     );
 }
+
+#[test]
+fn a_write_larger_than_the_cards_cache_goes_through_instead_of_waiting_forever() {
+    let mut c = card(256 << 10);
+    let mut j = job(Pattern::Sequential, 1 << 20, false, 1, 2, 64 << 20);
+    j.max_ops = 32;
+    let out = run(&mut c, &j, 0).unwrap();
+    assert_eq!(out.ops, 32);
+}
