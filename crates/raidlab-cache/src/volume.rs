@@ -128,7 +128,9 @@ pub(crate) struct State {
     pub(crate) seq: Sequential,
     pub(crate) stats: Stats,
     pub(crate) clean_cursor: u64,
-    pub(crate) clean_credit: u64,
+    /// Bytes the pace allows now; negative after a batch that finished a
+    /// unit beyond it.
+    pub(crate) clean_credit: i128,
     pub(crate) last_tick: Option<Duration>,
     pub(crate) cache_unflushed: bool,
     pub(crate) origin_unflushed: bool,
