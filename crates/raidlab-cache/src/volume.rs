@@ -221,6 +221,29 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             let b = abs / bs;
             let within = abs % bs;
             let n = (bs - within).min(len - pos);
+            if b < origin_blocks {
+                if let Some(&slot) = st.map.get(&b) {
+                    // The blocks that follow in the request and sit in the
+                    // following slots come with the same cache read: a
+                    // sequential hit is one device request, not one a block.
+                    let (mut run, mut k) = (n, 1);
+                    while pos + run < len
+                        && b + k < origin_blocks
+                        && st.map.get(&(b + k)) == Some(&(slot + k))
+                    {
+                        run += bs.min(len - pos - run);
+                        k += 1;
+                    }
+                    let piece = &mut buf[pos as usize..(pos + run) as usize];
+                    self.read_slot(st, slot, within, piece)?;
+                    for s in slot..slot + k {
+                        st.policy.touch(s);
+                    }
+                    pos += run;
+                    hits += 1;
+                    continue;
+                }
+            }
             let piece = &mut buf[pos as usize..(pos + n) as usize];
             pos += n;
             if b >= origin_blocks {
@@ -228,12 +251,6 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 why.tail = true;
                 self.origin.read_at(piece, abs)?;
                 misses += 1;
-                continue;
-            }
-            if let Some(&slot) = st.map.get(&b) {
-                self.read_slot(st, slot, within, piece)?;
-                st.policy.touch(slot);
-                hits += 1;
                 continue;
             }
             misses += 1;
