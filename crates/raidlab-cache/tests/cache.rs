@@ -611,3 +611,37 @@ fn a_sequential_hit_is_one_read_of_the_cache_device() {
     assert_eq!(run, whole[512..whole.len() - 512]);
     assert_eq!(v.stats().read_hits, 1);
 }
+
+#[test]
+fn adjacent_mapping_sectors_are_committed_in_one_write() {
+    use raidlab_devices::{Access, Recorded};
+    let dev = Arc::new(Recorded::new(Arc::new(MemVolume::new(
+        DATA_ALIGN + 200 * BS as u64,
+    ))));
+    let origin = Watched::new(400 * BS as u64);
+    let config = Config {
+        mode: Mode::WriteBack,
+        block_size: BS,
+        sequential_cutoff: 0,
+        ..Config::default()
+    };
+    create(&dev, &origin, ID, "origin", [4; 16], config).unwrap();
+    let v = CachedVolume::open(dev.clone(), origin, ID, Arc::new(TestClock::default())).unwrap();
+    // 100 blocks in slots 0..100: mapping sectors 0..4 (31 entries each).
+    v.write_at(&vec![7u8; 100 * BS as usize], 0).unwrap();
+    dev.take();
+    v.flush().unwrap();
+    let writes: Vec<_> = dev
+        .take()
+        .into_iter()
+        .filter(|op| op.access == Access::Write)
+        .collect();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0].len, 4 * 512);
+    // And they read back as the table: the reopened cache holds the blocks.
+    drop(v);
+    let origin = Watched::new(400 * BS as u64);
+    let v = CachedVolume::open(dev, origin, ID, Arc::new(TestClock::default())).unwrap();
+    assert_eq!(v.stats().dirty_blocks, 100);
+    assert_eq!(block(&v, 99), vec![7u8; BS as usize]);
+}
