@@ -299,6 +299,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             cache_unflushed: false,
             origin_unflushed: false,
             detached: false,
+            reading: HashMap::new(),
             sb,
             sb_copy,
         };
