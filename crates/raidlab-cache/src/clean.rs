@@ -1,20 +1,46 @@
 //! Cleaning: writing dirty blocks back to the origin, in ascending origin order
-//! with neighbours merged into one write, at a pace the owner drives.
+//! with neighbours merged into one write, in whole units of the origin's
+//! optimal I/O size where the dirty data covers them, at a pace the owner
+//! drives.
 //!
-//! This module decides which dirty blocks go next and how many a call may
-//! write. It must never sleep or read the wall clock (the pace comes from the
-//! volume's [`raidlab_devices::Clock`] and from how often the owner calls
-//! [`CachedVolume::clean_tick`]), and never mark a block clean before the
-//! origin has it durably (the commit protocol's rule 3).
+//! This module decides which dirty blocks go next and how they are grouped
+//! into origin writes. It must never sleep or read the wall clock (the pace
+//! comes from the volume's [`raidlab_devices::Clock`] and from how often the
+//! owner calls [`CachedVolume::clean_tick`]), never mark a block clean before
+//! the origin has it durably (the commit protocol's rule 3), and never read the
+//! origin: a parity array reads what a partial-stripe write needs itself, and
+//! a cache that read it first would only add a read.
+//!
+//! Why units: a parity array (`Volume::optimal_io_size`, a RAID 5's stripe of
+//! data) writes a whole aligned stripe without reading anything, while a write
+//! of part of a stripe reads old data or parity first. So a batch never stops
+//! in the middle of a unit (the rest of the unit's dirty blocks join it, or
+//! two batches would each write half a stripe and both read), a batch starts
+//! at the beginning of the unit holding the cursor, and a long run is cut
+//! only at unit edges.
 
 use crate::format::{Entry, Mode};
 use crate::volume::{lock, Aligned, CachedVolume, State};
 use raidlab_core::{Op, Result, Volume};
 use std::time::Duration;
 
+/// The largest origin write a run of dirty blocks becomes (at least one whole
+/// unit of the origin's optimal size): long enough for a disk to stream, and
+/// the buffer it takes is held only while the run is written.
+const MAX_RUN_BYTES: u64 = 16 << 20;
+
+/// How much one batch of a flush or detach writes before letting foreground
+/// I/O in (at least 64 blocks): each batch ends with an origin flush (rule 3),
+/// so small batches would make a flush of many small blocks a series of
+/// flushes; large ones would keep foreground requests waiting.
+const FLUSH_BATCH_BYTES: u64 = 4 << 20;
+
 impl<C: Volume, O: Volume> CachedVolume<C, O> {
     /// Write back up to `max_blocks` dirty blocks, in ascending origin order from
     /// where the last call stopped, merging neighbours into one origin write.
+    /// When the origin has an optimal I/O size (a parity array's stripe), the
+    /// remaining dirty blocks of the last unit touched are written too, so
+    /// the call may clean up to one unit more than `max_blocks`.
     /// With `over_target_only`, does nothing while the dirty share is within the
     /// target. Returns the blocks cleaned.
     pub fn clean_step(&self, max_blocks: u64, over_target_only: bool) -> Result<u64> {
@@ -25,6 +51,90 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     fn over_target(st: &State) -> u64 {
         let allowed = st.sb.layout.cache_blocks * u64::from(st.sb.dirty_target_pct) / 100;
         (st.dirty.len() as u64).saturating_sub(allowed)
+    }
+
+    /// The origin's unit of whole writes, in bytes, if it has one worth
+    /// aligning to (more than one block).
+    fn write_unit(&self, bs: u64) -> Option<u64> {
+        self.origin.optimal_io_size().filter(|&u| u > bs)
+    }
+
+    /// The dirty blocks the next batch writes, in the order picked: up to
+    /// `want` from the start of the unit holding the cursor, wrapping around,
+    /// then the rest of the last unit touched.
+    fn pick(st: &State, want: u64, bs: u64, unit: Option<u64>) -> Vec<u64> {
+        let start = match unit {
+            Some(u) => (st.clean_cursor.saturating_mul(bs) / u).saturating_mul(u) / bs,
+            None => st.clean_cursor,
+        };
+        let mut picked: Vec<u64> = st
+            .dirty
+            .range(start..)
+            .chain(st.dirty.range(..start))
+            .copied()
+            .take(usize::try_from(want).unwrap_or(usize::MAX))
+            .collect();
+        let (Some(u), Some(&first), Some(&last)) = (unit, picked.first(), picked.last()) else {
+            return picked;
+        };
+        if picked.len() == st.dirty.len() {
+            return picked;
+        }
+        let unit_end = last
+            .saturating_add(1)
+            .saturating_mul(bs)
+            .div_ceil(u)
+            .saturating_mul(u)
+            .div_ceil(bs);
+        // After a wrap, blocks from `first` on were picked already.
+        let wrapped = last < first;
+        let rest: Vec<u64> = st
+            .dirty
+            .range(last + 1..unit_end)
+            .copied()
+            .take_while(|&b| !wrapped || b < first)
+            .collect();
+        picked.extend(rest);
+        picked
+    }
+
+    /// Split the ascending run `[first, end)` into origin writes of at most
+    /// `cap` blocks, cut only at unit edges where there is a unit.
+    fn cut_run(first: u64, end: u64, cap: u64, bs: u64, unit: Option<u64>) -> Vec<(u64, u64)> {
+        let mut pieces = Vec::new();
+        let mut at = first;
+        while at < end {
+            let mut stop = end.min(at.saturating_add(cap));
+            if let (Some(u), true) = (unit, stop < end) {
+                let edge = stop.saturating_mul(bs) / u * u / bs;
+                if edge > at {
+                    stop = edge;
+                }
+            }
+            pieces.push((at, stop));
+            at = stop;
+        }
+        pieces
+    }
+
+    /// Write blocks `[first, end)` (all dirty) to the origin in one write,
+    /// reading their slots with one cache read per run of adjacent slots.
+    fn write_back_run(&self, st: &mut State, first: u64, end: u64) -> Result<()> {
+        let bs = Self::bs(st);
+        let n = (end - first) as usize;
+        let mut buf = Aligned::zeroed(n * bs as usize);
+        let slots: Vec<u64> = (first..end).map(|b| st.map[&b]).collect();
+        let mut k = 0;
+        while k < n {
+            let mut j = k + 1;
+            while j < n && slots[j] == slots[j - 1] + 1 {
+                j += 1;
+            }
+            let piece = &mut buf.as_mut_slice()[k * bs as usize..j * bs as usize];
+            self.read_slot(st, slots[k], 0, piece)?;
+            k = j;
+        }
+        self.write_origin(st, buf.as_slice(), first * bs)
     }
 
     pub(crate) fn clean_locked(
@@ -40,41 +150,40 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         if want == 0 || st.detached {
             return Ok(0);
         }
-        let picked: Vec<u64> = st
-            .dirty
-            .range(st.clean_cursor..)
-            .chain(st.dirty.range(..st.clean_cursor))
-            .copied()
-            .take(want as usize)
-            .collect();
         let bs = Self::bs(st);
+        let unit = self.write_unit(bs);
+        let picked = Self::pick(st, want, bs, unit);
+        let next_cursor = picked.last().map_or(0, |&b| b + 1);
+        let mut sorted = picked;
+        sorted.sort_unstable();
+        let cap_bytes = match unit {
+            Some(u) => (MAX_RUN_BYTES / u).max(1) * u,
+            None => MAX_RUN_BYTES,
+        };
+        let cap = (cap_bytes / bs).max(1);
         let mut i = 0;
-        while i < picked.len() {
+        while i < sorted.len() {
             let mut j = i + 1;
-            while j < picked.len() && picked[j] == picked[j - 1] + 1 && (j - i) < 256 {
+            while j < sorted.len() && sorted[j] == sorted[j - 1] + 1 {
                 j += 1;
             }
-            let mut buf = Aligned::zeroed((j - i) * bs as usize);
-            for (k, &b) in picked[i..j].iter().enumerate() {
-                let slot = st.map[&b];
-                let piece = &mut buf.as_mut_slice()[k * bs as usize..(k + 1) * bs as usize];
-                self.read_slot(st, slot, 0, piece)?;
+            for (first, end) in Self::cut_run(sorted[i], sorted[j - 1] + 1, cap, bs, unit) {
+                self.write_back_run(st, first, end)?;
             }
-            self.write_origin(st, buf.as_slice(), picked[i] * bs)?;
             i = j;
         }
         // Rule 3: clean only once the origin has it durably.
         self.origin.flush()?;
         st.origin_unflushed = false;
-        for &b in &picked {
+        for &b in &sorted {
             let slot = st.map[&b];
             Self::set_entry(st, slot, Entry::Clean(b));
             st.dirty.remove(&b);
         }
-        st.clean_cursor = picked.last().map_or(0, |&b| b + 1);
-        st.stats.cleaned_blocks += picked.len() as u64;
-        st.stats.cleaned_bytes += picked.len() as u64 * bs;
-        Ok(picked.len() as u64)
+        st.clean_cursor = next_cursor;
+        st.stats.cleaned_blocks += sorted.len() as u64;
+        st.stats.cleaned_bytes += sorted.len() as u64 * bs;
+        Ok(sorted.len() as u64)
     }
 
     /// Background cleaning, paced by the clock: cleans what the configured rate
@@ -94,14 +203,17 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             64
         } else {
             // Credit is capped at one second's worth, so an idle spell does not
-            // turn into a burst that starves foreground I/O.
-            let earned = (elapsed.as_nanos() * u128::from(rate) / 1_000_000_000) as u64;
-            st.clean_credit = st.clean_credit.saturating_add(earned).min(rate.max(bs));
-            st.clean_credit / bs
+            // turn into a burst that starves foreground I/O. It goes below
+            // zero when a batch finished a unit beyond it: that debt is paid
+            // before the next batch, so the rate holds on average.
+            let earned = elapsed.as_nanos().saturating_mul(u128::from(rate)) / 1_000_000_000;
+            let cap = i128::from(rate.max(bs));
+            st.clean_credit = (st.clean_credit + i128::try_from(earned).unwrap_or(cap)).min(cap);
+            u64::try_from(st.clean_credit).unwrap_or(0) / bs
         };
         let cleaned = self.clean_locked(&mut st, blocks, true)?;
         if rate != 0 {
-            st.clean_credit -= cleaned * bs;
+            st.clean_credit -= i128::from(cleaned) * i128::from(bs);
         }
         Ok(cleaned)
     }
@@ -114,7 +226,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         loop {
             let mut st = lock(&self.state);
             let total = done + st.dirty.len() as u64;
-            let n = self.clean_locked(&mut st, 64, false)?;
+            let batch = (FLUSH_BATCH_BYTES / Self::bs(&st)).max(64);
+            let n = self.clean_locked(&mut st, batch, false)?;
             done += n;
             progress(done, total);
             if n == 0 {

@@ -299,6 +299,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             cache_unflushed: false,
             origin_unflushed: false,
             detached: false,
+            reading: HashMap::new(),
             sb,
             sb_copy,
         };
@@ -372,12 +373,29 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         }
         self.cache.flush()?;
         st.cache_unflushed = false;
+        // Adjacent sectors go in one write (up to 1 MiB): a flush after many
+        // changes (a whole flush of dirty blocks) is then a few writes, not
+        // one per 31 blocks. Each sector stays checksummed on its own, so a
+        // torn write still leaves every sector wholly old or wholly new.
         let stale: Vec<u64> = st.stale.iter().copied().collect();
-        for index in stale {
-            let first = (index * ENTRIES_PER_SECTOR as u64) as usize;
-            let last = (first + ENTRIES_PER_SECTOR).min(st.entries.len());
-            let bytes = encode_map_sector(st.sb.instance(), index as u32, &st.entries[first..last]);
-            self.cache.write_at(&bytes, map_sector_offset(index))?;
+        let mut i = 0;
+        while i < stale.len() {
+            let mut j = i + 1;
+            while j < stale.len() && stale[j] == stale[j - 1] + 1 && j - i < 2048 {
+                j += 1;
+            }
+            let mut bytes = Vec::with_capacity((j - i) * MAP_SECTOR as usize);
+            for &index in &stale[i..j] {
+                let first = (index * ENTRIES_PER_SECTOR as u64) as usize;
+                let last = (first + ENTRIES_PER_SECTOR).min(st.entries.len());
+                bytes.extend_from_slice(&encode_map_sector(
+                    st.sb.instance(),
+                    index as u32,
+                    &st.entries[first..last],
+                ));
+            }
+            self.cache.write_at(&bytes, map_sector_offset(stale[i]))?;
+            i = j;
         }
         self.cache.flush()?;
         for index in std::mem::take(&mut st.stale) {

@@ -576,3 +576,72 @@ fn writes_after_a_detach_are_made_durable_by_a_flush() {
     assert_eq!(block(origin.inner(), 0), vec![1; 4096]);
     assert_eq!(block(origin.inner(), 1), vec![2; 4096]);
 }
+
+#[test]
+fn a_sequential_hit_is_one_read_of_the_cache_device() {
+    use raidlab_devices::{Access, Recorded};
+    let dev = Arc::new(Recorded::new(Arc::new(MemVolume::new(
+        DATA_ALIGN + 64 * BS as u64,
+    ))));
+    let origin = Watched::new(64 * BS as u64);
+    let config = Config {
+        block_size: BS,
+        sequential_cutoff: 0,
+        ..Config::default()
+    };
+    create(&dev, &origin, ID, "origin", [4; 16], config).unwrap();
+    let v = CachedVolume::open(dev.clone(), origin, ID, Arc::new(TestClock::default())).unwrap();
+    // Promoted in order, blocks 8..24 sit in adjacent slots.
+    for b in 8..24 {
+        block(&v, b);
+    }
+    let want = block(&*v.origin().clone(), 8);
+    dev.take();
+    let mut run = vec![0u8; 16 * BS as usize - 1024];
+    v.read_at(&mut run, 8 * BS as u64 + 512).unwrap();
+    let reads: Vec<_> = dev
+        .take()
+        .into_iter()
+        .filter(|op| op.access == Access::Read)
+        .collect();
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert_eq!(run[..BS as usize - 512], want[512..]);
+    let mut whole = vec![0u8; 16 * BS as usize];
+    v.origin().read_at(&mut whole, 8 * BS as u64).unwrap();
+    assert_eq!(run, whole[512..whole.len() - 512]);
+    assert_eq!(v.stats().read_hits, 1);
+}
+
+#[test]
+fn adjacent_mapping_sectors_are_committed_in_one_write() {
+    use raidlab_devices::{Access, Recorded};
+    let dev = Arc::new(Recorded::new(Arc::new(MemVolume::new(
+        DATA_ALIGN + 200 * BS as u64,
+    ))));
+    let origin = Watched::new(400 * BS as u64);
+    let config = Config {
+        mode: Mode::WriteBack,
+        block_size: BS,
+        sequential_cutoff: 0,
+        ..Config::default()
+    };
+    create(&dev, &origin, ID, "origin", [4; 16], config).unwrap();
+    let v = CachedVolume::open(dev.clone(), origin, ID, Arc::new(TestClock::default())).unwrap();
+    // 100 blocks in slots 0..100: mapping sectors 0..4 (31 entries each).
+    v.write_at(&vec![7u8; 100 * BS as usize], 0).unwrap();
+    dev.take();
+    v.flush().unwrap();
+    let writes: Vec<_> = dev
+        .take()
+        .into_iter()
+        .filter(|op| op.access == Access::Write)
+        .collect();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0].len, 4 * 512);
+    // And they read back as the table: the reopened cache holds the blocks.
+    drop(v);
+    let origin = Watched::new(400 * BS as u64);
+    let v = CachedVolume::open(dev, origin, ID, Arc::new(TestClock::default())).unwrap();
+    assert_eq!(v.stats().dirty_blocks, 100);
+    assert_eq!(block(&v, 99), vec![7u8; BS as usize]);
+}

@@ -13,7 +13,10 @@
 //! members fail), and the workload stops there.
 //!
 //! The origin is one device, or a RAID 5 of three (then the cut reaches every
-//! member, and the array is reassembled from what reached them).
+//! member, and the array is reassembled from what reached them). Most runs use
+//! a small shape (64 origin blocks, 24 cache slots: evictions all the time, a
+//! table of one mapping sector); the wide shape (256 and 100: four sectors)
+//! is there for commits that write several adjacent mapping sectors at once.
 //!
 //! Each written sector carries the id of the write that wrote it. The model keeps,
 //! per sector, the id durable as of the last completed flush and the ids written
@@ -40,10 +43,35 @@ use std::time::Duration;
 
 const SECTOR: usize = 512;
 const BLOCK: u32 = 4096;
-/// 64 blocks of origin against 24 of cache, so evictions happen all the time.
-const ORIGIN: u64 = 256 << 10;
-const CACHE_SLOTS: u64 = 24;
-const CACHE_DEVICE: u64 = (1 << 20) + CACHE_SLOTS * BLOCK as u64;
+/// How large the origin and the cache are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Shape {
+    origin: u64,
+    slots: u64,
+}
+
+impl Shape {
+    fn cache_device(self) -> u64 {
+        (1 << 20) + self.slots * BLOCK as u64
+    }
+    /// RAID 5 members: md's 1 MiB data offset and half the origin each.
+    fn member(self) -> u64 {
+        (1 << 20) + self.origin / 2
+    }
+}
+
+/// 64 blocks of origin against 24 of cache, so evictions happen all the
+/// time; the whole table is one mapping sector.
+const SMALL: Shape = Shape {
+    origin: 256 << 10,
+    slots: 24,
+};
+/// 256 blocks of origin against 100 of cache: a table of four mapping
+/// sectors, which a commit writes together when several changed.
+const WIDE: Shape = Shape {
+    origin: 1 << 20,
+    slots: 100,
+};
 const DEFAULT_POINTS: u64 = 200;
 const ID: OriginId = OriginId::Signature([9; 32]);
 
@@ -163,10 +191,6 @@ enum OriginKind {
     Raid5,
 }
 
-/// RAID 5 members: md's 1 MiB data offset and 128 KiB of data each, so the
-/// array holds ORIGIN bytes.
-const MEMBER: u64 = (1 << 20) + (ORIGIN / 2);
-
 fn raid5_spec() -> CreateSpec {
     CreateSpec {
         level: Level::Raid5,
@@ -203,18 +227,23 @@ fn reopen_origin(kind: OriginKind, devs: &[Dev], seed: u64) -> Arc<dyn Volume> {
     }
 }
 
-fn run_point(kind: OriginKind, mode: Mode, seed: u64) -> Tally {
+fn run_point(shape: Shape, kind: OriginKind, mode: Mode, seed: u64) -> Tally {
+    let origin_size = shape.origin;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let sectors = ORIGIN / SECTOR as u64;
+    let sectors = origin_size / SECTOR as u64;
     let cache: Dev = Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
-        CACHE_DEVICE,
+        shape.cache_device(),
     )));
     let origin_devs: Vec<Dev> = match kind {
         OriginKind::Plain => vec![Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
-            ORIGIN,
+            origin_size,
         )))],
         OriginKind::Raid5 => (0..3)
-            .map(|_| Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(MEMBER))))
+            .map(|_| {
+                Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
+                    shape.member(),
+                )))
+            })
             .collect(),
     };
     let mut devices = vec![(cache.clone(), rng.gen())];
@@ -251,7 +280,7 @@ fn run_point(kind: OriginKind, mode: Mode, seed: u64) -> Tally {
                 .unwrap_or_else(|e| panic!("seed {seed}: create: {e}"));
             asm.mark_dirty().unwrap();
             let array = Arc::new(asm.array().unwrap());
-            assert_eq!(array.size(), ORIGIN);
+            assert_eq!(array.size(), origin_size);
             array
         }
     };
@@ -269,7 +298,7 @@ fn run_point(kind: OriginKind, mode: Mode, seed: u64) -> Tally {
         ..Config::default()
     };
     let sb = create(&cache, &origin, ID, "origin", [seed as u8; 16], config).unwrap();
-    assert_eq!(sb.layout.cache_blocks, CACHE_SLOTS);
+    assert_eq!(sb.layout.cache_blocks, shape.slots);
     let clock = Arc::new(TestClock::default());
     let v = CachedVolume::open(tripped(&cache), origin, ID, clock.clone()).unwrap();
     trigger.armed.store(true, Ordering::SeqCst);
@@ -398,7 +427,7 @@ fn run_point(kind: OriginKind, mode: Mode, seed: u64) -> Tally {
 
     let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone())
         .unwrap_or_else(|e| panic!("seed {seed} ({mode:?}): reopen after the crash failed: {e}"));
-    let mut after = vec![0u8; ORIGIN as usize];
+    let mut after = vec![0u8; origin_size as usize];
     v.read_at(&mut after, 0).unwrap();
     for s in 0..sectors {
         let bytes = &after[s as usize * SECTOR..(s as usize + 1) * SECTOR];
@@ -424,10 +453,10 @@ fn run_point(kind: OriginKind, mode: Mode, seed: u64) -> Tally {
         }
     }
     // Reads are stable after the crash, and detaching leaves the origin complete.
-    let mut again = vec![0u8; ORIGIN as usize];
+    let mut again = vec![0u8; origin_size as usize];
     v.read_at(&mut again, 0).unwrap();
     v.detach().unwrap();
-    let mut alone = vec![0u8; ORIGIN as usize];
+    let mut alone = vec![0u8; origin_size as usize];
     origin.read_at(&mut alone, 0).unwrap();
     if again != after || alone != after {
         tally.unstable += 1;
@@ -451,9 +480,13 @@ fn seeds() -> Vec<u64> {
 }
 
 fn run_mode(kind: OriginKind, mode: Mode) {
+    run_shape(SMALL, kind, mode);
+}
+
+fn run_shape(shape: Shape, kind: OriginKind, mode: Mode) {
     let mut total = Tally::default();
     for seed in seeds() {
-        let t = run_point(kind, mode, seed);
+        let t = run_point(shape, kind, mode, seed);
         total.points += t.points;
         total.cut_inside += t.cut_inside;
         total.losses += t.losses;
@@ -463,9 +496,14 @@ fn run_mode(kind: OriginKind, mode: Mode) {
         total.cut_in_reopen += t.cut_in_reopen;
     }
     println!(
-        "{kind:?} origin, {mode:?}: {} crash points ({} cut inside an operation, {} cut again \
+        "{kind:?} origin, {mode:?}{}: {} crash points ({} cut inside an operation, {} cut again \
          while reopening), {} dirty blocks at the cuts, {} lost sectors, {} stale sectors, {} \
          unstable",
+        if shape == WIDE {
+            ", four-sector table"
+        } else {
+            ""
+        },
         total.points,
         total.cut_inside,
         total.cut_in_reopen,
@@ -505,4 +543,19 @@ fn over_raid5_write_through_loses_nothing_and_serves_nothing_stale() {
 #[test]
 fn over_raid5_write_around_loses_nothing_and_serves_nothing_stale() {
     run_mode(OriginKind::Raid5, Mode::WriteAround);
+}
+
+#[test]
+fn with_a_table_of_several_sectors_write_back_loses_nothing_and_serves_nothing_stale() {
+    run_shape(WIDE, OriginKind::Plain, Mode::WriteBack);
+}
+
+#[test]
+fn with_a_table_of_several_sectors_over_raid5_write_back_loses_nothing_and_serves_nothing_stale() {
+    run_shape(WIDE, OriginKind::Raid5, Mode::WriteBack);
+}
+
+#[test]
+fn with_a_table_of_several_sectors_write_through_loses_nothing_and_serves_nothing_stale() {
+    run_shape(WIDE, OriginKind::Plain, Mode::WriteThrough);
 }
