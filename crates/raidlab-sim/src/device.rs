@@ -57,6 +57,16 @@ pub struct Param {
     pub unit: String,
 }
 
+impl Param {
+    pub fn new(name: &str, value: f64, unit: &str) -> Param {
+        Param {
+            name: name.into(),
+            value,
+            unit: unit.into(),
+        }
+    }
+}
+
 /// What a device is, for people: its model's name, its parameters and sources.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ModelInfo {
@@ -69,6 +79,32 @@ pub struct ModelInfo {
     pub sources: Vec<String>,
     /// Devices underneath (members of an array, disks behind a card).
     pub parts: Vec<ModelInfo>,
+}
+
+impl ModelInfo {
+    /// A single device (no parts).
+    pub fn device(model: &str, name: &str, params: Vec<Param>, sources: Vec<String>) -> ModelInfo {
+        ModelInfo {
+            model: model.into(),
+            name: name.into(),
+            params,
+            sources,
+            parts: Vec::new(),
+        }
+    }
+}
+
+/// Move the completions due by `now` from `pending` to `done` (for devices that
+/// know a completion's time before it is due).
+/// The order among them is kept: it decides which request is resubmitted first.
+pub fn hand_out(pending: &mut Vec<Completion>, now: Ns, done: &mut Vec<Completion>) {
+    pending.retain(|c| {
+        let due = c.at <= now;
+        if due {
+            done.push(*c);
+        }
+        !due
+    });
 }
 
 /// A simulated block device.

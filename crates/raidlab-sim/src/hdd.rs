@@ -150,11 +150,7 @@ impl HddParams {
 
     /// Every parameter with its unit, for `ModelInfo`.
     pub fn params(&self) -> Vec<Param> {
-        let p = |name: &str, value: f64, unit: &str| Param {
-            name: name.into(),
-            value,
-            unit: unit.into(),
-        };
+        let p = Param::new;
         let flag = |b: bool| if b { 1.0 } else { 0.0 };
         vec![
             p("rpm", self.rpm, "rpm"),
@@ -711,13 +707,7 @@ impl Device for Hdd {
     }
 
     fn info(&self) -> ModelInfo {
-        ModelInfo {
-            model: "hdd".into(),
-            name: self.name.clone(),
-            params: self.p.params(),
-            sources: self.sources.clone(),
-            parts: Vec::new(),
-        }
+        ModelInfo::device("hdd", &self.name, self.p.params(), self.sources.clone())
     }
 }
 

@@ -193,11 +193,7 @@ impl SsdParams {
 
     /// Every parameter with its unit, for `ModelInfo`.
     pub fn params(&self) -> Vec<Param> {
-        let p = |name: &str, value: f64, unit: &str| Param {
-            name: name.into(),
-            value,
-            unit: unit.into(),
-        };
+        let p = Param::new;
         let mut v = vec![
             p("capacity_bytes", self.capacity_bytes as f64, "bytes"),
             p(
@@ -595,13 +591,7 @@ impl Device for Ssd {
     }
 
     fn info(&self) -> ModelInfo {
-        ModelInfo {
-            model: "ssd".into(),
-            name: self.name.clone(),
-            params: self.p.params(),
-            sources: self.sources.clone(),
-            parts: Vec::new(),
-        }
+        ModelInfo::device("ssd", &self.name, self.p.params(), self.sources.clone())
     }
 }
 
