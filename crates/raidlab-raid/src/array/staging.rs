@@ -125,17 +125,21 @@ impl Array {
         let weak = Arc::downgrade(self);
         std::thread::Builder::new()
             .name(format!("stripe cache {}", self.name))
-            .spawn(move || loop {
-                let tick = weak
-                    .upgrade()
-                    .and_then(|a| a.stripe_cache.get().map(|c| c.config().hold))
-                    .map(|h| (h / 2).clamp(Duration::from_millis(1), Duration::from_millis(100)));
-                let Some(tick) = tick else { return };
-                clock.sleep(tick);
-                let Some(array) = weak.upgrade() else { return };
-                if let Some(cache) = array.stripe_cache.get() {
-                    // A failure is kept for the next flush to report.
-                    let _ = cache.write_out_expired(array.as_ref());
+            .spawn(move || {
+                let tick_of = |hold: Duration| {
+                    (hold / 2).clamp(Duration::from_millis(1), Duration::from_millis(100))
+                };
+                let mut tick = tick_of(config.hold);
+                loop {
+                    clock.sleep(tick);
+                    // One upgrade a tick: the array is only borrowed while it
+                    // is worked on, so dropping it ends the thread.
+                    let Some(array) = weak.upgrade() else { return };
+                    if let Some(cache) = array.stripe_cache.get() {
+                        // A failure is kept for the next flush to report.
+                        let _ = cache.write_out_expired(array.as_ref());
+                        tick = tick_of(cache.config().hold);
+                    }
                 }
             })
             .map_err(|e| {
