@@ -829,3 +829,56 @@ pub fn reports(r: &SeedsResult) -> Vec<crate::schema::BenchReport> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(config: &str, test: &str, v: f64) -> Cell {
+        Cell {
+            seed: "E",
+            config: config.into(),
+            test: test.into(),
+            unit: "MB/s",
+            simulated: v,
+            article: e_article(config, test),
+            role: None,
+        }
+    }
+
+    #[test]
+    fn findings_follow_the_figures_not_a_constant() {
+        let mut cells = vec![
+            c("1ssd", "RND4K-Q1T1-write", 100.0),
+            c("raid5-3ssd", "RND4K-Q1T1-write", 30.0),
+            c("raid6-4ssd", "RND4K-Q1T1-write", 30.0),
+            c("raid5-4ssd", "RND4K-Q1T1-write", 30.0),
+        ];
+        let sharp = |cells: &[Cell]| evaluate(Seed::E, cells)[0].reproduced;
+        assert!(sharp(&cells));
+        cells[3].simulated = 90.0;
+        assert!(!sharp(&cells));
+        // A missing figure is not a reproduction.
+        cells.pop();
+        assert!(!sharp(&cells));
+    }
+
+    #[test]
+    fn median_and_ratio() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert_eq!(median(&[]), 0.0);
+        let x = c("1ssd", "SEQ1M-Q8T1-read", 564.95 * 1.1);
+        assert!((x.ratio().unwrap() - 1.1).abs() < 1e-12);
+        assert_eq!(c("1ssd", "SEQ1M-Q1T1-read", 1.0).ratio(), None);
+    }
+
+    #[test]
+    fn unknown_seeds_are_errors() {
+        assert!(Seed::parse("e").is_ok());
+        assert!(Seed::parse("F")
+            .unwrap_err()
+            .to_string()
+            .contains("A, B, C, D and E"));
+    }
+}

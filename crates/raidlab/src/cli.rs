@@ -332,6 +332,9 @@ pub struct BenchMainArgs {
     /// Print the JSON result instead of the tables.
     #[arg(long)]
     pub json: bool,
+    /// Only these seeds (hidden: lets tests run the main job fast).
+    #[arg(long, hide = true, value_delimiter = ',')]
+    pub seeds: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
