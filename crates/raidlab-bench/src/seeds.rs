@@ -149,6 +149,9 @@ pub struct SeedOptions {
     pub overrides: Vec<(String, String)>,
     /// Worker threads (the figures do not depend on it).
     pub threads: usize,
+    /// Run only these configurations (empty: all): for tests of one seed's
+    /// determinism that need not pay for every configuration.
+    pub only: Vec<String>,
 }
 
 impl Default for SeedOptions {
@@ -156,6 +159,7 @@ impl Default for SeedOptions {
         SeedOptions {
             overrides: Vec::new(),
             threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+            only: Vec::new(),
         }
     }
 }
@@ -309,6 +313,9 @@ pub fn run(seeds: &[Seed], opts: &SeedOptions) -> Result<SeedsResult> {
     let mut jobs: Vec<Config> = Vec::new();
     for &s in &seeds {
         for mut c in configs(s) {
+            if !opts.only.is_empty() && !opts.only.contains(&c.name) {
+                continue;
+            }
             if let Some((_, spec)) = opts.overrides.iter().find(|(n, _)| *n == c.name) {
                 c.spec = spec.clone();
             }

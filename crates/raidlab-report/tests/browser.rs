@@ -223,7 +223,8 @@ fn seeds_report_puts_the_articles_bars_beside_the_simulated_ones_in_chromium() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-E.json");
     let dir = tempfile::tempdir().unwrap();
     let html = dir.path().join("seeds.html");
-    let summary = raidlab_report::write_report(&[fixture.clone()], &html, None).unwrap();
+    let summary =
+        raidlab_report::write_report(std::slice::from_ref(&fixture), &html, None).unwrap();
     assert_eq!(summary.targets, 2);
     let dom = chromium(
         &bin,
