@@ -111,24 +111,66 @@ fn cpu_seconds() -> f64 {
     (tick(11) + tick(12)) as f64 / 100.0
 }
 
-/// Time a test and its CPU share.
-struct Meter {
+/// The clock a test is timed by: the wall clock, or a simulated target's virtual
+/// clock (a simulated target's figures must never depend on this machine's speed).
+#[derive(Clone, Copy)]
+struct Clock<'a> {
+    sim: Option<&'a crate::sim::SimTarget>,
     wall: Instant,
+}
+
+impl<'a> Clock<'a> {
+    fn of(target: &'a Target) -> Self {
+        Clock {
+            sim: target.sim.as_deref(),
+            wall: Instant::now(),
+        }
+    }
+    fn now(&self) -> Duration {
+        match self.sim {
+            Some(s) => s.now(),
+            None => self.wall.elapsed(),
+        }
+    }
+}
+
+/// Time a test and its CPU share.
+struct Meter<'a> {
+    clock: Clock<'a>,
+    t0: Duration,
     cpu: f64,
 }
 
-impl Meter {
-    fn start() -> Self {
+impl<'a> Meter<'a> {
+    /// Wall-clock timing, for the file tests (which never touch the target).
+    fn wall() -> Meter<'static> {
         Meter {
-            wall: Instant::now(),
+            clock: Clock {
+                sim: None,
+                wall: Instant::now(),
+            },
+            t0: Duration::ZERO,
+            cpu: cpu_seconds(),
+        }
+    }
+    fn start(target: &'a Target) -> Self {
+        let clock = Clock::of(target);
+        Meter {
+            t0: clock.now(),
+            clock,
             cpu: cpu_seconds(),
         }
     }
     fn figure(&self, units: f64, max_latency: Duration) -> Figure {
-        let secs = self.wall.elapsed().as_secs_f64().max(1e-9);
+        let secs = (self.clock.now() - self.t0).as_secs_f64().max(1e-9);
         Figure {
             rate: units / secs,
-            cpu_pct: ((cpu_seconds() - self.cpu) / secs * 100.0).max(0.0),
+            // The simulated host's CPU is not modelled: no share to report.
+            cpu_pct: if self.clock.sim.is_some() {
+                0.0
+            } else {
+                ((cpu_seconds() - self.cpu) / secs * 100.0).max(0.0)
+            },
             max_latency_us: max_latency.as_secs_f64() * 1e6,
         }
     }
@@ -189,7 +231,7 @@ pub fn run(
     };
     // Block write, including the flush: Bonnie++ counts the time to get the data
     // to the disk.
-    let m = Meter::start();
+    let m = Meter::start(target);
     let w = engine::run(target, &seq(Dir::Write), control)?;
     target.volume.flush()?;
     r.put_block = m.figure(
@@ -205,7 +247,7 @@ pub fn run(
         r.interrupted = true;
         return Ok(r);
     }
-    let m = Meter::start();
+    let m = Meter::start(target);
     let rd = engine::run(target, &seq(Dir::Read), control)?;
     r.get_block = m.figure(
         rd.read.bytes as f64,
@@ -230,16 +272,17 @@ fn rewrite(target: &Target, size: u64, chunk: usize, control: &Control) -> Resul
     let mut buf = AlignedBuf::new(chunk);
     let mut worst = Duration::ZERO;
     let mut done = 0u64;
-    let m = Meter::start();
+    let m = Meter::start(target);
+    let clock = m.clock;
     let mut off = 0;
     while off < size && !control.stopped() {
-        let t0 = Instant::now();
+        let t0 = clock.now();
         target.volume.read_at(buf.as_mut_slice(), off)?;
         // Dirty it, as Bonnie++ does, so the write is a real change.
         let b = buf.as_mut_slice();
         b[0] = b[0].wrapping_add(1);
         target.volume.write_at(buf.as_slice(), off)?;
-        worst = worst.max(t0.elapsed());
+        worst = worst.max(clock.now() - t0);
         done += chunk as u64;
         off += chunk as u64;
     }
@@ -247,10 +290,32 @@ fn rewrite(target: &Target, size: u64, chunk: usize, control: &Control) -> Resul
     Ok(m.figure(done as f64, worst))
 }
 
+/// The random seek test alone, on `cfg.size` (capped at the target's size) in
+/// `cfg.chunk` chunks: for a caller whose block tests used another chunk size.
+pub fn random_seeks(target: &Target, cfg: &BonnieConfig, control: &Control) -> Result<Figure> {
+    if cfg.chunk == 0 || cfg.seekers == 0 || cfg.seeks == 0 {
+        return Err(Error::invalid(
+            "chunk size, seeks and seekers must all be at least 1",
+        ));
+    }
+    let size = cfg.size.min(target.size) / cfg.chunk as u64 * cfg.chunk as u64;
+    if size < cfg.chunk as u64 * 2 {
+        return Err(Error::invalid(format!(
+            "the file ({} bytes) must hold at least two chunks of {} bytes",
+            target.size, cfg.chunk
+        ))
+        .on_device(target.label.clone()));
+    }
+    seeks(target, size, cfg, control)
+}
+
 /// `seekers` threads share `seeks` random chunk reads; every tenth writes back.
 fn seeks(target: &Target, size: u64, cfg: &BonnieConfig, control: &Control) -> Result<Figure> {
+    if target.sim.is_some() {
+        return sim_seeks(target, size, cfg, control);
+    }
     let chunks = size / cfg.chunk as u64;
-    let m = Meter::start();
+    let m = Meter::start(target);
     let results: Vec<Result<(u64, Duration)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..cfg.seekers)
             .map(|i| {
@@ -301,6 +366,41 @@ fn seeks(target: &Target, size: u64, cfg: &BonnieConfig, control: &Control) -> R
     Ok(m.figure(n as f64, worst))
 }
 
+/// The seek test on a simulated target, in virtual time: the seekers are the
+/// threads of one closed-loop random job (queue depth 1 each), and the tenth
+/// seek's write-back is a write share of the job (1 in 11 requests), so the
+/// seekers really overlap on the simulated device instead of taking turns on its
+/// clock. The rate counts the reads, as Bonnie++ counts seeks.
+fn sim_seeks(target: &Target, size: u64, cfg: &BonnieConfig, control: &Control) -> Result<Figure> {
+    let requests = cfg.seeks as u64 + cfg.seeks as u64 / 10;
+    let w = Workload {
+        access: Access::Rand,
+        dir: Dir::Mix { read_pct: 91 },
+        bs: cfg.chunk,
+        offset: 0,
+        size,
+        threads: cfg.seekers,
+        qd: 1,
+        limit: Limit {
+            time: None,
+            bytes: Some(requests * cfg.chunk as u64),
+        },
+        data: DataFill::Random,
+        rewrite: Rewrite::Never,
+        random_map: false,
+        seed: cfg.seed,
+        split: false,
+        engine: cfg.engine,
+    };
+    let m = engine::run(target, &w, control)?;
+    let secs = m.elapsed.as_secs_f64().max(1e-9);
+    Ok(Figure {
+        rate: m.read.ios as f64 / secs,
+        cpu_pct: 0.0,
+        max_latency_us: m.read.hist.max().max(m.write.hist.max()) as f64 / 1e3,
+    })
+}
+
 /// Bonnie++'s file names: a number (so sequential order is creation order) and
 /// random letters.
 fn file_names(n: usize, rng: &mut ChaCha8Rng) -> Vec<String> {
@@ -330,7 +430,7 @@ fn file_tests_in(base: &Path, n: usize, seed: u64, control: &Control) -> Result<
     let paths: Vec<PathBuf> = names.iter().map(|nm| base.join(nm)).collect();
     let io = |op, p: &Path, e| Error::io(op, p.display().to_string(), e);
     let timed = |order: &[PathBuf], f: &dyn Fn(&Path) -> Result<()>| -> Result<Figure> {
-        let m = Meter::start();
+        let m = Meter::wall();
         let mut worst = Duration::ZERO;
         let mut done = 0;
         for p in order {

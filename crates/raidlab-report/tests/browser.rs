@@ -207,3 +207,45 @@ fn report_renders_every_row_in_chromium() {
         );
     }
 }
+
+/// `raidlab seeds` writes one raidlab-bench/1 result per seed with the targets
+/// "article" and "simulated": the page must put the article's bar beside the
+/// simulated one for every cell that has both (seed E's fixture: 36 of 42 cells).
+#[test]
+fn seeds_report_puts_the_articles_bars_beside_the_simulated_ones_in_chromium() {
+    let Some(bin) = find_chromium() else {
+        if is_root() {
+            panic!("chromium is not installed: run scripts/test.sh as root (it installs it) or `apt-get install chromium`");
+        }
+        raidlab_core::skip::skip_or_fail("chromium is not installed and this user cannot install it (run scripts/test.sh as root, or set RAIDLAB_CHROMIUM)");
+        return;
+    };
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-E.json");
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("seeds.html");
+    let summary =
+        raidlab_report::write_report(std::slice::from_ref(&fixture), &html, None).unwrap();
+    assert_eq!(summary.targets, 2);
+    let dom = chromium(
+        &bin,
+        &dir.path().join("profile"),
+        &html,
+        &["--dump-dom".into()],
+    );
+    let dom = String::from_utf8(dom).expect("DOM is UTF-8");
+    assert!(dom.contains("<svg class=\"chart\""), "no chart in the DOM");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&fixture).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let mut pairs = 0;
+    for r in rows.iter().filter(|r| r["target"] == "article") {
+        let (g, t) = (r["group"].as_str().unwrap(), r["test"].as_str().unwrap());
+        for target in ["article", "simulated"] {
+            let tooltip = dom_text(&format!("{g} · {t} · {target}: "));
+            assert!(dom.contains(&tooltip), "no {target} bar for {g} {t}");
+        }
+        pairs += 1;
+    }
+    assert_eq!(pairs, 36);
+    assert_eq!(dom.matches("<rect class=\"bar\"").count(), rows.len());
+}

@@ -42,6 +42,13 @@ pub struct CardParams {
     pub host_link_mb_per_s: f64,
     /// Disk ports.
     pub ports: u32,
+    /// Read data of a parity array (RAID 5/6) the card keeps in its cache, in
+    /// bytes (0: none). Parity arrays' reads go through the card's cache, whose
+    /// stripe buffers the parity engine needs; what is read first stays until a
+    /// write changes it (no replacement). RAID 0/1/10 reads bypass the cache, as
+    /// MegaRAID's Direct I/O does.
+    #[serde(default)]
+    pub parity_read_cache_bytes: u64,
     #[serde(default)]
     pub sources: Vec<String>,
 }
@@ -69,6 +76,12 @@ impl CardParams {
             return Err(format!(
                 "high_watermark is a fraction of the cache between 0 and 1 (got {})",
                 self.high_watermark
+            ));
+        }
+        if self.parity_read_cache_bytes > self.cache_bytes {
+            return Err(format!(
+                "parity_read_cache_bytes ({}) cannot exceed cache_bytes ({})",
+                self.parity_read_cache_bytes, self.cache_bytes
             ));
         }
         if self.ports == 0 {
@@ -101,6 +114,11 @@ impl CardParams {
             p("command_overhead_us", self.command_overhead_us, "µs"),
             p("host_link_mb_per_s", self.host_link_mb_per_s, "MB/s"),
             p("ports", f64::from(self.ports), "ports"),
+            p(
+                "parity_read_cache_bytes",
+                self.parity_read_cache_bytes as f64,
+                "bytes",
+            ),
         ]
     }
 
@@ -144,8 +162,15 @@ impl Dirty {
 #[derive(Debug, Clone, Copy)]
 enum Inner {
     /// A host request passed to the array (reads that miss; writes in
-    /// write-through mode), completing host request `id`.
-    Host { id: u64, kind: Kind, len: u64 },
+    /// write-through mode), completing host request `id`. A read carries the
+    /// byte range it fetches (with any read-ahead): what the cache holds once its
+    /// data has arrived.
+    Host {
+        id: u64,
+        kind: Kind,
+        len: u64,
+        span: (u64, u64),
+    },
     /// A destage of `len` bytes.
     Destage { len: u64 },
 }
@@ -162,9 +187,18 @@ pub struct RaidCard {
     destaging: u32,
     /// Ascending destage cursor (a stripe index): the card sweeps like an elevator.
     cursor: u64,
+    /// Read data kept for a parity array: disjoint byte ranges (start -> end),
+    /// and their total. Never more than `parity_read_cache_bytes`.
+    kept: BTreeMap<u64, u64>,
+    kept_bytes: u64,
+    parity: bool,
     /// Clean stripes read ahead, oldest first, and their set.
     clean: VecDeque<u64>,
     clean_set: BTreeMap<u64, ()>,
+    /// Stripes being read ahead: stripe -> the fetch (inner id) bringing it.
+    fetching: BTreeMap<u64, u64>,
+    /// Host reads waiting for a fetch in flight: inner id -> (host id, bytes).
+    waiters: BTreeMap<u64, Vec<(u64, u64)>>,
     last_read_end: Option<u64>,
     inner: BTreeMap<u64, Inner>,
     next_inner: u64,
@@ -202,11 +236,16 @@ impl RaidCard {
             array,
             stripe,
             dirty: BTreeMap::new(),
+            kept: BTreeMap::new(),
+            kept_bytes: 0,
+            parity: g.is_parity(),
             held: 0,
             destaging: 0,
             cursor: 0,
             clean: VecDeque::new(),
             clean_set: BTreeMap::new(),
+            fetching: BTreeMap::new(),
+            waiters: BTreeMap::new(),
             last_read_end: None,
             inner: BTreeMap::new(),
             next_inner: 0,
@@ -234,12 +273,20 @@ impl RaidCard {
 
     /// Send a request to the array at `at` (now, or later once the card's own
     /// time for it has passed: the array never sees a submission from its future).
-    fn send_down(&mut self, now: Ns, at: Ns, what: Inner, kind: Kind, offset: u64, len: u64) {
+    fn send_down(
+        &mut self,
+        now: Ns,
+        at: Ns,
+        what: Inner,
+        kind: Kind,
+        offset: u64,
+        len: u64,
+    ) -> u64 {
         let id = self.next_inner;
         self.next_inner += 1;
         if at > now {
             self.later.insert((at, id), (what, kind, offset, len));
-            return;
+            return id;
         }
         self.inner.insert(id, what);
         self.array.submit(
@@ -251,6 +298,7 @@ impl RaidCard {
                 len,
             },
         );
+        id
     }
 
     fn cache_limit(&self) -> u64 {
@@ -355,45 +403,164 @@ impl RaidCard {
         }
     }
 
+    /// Is [s, e) all in the kept read data?
+    fn kept_covers(&self, s: u64, e: u64) -> bool {
+        self.kept
+            .range(..=s)
+            .next_back()
+            .is_some_and(|(_, &end)| end >= e)
+    }
+
+    /// Keep [s, e) as far as room allows (first come, first kept).
+    fn keep(&mut self, s: u64, e: u64) {
+        let room = self
+            .params
+            .parity_read_cache_bytes
+            .saturating_sub(self.kept_bytes);
+        if !self.parity || room == 0 {
+            return;
+        }
+        let (mut s, mut e) = (s, e);
+        // What is already kept inside [s, e) costs no room: drop the overlaps and
+        // re-add the merged range.
+        let overlapping: Vec<(u64, u64)> = self
+            .kept
+            .range(..e)
+            .filter(|(_, &end)| end >= s)
+            .map(|(&a, &b)| (a, b))
+            .collect();
+        let already: u64 = overlapping
+            .iter()
+            .map(|&(a, b)| b.min(e).saturating_sub(a.max(s)))
+            .sum();
+        let new = (e - s) - already;
+        if new > room {
+            if already > 0 {
+                return;
+            }
+            // Only the first `room` bytes fit: keep that prefix.
+            e = s + room;
+        }
+        for (a, b) in overlapping {
+            self.kept.remove(&a);
+            self.kept_bytes -= b - a;
+            s = s.min(a);
+            e = e.max(b);
+        }
+        self.kept.insert(s, e);
+        self.kept_bytes += e - s;
+    }
+
+    /// A write changes [s, e): the kept copy of it is dropped.
+    fn forget(&mut self, s: u64, e: u64) {
+        let overlapping: Vec<(u64, u64)> = self
+            .kept
+            .range(..e)
+            .filter(|(_, &end)| end > s)
+            .map(|(&a, &b)| (a, b))
+            .collect();
+        for (a, b) in overlapping {
+            self.kept.remove(&a);
+            self.kept_bytes -= b - a;
+            if a < s {
+                self.kept.insert(a, s);
+                self.kept_bytes += s - a;
+            }
+            if b > e {
+                self.kept.insert(e, b);
+                self.kept_bytes += b - e;
+            }
+        }
+    }
+
     fn read(&mut self, now: Ns, req: Request) {
         let sequential = self.last_read_end == Some(req.offset);
         self.last_read_end = Some(req.offset + req.len);
-        if self.cached(req.offset, req.len) {
+        if self.cached(req.offset, req.len) || self.kept_covers(req.offset, req.offset + req.len) {
             let at = self.link(now + self.params.overhead(), req.len);
             self.pending.push(Completion { id: req.id, at });
             return;
         }
+        // Covered by stripes still being read ahead: wait for the latest of
+        // those fetches instead of reading the disks again.
+        if let Some(fetch) = self.fetch_covering(req.offset, req.len) {
+            self.waiters
+                .entry(fetch)
+                .or_default()
+                .push((req.id, req.len));
+            return;
+        }
         let mut len = req.len;
+        let mut ahead = None;
         if sequential && self.params.read_ahead_stripes > 0 && self.params.cache_bytes > 0 {
-            // Read on to the end of the stripes ahead, and remember them.
+            // Read on to the end of the stripes ahead; they join the cache when
+            // their data has arrived.
             let first = req.offset / self.stripe;
             let last = first + u64::from(self.params.read_ahead_stripes);
             let end = ((last + 1) * self.stripe).min(self.array.capacity());
             len = end - req.offset;
-            for s in first..=last {
-                if self.clean_set.insert(s, ()).is_none() {
-                    self.clean.push_back(s);
-                }
-            }
-            let room = self.cache_limit().saturating_sub(self.held) / self.stripe.max(1);
-            while self.clean.len() as u64 > room {
-                if let Some(old) = self.clean.pop_front() {
-                    self.clean_set.remove(&old);
-                }
-            }
+            ahead = Some((first, last));
         }
-        self.send_down(
+        let id = self.send_down(
             now,
             now + self.params.overhead(),
             Inner::Host {
                 id: req.id,
                 kind: Kind::Read,
                 len: req.len,
+                span: (req.offset, req.offset + len),
             },
             Kind::Read,
             req.offset,
             len,
         );
+        if let Some((first, last)) = ahead {
+            for s in first..=last {
+                if !self.clean_set.contains_key(&s) {
+                    self.fetching.insert(s, id);
+                }
+            }
+        }
+    }
+
+    /// The fetch in flight that, with the clean stripes, covers a read, if the
+    /// read is covered and some of it is still arriving.
+    fn fetch_covering(&self, offset: u64, len: u64) -> Option<u64> {
+        let (first, last) = (offset / self.stripe, (offset + len - 1) / self.stripe);
+        let mut latest = None;
+        for s in first..=last {
+            match self.fetching.get(&s) {
+                Some(&id) => latest = latest.max(Some(id)),
+                None if self.clean_set.contains_key(&s) => {}
+                None => return None,
+            }
+        }
+        latest
+    }
+
+    /// A read's data has arrived: its read-ahead stripes are clean in the cache
+    /// and parity arrays keep what was read.
+    fn arrived(&mut self, inner: u64, span: (u64, u64)) {
+        let (first, last) = (span.0 / self.stripe, (span.1 - 1) / self.stripe);
+        for s in first..=last {
+            if self.fetching.get(&s) == Some(&inner) {
+                self.fetching.remove(&s);
+                if self.clean_set.insert(s, ()).is_none() {
+                    self.clean.push_back(s);
+                }
+            }
+        }
+        // The read-ahead buffer holds a stream's window (twice it, so the window
+        // being consumed and the next fit), not the whole cache: a prefetch is
+        // not a read cache.
+        let window = 2 * (u64::from(self.params.read_ahead_stripes) + 1);
+        let room = (self.cache_limit().saturating_sub(self.held) / self.stripe.max(1)).min(window);
+        while self.clean.len() as u64 > room {
+            if let Some(old) = self.clean.pop_front() {
+                self.clean_set.remove(&old);
+            }
+        }
+        self.keep(span.0, span.1);
     }
 }
 
@@ -403,6 +570,9 @@ impl Device for RaidCard {
     }
 
     fn submit(&mut self, now: Ns, req: Request) {
+        if req.kind == Kind::Write || req.kind == Kind::Trim {
+            self.forget(req.offset, req.offset + req.len);
+        }
         match req.kind {
             Kind::Read => self.read(now, req),
             // A write larger than the whole cache could never fit: it goes
@@ -430,6 +600,7 @@ impl Device for RaidCard {
                         id: req.id,
                         kind: Kind::Write,
                         len: req.len,
+                        span: (req.offset, req.offset + req.len),
                     },
                     Kind::Write,
                     req.offset,
@@ -474,8 +645,18 @@ impl Device for RaidCard {
         }
         for c in inner_done {
             match self.inner.remove(&c.id) {
-                Some(Inner::Host { id, kind, len }) => {
+                Some(Inner::Host {
+                    id,
+                    kind,
+                    len,
+                    span,
+                }) => {
                     let at = if kind == Kind::Read {
+                        self.arrived(c.id, span);
+                        for (wid, wlen) in self.waiters.remove(&c.id).unwrap_or_default() {
+                            let at = self.link(c.at, wlen);
+                            self.pending.push(Completion { id: wid, at });
+                        }
                         self.link(c.at, len)
                     } else {
                         c.at

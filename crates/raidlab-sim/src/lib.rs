@@ -14,6 +14,7 @@ pub mod device;
 pub mod hdd;
 pub mod host;
 pub mod ideal;
+pub mod mixed;
 pub mod presets;
 pub mod ssd;
 pub mod stats;

@@ -150,6 +150,7 @@ fn card(cache_bytes: u64) -> RaidCard {
         command_overhead_us: 20.0,
         host_link_mb_per_s: 2000.0,
         ports: 8,
+        parity_read_cache_bytes: 0,
         sources: vec![],
     };
     let inner = array(

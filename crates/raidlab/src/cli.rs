@@ -62,8 +62,9 @@ pub enum Command {
     /// Stop the server (`raidlab serve`) serving this array: requests in flight
     /// finish, every export is flushed and arrays are marked clean.
     Stop(MembersJson),
-    /// Benchmarks. With no subcommand: a 4-member RAID 5 against one member, in a
-    /// temporary directory, with the CrystalDiskMark set (about a minute).
+    /// Benchmarks. With no subcommand: the source articles' experiments, simulated
+    /// (`raidlab seeds`), with the HTML report; `bench files` is the real-file
+    /// RAID 5 against one member.
     Bench(BenchArgs),
     /// Make one self-contained HTML page (charts, tables) and optionally a CSV from
     /// benchmark result files.
@@ -76,6 +77,22 @@ pub enum Command {
     /// configuration is made of. Benchmarks take simulated targets as `sim:SPEC`.
     #[command(subcommand)]
     Sim(SimCommand),
+    /// The source articles' experiments (SEEDS.md A, C, D, E) in virtual time on
+    /// simulated hardware: each article's figures beside the simulated ones, and
+    /// each finding marked reproduced or not (docs/seeds.md).
+    Seeds(SeedsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SeedsArgs {
+    /// Seeds to run: A, C, D, E (default: all; B needs the cache tier).
+    pub seeds: Vec<String>,
+    /// Print the result as JSON (cells and findings) instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for the HTML report and the result files (not written if not given).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `raidlab sim` verbs.
@@ -303,7 +320,21 @@ pub struct BenchArgs {
     #[command(subcommand)]
     pub command: Option<BenchCommand>,
     #[command(flatten)]
-    pub quick: crate::cmd::benchmarks::QuickArgs,
+    pub main: BenchMainArgs,
+}
+
+/// `raidlab bench` with no subcommand: the seeds, simulated.
+#[derive(Debug, Args)]
+pub struct BenchMainArgs {
+    /// Directory to write the result files and the HTML report to.
+    #[arg(long, default_value = ".")]
+    pub output: PathBuf,
+    /// Print the JSON result instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Only these seeds (hidden: lets tests run the main job fast).
+    #[arg(long, hide = true, value_delimiter = ',')]
+    pub seeds: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -320,6 +351,9 @@ pub enum BenchCommand {
     Iozone(crate::cmd::benchmarks::IozoneArgs),
     /// Replay a recorded block I/O trace (fio iolog v2/v3, blkparse text).
     Replay(crate::cmd::benchmarks::ReplayArgs),
+    /// The real-file comparison (the main job before the seeds): a 4-member
+    /// RAID 5 against one member, in a temporary directory, CrystalDiskMark set.
+    Files(crate::cmd::benchmarks::QuickArgs),
 }
 
 #[derive(Debug, Args)]

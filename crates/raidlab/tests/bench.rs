@@ -92,10 +92,40 @@ fn cdm_refuses_bad_input_by_name() {
 }
 
 #[test]
-fn bench_with_no_target_compares_a_raid5_with_one_member_and_writes_json() {
+fn bench_with_no_target_runs_the_seeds_and_writes_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    // `--seeds` (hidden) narrows the main job to one cheap seed for the test.
+    raidlab()
+        .args(["bench", "--seeds", "A", "--output"])
+        .arg(dir.path())
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "seed A: RAID for a faster desktop",
+        ))
+        .stdout(predicate::str::contains("seed B: not run"))
+        .stdout(predicate::str::contains("findings:"))
+        .stderr(predicate::str::contains("raidlab-seeds.html"));
+    let html = std::fs::read_to_string(dir.path().join("raidlab-seeds.html")).unwrap();
+    assert!(
+        html.contains("article") && html.contains("simulated") && html.contains("fg_under_scan")
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("raidlab-seeds.json")).unwrap())
+            .unwrap();
+    assert_eq!(v["format"], "raidlab-seeds/1");
+    assert!(v["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["seed"] == "A"));
+}
+
+#[test]
+fn bench_files_compares_a_raid5_with_one_member_and_writes_json() {
     let dir = tempfile::tempdir().unwrap();
     raidlab()
-        .args(["bench", "--measure", "0.05", "--dir"])
+        .args(["bench", "files", "--measure", "0.05", "--dir"])
         .arg(dir.path())
         .arg("--output")
         .arg(dir.path())

@@ -1,5 +1,6 @@
 //! `raidlab bench parity`: the parity engines on this CPU, the way Linux reports
-//! its raid6 algorithm choice at boot.
+//! its raid6 algorithm choice at boot; and `raidlab bench` with no target, the
+//! main job: the articles' experiments simulated (`raidlab seeds`), with the report.
 
 use crate::cli::BenchParityArgs;
 use anyhow::{bail, Result};
@@ -60,4 +61,9 @@ pub fn parity(a: BenchParityArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `raidlab bench` with no target.
+pub fn main_job(a: crate::cli::BenchMainArgs) -> Result<ExitCode> {
+    super::seeds::main_job(a)
 }

@@ -11,6 +11,7 @@ pub mod live;
 pub mod manage;
 mod report;
 mod scan;
+mod seeds;
 mod serve;
 mod sim;
 mod transfer;
@@ -51,9 +52,13 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
             ..
         }) => benchmarks::replay(a),
         Command::Bench(BenchArgs {
+            command: Some(BenchCommand::Files(a)),
+            ..
+        }) => benchmarks::quick(a),
+        Command::Bench(BenchArgs {
             command: None,
-            quick,
-        }) => benchmarks::quick(quick),
+            main,
+        }) => bench::main_job(main),
         Command::Fail(a) => manage::fail(a),
         Command::Remove(a) => manage::remove(a),
         Command::Add(a) => manage::add(a),
@@ -68,5 +73,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Stop(a) => live::stop(a),
         Command::Cache(c) => cache::run(c),
         Command::Sim(c) => sim::run(c),
+        Command::Seeds(a) => seeds::run(a),
     }
 }
