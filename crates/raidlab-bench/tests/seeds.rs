@@ -102,7 +102,7 @@ fn seed_e_is_deterministic_and_within_its_error_bound() {
     assert_eq!(e.prediction_cells, 32);
     assert!(e.median_abs_error <= 0.15, "{e:?}");
     // The exact figure (deterministic): a model change that moves it shows here.
-    assert_eq!((e.median_abs_error * 1000.0).round(), 139.0, "{e:?}");
+    assert_eq!((e.median_abs_error * 1000.0).round(), 134.0, "{e:?}");
     let cal = a
         .cells
         .iter()

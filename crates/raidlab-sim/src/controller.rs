@@ -220,11 +220,10 @@ impl RaidCard {
     pub fn new(params: CardParams, array: SimArray) -> Result<RaidCard, String> {
         params.check()?;
         let g = *array.engine().geometry();
-        let stripe = if g.is_parity() {
-            g.chunk_bytes * g.data_disks() as u64
-        } else {
-            g.chunk_bytes.max(4096) * g.raid_disks as u64
-        };
+        // The card's unit of caching and read-ahead: a full stripe of data;
+        // RAID 1 has no chunk, so a 64 KiB line (assumed, a common cache line
+        // of such cards) stands in for it.
+        let stripe = g.chunk_bytes.max(64 << 10) * g.data_disks().max(1) as u64;
         if g.raid_disks > params.ports as usize {
             return Err(format!(
                 "the card has {} ports but the array has {} disks",
@@ -495,10 +494,13 @@ impl RaidCard {
         if sequential && self.params.read_ahead_stripes > 0 && self.params.cache_bytes > 0 {
             // Read on to the end of the stripes ahead; they join the cache when
             // their data has arrived.
+            // From the request's first stripe to `read_ahead_stripes` past its
+            // last: never less than the request itself.
             let first = req.offset / self.stripe;
-            let last = first + u64::from(self.params.read_ahead_stripes);
+            let last = (req.offset + req.len - 1) / self.stripe
+                + u64::from(self.params.read_ahead_stripes);
             let end = ((last + 1) * self.stripe).min(self.array.capacity());
-            len = end - req.offset;
+            len = end.max(req.offset + req.len) - req.offset;
             ahead = Some((first, last));
         }
         let id = self.send_down(
