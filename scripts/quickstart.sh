@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # A first look at raidlab that needs nothing but a Rust toolchain: builds it, runs
-# `raidlab bench` (the main job: a small 4-member RAID 5 and a single member in a
-# temporary directory, the CrystalDiskMark test set on both, side by side, about
-# 35 s; the JSON result and an HTML report are written to the current directory),
-# then makes a RAID 5 of
+# `raidlab bench` (the main job: the source articles' experiments redone on
+# simulated disks, SSDs and RAID cards, each article's figures beside raidlab's,
+# in about 10 s; the JSON results and an HTML report are written to the current
+# directory), then makes a RAID 5 of
 # sparse files, writes data through it, reads it back with a member missing, and
 # shows the I/O plans and parity speed.
 set -euo pipefail
