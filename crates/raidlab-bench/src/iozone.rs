@@ -191,9 +191,14 @@ pub fn run(
             // times only its I/O calls.
             let mut secs = m.elapsed.as_secs_f64();
             if cfg.include_flush && dir == Dir::Write {
+                // A simulated target's flush takes virtual time, not host time.
                 let t0 = Instant::now();
+                let v0 = target.sim.as_ref().map(|s| s.now());
                 target.volume.flush()?;
-                secs += t0.elapsed().as_secs_f64();
+                secs += match (&target.sim, v0) {
+                    (Some(sim), Some(v0)) => (sim.now() - v0).as_secs_f64(),
+                    _ => t0.elapsed().as_secs_f64(),
+                };
             }
             let secs = secs.max(1e-9);
             kib_s[i] = m.main().bytes as f64 / 1024.0 / secs;
