@@ -12,7 +12,7 @@
 //! tables say the card is modelled this way.
 
 use crate::array::SimArray;
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, MS, US};
+use crate::device::{hand_out, Completion, Device, Kind, ModelInfo, Ns, Param, Request, MS, US};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A card's parameters, each with its unit in its name.
@@ -682,10 +682,7 @@ impl Device for RaidCard {
         if self.wake.is_some_and(|t| t <= now) || self.destaging < self.params.destage_depth {
             self.destage(now);
         }
-        let (due, later): (Vec<Completion>, Vec<Completion>) =
-            self.pending.drain(..).partition(|c| c.at <= now);
-        self.pending = later;
-        done.extend(due);
+        hand_out(&mut self.pending, now, done);
     }
 
     fn info(&self) -> ModelInfo {
@@ -751,10 +748,7 @@ impl Device for PassThrough {
                 at: c.at + self.overhead,
             });
         }
-        let (due, later): (Vec<Completion>, Vec<Completion>) =
-            self.pending.drain(..).partition(|c| c.at <= now);
-        self.pending = later;
-        done.extend(due);
+        hand_out(&mut self.pending, now, done);
     }
     fn info(&self) -> ModelInfo {
         ModelInfo {

@@ -136,13 +136,7 @@ pub fn run_mixed(
     let mut fg_done = false;
     let mut done: Vec<Completion> = Vec::new();
     while in_flight > 0 {
-        let Some(t) = dev.next_event() else {
-            return Err(format!(
-                "internal: the simulated device went idle with {in_flight} request(s) in flight"
-            ));
-        };
-        done.clear();
-        dev.advance(t, &mut done);
+        crate::workload::next_completions(dev, in_flight, &mut done)?;
         for c in done.iter().copied() {
             in_flight -= 1;
             last = last.max(c.at);

@@ -166,13 +166,7 @@ pub fn run_observed(
     }
     let mut done: Vec<Completion> = Vec::new();
     while in_flight > 0 {
-        let Some(t) = dev.next_event() else {
-            return Err(format!(
-                "internal: the simulated device went idle with {in_flight} request(s) in flight"
-            ));
-        };
-        done.clear();
-        dev.advance(t, &mut done);
+        next_completions(dev, in_flight, &mut done)?;
         for c in done.iter().copied() {
             in_flight -= 1;
             last = last.max(c.at);
@@ -204,6 +198,23 @@ pub fn run_observed(
         latencies,
         last,
     ))
+}
+
+/// Advance `dev` to its next event and put what completed there in `done`
+/// (a driver with requests in flight always has one coming).
+pub(crate) fn next_completions(
+    dev: &mut dyn Device,
+    in_flight: usize,
+    done: &mut Vec<Completion>,
+) -> Result<(), String> {
+    let Some(t) = dev.next_event() else {
+        return Err(format!(
+            "internal: the simulated device went idle with {in_flight} request(s) in flight"
+        ));
+    };
+    done.clear();
+    dev.advance(t, done);
+    Ok(())
 }
 
 fn figures(ops: u64, bytes: u64, elapsed: u64, mut lat: Vec<u64>, end: Ns) -> Outcome {
