@@ -513,6 +513,71 @@ fn take(scratch: &mut [Vec<u8>], id: usize) -> Result<Vec<u8>> {
         .ok_or_else(|| bad_slice(Slice::scratch(id, 0)))
 }
 
+/// Run a [`Compute::Member`] on buffers a streaming executor already holds:
+/// `by_role[r]` is what the compute's source for role `r` names (the same
+/// member range), and `out` its output. Errs for any other compute, or when a
+/// source it names is not given.
+pub fn member_compute(c: &Compute, by_role: &[Option<&[u8]>], out: &mut [u8]) -> Result<()> {
+    let Compute::Member {
+        geometry,
+        slot,
+        pos,
+        srcs,
+        dst,
+    } = c
+    else {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            "internal: not a member recomputation",
+        ));
+    };
+    if dst.len != out.len()
+        || srcs.len() != by_role.len()
+        || srcs
+            .iter()
+            .zip(by_role)
+            .any(|(s, b)| s.is_some() != b.is_some())
+    {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            "internal: a member recomputation's sources do not match the buffers given",
+        ));
+    }
+    crate::reconstruct::combine_parity(geometry, *slot, *pos, by_role, out)
+}
+
+/// Run `f` with `dst` as its output and the other buffers as its inputs: a
+/// scratch output is taken out of `scratch` meanwhile (its own inputs are
+/// never in it); a caller's output only exists for a read, and then no input
+/// is in the caller's buffer.
+fn with_output(
+    user: &mut UserBuf<'_>,
+    scratch: &mut [Vec<u8>],
+    dst: Slice,
+    f: impl FnOnce(&mut [u8], &[u8], &[Vec<u8>]) -> Result<()>,
+) -> Result<()> {
+    match (dst.buf, user) {
+        (Buf::Scratch(id), user) => {
+            let mut out = take(scratch, id)?;
+            let r = match out.get_mut(dst.offset..dst.offset + dst.len) {
+                Some(o) => f(o, user.get(), scratch),
+                None => Err(bad_slice(dst)),
+            };
+            scratch[id] = out;
+            r
+        }
+        (Buf::User, UserBuf::Read(b)) => {
+            let o = b
+                .get_mut(dst.offset..dst.offset + dst.len)
+                .ok_or_else(|| bad_slice(dst))?;
+            f(o, &[], scratch)
+        }
+        (Buf::User, UserBuf::Write(_)) => Err(bad_slice(dst)),
+    }
+}
+
 fn run_compute(
     c: &Compute,
     engine: &dyn Engine,
@@ -596,6 +661,23 @@ fn run_compute(
             }
             r
         }
+        Compute::Member {
+            geometry,
+            slot,
+            pos,
+            srcs,
+            dst,
+        } => with_output(user, scratch, *dst, |out, user, scratch| {
+            let views = srcs
+                .iter()
+                .map(|s| s.map(|s| slice_of(user, scratch, s)).transpose())
+                .collect::<Result<Vec<_>>>()?;
+            crate::reconstruct::combine_parity(geometry, *slot, *pos, &views, out)
+        }),
+        Compute::Zero { dst } => with_output(user, scratch, *dst, |out, _, _| {
+            out.fill(0);
+            Ok(())
+        }),
         Compute::Copy { src, dst } => match dst.buf {
             Buf::Scratch(id) => {
                 let mut out = take(scratch, id)?;

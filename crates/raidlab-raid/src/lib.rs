@@ -25,6 +25,7 @@ pub mod planner;
 pub mod ppl;
 pub mod reconstruct;
 pub mod recovery;
+pub mod recovery_plan;
 pub mod replay;
 pub mod stripe_cache;
 

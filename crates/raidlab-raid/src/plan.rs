@@ -6,6 +6,7 @@
 //! declares. The real executor carries a plan out; `raidlab explain` prints it; a
 //! simulator can schedule it on device models. Nothing here does I/O.
 
+use raidlab_layout::Geometry;
 use serde::Serialize;
 
 /// Read or write.
@@ -91,6 +92,21 @@ pub enum Compute {
     },
     /// Copy bytes between buffers (e.g. rebuilt data to the caller).
     Copy { src: Slice, dst: Slice },
+    /// What member `slot` holds at `[pos, pos+dst.len)` of its data area,
+    /// from the same range of the other members (`srcs`, by role; `None` for a
+    /// role not read): the recomputation of a lost member for a rebuild or a
+    /// read-error repair. Row by row, the reconstruction module
+    /// decides how (XOR, fresh P/Q, or the parity engine's recovery).
+    Member {
+        geometry: Geometry,
+        slot: usize,
+        pos: u64,
+        srcs: Vec<Option<Slice>>,
+        dst: Slice,
+    },
+    /// Fill with zeros (space a mirror layout leaves unused, which a rebuilt
+    /// member holds as zeros).
+    Zero { dst: Slice },
 }
 
 /// One entry of md's partial parity log (PPL, RAID 5 only): which rows of a stripe
@@ -253,5 +269,10 @@ fn describe_compute(c: &Compute) -> String {
             }
         ),
         Compute::Copy { src, .. } => format!("copy {} bytes", src.len),
+        Compute::Member { slot, srcs, .. } => format!(
+            "role {slot}'s contents from {} other members",
+            srcs.iter().flatten().count()
+        ),
+        Compute::Zero { dst } => format!("zero {} bytes", dst.len),
     }
 }

@@ -1,63 +1,15 @@
 //! How a lost member's contents are recomputed from the others: the one place
-//! that decides reconstruction (which chunks of a row are combined, XOR or
-//! RAID 6 recovery, which mirror copy is read), used by the engine's
-//! read-error repair and by rebuilds alike. Placement comes from
-//! raidlab-layout and the arithmetic from raidlab-parity; this module only
-//! reads the members it is given and never writes.
+//! that decides reconstruction row by row (which chunks of a row are combined,
+//! XOR or RAID 6 recovery, fresh P or Q) and walks a mirror member's range
+//! piece by piece. Rebuild and repair plans (the recovery planner) name it
+//! in their compute step; the executor runs it. Placement comes from
+//! raidlab-layout and the arithmetic from raidlab-parity; this module does no
+//! I/O at all.
 
-use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::{Content, Geometry};
-use std::sync::Arc;
 
 const PAGE: usize = 4096;
-
-/// The contents member `slot` must hold at `[pos, pos+n)` of its data area,
-/// computed from the other members: for parity levels from `sources` (the
-/// members by role, `slot` and missing ones `None`), for mirrors through
-/// `array` (an array that lacks `slot`).
-pub fn member_contents(
-    array: &dyn Volume,
-    sources: &[Option<Arc<dyn Volume>>],
-    geo: &Geometry,
-    slot: usize,
-    pos: u64,
-    n: u64,
-) -> Result<Vec<u8>> {
-    let mut out = vec![0u8; n as usize];
-    member_contents_into(array, sources, geo, slot, pos, &mut out, &mut Vec::new())?;
-    Ok(out)
-}
-
-/// [`member_contents`] into `out` (its length is the range), reusing `scratch`
-/// (one read buffer per member) from call to call: a rebuild that allocated fresh
-/// buffers every step would spend much of its memory bandwidth zeroing pages.
-pub fn member_contents_into(
-    array: &dyn Volume,
-    sources: &[Option<Arc<dyn Volume>>],
-    geo: &Geometry,
-    slot: usize,
-    pos: u64,
-    out: &mut [u8],
-    scratch: &mut Vec<Vec<u8>>,
-) -> Result<()> {
-    let n = out.len() as u64;
-    if geo.is_parity() {
-        parity_member_contents(sources, geo, slot, pos, out, scratch)?;
-    } else {
-        mirror_pieces(geo, slot, pos, n, |off, len, content| {
-            // Unused space (far layouts' tails) stays zero.
-            let piece = &mut out[off as usize..(off + len) as usize];
-            match content {
-                Content::Data(l) => array.read_at(piece, l),
-                _ => {
-                    piece.fill(0);
-                    Ok(())
-                }
-            }
-        })?;
-    }
-    Ok(())
-}
 
 /// Walk `[pos, pos+n)` of mirror member `slot`'s data area in pieces that
 /// stay within one chunk (and page), each with what it holds: `f(offset from
@@ -77,50 +29,6 @@ pub fn mirror_pieces(
         off += len;
     }
     Ok(())
-}
-
-/// Parity levels: read each other member's range once (in parallel), then per row
-/// rebuild `slot`'s chunk: XOR of the others when P covers it, else the parity
-/// engine's recovery (RAID 6 with more members gone), or fresh P/Q when `slot`
-/// holds parity.
-fn parity_member_contents(
-    sources: &[Option<Arc<dyn Volume>>],
-    geo: &Geometry,
-    slot: usize,
-    pos: u64,
-    out: &mut [u8],
-    scratch: &mut Vec<Vec<u8>>,
-) -> Result<()> {
-    let len = out.len();
-    scratch.resize_with(geo.raid_disks, Vec::new);
-    std::thread::scope(|s| {
-        let handles: Vec<_> = sources
-            .iter()
-            .zip(scratch.iter_mut())
-            .filter_map(|(m, b)| m.as_ref().map(|m| (m, b)))
-            .map(|(m, b)| {
-                s.spawn(move || -> Result<()> {
-                    b.resize(len, 0);
-                    m.read_at(b, pos)
-                })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join().unwrap_or_else(|_| {
-                Err(Error::new(
-                    ErrorKind::Io,
-                    Op::Read,
-                    "internal: a rebuild reader panicked",
-                ))
-            })
-        })
-    })?;
-    let bufs: Vec<Option<&[u8]>> = sources
-        .iter()
-        .zip(scratch.iter())
-        .map(|(m, b)| m.as_ref().map(|_| b.as_slice()))
-        .collect();
-    combine_parity(geo, slot, pos, &bufs, out)
 }
 
 /// What member `slot` holds at `[pos, pos+out.len())`, from the same range of

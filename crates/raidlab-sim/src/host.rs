@@ -90,8 +90,13 @@ impl HostCost {
                         + usize::from(q.is_some());
                     (inputs * block * lost.len()) as u64
                 }
-                // Copies run at memory speed, an order above parity: not charged.
-                Compute::Copy { .. } => 0,
+                // A lost member's range from the others': every source byte
+                // goes through the parity engine once (RAID 6 recovery of two
+                // more, counted as one: the common case loses one member).
+                Compute::Member { srcs, .. } => srcs.iter().flatten().map(len).sum(),
+                // Copies and zeroing run at memory speed, an order above
+                // parity: not charged.
+                Compute::Copy { .. } | Compute::Zero { .. } => 0,
             };
         }
         (bytes as f64 / (self.parity_mb_per_s * 1e6) * 1e9).round() as Ns

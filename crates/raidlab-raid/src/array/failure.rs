@@ -7,6 +7,7 @@
 //! member taken out, later).
 
 use super::*;
+use crate::recovery_plan::plan_repair;
 
 impl Array {
     /// Take `role` out after an I/O error; `seen` is the membership the failed
@@ -202,71 +203,40 @@ impl Array {
         pos: u64,
         n: u64,
     ) -> Result<()> {
-        let all = vec![true; self.geometry.raid_disks];
-        let keys = plan_write(&self.geometry, &all, pos, n)?.locks;
-        let _held = self.locks.lock(&keys);
+        let (plan, len) = plan_repair(&self.geometry, sources, role, pos, n)?;
+        let _held = self.locks.lock(&plan.locks);
         // The membership once the locks are held (a rebuild that began before
         // cannot pass these stripes now; see `write_piece`).
         let view = self.view();
-        let Some(target) = view.members[role].as_ref().filter(|m| m.is_writable()) else {
+        if !view.members[role].as_ref().is_some_and(|m| m.is_writable()) {
             return Ok(()); // read-only: the data was still served from redundancy
-        };
-        let vols = view
-            .members
-            .iter()
-            .zip(sources)
-            .map(|(m, ok)| m.clone().filter(|_| *ok))
-            .collect();
-        let sub = Array::new(self.name.clone(), self.geometry, vols)?;
-        let g = &self.geometry;
-        let (moff, len) = if g.is_parity() {
-            let stripe = g.chunk_bytes * g.data_disks() as u64;
-            let first = pos / stripe;
-            let last = (pos + n - 1) / stripe;
-            (first * g.chunk_bytes, (last - first + 1) * g.chunk_bytes)
-        } else {
-            // Mirrors: the member range is found per copy below.
-            (0, 0)
+        }
+        let mut data = vec![0u8; len];
+        let run = |plan: &Plan, buf: &mut [u8]| {
+            self.executor
+                .run(plan, &view.members, self.engine, UserBuf::Read(buf), None)
+                .map_err(|f| *f.error)
         };
         // Rewrite, then read back: a disk remaps a bad sector on write, and a block
         // that still cannot be read afterwards means the member is failing (md
         // fails it the same way).
-        let verify = |off: u64, want: &[u8]| -> Result<()> {
-            let mut back = vec![0u8; want.len()];
-            target.read_at(&mut back, off)?;
-            if back != want {
+        let result = run(&plan, &mut data).and_then(|()| {
+            let mut back = vec![0u8; len];
+            let check = read_back(&plan);
+            run(&check, &mut back)?;
+            if check.reads().any(|o| {
+                let r = o.buf.offset..o.buf.offset + o.buf.len;
+                back[r.clone()] != data[r]
+            }) {
                 return Err(Error::new(
                     ErrorKind::Io,
                     Op::Read,
                     "rewritten block reads back wrong",
                 )
-                .on_device(target.name()));
+                .on_device(self.name.clone()));
             }
             Ok(())
-        };
-        let result = if g.is_parity() {
-            let sources: Vec<Option<Arc<dyn Volume>>> = (0..g.raid_disks)
-                .map(|r| if r == role { None } else { sub.member(r) })
-                .collect();
-            crate::reconstruct::member_contents(&sub, &sources, g, role, moff, len).and_then(
-                |data| {
-                    target.write_at(&data, moff)?;
-                    verify(moff, &data)
-                },
-            )
-        } else {
-            let mut data = vec![0u8; n as usize];
-            sub.read_at(&mut data, pos).and_then(|_| {
-                for (at, k, locs) in g.mirror_runs(pos, n) {
-                    if let Some(l) = locs.iter().find(|l| l.member == role) {
-                        let s = (at - pos) as usize;
-                        target.write_at(&data[s..s + k as usize], l.offset)?;
-                        verify(l.offset, &data[s..s + k as usize])?;
-                    }
-                }
-                Ok(())
-            })
-        };
+        });
         match result {
             Ok(()) => {
                 self.corrected[role].fetch_add(1, Ordering::Relaxed);
@@ -278,5 +248,22 @@ impl Array {
                 Ok(())
             }
         }
+    }
+}
+
+/// A plan that reads back, into the same places of the caller's buffer,
+/// everything `plan` writes.
+fn read_back(plan: &Plan) -> Plan {
+    let reads = plan
+        .writes()
+        .map(|w| crate::plan::MemberOp {
+            kind: OpKind::Read,
+            ..*w
+        })
+        .collect();
+    Plan {
+        steps: vec![crate::plan::Step::Io(reads)],
+        scratch: Vec::new(),
+        locks: Vec::new(),
     }
 }

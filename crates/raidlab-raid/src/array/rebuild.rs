@@ -6,6 +6,7 @@
 //! the superblocks are the assembly's to write.
 
 use super::*;
+use crate::recovery_plan::{member_range_keys, plan_copy, plan_rebuild};
 
 /// A member being rebuilt (or a replacement being copied) while the array
 /// serves I/O. Everything below `done` (bytes of its data area) is current: the
@@ -280,39 +281,50 @@ impl Array {
             return Ok(at);
         }
         let n = ((want / unit).max(1) * unit).min(g.member_bytes - at);
-        let keys = self.member_range_keys(rec.role, at, n)?;
+        let keys = member_range_keys(&g, rec.role, at, n)?;
         let _held = self.locks.lock(&keys);
         // Membership as of now, under the locks: whether the old member of a
         // replacement is still there to copy from.
         let view = self.view();
         let mut live = self.live_in(&view);
         live[rec.role] = false;
+        // The target is one more member for the executor, after the roles.
+        let target = g.raid_disks;
+        let mut members = view.members.clone();
+        members.push(Some(rec.target.clone()));
         let mut out = std::mem::take(scratch.first_mut().unwrap_or(&mut Vec::new()));
         out.resize(n as usize, 0);
+        let run = |plan: Plan, out: &mut [u8]| {
+            self.executor
+                .run(&plan, &members, self.engine, UserBuf::Read(out), None)
+        };
         let copied = match &rec.replaced {
-            // Copy from the member being replaced, if it can be read.
-            Some(old) if rec.replacing() => match old.read_at(&mut out, at) {
-                Ok(()) => true,
-                Err(_) => {
-                    // Counted as any read error of the member; the blocks come
-                    // from the other members instead.
-                    let errors = self.read_errors[rec.role].fetch_add(1, Ordering::Relaxed);
-                    if errors + 1 > MAX_READ_ERRORS {
-                        self.take_out(rec.role, &view);
+            // Copy from the member being replaced (read through its role's
+            // tee), if it can be read.
+            Some(_) if rec.replacing() => {
+                match run(plan_copy(&g, rec.role, at, n, target)?, &mut out) {
+                    Ok(()) => Ok(true),
+                    Err(f) if f.kind == OpKind::Read => {
+                        // Counted as any read error of the member; the blocks come
+                        // from the other members instead.
+                        let errors = self.read_errors[rec.role].fetch_add(1, Ordering::Relaxed);
+                        if errors + 1 > MAX_READ_ERRORS {
+                            self.take_out(rec.role, &view);
+                        }
+                        Ok(false)
                     }
-                    false
+                    Err(f) => Err(*f.error),
                 }
-            },
-            _ => false,
+            }
+            _ => Ok(false),
         };
-        let result = if copied {
-            Ok(())
-        } else if g.is_parity() {
-            self.combine_step(&view, &live, rec.role, at, &mut out, scratch)
-        } else {
-            self.mirror_step(&view, &live, rec.role, at, &mut out)
-        };
-        let result = result.and_then(|()| rec.target.write_at(&out, at));
+        let result = copied.and_then(|copied| {
+            if copied {
+                return Ok(());
+            }
+            let plan = plan_rebuild(&g, &live, rec.role, at, n, target)?;
+            run(plan, &mut out).map_err(|f| *f.error)
+        });
         if scratch.is_empty() {
             scratch.push(Vec::new());
         }
@@ -329,94 +341,6 @@ impl Array {
         }
     }
 
-    /// What `role` holds at `[at, at+out.len())`, combined from the same range
-    /// of the live members (parity levels).
-    pub(super) fn combine_step(
-        &self,
-        view: &Membership,
-        live: &[bool],
-        role: usize,
-        at: u64,
-        out: &mut [u8],
-        scratch: &mut Vec<Vec<u8>>,
-    ) -> Result<()> {
-        let n = out.len();
-        scratch.resize_with(live.len() + 1, Vec::new);
-        for (r, ok) in live.iter().enumerate() {
-            let buf = &mut scratch[r + 1];
-            if *ok && r != role {
-                buf.resize(n, 0);
-                view.members[r]
-                    .as_ref()
-                    .expect("a live role has a member")
-                    .read_at(buf, at)?;
-            }
-        }
-        let views: Vec<Option<&[u8]>> = (0..live.len())
-            .map(|r| (live[r] && r != role).then(|| &scratch[r + 1][..n]))
-            .collect();
-        crate::reconstruct::combine_parity(&self.geometry, role, at, &views, out)
-    }
-
-    /// What mirror `role` holds at `[at, at+out.len())`, read from another copy.
-    pub(super) fn mirror_step(
-        &self,
-        view: &Membership,
-        live: &[bool],
-        role: usize,
-        at: u64,
-        out: &mut [u8],
-    ) -> Result<()> {
-        let g = &self.geometry;
-        let n = out.len() as u64;
-        let mut sources = live.to_vec();
-        sources[role] = false;
-        crate::reconstruct::mirror_pieces(g, role, at, n, |off, len, content| {
-            let piece = &mut out[off as usize..(off + len) as usize];
-            match content {
-                raidlab_layout::Content::Data(l) => {
-                    // Not `read_at`: this step holds the stripe locks already.
-                    let plan = plan_read(g, &sources, l, len, role)?;
-                    self.executor
-                        .run(
-                            &plan,
-                            &view.members,
-                            self.engine,
-                            UserBuf::Read(piece),
-                            None,
-                        )
-                        .map_err(|f| *f.error)
-                }
-                _ => {
-                    piece.fill(0);
-                    Ok(())
-                }
-            }
-        })
-    }
-
-    /// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
-    /// data area: the stripes there (parity levels), or the array ranges whose
-    /// copies lie there (mirrors), as writes to them lock them.
-    pub(super) fn member_range_keys(&self, role: usize, at: u64, n: u64) -> Result<Vec<u64>> {
-        let g = &self.geometry;
-        if g.is_parity() {
-            let c = g.chunk_bytes;
-            return Ok((at / c..=(at + n - 1) / c).collect());
-        }
-        let all = vec![true; g.raid_disks];
-        let mut keys = Vec::new();
-        crate::reconstruct::mirror_pieces(g, role, at, n, |_, len, content| {
-            if let raidlab_layout::Content::Data(l) = content {
-                keys.extend(plan_write(g, &all, l, len)?.locks);
-            }
-            Ok(())
-        })?;
-        keys.sort_unstable();
-        keys.dedup();
-        Ok(keys)
-    }
-
     /// Hold the stripe locks of array range `[pos, pos+n)` (a scrub step): no
     /// write to those stripes runs until the guard is dropped.
     pub fn hold_array_range(&self, pos: u64, n: u64) -> Result<crate::locks::StripeGuard<'_>> {
@@ -428,7 +352,7 @@ impl Array {
     /// Hold the stripe locks of member range `[at, at+n)` (parity levels: the
     /// stripes there; every member has the same).
     pub fn hold_member_range(&self, at: u64, n: u64) -> Result<crate::locks::StripeGuard<'_>> {
-        let keys = self.member_range_keys(0, at, n)?;
+        let keys = member_range_keys(&self.geometry, 0, at, n)?;
         Ok(self.locks.lock(&keys))
     }
 

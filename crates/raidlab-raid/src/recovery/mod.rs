@@ -14,7 +14,9 @@ pub use scrub::{Finding, ScrubReport};
 
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
-use crate::reconstruct::{combine_parity, member_contents, member_contents_into};
+use crate::exec::{member_compute, Executor, ThreadPool, UserBuf};
+use crate::plan::{Plan, Step};
+use crate::recovery_plan::plan_rebuild;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::{Clock, SystemClock};
 use raidlab_layout::{Geometry, Level, Location};
@@ -194,12 +196,17 @@ impl Assembly {
             // rebuild runs at the speed of the slower side, not of both added.
             let geometry = self.geometry;
             let quit = AtomicBool::new(false);
+            let sources = parity_sources(&array, &geometry, slot);
+            let live: Vec<bool> = sources.iter().map(Option::is_some).collect();
+            // The executor's members: the array's, and the target after them.
+            let mut members: Vec<Option<Arc<dyn Volume>>> =
+                (0..geometry.raid_disks).map(|r| array.member(r)).collect();
+            members.push(Some(target.clone()));
             let outcome: Result<()> = std::thread::scope(|s| {
                 let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>)>>(1);
                 // Written buffers come back to the reader: no step allocates.
                 let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-                let (array, quit) = (&array, &quit);
-                let sources = parity_sources(array, &geometry, slot);
+                let (quit, members, live) = (&quit, &members, &live);
                 // Members mapped into memory (page-cached files): combine straight
                 // from the mappings, without copying every source byte through
                 // `read_at` first. The read path below is the reference it is
@@ -226,7 +233,7 @@ impl Assembly {
                                         .map(|m| &m.as_slice()[at as usize..(at + n) as usize])
                                 })
                                 .collect();
-                            let r = combine_parity(&geometry, slot, at, &views, &mut out)
+                            let r = streamed_step(&geometry, live, slot, at, n, &views, &mut out)
                                 .map(|()| (at, out));
                             let failed = r.is_err();
                             if tx.send(r).is_err() || failed {
@@ -288,7 +295,8 @@ impl Assembly {
                                 out.resize(n as usize, 0);
                                 let views: Vec<Option<&[u8]>> =
                                     bufs.iter().map(|b| b.as_deref()).collect();
-                                let r = combine_parity(&geometry, slot, at, &views, &mut out);
+                                let r =
+                                    streamed_step(&geometry, live, slot, at, n, &views, &mut out);
                                 for (b, f) in bufs.into_iter().zip(&feeds) {
                                     if let (Some(b), Some((_, back))) = (b, f) {
                                         back.send(b).ok();
@@ -304,23 +312,21 @@ impl Assembly {
                         }
                     });
                 } else {
+                    // Mirrors: each step's plan up to its write runs here,
+                    // and its write on this side (`write_step`), so reading
+                    // the next step overlaps writing this one.
                     s.spawn(move || {
                         let mut at = start;
-                        let mut scratch = Vec::new();
                         while at < total && !quit.load(Ordering::Relaxed) {
                             let n = step.min(total - at);
                             let mut buf = free_rx.try_recv().unwrap_or_default();
                             buf.resize(n as usize, 0);
-                            let r = member_contents_into(
-                                array,
-                                &[], // mirrors: read through the array
-                                &geometry,
-                                slot,
-                                at,
-                                &mut buf,
-                                &mut scratch,
-                            )
-                            .map(|()| (at, buf));
+                            let r = plan_rebuild(&geometry, live, slot, at, n, geometry.raid_disks)
+                                .and_then(|mut plan| {
+                                    plan.steps.pop(); // the write: done by the writer
+                                    run_plan(&plan, members, &mut buf)
+                                })
+                                .map(|()| (at, buf));
                             let failed = r.is_err();
                             if tx.send(r).is_err() || failed {
                                 break;
@@ -341,7 +347,7 @@ impl Assembly {
                         })??;
                         debug_assert_eq!(at, pos);
                         let n = data.len() as u64;
-                        target.write_at(&data, pos)?;
+                        write_step(&geometry, slot, pos, members, &data)?;
                         free_tx.send(data).ok();
                         pos += n;
                         since_checkpoint += n;
@@ -419,4 +425,78 @@ fn parity_sources(array: &Array, geo: &Geometry, slot: usize) -> Vec<Option<Arc<
     (0..geo.raid_disks)
         .map(|r| if r == slot { None } else { array.member(r) })
         .collect()
+}
+
+/// Run `plan` with the real executor, `buf` as the caller's buffer.
+fn run_plan(plan: &Plan, members: &[Option<Arc<dyn Volume>>], buf: &mut [u8]) -> Result<()> {
+    ThreadPool
+        .run(
+            plan,
+            members,
+            raidlab_parity::selected(),
+            UserBuf::Read(buf),
+            None,
+        )
+        .map_err(|f| *f.error)
+}
+
+/// The write of rebuild step `[at, at+data.len())`: the last step of the
+/// step's plan, run with the contents the earlier steps produced.
+fn write_step(
+    geo: &Geometry,
+    slot: usize,
+    at: u64,
+    members: &[Option<Arc<dyn Volume>>],
+    data: &[u8],
+) -> Result<()> {
+    let live: Vec<bool> = members[..geo.raid_disks]
+        .iter()
+        .map(Option::is_some)
+        .collect();
+    let mut plan = plan_rebuild(geo, &live, slot, at, data.len() as u64, geo.raid_disks)?;
+    let write = plan.steps.pop();
+    let plan = Plan {
+        steps: write.into_iter().collect(),
+        ..Plan::default()
+    };
+    ThreadPool
+        .run(
+            &plan,
+            members,
+            raidlab_parity::selected(),
+            UserBuf::Write(data),
+            None,
+        )
+        .map_err(|f| *f.error)
+}
+
+/// A parity rebuild step whose member reads a streaming reader has already
+/// done (`views`, by role): the step's plan says what is recomputed from
+/// them, and must read exactly those ranges.
+fn streamed_step(
+    geo: &Geometry,
+    live: &[bool],
+    slot: usize,
+    at: u64,
+    n: u64,
+    views: &[Option<&[u8]>],
+    out: &mut [u8],
+) -> Result<()> {
+    let plan = plan_rebuild(geo, live, slot, at, n, geo.raid_disks)?;
+    let reads_match = plan.reads().count() == views.iter().flatten().count()
+        && plan.reads().all(|o| {
+            o.offset == at && o.length == n && views.get(o.member).is_some_and(|v| v.is_some())
+        });
+    let compute = plan.steps.iter().find_map(|s| match s {
+        Step::Compute(cs) => cs.first(),
+        _ => None,
+    });
+    match compute {
+        Some(c) if reads_match => member_compute(c, views, out),
+        _ => Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            "internal: a rebuild step's plan is not one the streaming rebuild can run",
+        )),
+    }
 }

@@ -229,8 +229,7 @@ impl Assembly {
                 if let Err(e) = a.read_at(&mut b, pos) {
                     // As md does during a sync: rebuild the unreadable block from
                     // the others and write it back.
-                    b = self.rebuild_range(role, pos, n).map_err(|_| e)?;
-                    a.write_at(&b, pos)?;
+                    b = self.repair_range(role, pos, n).map_err(|_| e)?;
                     report.read_errors_fixed += 1;
                 }
                 bufs.push(b);
@@ -509,20 +508,21 @@ impl Assembly {
         }
     }
 
-    /// What member `role` should hold at `[pos, pos+n)`, from the other members.
-    fn rebuild_range(&self, role: usize, pos: u64, n: u64) -> Result<Vec<u8>> {
-        let vols = (0..self.slots.len())
-            .map(|r| {
-                if r == role {
-                    Ok(None)
-                } else {
-                    self.slots[r].map(|i| self.area(i)).transpose()
-                }
-            })
+    /// Rewrite what member `role` should hold at `[pos, pos+n)` from the other
+    /// members (a rebuild plan with `role` as its target), and return it.
+    fn repair_range(&self, role: usize, pos: u64, n: u64) -> Result<Vec<u8>> {
+        let members = (0..self.slots.len())
+            .map(|r| self.slots[r].map(|i| self.area(i)).transpose())
             .collect::<Result<Vec<_>>>()?;
-        let array = Array::new("scrub", self.geometry, vols)?;
-        let sources = parity_sources(&array, &self.geometry, role);
-        member_contents(&array, &sources, &self.geometry, role, pos, n)
+        let live: Vec<bool> = members
+            .iter()
+            .enumerate()
+            .map(|(r, m)| r != role && m.is_some())
+            .collect();
+        let plan = plan_rebuild(&self.geometry, &live, role, pos, n, role)?;
+        let mut out = vec![0u8; n as usize];
+        run_plan(&plan, &members, &mut out)?;
+        Ok(out)
     }
 
     /// Stop a scrub or resync: flush, save a resync checkpoint, report.

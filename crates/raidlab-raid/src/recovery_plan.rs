@@ -1,0 +1,233 @@
+//! Plans for the I/O that restores redundancy: rebuilding a range of a lost
+//! member, copying a range of a member being replaced, and repairing what a
+//! read could not read. Pure like the planner: it decides which members are
+//! read, what is recomputed and what is written, so the live and offline
+//! rebuilds, the read-error repair and the simulator all run the same
+//! decisions. It never does I/O and never takes a lock; the stripe-lock keys
+//! it returns in each plan are the caller's to hold.
+//!
+//! Every plan here leaves the range's contents in the caller's buffer (a read
+//! buffer of the range's length) and writes them from there, so the caller
+//! can check what was written (a repair reads it back).
+
+use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
+use crate::planner::{plan_read, plan_write};
+use crate::reconstruct::mirror_pieces;
+use raidlab_core::{Error, ErrorKind, Op, Result};
+use raidlab_layout::{Content, Geometry};
+
+/// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
+/// data area: the stripes there (parity levels), or the array ranges whose
+/// copies lie there (mirrors), as writes to them lock them.
+pub fn member_range_keys(geo: &Geometry, role: usize, at: u64, n: u64) -> Result<Vec<u64>> {
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    if geo.is_parity() {
+        let c = geo.chunk_bytes;
+        return Ok((at / c..=(at + n - 1) / c).collect());
+    }
+    let all = vec![true; geo.raid_disks];
+    let mut keys = Vec::new();
+    mirror_pieces(geo, role, at, n, |_, len, content| {
+        if let Content::Data(l) = content {
+            keys.extend(plan_write(geo, &all, l, len)?.locks);
+        }
+        Ok(())
+    })?;
+    keys.sort_unstable();
+    keys.dedup();
+    Ok(keys)
+}
+
+/// Rebuild `[at, at+n)` of role `role`'s data area from the members `live`
+/// says can be read (`role` itself is never read), and write it to member
+/// `target` at the same offset: `target` is `role` for a repair in place, or
+/// another index of the executor's members for a new member. Parity levels
+/// read the same range of every other live member and recompute it row by
+/// row; mirrors read each piece from another copy, and space the layout
+/// leaves unused becomes zeros.
+pub fn plan_rebuild(
+    geo: &Geometry,
+    live: &[bool],
+    role: usize,
+    at: u64,
+    n: u64,
+    target: usize,
+) -> Result<Plan> {
+    check_member_range(geo, role, at, n)?;
+    let mut plan = Plan {
+        locks: member_range_keys(geo, role, at, n)?,
+        ..Plan::default()
+    };
+    let len = n as usize;
+    if geo.is_parity() {
+        let mut missing: Vec<usize> = (0..geo.raid_disks)
+            .filter(|&r| r != role && !live.get(r).copied().unwrap_or(false))
+            .collect();
+        missing.push(role);
+        if !geo.survives(&missing) {
+            return Err(unrecoverable(geo, role, &missing));
+        }
+        let mut reads = Vec::new();
+        let mut srcs = vec![None; geo.raid_disks];
+        for (r, src) in srcs.iter_mut().enumerate() {
+            if r == role || !live.get(r).copied().unwrap_or(false) {
+                continue;
+            }
+            let id = plan.add_scratch(len);
+            let buf = Slice::scratch(id, len);
+            reads.push(op(OpKind::Read, r, at, buf));
+            *src = Some(buf);
+        }
+        plan.steps.push(Step::Io(reads));
+        plan.steps.push(Step::Compute(vec![Compute::Member {
+            geometry: *geo,
+            slot: role,
+            pos: at,
+            srcs,
+            dst: Slice::user(0, len),
+        }]));
+    } else {
+        let mut sources = live.to_vec();
+        if let Some(s) = sources.get_mut(role) {
+            *s = false;
+        }
+        let mut reads = Vec::new();
+        let mut zeros = Vec::new();
+        mirror_pieces(geo, role, at, n, |off, piece, content| {
+            match content {
+                Content::Data(l) => {
+                    // The piece's reads, placed at its offset in the range.
+                    let sub = plan_read(geo, &sources, l, piece, role)?;
+                    for step in sub.steps {
+                        if let Step::Io(ops) = step {
+                            reads.extend(ops.into_iter().map(|mut o| {
+                                o.buf.offset += off as usize;
+                                o
+                            }));
+                        }
+                    }
+                }
+                _ => zeros.push(Compute::Zero {
+                    dst: Slice::user(off as usize, piece as usize),
+                }),
+            }
+            Ok(())
+        })?;
+        if !reads.is_empty() {
+            plan.steps.push(Step::Io(reads));
+        }
+        if !zeros.is_empty() {
+            plan.steps.push(Step::Compute(zeros));
+        }
+    }
+    plan.steps.push(Step::Io(vec![op(
+        OpKind::Write,
+        target,
+        at,
+        Slice::user(0, len),
+    )]));
+    Ok(plan)
+}
+
+/// Copy `[at, at+n)` of member `from`'s data area to member `target` (a
+/// replacement copying the member it replaces, md's replace).
+pub fn plan_copy(geo: &Geometry, from: usize, at: u64, n: u64, target: usize) -> Result<Plan> {
+    check_member_range(geo, from, at, n)?;
+    let buf = Slice::user(0, n as usize);
+    Ok(Plan {
+        steps: vec![
+            Step::Io(vec![op(OpKind::Read, from, at, buf)]),
+            Step::Io(vec![op(OpKind::Write, target, at, buf)]),
+        ],
+        scratch: Vec::new(),
+        locks: member_range_keys(geo, from, at, n)?,
+    })
+}
+
+/// Repair what member `role` holds for the array range `[pos, pos+n)` (md's
+/// read-error correction): recompute it from the members `live` says can be
+/// read and write it back to `role`. Parity levels rebuild the whole chunks
+/// of the stripes the range touches; mirrors rewrite `role`'s copy of each
+/// piece. Returns the plan and the length of the caller's buffer it needs.
+pub fn plan_repair(
+    geo: &Geometry,
+    live: &[bool],
+    role: usize,
+    pos: u64,
+    n: u64,
+) -> Result<(Plan, usize)> {
+    if geo.is_parity() {
+        let stripe = geo.chunk_bytes * geo.data_disks() as u64;
+        let (first, last) = (pos / stripe, (pos + n - 1) / stripe);
+        let (at, len) = (
+            first * geo.chunk_bytes,
+            (last - first + 1) * geo.chunk_bytes,
+        );
+        let mut plan = plan_rebuild(geo, live, role, at, len, role)?;
+        // A repair runs under the array range's locks, which a write to it
+        // would take; the member range's are the same stripes.
+        plan.locks = plan_write(geo, &vec![true; geo.raid_disks], pos, n)?.locks;
+        return Ok((plan, len as usize));
+    }
+    let mut sources = live.to_vec();
+    if let Some(s) = sources.get_mut(role) {
+        *s = false;
+    }
+    let mut plan = plan_read(geo, &sources, pos, n, role)?;
+    let writes: Vec<MemberOp> = geo
+        .mirror_runs(pos, n)
+        .filter_map(|(at, k, locs)| {
+            locs.iter().find(|l| l.member == role).map(|l| {
+                op(
+                    OpKind::Write,
+                    role,
+                    l.offset,
+                    Slice::user((at - pos) as usize, k as usize),
+                )
+            })
+        })
+        .collect();
+    if !writes.is_empty() {
+        plan.steps.push(Step::Io(writes));
+    }
+    plan.locks = plan_write(geo, &vec![true; geo.raid_disks], pos, n)?.locks;
+    Ok((plan, n as usize))
+}
+
+fn op(kind: OpKind, member: usize, offset: u64, buf: Slice) -> MemberOp {
+    MemberOp {
+        kind,
+        member,
+        offset,
+        length: buf.len as u64,
+        buf,
+    }
+}
+
+fn check_member_range(geo: &Geometry, role: usize, at: u64, n: u64) -> Result<()> {
+    if role >= geo.raid_disks || n == 0 || at.checked_add(n).map_or(true, |e| e > geo.member_bytes)
+    {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            format!(
+                "internal: member range {at}+{n} of role {role} is not inside a {}-member array's {}-byte data areas",
+                geo.raid_disks, geo.member_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn unrecoverable(geo: &Geometry, role: usize, missing: &[usize]) -> Error {
+    Error::new(
+        ErrorKind::Unrecoverable,
+        Op::Read,
+        format!(
+            "cannot rebuild role {role}: with role(s) {missing:?} unreadable, {} has no redundancy left for it",
+            geo.level.name()
+        ),
+    )
+}
