@@ -25,12 +25,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const SECTOR: u64 = 512;
 /// Bytes of member area per rebuild step: long enough to stream, short enough
 /// that a write waiting on the step's stripe locks waits milliseconds.
-const STEP: u64 = 1 << 20;
+pub const REBUILD_STEP: u64 = 1 << 20;
 /// Rebuild position saved in the target's superblock at least this often.
 const CHECKPOINT: u64 = 64 << 20;
 
@@ -50,14 +50,22 @@ pub struct TaskStatus {
     pub running: bool,
     /// Why it stopped, when it did not finish.
     pub error: Option<String>,
+    /// When it started, on the array's clock.
     #[serde(skip)]
-    started: Option<Instant>,
+    started: Duration,
     #[serde(skip)]
     first: u64,
 }
 
 impl TaskStatus {
-    fn new(kind: &str, device: String, role: Option<usize>, from: u64, total: u64) -> Self {
+    fn new(
+        kind: &str,
+        device: String,
+        role: Option<usize>,
+        from: u64,
+        total: u64,
+        now: Duration,
+    ) -> Self {
         TaskStatus {
             kind: kind.into(),
             device,
@@ -67,18 +75,16 @@ impl TaskStatus {
             bytes_per_sec: 0.0,
             running: true,
             error: None,
-            started: Some(Instant::now()),
+            started: now,
             first: from,
         }
     }
 
-    fn advance(&mut self, done: u64) {
+    fn advance(&mut self, done: u64, now: Duration) {
         self.done = done;
-        if let Some(t) = self.started {
-            let s = t.elapsed().as_secs_f64();
-            if s > 0.0 {
-                self.bytes_per_sec = (done - self.first) as f64 / s;
-            }
+        let s = now.saturating_sub(self.started).as_secs_f64();
+        if s > 0.0 {
+            self.bytes_per_sec = (done - self.first) as f64 / s;
         }
     }
 
@@ -491,6 +497,7 @@ impl LiveArray {
             Some(slot),
             rec.done(),
             asm.geometry.member_bytes,
+            lock(&self.clock).now(),
         )));
         let me = self.clone();
         let st = status.clone();
@@ -544,10 +551,10 @@ impl LiveArray {
                     return Ok(false);
                 }
                 let before = rec.done();
-                let done = self.array.recovery_step(&rec, STEP, &mut scratch)?;
+                let done = self.array.recovery_step(&rec, REBUILD_STEP, &mut scratch)?;
                 {
                     let mut st = lock(&status);
-                    st.advance(done);
+                    st.advance(done, clock.now());
                     st.follow(&rec);
                 }
                 since += done - before;
@@ -600,7 +607,7 @@ impl LiveArray {
         st.follow(&rec);
         match result {
             Ok(true) => {
-                st.advance(total);
+                st.advance(total, clock.now());
                 drop(st);
                 // RAID 6 with two roles to rebuild: the next one now.
                 let _ = self.start_pending(&mut asm);
@@ -664,10 +671,11 @@ impl LiveArray {
             None,
             0,
             total,
+            lock(&self.clock).now(),
         ));
         let result = copy.scrub_running(&self.array, repair, opts, &mut |p: Progress| {
             if let Some(s) = lock(&self.scrub).as_mut() {
-                s.advance(p.done);
+                s.advance(p.done, lock(&self.clock).now());
             }
             progress(p)
         });

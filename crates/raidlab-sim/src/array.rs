@@ -22,6 +22,7 @@ use crate::stats::{MemberIo, OpLog};
 use raidlab_core::Volume;
 use raidlab_devices::{Clock, SizeOnly};
 use raidlab_layout::Geometry;
+use raidlab_raid::array::Recovery;
 use raidlab_raid::exec::Recording;
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::{Array, Plan, Step};
@@ -63,6 +64,47 @@ pub struct ArraySpec {
     /// The stripe cache's size and hold time; `None` to run without it.
     pub stripe_cache: Option<StripeCacheConfig>,
     pub host: HostCost,
+    /// A rebuild running from the start of the run.
+    pub rebuild: Option<RebuildSpec>,
+}
+
+/// A failed role being rebuilt onto a new device while the array serves: the
+/// engine's own live rebuild (`Array::begin_recovery`, then one
+/// `recovery_step` of `raidlab_raid::live::REBUILD_STEP` bytes at a time, each
+/// under its stripe locks), paced as `raidlab serve`'s rebuild is.
+#[derive(Debug)]
+pub struct RebuildSpec {
+    /// The role: a failed member of the spec.
+    pub role: usize,
+    /// The new member.
+    pub device: Box<dyn Device>,
+    /// Upper bound on member bytes rebuilt per second (`None`: as fast as the
+    /// members allow, raidlab's default).
+    pub max_rate: Option<u64>,
+}
+
+/// A rebuild under way in virtual time.
+#[derive(Debug)]
+struct Rebuild {
+    rec: Arc<Recovery>,
+    role: usize,
+    max_rate: Option<u64>,
+    /// When the next step starts (`None` while one is under way or when done).
+    next: Option<Ns>,
+    /// Virtual time the last step completed, once the rebuild is complete.
+    finished: Option<Ns>,
+    scratch: Vec<Vec<u8>>,
+}
+
+/// How far a simulated rebuild got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RebuildProgress {
+    pub role: usize,
+    /// Bytes of the member's data area rebuilt.
+    pub done: u64,
+    pub total: u64,
+    /// Virtual time it completed, if it has.
+    pub finished: Option<Ns>,
 }
 
 /// Values in reusable numbered slots: the simulator looks requests and member
@@ -127,6 +169,8 @@ struct Active {
     flush_members: bool,
     /// Not before this time (the request's own overhead).
     not_before: Ns,
+    /// A rebuild step: when it completes, the next is due.
+    rebuild_step: bool,
 }
 
 /// A raidlab array on simulated members.
@@ -165,6 +209,7 @@ pub struct SimArray {
     requests: Option<Vec<(Ns, Kind, u64, u64)>>,
     buf: Vec<u8>,
     spec_info: Vec<Param>,
+    rebuild: Option<Rebuild>,
 }
 
 impl SimArray {
@@ -178,7 +223,27 @@ impl SimArray {
                 g.raid_disks
             ));
         }
-        for (role, m) in spec.members.iter().enumerate() {
+        let mut spec = spec;
+        let rebuild = spec.rebuild.take();
+        if let Some(r) = &rebuild {
+            match spec.members.get(r.role) {
+                Some(None) => {}
+                Some(Some(_)) => {
+                    return Err(format!(
+                        "role {} is in service: only a failed member can be rebuilt",
+                        r.role
+                    ))
+                }
+                None => return Err(format!("no role {} to rebuild", r.role)),
+            }
+        }
+        for (role, m) in spec
+            .members
+            .iter()
+            .enumerate()
+            .map(|(role, m)| (role, m.as_ref()))
+            .chain(rebuild.as_ref().map(|r| (r.role, Some(&r.device))))
+        {
             if let Some(m) = m {
                 if m.capacity() < DATA_OFFSET + g.member_bytes {
                     return Err(format!(
@@ -246,13 +311,42 @@ impl SimArray {
             });
         }
         spec_info.extend(spec.host.params());
+        let mut members = spec.members;
+        let rebuild = match rebuild {
+            Some(r) => {
+                let target = Arc::new(SizeOnly::new(
+                    format!("{} new member {}", spec.name, r.role),
+                    g.member_bytes,
+                ));
+                let rec = array
+                    .begin_recovery(r.role, target, 0, false)
+                    .map_err(|e| e.to_string())?;
+                if let Some(rate) = r.max_rate {
+                    spec_info.push(Param {
+                        name: "rebuild_max_rate".into(),
+                        value: rate as f64 / 1e6,
+                        unit: "MB/s".into(),
+                    });
+                }
+                members[r.role] = Some(r.device);
+                Some(Rebuild {
+                    rec,
+                    role: r.role,
+                    max_rate: r.max_rate,
+                    next: Some(0),
+                    finished: None,
+                    scratch: Vec::new(),
+                })
+            }
+            None => None,
+        };
         Ok(SimArray {
             name: spec.name,
             array: Arc::new(array),
             recording,
             clock,
-            member_next: vec![None; spec.members.len()],
-            members: spec.members,
+            member_next: vec![None; members.len()],
+            members,
             host: spec.host,
             active: Slab::default(),
             member_ops: Slab::default(),
@@ -269,7 +363,67 @@ impl SimArray {
             requests: None,
             buf: Vec::new(),
             spec_info,
+            rebuild,
         })
+    }
+
+    /// The rebuild's progress, when the array has one.
+    pub fn rebuild_progress(&self) -> Option<RebuildProgress> {
+        self.rebuild.as_ref().map(|r| RebuildProgress {
+            role: r.role,
+            done: r.rec.done(),
+            total: self.array.geometry().member_bytes,
+            finished: r.finished,
+        })
+    }
+
+    /// Start the rebuild's next step now: the engine plans it (and moves its
+    /// checkpoint), this module schedules the plan like any request's.
+    fn rebuild_step(&mut self, now: Ns) {
+        let Some(r) = self.rebuild.as_mut() else {
+            return;
+        };
+        r.next = None;
+        self.clock.0.store(now, Ordering::Relaxed);
+        if let Err(e) =
+            self.array
+                .recovery_step(&r.rec, raidlab_raid::live::REBUILD_STEP, &mut r.scratch)
+        {
+            self.errors.push(format!("rebuild step: {e}"));
+            return;
+        }
+        let seq = self.active.insert(Active {
+            host_id: None,
+            plans: self.recording.take().into(),
+            step: 0,
+            outstanding: 0,
+            locked: false,
+            flush_members: false,
+            not_before: now,
+            rebuild_step: true,
+        });
+        self.ready.push_back(seq);
+    }
+
+    /// A rebuild step completed at `now`: take over the role when that was the
+    /// last, else say when the next starts (at once, or when the rate allows).
+    fn rebuild_step_done(&mut self, now: Ns) {
+        let total = self.array.geometry().member_bytes;
+        let Some(r) = self.rebuild.as_mut() else {
+            return;
+        };
+        let done = r.rec.done();
+        if done >= total {
+            r.finished = Some(now);
+            if let Err(e) = self.array.finish_recovery(&r.rec) {
+                self.errors.push(format!("rebuild finish: {e}"));
+            }
+            return;
+        }
+        r.next = Some(match r.max_rate.filter(|&m| m > 0) {
+            Some(rate) => now.max((done as u128 * 1_000_000_000 / rate as u128) as Ns),
+            None => now,
+        });
     }
 
     /// Keep every member operation, in issue order, in [`Device::member_ops`].
@@ -335,6 +489,7 @@ impl SimArray {
             locked: false,
             flush_members: kind == Kind::Flush,
             not_before: now + overhead,
+            rebuild_step: false,
         });
         if overhead > 0 {
             self.timers.insert((now + overhead, seq));
@@ -441,6 +596,9 @@ impl SimArray {
                 if let Some(id) = a.host_id {
                     self.finished.push(Completion { id, at: now });
                 }
+                if a.rebuild_step {
+                    self.rebuild_step_done(now);
+                }
                 return;
             }
             if !a.locked {
@@ -469,11 +627,17 @@ impl SimArray {
                             raidlab_raid::OpKind::Read => Kind::Read,
                             raidlab_raid::OpKind::Write => Kind::Write,
                         };
+                        // A rebuild's target is the member after the roles
+                        // to the engine; here it is the role's new device.
+                        let member = match &self.rebuild {
+                            Some(r) if op.member == self.members.len() => r.role,
+                            _ => op.member,
+                        };
                         self.submit_member(
                             now,
                             seq,
                             kind,
-                            op.member,
+                            member,
                             DATA_OFFSET + op.offset,
                             op.length,
                         );
@@ -536,6 +700,7 @@ impl Device for SimArray {
             self.timers.first().map(|&(t, _)| t),
             self.tick,
             self.finished.iter().map(|c| c.at).min(),
+            self.rebuild.as_ref().and_then(|r| r.next),
         ];
         members.chain(own.into_iter().flatten()).min()
     }
@@ -572,6 +737,15 @@ impl Device for SimArray {
                 self.ready.push_back(seq);
                 any = true;
             }
+            if self
+                .rebuild
+                .as_ref()
+                .and_then(|r| r.next)
+                .is_some_and(|t| t <= now)
+            {
+                self.rebuild_step(now);
+                any = true;
+            }
             if self.tick.is_some_and(|t| t <= now) {
                 self.tick = None;
                 if let Err(e) = self.array.write_out_expired() {
@@ -587,6 +761,7 @@ impl Device for SimArray {
                         locked: false,
                         flush_members: false,
                         not_before: now,
+                        rebuild_step: false,
                     });
                     self.ready.push_back(seq);
                 }

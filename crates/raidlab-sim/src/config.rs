@@ -13,10 +13,12 @@
 //! - `LEVEL:NxPRESET[:OPTION...]`, e.g. `sim:raid6:6xsamsung-hd753lj:chunk=256K`,
 //!   options `chunk=SIZE`, `layout=NAME`, `failed=R[,R...]`,
 //!   `stripe-cache=N` (stripes; 0 turns it off), `card=NAME` (the card runs the
-//!   array) or `card=NAME/pass-through` (software RAID on the card's disks);
+//!   array) or `card=NAME/pass-through` (software RAID on the card's disks),
+//!   `rebuild=R` (role R is being rebuilt onto a new device of the preset from
+//!   the start of the run) and `rebuild-rate=SIZE` (its limit per second);
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
-use crate::array::{ArraySpec, SimArray, DATA_OFFSET};
+use crate::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
 use crate::controller::{CardParams, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
@@ -47,6 +49,8 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// stripe_cache = 64             # stripes held (0: off); raidlab's default
 /// stripe_hold_ms = 20.0
 /// member_size = "100G"          # optional: use only this much of each device
+/// rebuild = 3                   # optional: role 3 is being rebuilt onto a new device
+/// rebuild_max_rate = "50M"      # optional: at most this many bytes per second
 ///
 /// [card]                        # optional: a RAID card
 /// preset = "adaptec-sas-31205"
@@ -89,6 +93,10 @@ pub struct ArrayConf {
     pub stripe_hold_ms: f64,
     #[serde(default)]
     pub member_size: Option<String>,
+    #[serde(default)]
+    pub rebuild: Option<usize>,
+    #[serde(default)]
+    pub rebuild_max_rate: Option<String>,
 }
 
 fn default_stripes() -> usize {
@@ -242,6 +250,8 @@ impl SimConfig {
             stripe_cache: default_stripes(),
             stripe_hold_ms: default_hold(),
             member_size: None,
+            rebuild: None,
+            rebuild_max_rate: None,
         };
         let mut card = None;
         for opt in &parts[2..] {
@@ -280,10 +290,16 @@ impl SimConfig {
                     });
                 }
                 "member-size" => array.member_size = Some(v.into()),
+                "rebuild" => {
+                    array.rebuild = Some(v.parse().map_err(|_| {
+                        err(&place, format!("`rebuild={v}`: `{v}` is not a member role"))
+                    })?)
+                }
+                "rebuild-rate" => array.rebuild_max_rate = Some(v.into()),
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate)"),
                     ))
                 }
             }
@@ -328,6 +344,29 @@ impl SimConfig {
                     ),
                 ));
             }
+            if let Some(r) = a.rebuild {
+                if r >= a.members {
+                    return Err((
+                        "rebuild",
+                        format!(
+                            "role {r} does not exist in an array of {} members",
+                            a.members
+                        ),
+                    ));
+                }
+            } else if a.rebuild_max_rate.is_some() {
+                return Err((
+                    "rebuild_max_rate",
+                    "a rebuild rate needs a rebuild (`rebuild = ROLE`)".into(),
+                ));
+            }
+            if let Some(r) = &a.rebuild_max_rate {
+                match parse_size(r) {
+                    Ok(0) => return Err(("rebuild_max_rate", "must be more than 0".into())),
+                    Ok(_) => {}
+                    Err(e) => return Err(("rebuild_max_rate", e.to_string())),
+                }
+            }
             if !(a.stripe_hold_ms.is_finite() && a.stripe_hold_ms >= 0.0) {
                 return Err((
                     "stripe_hold_ms",
@@ -361,6 +400,12 @@ impl SimConfig {
         if let Some(a) = &self.array {
             if !a.failed.is_empty() {
                 s.push_str(&format!(", failed {:?}", a.failed));
+            }
+            if let Some(r) = a.rebuild {
+                s.push_str(&format!(", rebuilding role {r}"));
+                if let Some(m) = &a.rebuild_max_rate {
+                    s.push_str(&format!(" at most {m}/s"));
+                }
             }
         }
         if let Some(c) = &self.card {
@@ -418,15 +463,31 @@ impl SimConfig {
             (Some(c), _) => parse_size(c).map_err(|e| err(&place, format!("`chunk`: {e}")))?,
             (None, _) => 512 << 10,
         };
-        let mut members: Vec<Option<Box<dyn Device>>> = Vec::with_capacity(a.members);
-        for role in 0..a.members {
-            let dev = one()?;
-            let dev: Box<dyn Device> = match &card {
+        let attach = |dev: Box<dyn Device>| -> Box<dyn Device> {
+            match &card {
                 Some((p, CardMode::PassThrough)) => Box::new(PassThrough::new(dev, p)),
                 _ => dev,
-            };
-            members.push((!a.failed.contains(&role)).then_some(dev));
+            }
+        };
+        let mut members: Vec<Option<Box<dyn Device>>> = Vec::with_capacity(a.members);
+        for role in 0..a.members {
+            let dev = attach(one()?);
+            let gone = a.failed.contains(&role) || a.rebuild == Some(role);
+            members.push((!gone).then_some(dev));
         }
+        let rebuild = match a.rebuild {
+            Some(role) => Some(RebuildSpec {
+                role,
+                device: attach(one()?),
+                max_rate: a
+                    .rebuild_max_rate
+                    .as_deref()
+                    .map(parse_size)
+                    .transpose()
+                    .map_err(|e| err(&place, format!("`rebuild_max_rate`: {e}")))?,
+            }),
+            None => None,
+        };
         let device_bytes = members
             .iter()
             .flatten()
@@ -446,6 +507,23 @@ impl SimConfig {
         }
         let geometry = Geometry::new(level, layout, chunk, a.members, member_bytes)
             .map_err(|e| err(&place, e.to_string()))?;
+        if let Some(r) = a.rebuild {
+            let mut gone = a.failed.clone();
+            gone.push(r);
+            gone.sort_unstable();
+            gone.dedup();
+            if !geometry.survives(&gone) {
+                return Err(err(
+                    &place,
+                    format!(
+                        "`rebuild`: with role(s) {:?} failed, {} of {} members has nothing to rebuild role {r} from",
+                        a.failed,
+                        level.name(),
+                        a.members
+                    ),
+                ));
+            }
+        }
         let stripe_cache = (a.stripe_cache > 0).then(|| StripeCacheConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
@@ -473,6 +551,7 @@ impl SimConfig {
                     // The card gathers stripes in its own cache.
                     stripe_cache: None,
                     host: engine,
+                    rebuild,
                 })
                 .map_err(|m| err(&place, m))?;
                 Ok(Box::new(
@@ -486,6 +565,7 @@ impl SimConfig {
                     members,
                     stripe_cache,
                     host: self.host.clone().unwrap_or_default(),
+                    rebuild,
                 })
                 .map_err(|m| err(&place, m))?,
             )),

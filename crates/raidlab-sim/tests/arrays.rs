@@ -33,6 +33,7 @@ fn array(
         members: (0..n).map(|_| Some(disk())).collect(),
         stripe_cache: cache,
         host,
+        rebuild: None,
     })
     .unwrap()
 }

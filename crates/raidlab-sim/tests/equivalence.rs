@@ -52,6 +52,7 @@ fn simulate(
         members,
         stripe_cache: cache,
         host: HostCost::default(),
+        rebuild: None,
     })
     .expect("simulated array");
     sim.keep_ops();
