@@ -117,8 +117,9 @@ pub struct SimDevicesArgs {
 pub struct SimShowArgs {
     /// The configuration: what follows `sim:` in a benchmark target. A device
     /// preset (`hdd-7200`), `LEVEL:NxPRESET[:chunk=SIZE][:layout=NAME]
-    /// [:failed=R,..][:stripe-cache=N][:card=NAME[/pass-through]]`
-    /// (`raid6:6xsamsung-hd753lj:chunk=256K`), or a `.toml` file.
+    /// [:failed=R,..][:stripe-cache=N][:card=NAME[/pass-through]]
+    /// [:rebuild=R[:rebuild-rate=SIZE]]` (`raid6:6xsamsung-hd753lj:chunk=256K`),
+    /// or a `.toml` file.
     pub config: String,
     /// Print JSON.
     #[arg(long)]

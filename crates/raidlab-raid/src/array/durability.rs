@@ -251,7 +251,7 @@ impl Array {
             };
             let n = next.min(end) - pos;
             let start = (pos - offset) as usize;
-            self.write_piece(&buf[start..start + n as usize], pos, Logger::Ppl(log))?;
+            self.write_piece(&buf[start..start + n as usize], pos, WriteLog::Ppl(log))?;
             pos += n;
         }
         Ok(())
@@ -278,7 +278,7 @@ impl Array {
             self.write_piece(
                 &buf[start..start + n as usize],
                 pos,
-                Logger::Journal(journal),
+                WriteLog::Journal(journal),
             )?;
             pos += n;
         }

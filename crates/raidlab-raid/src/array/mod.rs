@@ -11,9 +11,11 @@ mod durability;
 mod failure;
 mod rebuild;
 mod staging;
+mod write_log;
 
 pub use rebuild::Recovery;
 use rebuild::{Handover, Phase};
+use write_log::WriteLog;
 
 use crate::exec::{Executor, Failed, Members, ThreadPool, UserBuf};
 use crate::journal::Journal;
@@ -92,14 +94,6 @@ struct Membership {
     /// Roles in service: present at open, or recovered in since.
     present: Vec<bool>,
     recovery: Option<Arc<Recovery>>,
-}
-
-/// Which log a write piece goes through.
-#[derive(Clone, Copy)]
-enum Logger<'a> {
-    None,
-    Ppl(&'a PartialParityLog),
-    Journal(&'a Journal),
 }
 
 /// md's write-intent bitmap at work: before a write reaches the members, the
@@ -306,7 +300,7 @@ impl Array {
 
     /// Write one piece: plan, lock, (log,) execute; repair and retry after a
     /// member fails.
-    fn write_piece(&self, piece: &[u8], pos: u64, log: Logger<'_>) -> Result<()> {
+    fn write_piece(&self, piece: &[u8], pos: u64, log: WriteLog<'_>) -> Result<()> {
         let n = piece.len() as u64;
         for attempt in 0.. {
             let view = self.view();
@@ -325,13 +319,10 @@ impl Array {
                 }
                 Phase::None | Phase::Above => {}
             }
-            let plan = match log {
-                Logger::Ppl(_) => plan_write_logged(&self.geometry, &live, pos, n),
-                Logger::Journal(_) => plan_write_journaled(&self.geometry, &live, pos, n),
-                Logger::None => plan_write(&self.geometry, &live, pos, n),
-            }
-            .map_err(|e| e.on_device(&self.name))?;
-            self.note_intent(&plan, pos, n)?;
+            let plan = log
+                .plan(&self.geometry, &live, pos, n)
+                .map_err(|e| e.on_device(&self.name))?;
+            log.make_safe(self, &plan, pos, n)?;
             let held = self.locks.lock(&plan.locks);
             // The rebuild may have passed these stripes between planning and
             // locking, or one may have begun (a rebuild step needs these locks,
@@ -343,47 +334,7 @@ impl Array {
                 drop(held);
                 continue;
             }
-            let members: &Members = &view.members;
-            let result = match log {
-                Logger::Journal(journal) => {
-                    // Held until the member writes are done: a reclaim (inside a
-                    // later journal write) must not move the tail past this one.
-                    let state = std::cell::RefCell::new(journal.writer());
-                    let flush = || self.flush_members();
-                    let writer = |entries: &[(LogEntry, &[u8])]| {
-                        journal.write(&mut state.borrow_mut(), entries, &flush)
-                    };
-                    self.executor.run(
-                        &plan,
-                        members,
-                        self.engine,
-                        UserBuf::Write(piece),
-                        Some(&writer),
-                    )
-                }
-                Logger::Ppl(log) => {
-                    let written: Vec<usize> = write_roles(&plan);
-                    let guards = std::cell::RefCell::new(log.lock(&plan));
-                    let flush = |r: usize| match self.member(r) {
-                        Some(m) => m.flush(),
-                        None => Ok(()),
-                    };
-                    let writer = |entries: &[(LogEntry, &[u8])]| {
-                        log.write(&mut guards.borrow_mut(), entries, &written, &flush)
-                    };
-                    self.executor.run(
-                        &plan,
-                        members,
-                        self.engine,
-                        UserBuf::Write(piece),
-                        Some(&writer),
-                    )
-                }
-                Logger::None => {
-                    self.executor
-                        .run(&plan, members, self.engine, UserBuf::Write(piece), None)
-                }
-            };
+            let result = log.run(self, &plan, &view.members, piece);
             match result {
                 Ok(()) => {
                     self.count_method(&plan);
@@ -462,7 +413,7 @@ impl Array {
             .on_device(&self.name)
             .at(pos, n));
         }
-        self.note_intent(&plan, pos, n)?;
+        self.write_log().make_safe(self, &plan, pos, n)?;
         let held = self.locks.lock(&plan.locks);
         if !self.is_current(&view) {
             // The membership changed before the locks were ours (a rebuild

@@ -45,20 +45,22 @@ impl Array {
     /// A write straight down the write path (below the stripe cache): plan,
     /// lock, log, execute, piece by piece.
     pub(super) fn write_direct(&self, buf: &[u8], offset: u64) -> Result<()> {
-        if let Some(log) = &self.ppl {
-            return self.write_logged(log, buf, offset);
+        match self.write_log() {
+            WriteLog::Ppl(log) => self.write_logged(log, buf, offset),
+            WriteLog::Journal(journal) => {
+                // Journaled writes go one at a time (they already wait for each
+                // other's journal flush): the page merge below reads, then writes.
+                let _one = journal.serial();
+                self.write_journaled(journal, buf, offset)
+            }
+            log => {
+                for (pos, n) in self.pieces(offset, buf.len() as u64) {
+                    let start = (pos - offset) as usize;
+                    self.write_piece(&buf[start..start + n as usize], pos, log)?;
+                }
+                Ok(())
+            }
         }
-        if let Some(journal) = &self.journal {
-            // Journaled writes go one at a time (they already wait for each
-            // other's journal flush): the page merge below reads, then writes.
-            let _one = journal.serial();
-            return self.write_journaled(journal.as_ref(), buf, offset);
-        }
-        for (pos, n) in self.pieces(offset, buf.len() as u64) {
-            let start = (pos - offset) as usize;
-            self.write_piece(&buf[start..start + n as usize], pos, Logger::None)?;
-        }
-        Ok(())
     }
 
     /// Flush every member in service (a member that cannot is taken out).

@@ -411,7 +411,10 @@ fn finish_with_rebuild(
                 );
             }
         }
-        if !live.rebuilding() {
+        // Only once this status said it stopped: a rebuild that ended after
+        // the status was taken is reported (complete or not) next time round.
+        let seen_running = st.as_ref().is_some_and(|s| s.running);
+        if !seen_running && !live.rebuilding() {
             if pending {
                 text += "raidlab: a rebuild is pending but not running (see `raidlab detail`); start it with `raidlab rebuild`\n";
             }

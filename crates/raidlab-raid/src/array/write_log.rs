@@ -1,0 +1,111 @@
+//! The one interface for "make this write safe, run it, release it": what an
+//! array keeps so that a crash in the middle of a write can be made good,
+//! chosen at assembly (md allows one consistency policy per array):
+//! - nothing but a resync of the whole array after an unclean stop;
+//! - the write-intent bitmap: the chunks the plan writes are marked dirty on
+//!   every member before it runs, and cleared only by a clean stop;
+//! - the partial parity log (RAID 5): the plan carries a log step, written
+//!   durably on each parity member before the data, and released once the
+//!   members' writes are flushed by a later log write;
+//! - the write journal (RAID 4/5/6): the plan's log step puts every new block
+//!   in the journal first; the journal's space is reclaimed only after the
+//!   members hold what it covers.
+//!
+//! It decides which plan a write gets (the planner offers one entry point per
+//! log step) and what is made durable before and after it. It never decides
+//! how a request becomes member I/O, and never writes data to a member itself
+//! (the executor does, from the plan).
+
+use super::*;
+use crate::exec::LogWriter;
+
+/// What makes a write safe on this array.
+#[derive(Clone, Copy)]
+pub(super) enum WriteLog<'a> {
+    /// Nothing before the write: an unclean stop means a full resync.
+    Resync,
+    /// md's write-intent bitmap.
+    Bitmap,
+    /// md's partial parity log.
+    Ppl(&'a PartialParityLog),
+    /// md's write journal.
+    Journal(&'a Journal),
+}
+
+impl WriteLog<'_> {
+    /// The plan for writing `[pos, pos+n)` with the members `live` says are in
+    /// service: with the log step this log needs, if any.
+    pub(super) fn plan(&self, geo: &Geometry, live: &[bool], pos: u64, n: u64) -> Result<Plan> {
+        match self {
+            WriteLog::Ppl(_) => plan_write_logged(geo, live, pos, n),
+            WriteLog::Journal(_) => plan_write_journaled(geo, live, pos, n),
+            WriteLog::Resync | WriteLog::Bitmap => plan_write(geo, live, pos, n),
+        }
+    }
+
+    /// What must be durable before `plan` (writing array range `[pos,
+    /// pos+n)`) may take its stripe locks: the bitmap's dirty bits. The logs
+    /// are written by the plan's own log step, under the locks.
+    pub(super) fn make_safe(&self, array: &Array, plan: &Plan, pos: u64, n: u64) -> Result<()> {
+        match self {
+            WriteLog::Bitmap => array.note_intent(plan, pos, n),
+            WriteLog::Resync | WriteLog::Ppl(_) | WriteLog::Journal(_) => Ok(()),
+        }
+    }
+
+    /// Run `plan` (its stripe locks held) with this log writing its log step,
+    /// and release what the log held for it once the plan is done.
+    pub(super) fn run(
+        &self,
+        array: &Array,
+        plan: &Plan,
+        members: &Members,
+        piece: &[u8],
+    ) -> Result<(), Failed> {
+        let run = |writer: Option<LogWriter<'_>>| {
+            array
+                .executor
+                .run(plan, members, array.engine, UserBuf::Write(piece), writer)
+        };
+        match self {
+            WriteLog::Journal(journal) => {
+                // Held until the member writes are done: a reclaim (inside a
+                // later journal write) must not move the tail past this one.
+                let state = std::cell::RefCell::new(journal.writer());
+                let flush = || array.flush_members();
+                let writer = |entries: &[(LogEntry, &[u8])]| {
+                    journal.write(&mut state.borrow_mut(), entries, &flush)
+                };
+                run(Some(&writer))
+            }
+            WriteLog::Ppl(log) => {
+                let written: Vec<usize> = write_roles(plan);
+                let guards = std::cell::RefCell::new(log.lock(plan));
+                let flush = |r: usize| match array.member(r) {
+                    Some(m) => m.flush(),
+                    None => Ok(()),
+                };
+                let writer = |entries: &[(LogEntry, &[u8])]| {
+                    log.write(&mut guards.borrow_mut(), entries, &written, &flush)
+                };
+                run(Some(&writer))
+            }
+            WriteLog::Resync | WriteLog::Bitmap => run(None),
+        }
+    }
+}
+
+impl Array {
+    /// The log this array's writes go through, as assembly chose it.
+    pub(super) fn write_log(&self) -> WriteLog<'_> {
+        if let Some(log) = &self.ppl {
+            WriteLog::Ppl(log)
+        } else if let Some(journal) = &self.journal {
+            WriteLog::Journal(journal)
+        } else if self.intent.is_some() {
+            WriteLog::Bitmap
+        } else {
+            WriteLog::Resync
+        }
+    }
+}
