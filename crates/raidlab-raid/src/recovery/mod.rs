@@ -8,9 +8,11 @@
 //! lost member always come from the engine's own read path (the planner's degraded
 //! reads) or from the parity engine; nothing here knows a layout rule.
 
+mod compare;
+mod report;
 mod scrub;
 
-pub use scrub::{Finding, ScrubReport};
+pub use report::{Finding, ScrubReport};
 
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};

@@ -20,6 +20,11 @@
 //! flushed, and never replay a page whose checksum fails (md skips the whole
 //! meta block). The format is `raidlab_md::journal`'s.
 
+mod recovery;
+
+pub use recovery::{pending, unreplayed};
+use recovery::{pending_from, replay, Row};
+
 use crate::exec::Failed;
 use crate::plan::{LogEntry, OpKind};
 use crate::replay::ReplayTarget;
@@ -145,8 +150,9 @@ impl Journal {
             None => {
                 report.fresh = true;
                 // md seeds a new log's sequence at random; any value works, so
-                // take one that differs between arrays and starts.
-                let seq = u64::from(fmt::crc32c_le(seed, &now_nanos().to_le_bytes()));
+                // take one that differs between arrays and starts (random, as
+                // md does: no clock is read).
+                let seq = u64::from(fmt::crc32c_le(seed, uuid::Uuid::new_v4().as_bytes()));
                 (0, seq)
             }
             Some(mb) => {
@@ -450,263 +456,6 @@ struct Encoded {
     end: u64,
 }
 
-/// How many meta blocks with payloads a journal holds from `journal_tail` on
-/// (in sequence, as recovery would read them): 0 after a clean stop, more when
-/// a start would replay something. Reads only.
-pub fn pending(device: &dyn Volume, sb: &Superblock, set_uuid: &[u8; 16]) -> Result<u64> {
-    let (_, ring) = fmt::ring(sb).map_err(|e| e.on_device(device.name()))?;
-    pending_from(
-        device,
-        sb,
-        fmt::uuid_seed(set_uuid),
-        ring,
-        fmt::start_position(sb, ring),
-    )
-}
-
-fn pending_from(dev: &dyn Volume, sb: &Superblock, seed: u32, ring: u64, cp: u64) -> Result<u64> {
-    let mut pos = cp;
-    let mut seq = None;
-    let mut count = 0;
-    let mut walked = 0;
-    while walked < ring {
-        let Ok(mb) = MetaBlock::parse(&fmt::read_block(dev, sb, pos)?, seed) else {
-            break;
-        };
-        if mb.position != pos || seq.is_some_and(|s| s != mb.seq) {
-            break;
-        }
-        if !mb.payloads.is_empty() {
-            count += 1;
-        }
-        seq = Some(mb.seq + 1);
-        let blocks = 1 + mb.pages();
-        pos = fmt::ring_add(pos, blocks * BLOCK_SECTORS, ring);
-        walked += blocks * BLOCK_SECTORS;
-    }
-    Ok(count)
-}
-
-#[derive(Default)]
-struct Row<'a> {
-    data: Vec<(usize, u64, &'a [u8])>,
-    p: Option<&'a [u8]>,
-    q: Option<&'a [u8]>,
-}
-
-/// How many stripes a start would change: the journal read from
-/// `journal_tail` as a replay would, each stripe's logged pages compared with
-/// what `array`'s members hold (nothing written). 0 after a clean stop (md's
-/// too: its tail block is replayed at every start but matches the members).
-pub fn unreplayed(
-    device: &dyn Volume,
-    sb: &Superblock,
-    set_uuid: &[u8; 16],
-    array: &dyn ReplayTarget,
-) -> Result<u64> {
-    let (_, ring) = fmt::ring(sb).map_err(|e| e.on_device(device.name()))?;
-    let seed = fmt::uuid_seed(set_uuid);
-    let cp = fmt::start_position(sb, ring);
-    let Ok(mb) = MetaBlock::parse(&fmt::read_block(device, sb, cp)?, seed) else {
-        return Ok(0);
-    };
-    if mb.position != cp {
-        return Ok(0);
-    }
-    let geo = *array.geometry();
-    let mut report = JournalReplay::default();
-    replay(
-        device,
-        sb,
-        &geo,
-        seed,
-        ring,
-        (cp, mb.seq),
-        array,
-        true,
-        &mut report,
-    )?;
-    Ok(report.stripes_replayed + report.data_only_stripes)
-}
-
-/// Read the log from `cp` (sequence `seq`) and write complete stripes back, as
-/// md's recovery does (with `dry`, count the stripes whose logged pages differ
-/// from the members instead of writing). Returns where the log ends and the
-/// sequence expected there.
-#[allow(clippy::too_many_arguments)]
-fn replay(
-    dev: &dyn Volume,
-    sb: &Superblock,
-    geo: &Geometry,
-    seed: u32,
-    ring: u64,
-    (cp, seq): (u64, u64),
-    array: &dyn ReplayTarget,
-    dry: bool,
-    report: &mut JournalReplay,
-) -> Result<(u64, u64)> {
-    let mut pos = cp;
-    let mut seq = seq;
-    let mut cache: BTreeMap<u64, Gathered> = BTreeMap::new();
-    // At most one pass around the ring: a log can never be longer.
-    let mut walked = 0u64;
-    while walked < ring {
-        let block = fmt::read_block(dev, sb, pos)?;
-        let Ok(mb) = MetaBlock::parse(&block, seed) else {
-            break;
-        };
-        if mb.seq != seq || mb.position != pos {
-            break;
-        }
-        report.meta_blocks += 1;
-        // Read and check every page first: one bad page drops the whole block.
-        let mut pages = Vec::new();
-        let mut at = fmt::ring_add(pos, BLOCK_SECTORS, ring);
-        let mut ok = true;
-        for p in &mb.payloads {
-            let sums: Vec<u32> = match p {
-                Payload::Data { checksum, .. } => vec![*checksum],
-                Payload::Parity { checksums, .. } => checksums.clone(),
-                Payload::Flush { .. } => Vec::new(),
-            };
-            let mut got = Vec::new();
-            for c in sums {
-                let page = fmt::read_block(dev, sb, at)?;
-                ok &= fmt::page_checksum(seed, &page) == c;
-                got.push(page);
-                at = fmt::ring_add(at, BLOCK_SECTORS, ring);
-            }
-            pages.push(got);
-        }
-        let blocks = 1 + mb.pages();
-        if !ok {
-            // md: skip the block's data, move on by one block.
-            report.torn_blocks += 1;
-            pos = fmt::ring_add(pos, BLOCK_SECTORS, ring);
-            seq += 1;
-            walked += BLOCK_SECTORS;
-            continue;
-        }
-        for (p, got) in mb.payloads.iter().zip(pages) {
-            match p {
-                Payload::Data { location, .. } => {
-                    let array_at = location * SECTOR;
-                    let Some((role, moff)) = locate(geo, array_at) else {
-                        return Err(bad_log(dev, pos, "a data page outside the array"));
-                    };
-                    if cache.get(&moff).is_some_and(|g| g.parity.is_some()) {
-                        // New data after a complete stripe: that one went out first.
-                        if let Some(g) = cache.remove(&moff) {
-                            write_back(array, geo, moff, &g, dry, report)?;
-                        }
-                    }
-                    let g = cache.entry(moff).or_default();
-                    let page = got.into_iter().next().unwrap_or_default();
-                    g.data.insert(role, page.clone());
-                    g.data_at.insert(array_at, page);
-                }
-                Payload::Parity { location, .. } => {
-                    let moff = location * SECTOR;
-                    if moff % PAGE != 0 || moff >= geo.member_bytes {
-                        return Err(bad_log(dev, pos, "a parity page outside the members"));
-                    }
-                    cache.entry(moff).or_default().parity = Some(got);
-                }
-                Payload::Flush { stripes, .. } => {
-                    for s in stripes {
-                        cache.remove(&(s * SECTOR));
-                    }
-                }
-            }
-        }
-        pos = fmt::ring_add(pos, blocks * BLOCK_SECTORS, ring);
-        seq += 1;
-        walked += blocks * BLOCK_SECTORS;
-    }
-    for (moff, g) in &cache {
-        write_back(array, geo, *moff, g, dry, report)?;
-    }
-    if !dry {
-        array.flush()?;
-    }
-    Ok((pos, seq))
-}
-
-/// Write one gathered stripe to the members: data and parity pages when the
-/// parity is there (md replays only those with data), else the data alone
-/// through the array, which computes parity.
-fn write_back(
-    array: &dyn ReplayTarget,
-    geo: &Geometry,
-    moff: u64,
-    g: &Gathered,
-    dry: bool,
-    report: &mut JournalReplay,
-) -> Result<()> {
-    if g.data.is_empty() {
-        return Ok(());
-    }
-    // With `dry`: does any page differ from what is there?
-    let differs = |m: &Arc<dyn Volume>, page: &[u8], at: u64| -> Result<bool> {
-        let mut now = vec![0u8; page.len()];
-        m.read_at(&mut now, at)?;
-        Ok(now != page)
-    };
-    match &g.parity {
-        Some(parity) => {
-            let map = geo.stripe(moff / geo.chunk_bytes);
-            let parity_roles = [Some(map.p), map.q];
-            let pages = g
-                .data
-                .iter()
-                .map(|(r, p)| (Some(*r), p))
-                .chain(parity_roles.into_iter().zip(parity));
-            let mut changed = false;
-            for (role, page) in pages {
-                if let Some(m) = role.and_then(|r| array.member(r)) {
-                    if dry {
-                        changed |= differs(&m, page, moff)?;
-                    } else {
-                        m.write_at(page, moff)?;
-                    }
-                }
-            }
-            if !dry || changed {
-                report.stripes_replayed += 1;
-            }
-        }
-        None => {
-            let mut changed = false;
-            for (at, page) in &g.data_at {
-                if dry {
-                    let mut now = vec![0u8; page.len()];
-                    array.read_at(&mut now, *at)?;
-                    changed |= now != *page;
-                } else {
-                    array.write_at(page, *at)?;
-                }
-            }
-            if !dry || changed {
-                report.data_only_stripes += 1;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The member role and byte offset of array byte `at` (a data block).
-fn locate(geo: &Geometry, at: u64) -> Option<(usize, u64)> {
-    if at % PAGE != 0 || at >= geo.array_bytes() {
-        return None;
-    }
-    let dd = geo.data_disks() as u64;
-    let chunk = geo.chunk_bytes;
-    let stripe = at / (chunk * dd);
-    let index = ((at / chunk) % dd) as usize;
-    let map = geo.stripe(stripe);
-    Some((*map.data.get(index)?, stripe * chunk + at % chunk))
-}
-
 fn bad_log(dev: &dyn Volume, pos: u64, what: &str) -> Error {
     Error::invalid(format!(
         "journal meta block at ring sector {pos} describes {what}: the journal does not belong to this array's shape; assemble with the right journal device"
@@ -727,15 +476,9 @@ fn journal_failed(error: Error) -> Failed {
     }
 }
 
-fn now_nanos() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
+    use super::recovery::locate;
     use super::*;
     use raidlab_layout::{Layout, Level};
 
