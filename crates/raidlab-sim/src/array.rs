@@ -81,6 +81,9 @@ pub struct RebuildSpec {
     /// Upper bound on member bytes rebuilt per second (`None`: as fast as the
     /// members allow, raidlab's default).
     pub max_rate: Option<u64>,
+    /// Bytes of the member's data area already rebuilt (a resumed rebuild;
+    /// rounded down to a chunk, as the engine resumes).
+    pub from: u64,
 }
 
 /// A rebuild under way in virtual time.
@@ -91,6 +94,8 @@ struct Rebuild {
     max_rate: Option<u64>,
     /// When the next step starts (`None` while one is under way or when done).
     next: Option<Ns>,
+    /// Where it started (a rate limit counts from there).
+    first: u64,
     /// Virtual time the last step completed, once the rebuild is complete.
     finished: Option<Ns>,
     scratch: Vec<Vec<u8>>,
@@ -319,7 +324,7 @@ impl SimArray {
                     g.member_bytes,
                 ));
                 let rec = array
-                    .begin_recovery(r.role, target, 0, false)
+                    .begin_recovery(r.role, target, r.from, false)
                     .map_err(|e| e.to_string())?;
                 if let Some(rate) = r.max_rate {
                     spec_info.push(Param {
@@ -330,6 +335,7 @@ impl SimArray {
                 }
                 members[r.role] = Some(r.device);
                 Some(Rebuild {
+                    first: rec.done(),
                     rec,
                     role: r.role,
                     max_rate: r.max_rate,
@@ -364,16 +370,6 @@ impl SimArray {
             buf: Vec::new(),
             spec_info,
             rebuild,
-        })
-    }
-
-    /// The rebuild's progress, when the array has one.
-    pub fn rebuild_progress(&self) -> Option<RebuildProgress> {
-        self.rebuild.as_ref().map(|r| RebuildProgress {
-            role: r.role,
-            done: r.rec.done(),
-            total: self.array.geometry().member_bytes,
-            finished: r.finished,
         })
     }
 
@@ -421,7 +417,7 @@ impl SimArray {
             return;
         }
         r.next = Some(match r.max_rate.filter(|&m| m > 0) {
-            Some(rate) => now.max((done as u128 * 1_000_000_000 / rate as u128) as Ns),
+            Some(rate) => now.max(((done - r.first) as u128 * 1_000_000_000 / rate as u128) as Ns),
             None => now,
         });
     }
@@ -810,5 +806,14 @@ impl Device for SimArray {
 
     fn member_ops(&self) -> Option<&OpLog> {
         Some(&self.log)
+    }
+
+    fn rebuild_progress(&self) -> Option<RebuildProgress> {
+        self.rebuild.as_ref().map(|r| RebuildProgress {
+            role: r.role,
+            done: r.rec.done(),
+            total: self.array.geometry().member_bytes,
+            finished: r.finished,
+        })
     }
 }

@@ -15,7 +15,8 @@
 //!   `stripe-cache=N` (stripes; 0 turns it off), `card=NAME` (the card runs the
 //!   array) or `card=NAME/pass-through` (software RAID on the card's disks),
 //!   `rebuild=R` (role R is being rebuilt onto a new device of the preset from
-//!   the start of the run) and `rebuild-rate=SIZE` (its limit per second);
+//!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
+//!   `rebuild-from=SIZE` (a resumed rebuild);
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
 use crate::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
@@ -51,6 +52,7 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// member_size = "100G"          # optional: use only this much of each device
 /// rebuild = 3                   # optional: role 3 is being rebuilt onto a new device
 /// rebuild_max_rate = "50M"      # optional: at most this many bytes per second
+/// rebuild_from = "10G"          # optional: resumed this far into the member
 ///
 /// [card]                        # optional: a RAID card
 /// preset = "adaptec-sas-31205"
@@ -97,6 +99,8 @@ pub struct ArrayConf {
     pub rebuild: Option<usize>,
     #[serde(default)]
     pub rebuild_max_rate: Option<String>,
+    #[serde(default)]
+    pub rebuild_from: Option<String>,
 }
 
 fn default_stripes() -> usize {
@@ -252,6 +256,7 @@ impl SimConfig {
             member_size: None,
             rebuild: None,
             rebuild_max_rate: None,
+            rebuild_from: None,
         };
         let mut card = None;
         for opt in &parts[2..] {
@@ -296,10 +301,11 @@ impl SimConfig {
                     })?)
                 }
                 "rebuild-rate" => array.rebuild_max_rate = Some(v.into()),
+                "rebuild-from" => array.rebuild_from = Some(v.into()),
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from)"),
                     ))
                 }
             }
@@ -359,6 +365,14 @@ impl SimConfig {
                     "rebuild_max_rate",
                     "a rebuild rate needs a rebuild (`rebuild = ROLE`)".into(),
                 ));
+            } else if a.rebuild_from.is_some() {
+                return Err((
+                    "rebuild_from",
+                    "a rebuild position needs a rebuild (`rebuild = ROLE`)".into(),
+                ));
+            }
+            if let Some(f) = &a.rebuild_from {
+                parse_size(f).map_err(|e| ("rebuild_from", e.to_string()))?;
             }
             if let Some(r) = &a.rebuild_max_rate {
                 match parse_size(r) {
@@ -485,6 +499,13 @@ impl SimConfig {
                     .map(parse_size)
                     .transpose()
                     .map_err(|e| err(&place, format!("`rebuild_max_rate`: {e}")))?,
+                from: a
+                    .rebuild_from
+                    .as_deref()
+                    .map(parse_size)
+                    .transpose()
+                    .map_err(|e| err(&place, format!("`rebuild_from`: {e}")))?
+                    .unwrap_or(0),
             }),
             None => None,
         };

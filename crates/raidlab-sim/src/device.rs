@@ -137,4 +137,8 @@ pub trait Device: Debug + Send {
     fn member_ops(&self) -> Option<&crate::stats::OpLog> {
         None
     }
+    /// How far a rebuild running below this device got, when one runs.
+    fn rebuild_progress(&self) -> Option<crate::array::RebuildProgress> {
+        None
+    }
 }

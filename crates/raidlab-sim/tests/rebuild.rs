@@ -41,6 +41,7 @@ fn rebuilding(n: usize, max_rate: Option<u64>) -> SimArray {
             role: 1,
             device: ideal(),
             max_rate,
+            from: 0,
         }),
     })
     .unwrap();
@@ -155,4 +156,32 @@ fn a_rebuild_that_cannot_be_done_is_refused_before_anything_runs() {
     assert!(m.contains("needs a rebuild"), "{m}");
     let m = e("raid5:4xhdd-7200:rebuild=1:rebuild-rate=0");
     assert!(m.contains("more than 0"), "{m}");
+}
+
+#[test]
+fn sim_show_s_sampled_engine_rebuild_time_matches_a_whole_simulated_rebuild() {
+    let spec = "raid5:4xsata-ssd-1tb-2021:member-size=256M";
+    let cfg = SimConfig::short(spec).unwrap();
+    let s = raidlab_sim::summary::summarise(&cfg, &[]).unwrap();
+    assert_eq!(s.rebuild_role, Some(0));
+    let sampled = s.engine_rebuild_seconds.expect("an engine rebuild time");
+    // The whole rebuild of role 0, start to end, in one run.
+    let mut dev = SimConfig::short(&format!("{spec}:rebuild=0"))
+        .unwrap()
+        .build(&[])
+        .unwrap();
+    let mut done = Vec::new();
+    while let Some(t) = dev.next_event() {
+        dev.advance(t, &mut done);
+    }
+    let p = dev.rebuild_progress().unwrap();
+    assert_eq!(p.done, p.total);
+    let whole = p.finished.unwrap() as f64 / 1e9;
+    assert!(
+        (sampled / whole - 1.0).abs() < 0.02,
+        "sampled {sampled:.3} s against a whole rebuild of {whole:.3} s"
+    );
+    // Virtual time: the same figure on every run.
+    let again = raidlab_sim::summary::summarise(&cfg, &[]).unwrap();
+    assert_eq!(again.engine_rebuild_seconds, Some(sampled));
 }

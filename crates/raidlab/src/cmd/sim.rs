@@ -113,6 +113,14 @@ fn show(a: SimShowArgs) -> Result<ExitCode> {
         ),
         None => outln!("  rebuild: none (no redundancy)"),
     }
+    if let (Some(secs), Some(role)) = (s.engine_rebuild_seconds, s.rebuild_role) {
+        outln!(
+            "  raidlab's live rebuild of role {role} (`raidlab add` while serving: 1 MiB steps, \
+             one at a time): about {:.1} h ({:.0} s), simulated with the engine at 16 points",
+            secs / 3600.0,
+            secs
+        );
+    }
     outln!("Made of:");
     walk(&s.model, "  ")?;
     Ok(ExitCode::SUCCESS)
