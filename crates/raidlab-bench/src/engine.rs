@@ -480,7 +480,14 @@ pub fn run(target: &Target, w: &Workload, control: &Control) -> Result<Measured>
     };
     let (stats, engine) = match (rings, &target.file) {
         (Some(rings), Some(file)) => (run_uring(&shared, file, rings), "io_uring"),
-        _ => (run_threads(&shared, target.volume.as_ref()), "threads"),
+        _ => {
+            // Each thread's volume before the clock starts (an NBD export
+            // opens a connection per thread here).
+            let volumes = (0..w.threads)
+                .map(|t| target.thread_volume(t))
+                .collect::<Result<Vec<_>>>()?;
+            (run_threads(&shared, &volumes), "threads")
+        }
     };
     if let Some(e) = shared
         .error
@@ -527,7 +534,7 @@ fn run_uring(
     })
 }
 
-fn run_threads(shared: &Shared<'_>, volume: &dyn Volume) -> Vec<WorkerStats> {
+fn run_threads(shared: &Shared<'_>, volumes: &[Arc<dyn Volume>]) -> Vec<WorkerStats> {
     let w = shared.w;
     let barrier = Barrier::new(w.threads * w.qd);
     std::thread::scope(|s| {
@@ -535,6 +542,7 @@ fn run_threads(shared: &Shared<'_>, volume: &dyn Volume) -> Vec<WorkerStats> {
         for t in 0..w.threads {
             for slot in 0..w.qd {
                 let barrier = &barrier;
+                let volume = volumes[t].as_ref();
                 handles.push(s.spawn(move || blocking_worker(shared, volume, t, slot, barrier)));
             }
         }

@@ -308,7 +308,7 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
         }
         "filename" => {
             let v = need()?;
-            if v.contains(':') && !["array:", "mem:", "sim:", "cache:"].iter().any(|p| v.starts_with(p)) {
+            if v.contains(':') && !["array:", "mem:", "sim:", "cache:", "nbd://", "nbd+unix://"].iter().any(|p| v.starts_with(p)) {
                 return Err(bad("(several files joined by ':') is not supported by raidlab: one file per job"));
             }
             job.filename = Some(v.to_string());
