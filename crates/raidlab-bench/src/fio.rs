@@ -57,6 +57,9 @@ pub struct Job {
     pub engine: EngineKind,
     /// The options as written (fio's "job options" in its JSON).
     pub options: BTreeMap<String, String>,
+    /// What a person should know about how raidlab runs this job where it
+    /// differs from fio (e.g. an `ioengine` mapped to another engine).
+    pub notes: Vec<String>,
 }
 
 impl Job {
@@ -85,6 +88,7 @@ impl Job {
             stonewall: false,
             engine: EngineKind::Auto,
             options: BTreeMap::new(),
+            notes: Vec::new(),
         }
     }
 
@@ -124,6 +128,15 @@ fn engine_for(v: &str) -> Option<EngineKind> {
         "psync" | "sync" | "pvsync" => EngineKind::Threads,
         _ => return None,
     })
+}
+
+/// Said when an `ioengine` value runs on an engine of another name.
+fn engine_note(v: &str) -> Option<String> {
+    match v {
+        "libaio" => Some("ioengine=libaio runs on raidlab's io_uring engine (both keep iodepth requests in flight; raidlab has no libaio engine)".into()),
+        "psync" | "sync" | "pvsync" => Some(format!("ioengine={v} runs on raidlab's blocking worker threads (one per queue slot, each a pread/pwrite at a time)")),
+        _ => None,
+    }
 }
 
 const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
@@ -315,8 +328,13 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
         }
         "directory" => job.directory = Some(need()?.to_string()),
         "ioengine" => {
-            job.engine = engine_for(need()?)
+            let v = need()?;
+            job.engine = engine_for(v)
                 .ok_or_else(|| bad("is not an engine raidlab runs: use io_uring, libaio, psync, sync or pvsync"))?;
+            if let Some(note) = engine_note(v) {
+                job.notes.retain(|n| !n.starts_with("ioengine="));
+                job.notes.push(note);
+            }
         }
         _ => {
             return Err(at(
@@ -548,6 +566,46 @@ const PERCENTILES: [f64; 17] = [
     99.99,
 ];
 
+/// fio's statistics object (`clat_ns`, `lat_ns`...) for a histogram of
+/// nanoseconds, with json+'s `bins` (value in ns -> count), which fio's own
+/// `fio_jsonplus_clat2csv` and fio-plot read.
+fn lat_json(d: &DirStats) -> Value {
+    if d.ios == 0 {
+        return json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0});
+    }
+    let mut pct = serde_json::Map::new();
+    for p in PERCENTILES {
+        pct.insert(
+            format!("{p:.6}"),
+            json!(d.hist.value_at_quantile(p / 100.0)),
+        );
+    }
+    let mut bins = serde_json::Map::new();
+    for v in d.hist.iter_recorded() {
+        // The bucket's highest equivalent value, as fio names a bin by the
+        // top of its range.
+        let ns = d.hist.highest_equivalent(v.value_iterated_to());
+        bins.insert(ns.to_string(), json!(v.count_at_value()));
+    }
+    json!({
+        "min": d.hist.min(),
+        "max": d.hist.max(),
+        "mean": d.hist.mean(),
+        "stddev": d.hist.stdev(),
+        "N": d.ios,
+        "percentile": pct,
+        "bins": bins,
+    })
+}
+
+/// One direction's section (`read`, `write`, `trim`) with every key fio writes
+/// that raidlab measures. Latency: raidlab times each request from before it is
+/// submitted to its completion, which is fio's `lat_ns` (total latency); fio's
+/// `clat_ns` (completion after submission) carries the same figures, the
+/// submission itself being part of them, and `slat_ns` is empty (N = 0) because
+/// the submission is not timed apart. Bandwidth and IOPS are not sampled over
+/// time, so fio's `bw_min`/`bw_max`/`bw_dev`/`iops_*` sample statistics are
+/// absent rather than made up.
 fn dir_json(d: &DirStats, elapsed: Duration) -> Value {
     let ms = elapsed.as_millis() as u64;
     let bw_bytes = if d.ios == 0 {
@@ -555,25 +613,7 @@ fn dir_json(d: &DirStats, elapsed: Duration) -> Value {
     } else {
         d.bytes as f64 / elapsed.as_secs_f64().max(1e-9)
     };
-    let lat = if d.ios == 0 {
-        json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0})
-    } else {
-        let mut pct = serde_json::Map::new();
-        for p in PERCENTILES {
-            pct.insert(
-                format!("{p:.6}"),
-                json!(d.hist.value_at_quantile(p / 100.0)),
-            );
-        }
-        json!({
-            "min": d.hist.min(),
-            "max": d.hist.max(),
-            "mean": d.hist.mean(),
-            "stddev": d.hist.stdev(),
-            "N": d.ios,
-            "percentile": pct,
-        })
-    };
+    let lat = lat_json(d);
     json!({
         "io_bytes": d.bytes,
         "io_kbytes": d.bytes / 1024,
@@ -584,8 +624,8 @@ fn dir_json(d: &DirStats, elapsed: Duration) -> Value {
         "total_ios": d.ios,
         "short_ios": 0,
         "drop_ios": 0,
+        "slat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
         "clat_ns": lat.clone(),
-        // raidlab measures submission to completion only: total latency is that.
         "lat_ns": lat,
     })
 }
@@ -605,6 +645,10 @@ pub fn fio_json(results: &[CloneResult]) -> Value {
                 "job options": r.options,
                 "read": dir_json(&r.read, r.elapsed),
                 "write": dir_json(&r.write, r.elapsed),
+                // raidlab's jobs do not trim or sync: fio writes these
+                // sections for every job, and its tools index them.
+                "trim": dir_json(&DirStats::default(), r.elapsed),
+                "sync": {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}},
                 "job_runtime": r.elapsed.as_millis() as u64,
                 "raidlab": {"clone": r.clone, "target": r.target, "engine": r.engine},
             })

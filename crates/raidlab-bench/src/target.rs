@@ -37,7 +37,8 @@ use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// How to open a target.
 #[derive(Debug, Clone, Copy)]
@@ -205,7 +206,27 @@ impl Target {
     }
 }
 
+/// Monotonic time since the first call in this process: the clock of every
+/// target that is not simulated, and of tests that touch no target (Bonnie++'s
+/// file tests).
+pub fn monotonic_now() -> Duration {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed()
+}
+
 impl Target {
+    /// The time this target's tests are timed by, from an arbitrary origin:
+    /// virtual time for a simulated target (its figures must never depend on
+    /// this machine's speed, so a flush or a read-modify-write done outside the
+    /// engine counts the model's time), monotonic time otherwise. Every suite
+    /// times its tests by this, never by `Instant` directly.
+    pub fn now(&self) -> Duration {
+        match &self.sim {
+            Some(sim) => sim.now(),
+            None => monotonic_now(),
+        }
+    }
+
     /// The volume benchmark thread `t` drives. An NBD export that allows several
     /// connections gives each thread its own connection (opened on first use),
     /// as fio's nbd engine gives each job its own, so "T threads at queue depth

@@ -140,6 +140,16 @@ pub struct JobArgs {
 
 pub fn job(a: JobArgs) -> Result<ExitCode> {
     let jobs = raidlab_bench::fio::parse_file(&a.file)?;
+    // Differences from fio, on stderr so that JSON output stays parseable.
+    let mut said: Vec<&str> = Vec::new();
+    for j in &jobs {
+        for n in &j.notes {
+            if !said.contains(&n.as_str()) {
+                eprintln!("note: job [{}]: {n}", j.name);
+                said.push(n);
+            }
+        }
+    }
     install_ctrlc();
     let engine = a.engine.map(|e| match e {
         EngineArg::Auto => EngineKind::Auto,
@@ -305,6 +315,15 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
     outln!(
         "Bonnie++ tests, chunk {}, 8192 seeks by 5 seekers (MB/s = 10^6 bytes/s; latency = slowest operation)",
         raidlab_core::size::format_size(a.chunk)
+    );
+    outln!(
+        "{}; the per-character tests (putc/getc) are not run, as bonnie++ -f; +++++ marks a test under {} ms, too short to measure, as bonnie++ prints it",
+        if a.io.buffered {
+            "Through the page cache (--buffered), as bonnie++ runs by default"
+        } else {
+            "O_DIRECT (raidlab's default; bonnie++ uses it only with -D, so give --buffered to compare with a plain bonnie++ run)"
+        },
+        bonnie::MIN_TIME.as_millis()
     );
     for r in &results {
         outln!(
