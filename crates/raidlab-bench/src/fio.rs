@@ -6,8 +6,13 @@
 //! `rwmixread`, `rwmixwrite`, `randrepeat`, `zero_buffers`, `refill_buffers`,
 //! `scramble_buffers`, `norandommap`, `filename`, `directory`,
 //! `stonewall`/`wait_for_previous`, `ioengine` (io_uring, libaio, psync, sync,
-//! pvsync; see [`engine_for`]), `thread`, `name`, `description`. Anything else is an error naming the file, line and option:
-//! an option silently ignored would make a figure mean something else.
+//! pvsync; see [`engine_for`]; a mapped one is said in [`Job::notes`]), `thread`,
+//! `name`, `description`, `randseed`; `${VAR}` environment variables, and a
+//! comment after a section header. Anything else is an error naming the file,
+//! line and option (with the reason for the reporting and preparation options
+//! fio users reach for: `group_reporting`, `ramp_time`, the syncs, `loops`,
+//! `bssplit`, `percentile_list`, the `write_*_log` family): an option silently
+//! ignored would make a figure mean something else.
 //!
 //! Jobs between two `stonewall`s run at once; each of a job's `numjobs` clones is
 //! reported as its own entry of `jobs[]`, as fio does without `group_reporting`.
@@ -60,6 +65,8 @@ pub struct Job {
     /// What a person should know about how raidlab runs this job where it
     /// differs from fio (e.g. an `ioengine` mapped to another engine).
     pub notes: Vec<String>,
+    /// fio's `randseed`: the seed of every random choice when `randrepeat`.
+    pub randseed: Option<u64>,
 }
 
 impl Job {
@@ -89,6 +96,7 @@ impl Job {
             engine: EngineKind::Auto,
             options: BTreeMap::new(),
             notes: Vec::new(),
+            randseed: None,
         }
     }
 
@@ -139,7 +147,7 @@ fn engine_note(v: &str) -> Option<String> {
     }
 }
 
-const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
+const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description, randseed";
 
 /// One `key[=value]` line: (line number, key, value).
 type OptLine = (usize, String, Option<String>);
@@ -152,10 +160,23 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Job>> {
     let mut seen_section = false;
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
-        let line = raw.trim();
+        let expanded = expand_env(raw).map_err(|m| at(file, n, m))?;
+        let line = expanded.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
+        // fio takes a comment after a section header: `[job] ; note`.
+        let line = match line.split_once(']') {
+            Some((head, tail))
+                if head.starts_with('[')
+                    && (tail.trim().is_empty()
+                        || tail.trim_start().starts_with(';')
+                        || tail.trim_start().starts_with('#')) =>
+            {
+                &line[..head.len() + 1]
+            }
+            _ => line,
+        };
         if let Some(rest) = line.strip_prefix('[') {
             let Some(name) = rest.strip_suffix(']') else {
                 return Err(at(
@@ -191,8 +212,12 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Job>> {
                 ),
             ));
         }
-        if line.starts_with("include ") || line.starts_with("$") {
-            return Err(at(file, n, format!("'{line}': includes and variables are not supported by raidlab: write the options out")));
+        if line.starts_with("include ") {
+            return Err(at(
+                file,
+                n,
+                format!("'{line}': includes are not supported by raidlab: write the options out"),
+            ));
         }
         let (k, v) = match line.split_once('=') {
             Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
@@ -235,6 +260,33 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Job>> {
     Ok(jobs)
 }
 
+/// fio's environment variables in a job file: `${NAME}` becomes the
+/// variable's value; an unset one is an error (fio would leave the text as
+/// it is, and the option would then fail in a less helpful way).
+fn expand_env(line: &str) -> std::result::Result<String, String> {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("'{line}': '${{' without a closing '}}'"));
+        };
+        let name = &after[..end];
+        match std::env::var(name) {
+            Ok(v) => out.push_str(&v),
+            Err(_) => {
+                return Err(format!(
+                    "'{line}': the environment variable {name} is not set (export it, or write the value out)"
+                ))
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 fn at(file: &str, line: usize, msg: String) -> Error {
     Error::invalid(format!("{file}:{line}: {msg}"))
 }
@@ -251,6 +303,7 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
             format!("option '{key}': '{}' {what}", val.unwrap_or("")),
         )
     };
+    let refused = |why: &str| at(file, n, format!("option '{key}' is not supported: {why}"));
     let int = |min: u64, max: u64| -> Result<u64> {
         let v = need()?;
         match v.parse::<u64>() {
@@ -327,6 +380,14 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
             job.filename = Some(v.to_string());
         }
         "directory" => job.directory = Some(need()?.to_string()),
+        "randseed" => job.randseed = Some(int(0, u64::MAX)?),
+        "group_reporting" => return Err(refused("raidlab reports every job and clone on its own (fio's JSON shape, one object per clone); summed group figures are not produced: remove it and add the clones' figures")),
+        "ramp_time" => return Err(refused("raidlab does not discard a warm-up period, so the ramp's I/O would be counted: remove it, or run a warm-up job before a stonewall")),
+        "fsync" | "fdatasync" | "end_fsync" | "fsync_on_close" => return Err(refused("raidlab's job runner issues no syncs, and timing them needs fio's sync statistics: remove it (raidlab bench iozone -e times a flush after each write test)")),
+        "loops" => return Err(refused("raidlab runs each job once: repeat the job as more sections, or use runtime with time_based")),
+        "bssplit" => return Err(refused("raidlab's engine issues one block size per job: write a job per block size")),
+        "percentile_list" => return Err(refused("raidlab's fio JSON always carries fio's default percentiles and the whole latency histogram (json+ bins), from which any percentile follows: remove it")),
+        "write_bw_log" | "write_iops_log" | "write_lat_log" | "write_hist_log" | "log_avg_msec" => return Err(refused("raidlab writes no time-series logs; its fio JSON carries the whole latency histogram (json+ bins): remove it")),
         "ioengine" => {
             let v = need()?;
             job.engine = engine_for(v)
@@ -457,7 +518,7 @@ pub fn run(
                     lay_out(&t, job.offset, size, control)?;
                 }
                 let seed = if job.randrepeat {
-                    0x5EED ^ clone as u64
+                    job.randseed.unwrap_or(0x5EED) ^ clone as u64
                 } else {
                     SystemTime::now()
                         .duration_since(UNIX_EPOCH)
@@ -727,6 +788,46 @@ mod tests {
     fn mix_before_rw_is_kept() {
         let jobs = parse("t.fio", "[a]\nfilename=x\nrwmixwrite=20\nrw=randrw\n").unwrap();
         assert_eq!(jobs[0].dir, Dir::Mix { read_pct: 80 });
+    }
+
+    #[test]
+    fn env_variables_header_comments_randseed_and_refused_options() {
+        std::env::set_var("RAIDLAB_FIO_TEST_BS", "64k");
+        let jobs = parse(
+            "t.fio",
+            "[a] ; the first job\nfilename=mem:4M\nbs=${RAIDLAB_FIO_TEST_BS}\nrandseed=99\n[b] # second\nfilename=mem:4M\n",
+        )
+        .unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!((jobs[0].name.as_str(), jobs[0].bs), ("a", 64 << 10));
+        assert_eq!(jobs[0].randseed, Some(99));
+        assert_eq!(jobs[1].name, "b");
+        let e = parse("t.fio", "[a]\nfilename=${RAIDLAB_FIO_TEST_UNSET_VAR}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("RAIDLAB_FIO_TEST_UNSET_VAR is not set"), "{e}");
+        for (opt, why) in [
+            ("group_reporting", "reports every job"),
+            ("end_fsync=1", "issues no syncs"),
+            ("loops=3", "runs each job once"),
+            ("bssplit=4k/50:64k/50", "one block size per job"),
+            ("percentile_list=50:99", "whole latency histogram"),
+            ("write_lat_log=x", "no time-series logs"),
+        ] {
+            let e = parse("t.fio", &format!("[a]\nfilename=x\n{opt}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("is not supported: ") && e.contains(why),
+                "{opt}: {e}"
+            );
+        }
+        let j = parse("t.fio", "[a]\nfilename=x\nioengine=libaio\n").unwrap();
+        assert!(
+            j[0].notes[0].contains("libaio runs on raidlab's io_uring"),
+            "{:?}",
+            j[0].notes
+        );
     }
 
     #[test]
