@@ -77,8 +77,9 @@ else
   fio_target() { printf 'filename=%s\ndirect=1\nioengine=io_uring\n' "$1"; }
   rl_target() { fio_target "$1"; }
 fi
-bw='import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(j["read"]["bw_bytes"]+j["write"]["bw_bytes"])'
-iops='import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(j["read"]["iops"]+j["write"]["iops"])'
+# fio's nbd engine prints "fio: connected to NBD server" before the JSON.
+bw='import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(j["read"]["bw_bytes"]+j["write"]["bw_bytes"])'
+iops='import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(j["read"]["iops"]+j["write"]["iops"])'
 # write_job FILE NAME TARGET_LINES RW BS QD
 write_job() {
   cat >"$1" <<JOB
