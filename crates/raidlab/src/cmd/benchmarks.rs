@@ -104,6 +104,14 @@ pub struct CdmArgs {
     /// Run only the write tests.
     #[arg(long)]
     pub write_only: bool,
+    /// Also run CrystalDiskMark's Mix column: each test with 70% reads and 30%
+    /// writes (MB/s, IOPS and latency count both directions).
+    #[arg(long, conflicts_with_all = ["read_only", "write_only"])]
+    pub mix: bool,
+    /// Also write the results in CrystalDiskMark's "Save text" layout to FILE
+    /// (MB/s to three decimals, IOPS to one, latency in µs to two).
+    #[arg(long, value_name = "FILE")]
+    pub save_text: Option<PathBuf>,
     #[command(flatten)]
     pub io: IoArgs,
     /// Print the raidlab-bench/1 JSON result instead of the table.
@@ -612,7 +620,8 @@ pub struct QuickArgs {
     /// system's temporary directory). Use a directory on the disk you care about.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Directory to write the JSON result (and, once wired in, the HTML report) to.
+    /// Directory to write the JSON result and its HTML report (the same name,
+    /// `.html`, made as `raidlab report` makes it) to.
     #[arg(long, default_value = ".")]
     pub output: PathBuf,
     /// Print the JSON result instead of the table.
@@ -644,6 +653,7 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
         engine: a.io.engine(),
         read: !a.write_only,
         write: !a.read_only,
+        mix: a.mix,
     };
     let opts = OpenOptions {
         size: a.size,
@@ -667,6 +677,10 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
     drop(targets);
     let mut report = cdm::report(&results, &cfg);
     report.simulated = simulated;
+    if let Some(path) = &a.save_text {
+        std::fs::write(path, cdm::save_text(&results, &cfg))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
