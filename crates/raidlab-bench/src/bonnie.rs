@@ -111,8 +111,10 @@ pub struct BonnieResult {
 /// microsecond (the /proc tick of 10 ms made short tests show impossible
 /// shares such as 325 %CPU on 2 CPUs).
 fn cpu_seconds() -> f64 {
-    // SAFETY: getrusage only writes the struct it is given.
+    // SAFETY: rusage is plain old data (integers and timevals): all zeros is
+    // a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given, which lives here.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return 0.0;
     }

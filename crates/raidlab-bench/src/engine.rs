@@ -549,10 +549,10 @@ fn run_threads(shared: &Shared<'_>, volumes: &[Arc<dyn Volume>]) -> Vec<WorkerSt
     let barrier = Barrier::new(w.threads * w.qd);
     std::thread::scope(|s| {
         let mut handles = Vec::new();
-        for t in 0..w.threads {
+        for (t, volume) in volumes.iter().enumerate() {
             for slot in 0..w.qd {
                 let barrier = &barrier;
-                let volume = volumes[t].as_ref();
+                let volume = volume.as_ref();
                 handles.push(s.spawn(move || blocking_worker(shared, volume, t, slot, barrier)));
             }
         }
