@@ -460,6 +460,10 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         outln!("IOzone-style matrix, kBytes/sec (KiB/s)");
+        outln!(
+            "IOzone -a's first six tests; not run: {}",
+            raidlab_bench::iozone::NOT_RUN
+        );
         for r in &results {
             outln!(
                 "{}: {}",
