@@ -13,7 +13,8 @@
 
 /// The tests of IOzone's `-a` that raidlab does not run (it runs the first six
 /// of the thirteen), for the output to name.
-pub const NOT_RUN: &str = "backward read, record rewrite, stride read, fwrite, re-fwrite, fread and re-fread";
+pub const NOT_RUN: &str =
+    "backward read, record rewrite, stride read, fwrite, re-fwrite, fread and re-fread";
 
 use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Rewrite, Workload};
 use crate::schema::BenchReport;
