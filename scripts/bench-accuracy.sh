@@ -6,6 +6,19 @@
 # sequential and 15% for random tests.
 #
 # Usage: scripts/bench-accuracy.sh [DIR|DEVICE [SIZE [SECONDS]]]
+#        scripts/bench-accuracy.sh --nbdkit [SECONDS]
+#   --nbdkit: a device that holds still instead of a disk (issue 21): nbdkit's
+#        memory plugin behind its delay filter (1 ms per read, 2 ms per write)
+#        and rate filter (4000 Mbit/s), over a Unix socket, 16 server threads
+#        per connection (-t 16, nbdkit's default). fio drives it with its nbd
+#        engine (one connection per job, iodepth requests in flight on it),
+#        raidlab with its NBD client target (the same: one connection per
+#        thread, the queue depth in flight on it). First the known answers: the
+#        client's own round trip on an export without delay, then read IOPS at
+#        QD1 against 1/(1 ms + round trip) and at QD32 against 16/(1 ms + round
+#        trip) (16 of the 32 are served at once), within 5%; then the
+#        CrystalDiskMark tests as below. Needs nbdkit (Debian nbdkit) and fio
+#        built with its nbd engine (Debian's is).
 #   DIR: where the test file goes (default: a new directory under the repository's
 #        target/, i.e. on the disk you build on); or a block DEVICE, used directly
 #        and OVERWRITTEN (e.g. a loop device over a file in /dev/shm, which keeps a
@@ -21,24 +34,92 @@ cd "$(dirname "$0")/.."
 command -v fio >/dev/null || { echo "bench-accuracy: fio is not installed (apt-get install fio)" >&2; exit 1; }
 cargo build --release --quiet -p raidlab
 R="$PWD/target/release/raidlab"
-where=${1:-$PWD/target/bench-accuracy}
-size=${2:-1g}
-secs=${3:-5}
+nbd_mode=
+if [ "${1:-}" = --nbdkit ]; then
+  nbd_mode=1
+  shift
+  command -v nbdkit >/dev/null || { echo "bench-accuracy: nbdkit is not installed (apt-get install nbdkit)" >&2; exit 1; }
+  fio --enghelp 2>/dev/null | grep -qw nbd || { echo "bench-accuracy: this fio has no nbd engine" >&2; exit 1; }
+  secs=${1:-5}
+  size=256m
+  sockdir=$(mktemp -d)
+  nbdkit -U "$sockdir/plain.sock" -P "$sockdir/plain.pid" -t 16 memory 256M
+  nbdkit -U "$sockdir/dev.sock" -P "$sockdir/dev.pid" -t 16 --filter=delay --filter=rate \
+    memory 256M rdelay=1ms wdelay=2ms rate=4000M
+  for _ in $(seq 50); do [ -S "$sockdir/dev.sock" ] && [ -S "$sockdir/plain.sock" ] && break; sleep 0.1; done
+  stop_nbdkit() { kill "$(cat "$sockdir/plain.pid")" "$(cat "$sockdir/dev.pid")" 2>/dev/null || true; rm -rf "$sockdir"; }
+fi
 jobs=$(mktemp -d)
 rlflags=()
-if [ -b "$where" ]; then
-  file=$where
-  rlflags=(--write-device)
-  trap 'rm -rf "$jobs"' EXIT
+if [ -n "$nbd_mode" ]; then
+  trap 'rm -rf "$jobs"; stop_nbdkit' EXIT
+  file="nbd+unix:///?socket=$sockdir/dev.sock"
+  # fio's job names the export with uri= and its nbd engine; raidlab's the same
+  # export as its target.
+  fio_target() { printf 'ioengine=nbd\nuri=nbd+unix:///?socket=%s\n' "$1"; }
+  rl_target() { printf 'filename=nbd+unix:///?socket=%s\n' "$1"; }
 else
-  mkdir -p "$where"
-  file="$where/accuracy.dat"
-  trap 'rm -rf "$jobs" "$file"' EXIT
+  where=${1:-$PWD/target/bench-accuracy}
+  size=${2:-1g}
+  secs=${3:-5}
+  if [ -b "$where" ]; then
+    file=$where
+    rlflags=(--write-device)
+    trap 'rm -rf "$jobs"' EXIT
+  else
+    mkdir -p "$where"
+    file="$where/accuracy.dat"
+    trap 'rm -rf "$jobs" "$file"' EXIT
+  fi
+  # Lay the file out once with real data, so no test reads holes.
+  fio --name=layout --filename="$file" --rw=write --bs=1m --size="$size" --direct=1 \
+      --ioengine=io_uring --iodepth=8 --output=/dev/null
+  fio_target() { printf 'filename=%s\ndirect=1\nioengine=io_uring\n' "$1"; }
+  rl_target() { fio_target "$1"; }
 fi
+# fio's nbd engine prints "fio: connected to NBD server" before the JSON.
+bw='import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(j["read"]["bw_bytes"]+j["write"]["bw_bytes"])'
+iops='import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(j["read"]["iops"]+j["write"]["iops"])'
+# write_job FILE NAME TARGET_LINES RW BS QD
+write_job() {
+  cat >"$1" <<JOB
+[$2]
+$3
+size=$size
+rw=$4
+bs=$5
+iodepth=$6
+numjobs=1
+runtime=$secs
+time_based
+randrepeat=1
+JOB
+}
 
-# Lay the file out once with real data, so no test reads holes.
-fio --name=layout --filename="$file" --rw=write --bs=1m --size="$size" --direct=1 \
-    --ioengine=io_uring --iodepth=8 --output=/dev/null
+if [ -n "$nbd_mode" ]; then
+  echo "known answers: nbdkit memory, delay filter rdelay=1ms, 16 threads per connection; ${secs} s per run, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  write_job "$jobs/rt.rl" rt "$(rl_target "$sockdir/plain.sock")" randread 4k 1
+  write_job "$jobs/rt.fio" rt "$(fio_target "$sockdir/plain.sock")" randread 4k 1
+  rt_rl=$("$R" bench job --json --output-format fio "$jobs/rt.rl" | python3 -c "$iops")
+  rt_fio=$(fio --output-format=json "$jobs/rt.fio" | python3 -c "$iops")
+  for qd in 1 32; do
+    write_job "$jobs/ka$qd.rl" ka$qd "$(rl_target "$sockdir/dev.sock")" randread 4k $qd
+    write_job "$jobs/ka$qd.fio" ka$qd "$(fio_target "$sockdir/dev.sock")" randread 4k $qd
+    got_rl=$("$R" bench job --json --output-format fio "$jobs/ka$qd.rl" | python3 -c "$iops")
+    got_fio=$(fio --output-format=json "$jobs/ka$qd.fio" | python3 -c "$iops")
+    python3 - "$qd" "$rt_rl" "$rt_fio" "$got_rl" "$got_fio" <<'PY'
+import sys
+qd = int(sys.argv[1])
+rt_rl, rt_fio, got_rl, got_fio = (float(x) for x in sys.argv[2:])
+busy = min(qd, 16)
+for who, rt_iops, got in (("raidlab", rt_rl, got_rl), ("fio", rt_fio, got_fio)):
+    rt = 1 / rt_iops
+    want = busy / (1e-3 + rt)
+    ok = "ok" if abs(got / want - 1) <= 0.05 else "MISS"
+    print(f"RND4K Q{qd}T1 read {who:<8} {got:10.0f} IOPS, known answer {busy}/(1 ms + {rt * 1e6:.0f} us round trip) = {want:10.0f}: {got / want:6.3f}  {ok}")
+PY
+  done
+fi
 
 # name rw bs iodepth
 tests=(
@@ -51,7 +132,7 @@ tests=(
   "RND4K_Q32T1_write randwrite 4k 32"
   "RND4K_Q1T1_write randwrite 4k 1"
 )
-echo "fio $(fio --version), raidlab $("$R" --version), file $file ($size), ${secs} s per run, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "fio $(fio --version), raidlab $("$R" --version), target $file ($size), ${secs} s per run, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-20s %12s %12s %8s\n' test "fio MB/s" "raidlab MB/s" ratio
 # The share of CPU time a VM's host took from this machine during the run
 # (/proc/stat "steal"): on a shared VM it says how much to trust the figures.
@@ -59,24 +140,11 @@ steal() { awk '/^cpu /{t=0; for(i=2;i<=NF;i++) t+=$i; print $9, t}' /proc/stat; 
 read -r steal0 total0 < <(steal)
 for t in "${tests[@]}"; do
   read -r name rw bs qd <<<"$t"
-  job="$jobs/$name.fio"
-  cat >"$job" <<JOB
-[$name]
-filename=$file
-size=$size
-rw=$rw
-bs=$bs
-iodepth=$qd
-numjobs=1
-direct=1
-ioengine=io_uring
-runtime=$secs
-time_based
-randrepeat=1
-JOB
-  bw='import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(j["read"]["bw_bytes"]+j["write"]["bw_bytes"])'
-  run_fio() { fio --output-format=json "$job" | python3 -c "$bw"; }
-  run_rl() { "$R" bench job "${rlflags[@]}" --json --output-format fio "$job" | python3 -c "$bw"; }
+  dev=${sockdir:+$sockdir/dev.sock}
+  write_job "$jobs/$name.fio" "$name" "$(fio_target "${dev:-$file}")" "$rw" "$bs" "$qd"
+  write_job "$jobs/$name.rl" "$name" "$(rl_target "${dev:-$file}")" "$rw" "$bs" "$qd"
+  run_fio() { fio --output-format=json "$jobs/$name.fio" | python3 -c "$bw"; }
+  run_rl() { "$R" bench job "${rlflags[@]}" --json --output-format fio "$jobs/$name.rl" | python3 -c "$bw"; }
   # One unrecorded run first (caches below the file system, e.g. a VM host's,
   # warm up during the first runs), then alternate which tool goes first, so
   # neither is always the one that runs on a warmer cache.

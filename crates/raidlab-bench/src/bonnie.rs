@@ -26,7 +26,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Bonnie++'s default chunk size; the CSV leaves the field empty for it.
 pub const DEFAULT_CHUNK: usize = 8192;
@@ -68,6 +68,16 @@ pub struct Figure {
     pub cpu_pct: f64,
     /// The slowest single operation.
     pub max_latency_us: f64,
+    /// How long the test ran; under [`MIN_TIME`] its rate and %CPU print as
+    /// Bonnie++'s `+++++` / `+++` (the figures stay in the JSON).
+    pub seconds: f64,
+}
+
+impl Figure {
+    /// Long enough to measure (Bonnie++'s rule).
+    pub fn measured(&self) -> bool {
+        self.seconds >= MIN_TIME.as_secs_f64()
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -97,81 +107,70 @@ pub struct BonnieResult {
     pub interrupted: bool,
 }
 
-/// Process CPU time (user + system) from /proc/self/stat, in seconds. The kernel
-/// reports it in USER_HZ ticks, which is 100 on every Linux architecture.
+/// Process CPU time (user + system) from getrusage, in seconds, to the
+/// microsecond (the /proc tick of 10 ms made short tests show impossible
+/// shares such as 325 %CPU on 2 CPUs).
 fn cpu_seconds() -> f64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+    // SAFETY: rusage is plain old data (integers and timevals): all zeros is
+    // a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given, which lives here.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
         return 0.0;
-    };
-    // Fields after the command name (which may hold spaces, so split after ')').
-    let rest = s.rsplit_once(')').map_or("", |r| r.1);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
-    // utime and stime are fields 14 and 15 of the line: 11 and 12 after ')'.
-    (tick(11) + tick(12)) as f64 / 100.0
-}
-
-/// The clock a test is timed by: the wall clock, or a simulated target's virtual
-/// clock (a simulated target's figures must never depend on this machine's speed).
-#[derive(Clone, Copy)]
-struct Clock<'a> {
-    sim: Option<&'a crate::sim::SimTarget>,
-    wall: Instant,
-}
-
-impl<'a> Clock<'a> {
-    fn of(target: &'a Target) -> Self {
-        Clock {
-            sim: target.sim.as_deref(),
-            wall: Instant::now(),
-        }
     }
-    fn now(&self) -> Duration {
-        match self.sim {
-            Some(s) => s.now(),
-            None => self.wall.elapsed(),
-        }
-    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// Time a test and its CPU share.
+/// Bonnie++ prints a test that ran shorter than this as `+++++` (and its %CPU
+/// as `+++`): too short to measure (bonnie++'s man page, "If a test completes
+/// in less than 500ms the output will be displayed as ++++").
+pub const MIN_TIME: Duration = Duration::from_millis(500);
+
+/// Time a test and its CPU share, by the target's clock ([`Target::now`]), or
+/// by the monotonic clock for the file tests (which never touch the target).
 struct Meter<'a> {
-    clock: Clock<'a>,
+    target: Option<&'a Target>,
     t0: Duration,
     cpu: f64,
 }
 
 impl<'a> Meter<'a> {
-    /// Wall-clock timing, for the file tests (which never touch the target).
+    fn now(&self) -> Duration {
+        match self.target {
+            Some(t) => t.now(),
+            None => crate::target::monotonic_now(),
+        }
+    }
+    /// For the file tests.
     fn wall() -> Meter<'static> {
         Meter {
-            clock: Clock {
-                sim: None,
-                wall: Instant::now(),
-            },
-            t0: Duration::ZERO,
+            target: None,
+            t0: crate::target::monotonic_now(),
             cpu: cpu_seconds(),
         }
     }
     fn start(target: &'a Target) -> Self {
-        let clock = Clock::of(target);
         Meter {
-            t0: clock.now(),
-            clock,
+            target: Some(target),
+            t0: target.now(),
             cpu: cpu_seconds(),
         }
     }
     fn figure(&self, units: f64, max_latency: Duration) -> Figure {
-        let secs = (self.clock.now() - self.t0).as_secs_f64().max(1e-9);
+        let elapsed = self.now() - self.t0;
+        let secs = elapsed.as_secs_f64().max(1e-9);
+        let simulated = self.target.is_some_and(|t| t.sim.is_some());
         Figure {
             rate: units / secs,
             // The simulated host's CPU is not modelled: no share to report.
-            cpu_pct: if self.clock.sim.is_some() {
+            cpu_pct: if simulated {
                 0.0
             } else {
                 ((cpu_seconds() - self.cpu) / secs * 100.0).max(0.0)
             },
             max_latency_us: max_latency.as_secs_f64() * 1e6,
+            seconds: elapsed.as_secs_f64(),
         }
     }
 }
@@ -273,16 +272,15 @@ fn rewrite(target: &Target, size: u64, chunk: usize, control: &Control) -> Resul
     let mut worst = Duration::ZERO;
     let mut done = 0u64;
     let m = Meter::start(target);
-    let clock = m.clock;
     let mut off = 0;
     while off < size && !control.stopped() {
-        let t0 = clock.now();
+        let t0 = target.now();
         target.volume.read_at(buf.as_mut_slice(), off)?;
         // Dirty it, as Bonnie++ does, so the write is a real change.
         let b = buf.as_mut_slice();
         b[0] = b[0].wrapping_add(1);
         target.volume.write_at(buf.as_slice(), off)?;
-        worst = worst.max(clock.now() - t0);
+        worst = worst.max(target.now() - t0);
         done += chunk as u64;
         off += chunk as u64;
     }
@@ -331,14 +329,14 @@ fn seeks(target: &Target, size: u64, cfg: &BonnieConfig, control: &Control) -> R
                             break;
                         }
                         let off = rng.gen_range(0..chunks) * cfg.chunk as u64;
-                        let t0 = Instant::now();
+                        let t0 = target.now();
                         target.volume.read_at(buf.as_mut_slice(), off)?;
                         if k % 10 == 9 {
                             let b = buf.as_mut_slice();
                             b[0] = b[0].wrapping_add(1);
                             target.volume.write_at(buf.as_slice(), off)?;
                         }
-                        worst = worst.max(t0.elapsed());
+                        worst = worst.max(target.now() - t0);
                         n += 1;
                     }
                     Ok((n, worst))
@@ -398,6 +396,7 @@ fn sim_seeks(target: &Target, size: u64, cfg: &BonnieConfig, control: &Control) 
         rate: m.read.ios as f64 / secs,
         cpu_pct: 0.0,
         max_latency_us: m.read.hist.max().max(m.write.hist.max()) as f64 / 1e3,
+        seconds: m.elapsed.as_secs_f64(),
     })
 }
 
@@ -437,9 +436,9 @@ fn file_tests_in(base: &Path, n: usize, seed: u64, control: &Control) -> Result<
             if control.stopped() {
                 break;
             }
-            let t0 = Instant::now();
+            let t0 = crate::target::monotonic_now();
             f(p)?;
-            worst = worst.max(t0.elapsed());
+            worst = worst.max(crate::target::monotonic_now() - t0);
             done += 1;
         }
         Ok(m.figure(done as f64, worst))
@@ -496,6 +495,15 @@ fn latency(us: f64) -> String {
     }
 }
 
+/// The size field as Bonnie++ writes it: whole GiB as `1G`, else MiB (`512M`).
+pub fn size_text(bytes: u64) -> String {
+    if bytes >= 1 << 30 && bytes % (1 << 30) == 0 {
+        format!("{}G", bytes >> 30)
+    } else {
+        format!("{}M", bytes >> 20)
+    }
+}
+
 /// One line of Bonnie++'s CSV (format version 1.98), as `bon_csv2html` reads it.
 pub fn csv_line(r: &BonnieResult, machine: &str) -> String {
     // Commas would split fields: the name is the only free text.
@@ -504,25 +512,37 @@ pub fn csv_line(r: &BonnieResult, machine: &str) -> String {
         .map(|c| if c == ',' { '_' } else { c })
         .collect();
     let kib = |f: &Figure| {
+        if !f.measured() {
+            return "+++++,+++".to_string();
+        }
         format!(
             "{},{}",
             (f.rate / 1024.0).round() as u64,
             f.cpu_pct.round() as u64
         )
     };
-    let ops = |f: &Figure| format!("{},{}", f.rate.round() as u64, f.cpu_pct.round() as u64);
-    let seeks = format!(
-        "{:.1},{}",
-        r.random_seeks.rate,
-        r.random_seeks.cpu_pct.round() as u64
-    );
+    let ops = |f: &Figure| {
+        if !f.measured() {
+            return "+++++,+++".to_string();
+        }
+        format!("{},{}", f.rate.round() as u64, f.cpu_pct.round() as u64)
+    };
+    let seeks = if r.random_seeks.measured() {
+        format!(
+            "{:.1},{}",
+            r.random_seeks.rate,
+            r.random_seeks.cpu_pct.round() as u64
+        )
+    } else {
+        "+++++,+++".to_string()
+    };
     let mut f: Vec<String> = vec![
         "1.98".into(),
         "2.00a".into(),
         name,
         "1".into(),
         r.seed.to_string(),
-        format!("{}M", r.size >> 20),
+        size_text(r.size),
         if r.chunk == DEFAULT_CHUNK {
             String::new()
         } else {
@@ -650,11 +670,16 @@ pub fn table(results: &[BonnieResult]) -> String {
                 fs.iter()
                     .find(|f| (f.0, f.1, f.2) == (group, test, unit))
                     .map(|&(_, _, _, value, f)| {
-                        vec![
-                            format!("{value:.1}"),
-                            format!("{:.0}", f.cpu_pct),
-                            latency(f.max_latency_us),
-                        ]
+                        if f.measured() {
+                            vec![
+                                format!("{value:.1}"),
+                                format!("{:.0}", f.cpu_pct),
+                                latency(f.max_latency_us),
+                            ]
+                        } else {
+                            // Bonnie++'s mark for a test too short to measure.
+                            vec!["+++++".into(), "+++".into(), latency(f.max_latency_us)]
+                        }
                     })
             })
             .collect();
@@ -672,6 +697,7 @@ mod tests {
             rate,
             cpu_pct: 12.4,
             max_latency_us: 1500.0,
+            seconds: 2.0,
         }
     }
 
@@ -719,6 +745,22 @@ mod tests {
         let mut no_files = r.clone();
         no_files.files = None;
         assert_eq!(csv_line(&no_files, "m").split(',').count(), 50);
+        // Bonnie++'s conventions: 1G, not 1024M; a test under 0.5 s is +++++.
+        let mut quick = r.clone();
+        quick.size = 1 << 30;
+        quick.rewrite.seconds = 0.2;
+        quick.files.as_mut().unwrap().seq_stat.seconds = 0.01;
+        let line = csv_line(&quick, "m");
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 50, "{line}");
+        assert_eq!(f[5], "1G");
+        assert_eq!((f[13], f[14]), ("+++++", "+++"));
+        assert_eq!((f[11], f[12]), ("10240", "12"));
+        assert_eq!((f[28], f[29]), ("+++++", "+++"));
+        assert_eq!(size_text(512 << 20), "512M");
+        assert_eq!(size_text(3 << 29), "1536M");
+        let t = table(&[quick]);
+        assert!(t.contains("+++++"), "{t}");
     }
 
     #[test]

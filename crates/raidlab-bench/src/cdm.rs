@@ -112,6 +112,9 @@ impl Profile {
     }
 }
 
+/// CrystalDiskMark's default Mix ratio: 70% reads, 30% writes.
+pub const MIX_READ_PCT: u32 = 70;
+
 /// How to run the set.
 #[derive(Debug, Clone, Copy)]
 pub struct CdmConfig {
@@ -126,6 +129,9 @@ pub struct CdmConfig {
     /// Run the read column, the write column, or both.
     pub read: bool,
     pub write: bool,
+    /// Also CrystalDiskMark's Mix column: each test with 70% reads and 30%
+    /// writes (its default mix ratio), after the write column.
+    pub mix: bool,
 }
 
 impl Default for CdmConfig {
@@ -140,6 +146,7 @@ impl Default for CdmConfig {
             engine: EngineKind::Auto,
             read: true,
             write: true,
+            mix: false,
         }
     }
 }
@@ -156,8 +163,18 @@ pub struct RunFigure {
 }
 
 impl RunFigure {
-    fn from(m: &Measured) -> Self {
-        let d = m.main();
+    /// A read or write test's figures; a Mix test's count both directions, as
+    /// CrystalDiskMark's Mix column does.
+    fn from(m: &Measured, mix: bool) -> Self {
+        let both;
+        let d = if mix {
+            let mut d = m.read.clone();
+            d.merge(&m.write);
+            both = d;
+            &both
+        } else {
+            m.main()
+        };
         RunFigure {
             mb_s: d.mb_s(m.elapsed),
             iops: d.iops(m.elapsed),
@@ -248,6 +265,13 @@ pub fn run(
     let dirs: Vec<(&'static str, Dir)> = [
         ("read", Dir::Read, cfg.read),
         ("write", Dir::Write, cfg.write),
+        (
+            "mix",
+            Dir::Mix {
+                read_pct: MIX_READ_PCT,
+            },
+            cfg.mix,
+        ),
     ]
     .into_iter()
     .filter(|d| d.2)
@@ -288,8 +312,8 @@ pub fn run(
                 let w = workload(test, dir, target.size, cfg, run as u64);
                 let m = engine::run(target, &w, control)?;
                 engine_name = m.engine;
-                if m.main().ios > 0 {
-                    runs.push(RunFigure::from(&m));
+                if m.read.ios + m.write.ios > 0 {
+                    runs.push(RunFigure::from(&m, dir_name == "mix"));
                 }
             }
             if let Some(cell) = summarise(test.name(), dir_name, runs, engine_name) {
@@ -430,7 +454,7 @@ pub fn table(results: &[CdmTargetResult]) -> String {
                         vec![
                             format!("{:.2}", c.best.mb_s),
                             format!("({:.2})", c.avg_mb_s),
-                            format!("{:.1}", c.best.iops),
+                            format!("{:.0}", c.best.iops),
                             format!("{:.1}", c.best.latency_us),
                         ]
                     })
@@ -439,6 +463,75 @@ pub fn table(results: &[CdmTargetResult]) -> String {
         t.row(vec![test, dir.to_string()], cells);
     }
     t.render()
+}
+
+/// CrystalDiskMark's "Save text" layout (what people paste into forums and
+/// compare): per direction a block of tests, each `MB/s [IOPS] <latency>`
+/// with MB/s to three decimals, IOPS to one and latency in µs to two, as that
+/// text shows them; then the profile, test size, runs and timing. One block
+/// per target.
+pub fn save_text(results: &[CdmTargetResult], cfg: &CdmConfig) -> String {
+    let mut out = String::new();
+    let rule = "-".repeat(78);
+    for t in results {
+        out.push_str(&format!(
+            "{rule}\nraidlab {} - CrystalDiskMark 8 tests\n{rule}\n",
+            env!("CARGO_PKG_VERSION")
+        ));
+        out.push_str("* MB/s = 1,000,000 bytes/s\n* KB = 1000 bytes, KiB = 1024 bytes\n");
+        for (dir, title) in [
+            ("read", "[Read]".to_string()),
+            ("write", "[Write]".to_string()),
+            (
+                "mix",
+                format!("[Mix] Read {}%/Write {}%", MIX_READ_PCT, 100 - MIX_READ_PCT),
+            ),
+        ] {
+            let cells: Vec<&CdmCell> = t.cells.iter().filter(|c| c.dir == dir).collect();
+            if cells.is_empty() {
+                continue;
+            }
+            out.push_str(&format!("\n{title}\n"));
+            for c in cells {
+                out.push_str(&format!(
+                    "  {}: {:>9.3} MB/s [{:>9.1} IOPS] <{:>9.2} us>\n",
+                    save_text_name(&c.test),
+                    c.best.mb_s,
+                    c.best.iops,
+                    c.best.latency_us
+                ));
+            }
+        }
+        out.push_str(&format!(
+            "\nProfile: {}\n   Test: {} (x{}) [{}]\n   Mode: {}\n   Time: Measure {} sec / Interval {} sec\n",
+            match cfg.profile {
+                Profile::Default => "Default",
+                Profile::Peak => "Peak Performance",
+                Profile::RealWorld => "Real World Performance",
+                Profile::Nvme => "Default (NVMe SSD)",
+            },
+            raidlab_core::size::format_size(t.size),
+            cfg.runs,
+            t.label,
+            if t.direct { "O_DIRECT" } else { "page cache or in-process" },
+            cfg.measure.as_secs_f64(),
+            cfg.interval.as_secs_f64(),
+        ));
+    }
+    out
+}
+
+/// `SEQ1M Q8T1` as the saved text names it: `SEQ    1MiB (Q=  8, T= 1)`.
+fn save_text_name(test: &str) -> String {
+    let (kind, rest) = test.split_at(3);
+    let Some((size, qt)) = rest.split_once(' ') else {
+        return test.to_string();
+    };
+    let (q, t) = qt
+        .trim_start_matches('Q')
+        .split_once('T')
+        .unwrap_or((qt, ""));
+    format!("{kind} {:>5}iB (Q={q:>3}, T={t:>2})", size)
 }
 
 #[cfg(test)]
@@ -484,5 +577,45 @@ mod tests {
         assert_eq!(c.best.mb_s, 30.0);
         assert_eq!(c.avg_mb_s, 20.0);
         assert!(summarise("T".into(), "read", vec![], "threads").is_none());
+    }
+
+    #[test]
+    fn save_text_reads_like_crystaldiskmarks() {
+        let fig = |mb_s: f64, iops: f64, latency_us: f64| RunFigure {
+            mb_s,
+            iops,
+            latency_us,
+            bytes: 1,
+            seconds: 5.0,
+            interrupted: false,
+        };
+        let cell = |test: &str, dir: &'static str, f: RunFigure| CdmCell {
+            test: test.into(),
+            dir,
+            runs: vec![f],
+            best: f,
+            avg_mb_s: f.mb_s,
+            engine: "threads",
+        };
+        let t = CdmTargetResult {
+            label: "disk.img".into(),
+            direct: true,
+            size: 1 << 30,
+            notes: vec![],
+            cells: vec![
+                cell("SEQ1M Q8T1", "read", fig(3515.0234, 3352.21, 2383.934)),
+                cell("RND4K Q32T1", "write", fig(507.29, 123850.14, 256.919)),
+                cell("RND4K Q1T1", "mix", fig(54.1481, 13219.7, 75.51)),
+            ],
+            interrupted: false,
+        };
+        let text = save_text(&[t], &CdmConfig::default());
+        assert!(text.contains("[Read]\n  SEQ    1MiB (Q=  8, T= 1):  3515.023 MB/s [   3352.2 IOPS] <  2383.93 us>\n"), "{text}");
+        assert!(text.contains("[Write]\n  RND    4KiB (Q= 32, T= 1):   507.290 MB/s [ 123850.1 IOPS] <   256.92 us>\n"), "{text}");
+        assert!(
+            text.contains("[Mix] Read 70%/Write 30%\n  RND    4KiB (Q=  1, T= 1)"),
+            "{text}"
+        );
+        assert!(text.contains("Profile: Default\n   Test: 1G (x5) [disk.img]\n   Mode: O_DIRECT\n   Time: Measure 5 sec / Interval 5 sec\n"), "{text}");
     }
 }

@@ -69,8 +69,9 @@ pub enum Rewrite {
 /// Which engine to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {
-    /// io_uring where the target has a descriptor and the kernel allows it, else
-    /// blocking workers.
+    /// io_uring where the target has a descriptor opened with O_DIRECT and the
+    /// kernel allows it, else blocking workers (buffered files included: see
+    /// [`run`]).
     Auto,
     /// io_uring or an error saying why not.
     Uring,
@@ -468,6 +469,15 @@ pub fn run(target: &Target, w: &Workload, control: &Control) -> Result<Measured>
             )
             .on_device(target.label.clone()))
         }
+        // Buffered files: blocking workers, as fio's default engine (psync).
+        // io_uring hands a request on a page-cache file that it cannot finish
+        // without blocking to a kernel worker thread (io-wq; on tmpfs every
+        // request), so each costs two thread hand-offs: fio's own io_uring
+        // engine on a buffered tmpfs file wrote 75-244 MB/s here against
+        // psync's 874-949 (issue 21, docs/benchmarks.md), and Bonnie++'s block
+        // write came out at 4% of the real bonnie++. `--engine io-uring`
+        // still forces it.
+        (EngineKind::Auto, Some(_)) if !target.direct => None,
         (kind, Some(_)) => match crate::uring::rings(w.threads, w.qd) {
             Ok(r) => Some(r),
             Err(e) if kind == EngineKind::Uring => {
@@ -480,7 +490,14 @@ pub fn run(target: &Target, w: &Workload, control: &Control) -> Result<Measured>
     };
     let (stats, engine) = match (rings, &target.file) {
         (Some(rings), Some(file)) => (run_uring(&shared, file, rings), "io_uring"),
-        _ => (run_threads(&shared, target.volume.as_ref()), "threads"),
+        _ => {
+            // Each thread's volume before the clock starts (an NBD export
+            // opens a connection per thread here).
+            let volumes = (0..w.threads)
+                .map(|t| target.thread_volume(t))
+                .collect::<Result<Vec<_>>>()?;
+            (run_threads(&shared, &volumes), "threads")
+        }
     };
     if let Some(e) = shared
         .error
@@ -527,14 +544,15 @@ fn run_uring(
     })
 }
 
-fn run_threads(shared: &Shared<'_>, volume: &dyn Volume) -> Vec<WorkerStats> {
+fn run_threads(shared: &Shared<'_>, volumes: &[Arc<dyn Volume>]) -> Vec<WorkerStats> {
     let w = shared.w;
     let barrier = Barrier::new(w.threads * w.qd);
     std::thread::scope(|s| {
         let mut handles = Vec::new();
-        for t in 0..w.threads {
+        for (t, volume) in volumes.iter().enumerate() {
             for slot in 0..w.qd {
                 let barrier = &barrier;
+                let volume = volume.as_ref();
                 handles.push(s.spawn(move || blocking_worker(shared, volume, t, slot, barrier)));
             }
         }

@@ -6,8 +6,13 @@
 //! `rwmixread`, `rwmixwrite`, `randrepeat`, `zero_buffers`, `refill_buffers`,
 //! `scramble_buffers`, `norandommap`, `filename`, `directory`,
 //! `stonewall`/`wait_for_previous`, `ioengine` (io_uring, libaio, psync, sync,
-//! pvsync; see [`engine_for`]), `thread`, `name`, `description`. Anything else is an error naming the file, line and option:
-//! an option silently ignored would make a figure mean something else.
+//! pvsync; see [`engine_for`]; a mapped one is said in [`Job::notes`]), `thread`,
+//! `name`, `description`, `randseed`; `${VAR}` environment variables, and a
+//! comment after a section header. Anything else is an error naming the file,
+//! line and option (with the reason for the reporting and preparation options
+//! fio users reach for: `group_reporting`, `ramp_time`, the syncs, `loops`,
+//! `bssplit`, `percentile_list`, the `write_*_log` family): an option silently
+//! ignored would make a figure mean something else.
 //!
 //! Jobs between two `stonewall`s run at once; each of a job's `numjobs` clones is
 //! reported as its own entry of `jobs[]`, as fio does without `group_reporting`.
@@ -57,6 +62,11 @@ pub struct Job {
     pub engine: EngineKind,
     /// The options as written (fio's "job options" in its JSON).
     pub options: BTreeMap<String, String>,
+    /// What a person should know about how raidlab runs this job where it
+    /// differs from fio (e.g. an `ioengine` mapped to another engine).
+    pub notes: Vec<String>,
+    /// fio's `randseed`: the seed of every random choice when `randrepeat`.
+    pub randseed: Option<u64>,
 }
 
 impl Job {
@@ -85,6 +95,8 @@ impl Job {
             stonewall: false,
             engine: EngineKind::Auto,
             options: BTreeMap::new(),
+            notes: Vec::new(),
+            randseed: None,
         }
     }
 
@@ -126,7 +138,16 @@ fn engine_for(v: &str) -> Option<EngineKind> {
     })
 }
 
-const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description";
+/// Said when an `ioengine` value runs on an engine of another name.
+fn engine_note(v: &str) -> Option<String> {
+    match v {
+        "libaio" => Some("ioengine=libaio runs on raidlab's io_uring engine (both keep iodepth requests in flight; raidlab has no libaio engine)".into()),
+        "psync" | "sync" | "pvsync" => Some(format!("ioengine={v} runs on raidlab's blocking worker threads (one per queue slot, each a pread/pwrite at a time)")),
+        _ => None,
+    }
+}
+
+const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description, randseed";
 
 /// One `key[=value]` line: (line number, key, value).
 type OptLine = (usize, String, Option<String>);
@@ -139,10 +160,23 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Job>> {
     let mut seen_section = false;
     for (i, raw) in text.lines().enumerate() {
         let n = i + 1;
-        let line = raw.trim();
+        let expanded = expand_env(raw).map_err(|m| at(file, n, m))?;
+        let line = expanded.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
+        // fio takes a comment after a section header: `[job] ; note`.
+        let line = match line.split_once(']') {
+            Some((head, tail))
+                if head.starts_with('[')
+                    && (tail.trim().is_empty()
+                        || tail.trim_start().starts_with(';')
+                        || tail.trim_start().starts_with('#')) =>
+            {
+                &line[..head.len() + 1]
+            }
+            _ => line,
+        };
         if let Some(rest) = line.strip_prefix('[') {
             let Some(name) = rest.strip_suffix(']') else {
                 return Err(at(
@@ -178,8 +212,12 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Job>> {
                 ),
             ));
         }
-        if line.starts_with("include ") || line.starts_with("$") {
-            return Err(at(file, n, format!("'{line}': includes and variables are not supported by raidlab: write the options out")));
+        if line.starts_with("include ") {
+            return Err(at(
+                file,
+                n,
+                format!("'{line}': includes are not supported by raidlab: write the options out"),
+            ));
         }
         let (k, v) = match line.split_once('=') {
             Some((k, v)) => (k.trim().to_string(), Some(v.trim().to_string())),
@@ -222,6 +260,33 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Job>> {
     Ok(jobs)
 }
 
+/// fio's environment variables in a job file: `${NAME}` becomes the
+/// variable's value; an unset one is an error (fio would leave the text as
+/// it is, and the option would then fail in a less helpful way).
+fn expand_env(line: &str) -> std::result::Result<String, String> {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find('}') else {
+            return Err(format!("'{line}': '${{' without a closing '}}'"));
+        };
+        let name = &after[..end];
+        match std::env::var(name) {
+            Ok(v) => out.push_str(&v),
+            Err(_) => {
+                return Err(format!(
+                    "'{line}': the environment variable {name} is not set (export it, or write the value out)"
+                ))
+            }
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
 fn at(file: &str, line: usize, msg: String) -> Error {
     Error::invalid(format!("{file}:{line}: {msg}"))
 }
@@ -238,6 +303,7 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
             format!("option '{key}': '{}' {what}", val.unwrap_or("")),
         )
     };
+    let refused = |why: &str| at(file, n, format!("option '{key}' is not supported: {why}"));
     let int = |min: u64, max: u64| -> Result<u64> {
         let v = need()?;
         match v.parse::<u64>() {
@@ -308,15 +374,28 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
         }
         "filename" => {
             let v = need()?;
-            if v.contains(':') && !["array:", "mem:", "sim:", "cache:"].iter().any(|p| v.starts_with(p)) {
+            if v.contains(':') && !["array:", "mem:", "sim:", "cache:", "nbd://", "nbd+unix://"].iter().any(|p| v.starts_with(p)) {
                 return Err(bad("(several files joined by ':') is not supported by raidlab: one file per job"));
             }
             job.filename = Some(v.to_string());
         }
         "directory" => job.directory = Some(need()?.to_string()),
+        "randseed" => job.randseed = Some(int(0, u64::MAX)?),
+        "group_reporting" => return Err(refused("raidlab reports every job and clone on its own (fio's JSON shape, one object per clone); summed group figures are not produced: remove it and add the clones' figures")),
+        "ramp_time" => return Err(refused("raidlab does not discard a warm-up period, so the ramp's I/O would be counted: remove it, or run a warm-up job before a stonewall")),
+        "fsync" | "fdatasync" | "end_fsync" | "fsync_on_close" => return Err(refused("raidlab's job runner issues no syncs, and timing them needs fio's sync statistics: remove it (raidlab bench iozone -e times a flush after each write test)")),
+        "loops" => return Err(refused("raidlab runs each job once: repeat the job as more sections, or use runtime with time_based")),
+        "bssplit" => return Err(refused("raidlab's engine issues one block size per job: write a job per block size")),
+        "percentile_list" => return Err(refused("raidlab's fio JSON always carries fio's default percentiles and the whole latency histogram (json+ bins), from which any percentile follows: remove it")),
+        "write_bw_log" | "write_iops_log" | "write_lat_log" | "write_hist_log" | "log_avg_msec" => return Err(refused("raidlab writes no time-series logs; its fio JSON carries the whole latency histogram (json+ bins): remove it")),
         "ioengine" => {
-            job.engine = engine_for(need()?)
+            let v = need()?;
+            job.engine = engine_for(v)
                 .ok_or_else(|| bad("is not an engine raidlab runs: use io_uring, libaio, psync, sync or pvsync"))?;
+            if let Some(note) = engine_note(v) {
+                job.notes.retain(|n| !n.starts_with("ioengine="));
+                job.notes.push(note);
+            }
         }
         _ => {
             return Err(at(
@@ -439,7 +518,7 @@ pub fn run(
                     lay_out(&t, job.offset, size, control)?;
                 }
                 let seed = if job.randrepeat {
-                    0x5EED ^ clone as u64
+                    job.randseed.unwrap_or(0x5EED) ^ clone as u64
                 } else {
                     SystemTime::now()
                         .duration_since(UNIX_EPOCH)
@@ -548,6 +627,46 @@ const PERCENTILES: [f64; 17] = [
     99.99,
 ];
 
+/// fio's statistics object (`clat_ns`, `lat_ns`...) for a histogram of
+/// nanoseconds, with json+'s `bins` (value in ns -> count), which fio's own
+/// `fio_jsonplus_clat2csv` and fio-plot read.
+fn lat_json(d: &DirStats) -> Value {
+    if d.ios == 0 {
+        return json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0});
+    }
+    let mut pct = serde_json::Map::new();
+    for p in PERCENTILES {
+        pct.insert(
+            format!("{p:.6}"),
+            json!(d.hist.value_at_quantile(p / 100.0)),
+        );
+    }
+    let mut bins = serde_json::Map::new();
+    for v in d.hist.iter_recorded() {
+        // The bucket's highest equivalent value, as fio names a bin by the
+        // top of its range.
+        let ns = d.hist.highest_equivalent(v.value_iterated_to());
+        bins.insert(ns.to_string(), json!(v.count_at_value()));
+    }
+    json!({
+        "min": d.hist.min(),
+        "max": d.hist.max(),
+        "mean": d.hist.mean(),
+        "stddev": d.hist.stdev(),
+        "N": d.ios,
+        "percentile": pct,
+        "bins": bins,
+    })
+}
+
+/// One direction's section (`read`, `write`, `trim`) with every key fio writes
+/// that raidlab measures. Latency: raidlab times each request from before it is
+/// submitted to its completion, which is fio's `lat_ns` (total latency); fio's
+/// `clat_ns` (completion after submission) carries the same figures, the
+/// submission itself being part of them, and `slat_ns` is empty (N = 0) because
+/// the submission is not timed apart. Bandwidth and IOPS are not sampled over
+/// time, so fio's `bw_min`/`bw_max`/`bw_dev`/`iops_*` sample statistics are
+/// absent rather than made up.
 fn dir_json(d: &DirStats, elapsed: Duration) -> Value {
     let ms = elapsed.as_millis() as u64;
     let bw_bytes = if d.ios == 0 {
@@ -555,25 +674,7 @@ fn dir_json(d: &DirStats, elapsed: Duration) -> Value {
     } else {
         d.bytes as f64 / elapsed.as_secs_f64().max(1e-9)
     };
-    let lat = if d.ios == 0 {
-        json!({"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0})
-    } else {
-        let mut pct = serde_json::Map::new();
-        for p in PERCENTILES {
-            pct.insert(
-                format!("{p:.6}"),
-                json!(d.hist.value_at_quantile(p / 100.0)),
-            );
-        }
-        json!({
-            "min": d.hist.min(),
-            "max": d.hist.max(),
-            "mean": d.hist.mean(),
-            "stddev": d.hist.stdev(),
-            "N": d.ios,
-            "percentile": pct,
-        })
-    };
+    let lat = lat_json(d);
     json!({
         "io_bytes": d.bytes,
         "io_kbytes": d.bytes / 1024,
@@ -584,8 +685,8 @@ fn dir_json(d: &DirStats, elapsed: Duration) -> Value {
         "total_ios": d.ios,
         "short_ios": 0,
         "drop_ios": 0,
+        "slat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0},
         "clat_ns": lat.clone(),
-        // raidlab measures submission to completion only: total latency is that.
         "lat_ns": lat,
     })
 }
@@ -605,6 +706,10 @@ pub fn fio_json(results: &[CloneResult]) -> Value {
                 "job options": r.options,
                 "read": dir_json(&r.read, r.elapsed),
                 "write": dir_json(&r.write, r.elapsed),
+                // raidlab's jobs do not trim or sync: fio writes these
+                // sections for every job, and its tools index them.
+                "trim": dir_json(&DirStats::default(), r.elapsed),
+                "sync": {"total_ios": 0, "lat_ns": {"min": 0, "max": 0, "mean": 0.0, "stddev": 0.0, "N": 0}},
                 "job_runtime": r.elapsed.as_millis() as u64,
                 "raidlab": {"clone": r.clone, "target": r.target, "engine": r.engine},
             })
@@ -683,6 +788,46 @@ mod tests {
     fn mix_before_rw_is_kept() {
         let jobs = parse("t.fio", "[a]\nfilename=x\nrwmixwrite=20\nrw=randrw\n").unwrap();
         assert_eq!(jobs[0].dir, Dir::Mix { read_pct: 80 });
+    }
+
+    #[test]
+    fn env_variables_header_comments_randseed_and_refused_options() {
+        std::env::set_var("RAIDLAB_FIO_TEST_BS", "64k");
+        let jobs = parse(
+            "t.fio",
+            "[a] ; the first job\nfilename=mem:4M\nbs=${RAIDLAB_FIO_TEST_BS}\nrandseed=99\n[b] # second\nfilename=mem:4M\n",
+        )
+        .unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!((jobs[0].name.as_str(), jobs[0].bs), ("a", 64 << 10));
+        assert_eq!(jobs[0].randseed, Some(99));
+        assert_eq!(jobs[1].name, "b");
+        let e = parse("t.fio", "[a]\nfilename=${RAIDLAB_FIO_TEST_UNSET_VAR}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("RAIDLAB_FIO_TEST_UNSET_VAR is not set"), "{e}");
+        for (opt, why) in [
+            ("group_reporting", "reports every job"),
+            ("end_fsync=1", "issues no syncs"),
+            ("loops=3", "runs each job once"),
+            ("bssplit=4k/50:64k/50", "one block size per job"),
+            ("percentile_list=50:99", "whole latency histogram"),
+            ("write_lat_log=x", "no time-series logs"),
+        ] {
+            let e = parse("t.fio", &format!("[a]\nfilename=x\n{opt}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("is not supported: ") && e.contains(why),
+                "{opt}: {e}"
+            );
+        }
+        let j = parse("t.fio", "[a]\nfilename=x\nioengine=libaio\n").unwrap();
+        assert!(
+            j[0].notes[0].contains("libaio runs on raidlab's io_uring"),
+            "{:?}",
+            j[0].notes
+        );
     }
 
     #[test]

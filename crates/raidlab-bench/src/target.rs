@@ -20,8 +20,9 @@
 //!   optionally behind a RAID card), or a `.toml` configuration; every figure is
 //!   virtual and the label says "simulated" (see [`crate::sim`]);
 //! - `nbd://HOST[:PORT]/EXPORT` or `nbd+unix:///EXPORT?socket=PATH`: an export of
-//!   any NBD server, through raidlab's NBD client (one connection per request in
-//!   flight when the server allows several).
+//!   any NBD server, through raidlab's NBD client (one connection per benchmark
+//!   thread when the server allows several, each with the queue depth's
+//!   requests in flight, as fio's nbd engine runs a job).
 //!
 //! Files and devices are opened with O_DIRECT by default, so the page cache does not
 //! measure itself; where the file system refuses O_DIRECT (tmpfs) the target says
@@ -36,7 +37,8 @@ use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::fs::File;
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// How to open a target.
 #[derive(Debug, Clone, Copy)]
@@ -88,6 +90,17 @@ pub struct Target {
     /// A simulated target's device and virtual clock; the engine runs workloads
     /// on it instead of doing I/O.
     pub sim: Option<Arc<crate::sim::SimTarget>>,
+    /// An NBD export's connections, one per benchmark thread (see
+    /// [`Target::thread_volume`]).
+    lanes: Lanes,
+}
+
+/// An NBD target's first connection and the ones opened for more benchmark
+/// threads, kept for the target's life so each test does not reconnect.
+#[derive(Default)]
+struct Lanes {
+    first: Option<Arc<raidlab_nbd::client::NbdVolume>>,
+    more: Mutex<Vec<Arc<dyn Volume>>>,
 }
 
 type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
@@ -138,6 +151,7 @@ impl Target {
             identity: None,
             cache: Mutex::new(None),
             sim: None,
+            lanes: Lanes::default(),
         })
     }
 
@@ -192,7 +206,47 @@ impl Target {
     }
 }
 
+/// Monotonic time since the first call in this process: the clock of every
+/// target that is not simulated, and of tests that touch no target (Bonnie++'s
+/// file tests).
+pub fn monotonic_now() -> Duration {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    ORIGIN.get_or_init(Instant::now).elapsed()
+}
+
 impl Target {
+    /// The time this target's tests are timed by, from an arbitrary origin:
+    /// virtual time for a simulated target (its figures must never depend on
+    /// this machine's speed, so a flush or a read-modify-write done outside the
+    /// engine counts the model's time), monotonic time otherwise. Every suite
+    /// times its tests by this, never by `Instant` directly.
+    pub fn now(&self) -> Duration {
+        match &self.sim {
+            Some(sim) => sim.now(),
+            None => monotonic_now(),
+        }
+    }
+
+    /// The volume benchmark thread `t` drives. An NBD export that allows several
+    /// connections gives each thread its own connection (opened on first use),
+    /// as fio's nbd engine gives each job its own, so "T threads at queue depth
+    /// Q" is T connections with Q requests in flight each, the load fio's
+    /// `numjobs=T iodepth=Q` puts on the server; an export that does not allow
+    /// several shares one connection. Every other target: the one volume.
+    pub fn thread_volume(&self, t: usize) -> Result<Arc<dyn Volume>> {
+        let Some(first) = &self.lanes.first else {
+            return Ok(self.volume.clone());
+        };
+        if t == 0 || !first.allows_multi_conn() {
+            return Ok(self.volume.clone());
+        }
+        let mut more = self.lanes.more.lock().unwrap_or_else(|p| p.into_inner());
+        while more.len() < t {
+            more.push(Arc::new(first.another()?));
+        }
+        Ok(more[t - 1].clone())
+    }
+
     /// A cache target's statistics (None for other targets, or once finished).
     pub fn cache_stats(&self) -> Option<raidlab_cache::Stats> {
         let hold = self.cache.lock().unwrap_or_else(|p| p.into_inner());
@@ -273,6 +327,7 @@ fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
             cleaner,
         })),
         sim: None,
+        lanes: Lanes::default(),
     })
 }
 
@@ -310,15 +365,18 @@ fn open_nbd(spec: &str, opts: OpenOptions) -> Result<Target> {
         .on_device(spec));
     }
     let info = v.info();
-    let mut t = Target::from_volume(spec, Arc::new(v), opts.size)?;
+    let multi = v.allows_multi_conn();
+    let v = Arc::new(v);
+    let mut t = Target::from_volume(spec, v.clone(), opts.size)?;
     t.kind = TargetKind::Nbd;
+    t.lanes.first = Some(v);
     t.notes.push(format!(
-        "NBD export of {} bytes through raidlab's NBD client: {}; the server decides whether its own storage is cached",
+        "NBD export of {} bytes through raidlab's NBD client: {}, as fio's nbd engine does; the server decides whether its own storage is cached",
         info.size,
-        if info.flags & raidlab_nbd::proto::TF_CAN_MULTI_CONN != 0 {
-            "one connection per request in flight (the server allows several)"
+        if multi {
+            "one connection per benchmark thread, the queue depth's requests in flight on each"
         } else {
-            "one connection (the server does not allow several), so requests take turns"
+            "one connection (the server does not allow several) carrying every thread's requests in flight"
         }
     ));
     Ok(t)
@@ -424,6 +482,7 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         identity: Some(OriginId::ArrayUuid(uuid)),
         cache: Mutex::new(None),
         sim: None,
+        lanes: Lanes::default(),
     })
 }
 
@@ -547,6 +606,7 @@ fn open_path(spec: &str, path: &Path, opts: OpenOptions) -> Result<Target> {
         identity,
         cache: Mutex::new(None),
         sim: None,
+        lanes: Lanes::default(),
     })
 }
 

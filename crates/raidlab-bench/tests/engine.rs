@@ -368,3 +368,35 @@ fn a_directory_gets_a_test_file_that_is_removed_afterwards() {
     drop(t);
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// The default engine on a buffered file is the blocking workers, as fio's
+/// default (psync), and on an O_DIRECT file io_uring: a default run on a
+/// page-cache file must never be the io_uring outlier issue 21 measured
+/// (Bonnie++ block write on tmpfs at 4% of the real bonnie++).
+#[test]
+fn the_default_engine_is_threads_on_a_buffered_file_and_io_uring_with_o_direct() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    std::fs::write(&path, vec![0xAB; 4 << 20]).unwrap();
+    let uring = io_uring::IoUring::new(2).is_ok();
+    for direct in [false, true] {
+        let t = Target::open(
+            path.to_str().unwrap(),
+            OpenOptions {
+                direct,
+                ..opts(4 << 20)
+            },
+        )
+        .unwrap();
+        let w = workload(Access::Seq, Dir::Read, 64 << 10, 4 << 20, 1, 4);
+        let m = engine::run(&t, &w, &Control::new()).unwrap();
+        // A file system that refuses O_DIRECT (tmpfs) runs buffered: t.direct says.
+        let want = if t.direct && uring {
+            "io_uring"
+        } else {
+            "threads"
+        };
+        assert_eq!(m.engine, want, "direct asked {direct}, got {}", t.direct);
+        assert_eq!(m.read.ios, 64);
+    }
+}

@@ -149,3 +149,77 @@ fn random_jobs_visit_each_block_once_unless_norandommap() {
         }
     }
 }
+
+/// fio's own consumer of its JSON, `fio_jsonplus_clat2csv` (shipped with the
+/// fio package), reads raidlab's fio JSON: it indexes `read`, `write` and
+/// `trim` of every job and each one's `slat_ns`, `clat_ns` and `lat_ns`, and
+/// turns the latency `bins` into CSV; `--validate` checks the CSV against the
+/// JSON bin by bin.
+#[test]
+fn fios_own_jsonplus_tool_reads_raidlabs_fio_json() {
+    let tool = std::path::Path::new("/usr/bin/fio_jsonplus_clat2csv");
+    if !tool.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{} is missing: install fio (scripts/test.sh does)",
+            tool.display()
+        );
+        eprintln!(
+            "SKIPPED: {} is not installed (apt-get install fio)",
+            tool.display()
+        );
+        return;
+    }
+    let jobs = fio::parse(
+        "t.fio",
+        "[global]\nbs=4k\nsize=1m\nfilename=mem:2M\n[r]\nrw=randread\n[m]\nrw=randrw\nstonewall\n",
+    )
+    .unwrap();
+    let res = fio::run(&jobs, false, None, &Control::new(), &mut |_, _| {}).unwrap();
+    let v = fio::fio_json(&res);
+    for j in v["jobs"].as_array().unwrap() {
+        for d in ["read", "write", "trim"] {
+            for l in ["slat_ns", "clat_ns", "lat_ns"] {
+                assert!(j[d][l]["N"].is_u64(), "{d}.{l} missing");
+            }
+        }
+        assert!(j["sync"]["total_ios"].is_u64());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    std::fs::write(&json, serde_json::to_string(&v).unwrap()).unwrap();
+    let csv = dir.path().join("lat.csv");
+    for extra in [&[][..], &["--validate"][..]] {
+        let out = std::process::Command::new("python3")
+            .arg(tool)
+            .arg(&json)
+            .arg(&csv)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "fio_jsonplus_clat2csv {extra:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            said.matches(if extra.is_empty() {
+                "generated"
+            } else {
+                "validated"
+            })
+            .count(),
+            2,
+            "{said}"
+        );
+    }
+    // Job 0 read 256 blocks: the CSV's read clat counts add up to them.
+    let text = std::fs::read_to_string(dir.path().join("lat_job0.csv")).unwrap();
+    let total: u64 = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(4)?.trim().parse::<u64>().ok())
+        .sum();
+    assert_eq!(total, 256, "{text}");
+}

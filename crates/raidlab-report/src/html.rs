@@ -33,6 +33,40 @@ pub fn exact(v: f64) -> String {
     format!("{v}")
 }
 
+/// A value as the tool it comes from shows it, for the tables (the exact value
+/// stays in the tooltip, the JSON and the CSV): CrystalDiskMark's MB/s with two
+/// decimals, IOPS as whole numbers, latency in µs with one decimal; Bonnie++'s
+/// seeks/s and files/s and IOzone's kB/s as whole numbers; anything else as a
+/// bar label ([`short`]).
+pub fn shown(v: f64, metric: &str) -> String {
+    if !v.is_finite() {
+        return exact(v);
+    }
+    let decimals = if metric.starts_with("MB/s") {
+        2
+    } else if metric.contains("µs") || metric.contains("us") {
+        1
+    } else if metric.starts_with("IOPS")
+        || metric.starts_with("seeks/s")
+        || metric.starts_with("files/s")
+        || metric.starts_with("kB/s")
+        || metric.starts_with("KiB/s")
+    {
+        0
+    } else {
+        return short(v);
+    };
+    let s = format!("{v:.decimals$}");
+    if s.trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        // "-0.0" and the like read as zero.
+        return s.trim_start_matches('-').to_string();
+    }
+    s
+}
+
 /// A value for a bar label: two decimals for values of 1 and more, three
 /// significant digits below, trailing zeros dropped (`564.95`, `1116.3`,
 /// `0.00123`).
@@ -233,7 +267,7 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
                         .bars
                         .iter()
                         .filter(|b| b.0 == t)
-                        .map(|b| esc(&exact(b.1)))
+                        .map(|b| esc(&shown(b.1, &chart.metric)))
                         .collect();
                     let cell = if cell.is_empty() {
                         "–".to_string()
@@ -288,7 +322,8 @@ fn summary(h: &mut String, model: &Model, suite: &SuiteView) {
             let _ = write!(
                 h,
                 "<td class=\"n\">{}</td>",
-                v.map(|v| esc(&exact(v))).unwrap_or_else(|| "–".into())
+                v.map(|v| esc(&shown(v, &r.metric)))
+                    .unwrap_or_else(|| "–".into())
             );
         }
         let base = r.values.first().copied().flatten();
@@ -369,6 +404,16 @@ mod tests {
         assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
         assert!(html.contains("&lt;b&gt;g&lt;/b&gt;"));
         assert!(html.contains("t&quot;&#39;"));
+    }
+
+    #[test]
+    fn figures_rounded_as_the_tools_show_them() {
+        assert_eq!(shown(13221.286051794548, "MB/s"), "13221.29");
+        assert_eq!(shown(123850.14, "IOPS"), "123850");
+        assert_eq!(shown(0.7980567220573407, "latency µs"), "0.8");
+        assert_eq!(shown(-0.01, "latency µs"), "0.0");
+        assert_eq!(shown(321.25, "seeks/s"), "321");
+        assert_eq!(shown(0.00123456, "ratio"), "0.00123");
     }
 
     #[test]

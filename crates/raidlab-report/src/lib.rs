@@ -31,7 +31,7 @@ mod svg;
 
 pub use crate::csv::{render_csv, HEADER as CSV_HEADER};
 pub use crate::error::ReportError;
-pub use crate::html::render_html;
+pub use crate::html::{render_html, shown};
 pub use crate::input::{Host, ResultFile, Row, FORMAT};
 
 use std::fs;

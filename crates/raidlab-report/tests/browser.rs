@@ -114,7 +114,9 @@ fn report_renders_every_row_in_chromium() {
     assert!(!dom.contains("<script"), "the page must run no script");
 
     // The CSV names each row's target as the page shows it; every row must have a
-    // bar with its exact value in the tooltip and a cell in a table.
+    // bar with its exact value in the tooltip and a cell in a table showing it
+    // rounded as the tool it comes from shows it (CrystalDiskMark: MB/s to two
+    // decimals, whole IOPS, µs to one decimal), the rounding of the exact value.
     let mut reader = csv::Reader::from_path(&csv).unwrap();
     let mut rows = 0;
     for rec in reader.records() {
@@ -130,10 +132,19 @@ fn report_renders_every_row_in_chromium() {
             1,
         );
         assert!(dom.contains(&tooltip), "no bar for {tooltip}");
+        let exact: f64 = value.parse().unwrap();
+        let rounded = raidlab_report::shown(exact, metric);
         assert!(
-            dom.contains(&format!("<td class=\"n\">{value}</td>")),
-            "no table cell for {value}"
+            dom.contains(&format!("<td class=\"n\">{rounded}</td>")),
+            "no table cell showing {rounded} for {value} {metric}"
         );
+        // Never more decimals on the page than the tool shows.
+        if metric.starts_with("MB/s") {
+            assert!(
+                rounded.split_once('.').map_or(true, |(_, d)| d.len() == 2),
+                "{rounded}"
+            );
+        }
         rows += 1;
     }
     assert_eq!(rows, summary.rows);

@@ -386,21 +386,25 @@ fn bonnie_prints_several_targets_side_by_side() {
         let g = groups(table_row(&text, key));
         assert_eq!(g.len(), 2, "{key}: {g:?}");
         for v in &g {
-            let rate: f64 = v.split_whitespace().next().unwrap().parse().unwrap();
-            assert!(rate > 0.0, "{key}: {g:?}");
+            // An 8M test is over in well under 0.5 s: Bonnie++'s +++++ (too
+            // short to measure), or a rate when the machine is slow.
+            let first = v.split_whitespace().next().unwrap();
+            if first == "+++++" {
+                assert!(v.contains("+++ "), "{key}: {g:?}");
+            } else {
+                let rate: f64 = first.parse().unwrap();
+                assert!(rate > 0.0, "{key}: {g:?}");
+            }
             assert!(v.ends_with("us") || v.ends_with("ms"), "{key}: {g:?}");
         }
     }
     // File tests run only on the directory: a dash for the memory target.
     let g = groups(table_row(&text, "files sequential create files/s"));
     assert_eq!(g[0], "-", "{g:?}");
+    let first = g[1].split_whitespace().next().unwrap();
     assert!(
-        g[1].split_whitespace()
-            .next()
-            .unwrap()
-            .parse::<f64>()
-            .unwrap()
-            > 0.0
+        first == "+++++" || first.parse::<f64>().unwrap() > 0.0,
+        "{g:?}"
     );
     // One CSV line per target, as before.
     let csv: Vec<&str> = text

@@ -104,6 +104,14 @@ pub struct CdmArgs {
     /// Run only the write tests.
     #[arg(long)]
     pub write_only: bool,
+    /// Also run CrystalDiskMark's Mix column: each test with 70% reads and 30%
+    /// writes (MB/s, IOPS and latency count both directions).
+    #[arg(long, conflicts_with_all = ["read_only", "write_only"])]
+    pub mix: bool,
+    /// Also write the results in CrystalDiskMark's "Save text" layout to FILE
+    /// (MB/s to three decimals, IOPS to one, latency in µs to two).
+    #[arg(long, value_name = "FILE")]
+    pub save_text: Option<PathBuf>,
     #[command(flatten)]
     pub io: IoArgs,
     /// Print the raidlab-bench/1 JSON result instead of the table.
@@ -140,6 +148,16 @@ pub struct JobArgs {
 
 pub fn job(a: JobArgs) -> Result<ExitCode> {
     let jobs = raidlab_bench::fio::parse_file(&a.file)?;
+    // Differences from fio, on stderr so that JSON output stays parseable.
+    let mut said: Vec<&str> = Vec::new();
+    for j in &jobs {
+        for n in &j.notes {
+            if !said.contains(&n.as_str()) {
+                eprintln!("note: job [{}]: {n}", j.name);
+                said.push(n);
+            }
+        }
+    }
     install_ctrlc();
     let engine = a.engine.map(|e| match e {
         EngineArg::Auto => EngineKind::Auto,
@@ -306,6 +324,15 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
         "Bonnie++ tests, chunk {}, 8192 seeks by 5 seekers (MB/s = 10^6 bytes/s; latency = slowest operation)",
         raidlab_core::size::format_size(a.chunk)
     );
+    outln!(
+        "{}; the per-character tests (putc/getc) are not run, as bonnie++ -f; +++++ marks a test under {} ms, too short to measure, as bonnie++ prints it",
+        if a.io.buffered {
+            "Through the page cache (--buffered), as bonnie++ runs by default"
+        } else {
+            "O_DIRECT (raidlab's default; bonnie++ uses it only with -D, so give --buffered to compare with a plain bonnie++ run)"
+        },
+        bonnie::MIN_TIME.as_millis()
+    );
     for r in &results {
         outln!(
             "{}: {} file{}",
@@ -433,6 +460,10 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         outln!("IOzone-style matrix, kBytes/sec (KiB/s)");
+        outln!(
+            "IOzone -a's first six tests; not run: {}",
+            raidlab_bench::iozone::NOT_RUN
+        );
         for r in &results {
             outln!(
                 "{}: {}",
@@ -593,7 +624,8 @@ pub struct QuickArgs {
     /// system's temporary directory). Use a directory on the disk you care about.
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Directory to write the JSON result (and, once wired in, the HTML report) to.
+    /// Directory to write the JSON result and its HTML report (the same name,
+    /// `.html`, made as `raidlab report` makes it) to.
     #[arg(long, default_value = ".")]
     pub output: PathBuf,
     /// Print the JSON result instead of the table.
@@ -625,6 +657,7 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
         engine: a.io.engine(),
         read: !a.write_only,
         write: !a.read_only,
+        mix: a.mix,
     };
     let opts = OpenOptions {
         size: a.size,
@@ -648,6 +681,10 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
     drop(targets);
     let mut report = cdm::report(&results, &cfg);
     report.simulated = simulated;
+    if let Some(path) = &a.save_text {
+        std::fs::write(path, cdm::save_text(&results, &cfg))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
