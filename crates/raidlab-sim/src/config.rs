@@ -14,9 +14,14 @@
 //!   options `chunk=SIZE`, `layout=NAME`, `failed=R[,R...]`,
 //!   `stripe-cache=N` (stripes; 0 turns it off), `card=NAME` (the card runs the
 //!   array) or `card=NAME/pass-through` (software RAID on the card's disks);
+//! - `PRESET:OPTION...` or either form above with cache options: `cache=PRESET[/MODE]`
+//!   puts raidlab's SSD cache tier, on a device of that preset, in front
+//!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
+//!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
 use crate::array::{ArraySpec, SimArray, DATA_OFFSET};
+use crate::cache::{CacheSpec, SimCache};
 use crate::controller::{CardParams, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
@@ -55,6 +60,16 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// [host]                        # optional: the host's costs (software RAID)
 /// parity_mb_per_s = 4000.0
 /// request_overhead_us = 5.0
+///
+/// [cache]                       # optional: raidlab's SSD cache tier in front
+/// device = "intel-520"          # the cache device's preset
+/// mode = "writeback"            # or "writethrough" (default), "writearound"
+/// size = "4G"                   # bytes of the device used (default: all, see CacheConf)
+/// block = "4K"                  # cache block (default 64K)
+/// sequential_cutoff = "4M"      # "0": never bypass
+/// dirty_target_pct = 10
+/// clean_rate = "0"              # bytes/s, "0": unlimited
+/// promote_threshold = 1
 /// ```
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -70,6 +85,134 @@ pub struct SimConfig {
     pub card: Option<CardConf>,
     #[serde(default)]
     pub host: Option<HostCost>,
+    #[serde(default)]
+    pub cache: Option<CacheConf>,
+}
+
+/// raidlab's cache tier in front of the rest of the configuration. Unset
+/// tunables take raidlab-cache's defaults (`raidlab_cache::Config`, reasons
+/// documented there and in docs/cache.md).
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheConf {
+    /// The cache device's preset (an SSD).
+    pub device: String,
+    #[serde(default)]
+    pub mode: Option<String>,
+    /// Bytes of the cache device used. Default: all of it, up to
+    /// [`MAX_CACHE_BLOCKS`] blocks (the simulated cache keeps its table in
+    /// memory, as the real one does: tens of bytes per block).
+    #[serde(default)]
+    pub size: Option<String>,
+    #[serde(default)]
+    pub block: Option<String>,
+    #[serde(default)]
+    pub sequential_cutoff: Option<String>,
+    #[serde(default)]
+    pub dirty_target_pct: Option<u8>,
+    #[serde(default)]
+    pub clean_rate: Option<String>,
+    #[serde(default)]
+    pub promote_threshold: Option<u32>,
+}
+
+/// The most cache blocks a simulated cache holds by default (64 GiB of 64 KiB
+/// blocks); a larger `size` is refused rather than filling the host's memory.
+pub const MAX_CACHE_BLOCKS: u64 = 1 << 20;
+
+fn parse_mode(v: &str) -> Result<raidlab_cache::Mode, String> {
+    use raidlab_cache::Mode;
+    match v {
+        "writeback" | "write-back" => Ok(Mode::WriteBack),
+        "writethrough" | "write-through" => Ok(Mode::WriteThrough),
+        "writearound" | "write-around" => Ok(Mode::WriteAround),
+        _ => Err(format!(
+            "unknown cache mode `{v}` (use writeback, writethrough or writearound)"
+        )),
+    }
+}
+
+impl CacheConf {
+    /// The cache's configuration, and the bytes of the device to use if given:
+    /// (key, what is wrong) on a bad value.
+    fn config(&self) -> Result<(raidlab_cache::Config, Option<u64>), (&'static str, String)> {
+        let mut c = raidlab_cache::Config::default();
+        let size = |key: &'static str,
+                    v: &Option<String>|
+         -> Result<Option<u64>, (&'static str, String)> {
+            v.as_deref()
+                .map(parse_size)
+                .transpose()
+                .map_err(|e| (key, e.to_string()))
+        };
+        if let Some(m) = &self.mode {
+            c.mode = parse_mode(m).map_err(|e| ("mode", e))?;
+        }
+        if let Some(b) = size("block", &self.block)? {
+            c.block_size = u32::try_from(b)
+                .ok()
+                .filter(|b| raidlab_cache::format::check_block_size(*b).is_ok())
+                .ok_or_else(|| {
+                    (
+                        "block",
+                        format!("{b} is not a power of two from 4K to 1G; pick one such as 64K"),
+                    )
+                })?;
+        }
+        if let Some(v) = size("sequential_cutoff", &self.sequential_cutoff)? {
+            c.sequential_cutoff = v;
+        }
+        if let Some(v) = self.dirty_target_pct {
+            if v > 100 {
+                return Err((
+                    "dirty_target_pct",
+                    format!("{v} is over 100 (a percentage)"),
+                ));
+            }
+            c.dirty_target_pct = v;
+        }
+        if let Some(v) = size("clean_rate", &self.clean_rate)? {
+            c.clean_rate = v;
+        }
+        if let Some(v) = self.promote_threshold {
+            if v == 0 || v > raidlab_cache::format::MAX_PROMOTE {
+                return Err((
+                    "promote_threshold",
+                    format!(
+                        "{v} is not from 1 to {}",
+                        raidlab_cache::format::MAX_PROMOTE
+                    ),
+                ));
+            }
+            c.promote_threshold = v;
+        }
+        let bytes = size("size", &self.size)?;
+        if let Some(b) = bytes {
+            if b / u64::from(c.block_size) > MAX_CACHE_BLOCKS {
+                return Err((
+                    "size",
+                    format!(
+                        "{b} bytes is more than {MAX_CACHE_BLOCKS} blocks of {} bytes, the most a simulated cache holds; use a larger block or a smaller size",
+                        c.block_size
+                    ),
+                ));
+            }
+        }
+        Ok((c, bytes))
+    }
+
+    fn describe(&self) -> String {
+        let mode = self.mode.as_deref().unwrap_or("writethrough");
+        let mut s = format!(", cached by {} ({mode}", self.device);
+        if let Some(z) = &self.size {
+            s.push_str(&format!(", {z}"));
+        }
+        if let Some(b) = &self.block {
+            s.push_str(&format!(", {b} blocks"));
+        }
+        s.push(')');
+        s
+    }
 }
 
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -207,15 +350,32 @@ impl SimConfig {
     pub fn short(spec: &str) -> Result<SimConfig, ConfigError> {
         let place = format!("sim:{spec}");
         let parts: Vec<&str> = spec.split(':').collect();
-        if parts.len() == 1 {
-            return Ok(SimConfig {
+        if parts.len() == 1 || parts[1].contains('=') {
+            // One device, with cache options only.
+            let mut cache = None;
+            for opt in &parts[1..] {
+                let Some((k, v)) = opt.split_once('=') else {
+                    return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
+                };
+                if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
+                    return Err(err(
+                        &place,
+                        format!("`{k}` is not an option of one device (known: cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
+                    ));
+                }
+            }
+            let cfg = SimConfig {
                 name: None,
                 presets: None,
                 device: parts[0].to_string(),
                 array: None,
                 card: None,
                 host: None,
-            });
+                cache,
+            };
+            cfg.check()
+                .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
+            return Ok(cfg);
         }
         let level = parts[0];
         let Some((n, device)) = parts[1].split_once('x') else {
@@ -244,6 +404,7 @@ impl SimConfig {
             member_size: None,
         };
         let mut card = None;
+        let mut cache = None;
         for opt in &parts[2..] {
             let Some((k, v)) = opt.split_once('=') else {
                 return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
@@ -280,10 +441,11 @@ impl SimConfig {
                     });
                 }
                 "member-size" => array.member_size = Some(v.into()),
+                _ if cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? => {}
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -295,6 +457,7 @@ impl SimConfig {
             array: Some(array),
             card,
             host: None,
+            cache,
         };
         cfg.check()
             .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
@@ -303,6 +466,15 @@ impl SimConfig {
 
     /// Checks that need no device: (key, what is wrong).
     fn check(&self) -> Result<(), (&'static str, String)> {
+        if let Some(c) = &self.cache {
+            if c.device.is_empty() {
+                return Err((
+                    "device",
+                    "the cache needs a device preset (`cache=PRESET` or [cache] device)".into(),
+                ));
+            }
+            c.config()?;
+        }
         if let Some(h) = &self.host {
             h.check().map_err(|m| ("parity_mb_per_s", m))?;
         }
@@ -369,6 +541,9 @@ impl SimConfig {
                 CardMode::PassThrough => format!(" (software RAID on {} pass-through)", c.preset),
             });
         }
+        if let Some(c) = &self.cache {
+            s.push_str(&c.describe());
+        }
         s
     }
 
@@ -385,6 +560,49 @@ impl SimConfig {
 
     /// Build the device this configuration describes, fresh at virtual time 0.
     pub fn build(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
+        match &self.cache {
+            Some(_) => Ok(Box::new(self.build_cache(extra)?)),
+            None => Ok(self.build_origin(extra)?.0),
+        }
+    }
+
+    /// Build the configuration's cache tier in front of the rest (an error if
+    /// it has none): for callers that read the cache's statistics.
+    pub fn build_cache(&self, extra: &[Preset]) -> Result<SimCache, ConfigError> {
+        let place = self.describe();
+        let Some(c) = &self.cache else {
+            return Err(err(
+                &place,
+                "the configuration has no cache (`cache=PRESET`)",
+            ));
+        };
+        let (config, bytes) = c
+            .config()
+            .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
+        let (origin, optimal) = self.build_origin(extra)?;
+        let dev = match extra.iter().find(|p| p.name == c.device) {
+            Some(p) => p
+                .build()
+                .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message)))?,
+            None => presets::device(&c.device).map_err(|e| err(&place, e.to_string()))?,
+        };
+        let most = MAX_CACHE_BLOCKS * u64::from(config.block_size);
+        SimCache::new(CacheSpec {
+            name: place.clone(),
+            cache_bytes: Some(bytes.unwrap_or(dev.capacity().min(most))),
+            cache: dev,
+            origin,
+            origin_optimal_io: optimal,
+            config,
+        })
+        .map_err(|m| err(&place, m))
+    }
+
+    /// The device without the cache, and what it says its best write is.
+    fn build_origin(
+        &self,
+        extra: &[Preset],
+    ) -> Result<(Box<dyn Device>, Option<u64>), ConfigError> {
         let place = self.describe();
         let one = || self.member(extra);
         let card = match &self.card {
@@ -406,8 +624,8 @@ impl SimConfig {
         let Some(a) = &self.array else {
             let dev = one()?;
             return Ok(match card {
-                Some((p, _)) => Box::new(PassThrough::new(dev, &p)),
-                None => dev,
+                Some((p, _)) => (Box::new(PassThrough::new(dev, &p)), None),
+                None => (dev, None),
             });
         };
         let level = Level::from_name(&a.level).map_err(|e| err(&place, e.to_string()))?;
@@ -475,20 +693,52 @@ impl SimConfig {
                     host: engine,
                 })
                 .map_err(|m| err(&place, m))?;
-                Ok(Box::new(
-                    RaidCard::new(p, array).map_err(|m| err(&place, m))?,
+                // The card gathers whole stripes itself: nothing to align to.
+                Ok((
+                    Box::new(RaidCard::new(p, array).map_err(|m| err(&place, m))?),
+                    None,
                 ))
             }
-            _ => Ok(Box::new(
-                SimArray::new(ArraySpec {
+            _ => {
+                let array = SimArray::new(ArraySpec {
                     name: place.clone(),
                     geometry,
                     members,
                     stripe_cache,
                     host: self.host.clone().unwrap_or_default(),
                 })
-                .map_err(|m| err(&place, m))?,
-            )),
+                .map_err(|m| err(&place, m))?;
+                let optimal = raidlab_core::Volume::optimal_io_size(array.engine());
+                Ok((Box::new(array), optimal))
+            }
         }
     }
+}
+
+/// Apply a short-form cache option; false when `k` is not one.
+fn cache_option(cache: &mut Option<CacheConf>, k: &str, v: &str) -> Result<bool, String> {
+    let needs = |k: &str| format!("`{k}` needs `cache=PRESET` before it");
+    match k {
+        "cache" => {
+            let (device, mode) = match v.split_once('/') {
+                Some((d, m)) => {
+                    parse_mode(m).map_err(|e| format!("`cache={v}`: {e}"))?;
+                    (d, Some(m.to_string()))
+                }
+                None => (v, None),
+            };
+            *cache = Some(CacheConf {
+                device: device.into(),
+                mode,
+                ..CacheConf::default()
+            });
+        }
+        "cache-size" => cache.as_mut().ok_or_else(|| needs(k))?.size = Some(v.into()),
+        "cache-block" => cache.as_mut().ok_or_else(|| needs(k))?.block = Some(v.into()),
+        "cache-cutoff" => {
+            cache.as_mut().ok_or_else(|| needs(k))?.sequential_cutoff = Some(v.into())
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
