@@ -314,7 +314,7 @@ impl SimCache {
                     Mode::WriteThrough => 1.0,
                     Mode::WriteAround => 2.0,
                 },
-                "0 write-back, 1 write-through, 2 write-around",
+                "code: 0 write-back, 1 write-through, 2 write-around",
             ),
             Param::new(
                 "sequential_cutoff",
@@ -643,7 +643,7 @@ impl Device for SimCache {
             name: self.name.clone(),
             params: self.spec_info.clone(),
             sources: vec![
-                "raidlab-cache: the real cache tier's decisions; its tunables as configured (defaults documented in docs/cache.md)".into(),
+                "raidlab-cache: the real cache tier's decisions; its tunables as configured (defaults and their reasons: raidlab_cache::Config; docs/simulation.md)".into(),
             ],
             parts: vec![self.cache.info(), self.origin.info()],
         }

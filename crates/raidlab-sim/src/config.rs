@@ -91,7 +91,7 @@ pub struct SimConfig {
 
 /// raidlab's cache tier in front of the rest of the configuration. Unset
 /// tunables take raidlab-cache's defaults (`raidlab_cache::Config`, reasons
-/// documented there and in docs/cache.md).
+/// documented there).
 #[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConf {
