@@ -101,10 +101,13 @@ pub struct Recorder {
     side: Side,
     optimal: Option<u64>,
     ops: Arc<Mutex<Vec<CacheOp>>>,
-    kept: Mutex<(u64, HashMap<u64, Box<[u8]>>)>,
+    kept: Mutex<Kept>,
 }
 
 const PAGE: u64 = 4096;
+
+/// The bytes a recorder keeps: below this offset, by 4 KiB page.
+type Kept = (u64, HashMap<u64, Box<[u8]>>);
 
 impl Recorder {
     fn note(&self, kind: Kind, offset: u64, len: u64) {

@@ -10,6 +10,7 @@
 
 pub mod array;
 pub mod cache;
+mod cache_config;
 pub mod config;
 pub mod controller;
 pub mod device;
