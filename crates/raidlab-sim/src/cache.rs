@@ -503,27 +503,41 @@ impl SimCache {
         }
     }
 
+    /// Take the lock for `seq`, or queue it behind the holder: whether it holds it.
+    fn take_lock(&mut self, seq: u64) -> bool {
+        match self.holder {
+            Some(h) if h == seq => true,
+            Some(_) => {
+                self.waiting.push_back(seq);
+                false
+            }
+            None => {
+                self.holder = Some(seq);
+                if let Some(c) = self.chains.get_mut(&seq) {
+                    c.holds = true;
+                    c.entered = true;
+                }
+                true
+            }
+        }
+    }
+
     /// Move a chain on as far as it goes now: take or give back the lock,
     /// issue its next operation, or finish it.
     fn proceed(&mut self, now: Ns, seq: u64) {
         let Some(c) = self.chains.get(&seq) else {
             return;
         };
-        let next = c.ops.get(c.next).copied();
-        let needs_lock = !c.entered
-            || next.is_some_and(|op| !(c.read && op.side == Side::Origin && op.kind == Kind::Read));
-        if needs_lock && !c.holds {
-            if self.holder.is_some() {
-                self.waiting.push_back(seq);
-                return;
-            }
-            self.holder = Some(seq);
-            if let Some(c) = self.chains.get_mut(&seq) {
-                c.holds = true;
-                c.entered = true;
-            }
+        // Every request and tick takes the lock on entry, as `read_at`,
+        // `write_at`, `flush` and `clean_tick` do, even when what it then does
+        // first is an origin read without it.
+        if !c.entered && !self.take_lock(seq) {
+            return;
         }
-        let Some(op) = next else {
+        let Some(c) = self.chains.get(&seq) else {
+            return;
+        };
+        let Some(op) = c.ops.get(c.next).copied() else {
             self.release(seq);
             if let Some(c) = self.chains.remove(&seq) {
                 match c.host_id {
@@ -538,8 +552,11 @@ impl SimCache {
             }
             return;
         };
-        if !needs_lock {
+        let unlocked = c.read && op.side == Side::Origin && op.kind == Kind::Read;
+        if unlocked {
             self.release(seq);
+        } else if !c.holds && !self.take_lock(seq) {
+            return;
         }
         if let Some(c) = self.chains.get_mut(&seq) {
             c.next += 1;
