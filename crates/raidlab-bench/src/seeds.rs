@@ -9,7 +9,7 @@
 //! simulated figures, so a wrong model or configuration turns it false), never
 //! time anything with the wall clock, and never print: the command renders.
 //!
-//! Seed B (the SSD cache) needs the cache tier in the simulator and is not run.
+//! Seed B (the SSD cache) is in [`crate::seed_b`].
 
 use crate::bonnie::{self, BonnieConfig};
 use crate::cdm::{self, CdmAccess, CdmConfig, CdmTest};
@@ -26,8 +26,8 @@ use std::time::Duration;
 /// The format name of `raidlab seeds --json`.
 pub const FORMAT: &str = "raidlab-seeds/1";
 
-/// The seeds this module can run (B waits for the cache tier).
-pub const RUNNABLE: [Seed; 4] = [Seed::A, Seed::C, Seed::D, Seed::E];
+/// The seeds this module can run.
+pub const RUNNABLE: [Seed; 5] = [Seed::A, Seed::B, Seed::C, Seed::D, Seed::E];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum Seed {
@@ -73,7 +73,7 @@ impl Seed {
     pub fn scope(self) -> &'static str {
         match self {
             Seed::A => "block level: the article timed desktop tasks on ext3; here the disk workloads behind them (streams, concurrent readers, a full-disk scanner beside a foreground reader)",
-            Seed::B => "not run: the cache tier is not in the simulator yet (issue 18)",
+            Seed::B => crate::seed_b::SCOPE,
             Seed::C => "block level: the article ran Bonnie++ on ext3/XFS; here Bonnie++'s block tests on the volume (the file system's merging of its 8 KiB calls is modelled as 1 MiB requests)",
             Seed::D => "block level: the article ran Bonnie++ on ext3/XFS; here Bonnie++'s tests on the volume (block tests in 1 MiB requests, seeks in 8 KiB)",
             Seed::E => "block level, as CrystalDiskMark's test file on NTFS is one contiguous extent; 1 GiB test size",
@@ -193,7 +193,7 @@ pub fn configs(seed: Seed) -> Vec<Config> {
             c("raid0-2", "raid0:2xhitachi-7k250:chunk=64K".into()),
             c("raid1-2", "raid1:2xhitachi-7k250".into()),
         ],
-        Seed::B => Vec::new(),
+        Seed::B => crate::seed_b::configs(seed),
         Seed::C => {
             let mut v = Vec::new();
             for level in ["raid5", "raid6", "raid10"] {
@@ -388,7 +388,7 @@ fn context(c: &Config, e: impl std::fmt::Display) -> Error {
 fn run_config(c: &Config) -> Result<Vec<Cell>> {
     match c.seed {
         Seed::A => run_a(c),
-        Seed::B => Ok(Vec::new()),
+        Seed::B => crate::seed_b::run(c),
         Seed::C | Seed::D => run_bonnie(c),
         Seed::E => run_e(c),
     }
@@ -641,7 +641,7 @@ pub fn evaluate(seed: Seed, cells: &[Cell]) -> Vec<Finding> {
             not_modelled(seed, "single tasks gained much less than theory (boot 12 s faster on both arrays); small-file development work and a CPU-bound compile gained little",
                 "needs the file system, the page cache and the CPU, which the block-level simulation does not model"),
         ],
-        Seed::B => Vec::new(),
+        Seed::B => crate::seed_b::evaluate(cells),
         Seed::C => {
             let chunks = ["64k", "256k", "1m"];
             vec![

@@ -17,9 +17,16 @@
 //!   `rebuild=R` (role R is being rebuilt onto a new device of the preset from
 //!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
 //!   `rebuild-from=SIZE` (a resumed rebuild);
+//! - `PRESET:OPTION...` or either form above with cache options: `cache=PRESET[/MODE]`
+//!   puts raidlab's SSD cache tier, on a device of that preset, in front
+//!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
+//!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
 use crate::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
+use crate::cache::{CacheSpec, SimCache};
+use crate::cache_config::cache_option;
+pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
 use crate::controller::{CardParams, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
@@ -61,6 +68,16 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// [host]                        # optional: the host's costs (software RAID)
 /// parity_mb_per_s = 4000.0
 /// request_overhead_us = 5.0
+///
+/// [cache]                       # optional: raidlab's SSD cache tier in front
+/// device = "intel-520"          # the cache device's preset
+/// mode = "writeback"            # or "writethrough" (default), "writearound"
+/// size = "4G"                   # bytes of the device used (default: all, see CacheConf)
+/// block = "4K"                  # cache block (default 64K)
+/// sequential_cutoff = "4M"      # "0": never bypass
+/// dirty_target_pct = 10
+/// clean_rate = "0"              # bytes/s, "0": unlimited
+/// promote_threshold = 1
 /// ```
 #[derive(Debug, Clone, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -76,6 +93,8 @@ pub struct SimConfig {
     pub card: Option<CardConf>,
     #[serde(default)]
     pub host: Option<HostCost>,
+    #[serde(default)]
+    pub cache: Option<CacheConf>,
 }
 
 #[derive(Debug, Clone, serde::Deserialize)]
@@ -219,15 +238,32 @@ impl SimConfig {
     pub fn short(spec: &str) -> Result<SimConfig, ConfigError> {
         let place = format!("sim:{spec}");
         let parts: Vec<&str> = spec.split(':').collect();
-        if parts.len() == 1 {
-            return Ok(SimConfig {
+        if parts.len() == 1 || parts[1].contains('=') {
+            // One device, with cache options only.
+            let mut cache = None;
+            for opt in &parts[1..] {
+                let Some((k, v)) = opt.split_once('=') else {
+                    return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
+                };
+                if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
+                    return Err(err(
+                        &place,
+                        format!("`{k}` is not an option of one device (known: cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
+                    ));
+                }
+            }
+            let cfg = SimConfig {
                 name: None,
                 presets: None,
                 device: parts[0].to_string(),
                 array: None,
                 card: None,
                 host: None,
-            });
+                cache,
+            };
+            cfg.check()
+                .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
+            return Ok(cfg);
         }
         let level = parts[0];
         let Some((n, device)) = parts[1].split_once('x') else {
@@ -259,6 +295,7 @@ impl SimConfig {
             rebuild_from: None,
         };
         let mut card = None;
+        let mut cache = None;
         for opt in &parts[2..] {
             let Some((k, v)) = opt.split_once('=') else {
                 return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
@@ -302,10 +339,11 @@ impl SimConfig {
                 }
                 "rebuild-rate" => array.rebuild_max_rate = Some(v.into()),
                 "rebuild-from" => array.rebuild_from = Some(v.into()),
+                _ if cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? => {}
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -317,6 +355,7 @@ impl SimConfig {
             array: Some(array),
             card,
             host: None,
+            cache,
         };
         cfg.check()
             .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
@@ -325,6 +364,15 @@ impl SimConfig {
 
     /// Checks that need no device: (key, what is wrong).
     fn check(&self) -> Result<(), (&'static str, String)> {
+        if let Some(c) = &self.cache {
+            if c.device.is_empty() {
+                return Err((
+                    "device",
+                    "the cache needs a device preset (`cache=PRESET` or [cache] device)".into(),
+                ));
+            }
+            c.config()?;
+        }
         if let Some(h) = &self.host {
             h.check().map_err(|m| ("parity_mb_per_s", m))?;
         }
@@ -428,6 +476,9 @@ impl SimConfig {
                 CardMode::PassThrough => format!(" (software RAID on {} pass-through)", c.preset),
             });
         }
+        if let Some(c) = &self.cache {
+            s.push_str(&c.describe());
+        }
         s
     }
 
@@ -444,6 +495,49 @@ impl SimConfig {
 
     /// Build the device this configuration describes, fresh at virtual time 0.
     pub fn build(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
+        match &self.cache {
+            Some(_) => Ok(Box::new(self.build_cache(extra)?)),
+            None => Ok(self.build_origin(extra)?.0),
+        }
+    }
+
+    /// Build the configuration's cache tier in front of the rest (an error if
+    /// it has none): for callers that read the cache's statistics.
+    pub fn build_cache(&self, extra: &[Preset]) -> Result<SimCache, ConfigError> {
+        let place = self.describe();
+        let Some(c) = &self.cache else {
+            return Err(err(
+                &place,
+                "the configuration has no cache (`cache=PRESET`)",
+            ));
+        };
+        let (config, bytes) = c
+            .config()
+            .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
+        let (origin, optimal) = self.build_origin(extra)?;
+        let dev = match extra.iter().find(|p| p.name == c.device) {
+            Some(p) => p
+                .build()
+                .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message)))?,
+            None => presets::device(&c.device).map_err(|e| err(&place, e.to_string()))?,
+        };
+        let most = MAX_CACHE_BLOCKS * u64::from(config.block_size);
+        SimCache::new(CacheSpec {
+            name: place.clone(),
+            cache_bytes: Some(bytes.unwrap_or(dev.capacity().min(most))),
+            cache: dev,
+            origin,
+            origin_optimal_io: optimal,
+            config,
+        })
+        .map_err(|m| err(&place, m))
+    }
+
+    /// The device without the cache, and what it says its best write is.
+    fn build_origin(
+        &self,
+        extra: &[Preset],
+    ) -> Result<(Box<dyn Device>, Option<u64>), ConfigError> {
         let place = self.describe();
         let one = || self.member(extra);
         let card = match &self.card {
@@ -465,8 +559,8 @@ impl SimConfig {
         let Some(a) = &self.array else {
             let dev = one()?;
             return Ok(match card {
-                Some((p, _)) => Box::new(PassThrough::new(dev, &p)),
-                None => dev,
+                Some((p, _)) => (Box::new(PassThrough::new(dev, &p)), None),
+                None => (dev, None),
             });
         };
         let level = Level::from_name(&a.level).map_err(|e| err(&place, e.to_string()))?;
@@ -575,12 +669,14 @@ impl SimConfig {
                     rebuild,
                 })
                 .map_err(|m| err(&place, m))?;
-                Ok(Box::new(
-                    RaidCard::new(p, array).map_err(|m| err(&place, m))?,
+                // The card gathers whole stripes itself: nothing to align to.
+                Ok((
+                    Box::new(RaidCard::new(p, array).map_err(|m| err(&place, m))?),
+                    None,
                 ))
             }
-            _ => Ok(Box::new(
-                SimArray::new(ArraySpec {
+            _ => {
+                let array = SimArray::new(ArraySpec {
                     name: place.clone(),
                     geometry,
                     members,
@@ -588,8 +684,10 @@ impl SimConfig {
                     host: self.host.clone().unwrap_or_default(),
                     rebuild,
                 })
-                .map_err(|m| err(&place, m))?,
-            )),
+                .map_err(|m| err(&place, m))?;
+                let optimal = raidlab_core::Volume::optimal_io_size(array.engine());
+                Ok((Box::new(array), optimal))
+            }
         }
     }
 }

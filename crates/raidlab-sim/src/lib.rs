@@ -3,11 +3,14 @@
 //!
 //! Every simulated thing is a [`device::Device`]: a model of one disk or SSD, a
 //! RAID card in front of disks, or a raidlab array whose member I/O is what the
-//! real engine planned, scheduled on simulated members. A [`workload`] drives any of
-//! them. Nothing here reads the wall clock or an unseeded random source, so a run is
+//! real engine planned, scheduled on simulated members; or raidlab's SSD cache tier
+//! ([`cache`]) in front of any of these. A [`workload`] drives any of them.
+//! Nothing here reads the wall clock or an unseeded random source, so a run is
 //! the same on every machine.
 
 pub mod array;
+pub mod cache;
+mod cache_config;
 pub mod config;
 pub mod controller;
 pub mod device;

@@ -77,7 +77,7 @@ pub enum Command {
     /// configuration is made of. Benchmarks take simulated targets as `sim:SPEC`.
     #[command(subcommand)]
     Sim(SimCommand),
-    /// The source articles' experiments (SEEDS.md A, C, D, E) in virtual time on
+    /// The source articles' experiments (SEEDS.md A to E) in virtual time on
     /// simulated hardware: each article's figures beside the simulated ones, and
     /// each finding marked reproduced or not (docs/seeds.md).
     Seeds(SeedsArgs),
@@ -85,7 +85,7 @@ pub enum Command {
 
 #[derive(Debug, Args)]
 pub struct SeedsArgs {
-    /// Seeds to run: A, C, D, E (default: all; B needs the cache tier).
+    /// Seeds to run: A, B, C, D, E (default: all).
     pub seeds: Vec<String>,
     /// Print the result as JSON (cells and findings) instead of the tables.
     #[arg(long)]
@@ -118,8 +118,11 @@ pub struct SimShowArgs {
     /// The configuration: what follows `sim:` in a benchmark target. A device
     /// preset (`hdd-7200`), `LEVEL:NxPRESET[:chunk=SIZE][:layout=NAME]
     /// [:failed=R,..][:stripe-cache=N][:card=NAME[/pass-through]]
-    /// [:rebuild=R[:rebuild-rate=SIZE]]` (`raid6:6xsamsung-hd753lj:chunk=256K`),
-    /// or a `.toml` file.
+    /// [:rebuild=R[:rebuild-rate=SIZE][:rebuild-from=SIZE]]`
+    /// (`raid6:6xsamsung-hd753lj:chunk=256K`), or a `.toml` file. Either form
+    /// of the short one takes `:cache=PRESET[/writeback|writethrough|writearound]`
+    /// `[:cache-size=SIZE][:cache-block=SIZE][:cache-cutoff=SIZE]`: raidlab's
+    /// SSD cache tier, on that device, in front (`hdd-7200:cache=intel-520`).
     pub config: String,
     /// Print JSON.
     #[arg(long)]

@@ -1,4 +1,4 @@
-//! `raidlab seeds [A|C|D|E]...`: the source articles' experiments in virtual time,
+//! `raidlab seeds [A|B|C|D|E]...`: the source articles' experiments in virtual time,
 //! each article's figure beside the simulated one and each finding marked; and
 //! `raidlab bench` with no target, which is the same run with the report.
 //!
@@ -14,20 +14,11 @@ use std::path::Path;
 use std::process::ExitCode;
 
 pub fn run(a: SeedsArgs) -> Result<ExitCode> {
-    let mut wanted = Vec::new();
-    let mut b_asked = false;
-    for s in &a.seeds {
-        let seed = Seed::parse(s)?;
-        if seed == Seed::B {
-            b_asked = true;
-        } else {
-            wanted.push(seed);
-        }
-    }
-    if b_asked && wanted.is_empty() {
-        eprintln!("raidlab seeds: seed B needs the cache tier in the simulator, which is not built yet; nothing to run");
-        return Ok(ExitCode::from(2));
-    }
+    let wanted = a
+        .seeds
+        .iter()
+        .map(|s| Seed::parse(s))
+        .collect::<raidlab_core::Result<Vec<Seed>>>()?;
     let r = seeds::run(&wanted, &SeedOptions::default()).context("raidlab seeds")?;
     print(&r, a.json)?;
     if let Some(dir) = &a.out {
@@ -38,12 +29,11 @@ pub fn run(a: SeedsArgs) -> Result<ExitCode> {
 
 /// `raidlab bench` with no target: every runnable seed, with the report.
 pub fn main_job(a: BenchMainArgs) -> Result<ExitCode> {
-    eprintln!("raidlab bench: the articles' experiments (SEEDS.md A, C, D, E) simulated in virtual time; `raidlab bench files` is the real-file RAID 5 comparison");
+    eprintln!("raidlab bench: the articles' experiments (SEEDS.md A to E) simulated in virtual time; `raidlab bench files` is the real-file RAID 5 comparison");
     let only = a
         .seeds
         .iter()
         .map(|s| Seed::parse(s))
-        .filter(|s| !matches!(s, Ok(Seed::B)))
         .collect::<raidlab_core::Result<Vec<Seed>>>()?;
     let r = seeds::run(&only, &SeedOptions::default()).context("raidlab bench")?;
     print(&r, a.json)?;
@@ -91,7 +81,7 @@ fn print(r: &SeedsResult, json: bool) -> Result<()> {
         outln!("seed {letter}: {}", seed.title());
         outln!("  ({})", seed.scope());
         outln!(
-            "  {:<15} {:<17} {:>7} {:>10} {:>10} {:>7}  {}",
+            "  {:<20} {:<20} {:>7} {:>10} {:>10} {:>7}  {}",
             "config",
             "test",
             "unit",
@@ -102,7 +92,7 @@ fn print(r: &SeedsResult, json: bool) -> Result<()> {
         );
         for c in r.cells.iter().filter(|c| c.seed == *letter) {
             outln!(
-                "  {:<15} {:<17} {:>7} {:>10} {:>10.2} {:>7}  {}",
+                "  {:<20} {:<20} {:>7} {:>10} {:>10.2} {:>7}  {}",
                 c.config,
                 c.test,
                 c.unit,
@@ -114,7 +104,6 @@ fn print(r: &SeedsResult, json: bool) -> Result<()> {
         }
         outln!();
     }
-    outln!("seed B: not run: it needs the cache tier in the simulator (it joins when that lands)");
     if let Some(e) = r.seed_e_error {
         outln!(
             "seed E: median absolute error {:.1}% over {} cells; {:.1}% over the {} prediction cells (calibration cells in docs/seeds.md)",
