@@ -1,20 +1,19 @@
 //! Which copy a mirrored read (RAID 1, RAID 10) goes to.
 //!
-//! Decides, as md's raid1 read balancing does for rotating disks: a read that
-//! continues where the last read planned on a member ended stays on that member
-//! (a sequential stream keeps its disk and its read-ahead); otherwise a member
-//! that served none of the array's most recent reads is taken (md takes an idle
-//! disk); otherwise the member whose head is nearest the read (the end of the
-//! last read planned there: md's head position). Ties go round in turn, so a
-//! fresh array spreads its first reads.
+//! Decides, after md's raid1 read balancing: a read that continues where the
+//! last read planned on a member ended stays on that member (a sequential stream
+//! keeps its disk and the disk's read-ahead). Otherwise the read prefers a member
+//! that is not serving a stream, and among those the one whose last read was
+//! planned longest ago (md takes an idle disk: a member used least recently is
+//! the likeliest to be idle), then the one whose head is nearest (the end of its
+//! last read: md's head position). Exact ties go round in turn.
 //!
 //! md counts a disk idle when it has no read in flight. This module knows only
-//! the order reads are planned in, so "idle" here means "not among the last
-//! reads planned, one per copy": a foreground reader issuing one read at a time
-//! finds the disk a background scanner keeps busy taken and its own free, as it
-//! would under md. Every decision depends on the plan order alone, never on
-//! completions or a clock, so a replay of the same requests in the same order
-//! (the simulator against the real engine) chooses the same copies.
+//! the order reads are planned in, never completions or a clock, so every
+//! decision depends on the plan order alone and a replay of the same requests in
+//! the same order (the simulator against the real engine) chooses the same
+//! copies. What that costs: "idle" is a guess from recency, so two readers that
+//! issue at very different rates may share a member now and then.
 //!
 //! It must never choose a member the caller says is absent, and never hold its
 //! lock while anything but the decision runs.
@@ -23,21 +22,27 @@ use raidlab_layout::{Geometry, Level, Location};
 use std::collections::VecDeque;
 use std::sync::Mutex;
 
-/// Where the last read planned on a member ended (member byte offset).
+/// What the balancer remembers of a member's reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Head {
+    /// Where the last read planned here ended (member byte offset).
     end: u64,
     /// A read was planned here since the array started: only then can a read
     /// continue a stream on it.
     used: bool,
+    /// The last read planned here continued a stream.
+    streaming: bool,
+    /// When the last read was planned here (the array's read count then; 0:
+    /// never).
+    stamp: u64,
 }
 
 #[derive(Debug, Default)]
 struct State {
     heads: Vec<Head>,
-    /// Members of the most recent reads, newest last.
-    recent: VecDeque<usize>,
-    /// Rotates ties.
+    /// Reads planned so far.
+    count: u64,
+    /// Rotates exact ties.
     turn: usize,
 }
 
@@ -89,10 +94,11 @@ impl ReadBalance {
             return 0;
         }
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let pick = st.decide(first);
+        let (pick, continued) = st.decide(first);
+        st.count += 1;
         for (n, live) in &runs {
             if let Some(loc) = (!live.is_empty()).then(|| live[pick % live.len()]) {
-                st.planned(loc.member, loc.offset + n, first.len());
+                st.planned(loc.member, loc.offset + n, continued);
             }
         }
         pick
@@ -104,45 +110,50 @@ impl State {
         self.heads.get(member).copied().unwrap_or_default()
     }
 
-    /// The index in `copies` (two or more) to read.
-    fn decide(&mut self, copies: &[Location]) -> usize {
+    /// The index in `copies` (two or more) to read, and whether the read
+    /// continues a stream there.
+    fn decide(&mut self, copies: &[Location]) -> (usize, bool) {
         let turn = self.turn;
         self.turn = self.turn.wrapping_add(1);
         if let Some(i) = copies.iter().position(|l| {
             let h = self.head(l.member);
             h.used && h.end == l.offset
         }) {
-            return i;
+            return (i, true);
         }
-        let idle: Vec<usize> = (0..copies.len())
-            .filter(|&i| !self.recent.contains(&copies[i].member))
+        let free: Vec<usize> = (0..copies.len())
+            .filter(|&i| !self.head(copies[i].member).streaming)
             .collect();
-        let pool: Vec<usize> = if idle.is_empty() {
+        let pool: Vec<usize> = if free.is_empty() {
             (0..copies.len()).collect()
         } else {
-            idle
+            free
         };
-        let dist = |i: usize| self.head(copies[i].member).end.abs_diff(copies[i].offset);
-        let best = pool.iter().map(|&i| dist(i)).min().unwrap_or(0);
-        // Ties: the first tied copy at or after `turn` in rotation.
+        let key = |i: usize| {
+            let h = self.head(copies[i].member);
+            (h.stamp, h.end.abs_diff(copies[i].offset))
+        };
+        let best = pool.iter().map(|&i| key(i)).min().unwrap_or_default();
+        // Exact ties: the first tied copy at or after `turn` in rotation.
         let k = copies.len();
-        (0..k)
+        let pick = (0..k)
             .map(|j| (turn + j) % k)
-            .find(|i| pool.contains(i) && dist(*i) == best)
-            .unwrap_or(0)
+            .find(|i| pool.contains(i) && key(*i) == best)
+            .unwrap_or(0);
+        (pick, false)
     }
 
-    /// A read planned on `member` ending at member offset `end`; `window` is
-    /// how many recent reads count a member busy (one per copy).
-    fn planned(&mut self, member: usize, end: u64, window: usize) {
+    /// A read planned on `member` ending at member offset `end`.
+    fn planned(&mut self, member: usize, end: u64, continued: bool) {
         if member >= self.heads.len() {
             self.heads.resize(member + 1, Head::default());
         }
-        self.heads[member] = Head { end, used: true };
-        self.recent.push_back(member);
-        while self.recent.len() > window {
-            self.recent.pop_front();
-        }
+        self.heads[member] = Head {
+            end,
+            used: true,
+            streaming: continued,
+            stamp: self.count,
+        };
     }
 }
 
@@ -211,27 +222,26 @@ mod tests {
     }
 
     #[test]
-    fn the_nearest_head_wins_when_no_member_is_idle() {
-        let mut st = State {
-            heads: vec![
-                Head {
-                    end: 100 * MIB,
-                    used: true,
-                },
-                Head {
-                    end: 900 * MIB,
-                    used: true,
-                },
-            ],
-            recent: [0, 1].into_iter().collect(),
-            turn: 0,
-        };
+    fn two_random_readers_take_turns_and_the_nearest_head_breaks_ties() {
+        let g = raid1(2);
+        let b = ReadBalance::new(2);
+        let all = [true, true];
+        // Reads far apart, none continuing another: the least recently used
+        // member each time, so they alternate as two idle-seeking readers would.
+        let picks: Vec<usize> = (0..8)
+            .map(|i| b.hint(&g, &all, (i * 97 % 13) * 64 * MIB, 4096))
+            .collect();
+        for w in picks.windows(2) {
+            assert_ne!(w[0], w[1], "{picks:?}");
+        }
+        // Equally recent (never used): the nearest head wins.
+        let mut st = State::default();
+        st.planned(0, 100 * MIB, false);
+        st.planned(1, 900 * MIB, false);
         let copies = |at| [0, 1].map(|member| Location { member, offset: at });
-        assert_eq!(st.decide(&copies(800 * MIB)), 1);
-        assert_eq!(st.decide(&copies(150 * MIB)), 0);
-        // An idle member wins over a nearer busy one.
-        st.recent = [1, 1].into_iter().collect();
-        assert_eq!(st.decide(&copies(800 * MIB)), 0);
+        assert_eq!(st.decide(&copies(800 * MIB)), (1, false));
+        assert_eq!(st.decide(&copies(150 * MIB)), (0, false));
+        assert_eq!(st.decide(&copies(100 * MIB)), (0, true));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Decides: the Bonnie++ configuration both seeds run (file size, request size,
 //! seekers). It must never time anything with the wall clock.
 
-use super::{cell, context, open, Cell, Config, Seed};
+use super::{cell, context, d, open, Cell, Config, Seed};
 use crate::bonnie::{self, BonnieConfig};
 use crate::engine::{Control, EngineKind};
 use raidlab_core::Result;
@@ -36,6 +36,7 @@ pub(super) fn run(c: &Config) -> Result<Vec<Cell>> {
     ];
     if c.seed == Seed::D {
         cfg.chunk = bonnie::DEFAULT_CHUNK;
+        cfg.seekers = d::seeks_in_flight(&c.name);
         let s = bonnie::random_seeks(&target, &cfg, &control).map_err(|e| context(c, e))?;
         cells.push(cell(c, "random_seeks", "seeks/s", s.rate));
     }

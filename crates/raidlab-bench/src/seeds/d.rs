@@ -6,6 +6,27 @@
 
 use super::{figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER};
 
+/// Bonnie++'s seeker processes: SeekProcCount, 3 by default (bonnie++'s
+/// readme: "This test runs SeekProcCount processes (default 3) in parallel").
+const SEEKERS: usize = 3;
+
+/// Seeks in flight during Bonnie++'s seek test on configuration `config`.
+/// Linux's CFQ scheduler (the default from 2.6.18, the articles' kernels)
+/// serves one process's synchronous queue at a time on a disk and idles a
+/// moment for that process's next read (Documentation/block/cfq-iosched.txt,
+/// slice_idle), and each seeker has one read outstanding, waiting for it: so on
+/// one device the three seekers take turns, one read in flight. md RAID 6 has
+/// no scheduler of its own; each member disk has its CFQ, and three seekers'
+/// 8 KiB reads mostly land on different members of six, so all three are in
+/// flight.
+pub(super) fn seeks_in_flight(config: &str) -> usize {
+    if config == "raid6-6hdd" {
+        SEEKERS
+    } else {
+        1
+    }
+}
+
 pub(super) fn configs() -> Vec<Config> {
     let c = |name: &str, spec: String| Config::new(Seed::D, name, spec);
     vec![
