@@ -215,7 +215,9 @@ mod tests {
                 assert_eq!(b.hint(&g, &all, pos, MIB), scan);
                 pos += MIB;
             }
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let at = 768 * MIB + (x >> 40) % (128 * MIB) / 4096 * 4096;
             assert_ne!(b.hint(&g, &all, at, 64 << 10), scan, "at {at}");
         }
