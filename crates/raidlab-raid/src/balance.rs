@@ -19,7 +19,6 @@
 //! lock while anything but the decision runs.
 
 use raidlab_layout::{Geometry, Level, Location};
-use std::collections::VecDeque;
 use std::sync::Mutex;
 
 /// What the balancer remembers of a member's reads.
