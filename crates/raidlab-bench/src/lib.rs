@@ -27,7 +27,6 @@ pub mod iozone;
 pub mod randmap;
 pub mod replay;
 pub mod schema;
-pub mod seed_b;
 pub mod seeds;
 pub mod sim;
 pub mod table;

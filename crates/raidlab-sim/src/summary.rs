@@ -165,8 +165,8 @@ const STRETCH: u64 = 64 << 20;
 /// Seconds the engine's live rebuild of `role` takes on `cfg`'s hardware: at
 /// [`POINTS`] evenly spaced positions, a rebuild resumed there runs for a
 /// stretch in virtual time, and its rate bounds the member's part up to the
-/// next position. `None` where the device built does not run the engine's
-/// rebuild where it can be seen (a card in RAID mode keeps its array inside).
+/// next position. `None` where the device built shows no rebuild (one
+/// wrapped by a cache tier).
 pub fn engine_rebuild_seconds(
     cfg: &SimConfig,
     extra: &[Preset],

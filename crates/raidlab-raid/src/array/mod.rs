@@ -27,7 +27,7 @@ use crate::stripe_cache::StripeCache;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, StoredSink, Volume};
 use raidlab_layout::Geometry;
 use raidlab_parity::Engine;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Requests larger than this are carried out in pieces, so that the scratch memory
@@ -51,7 +51,7 @@ pub struct Array {
     membership: RwLock<Arc<Membership>>,
     engine: &'static dyn Engine,
     locks: StripeLocks,
-    next_mirror: AtomicUsize,
+    balance: crate::balance::ReadBalance,
     piece: u64,
     /// Members taken out during operation (a failed write, too many read errors).
     failed: Vec<AtomicBool>,
@@ -180,7 +180,7 @@ impl Array {
             membership: RwLock::new(Arc::new(membership)),
             engine: raidlab_parity::selected(),
             locks: StripeLocks::default(),
-            next_mirror: AtomicUsize::new(0),
+            balance: crate::balance::ReadBalance::new(n),
             piece,
             failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
@@ -235,10 +235,10 @@ impl Array {
         self.read_plan(&self.live(), offset, len)
     }
 
-    /// A read's plan over the members `live` says are usable, each read
-    /// taking the next mirror in turn.
+    /// A read's plan over the members `live` says are usable, the copy chosen
+    /// by the read balancer.
     fn read_plan(&self, live: &[bool], offset: u64, len: u64) -> Result<Plan> {
-        let hint = self.next_mirror.fetch_add(1, Ordering::Relaxed);
+        let hint = self.balance.hint(&self.geometry, live, offset, len);
         plan_read(&self.geometry, live, offset, len, hint)
     }
 

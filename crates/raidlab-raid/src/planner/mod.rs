@@ -23,7 +23,8 @@ use std::collections::HashMap;
 const RAID1_LOCK_UNIT: u64 = 64 << 10;
 
 /// Plan a read of `len` bytes at array offset `offset`. `hint` spreads reads over
-/// mirror copies (any number; the array passes a rotating counter).
+/// mirror copies (any number, taken modulo the live copies; the array passes its
+/// read balancer's choice, `balance.rs`).
 pub fn plan_read(
     geo: &Geometry,
     present: &[bool],

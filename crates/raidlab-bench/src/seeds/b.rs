@@ -12,7 +12,7 @@
 //! and never print. SEEDS.md gives no figures for this article, only its
 //! findings, so no cell has an article figure.
 
-use crate::seeds::{Cell, Config, Finding, Seed};
+use super::{Cell, Config, Finding, Seed};
 use raidlab_core::{Error, Result};
 use raidlab_sim::config::SimConfig;
 use raidlab_sim::device::{Device, Ns, SEC};
@@ -163,7 +163,7 @@ fn finding(text: &str, r: Option<(bool, String)>) -> Finding {
 
 /// The article's findings, each from the simulated figures.
 pub fn evaluate(cells: &[Cell]) -> Vec<Finding> {
-    let g = |config: &str, test: &str| crate::seeds::figure(cells, config, test);
+    let g = |config: &str, test: &str| super::figure(cells, config, test);
     let gain = |test: &str| Some(g("raid5-cache", test)? / g("raid5", test)?);
     vec![
         finding(

@@ -19,158 +19,14 @@
 //! - The cylinder is linear in the capacity fraction (radial position linear in
 //!   LBA); cylinders = tracks / heads.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
+mod cache;
+mod params;
+
+use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Request};
+use cache::{ReadSegments, WriteCache};
+pub use params::{lee_coefficients, HddParams, ParamError};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
-
-/// A disk's parameters, every unit in its name. Sizes are bytes, rates decimal MB/s.
-#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HddParams {
-    pub rpm: f64,
-    pub capacity_bytes: u64,
-    /// Recording surfaces; only sets how many tracks share a cylinder.
-    pub heads: u32,
-    pub track_to_track_ms: f64,
-    pub average_seek_ms: f64,
-    pub full_stroke_seek_ms: f64,
-    pub outer_mb_per_s: f64,
-    pub inner_mb_per_s: f64,
-    pub head_switch_ms: f64,
-    /// Firmware time per command, serialised (one controller).
-    pub command_overhead_us: f64,
-    pub cache_bytes: u64,
-    pub read_ahead: bool,
-    pub write_cache: bool,
-    /// Commands queued inside the drive (1 = no queueing, up to 32).
-    pub ncq_depth: u32,
-    /// Link rate before 8b/10b coding: 6 Gb/s carries 600 MB/s.
-    pub interface_gbit_per_s: f64,
-}
-
-/// A parameter that makes no disk: which key and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ParamError {
-    pub key: &'static str,
-    pub message: String,
-}
-
-fn bad(key: &'static str, message: impl Into<String>) -> ParamError {
-    ParamError {
-        key,
-        message: message.into(),
-    }
-}
-
-/// Coefficients of Lee's seek equation in the capacity-fraction form
-/// `t(f) = min + a*sqrt(f) + b*f`, `f = (d-1)/(N-2)` for a move of `d >= 1`
-/// cylinders out of `N`, so the longest move (`N-1`) has `f = 1` (DiskSim 4.0
-/// manual §B.5.1, with its `x-1` over `N` rescaled to the longest move):
-/// `a = (-10 min + 15 avg - 5 max)/3`, `b = (7 min - 15 avg + 8 max)/3`.
-/// At f=0 it is `min`, at f=1 `min + a + b = max`, and over two uniform random
-/// points (density `2(1-f)`, so E[sqrt f] = 8/15 and E[f] = 1/3) its mean is `avg`.
-pub fn lee_coefficients(min: f64, avg: f64, max: f64) -> (f64, f64) {
-    (
-        (-10.0 * min + 15.0 * avg - 5.0 * max) / 3.0,
-        (7.0 * min - 15.0 * avg + 8.0 * max) / 3.0,
-    )
-}
-
-impl HddParams {
-    /// Check every value, naming the first key that makes no disk.
-    pub fn validate(&self) -> Result<(), ParamError> {
-        let pos = |key: &'static str, v: f64| {
-            if v.is_finite() && v > 0.0 {
-                Ok(())
-            } else {
-                Err(bad(key, format!("must be positive, is {v}")))
-            }
-        };
-        let nonneg = |key: &'static str, v: f64| {
-            if v.is_finite() && v >= 0.0 {
-                Ok(())
-            } else {
-                Err(bad(key, format!("must not be negative, is {v}")))
-            }
-        };
-        pos("rpm", self.rpm)?;
-        if self.capacity_bytes == 0 || self.capacity_bytes % 512 != 0 {
-            return Err(bad(
-                "capacity_bytes",
-                format!(
-                    "must be a positive multiple of 512, is {}",
-                    self.capacity_bytes
-                ),
-            ));
-        }
-        if self.heads == 0 {
-            return Err(bad("heads", "must be at least 1"));
-        }
-        pos("track_to_track_ms", self.track_to_track_ms)?;
-        pos("average_seek_ms", self.average_seek_ms)?;
-        pos("full_stroke_seek_ms", self.full_stroke_seek_ms)?;
-        if self.average_seek_ms < self.track_to_track_ms {
-            return Err(bad("average_seek_ms", "is below track_to_track_ms"));
-        }
-        if self.full_stroke_seek_ms < self.average_seek_ms {
-            return Err(bad("full_stroke_seek_ms", "is below average_seek_ms"));
-        }
-        let (a, b) = lee_coefficients(
-            self.track_to_track_ms,
-            self.average_seek_ms,
-            self.full_stroke_seek_ms,
-        );
-        // t'(f) = a/(2 sqrt f) + b is smallest at f = 1; both terms keep the curve
-        // rising, as a seek never gets faster with distance.
-        if a < 0.0 || a / 2.0 + b < 0.0 {
-            return Err(bad(
-                "average_seek_ms",
-                "with these track-to-track and full-stroke times Lee's seek curve is not rising",
-            ));
-        }
-        pos("outer_mb_per_s", self.outer_mb_per_s)?;
-        pos("inner_mb_per_s", self.inner_mb_per_s)?;
-        if self.inner_mb_per_s > self.outer_mb_per_s {
-            return Err(bad("inner_mb_per_s", "is above outer_mb_per_s"));
-        }
-        nonneg("head_switch_ms", self.head_switch_ms)?;
-        nonneg("command_overhead_us", self.command_overhead_us)?;
-        if self.cache_bytes < 4096 {
-            return Err(bad("cache_bytes", "must be at least 4096"));
-        }
-        if self.ncq_depth == 0 || self.ncq_depth > 32 {
-            return Err(bad(
-                "ncq_depth",
-                format!("must be 1..=32, is {}", self.ncq_depth),
-            ));
-        }
-        pos("interface_gbit_per_s", self.interface_gbit_per_s)?;
-        Ok(())
-    }
-
-    /// Every parameter with its unit, for `ModelInfo`.
-    pub fn params(&self) -> Vec<Param> {
-        let p = Param::new;
-        let flag = |b: bool| if b { 1.0 } else { 0.0 };
-        vec![
-            p("rpm", self.rpm, "rpm"),
-            p("capacity_bytes", self.capacity_bytes as f64, "bytes"),
-            p("heads", self.heads as f64, "surfaces"),
-            p("track_to_track_ms", self.track_to_track_ms, "ms"),
-            p("average_seek_ms", self.average_seek_ms, "ms"),
-            p("full_stroke_seek_ms", self.full_stroke_seek_ms, "ms"),
-            p("outer_mb_per_s", self.outer_mb_per_s, "MB/s"),
-            p("inner_mb_per_s", self.inner_mb_per_s, "MB/s"),
-            p("head_switch_ms", self.head_switch_ms, "ms"),
-            p("command_overhead_us", self.command_overhead_us, "us"),
-            p("cache_bytes", self.cache_bytes as f64, "bytes"),
-            p("read_ahead", flag(self.read_ahead), "bool"),
-            p("write_cache", flag(self.write_cache), "bool"),
-            p("ncq_depth", self.ncq_depth as f64, "commands"),
-            p("interface_gbit_per_s", self.interface_gbit_per_s, "Gbit/s"),
-        ]
-    }
-}
+use std::collections::{BinaryHeap, VecDeque};
 
 /// A command inside the drive, ready (past firmware overhead) at `ready`.
 #[derive(Debug, Clone, Copy)]
@@ -203,18 +59,6 @@ enum Mech {
     Busy { until: Ns, op: Op },
 }
 
-/// A run of dirty data in the write cache and the writes (by arrival number) in it.
-#[derive(Debug, Clone)]
-struct Dirty {
-    start: u64,
-    end: u64,
-    seqs: Vec<u64>,
-}
-
-/// Read cache segments kept besides the one being read ahead (assumed: the buffer
-/// is split into half for dirty data and two read segments of a quarter each).
-const READ_SEGMENTS: usize = 2;
-
 /// A simulated hard disk.
 #[derive(Debug)]
 pub struct Hdd {
@@ -230,7 +74,6 @@ pub struct Hdd {
     seek_b: f64,
     link_ns_per_byte: f64,
     seg_bytes: u64,
-    dirty_limit: u64,
     host_q: VecDeque<(Request, Ns)>,
     in_drive: u32,
     arriving: VecDeque<Cmd>,
@@ -239,19 +82,8 @@ pub struct Hdd {
     done: BinaryHeap<Reverse<(Ns, u64)>>,
     mech: Mech,
     head: u64,
-    segments: VecDeque<(u64, u64)>,
-    /// Dirty runs by (start, first write's number), and the same runs by
-    /// (end, start, first write's number) to find the one a write continues:
-    /// a drive's cache holds thousands of small runs under random writes.
-    dirty: BTreeMap<(u64, u64), Dirty>,
-    dirty_ends: BTreeSet<(u64, u64, u64)>,
-    dirty_bytes: u64,
-    next_seq: u64,
-    /// Writes acknowledged from the cache and not yet on the media.
-    undurable: std::collections::BTreeSet<u64>,
-    /// The writes of the destage in progress.
-    destaging: Vec<u64>,
-    flushes: Vec<(u64, u64)>,
+    segments: ReadSegments,
+    cache: WriteCache,
     ctrl_free: Ns,
     link_free: Ns,
 }
@@ -280,7 +112,6 @@ impl Hdd {
             // 8b/10b: ten line bits per byte, so Gbit/s * 100 = MB/s.
             link_ns_per_byte: 1.0 / (p.interface_gbit_per_s * 100.0 * 1e-3),
             seg_bytes: (p.cache_bytes / 4).max(4096),
-            dirty_limit: (p.cache_bytes / 2).max(4096),
             host_q: VecDeque::new(),
             in_drive: 0,
             arriving: VecDeque::new(),
@@ -289,14 +120,8 @@ impl Hdd {
             done: BinaryHeap::new(),
             mech: Mech::Idle,
             head: 0,
-            segments: VecDeque::new(),
-            dirty: BTreeMap::new(),
-            dirty_ends: BTreeSet::new(),
-            dirty_bytes: 0,
-            next_seq: 0,
-            undurable: std::collections::BTreeSet::new(),
-            destaging: Vec::new(),
-            flushes: Vec::new(),
+            segments: ReadSegments::new((p.cache_bytes / 4).max(4096)),
+            cache: WriteCache::new((p.cache_bytes / 2).max(4096), (p.cache_bytes / 4).max(4096)),
             ctrl_free: 0,
             link_free: 0,
             p,
@@ -393,23 +218,13 @@ impl Hdd {
         self.link_free.max(data_end)
     }
 
-    fn keep_segment(&mut self, start: u64, end: u64) {
-        if end > start {
-            self.segments
-                .push_back((start.max(end.saturating_sub(self.seg_bytes)), end));
-            while self.segments.len() > READ_SEGMENTS {
-                self.segments.pop_front();
-            }
-        }
-    }
-
     /// Stop read-ahead at `t`, keeping what it read.
     fn stop_stream(&mut self, t: Ns) {
         if let Mech::Stream(s) = self.mech {
             let reached = self.stream_reached(&s, t);
             self.head = reached;
             self.mech = Mech::Idle;
-            self.keep_segment(s.seg_start, reached);
+            self.segments.keep(s.seg_start, reached);
         }
     }
 
@@ -426,10 +241,8 @@ impl Hdd {
         match c.req.kind {
             Kind::Trim => self.done.push(Reverse((t, c.req.id))),
             Kind::Flush => {
-                if self.undurable.is_empty() {
+                if self.cache.flush(c.req.id) {
                     self.done.push(Reverse((t, c.req.id)));
-                } else {
-                    self.flushes.push((c.req.id, self.next_seq));
                 }
             }
             Kind::Read => {
@@ -448,7 +261,7 @@ impl Hdd {
                         return;
                     }
                 }
-                if self.segments.iter().any(|&(s, e)| s <= a && b <= e) {
+                if self.segments.covers(a, b) {
                     let at = self.link(t, c.req.len, t);
                     self.done.push(Reverse((at, c.req.id)));
                 } else {
@@ -456,7 +269,7 @@ impl Hdd {
                 }
             }
             Kind::Write => {
-                self.segments.retain(|&(s, e)| e <= a || b <= s);
+                self.segments.overwrite(a, b);
                 if let Mech::Stream(s) = self.mech {
                     // Read-ahead of data being overwritten is stale: stop it and
                     // keep none of it.
@@ -465,7 +278,7 @@ impl Hdd {
                         self.mech = Mech::Idle;
                     }
                 }
-                if self.p.write_cache && c.req.len <= self.dirty_limit {
+                if self.p.write_cache && self.cache.takes(c.req.len) {
                     self.space_wait.push_back(c);
                     self.take_cached_writes(t);
                 } else {
@@ -478,59 +291,14 @@ impl Hdd {
     /// Acknowledge waiting writes, in order, while they fit in the cache.
     fn take_cached_writes(&mut self, t: Ns) {
         while let Some(c) = self.space_wait.front().copied() {
-            if self.dirty_bytes + c.req.len > self.dirty_limit {
+            if !self.cache.fits(c.req.len) {
                 break;
             }
             self.space_wait.pop_front();
             let at = self.link(t, c.req.len, t);
             self.done.push(Reverse((at, c.req.id)));
-            self.dirty_bytes += c.req.len;
-            let (start, end, seq) = (c.req.offset, c.req.offset + c.req.len, self.next_seq);
-            self.next_seq += 1;
-            self.undurable.insert(seq);
-            // Coalesce with the run this write continues, whenever it arrived
-            // (a RAID's member sees a stream's writes slightly out of order),
-            // only while the run stays within a segment, so one destage never
-            // holds the mechanism for long.
-            let seg = self.seg_bytes;
-            let continued = self
-                .dirty_ends
-                .range((start, 0, 0)..(start + 1, 0, 0))
-                .find(|&&(_, s, _)| end - s <= seg)
-                .copied();
-            match continued {
-                Some((old_end, s, first)) => {
-                    self.dirty_ends.remove(&(old_end, s, first));
-                    self.dirty_ends.insert((end, s, first));
-                    if let Some(d) = self.dirty.get_mut(&(s, first)) {
-                        d.end = end;
-                        d.seqs.push(seq);
-                    }
-                }
-                None => {
-                    self.dirty_ends.insert((end, start, seq));
-                    self.dirty.insert(
-                        (start, seq),
-                        Dirty {
-                            start,
-                            end,
-                            seqs: vec![seq],
-                        },
-                    );
-                }
-            }
+            self.cache.insert(c.req.offset, c.req.offset + c.req.len);
         }
-    }
-
-    /// The dirty run to write next: the first at or after the head, else the
-    /// lowest (an elevator sweep, as drives order their write-back), so runs that
-    /// arrived out of order still go down in one pass.
-    fn next_destage(&self) -> Option<(u64, u64)> {
-        self.dirty
-            .range((self.head, 0)..)
-            .next()
-            .or_else(|| self.dirty.iter().next())
-            .map(|(&k, _)| k)
     }
 
     /// Whether write-back may take the mechanism now. A read-ahead in progress
@@ -540,9 +308,9 @@ impl Hdd {
     /// write waits for room, or a flush waits.
     fn destage_now(&self) -> bool {
         !matches!(self.mech, Mech::Stream(_))
-            || self.dirty_bytes * 4 > self.dirty_limit * 3
+            || self.cache.pressed()
             || !self.space_wait.is_empty()
-            || !self.flushes.is_empty()
+            || self.cache.flush_waiting()
     }
 
     /// Give the mechanism its next job if it has none it cannot interrupt.
@@ -584,11 +352,9 @@ impl Hdd {
             self.head = b;
         } else if let Some(d) = self
             .destage_now()
-            .then(|| self.next_destage())
+            .then(|| self.cache.start_destage(self.head))
             .flatten()
-            .and_then(|k| self.dirty.remove(&k))
         {
-            self.dirty_ends.remove(&(d.end, d.start, d.seqs[0]));
             self.stop_stream(t);
             let start = t + ns(self.position_ns(t, d.start, t));
             let until = start + ns(self.media_ns(d.start, d.end));
@@ -598,7 +364,6 @@ impl Hdd {
                     len: d.end - d.start,
                 },
             };
-            self.destaging = d.seqs;
             self.head = d.end;
         }
     }
@@ -619,25 +384,15 @@ impl Hdd {
                         limit,
                     });
                 } else {
-                    self.keep_segment(a, b);
+                    self.segments.keep(a, b);
                 }
             }
             Op::Write(c) => self.done.push(Reverse((t, c.req.id))),
             Op::Destage { len } => {
-                self.dirty_bytes -= len;
-                for s in std::mem::take(&mut self.destaging) {
-                    self.undurable.remove(&s);
-                }
                 // A flush waits for every write acknowledged before it.
-                let oldest = self.undurable.first().copied().unwrap_or(u64::MAX);
-                let done = &mut self.done;
-                self.flushes.retain(|&(id, need)| {
-                    let keep = oldest < need;
-                    if !keep {
-                        done.push(Reverse((t, id)));
-                    }
-                    keep
-                });
+                for id in self.cache.finish_destage(len) {
+                    self.done.push(Reverse((t, id)));
+                }
                 self.take_cached_writes(t);
             }
         }

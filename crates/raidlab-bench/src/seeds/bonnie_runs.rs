@@ -1,0 +1,44 @@
+//! Bonnie++ on a simulated volume, for seeds C and D.
+//!
+//! Decides: the Bonnie++ configuration both seeds run (file size, request size,
+//! seekers). It must never time anything with the wall clock.
+
+use super::{cell, context, d, open, Cell, Config, Seed};
+use crate::bonnie::{self, BonnieConfig};
+use crate::engine::{Control, EngineKind};
+use raidlab_core::Result;
+
+/// Bonnie++'s file for seeds C and D: twice the articles' 2 GB of RAM.
+pub const BONNIE_SIZE: u64 = 4 << 30;
+
+/// Seeds C and D: Bonnie++'s block tests in 1 MiB requests (what the file
+/// system sends for its 8 KiB calls), then its random seeks in 8 KiB chunks, on
+/// the same simulated volume, in virtual time.
+pub(super) fn run(c: &Config) -> Result<Vec<Cell>> {
+    let target = open(c, BONNIE_SIZE)?;
+    let control = Control::new();
+    let mut cfg = BonnieConfig {
+        size: BONNIE_SIZE,
+        chunk: 1 << 20,
+        seeks: 8192,
+        seekers: 5,
+        files_k: 0,
+        machine: "sim".into(),
+        seed: 42,
+        engine: EngineKind::Auto,
+    };
+    let r = bonnie::run(&target, None, &cfg, &control).map_err(|e| context(c, e))?;
+    let mb = |f: bonnie::Figure| f.rate / 1e6;
+    let mut cells = vec![
+        cell(c, "block_output", "MB/s", mb(r.put_block)),
+        cell(c, "rewrite", "MB/s", mb(r.rewrite)),
+        cell(c, "block_input", "MB/s", mb(r.get_block)),
+    ];
+    if c.seed == Seed::D {
+        cfg.chunk = bonnie::DEFAULT_CHUNK;
+        cfg.seekers = d::seeks_in_flight(&c.name);
+        let s = bonnie::random_seeks(&target, &cfg, &control).map_err(|e| context(c, e))?;
+        cells.push(cell(c, "random_seeks", "seeks/s", s.rate));
+    }
+    Ok(cells)
+}

@@ -1,0 +1,75 @@
+//! Seed D (SEEDS.md): Bonnie++ on an SSD, one HDD and six HDDs in software
+//! RAID 6.
+//!
+//! Decides: seed D's configurations, the article's figures and the rules of its
+//! findings. It must never hard-code a finding's outcome.
+
+use super::{figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER};
+
+/// Bonnie++'s seeker processes: SeekProcCount, 3 by default (bonnie++'s
+/// readme: "This test runs SeekProcCount processes (default 3) in parallel").
+const SEEKERS: usize = 3;
+
+/// Seeks in flight during Bonnie++'s seek test on configuration `config`.
+/// Linux's CFQ scheduler (the default from 2.6.18, the articles' kernels)
+/// serves one process's synchronous queue at a time on a disk and idles a
+/// moment for that process's next read (Documentation/block/cfq-iosched.txt,
+/// slice_idle), and each seeker has one read outstanding, waiting for it: so on
+/// one device the three seekers take turns, one read in flight. md RAID 6 has
+/// no scheduler of its own; each member disk has its CFQ, and three seekers'
+/// 8 KiB reads mostly land on different members of six, so all three are in
+/// flight.
+pub(super) fn seeks_in_flight(config: &str) -> usize {
+    if config == "raid6-6hdd" {
+        SEEKERS
+    } else {
+        1
+    }
+}
+
+pub(super) fn configs() -> Vec<Config> {
+    let c = |name: &str, spec: String| Config::new(Seed::D, name, spec);
+    vec![
+        c("ssd", "mtron-mobi-32g".into()),
+        c("hdd", "samsung-hd753lj".into()),
+        c(
+            "raid6-6hdd",
+            format!("raid6:{C_DISKS}:chunk=256K:{C_MEMBER}:card=adaptec-sas-31205/pass-through"),
+        ),
+    ]
+}
+
+/// Article D's figures: SEEDS.md gives "roughly a hundred" seeks/s for one HDD.
+pub(super) fn article(config: &str, test: &str) -> Option<f64> {
+    (config == "hdd" && test == "random_seeks").then_some(100.0)
+}
+
+/// Seed D's findings, each decided from the simulated figures in `cells`.
+pub(super) fn findings(cells: &[Cell]) -> Vec<Finding> {
+    let seed = Seed::D;
+    let g = |config: &str, test: &str| figure(cells, config, test);
+    vec![
+        rule(seed, "the SSD's random seek rate is far above the HDD's (thousands per second against roughly a hundred)", || {
+            let (ssd, hdd) = (g("ssd", "random_seeks")?, g("hdd", "random_seeks")?);
+            Some((ssd >= 1000.0 && ssd >= 10.0 * hdd && (50.0..=250.0).contains(&hdd),
+                format!("SSD {ssd:.0}, HDD {hdd:.0} seeks/s (rule: SSD at least 1000 and 10x the HDD; HDD 50 to 250)")))
+        }),
+        rule(seed, "six HDDs in RAID 6 raise the seek rate a lot but still fall far short of the SSD", || {
+            let (ssd, hdd, r6) = (g("ssd", "random_seeks")?, g("hdd", "random_seeks")?, g("raid6-6hdd", "random_seeks")?);
+            Some((r6 >= 2.0 * hdd && r6 * 3.0 <= ssd,
+                format!("RAID 6 {r6:.0} seeks/s: {:.1}x the HDD, {:.2} of the SSD (rule: at least 2x the HDD, at most a third of the SSD)", r6 / hdd, r6 / ssd)))
+        }),
+        rule(seed, "for block transfer the SSD and one HDD are similar and the six-disk RAID 6 is clearly fastest", || {
+            let mut ok = true;
+            let mut s = Vec::new();
+            for t in ["block_output", "block_input"] {
+                let (ssd, hdd, r6) = (g("ssd", t)?, g("hdd", t)?, g("raid6-6hdd", t)?);
+                ok &= (0.5..=2.0).contains(&(ssd / hdd)) && r6 >= 1.5 * ssd.max(hdd);
+                s.push(format!("{t}: SSD {ssd:.0}, HDD {hdd:.0}, RAID 6 {r6:.0} MB/s"));
+            }
+            Some((ok, format!("{} (rule: SSD/HDD within 0.5 to 2, RAID 6 at least 1.5x the faster)", s.join("; "))))
+        }),
+        not_modelled(seed, "XFS with write barriers made metadata tests about ten times slower; per dollar, HDD RAID gives tens of times the capacity",
+            "metadata tests need a file system; prices are not part of the presets"),
+    ]
+}
