@@ -27,6 +27,7 @@ pub mod reconstruct;
 pub mod recovery;
 pub mod replay;
 pub mod stripe_cache;
+pub mod zoned;
 
 pub use array::Array;
 pub use plan::{MemberOp, OpKind, Plan, Step};
