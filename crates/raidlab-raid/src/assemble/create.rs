@@ -1,0 +1,311 @@
+//! Creating a new array: checks everything the user asked for, then writes one
+//! superblock (and bitmap, PPL area or empty journal) per member. It must never
+//! write a member before every check has passed, and never writes data.
+
+use super::*;
+
+/// What the user asked `create` for.
+#[derive(Debug, Clone)]
+pub struct CreateSpec {
+    pub level: Level,
+    pub layout: Layout,
+    /// Chunk in bytes (ignored for RAID 1).
+    pub chunk_bytes: u64,
+    pub spares: usize,
+    pub name: String,
+    /// Accept members that already carry a superblock, and fewer members than mdadm
+    /// wants without --force (down to what md itself can run).
+    pub force: bool,
+    /// Keep an internal write-intent bitmap (md's --consistency-policy=bitmap),
+    /// so a resync after an unclean stop covers only the regions written.
+    pub bitmap: bool,
+    /// Bytes of each member per bitmap bit (mdadm's --bitmap-chunk); None: mdadm's
+    /// choice (64 MiB, more if the bits would not fit).
+    pub bitmap_chunk: Option<u32>,
+    /// Keep md's partial parity log (--consistency-policy=ppl, RAID 5 only):
+    /// closes the write hole, and an unclean stop needs no resync.
+    pub ppl: bool,
+}
+
+/// A device for `create`, and whether it is known to hold nothing but zeros in the
+/// area the array will use (a fresh sparse file), so no initial resync is needed.
+#[derive(Debug, Clone)]
+pub struct NewMember {
+    pub device: Device,
+    pub zeroed: bool,
+}
+
+/// Write superblocks that make `members` an array, and return it assembled.
+/// Checks everything before writing anything.
+pub fn create(spec: &CreateSpec, members: Vec<NewMember>) -> Result<Assembly> {
+    create_with_journal(spec, members, None)
+}
+
+/// [`create`] with md's write journal on `journal` (mdadm's `--write-journal
+/// DEV`, consistency policy `journal`; RAID 4/5/6): every device gets the
+/// JOURNAL feature, the journal device role 0xfffd (the device number after the
+/// members and spares), its whole space after the data offset as the ring, and
+/// an empty log. Start it with [`Assembly::start_journal`].
+pub fn create_with_journal(
+    spec: &CreateSpec,
+    members: Vec<NewMember>,
+    journal: Option<NewMember>,
+) -> Result<Assembly> {
+    create_with_metadata(spec, members, journal, MetadataVersion::V1_2)
+}
+
+/// [`create_with_journal`] with the superblocks where metadata `version` keeps
+/// them (mdadm's `--metadata 1.0|1.1|1.2`); where that puts the data and how
+/// large each member is are raidlab-md's rules (`mdadm_data_offset_for`,
+/// `default_member_sectors_for`, `new_member_at`).
+pub fn create_with_metadata(
+    spec: &CreateSpec,
+    members: Vec<NewMember>,
+    journal: Option<NewMember>,
+    version: MetadataVersion,
+) -> Result<Assembly> {
+    if version == MetadataVersion::V0_90 {
+        return Err(Error::invalid(
+            "metadata 0.90 is read by raidlab but not written: create with metadata 1.0 (also at the end of the members) instead",
+        ));
+    }
+    if version == MetadataVersion::V1_0 && (journal.is_some() || spec.ppl) {
+        return Err(Error::invalid(
+            "metadata 1.0 with a partial parity log or a write journal is not built yet (md keeps them before the superblock at the end of each member): use metadata 1.1 or 1.2, or a bitmap or resync",
+        ));
+    }
+    if let Some(j) = &journal {
+        if !matches!(spec.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+            return Err(Error::invalid(format!(
+                "a write journal (--write-journal) is for RAID 4, 5 and 6, not {}: md journals parity stripes only",
+                spec.level.name()
+            )));
+        }
+        if spec.ppl || spec.bitmap {
+            return Err(Error::invalid(
+                "a write journal cannot be combined with a bitmap or a partial parity log (md allows one consistency policy)",
+            ));
+        }
+        if members.iter().any(|m| {
+            Arc::ptr_eq(&m.device.volume, &j.device.volume) || m.device.path == j.device.path
+        }) {
+            return Err(Error::invalid(format!(
+                "{} is given both as a member and as the journal: the journal needs a device of its own",
+                j.device.path
+            )));
+        }
+    }
+    let journal_dev = journal.as_ref().map(|j| j.device.clone());
+    let mut members = members;
+    let member_count = members.len();
+    if let Some(j) = journal {
+        members.push(j);
+    }
+    let total = member_count;
+    if spec.spares >= total {
+        return Err(Error::invalid(format!(
+            "{} spare(s) asked for but only {total} member(s) given: the last --spares members become spares, the rest make up the array",
+            spec.spares
+        )));
+    }
+    let raid_disks = total - spec.spares;
+    let min = spec.level.min_members();
+    if raid_disks < min && !spec.force {
+        return Err(Error::invalid(format!(
+            "{} needs at least {min} members, {raid_disks} given (plus {} spare(s)); add members, or --force to create it with fewer",
+            spec.level.name(),
+            spec.spares
+        )));
+    }
+    for m in &members {
+        if let Some(sb) = Superblock::read_from(m.device.volume.as_ref())
+            .ok()
+            .flatten()
+        {
+            if !spec.force {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Open,
+                    format!(
+                        "already carries an md superblock (array {}, {}, role {}): it may hold someone's data. Use --force to overwrite it",
+                        format_uuid(&sb.set_uuid),
+                        Level::from_md(sb.level).map_or_else(|_| format!("level {}", sb.level), |l| l.name().to_string()),
+                        sb.dev_number
+                    ),
+                )
+                .on_device(m.device.path.clone()));
+            }
+        }
+        if !m.device.volume.is_writable() {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                Op::Open,
+                "cannot write the superblock: opened read-only",
+            )
+            .on_device(m.device.path.clone()));
+        }
+    }
+    let smallest = members
+        .iter()
+        .take(member_count)
+        .map(|m| m.device.volume.size())
+        .min()
+        .unwrap_or(0);
+    let chunk = if spec.level == Level::Raid1 {
+        0
+    } else {
+        spec.chunk_bytes
+    };
+    if spec.ppl && spec.level != Level::Raid5 {
+        return Err(Error::invalid(format!(
+            "a partial parity log (--consistency-policy ppl) is for RAID 5 only, not {}: use resync or bitmap",
+            spec.level.name()
+        )));
+    }
+    if spec.ppl && spec.bitmap {
+        return Err(Error::invalid(
+            "a partial parity log and a write-intent bitmap cannot be combined (md allows one consistency policy)",
+        ));
+    }
+    if spec.ppl && spec.chunk_bytes > raidlab_md::ppl::MULTIPLE_PPL_AREA_SIZE_SUPER1 - 4096 {
+        return Err(Error::invalid(format!(
+            "chunk {} KiB is too large for a partial parity log: one stripe's partial parity must fit md's 1 MiB log area; use a chunk of 512K or less",
+            spec.chunk_bytes / 1024
+        )));
+    }
+    // mdadm takes the data offset from the first member and uses it for all.
+    let first = members.first().map(|m| m.device.volume.size()).unwrap_or(0);
+    let data_offset = if spec.ppl {
+        raidlab_md::ppl::mdadm_ppl_data_offset(first, (chunk / 1024) as u32)
+    } else {
+        raidlab_md::mdadm_data_offset_for(version, first, (chunk / 1024) as u32)
+    };
+    let usable = smallest.saturating_sub(data_offset);
+    let member_bytes = if data_offset >= smallest {
+        0
+    } else {
+        raidlab_md::default_member_sectors_for(
+            version,
+            smallest,
+            data_offset,
+            spec.level.md_level(),
+            (chunk / 512) as u32,
+        ) * SECTOR
+    };
+    let geometry = Geometry::new(spec.level, spec.layout, chunk, raid_disks, member_bytes)
+        .map_err(|e| {
+            let mut e = e;
+            e.message = format!(
+                "{} (smallest member {} bytes, {} of them after md's data offset of {} bytes)",
+                e.message, smallest, usable, data_offset
+            );
+            e
+        })?;
+    let zeroed = members.iter().take(raid_disks).all(|m| m.zeroed);
+    let clean = zeroed || spec.level == Level::Raid0;
+    let array = NewArray {
+        uuid: *uuid::Uuid::new_v4().as_bytes(),
+        name: spec.name.clone(),
+        level: spec.level.md_level(),
+        layout: geometry.md_layout(),
+        chunk_sectors: geometry.md_chunk_sectors(),
+        raid_disks: raid_disks as u32,
+        member_sectors: geometry.member_bytes / SECTOR,
+        data_offset_sectors: data_offset / SECTOR,
+        total_devices: members.len() as u32,
+        clean,
+    };
+    if let Some(j) = &journal_dev {
+        // The journal's ring is everything after the data offset.
+        let ring = (j.volume.size() / SECTOR).saturating_sub(data_offset / SECTOR);
+        if ring * SECTOR < 256 << 10 {
+            return Err(Error::invalid(format!(
+                "the journal device is {} bytes: it needs at least 256 KiB after md's data offset of {} bytes",
+                j.volume.size(),
+                data_offset
+            ))
+            .on_device(j.path.clone()));
+        }
+    }
+    let now = now_secs();
+    for (i, m) in members.iter().enumerate() {
+        let role = if i < raid_disks {
+            i as u16
+        } else if i >= total {
+            raidlab_md::ROLE_JOURNAL
+        } else {
+            raidlab_md::ROLE_SPARE
+        };
+        let mut sb = raidlab_md::new_member_at(
+            &array,
+            version,
+            i as u32,
+            role,
+            *uuid::Uuid::new_v4().as_bytes(),
+            m.device.volume.size() / SECTOR,
+            now,
+        );
+        if spec.level == Level::Raid0 {
+            // md sizes RAID 0 from each member's data_size: make them equal so md
+            // sees one zone, exactly the striping raidlab uses, on unequal members.
+            sb.data_size = array.member_sectors;
+        }
+        if spec.ppl {
+            raidlab_md::ppl::enable_ppl(&mut sb).map_err(|e| e.on_device(m.device.path.clone()))?;
+        }
+        if journal_dev.is_some() {
+            let ctx = |e: Error| e.on_device(m.device.path.clone());
+            // Every device lists the journal in its role table.
+            if let Some(r) = sb.dev_roles.get_mut(total) {
+                *r = raidlab_md::ROLE_JOURNAL;
+            }
+            if i >= total {
+                raidlab_md::journal::make_journal_device(&mut sb).map_err(ctx)?;
+                sb.data_size = m.device.volume.size() / SECTOR - data_offset / SECTOR;
+            } else {
+                raidlab_md::journal::enable_journal_feature(&mut sb).map_err(ctx)?;
+            }
+        }
+        let bitmap = if spec.bitmap {
+            let mut bm = raidlab_md::bitmap::new_internal(&mut sb, spec.bitmap_chunk)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            if clean {
+                // Nothing to resync on a zeroed array: start with no dirty chunk.
+                bm.clear_all();
+            }
+            Some(bm)
+        } else {
+            None
+        };
+        sb.write_to(m.device.volume.as_ref())
+            .map_err(|e| e.on_device(m.device.path.clone()))?;
+        if let Some(bm) = bitmap {
+            bm.write_to(m.device.volume.as_ref(), &sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+        }
+        if spec.ppl {
+            let area = raidlab_md::ppl::initial_area(&sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            raidlab_md::ppl::write_area(m.device.volume.as_ref(), &sb, 0, &area)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+        }
+    }
+    if let (Some(j), Some(m)) = (&journal_dev, members.last()) {
+        // An empty log at the start of the ring, as md begins one.
+        let sb = Superblock::read_from(j.volume.as_ref())
+            .map_err(|e| e.on_device(j.path.clone()))?
+            .ok_or_else(|| {
+                Error::invalid("the journal's superblock did not read back")
+                    .on_device(j.path.clone())
+            })?;
+        let seed = raidlab_md::journal::uuid_seed(&array.uuid);
+        let empty = raidlab_md::journal::MetaBlock::empty(u64::from(seed), 0)
+            .to_bytes(seed)
+            .map_err(|e| e.on_device(j.path.clone()))?;
+        raidlab_md::journal::write_blocks(m.device.volume.as_ref(), &sb, 0, &empty)?;
+    }
+    for m in &members {
+        m.device.volume.flush()?;
+    }
+    Assembly::assemble(members.into_iter().map(|m| m.device).collect())
+}

@@ -1,0 +1,538 @@
+//! From member devices to a running array, and from nothing to a new array.
+//!
+//! Assembly reads each member's md superblock (1.0, 1.1, 1.2; 0.90 as its v1 equivalent), checks that they belong to one
+//! array and agree on its shape, places each by its role, and sets aside members
+//! that are stale (a lower event count than the newest), spares and faulty ones.
+//! Creation chooses sizes and the data offset the way mdadm does and writes one
+//! superblock per member. Neither ever writes data.
+//!
+//! Split by decision: this file judges members and builds the array;
+//! `logs` starts the write journal and the partial parity log (replaying what an
+//! unclean stop left); `superblocks` writes the array's state back to every live
+//! member; `create` makes a new array.
+
+mod create;
+mod logs;
+mod superblocks;
+
+pub use create::{create, create_with_journal, create_with_metadata, CreateSpec, NewMember};
+
+use crate::array::Array;
+use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
+use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_md::bitmap::Bitmap;
+use raidlab_md::{MetadataVersion, NewArray, Role, Superblock};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Forget how far a member's rebuild got: it starts over from the beginning.
+fn restart_rebuild(sb: &mut Superblock) {
+    if sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0 {
+        sb.recovery_offset = 0;
+    }
+}
+
+const SECTOR: u64 = 512;
+
+/// One device handed to assembly or creation.
+#[derive(Clone)]
+pub struct Device {
+    /// As the user named it.
+    pub path: String,
+    pub volume: Arc<dyn Volume>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.path)
+    }
+}
+
+/// What a member is to the assembled array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemberState {
+    /// In its slot and up to date.
+    Active,
+    /// A hot spare.
+    Spare,
+    /// Marked faulty in the newest superblocks.
+    Faulty,
+    /// Its own superblock claims a role, but its event count is behind the
+    /// array's and the newest superblocks still give its device that role (or
+    /// another member's): it missed writes, so its data is out of date.
+    Stale,
+    /// Its own superblock claims a role, but the array's newest superblocks
+    /// record its device as removed (md's `--remove`: role 0xffff): it left the
+    /// array and missed every write since. Like a stale member, never used and
+    /// never written; `add` takes it back with a rebuild.
+    Removed,
+    /// Being rebuilt into its slot: valid only below its recovery offset, so it
+    /// serves no reads until the rebuild completes.
+    Rebuilding,
+    /// Being copied from the active member of its slot (md's replace), which keeps
+    /// serving until the copy completes and this member takes its place.
+    Replacing,
+    /// The array's write journal device (md's role 0xfffd), up to date.
+    Journal,
+}
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub device: Device,
+    pub sb: Superblock,
+    pub state: MemberState,
+    /// Slot for active (and stale) members.
+    pub role: Option<usize>,
+}
+
+/// Overall state, as `detail` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArrayState {
+    Clean,
+    Degraded,
+    Failed,
+}
+
+/// An array put together from its members' superblocks.
+#[derive(Debug)]
+pub struct Assembly {
+    pub geometry: Geometry,
+    pub uuid: [u8; 16],
+    pub name: String,
+    pub members: Vec<Member>,
+    /// Index into `members` of the active member in each slot.
+    pub slots: Vec<Option<usize>>,
+    /// The newest event count among the members.
+    pub events: u64,
+    /// md's internal write-intent bitmap, when the array has one. A bitmap older
+    /// than the superblocks is not trusted: every chunk counts as dirty.
+    pub bitmap: Option<Bitmap>,
+    /// The started write journal, until an array takes it (see
+    /// [`Assembly::start_journal`]).
+    journal_handle: std::sync::Mutex<Option<Arc<crate::journal::Journal>>>,
+}
+
+impl Clone for Assembly {
+    /// A copy sharing the member devices (a scrub of a running array works on
+    /// one, so the original stays free for `detail` and membership changes).
+    fn clone(&self) -> Self {
+        Assembly {
+            geometry: self.geometry,
+            uuid: self.uuid,
+            name: self.name.clone(),
+            members: self.members.clone(),
+            slots: self.slots.clone(),
+            events: self.events,
+            bitmap: self.bitmap.clone(),
+            journal_handle: std::sync::Mutex::new(
+                self.journal_handle
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
+            ),
+        }
+    }
+}
+
+impl Assembly {
+    /// Read the superblocks of `devices` (in any order) and put the array together.
+    pub fn assemble(devices: Vec<Device>) -> Result<Assembly> {
+        if devices.is_empty() {
+            return Err(Error::invalid(
+                "no members given: name the member files or devices of the array",
+            ));
+        }
+        let mut found = Vec::new();
+        for d in devices {
+            match Superblock::read_from(d.volume.as_ref()).map_err(|e| e.on_device(&d.path))? {
+                Some(sb) => found.push((d, sb)),
+                None => {
+                    return Err(Error::invalid(format!(
+                        "{} carries no md superblock (looked for metadata 0.90 and 1.0 near the end, 1.1 at the start, 1.2 4 KiB in): it is not an array member, or the array uses another metadata version",
+                        d.path
+                    ))
+                    .on_device(d.path.clone()))
+                }
+            }
+        }
+        let newest = found
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, (_, sb))| sb.events)
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        let reference = found[newest].1.clone();
+        for (d, sb) in &found {
+            if sb.set_uuid != reference.set_uuid {
+                return Err(Error::invalid(format!(
+                    "{} belongs to array {} but {} belongs to array {}: give the members of one array only",
+                    d.path,
+                    format_uuid(&sb.set_uuid),
+                    found[newest].0.path,
+                    format_uuid(&reference.set_uuid)
+                )));
+            }
+        }
+        let mut seen: Vec<([u8; 16], &str)> = Vec::new();
+        for (d, sb) in &found {
+            if let Some((_, other)) = seen.iter().find(|(u, _)| *u == sb.device_uuid) {
+                return Err(Error::invalid(format!(
+                    "{} and {} are the same member (device UUID {}): give each member once",
+                    other,
+                    d.path,
+                    format_uuid(&sb.device_uuid)
+                )));
+            }
+            seen.push((sb.device_uuid, &d.path));
+        }
+        let geometry =
+            geometry_of(&reference).map_err(|e| e.on_device(found[newest].0.path.clone()))?;
+        let mut slots: Vec<Option<usize>> = vec![None; geometry.raid_disks];
+        let mut members = Vec::new();
+        for (d, sb) in found {
+            let (mut state, role) = member_state(&reference, &sb);
+            if state == MemberState::Active
+                && sb.feature_map & raidlab_md::superblock::feature::REPLACEMENT != 0
+            {
+                state = MemberState::Replacing;
+            } else if state == MemberState::Active
+                && sb.feature_map & raidlab_md::superblock::feature::RECOVERY_OFFSET != 0
+            {
+                state = MemberState::Rebuilding;
+            }
+            if let Some(r) = role.filter(|&r| r < geometry.raid_disks) {
+                if state == MemberState::Active {
+                    if let Some(prev) = slots[r] {
+                        let other: &Member = &members[prev];
+                        return Err(Error::invalid(format!(
+                            "{} and {} both claim slot {r}: the superblocks are inconsistent; examine them and give one",
+                            other.device.path, d.path
+                        )));
+                    }
+                    let data_end = (sb.data_offset + sb.size) * SECTOR;
+                    if d.volume.size() < data_end {
+                        return Err(Error::invalid(format!(
+                            "member is {} bytes but its superblock says its data ends at byte {data_end}: the image is truncated",
+                            d.volume.size()
+                        ))
+                        .on_device(d.path.clone()));
+                    }
+                    slots[r] = Some(members.len());
+                }
+            }
+            members.push(Member {
+                device: d,
+                sb,
+                state,
+                role,
+            });
+        }
+        // md writes one role table to every device it keeps current; a live
+        // member whose own copy is older (a spare md did not write) must not
+        // carry that old table into the next superblock write.
+        for m in members.iter_mut().filter(|m| m.is_live()) {
+            m.sb.max_dev = reference.max_dev;
+            m.sb.dev_roles = reference.dev_roles.clone();
+        }
+        let bitmap = match slots.iter().flatten().next() {
+            Some(&i)
+                if reference.feature_map & raidlab_md::superblock::feature::BITMAP_OFFSET != 0 =>
+            {
+                let m: &Member = &members[i];
+                let mut bm = Bitmap::read_from(m.device.volume.as_ref(), &m.sb)
+                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+                if let Some(b) = bm.as_mut().filter(|b| b.is_stale(&reference)) {
+                    // md: an out-of-date bitmap means a full resync.
+                    for c in 0..b.chunks() {
+                        let _ = b.set(c);
+                    }
+                }
+                bm
+            }
+            _ => None,
+        };
+        let asm = Assembly {
+            geometry,
+            uuid: reference.set_uuid,
+            name: reference.set_name.clone(),
+            members,
+            slots,
+            events: reference.events,
+            bitmap,
+            journal_handle: std::sync::Mutex::new(None),
+        };
+        // Linear and multi-zone RAID 0: refuse sizes md would not run.
+        crate::zoned::check_zones(&asm)?;
+        Ok(asm)
+    }
+
+    /// Slots with no up-to-date member.
+    pub fn missing(&self) -> Vec<usize> {
+        (0..self.slots.len())
+            .filter(|&r| self.slots[r].is_none())
+            .collect()
+    }
+
+    pub fn state(&self) -> ArrayState {
+        let missing = self.missing();
+        if !self.geometry.survives(&missing) {
+            ArrayState::Failed
+        } else if missing.is_empty() {
+            ArrayState::Clean
+        } else {
+            ArrayState::Degraded
+        }
+    }
+
+    /// Refuse to run an array that cannot serve its data, or one that is degraded
+    /// *and* was not stopped cleanly: its parity may not match its data, so what
+    /// it rebuilds for the missing member may be wrong (md's "dirty degraded"
+    /// refusal). `force` accepts that risk. With a write journal: refused when
+    /// the journal device is missing or stale (mdadm's refusal; with `force` the
+    /// array runs read-only), and a degraded read is refused while the journal
+    /// holds writes the members do not have yet (see
+    /// [`Assembly::journal_unreplayed`]); a dirty superblock never happens.
+    pub fn check_startable(&self, force: bool) -> Result<()> {
+        let missing = self.missing();
+        if self.has_journal() && self.journal_member().is_none() && !force {
+            return Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Open,
+                "refusing to start: the array has a write journal (md's JOURNAL feature) but its journal device is missing or stale, so writes it holds may be lost and stripes may be torn (mdadm: \"Not safe to assemble with missing or stale journal device\"). Give the journal device with the members; --force opens the array read-only without it",
+            ));
+        }
+        match self.state() {
+            ArrayState::Failed => Err(Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Open,
+                format!(
+                    "cannot start {}: role(s) {missing:?} are missing or stale, more than it can do without; give the missing members",
+                    self.geometry.level.name()
+                ),
+            )),
+            ArrayState::Degraded
+                if !force
+                    && self.journal_unreplayed()? > 0 =>
+            {
+                Err(Error::new(
+                    ErrorKind::Unrecoverable,
+                    Op::Open,
+                    format!(
+                        "refusing to read: the array is degraded (role(s) {missing:?} missing) and its write journal holds writes not yet replayed (an unclean stop), so data rebuilt for the missing member(s) may be wrong. Open it for writing once (e.g. `raidlab resync` with these members and the journal) to replay the journal; --force reads it anyway"
+                    ),
+                ))
+            }
+            // Only parity levels have a write hole; md starts mirrors regardless.
+            ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
+                ErrorKind::Refused,
+                Op::Open,
+                if self.logs_partial_parity() {
+                    format!(
+                        "refusing to read: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, and its partial parity log has not been replayed yet, so data rebuilt for the missing member(s) may be wrong. `raidlab resync` with these members replays the log (a few seconds) and makes it safe; --force reads it anyway"
+                    )
+                } else {
+                    let set_aside: Vec<String> = self
+                        .members
+                        .iter()
+                        .filter(|m| {
+                            matches!(m.state, MemberState::Stale | MemberState::Removed)
+                                && m.role.is_some_and(|r| missing.contains(&r))
+                        })
+                        .map(|m| format!("{} is out of date ({:?})", m.device.path, m.state).to_lowercase())
+                        .collect();
+                    let given = if set_aside.is_empty() {
+                        "if you have the missing member(s), give them with the others; otherwise ".to_string()
+                    } else {
+                        format!("{} and cannot fill its role; ", set_aside.join(", "))
+                    };
+                    format!(
+                        "refusing to start: the array is degraded (role(s) {missing:?} missing) and was not shut down cleanly, so parity may not match the data and data rebuilt for the missing member(s) may be silently wrong (md's \"dirty degraded\" refusal). {given}--force starts it anyway (to read it, or to add a member and `rebuild --force` it)"
+                    )
+                },
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the newest superblock says parity/mirrors are consistent.
+    pub fn in_sync(&self) -> bool {
+        self.newest().is_clean()
+    }
+
+    fn newest(&self) -> &Superblock {
+        self.members
+            .iter()
+            .map(|m| &m.sb)
+            .max_by_key(|sb| sb.events)
+            .unwrap_or(&self.members[0].sb)
+    }
+
+    /// The running array over the active members' data areas.
+    pub fn array(&self) -> Result<Array> {
+        if let Some(zones) = self.zone_map() {
+            return self.zoned_array(zones?);
+        }
+        let vols = self
+            .slots
+            .iter()
+            .map(|slot| slot.map(|i| self.area(i)).transpose())
+            .collect::<Result<Vec<_>>>()?;
+        let label = if self.name.is_empty() {
+            format_uuid(&self.uuid)
+        } else {
+            self.name.clone()
+        };
+        let array = Array::new(format!("array {label}"), self.geometry, vols)?;
+        let array = if self.logs_partial_parity() {
+            array.with_ppl(self.partial_parity_log()?)?
+        } else {
+            array
+        };
+        let array = if !self.has_journal() {
+            array
+        } else if self.journal_member().is_none() {
+            // md runs an array whose journal is gone read-only.
+            array.read_only()
+        } else {
+            let journal = self
+                .journal_handle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            match journal {
+                Some(j) => array.with_journal(j)?,
+                // Not started (a read-only open): the members are read as they
+                // are, and nothing may be written around the journal.
+                None => array.read_only(),
+            }
+        };
+        Ok(match &self.bitmap {
+            Some(b) => {
+                let devices = self
+                    .slots
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(role, s)| s.map(|i| (role, i)))
+                    .map(|(role, i)| {
+                        (
+                            role,
+                            self.members[i].device.volume.clone(),
+                            self.members[i].sb.clone(),
+                        )
+                    })
+                    .collect();
+                array.with_intent(b.clone(), devices)
+            }
+            None => array,
+        })
+    }
+}
+
+impl Member {
+    /// Whether md would keep this member's superblock current.
+    pub fn is_live(&self) -> bool {
+        matches!(
+            self.state,
+            MemberState::Active
+                | MemberState::Rebuilding
+                | MemberState::Replacing
+                | MemberState::Spare
+                | MemberState::Journal
+        )
+    }
+}
+
+/// What a member is to the array, judged as md judges it: by its own
+/// superblock first. A member whose own superblock claims a role (active,
+/// replacing, journal) but whose event count is behind the newest missed
+/// writes, whatever the newest superblock's role table now says of its device
+/// number: stale while the array still lists it (or that number was given to
+/// another device), faulty where md marked it failed, removed where md took it
+/// out (0xffff). Only a member that is up to date, or that claims no role (a
+/// spare needs no event count), takes its role from the newest superblock.
+/// Returns the state and the slot: the slot the member serves, or for a member
+/// set aside, the slot its own superblock claims (for the report only).
+fn member_state(reference: &Superblock, sb: &Superblock) -> (MemberState, Option<usize>) {
+    let journal_feature = reference.feature_map & raidlab_md::superblock::feature::JOURNAL != 0;
+    let own = sb.role();
+    // A device whose own superblock says faulty is never taken for a spare.
+    let claims_role = matches!(
+        own,
+        Role::Active(_) | Role::Replacement(_) | Role::Journal | Role::Faulty
+    );
+    let in_reference = reference_role(reference, sb);
+    if sb.events < reference.events && claims_role {
+        let claimed = match own {
+            Role::Active(r) | Role::Replacement(r) => Some(r as usize),
+            _ => None,
+        };
+        let state = match in_reference {
+            Role::Faulty => MemberState::Faulty,
+            Role::Spare | Role::Unknown => MemberState::Removed,
+            // A journal behind the array may lack writes the members have: md
+            // and mdadm call it stale and will not use it.
+            Role::Active(_) | Role::Replacement(_) | Role::Journal => MemberState::Stale,
+        };
+        return (state, claimed);
+    }
+    let slot = match in_reference {
+        Role::Active(r) => Some(r as usize),
+        _ => None,
+    };
+    let state = match in_reference {
+        Role::Active(_) => MemberState::Active,
+        Role::Spare => MemberState::Spare,
+        // md ignores a journal device of an array without the feature.
+        Role::Journal if journal_feature => MemberState::Journal,
+        _ => MemberState::Faulty,
+    };
+    (state, slot)
+}
+
+/// The role `sb`'s device has in the array according to the newest superblock.
+fn reference_role(reference: &Superblock, sb: &Superblock) -> Role {
+    match reference.dev_roles.get(sb.dev_number as usize) {
+        Some(&r) => role_from_raw(r),
+        None => sb.role(),
+    }
+}
+
+fn role_from_raw(r: u16) -> Role {
+    match r {
+        raidlab_md::ROLE_SPARE => Role::Spare,
+        raidlab_md::ROLE_FAULTY => Role::Faulty,
+        raidlab_md::ROLE_JOURNAL => Role::Journal,
+        n => Role::Active(n),
+    }
+}
+
+/// The geometry a superblock describes.
+pub fn geometry_of(sb: &Superblock) -> Result<Geometry> {
+    // md sizes RAID 0 from each member's data_size (rounded to a chunk), the other
+    // levels from the array-wide `size` field.
+    if sb.level == raidlab_layout::zones::MD_LEVEL_LINEAR {
+        return crate::zoned::placeholder_geometry(sb);
+    }
+    let member_sectors = if sb.level == 0 { sb.data_size } else { sb.size };
+    Geometry::from_md(
+        sb.level,
+        sb.layout,
+        sb.chunksize,
+        sb.raid_disks,
+        member_sectors,
+    )
+}
+
+pub fn format_uuid(u: &[u8; 16]) -> String {
+    let h: String = u.iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}:{}:{}:{}", &h[0..8], &h[8..16], &h[16..24], &h[24..32])
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

@@ -1,0 +1,136 @@
+//! Writing the array's state into its members' superblocks: clean or dirty,
+//! roles, events and the bitmap. It must never write outside the superblock and
+//! bitmap areas raidlab-md places.
+
+use super::*;
+
+impl Assembly {
+    /// Take back the bitmap a running array updated (so the next superblock write
+    /// carries its dirty bits).
+    pub fn absorb_bitmap(&mut self, array: &Array) {
+        if let Some(b) = array.intent_bitmap() {
+            self.bitmap = Some(b);
+        }
+    }
+
+    /// Record in every active member's superblock that writes are in flight (md's
+    /// "active" state: resync_offset 0), so a crash before [`Assembly::mark_clean`]
+    /// is seen as an unclean stop. Keeps the previous sync state to restore later.
+    pub fn mark_dirty(&mut self) -> Result<bool> {
+        let was_clean = self.in_sync();
+        if self.geometry.level == Level::Raid0 {
+            // Nothing to resync without redundancy: md never marks RAID 0 dirty.
+            return Ok(was_clean);
+        }
+        // A member being rebuilt does not receive the writes to come: what it
+        // has rebuilt so far can no longer be trusted, so its rebuild starts
+        // over (a live rebuild resumes from the offsets read before this).
+        if self.has_journal() && self.journal_member().is_some() && was_clean {
+            // md keeps a journaled array's superblocks clean while it runs
+            // (MD_JOURNAL_CLEAN): after a crash the journal replay, not a resync,
+            // makes the stripes consistent.
+            if self.partly_rebuilt() {
+                self.commit(restart_rebuild)?;
+            }
+            return Ok(was_clean);
+        }
+        self.commit(|sb| {
+            sb.resync_offset = 0;
+            restart_rebuild(sb);
+        })?;
+        Ok(was_clean)
+    }
+
+    /// After a flush: record a clean stop (if the array was in sync before).
+    /// With a started journal, it is emptied first (members flushed, the tail
+    /// moved past everything logged).
+    pub fn mark_clean(&mut self, was_clean: bool) -> Result<()> {
+        let journal = self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(j) = journal {
+            let vols: Vec<Arc<dyn Volume>> = self
+                .slots
+                .iter()
+                .flatten()
+                .map(|&i| self.members[i].device.volume.clone())
+                .collect();
+            j.checkpoint(&|| vols.iter().try_for_each(|v| v.flush()))?;
+        }
+        if let Some(b) = self.bitmap.as_mut() {
+            // Everything written has been flushed: no region is dirty any more.
+            if was_clean {
+                b.clear_all();
+                b.sb.events_cleared = self.events + 1;
+            }
+        }
+        self.commit(|sb| {
+            if was_clean {
+                sb.resync_offset = u64::MAX;
+            }
+        })
+    }
+
+    /// Apply an array-wide change to the superblock of every live member (active,
+    /// being rebuilt, spare), with the event count raised by one, and write them.
+    /// Faulty and stale members are left alone, as md never writes them.
+    pub fn commit(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
+        let now = now_secs();
+        let events = self.events + 1;
+        if let Some(b) = self.bitmap.as_mut() {
+            // md keeps the bitmap's event count with the superblock's; a bitmap
+            // behind it would be taken as stale (full resync).
+            b.sb.events = events;
+        }
+        let journal = self
+            .journal_handle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        for m in self.members.iter_mut().filter(|m| m.is_live()) {
+            m.sb.events = events;
+            m.sb.utime = now;
+            f(&mut m.sb);
+            if let (MemberState::Journal, Some(j)) = (m.state, &journal) {
+                // The running journal owns its superblock's journal_tail; the
+                // rest (events, role table) is the assembly's.
+                m.sb = j
+                    .write_superblock(m.sb.clone())
+                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+                continue;
+            }
+            m.sb.write_to(m.device.volume.as_ref())
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            if let Some(b) = &self.bitmap {
+                b.write_to(m.device.volume.as_ref(), &m.sb)
+                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+            }
+            m.device.volume.flush()?;
+        }
+        self.events = events;
+        Ok(())
+    }
+
+    /// Set the role of device number `dev_number` in every live superblock's
+    /// role table (the change itself is written by [`Assembly::commit`]).
+    pub fn set_role(&mut self, dev_number: u32, raw_role: u16) {
+        for m in self.members.iter_mut().filter(|m| m.is_live()) {
+            if let Some(r) = m.sb.dev_roles.get_mut(dev_number as usize) {
+                *r = raw_role;
+            }
+        }
+    }
+
+    /// The data area of member `index` (of `members`).
+    pub fn area(&self, index: usize) -> Result<Arc<dyn Volume>> {
+        let m = &self.members[index];
+        let area = SliceVolume::new(
+            m.device.volume.clone(),
+            m.sb.data_offset * SECTOR,
+            self.geometry.member_bytes,
+        )?;
+        Ok(Arc::new(area))
+    }
+}
