@@ -47,7 +47,8 @@ const BOOT_TIMEOUT_S: u32 = 1500;
 #[derive(Debug, Clone)]
 struct Cfg {
     name: String,
-    level: u32,
+    /// md's level number (-1 for linear, written `linear` in the matrix).
+    level: i32,
     /// mdadm/raidlab layout word, `None` for the default / no layout.
     layout: Option<String>,
     chunk_kib: Option<u64>,
@@ -63,6 +64,36 @@ struct Cfg {
 impl Cfg {
     fn has(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
+    }
+
+    /// Bytes of member (device image) `i`: MEMBER_MIB for all, or with
+    /// `zones` (linear and multi-zone RAID 0) 2 MiB more for each later member.
+    fn member_size(&self, i: usize) -> u64 {
+        if self.has("zones") {
+            self.member_bytes + 2 * MIB * i as u64
+        } else {
+            self.member_bytes
+        }
+    }
+
+    /// The sizes field of a manifest line: one size, or each member's.
+    fn sizes_field(&self) -> String {
+        if self.has("zones") {
+            csv(&(0..self.all_devices())
+                .map(|i| self.member_size(i))
+                .collect::<Vec<_>>())
+        } else {
+            self.member_bytes.to_string()
+        }
+    }
+
+    /// The level as mdadm's --level takes it.
+    fn level_word(&self) -> String {
+        if self.level == -1 {
+            "linear".into()
+        } else {
+            self.level.to_string()
+        }
     }
 
     /// `v1.0` / `v1.1` / `v0.90`: md metadata other than the default 1.2.
@@ -106,7 +137,7 @@ impl Cfg {
     }
 
     fn redundant(&self) -> bool {
-        self.level != 0
+        self.level > 0
     }
 
     /// RAID 10 (near, far, offset) copy counts.
@@ -126,7 +157,7 @@ impl Cfg {
     fn survives(&self, missing: &[usize]) -> bool {
         let n = self.devices;
         match self.level {
-            0 => missing.is_empty(),
+            -1 | 0 => missing.is_empty(),
             1 => missing.len() < n,
             4 | 5 => missing.len() <= 1,
             6 => missing.len() <= 2,
@@ -224,7 +255,11 @@ fn parse_matrix() -> Vec<Cfg> {
             let opt = |s: &str| (s != "-").then(|| s.to_string());
             Cfg {
                 name: f[0].to_string(),
-                level: f[1].parse().expect("level"),
+                level: if f[1] == "linear" {
+                    -1
+                } else {
+                    f[1].parse().expect("level")
+                },
                 layout: opt(f[2]),
                 chunk_kib: opt(f[3]).map(|c| c.parse().expect("chunk")),
                 devices: f[4].parse().expect("devices"),
@@ -395,7 +430,7 @@ fn ppl_crash_spot(c: &Cfg) -> (u64, usize) {
 /// chunk 0 of stripe 1, and the member holding data chunk 1 of that stripe.
 fn journal_crash_spot(c: &Cfg) -> (u64, usize) {
     use raidlab_layout::{Geometry, Layout, Level};
-    let level = Level::from_md(c.level as i32).expect("level");
+    let level = Level::from_md(c.level).expect("level");
     let layout = Layout::parse(level, c.layout.as_deref()).expect("layout");
     let chunk = c.chunk_kib.expect("chunk") * 1024;
     let g = Geometry::new(level, layout, chunk, c.devices, c.member_bytes).expect("geometry");
@@ -761,9 +796,9 @@ struct Slots {
 impl Slots {
     fn take(&mut self, c: &Cfg) -> Vec<u64> {
         (0..c.all_devices())
-            .map(|_| {
+            .map(|i| {
                 let o = self.next;
-                self.next += c.member_bytes.div_ceil(MIB) * MIB;
+                self.next += c.member_size(i).div_ceil(MIB) * MIB;
                 o
             })
             .collect()
@@ -826,7 +861,7 @@ fn linux_md_compatibility_both_directions() {
     // ---- the pattern area and the data disk ----
     let pat_len = matrix
         .iter()
-        .map(|c| c.all_devices() as u64 * c.member_bytes)
+        .map(|c| (0..c.all_devices()).map(|i| c.member_size(i)).sum::<u64>())
         .max()
         .unwrap();
     let pat_area = pat_len.div_ceil(64 * MIB) * 64 * MIB;
@@ -863,11 +898,11 @@ fn linux_md_compatibility_both_directions() {
         manifest.push_str(&format!(
             "A {} {} {} {} {} {} {} {}\n",
             c.name,
-            c.level,
+            c.level_word(),
             c.layout.as_deref().unwrap_or("-"),
             c.chunk_kib.map_or("-".into(), |k| k.to_string()),
             c.devices,
-            c.member_bytes,
+            c.sizes_field(),
             csv(&offs),
             if c.flags.is_empty() {
                 "-".to_string()
@@ -887,8 +922,9 @@ fn linux_md_compatibility_both_directions() {
     let mut c_reads: BTreeMap<String, (u64, u64, usize)> = BTreeMap::new();
     let t_b = Instant::now();
     for c in &matrix {
-        if c.has("v0.90") {
-            // raidlab reads metadata 0.90 but does not write it: direction A only.
+        if c.has("v0.90") || c.has("zones") {
+            // raidlab reads metadata 0.90 but does not write it, and creates
+            // no linear or multi-zone RAID 0: direction A only.
             continue;
         }
         let dir = work.join("b").join(&c.name);
@@ -1207,8 +1243,8 @@ fn linux_md_compatibility_both_directions() {
         let dir = work.join("a").join(&c.name);
         fs::create_dir_all(&dir).unwrap();
         let mut members = Vec::new();
-        let mut buf = vec![0u8; c.member_bytes as usize];
         for (i, off) in a_slots[&c.name].iter().enumerate() {
+            let mut buf = vec![0u8; c.member_size(i) as usize];
             data.read_exact_at(&mut buf, *off).unwrap();
             let p = dir.join(format!("m{i}.img"));
             fs::write(&p, &buf).unwrap();

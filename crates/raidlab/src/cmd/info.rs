@@ -208,12 +208,12 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             .to_string(),
         uuid: format_uuid(&asm.uuid),
         name: asm.name.clone(),
-        level: g.level.name().to_string(),
-        layout: g.layout.name(),
+        level: asm.level_name().to_string(),
+        layout: zoned_layout(asm).unwrap_or_else(|| g.layout.name()),
         chunk_bytes: g.chunk_bytes,
         raid_devices: g.raid_disks,
         total_devices: asm.members.len(),
-        array_size_bytes: g.array_bytes(),
+        array_size_bytes: asm.data_bytes(),
         member_data_bytes: g.member_bytes,
         events: asm.events,
         state,
@@ -400,4 +400,17 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         None => {}
     }
     Ok(text)
+}
+
+/// The layout of a linear or multi-zone RAID 0 array as mdadm names it: a
+/// multi-zone RAID 0's "original" or "alternate" (the zone map's choice), a
+/// linear's "linear"; None for every other array.
+fn zoned_layout(asm: &Assembly) -> Option<String> {
+    let zones = asm.zone_map()?.ok()?;
+    Some(match zones.kind {
+        raidlab_layout::ZonedKind::Linear { .. } => "linear".into(),
+        raidlab_layout::ZonedKind::Raid0 { alternate, .. } => {
+            if alternate { "alternate" } else { "original" }.into()
+        }
+    })
 }

@@ -129,7 +129,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
     crate::open::warn_set_aside(&asm);
     // Everything that can refuse the import is checked before the start,
     // which writes (logs, the dirty mark): a refusal changes nothing.
-    let size = asm.geometry.array_bytes();
+    let size = asm.data_bytes();
     if a.offset > size {
         bail!(
             "--offset {} is past the end of the array ({size} bytes)",
