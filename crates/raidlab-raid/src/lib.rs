@@ -14,6 +14,7 @@
 
 pub mod array;
 pub mod assemble;
+pub mod badblocks;
 pub mod exec;
 pub mod journal;
 pub mod lifecycle;

@@ -384,7 +384,8 @@ impl Assembly {
         } else {
             self.name.clone()
         };
-        let array = Array::new(format!("array {label}"), self.geometry, vols)?;
+        let array = Array::new(format!("array {label}"), self.geometry, vols)?
+            .with_bad_blocks(self.bad_blocks()?);
         let array = if self.logs_partial_parity() {
             array.with_ppl(self.partial_parity_log()?)?
         } else {

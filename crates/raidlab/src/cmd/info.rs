@@ -18,10 +18,20 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
         let sectors = d.volume.size() / 512;
         match Superblock::read_from(d.volume.as_ref()) {
             Ok(Some(sb)) => {
+                // md's bad-block log: listed after the superblock's lines
+                // (as `mdadm --examine-badblocks` prints it) when it lists
+                // anything; in JSON always ("bad_blocks": null without a log).
+                let bad = raidlab_md::badblocks::read(d.volume.as_ref(), &sb);
+                if let Err(e) = &bad {
+                    failed = true;
+                    eprintln!("raidlab: {}: {e}", d.path);
+                }
+                let bad = bad.ok().flatten();
                 if a.json {
                     let mut v = sb.examine_json(sectors);
                     if let Some(o) = v.as_object_mut() {
                         o.insert("device".into(), d.path.clone().into());
+                        o.insert("bad_blocks".into(), serde_json::to_value(&bad)?);
                     }
                     json.push(v);
                 } else {
@@ -33,6 +43,13 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                         for (label, value) in sb.examine_lines(sectors) {
                             outln!("{label:>15} : {value}");
                         }
+                    }
+                    if let Some(list) = bad.as_deref().filter(|l| !l.is_empty()) {
+                        outln!();
+                        out!(
+                            "{}",
+                            raidlab_md::badblocks::render(&d.path, Some(list))
+                        );
                     }
                     outln!();
                 }
