@@ -175,11 +175,25 @@ run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS [FLAGS]
             result "$name" A FAIL "mdadm --fail $second failed: $(tr '\n' ' ' <"$dir/fail.log")"; stop_md; detach; return; }
         phase fail ;;
     esac
+    # `badblocks`: md lists 8 sectors of the second member, 32 KiB into its
+    # data area, as bad (sysfs takes device sectors); a write makes md
+    # update the superblocks, which writes the log.
+    case ",$flags," in *,badblocks,*)
+        second=$(echo $loops | awk '{print $2}')
+        doff=$(mdadm --examine "$second" | awk '/Data Offset/{print $4}')
+        echo "$((doff + 64)) 8" >"$SYS/dev-$(basename "$second")/bad_blocks" 2>"$dir/bb.log" || {
+            result "$name" A FAIL "cannot list a bad block: $(tr '\n' ' ' <"$dir/bb.log")"; stop_md; detach; return; }
+        dd if="$D" of="$MD" bs=4096 count=1 oflag=direct conv=notrunc 2>>"$dir/bb.log"
+        sync; sleep 1 ;;
+    esac
     mdadm --detail "$MD" >"$dir/detail" 2>&1
     cat "$SYS/layout" >"$dir/sys_layout" 2>/dev/null
     stop_md
     phase stop
     i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    case ",$flags," in *,badblocks,*)
+        i=0; for l in $loops; do mdadm --examine-badblocks "$l" >"$dir/badblocks.$i" 2>&1; i=$((i + 1)); done ;;
+    esac
     phase examine
     if [ "$A_VERIFY" = 0 ]; then
         result "$name" A PASS "array_bytes=$size seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"

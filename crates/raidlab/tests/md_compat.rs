@@ -437,6 +437,51 @@ fn journal_crash_spot(c: &Cfg) -> (u64, usize) {
     (chunk * g.data_disks() as u64, g.stripe(1).data[1])
 }
 
+/// `badblocks`: mdadm's `--examine-badblocks` of member 1 (saved by the
+/// guest) against raidlab's `examine --json` `bad_blocks`; then the listed
+/// sectors of member 1 are overwritten with garbage. Returns what is wrong.
+fn md_bad_blocks_honoured(adir: &Path, members: &[String]) -> Vec<String> {
+    let md = fs::read_to_string(adir.join("badblocks.1")).unwrap_or_default();
+    // "            2112 for 8 sectors"
+    let listed: Vec<(u64, u64)> = md
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.as_slice() {
+                [s, "for", n, "sectors"] => Some((s.parse().ok()?, n.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect();
+    if listed.is_empty() {
+        return vec![format!("mdadm --examine-badblocks lists nothing: {md:?}")];
+    }
+    let mut bad = Vec::new();
+    match raidlab_examine(members) {
+        Err(e) => bad.push(e),
+        Ok((js, _)) => {
+            let ours: Vec<(u64, u64)> = js
+                .get(1)
+                .and_then(|j| j["bad_blocks"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|r| Some((r["sector"].as_u64()?, r["count"].as_u64()?)))
+                .collect();
+            if ours != listed {
+                bad.push(format!(
+                    "raidlab examine lists bad blocks {ours:?}, mdadm --examine-badblocks {listed:?}"
+                ));
+            }
+        }
+    }
+    let f = OpenOptions::new().write(true).open(&members[1]).unwrap();
+    for (sector, count) in &listed {
+        f.write_all_at(&vec![0xa5; *count as usize * 512], sector * 512)
+            .unwrap();
+    }
+    bad
+}
+
 /// Deterministic, position-unique pattern (xorshift64*), no dependencies.
 fn pattern(len: u64) -> Vec<u8> {
     let mut v = Vec::with_capacity(len as usize);
@@ -1356,6 +1401,14 @@ fn linux_md_compatibility_both_directions() {
             let f = OpenOptions::new().write(true).open(&members[1]).unwrap();
             f.write_all_at(&vec![0x5a; half as usize], half).unwrap();
         }
+        // `badblocks`: md listed sectors of member 1 as bad. raidlab's examine
+        // must list what mdadm's does, and those sectors are overwritten here:
+        // every export below must still be the pattern.
+        if c.has("badblocks") {
+            for f in md_bad_blocks_honoured(&adir, &members) {
+                failures.push(format!("{tag}: {f}"));
+            }
+        }
         // complete
         let out = dir.join("export.bin");
         match export(&members, &out) {
@@ -1370,6 +1423,13 @@ fn linux_md_compatibility_both_directions() {
         // already degraded is read complete only)
         let sets = if c.has("mdfail") {
             Vec::new()
+        } else if c.has("badblocks") {
+            // Only sets without member 1's listed sectors' redundancy gone:
+            // member 1 itself left out.
+            c.host_degraded_sets()
+                .into_iter()
+                .filter(|s| s.contains(&1))
+                .collect()
         } else {
             c.host_degraded_sets()
         };
@@ -1395,7 +1455,7 @@ fn linux_md_compatibility_both_directions() {
             }
         }
         // one degraded read with the member simply left out of the list
-        if c.redundant() && !c.has("mdfail") {
+        if c.redundant() && !c.has("mdfail") && !c.has("badblocks") {
             let ms: Vec<String> = members[1..].to_vec();
             match export(&ms, &out) {
                 Ok(got) if got == want => {}
