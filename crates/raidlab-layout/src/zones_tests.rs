@@ -190,8 +190,20 @@ fn zones_of_three_sizes() {
     let odd_alt = ZoneMap::raid0(&[2 * k, 3 * k, 3 * k, k], k, RAID0_ALTERNATE).unwrap();
     // Zone 0: 4 chunks (1 row); zone 1 over 0,1,2 starts at chunk 4 -> original
     // picks 4 % 3 = member index 1, alternate index 0.
-    assert_eq!(odd_orig.locate(4 * k).unwrap().0, Location { member: 1, offset: k });
-    assert_eq!(odd_alt.locate(4 * k).unwrap().0, Location { member: 0, offset: k });
+    assert_eq!(
+        odd_orig.locate(4 * k).unwrap().0,
+        Location {
+            member: 1,
+            offset: k
+        }
+    );
+    assert_eq!(
+        odd_alt.locate(4 * k).unwrap().0,
+        Location {
+            member: 0,
+            offset: k
+        }
+    );
 }
 
 #[test]
@@ -221,5 +233,11 @@ fn bad_inputs_are_refused() {
     assert!(ZoneMap::from_md(5, 0, 8, &[16]).is_err());
     let m = ZoneMap::from_md(-1, 0, 0, &[16, 24]).unwrap();
     assert_eq!(m.array_bytes(), 40 * 512);
-    assert_eq!(m.to_array(Location { member: 1, offset: 24 * 512 }), None);
+    assert_eq!(
+        m.to_array(Location {
+            member: 1,
+            offset: 24 * 512
+        }),
+        None
+    );
 }

@@ -55,7 +55,10 @@ impl BadBlocks {
                 v
             })
             .collect();
-        roles.iter().any(|r| !r.is_empty()).then_some(BadBlocks { roles })
+        roles
+            .iter()
+            .any(|r| !r.is_empty())
+            .then_some(BadBlocks { roles })
     }
 
     /// The first listed range of `role` that `[offset, offset + len)` touches.
@@ -183,7 +186,14 @@ mod tests {
         assert_eq!(b.hit(0, 0, 512), Some((0, 4096)));
         assert_eq!(b.hit(0, 4096, 512), None);
         assert_eq!(b.hit(1, 0, 1 << 20), None);
-        assert!(BadBlocks::from_md(&[Some((2048, vec![BadRange { sector: 0, count: 8 }]))]).is_none());
+        assert!(BadBlocks::from_md(&[Some((
+            2048,
+            vec![BadRange {
+                sector: 0,
+                count: 8
+            }]
+        ))])
+        .is_none());
     }
 
     #[test]
@@ -197,7 +207,9 @@ mod tests {
         }
         // Both copies bad: nothing left to read from.
         let both = bb(vec![vec![(2048 + 16, 8)], vec![(2048 + 18, 1)]]);
-        let e = both.read_plan(&geo, &[true, true], 8192, 4096, 0).unwrap_err();
+        let e = both
+            .read_plan(&geo, &[true, true], 8192, 4096, 0)
+            .unwrap_err();
         assert_eq!(e.kind, ErrorKind::Unrecoverable);
         assert!(e.message.contains("bad-block log"), "{e}");
     }

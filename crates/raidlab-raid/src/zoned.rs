@@ -63,7 +63,11 @@ impl Assembly {
     /// an array cannot run without all of them) or the sizes do not make an
     /// array md would run.
     pub fn zone_map(&self) -> Option<Result<ZoneMap>> {
-        let reference = self.members.iter().map(|m| &m.sb).max_by_key(|sb| sb.events)?;
+        let reference = self
+            .members
+            .iter()
+            .map(|m| &m.sb)
+            .max_by_key(|sb| sb.events)?;
         let sizes: Vec<Option<u64>> = self
             .slots
             .iter()
@@ -121,7 +125,11 @@ impl Assembly {
         let volume = ZonedVolume::new(label.clone(), zones, areas)?;
         // A one-member mirror: every request goes straight to the volume.
         let geometry = Geometry::from_md(1, 0, 0, 1, volume.size() / SECTOR)?;
-        Array::new(label, geometry, vec![Some(Arc::new(volume) as Arc<dyn Volume>)])
+        Array::new(
+            label,
+            geometry,
+            vec![Some(Arc::new(volume) as Arc<dyn Volume>)],
+        )
     }
 }
 

@@ -95,7 +95,9 @@ fn raid5_reads_listed_sectors_from_parity() {
     assert!(asm.bad_blocks().unwrap().is_some());
     assert_eq!(read_all(&devs).unwrap(), data);
     // Without the log entry the garbage would be read: the test can fail.
-    let sb = Superblock::read_from(devs[2].volume.as_ref()).unwrap().unwrap();
+    let sb = Superblock::read_from(devs[2].volume.as_ref())
+        .unwrap()
+        .unwrap();
     let log_at = (sb.super_offset as i64 + i64::from(sb.bblog_offset)) as u64 * 512;
     devs[2].volume.write_at(&[0xff; 8], log_at).unwrap();
     assert_ne!(read_all(&devs).unwrap(), data);

@@ -82,9 +82,7 @@ fn fill(devs: &[Device]) -> u64 {
     let mut at = 0;
     while at < size {
         let n = piece.min(size - at);
-        let buf: Vec<u8> = (0..n / 512)
-            .flat_map(|s| tag(at + s * 512))
-            .collect();
+        let buf: Vec<u8> = (0..n / 512).flat_map(|s| tag(at + s * 512)).collect();
         started.array.write_at(&buf, at).unwrap();
         at += n;
     }
@@ -169,7 +167,13 @@ fn linear_concatenates_members_in_role_order() {
     assert_eq!(asm.level_name(), "linear");
     let data: Vec<u64> = devs
         .iter()
-        .map(|d| Superblock::read_from(d.volume.as_ref()).unwrap().unwrap().data_size * 512)
+        .map(|d| {
+            Superblock::read_from(d.volume.as_ref())
+                .unwrap()
+                .unwrap()
+                .data_size
+                * 512
+        })
         .collect();
     assert_eq!(asm.data_bytes(), data.iter().sum::<u64>());
     fill(&devs);

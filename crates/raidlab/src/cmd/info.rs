@@ -46,10 +46,7 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     }
                     if let Some(list) = bad.as_deref().filter(|l| !l.is_empty()) {
                         outln!();
-                        out!(
-                            "{}",
-                            raidlab_md::badblocks::render(&d.path, Some(list))
-                        );
+                        out!("{}", raidlab_md::badblocks::render(&d.path, Some(list)));
                     }
                     outln!();
                 }
