@@ -3,43 +3,18 @@
 //! reads through the array must return the data from redundancy, never the
 //! garbage, and a read with no redundancy left fails naming the log.
 
+mod common;
+
 use raidlab_core::{ErrorKind, Volume};
-use raidlab_devices::MemVolume;
-use raidlab_layout::{Layout, Level};
+use raidlab_layout::Level;
 use raidlab_md::Superblock;
-use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::lifecycle::{StartOptions, Started};
-use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
 
 fn array(level: Level, n: usize) -> Vec<Device> {
-    let devs: Vec<Device> = (0..n)
-        .map(|i| Device {
-            path: format!("m{i}"),
-            volume: Arc::new(MemVolume::new(16 * MIB)),
-        })
-        .collect();
-    let spec = CreateSpec {
-        level,
-        layout: Layout::parse(level, None).unwrap(),
-        chunk_bytes: 64 << 10,
-        spares: 0,
-        name: "bb".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    create(&spec, members).unwrap();
-    devs
+    common::mem_array(level, &vec![16 * MIB; n])
 }
 
 fn pattern(len: usize) -> Vec<u8> {

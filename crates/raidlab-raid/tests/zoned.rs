@@ -3,15 +3,15 @@
 //! bit): assembled, written through the engine, and every member sector checked
 //! against where md puts it.
 
+mod common;
+
 use raidlab_core::Volume;
-use raidlab_devices::MemVolume;
 use raidlab_layout::zones::{RAID0_ALTERNATE, RAID0_ORIGINAL};
-use raidlab_layout::{Layout, Level, Location};
+use raidlab_layout::{Level, Location};
 use raidlab_md::superblock::feature;
 use raidlab_md::Superblock;
-use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::lifecycle::{StartOptions, Started};
-use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
 const CHUNK: u64 = 64 << 10;
@@ -20,33 +20,7 @@ const CHUNK: u64 = 64 << 10;
 /// `layout` (with the RAID0_LAYOUT bit when `recorded`) and `chunk_sectors`,
 /// each member's data_size its whole data area, as mdadm writes them.
 fn md_array(sizes: &[u64], level: i32, layout: u32, recorded: bool, chunk: u32) -> Vec<Device> {
-    let devs: Vec<Device> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &s)| Device {
-            path: format!("m{i}"),
-            volume: Arc::new(MemVolume::new(s)),
-        })
-        .collect();
-    let spec = CreateSpec {
-        level: Level::Raid0,
-        layout: Layout::Plain,
-        chunk_bytes: CHUNK,
-        spares: 0,
-        name: "zones".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    create(&spec, members).unwrap();
+    let devs = common::mem_array(Level::Raid0, sizes);
     for d in &devs {
         let vol = d.volume.as_ref();
         let mut sb = Superblock::read_from(vol).unwrap().unwrap();
