@@ -10,7 +10,6 @@
 //! write keeps current). A write whose plan would read a listed range (to
 //! compute parity) is refused rather than computed from unreadable data.
 
-use crate::assemble::Assembly;
 use crate::plan::Plan;
 use crate::planner::plan_read;
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -135,25 +134,6 @@ impl BadBlocks {
             }
         }
         Ok(())
-    }
-}
-
-impl Assembly {
-    /// The bad-block lists of the members in service, read from their logs
-    /// (`None` when none lists anything).
-    pub fn bad_blocks(&self) -> Result<Option<BadBlocks>> {
-        let lists = self
-            .slots
-            .iter()
-            .map(|s| {
-                let Some(i) = *s else { return Ok(None) };
-                let m = &self.members[i];
-                let log = raidlab_md::badblocks::read(m.device.volume.as_ref(), &m.sb)
-                    .map_err(|e| e.on_device(m.device.path.clone()))?;
-                Ok(log.map(|l| (m.sb.data_offset, l)))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        Ok(BadBlocks::from_md(&lists))
     }
 }
 

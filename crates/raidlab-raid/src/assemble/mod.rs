@@ -11,9 +11,11 @@
 //! unclean stop left); `superblocks` writes the array's state back to every live
 //! member; `create` makes a new array.
 
+mod bad_blocks;
 mod create;
 mod logs;
 mod superblocks;
+mod zones;
 
 pub use create::{create, create_with_journal, create_with_metadata, CreateSpec, NewMember};
 
@@ -264,7 +266,7 @@ impl Assembly {
             journal_handle: std::sync::Mutex::new(None),
         };
         // Linear and multi-zone RAID 0: refuse sizes md would not run.
-        crate::zoned::check_zones(&asm)?;
+        zones::check_zones(&asm)?;
         Ok(asm)
     }
 
