@@ -64,5 +64,5 @@ for r in $(seq 1 "$ROUNDS"); do
     fi
 done
 tp=$(median <"$W/part.t"); tf=$(median <"$W/plain.t")
-echo "$tp $tf $EXPORT_MIB" | awk '{printf "export of %d MiB: through partitions %.3f s, plain files %.3f s: %.2fx\n", $3, $1, $2, $2/$1}'
+echo "$tp $tf $asize" | awk '{printf "export of %.0f MiB: through partitions %.3f s, plain files %.3f s: %.2fx\n", $3 / 1048576, $1, $2, $2/$1}'
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); work dir $W"
