@@ -91,7 +91,7 @@ cp "$TMP/k/boot/vmlinuz-$KREL" "$TMP/vmlinuz"
 # ---- resolve modules (with dependencies, in load order) ----
 # crc32c_generic first: libcrc32c looks the algorithm up when it loads and
 # there is no modprobe in the guest to fetch it on demand.
-WANT="crc32c_generic loop virtio_pci virtio_blk md_mod raid0 raid1 raid10 raid456"
+WANT="crc32c_generic loop virtio_pci virtio_blk md_mod linear raid0 raid1 raid10 raid456"
 ROOT="$TMP/root"
 mkdir -p "$ROOT"/{bin,sbin,dev,proc,sys,tmp,run,etc,lib/modules,mnt,results,ctl}
 ORDER="$ROOT/lib/modules/load-order"; : >"$ORDER"

@@ -8,6 +8,8 @@
 #
 # Manifest lines (fields separated by single spaces, '-' = none/default):
 #   A NAME LEVEL LAYOUT CHUNK_KIB NDEV MEMBER_BYTES OFF1,OFF2,...
+#       (MEMBER_BYTES may be one size per member, comma-separated, for
+#       linear and multi-zone RAID 0; LEVEL may be `linear`)
 #       md creates the array, lets the initial sync finish, writes the
 #       first ARRAY_BYTES of the pattern, stops it; the examine output of
 #       every member is saved in results/A/NAME/; then the guest assembles
@@ -76,18 +78,21 @@ set_flags() { # FLAGS -> META, PART
     case ",$1," in *,v1.0,*) META=1.0 ;; *,v1.1,*) META=1.1 ;; *,v0.90,*) META=0.90 ;; esac
     case ",$1," in *,mbr6,*) PART=6 ;; *,gpt2,*) PART=2 ;; esac
 }
-attach() { # member_bytes offsets_csv -> sets $loops (members) and $bases (loops)
-    loops=""; bases=""
+attach() { # member_bytes(_csv) offsets_csv -> sets $loops (members) and $bases (loops)
+    # One size for every member, or (linear / multi-zone RAID 0) one per member.
+    loops=""; bases=""; k=0
     for off in $(echo "$2" | tr ',' ' '); do
+        k=$((k + 1))
+        size=$(echo "$1" | cut -d, -f"$k")   # a lone size has no comma: cut prints it whole
         if [ -n "$PART" ]; then
-            l=$($LOSETUP -f --show -P --direct-io=on -o "$off" --sizelimit "$1" "$D") || return 1
+            l=$($LOSETUP -f --show -P --direct-io=on -o "$off" --sizelimit "$size" "$D") || return 1
             bases="$bases $l"
             i=0
             while [ ! -b "${l}p$PART" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
             [ -b "${l}p$PART" ] || { echo "no ${l}p$PART after losetup -P"; return 1; }
             loops="$loops ${l}p$PART"
         else
-            l=$($LOSETUP -f --show --direct-io=on -o "$off" --sizelimit "$1" "$D") || return 1
+            l=$($LOSETUP -f --show --direct-io=on -o "$off" --sizelimit "$size" "$D") || return 1
             loops="$loops $l"; bases="$bases $l"
         fi
     done
@@ -170,11 +175,25 @@ run_a() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS [FLAGS]
             result "$name" A FAIL "mdadm --fail $second failed: $(tr '\n' ' ' <"$dir/fail.log")"; stop_md; detach; return; }
         phase fail ;;
     esac
+    # `badblocks`: md lists 8 sectors of the second member, 32 KiB into its
+    # data area, as bad (sysfs takes device sectors); a write makes md
+    # update the superblocks, which writes the log.
+    case ",$flags," in *,badblocks,*)
+        second=$(echo $loops | awk '{print $2}')
+        doff=$(mdadm --examine "$second" | awk '/Data Offset/{print $4}')
+        echo "$((doff + 64)) 8" >"$SYS/dev-$(basename "$second")/bad_blocks" 2>"$dir/bb.log" || {
+            result "$name" A FAIL "cannot list a bad block: $(tr '\n' ' ' <"$dir/bb.log")"; stop_md; detach; return; }
+        dd if="$D" of="$MD" bs=4096 count=1 oflag=direct conv=notrunc 2>>"$dir/bb.log"
+        sync; sleep 1 ;;
+    esac
     mdadm --detail "$MD" >"$dir/detail" 2>&1
     cat "$SYS/layout" >"$dir/sys_layout" 2>/dev/null
     stop_md
     phase stop
     i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    case ",$flags," in *,badblocks,*)
+        i=0; for l in $loops; do mdadm --examine-badblocks "$l" >"$dir/badblocks.$i" 2>&1; i=$((i + 1)); done ;;
+    esac
     phase examine
     if [ "$A_VERIFY" = 0 ]; then
         result "$name" A PASS "array_bytes=$size seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"

@@ -12,6 +12,9 @@
 
 use raidlab_core::{Error, Result};
 
+pub mod zones;
+pub use zones::{ZoneMap, ZonedKind};
+
 /// md's RAID level numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 pub enum Level {

@@ -11,7 +11,7 @@
 //! - panic, whatever bytes it is given (fuzzed with proptest);
 //! - do any I/O other than reading or writing a member's metadata areas (the 4 KiB
 //!   superblock at any of its three places, the bitmap area, the PPL area, a journal device's ring) through the [`raidlab_core::Volume`]
-//!   trait (never the data area; the bad block log is not handled yet).
+//!   trait (never the data area).
 //!
 //! Modules:
 //! - [`superblock`]: the version-1 superblock (`struct mdp_superblock_1`) at the
@@ -21,6 +21,7 @@
 //! - [`sb090`]: the old metadata 0.90 superblock (`mdp_super_t`, 64 KiB aligned
 //!   near the end, in the writing host's byte order), read only, presented as
 //!   its v1 equivalent so assembly needs no second path.
+//! - [`badblocks`]: md's per-member bad-block log (read and printed, not written).
 //! - [`bitmap`]: the internal write-intent bitmap (`bitmap_super_t` and one bit per
 //!   chunk, right after the v1.2 superblock) and the chunk mdadm chooses.
 //! - [`ppl`]: the raid5 partial parity log (`struct ppl_header`, crc32c checksums,
@@ -29,6 +30,7 @@
 //!   meta blocks, data/parity/flush payloads, uuid-seeded crc32c, the journal
 //!   role and `journal_tail`).
 
+pub mod badblocks;
 pub mod bitmap;
 pub mod journal;
 mod le;

@@ -14,6 +14,7 @@
 
 pub mod array;
 pub mod assemble;
+pub mod badblocks;
 pub mod balance;
 pub mod exec;
 pub mod journal;
@@ -29,6 +30,7 @@ pub mod recovery;
 pub mod recovery_plan;
 pub mod replay;
 pub mod stripe_cache;
+pub mod zoned;
 
 pub use array::Array;
 pub use plan::{MemberOp, OpKind, Plan, Step};

@@ -234,6 +234,14 @@ pub struct ExportArgs {
     /// be wrong).
     #[arg(long, alias = "start-degraded-dirty")]
     pub force: bool,
+    /// Keep going past ranges that no member can read and redundancy cannot
+    /// rebuild: write zeros there, list them at the end (exit status 4).
+    #[arg(long)]
+    pub ignore_read_errors: bool,
+    /// With --ignore-read-errors (implied): also write a GNU ddrescue map file
+    /// of what was read (+) and what was not (-), in array offsets.
+    #[arg(long, value_name = "FILE")]
+    pub map_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -47,7 +47,8 @@ const BOOT_TIMEOUT_S: u32 = 1500;
 #[derive(Debug, Clone)]
 struct Cfg {
     name: String,
-    level: u32,
+    /// md's level number (-1 for linear, written `linear` in the matrix).
+    level: i32,
     /// mdadm/raidlab layout word, `None` for the default / no layout.
     layout: Option<String>,
     chunk_kib: Option<u64>,
@@ -63,6 +64,36 @@ struct Cfg {
 impl Cfg {
     fn has(&self, flag: &str) -> bool {
         self.flags.iter().any(|f| f == flag)
+    }
+
+    /// Bytes of member (device image) `i`: MEMBER_MIB for all, or with
+    /// `zones` (linear and multi-zone RAID 0) 2 MiB more for each later member.
+    fn member_size(&self, i: usize) -> u64 {
+        if self.has("zones") {
+            self.member_bytes + 2 * MIB * i as u64
+        } else {
+            self.member_bytes
+        }
+    }
+
+    /// The sizes field of a manifest line: one size, or each member's.
+    fn sizes_field(&self) -> String {
+        if self.has("zones") {
+            csv(&(0..self.all_devices())
+                .map(|i| self.member_size(i))
+                .collect::<Vec<_>>())
+        } else {
+            self.member_bytes.to_string()
+        }
+    }
+
+    /// The level as mdadm's --level takes it.
+    fn level_word(&self) -> String {
+        if self.level == -1 {
+            "linear".into()
+        } else {
+            self.level.to_string()
+        }
     }
 
     /// `v1.0` / `v1.1` / `v0.90`: md metadata other than the default 1.2.
@@ -106,7 +137,7 @@ impl Cfg {
     }
 
     fn redundant(&self) -> bool {
-        self.level != 0
+        self.level > 0
     }
 
     /// RAID 10 (near, far, offset) copy counts.
@@ -126,7 +157,7 @@ impl Cfg {
     fn survives(&self, missing: &[usize]) -> bool {
         let n = self.devices;
         match self.level {
-            0 => missing.is_empty(),
+            -1 | 0 => missing.is_empty(),
             1 => missing.len() < n,
             4 | 5 => missing.len() <= 1,
             6 => missing.len() <= 2,
@@ -224,7 +255,11 @@ fn parse_matrix() -> Vec<Cfg> {
             let opt = |s: &str| (s != "-").then(|| s.to_string());
             Cfg {
                 name: f[0].to_string(),
-                level: f[1].parse().expect("level"),
+                level: if f[1] == "linear" {
+                    -1
+                } else {
+                    f[1].parse().expect("level")
+                },
                 layout: opt(f[2]),
                 chunk_kib: opt(f[3]).map(|c| c.parse().expect("chunk")),
                 devices: f[4].parse().expect("devices"),
@@ -395,11 +430,56 @@ fn ppl_crash_spot(c: &Cfg) -> (u64, usize) {
 /// chunk 0 of stripe 1, and the member holding data chunk 1 of that stripe.
 fn journal_crash_spot(c: &Cfg) -> (u64, usize) {
     use raidlab_layout::{Geometry, Layout, Level};
-    let level = Level::from_md(c.level as i32).expect("level");
+    let level = Level::from_md(c.level).expect("level");
     let layout = Layout::parse(level, c.layout.as_deref()).expect("layout");
     let chunk = c.chunk_kib.expect("chunk") * 1024;
     let g = Geometry::new(level, layout, chunk, c.devices, c.member_bytes).expect("geometry");
     (chunk * g.data_disks() as u64, g.stripe(1).data[1])
+}
+
+/// `badblocks`: mdadm's `--examine-badblocks` of member 1 (saved by the
+/// guest) against raidlab's `examine --json` `bad_blocks`; then the listed
+/// sectors of member 1 are overwritten with garbage. Returns what is wrong.
+fn md_bad_blocks_honoured(adir: &Path, members: &[String]) -> Vec<String> {
+    let md = fs::read_to_string(adir.join("badblocks.1")).unwrap_or_default();
+    // "            2112 for 8 sectors"
+    let listed: Vec<(u64, u64)> = md
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.as_slice() {
+                [s, "for", n, "sectors"] => Some((s.parse().ok()?, n.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect();
+    if listed.is_empty() {
+        return vec![format!("mdadm --examine-badblocks lists nothing: {md:?}")];
+    }
+    let mut bad = Vec::new();
+    match raidlab_examine(members) {
+        Err(e) => bad.push(e),
+        Ok((js, _)) => {
+            let ours: Vec<(u64, u64)> = js
+                .get(1)
+                .and_then(|j| j["bad_blocks"].as_array().cloned())
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|r| Some((r["sector"].as_u64()?, r["count"].as_u64()?)))
+                .collect();
+            if ours != listed {
+                bad.push(format!(
+                    "raidlab examine lists bad blocks {ours:?}, mdadm --examine-badblocks {listed:?}"
+                ));
+            }
+        }
+    }
+    let f = OpenOptions::new().write(true).open(&members[1]).unwrap();
+    for (sector, count) in &listed {
+        f.write_all_at(&vec![0xa5; *count as usize * 512], sector * 512)
+            .unwrap();
+    }
+    bad
 }
 
 /// Deterministic, position-unique pattern (xorshift64*), no dependencies.
@@ -761,9 +841,9 @@ struct Slots {
 impl Slots {
     fn take(&mut self, c: &Cfg) -> Vec<u64> {
         (0..c.all_devices())
-            .map(|_| {
+            .map(|i| {
                 let o = self.next;
-                self.next += c.member_bytes.div_ceil(MIB) * MIB;
+                self.next += c.member_size(i).div_ceil(MIB) * MIB;
                 o
             })
             .collect()
@@ -826,7 +906,7 @@ fn linux_md_compatibility_both_directions() {
     // ---- the pattern area and the data disk ----
     let pat_len = matrix
         .iter()
-        .map(|c| c.all_devices() as u64 * c.member_bytes)
+        .map(|c| (0..c.all_devices()).map(|i| c.member_size(i)).sum::<u64>())
         .max()
         .unwrap();
     let pat_area = pat_len.div_ceil(64 * MIB) * 64 * MIB;
@@ -863,11 +943,11 @@ fn linux_md_compatibility_both_directions() {
         manifest.push_str(&format!(
             "A {} {} {} {} {} {} {} {}\n",
             c.name,
-            c.level,
+            c.level_word(),
             c.layout.as_deref().unwrap_or("-"),
             c.chunk_kib.map_or("-".into(), |k| k.to_string()),
             c.devices,
-            c.member_bytes,
+            c.sizes_field(),
             csv(&offs),
             if c.flags.is_empty() {
                 "-".to_string()
@@ -887,8 +967,9 @@ fn linux_md_compatibility_both_directions() {
     let mut c_reads: BTreeMap<String, (u64, u64, usize)> = BTreeMap::new();
     let t_b = Instant::now();
     for c in &matrix {
-        if c.has("v0.90") {
-            // raidlab reads metadata 0.90 but does not write it: direction A only.
+        if c.has("v0.90") || c.has("zones") {
+            // raidlab reads metadata 0.90 but does not write it, and creates
+            // no linear or multi-zone RAID 0: direction A only.
             continue;
         }
         let dir = work.join("b").join(&c.name);
@@ -1207,8 +1288,8 @@ fn linux_md_compatibility_both_directions() {
         let dir = work.join("a").join(&c.name);
         fs::create_dir_all(&dir).unwrap();
         let mut members = Vec::new();
-        let mut buf = vec![0u8; c.member_bytes as usize];
         for (i, off) in a_slots[&c.name].iter().enumerate() {
+            let mut buf = vec![0u8; c.member_size(i) as usize];
             data.read_exact_at(&mut buf, *off).unwrap();
             let p = dir.join(format!("m{i}.img"));
             fs::write(&p, &buf).unwrap();
@@ -1320,6 +1401,14 @@ fn linux_md_compatibility_both_directions() {
             let f = OpenOptions::new().write(true).open(&members[1]).unwrap();
             f.write_all_at(&vec![0x5a; half as usize], half).unwrap();
         }
+        // `badblocks`: md listed sectors of member 1 as bad. raidlab's examine
+        // must list what mdadm's does, and those sectors are overwritten here:
+        // every export below must still be the pattern.
+        if c.has("badblocks") {
+            for f in md_bad_blocks_honoured(&adir, &members) {
+                failures.push(format!("{tag}: {f}"));
+            }
+        }
         // complete
         let out = dir.join("export.bin");
         match export(&members, &out) {
@@ -1334,6 +1423,13 @@ fn linux_md_compatibility_both_directions() {
         // already degraded is read complete only)
         let sets = if c.has("mdfail") {
             Vec::new()
+        } else if c.has("badblocks") {
+            // Only sets without member 1's listed sectors' redundancy gone:
+            // member 1 itself left out.
+            c.host_degraded_sets()
+                .into_iter()
+                .filter(|s| s.contains(&1))
+                .collect()
         } else {
             c.host_degraded_sets()
         };
@@ -1359,7 +1455,7 @@ fn linux_md_compatibility_both_directions() {
             }
         }
         // one degraded read with the member simply left out of the list
-        if c.redundant() && !c.has("mdfail") {
+        if c.redundant() && !c.has("mdfail") && !c.has("badblocks") {
             let ms: Vec<String> = members[1..].to_vec();
             match export(&ms, &out) {
                 Ok(got) if got == want => {}

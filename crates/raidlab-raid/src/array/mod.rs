@@ -80,6 +80,9 @@ pub struct Array {
     /// and reconstruct-write (they read other data).
     plans_rmw: AtomicU64,
     plans_rcw: AtomicU64,
+    /// md's bad-block lists of the members, when any lists something: reads
+    /// are planned around them (`crate::badblocks`).
+    bad_blocks: Option<crate::badblocks::BadBlocks>,
 }
 
 /// Who serves each role at one moment. A request works on the snapshot it took,
@@ -194,6 +197,7 @@ impl Array {
             stripe_cache: std::sync::OnceLock::new(),
             plans_rmw: AtomicU64::new(0),
             plans_rcw: AtomicU64::new(0),
+            bad_blocks: None,
         })
     }
 
@@ -239,7 +243,16 @@ impl Array {
     /// by the read balancer.
     fn read_plan(&self, live: &[bool], offset: u64, len: u64) -> Result<Plan> {
         let hint = self.balance.hint(&self.geometry, live, offset, len);
+        if let Some(b) = &self.bad_blocks {
+            return b.read_plan(&self.geometry, live, offset, len, hint);
+        }
         plan_read(&self.geometry, live, offset, len, hint)
+    }
+
+    /// Never read the sectors md's bad-block logs list (see `crate::badblocks`).
+    pub fn with_bad_blocks(mut self, bad: Option<crate::badblocks::BadBlocks>) -> Array {
+        self.bad_blocks = bad;
+        self
     }
 
     pub fn plan_write(&self, offset: u64, len: u64) -> Result<Plan> {
@@ -322,6 +335,10 @@ impl Array {
             let plan = log
                 .plan(&self.geometry, &live, pos, n)
                 .map_err(|e| e.on_device(&self.name))?;
+            if let Some(b) = &self.bad_blocks {
+                b.check_write(&plan, pos, n)
+                    .map_err(|e| e.on_device(&self.name))?;
+            }
             log.make_safe(self, &plan, pos, n)?;
             let held = self.locks.lock(&plan.locks);
             // The rebuild may have passed these stripes between planning and

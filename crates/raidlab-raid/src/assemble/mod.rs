@@ -11,9 +11,11 @@
 //! unclean stop left); `superblocks` writes the array's state back to every live
 //! member; `create` makes a new array.
 
+mod bad_blocks;
 mod create;
 mod logs;
 mod superblocks;
+mod zones;
 
 pub use create::{create, create_with_journal, create_with_metadata, CreateSpec, NewMember};
 
@@ -236,19 +238,6 @@ impl Assembly {
             m.sb.max_dev = reference.max_dev;
             m.sb.dev_roles = reference.dev_roles.clone();
         }
-        if geometry.level == Level::Raid0 {
-            let chunk_sectors = u64::from(reference.chunksize.max(1));
-            for &i in slots.iter().flatten() {
-                let m: &Member = &members[i];
-                if m.sb.data_size / chunk_sectors * chunk_sectors * SECTOR != geometry.member_bytes
-                {
-                    return Err(Error::invalid(format!(
-                        "RAID 0 member {} has a different data size ({} sectors) from the others: multi-zone RAID 0 (members of unequal size) is not supported yet",
-                        m.device.path, m.sb.data_size
-                    )));
-                }
-            }
-        }
         let bitmap = match slots.iter().flatten().next() {
             Some(&i)
                 if reference.feature_map & raidlab_md::superblock::feature::BITMAP_OFFSET != 0 =>
@@ -266,7 +255,7 @@ impl Assembly {
             }
             _ => None,
         };
-        Ok(Assembly {
+        let asm = Assembly {
             geometry,
             uuid: reference.set_uuid,
             name: reference.set_name.clone(),
@@ -275,7 +264,10 @@ impl Assembly {
             events: reference.events,
             bitmap,
             journal_handle: std::sync::Mutex::new(None),
-        })
+        };
+        // Linear and multi-zone RAID 0: refuse sizes md would not run.
+        zones::check_zones(&asm)?;
+        Ok(asm)
     }
 
     /// Slots with no up-to-date member.
@@ -381,6 +373,9 @@ impl Assembly {
 
     /// The running array over the active members' data areas.
     pub fn array(&self) -> Result<Array> {
+        if let Some(zones) = self.zone_map() {
+            return self.zoned_array(zones?);
+        }
         let vols = self
             .slots
             .iter()
@@ -391,7 +386,8 @@ impl Assembly {
         } else {
             self.name.clone()
         };
-        let array = Array::new(format!("array {label}"), self.geometry, vols)?;
+        let array = Array::new(format!("array {label}"), self.geometry, vols)?
+            .with_bad_blocks(self.bad_blocks()?);
         let array = if self.logs_partial_parity() {
             array.with_ppl(self.partial_parity_log()?)?
         } else {
@@ -519,6 +515,9 @@ fn role_from_raw(r: u16) -> Role {
 pub fn geometry_of(sb: &Superblock) -> Result<Geometry> {
     // md sizes RAID 0 from each member's data_size (rounded to a chunk), the other
     // levels from the array-wide `size` field.
+    if sb.level == raidlab_layout::zones::MD_LEVEL_LINEAR {
+        return crate::zoned::placeholder_geometry(sb);
+    }
     let member_sectors = if sb.level == 0 { sb.data_size } else { sb.size };
     Geometry::from_md(
         sb.level,

@@ -18,10 +18,20 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
         let sectors = d.volume.size() / 512;
         match Superblock::read_from(d.volume.as_ref()) {
             Ok(Some(sb)) => {
+                // md's bad-block log: listed after the superblock's lines
+                // (as `mdadm --examine-badblocks` prints it) when it lists
+                // anything; in JSON always ("bad_blocks": null without a log).
+                let bad = raidlab_md::badblocks::read(d.volume.as_ref(), &sb);
+                if let Err(e) = &bad {
+                    failed = true;
+                    eprintln!("raidlab: {}: {e}", d.path);
+                }
+                let bad = bad.ok().flatten();
                 if a.json {
                     let mut v = sb.examine_json(sectors);
                     if let Some(o) = v.as_object_mut() {
                         o.insert("device".into(), d.path.clone().into());
+                        o.insert("bad_blocks".into(), serde_json::to_value(&bad)?);
                     }
                     json.push(v);
                 } else {
@@ -33,6 +43,10 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                         for (label, value) in sb.examine_lines(sectors) {
                             outln!("{label:>15} : {value}");
                         }
+                    }
+                    if let Some(list) = bad.as_deref().filter(|l| !l.is_empty()) {
+                        outln!();
+                        out!("{}", raidlab_md::badblocks::render(&d.path, Some(list)));
                     }
                     outln!();
                 }
@@ -208,12 +222,12 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             .to_string(),
         uuid: format_uuid(&asm.uuid),
         name: asm.name.clone(),
-        level: g.level.name().to_string(),
-        layout: g.layout.name(),
+        level: asm.level_name().to_string(),
+        layout: zoned_layout(asm).unwrap_or_else(|| g.layout.name()),
         chunk_bytes: g.chunk_bytes,
         raid_devices: g.raid_disks,
         total_devices: asm.members.len(),
-        array_size_bytes: g.array_bytes(),
+        array_size_bytes: asm.data_bytes(),
         member_data_bytes: g.member_bytes,
         events: asm.events,
         state,
@@ -400,4 +414,17 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         None => {}
     }
     Ok(text)
+}
+
+/// The layout of a linear or multi-zone RAID 0 array as mdadm names it: a
+/// multi-zone RAID 0's "original" or "alternate" (the zone map's choice), a
+/// linear's "linear"; None for every other array.
+fn zoned_layout(asm: &Assembly) -> Option<String> {
+    let zones = asm.zone_map()?.ok()?;
+    Some(match zones.kind {
+        raidlab_layout::ZonedKind::Linear { .. } => "linear".into(),
+        raidlab_layout::ZonedKind::Raid0 { alternate, .. } => {
+            if alternate { "alternate" } else { "original" }.into()
+        }
+    })
 }

@@ -245,8 +245,8 @@ fn describe(members: Vec<Found>) -> ArrayOut {
     let asm = open_members(&paths, OpenMode::ReadOnly).and_then(|d| Ok(Assembly::assemble(d)?));
     match asm {
         Ok(asm) => {
-            out.level = asm.geometry.level.name().to_string();
-            out.size_bytes = Some(asm.geometry.array_bytes());
+            out.level = asm.level_name().to_string();
+            out.size_bytes = Some(asm.data_bytes());
             let mut words = Vec::new();
             if asm.state() != ArrayState::Failed {
                 words.push(if asm.in_sync() { "clean" } else { "dirty" }.to_string());

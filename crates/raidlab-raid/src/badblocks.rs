@@ -1,0 +1,226 @@
+//! md's bad-block log honoured: sectors a member's log lists as bad are never
+//! read from that member. A read whose plan would touch one is planned again
+//! without that member, so the bytes come from redundancy (a mirror copy,
+//! parity); where there is none left, the read fails with an error naming the
+//! member and the range, as md's does.
+//!
+//! It decides which members a plan may read; it never changes the log (md
+//! clears an entry after a successful write over it; raidlab leaves the list
+//! as it is, so those sectors keep being read from redundancy, which every
+//! write keeps current). A write whose plan would read a listed range (to
+//! compute parity) is refused rather than computed from unreadable data.
+
+use crate::plan::Plan;
+use crate::planner::plan_read;
+use raidlab_core::{Error, ErrorKind, Op, Result};
+use raidlab_layout::Geometry;
+use raidlab_md::badblocks::BadRange;
+
+const SECTOR: u64 = 512;
+
+/// Each role's listed ranges, as byte ranges `[start, end)` of its data area,
+/// sorted by start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BadBlocks {
+    roles: Vec<Vec<(u64, u64)>>,
+}
+
+impl BadBlocks {
+    /// From each role's md log (`None`: no member or no log) and the data
+    /// offset (sectors) of that member. Ranges before the data area (in the
+    /// metadata) concern no array data and are left out. `None` when no role
+    /// lists anything.
+    pub fn from_md(lists: &[Option<(u64, Vec<BadRange>)>]) -> Option<BadBlocks> {
+        let roles: Vec<Vec<(u64, u64)>> = lists
+            .iter()
+            .map(|l| {
+                let Some((data_offset, ranges)) = l else {
+                    return Vec::new();
+                };
+                let mut v: Vec<(u64, u64)> = ranges
+                    .iter()
+                    .filter_map(|r| {
+                        let end = r.sector.saturating_add(r.count);
+                        (end > *data_offset).then(|| {
+                            let start = r.sector.max(*data_offset) - data_offset;
+                            (
+                                start.saturating_mul(SECTOR),
+                                (end - data_offset).saturating_mul(SECTOR),
+                            )
+                        })
+                    })
+                    .collect();
+                v.sort_unstable();
+                v
+            })
+            .collect();
+        roles
+            .iter()
+            .any(|r| !r.is_empty())
+            .then_some(BadBlocks { roles })
+    }
+
+    /// The first listed range of `role` that `[offset, offset + len)` touches.
+    pub fn hit(&self, role: usize, offset: u64, len: u64) -> Option<(u64, u64)> {
+        let list = self.roles.get(role)?;
+        let end = offset.saturating_add(len);
+        // Ranges may overlap (md merges them, but a log is read as found).
+        list.iter()
+            .take_while(|r| r.0 < end)
+            .find(|r| r.1 > offset)
+            .copied()
+    }
+
+    /// Plan a read of `[offset, offset + len)` over the members `live` says are
+    /// usable that reads no listed range: each member whose read would touch
+    /// one is left out and the read planned again from redundancy.
+    pub fn read_plan(
+        &self,
+        geo: &Geometry,
+        live: &[bool],
+        offset: u64,
+        len: u64,
+        hint: usize,
+    ) -> Result<Plan> {
+        let mut usable = live.to_vec();
+        loop {
+            let plan = plan_read(geo, &usable, offset, len, hint)?;
+            let bad: Vec<(usize, (u64, u64))> = plan
+                .reads()
+                .filter_map(|op| {
+                    self.hit(op.member, op.offset, op.length)
+                        .map(|h| (op.member, h))
+                })
+                .collect();
+            let Some(&(role, (start, end))) = bad.first() else {
+                return Ok(plan);
+            };
+            for (r, _) in &bad {
+                usable[*r] = false;
+            }
+            let missing: Vec<usize> = (0..usable.len()).filter(|&r| !usable[r]).collect();
+            if !geo.survives(&missing) {
+                return Err(Error::new(
+                    ErrorKind::Unrecoverable,
+                    Op::Read,
+                    format!(
+                        "role {role} lists member bytes {start}..{end} of its data area as bad \
+                         (md's bad-block log) and the other members cannot rebuild them \
+                         (roles {missing:?} unusable for this range)"
+                    ),
+                )
+                .at(offset, len));
+            }
+        }
+    }
+
+    /// Refuse a write whose plan reads a listed range (the old data or parity
+    /// it would compute from cannot be read).
+    pub fn check_write(&self, plan: &Plan, offset: u64, len: u64) -> Result<()> {
+        for op in plan.reads() {
+            if let Some((start, end)) = self.hit(op.member, op.offset, op.length) {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    Op::Write,
+                    format!(
+                        "this write would read member bytes {start}..{end} of role {}, which \
+                         md's bad-block log lists as bad, to compute parity; raidlab does not \
+                         write around bad blocks yet: write whole stripes there, or replace \
+                         the member first",
+                        op.member
+                    ),
+                )
+                .at(offset, len));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidlab_layout::{Layout, Level};
+
+    fn bb(role_lists: Vec<Vec<(u64, u64)>>) -> BadBlocks {
+        BadBlocks::from_md(
+            &role_lists
+                .into_iter()
+                .map(|l| {
+                    Some((
+                        2048,
+                        l.into_iter()
+                            .map(|(sector, count)| BadRange { sector, count })
+                            .collect(),
+                    ))
+                })
+                .collect::<Vec<_>>(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn ranges_are_moved_into_the_data_area() {
+        // Sector 2040..2056 straddles the data offset (2048): bytes 0..4096.
+        let b = bb(vec![vec![(2040, 16), (1000, 8)], vec![]]);
+        assert_eq!(b.hit(0, 0, 512), Some((0, 4096)));
+        assert_eq!(b.hit(0, 4096, 512), None);
+        assert_eq!(b.hit(1, 0, 1 << 20), None);
+        assert!(BadBlocks::from_md(&[Some((
+            2048,
+            vec![BadRange {
+                sector: 0,
+                count: 8
+            }]
+        ))])
+        .is_none());
+    }
+
+    #[test]
+    fn a_mirror_read_avoids_the_listed_copy() {
+        let geo = Geometry::new(Level::Raid1, Layout::Plain, 0, 2, 1 << 20).unwrap();
+        // Role 0 lists member bytes 8192..12288 as bad.
+        let b = bb(vec![vec![(2048 + 16, 8)], vec![]]);
+        for hint in 0..4 {
+            let plan = b.read_plan(&geo, &[true, true], 8192, 4096, hint).unwrap();
+            assert!(plan.reads().all(|op| op.member == 1), "hint {hint}");
+        }
+        // Both copies bad: nothing left to read from.
+        let both = bb(vec![vec![(2048 + 16, 8)], vec![(2048 + 18, 1)]]);
+        let e = both
+            .read_plan(&geo, &[true, true], 8192, 4096, 0)
+            .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Unrecoverable);
+        assert!(e.message.contains("bad-block log"), "{e}");
+    }
+
+    #[test]
+    fn a_parity_read_rebuilds_the_listed_chunk() {
+        let geo = Geometry::new(
+            Level::Raid5,
+            Layout::parse(Level::Raid5, None).unwrap(),
+            64 << 10,
+            4,
+            4 << 20,
+        )
+        .unwrap();
+        let plain = plan_read(&geo, &[true; 4], 0, 4096, 0).unwrap();
+        let member = plain.reads().next().unwrap().member;
+        let mut lists = vec![vec![]; 4];
+        lists[member] = vec![(2048, 8)];
+        let b = bb(lists);
+        let plan = b.read_plan(&geo, &[true; 4], 0, 4096, 0).unwrap();
+        assert!(plan.reads().all(|op| op.member != member));
+        assert_eq!(plan.reads().count(), 3);
+        // A small write to the next chunk of the stripe reads the other data
+        // (reconstruct-write): the listed range among it. The write to the
+        // listed chunk itself reads what it replaces nowhere (it reads the
+        // other two chunks), so it goes through.
+        let next = crate::planner::plan_write(&geo, &[true; 4], 64 << 10, 4096).unwrap();
+        assert!(next.reads().any(|op| op.member == member));
+        assert!(b.check_write(&next, 64 << 10, 4096).is_err());
+        let own = crate::planner::plan_write(&geo, &[true; 4], 0, 4096).unwrap();
+        assert!(own.reads().all(|op| op.member != member));
+        assert!(b.check_write(&own, 0, 4096).is_ok());
+    }
+}

@@ -1,0 +1,168 @@
+//! Linear arrays and RAID 0 over members of different sizes (md's multi-zone
+//! RAID 0), run as one volume: [`ZonedVolume`] sends every piece of a request to
+//! the member and offset `raidlab_layout::zones` computes. What an assembly of
+//! such an array reports (zones, size, level) is in `assemble::zones`, which
+//! uses the superblock rules here.
+//!
+//! These levels keep no redundancy, so there is nothing to plan: no parity, no
+//! mirror choice, no rebuild. The running `Array` of such an assembly is a
+//! one-member pass-through over the zoned volume, so every user of an array
+//! (serve, export, import, bench) gets the same locking-free path and the same
+//! start and stop. It must never place a byte by any rule but the zone map's,
+//! and never touch a member outside its data area.
+
+use raidlab_core::{check_range, Error, Op, Result, Volume};
+use raidlab_layout::zones::{ZoneMap, MD_LEVEL_LINEAR};
+use raidlab_layout::Geometry;
+use raidlab_md::Superblock;
+use std::sync::Arc;
+
+const SECTOR: u64 = 512;
+
+/// Whether a superblock describes an array whose members are laid out in
+/// zones: linear, or RAID 0 whose members do not all hold the same number of
+/// chunks. Equal-size RAID 0 stays with the striping engine.
+pub fn is_zoned(reference: &Superblock, member_sectors: &[u64]) -> bool {
+    if reference.level == MD_LEVEL_LINEAR {
+        return true;
+    }
+    if reference.level != 0 {
+        return false;
+    }
+    let chunk = u64::from(reference.chunksize.max(1));
+    let mut rounded = member_sectors.iter().map(|s| s / chunk);
+    match rounded.next() {
+        Some(first) => rounded.any(|r| r != first),
+        None => false,
+    }
+}
+
+/// The geometry an assembly keeps for a linear array: its member count and
+/// level-0 rules (every member needed), with the newest superblock's data
+/// size (a multi-zone RAID 0 keeps the RAID 0 geometry of that size). The
+/// array's true size and placement come from [`Assembly::zone_map`], never
+/// from this geometry's `array_bytes` (use [`Assembly::data_bytes`]).
+pub fn placeholder_geometry(sb: &Superblock) -> Result<Geometry> {
+    let chunk = (u64::from(sb.chunksize) * SECTOR).max(4096);
+    let chunk = chunk.next_power_of_two();
+    // At least one chunk per member so that the geometry validates; the real
+    // sizes are checked by the zone map.
+    Geometry::from_md(
+        0,
+        0,
+        (chunk / SECTOR) as u32,
+        sb.raid_disks.max(1),
+        sb.data_size.max(chunk / SECTOR),
+    )
+}
+
+/// A linear or multi-zone RAID 0 array over its members' data areas (by role).
+pub struct ZonedVolume {
+    name: String,
+    zones: ZoneMap,
+    members: Vec<Arc<dyn Volume>>,
+}
+
+impl std::fmt::Debug for ZonedVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ZonedVolume")
+            .field("name", &self.name)
+            .field("zones", &self.zones)
+            .finish()
+    }
+}
+
+impl ZonedVolume {
+    /// Refuses members too small for the bytes the map gives them.
+    pub fn new(name: String, zones: ZoneMap, members: Vec<Arc<dyn Volume>>) -> Result<Self> {
+        if members.len() != zones.member_bytes.len() {
+            return Err(Error::invalid(format!(
+                "{name}: {} member areas for a map of {} members",
+                members.len(),
+                zones.member_bytes.len()
+            )));
+        }
+        for (m, need) in members.iter().zip(&zones.member_bytes) {
+            if m.size() < *need {
+                return Err(Error::invalid(format!(
+                    "{name}: member {} has {} bytes of data area but the array uses {need}: \
+                     the image is truncated",
+                    m.name(),
+                    m.size()
+                ))
+                .on_device(m.name()));
+            }
+        }
+        Ok(ZonedVolume {
+            name,
+            zones,
+            members,
+        })
+    }
+
+    pub fn zones(&self) -> &ZoneMap {
+        &self.zones
+    }
+
+    fn each(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        mut f: impl FnMut(&dyn Volume, u64, std::ops::Range<usize>) -> Result<()>,
+    ) -> Result<()> {
+        check_range(&self.name, op, self.size(), offset, len)?;
+        for e in self.zones.extents(offset, len)? {
+            let vol = &self.members[e.location.member];
+            let range = e.at as usize..(e.at + e.len) as usize;
+            f(vol.as_ref(), e.location.offset, range)?;
+        }
+        Ok(())
+    }
+}
+
+impl Volume for ZonedVolume {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn size(&self) -> u64 {
+        self.zones.array_bytes()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.each(Op::Read, offset, buf.len() as u64, |v, at, r| {
+            v.read_at(&mut buf[r], at)
+        })
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.each(Op::Write, offset, buf.len() as u64, |v, at, r| {
+            v.write_at(&buf[r], at)
+        })
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.each(Op::Write, offset, len, |v, at, r| {
+            v.write_zeroes(at, r.len() as u64)
+        })
+    }
+
+    fn flush(&self) -> Result<()> {
+        for m in &self.members {
+            m.flush()?;
+        }
+        Ok(())
+    }
+
+    fn preferred_io_size(&self) -> Option<u64> {
+        match self.zones.kind {
+            raidlab_layout::ZonedKind::Raid0 { chunk_bytes, .. } => Some(chunk_bytes),
+            raidlab_layout::ZonedKind::Linear { .. } => None,
+        }
+    }
+
+    fn is_writable(&self) -> bool {
+        self.members.iter().all(|m| m.is_writable())
+    }
+}

@@ -1,0 +1,187 @@
+//! Linear and multi-zone RAID 0 arrays, with superblocks as md writes them (each
+//! member's data_size its own, the layout recorded with the RAID0_LAYOUT feature
+//! bit): assembled, written through the engine, and every member sector checked
+//! against where md puts it.
+
+mod common;
+
+use raidlab_core::Volume;
+use raidlab_layout::zones::{RAID0_ALTERNATE, RAID0_ORIGINAL};
+use raidlab_layout::{Level, Location};
+use raidlab_md::superblock::feature;
+use raidlab_md::Superblock;
+use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::lifecycle::{StartOptions, Started};
+
+const MIB: u64 = 1 << 20;
+const CHUNK: u64 = 64 << 10;
+
+/// Members of `sizes` bytes made into an array whose superblocks say `level`,
+/// `layout` (with the RAID0_LAYOUT bit when `recorded`) and `chunk_sectors`,
+/// each member's data_size its whole data area, as mdadm writes them.
+fn md_array(sizes: &[u64], level: i32, layout: u32, recorded: bool, chunk: u32) -> Vec<Device> {
+    let devs = common::mem_array(Level::Raid0, sizes);
+    for d in &devs {
+        let vol = d.volume.as_ref();
+        let mut sb = Superblock::read_from(vol).unwrap().unwrap();
+        sb.level = level;
+        sb.layout = layout;
+        sb.chunksize = chunk;
+        sb.data_size = vol.size() / 512 - sb.data_offset;
+        if recorded {
+            sb.feature_map |= feature::RAID0_LAYOUT;
+        } else {
+            sb.feature_map &= !feature::RAID0_LAYOUT;
+        }
+        sb.write_to(vol).unwrap();
+    }
+    devs
+}
+
+/// Fill the array with each 512-byte sector holding its own array offset,
+/// through a started array, and stop it cleanly.
+fn fill(devs: &[Device]) -> u64 {
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let size = asm.data_bytes();
+    let started = Started::start(
+        asm,
+        StartOptions {
+            write: true,
+            ..StartOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(started.array.size(), size);
+    let piece = 3 * CHUNK + 4096; // pieces that straddle chunks and zones
+    let mut at = 0;
+    while at < size {
+        let n = piece.min(size - at);
+        let buf: Vec<u8> = (0..n / 512).flat_map(|s| tag(at + s * 512)).collect();
+        started.array.write_at(&buf, at).unwrap();
+        at += n;
+    }
+    started.stop().unwrap();
+    size
+}
+
+fn tag(offset: u64) -> Vec<u8> {
+    let mut s = vec![0u8; 512];
+    s[..8].copy_from_slice(&offset.to_le_bytes());
+    s[8..16].copy_from_slice(&(!offset).to_le_bytes());
+    s
+}
+
+/// The array offset a member sector holds, read from the member itself.
+fn read_tag(dev: &Device, member_offset: u64) -> u64 {
+    let sb = Superblock::read_from(dev.volume.as_ref()).unwrap().unwrap();
+    let mut s = [0u8; 512];
+    dev.volume
+        .read_at(&mut s, sb.data_offset * 512 + member_offset)
+        .unwrap();
+    u64::from_le_bytes(s[..8].try_into().unwrap())
+}
+
+#[test]
+fn multi_zone_raid0_places_chunks_where_md_does() {
+    // Data areas of about 3, 1 and 5 MiB (after md's data offset): zones over
+    // {0,1,2}, {0,2}, {2}.
+    for (layout, name) in [(RAID0_ORIGINAL, "original"), (RAID0_ALTERNATE, "alternate")] {
+        let devs = md_array(&[5 * MIB, 3 * MIB, 7 * MIB], 0, layout, true, 128);
+        let asm = Assembly::assemble(devs.clone()).unwrap();
+        let zones = asm.zone_map().expect("unequal members are zoned").unwrap();
+        assert_eq!(zones.zones.len(), 3, "{name}");
+        let rounded: Vec<u64> = devs
+            .iter()
+            .map(|d| {
+                let sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
+                sb.data_size * 512 / CHUNK * CHUNK
+            })
+            .collect();
+        assert_eq!(asm.data_bytes(), rounded.iter().sum::<u64>(), "{name}");
+        assert_eq!(asm.level_name(), "raid0");
+        let size = fill(&devs);
+        // Every used member sector holds the array sector the map says.
+        for (m, dev) in devs.iter().enumerate() {
+            for off in (0..rounded[m]).step_by(4096) {
+                let want = zones
+                    .to_array(Location {
+                        member: m,
+                        offset: off,
+                    })
+                    .unwrap();
+                assert_eq!(read_tag(dev, off), want, "{name} member {m} byte {off}");
+            }
+        }
+        // Hand-checked points: the first chunk of zone 1 starts at member byte
+        // rounded[1] on member 0 or 2, chosen by the layout.
+        let z1 = &zones.zones[1];
+        assert_eq!(z1.members, vec![0, 2]);
+        let first_chunk = z1.start / CHUNK;
+        let member = if layout == RAID0_ALTERNATE || first_chunk % 2 == 0 {
+            0
+        } else {
+            2
+        };
+        assert_eq!(read_tag(&devs[member], z1.dev_start), z1.start, "{name}");
+        // Read back through a fresh assembly.
+        let asm = Assembly::assemble(devs.clone()).unwrap();
+        let array = asm.array().unwrap();
+        let mut buf = vec![0u8; 512];
+        for at in [0, CHUNK * 7 + 512, z1.start, size - 512] {
+            array.read_at(&mut buf, at).unwrap();
+            assert_eq!(buf, tag(at), "{name} at {at}");
+        }
+    }
+}
+
+#[test]
+fn linear_concatenates_members_in_role_order() {
+    let devs = md_array(&[3 * MIB, 2 * MIB + 4096, 4 * MIB], -1, 0, false, 0);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(asm.level_name(), "linear");
+    let data: Vec<u64> = devs
+        .iter()
+        .map(|d| {
+            Superblock::read_from(d.volume.as_ref())
+                .unwrap()
+                .unwrap()
+                .data_size
+                * 512
+        })
+        .collect();
+    assert_eq!(asm.data_bytes(), data.iter().sum::<u64>());
+    fill(&devs);
+    assert_eq!(read_tag(&devs[0], 0), 0);
+    assert_eq!(read_tag(&devs[1], 0), data[0]);
+    assert_eq!(read_tag(&devs[2], 512), data[0] + data[1] + 512);
+    assert_eq!(read_tag(&devs[1], data[1] - 512), data[0] + data[1] - 512);
+}
+
+#[test]
+fn an_unrecorded_layout_is_refused_where_the_layouts_differ() {
+    // Without the RAID0_LAYOUT bit md treats the layout as unknown.
+    let devs = md_array(&[3 * MIB, 5 * MIB, 5 * MIB], 0, RAID0_ALTERNATE, false, 128);
+    let err = Assembly::assemble(devs).unwrap_err();
+    assert!(err.to_string().contains("records no layout"), "{err}");
+    // Two zones whose second has one member: both layouts agree, so it runs.
+    let devs = md_array(&[3 * MIB, 5 * MIB], 0, 0, false, 128);
+    let asm = Assembly::assemble(devs).unwrap();
+    assert!(asm.zone_map().unwrap().is_ok());
+}
+
+#[test]
+fn a_missing_member_stops_a_zoned_array() {
+    let devs = md_array(&[3 * MIB, 5 * MIB, 4 * MIB], -1, 0, false, 0);
+    let asm = Assembly::assemble(devs[..2].to_vec()).unwrap();
+    let err = asm.check_startable(false).unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
+    assert!(asm.array().is_err());
+}
+
+#[test]
+fn equal_members_stay_with_the_striping_engine() {
+    let devs = md_array(&[4 * MIB, 4 * MIB], 0, RAID0_ORIGINAL, true, 128);
+    let asm = Assembly::assemble(devs).unwrap();
+    assert!(asm.zone_map().is_none());
+    assert_eq!(asm.data_bytes(), asm.geometry.array_bytes());
+}
