@@ -28,24 +28,26 @@ now() { date +%s.%N; }
 declare -A res # res["test|bin"]="v1 v2 ..."
 add() { res["$1|$2"]="${res["$1|$2"]:-} $3"; }
 
-setup() { # LEVEL N: a fresh array with random contents in a.* and its data in data
-    rm -f a.* n.* data
+fresh() { # LEVEL N: a fresh array in a.* (random contents written by `import`
+    # below come from data, made once per level)
+    rm -f a.* n.*
     local all=() i
     for ((i = 0; i < $2; i++)); do all+=("a.$i"); done
-    "$NEW" create --level "$1" --chunk 512K --member-size "${MIB}M" "${all[@]}" >/dev/null
+    "$NEW" create --level "$1" --chunk 512K --member-size "${MIB}M" --force "${all[@]}" >/dev/null
     size=$("$NEW" detail --json "${all[@]}" | sed -n 's/.*"array_size_bytes": \([0-9]*\).*/\1/p')
-    head -c "$size" /dev/urandom > data
+    [ -s data ] || head -c "$size" /dev/urandom > data
     members=("${all[@]}")
 }
 
 fio_mbs() { # SOCKET RW BS DEPTH -> MB/s
     fio --name=t --ioengine=nbd --uri="nbd+unix:///?socket=$1" --rw="$2" --bs="$3" \
         --iodepth="$4" --direct=1 --time_based --runtime="$RUNTIME" --output-format=json 2>/dev/null |
-        python3 -c 'import json,sys; j=json.load(sys.stdin)["jobs"][0]; print(round((j["read"]["bw_bytes"]+j["write"]["bw_bytes"])/1e6,1))'
+        python3 -c 'import json,sys; t=sys.stdin.read(); j=json.loads(t[t.index("{"):])["jobs"][0]; print(round((j["read"]["bw_bytes"]+j["write"]["bw_bytes"])/1e6,1))'
 }
 
-one() { # BIN LABEL: every test with one binary on the current array
+one() { # BIN LABEL LEVEL N: every test with one binary on a fresh array
     local R=$1 L=$2 t0 t1
+    fresh "$3" "$4"
     t0=$(now); "$R" import "${members[@]}" < data 2>/dev/null; t1=$(now)
     add "$L import MB/s" "$R" "$(echo "$size / ($t1 - $t0) / 1000000" | bc -l | xargs printf %.0f)"
     t0=$(now); "$R" export "${members[@]}" > /dev/null 2>&1; t1=$(now)
@@ -62,11 +64,6 @@ one() { # BIN LABEL: every test with one binary on the current array
     head -c "$(stat -c %s a.1)" /dev/zero > n.1
     t0=$(now); "$R" add "${rest[@]}" --new n.1 --force >/dev/null; t1=$(now)
     add "$L rebuild MB/s" "$R" "$(echo "$(stat -c %s a.1) / ($t1 - $t0) / 1000000" | bc -l | xargs printf %.0f)"
-    # Back to the original members for the next binary.
-    "$R" fail "${rest[@]}" n.1 --member n.1 >/dev/null
-    "$R" remove "${rest[@]}" n.1 --member n.1 >/dev/null
-    "$R" add "${rest[@]}" --new a.1 --force >/dev/null
-    rm -f n.1
 }
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -74,13 +71,13 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR
 tests=()
 for spec in "5 4" "6 6"; do
     set -- $spec
-    setup "$1" "$2"
+    rm -f data
     L="RAID $1 x$2"
     for t in import export "served 4K rand read QD32" "served 1M seq read QD8" rebuild; do
         tests+=("$L $t MB/s")
     done
     for ((r = 0; r < ROUNDS; r++)); do
-        if ((r % 2 == 0)); then one "$OLD" "$L"; one "$NEW" "$L"; else one "$NEW" "$L"; one "$OLD" "$L"; fi
+        if ((r % 2 == 0)); then one "$OLD" "$L" "$@"; one "$NEW" "$L" "$@"; else one "$NEW" "$L" "$@"; one "$OLD" "$L" "$@"; fi
     done
 done
 echo "| test | old (median of $ROUNDS) | new | new/old |"
