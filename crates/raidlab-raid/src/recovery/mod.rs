@@ -431,14 +431,12 @@ fn parity_sources(array: &Array, geo: &Geometry, slot: usize) -> Vec<Option<Arc<
 
 /// Run `plan` with the real executor, `buf` as the caller's buffer.
 fn run_plan(plan: &Plan, members: &[Option<Arc<dyn Volume>>], buf: &mut [u8]) -> Result<()> {
+    run_with(plan, members, UserBuf::Read(buf))
+}
+
+fn run_with(plan: &Plan, members: &[Option<Arc<dyn Volume>>], user: UserBuf<'_>) -> Result<()> {
     ThreadPool
-        .run(
-            plan,
-            members,
-            raidlab_parity::selected(),
-            UserBuf::Read(buf),
-            None,
-        )
+        .run(plan, members, raidlab_parity::selected(), user, None)
         .map_err(|f| *f.error)
 }
 
@@ -461,15 +459,7 @@ fn write_step(
         steps: write.into_iter().collect(),
         ..Plan::default()
     };
-    ThreadPool
-        .run(
-            &plan,
-            members,
-            raidlab_parity::selected(),
-            UserBuf::Write(data),
-            None,
-        )
-        .map_err(|f| *f.error)
+    run_with(&plan, members, UserBuf::Write(data))
 }
 
 /// A parity rebuild step whose member reads a streaming reader has already
