@@ -445,17 +445,36 @@ mod tests {
     #[test]
     fn every_row_appears_in_table_tooltip_and_bar() {
         let html = render_html(&[two_target_file()]);
-        for (g, t, target, m, v) in [
-            ("SEQ1M Q8T1", "read", "single disk", "MB/s", "564.95"),
-            ("SEQ1M Q8T1", "read", "RAID 0", "MB/s", "1116.34"),
-            ("RND4K Q1T1", "write", "single disk", "latency µs", "40"),
-            ("RND4K Q1T1", "write", "RAID 0", "latency µs", "50"),
+        // The tooltip and bar label carry the exact value, the table the
+        // value as the tool shows it (latency in µs with one decimal).
+        for (g, t, target, m, v, cell) in [
+            (
+                "SEQ1M Q8T1",
+                "read",
+                "single disk",
+                "MB/s",
+                "564.95",
+                "564.95",
+            ),
+            ("SEQ1M Q8T1", "read", "RAID 0", "MB/s", "1116.34", "1116.34"),
+            (
+                "RND4K Q1T1",
+                "write",
+                "single disk",
+                "latency µs",
+                "40",
+                "40.0",
+            ),
+            ("RND4K Q1T1", "write", "RAID 0", "latency µs", "50", "50.0"),
         ] {
             assert!(
                 html.contains(&format!("<title>{g} · {t} · {target}: {v} {m}</title>")),
                 "no tooltip for {target} {v}"
             );
-            assert!(html.contains(&format!("<td class=\"n\">{v}</td>")), "{v}");
+            assert!(
+                html.contains(&format!("<td class=\"n\">{cell}</td>")),
+                "{cell}"
+            );
             assert!(
                 html.contains(&format!("text-anchor=\"start\">{v}</text>")),
                 "{v}"
