@@ -16,18 +16,17 @@
 //! that this module moves, and its expiry is checked at virtual ticks, as the real
 //! cache's thread does in real time.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
+use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock};
 use crate::host::HostCost;
 use crate::stats::{MemberIo, OpLog};
 use raidlab_core::Volume;
-use raidlab_devices::{Clock, SizeOnly};
+use raidlab_devices::SizeOnly;
 use raidlab_layout::Geometry;
 use raidlab_raid::array::Recovery;
 use raidlab_raid::exec::Recording;
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::{Array, Plan, Step};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,21 +37,6 @@ pub const DATA_OFFSET: u64 = 1 << 20;
 /// Where a member's partial parity log or journal area is written: between the
 /// superblock and the data, as md 1.2 keeps it.
 const LOG_OFFSET: u64 = 8 << 10;
-
-/// The engine's clock in a simulation: virtual time, moved only by the simulator.
-#[derive(Debug, Default)]
-struct VirtualClock(AtomicU64);
-
-impl Clock for VirtualClock {
-    fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
-    fn sleep(&self, d: Duration) {
-        // Only a cache's own thread sleeps, and a simulated array's cache has
-        // none; moving the clock here would let a thread's timing into a run.
-        std::thread::sleep(d.min(Duration::from_millis(10)));
-    }
-}
 
 /// How to build a simulated raidlab array.
 #[derive(Debug)]
@@ -380,7 +364,7 @@ impl SimArray {
             return;
         };
         r.next = None;
-        self.clock.0.store(now, Ordering::Relaxed);
+        self.clock.set(now);
         if let Err(e) =
             self.array
                 .recovery_step(&r.rec, raidlab_raid::live::REBUILD_STEP, &mut r.scratch)
@@ -452,7 +436,7 @@ impl SimArray {
 
     /// Run the engine for a request now and start scheduling its plans.
     fn start(&mut self, now: Ns, host_id: Option<u64>, kind: Kind, offset: u64, len: u64) {
-        self.clock.0.store(now, Ordering::Relaxed);
+        self.clock.set(now);
         if let (Some(r), Some(_)) = (self.requests.as_mut(), host_id) {
             r.push((now, kind, offset, len));
         }
@@ -702,7 +686,7 @@ impl Device for SimArray {
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
-        self.clock.0.store(now, Ordering::Relaxed);
+        self.clock.set(now);
         let mut member_done = Vec::new();
         loop {
             let mut any = false;

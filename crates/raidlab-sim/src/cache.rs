@@ -34,15 +34,12 @@
 //! simulated: the cache device keeps only its metadata area's bytes (the cache
 //! reads its table back), data blocks read as zeros.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
+use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock};
 use raidlab_cache::format::Layout;
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId, Stats};
 use raidlab_core::{Op, Result, Volume};
-use raidlab_devices::Clock;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 /// Which device an operation of the cache goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -67,27 +64,6 @@ pub enum Event {
     Request { kind: Kind, offset: u64, len: u64 },
     /// The background cleaner ticked.
     CleanTick,
-}
-
-/// The cache's clock in a simulation: virtual time, moved only by [`SimCache`].
-#[derive(Debug, Default)]
-pub struct VirtualTime(AtomicU64);
-
-impl VirtualTime {
-    fn set(&self, now: Ns) {
-        self.0.store(now, Ordering::Relaxed);
-    }
-}
-
-impl Clock for VirtualTime {
-    fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
-    fn sleep(&self, d: Duration) {
-        // Nothing in the cache sleeps (only its optional driver thread, which a
-        // simulation never starts); virtual time is moved by the event loop.
-        let _ = d;
-    }
 }
 
 /// A volume that writes down every operation it receives and does none: the
@@ -226,7 +202,7 @@ type Cached = CachedVolume<Recorder, Recorder>;
 pub struct SimCache {
     name: String,
     volume: Arc<Cached>,
-    clock: Arc<VirtualTime>,
+    clock: Arc<VirtualClock>,
     ops: Arc<Mutex<Vec<CacheOp>>>,
     cache: Box<dyn Device>,
     origin: Box<dyn Device>,
@@ -297,7 +273,7 @@ impl SimCache {
         )
         .map_err(|e| e.to_string())?;
         cache.keep_below(layout.data_offset);
-        let clock = Arc::new(VirtualTime::default());
+        let clock = Arc::new(VirtualClock::default());
         let volume = CachedVolume::open(cache, origin, SIM_ORIGIN, clock.clone())
             .map_err(|e| e.to_string())?;
         // Creating and opening is set-up, not part of any run.

@@ -142,3 +142,29 @@ pub trait Device: Debug + Send {
         None
     }
 }
+
+/// Virtual time as the real engine's and cache's `Clock`: moved only by the
+/// simulator (`set`), so what they time (a stripe's hold, a cleaner's pace)
+/// runs on the simulation's clock. One per simulated array or cache, and the
+/// equivalence tests replay the same times on the real side with one.
+#[derive(Debug, Default)]
+pub struct VirtualClock(std::sync::atomic::AtomicU64);
+
+impl VirtualClock {
+    pub fn set(&self, now: Ns) {
+        self.0.store(now, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl raidlab_devices::Clock for VirtualClock {
+    fn now(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+    fn sleep(&self, d: std::time::Duration) {
+        // Nothing the simulator runs sleeps: a stripe cache or a cache cleaner
+        // is driven without its thread. Should a thread sleep on it, a short
+        // real pause keeps it from spinning; moving the clock here would let
+        // a thread's timing into a run.
+        std::thread::sleep(d.min(std::time::Duration::from_millis(10)));
+    }
+}

@@ -177,7 +177,6 @@ pub fn engine_rebuild_seconds(
     };
     let mut total_s = 0.0;
     let mut at = 0;
-    let mut member = 0;
     loop {
         let mut c = cfg.clone();
         if let Some(ca) = c.array.as_mut() {
@@ -189,10 +188,9 @@ pub fn engine_rebuild_seconds(
         let Some(start) = dev.rebuild_progress() else {
             return Ok(None);
         };
-        member = member.max(start.total);
         let (from, total) = (start.done, start.total);
-        if from >= total {
-            break;
+        if total == 0 {
+            return Err(format!("{}: the member has no data area", a.level));
         }
         let goal = (from + STRETCH).min(total);
         let mut done = Vec::new();
@@ -213,11 +211,7 @@ pub fn engine_rebuild_seconds(
         total_s += span as f64 / rate;
         at = next;
         if at >= total {
-            break;
+            return Ok(Some(total_s));
         }
     }
-    if member == 0 {
-        return Err(format!("{}: the member has no data area", a.level));
-    }
-    Ok(Some(total_s))
 }

@@ -6,19 +6,17 @@
 
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId};
 use raidlab_core::{Result, Volume};
-use raidlab_devices::{Access, Clock, MemVolume, Recorded};
+use raidlab_devices::{Access, MemVolume, Recorded};
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::Array;
 use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
 use raidlab_sim::cache::{CacheSpec, Event, SimCache};
-use raidlab_sim::device::{Completion, Device, Kind, ModelInfo, Ns, Request, SEC};
+use raidlab_sim::device::{Completion, Device, Kind, ModelInfo, Ns, Request, VirtualClock, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::presets;
 use raidlab_sim::workload::{run, Job, Pattern};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 const MEMBER: u64 = 16 << 20;
 const CACHE: u64 = 8 << 20;
@@ -98,15 +96,6 @@ impl Volume for Rec {
     fn optimal_io_size(&self) -> Option<u64> {
         self.inner.optimal_io_size()
     }
-}
-
-#[derive(Debug, Default)]
-struct Replayed(AtomicU64);
-impl Clock for Replayed {
-    fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
-    fn sleep(&self, _: Duration) {}
 }
 
 fn geometry() -> Geometry {
@@ -265,7 +254,7 @@ fn replay(mode: Mode, raid: bool, sim: &SimRun) {
     let origin = Rec::new(inner);
     let id = OriginId::Signature([7; 32]);
     raidlab_cache::create(&cache, &origin, id, "real", [1; 16], config(mode)).unwrap();
-    let clock = Arc::new(Replayed::default());
+    let clock = Arc::new(VirtualClock::default());
     let v = CachedVolume::open(cache, origin, id, clock.clone()).unwrap();
     v.cache_device().seen.lock().unwrap().clear();
     v.origin().seen.lock().unwrap().clear();
@@ -274,7 +263,7 @@ fn replay(mode: Mode, raid: bool, sim: &SimRun) {
     }
     let mut buf = Vec::new();
     for &(t, ev) in &sim.events {
-        clock.0.store(t, Ordering::Relaxed);
+        clock.set(t);
         match ev {
             Event::Request { kind, offset, len } => {
                 buf.resize(len as usize, 0x33);

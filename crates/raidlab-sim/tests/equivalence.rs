@@ -4,33 +4,19 @@
 //! on memory members.
 
 use raidlab_core::Volume;
-use raidlab_devices::{Access, Clock, MemVolume, Recorded};
+use raidlab_devices::{Access, MemVolume, Recorded};
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Array;
 use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
-use raidlab_sim::device::{Device, Kind, SEC};
+use raidlab_sim::device::{Device, Kind, VirtualClock, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::workload::{run, Job, Pattern};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 const MEMBER: u64 = 8 << 20;
-
-/// The real side's stripe cache sees the virtual times the simulator ran each
-/// request at, so its hold times and its oldest-first order are the same.
-#[derive(Debug, Default)]
-struct Replayed(AtomicU64);
-impl Clock for Replayed {
-    fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
-    fn sleep(&self, d: Duration) {
-        std::thread::sleep(d);
-    }
-}
 
 /// (kind, member, offset in the data area, length), sorted.
 type Ops = Vec<(Kind, usize, u64, u64)>;
@@ -127,12 +113,12 @@ fn replay(
         .map(|m| m.clone().map(|m| m as Arc<dyn Volume>))
         .collect();
     let array = Array::new("real", *g, members).expect("real array");
-    let clock: &'static Replayed = Box::leak(Box::default());
+    let clock: &'static VirtualClock = Box::leak(Box::default());
     if let Some(cfg) = cache {
         array.start_stripe_cache_driven(cfg, clock).expect("cache");
     }
     for &(at, kind, offset, len) in requests {
-        clock.0.store(at, Ordering::Relaxed);
+        clock.set(at);
         match kind {
             Kind::Read => array
                 .read_at(&mut vec![0; len as usize], offset)

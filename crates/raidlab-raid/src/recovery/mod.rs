@@ -205,7 +205,8 @@ impl Assembly {
                 (0..geometry.raid_disks).map(|r| array.member(r)).collect();
             members.push(Some(target.clone()));
             let outcome: Result<()> = std::thread::scope(|s| {
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>)>>(1);
+                // Each step's contents go to the writer with the write its plan ends in.
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>, Plan)>>(1);
                 // Written buffers come back to the reader: no step allocates.
                 let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                 let (quit, members, live) = (&quit, &members, &live);
@@ -236,7 +237,7 @@ impl Assembly {
                                 })
                                 .collect();
                             let r = streamed_step(&geometry, live, slot, at, n, &views, &mut out)
-                                .map(|()| (at, out));
+                                .map(|write| (at, out, write));
                             let failed = r.is_err();
                             if tx.send(r).is_err() || failed {
                                 break;
@@ -304,7 +305,7 @@ impl Assembly {
                                         back.send(b).ok();
                                     }
                                 }
-                                r.map(|()| (at, out))
+                                r.map(|write| (at, out, write))
                             });
                             let failed = r.is_err();
                             if tx.send(r).is_err() || failed {
@@ -315,8 +316,8 @@ impl Assembly {
                     });
                 } else {
                     // Mirrors: each step's plan up to its write runs here,
-                    // and its write on this side (`write_step`), so reading
-                    // the next step overlaps writing this one.
+                    // and its write on the writer's side, so reading the next
+                    // step overlaps writing this one.
                     s.spawn(move || {
                         let mut at = start;
                         while at < total && !quit.load(Ordering::Relaxed) {
@@ -324,11 +325,11 @@ impl Assembly {
                             let mut buf = free_rx.try_recv().unwrap_or_default();
                             buf.resize(n as usize, 0);
                             let r = plan_rebuild(&geometry, live, slot, at, n, geometry.raid_disks)
-                                .and_then(|mut plan| {
-                                    plan.steps.pop(); // the write: done by the writer
-                                    run_plan(&plan, members, &mut buf)
+                                .and_then(|plan| {
+                                    let (before, write) = split_write(plan);
+                                    run_plan(&before, members, &mut buf).map(|()| write)
                                 })
-                                .map(|()| (at, buf));
+                                .map(|write| (at, buf, write));
                             let failed = r.is_err();
                             if tx.send(r).is_err() || failed {
                                 break;
@@ -344,12 +345,12 @@ impl Assembly {
                             self.checkpoint_recovery(index, pos)?;
                             return Err(interrupted("rebuild", pos));
                         }
-                        let (at, data) = rx.recv().map_err(|_| {
+                        let (at, data, write) = rx.recv().map_err(|_| {
                             Error::new(ErrorKind::Io, Op::Read, "internal: rebuild reader stopped")
                         })??;
                         debug_assert_eq!(at, pos);
                         let n = data.len() as u64;
-                        write_step(&geometry, slot, pos, members, &data)?;
+                        run_with(&write, members, UserBuf::Write(&data))?;
                         free_tx.send(data).ok();
                         pos += n;
                         since_checkpoint += n;
@@ -440,31 +441,19 @@ fn run_with(plan: &Plan, members: &[Option<Arc<dyn Volume>>], user: UserBuf<'_>)
         .map_err(|f| *f.error)
 }
 
-/// The write of rebuild step `[at, at+data.len())`: the last step of the
-/// step's plan, run with the contents the earlier steps produced.
-fn write_step(
-    geo: &Geometry,
-    slot: usize,
-    at: u64,
-    members: &[Option<Arc<dyn Volume>>],
-    data: &[u8],
-) -> Result<()> {
-    let live: Vec<bool> = members[..geo.raid_disks]
-        .iter()
-        .map(Option::is_some)
-        .collect();
-    let mut plan = plan_rebuild(geo, &live, slot, at, data.len() as u64, geo.raid_disks)?;
-    let write = plan.steps.pop();
-    let plan = Plan {
-        steps: write.into_iter().collect(),
+/// A rebuild step's plan as what produces the contents (the reads and the
+/// recomputation) and the write of them, its last step, which the writer runs.
+fn split_write(mut plan: Plan) -> (Plan, Plan) {
+    let write = Plan {
+        steps: plan.steps.pop().into_iter().collect(),
         ..Plan::default()
     };
-    run_with(&plan, members, UserBuf::Write(data))
+    (plan, write)
 }
 
 /// A parity rebuild step whose member reads a streaming reader has already
 /// done (`views`, by role): the step's plan says what is recomputed from
-/// them, and must read exactly those ranges.
+/// them, and must read exactly those ranges. Returns the plan's write.
 fn streamed_step(
     geo: &Geometry,
     live: &[bool],
@@ -473,8 +462,8 @@ fn streamed_step(
     n: u64,
     views: &[Option<&[u8]>],
     out: &mut [u8],
-) -> Result<()> {
-    let plan = plan_rebuild(geo, live, slot, at, n, geo.raid_disks)?;
+) -> Result<Plan> {
+    let (plan, write) = split_write(plan_rebuild(geo, live, slot, at, n, geo.raid_disks)?);
     let reads_match = plan.reads().count() == views.iter().flatten().count()
         && plan.reads().all(|o| {
             o.offset == at && o.length == n && views.get(o.member).is_some_and(|v| v.is_some())
@@ -484,7 +473,7 @@ fn streamed_step(
         _ => None,
     });
     match compute {
-        Some(c) if reads_match => member_compute(c, views, out),
+        Some(c) if reads_match => member_compute(c, views, out).map(|()| write),
         _ => Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,
