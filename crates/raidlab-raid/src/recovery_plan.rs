@@ -1,9 +1,10 @@
 //! Plans for the I/O that restores redundancy: rebuilding a range of a lost
-//! member, copying a range of a member being replaced, and repairing what a
-//! read could not read. Pure like the planner: it decides which members are
-//! read, what is recomputed and what is written, so the live and offline
-//! rebuilds, the read-error repair and the simulator all run the same
-//! decisions. It never does I/O and never takes a lock; the stripe-lock keys
+//! member, copying a range of a member being replaced, repairing what a read
+//! could not read, and the reads and rewrites of a scrub or resync. Pure like
+//! the planner: it decides which members are read, what is recomputed and
+//! what is written, so the live and offline rebuilds, the read-error repair,
+//! scrubs and the simulator all run the same decisions. What a scrub's
+//! comparison finds is not decided here (the recovery module compares). It never does I/O and never takes a lock; the stripe-lock keys
 //! it returns in each plan are the caller's to hold.
 //!
 //! Every plan here leaves the range's contents in the caller's buffer (a read
@@ -14,7 +15,7 @@ use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
 use crate::planner::{plan_read, plan_write};
 use crate::reconstruct::mirror_pieces;
 use raidlab_core::{Error, ErrorKind, Op, Result};
-use raidlab_layout::{Content, Geometry};
+use raidlab_layout::{Content, Geometry, Location};
 
 /// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
 /// data area: the stripes there (parity levels), or the array ranges whose
@@ -194,6 +195,120 @@ pub fn plan_repair(
     }
     plan.locks = plan_write(geo, &vec![true; geo.raid_disks], pos, n)?.locks;
     Ok((plan, n as usize))
+}
+
+/// What a parity scrub or resync reads for `[at, at+n)` of the member data
+/// areas: that range of every member `present` says is there, role `r`'s into
+/// the caller's buffer at `r * n` (a missing role's part is not touched). The
+/// buffer is `raid_disks * n` bytes.
+pub fn plan_scrub_parity(geo: &Geometry, present: &[bool], at: u64, n: u64) -> Result<Plan> {
+    check_member_range(geo, 0, at, n)?;
+    let reads = (0..geo.raid_disks)
+        .filter(|&r| present.get(r).copied().unwrap_or(false))
+        .map(|r| op(OpKind::Read, r, at, Slice::user(r * n as usize, n as usize)))
+        .collect();
+    Ok(Plan {
+        steps: vec![Step::Io(reads)],
+        scratch: Vec::new(),
+        locks: member_range_keys(geo, 0, at, n)?,
+    })
+}
+
+/// One run of a mirror scrub: array bytes `[pos, pos+len)`, whose copies on
+/// members in service are `copies` (each with where it lies in the caller's
+/// buffer); `all` is how many copies the layout keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScrubRun {
+    pub pos: u64,
+    pub len: u64,
+    pub copies: Vec<(Location, usize)>,
+    pub all: usize,
+}
+
+/// A mirror scrub step's reads: every copy on a member in service of each run
+/// with at least two such copies (a run with one copy left has nothing to be
+/// compared with, and is returned with no buffer space and no reads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MirrorScrub {
+    pub plan: Plan,
+    pub runs: Vec<ScrubRun>,
+    /// Bytes of the caller's buffer the plan reads into.
+    pub len: usize,
+}
+
+/// What a mirror (RAID 1/10) scrub or resync reads for the array range `[pos,
+/// pos+n)`, run by run.
+pub fn plan_scrub_mirrors(
+    geo: &Geometry,
+    present: &[bool],
+    pos: u64,
+    n: u64,
+) -> Result<MirrorScrub> {
+    let all = vec![true; geo.raid_disks];
+    let mut reads = Vec::new();
+    let mut runs = Vec::new();
+    let mut len = 0usize;
+    for (at, k, locs) in geo.mirror_runs(pos, n) {
+        let live: Vec<Location> = locs
+            .iter()
+            .copied()
+            .filter(|l| present.get(l.member).copied().unwrap_or(false))
+            .collect();
+        let mut copies = Vec::new();
+        if live.len() >= 2 {
+            for loc in live {
+                reads.push(op(
+                    OpKind::Read,
+                    loc.member,
+                    loc.offset,
+                    Slice::user(len, k as usize),
+                ));
+                copies.push((loc, len));
+                len += k as usize;
+            }
+        }
+        runs.push(ScrubRun {
+            pos: at,
+            len: k,
+            copies,
+            all: locs.len(),
+        });
+    }
+    Ok(MirrorScrub {
+        plan: Plan {
+            steps: if reads.is_empty() {
+                Vec::new()
+            } else {
+                vec![Step::Io(reads)]
+            },
+            scratch: Vec::new(),
+            locks: if n == 0 {
+                Vec::new()
+            } else {
+                plan_write(geo, &all, pos, n)?.locks
+            },
+        },
+        runs,
+        len,
+    })
+}
+
+/// The rewrites a scrub decided on: each `(role, member offset, buffer offset,
+/// length)` written from the caller's buffer, all in one step.
+pub fn plan_rewrites(writes: &[(usize, u64, usize, usize)], locks: Vec<u64>) -> Plan {
+    let ops: Vec<MemberOp> = writes
+        .iter()
+        .map(|&(role, at, from, len)| op(OpKind::Write, role, at, Slice::user(from, len)))
+        .collect();
+    Plan {
+        steps: if ops.is_empty() {
+            Vec::new()
+        } else {
+            vec![Step::Io(ops)]
+        },
+        scratch: Vec::new(),
+        locks,
+    }
 }
 
 fn op(kind: OpKind, member: usize, offset: u64, buf: Slice) -> MemberOp {

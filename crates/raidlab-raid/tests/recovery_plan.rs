@@ -184,3 +184,86 @@ fn a_repair_plan_rewrites_a_corrupted_block_with_its_old_contents() {
         }
     }
 }
+
+/// A scrub's reads put every present member's range where the comparison
+/// looks for it (parity: role r at r*n; mirrors: each run's copies at their
+/// offsets), skip a missing member, and its rewrites write what the caller's
+/// buffer holds there.
+#[test]
+fn scrub_plans_read_every_copy_and_rewrite_from_the_buffer() {
+    use raidlab_raid::recovery_plan::{plan_rewrites, plan_scrub_mirrors, plan_scrub_parity};
+    for (level, layout, n) in shapes() {
+        let (g, vols) = filled(level, layout, n);
+        let label = format!("{} {} x{n}", level.name(), layout.name());
+        let mut members: Vec<Option<Arc<dyn Volume>>> = vols
+            .iter()
+            .map(|v| Some(v.clone() as Arc<dyn Volume>))
+            .collect();
+        members[1] = None;
+        let present: Vec<bool> = members.iter().map(Option::is_some).collect();
+        let held: Vec<Vec<u8>> = vols.iter().map(|v| contents(v.as_ref())).collect();
+        if g.is_parity() {
+            let (at, len) = (3 * CHUNK, 2 * CHUNK);
+            let plan = plan_scrub_parity(&g, &present, at, len).unwrap();
+            assert_eq!(
+                plan.reads().count(),
+                n - 1,
+                "{label}: no read of the missing role"
+            );
+            let mut buf = vec![0u8; n * len as usize];
+            run(&plan, &members, &mut buf);
+            for r in (0..n).filter(|&r| r != 1) {
+                let part = &buf[r * len as usize..(r + 1) * len as usize];
+                assert!(
+                    part == &held[r][(at as usize)..(at + len) as usize],
+                    "{label}: role {r}"
+                );
+            }
+            continue;
+        }
+        let (pos, len) = (5 * CHUNK + 512, 3 * CHUNK);
+        let scrub = plan_scrub_mirrors(&g, &present, pos, len).unwrap();
+        assert_eq!(
+            scrub.runs.iter().map(|r| r.len).sum::<u64>(),
+            len,
+            "{label}: runs cover the range"
+        );
+        let mut buf = vec![0u8; scrub.len];
+        run(&scrub.plan, &members, &mut buf);
+        for run in &scrub.runs {
+            let live = run.copies.len();
+            assert!(live == 0 || live >= 2, "{label}: a lone copy is not read");
+            for &(loc, at) in &run.copies {
+                assert_ne!(loc.member, 1, "{label}: the missing member is not read");
+                let want = &held[loc.member][loc.offset as usize..(loc.offset + run.len) as usize];
+                assert!(
+                    &buf[at..at + run.len as usize] == want,
+                    "{label}: copy on {}",
+                    loc.member
+                );
+            }
+        }
+        // Rewrite the first checked copy from a buffer of 0x5a.
+        let Some(run0) = scrub.runs.iter().find(|r| !r.copies.is_empty()) else {
+            panic!("{label}: nothing checked");
+        };
+        let (loc, _) = run0.copies[0];
+        let k = run0.len as usize;
+        let ones = vec![0x5au8; k];
+        let plan = plan_rewrites(&[(loc.member, loc.offset, 0, k)], scrub.plan.locks.clone());
+        ThreadPool
+            .run(
+                &plan,
+                &members,
+                raidlab_parity::selected(),
+                UserBuf::Write(&ones),
+                None,
+            )
+            .unwrap_or_else(|f| panic!("{label}: {}", f.error));
+        let after = contents(vols[loc.member].as_ref());
+        assert!(
+            after[loc.offset as usize..loc.offset as usize + k] == ones[..],
+            "{label}: rewritten"
+        );
+    }
+}

@@ -13,7 +13,7 @@ use super::*;
 /// place and return the ranges to write back.
 pub(super) fn scrub_parity(
     geo: &Geometry,
-    bufs: &mut [Vec<u8>],
+    bufs: &mut [&mut [u8]],
     present: &[bool],
     pos: u64,
     report: &mut ScrubReport,
@@ -109,7 +109,7 @@ pub(super) fn scrub_parity(
 /// a reader sees. The finding says the block could not be located.
 pub(super) fn scrub_parity_degraded(
     geo: &Geometry,
-    bufs: &mut [Vec<u8>],
+    bufs: &mut [&mut [u8]],
     present: &[bool],
     pos: u64,
     report: &mut ScrubReport,
@@ -118,7 +118,7 @@ pub(super) fn scrub_parity_degraded(
 ) -> Vec<(usize, u64, usize)> {
     let engine = raidlab_parity::selected();
     let chunk = geo.chunk_bytes;
-    let n = bufs.first().map_or(0, Vec::len);
+    let n = bufs.first().map_or(0, |b| b.len());
     let dd = geo.data_disks();
     let mut fixes = Vec::new();
     let mut p = vec![0u8; PAGE];

@@ -436,9 +436,16 @@ fn run_plan(plan: &Plan, members: &[Option<Arc<dyn Volume>>], buf: &mut [u8]) ->
 }
 
 fn run_with(plan: &Plan, members: &[Option<Arc<dyn Volume>>], user: UserBuf<'_>) -> Result<()> {
-    ThreadPool
-        .run(plan, members, raidlab_parity::selected(), user, None)
-        .map_err(|f| *f.error)
+    run_failed(plan, members, user).map_err(|f| *f.error)
+}
+
+/// Run `plan`, saying which members failed if it did not complete.
+fn run_failed(
+    plan: &Plan,
+    members: &[Option<Arc<dyn Volume>>],
+    user: UserBuf<'_>,
+) -> Result<(), crate::exec::Failed> {
+    ThreadPool.run(plan, members, raidlab_parity::selected(), user, None)
 }
 
 /// A rebuild step's plan as what produces the contents (the reads and the

@@ -8,6 +8,8 @@
 use super::compare::scrub_parity;
 use super::report::ScrubReport;
 use super::*;
+use crate::plan::{MemberOp, OpKind, Slice};
+use crate::recovery_plan::{plan_rewrites, plan_scrub_mirrors, plan_scrub_parity};
 
 impl Assembly {
     /// Make parity and mirrors consistent with the data (md's resync), resuming at
@@ -131,6 +133,7 @@ impl Assembly {
         let mut report = ScrubReport::new(repair, missing);
         let mut pacer = Pacer::new(&opts);
         let mut since_checkpoint = 0;
+        let mut buf = Vec::new();
         progress(Progress { done: pos, total });
         while pos < total {
             if stopped(&opts) {
@@ -143,23 +146,26 @@ impl Assembly {
                 continue;
             }
             let _held = running.map(|a| a.hold_member_range(pos, n)).transpose()?;
-            let mut bufs: Vec<Vec<u8>> = Vec::with_capacity(areas.len());
-            for (role, a) in areas.iter().enumerate() {
-                // A missing role's buffer stays zero; scrub_parity never reads it.
-                let mut b = vec![0u8; n as usize];
-                let Some(a) = a else {
-                    bufs.push(b);
-                    continue;
-                };
-                if let Err(e) = a.read_at(&mut b, pos) {
-                    // As md does during a sync: rebuild the unreadable block from
-                    // the others and write it back.
-                    b = self.repair_range(role, pos, n).map_err(|_| e)?;
+            let len = n as usize;
+            let plan = plan_scrub_parity(&self.geometry, &present, pos, n)?;
+            // A missing role's part is never read; scrub_parity ignores it.
+            buf.resize(areas.len() * len, 0);
+            if let Err(f) = run_failed(&plan, &areas, UserBuf::Read(&mut buf)) {
+                if f.kind != OpKind::Read || f.members.is_empty() {
+                    return Err(*f.error);
+                }
+                // As md does during a sync: rebuild the unreadable range from
+                // the others and write it back.
+                for &role in &f.members {
+                    let Ok(b) = self.repair_range(role, pos, n) else {
+                        return Err(*f.error);
+                    };
+                    buf[role * len..(role + 1) * len].copy_from_slice(&b);
                     report.read_errors_fixed += 1;
                 }
-                bufs.push(b);
             }
             report.bytes_scanned += n;
+            let mut bufs: Vec<&mut [u8]> = buf.chunks_mut(len).collect();
             let fixes = scrub_parity(
                 &self.geometry,
                 &mut bufs,
@@ -169,16 +175,16 @@ impl Assembly {
                 &names,
                 repair,
             );
-            if repair {
-                for (role, off, len) in fixes {
-                    let rel = (off - pos) as usize;
-                    let Some(area) = &areas[role] else {
-                        // scrub_parity only rewrites members it read.
-                        debug_assert!(false, "a fix for missing role {role}");
-                        continue;
-                    };
-                    area.write_at(&bufs[role][rel..rel + len], off)?;
-                }
+            if repair && !fixes.is_empty() {
+                let writes: Vec<_> = fixes
+                    .iter()
+                    .map(|&(role, off, k)| (role, off, role * len + (off - pos) as usize, k))
+                    .collect();
+                run_with(
+                    &plan_rewrites(&writes, plan.locks),
+                    &areas,
+                    UserBuf::Write(&buf),
+                )?;
             }
             pos += n;
             since_checkpoint += n;
@@ -247,8 +253,8 @@ impl Assembly {
             done: scale(pos),
             total: member_total,
         });
-        let mut first = vec![0u8; 0];
-        let mut other = vec![0u8; 0];
+        let present: Vec<bool> = areas.iter().map(Option::is_some).collect();
+        let mut buf = Vec::new();
         while pos < total {
             if stopped(&opts) {
                 return self.stop_scrub(areas, resync, scale(pos));
@@ -265,54 +271,64 @@ impl Assembly {
             let _held = running
                 .map(|a| a.hold_array_range(pos, end - pos))
                 .transpose()?;
+            let scrub = plan_scrub_mirrors(&geo, &present, pos, end - pos)?;
+            buf.resize(scrub.len, 0);
+            let failed = match run_failed(&scrub.plan, areas, UserBuf::Read(&mut buf)) {
+                Ok(()) => Vec::new(),
+                Err(f) if f.kind == OpKind::Read && !f.members.is_empty() => f.members,
+                Err(f) => return Err(*f.error),
+            };
             // Scanned: the runs compared, not those skipped for want of a copy.
             let mut compared = 0;
-            for (l, n, locs) in geo.mirror_runs(pos, end - pos) {
-                let live: Vec<(Location, &Arc<dyn Volume>)> = locs
-                    .iter()
-                    .filter_map(|loc| areas[loc.member].as_ref().map(|a| (*loc, a)))
-                    .collect();
-                if live.len() < 2 {
+            let mut writes = Vec::new();
+            for run in &scrub.runs {
+                if run.copies.is_empty() {
                     // One copy left (survives() rules out none): nothing to
                     // compare it with, and nowhere to copy it to.
-                    report.unchecked_array_bytes += n;
+                    report.unchecked_array_bytes += run.len;
                     continue;
                 }
-                if live.len() < locs.len() {
-                    report.reduced_array_bytes += n;
+                if run.copies.len() < run.all {
+                    report.reduced_array_bytes += run.len;
                 }
-                compared += n;
-                let n = n as usize;
-                first.resize(n, 0);
-                other.resize(n, 0);
+                compared += run.len;
+                let n = run.len as usize;
+                // Which copies read: a member that failed somewhere in the step
+                // has its copy of this run read again on its own.
+                let read: Vec<bool> = run
+                    .copies
+                    .iter()
+                    .map(|&(loc, at)| {
+                        !failed.contains(&loc.member)
+                            || reread(loc, &mut buf[at..at + n], areas).is_ok()
+                    })
+                    .collect();
                 // The reference is the first copy that reads; unreadable copies
                 // are rewritten from it (md's behaviour during a sync).
-                let mut reference = None;
-                for (k, (loc, area)) in live.iter().enumerate() {
-                    if area.read_at(&mut first, loc.offset).is_ok() {
-                        reference = Some(k);
-                        break;
-                    }
-                }
-                let Some(k0) = reference else {
+                let Some(k0) = read.iter().position(|&ok| ok) else {
                     return Err(Error::new(
                         ErrorKind::Unrecoverable,
                         Op::Read,
-                        format!("no copy of array bytes {l}..{} can be read", l + n as u64),
+                        format!(
+                            "no copy of array bytes {}..{} can be read",
+                            run.pos,
+                            run.pos + run.len
+                        ),
                     ));
                 };
-                for (k, (loc, area)) in live.iter().enumerate() {
+                let first = run.copies[k0].1;
+                for (k, &(loc, at)) in run.copies.iter().enumerate() {
                     if k == k0 {
                         continue;
                     }
-                    if area.read_at(&mut other, loc.offset).is_err() {
-                        area.write_at(&first, loc.offset)?;
+                    if !read[k] {
+                        writes.push((loc.member, loc.offset, first, n));
                         report.read_errors_fixed += 1;
                         continue;
                     }
                     for page in (0..n).step_by(PAGE) {
                         let e = (page + PAGE).min(n);
-                        if first[page..e] == other[page..e] {
+                        if buf[first + page..first + e] == buf[at + page..at + e] {
                             continue;
                         }
                         report.mismatch_sectors += (e - page).div_ceil(SECTOR as usize) as u64;
@@ -323,10 +339,22 @@ impl Assembly {
                             "mirror copy",
                         );
                         if repair {
-                            area.write_at(&first[page..e], loc.offset + page as u64)?;
+                            writes.push((
+                                loc.member,
+                                loc.offset + page as u64,
+                                first + page,
+                                e - page,
+                            ));
                         }
                     }
                 }
+            }
+            if !writes.is_empty() {
+                run_with(
+                    &plan_rewrites(&writes, scrub.plan.locks),
+                    areas,
+                    UserBuf::Write(&buf),
+                )?;
             }
             report.bytes_scanned += scale(compared);
             // Per member, in the member bytes the progress shows.
@@ -469,6 +497,21 @@ impl Assembly {
             member_pos,
         ))
     }
+}
+
+/// Read one copy again on its own, as a plan of one read.
+fn reread(loc: Location, into: &mut [u8], areas: &[Option<Arc<dyn Volume>>]) -> Result<()> {
+    let plan = Plan {
+        steps: vec![Step::Io(vec![MemberOp {
+            kind: OpKind::Read,
+            member: loc.member,
+            offset: loc.offset,
+            length: into.len() as u64,
+            buf: Slice::user(0, into.len()),
+        }])],
+        ..Plan::default()
+    };
+    run_with(&plan, areas, UserBuf::Read(into))
 }
 
 /// Mirrors: whether some block still has two copies on members not in `missing`.
