@@ -280,6 +280,7 @@ fn do_op(
     match (op.kind, read_into, write_from) {
         (OpKind::Read, Some(buf), _) => vol.read_at(buf, op.offset),
         (OpKind::Write, _, Some(buf)) => vol.write_at(buf, op.offset),
+        (OpKind::Trim, _, _) => vol.discard(op.offset, op.length),
         _ => Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,
@@ -296,6 +297,7 @@ fn run_io(
 ) -> Result<(), Failed> {
     let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
+    let all_trims = ops.iter().all(|o| o.kind == OpKind::Trim);
     let bytes: u64 = ops.iter().map(|o| o.length).sum();
     let mut distinct: Vec<usize> = ops.iter().map(|o| o.member).collect();
     distinct.sort_unstable();
@@ -314,6 +316,12 @@ fn run_io(
             .collect();
         return run_grouped(work, &distinct, parallel, members, |vol, op, buf| {
             do_op(vol, op, None, Some(buf))
+        });
+    }
+    if all_trims {
+        let work: Vec<(usize, &MemberOp, ())> = ops.iter().map(|o| (o.member, o, ())).collect();
+        return run_grouped(work, &distinct, parallel, members, |vol, op, ()| {
+            do_op(vol, op, None, None)
         });
     }
     if all_reads {
@@ -336,6 +344,7 @@ fn run_io(
         let vol = member(members, op)?;
         match op.kind {
             OpKind::Write => do_op(vol, op, None, Some(slice_of(user.get(), scratch, op.buf)?))?,
+            OpKind::Trim => do_op(vol, op, None, None)?,
             OpKind::Read => {
                 let target = match (op.buf.buf, &mut *user) {
                     (Buf::User, UserBuf::Read(b)) => b

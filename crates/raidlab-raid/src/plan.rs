@@ -9,12 +9,15 @@
 use raidlab_layout::Geometry;
 use serde::Serialize;
 
-/// Read or write.
+/// Read, write or trim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OpKind {
     Read,
     Write,
+    /// The range's contents are no longer needed (the member's discard); no
+    /// buffer.
+    Trim,
 }
 
 /// Which buffer a slice lives in.
@@ -207,6 +210,7 @@ impl Plan {
                     match op.kind {
                         OpKind::Read => r += 1,
                         OpKind::Write => w += 1,
+                        OpKind::Trim => {}
                     }
                 }
             }

@@ -726,6 +726,56 @@ fn trims_zero_every_copy_on_mirrors_and_are_refused_on_parity_levels() {
     }
 }
 
+/// A trim is a plan like any write: an executor that records plans sees one
+/// trim of each copy's member range (what a write there would write), under
+/// the write's locks, and no data moved.
+#[test]
+fn a_trim_is_a_plan_of_member_trims() {
+    let g = Geometry::new(
+        Level::Raid10,
+        Layout::Raid10(Raid10Layout {
+            near: 2,
+            far: 1,
+            offset: false,
+        }),
+        16 << 10,
+        4,
+        1 << 20,
+    )
+    .unwrap();
+    let mems: Vec<Arc<MemVolume>> = (0..4).map(|_| Arc::new(MemVolume::new(1 << 20))).collect();
+    let rec = Arc::new(raidlab_raid::exec::Recording::default());
+    let a = array_over(&g, &mems, &[]).with_executor(rec.clone());
+    let (off, len) = (40 << 10, 24 << 10);
+    a.discard(off, len).unwrap();
+    let plans = rec.take();
+    let trims: Vec<raidlab_raid::MemberOp> = plans
+        .iter()
+        .flat_map(|p| p.steps.iter())
+        .flat_map(|s| match s {
+            raidlab_raid::Step::Io(ops) => ops.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    let write = plan_write(&g, &[true; 4], off, len).unwrap();
+    let mut want: Vec<(usize, u64, u64)> = write
+        .writes()
+        .map(|o| (o.member, o.offset, o.length))
+        .collect();
+    let mut got: Vec<(usize, u64, u64)> = trims
+        .iter()
+        .map(|o| (o.member, o.offset, o.length))
+        .collect();
+    want.sort_unstable();
+    got.sort_unstable();
+    assert_eq!(got, want);
+    assert!(trims.iter().all(|o| o.kind == raidlab_raid::OpKind::Trim));
+    assert!(
+        plans.iter().all(|p| p.locks == write.locks),
+        "under the write's locks"
+    );
+}
+
 /// Memory whose trim does not do what a trim of memory does: with `false`,
 /// it makes no promise about what reads return after it; with `true`, it
 /// promises zeros but cannot trim at all.

@@ -606,6 +606,7 @@ impl SimArray {
                         let kind = match op.kind {
                             raidlab_raid::OpKind::Read => Kind::Read,
                             raidlab_raid::OpKind::Write => Kind::Write,
+                            raidlab_raid::OpKind::Trim => Kind::Trim,
                         };
                         // A rebuild's target is the member after the roles
                         // to the engine; here it is the role's new device.

@@ -256,6 +256,7 @@ fn print_op(op: &MemberOp) -> Result<()> {
         match op.kind {
             OpKind::Read => "read",
             OpKind::Write => "write",
+            OpKind::Trim => "trim",
         },
         op.member,
         op.offset,
