@@ -15,7 +15,7 @@ use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
 use crate::planner::{plan_read, plan_write};
 use crate::reconstruct::mirror_pieces;
 use raidlab_core::{Error, ErrorKind, Op, Result};
-use raidlab_layout::{Content, Geometry, Location};
+use raidlab_layout::{Content, Geometry, Level, Location};
 
 /// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
 /// data area: the stripes there (parity levels), or the array ranges whose
@@ -117,7 +117,7 @@ pub fn plan_rebuild(
             Ok(())
         })?;
         if !reads.is_empty() {
-            plan.steps.push(Step::Io(reads));
+            plan.steps.push(Step::Io(coalesce(reads)));
         }
         if !zeros.is_empty() {
             plan.steps.push(Step::Compute(zeros));
@@ -293,6 +293,88 @@ pub fn plan_scrub_mirrors(
     })
 }
 
+/// How a scrub or resync walks an array: parity levels by member bytes (the
+/// same range of every member at once), mirrors by array bytes (copies are
+/// compared by logical address); `step` bytes at a time, a whole number of
+/// chunks and pages, over `total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScrubWalk {
+    pub step: u64,
+    pub total: u64,
+}
+
+impl ScrubWalk {
+    /// The walk of `geo` in steps of about `want` bytes.
+    pub fn new(geo: &Geometry, want: u64) -> ScrubWalk {
+        let unit = geo.chunk_bytes.max(4096);
+        ScrubWalk {
+            step: (want / unit).max(1) * unit,
+            total: if geo.is_parity() {
+                geo.member_bytes
+            } else {
+                geo.array_bytes()
+            },
+        }
+    }
+
+    /// Member bytes reached at walk position `pos` (what progress and rate
+    /// limits count: md's speed limits are per member).
+    pub fn member_bytes(&self, geo: &Geometry, pos: u64) -> u64 {
+        ((pos as u128 * geo.member_bytes as u128) / self.total.max(1) as u128) as u64
+    }
+
+    /// The walk position of member byte `at`, rounded down to a step unit.
+    pub fn position(&self, geo: &Geometry, at: u64) -> u64 {
+        let pos = ((at as u128 * self.total as u128) / geo.member_bytes.max(1) as u128) as u64;
+        let unit = geo.chunk_bytes.max(4096);
+        (pos / unit * unit).min(self.total)
+    }
+}
+
+/// The reads of one scrub step at walk position `pos`, `n` bytes: the plan
+/// and the length of the caller's buffer it reads into.
+pub fn plan_scrub_step(
+    geo: &Geometry,
+    present: &[bool],
+    pos: u64,
+    n: u64,
+) -> Result<(Plan, usize)> {
+    if geo.is_parity() {
+        return Ok((
+            plan_scrub_parity(geo, present, pos, n)?,
+            geo.raid_disks * n as usize,
+        ));
+    }
+    let m = plan_scrub_mirrors(geo, present, pos, n)?;
+    Ok((m.plan, m.len))
+}
+
+/// Whether a scrub of `geo` with roles `missing` gone has anything left to
+/// compare: parity levels while a parity is left over, mirrors while some
+/// block still has two copies on members not missing. Which members hold a
+/// chunk's copies depends only on where its first copy starts, and that
+/// cycles within `raid_disks` chunks (as in `Geometry::survives`).
+pub fn scrub_can_compare(geo: &Geometry, missing: &[usize]) -> bool {
+    if geo.is_parity() {
+        return missing.len() < geo.parity_count();
+    }
+    match geo.level {
+        Level::Raid0 => false,
+        Level::Raid1 => geo.raid_disks.saturating_sub(missing.len()) >= 2,
+        _ => {
+            let chunks = geo.array_bytes() / geo.chunk_bytes.max(1);
+            (0..chunks.min(geo.raid_disks as u64)).any(|c| {
+                geo.mirror_map(c * geo.chunk_bytes)
+                    .0
+                    .iter()
+                    .filter(|l| !missing.contains(&l.member))
+                    .count()
+                    >= 2
+            })
+        }
+    }
+}
+
 /// The rewrites a scrub decided on: each `(role, member offset, buffer offset,
 /// length)` written from the caller's buffer, all in one step.
 pub fn plan_rewrites(writes: &[(usize, u64, usize, usize)], locks: Vec<u64>) -> Plan {
@@ -309,6 +391,30 @@ pub fn plan_rewrites(writes: &[(usize, u64, usize, usize)], locks: Vec<u64>) -> 
         scratch: Vec::new(),
         locks,
     }
+}
+
+/// Merge operations that continue each other (same kind and member, the next
+/// member range and the next bytes of the same buffer) into one: a mirror is
+/// walked in pieces of a chunk, or of a page where it has no chunk (RAID 1),
+/// and a rebuild should read a step in one request per copy, not 256.
+fn coalesce(ops: Vec<MemberOp>) -> Vec<MemberOp> {
+    let mut out: Vec<MemberOp> = Vec::with_capacity(ops.len());
+    for o in ops {
+        if let Some(last) = out.last_mut() {
+            if last.kind == o.kind
+                && last.member == o.member
+                && last.offset + last.length == o.offset
+                && last.buf.buf == o.buf.buf
+                && last.buf.offset + last.buf.len == o.buf.offset
+            {
+                last.length += o.length;
+                last.buf.len += o.buf.len;
+                continue;
+            }
+        }
+        out.push(o);
+    }
+    out
 }
 
 fn op(kind: OpKind, member: usize, offset: u64, buf: Slice) -> MemberOp {

@@ -267,3 +267,16 @@ fn scrub_plans_read_every_copy_and_rewrite_from_the_buffer() {
         );
     }
 }
+
+/// A mirror rebuild step reads its range in one request per copy read, not
+/// page by page (RAID 1 has no chunk, and its pieces are pages).
+#[test]
+fn a_raid1_rebuild_step_reads_in_one_request() {
+    let g = Geometry::new(Level::Raid1, Layout::Plain, 0, 2, 64 << 20).unwrap();
+    let plan = plan_rebuild(&g, &[false, true], 0, 4 << 20, 1 << 20, 2).unwrap();
+    let reads: Vec<(usize, u64, u64)> = plan
+        .reads()
+        .map(|o| (o.member, o.offset, o.length))
+        .collect();
+    assert_eq!(reads, vec![(1, 4 << 20, 1 << 20)]);
+}

@@ -18,6 +18,7 @@
 
 use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock};
 use crate::host::HostCost;
+use crate::scrub::{Scrub, ScrubProgress, ScrubSpec};
 use crate::stats::{MemberIo, OpLog};
 use raidlab_core::Volume;
 use raidlab_devices::SizeOnly;
@@ -160,6 +161,8 @@ struct Active {
     not_before: Ns,
     /// A rebuild step: when it completes, the next is due.
     rebuild_step: bool,
+    /// A scrub step: when it completes, the next is due.
+    scrub_step: bool,
 }
 
 /// A raidlab array on simulated members.
@@ -199,6 +202,7 @@ pub struct SimArray {
     buf: Vec<u8>,
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
+    scrub: Option<Scrub>,
 }
 
 impl SimArray {
@@ -354,7 +358,60 @@ impl SimArray {
             buf: Vec::new(),
             spec_info,
             rebuild,
+            scrub: None,
         })
+    }
+
+    /// Run a scrub (md's check) of the whole array from now on, beside
+    /// whatever else the array serves: the engine's own scrub plans, step by
+    /// step, each under its stripe locks. Refused where raidlab's scrub
+    /// refuses: no redundancy to check.
+    pub fn start_scrub(&mut self, spec: ScrubSpec) -> Result<(), String> {
+        let g = *self.array.geometry();
+        let present: Vec<bool> = self.members.iter().map(Option::is_some).collect();
+        let missing: Vec<usize> = (0..present.len()).filter(|&r| !present[r]).collect();
+        if !raidlab_raid::recovery_plan::scrub_can_compare(&g, &missing) {
+            return Err(format!(
+                "{}: a {} array with role(s) {missing:?} missing has no redundancy left to check",
+                self.name,
+                g.level.name()
+            ));
+        }
+        if let Some(rate) = spec.max_rate {
+            self.spec_info.push(Param {
+                name: "check_max_rate".into(),
+                value: rate as f64 / 1e6,
+                unit: "MB/s".into(),
+            });
+        }
+        self.scrub = Some(Scrub::new(g, present, spec));
+        Ok(())
+    }
+
+    /// Start the scrub's next step now.
+    fn scrub_step(&mut self, now: Ns) {
+        let Some(s) = self.scrub.as_mut() else {
+            return;
+        };
+        let plan = match s.step() {
+            Ok(p) => p,
+            Err(e) => {
+                self.errors.push(e);
+                return;
+            }
+        };
+        let seq = self.active.insert(Active {
+            host_id: None,
+            plans: VecDeque::from([plan]),
+            step: 0,
+            outstanding: 0,
+            locked: false,
+            flush_members: false,
+            not_before: now,
+            rebuild_step: false,
+            scrub_step: true,
+        });
+        self.ready.push_back(seq);
     }
 
     /// Start the rebuild's next step now: the engine plans it (and moves its
@@ -381,6 +438,7 @@ impl SimArray {
             flush_members: false,
             not_before: now,
             rebuild_step: true,
+            scrub_step: false,
         });
         self.ready.push_back(seq);
     }
@@ -470,6 +528,7 @@ impl SimArray {
             flush_members: kind == Kind::Flush,
             not_before: now + overhead,
             rebuild_step: false,
+            scrub_step: false,
         });
         if overhead > 0 {
             self.timers.insert((now + overhead, seq));
@@ -579,6 +638,11 @@ impl SimArray {
                 if a.rebuild_step {
                     self.rebuild_step_done(now);
                 }
+                if a.scrub_step {
+                    if let Some(s) = self.scrub.as_mut() {
+                        s.step_done(now);
+                    }
+                }
                 return;
             }
             if !a.locked {
@@ -682,6 +746,7 @@ impl Device for SimArray {
             self.tick,
             self.finished.iter().map(|c| c.at).min(),
             self.rebuild.as_ref().and_then(|r| r.next),
+            self.scrub.as_ref().and_then(|s| s.next),
         ];
         members.chain(own.into_iter().flatten()).min()
     }
@@ -727,6 +792,15 @@ impl Device for SimArray {
                 self.rebuild_step(now);
                 any = true;
             }
+            if self
+                .scrub
+                .as_ref()
+                .and_then(|s| s.next)
+                .is_some_and(|t| t <= now)
+            {
+                self.scrub_step(now);
+                any = true;
+            }
             if self.tick.is_some_and(|t| t <= now) {
                 self.tick = None;
                 if let Err(e) = self.array.write_out_expired() {
@@ -743,6 +817,7 @@ impl Device for SimArray {
                         flush_members: false,
                         not_before: now,
                         rebuild_step: false,
+                        scrub_step: false,
                     });
                     self.ready.push_back(seq);
                 }
@@ -791,6 +866,10 @@ impl Device for SimArray {
 
     fn member_ops(&self) -> Option<&OpLog> {
         Some(&self.log)
+    }
+
+    fn scrub_progress(&self) -> Option<ScrubProgress> {
+        self.scrub.as_ref().map(Scrub::progress)
     }
 
     fn rebuild_progress(&self) -> Option<RebuildProgress> {

@@ -16,7 +16,9 @@
 //!   array) or `card=NAME/pass-through` (software RAID on the card's disks),
 //!   `rebuild=R` (role R is being rebuilt onto a new device of the preset from
 //!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
-//!   `rebuild-from=SIZE` (a resumed rebuild);
+//!   `rebuild-from=SIZE` (a resumed rebuild); `check=yes` (a scrub, md's
+//!   check, runs from the start of the run), `check-rate=SIZE` and
+//!   `check-from=SIZE`;
 //! - `PRESET:OPTION...` or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
@@ -31,6 +33,7 @@ use crate::controller::{CardParams, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
 use crate::presets::{self, Preset};
+use crate::scrub::ScrubSpec;
 use raidlab_core::size::parse_size;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
@@ -60,6 +63,9 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// rebuild = 3                   # optional: role 3 is being rebuilt onto a new device
 /// rebuild_max_rate = "50M"      # optional: at most this many bytes per second
 /// rebuild_from = "10G"          # optional: resumed this far into the member
+/// check = true                  # optional: a scrub (md's check) runs meanwhile
+/// check_max_rate = "50M"        # optional: at most this many member bytes per second
+/// check_from = "10G"            # optional: resumed this far into the members
 ///
 /// [card]                        # optional: a RAID card
 /// preset = "adaptec-sas-31205"
@@ -120,6 +126,12 @@ pub struct ArrayConf {
     pub rebuild_max_rate: Option<String>,
     #[serde(default)]
     pub rebuild_from: Option<String>,
+    #[serde(default)]
+    pub check: bool,
+    #[serde(default)]
+    pub check_max_rate: Option<String>,
+    #[serde(default)]
+    pub check_from: Option<String>,
 }
 
 fn default_stripes() -> usize {
@@ -293,6 +305,9 @@ impl SimConfig {
             rebuild: None,
             rebuild_max_rate: None,
             rebuild_from: None,
+            check: false,
+            check_max_rate: None,
+            check_from: None,
         };
         let mut card = None;
         let mut cache = None;
@@ -339,11 +354,25 @@ impl SimConfig {
                 }
                 "rebuild-rate" => array.rebuild_max_rate = Some(v.into()),
                 "rebuild-from" => array.rebuild_from = Some(v.into()),
+                "check" => {
+                    array.check = match v {
+                        "yes" | "true" | "1" => true,
+                        "no" | "false" | "0" => false,
+                        _ => {
+                            return Err(err(
+                                &place,
+                                format!("`check={v}`: say `check=yes` or `check=no`"),
+                            ))
+                        }
+                    }
+                }
+                "check-rate" => array.check_max_rate = Some(v.into()),
+                "check-from" => array.check_from = Some(v.into()),
                 _ if cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? => {}
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -422,6 +451,35 @@ impl SimConfig {
             if let Some(f) = &a.rebuild_from {
                 parse_size(f).map_err(|e| ("rebuild_from", e.to_string()))?;
             }
+            if a.check && a.rebuild.is_some() {
+                return Err((
+                    "check",
+                    "a check cannot run beside a rebuild (md runs one sync action at a time)"
+                        .into(),
+                ));
+            }
+            if !a.check && a.check_max_rate.is_some() {
+                return Err((
+                    "check_max_rate",
+                    "a check rate needs a check (`check = true`)".into(),
+                ));
+            }
+            if !a.check && a.check_from.is_some() {
+                return Err((
+                    "check_from",
+                    "a check position needs a check (`check = true`)".into(),
+                ));
+            }
+            if let Some(f) = &a.check_from {
+                parse_size(f).map_err(|e| ("check_from", e.to_string()))?;
+            }
+            if let Some(r) = &a.check_max_rate {
+                match parse_size(r) {
+                    Ok(0) => return Err(("check_max_rate", "must be more than 0".into())),
+                    Ok(_) => {}
+                    Err(e) => return Err(("check_max_rate", e.to_string())),
+                }
+            }
             if let Some(r) = &a.rebuild_max_rate {
                 match parse_size(r) {
                     Ok(0) => return Err(("rebuild_max_rate", "must be more than 0".into())),
@@ -466,6 +524,12 @@ impl SimConfig {
             if let Some(r) = a.rebuild {
                 s.push_str(&format!(", rebuilding role {r}"));
                 if let Some(m) = &a.rebuild_max_rate {
+                    s.push_str(&format!(" at most {m}/s"));
+                }
+            }
+            if a.check {
+                s.push_str(", checking");
+                if let Some(m) = &a.check_max_rate {
                     s.push_str(&format!(" at most {m}/s"));
                 }
             }
@@ -639,6 +703,19 @@ impl SimConfig {
                 ));
             }
         }
+        let size = |v: &Option<String>, key: &str| {
+            v.as_deref()
+                .map(parse_size)
+                .transpose()
+                .map_err(|e| err(&place, format!("`{key}`: {e}")))
+        };
+        let check = match a.check {
+            true => Some(ScrubSpec {
+                max_rate: size(&a.check_max_rate, "check_max_rate")?,
+                from: size(&a.check_from, "check_from")?.unwrap_or(0),
+            }),
+            false => None,
+        };
         let stripe_cache = (a.stripe_cache > 0).then(|| StripeCacheConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
@@ -659,7 +736,7 @@ impl SimConfig {
                     0.0,
                     "parity_mb_per_s: the card's parity engine (card preset)",
                 );
-                let array = SimArray::new(ArraySpec {
+                let mut array = SimArray::new(ArraySpec {
                     name: place.clone(),
                     geometry,
                     members,
@@ -669,6 +746,9 @@ impl SimConfig {
                     rebuild,
                 })
                 .map_err(|m| err(&place, m))?;
+                if let Some(c) = check {
+                    array.start_scrub(c).map_err(|m| err(&place, m))?;
+                }
                 // The card gathers whole stripes itself: nothing to align to.
                 Ok((
                     Box::new(RaidCard::new(p, array).map_err(|m| err(&place, m))?),
@@ -676,7 +756,7 @@ impl SimConfig {
                 ))
             }
             _ => {
-                let array = SimArray::new(ArraySpec {
+                let mut array = SimArray::new(ArraySpec {
                     name: place.clone(),
                     geometry,
                     members,
@@ -685,6 +765,9 @@ impl SimConfig {
                     rebuild,
                 })
                 .map_err(|m| err(&place, m))?;
+                if let Some(c) = check {
+                    array.start_scrub(c).map_err(|m| err(&place, m))?;
+                }
                 let optimal = raidlab_core::Volume::optimal_io_size(array.engine());
                 Ok((Box::new(array), optimal))
             }

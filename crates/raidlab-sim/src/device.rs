@@ -141,6 +141,10 @@ pub trait Device: Debug + Send {
     fn rebuild_progress(&self) -> Option<crate::array::RebuildProgress> {
         None
     }
+    /// How far a scrub running below this device got, when one runs.
+    fn scrub_progress(&self) -> Option<crate::scrub::ScrubProgress> {
+        None
+    }
 }
 
 /// Virtual time as the real engine's and cache's `Clock`: moved only by the

@@ -35,6 +35,10 @@ pub struct Summary {
     pub engine_rebuild_seconds: Option<f64>,
     /// The role those rebuilds were simulated for.
     pub rebuild_role: Option<usize>,
+    /// Seconds raidlab's scrub of the whole array (`raidlab check`) takes,
+    /// simulated with the engine's scrub plans as the rebuild is, when the
+    /// array has something to compare.
+    pub engine_check_seconds: Option<f64>,
     pub model: crate::device::ModelInfo,
 }
 
@@ -104,8 +108,8 @@ pub fn sequential_seconds(
 /// Summarise `cfg`.
 pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
     let dev = cfg.build(extra).map_err(|e| e.to_string())?;
-    let (tolerated_n, failed_now, rebuild) = match &cfg.array {
-        None => (0, 0, None),
+    let (tolerated_n, failed_now, rebuild, check) = match &cfg.array {
+        None => (0, 0, None, None),
         Some(a) => {
             let level = Level::from_name(&a.level).map_err(|e| e.to_string())?;
             let layout = Layout::parse(level, a.layout.as_deref()).map_err(|e| e.to_string())?;
@@ -140,7 +144,14 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
                 Some(r) if rebuild.is_some() => engine_rebuild_seconds(cfg, extra, r)?,
                 _ => None,
             };
-            (t, a.failed.len(), rebuild.map(|s| (s, engine, role)))
+            let checkable = a.rebuild.is_none()
+                && !a.check
+                && raidlab_raid::recovery_plan::scrub_can_compare(&g, &a.failed);
+            let check = match checkable {
+                true => engine_check_seconds(cfg, extra)?,
+                false => None,
+            };
+            (t, a.failed.len(), rebuild.map(|s| (s, engine, role)), check)
         }
     };
     let (rebuild, engine, role) = match rebuild {
@@ -155,6 +166,7 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
         rebuild_seconds: rebuild,
         engine_rebuild_seconds: engine,
         rebuild_role: role,
+        engine_check_seconds: check,
         model: dev.info(),
     })
 }
@@ -172,23 +184,58 @@ pub fn engine_rebuild_seconds(
     extra: &[Preset],
     role: usize,
 ) -> Result<Option<f64>, String> {
+    sampled_seconds(
+        cfg,
+        extra,
+        |a, at| {
+            a.rebuild = Some(role);
+            a.rebuild_max_rate = None;
+            a.rebuild_from = Some(at.to_string());
+        },
+        |d| d.rebuild_progress().map(|p| (p.done, p.total)),
+    )
+}
+
+/// Seconds raidlab's scrub (`raidlab check`; on a consistent array a
+/// resync reads the same) of the whole array takes on `cfg`'s hardware,
+/// sampled as [`engine_rebuild_seconds`] samples a rebuild. `None` where
+/// the device built shows no scrub (one wrapped by a cache tier).
+pub fn engine_check_seconds(cfg: &SimConfig, extra: &[Preset]) -> Result<Option<f64>, String> {
+    sampled_seconds(
+        cfg,
+        extra,
+        |a, at| {
+            a.check = true;
+            a.check_max_rate = None;
+            a.check_from = Some(at.to_string());
+        },
+        |d| d.scrub_progress().map(|p| (p.done, p.total)),
+    )
+}
+
+/// Seconds a background run over every member (a rebuild, a scrub) takes:
+/// `start(array, at)` configures one resumed `at` bytes into the members,
+/// `progress` reads how far it got (done, total member bytes).
+fn sampled_seconds(
+    cfg: &SimConfig,
+    extra: &[Preset],
+    start: impl Fn(&mut crate::config::ArrayConf, u64),
+    progress: impl Fn(&dyn Device) -> Option<(u64, u64)>,
+) -> Result<Option<f64>, String> {
     let Some(a) = &cfg.array else {
-        return Err("a rebuild needs an array".into());
+        return Err("a rebuild or a check needs an array".into());
     };
     let mut total_s = 0.0;
     let mut at = 0;
     loop {
         let mut c = cfg.clone();
         if let Some(ca) = c.array.as_mut() {
-            ca.rebuild = Some(role);
-            ca.rebuild_max_rate = None;
-            ca.rebuild_from = Some(at.to_string());
+            start(ca, at);
         }
         let mut dev = c.build(extra).map_err(|e| e.to_string())?;
-        let Some(start) = dev.rebuild_progress() else {
+        let Some((from, total)) = progress(dev.as_ref()) else {
             return Ok(None);
         };
-        let (from, total) = (start.done, start.total);
         if total == 0 {
             return Err(format!("{}: the member has no data area", a.level));
         }
@@ -197,13 +244,13 @@ pub fn engine_rebuild_seconds(
         let mut end = None;
         while let Some(t) = dev.next_event() {
             dev.advance(t, &mut done);
-            if dev.rebuild_progress().is_some_and(|p| p.done >= goal) {
+            if progress(dev.as_ref()).is_some_and(|(d, _)| d >= goal) {
                 end = Some(t);
                 break;
             }
         }
         let Some(end) = end.filter(|&t| t > 0) else {
-            return Err("the simulated rebuild stopped before its stretch".into());
+            return Err("the simulated run stopped before its stretch".into());
         };
         let rate = (goal - from) as f64 / (end as f64 / 1e9);
         let next = (total / POINTS * (at / (total / POINTS).max(1) + 1)).max(goal);

@@ -9,7 +9,9 @@ use super::compare::scrub_parity;
 use super::report::ScrubReport;
 use super::*;
 use crate::plan::{MemberOp, OpKind, Slice};
-use crate::recovery_plan::{plan_rewrites, plan_scrub_mirrors, plan_scrub_parity};
+use crate::recovery_plan::{
+    plan_rewrites, plan_scrub_mirrors, plan_scrub_parity, scrub_can_compare, ScrubWalk,
+};
 
 impl Assembly {
     /// Make parity and mirrors consistent with the data (md's resync), resuming at
@@ -413,12 +415,7 @@ impl Assembly {
                 ),
             ));
         }
-        let left = if geo.is_parity() {
-            missing.len() < geo.parity_count()
-        } else {
-            has_second_copy(geo, &missing)
-        };
-        if left {
+        if scrub_can_compare(geo, &missing) {
             return Ok(());
         }
         let why = if geo.is_parity() {
@@ -454,7 +451,7 @@ impl Assembly {
     /// than a bitmap chunk, so clean chunks are skipped (scrubs compare page by
     /// page and need no chunk alignment).
     fn scrub_step(&self, resync: bool, want: u64) -> u64 {
-        let step = step_for(&self.geometry, want);
+        let step = ScrubWalk::new(&self.geometry, want).step;
         match self.bitmap.as_ref().filter(|_| resync) {
             Some(b) => step.min((b.sb.chunk_sectors() * SECTOR).max(PAGE as u64)),
             None => step,
@@ -512,22 +509,4 @@ fn reread(loc: Location, into: &mut [u8], areas: &[Option<Arc<dyn Volume>>]) -> 
         ..Plan::default()
     };
     run_with(&plan, areas, UserBuf::Read(into))
-}
-
-/// Mirrors: whether some block still has two copies on members not in `missing`.
-/// Which members hold a chunk's copies depends only on where its first copy
-/// starts, and that cycles within `raid_disks` chunks (as in `Geometry::survives`).
-fn has_second_copy(geo: &Geometry, missing: &[usize]) -> bool {
-    if geo.level == Level::Raid1 {
-        return geo.raid_disks - missing.len() >= 2;
-    }
-    let chunks = geo.array_bytes() / geo.chunk_bytes.max(1);
-    (0..chunks.min(geo.raid_disks as u64)).any(|c| {
-        geo.mirror_map(c * geo.chunk_bytes)
-            .0
-            .iter()
-            .filter(|l| !missing.contains(&l.member))
-            .count()
-            >= 2
-    })
 }

@@ -300,6 +300,10 @@ impl Device for RaidCard {
     fn rebuild_progress(&self) -> Option<crate::array::RebuildProgress> {
         self.array.rebuild_progress()
     }
+
+    fn scrub_progress(&self) -> Option<crate::scrub::ScrubProgress> {
+        self.array.scrub_progress()
+    }
 }
 
 /// A disk behind a card in pass-through (JBOD) mode: the disk as it is, each

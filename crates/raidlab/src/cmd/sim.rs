@@ -79,8 +79,10 @@ fn show(a: SimShowArgs) -> Result<ExitCode> {
     let (cfg, extra) = if a.config.ends_with(".toml") {
         SimConfig::load(Path::new(&a.config)).map_err(|e| anyhow!("{e}"))?
     } else {
+        // As benchmarks name it (`sim:SPEC`) or bare.
+        let spec = a.config.strip_prefix("sim:").unwrap_or(&a.config);
         (
-            SimConfig::short(&a.config).map_err(|e| anyhow!("{e}"))?,
+            SimConfig::short(spec).map_err(|e| anyhow!("{e}"))?,
             Vec::new(),
         )
     };
@@ -117,6 +119,14 @@ fn show(a: SimShowArgs) -> Result<ExitCode> {
         outln!(
             "  raidlab's live rebuild of role {role} (`raidlab add` while serving: 1 MiB steps, \
              one at a time): about {:.1} h ({:.0} s), simulated with the engine at 16 points",
+            secs / 3600.0,
+            secs
+        );
+    }
+    if let Some(secs) = s.engine_check_seconds {
+        outln!(
+            "  raidlab's check of the whole array (`raidlab check`, a scrub; a resync reads the same): \
+             about {:.1} h ({:.0} s), simulated with the engine at 16 points",
             secs / 3600.0,
             secs
         );

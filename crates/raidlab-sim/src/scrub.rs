@@ -1,0 +1,106 @@
+//! A scrub (md's `check`; on a consistent array a resync's I/O is the same)
+//! running below a simulated array: where it is and what it reads next.
+//!
+//! It decides only where the next step starts and when (a rate limit, per
+//! member byte as md's speed limits are). What a step reads is the engine's
+//! (`raidlab_raid::recovery_plan::plan_scrub_step`, the plan raidlab's own
+//! scrub runs) and when its reads complete is the array's scheduling. A
+//! simulated member holds no data, so the simulated scrub finds nothing to
+//! rewrite: it models a scrub of a consistent array, never a repair.
+
+use crate::device::Ns;
+use raidlab_layout::Geometry;
+use raidlab_raid::recovery_plan::{plan_scrub_step, ScrubWalk};
+use raidlab_raid::Plan;
+
+/// Bytes of member area a raidlab scrub reads per step (`RunOptions`'
+/// default step).
+pub const SCRUB_STEP: u64 = 2 << 20;
+
+/// A scrub of the whole array from the start of the run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScrubSpec {
+    /// Upper bound on member bytes checked per second (`None`: as fast as the
+    /// members allow, raidlab's default).
+    pub max_rate: Option<u64>,
+    /// Bytes of each member's data area already checked (a resumed check).
+    pub from: u64,
+}
+
+/// How far a simulated scrub got, in bytes of each member's data area.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScrubProgress {
+    pub done: u64,
+    pub total: u64,
+    /// Virtual time it completed, if it has.
+    pub finished: Option<Ns>,
+}
+
+/// A scrub under way in virtual time.
+#[derive(Debug)]
+pub(crate) struct Scrub {
+    walk: ScrubWalk,
+    geometry: Geometry,
+    present: Vec<bool>,
+    /// Walk position of the next step.
+    pos: u64,
+    /// Walk position of the step under way.
+    upto: u64,
+    /// Member bytes where the run started (a rate limit counts from there).
+    first: u64,
+    max_rate: Option<u64>,
+    /// When the next step starts (`None` while one is under way or when done).
+    pub(crate) next: Option<Ns>,
+    finished: Option<Ns>,
+}
+
+impl Scrub {
+    /// A scrub of `geometry` with the members `present` says are there.
+    pub(crate) fn new(geometry: Geometry, present: Vec<bool>, spec: ScrubSpec) -> Scrub {
+        let walk = ScrubWalk::new(&geometry, SCRUB_STEP);
+        let pos = walk.position(&geometry, spec.from);
+        Scrub {
+            walk,
+            geometry,
+            present,
+            pos,
+            upto: pos,
+            first: walk.member_bytes(&geometry, pos),
+            max_rate: spec.max_rate,
+            next: (pos < walk.total).then_some(0),
+            finished: (pos >= walk.total).then_some(0),
+        }
+    }
+
+    /// The plan of the next step (the engine's own scrub reads), now due.
+    pub(crate) fn step(&mut self) -> Result<Plan, String> {
+        self.next = None;
+        let n = self.walk.step.min(self.walk.total - self.pos);
+        let (plan, _) = plan_scrub_step(&self.geometry, &self.present, self.pos, n)
+            .map_err(|e| format!("scrub step at {}: {e}", self.pos))?;
+        self.upto = self.pos + n;
+        Ok(plan)
+    }
+
+    /// The step under way completed at `now`: say when the next starts.
+    pub(crate) fn step_done(&mut self, now: Ns) {
+        self.pos = self.upto;
+        if self.pos >= self.walk.total {
+            self.finished = Some(now);
+            return;
+        }
+        let done = self.walk.member_bytes(&self.geometry, self.pos) - self.first;
+        self.next = Some(match self.max_rate.filter(|&m| m > 0) {
+            Some(rate) => now.max((done as u128 * 1_000_000_000 / rate as u128) as Ns),
+            None => now,
+        });
+    }
+
+    pub(crate) fn progress(&self) -> ScrubProgress {
+        ScrubProgress {
+            done: self.walk.member_bytes(&self.geometry, self.pos),
+            total: self.geometry.member_bytes,
+            finished: self.finished,
+        }
+    }
+}
