@@ -647,23 +647,18 @@ impl SimConfig {
             let gone = a.failed.contains(&role) || a.rebuild == Some(role);
             members.push((!gone).then_some(dev));
         }
+        let size = |v: &Option<String>, key: &str| {
+            v.as_deref()
+                .map(parse_size)
+                .transpose()
+                .map_err(|e| err(&place, format!("`{key}`: {e}")))
+        };
         let rebuild = match a.rebuild {
             Some(role) => Some(RebuildSpec {
                 role,
                 device: attach(one()?),
-                max_rate: a
-                    .rebuild_max_rate
-                    .as_deref()
-                    .map(parse_size)
-                    .transpose()
-                    .map_err(|e| err(&place, format!("`rebuild_max_rate`: {e}")))?,
-                from: a
-                    .rebuild_from
-                    .as_deref()
-                    .map(parse_size)
-                    .transpose()
-                    .map_err(|e| err(&place, format!("`rebuild_from`: {e}")))?
-                    .unwrap_or(0),
+                max_rate: size(&a.rebuild_max_rate, "rebuild_max_rate")?,
+                from: size(&a.rebuild_from, "rebuild_from")?.unwrap_or(0),
             }),
             None => None,
         };
@@ -703,12 +698,6 @@ impl SimConfig {
                 ));
             }
         }
-        let size = |v: &Option<String>, key: &str| {
-            v.as_deref()
-                .map(parse_size)
-                .transpose()
-                .map_err(|e| err(&place, format!("`{key}`: {e}")))
-        };
         let check = match a.check {
             true => Some(ScrubSpec {
                 max_rate: size(&a.check_max_rate, "check_max_rate")?,
