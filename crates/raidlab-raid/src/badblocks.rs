@@ -4,6 +4,10 @@
 //! parity); where there is none left, the read fails with an error naming the
 //! member and the range, as md's does.
 //!
+//! Rebuilds, read-error repairs and scrubs avoid listed ranges the same way:
+//! a rebuild or repair step leaves out a source member whose range is listed,
+//! and a scrub compares what is left (or counts the range unchecked).
+//!
 //! It decides which members a plan may read; it never changes the log (md
 //! clears an entry after a successful write over it; raidlab leaves the list
 //! as it is, so those sectors keep being read from redundancy, which every
@@ -12,6 +16,7 @@
 
 use crate::plan::Plan;
 use crate::planner::plan_read;
+use crate::recovery_plan::{plan_rebuild, plan_repair};
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::Geometry;
 use raidlab_md::badblocks::BadRange;
@@ -82,10 +87,29 @@ impl BadBlocks {
         len: u64,
         hint: usize,
     ) -> Result<Plan> {
+        self.avoiding(
+            geo,
+            live,
+            |usable| plan_read(geo, usable, offset, len, hint),
+            |p| p,
+        )
+        .map_err(|e| e.at(offset, len))
+    }
+
+    /// What `make(usable)` plans (a read, a rebuild, a repair), made again
+    /// with each member left out whose read would touch a listed range, until
+    /// it reads none; refused when the members left cannot give the data.
+    pub fn avoiding<T>(
+        &self,
+        geo: &Geometry,
+        live: &[bool],
+        make: impl Fn(&[bool]) -> Result<T>,
+        plan_of: impl Fn(&T) -> &Plan,
+    ) -> Result<T> {
         let mut usable = live.to_vec();
         loop {
-            let plan = plan_read(geo, &usable, offset, len, hint)?;
-            let bad: Vec<(usize, (u64, u64))> = plan
+            let made = make(&usable)?;
+            let bad: Vec<(usize, (u64, u64))> = plan_of(&made)
                 .reads()
                 .filter_map(|op| {
                     self.hit(op.member, op.offset, op.length)
@@ -93,7 +117,7 @@ impl BadBlocks {
                 })
                 .collect();
             let Some(&(role, (start, end))) = bad.first() else {
-                return Ok(plan);
+                return Ok(made);
             };
             for (r, _) in &bad {
                 usable[*r] = false;
@@ -108,9 +132,43 @@ impl BadBlocks {
                          (md's bad-block log) and the other members cannot rebuild them \
                          (roles {missing:?} unusable for this range)"
                     ),
-                )
-                .at(offset, len));
+                ));
             }
+        }
+    }
+
+    /// A rebuild of `[at, at+n)` of `role` (see `plan_rebuild`) that reads
+    /// no listed range of another member.
+    pub fn rebuild_plan(
+        bad: Option<&BadBlocks>,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        at: u64,
+        n: u64,
+        target: usize,
+    ) -> Result<Plan> {
+        let make = |l: &[bool]| plan_rebuild(geo, l, role, at, n, target);
+        match bad {
+            Some(b) => b.avoiding(geo, live, make, |p| p),
+            None => make(live),
+        }
+    }
+
+    /// A repair of what `role` holds for array bytes `[pos, pos+n)` (see
+    /// `plan_repair`) that reads no listed range of another member.
+    pub fn repair_plan(
+        bad: Option<&BadBlocks>,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        pos: u64,
+        n: u64,
+    ) -> Result<(Plan, usize)> {
+        let make = |l: &[bool]| plan_repair(geo, l, role, pos, n);
+        match bad {
+            Some(b) => b.avoiding(geo, live, make, |(p, _)| p),
+            None => make(live),
         }
     }
 

@@ -244,6 +244,19 @@ pub fn plan_scrub_mirrors(
     pos: u64,
     n: u64,
 ) -> Result<MirrorScrub> {
+    plan_scrub_mirrors_skipping(geo, present, pos, n, &|_, _| false)
+}
+
+/// [`plan_scrub_mirrors`], reading no copy for which `skip(copy, length)`
+/// says so (one whose range md's bad-block log lists): such a copy counts as
+/// missing for its run.
+pub fn plan_scrub_mirrors_skipping(
+    geo: &Geometry,
+    present: &[bool],
+    pos: u64,
+    n: u64,
+    skip: &dyn Fn(Location, u64) -> bool,
+) -> Result<MirrorScrub> {
     let all = vec![true; geo.raid_disks];
     let mut reads = Vec::new();
     let mut runs = Vec::new();
@@ -252,7 +265,7 @@ pub fn plan_scrub_mirrors(
         let live: Vec<Location> = locs
             .iter()
             .copied()
-            .filter(|l| present.get(l.member).copied().unwrap_or(false))
+            .filter(|l| present.get(l.member).copied().unwrap_or(false) && !skip(*l, k))
             .collect();
         let mut copies = Vec::new();
         if live.len() >= 2 {

@@ -7,7 +7,6 @@
 //! member taken out, later).
 
 use super::*;
-use crate::recovery_plan::plan_repair;
 
 impl Array {
     /// Take `role` out after an I/O error; `seen` is the membership the failed
@@ -203,7 +202,14 @@ impl Array {
         pos: u64,
         n: u64,
     ) -> Result<()> {
-        let (plan, len) = plan_repair(&self.geometry, sources, role, pos, n)?;
+        let (plan, len) = crate::badblocks::BadBlocks::repair_plan(
+            self.bad_blocks.as_ref(),
+            &self.geometry,
+            sources,
+            role,
+            pos,
+            n,
+        )?;
         let _held = self.locks.lock(&plan.locks);
         // The membership once the locks are held (a rebuild that began before
         // cannot pass these stripes now; see `write_piece`).

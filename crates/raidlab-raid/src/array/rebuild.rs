@@ -6,7 +6,8 @@
 //! the superblocks are the assembly's to write.
 
 use super::*;
-use crate::recovery_plan::{member_range_keys, plan_copy, plan_rebuild};
+use crate::badblocks::BadBlocks;
+use crate::recovery_plan::{member_range_keys, plan_copy};
 
 /// A member being rebuilt (or a replacement being copied) while the array
 /// serves I/O. Everything below `done` (bytes of its data area) is current: the
@@ -322,7 +323,8 @@ impl Array {
             if copied {
                 return Ok(());
             }
-            let plan = plan_rebuild(&g, &live, rec.role, at, n, target)?;
+            let bad = self.bad_blocks.as_ref();
+            let plan = BadBlocks::rebuild_plan(bad, &g, &live, rec.role, at, n, target)?;
             run(plan, &mut out).map_err(|f| *f.error)
         });
         if scratch.is_empty() {

@@ -16,9 +16,9 @@ pub use report::{Finding, ScrubReport};
 
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
+use crate::badblocks::BadBlocks;
 use crate::exec::{member_compute, Executor, ThreadPool, UserBuf};
 use crate::plan::{Plan, Step};
-use crate::recovery_plan::plan_rebuild;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::{Clock, SystemClock};
 use raidlab_layout::{Geometry, Level, Location};
@@ -200,6 +200,9 @@ impl Assembly {
             let quit = AtomicBool::new(false);
             let sources = parity_sources(&array, &geometry, slot);
             let live: Vec<bool> = sources.iter().map(Option::is_some).collect();
+            // Source ranges md's bad-block log lists are rebuilt from the others.
+            let bad_blocks = self.bad_blocks()?;
+            let bad = bad_blocks.as_ref();
             // The executor's members: the array's, and the target after them.
             let mut members: Vec<Option<Arc<dyn Volume>>> =
                 (0..geometry.raid_disks).map(|r| array.member(r)).collect();
@@ -236,8 +239,9 @@ impl Assembly {
                                         .map(|m| &m.as_slice()[at as usize..(at + n) as usize])
                                 })
                                 .collect();
-                            let r = streamed_step(&geometry, live, slot, at, n, &views, &mut out)
-                                .map(|write| (at, out, write));
+                            let r =
+                                streamed_step(bad, &geometry, live, slot, at, n, &views, &mut out)
+                                    .map(|write| (at, out, write));
                             let failed = r.is_err();
                             if tx.send(r).is_err() || failed {
                                 break;
@@ -298,8 +302,9 @@ impl Assembly {
                                 out.resize(n as usize, 0);
                                 let views: Vec<Option<&[u8]>> =
                                     bufs.iter().map(|b| b.as_deref()).collect();
-                                let r =
-                                    streamed_step(&geometry, live, slot, at, n, &views, &mut out);
+                                let r = streamed_step(
+                                    bad, &geometry, live, slot, at, n, &views, &mut out,
+                                );
                                 for (b, f) in bufs.into_iter().zip(&feeds) {
                                     if let (Some(b), Some((_, back))) = (b, f) {
                                         back.send(b).ok();
@@ -324,12 +329,20 @@ impl Assembly {
                             let n = step.min(total - at);
                             let mut buf = free_rx.try_recv().unwrap_or_default();
                             buf.resize(n as usize, 0);
-                            let r = plan_rebuild(&geometry, live, slot, at, n, geometry.raid_disks)
-                                .and_then(|plan| {
-                                    let (before, write) = split_write(plan);
-                                    run_plan(&before, members, &mut buf).map(|()| write)
-                                })
-                                .map(|write| (at, buf, write));
+                            let r = BadBlocks::rebuild_plan(
+                                bad,
+                                &geometry,
+                                live,
+                                slot,
+                                at,
+                                n,
+                                geometry.raid_disks,
+                            )
+                            .and_then(|plan| {
+                                let (before, write) = split_write(plan);
+                                run_plan(&before, members, &mut buf).map(|()| write)
+                            })
+                            .map(|write| (at, buf, write));
                             let failed = r.is_err();
                             if tx.send(r).is_err() || failed {
                                 break;
@@ -461,7 +474,9 @@ fn split_write(mut plan: Plan) -> (Plan, Plan) {
 /// A parity rebuild step whose member reads a streaming reader has already
 /// done (`views`, by role): the step's plan says what is recomputed from
 /// them, and must read exactly those ranges. Returns the plan's write.
+#[allow(clippy::too_many_arguments)]
 fn streamed_step(
+    bad: Option<&BadBlocks>,
     geo: &Geometry,
     live: &[bool],
     slot: usize,
@@ -470,17 +485,28 @@ fn streamed_step(
     views: &[Option<&[u8]>],
     out: &mut [u8],
 ) -> Result<Plan> {
-    let (plan, write) = split_write(plan_rebuild(geo, live, slot, at, n, geo.raid_disks)?);
-    let reads_match = plan.reads().count() == views.iter().flatten().count()
-        && plan.reads().all(|o| {
-            o.offset == at && o.length == n && views.get(o.member).is_some_and(|v| v.is_some())
-        });
+    let plan = BadBlocks::rebuild_plan(bad, geo, live, slot, at, n, geo.raid_disks)?;
+    let (plan, write) = split_write(plan);
+    // The plan reads streamed ranges only, perhaps not all of them (a member
+    // whose range md's bad-block log lists is left out): it computes from
+    // what it reads, nothing else.
+    let reads_match = plan.reads().all(|o| {
+        o.offset == at && o.length == n && views.get(o.member).is_some_and(|v| v.is_some())
+    });
+    let read: Vec<bool> = (0..views.len())
+        .map(|r| plan.reads().any(|o| o.member == r))
+        .collect();
+    let views: Vec<Option<&[u8]>> = views
+        .iter()
+        .zip(&read)
+        .map(|(v, &r)| v.filter(|_| r))
+        .collect();
     let compute = plan.steps.iter().find_map(|s| match s {
         Step::Compute(cs) => cs.first(),
         _ => None,
     });
     match compute {
-        Some(c) if reads_match => member_compute(c, views, out).map(|()| write),
+        Some(c) if reads_match => member_compute(c, &views, out).map(|()| write),
         _ => Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,

@@ -41,6 +41,11 @@ pub struct ScrubReport {
     /// missing): nothing to compare them with, so they were skipped, as md skips
     /// them.
     pub unchecked_array_bytes: u64,
+    /// Member bytes not read because the member's bad-block log (md's) lists
+    /// them: compared without that member where redundancy allows (counted
+    /// in `reduced_array_bytes`), otherwise left unchecked (in
+    /// `unchecked_array_bytes`).
+    pub bad_block_bytes: u64,
     /// RAID 6 with one member missing, 4 KiB stripe pages checked against P alone
     /// (Q missing) and against Q alone (P missing, or a data block missing and
     /// rebuilt from P as reads rebuild it). A mismatch found with one syndrome
@@ -64,6 +69,7 @@ impl ScrubReport {
             missing_roles,
             reduced_array_bytes: 0,
             unchecked_array_bytes: 0,
+            bad_block_bytes: 0,
             pages_checked_p_only: 0,
             pages_checked_q_only: 0,
             unsynced: false,

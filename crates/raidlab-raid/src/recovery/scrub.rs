@@ -10,7 +10,7 @@ use super::report::ScrubReport;
 use super::*;
 use crate::plan::{MemberOp, OpKind, Slice};
 use crate::recovery_plan::{
-    plan_rewrites, plan_scrub_mirrors, plan_scrub_parity, scrub_can_compare, ScrubWalk,
+    plan_rewrites, plan_scrub_mirrors_skipping, plan_scrub_parity, scrub_can_compare, ScrubWalk,
 };
 
 impl Assembly {
@@ -136,6 +136,7 @@ impl Assembly {
         let mut pacer = Pacer::new(&opts);
         let mut since_checkpoint = 0;
         let mut buf = Vec::new();
+        let bad = self.bad_blocks()?;
         progress(Progress { done: pos, total });
         while pos < total {
             if stopped(&opts) {
@@ -147,9 +148,28 @@ impl Assembly {
                 progress(Progress { done: pos, total });
                 continue;
             }
+            // Ranges a member's bad-block log lists are not read: the stripe
+            // is compared without that member where redundancy allows.
+            let mut step_present = present.clone();
+            for (role, p) in step_present.iter_mut().enumerate() {
+                if *p && bad.as_ref().is_some_and(|b| b.hit(role, pos, n).is_some()) {
+                    *p = false;
+                    report.bad_block_bytes += n;
+                }
+            }
+            let step_missing: Vec<usize> = (0..step_present.len())
+                .filter(|&r| !step_present[r])
+                .collect();
+            if step_present != present && !scrub_can_compare(&self.geometry, &step_missing) {
+                report.unchecked_array_bytes += n * self.geometry.data_disks() as u64;
+                pos += n;
+                progress(Progress { done: pos, total });
+                continue;
+            }
+            let present = &step_present;
             let _held = running.map(|a| a.hold_member_range(pos, n)).transpose()?;
             let len = n as usize;
-            let plan = plan_scrub_parity(&self.geometry, &present, pos, n)?;
+            let plan = plan_scrub_parity(&self.geometry, present, pos, n)?;
             // A missing role's part is never read; scrub_parity ignores it.
             buf.resize(areas.len() * len, 0);
             if let Err(f) = run_failed(&plan, &areas, UserBuf::Read(&mut buf)) {
@@ -171,7 +191,7 @@ impl Assembly {
             let fixes = scrub_parity(
                 &self.geometry,
                 &mut bufs,
-                &present,
+                present,
                 pos,
                 &mut report,
                 &names,
@@ -257,6 +277,7 @@ impl Assembly {
         });
         let present: Vec<bool> = areas.iter().map(Option::is_some).collect();
         let mut buf = Vec::new();
+        let bad = self.bad_blocks()?;
         while pos < total {
             if stopped(&opts) {
                 return self.stop_scrub(areas, resync, scale(pos));
@@ -273,7 +294,18 @@ impl Assembly {
             let _held = running
                 .map(|a| a.hold_array_range(pos, end - pos))
                 .transpose()?;
-            let scrub = plan_scrub_mirrors(&geo, &present, pos, end - pos)?;
+            let skip = |loc: Location, len: u64| {
+                bad.as_ref()
+                    .is_some_and(|b| b.hit(loc.member, loc.offset, len).is_some())
+            };
+            let scrub = plan_scrub_mirrors_skipping(&geo, &present, pos, end - pos, &skip)?;
+            for (_, k, locs) in geo.mirror_runs(pos, end - pos) {
+                report.bad_block_bytes += locs
+                    .iter()
+                    .filter(|l| present[l.member] && skip(**l, k))
+                    .count() as u64
+                    * k;
+            }
             buf.resize(scrub.len, 0);
             let failed = match run_failed(&scrub.plan, areas, UserBuf::Read(&mut buf)) {
                 Ok(()) => Vec::new(),
@@ -469,7 +501,9 @@ impl Assembly {
             .enumerate()
             .map(|(r, m)| r != role && m.is_some())
             .collect();
-        let plan = plan_rebuild(&self.geometry, &live, role, pos, n, role)?;
+        let bad = self.bad_blocks()?;
+        let plan =
+            BadBlocks::rebuild_plan(bad.as_ref(), &self.geometry, &live, role, pos, n, role)?;
         let mut out = vec![0u8; n as usize];
         run_plan(&plan, &members, &mut out)?;
         Ok(out)
