@@ -247,24 +247,13 @@ fn a_cache_served_read_only_serves_its_dirty_blocks_and_writes_nothing() {
         !w.output().unwrap().status.success(),
         "a write was accepted"
     );
+    let on = ["--cache", "cache.img", "--plain", "origin.img"];
     fails(
-        cmd(d, &["cache", "flush", "--cache", "cache.img"]),
+        cmd(d, &[&["cache", "flush"][..], &on].concat()),
         "read-only",
     );
-    fails(
-        cmd(
-            d,
-            &[
-                "cache",
-                "set",
-                "--cache",
-                "cache.img",
-                "--dirty-target",
-                "5",
-            ],
-        ),
-        "read-only",
-    );
+    let set = [&["cache", "set", "--dirty-target", "5"][..], &on].concat();
+    fails(cmd(d, &set), "read-only");
     srv.stop();
     assert!(snapshot() == before, "a read-only serve changed a file");
 }
