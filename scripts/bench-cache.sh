@@ -40,7 +40,7 @@ if [ "${1:-}" = seed-b-files ]; then
     hdd="bw=150000000,iops=150"
     for target in "array:$m,$hdd" "cache:$dir/ssd.img,bw=500000000,iops=50000@array:$m,$hdd"; do
         echo "## $target"
-        "$raidlab" bench iozone --file-sizes 1M,16M --record-sizes 4K --direct "$target"
+        "$raidlab" bench iozone --file-sizes 1M,16M --record-sizes 4K --direct --include-flush "$target"
     done
     echo "# done $(date -u '+%H:%M UTC'); load average $(cut -d' ' -f1-3 /proc/loadavg)"
     exit 0

@@ -123,7 +123,9 @@ fn a_fua_write_held_by_the_stripe_cache_is_written_out_and_flushed() {
     let at = 9 * CHUNK;
     let roles = written_by(&array, at, 4096);
     let data = vec![0x77u8; 4096];
-    let _ = members.iter().map(|m| m.take()).count();
+    for m in &members {
+        m.take();
+    }
     let fua = flushed_during(&members, || array.write_at_fua(&data, at).unwrap());
     assert_eq!(fua, only(&roles, members.len()));
     // The held piece went down before the flush: the data member has it.
