@@ -165,16 +165,9 @@ fn nbdcopy(from: impl AsRef<std::ffi::OsStr>, to: impl AsRef<std::ffi::OsStr>) {
     ok(c);
 }
 
-#[test]
-fn a_cache_served_read_only_serves_its_dirty_blocks_and_writes_nothing() {
-    if !tools("read-only cache serve") {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let old = random(8 << 20, 3);
-    std::fs::write(d.join("origin.img"), &old).unwrap();
-    std::fs::write(d.join("cache.img"), vec![0u8; 2 << 20]).unwrap();
+/// A write-back cache of 4K blocks on cache.img in front of origin.img that
+/// keeps every write in the cache (no cutoff, 100% dirty target).
+fn create_write_back_cache(d: &Path) {
     ok(cmd(
         d,
         &[
@@ -194,6 +187,19 @@ fn a_cache_served_read_only_serves_its_dirty_blocks_and_writes_nothing() {
             "100",
         ],
     ));
+}
+
+#[test]
+fn a_cache_served_read_only_serves_its_dirty_blocks_and_writes_nothing() {
+    if !tools("read-only cache serve") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = random(8 << 20, 3);
+    std::fs::write(d.join("origin.img"), &old).unwrap();
+    std::fs::write(d.join("cache.img"), vec![0u8; 2 << 20]).unwrap();
+    create_write_back_cache(d);
     // 512 KiB written back into the cache only (dirty), then a clean stop.
     let data = random(512 << 10, 9);
     std::fs::write(d.join("in.bin"), &data).unwrap();
@@ -268,25 +274,7 @@ fn a_cache_over_a_file_served_and_managed_live_then_detached() {
     std::fs::write(d.join("origin.img"), vec![0u8; 8 << 20]).unwrap();
     std::fs::write(d.join("cache.img"), vec![0u8; 2 << 20]).unwrap();
     std::fs::write(d.join("other.img"), vec![0u8; 8 << 20]).unwrap();
-    ok(cmd(
-        d,
-        &[
-            "cache",
-            "create",
-            "--cache",
-            "cache.img",
-            "--plain",
-            "origin.img",
-            "--block",
-            "4K",
-            "--mode",
-            "writeback",
-            "--sequential-cutoff",
-            "0",
-            "--dirty-target",
-            "100",
-        ],
-    ));
+    create_write_back_cache(d);
     let srv = Serve::start(d, &["--cache", "cache.img", "--plain", "origin.img"]);
     let info = ok({
         let mut c = Command::new("nbdinfo");
