@@ -7,10 +7,12 @@
 //!   contents are overwritten, as fio does);
 //! - a block device (write tests only with [`OpenOptions::allow_device_writes`]:
 //!   they destroy what the device holds);
-//! - `array:M0,M1,...`: a raidlab array given by its members, assembled and run in
+//! - `array:M0,M1,...[,bw=RATE][,iops=N]`: a raidlab array given by its members, assembled and run in
 //!   this process (marked dirty while written, clean after a flush, as `import` does);
-//! - `cache:CACHEDEV@ORIGIN`: a raidlab cache (made by `raidlab cache create`) on
-//!   the file or device CACHEDEV in front of ORIGIN, itself a file, a block
+//!   with `bw=`/`iops=`, each member behind a [`ThrottleVolume`] of those limits
+//!   (HDD-like members on any machine); an element with `=` is an option, not a member;
+//! - `cache:CACHEDEV[,bw=RATE][,iops=N]@ORIGIN`: a raidlab cache (made by `raidlab cache create`) on
+//!   the file or device CACHEDEV (optionally throttled) in front of ORIGIN, itself a file, a block
 //!   device or `array:...` target; run in this process, stopped cleanly by
 //!   [`Target::finish`], its statistics in [`Target::cache_stats`];
 //! - `mem:SIZE[,bw=RATE][,iops=N]`: memory, optionally behind a [`ThrottleVolume`]
@@ -103,7 +105,7 @@ struct Lanes {
     more: Mutex<Vec<Arc<dyn Volume>>>,
 }
 
-type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
+type Cached = CachedVolume<Arc<dyn Volume>, Arc<dyn Volume>>;
 
 /// A cache target: the cached volume and the origin target under it, stopped
 /// in that order.
@@ -285,16 +287,28 @@ fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
         )
         .on_device(spec));
     };
-    let cache = FileVolume::open(Path::new(dev), OpenMode::ReadWrite)?;
-    let cached = Arc::new(
-        CachedVolume::open(
-            cache,
-            origin.volume.clone(),
-            id,
-            Arc::new(SystemClock::default()),
-        )
-        .map_err(|e| e.on_device(spec))?,
-    );
+    let mut dev_parts = dev.split(',');
+    let dev = dev_parts.next().unwrap_or("");
+    let limits = throttle_limits(
+        spec,
+        dev_parts,
+        "cache:CACHEDEV[,bw=RATE][,iops=N]@ORIGIN (the cache device throttled), e.g. cache:ssd.img,bw=500M,iops=50000@array:a.img,b.img,c.img,bw=150M,iops=150",
+    )?;
+    let cache = throttled(
+        spec,
+        FileVolume::open(Path::new(dev), OpenMode::ReadWrite)?,
+        limits,
+    )?;
+    let cached = CachedVolume::open(
+        cache,
+        origin.volume.clone(),
+        id,
+        Arc::new(SystemClock::default()),
+    )
+    .map_err(|e| e.on_device(spec))?;
+    // Real devices: a write-back's next read overlaps this write.
+    cached.set_overlapped_writeback(true);
+    let cached = Arc::new(cached);
     let size = usable(spec, cached.size(), opts.size)?;
     let sb = cached.superblock();
     let mut notes = origin.notes.clone();
@@ -306,6 +320,12 @@ fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
         sb.dirty_target_pct,
         if sb.clean_rate == 0 { "unlimited".to_string() } else { format!("{} bytes/s", sb.clean_rate) }
     ));
+    if limits != Limits::unlimited() {
+        notes.push(format!(
+            "the cache device throttled to {}",
+            describe_limits(limits)
+        ));
+    }
     let cleaner = opts
         .writes
         .then(|| BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL));
@@ -382,38 +402,63 @@ fn open_nbd(spec: &str, opts: OpenOptions) -> Result<Target> {
     Ok(t)
 }
 
-fn open_memory(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
-    let mut parts = rest.split(',');
-    let size = parse_size(parts.next().unwrap_or("")).map_err(|e| e.on_device(spec))?;
+/// The `bw=RATE` and `iops=N` options of a target (`usage` says how the
+/// target is written, for the error); unlimited when there are none.
+fn throttle_limits<'a>(
+    spec: &str,
+    options: impl Iterator<Item = &'a str>,
+    usage: &str,
+) -> Result<Limits> {
     let mut limits = Limits::unlimited();
-    for p in parts {
+    for p in options {
         match p.split_once('=') {
             Some(("bw", v)) => {
                 limits.bytes_per_sec = Some(parse_size(v).map_err(|e| e.on_device(spec))?)
             }
             Some(("iops", v)) => {
                 limits.iops = Some(v.parse().map_err(|_| {
-                    Error::invalid(format!("iops={v} is not a whole number of requests per second"))
-                        .on_device(spec)
+                    Error::invalid(format!(
+                        "iops={v} is not a whole number of requests per second"
+                    ))
+                    .on_device(spec)
                 })?)
             }
             _ => {
                 return Err(Error::invalid(format!(
-                    "'{p}' is not a memory target option: write mem:SIZE[,bw=RATE][,iops=N], e.g. mem:256M,bw=100M"
+                    "'{p}' is not a target option here: write {usage}"
                 ))
                 .on_device(spec))
             }
         }
     }
+    Ok(limits)
+}
+
+/// `volume` behind a throttle of `limits`, or as it is when they are none.
+fn throttled<V: Volume + 'static>(
+    spec: &str,
+    volume: V,
+    limits: Limits,
+) -> Result<Arc<dyn Volume>> {
+    Ok(if limits == Limits::unlimited() {
+        Arc::new(volume)
+    } else {
+        Arc::new(ThrottleVolume::new(volume, limits).map_err(|e| e.on_device(spec))?)
+    })
+}
+
+fn open_memory(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
+    let mut parts = rest.split(',');
+    let size = parse_size(parts.next().unwrap_or("")).map_err(|e| e.on_device(spec))?;
+    let limits = throttle_limits(
+        spec,
+        parts,
+        "mem:SIZE[,bw=RATE][,iops=N], e.g. mem:256M,bw=100M",
+    )?;
     if size > (64 << 30) {
         return Err(Error::invalid("a memory target is limited to 64G").on_device(spec));
     }
-    let mem = MemVolume::new(size);
-    let volume: Arc<dyn Volume> = if limits == Limits::unlimited() {
-        Arc::new(mem)
-    } else {
-        Arc::new(ThrottleVolume::new(mem, limits).map_err(|e| e.on_device(spec))?)
-    };
+    let volume = throttled(spec, MemVolume::new(size), limits)?;
     let mut t = Target::from_volume(spec, volume, opts.size)?;
     t.kind = TargetKind::Memory;
     Ok(t)
@@ -433,7 +478,15 @@ fn open_sim(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
 }
 
 fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
-    let paths: Vec<&str> = list.split(',').filter(|s| !s.is_empty()).collect();
+    let (options, paths): (Vec<&str>, Vec<&str>) = list
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .partition(|s| s.contains('='));
+    let limits = throttle_limits(
+        spec,
+        options.into_iter(),
+        "array:MEMBER,MEMBER,...[,bw=RATE][,iops=N] (each member throttled), e.g. array:a.img,b.img,c.img,bw=150M,iops=150",
+    )?;
     if paths.is_empty() {
         return Err(Error::invalid(
             "no members given: write array:MEMBER,MEMBER,... (the member files or devices of one array, any order)",
@@ -450,7 +503,7 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         let v = FileVolume::open(Path::new(p), mode)?;
         devices.push(Device {
             path: p.to_string(),
-            volume: Arc::new(v),
+            volume: throttled(spec, v, limits)?,
         });
     }
     let asm = Assembly::assemble(devices).map_err(|e| e.on_device(spec))?;
@@ -475,7 +528,16 @@ fn open_array(spec: &str, list: &str, opts: OpenOptions) -> Result<Target> {
         file: None,
         direct: false,
         size,
-        notes: vec!["array members are opened through the page cache (raidlab's FileVolume), as `raidlab import` uses them".into()],
+        notes: {
+            let mut notes = vec!["array members are opened through the page cache (raidlab's FileVolume), as `raidlab import` uses them".to_string()];
+            if limits != Limits::unlimited() {
+                notes.push(format!(
+                    "each member throttled to {}",
+                    describe_limits(limits)
+                ));
+            }
+            notes
+        },
         fresh: false,
         remove_on_drop: None,
         array: Mutex::new(hold),
@@ -699,4 +761,17 @@ pub fn open_member_file(label: &str, path: &Path, size: u64, opts: OpenOptions) 
     t.notes
         .push("opened through the page cache, as array members are".into());
     Ok(t)
+}
+
+/// `limits` for a target's notes.
+fn describe_limits(limits: Limits) -> String {
+    let bw = limits
+        .bytes_per_sec
+        .map(|b| format!("{b} bytes/s"))
+        .unwrap_or_else(|| "any bandwidth".into());
+    let iops = limits
+        .iops
+        .map(|i| format!("{i} IOPS"))
+        .unwrap_or_else(|| "any IOPS".into());
+    format!("{bw}, {iops}")
 }

@@ -360,6 +360,49 @@ fn an_array_given_by_members_runs_in_process_and_is_left_clean() {
 }
 
 #[test]
+fn array_members_can_be_throttled_and_a_bad_option_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let members: Vec<_> = (0..3).map(|i| dir.path().join(format!("m{i}"))).collect();
+    let t = create_array(
+        "r5",
+        raidlab_layout::Level::Raid5,
+        64 << 10,
+        &members,
+        8 << 20,
+        opts(1 << 20),
+    )
+    .unwrap();
+    t.finish().unwrap();
+    drop(t);
+    let list = members
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let t = Target::open(
+        &format!("array:{list},bw=150000000,iops=150"),
+        opts(1 << 20),
+    )
+    .unwrap();
+    assert_eq!(t.kind, TargetKind::Array);
+    assert!(
+        t.notes
+            .iter()
+            .any(|n| n.contains("each member throttled to 150000000 bytes/s, 150 IOPS")),
+        "{:?}",
+        t.notes
+    );
+    t.finish().unwrap();
+    drop(t);
+    let e = Target::open(&format!("array:{list},speed=3"), opts(1 << 20)).unwrap_err();
+    assert!(
+        e.to_string().contains("'speed=3' is not a target option"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("bw=RATE"), "{e}");
+}
+
+#[test]
 fn a_directory_gets_a_test_file_that_is_removed_afterwards() {
     let dir = tempfile::tempdir().unwrap();
     let t = Target::open(dir.path().to_str().unwrap(), opts(1 << 20)).unwrap();

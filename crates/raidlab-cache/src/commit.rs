@@ -36,6 +36,7 @@ use crate::volume::{lock, CachedVolume, Config, State};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::Clock;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 /// Read both superblock copies of `cache`.
@@ -270,6 +271,34 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     /// Open the cache on `cache` in front of `origin`, which must be the origin
     /// it was created for (`origin_id`) and of the size recorded.
     pub fn open(cache: C, origin: O, origin_id: OriginId, clock: Arc<dyn Clock>) -> Result<Self> {
+        Self::open_as(cache, origin, origin_id, clock, false)
+    }
+
+    /// Open the cache as [`CachedVolume::open`] does, read-only: nothing is
+    /// ever written to the cache device or the origin. Reads are served as
+    /// in any mode (hits, dirty blocks included, from the cache device; misses
+    /// from the origin) and nothing is promoted; writes, cleaning, flushing
+    /// dirty blocks, mode and tunable changes and counter resets are refused.
+    /// After an unclean stop, the clean blocks the table may name wrongly are
+    /// dropped in memory only (reads of them go to the origin), as a
+    /// read-write open drops them on the device. The counters move in memory
+    /// and are not saved.
+    pub fn open_read_only(
+        cache: C,
+        origin: O,
+        origin_id: OriginId,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        Self::open_as(cache, origin, origin_id, clock, true)
+    }
+
+    fn open_as(
+        cache: C,
+        origin: O,
+        origin_id: OriginId,
+        clock: Arc<dyn Clock>,
+        read_only: bool,
+    ) -> Result<Self> {
         let (sb, sb_copy) = read_superblock(&cache)?;
         check_origin(&sb, &cache.name(), &origin, origin_id)?;
         if sb.detached {
@@ -299,6 +328,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             cache_unflushed: false,
             origin_unflushed: false,
             detached: false,
+            read_only,
             reading: HashMap::new(),
             sb,
             sb_copy,
@@ -309,7 +339,9 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 Entry::Free => st.free.push(slot),
                 Entry::Clean(_) if unclean => {
                     st.entries[slot as usize] = Entry::Free;
-                    st.stale.insert(slot / ENTRIES_PER_SECTOR as u64);
+                    if !read_only {
+                        st.stale.insert(slot / ENTRIES_PER_SECTOR as u64);
+                    }
                     st.free.push(slot);
                 }
                 Entry::Clean(b) => {
@@ -328,8 +360,9 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             origin,
             clock,
             state: Mutex::new(st),
+            overlap: AtomicBool::new(false),
         };
-        if unclean {
+        if unclean && !read_only {
             let mut st = lock(&v.state);
             v.commit_stale(&mut st)?;
         }
@@ -338,6 +371,9 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
 
     /// Write the superblock as `st.sb` says, to the other copy, durably.
     pub(crate) fn write_superblock(&self, st: &mut State) -> Result<()> {
+        if st.read_only {
+            return Err(Self::read_only_error(&self.cache, Op::Write));
+        }
         st.sb.generation += 1;
         st.sb.dirty_blocks = st.dirty.len() as u64;
         st.sb.counters = st.stats.counters();
@@ -354,6 +390,9 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     pub(crate) fn begin_change(&self, st: &mut State) -> Result<()> {
         if st.detached {
             return Err(Self::detached_error(&self.cache, Op::Write));
+        }
+        if st.read_only {
+            return Err(Self::read_only_error(&self.cache, Op::Write));
         }
         if st.sb.clean {
             st.sb.clean = false;
@@ -489,12 +528,22 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     /// stays usable; the next change marks it unclean again.
     pub fn shutdown(&self) -> Result<()> {
         let mut st = lock(&self.state);
-        if st.detached {
+        if st.detached || st.read_only {
             return Ok(());
         }
         self.flush_inner(&mut st)?;
         st.sb.clean = true;
         self.write_superblock(&mut st)
+    }
+
+    pub(crate) fn read_only_error(cache: &C, op: Op) -> Error {
+        Error::new(
+            ErrorKind::ReadOnly,
+            op,
+            "the cache was opened read-only: nothing is written to it or its \
+             origin (serve it without --read-only to write, flush or change it)",
+        )
+        .on_device(cache.name())
     }
 
     pub(crate) fn detached_error(cache: &C, op: Op) -> Error {

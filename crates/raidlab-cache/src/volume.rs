@@ -22,6 +22,7 @@ use crate::stats::Stats;
 use raidlab_core::{check_range_with, Op, Result, Volume};
 use raidlab_devices::Clock;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -114,6 +115,9 @@ pub struct CachedVolume<C, O> {
     pub(crate) origin: O,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) state: Mutex<State>,
+    /// Whether a write-back may read the next piece while the origin writes
+    /// this one ([`CachedVolume::set_overlapped_writeback`]).
+    pub(crate) overlap: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -140,6 +144,8 @@ pub(crate) struct State {
     pub(crate) cache_unflushed: bool,
     pub(crate) origin_unflushed: bool,
     pub(crate) detached: bool,
+    /// Opened with [`CachedVolume::open_read_only`]: nothing is written.
+    pub(crate) read_only: bool,
     /// Blocks a read miss is fetching from the origin without the lock.
     pub(crate) reading: HashMap<u64, Reading>,
 }
@@ -281,7 +287,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             let piece = &mut buf[pos as usize..(pos + n) as usize];
             pos += n;
             misses += 1;
-            if b >= origin_blocks || seq || !st.policy.admit(b) {
+            if b >= origin_blocks || seq || st.read_only || !st.policy.admit(b) {
                 if b >= origin_blocks {
                     st.stats.bypass_tail_bytes += n;
                     why.tail = true;
@@ -467,6 +473,9 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         if st.detached {
             return Err(Self::detached_error(&self.cache, Op::Write));
         }
+        if st.read_only {
+            return Err(Self::read_only_error(&self.cache, Op::Write));
+        }
         let mut sb = st.sb.clone();
         sb.sequential_cutoff = sequential_cutoff;
         sb.dirty_target_pct = dirty_target_pct;
@@ -490,7 +499,7 @@ impl<C: Volume, O: Volume> Volume for CachedVolume<C, O> {
         self.origin.block_size()
     }
     fn is_writable(&self) -> bool {
-        self.origin.is_writable() && self.cache.is_writable()
+        !lock(&self.state).read_only && self.origin.is_writable() && self.cache.is_writable()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         check_range_with(
@@ -512,6 +521,9 @@ impl<C: Volume, O: Volume> Volume for CachedVolume<C, O> {
             buf.len() as u64,
         )?;
         let mut st = lock(&self.state);
+        if st.read_only {
+            return Err(Self::read_only_error(&self.cache, Op::Write).at(offset, buf.len() as u64));
+        }
         self.write_inner(&mut st, buf, offset)
     }
     fn flush(&self) -> Result<()> {

@@ -645,3 +645,144 @@ fn adjacent_mapping_sectors_are_committed_in_one_write() {
     assert_eq!(v.stats().dirty_blocks, 100);
     assert_eq!(block(&v, 99), vec![7u8; BS as usize]);
 }
+
+#[test]
+fn overlapped_write_back_writes_the_same_bytes_in_ascending_pieces() {
+    use raidlab_cache::clean::OVERLAP_PIECE_BYTES;
+    let piece_blocks = OVERLAP_PIECE_BYTES / u64::from(BS);
+    // 2.5 pieces of contiguous blocks, written in a scrambled order so that
+    // neighbouring blocks sit in scattered cache slots, and one far block.
+    let run = piece_blocks * 5 / 2;
+    let (v, _) = setup(
+        run + 64,
+        run * 2 + 64,
+        Config {
+            mode: Mode::WriteBack,
+            dirty_target_pct: 100,
+            sequential_cutoff: 0,
+            ..Config::default()
+        },
+    );
+    v.set_overlapped_writeback(true);
+    let mut order: Vec<u64> = (10..10 + run).collect();
+    // A fixed permutation (multiplying by an odd number modulo a power of two
+    // would not cover `run`; reverse every other stretch of 7 instead).
+    for chunk in order.chunks_mut(7).step_by(2) {
+        chunk.reverse();
+    }
+    order.push(run * 2 + 3);
+    let content = |b: u64| -> Vec<u8> {
+        (0..BS as u64)
+            .map(|i| (b.wrapping_mul(31) ^ (i / 8)) as u8)
+            .collect()
+    };
+    for &b in &order {
+        v.write_at(&content(b), b * BS as u64).unwrap();
+    }
+    assert!(v.origin().writes.lock().unwrap().is_empty());
+    let done = v.flush_dirty(|_, _| {}).unwrap();
+    assert_eq!(done, order.len() as u64);
+    let writes = v.origin().writes.lock().unwrap().clone();
+    let b = u64::from(BS);
+    let piece = OVERLAP_PIECE_BYTES as usize;
+    // The flush's batches cut the run at 4 MiB (more than the run here), so
+    // the run is cut only into pieces; then the far block.
+    assert_eq!(
+        writes,
+        [
+            (10 * b, piece),
+            (10 * b + OVERLAP_PIECE_BYTES, piece),
+            (10 * b + 2 * OVERLAP_PIECE_BYTES, piece / 2),
+            ((run * 2 + 3) * b, BS as usize),
+        ]
+    );
+    let origin = v.origin().clone();
+    for &blk in &order {
+        assert_eq!(
+            block(&*origin, blk),
+            content(blk),
+            "block {blk} on the origin"
+        );
+    }
+    assert_eq!(v.stats().dirty_blocks, 0);
+}
+
+#[test]
+fn a_read_only_open_serves_dirty_blocks_and_writes_nothing() {
+    let cache = Arc::new(MemVolume::new(DATA_ALIGN + 16 * BS as u64));
+    let origin = Watched::new(64 * BS as u64);
+    let config = Config {
+        mode: Mode::WriteBack,
+        block_size: BS,
+        dirty_target_pct: 100,
+        sequential_cutoff: 0,
+        ..Config::default()
+    };
+    create(&cache, &origin, ID, "origin", [4; 16], config).unwrap();
+    let clock = Arc::new(TestClock::default());
+    {
+        let v = CachedVolume::open(cache.clone(), origin.clone(), ID, clock.clone()).unwrap();
+        for b in [3u64, 4, 11] {
+            v.write_at(&vec![b as u8; BS as usize], b * BS as u64)
+                .unwrap();
+        }
+        // Block 20 cached clean by a read miss.
+        block(&v, 20);
+        v.flush().unwrap();
+        // No clean stop: the read-only open finds an unclean cache.
+    }
+    let bytes = |v: &dyn Volume| {
+        let mut b = vec![0u8; v.size() as usize];
+        v.read_at(&mut b, 0).unwrap();
+        b
+    };
+    let (cache_before, origin_before) = (bytes(&*cache), bytes(&*origin));
+    let origin_writes = origin.writes.lock().unwrap().len();
+    let v = CachedVolume::open_read_only(cache.clone(), origin.clone(), ID, clock).unwrap();
+    assert!(!v.is_writable());
+    for b in [3u64, 4, 11] {
+        assert_eq!(block(&v, b), vec![b as u8; BS as usize], "dirty block {b}");
+    }
+    let reads = *origin.reads.lock().unwrap();
+    assert_eq!(
+        block(&v, 40),
+        origin_before[40 * BS as usize..41 * BS as usize]
+    );
+    assert_eq!(
+        block(&v, 40),
+        origin_before[40 * BS as usize..41 * BS as usize]
+    );
+    // Not promoted: both reads of block 40 went to the origin; and block 20,
+    // clean before the unclean stop, is read from the origin too.
+    assert_eq!(*origin.reads.lock().unwrap(), reads + 2);
+    block(&v, 20);
+    assert_eq!(*origin.reads.lock().unwrap(), reads + 3);
+    let s = v.stats();
+    assert_eq!((s.promotions, s.dirty_blocks), (0, 3));
+    let e = v.write_at(&[1u8; 512], 0).unwrap_err();
+    assert_eq!(e.kind, ErrorKind::ReadOnly, "{e}");
+    assert_eq!(
+        v.flush_dirty(|_, _| {}).unwrap_err().kind,
+        ErrorKind::ReadOnly
+    );
+    assert_eq!(
+        v.set_mode(Mode::WriteThrough).unwrap_err().kind,
+        ErrorKind::ReadOnly
+    );
+    assert_eq!(
+        v.set_tunables(0, 5, 0, 1).unwrap_err().kind,
+        ErrorKind::ReadOnly
+    );
+    assert_eq!(v.reset_stats().unwrap_err().kind, ErrorKind::ReadOnly);
+    assert_eq!(v.clean_tick().unwrap(), 0);
+    v.flush().unwrap();
+    v.shutdown().unwrap();
+    assert!(
+        bytes(&*cache) == cache_before,
+        "the cache device was written"
+    );
+    assert!(bytes(&*origin) == origin_before, "the origin was written");
+    assert_eq!(origin.writes.lock().unwrap().len(), origin_writes);
+    // Still unclean and still dirty for the next read-write open.
+    assert!(!examine(&*cache).unwrap().clean);
+}

@@ -1,10 +1,14 @@
 //! A volume that writes down every read and write reaching it (kind, offset,
-//! length), then passes it on unchanged.
+//! length), then passes it on unchanged. Flushes and forced-unit-access
+//! writes are counted beside the list (a FUA write is listed as a write too),
+//! so that a test can tell a member was made durable without the list, which
+//! the simulator's equivalence proof compares, changing shape.
 //!
 //! Decides nothing and changes nothing: tests compare what an engine asked of its
 //! members (the simulator's equivalence proof), benchmarks count member traffic.
 
 use raidlab_core::{Result, Volume};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Whether an operation read or wrote.
@@ -26,6 +30,8 @@ pub struct Accessed {
 pub struct Recorded {
     inner: Arc<dyn Volume>,
     seen: Mutex<Vec<Accessed>>,
+    flushes: AtomicU64,
+    fua_writes: AtomicU64,
 }
 
 impl Recorded {
@@ -33,7 +39,20 @@ impl Recorded {
         Recorded {
             inner,
             seen: Mutex::new(Vec::new()),
+            flushes: AtomicU64::new(0),
+            fua_writes: AtomicU64::new(0),
         }
+    }
+
+    /// Flushes received since the volume was made.
+    pub fn flushes(&self) -> u64 {
+        self.flushes.load(Ordering::Relaxed)
+    }
+
+    /// FUA writes received since the volume was made (each also listed as a
+    /// write by [`Recorded::take`]).
+    pub fn fua_writes(&self) -> u64 {
+        self.fua_writes.load(Ordering::Relaxed)
     }
 
     /// The operations since the last call, in the order they arrived.
@@ -79,7 +98,13 @@ impl Volume for Recorded {
         self.note(Access::Write, offset, buf.len());
         self.inner.write_at(buf, offset)
     }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.note(Access::Write, offset, buf.len());
+        self.fua_writes.fetch_add(1, Ordering::Relaxed);
+        self.inner.write_at_fua(buf, offset)
+    }
     fn flush(&self) -> Result<()> {
+        self.flushes.fetch_add(1, Ordering::Relaxed);
         self.inner.flush()
     }
     // What the inner volume tells its users about itself passes through

@@ -249,6 +249,11 @@ impl<V: Volume, C: Clock> Volume for ThrottleVolume<V, C> {
         self.admit(buf.len() as u64);
         self.inner.write_at(buf, offset)
     }
+    /// Paced as a write; the inner volume decides how it makes it durable.
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.admit(buf.len() as u64);
+        self.inner.write_at_fua(buf, offset)
+    }
     fn flush(&self) -> Result<()> {
         self.inner.flush()
     }

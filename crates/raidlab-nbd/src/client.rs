@@ -294,6 +294,18 @@ impl NbdVolume {
         len: u32,
         write: Option<&[u8]>,
     ) -> Result<mpsc::Receiver<Answer>> {
+        self.send_flagged(kind, 0, offset, len, write)
+    }
+
+    /// [`NbdVolume::send`] with command flags (FUA).
+    fn send_flagged(
+        &self,
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        len: u32,
+        write: Option<&[u8]>,
+    ) -> Result<mpsc::Receiver<Answer>> {
         let op = op_of(kind);
         let (tx, rx) = mpsc::sync_channel(1);
         let cookie = {
@@ -313,7 +325,7 @@ impl NbdVolume {
         };
         let req = Request {
             magic: REQUEST_MAGIC,
-            flags: 0,
+            flags,
             kind,
             cookie,
             offset,
@@ -379,6 +391,21 @@ impl NbdVolume {
         out
     }
 
+    /// A write's range inside the export, and the export writable.
+    fn check_write(&self, offset: u64, len: u64) -> Result<()> {
+        check_range(&self.uri, Op::Write, self.size(), offset, len)?;
+        if !self.is_writable() {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                Op::Write,
+                "the server exports this read-only",
+            )
+            .on_device(&self.uri)
+            .at(offset, len));
+        }
+        Ok(())
+    }
+
     fn max_request(&self) -> usize {
         self.info.max_block.max(4096) as usize
     }
@@ -387,7 +414,7 @@ impl NbdVolume {
 fn op_of(kind: u16) -> Op {
     match kind {
         CMD_READ => Op::Read,
-        CMD_WRITE => Op::Write,
+        CMD_WRITE | CMD_WRITE_ZEROES => Op::Write,
         CMD_FLUSH => Op::Flush,
         _ => Op::Discard,
     }
@@ -457,6 +484,22 @@ impl NbdVolume {
         len: usize,
         max: usize,
         write: Option<&[u8]>,
+        read: Option<&mut [u8]>,
+    ) -> Result<()> {
+        self.run_flagged(kind, 0, offset, len, max, write, read)
+    }
+
+    /// [`NbdVolume::run`] with command flags on every piece (FUA: each piece
+    /// is durable when answered, so the whole is when the last answer comes).
+    #[allow(clippy::too_many_arguments)]
+    fn run_flagged(
+        &self,
+        kind: u16,
+        flags: u16,
+        offset: u64,
+        len: usize,
+        max: usize,
+        write: Option<&[u8]>,
         mut read: Option<&mut [u8]>,
     ) -> Result<()> {
         let pieces = Self::pieces(offset, len, max);
@@ -464,7 +507,7 @@ impl NbdVolume {
         for &(at, n) in &pieces {
             let from = (at - offset) as usize;
             let data = write.map(|d| &d[from..from + n as usize]);
-            sent.push((self.send(kind, at, n, data)?, at, n));
+            sent.push((self.send_flagged(kind, flags, at, n, data)?, at, n));
         }
         for (rx, at, n) in sent {
             let data = self.wait(rx, kind, at, n)?;
@@ -497,16 +540,7 @@ impl Volume for NbdVolume {
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        check_range(&self.uri, Op::Write, self.size(), offset, buf.len() as u64)?;
-        if !self.is_writable() {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                Op::Write,
-                "the server exports this read-only",
-            )
-            .on_device(&self.uri)
-            .at(offset, buf.len() as u64));
-        }
+        self.check_write(offset, buf.len() as u64)?;
         self.run(
             CMD_WRITE,
             offset,
@@ -515,6 +549,52 @@ impl Volume for NbdVolume {
             Some(buf),
             None,
         )
+    }
+
+    /// The server's FUA flag on every piece when it offers it (the server
+    /// makes just this write durable); else the write and then a flush.
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.info.flags & TF_SEND_FUA == 0 {
+            self.write_at(buf, offset)?;
+            return self.flush();
+        }
+        self.check_write(offset, buf.len() as u64)?;
+        self.run_flagged(
+            CMD_WRITE,
+            CMD_FLAG_FUA,
+            offset,
+            buf.len(),
+            self.max_request(),
+            Some(buf),
+            None,
+        )
+    }
+
+    /// NBD's WRITE_ZEROES when the server offers it (no zeros cross the
+    /// wire); else zeros written in pieces.
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_write(offset, len)?;
+        if self.info.flags & TF_SEND_WRITE_ZEROES == 0 {
+            let zeroes = vec![0u8; len.min(raidlab_core::ZERO_PIECE) as usize];
+            let mut done = 0u64;
+            while done < len {
+                let n = (len - done).min(zeroes.len() as u64) as usize;
+                self.write_at(&zeroes[..n], offset + done)?;
+                done += n as u64;
+            }
+            return Ok(());
+        }
+        let len = usize::try_from(len).map_err(|_| {
+            Error::new(
+                ErrorKind::OutOfRange,
+                Op::Write,
+                "range too long for this machine",
+            )
+            .on_device(&self.uri)
+            .at(offset, len)
+        })?;
+        // A request's length is 32 bits; keep pieces 4 KiB aligned.
+        self.run(CMD_WRITE_ZEROES, offset, len, !4095u32 as usize, None, None)
     }
 
     fn flush(&self) -> Result<()> {

@@ -551,13 +551,18 @@ impl Volume for Array {
     }
 
     /// Durable when it returns: what the stripe cache holds of the range is
-    /// written first, then the members flushed.
+    /// written first, then the members the write reached are flushed, and
+    /// only those: the others hold none of it, and a FUA write should not
+    /// wait for their unrelated writes (a 4 KiB FUA write on a RAID 5 flushes
+    /// its data and parity members). See `members_written_by` for when every
+    /// member is flushed instead.
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write_at(buf, offset)?;
+        let len = buf.len() as u64;
         if let Some(cache) = self.stripe_cache.get() {
-            cache.write_out_range(Some((offset, buf.len() as u64)), self)?;
+            cache.write_out_range(Some((offset, len)), self)?;
         }
-        self.flush_members_now()
+        self.flush_members_in(self.members_written_by(offset, len).as_deref())
     }
 
     fn optimal_io_size(&self) -> Option<u64> {

@@ -65,9 +65,41 @@ impl Array {
 
     /// Flush every member in service (a member that cannot is taken out).
     pub(super) fn flush_members_now(&self) -> Result<()> {
+        self.flush_members_in(None)
+    }
+
+    /// The roles a plain write of `[offset, offset+len)` writes, as the
+    /// write path plans it now; `None` where that is not the whole story and
+    /// a FUA write must flush every member: a rebuild in progress (its target
+    /// takes writes too), a journal or partial parity log (their writes go to
+    /// other places first).
+    pub(super) fn members_written_by(&self, offset: u64, len: u64) -> Option<Vec<usize>> {
+        let view = self.view();
+        if view.recovery.is_some()
+            || !matches!(self.write_log(), WriteLog::Resync | WriteLog::Bitmap)
+        {
+            return None;
+        }
+        let live = self.live_in(&view);
+        let mut roles = Vec::new();
+        for (pos, n) in self.pieces(offset, len) {
+            let plan = plan_write(&self.geometry, &live, pos, n).ok()?;
+            roles.extend(plan.writes().map(|op| op.member));
+        }
+        roles.sort_unstable();
+        roles.dedup();
+        Some(roles)
+    }
+
+    /// Flush the members in service among `roles` (every member in service
+    /// when `None`); a member that cannot is taken out.
+    pub(super) fn flush_members_in(&self, roles: Option<&[usize]>) -> Result<()> {
         let view = self.view();
         let live = self.live_in(&view);
         for (r, m) in view.members.iter().enumerate() {
+            if roles.is_some_and(|roles| !roles.contains(&r)) {
+                continue;
+            }
             if let (Some(m), true) = (m, live[r]) {
                 if m.flush().is_err() {
                     // A member that cannot make its writes durable is out.

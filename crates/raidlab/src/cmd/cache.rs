@@ -174,7 +174,11 @@ fn open_cached(
     }
     let clock = Arc::new(SystemClock::default());
     match CachedVolume::open(cache, origin.volume.clone(), origin.id, clock) {
-        Ok(v) => Ok(Ok((v, origin))),
+        Ok(v) => {
+            // Real devices: a flush's next read overlaps this write.
+            v.set_overlapped_writeback(true);
+            Ok(Ok((v, origin)))
+        }
         Err(e) => Ok(Err((e.into(), origin))),
     }
 }

@@ -337,14 +337,6 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
     let Some(device) = &e.cache else {
         return open_origin(e);
     };
-    if e.read_only {
-        bail!(
-            "export {:?}: serving a cached volume read-only is not built (the cache writes its \
-             device on every promotion and cleans to the origin); serve it writable, or \
-             `raidlab cache detach` and serve the origin read-only",
-            e.name
-        );
-    }
     // Before the origin is started: the cache must exist and not be detached.
     // Its binding to this origin is checked when it is opened over it.
     let recorded = FileVolume::open(device, OpenMode::ReadOnly)
@@ -405,11 +397,27 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             e.name
         ),
     };
-    let opened = FileVolume::open(device, OpenMode::ReadWrite)
+    // Read-only: both devices opened read-only and the cache opened so that
+    // it writes nothing (no promotion, no cleaning, no table or counters):
+    // hits, dirty blocks included, come from the cache device, the rest
+    // from the origin.
+    let mode = if e.read_only {
+        OpenMode::ReadOnly
+    } else {
+        OpenMode::ReadWrite
+    };
+    let opened = FileVolume::open(device, mode)
         .map_err(anyhow::Error::from)
         .and_then(|c| {
             let clock = Arc::new(raidlab_devices::SystemClock::default());
-            Ok(CachedVolume::open(c, x.volume.clone(), id, clock)?)
+            let v = if e.read_only {
+                CachedVolume::open_read_only(c, x.volume.clone(), id, clock)?
+            } else {
+                CachedVolume::open(c, x.volume.clone(), id, clock)?
+            };
+            // Real devices: a write-back's next read overlaps this write.
+            v.set_overlapped_writeback(true);
+            Ok(v)
         })
         .with_context(|| {
             format!(
@@ -429,7 +437,8 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
         }
     };
     let sb = cached.superblock();
-    let cleaner = BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL);
+    let cleaner = (!e.read_only)
+        .then(|| BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL));
     let export = Export {
         name: x.name.clone(),
         description: format!(
@@ -441,7 +450,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             x.description
         ),
         volume: cached.clone(),
-        read_only: false,
+        read_only: e.read_only,
         preferred_block: x.preferred_block,
         // The cache's flush writes its table, flushes its device and the
         // origin: it covers every completed write of any connection.
@@ -452,7 +461,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             name: x.name,
             device: device.clone(),
             cached,
-            cleaner: Some(cleaner),
+            cleaner,
             origin: Box::new(origin),
             origin_file: e.file.clone(),
             origin_label,

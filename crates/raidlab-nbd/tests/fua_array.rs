@@ -1,0 +1,167 @@
+//! FUA through an array, directly and over NBD: a FUA write to a RAID 5 is
+//! made durable on the members it wrote (their flush is seen by a recording
+//! member volume), and on no other; a plain write flushes nothing; a flush
+//! reaches every member. Over NBD, raidlab's client sends the FUA flag and the
+//! server passes it to the array.
+
+use raidlab_core::Volume;
+use raidlab_devices::{Access, MemVolume, Recorded, SystemClock};
+use raidlab_layout::{Layout, Level, ParityLayout};
+use raidlab_nbd::client::NbdVolume;
+use raidlab_nbd::listen::{run, Listener};
+use raidlab_nbd::{Export, Limits, Server};
+use raidlab_raid::array::Array;
+use raidlab_raid::assemble::{CreateSpec, Device, NewMember};
+use raidlab_raid::stripe_cache::StripeCacheConfig;
+use std::os::unix::net::UnixListener;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+const CHUNK: u64 = 64 << 10;
+
+fn raid5(members: usize) -> (Arc<Array>, Vec<Arc<Recorded>>) {
+    let recorded: Vec<Arc<Recorded>> = (0..members)
+        .map(|_| Arc::new(Recorded::new(Arc::new(MemVolume::new(8 << 20)))))
+        .collect();
+    let new = recorded
+        .iter()
+        .enumerate()
+        .map(|(i, r)| NewMember {
+            device: Device {
+                path: format!("m{i}"),
+                volume: r.clone() as Arc<dyn Volume>,
+            },
+            zeroed: true,
+        })
+        .collect();
+    let spec = CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::Parity(ParityLayout::LeftSymmetric),
+        chunk_bytes: CHUNK,
+        spares: 0,
+        name: "fua".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let mut asm = raidlab_raid::assemble::create(&spec, new).unwrap();
+    asm.mark_dirty().unwrap();
+    (Arc::new(asm.array().unwrap()), recorded)
+}
+
+fn flushes(members: &[Arc<Recorded>]) -> Vec<u64> {
+    members.iter().map(|m| m.flushes()).collect()
+}
+
+/// The members a write of `[at, at+len)` writes, by the array's own plan.
+fn written_by(array: &Array, at: u64, len: u64) -> Vec<usize> {
+    let mut roles: Vec<usize> = array
+        .plan_write(at, len)
+        .unwrap()
+        .writes()
+        .map(|op| op.member)
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    roles
+}
+
+/// What each member's flush count grew by while `f` ran.
+fn flushed_during(members: &[Arc<Recorded>], f: impl FnOnce()) -> Vec<u64> {
+    let before = flushes(members);
+    f();
+    flushes(members)
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a - b)
+        .collect()
+}
+
+fn only(roles: &[usize], n: usize) -> Vec<u64> {
+    (0..n).map(|r| u64::from(roles.contains(&r))).collect()
+}
+
+/// A FUA write, a plain write and a flush through `v` (the array or an NBD
+/// client of it), each checked against the members' flushes.
+fn check(v: &dyn Volume, array: &Array, members: &[Arc<Recorded>]) {
+    let n = members.len();
+    let at = 5 * CHUNK + 4096;
+    let roles = written_by(array, at, 4096);
+    // A 4 KiB write on a RAID 5 writes one data and one parity member.
+    assert_eq!(roles.len(), 2, "roles {roles:?}");
+    let data = vec![0xa5u8; 4096];
+    let plain = flushed_during(members, || v.write_at(&data, at).unwrap());
+    assert_eq!(plain, vec![0; n], "a plain write flushed members");
+    let fua = flushed_during(members, || v.write_at_fua(&data, at).unwrap());
+    assert_eq!(fua, only(&roles, n), "FUA write of roles {roles:?}");
+    let mut back = vec![0u8; 4096];
+    array.read_at(&mut back, at).unwrap();
+    assert_eq!(back, data);
+    // Two chunks of one stripe and the next stripe's first: four members.
+    let wide = written_by(array, 2 * CHUNK, 4 * CHUNK);
+    let big = vec![0x3cu8; 4 * CHUNK as usize];
+    let fua = flushed_during(members, || v.write_at_fua(&big, 2 * CHUNK).unwrap());
+    assert_eq!(fua, only(&wide, n), "FUA write of roles {wide:?}");
+    let all = flushed_during(members, || v.flush().unwrap());
+    assert_eq!(all, vec![1; n], "a flush reaches every member");
+}
+
+#[test]
+fn a_fua_write_flushes_the_members_it_wrote_and_no_other() {
+    let (array, members) = raid5(5);
+    check(&*array, &array, &members);
+}
+
+#[test]
+fn a_fua_write_held_by_the_stripe_cache_is_written_out_and_flushed() {
+    let (array, members) = raid5(4);
+    let clock: &'static SystemClock = Box::leak(Box::default());
+    array
+        .start_stripe_cache(StripeCacheConfig::default(), clock)
+        .unwrap();
+    let at = 9 * CHUNK;
+    let roles = written_by(&array, at, 4096);
+    let data = vec![0x77u8; 4096];
+    for m in &members {
+        m.take();
+    }
+    let fua = flushed_during(&members, || array.write_at_fua(&data, at).unwrap());
+    assert_eq!(fua, only(&roles, members.len()));
+    // The held piece went down before the flush: the data member has it.
+    let wrote: Vec<usize> = (0..members.len())
+        .filter(|&r| members[r].take().iter().any(|a| a.access == Access::Write))
+        .collect();
+    assert_eq!(wrote, roles);
+}
+
+#[test]
+fn fua_over_nbd_reaches_the_arrays_members() {
+    let (array, members) = raid5(5);
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let exports = vec![Export {
+        name: "md".into(),
+        description: "RAID 5".into(),
+        volume: array.clone(),
+        read_only: false,
+        preferred_block: 4096,
+        multi_conn: true,
+    }];
+    let server = Server::new(exports, Limits::default(), Box::new(|_| {}));
+    let listener = Listener::Unix(UnixListener::bind(&sock).unwrap());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| run(&server, std::slice::from_ref(&listener), &stop, &|_| {}).unwrap());
+        let client =
+            NbdVolume::connect(&format!("nbd+unix:///md?socket={}", sock.display())).unwrap();
+        check(&client, &array, &members);
+        // Write-zeroes over NBD reads back as zeros.
+        client.write_zeroes(3 * CHUNK, 2 * CHUNK).unwrap();
+        let mut back = vec![1u8; 2 * CHUNK as usize];
+        array.read_at(&mut back, 3 * CHUNK).unwrap();
+        assert!(back.iter().all(|&b| b == 0));
+        drop(client);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+}
