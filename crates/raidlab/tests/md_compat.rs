@@ -1556,7 +1556,12 @@ fn linux_md_compatibility_both_directions() {
                         ));
                         break;
                     };
-                    for b in compare_examine(&md_text, j, text) {
+                    let diffs = if c.has("v0.90") {
+                        compare_examine_090(&md_text, j, text)
+                    } else {
+                        compare_examine(&md_text, j, text)
+                    };
+                    for b in diffs {
                         failures.push(format!("{tag}: member {i} as mdadm --examine sees it: {b}"));
                     }
                 }

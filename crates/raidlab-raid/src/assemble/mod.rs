@@ -9,15 +9,18 @@
 //! Split by decision: this file judges members and builds the array;
 //! `logs` starts the write journal and the partial parity log (replaying what an
 //! unclean stop left); `superblocks` writes the array's state back to every live
-//! member; `create` makes a new array.
+//! member; `create` makes a new array, `create_zoned` a linear or multi-zone
+//! RAID 0 one.
 
 mod bad_blocks;
 mod create;
+mod create_zoned;
 mod logs;
 mod superblocks;
 mod zones;
 
 pub use create::{create, create_with_journal, create_with_metadata, CreateSpec, NewMember};
+pub use create_zoned::{create_zoned, raid0_sizes_differ, ZonedSpec};
 
 use crate::array::Array;
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
