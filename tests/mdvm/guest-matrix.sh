@@ -15,6 +15,8 @@
 #       every member is saved in results/A/NAME/; then the guest assembles
 #       it read-only and checks the bytes once more.
 #   B NAME LEVEL NDEV MEMBER_BYTES OFF1,... ARRAY_BYTES OUT DEGRADED [FLAGS]
+#       (MEMBER_BYTES one per member for linear (LEVEL -1) and multi-zone
+#       RAID 0, as in A lines)
 #       members written by raidlab: md assembles them (must be clean, not
 #       degraded, no resync, ARRAY_BYTES long), a `check` must find
 #       mismatch_cnt 0; then, read-only, each DEGRADED set (';'-separated
@@ -41,7 +43,7 @@
 #       guest too (the host does the real comparison).
 # FLAGS of A and B lines (comma-separated, '-' = none) that change where the
 # members are: `v1.0` / `v1.1` / `v0.90` = md metadata 1.0 / 1.1 / 0.90
-# (default 1.2; 0.90 in A lines only: raidlab does not write it);
+# (default 1.2);
 # `mbr6` / `gpt2` = each slot is a whole-disk image (table written by the
 # host with sfdisk) and the member is its partition 6 (MBR, logical) or 2
 # (GPT), as the kernel itself finds it (losetup -P, /dev/loopNpM).
@@ -269,7 +271,7 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
     wait_idle 300
     copy_out 0 || bad="$bad read-failed"
     phase read
-    if [ "$level" != 0 ]; then
+    if [ "$level" != 0 ] && [ "$level" != -1 ]; then
         echo check >"$SYS/sync_action"
         sleep 0.1
         wait_idle 300 || bad="$bad check-did-not-finish"

@@ -235,12 +235,14 @@ impl Assembly {
         sb.data_size = sectors.saturating_sub(sb.data_offset);
         if sb.version() == MetadataVersion::V0_90 {
             // Its own place near its own end; the data before it.
-            let at = MetadataVersion::V0_90.super_offset(sectors).ok_or_else(|| {
-                Error::invalid(format!(
-                    "{} is too small for a metadata 0.90 superblock",
-                    device.path
-                ))
-            })?;
+            let at = MetadataVersion::V0_90
+                .super_offset(sectors)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{} is too small for a metadata 0.90 superblock",
+                        device.path
+                    ))
+                })?;
             sb.super_offset = at;
             sb.data_size = at;
             sb.device_uuid[12..].copy_from_slice(&dev_number.to_be_bytes());

@@ -191,7 +191,12 @@ pub struct CreateArgs {
     /// starts at sector 0, so a RAID 1 member reads as a plain file system) or
     /// 0.90 (the old format, near the end: at most 27 devices and 4 TiB per
     /// member, no bitmap).
-    #[arg(long, short = 'e', default_value = "1.2", value_name = "0.90|1.0|1.1|1.2")]
+    #[arg(
+        long,
+        short = 'e',
+        default_value = "1.2",
+        value_name = "0.90|1.0|1.1|1.2"
+    )]
     pub metadata: String,
     /// Member files or block devices (or `IMAGE@N` partitions), in role order.
     #[arg(required = true)]

@@ -28,7 +28,11 @@ pub struct ZonedSpec {
 /// Whether RAID 0 over `members` (chunk `chunk_bytes`, metadata `version`)
 /// has members of different sizes in chunks: md then lays it out in zones,
 /// and [`create_zoned`] is the one to create it.
-pub fn raid0_sizes_differ(members: &[NewMember], chunk_bytes: u64, version: MetadataVersion) -> bool {
+pub fn raid0_sizes_differ(
+    members: &[NewMember],
+    chunk_bytes: u64,
+    version: MetadataVersion,
+) -> bool {
     let chunk_sectors = (chunk_bytes / SECTOR).max(1);
     let first = members.first().map_or(0, |m| m.device.volume.size());
     let data_offset =
