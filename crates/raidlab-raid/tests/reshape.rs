@@ -5,8 +5,9 @@
 //! RAID 5 is created and filled in its old geometry, the part below the
 //! position is written again through an array of the new geometry (as md's
 //! reshape leaves it), and the superblocks get md's reshape fields. They show
-//! that raidlab reads such a state as md defines it; agreement with a state
-//! md itself wrote is the VM test's to show (not built yet).
+//! that raidlab reads such a state as md defines it; a grow md itself
+//! interrupted is read in the VM test (`md_compat.rs`,
+//! `an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position`).
 
 use raidlab_core::Volume;
 use raidlab_layout::{Geometry, Layout, Level};
