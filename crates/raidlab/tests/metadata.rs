@@ -356,7 +356,10 @@ fn metadata_090_is_read_in_both_byte_orders_and_written_in_the_hosts() {
         let o = run(d, &["export", "n1", "m0", "m2"]);
         assert!(o.stdout == data2, "export after the rebuild differs");
         let o = run(d, &["export", "m0", "n1", "missing"]);
-        assert!(o.stdout == data2, "degraded export after the rebuild differs");
+        assert!(
+            o.stdout == data2,
+            "degraded export after the rebuild differs"
+        );
     }
 }
 

@@ -236,9 +236,10 @@ fn disk_table(sb: &Superblock, template: &Sb090) -> Vec<Option<Disk090>> {
             }
         })
         .collect();
-    for slot in 0..(sb.raid_disks as usize).min(DISKS) {
-        if table[slot].is_none() {
-            table[slot] = Some(Disk090 {
+    let slots = (sb.raid_disks as usize).min(DISKS);
+    for (slot, d) in table.iter_mut().enumerate().take(slots) {
+        if d.is_none() {
+            *d = Some(Disk090 {
                 number: slot as u32,
                 major: 0,
                 minor: 0,
