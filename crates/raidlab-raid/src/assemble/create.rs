@@ -116,6 +116,15 @@ pub fn create_with_metadata(
         )));
     }
     check_new_members(&members, spec.force)?;
+    if version == MetadataVersion::V0_90
+        && spec.level == Level::Raid0
+        && super::create_zoned::raid0_sizes_differ(&members, spec.chunk_bytes, version)
+    {
+        // 0.90 records no data size: md would lay these out in zones.
+        return Err(Error::invalid(
+            "metadata 0.90 does not record each member's data size, so md lays out RAID 0 over members of different sizes in zones: create it as a multi-zone RAID 0 (`create_zoned`, as `raidlab create` does), or give members of one size",
+        ));
+    }
     let smallest = members
         .iter()
         .take(member_count)
@@ -220,6 +229,13 @@ pub fn create_with_metadata(
             // md sizes RAID 0 from each member's data_size: make them equal so md
             // sees one zone, exactly the striping raidlab uses, on unequal members.
             sb.data_size = array.member_sectors;
+        }
+        if let Some(t) = sb.v0_90.as_mut() {
+            // Every 0.90 table lists every device of the new array, spares too.
+            t.in_service = Some(raidlab_md::sb090::InService {
+                numbers: (0..members.len() as u32).collect(),
+                rebuilding: Vec::new(),
+            });
         }
         if spec.ppl {
             raidlab_md::ppl::enable_ppl(&mut sb).map_err(|e| e.on_device(m.device.path.clone()))?;
