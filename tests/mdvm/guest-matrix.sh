@@ -15,6 +15,8 @@
 #       every member is saved in results/A/NAME/; then the guest assembles
 #       it read-only and checks the bytes once more.
 #   B NAME LEVEL NDEV MEMBER_BYTES OFF1,... ARRAY_BYTES OUT DEGRADED [FLAGS]
+#       (MEMBER_BYTES one per member for linear (LEVEL -1) and multi-zone
+#       RAID 0, as in A lines)
 #       members written by raidlab: md assembles them (must be clean, not
 #       degraded, no resync, ARRAY_BYTES long), a `check` must find
 #       mismatch_cnt 0; then, read-only, each DEGRADED set (';'-separated
@@ -37,11 +39,16 @@
 #       page cache (dd, then sync); the members' sectors read and
 #       written during the stream (from /sys/block/loopN/stat) are reported:
 #       how md's stripe cache turns a sequential stream into whole stripes.
+#   G NAME NDEV MEMBER_BYTES OFFS
+#       md creates a RAID 5 of NDEV-1 members (64K chunk), writes the
+#       pattern, adds the last slot and grows the array onto it with the
+#       reshape slowed down, and stops it once a reshape position is
+#       recorded: an array stopped mid-reshape, for raidlab to read.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # FLAGS of A and B lines (comma-separated, '-' = none) that change where the
 # members are: `v1.0` / `v1.1` / `v0.90` = md metadata 1.0 / 1.1 / 0.90
-# (default 1.2; 0.90 in A lines only: raidlab does not write it);
+# (default 1.2);
 # `mbr6` / `gpt2` = each slot is a whole-disk image (table written by the
 # host with sfdisk) and the member is its partition 6 (MBR, logical) or 2
 # (GPT), as the kernel itself finds it (losetup -P, /dev/loopNpM).
@@ -269,7 +276,7 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
     wait_idle 300
     copy_out 0 || bad="$bad read-failed"
     phase read
-    if [ "$level" != 0 ]; then
+    if [ "$level" != 0 ] && [ "$level" != -1 ]; then
         echo check >"$SYS/sync_action"
         sleep 0.1
         wait_idle 300 || bad="$bad check-did-not-finish"
@@ -429,6 +436,50 @@ run_s() { # NAME NDEV MBYTES OFFS MIB: member I/O of a sequential write stream
     detach
 }
 
+run_g() { # NAME NDEV MBYTES OFFS: md grows a RAID 5 by one member, stopped part-way
+    # RAID 5 of NDEV-1 members (1.2, 64K chunk) holding the pattern; the last
+    # slot is added and the array grown to NDEV members with the reshape
+    # slowed down, then stopped once md has recorded a reshape position.
+    name=$1 n=$2 mb=$3 offs=$4
+    set_flags -
+    dir="$R/G/$name"; mkdir -p "$dir"
+    attach "$mb" "$offs" || { result "$name" G FAIL "losetup failed"; detach; return; }
+    first=$(echo $loops | awk '{$NF=""; print}')
+    last=$(echo $loops | awk '{print $NF}')
+    # shellcheck disable=SC2086
+    if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=64 --raid-devices=$((n - 1)) --name="$name" --run --quiet $first >"$dir/create.log" 2>&1 </dev/null; then
+        result "$name" G FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
+    fi
+    wait_idle 300 || { result "$name" G FAIL "initial sync did not finish"; stop_md; detach; return; }
+    size=$(blockdev --getsize64 "$MD")
+    bs=$(bsfor "$size" 4194304)
+    dd if="$D" of="$MD" bs="$bs" count=$((size / bs)) oflag=direct 2>"$dir/dd.log" || {
+        result "$name" G FAIL "writing the pattern failed"; stop_md; detach; return; }
+    sync
+    echo 1 >"$SYS/sync_speed_min"; echo 64 >"$SYS/sync_speed_max"
+    mdadm "$MD" --add "$last" >"$dir/add.log" 2>&1 || {
+        result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
+    if ! mdadm --grow "$MD" --raid-devices="$n" >"$dir/grow.log" 2>&1 </dev/null; then
+        result "$name" G FAIL "mdadm --grow: $(tr '\n' ' ' <"$dir/grow.log")"; stop_md; detach; return
+    fi
+    i=0; pos=none
+    while [ $i -lt 1200 ]; do
+        pos=$(cat "$SYS/reshape_position" 2>/dev/null || echo none)
+        case "$pos" in none|0) ;; *) break ;; esac
+        sleep 0.1; i=$((i + 1))
+    done
+    cat /proc/mdstat >"$dir/mdstat"
+    echo frozen >"$SYS/sync_action" 2>/dev/null
+    stop_md
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    if [ "$pos" = none ] || [ "$pos" = 0 ]; then
+        result "$name" G FAIL "no reshape position recorded in 120 s: $(tr '\n' ' ' <"$dir/mdstat")"
+    else
+        result "$name" G PASS "reshape_position=$pos array_bytes=$size"
+    fi
+    detach
+}
+
 T0=$(now)
 note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
@@ -445,6 +496,8 @@ while read -r kind rest <&3; do
            run_k $rest ;;
         S) # shellcheck disable=SC2086
            run_s $rest ;;
+        G) # shellcheck disable=SC2086
+           run_g $rest ;;
         SET) set -- $rest
              case "$1" in a_verify) A_VERIFY=$2 ;; esac ;;
         ''|'#'*) ;;

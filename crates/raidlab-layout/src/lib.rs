@@ -12,6 +12,7 @@
 
 use raidlab_core::{Error, Result};
 
+pub mod reshape;
 pub mod zones;
 pub use zones::{ZoneMap, ZonedKind};
 

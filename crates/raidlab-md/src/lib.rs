@@ -19,8 +19,9 @@
 //!   (4 KiB from the start), `mdadm --examine` style output and the choices
 //!   `mdadm --create` makes (data offset, member size, bad-block-log placement).
 //! - [`sb090`]: the old metadata 0.90 superblock (`mdp_super_t`, 64 KiB aligned
-//!   near the end, in the writing host's byte order), read only, presented as
-//!   its v1 equivalent so assembly needs no second path.
+//!   near the end, in the writing host's byte order), presented as its v1
+//!   equivalent so assembly needs no second path, and written back as md
+//!   rebuilds it (in the host's byte order).
 //! - [`badblocks`]: md's per-member bad-block log (read and printed, not written).
 //! - [`bitmap`]: the internal write-intent bitmap (`bitmap_super_t` and one bit per
 //!   chunk, right after the v1.2 superblock) and the chunk mdadm chooses.

@@ -1,4 +1,5 @@
-//! md's metadata 0.90 superblock (`mdp_super_t`), read only.
+//! md's metadata 0.90 superblock (`mdp_super_t`): reading it (here) and
+//! writing it (`write`, as md rebuilds it on every update).
 //!
 //! 4096 bytes at sector `(device_sectors & !127) - 128` (64 KiB aligned, 64 to
 //! 128 KiB from the end; the data starts at sector 0). 1024 32-bit words in the
@@ -29,8 +30,8 @@
 //!
 //! [`Sb090::to_v1`] gives the same facts as a v1 [`Superblock`] in memory
 //! (roles from the disk descriptors, sizes in sectors) so that assembly and
-//! reading need no second path; such a superblock keeps the 0.90 original and
-//! [`Superblock::write_to`] refuses to write it (writing 0.90 is not built).
+//! reading need no second path; such a superblock keeps the 0.90 original,
+//! and [`Superblock::write_to`] writes it back as 0.90 ([`Sb090::from_v1`]).
 
 use crate::superblock::{feature, Superblock, MAX_SECTOR, MD_SB_MAGIC, ROLE_FAULTY, ROLE_SPARE};
 use raidlab_core::{Error, Volume};
@@ -69,7 +70,13 @@ pub struct Disk090 {
 pub struct Sb090 {
     pub big_endian: bool,
     words: Vec<u32>,
+    /// The devices an assembly has in service, set before it writes, so the
+    /// disk table lists them all (None: the table read, plus this device).
+    pub in_service: Option<InService>,
 }
+
+mod write;
+pub use write::InService;
 
 /// The sector of the 0.90 superblock on a device of `device_sectors` (md's
 /// `MD_NEW_SIZE_SECTORS`); `None` when the device is smaller than 64 KiB.
@@ -115,7 +122,11 @@ impl Sb090 {
                 }
             })
             .collect();
-        let sb = Sb090 { big_endian, words };
+        let sb = Sb090 {
+            big_endian,
+            words,
+            in_service: None,
+        };
         if sb.w(1) != 0 {
             return Err(invalid("major_version", sb.w(1), 0));
         }

@@ -70,7 +70,7 @@ pub enum MetadataVersion {
     #[serde(rename = "1.2")]
     V1_2,
     /// The old 0.90 format (its own layout, [`crate::sb090`]) at sector
-    /// `(device_sectors & !127) - 128`; read only.
+    /// `(device_sectors & !127) - 128`.
     #[serde(rename = "0.90")]
     V0_90,
 }
@@ -93,9 +93,10 @@ impl MetadataVersion {
         }
     }
 
-    /// From mdadm's spellings: `1.0`, `1`, `1.1`, `1.2`, `default`.
+    /// From mdadm's spellings: `0.90`, `0`, `1.0`, `1`, `1.1`, `1.2`, `default`.
     pub fn parse(s: &str) -> Option<MetadataVersion> {
         Some(match s {
+            "0.90" | "0.9" | "0" | "00.90" => MetadataVersion::V0_90,
             "1.0" | "1" | "1.00" => MetadataVersion::V1_0,
             "1.1" | "1.01" => MetadataVersion::V1_1,
             "1.2" | "1.02" | "default" => MetadataVersion::V1_2,
@@ -265,8 +266,9 @@ pub struct Superblock {
     /// The role of every device (slot number, [`ROLE_SPARE`], [`ROLE_FAULTY`] or
     /// [`ROLE_JOURNAL`]); always exactly `max_dev` entries.
     pub dev_roles: Vec<u16>,
-    /// Set when this superblock was read from metadata 0.90 (the original, for
-    /// examine; such a superblock is never written: see [`crate::sb090`]).
+    /// Set for metadata 0.90: the superblock read (for examine, and for what
+    /// only 0.90 records) or a blank one for a new member; [`Superblock::write_to`]
+    /// then writes 0.90 (see [`crate::sb090`]).
     #[serde(skip)]
     pub v0_90: Option<Box<crate::sb090::Sb090>>,
 }
@@ -791,11 +793,7 @@ impl Superblock {
         let at = self.super_offset.saturating_mul(512);
         let ctx = |e: Error| e.on_device(name.clone()).at(at, SB_AREA as u64);
         if self.v0_90.is_some() {
-            return Err(ctx(Error::new(
-                ErrorKind::Unsupported,
-                Op::Write,
-                "this member has md metadata 0.90, which raidlab reads but does not write yet: read the array (`raidlab export`, `serve --read-only`) and nothing on it changes",
-            )));
+            return self.write_090(vol).map_err(ctx);
         }
         if self.feature_map & feature::BITMAP_OFFSET != 0
             && (0..(SB_AREA / 512) as i32).contains(&self.bitmap_offset)
@@ -852,6 +850,38 @@ impl Superblock {
             )));
         }
         vol.write_at(&self.to_bytes(), at)?;
+        vol.flush()
+    }
+
+    /// [`Superblock::write_to`] for metadata 0.90: checked against this
+    /// device (place, sizes), then written as md's `mdp_super_t`.
+    fn write_090(&self, vol: &dyn Volume) -> Result<(), Error> {
+        let dev_sectors = vol.size() / 512;
+        let place = crate::sb090::super_offset(dev_sectors);
+        if place != Some(self.super_offset) {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                Op::Write,
+                format!(
+                    "a 0.90 superblock with super_offset {} does not belong on this device of {dev_sectors} sectors (0.90 keeps it at sector {}); nothing was written",
+                    self.super_offset,
+                    place.map_or("none: the device is smaller than 64 KiB".to_string(), |s| s.to_string())
+                ),
+            ));
+        }
+        if self.data_offset != 0 || self.size > self.super_offset {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                Op::Write,
+                format!(
+                    "a 0.90 member's data starts at sector 0 and ends before its superblock at sector {}; this one says data offset {} and {} sectors: nothing was written",
+                    self.super_offset, self.data_offset, self.size
+                ),
+            ));
+        }
+        self.validate()?;
+        let sb = crate::sb090::Sb090::from_v1(self)?;
+        vol.write_at(&sb.to_bytes(), self.super_offset * 512)?;
         vol.flush()
     }
 
@@ -985,7 +1015,12 @@ pub fn default_member_sectors_for(
     chunk_sectors: u32,
 ) -> u64 {
     match version {
-        MetadataVersion::V1_0 | MetadataVersion::V0_90 => {
+        MetadataVersion::V0_90 => {
+            // mdadm's avail_size0: everything before the superblock.
+            let avail = crate::sb090::super_offset(device_bytes / 512).unwrap_or(0);
+            default_member_sectors(avail * 512, 0, level, chunk_sectors)
+        }
+        MetadataVersion::V1_0 => {
             let dev = device_bytes / 512;
             let overhead = 16 + 8 + choose_bm_space(dev);
             let free = (dev & !7).saturating_sub(overhead);
@@ -1081,7 +1116,10 @@ pub fn new_member(
 ///   (`array.data_offset_sectors` should be 0), and before the superblock the
 ///   bitmap space (`choose_bm_space(size)`) plus an 8-sector bad block log at
 ///   -8, taken from the room left after `size` when there is less;
-///   `data_size` is what remains before them.
+///   `data_size` is what remains before them;
+/// - 0.90: the superblock 64 KiB aligned 64 to 128 KiB from the end, data
+///   from sector 0 up to it, 27 device slots, no bad-block log; written as
+///   0.90 by [`Superblock::write_to`].
 pub fn new_member_at(
     array: &NewArray,
     version: MetadataVersion,
@@ -1117,8 +1155,12 @@ pub fn new_member_at(
     let data_offset = array.data_offset_sectors;
     let bm_space = choose_bm_space(array.member_sectors);
     let (super_offset, data_size, bblog_size, bblog_offset) = match version {
-        // (0.90 is never created: laid out as 1.0 if asked)
-        MetadataVersion::V1_0 | MetadataVersion::V0_90 => {
+        MetadataVersion::V0_90 => {
+            // Data from sector 0 up to the superblock, no bad-block log.
+            let sb = crate::sb090::super_offset(device_sectors).unwrap_or(0);
+            (sb, sb, 0, 0)
+        }
+        MetadataVersion::V1_0 => {
             let version = MetadataVersion::V1_0;
             let sb = version.super_offset(device_sectors).unwrap_or(0);
             let mut room = bm_space + 8;
@@ -1140,6 +1182,17 @@ pub fn new_member_at(
             };
             (sbo, device_sectors.saturating_sub(data_offset), bbs, bbo)
         }
+    };
+    let v0_90 = (version == MetadataVersion::V0_90).then(|| Box::new(crate::sb090::Sb090::blank()));
+    let (max_dev, device_uuid) = if v0_90.is_some() {
+        // 0.90 has 27 descriptors and no device UUID: it is the array's
+        // with the device number last, as reading one gives it.
+        let mut u = array.uuid;
+        u[12..].copy_from_slice(&dev_number.to_be_bytes());
+        dev_roles.resize(crate::sb090::DISKS, ROLE_SPARE);
+        (crate::sb090::DISKS as u32, u)
+    } else {
+        (max_dev, device_uuid)
     };
     Superblock {
         feature_map: 0,
@@ -1174,7 +1227,7 @@ pub fn new_member_at(
         resync_offset: if array.clean { MAX_SECTOR } else { 0 },
         max_dev,
         dev_roles,
-        v0_90: None,
+        v0_90,
     }
 }
 

@@ -233,7 +233,20 @@ impl Assembly {
         sb.device_uuid = *uuid::Uuid::new_v4().as_bytes();
         let sectors = device.volume.size() / SECTOR;
         sb.data_size = sectors.saturating_sub(sb.data_offset);
-        if sb.version() == MetadataVersion::V1_0 {
+        if sb.version() == MetadataVersion::V0_90 {
+            // Its own place near its own end; the data before it.
+            let at = MetadataVersion::V0_90
+                .super_offset(sectors)
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{} is too small for a metadata 0.90 superblock",
+                        device.path
+                    ))
+                })?;
+            sb.super_offset = at;
+            sb.data_size = at;
+            sb.device_uuid[12..].copy_from_slice(&dev_number.to_be_bytes());
+        } else if sb.version() == MetadataVersion::V1_0 {
             // The superblock sits at this device's own end, and what md keeps
             // before it (an internal bitmap, the bad-block log) comes out of
             // the data area, as mdadm lays out a new 1.0 member.

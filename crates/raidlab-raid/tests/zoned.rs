@@ -185,3 +185,83 @@ fn equal_members_stay_with_the_striping_engine() {
     assert!(asm.zone_map().is_none());
     assert_eq!(asm.data_bytes(), asm.geometry.array_bytes());
 }
+
+/// `create_zoned` writes what md reads: each member keeps its own data size,
+/// the level and layout (with RAID0_LAYOUT for v1) are recorded, and the
+/// array assembled from those superblocks is laid out in the zones the sizes
+/// make, for every metadata version.
+#[test]
+fn create_zoned_records_each_members_size_and_the_layout() {
+    use raidlab_md::MetadataVersion;
+    use raidlab_raid::assemble::{create_zoned, NewMember, ZonedSpec};
+    let sizes = [5 * MIB, 3 * MIB, 7 * MIB];
+    for version in [
+        MetadataVersion::V1_2,
+        MetadataVersion::V1_1,
+        MetadataVersion::V1_0,
+        MetadataVersion::V0_90,
+    ] {
+        for (linear, layout) in [(true, 0), (false, RAID0_ORIGINAL), (false, RAID0_ALTERNATE)] {
+            let devs: Vec<Device> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| Device {
+                    path: format!("m{i}"),
+                    volume: std::sync::Arc::new(raidlab_devices::MemVolume::new(s)),
+                })
+                .collect();
+            let spec = ZonedSpec {
+                linear,
+                chunk_bytes: CHUNK,
+                raid0_layout: layout,
+                name: "z".into(),
+                force: false,
+            };
+            let news = devs
+                .iter()
+                .map(|d| NewMember {
+                    device: d.clone(),
+                    zeroed: true,
+                })
+                .collect();
+            let what = format!("{version} linear={linear} layout={layout}");
+            let asm = create_zoned(&spec, news, version).expect(&what);
+            assert_eq!(asm.level_name(), if linear { "linear" } else { "raid0" });
+            let zones = asm.zone_map().expect(&what).unwrap();
+            assert_eq!(zones.zones.len(), 3, "{what}");
+            let mut total = 0;
+            for d in &devs {
+                let sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
+                assert_eq!(sb.version(), version, "{what}");
+                assert_eq!((sb.level, sb.layout), (if linear { -1 } else { 0 }, layout));
+                let v1 = version != MetadataVersion::V0_90;
+                assert_eq!(
+                    sb.feature_map & feature::RAID0_LAYOUT != 0,
+                    !linear && v1,
+                    "{what}"
+                );
+                // The member's own space, all of it (md rounds to the chunk).
+                let end = if v1 && version != MetadataVersion::V1_0 {
+                    d.volume.size() / 512
+                } else {
+                    sb.super_offset
+                };
+                assert!(sb.data_offset + sb.data_size <= end, "{what}");
+                assert!(end - (sb.data_offset + sb.data_size) <= 512, "{what}");
+                total += if linear {
+                    sb.data_size * 512
+                } else {
+                    sb.data_size * 512 / CHUNK * CHUNK
+                };
+            }
+            assert_eq!(asm.data_bytes(), total, "{what}");
+            let size = fill(&devs);
+            let array = Assembly::assemble(devs.clone()).unwrap().array().unwrap();
+            let mut buf = vec![0u8; 512];
+            for at in [0, size / 2 / 512 * 512, size - 512] {
+                array.read_at(&mut buf, at).unwrap();
+                assert_eq!(buf, tag(at), "{what} at {at}");
+            }
+        }
+    }
+}

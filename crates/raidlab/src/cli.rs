@@ -22,8 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create an array on member files or block devices (writes md v1 superblocks:
-    /// --metadata 1.0, 1.1 or 1.2).
+    /// Create an array on member files or block devices (writes md superblocks:
+    /// --metadata 0.90, 1.0, 1.1 or 1.2).
     Create(CreateArgs),
     /// Print each member's superblock, with the fields mdadm --examine shows.
     Examine(MembersJson),
@@ -145,7 +145,8 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct CreateArgs {
-    /// RAID level: 0, 1, 4, 5, 6 or 10 (also raid0, raid5, mirror, ...).
+    /// RAID level: linear, 0, 1, 4, 5, 6 or 10 (also raid0, raid5, mirror, ...);
+    /// RAID 0 over members of different sizes is md's multi-zone RAID 0.
     #[arg(long, short = 'l')]
     pub level: String,
     /// Layout: RAID 5/6 left-symmetric (default), left-asymmetric, right-symmetric,
@@ -187,8 +188,15 @@ pub struct CreateArgs {
     pub bitmap_chunk: Option<u64>,
     /// Where the md superblock goes, as mdadm's --metadata: 1.2 (4 KiB from the
     /// start, the default), 1.1 (at the start) or 1.0 (at the end: the data
-    /// starts at sector 0, so a RAID 1 member reads as a plain file system).
-    #[arg(long, short = 'e', default_value = "1.2", value_name = "1.0|1.1|1.2")]
+    /// starts at sector 0, so a RAID 1 member reads as a plain file system) or
+    /// 0.90 (the old format, near the end: at most 27 devices and 4 TiB per
+    /// member, no bitmap).
+    #[arg(
+        long,
+        short = 'e',
+        default_value = "1.2",
+        value_name = "0.90|1.0|1.1|1.2"
+    )]
     pub metadata: String,
     /// Member files or block devices (or `IMAGE@N` partitions), in role order.
     #[arg(required = true)]

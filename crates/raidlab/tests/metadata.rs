@@ -143,6 +143,8 @@ fn metadata_choices_and_refusals() {
             "0.90",
             "--level",
             "1",
+            "--consistency-policy",
+            "bitmap",
             "--member-size",
             "8M",
             "a",
@@ -150,7 +152,8 @@ fn metadata_choices_and_refusals() {
         ],
     );
     assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("--metadata 0.90"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("0.90") && err.contains("bitmap"), "{err}");
     assert!(!d.join("a").exists(), "a refused create leaves no file");
     let o = run(
         d,
@@ -262,7 +265,7 @@ fn sb090(n: u32, me: u32, size_kib: u32, big_endian: bool) -> Vec<u8> {
 }
 
 #[test]
-fn metadata_090_is_read_in_both_byte_orders_and_never_written() {
+fn metadata_090_is_read_in_both_byte_orders_and_written_in_the_hosts() {
     use std::os::unix::fs::FileExt;
     for big_endian in [false, true] {
         let dir = tempfile::tempdir().unwrap();
@@ -330,15 +333,33 @@ fn metadata_090_is_read_in_both_byte_orders_and_never_written() {
             String::from_utf8_lossy(&o.stderr)
         );
         assert!(out.contains("mismatch_cnt: 0"), "{out}");
-        // Writing is refused before anything changes.
-        let before: Vec<Vec<u8>> = m.iter().map(|n| fs::read(d.join(n)).unwrap()).collect();
-        let o = run(d, &["import", "m0", "m1", "m2", "--input", "in"]);
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(!o.status.success() && err.contains("0.90"), "{err}");
-        let o = run(d, &["fail", "m0", "m1", "m2", "--member", "m1"]);
-        assert!(!o.status.success());
-        let after: Vec<Vec<u8>> = m.iter().map(|n| fs::read(d.join(n)).unwrap()).collect();
-        assert!(before == after, "a refused write changed a member");
+        // Written back as 0.90, in the host's (little-endian) order: new
+        // data, a member failed and a new one rebuilt into its slot.
+        let data2: Vec<u8> = want.iter().map(|b| !b).collect();
+        fs::write(d.join("in2"), &data2).unwrap();
+        ok(&run(d, &["import", "m0", "m1", "m2", "--input", "in2"]));
+        ok(&run(d, &["fail", "m0", "m1", "m2", "--member", "m1"]));
+        let e = &json(d, &["examine", "--json", "m0"])[0];
+        assert_eq!(e["version"], "0.90.00");
+        assert_eq!(e["byte_order"], "little-endian");
+        assert_eq!(e["failed_devices"], 1);
+        ok(&run(
+            d,
+            &["add", "m0", "m2", "--new", "n1", "--member-size", "8M"],
+        ));
+        let det = json(d, &["detail", "--json", "m0", "n1", "m2"]);
+        assert_eq!(det["metadata"], "0.90");
+        assert_eq!(det["state"], "clean", "{det}");
+        let e = &json(d, &["examine", "--json", "n1"])[0];
+        assert_eq!(e["raid_disk"], 1);
+        assert_eq!(e["active_devices"], 3);
+        let o = run(d, &["export", "n1", "m0", "m2"]);
+        assert!(o.stdout == data2, "export after the rebuild differs");
+        let o = run(d, &["export", "m0", "n1", "missing"]);
+        assert!(
+            o.stdout == data2,
+            "degraded export after the rebuild differs"
+        );
     }
 }
 

@@ -65,9 +65,7 @@ pub fn create_with_metadata(
     version: MetadataVersion,
 ) -> Result<Assembly> {
     if version == MetadataVersion::V0_90 {
-        return Err(Error::invalid(
-            "metadata 0.90 is read by raidlab but not written: create with metadata 1.0 (also at the end of the members) instead",
-        ));
+        check_090(spec, members.len(), journal.is_some())?;
     }
     if version == MetadataVersion::V1_0 && (journal.is_some() || spec.ppl) {
         return Err(Error::invalid(
@@ -117,33 +115,15 @@ pub fn create_with_metadata(
             spec.spares
         )));
     }
-    for m in &members {
-        if let Some(sb) = Superblock::read_from(m.device.volume.as_ref())
-            .ok()
-            .flatten()
-        {
-            if !spec.force {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    Op::Open,
-                    format!(
-                        "already carries an md superblock (array {}, {}, role {}): it may hold someone's data. Use --force to overwrite it",
-                        format_uuid(&sb.set_uuid),
-                        Level::from_md(sb.level).map_or_else(|_| format!("level {}", sb.level), |l| l.name().to_string()),
-                        sb.dev_number
-                    ),
-                )
-                .on_device(m.device.path.clone()));
-            }
-        }
-        if !m.device.volume.is_writable() {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                Op::Open,
-                "cannot write the superblock: opened read-only",
-            )
-            .on_device(m.device.path.clone()));
-        }
+    check_new_members(&members, spec.force)?;
+    if version == MetadataVersion::V0_90
+        && spec.level == Level::Raid0
+        && super::create_zoned::raid0_sizes_differ(&members, spec.chunk_bytes, version)
+    {
+        // 0.90 records no data size: md would lay these out in zones.
+        return Err(Error::invalid(
+            "metadata 0.90 does not record each member's data size, so md lays out RAID 0 over members of different sizes in zones: create it as a multi-zone RAID 0 (`create_zoned`, as `raidlab create` does), or give members of one size",
+        ));
     }
     let smallest = members
         .iter()
@@ -250,6 +230,13 @@ pub fn create_with_metadata(
             // sees one zone, exactly the striping raidlab uses, on unequal members.
             sb.data_size = array.member_sectors;
         }
+        if let Some(t) = sb.v0_90.as_mut() {
+            // Every 0.90 table lists every device of the new array, spares too.
+            t.in_service = Some(raidlab_md::sb090::InService {
+                numbers: (0..members.len() as u32).collect(),
+                rebuilding: Vec::new(),
+            });
+        }
         if spec.ppl {
             raidlab_md::ppl::enable_ppl(&mut sb).map_err(|e| e.on_device(m.device.path.clone()))?;
         }
@@ -308,4 +295,57 @@ pub fn create_with_metadata(
         m.device.volume.flush()?;
     }
     Assembly::assemble(members.into_iter().map(|m| m.device).collect())
+}
+
+/// What metadata 0.90 cannot record, refused before anything is written:
+/// more than its 27 device descriptors, and the consistency policies raidlab
+/// keeps only in 1.x (md's 0.90 bitmap sits in the 60 KiB after the
+/// superblock, which raidlab does not write; 0.90 has no PPL or journal).
+fn check_090(spec: &CreateSpec, devices: usize, journal: bool) -> Result<()> {
+    if devices > raidlab_md::sb090::DISKS {
+        return Err(Error::invalid(format!(
+            "metadata 0.90 records at most {} devices, {devices} given: use metadata 1.x",
+            raidlab_md::sb090::DISKS
+        )));
+    }
+    if spec.bitmap || spec.ppl || journal {
+        return Err(Error::invalid(
+            "raidlab writes metadata 0.90 without a write-intent bitmap, partial parity log or journal: use --consistency-policy resync, or metadata 1.x",
+        ));
+    }
+    Ok(())
+}
+
+/// Refuse a device that carries an md superblock (someone's data) unless
+/// `force`, or that was opened read-only.
+pub(super) fn check_new_members(members: &[NewMember], force: bool) -> Result<()> {
+    for m in members {
+        if let Some(sb) = Superblock::read_from(m.device.volume.as_ref())
+            .ok()
+            .flatten()
+        {
+            if !force {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Open,
+                    format!(
+                        "already carries an md superblock (array {}, {}, role {}): it may hold someone's data. Use --force to overwrite it",
+                        format_uuid(&sb.set_uuid),
+                        Level::from_md(sb.level).map_or_else(|_| format!("level {}", sb.level), |l| l.name().to_string()),
+                        sb.dev_number
+                    ),
+                )
+                .on_device(m.device.path.clone()));
+            }
+        }
+        if !m.device.volume.is_writable() {
+            return Err(Error::new(
+                ErrorKind::ReadOnly,
+                Op::Open,
+                "cannot write the superblock: opened read-only",
+            )
+            .on_device(m.device.path.clone()));
+        }
+    }
+    Ok(())
 }

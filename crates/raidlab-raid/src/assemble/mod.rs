@@ -9,15 +9,19 @@
 //! Split by decision: this file judges members and builds the array;
 //! `logs` starts the write journal and the partial parity log (replaying what an
 //! unclean stop left); `superblocks` writes the array's state back to every live
-//! member; `create` makes a new array.
+//! member; `create` makes a new array, `create_zoned` a linear or multi-zone
+//! RAID 0 one; `reshape` reads an array md stopped mid-reshape.
 
 mod bad_blocks;
 mod create;
+mod create_zoned;
 mod logs;
+mod reshape;
 mod superblocks;
 mod zones;
 
 pub use create::{create, create_with_journal, create_with_metadata, CreateSpec, NewMember};
+pub use create_zoned::{create_zoned, raid0_sizes_differ, ZonedSpec};
 
 use crate::array::Array;
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
@@ -265,8 +269,12 @@ impl Assembly {
             bitmap,
             journal_handle: std::sync::Mutex::new(None),
         };
-        // Linear and multi-zone RAID 0: refuse sizes md would not run.
+        // Linear and multi-zone RAID 0: refuse sizes md would not run; a
+        // reshape whose fields make no geometry is refused here too.
         zones::check_zones(&asm)?;
+        if let Some(Err(e)) = asm.reshape() {
+            return Err(e);
+        }
         Ok(asm)
     }
 
@@ -373,6 +381,9 @@ impl Assembly {
 
     /// The running array over the active members' data areas.
     pub fn array(&self) -> Result<Array> {
+        if let Some(r) = self.reshape() {
+            return self.reshape_array(r?);
+        }
         if let Some(zones) = self.zone_map() {
             return self.zoned_array(zones?);
         }

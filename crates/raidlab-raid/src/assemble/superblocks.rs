@@ -89,10 +89,14 @@ impl Assembly {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
+        let in_service = self.in_service_090();
         for m in self.members.iter_mut().filter(|m| m.is_live()) {
             m.sb.events = events;
             m.sb.utime = now;
             f(&mut m.sb);
+            if let Some(t) = m.sb.v0_90.as_mut() {
+                t.in_service = Some(in_service.clone());
+            }
             if let (MemberState::Journal, Some(j)) = (m.state, &journal) {
                 // The running journal owns its superblock's journal_tail; the
                 // rest (events, role table) is the assembly's.
@@ -111,6 +115,20 @@ impl Assembly {
         }
         self.events = events;
         Ok(())
+    }
+
+    /// The devices in service, for a 0.90 superblock's disk table (md writes
+    /// it from the devices it has; a member being rebuilt is a spare there,
+    /// as 0.90 has no field for how far its rebuild got).
+    fn in_service_090(&self) -> raidlab_md::sb090::InService {
+        let live = self.members.iter().filter(|m| m.is_live());
+        raidlab_md::sb090::InService {
+            numbers: live.clone().map(|m| m.sb.dev_number).collect(),
+            rebuilding: live
+                .filter(|m| matches!(m.state, MemberState::Rebuilding | MemberState::Replacing))
+                .map(|m| m.sb.dev_number)
+                .collect(),
+        }
     }
 
     /// Set the role of device number `dev_number` in every live superblock's

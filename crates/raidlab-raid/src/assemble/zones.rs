@@ -39,9 +39,13 @@ impl Assembly {
         Some(zone_map_of(reference, &sizes))
     }
 
-    /// The array's size in bytes: the zone map's for linear and multi-zone
-    /// RAID 0, the geometry's for the rest (0 when the zones cannot be built).
+    /// The array's size in bytes: the reshape's while one is stopped, the
+    /// zone map's for linear and multi-zone RAID 0, the geometry's for the
+    /// rest (0 when the zones cannot be built).
     pub fn data_bytes(&self) -> u64 {
+        if let Some(r) = self.reshape() {
+            return r.map_or(0, |r| r.array_bytes());
+        }
         match self.zone_map() {
             Some(z) => z.map_or(0, |z| z.array_bytes()),
             None => self.geometry.array_bytes(),

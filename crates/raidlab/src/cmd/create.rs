@@ -14,10 +14,21 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 pub fn run(a: CreateArgs) -> Result<ExitCode> {
-    let level = Level::from_name(&a.level)?;
+    // md's linear has no Level of its own here: it is created as zones.
+    let linear = matches!(a.level.to_ascii_lowercase().as_str(), "linear" | "-1");
+    let level = if linear {
+        if a.layout.is_some() {
+            bail!("linear arrays have no layout: drop --layout");
+        }
+        Level::Raid0
+    } else {
+        Level::from_name(&a.level).map_err(|e| {
+            anyhow::anyhow!("{e} (or linear: members one after another, md's linear)")
+        })?
+    };
     let Some(metadata) = MetadataVersion::parse(&a.metadata) else {
         bail!(
-            "--metadata {}: raidlab writes md metadata 1.0 (superblock at the end), 1.1 (at the start) or 1.2 (4 KiB from the start, the default); 0.90 and external formats are not written",
+            "--metadata {}: raidlab writes md metadata 0.90 (the old format, superblock near the end), 1.0 (superblock at the end), 1.1 (at the start) or 1.2 (4 KiB from the start, the default); external formats (ddf, imsm) are not written",
             a.metadata
         );
     };
@@ -69,7 +80,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
         }
     }
     let mut created = Vec::new();
-    let result = open_and_create(&a, level, layout, metadata, &mut created);
+    let result = open_and_create(&a, level, linear, layout, metadata, &mut created);
     if result.is_err() {
         // Leave the disk as we found it: remove only files this command made.
         for p in &created {
@@ -78,9 +89,21 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
     }
     let asm = result?;
     let g = asm.geometry;
+    let zones = asm.zone_map().and_then(|z| z.ok());
+    let (chunk, layout) = match &zones {
+        Some(z) => zoned_words(z),
+        None => (
+            if g.chunk_bytes == 0 {
+                "-".to_string()
+            } else {
+                format_size(g.chunk_bytes)
+            },
+            g.layout.name().to_string(),
+        ),
+    };
     outln!(
-        "raidlab: created {} array {} ({}) on {} member(s){}: {} usable, chunk {}, layout {}",
-        g.level.name(),
+        "raidlab: created {} array {} ({}) on {} member(s){}: {} usable, chunk {chunk}, layout {layout}",
+        asm.level_name(),
         if asm.name.is_empty() {
             "(unnamed)".to_string()
         } else {
@@ -93,13 +116,7 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
         } else {
             String::new()
         },
-        format_size(g.array_bytes()),
-        if g.chunk_bytes == 0 {
-            "-".to_string()
-        } else {
-            format_size(g.chunk_bytes)
-        },
-        g.layout.name(),
+        format_size(asm.data_bytes()),
     );
     if let Some(j) = asm.journal_member() {
         outln!(
@@ -113,9 +130,68 @@ pub fn run(a: CreateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The chunk and layout words of a zoned array, for the summary line.
+fn zoned_words(z: &raidlab_layout::zones::ZoneMap) -> (String, String) {
+    use raidlab_layout::zones::ZonedKind;
+    let zones = format!("{} zone(s)", z.zones.len());
+    match z.kind {
+        ZonedKind::Linear { .. } => ("-".into(), format!("linear, {zones}")),
+        ZonedKind::Raid0 {
+            chunk_bytes,
+            alternate,
+        } => (
+            format_size(chunk_bytes),
+            format!(
+                "{}, {zones}",
+                if alternate { "alternate" } else { "original" }
+            ),
+        ),
+    }
+}
+
+/// md's RAID 0 layout word from `--layout`: original (1, the default) or
+/// alternate (2); they differ only over members of different sizes.
+fn raid0_layout(name: Option<&str>) -> Result<u32> {
+    use raidlab_layout::zones::{RAID0_ALTERNATE, RAID0_ORIGINAL};
+    Ok(match name.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("original" | "1" | "none") => RAID0_ORIGINAL,
+        Some("alternate" | "2") => RAID0_ALTERNATE,
+        Some(other) => bail!("--layout {other} for RAID 0: use original or alternate"),
+    })
+}
+
+/// Linear, or RAID 0 over members of different sizes: md's zones.
+fn create_zoned(
+    a: &CreateArgs,
+    linear: bool,
+    news: Vec<NewMember>,
+    metadata: MetadataVersion,
+) -> Result<raidlab_raid::assemble::Assembly> {
+    let what = if linear {
+        "linear"
+    } else {
+        "RAID 0 over members of different sizes"
+    };
+    if a.spares > 0 || a.write_journal.is_some() {
+        bail!("{what} keeps no redundancy: spares and a write journal do not apply");
+    }
+    if a.consistency_policy.is_some() || a.bitmap_chunk.is_some() {
+        bail!("{what} keeps no redundancy: a consistency policy or bitmap does not apply");
+    }
+    let spec = raidlab_raid::assemble::ZonedSpec {
+        linear,
+        chunk_bytes: a.chunk,
+        raid0_layout: raid0_layout(a.layout.as_deref())?,
+        name: a.name.clone(),
+        force: a.force,
+    };
+    Ok(raidlab_raid::assemble::create_zoned(&spec, news, metadata)?)
+}
+
 fn open_and_create(
     a: &CreateArgs,
     level: Level,
+    linear: bool,
     layout: Layout,
     metadata: MetadataVersion,
     created: &mut Vec<std::path::PathBuf>,
@@ -153,6 +229,12 @@ fn open_and_create(
             NewMember { device: d, zeroed }
         })
         .collect();
+    if linear
+        || (level == Level::Raid0
+            && raidlab_raid::assemble::raid0_sizes_differ(&news, a.chunk, metadata))
+    {
+        return create_zoned(a, linear, news, metadata);
+    }
     let journal = if a.write_journal.is_some() {
         news.pop()
     } else {

@@ -203,6 +203,10 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         None if resync_pending => words.push("resync pending"),
         None => {}
     }
+    let reshape = asm.reshape();
+    if reshape.is_some() {
+        words.push("interrupted reshape (read-only)");
+    }
     let state_text = words.join(", ");
     let set_aside = |st: MemberState| -> Vec<String> {
         asm.members
@@ -311,6 +315,37 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
                 format_size(b.sb.chunk_sectors() * 512),
                 b.chunks()
             ),
+        ));
+    }
+    if let Some(r) = &reshape {
+        let shape = |g: &raidlab_layout::Geometry| {
+            format!(
+                "{} {}, {} members, chunk {}",
+                g.level.name(),
+                g.layout.name(),
+                g.raid_disks,
+                format_size(g.chunk_bytes)
+            )
+        };
+        rows.push((
+            "Reshape",
+            match r {
+                Ok(r) => {
+                    let (below, above) = if r.backwards {
+                        (&r.old, &r.new)
+                    } else {
+                        (&r.new, &r.old)
+                    };
+                    format!(
+                        "stopped at byte {} ({}): below it {}, from it on {} (read through both; `mdadm --grow --continue` finishes it)",
+                        r.position,
+                        format_size_approx(r.position),
+                        shape(below),
+                        shape(above)
+                    )
+                }
+                Err(e) => format!("cannot be read: {e}"),
+            },
         ));
     }
     if let Some(m) = &out.mkfs {

@@ -539,6 +539,19 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 ..
             } = started;
             let g = asm.geometry;
+            // Linear and multi-zone RAID 0 run over a placeholder geometry:
+            // their level and shape come from the assembly.
+            let shape = if asm.zone_map().is_some() {
+                format!("{}, {} members in zones", asm.level_name(), g.raid_disks)
+            } else {
+                format!(
+                    "{} {}, {} members, chunk {}",
+                    g.level.name(),
+                    g.layout.name(),
+                    g.raid_disks,
+                    format_size_approx(g.chunk_bytes)
+                )
+            };
             let live = LiveArray::new(asm, array.clone());
             if !e.read_only && !resume.is_empty() {
                 if consistent {
@@ -554,13 +567,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             let stripe = g.chunk_bytes.max(4096) * g.data_disks().max(1) as u64;
             let x = Export {
                 name: label.clone(),
-                description: format!(
-                    "{} {}, {} members, chunk {}",
-                    g.level.name(),
-                    g.layout.name(),
-                    g.raid_disks,
-                    format_size_approx(g.chunk_bytes)
-                ),
+                description: shape,
                 volume: array.clone(),
                 // An array may refuse writes itself (a journal missing, opened
                 // with --force).

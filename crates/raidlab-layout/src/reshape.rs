@@ -1,0 +1,203 @@
+//! An md array stopped in the middle of a reshape: two geometries over the
+//! same members, meeting at md's reshape position.
+//!
+//! md reshapes stripe by stripe through the array's logical addresses and
+//! records how far it got (`reshape_position`, array sectors). Going forwards
+//! (a grow, a chunk or layout change), everything below the position is
+//! already in the new geometry and everything from it on is still in the old
+//! one; going backwards (a shrink, or a reshape that moves the data offset
+//! up: md's RESHAPE_BACKWARDS) it is the other way round. The old geometry has
+//! `raid_disks - delta_disks` members and reads from each member's
+//! `data_offset`; the new one has `raid_disks` members and, when md moved the
+//! data (`new_offset`), reads from `data_offset + new_offset`.
+//!
+//! It decides which geometry holds each array byte and how large the array
+//! is while the reshape is stopped (the smaller of the two: md grows the array
+//! only once a grow completes, and shrinks it before a shrink starts). It
+//! must never do I/O, and never accept fields that make either geometry one
+//! md would not run.
+
+use crate::Geometry;
+use raidlab_core::{Error, Result};
+
+const SECTOR: u64 = 512;
+
+/// Both geometries of an interrupted reshape and where they meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Reshape {
+    /// The geometry the array had (level, layout, chunk, member count).
+    pub old: Geometry,
+    /// The geometry it is being reshaped to.
+    pub new: Geometry,
+    /// Array byte where the two meet (md's reshape_position).
+    pub position: u64,
+    /// md's RESHAPE_BACKWARDS: the new geometry is from `position` on.
+    pub backwards: bool,
+}
+
+/// The superblock fields of an interrupted reshape, as md records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MdReshape {
+    pub level: i32,
+    pub layout: u32,
+    pub chunk_sectors: u32,
+    /// The new member count (md's raid_disks during a reshape).
+    pub raid_disks: u32,
+    pub new_level: i32,
+    pub new_layout: u32,
+    pub new_chunk_sectors: u32,
+    pub delta_disks: i32,
+    /// Array sectors already reshaped (md's reshape_position).
+    pub position_sectors: u64,
+    pub backwards: bool,
+    /// Sectors of each member the array uses (md's `size`).
+    pub member_sectors: u64,
+}
+
+impl Reshape {
+    /// Both geometries from the superblock's fields. An error names the field
+    /// that makes no geometry md would run, or a position past the array.
+    pub fn from_md(f: &MdReshape) -> Result<Reshape> {
+        let old_disks = i64::from(f.raid_disks) - i64::from(f.delta_disks);
+        let old_disks = u32::try_from(old_disks)
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "reshape: raid_disks {} less delta_disks {} leaves no members for the old geometry",
+                    f.raid_disks, f.delta_disks
+                ))
+            })?;
+        let geometry = |what: &str, level, layout, chunk: u32, disks| {
+            // Each geometry uses whole chunks of the member size.
+            let chunk_s = u64::from(chunk.max(1));
+            let sectors = if level == 1 {
+                f.member_sectors
+            } else {
+                f.member_sectors / chunk_s * chunk_s
+            };
+            Geometry::from_md(level, layout, chunk, disks, sectors)
+                .map_err(|e| Error::invalid(format!("reshape: the {what} geometry: {}", e.message)))
+        };
+        let old = geometry("old", f.level, f.layout, f.chunk_sectors, old_disks)?;
+        let new = geometry(
+            "new",
+            f.new_level,
+            f.new_layout,
+            f.new_chunk_sectors,
+            f.raid_disks,
+        )?;
+        let r = Reshape {
+            old,
+            new,
+            position: f.position_sectors.saturating_mul(SECTOR),
+            backwards: f.backwards,
+        };
+        if r.position > old.array_bytes().max(new.array_bytes()) {
+            return Err(Error::invalid(format!(
+                "reshape: reshape_position {} sectors is past the array ({} bytes old, {} new)",
+                f.position_sectors,
+                old.array_bytes(),
+                new.array_bytes()
+            )));
+        }
+        Ok(r)
+    }
+
+    /// Bytes of the array while the reshape is stopped.
+    pub fn array_bytes(&self) -> u64 {
+        self.old.array_bytes().min(self.new.array_bytes())
+    }
+
+    /// Whether array byte `at` is in the new geometry.
+    pub fn is_new(&self, at: u64) -> bool {
+        (at < self.position) != self.backwards
+    }
+
+    /// `len` bytes from `at` cut where the geometries meet: `(new, at, len)`
+    /// pieces in order.
+    pub fn split(&self, at: u64, len: u64) -> Vec<(bool, u64, u64)> {
+        let end = at.saturating_add(len);
+        if at < self.position && end > self.position {
+            vec![
+                (self.is_new(at), at, self.position - at),
+                (
+                    self.is_new(self.position),
+                    self.position,
+                    end - self.position,
+                ),
+            ]
+        } else if len == 0 {
+            Vec::new()
+        } else {
+            vec![(self.is_new(at), at, len)]
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grow(position_sectors: u64, backwards: bool) -> MdReshape {
+        MdReshape {
+            level: 5,
+            layout: 2,
+            chunk_sectors: 128,
+            raid_disks: 5,
+            new_level: 5,
+            new_layout: 2,
+            new_chunk_sectors: 128,
+            delta_disks: 1,
+            position_sectors,
+            backwards,
+            member_sectors: 16384,
+        }
+    }
+
+    #[test]
+    fn a_grow_by_one_member() {
+        let r = Reshape::from_md(&grow(6144, false)).unwrap();
+        assert_eq!((r.old.raid_disks, r.new.raid_disks), (4, 5));
+        assert_eq!(r.array_bytes(), 3 * 16384 * 512, "the old size until done");
+        assert!(r.is_new(0) && r.is_new(6144 * 512 - 1) && !r.is_new(6144 * 512));
+        assert_eq!(
+            r.split(6000 * 512, 1000 * 512),
+            vec![
+                (true, 6000 * 512, 144 * 512),
+                (false, 6144 * 512, 856 * 512)
+            ]
+        );
+        let b = Reshape::from_md(&grow(6144, true)).unwrap();
+        assert!(!b.is_new(0) && b.is_new(6144 * 512));
+    }
+
+    #[test]
+    fn a_chunk_change_rounds_each_geometry_to_its_chunk() {
+        let mut f = grow(0, false);
+        f.delta_disks = 0;
+        f.raid_disks = 4;
+        f.new_chunk_sectors = 1024;
+        f.member_sectors = 16384 + 200;
+        let r = Reshape::from_md(&f).unwrap();
+        assert_eq!(r.old.member_bytes, (16384 + 128) * 512);
+        assert_eq!(r.new.member_bytes, 16384 * 512);
+        assert_eq!(r.array_bytes(), 3 * 16384 * 512);
+    }
+
+    #[test]
+    fn impossible_fields_are_named() {
+        let mut f = grow(0, false);
+        f.delta_disks = 5;
+        let e = Reshape::from_md(&f).unwrap_err().to_string();
+        assert!(e.contains("delta_disks"), "{e}");
+        let mut f = grow(0, false);
+        f.new_layout = 18;
+        let e = Reshape::from_md(&f).unwrap_err().to_string();
+        assert!(e.contains("new geometry") && e.contains("18"), "{e}");
+        let e = Reshape::from_md(&grow(1 << 40, false))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("reshape_position"), "{e}");
+    }
+}

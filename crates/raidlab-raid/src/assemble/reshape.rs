@@ -1,0 +1,156 @@
+//! Reading an array md stopped in the middle of a reshape: the newest
+//! superblock's reshape fields give both geometries (`raidlab_layout::reshape`),
+//! and the running array reads each byte through the one that holds it, each
+//! a full `Array` over the same members (at the old data offset, or at the
+//! new one when md moved the data), so a degraded array is read from
+//! redundancy on both sides of the position.
+//!
+//! It decides nothing about placement (that is the layout crate's) and must
+//! never write: carrying on with the reshape, or writing into an array whose
+//! stripes are half in one geometry and half in the other, is not built; the
+//! array is read-only.
+
+use super::{format_uuid, Assembly};
+use crate::array::Array;
+use raidlab_core::{check_range, Error, Op, Result, SliceVolume, Volume};
+use raidlab_layout::reshape::{MdReshape, Reshape};
+use raidlab_layout::Geometry;
+use raidlab_md::superblock::feature;
+use std::sync::Arc;
+
+const SECTOR: u64 = 512;
+
+impl Assembly {
+    /// The interrupted reshape the newest superblock records; `None` when
+    /// there is none.
+    pub fn reshape(&self) -> Option<Result<Reshape>> {
+        let sb = self.newest();
+        if sb.feature_map & feature::RESHAPE_ACTIVE == 0 {
+            return None;
+        }
+        // md goes backwards when the v1 flag says so; with 0.90 (no flag)
+        // a shrink does.
+        let backwards = sb.feature_map & feature::RESHAPE_BACKWARDS != 0
+            || (sb.v0_90.is_some() && sb.delta_disks < 0);
+        Some(Reshape::from_md(&MdReshape {
+            level: sb.level,
+            layout: sb.layout,
+            chunk_sectors: sb.chunksize,
+            raid_disks: sb.raid_disks,
+            new_level: sb.new_level,
+            new_layout: sb.new_layout,
+            new_chunk_sectors: sb.new_chunk,
+            delta_disks: sb.delta_disks,
+            position_sectors: sb.reshape_position,
+            backwards,
+            member_sectors: sb.size,
+        }))
+    }
+
+    /// The data area of the member in `role` for one side of the reshape.
+    fn reshape_area(&self, role: usize, new: bool, bytes: u64) -> Result<Option<Arc<dyn Volume>>> {
+        let Some(i) = self.slots.get(role).copied().flatten() else {
+            return Ok(None);
+        };
+        let m = &self.members[i];
+        let mut offset = i128::from(m.sb.data_offset);
+        if new && m.sb.feature_map & feature::NEW_OFFSET != 0 {
+            offset += i128::from(m.sb.new_offset);
+        }
+        let ctx = |e: Error| e.on_device(m.device.path.clone());
+        let offset = u64::try_from(offset).map_err(|_| {
+            ctx(Error::invalid(format!(
+                "reshape: data_offset {} + new_offset {} is before the start of the member",
+                m.sb.data_offset, m.sb.new_offset
+            )))
+        })?;
+        let area =
+            SliceVolume::new(m.device.volume.clone(), offset * SECTOR, bytes).map_err(ctx)?;
+        Ok(Some(Arc::new(area)))
+    }
+
+    /// The running (read-only) array of an assembly stopped mid-reshape.
+    pub(crate) fn reshape_array(&self, r: Reshape) -> Result<Array> {
+        let label = if self.name.is_empty() {
+            format!("array {}", format_uuid(&self.uuid))
+        } else {
+            format!("array {}", self.name)
+        };
+        let side = |new: bool| -> Result<Arc<Array>> {
+            let g = if new { r.new } else { r.old };
+            let vols = (0..g.raid_disks)
+                .map(|role| self.reshape_area(role, new, g.member_bytes))
+                .collect::<Result<Vec<_>>>()?;
+            let what = if new {
+                "reshaped part"
+            } else {
+                "part not yet reshaped"
+            };
+            let a = Array::new(format!("{label} ({what})"), g, vols)?;
+            Ok(Arc::new(a.with_bad_blocks(self.bad_blocks()?).read_only()))
+        };
+        let volume = ReshapeVolume {
+            name: label.clone(),
+            reshape: r,
+            old: side(false)?,
+            new: side(true)?,
+        };
+        // A one-member mirror: every request goes straight to the volume.
+        let geometry = Geometry::from_md(1, 0, 0, 1, volume.size() / SECTOR)?;
+        Ok(Array::new(
+            label,
+            geometry,
+            vec![Some(Arc::new(volume) as Arc<dyn Volume>)],
+        )?
+        .read_only())
+    }
+}
+
+/// The array's bytes, each read through the geometry that holds it.
+struct ReshapeVolume {
+    name: String,
+    reshape: Reshape,
+    old: Arc<Array>,
+    new: Arc<Array>,
+}
+
+impl Volume for ReshapeVolume {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn size(&self) -> u64 {
+        self.reshape.array_bytes()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
+        let mut done = 0usize;
+        for (new, at, len) in self.reshape.split(offset, buf.len() as u64) {
+            let side = if new { &self.new } else { &self.old };
+            side.read_at(&mut buf[done..done + len as usize], at)?;
+            done += len as usize;
+        }
+        Ok(())
+    }
+
+    fn write_at(&self, _buf: &[u8], offset: u64) -> Result<()> {
+        Err(Error::new(
+            raidlab_core::ErrorKind::ReadOnly,
+            Op::Write,
+            format!(
+                "{}: md stopped this array in the middle of a reshape; raidlab reads it but does not write it (finish the reshape with mdadm --grow --continue)",
+                self.name
+            ),
+        )
+        .at(offset, 0))
+    }
+
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn is_writable(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,289 @@
+//! Arrays stopped in the middle of a reshape, read on both sides of the
+//! reshape position.
+//!
+//! The reshape states here are WRITTEN BY RAIDLAB'S OWN CODE, not by md: a
+//! RAID 5 is created and filled in its old geometry, the part below the
+//! position is written again through an array of the new geometry (as md's
+//! reshape leaves it), and the superblocks get md's reshape fields. They show
+//! that raidlab reads such a state as md defines it; a grow md itself
+//! interrupted is read in the VM test (`md_compat.rs`,
+//! `an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position`).
+
+use raidlab_core::Volume;
+use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_md::superblock::feature;
+use raidlab_md::{MetadataVersion, Superblock};
+use raidlab_raid::array::Array;
+use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
+use std::sync::Arc;
+
+const MIB: u64 = 1 << 20;
+
+fn devices(n: usize, bytes: u64) -> Vec<Device> {
+    (0..n)
+        .map(|i| Device {
+            path: format!("m{i}"),
+            volume: Arc::new(raidlab_devices::MemVolume::new(bytes)),
+        })
+        .collect()
+}
+
+fn pattern(len: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+/// What changes in the reshape.
+#[derive(Clone, Copy)]
+struct Change {
+    delta_disks: i32,
+    new_chunk_kib: u64,
+    /// md's RESHAPE_BACKWARDS: the new geometry above the position.
+    backwards: bool,
+}
+
+/// A RAID 5 of `old_n` members (64K chunk, left-symmetric) with metadata
+/// `version`, filled with the pattern, then reshaped by `change` up to
+/// `position` bytes. Returns the members (the added one last) and the
+/// pattern the array must read.
+fn stopped_reshape(
+    version: MetadataVersion,
+    old_n: usize,
+    change: Change,
+    position: u64,
+) -> (Vec<Device>, Vec<u8>) {
+    let new_n = (old_n as i32 + change.delta_disks) as usize;
+    let devs = devices(old_n.max(new_n), 16 * MIB);
+    let spec = CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::parse(Level::Raid5, None).unwrap(),
+        chunk_bytes: 64 << 10,
+        spares: 0,
+        name: "reshape".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let members: Vec<NewMember> = devs[..old_n]
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let asm = create_with_metadata(&spec, members, None, version).unwrap();
+    let old = asm.geometry;
+    let data = pattern(old.array_bytes());
+    asm.array().unwrap().write_at(&data, 0).unwrap();
+    let sb0 = Superblock::read_from(devs[0].volume.as_ref())
+        .unwrap()
+        .unwrap();
+    let chunk_sectors = (change.new_chunk_kib * 2) as u32;
+    let member_sectors = sb0.size / u64::from(chunk_sectors) * u64::from(chunk_sectors);
+    let new = Geometry::from_md(5, 2, chunk_sectors, new_n as u32, member_sectors).unwrap();
+    let area = |d: &Device, bytes: u64| -> Arc<dyn Volume> {
+        Arc::new(
+            raidlab_core::SliceVolume::new(d.volume.clone(), sb0.data_offset * 512, bytes).unwrap(),
+        )
+    };
+    // The part md already reshaped, through the new geometry.
+    let new_array = Array::new(
+        "new",
+        new,
+        devs[..new_n]
+            .iter()
+            .map(|d| Some(area(d, new.member_bytes)))
+            .collect(),
+    )
+    .unwrap();
+    let size = old.array_bytes().min(new.array_bytes());
+    let (lo, hi) = if change.backwards {
+        (position, size)
+    } else {
+        (0, position)
+    };
+    new_array
+        .write_at(&data[lo as usize..hi as usize], lo)
+        .unwrap();
+    // md's reshape fields in every superblock; an added member is role n.
+    for (i, d) in devs.iter().enumerate() {
+        let mut sb = if i < old_n {
+            Superblock::read_from(d.volume.as_ref()).unwrap().unwrap()
+        } else {
+            let mut sb = sb0.clone();
+            sb.dev_number = i as u32;
+            sb.device_uuid[0] ^= i as u8 + 1;
+            sb.device_uuid[12..].copy_from_slice(&(i as u32).to_be_bytes());
+            sb
+        };
+        sb.feature_map |= feature::RESHAPE_ACTIVE;
+        if change.backwards {
+            sb.feature_map |= feature::RESHAPE_BACKWARDS;
+        }
+        sb.raid_disks = new_n as u32;
+        sb.delta_disks = change.delta_disks;
+        sb.new_level = 5;
+        sb.new_layout = 2;
+        sb.new_chunk = chunk_sectors;
+        sb.reshape_position = position / 512;
+        sb.events += 1;
+        for r in old_n..new_n {
+            sb.dev_roles[r] = r as u16;
+        }
+        sb.write_to(d.volume.as_ref()).unwrap();
+    }
+    (devs[..new_n].to_vec(), data[..size as usize].to_vec())
+}
+
+fn read_all(devs: Vec<Device>) -> Vec<u8> {
+    let asm = Assembly::assemble(devs).unwrap();
+    let array = asm.array().unwrap();
+    assert_eq!(array.size(), asm.data_bytes());
+    assert!(!array.is_writable(), "a stopped reshape is read only");
+    let mut got = vec![0u8; array.size() as usize];
+    // Reads that straddle the position in odd pieces.
+    for (i, piece) in got.chunks_mut(96 << 10).enumerate() {
+        array.read_at(piece, (i as u64) * (96 << 10)).unwrap();
+    }
+    got
+}
+
+fn check(version: MetadataVersion, old_n: usize, change: Change, position: u64) {
+    let (devs, want) = stopped_reshape(version, old_n, change, position);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let r = asm.reshape().unwrap().unwrap();
+    assert_eq!(r.position, position);
+    assert_eq!(read_all(devs.clone()), want, "complete, {version}");
+    // Degraded: each member left out in turn (RAID 5 survives one).
+    for out in 0..devs.len() {
+        let rest: Vec<Device> = devs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != out)
+            .map(|(_, d)| d.clone())
+            .collect();
+        assert_eq!(read_all(rest), want, "member {out} left out, {version}");
+    }
+}
+
+#[test]
+fn a_grow_by_one_member_reads_on_both_sides_of_the_position() {
+    let change = Change {
+        delta_disks: 1,
+        new_chunk_kib: 64,
+        backwards: false,
+    };
+    // 12 full new stripes (4 data chunks) = 16 old ones (3 data chunks).
+    let position = 12 * 4 * (64 << 10);
+    for version in [
+        MetadataVersion::V1_2,
+        MetadataVersion::V1_0,
+        MetadataVersion::V0_90,
+    ] {
+        check(version, 4, change, position);
+    }
+}
+
+#[test]
+fn a_chunk_change_and_a_backwards_reshape_read_right() {
+    let chunk = Change {
+        delta_disks: 0,
+        new_chunk_kib: 128,
+        backwards: false,
+    };
+    check(MetadataVersion::V1_2, 4, chunk, 10 * 3 * (128 << 10));
+    let backwards = Change {
+        delta_disks: 0,
+        new_chunk_kib: 128,
+        backwards: true,
+    };
+    check(MetadataVersion::V1_2, 4, backwards, 10 * 3 * (128 << 10));
+}
+
+#[test]
+fn the_position_decides_and_a_wrong_one_reads_wrong() {
+    // The test can fail: with the position recorded one stripe too high,
+    // the stripe after the reshaped part is read in the wrong geometry.
+    let change = Change {
+        delta_disks: 1,
+        new_chunk_kib: 64,
+        backwards: false,
+    };
+    let position = 12 * 4 * (64 << 10);
+    let (devs, want) = stopped_reshape(MetadataVersion::V1_2, 4, change, position);
+    for d in &devs {
+        let mut sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
+        sb.reshape_position += 4 * 128;
+        sb.write_to(d.volume.as_ref()).unwrap();
+    }
+    assert_ne!(read_all(devs), want);
+}
+
+#[test]
+fn writing_a_stopped_reshape_is_refused() {
+    let change = Change {
+        delta_disks: 1,
+        new_chunk_kib: 64,
+        backwards: false,
+    };
+    let (devs, _) = stopped_reshape(MetadataVersion::V1_2, 4, change, 4 * (64 << 10));
+    let array = Assembly::assemble(devs).unwrap().array().unwrap();
+    let e = array.write_at(&[1u8; 4096], 0).unwrap_err().to_string();
+    assert!(e.contains("read") || e.contains("reshape"), "{e}");
+}
+
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Any reshape fields, on 1.2 and 0.90 members: assembling and
+        /// reading never panic; what is accepted reads inside both
+        /// geometries, and a refusal names a field.
+        #[test]
+        fn mutated_reshape_fields_never_panic(
+            v090 in any::<bool>(),
+            delta in -6i32..6,
+            new_level in prop_oneof![Just(5i32), Just(6), Just(0), Just(1), Just(10), any::<i32>()],
+            new_layout in prop_oneof![0u32..6, 16u32..21, any::<u32>()],
+            new_chunk in prop_oneof![Just(128u32), Just(256), Just(0), Just(7), any::<u32>()],
+            position in prop_oneof![0u64..80_000, any::<u64>()],
+            backwards in any::<bool>(),
+        ) {
+            let version = if v090 { MetadataVersion::V0_90 } else { MetadataVersion::V1_2 };
+            let change = Change { delta_disks: 1, new_chunk_kib: 64, backwards: false };
+            let (devs, _) = stopped_reshape(version, 4, change, 4 * (64 << 10));
+            for d in &devs {
+                let mut sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
+                sb.delta_disks = delta;
+                sb.new_level = new_level;
+                sb.new_layout = new_layout;
+                sb.new_chunk = new_chunk;
+                sb.reshape_position = position;
+                if backwards {
+                    sb.feature_map |= feature::RESHAPE_BACKWARDS;
+                }
+                // 0.90 keeps the new chunk in bytes: what does not fit is refused.
+                let _ = sb.write_to(d.volume.as_ref());
+            }
+            match Assembly::assemble(devs) {
+                Ok(asm) => {
+                    if let Ok(array) = asm.array() {
+                        let size = array.size();
+                        prop_assert!(size <= asm.geometry.array_bytes().max(1 << 40));
+                        let mut buf = vec![0u8; 8192.min(size as usize)];
+                        let _ = array.read_at(&mut buf, 0);
+                        if size > 8192 {
+                            let _ = array.read_at(&mut buf, size - 8192);
+                        }
+                    }
+                }
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+        }
+    }
+}
