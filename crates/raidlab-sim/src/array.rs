@@ -16,7 +16,9 @@
 //! that this module moves, and its expiry is checked at virtual ticks, as the real
 //! cache's thread does in real time.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock};
+use crate::device::{
+    Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD,
+};
 use crate::host::HostCost;
 use crate::stats::{MemberIo, OpLog};
 use raidlab_core::Volume;
@@ -160,6 +162,11 @@ struct Active {
     not_before: Ns,
     /// A rebuild step: when it completes, the next is due.
     rebuild_step: bool,
+    /// The process its member I/O is issued as (for a scheduler on the
+    /// members): a host read's own; md's thread for everything else, as md
+    /// reads an aligned chunk in the caller's context but handles stripes
+    /// (parity writes and their reads) in its raid5d thread.
+    process: u32,
 }
 
 /// A raidlab array on simulated members.
@@ -381,6 +388,7 @@ impl SimArray {
             flush_members: false,
             not_before: now,
             rebuild_step: true,
+            process: MD_THREAD,
         });
         self.ready.push_back(seq);
     }
@@ -435,7 +443,14 @@ impl SimArray {
     }
 
     /// Run the engine for a request now and start scheduling its plans.
-    fn start(&mut self, now: Ns, host_id: Option<u64>, kind: Kind, offset: u64, len: u64) {
+    fn start(&mut self, now: Ns, host_id: Option<u64>, req: Request) {
+        let Request {
+            kind,
+            offset,
+            len,
+            process,
+            ..
+        } = req;
         self.clock.set(now);
         if let (Some(r), Some(_)) = (self.requests.as_mut(), host_id) {
             r.push((now, kind, offset, len));
@@ -470,6 +485,11 @@ impl SimArray {
             flush_members: kind == Kind::Flush,
             not_before: now + overhead,
             rebuild_step: false,
+            process: if kind == Kind::Read {
+                process
+            } else {
+                MD_THREAD
+            },
         });
         if overhead > 0 {
             self.timers.insert((now + overhead, seq));
@@ -488,6 +508,7 @@ impl SimArray {
         len: u64,
     ) {
         let id = self.member_ops.insert(seq);
+        let process = self.active.get(seq).map_or(MD_THREAD, |a| a.process);
         self.log.record(MemberIo {
             kind,
             member,
@@ -503,6 +524,7 @@ impl SimArray {
                         kind,
                         offset,
                         len,
+                        process,
                     },
                 );
                 self.member_next[member] = dev.next_event();
@@ -670,7 +692,7 @@ impl Device for SimArray {
     }
 
     fn submit(&mut self, now: Ns, req: Request) {
-        self.start(now, Some(req.id), req.kind, req.offset, req.len);
+        self.start(now, Some(req.id), req);
         self.run_ready(now);
     }
 
@@ -742,6 +764,7 @@ impl Device for SimArray {
                         flush_members: false,
                         not_before: now,
                         rebuild_step: false,
+                        process: MD_THREAD,
                     });
                     self.ready.push_back(seq);
                 }

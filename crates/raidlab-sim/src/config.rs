@@ -16,8 +16,10 @@
 //!   array) or `card=NAME/pass-through` (software RAID on the card's disks),
 //!   `rebuild=R` (role R is being rebuilt onto a new device of the preset from
 //!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
-//!   `rebuild-from=SIZE` (a resumed rebuild);
-//! - `PRESET:OPTION...` or either form above with cache options: `cache=PRESET[/MODE]`
+//!   `rebuild-from=SIZE` (a resumed rebuild), `scheduler=NAME` (the host's I/O
+//!   scheduler on each device it sees: `none`, the default, `deadline` or `cfq`,
+//!   see [`crate::sched`]);
+//! - `PRESET:OPTION...` (`scheduler=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
 //!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
@@ -31,6 +33,7 @@ use crate::controller::{CardParams, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
 use crate::presets::{self, Preset};
+use crate::sched::Scheduler;
 use raidlab_core::size::parse_size;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
@@ -68,6 +71,7 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// [host]                        # optional: the host's costs (software RAID)
 /// parity_mb_per_s = 4000.0
 /// request_overhead_us = 5.0
+/// scheduler = "cfq"             # I/O scheduler: "none" (default), "deadline", "cfq"
 ///
 /// [cache]                       # optional: raidlab's SSD cache tier in front
 /// device = "intel-520"          # the cache device's preset
@@ -163,6 +167,15 @@ fn err(place: impl Into<String>, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// The default host with the I/O scheduler named `v` (the short form's
+/// `scheduler=NAME`).
+fn host_with(v: &str) -> Result<HostCost, String> {
+    Ok(HostCost {
+        scheduler: Scheduler::parse(v).map_err(|m| format!("`scheduler={v}`: {m}"))?,
+        ..HostCost::default()
+    })
+}
+
 /// The card presets shipped with raidlab.
 pub fn card_presets() -> Result<BTreeMap<String, CardParams>, ConfigError> {
     #[derive(serde::Deserialize)]
@@ -239,16 +252,19 @@ impl SimConfig {
         let place = format!("sim:{spec}");
         let parts: Vec<&str> = spec.split(':').collect();
         if parts.len() == 1 || parts[1].contains('=') {
-            // One device, with cache options only.
+            // One device, with cache and scheduler options only.
             let mut cache = None;
+            let mut host = None;
             for opt in &parts[1..] {
                 let Some((k, v)) = opt.split_once('=') else {
                     return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
                 };
-                if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
+                if k == "scheduler" {
+                    host = Some(host_with(v).map_err(|m| err(&place, m))?);
+                } else if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
                     return Err(err(
                         &place,
-                        format!("`{k}` is not an option of one device (known: cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
+                        format!("`{k}` is not an option of one device (known: scheduler, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
                     ));
                 }
             }
@@ -258,7 +274,7 @@ impl SimConfig {
                 device: parts[0].to_string(),
                 array: None,
                 card: None,
-                host: None,
+                host,
                 cache,
             };
             cfg.check()
@@ -296,6 +312,7 @@ impl SimConfig {
         };
         let mut card = None;
         let mut cache = None;
+        let mut host = None;
         for opt in &parts[2..] {
             let Some((k, v)) = opt.split_once('=') else {
                 return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
@@ -339,11 +356,12 @@ impl SimConfig {
                 }
                 "rebuild-rate" => array.rebuild_max_rate = Some(v.into()),
                 "rebuild-from" => array.rebuild_from = Some(v.into()),
+                "scheduler" => host = Some(host_with(v).map_err(|m| err(&place, m))?),
                 _ if cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? => {}
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, scheduler, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -354,7 +372,7 @@ impl SimConfig {
             device: device.into(),
             array: Some(array),
             card,
-            host: None,
+            host,
             cache,
         };
         cfg.check()
@@ -482,6 +500,12 @@ impl SimConfig {
         s
     }
 
+    /// The host's I/O scheduler (`none` unless `[host]` or the short form
+    /// names one).
+    pub fn scheduler(&self) -> Scheduler {
+        self.host.as_ref().map_or(Scheduler::None, |h| h.scheduler)
+    }
+
     /// A fresh device of the configuration's preset (one member's, with an array).
     pub fn member(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
         let place = self.describe();
@@ -521,6 +545,7 @@ impl SimConfig {
                 .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message)))?,
             None => presets::device(&c.device).map_err(|e| err(&place, e.to_string()))?,
         };
+        let dev = self.scheduler().attach(dev);
         let most = MAX_CACHE_BLOCKS * u64::from(config.block_size);
         SimCache::new(CacheSpec {
             name: place.clone(),
@@ -540,6 +565,7 @@ impl SimConfig {
     ) -> Result<(Box<dyn Device>, Option<u64>), ConfigError> {
         let place = self.describe();
         let one = || self.member(extra);
+        let sched = self.scheduler();
         let card = match &self.card {
             Some(c) => {
                 let cards = card_presets()?;
@@ -558,10 +584,11 @@ impl SimConfig {
         };
         let Some(a) = &self.array else {
             let dev = one()?;
-            return Ok(match card {
-                Some((p, _)) => (Box::new(PassThrough::new(dev, &p)), None),
-                None => (dev, None),
-            });
+            let dev: Box<dyn Device> = match card {
+                Some((p, _)) => Box::new(PassThrough::new(dev, &p)),
+                None => dev,
+            };
+            return Ok((sched.attach(dev), None));
         };
         let level = Level::from_name(&a.level).map_err(|e| err(&place, e.to_string()))?;
         let layout =
@@ -571,10 +598,15 @@ impl SimConfig {
             (Some(c), _) => parse_size(c).map_err(|e| err(&place, format!("`chunk`: {e}")))?,
             (None, _) => 512 << 10,
         };
+        // A software array's members are what the host sees, each with its
+        // scheduler (md has none of its own); a card's disks are the card's.
         let attach = |dev: Box<dyn Device>| -> Box<dyn Device> {
             match &card {
-                Some((p, CardMode::PassThrough)) => Box::new(PassThrough::new(dev, p)),
-                _ => dev,
+                Some((p, CardMode::PassThrough)) => {
+                    sched.attach(Box::new(PassThrough::new(dev, p)))
+                }
+                Some((_, CardMode::Raid)) => dev,
+                None => sched.attach(dev),
             }
         };
         let mut members: Vec<Option<Box<dyn Device>>> = Vec::with_capacity(a.members);
@@ -670,8 +702,11 @@ impl SimConfig {
                 })
                 .map_err(|m| err(&place, m))?;
                 // The card gathers whole stripes itself: nothing to align to.
+                // The host sees its logical drive, through its scheduler.
                 Ok((
-                    Box::new(RaidCard::new(p, array).map_err(|m| err(&place, m))?),
+                    sched.attach(Box::new(
+                        RaidCard::new(p, array).map_err(|m| err(&place, m))?,
+                    )),
                     None,
                 ))
             }

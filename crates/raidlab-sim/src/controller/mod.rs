@@ -158,6 +158,7 @@ impl RaidCard {
                 kind,
                 offset,
                 len,
+                process: 0,
             },
         );
         id
@@ -240,6 +241,7 @@ impl Device for RaidCard {
                     kind,
                     offset,
                     len,
+                    process: 0,
                 },
             );
         }
