@@ -29,7 +29,7 @@ use crate::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
 use crate::cache::{CacheSpec, SimCache};
 use crate::cache_config::cache_option;
 pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
-use crate::controller::{CardParams, PassThrough, RaidCard};
+use crate::controller::{CardParams, HostBus, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
 use crate::presets::{self, Preset};
@@ -508,13 +508,29 @@ impl SimConfig {
 
     /// A fresh device of the configuration's preset (one member's, with an array).
     pub fn member(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
+        self.device_named(&self.device, extra, None)
+    }
+
+    /// A fresh device of preset `name` (the file's own presets first), on a
+    /// card port of `port_mb_per_s` when given.
+    fn device_named(
+        &self,
+        name: &str,
+        extra: &[Preset],
+        port_mb_per_s: Option<f64>,
+    ) -> Result<Box<dyn Device>, ConfigError> {
         let place = self.describe();
-        match extra.iter().find(|p| p.name == self.device) {
-            Some(p) => p
-                .build()
-                .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message))),
-            None => presets::device(&self.device).map_err(|e| err(&place, e.to_string())),
-        }
+        let preset = match extra.iter().find(|p| p.name == name) {
+            Some(p) => p.clone(),
+            None => presets::preset(name).map_err(|e| err(&place, e.to_string()))?,
+        };
+        let preset = match port_mb_per_s {
+            Some(rate) => preset.on_link(rate),
+            None => preset,
+        };
+        preset
+            .build()
+            .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message)))
     }
 
     /// Build the device this configuration describes, fresh at virtual time 0.
@@ -539,13 +555,9 @@ impl SimConfig {
             .config()
             .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
         let (origin, optimal) = self.build_origin(extra)?;
-        let dev = match extra.iter().find(|p| p.name == c.device) {
-            Some(p) => p
-                .build()
-                .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message)))?,
-            None => presets::device(&c.device).map_err(|e| err(&place, e.to_string()))?,
-        };
-        let dev = self.scheduler().attach(dev);
+        let dev = self
+            .scheduler()
+            .attach(self.device_named(&c.device, extra, None)?);
         let most = MAX_CACHE_BLOCKS * u64::from(config.block_size);
         SimCache::new(CacheSpec {
             name: place.clone(),
@@ -564,7 +576,6 @@ impl SimConfig {
         extra: &[Preset],
     ) -> Result<(Box<dyn Device>, Option<u64>), ConfigError> {
         let place = self.describe();
-        let one = || self.member(extra);
         let sched = self.scheduler();
         let card = match &self.card {
             Some(c) => {
@@ -582,10 +593,18 @@ impl SimConfig {
             }
             None => None,
         };
+        // A card's disks are on its ports, each as fast as the slower end.
+        let port = card.as_ref().map(|(p, _)| p.port_mb_per_s);
+        let one = || self.device_named(&self.device, extra, port);
+        // Its pass-through disks share its host link.
+        let bus = HostBus::new(
+            card.as_ref()
+                .map_or(f64::INFINITY, |(p, _)| p.host_link_mb_per_s),
+        );
         let Some(a) = &self.array else {
             let dev = one()?;
             let dev: Box<dyn Device> = match card {
-                Some((p, _)) => Box::new(PassThrough::new(dev, &p)),
+                Some((p, _)) => Box::new(PassThrough::new(dev, &p, bus.clone())),
                 None => dev,
             };
             return Ok((sched.attach(dev), None));
@@ -603,7 +622,7 @@ impl SimConfig {
         let attach = |dev: Box<dyn Device>| -> Box<dyn Device> {
             match &card {
                 Some((p, CardMode::PassThrough)) => {
-                    sched.attach(Box::new(PassThrough::new(dev, p)))
+                    sched.attach(Box::new(PassThrough::new(dev, p, bus.clone())))
                 }
                 Some((_, CardMode::Raid)) => dev,
                 None => sched.attach(dev),

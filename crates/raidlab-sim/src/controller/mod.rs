@@ -304,21 +304,60 @@ impl Device for RaidCard {
     }
 }
 
-/// A disk behind a card in pass-through (JBOD) mode: the disk as it is, each
-/// command delayed by the card's firmware.
+/// The card's host link (PCIe) as its pass-through disks share it: one
+/// transfer at a time at `host_link_mb_per_s`. Shared by the disks of one card
+/// (a simulated device tree runs on one thread, so the order of use is the
+/// order of events, the same on every run).
+#[derive(Debug, Clone)]
+pub struct HostBus {
+    ns_per_byte: f64,
+    free: std::sync::Arc<std::sync::Mutex<Ns>>,
+}
+
+impl HostBus {
+    /// A link of `mb_per_s` decimal MB/s (infinite: no limit).
+    pub fn new(mb_per_s: f64) -> HostBus {
+        HostBus {
+            ns_per_byte: 1e3 / mb_per_s,
+            free: Default::default(),
+        }
+    }
+
+    /// When a transfer of `len` bytes that may start at `now` ends.
+    fn transfer(&self, now: Ns, len: u64) -> Ns {
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let start = now.max(*free);
+        *free = start + (len as f64 * self.ns_per_byte).round() as Ns;
+        *free
+    }
+}
+
+/// A disk behind a card in pass-through (JBOD) mode: the disk as it is (on
+/// the card's port: its link is built at the port's rate), each command
+/// delayed by the card's firmware, and its data over the card's host link,
+/// shared with the card's other disks: a write's before the disk gets it, a
+/// read's after the disk has it.
 #[derive(Debug)]
 pub struct PassThrough {
     disk: Box<dyn Device>,
     overhead: Ns,
+    bus: HostBus,
+    /// Writes crossing the host link: (time they reach the card, id) -> request.
+    later: BTreeMap<(Ns, u64), Request>,
+    /// Reads the disk finished, by id: their length, for the transfer up.
+    reads: BTreeMap<u64, u64>,
     pending: Vec<Completion>,
     name: String,
 }
 
 impl PassThrough {
-    pub fn new(disk: Box<dyn Device>, card: &CardParams) -> PassThrough {
+    pub fn new(disk: Box<dyn Device>, card: &CardParams, bus: HostBus) -> PassThrough {
         PassThrough {
             disk,
             overhead: card.overhead(),
+            bus,
+            later: BTreeMap::new(),
+            reads: BTreeMap::new(),
             pending: Vec::new(),
             name: card.description.clone(),
         }
@@ -330,27 +369,49 @@ impl Device for PassThrough {
         self.disk.capacity()
     }
     fn submit(&mut self, now: Ns, req: Request) {
+        match req.kind {
+            Kind::Write => {
+                let at = self.bus.transfer(now, req.len);
+                if at > now {
+                    self.later.insert((at, req.id), req);
+                    return;
+                }
+            }
+            Kind::Read => {
+                self.reads.insert(req.id, req.len);
+            }
+            Kind::Flush | Kind::Trim => {}
+        }
         self.disk.submit(now, req);
     }
     fn next_event(&self) -> Option<Ns> {
         [
             self.disk.next_event(),
             self.pending.iter().map(|c| c.at).min(),
+            self.later.keys().next().map(|&(t, _)| t),
         ]
         .into_iter()
         .flatten()
         .min()
     }
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
+        while let Some((&(t, id), _)) = self.later.first_key_value() {
+            if t > now {
+                break;
+            }
+            let req = self.later.remove(&(t, id)).expect("first");
+            self.disk.submit(now, req);
+        }
         let mut from_disk = Vec::new();
         if self.disk.next_event().is_some_and(|t| t <= now) {
             self.disk.advance(now, &mut from_disk);
         }
         for c in from_disk {
-            self.pending.push(Completion {
-                id: c.id,
-                at: c.at + self.overhead,
-            });
+            let mut at = c.at + self.overhead;
+            if let Some(len) = self.reads.remove(&c.id) {
+                at = self.bus.transfer(at, len);
+            }
+            self.pending.push(Completion { id: c.id, at });
         }
         hand_out(&mut self.pending, now, done);
     }
