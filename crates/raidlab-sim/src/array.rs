@@ -206,6 +206,11 @@ pub struct SimArray {
     buf: Vec<u8>,
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
+    /// Members' completions, reused by every advance (not allocated per call).
+    member_done: Vec<Completion>,
+    /// A write may have left stripes held in the stripe cache since it was
+    /// last found empty (only writes hold stripes: reads need not ask).
+    maybe_held: bool,
 }
 
 impl SimArray {
@@ -361,6 +366,8 @@ impl SimArray {
             buf: Vec::new(),
             spec_info,
             rebuild,
+            member_done: Vec::new(),
+            maybe_held: false,
         })
     }
 
@@ -451,6 +458,7 @@ impl SimArray {
             process,
             ..
         } = req;
+        self.maybe_held |= kind == Kind::Write;
         self.clock.set(now);
         if let (Some(r), Some(_)) = (self.requests.as_mut(), host_id) {
             r.push((now, kind, offset, len));
@@ -673,7 +681,7 @@ impl SimArray {
         while let Some(seq) = self.ready.pop_front() {
             self.progress(now, seq);
         }
-        if self.tick.is_none() && self.tick_every > 0 {
+        if self.tick.is_none() && self.tick_every > 0 && self.maybe_held {
             let held = self
                 .array
                 .stripe_cache_stats()
@@ -681,6 +689,8 @@ impl SimArray {
                 .is_some_and(|(_, s)| s.held_now > 0);
             if held {
                 self.tick = Some(now + self.tick_every);
+            } else {
+                self.maybe_held = false;
             }
         }
     }
@@ -709,7 +719,7 @@ impl Device for SimArray {
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
         self.clock.set(now);
-        let mut member_done = Vec::new();
+        let mut member_done = std::mem::take(&mut self.member_done);
         loop {
             let mut any = false;
             for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
@@ -775,6 +785,7 @@ impl Device for SimArray {
             }
             self.run_ready(now);
         }
+        self.member_done = member_done;
         done.append(&mut self.finished);
     }
 
