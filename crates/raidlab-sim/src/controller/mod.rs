@@ -323,25 +323,35 @@ impl HostBus {
         }
     }
 
-    /// When a transfer of `len` bytes that may start at `now` ends.
-    fn transfer(&self, now: Ns, len: u64) -> Ns {
+    /// Carry `len` bytes whose disk-side transfer (on a port of
+    /// `port_ns_per_byte`) would start at `at`: the time the disk-side
+    /// transfer can start so that the host link, taken in turn, has carried
+    /// them by its end. The card streams (DMA runs while the port transfers),
+    /// so a link that is free for its share of the window delays nothing; a
+    /// saturated one holds the transfer back until its share fits.
+    fn carry(&self, at: Ns, len: u64, port_ns_per_byte: f64) -> Ns {
+        let window = (len as f64 * port_ns_per_byte).round() as Ns;
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let start = now.max(*free);
-        *free = start + (len as f64 * self.ns_per_byte).round() as Ns;
-        *free
+        let end = at.max(*free) + (len as f64 * self.ns_per_byte).round() as Ns;
+        *free = end;
+        at.max(end.saturating_sub(window))
     }
 }
 
 /// A disk behind a card in pass-through (JBOD) mode: the disk as it is (on
 /// the card's port: its link is built at the port's rate), each command
 /// delayed by the card's firmware, and its data over the card's host link,
-/// shared with the card's other disks: a write's before the disk gets it, a
-/// read's after the disk has it.
+/// shared with the card's other disks: a write reaches the disk when the link
+/// starts carrying it, a read completes once the link has carried it
+/// (streamed beside the disk's own transfer, which ends when the disk
+/// completes).
 #[derive(Debug)]
 pub struct PassThrough {
     disk: Box<dyn Device>,
     overhead: Ns,
     bus: HostBus,
+    /// The card's port rate, ns per byte.
+    port_ns_per_byte: f64,
     /// Writes crossing the host link: (time they reach the card, id) -> request.
     later: BTreeMap<(Ns, u64), Request>,
     /// Reads the disk finished, by id: their length, for the transfer up.
@@ -356,6 +366,7 @@ impl PassThrough {
             disk,
             overhead: card.overhead(),
             bus,
+            port_ns_per_byte: 1e3 / card.port_mb_per_s,
             later: BTreeMap::new(),
             reads: BTreeMap::new(),
             pending: Vec::new(),
@@ -371,7 +382,7 @@ impl Device for PassThrough {
     fn submit(&mut self, now: Ns, req: Request) {
         match req.kind {
             Kind::Write => {
-                let at = self.bus.transfer(now, req.len);
+                let at = self.bus.carry(now, req.len, self.port_ns_per_byte);
                 if at > now {
                     self.later.insert((at, req.id), req);
                     return;
@@ -407,11 +418,17 @@ impl Device for PassThrough {
             self.disk.advance(now, &mut from_disk);
         }
         for c in from_disk {
-            let mut at = c.at + self.overhead;
+            let mut at = c.at;
             if let Some(len) = self.reads.remove(&c.id) {
-                at = self.bus.transfer(at, len);
+                // The disk's transfer of it ended at c.at.
+                let window = (len as f64 * self.port_ns_per_byte).round() as Ns;
+                let start = c.at.saturating_sub(window);
+                at = self.bus.carry(start, len, self.port_ns_per_byte) + window;
             }
-            self.pending.push(Completion { id: c.id, at });
+            self.pending.push(Completion {
+                id: c.id,
+                at: at + self.overhead,
+            });
         }
         hand_out(&mut self.pending, now, done);
     }
