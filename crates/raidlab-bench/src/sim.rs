@@ -143,6 +143,7 @@ impl SimTarget {
                 kind,
                 offset,
                 len,
+                process: 0,
             },
         );
         let mut done: Vec<Completion> = Vec::new();
@@ -184,6 +185,7 @@ impl SimTarget {
                         kind,
                         offset,
                         len,
+                        process: 0,
                     },
                 );
                 issued.insert(next as u64, t);

@@ -16,7 +16,9 @@
 //! that this module moves, and its expiry is checked at virtual ticks, as the real
 //! cache's thread does in real time.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock};
+use crate::device::{
+    Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD,
+};
 use crate::host::HostCost;
 use crate::scrub::{Scrub, ScrubProgress, ScrubSpec};
 use crate::stats::{MemberIo, OpLog};
@@ -163,6 +165,11 @@ struct Active {
     rebuild_step: bool,
     /// A scrub step: when it completes, the next is due.
     scrub_step: bool,
+    /// The process its member I/O is issued as (for a scheduler on the
+    /// members): a host read's own; md's thread for everything else, as md
+    /// reads an aligned chunk in the caller's context but handles stripes
+    /// (parity writes and their reads) in its raid5d thread.
+    process: u32,
 }
 
 /// A raidlab array on simulated members.
@@ -203,6 +210,11 @@ pub struct SimArray {
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
     scrub: Option<Scrub>,
+    /// Members' completions, reused by every advance (not allocated per call).
+    member_done: Vec<Completion>,
+    /// A write may have left stripes held in the stripe cache since it was
+    /// last found empty (only writes hold stripes: reads need not ask).
+    maybe_held: bool,
 }
 
 impl SimArray {
@@ -359,6 +371,8 @@ impl SimArray {
             spec_info,
             rebuild,
             scrub: None,
+            member_done: Vec::new(),
+            maybe_held: false,
         })
     }
 
@@ -410,6 +424,8 @@ impl SimArray {
             not_before: now,
             rebuild_step: false,
             scrub_step: true,
+            // md's sync thread, as a rebuild's steps.
+            process: MD_THREAD,
         });
         self.ready.push_back(seq);
     }
@@ -439,6 +455,7 @@ impl SimArray {
             not_before: now,
             rebuild_step: true,
             scrub_step: false,
+            process: MD_THREAD,
         });
         self.ready.push_back(seq);
     }
@@ -493,7 +510,15 @@ impl SimArray {
     }
 
     /// Run the engine for a request now and start scheduling its plans.
-    fn start(&mut self, now: Ns, host_id: Option<u64>, kind: Kind, offset: u64, len: u64) {
+    fn start(&mut self, now: Ns, host_id: Option<u64>, req: Request) {
+        let Request {
+            kind,
+            offset,
+            len,
+            process,
+            ..
+        } = req;
+        self.maybe_held |= kind == Kind::Write;
         self.clock.set(now);
         if let (Some(r), Some(_)) = (self.requests.as_mut(), host_id) {
             r.push((now, kind, offset, len));
@@ -529,6 +554,11 @@ impl SimArray {
             not_before: now + overhead,
             rebuild_step: false,
             scrub_step: false,
+            process: if kind == Kind::Read {
+                process
+            } else {
+                MD_THREAD
+            },
         });
         if overhead > 0 {
             self.timers.insert((now + overhead, seq));
@@ -547,6 +577,7 @@ impl SimArray {
         len: u64,
     ) {
         let id = self.member_ops.insert(seq);
+        let process = self.active.get(seq).map_or(MD_THREAD, |a| a.process);
         self.log.record(MemberIo {
             kind,
             member,
@@ -562,6 +593,7 @@ impl SimArray {
                         kind,
                         offset,
                         len,
+                        process,
                     },
                 );
                 self.member_next[member] = dev.next_event();
@@ -716,7 +748,7 @@ impl SimArray {
         while let Some(seq) = self.ready.pop_front() {
             self.progress(now, seq);
         }
-        if self.tick.is_none() && self.tick_every > 0 {
+        if self.tick.is_none() && self.tick_every > 0 && self.maybe_held {
             let held = self
                 .array
                 .stripe_cache_stats()
@@ -724,6 +756,8 @@ impl SimArray {
                 .is_some_and(|(_, s)| s.held_now > 0);
             if held {
                 self.tick = Some(now + self.tick_every);
+            } else {
+                self.maybe_held = false;
             }
         }
     }
@@ -735,7 +769,7 @@ impl Device for SimArray {
     }
 
     fn submit(&mut self, now: Ns, req: Request) {
-        self.start(now, Some(req.id), req.kind, req.offset, req.len);
+        self.start(now, Some(req.id), req);
         self.run_ready(now);
     }
 
@@ -753,7 +787,7 @@ impl Device for SimArray {
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
         self.clock.set(now);
-        let mut member_done = Vec::new();
+        let mut member_done = std::mem::take(&mut self.member_done);
         loop {
             let mut any = false;
             for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
@@ -818,6 +852,7 @@ impl Device for SimArray {
                         not_before: now,
                         rebuild_step: false,
                         scrub_step: false,
+                        process: MD_THREAD,
                     });
                     self.ready.push_back(seq);
                 }
@@ -828,6 +863,7 @@ impl Device for SimArray {
             }
             self.run_ready(now);
         }
+        self.member_done = member_done;
         done.append(&mut self.finished);
     }
 

@@ -548,6 +548,7 @@ impl SimCache {
             kind: op.kind,
             offset: op.offset,
             len: op.len,
+            process: 0,
         };
         match op.side {
             Side::Cache => {

@@ -18,8 +18,10 @@
 //!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
 //!   `rebuild-from=SIZE` (a resumed rebuild); `check=yes` (a scrub, md's
 //!   check, runs from the start of the run), `check-rate=SIZE` and
-//!   `check-from=SIZE`;
-//! - `PRESET:OPTION...` or either form above with cache options: `cache=PRESET[/MODE]`
+//!   `check-from=SIZE`; `scheduler=NAME` (the host's I/O scheduler on each
+//!   device it sees: `none`, the default, `deadline` or `cfq`, see
+//!   [`crate::sched`]);
+//! - `PRESET:OPTION...` (`scheduler=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
 //!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
@@ -29,10 +31,11 @@ use crate::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
 use crate::cache::{CacheSpec, SimCache};
 use crate::cache_config::cache_option;
 pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
-use crate::controller::{CardParams, PassThrough, RaidCard};
+use crate::controller::{CardParams, HostBus, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
 use crate::presets::{self, Preset};
+use crate::sched::Scheduler;
 use crate::scrub::ScrubSpec;
 use raidlab_core::size::parse_size;
 use raidlab_layout::{Geometry, Layout, Level};
@@ -74,6 +77,7 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// [host]                        # optional: the host's costs (software RAID)
 /// parity_mb_per_s = 4000.0
 /// request_overhead_us = 5.0
+/// scheduler = "cfq"             # I/O scheduler: "none" (default), "deadline", "cfq"
 ///
 /// [cache]                       # optional: raidlab's SSD cache tier in front
 /// device = "intel-520"          # the cache device's preset
@@ -175,6 +179,15 @@ fn err(place: impl Into<String>, message: impl Into<String>) -> ConfigError {
     }
 }
 
+/// The default host with the I/O scheduler named `v` (the short form's
+/// `scheduler=NAME`).
+fn host_with(v: &str) -> Result<HostCost, String> {
+    Ok(HostCost {
+        scheduler: Scheduler::parse(v).map_err(|m| format!("`scheduler={v}`: {m}"))?,
+        ..HostCost::default()
+    })
+}
+
 /// The card presets shipped with raidlab.
 pub fn card_presets() -> Result<BTreeMap<String, CardParams>, ConfigError> {
     #[derive(serde::Deserialize)]
@@ -251,16 +264,19 @@ impl SimConfig {
         let place = format!("sim:{spec}");
         let parts: Vec<&str> = spec.split(':').collect();
         if parts.len() == 1 || parts[1].contains('=') {
-            // One device, with cache options only.
+            // One device, with cache and scheduler options only.
             let mut cache = None;
+            let mut host = None;
             for opt in &parts[1..] {
                 let Some((k, v)) = opt.split_once('=') else {
                     return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
                 };
-                if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
+                if k == "scheduler" {
+                    host = Some(host_with(v).map_err(|m| err(&place, m))?);
+                } else if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
                     return Err(err(
                         &place,
-                        format!("`{k}` is not an option of one device (known: cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
+                        format!("`{k}` is not an option of one device (known: scheduler, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
                     ));
                 }
             }
@@ -270,7 +286,7 @@ impl SimConfig {
                 device: parts[0].to_string(),
                 array: None,
                 card: None,
-                host: None,
+                host,
                 cache,
             };
             cfg.check()
@@ -311,6 +327,7 @@ impl SimConfig {
         };
         let mut card = None;
         let mut cache = None;
+        let mut host = None;
         for opt in &parts[2..] {
             let Some((k, v)) = opt.split_once('=') else {
                 return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
@@ -368,11 +385,12 @@ impl SimConfig {
                 }
                 "check-rate" => array.check_max_rate = Some(v.into()),
                 "check-from" => array.check_from = Some(v.into()),
+                "scheduler" => host = Some(host_with(v).map_err(|m| err(&place, m))?),
                 _ if cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? => {}
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, scheduler, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -383,7 +401,7 @@ impl SimConfig {
             device: device.into(),
             array: Some(array),
             card,
-            host: None,
+            host,
             cache,
         };
         cfg.check()
@@ -546,15 +564,37 @@ impl SimConfig {
         s
     }
 
+    /// The host's I/O scheduler (`none` unless `[host]` or the short form
+    /// names one).
+    pub fn scheduler(&self) -> Scheduler {
+        self.host.as_ref().map_or(Scheduler::None, |h| h.scheduler)
+    }
+
     /// A fresh device of the configuration's preset (one member's, with an array).
     pub fn member(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
+        self.device_named(&self.device, extra, None)
+    }
+
+    /// A fresh device of preset `name` (the file's own presets first), on a
+    /// card port of `port_mb_per_s` when given.
+    fn device_named(
+        &self,
+        name: &str,
+        extra: &[Preset],
+        port_mb_per_s: Option<f64>,
+    ) -> Result<Box<dyn Device>, ConfigError> {
         let place = self.describe();
-        match extra.iter().find(|p| p.name == self.device) {
-            Some(p) => p
-                .build()
-                .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message))),
-            None => presets::device(&self.device).map_err(|e| err(&place, e.to_string())),
-        }
+        let preset = match extra.iter().find(|p| p.name == name) {
+            Some(p) => p.clone(),
+            None => presets::preset(name).map_err(|e| err(&place, e.to_string()))?,
+        };
+        let preset = match port_mb_per_s {
+            Some(rate) => preset.on_link(rate),
+            None => preset,
+        };
+        preset
+            .build()
+            .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message)))
     }
 
     /// Build the device this configuration describes, fresh at virtual time 0.
@@ -579,12 +619,9 @@ impl SimConfig {
             .config()
             .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
         let (origin, optimal) = self.build_origin(extra)?;
-        let dev = match extra.iter().find(|p| p.name == c.device) {
-            Some(p) => p
-                .build()
-                .map_err(|e| err(&place, format!("`{}`: {}", e.key, e.message)))?,
-            None => presets::device(&c.device).map_err(|e| err(&place, e.to_string()))?,
-        };
+        let dev = self
+            .scheduler()
+            .attach(self.device_named(&c.device, extra, None)?);
         let most = MAX_CACHE_BLOCKS * u64::from(config.block_size);
         SimCache::new(CacheSpec {
             name: place.clone(),
@@ -603,7 +640,7 @@ impl SimConfig {
         extra: &[Preset],
     ) -> Result<(Box<dyn Device>, Option<u64>), ConfigError> {
         let place = self.describe();
-        let one = || self.member(extra);
+        let sched = self.scheduler();
         let card = match &self.card {
             Some(c) => {
                 let cards = card_presets()?;
@@ -620,12 +657,21 @@ impl SimConfig {
             }
             None => None,
         };
+        // A card's disks are on its ports, each as fast as the slower end.
+        let port = card.as_ref().map(|(p, _)| p.port_mb_per_s);
+        let one = || self.device_named(&self.device, extra, port);
+        // Its pass-through disks share its host link.
+        let bus = HostBus::new(
+            card.as_ref()
+                .map_or(f64::INFINITY, |(p, _)| p.host_link_mb_per_s),
+        );
         let Some(a) = &self.array else {
             let dev = one()?;
-            return Ok(match card {
-                Some((p, _)) => (Box::new(PassThrough::new(dev, &p)), None),
-                None => (dev, None),
-            });
+            let dev: Box<dyn Device> = match card {
+                Some((p, _)) => Box::new(PassThrough::new(dev, &p, bus.clone())),
+                None => dev,
+            };
+            return Ok((sched.attach(dev), None));
         };
         let level = Level::from_name(&a.level).map_err(|e| err(&place, e.to_string()))?;
         let layout =
@@ -635,10 +681,15 @@ impl SimConfig {
             (Some(c), _) => parse_size(c).map_err(|e| err(&place, format!("`chunk`: {e}")))?,
             (None, _) => 512 << 10,
         };
+        // A software array's members are what the host sees, each with its
+        // scheduler (md has none of its own); a card's disks are the card's.
         let attach = |dev: Box<dyn Device>| -> Box<dyn Device> {
             match &card {
-                Some((p, CardMode::PassThrough)) => Box::new(PassThrough::new(dev, p)),
-                _ => dev,
+                Some((p, CardMode::PassThrough)) => {
+                    sched.attach(Box::new(PassThrough::new(dev, p, bus.clone())))
+                }
+                Some((_, CardMode::Raid)) => dev,
+                None => sched.attach(dev),
             }
         };
         let mut members: Vec<Option<Box<dyn Device>>> = Vec::with_capacity(a.members);
@@ -739,8 +790,11 @@ impl SimConfig {
                     array.start_scrub(c).map_err(|m| err(&place, m))?;
                 }
                 // The card gathers whole stripes itself: nothing to align to.
+                // The host sees its logical drive, through its scheduler.
                 Ok((
-                    Box::new(RaidCard::new(p, array).map_err(|m| err(&place, m))?),
+                    sched.attach(Box::new(
+                        RaidCard::new(p, array).map_err(|m| err(&place, m))?,
+                    )),
                     None,
                 ))
             }

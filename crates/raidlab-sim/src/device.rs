@@ -39,7 +39,16 @@ pub struct Request {
     pub kind: Kind,
     pub offset: u64,
     pub len: u64,
+    /// The host process that issued it, for a host I/O scheduler that serves
+    /// processes in turn ([`crate::sched`]); devices themselves ignore it. A
+    /// workload's thread `t` is process `t`; an array passes a host read's
+    /// process on to its member reads and issues the rest as [`MD_THREAD`].
+    pub process: u32,
 }
+
+/// The process of member I/O an array issues on its own behalf (md's raid5d
+/// thread: parity writes and their reads, write-outs, rebuild steps).
+pub const MD_THREAD: u32 = u32::MAX;
 
 /// A finished request: its id and the virtual time it completed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

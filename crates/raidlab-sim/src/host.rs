@@ -7,6 +7,7 @@
 //! stay the same on every machine for the same parameters.
 
 use crate::device::{Ns, Param};
+use crate::sched::Scheduler;
 use raidlab_raid::plan::{Compute, Slice};
 
 /// The host's costs, each with its unit in its name.
@@ -15,12 +16,26 @@ use raidlab_raid::plan::{Compute, Slice};
 pub struct HostCost {
     /// Bytes of parity input one core processes per second, in decimal MB/s
     /// (XOR for RAID 4/5; RAID 6's P+Q is charged twice the bytes).
+    #[serde(default = "default_parity")]
     pub parity_mb_per_s: f64,
     /// Time the block layer and raidlab's engine add to every request, in µs.
+    #[serde(default = "default_overhead")]
     pub request_overhead_us: f64,
+    /// The I/O scheduler in front of every device the host sees (each member
+    /// of a software array, a single device, a card's logical drive); md
+    /// itself has none. `none` by default; `cfq` for the articles' 2008 hosts.
+    #[serde(default)]
+    pub scheduler: Scheduler,
     /// Where the figures come from.
     #[serde(default)]
     pub sources: Vec<String>,
+}
+
+fn default_parity() -> f64 {
+    HostCost::default().parity_mb_per_s
+}
+fn default_overhead() -> f64 {
+    HostCost::default().request_overhead_us
 }
 
 impl Default for HostCost {
@@ -28,6 +43,7 @@ impl Default for HostCost {
         HostCost {
             parity_mb_per_s: 4000.0,
             request_overhead_us: 5.0,
+            scheduler: Scheduler::None,
             sources: vec![
                 "parity_mb_per_s: assumed; the order of what Linux's boot-time xor benchmark reports for a 2008-era desktop core (kernel log line \"xor: using function: ... (N MB/sec)\"); set [host] parity_mb_per_s to your machine's, e.g. from `raidlab bench parity`".into(),
                 "request_overhead_us: assumed; a few µs per request for the block layer and the engine's planning, the order raidlab's own planner costs in callgrind (docs/benchmarks.md)".into(),
@@ -43,6 +59,7 @@ impl HostCost {
         HostCost {
             parity_mb_per_s,
             request_overhead_us,
+            scheduler: Scheduler::None,
             sources: vec![source.to_string()],
         }
     }

@@ -19,6 +19,7 @@ pub mod host;
 pub mod ideal;
 pub mod mixed;
 pub mod presets;
+pub mod sched;
 pub mod scrub;
 pub mod ssd;
 pub mod stats;

@@ -38,10 +38,18 @@ struct Stream<'a> {
     blocks: u64,
     share: u64,
     cursor: Vec<u64>,
+    /// The process number of the job's first thread: the background's threads
+    /// come first, then the foreground's, each a process of its own.
+    first_process: u32,
 }
 
 impl<'a> Stream<'a> {
-    fn new(job: &'a Job, capacity: u64, what: &str) -> Result<Stream<'a>, String> {
+    fn new(
+        job: &'a Job,
+        capacity: u64,
+        what: &str,
+        first_process: u32,
+    ) -> Result<Stream<'a>, String> {
         let blocks = job.region.1 / job.block.max(1);
         if job.block == 0 || blocks == 0 {
             return Err(format!(
@@ -68,6 +76,7 @@ impl<'a> Stream<'a> {
             blocks,
             share,
             cursor: (0..threads).map(|t| (t * share) % blocks).collect(),
+            first_process,
         })
     }
 
@@ -100,6 +109,7 @@ impl<'a> Stream<'a> {
             kind: if read { Kind::Read } else { Kind::Write },
             offset: job.region.0 + block * job.block,
             len: job.block,
+            process: thread as u32 + self.first_process,
         }
     }
 }
@@ -114,8 +124,8 @@ pub fn run_mixed(
     foreground: &Job,
     start: Ns,
 ) -> Result<MixedOutcome, String> {
-    let mut bg = Stream::new(background, dev.capacity(), "background")?;
-    let mut fg = Stream::new(foreground, dev.capacity(), "foreground")?;
+    let mut bg = Stream::new(background, dev.capacity(), "background", 0)?;
+    let mut fg = Stream::new(foreground, dev.capacity(), "foreground", background.threads)?;
     let bg_slots = bg.slots();
     let fg_slots = fg.slots();
     // Request ids: background slots first, then the foreground's.

@@ -129,6 +129,20 @@ impl Preset {
         })
     }
 
+    /// This preset on a link of at most `mb_per_s` decimal MB/s of payload (a
+    /// card's port): a SATA/SAS link runs at the lower of its two ends' rates,
+    /// so the device's interface becomes that.
+    pub fn on_link(&self, mb_per_s: f64) -> Preset {
+        let mut p = self.clone();
+        match &mut p.model {
+            // An HDD's interface is in Gb/s of line rate: 8b/10b carries
+            // 100 MB/s of payload per Gb/s.
+            Model::Hdd(h) => h.interface_gbit_per_s = h.interface_gbit_per_s.min(mb_per_s / 100.0),
+            Model::Ssd(s) => s.interface_mb_per_s = s.interface_mb_per_s.min(mb_per_s),
+        }
+        p
+    }
+
     /// The parameter names this preset's model takes.
     pub fn param_names(&self) -> Vec<String> {
         let params = match &self.model {
@@ -232,17 +246,22 @@ pub fn builtin() -> Result<Vec<Preset>, PresetError> {
 
 /// A fresh device of the built-in preset `name`.
 pub fn device(name: &str) -> Result<Box<dyn Device>, PresetError> {
+    preset(name)?.build().map_err(|e| PresetError::Invalid {
+        file: BUILTIN_FILE.into(),
+        line: 0,
+        key: e.key.into(),
+        message: e.message,
+    })
+}
+
+/// The built-in preset `name`.
+pub fn preset(name: &str) -> Result<Preset, PresetError> {
     let all = builtin()?;
-    match all.iter().find(|p| p.name == name) {
-        Some(p) => p.build().map_err(|e| PresetError::Invalid {
-            file: BUILTIN_FILE.into(),
-            line: 0,
-            key: e.key.into(),
-            message: e.message,
-        }),
+    match all.into_iter().find(|p| p.name == name) {
+        Some(p) => Ok(p),
         None => Err(PresetError::Unknown {
             name: name.into(),
-            known: all
+            known: builtin()?
                 .iter()
                 .map(|p| p.name.as_str())
                 .collect::<Vec<_>>()

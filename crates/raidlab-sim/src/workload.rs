@@ -156,6 +156,7 @@ pub fn run_observed(
             kind: if read { Kind::Read } else { Kind::Write },
             offset: job.region.0 + block * job.block,
             len: job.block,
+            process: thread as u32,
         }
     };
     for (slot, kind) in kinds.iter_mut().enumerate() {

@@ -151,6 +151,7 @@ fn card(cache_bytes: u64) -> RaidCard {
         command_overhead_us: 20.0,
         host_link_mb_per_s: 2000.0,
         ports: 8,
+        port_mb_per_s: 600.0,
         parity_read_cache_bytes: 0,
         sources: vec![],
     };
@@ -275,4 +276,41 @@ fn a_write_larger_than_the_cards_cache_goes_through_instead_of_waiting_forever()
     j.max_ops = 32;
     let out = run(&mut c, &j, 0).unwrap();
     assert_eq!(out.ops, 32);
+}
+
+/// Sequential 1 MiB reads at QD8 on `spec`, in MB/s.
+fn seq_read(spec: &str) -> f64 {
+    let cfg = raidlab_sim::config::SimConfig::short(spec).expect("spec");
+    let mut dev = cfg.build(&[]).expect("build");
+    let j = Job::new(Pattern::Sequential, 1 << 20, true, 1, 8, 1 << 30);
+    run(dev.as_mut(), &j, 0).expect("runs").mb_per_s
+}
+
+#[test]
+fn a_cards_ports_and_host_link_limit_its_disks() {
+    // SATA 6 Gb/s SSDs (600 MB/s links) read at their own speed alone...
+    let alone = seq_read("raid0:2xintel-520:chunk=1M");
+    assert!(alone > 1000.0, "two SSDs alone {alone}");
+    // ...and at the Adaptec's 3 Gb/s ports, 300 MB/s each, behind it: in
+    // pass-through and when the card runs the array.
+    for mode in ["/pass-through", ""] {
+        let r = seq_read(&format!(
+            "raid0:2xintel-520:chunk=1M:card=adaptec-sas-31205{mode}"
+        ));
+        // At most the ports' 600; a little below it, as each request's
+        // command and flash time are not hidden behind the link's.
+        assert!(
+            (0.85..=1.005).contains(&(r / 600.0)),
+            "2 x 300 MB/s ports{mode}: {r}"
+        );
+    }
+    // Twelve pass-through SSDs share the card's PCIe 1.x x8 link (2000 MB/s),
+    // not twelve ports' 3600.
+    let r = seq_read("raid0:12xintel-520:chunk=1M:card=adaptec-sas-31205/pass-through");
+    assert!(
+        (0.85..=1.005).contains(&(r / 2000.0)),
+        "12 disks on a 2000 MB/s link: {r}"
+    );
+    let ports = 12.0 * 300.0;
+    assert!(r < 0.6 * ports, "12 disks: {r} against the ports' {ports}");
 }

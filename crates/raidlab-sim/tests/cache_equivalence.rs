@@ -208,6 +208,7 @@ fn simulate(mode: Mode, raid: bool) -> SimRun {
             kind: Kind::Flush,
             offset: 0,
             len: 0,
+            process: 0,
         },
     );
     // The flush, then whatever cleaning is left, until nothing is to do.

@@ -77,6 +77,7 @@ fn simulate(
             kind: Kind::Flush,
             offset: 0,
             len: 0,
+            process: 0,
         },
     );
     while let Some(at) = sim.next_event() {

@@ -211,6 +211,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_destage() {
                 kind: Kind::Write,
                 offset,
                 len: 4096,
+                process: 0,
             },
         );
         while done.iter().all(|c| c.id != i) {
@@ -227,6 +228,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_destage() {
             kind: Kind::Flush,
             offset: 0,
             len: 0,
+            process: 0,
         },
     );
     while let Some(t) = d.next_event() {
@@ -249,6 +251,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_destage() {
             kind: Kind::Flush,
             offset: 0,
             len: 0,
+            process: 0,
         },
     );
     let t = d.next_event().expect("flush in flight");
@@ -318,6 +321,7 @@ fn ssd_steady_state_writes_are_slower_and_trim_lowers_gc_cost() {
             kind: Kind::Trim,
             offset: 0,
             len: fresh.capacity_bytes / 2,
+            process: 0,
         },
     );
     let mut done = Vec::new();
@@ -623,6 +627,7 @@ fn ssd_flush_waits_for_the_buffer_to_be_programmed() {
             kind: Kind::Write,
             offset: 0,
             len: 4096,
+            process: 0,
         },
     );
     let ack = d.next_event().expect("write in flight");
@@ -639,6 +644,7 @@ fn ssd_flush_waits_for_the_buffer_to_be_programmed() {
             kind: Kind::Flush,
             offset: 0,
             len: 0,
+            process: 0,
         },
     );
     while let Some(t) = d.next_event() {

@@ -36,7 +36,7 @@ pub(super) fn run(c: &Config) -> Result<Vec<Cell>> {
     ];
     if c.seed == Seed::D {
         cfg.chunk = bonnie::DEFAULT_CHUNK;
-        cfg.seekers = d::seeks_in_flight(&c.name);
+        cfg.seekers = d::SEEKERS;
         let s = bonnie::random_seeks(&target, &cfg, &control).map_err(|e| context(c, e))?;
         cells.push(cell(c, "random_seeks", "seeks/s", s.rate));
     }

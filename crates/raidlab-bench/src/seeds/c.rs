@@ -5,7 +5,9 @@
 //! gives no figures for seed C, so every cell's article figure is None). It must
 //! never hard-code a finding's outcome.
 
-use super::{figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER};
+use super::{
+    figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER, HOST_2008,
+};
 
 pub(super) fn configs() -> Vec<Config> {
     let mut v = Vec::new();
@@ -18,7 +20,7 @@ pub(super) fn configs() -> Vec<Config> {
                 v.push(Config::new(
                     Seed::C,
                     &format!("{kind}-{level}-{}", chunk.to_ascii_lowercase()),
-                    format!("{level}:{C_DISKS}:chunk={chunk}:{C_MEMBER}:{card}"),
+                    format!("{level}:{C_DISKS}:chunk={chunk}:{C_MEMBER}:{card}:{HOST_2008}"),
                 ));
             }
         }

@@ -4,37 +4,25 @@
 //! Decides: seed D's configurations, the article's figures and the rules of its
 //! findings. It must never hard-code a finding's outcome.
 
-use super::{figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER};
+use super::{
+    figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER, HOST_2008,
+};
 
 /// Bonnie++'s seeker processes: SeekProcCount, 3 by default (bonnie++'s
 /// readme: "This test runs SeekProcCount processes (default 3) in parallel").
-const SEEKERS: usize = 3;
-
-/// Seeks in flight during Bonnie++'s seek test on configuration `config`.
-/// Linux's CFQ scheduler (the default from 2.6.18, the articles' kernels)
-/// serves one process's synchronous queue at a time on a disk and idles a
-/// moment for that process's next read (Documentation/block/cfq-iosched.txt,
-/// slice_idle), and each seeker has one read outstanding, waiting for it: so on
-/// one device the three seekers take turns, one read in flight. md RAID 6 has
-/// no scheduler of its own; each member disk has its CFQ, and three seekers'
-/// 8 KiB reads mostly land on different members of six, so all three are in
-/// flight.
-pub(super) fn seeks_in_flight(config: &str) -> usize {
-    if config == "raid6-6hdd" {
-        SEEKERS
-    } else {
-        1
-    }
-}
+/// How many of their reads a disk gets at once is the host's I/O scheduler's
+/// doing (the configurations run `scheduler=cfq`, the articles' kernels'
+/// default; raidlab-sim's `sched.rs`), not this seed's.
+pub(super) const SEEKERS: usize = 3;
 
 pub(super) fn configs() -> Vec<Config> {
     let c = |name: &str, spec: String| Config::new(Seed::D, name, spec);
     vec![
-        c("ssd", "mtron-mobi-32g".into()),
-        c("hdd", "samsung-hd753lj".into()),
+        c("ssd", format!("mtron-mobi-32g:{HOST_2008}")),
+        c("hdd", format!("samsung-hd753lj:{HOST_2008}")),
         c(
             "raid6-6hdd",
-            format!("raid6:{C_DISKS}:chunk=256K:{C_MEMBER}:card=adaptec-sas-31205/pass-through"),
+            format!("raid6:{C_DISKS}:chunk=256K:{C_MEMBER}:card=adaptec-sas-31205/pass-through:{HOST_2008}"),
         ),
     ]
 }

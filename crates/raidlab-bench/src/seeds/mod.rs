@@ -183,6 +183,9 @@ pub struct Config {
 const C_DISKS: &str = "6xsamsung-hd753lj";
 /// About 100 GB used per disk, as in article C.
 const C_MEMBER: &str = "member-size=100G";
+/// Articles C and D ran Linux of 2008 (2.6.18 to 2.6.26), whose default I/O
+/// scheduler was CFQ: the host model's `scheduler=cfq` (raidlab-sim `sched.rs`).
+const HOST_2008: &str = "scheduler=cfq";
 
 impl Config {
     fn new(seed: Seed, name: &str, spec: String) -> Config {

@@ -158,6 +158,7 @@ impl RaidCard {
                 kind,
                 offset,
                 len,
+                process: 0,
             },
         );
         id
@@ -240,6 +241,7 @@ impl Device for RaidCard {
                     kind,
                     offset,
                     len,
+                    process: 0,
                 },
             );
         }
@@ -306,21 +308,71 @@ impl Device for RaidCard {
     }
 }
 
-/// A disk behind a card in pass-through (JBOD) mode: the disk as it is, each
-/// command delayed by the card's firmware.
+/// The card's host link (PCIe) as its pass-through disks share it: one
+/// transfer at a time at `host_link_mb_per_s`. Shared by the disks of one card
+/// (a simulated device tree runs on one thread, so the order of use is the
+/// order of events, the same on every run).
+#[derive(Debug, Clone)]
+pub struct HostBus {
+    ns_per_byte: f64,
+    free: std::sync::Arc<std::sync::Mutex<Ns>>,
+}
+
+impl HostBus {
+    /// A link of `mb_per_s` decimal MB/s (infinite: no limit).
+    pub fn new(mb_per_s: f64) -> HostBus {
+        HostBus {
+            ns_per_byte: 1e3 / mb_per_s,
+            free: Default::default(),
+        }
+    }
+
+    /// Carry `len` bytes whose disk-side transfer (on a port of
+    /// `port_ns_per_byte`) would start at `at`: the time the disk-side
+    /// transfer can start so that the host link, taken in turn, has carried
+    /// them by its end. The card streams (DMA runs while the port transfers),
+    /// so a link that is free for its share of the window delays nothing; a
+    /// saturated one holds the transfer back until its share fits.
+    fn carry(&self, at: Ns, len: u64, port_ns_per_byte: f64) -> Ns {
+        let window = (len as f64 * port_ns_per_byte).round() as Ns;
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        let end = at.max(*free) + (len as f64 * self.ns_per_byte).round() as Ns;
+        *free = end;
+        at.max(end.saturating_sub(window))
+    }
+}
+
+/// A disk behind a card in pass-through (JBOD) mode: the disk as it is (on
+/// the card's port: its link is built at the port's rate), each command
+/// delayed by the card's firmware, and its data over the card's host link,
+/// shared with the card's other disks: a write reaches the disk when the link
+/// starts carrying it, a read completes once the link has carried it
+/// (streamed beside the disk's own transfer, which ends when the disk
+/// completes).
 #[derive(Debug)]
 pub struct PassThrough {
     disk: Box<dyn Device>,
     overhead: Ns,
+    bus: HostBus,
+    /// The card's port rate, ns per byte.
+    port_ns_per_byte: f64,
+    /// Writes crossing the host link: (time they reach the card, id) -> request.
+    later: BTreeMap<(Ns, u64), Request>,
+    /// Reads the disk finished, by id: their length, for the transfer up.
+    reads: BTreeMap<u64, u64>,
     pending: Vec<Completion>,
     name: String,
 }
 
 impl PassThrough {
-    pub fn new(disk: Box<dyn Device>, card: &CardParams) -> PassThrough {
+    pub fn new(disk: Box<dyn Device>, card: &CardParams, bus: HostBus) -> PassThrough {
         PassThrough {
             disk,
             overhead: card.overhead(),
+            bus,
+            port_ns_per_byte: 1e3 / card.port_mb_per_s,
+            later: BTreeMap::new(),
+            reads: BTreeMap::new(),
             pending: Vec::new(),
             name: card.description.clone(),
         }
@@ -332,26 +384,54 @@ impl Device for PassThrough {
         self.disk.capacity()
     }
     fn submit(&mut self, now: Ns, req: Request) {
+        match req.kind {
+            Kind::Write => {
+                let at = self.bus.carry(now, req.len, self.port_ns_per_byte);
+                if at > now {
+                    self.later.insert((at, req.id), req);
+                    return;
+                }
+            }
+            Kind::Read => {
+                self.reads.insert(req.id, req.len);
+            }
+            Kind::Flush | Kind::Trim => {}
+        }
         self.disk.submit(now, req);
     }
     fn next_event(&self) -> Option<Ns> {
         [
             self.disk.next_event(),
             self.pending.iter().map(|c| c.at).min(),
+            self.later.keys().next().map(|&(t, _)| t),
         ]
         .into_iter()
         .flatten()
         .min()
     }
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
+        while let Some((&(t, id), _)) = self.later.first_key_value() {
+            if t > now {
+                break;
+            }
+            let req = self.later.remove(&(t, id)).expect("first");
+            self.disk.submit(now, req);
+        }
         let mut from_disk = Vec::new();
         if self.disk.next_event().is_some_and(|t| t <= now) {
             self.disk.advance(now, &mut from_disk);
         }
         for c in from_disk {
+            let mut at = c.at;
+            if let Some(len) = self.reads.remove(&c.id) {
+                // The disk's transfer of it ended at c.at.
+                let window = (len as f64 * self.port_ns_per_byte).round() as Ns;
+                let start = c.at.saturating_sub(window);
+                at = self.bus.carry(start, len, self.port_ns_per_byte) + window;
+            }
             self.pending.push(Completion {
                 id: c.id,
-                at: c.at + self.overhead,
+                at: at + self.overhead,
             });
         }
         hand_out(&mut self.pending, now, done);

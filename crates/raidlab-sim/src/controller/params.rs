@@ -33,6 +33,10 @@ pub struct CardParams {
     pub host_link_mb_per_s: f64,
     /// Disk ports.
     pub ports: u32,
+    /// Payload one port carries, decimal MB/s (its SAS/SATA line rate after
+    /// 8b/10b coding: 3 Gb/s -> 300 MB/s). A disk on the port runs at the lower
+    /// of this and its own interface, as the link negotiates.
+    pub port_mb_per_s: f64,
     /// Read data of a parity array (RAID 5/6) the card keeps in its cache, in
     /// bytes (0: none). Parity arrays' reads go through the card's cache, whose
     /// stripe buffers the parity engine needs; what is read first stays until a
@@ -49,6 +53,7 @@ impl CardParams {
         let positive = [
             ("parity_mb_per_s", self.parity_mb_per_s),
             ("host_link_mb_per_s", self.host_link_mb_per_s),
+            ("port_mb_per_s", self.port_mb_per_s),
         ];
         for (k, v) in positive {
             if !(v.is_finite() && v > 0.0) {
@@ -105,6 +110,7 @@ impl CardParams {
             p("command_overhead_us", self.command_overhead_us, "µs"),
             p("host_link_mb_per_s", self.host_link_mb_per_s, "MB/s"),
             p("ports", f64::from(self.ports), "ports"),
+            p("port_mb_per_s", self.port_mb_per_s, "MB/s"),
             p(
                 "parity_read_cache_bytes",
                 self.parity_read_cache_bytes as f64,
