@@ -11,9 +11,11 @@
 //! Concurrency: one [`NbdVolume`] is one connection, and callers on any number
 //! of threads share it with all their requests in flight at once, as libnbd
 //! (and so fio's nbd engine) keeps a job's `iodepth` requests in flight on one
-//! connection: each caller sends its request under the writer's lock, and one
-//! reader thread per connection hands each reply to the caller whose cookie it
-//! carries. More connections are opened only when asked
+//! connection: each caller sends its request under the writer's lock, and the
+//! replies are read by the callers themselves, one at a time, each reply
+//! reaching the caller whose cookie it carries (module `replies`: at queue
+//! depth 1 a caller reads its own reply, with no thread hand-off). More
+//! connections are opened only when asked
 //! ([`NbdVolume::another`], one per benchmark thread, as fio opens one per job),
 //! which is safe for writes and flushes only where the server advertises
 //! `CAN_MULTI_CONN`. So a benchmark's "queue depth 32, 1 thread" puts the same
@@ -25,58 +27,18 @@
 //! This client must never send a request outside the export's size, never trust a
 //! length from the wire it did not ask for, and never hand back data from a reply
 //! whose cookie or magic does not match the request.
+
 mod handshake;
+mod replies;
 
 pub use handshake::{parse_uri, Address, ExportInfo, DEFAULT_PORT};
 
 use crate::proto::*;
 use handshake::{open, Sock};
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
-use std::collections::HashMap;
-use std::io::{BufReader, BufWriter, Read, Write};
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread::JoinHandle;
-
-/// What the reply reader hands a waiting caller: the read's data, or the
-/// server's error number, or why the connection broke.
-enum Answer {
-    Done(Vec<u8>),
-    ServerError(u32),
-    Broken(String),
-}
-
-/// A request sent and not yet answered.
-struct Waiter {
-    /// Bytes of data that follow a successful reply (reads only).
-    read_len: usize,
-    tx: mpsc::SyncSender<Answer>,
-}
-
-/// The requests in flight on a connection, by cookie.
-struct InFlight {
-    waiting: HashMap<u64, Waiter>,
-    next_cookie: u64,
-    /// Set once the connection failed: every later request fails with it.
-    broken: Option<String>,
-}
-
-/// The state the callers and the reply reader share.
-struct Shared {
-    in_flight: Mutex<InFlight>,
-}
-
-impl Shared {
-    /// The connection is unusable: fail everyone waiting and everyone to come.
-    fn break_with(&self, why: String) {
-        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        if f.broken.is_none() {
-            f.broken = Some(why.clone());
-        }
-        for (_, w) in f.waiting.drain() {
-            let _ = w.tx.send(Answer::Broken(why.clone()));
-        }
-    }
-}
+use replies::{Answer, Replies};
+use std::io::{BufWriter, Write};
+use std::sync::Mutex;
 
 /// An export of an NBD server, usable as a volume: one connection, any number
 /// of requests in flight on it.
@@ -86,10 +48,9 @@ pub struct NbdVolume {
     export: String,
     info: ExportInfo,
     writer: Mutex<BufWriter<Sock>>,
-    shared: Arc<Shared>,
-    /// A handle to shut the socket down with, so the reader ends on drop.
+    replies: Replies,
+    /// A handle to shut the socket down with on drop.
     closer: Sock,
-    reader: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for NbdVolume {
@@ -127,34 +88,14 @@ impl NbdVolume {
         };
         let writer = stream.get_ref().try_clone().map_err(fail)?;
         let closer = stream.get_ref().try_clone().map_err(fail)?;
-        let shared = Arc::new(Shared {
-            in_flight: Mutex::new(InFlight {
-                waiting: HashMap::new(),
-                next_cookie: 1,
-                broken: None,
-            }),
-        });
-        let s = shared.clone();
-        let reader = std::thread::Builder::new()
-            .name("nbd-replies".into())
-            .spawn(move || read_replies(stream, &s))
-            .map_err(|e| {
-                Error::new(
-                    ErrorKind::Io,
-                    Op::Open,
-                    format!("cannot start the reply reader thread: {e}"),
-                )
-                .on_device(&uri)
-            })?;
         Ok(NbdVolume {
             uri,
             address,
             export,
             info,
             writer: Mutex::new(BufWriter::with_capacity(64 << 10, writer)),
-            shared,
+            replies: Replies::new(stream),
             closer,
-            reader: Some(reader),
         })
     }
 
@@ -167,33 +108,15 @@ impl NbdVolume {
         self.info.flags & TF_CAN_MULTI_CONN != 0
     }
 
-    /// Send one request (with a write's data) and return where its answer will
-    /// arrive; the request is registered before it is sent, so the reply
-    /// cannot outrun it.
-    fn send(
-        &self,
-        kind: u16,
-        offset: u64,
-        len: u32,
-        write: Option<&[u8]>,
-    ) -> Result<mpsc::Receiver<Answer>> {
+    /// Send one request (with a write's data) and give its cookie; the
+    /// request is registered before it is sent, so the reply cannot outrun it.
+    fn send(&self, kind: u16, offset: u64, len: u32, write: Option<&[u8]>) -> Result<u64> {
         let op = op_of(kind);
-        let (tx, rx) = mpsc::sync_channel(1);
-        let cookie = {
-            let mut f = self
-                .shared
-                .in_flight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            if let Some(why) = &f.broken {
-                return Err(self.broken(op, why.clone(), offset, len));
-            }
-            let cookie = f.next_cookie;
-            f.next_cookie = f.next_cookie.wrapping_add(1);
-            let read_len = if kind == CMD_READ { len as usize } else { 0 };
-            f.waiting.insert(cookie, Waiter { read_len, tx });
-            cookie
-        };
+        let read_len = if kind == CMD_READ { len as usize } else { 0 };
+        let cookie = self
+            .replies
+            .register(read_len)
+            .map_err(|why| self.broken(op, why, offset, len))?;
         let req = Request {
             magic: REQUEST_MAGIC,
             flags: 0,
@@ -210,37 +133,53 @@ impl NbdVolume {
         };
         if let Err(e) = sent {
             let why = format!("connection to the server failed: {e}");
-            self.shared.break_with(why.clone());
+            self.replies.break_with(why.clone());
+            // Collect the answer (now the breakage) so nothing waits for it.
+            let _ = self.replies.wait(cookie, None);
             return Err(self.broken(op, why, offset, len));
         }
-        Ok(rx)
+        Ok(cookie)
     }
 
-    /// Wait for the answer to a request [`NbdVolume::send`] sent.
+    /// Wait for the answer to a request [`NbdVolume::send`] sent; a read's
+    /// data lands in `dest`.
     fn wait(
         &self,
-        rx: mpsc::Receiver<Answer>,
+        cookie: u64,
         kind: u16,
         offset: u64,
         len: u32,
-    ) -> Result<Vec<u8>> {
+        dest: Option<&mut [u8]>,
+    ) -> Result<()> {
         let op = op_of(kind);
-        match rx.recv() {
-            Ok(Answer::Done(data)) => Ok(data),
-            Ok(Answer::ServerError(error)) => Err(Error::new(
+        let mut dest = dest;
+        match self.replies.wait(cookie, dest.as_deref_mut()) {
+            Answer::Done(data) => {
+                if let (Some(buf), Some(data)) = (dest, data) {
+                    if buf.len() != data.len() {
+                        return Err(self.broken(
+                            op,
+                            format!(
+                                "a reply carried {} bytes for a read of {}",
+                                data.len(),
+                                buf.len()
+                            ),
+                            offset,
+                            len,
+                        ));
+                    }
+                    buf.copy_from_slice(&data);
+                }
+                Ok(())
+            }
+            Answer::ServerError(error) => Err(Error::new(
                 ErrorKind::Io,
                 op,
                 format!("the server answered error {error} ({})", errno_name(error)),
             )
             .on_device(&self.uri)
             .at(offset, u64::from(len))),
-            Ok(Answer::Broken(why)) => Err(self.broken(op, why, offset, len)),
-            Err(_) => Err(self.broken(
-                op,
-                "the connection's reply reader stopped".into(),
-                offset,
-                len,
-            )),
+            Answer::Broken(why) => Err(self.broken(op, why, offset, len)),
         }
     }
 
@@ -276,46 +215,6 @@ fn op_of(kind: u16) -> Op {
     }
 }
 
-/// The connection's reply reader: match each reply to its request by cookie and
-/// hand it over; on anything out of step, break the connection (never guess
-/// where the next reply starts).
-fn read_replies(mut stream: BufReader<Sock>, shared: &Shared) {
-    loop {
-        let mut reply = [0u8; 16];
-        if let Err(e) = stream.read_exact(&mut reply) {
-            shared.break_with(format!("connection to the server failed: {e}"));
-            return;
-        }
-        let magic = u32::from_be_bytes([reply[0], reply[1], reply[2], reply[3]]);
-        let error = u32::from_be_bytes([reply[4], reply[5], reply[6], reply[7]]);
-        let mut c = [0u8; 8];
-        c.copy_from_slice(&reply[8..16]);
-        let cookie = u64::from_be_bytes(c);
-        let waiter = {
-            let mut f = shared.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            f.waiting.remove(&cookie)
-        };
-        let Some(waiter) = waiter.filter(|_| magic == SIMPLE_REPLY_MAGIC) else {
-            shared.break_with(format!(
-                "the server's reply matches no request in flight (magic {magic:#x}, cookie {cookie}; expected magic {SIMPLE_REPLY_MAGIC:#x})"
-            ));
-            return;
-        };
-        if error != 0 {
-            let _ = waiter.tx.send(Answer::ServerError(error));
-            continue;
-        }
-        let mut data = vec![0u8; waiter.read_len];
-        if let Err(e) = stream.read_exact(&mut data) {
-            let why = format!("connection to the server failed: {e}");
-            let _ = waiter.tx.send(Answer::Broken(why.clone()));
-            shared.break_with(why);
-            return;
-        }
-        let _ = waiter.tx.send(Answer::Done(data));
-    }
-}
-
 fn errno_name(e: u32) -> &'static str {
     match e {
         EPERM => "EPERM: the export is read-only",
@@ -332,7 +231,9 @@ fn errno_name(e: u32) -> &'static str {
 
 impl NbdVolume {
     /// Send every piece of a request (at most the server's maximum each), then
-    /// collect the answers in order, so the pieces overlap on the wire.
+    /// collect the answers in order, so the pieces overlap on the wire. Every
+    /// piece sent is waited for, even after one failed, so no answer is left
+    /// for nobody; the first error is returned.
     fn run(
         &self,
         kind: u16,
@@ -344,19 +245,26 @@ impl NbdVolume {
     ) -> Result<()> {
         let pieces = Self::pieces(offset, len, max);
         let mut sent = Vec::with_capacity(pieces.len());
+        let mut first_error = None;
         for &(at, n) in &pieces {
             let from = (at - offset) as usize;
             let data = write.map(|d| &d[from..from + n as usize]);
-            sent.push((self.send(kind, at, n, data)?, at, n));
-        }
-        for (rx, at, n) in sent {
-            let data = self.wait(rx, kind, at, n)?;
-            if let Some(buf) = read.as_deref_mut() {
-                let from = (at - offset) as usize;
-                buf[from..from + n as usize].copy_from_slice(&data);
+            match self.send(kind, at, n, data) {
+                Ok(cookie) => sent.push((cookie, at, n)),
+                Err(e) => {
+                    first_error = Some(e);
+                    break;
+                }
             }
         }
-        Ok(())
+        for (cookie, at, n) in sent {
+            let from = (at - offset) as usize;
+            let dest = read.as_deref_mut().map(|b| &mut b[from..from + n as usize]);
+            if let Err(e) = self.wait(cookie, kind, at, n, dest) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -406,8 +314,8 @@ impl Volume for NbdVolume {
             // offering the command).
             return Ok(());
         }
-        let rx = self.send(CMD_FLUSH, 0, 0, None)?;
-        self.wait(rx, CMD_FLUSH, 0, 0).map(drop)
+        let cookie = self.send(CMD_FLUSH, 0, 0, None)?;
+        self.wait(cookie, CMD_FLUSH, 0, 0, None)
     }
 
     fn is_writable(&self) -> bool {
@@ -429,8 +337,8 @@ impl Volume for NbdVolume {
         let mut at = offset;
         while at < offset + len {
             let n = (offset + len - at).min(max) as u32;
-            let rx = self.send(CMD_TRIM, at, n, None)?;
-            self.wait(rx, CMD_TRIM, at, n)?;
+            let cookie = self.send(CMD_TRIM, at, n, None)?;
+            self.wait(cookie, CMD_TRIM, at, n, None)?;
             at += u64::from(n);
         }
         Ok(())
@@ -439,15 +347,9 @@ impl Volume for NbdVolume {
 
 impl Drop for NbdVolume {
     fn drop(&mut self) {
-        // A polite goodbye, then end the reply reader; errors do not matter here.
-        let cookie = {
-            let f = self
-                .shared
-                .in_flight
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            f.next_cookie
-        };
+        // A polite goodbye (it has no reply), then close; errors do not matter
+        // here. No request is in flight: dropping takes the only reference.
+        let cookie = self.replies.unused_cookie();
         let req = Request {
             magic: REQUEST_MAGIC,
             flags: 0,
@@ -462,8 +364,5 @@ impl Drop for NbdVolume {
             let _ = w.flush();
         }
         self.closer.shutdown();
-        if let Some(h) = self.reader.take() {
-            let _ = h.join();
-        }
     }
 }
