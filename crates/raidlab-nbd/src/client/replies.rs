@@ -142,8 +142,10 @@ impl Replies {
                 let mine = self.lead(cookie, dest.as_deref_mut());
                 st = self.state();
                 st.reading = false;
-                // Whoever still waits must not wait with nobody reading.
-                if let Some(next) = st.waiting.values().find(|w| w.parked) {
+                // Whoever still waits for an answer must not wait with
+                // nobody reading: hand the reading to one of them (not to one
+                // whose answer is in: it was woken for that and will not read).
+                if let Some(next) = st.waiting.values().find(|w| w.parked && w.answer.is_none()) {
                     next.thread.unpark();
                 }
                 if let Some(a) = mine {
