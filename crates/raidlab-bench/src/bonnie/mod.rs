@@ -115,15 +115,7 @@ pub struct BonnieResult {
 /// microsecond (the /proc tick of 10 ms made short tests show impossible
 /// shares such as 325 %CPU on 2 CPUs).
 fn cpu_seconds() -> f64 {
-    // SAFETY: rusage is plain old data (integers and timevals): all zeros is
-    // a valid value.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage only writes the struct it is given, which lives here.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return 0.0;
-    }
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(ru.ru_utime) + tv(ru.ru_stime)
+    crate::rusage::Usage::now().cpu_seconds()
 }
 
 /// Bonnie++ prints a test that ran shorter than this as `+++++` (and its %CPU

@@ -27,6 +27,7 @@ pub use parse::{parse, parse_file};
 use crate::engine::{
     self, Access, Control, DataFill, Dir, DirStats, EngineKind, Limit, Rewrite, Workload,
 };
+use crate::rusage::Usage;
 use crate::target::{OpenOptions, Target};
 use raidlab_core::{Error, Result};
 use std::collections::BTreeMap;
@@ -140,6 +141,10 @@ pub struct CloneResult {
     pub elapsed: Duration,
     pub engine: &'static str,
     pub options: BTreeMap<String, String>,
+    /// The process's CPU time, context switches and faults while this clone's
+    /// group ran (getrusage): the whole group's, since clones run as threads
+    /// of one process (with one clone per group, the clone's own).
+    pub cpu: Usage,
 }
 
 /// Run every job, group by group (a `stonewall` starts a new group). Stops after
@@ -249,6 +254,7 @@ pub fn run(
                 planned.push((job, clone, spec, t, w));
             }
         }
+        let before = Usage::now();
         let results: Vec<Result<CloneResult>> = std::thread::scope(|s| {
             let handles: Vec<_> = planned
                 .iter()
@@ -266,6 +272,7 @@ pub fn run(
                             elapsed: m.elapsed,
                             engine: m.engine,
                             options: job.options.clone(),
+                            cpu: Usage::default(),
                         })
                     })
                 })
@@ -281,8 +288,9 @@ pub fn run(
                 })
                 .collect()
         });
+        let cpu = Usage::now().since(&before);
         for r in results {
-            out.push(r?);
+            out.push(CloneResult { cpu, ..r? });
         }
     }
     Ok(out)
