@@ -6,7 +6,7 @@
 # sequential and 15% for random tests.
 #
 # Usage: scripts/bench-accuracy.sh [DIR|DEVICE [SIZE [SECONDS]]]
-#        scripts/bench-accuracy.sh --nbdkit [SECONDS]
+#        scripts/bench-accuracy.sh --nbdkit [--known-only] [SECONDS]
 #   --nbdkit: a device that holds still instead of a disk (issue 21): nbdkit's
 #        memory plugin behind its delay filter (1 ms per read, 2 ms per write)
 #        and rate filter (4000 Mbit/s), over a Unix socket, 16 server threads
@@ -19,6 +19,12 @@
 #        trip) (16 of the 32 are served at once), within 5%; then the
 #        CrystalDiskMark tests as below. Needs nbdkit (Debian nbdkit) and fio
 #        built with its nbd engine (Debian's is).
+#   --known-only: the known answers only (no CrystalDiskMark comparison).
+#   RAIDLAB=BINARY: the raidlab to measure (default: build target/release/raidlab).
+#   RAIDLAB_OLD=BINARY: also run the known answers with another raidlab binary
+#        (e.g. one built before a client change), in the same run, the order of
+#        the tools rotated from one measurement to the next; KA_ROUNDS=N repeats
+#        the known answers N times (default 1).
 #   DIR: where the test file goes (default: a new directory under the repository's
 #        target/, i.e. on the disk you build on); or a block DEVICE, used directly
 #        and OVERWRITTEN (e.g. a loop device over a file in /dev/shm, which keeps a
@@ -32,12 +38,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v fio >/dev/null || { echo "bench-accuracy: fio is not installed (apt-get install fio)" >&2; exit 1; }
-cargo build --release --quiet -p raidlab
-R="$PWD/target/release/raidlab"
+if [ -n "${RAIDLAB:-}" ]; then
+  R=$(realpath "$RAIDLAB")
+else
+  cargo build --release --quiet -p raidlab
+  R="$PWD/target/release/raidlab"
+fi
 nbd_mode=
 if [ "${1:-}" = --nbdkit ]; then
   nbd_mode=1
   shift
+  known_only=
+  if [ "${1:-}" = --known-only ]; then known_only=1; shift; fi
   command -v nbdkit >/dev/null || { echo "bench-accuracy: nbdkit is not installed (apt-get install nbdkit)" >&2; exit 1; }
   fio --enghelp 2>/dev/null | grep -qw nbd || { echo "bench-accuracy: this fio has no nbd engine" >&2; exit 1; }
   secs=${1:-5}
@@ -97,28 +109,55 @@ JOB
 }
 
 if [ -n "$nbd_mode" ]; then
-  echo "known answers: nbdkit memory, delay filter rdelay=1ms, 16 threads per connection; ${secs} s per run, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  tools=(raidlab fio)
+  if [ -n "${RAIDLAB_OLD:-}" ]; then
+    [ -x "$RAIDLAB_OLD" ] || { echo "bench-accuracy: RAIDLAB_OLD=$RAIDLAB_OLD is not an executable" >&2; exit 1; }
+    tools+=(raidlab-old)
+  fi
+  # run_tool TOOL JOB (JOB.rl and JOB.fio): the job's IOPS.
+  run_tool() {
+    case $1 in
+      fio) fio --output-format=json "$2.fio" | python3 -c "$iops" ;;
+      raidlab) "$R" bench job --json --output-format fio "$2.rl" | python3 -c "$iops" ;;
+      raidlab-old) "$RAIDLAB_OLD" bench job --json --output-format fio "$2.rl" | python3 -c "$iops" ;;
+    esac
+  }
+  # The tools in an order rotated by $1, so none always runs first.
+  rotated() { local n=${#tools[@]} i; for ((i = 0; i < n; i++)); do echo "${tools[(i + $1) % n]}"; done; }
   write_job "$jobs/rt.rl" rt "$(rl_target "$sockdir/plain.sock")" randread 4k 1
   write_job "$jobs/rt.fio" rt "$(fio_target "$sockdir/plain.sock")" randread 4k 1
-  rt_rl=$("$R" bench job --json --output-format fio "$jobs/rt.rl" | python3 -c "$iops")
-  rt_fio=$(fio --output-format=json "$jobs/rt.fio" | python3 -c "$iops")
   for qd in 1 32; do
     write_job "$jobs/ka$qd.rl" ka$qd "$(rl_target "$sockdir/dev.sock")" randread 4k $qd
     write_job "$jobs/ka$qd.fio" ka$qd "$(fio_target "$sockdir/dev.sock")" randread 4k $qd
-    got_rl=$("$R" bench job --json --output-format fio "$jobs/ka$qd.rl" | python3 -c "$iops")
-    got_fio=$(fio --output-format=json "$jobs/ka$qd.fio" | python3 -c "$iops")
-    python3 - "$qd" "$rt_rl" "$rt_fio" "$got_rl" "$got_fio" <<'PY'
-import sys
-qd = int(sys.argv[1])
-rt_rl, rt_fio, got_rl, got_fio = (float(x) for x in sys.argv[2:])
-busy = min(qd, 16)
-for who, rt_iops, got in (("raidlab", rt_rl, got_rl), ("fio", rt_fio, got_fio)):
-    rt = 1 / rt_iops
-    want = busy / (1e-3 + rt)
-    ok = "ok" if abs(got / want - 1) <= 0.05 else "MISS"
-    print(f"RND4K Q{qd}T1 read {who:<8} {got:10.0f} IOPS, known answer {busy}/(1 ms + {rt * 1e6:.0f} us round trip) = {want:10.0f}: {got / want:6.3f}  {ok}")
-PY
   done
+  turn=0
+  for round in $(seq "${KA_ROUNDS:-1}"); do
+    echo "known answers (round $round): nbdkit memory, delay filter rdelay=1ms, 16 threads per connection; ${secs} s per run, load $(cut -d' ' -f1-3 /proc/loadavg)"
+    declare -A rt=() got1=() got32=()
+    for who in $(rotated $turn); do rt[$who]=$(run_tool "$who" "$jobs/rt"); done
+    turn=$((turn + 1))
+    for who in $(rotated $turn); do got1[$who]=$(run_tool "$who" "$jobs/ka1"); done
+    turn=$((turn + 1))
+    for who in $(rotated $turn); do got32[$who]=$(run_tool "$who" "$jobs/ka32"); done
+    turn=$((turn + 1))
+    for qd in 1 32; do
+      for who in "${tools[@]}"; do
+        if [ "$qd" = 1 ]; then got=${got1[$who]}; else got=${got32[$who]}; fi
+        python3 - "$qd" "$who" "${rt[$who]}" "$got" <<'PY'
+import sys
+qd, who = int(sys.argv[1]), sys.argv[2]
+rt_iops, got = float(sys.argv[3]), float(sys.argv[4])
+busy = min(qd, 16)
+rt = 1 / rt_iops
+want = busy / (1e-3 + rt)
+ok = "ok" if abs(got / want - 1) <= 0.05 else "MISS"
+print(f"RND4K Q{qd}T1 read {who:<12} {got:10.0f} IOPS, known answer {busy}/(1 ms + {rt * 1e6:.0f} us round trip) = {want:10.0f}: {got / want:6.3f}  {ok}")
+PY
+      done
+    done
+  done
+  echo "load after the known answers: $(cut -d' ' -f1-3 /proc/loadavg)"
+  [ -n "$known_only" ] && exit 0
 fi
 
 # name rw bs iodepth

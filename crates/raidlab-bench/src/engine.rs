@@ -156,7 +156,15 @@ pub struct DirStats {
     pub ios: u64,
     /// Completion latency in nanoseconds (submission to completion).
     pub hist: Histogram<u64>,
+    /// Bytes and requests completed in each [`SAMPLE_WINDOW`] from the run's
+    /// start, as fio samples bandwidth and IOPS for its min/max/mean/stddev;
+    /// empty where not sampled (simulated targets, whose time is virtual).
+    pub samples: Vec<(u64, u64)>,
 }
+
+/// The window of one bandwidth and IOPS sample: fio's default `bw_avg_time`
+/// and `iops_avg_time` (500 ms, fio's man page).
+pub const SAMPLE_WINDOW: Duration = Duration::from_millis(500);
 
 impl Default for DirStats {
     fn default() -> Self {
@@ -164,6 +172,7 @@ impl Default for DirStats {
             bytes: 0,
             ios: 0,
             hist: new_hist(),
+            samples: Vec::new(),
         }
     }
 }
@@ -188,10 +197,41 @@ impl DirStats {
         let ns = (lat.as_nanos() as u64).max(1);
         let _ = self.hist.record(ns);
     }
+    /// [`DirStats::record`] of a request that completed `at` after the run's
+    /// start, counted in its sample window too.
+    pub(crate) fn record_at(&mut self, bytes: u64, lat: Duration, at: Duration) {
+        self.record(bytes, lat);
+        let i = (at.as_nanos() / SAMPLE_WINDOW.as_nanos()) as usize;
+        if self.samples.len() <= i {
+            self.samples.resize(i + 1, (0, 0));
+        }
+        self.samples[i].0 += bytes;
+        self.samples[i].1 += 1;
+    }
     pub(crate) fn merge(&mut self, o: &DirStats) {
         self.bytes += o.bytes;
         self.ios += o.ios;
         let _ = self.hist.add(&o.hist);
+        if self.samples.len() < o.samples.len() {
+            self.samples.resize(o.samples.len(), (0, 0));
+        }
+        for (a, b) in self.samples.iter_mut().zip(&o.samples) {
+            a.0 += b.0;
+            a.1 += b.1;
+        }
+    }
+    /// Bandwidth (bytes/s) and IOPS of each whole sample window of a run that
+    /// took `elapsed` (a last, partial window is left out, as fio takes a
+    /// sample only when its window has passed).
+    pub fn sampled_rates(&self, elapsed: Duration) -> (Vec<f64>, Vec<f64>) {
+        let whole = (elapsed.as_nanos() / SAMPLE_WINDOW.as_nanos()) as usize;
+        let secs = SAMPLE_WINDOW.as_secs_f64();
+        (0..whole)
+            .map(|i| {
+                let (b, n) = self.samples.get(i).copied().unwrap_or((0, 0));
+                (b as f64 / secs, n as f64 / secs)
+            })
+            .unzip()
     }
     /// 10^6 bytes per second over `elapsed`.
     pub fn mb_s(&self, elapsed: Duration) -> f64 {
@@ -615,10 +655,11 @@ fn blocking_worker(
             shared.fail(e.on_device(shared.volume_name.clone()).at(off, w.bs as u64));
             break;
         }
+        let at = (t0 + lat).saturating_duration_since(shared.started());
         if read {
-            st.read.record(w.bs as u64, lat);
+            st.read.record_at(w.bs as u64, lat, at);
         } else {
-            st.write.record(w.bs as u64, lat);
+            st.write.record_at(w.bs as u64, lat, at);
         }
         shared.control.add_done(w.bs as u64);
     }

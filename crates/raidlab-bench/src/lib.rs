@@ -26,6 +26,7 @@ pub mod fio;
 pub mod iozone;
 pub mod randmap;
 pub mod replay;
+pub mod rusage;
 pub mod schema;
 pub mod seeds;
 pub mod sim;

@@ -203,10 +203,11 @@ pub(crate) fn worker(
                 continue;
             }
             let lat = now.saturating_duration_since(s.started);
+            let at = now.saturating_duration_since(shared.started());
             if s.read {
-                st.read.record(w.bs as u64, lat);
+                st.read.record_at(w.bs as u64, lat, at);
             } else {
-                st.write.record(w.bs as u64, lat);
+                st.write.record_at(w.bs as u64, lat, at);
             }
             shared.control.add_done(w.bs as u64);
             if issue(&mut ring, &mut slots, i, &mut rng) {

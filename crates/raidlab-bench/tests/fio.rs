@@ -72,17 +72,47 @@ fn concurrent_jobs_clones_and_stonewall_give_fio_shaped_json() {
 fn a_time_based_job_runs_for_its_runtime() {
     let jobs = fio::parse(
         "t.fio",
-        "[r]\nfilename=mem:64K\nrw=randread\nruntime=200ms\ntime_based\n",
+        "[r]\nfilename=mem:64K\nrw=randread\nruntime=1200ms\ntime_based\n",
     )
     .unwrap();
     let res = fio::run(&jobs, false, None, &Control::new(), &mut |_, _| {}).unwrap();
     let secs = res[0].elapsed.as_secs_f64();
     // At least its runtime; the upper bound only catches a hang, never a slow
     // machine.
-    assert!((0.15..120.0).contains(&secs), "{secs}");
+    assert!((1.15..120.0).contains(&secs), "{secs}");
     // More than one pass over the 64 KiB target (16 reads): time, not size,
     // ended it.
     assert!(res[0].read.bytes > 64 << 10, "{} bytes", res[0].read.bytes);
+    // fio's per-500 ms samples: two whole windows in 1.2 s, their summary
+    // ordered, and what they counted no more than the run did.
+    let j = fio::fio_json(&res);
+    let job = &j["jobs"][0];
+    let r = &job["read"];
+    let n = r["bw_samples"].as_u64().unwrap();
+    assert_eq!(n, (secs / 0.5) as u64, "{r}");
+    assert_eq!(r["iops_samples"].as_u64().unwrap(), n);
+    let f = |k: &str| r[k].as_f64().unwrap();
+    assert!(
+        f("bw_min") <= f("bw_mean").ceil() && f("bw_mean") <= f("bw_max"),
+        "{r}"
+    );
+    assert!(
+        f("iops_min") <= f("iops_mean").ceil() && f("iops_mean") <= f("iops_max"),
+        "{r}"
+    );
+    assert!(f("bw_min") > 0.0 && f("bw_dev") >= 0.0, "{r}");
+    let sampled_kib = f("bw_mean") * n as f64 * 0.5;
+    assert!(
+        sampled_kib <= (res[0].read.bytes / 1024) as f64 + 1.0,
+        "{r}"
+    );
+    assert_eq!(f("bw_agg"), 100.0, "the only job of its group");
+    // CPU from getrusage: a memory target keeps the CPU busy.
+    let cpu = job["usr_cpu"].as_f64().unwrap() + job["sys_cpu"].as_f64().unwrap();
+    assert!(
+        cpu > 0.0 && job["ctx"].as_u64().is_some() && job["minf"].as_u64().is_some(),
+        "{job}"
+    );
 }
 
 #[test]

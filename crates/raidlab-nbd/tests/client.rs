@@ -103,3 +103,108 @@ fn client_round_trips_through_raidlab_serve() {
         stop.store(true, Ordering::SeqCst);
     });
 }
+
+/// A memory volume whose reads take a different time each (so a server with
+/// several workers answers out of order) and fail at one offset.
+struct Jittery {
+    inner: MemVolume,
+    bad: u64,
+}
+
+impl Volume for Jittery {
+    fn name(&self) -> String {
+        "jittery".into()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> raidlab_core::Result<()> {
+        // 0-1.5 ms, from the offset: repeatable, and different for neighbours.
+        let us = (offset / 4096).wrapping_mul(0x9E37_79B9) % 1500;
+        std::thread::sleep(std::time::Duration::from_micros(us));
+        if offset == self.bad {
+            return Err(raidlab_core::Error::new(
+                raidlab_core::ErrorKind::Io,
+                raidlab_core::Op::Read,
+                "injected",
+            ));
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> raidlab_core::Result<()> {
+        Ok(())
+    }
+}
+
+/// Many callers on one connection, replies out of order: every caller gets
+/// the data of its own offset, and the one error reply reaches the caller
+/// whose request failed and nobody else. The callers read the replies
+/// themselves (whoever waits with nobody reading leads), so this also shows
+/// that no caller is left waiting with nobody reading.
+#[test]
+fn replies_out_of_order_reach_their_own_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let size = 4u64 << 20;
+    let data = pattern(size as usize, 9);
+    let mem = MemVolume::new(size);
+    mem.write_at(&data, 0).unwrap();
+    let bad = 77 * 4096;
+    let vol: Arc<dyn Volume> = Arc::new(Jittery { inner: mem, bad });
+    let server = Server::new(
+        vec![Export {
+            name: "j".into(),
+            description: "jittery".into(),
+            volume: vol,
+            read_only: true,
+            preferred_block: 4096,
+            multi_conn: true,
+        }],
+        Limits {
+            workers: 8,
+            ..Limits::default()
+        },
+        Box::new(|_| {}),
+    );
+    let listener = Listener::Unix(UnixListener::bind(&sock).unwrap());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| run(&server, std::slice::from_ref(&listener), &stop, &|_| {}).unwrap());
+        let v = NbdVolume::connect(&format!("nbd+unix:///j?socket={}", sock.display())).unwrap();
+        let errors = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|t| {
+            for k in 0..12u64 {
+                let (v, data, errors) = (&v, &data, &errors);
+                t.spawn(move || {
+                    // Thread k reads blocks k, k + 12, k + 24, ...; block 77
+                    // (thread 5's) fails at the server.
+                    let mut b = vec![0u8; 4096];
+                    for block in (k..1024).step_by(12).take(40) {
+                        let at = block * 4096;
+                        match v.read_at(&mut b, at) {
+                            Ok(()) => assert!(
+                                b[..] == data[at as usize..at as usize + 4096],
+                                "thread {k}: the read at {at} got another request's data"
+                            ),
+                            Err(e) => errors.lock().unwrap().push((k, at, e.to_string())),
+                        }
+                    }
+                });
+            }
+        });
+        let errors = errors.into_inner().unwrap();
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        let (k, at, msg) = &errors[0];
+        assert_eq!((*k, *at), (5, bad), "{msg}");
+        assert!(msg.contains("the server answered error"), "{msg}");
+        // The connection is still good after the error.
+        let mut b = vec![0u8; 4096];
+        v.read_at(&mut b, 4096).unwrap();
+        assert!(b[..] == data[4096..8192]);
+        drop(v);
+        stop.store(true, Ordering::SeqCst);
+    });
+}

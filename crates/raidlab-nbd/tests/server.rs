@@ -528,9 +528,23 @@ fn requests_in_flight_are_served_in_parallel() {
     );
     let (mut c, h) = Client::start(s);
     c.go("a");
+    // All eight in one write, so they are in flight together whatever the
+    // machine's load: the server serves a request itself when it arrives
+    // with nothing else in flight and nothing behind it (queue depth 1), and
+    // eight sent one by one on a loaded machine could each arrive so, and
+    // wait out the rendezvous's deadline one at a time.
+    let mut burst = Vec::new();
     for i in 0..8u64 {
-        c.send(CMD_READ, 0, i, i * 4096, 4096, &[]);
+        burst.extend_from_slice(&encode_request(&Request {
+            magic: REQUEST_MAGIC,
+            flags: 0,
+            kind: CMD_READ,
+            cookie: i,
+            offset: i * 4096,
+            length: 4096,
+        }));
     }
+    c.s.write_all(&burst).unwrap();
     let mut cookies: Vec<u64> = (0..8).map(|_| c.reply().0).collect();
     cookies.sort();
     assert_eq!(cookies, (0..8).collect::<Vec<_>>());

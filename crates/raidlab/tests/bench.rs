@@ -286,6 +286,10 @@ fn iozone_prints_the_excel_report_and_json() {
         .success()
         .stdout(predicate::str::contains("\"Writer report\""))
         .stdout(predicate::str::contains("\"Random write report\""))
+        .stdout(predicate::str::contains("\"Re-Fread report\""))
+        .stdout(predicate::str::contains(
+            "kB  reclen    write  rewrite     read   reread     read    write     read  rewrite     read   fwrite frewrite    fread  freread",
+        ))
         .stdout(predicate::str::contains("\"256\""));
     let out = raidlab()
         .args([
@@ -305,7 +309,8 @@ fn iozone_prints_the_excel_report_and_json() {
         .clone();
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["suite"], "iozone");
-    assert_eq!(v["rows"].as_array().unwrap().len(), 6);
+    // IOzone -a's thirteen tests of the one cell.
+    assert_eq!(v["rows"].as_array().unwrap().len(), 13);
     assert_eq!(v["rows"][0]["test"], "1M/64K");
     raidlab()
         .args([
@@ -430,7 +435,8 @@ fn iozone_prints_several_targets_side_by_side() {
     ]));
     let header = table_header(&text);
     assert_eq!(groups(header), ["mem:1M", "mem:2M"], "{header}");
-    // Six tests x two file sizes x two record sizes, each with a KiB/s per target.
+    // IOzone -a's thirteen tests x two file sizes x two record sizes, each
+    // with a KiB/s per target.
     for test in [
         "write",
         "rewrite",
@@ -438,6 +444,13 @@ fn iozone_prints_several_targets_side_by_side() {
         "re-read",
         "random read",
         "random write",
+        "bkwd read",
+        "record rewrite",
+        "stride read",
+        "fwrite",
+        "re-fwrite",
+        "fread",
+        "re-fread",
     ] {
         for cell in ["256K 64K", "256K 128K", "512K 64K", "512K 128K"] {
             let g = groups(table_row(&text, &format!("{test} {cell}")));

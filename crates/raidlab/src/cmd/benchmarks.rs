@@ -459,14 +459,10 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
         report.simulated = simulated;
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        outln!("IOzone-style matrix, kBytes/sec (KiB/s)");
-        outln!(
-            "IOzone -a's first six tests; not run: {}",
-            raidlab_bench::iozone::NOT_RUN
-        );
+        outln!("IOzone -a's thirteen tests, kBytes/sec (KiB/s)");
         for r in &results {
             outln!(
-                "{}: {}",
+                "\n{}: {}",
                 r.label,
                 if r.direct {
                     "O_DIRECT"
@@ -474,8 +470,12 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
                     "buffered or in-process"
                 }
             );
+            outln!("{}", iozone::iozone_text(r).trim_end());
         }
-        outln!("{}", iozone::table(&results).trim_end());
+        if results.len() > 1 {
+            outln!("\nSide by side:");
+            outln!("{}", iozone::table(&results).trim_end());
+        }
         for r in &results {
             outln!("\nIOzone -R report of {}:", r.label);
             outln!("{}", iozone::excel_report(r));

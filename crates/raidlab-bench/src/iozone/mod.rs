@@ -1,20 +1,23 @@
-//! IOzone's record-size x file-size matrix and its `-R` ("Excel") report.
+//! IOzone's record-size x file-size matrix, its `-a` text layout and its `-R`
+//! ("Excel") report.
 //!
-//! For each file size and record size the six classic tests run in IOzone's order:
+//! For each file size and record size the thirteen tests of IOzone's `-a` run in
+//! its order, each moving one file size of data in records of the record size:
 //! write (a new file: a test file on a file system is truncated first, so blocks
 //! are allocated again as IOzone's fresh file would), rewrite, read, re-read,
-//! random read and random write (each moves one file size of data in records of
-//! the record size). Auto mode covers IOzone's `-a` ranges: files 64 KiB to
+//! random read and random write (by the engine), then backward read (the records
+//! from the last to the first), record rewrite (the first record written over
+//! and over), stride read (every 17th record, wrapping around: IOzone's default
+//! stride of 17 records, `-j`), and fwrite, re-fwrite, fread and re-fread
+//! (through a user-space buffer of one 4 KiB block as the C library's stdio
+//! keeps one, module `stdio`). Auto mode covers IOzone's `-a` ranges: files 64 KiB to
 //! 512 MiB, records 4 KiB to 16 MiB, records no larger than the file, and, as
 //! IOzone does without `-z`, no records under 64 KiB for files over 32 MiB.
 //! Figures are KiB/s (IOzone's "kBytes/sec"). Buffered by default as IOzone is;
 //! O_DIRECT on request (IOzone's `-I`). Flush time is counted only on request
 //! (IOzone's `-e`). This module never prints.
 
-/// The tests of IOzone's `-a` that raidlab does not run (it runs the first six
-/// of the thirteen), for the output to name.
-pub const NOT_RUN: &str =
-    "backward read, record rewrite, stride read, fwrite, re-fwrite, fread and re-fread";
+mod more;
 
 use crate::engine::{self, Access, Control, DataFill, Dir, EngineKind, Limit, Rewrite, Workload};
 use crate::schema::BenchReport;
@@ -25,7 +28,7 @@ use raidlab_core::{Error, Op, Result};
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// IOzone's tests, in its order and with its report titles.
+/// IOzone's tests the engine runs, in its order and with its report titles.
 pub const TESTS: [(&str, &str); 6] = [
     ("write", "Writer report"),
     ("rewrite", "Re-writer report"),
@@ -34,6 +37,26 @@ pub const TESTS: [(&str, &str); 6] = [
     ("random read", "Random read report"),
     ("random write", "Random write report"),
 ];
+
+/// IOzone's other seven tests of `-a`, after [`TESTS`], in its order and with
+/// its report titles (module `more` runs them).
+pub const MORE_TESTS: [(&str, &str); 7] = [
+    ("bkwd read", "Backward read report"),
+    ("record rewrite", "Record rewrite report"),
+    ("stride read", "Stride read report"),
+    ("fwrite", "Fwrite report"),
+    ("re-fwrite", "Re-Fwrite report"),
+    ("fread", "Fread report"),
+    ("re-fread", "Re-Fread report"),
+];
+
+/// All thirteen tests, the order of [`Cell::kib_s`].
+pub fn all_tests() -> impl Iterator<Item = &'static (&'static str, &'static str)> {
+    TESTS.iter().chain(MORE_TESTS.iter())
+}
+
+/// How many tests a cell holds.
+pub const ALL: usize = TESTS.len() + MORE_TESTS.len();
 
 #[derive(Debug, Clone)]
 pub struct IozoneConfig {
@@ -111,8 +134,8 @@ pub fn parse_sizes(what: &str, s: &str) -> Result<Vec<u64>> {
 pub struct Cell {
     pub file_size: u64,
     pub record_size: u64,
-    /// KiB/s for each of [`TESTS`], in order.
-    pub kib_s: [f64; 6],
+    /// KiB/s for each of [`TESTS`] then [`MORE_TESTS`], in order.
+    pub kib_s: [f64; ALL],
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -156,7 +179,7 @@ pub fn run(
             break;
         }
         on_cell(file, rec);
-        let mut kib_s = [0.0; 6];
+        let mut kib_s = [0.0; ALL];
         for (i, (name, _)) in TESTS.iter().enumerate() {
             if control.stopped() {
                 break;
@@ -203,6 +226,15 @@ pub fn run(
             let secs = secs.max(1e-9);
             kib_s[i] = m.main().bytes as f64 / 1024.0 / secs;
         }
+        for (j, (name, _)) in MORE_TESTS.iter().enumerate() {
+            if control.stopped() {
+                break;
+            }
+            if *name == "fwrite" {
+                fresh_file(target, largest)?;
+            }
+            kib_s[TESTS.len() + j] = more::run(target, name, file, rec, cfg.include_flush)?;
+        }
         out.cells.push(Cell {
             file_size: file,
             record_size: rec,
@@ -239,7 +271,7 @@ pub fn excel_report(r: &IozoneResult) -> String {
     files.sort_unstable();
     files.dedup();
     let mut s = String::from("Excel output is below:\n");
-    for (i, (_, title)) in TESTS.iter().enumerate() {
+    for (i, (_, title)) in all_tests().enumerate() {
         let _ = write!(s, "\n\"{title}\"\n      ");
         for rec in &recs {
             let _ = write!(s, "  \"{}\"", rec >> 10);
@@ -265,6 +297,45 @@ pub fn excel_report(r: &IozoneResult) -> String {
     s
 }
 
+/// IOzone's own `-a` text layout: one line per file and record size (both in
+/// KiB), the thirteen tests across in its order, kBytes/sec in whole numbers,
+/// under its two-line header.
+pub fn iozone_text(r: &IozoneResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:>16}{:>8}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
+        "", "", "", "", "", "", "random", "random", "bkwd", "record", "stride", "", "", "", ""
+    );
+    let _ = writeln!(
+        s,
+        "{:>16}{:>8}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
+        "kB",
+        "reclen",
+        "write",
+        "rewrite",
+        "read",
+        "reread",
+        "read",
+        "write",
+        "read",
+        "rewrite",
+        "read",
+        "fwrite",
+        "frewrite",
+        "fread",
+        "freread"
+    );
+    for c in &r.cells {
+        let _ = write!(s, "{:>16}{:>8}", c.file_size >> 10, c.record_size >> 10);
+        for v in c.kib_s {
+            let _ = write!(s, "{:>9.0}", v);
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// The side-by-side text table: a row per test, file size and record size (in
 /// IOzone's order), a column of KiB/s per target; "-" where a target has no
 /// figure for the cell (an interrupted run).
@@ -280,7 +351,7 @@ pub fn table(results: &[IozoneResult]) -> String {
             .map(|c| (c.file_size, c.record_size))
             .collect()
     }));
-    for (i, (test, _)) in TESTS.iter().enumerate() {
+    for (i, (test, _)) in all_tests().enumerate() {
         for &(file, rec) in &cells {
             let values = results
                 .iter()
@@ -310,7 +381,7 @@ pub fn report(results: &[IozoneResult]) -> BenchReport {
                 format_size(c.file_size),
                 format_size(c.record_size)
             );
-            for (i, (name, _)) in TESTS.iter().enumerate() {
+            for (i, (name, _)) in all_tests().enumerate() {
                 rep.push(name, &test, &r.label, "KB/s", c.kib_s[i]);
             }
         }
@@ -353,12 +424,14 @@ mod tests {
                 Cell {
                     file_size: 64 << 10,
                     record_size: 4 << 10,
-                    kib_s: [1.0, 2.0, 3.0, 4.0, 5.0, 6.0],
+                    kib_s: [
+                        1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0,
+                    ],
                 },
                 Cell {
                     file_size: 128 << 10,
                     record_size: 8 << 10,
-                    kib_s: [7.0; 6],
+                    kib_s: [7.0; ALL],
                 },
             ],
             interrupted: false,
@@ -369,5 +442,29 @@ mod tests {
             "{s}"
         );
         assert!(s.contains("\"Random write report\""));
+        assert!(
+            s.contains("\"Re-Fread report\"\n        \"4\"  \"8\"\n\"64\"  13  \n"),
+            "{s}"
+        );
+        // IOzone's -a layout: one line per cell, thirteen figures across.
+        let t = iozone_text(&r);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(
+            lines[1]
+                .trim_start()
+                .starts_with("kB  reclen    write  rewrite"),
+            "{t}"
+        );
+        assert!(
+            lines[1]
+                .trim_end()
+                .ends_with("fwrite frewrite    fread  freread"),
+            "{t}"
+        );
+        let row: Vec<&str> = lines[2].split_whitespace().collect();
+        assert_eq!(
+            row,
+            ["64", "4", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"]
+        );
     }
 }
