@@ -223,6 +223,8 @@ pub struct ScrubRun {
     pub len: u64,
     pub copies: Vec<(Location, usize)>,
     pub all: usize,
+    /// Copies on members in service left unread because `skip` said so.
+    pub skipped: usize,
 }
 
 /// A mirror scrub step's reads: every copy on a member in service of each run
@@ -262,11 +264,17 @@ pub fn plan_scrub_mirrors_skipping(
     let mut runs = Vec::new();
     let mut len = 0usize;
     for (at, k, locs) in geo.mirror_runs(pos, n) {
-        let live: Vec<Location> = locs
+        let in_service: Vec<Location> = locs
             .iter()
             .copied()
-            .filter(|l| present.get(l.member).copied().unwrap_or(false) && !skip(*l, k))
+            .filter(|l| present.get(l.member).copied().unwrap_or(false))
             .collect();
+        let live: Vec<Location> = in_service
+            .iter()
+            .copied()
+            .filter(|l| !skip(*l, k))
+            .collect();
+        let skipped = in_service.len() - live.len();
         let mut copies = Vec::new();
         if live.len() >= 2 {
             for loc in live {
@@ -285,6 +293,7 @@ pub fn plan_scrub_mirrors_skipping(
             len: k,
             copies,
             all: locs.len(),
+            skipped,
         });
     }
     Ok(MirrorScrub {

@@ -179,7 +179,7 @@ impl Assembly {
                 // As md does during a sync: rebuild the unreadable range from
                 // the others and write it back.
                 for &role in &f.members {
-                    let Ok(b) = self.repair_range(role, pos, n) else {
+                    let Ok(b) = self.repair_range(bad.as_ref(), role, pos, n) else {
                         return Err(*f.error);
                     };
                     buf[role * len..(role + 1) * len].copy_from_slice(&b);
@@ -299,13 +299,11 @@ impl Assembly {
                     .is_some_and(|b| b.hit(loc.member, loc.offset, len).is_some())
             };
             let scrub = plan_scrub_mirrors_skipping(&geo, &present, pos, end - pos, &skip)?;
-            for (_, k, locs) in geo.mirror_runs(pos, end - pos) {
-                report.bad_block_bytes += locs
-                    .iter()
-                    .filter(|l| present[l.member] && skip(**l, k))
-                    .count() as u64
-                    * k;
-            }
+            report.bad_block_bytes += scrub
+                .runs
+                .iter()
+                .map(|r| r.skipped as u64 * r.len)
+                .sum::<u64>();
             buf.resize(scrub.len, 0);
             let failed = match run_failed(&scrub.plan, areas, UserBuf::Read(&mut buf)) {
                 Ok(()) => Vec::new(),
@@ -492,7 +490,13 @@ impl Assembly {
 
     /// Rewrite what member `role` should hold at `[pos, pos+n)` from the other
     /// members (a rebuild plan with `role` as its target), and return it.
-    fn repair_range(&self, role: usize, pos: u64, n: u64) -> Result<Vec<u8>> {
+    fn repair_range(
+        &self,
+        bad: Option<&BadBlocks>,
+        role: usize,
+        pos: u64,
+        n: u64,
+    ) -> Result<Vec<u8>> {
         let members = (0..self.slots.len())
             .map(|r| self.slots[r].map(|i| self.area(i)).transpose())
             .collect::<Result<Vec<_>>>()?;
@@ -501,9 +505,7 @@ impl Assembly {
             .enumerate()
             .map(|(r, m)| r != role && m.is_some())
             .collect();
-        let bad = self.bad_blocks()?;
-        let plan =
-            BadBlocks::rebuild_plan(bad.as_ref(), &self.geometry, &live, role, pos, n, role)?;
+        let plan = BadBlocks::rebuild_plan(bad, &self.geometry, &live, role, pos, n, role)?;
         let mut out = vec![0u8; n as usize];
         run_plan(&plan, &members, &mut out)?;
         Ok(out)
