@@ -535,32 +535,38 @@ impl Bitmap {
     /// `feature::BITMAP_OFFSET` and a `bitmap_offset` of at least 8: raidlab writes
     /// the whole 4 KiB superblock area) and flush.
     pub fn write_to(&self, vol: &dyn Volume, sb: &Superblock) -> Result<(), Error> {
-        let name = vol.name();
-        let ctx = |e: Error| e.on_device(name.clone());
+        let (start, bytes) = self.placed(sb).map_err(|e| e.on_device(vol.name()))?;
+        vol.write_at(&bytes, start)?;
+        vol.flush()
+    }
+
+    /// What [`Bitmap::write_to`] writes and where: the byte offset on the
+    /// member device `sb` describes, and the header and bits. For callers
+    /// that do the write themselves (the engine, as a step of a plan).
+    pub fn placed(&self, sb: &Superblock) -> Result<(u64, Vec<u8>), Error> {
         if sb.feature_map & feature::BITMAP_OFFSET == 0 {
-            return Err(ctx(Error::new(
+            return Err(Error::new(
                 ErrorKind::Invalid,
                 Op::Write,
                 "the superblock has no internal bitmap (feature_map lacks BITMAP_OFFSET)",
-            )));
+            ));
         }
-        self.sb.validate().map_err(ctx)?;
-        check_against(&self.sb, sb).map_err(ctx)?;
-        let (start, room) = placement(sb, (SB_AREA / 512) as i64).map_err(ctx)?;
+        self.sb.validate()?;
+        check_against(&self.sb, sb)?;
+        let (start, room) = placement(sb, (SB_AREA / 512) as i64)?;
         let bytes = self.to_bytes();
         let need = BITMAP_SB_LEN as u64 + self.sb.bits_bytes();
         if (bytes.len() as u64) < need || bytes.len() as u64 > room {
-            return Err(ctx(Error::new(
+            return Err(Error::new(
                 ErrorKind::Invalid,
                 Op::Write,
                 format!(
                     "md bitmap of {} bytes (at least {need} needed) does not fit the {room} bytes at byte {start}",
                     bytes.len()
                 ),
-            )));
+            ));
         }
-        vol.write_at(&bytes, start)?;
-        vol.flush()
+        Ok((start, bytes))
     }
 }
 

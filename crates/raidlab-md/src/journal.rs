@@ -534,36 +534,45 @@ pub fn write_blocks(
     pos: u64,
     blocks: &[u8],
 ) -> Result<(), Error> {
-    let (at, sectors) = ring(sb).map_err(|e| e.on_device(vol.name()))?;
-    if pos % BLOCK_SECTORS != 0 || pos >= sectors || blocks.len() % BLOCK != 0 {
-        return Err(Error::new(
-            ErrorKind::OutOfRange,
-            Op::Write,
-            format!(
-                "journal write of {} bytes at sector {pos} is not whole blocks inside the {sectors}-sector ring",
-                blocks.len()
-            ),
-        )
-        .on_device(vol.name()));
-    }
-    if blocks.len() as u64 / 512 > sectors {
-        return Err(Error::new(
-            ErrorKind::OutOfRange,
-            Op::Write,
-            format!(
-                "journal write of {} bytes is larger than the {sectors}-sector ring",
-                blocks.len()
-            ),
-        )
-        .on_device(vol.name()));
-    }
-    // Up to the end of the ring, then the rest from its start.
-    let first = (((sectors - pos) * 512) as usize).min(blocks.len());
-    vol.write_at(&blocks[..first], at + pos * 512)?;
-    if first < blocks.len() {
-        vol.write_at(&blocks[first..], at)?;
+    for (at, range) in place_blocks(sb, pos, blocks.len()).map_err(|e| e.on_device(vol.name()))? {
+        vol.write_at(&blocks[range], at)?;
     }
     Ok(())
+}
+
+/// Where [`write_blocks`] puts `len` bytes of whole blocks starting at ring
+/// sector `pos`: one or two (byte offset on the device, range of the bytes)
+/// pieces, the second from the ring's start when the write wraps. For
+/// callers that do the write themselves (the engine, as a step of a plan).
+pub fn place_blocks(
+    sb: &Superblock,
+    pos: u64,
+    len: usize,
+) -> Result<Vec<(u64, std::ops::Range<usize>)>, Error> {
+    let (at, sectors) = ring(sb)?;
+    if pos % BLOCK_SECTORS != 0 || pos >= sectors || len % BLOCK != 0 {
+        return Err(Error::new(
+            ErrorKind::OutOfRange,
+            Op::Write,
+            format!(
+                "journal write of {len} bytes at sector {pos} is not whole blocks inside the {sectors}-sector ring"
+            ),
+        ));
+    }
+    if len as u64 / 512 > sectors {
+        return Err(Error::new(
+            ErrorKind::OutOfRange,
+            Op::Write,
+            format!("journal write of {len} bytes is larger than the {sectors}-sector ring"),
+        ));
+    }
+    // Up to the end of the ring, then the rest from its start.
+    let first = (((sectors - pos) * 512) as usize).min(len);
+    let mut pieces = vec![(at + pos * 512, 0..first)];
+    if first < len {
+        pieces.push((at, first..len));
+    }
+    Ok(pieces)
 }
 
 /// Turn a new superblock into a journal device's, as mdadm writes it: role

@@ -531,6 +531,27 @@ pub fn read_area(vol: &dyn Volume, sb: &Superblock) -> Result<Option<Vec<u8>>, E
     Ok(Some(area))
 }
 
+/// Where [`write_area`] puts `len` bytes at byte `offset` of the member's
+/// PPL area: the byte offset on the member device, after the same checks.
+/// For callers that do the write themselves (the engine, as a step of a plan).
+pub fn area_offset(sb: &Superblock, offset: u64, len: usize) -> Result<u64, Error> {
+    let Some((at, area)) = ppl_area(sb)? else {
+        return Err(Error::new(
+            ErrorKind::Invalid,
+            Op::Write,
+            "the superblock has no PPL (feature_map lacks PPL)",
+        ));
+    };
+    match offset.checked_add(len as u64) {
+        Some(end) if end <= area => Ok(at + offset),
+        _ => Err(Error::new(
+            ErrorKind::OutOfRange,
+            Op::Write,
+            format!("PPL write of {len} bytes at {offset} does not fit the {area} byte area"),
+        )),
+    }
+}
+
 /// Write `bytes` (a header and partial parity, or a whole area from
 /// [`initial_area`]) at byte `offset` of the member's PPL area, and flush.
 pub fn write_area(
@@ -539,30 +560,8 @@ pub fn write_area(
     offset: u64,
     bytes: &[u8],
 ) -> Result<(), Error> {
-    let name = vol.name();
-    let Some((at, len)) = ppl_area(sb).map_err(|e| e.on_device(name.clone()))? else {
-        return Err(Error::new(
-            ErrorKind::Invalid,
-            Op::Write,
-            "the superblock has no PPL (feature_map lacks PPL)",
-        )
-        .on_device(name));
-    };
-    match offset.checked_add(bytes.len() as u64) {
-        Some(end) if end <= len => {}
-        _ => {
-            return Err(Error::new(
-                ErrorKind::OutOfRange,
-                Op::Write,
-                format!(
-                    "PPL write of {} bytes at {offset} does not fit the {len} byte area",
-                    bytes.len()
-                ),
-            )
-            .on_device(name))
-        }
-    }
-    vol.write_at(bytes, at + offset)?;
+    let at = area_offset(sb, offset, bytes.len()).map_err(|e| e.on_device(vol.name()))?;
+    vol.write_at(bytes, at)?;
     vol.flush()
 }
 

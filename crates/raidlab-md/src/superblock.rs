@@ -789,11 +789,21 @@ impl Superblock {
     /// puts it on this device (a v1.0 superblock made for a device of another
     /// size).
     pub fn write_to(&self, vol: &dyn Volume) -> Result<(), Error> {
-        let name = vol.name();
+        let (at, bytes) = self
+            .placed(vol.size())
+            .map_err(|e| e.on_device(vol.name()))?;
+        vol.write_at(&bytes, at)?;
+        vol.flush()
+    }
+
+    /// What [`Superblock::write_to`] writes on a device of `dev_bytes` bytes,
+    /// and where (byte offset), after the same checks. For callers that do
+    /// the write themselves (the engine, as a step of a plan).
+    pub fn placed(&self, dev_bytes: u64) -> Result<(u64, Vec<u8>), Error> {
         let at = self.super_offset.saturating_mul(512);
-        let ctx = |e: Error| e.on_device(name.clone()).at(at, SB_AREA as u64);
+        let ctx = |e: Error| e.at(at, SB_AREA as u64);
         if self.v0_90.is_some() {
-            return self.write_090(vol).map_err(ctx);
+            return self.placed_090(dev_bytes).map_err(ctx);
         }
         if self.feature_map & feature::BITMAP_OFFSET != 0
             && (0..(SB_AREA / 512) as i32).contains(&self.bitmap_offset)
@@ -809,7 +819,7 @@ impl Superblock {
                 ),
             )));
         }
-        let dev_sectors = vol.size() / 512;
+        let dev_sectors = dev_bytes / 512;
         let version = self.version();
         if version == MetadataVersion::V1_0
             && self.data_offset.saturating_add(self.data_size) > self.super_offset
@@ -849,14 +859,13 @@ impl Superblock {
                 ),
             )));
         }
-        vol.write_at(&self.to_bytes(), at)?;
-        vol.flush()
+        Ok((at, self.to_bytes()))
     }
 
-    /// [`Superblock::write_to`] for metadata 0.90: checked against this
-    /// device (place, sizes), then written as md's `mdp_super_t`.
-    fn write_090(&self, vol: &dyn Volume) -> Result<(), Error> {
-        let dev_sectors = vol.size() / 512;
+    /// [`Superblock::placed`] for metadata 0.90: checked against the
+    /// device (place, sizes), then encoded as md's `mdp_super_t`.
+    fn placed_090(&self, dev_bytes: u64) -> Result<(u64, Vec<u8>), Error> {
+        let dev_sectors = dev_bytes / 512;
         let place = crate::sb090::super_offset(dev_sectors);
         if place != Some(self.super_offset) {
             return Err(Error::new(
@@ -881,8 +890,7 @@ impl Superblock {
         }
         self.validate()?;
         let sb = crate::sb090::Sb090::from_v1(self)?;
-        vol.write_at(&sb.to_bytes(), self.super_offset * 512)?;
-        vol.flush()
+        Ok((self.super_offset * 512, sb.to_bytes()))
     }
 
     /// This device's role, from `dev_roles[dev_number]`.

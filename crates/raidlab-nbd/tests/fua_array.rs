@@ -20,10 +20,17 @@ use std::sync::Arc;
 const CHUNK: u64 = 64 << 10;
 
 fn raid5(members: usize) -> (Arc<Array>, Vec<Arc<Recorded>>) {
-    let recorded: Vec<Arc<Recorded>> = (0..members)
+    raid5_with(members, "resync")
+}
+
+/// A RAID 5 keeping `policy` ("resync", "ppl" or "journal": then the last
+/// recorded volume is the journal device).
+fn raid5_with(members: usize, policy: &str) -> (Arc<Array>, Vec<Arc<Recorded>>) {
+    let journal = policy == "journal";
+    let recorded: Vec<Arc<Recorded>> = (0..members + usize::from(journal))
         .map(|_| Arc::new(Recorded::new(Arc::new(MemVolume::new(8 << 20)))))
         .collect();
-    let new = recorded
+    let new = recorded[..members]
         .iter()
         .enumerate()
         .map(|(i, r)| NewMember {
@@ -43,9 +50,18 @@ fn raid5(members: usize) -> (Arc<Array>, Vec<Arc<Recorded>>) {
         force: false,
         bitmap: false,
         bitmap_chunk: None,
-        ppl: false,
+        ppl: policy == "ppl",
     };
-    let mut asm = raidlab_raid::assemble::create(&spec, new).unwrap();
+    let journal_device = journal.then(|| NewMember {
+        device: Device {
+            path: "journal".into(),
+            volume: recorded[members].clone() as Arc<dyn Volume>,
+        },
+        zeroed: true,
+    });
+    let mut asm = raidlab_raid::assemble::create_with_journal(&spec, new, journal_device).unwrap();
+    asm.start_ppl().unwrap();
+    asm.start_journal().unwrap();
     asm.mark_dirty().unwrap();
     (Arc::new(asm.array().unwrap()), recorded)
 }
@@ -111,6 +127,34 @@ fn check(v: &dyn Volume, array: &Array, members: &[Arc<Recorded>]) {
 fn a_fua_write_flushes_the_members_it_wrote_and_no_other() {
     let (array, members) = raid5(5);
     check(&*array, &array, &members);
+}
+
+/// With a partial parity log the log write is flushed by its own plan
+/// (before the data), and a FUA write then flushes the members its data
+/// plan wrote and no other; with a write journal, the journal's flush makes
+/// the write durable and no member is flushed for it.
+#[test]
+fn a_fua_write_on_a_logged_array_flushes_no_member_it_did_not_write() {
+    let at = 5 * CHUNK + 4096;
+    let data = vec![0x5au8; 4096];
+    let (array, members) = raid5_with(5, "ppl");
+    let roles = written_by(&array, at, 4096);
+    assert_eq!(roles.len(), 2, "roles {roles:?}");
+    let fua = flushed_during(&members, || array.write_at_fua(&data, at).unwrap());
+    for (r, n) in fua.iter().enumerate() {
+        if roles.contains(&r) {
+            assert!(*n >= 1, "PPL: role {r} written but not flushed: {fua:?}");
+        } else {
+            assert_eq!(*n, 0, "PPL: role {r} not written but flushed: {fua:?}");
+        }
+    }
+    let (array, devices) = raid5_with(5, "journal");
+    let fua = flushed_during(&devices, || array.write_at_fua(&data, at).unwrap());
+    assert_eq!(&fua[..5], &[0; 5], "journal: members flushed: {fua:?}");
+    assert!(fua[5] >= 1, "journal: the journal was not flushed: {fua:?}");
+    let mut back = vec![0u8; 4096];
+    array.read_at(&mut back, at).unwrap();
+    assert_eq!(back, data, "journal: the write reads back");
 }
 
 #[test]

@@ -281,6 +281,7 @@ fn do_op(
         (OpKind::Read, Some(buf), _) => vol.read_at(buf, op.offset),
         (OpKind::Write, _, Some(buf)) => vol.write_at(buf, op.offset),
         (OpKind::Trim, _, _) => vol.discard(op.offset, op.length),
+        (OpKind::Flush, _, _) => vol.flush(),
         _ => Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,
@@ -297,12 +298,18 @@ fn run_io(
 ) -> Result<(), Failed> {
     let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
-    let all_trims = ops.iter().all(|o| o.kind == OpKind::Trim);
+    // Trims and flushes carry no buffer.
+    let all_unbuffered = ops
+        .iter()
+        .all(|o| matches!(o.kind, OpKind::Trim | OpKind::Flush));
     let bytes: u64 = ops.iter().map(|o| o.length).sum();
     let mut distinct: Vec<usize> = ops.iter().map(|o| o.member).collect();
     distinct.sort_unstable();
     distinct.dedup();
-    let parallel = distinct.len() > 1 && bytes >= PARALLEL_BYTES;
+    // A flush waits for the device's cache: flushes of several members
+    // overlap however few bytes the step moves.
+    let parallel = distinct.len() > 1
+        && (bytes >= PARALLEL_BYTES || ops.iter().any(|o| o.kind == OpKind::Flush));
 
     if all_writes {
         let sources: Vec<&[u8]> = ops
@@ -318,7 +325,7 @@ fn run_io(
             do_op(vol, op, None, Some(buf))
         });
     }
-    if all_trims {
+    if all_unbuffered {
         let work: Vec<(usize, &MemberOp, ())> = ops.iter().map(|o| (o.member, o, ())).collect();
         return run_grouped(work, &distinct, parallel, members, |vol, op, ()| {
             do_op(vol, op, None, None)
@@ -344,7 +351,7 @@ fn run_io(
         let vol = member(members, op)?;
         match op.kind {
             OpKind::Write => do_op(vol, op, None, Some(slice_of(user.get(), scratch, op.buf)?))?,
-            OpKind::Trim => do_op(vol, op, None, None)?,
+            OpKind::Trim | OpKind::Flush => do_op(vol, op, None, None)?,
             OpKind::Read => {
                 let target = match (op.buf.buf, &mut *user) {
                     (Buf::User, UserBuf::Read(b)) => b

@@ -22,6 +22,7 @@ pub mod lifecycle;
 pub mod live;
 pub mod locks;
 pub mod manage;
+pub mod metadata_plan;
 pub mod plan;
 pub mod planner;
 pub mod ppl;

@@ -9,7 +9,7 @@
 use raidlab_layout::Geometry;
 use serde::Serialize;
 
-/// Read, write or trim.
+/// Read, write, trim or flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OpKind {
@@ -18,6 +18,23 @@ pub enum OpKind {
     /// The range's contents are no longer needed (the member's discard); no
     /// buffer.
     Trim,
+    /// Make the member's completed writes durable (its cache flush); no range
+    /// and no buffer. Metadata plans use it: a bitmap or log write must be on
+    /// stable storage before the data writes it covers go out.
+    Flush,
+}
+
+/// What a plan's member offsets count from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Space {
+    /// The member's data area (what the array's layout addresses).
+    #[default]
+    Data,
+    /// The whole member device: the superblock, the write-intent bitmap and
+    /// the partial parity log live outside the data area. A plan in this
+    /// space is run against the whole devices (or a journal device) by role.
+    Device,
 }
 
 /// Which buffer a slice lives in.
@@ -154,6 +171,8 @@ pub struct Plan {
     /// Stripe lock keys to hold (sorted, distinct) while the plan runs, so that two
     /// writes to one stripe never interleave.
     pub locks: Vec<u64>,
+    /// What the member offsets count from.
+    pub space: Space,
 }
 
 /// The JSON shape of `raidlab explain --json`: phases of member operations.
@@ -210,7 +229,7 @@ impl Plan {
                     match op.kind {
                         OpKind::Read => r += 1,
                         OpKind::Write => w += 1,
-                        OpKind::Trim => {}
+                        OpKind::Trim | OpKind::Flush => {}
                     }
                 }
             }

@@ -19,6 +19,7 @@
 //! the write it covers, and never replay an entry whose checksum fails.
 
 use crate::exec::Failed;
+use crate::metadata_plan::{DeviceRunner, DeviceWrites};
 use crate::plan::{LogEntry, OpKind, Plan, Step};
 use crate::replay::ReplayTarget;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
@@ -237,45 +238,44 @@ impl PartialParityLog {
 
     /// Write `entries` to their members' logs, durably. Each log write replaces
     /// the member's previous one, so the writes that one covered are flushed first
-    /// (`flush` flushes a role's data area). `written` are the roles the plan
+    /// (`flush` flushes data members by role). `written` are the roles the plan
     /// goes on to write: the next log write on these members flushes them.
+    ///
+    /// The log writes of every parity member (and of a replacement's copy) are
+    /// one plan in device space, carried out by `run` on the table of log
+    /// devices it is given: all writes, then all flushes.
     pub(crate) fn write(
         &self,
         held: &mut Held<'_>,
         entries: &[(LogEntry, &[u8])],
         written: &[usize],
-        flush: &dyn Fn(usize) -> Result<()>,
+        flush: &dyn Fn(&[usize]) -> std::result::Result<(), Failed>,
+        run: DeviceRunner<'_>,
     ) -> std::result::Result<(), Failed> {
-        for (role, state) in held.iter_mut() {
+        let mut unflushed: Vec<usize> = Vec::new();
+        let mut writes = DeviceWrites::default();
+        let mut table: Vec<Option<Arc<dyn Volume>>> = Vec::new();
+        // Table index -> role, for the roles' own logs; the copies go in a
+        // second plan, as losing one loses the replacement, not the write.
+        let mut roles: Vec<usize> = Vec::new();
+        let mut copies = DeviceWrites::default();
+        let mut copy_table: Vec<Option<Arc<dyn Volume>>> = Vec::new();
+        // Role -> its copy's index in `copy_table` (None: it does not fit).
+        let mut copy_of: Vec<(usize, Option<usize>)> = Vec::new();
+        for (role, state) in held.iter() {
             let role = *role;
             let mine: Vec<&(LogEntry, &[u8])> =
                 entries.iter().filter(|(e, _)| e.member == role).collect();
             if mine.is_empty() {
                 continue;
             }
-            // The fields one by one: the log device is read while the rest
-            // changes.
-            let LogState {
-                dev,
-                copy,
-                generation,
-                unflushed,
-            } = &mut **state;
-            let Some(log) = dev.as_ref() else {
+            let Some(log) = state.dev.as_ref() else {
                 return Err(log_failed(
                     role,
                     internal("a log entry for a member without a log"),
                 ));
             };
-            for &r in unflushed.iter() {
-                flush(r).map_err(|e| Failed {
-                    members: vec![r],
-                    kind: OpKind::Write,
-                    error: Box::new(e),
-                    log: true,
-                })?;
-            }
-            unflushed.clear();
+            unflushed.extend_from_slice(&state.unflushed);
             let mut md_entries = Vec::with_capacity(mine.len());
             let mut pps = Vec::with_capacity(mine.len());
             for (e, pp) in &mine {
@@ -294,7 +294,7 @@ impl PartialParityLog {
             }
             let header = PplHeader {
                 signature: self.signature,
-                generation: *generation + 1,
+                generation: state.generation + 1,
                 entries: md_entries,
             };
             let bytes = header
@@ -306,19 +306,58 @@ impl PartialParityLog {
                     internal("a log write larger than the PPL area"),
                 ));
             }
-            ppl::write_area(log.device.as_ref(), &log.sb, 0, &bytes)
+            let at = ppl::area_offset(&log.sb, 0, bytes.len())
                 .map_err(|e| log_failed(role, e.on_device(log.device.name())))?;
-            if let Some(c) = copy.as_ref() {
-                let copied = bytes.len() as u64 <= c.room
-                    && ppl::write_area(c.device.as_ref(), &c.sb, 0, &bytes).is_ok();
-                if !copied {
-                    // The replacement is lost, not the write: the role's own
-                    // log has it.
-                    *copy = None;
+            writes.push(table.len(), at, &bytes);
+            table.push(Some(Arc::clone(&log.device)));
+            roles.push(role);
+            if let Some(c) = state.copy.as_ref() {
+                let placed = ppl::area_offset(&c.sb, 0, bytes.len())
+                    .ok()
+                    .filter(|_| bytes.len() as u64 <= c.room)
+                    .map(|at| {
+                        copies.push(copy_table.len(), at, &bytes);
+                        copy_table.push(Some(Arc::clone(&c.device)));
+                        copy_table.len() - 1
+                    });
+                copy_of.push((role, placed));
+            }
+        }
+        if writes.is_empty() {
+            return Ok(());
+        }
+        unflushed.sort_unstable();
+        unflushed.dedup();
+        flush(&unflushed)?;
+        for (_, state) in held.iter_mut() {
+            state.unflushed.clear();
+        }
+        run(&writes, &table).map_err(|mut f| {
+            f.members = f
+                .members
+                .iter()
+                .filter_map(|&t| roles.get(t).copied())
+                .collect();
+            f.log = true;
+            f
+        })?;
+        // A copy that could not be placed or written loses the replacement,
+        // not the write: the role's own log has it.
+        let lost: Vec<usize> = match run(&copies, &copy_table) {
+            Ok(()) => Vec::new(),
+            Err(f) => f.members,
+        };
+        for (role, state) in held.iter_mut() {
+            if !roles.contains(role) {
+                continue;
+            }
+            if let Some((_, placed)) = copy_of.iter().find(|(r, _)| r == role) {
+                if placed.map_or(true, |k| lost.contains(&k)) {
+                    state.copy = None;
                 }
             }
-            *generation += 1;
-            *unflushed = written.to_vec();
+            state.generation += 1;
+            state.unflushed = written.to_vec();
         }
         Ok(())
     }

@@ -58,6 +58,7 @@ pub fn plan_rebuild(
 ) -> Result<Plan> {
     check_member_range(geo, role, at, n)?;
     let mut plan = Plan {
+        space: crate::plan::Space::Data,
         locks: member_range_keys(geo, role, at, n)?,
         ..Plan::default()
     };
@@ -138,6 +139,7 @@ pub fn plan_copy(geo: &Geometry, from: usize, at: u64, n: u64, target: usize) ->
     check_member_range(geo, from, at, n)?;
     let buf = Slice::user(0, n as usize);
     Ok(Plan {
+        space: crate::plan::Space::Data,
         steps: vec![
             Step::Io(vec![op(OpKind::Read, from, at, buf)]),
             Step::Io(vec![op(OpKind::Write, target, at, buf)]),
@@ -208,6 +210,7 @@ pub fn plan_scrub_parity(geo: &Geometry, present: &[bool], at: u64, n: u64) -> R
         .map(|r| op(OpKind::Read, r, at, Slice::user(r * n as usize, n as usize)))
         .collect();
     Ok(Plan {
+        space: crate::plan::Space::Data,
         steps: vec![Step::Io(reads)],
         scratch: Vec::new(),
         locks: member_range_keys(geo, 0, at, n)?,
@@ -298,6 +301,7 @@ pub fn plan_scrub_mirrors_skipping(
     }
     Ok(MirrorScrub {
         plan: Plan {
+            space: crate::plan::Space::Data,
             steps: if reads.is_empty() {
                 Vec::new()
             } else {
@@ -405,6 +409,7 @@ pub fn plan_rewrites(writes: &[(usize, u64, usize, usize)], locks: Vec<u64>) -> 
         .map(|&(role, at, from, len)| op(OpKind::Write, role, at, Slice::user(from, len)))
         .collect();
     Plan {
+        space: crate::plan::Space::Data,
         steps: if ops.is_empty() {
             Vec::new()
         } else {

@@ -65,3 +65,135 @@ fn every_plan_runs_through_the_executor_it_is_given() {
         }
     }
 }
+
+/// Runs every plan with the real executor and keeps a copy of each.
+#[derive(Debug, Default)]
+struct Spy(std::sync::Mutex<Vec<raidlab_raid::Plan>>);
+
+impl raidlab_raid::exec::Executor for Spy {
+    fn run(
+        &self,
+        plan: &raidlab_raid::Plan,
+        members: &raidlab_raid::exec::Members,
+        engine: &dyn raidlab_parity::Engine,
+        user: raidlab_raid::exec::UserBuf<'_>,
+        log: Option<raidlab_raid::exec::LogWriter<'_>>,
+    ) -> Result<(), raidlab_raid::exec::Failed> {
+        self.0.lock().unwrap().push(plan.clone());
+        raidlab_raid::exec::ThreadPool.run(plan, members, engine, user, log)
+    }
+}
+
+/// The device-space plans the spy saw: per plan, its writes as (device,
+/// offset, length) and the devices it flushed after them.
+type DevicePlan = (Vec<(usize, u64, u64)>, Vec<usize>);
+
+fn device_plans(spy: &Spy) -> Vec<DevicePlan> {
+    use raidlab_raid::plan::Space;
+    use raidlab_raid::{OpKind, Step};
+    std::mem::take(&mut *spy.0.lock().unwrap())
+        .into_iter()
+        .filter(|p| p.space == Space::Device)
+        .map(|p| {
+            let mut writes = Vec::new();
+            let mut flushes = Vec::new();
+            let mut flushed_yet = false;
+            for step in &p.steps {
+                let Step::Io(ops) = step else { continue };
+                for op in ops {
+                    match op.kind {
+                        OpKind::Write => {
+                            assert!(!flushed_yet, "a write after the flush: {p:?}");
+                            writes.push((op.member, op.offset, op.length));
+                        }
+                        OpKind::Flush => {
+                            flushed_yet = true;
+                            flushes.push(op.member);
+                        }
+                        other => panic!("a metadata plan with a {other:?}"),
+                    }
+                }
+            }
+            (writes, flushes)
+        })
+        .collect()
+}
+
+/// The bitmap, the partial parity log and the journal are written by plans
+/// (device space: whole devices, not data areas), through the executor the
+/// array was given, each write followed by a flush of every device written,
+/// before the data they cover; and the data still reads back.
+#[test]
+fn bitmap_and_log_writes_are_plans_run_by_the_arrays_executor() {
+    use raidlab_raid::assemble::{create_with_journal, CreateSpec, Device, NewMember};
+    for policy in ["bitmap", "ppl", "journal"] {
+        let n = 4;
+        let member = 8 << 20;
+        let devs: Vec<Device> = (0..n + 1)
+            .map(|i| Device {
+                path: format!("{policy}{i}"),
+                volume: Arc::new(MemVolume::new(member)),
+            })
+            .collect();
+        let spec = CreateSpec {
+            level: Level::Raid5,
+            layout: Layout::parse(Level::Raid5, None).unwrap(),
+            chunk_bytes: CHUNK,
+            spares: 0,
+            name: policy.into(),
+            force: false,
+            bitmap: policy == "bitmap",
+            bitmap_chunk: None,
+            ppl: policy == "ppl",
+        };
+        let members = devs[..n]
+            .iter()
+            .map(|d| NewMember {
+                device: d.clone(),
+                zeroed: true,
+            })
+            .collect();
+        let journal = (policy == "journal").then(|| NewMember {
+            device: devs[n].clone(),
+            zeroed: true,
+        });
+        let mut asm = create_with_journal(&spec, members, journal).unwrap();
+        asm.start_ppl().unwrap();
+        asm.start_journal().unwrap();
+        asm.mark_dirty().unwrap();
+        let spy = Arc::new(Spy::default());
+        let array = asm.array().unwrap().with_executor(spy.clone());
+        device_plans(&spy);
+        let data = vec![0x5a; 4096];
+        array.write_at(&data, 3 * CHUNK).unwrap();
+        let seen = device_plans(&spy);
+        assert!(!seen.is_empty(), "{policy}: no metadata plan: {seen:?}");
+        for (writes, flushes) in &seen {
+            let mut written: Vec<usize> = writes.iter().map(|w| w.0).collect();
+            written.sort_unstable();
+            written.dedup();
+            assert_eq!(
+                &written, flushes,
+                "{policy}: every device written is flushed once"
+            );
+        }
+        let (writes, _) = &seen[0];
+        match policy {
+            // Every member's copy of the bitmap, beside its superblock.
+            "bitmap" => {
+                assert_eq!(writes.len(), n, "{policy}: {writes:?}");
+                assert!(writes.iter().all(|w| w.1 < 1 << 20), "{policy}: {writes:?}");
+            }
+            // One log write, on the stripe's parity member only.
+            "ppl" => assert_eq!(writes.len(), 1, "{policy}: {writes:?}"),
+            // The journal device alone (table entry 0): meta block and pages.
+            _ => {
+                assert!(writes.iter().all(|w| w.0 == 0), "{policy}: {writes:?}");
+                assert!(writes.iter().map(|w| w.2).sum::<u64>() >= 4096 * 2);
+            }
+        }
+        let mut back = vec![0; 4096];
+        array.read_at(&mut back, 3 * CHUNK).unwrap();
+        assert_eq!(back, data, "{policy}: the write reads back");
+    }
+}

@@ -157,8 +157,6 @@ struct Active {
     outstanding: usize,
     /// Whether the current plan holds its locks.
     locked: bool,
-    /// A flush: once the plans are done, every member flushes.
-    flush_members: bool,
     /// Not before this time (the request's own overhead).
     not_before: Ns,
     /// A rebuild step: when it completes, the next is due.
@@ -420,7 +418,6 @@ impl SimArray {
             step: 0,
             outstanding: 0,
             locked: false,
-            flush_members: false,
             not_before: now,
             rebuild_step: false,
             scrub_step: true,
@@ -451,7 +448,6 @@ impl SimArray {
             step: 0,
             outstanding: 0,
             locked: false,
-            flush_members: false,
             not_before: now,
             rebuild_step: true,
             scrub_step: false,
@@ -550,7 +546,6 @@ impl SimArray {
             step: 0,
             outstanding: 0,
             locked: false,
-            flush_members: kind == Kind::Flush,
             not_before: now + overhead,
             rebuild_step: false,
             scrub_step: false,
@@ -654,15 +649,6 @@ impl SimArray {
                 return;
             }
             if a.plans.is_empty() {
-                if a.flush_members {
-                    self.active.get_mut(seq).expect("present").flush_members = false;
-                    for m in 0..self.members.len() {
-                        if self.members[m].is_some() {
-                            self.submit_member(now, seq, Kind::Flush, m, 0, 0);
-                        }
-                    }
-                    continue;
-                }
                 let a = self.active.remove(seq).expect("present");
                 if let Some(id) = a.host_id {
                     self.finished.push(Completion { id, at: now });
@@ -703,6 +689,7 @@ impl SimArray {
                             raidlab_raid::OpKind::Read => Kind::Read,
                             raidlab_raid::OpKind::Write => Kind::Write,
                             raidlab_raid::OpKind::Trim => Kind::Trim,
+                            raidlab_raid::OpKind::Flush => Kind::Flush,
                         };
                         // A rebuild's target is the member after the roles
                         // to the engine; here it is the role's new device.
@@ -715,7 +702,12 @@ impl SimArray {
                             seq,
                             kind,
                             member,
-                            DATA_OFFSET + op.offset,
+                            match plan.space {
+                                raidlab_raid::plan::Space::Data => DATA_OFFSET + op.offset,
+                                // Metadata (bitmap, superblock, log areas)
+                                // is addressed on the whole device.
+                                raidlab_raid::plan::Space::Device => op.offset,
+                            },
                             op.length,
                         );
                     }
@@ -848,7 +840,6 @@ impl Device for SimArray {
                         step: 0,
                         outstanding: 0,
                         locked: false,
-                        flush_members: false,
                         not_before: now,
                         rebuild_step: false,
                         scrub_step: false,

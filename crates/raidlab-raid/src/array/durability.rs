@@ -45,8 +45,19 @@ impl Array {
             return Ok(());
         };
         let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
-        st.bitmap.write_to(device.as_ref(), &sb)?;
-        device.flush()?;
+        let (at, bytes) = st
+            .bitmap
+            .placed(&sb)
+            .map_err(|e| e.on_device(device.name()))?;
+        let mut writes = crate::metadata_plan::DeviceWrites::default();
+        writes.push(0, at, &bytes);
+        self.executor.run(
+            &writes.plan(),
+            &[Some(Arc::clone(&device))],
+            self.engine,
+            UserBuf::Write(writes.bytes()),
+            None,
+        )?;
         st.devices
             .retain(|(r, d, _)| !(*r == role && d.name() == device.name()));
         st.devices.push((role, device, sb));
@@ -185,26 +196,51 @@ impl Array {
         for &(start, len) in ranges.iter().filter(|(start, _)| *start < sync) {
             bm.set_sectors(start, len.min(sync - start))?;
         }
+        // The bitmap goes to every member in service (and a member being
+        // rebuilt) as one plan: all writes, then all flushes. A device that
+        // fails is taken out as md does (its bitmap is stale) and the rest
+        // are written again, so every device left has the bits durably
+        // before the write they cover goes out.
         let view = self.view();
-        for (role, dev, sb) in devices.iter() {
-            let rebuilding = view.recovery.as_ref().is_some_and(|r| r.role == *role);
-            if !rebuilding && !self.member_live(&view, *role) {
-                continue;
+        let mut dropped = vec![false; devices.len()];
+        loop {
+            let mut table: Vec<Option<Arc<dyn Volume>>> = Vec::new();
+            let mut which: Vec<usize> = Vec::new();
+            let mut writes = crate::metadata_plan::DeviceWrites::default();
+            for (i, (role, dev, sb)) in devices.iter().enumerate() {
+                let rebuilding = view.recovery.as_ref().is_some_and(|r| r.role == *role);
+                if dropped[i] || (!rebuilding && !self.member_live(&view, *role)) {
+                    continue;
+                }
+                let (at, bytes) = bm.placed(sb).map_err(|e| e.on_device(dev.name()))?;
+                writes.push(table.len(), at, &bytes);
+                table.push(Some(Arc::clone(dev)));
+                which.push(i);
             }
-            if let Err(e) = bm.write_to(dev.as_ref(), sb).and_then(|()| dev.flush()) {
+            let Err(failed) = self.run_device_writes(&writes, &table) else {
+                return Ok(());
+            };
+            if failed.members.is_empty() {
+                return Err(*failed.error);
+            }
+            for &t in &failed.members {
+                let Some(&i) = which.get(t) else {
+                    return Err(*failed.error);
+                };
+                dropped[i] = true;
+                let role = devices[i].0;
                 // md fails a member whose bitmap cannot be written; the write
                 // goes on without it if the array survives that.
-                if rebuilding {
+                if view.recovery.as_ref().is_some_and(|r| r.role == role) {
                     self.fail_recovery();
                     continue;
                 }
-                self.take_out(*role, &view);
-                if !self.geometry.survives(&self.missing_now()) {
-                    return Err(e);
-                }
+                self.take_out(role, &view);
+            }
+            if !self.geometry.survives(&self.missing_now()) {
+                return Err(*failed.error);
             }
         }
-        Ok(())
     }
 
     /// A write to an array with a partial parity log: whole sectors only (a
@@ -289,12 +325,67 @@ impl Array {
     pub(super) fn flush_members(&self) -> Result<()> {
         let view = self.view();
         let live = self.live_in(&view);
-        for (r, m) in view.members.iter().enumerate() {
-            if let (Some(m), true) = (m, live[r]) {
-                m.flush()?;
-            }
-        }
+        let roles: Vec<usize> = (0..view.members.len())
+            .filter(|&r| live[r] && view.members[r].is_some())
+            .collect();
+        self.run_flush_plan(&view, &roles)?;
         flush_target(&view);
         Ok(())
+    }
+
+    /// Flush the members in `roles` that are in service, as one plan (their
+    /// flushes overlap). A failure names the roles that failed, as a log
+    /// step's failure (nothing of the write that needed it was written yet).
+    pub(super) fn flush_roles(&self, roles: &[usize]) -> Result<(), Failed> {
+        if roles.is_empty() {
+            return Ok(());
+        }
+        let view = self.view();
+        self.run_flush_plan(&view, roles).map_err(|mut f| {
+            f.log = true;
+            f
+        })
+    }
+
+    pub(super) fn run_flush_plan(&self, view: &Membership, roles: &[usize]) -> Result<(), Failed> {
+        let ops: Vec<crate::plan::MemberOp> = roles
+            .iter()
+            .filter(|&&r| view.members.get(r).is_some_and(Option::is_some))
+            .map(|&member| crate::plan::MemberOp {
+                kind: OpKind::Flush,
+                member,
+                offset: 0,
+                length: 0,
+                buf: crate::plan::Slice::user(0, 0),
+            })
+            .collect();
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let plan = Plan {
+            steps: vec![crate::plan::Step::Io(ops)],
+            ..Plan::default()
+        };
+        self.executor
+            .run(&plan, &view.members, self.engine, UserBuf::Write(&[]), None)
+    }
+
+    /// Carry out a device-space metadata plan (bitmap, logs) on `table` with
+    /// this array's executor.
+    pub(super) fn run_device_writes(
+        &self,
+        writes: &crate::metadata_plan::DeviceWrites,
+        table: &Members,
+    ) -> Result<(), Failed> {
+        if writes.is_empty() {
+            return Ok(());
+        }
+        self.executor.run(
+            &writes.plan(),
+            table,
+            self.engine,
+            UserBuf::Write(writes.bytes()),
+            None,
+        )
     }
 }

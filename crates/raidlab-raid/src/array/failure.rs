@@ -268,6 +268,7 @@ fn read_back(plan: &Plan) -> Plan {
         })
         .collect();
     Plan {
+        space: crate::plan::Space::Data,
         steps: vec![crate::plan::Step::Io(reads)],
         scratch: Vec::new(),
         locks: Vec::new(),

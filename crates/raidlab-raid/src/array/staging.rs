@@ -69,21 +69,29 @@ impl Array {
     }
 
     /// The roles a plain write of `[offset, offset+len)` writes, as the
-    /// write path plans it now; `None` where that is not the whole story and
-    /// a FUA write must flush every member: a rebuild in progress (its target
-    /// takes writes too), a journal or partial parity log (their writes go to
-    /// other places first).
+    /// write path plans it now: the members a FUA write must flush
+    /// afterwards. With a partial parity log, the log writes were made
+    /// durable by their own plan, so only the data plan's roles remain; with
+    /// a write journal, none (the write is durable once in the journal,
+    /// which its plan flushed; a replay after a crash puts it on the
+    /// members). During a rebuild the role being rebuilt counts as written
+    /// (its target is flushed beside the members). `None` where a plan
+    /// cannot be made, and every member is flushed.
     pub(super) fn members_written_by(&self, offset: u64, len: u64) -> Option<Vec<usize>> {
         let view = self.view();
-        if view.recovery.is_some()
-            || !matches!(self.write_log(), WriteLog::Resync | WriteLog::Bitmap)
-        {
-            return None;
+        let log = self.write_log();
+        if matches!(log, WriteLog::Journal(_)) {
+            return Some(Vec::new());
         }
-        let live = self.live_in(&view);
+        let mut live = self.live_in(&view);
+        if let Some(r) = view.recovery.as_ref() {
+            if let Some(l) = live.get_mut(r.role) {
+                *l = true;
+            }
+        }
         let mut roles = Vec::new();
         for (pos, n) in self.pieces(offset, len) {
-            let plan = plan_write(&self.geometry, &live, pos, n).ok()?;
+            let plan = log.plan(&self.geometry, &live, pos, n).ok()?;
             roles.extend(plan.writes().map(|op| op.member));
         }
         roles.sort_unstable();
@@ -96,15 +104,18 @@ impl Array {
     pub(super) fn flush_members_in(&self, roles: Option<&[usize]>) -> Result<()> {
         let view = self.view();
         let live = self.live_in(&view);
-        for (r, m) in view.members.iter().enumerate() {
-            if roles.is_some_and(|roles| !roles.contains(&r)) {
-                continue;
+        let wanted: Vec<usize> = (0..view.members.len())
+            .filter(|&r| live[r] && roles.map_or(true, |roles| roles.contains(&r)))
+            .collect();
+        // One plan: the flushes overlap. Every flush of the step is tried
+        // even when one fails.
+        if let Err(failed) = self.run_flush_plan(&view, &wanted) {
+            if failed.members.is_empty() {
+                return Err(*failed.error);
             }
-            if let (Some(m), true) = (m, live[r]) {
-                if m.flush().is_err() {
-                    // A member that cannot make its writes durable is out.
-                    self.take_out(r, &view);
-                }
+            for &r in &failed.members {
+                // A member that cannot make its writes durable is out.
+                self.take_out(r, &view);
             }
         }
         flush_target(&view);

@@ -71,6 +71,7 @@ impl Array {
                 continue;
             }
             let part_plan = Plan {
+                space: crate::plan::Space::Data,
                 steps: vec![Step::Io(part.clone())],
                 scratch: Vec::new(),
                 locks: plan.locks.clone(),
@@ -89,6 +90,7 @@ impl Array {
             return Ok(());
         }
         let zero_plan = Plan {
+            space: crate::plan::Space::Data,
             locks: plan.locks.clone(),
             ..plan_zero_fill(&zero)
         };

@@ -18,6 +18,7 @@
 
 use super::*;
 use crate::exec::LogWriter;
+use crate::metadata_plan::DeviceWrites;
 
 /// What makes a write safe on this array.
 #[derive(Clone, Copy)]
@@ -73,20 +74,27 @@ impl WriteLog<'_> {
                 // later journal write) must not move the tail past this one.
                 let state = std::cell::RefCell::new(journal.writer());
                 let flush = || array.flush_members();
+                let device_run =
+                    |w: &DeviceWrites, table: &Members| array.run_device_writes(w, table);
                 let writer = |entries: &[(LogEntry, &[u8])]| {
-                    journal.write(&mut state.borrow_mut(), entries, &flush)
+                    journal.write(&mut state.borrow_mut(), entries, &flush, &device_run)
                 };
                 run(Some(&writer))
             }
             WriteLog::Ppl(log) => {
                 let written: Vec<usize> = write_roles(plan);
                 let guards = std::cell::RefCell::new(log.lock(plan));
-                let flush = |r: usize| match array.member(r) {
-                    Some(m) => m.flush(),
-                    None => Ok(()),
-                };
+                let flush = |roles: &[usize]| array.flush_roles(roles);
+                let device_run =
+                    |w: &DeviceWrites, table: &Members| array.run_device_writes(w, table);
                 let writer = |entries: &[(LogEntry, &[u8])]| {
-                    log.write(&mut guards.borrow_mut(), entries, &written, &flush)
+                    log.write(
+                        &mut guards.borrow_mut(),
+                        entries,
+                        &written,
+                        &flush,
+                        &device_run,
+                    )
                 };
                 run(Some(&writer))
             }

@@ -90,6 +90,10 @@ impl Assembly {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let in_service = self.in_service_090();
+        // Every member's superblock (and bitmap) in one plan: the writes
+        // together, then the flushes together.
+        let mut writes = crate::metadata_plan::DeviceWrites::default();
+        let mut table: Vec<Option<Arc<dyn Volume>>> = Vec::new();
         for m in self.members.iter_mut().filter(|m| m.is_live()) {
             m.sb.events = events;
             m.sb.utime = now;
@@ -105,14 +109,16 @@ impl Assembly {
                     .map_err(|e| e.on_device(m.device.path.clone()))?;
                 continue;
             }
-            m.sb.write_to(m.device.volume.as_ref())
-                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            let on_device = |e: raidlab_core::Error| e.on_device(m.device.path.clone());
+            let (at, bytes) = m.sb.placed(m.device.volume.size()).map_err(on_device)?;
+            writes.push(table.len(), at, &bytes);
             if let Some(b) = &self.bitmap {
-                b.write_to(m.device.volume.as_ref(), &m.sb)
-                    .map_err(|e| e.on_device(m.device.path.clone()))?;
+                let (at, bytes) = b.placed(&m.sb).map_err(on_device)?;
+                writes.push(table.len(), at, &bytes);
             }
-            m.device.volume.flush()?;
+            table.push(Some(Arc::clone(&m.device.volume)));
         }
+        writes.run(&table)?;
         self.events = events;
         Ok(())
     }

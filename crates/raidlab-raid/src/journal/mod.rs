@@ -26,6 +26,7 @@ pub use recovery::{pending, unreplayed};
 use recovery::{pending_from, replay, Row};
 
 use crate::exec::Failed;
+use crate::metadata_plan::{DeviceRunner, DeviceWrites};
 use crate::plan::{LogEntry, OpKind};
 use crate::replay::ReplayTarget;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
@@ -190,12 +191,9 @@ impl Journal {
         let empty = MetaBlock::empty(seq, pos)
             .to_bytes(seed)
             .map_err(|e| e.on_device(journal.device.name()))?;
-        fmt::write_blocks(journal.device.as_ref(), &sb, pos, &empty)?;
-        journal.device.flush()?;
+        journal.write_blocks_now(&sb, pos, &empty)?;
         fmt::set_journal_tail(&mut sb, pos);
-        sb.write_to(journal.device.as_ref())
-            .map_err(|e| e.on_device(journal.device.name()))?;
-        journal.device.flush()?;
+        journal.write_superblock_now(&sb)?;
         {
             let mut st = journal.lock();
             st.sb = sb;
@@ -250,11 +248,32 @@ impl Journal {
     pub fn write_superblock(&self, mut sb: Superblock) -> Result<Superblock> {
         let mut st = self.lock();
         fmt::set_journal_tail(&mut sb, st.tail);
-        sb.write_to(self.device.as_ref())
-            .map_err(|e| e.on_device(self.device.name()))?;
-        self.device.flush()?;
+        self.write_superblock_now(&sb)?;
         st.sb = sb.clone();
         Ok(sb)
+    }
+
+    /// Write `sb` on the journal device, durably, as a metadata plan carried
+    /// out here (no array runs yet, or the array's executor is not at hand).
+    fn write_superblock_now(&self, sb: &Superblock) -> Result<()> {
+        let (at, bytes) = sb
+            .placed(self.device.size())
+            .map_err(|e| e.on_device(self.device.name()))?;
+        let mut writes = DeviceWrites::default();
+        writes.push(0, at, &bytes);
+        writes.run(&[Some(Arc::clone(&self.device))])
+    }
+
+    /// Write whole blocks at ring sector `pos`, durably, as
+    /// [`Journal::write_superblock_now`] does.
+    fn write_blocks_now(&self, sb: &Superblock, pos: u64, blocks: &[u8]) -> Result<()> {
+        let mut writes = DeviceWrites::default();
+        for (at, range) in
+            fmt::place_blocks(sb, pos, blocks.len()).map_err(|e| e.on_device(self.device.name()))?
+        {
+            writes.push(0, at, &blocks[range]);
+        }
+        writes.run(&[Some(Arc::clone(&self.device))])
     }
 
     /// Write one plan's journal entries (see `plan::LogEntry`) as md's meta
@@ -266,6 +285,7 @@ impl Journal {
         st: &mut State,
         entries: &[(LogEntry, &[u8])],
         flush_members: &dyn Fn() -> Result<()>,
+        run: DeviceRunner<'_>,
     ) -> std::result::Result<(), Failed> {
         let enc = self
             .encode(st, entries)
@@ -295,15 +315,19 @@ impl Journal {
                 log: true,
             })?;
             let to = st.last_meta;
-            self.move_tail(st, to).map_err(journal_failed)?;
+            self.move_tail(st, to, run)?;
             st.reclaims += 1;
             // The blocks were numbered for the same head; the tail moved, so
             // they now fit (or the check above refuses next time round).
-            return self.write(st, entries, flush_members);
+            return self.write(st, entries, flush_members, run);
         }
-        fmt::write_blocks(self.device.as_ref(), &st.sb, st.head, &enc.bytes)
-            .and_then(|()| self.device.flush())
-            .map_err(|e| journal_failed(e.on_device(self.device.name())))?;
+        let mut writes = DeviceWrites::default();
+        for (at, range) in fmt::place_blocks(&st.sb, st.head, enc.bytes.len())
+            .map_err(|e| journal_failed(e.on_device(self.device.name())))?
+        {
+            writes.push(0, at, &enc.bytes[range]);
+        }
+        self.run_on_device(&writes, run)?;
         st.last_meta = last_meta;
         st.seq = enc.next_seq;
         st.head = enc.end;
@@ -325,26 +349,49 @@ impl Journal {
         let empty = MetaBlock::empty(seq, pos)
             .to_bytes(self.seed)
             .map_err(|e| e.on_device(self.device.name()))?;
-        fmt::write_blocks(self.device.as_ref(), &st.sb, pos, &empty)?;
-        self.device.flush()?;
+        self.write_blocks_now(&st.sb, pos, &empty)?;
+        let run =
+            |w: &DeviceWrites, table: &crate::exec::Members| w.run(table).map_err(Failed::from);
         st.last_meta = pos;
         st.seq = seq + 1;
         st.head = fmt::ring_add(pos, BLOCK_SECTORS, self.ring);
-        self.move_tail(&mut st, pos)
+        Ok(self.move_tail(&mut st, pos, &run)?)
     }
 
     fn used(&self, st: &State) -> u64 {
         (st.head + self.ring - st.tail) % self.ring
     }
 
-    fn move_tail(&self, st: &mut State, to: u64) -> Result<()> {
+    fn move_tail(
+        &self,
+        st: &mut State,
+        to: u64,
+        run: DeviceRunner<'_>,
+    ) -> std::result::Result<(), Failed> {
         fmt::set_journal_tail(&mut st.sb, to);
-        st.sb
-            .write_to(self.device.as_ref())
-            .map_err(|e| e.on_device(self.device.name()))?;
-        self.device.flush()?;
+        let (at, bytes) = st
+            .sb
+            .placed(self.device.size())
+            .map_err(|e| journal_failed(e.on_device(self.device.name())))?;
+        let mut writes = DeviceWrites::default();
+        writes.push(0, at, &bytes);
+        self.run_on_device(&writes, run)?;
         st.tail = to;
         Ok(())
+    }
+
+    /// Run a metadata plan on the journal device (the table's only entry),
+    /// durably; a failure is the journal's, not a member's.
+    fn run_on_device(
+        &self,
+        writes: &DeviceWrites,
+        run: DeviceRunner<'_>,
+    ) -> std::result::Result<(), Failed> {
+        run(writes, &[Some(Arc::clone(&self.device))]).map_err(|f| {
+            let mut f = journal_failed(f.error.on_device(self.device.name()));
+            f.members.clear();
+            f
+        })
     }
 
     /// The blocks of one journal write starting at the head: each meta block

@@ -110,6 +110,7 @@ pub fn plan_zero_fill(ranges: &[MemberOp]) -> Plan {
         return Plan::default();
     }
     Plan {
+        space: crate::plan::Space::Data,
         steps: vec![
             Step::Compute(vec![Compute::Zero {
                 dst: Slice::scratch(0, widest),

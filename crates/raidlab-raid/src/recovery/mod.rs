@@ -419,8 +419,12 @@ impl Assembly {
     pub fn checkpoint_recovery(&mut self, index: usize, pos: u64) -> Result<()> {
         let m = &mut self.members[index];
         m.sb.recovery_offset = pos / SECTOR;
-        m.sb.write_to(m.device.volume.as_ref())?;
-        m.device.volume.flush()
+        let (at, bytes) =
+            m.sb.placed(m.device.volume.size())
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+        let mut writes = crate::metadata_plan::DeviceWrites::default();
+        writes.push(0, at, &bytes);
+        writes.run(&[Some(Arc::clone(&m.device.volume))])
     }
 }
 
@@ -465,6 +469,7 @@ fn run_failed(
 /// recomputation) and the write of them, its last step, which the writer runs.
 fn split_write(mut plan: Plan) -> (Plan, Plan) {
     let write = Plan {
+        space: crate::plan::Space::Data,
         steps: plan.steps.pop().into_iter().collect(),
         ..Plan::default()
     };

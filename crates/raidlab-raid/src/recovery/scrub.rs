@@ -535,6 +535,7 @@ impl Assembly {
 /// Read one copy again on its own, as a plan of one read.
 fn reread(loc: Location, into: &mut [u8], areas: &[Option<Arc<dyn Volume>>]) -> Result<()> {
     let plan = Plan {
+        space: crate::plan::Space::Data,
         steps: vec![Step::Io(vec![MemberOp {
             kind: OpKind::Read,
             member: loc.member,

@@ -1,0 +1,144 @@
+//! Plans for the engine's own metadata on the member devices: the
+//! write-intent bitmap and the superblocks, written as data like every other
+//! member I/O, so one executor carries them out (in parallel across members,
+//! their flushes overlapping) and a simulator charges them in virtual time.
+//!
+//! It decides the shape of a durable metadata update: every write of the
+//! update in one step, then a flush of every device written, in one step, so
+//! nothing that depends on the update goes out before it is on stable
+//! storage. It never decides what the metadata says (raidlab-md encodes it)
+//! or which devices get it (the array does), and does no I/O.
+
+use crate::plan::{MemberOp, OpKind, Plan, Slice, Space, Step};
+
+/// Carries out a device-space metadata plan on a table of devices: a running
+/// array's executor, so that the log writes go where every other member I/O
+/// goes (and a simulator sees them).
+pub type DeviceRunner<'a> =
+    &'a dyn Fn(&DeviceWrites, &crate::exec::Members) -> Result<(), crate::exec::Failed>;
+
+/// Encoded metadata for several devices, gathered into one buffer, and the
+/// plan that writes each piece at its place and makes it durable.
+///
+/// The plan is in [`Space::Device`]: offsets are bytes of the whole device,
+/// and a member number is the position of the device in the table the plan
+/// is run against (so one role may appear twice: a member and the device
+/// replacing it).
+#[derive(Debug, Default)]
+pub struct DeviceWrites {
+    bytes: Vec<u8>,
+    writes: Vec<MemberOp>,
+}
+
+impl DeviceWrites {
+    /// `data` goes to byte `offset` of device `device` of the table.
+    pub fn push(&mut self, device: usize, offset: u64, data: &[u8]) {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(data);
+        self.writes.push(MemberOp {
+            kind: OpKind::Write,
+            member: device,
+            offset,
+            length: data.len() as u64,
+            buf: Slice::user(at, data.len()),
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+
+    /// The buffer the plan's writes take their bytes from (the plan's user
+    /// buffer).
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Carry the plan out on `devices` (the table its member numbers index)
+    /// with the real executor: for metadata written outside a running array
+    /// (assembly, a rebuild's checkpoint), which has no executor of its own.
+    pub fn run(&self, devices: &crate::exec::Members) -> raidlab_core::Result<()> {
+        use crate::exec::Executor;
+        crate::exec::ThreadPool
+            .run(
+                &self.plan(),
+                devices,
+                raidlab_parity::selected(),
+                crate::exec::UserBuf::Write(&self.bytes),
+                None,
+            )
+            .map_err(Into::into)
+    }
+
+    /// Every write in one step, then one flush per device written.
+    pub fn plan(&self) -> Plan {
+        let mut devices: Vec<usize> = self.writes.iter().map(|w| w.member).collect();
+        devices.sort_unstable();
+        devices.dedup();
+        let flushes = devices
+            .into_iter()
+            .map(|member| MemberOp {
+                kind: OpKind::Flush,
+                member,
+                offset: 0,
+                length: 0,
+                buf: Slice::user(0, 0),
+            })
+            .collect();
+        let mut steps = Vec::with_capacity(2);
+        if !self.writes.is_empty() {
+            steps.push(Step::Io(self.writes.clone()));
+            steps.push(Step::Io(flushes));
+        }
+        Plan {
+            steps,
+            scratch: Vec::new(),
+            locks: Vec::new(),
+            space: Space::Device,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_go_out_together_then_every_written_device_is_flushed_once() {
+        let mut w = DeviceWrites::default();
+        w.push(2, 4096, &[1; 512]);
+        w.push(0, 8192, &[2; 1024]);
+        w.push(2, 12288, &[3; 512]);
+        let plan = w.plan();
+        assert_eq!(plan.space, Space::Device);
+        assert_eq!(plan.steps.len(), 2);
+        let Step::Io(writes) = &plan.steps[0] else {
+            panic!("first step is not I/O")
+        };
+        assert_eq!(
+            writes
+                .iter()
+                .map(|o| (o.kind, o.member, o.offset, o.length, o.buf.offset))
+                .collect::<Vec<_>>(),
+            vec![
+                (OpKind::Write, 2, 4096, 512, 0),
+                (OpKind::Write, 0, 8192, 1024, 512),
+                (OpKind::Write, 2, 12288, 512, 1536),
+            ]
+        );
+        let Step::Io(flushes) = &plan.steps[1] else {
+            panic!("second step is not I/O")
+        };
+        assert!(flushes.iter().all(|o| o.kind == OpKind::Flush));
+        assert_eq!(
+            flushes.iter().map(|o| o.member).collect::<Vec<_>>(),
+            vec![0, 2]
+        );
+        assert_eq!(&w.bytes()[512..1536], &[2; 1024][..]);
+    }
+
+    #[test]
+    fn nothing_to_write_is_an_empty_plan() {
+        assert!(DeviceWrites::default().plan().steps.is_empty());
+    }
+}
