@@ -8,12 +8,18 @@
 #
 #   OLD=/path/old/raidlab NEW=target/release/raidlab scripts/bench-before-after.sh
 #   ROUNDS=3 MIB=256 RUNTIME=5 ...
+#   POLICY=bitmap|ppl: arrays created with that consistency policy (the
+#   write-intent bitmap's and the partial parity log's writes are then part of
+#   every import and rebuild); PPL is RAID 5 only, so SPECS="5 4" with it.
+#   SPECS="5 4;6 6": LEVEL MEMBERS pairs, separated by ';'.
 # Needs fio with its nbd engine (Debian: fio) and bc.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD=$(realpath "${OLD:?set OLD to the older raidlab binary}")
 NEW=$(realpath "${NEW:-target/release/raidlab}")
 ROUNDS=${ROUNDS:-3}
+POLICY=${POLICY:-}
+SPECS=${SPECS:-"5 4;6 6"}
 MIB=${MIB:-256}
 RUNTIME=${RUNTIME:-5}
 for t in fio bc; do
@@ -33,7 +39,7 @@ fresh() { # LEVEL N: a fresh array in a.* (random contents written by `import`
     rm -f a.* n.*
     local all=() i
     for ((i = 0; i < $2; i++)); do all+=("a.$i"); done
-    "$NEW" create --level "$1" --chunk 512K --member-size "${MIB}M" --force "${all[@]}" >/dev/null
+    "$NEW" create --level "$1" --chunk 512K --member-size "${MIB}M" ${POLICY:+--consistency-policy "$POLICY"} --force "${all[@]}" >/dev/null
     size=$("$NEW" detail --json "${all[@]}" | sed -n 's/.*"array_size_bytes": \([0-9]*\).*/\1/p')
     [ -s data ] || head -c "$size" /dev/urandom > data
     members=("${all[@]}")
@@ -69,10 +75,11 @@ one() { # BIN LABEL LEVEL N: every test with one binary on a fresh array
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 tests=()
-for spec in "5 4" "6 6"; do
+IFS=';' read -ra specs <<< "$SPECS"
+for spec in "${specs[@]}"; do
     set -- $spec
     rm -f data
-    L="RAID $1 x$2"
+    L="RAID $1 x$2${POLICY:+ $POLICY}"
     for t in import export "served 4K rand read QD32" "served 1M seq read QD8" rebuild; do
         tests+=("$L $t MB/s")
     done

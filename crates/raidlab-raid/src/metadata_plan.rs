@@ -28,9 +28,23 @@ pub type DeviceRunner<'a> =
 pub struct DeviceWrites {
     bytes: Vec<u8>,
     writes: Vec<MemberOp>,
+    /// Writes to the members' data areas, not flushed by the plan (see
+    /// [`DeviceWrites::data_area`]).
+    data_area: bool,
 }
 
 impl DeviceWrites {
+    /// Writes to the members' data areas (table = members by role), with no
+    /// flush step: for a log replay, which writes what the log holds back to
+    /// the members stripe by stripe and flushes once, before it lets the
+    /// log go.
+    pub fn data_area() -> DeviceWrites {
+        DeviceWrites {
+            data_area: true,
+            ..DeviceWrites::default()
+        }
+    }
+
     /// `data` goes to byte `offset` of device `device` of the table.
     pub fn push(&mut self, device: usize, offset: u64, data: &[u8]) {
         let at = self.bytes.len();
@@ -70,7 +84,8 @@ impl DeviceWrites {
             .map_err(Into::into)
     }
 
-    /// Every write in one step, then one flush per device written.
+    /// Every write in one step, then one flush per device written (no
+    /// flush for [`DeviceWrites::data_area`] writes).
     pub fn plan(&self) -> Plan {
         let mut devices: Vec<usize> = self.writes.iter().map(|w| w.member).collect();
         devices.sort_unstable();
@@ -88,13 +103,19 @@ impl DeviceWrites {
         let mut steps = Vec::with_capacity(2);
         if !self.writes.is_empty() {
             steps.push(Step::Io(self.writes.clone()));
-            steps.push(Step::Io(flushes));
+            if !self.data_area {
+                steps.push(Step::Io(flushes));
+            }
         }
         Plan {
             steps,
             scratch: Vec::new(),
             locks: Vec::new(),
-            space: Space::Device,
+            space: if self.data_area {
+                Space::Data
+            } else {
+                Space::Device
+            },
         }
     }
 }
@@ -135,6 +156,16 @@ mod tests {
             vec![0, 2]
         );
         assert_eq!(&w.bytes()[512..1536], &[2; 1024][..]);
+    }
+
+    #[test]
+    fn data_area_writes_are_planned_in_data_space_without_a_flush() {
+        let mut w = DeviceWrites::data_area();
+        w.push(1, 0, &[7; 4096]);
+        let plan = w.plan();
+        assert_eq!(plan.space, Space::Data);
+        assert_eq!(plan.steps.len(), 1);
+        assert_eq!(plan.op_counts(), (0, 1));
     }
 
     #[test]

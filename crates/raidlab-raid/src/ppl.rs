@@ -19,8 +19,9 @@
 //! the write it covers, and never replay an entry whose checksum fails.
 
 use crate::exec::Failed;
+use crate::exec::{Executor, ThreadPool, UserBuf};
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
-use crate::plan::{LogEntry, OpKind, Plan, Step};
+use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
 use crate::replay::ReplayTarget;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_md::ppl::{self, PplEntry, PplHeader};
@@ -477,11 +478,15 @@ fn replay_entry(
     } else {
         SECTOR
     };
-    let engine = raidlab_parity::selected();
-    let mut out = vec![0u8; block as usize];
+    // Each row of blocks is a plan: read the modified data blocks, XOR them
+    // with the partial parity (the plan's user buffer), write the parity.
+    let table: Vec<Option<Arc<dyn Volume>>> = (0..g.raid_disks).map(|r| array.member(r)).collect();
+    let b = block as usize;
     let mut i = 0;
     while i < strip {
-        let mut blocks: Vec<Vec<u8>> = Vec::with_capacity(disks as usize);
+        let mut plan = Plan::default();
+        let mut reads = Vec::with_capacity(disks as usize);
+        let mut srcs = Vec::with_capacity(disks as usize + 1);
         let mut lost = false;
         for d in 0..disks {
             let r = first + i + d * chunk;
@@ -489,31 +494,53 @@ fn replay_entry(
                 continue;
             }
             let (member, _, moff) = g.parity_location(r);
-            let Some(vol) = array.member(member) else {
+            if !matches!(table.get(member), Some(Some(_))) {
                 lost = true;
                 break;
-            };
-            let mut b = vec![0u8; block as usize];
-            vol.read_at(&mut b, moff)?;
-            blocks.push(b);
+            }
+            let id = plan.add_scratch(b);
+            reads.push(MemberOp {
+                kind: OpKind::Read,
+                member,
+                offset: moff,
+                length: block,
+                buf: Slice::scratch(id, b),
+            });
+            srcs.push(Slice::scratch(id, b));
         }
         if lost {
             report.rows_skipped += 1;
-        } else if !blocks.is_empty() {
-            let mut srcs: Vec<&[u8]> = blocks.iter().map(Vec::as_slice).collect();
+        } else if !reads.is_empty() {
             if pp_size > 0 {
-                srcs.push(&pp[i as usize..(i + block) as usize]);
+                srcs.push(Slice::user(i as usize, b));
             }
-            engine.xor(&srcs, &mut out);
             let (_, parity, moff) = g.parity_location(first + i);
-            let vol = array.member(parity).ok_or_else(|| {
-                Error::new(
+            if !matches!(table.get(parity), Some(Some(_))) {
+                return Err(Error::new(
                     ErrorKind::Unrecoverable,
                     Op::Write,
                     "the member holding this log is not in the array",
-                )
-            })?;
-            vol.write_at(&out, moff)?;
+                ));
+            }
+            let out = plan.add_scratch(b);
+            plan.steps = vec![
+                Step::Io(reads),
+                Step::Compute(vec![Compute::Xor { srcs, dst: out }]),
+                Step::Io(vec![MemberOp {
+                    kind: OpKind::Write,
+                    member: parity,
+                    offset: moff,
+                    length: block,
+                    buf: Slice::scratch(out, b),
+                }]),
+            ];
+            ThreadPool.run(
+                &plan,
+                &table,
+                raidlab_parity::selected(),
+                UserBuf::Write(pp),
+                None,
+            )?;
             report.parity_bytes += block;
         }
         i += block;

@@ -225,15 +225,22 @@ pub(super) fn write_back(
                 .map(|(r, p)| (Some(*r), p))
                 .chain(parity_roles.into_iter().zip(parity));
             let mut changed = false;
+            // The stripe's pages go back to the members as one plan (the
+            // replay flushes once at its end).
+            let mut writes = DeviceWrites::data_area();
+            let table: Vec<Option<Arc<dyn Volume>>> =
+                (0..geo.raid_disks).map(|r| array.member(r)).collect();
             for (role, page) in pages {
-                if let Some(m) = role.and_then(|r| array.member(r)) {
-                    if dry {
-                        changed |= differs(&m, page, moff)?;
-                    } else {
-                        m.write_at(page, moff)?;
-                    }
+                let Some((r, m)) = role.and_then(|r| Some((r, table.get(r)?.as_ref()?))) else {
+                    continue;
+                };
+                if dry {
+                    changed |= differs(m, page, moff)?;
+                } else {
+                    writes.push(r, moff, page);
                 }
             }
+            writes.run(&table)?;
             if !dry || changed {
                 report.stripes_replayed += 1;
             }
