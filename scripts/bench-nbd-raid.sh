@@ -3,23 +3,41 @@
 # against btrfs with the same data profile on loop devices over files in
 # /dev/shm, with the same fio jobs: through fio's nbd engine for raidlab, on a
 # file in the mounted btrfs (libaio, O_DIRECT) for btrfs. Prints a Markdown
-# table. Needs root (loop devices, mount), fio and btrfs-progs.
+# table. Needs root (loop devices, mount), fio, btrfs-progs and libnbd-bin
+# (nbdcopy, nbdinfo): `apt-get install fio btrfs-progs libnbd-bin`.
 #
 #   scripts/bench-nbd-raid.sh                 # 512M members, 5 s per job
 #   MEMBER=512M RUNTIME=10 scripts/bench-nbd-raid.sh
 #   LEVELS="6 10" JOBS="seq-read" scripts/bench-nbd-raid.sh   # a subset
+#   CLIENTS="1 copy" scripts/bench-nbd-raid.sh   # a subset of the client kinds
 #   ROUNDS=3 scripts/bench-nbd-raid.sh   # each job 3 times per side, alternating;
 #                                        # the median of each side is reported
 #
-# Before the jobs, the test region is written in full on both sides, so that
-# reads read data whatever jobs run (a raidlab array's members are sparse, and
-# reading holes would flatter it).
+# Three kinds of client (CLIENTS, all by default), each side given the same:
+#   1     one fio job: for raidlab one NBD connection. Labelled client-bound:
+#         fio's nbd engine copies every byte out of the socket on one thread,
+#         and that thread, not the server, sets the pace of the large reads.
+#   N     NJOBS fio jobs (default 4) with the job's queue depth each
+#         (`numjobs=`, `group_reporting`), each on its own slice of the test
+#         region (`offset_increment=`); for raidlab each job opens its own NBD
+#         connection, which `raidlab serve` allows by advertising multi-conn.
+#   copy  `nbdcopy` of the whole export to `null:` with NJOBS connections and
+#         threads, NJOBS x 8 requests of 1 MiB in flight, repeated for RUNTIME
+#         seconds; against fio reading the btrfs test file with NJOBS jobs,
+#         iodepth 8, bs 1M, O_DIRECT, for RUNTIME seconds (the file is smaller
+#         than the export, so fio reads it over again: equal are the block
+#         size, the requests in flight, the parallelism and the time).
+#
+# Before the jobs, the test region (for raidlab the whole export, which
+# nbdcopy reads) is written in full on both sides, so that reads read data
+# whatever jobs run (a raidlab array's members are sparse, and reading holes
+# would flatter it).
 #
 # Each level is set up twice, once with raidlab's array made and filled first
 # and once with btrfs's first, and the runs of both set-ups are pooled: on the
 # 2-vCPU VM these figures come from, the side set up first read 10-15% slower,
 # whichever it was (docs/benchmarks.md). The last two columns give the ratio
-# of each set-up alone.
+# of each set-up alone. The load average is printed before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MEMBER=${MEMBER:-512M}
@@ -28,10 +46,19 @@ RAIDLAB=${RAIDLAB:-target/release/raidlab}
 LEVELS=${LEVELS:-5 6 10}   # which levels to run
 JOBS=${JOBS:-}             # only jobs whose names contain one of these words
 ROUNDS=${ROUNDS:-1}        # runs per job, side and set-up order (median reported)
-for t in fio mkfs.btrfs losetup python3; do
-    command -v $t >/dev/null || { echo "bench-nbd-raid.sh: $t is not installed" >&2; exit 2; }
+CLIENTS=${CLIENTS:-1 N copy} # which kinds of client (see above)
+NJOBS=${NJOBS:-4}          # jobs / connections of the N and copy clients
+for t in fio mkfs.btrfs losetup unshare python3 nbdcopy nbdinfo; do
+    command -v $t >/dev/null || {
+        echo "bench-nbd-raid.sh: $t is not installed (apt-get install fio btrfs-progs libnbd-bin python3)" >&2
+        exit 2
+    }
 done
 [ "$(id -u)" = 0 ] || { echo "bench-nbd-raid.sh: needs root for loop devices and mount" >&2; exit 2; }
+for c in $CLIENTS; do
+    case $c in 1 | N | copy) ;; *) echo "bench-nbd-raid.sh: CLIENTS: unknown kind '$c' (use 1, N, copy)" >&2; exit 2 ;; esac
+done
+[[ $NJOBS =~ ^[1-9][0-9]*$ ]] || { echo "bench-nbd-raid.sh: NJOBS must be a positive integer, not '$NJOBS'" >&2; exit 2; }
 [ -x "$RAIDLAB" ] || cargo build --release -p raidlab
 
 dir=$(mktemp -d /dev/shm/raidlab-bench-raid.XXXXXX)
@@ -49,6 +76,10 @@ mkdir "$dir/mnt"
 # The test file: a quarter of a member, so btrfs (copy on write, metadata with
 # the same profile) does not run out of space under random writes.
 FILE_MB=$(( $(numfmt --from=iec "$MEMBER") / 1048576 / 4 ))
+# Each of the N client's jobs works on its own slice of it.
+SLICE_MB=$(( FILE_MB / NJOBS ))
+[ "$SLICE_MB" -ge 1 ] || { echo "bench-nbd-raid.sh: MEMBER $MEMBER is too small for NJOBS=$NJOBS" >&2; exit 2; }
+URI="nbd+unix:///a?socket=$dir/s.sock"
 
 jobs=(
     "seq-write-1M-QD8 write 1M 8"
@@ -67,10 +98,48 @@ side = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
 # A run with I/O errors has no meaningful figure.
 print("ERROR ERROR" if j["error"] else "%.1f %.0f" % (side["bw"] / 1024, side["iops"]))'
 
-fio_nbd() { # rw bs qd
-    fio --name=b --ioengine=nbd --uri="nbd+unix:///a?socket=$dir/s.sock" --rw="$1" --bs="$2" \
-        --iodepth="$3" --size="${FILE_MB}M" --time_based --runtime="$RUNTIME" \
-        --output-format=json | python3 -c "$parse"
+# The fio options of one client kind for one job; the engine comes from the side.
+fio_client() { # client rw bs qd
+    case $1 in
+        1) echo "--size=${FILE_MB}M --iodepth=$4" ;;
+        N) echo "--numjobs=$NJOBS --group_reporting --size=${SLICE_MB}M --offset_increment=${SLICE_MB}M --iodepth=$4" ;;
+        copy) echo "--numjobs=$NJOBS --group_reporting --size=${SLICE_MB}M --offset_increment=${SLICE_MB}M --iodepth=8" ;;
+    esac
+}
+fio_nbd() { # client rw bs qd
+    # shellcheck disable=SC2046
+    fio --name=b --ioengine=nbd --uri="$URI" --rw="$2" --bs="$3" $(fio_client "$@") \
+        --time_based --runtime="$RUNTIME" --output-format=json | python3 -c "$parse"
+}
+fio_btrfs() { # client rw bs qd
+    # shellcheck disable=SC2046
+    fio --name=b --ioengine=libaio --direct=1 --filename="$dir/mnt/f" --rw="$2" --bs="$3" \
+        $(fio_client "$@") --time_based --runtime="$RUNTIME" --output-format=json |
+        python3 -c "$parse"
+}
+# nbdcopy of the whole export to null:, over and over for RUNTIME seconds;
+# prints "MiB/s requests/s" like the fio sides (1 MiB requests).
+copy_nbd() {
+    local size t0 t1 copies=0
+    size=$(nbdinfo --size "$URI")
+    t0=$(date +%s.%N)
+    while :; do
+        nbdcopy --connections="$NJOBS" --threads="$NJOBS" --requests=8 --request-size=1048576 \
+            --queue-size=$((8 << 20)) "$URI" null: || { echo "ERROR ERROR"; return; }
+        copies=$((copies + 1))
+        t1=$(date +%s.%N)
+        python3 -c "import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) < $RUNTIME)" "$t0" "$t1" && break
+    done
+    python3 -c "import sys; b, t = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]); m = b / 1048576 / t; print('%.1f %.0f' % (m, m))" \
+        $((size * copies)) "$t0" "$t1"
+}
+run_side() { # r|b client rw bs qd -> "bw iops"
+    local side=$1; shift
+    if [ "$side" = r ]; then
+        if [ "$1" = copy ]; then copy_nbd; else fio_nbd "$@"; fi
+    else
+        fio_btrfs "$@"
+    fi
 }
 median() { # "bw iops"... -> the median run by bandwidth; with an even count, the
             # mean of the middle two (ERROR if any failed)
@@ -85,16 +154,12 @@ else:
     mid = [runs[k]] if len(runs) % 2 else [runs[k - 1], runs[k]]
     print("%.1f %.0f" % tuple(sum(v) / len(mid) for v in zip(*mid)))' "$@"
 }
-fio_btrfs() { # rw bs qd
-    fio --name=b --ioengine=libaio --direct=1 --filename="$dir/mnt/f" --rw="$1" --bs="$2" \
-        --iodepth="$3" --size="${FILE_MB}M" --time_based --runtime="$RUNTIME" \
-        --output-format=json | python3 -c "$parse"
-}
 
-echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nproc) CPUs, members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M, median of $((2 * ROUNDS)) run(s) per side ($ROUNDS per set-up order)"
+echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nbdcopy --version | head -1), kernel $(uname -r), $(nproc) CPUs, raidlab $(git rev-parse --short HEAD 2>/dev/null || echo '?'), members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M, median of $((2 * ROUNDS)) run(s) per side ($ROUNDS per set-up order), N = $NJOBS jobs / connections"
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| level | job | raidlab | btrfs | raidlab / btrfs | raidlab set up first | btrfs set up first |"
-echo "|---|---|---|---|---|---|---|"
+echo "| level | job | client | raidlab | btrfs | raidlab / btrfs | raidlab set up first | btrfs set up first |"
+echo "|---|---|---|---|---|---|---|---|"
 
 setup_raidlab() { # level members...
     local level=$1; shift
@@ -105,9 +170,11 @@ setup_raidlab() { # level members...
     "$RAIDLAB" serve --socket "$dir/s.sock" -N a "$@" 2>"$dir/serve.log" &
     srv=$!
     for _ in $(seq 100); do [ -S "$dir/s.sock" ] && break; sleep 0.1; done
-    # Fill the test region.
-    fio --name=fill --ioengine=nbd --uri="nbd+unix:///a?socket=$dir/s.sock" --rw=write \
-        --bs=1M --iodepth=8 --size="${FILE_MB}M" >/dev/null
+    # Fill the test region; the whole export if nbdcopy is to read it.
+    local fill="${FILE_MB}M"
+    [[ " $CLIENTS " == *" copy "* ]] && fill=$(nbdinfo --size "$URI")
+    fio --name=fill --ioengine=nbd --uri="$URI" --rw=write --bs=1M --iodepth=8 \
+        --size="$fill" >/dev/null
 }
 setup_btrfs() { # profile member-count
     loops=()
@@ -115,9 +182,22 @@ setup_btrfs() { # profile member-count
         truncate -s "$MEMBER" "$dir/b$i"
         loops+=("$(losetup -f --show "$dir/b$i")")
     done
-    mkfs.btrfs -q -f -d "$1" -m "$1" "${loops[@]}" >/dev/null 2>&1
+    # mkfs.btrfs checks every mount point in /proc/mounts and gives up on one
+    # it cannot stat (a FUSE mount whose daemon died: "cannot check mount
+    # status ... Transport endpoint is not connected"). Run it in a private
+    # mount namespace with such mounts detached there only.
+    # shellcheck disable=SC2016
+    unshare -m --propagation private sh -c '
+        for m in $(cut -d" " -f2 /proc/mounts); do stat -t "$m" >/dev/null 2>&1 || umount -l "$m"; done
+        exec mkfs.btrfs -q -f -d "$0" -m "$0" "$@"' "$1" "${loops[@]}" >"$dir/mkfs.log" 2>&1 || {
+        echo "bench-nbd-raid.sh: mkfs.btrfs -d $1 -m $1 failed:" >&2
+        cat "$dir/mkfs.log" >&2
+        exit 1
+    }
     mount "${loops[0]}" "$dir/mnt"
-    # Fill the test region (fio lays out the file itself).
+    fill_btrfs
+}
+fill_btrfs() { # writes the test file in full, sequentially (fio lays it out itself)
     fio --name=fill --ioengine=libaio --direct=1 --filename="$dir/mnt/f" --rw=write \
         --bs=1M --iodepth=8 --size="${FILE_MB}M" >/dev/null
 }
@@ -135,24 +215,37 @@ ratio() { # a b -> "a/b" as "1.23x", n/a if either failed
 figure() { # bs "bw iops" -> the figure
     if [ "$1" = 4k ]; then echo "${2#* }"; else echo "${2% *}"; fi
 }
+label() { # client -> its column text
+    case $1 in
+        1) echo "1 connection (client-bound)" ;;
+        N) echo "$NJOBS jobs, $NJOBS connections" ;;
+        copy) echo "nbdcopy, $NJOBS connections / fio $NJOBS jobs" ;;
+    esac
+}
 
+# The tests: "name client rw bs qd", the job list once per fio client kind,
+# then the copy.
 selected=()
-for j in "${jobs[@]}"; do
-    read -r name _ <<<"$j"
-    if [ -n "$JOBS" ]; then
-        keep=""
-        for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
-        [ -n "$keep" ] || continue
-    fi
-    selected+=("$j")
+for c in $CLIENTS; do
+    [ "$c" = copy ] && continue
+    for j in "${jobs[@]}"; do
+        read -r name rw bs qd <<<"$j"
+        if [ -n "$JOBS" ]; then
+            keep=""
+            for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
+            [ -n "$keep" ] || continue
+        fi
+        selected+=("$name $c $rw $bs $qd")
+    done
 done
-# runs[order,job,side]: the runs of one set-up, space-separated "bw:iops" pairs
+[[ " $CLIENTS " == *" copy "* ]] && selected+=("whole-export-read-1M copy read 1M 8")
+# runs[order,name,client,side]: the runs of one set-up, space-separated "bw:iops" pairs
 declare -A runs
-side_median() { # job bs side orders... -> the figure of the median run of those set-ups
-    local name=$1 bs=$2 side=$3 o x all=()
-    shift 3
+side_median() { # name client bs side orders... -> the figure of the median run of those set-ups
+    local name=$1 client=$2 bs=$3 side=$4 o x all=()
+    shift 4
     for o in "$@"; do
-        for x in ${runs[$o,$name,$side]}; do all+=("${x/:/ }"); done
+        for x in ${runs[$o,$name,$client,$side]}; do all+=("${x/:/ }"); done
     done
     figure "$bs" "$(median "${all[@]}")"
 }
@@ -169,22 +262,34 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
         else
             setup_btrfs "$profile" "$n"; setup_raidlab "$level" "${members[@]}"
         fi
-        for j in "${selected[@]}"; do
-            read -r name rw bs qd <<<"$j"
+        k=0
+        for t in "${selected[@]}"; do
+            read -r name client rw bs qd <<<"$t"
+            # The random write jobs before it leave btrfs's copy-on-write file
+            # in 4 KiB extents, which slows its sequential reads 3x; the copy
+            # compares reads of data written sequentially, as the seq-read
+            # jobs (right after seq-write) do, so the file is written afresh.
+            [ "$client" = copy ] && fill_btrfs
             for _ in $(seq "$ROUNDS"); do
-                runs[$order,$name,r]+="$(fio_nbd "$rw" "$bs" "$qd" | tr ' ' :) "
-                runs[$order,$name,b]+="$(fio_btrfs "$rw" "$bs" "$qd" | tr ' ' :) "
+                # Alternate which side runs first from one run to the next.
+                sides="r b"; [ $((k % 2)) = 1 ] && sides="b r"
+                k=$((k + 1))
+                for s in $sides; do
+                    runs[$order,$name,$client,$s]+="$(run_side "$s" "$client" "$rw" "$bs" "$qd" | tr ' ' :) "
+                done
             done
         done
         teardown
     done
-    for j in "${selected[@]}"; do
-        read -r name rw bs qd <<<"$j"
+    for t in "${selected[@]}"; do
+        read -r name client rw bs qd <<<"$t"
         unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
-        x=$(side_median "$name" "$bs" r raidlab-first btrfs-first)
-        y=$(side_median "$name" "$bs" b raidlab-first btrfs-first)
-        first=$(ratio "$(side_median "$name" "$bs" r raidlab-first)" "$(side_median "$name" "$bs" b raidlab-first)")
-        last=$(ratio "$(side_median "$name" "$bs" r btrfs-first)" "$(side_median "$name" "$bs" b btrfs-first)")
-        echo "| RAID ${level} | $name | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
+        x=$(side_median "$name" "$client" "$bs" r raidlab-first btrfs-first)
+        y=$(side_median "$name" "$client" "$bs" b raidlab-first btrfs-first)
+        first=$(ratio "$(side_median "$name" "$client" "$bs" r raidlab-first)" "$(side_median "$name" "$client" "$bs" b raidlab-first)")
+        last=$(ratio "$(side_median "$name" "$client" "$bs" r btrfs-first)" "$(side_median "$name" "$client" "$bs" b btrfs-first)")
+        echo "| RAID ${level} | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
     done
 done
+echo
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
