@@ -79,6 +79,12 @@ pub fn check_mismatches(
             ));
         }
     }
+    if !ranges.is_empty() && !raidlab_raid::recovery_plan::scrub_can_compare(geo, failed) {
+        return Err(format!(
+            "mismatch ranges on a {} array with role(s) {failed:?} failed: no redundancy is left to compare them with",
+            geo.level.name()
+        ));
+    }
     Ok(())
 }
 

@@ -21,18 +21,12 @@ fn geometry(level: Level, n: usize) -> Geometry {
     Geometry::new(level, Layout::parse(level, None).unwrap(), CHUNK, n, MEMBER).unwrap()
 }
 
-/// Check (or repair) an idle array of `n` ideal members holding `ranges`;
-/// the progress and every member write.
-fn scrub(
-    level: Level,
-    n: usize,
-    ranges: &[MismatchRange],
-    repair: bool,
-) -> (ScrubProgress, Vec<MemberIo>) {
-    let mut sim = SimArray::new(ArraySpec {
+/// An array of ideal members (50 us, 200 MB/s).
+fn ideal_array(g: Geometry) -> SimArray {
+    SimArray::new(ArraySpec {
         name: "m".into(),
-        geometry: geometry(level, n),
-        members: (0..n)
+        geometry: g,
+        members: (0..g.raid_disks)
             .map(|_| {
                 Some(Box::new(Ideal::new(DATA_OFFSET + MEMBER, 50.0, 200.0)) as Box<dyn Device>)
             })
@@ -41,7 +35,18 @@ fn scrub(
         host: HostCost::default(),
         rebuild: None,
     })
-    .unwrap();
+    .unwrap()
+}
+
+/// Check (or repair) an idle array of `n` ideal members holding `ranges`;
+/// the progress and every member write.
+fn scrub(
+    level: Level,
+    n: usize,
+    ranges: &[MismatchRange],
+    repair: bool,
+) -> (ScrubProgress, Vec<MemberIo>) {
+    let mut sim = ideal_array(geometry(level, n));
     sim.keep_ops();
     sim.set_mismatches(ranges).unwrap();
     sim.start_scrub(ScrubSpec {
@@ -160,19 +165,7 @@ fn after_a_repair_the_range_compares_consistent() {
         SimConfig::short("raid5:4xhdd-7200:member-size=16M:check=repair:mismatch=0@0+12K").unwrap();
     let a = cfg.array.as_ref().unwrap();
     assert!(a.check && a.repair);
-    let spec = ArraySpec {
-        name: "r".into(),
-        geometry: g,
-        members: (0..4)
-            .map(|_| {
-                Some(Box::new(Ideal::new(DATA_OFFSET + MEMBER, 50.0, 200.0)) as Box<dyn Device>)
-            })
-            .collect(),
-        stripe_cache: None,
-        host: HostCost::default(),
-        rebuild: None,
-    };
-    let mut sim = SimArray::new(spec).unwrap();
+    let mut sim = ideal_array(g);
     sim.set_mismatches(&a.mismatches().unwrap()).unwrap();
     let mut done = Vec::new();
     for repair in [true, false] {
@@ -206,6 +199,10 @@ fn bad_mismatch_ranges_are_refused_with_the_reason() {
         (
             "raid5:4xhdd-7200:failed=2:mismatch=2@0+4K",
             "no such member",
+        ),
+        (
+            "raid5:4xhdd-7200:failed=2:mismatch=1@0+4K",
+            "no redundancy is left",
         ),
         (
             "raid5:4xhdd-7200:member-size=16M:mismatch=1@16M+4K",
