@@ -163,12 +163,42 @@ impl Executor for ThreadPool {
 /// `raidlab explain` shows and what the simulator schedules on device models.
 /// Reads leave the caller's buffer as it was.
 #[derive(Debug, Default)]
-pub struct Recording(std::sync::Mutex<Vec<Plan>>);
+pub struct Recording(std::sync::Mutex<Recorded>);
+
+#[derive(Debug, Default)]
+struct Recorded {
+    plans: Vec<Plan>,
+    /// Finished plans handed back ([`Recording::recycle`]): the next copies
+    /// are made into their vectors instead of new ones.
+    spare: Vec<Plan>,
+}
+
+/// Spare plans kept at most (more than a simulated queue ever has in flight).
+const SPARE_PLANS: usize = 4096;
 
 impl Recording {
+    fn recorded(&self) -> std::sync::MutexGuard<'_, Recorded> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The plans run since the last call, in the order they ran.
     pub fn take(&self) -> Vec<Plan> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut self.recorded().plans)
+    }
+
+    /// Move the plans run since the last call, in the order they ran, to the
+    /// end of `out` (no new vector per call, unlike [`Recording::take`]).
+    pub fn drain_into(&self, out: &mut impl Extend<Plan>) {
+        out.extend(self.recorded().plans.drain(..));
+    }
+
+    /// Give back a plan its user is done with, so that a later copy reuses
+    /// its vectors.
+    pub fn recycle(&self, plan: Plan) {
+        let mut r = self.recorded();
+        if r.spare.len() < SPARE_PLANS {
+            r.spare.push(plan);
+        }
     }
 }
 
@@ -181,10 +211,15 @@ impl Executor for Recording {
         _: UserBuf<'_>,
         _: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(plan.clone());
+        let mut r = self.recorded();
+        let copy = match r.spare.pop() {
+            Some(mut spare) => {
+                spare.clone_from(plan);
+                spare
+            }
+            None => plan.clone(),
+        };
+        r.plans.push(copy);
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 //! read never sees half of a write. A request takes all its keys at once, so two
 //! requests can never each hold a key the other waits for.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 use std::sync::{Condvar, Mutex};
 
 #[derive(Debug, Default)]
@@ -14,7 +14,9 @@ pub struct StripeLocks {
 
 #[derive(Debug, Default)]
 struct Held {
-    keys: HashSet<u64>,
+    /// Stripe numbers: not chosen by anyone who gains from collisions, so a
+    /// fast hasher (rustc-hash's) instead of SipHash, on every locked request.
+    keys: FxHashSet<u64>,
     /// Requests waiting for a key: a release wakes them only when there are
     /// some, so the common uncontended release costs no futex system call.
     waiters: usize,

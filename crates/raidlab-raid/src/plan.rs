@@ -153,7 +153,7 @@ pub struct LogEntry {
 }
 
 /// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Step {
     Io(Vec<MemberOp>),
     Compute(Vec<Compute>),
@@ -163,7 +163,7 @@ pub enum Step {
 }
 
 /// Everything the engine will do for one request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Plan {
     pub steps: Vec<Step>,
     /// Sizes of the scratch buffers the plan uses.
@@ -173,6 +173,44 @@ pub struct Plan {
     pub locks: Vec<u64>,
     /// What the member offsets count from.
     pub space: Space,
+}
+
+// Clone by hand for `clone_from`: the derived one allocates every vector
+// anew, and a recording executor that keeps copies of millions of plans
+// (the simulator's) reuses a finished plan's vectors instead.
+impl Clone for Step {
+    fn clone(&self) -> Step {
+        match self {
+            Step::Io(ops) => Step::Io(ops.clone()),
+            Step::Compute(cs) => Step::Compute(cs.clone()),
+            Step::Log(entries) => Step::Log(entries.clone()),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Step) {
+        match (self, source) {
+            (Step::Io(a), Step::Io(b)) => a.clone_from(b),
+            (Step::Compute(a), Step::Compute(b)) => a.clone_from(b),
+            (Step::Log(a), Step::Log(b)) => a.clone_from(b),
+            (s, source) => *s = source.clone(),
+        }
+    }
+}
+
+impl Clone for Plan {
+    fn clone(&self) -> Plan {
+        Plan {
+            steps: self.steps.clone(),
+            scratch: self.scratch.clone(),
+            locks: self.locks.clone(),
+        }
+    }
+
+    fn clone_from(&mut self, source: &Plan) {
+        self.steps.clone_from(&source.steps);
+        self.scratch.clone_from(&source.scratch);
+        self.locks.clone_from(&source.locks);
+    }
 }
 
 /// The JSON shape of `raidlab explain --json`: phases of member operations.

@@ -16,6 +16,7 @@
 //! that this module moves, and its expiry is checked at virtual ticks, as the real
 //! cache's thread does in real time.
 
+use crate::contents::{check_mismatches, Contents, MismatchRange};
 use crate::device::{
     Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD,
 };
@@ -29,7 +30,8 @@ use raidlab_raid::array::Recovery;
 use raidlab_raid::exec::Recording;
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::{Array, Plan, Step};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -163,6 +165,8 @@ struct Active {
     rebuild_step: bool,
     /// A scrub step: when it completes, the next is due.
     scrub_step: bool,
+    /// A scrub step whose reads the engine has compared.
+    compared: bool,
     /// The process its member I/O is issued as (for a scheduler on the
     /// members): a host read's own; md's thread for everything else, as md
     /// reads an aligned chunk in the caller's context but handles stripes
@@ -187,10 +191,17 @@ pub struct SimArray {
     active: Slab<Active>,
     /// Member operation id -> the request (seq) it belongs to.
     member_ops: Slab<u64>,
-    /// Stripe lock key -> holder (seq).
-    locks: BTreeMap<u64, u64>,
+    /// Stripe lock key -> holder (seq). Looked up, never walked, so a hash
+    /// map's order changes nothing; stripe numbers are nobody's attack, so
+    /// rustc-hash's hasher rather than SipHash.
+    locks: FxHashMap<u64, u64>,
     /// Requests waiting for a lock key, by key, in arrival order.
-    waiting: BTreeMap<u64, VecDeque<u64>>,
+    waiting: FxHashMap<u64, VecDeque<u64>>,
+    /// What the members hold where copies differ (zeros elsewhere).
+    contents: Contents,
+    /// Plan queues of finished requests, reused by the next (one allocation
+    /// fewer per request).
+    spare_queues: Vec<VecDeque<Plan>>,
     /// (time, seq): a compute step or a request's overhead ends.
     timers: BTreeSet<(Ns, u64)>,
     ready: VecDeque<u64>,
@@ -354,8 +365,10 @@ impl SimArray {
             host: spec.host,
             active: Slab::default(),
             member_ops: Slab::default(),
-            locks: BTreeMap::new(),
-            waiting: BTreeMap::new(),
+            locks: FxHashMap::default(),
+            waiting: FxHashMap::default(),
+            spare_queues: Vec::new(),
+            contents: Contents::default(),
             timers: BTreeSet::new(),
             ready: VecDeque::new(),
             finished: Vec::new(),
@@ -400,6 +413,44 @@ impl SimArray {
         Ok(())
     }
 
+    /// Let role `r` hold other bytes than the rest of its stripe says in
+    /// each range (`crate::contents`), for a scrub to find. Parity levels
+    /// only; ranges on members in service, inside the data area.
+    pub fn set_mismatches(&mut self, ranges: &[MismatchRange]) -> Result<(), String> {
+        let g = *self.array.geometry();
+        let failed: Vec<usize> = (0..self.members.len())
+            .filter(|&r| self.members[r].is_none())
+            .collect();
+        check_mismatches(&g, &failed, ranges).map_err(|m| format!("{}: {m}", self.name))?;
+        self.contents = Contents::new(ranges);
+        Ok(())
+    }
+
+    /// The scrub step under way has read its range: the engine compares
+    /// what the members hold there and, with repair, says what to rewrite
+    /// (the member writes, as the engine plans them).
+    fn compare_scrub_step(&mut self) -> Option<Vec<raidlab_raid::MemberOp>> {
+        let s = self.scrub.as_mut()?;
+        if self.contents.is_empty() {
+            return None;
+        }
+        let (from, to, present) = s.step_range();
+        let found = self
+            .contents
+            .compare(s.geometry(), present, from, to, s.repair);
+        s.count(found.mismatch_sectors, &found.rewrites);
+        let writes: Vec<_> = found
+            .rewrites
+            .iter()
+            .map(|&(role, at, len)| (role, at, 0, len))
+            .collect();
+        let plan = raidlab_raid::recovery_plan::plan_rewrites(&writes, Vec::new());
+        plan.steps.into_iter().find_map(|s| match s {
+            Step::Io(ops) => Some(ops),
+            _ => None,
+        })
+    }
+
     /// Start the scrub's next step now.
     fn scrub_step(&mut self, now: Ns) {
         let Some(s) = self.scrub.as_mut() else {
@@ -414,13 +465,18 @@ impl SimArray {
         };
         let seq = self.active.insert(Active {
             host_id: None,
-            plans: VecDeque::from([plan]),
+            plans: {
+                let mut q = self.spare_queues.pop().unwrap_or_default();
+                q.push_back(plan);
+                q
+            },
             step: 0,
             outstanding: 0,
             locked: false,
             not_before: now,
             rebuild_step: false,
             scrub_step: true,
+            compared: false,
             // md's sync thread, as a rebuild's steps.
             process: MD_THREAD,
         });
@@ -442,15 +498,17 @@ impl SimArray {
             self.errors.push(format!("rebuild step: {e}"));
             return;
         }
+        let plans = self.recorded_plans();
         let seq = self.active.insert(Active {
             host_id: None,
-            plans: self.recording.take().into(),
+            plans,
             step: 0,
             outstanding: 0,
             locked: false,
             not_before: now,
             rebuild_step: true,
             scrub_step: false,
+            compared: false,
             process: MD_THREAD,
         });
         self.ready.push_back(seq);
@@ -505,6 +563,13 @@ impl SimArray {
         &self.array
     }
 
+    /// The plans the engine ran since the last call, in a reused queue.
+    fn recorded_plans(&mut self) -> VecDeque<Plan> {
+        let mut q = self.spare_queues.pop().unwrap_or_default();
+        self.recording.drain_into(&mut q);
+        q
+    }
+
     /// Run the engine for a request now and start scheduling its plans.
     fn start(&mut self, now: Ns, host_id: Option<u64>, req: Request) {
         let Request {
@@ -540,15 +605,17 @@ impl SimArray {
         } else {
             0
         };
+        let plans = self.recorded_plans();
         let seq = self.active.insert(Active {
             host_id,
-            plans: self.recording.take().into(),
+            plans,
             step: 0,
             outstanding: 0,
             locked: false,
             not_before: now + overhead,
             rebuild_step: false,
             scrub_step: false,
+            compared: false,
             process: if kind == Kind::Read {
                 process
             } else {
@@ -650,6 +717,7 @@ impl SimArray {
             }
             if a.plans.is_empty() {
                 let a = self.active.remove(seq).expect("present");
+                self.spare_queues.push(a.plans);
                 if let Some(id) = a.host_id {
                     self.finished.push(Completion { id, at: now });
                 }
@@ -673,13 +741,24 @@ impl SimArray {
             let a = self.active.get_mut(seq).expect("present");
             // The plan leaves the request while its step is issued (no copy of
             // the step), and goes back unless it is finished.
-            let plan = a.plans.pop_front().expect("not empty");
+            let mut plan = a.plans.pop_front().expect("not empty");
             let step_index = a.step;
             a.step += 1;
+            if step_index == plan.steps.len() && a.scrub_step && !a.compared {
+                a.compared = true;
+                // The scrub step's reads are done: what the engine rewrites
+                // is the step's last part, under the same stripe locks (the
+                // real scrub holds its range while it compares and rewrites).
+                if let Some(writes) = self.compare_scrub_step() {
+                    plan.steps.push(Step::Io(writes));
+                }
+            }
             let Some(step) = plan.steps.get(step_index) else {
+                let a = self.active.get_mut(seq).expect("present");
                 a.step = 0;
                 a.locked = false;
                 self.unlock(seq, &plan);
+                self.recording.recycle(plan);
                 continue;
             };
             match step {
@@ -832,17 +911,20 @@ impl Device for SimArray {
                 if let Err(e) = self.array.write_out_expired() {
                     self.errors.push(format!("stripe cache write-out: {e}"));
                 }
-                let plans = self.recording.take();
-                if !plans.is_empty() {
+                let plans = self.recorded_plans();
+                if plans.is_empty() {
+                    self.spare_queues.push(plans);
+                } else {
                     let seq = self.active.insert(Active {
                         host_id: None,
-                        plans: plans.into(),
+                        plans,
                         step: 0,
                         outstanding: 0,
                         locked: false,
                         not_before: now,
                         rebuild_step: false,
                         scrub_step: false,
+                        compared: false,
                         process: MD_THREAD,
                     });
                     self.ready.push_back(seq);

@@ -17,8 +17,11 @@
 //!   `rebuild=R` (role R is being rebuilt onto a new device of the preset from
 //!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
 //!   `rebuild-from=SIZE` (a resumed rebuild); `check=yes` (a scrub, md's
-//!   check, runs from the start of the run), `check-rate=SIZE` and
-//!   `check-from=SIZE`; `scheduler=NAME` (the host's I/O scheduler on each
+//!   check, runs from the start of the run) or `check=repair` (md's repair:
+//!   what differs is rewritten), `check-rate=SIZE` and `check-from=SIZE`;
+//!   `mismatch=ROLE@OFFSET+LENGTH[,...]` (role ROLE holds other bytes than
+//!   its stripe says there, for a check to find; parity levels,
+//!   [`crate::contents`]); `scheduler=NAME` (the host's I/O scheduler on each
 //!   device it sees: `none`, the default, `deadline` or `cfq`, see
 //!   [`crate::sched`]);
 //! - `PRESET:OPTION...` (`scheduler=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
@@ -31,6 +34,7 @@ use crate::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
 use crate::cache::{CacheSpec, SimCache};
 use crate::cache_config::cache_option;
 pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
+use crate::contents::{parse_mismatches, MismatchRange};
 use crate::controller::{CardParams, HostBus, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
@@ -69,6 +73,8 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// check = true                  # optional: a scrub (md's check) runs meanwhile
 /// check_max_rate = "50M"        # optional: at most this many member bytes per second
 /// check_from = "10G"            # optional: resumed this far into the members
+/// repair = true                 # optional: the check rewrites what differs (md's repair)
+/// mismatch = ["1@1G+64K"]       # optional: role@offset+length ranges whose copies differ
 ///
 /// [card]                        # optional: a RAID card
 /// preset = "adaptec-sas-31205"
@@ -136,6 +142,23 @@ pub struct ArrayConf {
     pub check_max_rate: Option<String>,
     #[serde(default)]
     pub check_from: Option<String>,
+    /// The check repairs (md's `repair`), rewriting what differs.
+    #[serde(default)]
+    pub repair: bool,
+    /// Ranges whose copies differ: `ROLE@OFFSET+LENGTH` each.
+    #[serde(default)]
+    pub mismatch: Vec<String>,
+}
+
+impl ArrayConf {
+    /// The `mismatch` ranges, parsed.
+    pub fn mismatches(&self) -> Result<Vec<MismatchRange>, String> {
+        let mut out = Vec::new();
+        for m in &self.mismatch {
+            out.extend(parse_mismatches(m)?);
+        }
+        Ok(out)
+    }
 }
 
 fn default_stripes() -> usize {
@@ -324,6 +347,8 @@ impl SimConfig {
             check: false,
             check_max_rate: None,
             check_from: None,
+            repair: false,
+            mismatch: Vec::new(),
         };
         let mut card = None;
         let mut cache = None;
@@ -372,17 +397,19 @@ impl SimConfig {
                 "rebuild-rate" => array.rebuild_max_rate = Some(v.into()),
                 "rebuild-from" => array.rebuild_from = Some(v.into()),
                 "check" => {
-                    array.check = match v {
-                        "yes" | "true" | "1" => true,
-                        "no" | "false" | "0" => false,
+                    (array.check, array.repair) = match v {
+                        "yes" | "true" | "1" => (true, false),
+                        "repair" => (true, true),
+                        "no" | "false" | "0" => (false, false),
                         _ => {
                             return Err(err(
                                 &place,
-                                format!("`check={v}`: say `check=yes` or `check=no`"),
+                                format!("`check={v}`: say `check=yes`, `check=repair` or `check=no`"),
                             ))
                         }
                     }
                 }
+                "mismatch" => array.mismatch.push(v.into()),
                 "check-rate" => array.check_max_rate = Some(v.into()),
                 "check-from" => array.check_from = Some(v.into()),
                 "scheduler" => host = Some(host_with(v).map_err(|m| err(&place, m))?),
@@ -390,7 +417,7 @@ impl SimConfig {
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, scheduler, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, scheduler, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -491,6 +518,13 @@ impl SimConfig {
             if let Some(f) = &a.check_from {
                 parse_size(f).map_err(|e| ("check_from", e.to_string()))?;
             }
+            if !a.check && a.repair {
+                return Err((
+                    "repair",
+                    "a repair is a check that rewrites (`check = true`)".into(),
+                ));
+            }
+            a.mismatches().map_err(|e| ("mismatch", e))?;
             if let Some(r) = &a.check_max_rate {
                 match parse_size(r) {
                     Ok(0) => return Err(("check_max_rate", "must be more than 0".into())),
@@ -545,8 +579,15 @@ impl SimConfig {
                     s.push_str(&format!(" at most {m}/s"));
                 }
             }
+            if !a.mismatch.is_empty() {
+                s.push_str(&format!(", mismatch {}", a.mismatch.join(",")));
+            }
             if a.check {
-                s.push_str(", checking");
+                s.push_str(if a.repair {
+                    ", repairing"
+                } else {
+                    ", checking"
+                });
                 if let Some(m) = &a.check_max_rate {
                     s.push_str(&format!(" at most {m}/s"));
                 }
@@ -753,9 +794,13 @@ impl SimConfig {
             true => Some(ScrubSpec {
                 max_rate: size(&a.check_max_rate, "check_max_rate")?,
                 from: size(&a.check_from, "check_from")?.unwrap_or(0),
+                repair: a.repair,
             }),
             false => None,
         };
+        let mismatches = a
+            .mismatches()
+            .map_err(|m| err(&place, format!("`mismatch`: {m}")))?;
         let stripe_cache = (a.stripe_cache > 0).then(|| StripeCacheConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
@@ -786,6 +831,9 @@ impl SimConfig {
                     rebuild,
                 })
                 .map_err(|m| err(&place, m))?;
+                array
+                    .set_mismatches(&mismatches)
+                    .map_err(|m| err(&place, m))?;
                 if let Some(c) = check {
                     array.start_scrub(c).map_err(|m| err(&place, m))?;
                 }
@@ -808,6 +856,9 @@ impl SimConfig {
                     rebuild,
                 })
                 .map_err(|m| err(&place, m))?;
+                array
+                    .set_mismatches(&mismatches)
+                    .map_err(|m| err(&place, m))?;
                 if let Some(c) = check {
                     array.start_scrub(c).map_err(|m| err(&place, m))?;
                 }

@@ -12,6 +12,7 @@ pub mod array;
 pub mod cache;
 mod cache_config;
 pub mod config;
+pub mod contents;
 pub mod controller;
 pub mod device;
 pub mod hdd;

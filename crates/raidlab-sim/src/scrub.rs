@@ -5,8 +5,11 @@
 //! member byte as md's speed limits are). What a step reads is the engine's
 //! (`raidlab_raid::recovery_plan::plan_scrub_step`, the plan raidlab's own
 //! scrub runs) and when its reads complete is the array's scheduling. A
-//! simulated member holds no data, so the simulated scrub finds nothing to
-//! rewrite: it models a scrub of a consistent array, never a repair.
+//! simulated member holds no data (zeros, consistent), except where a
+//! configuration's mismatch ranges say copies differ (`crate::contents`):
+//! there the engine's comparison finds the mismatches and, with repair, the
+//! engine's rewrites run in virtual time before the step lets go of its
+//! stripes.
 
 use crate::device::Ns;
 use raidlab_layout::Geometry;
@@ -25,6 +28,8 @@ pub struct ScrubSpec {
     pub max_rate: Option<u64>,
     /// Bytes of each member's data area already checked (a resumed check).
     pub from: u64,
+    /// Rewrite what differs (md's `repair`); else only count it (`check`).
+    pub repair: bool,
 }
 
 /// How far a simulated scrub got, in bytes of each member's data area.
@@ -34,6 +39,11 @@ pub struct ScrubProgress {
     pub total: u64,
     /// Virtual time it completed, if it has.
     pub finished: Option<Ns>,
+    /// md's mismatch count so far: 512-byte sectors of mismatched pages.
+    pub mismatch_sectors: u64,
+    /// Member writes a repair issued (the engine's rewrites) and their bytes.
+    pub rewrites: u64,
+    pub rewritten_bytes: u64,
 }
 
 /// A scrub under way in virtual time.
@@ -52,6 +62,10 @@ pub(crate) struct Scrub {
     /// When the next step starts (`None` while one is under way or when done).
     pub(crate) next: Option<Ns>,
     finished: Option<Ns>,
+    pub(crate) repair: bool,
+    mismatch_sectors: u64,
+    rewrites: u64,
+    rewritten_bytes: u64,
 }
 
 impl Scrub {
@@ -69,6 +83,10 @@ impl Scrub {
             max_rate: spec.max_rate,
             next: (pos < walk.total).then_some(0),
             finished: (pos >= walk.total).then_some(0),
+            repair: spec.repair,
+            mismatch_sectors: 0,
+            rewrites: 0,
+            rewritten_bytes: 0,
         }
     }
 
@@ -80,6 +98,23 @@ impl Scrub {
             .map_err(|e| format!("scrub step at {}: {e}", self.pos))?;
         self.upto = self.pos + n;
         Ok(plan)
+    }
+
+    /// The member range of the step under way (parity walks go by member
+    /// bytes) and which roles it reads.
+    pub(crate) fn step_range(&self) -> (u64, u64, &[bool]) {
+        (self.pos, self.upto, &self.present)
+    }
+
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// What the comparison of the step under way found and rewrote.
+    pub(crate) fn count(&mut self, mismatch_sectors: u64, rewrites: &[(usize, u64, usize)]) {
+        self.mismatch_sectors += mismatch_sectors;
+        self.rewrites += rewrites.len() as u64;
+        self.rewritten_bytes += rewrites.iter().map(|r| r.2 as u64).sum::<u64>();
     }
 
     /// The step under way completed at `now`: say when the next starts.
@@ -101,6 +136,9 @@ impl Scrub {
             done: self.walk.member_bytes(&self.geometry, self.pos),
             total: self.geometry.member_bytes,
             finished: self.finished,
+            mismatch_sectors: self.mismatch_sectors,
+            rewrites: self.rewrites,
+            rewritten_bytes: self.rewritten_bytes,
         }
     }
 }

@@ -39,7 +39,42 @@ pub struct Summary {
     /// simulated with the engine's scrub plans as the rebuild is, when the
     /// array has something to compare.
     pub engine_check_seconds: Option<f64>,
+    /// What the engine's comparison finds in the configuration's mismatch
+    /// ranges, when it has some.
+    pub mismatches: Option<Mismatches>,
     pub model: crate::device::ModelInfo,
+}
+
+/// The configuration's mismatch ranges as raidlab's check and repair see
+/// them: the engine's page comparison run over every page they touch (exact:
+/// the rest of the members is consistent).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Mismatches {
+    /// Ranges configured.
+    pub ranges: usize,
+    /// md's mismatch count a check reports: sectors of mismatched pages.
+    pub mismatch_sectors: u64,
+    /// Member writes a repair issues, and their bytes.
+    pub rewrites: u64,
+    pub rewritten_bytes: u64,
+}
+
+/// What a check and a repair of `g` (roles `failed` missing) find in
+/// `ranges`.
+pub fn mismatches(
+    g: &Geometry,
+    failed: &[usize],
+    ranges: &[crate::contents::MismatchRange],
+) -> Mismatches {
+    let present: Vec<bool> = (0..g.raid_disks).map(|r| !failed.contains(&r)).collect();
+    let found =
+        crate::contents::Contents::new(ranges).compare(g, &present, 0, g.member_bytes, true);
+    Mismatches {
+        ranges: ranges.len(),
+        mismatch_sectors: found.mismatch_sectors,
+        rewrites: found.rewrites.len() as u64,
+        rewritten_bytes: found.rewrites.iter().map(|r| r.2 as u64).sum(),
+    }
 }
 
 /// Failures every choice of which survives: the largest k such that any k
@@ -108,6 +143,7 @@ pub fn sequential_seconds(
 /// Summarise `cfg`.
 pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
     let dev = cfg.build(extra).map_err(|e| e.to_string())?;
+    let mut found = None;
     let (tolerated_n, failed_now, rebuild, check) = match &cfg.array {
         None => (0, 0, None, None),
         Some(a) => {
@@ -127,6 +163,10 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
             let data = member.capacity().saturating_sub(crate::array::DATA_OFFSET);
             let g =
                 Geometry::new(level, layout, chunk, a.members, data).map_err(|e| e.to_string())?;
+            let ranges = a.mismatches()?;
+            if !ranges.is_empty() {
+                found = Some(mismatches(&g, &a.failed, &ranges));
+            }
             let t = tolerated(&g);
             let rebuild = if t > 0 || level == Level::Raid10 {
                 let make = || cfg.member(extra).map_err(|e| e.to_string());
@@ -167,6 +207,7 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
         engine_rebuild_seconds: engine,
         rebuild_role: role,
         engine_check_seconds: check,
+        mismatches: found,
         model: dev.info(),
     })
 }

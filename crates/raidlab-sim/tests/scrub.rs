@@ -106,6 +106,7 @@ fn a_rate_limited_check_takes_as_long_as_its_rate_says() {
     let spec = ScrubSpec {
         max_rate: Some(rate),
         from: 0,
+        ..ScrubSpec::default()
     };
     let mut sim = checking(Level::Raid5, 4, &[], spec);
     idle(&mut sim);
@@ -119,6 +120,7 @@ fn a_resumed_check_reads_only_the_rest() {
     let spec = ScrubSpec {
         max_rate: None,
         from: 6 << 20,
+        ..ScrubSpec::default()
     };
     let mut sim = checking(Level::Raid5, 4, &[], spec);
     idle(&mut sim);

@@ -14,6 +14,31 @@ mod scrub;
 
 pub use report::{Finding, ScrubReport};
 
+/// Page size of a scrub's comparisons (md's stripe page): mismatches are
+/// found and counted per page.
+pub const SCRUB_PAGE: usize = PAGE;
+
+/// A parity scrub's comparison of member contents a caller holds itself (the
+/// simulator's sparse members): `bufs` has one buffer per role, each covering
+/// `[pos, pos+len)` of the member data areas, `pos` and `len` whole pages.
+/// Returns md's mismatch count (sectors) and, with `repair`, the ranges
+/// `(role, member offset, length)` to write back, `bufs` fixed in place, the
+/// same comparison and the same choice of what to rewrite as `raidlab check`
+/// and `raidlab repair` make.
+pub fn compare_parity(
+    geo: &Geometry,
+    bufs: &mut [&mut [u8]],
+    present: &[bool],
+    pos: u64,
+    repair: bool,
+) -> (u64, Vec<(usize, u64, usize)>) {
+    let missing = (0..present.len()).filter(|&r| !present[r]).collect();
+    let mut report = ScrubReport::new(repair, missing);
+    let names: Vec<String> = (0..present.len()).map(|r| format!("role {r}")).collect();
+    let fixes = compare::scrub_parity(geo, bufs, present, pos, &mut report, &names, repair);
+    (report.mismatch_sectors, fixes)
+}
+
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;

@@ -131,6 +131,16 @@ fn show(a: SimShowArgs) -> Result<ExitCode> {
             secs
         );
     }
+    if let Some(m) = &s.mismatches {
+        outln!(
+            "  mismatch ranges: {}; raidlab's check finds {} mismatched sectors (md's mismatch_cnt), \
+             its repair issues {} member writes ({} bytes), after which they compare consistent",
+            m.ranges,
+            m.mismatch_sectors,
+            m.rewrites,
+            m.rewritten_bytes
+        );
+    }
     outln!("Made of:");
     walk(&s.model, "  ")?;
     Ok(ExitCode::SUCCESS)

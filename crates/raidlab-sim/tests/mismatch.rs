@@ -1,0 +1,222 @@
+//! A check or repair in the simulator that finds differences: a
+//! configuration's mismatch ranges make one role hold other bytes, the
+//! engine's own comparison finds them, and a repair's rewrites (the engine's
+//! choice of what to rewrite) run as member writes in virtual time, after
+//! which the range compares consistent. Exact counts on ideal members.
+
+use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
+use raidlab_sim::config::SimConfig;
+use raidlab_sim::contents::{parse_mismatches, MismatchRange};
+use raidlab_sim::device::{Device, Kind};
+use raidlab_sim::host::HostCost;
+use raidlab_sim::ideal::Ideal;
+use raidlab_sim::scrub::{ScrubProgress, ScrubSpec};
+use raidlab_sim::stats::MemberIo;
+
+const MEMBER: u64 = 8 << 20;
+const CHUNK: u64 = 64 << 10;
+
+fn geometry(level: Level, n: usize) -> Geometry {
+    Geometry::new(level, Layout::parse(level, None).unwrap(), CHUNK, n, MEMBER).unwrap()
+}
+
+/// An array of ideal members (50 us, 200 MB/s).
+fn ideal_array(g: Geometry) -> SimArray {
+    SimArray::new(ArraySpec {
+        name: "m".into(),
+        geometry: g,
+        members: (0..g.raid_disks)
+            .map(|_| {
+                Some(Box::new(Ideal::new(DATA_OFFSET + MEMBER, 50.0, 200.0)) as Box<dyn Device>)
+            })
+            .collect(),
+        stripe_cache: None,
+        host: HostCost::default(),
+        rebuild: None,
+    })
+    .unwrap()
+}
+
+/// Check (or repair) an idle array of `n` ideal members holding `ranges`;
+/// the progress and every member write.
+fn scrub(
+    level: Level,
+    n: usize,
+    ranges: &[MismatchRange],
+    repair: bool,
+) -> (ScrubProgress, Vec<MemberIo>) {
+    let mut sim = ideal_array(geometry(level, n));
+    sim.keep_ops();
+    sim.set_mismatches(ranges).unwrap();
+    sim.start_scrub(ScrubSpec {
+        repair,
+        ..ScrubSpec::default()
+    })
+    .unwrap();
+    let mut done = Vec::new();
+    while let Some(t) = sim.next_event() {
+        sim.advance(t, &mut done);
+    }
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    let writes = sim
+        .member_ops()
+        .unwrap()
+        .ops
+        .iter()
+        .filter(|o| o.kind == Kind::Write)
+        .cloned()
+        .collect();
+    (sim.scrub_progress().unwrap(), writes)
+}
+
+#[test]
+fn a_check_counts_the_mismatched_pages_and_writes_nothing() {
+    // Role 1's 64 KiB at 1 MiB (16 pages) and one byte at 5 MiB + 100 (one page).
+    let ranges = [
+        MismatchRange {
+            role: 1,
+            offset: 1 << 20,
+            len: 64 << 10,
+        },
+        MismatchRange {
+            role: 2,
+            offset: (5 << 20) + 100,
+            len: 1,
+        },
+    ];
+    let (p, writes) = scrub(Level::Raid5, 4, &ranges, false);
+    assert!(p.finished.is_some());
+    assert_eq!(p.mismatch_sectors, 17 * 8, "17 pages of 8 sectors");
+    assert_eq!((p.rewrites, p.rewritten_bytes), (0, 0));
+    assert!(writes.is_empty(), "{writes:?}");
+}
+
+#[test]
+fn a_raid5_repair_rewrites_parity_where_the_pages_differ() {
+    let ranges = [MismatchRange {
+        role: 1,
+        offset: 1 << 20,
+        len: 64 << 10,
+    }];
+    let g = geometry(Level::Raid5, 4);
+    let (check, _) = scrub(Level::Raid5, 4, &ranges, false);
+    let (p, writes) = scrub(Level::Raid5, 4, &ranges, true);
+    assert_eq!(p.mismatch_sectors, 16 * 8);
+    assert_eq!((p.rewrites, p.rewritten_bytes), (16, 64 << 10));
+    // md's repair of a RAID 5 stripe recomputes parity from the data: the
+    // writes are the stripe's parity member's, page by page.
+    let parity = g.stripe((1 << 20) / CHUNK).p;
+    let want: Vec<MemberIo> = (0..16)
+        .map(|i| MemberIo {
+            kind: Kind::Write,
+            member: parity,
+            offset: DATA_OFFSET + (1 << 20) + i * 4096,
+            len: 4096,
+        })
+        .collect();
+    assert_eq!(writes, want);
+    // The writes cost virtual time.
+    assert!(
+        p.finished.unwrap() > check.finished.unwrap(),
+        "{p:?} {check:?}"
+    );
+}
+
+#[test]
+fn a_raid6_repair_rewrites_the_data_block_p_and_q_point_at() {
+    // One data page differs: P and Q both disagree, and together they
+    // locate the data block, which the repair rewrites (md's repair on
+    // RAID 6).
+    let g = geometry(Level::Raid6, 5);
+    let map = g.stripe(3);
+    let role = map.data[1];
+    let at = 3 * CHUNK + 8192;
+    let ranges = [MismatchRange {
+        role,
+        offset: at,
+        len: 4096,
+    }];
+    let (p, writes) = scrub(Level::Raid6, 5, &ranges, true);
+    assert_eq!((p.mismatch_sectors, p.rewrites), (8, 1));
+    assert_eq!(
+        writes,
+        vec![MemberIo {
+            kind: Kind::Write,
+            member: role,
+            offset: DATA_OFFSET + at,
+            len: 4096,
+        }]
+    );
+}
+
+#[test]
+fn after_a_repair_the_range_compares_consistent() {
+    let ranges = [MismatchRange {
+        role: 0,
+        offset: 0,
+        len: 12 << 10,
+    }];
+    let g = geometry(Level::Raid5, 4);
+    let found = raidlab_sim::summary::mismatches(&g, &[], &ranges);
+    assert_eq!((found.mismatch_sectors, found.rewrites), (24, 3));
+    // The short form, a repair, then a check of the same members.
+    let cfg =
+        SimConfig::short("raid5:4xhdd-7200:member-size=16M:check=repair:mismatch=0@0+12K").unwrap();
+    let a = cfg.array.as_ref().unwrap();
+    assert!(a.check && a.repair);
+    let mut sim = ideal_array(g);
+    sim.set_mismatches(&a.mismatches().unwrap()).unwrap();
+    let mut done = Vec::new();
+    for repair in [true, false] {
+        sim.start_scrub(ScrubSpec {
+            repair,
+            ..ScrubSpec::default()
+        })
+        .unwrap();
+        while let Some(t) = sim.next_event() {
+            sim.advance(t, &mut done);
+        }
+        let p = sim.scrub_progress().unwrap();
+        let want = if repair { (24, 3) } else { (0, 0) };
+        assert_eq!((p.mismatch_sectors, p.rewrites), want, "repair {repair}");
+    }
+}
+
+#[test]
+fn the_same_configuration_gives_the_same_figures() {
+    let ranges = parse_mismatches("1@1M+64K,3@6M+8K").unwrap();
+    let a = scrub(Level::Raid6, 5, &ranges, true);
+    let b = scrub(Level::Raid6, 5, &ranges, true);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn bad_mismatch_ranges_are_refused_with_the_reason() {
+    for (spec, says) in [
+        ("raid1:2xhdd-7200:mismatch=1@0+4K", "parity scrub only"),
+        ("raid5:4xhdd-7200:mismatch=4@0+4K", "no such member"),
+        (
+            "raid5:4xhdd-7200:failed=2:mismatch=2@0+4K",
+            "no such member",
+        ),
+        (
+            "raid5:4xhdd-7200:failed=2:mismatch=1@0+4K",
+            "no redundancy is left",
+        ),
+        (
+            "raid5:4xhdd-7200:member-size=16M:mismatch=1@16M+4K",
+            "past the member's data area",
+        ),
+        ("raid5:4xhdd-7200:mismatch=1@0", "ROLE@OFFSET+LENGTH"),
+        ("raid5:4xhdd-7200:mismatch=x@0+4K", "not a role number"),
+        ("raid5:4xhdd-7200:mismatch=1@0+0", "length is 0"),
+        ("raid5:4xhdd-7200:check=maybe", "check=repair"),
+    ] {
+        let e = match SimConfig::short(spec).and_then(|c| c.build(&[]).map(|_| ())) {
+            Ok(()) => panic!("{spec} was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.contains(says), "{spec}: {e}");
+    }
+}
