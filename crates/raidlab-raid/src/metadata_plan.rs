@@ -132,6 +132,11 @@ mod tests {
         w.push(2, 12288, &[3; 512]);
         let plan = w.plan();
         assert_eq!(plan.space, Space::Device);
+        // A copy (the recording executor keeps copies) is in the same space.
+        assert_eq!(plan.clone().space, Space::Device);
+        let mut copy = Plan::default();
+        copy.clone_from(&plan);
+        assert_eq!(copy, plan);
         assert_eq!(plan.steps.len(), 2);
         let Step::Io(writes) = &plan.steps[0] else {
             panic!("first step is not I/O")

@@ -203,6 +203,7 @@ impl Clone for Plan {
             steps: self.steps.clone(),
             scratch: self.scratch.clone(),
             locks: self.locks.clone(),
+            space: self.space,
         }
     }
 
@@ -210,6 +211,7 @@ impl Clone for Plan {
         self.steps.clone_from(&source.steps);
         self.scratch.clone_from(&source.scratch);
         self.locks.clone_from(&source.locks);
+        self.space = source.space;
     }
 }
 
