@@ -30,10 +30,13 @@ pub fn ratios(suite: &SuiteView, lines: &[&SummaryRow], col: usize) -> Vec<f64> 
 }
 
 /// "RAID 5 is 0.56x the single member", or with several tests the range and the
-/// geometric mean. "the" goes before a baseline named in lower case ("single
-/// member"), not before a name ("RAID 0", "/dev/sdb").
+/// geometric mean. "the" goes before a baseline described in words ("single
+/// member"), not before a name ("RAID 0", "/dev/sdb", "mem:1G").
 pub fn in_words(target: &str, base: &str, ratios: &[f64], metrics: &[&str]) -> String {
-    let the = if base.starts_with(|c: char| c.is_lowercase()) {
+    let words = base
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == ' ' || c == ',' || c == '-');
+    let the = if words && base.contains(' ') && base.starts_with(|c: char| c.is_lowercase()) {
         "the "
     } else {
         ""
@@ -162,6 +165,10 @@ mod tests {
         assert_eq!(
             in_words("RAID 0", "/dev/sdb", &[0.5, 2.0], &["MB/s", "IOPS"]),
             "RAID 0 is 0.50x to 2.00x /dev/sdb (geometric mean 1.00x over 2 tests)"
+        );
+        assert_eq!(
+            in_words("a", "mem:64M", &[1.0], &["MB/s"]),
+            "a is 1.00x mem:64M in MB/s"
         );
         assert_eq!(
             in_words("a", "B", &[], &[]),

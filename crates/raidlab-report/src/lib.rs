@@ -238,7 +238,7 @@ mod tests {
                 charts: 1
             }
         );
-        assert!(fs::read_to_string(&html).unwrap().contains(">12.5<"));
+        assert!(fs::read_to_string(&html).unwrap().contains(">12.50<"));
         assert!(fs::read_to_string(&csv).unwrap().contains(",12.5,true\r\n"));
         // No temporary files left behind.
         assert_eq!(fs::read_dir(d.path()).unwrap().count(), 3);
