@@ -465,6 +465,37 @@ pub fn table(results: &[CdmTargetResult]) -> String {
     t.render()
 }
 
+/// CrystalDiskMark's window for one target: its tests down, Read and Write (and
+/// Mix when run) across, the best run's MB/s with two decimals, as the program
+/// shows them.
+pub fn grid(r: &CdmTargetResult) -> String {
+    let tests = keys_in_order([r.cells.iter().map(|c| c.test.clone()).collect()]);
+    let dirs = keys_in_order([r.cells.iter().map(|c| c.dir).collect()]);
+    let tw = tests
+        .iter()
+        .map(|t| t.len())
+        .fold(r.label.chars().count() + 8, usize::max)
+        .max(14);
+    let mut out = format!("{:<tw$}", format!("{} (MB/s)", r.label));
+    for d in &dirs {
+        let mut title = d.to_string();
+        title[..1].make_ascii_uppercase();
+        out.push_str(&format!(" {title:>10}"));
+    }
+    out.push('\n');
+    for t in &tests {
+        out.push_str(&format!("{t:<tw$}"));
+        for d in &dirs {
+            match r.cells.iter().find(|c| c.test == *t && c.dir == *d) {
+                Some(c) => out.push_str(&format!(" {:>10.2}", c.best.mb_s)),
+                None => out.push_str(&format!(" {:>10}", "-")),
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// CrystalDiskMark's "Save text" layout (what people paste into forums and
 /// compare): per direction a block of tests, each `MB/s [IOPS] <latency>`
 /// with MB/s to three decimals, IOPS to one and latency in µs to two, as that
@@ -577,6 +608,44 @@ mod tests {
         assert_eq!(c.best.mb_s, 30.0);
         assert_eq!(c.avg_mb_s, 20.0);
         assert!(summarise("T".into(), "read", vec![], "threads").is_none());
+    }
+
+    #[test]
+    fn grid_is_tests_by_direction_in_mb_s() {
+        let fig = |mb_s: f64| RunFigure {
+            mb_s,
+            iops: 1.0,
+            latency_us: 1.0,
+            bytes: 1,
+            seconds: 1.0,
+            interrupted: false,
+        };
+        let cell = |test: &str, dir: &'static str, mb_s: f64| CdmCell {
+            test: test.into(),
+            dir,
+            runs: vec![fig(mb_s)],
+            best: fig(mb_s),
+            avg_mb_s: mb_s,
+            engine: "threads",
+        };
+        let t = CdmTargetResult {
+            label: "disk".into(),
+            direct: true,
+            size: 1 << 30,
+            notes: vec![],
+            cells: vec![
+                cell("SEQ1M Q8T1", "read", 3515.0234),
+                cell("RND4K Q1T1", "read", 54.1),
+                cell("SEQ1M Q8T1", "write", 3012.4),
+            ],
+            interrupted: false,
+        };
+        let g = grid(&t);
+        let lines: Vec<&str> = g.lines().collect();
+        assert_eq!(lines[0], "disk (MB/s)          Read      Write");
+        assert_eq!(lines[1], "SEQ1M Q8T1        3515.02    3012.40");
+        assert_eq!(lines[2], "RND4K Q1T1          54.10          -");
+        assert_eq!(lines.len(), 3);
     }
 
     #[test]

@@ -35,5 +35,5 @@ pub mod target;
 mod uring;
 
 pub use engine::{Access, Control, DataFill, Dir, EngineKind, Limit, Measured, Rewrite, Workload};
-pub use schema::{BenchReport, Host, Row};
+pub use schema::{BenchReport, Host, Row, RunConditions};
 pub use target::{OpenOptions, Target};

@@ -24,6 +24,61 @@ pub struct BenchReport {
     /// (units, sources), so a report can tell virtual figures from measured ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub simulated: Vec<SimulatedTarget>,
+    /// The target the others are compared with (`--baseline`); absent: the first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    /// How each target was measured, so a report can say it beside the figures and
+    /// refuse to compare unlike runs silently. Absent in results written before it
+    /// existed; empty for suites that do not record it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<RunConditions>,
+}
+
+/// The conditions one target was measured under.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunConditions {
+    pub target: String,
+    /// How I/O reached the target: `O_DIRECT`, `page cache`, `in memory`,
+    /// `NBD export`, `simulated` (virtual time, no I/O).
+    pub io: String,
+    /// Bytes of the test file or region.
+    pub test_size: u64,
+    /// Runs per test and seconds each run measures (absent where the suite runs
+    /// each test once until done, as Bonnie++ and IOzone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measure_s: Option<f64>,
+    /// The I/O engine that ran the tests (`io_uring`, `threads`, ...).
+    pub engine: String,
+    pub simulated: bool,
+}
+
+impl RunConditions {
+    /// The conditions of `t`: how it was opened, by what engine.
+    pub fn of(t: &crate::Target, test_size: u64, engine: &str) -> RunConditions {
+        use crate::target::TargetKind as K;
+        let simulated = t.sim.is_some() || t.kind == K::Simulated;
+        let io = if simulated {
+            "simulated"
+        } else {
+            match (t.kind, t.direct) {
+                (K::Memory, _) => "in memory",
+                (K::Nbd, _) => "NBD export",
+                (_, true) => "O_DIRECT",
+                (_, false) => "page cache",
+            }
+        };
+        RunConditions {
+            target: t.label.clone(),
+            io: io.to_string(),
+            test_size,
+            runs: None,
+            measure_s: None,
+            engine: engine.to_string(),
+            simulated,
+        }
+    }
 }
 
 /// A simulated target of a result: its label and what it is made of.
@@ -62,6 +117,8 @@ impl BenchReport {
             rows: Vec::new(),
             details: serde_json::Value::Null,
             simulated: Vec::new(),
+            baseline: None,
+            conditions: Vec::new(),
         }
     }
 

@@ -24,7 +24,7 @@ pub const HEADER: [&str; 9] = [
 
 /// All rows of `files`, merged as the page merges them.
 pub fn render_csv(files: &[ResultFile]) -> String {
-    render_model(files, &Model::new(files))
+    render_model(files, &Model::new(files, None))
 }
 
 pub(crate) fn render_model(files: &[ResultFile], model: &Model) -> String {
@@ -78,6 +78,9 @@ mod tests {
     fn quoting_round_trips_through_the_csv_crate() {
         let nasty = "RAID 5, \"fast\"\nsecond line";
         let f = ResultFile {
+            baseline: None,
+            conditions: Vec::new(),
+            simulated: Vec::new(),
             source: "dir/x,y.json".into(),
             format: crate::FORMAT.into(),
             suite: "cdm".into(),

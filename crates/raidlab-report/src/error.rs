@@ -43,6 +43,9 @@ pub enum ReportError {
     /// All inputs together hold no measurement.
     #[error("the result files hold no rows (no measurements), so there is nothing to chart: check that the benchmark ran to the end")]
     NoRows,
+    /// `--baseline` names no target of the results.
+    #[error("--baseline {baseline} is not one of the targets ({targets}): give one of them as the report shows it")]
+    UnknownBaseline { baseline: String, targets: String },
     /// An output path names one of the inputs.
     #[error("{path} is one of the input result files; refusing to overwrite it: choose another output file")]
     OutputIsInput { path: PathBuf },

@@ -6,8 +6,9 @@
 //! user-controlled (a target may be named `<script>`), and the page must show them,
 //! never run them.
 
+use crate::compare::{in_words, metrics, ratio, ratios};
 use crate::input::ResultFile;
-use crate::model::{Model, SuiteView};
+use crate::model::{Model, Shown, SuiteView};
 use crate::svg;
 use std::fmt::Write as _;
 
@@ -135,11 +136,21 @@ svg.chart{display:block;font:12px system-ui,sans-serif}
 svg.chart text.group{font-weight:600}svg.chart text.tick{text-anchor:middle;fill:#555}
 svg.chart text.v{fill:#222}svg.chart line.grid{stroke:#e4e4e4}svg.chart line.zero{stroke:#777}
 .note{color:#555}
+.warn{background:#fff4e5;border-left:4px solid #e69f00;padding:6px 10px;margin:8px 0}
+.grids{display:flex;flex-wrap:wrap;gap:6px 24px}table.cdm caption{font-weight:600;text-align:left;padding:2px 0}
+table.cdm td.n{min-width:70px}
 "#;
 
-/// The page for `files`: merged as [`Model`] merges them.
+/// The page for `files`: merged as [`Model`] merges them, each suite compared
+/// with its first target or the one its result names.
 pub fn render_html(files: &[ResultFile]) -> String {
-    let model = Model::new(files);
+    render_html_with(files, None)
+}
+
+/// [`render_html`] comparing each suite with the target labelled `baseline`
+/// where the suite measured it.
+pub fn render_html_with(files: &[ResultFile], baseline: Option<&str>) -> String {
+    let model = Model::new(files, baseline);
     let csv = crate::csv::render_model(files, &model);
     let mut h = String::new();
     h.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
@@ -223,12 +234,20 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
         "<section class=\"suite\" id=\"suite-{si}\">\n<h2>{}</h2>",
         esc(&suite_title(&suite.name))
     );
-    summary(h, model, suite);
+    conditions(h, model, suite);
+    if suite.name == "cdm" {
+        cdm_grids(h, model, suite);
+    }
+    if suite.targets.len() > 1 {
+        comparison(h, model, suite);
+    }
+    let mixed = suite.mixed_conditions();
     for (ci, chart) in suite.charts.iter().enumerate() {
         let title = format!(
-            "{}: {} ({})",
+            "{}: {}{} ({})",
             suite.name,
             chart.metric,
+            chart.kind.map_or(String::new(), |k| format!(", {k} tests")),
             direction(chart.higher_is_better)
         );
         let _ = writeln!(
@@ -236,6 +255,9 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
             "<figure class=\"chart\" id=\"chart-{si}-{ci}\">\n<figcaption>{}</figcaption>",
             esc(&title)
         );
+        if mixed && chart.targets.len() > 1 {
+            h.push_str("<p class=\"warn\">These bars come from runs made under different conditions (see <i>Run conditions</i> above): compare them with that in mind.</p>\n");
+        }
         h.push_str("<ul class=\"legend\">");
         for &t in &chart.targets {
             let _ = write!(
@@ -247,8 +269,8 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
         }
         h.push_str("</ul>\n");
         h.push_str(&svg::chart(model, chart, &title));
-        // The exact numbers under the chart: rows = group and test, columns = the
-        // chart's targets.
+        // The numbers under the chart as the tool shows them: rows = group and
+        // test, columns = the chart's targets.
         h.push_str("\n<table class=\"numbers\">\n<tr><th>group</th><th>test</th>");
         for &t in &chart.targets {
             let _ = write!(h, "<th>{}</th>", esc(&model.targets[t]));
@@ -289,65 +311,228 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
     h.push_str("</section>\n");
 }
 
-/// The articles' table: one line per group and test (and metric), one column per
-/// target, then each target's ratio to the first target (the baseline, e.g. the
-/// single disk).
-fn summary(h: &mut String, model: &Model, suite: &SuiteView) {
+/// `1073741824` -> `1 GiB`: the test sizes people type.
+fn bytes(n: u64) -> String {
+    for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{} {unit}", n >> shift);
+        }
+    }
+    format!("{n} bytes")
+}
+
+/// How each target was measured: I/O path, test size, runs x seconds, engine,
+/// simulated or real; and a warning when they differ.
+fn conditions(h: &mut String, model: &Model, suite: &SuiteView) {
+    h.push_str("<h3>Run conditions</h3>\n");
+    if suite.conditions.iter().all(Option::is_none) {
+        h.push_str("<p class=\"note\">The result files do not record how these targets were measured (results written before raidlab recorded it, or a suite that does not).</p>\n");
+        return;
+    }
+    h.push_str("<table class=\"conditions\">\n<tr><th>target</th><th>I/O</th><th>test size</th><th>runs × seconds</th><th>engine</th><th>figures</th></tr>\n");
+    for (i, &t) in suite.targets.iter().enumerate() {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&model.targets[t]));
+        match &suite.conditions[i] {
+            None => h.push_str("<td colspan=\"5\">not recorded</td>"),
+            Some(c) => {
+                let runs = match (c.runs, c.measure_s) {
+                    (Some(r), Some(s)) => format!("{r} × {} s", crate::html::short(s)),
+                    (Some(r), None) => format!("{r} runs"),
+                    _ => "each test once".into(),
+                };
+                let _ = write!(
+                    h,
+                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                    esc(&c.io),
+                    if c.test_size > 0 {
+                        bytes(c.test_size)
+                    } else {
+                        "–".into()
+                    },
+                    esc(&runs),
+                    esc(&c.engine),
+                    if c.simulated {
+                        "simulated (virtual time)"
+                    } else {
+                        "measured"
+                    }
+                );
+            }
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+    if suite.mixed_conditions() {
+        let _ = writeln!(
+            h,
+            "<p class=\"warn\">The targets of this suite were not measured under the same conditions ({}): a difference in their figures may come from that, not from the targets.</p>",
+            esc(&differences(&suite.conditions))
+        );
+    }
+}
+
+/// Which conditions differ among `c`, in words.
+fn differences(c: &[Option<Shown>]) -> String {
+    let known: Vec<&Shown> = c.iter().flatten().collect();
+    let mut what = Vec::new();
+    let differs = |f: &dyn Fn(&Shown) -> String| known.windows(2).any(|w| f(w[0]) != f(w[1]));
+    if differs(&|s| s.io.clone()) {
+        what.push("I/O path");
+    }
+    if differs(&|s| s.test_size.to_string()) {
+        what.push("test size");
+    }
+    if differs(&|s| format!("{:?} {:?}", s.runs, s.measure_s)) {
+        what.push("runs or seconds");
+    }
+    if differs(&|s| s.engine.clone()) {
+        what.push("engine");
+    }
+    if differs(&|s| s.simulated.to_string()) {
+        what.push("simulated against measured");
+    }
+    if known.len() != c.len() {
+        what.push("some not recorded");
+    }
+    what.join(", ")
+}
+
+/// CrystalDiskMark's own window per target: its tests down, Read and Write (and
+/// Mix) across, MB/s with two decimals.
+fn cdm_grids(h: &mut String, model: &Model, suite: &SuiteView) {
+    let mb: Vec<_> = suite
+        .summary
+        .iter()
+        .filter(|r| r.metric == "MB/s")
+        .collect();
+    if mb.is_empty() {
+        return;
+    }
+    let mut groups: Vec<&str> = Vec::new();
+    let mut dirs: Vec<&str> = Vec::new();
+    for r in &mb {
+        if !groups.contains(&r.group.as_str()) {
+            groups.push(&r.group);
+        }
+        if !dirs.contains(&r.test.as_str()) {
+            dirs.push(&r.test);
+        }
+    }
+    h.push_str("<h3>CrystalDiskMark (MB/s)</h3>\n<div class=\"grids\">\n");
+    for (col, &t) in suite.targets.iter().enumerate() {
+        let _ = write!(
+            h,
+            "<table class=\"cdm\"><caption>{}</caption><tr><th></th>",
+            esc(&model.targets[t])
+        );
+        for d in &dirs {
+            let _ = write!(h, "<th>{}</th>", esc(&capitalised(d)));
+        }
+        h.push_str("</tr>\n");
+        for g in &groups {
+            let _ = write!(h, "<tr><th>{}</th>", esc(g));
+            for d in &dirs {
+                let v = mb
+                    .iter()
+                    .find(|r| r.group == *g && r.test == *d)
+                    .and_then(|r| r.values[col]);
+                let _ = write!(
+                    h,
+                    "<td class=\"n\">{}</td>",
+                    v.map_or("–".into(), |v| esc(&shown(v, "MB/s")))
+                );
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("</div>\n");
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
+/// One line per test with its headline figure per target and each target's
+/// ratio to the baseline, then the ratios said in words.
+fn comparison(h: &mut String, model: &Model, suite: &SuiteView) {
     let names: Vec<&str> = suite
         .targets
         .iter()
         .map(|&t| model.targets[t].as_str())
         .collect();
-    h.push_str("<h3>Summary</h3>\n<table class=\"summary\">\n<tr><th>group</th><th>test</th><th>metric</th>");
-    for n in &names {
-        let _ = write!(h, "<th>{}</th>", esc(n));
-    }
-    if let Some((base, rest)) = names.split_first() {
-        for n in rest {
-            let _ = write!(h, "<th>{} ÷ {}</th>", esc(n), esc(base));
+    let base = names[suite.baseline];
+    let lines = suite.headlines();
+    let _ = writeln!(
+        h,
+        "<h3>Compared with {}</h3>\n<p class=\"note\">Each test\u{2019}s headline figure; the ratio is the target\u{2019}s figure over the baseline\u{2019}s (<code>--baseline TARGET</code> picks the baseline).</p>\n<table class=\"summary\">\n<tr><th>test</th><th>metric</th>",
+        esc(base)
+    );
+    for (c, n) in names.iter().enumerate() {
+        if c == suite.baseline {
+            let _ = write!(h, "<th>{} (baseline)</th>", esc(n));
+        } else {
+            let _ = write!(h, "<th>{}</th><th>× baseline</th>", esc(n));
         }
     }
     h.push_str("</tr>\n");
-    for r in &suite.summary {
+    for r in &lines {
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td title=\"{}\">{} {}</td>",
+            "<tr><td>{} {}</td><td title=\"{}\">{} {}</td>",
             esc(&r.group),
             esc(&r.test),
             direction(Some(r.higher_is_better)),
             esc(&r.metric),
             if r.higher_is_better { "↑" } else { "↓" }
         );
-        for v in &r.values {
+        for (c, v) in r.values.iter().enumerate() {
             let _ = write!(
                 h,
                 "<td class=\"n\">{}</td>",
                 v.map(|v| esc(&shown(v, &r.metric)))
                     .unwrap_or_else(|| "–".into())
             );
-        }
-        let base = r.values.first().copied().flatten();
-        for v in r.values.iter().skip(1) {
-            match (base, v) {
-                (Some(b), Some(v)) if b != 0.0 => {
-                    let ratio = v / b;
+            if c == suite.baseline {
+                continue;
+            }
+            match ratio(*v, r.values[suite.baseline]) {
+                Some(q) => {
                     // Green when this target beats the baseline in this metric's
                     // sense, red when it does worse.
-                    let class = if ratio == 1.0 {
+                    let class = if q == 1.0 {
                         "n"
-                    } else if (ratio > 1.0) == r.higher_is_better {
+                    } else if (q > 1.0) == r.higher_is_better {
                         "n better"
                     } else {
                         "n worse"
                     };
-                    let _ = write!(h, "<td class=\"{class}\">{ratio:.2}×</td>");
+                    let _ = write!(
+                        h,
+                        "<td class=\"{class}\" title=\"{}\">{q:.2}×</td>",
+                        esc(&in_words(names[c], base, &[q], &[&r.metric]))
+                    );
                 }
-                _ => h.push_str("<td class=\"n\">–</td>"),
+                None => h.push_str("<td class=\"n\">–</td>"),
             }
         }
         h.push_str("</tr>\n");
     }
-    h.push_str("</table>\n");
+    h.push_str("</table>\n<ul class=\"words\">\n");
+    let units = metrics(&lines);
+    for (c, n) in names.iter().enumerate() {
+        if c != suite.baseline {
+            let _ = writeln!(
+                h,
+                "<li>{}.</li>",
+                esc(&in_words(n, base, &ratios(suite, &lines, c), &units))
+            );
+        }
+    }
+    h.push_str("</ul>\n");
 }
 
 #[cfg(test)]
@@ -369,6 +554,9 @@ mod tests {
 
     fn file(source: &str, targets: &[&str], rows: Vec<Row>) -> ResultFile {
         ResultFile {
+            baseline: None,
+            conditions: Vec::new(),
+            simulated: Vec::new(),
             source: source.into(),
             format: crate::FORMAT.into(),
             suite: "cdm".into(),
@@ -475,18 +663,30 @@ mod tests {
                 html.contains(&format!("<td class=\"n\">{cell}</td>")),
                 "{cell}"
             );
+            // The bar's label is rounded as the table is.
             assert!(
-                html.contains(&format!("text-anchor=\"start\">{v}</text>")),
-                "{v}"
+                html.contains(&format!("text-anchor=\"start\">{cell}</text>")),
+                "{cell}"
             );
         }
         assert_eq!(html.matches("<rect class=\"bar\"").count(), 4);
         assert_eq!(html.matches("<figure class=\"chart\"").count(), 2);
-        // Ratio vs the first target, coloured in the metric's sense.
-        assert!(html.contains("<th>RAID 0 ÷ single disk</th>"));
-        assert!(html.contains("<td class=\"n better\">1.98×</td>"), "{html}");
-        assert!(html.contains("<td class=\"n worse\">1.25×</td>"));
-        assert!(html.contains("latency µs (lower is better)"));
+        // Ratio vs the first target, coloured in the metric's sense and said in
+        // words; one line per test (its headline figure).
+        assert!(html.contains("<th>single disk (baseline)</th><th>RAID 0</th><th>× baseline</th>"));
+        assert!(
+            html.contains("<td class=\"n better\" title=\"RAID 0 is 1.98x the single disk in MB/s\">1.98×</td>"),
+            "{html}"
+        );
+        assert!(html.contains(">1.25×</td>"));
+        assert!(html.contains(
+            "<td class=\"n worse\" title=\"RAID 0 is 1.25x the single disk in latency µs\">"
+        ));
+        assert!(html.contains("<li>RAID 0 is 1.25x to 1.98x the single disk (geometric mean 1.57x over 2 tests).</li>"), "{html}");
+        assert!(html.contains("cdm: MB/s, sequential tests (higher is better)"));
+        assert!(html.contains("latency µs, random tests (lower is better)"));
+        // No conditions recorded: said, not guessed.
+        assert!(html.contains("do not record how these targets were measured"));
     }
 
     #[test]
@@ -546,7 +746,7 @@ mod tests {
     fn negative_and_empty_do_not_panic() {
         let f = file("n.json", &["a"], vec![row("g", "t", "a", "delta", -3.5)]);
         let html = render_html(&[f]);
-        assert!(html.contains("text-anchor=\"end\">-3.5</text>"));
+        assert!(html.contains("text-anchor=\"end\">-3.5</text>"), "{html}");
         let empty = render_html(&[file("e.json", &["a"], vec![])]);
         assert!(empty.contains("hold no measurements"));
         let none = render_html(&[]);

@@ -30,6 +30,18 @@ pub struct ResultFile {
     /// of the ratio columns.
     pub targets: Vec<String>,
     pub rows: Vec<Row>,
+    /// The target the others are compared with (`--baseline`); absent: the first
+    /// listed.
+    #[serde(default)]
+    pub baseline: Option<String>,
+    /// How each target was measured (absent in results written before raidlab
+    /// recorded it; then the page says "not recorded").
+    #[serde(default)]
+    pub conditions: Vec<Conditions>,
+    /// The simulated targets; only their labels are read, to say which figures
+    /// are virtual.
+    #[serde(default)]
+    pub simulated: Vec<Simulated>,
     // `details` (suite-specific) is deliberately not read: unknown fields are
     // ignored, so runners can add to it without breaking reports.
 }
@@ -43,6 +55,29 @@ pub struct Host {
     pub cpus: Option<u64>,
     #[serde(default)]
     pub kernel: Option<String>,
+}
+
+/// How one target was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Conditions {
+    pub target: String,
+    /// `O_DIRECT`, `page cache`, `in memory`, `NBD export` or `simulated`.
+    pub io: String,
+    /// Bytes of the test file or region.
+    pub test_size: u64,
+    #[serde(default)]
+    pub runs: Option<u64>,
+    #[serde(default)]
+    pub measure_s: Option<f64>,
+    pub engine: String,
+    #[serde(default)]
+    pub simulated: bool,
+}
+
+/// A simulated target of a result (its model is not read here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Simulated {
+    pub target: String,
 }
 
 /// One measurement: the value of one metric of one test of one target.
@@ -155,6 +190,28 @@ impl ResultFile {
                 return Err(invalid(
                     format!("$.targets[{i}]"),
                     format!("{t:?} is listed twice (also at $.targets[{first}]): give each target a distinct label"),
+                ));
+            }
+        }
+        if let Some(b) = &self.baseline {
+            if !listed.contains_key(b.as_str()) {
+                return Err(invalid(
+                    "$.baseline".into(),
+                    format!(
+                        "{b:?} is not one of the file's $.targets {:?}: the baseline must be a measured target",
+                        self.targets
+                    ),
+                ));
+            }
+        }
+        for (i, c) in self.conditions.iter().enumerate() {
+            if !listed.contains_key(c.target.as_str()) {
+                return Err(invalid(
+                    format!("$.conditions[{i}].target"),
+                    format!(
+                        "{:?} is not one of the file's $.targets {:?}",
+                        c.target, self.targets
+                    ),
                 ));
             }
         }
@@ -357,6 +414,26 @@ mod tests {
         assert!(e.contains("at $.rows[1]: repeats $.rows[0]"), "{e}");
         let e = err(&with(&["targets"], serde_json::json!(["a", "b", "a"])));
         assert!(e.contains("at $.targets[2]: \"a\" is listed twice"), "{e}");
+    }
+
+    #[test]
+    fn baseline_and_conditions_are_read_and_checked() {
+        let cond = serde_json::json!([{"target":"b","io":"O_DIRECT","test_size":1073741824u64,
+            "runs":5,"measure_s":5.0,"engine":"io_uring","simulated":false}]);
+        let text = with(&["conditions"], cond);
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["baseline"] = "b".into();
+        let f = ResultFile::from_json("r.json", &v.to_string()).unwrap();
+        assert_eq!(f.baseline.as_deref(), Some("b"));
+        assert_eq!(f.conditions[0].runs, Some(5));
+        v["baseline"] = "z".into();
+        let e = err(&v.to_string());
+        assert!(e.contains("at $.baseline: \"z\" is not one of"), "{e}");
+        let e = err(&with(
+            &["conditions"],
+            serde_json::json!([{"target":"q","io":"x","test_size":1,"engine":"e"}]),
+        ));
+        assert!(e.contains("at $.conditions[0].target"), "{e}");
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! partial output: [`write_report`] reads and checks every input before it writes,
 //! and writes through a temporary file renamed into place.
 
+mod compare;
 mod csv;
 mod error;
 mod html;
@@ -29,10 +30,11 @@ mod input;
 mod model;
 mod svg;
 
+pub use crate::compare::comparison_text;
 pub use crate::csv::{render_csv, HEADER as CSV_HEADER};
 pub use crate::error::ReportError;
-pub use crate::html::{render_html, shown};
-pub use crate::input::{Host, ResultFile, Row, FORMAT};
+pub use crate::html::{render_html, render_html_with, shown};
+pub use crate::input::{Conditions, Host, ResultFile, Row, Simulated, FORMAT};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -80,6 +82,18 @@ pub fn write_report(
     html: &Path,
     csv: Option<&Path>,
 ) -> Result<Summary, ReportError> {
+    write_report_with_baseline(inputs, html, csv, None)
+}
+
+/// [`write_report`] comparing every suite with the target labelled `baseline`
+/// (where the suite measured it; the others keep their own baseline). A label
+/// that no suite measured is an error, before anything is written.
+pub fn write_report_with_baseline(
+    inputs: &[PathBuf],
+    html: &Path,
+    csv: Option<&Path>,
+    baseline: Option<&str>,
+) -> Result<Summary, ReportError> {
     let files = load(inputs)?;
     for out in std::iter::once(html).chain(csv) {
         if is_one_of(out, inputs) {
@@ -88,7 +102,7 @@ pub fn write_report(
             });
         }
     }
-    write_files(&files, html, csv)
+    write_files(&files, html, csv, baseline)
 }
 
 /// [`write_report`] for results already in memory (a runner that has not written
@@ -97,6 +111,7 @@ pub fn write_files(
     files: &[ResultFile],
     html: &Path,
     csv: Option<&Path>,
+    baseline: Option<&str>,
 ) -> Result<Summary, ReportError> {
     if let Some(csv) = csv {
         // Also when neither exists yet: then the paths as given are compared.
@@ -110,9 +125,19 @@ pub fn write_files(
             });
         }
     }
-    let model = model::Model::new(files);
+    let model = model::Model::new(files, baseline);
     if model.rows.is_empty() {
         return Err(ReportError::NoRows);
+    }
+    if let Some(b) = baseline {
+        let known =
+            model.targets.iter().any(|t| t == b) || model.rows.iter().any(|m| m.row.target == b);
+        if !known {
+            return Err(ReportError::UnknownBaseline {
+                baseline: b.to_string(),
+                targets: model.targets.join(", "),
+            });
+        }
     }
     let summary = Summary {
         files: files.len(),
@@ -120,7 +145,7 @@ pub fn write_files(
         targets: model.targets.len(),
         charts: model.suites.iter().map(|s| s.charts.len()).sum(),
     };
-    let page = render_html(files);
+    let page = render_html_with(files, baseline);
     let table = csv.map(|p| (p, render_csv(files)));
     // Both outputs go to temporary files first and are renamed only when both
     // are complete, so a full disk leaves the old report (or none), never half.
@@ -213,7 +238,7 @@ mod tests {
                 charts: 1
             }
         );
-        assert!(fs::read_to_string(&html).unwrap().contains(">12.5<"));
+        assert!(fs::read_to_string(&html).unwrap().contains(">12.50<"));
         assert!(fs::read_to_string(&csv).unwrap().contains(",12.5,true\r\n"));
         // No temporary files left behind.
         assert_eq!(fs::read_dir(d.path()).unwrap().count(), 3);
@@ -253,6 +278,13 @@ mod tests {
         assert!(matches!(e, ReportError::NoRows), "{e}");
         let e = write_report(std::slice::from_ref(&input), &out, Some(&out)).unwrap_err();
         assert!(matches!(e, ReportError::SameOutput { .. }), "{e}");
+        let e = write_report_with_baseline(std::slice::from_ref(&input), &out, None, Some("b"))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--baseline b is not one of the targets (a)"),
+            "{e}"
+        );
         let e = write_report(&[d.path().join("missing.json")], &out, None).unwrap_err();
         assert!(e.to_string().starts_with("cannot read result file"), "{e}");
         assert!(!out.exists());

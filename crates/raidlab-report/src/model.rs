@@ -1,8 +1,14 @@
 //! Rows of all files merged into what the page shows: target labels made distinct
-//! across files, one chart per (suite, metric) with groups and targets in
-//! first-seen order, one summary table per suite. Pure data, no formatting.
+//! across files, one chart per (suite, metric, kind of test) with groups and
+//! targets in first-seen order, one comparison table per suite against its
+//! baseline, and each target's run conditions. Pure data, no formatting.
+//!
+//! A kind of test is CrystalDiskMark's sequential or random family (`SEQ…`,
+//! `RND…` in the group or test name): their MB/s differ by one or two orders of
+//! magnitude, so on one axis the 4K bars would be slivers; each kind gets its own
+//! chart and scale, as the articles' figures do.
 
-use crate::input::{ResultFile, Row};
+use crate::input::{Conditions, ResultFile, Row};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
@@ -32,8 +38,12 @@ pub struct Model<'a> {
 pub struct SuiteView {
     pub name: String,
     /// Targets measured in this suite, first-seen order (indices into
-    /// `Model::targets`); the first is the baseline of the ratio columns.
+    /// `Model::targets`).
     pub targets: Vec<usize>,
+    /// Position in `targets` of the target the others are compared with.
+    pub baseline: usize,
+    /// Per `targets` entry: how it was measured, if its result says.
+    pub conditions: Vec<Option<Shown>>,
     pub charts: Vec<Chart>,
     /// (group, test, metric) in first-seen order, each with one value per
     /// `targets` entry (None where that target was not measured).
@@ -49,10 +59,69 @@ pub struct SummaryRow {
     pub values: Vec<Option<f64>>,
 }
 
-/// One chart: one suite, one metric.
+/// A target's run conditions as the page lists them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shown {
+    pub io: String,
+    pub test_size: u64,
+    pub runs: Option<u64>,
+    pub measure_s: Option<f64>,
+    pub engine: String,
+    pub simulated: bool,
+}
+
+impl SuiteView {
+    /// The comparison table's lines: per (group, test) its headline figure, the
+    /// first metric where higher is better that is not an average (MB/s for
+    /// CrystalDiskMark, K/sec or files/s for Bonnie++), else its first metric.
+    pub fn headlines(&self) -> Vec<&SummaryRow> {
+        let mut out: Vec<&SummaryRow> = Vec::new();
+        for r in &self.summary {
+            if out.iter().any(|o| o.group == r.group && o.test == r.test) {
+                continue;
+            }
+            let of_test = || {
+                self.summary
+                    .iter()
+                    .filter(|o| o.group == r.group && o.test == r.test)
+            };
+            let pick = of_test()
+                .find(|o| o.higher_is_better && !o.metric.contains("avg"))
+                .unwrap_or(r);
+            out.push(pick);
+        }
+        out
+    }
+
+    /// Whether the targets with recorded conditions differ in any of them, or
+    /// some have none recorded while others do: then a chart of them mixes
+    /// unlike runs and the page must say so.
+    pub fn mixed_conditions(&self) -> bool {
+        let known: Vec<&Shown> = self.conditions.iter().flatten().collect();
+        let some_unknown = known.len() != self.conditions.len();
+        (some_unknown && !known.is_empty()) || known.windows(2).any(|w| w[0] != w[1])
+    }
+}
+
+/// `SEQ1M Q8T1` or `SEQ1M-Q8T1-read` -> "sequential", `RND4K …` -> "random":
+/// CrystalDiskMark's families, looked for in the group, then the test.
+pub fn kind(group: &str, test: &str) -> Option<&'static str> {
+    [group, test].iter().find_map(|s| {
+        let digit = s.chars().nth(3).is_some_and(|c| c.is_ascii_digit());
+        match (s.get(..3), digit) {
+            (Some("SEQ"), true) => Some("sequential"),
+            (Some("RND"), true) => Some("random"),
+            _ => None,
+        }
+    })
+}
+
+/// One chart: one suite, one metric, one kind of test.
 #[derive(Debug)]
 pub struct Chart {
     pub metric: String,
+    /// The kind of test it shows (see [`kind`]); None: all of the metric's.
+    pub kind: Option<&'static str>,
     /// None when rows of this metric disagree (then the page says so).
     pub higher_is_better: Option<bool>,
     pub groups: Vec<ChartGroup>,
@@ -176,7 +245,10 @@ fn display_labels(files: &[ResultFile]) -> Vec<Vec<(String, String)>> {
 }
 
 impl<'a> Model<'a> {
-    pub fn new(files: &'a [ResultFile]) -> Model<'a> {
+    /// The model of `files`, each suite compared with `baseline` where it measured
+    /// a target of that label (as shown, or as its file names it), else with its
+    /// result's own baseline, else with its first target.
+    pub fn new(files: &'a [ResultFile], baseline: Option<&str>) -> Model<'a> {
         let labels = display_labels(files);
         let mut rows = Vec::new();
         let mut targets: Vec<String> = Vec::new();
@@ -217,16 +289,27 @@ impl<'a> Model<'a> {
             for m in &in_suite {
                 index_of(&mut s_targets, tidx(m));
             }
-            let mut metrics: Vec<&str> = Vec::new();
+            let mut metrics: Vec<(&str, Option<&'static str>)> = Vec::new();
             for m in &in_suite {
-                index_of(&mut metrics, m.row.metric.as_str());
+                index_of(
+                    &mut metrics,
+                    (m.row.metric.as_str(), kind(&m.row.group, &m.row.test)),
+                );
             }
+            // Metric first, then kind: all MB/s charts before the IOPS ones.
+            let mut order: Vec<&str> = Vec::new();
+            for (metric, _) in &metrics {
+                index_of(&mut order, *metric);
+            }
+            metrics.sort_by_key(|(m, _)| order.iter().position(|o| o == m));
             let charts = metrics
                 .iter()
-                .map(|metric| {
+                .map(|&(metric, chart_kind)| {
                     let of: Vec<&&Merged> = in_suite
                         .iter()
-                        .filter(|m| m.row.metric == *metric)
+                        .filter(|m| {
+                            m.row.metric == metric && kind(&m.row.group, &m.row.test) == chart_kind
+                        })
                         .collect();
                     let hib: HashSet<bool> = of.iter().map(|m| m.row.higher_is_better).collect();
                     let mut groups: Vec<ChartGroup> = Vec::new();
@@ -264,6 +347,7 @@ impl<'a> Model<'a> {
                     chart_targets.sort_unstable();
                     Chart {
                         metric: metric.to_string(),
+                        kind: chart_kind,
                         higher_is_better: if hib.len() == 1 {
                             hib.into_iter().next()
                         } else {
@@ -298,9 +382,34 @@ impl<'a> Model<'a> {
                     summary[r].values[col].get_or_insert(m.row.value);
                 }
             }
+            let shown_of = |t: usize| -> Option<&str> {
+                // The label as its file names it, for a --baseline typed that way.
+                rows.iter()
+                    .find(|m| tidx(m) == t && m.row.suite == s)
+                    .map(|m| m.row.target.as_str())
+            };
+            let wanted = |label: &str| {
+                s_targets
+                    .iter()
+                    .position(|&t| targets[t] == label || shown_of(t) == Some(label))
+            };
+            let from_files = || {
+                in_suite.iter().find_map(|m| {
+                    let b = files[m.file].baseline.as_deref()?;
+                    let shown = labels[m.file].iter().find(|(l, _)| l == b)?;
+                    wanted(&shown.1)
+                })
+            };
+            let base = baseline.and_then(wanted).or_else(from_files).unwrap_or(0);
+            let conditions = s_targets
+                .iter()
+                .map(|&t| conditions_of(files, &in_suite, t, &tidx))
+                .collect();
             suites.push(SuiteView {
                 name: s.to_string(),
                 targets: s_targets,
+                baseline: base,
+                conditions,
                 charts,
                 summary,
             });
@@ -311,6 +420,46 @@ impl<'a> Model<'a> {
             labels,
             suites,
         }
+    }
+}
+
+/// The recorded conditions of target `t` in a suite (`in_suite`: its rows):
+/// from the first file that measured it there and records them; a target only
+/// listed as simulated gets "simulated" with nothing else known.
+fn conditions_of(
+    files: &[ResultFile],
+    in_suite: &[&Merged],
+    t: usize,
+    tidx: &dyn Fn(&Merged) -> usize,
+) -> Option<Shown> {
+    let mut simulated = false;
+    for m in in_suite.iter().filter(|m| tidx(m) == t) {
+        let f = &files[m.file];
+        let own = m.row.target.as_str();
+        let listed = f.simulated.iter().any(|s| s.target == own);
+        if let Some(c) = f.conditions.iter().find(|c| c.target == own) {
+            return Some(shown(c, listed));
+        }
+        simulated |= listed;
+    }
+    simulated.then(|| Shown {
+        io: "simulated".into(),
+        test_size: 0,
+        runs: None,
+        measure_s: None,
+        engine: String::new(),
+        simulated: true,
+    })
+}
+
+fn shown(c: &Conditions, listed_simulated: bool) -> Shown {
+    Shown {
+        io: c.io.clone(),
+        test_size: c.test_size,
+        runs: c.runs,
+        measure_s: c.measure_s,
+        engine: c.engine.clone(),
+        simulated: c.simulated || listed_simulated,
     }
 }
 
@@ -326,6 +475,9 @@ mod tests {
             }
         }
         ResultFile {
+            baseline: None,
+            conditions: Vec::new(),
+            simulated: Vec::new(),
             source: source.to_string(),
             format: crate::FORMAT.to_string(),
             suite: suite.to_string(),
@@ -360,7 +512,7 @@ mod tests {
             &[("SEQ", "read", "RAID 0", "MB/s", 2.0)],
         );
         let files = [a, b];
-        let m = Model::new(&files);
+        let m = Model::new(&files, None);
         assert_eq!(m.targets, ["RAID 0 (a)", "RAID 0 (b)"]);
         assert_eq!(m.rows[1].target, "RAID 0 (b)");
         assert_eq!(m.suites.len(), 1);
@@ -381,7 +533,7 @@ mod tests {
             &[("SEQ", "read", "md", "MB/s", 2.0)],
         );
         let files = [a, b];
-        let m = Model::new(&files);
+        let m = Model::new(&files, None);
         assert_eq!(m.targets, ["md (run1/cdm)", "md (run2/cdm)"]);
     }
 
@@ -394,7 +546,7 @@ mod tests {
             &[("Block", "output", "RAID 0", "K/sec", 2.0)],
         );
         let files = [a, b];
-        let m = Model::new(&files);
+        let m = Model::new(&files, None);
         assert_eq!(m.targets, ["RAID 0"]);
         assert_eq!(m.suites.len(), 2);
     }
@@ -411,7 +563,7 @@ mod tests {
             ],
         );
         let files = [a, b];
-        let m = Model::new(&files);
+        let m = Model::new(&files, None);
         let set: HashSet<&String> = m.targets.iter().collect();
         assert_eq!(set.len(), 3, "{:?}", m.targets);
         assert_eq!(m.suites[0].charts[0].bar_count(), 3);
@@ -432,15 +584,27 @@ mod tests {
             ],
         );
         let files = [f];
-        let m = Model::new(&files);
+        let m = Model::new(&files, None);
         let charts = &m.suites[0].charts;
-        let metrics: Vec<&str> = charts.iter().map(|c| c.metric.as_str()).collect();
-        assert_eq!(metrics, ["MB/s", "IOPS", "latency µs"]);
+        // One chart per metric and kind of test: sequential and random MB/s
+        // each on their own scale.
+        let metrics: Vec<(&str, Option<&str>)> =
+            charts.iter().map(|c| (c.metric.as_str(), c.kind)).collect();
+        assert_eq!(
+            metrics,
+            [
+                ("MB/s", Some("sequential")),
+                ("MB/s", Some("random")),
+                ("IOPS", Some("sequential")),
+                ("latency µs", Some("sequential"))
+            ]
+        );
         let groups: Vec<&str> = charts[0].groups.iter().map(|g| g.name.as_str()).collect();
-        assert_eq!(groups, ["SEQ1M Q8T1", "RND4K Q1T1"]);
+        assert_eq!(groups, ["SEQ1M Q8T1"]);
+        assert_eq!(charts[1].groups[0].name, "RND4K Q1T1");
         assert_eq!(charts[0].groups[0].tests[0].bars, [(0, 1.0), (1, 4.0)]);
         assert_eq!(charts[0].higher_is_better, Some(true));
-        assert_eq!(charts[2].higher_is_better, Some(false));
+        assert_eq!(charts[3].higher_is_better, Some(false));
         let summary: Vec<(&str, &str)> = m.suites[0]
             .summary
             .iter()
@@ -456,5 +620,60 @@ mod tests {
             ]
         );
         assert_eq!(m.suites[0].summary[2].values, [Some(5.0), None]);
+        // The comparison's line per test: MB/s heads SEQ1M Q8T1, not IOPS.
+        let heads: Vec<(&str, &str)> = m.suites[0]
+            .headlines()
+            .iter()
+            .map(|r| (r.group.as_str(), r.metric.as_str()))
+            .collect();
+        assert_eq!(heads, [("SEQ1M Q8T1", "MB/s"), ("RND4K Q1T1", "MB/s")]);
+    }
+
+    #[test]
+    fn kinds_of_test() {
+        assert_eq!(kind("SEQ1M Q8T1", "read"), Some("sequential"));
+        assert_eq!(kind("raid5-3ssd", "RND4K-Q1T1-read"), Some("random"));
+        assert_eq!(kind("SEQUENTIAL", "x"), None);
+        assert_eq!(kind("Sequential block", "Block output"), None);
+    }
+
+    fn with_conditions(f: &mut ResultFile, target: &str, io: &str) {
+        f.conditions.push(Conditions {
+            target: target.into(),
+            io: io.into(),
+            test_size: 1 << 30,
+            runs: Some(5),
+            measure_s: Some(5.0),
+            engine: "io_uring".into(),
+            simulated: false,
+        });
+    }
+
+    #[test]
+    fn baseline_and_mixed_conditions() {
+        let rows = [
+            ("SEQ1M Q8T1", "read", "one", "MB/s", 1.0),
+            ("SEQ1M Q8T1", "read", "two", "MB/s", 2.0),
+        ];
+        let mut f = file("a.json", "cdm", &rows);
+        with_conditions(&mut f, "one", "O_DIRECT");
+        with_conditions(&mut f, "two", "O_DIRECT");
+        let files = [f.clone()];
+        let m = Model::new(&files, None);
+        assert_eq!(m.suites[0].baseline, 0);
+        assert!(!m.suites[0].mixed_conditions());
+        f.baseline = Some("two".into());
+        f.conditions[1].io = "page cache".into();
+        let files = [f.clone()];
+        let m = Model::new(&files, None);
+        assert_eq!(m.suites[0].baseline, 1);
+        assert!(m.suites[0].mixed_conditions());
+        // The caller's baseline wins; an unknown one leaves the file's.
+        assert_eq!(Model::new(&files, Some("one")).suites[0].baseline, 0);
+        assert_eq!(Model::new(&files, Some("zz")).suites[0].baseline, 1);
+        // One target recorded, the other not: mixed too.
+        f.conditions.pop();
+        let files = [f];
+        assert!(Model::new(&files, None).suites[0].mixed_conditions());
     }
 }

@@ -2,7 +2,9 @@
 //! no network: horizontal bars, one per (test, target), clustered by test inside
 //! each group, groups top to bottom in first-seen order (the articles' graphs
 //! turned on their side, so long labels stay readable), a value at the end of
-//! every bar and a tooltip with the exact number.
+//! every bar rounded as the tool shows it and a tooltip with the exact number.
+//! The axis starts at zero and ends just past the chart's largest bar: the
+//! model gives each kind of test its own chart, so each gets its own scale.
 //!
 //! ```text
 //!              0        500       1000
@@ -12,7 +14,7 @@
 //!   write      ...
 //! ```
 
-use crate::html::{esc, exact, short};
+use crate::html::{esc, exact, short, shown};
 use crate::model::{Chart, Model};
 use std::fmt::Write as _;
 
@@ -107,7 +109,7 @@ pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
         + PAD;
     let value_w = values
         .iter()
-        .map(|v| text_w(&short(*v)))
+        .map(|v| text_w(&shown(*v, &chart.metric)))
         .fold(30.0, f64::max)
         + 10.0;
     let x0 = PAD + label_w;
@@ -192,7 +194,7 @@ pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
                     s,
                     r#"<text class="v" x="{vx:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
                     y + BAR_H - 3.5,
-                    esc(&short(v))
+                    esc(&shown(v, &chart.metric))
                 );
                 y += BAR_H + BAR_GAP;
             }

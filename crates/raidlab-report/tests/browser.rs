@@ -148,6 +148,7 @@ fn report_renders_every_row_in_chromium() {
         rows += 1;
     }
     assert_eq!(rows, summary.rows);
+    grids_and_comparison_match_the_json(&dom, &csv);
     assert_eq!(dom.matches("<rect class=\"bar\"").count(), rows);
     assert_eq!(
         dom.matches("<figure class=\"chart\"").count(),
@@ -217,6 +218,110 @@ fn report_renders_every_row_in_chromium() {
             "no bar painted in colour {c:?}: longest run {longest} pixels"
         );
     }
+}
+
+/// The cells of each `<tr>` of the first `<table class="{class}">` after `from`
+/// (header cells included), as text.
+fn table_cells(dom: &str, class: &str) -> Vec<Vec<String>> {
+    let start = dom
+        .find(&format!("<table class=\"{class}\""))
+        .unwrap_or_else(|| panic!("no table {class}"));
+    let table = &dom[start..start + dom[start..].find("</table>").unwrap()];
+    table
+        .split("<tr>")
+        .skip(1)
+        .map(|tr| {
+            tr.split("<t")
+                .skip(1)
+                .filter(|c| c.starts_with('d') || c.starts_with('h'))
+                .map(|c| {
+                    let body = &c[c.find('>').unwrap() + 1..];
+                    body[..body.find("</t").unwrap()].to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// CrystalDiskMark's grid per target and the comparison table show each figure
+/// of the JSON rounded as the tool shows it, and each ratio to the baseline
+/// (the first target, "single disk") computed from the exact values.
+fn grids_and_comparison_match_the_json(dom: &str, csv_path: &Path) {
+    let mut reader = csv::Reader::from_path(csv_path).unwrap();
+    let rows: Vec<(String, String, String, String, f64)> = reader
+        .records()
+        .map(|r| r.unwrap())
+        .filter(|r| &r[2] == "cdm")
+        .map(|r| {
+            (
+                r[3].to_string(),
+                r[4].to_string(),
+                r[5].to_string(),
+                r[6].to_string(),
+                r[7].parse().unwrap(),
+            )
+        })
+        .collect();
+    let value = |g: &str, t: &str, target: &str| {
+        rows.iter()
+            .find(|r| r.0 == g && r.1 == t && r.2 == target && r.3 == "MB/s")
+            .map(|r| r.4)
+    };
+    let mut checked = 0;
+    for target in [
+        "single disk",
+        "RAID 0",
+        "RAID 5 (cdm-ssd-raid)",
+        "RAID 5 (cdm-rerun)",
+    ] {
+        let at = dom
+            .find(&format!("<caption>{}</caption>", dom_text(target)))
+            .unwrap_or_else(|| panic!("no CrystalDiskMark grid for {target}"));
+        let grid = table_cells(&dom[at - 40..], "cdm");
+        let dirs: Vec<String> = grid[0][1..].iter().map(|d| d.to_lowercase()).collect();
+        for line in &grid[1..] {
+            for (d, cell) in dirs.iter().zip(&line[1..]) {
+                match value(&line[0], d, target) {
+                    Some(v) => {
+                        assert_eq!(*cell, raidlab_report::shown(v, "MB/s"), "{target} {line:?}");
+                        checked += 1;
+                    }
+                    None => assert_eq!(cell, "–", "{target} {line:?}"),
+                }
+            }
+        }
+    }
+    assert_eq!(
+        checked,
+        rows.iter().filter(|r| r.3 == "MB/s").count(),
+        "every MB/s figure in a grid"
+    );
+    // The comparison: "test | metric | single disk (baseline) | RAID 0 | × baseline | ...".
+    let table = table_cells(dom, "summary");
+    assert_eq!(table[0][2], "single disk (baseline)");
+    let names: Vec<&str> = ["RAID 0", "RAID 5 (cdm-ssd-raid)", "RAID 5 (cdm-rerun)"].to_vec();
+    for line in &table[1..] {
+        let (g, t) = line[0].rsplit_once(' ').unwrap();
+        assert!(line[1].starts_with("MB/s"), "headline of {line:?} is MB/s");
+        let base = value(g, t, "single disk");
+        assert_eq!(
+            line[2],
+            base.map_or("–".into(), |v| raidlab_report::shown(v, "MB/s"))
+        );
+        for (i, n) in names.iter().enumerate() {
+            let v = value(g, t, n);
+            assert_eq!(
+                line[3 + 2 * i],
+                v.map_or("–".into(), |v| raidlab_report::shown(v, "MB/s"))
+            );
+            let ratio = match (v, base) {
+                (Some(v), Some(b)) => format!("{:.2}×", v / b),
+                _ => "–".into(),
+            };
+            assert_eq!(line[4 + 2 * i], ratio, "{n} in {line:?}");
+        }
+    }
+    assert!(table.len() > 4, "{table:?}");
 }
 
 /// `raidlab seeds` writes one raidlab-bench/1 result per seed with the targets

@@ -144,6 +144,10 @@ pub struct ReportArgs {
     /// Also write every row as CSV to this file.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Compare every suite that measured it with this target (its label as the
+    /// page shows it); default: the result's own baseline, else its first target.
+    #[arg(long, value_name = "TARGET")]
+    pub baseline: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -68,6 +68,60 @@ fn cdm_runs_several_targets_side_by_side() {
 }
 
 #[test]
+fn cdm_compares_with_the_chosen_baseline_and_records_conditions() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let args = [
+        "bench",
+        "cdm",
+        "mem:8M",
+        d,
+        "--size",
+        "4M",
+        "--profile",
+        "real-world",
+    ];
+    let out = stdout_ok(raidlab().args(args).args(FAST).args(["--baseline", d]));
+    // CrystalDiskMark's grid per target, then the comparison with the baseline.
+    assert!(out.contains("mem:8M (MB/s)"), "{out}");
+    assert!(
+        out.contains(&format!("Compared with {d} (the baseline")),
+        "{out}"
+    );
+    let said = out
+        .lines()
+        .find(|l| l.starts_with("mem:8M is "))
+        .unwrap_or_else(|| panic!("no ratio in words:\n{out}"));
+    assert!(said.contains(&format!("x {d} in MB/s")), "{said}");
+    let json = stdout_ok(
+        raidlab()
+            .args(args)
+            .args(FAST)
+            .args(["--baseline", d, "--json"]),
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["baseline"], d);
+    assert_eq!(v["conditions"][0]["target"], "mem:8M");
+    assert_eq!(v["conditions"][0]["io"], "in memory");
+    // O_DIRECT where the directory's file system allows it.
+    let direct = v["details"]["targets"][1]["direct"].as_bool().unwrap();
+    let io = if direct { "O_DIRECT" } else { "page cache" };
+    assert_eq!(v["conditions"][1]["io"], io);
+    assert_eq!(v["conditions"][1]["test_size"], 4 << 20);
+    assert_eq!(v["conditions"][1]["runs"], 1);
+    // A baseline that is not a target: refused before anything is made.
+    raidlab()
+        .args(args)
+        .args(["--baseline", "mem:9M"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(format!(
+            "--baseline mem:9M is not one of the targets (mem:8M, {d})"
+        )));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn cdm_refuses_bad_input_by_name() {
     raidlab()
         .args(["bench", "cdm", "mem:8M", "--profile", "turbo"])

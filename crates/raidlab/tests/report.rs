@@ -40,7 +40,7 @@ fn report_writes_page_and_csv_of_every_row() {
         .assert()
         .success()
         .stdout(predicate::str::contains(
-            "81 measurements of 12 targets from 5 result files, 8 charts",
+            "81 measurements of 12 targets from 5 result files, 9 charts",
         ));
     let page = fs::read_to_string(&html).unwrap();
     let table = fs::read_to_string(&csv).unwrap();
@@ -57,8 +57,10 @@ fn report_writes_page_and_csv_of_every_row() {
             serde_json::from_str(&fs::read_to_string(fixture(f)).unwrap()).unwrap();
         for row in v["rows"].as_array().unwrap() {
             let value = row["value"].as_f64().unwrap().to_string();
+            // Exact in the bar's tooltip (the tables round as the tools do).
+            let metric = row["metric"].as_str().unwrap();
             assert!(
-                page.contains(&format!(">{value}<")),
+                page.contains(&format!(": {value} {metric}</title>")),
                 "{f}: {value} not in page"
             );
             assert!(

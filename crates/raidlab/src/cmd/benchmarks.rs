@@ -4,6 +4,9 @@
 //! is summarised lives in raidlab-bench; this file never measures anything
 //! itself.
 
+use super::bench_compare::{
+    baseline_index, conditions_cdm, conditions_once, finish_report, print_comparison,
+};
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -114,6 +117,11 @@ pub struct CdmArgs {
     pub save_text: Option<PathBuf>,
     #[command(flatten)]
     pub io: IoArgs,
+    /// The target the others are compared with, as given on the command line
+    /// (default: the first): each test's ratio to it, and in words, after the
+    /// tables and in the JSON for `raidlab report`.
+    #[arg(long, value_name = "TARGET")]
+    pub baseline: Option<String>,
     /// Print the raidlab-bench/1 JSON result instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -245,6 +253,11 @@ pub struct BonnieArgs {
     pub machine: Option<String>,
     #[command(flatten)]
     pub io: IoArgs,
+    /// The target the others are compared with, as given on the command line
+    /// (default: the first): each test's ratio to it, and in words, after the
+    /// tables and in the JSON for `raidlab report`.
+    #[arg(long, value_name = "TARGET")]
+    pub baseline: Option<String>,
     /// Print the raidlab-bench/1 JSON result (the CSV lines are in its details).
     #[arg(long)]
     pub json: bool,
@@ -261,6 +274,7 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
     if a.files > 1024 {
         bail!("--files {}: give at most 1024 (thousand files)", a.files);
     }
+    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
     let size = a.size.unwrap_or_else(bonnie::default_size);
     let machine = a
         .machine
@@ -312,11 +326,17 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
             break;
         }
     }
-    let simulated = raidlab_bench::sim::models(targets.iter().map(|(t, _)| t));
+    let mut report = bonnie::report(&results, &machine);
+    report.simulated = raidlab_bench::sim::models(targets.iter().map(|(t, _)| t));
+    let conditions = conditions_once(targets.iter().map(|(t, _)| t), size, a.io.engine);
+    finish_report(
+        &mut report,
+        targets.iter().map(|(t, _)| t),
+        base,
+        conditions,
+    );
     drop(targets);
     if a.json {
-        let mut report = bonnie::report(&results, &machine);
-        report.simulated = simulated;
         outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(finish_status(CONTROL.stopped()));
     }
@@ -349,6 +369,7 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
     for r in &results {
         outln!("{}", bonnie::csv_line(r, &machine));
     }
+    print_comparison(&report)?;
     Ok(finish_status(CONTROL.stopped()))
 }
 
@@ -379,6 +400,11 @@ pub struct IozoneArgs {
     /// Allow writing block devices (destroys their contents).
     #[arg(long)]
     pub write_device: bool,
+    /// The target the others are compared with, as given on the command line
+    /// (default: the first): each test's ratio to it, and in words, after the
+    /// tables and in the JSON for `raidlab report`.
+    #[arg(long, value_name = "TARGET")]
+    pub baseline: Option<String>,
     /// Print the raidlab-bench/1 JSON result instead of the -R report.
     #[arg(long)]
     pub json: bool,
@@ -398,6 +424,7 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
         include_flush: a.include_flush,
         engine: io.engine(),
     };
+    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
     let cells = cfg.cells();
     let largest = cells.iter().map(|c| c.0).max().unwrap_or(0);
     if a.direct {
@@ -452,11 +479,12 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
             break;
         }
     }
-    let simulated = raidlab_bench::sim::models(&targets);
+    let mut report = iozone::report(&results);
+    report.simulated = raidlab_bench::sim::models(&targets);
+    let conditions = conditions_once(&targets, largest, a.engine);
+    finish_report(&mut report, &targets, base, conditions);
     drop(targets);
     if a.json {
-        let mut report = iozone::report(&results);
-        report.simulated = simulated;
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         outln!("IOzone -a's thirteen tests, kBytes/sec (KiB/s)");
@@ -480,6 +508,7 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
             outln!("\nIOzone -R report of {}:", r.label);
             outln!("{}", iozone::excel_report(r));
         }
+        print_comparison(&report)?;
     }
     Ok(finish_status(CONTROL.stopped()))
 }
@@ -500,6 +529,11 @@ pub struct ReplayArgs {
     pub qd: usize,
     #[command(flatten)]
     pub io: IoArgs,
+    /// The target the others are compared with, as given on the command line
+    /// (default: the first): each test's ratio to it, and in words, after the
+    /// tables and in the JSON for `raidlab report`.
+    #[arg(long, value_name = "TARGET")]
+    pub baseline: Option<String>,
     /// Print the raidlab-bench/1 JSON result instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -514,6 +548,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&a.trace)
         .with_context(|| format!("cannot read the trace {name}"))?;
     let (format, ops) = replay::parse(&name, &text)?;
+    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
     let cfg = ReplayConfig {
         timed: a.timed,
         qd: a.qd,
@@ -550,11 +585,12 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
             break;
         }
     }
-    let simulated = raidlab_bench::sim::models(&targets);
+    let mut report = replay::report(&results, &name, format, &cfg);
+    report.simulated = raidlab_bench::sim::models(&targets);
+    let conditions = conditions_once(&targets, opts.size, a.io.engine);
+    finish_report(&mut report, &targets, base, conditions);
     drop(targets);
     if a.json {
-        let mut report = replay::report(&results, &name, format, &cfg);
-        report.simulated = simulated;
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         outln!(
@@ -603,6 +639,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
                 );
             }
         }
+        print_comparison(&report)?;
     }
     Ok(finish_status(CONTROL.stopped()))
 }
@@ -643,6 +680,7 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
     if a.measure <= 0.0 {
         bail!("--measure must be more than 0 seconds");
     }
+    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
     let cfg = CdmConfig {
         profile: Profile::parse(&a.profile)?,
         size: a.size,
@@ -677,10 +715,11 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
             .push(Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?);
     }
     let (results, interrupted) = run_targets(&targets, &cfg)?;
-    let simulated = raidlab_bench::sim::models(&targets);
-    drop(targets);
     let mut report = cdm::report(&results, &cfg);
-    report.simulated = simulated;
+    report.simulated = raidlab_bench::sim::models(&targets);
+    let conditions = conditions_cdm(&targets, &results, &cfg);
+    finish_report(&mut report, &targets, base, conditions);
+    drop(targets);
     if let Some(path) = &a.save_text {
         std::fs::write(path, cdm::save_text(&results, &cfg))
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -688,7 +727,7 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_table(&results, &cfg)?;
+        print_table(&results, &cfg, &report)?;
     }
     Ok(finish_status(interrupted))
 }
@@ -702,7 +741,7 @@ fn finish_status(interrupted: bool) -> ExitCode {
     }
 }
 
-fn print_table(results: &[CdmTargetResult], cfg: &CdmConfig) -> Result<()> {
+fn print_table(results: &[CdmTargetResult], cfg: &CdmConfig, report: &BenchReport) -> Result<()> {
     outln!(
         "CrystalDiskMark set, profile {}, test size {}, best of {} run(s) of {:.1} s (MB/s = 10^6 bytes/s; latency = mean of the best run)",
         cfg.profile.name(),
@@ -728,8 +767,12 @@ fn print_table(results: &[CdmTargetResult], cfg: &CdmConfig) -> Result<()> {
             );
         }
     }
+    for r in results {
+        outln!("\n{}", cdm::grid(r).trim_end());
+    }
+    outln!("\nEvery figure of the best run, side by side:");
     outln!("{}", cdm::table(results).trim_end());
-    Ok(())
+    print_comparison(report)
 }
 
 /// Run the set on each target in turn with a progress bar and Ctrl-C handling.
@@ -853,13 +896,16 @@ pub fn quick(a: QuickArgs) -> Result<ExitCode> {
     };
     let targets = vec![array, single];
     let (results, interrupted) = run_targets(&targets, &cfg)?;
+    let mut report = cdm::report(&results, &cfg);
+    let conditions = conditions_cdm(&targets, &results, &cfg);
+    // The single member is what the array is compared with.
+    finish_report(&mut report, &targets, 1, conditions);
     drop(targets);
-    let report = cdm::report(&results, &cfg);
     let json_path = write_json(&a.output, &report)?;
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_table(&results, &cfg)?;
+        print_table(&results, &cfg, &report)?;
         outln!("(both targets go through the page cache: this compares raidlab's RAID 5 path with one member file, like with like; run `raidlab bench cdm DIR` for a disk's own figures)");
     }
     eprintln!("raidlab: JSON result: {}", json_path.display());

@@ -1,6 +1,7 @@
 //! One module per command; `dispatch` routes to them.
 
 mod bench;
+mod bench_compare;
 pub mod benchmarks;
 mod cache;
 pub mod cache_live;

@@ -7,7 +7,12 @@ use anyhow::Result;
 use std::process::ExitCode;
 
 pub fn run(a: ReportArgs) -> Result<ExitCode> {
-    let s = raidlab_report::write_report(&a.results, &a.output, a.csv.as_deref())?;
+    let s = raidlab_report::write_report_with_baseline(
+        &a.results,
+        &a.output,
+        a.csv.as_deref(),
+        a.baseline.as_deref(),
+    )?;
     outln!(
         "wrote {}: {} measurements of {} targets from {} result files, {} charts",
         a.output.display(),
