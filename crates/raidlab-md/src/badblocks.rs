@@ -272,7 +272,13 @@ mod tests {
         // Sorted, the long range split at md's 512-sector entry limit.
         assert_eq!(
             parse(&b, 0),
-            vec![r(8, 16), r(5000, 1), r(100_000, 512), r(100_512, 512), r(101_024, 176)]
+            vec![
+                r(8, 16),
+                r(5000, 1),
+                r(100_000, 512),
+                r(100_512, 512),
+                r(101_024, 176)
+            ]
         );
         assert!(b[5 * 8..].iter().all(|&x| x == 0xff));
         let b = encode(&[r(80, 16)], 3, 64).unwrap();
@@ -281,7 +287,10 @@ mod tests {
         assert!(e.contains("whole units"), "{e}");
         let many: Vec<BadRange> = (0..9).map(|i| r(i * 10, 1)).collect();
         let e = encode(&many, 0, 64).unwrap_err().to_string();
-        assert!(e.contains("9 bad-block entries") && e.contains("64-byte"), "{e}");
+        assert!(
+            e.contains("9 bad-block entries") && e.contains("64-byte"),
+            "{e}"
+        );
     }
 
     proptest! {

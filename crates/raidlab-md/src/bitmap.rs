@@ -3,7 +3,10 @@
 //! On disk, for a v1.2 member with `feature::BITMAP_OFFSET` set, the bitmap area
 //! starts `bitmap_offset` sectors (signed, relative to the superblock, so 8 means
 //! "right after the 4 KiB superblock area", which is what `mdadm --create
-//! --bitmap=internal` chooses) from the superblock:
+//! --bitmap=internal` chooses) from the superblock. Metadata 0.90 has no offset
+//! field: its state bit says a bitmap is there, always right after the 4 KiB
+//! superblock, in at most the 60 KiB left of the 64 KiB md reserves at the end
+//! of the member (raidlab's 0.90 reader sets `bitmap_offset` to 8 for it):
 //!
 //! | offset | field (all little-endian) | | offset | field |
 //! |---|---|---|---|---|
@@ -29,13 +32,17 @@
 //!
 //! Sources read (never copied): Linux `drivers/md/md-bitmap.{h,c}`
 //! (`md_bitmap_read_sb`, `file_page_offset`, `md_bitmap_storage_alloc`), mdadm
-//! `bitmap.{h,c}` (`ExamineBitmap`, `bitmap_bits`) and `super1.c`
-//! (`add_internal_bitmap1`, `write_bitmap1`, `locate_bitmap1`, `choose_bm_space`).
+//! `bitmap.{h,c}` (`ExamineBitmap`, `bitmap_bits`), `super1.c`
+//! (`add_internal_bitmap1`, `write_bitmap1`, `locate_bitmap1`, `choose_bm_space`)
+//! and `super0.c` (`add_internal_bitmap0`).
 
 use crate::le::{put, rd, u32_at, u64_at};
+use crate::sb090;
 use crate::superblock::{feature, Superblock, HEADER_LEN, SB_AREA};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
+
+mod examine;
 
 /// `magic`: "bitm" read as a little-endian u32.
 pub const BITMAP_MAGIC: u32 = 0x6d74_6962;
@@ -576,6 +583,9 @@ fn placement(sb: &Superblock, min_offset: i64) -> Result<(u64, u64), Error> {
         ));
     }
     let off = i64::from(sb.bitmap_offset);
+    if sb.v0_90.is_some() {
+        return placement_v090(sb, off);
+    }
     let sb_bytes = (HEADER_LEN as u64 + 2 * u64::from(sb.max_dev)).div_ceil(512) as i64;
     if sb.data_offset < sb.super_offset {
         return placement_v10(sb, off, sb_bytes);
@@ -613,6 +623,21 @@ fn placement(sb: &Superblock, min_offset: i64) -> Result<(u64, u64), Error> {
         )));
     }
     Ok((start_sector * 512, (end_sector - start_sector) * 512))
+}
+
+/// [`placement`] for metadata 0.90: md keeps the bitmap at a fixed place,
+/// right after the 4 KiB superblock, in the rest of the 64 KiB reserved at the
+/// end of the member (60 KiB).
+fn placement_v090(sb: &Superblock, off: i64) -> Result<(u64, u64), Error> {
+    if off != i64::from(sb090::BITMAP_OFFSET_SECTORS) {
+        return Err(Error::invalid(format!(
+            "md superblock field bitmap_offset is {off} sectors; metadata 0.90 keeps its \
+             bitmap at {} sectors, right after the superblock",
+            sb090::BITMAP_OFFSET_SECTORS
+        )));
+    }
+    let start = sb.super_offset + sb090::BITMAP_OFFSET_SECTORS as u64;
+    Ok((start * 512, sb090::BITMAP_ROOM_SECTORS * 512))
 }
 
 /// [`placement`] for metadata 1.0, whose superblock follows the data: mdadm
@@ -660,8 +685,22 @@ fn placement_v10(sb: &Superblock, off: i64, sb_bytes: i64) -> Result<(u64, u64),
     Ok(((start * 512) as u64, ((end - start) * 512) as u64))
 }
 
+/// The uuid md writes into a 0.90 bitmap: the superblock's four uuid words as
+/// they lie in memory on the host (md copies them raw), where raidlab's
+/// `set_uuid` has each word big-endian as mdadm prints it.
+fn uuid_090_host(set_uuid: &[u8; 16]) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (o, w) in out.chunks_exact_mut(4).zip(set_uuid.chunks_exact(4)) {
+        o.copy_from_slice(&u32::from_be_bytes([w[0], w[1], w[2], w[3]]).to_ne_bytes());
+    }
+    out
+}
+
 fn check_against(bsb: &BitmapSuper, sb: &Superblock) -> Result<(), Error> {
-    if bsb.uuid != sb.set_uuid {
+    // A 0.90 bitmap holds the uuid words in the byte order of the host that
+    // wrote it: this host's, or (an array from a big-endian NAS) big-endian.
+    let same_090 = sb.v0_90.is_some() && bsb.uuid == uuid_090_host(&sb.set_uuid);
+    if bsb.uuid != sb.set_uuid && !same_090 {
         return Err(invalid(
             "uuid",
             crate::superblock::format_uuid(&bsb.uuid),
@@ -767,6 +806,9 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
         ));
     }
     let sync = mdadm_sync_size(sb);
+    if sb.v0_90.is_some() {
+        return new_internal_090(sb, sync, chunk);
+    }
     let room = mdadm_bitmap_room(sb.size);
     let min = min_chunk(sync, room);
     let chunk = match (chunk, min) {
@@ -823,6 +865,62 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
         return Err(Error::invalid(format!(
             "md bitmap of {} bytes does not fit the {space} bytes between the superblock \
              and the data or bad block log",
+            bm.sb.area_bytes()
+        )));
+    }
+    *sb = new_sb;
+    Ok(bm)
+}
+
+/// [`new_internal`] for metadata 0.90, as mdadm's `add_internal_bitmap0`
+/// sizes it: the smallest chunk (from 4 KiB, doubling) whose bits fit the 60
+/// KiB after the superblock, or `chunk` when given and at least that.
+fn new_internal_090(sb: &mut Superblock, sync: u64, chunk: Option<u32>) -> Result<Bitmap, Error> {
+    let max_bits = (sb090::BITMAP_ROOM_SECTORS * 512) * 8;
+    let mut min = 4096u64;
+    let mut bits = sync * 512 / min + 1;
+    while bits > max_bits {
+        min *= 2;
+        bits = bits.div_ceil(2);
+    }
+    let chunk = match chunk {
+        None => u32::try_from(min).map_err(|_| {
+            Error::invalid(format!(
+                "md bitmap chunk for {sync} sectors in 60 KiB overflows 32 bits"
+            ))
+        })?,
+        Some(c) if c.is_power_of_two() && u64::from(c) >= min => c,
+        Some(c) => {
+            return Err(Error::invalid(format!(
+                "md bitmap chunk {c} bytes: expected a power of two of at least {min} bytes \
+                 (so {sync} sectors fit the 60 KiB a 0.90 bitmap has)"
+            )))
+        }
+    };
+    let bm = Bitmap::new(
+        BitmapSuper {
+            version: BITMAP_MAJOR_HI,
+            uuid: uuid_090_host(&sb.set_uuid),
+            events: 0,
+            events_cleared: 0,
+            sync_size: sync,
+            state: 0,
+            chunksize: chunk,
+            daemon_sleep: DEFAULT_DAEMON_SLEEP,
+            write_behind: 0,
+            sectors_reserved: 0,
+            nodes: 0,
+            cluster_name: Vec::new(),
+        },
+        true,
+    )?;
+    let mut new_sb = sb.clone();
+    new_sb.feature_map |= feature::BITMAP_OFFSET;
+    new_sb.bitmap_offset = sb090::BITMAP_OFFSET_SECTORS;
+    let (_, space) = placement(&new_sb, 0)?;
+    if bm.sb.area_bytes() > space {
+        return Err(Error::invalid(format!(
+            "md bitmap of {} bytes does not fit the {space} bytes after a 0.90 superblock",
             bm.sb.area_bytes()
         )));
     }

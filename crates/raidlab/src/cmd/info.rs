@@ -27,11 +27,28 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     eprintln!("raidlab: {}: {e}", d.path);
                 }
                 let bad = bad.ok().flatten();
+                // The internal bitmap, as `mdadm --examine-bitmap` shows it.
+                let bitmap = raidlab_md::bitmap::Bitmap::read_from(d.volume.as_ref(), &sb);
+                if let Err(e) = &bitmap {
+                    failed = true;
+                    eprintln!("raidlab: {}: {e}", d.path);
+                }
+                let bitmap = bitmap.ok().flatten().map(|b| b.examine_lines());
                 if a.json {
                     let mut v = sb.examine_json(sectors);
                     if let Some(o) = v.as_object_mut() {
                         o.insert("device".into(), d.path.clone().into());
                         o.insert("bad_blocks".into(), serde_json::to_value(&bad)?);
+                        o.insert(
+                            "bitmap".into(),
+                            bitmap.as_ref().map_or(serde_json::Value::Null, |lines| {
+                                lines
+                                    .iter()
+                                    .map(|(l, v)| (l.clone(), serde_json::Value::from(v.clone())))
+                                    .collect::<serde_json::Map<_, _>>()
+                                    .into()
+                            }),
+                        );
                     }
                     json.push(v);
                 } else {
@@ -42,6 +59,13 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     } else {
                         for (label, value) in sb.examine_lines(sectors) {
                             outln!("{label:>15} : {value}");
+                        }
+                    }
+                    if let Some(lines) = &bitmap {
+                        outln!();
+                        outln!("{:>16} : {}", "Filename", d.path);
+                        for (label, value) in lines {
+                            outln!("{label:>16} : {value}");
                         }
                     }
                     if let Some(list) = bad.as_deref().filter(|l| !l.is_empty()) {
