@@ -37,12 +37,13 @@
 //! and `super0.c` (`add_internal_bitmap0`).
 
 use crate::le::{put, rd, u32_at, u64_at};
-use crate::sb090;
 use crate::superblock::{feature, Superblock, HEADER_LEN, SB_AREA};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
 
 mod examine;
+mod v090;
+use v090::{new_internal_090, placement_v090, uuid_090_host};
 
 /// `magic`: "bitm" read as a little-endian u32.
 pub const BITMAP_MAGIC: u32 = 0x6d74_6962;
@@ -625,21 +626,6 @@ fn placement(sb: &Superblock, min_offset: i64) -> Result<(u64, u64), Error> {
     Ok((start_sector * 512, (end_sector - start_sector) * 512))
 }
 
-/// [`placement`] for metadata 0.90: md keeps the bitmap at a fixed place,
-/// right after the 4 KiB superblock, in the rest of the 64 KiB reserved at the
-/// end of the member (60 KiB).
-fn placement_v090(sb: &Superblock, off: i64) -> Result<(u64, u64), Error> {
-    if off != i64::from(sb090::BITMAP_OFFSET_SECTORS) {
-        return Err(Error::invalid(format!(
-            "md superblock field bitmap_offset is {off} sectors; metadata 0.90 keeps its \
-             bitmap at {} sectors, right after the superblock",
-            sb090::BITMAP_OFFSET_SECTORS
-        )));
-    }
-    let start = sb.super_offset + sb090::BITMAP_OFFSET_SECTORS as u64;
-    Ok((start * 512, sb090::BITMAP_ROOM_SECTORS * 512))
-}
-
 /// [`placement`] for metadata 1.0, whose superblock follows the data: mdadm
 /// puts the bitmap before it (a negative `bitmap_offset`, on a 4 KiB boundary,
 /// up to the bad block log at -8) when it creates the array, or inside the
@@ -683,17 +669,6 @@ fn placement_v10(sb: &Superblock, off: i64, sb_bytes: i64) -> Result<(u64, u64),
         )));
     }
     Ok(((start * 512) as u64, ((end - start) * 512) as u64))
-}
-
-/// The uuid md writes into a 0.90 bitmap: the superblock's four uuid words as
-/// they lie in memory on the host (md copies them raw), where raidlab's
-/// `set_uuid` has each word big-endian as mdadm prints it.
-fn uuid_090_host(set_uuid: &[u8; 16]) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    for (o, w) in out.chunks_exact_mut(4).zip(set_uuid.chunks_exact(4)) {
-        o.copy_from_slice(&u32::from_be_bytes([w[0], w[1], w[2], w[3]]).to_ne_bytes());
-    }
-    out
 }
 
 fn check_against(bsb: &BitmapSuper, sb: &Superblock) -> Result<(), Error> {
@@ -833,21 +808,7 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
             c
         }
     };
-    let bsb = BitmapSuper {
-        version: BITMAP_MAJOR_HI,
-        uuid: sb.set_uuid,
-        events: 0,
-        events_cleared: 0,
-        sync_size: sync,
-        state: 0,
-        chunksize: chunk,
-        daemon_sleep: DEFAULT_DAEMON_SLEEP,
-        write_behind: 0,
-        sectors_reserved: 0,
-        nodes: 0,
-        cluster_name: Vec::new(),
-    };
-    let bm = Bitmap::new(bsb, true)?;
+    let bm = Bitmap::new(fresh_header(sb.set_uuid, sync, chunk), true)?;
     let mut new_sb = sb.clone();
     new_sb.feature_map |= feature::BITMAP_OFFSET;
     new_sb.bitmap_offset = if sb.data_offset < sb.super_offset {
@@ -872,60 +833,23 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
     Ok(bm)
 }
 
-/// [`new_internal`] for metadata 0.90, as mdadm's `add_internal_bitmap0`
-/// sizes it: the smallest chunk (from 4 KiB, doubling) whose bits fit the 60
-/// KiB after the superblock, or `chunk` when given and at least that.
-fn new_internal_090(sb: &mut Superblock, sync: u64, chunk: Option<u32>) -> Result<Bitmap, Error> {
-    let max_bits = (sb090::BITMAP_ROOM_SECTORS * 512) * 8;
-    let mut min = 4096u64;
-    let mut bits = sync * 512 / min + 1;
-    while bits > max_bits {
-        min *= 2;
-        bits = bits.div_ceil(2);
+/// The header mdadm writes for a new internal bitmap: version 4, events 0,
+/// state 0, daemon_sleep 5, no write-behind.
+fn fresh_header(uuid: [u8; 16], sync: u64, chunk: u32) -> BitmapSuper {
+    BitmapSuper {
+        version: BITMAP_MAJOR_HI,
+        uuid,
+        events: 0,
+        events_cleared: 0,
+        sync_size: sync,
+        state: 0,
+        chunksize: chunk,
+        daemon_sleep: DEFAULT_DAEMON_SLEEP,
+        write_behind: 0,
+        sectors_reserved: 0,
+        nodes: 0,
+        cluster_name: Vec::new(),
     }
-    let chunk = match chunk {
-        None => u32::try_from(min).map_err(|_| {
-            Error::invalid(format!(
-                "md bitmap chunk for {sync} sectors in 60 KiB overflows 32 bits"
-            ))
-        })?,
-        Some(c) if c.is_power_of_two() && u64::from(c) >= min => c,
-        Some(c) => {
-            return Err(Error::invalid(format!(
-                "md bitmap chunk {c} bytes: expected a power of two of at least {min} bytes \
-                 (so {sync} sectors fit the 60 KiB a 0.90 bitmap has)"
-            )))
-        }
-    };
-    let bm = Bitmap::new(
-        BitmapSuper {
-            version: BITMAP_MAJOR_HI,
-            uuid: uuid_090_host(&sb.set_uuid),
-            events: 0,
-            events_cleared: 0,
-            sync_size: sync,
-            state: 0,
-            chunksize: chunk,
-            daemon_sleep: DEFAULT_DAEMON_SLEEP,
-            write_behind: 0,
-            sectors_reserved: 0,
-            nodes: 0,
-            cluster_name: Vec::new(),
-        },
-        true,
-    )?;
-    let mut new_sb = sb.clone();
-    new_sb.feature_map |= feature::BITMAP_OFFSET;
-    new_sb.bitmap_offset = sb090::BITMAP_OFFSET_SECTORS;
-    let (_, space) = placement(&new_sb, 0)?;
-    if bm.sb.area_bytes() > space {
-        return Err(Error::invalid(format!(
-            "md bitmap of {} bytes does not fit the {space} bytes after a 0.90 superblock",
-            bm.sb.area_bytes()
-        )));
-    }
-    *sb = new_sb;
-    Ok(bm)
 }
 
 /// Byte offset on the member of the bitmap area of `sb` (`(super_offset +

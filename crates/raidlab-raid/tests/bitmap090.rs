@@ -3,6 +3,7 @@
 //! on reassembly, and honoured: after an unclean stop a resync covers only
 //! the chunks the bitmap marks, then clears them.
 
+use raidlab_core::Volume;
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level, ParityLayout};
 use raidlab_md::{MetadataVersion, Superblock};
