@@ -177,14 +177,12 @@ fn metadata_choices_and_refusals() {
         ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = run(d, &["examine", "bm0"]);
-    let text = String::from_utf8_lossy(&o.stdout);
+    let o = run(d, &["examine", "--json", "bm0"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let bm = &v[0]["bitmap"];
     assert!(
-        o.status.success()
-            && text.contains("Magic : 6d746962")
-            && text.contains("Chunksize : 4 KB")
-            && text.contains("Sync Size : 8128"),
-        "{text}"
+        o.status.success() && bm["Magic"] == "6d746962" && bm["Chunksize"] == "4 KB",
+        "{v}"
     );
     let o = run(
         d,

@@ -27,7 +27,9 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     eprintln!("raidlab: {}: {e}", d.path);
                 }
                 let bad = bad.ok().flatten();
-                // The internal bitmap, as `mdadm --examine-bitmap` shows it.
+                // The internal bitmap, as `mdadm --examine-bitmap` shows it
+                // (in --json only: the text form is mdadm --examine's, whose
+                // labels State, Events and Version mean other things).
                 let bitmap = raidlab_md::bitmap::Bitmap::read_from(d.volume.as_ref(), &sb);
                 if let Err(e) = &bitmap {
                     failed = true;
@@ -59,13 +61,6 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     } else {
                         for (label, value) in sb.examine_lines(sectors) {
                             outln!("{label:>15} : {value}");
-                        }
-                    }
-                    if let Some(lines) = &bitmap {
-                        outln!();
-                        outln!("{:>16} : {}", "Filename", d.path);
-                        for (label, value) in lines {
-                            outln!("{label:>16} : {value}");
                         }
                     }
                     if let Some(list) = bad.as_deref().filter(|l| !l.is_empty()) {
