@@ -39,11 +39,16 @@
 #       page cache (dd, then sync); the members' sectors read and
 #       written during the stream (from /sys/block/loopN/stat) are reported:
 #       how md's stripe cache turns a sequential stream into whole stripes.
-#   G NAME NDEV MEMBER_BYTES OFFS
-#       md creates a RAID 5 of NDEV-1 members (64K chunk), writes the
-#       pattern, adds the last slot and grows the array onto it with the
+#   G NAME NDEV MEMBER_BYTES OFFS [MODE]
+#       md's reshapes, stopped part-way for raidlab to read.  MODE `grow`
+#       (default): md creates a RAID 5 of NDEV-1 members (64K chunk), writes
+#       the pattern, adds the last slot and grows the array onto it with the
 #       reshape slowed down, and stops it once a reshape position is
-#       recorded: an array stopped mid-reshape, for raidlab to read.
+#       recorded.  `chunk`: a RAID 5 of NDEV members, its chunk changed from
+#       64K to 128K.  `r6`: a RAID 5 of NDEV-1 members converted to RAID 6
+#       onto the last slot (`--grow --level=6`).  `r6p`: the same with
+#       `--layout=preserve`, which md finishes (Q rebuilt onto the last slot,
+#       left-symmetric-6, no reshape); the array is stopped when it is idle.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # FLAGS of A and B lines (comma-separated, '-' = none) that change where the
@@ -436,18 +441,30 @@ run_s() { # NAME NDEV MBYTES OFFS MIB: member I/O of a sequential write stream
     detach
 }
 
-run_g() { # NAME NDEV MBYTES OFFS: md grows a RAID 5 by one member, stopped part-way
-    # RAID 5 of NDEV-1 members (1.2, 64K chunk) holding the pattern; the last
-    # slot is added and the array grown to NDEV members with the reshape
-    # slowed down, then stopped once md has recorded a reshape position.
-    name=$1 n=$2 mb=$3 offs=$4
+reshape_pos() { # seconds -> waits for md to record a reshape position; prints it or none
+    i=0; pos=none
+    while [ $i -lt $(($1 * 10)) ]; do
+        pos=$(cat "$SYS/reshape_position" 2>/dev/null || echo none)
+        case "$pos" in none|0) ;; *) break ;; esac
+        sleep 0.1; i=$((i + 1))
+    done
+    echo "$pos"
+}
+
+run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
+    # RAID 5 (1.2, 64K chunk) holding the pattern; then the reshape MODE
+    # (see the manifest notes above) with the reshape slowed down, stopped
+    # once md has recorded a reshape position.
+    name=$1 n=$2 mb=$3 offs=$4 mode=${5:-grow}
     set_flags -
     dir="$R/G/$name"; mkdir -p "$dir"
     attach "$mb" "$offs" || { result "$name" G FAIL "losetup failed"; detach; return; }
     first=$(echo $loops | awk '{$NF=""; print}')
     last=$(echo $loops | awk '{print $NF}')
+    created=$((n - 1)); members=$first
+    [ "$mode" = chunk ] && { created=$n; members=$loops; }
     # shellcheck disable=SC2086
-    if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=64 --raid-devices=$((n - 1)) --name="$name" --run --quiet $first >"$dir/create.log" 2>&1 </dev/null; then
+    if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" G FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
     fi
     wait_idle 300 || { result "$name" G FAIL "initial sync did not finish"; stop_md; detach; return; }
@@ -456,18 +473,41 @@ run_g() { # NAME NDEV MBYTES OFFS: md grows a RAID 5 by one member, stopped part
     dd if="$D" of="$MD" bs="$bs" count=$((size / bs)) oflag=direct 2>"$dir/dd.log" || {
         result "$name" G FAIL "writing the pattern failed"; stop_md; detach; return; }
     sync
-    echo 1 >"$SYS/sync_speed_min"; echo 64 >"$SYS/sync_speed_max"
-    mdadm "$MD" --add "$last" >"$dir/add.log" 2>&1 || {
-        result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
-    if ! mdadm --grow "$MD" --raid-devices="$n" >"$dir/grow.log" 2>&1 </dev/null; then
-        result "$name" G FAIL "mdadm --grow: $(tr '\n' ' ' <"$dir/grow.log")"; stop_md; detach; return
+    if [ "$mode" != chunk ]; then
+        mdadm "$MD" --add "$last" >"$dir/add.log" 2>&1 || {
+            result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
     fi
-    i=0; pos=none
-    while [ $i -lt 1200 ]; do
-        pos=$(cat "$SYS/reshape_position" 2>/dev/null || echo none)
-        case "$pos" in none|0) ;; *) break ;; esac
-        sleep 0.1; i=$((i + 1))
-    done
+    case "$mode" in
+        grow) set -- --raid-devices="$n" ;;
+        chunk) set -- --chunk=128 ;;
+        r6|r6p) set -- --level=6 --raid-devices="$n" --layout=preserve ;;
+    esac
+    # The conversion's Q rebuild runs at full speed; only the reshape is slowed.
+    [ "$mode" = r6 ] || [ "$mode" = r6p ] || { echo 1 >"$SYS/sync_speed_min"; echo 64 >"$SYS/sync_speed_max"; }
+    if ! mdadm --grow "$MD" "$@" >"$dir/grow.log" 2>&1 </dev/null; then
+        result "$name" G FAIL "mdadm --grow $*: $(tr '\n' ' ' <"$dir/grow.log")"; stop_md; detach; return
+    fi
+    if [ "$mode" = r6 ] || [ "$mode" = r6p ]; then
+        wait_idle 300 || { result "$name" G FAIL "the conversion's rebuild did not finish"; stop_md; detach; return; }
+        cat "$SYS/layout" >"$dir/layout.r6" 2>/dev/null
+    fi
+    if [ "$mode" = r6p ]; then
+        layout=$(cat "$dir/layout.r6" 2>/dev/null || echo '?')
+        cat /proc/mdstat >"$dir/mdstat"
+        stop_md
+        i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+        result "$name" G PASS "md_layout=$layout array_bytes=$size"
+        detach; return
+    fi
+    if [ "$mode" = r6 ]; then
+        # From left-symmetric-6 to the ordinary RAID 6 layout: a reshape over
+        # the same members.
+        echo 1 >"$SYS/sync_speed_min"; echo 64 >"$SYS/sync_speed_max"
+        if ! mdadm --grow "$MD" --layout=left-symmetric >"$dir/grow2.log" 2>&1 </dev/null; then
+            result "$name" G FAIL "mdadm --grow --layout=left-symmetric: $(tr '\n' ' ' <"$dir/grow2.log")"; stop_md; detach; return
+        fi
+    fi
+    pos=$(reshape_pos 120)
     cat /proc/mdstat >"$dir/mdstat"
     echo frozen >"$SYS/sync_action" 2>/dev/null
     stop_md

@@ -12,8 +12,11 @@
 
 use raidlab_core::{Error, Result};
 
+mod parity;
 pub mod reshape;
 pub mod zones;
+pub use parity::ParityLayout;
+use parity::{PARITY_LAYOUT_NAMES, RAID6_LAYOUT_NAMES};
 pub use zones::{ZoneMap, ZonedKind};
 
 /// md's RAID level numbers.
@@ -25,18 +28,6 @@ pub enum Level {
     Raid5,
     Raid6,
     Raid10,
-}
-
-/// RAID 4/5/6 parity placement, with md's numeric layout values
-/// (`ALGORITHM_LEFT_ASYMMETRIC` = 0 ... `ALGORITHM_PARITY_N` = 5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-pub enum ParityLayout {
-    LeftAsymmetric = 0,
-    RightAsymmetric = 1,
-    LeftSymmetric = 2,
-    RightSymmetric = 3,
-    ParityFirst = 4,
-    ParityLast = 5,
 }
 
 /// RAID 10 copy arrangement as md encodes it in the layout word:
@@ -122,9 +113,6 @@ const RAID0_ORIG_LAYOUT: u32 = 1;
 const RAID0_ALT_MULTIZONE_LAYOUT: u32 = 2;
 
 const LEVEL_NAMES: &str = "0/raid0/stripe, 1/raid1/mirror, 4/raid4, 5/raid5, 6/raid6, 10/raid10";
-const PARITY_LAYOUT_NAMES: &str = "left-asymmetric (la), right-asymmetric (ra), \
-     left-symmetric (ls, default), right-symmetric (rs), parity-first (parity-0), \
-     parity-last (parity-n)";
 const RAID10_LAYOUT_NAMES: &str = "nN (near), fN (far), oN (offset) with N copies, \
      2 <= N <= number of members, e.g. n2, f2, o2, n3";
 
@@ -224,70 +212,6 @@ impl Level {
 impl std::fmt::Display for Level {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl ParityLayout {
-    /// All parity layouts, in md's numeric order.
-    pub const ALL: [ParityLayout; 6] = [
-        ParityLayout::LeftAsymmetric,
-        ParityLayout::RightAsymmetric,
-        ParityLayout::LeftSymmetric,
-        ParityLayout::RightSymmetric,
-        ParityLayout::ParityFirst,
-        ParityLayout::ParityLast,
-    ];
-
-    /// md's algorithm number (`ALGORITHM_*`).
-    pub fn md_value(self) -> u32 {
-        self as u32
-    }
-
-    /// Decode md's algorithm number (0..=5; the DDF and RAID 6 "-6" variants are
-    /// not supported).
-    pub fn from_md(value: u32) -> Result<ParityLayout> {
-        ParityLayout::ALL
-            .into_iter()
-            .find(|l| l.md_value() == value)
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "md parity layout {value} is not supported (supported: 0 left-asymmetric, \
-                     1 right-asymmetric, 2 left-symmetric, 3 right-symmetric, 4 parity-first, \
-                     5 parity-last)"
-                ))
-            })
-    }
-
-    /// Parse a layout name as mdadm accepts it (long names and la/ra/ls/rs; also
-    /// "default" and raidlab's short forms parity-0 / parity-n).
-    pub fn from_name(s: &str) -> Result<ParityLayout> {
-        let lower = s.trim().to_ascii_lowercase();
-        let layout = match lower.as_str() {
-            "left-asymmetric" | "la" => ParityLayout::LeftAsymmetric,
-            "right-asymmetric" | "ra" => ParityLayout::RightAsymmetric,
-            "left-symmetric" | "ls" | "default" => ParityLayout::LeftSymmetric,
-            "right-symmetric" | "rs" => ParityLayout::RightSymmetric,
-            "parity-first" | "parity-0" => ParityLayout::ParityFirst,
-            "parity-last" | "parity-n" => ParityLayout::ParityLast,
-            _ => {
-                return Err(Error::invalid(format!(
-                    "unknown parity layout '{s}'; valid layouts: {PARITY_LAYOUT_NAMES}"
-                )))
-            }
-        };
-        Ok(layout)
-    }
-
-    /// The name `mdadm --examine` prints.
-    pub fn name(self) -> &'static str {
-        match self {
-            ParityLayout::LeftAsymmetric => "left-asymmetric",
-            ParityLayout::RightAsymmetric => "right-asymmetric",
-            ParityLayout::LeftSymmetric => "left-symmetric",
-            ParityLayout::RightSymmetric => "right-symmetric",
-            ParityLayout::ParityFirst => "parity-first",
-            ParityLayout::ParityLast => "parity-last",
-        }
     }
 }
 
@@ -414,9 +338,10 @@ impl Layout {
             },
             Level::Raid5 | Level::Raid6 => match name {
                 None => Ok(Layout::Parity(ParityLayout::LeftSymmetric)),
-                Some(n) => ParityLayout::from_name(n)
-                    .map(Layout::Parity)
-                    .map_err(|_| wrong_layout(level, n, PARITY_LAYOUT_NAMES)),
+                Some(n) => match ParityLayout::from_name(n) {
+                    Ok(p) if level == Level::Raid6 || !p.raid6_only() => Ok(Layout::Parity(p)),
+                    _ => Err(wrong_layout(level, n, level_parity_names(level))),
+                },
             },
             Level::Raid10 => match name {
                 None => Ok(Layout::Raid10(Raid10Layout {
@@ -452,8 +377,19 @@ impl std::fmt::Display for Layout {
     }
 }
 
+/// The parity layout names `level` accepts (the "-6" ones only at RAID 6).
+fn level_parity_names(level: Level) -> &'static str {
+    if level == Level::Raid6 {
+        RAID6_LAYOUT_NAMES
+    } else {
+        PARITY_LAYOUT_NAMES
+    }
+}
+
 fn wrong_layout(level: Level, name: &str, valid: &str) -> Error {
-    let belongs = if ParityLayout::from_name(name).is_ok() {
+    let belongs = if ParityLayout::from_name(name).is_ok_and(|p| p.raid6_only()) {
+        " (that is a RAID 6 layout: md's RAID 5 to 6 conversion, Q on the last member)"
+    } else if ParityLayout::from_name(name).is_ok() {
         " (that is a RAID 4/5/6 layout)"
     } else if Raid10Layout::from_name(name).is_ok() {
         " (that is a RAID 10 layout)"
@@ -588,7 +524,8 @@ impl Geometry {
         let layout_ok = match (level, layout) {
             (Level::Raid0 | Level::Raid1, Layout::Plain) => true,
             (Level::Raid4, Layout::Parity(p)) => p == ParityLayout::ParityLast,
-            (Level::Raid5 | Level::Raid6, Layout::Parity(_)) => true,
+            (Level::Raid5, Layout::Parity(p)) => !p.raid6_only(),
+            (Level::Raid6, Layout::Parity(_)) => true,
             (Level::Raid10, Layout::Raid10(_)) => true,
             _ => false,
         };
@@ -596,7 +533,7 @@ impl Geometry {
             let valid = match level {
                 Level::Raid0 | Level::Raid1 => "Plain",
                 Level::Raid4 => "parity-last",
-                Level::Raid5 | Level::Raid6 => PARITY_LAYOUT_NAMES,
+                Level::Raid5 | Level::Raid6 => level_parity_names(level),
                 Level::Raid10 => RAID10_LAYOUT_NAMES,
             };
             return Err(Error::invalid(format!(
@@ -810,54 +747,18 @@ impl Geometry {
             };
         }
         let n = self.raid_disks;
-        let dd = self.data_disks();
-        // Rotation step of this stripe (md uses stripe mod raid_disks).
-        let r = (stripe % n as u64) as usize;
-        let layout = self.parity_layout();
-        if self.level != Level::Raid6 {
-            // One parity block; data either skips over it (asymmetric, fixed) or
-            // starts right after it and wraps (symmetric).
-            let p = match layout {
-                ParityLayout::LeftAsymmetric | ParityLayout::LeftSymmetric => dd - r,
-                ParityLayout::RightAsymmetric | ParityLayout::RightSymmetric => r,
-                ParityLayout::ParityFirst => 0,
-                ParityLayout::ParityLast => dd,
-            };
-            let data = (0..dd)
-                .map(|i| match layout {
-                    ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 1 + i) % n,
-                    _ if i >= p => i + 1,
-                    _ => i,
-                })
-                .collect();
+        let (data, p, q) = self
+            .parity_layout()
+            .place(self.level == Level::Raid6, n, stripe);
+        let Some(q) = q else {
+            let dd = data.len();
             return StripeMap {
                 data,
                 p,
                 q: None,
                 slot: (0..dd).collect(),
             };
-        }
-        // RAID 6: Q follows P (wrapping to member 0); data fills the rest.
-        let (p, q) = match layout {
-            ParityLayout::LeftAsymmetric | ParityLayout::LeftSymmetric => {
-                let p = n - 1 - r;
-                (p, (p + 1) % n)
-            }
-            ParityLayout::RightAsymmetric | ParityLayout::RightSymmetric => (r, (r + 1) % n),
-            ParityLayout::ParityFirst => (0, 1),
-            ParityLayout::ParityLast => (dd, dd + 1),
         };
-        let data: Vec<usize> = (0..dd)
-            .map(|i| match layout {
-                ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 2 + i) % n,
-                ParityLayout::ParityFirst => i + 2,
-                ParityLayout::ParityLast => i,
-                // Asymmetric: data in member order, skipping P and Q.
-                _ if p == n - 1 => i + 1,
-                _ if i >= p => i + 2,
-                _ => i,
-            })
-            .collect();
         // md feeds the syndrome starting at the member after Q (member 0 when Q is
         // the last member) and walks upwards, wrapping, skipping P and Q; a data
         // block's slot is its position in that walk.

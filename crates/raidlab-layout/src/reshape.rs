@@ -186,15 +186,50 @@ mod tests {
     }
 
     #[test]
+    fn a_raid5_to_raid6_conversion() {
+        // `mdadm --grow --level=6 --raid-devices=5` of a 4-member RAID 5: md
+        // first takes the array over as a RAID 6 in left-symmetric-6 (Q on the
+        // new fifth member), then reshapes it to left-symmetric in place.
+        let f = MdReshape {
+            level: 6,
+            layout: 18,
+            raid_disks: 5,
+            new_level: 6,
+            new_layout: 2,
+            delta_disks: 0,
+            ..grow(3072, false)
+        };
+        let r = Reshape::from_md(&f).unwrap();
+        assert_eq!(r.old.layout.name(), "left-symmetric-6");
+        assert_eq!(r.new.layout.name(), "left-symmetric");
+        assert_eq!((r.old.raid_disks, r.new.raid_disks), (5, 5));
+        assert_eq!(r.array_bytes(), 3 * 16384 * 512);
+        assert!(r.is_new(3072 * 512 - 1) && !r.is_new(3072 * 512));
+        // Below the position Q rotates; from it on Q is still the last member.
+        let chunk = 128 * 512;
+        let at = |g: &crate::Geometry, byte: u64| g.stripe(byte / chunk / 3).q;
+        assert_eq!(at(&r.old, 3072 * 512), Some(4));
+        assert_eq!(at(&r.new, 0), Some(0));
+    }
+
+    #[test]
     fn impossible_fields_are_named() {
         let mut f = grow(0, false);
         f.delta_disks = 5;
         let e = Reshape::from_md(&f).unwrap_err().to_string();
         assert!(e.contains("delta_disks"), "{e}");
         let mut f = grow(0, false);
-        f.new_layout = 18;
+        f.new_layout = 9;
         let e = Reshape::from_md(&f).unwrap_err().to_string();
-        assert!(e.contains("new geometry") && e.contains("18"), "{e}");
+        assert!(e.contains("new geometry") && e.contains("9"), "{e}");
+        // A RAID 5 cannot hold a RAID 6 conversion layout.
+        let mut f = grow(0, false);
+        f.layout = 18;
+        let e = Reshape::from_md(&f).unwrap_err().to_string();
+        assert!(
+            e.contains("old geometry") && e.contains("left-symmetric-6"),
+            "{e}"
+        );
         let e = Reshape::from_md(&grow(1 << 40, false))
             .unwrap_err()
             .to_string();

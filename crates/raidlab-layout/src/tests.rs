@@ -103,6 +103,36 @@ fn ref_compute_sector(
                 pd_idx = data_disks;
                 qd_idx = Some(data_disks + 1);
             }
+            // The RAID 5 to 6 conversion layouts: a RAID 5 of raid_disks - 1
+            // members (rotating over those), Q pinned to the last member.
+            16..=20 => {
+                let rot = (stripe % (raid_disks as u64 - 1)) as usize;
+                qd_idx = Some(raid_disks - 1);
+                match algorithm {
+                    16 | 17 => {
+                        pd_idx = if algorithm == 16 {
+                            data_disks - rot
+                        } else {
+                            rot
+                        };
+                        if dd_idx >= pd_idx {
+                            dd_idx += 1;
+                        }
+                    }
+                    18 | 19 => {
+                        pd_idx = if algorithm == 18 {
+                            data_disks - rot
+                        } else {
+                            rot
+                        };
+                        dd_idx = (pd_idx + 1 + dd_idx) % (raid_disks - 1);
+                    }
+                    _ => {
+                        pd_idx = 0;
+                        dd_idx += 1;
+                    }
+                }
+            }
             _ => unreachable!(),
         },
         _ => unreachable!(),
@@ -283,6 +313,9 @@ fn all_layouts(max_copies: u32) -> Vec<(Level, Layout)> {
     ];
     for p in ParityLayout::ALL {
         v.push((Level::Raid5, parity(p)));
+        v.push((Level::Raid6, parity(p)));
+    }
+    for p in ParityLayout::CONVERSION {
         v.push((Level::Raid6, parity(p)));
     }
     for near in 1..=max_copies {
@@ -492,7 +525,7 @@ proptest! {
     #[test]
     fn parity_levels_match_md(
         level in prop::sample::select(vec![4i32, 5, 6]),
-        algo in 0u32..6,
+        algo in prop::sample::select(vec![0u32, 1, 2, 3, 4, 5, 16, 17, 18, 19, 20]),
         chunk in chunk_strategy(),
         extra_disks in 0usize..=10,
         member_chunks in 1u64..5000,
@@ -501,6 +534,8 @@ proptest! {
     ) {
         let min = if level == 6 { 4 } else { 2 };
         let disks = min + extra_disks;
+        // The "-6" layouts exist only at RAID 6; elsewhere use their RAID 5 part.
+        let algo = if level != 6 && algo >= 16 { algo - 16 } else { algo };
         let layout_word = if level == 4 { 0 } else { algo };
         let g = Geometry::from_md(level, layout_word, (chunk / 512) as u32, disks as u32,
                                   member_chunks * chunk / 512 + 3).unwrap();
@@ -943,7 +978,106 @@ fn parity_layout_names() {
         e.contains("left-symmetric") && e.contains("parity-last"),
         "{e}"
     );
-    assert!(ParityLayout::from_md(16).is_err());
+    for p in ParityLayout::CONVERSION {
+        assert_eq!(ParityLayout::from_name(p.name()).unwrap(), p);
+        assert_eq!(ParityLayout::from_md(p.md_value()).unwrap(), p);
+        assert!(p.raid6_only());
+        let base = p.raid5_part().unwrap();
+        assert_eq!(format!("{}-6", base.name()), p.name());
+        assert_eq!(p.md_value(), base.md_value() + 16);
+    }
+    for p in ParityLayout::ALL {
+        assert!(!p.raid6_only());
+    }
+    let e = ParityLayout::from_md(8).unwrap_err().to_string();
+    assert!(
+        e.contains("DDF") && e.contains("18 left-symmetric-6"),
+        "{e}"
+    );
+    assert!(ParityLayout::from_md(21).is_err());
+    assert!(ParityLayout::from_md(6).is_err());
+}
+
+#[test]
+fn conversion_layouts_are_raid6_only() {
+    let ls6 = parity(ParityLayout::LeftSymmetric6);
+    assert_eq!(
+        Layout::parse(Level::Raid6, Some("left-symmetric-6")).unwrap(),
+        ls6
+    );
+    let e = Layout::parse(Level::Raid5, Some("left-symmetric-6"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("RAID 6 layout") && e.contains("raid5"), "{e}");
+    let e = err(Level::Raid5, ls6, 4096, 4, 1 << 20);
+    assert!(e.contains("left-symmetric-6") && e.contains("raid5"), "{e}");
+    let e = Geometry::from_md(5, 18, 128, 4, 1024)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("left-symmetric-6"), "{e}");
+    let g = Geometry::from_md(6, 18, 128, 5, 1024).unwrap();
+    assert_eq!((g.layout, g.md_layout()), (ls6, 18));
+    assert_eq!(g.array_bytes(), 3 * 1024 * 512);
+}
+
+#[test]
+fn known_raid6_left_symmetric_6_is_raid5_plus_q() {
+    // What `mdadm --grow --level=6` makes of a 4-member left-symmetric RAID 5
+    // and a new fifth member: the RAID 5 picture unchanged on members 0-3
+    // (P rotating over 4, not 5), Q on member 4 in every stripe.
+    let g = geo(
+        Level::Raid6,
+        parity(ParityLayout::LeftSymmetric6),
+        4096,
+        5,
+        8 * 4096,
+    );
+    let r5 = geo(
+        Level::Raid5,
+        parity(ParityLayout::LeftSymmetric),
+        4096,
+        4,
+        8 * 4096,
+    );
+    assert_eq!(g.array_bytes(), r5.array_bytes());
+    for s in 0..8 {
+        let (m, old) = (g.stripe(s), r5.stripe(s));
+        assert_eq!(
+            (&m.data, m.p, m.q),
+            (&old.data, old.p, Some(4)),
+            "stripe {s}"
+        );
+    }
+    // Syndrome walk starts at member 0 (Q is last) and skips P: stripe 1 has
+    // data on 3, 0, 1 (P on 2), so member 3 is slot 2.
+    let want = [
+        (vec![0, 1, 2], 3, vec![0, 1, 2]),
+        (vec![3, 0, 1], 2, vec![2, 0, 1]),
+        (vec![2, 3, 0], 1, vec![1, 2, 0]),
+        (vec![1, 2, 3], 0, vec![0, 1, 2]),
+        (vec![0, 1, 2], 3, vec![0, 1, 2]),
+    ];
+    for (s, (data, p, slot)) in want.into_iter().enumerate() {
+        let m = g.stripe(s as u64);
+        assert_eq!(
+            (m.data, m.p, m.q, m.slot),
+            (data, p, Some(4), slot),
+            "stripe {s}"
+        );
+    }
+    // Parity-first-6: P on 0, Q on the last, data between.
+    let pf6 = geo(
+        Level::Raid6,
+        parity(ParityLayout::ParityFirst6),
+        4096,
+        6,
+        4 * 4096,
+    );
+    let m = pf6.stripe(3);
+    assert_eq!(
+        (m.data, m.p, m.q, m.slot),
+        (vec![1, 2, 3, 4], 0, Some(5), vec![0, 1, 2, 3])
+    );
 }
 
 #[test]
@@ -1090,11 +1224,11 @@ fn from_md_accepts_what_mdadm_writes() {
     // One-member RAID 1 (mdadm --force) is accepted from a superblock.
     assert!(Geometry::from_md(1, 0, 0, 1, 1024).is_ok());
     assert!(Geometry::new(Level::Raid1, Layout::Plain, 0, 1, 1 << 20).is_err());
-    // Unsupported parity algorithms (DDF, "-6" variants) are refused clearly.
-    let e = Geometry::from_md(6, 16, 128, 5, 1024)
+    // Unsupported parity algorithms (md's DDF layouts) are refused clearly.
+    let e = Geometry::from_md(6, 9, 128, 5, 1024)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("16"), "{e}");
+    assert!(e.contains("layout 9") && e.contains("DDF"), "{e}");
     assert!(Geometry::from_md(10, 0x102, 128, 4, 1024).is_ok());
     assert!(Geometry::from_md(10, 0x20102, 128, 4, 1024).is_err());
 }

@@ -6,9 +6,11 @@
 //! of all ones ends the list. Sectors count from the start of the member
 //! device, not from its data area.
 //!
-//! It reads and parses the log and prints it as `mdadm --examine-badblocks`
-//! does. It never writes the log, never trusts a count or offset it has not
-//! checked, and never panics on any bytes.
+//! It reads and parses the log, prints it as `mdadm --examine-badblocks`
+//! does, and writes it back after a range is cleared (md forgets a bad range
+//! once a write to it succeeded: a repaired or rebuilt range). It never
+//! trusts a count or offset it has not checked, never writes outside the
+//! log's `bblog_size` sectors, and never panics on any bytes.
 
 use crate::Superblock;
 use raidlab_core::{Error, Op, Result, Volume};
@@ -69,6 +71,114 @@ pub fn read(vol: &dyn Volume, sb: &Superblock) -> Result<Option<Vec<BadRange>>> 
         .at(start as u64 * 512, len)
     })?;
     Ok(Some(parse(&buf, sb.bblog_shift)))
+}
+
+/// Longest range one entry holds, in units of `2^shift` sectors (md's
+/// `BB_MAX_LEN`; the count field has room for 1023, md writes at most 512).
+const MAX_LEN: u64 = 512;
+
+/// `list` without the sectors `[sector, sector + count)`, as md's
+/// `badblocks_clear` does: with a shift, only whole units inside the range are
+/// cleared (a unit partly outside it stays listed); a range cut in the middle
+/// becomes two.
+pub fn clear(list: &[BadRange], shift: u8, sector: u64, count: u64) -> Vec<BadRange> {
+    let unit = 1u64 << u32::from(shift.min(32));
+    let lo = sector.div_ceil(unit).saturating_mul(unit);
+    let hi = sector.saturating_add(count) / unit * unit;
+    let mut out = Vec::with_capacity(list.len() + 1);
+    for r in list {
+        let end = r.sector.saturating_add(r.count);
+        if lo >= hi || end <= lo || r.sector >= hi {
+            out.push(*r);
+            continue;
+        }
+        if r.sector < lo {
+            out.push(BadRange {
+                sector: r.sector,
+                count: lo - r.sector,
+            });
+        }
+        if end > hi {
+            out.push(BadRange {
+                sector: hi,
+                count: end - hi,
+            });
+        }
+    }
+    out
+}
+
+/// The log's bytes for `list` (`len` bytes: entries sorted by sector, a range
+/// longer than one entry holds split, then the all-ones end marker and
+/// padding of all ones, as md fills the page). Refused, naming the numbers,
+/// when a range is not in whole units of `2^shift` sectors or the entries do
+/// not fit `len`.
+pub fn encode(list: &[BadRange], shift: u8, len: usize) -> Result<Vec<u8>> {
+    let shift = u32::from(shift.min(32));
+    let unit = 1u64 << shift;
+    let mut sorted = list.to_vec();
+    sorted.sort_by_key(|r| r.sector);
+    let mut out = Vec::with_capacity(len);
+    for r in &sorted {
+        if r.sector % unit != 0 || r.count % unit != 0 {
+            return Err(Error::invalid(format!(
+                "bad-block range {} + {} sectors is not in whole units of {unit} sectors (bblog_shift {shift})",
+                r.sector, r.count
+            )));
+        }
+        let (mut at, mut left) = (r.sector >> shift, r.count >> shift);
+        while left > 0 {
+            let n = left.min(MAX_LEN);
+            if at >> 54 != 0 {
+                return Err(Error::invalid(format!(
+                    "bad-block range at sector {} does not fit the log's 54-bit sector field",
+                    r.sector
+                )));
+            }
+            out.extend(((at << 10) | n).to_le_bytes());
+            at += n;
+            left -= n;
+        }
+    }
+    if out.len() > len {
+        return Err(Error::invalid(format!(
+            "{} bad-block entries do not fit the {len}-byte log",
+            out.len() / 8
+        )));
+    }
+    out.resize(len, 0xff);
+    Ok(out)
+}
+
+/// Write `list` as the member's log (the `bblog_size` sectors at
+/// `bblog_offset`) and flush. The superblock must keep a log (v1, size and
+/// offset set) that lies inside the device.
+pub fn write(vol: &dyn Volume, sb: &Superblock, list: &[BadRange]) -> Result<()> {
+    if sb.v0_90.is_some() || sb.bblog_size == 0 || sb.bblog_offset == 0 {
+        return Err(Error::invalid(
+            "this member keeps no bad-block log (metadata 0.90, or bblog_size 0)",
+        ));
+    }
+    let start = i128::from(sb.super_offset) + i128::from(sb.bblog_offset);
+    let dev = i128::from(vol.size() / 512);
+    if start < 0 || start + i128::from(sb.bblog_size) > dev {
+        return Err(Error::invalid(format!(
+            "the bad-block log ({} sectors at sector {start}) lies outside the device ({dev} sectors)",
+            sb.bblog_size
+        )));
+    }
+    let bytes = encode(list, sb.bblog_shift, usize::from(sb.bblog_size) * 512)?;
+    let at = start as u64 * 512;
+    vol.write_at(&bytes, at)
+        .and_then(|_| vol.flush())
+        .map_err(|e| {
+            Error::new(
+                e.kind,
+                Op::Write,
+                format!("writing the bad-block log: {}", e.message),
+            )
+            .at(at, bytes.len() as u64)
+        })
 }
 
 /// The list as `mdadm --examine-badblocks DEVICE` prints it.
@@ -133,7 +243,80 @@ mod tests {
         assert_eq!(render("d", None), "No bad-blocks list configured on d\n");
     }
 
+    fn r(sector: u64, count: u64) -> BadRange {
+        BadRange { sector, count }
+    }
+
+    #[test]
+    fn clearing_cuts_ranges_and_keeps_partial_units() {
+        let list = [r(100, 50), r(1000, 8)];
+        // The middle of the first range: two pieces.
+        assert_eq!(
+            clear(&list, 0, 120, 10),
+            vec![r(100, 20), r(130, 20), r(1000, 8)]
+        );
+        // The whole second one, and a range touching nothing.
+        assert_eq!(clear(&list, 0, 990, 100), vec![r(100, 50)]);
+        assert_eq!(clear(&list, 0, 500, 10), list.to_vec());
+        // Units of 8 sectors: only whole units inside the range are cleared.
+        let list = [r(0, 64)];
+        assert_eq!(clear(&list, 3, 4, 20), vec![r(0, 8), r(24, 40)]);
+        assert_eq!(clear(&list, 3, 1, 6), list.to_vec());
+    }
+
+    #[test]
+    fn encode_round_trips_and_refuses_what_does_not_fit() {
+        let list = vec![r(5000, 1), r(8, 16), r(100_000, 1200)];
+        let b = encode(&list, 0, 512).unwrap();
+        assert_eq!(b.len(), 512);
+        // Sorted, the long range split at md's 512-sector entry limit.
+        assert_eq!(
+            parse(&b, 0),
+            vec![
+                r(8, 16),
+                r(5000, 1),
+                r(100_000, 512),
+                r(100_512, 512),
+                r(101_024, 176)
+            ]
+        );
+        assert!(b[5 * 8..].iter().all(|&x| x == 0xff));
+        let b = encode(&[r(80, 16)], 3, 64).unwrap();
+        assert_eq!(parse(&b, 3), vec![r(80, 16)]);
+        let e = encode(&[r(81, 16)], 3, 64).unwrap_err().to_string();
+        assert!(e.contains("whole units"), "{e}");
+        let many: Vec<BadRange> = (0..9).map(|i| r(i * 10, 1)).collect();
+        let e = encode(&many, 0, 64).unwrap_err().to_string();
+        assert!(
+            e.contains("9 bad-block entries") && e.contains("64-byte"),
+            "{e}"
+        );
+    }
+
     proptest! {
+        #[test]
+        fn clear_then_encode_matches_a_sector_set(
+            ranges in prop::collection::vec((0u64..2000, 1u64..700), 0..6),
+            cut in (0u64..2600, 0u64..900),
+        ) {
+            // Reference: the set of listed sectors, minus the cleared ones.
+            let mut want = std::collections::BTreeSet::new();
+            let list: Vec<BadRange> = ranges.iter().map(|&(s, c)| r(s * 4, c)).collect();
+            for b in &list {
+                want.extend(b.sector..b.sector + b.count);
+            }
+            for x in cut.0..cut.0 + cut.1 {
+                want.remove(&x);
+            }
+            let cleared = clear(&list, 0, cut.0, cut.1);
+            let bytes = encode(&cleared, 0, 4096).unwrap();
+            let mut got = std::collections::BTreeSet::new();
+            for b in parse(&bytes, 0) {
+                got.extend(b.sector..b.sector + b.count);
+            }
+            prop_assert_eq!(got, want);
+        }
+
         #[test]
         fn any_bytes_parse_without_panic(bytes in prop::collection::vec(any::<u8>(), 0..200), shift in any::<u8>()) {
             for r in parse(&bytes, shift) {

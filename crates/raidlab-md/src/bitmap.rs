@@ -3,7 +3,10 @@
 //! On disk, for a v1.2 member with `feature::BITMAP_OFFSET` set, the bitmap area
 //! starts `bitmap_offset` sectors (signed, relative to the superblock, so 8 means
 //! "right after the 4 KiB superblock area", which is what `mdadm --create
-//! --bitmap=internal` chooses) from the superblock:
+//! --bitmap=internal` chooses) from the superblock. Metadata 0.90 has no offset
+//! field: its state bit says a bitmap is there, always right after the 4 KiB
+//! superblock, in at most the 60 KiB left of the 64 KiB md reserves at the end
+//! of the member (raidlab's 0.90 reader sets `bitmap_offset` to 8 for it):
 //!
 //! | offset | field (all little-endian) | | offset | field |
 //! |---|---|---|---|---|
@@ -29,13 +32,18 @@
 //!
 //! Sources read (never copied): Linux `drivers/md/md-bitmap.{h,c}`
 //! (`md_bitmap_read_sb`, `file_page_offset`, `md_bitmap_storage_alloc`), mdadm
-//! `bitmap.{h,c}` (`ExamineBitmap`, `bitmap_bits`) and `super1.c`
-//! (`add_internal_bitmap1`, `write_bitmap1`, `locate_bitmap1`, `choose_bm_space`).
+//! `bitmap.{h,c}` (`ExamineBitmap`, `bitmap_bits`), `super1.c`
+//! (`add_internal_bitmap1`, `write_bitmap1`, `locate_bitmap1`, `choose_bm_space`)
+//! and `super0.c` (`add_internal_bitmap0`).
 
 use crate::le::{put, rd, u32_at, u64_at};
 use crate::superblock::{feature, Superblock, HEADER_LEN, SB_AREA};
 use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
+
+mod examine;
+mod v090;
+use v090::{new_internal_090, placement_v090, uuid_090_host};
 
 /// `magic`: "bitm" read as a little-endian u32.
 pub const BITMAP_MAGIC: u32 = 0x6d74_6962;
@@ -582,6 +590,9 @@ fn placement(sb: &Superblock, min_offset: i64) -> Result<(u64, u64), Error> {
         ));
     }
     let off = i64::from(sb.bitmap_offset);
+    if sb.v0_90.is_some() {
+        return placement_v090(sb, off);
+    }
     let sb_bytes = (HEADER_LEN as u64 + 2 * u64::from(sb.max_dev)).div_ceil(512) as i64;
     if sb.data_offset < sb.super_offset {
         return placement_v10(sb, off, sb_bytes);
@@ -667,7 +678,10 @@ fn placement_v10(sb: &Superblock, off: i64, sb_bytes: i64) -> Result<(u64, u64),
 }
 
 fn check_against(bsb: &BitmapSuper, sb: &Superblock) -> Result<(), Error> {
-    if bsb.uuid != sb.set_uuid {
+    // A 0.90 bitmap holds the uuid words in the byte order of the host that
+    // wrote it: this host's, or (an array from a big-endian NAS) big-endian.
+    let same_090 = sb.v0_90.is_some() && bsb.uuid == uuid_090_host(&sb.set_uuid);
+    if bsb.uuid != sb.set_uuid && !same_090 {
         return Err(invalid(
             "uuid",
             crate::superblock::format_uuid(&bsb.uuid),
@@ -773,6 +787,9 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
         ));
     }
     let sync = mdadm_sync_size(sb);
+    if sb.v0_90.is_some() {
+        return new_internal_090(sb, sync, chunk);
+    }
     let room = mdadm_bitmap_room(sb.size);
     let min = min_chunk(sync, room);
     let chunk = match (chunk, min) {
@@ -797,21 +814,7 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
             c
         }
     };
-    let bsb = BitmapSuper {
-        version: BITMAP_MAJOR_HI,
-        uuid: sb.set_uuid,
-        events: 0,
-        events_cleared: 0,
-        sync_size: sync,
-        state: 0,
-        chunksize: chunk,
-        daemon_sleep: DEFAULT_DAEMON_SLEEP,
-        write_behind: 0,
-        sectors_reserved: 0,
-        nodes: 0,
-        cluster_name: Vec::new(),
-    };
-    let bm = Bitmap::new(bsb, true)?;
+    let bm = Bitmap::new(fresh_header(sb.set_uuid, sync, chunk), true)?;
     let mut new_sb = sb.clone();
     new_sb.feature_map |= feature::BITMAP_OFFSET;
     new_sb.bitmap_offset = if sb.data_offset < sb.super_offset {
@@ -834,6 +837,25 @@ pub fn new_internal(sb: &mut Superblock, chunk: Option<u32>) -> Result<Bitmap, E
     }
     *sb = new_sb;
     Ok(bm)
+}
+
+/// The header mdadm writes for a new internal bitmap: version 4, events 0,
+/// state 0, daemon_sleep 5, no write-behind.
+fn fresh_header(uuid: [u8; 16], sync: u64, chunk: u32) -> BitmapSuper {
+    BitmapSuper {
+        version: BITMAP_MAJOR_HI,
+        uuid,
+        events: 0,
+        events_cleared: 0,
+        sync_size: sync,
+        state: 0,
+        chunksize: chunk,
+        daemon_sleep: DEFAULT_DAEMON_SLEEP,
+        write_behind: 0,
+        sectors_reserved: 0,
+        nodes: 0,
+        cluster_name: Vec::new(),
+    }
 }
 
 /// Byte offset on the member of the bitmap area of `sb` (`(super_offset +

@@ -43,6 +43,14 @@ pub const SB_BYTES: usize = 4096;
 pub const DISKS: usize = 27;
 /// Sectors reserved at the end of the device (64 KiB).
 const RESERVED_SECTORS: u64 = 128;
+/// Where md keeps a 0.90 internal bitmap: right after the 4 KiB superblock
+/// (md's `bitmap_info.default_offset`, sectors from the superblock), in the
+/// rest of the reserved 64 KiB (60 KiB: mdadm's `add_internal_bitmap0`).
+pub const BITMAP_OFFSET_SECTORS: i32 = (SB_BYTES / 512) as i32;
+/// Sectors of the 0.90 bitmap area (60 KiB).
+pub const BITMAP_ROOM_SECTORS: u64 = RESERVED_SECTORS - (SB_BYTES / 512) as u64;
+/// `state` bit: an internal bitmap follows the superblock.
+pub(crate) const SB_BITMAP_PRESENT: u32 = 1 << 8;
 
 /// Disk descriptor state bits.
 pub mod disk_state {
@@ -284,12 +292,18 @@ impl Sb090 {
             0
         };
         let reshaping = self.minor_version() >= 91 && self.w64(44) != u64::MAX;
+        // md's internal bitmap for 0.90 has no offset field: the state bit
+        // says it is there, always right after the superblock.
+        let bitmap = self.state() & SB_BITMAP_PRESENT != 0;
+        let mut feature_map = 0;
+        if reshaping {
+            feature_map |= feature::RESHAPE_ACTIVE;
+        }
+        if bitmap {
+            feature_map |= feature::BITMAP_OFFSET;
+        }
         Superblock {
-            feature_map: if reshaping {
-                feature::RESHAPE_ACTIVE
-            } else {
-                0
-            },
+            feature_map,
             set_uuid,
             set_name: String::new(),
             ctime: u64::from(self.ctime()),
@@ -298,7 +312,7 @@ impl Sb090 {
             size: u64::from(self.size_kib()) * 2,
             chunksize: self.chunk_bytes() / 512,
             raid_disks: self.raid_disks(),
-            bitmap_offset: 0,
+            bitmap_offset: if bitmap { BITMAP_OFFSET_SECTORS } else { 0 },
             new_level: if reshaping { self.w(46) as i32 } else { 0 },
             reshape_position: if reshaping { self.w64(44) } else { 0 },
             delta_disks: if reshaping { self.w(47) as i32 } else { 0 },

@@ -2179,12 +2179,26 @@ fn raidlab_stream_reads(mib: u64) -> (u64, u64) {
     (after.0 - before.0, after.1 - before.1)
 }
 
-/// Issue 16: an array md stopped in the middle of a reshape. md grows a RAID 5
-/// of 4 onto a fifth member with the reshape slowed down and stops it once a
-/// reshape position is recorded (guest kind `G`); raidlab must read the array
-/// (md's old size while a grow runs) byte for byte on both sides of that
-/// position, complete and with a member left out, and `detail` must call it
-/// an interrupted reshape.
+/// One of md's reshapes in the guest (kind `G`): the guest's mode, the
+/// members, and the member sets raidlab must read it without.
+struct ReshapeCase {
+    name: &'static str,
+    mode: &'static str,
+    devices: usize,
+    missing: Vec<Vec<usize>>,
+}
+
+/// Issue 16: arrays md stopped in the middle of a reshape, all in one boot
+/// (guest kind `G`), each with the reshape slowed down and the array stopped
+/// once md has recorded a reshape position:
+/// - md grows a RAID 5 of 4 onto a fifth member;
+/// - md converts a RAID 5 of 4 to a RAID 6 of 5 with `--grow --level=6
+///   --layout=preserve`, which md finishes (Q rebuilt onto the new member): a
+///   RAID 6 left in left-symmetric-6.
+///
+/// raidlab must read each byte for byte (md's old size while a grow runs),
+/// complete and with members left out, and `detail` must call the grow an
+/// interrupted reshape.
 #[test]
 fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
     if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
@@ -2225,43 +2239,102 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
         .unwrap();
     let pat = pattern(pat_len);
     data.write_all_at(&pat, 0).unwrap();
+    let cases = [
+        ReshapeCase {
+            name: "r5-grow",
+            mode: "grow",
+            devices: 5,
+            missing: vec![vec![], vec![1], vec![4]],
+        },
+        // Not here yet: the guest's `chunk` and `r6` modes (md's reshapes
+        // over the same members, 64K to 128K chunks and left-symmetric-6 to
+        // left-symmetric). md stops both part-way, but raidlab reads about
+        // 765 KiB right above the recorded position differently from what
+        // was written (first seen 2026-11-26: position 2359296 of 22020096,
+        // 783342 and 783321 bytes differ); below the position and past that
+        // window it reads right. Until that is understood they stay out of
+        // the default run.
+        ReshapeCase {
+            name: "r6-ls6",
+            mode: "r6p",
+            devices: 5,
+            missing: vec![vec![], vec![4], vec![0, 1]],
+        },
+    ];
     let mut slots = Slots { next: pat_len };
-    let cfg = Cfg {
-        name: "r5-grow".into(),
-        level: 5,
-        layout: Some("left-symmetric".into()),
-        chunk_kib: Some(64),
-        devices: 5,
-        member_bytes: member,
-        flags: vec![],
-    };
-    let offs = slots.take(&cfg);
+    let mut manifest = String::new();
+    let mut offsets = Vec::new();
+    for c in &cases {
+        let cfg = Cfg {
+            name: c.name.into(),
+            level: 5,
+            layout: Some("left-symmetric".into()),
+            chunk_kib: Some(64),
+            devices: c.devices,
+            member_bytes: member,
+            flags: vec![],
+        };
+        let offs = slots.take(&cfg);
+        manifest += &format!(
+            "G {} {} {member} {} {}\n",
+            c.name,
+            c.devices,
+            csv(&offs),
+            c.mode
+        );
+        offsets.push(offs);
+    }
     data.set_len(slots.next).unwrap();
     data.sync_all().unwrap();
-    let manifest = format!("G r5-grow 5 {member} {}\n", csv(&offs));
     let res = match boot(&guest_dir, &work, "g", &manifest, &data_path) {
         Ok(r) => r,
         Err(why) => return skip(&why),
     };
+    let mut failures = Vec::new();
+    for (c, offs) in cases.iter().zip(&offsets) {
+        if let Err(e) = check_md_reshape(c, offs, &data, member, &pat, &res, &work) {
+            failures.push(format!("{}: {e}", c.name));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    let _ = fs::remove_dir_all(&work);
+}
+
+/// The host half of one `G` case: cut the members out of the data disk, check
+/// `detail` (an interrupted reshape, or for `r6p` md's left-symmetric-6 as
+/// mdadm named it) and export with each member set in `c.missing` left out.
+fn check_md_reshape(
+    c: &ReshapeCase,
+    offs: &[u64],
+    data: &fs::File,
+    member: u64,
+    pat: &[u8],
+    res: &GuestResults,
+    work: &Path,
+) -> Result<(), String> {
     let (status, detail) = res
-        .get(&("r5-grow".to_string(), "G".to_string()))
+        .get(&(c.name.to_string(), "G".to_string()))
         .cloned()
         .unwrap_or_else(|| ("MISSING".into(), "no result from the guest".into()));
-    assert_eq!(status, "PASS", "md's interrupted grow: {detail}");
-    let field = |k: &str| -> u64 {
+    if status != "PASS" {
+        return Err(format!("md's side failed: {detail}"));
+    }
+    let field = |k: &str| -> Result<String, String> {
         detail
             .split_whitespace()
-            .find_map(|w| w.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
-            .unwrap_or_else(|| panic!("no {k} in {detail:?}"))
+            .find_map(|w| Some(w.strip_prefix(k)?.strip_prefix('=')?.to_string()))
+            .ok_or_else(|| format!("no {k} in {detail:?}"))
     };
-    let size = field("array_bytes");
+    let size: u64 = field("array_bytes")?
+        .parse()
+        .map_err(|e| format!("array_bytes: {e}"))?;
     let members: Vec<String> = offs
         .iter()
         .enumerate()
         .map(|(i, &off)| {
             let mut b = vec![0u8; member as usize];
             data.read_exact_at(&mut b, off).unwrap();
-            let p = work.join(format!("m{i}.img"));
+            let p = work.join(format!("{}-m{i}.img", c.name));
             fs::write(&p, &b).unwrap();
             p.to_str().unwrap().to_string()
         })
@@ -2270,44 +2343,63 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
     dargs.extend(members.iter().map(String::as_str));
     let o = raidlab(&dargs);
     let text = String::from_utf8_lossy(&o.stdout).to_string();
-    assert!(
-        o.status.success() && text.contains("interrupted reshape"),
-        "{}",
-        describe(&dargs, &o)
-    );
-    let position: u64 = text
-        .split("stopped at byte ")
-        .nth(1)
-        .and_then(|t| t.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no reshape position in {text}"));
-    loud(&format!(
-        "md_compat: md stopped its grow at array byte {position} of {size} ({detail})"
-    ));
-    assert!(
-        position > 0 && position < size,
-        "the grow must stop part-way for this test to show anything: {position} of {size}"
-    );
+    if !o.status.success() {
+        return Err(describe(&dargs, &o));
+    }
+    if c.mode == "r6p" {
+        // md's own word for the layout (sysfs) and mdadm's examine of it.
+        let md_layout = field("md_layout")?;
+        let examine = work.join("vm-g/results/G").join(c.name).join("examine.0");
+        let examine = fs::read_to_string(&examine).unwrap_or_default();
+        if md_layout != "18" || !examine.contains("left-symmetric-6") {
+            return Err(format!(
+                "md did not leave left-symmetric-6 (sysfs layout {md_layout}): {examine}"
+            ));
+        }
+        if !text.contains("left-symmetric-6") || text.contains("interrupted reshape") {
+            return Err(format!("raidlab detail: {text}"));
+        }
+    } else {
+        if !text.contains("interrupted reshape") {
+            return Err(format!("not an interrupted reshape: {text}"));
+        }
+        let position: u64 = text
+            .split("stopped at byte ")
+            .nth(1)
+            .and_then(|t| t.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| format!("no reshape position in {text}"))?;
+        loud(&format!(
+            "md_compat: md stopped {} ({}) at array byte {position} of {size} ({detail})",
+            c.name, c.mode
+        ));
+        if position == 0 || position >= size {
+            return Err(format!(
+                "the reshape must stop part-way for this test to show anything: {position} of {size}"
+            ));
+        }
+    }
     let want = &pat[..size as usize];
-    for out in [None, Some(1usize), Some(4)] {
+    for out in &c.missing {
         let given: Vec<String> = members
             .iter()
             .enumerate()
             .map(|(i, m)| {
-                if Some(i) == out {
+                if out.contains(&i) {
                     "missing".to_string()
                 } else {
                     m.clone()
                 }
             })
             .collect();
-        let got = export(&given, &work.join("export.bin"))
-            .unwrap_or_else(|e| panic!("member {out:?} left out: {e}"));
-        assert!(
-            got == want,
-            "member {out:?} left out: raidlab read md's interrupted grow differently: {}",
-            first_diff(&got, want)
-        );
+        let got = export(&given, &work.join(format!("{}-export.bin", c.name)))
+            .map_err(|e| format!("members {out:?} left out: {e}"))?;
+        if got != want {
+            return Err(format!(
+                "members {out:?} left out: raidlab read md's array differently: {}",
+                first_diff(&got, want)
+            ));
+        }
     }
-    let _ = fs::remove_dir_all(&work);
+    Ok(())
 }

@@ -142,19 +142,48 @@ fn metadata_choices_and_refusals() {
             "--metadata",
             "0.90",
             "--level",
+            "5",
+            "--consistency-policy",
+            "ppl",
+            "--member-size",
+            "8M",
+            "a",
+            "b",
+            "c",
+        ],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("0.90") && err.contains("partial parity log"),
+        "{err}"
+    );
+    assert!(!d.join("a").exists(), "a refused create leaves no file");
+    // A 0.90 bitmap is md's, right after the superblock.
+    let o = run(
+        d,
+        &[
+            "create",
+            "--metadata",
+            "0.90",
+            "--level",
             "1",
             "--consistency-policy",
             "bitmap",
             "--member-size",
             "8M",
-            "a",
-            "b",
+            "bm0",
+            "bm1",
         ],
     );
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("0.90") && err.contains("bitmap"), "{err}");
-    assert!(!d.join("a").exists(), "a refused create leaves no file");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(d, &["examine", "--json", "bm0"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+    let bm = &v[0]["bitmap"];
+    assert!(
+        o.status.success() && bm["Magic"] == "6d746962" && bm["Chunksize"] == "4 KB",
+        "{v}"
+    );
     let o = run(
         d,
         &[

@@ -238,3 +238,64 @@ mod fuzz {
         }
     }
 }
+
+/// The 0.90 internal bitmap: md's state bit read as a bitmap 8 sectors after
+/// the superblock, and written there by raidlab as mdadm's
+/// `add_internal_bitmap0` sizes it, with the uuid words as md copies them.
+#[test]
+fn the_internal_bitmap_sits_right_after_the_superblock() {
+    use crate::bitmap::{self, Bitmap};
+    let dev_sectors = (8u64 << 11) + 100;
+    let at = super_offset(dev_sectors).unwrap();
+    let vol = raidlab_devices::MemVolume::new(dev_sectors * 512);
+    let w = sample_words(3, 1, 4000, true);
+    vol.write_at(&bytes(&w, false), at * 512).unwrap();
+    let mut sb = crate::Superblock::read_from(&vol).unwrap().unwrap();
+    assert_eq!(sb.feature_map & feature::BITMAP_OFFSET, 0);
+    assert!(Bitmap::read_from(&vol, &sb).unwrap().is_none());
+    let mut bm = bitmap::new_internal(&mut sb, None).unwrap();
+    assert_eq!(sb.bitmap_offset, 8);
+    // 8000 sectors in 4 KiB chunks: the smallest chunk mdadm gives 0.90.
+    assert_eq!(bm.sb.chunksize, 4096);
+    assert_eq!(bm.sb.sync_size, 8000);
+    bm.clear_all();
+    bm.set(3).unwrap();
+    sb.write_to(&vol).unwrap();
+    bm.write_to(&vol, &sb).unwrap();
+    // On disk: the state bit, and "bitm" 4 KiB after the superblock with the
+    // uuid words in this host's order (md compares them raw).
+    let mut raw = vec![0u8; 4096 + 24];
+    vol.read_at(&mut raw, at * 512).unwrap();
+    let state = u32::from_ne_bytes(raw[33 * 4..34 * 4].try_into().unwrap());
+    assert_ne!(state & SB_BITMAP_PRESENT, 0);
+    assert_eq!(&raw[4096..4100], &0x6d74_6962u32.to_le_bytes());
+    assert_eq!(&raw[4104..4108], &0x1122_3344u32.to_ne_bytes());
+    let back = crate::Superblock::read_from(&vol).unwrap().unwrap();
+    assert_eq!(back.bitmap_offset, 8);
+    assert_ne!(back.feature_map & feature::BITMAP_OFFSET, 0);
+    let got = Bitmap::read_from(&vol, &back).unwrap().unwrap();
+    assert_eq!(got.dirty_ranges().collect::<Vec<_>>(), vec![(24, 8)]);
+    // Anywhere else than right after the superblock is refused.
+    let mut moved = back.clone();
+    moved.bitmap_offset = 16;
+    let e = moved.write_to(&vol).unwrap_err().to_string();
+    assert!(e.contains("right after the superblock"), "{e}");
+    let e = Bitmap::read_from(&vol, &moved).unwrap_err().to_string();
+    assert!(e.contains("bitmap_offset"), "{e}");
+}
+
+#[test]
+fn a_large_090_bitmap_doubles_its_chunk_to_fit_60k() {
+    use crate::bitmap;
+    // 1 TiB per member: 2^28 + 1 bits at 4 KiB; ten halvings fit 491520 bits.
+    let w = sample_words(3, 1, 1 << 30, true);
+    let sb = Sb090::parse(&bytes(&w, false)).unwrap().to_v1(1 << 32);
+    assert_eq!(sb.size, 1 << 31);
+    let bm = bitmap::new_internal(&mut sb.clone(), None).unwrap();
+    assert_eq!(bm.sb.chunksize, 4 << 20);
+    assert!(bm.sb.area_bytes() <= 60 << 10);
+    let e = bitmap::new_internal(&mut sb.clone(), Some(1 << 20))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("60 KiB") && e.contains("4194304"), "{e}");
+}

@@ -6,8 +6,9 @@
 //! It decides the bytes of one 0.90 superblock and nothing else; it must never
 //! write anything but the 4 KiB at the member's 0.90 place, and never write a
 //! superblock md could not take: a member size or chunk that 0.90's 32-bit
-//! fields cannot hold, more than 27 devices, or an internal bitmap raidlab
-//! would not keep up to date are refused before anything is written.
+//! fields cannot hold, more than 27 devices, or an internal bitmap anywhere
+//! but right after the superblock (where md keeps a 0.90 bitmap; the state
+//! bit says it is there) are refused before anything is written.
 //!
 //! Byte order: the host's own, as md writes it (an x86 kernel takes only
 //! little-endian 0.90 superblocks, so an array read from a big-endian NAS is
@@ -20,14 +21,14 @@
 //!   kept from the superblock that was read, and 0 for a device raidlab adds:
 //!   md records the numbers it sees when it next assembles the array.
 
-use super::{disk_state, Disk090, Sb090, DISKS, SB_BYTES};
+use super::{
+    disk_state, Disk090, Sb090, BITMAP_OFFSET_SECTORS, DISKS, SB_BITMAP_PRESENT, SB_BYTES,
+};
 use crate::superblock::{feature, Superblock, MAX_SECTOR, MD_SB_MAGIC, ROLE_FAULTY, ROLE_SPARE};
 use raidlab_core::{Error, ErrorKind, Op};
 
 /// `state` bit: the array was stopped cleanly.
 const SB_CLEAN: u32 = 1;
-/// `state` bit: an internal bitmap follows the superblock.
-const SB_BITMAP_PRESENT: u32 = 1 << 8;
 
 /// The devices an assembly has in service, for the disk table (md writes
 /// the table from its member devices, not from an older table).
@@ -70,10 +71,12 @@ impl Sb090 {
     /// [`Sb090::blank`] template), in the host's byte order, checksummed.
     pub fn from_v1(sb: &Superblock) -> Result<Sb090, Error> {
         let template = sb.v0_90.as_deref().cloned().unwrap_or_else(Sb090::blank);
-        if template.state() & SB_BITMAP_PRESENT != 0 {
-            return Err(unsupported(
-                "this 0.90 array keeps an internal write-intent bitmap, which raidlab does not update: writing it would leave md a stale bitmap (read the array with `raidlab export`, or remove the bitmap with `mdadm --grow --bitmap=none` first)".into(),
-            ));
+        let bitmap = sb.feature_map & feature::BITMAP_OFFSET != 0;
+        if bitmap && sb.bitmap_offset != BITMAP_OFFSET_SECTORS {
+            return Err(unsupported(format!(
+                "a bitmap {} sectors from the superblock: metadata 0.90 keeps its bitmap right after the superblock ({BITMAP_OFFSET_SECTORS} sectors)",
+                sb.bitmap_offset
+            )));
         }
         let kib = sb.size / 2;
         let size_kib = u32::try_from(kib).map_err(|_| {
@@ -144,6 +147,9 @@ impl Sb090 {
                     put64(&mut w, 41, sb.events);
                 }
             }
+        }
+        if bitmap {
+            w[33] |= SB_BITMAP_PRESENT;
         }
         w[64] = sb.layout;
         w[65] = chunk;

@@ -298,9 +298,8 @@ pub fn create_with_metadata(
 }
 
 /// What metadata 0.90 cannot record, refused before anything is written:
-/// more than its 27 device descriptors, and the consistency policies raidlab
-/// keeps only in 1.x (md's 0.90 bitmap sits in the 60 KiB after the
-/// superblock, which raidlab does not write; 0.90 has no PPL or journal).
+/// more than its 27 device descriptors, and a PPL or journal (0.90 has
+/// neither; its bitmap is raidlab-md's, in the 60 KiB after the superblock).
 fn check_090(spec: &CreateSpec, devices: usize, journal: bool) -> Result<()> {
     if devices > raidlab_md::sb090::DISKS {
         return Err(Error::invalid(format!(
@@ -308,9 +307,9 @@ fn check_090(spec: &CreateSpec, devices: usize, journal: bool) -> Result<()> {
             raidlab_md::sb090::DISKS
         )));
     }
-    if spec.bitmap || spec.ppl || journal {
+    if spec.ppl || journal {
         return Err(Error::invalid(
-            "raidlab writes metadata 0.90 without a write-intent bitmap, partial parity log or journal: use --consistency-policy resync, or metadata 1.x",
+            "metadata 0.90 has no partial parity log or journal: use --consistency-policy resync or bitmap, or metadata 1.x",
         ));
     }
     Ok(())

@@ -27,11 +27,30 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
                     eprintln!("raidlab: {}: {e}", d.path);
                 }
                 let bad = bad.ok().flatten();
+                // The internal bitmap, as `mdadm --examine-bitmap` shows it
+                // (in --json only: the text form is mdadm --examine's, whose
+                // labels State, Events and Version mean other things).
+                let bitmap = raidlab_md::bitmap::Bitmap::read_from(d.volume.as_ref(), &sb);
+                if let Err(e) = &bitmap {
+                    failed = true;
+                    eprintln!("raidlab: {}: {e}", d.path);
+                }
+                let bitmap = bitmap.ok().flatten().map(|b| b.examine_lines());
                 if a.json {
                     let mut v = sb.examine_json(sectors);
                     if let Some(o) = v.as_object_mut() {
                         o.insert("device".into(), d.path.clone().into());
                         o.insert("bad_blocks".into(), serde_json::to_value(&bad)?);
+                        o.insert(
+                            "bitmap".into(),
+                            bitmap.as_ref().map_or(serde_json::Value::Null, |lines| {
+                                lines
+                                    .iter()
+                                    .map(|(l, v)| (l.clone(), serde_json::Value::from(v.clone())))
+                                    .collect::<serde_json::Map<_, _>>()
+                                    .into()
+                            }),
+                        );
                     }
                     json.push(v);
                 } else {

@@ -198,7 +198,9 @@ fn what_090_cannot_hold_is_refused_and_nothing_written() {
     fix(&mut w);
     let vol = member_vol(&w, false);
     let before = vol.snapshot();
-    let sb = crate::Superblock::read_from(&vol).unwrap().unwrap();
+    let mut sb = crate::Superblock::read_from(&vol).unwrap().unwrap();
+    assert_eq!(sb.bitmap_offset, 8);
+    sb.bitmap_offset = 24; // 0.90 has no field for a bitmap elsewhere
     let e = sb.write_to(&vol).unwrap_err().to_string();
     assert!(e.contains("bitmap"), "{e}");
     assert_eq!(vol.snapshot(), before);

@@ -1,0 +1,222 @@
+//! md's RAID 4/5/6 parity layouts: their names and numbers, and which member
+//! holds P, Q and each data chunk of one stripe.
+//!
+//! It decides placement for every `ALGORITHM_*` number md runs RAID 4/5/6 with
+//! (0-5), and for the "-6" layouts (16-20) md's RAID 5 to RAID 6 conversion
+//! uses: the RAID 5 layout over the first n-1 members, with Q always on the
+//! last member (what an array is in while `mdadm --grow --level=6` reshapes
+//! it, and what it stays in after a conversion with `--layout=preserve`). It
+//! must never do I/O, and never place a "-6" layout at a level other than
+//! RAID 6 (md runs them only there; [`crate::Geometry`] refuses the rest).
+
+use raidlab_core::{Error, Result};
+
+/// RAID 4/5/6 parity placement, with md's numeric layout values
+/// (`ALGORITHM_LEFT_ASYMMETRIC` = 0 ... `ALGORITHM_PARITY_N` = 5, and the
+/// RAID 6 conversion layouts `ALGORITHM_LEFT_ASYMMETRIC_6` = 16 ...
+/// `ALGORITHM_PARITY_0_6` = 20).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum ParityLayout {
+    LeftAsymmetric = 0,
+    RightAsymmetric = 1,
+    LeftSymmetric = 2,
+    RightSymmetric = 3,
+    ParityFirst = 4,
+    ParityLast = 5,
+    /// RAID 6 only: left-asymmetric RAID 5 on members 0..n-1, Q on the last.
+    LeftAsymmetric6 = 16,
+    /// RAID 6 only: right-asymmetric RAID 5 on members 0..n-1, Q on the last.
+    RightAsymmetric6 = 17,
+    /// RAID 6 only: left-symmetric RAID 5 on members 0..n-1, Q on the last.
+    LeftSymmetric6 = 18,
+    /// RAID 6 only: right-symmetric RAID 5 on members 0..n-1, Q on the last.
+    RightSymmetric6 = 19,
+    /// RAID 6 only: parity-first RAID 5 on members 0..n-1, Q on the last.
+    ParityFirst6 = 20,
+}
+
+pub(crate) const PARITY_LAYOUT_NAMES: &str = "left-asymmetric (la), right-asymmetric (ra), \
+     left-symmetric (ls, default), right-symmetric (rs), parity-first (parity-0), \
+     parity-last (parity-n)";
+pub(crate) const RAID6_LAYOUT_NAMES: &str = "left-asymmetric (la), right-asymmetric (ra), \
+     left-symmetric (ls, default), right-symmetric (rs), parity-first (parity-0), \
+     parity-last (parity-n), and md's RAID 5 to 6 conversion layouts left-asymmetric-6, \
+     right-asymmetric-6, left-symmetric-6, right-symmetric-6, parity-first-6";
+
+impl ParityLayout {
+    /// The layouts RAID 5 and RAID 6 both run, in md's numeric order.
+    pub const ALL: [ParityLayout; 6] = [
+        ParityLayout::LeftAsymmetric,
+        ParityLayout::RightAsymmetric,
+        ParityLayout::LeftSymmetric,
+        ParityLayout::RightSymmetric,
+        ParityLayout::ParityFirst,
+        ParityLayout::ParityLast,
+    ];
+
+    /// md's RAID 5 to 6 conversion layouts ("-6"), RAID 6 only.
+    pub const CONVERSION: [ParityLayout; 5] = [
+        ParityLayout::LeftAsymmetric6,
+        ParityLayout::RightAsymmetric6,
+        ParityLayout::LeftSymmetric6,
+        ParityLayout::RightSymmetric6,
+        ParityLayout::ParityFirst6,
+    ];
+
+    /// md's algorithm number (`ALGORITHM_*`).
+    pub fn md_value(self) -> u32 {
+        self as u32
+    }
+
+    /// Decode md's algorithm number: 0..=5, or 16..=20 for the "-6" layouts
+    /// (whether the level allows it is [`crate::Geometry`]'s check). md's DDF
+    /// layouts (8, 9, 10) are refused by name.
+    pub fn from_md(value: u32) -> Result<ParityLayout> {
+        if let Some(l) = Self::ALL
+            .into_iter()
+            .chain(Self::CONVERSION)
+            .find(|l| l.md_value() == value)
+        {
+            return Ok(l);
+        }
+        let ddf = match value {
+            8 => " (md's DDF rotating-zero-restart layout)",
+            9 => " (md's DDF rotating-n-restart layout)",
+            10 => " (md's DDF rotating-n-continue layout)",
+            _ => "",
+        };
+        Err(Error::invalid(format!(
+            "md parity layout {value}{ddf} is not supported (supported: 0 left-asymmetric, \
+             1 right-asymmetric, 2 left-symmetric, 3 right-symmetric, 4 parity-first, \
+             5 parity-last; RAID 6 also 16 left-asymmetric-6, 17 right-asymmetric-6, \
+             18 left-symmetric-6, 19 right-symmetric-6, 20 parity-first-6)"
+        )))
+    }
+
+    /// Parse a layout name as mdadm accepts it (long names, la/ra/ls/rs and the
+    /// "-6" names; also "default" and raidlab's short forms parity-0 / parity-n).
+    pub fn from_name(s: &str) -> Result<ParityLayout> {
+        let lower = s.trim().to_ascii_lowercase();
+        let layout = match lower.as_str() {
+            "left-asymmetric" | "la" => ParityLayout::LeftAsymmetric,
+            "right-asymmetric" | "ra" => ParityLayout::RightAsymmetric,
+            "left-symmetric" | "ls" | "default" => ParityLayout::LeftSymmetric,
+            "right-symmetric" | "rs" => ParityLayout::RightSymmetric,
+            "parity-first" | "parity-0" => ParityLayout::ParityFirst,
+            "parity-last" | "parity-n" => ParityLayout::ParityLast,
+            "left-asymmetric-6" => ParityLayout::LeftAsymmetric6,
+            "right-asymmetric-6" => ParityLayout::RightAsymmetric6,
+            "left-symmetric-6" => ParityLayout::LeftSymmetric6,
+            "right-symmetric-6" => ParityLayout::RightSymmetric6,
+            "parity-first-6" => ParityLayout::ParityFirst6,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown parity layout '{s}'; valid layouts: {RAID6_LAYOUT_NAMES}"
+                )))
+            }
+        };
+        Ok(layout)
+    }
+
+    /// The name `mdadm --examine` prints.
+    pub fn name(self) -> &'static str {
+        match self {
+            ParityLayout::LeftAsymmetric => "left-asymmetric",
+            ParityLayout::RightAsymmetric => "right-asymmetric",
+            ParityLayout::LeftSymmetric => "left-symmetric",
+            ParityLayout::RightSymmetric => "right-symmetric",
+            ParityLayout::ParityFirst => "parity-first",
+            ParityLayout::ParityLast => "parity-last",
+            ParityLayout::LeftAsymmetric6 => "left-asymmetric-6",
+            ParityLayout::RightAsymmetric6 => "right-asymmetric-6",
+            ParityLayout::LeftSymmetric6 => "left-symmetric-6",
+            ParityLayout::RightSymmetric6 => "right-symmetric-6",
+            ParityLayout::ParityFirst6 => "parity-first-6",
+        }
+    }
+
+    /// For a "-6" layout, the RAID 5 layout it keeps on the first n-1 members;
+    /// `None` for the others.
+    pub fn raid5_part(self) -> Option<ParityLayout> {
+        match self {
+            ParityLayout::LeftAsymmetric6 => Some(ParityLayout::LeftAsymmetric),
+            ParityLayout::RightAsymmetric6 => Some(ParityLayout::RightAsymmetric),
+            ParityLayout::LeftSymmetric6 => Some(ParityLayout::LeftSymmetric),
+            ParityLayout::RightSymmetric6 => Some(ParityLayout::RightSymmetric),
+            ParityLayout::ParityFirst6 => Some(ParityLayout::ParityFirst),
+            _ => None,
+        }
+    }
+
+    /// Whether md runs this layout only at RAID 6 (the "-6" layouts).
+    pub fn raid6_only(self) -> bool {
+        self.raid5_part().is_some()
+    }
+
+    /// Members of stripe `stripe` over `n` members: data chunks in logical
+    /// order, P, and (RAID 6) Q.
+    pub(crate) fn place(
+        self,
+        raid6: bool,
+        n: usize,
+        stripe: u64,
+    ) -> (Vec<usize>, usize, Option<usize>) {
+        if let Some(base) = self.raid5_part() {
+            // A conversion layout is a RAID 5 of the first n-1 members (rotating
+            // over n-1, not n) with Q added as the last member.
+            debug_assert!(raid6, "{} placed outside RAID 6", self.name());
+            let (data, p) = base.place_one_parity(n - 1, stripe);
+            return (data, p, Some(n - 1));
+        }
+        if !raid6 {
+            let (data, p) = self.place_one_parity(n, stripe);
+            return (data, p, None);
+        }
+        let dd = n - 2;
+        let r = (stripe % n as u64) as usize;
+        // RAID 6: Q follows P (wrapping to member 0); data fills the rest.
+        let (p, q) = match self {
+            ParityLayout::LeftAsymmetric | ParityLayout::LeftSymmetric => {
+                let p = n - 1 - r;
+                (p, (p + 1) % n)
+            }
+            ParityLayout::RightAsymmetric | ParityLayout::RightSymmetric => (r, (r + 1) % n),
+            ParityLayout::ParityFirst => (0, 1),
+            _ => (dd, dd + 1),
+        };
+        let data = (0..dd)
+            .map(|i| match self {
+                ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 2 + i) % n,
+                ParityLayout::ParityFirst => i + 2,
+                ParityLayout::ParityLast => i,
+                // Asymmetric: data in member order, skipping P and Q.
+                _ if p == n - 1 => i + 1,
+                _ if i >= p => i + 2,
+                _ => i,
+            })
+            .collect();
+        (data, p, Some(q))
+    }
+
+    /// One parity block over `n` members (RAID 4/5, or the RAID 5 part of a
+    /// "-6" layout): data either skips over P (asymmetric, fixed order) or
+    /// starts right after it and wraps (symmetric). Rotation is stripe mod n.
+    fn place_one_parity(self, n: usize, stripe: u64) -> (Vec<usize>, usize) {
+        let dd = n - 1;
+        let r = (stripe % n as u64) as usize;
+        let p = match self {
+            ParityLayout::LeftAsymmetric | ParityLayout::LeftSymmetric => dd - r,
+            ParityLayout::RightAsymmetric | ParityLayout::RightSymmetric => r,
+            ParityLayout::ParityFirst => 0,
+            _ => dd,
+        };
+        let data = (0..dd)
+            .map(|i| match self {
+                ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 1 + i) % n,
+                _ if i >= p => i + 1,
+                _ => i,
+            })
+            .collect();
+        (data, p)
+    }
+}
