@@ -281,6 +281,7 @@ fn do_op(
         (OpKind::Read, Some(buf), _) => vol.read_at(buf, op.offset),
         (OpKind::Write, _, Some(buf)) => vol.write_at(buf, op.offset),
         (OpKind::Trim, _, _) => vol.discard(op.offset, op.length),
+        (OpKind::Zero, _, _) => vol.write_zeroes(op.offset, op.length),
         _ => Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,
@@ -297,7 +298,9 @@ fn run_io(
 ) -> Result<(), Failed> {
     let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
-    let all_trims = ops.iter().all(|o| o.kind == OpKind::Trim);
+    let all_trims = ops
+        .iter()
+        .all(|o| matches!(o.kind, OpKind::Trim | OpKind::Zero));
     let bytes: u64 = ops.iter().map(|o| o.length).sum();
     let mut distinct: Vec<usize> = ops.iter().map(|o| o.member).collect();
     distinct.sort_unstable();
@@ -344,7 +347,7 @@ fn run_io(
         let vol = member(members, op)?;
         match op.kind {
             OpKind::Write => do_op(vol, op, None, Some(slice_of(user.get(), scratch, op.buf)?))?,
-            OpKind::Trim => do_op(vol, op, None, None)?,
+            OpKind::Trim | OpKind::Zero => do_op(vol, op, None, None)?,
             OpKind::Read => {
                 let target = match (op.buf.buf, &mut *user) {
                     (Buf::User, UserBuf::Read(b)) => b

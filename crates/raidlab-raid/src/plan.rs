@@ -9,7 +9,7 @@
 use raidlab_layout::Geometry;
 use serde::Serialize;
 
-/// Read, write or trim.
+/// Read, write, trim or write-zeroes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OpKind {
@@ -18,6 +18,9 @@ pub enum OpKind {
     /// The range's contents are no longer needed (the member's discard); no
     /// buffer.
     Trim,
+    /// The range reads as zeros afterwards (the member's write-zeroes); no
+    /// buffer.
+    Zero,
 }
 
 /// Which buffer a slice lives in.
@@ -209,7 +212,7 @@ impl Plan {
                 for op in ops {
                     match op.kind {
                         OpKind::Read => r += 1,
-                        OpKind::Write => w += 1,
+                        OpKind::Write | OpKind::Zero => w += 1,
                         OpKind::Trim => {}
                     }
                 }
