@@ -257,6 +257,7 @@ fn print_op(op: &MemberOp) -> Result<()> {
             OpKind::Read => "read",
             OpKind::Write => "write",
             OpKind::Trim => "trim",
+            OpKind::Zero => "zero",
         },
         op.member,
         op.offset,
