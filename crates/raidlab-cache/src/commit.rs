@@ -19,6 +19,9 @@
 //! 3. **Origin before clean.** A cleaned block is marked clean only after its
 //!    write to the origin has been flushed.
 //!
+//! A write-zeroes that drops a dirty copy follows rule 3's order too: the
+//! origin's zeros are flushed before the copy is unmapped ([`crate::zeroes`]).
+//!
 //! A user flush writes every changed mapping sector (after rule 1's flush),
 //! flushes the cache device again and flushes the origin. An unclean open keeps
 //! only dirty entries: a clean entry's copy and the origin may each hold a

@@ -12,6 +12,7 @@
 //! - [`stats`]: the counters.
 //! - [`driver`]: an optional thread that ticks the cleaner in real time.
 //! - [`identity`]: how a file or device origin is told from another.
+//! - [`zeroes`]: write-zeroes, passed to the origin, never cached as zeros.
 //!
 //! This crate must never depend on the RAID engine (`raidlab-raid`): a cache
 //! sits in front of any [`raidlab_core::Volume`], an array being just one. It
@@ -27,6 +28,7 @@ pub mod identity;
 pub mod policy;
 pub mod stats;
 pub mod volume;
+pub mod zeroes;
 
 pub use commit::{attach, create, examine, examine_table, reset_counters, TableSummary};
 pub use driver::BackgroundCleaner;

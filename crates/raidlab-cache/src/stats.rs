@@ -44,7 +44,8 @@ pub struct Stats {
     /// Blocks removed to make room for others (dm-cache calls these
     /// demotions; 2Q has no other way out of the cache).
     pub evictions: u64,
-    /// Blocks removed because a write-around write made them stale.
+    /// Blocks removed because a write-around write made them stale, or a
+    /// write-zeroes covered them whole.
     pub invalidations: u64,
     pub cleaned_blocks: u64,
     pub cleaned_bytes: u64,

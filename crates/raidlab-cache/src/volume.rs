@@ -158,6 +158,13 @@ pub(crate) struct Reading {
     writes: u64,
 }
 
+impl Reading {
+    /// A write to the block began while it was being read.
+    pub(crate) fn note_write(&mut self) {
+        self.writes += 1;
+    }
+}
+
 pub(crate) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
     // A panic while holding the lock is a bug already reported; the state is
     // still the one the protocol left, so carry on rather than poison every caller.
@@ -351,11 +358,39 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         Ok(())
     }
 
-    fn write_inner(&self, st: &mut State, buf: &[u8], offset: u64) -> Result<()> {
+    /// A write of a request to the origin: with FUA, durable there when it
+    /// returns (and nothing else of the origin's is waited for).
+    fn send_origin(&self, st: &mut State, data: &[u8], offset: u64, fua: bool) -> Result<()> {
+        if fua {
+            self.origin.write_at_fua(data, offset)
+        } else {
+            self.write_origin(st, data, offset)
+        }
+    }
+
+    /// A write request. With `fua`, each piece is made durable where it
+    /// lands and no further: a piece sent to the origin is a FUA write there
+    /// (the origin is not flushed); a piece that leaves a block dirty in the
+    /// cache is durable on the cache device together with the mapping entry
+    /// that names it (a FUA write into a slot the device's table already
+    /// names dirty, else a commit of the table, which flushes the data
+    /// first); a piece that only updates a clean copy (write-through) gets no
+    /// durability on the cache device at all, because an unclean open drops
+    /// every clean entry and reads the origin, which has the piece durably.
+    pub(crate) fn write_inner(
+        &self,
+        st: &mut State,
+        buf: &[u8],
+        offset: u64,
+        fua: bool,
+    ) -> Result<()> {
         let len = buf.len() as u64;
         if st.detached {
-            return self.write_origin(st, buf, offset);
+            return self.send_origin(st, buf, offset, fua);
         }
+        // Set when a FUA piece left a block dirty whose entry the device's
+        // table does not show yet.
+        let mut commit = false;
         self.begin_change(st)?;
         let seq = st.seq.note(offset, len, st.sb.sequential_cutoff);
         if seq {
@@ -375,12 +410,12 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             let piece = &buf[pos as usize..(pos + n) as usize];
             pos += n;
             if let Some(r) = st.reading.get_mut(&b) {
-                r.writes += 1;
+                r.note_write();
             }
             if b >= origin_blocks {
                 st.stats.bypass_tail_bytes += n;
                 why.tail = true;
-                self.write_origin(st, piece, abs)?;
+                self.send_origin(st, piece, abs, fua)?;
                 misses += 1;
                 continue;
             }
@@ -395,16 +430,22 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                     st.stats.invalidations += 1;
                     st.stats.bypass_mode_bytes += n;
                     why.mode = true;
-                    self.write_origin(st, piece, abs)?;
+                    self.send_origin(st, piece, abs, fua)?;
                     misses += 1;
                     continue;
                 }
                 if mode == Mode::WriteThrough && !is_dirty {
-                    self.write_origin(st, piece, abs)?;
+                    self.send_origin(st, piece, abs, fua)?;
                 }
-                self.cache
-                    .write_at(piece, Self::slot_offset(st, slot) + within)?;
-                st.cache_unflushed = true;
+                let at = Self::slot_offset(st, slot) + within;
+                let stays_dirty = is_dirty || mode == Mode::WriteBack;
+                if fua && stays_dirty && st.persisted[slot as usize] == Entry::Dirty(b) {
+                    self.cache.write_at_fua(piece, at)?;
+                } else {
+                    self.cache.write_at(piece, at)?;
+                    st.cache_unflushed = true;
+                    commit |= fua && stays_dirty;
+                }
                 if mode == Mode::WriteBack && !is_dirty {
                     Self::set_entry(st, slot, Entry::Dirty(b));
                     st.dirty.insert(b);
@@ -419,12 +460,12 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                     st.stats.bypass_mode_bytes += n;
                     why.mode = true;
                 }
-                self.write_origin(st, piece, abs)?;
+                self.send_origin(st, piece, abs, fua)?;
                 continue;
             }
             if seq {
                 st.stats.bypass_sequential_bytes += n;
-                self.write_origin(st, piece, abs)?;
+                self.send_origin(st, piece, abs, fua)?;
                 continue;
             }
             let mut whole = Aligned::zeroed(bs as usize);
@@ -432,10 +473,12 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 self.origin.read_at(whole.as_mut_slice(), b * bs)?;
             }
             whole.as_mut_slice()[within as usize..(within + n) as usize].copy_from_slice(piece);
-            if !self.install(st, b, whole.as_slice(), true)? {
+            if self.install(st, b, whole.as_slice(), true)? {
+                commit |= fua;
+            } else {
                 st.stats.bypass_full_bytes += n;
                 why.full = true;
-                self.write_origin(st, piece, abs)?;
+                self.send_origin(st, piece, abs, fua)?;
             }
         }
         why.count(&mut st.stats);
@@ -443,6 +486,16 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             (_, 0) => st.stats.write_hits += 1,
             (0, _) => st.stats.write_misses += 1,
             _ => st.stats.write_partial_hits += 1,
+        }
+        if commit {
+            // Data before mapping (rule 1): the commit flushes the cache
+            // device before it writes the table.
+            if st.stale.is_empty() {
+                self.cache.flush()?;
+                st.cache_unflushed = false;
+            } else {
+                self.commit_stale(st)?;
+            }
         }
         Ok(())
     }
@@ -459,6 +512,21 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             st.origin_unflushed = false;
         }
         Ok(())
+    }
+
+    fn write_request(&self, buf: &[u8], offset: u64, fua: bool) -> Result<()> {
+        check_range_with(
+            || self.name(),
+            Op::Write,
+            self.size(),
+            offset,
+            buf.len() as u64,
+        )?;
+        let mut st = lock(&self.state);
+        if st.read_only {
+            return Err(Self::read_only_error(&self.cache, Op::Write).at(offset, buf.len() as u64));
+        }
+        self.write_inner(&mut st, buf, offset, fua)
     }
 
     /// Change the tunables (not the mode or block size).
@@ -513,18 +581,23 @@ impl<C: Volume, O: Volume> Volume for CachedVolume<C, O> {
         self.read_inner(st, buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        check_range_with(
-            || self.name(),
-            Op::Write,
-            self.size(),
-            offset,
-            buf.len() as u64,
-        )?;
+        self.write_request(buf, offset, false)
+    }
+    /// Durable when it returns, at the cost each mode needs and no more (see
+    /// `write_inner`): write-back puts the data and its mapping on the cache
+    /// device only; write-through and write-around make the origin's copy
+    /// durable with a FUA write there. Neither device is flushed as a whole
+    /// unless the piece needs a mapping commit.
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write_request(buf, offset, true)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
         let mut st = lock(&self.state);
         if st.read_only {
-            return Err(Self::read_only_error(&self.cache, Op::Write).at(offset, buf.len() as u64));
+            return Err(Self::read_only_error(&self.cache, Op::Write).at(offset, len));
         }
-        self.write_inner(&mut st, buf, offset)
+        self.zero_inner(&mut st, offset, len)
     }
     fn flush(&self) -> Result<()> {
         let mut st = lock(&self.state);

@@ -18,7 +18,13 @@
 //! table of one mapping sector); the wide shape (256 and 100: four sectors)
 //! is there for commits that write several adjacent mapping sectors at once.
 //!
-//! Each written sector carries the id of the write that wrote it. The model keeps,
+//! Writes include FUA writes and write-zeroes (sizes up to six blocks, so
+//! whole blocks are zeroed). The devices model FUA as a disk does: that
+//! write alone is durable, nothing else pending is flushed by it.
+//!
+//! Each written sector carries the id of the write that wrote it (a zeroed
+//! sector reads as zeros, allowed where a write-zeroes is among the allowed
+//! ids). An acknowledged FUA write is the sector's durable id at once. The model keeps,
 //! per sector, the id durable as of the last completed flush and the ids written
 //! since. After the crash a sector must hold one of those: an older id is a
 //! **stale read** (data older than what was flushed), anything else a **loss**.
@@ -128,6 +134,14 @@ impl Volume for Tripped {
         self.trigger.tick();
         self.dev.flush()
     }
+    // The device's own FUA: this write alone becomes durable (a flush of
+    // everything would hide a FUA write that forgot its mapping).
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.trigger.tick();
+        self.dev.write_at_fua(buf, offset)
+    }
+    // Write-zeroes is the trait's default: zeros written through `write_at`,
+    // each one a tick and an unflushed write.
 }
 
 /// Virtual time, moved on by the workload.
@@ -154,20 +168,52 @@ fn stamp(id: u64, sector: u64) -> [u8; SECTOR] {
 }
 
 /// The write id a sector holds, or `None` if it is not a whole stamp.
+/// Zeros are [`ZEROS`]: which write-zeroes left them cannot be told.
 fn id_of(bytes: &[u8], sector: u64) -> Option<u64> {
+    if bytes.iter().all(|&b| b == 0) {
+        return Some(ZEROS);
+    }
     let id = u64::from_le_bytes(bytes[..8].try_into().ok()?);
     (bytes == stamp(id, sector)).then_some(id)
 }
+
+/// What a zeroed sector reads as, in place of a write id.
+const ZEROS: u64 = u64::MAX;
 
 #[derive(Debug, Clone, Default)]
 struct Sector {
     durable: u64,
     since: Vec<u64>,
+    /// Write-zeroes ids that reached this sector (all, durable or not).
+    zeroed_by: Vec<u64>,
 }
 
 impl Sector {
     fn latest(&self) -> u64 {
         *self.since.last().unwrap_or(&self.durable)
+    }
+    /// What the sector reads as if `id` is what it holds.
+    fn reads(&self, id: u64) -> u64 {
+        if self.zeroed_by.contains(&id) {
+            ZEROS
+        } else {
+            id
+        }
+    }
+    /// Whether reading `got` after a crash is allowed: the durable write or
+    /// one since.
+    fn allows(&self, got: u64) -> bool {
+        std::iter::once(self.durable)
+            .chain(self.since.iter().copied())
+            .any(|id| self.reads(id) == got)
+    }
+    /// Whether `got` is something this sector held before its durable write.
+    fn older(&self, got: u64) -> bool {
+        if got == ZEROS {
+            self.zeroed_by.iter().any(|&z| z < self.durable)
+        } else {
+            got < self.durable
+        }
     }
 }
 
@@ -180,6 +226,9 @@ struct Tally {
     unstable: u64,
     dirty_at_cut: u64,
     cut_in_reopen: u64,
+    /// FUA writes and write-zeroes acknowledged before the cut.
+    fua_writes: u64,
+    zeroes: u64,
 }
 
 /// What the cache sits in front of.
@@ -313,23 +362,59 @@ fn run_point(shape: Shape, kind: OriginKind, mode: Mode, seed: u64) -> Tally {
     for _ in 0..ops {
         let r: f64 = rng.gen();
         let ok = if r < 0.45 || (0.9..0.95).contains(&r) {
-            // A write: random, or the next piece of a sequential run.
+            // A write: random, or the next piece of a sequential run; a
+            // share of the random ones are FUA writes or write-zeroes.
+            let kind: f64 = rng.gen();
+            let zeroes = r < 0.45 && kind < 0.15;
+            let fua = r < 0.45 && (0.15..0.4).contains(&kind);
             let (first, n) = if r < 0.45 {
                 let first = rng.gen_range(0..sectors);
-                (first, rng.gen_range(1..=24u64).min(sectors - first))
+                // Write-zeroes up to 6 blocks, so whole blocks are zeroed.
+                let most = if zeroes { 48 } else { 24 };
+                (first, rng.gen_range(1..=most).min(sectors - first))
             } else {
                 let n = 16u64.min(sectors - seq_at);
                 let f = seq_at;
                 seq_at = (seq_at + n) % sectors;
                 (f, n)
             };
-            let mut buf = Vec::with_capacity(n as usize * SECTOR);
-            for s in first..first + n {
-                buf.extend_from_slice(&stamp(next_id, s));
-                model[s as usize].since.push(next_id);
-            }
+            let id = next_id;
             next_id += 1;
-            v.write_at(&buf, first * SECTOR as u64).is_ok()
+            for s in first..first + n {
+                let m = &mut model[s as usize];
+                m.since.push(id);
+                if zeroes {
+                    m.zeroed_by.push(id);
+                }
+            }
+            let at = first * SECTOR as u64;
+            let ok = if zeroes {
+                v.write_zeroes(at, n * SECTOR as u64).is_ok()
+            } else {
+                let mut buf = Vec::with_capacity(n as usize * SECTOR);
+                for s in first..first + n {
+                    buf.extend_from_slice(&stamp(id, s));
+                }
+                if fua {
+                    v.write_at_fua(&buf, at).is_ok()
+                } else {
+                    v.write_at(&buf, at).is_ok()
+                }
+            };
+            if ok && !trigger.fired.load(Ordering::SeqCst) {
+                tally.zeroes += u64::from(zeroes);
+                tally.fua_writes += u64::from(fua);
+                if fua {
+                    // Acknowledged FUA: these sectors hold it or a later
+                    // write after any power cut, flush or no flush.
+                    for s in first..first + n {
+                        let m = &mut model[s as usize];
+                        m.durable = id;
+                        m.since.clear();
+                    }
+                }
+            }
+            ok
         } else if r < 0.65 {
             let first = rng.gen_range(0..sectors);
             let n = rng.gen_range(1..=24u64).min(sectors - first);
@@ -339,9 +424,10 @@ fn run_point(shape: Shape, kind: OriginKind, mode: Mode, seed: u64) -> Tally {
                 Ok(()) => {
                     for (i, s) in (first..first + n).enumerate() {
                         let got = id_of(&buf[i * SECTOR..(i + 1) * SECTOR], s);
+                        let m = &model[s as usize];
                         assert_eq!(
                             got,
-                            Some(model[s as usize].latest()),
+                            Some(m.reads(m.latest())),
                             "seed {seed} ({mode:?}): read-your-writes of sector {s} before \
                              the crash; reproduce with RAIDLAB_CACHE_CRASH_SEED={seed}"
                         );
@@ -433,8 +519,8 @@ fn run_point(shape: Shape, kind: OriginKind, mode: Mode, seed: u64) -> Tally {
         let bytes = &after[s as usize * SECTOR..(s as usize + 1) * SECTOR];
         let m = &model[s as usize];
         match id_of(bytes, s) {
-            Some(id) if id == m.durable || m.since.contains(&id) => {}
-            Some(id) if id < m.durable => {
+            Some(id) if m.allows(id) => {}
+            Some(id) if m.older(id) => {
                 tally.stale += 1;
                 eprintln!(
                     "seed {seed} ({mode:?}): sector {s} reads write {id}, older than the \
@@ -494,11 +580,13 @@ fn run_shape(shape: Shape, kind: OriginKind, mode: Mode) {
         total.unstable += t.unstable;
         total.dirty_at_cut += t.dirty_at_cut;
         total.cut_in_reopen += t.cut_in_reopen;
+        total.fua_writes += t.fua_writes;
+        total.zeroes += t.zeroes;
     }
     println!(
         "{kind:?} origin, {mode:?}{}: {} crash points ({} cut inside an operation, {} cut again \
-         while reopening), {} dirty blocks at the cuts, {} lost sectors, {} stale sectors, {} \
-         unstable",
+         while reopening), {} FUA writes and {} write-zeroes acknowledged, {} dirty blocks at the \
+         cuts, {} lost sectors, {} stale sectors, {} unstable",
         if shape == WIDE {
             ", four-sector table"
         } else {
@@ -507,6 +595,8 @@ fn run_shape(shape: Shape, kind: OriginKind, mode: Mode) {
         total.points,
         total.cut_inside,
         total.cut_in_reopen,
+        total.fua_writes,
+        total.zeroes,
         total.dirty_at_cut,
         total.losses,
         total.stale,

@@ -156,6 +156,55 @@ impl Overlay {
         self.log.clear();
         self.sectors.clear();
     }
+
+    /// Forget every pending byte of `[offset, offset+len)`: a FUA write put the
+    /// newest bytes of that range on the medium, and no older pending write
+    /// may land on top of them at a power cut. Pending writes that overlap are
+    /// cut into the pieces outside the range.
+    fn forget(&mut self, offset: u64, len: u64) {
+        let end = offset + len;
+        let mut kept = Vec::with_capacity(self.log.len());
+        for w in std::mem::take(&mut self.log) {
+            let w_end = w.offset + w.data.len() as u64;
+            if w_end <= offset || end <= w.offset {
+                kept.push(w);
+                continue;
+            }
+            if w.offset < offset {
+                let n = (offset - w.offset) as usize;
+                kept.push(PendingWrite {
+                    offset: w.offset,
+                    data: w.data[..n].to_vec(),
+                });
+            }
+            if end < w_end {
+                let from = (end - w.offset) as usize;
+                kept.push(PendingWrite {
+                    offset: end,
+                    data: w.data[from..].to_vec(),
+                });
+            }
+        }
+        self.log = kept;
+        if len == 0 {
+            return;
+        }
+        let first = offset / SECTOR;
+        let last = (end - 1) / SECTOR;
+        let mut empty = Vec::new();
+        for (&index, sector) in self.sectors.range_mut(first..=last) {
+            let start = index * SECTOR;
+            let from = (start.max(offset) - start) as usize;
+            let to = ((start + SECTOR).min(end) - start) as usize;
+            sector.held[from..to].fill(false);
+            if !sector.held.iter().any(|&h| h) {
+                empty.push(index);
+            }
+        }
+        for index in empty {
+            self.sectors.remove(&index);
+        }
+    }
 }
 
 fn overlaps(range: &Range<u64>, offset: u64, len: u64) -> bool {
@@ -493,6 +542,28 @@ impl<V: Volume> Volume for FaultVolume<V> {
         } else {
             drop(st);
             self.inner.flush()
+        }
+    }
+
+    /// With a volatile cache: this write alone goes to the medium (as a disk's
+    /// FUA write does), and nothing else pending becomes durable; an older
+    /// pending write to the same bytes is forgotten, so a power cut cannot
+    /// lay it over the newer one. A test can then tell a FUA write from a
+    /// write and a flush of everything.
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let len = buf.len() as u64;
+        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
+        let mut st = self.lock();
+        st.stats.writes = st.stats.writes.saturating_add(1);
+        self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
+        if self.volatile_cache {
+            // Under the lock, so no flush or read sees the range half moved.
+            self.inner.write_at_fua(buf, offset)?;
+            st.overlay.forget(offset, len);
+            Ok(())
+        } else {
+            drop(st);
+            self.inner.write_at_fua(buf, offset)
         }
     }
 

@@ -499,3 +499,36 @@ fn wrappers_pass_io_size_hints_on_and_fua_is_durable() {
     f.read_at(&mut b, 8192).unwrap();
     assert_eq!(b, [0; 512]);
 }
+
+#[test]
+fn fua_makes_only_its_own_write_durable_and_older_pending_bytes_never_land_over_it() {
+    for (policy, before, after) in [
+        (PowerCutPolicy::DropAll, 0u8, 0u8),
+        (PowerCutPolicy::KeepAll, 1, 3),
+        (PowerCutPolicy::Random(7), 9, 9),
+    ] {
+        let f = FaultVolume::with_volatile_cache(MemVolume::new(1 << 16));
+        // A pending write straddling the FUA range on both sides.
+        f.write_at(&[1; 1536], 0).unwrap();
+        f.write_at_fua(&[2; 512], 512).unwrap();
+        f.write_at(&[3; 512], 4096).unwrap();
+        let mut b = [0u8; 1536];
+        f.read_at(&mut b, 0).unwrap();
+        assert!(b[..512].iter().all(|&x| x == 1));
+        assert!(b[512..1024].iter().all(|&x| x == 2));
+        assert!(b[1024..].iter().all(|&x| x == 1));
+        f.power_cut_with(policy).unwrap();
+        f.restart();
+        f.read_at(&mut b, 0).unwrap();
+        // The FUA bytes survive whatever happens to the rest, and the older
+        // write that covered them does not come back over them.
+        assert!(b[512..1024].iter().all(|&x| x == 2), "{policy:?}");
+        if before != 9 {
+            assert!(b[..512].iter().all(|&x| x == before), "{policy:?}");
+            assert!(b[1024..].iter().all(|&x| x == before), "{policy:?}");
+            let mut c = [0u8; 512];
+            f.read_at(&mut c, 4096).unwrap();
+            assert!(c.iter().all(|&x| x == after), "{policy:?}");
+        }
+    }
+}

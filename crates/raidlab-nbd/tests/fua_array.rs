@@ -2,9 +2,11 @@
 //! made durable on the members it wrote (their flush is seen by a recording
 //! member volume), and on no other; a plain write flushes nothing; a flush
 //! reaches every member. Over NBD, raidlab's client sends the FUA flag and the
-//! server passes it to the array.
+//! server passes it to the array; NBD_CMD_WRITE_ZEROES becomes the array's
+//! write-zeroes (a RAID 5 promises no zeros after a trim, so no hole is
+//! punched), whose whole stripes reach the members as member write-zeroes.
 
-use raidlab_core::Volume;
+use raidlab_core::{Result, Volume};
 use raidlab_devices::{Access, MemVolume, Recorded, SystemClock};
 use raidlab_layout::{Layout, Level, ParityLayout};
 use raidlab_nbd::client::NbdVolume;
@@ -14,7 +16,7 @@ use raidlab_raid::array::Array;
 use raidlab_raid::assemble::{CreateSpec, Device, NewMember};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use std::os::unix::net::UnixListener;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const CHUNK: u64 = 64 << 10;
@@ -30,13 +32,28 @@ fn raid5_with(members: usize, policy: &str) -> (Arc<Array>, Vec<Arc<Recorded>>) 
     let recorded: Vec<Arc<Recorded>> = (0..members + usize::from(journal))
         .map(|_| Arc::new(Recorded::new(Arc::new(MemVolume::new(8 << 20)))))
         .collect();
-    let new = recorded[..members]
+    let vols = recorded
         .iter()
+        .map(|r| r.clone() as Arc<dyn Volume>)
+        .collect();
+    (raid5_over(vols, policy), recorded)
+}
+
+/// A new RAID 5 over `vols`, 64 KiB chunks, keeping `policy` (as
+/// [`raid5_with`]; with "journal" the last of `vols` is the journal device).
+fn raid5_over(mut vols: Vec<Arc<dyn Volume>>, policy: &str) -> Arc<Array> {
+    let journal = if policy == "journal" {
+        vols.pop()
+    } else {
+        None
+    };
+    let new = vols
+        .into_iter()
         .enumerate()
-        .map(|(i, r)| NewMember {
+        .map(|(i, volume)| NewMember {
             device: Device {
                 path: format!("m{i}"),
-                volume: r.clone() as Arc<dyn Volume>,
+                volume,
             },
             zeroed: true,
         })
@@ -52,10 +69,10 @@ fn raid5_with(members: usize, policy: &str) -> (Arc<Array>, Vec<Arc<Recorded>>) 
         bitmap_chunk: None,
         ppl: policy == "ppl",
     };
-    let journal_device = journal.then(|| NewMember {
+    let journal_device = journal.map(|volume| NewMember {
         device: Device {
             path: "journal".into(),
-            volume: recorded[members].clone() as Arc<dyn Volume>,
+            volume,
         },
         zeroed: true,
     });
@@ -63,7 +80,32 @@ fn raid5_with(members: usize, policy: &str) -> (Arc<Array>, Vec<Arc<Recorded>>) 
     asm.start_ppl().unwrap();
     asm.start_journal().unwrap();
     asm.mark_dirty().unwrap();
-    (Arc::new(asm.array().unwrap()), recorded)
+    Arc::new(asm.array().unwrap())
+}
+
+/// Serve `array` over a Unix socket while `f` uses a client of it.
+fn served(array: &Arc<Array>, f: impl FnOnce(&NbdVolume)) {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("nbd.sock");
+    let exports = vec![Export {
+        name: "md".into(),
+        description: "RAID 5".into(),
+        volume: array.clone(),
+        read_only: false,
+        preferred_block: 4096,
+        multi_conn: true,
+    }];
+    let server = Server::new(exports, Limits::default(), Box::new(|_| {}));
+    let listener = Listener::Unix(UnixListener::bind(&sock).unwrap());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| run(&server, std::slice::from_ref(&listener), &stop, &|_| {}).unwrap());
+        let client =
+            NbdVolume::connect(&format!("nbd+unix:///md?socket={}", sock.display())).unwrap();
+        f(&client);
+        drop(client);
+        stop.store(true, Ordering::SeqCst);
+    });
 }
 
 fn flushes(members: &[Arc<Recorded>]) -> Vec<u64> {
@@ -182,30 +224,77 @@ fn a_fua_write_held_by_the_stripe_cache_is_written_out_and_flushed() {
 #[test]
 fn fua_over_nbd_reaches_the_arrays_members() {
     let (array, members) = raid5(5);
-    let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("nbd.sock");
-    let exports = vec![Export {
-        name: "md".into(),
-        description: "RAID 5".into(),
-        volume: array.clone(),
-        read_only: false,
-        preferred_block: 4096,
-        multi_conn: true,
-    }];
-    let server = Server::new(exports, Limits::default(), Box::new(|_| {}));
-    let listener = Listener::Unix(UnixListener::bind(&sock).unwrap());
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| run(&server, std::slice::from_ref(&listener), &stop, &|_| {}).unwrap());
-        let client =
-            NbdVolume::connect(&format!("nbd+unix:///md?socket={}", sock.display())).unwrap();
-        check(&client, &array, &members);
+    served(&array, |client| {
+        check(client, &array, &members);
         // Write-zeroes over NBD reads back as zeros.
         client.write_zeroes(3 * CHUNK, 2 * CHUNK).unwrap();
         let mut back = vec![1u8; 2 * CHUNK as usize];
         array.read_at(&mut back, 3 * CHUNK).unwrap();
         assert!(back.iter().all(|&b| b == 0));
-        drop(client);
-        stop.store(true, std::sync::atomic::Ordering::SeqCst);
     });
+}
+
+/// Memory that counts the bytes asked of it as write-zeroes.
+#[derive(Debug)]
+struct Zeroed {
+    mem: MemVolume,
+    zeroed: AtomicU64,
+}
+
+impl Volume for Zeroed {
+    fn name(&self) -> String {
+        "zeroed".into()
+    }
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.mem.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.mem.write_at(buf, offset)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.zeroed.fetch_add(len, Ordering::SeqCst);
+        self.mem.write_zeroes(offset, len)
+    }
+    fn flush(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn nbd_write_zeroes_of_whole_stripes_becomes_member_write_zeroes() {
+    let members: Vec<Arc<Zeroed>> = (0..4)
+        .map(|_| {
+            Arc::new(Zeroed {
+                mem: MemVolume::new(8 << 20),
+                zeroed: AtomicU64::new(0),
+            })
+        })
+        .collect();
+    let array = raid5_over(
+        members
+            .iter()
+            .map(|m| m.clone() as Arc<dyn Volume>)
+            .collect(),
+        "resync",
+    );
+    let stripe = 3 * CHUNK;
+    array.write_at(&vec![0x5a; 4 * stripe as usize], 0).unwrap();
+    served(&array, |client| {
+        // Two whole stripes, from the second on.
+        client.write_zeroes(stripe, 2 * stripe).unwrap();
+        client.flush().unwrap();
+    });
+    let mut back = vec![1u8; 4 * stripe as usize];
+    array.read_at(&mut back, 0).unwrap();
+    let (s, e) = (stripe as usize, 3 * stripe as usize);
+    assert!(back[..s].iter().all(|&b| b == 0x5a));
+    assert!(back[s..e].iter().all(|&b| b == 0));
+    assert!(back[e..].iter().all(|&b| b == 0x5a));
+    // Every member (data and parity) zeroed a chunk of each stripe.
+    for m in &members {
+        assert_eq!(m.zeroed.load(Ordering::SeqCst), 2 * CHUNK);
+    }
 }

@@ -317,6 +317,7 @@ fn do_op(
         (OpKind::Write, _, Some(buf)) => vol.write_at(buf, op.offset),
         (OpKind::Trim, _, _) => vol.discard(op.offset, op.length),
         (OpKind::Flush, _, _) => vol.flush(),
+        (OpKind::Zero, _, _) => vol.write_zeroes(op.offset, op.length),
         _ => Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,
@@ -333,10 +334,10 @@ fn run_io(
 ) -> Result<(), Failed> {
     let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
-    // Trims and flushes carry no buffer.
+    // Trims, write-zeroes and flushes carry no buffer.
     let all_unbuffered = ops
         .iter()
-        .all(|o| matches!(o.kind, OpKind::Trim | OpKind::Flush));
+        .all(|o| matches!(o.kind, OpKind::Trim | OpKind::Zero | OpKind::Flush));
     let bytes: u64 = ops.iter().map(|o| o.length).sum();
     let mut distinct: Vec<usize> = ops.iter().map(|o| o.member).collect();
     distinct.sort_unstable();
@@ -386,7 +387,7 @@ fn run_io(
         let vol = member(members, op)?;
         match op.kind {
             OpKind::Write => do_op(vol, op, None, Some(slice_of(user.get(), scratch, op.buf)?))?,
-            OpKind::Trim | OpKind::Flush => do_op(vol, op, None, None)?,
+            OpKind::Trim | OpKind::Zero | OpKind::Flush => do_op(vol, op, None, None)?,
             OpKind::Read => {
                 let target = match (op.buf.buf, &mut *user) {
                     (Buf::User, UserBuf::Read(b)) => b

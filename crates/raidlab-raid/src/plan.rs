@@ -9,7 +9,7 @@
 use raidlab_layout::Geometry;
 use serde::Serialize;
 
-/// Read, write, trim or flush.
+/// Read, write, trim, write-zeroes or flush.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OpKind {
@@ -18,6 +18,9 @@ pub enum OpKind {
     /// The range's contents are no longer needed (the member's discard); no
     /// buffer.
     Trim,
+    /// The range reads as zeros afterwards (the member's write-zeroes); no
+    /// buffer.
+    Zero,
     /// Make the member's completed writes durable (its cache flush); no range
     /// and no buffer. Metadata plans use it: a bitmap or log write must be on
     /// stable storage before the data writes it covers go out.
@@ -268,7 +271,7 @@ impl Plan {
                 for op in ops {
                     match op.kind {
                         OpKind::Read => r += 1,
-                        OpKind::Write => w += 1,
+                        OpKind::Write | OpKind::Zero => w += 1,
                         OpKind::Trim | OpKind::Flush => {}
                     }
                 }

@@ -769,6 +769,9 @@ impl SimArray {
                             raidlab_raid::OpKind::Write => Kind::Write,
                             raidlab_raid::OpKind::Trim => Kind::Trim,
                             raidlab_raid::OpKind::Flush => Kind::Flush,
+                            // Member write-zeroes (never planned here yet):
+                            // a device without a cheaper way writes the zeros.
+                            raidlab_raid::OpKind::Zero => Kind::Write,
                         };
                         // A rebuild's target is the member after the roles
                         // to the engine; here it is the role's new device.

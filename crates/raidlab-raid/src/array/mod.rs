@@ -13,6 +13,7 @@ mod rebuild;
 mod staging;
 mod trim;
 mod write_log;
+mod zeroes;
 
 pub use rebuild::Recovery;
 use rebuild::{Handover, Phase};
@@ -563,6 +564,12 @@ impl Volume for Array {
             cache.write_out_range(Some((offset, len)), self)?;
         }
         self.flush_members_in(self.members_written_by(offset, len).as_deref())
+    }
+
+    /// Whole stripes (RAID 4/5/6) or any range (RAID 0/1/10) become member
+    /// write-zeroes, the rest zeros written as data (`array/zeroes.rs`).
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.zero_range(offset, len)
     }
 
     fn optimal_io_size(&self) -> Option<u64> {

@@ -11,8 +11,10 @@
 //! and writes fresh parity. A full-stripe write reads nothing.
 
 mod logged;
+mod zeroes;
 
 pub use logged::{plan_write_journaled, plan_write_logged};
+pub use zeroes::{plan_write_zeroes, zero_stripe_bytes};
 
 use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result};

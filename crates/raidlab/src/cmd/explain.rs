@@ -258,6 +258,7 @@ fn print_op(op: &MemberOp) -> Result<()> {
             OpKind::Write => "write",
             OpKind::Trim => "trim",
             OpKind::Flush => "flush",
+            OpKind::Zero => "zero",
         },
         op.member,
         op.offset,
