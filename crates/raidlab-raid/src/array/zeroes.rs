@@ -8,10 +8,11 @@
 //! (`plan_zero_fill`); a member that cannot take those either is taken out,
 //! as after a failed write.
 //!
-//! It never zeroes members directly where the array keeps more than the
-//! members hold: with a stripe cache (it may hold unwritten data of the
-//! range), a partial parity log or a write journal (every write must be
-//! logged), the whole range is written as zeros through the write path.
+//! It never zeroes members directly where every write must be logged (a
+//! partial parity log, a write journal): there the whole range is written as
+//! zeros through the write path. With a stripe cache, what the cache holds of
+//! the whole stripes goes down first, so no held write lands on the zeros
+//! afterwards.
 
 use super::*;
 use crate::plan::{MemberOp, Step};
@@ -23,7 +24,7 @@ impl Array {
     pub(super) fn zero_range(&self, offset: u64, len: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, len)?;
         self.refuse_read_only(Op::Write, offset, len)?;
-        if self.stripe_cache.get().is_some() || self.ppl.is_some() || self.journal.is_some() {
+        if self.ppl.is_some() || self.journal.is_some() {
             return self.zero_by_writing(offset, len);
         }
         let end = offset + len;
@@ -35,6 +36,9 @@ impl Array {
             return self.zero_by_writing(offset, len);
         }
         self.zero_by_writing(offset, first - offset)?;
+        if let Some(cache) = self.stripe_cache.get() {
+            cache.write_out_range(Some((first, last - first)), self)?;
+        }
         for (pos, n) in self.pieces(first, last - first) {
             self.zero_piece(pos, n)?;
         }
