@@ -339,6 +339,8 @@ impl PartialParityLog {
                 .iter()
                 .filter_map(|&t| roles.get(t).copied())
                 .collect();
+            // A failed log flush is a failed log write.
+            f.kind = OpKind::Write;
             f.log = true;
             f
         })?;

@@ -197,3 +197,68 @@ fn bitmap_and_log_writes_are_plans_run_by_the_arrays_executor() {
         assert_eq!(back, data, "{policy}: the write reads back");
     }
 }
+
+/// A member whose metadata area (bitmap, partial parity log) cannot be
+/// written is taken out, as md fails it, and the write goes on without it:
+/// the metadata plan's failure names the device, the array plans again
+/// degraded, and the data reads back.
+#[test]
+fn a_member_whose_bitmap_or_log_cannot_be_written_is_taken_out_and_the_write_lands() {
+    use raidlab_devices::FaultVolume;
+    use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
+    for policy in ["bitmap", "ppl"] {
+        let n = 4;
+        let member = 8 << 20;
+        let vols: Vec<Arc<FaultVolume<MemVolume>>> = (0..n)
+            .map(|_| Arc::new(FaultVolume::new(MemVolume::new(member))))
+            .collect();
+        let devs: Vec<Device> = vols
+            .iter()
+            .enumerate()
+            .map(|(i, v)| Device {
+                path: format!("{policy}{i}"),
+                volume: v.clone(),
+            })
+            .collect();
+        let spec = CreateSpec {
+            level: Level::Raid5,
+            layout: Layout::parse(Level::Raid5, None).unwrap(),
+            chunk_bytes: CHUNK,
+            spares: 0,
+            name: policy.into(),
+            force: false,
+            bitmap: policy == "bitmap",
+            bitmap_chunk: None,
+            ppl: policy == "ppl",
+        };
+        let members = devs
+            .iter()
+            .map(|d| NewMember {
+                device: d.clone(),
+                zeroed: true,
+            })
+            .collect();
+        let mut asm = create(&spec, members).unwrap();
+        asm.start_ppl().unwrap();
+        asm.mark_dirty().unwrap();
+        let array = asm.array().unwrap();
+        let at = 3 * CHUNK;
+        // The member that holds the write's log (its stripe's parity) or,
+        // with a bitmap, any member: its metadata area is the first MiB.
+        let victim = array.geometry().parity_location(at).1;
+        vols[victim].fail_writes(0..1 << 20);
+        let data = vec![0xc3; 4096];
+        array
+            .write_at(&data, at)
+            .unwrap_or_else(|e| panic!("{policy}: {e}"));
+        assert_eq!(
+            array.failed_members(),
+            vec![victim],
+            "{policy}: the member whose metadata failed is out"
+        );
+        vols[victim].clear_faults();
+        let mut back = vec![0; 4096];
+        array.read_at(&mut back, at).unwrap();
+        assert_eq!(back, data, "{policy}: the write reads back, degraded");
+    }
+}
