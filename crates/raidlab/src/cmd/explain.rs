@@ -241,11 +241,13 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
 }
 
 fn summarise(request: String, ops: Vec<MemberOp>) -> Request {
-    let reads = ops.iter().filter(|o| o.kind == OpKind::Read).count();
+    let count = |kinds: &[OpKind]| ops.iter().filter(|o| kinds.contains(&o.kind)).count();
+    // A flush (the members' cache flushes, shown as operations) and a trim
+    // move no data: neither is a read or a write.
     Request {
         request,
-        reads,
-        writes: ops.len() - reads,
+        reads: count(&[OpKind::Read]),
+        writes: count(&[OpKind::Write, OpKind::Zero]),
         ops,
     }
 }
