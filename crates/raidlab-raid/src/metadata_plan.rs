@@ -84,22 +84,28 @@ impl DeviceWrites {
             .map_err(Into::into)
     }
 
+    /// `blocks` at ring sector `pos` of a journal (device `device` of the
+    /// table), wrapping round the ring as md's journal does.
+    pub fn push_journal_blocks(
+        &mut self,
+        device: usize,
+        sb: &raidlab_md::Superblock,
+        pos: u64,
+        blocks: &[u8],
+    ) -> raidlab_core::Result<()> {
+        for (at, range) in raidlab_md::journal::place_blocks(sb, pos, blocks.len())? {
+            self.push(device, at, &blocks[range]);
+        }
+        Ok(())
+    }
+
     /// Every write in one step, then one flush per device written (no
     /// flush for [`DeviceWrites::data_area`] writes).
     pub fn plan(&self) -> Plan {
         let mut devices: Vec<usize> = self.writes.iter().map(|w| w.member).collect();
         devices.sort_unstable();
         devices.dedup();
-        let flushes = devices
-            .into_iter()
-            .map(|member| MemberOp {
-                kind: OpKind::Flush,
-                member,
-                offset: 0,
-                length: 0,
-                buf: Slice::user(0, 0),
-            })
-            .collect();
+        let flushes = devices.into_iter().map(MemberOp::flush).collect();
         let mut steps = Vec::with_capacity(2);
         if !self.writes.is_empty() {
             steps.push(Step::Io(self.writes.clone()));

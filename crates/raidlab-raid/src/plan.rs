@@ -85,6 +85,19 @@ pub struct MemberOp {
     pub buf: Slice,
 }
 
+impl MemberOp {
+    /// A flush of member `member` (no range, no buffer).
+    pub fn flush(member: usize) -> MemberOp {
+        MemberOp {
+            kind: OpKind::Flush,
+            member,
+            offset: 0,
+            length: 0,
+            buf: Slice::user(0, 0),
+        }
+    }
+}
+
 /// Parity work. Every output is a whole scratch buffer that no input of the same
 /// computation uses, so the executor never aliases.
 #[derive(Debug, Clone, PartialEq, Eq)]

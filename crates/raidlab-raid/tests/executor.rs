@@ -125,7 +125,7 @@ fn device_plans(spy: &Spy) -> Vec<DevicePlan> {
 /// before the data they cover; and the data still reads back.
 #[test]
 fn bitmap_and_log_writes_are_plans_run_by_the_arrays_executor() {
-    use raidlab_raid::assemble::{create_with_journal, CreateSpec, Device, NewMember};
+    use raidlab_raid::assemble::{create_with_journal, Device, NewMember};
     for policy in ["bitmap", "ppl", "journal"] {
         let n = 4;
         let member = 8 << 20;
@@ -135,17 +135,7 @@ fn bitmap_and_log_writes_are_plans_run_by_the_arrays_executor() {
                 volume: Arc::new(MemVolume::new(member)),
             })
             .collect();
-        let spec = CreateSpec {
-            level: Level::Raid5,
-            layout: Layout::parse(Level::Raid5, None).unwrap(),
-            chunk_bytes: CHUNK,
-            spares: 0,
-            name: policy.into(),
-            force: false,
-            bitmap: policy == "bitmap",
-            bitmap_chunk: None,
-            ppl: policy == "ppl",
-        };
+        let spec = raid5_spec(policy);
         let members = devs[..n]
             .iter()
             .map(|d| NewMember {
@@ -205,7 +195,7 @@ fn bitmap_and_log_writes_are_plans_run_by_the_arrays_executor() {
 #[test]
 fn a_member_whose_bitmap_or_log_cannot_be_written_is_taken_out_and_the_write_lands() {
     use raidlab_devices::FaultVolume;
-    use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
+    use raidlab_raid::assemble::{create, Device, NewMember};
     for policy in ["bitmap", "ppl"] {
         let n = 4;
         let member = 8 << 20;
@@ -220,17 +210,7 @@ fn a_member_whose_bitmap_or_log_cannot_be_written_is_taken_out_and_the_write_lan
                 volume: v.clone(),
             })
             .collect();
-        let spec = CreateSpec {
-            level: Level::Raid5,
-            layout: Layout::parse(Level::Raid5, None).unwrap(),
-            chunk_bytes: CHUNK,
-            spares: 0,
-            name: policy.into(),
-            force: false,
-            bitmap: policy == "bitmap",
-            bitmap_chunk: None,
-            ppl: policy == "ppl",
-        };
+        let spec = raid5_spec(policy);
         let members = devs
             .iter()
             .map(|d| NewMember {
@@ -260,5 +240,20 @@ fn a_member_whose_bitmap_or_log_cannot_be_written_is_taken_out_and_the_write_lan
         let mut back = vec![0; 4096];
         array.read_at(&mut back, at).unwrap();
         assert_eq!(back, data, "{policy}: the write reads back, degraded");
+    }
+}
+
+/// A RAID 5 keeping `policy` ("bitmap", "ppl", or anything else: neither).
+fn raid5_spec(policy: &str) -> raidlab_raid::assemble::CreateSpec {
+    raidlab_raid::assemble::CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::parse(Level::Raid5, None).unwrap(),
+        chunk_bytes: CHUNK,
+        spares: 0,
+        name: policy.into(),
+        force: false,
+        bitmap: policy == "bitmap",
+        bitmap_chunk: None,
+        ppl: policy == "ppl",
     }
 }

@@ -354,13 +354,7 @@ impl Array {
         let ops: Vec<crate::plan::MemberOp> = roles
             .iter()
             .filter(|&&r| view.members.get(r).is_some_and(Option::is_some))
-            .map(|&member| crate::plan::MemberOp {
-                kind: OpKind::Flush,
-                member,
-                offset: 0,
-                length: 0,
-                buf: crate::plan::Slice::user(0, 0),
-            })
+            .map(|&r| crate::plan::MemberOp::flush(r))
             .collect();
         if ops.is_empty() {
             return Ok(());

@@ -268,11 +268,9 @@ impl Journal {
     /// [`Journal::write_superblock_now`] does.
     fn write_blocks_now(&self, sb: &Superblock, pos: u64, blocks: &[u8]) -> Result<()> {
         let mut writes = DeviceWrites::default();
-        for (at, range) in
-            fmt::place_blocks(sb, pos, blocks.len()).map_err(|e| e.on_device(self.device.name()))?
-        {
-            writes.push(0, at, &blocks[range]);
-        }
+        writes
+            .push_journal_blocks(0, sb, pos, blocks)
+            .map_err(|e| e.on_device(self.device.name()))?;
         writes.run(&[Some(Arc::clone(&self.device))])
     }
 
@@ -322,11 +320,9 @@ impl Journal {
             return self.write(st, entries, flush_members, run);
         }
         let mut writes = DeviceWrites::default();
-        for (at, range) in fmt::place_blocks(&st.sb, st.head, enc.bytes.len())
-            .map_err(|e| journal_failed(e.on_device(self.device.name())))?
-        {
-            writes.push(0, at, &enc.bytes[range]);
-        }
+        writes
+            .push_journal_blocks(0, &st.sb, st.head, &enc.bytes)
+            .map_err(|e| journal_failed(e.on_device(self.device.name())))?;
         self.run_on_device(&writes, run)?;
         st.last_meta = last_meta;
         st.seq = enc.next_seq;
