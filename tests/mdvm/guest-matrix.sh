@@ -120,6 +120,19 @@ wait_idle() { # seconds
     done
     return 1
 }
+wait_insync() { # seconds: until md has no member missing and nothing runs
+    # After `--grow --level=6` md starts the Q rebuild from its own thread, so
+    # sync_action can still read idle for a moment after mdadm returns; wait
+    # for `degraded` to reach 0 as well.
+    i=0
+    while [ $i -lt $(($1 * 10)) ]; do
+        a=$(cat "$SYS/sync_action" 2>/dev/null || echo idle)
+        d=$(cat "$SYS/degraded" 2>/dev/null || echo 0)
+        [ "$a" = idle ] && [ "$d" = 0 ] && return 0
+        sleep 0.1; i=$((i + 1))
+    done
+    return 1
+}
 # Buffered writes through md's page cache crawl under TCG (~5 MB/s); O_DIRECT
 # in large blocks is ~10x faster.  bsfor SIZE MAX: the largest power of two
 # <= MAX dividing SIZE (array sizes are multiples of 4K here).
@@ -488,7 +501,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         result "$name" G FAIL "mdadm --grow $*: $(tr '\n' ' ' <"$dir/grow.log")"; stop_md; detach; return
     fi
     if [ "$mode" = r6 ] || [ "$mode" = r6p ]; then
-        wait_idle 300 || { result "$name" G FAIL "the conversion's rebuild did not finish"; stop_md; detach; return; }
+        wait_insync 300 || { result "$name" G FAIL "the conversion's rebuild did not finish (degraded=$(cat "$SYS/degraded" 2>/dev/null))"; stop_md; detach; return; }
         cat "$SYS/layout" >"$dir/layout.r6" 2>/dev/null
     fi
     if [ "$mode" = r6p ]; then
