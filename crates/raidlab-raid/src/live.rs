@@ -540,7 +540,7 @@ impl LiveArray {
         let outcome: Result<bool> = (|| {
             while rec.done() < total {
                 if self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire) {
-                    rec.target().flush()?;
+                    self.array.flush_recovery_target(&rec)?;
                     // The position is worth keeping only at shutdown, when the
                     // connections are drained: stopped while the array goes on
                     // serving, the member would miss the writes from now on, so
@@ -559,7 +559,7 @@ impl LiveArray {
                 }
                 since += done - before;
                 if since >= CHECKPOINT && done < total {
-                    rec.target().flush()?;
+                    self.array.flush_recovery_target(&rec)?;
                     lock(&self.asm).checkpoint_recovery(index, done)?;
                     since = 0;
                 }
@@ -579,7 +579,7 @@ impl LiveArray {
                     }
                 }
             }
-            rec.target().flush()?;
+            self.array.flush_recovery_target(&rec)?;
             if rec.failed() {
                 return Err(Error::new(
                     ErrorKind::Io,

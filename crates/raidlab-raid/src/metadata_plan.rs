@@ -72,16 +72,11 @@ impl DeviceWrites {
     /// with the real executor: for metadata written outside a running array
     /// (assembly, a rebuild's checkpoint), which has no executor of its own.
     pub fn run(&self, devices: &crate::exec::Members) -> raidlab_core::Result<()> {
-        use crate::exec::Executor;
-        crate::exec::ThreadPool
-            .run(
-                &self.plan(),
-                devices,
-                raidlab_parity::selected(),
-                crate::exec::UserBuf::Write(&self.bytes),
-                None,
-            )
-            .map_err(Into::into)
+        run_offline(
+            &self.plan(),
+            devices,
+            crate::exec::UserBuf::Write(&self.bytes),
+        )
     }
 
     /// `blocks` at ring sector `pos` of a journal (device `device` of the
@@ -96,6 +91,19 @@ impl DeviceWrites {
         for (at, range) in raidlab_md::journal::place_blocks(sb, pos, blocks.len())? {
             self.push(device, at, &blocks[range]);
         }
+        Ok(())
+    }
+
+    /// An empty partial parity log area (as at array start) for device
+    /// `device` of the table, whose superblock is `sb`.
+    pub fn push_empty_ppl(
+        &mut self,
+        device: usize,
+        sb: &raidlab_md::Superblock,
+    ) -> raidlab_core::Result<()> {
+        let area = raidlab_md::ppl::initial_area(sb)?;
+        let at = raidlab_md::ppl::area_offset(sb, 0, area.len())?;
+        self.push(device, at, &area);
         Ok(())
     }
 
@@ -124,6 +132,74 @@ impl DeviceWrites {
             },
         }
     }
+}
+
+/// Read `(device, offset, length)` ranges of the table `devices` in one step,
+/// with the real executor, into one buffer (the ranges end to end): what a
+/// log replay's dry run compares with what it would write.
+pub fn read_ranges(
+    devices: &crate::exec::Members,
+    ranges: &[(usize, u64, usize)],
+    space: Space,
+) -> raidlab_core::Result<Vec<u8>> {
+    let mut at = 0;
+    let ops = ranges
+        .iter()
+        .map(|&(member, offset, len)| {
+            let op = MemberOp {
+                kind: OpKind::Read,
+                member,
+                offset,
+                length: len as u64,
+                buf: Slice::user(at, len),
+            };
+            at += len;
+            op
+        })
+        .collect::<Vec<_>>();
+    let mut out = vec![0u8; at];
+    if !ops.is_empty() {
+        let plan = Plan {
+            steps: vec![Step::Io(ops)],
+            space,
+            ..Plan::default()
+        };
+        run_offline(&plan, devices, crate::exec::UserBuf::Read(&mut out))?;
+    }
+    Ok(out)
+}
+
+/// Flush devices `which` of the table `devices` (their caches to stable
+/// storage), in one step, with the real executor: for work outside a running
+/// array (create, a rebuild's target, a log's start).
+pub fn flush_devices(
+    devices: &crate::exec::Members,
+    which: impl IntoIterator<Item = usize>,
+) -> raidlab_core::Result<()> {
+    run_offline(
+        &Plan::flushes(which),
+        devices,
+        crate::exec::UserBuf::Write(&[]),
+    )
+}
+
+/// Flush every device of the table.
+pub fn flush_all(devices: &crate::exec::Members) -> raidlab_core::Result<()> {
+    flush_devices(
+        devices,
+        (0..devices.len()).filter(|&d| devices[d].is_some()),
+    )
+}
+
+fn run_offline(
+    plan: &Plan,
+    devices: &crate::exec::Members,
+    user: crate::exec::UserBuf<'_>,
+) -> raidlab_core::Result<()> {
+    use crate::exec::Executor;
+    crate::exec::ThreadPool
+        .run(plan, devices, raidlab_parity::selected(), user, None)
+        .map_err(Into::into)
 }
 
 #[cfg(test)]

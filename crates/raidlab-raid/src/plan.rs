@@ -249,6 +249,36 @@ pub struct ExplainedPhase {
 }
 
 impl Plan {
+    /// One step flushing each of `members` (their caches to stable
+    /// storage), in parallel; an empty plan for none.
+    pub fn flushes(members: impl IntoIterator<Item = usize>) -> Plan {
+        let ops: Vec<MemberOp> = members.into_iter().map(MemberOp::flush).collect();
+        Plan {
+            steps: if ops.is_empty() {
+                Vec::new()
+            } else {
+                vec![Step::Io(ops)]
+            },
+            ..Plan::default()
+        }
+    }
+
+    /// One read of `length` bytes at `offset` of member `member`'s data
+    /// area into the start of the caller's buffer: a streaming reader's
+    /// read-ahead, which decides when to read but not what the data is for.
+    pub fn read_one(member: usize, offset: u64, length: usize) -> Plan {
+        Plan {
+            steps: vec![Step::Io(vec![MemberOp {
+                kind: OpKind::Read,
+                member,
+                offset,
+                length: length as u64,
+                buf: Slice::user(0, length),
+            }])],
+            ..Plan::default()
+        }
+    }
+
     pub fn add_scratch(&mut self, len: usize) -> usize {
         self.scratch.push(len);
         self.scratch.len() - 1

@@ -207,9 +207,11 @@ impl PartialParityLog {
             ))
             .on_device(name));
         }
-        let area = ppl::initial_area(&dev.sb).map_err(|e| e.on_device(&name))?;
-        ppl::write_area(dev.device.as_ref(), &dev.sb, 0, &area).map_err(|e| e.on_device(&name))?;
-        dev.device.flush()?;
+        let mut writes = DeviceWrites::default();
+        writes
+            .push_empty_ppl(0, &dev.sb)
+            .map_err(|e| e.on_device(&name))?;
+        writes.run(&[Some(Arc::clone(&dev.device))])?;
         Ok(dev)
     }
 

@@ -4,13 +4,16 @@
 //! such an array reports (zones, size, level) is in `assemble::zones`, which
 //! uses the superblock rules here.
 //!
-//! These levels keep no redundancy, so there is nothing to plan: no parity, no
-//! mirror choice, no rebuild. The running `Array` of such an assembly is a
+//! These levels keep no redundancy, so a plan is just the zone map's extents:
+//! no parity, no mirror choice, no rebuild; each request's member I/O is one
+//! plan step run by the executor like any other. The running `Array` of such an assembly is a
 //! one-member pass-through over the zoned volume, so every user of an array
 //! (serve, export, import, bench) gets the same locking-free path and the same
 //! start and stop. It must never place a byte by any rule but the zone map's,
 //! and never touch a member outside its data area.
 
+use crate::exec::{Executor, ThreadPool, UserBuf};
+use crate::plan::{MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{check_range, Error, Op, Result, Volume};
 use raidlab_layout::zones::{ZoneMap, MD_LEVEL_LINEAR};
 use raidlab_layout::Geometry;
@@ -61,6 +64,8 @@ pub struct ZonedVolume {
     name: String,
     zones: ZoneMap,
     members: Vec<Arc<dyn Volume>>,
+    /// The members as the executor's table.
+    table: Vec<Option<Arc<dyn Volume>>>,
 }
 
 impl std::fmt::Debug for ZonedVolume {
@@ -96,6 +101,7 @@ impl ZonedVolume {
         Ok(ZonedVolume {
             name,
             zones,
+            table: members.iter().cloned().map(Some).collect(),
             members,
         })
     }
@@ -104,20 +110,37 @@ impl ZonedVolume {
         &self.zones
     }
 
-    fn each(
-        &self,
-        op: Op,
-        offset: u64,
-        len: u64,
-        mut f: impl FnMut(&dyn Volume, u64, std::ops::Range<usize>) -> Result<()>,
-    ) -> Result<()> {
+    /// The plan of one request: a member operation per extent of the zone
+    /// map, all in one step (a request spanning members runs on them at
+    /// once), each at its range of the caller's buffer.
+    fn plan(&self, op: Op, kind: OpKind, offset: u64, len: u64) -> Result<Plan> {
         check_range(&self.name, op, self.size(), offset, len)?;
-        for e in self.zones.extents(offset, len)? {
-            let vol = &self.members[e.location.member];
-            let range = e.at as usize..(e.at + e.len) as usize;
-            f(vol.as_ref(), e.location.offset, range)?;
-        }
-        Ok(())
+        let ops = self
+            .zones
+            .extents(offset, len)?
+            .into_iter()
+            .map(|e| MemberOp {
+                kind,
+                member: e.location.member,
+                offset: e.location.offset,
+                length: e.len,
+                buf: if kind == OpKind::Zero {
+                    Slice::user(0, 0)
+                } else {
+                    Slice::user(e.at as usize, e.len as usize)
+                },
+            })
+            .collect();
+        Ok(Plan {
+            steps: vec![Step::Io(ops)],
+            ..Plan::default()
+        })
+    }
+
+    fn run(&self, plan: &Plan, user: UserBuf<'_>) -> Result<()> {
+        ThreadPool
+            .run(plan, &self.table, raidlab_parity::selected(), user, None)
+            .map_err(|f| *f.error)
     }
 }
 
@@ -131,28 +154,22 @@ impl Volume for ZonedVolume {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.each(Op::Read, offset, buf.len() as u64, |v, at, r| {
-            v.read_at(&mut buf[r], at)
-        })
+        let plan = self.plan(Op::Read, OpKind::Read, offset, buf.len() as u64)?;
+        self.run(&plan, UserBuf::Read(buf))
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.each(Op::Write, offset, buf.len() as u64, |v, at, r| {
-            v.write_at(&buf[r], at)
-        })
+        let plan = self.plan(Op::Write, OpKind::Write, offset, buf.len() as u64)?;
+        self.run(&plan, UserBuf::Write(buf))
     }
 
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
-        self.each(Op::Write, offset, len, |v, at, r| {
-            v.write_zeroes(at, r.len() as u64)
-        })
+        let plan = self.plan(Op::Write, OpKind::Zero, offset, len)?;
+        self.run(&plan, UserBuf::Write(&[]))
     }
 
     fn flush(&self) -> Result<()> {
-        for m in &self.members {
-            m.flush()?;
-        }
-        Ok(())
+        self.run(&Plan::flushes(0..self.table.len()), UserBuf::Write(&[]))
     }
 
     fn preferred_io_size(&self) -> Option<u64> {

@@ -257,3 +257,75 @@ fn raid5_spec(policy: &str) -> raidlab_raid::assemble::CreateSpec {
         ppl: policy == "ppl",
     }
 }
+
+/// The flushes a spy saw since the last call: per plan, the members flushed
+/// (plans with no flush left out).
+fn flush_plans(spy: &Spy) -> Vec<Vec<usize>> {
+    use raidlab_raid::{OpKind, Step};
+    std::mem::take(&mut *spy.0.lock().unwrap())
+        .into_iter()
+        .map(|p| {
+            p.steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::Io(ops) => Some(ops),
+                    _ => None,
+                })
+                .flatten()
+                .filter(|o| o.kind == OpKind::Flush)
+                .map(|o| o.member)
+                .collect::<Vec<_>>()
+        })
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+/// A running rebuild's target is flushed by plans through the array's
+/// executor: with the array's flush (in the same step as the members in
+/// service) and on its own before a checkpoint. A target that cannot make
+/// its writes durable fails the rebuild, not the array.
+#[test]
+fn a_rebuild_targets_flushes_are_plans_and_a_failing_one_stops_only_the_rebuild() {
+    use raidlab_devices::FaultVolume;
+    let (n, member) = (4, 4u64 << 20);
+    let g = Geometry::new(
+        Level::Raid5,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        CHUNK,
+        n,
+        member,
+    )
+    .unwrap();
+    let members: Vec<Option<Arc<dyn Volume>>> = (0..n)
+        .map(|r| (r != 3).then(|| Arc::new(MemVolume::new(member)) as Arc<dyn Volume>))
+        .collect();
+    let spy = Arc::new(Spy::default());
+    let a = Array::new("spy", g, members)
+        .unwrap()
+        .with_executor(spy.clone());
+    a.write_at(&[5; 8192], 0).unwrap();
+    let target = Arc::new(FaultVolume::new(MemVolume::new(member)));
+    let rec = a.begin_recovery(3, target.clone(), 0, false).unwrap();
+    a.recovery_step(&rec, 4 * CHUNK, &mut Vec::new()).unwrap();
+    flush_plans(&spy);
+
+    a.flush().unwrap();
+    let seen = flush_plans(&spy);
+    assert!(
+        seen.iter().any(|f| f.contains(&3) && f.contains(&0)),
+        "the array's flush takes in the target's role with the members: {seen:?}"
+    );
+    a.flush_recovery_target(&rec).unwrap();
+    assert_eq!(flush_plans(&spy), vec![vec![0]], "the target flushed alone");
+    let flushes = target.stats().flushes;
+    assert!(flushes >= 2, "the target itself was flushed: {flushes}");
+
+    target.fail_all(true);
+    a.flush()
+        .expect("a target that cannot flush does not fail the array");
+    assert!(rec.failed(), "the rebuild is failed");
+    assert!(a.flush_recovery_target(&rec).is_err());
+    let mut back = vec![0; 8192];
+    a.read_at(&mut back, 0).unwrap();
+    assert_eq!(back, vec![5; 8192]);
+}

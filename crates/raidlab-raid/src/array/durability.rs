@@ -326,10 +326,9 @@ impl Array {
         let view = self.view();
         let live = self.live_in(&view);
         let roles: Vec<usize> = (0..view.members.len())
-            .filter(|&r| live[r] && view.members[r].is_some())
+            .filter(|&r| (live[r] || rebuilding(&view) == Some(r)) && view.members[r].is_some())
             .collect();
         self.run_flush_plan(&view, &roles)?;
-        flush_target(&view);
         Ok(())
     }
 
@@ -351,20 +350,33 @@ impl Array {
     }
 
     pub(super) fn run_flush_plan(&self, view: &Membership, roles: &[usize]) -> Result<(), Failed> {
-        let ops: Vec<crate::plan::MemberOp> = roles
-            .iter()
-            .filter(|&&r| view.members.get(r).is_some_and(Option::is_some))
-            .map(|&r| crate::plan::MemberOp::flush(r))
-            .collect();
-        if ops.is_empty() {
+        let plan = Plan::flushes(
+            roles
+                .iter()
+                .copied()
+                .filter(|&r| view.members.get(r).is_some_and(Option::is_some)),
+        );
+        if plan.steps.is_empty() {
             return Ok(());
         }
-        let plan = Plan {
-            steps: vec![crate::plan::Step::Io(ops)],
-            ..Plan::default()
+        let Err(mut failed) =
+            self.executor
+                .run(&plan, &view.members, self.engine, UserBuf::Write(&[]), None)
+        else {
+            return Ok(());
         };
-        self.executor
-            .run(&plan, &view.members, self.engine, UserBuf::Write(&[]), None)
+        // A rebuild's target that cannot make its writes durable fails the
+        // rebuild, not the array: it is not in service.
+        if let (Some(role), Some(rec)) = (rebuilding(view), view.recovery.as_ref()) {
+            if failed.members.contains(&role) {
+                rec.failed.store(true, std::sync::atomic::Ordering::Release);
+                failed.members.retain(|&r| r != role);
+                if failed.members.is_empty() {
+                    return Ok(());
+                }
+            }
+        }
+        Err(failed)
     }
 
     /// Carry out a device-space metadata plan (bitmap, logs) on `table` with
@@ -385,4 +397,13 @@ impl Array {
             None,
         )
     }
+}
+
+/// The role a rebuild (not a replacement, whose tee is flushed with the
+/// member it copies) is writing in `view`, while it has not failed.
+pub(super) fn rebuilding(view: &Membership) -> Option<usize> {
+    view.recovery
+        .as_ref()
+        .filter(|r| !r.replacing() && !r.failed())
+        .map(|r| r.role)
 }

@@ -434,16 +434,6 @@ impl Array {
     }
 }
 
-/// Flush a rebuild's target (a replacement's is flushed through its tee); one
-/// that cannot make its writes durable fails the rebuild, not the array.
-fn flush_target(view: &Membership) {
-    if let Some(rec) = view.recovery.as_ref().filter(|r| !r.replacing()) {
-        if !rec.failed() && rec.target.flush().is_err() {
-            rec.failed.store(true, Ordering::Release);
-        }
-    }
-}
-
 /// A read plan's member reads in the order of the caller's buffer, when the plan
 /// is nothing but reads that fill `[0, n)` of it end to end; `None` when it
 /// computes anything (a degraded read) or uses scratch buffers.

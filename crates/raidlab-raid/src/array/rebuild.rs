@@ -257,6 +257,21 @@ impl Array {
         self.view().recovery.clone()
     }
 
+    /// Flush what a rebuild or replacement has written to its target, through
+    /// this array's executor (a checkpoint may only record what is durable).
+    pub fn flush_recovery_target(&self, rec: &Recovery) -> Result<()> {
+        let table = [Some(Arc::clone(&rec.target))];
+        self.executor
+            .run(
+                &Plan::flushes([0]),
+                &table,
+                self.engine,
+                UserBuf::Write(&[]),
+                None,
+            )
+            .map_err(|f| f.error.on_device(rec.target.name()))
+    }
+
     /// Rebuild the next `want` bytes (rounded to whole chunks) of the running
     /// rebuild's target, holding the stripe locks of that range so no write
     /// interleaves, and move its checkpoint past them. Returns the new

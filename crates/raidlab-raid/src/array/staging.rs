@@ -105,7 +105,10 @@ impl Array {
         let view = self.view();
         let live = self.live_in(&view);
         let wanted: Vec<usize> = (0..view.members.len())
-            .filter(|&r| live[r] && roles.map_or(true, |roles| roles.contains(&r)))
+            .filter(|&r| {
+                let wanted = roles.map_or(true, |roles| roles.contains(&r));
+                wanted && (live[r] || super::durability::rebuilding(&view) == Some(r))
+            })
             .collect();
         // One plan: the flushes overlap. Every flush of the step is tried
         // even when one fails.
@@ -118,7 +121,6 @@ impl Array {
                 self.take_out(r, &view);
             }
         }
-        flush_target(&view);
         let missing = self.missing_now();
         if self.geometry.survives(&missing) {
             Ok(())

@@ -208,6 +208,11 @@ pub fn create_with_metadata(
         }
     }
     let now = now_secs();
+    // Every superblock, bitmap, log area and the journal's first block, as
+    // one plan over the devices (in `members` order): the writes overlap,
+    // then each device is flushed once.
+    let mut writes = crate::metadata_plan::DeviceWrites::default();
+    let mut journal_sb = None;
     for (i, m) in members.iter().enumerate() {
         let role = if i < raid_disks {
             i as u16
@@ -264,36 +269,36 @@ pub fn create_with_metadata(
         } else {
             None
         };
-        sb.write_to(m.device.volume.as_ref())
-            .map_err(|e| e.on_device(m.device.path.clone()))?;
+        let ctx = |e: Error| e.on_device(m.device.path.clone());
+        let (at, bytes) = sb.placed(m.device.volume.size()).map_err(ctx)?;
+        writes.push(i, at, &bytes);
         if let Some(bm) = bitmap {
-            bm.write_to(m.device.volume.as_ref(), &sb)
-                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            let (at, bytes) = bm.placed(&sb).map_err(ctx)?;
+            writes.push(i, at, &bytes);
         }
         if spec.ppl {
-            let area = raidlab_md::ppl::initial_area(&sb)
-                .map_err(|e| e.on_device(m.device.path.clone()))?;
-            raidlab_md::ppl::write_area(m.device.volume.as_ref(), &sb, 0, &area)
-                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            writes.push_empty_ppl(i, &sb).map_err(ctx)?;
+        }
+        if journal_dev.is_some() && i >= total {
+            journal_sb = Some(sb);
         }
     }
-    if let (Some(j), Some(m)) = (&journal_dev, members.last()) {
+    if let (Some(j), Some(sb)) = (&journal_dev, &journal_sb) {
         // An empty log at the start of the ring, as md begins one.
-        let sb = Superblock::read_from(j.volume.as_ref())
-            .map_err(|e| e.on_device(j.path.clone()))?
-            .ok_or_else(|| {
-                Error::invalid("the journal's superblock did not read back")
-                    .on_device(j.path.clone())
-            })?;
+        let ctx = |e: Error| e.on_device(j.path.clone());
         let seed = raidlab_md::journal::uuid_seed(&array.uuid);
         let empty = raidlab_md::journal::MetaBlock::empty(u64::from(seed), 0)
             .to_bytes(seed)
-            .map_err(|e| e.on_device(j.path.clone()))?;
-        raidlab_md::journal::write_blocks(m.device.volume.as_ref(), &sb, 0, &empty)?;
+            .map_err(ctx)?;
+        writes
+            .push_journal_blocks(members.len() - 1, sb, 0, &empty)
+            .map_err(ctx)?;
     }
-    for m in &members {
-        m.device.volume.flush()?;
-    }
+    let table: Vec<Option<Arc<dyn Volume>>> = members
+        .iter()
+        .map(|m| Some(Arc::clone(&m.device.volume)))
+        .collect();
+    writes.run(&table)?;
     Assembly::assemble(members.into_iter().map(|m| m.device).collect())
 }
 

@@ -132,6 +132,7 @@ pub fn create_zoned(
         clean: true,
     };
     let now = now_secs();
+    let mut writes = crate::metadata_plan::DeviceWrites::default();
     for (i, (m, &u)) in members.iter().zip(&usable).enumerate() {
         let ctx = |e: Error| e.on_device(m.device.path.clone());
         // Laid out for this member's size; `size` stays 0 as mdadm writes it
@@ -154,10 +155,14 @@ pub fn create_zoned(
             // md (since Linux 5.4) trusts a v1 RAID 0 layout only with this bit.
             sb.feature_map |= feature::RAID0_LAYOUT;
         }
-        sb.write_to(m.device.volume.as_ref()).map_err(ctx)?;
+        let (at, bytes) = sb.placed(m.device.volume.size()).map_err(ctx)?;
+        writes.push(i, at, &bytes);
     }
-    for m in &members {
-        m.device.volume.flush()?;
-    }
+    // The superblocks as one plan: written together, each device flushed once.
+    let table: Vec<Option<Arc<dyn Volume>>> = members
+        .iter()
+        .map(|m| Some(Arc::clone(&m.device.volume)))
+        .collect();
+    writes.run(&table)?;
     Assembly::assemble(members.into_iter().map(|m| m.device).collect())
 }

@@ -159,11 +159,18 @@ impl Assembly {
             plain.flush()?;
             Some(r)
         };
-        for (_, dev, sb) in &members {
-            let area = raidlab_md::ppl::initial_area(sb).map_err(|e| e.on_device(dev.name()))?;
-            raidlab_md::ppl::write_area(dev.as_ref(), sb, 0, &area)
+        // Every log emptied, as one plan: written together, each flushed.
+        let mut writes = crate::metadata_plan::DeviceWrites::default();
+        for (i, (_, dev, sb)) in members.iter().enumerate() {
+            writes
+                .push_empty_ppl(i, sb)
                 .map_err(|e| e.on_device(dev.name()))?;
         }
+        let table: Vec<Option<Arc<dyn Volume>>> = members
+            .iter()
+            .map(|(_, dev, _)| Some(Arc::clone(dev)))
+            .collect();
+        writes.run(&table)?;
         if let Some(r) = &replay {
             // The replay fixed parity of the members in service only: a member
             // being rebuilt may hold torn stripes below its checkpoint. Its

@@ -51,13 +51,13 @@ impl Assembly {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         if let Some(j) = journal {
-            let vols: Vec<Arc<dyn Volume>> = self
+            let vols: Vec<Option<Arc<dyn Volume>>> = self
                 .slots
                 .iter()
                 .flatten()
-                .map(|&i| self.members[i].device.volume.clone())
+                .map(|&i| Some(self.members[i].device.volume.clone()))
                 .collect();
-            j.checkpoint(&|| vols.iter().try_for_each(|v| v.flush()))?;
+            j.checkpoint(&|| crate::metadata_plan::flush_all(&vols))?;
         }
         if let Some(b) = self.bitmap.as_mut() {
             // Everything written has been flushed: no region is dirty any more.

@@ -209,12 +209,6 @@ pub(super) fn write_back(
     if g.data.is_empty() {
         return Ok(());
     }
-    // With `dry`: does any page differ from what is there?
-    let differs = |m: &Arc<dyn Volume>, page: &[u8], at: u64| -> Result<bool> {
-        let mut now = vec![0u8; page.len()];
-        m.read_at(&mut now, at)?;
-        Ok(now != page)
-    };
     match &g.parity {
         Some(parity) => {
             let map = geo.stripe(moff / geo.chunk_bytes);
@@ -224,23 +218,30 @@ pub(super) fn write_back(
                 .iter()
                 .map(|(r, p)| (Some(*r), p))
                 .chain(parity_roles.into_iter().zip(parity));
-            let mut changed = false;
             // The stripe's pages go back to the members as one plan (the
-            // replay flushes once at its end).
+            // replay flushes once at its end); a dry run reads them as one
+            // plan instead and compares.
             let mut writes = DeviceWrites::data_area();
             let table: Vec<Option<Arc<dyn Volume>>> =
                 (0..geo.raid_disks).map(|r| array.member(r)).collect();
             for (role, page) in pages {
-                let Some((r, m)) = role.and_then(|r| Some((r, table.get(r)?.as_ref()?))) else {
-                    continue;
-                };
-                if dry {
-                    changed |= differs(m, page, moff)?;
-                } else {
+                if let Some(r) = role.filter(|&r| table.get(r).is_some_and(Option::is_some)) {
                     writes.push(r, moff, page);
                 }
             }
-            writes.run(&table)?;
+            let changed = if dry {
+                let ranges: Vec<(usize, u64, usize)> = writes
+                    .plan()
+                    .writes()
+                    .map(|w| (w.member, w.offset, w.length as usize))
+                    .collect();
+                let now =
+                    crate::metadata_plan::read_ranges(&table, &ranges, crate::plan::Space::Data)?;
+                now != writes.bytes()
+            } else {
+                writes.run(&table)?;
+                false
+            };
             if !dry || changed {
                 report.stripes_replayed += 1;
             }

@@ -43,6 +43,7 @@ use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;
 use crate::exec::{member_compute, Executor, ThreadPool, UserBuf};
+use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::{Clock, SystemClock};
@@ -231,7 +232,8 @@ impl Assembly {
             // The executor's members: the array's, and the target after them.
             let mut members: Vec<Option<Arc<dyn Volume>>> =
                 (0..geometry.raid_disks).map(|r| array.member(r)).collect();
-            members.push(Some(target.clone()));
+            let target_at = members.len();
+            members.push(Some(target));
             let outcome: Result<()> = std::thread::scope(|s| {
                 // Each step's contents go to the writer with the write its plan ends in.
                 let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>, Plan)>>(1);
@@ -279,11 +281,11 @@ impl Assembly {
                     // thread started per step: that cost more than the XOR), and
                     // this thread combines each step's buffers.
                     let mut feeds = Vec::new();
-                    for src in sources {
-                        let Some(src) = src else {
+                    for (role, src) in sources.iter().enumerate() {
+                        if src.is_none() {
                             feeds.push(None);
                             continue;
-                        };
+                        }
                         let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
                         let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                         s.spawn(move || {
@@ -292,7 +294,8 @@ impl Assembly {
                                 let n = step.min(total - at);
                                 let mut buf = back_rx.try_recv().unwrap_or_default();
                                 buf.resize(n as usize, 0);
-                                let r = src.read_at(&mut buf, at).map(|()| buf);
+                                let read = Plan::read_one(role, at, n as usize);
+                                let r = run_plan(&read, members, &mut buf).map(|()| buf);
                                 let failed = r.is_err();
                                 if ftx.send(r).is_err() || failed {
                                     break;
@@ -379,7 +382,7 @@ impl Assembly {
                 let result = (|| {
                     while pos < total {
                         if stopped(&opts) {
-                            target.flush()?;
+                            flush_devices(members, [target_at])?;
                             self.checkpoint_recovery(index, pos)?;
                             return Err(interrupted("rebuild", pos));
                         }
@@ -393,7 +396,7 @@ impl Assembly {
                         pos += n;
                         since_checkpoint += n;
                         if since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                            target.flush()?;
+                            flush_devices(members, [target_at])?;
                             self.checkpoint_recovery(index, pos)?;
                             since_checkpoint = 0;
                         }
@@ -407,7 +410,7 @@ impl Assembly {
                 result
             });
             outcome?;
-            target.flush()?;
+            flush_devices(&members, [target_at])?;
             self.complete_recovery(index, slot)?;
             report.rebuilt.push(RebuiltMember {
                 device: self.members[index].device.path.clone(),

@@ -8,7 +8,7 @@
 use super::compare::scrub_parity;
 use super::report::ScrubReport;
 use super::*;
-use crate::plan::{MemberOp, OpKind, Slice};
+use crate::plan::OpKind;
 use crate::recovery_plan::{
     plan_rewrites, plan_scrub_mirrors_skipping, plan_scrub_parity, scrub_can_compare, ScrubWalk,
 };
@@ -211,9 +211,7 @@ impl Assembly {
             pos += n;
             since_checkpoint += n;
             if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                for a in areas.iter().flatten() {
-                    a.flush()?;
-                }
+                crate::metadata_plan::flush_all(&areas)?;
                 let at = pos / SECTOR;
                 self.commit(|sb| sb.resync_offset = at)?;
                 since_checkpoint = 0;
@@ -224,9 +222,7 @@ impl Assembly {
             pacer.account(n);
         }
         if repair {
-            for a in areas.iter().flatten() {
-                a.flush()?;
-            }
+            crate::metadata_plan::flush_all(&areas)?;
         }
         Ok(report)
     }
@@ -394,9 +390,7 @@ impl Assembly {
             pos = end;
             since_checkpoint += step;
             if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                for a in areas.iter().flatten() {
-                    a.flush()?;
-                }
+                crate::metadata_plan::flush_all(areas)?;
                 let at = scale(pos) / SECTOR;
                 self.commit(|sb| sb.resync_offset = at)?;
                 since_checkpoint = 0;
@@ -407,9 +401,7 @@ impl Assembly {
             });
         }
         if repair {
-            for a in areas.iter().flatten() {
-                a.flush()?;
-            }
+            crate::metadata_plan::flush_all(areas)?;
         }
         Ok(report)
     }
@@ -518,9 +510,7 @@ impl Assembly {
         resync: bool,
         member_pos: u64,
     ) -> Result<ScrubReport> {
-        for a in areas.iter().flatten() {
-            a.flush()?;
-        }
+        crate::metadata_plan::flush_all(areas)?;
         if resync {
             let at = member_pos / SECTOR;
             self.commit(|sb| sb.resync_offset = at)?;
@@ -534,16 +524,6 @@ impl Assembly {
 
 /// Read one copy again on its own, as a plan of one read.
 fn reread(loc: Location, into: &mut [u8], areas: &[Option<Arc<dyn Volume>>]) -> Result<()> {
-    let plan = Plan {
-        space: crate::plan::Space::Data,
-        steps: vec![Step::Io(vec![MemberOp {
-            kind: OpKind::Read,
-            member: loc.member,
-            offset: loc.offset,
-            length: into.len() as u64,
-            buf: Slice::user(0, into.len()),
-        }])],
-        ..Plan::default()
-    };
+    let plan = Plan::read_one(loc.member, loc.offset, into.len());
     run_with(&plan, areas, UserBuf::Read(into))
 }
