@@ -392,6 +392,7 @@ fn comparison(h: &mut String, model: &Model, suite: &SuiteView) {
         .map(|&t| model.targets[t].as_str())
         .collect();
     let base = names[suite.baseline];
+    let against_article = base == "article" && names.contains(&"simulated");
     let lines = suite.headlines();
     let _ = writeln!(
         h,
@@ -429,8 +430,13 @@ fn comparison(h: &mut String, model: &Model, suite: &SuiteView) {
             match ratio(*v, r.values[suite.baseline]) {
                 Some(q) => {
                     // Green when this target beats the baseline in this metric's
-                    // sense, red when it does worse.
-                    let class = grid::ratio_class(q, r.higher_is_better);
+                    // sense, red when it does worse; a simulation against its
+                    // article is neither (faster than the article is not better).
+                    let class = if against_article {
+                        "n"
+                    } else {
+                        grid::ratio_class(q, r.higher_is_better)
+                    };
                     let _ = write!(
                         h,
                         "<td class=\"{class}\" title=\"{}\">{q:.2}×</td>",
@@ -608,6 +614,23 @@ mod tests {
         assert!(html.contains("latency µs, random tests (lower is better)"));
         // No conditions recorded: said, not guessed.
         assert!(html.contains("do not record how these targets were measured"));
+    }
+
+    #[test]
+    fn a_simulation_is_not_better_or_worse_than_its_article() {
+        let rows = vec![
+            row("1ssd", "SEQ1M-Q8T1-read", "article", "MB/s", 500.0),
+            row("1ssd", "SEQ1M-Q8T1-read", "simulated", "MB/s", 600.0),
+        ];
+        let html = render_html(&[file("e.json", &["article", "simulated"], rows.clone())]);
+        assert!(html.contains(">1.20×</td>"), "{html}");
+        assert!(!html.contains("n better") && !html.contains("n worse"));
+        // The same figures between two measured targets are coloured.
+        let mut other = rows;
+        other[0].target = "one".into();
+        other[1].target = "two".into();
+        let html = render_html(&[file("m.json", &["one", "two"], other)]);
+        assert!(html.contains("<td class=\"n better\""), "{html}");
     }
 
     #[test]
