@@ -52,6 +52,18 @@ pub struct RunConditions {
     /// The I/O engine that ran the tests (`io_uring`, `threads`, ...).
     pub engine: String,
     pub simulated: bool,
+    /// `bench job` only: the conditions are those of this job section (a job
+    /// file may run several jobs on one target, each its own way).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// `bench job` only: the job's workload without its target, e.g.
+    /// `randread bs=4096 iodepth=32 numjobs=1`: jobs on different targets with
+    /// the same workload are compared with each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// Requests in flight per job (fio's iodepth), where the suite records it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<usize>,
 }
 
 impl RunConditions {
@@ -77,6 +89,9 @@ impl RunConditions {
             measure_s: None,
             engine: engine.to_string(),
             simulated,
+            job: None,
+            workload: None,
+            queue_depth: None,
         }
     }
 }

@@ -95,6 +95,13 @@ pub fn comparison_text(files: &[ResultFile], baseline: Option<&str>) -> String {
             out,
             "Compared with {base} (the baseline; --baseline TARGET picks another):"
         );
+        if !suite.jobs.is_empty() {
+            // A job file's jobs are paired by workload, not by name.
+            for w in crate::jobs::job_words(&model, suite) {
+                let _ = writeln!(out, "{w}.");
+            }
+            continue;
+        }
         let label = |r: &SummaryRow| format!("{} {}", r.group, r.test);
         let kw = lines
             .iter()

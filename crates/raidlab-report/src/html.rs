@@ -8,8 +8,8 @@
 
 use crate::compare::{in_words, metrics, ratio, ratios};
 use crate::input::ResultFile;
-use crate::model::{Model, Shown, SuiteView};
-use crate::svg;
+use crate::model::{differences, Model, SuiteView};
+use crate::{grid, svg};
 use std::fmt::Write as _;
 
 /// Escape text for HTML element content and quoted attribute values.
@@ -138,7 +138,7 @@ svg.chart text.v{fill:#222}svg.chart line.grid{stroke:#e4e4e4}svg.chart line.zer
 .note{color:#555}
 .warn{background:#fff4e5;border-left:4px solid #e69f00;padding:6px 10px;margin:8px 0}
 .grids{display:flex;flex-wrap:wrap;gap:6px 24px}table.cdm caption{font-weight:600;text-align:left;padding:2px 0}
-table.cdm td.n{min-width:70px}
+table.cdm td.n{min-width:70px}table.seedgrid caption{font-weight:600;text-align:left;padding:2px 0}table.seedgrid td.n{min-width:56px}
 "#;
 
 /// The page for `files`: merged as [`Model`] merges them, each suite compared
@@ -236,10 +236,15 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
     );
     conditions(h, model, suite);
     if suite.name == "cdm" {
-        cdm_grids(h, model, suite);
+        grid::cdm_grids(h, model, suite);
     }
+    grid::seed_grids(h, model, suite);
     if suite.targets.len() > 1 {
-        comparison(h, model, suite);
+        if suite.jobs.is_empty() {
+            comparison(h, model, suite);
+        } else {
+            crate::jobs::comparison_html(h, model, suite);
+        }
     }
     let mixed = suite.mixed_conditions();
     for (ci, chart) in suite.charts.iter().enumerate() {
@@ -312,7 +317,7 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
 }
 
 /// `1073741824` -> `1 GiB`: the test sizes people type.
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     for (shift, unit) in [(40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")] {
         if n >= 1 << shift && n % (1 << shift) == 0 {
             return format!("{} {unit}", n >> shift);
@@ -325,6 +330,10 @@ fn bytes(n: u64) -> String {
 /// simulated or real; and a warning when they differ.
 fn conditions(h: &mut String, model: &Model, suite: &SuiteView) {
     h.push_str("<h3>Run conditions</h3>\n");
+    if !suite.jobs.is_empty() {
+        crate::jobs::conditions_html(h, model, suite);
+        return;
+    }
     if suite.conditions.iter().all(Option::is_none) {
         h.push_str("<p class=\"note\">The result files do not record how these targets were measured (results written before raidlab recorded it, or a suite that does not).</p>\n");
         return;
@@ -366,94 +375,12 @@ fn conditions(h: &mut String, model: &Model, suite: &SuiteView) {
         let _ = writeln!(
             h,
             "<p class=\"warn\">The targets of this suite were not measured under the same conditions ({}): a difference in their figures may come from that, not from the targets.</p>",
-            esc(&differences(&suite.conditions))
+            esc(&differences(
+                &suite.conditions.iter().flatten().collect::<Vec<_>>(),
+                suite.conditions.iter().any(Option::is_none)
+            ))
         );
     }
-}
-
-/// Which conditions differ among `c`, in words.
-fn differences(c: &[Option<Shown>]) -> String {
-    let known: Vec<&Shown> = c.iter().flatten().collect();
-    let mut what = Vec::new();
-    let differs = |f: &dyn Fn(&Shown) -> String| known.windows(2).any(|w| f(w[0]) != f(w[1]));
-    if differs(&|s| s.io.clone()) {
-        what.push("I/O path");
-    }
-    if differs(&|s| s.test_size.to_string()) {
-        what.push("test size");
-    }
-    if differs(&|s| format!("{:?} {:?}", s.runs, s.measure_s)) {
-        what.push("runs or seconds");
-    }
-    if differs(&|s| s.engine.clone()) {
-        what.push("engine");
-    }
-    if differs(&|s| s.simulated.to_string()) {
-        what.push("simulated against measured");
-    }
-    if known.len() != c.len() {
-        what.push("some not recorded");
-    }
-    what.join(", ")
-}
-
-/// CrystalDiskMark's own window per target: its tests down, Read and Write (and
-/// Mix) across, MB/s with two decimals.
-fn cdm_grids(h: &mut String, model: &Model, suite: &SuiteView) {
-    let mb: Vec<_> = suite
-        .summary
-        .iter()
-        .filter(|r| r.metric == "MB/s")
-        .collect();
-    if mb.is_empty() {
-        return;
-    }
-    let mut groups: Vec<&str> = Vec::new();
-    let mut dirs: Vec<&str> = Vec::new();
-    for r in &mb {
-        if !groups.contains(&r.group.as_str()) {
-            groups.push(&r.group);
-        }
-        if !dirs.contains(&r.test.as_str()) {
-            dirs.push(&r.test);
-        }
-    }
-    h.push_str("<h3>CrystalDiskMark (MB/s)</h3>\n<div class=\"grids\">\n");
-    for (col, &t) in suite.targets.iter().enumerate() {
-        let _ = write!(
-            h,
-            "<table class=\"cdm\"><caption>{}</caption><tr><th></th>",
-            esc(&model.targets[t])
-        );
-        for d in &dirs {
-            let _ = write!(h, "<th>{}</th>", esc(&capitalised(d)));
-        }
-        h.push_str("</tr>\n");
-        for g in &groups {
-            let _ = write!(h, "<tr><th>{}</th>", esc(g));
-            for d in &dirs {
-                let v = mb
-                    .iter()
-                    .find(|r| r.group == *g && r.test == *d)
-                    .and_then(|r| r.values[col]);
-                let _ = write!(
-                    h,
-                    "<td class=\"n\">{}</td>",
-                    v.map_or("–".into(), |v| esc(&shown(v, "MB/s")))
-                );
-            }
-            h.push_str("</tr>\n");
-        }
-        h.push_str("</table>\n");
-    }
-    h.push_str("</div>\n");
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
 }
 
 /// One line per test with its headline figure per target and each target's
@@ -465,6 +392,7 @@ fn comparison(h: &mut String, model: &Model, suite: &SuiteView) {
         .map(|&t| model.targets[t].as_str())
         .collect();
     let base = names[suite.baseline];
+    let against_article = base == "article" && names.contains(&"simulated");
     let lines = suite.headlines();
     let _ = writeln!(
         h,
@@ -502,13 +430,12 @@ fn comparison(h: &mut String, model: &Model, suite: &SuiteView) {
             match ratio(*v, r.values[suite.baseline]) {
                 Some(q) => {
                     // Green when this target beats the baseline in this metric's
-                    // sense, red when it does worse.
-                    let class = if q == 1.0 {
+                    // sense, red when it does worse; a simulation against its
+                    // article is neither (faster than the article is not better).
+                    let class = if against_article {
                         "n"
-                    } else if (q > 1.0) == r.higher_is_better {
-                        "n better"
                     } else {
-                        "n worse"
+                        grid::ratio_class(q, r.higher_is_better)
                     };
                     let _ = write!(
                         h,
@@ -687,6 +614,23 @@ mod tests {
         assert!(html.contains("latency µs, random tests (lower is better)"));
         // No conditions recorded: said, not guessed.
         assert!(html.contains("do not record how these targets were measured"));
+    }
+
+    #[test]
+    fn a_simulation_is_not_better_or_worse_than_its_article() {
+        let rows = vec![
+            row("1ssd", "SEQ1M-Q8T1-read", "article", "MB/s", 500.0),
+            row("1ssd", "SEQ1M-Q8T1-read", "simulated", "MB/s", 600.0),
+        ];
+        let html = render_html(&[file("e.json", &["article", "simulated"], rows.clone())]);
+        assert!(html.contains(">1.20×</td>"), "{html}");
+        assert!(!html.contains("n better") && !html.contains("n worse"));
+        // The same figures between two measured targets are coloured.
+        let mut other = rows;
+        other[0].target = "one".into();
+        other[1].target = "two".into();
+        let html = render_html(&[file("m.json", &["one", "two"], other)]);
+        assert!(html.contains("<td class=\"n better\""), "{html}");
     }
 
     #[test]

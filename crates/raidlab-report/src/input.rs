@@ -72,6 +72,16 @@ pub struct Conditions {
     pub engine: String,
     #[serde(default)]
     pub simulated: bool,
+    /// `bench job`: the job section these conditions are of.
+    #[serde(default)]
+    pub job: Option<String>,
+    /// `bench job`: the job's workload without its target (what jobs on
+    /// different targets are paired by).
+    #[serde(default)]
+    pub workload: Option<String>,
+    /// Requests in flight per job, where recorded.
+    #[serde(default)]
+    pub queue_depth: Option<u64>,
 }
 
 /// A simulated target of a result (its model is not read here).

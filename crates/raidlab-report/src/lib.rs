@@ -25,8 +25,10 @@
 mod compare;
 mod csv;
 mod error;
+mod grid;
 mod html;
 mod input;
+mod jobs;
 mod model;
 mod svg;
 

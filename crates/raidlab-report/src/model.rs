@@ -9,6 +9,7 @@
 //! chart and scale, as the articles' figures do.
 
 use crate::input::{Conditions, ResultFile, Row};
+pub use crate::jobs::JobRun;
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
@@ -44,6 +45,9 @@ pub struct SuiteView {
     pub baseline: usize,
     /// Per `targets` entry: how it was measured, if its result says.
     pub conditions: Vec<Option<Shown>>,
+    /// `bench job` results: each job section's own conditions (a target may
+    /// run several jobs, each its own way); empty for other suites.
+    pub jobs: Vec<JobRun>,
     pub charts: Vec<Chart>,
     /// (group, test, metric) in first-seen order, each with one value per
     /// `targets` entry (None where that target was not measured).
@@ -68,6 +72,7 @@ pub struct Shown {
     pub measure_s: Option<f64>,
     pub engine: String,
     pub simulated: bool,
+    pub queue_depth: Option<u64>,
 }
 
 impl SuiteView {
@@ -97,6 +102,9 @@ impl SuiteView {
     /// some have none recorded while others do: then a chart of them mixes
     /// unlike runs and the page must say so.
     pub fn mixed_conditions(&self) -> bool {
+        if !self.jobs.is_empty() {
+            return self.jobs.windows(2).any(|w| w[0].shown != w[1].shown);
+        }
         let known: Vec<&Shown> = self.conditions.iter().flatten().collect();
         let some_unknown = known.len() != self.conditions.len();
         (some_unknown && !known.is_empty()) || known.windows(2).any(|w| w[0] != w[1])
@@ -405,11 +413,13 @@ impl<'a> Model<'a> {
                 .iter()
                 .map(|&t| conditions_of(files, &in_suite, t, &tidx))
                 .collect();
+            let jobs = crate::jobs::job_runs(files, &in_suite, &s_targets, &tidx);
             suites.push(SuiteView {
                 name: s.to_string(),
                 targets: s_targets,
                 baseline: base,
                 conditions,
+                jobs,
                 charts,
                 summary,
             });
@@ -449,10 +459,11 @@ fn conditions_of(
         measure_s: None,
         engine: String::new(),
         simulated: true,
+        queue_depth: None,
     })
 }
 
-fn shown(c: &Conditions, listed_simulated: bool) -> Shown {
+pub(crate) fn shown(c: &Conditions, listed_simulated: bool) -> Shown {
     Shown {
         io: c.io.clone(),
         test_size: c.test_size,
@@ -460,7 +471,37 @@ fn shown(c: &Conditions, listed_simulated: bool) -> Shown {
         measure_s: c.measure_s,
         engine: c.engine.clone(),
         simulated: c.simulated || listed_simulated,
+        queue_depth: c.queue_depth,
     }
+}
+
+/// Which conditions differ among `known`, in words (`some_unknown`: others
+/// recorded none).
+pub fn differences(known: &[&Shown], some_unknown: bool) -> String {
+    let mut what = Vec::new();
+    let differs = |f: &dyn Fn(&Shown) -> String| known.windows(2).any(|w| f(w[0]) != f(w[1]));
+    if differs(&|s| s.io.clone()) {
+        what.push("I/O path");
+    }
+    if differs(&|s| s.test_size.to_string()) {
+        what.push("test size");
+    }
+    if differs(&|s| format!("{:?} {:?}", s.runs, s.measure_s)) {
+        what.push("runs or seconds");
+    }
+    if differs(&|s| s.engine.clone()) {
+        what.push("engine");
+    }
+    if differs(&|s| format!("{:?}", s.queue_depth)) {
+        what.push("queue depth");
+    }
+    if differs(&|s| s.simulated.to_string()) {
+        what.push("simulated against measured");
+    }
+    if some_unknown {
+        what.push("some not recorded");
+    }
+    what.join(", ")
 }
 
 #[cfg(test)]
@@ -646,6 +687,9 @@ mod tests {
             measure_s: Some(5.0),
             engine: "io_uring".into(),
             simulated: false,
+            job: None,
+            workload: None,
+            queue_depth: None,
         });
     }
 

@@ -7,9 +7,10 @@
 //! it, as root this test fails (CI must not skip it silently); as another user it
 //! prints `SKIPPED: <why>` and passes.
 
-use std::os::unix::fs::MetadataExt;
+mod chromium;
+
+use chromium::{chromium, chromium_or_skip, dom_text, table_cells};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn fixtures() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
@@ -25,67 +26,6 @@ fn fixtures() -> Vec<PathBuf> {
     .collect()
 }
 
-fn find_chromium() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("RAIDLAB_CHROMIUM") {
-        return Some(PathBuf::from(p));
-    }
-    let path = std::env::var_os("PATH")?;
-    for name in [
-        "chromium",
-        "chromium-browser",
-        "google-chrome",
-        "google-chrome-stable",
-    ] {
-        for dir in std::env::split_paths(&path) {
-            let p = dir.join(name);
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-    }
-    None
-}
-
-fn is_root() -> bool {
-    // /proc/self belongs to the process's effective user: no unsafe geteuid.
-    std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0)
-}
-
-/// Run Chromium headless on `page` with `args`, at most a minute (a hung browser
-/// must fail the test, not stall CI).
-fn chromium(bin: &Path, profile: &Path, page: &Path, args: &[String]) -> Vec<u8> {
-    let out = Command::new("timeout")
-        .arg("60")
-        .arg(bin)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("run chromium under timeout(1)");
-    assert!(
-        out.status.success(),
-        "chromium failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out.stdout
-}
-
-/// Text as Chromium serialises it in element content.
-fn dom_text(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('\u{a0}', "&nbsp;")
-}
-
 fn hex_rgb(s: &str) -> [u8; 3] {
     let v = u32::from_str_radix(s.trim_start_matches('#'), 16).expect("colour");
     [(v >> 16) as u8, (v >> 8) as u8, v as u8]
@@ -93,11 +33,7 @@ fn hex_rgb(s: &str) -> [u8; 3] {
 
 #[test]
 fn report_renders_every_row_in_chromium() {
-    let Some(bin) = find_chromium() else {
-        if is_root() {
-            panic!("chromium is not installed: run scripts/test.sh as root (it installs it) or `apt-get install chromium`");
-        }
-        raidlab_core::skip::skip_or_fail("chromium is not installed and this user cannot install it (run scripts/test.sh as root, or set RAIDLAB_CHROMIUM)");
+    let Some(bin) = chromium_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -220,29 +156,6 @@ fn report_renders_every_row_in_chromium() {
     }
 }
 
-/// The cells of each `<tr>` of the first `<table class="{class}">` after `from`
-/// (header cells included), as text.
-fn table_cells(dom: &str, class: &str) -> Vec<Vec<String>> {
-    let start = dom
-        .find(&format!("<table class=\"{class}\""))
-        .unwrap_or_else(|| panic!("no table {class}"));
-    let table = &dom[start..start + dom[start..].find("</table>").unwrap()];
-    table
-        .split("<tr>")
-        .skip(1)
-        .map(|tr| {
-            tr.split("<t")
-                .skip(1)
-                .filter(|c| c.starts_with('d') || c.starts_with('h'))
-                .map(|c| {
-                    let body = &c[c.find('>').unwrap() + 1..];
-                    body[..body.find("</t").unwrap()].to_string()
-                })
-                .collect()
-        })
-        .collect()
-}
-
 /// CrystalDiskMark's grid per target and the comparison table show each figure
 /// of the JSON rounded as the tool shows it, and each ratio to the baseline
 /// (the first target, "single disk") computed from the exact values.
@@ -329,11 +242,7 @@ fn grids_and_comparison_match_the_json(dom: &str, csv_path: &Path) {
 /// simulated one for every cell that has both (seed E's fixture: 36 of 42 cells).
 #[test]
 fn seeds_report_puts_the_articles_bars_beside_the_simulated_ones_in_chromium() {
-    let Some(bin) = find_chromium() else {
-        if is_root() {
-            panic!("chromium is not installed: run scripts/test.sh as root (it installs it) or `apt-get install chromium`");
-        }
-        raidlab_core::skip::skip_or_fail("chromium is not installed and this user cannot install it (run scripts/test.sh as root, or set RAIDLAB_CHROMIUM)");
+    let Some(bin) = chromium_or_skip() else {
         return;
     };
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed-E.json");

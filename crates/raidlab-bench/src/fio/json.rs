@@ -198,6 +198,10 @@ pub fn report(results: &[CloneResult]) -> BenchReport {
             );
         }
     }
+    // One entry per job section (its clones ran alike).
+    for r in results.iter().filter(|r| r.clone == 0) {
+        rep.conditions.push(r.conditions.clone());
+    }
     rep.details = fio_json(results);
     rep
 }

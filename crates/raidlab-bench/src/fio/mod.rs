@@ -28,6 +28,7 @@ use crate::engine::{
     self, Access, Control, DataFill, Dir, DirStats, EngineKind, Limit, Rewrite, Workload,
 };
 use crate::rusage::Usage;
+use crate::schema::RunConditions;
 use crate::target::{OpenOptions, Target};
 use raidlab_core::{Error, Result};
 use std::collections::BTreeMap;
@@ -116,6 +117,24 @@ impl Job {
         }
     }
 
+    /// The job's workload without its target, as fio names it: `randread
+    /// bs=4096 iodepth=32 numjobs=1` (with `rwmixread=` for a mix). Jobs on
+    /// different targets with the same workload are the ones compared.
+    pub fn workload(&self) -> String {
+        let rw = match (self.access, self.dir) {
+            (Access::Seq, Dir::Read) => "read".to_string(),
+            (Access::Seq, Dir::Write) => "write".to_string(),
+            (Access::Rand, Dir::Read) => "randread".to_string(),
+            (Access::Rand, Dir::Write) => "randwrite".to_string(),
+            (Access::Seq, Dir::Mix { read_pct }) => format!("rw rwmixread={read_pct}"),
+            (Access::Rand, Dir::Mix { read_pct }) => format!("randrw rwmixread={read_pct}"),
+        };
+        format!(
+            "{rw} bs={} iodepth={} numjobs={}",
+            self.bs, self.iodepth, self.numjobs
+        )
+    }
+
     /// The target string this job runs against.
     pub fn target(&self) -> Option<String> {
         match (&self.directory, &self.filename) {
@@ -141,6 +160,9 @@ pub struct CloneResult {
     pub elapsed: Duration,
     pub engine: &'static str,
     pub options: BTreeMap<String, String>,
+    /// How the clone ran: I/O path, bytes, time limit, engine, queue depth, its
+    /// job and workload (what `raidlab report` shows and compares by).
+    pub conditions: RunConditions,
     /// The process's CPU time, context switches and faults while this clone's
     /// group ran (getrusage): the whole group's, since clones run as threads
     /// of one process (with one clone per group, the clone's own).
@@ -262,6 +284,14 @@ pub fn run(
                     s.spawn(move || -> Result<CloneResult> {
                         let m = engine::run(t, w, control)?;
                         t.finish()?;
+                        let mut conditions = RunConditions::of(t, w.size, m.engine);
+                        conditions.target = spec.clone();
+                        conditions.job = Some(job.name.clone());
+                        conditions.workload = Some(job.workload());
+                        conditions.queue_depth = Some(job.iodepth);
+                        // One pass over `size` unless a runtime limits it.
+                        conditions.runs = Some(1);
+                        conditions.measure_s = job.runtime.map(|d| d.as_secs_f64());
                         Ok(CloneResult {
                             job: job.name.clone(),
                             clone: *clone,
@@ -272,6 +302,7 @@ pub fn run(
                             elapsed: m.elapsed,
                             engine: m.engine,
                             options: job.options.clone(),
+                            conditions,
                             cpu: Usage::default(),
                         })
                     })

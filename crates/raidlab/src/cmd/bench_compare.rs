@@ -90,6 +90,29 @@ pub fn conditions_cdm(
         .collect()
 }
 
+/// How each job of a `bench job` run ran (the conditions its JSON records and
+/// the report page lists): I/O path, size, runtime, engine, queue depth.
+pub fn print_job_conditions(report: &BenchReport) -> Result<()> {
+    outln!("\nRun conditions:");
+    for c in &report.conditions {
+        let runtime = c
+            .measure_s
+            .map_or("one pass".to_string(), |s| format!("{s} s"));
+        outln!(
+            "  [{}] on {}: {}, {}, {}, {}, QD {}{}",
+            c.job.as_deref().unwrap_or("?"),
+            c.target,
+            c.io,
+            raidlab_core::size::format_size(c.test_size),
+            runtime,
+            c.engine,
+            c.queue_depth.map_or("?".to_string(), |q| q.to_string()),
+            if c.simulated { ", simulated" } else { "" }
+        );
+    }
+    Ok(())
+}
+
 /// The comparison of the result's targets with its baseline, as the report
 /// page shows it; nothing for a single target.
 pub fn print_comparison(report: &BenchReport) -> Result<()> {

@@ -6,6 +6,7 @@
 
 use super::bench_compare::{
     baseline_index, conditions_cdm, conditions_once, finish_report, print_comparison,
+    print_job_conditions,
 };
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -149,6 +150,12 @@ pub struct JobArgs {
     /// Allow jobs to write to block devices (destroys their contents).
     #[arg(long)]
     pub write_device: bool,
+    /// The target (a job's `filename`, as written in the job file; default: the
+    /// first job's) the others are compared with: each job on another target is
+    /// compared with the baseline's job of the same workload (rw, bs, iodepth,
+    /// numjobs), in words after the table and in the JSON for `raidlab report`.
+    #[arg(long, value_name = "TARGET")]
+    pub baseline: Option<String>,
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -156,6 +163,13 @@ pub struct JobArgs {
 
 pub fn job(a: JobArgs) -> Result<ExitCode> {
     let jobs = raidlab_bench::fio::parse_file(&a.file)?;
+    let mut specs: Vec<String> = Vec::new();
+    for t in jobs.iter().filter_map(|j| j.target()) {
+        if !specs.contains(&t) {
+            specs.push(t);
+        }
+    }
+    let base = baseline_index(a.baseline.as_deref(), &specs)?;
     // Differences from fio, on stderr so that JSON output stays parseable.
     let mut said: Vec<&str> = Vec::new();
     for j in &jobs {
@@ -187,10 +201,16 @@ pub fn job(a: JobArgs) -> Result<ExitCode> {
     if let Some(pb) = &pb {
         pb.finish_and_clear();
     }
+    let mut report = raidlab_bench::fio::report(&results);
+    // A baseline whose jobs were not run (Ctrl-C before them) is left out.
+    report.baseline = specs
+        .get(base)
+        .filter(|b| report.targets.contains(b))
+        .cloned();
     if a.json {
         let v = match a.output_format {
             OutputFormat::Fio => raidlab_bench::fio::fio_json(&results),
-            OutputFormat::Normal => serde_json::to_value(raidlab_bench::fio::report(&results))?,
+            OutputFormat::Normal => serde_json::to_value(&report)?,
         };
         outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -229,6 +249,8 @@ pub fn job(a: JobArgs) -> Result<ExitCode> {
                 );
             }
         }
+        print_job_conditions(&report)?;
+        print_comparison(&report)?;
     }
     Ok(finish_status(CONTROL.stopped()))
 }
