@@ -124,3 +124,42 @@ fn seed_e_is_deterministic_and_within_its_error_bound() {
         assert!(f.reproduced, "{}: {}", f.text, f.why);
     }
 }
+
+/// What-if, not a prediction: seed C's software RAID with a per-stripe-head
+/// cost on md 2008's single raid5d thread (`host-stripe-head-us`), a cost no
+/// source gives for that kernel and CPU (docs/seeds.md, seed C). Prints each
+/// finding per value; checks only that the cost can slow software writes and
+/// never speeds them up. All 18 configurations per value: minutes in the test
+/// profile, so ignored; `cargo test --release -p raidlab-bench --test seeds --
+/// --ignored --nocapture seed_c_what_if`.
+#[test]
+#[ignore = "a sweep of seed C, minutes long; run by hand for docs/seeds.md"]
+fn seed_c_what_if_md_stripe_head_cost() {
+    let mut last: Option<f64> = None;
+    for us in [0.0, 20.0, 40.0, 60.0] {
+        let overrides: Vec<(String, String)> = seeds::configs(Seed::C)
+            .into_iter()
+            .filter(|c| c.name.starts_with("sw-"))
+            .map(|c| (c.name, format!("{}:host-stripe-head-us={us}", c.spec)))
+            .collect();
+        let opts = SeedOptions {
+            overrides,
+            ..SeedOptions::default()
+        };
+        let r = seeds::run(&[Seed::C], &opts).unwrap();
+        println!("host-stripe-head-us={us}");
+        for f in &r.findings {
+            println!("  {}: {} ({})", f.text, f.reproduced, f.why);
+        }
+        let out = r
+            .cells
+            .iter()
+            .find(|c| c.config == "sw-raid5-64k" && c.test == "block_output")
+            .unwrap()
+            .simulated;
+        if let Some(prev) = last {
+            assert!(out <= prev, "{us} µs: {out} MB/s above {prev}");
+        }
+        last = Some(out);
+    }
+}

@@ -21,6 +21,7 @@ use crate::device::{
     Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD,
 };
 use crate::host::HostCost;
+use crate::md_host::MdThread;
 use crate::scrub::{Scrub, ScrubProgress, ScrubSpec};
 use crate::stats::{MemberIo, OpLog};
 use raidlab_core::Volume;
@@ -187,6 +188,8 @@ pub struct SimArray {
     /// times a run).
     member_next: Vec<Option<Ns>>,
     host: HostCost,
+    /// md's raid5d, when the host models it: compute steps take turns on it.
+    md_thread: MdThread,
     /// Requests under way, by slot (their `seq`).
     active: Slab<Active>,
     /// Member operation id -> the request (seq) it belongs to.
@@ -363,6 +366,7 @@ impl SimArray {
             member_next: vec![None; members.len()],
             members,
             host: spec.host,
+            md_thread: MdThread::default(),
             active: Slab::default(),
             member_ops: Slab::default(),
             locks: FxHashMap::default(),
@@ -796,10 +800,15 @@ impl SimArray {
                 }
                 Step::Compute(cs) => {
                     let cost = self.host.compute_ns(cs, &plan.scratch);
-                    if cost > 0 {
+                    let end = if self.host.md.is_some() {
+                        self.md_thread.run(now, cost)
+                    } else {
+                        now + cost
+                    };
+                    if end > now {
                         let a = self.active.get_mut(seq).expect("present");
-                        a.not_before = now + cost;
-                        self.timers.insert((now + cost, seq));
+                        a.not_before = end;
+                        self.timers.insert((end, seq));
                     }
                 }
                 Step::Log(entries) => {
@@ -958,7 +967,7 @@ impl Device for SimArray {
                 }
             ),
             params: self.spec_info.clone(),
-            sources: self.host.sources.clone(),
+            sources: self.host.all_sources(),
             parts: self
                 .members
                 .iter()

@@ -23,8 +23,10 @@
 //!   its stripe says there, for a check to find; parity levels,
 //!   [`crate::contents`]); `scheduler=NAME` (the host's I/O scheduler on each
 //!   device it sees: `none`, the default, `deadline` or `cfq`, see
-//!   [`crate::sched`]);
-//! - `PRESET:OPTION...` (`scheduler=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
+//!   [`crate::sched`]); `host=NAME` (a model of the host's md of an era,
+//!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
+//!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs);
+//! - `PRESET:OPTION...` (`scheduler=NAME`, `host=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
 //!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
@@ -38,6 +40,7 @@ use crate::contents::{parse_mismatches, MismatchRange};
 use crate::controller::{CardParams, HostBus, PassThrough, RaidCard};
 use crate::device::Device;
 use crate::host::HostCost;
+use crate::md_host::host_option;
 use crate::presets::{self, Preset};
 use crate::sched::Scheduler;
 use crate::scrub::ScrubSpec;
@@ -84,6 +87,7 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// parity_mb_per_s = 4000.0
 /// request_overhead_us = 5.0
 /// scheduler = "cfq"             # I/O scheduler: "none" (default), "deadline", "cfq"
+/// md = "linux-2.6.2x-md"        # optional: md's raid5d of an era (presets/hosts.toml)
 ///
 /// [cache]                       # optional: raidlab's SSD cache tier in front
 /// device = "intel-520"          # the cache device's preset
@@ -202,15 +206,6 @@ fn err(place: impl Into<String>, message: impl Into<String>) -> ConfigError {
     }
 }
 
-/// The default host with the I/O scheduler named `v` (the short form's
-/// `scheduler=NAME`).
-fn host_with(v: &str) -> Result<HostCost, String> {
-    Ok(HostCost {
-        scheduler: Scheduler::parse(v).map_err(|m| format!("`scheduler={v}`: {m}"))?,
-        ..HostCost::default()
-    })
-}
-
 /// The card presets shipped with raidlab.
 pub fn card_presets() -> Result<BTreeMap<String, CardParams>, ConfigError> {
     #[derive(serde::Deserialize)]
@@ -294,12 +289,11 @@ impl SimConfig {
                 let Some((k, v)) = opt.split_once('=') else {
                     return Err(err(&place, format!("`{opt}`: options are KEY=VALUE")));
                 };
-                if k == "scheduler" {
-                    host = Some(host_with(v).map_err(|m| err(&place, m))?);
+                if host_option(&mut host, k, v).map_err(|m| err(&place, m))? {
                 } else if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
                     return Err(err(
                         &place,
-                        format!("`{k}` is not an option of one device (known: scheduler, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
+                        format!("`{k}` is not an option of one device (known: scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
                     ));
                 }
             }
@@ -412,12 +406,12 @@ impl SimConfig {
                 "mismatch" => array.mismatch.push(v.into()),
                 "check-rate" => array.check_max_rate = Some(v.into()),
                 "check-from" => array.check_from = Some(v.into()),
-                "scheduler" => host = Some(host_with(v).map_err(|m| err(&place, m))?),
+                _ if host_option(&mut host, k, v).map_err(|m| err(&place, m))? => {}
                 _ if cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? => {}
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, scheduler, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }

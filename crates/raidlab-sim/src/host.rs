@@ -7,6 +7,7 @@
 //! stay the same on every machine for the same parameters.
 
 use crate::device::{Ns, Param};
+use crate::md_host::MdHost;
 use crate::sched::Scheduler;
 use raidlab_raid::plan::{Compute, Slice};
 
@@ -26,6 +27,11 @@ pub struct HostCost {
     /// itself has none. `none` by default; `cfq` for the articles' 2008 hosts.
     #[serde(default)]
     pub scheduler: Scheduler,
+    /// A model of Linux md's raid5d of an era (`md = "NAME"`, a preset of
+    /// `presets/hosts.toml`, [`crate::md_host`]): when set, compute steps cost
+    /// its parity speeds and run one at a time on its single thread.
+    #[serde(default, with = "crate::md_host::by_name")]
+    pub md: Option<MdHost>,
     /// Where the figures come from.
     #[serde(default)]
     pub sources: Vec<String>,
@@ -44,6 +50,7 @@ impl Default for HostCost {
             parity_mb_per_s: 4000.0,
             request_overhead_us: 5.0,
             scheduler: Scheduler::None,
+            md: None,
             sources: vec![
                 "parity_mb_per_s: assumed; the order of what Linux's boot-time xor benchmark reports for a 2008-era desktop core (kernel log line \"xor: using function: ... (N MB/sec)\"); set [host] parity_mb_per_s to your machine's, e.g. from `raidlab bench parity`".into(),
                 "request_overhead_us: assumed; a few µs per request for the block layer and the engine's planning, the order raidlab's own planner costs in callgrind (docs/benchmarks.md)".into(),
@@ -60,6 +67,7 @@ impl HostCost {
             parity_mb_per_s,
             request_overhead_us,
             scheduler: Scheduler::None,
+            md: None,
             sources: vec![source.to_string()],
         }
     }
@@ -77,7 +85,7 @@ impl HostCost {
                 self.request_overhead_us
             ));
         }
-        Ok(())
+        self.md.as_ref().map_or(Ok(()), MdHost::check)
     }
 
     pub fn request_ns(&self) -> Ns {
@@ -86,6 +94,9 @@ impl HostCost {
 
     /// Virtual time of one compute step: its input bytes at the parity rate.
     pub fn compute_ns(&self, step: &[Compute], scratch: &[usize]) -> Ns {
+        if let Some(md) = &self.md {
+            return md.compute_ns(step, scratch);
+        }
         let len = |s: &Slice| s.len as u64;
         let mut bytes = 0u64;
         for c in step {
@@ -120,7 +131,8 @@ impl HostCost {
     }
 
     pub fn params(&self) -> Vec<Param> {
-        vec![
+        let md = self.md.iter().flat_map(MdHost::params);
+        let mut v = vec![
             Param {
                 name: "parity_mb_per_s".into(),
                 value: self.parity_mb_per_s,
@@ -131,6 +143,17 @@ impl HostCost {
                 value: self.request_overhead_us,
                 unit: "µs".into(),
             },
-        ]
+        ];
+        v.extend(md);
+        v
+    }
+
+    /// Where the figures come from, the md model's included.
+    pub fn all_sources(&self) -> Vec<String> {
+        let mut v = self.sources.clone();
+        if let Some(md) = &self.md {
+            v.extend(md.sources.iter().map(|s| format!("md {}: {s}", md.name)));
+        }
+        v
     }
 }

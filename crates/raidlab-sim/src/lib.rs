@@ -18,6 +18,7 @@ pub mod device;
 pub mod hdd;
 pub mod host;
 pub mod ideal;
+pub mod md_host;
 pub mod mixed;
 pub mod presets;
 pub mod sched;

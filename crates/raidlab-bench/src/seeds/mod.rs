@@ -183,9 +183,12 @@ pub struct Config {
 const C_DISKS: &str = "6xsamsung-hd753lj";
 /// About 100 GB used per disk, as in article C.
 const C_MEMBER: &str = "member-size=100G";
-/// Articles C and D ran Linux of 2008 (2.6.18 to 2.6.26), whose default I/O
-/// scheduler was CFQ: the host model's `scheduler=cfq` (raidlab-sim `sched.rs`).
-const HOST_2008: &str = "scheduler=cfq";
+/// Articles C and D ran Linux of 2008 (2.6.18 to 2.6.26) on a 2.2 GHz dual
+/// core: its default I/O scheduler was CFQ (`scheduler=cfq`, raidlab-sim
+/// `sched.rs`) and its md RAID 5/6 did all parity work in one raid5d thread at
+/// the speeds such a CPU printed at boot (`host=linux-2.6.2x-md`, raidlab-sim
+/// `md_host.rs` and `presets/hosts.toml`).
+const HOST_2008: &str = "scheduler=cfq:host=linux-2.6.2x-md";
 
 impl Config {
     fn new(seed: Seed, name: &str, spec: String) -> Config {
