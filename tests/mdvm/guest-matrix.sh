@@ -522,9 +522,23 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     fi
     pos=$(reshape_pos 120)
     cat /proc/mdstat >"$dir/mdstat"
-    echo frozen >"$SYS/sync_action" 2>/dev/null
+    # mdadm --stop brings a running reshape to a position md records (it
+    # freezes it, sets sync_max where it got to and waits). Over the same
+    # members (chunk, r6) md still stops past the position its superblocks
+    # record, having overwritten the old copy of what lies right above it:
+    # md's own reading below differs from the pattern there.
     stop_md
     i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    # What md itself reads of the stopped array, from the recorded position
+    # on (read-only: md does not carry the reshape on), for the host to set
+    # beside the pattern and raidlab's reading.
+    # shellcheck disable=SC2086
+    if mdadm --assemble --readonly "$MD" $loops >"$dir/reassemble.log" 2>&1 </dev/null; then
+        rp=$(cat "$SYS/reshape_position" 2>/dev/null || echo 0)
+        echo "$rp" >"$dir/md-read.pos"
+        dd if="$MD" of="$dir/md-read.bin" bs=512 skip="$rp" count=8192 2>>"$dir/reassemble.log"
+        stop_md
+    fi
     if [ "$pos" = none ] || [ "$pos" = 0 ]; then
         result "$name" G FAIL "no reshape position recorded in 120 s: $(tr '\n' ' ' <"$dir/mdstat")"
     else

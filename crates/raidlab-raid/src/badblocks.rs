@@ -8,11 +8,12 @@
 //! a rebuild or repair step leaves out a source member whose range is listed,
 //! and a scrub compares what is left (or counts the range unchecked).
 //!
-//! It decides which members a plan may read; it never changes the log (md
-//! clears an entry after a successful write over it; raidlab leaves the list
-//! as it is, so those sectors keep being read from redundancy, which every
-//! write keeps current). A write whose plan would read a listed range (to
-//! compute parity) is refused rather than computed from unreadable data.
+//! It decides which members a plan may read; it never changes the log
+//! (`assemble::bad_blocks` drops a range after a rebuild or repair wrote it,
+//! as md does; a running array keeps the list it started with, so such a
+//! range is still read from redundancy until the next assembly). A write
+//! whose plan would read a listed range (to compute parity) is refused
+//! rather than computed from unreadable data.
 
 use crate::plan::Plan;
 use crate::planner::plan_read;

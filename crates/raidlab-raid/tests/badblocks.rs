@@ -151,3 +151,87 @@ fn a_check_and_a_rebuild_read_listed_sectors_from_the_others() {
         );
     }
 }
+
+/// The sectors member `dev`'s log lists (absolute device sectors), and
+/// whether its superblock still says "bad blocks present".
+fn listed(dev: &Device) -> (Vec<(u64, u64)>, bool) {
+    let vol = dev.volume.as_ref();
+    let sb = Superblock::read_from(vol).unwrap().unwrap();
+    let list = raidlab_md::badblocks::read(vol, &sb).unwrap().unwrap();
+    let flag = sb.feature_map & raidlab_md::superblock::feature::BAD_BLOCKS != 0;
+    (list.iter().map(|r| (r.sector, r.count)).collect(), flag)
+}
+
+/// Set "bad blocks present" on `dev`'s superblock, as md does with entries.
+fn flag_bad_blocks(dev: &Device) {
+    let vol = dev.volume.as_ref();
+    let mut sb = Superblock::read_from(vol).unwrap().unwrap();
+    sb.feature_map |= raidlab_md::superblock::feature::BAD_BLOCKS;
+    sb.write_to(vol).unwrap();
+}
+
+/// md forgets a listed range once a write over it succeeded: a repair
+/// rebuilds the listed sectors from parity, writes them and drops them from
+/// the log (the superblock's flag goes with the last entry); a range the
+/// repair could not rebuild (two listed members in one RAID 5 stripe) stays.
+#[test]
+fn a_repair_rewrites_listed_sectors_and_clears_them_from_the_log() {
+    use raidlab_raid::recovery::RunOptions;
+    let devs = array(Level::Raid5, 4);
+    fill(&devs);
+    let good = data_area(&devs[2]);
+    mark_bad(&devs[2], 8192, 16);
+    flag_bad_blocks(&devs[2]);
+    let sb = Superblock::read_from(devs[2].volume.as_ref())
+        .unwrap()
+        .unwrap();
+    let sector = sb.data_offset + 16;
+    assert_eq!(listed(&devs[2]), (vec![(sector, 16)], true));
+    assert_ne!(data_area(&devs[2]), good, "the listed sectors hold garbage");
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let r = asm.scrub(true, RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(r.mismatch_sectors, 0, "{r:?}");
+    assert_eq!(listed(&devs[2]), (vec![], false));
+    assert!(
+        data_area(&devs[2]) == good,
+        "the listed sectors were rebuilt"
+    );
+    // A check (no repair) leaves the log alone.
+    mark_bad(&devs[2], 8192, 16);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    asm.scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(listed(&devs[2]).0, vec![(sector, 16)]);
+    // Listed on two members in the same stripe: nothing rebuilds either.
+    mark_bad(&devs[1], 8192, 16);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    asm.scrub(true, RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(listed(&devs[2]).0, vec![(sector, 16)]);
+    assert_eq!(listed(&devs[1]).0.len(), 1);
+}
+
+/// A rebuild writes the whole data area of its target: whatever the target's
+/// log listed there (a member added back with its old log) is dropped, and
+/// the array reads those sectors from it again.
+#[test]
+fn a_rebuild_clears_the_targets_log() {
+    use raidlab_raid::recovery::RunOptions;
+    let devs = array(Level::Raid5, 4);
+    let data = fill(&devs);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    asm.fail(1).unwrap();
+    asm.remove(1).unwrap();
+    let new = Device {
+        path: "new".into(),
+        volume: std::sync::Arc::new(raidlab_devices::MemVolume::new(16 * MIB)),
+    };
+    asm.add(new.clone(), false).unwrap();
+    mark_bad(&new, 4096, 8);
+    mark_bad(&new, 12 * MIB, 8);
+    assert_eq!(listed(&new).0.len(), 1, "mark_bad keeps one entry");
+    asm.rebuild(RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(listed(&new), (vec![], false));
+    let mut members = devs.clone();
+    members[1] = new;
+    assert_eq!(read_all(&members).unwrap(), data);
+}

@@ -1,9 +1,21 @@
 //! The bad-block lists of an assembly's members, read from their md logs for
-//! the running array (`crate::badblocks` decides what to do with them).
+//! the running array (`crate::badblocks` decides what to do with them), and
+//! written back when raidlab has rewritten a listed range.
+//!
+//! md forgets a listed range once a write over it has succeeded (a rebuild, a
+//! repair); raidlab does the same, so that sectors it made good are read from
+//! the member again, by md too. It must never drop a range it did not write
+//! (a unit of `2^bblog_shift` sectors only partly written stays listed), and
+//! never write a log the superblock does not reserve.
 
 use super::Assembly;
 use crate::badblocks::BadBlocks;
-use raidlab_core::Result;
+use raidlab_core::{Error, ErrorKind, Result, Volume};
+use raidlab_md::badblocks;
+use raidlab_md::superblock::feature;
+use std::sync::Arc;
+
+const SECTOR: u64 = 512;
 
 impl Assembly {
     /// The bad-block lists of the members in service, read from their logs
@@ -15,11 +27,77 @@ impl Assembly {
             .map(|s| {
                 let Some(i) = *s else { return Ok(None) };
                 let m = &self.members[i];
-                let log = raidlab_md::badblocks::read(m.device.volume.as_ref(), &m.sb)
+                let log = badblocks::read(m.device.volume.as_ref(), &m.sb)
                     .map_err(|e| e.on_device(m.device.path.clone()))?;
                 Ok(log.map(|l| (m.sb.data_offset, l)))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(BadBlocks::from_md(&lists))
+    }
+
+    /// Member `index` has just had bytes `[start, start + len)` of its data
+    /// area written successfully: drop those sectors from its bad-block log
+    /// and write the log back (flushed). Only whole sectors inside the range
+    /// count. When the list empties, the member's superblock loses its "bad
+    /// blocks present" bit, written at once. Returns whether anything was
+    /// dropped.
+    pub fn clear_bad_blocks(&mut self, index: usize, start: u64, len: u64) -> Result<bool> {
+        let m = &mut self.members[index];
+        let path = m.device.path.clone();
+        let ctx = |e: Error| e.on_device(path.clone());
+        let vol = m.device.volume.as_ref();
+        let Some(list) = badblocks::read(vol, &m.sb).map_err(ctx)? else {
+            return Ok(false);
+        };
+        let first = start.div_ceil(SECTOR);
+        let end = start.saturating_add(len) / SECTOR;
+        if end <= first {
+            return Ok(false);
+        }
+        let sector = m.sb.data_offset.saturating_add(first);
+        let kept = badblocks::clear(&list, m.sb.bblog_shift, sector, end - first);
+        if kept == list {
+            return Ok(false);
+        }
+        badblocks::write(vol, &m.sb, &kept).map_err(ctx)?;
+        if kept.is_empty() && m.sb.feature_map & feature::BAD_BLOCKS != 0 {
+            // md clears "bad blocks present" with the last entry; this
+            // member's superblock says so now, not at some later commit.
+            m.sb.feature_map &= !feature::BAD_BLOCKS;
+            let (at, bytes) = m.sb.placed(vol.size()).map_err(ctx)?;
+            let mut writes = crate::metadata_plan::DeviceWrites::default();
+            writes.push(0, at, &bytes);
+            writes
+                .run(&[Some(Arc::clone(&m.device.volume))])
+                .map_err(ctx)?;
+        }
+        Ok(true)
+    }
+
+    /// A repair's step `[pos, pos + n)` of each member's data area left out
+    /// roles in service (`areas`) that `present` drops for their listed
+    /// ranges: rebuild each such range from the others, write it, and drop
+    /// it from the log, as md's repair does. A range nothing can rebuild
+    /// (too many members list it) stays listed and unwritten.
+    pub(crate) fn rewrite_listed(
+        &mut self,
+        bad: Option<&BadBlocks>,
+        areas: &[Option<Arc<dyn Volume>>],
+        present: &[bool],
+        pos: u64,
+        n: u64,
+    ) -> Result<()> {
+        for role in (0..present.len()).filter(|&r| areas[r].is_some() && !present[r]) {
+            match self.repair_range(bad, role, pos, n) {
+                Ok(_) => {
+                    if let Some(i) = self.slots.get(role).copied().flatten() {
+                        self.clear_bad_blocks(i, pos, n)?;
+                    }
+                }
+                Err(e) if e.kind == ErrorKind::Unrecoverable => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
     }
 }

@@ -10,7 +10,7 @@
 //! stripes are half in one geometry and half in the other, is not built; the
 //! array is read-only.
 
-use super::{format_uuid, Assembly};
+use super::{format_uuid, Assembly, Member, MemberState};
 use crate::array::Array;
 use raidlab_core::{check_range, Error, Op, Result, SliceVolume, Volume};
 use raidlab_layout::reshape::{MdReshape, Reshape};
@@ -28,10 +28,12 @@ impl Assembly {
         if sb.feature_map & feature::RESHAPE_ACTIVE == 0 {
             return None;
         }
-        // md goes backwards when the v1 flag says so; with 0.90 (no flag)
-        // a shrink does.
-        let backwards = sb.feature_map & feature::RESHAPE_BACKWARDS != 0
-            || (sb.v0_90.is_some() && sb.delta_disks < 0);
+        // As md decides when it loads the superblock: a shrink always goes
+        // backwards (from the end of the array towards its start), whatever
+        // the metadata; a reshape over the same members does when the v1
+        // flag says so (mdadm moved the data offset up); a grow never does.
+        let backwards = sb.delta_disks < 0
+            || (sb.delta_disks == 0 && sb.feature_map & feature::RESHAPE_BACKWARDS != 0);
         Some(Reshape::from_md(&MdReshape {
             level: sb.level,
             layout: sb.layout,
@@ -49,7 +51,14 @@ impl Assembly {
 
     /// The data area of the member in `role` for one side of the reshape.
     fn reshape_area(&self, role: usize, new: bool, bytes: u64) -> Result<Option<Arc<dyn Volume>>> {
-        let Some(i) = self.slots.get(role).copied().flatten() else {
+        // A shrink's members past the new count have no slot (the array
+        // has `raid_disks` of them) but still hold the old geometry's roles.
+        let beyond = || {
+            let active = |m: &Member| m.role == Some(role) && m.state == MemberState::Active;
+            self.members.iter().position(active)
+        };
+        let slot = self.slots.get(role).copied();
+        let Some(i) = slot.unwrap_or_else(beyond) else {
             return Ok(None);
         };
         let m = &self.members[i];

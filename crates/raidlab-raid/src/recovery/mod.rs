@@ -439,6 +439,8 @@ impl Assembly {
         }
         self.slots[slot] = Some(index);
         self.set_role(dev_number, slot as u16);
+        // Every byte of the data area is written now: md forgets listed sectors.
+        self.clear_bad_blocks(index, 0, self.geometry.member_bytes)?;
         self.commit(|_| {})
     }
 

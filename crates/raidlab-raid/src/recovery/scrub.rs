@@ -161,6 +161,10 @@ impl Assembly {
                 .filter(|&r| !step_present[r])
                 .collect();
             if step_present != present && !scrub_can_compare(&self.geometry, &step_missing) {
+                if repair {
+                    let _held = running.map(|a| a.hold_member_range(pos, n)).transpose()?;
+                    self.rewrite_listed(bad.as_ref(), &areas, &step_present, pos, n)?;
+                }
                 report.unchecked_array_bytes += n * self.geometry.data_disks() as u64;
                 pos += n;
                 progress(Progress { done: pos, total });
@@ -207,6 +211,9 @@ impl Assembly {
                     &areas,
                     UserBuf::Write(&buf),
                 )?;
+            }
+            if repair {
+                self.rewrite_listed(bad.as_ref(), &areas, present, pos, n)?;
             }
             pos += n;
             since_checkpoint += n;
@@ -482,7 +489,7 @@ impl Assembly {
 
     /// Rewrite what member `role` should hold at `[pos, pos+n)` from the other
     /// members (a rebuild plan with `role` as its target), and return it.
-    fn repair_range(
+    pub(crate) fn repair_range(
         &self,
         bad: Option<&BadBlocks>,
         role: usize,
