@@ -48,12 +48,30 @@ pub fn parse(bytes: &[u8], shift: u8) -> Vec<BadRange> {
 /// The member's bad-block log: `None` when the superblock keeps none (0.90,
 /// or `bblog_size` 0), else its entries (possibly none).
 pub fn read(vol: &dyn Volume, sb: &Superblock) -> Result<Option<Vec<BadRange>>> {
+    let Some((at, len)) = area(sb, vol.size())? else {
+        return Ok(None);
+    };
+    let mut buf = vec![0u8; len];
+    vol.read_at(&mut buf, at).map_err(|e| {
+        Error::new(
+            e.kind,
+            Op::Read,
+            format!("reading the bad-block log: {}", e.message),
+        )
+        .at(at, len as u64)
+    })?;
+    Ok(Some(parse(&buf, sb.bblog_shift)))
+}
+
+/// Where the member's log lies: its byte offset on a device of `dev_bytes`
+/// and its length; `None` when the member keeps none (metadata 0.90, or
+/// `bblog_size` 0). An error when the superblock puts it outside the device.
+pub fn area(sb: &Superblock, dev_bytes: u64) -> Result<Option<(u64, usize)>> {
     if sb.v0_90.is_some() || sb.bblog_size == 0 || sb.bblog_offset == 0 {
         return Ok(None);
     }
     let start = i128::from(sb.super_offset) + i128::from(sb.bblog_offset);
-    let len = u64::from(sb.bblog_size) * 512;
-    let dev = i128::from(vol.size() / 512);
+    let dev = i128::from(dev_bytes / 512);
     if start < 0 || start + i128::from(sb.bblog_size) > dev {
         return Err(Error::invalid(format!(
             "the bad-block log ({} sectors at sector {start}) lies outside the device ({dev} sectors): \
@@ -61,16 +79,7 @@ pub fn read(vol: &dyn Volume, sb: &Superblock) -> Result<Option<Vec<BadRange>>> 
             sb.bblog_size
         )));
     }
-    let mut buf = vec![0u8; len as usize];
-    vol.read_at(&mut buf, start as u64 * 512).map_err(|e| {
-        Error::new(
-            e.kind,
-            Op::Read,
-            format!("reading the bad-block log: {}", e.message),
-        )
-        .at(start as u64 * 512, len)
-    })?;
-    Ok(Some(parse(&buf, sb.bblog_shift)))
+    Ok(Some((start as u64 * 512, usize::from(sb.bblog_size) * 512)))
 }
 
 /// Longest range one entry holds, in units of `2^shift` sectors (md's
@@ -154,21 +163,7 @@ pub fn encode(list: &[BadRange], shift: u8, len: usize) -> Result<Vec<u8>> {
 /// `bblog_offset`) and flush. The superblock must keep a log (v1, size and
 /// offset set) that lies inside the device.
 pub fn write(vol: &dyn Volume, sb: &Superblock, list: &[BadRange]) -> Result<()> {
-    if sb.v0_90.is_some() || sb.bblog_size == 0 || sb.bblog_offset == 0 {
-        return Err(Error::invalid(
-            "this member keeps no bad-block log (metadata 0.90, or bblog_size 0)",
-        ));
-    }
-    let start = i128::from(sb.super_offset) + i128::from(sb.bblog_offset);
-    let dev = i128::from(vol.size() / 512);
-    if start < 0 || start + i128::from(sb.bblog_size) > dev {
-        return Err(Error::invalid(format!(
-            "the bad-block log ({} sectors at sector {start}) lies outside the device ({dev} sectors)",
-            sb.bblog_size
-        )));
-    }
-    let bytes = encode(list, sb.bblog_shift, usize::from(sb.bblog_size) * 512)?;
-    let at = start as u64 * 512;
+    let (at, bytes) = placed(sb, vol.size(), list)?;
     vol.write_at(&bytes, at)
         .and_then(|_| vol.flush())
         .map_err(|e| {
@@ -179,6 +174,17 @@ pub fn write(vol: &dyn Volume, sb: &Superblock, list: &[BadRange]) -> Result<()>
             )
             .at(at, bytes.len() as u64)
         })
+}
+
+/// What [`write`] writes and where: the byte offset on a device of
+/// `dev_bytes` and the encoded log, with the same checks.
+pub fn placed(sb: &Superblock, dev_bytes: u64, list: &[BadRange]) -> Result<(u64, Vec<u8>)> {
+    let Some((at, len)) = area(sb, dev_bytes)? else {
+        return Err(Error::invalid(
+            "this member keeps no bad-block log (metadata 0.90, or bblog_size 0)",
+        ));
+    };
+    Ok((at, encode(list, sb.bblog_shift, len)?))
 }
 
 /// The list as `mdadm --examine-badblocks DEVICE` prints it.

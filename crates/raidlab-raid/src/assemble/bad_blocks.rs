@@ -45,10 +45,18 @@ impl Assembly {
         let m = &mut self.members[index];
         let path = m.device.path.clone();
         let ctx = |e: Error| e.on_device(path.clone());
-        let vol = m.device.volume.as_ref();
-        let Some(list) = badblocks::read(vol, &m.sb).map_err(ctx)? else {
+        let table = [Some(Arc::clone(&m.device.volume))];
+        let dev_bytes = m.device.volume.size();
+        let Some((log_at, log_len)) = badblocks::area(&m.sb, dev_bytes).map_err(ctx)? else {
             return Ok(false);
         };
+        let raw = crate::metadata_plan::read_ranges(
+            &table,
+            &[(0, log_at, log_len)],
+            crate::plan::Space::Device,
+        )
+        .map_err(ctx)?;
+        let list = badblocks::parse(&raw, m.sb.bblog_shift);
         let first = start.div_ceil(SECTOR);
         let end = start.saturating_add(len) / SECTOR;
         if end <= first {
@@ -59,18 +67,18 @@ impl Assembly {
         if kept == list {
             return Ok(false);
         }
-        badblocks::write(vol, &m.sb, &kept).map_err(ctx)?;
+        // The log, and with its last entry gone the superblock, as one plan.
+        let mut writes = crate::metadata_plan::DeviceWrites::default();
+        let (at, bytes) = badblocks::placed(&m.sb, dev_bytes, &kept).map_err(ctx)?;
+        writes.push(0, at, &bytes);
         if kept.is_empty() && m.sb.feature_map & feature::BAD_BLOCKS != 0 {
             // md clears "bad blocks present" with the last entry; this
             // member's superblock says so now, not at some later commit.
             m.sb.feature_map &= !feature::BAD_BLOCKS;
-            let (at, bytes) = m.sb.placed(vol.size()).map_err(ctx)?;
-            let mut writes = crate::metadata_plan::DeviceWrites::default();
+            let (at, bytes) = m.sb.placed(dev_bytes).map_err(ctx)?;
             writes.push(0, at, &bytes);
-            writes
-                .run(&[Some(Arc::clone(&m.device.volume))])
-                .map_err(ctx)?;
         }
+        writes.run(&table).map_err(ctx)?;
         Ok(true)
     }
 
