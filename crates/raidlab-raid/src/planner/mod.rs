@@ -185,12 +185,10 @@ struct Segment {
 impl Row {
     /// The column range data index `i` covers, if the request touches it.
     fn columns(&self, i: usize) -> Option<(u64, u64)> {
-        (self.first..=self.last).contains(&i).then(|| {
-            (
-                if i == self.first { self.start } else { 0 },
-                if i == self.last { self.end } else { self.chunk },
-            )
-        })
+        (self.first..=self.last).contains(&i).then_some((
+            if i == self.first { self.start } else { 0 },
+            if i == self.last { self.end } else { self.chunk },
+        ))
     }
 
     /// The row cut at every column where the set of touched chunks changes, in
