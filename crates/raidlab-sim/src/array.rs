@@ -16,6 +16,7 @@
 //! that this module moves, and its expiry is checked at virtual ticks, as the real
 //! cache's thread does in real time.
 
+use crate::bitmap::SimBitmap;
 use crate::contents::{check_mismatches, Contents, MismatchRange};
 use crate::device::{
     Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD,
@@ -173,6 +174,8 @@ struct Active {
     /// reads an aligned chunk in the caller's context but handles stripes
     /// (parity writes and their reads) in its raid5d thread.
     process: u32,
+    /// Bitmap chunks it writes (busy for md's bitmap daemon until it ends).
+    bitmap_chunks: Vec<u64>,
 }
 
 /// A raidlab array on simulated members.
@@ -227,6 +230,8 @@ pub struct SimArray {
     /// A write may have left stripes held in the stripe cache since it was
     /// last found empty (only writes hold stripes: reads need not ask).
     maybe_held: bool,
+    /// md's write-intent bitmap, when the array keeps one.
+    bitmap: Option<SimBitmap>,
 }
 
 impl SimArray {
@@ -388,6 +393,7 @@ impl SimArray {
             scrub: None,
             member_done: Vec::new(),
             maybe_held: false,
+            bitmap: None,
         })
     }
 
@@ -483,6 +489,7 @@ impl SimArray {
             compared: false,
             // md's sync thread, as a rebuild's steps.
             process: MD_THREAD,
+            bitmap_chunks: Vec::new(),
         });
         self.ready.push_back(seq);
     }
@@ -514,6 +521,7 @@ impl SimArray {
             scrub_step: false,
             compared: false,
             process: MD_THREAD,
+            bitmap_chunks: Vec::new(),
         });
         self.ready.push_back(seq);
     }
@@ -537,6 +545,75 @@ impl SimArray {
             Some(rate) => now.max(((done - r.first) as u128 * 1_000_000_000 / rate as u128) as Ns),
             None => now,
         });
+    }
+
+    /// Keep md's internal write-intent bitmap with `chunk`-byte chunks
+    /// (`None`: mdadm's choice for the member size) on every member in
+    /// service: the engine marks chunks dirty and writes the bitmap before a
+    /// write to a clean chunk (`crate::bitmap`), and md's daemon clears the
+    /// bits later. Not with a rebuild (the new member's copy is not kept).
+    pub fn with_bitmap(mut self, chunk: Option<u64>) -> Result<SimArray, String> {
+        if self.rebuild.is_some() {
+            return Err(format!(
+                "{}: a bitmap and a rebuild together are not simulated (the new member's bitmap copy is not kept)",
+                self.name
+            ));
+        }
+        let g = *self.array.geometry();
+        let caps: Vec<Option<u64>> = self
+            .members
+            .iter()
+            .map(|m| m.as_ref().map(|d| d.capacity()))
+            .collect();
+        let (bm, devices, sim) = SimBitmap::build(&self.name, &g, &caps, chunk)
+            .map_err(|m| format!("{}: {m}", self.name))?;
+        let array = Arc::try_unwrap(self.array)
+            .map_err(|_| "internal: the array is shared before it is built".to_string())?;
+        self.array = Arc::new(array.with_intent(bm, devices));
+        self.spec_info.push(Param {
+            name: "bitmap_chunk".into(),
+            value: sim.chunk_bytes() as f64,
+            unit: "bytes".into(),
+        });
+        self.bitmap = Some(sim);
+        Ok(self)
+    }
+
+    /// How many bitmap bits md's daemon has cleared (`None` without a bitmap).
+    pub fn bitmap_cleared(&self) -> Option<u64> {
+        self.bitmap.as_ref().map(|b| b.cleared)
+    }
+
+    /// A pass of md's bitmap daemon now; its bitmap write, if any, is
+    /// scheduled as md's thread's.
+    fn bitmap_pass(&mut self, now: Ns) {
+        let Some(b) = self.bitmap.as_mut() else {
+            return;
+        };
+        let plan = match b.pass(now, &self.array) {
+            Ok(Some(p)) => p,
+            Ok(None) => return,
+            Err(e) => {
+                self.errors.push(e);
+                return;
+            }
+        };
+        let mut plans = self.spare_queues.pop().unwrap_or_default();
+        plans.push_back(plan);
+        let seq = self.active.insert(Active {
+            host_id: None,
+            plans,
+            step: 0,
+            outstanding: 0,
+            locked: false,
+            not_before: now,
+            rebuild_step: false,
+            scrub_step: false,
+            compared: false,
+            process: MD_THREAD,
+            bitmap_chunks: Vec::new(),
+        });
+        self.ready.push_back(seq);
     }
 
     /// Keep every member operation, in issue order, in [`Device::member_ops`].
@@ -610,6 +687,10 @@ impl SimArray {
             0
         };
         let plans = self.recorded_plans();
+        let bitmap_chunks = match self.bitmap.as_mut() {
+            Some(b) => b.start(now, &plans, Some((offset, len))),
+            None => Vec::new(),
+        };
         let seq = self.active.insert(Active {
             host_id,
             plans,
@@ -625,6 +706,7 @@ impl SimArray {
             } else {
                 MD_THREAD
             },
+            bitmap_chunks,
         });
         if overhead > 0 {
             self.timers.insert((now + overhead, seq));
@@ -722,6 +804,9 @@ impl SimArray {
             if a.plans.is_empty() {
                 let a = self.active.remove(seq).expect("present");
                 self.spare_queues.push(a.plans);
+                if let Some(b) = self.bitmap.as_mut() {
+                    b.done(&a.bitmap_chunks);
+                }
                 if let Some(id) = a.host_id {
                     self.finished.push(Completion { id, at: now });
                 }
@@ -779,8 +864,13 @@ impl SimArray {
                         };
                         // A rebuild's target is the member after the roles
                         // to the engine; here it is the role's new device.
-                        let member = match &self.rebuild {
-                            Some(r) if op.member == self.members.len() => r.role,
+                        let member = match (&self.rebuild, &self.bitmap) {
+                            (Some(r), _) if op.member == self.members.len() => r.role,
+                            // The engine's bitmap plans number the members in
+                            // service, in role order.
+                            (_, Some(b)) if plan.space == raidlab_raid::plan::Space::Device => {
+                                b.roles.get(op.member).copied().unwrap_or(usize::MAX)
+                            }
                             _ => op.member,
                         };
                         self.submit_member(
@@ -864,6 +954,7 @@ impl Device for SimArray {
             self.finished.iter().map(|c| c.at).min(),
             self.rebuild.as_ref().and_then(|r| r.next),
             self.scrub.as_ref().and_then(|s| s.next),
+            self.bitmap.as_ref().and_then(|b| b.next),
         ];
         members.chain(own.into_iter().flatten()).min()
     }
@@ -918,6 +1009,15 @@ impl Device for SimArray {
                 self.scrub_step(now);
                 any = true;
             }
+            if self
+                .bitmap
+                .as_ref()
+                .and_then(|b| b.next)
+                .is_some_and(|t| t <= now)
+            {
+                self.bitmap_pass(now);
+                any = true;
+            }
             if self.tick.is_some_and(|t| t <= now) {
                 self.tick = None;
                 if let Err(e) = self.array.write_out_expired() {
@@ -927,6 +1027,10 @@ impl Device for SimArray {
                 if plans.is_empty() {
                     self.spare_queues.push(plans);
                 } else {
+                    let bitmap_chunks = match self.bitmap.as_mut() {
+                        Some(b) => b.start(now, &plans, None),
+                        None => Vec::new(),
+                    };
                     let seq = self.active.insert(Active {
                         host_id: None,
                         plans,
@@ -938,6 +1042,7 @@ impl Device for SimArray {
                         scrub_step: false,
                         compared: false,
                         process: MD_THREAD,
+                        bitmap_chunks,
                     });
                     self.ready.push_back(seq);
                 }

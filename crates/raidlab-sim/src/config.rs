@@ -21,7 +21,9 @@
 //!   what differs is rewritten), `check-rate=SIZE` and `check-from=SIZE`;
 //!   `mismatch=ROLE@OFFSET+LENGTH[,...]` (role ROLE holds other bytes than
 //!   its stripe says there, for a check to find; parity levels,
-//!   [`crate::contents`]); `scheduler=NAME` (the host's I/O scheduler on each
+//!   [`crate::contents`]); `bitmap=SIZE` (md's internal write-intent
+//!   bitmap with SIZE chunks; `bitmap=internal` for mdadm's choice,
+//!   [`crate::bitmap`]); `scheduler=NAME` (the host's I/O scheduler on each
 //!   device it sees: `none`, the default, `deadline` or `cfq`, see
 //!   [`crate::sched`]); `host=NAME` (a model of the host's md of an era,
 //!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
@@ -78,6 +80,8 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// check_from = "10G"            # optional: resumed this far into the members
 /// repair = true                 # optional: the check rewrites what differs (md's repair)
 /// mismatch = ["1@1G+64K"]       # optional: role@offset+length ranges whose copies differ
+/// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
+///                               # ("internal": mdadm's choice); default none
 ///
 /// [card]                        # optional: a RAID card
 /// preset = "adaptec-sas-31205"
@@ -152,9 +156,32 @@ pub struct ArrayConf {
     /// Ranges whose copies differ: `ROLE@OFFSET+LENGTH` each.
     #[serde(default)]
     pub mismatch: Vec<String>,
+    /// md's internal write-intent bitmap: its chunk size, `internal` for
+    /// mdadm's choice, or `none` (the default: the articles' 2008 arrays had
+    /// none, although mdadm since 3.x adds one to arrays over 100 GB).
+    #[serde(default)]
+    pub bitmap: Option<String>,
 }
 
 impl ArrayConf {
+    /// The bitmap asked for: `None` for none, `Some(None)` for mdadm's
+    /// chunk choice, `Some(Some(bytes))` for a given chunk.
+    pub fn bitmap_chunk(&self) -> Result<Option<Option<u64>>, String> {
+        match self.bitmap.as_deref() {
+            None | Some("none") => Ok(None),
+            Some("internal") => Ok(Some(None)),
+            Some(v) => match parse_size(v) {
+                Ok(b) if b >= 4096 && b.is_power_of_two() => Ok(Some(Some(b))),
+                Ok(b) => Err(format!(
+                    "`{v}` ({b} bytes): a bitmap chunk is a power of two of at least 4K"
+                )),
+                Err(e) => Err(format!(
+                    "`{v}`: {e}; say a chunk size (e.g. 64M), `internal` or `none`"
+                )),
+            },
+        }
+    }
+
     /// The `mismatch` ranges, parsed.
     pub fn mismatches(&self) -> Result<Vec<MismatchRange>, String> {
         let mut out = Vec::new();
@@ -343,6 +370,7 @@ impl SimConfig {
             check_from: None,
             repair: false,
             mismatch: Vec::new(),
+            bitmap: None,
         };
         let mut card = None;
         let mut cache = None;
@@ -404,6 +432,7 @@ impl SimConfig {
                     }
                 }
                 "mismatch" => array.mismatch.push(v.into()),
+                "bitmap" => array.bitmap = Some(v.into()),
                 "check-rate" => array.check_max_rate = Some(v.into()),
                 "check-from" => array.check_from = Some(v.into()),
                 _ if host_option(&mut host, k, v).map_err(|m| err(&place, m))? => {}
@@ -411,7 +440,7 @@ impl SimConfig {
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -795,12 +824,21 @@ impl SimConfig {
         let mismatches = a
             .mismatches()
             .map_err(|m| err(&place, format!("`mismatch`: {m}")))?;
+        let bitmap = a
+            .bitmap_chunk()
+            .map_err(|m| err(&place, format!("`bitmap`: {m}")))?;
         let stripe_cache = (a.stripe_cache > 0).then(|| StripeCacheConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
         });
         match card {
             Some((p, CardMode::Raid)) => {
+                if bitmap.is_some() {
+                    return Err(err(
+                        &place,
+                        "`bitmap`: md's bitmap is software RAID's; a card running the array keeps none (use `card=NAME/pass-through`)",
+                    ));
+                }
                 if a.members > p.ports as usize {
                     return Err(err(
                         &place,
@@ -850,6 +888,9 @@ impl SimConfig {
                     rebuild,
                 })
                 .map_err(|m| err(&place, m))?;
+                if let Some(chunk) = bitmap {
+                    array = array.with_bitmap(chunk).map_err(|m| err(&place, m))?;
+                }
                 array
                     .set_mismatches(&mismatches)
                     .map_err(|m| err(&place, m))?;

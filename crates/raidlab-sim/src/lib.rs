@@ -9,6 +9,7 @@
 //! the same on every machine.
 
 pub mod array;
+pub mod bitmap;
 pub mod cache;
 mod cache_config;
 pub mod config;

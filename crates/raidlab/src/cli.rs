@@ -120,9 +120,10 @@ pub struct SimShowArgs {
     /// [:failed=R,..][:stripe-cache=N][:card=NAME[/pass-through]]
     /// [:rebuild=R[:rebuild-rate=SIZE][:rebuild-from=SIZE]]
     /// [:check=yes|repair[:check-rate=SIZE][:check-from=SIZE]]
-    /// [:mismatch=ROLE@OFFSET+LENGTH,..]` (mismatch: that role's bytes there
-    /// differ from what its stripe says, for a check to count and a repair to
-    /// rewrite; parity levels) (`raid6:6xsamsung-hd753lj:chunk=256K`), or a `.toml` file. Either form
+    /// [:mismatch=ROLE@OFFSET+LENGTH,..][:bitmap=SIZE|internal]` (mismatch:
+    /// that role's bytes there differ from what its stripe says, for a check to
+    /// count and a repair to rewrite; parity levels; bitmap: md's internal
+    /// write-intent bitmap with SIZE chunks) (`raid6:6xsamsung-hd753lj:chunk=256K`), or a `.toml` file. Either form
     /// of the short one takes `:cache=PRESET[/writeback|writethrough|writearound]`
     /// `[:cache-size=SIZE][:cache-block=SIZE][:cache-cutoff=SIZE]`: raidlab's
     /// SSD cache tier, on that device, in front (`hdd-7200:cache=intel-520`).

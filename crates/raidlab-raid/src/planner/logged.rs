@@ -93,7 +93,7 @@ impl Builder {
         p: Option<usize>,
         user: &dyn Fn(usize) -> Slice,
     ) {
-        let (Some(p), Some(&first)) = (p, seg.touched.first()) else {
+        let (Some(p), false) = (p, seg.touched.is_empty()) else {
             return;
         };
         if !self.log || !present[row.map.p] {
@@ -103,13 +103,14 @@ impl Builder {
         let pp = (seg.touched.len() < row.map.data.len()).then(|| {
             let dst = self.scratch(len);
             let mut srcs = vec![Slice::scratch(p, len as usize)];
-            srcs.extend(seg.touched.iter().map(|&i| user(i)));
+            srcs.extend(seg.touched.clone().map(user));
             self.computes.push(Compute::Xor { srcs, dst });
             Slice::scratch(dst, len as usize)
         });
         self.entries.push(LogEntry {
             member: row.map.p,
-            data_offset: (row.stripe * row.data_disks + first as u64) * row.chunk + seg.start,
+            data_offset: (row.stripe * row.data_disks + seg.touched.start as u64) * row.chunk
+                + seg.start,
             data_size: seg.touched.len() as u64 * len,
             pp,
         });
@@ -131,7 +132,7 @@ impl Builder {
         if !self.journal {
             return;
         }
-        for &i in &seg.touched {
+        for i in seg.touched.clone() {
             self.entries.push(LogEntry {
                 member: map.data[i],
                 data_offset: moff,

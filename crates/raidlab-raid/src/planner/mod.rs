@@ -19,6 +19,7 @@ pub use zeroes::{plan_write_zeroes, zero_stripe_bytes};
 use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result};
 use raidlab_layout::{Geometry, Level, StripeMap};
+use std::ops::Range;
 
 /// Lock granularity for RAID 1, which has no chunk.
 const RAID1_LOCK_UNIT: u64 = 64 << 10;
@@ -157,50 +158,65 @@ fn check_request(geo: &Geometry, present: &[bool], op: Op, offset: u64, len: u64
     check_range("array", op, geo.array_bytes(), offset, len)
 }
 
-/// One stripe row touched by a request: for each data index, the column range
-/// (offset within the chunk) the request covers, if any.
+/// One stripe row touched by a request. A request is contiguous, so the data
+/// indices it touches in a row are consecutive, `first..=last`: columns
+/// `[start, chunk)` of `first`, whole chunks between, `[0, end)` of `last`
+/// (`[start, end)` when `first == last`). Kept as bounds, not a vector per
+/// row: the simulator plans millions of requests.
 struct Row {
     stripe: u64,
     map: StripeMap,
-    touched: Vec<Option<(u64, u64)>>,
+    first: usize,
+    last: usize,
+    start: u64,
+    end: u64,
     chunk: u64,
     data_disks: u64,
 }
 
-/// A column range of one row and the data indices whose chunks it writes/reads.
+/// A column range of one row and the data indices whose chunks it writes/reads
+/// (consecutive, in increasing order, never empty).
 struct Segment {
     start: u64,
     end: u64,
-    touched: Vec<usize>,
+    touched: Range<usize>,
 }
 
 impl Row {
-    fn segments(&self) -> Vec<Segment> {
-        let mut cuts: Vec<u64> = self
-            .touched
-            .iter()
-            .flatten()
-            .flat_map(|&(a, b)| [a, b])
-            .collect();
-        cuts.sort_unstable();
-        cuts.dedup();
-        cuts.windows(2)
-            .filter_map(|w| {
-                let (start, end) = (w[0], w[1]);
-                let touched: Vec<usize> = self
-                    .touched
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, t)| matches!(t, Some((a, b)) if *a <= start && end <= *b))
-                    .map(|(i, _)| i)
-                    .collect();
-                (!touched.is_empty()).then_some(Segment {
-                    start,
-                    end,
-                    touched,
-                })
+    /// The column range data index `i` covers, if the request touches it.
+    fn columns(&self, i: usize) -> Option<(u64, u64)> {
+        (self.first..=self.last).contains(&i).then_some((
+            if i == self.first { self.start } else { 0 },
+            if i == self.last { self.end } else { self.chunk },
+        ))
+    }
+
+    /// The row cut at every column where the set of touched chunks changes, in
+    /// column order: at most three segments, since every cut is one of 0, the
+    /// request's start and end columns, and the chunk size.
+    fn segments(&self) -> impl Iterator<Item = Segment> + '_ {
+        let mut cuts = [self.start, self.end, 0, self.chunk];
+        let n = if self.last > self.first { 4 } else { 2 };
+        cuts[..n].sort_unstable();
+        let mut k = 0;
+        for i in 0..n {
+            if k == 0 || cuts[k - 1] != cuts[i] {
+                cuts[k] = cuts[i];
+                k += 1;
+            }
+        }
+        (1..k).filter_map(move |w| {
+            let (start, end) = (cuts[w - 1], cuts[w]);
+            let covers =
+                |i: &usize| matches!(self.columns(*i), Some((a, b)) if a <= start && end <= b);
+            let lo = (self.first..=self.last).find(covers)?;
+            let hi = (lo..=self.last).rev().find(covers)?;
+            Some(Segment {
+                start,
+                end,
+                touched: lo..hi + 1,
             })
-            .collect()
+        })
     }
 
     /// Offset in the caller's buffer of column `col` of data index `i`.
@@ -209,35 +225,30 @@ impl Row {
     }
 }
 
-fn rows(geo: &Geometry, offset: u64, len: u64) -> Vec<Row> {
+/// The stripe rows `[offset, offset+len)` touches, in order.
+fn rows(geo: &Geometry, offset: u64, len: u64) -> impl Iterator<Item = Row> + '_ {
     let chunk = geo.chunk_bytes;
     let dd = geo.data_disks() as u64;
     let end = offset + len;
-    let mut out: Vec<Row> = Vec::new();
-    if len == 0 {
-        return out;
-    }
-    let first = offset / chunk;
-    let last = (end - 1) / chunk;
-    for c in first..=last {
-        let stripe = c / dd;
-        let i = (c % dd) as usize;
-        let a = offset.max(c * chunk) - c * chunk;
-        let b = end.min((c + 1) * chunk) - c * chunk;
-        if out.last().map(|r| r.stripe) != Some(stripe) {
-            out.push(Row {
-                stripe,
-                map: geo.stripe(stripe),
-                touched: vec![None; dd as usize],
-                chunk,
-                data_disks: dd,
-            });
+    let (c0, c1) = if len == 0 {
+        (0, 0)
+    } else {
+        (offset / chunk, (end - 1) / chunk)
+    };
+    let count = if len == 0 { 0 } else { c1 / dd - c0 / dd + 1 };
+    (c0 / dd..c0 / dd + count).map(move |stripe| {
+        let (fc, lc) = (c0.max(stripe * dd), c1.min(stripe * dd + dd - 1));
+        Row {
+            stripe,
+            map: geo.stripe(stripe),
+            first: (fc % dd) as usize,
+            last: (lc % dd) as usize,
+            start: offset.max(fc * chunk) - fc * chunk,
+            end: end.min((lc + 1) * chunk) - lc * chunk,
+            chunk,
+            data_disks: dd,
         }
-        if let Some(row) = out.last_mut() {
-            row.touched[i] = Some((a, b));
-        }
-    }
-    out
+    })
 }
 
 #[derive(Default)]
@@ -369,11 +380,9 @@ impl Builder {
         let map = &row.map;
         let len = seg.end - seg.start;
         let moff = row.stripe * row.chunk + seg.start;
-        let missing: Vec<usize> = (0..map.data.len())
-            .filter(|&i| !present[map.data[i]])
-            .collect();
-        if !seg.touched.iter().any(|i| missing.contains(i)) {
-            for &i in &seg.touched {
+        let lost = |i: usize| !present[map.data[i]];
+        if !seg.touched.clone().any(lost) {
+            for i in seg.touched {
                 let u = row.user_offset(i, seg.start, req);
                 self.read(map.data[i], moff, Slice::user(u, len as usize));
             }
@@ -383,6 +392,7 @@ impl Builder {
         // rebuild. Hold the stripe lock so a concurrent write cannot change data and
         // parity between our reads.
         self.lock(row.stripe);
+        let missing: Vec<usize> = (0..map.data.len()).filter(|&i| lost(i)).collect();
         let (data, p, q) = self.read_for_rebuild(geo, present, row, &missing, moff, len)?;
         self.computes.push(Compute::Recover {
             data: slot_order(map, &data),
@@ -390,7 +400,7 @@ impl Builder {
             p,
             q,
         });
-        for &i in &seg.touched {
+        for i in seg.touched {
             let u = row.user_offset(i, seg.start, req);
             self.computes.push(Compute::Copy {
                 src: Slice::scratch(data[i], len as usize),
@@ -473,7 +483,7 @@ impl Builder {
 
         // New data always goes to the data members that are present.
         let write_data = |b: &mut Builder| {
-            for &i in &seg.touched {
+            for i in seg.touched.clone() {
                 if present[map.data[i]] {
                     b.write(map.data[i], moff, user(i));
                 }
@@ -488,7 +498,7 @@ impl Builder {
         let all_parity = p_ok && (map.q.is_none() || q_ok);
 
         let rmw_ok =
-            seg.touched.iter().all(|&i| present[map.data[i]]) && (all_parity || !self.journal);
+            seg.touched.clone().all(|i| present[map.data[i]]) && (all_parity || !self.journal);
         let rmw_reads = seg.touched.len() + parities;
         let rcw_ok = (0..dd).filter(|&i| !is_t(i)).all(|i| present[map.data[i]]);
         let rcw_reads = dd - seg.touched.len();
@@ -515,8 +525,8 @@ impl Builder {
             // Read-modify-write: fold (old ^ new) of each replaced chunk into parity.
             let olds: Vec<(usize, usize)> = seg
                 .touched
-                .iter()
-                .map(|&i| {
+                .clone()
+                .map(|i| {
                     let s = self.scratch(len);
                     self.read(map.data[i], moff, Slice::scratch(s, l));
                     (i, s)
@@ -560,7 +570,7 @@ impl Builder {
                 p: p_old,
                 q: q_old,
             });
-            for &i in &seg.touched {
+            for i in seg.touched.clone() {
                 self.computes.push(Compute::Copy {
                     src: user(i),
                     dst: Slice::scratch(data[i], l),
