@@ -67,6 +67,10 @@ impl Assembly {
         if kept == list {
             return Ok(false);
         }
+        // What was written over the listed sectors must be durable before
+        // the log forgets them (the device's cache may otherwise keep the
+        // data and let the log through first).
+        crate::metadata_plan::flush_devices(&table, [0]).map_err(ctx)?;
         // The log, and with its last entry gone the superblock, as one plan.
         let mut writes = crate::metadata_plan::DeviceWrites::default();
         let (at, bytes) = badblocks::placed(&m.sb, dev_bytes, &kept).map_err(ctx)?;
