@@ -196,10 +196,7 @@ fn run_offline(
     devices: &crate::exec::Members,
     user: crate::exec::UserBuf<'_>,
 ) -> raidlab_core::Result<()> {
-    use crate::exec::Executor;
-    crate::exec::ThreadPool
-        .run(plan, devices, raidlab_parity::selected(), user, None)
-        .map_err(Into::into)
+    crate::exec::run_offline(plan, devices, user).map_err(Into::into)
 }
 
 #[cfg(test)]

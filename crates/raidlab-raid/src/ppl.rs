@@ -19,7 +19,7 @@
 //! the write it covers, and never replay an entry whose checksum fails.
 
 use crate::exec::Failed;
-use crate::exec::{Executor, ThreadPool, UserBuf};
+use crate::exec::UserBuf;
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
 use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
 use crate::replay::ReplayTarget;
@@ -538,13 +538,7 @@ fn replay_entry(
                     buf: Slice::scratch(out, b),
                 }]),
             ];
-            ThreadPool.run(
-                &plan,
-                &table,
-                raidlab_parity::selected(),
-                UserBuf::Write(pp),
-                None,
-            )?;
+            crate::exec::run_offline(&plan, &table, UserBuf::Write(pp))?;
             report.parity_bytes += block;
         }
         i += block;

@@ -12,7 +12,7 @@
 //! start and stop. It must never place a byte by any rule but the zone map's,
 //! and never touch a member outside its data area.
 
-use crate::exec::{Executor, ThreadPool, UserBuf};
+use crate::exec::{run_offline, UserBuf};
 use crate::plan::{MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{check_range, Error, Op, Result, Volume};
 use raidlab_layout::zones::{ZoneMap, MD_LEVEL_LINEAR};
@@ -138,9 +138,7 @@ impl ZonedVolume {
     }
 
     fn run(&self, plan: &Plan, user: UserBuf<'_>) -> Result<()> {
-        ThreadPool
-            .run(plan, &self.table, raidlab_parity::selected(), user, None)
-            .map_err(|f| *f.error)
+        run_offline(plan, &self.table, user).map_err(|f| *f.error)
     }
 }
 

@@ -178,6 +178,26 @@ struct Active {
     bitmap_chunks: Vec<u64>,
 }
 
+impl Active {
+    /// md's own work (a stripe write-out, a rebuild or scrub step, a
+    /// bitmap update), issued by its thread, due at `now`.
+    fn md(plans: VecDeque<Plan>, now: Ns) -> Active {
+        Active {
+            host_id: None,
+            plans,
+            step: 0,
+            outstanding: 0,
+            locked: false,
+            not_before: now,
+            rebuild_step: false,
+            scrub_step: false,
+            compared: false,
+            process: MD_THREAD,
+            bitmap_chunks: Vec::new(),
+        }
+    }
+}
+
 /// A raidlab array on simulated members.
 #[derive(Debug)]
 pub struct SimArray {
@@ -473,23 +493,12 @@ impl SimArray {
                 return;
             }
         };
+        let mut plans = self.spare_queues.pop().unwrap_or_default();
+        plans.push_back(plan);
+        // md's sync thread, as a rebuild's steps.
         let seq = self.active.insert(Active {
-            host_id: None,
-            plans: {
-                let mut q = self.spare_queues.pop().unwrap_or_default();
-                q.push_back(plan);
-                q
-            },
-            step: 0,
-            outstanding: 0,
-            locked: false,
-            not_before: now,
-            rebuild_step: false,
             scrub_step: true,
-            compared: false,
-            // md's sync thread, as a rebuild's steps.
-            process: MD_THREAD,
-            bitmap_chunks: Vec::new(),
+            ..Active::md(plans, now)
         });
         self.ready.push_back(seq);
     }
@@ -511,17 +520,8 @@ impl SimArray {
         }
         let plans = self.recorded_plans();
         let seq = self.active.insert(Active {
-            host_id: None,
-            plans,
-            step: 0,
-            outstanding: 0,
-            locked: false,
-            not_before: now,
             rebuild_step: true,
-            scrub_step: false,
-            compared: false,
-            process: MD_THREAD,
-            bitmap_chunks: Vec::new(),
+            ..Active::md(plans, now)
         });
         self.ready.push_back(seq);
     }
@@ -600,19 +600,7 @@ impl SimArray {
         };
         let mut plans = self.spare_queues.pop().unwrap_or_default();
         plans.push_back(plan);
-        let seq = self.active.insert(Active {
-            host_id: None,
-            plans,
-            step: 0,
-            outstanding: 0,
-            locked: false,
-            not_before: now,
-            rebuild_step: false,
-            scrub_step: false,
-            compared: false,
-            process: MD_THREAD,
-            bitmap_chunks: Vec::new(),
-        });
+        let seq = self.active.insert(Active::md(plans, now));
         self.ready.push_back(seq);
     }
 
@@ -1032,17 +1020,8 @@ impl Device for SimArray {
                         None => Vec::new(),
                     };
                     let seq = self.active.insert(Active {
-                        host_id: None,
-                        plans,
-                        step: 0,
-                        outstanding: 0,
-                        locked: false,
-                        not_before: now,
-                        rebuild_step: false,
-                        scrub_step: false,
-                        compared: false,
-                        process: MD_THREAD,
                         bitmap_chunks,
+                        ..Active::md(plans, now)
                     });
                     self.ready.push_back(seq);
                 }

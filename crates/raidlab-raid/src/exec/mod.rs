@@ -162,14 +162,11 @@ impl Executor for ThreadPool {
     }
 }
 
-/// Run `plan` with `user` as the request buffer.
-pub fn execute(
-    plan: &Plan,
-    members: &Members,
-    engine: &dyn Engine,
-    user: UserBuf<'_>,
-) -> Result<(), Failed> {
-    execute_logged(plan, members, engine, user, None)
+/// Run `plan` with `user` as the request buffer and the selected parity
+/// engine, for work that has no array (and so no executor) of its own:
+/// create, an offline rebuild or scrub, a log's start, a zoned array.
+pub fn run_offline(plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<(), Failed> {
+    execute_logged(plan, members, raidlab_parity::selected(), user, None)
 }
 
 /// Run `plan`, handing its log step (if any) to `log`.

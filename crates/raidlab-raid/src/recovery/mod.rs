@@ -42,7 +42,7 @@ pub fn compare_parity(
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;
-use crate::exec::{member_compute, Executor, ThreadPool, UserBuf};
+use crate::exec::{member_compute, UserBuf};
 use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
@@ -492,7 +492,7 @@ fn run_failed(
     members: &[Option<Arc<dyn Volume>>],
     user: UserBuf<'_>,
 ) -> Result<(), crate::exec::Failed> {
-    ThreadPool.run(plan, members, raidlab_parity::selected(), user, None)
+    crate::exec::run_offline(plan, members, user)
 }
 
 /// A rebuild step's plan as what produces the contents (the reads and the
