@@ -15,5 +15,5 @@ pub mod volume;
 
 pub use error::{Error, ErrorKind, Op, Result};
 pub use volume::{
-    check_range, check_range_with, Mapped, SliceVolume, StoredSink, Volume, ZERO_PIECE,
+    check_range, check_range_with, MapBytes, Mapped, SliceVolume, StoredSink, Volume, ZERO_PIECE,
 };

@@ -127,10 +127,23 @@ pub trait Volume: Send + Sync {
 /// enough to keep a disk streaming, small enough to allocate on every call.
 pub const ZERO_PIECE: u64 = 1 << 20;
 
+/// What a [`Mapped`] view is made of: bytes in memory, and a way to say that a
+/// reader is done with part of them for now.
+pub trait MapBytes: AsRef<[u8]> + Send + Sync {
+    /// The reader will not look at `range` again soon: a mapping may drop its
+    /// page-table entries there, spreading the cost an unmap would pay at the
+    /// end over the readers. Only a hint; the bytes must read the same after it,
+    /// so memory that would be lost by dropping it (anything not backed by a
+    /// file) keeps this default, which does nothing.
+    fn release(&self, range: std::ops::Range<usize>) {
+        let _ = range;
+    }
+}
+
 /// A read-only view of (part of) a volume's bytes in memory.
 #[derive(Clone)]
 pub struct Mapped {
-    bytes: Arc<dyn AsRef<[u8]> + Send + Sync>,
+    bytes: Arc<dyn MapBytes>,
     start: usize,
     len: usize,
 }
@@ -146,7 +159,7 @@ impl std::fmt::Debug for Mapped {
 
 impl Mapped {
     /// A view of all of `bytes`.
-    pub fn new(bytes: Arc<dyn AsRef<[u8]> + Send + Sync>) -> Mapped {
+    pub fn new(bytes: Arc<dyn MapBytes>) -> Mapped {
         let len = (*bytes).as_ref().len();
         Mapped {
             bytes,
@@ -157,6 +170,17 @@ impl Mapped {
 
     pub fn as_slice(&self) -> &[u8] {
         &(*self.bytes).as_ref()[self.start..self.start + self.len]
+    }
+
+    /// Say that the reader is done with `[start, start+len)` of this view for
+    /// now (see [`MapBytes::release`]); the part outside the view is left alone.
+    pub fn release(&self, start: u64, len: u64) {
+        let start = usize::try_from(start).unwrap_or(usize::MAX).min(self.len);
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let end = start.saturating_add(len).min(self.len);
+        if start < end {
+            self.bytes.release(self.start + start..self.start + end);
+        }
     }
 
     /// The part `[start, start+len)` of this view; `None` if it lies outside.

@@ -216,6 +216,29 @@ impl AsRef<[u8]> for FileMap {
     }
 }
 
+impl raidlab_core::MapBytes for FileMap {
+    fn release(&self, range: std::ops::Range<usize>) {
+        // Whole pages inside the range only: a page shared with a neighbouring
+        // range may still be in use there (dropping it would only cost a
+        // refault, but there is no reason to).
+        const PAGE: usize = 4096;
+        let start = range.start.div_ceil(PAGE) * PAGE;
+        let end = range.end / PAGE * PAGE;
+        if start >= end || end > self.0.len() {
+            return;
+        }
+        // SAFETY: the mapping is a shared, read-only mapping of a file (see
+        // `map_file`). Dropping its page-table entries there loses nothing: the
+        // next access reads the same bytes again from the file's page cache (the
+        // hazard `DontNeed` carries, zero-filled pages, applies to private and
+        // anonymous mappings only). The range lies inside the mapping.
+        let _ = unsafe {
+            self.0
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
+    }
+}
+
 impl FileVolume {
     /// Refuse a request outside the file (the name is made only for the error).
     fn check(&self, op: Op, offset: u64, len: u64) -> Result<()> {
@@ -275,8 +298,14 @@ impl FileVolume {
                 .len(self.size as usize)
                 .map(&self.file)
         };
-        map.ok()
-            .map(|m| Mapped::new(std::sync::Arc::new(FileMap(m))))
+        let map = map.ok()?;
+        // A bulk reader passes over each page once. Saying so spares the unmap
+        // (at the rebuild's end, in one thread) from marking every page of every
+        // member recently used, one LRU lock round per page: measured at a fifth
+        // of a RAID 6 rebuild's CPU time on tmpfs. Advice is only a hint; a
+        // kernel that refuses it leaves the mapping as good as before.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Some(Mapped::new(std::sync::Arc::new(FileMap(map))))
     }
 }
 
@@ -460,6 +489,34 @@ mod tests {
         drop(v);
         let r = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
         assert_eq!(r.discard(0, 4096).unwrap_err().kind, ErrorKind::ReadOnly);
+    }
+
+    #[test]
+    fn a_released_part_of_a_mapping_reads_the_same_afterwards() {
+        // Only files in memory are mapped (see `map_file`), hence /dev/shm.
+        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+        let p = dir.path().join("m0");
+        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
+        let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
+        v.write_at(&data, 0).unwrap();
+        let map = v.mapped().expect("a file in /dev/shm maps");
+        assert!(map.as_slice() == &data[..]);
+        // Unaligned, whole, empty and out-of-view ranges: a hint, never a change.
+        let part = map.narrow(1000, 600_000).unwrap();
+        part.release(3, 500_000);
+        part.release(0, 600_000);
+        part.release(10, 0);
+        part.release(599_999, u64::MAX);
+        map.release(0, 1 << 20);
+        assert!(part.as_slice() == &data[1000..601_000]);
+        assert!(map.as_slice() == &data[..]);
+        // Writes after a release are seen through the mapping (the page cache
+        // is what it maps, before and after).
+        v.write_at(b"after", 8192).unwrap();
+        assert_eq!(&map.as_slice()[8192..8197], b"after");
+        let mut back = vec![0u8; 1 << 20];
+        v.read_at(&mut back, 0).unwrap();
+        assert!(back == map.as_slice());
     }
 
     #[test]

@@ -758,8 +758,12 @@ fn a_rebuild_through_mappings_matches_one_through_reads() {
                 asm.add(d.clone(), false).unwrap(),
                 Added::IntoSlot(_)
             ));
+            // Steps of one chunk (16 KiB, over 100 of them): the mapped path's
+            // workers take turns at the steps, and every worker must have
+            // several, ending at different places.
             let opts = RunOptions {
                 use_maps,
+                step_bytes: 16 << 10,
                 ..RunOptions::default()
             };
             asm.rebuild(opts, &mut quiet()).unwrap();

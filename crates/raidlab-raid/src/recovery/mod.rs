@@ -252,30 +252,57 @@ impl Assembly {
                     })
                     .collect();
                 let maps = maps.filter(|_| geometry.is_parity() && opts.use_maps);
+                // The writer's ends of the channels, one lane per producer taking
+                // turns at the steps (only the mapped path has more than one).
+                let mut lanes = Vec::new();
                 if let Some(maps) = maps {
-                    s.spawn(move || {
-                        let mut at = start;
-                        while at < total && !quit.load(Ordering::Relaxed) {
-                            let n = step.min(total - at);
-                            let mut out = free_rx.try_recv().unwrap_or_default();
-                            out.resize(n as usize, 0);
-                            let views: Vec<Option<&[u8]>> = maps
-                                .iter()
-                                .map(|m| {
-                                    m.as_ref()
-                                        .map(|m| &m.as_slice()[at as usize..(at + n) as usize])
-                                })
-                                .collect();
-                            let r =
-                                streamed_step(bad, &geometry, live, slot, at, n, &views, &mut out)
-                                    .map(|write| (at, out, write));
-                            let failed = r.is_err();
-                            if tx.send(r).is_err() || failed {
-                                break;
+                    // Computing from the mappings (page faults and the XOR) costs
+                    // more than writing the result, so several workers take turns
+                    // at the steps and every CPU computes while the writer writes.
+                    let workers = std::thread::available_parallelism()
+                        .map_or(1, |n| n.get())
+                        .clamp(1, MAPPED_WORKERS_MAX);
+                    let mut ends = vec![(tx, free_rx)];
+                    for _ in 1..workers {
+                        let (t, r) = std::sync::mpsc::sync_channel(1);
+                        let (ft, fr) = std::sync::mpsc::channel();
+                        lanes.push((r, ft));
+                        ends.push((t, fr));
+                    }
+                    let stride = step * workers as u64;
+                    for (w, (tx, free_rx)) in ends.into_iter().enumerate() {
+                        let maps = maps.clone();
+                        s.spawn(move || {
+                            let mut at = start + w as u64 * step;
+                            while at < total && !quit.load(Ordering::Relaxed) {
+                                let n = step.min(total - at);
+                                let mut out = free_rx.try_recv().unwrap_or_default();
+                                out.resize(n as usize, 0);
+                                let views: Vec<Option<&[u8]>> = maps
+                                    .iter()
+                                    .map(|m| {
+                                        m.as_ref()
+                                            .map(|m| &m.as_slice()[at as usize..(at + n) as usize])
+                                    })
+                                    .collect();
+                                let r = streamed_step(
+                                    bad, &geometry, live, slot, at, n, &views, &mut out,
+                                )
+                                .map(|write| (at, out, write));
+                                // Done with these pages: unmapping them here, in
+                                // turn, spares one thread unmapping every member
+                                // at the end while the others wait.
+                                for m in maps.iter().flatten() {
+                                    m.release(at, n);
+                                }
+                                let failed = r.is_err();
+                                if tx.send(r).is_err() || failed {
+                                    break;
+                                }
+                                at += stride;
                             }
-                            at += n;
-                        }
-                    });
+                        });
+                    }
                 } else if geometry.is_parity() {
                     // One reader per source member streams its range ahead (no
                     // thread started per step: that cost more than the XOR), and
@@ -379,8 +406,12 @@ impl Assembly {
                         }
                     });
                 }
+                lanes.insert(0, (rx, free_tx));
+                let mut turn = 0;
                 let result = (|| {
                     while pos < total {
+                        let (rx, free_tx) = &lanes[turn % lanes.len()];
+                        turn += 1;
                         if stopped(&opts) {
                             flush_devices(members, [target_at])?;
                             self.checkpoint_recovery(index, pos)?;
@@ -406,7 +437,7 @@ impl Assembly {
                     Ok(())
                 })();
                 quit.store(true, Ordering::Relaxed);
-                drop(rx);
+                drop(lanes);
                 result
             });
             outcome?;
@@ -465,6 +496,11 @@ fn align_down(geo: &Geometry, pos: u64) -> u64 {
 }
 
 /// A step that is a whole number of chunks (and of pages).
+/// At most this many workers compute a mapped rebuild's steps: past it, a
+/// rebuild would take CPUs from the array's own users for little gain (the
+/// writer, one thread, bounds it).
+const MAPPED_WORKERS_MAX: usize = 4;
+
 fn step_for(geo: &Geometry, want: u64) -> u64 {
     let unit = geo.chunk_bytes.max(PAGE as u64);
     (want / unit).max(1) * unit
