@@ -169,6 +169,90 @@ impl Pipe {
     }
 }
 
+/// The member reads of one large read, gathered so that the kernel can be
+/// asked to start them all before any is waited for. A large read spans
+/// several members; splicing its pieces one after another waits for each in
+/// turn, with one member read in flight per request, where a kernel array (or
+/// a filesystem's O_DIRECT read) has them all in flight at once. Pieces that
+/// continue each other on one member (a member's consecutive chunks) become
+/// one run, so a member sees one large read, not one per chunk. Only files
+/// outside memory are hinted: on tmpfs the hint would only walk the page cache.
+#[derive(Debug, Default)]
+pub(crate) struct Prefetch {
+    /// (descriptor, start, end) per run, in the order first seen.
+    runs: Vec<(RawFd, u64, u64)>,
+    /// Descriptors already classified: (descriptor, outside memory).
+    kinds: Vec<(RawFd, bool)>,
+}
+
+impl Prefetch {
+    /// Note `len` bytes at `offset` of `fd`.
+    pub(crate) fn add(&mut self, fd: BorrowedFd<'_>, offset: u64, len: usize) {
+        let raw = fd.as_raw_fd();
+        let hinted = match self.kinds.iter().find(|k| k.0 == raw) {
+            Some(k) => k.1,
+            None => {
+                let h = outside_memory(fd);
+                self.kinds.push((raw, h));
+                h
+            }
+        };
+        if !hinted {
+            return;
+        }
+        let end = offset.saturating_add(len as u64);
+        match self.runs.iter_mut().find(|r| r.0 == raw && r.2 == offset) {
+            Some(r) => r.2 = end,
+            None => self.runs.push((raw, offset, end)),
+        }
+    }
+
+    /// Ask the kernel to start reading every run into the page cache, without
+    /// waiting. Called right after the volume named the pieces, while the
+    /// caller still holds the volume, so the descriptors are the members'
+    /// (at worst, a member replaced in between leaves a hint on another open
+    /// file: a read-ahead, nothing more). Failures are ignored: the splices
+    /// that follow read regardless.
+    pub(crate) fn start(&self) {
+        for &(fd, start, end) in &self.runs {
+            if let (Ok(at), Ok(n)) = (i64::try_from(start), usize::try_from(end - start)) {
+                // SAFETY: readahead only queues reads into the page cache of
+                // the file; it touches no memory of ours.
+                unsafe { libc::readahead(fd, at, n) };
+            }
+        }
+    }
+}
+
+/// Whether `fd` is a block device or a regular file outside tmpfs and ramfs,
+/// whose reads can wait for a device.
+fn outside_memory(fd: BorrowedFd<'_>) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let fd = fd.as_raw_fd();
+    // SAFETY: a zeroed `stat` is a valid value of this plain C struct.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into the struct we pass and nothing else.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return false;
+    }
+    match st.st_mode & libc::S_IFMT {
+        libc::S_IFBLK => true,
+        libc::S_IFREG => {
+            // SAFETY: a zeroed `statfs` is a valid value of this plain C struct.
+            let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+            // SAFETY: fstatfs writes into the struct we pass and nothing else.
+            if unsafe { libc::fstatfs(fd, &mut fs) } != 0 {
+                return false;
+            }
+            #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
+            let t = fs.f_type as i64;
+            t != TMPFS_MAGIC && t != RAMFS_MAGIC
+        }
+        _ => false,
+    }
+}
+
 /// The bytes a write or splice call returning `n` moved: 0 when a signal
 /// interrupted it (call again), `nothing` when it moved none (the other side
 /// is gone or the file ended), the system's error otherwise.
@@ -225,6 +309,65 @@ mod tests {
                 want.extend_from_slice(&data[at as usize..at as usize + n]);
             }
             assert!(got == want, "round {round}: the reply differs");
+        }
+    }
+
+    /// Files in memory get no read-ahead hint (it would only walk the page
+    /// cache); files on a disk-backed filesystem do. The test's own directory
+    /// (under target/) is on disk unless the whole checkout lives in tmpfs.
+    #[test]
+    fn only_files_outside_memory_are_prefetched() {
+        if let Ok(f) = tempfile::tempfile_in("/dev/shm") {
+            assert!(!outside_memory(f.as_fd()), "/dev/shm is tmpfs here");
+        }
+        let here = std::env::current_exe().unwrap();
+        let dir = here.parent().unwrap();
+        let f = tempfile::tempfile_in(dir).unwrap();
+        // SAFETY: a zeroed `statfs` is a valid value of this plain C struct.
+        let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+        // SAFETY: fstatfs writes into the struct we pass and nothing else.
+        assert_eq!(unsafe { libc::fstatfs(f.as_raw_fd(), &mut fs) }, 0);
+        #[allow(clippy::unnecessary_cast)]
+        let in_memory = [0x0102_1994i64, 0x8584_58f6].contains(&(fs.f_type as i64));
+        assert_eq!(outside_memory(f.as_fd()), !in_memory);
+        // A pipe is neither.
+        let p = Pipe::new().unwrap();
+        assert!(!outside_memory(p.read.as_fd()));
+    }
+
+    /// Consecutive pieces of one file become one run; pieces of other files,
+    /// or with a gap, start runs of their own; files in memory are left out.
+    #[test]
+    fn prefetch_joins_a_members_consecutive_chunks() {
+        let dir = std::env::current_exe()
+            .unwrap()
+            .parent()
+            .unwrap()
+            .to_path_buf();
+        let a = tempfile::tempfile_in(&dir).unwrap();
+        let b = tempfile::tempfile_in(&dir).unwrap();
+        if !outside_memory(a.as_fd()) {
+            return; // the build directory is in memory: nothing would be hinted
+        }
+        let mut p = Prefetch::default();
+        let k = 64 << 10;
+        p.add(a.as_fd(), 0, k);
+        p.add(b.as_fd(), 0, k);
+        p.add(a.as_fd(), k as u64, k);
+        p.add(b.as_fd(), k as u64, k);
+        p.add(a.as_fd(), 3 * k as u64, k); // a gap: a run of its own
+        let (ra, rb) = (a.as_raw_fd(), b.as_raw_fd());
+        let want = [
+            (ra, 0, 2 * k as u64),
+            (rb, 0, 2 * k as u64),
+            (ra, 3 * k as u64, 4 * k as u64),
+        ];
+        assert_eq!(p.runs, want);
+        p.start();
+        if let Ok(m) = tempfile::tempfile_in("/dev/shm") {
+            let mut q = Prefetch::default();
+            q.add(m.as_fd(), 0, k);
+            assert!(q.runs.is_empty(), "a tmpfs file was hinted");
         }
     }
 
