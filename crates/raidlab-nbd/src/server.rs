@@ -193,10 +193,6 @@ const ZERO_PIECE: usize = raidlab_core::ZERO_PIECE as usize;
 /// Reads from this size up are sent by splice where they can be: below it the
 /// extra system calls and page references cost more than the copies they save.
 const SPLICE_MIN: usize = 32 << 10;
-/// Reads above this size have their pieces' member reads started together
-/// before any is spliced (a RAID chunk is 64 KiB by default; one piece gains
-/// nothing from it).
-const PREFETCH_MIN: usize = 64 << 10;
 /// Requests up to this size may be served on the reader thread (see
 /// `read_requests`) while requests take less than [`FAST`] each.
 const INLINE_MAX: usize = 64 << 10;
@@ -1165,18 +1161,6 @@ impl<W: Write> Conn<W> {
         };
         let hdr_len = self.read_header_len();
         let end = offset + len as u64;
-        // A read larger than a chunk spans members: start all their reads
-        // now, so they run at once instead of one member after another as
-        // the pieces are spliced (see `splice::prefetch`).
-        if len > PREFETCH_MIN {
-            let mut runs = crate::splice::Prefetch::default();
-            if let Ok(true) = v.read_stored(offset, len as u64, &mut |fd, o, k| {
-                runs.add(fd, o, k);
-                Ok(())
-            }) {
-                runs.start();
-            }
-        }
         let mut at = offset;
         // What has gone out when the next step gives up.
         let sent = |at: u64| {
