@@ -59,6 +59,8 @@
 # memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-nbd-lib.sh
+. scripts/bench-nbd-lib.sh
 PROFILE=${PROFILE:-ssd}
 MEMBER=${MEMBER:-512M}
 RUNTIME=${RUNTIME:-5}
@@ -119,22 +121,6 @@ SLICE_MB=$(( FILE_MB / NJOBS ))
 [ "$SLICE_MB" -ge 1 ] || { echo "bench-nbd-raid-devices.sh: MEMBER $MEMBER is too small for NJOBS=$NJOBS" >&2; exit 2; }
 URI="nbd+unix:///a?socket=$dir/s.sock"
 
-jobs=(
-    "seq-write-1M-QD8 write 1M 8"
-    "seq-read-1M-QD8 read 1M 8"
-    "rand-write-4K-QD1 randwrite 4k 1"
-    "rand-read-4K-QD1 randread 4k 1"
-    "rand-write-4K-QD32 randwrite 4k 32"
-    "rand-read-4K-QD32 randread 4k 32"
-)
-
-parse='
-import json, sys
-text = sys.stdin.read()
-j = json.loads(text[text.index("{"):])["jobs"][0]
-side = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
-print("ERROR ERROR" if j["error"] else "%.1f %.0f" % (side["bw"] / 1024, side["iops"]))'
-
 fio_opts() { # client rw bs qd -> the options both sides share
     local o
     case $1 in
@@ -186,22 +172,6 @@ run_one() { # side client rw bs qd -> "MiB/s IOPS"
         fio --name=b --ioengine=libaio --direct=1 --filename="$dir/mnt/f" $(fio_opts "$@")
     fi | python3 -c "$parse"
 }
-median() {
-    python3 -c '
-import sys
-runs = sys.argv[1:]
-if any("ERROR" in r for r in runs):
-    print("ERROR ERROR")
-else:
-    runs = sorted((tuple(map(float, r.split())) for r in runs))
-    k = len(runs) // 2
-    mid = [runs[k]] if len(runs) % 2 else [runs[k - 1], runs[k]]
-    print("%.1f %.0f" % tuple(sum(v) / len(mid) for v in zip(*mid)))' "$@"
-}
-ratio() {
-    python3 -c "import sys; a, b = sys.argv[1:]; print('n/a' if 'ERROR' in (a, b) else '%.2fx' % (float(a) / max(float(b), 0.1)))" "$1" "$2"
-}
-figure() { if [ "$1" = 4k ]; then echo "${2#* }"; else echo "${2% *}"; fi; }
 label() {
     case $1 in
         1) echo "1 connection" ;;

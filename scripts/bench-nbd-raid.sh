@@ -4,7 +4,9 @@
 # /dev/shm, with the same fio jobs: through fio's nbd engine for raidlab, on a
 # file in the mounted btrfs (libaio, O_DIRECT) for btrfs. Prints a Markdown
 # table. Needs root (loop devices, mount), fio, btrfs-progs and libnbd-bin
-# (nbdcopy, nbdinfo): `apt-get install fio btrfs-progs libnbd-bin`.
+# (nbdcopy, nbdinfo): `apt-get install fio btrfs-progs libnbd-bin`. Members
+# slower than memory (one set of throttled block devices for both sides):
+# scripts/bench-nbd-raid-devices.sh.
 #
 #   scripts/bench-nbd-raid.sh                 # 512M members, 5 s per job
 #   MEMBER=512M RUNTIME=10 scripts/bench-nbd-raid.sh
@@ -40,6 +42,8 @@
 # of each set-up alone. The load average is printed before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-nbd-lib.sh
+. scripts/bench-nbd-lib.sh
 MEMBER=${MEMBER:-512M}
 RUNTIME=${RUNTIME:-5}
 RAIDLAB=${RAIDLAB:-target/release/raidlab}
@@ -80,23 +84,6 @@ FILE_MB=$(( $(numfmt --from=iec "$MEMBER") / 1048576 / 4 ))
 SLICE_MB=$(( FILE_MB / NJOBS ))
 [ "$SLICE_MB" -ge 1 ] || { echo "bench-nbd-raid.sh: MEMBER $MEMBER is too small for NJOBS=$NJOBS" >&2; exit 2; }
 URI="nbd+unix:///a?socket=$dir/s.sock"
-
-jobs=(
-    "seq-write-1M-QD8 write 1M 8"
-    "seq-read-1M-QD8 read 1M 8"
-    "rand-write-4K-QD1 randwrite 4k 1"
-    "rand-read-4K-QD1 randread 4k 1"
-    "rand-write-4K-QD32 randwrite 4k 32"
-    "rand-read-4K-QD32 randread 4k 32"
-)
-
-parse='
-import json, sys
-text = sys.stdin.read()
-j = json.loads(text[text.index("{"):])["jobs"][0]
-side = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
-# A run with I/O errors has no meaningful figure.
-print("ERROR ERROR" if j["error"] else "%.1f %.0f" % (side["bw"] / 1024, side["iops"]))'
 
 # The fio options of one client kind for one job; the engine comes from the side.
 fio_client() { # client rw bs qd
@@ -140,19 +127,6 @@ run_side() { # r|b client rw bs qd -> "bw iops"
     else
         fio_btrfs "$@"
     fi
-}
-median() { # "bw iops"... -> the median run by bandwidth; with an even count, the
-            # mean of the middle two (ERROR if any failed)
-    python3 -c '
-import sys
-runs = sys.argv[1:]
-if any("ERROR" in r for r in runs):
-    print("ERROR ERROR")
-else:
-    runs = sorted((tuple(map(float, r.split())) for r in runs))
-    k = len(runs) // 2
-    mid = [runs[k]] if len(runs) % 2 else [runs[k - 1], runs[k]]
-    print("%.1f %.0f" % tuple(sum(v) / len(mid) for v in zip(*mid)))' "$@"
 }
 
 echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nbdcopy --version | head -1), kernel $(uname -r), $(nproc) CPUs, raidlab $(git rev-parse --short HEAD 2>/dev/null || echo '?'), members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M, median of $((2 * ROUNDS)) run(s) per side ($ROUNDS per set-up order), N = $NJOBS jobs / connections"
@@ -207,13 +181,6 @@ teardown() {
     for l in "${loops[@]}"; do losetup -d "$l"; done
     loops=()
     rm -f "$dir"/r* "$dir"/b* "$dir/s.sock"
-}
-ratio() { # a b -> "a/b" as "1.23x", n/a if either failed
-    python3 -c "import sys; a, b = sys.argv[1:]; print('n/a' if 'ERROR' in (a, b) else '%.2fx' % (float(a) / max(float(b), 0.1)))" "$1" "$2"
-}
-# The figure compared: IOPS for 4K jobs, MiB/s for the others.
-figure() { # bs "bw iops" -> the figure
-    if [ "$1" = 4k ]; then echo "${2#* }"; else echo "${2% *}"; fi
 }
 label() { # client -> its column text
     case $1 in
