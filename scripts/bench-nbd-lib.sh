@@ -42,3 +42,43 @@ ratio() { # a b -> "a/b" as "1.23x", n/a if either failed
 figure() { # bs "bw iops" -> the figure
     if [ "$1" = 4k ]; then echo "${2#* }"; else echo "${2% *}"; fi
 }
+# The runs recorded by the caller in the associative array `runs`, keyed
+# "order,name,client,side" with space-separated "bw:iops" values.
+side_median() { # name client bs side orders... -> the figure of the median run of those set-ups
+    local name=$1 client=$2 bs=$3 side=$4 o x all=()
+    shift 4
+    for o in "$@"; do
+        for x in ${runs[$o,$name,$client,$side]}; do all+=("${x/:/ }"); done
+    done
+    figure "$bs" "$(median "${all[@]}")"
+}
+# One table row per test of `selected` ("name client rw bs qd"), pooled and
+# per set-up order; `label CLIENT` (the caller's) names the client column.
+print_rows() { # level
+    local t name client rw bs qd unit x y first last
+    for t in "${selected[@]}"; do
+        read -r name client rw bs qd <<<"$t"
+        unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
+        x=$(side_median "$name" "$client" "$bs" r raidlab-first btrfs-first)
+        y=$(side_median "$name" "$client" "$bs" b raidlab-first btrfs-first)
+        first=$(ratio "$(side_median "$name" "$client" "$bs" r raidlab-first)" "$(side_median "$name" "$client" "$bs" b raidlab-first)")
+        last=$(ratio "$(side_median "$name" "$client" "$bs" r btrfs-first)" "$(side_median "$name" "$client" "$bs" b btrfs-first)")
+        echo "| RAID $1 | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
+    done
+}
+# nbdcopy of the whole export to null:, over and over for RUNTIME seconds;
+# prints "MiB/s requests/s" like the fio sides (1 MiB requests).
+copy_nbd() { # uses URI, NJOBS, RUNTIME
+    local size t0 t1 copies=0
+    size=$(nbdinfo --size "$URI")
+    t0=$(date +%s.%N)
+    while :; do
+        nbdcopy --connections="$NJOBS" --threads="$NJOBS" --requests=8 --request-size=1048576 \
+            --queue-size=$((8 << 20)) "$URI" null: || { echo "ERROR ERROR"; return; }
+        copies=$((copies + 1))
+        t1=$(date +%s.%N)
+        python3 -c "import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) < $RUNTIME)" "$t0" "$t1" && break
+    done
+    python3 -c "import sys; b, t = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]); m = b / 1048576 / t; print('%.1f %.0f' % (m, m))" \
+        $((size * copies)) "$t0" "$t1"
+}

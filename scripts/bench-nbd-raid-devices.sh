@@ -151,17 +151,7 @@ run() { # side client rw bs qd -> "MiB/s IOPS"
 run_one() { # side client rw bs qd -> "MiB/s IOPS"
     local side=$1; shift
     if [ "$side" = r ] && [ "$1" = copy ]; then
-        local t0 t1 size copies=0
-        size=$(nbdinfo --size "$URI")
-        t0=$(date +%s.%N)
-        while :; do
-            nbdcopy --connections="$NJOBS" --threads="$NJOBS" --requests=8 --request-size=1048576 \
-                --queue-size=$((8 << 20)) "$URI" null: || { echo "ERROR ERROR"; return; }
-            copies=$((copies + 1))
-            t1=$(date +%s.%N)
-            python3 -c "import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) < $RUNTIME)" "$t0" "$t1" && break
-        done
-        python3 -c "import sys; m = int(sys.argv[1]) / 1048576 / (float(sys.argv[3]) - float(sys.argv[2])); print('%.1f %.0f' % (m, m))" $((size * copies)) "$t0" "$t1"
+        copy_nbd
         return
     fi
     local c=$1; [ "$c" = copy ] && set -- N read 1M 8
@@ -240,12 +230,6 @@ echo
 echo "| level | job | client | raidlab | btrfs | raidlab / btrfs | raidlab set up first | btrfs set up first |"
 echo "|---|---|---|---|---|---|---|---|"
 declare -A runs
-pick() { # name client bs side orders... -> the median figure
-    local name=$1 client=$2 bs=$3 side=$4 o x all=()
-    shift 4
-    for o in "$@"; do for x in ${runs[$o,$name,$client,$side]}; do all+=("${x/:/ }"); done; done
-    figure "$bs" "$(median "${all[@]}")"
-}
 for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     read -r profile level n <<<"$cfg"
     [[ " $LEVELS " == *" $level "* ]] || continue
@@ -272,15 +256,7 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     for l in "${loops[@]}"; do throttle "$l" 0; losetup -d "$l"; done
     loops=()
     rm -f "$dir"/d*
-    for t in "${selected[@]}"; do
-        read -r name client rw bs qd <<<"$t"
-        unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
-        x=$(pick "$name" "$client" "$bs" r raidlab-first btrfs-first)
-        y=$(pick "$name" "$client" "$bs" b raidlab-first btrfs-first)
-        first=$(ratio "$(pick "$name" "$client" "$bs" r raidlab-first)" "$(pick "$name" "$client" "$bs" b raidlab-first)")
-        last=$(ratio "$(pick "$name" "$client" "$bs" r btrfs-first)" "$(pick "$name" "$client" "$bs" b btrfs-first)")
-        echo "| RAID $level | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
-    done
+    print_rows "$level"
 done
 echo
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -104,22 +104,6 @@ fio_btrfs() { # client rw bs qd
         $(fio_client "$@") --time_based --runtime="$RUNTIME" --output-format=json |
         python3 -c "$parse"
 }
-# nbdcopy of the whole export to null:, over and over for RUNTIME seconds;
-# prints "MiB/s requests/s" like the fio sides (1 MiB requests).
-copy_nbd() {
-    local size t0 t1 copies=0
-    size=$(nbdinfo --size "$URI")
-    t0=$(date +%s.%N)
-    while :; do
-        nbdcopy --connections="$NJOBS" --threads="$NJOBS" --requests=8 --request-size=1048576 \
-            --queue-size=$((8 << 20)) "$URI" null: || { echo "ERROR ERROR"; return; }
-        copies=$((copies + 1))
-        t1=$(date +%s.%N)
-        python3 -c "import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) < $RUNTIME)" "$t0" "$t1" && break
-    done
-    python3 -c "import sys; b, t = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]); m = b / 1048576 / t; print('%.1f %.0f' % (m, m))" \
-        $((size * copies)) "$t0" "$t1"
-}
 run_side() { # r|b client rw bs qd -> "bw iops"
     local side=$1; shift
     if [ "$side" = r ]; then
@@ -208,14 +192,6 @@ done
 [[ " $CLIENTS " == *" copy "* ]] && selected+=("whole-export-read-1M copy read 1M 8")
 # runs[order,name,client,side]: the runs of one set-up, space-separated "bw:iops" pairs
 declare -A runs
-side_median() { # name client bs side orders... -> the figure of the median run of those set-ups
-    local name=$1 client=$2 bs=$3 side=$4 o x all=()
-    shift 4
-    for o in "$@"; do
-        for x in ${runs[$o,$name,$client,$side]}; do all+=("${x/:/ }"); done
-    done
-    figure "$bs" "$(median "${all[@]}")"
-}
 
 for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     read -r profile level n <<<"$cfg"
@@ -248,15 +224,7 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
         done
         teardown
     done
-    for t in "${selected[@]}"; do
-        read -r name client rw bs qd <<<"$t"
-        unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
-        x=$(side_median "$name" "$client" "$bs" r raidlab-first btrfs-first)
-        y=$(side_median "$name" "$client" "$bs" b raidlab-first btrfs-first)
-        first=$(ratio "$(side_median "$name" "$client" "$bs" r raidlab-first)" "$(side_median "$name" "$client" "$bs" b raidlab-first)")
-        last=$(ratio "$(side_median "$name" "$client" "$bs" r btrfs-first)" "$(side_median "$name" "$client" "$bs" b btrfs-first)")
-        echo "| RAID ${level} | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
-    done
+    print_rows "$level"
 done
 echo
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
