@@ -82,3 +82,38 @@ copy_nbd() { # uses URI, NJOBS, RUNTIME
     python3 -c "import sys; b, t = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]); m = b / 1048576 / t; print('%.1f %.0f' % (m, m))" \
         $((size * copies)) "$t0" "$t1"
 }
+# The tests, "name client rw bs qd": the job list (only names containing a
+# word of JOBS, if given) once per fio client kind of CLIENTS, then the copy.
+select_tests() {
+    local c j name rw bs qd w keep
+    selected=()
+    for c in $CLIENTS; do
+        [ "$c" = copy ] && continue
+        for j in "${jobs[@]}"; do
+            read -r name rw bs qd <<<"$j"
+            if [ -n "$JOBS" ]; then
+                keep=""
+                for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
+                [ -n "$keep" ] || continue
+            fi
+            selected+=("$name $c $rw $bs $qd")
+        done
+    done
+    [[ " $CLIENTS " == *" copy "* ]] && selected+=("whole-export-read-1M copy read 1M 8")
+    return 0
+}
+# mkfs.btrfs with data and metadata profile $1 on devices $2...; log in $dir.
+# mkfs.btrfs checks every mount point in /proc/mounts and gives up on one it
+# cannot stat (a FUSE mount whose daemon died: "cannot check mount status ...
+# Transport endpoint is not connected"). Run it in a private mount namespace
+# with such mounts detached there only.
+mkfs_btrfs() { # profile devices...
+    # shellcheck disable=SC2016
+    unshare -m --propagation private sh -c '
+        for m in $(cut -d" " -f2 /proc/mounts); do stat -t "$m" >/dev/null 2>&1 || umount -l "$m"; done
+        exec mkfs.btrfs -q -f -d "$0" -m "$0" "$@"' "$@" >"$dir/mkfs.log" 2>&1 || {
+        echo "$(basename "$0"): mkfs.btrfs -d $1 -m $1 failed:" >&2
+        cat "$dir/mkfs.log" >&2
+        exit 1
+    }
+}

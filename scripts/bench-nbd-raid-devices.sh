@@ -170,19 +170,7 @@ label() {
     esac
 }
 
-selected=()
-for c in $CLIENTS; do
-    [ "$c" = copy ] && { selected+=("whole-export-read-1M copy read 1M 8"); continue; }
-    for j in "${jobs[@]}"; do
-        read -r name rw bs qd <<<"$j"
-        if [ -n "$JOBS" ]; then
-            keep=""
-            for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
-            [ -n "$keep" ] || continue
-        fi
-        selected+=("$name $c $rw $bs $qd")
-    done
-done
+select_tests
 
 setup() { # side level profile
     for l in "${loops[@]}"; do wipefs -a -q "$l"; done
@@ -199,12 +187,7 @@ setup() { # side level profile
         fio --name=fill --ioengine=nbd --uri="$URI" --rw=write --bs=1M --iodepth=8 \
             --size="$fill" --end_fsync=1 >/dev/null
     else
-        # shellcheck disable=SC2016
-        unshare -m --propagation private sh -c '
-            for m in $(cut -d" " -f2 /proc/mounts); do stat -t "$m" >/dev/null 2>&1 || umount -l "$m"; done
-            exec mkfs.btrfs -q -f -d "$0" -m "$0" "$@"' "$3" "${loops[@]}" >"$dir/mkfs.log" 2>&1 || {
-            echo "bench-nbd-raid-devices.sh: mkfs.btrfs -d $3 -m $3 failed:" >&2; cat "$dir/mkfs.log" >&2; exit 1
-        }
+        mkfs_btrfs "$3" "${loops[@]}"
         mount "${loops[0]}" "$dir/mnt"
         fio --name=fill --ioengine=libaio --direct=1 --filename="$dir/mnt/f" --rw=write \
             --bs=1M --iodepth=8 --size="${FILE_MB}M" --end_fsync=1 >/dev/null

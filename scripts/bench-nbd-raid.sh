@@ -140,18 +140,7 @@ setup_btrfs() { # profile member-count
         truncate -s "$MEMBER" "$dir/b$i"
         loops+=("$(losetup -f --show "$dir/b$i")")
     done
-    # mkfs.btrfs checks every mount point in /proc/mounts and gives up on one
-    # it cannot stat (a FUSE mount whose daemon died: "cannot check mount
-    # status ... Transport endpoint is not connected"). Run it in a private
-    # mount namespace with such mounts detached there only.
-    # shellcheck disable=SC2016
-    unshare -m --propagation private sh -c '
-        for m in $(cut -d" " -f2 /proc/mounts); do stat -t "$m" >/dev/null 2>&1 || umount -l "$m"; done
-        exec mkfs.btrfs -q -f -d "$0" -m "$0" "$@"' "$1" "${loops[@]}" >"$dir/mkfs.log" 2>&1 || {
-        echo "bench-nbd-raid.sh: mkfs.btrfs -d $1 -m $1 failed:" >&2
-        cat "$dir/mkfs.log" >&2
-        exit 1
-    }
+    mkfs_btrfs "$1" "${loops[@]}"
     mount "${loops[0]}" "$dir/mnt"
     fill_btrfs
 }
@@ -174,22 +163,7 @@ label() { # client -> its column text
     esac
 }
 
-# The tests: "name client rw bs qd", the job list once per fio client kind,
-# then the copy.
-selected=()
-for c in $CLIENTS; do
-    [ "$c" = copy ] && continue
-    for j in "${jobs[@]}"; do
-        read -r name rw bs qd <<<"$j"
-        if [ -n "$JOBS" ]; then
-            keep=""
-            for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
-            [ -n "$keep" ] || continue
-        fi
-        selected+=("$name $c $rw $bs $qd")
-    done
-done
-[[ " $CLIENTS " == *" copy "* ]] && selected+=("whole-export-read-1M copy read 1M 8")
+select_tests
 # runs[order,name,client,side]: the runs of one set-up, space-separated "bw:iops" pairs
 declare -A runs
 
