@@ -4,7 +4,9 @@
 # /dev/shm, with the same fio jobs: through fio's nbd engine for raidlab, on a
 # file in the mounted btrfs (libaio, O_DIRECT) for btrfs. Prints a Markdown
 # table. Needs root (loop devices, mount), fio, btrfs-progs and libnbd-bin
-# (nbdcopy, nbdinfo): `apt-get install fio btrfs-progs libnbd-bin`.
+# (nbdcopy, nbdinfo): `apt-get install fio btrfs-progs libnbd-bin`. Members
+# slower than memory (one set of throttled block devices for both sides):
+# scripts/bench-nbd-raid-devices.sh.
 #
 #   scripts/bench-nbd-raid.sh                 # 512M members, 5 s per job
 #   MEMBER=512M RUNTIME=10 scripts/bench-nbd-raid.sh
@@ -40,6 +42,8 @@
 # of each set-up alone. The load average is printed before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/bench-nbd-lib.sh
+. scripts/bench-nbd-lib.sh
 MEMBER=${MEMBER:-512M}
 RUNTIME=${RUNTIME:-5}
 RAIDLAB=${RAIDLAB:-target/release/raidlab}
@@ -81,23 +85,6 @@ SLICE_MB=$(( FILE_MB / NJOBS ))
 [ "$SLICE_MB" -ge 1 ] || { echo "bench-nbd-raid.sh: MEMBER $MEMBER is too small for NJOBS=$NJOBS" >&2; exit 2; }
 URI="nbd+unix:///a?socket=$dir/s.sock"
 
-jobs=(
-    "seq-write-1M-QD8 write 1M 8"
-    "seq-read-1M-QD8 read 1M 8"
-    "rand-write-4K-QD1 randwrite 4k 1"
-    "rand-read-4K-QD1 randread 4k 1"
-    "rand-write-4K-QD32 randwrite 4k 32"
-    "rand-read-4K-QD32 randread 4k 32"
-)
-
-parse='
-import json, sys
-text = sys.stdin.read()
-j = json.loads(text[text.index("{"):])["jobs"][0]
-side = j["read"] if j["read"]["io_bytes"] > 0 else j["write"]
-# A run with I/O errors has no meaningful figure.
-print("ERROR ERROR" if j["error"] else "%.1f %.0f" % (side["bw"] / 1024, side["iops"]))'
-
 # The fio options of one client kind for one job; the engine comes from the side.
 fio_client() { # client rw bs qd
     case $1 in
@@ -117,22 +104,6 @@ fio_btrfs() { # client rw bs qd
         $(fio_client "$@") --time_based --runtime="$RUNTIME" --output-format=json |
         python3 -c "$parse"
 }
-# nbdcopy of the whole export to null:, over and over for RUNTIME seconds;
-# prints "MiB/s requests/s" like the fio sides (1 MiB requests).
-copy_nbd() {
-    local size t0 t1 copies=0
-    size=$(nbdinfo --size "$URI")
-    t0=$(date +%s.%N)
-    while :; do
-        nbdcopy --connections="$NJOBS" --threads="$NJOBS" --requests=8 --request-size=1048576 \
-            --queue-size=$((8 << 20)) "$URI" null: || { echo "ERROR ERROR"; return; }
-        copies=$((copies + 1))
-        t1=$(date +%s.%N)
-        python3 -c "import sys; sys.exit(float(sys.argv[2]) - float(sys.argv[1]) < $RUNTIME)" "$t0" "$t1" && break
-    done
-    python3 -c "import sys; b, t = int(sys.argv[1]), float(sys.argv[3]) - float(sys.argv[2]); m = b / 1048576 / t; print('%.1f %.0f' % (m, m))" \
-        $((size * copies)) "$t0" "$t1"
-}
 run_side() { # r|b client rw bs qd -> "bw iops"
     local side=$1; shift
     if [ "$side" = r ]; then
@@ -140,19 +111,6 @@ run_side() { # r|b client rw bs qd -> "bw iops"
     else
         fio_btrfs "$@"
     fi
-}
-median() { # "bw iops"... -> the median run by bandwidth; with an even count, the
-            # mean of the middle two (ERROR if any failed)
-    python3 -c '
-import sys
-runs = sys.argv[1:]
-if any("ERROR" in r for r in runs):
-    print("ERROR ERROR")
-else:
-    runs = sorted((tuple(map(float, r.split())) for r in runs))
-    k = len(runs) // 2
-    mid = [runs[k]] if len(runs) % 2 else [runs[k - 1], runs[k]]
-    print("%.1f %.0f" % tuple(sum(v) / len(mid) for v in zip(*mid)))' "$@"
 }
 
 echo "fio $(fio --version), $(mkfs.btrfs --version | head -1), $(nbdcopy --version | head -1), kernel $(uname -r), $(nproc) CPUs, raidlab $(git rev-parse --short HEAD 2>/dev/null || echo '?'), members $MEMBER each in /dev/shm, ${RUNTIME}s per job, test file ${FILE_MB}M, median of $((2 * ROUNDS)) run(s) per side ($ROUNDS per set-up order), N = $NJOBS jobs / connections"
@@ -182,18 +140,7 @@ setup_btrfs() { # profile member-count
         truncate -s "$MEMBER" "$dir/b$i"
         loops+=("$(losetup -f --show "$dir/b$i")")
     done
-    # mkfs.btrfs checks every mount point in /proc/mounts and gives up on one
-    # it cannot stat (a FUSE mount whose daemon died: "cannot check mount
-    # status ... Transport endpoint is not connected"). Run it in a private
-    # mount namespace with such mounts detached there only.
-    # shellcheck disable=SC2016
-    unshare -m --propagation private sh -c '
-        for m in $(cut -d" " -f2 /proc/mounts); do stat -t "$m" >/dev/null 2>&1 || umount -l "$m"; done
-        exec mkfs.btrfs -q -f -d "$0" -m "$0" "$@"' "$1" "${loops[@]}" >"$dir/mkfs.log" 2>&1 || {
-        echo "bench-nbd-raid.sh: mkfs.btrfs -d $1 -m $1 failed:" >&2
-        cat "$dir/mkfs.log" >&2
-        exit 1
-    }
+    mkfs_btrfs "$1" "${loops[@]}"
     mount "${loops[0]}" "$dir/mnt"
     fill_btrfs
 }
@@ -208,13 +155,6 @@ teardown() {
     loops=()
     rm -f "$dir"/r* "$dir"/b* "$dir/s.sock"
 }
-ratio() { # a b -> "a/b" as "1.23x", n/a if either failed
-    python3 -c "import sys; a, b = sys.argv[1:]; print('n/a' if 'ERROR' in (a, b) else '%.2fx' % (float(a) / max(float(b), 0.1)))" "$1" "$2"
-}
-# The figure compared: IOPS for 4K jobs, MiB/s for the others.
-figure() { # bs "bw iops" -> the figure
-    if [ "$1" = 4k ]; then echo "${2#* }"; else echo "${2% *}"; fi
-}
 label() { # client -> its column text
     case $1 in
         1) echo "1 connection (client-bound)" ;;
@@ -223,32 +163,9 @@ label() { # client -> its column text
     esac
 }
 
-# The tests: "name client rw bs qd", the job list once per fio client kind,
-# then the copy.
-selected=()
-for c in $CLIENTS; do
-    [ "$c" = copy ] && continue
-    for j in "${jobs[@]}"; do
-        read -r name rw bs qd <<<"$j"
-        if [ -n "$JOBS" ]; then
-            keep=""
-            for w in $JOBS; do [[ $name == *"$w"* ]] && keep=1; done
-            [ -n "$keep" ] || continue
-        fi
-        selected+=("$name $c $rw $bs $qd")
-    done
-done
-[[ " $CLIENTS " == *" copy "* ]] && selected+=("whole-export-read-1M copy read 1M 8")
+select_tests
 # runs[order,name,client,side]: the runs of one set-up, space-separated "bw:iops" pairs
 declare -A runs
-side_median() { # name client bs side orders... -> the figure of the median run of those set-ups
-    local name=$1 client=$2 bs=$3 side=$4 o x all=()
-    shift 4
-    for o in "$@"; do
-        for x in ${runs[$o,$name,$client,$side]}; do all+=("${x/:/ }"); done
-    done
-    figure "$bs" "$(median "${all[@]}")"
-}
 
 for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     read -r profile level n <<<"$cfg"
@@ -281,15 +198,7 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
         done
         teardown
     done
-    for t in "${selected[@]}"; do
-        read -r name client rw bs qd <<<"$t"
-        unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
-        x=$(side_median "$name" "$client" "$bs" r raidlab-first btrfs-first)
-        y=$(side_median "$name" "$client" "$bs" b raidlab-first btrfs-first)
-        first=$(ratio "$(side_median "$name" "$client" "$bs" r raidlab-first)" "$(side_median "$name" "$client" "$bs" b raidlab-first)")
-        last=$(ratio "$(side_median "$name" "$client" "$bs" r btrfs-first)" "$(side_median "$name" "$client" "$bs" b btrfs-first)")
-        echo "| RAID ${level} | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
-    done
+    print_rows "$level"
 done
 echo
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
