@@ -151,16 +151,31 @@ impl Assembly {
         n: u64,
     ) -> Result<()> {
         for role in (0..present.len()).filter(|&r| areas[r].is_some() && !present[r]) {
-            match self.repair_range(bad, role, pos, n) {
-                Ok(_) => {
-                    if let Some(i) = self.slots.get(role).copied().flatten() {
-                        self.clear_bad_blocks(i, pos, n)?;
-                    }
-                }
-                Err(e) if e.kind == ErrorKind::Unrecoverable => {}
-                Err(e) => return Err(e),
-            }
+            self.rewrite_listed_role(bad, role, pos, n)?;
         }
         Ok(())
+    }
+
+    /// Rebuild bytes `[at, at + n)` of `role`'s data area from the other
+    /// members (the others' copies, for a mirror), write them, and drop them
+    /// from `role`'s log. Left listed and unwritten when nothing can rebuild
+    /// them.
+    pub(crate) fn rewrite_listed_role(
+        &mut self,
+        bad: Option<&BadBlocks>,
+        role: usize,
+        at: u64,
+        n: u64,
+    ) -> Result<()> {
+        match self.repair_range(bad, role, at, n) {
+            Ok(_) => {
+                if let Some(i) = self.slots.get(role).copied().flatten() {
+                    self.clear_bad_blocks(i, at, n)?;
+                }
+                Ok(())
+            }
+            Err(e) if e.kind == ErrorKind::Unrecoverable => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }
