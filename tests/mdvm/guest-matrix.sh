@@ -549,7 +549,11 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     # on (read-only: md does not carry the reshape on), for the host to set
     # beside the pattern and raidlab's reading.
     # shellcheck disable=SC2086
-    if mdadm --assemble --readonly "$MD" $backup $loops >"$dir/reassemble.log" 2>&1 </dev/null; then
+    # A stopped shrink needs its backup file to assemble; mdadm 4.2 then
+    # carries the reshape on unless told to freeze it (and segfaulted with
+    # --readonly and the backup file alone).
+    freeze=""; [ -n "$backup" ] && freeze=--freeze-reshape
+    if mdadm --assemble --readonly $freeze "$MD" $backup $loops >"$dir/reassemble.log" 2>&1 </dev/null; then
         rp=$(cat "$SYS/reshape_position" 2>/dev/null || echo 0)
         echo "$rp" >"$dir/md-read.pos"
         dd if="$MD" of="$dir/md-read.bin" bs=512 skip="$rp" count=8192 2>>"$dir/reassemble.log"

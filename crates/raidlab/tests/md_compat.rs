@@ -2409,7 +2409,13 @@ fn check_md_reshape(
     let mut want = pat[..size as usize].to_vec();
     // The bytes md itself lost (its own reading differs from the pattern).
     let mut lost_window = 0..0;
-    if c.mode != "r6p" {
+    // md cannot read a stopped shrink back without carrying it on: with its
+    // backup file, mdadm 4.2's `--assemble --readonly` restarted the reshape
+    // (and segfaulted), and `--freeze-reshape` refuses to run the array
+    // ("Reshape has to be continued ... when root filesystem has been
+    // mounted", "failed to RUN_ARRAY"). Its backup file keeps the critical
+    // section, so md loses nothing there: raidlab must read the pattern.
+    if c.mode != "r6p" && c.mode != "shrink" {
         // What md itself reads of the stopped array from its recorded
         // position on (the guest assembles it again, read-only). Over the
         // same members md runs ahead of the position it records and
