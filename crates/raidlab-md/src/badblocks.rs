@@ -314,7 +314,7 @@ mod tests {
             vec![r(100, 50), r(500, 1), r(1000, 8)]
         );
         // Spanning both: one range.
-        assert_eq!(add(&list, 0, 120, 890), vec![r(100, 908)]);
+        assert_eq!(add(&list, 0, 120, 890), vec![r(100, 910)]);
         // Units of 8 sectors: sector 13 for 2 lists 8..16.
         assert_eq!(add(&[], 3, 13, 2), vec![r(8, 8)]);
         assert_eq!(add(&[], 3, 13, 0), vec![]);

@@ -336,6 +336,10 @@ impl LiveArray {
             let Some(i) = asm.slots.get(role).copied().flatten() else {
                 continue;
             };
+            if asm.members[i].state != MemberState::Active {
+                // Failed meanwhile (by an earlier change, or taken out).
+                continue;
+            }
             let path = asm.members[i].device.path.clone();
             let (a, b) = (start, start + len);
             let done = if good {
