@@ -605,7 +605,11 @@ fn a_persistently_unreadable_range_is_listed_and_the_member_stays() {
     let mut all = vec![0u8; data.len()];
     array.read_at(&mut all, 0).unwrap();
     assert!(all == data);
-    assert_eq!(array.failed_members(), Vec::<usize>::new(), "listed, not out");
+    assert_eq!(
+        array.failed_members(),
+        Vec::<usize>::new(),
+        "listed, not out"
+    );
     let listed = array.bad_block_lists().get().expect("the range is listed");
     assert!(listed.hit(3, 0, 8192).is_some());
     vols[3].reset_stats();
