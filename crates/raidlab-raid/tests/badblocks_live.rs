@@ -6,12 +6,14 @@
 //! logs change when the owner polls (`LiveArray::poll`), and a later
 //! assembly reads what they say.
 
+mod common;
+
 use raidlab_core::Volume;
 use raidlab_devices::{FaultVolume, FileVolume};
-use raidlab_layout::{Layout, Level};
+use raidlab_layout::Level;
 use raidlab_md::superblock::feature;
 use raidlab_md::Superblock;
-use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::live::LiveArray;
 use std::sync::Arc;
 
@@ -36,25 +38,7 @@ fn files(dir: &std::path::Path) -> (Vec<Member>, Vec<Device>, Vec<u8>) {
             volume: v.clone(),
         })
         .collect();
-    let spec = CreateSpec {
-        level: Level::Raid5,
-        layout: Layout::parse(Level::Raid5, None).unwrap(),
-        chunk_bytes: 64 << 10,
-        spares: 0,
-        name: "bb".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let asm = create(&spec, members).unwrap();
+    let asm = common::create_on(Level::Raid5, &devs);
     let array = asm.array().unwrap();
     let data: Vec<u8> = (0..array.size()).map(|i| (i * 13 % 253) as u8).collect();
     array.write_at(&data, 0).unwrap();
