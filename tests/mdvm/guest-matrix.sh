@@ -49,6 +49,11 @@
 #       onto the last slot (`--grow --level=6`).  `r6p`: the same with
 #       `--layout=preserve`, which md finishes (Q rebuilt onto the last slot,
 #       left-symmetric-6, no reshape); the array is stopped when it is idle.
+#       `shrink`: a RAID 5 of NDEV members shrunk to NDEV-1 (md's backwards
+#       reshape): `--grow --array-size` to NDEV-2 members' worth first, then
+#       `--grow --raid-devices=NDEV-1 --backup-file` (mdadm 4.2 refuses the
+#       shrink without a backup file: "Cannot set new_offset"); array_bytes
+#       is the reduced size.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # FLAGS of A and B lines (comma-separated, '-' = none) that change where the
@@ -475,7 +480,8 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     first=$(echo $loops | awk '{$NF=""; print}')
     last=$(echo $loops | awk '{print $NF}')
     created=$((n - 1)); members=$first
-    [ "$mode" = chunk ] && { created=$n; members=$loops; }
+    [ "$mode" = chunk ] || [ "$mode" = shrink ] && { created=$n; members=$loops; }
+    backup=""; [ "$mode" = shrink ] && backup="--backup-file=$dir/backup" 
     # shellcheck disable=SC2086
     if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" G FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
@@ -486,7 +492,16 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     dd if="$D" of="$MD" bs="$bs" count=$((size / bs)) oflag=direct 2>"$dir/dd.log" || {
         result "$name" G FAIL "writing the pattern failed"; stop_md; detach; return; }
     sync
-    if [ "$mode" != chunk ]; then
+    if [ "$mode" = shrink ]; then
+        # md refuses to shrink the members' count while the array is larger
+        # than the smaller geometry holds: the array size first.
+        comp=$(cat "$SYS/component_size")
+        if ! mdadm --grow "$MD" --array-size=$(((n - 2) * comp)) >"$dir/size.log" 2>&1 </dev/null; then
+            result "$name" G FAIL "mdadm --grow --array-size: $(tr '\n' ' ' <"$dir/size.log")"; stop_md; detach; return
+        fi
+        size=$(blockdev --getsize64 "$MD")
+    fi
+    if [ "$mode" != chunk ] && [ "$mode" != shrink ]; then
         mdadm "$MD" --add "$last" >"$dir/add.log" 2>&1 || {
             result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
     fi
@@ -494,6 +509,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         grow) set -- --raid-devices="$n" ;;
         chunk) set -- --chunk=128 ;;
         r6|r6p) set -- --level=6 --raid-devices="$n" --layout=preserve ;;
+        shrink) set -- --raid-devices=$((n - 1)) "$backup" ;;
     esac
     # The conversion's Q rebuild runs at full speed; only the reshape is slowed.
     [ "$mode" = r6 ] || [ "$mode" = r6p ] || { echo 1 >"$SYS/sync_speed_min"; echo 64 >"$SYS/sync_speed_max"; }
@@ -533,7 +549,11 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     # on (read-only: md does not carry the reshape on), for the host to set
     # beside the pattern and raidlab's reading.
     # shellcheck disable=SC2086
-    if mdadm --assemble --readonly "$MD" $loops >"$dir/reassemble.log" 2>&1 </dev/null; then
+    # A stopped shrink needs its backup file to assemble; mdadm 4.2 then
+    # carries the reshape on unless told to freeze it (and segfaulted with
+    # --readonly and the backup file alone).
+    freeze=""; [ -n "$backup" ] && freeze=--freeze-reshape
+    if mdadm --assemble --readonly $freeze "$MD" $backup $loops >"$dir/reassemble.log" 2>&1 </dev/null; then
         rp=$(cat "$SYS/reshape_position" 2>/dev/null || echo 0)
         echo "$rp" >"$dir/md-read.pos"
         dd if="$MD" of="$dir/md-read.bin" bs=512 skip="$rp" count=8192 2>>"$dir/reassemble.log"

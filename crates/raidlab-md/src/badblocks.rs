@@ -63,6 +63,40 @@ pub fn read(vol: &dyn Volume, sb: &Superblock) -> Result<Option<Vec<BadRange>>> 
     Ok(Some(parse(&buf, sb.bblog_shift)))
 }
 
+/// `list` with the sectors `[sector, sector + count)` listed too, as md's
+/// `badblocks_set` records a range it could not write: widened to whole
+/// units of `2^shift` sectors, and merged with every range it overlaps or
+/// touches. Whether the result fits the log is [`encode`]'s to say.
+pub fn add(list: &[BadRange], shift: u8, sector: u64, count: u64) -> Vec<BadRange> {
+    if count == 0 {
+        return list.to_vec();
+    }
+    let unit = 1u64 << u32::from(shift.min(32));
+    let mut lo = sector / unit * unit;
+    let mut hi = sector
+        .saturating_add(count)
+        .div_ceil(unit)
+        .saturating_mul(unit);
+    let mut out = Vec::with_capacity(list.len() + 1);
+    for r in list {
+        let end = r.sector.saturating_add(r.count);
+        if end < lo || r.sector > hi {
+            out.push(*r);
+        } else {
+            lo = lo.min(r.sector);
+            hi = hi.max(end);
+        }
+    }
+    if hi > lo {
+        out.push(BadRange {
+            sector: lo,
+            count: hi - lo,
+        });
+    }
+    out.sort_by_key(|r| r.sector);
+    out
+}
+
 /// Where the member's log lies: its byte offset on a device of `dev_bytes`
 /// and its length; `None` when the member keeps none (metadata 0.90, or
 /// `bblog_size` 0). An error when the superblock puts it outside the device.
@@ -268,6 +302,22 @@ mod tests {
         let list = [r(0, 64)];
         assert_eq!(clear(&list, 3, 4, 20), vec![r(0, 8), r(24, 40)]);
         assert_eq!(clear(&list, 3, 1, 6), list.to_vec());
+    }
+
+    #[test]
+    fn adding_widens_to_units_and_merges_neighbours() {
+        let list = [r(100, 50), r(1000, 8)];
+        // Touching the first range's end, and a new one apart.
+        assert_eq!(add(&list, 0, 150, 10), vec![r(100, 60), r(1000, 8)]);
+        assert_eq!(
+            add(&list, 0, 500, 1),
+            vec![r(100, 50), r(500, 1), r(1000, 8)]
+        );
+        // Spanning both: one range.
+        assert_eq!(add(&list, 0, 120, 890), vec![r(100, 910)]);
+        // Units of 8 sectors: sector 13 for 2 lists 8..16.
+        assert_eq!(add(&[], 3, 13, 2), vec![r(8, 8)]);
+        assert_eq!(add(&[], 3, 13, 0), vec![]);
     }
 
     #[test]

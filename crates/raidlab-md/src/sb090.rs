@@ -267,6 +267,16 @@ impl Sb090 {
         let this = self.this_disk();
         let mut device_uuid = set_uuid;
         device_uuid[12..].copy_from_slice(&this.number.to_be_bytes());
+        let reshaping = self.minor_version() >= 91 && self.w64(44) != u64::MAX;
+        // While a shrink runs, `raid_disks` is already the new count, but the
+        // member leaving still holds its slot in the old geometry (md keeps
+        // its raid_disk as the descriptor says): slots reach the larger count.
+        let slots = if reshaping {
+            let delta = i64::from(self.w(47) as i32);
+            (i64::from(self.raid_disks()) - delta.min(0)).min(DISKS as i64) as u32
+        } else {
+            self.raid_disks()
+        };
         let dev_roles = (0..DISKS)
             .map(|i| {
                 let d = self.disk(i);
@@ -274,7 +284,7 @@ impl Sb090 {
                     ROLE_FAULTY
                 } else if d.state & disk_state::ACTIVE != 0
                     && d.state & disk_state::SYNC != 0
-                    && d.raid_disk < self.raid_disks()
+                    && d.raid_disk < slots
                 {
                     d.raid_disk as u16
                 } else {
@@ -291,7 +301,6 @@ impl Sb090 {
         } else {
             0
         };
-        let reshaping = self.minor_version() >= 91 && self.w64(44) != u64::MAX;
         // md's internal bitmap for 0.90 has no offset field: the state bit
         // says it is there, always right after the superblock.
         let bitmap = self.state() & SB_BITMAP_PRESENT != 0;

@@ -8,12 +8,15 @@
 //! a rebuild or repair step leaves out a source member whose range is listed,
 //! and a scrub compares what is left (or counts the range unchecked).
 //!
-//! It decides which members a plan may read; it never changes the log
+//! It decides which members a plan may read; it never writes the log
 //! (`assemble::bad_blocks` drops a range after a rebuild or repair wrote it,
-//! as md does; a running array keeps the list it started with, so such a
-//! range is still read from redundancy until the next assembly). A write
-//! whose plan would read a listed range (to compute parity) is refused
-//! rather than computed from unreadable data.
+//! and lists one a read-error rewrite could not write, as md does). A
+//! running array keeps its list in a [`LiveBadBlocks`]: a range it rewrote
+//! is read from the member again at once, a range it could not rewrite is
+//! avoided at once, and both changes wait there until the array's owner
+//! writes them to the member's log (`LiveArray::poll`). A write whose plan
+//! would read a listed range (to compute parity) is refused rather than
+//! computed from unreadable data.
 
 use crate::plan::Plan;
 use crate::planner::plan_read;
@@ -21,6 +24,7 @@ use crate::recovery_plan::{plan_rebuild, plan_repair};
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::Geometry;
 use raidlab_md::badblocks::BadRange;
+use std::sync::{Arc, Mutex, RwLock};
 
 const SECTOR: u64 = 512;
 
@@ -64,6 +68,47 @@ impl BadBlocks {
             .iter()
             .any(|r| !r.is_empty())
             .then_some(BadBlocks { roles })
+    }
+
+    /// The same lists with `role`'s whole sectors inside `[start, end)` (data
+    /// area bytes) dropped; `None` when nothing is listed any more.
+    pub fn without(&self, role: usize, start: u64, end: u64) -> Option<BadBlocks> {
+        let (lo, hi) = (start.div_ceil(SECTOR) * SECTOR, end / SECTOR * SECTOR);
+        let mut roles = self.roles.clone();
+        if let Some(list) = roles.get_mut(role).filter(|_| lo < hi) {
+            *list = list
+                .iter()
+                .flat_map(|&(a, b)| {
+                    if b <= lo || a >= hi {
+                        return vec![(a, b)];
+                    }
+                    [(a, lo), (hi, b)]
+                        .into_iter()
+                        .filter(|(x, y)| x < y)
+                        .collect()
+                })
+                .collect();
+        }
+        roles
+            .iter()
+            .any(|r| !r.is_empty())
+            .then_some(BadBlocks { roles })
+    }
+
+    /// The same lists with `[start, end)` (data area bytes, widened to whole
+    /// sectors) listed for `role` too.
+    pub fn with(this: Option<&BadBlocks>, role: usize, start: u64, end: u64) -> BadBlocks {
+        let mut roles = this.map(|b| b.roles.clone()).unwrap_or_default();
+        if roles.len() <= role {
+            roles.resize(role + 1, Vec::new());
+        }
+        let range = (
+            start / SECTOR * SECTOR,
+            end.div_ceil(SECTOR).saturating_mul(SECTOR),
+        );
+        roles[role].push(range);
+        roles[role].sort_unstable();
+        BadBlocks { roles }
     }
 
     /// The first listed range of `role` that `[offset, offset + len)` touches.
@@ -193,6 +238,112 @@ impl BadBlocks {
             }
         }
         Ok(())
+    }
+}
+
+/// A change a running array made to its lists, not yet in the member's log:
+/// data-area bytes `[start, start + len)` of `role`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadBlockChange {
+    /// Written successfully over a listed range: md forgets it.
+    MadeGood { role: usize, start: u64, len: u64 },
+    /// Could not be rewritten: md lists it and keeps the member.
+    Listed { role: usize, start: u64, len: u64 },
+}
+
+/// The bad-block lists of a running array, changed while it runs: reads and
+/// repairs take a snapshot ([`LiveBadBlocks::get`]); a rewrite changes the
+/// snapshot and queues the change for the owner to write to the log.
+#[derive(Debug, Default)]
+pub struct LiveBadBlocks {
+    list: RwLock<Option<Arc<BadBlocks>>>,
+    /// Roles whose member keeps a log with room to list a range in (md fails
+    /// a member it cannot list a range for instead).
+    logs: Vec<bool>,
+    pending: Mutex<Vec<BadBlockChange>>,
+    /// Roles a rewrite failed on since the array started (md's
+    /// WriteErrorSeen): their listed ranges are not tried again on reads.
+    write_errors: Mutex<Vec<usize>>,
+}
+
+impl LiveBadBlocks {
+    pub fn new(list: Option<BadBlocks>) -> LiveBadBlocks {
+        LiveBadBlocks {
+            list: RwLock::new(list.map(Arc::new)),
+            ..LiveBadBlocks::default()
+        }
+    }
+
+    /// Which roles can list a range they could not rewrite.
+    pub fn with_logs(mut self, logs: Vec<bool>) -> LiveBadBlocks {
+        self.logs = logs;
+        self
+    }
+
+    pub fn get(&self) -> Option<Arc<BadBlocks>> {
+        self.list.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replace the lists (read again from the logs once the changes are in).
+    pub fn set(&self, list: Option<BadBlocks>) {
+        *self.list.write().unwrap_or_else(|p| p.into_inner()) = list.map(Arc::new);
+    }
+
+    pub fn can_list(&self, role: usize) -> bool {
+        self.logs.get(role).copied().unwrap_or(false)
+    }
+
+    /// `role`'s data-area bytes `[start, start + len)` were written and read
+    /// back: what was listed there is read from the member again. Queued
+    /// only when something was listed.
+    pub fn made_good(&self, role: usize, start: u64, len: u64) {
+        let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
+        let Some(now) = list.as_ref() else { return };
+        if now.hit(role, start, len).is_none() {
+            return;
+        }
+        *list = now.without(role, start, start + len).map(Arc::new);
+        drop(list);
+        self.queue(BadBlockChange::MadeGood { role, start, len });
+    }
+
+    /// `role`'s data-area bytes `[start, start + len)` could not be written:
+    /// never read them from the member again.
+    pub fn listed(&self, role: usize, start: u64, len: u64) {
+        let mut list = self.list.write().unwrap_or_else(|p| p.into_inner());
+        *list = Some(Arc::new(BadBlocks::with(
+            list.as_deref(),
+            role,
+            start,
+            start + len,
+        )));
+        drop(list);
+        let mut seen = self.write_errors.lock().unwrap_or_else(|p| p.into_inner());
+        if !seen.contains(&role) {
+            seen.push(role);
+        }
+        drop(seen);
+        self.queue(BadBlockChange::Listed { role, start, len });
+    }
+
+    /// Whether a rewrite failed on `role` since the array started.
+    pub fn write_error_seen(&self, role: usize) -> bool {
+        self.write_errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&role)
+    }
+
+    fn queue(&self, c: BadBlockChange) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(c);
+    }
+
+    /// The changes not yet written to the logs, oldest first.
+    pub fn take_changes(&self) -> Vec<BadBlockChange> {
+        std::mem::take(&mut *self.pending.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 

@@ -16,6 +16,7 @@
 
 use crate::array::{Array, Recovery};
 use crate::assemble::{Assembly, Device, MemberState};
+use crate::badblocks::BadBlockChange;
 use crate::manage::Added;
 use crate::recovery::{Progress, RunOptions, ScrubReport, SYSTEM_CLOCK};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
@@ -309,8 +310,74 @@ impl LiveArray {
                 Err(e) => said.push(format!("{path} (role {role}) failed: {e}")),
             }
         }
+        said.extend(self.write_bad_blocks(&mut asm));
         if let Err(e) = self.start_pending(&mut asm) {
             said.push(format!("cannot start the rebuild: {e}"));
+        }
+        said
+    }
+
+    /// Write the running array's bad-block changes (ranges it rewrote, ranges
+    /// it could not) to the members' logs, then give it the lists as the logs
+    /// now hold them. A range a member's log cannot take (full, or no log)
+    /// fails the member, as md does. Returns what changed, for the log.
+    fn write_bad_blocks(self: &Arc<Self>, asm: &mut Assembly) -> Vec<String> {
+        let lists = self.array.bad_block_lists();
+        let changes = lists.take_changes();
+        if changes.is_empty() {
+            return Vec::new();
+        }
+        let mut said = Vec::new();
+        for c in changes {
+            let (role, start, len, good) = match c {
+                BadBlockChange::MadeGood { role, start, len } => (role, start, len, true),
+                BadBlockChange::Listed { role, start, len } => (role, start, len, false),
+            };
+            let Some(i) = asm.slots.get(role).copied().flatten() else {
+                continue;
+            };
+            if asm.members[i].state != MemberState::Active {
+                // Failed meanwhile (by an earlier change, or taken out).
+                continue;
+            }
+            let path = asm.members[i].device.path.clone();
+            let (a, b) = (start, start + len);
+            let done = if good {
+                asm.clear_bad_blocks(i, start, len).map(|_| true)
+            } else {
+                asm.list_bad_blocks(i, start, len)
+            };
+            match done {
+                Ok(true) if good => said.push(format!(
+                    "{path} (role {role}): bytes {a}..{b} rewritten, dropped from its bad-block log"
+                )),
+                Ok(true) => said.push(format!(
+                    "{path} (role {role}): bytes {a}..{b} could not be rewritten, listed in its bad-block log"
+                )),
+                Ok(false) | Err(_) if good => {
+                    said.push(format!("{path} (role {role}): cannot update its bad-block log"))
+                }
+                failed => {
+                    let why = match failed {
+                        Err(e) => e.to_string(),
+                        _ => "it keeps no bad-block log".into(),
+                    };
+                    said.push(format!(
+                        "{path} (role {role}): bytes {a}..{b} could not be rewritten nor listed ({why})"
+                    ));
+                    if self.array.fail_member(role).is_ok() {
+                        if let Err(e) = Self::change(asm, &self.array, |a| a.fail(i)) {
+                            said.push(format!("{path} (role {role}) failed: {e}"));
+                        } else {
+                            said.push(format!("{path} (role {role}) failed and is marked faulty"));
+                        }
+                    }
+                }
+            }
+        }
+        match asm.bad_blocks() {
+            Ok(b) => lists.set(b),
+            Err(e) => said.push(format!("cannot read the bad-block logs back: {e}")),
         }
         said
     }
@@ -600,6 +667,8 @@ impl LiveArray {
             Self::change(&mut asm, &self.array, |a| a.complete_recovery(index, slot))?;
             // The superblocks name the new member: its log alone is the role's.
             self.array.settle_logs(slot);
+            // Its bad-block log was cleared: reads use the whole member now.
+            self.write_bad_blocks(&mut asm);
             Ok(true)
         });
         let mut st = lock(&status);
@@ -679,6 +748,20 @@ impl LiveArray {
             }
             progress(p)
         });
+        if repair {
+            // A repair rewrote listed ranges and dropped them from the logs
+            // (and the superblock's flag with the last entry): the running
+            // array reads them from the member again, and the superblocks
+            // written from now on carry the flag as the repair left it.
+            let mut asm = lock(&self.asm);
+            for (m, c) in asm.members.iter_mut().zip(&copy.members) {
+                let bit = raidlab_md::superblock::feature::BAD_BLOCKS;
+                m.sb.feature_map = (m.sb.feature_map & !bit) | (c.sb.feature_map & bit);
+            }
+            if let Ok(b) = asm.bad_blocks() {
+                self.array.bad_block_lists().set(b);
+            }
+        }
         if let Some(s) = lock(&self.scrub).as_mut() {
             s.running = false;
             if let Err(e) = &result {

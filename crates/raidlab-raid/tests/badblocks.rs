@@ -69,7 +69,10 @@ fn raid5_reads_listed_sectors_from_parity() {
     let asm = Assembly::assemble(devs.clone()).unwrap();
     assert!(asm.bad_blocks().unwrap().is_some());
     assert_eq!(read_all(&devs).unwrap(), data);
-    // Without the log entry the garbage would be read: the test can fail.
+    // That read wrote the listed sectors back from parity (md's RAID 5 does
+    // the same); garbage again, and without the log entry the garbage would
+    // be read: the test can fail.
+    mark_bad(&devs[2], 8192, 16);
     let sb = Superblock::read_from(devs[2].volume.as_ref())
         .unwrap()
         .unwrap();
@@ -210,13 +213,61 @@ fn a_repair_rewrites_listed_sectors_and_clears_them_from_the_log() {
     assert_eq!(listed(&devs[1]).0.len(), 1);
 }
 
+/// A mirror repair writes a listed copy from a good one and drops it from
+/// the log, as parity repairs do; with every copy listed nothing is written
+/// and the lists stay.
+#[test]
+fn a_mirror_repair_rewrites_listed_copies_and_clears_them() {
+    use raidlab_raid::recovery::RunOptions;
+    for (level, n) in [(Level::Raid1, 2), (Level::Raid1, 3), (Level::Raid10, 4)] {
+        let label = format!("{} x{n}", level.name());
+        let devs = array(level, n);
+        let data = fill(&devs);
+        let good = data_area(&devs[1]);
+        mark_bad(&devs[1], 64 << 10, 16);
+        flag_bad_blocks(&devs[1]);
+        let sector = Superblock::read_from(devs[1].volume.as_ref())
+            .unwrap()
+            .unwrap()
+            .data_offset
+            + 128;
+        assert_eq!(listed(&devs[1]), (vec![(sector, 16)], true), "{label}");
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        let r = asm.scrub(true, RunOptions::default(), &mut |_| {}).unwrap();
+        assert_eq!(r.mismatch_sectors, 0, "{label}: {r:?}");
+        assert_eq!(listed(&devs[1]), (vec![], false), "{label}");
+        assert!(
+            data_area(&devs[1]) == good,
+            "{label}: the copy was rewritten"
+        );
+        assert_eq!(read_all(&devs).unwrap(), data, "{label}");
+        // Both copies listed (role 0 mirrors role 1 in all three): nothing
+        // to copy from, so both stay listed.
+        mark_bad(&devs[1], 64 << 10, 16);
+        mark_bad(&devs[0], 64 << 10, 16);
+        if n == 3 {
+            mark_bad(&devs[2], 64 << 10, 16);
+        }
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        asm.scrub(true, RunOptions::default(), &mut |_| {}).unwrap();
+        assert_eq!(listed(&devs[1]).0, vec![(sector, 16)], "{label}");
+        assert_eq!(listed(&devs[0]).0, vec![(sector, 16)], "{label}");
+    }
+}
+
 /// A rebuild writes the whole data area of its target: whatever the target's
 /// log listed there (a member added back with its old log) is dropped, and
 /// the array reads those sectors from it again.
 #[test]
 fn a_rebuild_clears_the_targets_log() {
+    for (level, n) in [(Level::Raid5, 4), (Level::Raid1, 2), (Level::Raid10, 4)] {
+        rebuild_clears_the_targets_log(level, n);
+    }
+}
+
+fn rebuild_clears_the_targets_log(level: Level, n: usize) {
     use raidlab_raid::recovery::RunOptions;
-    let devs = array(Level::Raid5, 4);
+    let devs = array(level, n);
     let data = fill(&devs);
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     asm.fail(1).unwrap();

@@ -592,8 +592,11 @@ fn read_errors_are_repaired_from_redundancy_and_counted() {
     }
 }
 
+/// A range that still cannot be read after its rewrite: md lists it in the
+/// member's bad-block log and keeps the member (`rdev_set_badblocks`); the
+/// array never reads it from that member again.
 #[test]
-fn a_persistently_unreadable_member_is_taken_out() {
+fn a_persistently_unreadable_range_is_listed_and_the_member_stays() {
     let (asm, vols) = faulty_array(Level::Raid6, Layout::Parity(ParityLayout::LeftSymmetric), 5);
     let data = fill(&asm, 24);
     let start = asm.members[3].sb.data_offset * 512;
@@ -604,9 +607,15 @@ fn a_persistently_unreadable_member_is_taken_out() {
     assert!(all == data);
     assert_eq!(
         array.failed_members(),
-        vec![3],
-        "rewrite did not cure it: member out"
+        Vec::<usize>::new(),
+        "listed, not out"
     );
+    let listed = array.bad_block_lists().get().expect("the range is listed");
+    assert!(listed.hit(3, 0, 8192).is_some());
+    vols[3].reset_stats();
+    array.read_at(&mut all, 0).unwrap();
+    assert!(all == data);
+    assert_eq!(vols[3].stats().injected_failures, 0, "not read there again");
 }
 
 #[test]
@@ -639,16 +648,22 @@ fn a_member_that_fails_writes_is_taken_out_and_the_array_goes_on() {
 fn a_member_that_keeps_failing_reads_is_taken_out() {
     let (asm, vols) = faulty_array(Level::Raid5, Layout::Parity(ParityLayout::LeftSymmetric), 4);
     let data = fill(&asm, 23);
-    let array = asm.array().unwrap();
+    let array = Arc::new(asm.array().unwrap());
+    let live = raidlab_raid::live::LiveArray::new(asm, array.clone());
     vols[2].fail_reads(0..MEMBER);
     vols[2].fail_writes(0..MEMBER);
     let mut all = vec![0u8; data.len()];
     array.read_at(&mut all, 0).unwrap();
     assert!(all == data);
+    // Each range it could not rewrite is listed (md keeps a member while its
+    // log takes them), until the owner writes the log: the member cannot
+    // take that write either, and md fails it then.
+    let said = live.poll();
+    assert!(said.iter().any(|l| l.contains("nor listed")), "{said:?}");
     assert_eq!(
         array.failed_members(),
         vec![2],
-        "a member whose blocks cannot be rewritten is out"
+        "a member whose blocks cannot be rewritten nor listed is out"
     );
     // Beyond tolerance: a second member failing its reads makes the range unreadable,
     // with an error that says so.

@@ -203,19 +203,19 @@ fn a_shrink_goes_backwards_without_the_flag() {
     };
     // 20 new stripes (3 data chunks) below the position are still old.
     let position = 20 * 3 * (64 << 10);
-    // 0.90 is not here: its member past the new count is not found for the
-    // old geometry yet (read through parity when complete, refused with one
-    // more member left out).
-    let version = MetadataVersion::V1_2;
-    let (devs, _) = stopped_reshape(version, 5, shrink, position);
-    let r = Assembly::assemble(devs)
-        .unwrap()
-        .reshape()
-        .unwrap()
-        .unwrap();
-    assert!(r.backwards);
-    assert_eq!((r.old.raid_disks, r.new.raid_disks), (5, 4));
-    check(version, 5, shrink, position);
+    // 0.90 too: its superblock's raid_disks is already the new count, and
+    // the member leaving is found in its old slot all the same (else the old
+    // geometry would lack it: read through parity when complete, refused
+    // with one more member left out).
+    for version in [MetadataVersion::V1_2, MetadataVersion::V0_90] {
+        let (devs, _) = stopped_reshape(version, 5, shrink, position);
+        let asm = Assembly::assemble(devs).unwrap();
+        assert_eq!(asm.missing(), Vec::<usize>::new(), "{version}");
+        let r = asm.reshape().unwrap().unwrap();
+        assert!(r.backwards);
+        assert_eq!((r.old.raid_disks, r.new.raid_disks), (5, 4));
+        check(version, 5, shrink, position);
+    }
 }
 
 #[test]
@@ -318,4 +318,95 @@ mod fuzz {
             }
         }
     }
+}
+
+/// A 0.90 shrink md finished: the members that stay say 4 members and no
+/// reshape, and the member that left is no member any more. md makes it a
+/// spare at the end (`raid5_finish_reshape` clears its in-sync bit, so
+/// `super_90_sync` writes it as a spare); if that last write never reached
+/// it (pulled, or the machine died), its own superblock still claims its old
+/// slot of the running reshape, with fewer events. Either way it must never
+/// be read as array data: the array reads the same with it, without it, and
+/// with another member left out as well.
+#[test]
+fn a_finished_090_shrink_does_not_take_back_the_member_that_left() {
+    use raidlab_raid::assemble::MemberState;
+    let shrink = Change {
+        delta_disks: -1,
+        new_chunk_kib: 64,
+        backwards: true,
+    };
+    for md_wrote_it in [true, false] {
+        let label = if md_wrote_it { "spare" } else { "never told" };
+        // Position 0 of a backwards reshape: everything is in the new layout.
+        let (devs, want) = stopped_reshape(MetadataVersion::V0_90, 5, shrink, 0);
+        let finish = |d: &Device| {
+            let mut sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
+            sb.feature_map &= !feature::RESHAPE_ACTIVE;
+            sb.delta_disks = 0;
+            sb.reshape_position = 0;
+            sb.raid_disks = 4;
+            sb.events += 1;
+            // md writes every member's superblock from one state: device 4
+            // is a spare in each table, its own included.
+            sb.dev_roles[4] = 0xffff;
+            sb.write_to(d.volume.as_ref()).unwrap();
+        };
+        for d in &devs[..4] {
+            finish(d);
+        }
+        if md_wrote_it {
+            finish(&devs[4]);
+        }
+        let leaving = devs[4].volume.clone();
+        let before = {
+            let mut b = vec![0u8; leaving.size() as usize];
+            leaving.read_at(&mut b, 0).unwrap();
+            b
+        };
+        let asm = Assembly::assemble(devs.clone()).unwrap();
+        assert!(asm.reshape().is_none(), "{label}");
+        assert_eq!(asm.geometry.raid_disks, 4, "{label}");
+        let m = asm
+            .members
+            .iter()
+            .find(|m| m.device.path == devs[4].path)
+            .unwrap();
+        // A spare when md said so; else its own claim to slot 4 is a claim
+        // on a slot the array no longer has: removed, as md's newest table
+        // has no member there.
+        let expected = if md_wrote_it {
+            MemberState::Spare
+        } else {
+            MemberState::Removed
+        };
+        assert_eq!(m.state, expected, "{label}");
+        assert!(!asm
+            .slots
+            .iter()
+            .flatten()
+            .any(|&i| asm.members[i].device.path == devs[4].path));
+        assert_eq!(read_all_rw(devs.clone()), want, "{label}");
+        let rest = vec![
+            devs[0].clone(),
+            devs[2].clone(),
+            devs[3].clone(),
+            devs[4].clone(),
+        ];
+        assert_eq!(read_all_rw(rest), want, "{label}: member 1 left out");
+        // Nothing read it as data, and a stale one is never written.
+        if !md_wrote_it {
+            let mut after = vec![0u8; leaving.size() as usize];
+            leaving.read_at(&mut after, 0).unwrap();
+            assert!(after == before, "{label}: the member that left was written");
+        }
+    }
+}
+
+fn read_all_rw(devs: Vec<Device>) -> Vec<u8> {
+    let asm = Assembly::assemble(devs).unwrap();
+    let array = asm.array().unwrap();
+    let mut got = vec![0u8; array.size() as usize];
+    array.read_at(&mut got, 0).unwrap();
+    got
 }

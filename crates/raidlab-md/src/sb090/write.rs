@@ -220,6 +220,13 @@ fn disk_table(sb: &Superblock, template: &Sb090) -> Vec<Option<Disk090>> {
             && sb.recovery_offset != MAX_SECTOR;
         own || service.is_some_and(|s| s.rebuilding.contains(&(i as u32)))
     };
+    // A shrink that is running keeps its leaving member in its old slot
+    // (md writes it active there until the reshape is done).
+    let slots = if sb.feature_map & feature::RESHAPE_ACTIVE != 0 && sb.delta_disks < 0 {
+        sb.raid_disks.saturating_add(sb.delta_disks.unsigned_abs())
+    } else {
+        sb.raid_disks
+    };
     let mut table: Vec<Option<Disk090>> = (0..DISKS)
         .map(|i| {
             let role = sb.dev_roles.get(i).copied().unwrap_or(ROLE_SPARE);
@@ -234,7 +241,7 @@ fn disk_table(sb: &Superblock, template: &Sb090) -> Vec<Option<Disk090>> {
             match role {
                 ROLE_FAULTY => Some(desc(i as u32, disk_state::FAULTY)),
                 ROLE_SPARE => present(i).then(|| desc(i as u32, 0)),
-                r if u32::from(r) < sb.raid_disks && !rebuilding(i) => {
+                r if u32::from(r) < slots && !rebuilding(i) => {
                     Some(desc(u32::from(r), disk_state::ACTIVE | disk_state::SYNC))
                 }
                 // Rebuilding, or beyond the slots (journal, reshape): a spare.

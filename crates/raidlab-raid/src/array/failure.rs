@@ -191,6 +191,39 @@ impl Array {
         Ok(())
     }
 
+    /// After a read of `[pos, pos+n)` served from redundancy because a member
+    /// lists part of it as bad: on RAID 4/5/6, write the listed blocks back
+    /// from what the others hold, and forget them once they read back right,
+    /// as md's RAID 5 does with a listed block it has computed (it tries the
+    /// rewrite unless a write to that member failed before). md's RAID 1/10
+    /// only read around a listed copy, and so does raidlab.
+    pub(super) fn heal_listed(&self, pos: u64, n: u64) {
+        let Some(bad) = self.bad_blocks.get() else {
+            return;
+        };
+        if !self.geometry.is_parity() || self.read_only {
+            return;
+        }
+        let live = self.live();
+        let Ok(plain) = plan_read(&self.geometry, &live, pos, n, 0) else {
+            return;
+        };
+        let mut roles: Vec<usize> = plain
+            .reads()
+            .filter(|op| bad.hit(op.member, op.offset, op.length).is_some())
+            .map(|op| op.member)
+            .filter(|&r| !self.bad_blocks.write_error_seen(r))
+            .collect();
+        roles.dedup();
+        for role in roles {
+            let mut sources = live.clone();
+            sources[role] = false;
+            // The read was served already; a range the others cannot rebuild
+            // stays listed, and a failed rewrite is dealt with inside.
+            let _ = self.rewrite_from_redundancy(role, &sources, pos, n);
+        }
+    }
+
     /// Rebuild what member `role` holds for the array range `[pos, pos+n)` from
     /// the members in `sources` and write it back to `role` (md's read-error
     /// correction). Holds the range's stripe locks so no write interleaves. A
@@ -202,8 +235,9 @@ impl Array {
         pos: u64,
         n: u64,
     ) -> Result<()> {
+        let bad = self.bad_blocks.get();
         let (plan, len) = crate::badblocks::BadBlocks::repair_plan(
-            self.bad_blocks.as_ref(),
+            bad.as_deref(),
             &self.geometry,
             sources,
             role,
@@ -243,13 +277,32 @@ impl Array {
             }
             Ok(())
         });
+        // The member bytes of `role` the rewrite wrote.
+        let written = plan
+            .writes()
+            .filter(|w| w.member == role)
+            .map(|w| (w.offset, w.length));
         match result {
             Ok(()) => {
                 self.corrected[role].fetch_add(1, Ordering::Relaxed);
+                // Written and read back: md forgets what its log listed there.
+                for (at, n) in written {
+                    self.bad_blocks.made_good(role, at, n);
+                }
+                Ok(())
+            }
+            Err(_) if self.bad_blocks.can_list(role) => {
+                // md lists the range in the member's bad-block log and keeps
+                // the member (it fails it only when the log cannot take it,
+                // which the owner finds when it writes the log).
+                for (at, n) in written {
+                    self.bad_blocks.listed(role, at, n);
+                }
                 Ok(())
             }
             Err(_) => {
-                // The block cannot be rewritten: md fails such a member.
+                // The block cannot be rewritten, and there is no log to list
+                // it in: md fails such a member.
                 self.take_out(role, &view);
                 Ok(())
             }

@@ -82,9 +82,9 @@ pub struct Array {
     /// and reconstruct-write (they read other data).
     plans_rmw: AtomicU64,
     plans_rcw: AtomicU64,
-    /// md's bad-block lists of the members, when any lists something: reads
-    /// are planned around them (`crate::badblocks`).
-    bad_blocks: Option<crate::badblocks::BadBlocks>,
+    /// md's bad-block lists of the members: reads are planned around them
+    /// (`crate::badblocks`); rewrites change them while the array runs.
+    bad_blocks: crate::badblocks::LiveBadBlocks,
 }
 
 /// Who serves each role at one moment. A request works on the snapshot it took,
@@ -199,7 +199,7 @@ impl Array {
             stripe_cache: std::sync::OnceLock::new(),
             plans_rmw: AtomicU64::new(0),
             plans_rcw: AtomicU64::new(0),
-            bad_blocks: None,
+            bad_blocks: crate::badblocks::LiveBadBlocks::default(),
         })
     }
 
@@ -245,16 +245,30 @@ impl Array {
     /// by the read balancer.
     fn read_plan(&self, live: &[bool], offset: u64, len: u64) -> Result<Plan> {
         let hint = self.balance.hint(&self.geometry, live, offset, len);
-        if let Some(b) = &self.bad_blocks {
+        if let Some(b) = self.bad_blocks.get() {
             return b.read_plan(&self.geometry, live, offset, len, hint);
         }
         plan_read(&self.geometry, live, offset, len, hint)
     }
 
     /// Never read the sectors md's bad-block logs list (see `crate::badblocks`).
-    pub fn with_bad_blocks(mut self, bad: Option<crate::badblocks::BadBlocks>) -> Array {
-        self.bad_blocks = bad;
+    pub fn with_bad_blocks(self, bad: Option<crate::badblocks::BadBlocks>) -> Array {
+        self.bad_blocks.set(bad);
         self
+    }
+
+    /// The roles whose members keep a bad-block log (`Assembly::bad_block_logs`):
+    /// a read-error rewrite that fails there lists the range, as md does,
+    /// instead of taking the member out.
+    pub fn with_bad_block_logs(mut self, logs: Vec<bool>) -> Array {
+        self.bad_blocks = std::mem::take(&mut self.bad_blocks).with_logs(logs);
+        self
+    }
+
+    /// The running array's bad-block lists and the changes it made to them
+    /// since they were last written (see `LiveArray::poll`).
+    pub fn bad_block_lists(&self) -> &crate::badblocks::LiveBadBlocks {
+        &self.bad_blocks
     }
 
     pub fn plan_write(&self, offset: u64, len: u64) -> Result<Plan> {
@@ -337,7 +351,7 @@ impl Array {
             let plan = log
                 .plan(&self.geometry, &live, pos, n)
                 .map_err(|e| e.on_device(&self.name))?;
-            if let Some(b) = &self.bad_blocks {
+            if let Some(b) = self.bad_blocks.get() {
                 b.check_write(&plan, pos, n)
                     .map_err(|e| e.on_device(&self.name))?;
             }

@@ -338,8 +338,8 @@ impl Array {
             if copied {
                 return Ok(());
             }
-            let bad = self.bad_blocks.as_ref();
-            let plan = BadBlocks::rebuild_plan(bad, &g, &live, rec.role, at, n, target)?;
+            let bad = self.bad_blocks.get();
+            let plan = BadBlocks::rebuild_plan(bad.as_deref(), &g, &live, rec.role, at, n, target)?;
             run(plan, &mut out).map_err(|f| *f.error)
         });
         if scratch.is_empty() {

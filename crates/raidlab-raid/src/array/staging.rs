@@ -38,6 +38,7 @@ impl Array {
                     Err(f) => return Err(*f.error),
                 }
             }
+            self.heal_listed(pos, n);
         }
         Ok(())
     }

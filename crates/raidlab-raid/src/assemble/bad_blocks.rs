@@ -35,6 +35,20 @@ impl Assembly {
         Ok(BadBlocks::from_md(&lists))
     }
 
+    /// Which roles' members keep a bad-block log a range can be listed in
+    /// (v1 superblocks with a log area; not 0.90).
+    pub fn bad_block_logs(&self) -> Vec<bool> {
+        self.slots
+            .iter()
+            .map(|s| {
+                s.is_some_and(|i| {
+                    let m = &self.members[i];
+                    badblocks::area(&m.sb, m.device.volume.size()).is_ok_and(|a| a.is_some())
+                })
+            })
+            .collect()
+    }
+
     /// Member `index` has just had bytes `[start, start + len)` of its data
     /// area written successfully: drop those sectors from its bad-block log
     /// and write the log back (flushed). Only whole sectors inside the range
@@ -42,13 +56,55 @@ impl Assembly {
     /// blocks present" bit, written at once. Returns whether anything was
     /// dropped.
     pub fn clear_bad_blocks(&mut self, index: usize, start: u64, len: u64) -> Result<bool> {
+        let first = start.div_ceil(SECTOR);
+        let end = start.saturating_add(len) / SECTOR;
+        if end <= first {
+            return Ok(false);
+        }
+        let data_offset = self.members[index].sb.data_offset;
+        let sector = data_offset.saturating_add(first);
+        // What was written over the listed sectors must be durable before
+        // the log forgets them (the device's cache may otherwise keep the
+        // data and let the log through first).
+        self.change_log(index, true, |list, shift| {
+            badblocks::clear(list, shift, sector, end - first)
+        })
+        .map(|changed| changed == Some(true))
+    }
+
+    /// Member `index` could not be written at bytes `[start, start + len)`
+    /// of its data area: list those sectors (widened to whole sectors and
+    /// log units) in its bad-block log, and set the superblock's "bad blocks
+    /// present" bit with the first entry, as md does before it lets a member
+    /// with a failed write stay. `false` when the member keeps no log (md
+    /// fails the member then); an error when the log is full.
+    pub fn list_bad_blocks(&mut self, index: usize, start: u64, len: u64) -> Result<bool> {
+        let first = start / SECTOR;
+        let end = start.saturating_add(len).div_ceil(SECTOR);
+        let sector = self.members[index].sb.data_offset.saturating_add(first);
+        self.change_log(index, false, |list, shift| {
+            badblocks::add(list, shift, sector, end.saturating_sub(first))
+        })
+        .map(|changed| changed.is_some())
+    }
+
+    /// Read member `index`'s log, change it with `f`, and write it back with
+    /// the superblock's "bad blocks present" bit following whether anything
+    /// is listed (one plan; the member flushed first when `flush_first`).
+    /// `None` when the member keeps no log, else whether the list changed.
+    fn change_log(
+        &mut self,
+        index: usize,
+        flush_first: bool,
+        f: impl FnOnce(&[badblocks::BadRange], u8) -> Vec<badblocks::BadRange>,
+    ) -> Result<Option<bool>> {
         let m = &mut self.members[index];
         let path = m.device.path.clone();
         let ctx = |e: Error| e.on_device(path.clone());
         let table = [Some(Arc::clone(&m.device.volume))];
         let dev_bytes = m.device.volume.size();
         let Some((log_at, log_len)) = badblocks::area(&m.sb, dev_bytes).map_err(ctx)? else {
-            return Ok(false);
+            return Ok(None);
         };
         let raw = crate::metadata_plan::read_ranges(
             &table,
@@ -57,33 +113,28 @@ impl Assembly {
         )
         .map_err(ctx)?;
         let list = badblocks::parse(&raw, m.sb.bblog_shift);
-        let first = start.div_ceil(SECTOR);
-        let end = start.saturating_add(len) / SECTOR;
-        if end <= first {
-            return Ok(false);
-        }
-        let sector = m.sb.data_offset.saturating_add(first);
-        let kept = badblocks::clear(&list, m.sb.bblog_shift, sector, end - first);
+        let kept = f(&list, m.sb.bblog_shift);
         if kept == list {
-            return Ok(false);
+            return Ok(Some(false));
         }
-        // What was written over the listed sectors must be durable before
-        // the log forgets them (the device's cache may otherwise keep the
-        // data and let the log through first).
-        crate::metadata_plan::flush_devices(&table, [0]).map_err(ctx)?;
-        // The log, and with its last entry gone the superblock, as one plan.
+        if flush_first {
+            crate::metadata_plan::flush_devices(&table, [0]).map_err(ctx)?;
+        }
+        // The log, and the superblock when its flag changes, as one plan.
         let mut writes = crate::metadata_plan::DeviceWrites::default();
         let (at, bytes) = badblocks::placed(&m.sb, dev_bytes, &kept).map_err(ctx)?;
         writes.push(0, at, &bytes);
-        if kept.is_empty() && m.sb.feature_map & feature::BAD_BLOCKS != 0 {
-            // md clears "bad blocks present" with the last entry; this
-            // member's superblock says so now, not at some later commit.
-            m.sb.feature_map &= !feature::BAD_BLOCKS;
+        let flag = m.sb.feature_map & feature::BAD_BLOCKS != 0;
+        if kept.is_empty() == flag {
+            // md clears "bad blocks present" with the last entry and sets it
+            // with the first; this member's superblock says so now, not at
+            // some later commit.
+            m.sb.feature_map ^= feature::BAD_BLOCKS;
             let (at, bytes) = m.sb.placed(dev_bytes).map_err(ctx)?;
             writes.push(0, at, &bytes);
         }
         writes.run(&table).map_err(ctx)?;
-        Ok(true)
+        Ok(Some(true))
     }
 
     /// A repair's step `[pos, pos + n)` of each member's data area left out
@@ -100,16 +151,31 @@ impl Assembly {
         n: u64,
     ) -> Result<()> {
         for role in (0..present.len()).filter(|&r| areas[r].is_some() && !present[r]) {
-            match self.repair_range(bad, role, pos, n) {
-                Ok(_) => {
-                    if let Some(i) = self.slots.get(role).copied().flatten() {
-                        self.clear_bad_blocks(i, pos, n)?;
-                    }
-                }
-                Err(e) if e.kind == ErrorKind::Unrecoverable => {}
-                Err(e) => return Err(e),
-            }
+            self.rewrite_listed_role(bad, role, pos, n)?;
         }
         Ok(())
+    }
+
+    /// Rebuild bytes `[at, at + n)` of `role`'s data area from the other
+    /// members (the others' copies, for a mirror), write them, and drop them
+    /// from `role`'s log. Left listed and unwritten when nothing can rebuild
+    /// them.
+    pub(crate) fn rewrite_listed_role(
+        &mut self,
+        bad: Option<&BadBlocks>,
+        role: usize,
+        at: u64,
+        n: u64,
+    ) -> Result<()> {
+        match self.repair_range(bad, role, at, n) {
+            Ok(_) => {
+                if let Some(i) = self.slots.get(role).copied().flatten() {
+                    self.clear_bad_blocks(i, at, n)?;
+                }
+                Ok(())
+            }
+            Err(e) if e.kind == ErrorKind::Unrecoverable => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 }

@@ -398,7 +398,8 @@ impl Assembly {
             self.name.clone()
         };
         let array = Array::new(format!("array {label}"), self.geometry, vols)?
-            .with_bad_blocks(self.bad_blocks()?);
+            .with_bad_blocks(self.bad_blocks()?)
+            .with_bad_block_logs(self.bad_block_logs());
         let array = if self.logs_partial_parity() {
             array.with_ppl(self.partial_parity_log()?)?
         } else {

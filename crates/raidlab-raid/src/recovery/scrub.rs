@@ -391,6 +391,15 @@ impl Assembly {
                     UserBuf::Write(&buf),
                 )?;
             }
+            if repair {
+                // A copy md's log lists is written from a good one and
+                // forgotten, as md's repair does.
+                for (_, k, locs) in geo.mirror_runs(pos, end - pos) {
+                    for l in locs.iter().filter(|l| present[l.member] && skip(**l, k)) {
+                        self.rewrite_listed_role(bad.as_ref(), l.member, l.offset, k)?;
+                    }
+                }
+            }
             report.bytes_scanned += scale(compared);
             // Per member, in the member bytes the progress shows.
             pacer.account(scale(end) - scale(pos));

@@ -41,7 +41,7 @@ pub fn mem_array(
     level: raidlab_layout::Level,
     sizes: &[u64],
 ) -> Vec<raidlab_raid::assemble::Device> {
-    use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
+    use raidlab_raid::assemble::Device;
     let devs: Vec<Device> = sizes
         .iter()
         .enumerate()
@@ -50,6 +50,18 @@ pub fn mem_array(
             volume: std::sync::Arc::new(raidlab_devices::MemVolume::new(s)),
         })
         .collect();
+    create_on(level, &devs);
+    devs
+}
+
+/// A new array of `level` (md's default layout, 64 KiB chunks, no bitmap or
+/// log) made on `devs`, as `raidlab create` of zeroed members does.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn create_on(
+    level: raidlab_layout::Level,
+    devs: &[raidlab_raid::assemble::Device],
+) -> Assembly {
+    use raidlab_raid::assemble::{create, CreateSpec, NewMember};
     let spec = CreateSpec {
         level,
         layout: raidlab_layout::Layout::parse(level, None).unwrap(),
@@ -68,6 +80,5 @@ pub fn mem_array(
             zeroed: true,
         })
         .collect();
-    create(&spec, members).unwrap();
-    devs
+    create(&spec, members).unwrap()
 }
