@@ -251,31 +251,19 @@ impl Contents {
     /// Role `role`'s bytes at member offset `offset` (zeros where no page
     /// is stored).
     fn read(&self, role: usize, offset: u64, buf: &mut [u8]) {
-        let page = SCRUB_PAGE as u64;
-        let mut done = 0;
-        while done < buf.len() {
-            let at = offset + done as u64;
-            let base = at / page * page;
-            let within = (at - base) as usize;
-            let n = (SCRUB_PAGE - within).min(buf.len() - done);
+        for (base, within, done, n) in spans(offset, buf.len()) {
+            let dst = &mut buf[done..done + n];
             match self.pages.get(&(base, role)) {
-                Some(p) => buf[done..done + n].copy_from_slice(&p[within..within + n]),
-                None => buf[done..done + n].fill(0),
+                Some(p) => dst.copy_from_slice(&p[within..within + n]),
+                None => dst.fill(0),
             }
-            done += n;
         }
     }
 
     /// Store `bytes` as role `role`'s at member offset `offset`; a page
     /// left all zeros is dropped (zeros are what an absent page holds).
     fn write(&mut self, role: usize, offset: u64, bytes: &[u8]) {
-        let page = SCRUB_PAGE as u64;
-        let mut done = 0;
-        while done < bytes.len() {
-            let at = offset + done as u64;
-            let base = at / page * page;
-            let within = (at - base) as usize;
-            let n = (SCRUB_PAGE - within).min(bytes.len() - done);
+        for (base, within, done, n) in spans(offset, bytes.len()) {
             let p = self
                 .pages
                 .entry((base, role))
@@ -284,7 +272,25 @@ impl Contents {
             if p.iter().all(|&b| b == 0) {
                 self.pages.remove(&(base, role));
             }
-            done += n;
         }
     }
+}
+
+/// `[offset, offset+len)` of a member cut at page boundaries: (page offset,
+/// offset within the page, bytes before this piece, piece length).
+fn spans(offset: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let page = SCRUB_PAGE as u64;
+    let mut done = 0;
+    std::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let at = offset + done as u64;
+        let base = at / page * page;
+        let within = (at - base) as usize;
+        let n = (SCRUB_PAGE - within).min(len - done);
+        let piece = (base, within, done, n);
+        done += n;
+        Some(piece)
+    })
 }

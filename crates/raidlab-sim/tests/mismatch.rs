@@ -169,6 +169,12 @@ fn after_a_repair_the_range_compares_consistent() {
     assert!(a.check && a.repair);
     let mut sim = ideal_array(g);
     sim.set_mismatches(&a.mismatches().unwrap()).unwrap();
+    repair_then_check(&mut sim, (24, 3));
+}
+
+/// Repair `sim`, expecting (mismatch sectors, rewrites) `repaired`, then
+/// check it again: nothing is left to find.
+fn repair_then_check(sim: &mut SimArray, repaired: (u64, u64)) {
     let mut done = Vec::new();
     for repair in [true, false] {
         sim.start_scrub(ScrubSpec {
@@ -180,7 +186,7 @@ fn after_a_repair_the_range_compares_consistent() {
             sim.advance(t, &mut done);
         }
         let p = sim.scrub_progress().unwrap();
-        let want = if repair { (24, 3) } else { (0, 0) };
+        let want = if repair { repaired } else { (0, 0) };
         assert_eq!((p.mismatch_sectors, p.rewrites), want, "repair {repair}");
     }
 }
@@ -268,20 +274,7 @@ fn a_raid1_repair_copies_the_first_copy_over_the_others() {
     let g = geometry(Level::Raid1, 3);
     let mut sim = ideal_array(g);
     sim.set_mismatches(&ranges).unwrap();
-    let mut done = Vec::new();
-    for repair in [true, false] {
-        sim.start_scrub(ScrubSpec {
-            repair,
-            ..ScrubSpec::default()
-        })
-        .unwrap();
-        while let Some(t) = sim.next_event() {
-            sim.advance(t, &mut done);
-        }
-        let p = sim.scrub_progress().unwrap();
-        let want = if repair { (32, 4) } else { (0, 0) };
-        assert_eq!((p.mismatch_sectors, p.rewrites), want, "repair {repair}");
-    }
+    repair_then_check(&mut sim, (32, 4));
 }
 
 #[test]
