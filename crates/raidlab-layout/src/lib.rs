@@ -78,7 +78,7 @@ pub struct Location {
 /// order (`data[i]` holds logical chunk `stripe * data_disks + i`), where P and Q sit,
 /// and the RAID 6 syndrome slot md gives each logical data index (Q = sum over i of
 /// `g^slot[i] * D_i`). For RAID 4/5, `q` is None and `slot` is the identity.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StripeMap {
     pub data: Vec<usize>,
     pub p: usize,
@@ -737,49 +737,50 @@ impl Geometry {
     ///
     /// Member offset of every block of the stripe is `stripe * chunk_bytes`.
     pub fn stripe(&self, stripe: u64) -> StripeMap {
+        let mut map = StripeMap {
+            data: Vec::new(),
+            p: 0,
+            q: None,
+            slot: Vec::new(),
+        };
+        self.stripe_into(stripe, &mut map);
+        map
+    }
+
+    /// [`Geometry::stripe`] written into `map`, whose vectors are reused: the
+    /// planner maps a stripe per request, and allocating two vectors each
+    /// time was a tenth of a simulated read's cost.
+    pub fn stripe_into(&self, stripe: u64, map: &mut StripeMap) {
         debug_assert!(self.is_parity(), "stripe() called on {}", self.level);
+        map.slot.clear();
         if !self.is_parity() {
-            return StripeMap {
-                data: Vec::new(),
-                p: 0,
-                q: None,
-                slot: Vec::new(),
-            };
+            map.data.clear();
+            map.p = 0;
+            map.q = None;
+            return;
         }
         let n = self.raid_disks;
-        let (data, p, q) = self
-            .parity_layout()
-            .place(self.level == Level::Raid6, n, stripe);
+        let (p, q) =
+            self.parity_layout()
+                .place(self.level == Level::Raid6, n, stripe, &mut map.data);
+        map.p = p;
+        map.q = q;
         let Some(q) = q else {
-            let dd = data.len();
-            return StripeMap {
-                data,
-                p,
-                q: None,
-                slot: (0..dd).collect(),
-            };
+            map.slot.extend(0..map.data.len());
+            return;
         };
         // md feeds the syndrome starting at the member after Q (member 0 when Q is
         // the last member) and walks upwards, wrapping, skipping P and Q; a data
         // block's slot is its position in that walk.
         let first = if q == n - 1 { 0 } else { q + 1 };
-        let slot = data
-            .iter()
-            .map(|&d| {
-                let dist = (d + n - first) % n;
-                let skipped = [p, q]
-                    .iter()
-                    .filter(|&&x| (x + n - first) % n < dist)
-                    .count();
-                dist - skipped
-            })
-            .collect();
-        StripeMap {
-            data,
-            p,
-            q: Some(q),
-            slot,
-        }
+        map.slot.extend(map.data.iter().map(|&d| {
+            let dist = (d + n - first) % n;
+            let skipped = [p, q]
+                .iter()
+                .filter(|&&x| (x + n - first) % n < dist)
+                .count();
+            dist - skipped
+        }));
     }
 
     /// Location of logical byte `logical` on a parity level, and bytes to the next

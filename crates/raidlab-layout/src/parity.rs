@@ -154,23 +154,26 @@ impl ParityLayout {
     }
 
     /// Members of stripe `stripe` over `n` members: data chunks in logical
-    /// order, P, and (RAID 6) Q.
+    /// order (into `data`, which is cleared first: the planner reuses one
+    /// vector per stripe instead of allocating), P, and (RAID 6) Q.
     pub(crate) fn place(
         self,
         raid6: bool,
         n: usize,
         stripe: u64,
-    ) -> (Vec<usize>, usize, Option<usize>) {
+        data: &mut Vec<usize>,
+    ) -> (usize, Option<usize>) {
+        data.clear();
         if let Some(base) = self.raid5_part() {
             // A conversion layout is a RAID 5 of the first n-1 members (rotating
             // over n-1, not n) with Q added as the last member.
             debug_assert!(raid6, "{} placed outside RAID 6", self.name());
-            let (data, p) = base.place_one_parity(n - 1, stripe);
-            return (data, p, Some(n - 1));
+            let p = base.place_one_parity(n - 1, stripe, data);
+            return (p, Some(n - 1));
         }
         if !raid6 {
-            let (data, p) = self.place_one_parity(n, stripe);
-            return (data, p, None);
+            let p = self.place_one_parity(n, stripe, data);
+            return (p, None);
         }
         let dd = n - 2;
         let r = (stripe % n as u64) as usize;
@@ -184,24 +187,22 @@ impl ParityLayout {
             ParityLayout::ParityFirst => (0, 1),
             _ => (dd, dd + 1),
         };
-        let data = (0..dd)
-            .map(|i| match self {
-                ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 2 + i) % n,
-                ParityLayout::ParityFirst => i + 2,
-                ParityLayout::ParityLast => i,
-                // Asymmetric: data in member order, skipping P and Q.
-                _ if p == n - 1 => i + 1,
-                _ if i >= p => i + 2,
-                _ => i,
-            })
-            .collect();
-        (data, p, Some(q))
+        data.extend((0..dd).map(|i| match self {
+            ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 2 + i) % n,
+            ParityLayout::ParityFirst => i + 2,
+            ParityLayout::ParityLast => i,
+            // Asymmetric: data in member order, skipping P and Q.
+            _ if p == n - 1 => i + 1,
+            _ if i >= p => i + 2,
+            _ => i,
+        }));
+        (p, Some(q))
     }
 
     /// One parity block over `n` members (RAID 4/5, or the RAID 5 part of a
     /// "-6" layout): data either skips over P (asymmetric, fixed order) or
     /// starts right after it and wraps (symmetric). Rotation is stripe mod n.
-    fn place_one_parity(self, n: usize, stripe: u64) -> (Vec<usize>, usize) {
+    fn place_one_parity(self, n: usize, stripe: u64, data: &mut Vec<usize>) -> usize {
         let dd = n - 1;
         let r = (stripe % n as u64) as usize;
         let p = match self {
@@ -210,13 +211,11 @@ impl ParityLayout {
             ParityLayout::ParityFirst => 0,
             _ => dd,
         };
-        let data = (0..dd)
-            .map(|i| match self {
-                ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 1 + i) % n,
-                _ if i >= p => i + 1,
-                _ => i,
-            })
-            .collect();
-        (data, p)
+        data.extend((0..dd).map(|i| match self {
+            ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 1 + i) % n,
+            _ if i >= p => i + 1,
+            _ => i,
+        }));
+        p
     }
 }

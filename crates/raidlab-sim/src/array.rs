@@ -444,8 +444,8 @@ impl SimArray {
     }
 
     /// Let role `r` hold other bytes than the rest of its stripe says in
-    /// each range (`crate::contents`), for a scrub to find. Parity levels
-    /// only; ranges on members in service, inside the data area.
+    /// each range (`crate::contents`), for a scrub to find. Levels with
+    /// parity or copies; ranges on members in service, inside the data area.
     pub fn set_mismatches(&mut self, ranges: &[MismatchRange]) -> Result<(), String> {
         let g = *self.array.geometry();
         let failed: Vec<usize> = (0..self.members.len())
@@ -935,16 +935,26 @@ impl Device for SimArray {
     }
 
     fn next_event(&self) -> Option<Ns> {
-        let members = self.member_next.iter().flatten().copied();
-        let own = [
-            self.timers.first().map(|&(t, _)| t),
-            self.tick,
-            self.finished.iter().map(|c| c.at).min(),
-            self.rebuild.as_ref().and_then(|r| r.next),
-            self.scrub.as_ref().and_then(|s| s.next),
-            self.bitmap.as_ref().and_then(|b| b.next),
-        ];
-        members.chain(own.into_iter().flatten()).min()
+        // Asked once per event: a plain loop, not a chain of iterators (which
+        // cost 6 % of a simulated parity array's time).
+        let mut next: Option<Ns> = None;
+        let mut see = |t: Option<Ns>| {
+            if let Some(t) = t {
+                next = Some(next.map_or(t, |n| n.min(t)));
+            }
+        };
+        for &t in &self.member_next {
+            see(t);
+        }
+        for c in &self.finished {
+            see(Some(c.at));
+        }
+        see(self.timers.first().map(|&(t, _)| t));
+        see(self.tick);
+        see(self.rebuild.as_ref().and_then(|r| r.next));
+        see(self.scrub.as_ref().and_then(|s| s.next));
+        see(self.bitmap.as_ref().and_then(|b| b.next));
+        next
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {

@@ -20,8 +20,8 @@
 //!   check, runs from the start of the run) or `check=repair` (md's repair:
 //!   what differs is rewritten), `check-rate=SIZE` and `check-from=SIZE`;
 //!   `mismatch=ROLE@OFFSET+LENGTH[,...]` (role ROLE holds other bytes than
-//!   its stripe says there, for a check to find; parity levels,
-//!   [`crate::contents`]); `bitmap=SIZE` (md's internal write-intent
+//!   its stripe or its other copies say there, for a check to find; RAID
+//!   1, 4, 5, 6 and 10, [`crate::contents`]); `bitmap=SIZE` (md's internal write-intent
 //!   bitmap with SIZE chunks; `bitmap=internal` for mdadm's choice,
 //!   [`crate::bitmap`]); `scheduler=NAME` (the host's I/O scheduler on each
 //!   device it sees: `none`, the default, `deadline` or `cfq`, see

@@ -67,8 +67,13 @@ pub fn mismatches(
     ranges: &[crate::contents::MismatchRange],
 ) -> Mismatches {
     let present: Vec<bool> = (0..g.raid_disks).map(|r| !failed.contains(&r)).collect();
-    let found =
-        crate::contents::Contents::new(ranges).compare(g, &present, 0, g.member_bytes, true);
+    // The whole walk: member bytes on parity levels, array bytes on mirrors.
+    let end = if g.is_parity() {
+        g.member_bytes
+    } else {
+        g.array_bytes()
+    };
+    let found = crate::contents::Contents::new(ranges).compare(g, &present, 0, end, true);
     Mismatches {
         ranges: ranges.len(),
         mismatch_sectors: found.mismatch_sectors,

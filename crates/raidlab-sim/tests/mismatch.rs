@@ -18,7 +18,9 @@ const MEMBER: u64 = 8 << 20;
 const CHUNK: u64 = 64 << 10;
 
 fn geometry(level: Level, n: usize) -> Geometry {
-    Geometry::new(level, Layout::parse(level, None).unwrap(), CHUNK, n, MEMBER).unwrap()
+    // RAID 1 has no chunk.
+    let chunk = if level == Level::Raid1 { 0 } else { CHUNK };
+    Geometry::new(level, Layout::parse(level, None).unwrap(), chunk, n, MEMBER).unwrap()
 }
 
 /// An array of ideal members (50 us, 200 MB/s).
@@ -167,6 +169,12 @@ fn after_a_repair_the_range_compares_consistent() {
     assert!(a.check && a.repair);
     let mut sim = ideal_array(g);
     sim.set_mismatches(&a.mismatches().unwrap()).unwrap();
+    repair_then_check(&mut sim, (24, 3));
+}
+
+/// Repair `sim`, expecting (mismatch sectors, rewrites) `repaired`, then
+/// check it again: nothing is left to find.
+fn repair_then_check(sim: &mut SimArray, repaired: (u64, u64)) {
     let mut done = Vec::new();
     for repair in [true, false] {
         sim.start_scrub(ScrubSpec {
@@ -178,7 +186,7 @@ fn after_a_repair_the_range_compares_consistent() {
             sim.advance(t, &mut done);
         }
         let p = sim.scrub_progress().unwrap();
-        let want = if repair { (24, 3) } else { (0, 0) };
+        let want = if repair { repaired } else { (0, 0) };
         assert_eq!((p.mismatch_sectors, p.rewrites), want, "repair {repair}");
     }
 }
@@ -194,7 +202,11 @@ fn the_same_configuration_gives_the_same_figures() {
 #[test]
 fn bad_mismatch_ranges_are_refused_with_the_reason() {
     for (spec, says) in [
-        ("raid1:2xhdd-7200:mismatch=1@0+4K", "parity scrub only"),
+        ("raid0:2xhdd-7200:mismatch=1@0+4K", "RAID 0 has neither"),
+        (
+            "raid1:2xhdd-7200:failed=0:mismatch=1@0+4K",
+            "no redundancy is left",
+        ),
         ("raid5:4xhdd-7200:mismatch=4@0+4K", "no such member"),
         (
             "raid5:4xhdd-7200:failed=2:mismatch=2@0+4K",
@@ -219,4 +231,76 @@ fn bad_mismatch_ranges_are_refused_with_the_reason() {
         };
         assert!(e.contains(says), "{spec}: {e}");
     }
+}
+
+/// Member writes of role `role`, 4 KiB each, over `[at, at+len)`.
+fn page_writes(role: usize, at: u64, len: u64) -> Vec<MemberIo> {
+    (0..len / 4096)
+        .map(|i| MemberIo {
+            kind: Kind::Write,
+            member: role,
+            offset: DATA_OFFSET + at + i * 4096,
+            len: 4096,
+        })
+        .collect()
+}
+
+#[test]
+fn a_raid1_check_counts_the_pages_where_a_copy_differs_from_the_first() {
+    // Role 1's 64 KiB at 1 MiB differ from role 0's: 16 pages of 8 sectors.
+    let ranges = parse_mismatches("1@1M+64K").unwrap();
+    let (p, writes) = scrub(Level::Raid1, 2, &ranges, false);
+    assert!(p.finished.is_some());
+    assert_eq!(p.mismatch_sectors, 16 * 8);
+    assert_eq!((p.rewrites, p.rewritten_bytes), (0, 0));
+    assert!(writes.is_empty(), "{writes:?}");
+}
+
+#[test]
+fn a_raid1_repair_copies_the_first_copy_over_the_others() {
+    // The odd copy is role 0's, the first: md's repair takes the first
+    // readable copy as right and rewrites roles 1 and 2 with it, so both
+    // count as mismatched.
+    let ranges = parse_mismatches("0@1M+8K").unwrap();
+    let (p, writes) = scrub(Level::Raid1, 3, &ranges, true);
+    assert_eq!(p.mismatch_sectors, 2 * 2 * 8, "two copies of two pages");
+    assert_eq!((p.rewrites, p.rewritten_bytes), (4, 16 << 10));
+    let mut want = page_writes(1, 1 << 20, 8 << 10);
+    want.extend(page_writes(2, 1 << 20, 8 << 10));
+    let mut got = writes;
+    got.sort_by_key(|w| (w.member, w.offset));
+    assert_eq!(got, want);
+    // After the repair every copy holds role 0's bytes: a check finds nothing.
+    let g = geometry(Level::Raid1, 3);
+    let mut sim = ideal_array(g);
+    sim.set_mismatches(&ranges).unwrap();
+    repair_then_check(&mut sim, (32, 4));
+}
+
+#[test]
+fn a_raid10_repair_rewrites_the_other_copy_of_the_chunk() {
+    // RAID 10 near=2 over 4 members: chunk c's copies are on members 2c mod 4
+    // and 2c+1 mod 4, at the same offset. Role 1's page at member offset
+    // 1 MiB + 4 KiB is the second copy of an array page whose first copy is
+    // role 0's: a repair rewrites role 1's page from role 0's.
+    let g = geometry(Level::Raid10, 4);
+    let at = (1 << 20) + 4096;
+    let ranges = [MismatchRange {
+        role: 1,
+        offset: at,
+        len: 4096,
+    }];
+    let found = raidlab_sim::summary::mismatches(&g, &[], &ranges);
+    assert_eq!((found.mismatch_sectors, found.rewrites), (8, 1));
+    let (p, writes) = scrub(Level::Raid10, 4, &ranges, true);
+    assert_eq!((p.mismatch_sectors, p.rewrites), (8, 1));
+    assert_eq!(writes, page_writes(1, at, 4096));
+    // A difference on role 0 (the first copy) rewrites role 1 instead.
+    let ranges = [MismatchRange {
+        role: 0,
+        offset: at,
+        len: 4096,
+    }];
+    let (_, writes) = scrub(Level::Raid10, 4, &ranges, true);
+    assert_eq!(writes, page_writes(1, at, 4096));
 }

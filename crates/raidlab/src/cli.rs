@@ -121,8 +121,9 @@ pub struct SimShowArgs {
     /// [:rebuild=R[:rebuild-rate=SIZE][:rebuild-from=SIZE]]
     /// [:check=yes|repair[:check-rate=SIZE][:check-from=SIZE]]
     /// [:mismatch=ROLE@OFFSET+LENGTH,..][:bitmap=SIZE|internal]` (mismatch:
-    /// that role's bytes there differ from what its stripe says, for a check to
-    /// count and a repair to rewrite; parity levels; bitmap: md's internal
+    /// that role's bytes there differ from what its stripe or its other copies
+    /// say, for a check to count and a repair to rewrite; RAID 1, 4, 5, 6, 10;
+    /// bitmap: md's internal
     /// write-intent bitmap with SIZE chunks) (`raid6:6xsamsung-hd753lj:chunk=256K`), or a `.toml` file. Either form
     /// of the short one takes `:cache=PRESET[/writeback|writethrough|writearound]`
     /// `[:cache-size=SIZE][:cache-block=SIZE][:cache-cutoff=SIZE]`: raidlab's

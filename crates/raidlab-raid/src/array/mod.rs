@@ -371,6 +371,8 @@ impl Array {
             match result {
                 Ok(()) => {
                     self.count_method(&plan);
+                    drop(held);
+                    crate::planner::recycle(plan);
                     return Ok(());
                 }
                 // The journal could not be written: nothing of this piece went to

@@ -30,7 +30,11 @@ impl Array {
                     UserBuf::Read(&mut *piece),
                     None,
                 ) {
-                    Ok(()) => break,
+                    Ok(()) => {
+                        drop(held);
+                        crate::planner::recycle(plan);
+                        break;
+                    }
                     Err(f) if attempt < self.failed.len() + 3 => {
                         drop(held);
                         self.handle_failure(f, &view, pos, n)?;
@@ -263,7 +267,11 @@ impl Below for Array {
     }
     fn reads_for(&self, offset: u64, len: u64) -> u64 {
         plan_write(&self.geometry, &self.live(), offset, len)
-            .map(|p| p.reads().count() as u64)
+            .map(|p| {
+                let reads = p.reads().count() as u64;
+                crate::planner::recycle(p);
+                reads
+            })
             .unwrap_or(0)
     }
 }

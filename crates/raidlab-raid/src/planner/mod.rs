@@ -11,9 +11,11 @@
 //! and writes fresh parity. A full-stripe write reads nothing.
 
 mod logged;
+mod spare;
 mod zeroes;
 
 pub use logged::{plan_write_journaled, plan_write_logged};
+pub use spare::recycle;
 pub use zeroes::{plan_write_zeroes, zero_stripe_bytes};
 
 use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
@@ -225,6 +227,12 @@ impl Row {
     }
 }
 
+impl Drop for Row {
+    fn drop(&mut self) {
+        spare::give_map(std::mem::take(&mut self.map));
+    }
+}
+
 /// The stripe rows `[offset, offset+len)` touches, in order.
 fn rows(geo: &Geometry, offset: u64, len: u64) -> impl Iterator<Item = Row> + '_ {
     let chunk = geo.chunk_bytes;
@@ -238,9 +246,11 @@ fn rows(geo: &Geometry, offset: u64, len: u64) -> impl Iterator<Item = Row> + '_
     let count = if len == 0 { 0 } else { c1 / dd - c0 / dd + 1 };
     (c0 / dd..c0 / dd + count).map(move |stripe| {
         let (fc, lc) = (c0.max(stripe * dd), c1.min(stripe * dd + dd - 1));
+        let mut map = spare::map();
+        geo.stripe_into(stripe, &mut map);
         Row {
             stripe,
-            map: geo.stripe(stripe),
+            map,
             first: (fc % dd) as usize,
             last: (lc % dd) as usize,
             start: offset.max(fc * chunk) - fc * chunk,
@@ -251,7 +261,6 @@ fn rows(geo: &Geometry, offset: u64, len: u64) -> impl Iterator<Item = Row> + '_
     })
 }
 
-#[derive(Default)]
 struct Builder {
     plan: Plan,
     reads: Vec<MemberOp>,
@@ -262,6 +271,21 @@ struct Builder {
     /// Keep md's write journal: collect every new page in `entries`.
     journal: bool,
     entries: Vec<LogEntry>,
+}
+
+impl Default for Builder {
+    fn default() -> Builder {
+        let (plan, reads, writes, computes) = spare::builder_parts();
+        Builder {
+            plan,
+            reads,
+            computes,
+            writes,
+            log: false,
+            journal: false,
+            entries: Vec::new(),
+        }
+    }
 }
 
 impl Builder {
@@ -296,14 +320,19 @@ impl Builder {
     fn finish(mut self) -> Plan {
         let reads = merge(std::mem::take(&mut self.reads));
         let writes = merge(std::mem::take(&mut self.writes));
+        let mut unused_ops = [None, None];
         if !reads.is_empty() {
             self.plan.steps.push(Step::Io(reads));
+        } else {
+            unused_ops[0] = Some(reads);
         }
-        if !self.computes.is_empty() {
-            self.plan
-                .steps
-                .push(Step::Compute(std::mem::take(&mut self.computes)));
-        }
+        let computes = std::mem::take(&mut self.computes);
+        let unused_computes = if !computes.is_empty() {
+            self.plan.steps.push(Step::Compute(computes));
+            None
+        } else {
+            Some(computes)
+        };
         if !self.entries.is_empty() {
             self.plan
                 .steps
@@ -311,7 +340,10 @@ impl Builder {
         }
         if !writes.is_empty() {
             self.plan.steps.push(Step::Io(writes));
+        } else {
+            unused_ops[1] = Some(writes);
         }
+        spare::give_unused(unused_ops, unused_computes);
         self.plan.locks.sort_unstable();
         self.plan.locks.dedup();
         self.plan
@@ -647,6 +679,9 @@ fn slot_order(map: &StripeMap, per_index: &[usize]) -> Vec<usize> {
 /// step was a fifth of its time); `last[member]` is the index of that member's
 /// latest kept operation.
 fn merge(mut ops: Vec<MemberOp>) -> Vec<MemberOp> {
+    if ops.len() < 2 {
+        return ops;
+    }
     const NONE: usize = usize::MAX;
     let mut small = [NONE; 32];
     let mut large = Vec::new();

@@ -2,10 +2,97 @@
 //! pages' parity disagrees with their data (md's mismatch count), and with
 //! repair, what each page must hold instead and which ranges to write back; on
 //! a degraded RAID 6, what the syndrome left can still check, and which data
-//! block a P and Q mismatch points at. Pure: it never reads or writes a member.
+//! block a P and Q mismatch points at. And a mirror scrub's comparison of one
+//! run's copies: the first copy that reads is the reference, a copy that did
+//! not read is rewritten from it, and each page that differs from it is
+//! counted (and with repair rewritten). Pure: it never reads or writes a
+//! member.
 
 use super::report::ScrubReport;
 use super::*;
+use crate::recovery_plan::{MirrorScrub, ScrubRun};
+
+/// Compare the copies of one mirror run, read into `buf` (copy `k` of the run
+/// at `run.copies[k].1`; `read[k]` false where that copy could not be read).
+/// Adds to `report` and pushes the writes to make, as `(role, member offset,
+/// offset of the source bytes in buf, length)`.
+pub(super) fn compare_mirror_run(
+    run: &ScrubRun,
+    buf: &[u8],
+    read: &[bool],
+    report: &mut ScrubReport,
+    names: &[String],
+    repair: bool,
+    writes: &mut Vec<(usize, u64, usize, usize)>,
+) -> Result<()> {
+    let n = run.len as usize;
+    // The reference is the first copy that reads; unreadable copies are
+    // rewritten from it (md's behaviour during a sync).
+    let Some(k0) = read.iter().position(|&ok| ok) else {
+        return Err(Error::new(
+            ErrorKind::Unrecoverable,
+            Op::Read,
+            format!(
+                "no copy of array bytes {}..{} can be read",
+                run.pos,
+                run.pos + run.len
+            ),
+        ));
+    };
+    let first = run.copies[k0].1;
+    for (k, &(loc, at)) in run.copies.iter().enumerate() {
+        if k == k0 {
+            continue;
+        }
+        if !read[k] {
+            writes.push((loc.member, loc.offset, first, n));
+            report.read_errors_fixed += 1;
+            continue;
+        }
+        for page in (0..n).step_by(PAGE) {
+            let e = (page + PAGE).min(n);
+            if buf[first + page..first + e] == buf[at + page..at + e] {
+                continue;
+            }
+            report.mismatch_sectors += (e - page).div_ceil(SECTOR as usize) as u64;
+            report.note(
+                names,
+                loc.member,
+                (loc.offset + page as u64) / SECTOR,
+                "mirror copy",
+            );
+            if repair {
+                writes.push((loc.member, loc.offset + page as u64, first + page, e - page));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A mirror scrub's comparison of copies a caller holds itself (the
+/// simulator's sparse members): `scrub` is a step's reads
+/// ([`crate::recovery_plan::plan_scrub_mirrors`]) and `buf` (`scrub.len`
+/// bytes) what they read, every copy readable. Returns md's mismatch count
+/// (sectors) and, with `repair`, the writes as `(role, member offset, offset
+/// of the bytes to write in buf, length)`: the same comparison and the same
+/// choice of what to rewrite as `raidlab check` and `raidlab repair` make on
+/// RAID 1 and 10. Runs with one copy left compare nothing.
+pub fn compare_mirror(
+    geo: &Geometry,
+    scrub: &MirrorScrub,
+    buf: &[u8],
+    repair: bool,
+) -> (u64, Vec<(usize, u64, usize, usize)>) {
+    let mut report = ScrubReport::new(repair, Vec::new());
+    let names: Vec<String> = (0..geo.raid_disks).map(|r| format!("role {r}")).collect();
+    let mut writes = Vec::new();
+    for run in scrub.runs.iter().filter(|r| r.copies.len() >= 2) {
+        let read = vec![true; run.copies.len()];
+        // Every copy read: the comparison cannot fail.
+        let _ = compare_mirror_run(run, buf, &read, &mut report, &names, repair, &mut writes);
+    }
+    (report.mismatch_sectors, writes)
+}
 
 /// Compare parity pages with the data in `bufs` (one buffer per role, all
 /// covering `[pos, pos+len)` of the member areas; a role with `present[role]`

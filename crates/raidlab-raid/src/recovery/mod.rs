@@ -12,6 +12,7 @@ mod compare;
 mod report;
 mod scrub;
 
+pub use compare::compare_mirror;
 pub use report::{Finding, ScrubReport};
 
 /// Page size of a scrub's comparisons (md's stripe page): mismatches are

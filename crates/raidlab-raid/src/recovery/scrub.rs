@@ -5,7 +5,7 @@
 //! what a lost member held comes from a rebuild plan; the page comparisons
 //! themselves are `compare`'s.
 
-use super::compare::scrub_parity;
+use super::compare::{compare_mirror_run, scrub_parity};
 use super::report::ScrubReport;
 use super::*;
 use crate::plan::OpKind;
@@ -338,51 +338,7 @@ impl Assembly {
                             || reread(loc, &mut buf[at..at + n], areas).is_ok()
                     })
                     .collect();
-                // The reference is the first copy that reads; unreadable copies
-                // are rewritten from it (md's behaviour during a sync).
-                let Some(k0) = read.iter().position(|&ok| ok) else {
-                    return Err(Error::new(
-                        ErrorKind::Unrecoverable,
-                        Op::Read,
-                        format!(
-                            "no copy of array bytes {}..{} can be read",
-                            run.pos,
-                            run.pos + run.len
-                        ),
-                    ));
-                };
-                let first = run.copies[k0].1;
-                for (k, &(loc, at)) in run.copies.iter().enumerate() {
-                    if k == k0 {
-                        continue;
-                    }
-                    if !read[k] {
-                        writes.push((loc.member, loc.offset, first, n));
-                        report.read_errors_fixed += 1;
-                        continue;
-                    }
-                    for page in (0..n).step_by(PAGE) {
-                        let e = (page + PAGE).min(n);
-                        if buf[first + page..first + e] == buf[at + page..at + e] {
-                            continue;
-                        }
-                        report.mismatch_sectors += (e - page).div_ceil(SECTOR as usize) as u64;
-                        report.note(
-                            names,
-                            loc.member,
-                            (loc.offset + page as u64) / SECTOR,
-                            "mirror copy",
-                        );
-                        if repair {
-                            writes.push((
-                                loc.member,
-                                loc.offset + page as u64,
-                                first + page,
-                                e - page,
-                            ));
-                        }
-                    }
-                }
+                compare_mirror_run(run, &buf, &read, &mut report, names, repair, &mut writes)?;
             }
             if !writes.is_empty() {
                 run_with(
