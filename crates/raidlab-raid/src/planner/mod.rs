@@ -16,7 +16,7 @@ mod zeroes;
 
 pub use logged::{plan_write_journaled, plan_write_logged};
 pub use spare::recycle;
-pub use zeroes::{plan_write_zeroes, zero_stripe_bytes};
+pub use zeroes::{plan_trim, plan_write_zeroes, plan_zero_fill, zero_stripe_bytes};
 
 use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result};
@@ -53,77 +53,6 @@ pub fn plan_read(
 /// Plan a write of `len` bytes at array offset `offset`.
 pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
     write_plan(geo, present, offset, len, false)
-}
-
-/// Plan a trim of `[offset, offset+len)` on a RAID 0/1/10 array: the member
-/// ranges a write there would write (every live copy), trimmed instead, under
-/// the same stripe locks. Parity levels are refused: parity over trimmed
-/// blocks is only right if every member reads zeros after a trim, which the
-/// caller checks per member, not the planner.
-pub fn plan_trim(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
-    if geo.is_parity() {
-        return Err(Error::new(
-            ErrorKind::Unsupported,
-            Op::Discard,
-            format!(
-                "internal: a trim of a {} array was planned",
-                geo.level.name()
-            ),
-        ));
-    }
-    let mut plan = plan_write(geo, present, offset, len)?;
-    for step in &mut plan.steps {
-        if let Step::Io(ops) = step {
-            for op in ops.iter_mut() {
-                op.kind = OpKind::Trim;
-                op.buf = Slice::user(0, 0);
-            }
-        }
-    }
-    plan.steps.retain(|s| matches!(s, Step::Io(_)));
-    plan.scratch.clear();
-    Ok(plan)
-}
-
-/// Write zeros over each range of `ranges` (member operations of any kind; a
-/// trim that could not be done, say): one zeroed scratch buffer of at most
-/// 1 MiB, written as many times as the ranges need.
-pub fn plan_zero_fill(ranges: &[MemberOp]) -> Plan {
-    const PIECE: u64 = 1 << 20;
-    let widest = ranges
-        .iter()
-        .map(|o| o.length.min(PIECE))
-        .max()
-        .unwrap_or(0) as usize;
-    let mut writes = Vec::new();
-    for r in ranges {
-        let mut at = 0;
-        while at < r.length {
-            let k = (r.length - at).min(PIECE);
-            writes.push(MemberOp {
-                kind: OpKind::Write,
-                member: r.member,
-                offset: r.offset + at,
-                length: k,
-                buf: Slice::scratch(0, k as usize),
-            });
-            at += k;
-        }
-    }
-    if writes.is_empty() {
-        return Plan::default();
-    }
-    Plan {
-        space: crate::plan::Space::Data,
-        steps: vec![
-            Step::Compute(vec![Compute::Zero {
-                dst: Slice::scratch(0, widest),
-            }]),
-            Step::Io(writes),
-        ],
-        scratch: vec![widest],
-        locks: Vec::new(),
-    }
 }
 
 fn write_plan(geo: &Geometry, present: &[bool], offset: u64, len: u64, log: bool) -> Result<Plan> {

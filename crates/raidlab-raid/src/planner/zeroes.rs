@@ -1,4 +1,6 @@
-//! Write-zeroes as a plan: which member ranges a zeroed array range becomes.
+//! Requests that carry no data, as plans: which member ranges a zeroed or
+//! trimmed array range becomes, and the zeros written where a member could
+//! not zero or trim.
 //!
 //! A write-zeroes is planned as the write of the same range would be (the
 //! same member ranges, every live copy and a rebuild target, under the same
@@ -12,10 +14,10 @@
 //!
 //! Pure, like the rest of the planner: it never does I/O and never decides
 //! what a member does when it cannot write zeroes (the array falls back to
-//! [`super::plan_zero_fill`]).
+//! [`plan_zero_fill`]).
 
 use super::plan_write;
-use crate::plan::{MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::Geometry;
 
@@ -78,4 +80,75 @@ pub fn plan_write_zeroes(geo: &Geometry, present: &[bool], offset: u64, len: u64
         locks: written.locks,
         space: crate::plan::Space::Data,
     })
+}
+
+/// Plan a trim of `[offset, offset+len)` on a RAID 0/1/10 array: the member
+/// ranges a write there would write (every live copy), trimmed instead, under
+/// the same stripe locks. Parity levels are refused: parity over trimmed
+/// blocks is only right if every member reads zeros after a trim, which the
+/// caller checks per member, not the planner.
+pub fn plan_trim(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
+    if geo.is_parity() {
+        return Err(Error::new(
+            ErrorKind::Unsupported,
+            Op::Discard,
+            format!(
+                "internal: a trim of a {} array was planned",
+                geo.level.name()
+            ),
+        ));
+    }
+    let mut plan = plan_write(geo, present, offset, len)?;
+    for step in &mut plan.steps {
+        if let Step::Io(ops) = step {
+            for op in ops.iter_mut() {
+                op.kind = OpKind::Trim;
+                op.buf = Slice::user(0, 0);
+            }
+        }
+    }
+    plan.steps.retain(|s| matches!(s, Step::Io(_)));
+    plan.scratch.clear();
+    Ok(plan)
+}
+
+/// Write zeros over each range of `ranges` (member operations of any kind; a
+/// trim that could not be done, say): one zeroed scratch buffer of at most
+/// 1 MiB, written as many times as the ranges need.
+pub fn plan_zero_fill(ranges: &[MemberOp]) -> Plan {
+    const PIECE: u64 = 1 << 20;
+    let widest = ranges
+        .iter()
+        .map(|o| o.length.min(PIECE))
+        .max()
+        .unwrap_or(0) as usize;
+    let mut writes = Vec::new();
+    for r in ranges {
+        let mut at = 0;
+        while at < r.length {
+            let k = (r.length - at).min(PIECE);
+            writes.push(MemberOp {
+                kind: OpKind::Write,
+                member: r.member,
+                offset: r.offset + at,
+                length: k,
+                buf: Slice::scratch(0, k as usize),
+            });
+            at += k;
+        }
+    }
+    if writes.is_empty() {
+        return Plan::default();
+    }
+    Plan {
+        space: crate::plan::Space::Data,
+        steps: vec![
+            Step::Compute(vec![Compute::Zero {
+                dst: Slice::scratch(0, widest),
+            }]),
+            Step::Io(writes),
+        ],
+        scratch: vec![widest],
+        locks: Vec::new(),
+    }
 }
