@@ -262,7 +262,7 @@ impl Assembly {
                     // at the steps and every CPU computes while the writer writes.
                     let workers = std::thread::available_parallelism()
                         .map_or(1, |n| n.get())
-                        .clamp(1, MAPPED_WORKERS_MAX);
+                        .min(MAPPED_WORKERS_MAX);
                     let mut ends = vec![(tx, free_rx)];
                     for _ in 1..workers {
                         let (t, r) = std::sync::mpsc::sync_channel(1);
@@ -496,12 +496,12 @@ fn align_down(geo: &Geometry, pos: u64) -> u64 {
     pos / unit * unit
 }
 
-/// A step that is a whole number of chunks (and of pages).
 /// At most this many workers compute a mapped rebuild's steps: past it, a
 /// rebuild would take CPUs from the array's own users for little gain (the
 /// writer, one thread, bounds it).
 const MAPPED_WORKERS_MAX: usize = 4;
 
+/// A step that is a whole number of chunks (and of pages).
 fn step_for(geo: &Geometry, want: u64) -> u64 {
     let unit = geo.chunk_bytes.max(PAGE as u64);
     (want / unit).max(1) * unit
