@@ -214,6 +214,10 @@ impl Array {
             .map(|op| op.member)
             .filter(|&r| !self.bad_blocks.write_error_seen(r))
             .collect();
+        // A role's pieces need not be next to each other in the plan (a read
+        // over rows where it holds parity in between): sort, so that each
+        // role is rewritten once.
+        roles.sort_unstable();
         roles.dedup();
         for role in roles {
             let mut sources = live.clone();
