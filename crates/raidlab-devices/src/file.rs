@@ -10,6 +10,10 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+/// The alignment of offset and length a direct read of a block device is
+/// given (see `read_stored`).
+const DIRECT_ALIGN: u64 = 4096;
+
 /// How to open a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpenMode {
@@ -27,6 +31,12 @@ pub struct FileVolume {
     block_device: bool,
     /// The file mapped read-only, made on first use by [`Volume::mapped`].
     map: std::sync::OnceLock<Option<Mapped>>,
+    /// A block device opened once more, for reading with `O_DIRECT`: stored
+    /// reads (served by splice) take it, so that what is served comes from
+    /// the device, as md and file systems on the same disks read it, and is
+    /// not kept in the page cache a second time behind the client's own.
+    /// Made on first use; `None` where the device refuses direct I/O.
+    direct: std::sync::OnceLock<Option<File>>,
 }
 
 impl FileVolume {
@@ -64,6 +74,7 @@ impl FileVolume {
             writable,
             block_device,
             map: std::sync::OnceLock::new(),
+            direct: std::sync::OnceLock::new(),
         })
     }
 
@@ -88,6 +99,7 @@ impl FileVolume {
             writable: true,
             block_device: false,
             map: std::sync::OnceLock::new(),
+            direct: std::sync::OnceLock::new(),
         })
     }
 
@@ -253,6 +265,18 @@ impl FileVolume {
         Err(Error::new(ErrorKind::ReadOnly, op, "opened read-only")
             .on_device(self.name())
             .at(offset, len))
+    }
+
+    /// This volume's device opened again for direct reads, through the open
+    /// descriptor (so it is the same device even if its path has changed
+    /// since); `None` if the device refuses `O_DIRECT`.
+    fn open_direct(&self) -> Option<File> {
+        use std::os::fd::AsRawFd;
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+            .ok()
     }
 
     /// Whether the file lives in memory (tmpfs, ramfs): there a bulk reader is
@@ -440,8 +464,14 @@ impl Volume for FileVolume {
             .on_device(self.name())
             .at(offset, len)
         })?;
-        sink(self.file.as_fd(), offset, n)
-            .map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, len))?;
+        // Direct reads need whole blocks; the pipe's pages are aligned, and
+        // 4 KiB is a whole number of blocks on every device Linux drives with
+        // pages of 4 KiB. Anything else goes through the page cache.
+        let direct = (self.block_device && offset % DIRECT_ALIGN == 0 && len % DIRECT_ALIGN == 0)
+            .then(|| self.direct.get_or_init(|| self.open_direct()).as_ref())
+            .flatten();
+        let fd = direct.map_or_else(|| self.file.as_fd(), |f| f.as_fd());
+        sink(fd, offset, n).map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, len))?;
         Ok(true)
     }
 
