@@ -16,7 +16,7 @@ use std::time::Duration;
 
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(120);
-/// How often the accept loop looks at the stop flag.
+/// How often the accept loop looks at the stop flag when no client connects.
 const POLL: Duration = Duration::from_millis(50);
 
 /// A listening socket.
@@ -108,12 +108,44 @@ impl Listener {
             Listener::Tcp(l) => l.accept().map(|(s, _)| Stream::Tcp(s)),
         }
     }
+    fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        match self {
+            Listener::Unix(l) => l.as_raw_fd(),
+            Listener::Tcp(l) => l.as_raw_fd(),
+        }
+    }
     fn set_nonblocking(&self) -> io::Result<()> {
         match self {
             Listener::Unix(l) => l.set_nonblocking(true),
             Listener::Tcp(l) => l.set_nonblocking(true),
         }
     }
+}
+
+/// Wait until a listener has a client to accept, or [`POLL`] has passed (so
+/// the caller looks at its stop flag). A client is accepted as soon as it
+/// connects: sleeping between attempts instead made every connection wait up
+/// to the whole interval (`nbdcopy` with 4 connections spent about 200 ms of
+/// each copy connecting).
+fn wait_for_clients(listeners: &[Listener]) {
+    let mut fds: Vec<libc::pollfd> = listeners
+        .iter()
+        .map(|l| libc::pollfd {
+            fd: l.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    let Ok(n) = libc::nfds_t::try_from(fds.len()) else {
+        std::thread::sleep(POLL);
+        return;
+    };
+    // SAFETY: poll reads and writes exactly `n` pollfd entries of `fds`, a
+    // live vector of that length; the descriptors are the listeners', open
+    // for as long as `listeners` is borrowed. Its result needs no handling:
+    // the accept loop tries every listener next either way.
+    let _ = unsafe { libc::poll(fds.as_mut_ptr(), n, POLL.as_millis() as libc::c_int) };
 }
 
 /// Accept and serve connections on every listener until `stop` is set, then drain
@@ -177,7 +209,7 @@ pub fn run(
                 });
             }
             if idle {
-                std::thread::sleep(POLL);
+                wait_for_clients(listeners);
             }
         }
         // Stop reading requests; what was read is still served and answered.
