@@ -274,9 +274,8 @@ fn ssd_queue_depth_and_parallelism() {
         &mut ssd(&p),
         &job(Pattern::Sequential, MIB, true, 8, (0, GIB), SEC),
     );
-    let limit = p
-        .interface_mb_per_s
-        .min(p.channels as f64 * p.channel_mb_per_s);
+    let limit =
+        (p.interface_mb_per_s * p.link_efficiency).min(p.channels as f64 * p.channel_mb_per_s);
     assert!(
         within(seq.mb_per_s, limit, 0.05),
         "{:.1} MB/s vs {limit}",
@@ -295,6 +294,70 @@ fn ssd_queue_depth_and_parallelism() {
         "{:.1} MB/s vs 200",
         seq.mb_per_s
     );
+}
+
+/// An idle SSD's QD1 4 KiB read: the command time, one tR, 4 KiB across the
+/// channel, the ECC decode, then 4 KiB across the link at its data rate
+/// (`interface_mb_per_s x link_efficiency`). Sequential reads and writes run
+/// at that data rate when the flash is faster. Setting the link's framing and
+/// the decode to nothing gives the old, faster figures, so both count.
+#[test]
+fn ssd_qd1_read_and_the_links_data_rate_match_their_closed_forms() {
+    let p = ssd_params("sata-ssd-1tb-2021");
+    assert!(p.link_efficiency < 1.0 && p.ecc_decode_us > 0.0, "{p:?}");
+    let qd1 = |p: &SsdParams| {
+        run(
+            &mut ssd(p),
+            &job(Pattern::Random, 4096, true, 1, (0, GIB), SEC),
+        )
+    };
+    let latency_us = |p: &SsdParams| {
+        p.command_overhead_us
+            + p.read_us
+            + 4096.0 / p.channel_mb_per_s
+            + p.ecc_decode_us
+            + 4096.0 / (p.interface_mb_per_s * p.link_efficiency)
+    };
+    let o = qd1(&p);
+    let want = 1e6 / latency_us(&p);
+    assert!(
+        within(o.iops, want, 0.001),
+        "{:.1} IOPS vs {want:.1}",
+        o.iops
+    );
+    let mut bare = p.clone();
+    bare.link_efficiency = 1.0;
+    bare.ecc_decode_us = 0.0;
+    let fast = qd1(&bare);
+    let want_bare = 1e6 / latency_us(&bare);
+    assert!(
+        within(fast.iops, want_bare, 0.001),
+        "{fast:?} vs {want_bare:.1}"
+    );
+    assert!(fast.iops > 1.05 * o.iops, "{fast:?} vs {o:?}");
+
+    let data_rate = p.interface_mb_per_s * p.link_efficiency;
+    for read in [true, false] {
+        let seq = run(
+            &mut ssd(&p),
+            &job(Pattern::Sequential, MIB, read, 8, (0, GIB), SEC),
+        );
+        assert!(
+            within(seq.mb_per_s, data_rate, 0.005),
+            "read={read}: {:.2} MB/s vs {data_rate:.2}",
+            seq.mb_per_s
+        );
+    }
+
+    for (key, value) in [("link_efficiency", 0.0), ("link_efficiency", 1.5)] {
+        let mut bad = p.clone();
+        bad.link_efficiency = value;
+        let e = bad.validate().expect_err("out of range");
+        assert_eq!(e.key, key, "{e:?}");
+    }
+    let mut bad = p.clone();
+    bad.ecc_decode_us = -1.0;
+    assert_eq!(bad.validate().expect_err("negative").key, "ecc_decode_us");
 }
 
 #[test]
