@@ -76,6 +76,11 @@ pub struct SsdParams {
     pub channel_mb_per_s: f64,
     /// Controller time per command, serialised (one command processor).
     pub command_overhead_us: f64,
+    /// Controller time a write costs beyond `command_overhead_us`, on the same
+    /// processor (its mapping update and buffer allocation). 0, the default,
+    /// where no source separates writes from reads.
+    #[serde(default)]
+    pub write_overhead_us: f64,
     /// Share of `interface_mb_per_s` left for data once the link's own
     /// protocol is paid (on SATA: each Data FIS's header, CRC and delimiters,
     /// the flow-control and ALIGN primitives, the command and status FISes).
@@ -203,6 +208,9 @@ impl SsdParams {
                 ),
             ));
         }
+        if !(self.write_overhead_us.is_finite() && self.write_overhead_us >= 0.0) {
+            return Err(bad("write_overhead_us", "must not be negative"));
+        }
         if !(self.ecc_decode_us.is_finite() && self.ecc_decode_us >= 0.0) {
             return Err(bad("ecc_decode_us", "must not be negative"));
         }
@@ -261,6 +269,7 @@ impl SsdParams {
             p("pages_per_block", self.pages_per_block as f64, "pages"),
             p("channel_mb_per_s", self.channel_mb_per_s, "MB/s"),
             p("command_overhead_us", self.command_overhead_us, "us"),
+            p("write_overhead_us", self.write_overhead_us, "us"),
             p("link_efficiency", self.link_efficiency, "fraction"),
             p("ecc_decode_us", self.ecc_decode_us, "us"),
             p(
@@ -311,6 +320,7 @@ pub struct Ssd {
     p: SsdParams,
     dies: usize,
     overhead: Ns,
+    write_overhead: Ns,
     t_read: Ns,
     t_prog: Ns,
     t_erase: Ns,
@@ -379,6 +389,7 @@ impl Ssd {
             sources,
             dies,
             overhead: ns(p.command_overhead_us * 1e3),
+            write_overhead: ns(p.write_overhead_us * 1e3),
             t_read: ns(p.read_us * 1e3),
             t_prog: ns(p.program_us * 1e3),
             t_erase: ns(p.erase_ms * 1e6),
@@ -429,7 +440,12 @@ impl Ssd {
 
     fn start(&mut self, t: Ns, req: Request) {
         self.in_dev += 1;
-        let s = t.max(self.ctrl_free) + self.overhead;
+        let extra = if req.kind == Kind::Write {
+            self.write_overhead
+        } else {
+            0
+        };
+        let s = t.max(self.ctrl_free) + self.overhead + extra;
         self.ctrl_free = s;
         let at = match req.kind {
             Kind::Read => self.read(s, req),

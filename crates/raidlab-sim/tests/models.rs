@@ -299,12 +299,16 @@ fn ssd_queue_depth_and_parallelism() {
 /// An idle SSD's QD1 4 KiB read: the command time, one tR, 4 KiB across the
 /// channel, the ECC decode, then 4 KiB across the link at its data rate
 /// (`interface_mb_per_s x link_efficiency`). Sequential reads and writes run
-/// at that data rate when the flash is faster. Setting the link's framing and
+/// at that data rate when the flash is faster; QD32 4 KiB writes at one per
+/// command time plus `write_overhead_us`. Setting the link's framing and
 /// the decode to nothing gives the old, faster figures, so both count.
 #[test]
 fn ssd_qd1_read_and_the_links_data_rate_match_their_closed_forms() {
     let p = ssd_params("sata-ssd-1tb-2021");
-    assert!(p.link_efficiency < 1.0 && p.ecc_decode_us > 0.0, "{p:?}");
+    assert!(
+        p.link_efficiency < 1.0 && p.ecc_decode_us > 0.0 && p.write_overhead_us > 0.0,
+        "{p:?}"
+    );
     let qd1 = |p: &SsdParams| {
         run(
             &mut ssd(p),
@@ -349,6 +353,16 @@ fn ssd_qd1_read_and_the_links_data_rate_match_their_closed_forms() {
         );
     }
 
+    // At QD32 the command processor bounds 4 KiB writes (the link needs 7.4 us
+    // for each, the flash far less): one write per command time plus the
+    // write's own extra.
+    let w = run(
+        &mut ssd(&p),
+        &job(Pattern::Random, 4096, false, 32, (0, GIB), SEC),
+    );
+    let want = 1e6 / (p.command_overhead_us + p.write_overhead_us);
+    assert!(within(w.iops, want, 0.005), "{w:?} vs {want:.1}");
+
     for (key, value) in [("link_efficiency", 0.0), ("link_efficiency", 1.5)] {
         let mut bad = p.clone();
         bad.link_efficiency = value;
@@ -358,6 +372,12 @@ fn ssd_qd1_read_and_the_links_data_rate_match_their_closed_forms() {
     let mut bad = p.clone();
     bad.ecc_decode_us = -1.0;
     assert_eq!(bad.validate().expect_err("negative").key, "ecc_decode_us");
+    let mut bad = p.clone();
+    bad.write_overhead_us = -1.0;
+    assert_eq!(
+        bad.validate().expect_err("negative").key,
+        "write_overhead_us"
+    );
 }
 
 #[test]
