@@ -131,6 +131,13 @@ impl SsdParams {
                 Err(bad(key, format!("must be positive, is {v}")))
             }
         };
+        let non_negative = |key: &'static str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(bad(key, format!("must not be negative, is {v}")))
+            }
+        };
         if self.capacity_bytes == 0 || self.capacity_bytes % 512 != 0 {
             return Err(bad(
                 "capacity_bytes",
@@ -196,9 +203,9 @@ impl SsdParams {
             return Err(bad("pages_per_block", "must be at least 2"));
         }
         pos("channel_mb_per_s", self.channel_mb_per_s)?;
-        if !(self.command_overhead_us.is_finite() && self.command_overhead_us >= 0.0) {
-            return Err(bad("command_overhead_us", "must not be negative"));
-        }
+        non_negative("command_overhead_us", self.command_overhead_us)?;
+        non_negative("write_overhead_us", self.write_overhead_us)?;
+        non_negative("ecc_decode_us", self.ecc_decode_us)?;
         if !(self.link_efficiency > 0.0 && self.link_efficiency <= 1.0) {
             return Err(bad(
                 "link_efficiency",
@@ -207,12 +214,6 @@ impl SsdParams {
                     self.link_efficiency
                 ),
             ));
-        }
-        if !(self.write_overhead_us.is_finite() && self.write_overhead_us >= 0.0) {
-            return Err(bad("write_overhead_us", "must not be negative"));
-        }
-        if !(self.ecc_decode_us.is_finite() && self.ecc_decode_us >= 0.0) {
-            return Err(bad("ecc_decode_us", "must not be negative"));
         }
         if self.write_buffer_bytes < self.page_bytes {
             return Err(bad(
