@@ -109,7 +109,9 @@ fn seed_e_is_deterministic_and_within_its_error_bound() {
     assert_eq!(e.prediction_cells, 32);
     assert!(e.median_abs_error <= 0.15, "{e:?}");
     // The exact figure (deterministic): a model change that moves it shows here.
-    assert_eq!((e.median_abs_error * 1000.0).round(), 134.0, "{e:?}");
+    // 13.4 % until the SSD model paid SATA's framing, an LDPC decode and a
+    // per-write controller time (docs/seeds.md, seed E).
+    assert_eq!((e.median_abs_error * 1000.0).round(), 82.0, "{e:?}");
     let cal = a
         .cells
         .iter()

@@ -15,6 +15,11 @@
 //! request order (first come, first served), so each request costs O(pages) and
 //! O(log n) heap work, with no per-request scan of the drive.
 //!
+//! A read's data crosses the host link at `interface_mb_per_s x link_efficiency`
+//! (SATA's line rate after 8b/10b, less its framing), after an ECC decode of
+//! `ecc_decode_us` per page that delays the read but occupies no server (the
+//! decoders are pipelined beside the channels).
+//!
 //! Mapping state is a bitmap of mapped logical pages (one bit per page: 7.6 MB for
 //! 1 TB of 16 KiB pages), not a full page map with reverse pointers (two u32 per
 //! page would be 500 MB at 1 TB). What a full map would give, the valid pages in a
@@ -71,10 +76,31 @@ pub struct SsdParams {
     pub channel_mb_per_s: f64,
     /// Controller time per command, serialised (one command processor).
     pub command_overhead_us: f64,
+    /// Controller time a write costs beyond `command_overhead_us`, on the same
+    /// processor (its mapping update and buffer allocation). 0, the default,
+    /// where no source separates writes from reads.
+    #[serde(default)]
+    pub write_overhead_us: f64,
+    /// Share of `interface_mb_per_s` left for data once the link's own
+    /// protocol is paid (on SATA: each Data FIS's header, CRC and delimiters,
+    /// the flow-control and ALIGN primitives, the command and status FISes).
+    /// 1.0, the default, when `interface_mb_per_s` is already a payload rate.
+    #[serde(default = "full_link")]
+    pub link_efficiency: f64,
+    /// Error-correction decode time per page read, after the page crosses the
+    /// channel. Decoders are pipelined beside the channels, so this delays each
+    /// read without occupying a die, a channel or the command processor.
+    /// 0, the default, where no source gives a figure.
+    #[serde(default)]
+    pub ecc_decode_us: f64,
     pub write_buffer_bytes: u64,
     /// Spare flash as a fraction of the user capacity (0.07 = 7%).
     pub over_provisioning: f64,
     pub state: State,
+}
+
+fn full_link() -> f64 {
+    1.0
 }
 
 fn bad(key: &'static str, message: impl Into<String>) -> ParamError {
@@ -103,6 +129,13 @@ impl SsdParams {
                 Ok(())
             } else {
                 Err(bad(key, format!("must be positive, is {v}")))
+            }
+        };
+        let non_negative = |key: &'static str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(bad(key, format!("must not be negative, is {v}")))
             }
         };
         if self.capacity_bytes == 0 || self.capacity_bytes % 512 != 0 {
@@ -170,8 +203,17 @@ impl SsdParams {
             return Err(bad("pages_per_block", "must be at least 2"));
         }
         pos("channel_mb_per_s", self.channel_mb_per_s)?;
-        if !(self.command_overhead_us.is_finite() && self.command_overhead_us >= 0.0) {
-            return Err(bad("command_overhead_us", "must not be negative"));
+        non_negative("command_overhead_us", self.command_overhead_us)?;
+        non_negative("write_overhead_us", self.write_overhead_us)?;
+        non_negative("ecc_decode_us", self.ecc_decode_us)?;
+        if !(self.link_efficiency > 0.0 && self.link_efficiency <= 1.0) {
+            return Err(bad(
+                "link_efficiency",
+                format!(
+                    "must be above 0 and at most 1 (a share of interface_mb_per_s), is {}",
+                    self.link_efficiency
+                ),
+            ));
         }
         if self.write_buffer_bytes < self.page_bytes {
             return Err(bad(
@@ -228,6 +270,9 @@ impl SsdParams {
             p("pages_per_block", self.pages_per_block as f64, "pages"),
             p("channel_mb_per_s", self.channel_mb_per_s, "MB/s"),
             p("command_overhead_us", self.command_overhead_us, "us"),
+            p("write_overhead_us", self.write_overhead_us, "us"),
+            p("link_efficiency", self.link_efficiency, "fraction"),
+            p("ecc_decode_us", self.ecc_decode_us, "us"),
             p(
                 "write_buffer_bytes",
                 self.write_buffer_bytes as f64,
@@ -276,9 +321,11 @@ pub struct Ssd {
     p: SsdParams,
     dies: usize,
     overhead: Ns,
+    write_overhead: Ns,
     t_read: Ns,
     t_prog: Ns,
     t_erase: Ns,
+    t_ecc: Ns,
     chan_ns_per_byte: f64,
     link_ns_per_byte: f64,
     die_free: Vec<Ns>,
@@ -343,11 +390,13 @@ impl Ssd {
             sources,
             dies,
             overhead: ns(p.command_overhead_us * 1e3),
+            write_overhead: ns(p.write_overhead_us * 1e3),
             t_read: ns(p.read_us * 1e3),
             t_prog: ns(p.program_us * 1e3),
             t_erase: ns(p.erase_ms * 1e6),
+            t_ecc: ns(p.ecc_decode_us * 1e3),
             chan_ns_per_byte: 1e3 / p.channel_mb_per_s,
-            link_ns_per_byte: 1e3 / p.interface_mb_per_s,
+            link_ns_per_byte: 1e3 / (p.interface_mb_per_s * p.link_efficiency),
             die_free: vec![0; dies],
             chan_free: vec![0; p.channels as usize],
             ctrl_free: 0,
@@ -392,7 +441,12 @@ impl Ssd {
 
     fn start(&mut self, t: Ns, req: Request) {
         self.in_dev += 1;
-        let s = t.max(self.ctrl_free) + self.overhead;
+        let extra = if req.kind == Kind::Write {
+            self.write_overhead
+        } else {
+            0
+        };
+        let s = t.max(self.ctrl_free) + self.overhead + extra;
         self.ctrl_free = s;
         let at = match req.kind {
             Kind::Read => self.read(s, req),
@@ -428,8 +482,9 @@ impl Ssd {
                 sensed.max(self.chan_free[ch]) + ns(bytes as f64 * self.chan_ns_per_byte);
             self.die_free[die] = xfer_end;
             self.chan_free[ch] = xfer_end;
-            first = first.min(xfer_end);
-            last = last.max(xfer_end);
+            let decoded = xfer_end + self.t_ecc;
+            first = first.min(decoded);
+            last = last.max(decoded);
             off += bytes;
         }
         if first == Ns::MAX {

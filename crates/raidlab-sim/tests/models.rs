@@ -63,6 +63,14 @@ fn within(sim: f64, want: f64, tol: f64) -> bool {
     (sim / want - 1.0).abs() <= tol
 }
 
+/// `sim` within `tol` (a fraction) of the closed form `want`.
+fn assert_near(sim: f64, want: f64, tol: f64, what: &str) {
+    assert!(
+        within(sim, want, tol),
+        "{what}: simulated {sim:.2}, closed form {want:.2}"
+    );
+}
+
 /// QD1 4 KiB random reads over the whole disk. Per request the disk spends the
 /// firmware overhead, the mean seek (Lee's curve averages `average_seek_ms` over
 /// uniform random pairs), half a revolution, the media transfer (4096 bytes at
@@ -274,14 +282,9 @@ fn ssd_queue_depth_and_parallelism() {
         &mut ssd(&p),
         &job(Pattern::Sequential, MIB, true, 8, (0, GIB), SEC),
     );
-    let limit = p
-        .interface_mb_per_s
-        .min(p.channels as f64 * p.channel_mb_per_s);
-    assert!(
-        within(seq.mb_per_s, limit, 0.05),
-        "{:.1} MB/s vs {limit}",
-        seq.mb_per_s
-    );
+    let limit =
+        (p.interface_mb_per_s * p.link_efficiency).min(p.channels as f64 * p.channel_mb_per_s);
+    assert_near(seq.mb_per_s, limit, 0.05, "sequential MB/s");
     // A narrow drive: the channels, not the link, are the limit.
     let mut narrow = p.clone();
     narrow.channels = 2;
@@ -294,6 +297,87 @@ fn ssd_queue_depth_and_parallelism() {
         within(seq.mb_per_s, 200.0, 0.05),
         "{:.1} MB/s vs 200",
         seq.mb_per_s
+    );
+}
+
+/// An idle SSD's QD1 4 KiB read: the command time, one tR, 4 KiB across the
+/// channel, the ECC decode, then 4 KiB across the link at its data rate
+/// (`interface_mb_per_s x link_efficiency`). Sequential reads and writes run
+/// at that data rate when the flash is faster; QD32 4 KiB writes at one per
+/// command time plus `write_overhead_us`. Setting the link's framing and
+/// the decode to nothing gives faster QD1 reads, so both count.
+#[test]
+fn ssd_qd1_read_and_the_links_data_rate_match_their_closed_forms() {
+    let p = ssd_params("sata-ssd-1tb-2021");
+    assert!(
+        p.link_efficiency < 1.0 && p.ecc_decode_us > 0.0 && p.write_overhead_us > 0.0,
+        "{p:?}"
+    );
+    let qd1 = |p: &SsdParams| {
+        run(
+            &mut ssd(p),
+            &job(Pattern::Random, 4096, true, 1, (0, GIB), SEC),
+        )
+    };
+    let latency_us = |p: &SsdParams| {
+        p.command_overhead_us
+            + p.read_us
+            + 4096.0 / p.channel_mb_per_s
+            + p.ecc_decode_us
+            + 4096.0 / (p.interface_mb_per_s * p.link_efficiency)
+    };
+    let o = qd1(&p);
+    assert_near(o.iops, 1e6 / latency_us(&p), 0.001, "QD1 read IOPS");
+    let mut bare = p.clone();
+    bare.link_efficiency = 1.0;
+    bare.ecc_decode_us = 0.0;
+    let fast = qd1(&bare);
+    assert_near(
+        fast.iops,
+        1e6 / latency_us(&bare),
+        0.001,
+        "QD1 read IOPS, no framing or decode",
+    );
+    assert!(fast.iops > 1.05 * o.iops, "{fast:?} vs {o:?}");
+
+    let data_rate = p.interface_mb_per_s * p.link_efficiency;
+    for read in [true, false] {
+        let seq = run(
+            &mut ssd(&p),
+            &job(Pattern::Sequential, MIB, read, 8, (0, GIB), SEC),
+        );
+        let what = if read {
+            "sequential read"
+        } else {
+            "sequential write"
+        };
+        assert_near(seq.mb_per_s, data_rate, 0.005, what);
+    }
+
+    // At QD32 the command processor bounds 4 KiB writes (the link needs 7.4 us
+    // for each, the flash far less): one write per command time plus the
+    // write's own extra.
+    let w = run(
+        &mut ssd(&p),
+        &job(Pattern::Random, 4096, false, 32, (0, GIB), SEC),
+    );
+    let want = 1e6 / (p.command_overhead_us + p.write_overhead_us);
+    assert_near(w.iops, want, 0.005, "QD32 write IOPS");
+
+    for (key, value) in [("link_efficiency", 0.0), ("link_efficiency", 1.5)] {
+        let mut bad = p.clone();
+        bad.link_efficiency = value;
+        let e = bad.validate().expect_err("out of range");
+        assert_eq!(e.key, key, "{e:?}");
+    }
+    let mut bad = p.clone();
+    bad.ecc_decode_us = -1.0;
+    assert_eq!(bad.validate().expect_err("negative").key, "ecc_decode_us");
+    let mut bad = p.clone();
+    bad.write_overhead_us = -1.0;
+    assert_eq!(
+        bad.validate().expect_err("negative").key,
+        "write_overhead_us"
     );
 }
 
