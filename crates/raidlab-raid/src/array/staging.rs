@@ -266,12 +266,28 @@ impl Below for Array {
         Array::read_direct(self, buf, offset)
     }
     fn reads_for(&self, offset: u64, len: u64) -> u64 {
-        plan_write(&self.geometry, &self.live(), offset, len)
-            .map(|p| {
-                let reads = p.reads().count() as u64;
-                crate::planner::recycle(p);
-                reads
-            })
-            .unwrap_or(0)
+        crate::planner::write_reads(&self.geometry, &self.live(), offset, len)
+    }
+    /// The live roles as bits (role r: bit r), for arrays of up to 64 roles.
+    fn members_now(&self) -> Option<u64> {
+        let view = self.membership.read().unwrap_or_else(|p| p.into_inner());
+        let n = view.present.len();
+        (n <= MASK_ROLES).then(|| {
+            (0..n)
+                .filter(|&r| self.member_live(&view, r))
+                .fold(0, |m, r| m | 1 << r)
+        })
+    }
+    fn reads_for_then(&self, offset: u64, len: u64, members: u64) -> u64 {
+        let n = self.geometry.raid_disks.min(MASK_ROLES);
+        let mut live = [false; MASK_ROLES];
+        for (r, l) in live[..n].iter_mut().enumerate() {
+            *l = members >> r & 1 == 1;
+        }
+        crate::planner::write_reads(&self.geometry, &live[..n], offset, len)
     }
 }
+
+/// Roles `members_now` can give as bits of a `u64`, and `with_live` keeps on
+/// the stack.
+const MASK_ROLES: usize = 64;
