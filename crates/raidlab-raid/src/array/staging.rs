@@ -20,11 +20,13 @@ impl Array {
             for attempt in 0.. {
                 let view = self.view();
                 let plan = self
-                    .read_plan(&self.live_in(&view), pos, n)
+                    .with_live(&view, |live| self.read_plan(live, pos, n))
                     .map_err(|e| e.on_device(&self.name))?;
                 let held = self.locks.lock(&plan.locks);
-                match self.executor.run(
-                    &plan,
+                // Nothing below needs the plan once it ran: a recording
+                // executor keeps it instead of a copy.
+                match self.executor.run_owned(
+                    plan,
                     &view.members,
                     self.engine,
                     UserBuf::Read(&mut *piece),
@@ -32,7 +34,6 @@ impl Array {
                 ) {
                     Ok(()) => {
                         drop(held);
-                        crate::planner::recycle(plan);
                         break;
                     }
                     Err(f) if attempt < self.failed.len() + 3 => {
@@ -45,6 +46,20 @@ impl Array {
             self.heal_listed(pos, n);
         }
         Ok(())
+    }
+
+    /// `f` of the live roles ([`Array::live_in`]), in a vector on the stack
+    /// for arrays of up to 64 roles: a read's path allocated one per read.
+    fn with_live<T>(&self, view: &Membership, f: impl FnOnce(&[bool]) -> T) -> T {
+        let n = view.present.len();
+        if n > MASK_ROLES {
+            return f(&self.live_in(view));
+        }
+        let mut live = [false; MASK_ROLES];
+        for (r, l) in live[..n].iter_mut().enumerate() {
+            *l = self.member_live(view, r);
+        }
+        f(&live[..n])
     }
 
     /// A write straight down the write path (below the stripe cache): plan,
