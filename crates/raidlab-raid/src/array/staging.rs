@@ -165,9 +165,13 @@ impl Array {
         if reads.peek().is_none() {
             return;
         }
-        let parity = reads.any(|op| {
-            let map = g.stripe(op.offset / g.chunk_bytes);
-            op.member == map.p || map.q == Some(op.member)
+        // One spare map for every read (a new one per read was 2 % of a
+        // simulated write).
+        let parity = crate::planner::with_stripe_map(|map| {
+            reads.any(|op| {
+                g.stripe_into(op.offset / g.chunk_bytes, map);
+                op.member == map.p || map.q == Some(op.member)
+            })
         });
         let c = if parity {
             &self.plans_rmw

@@ -17,6 +17,7 @@ mod zeroes;
 
 pub use logged::{plan_write_journaled, plan_write_logged};
 pub use spare::recycle;
+pub(crate) use spare::with_map as with_stripe_map;
 pub use zeroes::{plan_trim, plan_write_zeroes, plan_zero_fill, zero_stripe_bytes};
 
 use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
