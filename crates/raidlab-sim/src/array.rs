@@ -46,6 +46,10 @@ pub const DATA_OFFSET: u64 = 1 << 20;
 /// superblock and the data, as md 1.2 keeps it.
 const LOG_OFFSET: u64 = 8 << 10;
 
+/// A member's next event when it has none: later than any virtual time a
+/// run reaches (584 years).
+const IDLE: Ns = Ns::MAX;
+
 /// How to build a simulated raidlab array.
 #[derive(Debug)]
 pub struct ArraySpec {
@@ -209,8 +213,9 @@ pub struct SimArray {
     members: Vec<Option<Box<dyn Device>>>,
     /// Each member's `next_event()` as of its last submit or advance: asked for
     /// once per change, not on every look (the question is asked millions of
-    /// times a run).
-    member_next: Vec<Option<Ns>>,
+    /// times a run). [`IDLE`] for none (and for a missing member), so the
+    /// earliest is a plain minimum.
+    member_next: Vec<Ns>,
     host: HostCost,
     /// `host.request_ns()`, asked once per host request (it rounds a float).
     request_ns: Ns,
@@ -394,7 +399,7 @@ impl SimArray {
             array: Arc::new(array),
             recording,
             clock,
-            member_next: vec![None; members.len()],
+            member_next: vec![IDLE; members.len()],
             members,
             request_ns: spec.host.request_ns(),
             host: spec.host,
@@ -739,7 +744,7 @@ impl SimArray {
                         process,
                     },
                 );
-                self.member_next[member] = dev.next_event();
+                self.member_next[member] = dev.next_event().unwrap_or(IDLE);
             }
             None => {
                 // The engine never plans I/O on a missing member; should it,
@@ -944,24 +949,24 @@ impl Device for SimArray {
     fn next_event(&self) -> Option<Ns> {
         // Asked once per event: a plain loop, not a chain of iterators (which
         // cost 6 % of a simulated parity array's time).
-        let mut next: Option<Ns> = None;
-        let mut see = |t: Option<Ns>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
+        let mut next = IDLE;
         for &t in &self.member_next {
-            see(t);
+            next = next.min(t);
         }
         for c in &self.finished {
-            see(Some(c.at));
+            next = next.min(c.at);
         }
+        let mut see = |t: Option<Ns>| {
+            if let Some(t) = t {
+                next = next.min(t);
+            }
+        };
         see(self.timers.peek().map(|&Reverse((t, _))| t));
         see(self.tick);
         see(self.rebuild.as_ref().and_then(|r| r.next));
         see(self.scrub.as_ref().and_then(|s| s.next));
         see(self.bitmap.as_ref().and_then(|b| b.next));
-        next
+        (next != IDLE).then_some(next)
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
@@ -970,10 +975,10 @@ impl Device for SimArray {
         loop {
             let mut any = false;
             for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
-                if let Some(m) = m {
-                    if next.is_some_and(|t| t <= now) {
+                if *next <= now {
+                    if let Some(m) = m {
                         m.advance(now, &mut member_done);
-                        *next = m.next_event();
+                        *next = m.next_event().unwrap_or(IDLE);
                         any = true;
                     }
                 }
