@@ -104,6 +104,58 @@ impl Active {
     }
 }
 
+/// The member side of a request's step being issued, borrowed beside the
+/// request (whose plan stays where it is).
+struct Issue<'a> {
+    members: &'a mut [Option<Box<dyn Device>>],
+    member_next: &'a mut [Ns],
+    member_ops: &'a mut Slab<u64>,
+    log: &'a mut OpLog,
+    errors: &'a mut Vec<String>,
+    now: Ns,
+    /// The request (its slot) and the process it issues as.
+    seq: u64,
+    process: u32,
+    /// Member operations issued.
+    issued: usize,
+}
+
+impl Issue<'_> {
+    fn submit(&mut self, kind: Kind, member: usize, offset: u64, len: u64) {
+        let id = self.member_ops.insert(self.seq);
+        self.log.record(MemberIo {
+            kind,
+            member,
+            offset,
+            len,
+        });
+        match self.members.get_mut(member).and_then(Option::as_mut) {
+            Some(dev) => {
+                dev.submit(
+                    self.now,
+                    Request {
+                        id,
+                        kind,
+                        offset,
+                        len,
+                        process: self.process,
+                    },
+                );
+                self.member_next[member] = dev.next_event().unwrap_or(IDLE);
+                self.issued += 1;
+            }
+            None => {
+                // The engine never plans I/O on a missing member; should it,
+                // the request completes with an error noted, not a hang.
+                self.errors.push(format!(
+                    "a plan used missing member {member} ({kind:?} at {offset})"
+                ));
+                self.member_ops.remove(id);
+            }
+        }
+    }
+}
+
 impl SimArray {
     /// The plans the engine ran since the last call, in a reused queue.
     pub(super) fn recorded_plans(&mut self) -> VecDeque<Plan> {
@@ -176,52 +228,6 @@ impl SimArray {
         }
     }
 
-    fn submit_member(
-        &mut self,
-        now: Ns,
-        seq: u64,
-        kind: Kind,
-        member: usize,
-        offset: u64,
-        len: u64,
-    ) {
-        let id = self.member_ops.insert(seq);
-        let process = self.active.get(seq).map_or(MD_THREAD, |a| a.process);
-        self.log.record(MemberIo {
-            kind,
-            member,
-            offset,
-            len,
-        });
-        match self.members.get_mut(member).and_then(Option::as_mut) {
-            Some(dev) => {
-                dev.submit(
-                    now,
-                    Request {
-                        id,
-                        kind,
-                        offset,
-                        len,
-                        process,
-                    },
-                );
-                self.member_next[member] = dev.next_event().unwrap_or(IDLE);
-            }
-            None => {
-                // The engine never plans I/O on a missing member; should it,
-                // the request completes with an error noted, not a hang.
-                self.errors.push(format!(
-                    "a plan used missing member {member} ({kind:?} at {offset})"
-                ));
-                self.member_ops.remove(id);
-                return;
-            }
-        }
-        if let Some(a) = self.active.get_mut(seq) {
-            a.outstanding += 1;
-        }
-    }
-
     /// Try to take every lock of the request's current plan at once; on a
     /// conflict, the key held by another request (to wait on).
     fn try_lock(&mut self, seq: u64) -> Result<(), u64> {
@@ -289,28 +295,47 @@ impl SimArray {
                 self.active.get_mut(seq).expect("present").locked = true;
             }
             let a = self.active.get_mut(seq).expect("present");
-            // The plan leaves the request while its step is issued (no copy of
-            // the step), and goes back unless it is finished.
-            let mut plan = a.plans.pop_front().expect("not empty");
             let step_index = a.step;
             a.step += 1;
-            if step_index == plan.steps.len() && a.scrub_step && !a.compared {
+            let steps = a.plans.front().expect("not empty").steps.len();
+            if step_index == steps && a.scrub_step && !a.compared {
                 a.compared = true;
                 // The scrub step's reads are done: what the engine rewrites
                 // is the step's last part, under the same stripe locks (the
                 // real scrub holds its range while it compares and rewrites).
                 if let Some(writes) = self.compare_scrub_step() {
+                    let a = self.active.get_mut(seq).expect("present");
+                    let plan = a.plans.front_mut().expect("not empty");
                     plan.steps.push(Step::Io(writes));
                 }
             }
+            let a = self.active.get(seq).expect("present");
+            // The plan stays in place while its step is issued (the member
+            // side is borrowed beside it): moving it out and back for every
+            // step cost more than issuing a 4K read.
+            let plan = a.plans.front().expect("not empty");
             let Some(step) = plan.steps.get(step_index) else {
                 let a = self.active.get_mut(seq).expect("present");
                 a.step = 0;
                 a.locked = false;
+                let plan = a.plans.pop_front().expect("not empty");
                 self.unlock(seq, &plan);
                 self.recording.recycle(plan);
                 continue;
             };
+            let roles = self.members.len();
+            let mut to = Issue {
+                members: &mut self.members,
+                member_next: &mut self.member_next,
+                member_ops: &mut self.member_ops,
+                log: &mut self.log,
+                errors: &mut self.errors,
+                now,
+                seq,
+                process: a.process,
+                issued: 0,
+            };
+            let mut busy_until = None;
             match step {
                 Step::Io(ops) => {
                     for op in ops {
@@ -326,7 +351,7 @@ impl SimArray {
                         // A rebuild's target is the member after the roles
                         // to the engine; here it is the role's new device.
                         let member = match (&self.rebuild, &self.bitmap) {
-                            (Some(r), _) if op.member == self.members.len() => r.role,
+                            (Some(r), _) if op.member == roles => r.role,
                             // The engine's bitmap plans number the members in
                             // service, in role order.
                             (_, Some(b)) if plan.space == raidlab_raid::plan::Space::Device => {
@@ -334,9 +359,7 @@ impl SimArray {
                             }
                             _ => op.member,
                         };
-                        self.submit_member(
-                            now,
-                            seq,
+                        to.submit(
                             kind,
                             member,
                             match plan.space {
@@ -356,24 +379,24 @@ impl SimArray {
                     } else {
                         now + cost
                     };
-                    if end > now {
-                        let a = self.active.get_mut(seq).expect("present");
-                        a.not_before = end;
-                        self.timers.push(Reverse((end, seq)));
-                    }
+                    busy_until = (end > now).then_some(end);
                 }
                 Step::Log(entries) => {
                     // md writes a log entry (a 4 KiB header and the partial
                     // parity or the new block) with FUA before the data.
                     for e in entries {
                         let len = 4096 + e.pp.map(|s| s.len as u64).unwrap_or(0);
-                        self.submit_member(now, seq, Kind::Write, e.member, LOG_OFFSET, len);
-                        self.submit_member(now, seq, Kind::Flush, e.member, 0, 0);
+                        to.submit(Kind::Write, e.member, LOG_OFFSET, len);
+                        to.submit(Kind::Flush, e.member, 0, 0);
                     }
                 }
             }
-            if let Some(a) = self.active.get_mut(seq) {
-                a.plans.push_front(plan);
+            let issued = to.issued;
+            let a = self.active.get_mut(seq).expect("present");
+            a.outstanding += issued;
+            if let Some(end) = busy_until {
+                a.not_before = end;
+                self.timers.push(Reverse((end, seq)));
             }
         }
     }
