@@ -220,10 +220,10 @@ impl ParityLayout {
         match self {
             // (p + 1 + i) mod n: from after P, wrapping.
             ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => {
-                data.extend((p + 1..n).chain(0..p));
+                data.extend((0..dd).map(|i| wrap(p + 1 + i, n)));
             }
             // Member order, skipping P.
-            _ => data.extend((0..p).chain(p + 1..n)),
+            _ => data.extend((0..dd).map(|i| i + usize::from(i >= p))),
         }
         p
     }
