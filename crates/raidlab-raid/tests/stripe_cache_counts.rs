@@ -123,7 +123,10 @@ fn run(level: Level, disks: usize, seed: u64) {
     let (mut x, mut y) = (vec![0; size as usize], vec![0; size as usize]);
     lazy.read_at(&mut x, 0).unwrap();
     eager.read_at(&mut y, 0).unwrap();
-    assert!(x == y, "{level:?} seed {seed}: the arrays hold different data");
+    assert!(
+        x == y,
+        "{level:?} seed {seed}: the arrays hold different data"
+    );
 }
 
 #[test]
