@@ -773,13 +773,13 @@ impl Geometry {
         // the last member) and walks upwards, wrapping, skipping P and Q; a data
         // block's slot is its position in that walk.
         let first = if q == n - 1 { 0 } else { q + 1 };
+        // Distances from `first` going up, wrapping (a subtraction, not a
+        // division per member).
+        let dist = |x: usize| parity::wrap(x + n - first, n);
+        let (dp, dq) = (dist(p), dist(q));
         map.slot.extend(map.data.iter().map(|&d| {
-            let dist = (d + n - first) % n;
-            let skipped = [p, q]
-                .iter()
-                .filter(|&&x| (x + n - first) % n < dist)
-                .count();
-            dist - skipped
+            let dist = dist(d);
+            dist - usize::from(dp < dist) - usize::from(dq < dist)
         }));
     }
 

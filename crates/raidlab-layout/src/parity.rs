@@ -187,15 +187,21 @@ impl ParityLayout {
             ParityLayout::ParityFirst => (0, 1),
             _ => (dd, dd + 1),
         };
-        data.extend((0..dd).map(|i| match self {
-            ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 2 + i) % n,
-            ParityLayout::ParityFirst => i + 2,
-            ParityLayout::ParityLast => i,
+        // The layout is matched once, not per chunk, and member numbers wrap
+        // by a subtraction, not a division (the planner maps a stripe for
+        // every request).
+        match self {
+            // (p + 2 + i) mod n: from after Q, wrapping.
+            ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => {
+                let start = wrap(p + 2, n);
+                data.extend((0..dd).map(|i| wrap(start + i, n)));
+            }
+            ParityLayout::ParityFirst => data.extend(2..dd + 2),
+            ParityLayout::ParityLast => data.extend(0..dd),
             // Asymmetric: data in member order, skipping P and Q.
-            _ if p == n - 1 => i + 1,
-            _ if i >= p => i + 2,
-            _ => i,
-        }));
+            _ if p == n - 1 => data.extend(1..dd + 1),
+            _ => data.extend((0..dd).map(|i| if i >= p { i + 2 } else { i })),
+        }
         (p, Some(q))
     }
 
@@ -211,11 +217,23 @@ impl ParityLayout {
             ParityLayout::ParityFirst => 0,
             _ => dd,
         };
-        data.extend((0..dd).map(|i| match self {
-            ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => (p + 1 + i) % n,
-            _ if i >= p => i + 1,
-            _ => i,
-        }));
+        match self {
+            // (p + 1 + i) mod n: from after P, wrapping.
+            ParityLayout::LeftSymmetric | ParityLayout::RightSymmetric => {
+                data.extend((0..dd).map(|i| wrap(p + 1 + i, n)));
+            }
+            // Member order, skipping P.
+            _ => data.extend((0..dd).map(|i| i + usize::from(i >= p))),
+        }
         p
+    }
+}
+
+/// `x mod n` for `x < 2n`.
+pub(crate) fn wrap(x: usize, n: usize) -> usize {
+    if x >= n {
+        x - n
+    } else {
+        x
     }
 }

@@ -115,6 +115,20 @@ pub trait Below {
     fn read_direct(&self, buf: &mut [u8], offset: u64) -> Result<()>;
     /// Member reads the write path would do for this write now.
     fn reads_for(&self, offset: u64, len: u64) -> u64;
+    /// The members the write path plans with now, as a token for
+    /// [`Below::reads_for_then`], so that the question can be asked later
+    /// (when it may cost less) and get the answer it would have got now.
+    /// `None` (the default) where there is no such token: `reads_for` is then
+    /// asked at once.
+    fn members_now(&self) -> Option<u64> {
+        None
+    }
+    /// What [`Below::reads_for`] said, or would have said, when
+    /// [`Below::members_now`] gave `members`.
+    fn reads_for_then(&self, offset: u64, len: u64, members: u64) -> u64 {
+        let _ = members;
+        self.reads_for(offset, len)
+    }
 }
 
 /// One stripe's held data. Locked while it is written out, so a later write to
@@ -138,6 +152,11 @@ struct Held {
     len: usize,
     /// Member reads the held writes would have cost one by one.
     reads_alone: u64,
+    /// The first write held, whose reads are not in `reads_alone` yet: (array
+    /// offset, length, [`Below::members_now`] when it was held). Counted when
+    /// the stripe is written out or a second write comes: a write held alone
+    /// and written out as it came is counted from its own write's plan.
+    uncounted: Option<(u64, u64, u64)>,
     /// Written out and out of the map: whoever waited for it starts over.
     gone: bool,
 }
@@ -175,6 +194,12 @@ impl Held {
         }
         merged[at - start..end - start].copy_from_slice(bytes);
         self.runs.insert(first, (start, merged));
+    }
+    /// Put the first write's reads in `reads_alone`, if not yet there.
+    fn count_uncounted(&mut self, below: &dyn Below) {
+        if let Some((offset, len, members)) = self.uncounted.take() {
+            self.reads_alone += below.reads_for_then(offset, len, members);
+        }
     }
     fn whole(&self) -> bool {
         self.runs.len() == 1 && self.runs[0].0 == 0 && self.runs[0].1.len() == self.len
@@ -227,6 +252,7 @@ impl Entries {
                 runs: Vec::new(),
                 len,
                 reads_alone: 0,
+                uncounted: None,
                 gone: false,
             }),
         });
@@ -354,16 +380,30 @@ impl StripeCache {
     /// Merge `piece` into stripe `stripe` at `at`; write the stripe if whole.
     fn hold(&self, stripe: u64, at: usize, piece: &[u8], below: &dyn Below) -> Result<()> {
         let sb = self.stripe_bytes;
-        let base = stripe * sb;
-        let alone = below.reads_for(base + at as u64, piece.len() as u64);
+        let (offset, len) = (stripe * sb + at as u64, piece.len() as u64);
+        let members = below.members_now();
+        let mut alone = None;
         loop {
             let entry = lock(&self.map).get_or_insert(stripe, self.clock.now(), sb as usize);
             let mut held = lock(&entry.state);
             if held.gone {
                 continue;
             }
+            match members {
+                // The stripe's first write: counted later, as things are now.
+                Some(m) if held.runs.is_empty() && held.uncounted.is_none() => {
+                    held.uncounted = Some((offset, len, m));
+                }
+                _ => {
+                    held.count_uncounted(below);
+                    let alone = *alone.get_or_insert_with(|| match members {
+                        Some(m) => below.reads_for_then(offset, len, m),
+                        None => below.reads_for(offset, len),
+                    });
+                    held.reads_alone += alone;
+                }
+            }
             held.add(at, piece);
-            held.reads_alone += alone;
             bump(&self.counters.writes_held, 1);
             if held.whole() {
                 return self.write_out(&entry, &mut held, Why::Full, below);
@@ -480,14 +520,29 @@ impl StripeCache {
         let mut merged = 0;
         let mut result = Ok(());
         for (a, d) in &held.runs {
-            if why != Why::Full {
-                merged += below.reads_for(base + *a as u64, d.len() as u64);
+            let (offset, len) = (base + *a as u64, d.len() as u64);
+            // The reads it would need as the members are before the write (a
+            // write can take one out), counted after it where the write's own
+            // plan answers that, before it otherwise.
+            let members = match why {
+                Why::Full => None,
+                _ => match below.members_now() {
+                    Some(m) => Some(m),
+                    None => {
+                        merged += below.reads_for(offset, len);
+                        None
+                    }
+                },
+            };
+            result = below.write_direct(d, offset);
+            if let Some(m) = members {
+                merged += below.reads_for_then(offset, len, m);
             }
-            result = below.write_direct(d, base + *a as u64);
             if result.is_err() {
                 break;
             }
         }
+        held.count_uncounted(below);
         match why {
             Why::Full => bump(&c.full_stripes, 1),
             Why::Expired => bump(&c.expired, 1),
@@ -699,6 +754,7 @@ mod tests {
             runs: Vec::new(),
             len,
             reads_alone: 0,
+            uncounted: None,
             gone: false,
         };
         let mut flat = vec![None::<u8>; len];
@@ -734,6 +790,7 @@ mod tests {
             runs: Vec::new(),
             len: 100,
             reads_alone: 0,
+            uncounted: None,
             gone: false,
         };
         h.add(50, &[1; 10]);

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 pub const BUILTIN_FILE: &str = "presets/devices.toml";
 const BUILTIN: &str = include_str!("../presets/devices.toml");
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 pub enum PresetError {
     /// A value that is not valid TOML, has the wrong type, is unknown or makes
     /// no device.
@@ -241,7 +241,16 @@ pub fn parse(file_name: &str, text: &str) -> Result<Vec<Preset>, PresetError> {
 
 /// The built-in presets.
 pub fn builtin() -> Result<Vec<Preset>, PresetError> {
-    parse(BUILTIN_FILE, BUILTIN)
+    builtin_parsed().clone()
+}
+
+/// The built-in file, parsed once per process: every simulated member is
+/// built from it, and reading the TOML again for each was a few percent of a
+/// short simulated run.
+fn builtin_parsed() -> &'static Result<Vec<Preset>, PresetError> {
+    static PARSED: std::sync::OnceLock<Result<Vec<Preset>, PresetError>> =
+        std::sync::OnceLock::new();
+    PARSED.get_or_init(|| parse(BUILTIN_FILE, BUILTIN))
 }
 
 /// A fresh device of the built-in preset `name`.
@@ -256,12 +265,12 @@ pub fn device(name: &str) -> Result<Box<dyn Device>, PresetError> {
 
 /// The built-in preset `name`.
 pub fn preset(name: &str) -> Result<Preset, PresetError> {
-    let all = builtin()?;
-    match all.into_iter().find(|p| p.name == name) {
-        Some(p) => Ok(p),
+    let all = builtin_parsed().as_ref().map_err(Clone::clone)?;
+    match all.iter().find(|p| p.name == name) {
+        Some(p) => Ok(p.clone()),
         None => Err(PresetError::Unknown {
             name: name.into(),
-            known: builtin()?
+            known: all
                 .iter()
                 .map(|p| p.name.as_str())
                 .collect::<Vec<_>>()

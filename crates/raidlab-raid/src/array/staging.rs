@@ -20,11 +20,13 @@ impl Array {
             for attempt in 0.. {
                 let view = self.view();
                 let plan = self
-                    .read_plan(&self.live_in(&view), pos, n)
+                    .with_live(&view, |live| self.read_plan(live, pos, n))
                     .map_err(|e| e.on_device(&self.name))?;
                 let held = self.locks.lock(&plan.locks);
-                match self.executor.run(
-                    &plan,
+                // Nothing below needs the plan once it ran: a recording
+                // executor keeps it instead of a copy.
+                match self.executor.run_owned(
+                    plan,
                     &view.members,
                     self.engine,
                     UserBuf::Read(&mut *piece),
@@ -32,7 +34,6 @@ impl Array {
                 ) {
                     Ok(()) => {
                         drop(held);
-                        crate::planner::recycle(plan);
                         break;
                     }
                     Err(f) if attempt < self.failed.len() + 3 => {
@@ -45,6 +46,20 @@ impl Array {
             self.heal_listed(pos, n);
         }
         Ok(())
+    }
+
+    /// `f` of the live roles ([`Array::live_in`]), in a vector on the stack
+    /// for arrays of up to 64 roles: a read's path allocated one per read.
+    fn with_live<T>(&self, view: &Membership, f: impl FnOnce(&[bool]) -> T) -> T {
+        let n = view.present.len();
+        if n > MASK_ROLES {
+            return f(&self.live_in(view));
+        }
+        let mut live = [false; MASK_ROLES];
+        for (r, l) in live[..n].iter_mut().enumerate() {
+            *l = self.member_live(view, r);
+        }
+        f(&live[..n])
     }
 
     /// A write straight down the write path (below the stripe cache): plan,
@@ -150,9 +165,13 @@ impl Array {
         if reads.peek().is_none() {
             return;
         }
-        let parity = reads.any(|op| {
-            let map = g.stripe(op.offset / g.chunk_bytes);
-            op.member == map.p || map.q == Some(op.member)
+        // One spare map for every read (a new one per read was 2 % of a
+        // simulated write).
+        let parity = crate::planner::with_stripe_map(|map| {
+            reads.any(|op| {
+                g.stripe_into(op.offset / g.chunk_bytes, map);
+                op.member == map.p || map.q == Some(op.member)
+            })
         });
         let c = if parity {
             &self.plans_rmw
@@ -266,12 +285,28 @@ impl Below for Array {
         Array::read_direct(self, buf, offset)
     }
     fn reads_for(&self, offset: u64, len: u64) -> u64 {
-        plan_write(&self.geometry, &self.live(), offset, len)
-            .map(|p| {
-                let reads = p.reads().count() as u64;
-                crate::planner::recycle(p);
-                reads
-            })
-            .unwrap_or(0)
+        crate::planner::write_reads(&self.geometry, &self.live(), offset, len)
+    }
+    /// The live roles as bits (role r: bit r), for arrays of up to 64 roles.
+    fn members_now(&self) -> Option<u64> {
+        let view = self.membership.read().unwrap_or_else(|p| p.into_inner());
+        let n = view.present.len();
+        (n <= MASK_ROLES).then(|| {
+            (0..n)
+                .filter(|&r| self.member_live(&view, r))
+                .fold(0, |m, r| m | 1 << r)
+        })
+    }
+    fn reads_for_then(&self, offset: u64, len: u64, members: u64) -> u64 {
+        let n = self.geometry.raid_disks.min(MASK_ROLES);
+        let mut live = [false; MASK_ROLES];
+        for (r, l) in live[..n].iter_mut().enumerate() {
+            *l = members >> r & 1 == 1;
+        }
+        crate::planner::write_reads(&self.geometry, &live[..n], offset, len)
     }
 }
+
+/// Roles `members_now` can give as bits of a `u64`, and `with_live` keeps on
+/// the stack.
+const MASK_ROLES: usize = 64;

@@ -141,6 +141,23 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
         user: UserBuf<'_>,
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed>;
+
+    /// [`Executor::run`] for a plan its caller has no use for once it ran:
+    /// an executor that keeps plans (the recording one) keeps this one
+    /// instead of a copy. By default: run it, then give it back to the
+    /// planner's spares.
+    fn run_owned(
+        &self,
+        plan: Plan,
+        members: &Members,
+        engine: &dyn Engine,
+        user: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        let result = self.run(&plan, members, engine, user, log);
+        crate::planner::recycle(plan);
+        result
+    }
 }
 
 /// The real executor: each I/O step's operations in parallel on a shared pool

@@ -1,7 +1,8 @@
-//! The recording executor: keeps a copy of each plan it is given and does
-//! none of its I/O or parity work (what `raidlab explain` shows, what the
-//! simulator schedules on device models, what tests count). It decides
-//! nothing and must never touch a member.
+//! The recording executor: keeps each plan it is given (a copy, or the plan
+//! itself when the caller hands it over) and does none of its I/O or parity
+//! work (what `raidlab explain` shows, what the simulator schedules on device
+//! models, what tests count). It decides nothing and must never touch a
+//! member.
 
 use super::{Executor, Failed, LogWriter, Members, UserBuf};
 use crate::plan::Plan;
@@ -21,8 +22,10 @@ struct Recorded {
     spare: Vec<Plan>,
 }
 
-/// Spare plans kept at most (more than a simulated queue ever has in flight).
-const SPARE_PLANS: usize = 4096;
+/// Spare plans kept here at most, for copies; more go back to the planner's
+/// spares (plans run by [`Executor::run_owned`] are kept, not copied, and came
+/// from there).
+const SPARE_PLANS: usize = 64;
 
 impl Recording {
     fn recorded(&self) -> std::sync::MutexGuard<'_, Recorded> {
@@ -46,6 +49,9 @@ impl Recording {
         let mut r = self.recorded();
         if r.spare.len() < SPARE_PLANS {
             r.spare.push(plan);
+        } else {
+            drop(r);
+            crate::planner::recycle(plan);
         }
     }
 }
@@ -68,6 +74,18 @@ impl Executor for Recording {
             None => plan.clone(),
         };
         r.plans.push(copy);
+        Ok(())
+    }
+
+    fn run_owned(
+        &self,
+        plan: Plan,
+        _: &Members,
+        _: &dyn Engine,
+        _: UserBuf<'_>,
+        _: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        self.recorded().plans.push(plan);
         Ok(())
     }
 }

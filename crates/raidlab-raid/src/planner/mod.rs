@@ -11,11 +11,13 @@
 //! and writes fresh parity. A full-stripe write reads nothing.
 
 mod logged;
+mod memo;
 mod spare;
 mod zeroes;
 
 pub use logged::{plan_write_journaled, plan_write_logged};
 pub use spare::recycle;
+pub(crate) use spare::with_map as with_stripe_map;
 pub use zeroes::{plan_trim, plan_write_zeroes, plan_zero_fill, zero_stripe_bytes};
 
 use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
@@ -52,7 +54,26 @@ pub fn plan_read(
 
 /// Plan a write of `len` bytes at array offset `offset`.
 pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
-    write_plan(geo, present, offset, len, false)
+    let plan = write_plan(geo, present, offset, len, false)?;
+    memo::remember(geo, present, offset, len, plan.reads().count() as u64);
+    Ok(plan)
+}
+
+/// The member reads [`plan_write`] plans for this write (0 where it refuses
+/// one): what the stripe cache counts for a write held alone, then written
+/// out. Asked right after the write path planned the same write on this
+/// thread, it answers without planning again.
+pub fn write_reads(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> u64 {
+    if let Some(reads) = memo::recall(geo, present, offset, len) {
+        return reads;
+    }
+    plan_write(geo, present, offset, len)
+        .map(|p| {
+            let reads = p.reads().count() as u64;
+            recycle(p);
+            reads
+        })
+        .unwrap_or(0)
 }
 
 fn write_plan(geo: &Geometry, present: &[bool], offset: u64, len: u64, log: bool) -> Result<Plan> {

@@ -112,3 +112,13 @@ pub(super) fn map() -> StripeMap {
 pub(super) fn give_map(map: StripeMap) {
     with(|s| keep(&mut s.maps, map));
 }
+
+/// `f` of a spare stripe map (stale contents: the caller fills it with
+/// `Geometry::stripe_into`), for callers outside the planner that map
+/// stripes one after another.
+pub(crate) fn with_map<T>(f: impl FnOnce(&mut StripeMap) -> T) -> T {
+    let mut m = map();
+    let t = f(&mut m);
+    give_map(m);
+    t
+}

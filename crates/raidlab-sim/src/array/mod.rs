@@ -33,9 +33,13 @@ use raidlab_raid::exec::Recording;
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::{Array, Plan, Step};
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeSet, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
+
+mod run;
+use run::{Active, Slab};
 
 /// Where md 1.2 starts the data on a member (its default data offset for members
 /// under a few GiB is 1 MiB; larger ones get more, which moves nothing here but the
@@ -44,6 +48,10 @@ pub const DATA_OFFSET: u64 = 1 << 20;
 /// Where a member's partial parity log or journal area is written: between the
 /// superblock and the data, as md 1.2 keeps it.
 const LOG_OFFSET: u64 = 8 << 10;
+
+/// A member's next event when it has none: later than any virtual time a
+/// run reaches (584 years).
+const IDLE: Ns = Ns::MAX;
 
 /// How to build a simulated raidlab array.
 #[derive(Debug)]
@@ -103,101 +111,6 @@ pub struct RebuildProgress {
     pub finished: Option<Ns>,
 }
 
-/// Values in reusable numbered slots: the simulator looks requests and member
-/// operations up by number several times per I/O, and a vector index is what a
-/// million of those a second can afford. Slots are reused lowest-freed-last, the
-/// same way on every run.
-#[derive(Debug)]
-struct Slab<T> {
-    items: Vec<Option<T>>,
-    free: Vec<usize>,
-}
-
-impl<T> Default for Slab<T> {
-    fn default() -> Self {
-        Slab {
-            items: Vec::new(),
-            free: Vec::new(),
-        }
-    }
-}
-
-impl<T> Slab<T> {
-    fn insert(&mut self, t: T) -> u64 {
-        match self.free.pop() {
-            Some(i) => {
-                self.items[i] = Some(t);
-                i as u64
-            }
-            None => {
-                self.items.push(Some(t));
-                (self.items.len() - 1) as u64
-            }
-        }
-    }
-    fn get(&self, i: u64) -> Option<&T> {
-        self.items.get(i as usize).and_then(Option::as_ref)
-    }
-    fn get_mut(&mut self, i: u64) -> Option<&mut T> {
-        self.items.get_mut(i as usize).and_then(Option::as_mut)
-    }
-    fn remove(&mut self, i: u64) -> Option<T> {
-        let t = self.items.get_mut(i as usize)?.take();
-        if t.is_some() {
-            self.free.push(i as usize);
-        }
-        t
-    }
-}
-
-/// One request (or a background write-out) on its way through its plans.
-#[derive(Debug)]
-struct Active {
-    /// The submitter's id; `None` for the stripe cache's own write-outs.
-    host_id: Option<u64>,
-    plans: VecDeque<Plan>,
-    step: usize,
-    /// Member operations of the current step not yet complete.
-    outstanding: usize,
-    /// Whether the current plan holds its locks.
-    locked: bool,
-    /// Not before this time (the request's own overhead).
-    not_before: Ns,
-    /// A rebuild step: when it completes, the next is due.
-    rebuild_step: bool,
-    /// A scrub step: when it completes, the next is due.
-    scrub_step: bool,
-    /// A scrub step whose reads the engine has compared.
-    compared: bool,
-    /// The process its member I/O is issued as (for a scheduler on the
-    /// members): a host read's own; md's thread for everything else, as md
-    /// reads an aligned chunk in the caller's context but handles stripes
-    /// (parity writes and their reads) in its raid5d thread.
-    process: u32,
-    /// Bitmap chunks it writes (busy for md's bitmap daemon until it ends).
-    bitmap_chunks: Vec<u64>,
-}
-
-impl Active {
-    /// md's own work (a stripe write-out, a rebuild or scrub step, a
-    /// bitmap update), issued by its thread, due at `now`.
-    fn md(plans: VecDeque<Plan>, now: Ns) -> Active {
-        Active {
-            host_id: None,
-            plans,
-            step: 0,
-            outstanding: 0,
-            locked: false,
-            not_before: now,
-            rebuild_step: false,
-            scrub_step: false,
-            compared: false,
-            process: MD_THREAD,
-            bitmap_chunks: Vec::new(),
-        }
-    }
-}
-
 /// A raidlab array on simulated members.
 #[derive(Debug)]
 pub struct SimArray {
@@ -208,9 +121,12 @@ pub struct SimArray {
     members: Vec<Option<Box<dyn Device>>>,
     /// Each member's `next_event()` as of its last submit or advance: asked for
     /// once per change, not on every look (the question is asked millions of
-    /// times a run).
-    member_next: Vec<Option<Ns>>,
+    /// times a run). [`IDLE`] for none (and for a missing member), so the
+    /// earliest is a plain minimum.
+    member_next: Vec<Ns>,
     host: HostCost,
+    /// `host.request_ns()`, asked once per host request (it rounds a float).
+    request_ns: Ns,
     /// md's raid5d, when the host models it: compute steps take turns on it.
     md_thread: MdThread,
     /// Requests under way, by slot (their `seq`).
@@ -228,8 +144,11 @@ pub struct SimArray {
     /// Plan queues of finished requests, reused by the next (one allocation
     /// fewer per request).
     spare_queues: Vec<VecDeque<Plan>>,
-    /// (time, seq): a compute step or a request's overhead ends.
-    timers: BTreeSet<(Ns, u64)>,
+    /// (time, seq): a compute step or a request's overhead ends. Taken in
+    /// (time, seq) order; a request has at most one at a time, so no two are
+    /// equal. A heap: pushed and popped once per request, where a sorted set
+    /// cost three times as much.
+    timers: BinaryHeap<Reverse<(Ns, u64)>>,
     ready: VecDeque<u64>,
     /// Completions produced while submitting, handed out at the next advance.
     finished: Vec<Completion>,
@@ -388,8 +307,9 @@ impl SimArray {
             array: Arc::new(array),
             recording,
             clock,
-            member_next: vec![None; members.len()],
+            member_next: vec![IDLE; members.len()],
             members,
+            request_ns: spec.host.request_ns(),
             host: spec.host,
             md_thread: MdThread::default(),
             active: Slab::default(),
@@ -398,7 +318,7 @@ impl SimArray {
             waiting: FxHashMap::default(),
             spare_queues: Vec::new(),
             contents: Contents::default(),
-            timers: BTreeSet::new(),
+            timers: BinaryHeap::new(),
             ready: VecDeque::new(),
             finished: Vec::new(),
             tick: None,
@@ -630,469 +550,5 @@ impl SimArray {
     /// The real engine's array: its geometry, stripe cache counters, plans.
     pub fn engine(&self) -> &Array {
         &self.array
-    }
-
-    /// The plans the engine ran since the last call, in a reused queue.
-    fn recorded_plans(&mut self) -> VecDeque<Plan> {
-        let mut q = self.spare_queues.pop().unwrap_or_default();
-        self.recording.drain_into(&mut q);
-        q
-    }
-
-    /// Run the engine for a request now and start scheduling its plans.
-    fn start(&mut self, now: Ns, host_id: Option<u64>, req: Request) {
-        let Request {
-            kind,
-            offset,
-            len,
-            process,
-            ..
-        } = req;
-        self.maybe_held |= kind == Kind::Write;
-        self.clock.set(now);
-        if let (Some(r), Some(_)) = (self.requests.as_mut(), host_id) {
-            r.push((now, kind, offset, len));
-        }
-        let result = match kind {
-            Kind::Read => {
-                self.buf.resize(len as usize, 0);
-                self.array.read_at(&mut self.buf[..len as usize], offset)
-            }
-            Kind::Write => {
-                self.buf.resize(len as usize, 0);
-                self.array.write_at(&self.buf[..len as usize], offset)
-            }
-            Kind::Flush => self.array.flush(),
-            Kind::Trim => Ok(()),
-        };
-        if let Err(e) = result {
-            self.errors
-                .push(format!("{kind:?} of {len} bytes at {offset}: {e}"));
-        }
-        let overhead = if host_id.is_some() {
-            self.host.request_ns()
-        } else {
-            0
-        };
-        let plans = self.recorded_plans();
-        let bitmap_chunks = match self.bitmap.as_mut() {
-            Some(b) => b.start(now, &plans, Some((offset, len))),
-            None => Vec::new(),
-        };
-        let seq = self.active.insert(Active {
-            host_id,
-            plans,
-            step: 0,
-            outstanding: 0,
-            locked: false,
-            not_before: now + overhead,
-            rebuild_step: false,
-            scrub_step: false,
-            compared: false,
-            process: if kind == Kind::Read {
-                process
-            } else {
-                MD_THREAD
-            },
-            bitmap_chunks,
-        });
-        if overhead > 0 {
-            self.timers.insert((now + overhead, seq));
-        } else {
-            self.ready.push_back(seq);
-        }
-    }
-
-    fn submit_member(
-        &mut self,
-        now: Ns,
-        seq: u64,
-        kind: Kind,
-        member: usize,
-        offset: u64,
-        len: u64,
-    ) {
-        let id = self.member_ops.insert(seq);
-        let process = self.active.get(seq).map_or(MD_THREAD, |a| a.process);
-        self.log.record(MemberIo {
-            kind,
-            member,
-            offset,
-            len,
-        });
-        match self.members.get_mut(member).and_then(Option::as_mut) {
-            Some(dev) => {
-                dev.submit(
-                    now,
-                    Request {
-                        id,
-                        kind,
-                        offset,
-                        len,
-                        process,
-                    },
-                );
-                self.member_next[member] = dev.next_event();
-            }
-            None => {
-                // The engine never plans I/O on a missing member; should it,
-                // the request completes with an error noted, not a hang.
-                self.errors.push(format!(
-                    "a plan used missing member {member} ({kind:?} at {offset})"
-                ));
-                self.member_ops.remove(id);
-                return;
-            }
-        }
-        if let Some(a) = self.active.get_mut(seq) {
-            a.outstanding += 1;
-        }
-    }
-
-    /// Try to take every lock of the request's current plan at once; on a
-    /// conflict, the key held by another request (to wait on).
-    fn try_lock(&mut self, seq: u64) -> Result<(), u64> {
-        let Some(plan) = self.active.get(seq).and_then(|a| a.plans.front()) else {
-            return Ok(());
-        };
-        if let Some(&k) = plan
-            .locks
-            .iter()
-            .find(|k| self.locks.get(k).is_some_and(|&h| h != seq))
-        {
-            return Err(k);
-        }
-        for &k in &plan.locks {
-            self.locks.insert(k, seq);
-        }
-        Ok(())
-    }
-
-    fn unlock(&mut self, seq: u64, plan: &Plan) {
-        for k in &plan.locks {
-            if self.locks.get(k) == Some(&seq) {
-                self.locks.remove(k);
-                // Whoever waits for this key tries again, in arrival order.
-                if let Some(q) = self.waiting.remove(k) {
-                    self.ready.extend(q);
-                }
-            }
-        }
-    }
-
-    /// Carry request `seq` as far as it goes at `now`.
-    fn progress(&mut self, now: Ns, seq: u64) {
-        loop {
-            let Some(a) = self.active.get(seq) else {
-                return;
-            };
-            if a.outstanding > 0 || a.not_before > now {
-                return;
-            }
-            if a.plans.is_empty() {
-                let a = self.active.remove(seq).expect("present");
-                self.spare_queues.push(a.plans);
-                if let Some(b) = self.bitmap.as_mut() {
-                    b.done(&a.bitmap_chunks);
-                }
-                if let Some(id) = a.host_id {
-                    self.finished.push(Completion { id, at: now });
-                }
-                if a.rebuild_step {
-                    self.rebuild_step_done(now);
-                }
-                if a.scrub_step {
-                    if let Some(s) = self.scrub.as_mut() {
-                        s.step_done(now);
-                    }
-                }
-                return;
-            }
-            if !a.locked {
-                if let Err(key) = self.try_lock(seq) {
-                    self.waiting.entry(key).or_default().push_back(seq);
-                    return;
-                }
-                self.active.get_mut(seq).expect("present").locked = true;
-            }
-            let a = self.active.get_mut(seq).expect("present");
-            // The plan leaves the request while its step is issued (no copy of
-            // the step), and goes back unless it is finished.
-            let mut plan = a.plans.pop_front().expect("not empty");
-            let step_index = a.step;
-            a.step += 1;
-            if step_index == plan.steps.len() && a.scrub_step && !a.compared {
-                a.compared = true;
-                // The scrub step's reads are done: what the engine rewrites
-                // is the step's last part, under the same stripe locks (the
-                // real scrub holds its range while it compares and rewrites).
-                if let Some(writes) = self.compare_scrub_step() {
-                    plan.steps.push(Step::Io(writes));
-                }
-            }
-            let Some(step) = plan.steps.get(step_index) else {
-                let a = self.active.get_mut(seq).expect("present");
-                a.step = 0;
-                a.locked = false;
-                self.unlock(seq, &plan);
-                self.recording.recycle(plan);
-                continue;
-            };
-            match step {
-                Step::Io(ops) => {
-                    for op in ops {
-                        let kind = match op.kind {
-                            raidlab_raid::OpKind::Read => Kind::Read,
-                            raidlab_raid::OpKind::Write => Kind::Write,
-                            raidlab_raid::OpKind::Trim => Kind::Trim,
-                            raidlab_raid::OpKind::Flush => Kind::Flush,
-                            // Member write-zeroes (never planned here yet):
-                            // a device without a cheaper way writes the zeros.
-                            raidlab_raid::OpKind::Zero => Kind::Write,
-                        };
-                        // A rebuild's target is the member after the roles
-                        // to the engine; here it is the role's new device.
-                        let member = match (&self.rebuild, &self.bitmap) {
-                            (Some(r), _) if op.member == self.members.len() => r.role,
-                            // The engine's bitmap plans number the members in
-                            // service, in role order.
-                            (_, Some(b)) if plan.space == raidlab_raid::plan::Space::Device => {
-                                b.roles.get(op.member).copied().unwrap_or(usize::MAX)
-                            }
-                            _ => op.member,
-                        };
-                        self.submit_member(
-                            now,
-                            seq,
-                            kind,
-                            member,
-                            match plan.space {
-                                raidlab_raid::plan::Space::Data => DATA_OFFSET + op.offset,
-                                // Metadata (bitmap, superblock, log areas)
-                                // is addressed on the whole device.
-                                raidlab_raid::plan::Space::Device => op.offset,
-                            },
-                            op.length,
-                        );
-                    }
-                }
-                Step::Compute(cs) => {
-                    let cost = self.host.compute_ns(cs, &plan.scratch);
-                    let end = if self.host.md.is_some() {
-                        self.md_thread.run(now, cost)
-                    } else {
-                        now + cost
-                    };
-                    if end > now {
-                        let a = self.active.get_mut(seq).expect("present");
-                        a.not_before = end;
-                        self.timers.insert((end, seq));
-                    }
-                }
-                Step::Log(entries) => {
-                    // md writes a log entry (a 4 KiB header and the partial
-                    // parity or the new block) with FUA before the data.
-                    for e in entries {
-                        let len = 4096 + e.pp.map(|s| s.len as u64).unwrap_or(0);
-                        self.submit_member(now, seq, Kind::Write, e.member, LOG_OFFSET, len);
-                        self.submit_member(now, seq, Kind::Flush, e.member, 0, 0);
-                    }
-                }
-            }
-            if let Some(a) = self.active.get_mut(seq) {
-                a.plans.push_front(plan);
-            }
-        }
-    }
-
-    fn run_ready(&mut self, now: Ns) {
-        while let Some(seq) = self.ready.pop_front() {
-            self.progress(now, seq);
-        }
-        if self.tick.is_none() && self.tick_every > 0 && self.maybe_held {
-            let held = self
-                .array
-                .stripe_cache_stats()
-                .0
-                .is_some_and(|(_, s)| s.held_now > 0);
-            if held {
-                self.tick = Some(now + self.tick_every);
-            } else {
-                self.maybe_held = false;
-            }
-        }
-    }
-}
-
-impl Device for SimArray {
-    fn capacity(&self) -> u64 {
-        self.capacity
-    }
-
-    fn submit(&mut self, now: Ns, req: Request) {
-        self.start(now, Some(req.id), req);
-        self.run_ready(now);
-    }
-
-    fn next_event(&self) -> Option<Ns> {
-        // Asked once per event: a plain loop, not a chain of iterators (which
-        // cost 6 % of a simulated parity array's time).
-        let mut next: Option<Ns> = None;
-        let mut see = |t: Option<Ns>| {
-            if let Some(t) = t {
-                next = Some(next.map_or(t, |n| n.min(t)));
-            }
-        };
-        for &t in &self.member_next {
-            see(t);
-        }
-        for c in &self.finished {
-            see(Some(c.at));
-        }
-        see(self.timers.first().map(|&(t, _)| t));
-        see(self.tick);
-        see(self.rebuild.as_ref().and_then(|r| r.next));
-        see(self.scrub.as_ref().and_then(|s| s.next));
-        see(self.bitmap.as_ref().and_then(|b| b.next));
-        next
-    }
-
-    fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
-        self.clock.set(now);
-        let mut member_done = std::mem::take(&mut self.member_done);
-        loop {
-            let mut any = false;
-            for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
-                if let Some(m) = m {
-                    if next.is_some_and(|t| t <= now) {
-                        m.advance(now, &mut member_done);
-                        *next = m.next_event();
-                        any = true;
-                    }
-                }
-            }
-            for c in member_done.drain(..) {
-                if let Some(seq) = self.member_ops.remove(c.id) {
-                    if let Some(a) = self.active.get_mut(seq) {
-                        a.outstanding -= 1;
-                        if a.outstanding == 0 {
-                            self.ready.push_back(seq);
-                        }
-                    }
-                }
-            }
-            while let Some(&(t, seq)) = self.timers.first() {
-                if t > now {
-                    break;
-                }
-                self.timers.pop_first();
-                self.ready.push_back(seq);
-                any = true;
-            }
-            if self
-                .rebuild
-                .as_ref()
-                .and_then(|r| r.next)
-                .is_some_and(|t| t <= now)
-            {
-                self.rebuild_step(now);
-                any = true;
-            }
-            if self
-                .scrub
-                .as_ref()
-                .and_then(|s| s.next)
-                .is_some_and(|t| t <= now)
-            {
-                self.scrub_step(now);
-                any = true;
-            }
-            if self
-                .bitmap
-                .as_ref()
-                .and_then(|b| b.next)
-                .is_some_and(|t| t <= now)
-            {
-                self.bitmap_pass(now);
-                any = true;
-            }
-            if self.tick.is_some_and(|t| t <= now) {
-                self.tick = None;
-                if let Err(e) = self.array.write_out_expired() {
-                    self.errors.push(format!("stripe cache write-out: {e}"));
-                }
-                let plans = self.recorded_plans();
-                if plans.is_empty() {
-                    self.spare_queues.push(plans);
-                } else {
-                    let bitmap_chunks = match self.bitmap.as_mut() {
-                        Some(b) => b.start(now, &plans, None),
-                        None => Vec::new(),
-                    };
-                    let seq = self.active.insert(Active {
-                        bitmap_chunks,
-                        ..Active::md(plans, now)
-                    });
-                    self.ready.push_back(seq);
-                }
-                any = true;
-            }
-            if !any && self.ready.is_empty() {
-                break;
-            }
-            self.run_ready(now);
-        }
-        self.member_done = member_done;
-        done.append(&mut self.finished);
-    }
-
-    fn info(&self) -> ModelInfo {
-        let g = self.array.geometry();
-        ModelInfo {
-            model: "raidlab array".into(),
-            name: format!(
-                "{} {}{}",
-                self.name,
-                g.level.name(),
-                if g.is_parity() {
-                    format!(" {}", g.layout.name())
-                } else {
-                    String::new()
-                }
-            ),
-            params: self.spec_info.clone(),
-            sources: self.host.all_sources(),
-            parts: self
-                .members
-                .iter()
-                .map(|m| match m {
-                    Some(m) => m.info(),
-                    None => ModelInfo {
-                        model: "missing".into(),
-                        name: "failed member".into(),
-                        params: Vec::new(),
-                        sources: Vec::new(),
-                        parts: Vec::new(),
-                    },
-                })
-                .collect(),
-        }
-    }
-
-    fn member_ops(&self) -> Option<&OpLog> {
-        Some(&self.log)
-    }
-
-    fn scrub_progress(&self) -> Option<ScrubProgress> {
-        self.scrub.as_ref().map(Scrub::progress)
-    }
-
-    fn rebuild_progress(&self) -> Option<RebuildProgress> {
-        self.rebuild.as_ref().map(|r| RebuildProgress {
-            role: r.role,
-            done: r.rec.done(),
-            total: self.array.geometry().member_bytes,
-            finished: r.finished,
-        })
     }
 }
