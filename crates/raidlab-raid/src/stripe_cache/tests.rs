@@ -1,0 +1,169 @@
+//! Unit tests of the stripe cache: sequential pieces merged into whole
+//! stripes, reads of held data, the oldest stripe leaving first, held runs.
+
+use super::*;
+use std::cell::RefCell;
+
+#[derive(Debug)]
+struct Fixed;
+impl Clock for Fixed {
+    fn now(&self) -> Duration {
+        Duration::ZERO
+    }
+    fn sleep(&self, _: Duration) {}
+}
+static FIXED: Fixed = Fixed;
+
+/// A flat byte store that records the writes it gets.
+struct Store {
+    bytes: RefCell<Vec<u8>>,
+    writes: RefCell<Vec<(u64, u64)>>,
+}
+impl Below for Store {
+    fn write_direct(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let o = offset as usize;
+        self.bytes.borrow_mut()[o..o + buf.len()].copy_from_slice(buf);
+        self.writes.borrow_mut().push((offset, buf.len() as u64));
+        Ok(())
+    }
+    fn read_direct(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let o = offset as usize;
+        buf.copy_from_slice(&self.bytes.borrow()[o..o + buf.len()]);
+        Ok(())
+    }
+    fn reads_for(&self, _: u64, _: u64) -> u64 {
+        1
+    }
+}
+
+fn store(n: usize) -> Store {
+    Store {
+        bytes: RefCell::new(vec![0; n]),
+        writes: RefCell::new(Vec::new()),
+    }
+}
+
+#[test]
+fn sequential_pieces_become_whole_stripe_writes() {
+    let s = store(4096);
+    let c = StripeCache::new(1024, StripeCacheConfig::default(), &FIXED);
+    for i in 0..8u64 {
+        c.write(&[i as u8 + 1; 384], i * 384, &s).unwrap();
+    }
+    // 8 x 384 = 3072 = 3 stripes, each written once, whole.
+    assert_eq!(
+        *s.writes.borrow(),
+        vec![(0, 1024), (1024, 1024), (2048, 1024)]
+    );
+    let st = c.stats();
+    assert_eq!(
+        (st.full_stripes, st.partial_stripes, st.held_now),
+        (3, 0, 0)
+    );
+    assert_eq!(s.bytes.borrow()[1023], 3);
+}
+
+#[test]
+fn reads_see_held_data_and_flush_writes_it() {
+    let s = store(4096);
+    s.bytes.borrow_mut().fill(9);
+    let c = StripeCache::new(1024, StripeCacheConfig::default(), &FIXED);
+    c.write(&[1; 100], 10, &s).unwrap();
+    c.write(&[2; 100], 300, &s).unwrap();
+    assert!(s.writes.borrow().is_empty());
+    let mut b = vec![0; 50];
+    c.read(&mut b, 20, &s).unwrap();
+    assert_eq!(b, vec![1; 50], "a whole hit");
+    let mut b = vec![0; 400];
+    c.read(&mut b, 0, &s).unwrap();
+    assert_eq!(&b[..10], &[9; 10]);
+    assert_eq!(&b[10..110], &[1; 100]);
+    assert_eq!(&b[110..300], &[9; 190][..]);
+    assert_eq!(&b[300..400], &[2; 100]);
+    let st = c.stats();
+    assert_eq!((st.read_hits, st.read_partial_hits), (1, 1));
+    c.write_out_range(None, &s).unwrap();
+    assert_eq!(*s.writes.borrow(), vec![(10, 100), (300, 100)]);
+    let st = c.stats();
+    assert_eq!((st.partial_stripes, st.flushed, st.held_now), (1, 1, 0));
+    assert_eq!(
+        st.reads_avoided, 0,
+        "two pieces alone and two written: same"
+    );
+}
+
+#[test]
+fn the_oldest_stripe_leaves_first_when_full() {
+    let s = store(8192);
+    let cfg = StripeCacheConfig {
+        stripes: 2,
+        hold: Duration::from_secs(1),
+    };
+    let c = StripeCache::new(1024, cfg, &FIXED);
+    c.write(&[1; 10], 0, &s).unwrap();
+    c.write(&[2; 10], 1024, &s).unwrap();
+    c.write(&[3; 10], 2048, &s).unwrap();
+    assert_eq!(s.writes.borrow().len(), 1);
+    assert_eq!(c.stats().evicted, 1);
+    assert_eq!(c.stats().held_now, 2);
+}
+
+#[test]
+fn held_runs_always_read_as_a_flat_copy_would() {
+    // Writes of every kind of overlap against a flat model of the stripe.
+    let len = 4096;
+    let mut h = Held {
+        runs: Vec::new(),
+        len,
+        reads_alone: 0,
+        uncounted: None,
+        gone: false,
+    };
+    let mut flat = vec![None::<u8>; len];
+    let mut x: u64 = 12345;
+    let mut next = |m: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % m
+    };
+    for i in 0..2000u64 {
+        let at = next(len as u64) as usize;
+        let n = 1 + next((len - at).min(700) as u64) as usize;
+        let v = (i % 251) as u8;
+        h.add(at, &vec![v; n]);
+        flat[at..at + n].iter_mut().for_each(|b| *b = Some(v));
+        for w in h.runs.windows(2) {
+            assert!(w[0].0 + w[0].1.len() < w[1].0, "runs sorted, apart");
+        }
+        let mut seen = vec![None; len];
+        for (a, d) in &h.runs {
+            for (k, b) in d.iter().enumerate() {
+                seen[a + k] = Some(*b);
+            }
+        }
+        assert_eq!(seen, flat, "after write {i} at {at}+{n}");
+    }
+}
+
+#[test]
+fn merged_ranges_stay_sorted_and_disjoint() {
+    let mut h = Held {
+        runs: Vec::new(),
+        len: 100,
+        reads_alone: 0,
+        uncounted: None,
+        gone: false,
+    };
+    h.add(50, &[1; 10]);
+    h.add(10, &[2; 10]);
+    h.add(20, &[3; 10]);
+    h.add(55, &[4; 15]);
+    let spans: Vec<(usize, usize)> = h.runs.iter().map(|(a, d)| (*a, a + d.len())).collect();
+    assert_eq!(spans, vec![(10, 30), (50, 70)]);
+    assert_eq!(h.runs[1].1[..6], [1, 1, 1, 1, 1, 4]);
+    assert!(h.covers(12, 28) && !h.covers(25, 55));
+    assert!(!h.whole());
+    h.add(0, &[5; 100]);
+    assert!(h.whole());
+}
