@@ -92,7 +92,8 @@ pub struct Limits {
     /// Buffer bytes one connection may hold for requests not yet answered; the
     /// server stops reading that connection while it is full.
     pub max_inflight_bytes: usize,
-    /// Requests of one connection served at the same time (1 to [`MAX_WORKERS`]).
+    /// Requests of one connection served at the same time (1 to [`MAX_WORKERS`]);
+    /// the threads start as requests find the ones started busy.
     pub workers: usize,
     /// Largest option payload read during the handshake; longer ones are skipped
     /// and refused with `REP_ERR_TOO_BIG`.
@@ -106,7 +107,9 @@ impl Default for Limits {
         Limits {
             max_payload: 32 << 20,
             max_inflight_bytes: 64 << 20,
-            workers: 8,
+            // nbdkit's default thread count; enough to keep a 4-disk array's
+            // members all busy from one connection at queue depth 32.
+            workers: 16,
             max_option_len: 16 << 10,
             max_connections: 64,
         }
@@ -556,16 +559,25 @@ impl Server {
         let (tx, rx) = mpsc::channel::<(Job, usize)>();
         let rx = Mutex::new(rx);
         std::thread::scope(|s| {
-            for _ in 0..self.limits.workers {
-                s.spawn(|| loop {
-                    let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                    let Ok((job, charge)) = next else { break };
-                    self.run_timed(export, &conn, job);
-                    conn.queued.fetch_sub(1, Ordering::SeqCst);
-                    conn.release(charge);
-                });
-            }
-            let outcome = self.read_requests(&mut r, export, &conn, &tx);
+            // Workers start when a job finds every one busy, up to the limit: a
+            // client at queue depth 1 keeps one thread, one with 32 requests on
+            // an array of disks gets as many member I/Os in flight as the limit.
+            let (rx, shared) = (&rx, &conn);
+            let mut workers = 0;
+            let mut add_worker = || {
+                if workers < self.limits.workers {
+                    workers += 1;
+                    s.spawn(move || loop {
+                        let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok((job, charge)) = next else { break };
+                        self.run_timed(export, shared, job);
+                        shared.queued.fetch_sub(1, Ordering::SeqCst);
+                        shared.release(charge);
+                    });
+                }
+                workers
+            };
+            let outcome = self.read_requests(&mut r, export, &conn, &tx, &mut add_worker);
             conn.uncork();
             drop(tx);
             outcome
@@ -578,8 +590,10 @@ impl Server {
         export: &Export,
         conn: &Conn<W>,
         tx: &mpsc::Sender<(Job, usize)>,
+        add_worker: &mut dyn FnMut() -> usize,
     ) -> Outcome {
         let size = export.volume.size();
+        let mut workers = 0;
         let mut last_len = 0usize;
         loop {
             if r.buffer().len() < REQUEST_LEN {
@@ -740,7 +754,9 @@ impl Server {
                 }
                 continue;
             }
-            conn.queued.fetch_add(1, Ordering::SeqCst);
+            if conn.queued.fetch_add(1, Ordering::SeqCst) >= workers {
+                workers = add_worker();
+            }
             if tx.send((job, charge)).is_err() {
                 conn.queued.fetch_sub(1, Ordering::SeqCst);
                 conn.release(charge);

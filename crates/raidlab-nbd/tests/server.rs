@@ -509,32 +509,28 @@ impl Volume for Rendezvous {
     }
 }
 
-#[test]
-fn requests_in_flight_are_served_in_parallel() {
+/// Sends `sent` 4 KiB reads in one write to a server with `limits` over a
+/// [`Rendezvous`] that waits for `want` reads at once; returns the most that
+/// were inside the volume together, after checking every read was answered.
+fn most_served_at_once(limits: Limits, sent: u64, want: usize) -> usize {
     let v = Arc::new(Rendezvous {
         inner: MemVolume::new(1 << 20),
-        want: 8,
+        want,
         inside: Mutex::new(0),
         met: Mutex::new(false),
         cv: Condvar::new(),
         most: AtomicUsize::new(0),
     });
-    let s = server(
-        vec![export("a", v.clone(), false)],
-        Limits {
-            workers: 8,
-            ..Limits::default()
-        },
-    );
+    let s = server(vec![export("a", v.clone(), false)], limits);
     let (mut c, h) = Client::start(s);
     c.go("a");
-    // All eight in one write, so they are in flight together whatever the
+    // All in one write, so they are in flight together whatever the
     // machine's load: the server serves a request itself when it arrives
     // with nothing else in flight and nothing behind it (queue depth 1), and
-    // eight sent one by one on a loaded machine could each arrive so, and
+    // reads sent one by one on a loaded machine could each arrive so, and
     // wait out the rendezvous's deadline one at a time.
     let mut burst = Vec::new();
-    for i in 0..8u64 {
+    for i in 0..sent {
         burst.extend_from_slice(&encode_request(&Request {
             magic: REQUEST_MAGIC,
             flags: 0,
@@ -545,16 +541,39 @@ fn requests_in_flight_are_served_in_parallel() {
         }));
     }
     c.s.write_all(&burst).unwrap();
-    let mut cookies: Vec<u64> = (0..8).map(|_| c.reply().0).collect();
+    let mut cookies: Vec<u64> = (0..sent).map(|_| c.reply().0).collect();
     cookies.sort();
-    assert_eq!(cookies, (0..8).collect::<Vec<_>>());
-    let most = v.most.load(Ordering::SeqCst);
+    assert_eq!(cookies, (0..sent).collect::<Vec<_>>());
+    c.send(CMD_DISC, 0, sent + 1, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+    v.most.load(Ordering::SeqCst)
+}
+
+#[test]
+fn requests_in_flight_are_served_in_parallel() {
+    let limits = Limits {
+        workers: 8,
+        ..Limits::default()
+    };
+    let most = most_served_at_once(limits, 8, 8);
     assert_eq!(
         most, 8,
         "8 reads in flight, {most} served at once: not parallel"
     );
-    c.send(CMD_DISC, 0, 9, 0, 0, &[]);
-    assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
+
+#[test]
+fn one_connection_gets_as_many_workers_as_the_limit_and_no_more() {
+    // 32 reads in flight, as a queue-depth-32 client sends them to an array
+    // of disks: the workers started on demand reach the default limit (16,
+    // enough to keep four members busy), and no more start.
+    let limits = Limits::default();
+    assert_eq!(limits.workers, 16);
+    let most = most_served_at_once(limits, 32, 16);
+    assert_eq!(
+        most, 16,
+        "32 reads in flight with a limit of 16 workers: {most} served at once"
+    );
 }
 
 #[test]

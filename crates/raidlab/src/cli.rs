@@ -559,8 +559,9 @@ pub struct ServeArgs {
     /// connection while it holds this much (at least 32M, the largest request).
     #[arg(long, default_value = "64M", value_parser = size)]
     pub max_inflight: u64,
-    /// Requests of one connection served in parallel.
-    #[arg(long, default_value_t = 8)]
+    /// Requests of one connection served in parallel (threads start as
+    /// requests need them, up to this many).
+    #[arg(long, default_value_t = 16)]
     pub workers: usize,
     /// Send every read reply through a buffer. By default, reads of 32 KiB and
     /// more on plain (non-TLS) sockets go from the files holding the data to the
