@@ -349,21 +349,16 @@ impl Server {
             // client at queue depth 1 keeps one thread, one with 32 requests on
             // an array of disks gets as many member I/Os in flight as the limit.
             let (rx, shared) = (&rx, &conn);
-            let mut workers = 0;
-            let mut add_worker = || {
-                if workers < self.limits.workers {
-                    workers += 1;
-                    s.spawn(move || loop {
-                        let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                        let Ok((job, charge)) = next else { break };
-                        self.run_timed(export, shared, job);
-                        shared.queued.fetch_sub(1, Ordering::SeqCst);
-                        shared.release(charge);
-                    });
-                }
-                workers
+            let add_worker = || {
+                s.spawn(move || loop {
+                    let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                    let Ok((job, charge)) = next else { break };
+                    self.run_timed(export, shared, job);
+                    shared.queued.fetch_sub(1, Ordering::SeqCst);
+                    shared.release(charge);
+                });
             };
-            let outcome = self.read_requests(&mut r, export, &conn, &tx, &mut add_worker);
+            let outcome = self.read_requests(&mut r, export, &conn, &tx, &add_worker);
             conn.uncork();
             drop(tx);
             outcome
@@ -376,7 +371,7 @@ impl Server {
         export: &Export,
         conn: &Conn<W>,
         tx: &mpsc::Sender<(Job, usize)>,
-        add_worker: &mut dyn FnMut() -> usize,
+        add_worker: &dyn Fn(),
     ) -> Outcome {
         let size = export.volume.size();
         let mut workers = 0;
@@ -540,8 +535,11 @@ impl Server {
                 }
                 continue;
             }
-            if conn.queued.fetch_add(1, Ordering::SeqCst) >= workers {
-                workers = add_worker();
+            if conn.queued.fetch_add(1, Ordering::SeqCst) >= workers
+                && workers < self.limits.workers
+            {
+                add_worker();
+                workers += 1;
             }
             if tx.send((job, charge)).is_err() {
                 conn.queued.fetch_sub(1, Ordering::SeqCst);

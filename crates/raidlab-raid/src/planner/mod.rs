@@ -67,13 +67,15 @@ pub fn write_reads(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> u
     if let Some(reads) = memo::recall(geo, present, offset, len) {
         return reads;
     }
-    plan_write(geo, present, offset, len)
-        .map(|p| {
+    match write_plan(geo, present, offset, len, false) {
+        Ok(p) => {
             let reads = p.reads().count() as u64;
+            memo::remember(geo, present, offset, len, reads);
             recycle(p);
             reads
-        })
-        .unwrap_or(0)
+        }
+        Err(_) => 0,
+    }
 }
 
 fn write_plan(geo: &Geometry, present: &[bool], offset: u64, len: u64, log: bool) -> Result<Plan> {
