@@ -8,6 +8,12 @@
 //! the likeliest to be idle), then the one whose head is nearest (the end of its
 //! last read: md's head position). Exact ties go round in turn.
 //!
+//! A member stops counting as serving a stream once [`STREAM_GONE`] reads have
+//! been planned on the array without one continuing it: only a read planned on
+//! a member refreshes what is known of it, so a stream flag that never aged
+//! would keep a member out of every later read (a random reader that once
+//! continued by chance left RAID 10 reading from one member of each pair).
+//!
 //! md counts a disk idle when it has no read in flight. This module knows only
 //! the order reads are planned in, never completions or a clock, so every
 //! decision depends on the plan order alone and a replay of the same requests in
@@ -20,6 +26,12 @@
 
 use raidlab_layout::{Geometry, Level, Location};
 use std::sync::Mutex;
+
+/// Reads planned on the array after a member's last one, after which a stream
+/// there counts as ended. A live stream's next read comes within about as many
+/// reads as there are requests in flight; 128 is four queues of 32, deeper than
+/// any load the benchmarks put on one array.
+const STREAM_GONE: u64 = 128;
 
 /// What the balancer remembers of a member's reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -109,6 +121,13 @@ impl State {
         self.heads.get(member).copied().unwrap_or_default()
     }
 
+    /// Whether `member`'s last read continued a stream that may still be
+    /// going on.
+    fn serving_stream(&self, member: usize) -> bool {
+        let h = self.head(member);
+        h.streaming && self.count.saturating_sub(h.stamp) < STREAM_GONE
+    }
+
     /// The index in `copies` (two or more) to read, and whether the read
     /// continues a stream there.
     fn decide(&mut self, copies: &[Location]) -> (usize, bool) {
@@ -121,7 +140,7 @@ impl State {
             return (i, true);
         }
         let free: Vec<usize> = (0..copies.len())
-            .filter(|&i| !self.head(copies[i].member).streaming)
+            .filter(|&i| !self.serving_stream(copies[i].member))
             .collect();
         let pool: Vec<usize> = if free.is_empty() {
             (0..copies.len()).collect()
@@ -220,6 +239,30 @@ mod tests {
             let at = 768 * MIB + (x >> 40) % (128 * MIB) / 4096 * 4096;
             assert_ne!(b.hint(&g, &all, at, 64 << 10), scan, "at {at}");
         }
+    }
+
+    #[test]
+    fn a_stream_that_ended_frees_its_member_for_random_reads() {
+        let g = raid1(2);
+        let b = ReadBalance::new(2);
+        let all = [true, true];
+        // A random reader whose read once began where its previous one on that
+        // member ended: a stream of two reads, and then nothing continues it.
+        let m = b.hint(&g, &all, 0, 4096);
+        assert_eq!(b.hint(&g, &all, 4096, 4096), m);
+        let mut x: u64 = 99;
+        let mut picks = [0u64; 2];
+        for _ in 0..1000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let at = 64 * MIB + (x >> 40) % (512 * MIB) / 4096 * 4096;
+            picks[b.hint(&g, &all, at, 4096)] += 1;
+        }
+        // While the stream may still be going on its member is left alone, and
+        // once it has had its chance both members share the reads again.
+        assert!(picks[m] >= 1000 / 2 - STREAM_GONE, "{picks:?}");
+        assert!(picks[1 - m] <= 1000 / 2 + STREAM_GONE, "{picks:?}");
     }
 
     #[test]
