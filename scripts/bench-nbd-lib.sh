@@ -54,8 +54,9 @@ side_median() { # name client bs side orders... -> the figure of the median run 
 }
 # One table row per test of `selected` ("name client rw bs qd"), pooled and
 # per set-up order; `label CLIENT` (the caller's) names the client column.
+# With `with_md` set, two more columns: the md side (`m`) and raidlab / md.
 print_rows() { # level
-    local t name client rw bs qd unit x y first last
+    local t name client rw bs qd unit x y z first last
     for t in "${selected[@]}"; do
         read -r name client rw bs qd <<<"$t"
         unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
@@ -63,7 +64,12 @@ print_rows() { # level
         y=$(side_median "$name" "$client" "$bs" b raidlab-first btrfs-first)
         first=$(ratio "$(side_median "$name" "$client" "$bs" r raidlab-first)" "$(side_median "$name" "$client" "$bs" b raidlab-first)")
         last=$(ratio "$(side_median "$name" "$client" "$bs" r btrfs-first)" "$(side_median "$name" "$client" "$bs" b btrfs-first)")
-        echo "| RAID $1 | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
+        if [ -n "${with_md:-}" ]; then
+            z=$(side_median "$name" "$client" "$bs" m raidlab-first btrfs-first)
+            echo "| RAID $1 | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last | $z $unit | $(ratio "$x" "$z") |"
+        else
+            echo "| RAID $1 | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last |"
+        fi
     done
 }
 # nbdcopy of the whole export to null:, over and over for RUNTIME seconds;

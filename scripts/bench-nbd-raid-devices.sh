@@ -50,6 +50,22 @@
 #        job (raidlab's server restarted on them; btrfs scanned and mounted
 #        from them). Needs nbdkit, nbdfuse (libnbd-bin) and fuse3.
 #
+# MD=1 (hdd-seek only) adds a third side: the kernel's own md array, in the
+# mdvm guest of the md compatibility test (tests/mdvm: a stock Debian
+# kernel, mdadm; KVM where it boots, else TCG) with the same delayed loop
+# devices attached as its disks (cache=none: no host page cache between
+# them), md created over them (64K chunk, as raidlab's; members zeroed first,
+# so --assume-clean is true) and fio run in the guest with libaio and
+# O_DIRECT, the same jobs and sizes. It answers whether raidlab's array is as
+# fast as the kernel's array of the same layout on the same disks, which
+# btrfs (copy-on-write) does not: md updates parity in place as raidlab
+# does. Host fio and its libraries are copied into the guest.
+#
+# A second table follows the figures: for each side, the requests the member
+# devices completed during a run (reads + writes, /sys/block/*/stat; md's
+# counted at the guest's disks) over fio's I/Os, which is what each side
+# asked of the disks whatever it reports.
+#
 # Clients (CLIENTS, "N copy 1" by default), each side given the same:
 #   N     NJOBS fio jobs (default 4), each on its own slice of the test file,
 #         for raidlab each with its own NBD connection (multi-conn).
@@ -87,6 +103,7 @@ ROUNDS=${ROUNDS:-1}        # runs per job, side and set-up order (median reporte
 CLIENTS=${CLIENTS:-}
 SEEK_MS=${SEEK_MS:-5.3}    # hdd-seek: the time every member request waits
 NJOBS=${NJOBS:-4}
+MD=${MD:-}                 # 1: a third side, Linux md in the mdvm guest (hdd-seek)
 EVICT_MS=${EVICT_MS:-10}   # how often the members' clean cached pages are dropped
 case $PROFILE in
     # bytes/s read, write; IOPS read, write
@@ -100,6 +117,11 @@ case $PROFILE in
             command -v $t >/dev/null || { echo "bench-nbd-raid-devices.sh: PROFILE=hdd-seek needs $t (apt-get install nbdkit libnbd-bin fuse3 btrfs-progs)" >&2; exit 2; }
         done ;;
     *) echo "bench-nbd-raid-devices.sh: PROFILE must be ssd, hdd or hdd-seek, not '$PROFILE'" >&2; exit 2 ;;
+esac
+case $MD in
+    "" | 0) MD="" ;;
+    1) [ "$PROFILE" = hdd-seek ] || { echo "bench-nbd-raid-devices.sh: MD=1 needs PROFILE=hdd-seek (the guest's CPU cost must be small beside the devices')" >&2; exit 2; } ;;
+    *) echo "bench-nbd-raid-devices.sh: MD must be 1 or empty, not '$MD'" >&2; exit 2 ;;
 esac
 CLIENTS=${CLIENTS:-N copy 1}
 for t in fio mkfs.btrfs losetup blockdev wipefs python3 nbdcopy nbdinfo; do
@@ -172,6 +194,53 @@ go_slow() {
     done
     slow=1
 }
+# The md side (MD=1): the mdvm guest, with fio and its libraries beside the
+# guest script, booted once per level and set-up order for every selected job.
+mdguest=""
+md_accel=""
+md_settings=""
+md_prepare() {
+    local l
+    mdguest="$dir/mdguest"
+    mkdir -p "$mdguest/lib"
+    cp scripts/bench-md-guest.sh "$mdguest/guest.sh"
+    cp -L "$(command -v fio)" "$mdguest/fio"
+    for l in $(ldd "$(command -v fio)" | awk '/=>/ {print $3}'); do cp -L "$l" "$mdguest/lib/"; done
+    MDVM_GUEST=$(tests/mdvm/build.sh 2>"$dir/mdvm-build.log" | tail -n1) && [ -s "$MDVM_GUEST/vmlinuz" ] || {
+        echo "bench-nbd-raid-devices.sh: MD=1: the mdvm guest could not be built:" >&2; cat "$dir/mdvm-build.log" >&2; exit 1
+    }
+    export MDVM_GUEST
+    truncate -s 1M "$dir/mdvm-data"
+}
+md_side() { # order level members
+    local order=$1 level=$2 n=$3 t name client rw bs qd k i round out="$dir/mdvm-out"
+    # Zeros on every member (the other sides left their data), so md's
+    # --assume-clean is true; the loop devices must not keep the old pages.
+    for i in $(seq 0 $((n - 1))); do
+        fallocate -p -o 0 -l "$(stat -c %s "$dir/d$i")" "$dir/d$i"
+        blockdev --flushbufs "${loops[$i]}"
+    done
+    go_slow
+    {
+        echo "$level $n $NJOBS $FILE_MB $RUNTIME"
+        for t in "${selected[@]}"; do
+            read -r name client rw bs qd <<<"$t"
+            for round in $(seq "$ROUNDS"); do echo "$name $client $rw $bs $qd $(seed_of "$client" "$rw" "$bs" "$qd" "$round")"; done
+        done
+    } >"$mdguest/manifest"
+    rm -rf "$out"
+    MDVM_OUT="$out" MDVM_MEM=2048 MDVM_DRIVES="${loops[*]}" \
+        tests/mdvm/run.sh "$mdguest" "$dir/mdvm-data" 3600 >"$dir/mdvm.log" 2>&1 || {
+        echo "bench-nbd-raid-devices.sh: MD=1: the md guest failed (RAID $level):" >&2; tail -n 40 "$dir/mdvm.log" >&2; exit 1
+    }
+    md_accel=$(cat "$out/accel.txt")
+    md_settings+="RAID $level: $(grep -h '^[a-z_]* [0-9]*$' "$out/results/md.txt" | tr '\n' ' ' | sed 's/ $//')"$'\n'
+    while read -r k name client r0 w0 r1 w1; do
+        runs[$order,$name,$client,m]+="$(python3 -c "$parse" <"$out/results/$k.json" | tr ' ' :) "
+        ios[$name,$client,m]+="$(python3 -c "$per_io" "$out/results/$k.json" "$r0" "$w0" "$r1" "$w1") "
+    done <"$out/results/index"
+    go_fast
+}
 cleanup() {
     [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null || true
     mountpoint -q "$dir/mnt" && umount "$dir/mnt" || true
@@ -196,8 +265,16 @@ fio_opts() { # client rw bs qd -> the options both sides share
     case $2 in
         *write) o+=" --end_fsync=1" ;;
     esac
-    echo "$o --time_based --rw=$2 --bs=$3 --runtime=$RUNTIME --output-format=json"
+    echo "$o --time_based --rw=$2 --bs=$3 --runtime=$RUNTIME --randseed=$(seed_of "$@" "$round") --output-format=json"
 }
+# fio's random offsets repeat from job to job unless seeded apart (randrepeat),
+# and a cache that keeps what the last job wrote (md's stripe cache keeps 256
+# stripes) would then be credited for hits the workload does not have. Every
+# job and round gets its own seed; every side gets the same one.
+seed_of() { # client rw bs qd round -> fio's randseed
+    printf '%s' "$*" | cksum | cut -d' ' -f1
+}
+round=1
 # Drops the members' clean cached pages every EVICT_MS ms until killed.
 evict='
 import os, sys, time
@@ -206,13 +283,37 @@ while True:
     for fd in fds:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     time.sleep(float(sys.argv[1]) / 1000)'
-run() { # side client rw bs qd -> "MiB/s IOPS"
-    local ev
+member_ios() { # -> "reads writes": requests the member devices completed so far
+    local l a b r=0 w=0
+    for l in "${loops[@]}"; do
+        read -r a _ _ _ b _ <"/sys/block/${l#/dev/}/stat"
+        r=$((r + a)); w=$((w + b))
+    done
+    echo "$r $w"
+}
+# fio's JSON and member requests before and after -> "reads:writes" per I/O.
+per_io='
+import json, sys
+t = open(sys.argv[1]).read()
+j = json.loads(t[t.index("{"):])["jobs"][0]
+n = max(j["read"]["total_ios"] + j["write"]["total_ios"], 1)
+r0, w0, r1, w1 = map(int, sys.argv[2:])
+print("%.2f:%.2f" % ((r1 - r0) / n, (w1 - w0) / n))'
+run() { # side client rw bs qd -> "MiB/s IOPS"; member requests per I/O in $dir/per-io
+    local ev before
     for l in "${loops[@]}"; do blockdev --flushbufs "$l"; done
     python3 -c "$evict" "$EVICT_MS" "${loops[@]}" &
     ev=$!
+    rm -f "$dir/run.json"
+    before=$(member_ios)
     run_one "$@"
     kill "$ev"; wait "$ev" 2>/dev/null || true
+    if [ -s "$dir/run.json" ]; then
+        # shellcheck disable=SC2046
+        python3 -c "$per_io" "$dir/run.json" $before $(member_ios) >"$dir/per-io"
+    else
+        echo "n/a" >"$dir/per-io"
+    fi
 }
 run_one() { # side client rw bs qd -> "MiB/s IOPS"
     local side=$1; shift
@@ -226,7 +327,7 @@ run_one() { # side client rw bs qd -> "MiB/s IOPS"
         fio --name=b --ioengine=nbd --uri="$URI" $(fio_opts "$@")
     else
         fio --name=b --ioengine=libaio --direct=1 --filename="$dir/mnt/f" $(fio_opts "$@")
-    fi | python3 -c "$parse"
+    fi | tee "$dir/run.json" | python3 -c "$parse"
 }
 label() {
     case $1 in
@@ -292,9 +393,38 @@ echo "raidlab $($RAIDLAB --version 2>/dev/null | head -1) ($RAIDLAB), fio $(fio 
 echo "members: $MEMBER loop devices over /dev/shm files, each $what; ${RUNTIME}s per job, test file ${FILE_MB}M, median of $((2 * ROUNDS)) run(s) per side ($ROUNDS per set-up order), N = $NJOBS"
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| level | job | client | raidlab | btrfs | raidlab / btrfs | raidlab set up first | btrfs set up first |"
-echo "|---|---|---|---|---|---|---|---|"
-declare -A runs
+with_md=$MD
+if [ -n "$MD" ]; then
+    md_prepare
+    echo "md: Linux $(sed -n 's/^kernel_package_version=//p' "$MDVM_GUEST/versions.txt") (Debian), mdadm $(sed -n 's/^mdadm=//p' "$MDVM_GUEST/versions.txt"), in the mdvm guest (2 vCPUs); fio $(fio --version) with libaio, O_DIRECT on /dev/md0"
+    echo "| level | job | client | raidlab | btrfs | raidlab / btrfs | raidlab set up first | btrfs set up first | md | raidlab / md |"
+    echo "|---|---|---|---|---|---|---|---|---|---|"
+else
+    echo "| level | job | client | raidlab | btrfs | raidlab / btrfs | raidlab set up first | btrfs set up first |"
+    echo "|---|---|---|---|---|---|---|---|"
+fi
+declare -A runs ios
+ios_rows=""
+# The median run's member requests per I/O, "R reads + W writes", per side.
+print_ios() { # level
+    local t name client rw bs qd side row
+    for t in "${selected[@]}"; do
+        read -r name client rw bs qd <<<"$t"
+        row="| RAID $1 | $name | $(label "$client") |"
+        for side in r b ${MD:+m}; do
+            # shellcheck disable=SC2086
+            row+=" $(python3 -c '
+import sys
+v = sorted((sum(map(float, x.split(":"))), x) for x in sys.argv[1:] if x != "n/a")
+if not v:
+    print("n/a")
+else:
+    r, w = v[(len(v) - 1) // 2][1].split(":")
+    print("%s + %s" % (r, w))' ${ios[$name,$client,$side]:-}) |"
+        done
+        echo "$row"
+    done
+}
 for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     read -r profile level n <<<"$cfg"
     [[ " $LEVELS " == *" $level "* ]] || continue
@@ -306,15 +436,22 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
         [ "$PROFILE" = hdd-seek ] || throttle "${loops[-1]}" 1
     done
     runs=()
+    ios=()
     for order in raidlab-first btrfs-first; do
         sides="r b"; [ $order = btrfs-first ] && sides="b r"
+        if [ -n "$MD" ]; then sides="r b m"; [ $order = btrfs-first ] && sides="b m r"; fi
         for s in $sides; do
+            if [ "$s" = m ]; then
+                md_side "$order" "$level" "$n"
+                continue
+            fi
             setup "$s" "$level" "$profile"
             for t in "${selected[@]}"; do
                 read -r name client rw bs qd <<<"$t"
                 [ "$client" = copy ] && refill "$s"
-                for _ in $(seq "$ROUNDS"); do
+                for round in $(seq "$ROUNDS"); do
                     runs[$order,$name,$client,$s]+="$(run "$s" "$client" "$rw" "$bs" "$qd" | tr ' ' :) "
+                    ios[$name,$client,$s]+="$(cat "$dir/per-io") "
                 done
             done
             teardown "$s"
@@ -324,6 +461,19 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     loops=()
     rm -f "$dir"/d*
     print_rows "$level"
+    ios_rows+=$(print_ios "$level")$'\n'
 done
 echo
+echo "Member requests per fio I/O (reads + writes completed by the member devices during the run, over fio's I/Os; median run):"
+echo
+if [ -n "$MD" ]; then
+    echo "| level | job | client | raidlab | btrfs | md |"
+    echo "|---|---|---|---|---|---|"
+else
+    echo "| level | job | client | raidlab | btrfs |"
+    echo "|---|---|---|---|---|"
+fi
+printf '%s' "$ios_rows"
+echo
+[ -n "$MD" ] && printf 'md ran under %s; its tunables as each array had them:\n%s' "$md_accel" "$(printf '%s' "$md_settings" | sort -u)"$'\n\n'
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -16,6 +16,10 @@
 #   MDVM_ACCEL  kvm | tcg to skip the probe (default: probe KVM, else TCG).
 #   MDVM_GUEST  directory from build.sh (default: run build.sh).
 #   MDVM_MEM    guest RAM in MiB (default 1536).
+#   MDVM_DRIVES more raw disks, space-separated paths (files or block
+#               devices), attached after the data disk (/dev/vdd, /dev/vde,
+#               ...) with the host page cache bypassed (cache=none), so the
+#               guest's requests reach them as it makes them.
 #
 # Exit status: the guest script's exit status; 90 if no accelerator could
 # boot the guest at all (the guest never printed MDVM-BOOTED), 91 if the
@@ -57,6 +61,8 @@ start_qemu() { # accel
     local accel="$1" cpu
     : >"$CONSOLE"
     if [ "$accel" = kvm ]; then cpu=host; else cpu=max; fi
+    local extra=() d
+    for d in ${MDVM_DRIVES:-}; do extra+=(-drive "file=$d,format=raw,if=virtio,cache=none,aio=threads"); done
     qemu-system-x86_64 -machine q35,accel="$accel" -cpu "$cpu" -smp 2 -m "${MDVM_MEM:-1536}" \
         -nographic -no-reboot -nodefaults -serial "file:$CONSOLE" -monitor none \
         -kernel "$GDIR/vmlinuz" -initrd "$GDIR/initrd.img" \
@@ -64,7 +70,7 @@ start_qemu() { # accel
         -drive "file=$CTL,format=raw,if=virtio,cache=unsafe" \
         -drive "file=$RES,format=raw,if=virtio,cache=unsafe" \
         -drive "file=$DATA,format=raw,if=virtio,cache=unsafe" \
-        </dev/null >"$OUT/qemu.$accel.out" 2>&1 &
+        "${extra[@]}" </dev/null >"$OUT/qemu.$accel.out" 2>&1 &
     QPID=$!
 }
 wait_for() { # pattern seconds -> 0 when seen, 1 when qemu exited or timed out
