@@ -48,7 +48,7 @@ tail -n +2 manifest | while read -r key client rw bs qd seed; do
     before=$(member_ios)
     # shellcheck disable=SC2086
     "$FIO" --name=b --ioengine=libaio --direct=1 --filename=/dev/md0 $o --iodepth="$qd" \
-        --time_based --rw="$rw" --bs="$bs" --runtime="$runtime" --randseed="$seed" --output-format=json >"/results/$k.json"
+        --time_based --rw="$rw" --bs="$bs" --runtime="$runtime" --randrepeat=0 --randseed="$seed" --output-format=json >"/results/$k.json"
     echo "$k $key $client $before $(member_ios)" >>/results/index
     k=$((k + 1))
 done

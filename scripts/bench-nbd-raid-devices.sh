@@ -265,12 +265,13 @@ fio_opts() { # client rw bs qd -> the options both sides share
     case $2 in
         *write) o+=" --end_fsync=1" ;;
     esac
-    echo "$o --time_based --rw=$2 --bs=$3 --runtime=$RUNTIME --randseed=$(seed_of "$@" "$round") --output-format=json"
+    echo "$o --time_based --rw=$2 --bs=$3 --runtime=$RUNTIME --randrepeat=0 --randseed=$(seed_of "$@" "$round") --output-format=json"
 }
-# fio's random offsets repeat from job to job unless seeded apart (randrepeat),
+# fio's random offsets repeat from job to job (randrepeat=1, its default, also
+# ignores randseed for them: fio 3.33 gives every job the same first offsets),
 # and a cache that keeps what the last job wrote (md's stripe cache keeps 256
-# stripes) would then be credited for hits the workload does not have. Every
-# job and round gets its own seed; every side gets the same one.
+# stripes) is then credited for hits the workload does not have. Every job
+# and round gets its own seed; every side gets the same one.
 seed_of() { # client rw bs qd round -> fio's randseed
     printf '%s' "$*" | cksum | cut -d' ' -f1
 }
