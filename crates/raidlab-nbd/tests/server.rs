@@ -564,15 +564,15 @@ fn requests_in_flight_are_served_in_parallel() {
 
 #[test]
 fn one_connection_gets_as_many_workers_as_the_limit_and_no_more() {
-    // 32 reads in flight, as a queue-depth-32 client sends them to an array
-    // of disks: the workers started on demand reach the default limit (16,
-    // enough to keep four members busy), and no more start.
+    // 64 reads in flight, more than a queue-depth-32 client sends to an
+    // array of disks: the workers started on demand reach the default limit
+    // (32, that client's whole queue), and no more start.
     let limits = Limits::default();
-    assert_eq!(limits.workers, 16);
-    let most = most_served_at_once(limits, 32, 16);
+    assert_eq!(limits.workers, 32);
+    let most = most_served_at_once(limits, 64, 32);
     assert_eq!(
-        most, 16,
-        "32 reads in flight with a limit of 16 workers: {most} served at once"
+        most, 32,
+        "64 reads in flight with a limit of 32 workers: {most} served at once"
     );
 }
 

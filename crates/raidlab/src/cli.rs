@@ -561,7 +561,7 @@ pub struct ServeArgs {
     pub max_inflight: u64,
     /// Requests of one connection served in parallel (threads start as
     /// requests need them, up to this many).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 32)]
     pub workers: usize,
     /// Send every read reply through a buffer. By default, reads of 32 KiB and
     /// more on plain (non-TLS) sockets go from the files holding the data to the

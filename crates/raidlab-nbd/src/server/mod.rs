@@ -111,9 +111,12 @@ impl Default for Limits {
         Limits {
             max_payload: 32 << 20,
             max_inflight_bytes: 64 << 20,
-            // nbdkit's default thread count; enough to keep a 4-disk array's
-            // members all busy from one connection at queue depth 32.
-            workers: 16,
+            // A queue-depth-32 client's whole queue: with 16 (nbdkit's
+            // default thread count) one such connection left a 4-disk array
+            // of disks 8% short of what the kernel's md and btrfs read from
+            // the same disks (docs/benchmarks.md, "The kernel's md on the
+            // same disks"). Threads start only as requests need them.
+            workers: 32,
             max_option_len: 16 << 10,
             max_connections: 64,
         }
