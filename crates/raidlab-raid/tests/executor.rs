@@ -80,7 +80,7 @@ impl raidlab_raid::exec::Executor for Spy {
         log: Option<raidlab_raid::exec::LogWriter<'_>>,
     ) -> Result<(), raidlab_raid::exec::Failed> {
         self.0.lock().unwrap().push(plan.clone());
-        raidlab_raid::exec::ThreadPool.run(plan, members, engine, user, log)
+        raidlab_raid::exec::ThreadPool::default().run(plan, members, engine, user, log)
     }
 }
 

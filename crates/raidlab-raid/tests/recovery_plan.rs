@@ -59,7 +59,7 @@ fn contents(v: &dyn Volume) -> Vec<u8> {
 }
 
 fn run(plan: &raidlab_raid::Plan, members: &[Option<Arc<dyn Volume>>], buf: &mut [u8]) {
-    ThreadPool
+    ThreadPool::default()
         .run(
             plan,
             members,
@@ -251,7 +251,7 @@ fn scrub_plans_read_every_copy_and_rewrite_from_the_buffer() {
         let k = run0.len as usize;
         let ones = vec![0x5au8; k];
         let plan = plan_rewrites(&[(loc.member, loc.offset, 0, k)], scrub.plan.locks.clone());
-        ThreadPool
+        ThreadPool::default()
             .run(
                 &plan,
                 &members,

@@ -195,7 +195,7 @@ impl Array {
             merging: std::sync::RwLock::new(()),
             journal: None,
             read_only: false,
-            executor: Arc::new(ThreadPool),
+            executor: Arc::new(ThreadPool::default()),
             stripe_cache: std::sync::OnceLock::new(),
             plans_rmw: AtomicU64::new(0),
             plans_rcw: AtomicU64::new(0),

@@ -2,7 +2,8 @@
 //!
 //! Each I/O step's operations run in parallel, one member's on the caller's thread
 //! and the others' on a shared pool of I/O threads, when the step is large enough
-//! for that to pay; small steps run in order on the caller's thread.
+//! for that to pay or its members are slow enough ([`pool::Pace`]); small steps
+//! on fast members run in order on the caller's thread.
 //! Compute steps call the parity engine. The executor makes no decisions: if a
 //! member fails, the error goes back to the caller with the member's name and range.
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 
 mod pool;
 mod recording;
-use pool::run_grouped;
+use pool::{run_grouped, Pace};
 pub use recording::Recording;
 
 /// Why a plan did not complete: the member roles whose operations failed (empty
@@ -163,10 +164,20 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
 }
 
 /// The real executor: each I/O step's operations in parallel on a shared pool
-/// of I/O threads when the step is large, in order on the caller's thread
-/// otherwise.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ThreadPool;
+/// of I/O threads when the step is large or its members wait for a device, in
+/// order on the caller's thread otherwise. It learns its members' pace from
+/// the steps it runs, so one executor serves one array.
+#[derive(Debug, Default)]
+pub struct ThreadPool {
+    pace: Pace,
+}
+
+impl ThreadPool {
+    /// Whether small steps of `kind` now go to the pool (for tests).
+    pub fn small_steps_in_parallel(&self, kind: OpKind) -> bool {
+        self.pace.waits_for_device(kind)
+    }
+}
 
 impl Executor for ThreadPool {
     fn run(
@@ -177,7 +188,7 @@ impl Executor for ThreadPool {
         user: UserBuf<'_>,
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
-        execute_logged(plan, members, engine, user, log)
+        execute(plan, members, engine, user, log, Some(&self.pace))
     }
 }
 
@@ -193,11 +204,24 @@ pub fn execute_logged(
     plan: &Plan,
     members: &Members,
     engine: &dyn Engine,
-    mut user: UserBuf<'_>,
+    user: UserBuf<'_>,
     log: Option<LogWriter<'_>>,
 ) -> Result<(), Failed> {
+    execute(plan, members, engine, user, log, None)
+}
+
+/// [`execute_logged`], small steps' choice made and taught by `pace` if given
+/// (by size alone otherwise).
+fn execute(
+    plan: &Plan,
+    members: &Members,
+    engine: &dyn Engine,
+    mut user: UserBuf<'_>,
+    log: Option<LogWriter<'_>>,
+    pace: Option<&Pace>,
+) -> Result<(), Failed> {
     let mut scratch = take_scratch(&plan.scratch);
-    let result = run_steps(plan, members, engine, &mut user, &mut scratch, log);
+    let result = run_steps(plan, members, engine, &mut user, &mut scratch, log, pace);
     give_back_scratch(scratch);
     result
 }
@@ -209,10 +233,11 @@ fn run_steps(
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
     log: Option<LogWriter<'_>>,
+    pace: Option<&Pace>,
 ) -> Result<(), Failed> {
     for step in &plan.steps {
         match step {
-            Step::Io(ops) => run_io(ops, members, user, scratch)?,
+            Step::Io(ops) => run_io(ops, members, user, scratch, pace)?,
             Step::Compute(cs) => {
                 for c in cs {
                     run_compute(c, engine, user, scratch)?;
@@ -285,6 +310,7 @@ fn run_io(
     members: &Members,
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
+    pace: Option<&Pace>,
 ) -> Result<(), Failed> {
     let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
@@ -298,8 +324,12 @@ fn run_io(
     distinct.dedup();
     // A flush waits for the device's cache: flushes of several members
     // overlap however few bytes the step moves.
-    let parallel = distinct.len() > 1
-        && (bytes >= PARALLEL_BYTES || ops.iter().any(|o| o.kind == OpKind::Flush));
+    let flush = ops.iter().any(|o| o.kind == OpKind::Flush);
+    let small = bytes < PARALLEL_BYTES && !flush;
+    let kind = ops.first().map_or(OpKind::Read, |o| o.kind);
+    let parallel = distinct.len() > 1 && (!small || pace.is_some_and(|p| p.waits_for_device(kind)));
+    // Only small steps say how long a small one takes.
+    let pace = pace.filter(|_| small);
 
     if all_writes {
         let sources: Vec<&[u8]> = ops
@@ -311,13 +341,13 @@ fn run_io(
             .zip(sources)
             .map(|(o, s)| (o.member, o, s))
             .collect();
-        return run_grouped(work, &distinct, parallel, members, |vol, op, buf| {
+        return run_grouped(work, &distinct, parallel, pace, members, |vol, op, buf| {
             do_op(vol, op, None, Some(buf))
         });
     }
     if all_unbuffered {
         let work: Vec<(usize, &MemberOp, ())> = ops.iter().map(|o| (o.member, o, ())).collect();
-        return run_grouped(work, &distinct, parallel, members, |vol, op, ()| {
+        return run_grouped(work, &distinct, parallel, pace, members, |vol, op, ()| {
             do_op(vol, op, None, None)
         });
     }
@@ -332,7 +362,7 @@ fn run_io(
             .zip(targets)
             .map(|(o, t)| (o.member, o, t))
             .collect();
-        return run_grouped(work, &distinct, parallel, members, |vol, op, buf| {
+        return run_grouped(work, &distinct, parallel, pace, members, |vol, op, buf| {
             do_op(vol, op, Some(buf), None)
         });
     }
