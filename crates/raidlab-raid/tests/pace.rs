@@ -79,7 +79,7 @@ fn a_small_writes_reads_reach_members_that_seek_together() {
     for (level, n, reads) in [(Level::Raid5, 4, 2), (Level::Raid6, 6, 3)] {
         let label = level.name();
         let (a, flight) = slow_array(level, n, Duration::from_millis(3));
-        let offsets: Vec<u64> = (0..24u64).map(|i| i * 200_704 + 4096).collect();
+        let offsets: Vec<u64> = (0..64u64).map(|i| i * 53_248 + 4096).collect();
         for (i, &off) in offsets.iter().enumerate() {
             a.write_at(&[i as u8 + 1; 4096], off).unwrap();
         }

@@ -196,22 +196,11 @@ impl Executor for ThreadPool {
 /// engine, for work that has no array (and so no executor) of its own:
 /// create, an offline rebuild or scrub, a log's start, a zoned array.
 pub fn run_offline(plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<(), Failed> {
-    execute_logged(plan, members, raidlab_parity::selected(), user, None)
+    execute(plan, members, raidlab_parity::selected(), user, None, None)
 }
 
-/// Run `plan`, handing its log step (if any) to `log`.
-pub fn execute_logged(
-    plan: &Plan,
-    members: &Members,
-    engine: &dyn Engine,
-    user: UserBuf<'_>,
-    log: Option<LogWriter<'_>>,
-) -> Result<(), Failed> {
-    execute(plan, members, engine, user, log, None)
-}
-
-/// [`execute_logged`], small steps' choice made and taught by `pace` if given
-/// (by size alone otherwise).
+/// Run `plan`, handing its log step (if any) to `log`; small steps' choice
+/// made and taught by `pace` if given (by size alone otherwise).
 fn execute(
     plan: &Plan,
     members: &Members,

@@ -18,13 +18,13 @@ use std::time::Instant;
 /// miss), as an executor learns it from the steps it runs.
 ///
 /// A small step is handed to the pool only when its operations wait for a
-/// device. From memory or the page cache a 4 KiB operation takes a
-/// microsecond or two, less than handing it to another thread costs, so such
-/// steps run in turn on the caller's thread. From an SSD it takes tens of
-/// microseconds, from a disk that seeks milliseconds: a RAID 5 4 KiB write's
-/// two reads (old data, old parity) then took twice as long in turn as
-/// together, a RAID 6 write's three reads three times, where md sends them
-/// to the members at once.
+/// device long enough to pay for it. From memory or the page cache a 4 KiB
+/// operation takes a microsecond or two, far less than handing it to another
+/// thread costs, so such steps run in turn on the caller's thread. From a
+/// disk that seeks it takes milliseconds: a RAID 5 4 KiB write's two reads
+/// (old data, old parity) then took twice as long in turn as together, a
+/// RAID 6 write's three reads three times, where md sends them to the
+/// members at once.
 #[derive(Debug, Default)]
 pub struct Pace {
     /// Nanoseconds an operation, a moving average: [reads, everything else].
@@ -33,13 +33,15 @@ pub struct Pace {
 
 /// A small operation that takes at least this long, on average, waited for a
 /// device, and handing the others of its step to pool threads is cheaper
-/// than waiting for them in turn. The hand-off (a sleeping pool thread woken,
-/// the caller waiting for it) took 26-35 µs on this project's 2-CPU test
-/// machine where two 4 KiB copies in turn took 65 ns (measured with a rayon
-/// `in_place_scope` of one spawn, as `run_grouped` does; the command is in
-/// docs/benchmarks.md). A page-cache hit of 4 KiB takes 1-2 µs, an SSD's
-/// 4 KiB read 50-100 µs, a 7200 rpm disk's several milliseconds.
-const DEVICE_NS: u64 = 50_000;
+/// than waiting for them in turn. The hand-off (a pool thread woken, the
+/// caller waiting for it) took 7-27 µs back to back and 25-106 µs after a
+/// 200 µs idle gap on this project's 2-CPU test machine, where two 4 KiB
+/// copies in turn took 54-65 ns (`cargo run --release -p raidlab-raid
+/// --example handoff`, which does what `run_grouped` does). So the line is
+/// above the worst hand-off seen: a page-cache hit (1-2 µs) and an SSD's
+/// 4 KiB read (tens of µs; about the hand-off at 100 µs) stay in turn, a disk
+/// that seeks (milliseconds) goes together.
+const DEVICE_NS: u64 = 200_000;
 
 fn slot(kind: OpKind) -> usize {
     usize::from(kind != OpKind::Read)
@@ -56,10 +58,10 @@ impl Pace {
         let Some(per_op) = took_ns.checked_div(ops as u64) else {
             return;
         };
-        // A disk's milliseconds and an SSD's 100 µs mean the same here, and
-        // a thread preempted for a millisecond during a page-cache copy
-        // must not send the next steps to the pool: no one step counts for
-        // more than twice the line.
+        // A disk's 5 ms and 400 µs mean the same here, and a thread
+        // preempted for a few milliseconds during a page-cache copy must not
+        // send the next steps to the pool: no one step counts for more than
+        // twice the line.
         let per_op = per_op.min(2 * DEVICE_NS);
         let a = &self.ns[slot(kind)];
         // About the last eight steps, so one page-cache hit among device
@@ -101,6 +103,27 @@ fn run_caught<G, F: Fn(G) -> Vec<(usize, Error)>>(run: &F, group: G) -> Vec<(usi
     })
 }
 
+/// Whether this thread's step of `kind` is one of the 1 in [`SAMPLE_EVERY`]
+/// that teach the pace: two clock reads a step were 3% of a 4 KiB write to
+/// an in-process array on tmpfs. Counted per kind, so that a write's read
+/// step and write step, which alternate, are both sampled.
+fn sample(kind: OpKind) -> bool {
+    thread_local! {
+        static STEPS: [std::cell::Cell<u32>; 2] = const {
+            [std::cell::Cell::new(0), std::cell::Cell::new(0)]
+        };
+    }
+    STEPS.with(|n| {
+        let n = &n[slot(kind)];
+        let k = n.get().wrapping_add(1);
+        n.set(k);
+        k % SAMPLE_EVERY == 0
+    })
+}
+
+/// See [`sample`]. A disk's pace is then learnt in about 25 small steps.
+const SAMPLE_EVERY: u32 = 4;
+
 /// Run `work` grouped by member, in parallel (on [`io_pool`]) when asked;
 /// teach `pace`, if given, what the caller's thread took per operation.
 pub(super) fn run_grouped<B: Send>(
@@ -129,13 +152,17 @@ pub(super) fn run_grouped<B: Send>(
         groups[g].push((op, b));
     }
     let pool = if parallel { io_pool() } else { None };
-    let timed = |group: Vec<(&MemberOp, B)>| -> Vec<(usize, Error)> {
+    let pace = pace.filter(|_| sample(kind));
+    // The caller's share of the step, timed when it teaches the pace; with
+    // `caught`, a panic in it becomes an error, as on the pool's threads.
+    let timed = |group: Vec<(&MemberOp, B)>, caught: bool| -> Vec<(usize, Error)> {
+        let go = |g| if caught { run_caught(&run, g) } else { run(g) };
         let Some(pace) = pace else {
-            return run_caught(&run, group);
+            return go(group);
         };
         let n = group.len();
         let start = Instant::now();
-        let errs = run_caught(&run, group);
+        let errs = go(group);
         pace.learn(kind, start.elapsed().as_nanos() as u64, n);
         errs
     };
@@ -152,12 +179,12 @@ pub(super) fn run_grouped<B: Send>(
                 s.spawn(move |_| *out = run_caught(run, g));
             }
             if let Some((g, out)) = first {
-                *out = timed(g);
+                *out = timed(g, true);
             }
         });
         results.into_iter().flatten().collect()
     } else {
-        groups.into_iter().flat_map(timed).collect()
+        groups.into_iter().flat_map(|g| timed(g, false)).collect()
     };
     let mut roles: Vec<usize> = errs
         .iter()
