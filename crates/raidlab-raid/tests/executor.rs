@@ -68,7 +68,10 @@ fn every_plan_runs_through_the_executor_it_is_given() {
 
 /// Runs every plan with the real executor and keeps a copy of each.
 #[derive(Debug, Default)]
-struct Spy(std::sync::Mutex<Vec<raidlab_raid::Plan>>);
+struct Spy(
+    std::sync::Mutex<Vec<raidlab_raid::Plan>>,
+    raidlab_raid::exec::ThreadPool,
+);
 
 impl raidlab_raid::exec::Executor for Spy {
     fn run(
@@ -80,7 +83,7 @@ impl raidlab_raid::exec::Executor for Spy {
         log: Option<raidlab_raid::exec::LogWriter<'_>>,
     ) -> Result<(), raidlab_raid::exec::Failed> {
         self.0.lock().unwrap().push(plan.clone());
-        raidlab_raid::exec::ThreadPool::default().run(plan, members, engine, user, log)
+        self.1.run(plan, members, engine, user, log)
     }
 }
 

@@ -1,5 +1,5 @@
 //! A parity array's small write reads old data and parity from two or three
-//! members. On members that wait for a device (an SSD, a disk that seeks)
+//! members. On members that wait for a device (a disk that seeks)
 //! those reads must be in flight together, as md sends them, not one after
 //! another: here members whose reads take milliseconds count how many of
 //! them are in flight at once, and the data written must read back.

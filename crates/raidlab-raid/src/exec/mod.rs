@@ -172,13 +172,6 @@ pub struct ThreadPool {
     pace: Pace,
 }
 
-impl ThreadPool {
-    /// Whether small steps of `kind` now go to the pool (for tests).
-    pub fn small_steps_in_parallel(&self, kind: OpKind) -> bool {
-        self.pace.waits_for_device(kind)
-    }
-}
-
 impl Executor for ThreadPool {
     fn run(
         &self,
@@ -315,9 +308,8 @@ fn run_io(
     // overlap however few bytes the step moves.
     let flush = ops.iter().any(|o| o.kind == OpKind::Flush);
     let small = bytes < PARALLEL_BYTES && !flush;
-    let kind = ops.first().map_or(OpKind::Read, |o| o.kind);
-    let parallel = distinct.len() > 1 && (!small || pace.is_some_and(|p| p.waits_for_device(kind)));
-    // Only small steps say how long a small one takes.
+    let parallel = distinct.len() > 1 && !small;
+    // A small step's choice is the pace's, and only small steps teach it.
     let pace = pace.filter(|_| small);
 
     if all_writes {

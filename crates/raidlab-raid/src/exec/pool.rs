@@ -124,8 +124,9 @@ fn sample(kind: OpKind) -> bool {
 /// See [`sample`]. A disk's pace is then learnt in about 25 small steps.
 const SAMPLE_EVERY: u32 = 4;
 
-/// Run `work` grouped by member, in parallel (on [`io_pool`]) when asked;
-/// teach `pace`, if given, what the caller's thread took per operation.
+/// Run `work` grouped by member, in parallel (on [`io_pool`]) when asked or
+/// when `pace`, if given, says its members wait for a device; teach `pace`
+/// what the caller's thread took per operation.
 pub(super) fn run_grouped<B: Send>(
     work: Vec<(usize, &MemberOp, B)>,
     distinct: &[usize],
@@ -151,6 +152,8 @@ pub(super) fn run_grouped<B: Send>(
         let g = distinct.binary_search(&m).unwrap_or(0);
         groups[g].push((op, b));
     }
+    let parallel =
+        parallel || (distinct.len() > 1 && pace.is_some_and(|p| p.waits_for_device(kind)));
     let pool = if parallel { io_pool() } else { None };
     let pace = pace.filter(|_| sample(kind));
     // The caller's share of the step, timed when it teaches the pace; with
