@@ -397,6 +397,90 @@ fn block(batch: u64, i: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// `detail` of a served array, text and JSON: the text's `State :` value and
+/// the JSON's `state`.
+fn served_state(members: &[PathBuf]) -> (String, String) {
+    let text = run(Command::new(bin()).arg("detail").args(members));
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("State :"))
+        .unwrap_or_else(|| panic!("no State line in {text}"))
+        .trim()
+        .to_string();
+    let j = run(Command::new(bin())
+        .arg("detail")
+        .arg("--json")
+        .args(members));
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    (line, v["state"].as_str().unwrap_or_default().to_string())
+}
+
+/// Ask `detail` until text and JSON both say `want` (true), or 10 s pass.
+fn served_state_becomes(members: &[PathBuf], want: &str) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        let (text, json) = served_state(members);
+        if text == want && json == want {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+/// md's rule for a running array's state, through `raidlab detail` of a
+/// served RAID 5: `clean` when idle (a fresh array, and 200 ms after the last
+/// write), `active` while writes come, the same word in text and JSON; and a
+/// kill -9 while it sits idle needs no resync at the next start, while one
+/// during writes does.
+#[test]
+fn a_served_array_says_clean_when_idle_and_active_while_it_writes() {
+    let d = tempfile::tempdir().unwrap();
+    let members = create(d.path(), "5", &["m0", "m1", "m2", "m3"], "16M");
+    let sock = d.path().join("s.sock");
+    let mut srv = Serve::start(&sock, &["-N", "a"], &members);
+    assert!(
+        served_state_becomes(&members, "clean"),
+        "an idle served array: {:?}",
+        served_state(&members)
+    );
+
+    let writing = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let w = writing.clone();
+    let mut c = Raw::connect(&sock, "a").unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while w.load(std::sync::atomic::Ordering::Relaxed) {
+            let off = (n % 256) * (64 << 10);
+            c.request(1, n, off, &block(n, 0, 64 << 10), 64 << 10)
+                .unwrap();
+            c.reply(0).unwrap();
+            n += 1;
+        }
+        c
+    });
+    assert!(
+        served_state_becomes(&members, "active"),
+        "a served array being written: {:?}",
+        served_state(&members)
+    );
+    writing.store(false, std::sync::atomic::Ordering::Relaxed);
+    let _c = writer.join().unwrap();
+    assert!(
+        served_state_becomes(&members, "clean"),
+        "writes stopped: {:?}",
+        served_state(&members)
+    );
+    // Idle and marked clean: a crash now owes no resync.
+    let (st, _) = srv.signal(libc::SIGKILL);
+    assert!(!st.success());
+    drop(_c);
+    let srv = Serve::start(&sock, &["-N", "a"], &members);
+    let err = srv.stop();
+    assert!(!err.contains("resync"), "{err}");
+    check_clean(&members);
+}
+
 /// Blocks a file holds on disk (st_blocks, 512-byte units).
 fn allocated(p: &Path) -> u64 {
     use std::os::unix::fs::MetadataExt;

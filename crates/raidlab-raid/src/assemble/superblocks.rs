@@ -41,6 +41,24 @@ impl Assembly {
         Ok(was_clean)
     }
 
+    /// md's safe mode: a running array whose writes have all completed and
+    /// been flushed is recorded clean again (resync_offset back at its end), so
+    /// that a crash while it sits idle costs no resync. The next write marks
+    /// it dirty first ([`Assembly::mark_dirty`]). Only for an array that was in
+    /// sync when it started. Unlike [`Assembly::mark_clean`] the bitmap keeps
+    /// its bits (the running array's copy decides when to write them again,
+    /// so clearing them here would let a later write skip setting one) and a
+    /// journal is not checkpointed (its array's superblocks stay clean anyway).
+    pub fn mark_idle(&mut self) -> Result<()> {
+        if self.geometry.level == Level::Raid0
+            || (self.has_journal() && self.journal_member().is_some())
+        {
+            // The same arrays whose dirty mark writes nothing.
+            return Ok(());
+        }
+        self.commit(|sb| sb.resync_offset = u64::MAX)
+    }
+
     /// After a flush: record a clean stop (if the array was in sync before).
     /// With a started journal, it is emptied first (members flushed, the tail
     /// moved past everything logged).

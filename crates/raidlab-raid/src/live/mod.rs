@@ -14,9 +14,13 @@
 //! Same checks and the same superblock changes as the offline verbs: this module
 //! never decides anything they would decide differently.
 //!
-//! The rebuild's own thread (start, steps, pacing, stop) is in `rebuild.rs`.
+//! The rebuild's own thread (start, steps, pacing, stop) is in `rebuild.rs`;
+//! md's safe mode (dirty only while writes are pending) in `safe_mode.rs`.
 
 mod rebuild;
+mod safe_mode;
+
+pub use safe_mode::{WriteMark, SAFE_MODE_DELAY, SAFE_MODE_POLL};
 
 use crate::array::{Array, Recovery};
 use crate::assemble::{Assembly, Device, MemberState};
@@ -115,6 +119,11 @@ impl TaskStatus {
 pub struct LiveStatus {
     pub rebuild: Option<TaskStatus>,
     pub scrub: Option<TaskStatus>,
+    /// What the superblocks say about writes (md's safe mode): `clean` when
+    /// none is pending, `active` while they are; absent when safe mode is off
+    /// (read-only, or a resync is owed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writes: Option<WriteMark>,
     /// A parity array's stripe cache: tunables and what it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stripe_cache: Option<StripeCacheReport>,
@@ -147,9 +156,13 @@ pub struct LiveArray {
     /// Asks the rebuild thread to save its position and stop (shutdown).
     stop: AtomicBool,
     max_rate: Mutex<Option<u64>>,
-    /// What the rebuild's rate limit paces against (the system clock unless a
-    /// test gives another).
+    /// What the rebuild's rate limit and safe mode's delay are measured
+    /// against (the system clock unless a test gives another).
     clock: Mutex<&'static dyn Clock>,
+    safe: safe_mode::SafeMode,
+    /// What happened outside a poll (members recorded faulty before a dirty
+    /// mark), for the next poll to report.
+    said: Mutex<Vec<String>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -183,6 +196,8 @@ impl LiveArray {
             stop: AtomicBool::new(false),
             max_rate: Mutex::new(None),
             clock: Mutex::new(&*SYSTEM_CLOCK),
+            safe: safe_mode::SafeMode::new(),
+            said: Mutex::new(Vec::new()),
         })
     }
 
@@ -231,6 +246,7 @@ impl LiveArray {
                 .as_ref()
                 .map(|t| lock(&t.status).clone()),
             scrub: lock(&self.scrub).clone(),
+            writes: self.write_mark(),
             stripe_cache: {
                 let (cache, rmw, rcw) = self.array.stripe_cache_stats();
                 cache.map(|(config, stats)| StripeCacheReport {
@@ -285,11 +301,25 @@ impl LiveArray {
     }
 
     /// Record members the running array took out (write errors, too many read
-    /// errors) as faulty, and let a hot spare take over. Returns what changed,
-    /// for the log. Call it often (the daemon polls).
+    /// errors) as faulty, and let a hot spare take over; mark the array clean
+    /// after a quiet spell (safe mode). Returns what changed, for the log.
+    /// Call it every [`SAFE_MODE_POLL`] (the daemon does).
     pub fn poll(self: &Arc<Self>) -> Vec<String> {
-        let mut said = Vec::new();
         let mut asm = lock(&self.asm);
+        let mut said = std::mem::take(&mut *lock(&self.said));
+        said.extend(self.record_failures(&mut asm));
+        said.extend(self.write_bad_blocks(&mut asm));
+        if let Err(e) = self.start_pending(&mut asm) {
+            said.push(format!("cannot start the rebuild: {e}"));
+        }
+        said.extend(self.settle(&mut asm));
+        said
+    }
+
+    /// The members the running array took out, recorded faulty in the
+    /// superblocks (a hot spare takes over).
+    fn record_failures(&self, asm: &mut Assembly) -> Vec<String> {
+        let mut said = Vec::new();
         for role in self.array.failed_members() {
             let Some(i) = asm.slots.get(role).copied().flatten() else {
                 continue;
@@ -298,10 +328,10 @@ impl LiveArray {
                 continue;
             }
             let path = asm.members[i].device.path.clone();
-            match Self::change(&mut asm, &self.array, |a| a.fail(i)) {
+            match Self::change(asm, &self.array, |a| a.fail(i)) {
                 Ok(spare) => {
                     said.push(format!("{path} (role {role}) failed and is marked faulty"));
-                    if let Some(r) = self.carried_on(&asm, Some(role)) {
+                    if let Some(r) = self.carried_on(asm, Some(role)) {
                         said.push(r);
                     }
                     if let Some(s) = spare {
@@ -313,10 +343,6 @@ impl LiveArray {
                 }
                 Err(e) => said.push(format!("{path} (role {role}) failed: {e}")),
             }
-        }
-        said.extend(self.write_bad_blocks(&mut asm));
-        if let Err(e) = self.start_pending(&mut asm) {
-            said.push(format!("cannot start the rebuild: {e}"));
         }
         said
     }
@@ -519,6 +545,11 @@ impl LiveArray {
         if lock(&self.scrub).as_ref().is_some_and(|s| s.running) {
             return Err(Error::invalid("a check or repair is running already"));
         }
+        if repair {
+            // A repair rewrites members: the superblocks must say dirty
+            // while it does (safe mode waits for it as for a write).
+            self.begin_write()?;
+        }
         let mut copy = lock(&self.asm).clone();
         let total = copy.geometry.member_bytes;
         *lock(&self.scrub) = Some(TaskStatus::new(
@@ -554,6 +585,9 @@ impl LiveArray {
             if let Err(e) = &result {
                 s.error = Some(e.to_string());
             }
+        }
+        if repair {
+            self.end_write();
         }
         result
     }

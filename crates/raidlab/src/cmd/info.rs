@@ -7,6 +7,7 @@ use raidlab_core::size::{format_size, format_size_approx};
 use raidlab_devices::OpenMode;
 use raidlab_md::Superblock;
 use raidlab_raid::assemble::{format_uuid, ArrayState, Assembly, MemberState};
+use raidlab_raid::live::WriteMark;
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -109,12 +110,16 @@ struct DetailJson {
     array_size_bytes: u64,
     member_data_bytes: u64,
     events: u64,
-    state: ArrayState,
+    /// mdadm's `State :` line, as the text shows it (README, "Array states").
+    state: String,
+    /// The same, word by word.
+    state_words: Vec<&'static str>,
+    /// Whether every member is there: `optimal`, `degraded` or `failed`.
+    health: &'static str,
     resync_pending: bool,
     /// `ppl` or `journal`: the next start for writing replays that log
     /// (after an unclean stop) instead of a resync.
     replay_pending: Option<String>,
-    state_text: String,
     consistency_policy: String,
     bitmap_dirty_chunks: Option<u64>,
     members: Vec<MemberJson>,
@@ -180,6 +185,62 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// mdadm's words for the state of an array (`clean` or `active`, then
+/// `degraded` or `FAILED`, then what runs: `recovering`, `resyncing`,
+/// `checking`), with raidlab's for a stopped array: `dirty` after an unclean
+/// stop, and what its next start for writing will do about it.
+fn state_words(
+    asm: &Assembly,
+    served: Option<&ServedInfo>,
+    dirty: bool,
+    replay_pending: Option<&str>,
+    resync_pending: bool,
+) -> Vec<&'static str> {
+    let mut words = vec![match served.map(|s| s.status.writes) {
+        // md's safe mode: clean while no write is pending.
+        Some(Some(WriteMark::Clean)) => "clean",
+        Some(Some(WriteMark::Active)) => "active",
+        // Served without safe mode (read-only, or a resync owed): what the
+        // superblocks say, in md's word for a running array.
+        Some(None) if asm.in_sync() => "clean",
+        Some(None) => "active",
+        // md's --examine says "active" here; nothing runs, so raidlab says
+        // what it means: the last stop was not clean.
+        None if dirty => "dirty",
+        None => "clean",
+    }];
+    match asm.state() {
+        ArrayState::Clean => {}
+        ArrayState::Degraded => words.push("degraded"),
+        ArrayState::Failed => words.push("FAILED"),
+    }
+    if let Some(s) = served {
+        let runs = |t: &Option<raidlab_raid::live::TaskStatus>| {
+            t.as_ref().filter(|t| t.running).map(|t| t.kind.clone())
+        };
+        if runs(&s.status.rebuild).is_some() {
+            // A rebuild and a replacement alike, as md says.
+            words.push("recovering");
+        }
+        match runs(&s.status.scrub).as_deref() {
+            Some("check") => words.push("checking"),
+            // md's mdstat calls a repair a resync, and mdadm after it.
+            Some(_) => words.push("resyncing"),
+            None => {}
+        }
+    }
+    match replay_pending {
+        Some("ppl") => words.push("partial parity log replay pending"),
+        Some(_) => words.push("journal replay pending"),
+        None if resync_pending => words.push("resync pending"),
+        None => {}
+    }
+    if asm.reshape().is_some() {
+        words.push("interrupted reshape (read-only)");
+    }
+    words
+}
+
 /// `detail`'s output for `asm` (text, or JSON with `json`), with what a server
 /// knows when it is the one answering.
 pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> Result<String> {
@@ -202,31 +263,9 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         None
     };
     let resync_pending = dirty && replay_pending.is_none();
-    let mut words = vec![];
-    if served.is_some() {
-        words.push("active");
-    } else if dirty {
-        // md's word for an array whose last stop was not clean.
-        words.push("dirty");
-    } else if state != ArrayState::Failed {
-        words.push("clean");
-    }
-    match state {
-        ArrayState::Clean => {}
-        ArrayState::Degraded => words.push("degraded"),
-        ArrayState::Failed => words.push("failed"),
-    }
-    match replay_pending {
-        Some("ppl") => words.push("partial parity log replay pending"),
-        Some(_) => words.push("journal replay pending"),
-        None if resync_pending => words.push("resync pending"),
-        None => {}
-    }
-    let reshape = asm.reshape();
-    if reshape.is_some() {
-        words.push("interrupted reshape (read-only)");
-    }
+    let words = state_words(asm, served.as_ref(), dirty, replay_pending, resync_pending);
     let state_text = words.join(", ");
+    let reshape = asm.reshape();
     let set_aside = |st: MemberState| -> Vec<String> {
         asm.members
             .iter()
@@ -253,10 +292,15 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         array_size_bytes: asm.data_bytes(),
         member_data_bytes: g.member_bytes,
         events: asm.events,
-        state,
+        state: state_text.clone(),
+        state_words: words,
+        health: match state {
+            ArrayState::Clean => "optimal",
+            ArrayState::Degraded => "degraded",
+            ArrayState::Failed => "failed",
+        },
         resync_pending,
         replay_pending: replay_pending.map(str::to_string),
-        state_text: state_text.clone(),
         consistency_policy: if asm.bitmap.is_some() {
             "bitmap"
         } else if asm.has_ppl() {

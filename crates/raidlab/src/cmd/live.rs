@@ -184,7 +184,8 @@ pub fn serve_control(
 }
 
 /// Watch for members the running arrays took out on I/O errors: record them
-/// faulty and let hot spares take over.
+/// faulty and let hot spares take over; mark arrays clean after their writes
+/// stop (md's safe mode).
 pub fn monitor(
     arrays: Arc<Vec<Managed>>,
     stop: &'static AtomicBool,
@@ -196,7 +197,7 @@ pub fn monitor(
                 log(&format!("export {:?}: {said}", m.export));
             }
         }
-        std::thread::sleep(Duration::from_millis(200));
+        std::thread::sleep(raidlab_raid::live::SAFE_MODE_POLL);
     }
 }
 

@@ -3,10 +3,12 @@
 //! time. On a stop, open connections are drained (requests already read are
 //! finished and answered), every array is flushed and marked clean.
 //!
-//! While serving, each writable array is marked dirty (md's "active"), so a crash
-//! or kill -9 is seen at the next start as an unclean stop, and `serve` resyncs
-//! the array before serving it again (the resync covers what md's consistency
-//! policy says: everything, or the dirty regions of the write-intent bitmap).
+//! While serving, each writable array is marked dirty (md's "active") while
+//! writes are pending and clean again 200 ms after the last (md's safe mode,
+//! `raidlab_raid::live`), so a crash or kill -9 during writes is seen at the
+//! next start as an unclean stop, and `serve` resyncs the array before serving
+//! it again (the resync covers what md's consistency policy says: everything,
+//! or the dirty regions of the write-intent bitmap).
 //!
 //! An export may put a raidlab cache (`raidlab cache create`) in front of its
 //! array or file: the origin is opened and started as it would be served
@@ -553,6 +555,10 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 )
             };
             let live = LiveArray::new(asm, array.clone());
+            if !e.read_only {
+                // md's safe mode: marked dirty only while writes are pending.
+                live.start_safe_mode(was_clean);
+            }
             if !e.read_only && !resume.is_empty() {
                 if consistent {
                     // md resumes recovery at start; so does this, in the
@@ -568,7 +574,8 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             let x = Export {
                 name: label.clone(),
                 description: shape,
-                volume: array.clone(),
+                // Every write (a cache's in front too) passes safe mode's gate.
+                volume: live.volume(),
                 // An array may refuse writes itself (a journal missing, opened
                 // with --force).
                 read_only: e.read_only || !array.is_writable(),

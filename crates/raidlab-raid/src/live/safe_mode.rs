@@ -1,0 +1,251 @@
+//! md's safe mode for an array in service: its superblocks say "active"
+//! (dirty) only while writes are pending, and "clean" again once no write has
+//! arrived for [`SAFE_MODE_DELAY`] and everything written has been flushed.
+//! A crash while the array sits idle then costs no resync, and `detail` says
+//! what md's would: `clean` for an idle array, `active` while it writes.
+//!
+//! It decides when the dirty and clean marks are written and holds new
+//! writes while one is; what the marks write is [`Assembly::mark_dirty`] and
+//! [`Assembly::mark_idle`]. Every write of a served array goes through
+//! [`Gated`] (clients and a cache in front alike), and a repair counts as a
+//! write while it runs: nothing may change the members' data while the
+//! superblocks say clean. It never plans member I/O itself.
+
+use super::{lock, LiveArray};
+use crate::assemble::Assembly;
+use raidlab_core::{Mapped, Result, StoredSink, Volume};
+use serde::Serialize;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// How long an array must go without writes before it is marked clean again
+/// (md's `safe_mode_delay` default, 200 ms). The server looks every
+/// [`SAFE_MODE_POLL`], so the mark lands between the two sums after the last
+/// write.
+pub const SAFE_MODE_DELAY: Duration = Duration::from_millis(200);
+/// How often a serving process should call [`LiveArray::poll`].
+pub const SAFE_MODE_POLL: Duration = Duration::from_millis(100);
+
+/// What the superblocks of a running array say about writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMark {
+    /// No write pending; everything written is flushed and the superblocks
+    /// say clean.
+    Clean,
+    /// Writes pending or recent: the superblocks say dirty (md's "active").
+    Active,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    Clean,
+    Active,
+    /// A mark is being written; writes wait for it.
+    Changing,
+}
+
+#[derive(Debug)]
+struct State {
+    mark: Mark,
+    /// Writes (and repairs) under way.
+    in_flight: usize,
+    /// When the last one ended, on the array's clock.
+    last_write: Duration,
+    /// Off for an array that stays marked dirty until it stops: read-only, or
+    /// not in sync when it started (its resync is still owed).
+    enabled: bool,
+}
+
+/// The safe-mode state of one running array.
+#[derive(Debug)]
+pub(super) struct SafeMode {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl SafeMode {
+    /// Off until [`LiveArray::start_safe_mode`]: the array stays as the start
+    /// left it (marked dirty when started for writing).
+    pub(super) fn new() -> SafeMode {
+        SafeMode {
+            state: Mutex::new(State {
+                mark: Mark::Active,
+                in_flight: 0,
+                last_write: Duration::ZERO,
+                enabled: false,
+            }),
+            changed: Condvar::new(),
+        }
+    }
+
+    fn wait<'a>(&self, g: std::sync::MutexGuard<'a, State>) -> std::sync::MutexGuard<'a, State> {
+        self.changed.wait(g).unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl LiveArray {
+    /// Start safe mode on an array started for writing: `was_clean` says
+    /// whether it was in sync (then an idle spell marks it clean; otherwise it
+    /// stays dirty until its resync, as the start left it).
+    pub fn start_safe_mode(&self, was_clean: bool) {
+        let now = lock(&self.clock).now();
+        let mut g = lock(&self.safe.state);
+        g.enabled = was_clean;
+        g.last_write = now;
+    }
+
+    /// What the superblocks say about writes now; `None` when safe mode is off
+    /// (read-only, or owed a resync: the start's mark stands).
+    pub fn write_mark(&self) -> Option<WriteMark> {
+        let g = lock(&self.safe.state);
+        g.enabled.then_some(match g.mark {
+            Mark::Clean => WriteMark::Clean,
+            // Being marked clean still counts as active: it is not, yet.
+            Mark::Active | Mark::Changing => WriteMark::Active,
+        })
+    }
+
+    /// The volume clients write through: the running array, with every write
+    /// marking the superblocks dirty first when they say clean.
+    pub fn volume(self: &Arc<Self>) -> Arc<dyn Volume> {
+        Arc::new(Gated(self.clone()))
+    }
+
+    /// A write (or a repair) is about to change the members' data: mark the
+    /// superblocks dirty first if they say clean, waiting for a mark being
+    /// written. Each `Ok` must be matched by [`LiveArray::end_write`].
+    pub(super) fn begin_write(&self) -> Result<()> {
+        let safe = &self.safe;
+        let mut g = lock(&safe.state);
+        loop {
+            match g.mark {
+                Mark::Active => {
+                    g.in_flight += 1;
+                    return Ok(());
+                }
+                Mark::Changing => g = safe.wait(g),
+                Mark::Clean => {
+                    g.mark = Mark::Changing;
+                    drop(g);
+                    let r = self.mark_dirty_now();
+                    g = lock(&safe.state);
+                    g.mark = if r.is_ok() { Mark::Active } else { Mark::Clean };
+                    safe.changed.notify_all();
+                    r?;
+                }
+            }
+        }
+    }
+
+    /// A write begun with [`LiveArray::begin_write`] is done.
+    pub(super) fn end_write(&self) {
+        let now = lock(&self.clock).now();
+        let mut g = lock(&self.safe.state);
+        g.in_flight = g.in_flight.saturating_sub(1);
+        g.last_write = now;
+    }
+
+    /// Write the dirty mark. A member the running array took out since the
+    /// last poll is recorded faulty first, as the poll would, so that the
+    /// mark is not refused for a superblock that can no longer be written.
+    fn mark_dirty_now(&self) -> Result<()> {
+        let mut asm = lock(&self.asm);
+        let said = self.record_failures(&mut asm);
+        lock(&self.said).extend(said);
+        Self::change(&mut asm, &self.array, |a| a.mark_dirty().map(|_| ()))
+    }
+
+    /// From [`LiveArray::poll`]: after [`SAFE_MODE_DELAY`] without writes,
+    /// flush the array (held stripes included) and mark it clean, with new
+    /// writes held until the mark is written. Returns what went wrong.
+    pub(super) fn settle(&self, asm: &mut Assembly) -> Option<String> {
+        let now = lock(&self.clock).now();
+        let safe = &self.safe;
+        let mut g = lock(&safe.state);
+        if !g.enabled
+            || g.mark != Mark::Active
+            || g.in_flight > 0
+            || now.saturating_sub(g.last_write) < SAFE_MODE_DELAY
+        {
+            return None;
+        }
+        g.mark = Mark::Changing;
+        drop(g);
+        let r = self
+            .array
+            .flush()
+            .and_then(|()| Self::change(asm, &self.array, |a| a.mark_idle()));
+        let mut g = lock(&safe.state);
+        g.mark = if r.is_ok() { Mark::Clean } else { Mark::Active };
+        if r.is_err() {
+            // Not again at every poll: after another quiet spell.
+            g.last_write = now;
+        }
+        safe.changed.notify_all();
+        r.err().map(|e| {
+            format!("cannot mark the array clean after its writes stopped ({e}); it stays active")
+        })
+    }
+}
+
+/// A running array as its clients see it: every call goes to the array, and
+/// those that change data pass the safe-mode gate first.
+struct Gated(Arc<LiveArray>);
+
+impl Gated {
+    fn write<T>(&self, f: impl FnOnce(&dyn Volume) -> Result<T>) -> Result<T> {
+        self.0.begin_write()?;
+        let r = f(self.0.array.as_ref());
+        self.0.end_write();
+        r
+    }
+}
+
+impl Volume for Gated {
+    fn name(&self) -> String {
+        self.0.array.name()
+    }
+    fn size(&self) -> u64 {
+        self.0.array.size()
+    }
+    fn block_size(&self) -> u32 {
+        self.0.array.block_size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.0.array.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write(|v| v.write_at(buf, offset))
+    }
+    fn flush(&self) -> Result<()> {
+        self.0.array.flush()
+    }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.write(|v| v.write_at_fua(buf, offset))
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.write(|v| v.write_zeroes(offset, len))
+    }
+    fn preferred_io_size(&self) -> Option<u64> {
+        self.0.array.preferred_io_size()
+    }
+    fn optimal_io_size(&self) -> Option<u64> {
+        self.0.array.optimal_io_size()
+    }
+    fn is_writable(&self) -> bool {
+        self.0.array.is_writable()
+    }
+    fn mapped(&self) -> Option<Mapped> {
+        self.0.array.mapped()
+    }
+    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
+        self.0.array.read_stored(offset, len, sink)
+    }
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.write(|v| v.discard(offset, len))
+    }
+    fn discard_zeroes(&self) -> bool {
+        self.0.array.discard_zeroes()
+    }
+}
