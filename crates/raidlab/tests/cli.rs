@@ -127,7 +127,7 @@ fn round_trip_every_level_complete_and_degraded() {
                 );
                 m.remove(gone);
                 let d = detail_json(dir.path(), &m);
-                assert_eq!(d["state"], "degraded");
+                assert_eq!(d["health"], "degraded");
                 assert_eq!(d["missing_roles"], serde_json::json!([gone]));
             }
         }
@@ -171,7 +171,7 @@ fn export_range_and_stdin_import_and_degraded_import() {
         .map(|s| s.as_str().unwrap().to_string())
         .collect();
     assert_eq!(stale, vec!["b", "d"]);
-    assert_eq!(d["state"], "degraded");
+    assert_eq!(d["health"], "degraded");
     let all = export(dir.path(), &m);
     assert!(all[12345..12345 + 300_000] == data[..]);
     // --output to a file.

@@ -149,7 +149,7 @@ fn an_unclean_degraded_array_names_next_steps_that_work() {
     );
     let v = detail(d, &u);
     assert!(
-        v["state_text"].as_str().unwrap().starts_with("dirty"),
+        v["state"].as_str().unwrap().starts_with("dirty"),
         "{v}"
     );
     assert_eq!(v["resync_pending"], true);
@@ -203,7 +203,7 @@ fn an_unclean_degraded_array_names_next_steps_that_work() {
     ok(d, &args(&with("rebuild", &n, &["--force"])));
     ok(d, &args(&with("resync", &n, &[])));
     let v = detail(d, &n);
-    assert_eq!(v["state_text"], "clean", "{v}");
+    assert_eq!(v["state"], "clean", "{v}");
     // A clean array needs no resync: exit 0, not a failure.
     let out = ok(d, &args(&with("resync", &n, &[])));
     assert!(out.contains("already in sync"), "{out}");
