@@ -4,13 +4,19 @@
 //! whole-disk image (MBR, logical partitions from 5, or GPT), numbered as Linux
 //! numbers them. A name that exists as it is always means that file, even with
 //! an `@` in it. The rules live in `raidlab_devices::partition`.
+//!
+//! When a whole disk is named where its partitions hold the members, the
+//! error names those partitions and the command with them in place.
 
 use anyhow::{bail, Context, Result};
-use raidlab_devices::{MemberOpener, MemberPath, OpenMode};
+use raidlab_core::{SliceVolume, Volume};
+use raidlab_devices::{MemberOpener, MemberPath, OpenMode, PartitionTable};
+use raidlab_md::Superblock;
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{self, StartReport};
 use raidlab_raid::ppl::PplReplay;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The word users give in place of a member that is gone.
 pub const MISSING: &str = "missing";
@@ -49,6 +55,177 @@ pub fn open_with(opener: &mut MemberOpener, p: &Path) -> Result<Device> {
         path: p.display().to_string(),
         volume,
     })
+}
+
+/// Put the array of `devices` together; when one of them carries no
+/// superblock itself but partitions of it hold md members (a whole-disk image
+/// named where `IMAGE@N` was meant), the error names them and the command to
+/// run instead.
+pub fn assemble(devices: Vec<Device>) -> Result<Assembly> {
+    match Assembly::assemble(devices.clone()) {
+        Ok(a) => Ok(a),
+        Err(e) => match partition_hint(&devices) {
+            Some(hint) => bail!("{hint}"),
+            None => Err(e.into()),
+        },
+    }
+}
+
+/// For the devices of `devices` that carry no md superblock themselves, the
+/// md members in their partitions:
+/// `disk0.img@3 holds member 0 of array UUID ...`, then the command line the
+/// user ran with each such disk replaced by its partition of the array (one
+/// line per array found). `None` when no partition holds a member.
+pub fn partition_hint(devices: &[Device]) -> Option<String> {
+    use raidlab_md::superblock::Role;
+    let mut lines = Vec::new();
+    // Per array (in the order found), which partition stands for which disk.
+    let mut arrays: Vec<([u8; 16], Vec<(String, String)>)> = Vec::new();
+    for d in devices {
+        if Superblock::read_from(d.volume.as_ref())
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            continue;
+        }
+        for f in partition_members(d.volume.clone(), &d.path, &mut |_, _| {}) {
+            let what = match f.sb.role() {
+                Role::Active(n) => format!("member {n}"),
+                Role::Replacement(n) => format!("the replacement of member {n}"),
+                Role::Spare => "a spare".into(),
+                Role::Faulty => "a faulty member".into(),
+                Role::Journal => "the write journal".into(),
+                Role::Unknown => "a member".into(),
+            };
+            let name = if f.sb.set_name.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", f.sb.set_name)
+            };
+            lines.push(format!(
+                "{} holds {what} of array{name} UUID {} (level {}, metadata {})",
+                f.name,
+                raidlab_raid::assemble::format_uuid(&f.sb.set_uuid),
+                f.sb.level,
+                f.sb.version().name()
+            ));
+            let uuid = f.sb.set_uuid;
+            let i = match arrays.iter().position(|(u, _)| *u == uuid) {
+                Some(i) => i,
+                None => {
+                    arrays.push((uuid, Vec::new()));
+                    arrays.len() - 1
+                }
+            };
+            arrays[i].1.push((d.path.clone(), f.name));
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let disks: Vec<&str> = {
+        let mut v: Vec<&str> = Vec::new();
+        for (d, _) in arrays.iter().flat_map(|(_, p)| p) {
+            if !v.contains(&d.as_str()) {
+                v.push(d);
+            }
+        }
+        v
+    };
+    let mut out = format!(
+        "{} carr{} no md superblock of {} own, but {} partitions hold md members:\n  {}\n",
+        disks.join(", "),
+        if disks.len() == 1 { "ies" } else { "y" },
+        if disks.len() == 1 { "its" } else { "their" },
+        if disks.len() == 1 { "its" } else { "their" },
+        lines.join("\n  ")
+    );
+    out += "name the partition (IMAGE@N, as `raidlab scan` lists them), not the whole disk:";
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    for (_, parts) in &arrays {
+        let mut cmd = vec!["raidlab".to_string()];
+        for a in &args {
+            let mine: Vec<&String> = parts
+                .iter()
+                .filter(|(d, _)| d == a)
+                .map(|(_, p)| p)
+                .collect();
+            if mine.is_empty() {
+                cmd.push(shell_quote(a));
+            } else {
+                cmd.extend(mine.iter().map(|p| shell_quote(p)));
+            }
+        }
+        out += &format!("\n  {}", cmd.join(" "));
+    }
+    Some(out)
+}
+
+/// One device or partition that carries an md superblock.
+pub struct Found {
+    /// The member name raidlab takes (`disk.img@5` for a partition).
+    pub name: String,
+    pub sb: Superblock,
+}
+
+/// The md superblock of `vol` (named `name`), if it has one; a damaged one is
+/// told to `skip` (name, why).
+pub fn probe(
+    vol: &dyn Volume,
+    name: String,
+    skip: &mut dyn FnMut(String, String),
+) -> Option<Found> {
+    match Superblock::read_from(vol) {
+        Ok(Some(sb)) => Some(Found { name, sb }),
+        Ok(None) => None,
+        Err(e) => {
+            skip(name, format!("damaged md superblock: {e}"));
+            None
+        }
+    }
+}
+
+/// The md members among the partitions of `vol` (named `shown`), named
+/// `shown@N`; partitions that cannot be used are told to `skip` (name, why).
+/// Reads the partition table and the superblock places only.
+pub fn partition_members(
+    vol: Arc<dyn Volume>,
+    shown: &str,
+    skip: &mut dyn FnMut(String, String),
+) -> Vec<Found> {
+    let mut here = Vec::new();
+    match PartitionTable::read(vol.as_ref()) {
+        Ok(Some(t)) => {
+            for part in t.partitions.iter().filter(|x| !x.extended) {
+                let name = format!("{shown}@{}", part.number);
+                if let Some(why) = &part.problem {
+                    skip(name, why.clone());
+                    continue;
+                }
+                let Ok(slice) = SliceVolume::named(vol.clone(), part.start, part.len, name.clone())
+                else {
+                    continue;
+                };
+                here.extend(probe(&slice, name, skip));
+            }
+        }
+        Ok(None) => {}
+        Err(e) => skip(shown.to_string(), format!("partition table not read: {e}")),
+    }
+    here
+}
+
+/// `s` as one word of a shell command line.
+pub fn shell_quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
 }
 
 /// Whether `p` names something that exists: a file or device, or a partition

@@ -148,10 +148,7 @@ fn an_unclean_degraded_array_names_next_steps_that_work() {
         &args(&with("create", &u, &["--level", "5", "--chunk", "64K"])),
     );
     let v = detail(d, &u);
-    assert!(
-        v["state"].as_str().unwrap().starts_with("dirty"),
-        "{v}"
-    );
+    assert!(v["state"].as_str().unwrap().starts_with("dirty"), "{v}");
     assert_eq!(v["resync_pending"], true);
 
     // Failing a member of an unsynced array warns and says what follows.

@@ -193,3 +193,94 @@ fn a_file_whose_name_has_an_at_sign_is_that_file() {
     assert!(img[(4096 + 2048) * 512..][..8192].iter().all(|&b| b == 0));
     ok(&run(d, &["detail", "a.img@5", "m1.img"]));
 }
+
+/// Four GPT disk images made by the real `sfdisk`, partition 3 of each an md
+/// member (as a NAS or an installer lays disks out), then every verb given
+/// the whole disks: the error names the partitions that hold members, and the
+/// command it prints (the same verb with `IMAGE@3` in place of each disk)
+/// works as printed.
+#[test]
+fn whole_disks_named_where_their_partitions_hold_the_members() {
+    let have = std::process::Command::new("sfdisk")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        raidlab_core::skip::skip_or_fail("sfdisk (fdisk package) is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let disks = ["disk0.img", "disk1.img", "disk2.img", "disk3.img"];
+    for disk in disks {
+        let f = fs::File::create(d.join(disk)).unwrap();
+        f.set_len(40 * MIB).unwrap();
+        let o = std::process::Command::new("sfdisk")
+            .args(["--quiet", "--no-reread", "--no-tell-kernel"])
+            .arg(d.join(disk))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(
+                    b"label: gpt\n\
+                      size=8MiB, type=C12A7328-F81F-11D2-BA4B-00A0C93EC93B\n\
+                      size=8MiB, type=0FC63DAF-8483-4772-8E79-3D69D8477DE4\n\
+                      type=A19D880F-05FC-4D3B-A006-743F0F84911E\n",
+                )?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(o.status.success(), "sfdisk {disk}: {o:?}");
+    }
+    let parts: Vec<String> = disks.iter().map(|x| format!("{x}@3")).collect();
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    ok(&run(
+        d,
+        &[
+            &["create", "--level", "5", "--chunk", "64K", "--name", "nas"][..],
+            &parts,
+        ]
+        .concat(),
+    ));
+    let array_uuid = {
+        let j: serde_json::Value =
+            serde_json::from_str(&ok(&run(d, &[&["detail", "--json"][..], &parts].concat())))
+                .unwrap();
+        j["uuid"].as_str().unwrap().to_string()
+    };
+    for verb in [
+        &["export", "--output", "out.img"][..],
+        &["detail"],
+        &["detail", "--json"],
+        &["check"],
+        &["examine"],
+    ] {
+        let o = run(d, &[verb, &disks[..]].concat());
+        assert!(!o.status.success(), "{verb:?} on whole disks succeeded");
+        let err = String::from_utf8_lossy(&o.stderr);
+        for (i, p) in parts.iter().enumerate() {
+            let said = format!("{p} holds member {i} of array \"nas\" UUID {array_uuid}");
+            assert!(err.contains(&said), "{verb:?}: no {said:?} in:\n{err}");
+        }
+        // The command to use: the same verb, the partitions in place.
+        let want = format!("raidlab {} {}", verb.join(" "), parts.join(" "));
+        let line = err
+            .lines()
+            .map(str::trim)
+            .find(|l| *l == want)
+            .unwrap_or_else(|| panic!("{verb:?}: no line {want:?} in:\n{err}"));
+        let args: Vec<&str> = line.split_whitespace().skip(1).collect();
+        let o = run(d, &args);
+        assert!(
+            o.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // Nothing was written by the refused verbs: the first 8 MiB partition
+    // (never touched) still reads as zeros after the GPT.
+    let img = fs::read(d.join("disk0.img")).unwrap();
+    assert!(img[MIB as usize..9 * MIB as usize].iter().all(|&b| b == 0));
+}

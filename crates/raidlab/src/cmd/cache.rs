@@ -93,7 +93,7 @@ fn open_origin(at: &CacheOrigin, write: bool, force: bool) -> Result<Origin> {
         });
     }
     let devices = open_members(&at.origin, mode)?;
-    let mut asm = Assembly::assemble(devices)?;
+    let mut asm = crate::open::assemble(devices)?;
     if write {
         start_logs(&mut asm)?;
     }

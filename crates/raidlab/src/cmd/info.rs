@@ -15,6 +15,7 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
     let mut json = Vec::new();
     let mut failed = false;
+    let mut bare = Vec::new();
     for d in devices {
         let sectors = d.volume.size() / 512;
         match Superblock::read_from(d.volume.as_ref()) {
@@ -73,16 +74,25 @@ pub fn examine(a: MembersJson) -> Result<ExitCode> {
             }
             Ok(None) => {
                 failed = true;
-                eprintln!(
-                    "raidlab: {}: no md superblock found (not an md 0.90, 1.0, 1.1 or 1.2 member)",
-                    d.path
-                );
+                // Said after the loop, all together: partitions may hold them.
+                bare.push(d.clone());
                 json.push(serde_json::json!({"device": d.path, "error": "no md superblock"}));
             }
             Err(e) => {
                 failed = true;
                 eprintln!("raidlab: {}: {e}", d.path);
                 json.push(serde_json::json!({"device": d.path, "error": e.to_string()}));
+            }
+        }
+    }
+    match crate::open::partition_hint(&bare) {
+        Some(hint) => eprintln!("raidlab: {hint}"),
+        None => {
+            for d in &bare {
+                eprintln!(
+                    "raidlab: {}: no md superblock found (not an md 0.90, 1.0, 1.1 or 1.2 member)",
+                    d.path
+                );
             }
         }
     }
@@ -180,7 +190,7 @@ pub fn detail(a: MembersJson) -> Result<ExitCode> {
         return crate::cmd::live::detail(&server, &a);
     }
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
-    let asm = Assembly::assemble(devices)?;
+    let asm = crate::open::assemble(devices)?;
     out!("{}", render_detail(&asm, None, a.json)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -35,7 +35,7 @@ fn assemble_rw(members: &[PathBuf]) -> Result<Assembly> {
 }
 
 fn assemble_rw_replay(members: &[PathBuf]) -> Result<(Assembly, Option<PplReplay>)> {
-    let mut asm = Assembly::assemble(open_members(members, OpenMode::ReadWrite)?)?;
+    let mut asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
     let replay = start_logs(&mut asm)?;
     Ok((asm, replay))
 }
@@ -314,7 +314,7 @@ pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
     let mut asm = if repair {
         assemble_rw(&a.members)?
     } else {
-        Assembly::assemble(open_members(&a.members, OpenMode::ReadOnly)?)?
+        crate::open::assemble(open_members(&a.members, OpenMode::ReadOnly)?)?
     };
     let report = asm.scrub(
         repair,

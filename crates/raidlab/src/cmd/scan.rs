@@ -7,24 +7,17 @@
 //! opens everything read-only, and writes nothing.
 
 use crate::cli::ScanArgs;
-use crate::open::open_members;
+use crate::open::{open_members, partition_members, probe, shell_quote, Found};
 use anyhow::Result;
 use raidlab_core::size::format_size_approx;
 use raidlab_core::Volume;
-use raidlab_devices::{FileVolume, OpenMode, PartitionTable};
-use raidlab_md::{superblock::feature, Superblock};
+use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_md::superblock::feature;
 use raidlab_raid::assemble::{format_uuid, ArrayState, Assembly, MemberState};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-
-/// One device or partition that carries a superblock.
-struct Found {
-    /// The member name raidlab takes (`disk.img@5` for a partition).
-    name: String,
-    sb: Superblock,
-}
 
 #[derive(Debug, Serialize)]
 struct ArrayOut {
@@ -152,7 +145,7 @@ fn expand(paths: &[PathBuf], skipped: &mut Vec<Skipped>) -> Vec<PathBuf> {
 fn look_at(p: &Path, found: &mut Vec<Found>, skipped: &mut Vec<Skipped>) {
     let shown = p.display().to_string();
     let vol = match FileVolume::open(p, OpenMode::ReadOnly) {
-        Ok(v) => std::sync::Arc::new(v),
+        Ok(v) => std::sync::Arc::new(v) as std::sync::Arc<dyn Volume>,
         Err(e) => {
             skipped.push(Skipped {
                 path: shown,
@@ -161,37 +154,14 @@ fn look_at(p: &Path, found: &mut Vec<Found>, skipped: &mut Vec<Skipped>) {
             return;
         }
     };
-    let mut here: Vec<Found> = Vec::new();
-    match PartitionTable::read(vol.as_ref()) {
-        Ok(Some(t)) => {
-            for part in t.partitions.iter().filter(|x| !x.extended) {
-                let name = format!("{shown}@{}", part.number);
-                if let Some(why) = &part.problem {
-                    skipped.push(Skipped {
-                        path: name,
-                        why: why.clone(),
-                    });
-                    continue;
-                }
-                let Ok(slice) = raidlab_core::SliceVolume::named(
-                    vol.clone(),
-                    part.start,
-                    part.len,
-                    name.clone(),
-                ) else {
-                    continue;
-                };
-                probe(&slice, name, &mut here, skipped);
-            }
-        }
-        Ok(None) => {}
-        Err(e) => skipped.push(Skipped {
-            path: shown.clone(),
-            why: format!("partition table not read: {e}"),
-        }),
-    }
-    let mut whole = Vec::new();
-    probe(vol.as_ref(), shown, &mut whole, skipped);
+    let here = partition_members(vol.clone(), &shown, &mut |path, why| {
+        skipped.push(Skipped { path, why })
+    });
+    let mut whole: Vec<Found> = probe(vol.as_ref(), shown, &mut |path, why| {
+        skipped.push(Skipped { path, why })
+    })
+    .into_iter()
+    .collect();
     // A superblock at the end of a disk whose last partition ends there too
     // (1.0, 0.90) shows through both: it belongs to the partition.
     whole.retain(|w| {
@@ -201,17 +171,6 @@ fn look_at(p: &Path, found: &mut Vec<Found>, skipped: &mut Vec<Skipped>) {
     });
     found.extend(here);
     found.extend(whole);
-}
-
-fn probe(vol: &dyn Volume, name: String, found: &mut Vec<Found>, skipped: &mut Vec<Skipped>) {
-    match Superblock::read_from(vol) {
-        Ok(Some(sb)) => found.push(Found { name, sb }),
-        Ok(None) => {}
-        Err(e) => skipped.push(Skipped {
-            path: name,
-            why: format!("damaged md superblock: {e}"),
-        }),
-    }
 }
 
 /// Assemble one group read-only and say what it is.
@@ -303,15 +262,4 @@ fn describe(members: Vec<Found>) -> ArrayOut {
         }
     }
     out
-}
-
-fn shell_quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "@%+=:,./-_".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }

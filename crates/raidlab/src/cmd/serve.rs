@@ -506,7 +506,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
         (None, false) => {
             let devices = open_members(&e.members, mode)
                 .with_context(|| format!("export {:?}", e.name))?;
-            let asm = Assembly::assemble(devices)
+            let asm = crate::open::assemble(devices)
                 .with_context(|| format!("export {:?}: cannot assemble the array", e.name))?;
             crate::open::warn_set_aside(&asm);
             let label = if e.name.is_empty() {

@@ -66,7 +66,7 @@ fn pipeline(
 
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
-    let asm = Assembly::assemble(devices)?;
+    let asm = crate::open::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
     let started = Started::start(
         asm,
@@ -211,7 +211,7 @@ fn read_salvaging(array: &dyn Volume, buf: &mut [u8], pos: u64, lost: &mut Lost)
 
 pub fn import(a: ImportArgs) -> Result<ExitCode> {
     let devices = open_members(&a.members, OpenMode::ReadWrite)?;
-    let asm = Assembly::assemble(devices)?;
+    let asm = crate::open::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
     // Everything that can refuse the import is checked before the start,
     // which writes (logs, the dirty mark): a refusal changes nothing.
