@@ -444,9 +444,107 @@ fn refusals_touch_nothing() {
     );
     assert_eq!(c.call(77, 0, 0, 0, &[]).0, EINVAL, "unknown command");
     assert!(rw.snapshot().iter().all(|&b| b == 0), "nothing written");
-    // A write over the maximum payload cannot be skipped: hard disconnect.
-    c.send(CMD_WRITE, 0, 1, 0, 2 << 20, &[]);
+    // A write too long to skip (over twice the maximum payload and over 2^25
+    // bytes): hard disconnect, before any of its payload is read.
+    assert_eq!(limits.skip_max(), 32 << 20);
+    c.send(CMD_WRITE, 0, 1, 0, (32 << 20) + 1, &[]);
     assert!(matches!(h.join().unwrap(), Outcome::Violation(_)));
+}
+
+/// A volume of 64 KiB holding a pattern, served with the smallest maximum
+/// payload (4 KiB), so that requests just over it stay small.
+fn patterned_small_payload() -> (Arc<MemVolume>, Vec<u8>, Arc<Server>) {
+    let v = Arc::new(MemVolume::new(65536));
+    let pattern: Vec<u8> = (0..65536u32).map(|i| (i % 251) as u8 + 1).collect();
+    v.write_at(&pattern, 0).unwrap();
+    let limits = Limits {
+        max_payload: 4096,
+        ..Limits::default()
+    };
+    let s = server(vec![export("a", v.clone(), false)], limits);
+    (v, pattern, s)
+}
+
+/// Issue 39: a write over the advertised maximum payload gets EINVAL (a
+/// structured error with a message), its payload is read and dropped so the
+/// next request is read where it starts, and nothing is written.
+#[test]
+fn write_over_the_advertised_maximum_gets_einval_and_the_stream_stays_in_step() {
+    let (v, pattern, s) = patterned_small_payload();
+    let (mut c, h) = Client::start(s);
+    let (_, _, bs) = c.go("a");
+    assert_eq!(bs[2], 4096, "the maximum advertised");
+    // The over-long write and a read right behind it, in one go.
+    c.send(CMD_WRITE, 0, 1, 0, 8192, &[0xee; 8192]);
+    c.send(CMD_READ, 0, 2, 0, 4096, &[]);
+    let mut h20 = [0u8; 20];
+    c.s.read_exact(&mut h20).unwrap();
+    assert_eq!(&h20[0..4], &STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    assert_eq!(
+        u16::from_be_bytes([h20[4], h20[5]]),
+        REPLY_FLAG_DONE,
+        "one final chunk"
+    );
+    assert_eq!(u16::from_be_bytes([h20[6], h20[7]]), REPLY_TYPE_ERROR);
+    assert_eq!(&h20[8..16], &1u64.to_be_bytes());
+    let mut d = vec![0; u32::from_be_bytes(h20[16..20].try_into().unwrap()) as usize];
+    c.s.read_exact(&mut d).unwrap();
+    assert_eq!(u32::from_be_bytes(d[0..4].try_into().unwrap()), EINVAL);
+    let msg = String::from_utf8_lossy(&d[6..]);
+    assert!(msg.contains("maximum payload"), "message {msg:?}");
+    let (cookie, e, back) = c.reply();
+    assert_eq!((cookie, e), (2, 0));
+    assert_eq!(back, pattern[..4096]);
+    // A write far over the maximum (but still skippable) is refused alike,
+    // and one at the maximum is carried out.
+    let long = vec![0xdd; 1 << 20];
+    assert_eq!(c.call(CMD_WRITE, CMD_FLAG_FUA, 0, 1 << 20, &long).0, EINVAL);
+    assert_eq!(v.snapshot(), pattern, "nothing written");
+    assert_eq!(c.call(CMD_WRITE, 0, 4096, 4096, &[0xcc; 4096]).0, 0);
+    assert!(v.snapshot()[4096..8192].iter().all(|&b| b == 0xcc));
+    c.send(CMD_DISC, 0, 8, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
+
+/// Without structured replies the refusal is a simple reply, and the stream
+/// stays in step alike.
+#[test]
+fn write_over_the_advertised_maximum_gets_a_simple_einval_without_structured_replies() {
+    let (v, pattern, s) = patterned_small_payload();
+    let (mut c, h) = Client::start(s);
+    c.option(OPT_GO, &Client::info_data("a", &[INFO_BLOCK_SIZE]));
+    while c.option_reply().1 != REP_ACK {}
+    c.send(CMD_WRITE, 0, 1, 0, 8192, &[0xee; 8192]);
+    assert_eq!(c.reply(), (1, EINVAL, vec![]));
+    // A simple read reply: the header, then as many bytes as asked for.
+    assert_eq!(c.call(CMD_READ, 0, 0, 16, &[]).0, 0);
+    let mut back = [0u8; 16];
+    c.s.read_exact(&mut back).unwrap();
+    assert_eq!(back, pattern[..16]);
+    assert_eq!(v.snapshot(), pattern, "nothing written");
+    c.send(CMD_DISC, 0, 8, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
+}
+
+/// Zeroing and trims carry no payload: the protocol lets a client ask for
+/// more than the maximum payload and says the server should not hang up; it
+/// may refuse only where the length would cost it more than a maximum one
+/// would, which a zeroing in pieces does not. They are carried out.
+#[test]
+fn write_zeroes_and_trim_over_the_maximum_payload_are_carried_out() {
+    let (v, pattern, s) = patterned_small_payload();
+    let (mut c, h) = Client::start(s);
+    c.go("a");
+    assert_eq!(c.call(CMD_WRITE_ZEROES, 0, 4096, 16384, &[]).0, 0);
+    let snap = v.snapshot();
+    assert!(snap[4096..20480].iter().all(|&b| b == 0));
+    assert_eq!(snap[..4096], pattern[..4096]);
+    assert_eq!(snap[20480..], pattern[20480..]);
+    assert_eq!(c.call(CMD_TRIM, 0, 0, 65536, &[]).0, 0);
+    // Still in step (what a trimmed range reads as is the volume's affair).
+    assert_eq!(c.call(CMD_READ, 0, 0, 16, &[]).1.len(), 16);
+    c.send(CMD_DISC, 0, 8, 0, 0, &[]);
+    assert_eq!(h.join().unwrap(), Outcome::Closed);
 }
 
 #[test]

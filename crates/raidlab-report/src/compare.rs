@@ -7,7 +7,7 @@
 //! It decides which figure heads a test and how a ratio is said; it never
 //! measures, never reads files and never prints.
 
-use crate::html::shown;
+use crate::html::shown_in;
 use crate::input::ResultFile;
 use crate::model::{Model, SuiteView, SummaryRow};
 use std::fmt::Write as _;
@@ -116,7 +116,8 @@ pub fn comparison_text(files: &[ResultFile], baseline: Option<&str>) -> String {
             .map(|r| {
                 (0..names.len())
                     .map(|c| {
-                        let v = r.values[c].map_or("-".to_string(), |v| shown(v, &r.metric));
+                        let v = r.values[c]
+                            .map_or("-".to_string(), |v| shown_in(v, &suite.name, &r.metric));
                         match ratio(r.values[c], r.values[suite.baseline]) {
                             Some(q) if c != suite.baseline => format!("{v} {q:>5.2}x"),
                             _ => v,

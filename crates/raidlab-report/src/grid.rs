@@ -7,7 +7,7 @@
 //! It decides how a grid is laid out and how a ratio is coloured; it never
 //! computes a figure other than a ratio, and never reads files.
 
-use crate::html::{esc, shown};
+use crate::html::{esc, shown_in};
 use crate::model::{kind, Model, SuiteView, SummaryRow};
 use std::fmt::Write as _;
 
@@ -82,7 +82,7 @@ pub fn cdm_grids(h: &mut String, model: &Model, suite: &SuiteView) {
                 let _ = write!(
                     h,
                     "<td class=\"n\">{}</td>",
-                    v.map_or("–".into(), |v| esc(&shown(v, "MB/s")))
+                    v.map_or("–".into(), |v| esc(&shown_in(v, "cdm", "MB/s")))
                 );
             }
             h.push_str("</tr>\n");

@@ -34,11 +34,51 @@ pub fn exact(v: f64) -> String {
     format!("{v}")
 }
 
-/// A value as the tool it comes from shows it, for the tables (the exact value
-/// stays in the tooltip, the JSON and the CSV): CrystalDiskMark's MB/s with two
-/// decimals, IOPS as whole numbers, latency in µs with one decimal; Bonnie++'s
-/// seeks/s and files/s and IOzone's kB/s as whole numbers; anything else as a
-/// bar label ([`short`]).
+/// A value as the tool it comes from shows it, for the tables and bar labels
+/// (the exact value stays in the tooltip, the JSON and the CSV): for suite
+/// `cdm`, as CrystalDiskMark's window shows its figures ([`cdm_shown`]); for the
+/// others by metric ([`shown`]).
+pub fn shown_in(v: f64, suite: &str, metric: &str) -> String {
+    if suite == "cdm" {
+        if let Some(s) = cdm_shown(v, metric) {
+            return s;
+        }
+    }
+    shown(v, metric)
+}
+
+/// A figure as CrystalDiskMark 8's window shows it (`DiskMarkDlg.cpp`,
+/// `UpdateScore`, any profile but Demo): MB/s, IOPS and latency in µs all with
+/// two decimals (`%.2f`), and from 1,000,000 up as a whole number, the
+/// fraction cut off (`%d` of the value cast to an integer). None for a metric
+/// CrystalDiskMark does not show.
+fn cdm_shown(v: f64, metric: &str) -> Option<String> {
+    let cdm = metric.starts_with("MB/s") || metric.starts_with("IOPS") || metric.contains("µs");
+    if !cdm || !v.is_finite() {
+        return None;
+    }
+    if v.abs() >= 1_000_000.0 {
+        return Some(format!("{}", v.trunc()));
+    }
+    Some(no_negative_zero(format!("{v:.2}")))
+}
+
+/// "-0.00" and the like read as zero.
+fn no_negative_zero(s: String) -> String {
+    if s.trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        return s.trim_start_matches('-').to_string();
+    }
+    s
+}
+
+/// A value rounded by its metric, as the tools other than CrystalDiskMark
+/// show it: MB/s with two decimals, IOPS as whole numbers and latency in µs
+/// with one decimal (as `raidlab bench` prints them in the terminal; fio's
+/// IOPS are whole too), Bonnie++'s seeks/s and files/s and IOzone's kB/s as
+/// whole numbers; anything else as a bar label ([`short`]).
 pub fn shown(v: f64, metric: &str) -> String {
     if !v.is_finite() {
         return exact(v);
@@ -57,15 +97,7 @@ pub fn shown(v: f64, metric: &str) -> String {
     } else {
         return short(v);
     };
-    let s = format!("{v:.decimals$}");
-    if s.trim_start_matches('-')
-        .chars()
-        .all(|c| c == '0' || c == '.')
-    {
-        // "-0.0" and the like read as zero.
-        return s.trim_start_matches('-').to_string();
-    }
-    s
+    no_negative_zero(format!("{v:.decimals$}"))
 }
 
 /// A value for a bar label: two decimals for values of 1 and more, three
@@ -273,7 +305,7 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
             );
         }
         h.push_str("</ul>\n");
-        h.push_str(&svg::chart(model, chart, &title));
+        h.push_str(&svg::chart(model, &suite.name, chart, &title));
         // The numbers under the chart as the tool shows them: rows = group and
         // test, columns = the chart's targets.
         h.push_str("\n<table class=\"numbers\">\n<tr><th>group</th><th>test</th>");
@@ -294,7 +326,7 @@ fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
                         .bars
                         .iter()
                         .filter(|b| b.0 == t)
-                        .map(|b| esc(&shown(b.1, &chart.metric)))
+                        .map(|b| esc(&shown_in(b.1, &suite.name, &chart.metric)))
                         .collect();
                     let cell = if cell.is_empty() {
                         "–".to_string()
@@ -421,7 +453,7 @@ fn comparison(h: &mut String, model: &Model, suite: &SuiteView) {
             let _ = write!(
                 h,
                 "<td class=\"n\">{}</td>",
-                v.map(|v| esc(&shown(v, &r.metric)))
+                v.map(|v| esc(&shown_in(v, &suite.name, &r.metric)))
                     .unwrap_or_else(|| "–".into())
             );
             if c == suite.baseline {
@@ -529,6 +561,112 @@ mod tests {
         assert_eq!(shown(-0.01, "latency µs"), "0.0");
         assert_eq!(shown(321.25, "seeks/s"), "321");
         assert_eq!(shown(0.00123456, "ratio"), "0.00123");
+        // CrystalDiskMark's window: two decimals for MB/s, IOPS and µs, whole
+        // (cut, not rounded) from a million up.
+        assert_eq!(shown_in(13221.286051794548, "cdm", "MB/s"), "13221.29");
+        assert_eq!(shown_in(1200.004, "cdm", "MB/s avg"), "1200.00");
+        assert_eq!(shown_in(123850.14, "cdm", "IOPS"), "123850.14");
+        assert_eq!(shown_in(1234567.89, "cdm", "IOPS"), "1234567");
+        assert_eq!(shown_in(0.7980567220573407, "cdm", "latency µs"), "0.80");
+        assert_eq!(shown_in(278.52792375971944, "cdm", "latency µs"), "278.53");
+        assert_eq!(shown_in(-0.001, "cdm", "latency µs"), "0.00");
+        // Other suites and metrics as before.
+        assert_eq!(shown_in(123850.14, "job", "IOPS"), "123850");
+        assert_eq!(shown_in(77.46, "replay", "latency µs"), "77.5");
+        assert_eq!(shown_in(0.00123456, "cdm", "ratio"), "0.00123");
+        assert_eq!(shown_in(f64::NAN, "cdm", "MB/s"), "NaN");
+    }
+
+    /// The cells of the numbers table under chart `ci` of the first suite:
+    /// (group, test) -> one cell per column after them.
+    fn chart_table(html: &str, ci: usize) -> Vec<(String, String, Vec<String>)> {
+        let at = html
+            .find(&format!("<figure class=\"chart\" id=\"chart-0-{ci}\">"))
+            .expect("chart");
+        let fig = &html[at..at + html[at..].find("</figure>").unwrap()];
+        let table = &fig[fig.find("<table class=\"numbers\">").expect("table")..];
+        table
+            .split("<tr>")
+            .skip(2)
+            .map(|tr| {
+                let cells: Vec<String> = tr
+                    .split("<td")
+                    .skip(1)
+                    .map(|td| {
+                        let td = &td[td.find('>').unwrap() + 1..];
+                        td[..td.find("</td>").unwrap()].to_string()
+                    })
+                    .collect();
+                (cells[0].clone(), cells[1].clone(), cells[2..].to_vec())
+            })
+            .collect()
+    }
+
+    /// Issue 39: every figure a chart of a `bench cdm` result draws (each
+    /// test, metric and target) is in the table under that chart, in its
+    /// target's column, as CrystalDiskMark's window shows it: MB/s, IOPS and
+    /// latency in µs with two decimals, from 1,000,000 up whole.
+    #[test]
+    fn every_charted_cdm_figure_has_a_table_cell_rounded_as_crystaldiskmark_shows_it() {
+        let targets = ["single disk", "RAID 5"];
+        let mut rows = Vec::new();
+        let mut x = 2.71f64;
+        for target in targets {
+            for group in ["SEQ1M Q8T1", "SEQ1M Q1T1", "RND4K Q32T1", "RND4K Q1T1"] {
+                for test in ["read", "write"] {
+                    x = (x * 7.31 + 3.77) % 997.0;
+                    let (mb, iops, lat) = if group.starts_with("SEQ") {
+                        (x * 3.0, x * 3.0 / 1.048576, 8e6 / (x * 3.0))
+                    } else {
+                        (x / 10.0, x * 2.44140625e1, 4.096e4 / x)
+                    };
+                    for (metric, v) in [
+                        ("MB/s", mb),
+                        ("IOPS", iops),
+                        ("latency µs", lat),
+                        ("MB/s avg", mb * 0.97),
+                    ] {
+                        rows.push(row(group, test, target, metric, v));
+                    }
+                }
+            }
+        }
+        // A million IOPS and more: whole, the fraction cut off.
+        rows[2 * 4 * 4 + 9].value = 1_234_567.89;
+        assert_eq!(rows[2 * 4 * 4 + 9].metric, "IOPS");
+        let files = [file("cdm.json", &targets, rows)];
+        let html = render_html(&files);
+        let model = Model::new(&files, None);
+        let charts = &model.suites[0].charts;
+        assert_eq!(charts.len(), 8, "4 metrics x 2 kinds of test");
+        let mut checked = 0;
+        for (ci, chart) in charts.iter().enumerate() {
+            let table = chart_table(&html, ci);
+            for g in &chart.groups {
+                for t in &g.tests {
+                    let line = table
+                        .iter()
+                        .find(|(tg, tt, _)| *tg == g.name && *tt == t.name)
+                        .unwrap_or_else(|| panic!("no table row {} {}", g.name, t.name));
+                    for &(target, v) in &t.bars {
+                        let col = chart.targets.iter().position(|&c| c == target).unwrap();
+                        let want = if v >= 1e6 {
+                            format!("{}", v.trunc())
+                        } else {
+                            format!("{v:.2}")
+                        };
+                        assert_eq!(
+                            line.2[col], want,
+                            "{} {} {} {}: {v}",
+                            g.name, t.name, chart.metric, model.targets[target]
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(checked, 2 * 4 * 2 * 4, "every row charted and checked");
+        assert!(html.contains("<td class=\"n\">1234567</td>"));
     }
 
     #[test]
@@ -560,8 +698,9 @@ mod tests {
     #[test]
     fn every_row_appears_in_table_tooltip_and_bar() {
         let html = render_html(&[two_target_file()]);
-        // The tooltip and bar label carry the exact value, the table the
-        // value as the tool shows it (latency in µs with one decimal).
+        // The tooltip carries the exact value, the table and the bar label
+        // the value as CrystalDiskMark shows it (latency in µs with two
+        // decimals).
         for (g, t, target, m, v, cell) in [
             (
                 "SEQ1M Q8T1",
@@ -578,9 +717,9 @@ mod tests {
                 "single disk",
                 "latency µs",
                 "40",
-                "40.0",
+                "40.00",
             ),
-            ("RND4K Q1T1", "write", "RAID 0", "latency µs", "50", "50.0"),
+            ("RND4K Q1T1", "write", "RAID 0", "latency µs", "50", "50.00"),
         ] {
             assert!(
                 html.contains(&format!("<title>{g} · {t} · {target}: {v} {m}</title>")),

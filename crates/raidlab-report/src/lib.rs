@@ -35,7 +35,7 @@ mod svg;
 pub use crate::compare::comparison_text;
 pub use crate::csv::{render_csv, HEADER as CSV_HEADER};
 pub use crate::error::ReportError;
-pub use crate::html::{render_html, render_html_with, shown};
+pub use crate::html::{render_html, render_html_with, shown, shown_in};
 pub use crate::input::{Conditions, Host, ResultFile, Row, Simulated, FORMAT};
 
 use std::fs;

@@ -14,7 +14,7 @@
 //!   write      ...
 //! ```
 
-use crate::html::{esc, exact, short, shown};
+use crate::html::{esc, exact, short, shown_in};
 use crate::model::{Chart, Model};
 use std::fmt::Write as _;
 
@@ -78,7 +78,9 @@ fn nice_step(range: f64) -> f64 {
     f * p
 }
 
-pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
+/// `suite`: the suite the chart is of, which decides how its values are
+/// rounded ([`shown_in`]).
+pub fn chart(model: &Model, suite: &str, chart: &Chart, title: &str) -> String {
     let values: Vec<f64> = chart
         .groups
         .iter()
@@ -109,7 +111,7 @@ pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
         + PAD;
     let value_w = values
         .iter()
-        .map(|v| text_w(&shown(*v, &chart.metric)))
+        .map(|v| text_w(&shown_in(*v, suite, &chart.metric)))
         .fold(30.0, f64::max)
         + 10.0;
     let x0 = PAD + label_w;
@@ -194,7 +196,7 @@ pub fn chart(model: &Model, chart: &Chart, title: &str) -> String {
                     s,
                     r#"<text class="v" x="{vx:.1}" y="{:.1}" text-anchor="{anchor}">{}</text>"#,
                     y + BAR_H - 3.5,
-                    esc(&shown(v, &chart.metric))
+                    esc(&shown_in(v, suite, &chart.metric))
                 );
                 y += BAR_H + BAR_GAP;
             }

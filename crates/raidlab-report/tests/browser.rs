@@ -51,13 +51,14 @@ fn report_renders_every_row_in_chromium() {
 
     // The CSV names each row's target as the page shows it; every row must have a
     // bar with its exact value in the tooltip and a cell in a table showing it
-    // rounded as the tool it comes from shows it (CrystalDiskMark: MB/s to two
-    // decimals, whole IOPS, µs to one decimal), the rounding of the exact value.
+    // rounded as the tool it comes from shows it (CrystalDiskMark's window:
+    // MB/s, IOPS and µs to two decimals), the rounding of the exact value.
     let mut reader = csv::Reader::from_path(&csv).unwrap();
     let mut rows = 0;
     for rec in reader.records() {
         let rec = rec.unwrap();
-        let (group, test, target, metric, value) = (&rec[3], &rec[4], &rec[5], &rec[6], &rec[7]);
+        let (suite, group, test, target, metric, value) =
+            (&rec[2], &rec[3], &rec[4], &rec[5], &rec[6], &rec[7]);
         let tooltip = dom_text(&format!(
             "<title>{group} · {test} · {target}: {value} {metric}</title>"
         ));
@@ -69,7 +70,7 @@ fn report_renders_every_row_in_chromium() {
         );
         assert!(dom.contains(&tooltip), "no bar for {tooltip}");
         let exact: f64 = value.parse().unwrap();
-        let rounded = raidlab_report::shown(exact, metric);
+        let rounded = raidlab_report::shown_in(exact, suite, metric);
         assert!(
             dom.contains(&format!("<td class=\"n\">{rounded}</td>")),
             "no table cell showing {rounded} for {value} {metric}"

@@ -602,6 +602,11 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     cache = "/dev/nvme0n1p1"           # a cache made by `raidlab cache create`
 
 Flags given on the command line win over the file's listeners.
+
+Reads and writes go up to 32 MiB, the maximum block size advertised to
+clients; a longer one gets EINVAL (a write's payload is read and dropped, so
+the connection carries on), but a write over 64 MiB ends the connection.
+TRIM and WRITE_ZEROES carry no payload and may be longer: they are carried out.
 Stop with SIGTERM, Ctrl-C or `raidlab stop MEMBER...`: requests in flight
 finish, arrays are flushed and marked clean. After a crash the next start
 resyncs the array before serving.

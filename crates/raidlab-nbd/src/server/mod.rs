@@ -90,8 +90,14 @@ impl Export {
 /// Bounds that keep one client (or many) from exhausting the server.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    /// Largest read or write payload; a write announcing more is a hard disconnect
-    /// (its payload cannot be skipped safely), a read gets `EINVAL`.
+    /// Largest read or write payload, advertised as the maximum payload (the
+    /// "maximum block size" of `INFO_BLOCK_SIZE`). A read or a write longer than
+    /// this gets `EINVAL`; the write's payload is read and dropped first, so the
+    /// stream stays in step, up to [`Limits::skip_max`] bytes, above which the
+    /// server hangs up (the protocol allows that for a payload large enough to
+    /// be a denial of service). Trims and zeroing carry no payload and may be
+    /// longer: the protocol lets clients ask that and says the server should
+    /// not disconnect; they are carried out.
     pub max_payload: u32,
     /// Buffer bytes one connection may hold for requests not yet answered; the
     /// server stops reading that connection while it is full.
@@ -120,6 +126,17 @@ impl Default for Limits {
             max_option_len: 16 << 10,
             max_connections: 64,
         }
+    }
+}
+
+impl Limits {
+    /// The longest write payload the server reads and drops to refuse the write
+    /// with `EINVAL`; longer ones are a hard disconnect. Twice the maximum
+    /// payload (as nbdkit skips), and never under 2^25 bytes, which the protocol
+    /// says should not be taken for a denial of service whatever maximum was
+    /// advertised. Dropping costs the connection's reader time, not memory.
+    pub fn skip_max(&self) -> u64 {
+        (2 * self.max_payload as u64).max(1 << 25)
     }
 }
 
@@ -415,12 +432,33 @@ impl Server {
                 CMD_DISC => return Outcome::Closed,
                 CMD_WRITE => {
                     if q.length > self.limits.max_payload {
-                        // Skipping a huge payload would let one client stall us; the
-                        // protocol allows a hard disconnect here.
-                        return Outcome::Violation(format!(
-                            "write of {len} bytes exceeds the maximum payload of {} bytes",
-                            self.limits.max_payload
-                        ));
+                        // The protocol: the server should answer EINVAL, and may
+                        // hang up only on a payload large enough to be a denial
+                        // of service. Up to `skip_max` the payload is read and
+                        // dropped (no buffer is held), so the next request is
+                        // read where it starts.
+                        if len > self.limits.skip_max() {
+                            return Outcome::Violation(format!(
+                                "write of {len} bytes exceeds the maximum payload of {} bytes \
+                                 and is too long to skip",
+                                self.limits.max_payload
+                            ));
+                        }
+                        if (r.buffer().len() as u64) < len {
+                            conn.uncork();
+                        }
+                        if let Err(o) = skip(r, len) {
+                            return o;
+                        }
+                        conn.reply_error(
+                            EINVAL,
+                            c,
+                            &format!(
+                                "write of {len} bytes exceeds the maximum payload of {} bytes",
+                                self.limits.max_payload
+                            ),
+                        );
+                        continue;
                     }
                     let charge = conn.acquire(q.length as usize);
                     let mut data = conn.buffer(q.length as usize);
