@@ -809,3 +809,58 @@ fn bonnie_per_char_figures_render_beside_bonnie_plus_plus() {
         assert_eq!(ff[i], "", "field {i} of {fast}");
     }
 }
+
+/// The per-character figures are rows of the raidlab-bench/1 result, so
+/// `raidlab report` shows them beside the block tests; `--fast` has none.
+#[test]
+fn bonnie_per_char_rows_reach_raidlab_report() {
+    let d = tempfile::tempdir().unwrap();
+    for (name, fast) in [("all", false), ("fast", true)] {
+        let mut cmd = raidlab();
+        cmd.args(["bench", "bonnie", "--size", "8M", "--files", "0", "--json"])
+            .arg("mem:16M");
+        if fast {
+            cmd.arg("--fast");
+        }
+        let json = stdout_ok(&mut cmd);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let per_char: Vec<_> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["group"] == "per char")
+            .collect();
+        let result = &v["details"]["results"][0];
+        if fast {
+            assert!(per_char.is_empty(), "{json}");
+            assert!(result["put_char"].is_null() && result["get_char"].is_null());
+            continue;
+        }
+        // write and read, each a rate and its slowest chunk.
+        assert_eq!(per_char.len(), 4, "{json}");
+        assert!(result["put_char"]["rate"].as_f64().unwrap() > 0.0);
+        assert!(result["get_char"]["rate"].as_f64().unwrap() > 0.0);
+        let input = d.path().join(format!("{name}.json"));
+        std::fs::write(&input, &json).unwrap();
+        let html = d.path().join(format!("{name}.html"));
+        raidlab()
+            .arg("report")
+            .arg(&input)
+            .arg("-o")
+            .arg(&html)
+            .assert()
+            .success();
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(page.contains("per char"), "no per-char rows in the report");
+        for r in per_char {
+            let value = r["value"].as_f64().unwrap().to_string();
+            assert!(
+                page.contains(&format!(
+                    ": {value} {}</title>",
+                    r["metric"].as_str().unwrap()
+                )),
+                "{value} not in the page"
+            );
+        }
+    }
+}
