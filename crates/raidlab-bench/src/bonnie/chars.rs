@@ -181,7 +181,7 @@ mod tests {
         let mut back = vec![0u8; size as usize];
         t.volume.read_at(&mut back, 0).unwrap();
         for (i, b) in back.iter().enumerate() {
-            assert_eq!(usize::from(*b), i % 4096 & 0x7f, "byte {i}");
+            assert_eq!(usize::from(*b), (i % 4096) & 0x7f, "byte {i}");
         }
         // Nothing past the test size.
         let mut tail = vec![0u8; 4096];
