@@ -634,3 +634,233 @@ fn replay_runs_fio_and_blkparse_traces_fast_or_timed() {
             bad.display()
         )));
 }
+
+/// Whether `tool` is on the PATH (bonnie++ is in /usr/sbin: root's PATH has it).
+fn have(tool: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `bon_csv2html`'s page for these CSV lines.
+fn bon_csv2html(lines: &[&str]) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("bon_csv2html")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("cannot start bon_csv2html");
+    let mut input = lines.join("\n");
+    input.push('\n');
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "bon_csv2html failed on:\n{input}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The per-character tests run by default (as bonnie++ without `-f`): raidlab's
+/// CSV line carries putc and getc figures and their latencies, and
+/// `bon_csv2html` renders them as it renders the real bonnie++'s line on the
+/// same directory. `--fast` leaves them empty, as `bonnie++ -f` does.
+#[test]
+fn bonnie_per_char_figures_render_beside_bonnie_plus_plus() {
+    if !have("bonnie++") || !have("bon_csv2html") {
+        raidlab_core::skip::skip_or_fail(
+            "bonnie++ or bon_csv2html is not installed (Debian package bonnie++; scripts/test.sh installs it)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A byte at a time through an 8 KiB stream is about as fast as the target
+    // takes 8 KiB requests (O_DIRECT, raidlab's default), so a test this small
+    // can end under Bonnie++'s 0.5 s and print +++++ (rightly). Grow the file
+    // until both per-char tests are long enough to give numbers.
+    let mut run = None;
+    for size in ["64M", "256M", "1G"] {
+        let text = stdout_ok(
+            raidlab()
+                .args(["bench", "bonnie", "--size", size, "--files", "0"])
+                .args(["--machine", "raidlabbox"])
+                .arg(dir.path()),
+        );
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("1.98,2.00a,raidlabbox,"))
+            .unwrap_or_else(|| panic!("no CSV line in:\n{text}"))
+            .to_string();
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 50, "{line}");
+        // Run by default: never the empty fields of bonnie++ -f.
+        for i in [9, 10, 15, 16, 38, 41] {
+            assert!(!f[i].is_empty(), "field {i} empty in {line}");
+        }
+        if f[9] != "+++++" && f[15] != "+++++" {
+            run = Some((text, line));
+            break;
+        }
+    }
+    let (text, ours) = run.expect("the per-char tests took under 0.5 s even on a 1 GiB file");
+    let f: Vec<&str> = ours.split(',').collect();
+    // putc, putc_cpu, getc, getc_cpu: numbers; their latencies (fields 38
+    // and 41) in Bonnie++'s units.
+    for i in [9, 10, 15, 16] {
+        assert!(f[i].parse::<u64>().is_ok(), "field {i} of {ours}");
+    }
+    assert!(f[9].parse::<u64>().unwrap() > 0, "{ours}");
+    assert!(f[15].parse::<u64>().unwrap() > 0, "{ours}");
+    for i in [38, 41] {
+        assert!(
+            f[i].ends_with("us") || f[i].ends_with("ms"),
+            "field {i} of {ours}"
+        );
+    }
+    // The table has them too, in MB/s: the CSV's K/sec x 1.024 / 1000.
+    for (key, i) in [("per char write MB/s", 9), ("per char read MB/s", 15)] {
+        let g = groups(table_row(&text, key));
+        let mb: f64 = g[0].split_whitespace().next().unwrap().parse().unwrap();
+        let kib: f64 = f[i].parse().unwrap();
+        assert!(
+            (mb - kib * 1.024 / 1000.0).abs() < 0.2,
+            "{key}: {g:?}, {ours}"
+        );
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+
+    // The real bonnie++ on the same directory: 64 MiB, told the RAM is 32 MiB
+    // so it accepts a file that small; no file tests.
+    let mut cmd = std::process::Command::new("bonnie++");
+    cmd.arg("-d").arg(dir.path()).args([
+        "-s",
+        "64M",
+        "-r",
+        "32",
+        "-n",
+        "0",
+        "-m",
+        "bonniebox",
+        "-q",
+    ]);
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.args(["-u", "root"]);
+    }
+    let out = cmd.output().expect("cannot start bonnie++");
+    assert!(
+        out.status.success(),
+        "bonnie++ failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs_text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let theirs = theirs_text
+        .lines()
+        .find(|l| l.starts_with("1.98,2.00a,bonniebox,"))
+        .unwrap_or_else(|| panic!("no CSV line from bonnie++:\n{theirs_text}"))
+        .to_string();
+    let t: Vec<&str> = theirs.split(',').collect();
+    // The same layout: as many fields, per-char figures in the same places.
+    assert_eq!(t.len(), f.len(), "{theirs}\n{ours}");
+    assert!(t[9].parse::<u64>().is_ok(), "{theirs}");
+
+    let html = bon_csv2html(&[&theirs, &ours]);
+    // Each line is a row of the page, its putc and getc K/sec in cells of
+    // their own, as bon_csv2html shows bonnie++'s.
+    for (name, fields) in [("bonniebox", &t), ("raidlabbox", &f)] {
+        let row_start = html
+            .find(name)
+            .unwrap_or_else(|| panic!("{name} not in the page:\n{html}"));
+        let row = &html[row_start..];
+        let row = &row[..row.find("</tr>").unwrap_or(row.len())];
+        for i in [9, 15] {
+            let cell = format!(">{}</td>", fields[i]);
+            assert!(row.contains(&cell), "{name}: no {cell} in its row:\n{row}");
+        }
+    }
+
+    // --fast skips them, as bonnie++ -f: the fields are empty.
+    let text = stdout_ok(
+        raidlab()
+            .args([
+                "bench",
+                "bonnie",
+                "--size",
+                "8M",
+                "--files",
+                "0",
+                "--fast",
+                "--machine",
+                "fastbox",
+            ])
+            .arg(dir.path()),
+    );
+    let fast = text
+        .lines()
+        .find(|l| l.starts_with("1.98,2.00a,fastbox,"))
+        .unwrap_or_else(|| panic!("no CSV line in:\n{text}"));
+    let ff: Vec<&str> = fast.split(',').collect();
+    assert_eq!(ff.len(), 50, "{fast}");
+    for i in [9, 10, 15, 16, 38, 41] {
+        assert_eq!(ff[i], "", "field {i} of {fast}");
+    }
+}
+
+/// The per-character figures are rows of the raidlab-bench/1 result, so
+/// `raidlab report` shows them beside the block tests; `--fast` has none.
+#[test]
+fn bonnie_per_char_rows_reach_raidlab_report() {
+    let d = tempfile::tempdir().unwrap();
+    for (name, fast) in [("all", false), ("fast", true)] {
+        let mut cmd = raidlab();
+        cmd.args(["bench", "bonnie", "--size", "8M", "--files", "0", "--json"])
+            .arg("mem:16M");
+        if fast {
+            cmd.arg("--fast");
+        }
+        let json = stdout_ok(&mut cmd);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let per_char: Vec<_> = v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["group"] == "per char")
+            .collect();
+        let result = &v["details"]["results"][0];
+        if fast {
+            assert!(per_char.is_empty(), "{json}");
+            assert!(result["put_char"].is_null() && result["get_char"].is_null());
+            continue;
+        }
+        // write and read, each a rate and its slowest chunk.
+        assert_eq!(per_char.len(), 4, "{json}");
+        assert!(result["put_char"]["rate"].as_f64().unwrap() > 0.0);
+        assert!(result["get_char"]["rate"].as_f64().unwrap() > 0.0);
+        let input = d.path().join(format!("{name}.json"));
+        std::fs::write(&input, &json).unwrap();
+        let html = d.path().join(format!("{name}.html"));
+        raidlab()
+            .arg("report")
+            .arg(&input)
+            .arg("-o")
+            .arg(&html)
+            .assert()
+            .success();
+        let page = std::fs::read_to_string(&html).unwrap();
+        assert!(page.contains("per char"), "no per-char rows in the report");
+        for r in per_char {
+            let value = r["value"].as_f64().unwrap().to_string();
+            assert!(
+                page.contains(&format!(
+                    ": {value} {}</title>",
+                    r["metric"].as_str().unwrap()
+                )),
+                "{value} not in the page"
+            );
+        }
+    }
+}

@@ -1,25 +1,45 @@
-//! Bonnie++'s tests: block write, rewrite, block read, random seeks, and on a
-//! directory the file create/stat/delete tests in sequential and random order, with
-//! Bonnie++'s CSV line (format 1.98) so that `bon_csv2html` renders the results.
+//! Bonnie++'s tests: per-character write, block write, rewrite, per-character
+//! read, block read, random seeks, and on a directory the file create/stat/delete
+//! tests in sequential and random order, with Bonnie++'s CSV line (format 1.98)
+//! so that `bon_csv2html` renders the results.
 //!
 //! As in Bonnie++: chunks of 8 KiB by default; the file is twice the RAM unless a
 //! size is given (so the page cache cannot hold it); rewrite reads each chunk,
 //! changes it and writes it back in place; the seek test runs 5 concurrent seekers
 //! doing 8192 seeks in all, each reading one chunk at a random place, and every
 //! tenth seek writes the (changed) chunk back; latency is the slowest single
-//! operation; %CPU is the process's CPU time over wall time. Rates are KiB/s in the
-//! CSV (Bonnie++'s unit) and MB/s in the table and rows.
+//! operation (for the per-character tests, the slowest chunk's worth of bytes);
+//! %CPU is the process's CPU time over wall time. Rates are KiB/s in the CSV
+//! (Bonnie++'s unit) and MB/s in the table and rows. The per-character tests
+//! are skipped when asked ([`BonnieConfig::per_char`] false, Bonnie++'s `-f`);
+//! their CSV fields are then empty, as Bonnie++ leaves them.
 //!
-//! Differences from Bonnie++, on purpose: the per-character tests (putc/getc) are
-//! not run (as Bonnie++'s `-f`), so their CSV fields are empty; files and devices
-//! use O_DIRECT unless buffered I/O is asked for (Bonnie++ relies on the file being
-//! twice the RAM instead). This module never prints.
+//! Differences from Bonnie++, on purpose:
+//! - the per-character tests write and read each byte through a buffered
+//!   stream (std's `BufWriter`/`BufReader`, 8 KiB), the original Bonnie's
+//!   putc()/getc(), over the whole file. Bonnie++ 1.9x and 2.00a instead make one
+//!   write(2) or read(2) system call per byte, on 3 MiB only (its `-f SIZE`),
+//!   which only a file system can take; raidlab's targets include arrays and
+//!   devices opened O_DIRECT, which take whole aligned blocks. So raidlab's
+//!   per-character figures are much higher than bonnie++ 2.00a's and not
+//!   comparable with them: they measure a per-byte call into a user-space buffer
+//!   plus the I/O, not a system call per byte;
+//! - on a simulated target the per-character tests are not run (their fields
+//!   stay empty): they measure the host's CPU per byte, which the simulation does
+//!   not model, and in virtual time they would only repeat the block figures;
+//! - files and devices use O_DIRECT unless buffered I/O is asked for (Bonnie++
+//!   relies on the file being twice the RAM instead).
+//!
+//! This module never prints.
 
+mod chars;
 mod files;
 mod output;
 
+use chars::{get_char, put_char};
 use files::file_tests;
 
+pub use chars::STREAM_BUFFER;
 pub use output::{csv_line, report, size_text, table};
 
 use crate::buffer::AlignedBuf;
@@ -46,6 +66,9 @@ pub struct BonnieConfig {
     pub files_k: usize,
     /// Machine name in the CSV (Bonnie++'s `-m`).
     pub machine: String,
+    /// Run the per-character tests (Bonnie++ does unless given `-f`); never
+    /// on a simulated target.
+    pub per_char: bool,
     pub seed: u64,
     pub engine: EngineKind,
 }
@@ -103,6 +126,10 @@ pub struct BonnieResult {
     pub seeks: usize,
     pub seekers: usize,
     pub seed: u64,
+    /// The per-character write and read; `None` when not run (skipped as
+    /// Bonnie++'s `-f`, or a simulated target).
+    pub put_char: Option<Figure>,
+    pub get_char: Option<Figure>,
     pub put_block: Figure,
     pub rewrite: Figure,
     pub get_block: Figure,
@@ -198,6 +225,8 @@ pub fn run(
         seeks: cfg.seeks,
         seekers: cfg.seekers,
         seed: cfg.seed,
+        put_char: None,
+        get_char: None,
         put_block: Figure::default(),
         rewrite: Figure::default(),
         get_block: Figure::default(),
@@ -224,6 +253,16 @@ pub fn run(
         split: true,
         engine: cfg.engine,
     };
+    // Bonnie++'s order: per-character write, block write, rewrite,
+    // per-character read, block read, seeks.
+    let per_char = cfg.per_char && target.sim.is_none();
+    if per_char {
+        r.put_char = Some(put_char(target, size, cfg.chunk, control)?);
+        if control.stopped() {
+            r.interrupted = true;
+            return Ok(r);
+        }
+    }
     // Block write, including the flush: Bonnie++ counts the time to get the data
     // to the disk.
     let m = Meter::start(target);
@@ -241,6 +280,13 @@ pub fn run(
     if control.stopped() {
         r.interrupted = true;
         return Ok(r);
+    }
+    if per_char {
+        r.get_char = Some(get_char(target, size, cfg.chunk, control)?);
+        if control.stopped() {
+            r.interrupted = true;
+            return Ok(r);
+        }
     }
     let m = Meter::start(target);
     let rd = engine::run(target, &seq(Dir::Read), control)?;

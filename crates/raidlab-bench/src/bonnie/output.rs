@@ -49,6 +49,8 @@ pub fn csv_line(r: &BonnieResult, machine: &str) -> String {
         }
         format!("{},{}", f.rate.round() as u64, f.cpu_pct.round() as u64)
     };
+    // A per-character test not run: both fields empty, as bonnie++ -f leaves them.
+    let chars = |f: &Option<Figure>| f.as_ref().map_or_else(|| ",".to_string(), kib);
     let seeks = if r.random_seeks.measured() {
         format!(
             "{:.1},{}",
@@ -72,10 +74,10 @@ pub fn csv_line(r: &BonnieResult, machine: &str) -> String {
         },
         r.seeks.to_string(),
         r.seekers.to_string(),
-        ",".into(), // putc, putc_cpu: not run (as -f)
+        chars(&r.put_char),
         kib(&r.put_block),
         kib(&r.rewrite),
-        ",".into(), // getc, getc_cpu: not run
+        chars(&r.get_char),
         kib(&r.get_block),
         seeks,
     ];
@@ -102,10 +104,11 @@ pub fn csv_line(r: &BonnieResult, machine: &str) -> String {
             }
         }
     }
-    f.push(String::new()); // putc latency
+    let char_latency = |f: &Option<Figure>| f.map_or(String::new(), |f| latency(f.max_latency_us));
+    f.push(char_latency(&r.put_char));
     f.push(latency(r.put_block.max_latency_us));
     f.push(latency(r.rewrite.max_latency_us));
-    f.push(String::new()); // getc latency
+    f.push(char_latency(&r.get_char));
     f.push(latency(r.get_block.max_latency_us));
     f.push(latency(r.random_seeks.max_latency_us));
     match &r.files {
@@ -130,6 +133,12 @@ pub fn csv_line(r: &BonnieResult, machine: &str) -> String {
 /// that unit, the figure). The table and the raidlab-bench/1 rows both read it.
 fn figures(r: &BonnieResult) -> Vec<(&'static str, &'static str, &'static str, f64, Figure)> {
     let mut v = Vec::new();
+    // Bonnie++'s per-character tests, when they ran.
+    for (test, f) in [("write", r.put_char), ("read", r.get_char)] {
+        if let Some(f) = f {
+            v.push(("per char", test, "MB/s", f.rate / 1e6, f));
+        }
+    }
     for (test, f) in [
         ("write", r.put_block),
         ("rewrite", r.rewrite),
@@ -233,6 +242,8 @@ mod tests {
             seeks: 8192,
             seekers: 5,
             seed: 42,
+            put_char: Some(fig(3.0 * 1024.0 * 1024.0)),
+            get_char: Some(fig(4.0 * 1024.0 * 1024.0)),
             put_block: fig(10.0 * 1024.0 * 1024.0),
             rewrite: fig(5.0 * 1024.0 * 1024.0),
             get_block: fig(20.0 * 1024.0 * 1024.0),
@@ -256,18 +267,35 @@ mod tests {
             &f[..9],
             ["1.98", "2.00a", "box_1", "1", "42", "64M", "", "8192", "5"]
         );
+        assert_eq!((f[9], f[10]), ("3072", "12"));
         assert_eq!((f[11], f[12]), ("10240", "12"));
         assert_eq!(f[13], "5120");
+        assert_eq!((f[15], f[16]), ("4096", "12"));
         assert_eq!(f[17], "20480");
         assert_eq!(f[19], "321.2");
         assert_eq!(f[21], "1");
         assert_eq!(f[26], "1000");
         assert_eq!(f[36], "6000");
+        assert_eq!(f[38], "1500us");
         assert_eq!(f[39], "1500us");
+        assert_eq!(f[41], "1500us");
         assert_eq!(f[49], "1500us");
         let mut no_files = r.clone();
         no_files.files = None;
         assert_eq!(csv_line(&no_files, "m").split(',').count(), 50);
+        // Per-character tests not run (-f): their figures and latencies empty.
+        let mut fast = r.clone();
+        fast.put_char = None;
+        fast.get_char = None;
+        let line = csv_line(&fast, "m");
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 50, "{line}");
+        for i in [9, 10, 15, 16, 38, 41] {
+            assert_eq!(f[i], "", "field {i} of {line}");
+        }
+        assert_eq!((f[11], f[17]), ("10240", "20480"));
+        assert!(!table(&[fast]).contains("per char"));
+        assert!(table(std::slice::from_ref(&r)).contains("per char"));
         // Bonnie++'s conventions: 1G, not 1024M; a test under 0.5 s is +++++.
         let mut quick = r.clone();
         quick.size = 1 << 30;
