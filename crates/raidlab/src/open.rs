@@ -71,6 +71,9 @@ pub fn assemble(devices: Vec<Device>) -> Result<Assembly> {
     }
 }
 
+/// A disk as the user named it, and its partition that holds a member.
+type Stands = (String, String);
+
 /// For the devices of `devices` that carry no md superblock themselves, the
 /// md members in their partitions:
 /// `disk0.img@3 holds member 0 of array UUID ...`, then the command line the
@@ -80,7 +83,7 @@ pub fn partition_hint(devices: &[Device]) -> Option<String> {
     use raidlab_md::superblock::Role;
     let mut lines = Vec::new();
     // Per array (in the order found), which partition stands for which disk.
-    let mut arrays: Vec<([u8; 16], Vec<(String, String)>)> = Vec::new();
+    let mut arrays: Vec<([u8; 16], Vec<Stands>)> = Vec::new();
     for d in devices {
         if Superblock::read_from(d.volume.as_ref())
             .ok()
