@@ -16,6 +16,7 @@ mod seeds;
 mod serve;
 mod sim;
 mod transfer;
+pub mod monitor;
 
 use crate::cli::{BenchArgs, BenchCommand, Command};
 use std::process::ExitCode;
@@ -75,5 +76,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Cache(c) => cache::run(c),
         Command::Sim(c) => sim::run(c),
         Command::Seeds(a) => seeds::run(a),
+        Command::Monitor(a) => monitor::run(a),
     }
 }
