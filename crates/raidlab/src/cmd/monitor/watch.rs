@@ -58,6 +58,13 @@ pub fn servers(warn: &mut Warnings) -> Vec<Server> {
     let mut out = vec![];
     for socket in sockets {
         let key = socket.display().to_string();
+        if std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            warn.warn(
+                &key,
+                &format!("nobody listens on the control socket {key} (left by a server that was killed?): skipped"),
+            );
+            continue;
+        }
         let asked = control::call(&socket, &[], Command::List, &mut |_| {})
             .and_then(|(text, _)| {
                 serde_json::from_str::<Served>(&text)
@@ -68,10 +75,7 @@ pub fn servers(warn: &mut Warnings) -> Vec<Server> {
                 warn.clear(&key);
                 out.push(Server { socket, served });
             }
-            Err(e) => warn.warn(
-                &key,
-                &format!("skipping the control socket {key}: {e:#} (left by a server that was killed, if nobody listens)"),
-            ),
+            Err(e) => warn.warn(&key, &format!("skipping the server at {key}: {e:#}")),
         }
     }
     out
