@@ -58,8 +58,21 @@ fn create_r5(d: &Path) {
     ok(cmd(
         d,
         &[
-            "create", "m0", "m1", "m2", "m3", "--level", "5", "--spares", "1", "--chunk", "64K",
-            "--member-size", "4M", "--name", "r5",
+            "create",
+            "m0",
+            "m1",
+            "m2",
+            "m3",
+            "--level",
+            "5",
+            "--spares",
+            "1",
+            "--chunk",
+            "64K",
+            "--member-size",
+            "4M",
+            "--name",
+            "r5",
         ],
     ));
 }
@@ -68,7 +81,17 @@ fn create_r5(d: &Path) {
 fn create_degraded_mirror(d: &Path) {
     ok(cmd(
         d,
-        &["create", "m4", "m5", "--level", "1", "--member-size", "4M", "--name", "mirror"],
+        &[
+            "create",
+            "m4",
+            "m5",
+            "--level",
+            "1",
+            "--member-size",
+            "4M",
+            "--name",
+            "mirror",
+        ],
     ));
     ok(cmd(d, &["fail", "m4", "m5", "--member", "m5"]));
 }
@@ -167,7 +190,10 @@ fn serve(d: &Path) -> Running {
             let _ = s.0.take().unwrap().stderr.unwrap().read_to_string(&mut err);
             panic!("raidlab serve exited at start ({st}): {err}");
         }
-        assert!(t.elapsed() < Duration::from_secs(20), "serve did not listen");
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "serve did not listen"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     s
@@ -205,11 +231,25 @@ fn a_failed_member_and_its_spare_takeover_reach_the_program_in_order() {
     ));
     // Found by scanning: a NewArray at the first poll, and nothing else yet.
     let first = wait_for(d, "NewArray|r5|", Duration::from_secs(10));
-    assert_eq!(first, ["NewArray|r5|"], "an optimal array has nothing else to say");
+    assert_eq!(
+        first,
+        ["NewArray|r5|"],
+        "an optimal array has nothing else to say"
+    );
     // A slow rebuild (1 MiB/s of a 4 MiB member), so polls see it run.
     ok(cmd(
         d,
-        &["fail", "m0", "m1", "m2", "m3", "--member", "m0", "--max-rate", "1M"],
+        &[
+            "fail",
+            "m0",
+            "m1",
+            "m2",
+            "m3",
+            "--member",
+            "m0",
+            "--max-rate",
+            "1M",
+        ],
     ));
     let got = wait_for(d, "SpareActive|", Duration::from_secs(15));
     let fail = position(&got, &format!("Fail|r5|{}|", abs(d, "m0")));
@@ -237,7 +277,8 @@ fn a_failed_member_and_its_spare_takeover_reach_the_program_in_order() {
         got.join("\n")
     );
     assert!(
-        !got.iter().any(|l| l.starts_with("FailSpare") || (l.starts_with("NewArray|r5|") && l != &got[0])),
+        !got.iter()
+            .any(|l| l.starts_with("FailSpare") || (l.starts_with("NewArray|r5|") && l != &got[0])),
         "{}",
         got.join("\n")
     );
@@ -248,7 +289,10 @@ fn a_failed_member_and_its_spare_takeover_reach_the_program_in_order() {
     std::thread::sleep(Duration::from_millis(600));
     let again = recorded(d);
     assert_eq!(
-        again.iter().filter(|l| l.starts_with("DeviceDisappeared")).count(),
+        again
+            .iter()
+            .filter(|l| l.starts_with("DeviceDisappeared"))
+            .count(),
         1,
         "{}",
         again.join("\n")
@@ -273,9 +317,22 @@ fn test_oneshot_names_every_array_and_reads_unserved_ones_without_writing() {
         "scan = true\n\n[[array]]\nname = \"mirror\"\nmembers = [\"m4\", \"m5\"]\nspares = 1\n",
     )
     .unwrap();
-    let before = [std::fs::read(d.join("m4")).unwrap(), std::fs::read(d.join("m5")).unwrap()];
+    let before = [
+        std::fs::read(d.join("m4")).unwrap(),
+        std::fs::read(d.join("m5")).unwrap(),
+    ];
     let rec = recorder(d);
-    let mut c = cmd(d, &["monitor", "--config", "monitor.toml", "--test", "--oneshot", "--program"]);
+    let mut c = cmd(
+        d,
+        &[
+            "monitor",
+            "--config",
+            "monitor.toml",
+            "--test",
+            "--oneshot",
+            "--program",
+        ],
+    );
     c.arg(&rec);
     let out = ok(c);
     let mut got = recorded(d);
@@ -292,16 +349,24 @@ fn test_oneshot_names_every_array_and_reads_unserved_ones_without_writing() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.lines().any(|l| l.ends_with("TestMessage on array r5") && l.starts_with("20")),
+        stdout
+            .lines()
+            .any(|l| l.ends_with("TestMessage on array r5") && l.starts_with("20")),
         "{stdout}"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("nobody listens on the control socket {}", stale.display())),
+        stderr.contains(&format!(
+            "nobody listens on the control socket {}",
+            stale.display()
+        )),
         "{stderr}"
     );
     assert!(stale.exists(), "the monitor removed a socket file");
-    let after = [std::fs::read(d.join("m4")).unwrap(), std::fs::read(d.join("m5")).unwrap()];
+    let after = [
+        std::fs::read(d.join("m4")).unwrap(),
+        std::fs::read(d.join("m5")).unwrap(),
+    ];
     assert!(before == after, "reading the mirror changed its members");
 }
 
@@ -311,20 +376,49 @@ fn bad_input_is_refused_clearly_and_changes_nothing() {
     let d = dir.path();
     std::fs::create_dir(d.join("run")).unwrap();
     std::fs::write(d.join("empty.toml"), "# nothing\n").unwrap();
-    fails(cmd(d, &["monitor", "--config", "empty.toml"]), "empty.toml names nothing to watch");
-    std::fs::write(d.join("nomembers.toml"), "[[array]]\nname = \"x\"\nmembers = []\n").unwrap();
-    fails(cmd(d, &["monitor", "--config", "nomembers.toml"]), "(\"x\") has no members");
+    fails(
+        cmd(d, &["monitor", "--config", "empty.toml"]),
+        "empty.toml names nothing to watch",
+    );
+    std::fs::write(
+        d.join("nomembers.toml"),
+        "[[array]]\nname = \"x\"\nmembers = []\n",
+    )
+    .unwrap();
+    fails(
+        cmd(d, &["monitor", "--config", "nomembers.toml"]),
+        "(\"x\") has no members",
+    );
     std::fs::write(d.join("typo.toml"), "[[arrays]]\nmembers = [\"a\"]\n").unwrap();
-    fails(cmd(d, &["monitor", "--config", "typo.toml"]), "typo.toml is not valid");
-    fails(cmd(d, &["monitor", "--config", "absent.toml"]), "cannot read the monitor configuration absent.toml");
+    fails(
+        cmd(d, &["monitor", "--config", "typo.toml"]),
+        "typo.toml is not valid",
+    );
+    fails(
+        cmd(d, &["monitor", "--config", "absent.toml"]),
+        "cannot read the monitor configuration absent.toml",
+    );
     // Nothing named and nothing served (a stale socket does not count).
     drop(UnixListener::bind(d.join("run").join("serve-1.ctl")).unwrap());
     let err = fails(cmd(d, &["monitor", "--oneshot"]), "nothing to monitor");
     assert!(err.contains("nobody listens"), "{err}");
     fails(cmd(d, &["monitor", "--delay", "0", "x"]), "above 0");
-    fails(cmd(d, &["monitor", "--program", "absent.sh", "x"]), "the --program absent.sh");
     fails(
-        cmd(d, &["monitor", "--mail", "root@localhost", "--sendmail", "absent", "x"]),
+        cmd(d, &["monitor", "--program", "absent.sh", "x"]),
+        "the --program absent.sh",
+    );
+    fails(
+        cmd(
+            d,
+            &[
+                "monitor",
+                "--mail",
+                "root@localhost",
+                "--sendmail",
+                "absent",
+                "x",
+            ],
+        ),
         "sendmail (for --mail) absent",
     );
     let mut names: Vec<_> = std::fs::read_dir(d)
@@ -378,7 +472,10 @@ fn smtp_sink(listener: TcpListener) -> String {
 }
 
 fn msmtp() -> Option<PathBuf> {
-    let out = Command::new("sh").args(["-c", "command -v msmtp"]).output().ok()?;
+    let out = Command::new("sh")
+        .args(["-c", "command -v msmtp"])
+        .output()
+        .ok()?;
     let p = String::from_utf8_lossy(&out.stdout).trim().to_string();
     (out.status.success() && !p.is_empty()).then(|| PathBuf::from(p))
 }
@@ -386,7 +483,9 @@ fn msmtp() -> Option<PathBuf> {
 #[test]
 fn mail_goes_through_msmtp_to_an_smtp_server() {
     let Some(msmtp) = msmtp() else {
-        raidlab_core::skip::skip_or_fail("monitor mail: msmtp not installed (Debian package msmtp)");
+        raidlab_core::skip::skip_or_fail(
+            "monitor mail: msmtp not installed (Debian package msmtp)",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -394,7 +493,12 @@ fn mail_goes_through_msmtp_to_an_smtp_server() {
     create_degraded_mirror(d);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let sink = std::thread::spawn(move || (smtp_sink(listener.try_clone().unwrap()), smtp_sink(listener)));
+    let sink = std::thread::spawn(move || {
+        (
+            smtp_sink(listener.try_clone().unwrap()),
+            smtp_sink(listener),
+        )
+    });
     // msmtp reads $HOME/.msmtprc, which must be private.
     let home = d.join("home");
     std::fs::create_dir(&home).unwrap();
@@ -407,7 +511,19 @@ fn mail_goes_through_msmtp_to_an_smtp_server() {
     )
     .unwrap();
     std::fs::set_permissions(&rc, std::fs::Permissions::from_mode(0o600)).unwrap();
-    let mut c = cmd(d, &["monitor", "m4", "m5", "--test", "--oneshot", "--mail", "admin@localhost", "--sendmail"]);
+    let mut c = cmd(
+        d,
+        &[
+            "monitor",
+            "m4",
+            "m5",
+            "--test",
+            "--oneshot",
+            "--mail",
+            "admin@localhost",
+            "--sendmail",
+        ],
+    );
     c.arg(&msmtp).env("HOME", &home);
     let out = ok(c);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -420,9 +536,18 @@ fn mail_goes_through_msmtp_to_an_smtp_server() {
     };
     for (mail, event) in [(&test, "TestMessage"), (&degraded, "DegradedArray")] {
         assert!(mail.contains("RCPT TO:<admin@localhost>"), "{mail}");
-        assert!(mail.contains(&format!("Subject: {event} event on {uuid}:")), "{mail}");
-        assert!(mail.contains(&format!("a {event} event on array {uuid}")), "{mail}");
-        assert!(mail.contains(&format!("faulty     {}", abs(d, "m5"))), "{mail}");
+        assert!(
+            mail.contains(&format!("Subject: {event} event on {uuid}:")),
+            "{mail}"
+        );
+        assert!(
+            mail.contains(&format!("a {event} event on array {uuid}")),
+            "{mail}"
+        );
+        assert!(
+            mail.contains(&format!("faulty     {}", abs(d, "m5"))),
+            "{mail}"
+        );
     }
 }
 
@@ -434,7 +559,10 @@ fn syslog_gets_one_datagram_per_event_with_its_priority() {
     let sock = d.join("log.sock");
     let log = UnixDatagram::bind(&sock).unwrap();
     log.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut c = cmd(d, &["monitor", "m4", "m5", "--test", "--oneshot", "--syslog"]);
+    let mut c = cmd(
+        d,
+        &["monitor", "m4", "m5", "--test", "--oneshot", "--syslog"],
+    );
     c.env("RAIDLAB_SYSLOG_SOCKET", &sock);
     ok(c);
     let mut buf = [0u8; 2048];
@@ -444,9 +572,18 @@ fn syslog_gets_one_datagram_per_event_with_its_priority() {
         got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
     }
     // daemon.notice (3*8+5) for the test, daemon.crit (3*8+2) for degraded.
-    assert!(got[0].starts_with("<29>") && got[0].contains(" raidlab-monitor["), "{got:?}");
+    assert!(
+        got[0].starts_with("<29>") && got[0].contains(" raidlab-monitor["),
+        "{got:?}"
+    );
     assert!(got[0].contains("]: TestMessage on array "), "{got:?}");
-    assert!(got[1].starts_with("<26>") && got[1].contains("]: DegradedArray on array "), "{got:?}");
+    assert!(
+        got[1].starts_with("<26>") && got[1].contains("]: DegradedArray on array "),
+        "{got:?}"
+    );
     log.set_nonblocking(true).unwrap();
-    assert!(log.recv(&mut buf).is_err(), "more than one datagram per event");
+    assert!(
+        log.recv(&mut buf).is_err(),
+        "more than one datagram per event"
+    );
 }

@@ -365,7 +365,9 @@ fn carry_out(
         | Command::CacheDetach { .. } => {
             anyhow::bail!("a cache verb names the cache device, not an array's members")
         }
-        Command::List => anyhow::bail!("a list request is answered for the whole server, not for one array"),
+        Command::List => {
+            anyhow::bail!("a list request is answered for the whole server, not for one array")
+        }
     }
 }
 

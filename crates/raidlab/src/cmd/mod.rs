@@ -10,13 +10,13 @@ mod explain;
 pub mod info;
 pub mod live;
 pub mod manage;
+pub mod monitor;
 mod report;
 mod scan;
 mod seeds;
 mod serve;
 mod sim;
 mod transfer;
-pub mod monitor;
 
 use crate::cli::{BenchArgs, BenchCommand, Command};
 use std::process::ExitCode;

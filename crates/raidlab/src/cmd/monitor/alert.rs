@@ -152,10 +152,7 @@ impl Alerts {
         }
         if let Some(to) = self.mail.as_deref().filter(|_| mailed(&e.name)) {
             if let Err(err) = self.mail(to, e, array, state) {
-                eprintln!(
-                    "raidlab monitor: cannot mail {} about {line}: {err:#}",
-                    to
-                );
+                eprintln!("raidlab monitor: cannot mail {} about {line}: {err:#}", to);
             }
         }
         if let Some(sock) = &self.syslog {
@@ -168,7 +165,10 @@ impl Alerts {
             );
             let sent = UnixDatagram::unbound().and_then(|s| s.send_to(msg.as_bytes(), sock));
             if let Err(err) = sent {
-                eprintln!("raidlab monitor: cannot log to syslog at {}: {err}", sock.display());
+                eprintln!(
+                    "raidlab monitor: cannot log to syslog at {}: {err}",
+                    sock.display()
+                );
             }
         }
     }
@@ -225,10 +225,21 @@ mod tests {
 
     #[test]
     fn mail_and_severity_follow_mdadm() {
-        for e in ["Fail", "FailSpare", "TestMessage", "SparesMissing", "DegradedArray"] {
+        for e in [
+            "Fail",
+            "FailSpare",
+            "TestMessage",
+            "SparesMissing",
+            "DegradedArray",
+        ] {
             assert!(mailed(e), "{e}");
         }
-        for e in ["RebuildStarted", "SpareActive", "NewArray", "DeviceDisappeared"] {
+        for e in [
+            "RebuildStarted",
+            "SpareActive",
+            "NewArray",
+            "DeviceDisappeared",
+        ] {
             assert!(!mailed(e), "{e}");
         }
         assert_eq!(severity("Fail"), 2);

@@ -72,7 +72,10 @@ fn read(path: &Path) -> Result<File> {
             bail!(
                 "{}: an [[array]]{} has no members: name the array's member files or devices",
                 path.display(),
-                a.name.as_deref().map(|n| format!(" ({n:?})")).unwrap_or_default()
+                a.name
+                    .as_deref()
+                    .map(|n| format!(" ({n:?})"))
+                    .unwrap_or_default()
             );
         }
         for m in &mut a.members {

@@ -176,20 +176,38 @@ mod tests {
             .collect()
     }
 
-    const OK: [(&str, &str); 4] = [("a", "active"), ("b", "active"), ("c", "active"), ("s", "spare")];
+    const OK: [(&str, &str); 4] = [
+        ("a", "active"),
+        ("b", "active"),
+        ("c", "active"),
+        ("s", "spare"),
+    ];
 
     #[test]
     fn a_failure_taken_over_by_a_spare_reads_as_mdadm_reports_it() {
         let mut t = Tracked::default();
         assert!(t.poll(Some(snap(&OK, None)), 20).is_empty());
-        let failed = [("a", "faulty"), ("b", "active"), ("c", "active"), ("s", "rebuilding")];
+        let failed = [
+            ("a", "faulty"),
+            ("b", "active"),
+            ("c", "active"),
+            ("s", "rebuilding"),
+        ];
         assert_eq!(
             names(&t.poll(Some(snap(&failed, Some(3))), 20)),
             ["DegradedArray", "Fail a", "RebuildStarted"]
         );
         assert!(t.poll(Some(snap(&failed, Some(19))), 20).is_empty());
-        assert_eq!(names(&t.poll(Some(snap(&failed, Some(45))), 20)), ["Rebuild40"]);
-        let done = [("a", "faulty"), ("b", "active"), ("c", "active"), ("s", "active")];
+        assert_eq!(
+            names(&t.poll(Some(snap(&failed, Some(45))), 20)),
+            ["Rebuild40"]
+        );
+        let done = [
+            ("a", "faulty"),
+            ("b", "active"),
+            ("c", "active"),
+            ("s", "active"),
+        ];
         assert_eq!(
             names(&t.poll(Some(snap(&done, None)), 20)),
             ["RebuildFinished", "SpareActive s"]
@@ -257,10 +275,19 @@ mod tests {
             }),
             ..snap(&OK, None)
         };
-        assert!(t.poll(Some(with(100)), 20).is_empty(), "at the target is not above it");
-        assert_eq!(names(&t.poll(Some(with(101)), 20)), ["CacheDirtyAboveTarget ssd"]);
+        assert!(
+            t.poll(Some(with(100)), 20).is_empty(),
+            "at the target is not above it"
+        );
+        assert_eq!(
+            names(&t.poll(Some(with(101)), 20)),
+            ["CacheDirtyAboveTarget ssd"]
+        );
         assert!(t.poll(Some(with(500)), 20).is_empty());
         t.poll(Some(with(0)), 20);
-        assert_eq!(names(&t.poll(Some(with(200)), 20)), ["CacheDirtyAboveTarget ssd"]);
+        assert_eq!(
+            names(&t.poll(Some(with(200)), 20)),
+            ["CacheDirtyAboveTarget ssd"]
+        );
     }
 }

@@ -42,9 +42,12 @@ pub fn answer(arrays: &[Managed], caches: &[ManagedCache]) -> Result<(String, u8
         .iter()
         .map(|m| ServedExport {
             name: m.export.clone(),
-            members: m
-                .live
-                .with_assembly(|asm| asm.members.iter().map(|d| absolute(&d.device.path)).collect()),
+            members: m.live.with_assembly(|asm| {
+                asm.members
+                    .iter()
+                    .map(|d| absolute(&d.device.path))
+                    .collect()
+            }),
             cache: caches
                 .iter()
                 .find(|c| matches!(&c.origin, ServedOrigin::Array(l) if Arc::ptr_eq(l, &m.live)))

@@ -113,7 +113,11 @@ pub fn run(a: MonitorArgs) -> Result<ExitCode> {
                 }
                 Err(e) => {
                     let label = w.named.name.clone().unwrap_or_else(|| {
-                        w.named.members.first().map(|m| m.display().to_string()).unwrap_or_default()
+                        w.named
+                            .members
+                            .first()
+                            .map(|m| m.display().to_string())
+                            .unwrap_or_default()
                     });
                     warn.warn(&key, &format!("cannot see array {label}: {e:#}"));
                     None
@@ -124,9 +128,17 @@ pub fn run(a: MonitorArgs) -> Result<ExitCode> {
                 .named
                 .name
                 .clone()
-                .or_else(|| snap.as_ref().or(w.tracked.last.as_ref()).map(|s| s.uuid.clone()))
+                .or_else(|| {
+                    snap.as_ref()
+                        .or(w.tracked.last.as_ref())
+                        .map(|s| s.uuid.clone())
+                })
                 .unwrap_or_else(|| {
-                    w.named.members.first().map(|m| m.display().to_string()).unwrap_or_default()
+                    w.named
+                        .members
+                        .first()
+                        .map(|m| m.display().to_string())
+                        .unwrap_or_default()
                 });
             if first && c.test {
                 send_all(&alerts, &[test_message()], &label, snap.as_ref());

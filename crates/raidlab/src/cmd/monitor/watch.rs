@@ -65,8 +65,8 @@ pub fn servers(warn: &mut Warnings) -> Vec<Server> {
             );
             continue;
         }
-        let asked = control::call(&socket, &[], Command::List, &mut |_| {})
-            .and_then(|(text, _)| {
+        let asked =
+            control::call(&socket, &[], Command::List, &mut |_| {}).and_then(|(text, _)| {
                 serde_json::from_str::<Served>(&text)
                     .context("its answer to `list` does not parse (a server of another version?)")
             });
@@ -119,7 +119,8 @@ pub fn snapshot(source: &Source) -> Result<Snapshot> {
                 Command::Detail { json: true },
                 &mut |_| {},
             )?;
-            let v: Value = serde_json::from_str(&text).context("the server's detail does not parse")?;
+            let v: Value =
+                serde_json::from_str(&text).context("the server's detail does not parse")?;
             let mut snap = from_detail(&v, Path::new(&server.served.cwd))?;
             if let Some(dev) = cache {
                 let (text, _) = control::call_cache(
@@ -128,8 +129,8 @@ pub fn snapshot(source: &Source) -> Result<Snapshot> {
                     Command::CacheDetail { json: true },
                     &mut |_| {},
                 )?;
-                let c: Value =
-                    serde_json::from_str(&text).context("the server's cache detail does not parse")?;
+                let c: Value = serde_json::from_str(&text)
+                    .context("the server's cache detail does not parse")?;
                 snap.cache = cache_from_detail(&c, dev);
             }
             Ok(snap)
