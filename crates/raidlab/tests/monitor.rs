@@ -4,10 +4,12 @@
 //! when the server stops; `--test --oneshot` names every array, served or
 //! assembled read-only (its members unchanged); mail goes through msmtp to an
 //! SMTP server the test runs on 127.0.0.1; syslog datagrams reach a socket
-//! standing in for /dev/log; bad input is refused with nothing changed.
+//! standing in for /dev/log; a served cache written far past its dirty
+//! target is reported with its device; bad input is refused with nothing
+//! changed.
 //!
-//! Without msmtp the mail test prints `SKIPPED: <why>`; under CI=true that
-//! is a failure (scripts/test.sh installs msmtp).
+//! Without msmtp (or nbdcopy) the mail (cache) test prints `SKIPPED: <why>`;
+//! under CI=true that is a failure (scripts/test.sh installs msmtp, libnbd-bin).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -586,4 +588,103 @@ fn syslog_gets_one_datagram_per_event_with_its_priority() {
         log.recv(&mut buf).is_err(),
         "more than one datagram per event"
     );
+}
+
+fn has(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_served_cache_above_its_dirty_target_is_reported_with_its_device() {
+    if !has("nbdcopy") {
+        raidlab_core::skip::skip_or_fail(
+            "monitor cache: nbdcopy not installed (Debian package libnbd-bin)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create_r5(d);
+    std::fs::write(d.join("cache.img"), vec![0u8; 8 << 20]).unwrap();
+    // Write-back, every write kept, a 10 % target and a cleaner held to
+    // 4 KiB/s: what the client writes stays dirty, far above the target.
+    ok(cmd(
+        d,
+        &[
+            "cache",
+            "create",
+            "--cache",
+            "cache.img",
+            "m0",
+            "m1",
+            "m2",
+            "m3",
+            "--block",
+            "4K",
+            "--mode",
+            "writeback",
+            "--sequential-cutoff",
+            "0",
+            "--dirty-target",
+            "10",
+            "--clean-rate",
+            "4K",
+        ],
+    ));
+    let socket = d.join("nbd.sock");
+    let server = Running(Some(
+        raidlab(d)
+            .args(["serve", "--cache", "cache.img", "--socket"])
+            .arg(&socket)
+            .args(["m0", "m1", "m2", "m3"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let t = Instant::now();
+    while UnixStream::connect(&socket).is_err()
+        || !d
+            .join("run")
+            .join(format!("serve-{}.ctl", server.pid()))
+            .exists()
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "serve did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rec = recorder(d);
+    let oneshot = || {
+        let mut c = cmd(d, &["monitor", "--oneshot", "--program"]);
+        c.arg(&rec);
+        ok(c);
+    };
+    oneshot();
+    assert_eq!(
+        recorded(d),
+        ["NewArray|r5|"],
+        "a clean cache is below its target"
+    );
+    std::fs::write(d.join("data"), vec![0x5au8; 3 << 20]).unwrap();
+    let mut c = Command::new("nbdcopy");
+    c.arg(d.join("data"))
+        .arg(format!("nbd+unix:///?socket={}", socket.display()));
+    ok(c);
+    oneshot();
+    assert_eq!(
+        recorded(d),
+        [
+            "NewArray|r5|".to_string(),
+            "NewArray|r5|".to_string(),
+            format!("CacheDirtyAboveTarget|r5|{}|", abs(d, "cache.img")),
+        ]
+    );
+    let (st, err) = server.term();
+    assert!(st.success(), "serve: {err}");
 }
