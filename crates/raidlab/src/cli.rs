@@ -834,7 +834,8 @@ const MONITOR_HELP: &str = r#"Configuration file (--config), TOML:
     members = ["/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde"]
     spares = 1                         # optional: SparesMissing with fewer
 
-Flags win over the file. Arrays a `raidlab serve` serves are asked through
+Flags win over the file; relative member paths in it are taken from its
+directory. Arrays a `raidlab serve` serves are asked through
 its control socket; other named arrays are assembled read-only at each poll
 (nothing is written). An array found by scanning is named by its export.
 
