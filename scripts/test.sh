@@ -14,14 +14,14 @@ cd "$(dirname "$0")/.."
 # that apt sees the whole set at once (scripts/apt-install.sh).
 packages=(
     mdadm qemu-system-x86 qemu-utils cpio busybox-static kmod xz-utils zstd util-linux
-    chromium bonnie++ fio libnbd-bin nbdkit fuse3 xfsprogs e2fsprogs openssl fdisk
+    chromium bonnie++ fio libnbd-bin nbdkit fuse3 xfsprogs e2fsprogs openssl fdisk msmtp
 )
 # The commands the tests run: checked right after the install, so a missing
 # tool fails the run in its first minute, not when a test reaches it.
 commands=(
     mdadm qemu-system-x86_64 qemu-img cpio busybox losetup dpkg-deb
     chromium bonnie++ bon_csv2html fio nbdinfo nbdcopy nbdfuse nbdkit
-    fusermount3 mkfs.xfs xfs_repair mkfs.ext4 e2fsck openssl sfdisk
+    fusermount3 mkfs.xfs xfs_repair mkfs.ext4 e2fsck openssl sfdisk msmtp
 )
 if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${packages[*]}"

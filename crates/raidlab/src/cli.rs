@@ -81,6 +81,11 @@ pub enum Command {
     /// simulated hardware: each article's figures beside the simulated ones, and
     /// each finding marked reproduced or not (docs/seeds.md).
     Seeds(SeedsArgs),
+    /// Watch served arrays and named member sets; report mdadm's monitor
+    /// events (Fail, DegradedArray, RebuildStarted, ...) to stdout, a program,
+    /// mail and syslog.
+    #[command(after_help = MONITOR_HELP)]
+    Monitor(MonitorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -761,3 +766,81 @@ pub struct CacheSetArgs {
     #[arg(long)]
     pub force: bool,
 }
+
+#[derive(Debug, Args)]
+pub struct MonitorArgs {
+    /// The members of one array to watch (any order); served or not.
+    pub members: Vec<PathBuf>,
+    /// Watch what a TOML file names (format below).
+    #[arg(long, short = 'c')]
+    pub config: Option<PathBuf>,
+    /// Also watch every array a `raidlab serve` of this user serves (implied
+    /// when no array is named).
+    #[arg(long)]
+    pub scan: bool,
+    /// Seconds between polls (fractions allowed).
+    #[arg(long, short = 'd', value_parser = positive_seconds)]
+    pub delay: Option<f64>,
+    /// Poll once, report, exit.
+    #[arg(long, short = '1')]
+    pub oneshot: bool,
+    /// A TestMessage event for every watched array at the first poll.
+    #[arg(long, short = 't')]
+    pub test: bool,
+    /// Run this program for each event: PROGRAM EVENT ARRAY [MEMBER].
+    #[arg(long, short = 'p', value_name = "PROGRAM")]
+    pub program: Option<PathBuf>,
+    /// Mail Fail, FailSpare, DegradedArray, SparesMissing and TestMessage
+    /// events to this address through sendmail.
+    #[arg(long, short = 'm', value_name = "ADDRESS")]
+    pub mail: Option<String>,
+    /// The From: of those mails.
+    #[arg(long, value_name = "ADDRESS")]
+    pub mail_from: Option<String>,
+    /// The sendmail to run as `SENDMAIL -t` (else $RAIDLAB_SENDMAIL, else
+    /// /usr/sbin/sendmail).
+    #[arg(long, value_name = "PATH")]
+    pub sendmail: Option<PathBuf>,
+    /// Log every event to syslog/journald through /dev/log.
+    #[arg(long, short = 'y')]
+    pub syslog: bool,
+    /// Report RebuildNN every this many percent.
+    #[arg(long, short = 'r', value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub increment: Option<u8>,
+}
+
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
+        _ => Err(format!(
+            "{s:?} is not a number of seconds above 0 and at most 86400"
+        )),
+    }
+}
+
+const MONITOR_HELP: &str = r#"Configuration file (--config), TOML:
+
+    scan = true                        # also watch every served array
+    delay = 60                         # seconds between polls
+    program = "/usr/local/sbin/raid-event"
+    mail = "root@localhost"
+    # mail_from = "raidlab on host <root>"
+    # sendmail = "/usr/sbin/sendmail"
+    syslog = true
+    increment = 20
+
+    [[array]]
+    name = "r5"                        # optional: the name events give (else its UUID)
+    members = ["/dev/sdb", "/dev/sdc", "/dev/sdd", "/dev/sde"]
+    spares = 1                         # optional: SparesMissing with fewer
+
+Flags win over the file; relative member paths in it are taken from its
+directory. Arrays a `raidlab serve` serves are asked through
+its control socket; other named arrays are assembled read-only at each poll
+(nothing is written). An array found by scanning is named by its export.
+
+Events, as mdadm --monitor names them: Fail, FailSpare, SpareActive,
+DegradedArray, RebuildStarted, RebuildNN, RebuildFinished, SparesMissing,
+DeviceDisappeared, NewArray, TestMessage; and CacheDirtyAboveTarget for a
+cache whose dirty share exceeds its dirty target. Exit status 1 when
+nothing is there to watch."#;

@@ -111,6 +111,9 @@ pub enum Command {
         origin: CacheOriginNamed,
         json: bool,
     },
+    /// What this server serves: each export's name, members and cache device
+    /// (for `raidlab monitor`; answered for the whole server, members ignored).
+    List,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -211,6 +211,8 @@ fn handle(
     let reply = match control::read_request(&stream) {
         Ok(req) => match if req.cache.is_some() {
             cache_live::carry_out(&stream, req, caches, log)
+        } else if matches!(req.command, Command::List) {
+            crate::cmd::monitor::list::answer(arrays, caches)
         } else {
             carry_out(&stream, req, arrays, stop, log)
         } {
@@ -362,6 +364,9 @@ fn carry_out(
         | Command::CacheSet { .. }
         | Command::CacheDetach { .. } => {
             anyhow::bail!("a cache verb names the cache device, not an array's members")
+        }
+        Command::List => {
+            anyhow::bail!("a list request is answered for the whole server, not for one array")
         }
     }
 }

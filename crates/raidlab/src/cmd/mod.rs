@@ -10,6 +10,7 @@ mod explain;
 pub mod info;
 pub mod live;
 pub mod manage;
+pub mod monitor;
 mod report;
 mod scan;
 mod seeds;
@@ -75,5 +76,6 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Cache(c) => cache::run(c),
         Command::Sim(c) => sim::run(c),
         Command::Seeds(a) => seeds::run(a),
+        Command::Monitor(a) => monitor::run(a),
     }
 }
