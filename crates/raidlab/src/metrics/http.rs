@@ -62,7 +62,8 @@ pub fn bind(
     let sa: SocketAddr = addr.parse().map_err(|_| {
         anyhow!("{what} {addr}: give an IP address and port, e.g. 127.0.0.1:9310 or [::1]:9310")
     })?;
-    if !sa.ip().is_loopback() && !(a.metrics_allow_remote || config_remote) {
+    let allowed = sa.ip().is_loopback() || a.metrics_allow_remote || config_remote;
+    if !allowed {
         bail!(
             "{what} {sa}: not a loopback address. The metrics endpoint has no \
              authentication and shows member device paths, array state and load to anyone \
