@@ -1,7 +1,8 @@
 //! `raidlab serve --metrics ADDR` as Prometheus meets it: the endpoint's text
 //! passes `promtool check metrics` and counts the writes made through NBD on
 //! the members; the real Prometheus server scrapes a served array while a
-//! member fails and its query API shows the change; a port in use or a
+//! member fails and its query API shows the change; a spare added while
+//! served is counted; a port in use or a
 //! remote address stops `serve` before anything is written.
 //!
 //! promtool and prometheus come from Debian's `prometheus` package, which
@@ -546,4 +547,38 @@ fn a_metrics_port_in_use_or_a_remote_address_stops_serve_with_nothing_written() 
         );
     }
     drop(taken);
+}
+
+#[test]
+fn a_spare_added_while_served_is_counted() {
+    let d = tempfile::tempdir().unwrap();
+    let members = create(d.path(), &["m0", "m1", "m2", "m3"]);
+    let spare = d.path().join("m4");
+    std::fs::File::create(&spare)
+        .and_then(|f| f.set_len(20 << 20))
+        .unwrap();
+    let srv = Served::start(d.path(), &members);
+    let out = run(Command::new(bin())
+        .arg("add")
+        .args(&members)
+        .arg("--new")
+        .arg(&spare)
+        .env("RAIDLAB_RUN_DIR", &srv.run_dir));
+    assert!(out.contains("hot spare"), "{out}");
+    let s = srv.scrape();
+    let path = spare.display().to_string();
+    assert_eq!(
+        s.get(&format!(
+            r#"raidlab_member_info{{array="r5",member="{path}",role="",state="spare"}}"#
+        )),
+        1.0
+    );
+    assert_eq!(s.get(r#"node_md_disks{device="r5",state="spare"}"#), 1.0);
+    // Its superblock was written through the counted volume.
+    let written = s.by_member("raidlab_member_write_bytes_total");
+    assert!(
+        written.get(&path).is_some_and(|&b| b >= 4096.0),
+        "the spare's writes are not counted: {written:?}"
+    );
+    srv.stop();
 }
