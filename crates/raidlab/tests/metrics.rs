@@ -2,8 +2,8 @@
 //! passes `promtool check metrics` and counts the writes made through NBD on
 //! the members; the real Prometheus server scrapes a served array while a
 //! member fails and its query API shows the change; a spare added while
-//! served is counted; a port in use or a
-//! remote address stops `serve` before anything is written.
+//! served is counted; a port in use or a remote address stops `serve`
+//! before anything is written.
 //!
 //! promtool and prometheus come from Debian's `prometheus` package, which
 //! scripts/test.sh installs when run as root. Without them a test prints
