@@ -575,6 +575,8 @@ pub struct ServeArgs {
     /// for comparing the two.
     #[arg(long)]
     pub copy_reads: bool,
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
 }
 
 const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
@@ -588,6 +590,8 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     # tls_key = "server-key.pem"
     # tls_client_ca = "ca-cert.pem"
     # tls_require = true
+    # metrics = "127.0.0.1:9310"       # Prometheus endpoint, as --metrics
+    # metrics_allow_remote = false     # as --metrics-allow-remote
 
     [[export]]
     name = "r5"
