@@ -1,6 +1,6 @@
 //! `raidlab examine` and `raidlab detail`.
 
-use crate::cli::MembersJson;
+use crate::cli::{DetailArgs, MembersJson};
 use crate::open::open_members;
 use anyhow::Result;
 use raidlab_core::size::{format_size, format_size_approx};
@@ -185,9 +185,16 @@ struct MemberJson {
     events: u64,
 }
 
-pub fn detail(a: MembersJson) -> Result<ExitCode> {
+pub fn detail(d: DetailArgs) -> Result<ExitCode> {
+    let a = d.members;
     if let Some(server) = crate::control::find(&a.members)? {
+        if d.watch {
+            return crate::cmd::watch::run(&server, &a.members, d.interval);
+        }
         return crate::cmd::live::detail(&server, &a);
+    }
+    if d.watch {
+        anyhow::bail!("--watch needs an array that `raidlab serve` is serving (it redraws the server's live figures); no server serves this one, so there is nothing live to watch: `raidlab detail` without --watch shows what the superblocks say");
     }
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
     let asm = crate::open::assemble(devices)?;
