@@ -15,12 +15,18 @@
 //! never decides anything they would decide differently.
 //!
 //! The rebuild's own thread (start, steps, pacing, stop) is in `rebuild.rs`;
-//! md's safe mode (dirty only while writes are pending) in `safe_mode.rs`.
+//! md's safe mode (dirty only while writes are pending) in `safe_mode.rs`;
+//! per-member I/O counters in `stats.rs`.
 
 mod rebuild;
 mod safe_mode;
+mod stats;
 
 pub use safe_mode::{WriteMark, SAFE_MODE_DELAY, SAFE_MODE_POLL};
+pub use stats::{
+    CountedVolume, Histogram, IoCounters, MemberIo, MemberIoRegistry, MemberIoStatus,
+    LATENCY_BOUNDS_US,
+};
 
 use crate::array::{Array, Recovery};
 use crate::assemble::{Assembly, Device, MemberState};
@@ -163,6 +169,9 @@ pub struct LiveArray {
     /// What happened outside a poll (members recorded faulty before a dirty
     /// mark), for the next poll to report.
     said: Mutex<Vec<String>>,
+    /// Per-member I/O counters, by device path (devices gained while in
+    /// service are counted here too).
+    io: MemberIoRegistry,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,7 +207,21 @@ impl LiveArray {
             clock: Mutex::new(&*SYSTEM_CLOCK),
             safe: safe_mode::SafeMode::new(),
             said: Mutex::new(Vec::new()),
+            io: MemberIoRegistry::default(),
         })
+    }
+
+    /// Report the I/O counted by `counted` (the members' volumes were wrapped
+    /// with [`MemberIoRegistry::count`] before assembly) in
+    /// [`LiveArray::member_io`].
+    pub fn count_member_io(&self, counted: &MemberIoRegistry) {
+        self.io.adopt(counted);
+    }
+
+    /// Each member's I/O since the server started (monotonic counters), for
+    /// every member the assembly knows whose I/O is counted.
+    pub fn member_io(&self) -> Vec<MemberIoStatus> {
+        self.io.statuses(&lock(&self.asm))
     }
 
     /// Pace rebuilds started from now on against `clock` (tests: a clock whose
@@ -483,6 +506,7 @@ impl LiveArray {
     /// unless `rebuild` is false) or as a hot spare.
     pub fn add(self: &Arc<Self>, device: Device, force: bool, rebuild: bool) -> Result<String> {
         let mut asm = lock(&self.asm);
+        let device = self.io.count(device);
         let path = device.path.clone();
         let added = Self::change(&mut asm, &self.array, |a| a.add(device, force))?;
         Ok(match added {
@@ -517,6 +541,7 @@ impl LiveArray {
                 "a rebuild is running: replace a member after it finishes",
             ));
         }
+        let device = self.io.count(device);
         Self::change(&mut asm, &self.array, |a| a.replace(i, device, force))?;
         if rebuild {
             if let Err(e) = self.start_pending(&mut asm) {

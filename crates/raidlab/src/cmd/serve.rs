@@ -534,6 +534,10 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
         (None, false) => {
             let devices = open_members(&e.members, mode)
                 .with_context(|| format!("export {:?}", e.name))?;
+            // Every member's I/O counted from the first superblock read on
+            // (`raidlab_raid::live::stats`), for the metrics and status pages.
+            let counted = raidlab_raid::live::MemberIoRegistry::default();
+            let devices = devices.into_iter().map(|d| counted.count(d)).collect();
             let asm = crate::open::assemble(devices)
                 .with_context(|| format!("export {:?}: cannot assemble the array", e.name))?;
             crate::open::warn_set_aside(&asm);
@@ -583,6 +587,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 )
             };
             let live = LiveArray::new(asm, array.clone());
+            live.count_member_io(&counted);
             if !e.read_only {
                 // md's safe mode: marked dirty only while writes are pending.
                 live.start_safe_mode(was_clean);
