@@ -151,6 +151,10 @@ pub struct ServedInfo {
     pub export: String,
     #[serde(flatten)]
     pub status: raidlab_raid::live::LiveStatus,
+    /// Each member's I/O counters since the server started (monotonic:
+    /// `detail --watch` and the status page turn them into rates).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub member_io: Vec<raidlab_raid::live::MemberIoStatus>,
 }
 
 #[derive(Serialize)]

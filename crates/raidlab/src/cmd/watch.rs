@@ -42,13 +42,13 @@ fn counters(v: &Value) -> BTreeMap<String, Counters> {
                     Some((
                         dev,
                         Counters {
-                            reads: n(m, "reads"),
-                            writes: n(m, "writes"),
-                            read_bytes: n(m, "read_bytes"),
-                            write_bytes: n(m, "write_bytes"),
-                            errors: n(m, "errors"),
-                            read_us: m.pointer("/read_latency/sum_us").and_then(Value::as_u64).unwrap_or(0),
-                            write_us: m.pointer("/write_latency/sum_us").and_then(Value::as_u64).unwrap_or(0),
+                            reads: n(&m["io"], "reads"),
+                            writes: n(&m["io"], "writes"),
+                            read_bytes: n(&m["io"], "read_bytes"),
+                            write_bytes: n(&m["io"], "write_bytes"),
+                            errors: n(&m["io"], "errors"),
+                            read_us: n(&m["io"]["read_latency"], "sum_us"),
+                            write_us: n(&m["io"]["write_latency"], "sum_us"),
                         },
                     ))
                 })

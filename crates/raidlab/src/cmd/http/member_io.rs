@@ -1,15 +1,33 @@
-//! Per-member I/O counters for the status page's charts.
+//! Per-member I/O counters for the status page's charts: the served array's
+//! own counters (`LiveArray::member_io`, every member volume wrapped in a
+//! counting volume by `serve`), read as plain monotonic numbers.
 //!
-//! Reads counters only; it must never count I/O itself twice or change
-//! what a member does.
+//! It only reads them; it must never count anything itself, so the page,
+//! `detail --watch` and the metrics endpoint show one set of figures.
 
 use super::status::Counters;
 use crate::cmd::live::Managed;
-
-/// Whether this build counts each member's I/O.
-pub const MEMBER_IO: bool = false;
+use std::collections::BTreeMap;
 
 /// Each member's counters now, by device path.
-pub fn member_counters(_m: &Managed) -> std::collections::BTreeMap<String, Counters> {
-    std::collections::BTreeMap::new()
+pub fn member_counters(m: &Managed) -> BTreeMap<String, Counters> {
+    m.live
+        .member_io()
+        .into_iter()
+        .map(|s| {
+            let io = s.io;
+            (
+                s.device,
+                Counters {
+                    reads: io.reads,
+                    writes: io.writes,
+                    read_bytes: io.read_bytes,
+                    write_bytes: io.write_bytes,
+                    errors: io.errors,
+                    read_us: io.read_latency.sum_us,
+                    write_us: io.write_latency.sum_us,
+                },
+            )
+        })
+        .collect()
 }

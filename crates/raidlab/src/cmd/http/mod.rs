@@ -20,7 +20,7 @@ mod member_io;
 mod status;
 
 pub use events::Events;
-pub(crate) use member_io::{member_counters, MEMBER_IO};
+pub(crate) use member_io::member_counters;
 
 use crate::cli::ServeArgs;
 use crate::cmd::cache_live::ManagedCache;

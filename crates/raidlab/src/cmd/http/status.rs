@@ -258,7 +258,6 @@ impl Page {
             "unix_ms": now_ms(),
             "pid": std::process::id(),
             "actions": self.actions,
-            "member_io": super::MEMBER_IO,
             "history_seconds": HISTORY,
             "arrays": arrays,
             "caches": caches,
@@ -272,6 +271,7 @@ fn array_json(m: &Managed, s: &ArraySeries) -> Value {
         pid: std::process::id(),
         export: m.export.clone(),
         status: m.live.status(),
+        member_io: m.live.member_io(),
     };
     let detail = m
         .live
