@@ -15,6 +15,7 @@ cd "$(dirname "$0")/.."
 packages=(
     mdadm qemu-system-x86 qemu-utils cpio busybox-static kmod xz-utils zstd util-linux
     chromium bonnie++ fio libnbd-bin nbdkit fuse3 xfsprogs e2fsprogs openssl fdisk
+    prometheus
 )
 # The commands the tests run: checked right after the install, so a missing
 # tool fails the run in its first minute, not when a test reaches it.
@@ -22,6 +23,7 @@ commands=(
     mdadm qemu-system-x86_64 qemu-img cpio busybox losetup dpkg-deb
     chromium bonnie++ bon_csv2html fio nbdinfo nbdcopy nbdfuse nbdkit
     fusermount3 mkfs.xfs xfs_repair mkfs.ext4 e2fsck openssl sfdisk
+    prometheus promtool
 )
 if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${packages[*]}"

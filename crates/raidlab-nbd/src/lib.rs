@@ -33,4 +33,7 @@ pub mod server;
 mod splice;
 pub mod tls;
 
-pub use server::{Export, Handshake, Limits, Negotiated, Outcome, Server};
+pub use server::{
+    CommandStats, Export, ExportStats, Handshake, LatencyHistogram, Limits, Negotiated, Outcome,
+    Server, StatsReader,
+};

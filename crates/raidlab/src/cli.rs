@@ -592,6 +592,8 @@ pub struct ServeArgs {
     /// for comparing the two.
     #[arg(long)]
     pub copy_reads: bool,
+    #[command(flatten)]
+    pub metrics: crate::metrics::MetricsArgs,
     /// Serve a live status page on this HTTP address (`PORT` alone listens on
     /// 127.0.0.1:PORT): arrays, caches, progress, per-member I/O, events.
     /// Read-only unless --http-token; a non-loopback address needs
@@ -622,6 +624,8 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     # tls_key = "server-key.pem"
     # tls_client_ca = "ca-cert.pem"
     # tls_require = true
+    # metrics = "127.0.0.1:9310"       # Prometheus endpoint, as --metrics
+    # metrics_allow_remote = false     # as --metrics-allow-remote
 
     [[export]]
     name = "r5"

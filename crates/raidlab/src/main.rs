@@ -35,6 +35,7 @@ macro_rules! textln {
 mod cli;
 mod cmd;
 mod control;
+mod metrics;
 mod open;
 
 use clap::Parser;

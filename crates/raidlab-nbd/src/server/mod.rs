@@ -28,6 +28,9 @@
 
 mod conn;
 mod handshake;
+mod stats;
+
+pub use stats::{CommandStats, ExportStats, LatencyHistogram, COMMANDS};
 
 use crate::proto::*;
 use crate::splice::Pipe;
@@ -183,6 +186,8 @@ pub struct Server {
     tls: Option<Tls>,
     /// Send large read replies on plain sockets by splice (see [`crate::splice`]).
     zero_copy: bool,
+    /// Connections and requests served, per export (module `stats`).
+    counters: Arc<stats::Counters>,
 }
 
 impl std::fmt::Debug for Server {
@@ -191,6 +196,16 @@ impl std::fmt::Debug for Server {
             .field("exports", &self.exports)
             .field("limits", &self.limits)
             .finish()
+    }
+}
+
+/// Reads a server's [`ExportStats`] (see [`Server::stats_reader`]).
+#[derive(Debug, Clone)]
+pub struct StatsReader(Arc<stats::Counters>);
+
+impl StatsReader {
+    pub fn stats(&self) -> Vec<ExportStats> {
+        self.0.snapshot()
     }
 }
 
@@ -256,7 +271,11 @@ impl Server {
         // Threads are spawned per connection: keep the count sane whatever a
         // caller asks for.
         limits.workers = limits.workers.clamp(1, MAX_WORKERS);
+        let counters = Arc::new(stats::Counters::new(
+            exports.iter().map(|e| e.name.clone()).collect(),
+        ));
         Server {
+            counters,
             exports,
             limits,
             connections: AtomicUsize::new(0),
@@ -279,6 +298,18 @@ impl Server {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// What each export has served since the server was made: connections
+    /// and requests by command, with errors and latency.
+    pub fn stats(&self) -> Vec<ExportStats> {
+        self.counters.snapshot()
+    }
+
+    /// A way to read [`Server::stats`] from another thread while the server
+    /// is borrowed by the listener (a metrics endpoint).
+    pub fn stats_reader(&self) -> StatsReader {
+        StatsReader(self.counters.clone())
     }
 
     /// Take a connection slot, or `None` when `max_connections` are being served.
@@ -346,7 +377,7 @@ impl Server {
         // Buffered: at queue depth 32 one read system call brings in many request
         // headers (payloads larger than the buffer bypass it).
         let mut r = BufReader::with_capacity(READ_BUFFER, r);
-        let export = &self.exports[n.export];
+        let _open = self.counters.connected(n.export);
         let conn = Conn {
             writer: Mutex::new(w),
             broken: AtomicBool::new(false),
@@ -362,7 +393,7 @@ impl Server {
             zero_copy: self.zero_copy,
             pipes: Mutex::new(Vec::new()),
         };
-        let (tx, rx) = mpsc::channel::<(Job, usize)>();
+        let (tx, rx) = mpsc::channel::<(Job, usize, Instant)>();
         let rx = Mutex::new(rx);
         std::thread::scope(|s| {
             // Workers start when a job finds every one busy, up to the limit: a
@@ -372,13 +403,15 @@ impl Server {
             let add_worker = || {
                 s.spawn(move || loop {
                     let next = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                    let Ok((job, charge)) = next else { break };
-                    self.run_timed(export, shared, job);
+                    let Ok((job, charge, received)) = next else {
+                        break;
+                    };
+                    self.run_timed(n.export, shared, job, received);
                     shared.queued.fetch_sub(1, Ordering::SeqCst);
                     shared.release(charge);
                 });
             };
-            let outcome = self.read_requests(&mut r, export, &conn, &tx, &add_worker);
+            let outcome = self.read_requests(&mut r, n.export, &conn, &tx, &add_worker);
             conn.uncork();
             drop(tx);
             outcome
@@ -388,11 +421,12 @@ impl Server {
     fn read_requests<R: Read, W: Write>(
         &self,
         r: &mut BufReader<R>,
-        export: &Export,
+        index: usize,
         conn: &Conn<W>,
-        tx: &mpsc::Sender<(Job, usize)>,
+        tx: &mpsc::Sender<(Job, usize, Instant)>,
         add_worker: &dyn Fn(),
     ) -> Outcome {
+        let export = &self.exports[index];
         let size = export.volume.size();
         let mut workers = 0;
         let mut last_len = 0usize;
@@ -555,6 +589,8 @@ impl Server {
                     continue;
                 }
             };
+            // Read in full: its latency counts from here.
+            let received = Instant::now();
             // Serve it here, saving two thread hand-offs, when nothing else is
             // in flight and no next request waits (queue depth 1 latency), or
             // when it is small and requests have lately been served fast (a
@@ -568,7 +604,7 @@ impl Server {
                 // to wait for input (or the cork is full), so that a burst of
                 // requests gets one write and the client one wake-up.
                 CORKED.with(|c| c.set(true));
-                self.run_timed(export, conn, job);
+                self.run_timed(index, conn, job, received);
                 CORKED.with(|c| c.set(false));
                 conn.release(charge);
                 if conn.corked() >= CORK_MAX {
@@ -582,7 +618,7 @@ impl Server {
                 add_worker();
                 workers += 1;
             }
-            if tx.send((job, charge)).is_err() {
+            if tx.send((job, charge, received)).is_err() {
                 conn.queued.fetch_sub(1, Ordering::SeqCst);
                 conn.release(charge);
                 return Outcome::Gone;
@@ -590,14 +626,18 @@ impl Server {
         }
     }
 
-    /// [`Server::run`], noting in `conn.fast` whether it took less than [`FAST`].
-    fn run_timed<W: Write>(&self, e: &Export, conn: &Conn<W>, job: Job) {
+    /// [`Server::run`] on export `index`, noting in `conn.fast` whether it
+    /// took less than [`FAST`], and counting it (read in full at `received`).
+    fn run_timed<W: Write>(&self, index: usize, conn: &Conn<W>, job: Job, received: Instant) {
         let started = Instant::now();
-        self.run(e, conn, job);
+        let command = job.command();
+        let ok = self.run(&self.exports[index], conn, job);
         conn.fast.store(started.elapsed() < FAST, Ordering::Relaxed);
+        self.counters.served(index, command, received, ok);
     }
 
-    fn run<W: Write>(&self, e: &Export, conn: &Conn<W>, job: Job) {
+    /// Serve `job`; whether it was answered without an error.
+    fn run<W: Write>(&self, e: &Export, conn: &Conn<W>, job: Job) -> bool {
         let v = &e.volume;
         match job {
             Job::Read {
@@ -607,7 +647,7 @@ impl Server {
             } => {
                 let (offset, len) = if len >= SPLICE_MIN {
                     match conn.reply_read_stored(v.as_ref(), cookie, offset, len) {
-                        Spliced::All => return,
+                        Spliced::All => return true,
                         Spliced::Nothing => (offset, len),
                         // The rest goes as the reply's last chunk, copied.
                         Spliced::Upto(at) => (at, len - (at - offset) as usize),
@@ -620,10 +660,14 @@ impl Server {
                 let hdr = conn.read_header_len();
                 let mut buf = conn.buffer(hdr + len);
                 match v.read_at(&mut buf[hdr..], offset) {
-                    Ok(()) => conn.reply_read(cookie, offset, buf),
+                    Ok(()) => {
+                        conn.reply_read(cookie, offset, buf);
+                        true
+                    }
                     Err(err) => {
                         (self.log)(&format!("export {:?}: {err}", e.name));
                         conn.reply_error(errno(&err, false), cookie, &err.to_string());
+                        false
                     }
                 }
             }
@@ -641,7 +685,7 @@ impl Server {
                     v.write_at(&data, offset)
                 };
                 conn.recycle(data);
-                self.finish(e, conn, cookie, r);
+                self.finish(e, conn, cookie, r)
             }
             Job::Flush { cookie } => self.finish(e, conn, cookie, v.flush()),
             Job::Range {
@@ -669,7 +713,7 @@ impl Server {
                     }
                 };
                 let r = r.and_then(|()| if fua { v.flush() } else { Ok(()) });
-                self.finish(e, conn, cookie, r);
+                self.finish(e, conn, cookie, r)
             }
         }
     }
@@ -680,12 +724,16 @@ impl Server {
         conn: &Conn<W>,
         cookie: u64,
         r: raidlab_core::Result<()>,
-    ) {
+    ) -> bool {
         match r {
-            Ok(()) => conn.reply_simple(0, cookie, &[]),
+            Ok(()) => {
+                conn.reply_simple(0, cookie, &[]);
+                true
+            }
             Err(err) => {
                 (self.log)(&format!("export {:?}: {err}", e.name));
                 conn.reply_simple(errno(&err, true), cookie, &[]);
+                false
             }
         }
     }
@@ -788,6 +836,17 @@ impl Job {
             Job::Read { len, .. } => *len <= INLINE_MAX,
             Job::Write { data, .. } => data.len() <= INLINE_MAX,
             Job::Flush { .. } | Job::Range { .. } => false,
+        }
+    }
+
+    /// Its index in [`COMMANDS`].
+    fn command(&self) -> usize {
+        match self {
+            Job::Read { .. } => 0,
+            Job::Write { .. } => 1,
+            Job::Flush { .. } => 2,
+            Job::Range { zero: false, .. } => 3,
+            Job::Range { zero: true, .. } => 4,
         }
     }
 }

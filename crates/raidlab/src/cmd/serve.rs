@@ -45,6 +45,8 @@ use std::sync::Arc;
 pub const DEFAULT_PORT: u16 = 10809;
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// Stops the metrics endpoint once the NBD listener has stopped.
+static METRICS_STOP: AtomicBool = AtomicBool::new(false);
 
 /// A configuration file: where to listen and what to export.
 #[derive(Debug, Default, Deserialize)]
@@ -59,6 +61,9 @@ struct Config {
     tls_key: Option<PathBuf>,
     tls_client_ca: Option<PathBuf>,
     tls_require: Option<bool>,
+    /// The metrics endpoint's address, as --metrics.
+    metrics: Option<String>,
+    metrics_allow_remote: Option<bool>,
     #[serde(default)]
     export: Vec<ExportConfig>,
 }
@@ -179,6 +184,13 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     if config.export.is_empty() {
         bail!("the configuration lists no [[export]]: nothing to serve");
     }
+    // Before any array is opened: a bad address or a port in use stops here
+    // with nothing written.
+    let metrics = crate::metrics::bind(
+        &a.metrics,
+        config.metrics.as_deref(),
+        config.metrics_allow_remote.unwrap_or(false),
+    )?;
     // The status page's port is taken before any array is started, so a
     // port in use stops here with nothing written.
     let http = crate::cmd::http::options(&a)?;
@@ -240,7 +252,15 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     if let Some(t) = tls {
         server = server.with_tls(t);
     }
+    let metrics = match metrics {
+        Some(m) => Some(m.start(metrics_sources(&served, &server), &METRICS_STOP)?),
+        None => None,
+    };
     let served_result = raidlab_nbd::listen::run(&server, &listeners.0, &STOP, &log);
+    METRICS_STOP.store(true, Ordering::SeqCst);
+    if let Some(t) = metrics {
+        let _ = t.join();
+    }
     eprintln!("raidlab: stopping: connections drained, flushing and marking arrays clean");
     drop(server);
     // The control socket stays bound (accepting nothing) until the arrays are
@@ -272,6 +292,35 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// What the metrics endpoint reports on: every served array (one under a
+/// cache too), every cache, the NBD server's counters.
+fn metrics_sources(served: &[Served], server: &Server) -> crate::metrics::Sources {
+    crate::metrics::Sources {
+        arrays: served
+            .iter()
+            .filter_map(managed_array)
+            .map(|m| (m.export, m.live))
+            .collect(),
+        caches: served
+            .iter()
+            .filter_map(|s| match s {
+                Served::Cache {
+                    name,
+                    device,
+                    cached,
+                    ..
+                } => Some(crate::metrics::CacheSource {
+                    export: name.clone(),
+                    device: crate::control::absolute(device).display().to_string(),
+                    cached: cached.clone(),
+                }),
+                _ => None,
+            })
+            .collect(),
+        nbd: Some(server.stats_reader()),
+    }
 }
 
 /// The control socket for live management of the arrays served, with its
