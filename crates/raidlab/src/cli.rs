@@ -602,7 +602,12 @@ pub struct ServeArgs {
     pub http: Option<String>,
     /// Allow management on the page (fail a member, add a spare, start a
     /// check) to requests that carry this token.
-    #[arg(long, value_name = "TOKEN", requires = "http", conflicts_with = "http_token_file")]
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        requires = "http",
+        conflicts_with = "http_token_file"
+    )]
     pub http_token: Option<String>,
     /// The same, read from the first line of a file (keeps it out of `ps`).
     #[arg(long, value_name = "FILE", requires = "http")]

@@ -44,7 +44,17 @@ fn raid5_with_spare(dir: &Path) -> Vec<PathBuf> {
         .map(|m| dir.join(m))
         .collect();
     run(Command::new(bin())
-        .args(["create", "-l", "5", "-c", "64K", "--member-size", "24M", "-x", "1"])
+        .args([
+            "create",
+            "-l",
+            "5",
+            "-c",
+            "64K",
+            "--member-size",
+            "24M",
+            "-x",
+            "1",
+        ])
         .args(&paths));
     paths
 }
@@ -144,7 +154,13 @@ impl Drop for Serve {
 }
 
 /// One HTTP/1.1 request on its own connection: (status, body).
-fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut req = format!(
@@ -255,7 +271,10 @@ impl Browser {
             {
                 break u.to_string();
             }
-            assert!(t.elapsed() < Duration::from_secs(20), "no page target: {body}");
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "no page target: {body}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         };
         let (ws, _) = tungstenite::connect(page_ws.as_str()).expect("DevTools websocket");
@@ -309,7 +328,10 @@ impl Browser {
             if ok(&v) {
                 return v;
             }
-            assert!(t.elapsed() < limit, "{what}: not within {limit:?}; the page shows {v}");
+            assert!(
+                t.elapsed() < limit,
+                "{what}: not within {limit:?}; the page shows {v}"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -395,7 +417,10 @@ fn page_redraws_without_a_reload_when_a_member_fails_and_the_spare_takes_over() 
         },
     );
     let after = shown(&after);
-    assert_eq!(after["mark"], "still here", "the page was reloaded: {after}");
+    assert_eq!(
+        after["mark"], "still here",
+        "the page was reloaded: {after}"
+    );
     assert!(
         after["state"].as_str().unwrap().contains("degraded")
             || state_of(&after, &m[3]) == "active",
@@ -408,13 +433,19 @@ fn page_redraws_without_a_reload_when_a_member_fails_and_the_spare_takes_over() 
     });
     let whole = shown(&whole);
     assert_eq!(whole["mark"], "still here", "{whole}");
-    assert!(whole["charts"].as_u64().unwrap() > 0, "no charts drawn: {whole}");
+    assert!(
+        whole["charts"].as_u64().unwrap() > 0,
+        "no charts drawn: {whole}"
+    );
     // The event list shows what happened, newest first.
     let events = b.eval(r#"document.getElementById("events").innerText"#);
     let events = events.as_str().unwrap();
     assert!(events.contains("marked faulty"), "{events}");
     // For people: what the page looked like (target/status-page.png).
-    let shot = b.call("Page.captureScreenshot", serde_json::json!({"format": "png"}));
+    let shot = b.call(
+        "Page.captureScreenshot",
+        serde_json::json!({"format": "png"}),
+    );
     if let Some(png) = shot["data"].as_str() {
         let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
         let _ = std::fs::write(out, decode_base64(png));
@@ -455,16 +486,39 @@ fn actions_need_the_token_in_a_header_from_the_same_origin() {
     let origin = format!("http://127.0.0.1:{}", srv.port);
     let refusals: Vec<(&str, Vec<(&str, &str)>, &str)> = vec![
         ("no token", vec![json], "token is missing"),
-        ("wrong token", vec![json, ("X-Raidlab-Token", "s3cret-token-for-the-test-0124")], "wrong token"),
-        ("wrong bearer", vec![json, ("Authorization", "Bearer nope-nope-nope-nope")], "wrong token"),
+        (
+            "wrong token",
+            vec![json, ("X-Raidlab-Token", "s3cret-token-for-the-test-0124")],
+            "wrong token",
+        ),
+        (
+            "wrong bearer",
+            vec![json, ("Authorization", "Bearer nope-nope-nope-nope")],
+            "wrong token",
+        ),
         // A plain cross-site form: no custom header, the token as a field.
-        ("form", vec![("Content-Type", "application/x-www-form-urlencoded")], "token is missing"),
-        ("foreign origin", vec![json, right, ("Origin", "http://evil.example")], "another origin"),
-        ("cross-site fetch", vec![json, right, ("Sec-Fetch-Site", "cross-site")], "cross-site"),
+        (
+            "form",
+            vec![("Content-Type", "application/x-www-form-urlencoded")],
+            "token is missing",
+        ),
+        (
+            "foreign origin",
+            vec![json, right, ("Origin", "http://evil.example")],
+            "another origin",
+        ),
+        (
+            "cross-site fetch",
+            vec![json, right, ("Sec-Fetch-Site", "cross-site")],
+            "cross-site",
+        ),
     ];
     for (what, headers, says) in refusals {
         let b = if what == "form" {
-            format!("token={TOKEN}&action=fail&export=array&device={}", m[1].display())
+            format!(
+                "token={TOKEN}&action=fail&export=array&device={}",
+                m[1].display()
+            )
         } else {
             body.clone()
         };
@@ -472,7 +526,11 @@ fn actions_need_the_token_in_a_header_from_the_same_origin() {
         assert_eq!(code, 403, "{what}: {text}");
         assert!(text.contains(says), "{what}: {text}");
         assert!(text.contains("nothing was changed"), "{what}: {text}");
-        assert_eq!(member_state(&srv.status(), &m[1]), "active", "{what} changed something");
+        assert_eq!(
+            member_state(&srv.status(), &m[1]),
+            "active",
+            "{what} changed something"
+        );
     }
     // A DNS-rebinding page: its own name in Host, even for reading.
     let mut s = TcpStream::connect(("127.0.0.1", srv.port)).unwrap();
@@ -487,7 +545,12 @@ fn actions_need_the_token_in_a_header_from_the_same_origin() {
         srv.port,
         "POST",
         "/api/action",
-        &[json, right, ("Origin", &origin), ("Sec-Fetch-Site", "same-origin")],
+        &[
+            json,
+            right,
+            ("Origin", &origin),
+            ("Sec-Fetch-Site", "same-origin"),
+        ],
         &body,
     );
     assert_eq!(code, 200, "{text}");
@@ -497,7 +560,10 @@ fn actions_need_the_token_in_a_header_from_the_same_origin() {
     // in.
     let t = Instant::now();
     while member_state(&srv.status(), &m[3]) != "active" {
-        assert!(t.elapsed() < Duration::from_secs(40), "the spare was not rebuilt");
+        assert!(
+            t.elapsed() < Duration::from_secs(40),
+            "the spare was not rebuilt"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     let bearer = format!("Bearer {TOKEN}");
@@ -543,14 +609,20 @@ fn non_loopback_and_a_port_in_use_are_refused_with_nothing_written() {
     let out = serve("0.0.0.0:8080", &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("not a loopback address") && err.contains("--http-allow-remote"), "{err}");
+    assert!(
+        err.contains("not a loopback address") && err.contains("--http-allow-remote"),
+        "{err}"
+    );
 
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
     let out = serve(&port, &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
-    assert!(err.contains("cannot listen there") && err.contains(&port), "{err}");
+    assert!(
+        err.contains("cannot listen there") && err.contains(&port),
+        "{err}"
+    );
 
     let out = serve(&free_port().to_string(), &["--http-token", "short"]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -558,7 +630,11 @@ fn non_loopback_and_a_port_in_use_are_refused_with_nothing_written() {
     assert!(err.contains("at least 16 characters"), "{err}");
 
     for (p, b) in m.iter().zip(&before) {
-        assert!(std::fs::read(p).unwrap() == *b, "{} was written", p.display());
+        assert!(
+            std::fs::read(p).unwrap() == *b,
+            "{} was written",
+            p.display()
+        );
     }
 }
 
@@ -598,7 +674,11 @@ fn nbd_write(sock: &Path, at: u64, data: &[u8]) {
         s.write_all(payload).unwrap();
         let mut r = [0u8; 16];
         s.read_exact(&mut r).unwrap();
-        assert_eq!(u32::from_be_bytes(r[4..8].try_into().unwrap()), 0, "NBD error");
+        assert_eq!(
+            u32::from_be_bytes(r[4..8].try_into().unwrap()),
+            0,
+            "NBD error"
+        );
     }
 }
 
@@ -626,12 +706,20 @@ fn the_json_figures_move_when_a_client_writes() {
             .as_array()
             .unwrap()
             .iter()
-            .filter_map(|x| x["write_bps"].as_array().and_then(|a| a.last()).and_then(|r| r.as_f64()))
+            .filter_map(|x| {
+                x["write_bps"]
+                    .as_array()
+                    .and_then(|a| a.last())
+                    .and_then(|r| r.as_f64())
+            })
             .sum();
         if totals(&v) >= totals(&before) + (4 << 20) && rate > 0.0 {
             break v;
         }
-        assert!(t.elapsed() < Duration::from_secs(10), "no writes counted: {v}");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no writes counted: {v}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     // Parity too: the members wrote at least 1.5 times what the client did.
@@ -644,11 +732,18 @@ fn the_json_figures_move_when_a_client_writes() {
         .args(["detail", "--json"])
         .args(&m));
     let v: serde_json::Value = serde_json::from_str(&detail).unwrap();
-    assert_eq!(v["served"]["member_io"].as_array().unwrap().len(), 4, "{detail}");
+    assert_eq!(
+        v["served"]["member_io"].as_array().unwrap().len(),
+        4,
+        "{detail}"
+    );
     // The page itself is one document with nothing from other hosts.
     let (code, page) = http(srv.port, "GET", "/", &[], "");
     assert_eq!(code, 200);
-    assert!(page.contains("<script>") && !page.contains("src=") && !page.contains("href="), "external asset in the page");
+    assert!(
+        page.contains("<script>") && !page.contains("src=") && !page.contains("href="),
+        "external asset in the page"
+    );
     srv.stop();
 }
 
@@ -664,7 +759,10 @@ fn detail_watch_redraws_a_served_array_and_refuses_one_not_served() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("--watch needs an array that `raidlab serve` is serving"), "{err}");
+    assert!(
+        err.contains("--watch needs an array that `raidlab serve` is serving"),
+        "{err}"
+    );
 
     let srv = Serve::start(d.path(), &m, &[]);
     let mut w = Command::new(bin())

@@ -248,7 +248,8 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         move |m: &str| e.say(m)
     };
     let control = start_control(&served, &events, http)?;
-    let mut server = Server::new(exports, limits, Box::new(log.clone())).with_zero_copy(!a.copy_reads);
+    let mut server =
+        Server::new(exports, limits, Box::new(log.clone())).with_zero_copy(!a.copy_reads);
     if let Some(t) = tls {
         server = server.with_tls(t);
     }
@@ -392,7 +393,15 @@ fn start_control(
         let e = events.clone();
         Arc::new(move |m: &str| e.say(m))
     };
-    let page = http.map(|h| h.start(managed.clone(), caches.clone(), events.clone(), path.clone(), &STOP));
+    let page = http.map(|h| {
+        h.start(
+            managed.clone(),
+            caches.clone(),
+            events.clone(),
+            path.clone(),
+            &STOP,
+        )
+    });
     let (m1, l1) = (managed.clone(), log.clone());
     let control = std::thread::spawn(move || {
         crate::cmd::live::serve_control(&listener, m1, caches, &STOP, l1);

@@ -148,7 +148,11 @@ fn render(
             t["done"].as_u64().unwrap_or(0),
             t["total"].as_u64().unwrap_or(0),
         );
-        let pct = if total == 0 { 100.0 } else { done as f64 * 100.0 / total as f64 };
+        let pct = if total == 0 {
+            100.0
+        } else {
+            done as f64 * 100.0 / total as f64
+        };
         let rate = t["bytes_per_sec"].as_f64().unwrap_or(0.0);
         let running = t["running"].as_bool().unwrap_or(false);
         // md's mdstat bar: 20 cells.
@@ -175,10 +179,14 @@ fn render(
     let io = !now.1.is_empty();
     o += "\n   Role  State       Device";
     if io {
-        o += "                          Read/s     Write/s    r IOPS  w IOPS  r lat   w lat  errors";
+        o +=
+            "                          Read/s     Write/s    r IOPS  w IOPS  r lat   w lat  errors";
     }
     o += "\n";
-    let mut ms: Vec<&Value> = v["members"].as_array().map(|a| a.iter().collect()).unwrap_or_default();
+    let mut ms: Vec<&Value> = v["members"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
     ms.sort_by_key(|m| (m["role"].is_null(), m["role"].as_u64()));
     for m in ms {
         let dev = s(m, "device");
@@ -200,7 +208,12 @@ fn render(
                         c.errors
                     );
                 }
-                None => o += &format!("  {:>9}  {:>9}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}", "-", "-", "-", "-", "-", "-", c.errors),
+                None => {
+                    o += &format!(
+                        "  {:>9}  {:>9}  {:>6}  {:>6}  {:>6}  {:>6}  {:>6}",
+                        "-", "-", "-", "-", "-", "-", c.errors
+                    )
+                }
             }
         }
         o += "\n";

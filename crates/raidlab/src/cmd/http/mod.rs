@@ -86,7 +86,9 @@ pub fn options(a: &ServeArgs) -> Result<Option<HttpOptions>> {
             bail!("--http-token: give at least 16 characters (e.g. `openssl rand -hex 16`); nothing was started");
         }
         if t.bytes().any(|b| !(0x21..0x7f).contains(&b)) {
-            bail!("--http-token: printable ASCII without spaces only (it travels in an HTTP header)");
+            bail!(
+                "--http-token: printable ASCII without spaces only (it travels in an HTTP header)"
+            );
         }
     }
     Ok(Some(HttpOptions { addr, token }))
@@ -116,7 +118,9 @@ pub struct Bound {
 
 impl std::fmt::Debug for Bound {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Bound").field("addr", &self.opts.addr).finish()
+        f.debug_struct("Bound")
+            .field("addr", &self.opts.addr)
+            .finish()
     }
 }
 
@@ -251,18 +255,17 @@ fn handle(mut rq: Request, ctx: &Ctx) {
         return;
     }
     let reply = match (rq.method(), path.as_str()) {
-        (Method::Get | Method::Head, "/") => with_common(
-            Response::from_string(PAGE),
-            "text/html; charset=utf-8",
-        )
-        // Belt and braces for "no assets from other hosts": the browser may
-        // load nothing but this document and fetch only from this server.
-        .with_header(header(
-            "Content-Security-Policy",
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
+        (Method::Get | Method::Head, "/") => {
+            with_common(Response::from_string(PAGE), "text/html; charset=utf-8")
+                // Belt and braces for "no assets from other hosts": the browser may
+                // load nothing but this document and fetch only from this server.
+                .with_header(header(
+                    "Content-Security-Policy",
+                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
              connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; \
              frame-ancestors 'none'",
-        )),
+                ))
+        }
         (Method::Get | Method::Head, "/api/status") => json_reply(200, &ctx.page.json()),
         (Method::Post, "/api/action") => action(&mut rq, ctx),
         (_, "/" | "/api/status" | "/api/action") => text(405, "method not allowed"),
@@ -318,13 +321,19 @@ fn authorize(rq: &Request, ctx: &Ctx) -> Result<(), (u16, String)> {
     // the header check below is what stops a plain cross-site form.
     if let Some(site) = get(rq, "Sec-Fetch-Site") {
         if site != "same-origin" && site != "none" {
-            return Err((403, format!("cross-site request refused (Sec-Fetch-Site: {site}); nothing was changed")));
+            return Err((
+                403,
+                format!("cross-site request refused (Sec-Fetch-Site: {site}); nothing was changed"),
+            ));
         }
     }
     if let Some(origin) = get(rq, "Origin") {
         let host = get(rq, "Host").unwrap_or("");
         if origin != format!("http://{host}") {
-            return Err((403, format!("request from another origin ({origin}) refused; nothing was changed")));
+            return Err((
+                403,
+                format!("request from another origin ({origin}) refused; nothing was changed"),
+            ));
         }
     }
     let given = get(rq, "X-Raidlab-Token").or_else(|| {
@@ -339,10 +348,16 @@ fn authorize(rq: &Request, ctx: &Ctx) -> Result<(), (u16, String)> {
     if !same_token(given.as_bytes(), token.as_bytes()) {
         return Err((403, "wrong token; nothing was changed".into()));
     }
-    let json = get(rq, "Content-Type")
-        .is_some_and(|c| c.split(';').next().is_some_and(|t| t.trim() == "application/json"));
+    let json = get(rq, "Content-Type").is_some_and(|c| {
+        c.split(';')
+            .next()
+            .is_some_and(|t| t.trim() == "application/json")
+    });
     if !json {
-        return Err((415, "send the action as JSON (Content-Type: application/json); nothing was changed".into()));
+        return Err((
+            415,
+            "send the action as JSON (Content-Type: application/json); nothing was changed".into(),
+        ));
     }
     Ok(())
 }
@@ -385,7 +400,13 @@ fn action(rq: &mut Request, ctx: &Ctx) -> Reply {
         }
     };
     let Some(m) = ctx.page.arrays.iter().find(|m| m.export == a.export) else {
-        return refused(404, &format!("no array is served as export {:?}; nothing was changed", a.export));
+        return refused(
+            404,
+            &format!(
+                "no array is served as export {:?}; nothing was changed",
+                a.export
+            ),
+        );
     };
     let device = || {
         a.device
@@ -411,7 +432,9 @@ fn action(rq: &mut Request, ctx: &Ctx) -> Reply {
             json: false,
             max_rate: None,
         }),
-        other => Err(format!("unknown action {other:?}: fail, add or check; nothing was changed")),
+        other => Err(format!(
+            "unknown action {other:?}: fail, add or check; nothing was changed"
+        )),
     };
     let command = match command {
         Ok(c) => c,
@@ -421,7 +444,10 @@ fn action(rq: &mut Request, ctx: &Ctx) -> Reply {
         "status page: {} asked for export {:?}{}",
         a.action,
         a.export,
-        a.device.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+        a.device
+            .as_deref()
+            .map(|d| format!(" ({d})"))
+            .unwrap_or_default()
     ));
     // The array is named to the control socket by its members, as the
     // command line names it.
@@ -457,7 +483,10 @@ mod tests {
     #[test]
     fn addresses() {
         assert_eq!(parse_addr("8080").unwrap().to_string(), "127.0.0.1:8080");
-        assert_eq!(parse_addr("localhost:81").unwrap().to_string(), "127.0.0.1:81");
+        assert_eq!(
+            parse_addr("localhost:81").unwrap().to_string(),
+            "127.0.0.1:81"
+        );
         assert_eq!(parse_addr("[::1]:81").unwrap().to_string(), "[::1]:81");
         assert!(parse_addr("nowhere").is_err());
     }
