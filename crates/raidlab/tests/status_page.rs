@@ -173,17 +173,40 @@ fn http(
     req += "\r\n";
     req += body;
     s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let code = out
+    // Headers, then Content-Length bytes of body (Chromium's DevTools
+    // server keeps the connection open whatever the request says).
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).unwrap(),
+            1,
+            "connection closed in the headers: {raw:?}"
+        );
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).into_owned();
+    let code = head
         .split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {out:?}"));
-    let body = out
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
+        .unwrap_or_else(|| panic!("no status line: {head:?}"));
+    let len = head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.eq_ignore_ascii_case("content-length")
+            .then(|| v.trim().parse::<usize>().ok())?
+    });
+    let mut body = Vec::new();
+    match len {
+        Some(n) => {
+            body.resize(n, 0);
+            s.read_exact(&mut body).unwrap();
+        }
+        None => {
+            s.read_to_end(&mut body).unwrap();
+        }
+    }
+    let body = String::from_utf8_lossy(&body).into_owned();
     (code, body)
 }
 
