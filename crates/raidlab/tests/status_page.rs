@@ -507,7 +507,9 @@ fn actions_need_the_token_in_a_header_from_the_same_origin() {
     let json = ("Content-Type", "application/json");
     let right = ("X-Raidlab-Token", TOKEN);
     let origin = format!("http://127.0.0.1:{}", srv.port);
-    let refusals: Vec<(&str, Vec<(&str, &str)>, &str)> = vec![
+    // What is sent, its headers, and what the refusal must say.
+    type Refusal<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a str);
+    let refusals: Vec<Refusal> = vec![
         ("no token", vec![json], "token is missing"),
         (
             "wrong token",

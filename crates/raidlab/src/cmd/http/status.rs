@@ -89,9 +89,13 @@ struct CachePoint {
     occupied_blocks: u64,
 }
 
+/// The last sample of an array: when, each member's counters, and the
+/// running rebuild's or check's position.
+type LastSample = (Instant, BTreeMap<String, Counters>, Option<(String, u64)>);
+
 #[derive(Debug, Default)]
 struct ArraySeries {
-    last: Option<(Instant, BTreeMap<String, Counters>, Option<(String, u64)>)>,
+    last: Option<LastSample>,
     totals: BTreeMap<String, Counters>,
     points: VecDeque<ArrayPoint>,
 }
