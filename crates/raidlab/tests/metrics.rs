@@ -174,7 +174,8 @@ impl Served {
 
     fn scrape(&self) -> Scrape {
         let (head, body) = http_get(&self.metrics, "/metrics").expect("scrape /metrics");
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        // HTTP/1.0 asked, so HTTP/1.0 answered.
+        assert!(head.starts_with("HTTP/1.0 200"), "{head}");
         assert!(
             head.to_ascii_lowercase()
                 .contains("content-type: text/plain; version=0.0.4"),
@@ -306,7 +307,15 @@ fn metrics_pass_promtool_and_count_writes_on_the_members() {
     );
     let writes = after.by_member("raidlab_member_writes_total");
     let latency = after.by_member("raidlab_member_write_latency_seconds_count");
-    assert_eq!(writes, latency, "every write is in the latency histogram");
+    for (m, n) in &writes {
+        // The counters are read one by one: a superblock write (safe mode's
+        // clean mark) between two of them may leave one a write ahead.
+        assert!(
+            (n - latency[m]).abs() <= 1.0,
+            "member {m}: {n} writes, {} in the latency histogram",
+            latency[m]
+        );
+    }
     let nbd_writes = after.get(r#"raidlab_nbd_requests_total{export="r5",command="write"}"#);
     assert!(nbd_writes >= 1.0, "{nbd_writes} NBD writes counted");
     assert!(after.get(r#"raidlab_nbd_connections_total{export="r5"}"#) >= 1.0);

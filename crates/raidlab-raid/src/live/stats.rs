@@ -15,7 +15,10 @@
 //! Not counted: bytes a rebuild reads through a member's memory mapping
 //! ([`Volume::mapped`], tmpfs members), which bypass the volume's calls; and
 //! for a zero-copy read ([`Volume::read_stored`]) the latency is that of
-//! naming the stored places, not of the splice that moves the bytes later.
+//! naming the stored places, not of the splice that moves the bytes later;
+//! and a zero-copy read an array gives up half way (a later piece cannot be
+//! spliced) counts its spliced pieces and then the `read_at` that replaces
+//! them.
 
 use crate::assemble::{Assembly, Device, MemberState};
 use raidlab_core::{Mapped, Result, StoredSink, Volume};

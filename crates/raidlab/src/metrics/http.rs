@@ -53,22 +53,34 @@ pub fn bind(
     let Some(addr) = a.metrics.as_deref().or(config_addr) else {
         return Ok(None);
     };
+    // Named as the user gave it: the flag, or the configuration's key.
+    let what = if a.metrics.is_some() {
+        "--metrics"
+    } else {
+        "metrics ="
+    };
     let sa: SocketAddr = addr.parse().map_err(|_| {
-        anyhow!("--metrics {addr}: give an IP address and port, e.g. 127.0.0.1:9310 or [::1]:9310")
+        anyhow!("{what} {addr}: give an IP address and port, e.g. 127.0.0.1:9310 or [::1]:9310")
     })?;
-    if !sa.ip().is_loopback() && !(a.metrics_allow_remote || config_remote) {
+    let allowed = sa.ip().is_loopback() || a.metrics_allow_remote || config_remote;
+    if !allowed {
         bail!(
-            "--metrics {sa}: not a loopback address. The metrics endpoint has no \
+            "{what} {sa}: not a loopback address. The metrics endpoint has no \
              authentication and shows member device paths, array state and load to anyone \
              who can reach it; give 127.0.0.1:PORT, or add --metrics-allow-remote (or \
              metrics_allow_remote = true) to publish it on {sa} anyway. Nothing was started."
         );
     }
-    let listener = TcpListener::bind(sa).with_context(|| {
-        format!(
-            "cannot listen on {sa} for metrics (--metrics): is another program (another \
-             `raidlab serve`, an exporter) using the port? Give another port; nothing was \
-             started and no array was opened"
+    let listener = TcpListener::bind(sa).map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::AddrInUse {
+            "another program (another `raidlab serve`, an exporter) has the port: give another \
+             port"
+        } else {
+            "give an address of this machine and a port you may use"
+        };
+        anyhow!(
+            "{what} {sa}: cannot listen for metrics ({e}): {why}; nothing was started and no \
+             array was opened"
         )
     })?;
     let addr = listener.local_addr().unwrap_or(sa);
