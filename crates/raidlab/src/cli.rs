@@ -28,7 +28,7 @@ pub enum Command {
     /// Print each member's superblock, with the fields mdadm --examine shows.
     Examine(MembersJson),
     /// Assemble the members (any order) and print the array's state.
-    Detail(MembersJson),
+    Detail(DetailArgs),
     /// Write the array's logical contents to a file or stdout (works degraded).
     Export(ExportArgs),
     /// Write data into the array from a file or stdin, updating parity.
@@ -226,6 +226,28 @@ pub struct ScanArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `raidlab detail`: the members, and for a served array `--watch`.
+#[derive(Debug, Args)]
+pub struct DetailArgs {
+    #[command(flatten)]
+    pub members: MembersJson,
+    /// For an array `raidlab serve` serves: redraw its live figures (state,
+    /// members, rebuild/check progress with rate and ETA, per-member I/O)
+    /// every --interval seconds until Ctrl-C.
+    #[arg(long, short = 'w')]
+    pub watch: bool,
+    /// Seconds between redraws with --watch.
+    #[arg(long, default_value_t = 1.0, requires = "watch", value_parser = interval)]
+    pub interval: f64,
+}
+
+fn interval(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.1..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?}: give seconds between 0.1 and 3600")),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -577,6 +599,28 @@ pub struct ServeArgs {
     pub copy_reads: bool,
     #[command(flatten)]
     pub metrics: crate::metrics::MetricsArgs,
+    /// Serve a live status page on this HTTP address (`PORT` alone listens on
+    /// 127.0.0.1:PORT): arrays, caches, progress, per-member I/O, events.
+    /// Read-only unless --http-token; a non-loopback address needs
+    /// --http-allow-remote (the page is plain HTTP, no TLS).
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Allow management on the page (fail a member, add a spare, start a
+    /// check) to requests that carry this token.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        requires = "http",
+        conflicts_with = "http_token_file"
+    )]
+    pub http_token: Option<String>,
+    /// The same, read from the first line of a file (keeps it out of `ps`).
+    #[arg(long, value_name = "FILE", requires = "http")]
+    pub http_token_file: Option<PathBuf>,
+    /// Listen on a non-loopback --http address: the page and its token then
+    /// cross the network in clear.
+    #[arg(long, requires = "http")]
+    pub http_allow_remote: bool,
 }
 
 const SERVE_HELP: &str = r#"Configuration file (--config), TOML:

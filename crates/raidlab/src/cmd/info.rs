@@ -1,6 +1,6 @@
 //! `raidlab examine` and `raidlab detail`.
 
-use crate::cli::MembersJson;
+use crate::cli::{DetailArgs, MembersJson};
 use crate::open::open_members;
 use anyhow::Result;
 use raidlab_core::size::{format_size, format_size_approx};
@@ -151,6 +151,10 @@ pub struct ServedInfo {
     pub export: String,
     #[serde(flatten)]
     pub status: raidlab_raid::live::LiveStatus,
+    /// Each member's I/O counters since the server started (monotonic:
+    /// `detail --watch` and the status page turn them into rates).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub member_io: Vec<raidlab_raid::live::MemberIoStatus>,
 }
 
 #[derive(Serialize)]
@@ -185,9 +189,16 @@ struct MemberJson {
     events: u64,
 }
 
-pub fn detail(a: MembersJson) -> Result<ExitCode> {
+pub fn detail(d: DetailArgs) -> Result<ExitCode> {
+    let a = d.members;
     if let Some(server) = crate::control::find(&a.members)? {
+        if d.watch {
+            return crate::cmd::watch::run(&server, &a.members, d.interval);
+        }
         return crate::cmd::live::detail(&server, &a);
+    }
+    if d.watch {
+        anyhow::bail!("--watch needs an array that `raidlab serve` is serving (it redraws the server's live figures); no server serves this one, so there is nothing live to watch: `raidlab detail` without --watch shows what the superblocks say");
     }
     let devices = open_members(&a.members, OpenMode::ReadOnly)?;
     let asm = crate::open::assemble(devices)?;

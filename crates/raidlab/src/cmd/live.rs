@@ -258,6 +258,7 @@ fn carry_out(
                 pid: std::process::id(),
                 export: m.export.clone(),
                 status: live.status(),
+                member_io: live.member_io(),
             };
             let text = live.with_assembly(|asm| render_detail(asm, Some(served), json))?;
             Ok((text, 0))

@@ -7,6 +7,7 @@ mod cache;
 pub mod cache_live;
 mod create;
 mod explain;
+pub mod http;
 pub mod info;
 pub mod live;
 pub mod manage;
@@ -17,6 +18,7 @@ mod seeds;
 mod serve;
 mod sim;
 mod transfer;
+mod watch;
 
 use crate::cli::{BenchArgs, BenchCommand, Command};
 use std::process::ExitCode;

@@ -191,6 +191,18 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         config.metrics.as_deref(),
         config.metrics_allow_remote.unwrap_or(false),
     )?;
+    // The status page's port is taken before any array is started, so a
+    // port in use stops here with nothing written.
+    let http = crate::cmd::http::options(&a)?;
+    if http.is_some()
+        && config
+            .export
+            .iter()
+            .all(|e| e.members.is_empty() && e.cache.is_none())
+    {
+        bail!("--http shows arrays and caches, and this server serves neither (only plain files): nothing was started");
+    }
+    let http = http.map(crate::cmd::http::bind).transpose()?;
 
     let mut served = Vec::new();
     let mut exports = Vec::new();
@@ -229,9 +241,15 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     })
     .context("cannot install the SIGINT/SIGTERM handler")?;
 
-    let log = |m: &str| eprintln!("raidlab serve: {m}");
-    let control = start_control(&served)?;
-    let mut server = Server::new(exports, limits, Box::new(log)).with_zero_copy(!a.copy_reads);
+    // Every line logged is also kept for the status page's recent events.
+    let events = Arc::new(crate::cmd::http::Events::default());
+    let log = {
+        let e = events.clone();
+        move |m: &str| e.say(m)
+    };
+    let control = start_control(&served, &events, http)?;
+    let mut server =
+        Server::new(exports, limits, Box::new(log.clone())).with_zero_copy(!a.copy_reads);
     if let Some(t) = tls {
         server = server.with_tls(t);
     }
@@ -328,7 +346,11 @@ fn managed_array(s: &Served) -> Option<Managed> {
     }
 }
 
-fn start_control(served: &[Served]) -> Result<Option<Control>> {
+fn start_control(
+    served: &[Served],
+    events: &Arc<crate::cmd::http::Events>,
+    http: Option<crate::cmd::http::Bound>,
+) -> Result<Option<Control>> {
     let managed: Vec<Managed> = served.iter().filter_map(managed_array).collect();
     let caches: Vec<ManagedCache> = served
         .iter()
@@ -367,7 +389,19 @@ fn start_control(served: &[Served]) -> Result<Option<Control>> {
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path)
         .with_context(|| format!("cannot listen on the control socket {}", path.display()))?;
-    let log: Arc<dyn Fn(&str) + Send + Sync> = Arc::new(|m: &str| eprintln!("raidlab serve: {m}"));
+    let log: Arc<dyn Fn(&str) + Send + Sync> = {
+        let e = events.clone();
+        Arc::new(move |m: &str| e.say(m))
+    };
+    let page = http.map(|h| {
+        h.start(
+            managed.clone(),
+            caches.clone(),
+            events.clone(),
+            path.clone(),
+            &STOP,
+        )
+    });
     let (m1, l1) = (managed.clone(), log.clone());
     let control = std::thread::spawn(move || {
         crate::cmd::live::serve_control(&listener, m1, caches, &STOP, l1);
@@ -375,6 +409,9 @@ fn start_control(served: &[Served]) -> Result<Option<Control>> {
     });
     let monitor = std::thread::spawn(move || {
         crate::cmd::live::monitor(managed, &STOP, log);
+        if let Some(p) = page {
+            let _ = p.join();
+        }
         None
     });
     eprintln!(
