@@ -17,6 +17,9 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${MDVM_CACHE:-$HERE/cache}"
 mkdir -p "$CACHE"
 log() { echo "mdvm-build: $*" >&2; }
+# set -e ends the script silently; say where (a CI run once failed with an
+# empty message).
+trap 'rc=$?; log "failed (exit $rc) at line $LINENO: $BASH_COMMAND"' ERR
 
 export DEBIAN_FRONTEND=noninteractive
 
