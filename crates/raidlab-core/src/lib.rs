@@ -3,17 +3,21 @@
 //! - [`Volume`]: one small trait for anything that stores blocks (a file, a block
 //!   device, memory, an array, later a cache or a simulated disk), so that volumes
 //!   stack: an array is a volume made of volumes.
+//! - [`Layer`]: a volume wrapped around one other, passing through all it does
+//!   not change.
 //! - [`Error`]: errors that carry what failed, where (device, offset, length) and why.
 //! - [`size`]: human sizes (`4K`, `512M`, `2T`) parsed and printed as powers of 1024.
 //!
 //! This crate must never do I/O of its own and never depend on another raidlab crate.
 
 pub mod error;
+pub mod layer;
 pub mod size;
 pub mod skip;
 pub mod volume;
 
 pub use error::{Error, ErrorKind, Op, Result};
+pub use layer::Layer;
 pub use volume::{
     check_range, check_range_with, MapBytes, Mapped, SliceVolume, StoredSink, Volume, ZERO_PIECE,
 };

@@ -292,7 +292,13 @@ impl<V: Volume> FaultVolume<V> {
     /// Invert `len` bytes at `offset` on the inner volume itself, bypassing faults and
     /// the volatile cache (cached bytes still shadow them until flushed over them).
     pub fn corrupt_stored(&self, offset: u64, len: u64) -> Result<()> {
-        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
+        check_range_with(
+            || self.inner.name(),
+            Op::Write,
+            self.inner.size(),
+            offset,
+            len,
+        )?;
         // Hold the lock so a concurrent flush cannot interleave with the rewrite.
         let _st = self.lock();
         // Chunked, so corrupting a large span of a real disk needs no large buffer.
@@ -467,29 +473,34 @@ fn invert_overlaps(buf: &mut [u8], offset: u64, ranges: &[Range<u64>]) {
     }
 }
 
-impl<V: Volume> Volume for FaultVolume<V> {
-    fn name(&self) -> String {
-        self.inner.name()
+impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
+    fn below(&self) -> &dyn Volume {
+        &self.inner
     }
-    fn size(&self) -> u64 {
-        self.inner.size()
+
+    // The bytes themselves, handed to a reader, would bypass every fault and
+    // the volatile cache: hidden, so reads come through `read_at`.
+    fn mapped(&self) -> Option<raidlab_core::Mapped> {
+        None
     }
-    fn block_size(&self) -> u32 {
-        self.inner.block_size()
-    }
-    fn preferred_io_size(&self) -> Option<u64> {
-        self.inner.preferred_io_size()
-    }
-    fn optimal_io_size(&self) -> Option<u64> {
-        self.inner.optimal_io_size()
-    }
-    fn is_writable(&self) -> bool {
-        self.inner.is_writable()
+    fn read_stored(
+        &self,
+        _offset: u64,
+        _len: u64,
+        _sink: &mut raidlab_core::StoredSink<'_>,
+    ) -> Result<bool> {
+        Ok(false)
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range_with(|| self.name(), Op::Read, self.size(), offset, len)?;
+        check_range_with(
+            || self.inner.name(),
+            Op::Read,
+            self.inner.size(),
+            offset,
+            len,
+        )?;
         let mut st = self.lock();
         st.stats.reads = st.stats.reads.saturating_add(1);
         self.check_faults(&mut st, Op::Read, Some((offset, len)))?;
@@ -517,7 +528,13 @@ impl<V: Volume> Volume for FaultVolume<V> {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
+        check_range_with(
+            || self.inner.name(),
+            Op::Write,
+            self.inner.size(),
+            offset,
+            len,
+        )?;
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
@@ -552,7 +569,13 @@ impl<V: Volume> Volume for FaultVolume<V> {
     /// write and a flush of everything.
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range_with(|| self.name(), Op::Write, self.size(), offset, len)?;
+        check_range_with(
+            || self.inner.name(),
+            Op::Write,
+            self.inner.size(),
+            offset,
+            len,
+        )?;
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
@@ -568,7 +591,13 @@ impl<V: Volume> Volume for FaultVolume<V> {
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
-        check_range_with(|| self.name(), Op::Discard, self.size(), offset, len)?;
+        check_range_with(
+            || self.inner.name(),
+            Op::Discard,
+            self.inner.size(),
+            offset,
+            len,
+        )?;
         let mut st = self.lock();
         st.stats.discards = st.stats.discards.saturating_add(1);
         self.check_faults(&mut st, Op::Discard, Some((offset, len)))?;
@@ -587,6 +616,29 @@ impl<V: Volume> Volume for FaultVolume<V> {
         // Reads of a discarded range go to the inner volume (the cache is
         // drained first).
         self.inner.discard_zeroes()
+    }
+
+    /// A write as far as faults go; passed below as write-zeroes, after the
+    /// volatile cache is drained as for a discard (older cached writes must
+    /// not land over the zeros later).
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        check_range_with(
+            || self.inner.name(),
+            Op::Write,
+            self.inner.size(),
+            offset,
+            len,
+        )?;
+        let mut st = self.lock();
+        st.stats.writes = st.stats.writes.saturating_add(1);
+        self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
+        if self.volatile_cache {
+            self.drain(&mut st)?;
+            self.inner.write_zeroes(offset, len)
+        } else {
+            drop(st);
+            self.inner.write_zeroes(offset, len)
+        }
     }
 }
 

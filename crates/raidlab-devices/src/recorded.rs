@@ -1,6 +1,7 @@
 //! A volume that writes down every read and write reaching it (kind, offset,
-//! length), then passes it on unchanged. Flushes and forced-unit-access
-//! writes are counted beside the list (a FUA write is listed as a write too),
+//! length), then passes it on unchanged. Flushes, forced-unit-access writes
+//! and discards are counted beside the list (a FUA write is listed as a write
+//! too, and so is a write-zeroes),
 //! so that a test can tell a member was made durable without the list, which
 //! the simulator's equivalence proof compares, changing shape.
 //!
@@ -32,6 +33,7 @@ pub struct Recorded {
     seen: Mutex<Vec<Accessed>>,
     flushes: AtomicU64,
     fua_writes: AtomicU64,
+    discards: AtomicU64,
 }
 
 impl Recorded {
@@ -41,6 +43,7 @@ impl Recorded {
             seen: Mutex::new(Vec::new()),
             flushes: AtomicU64::new(0),
             fua_writes: AtomicU64::new(0),
+            discards: AtomicU64::new(0),
         }
     }
 
@@ -53,6 +56,12 @@ impl Recorded {
     /// write by [`Recorded::take`]).
     pub fn fua_writes(&self) -> u64 {
         self.fua_writes.load(Ordering::Relaxed)
+    }
+
+    /// Discards (trims) received since the volume was made; they change no
+    /// listed bytes, so they are counted beside the list.
+    pub fn discards(&self) -> u64 {
+        self.discards.load(Ordering::Relaxed)
     }
 
     /// The operations since the last call, in the order they arrived.
@@ -80,15 +89,9 @@ impl std::fmt::Debug for Recorded {
     }
 }
 
-impl Volume for Recorded {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn block_size(&self) -> u32 {
-        self.inner.block_size()
+impl raidlab_core::Layer for Recorded {
+    fn below(&self) -> &dyn Volume {
+        &*self.inner
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.note(Access::Read, offset, buf.len());
@@ -107,15 +110,28 @@ impl Volume for Recorded {
         self.flushes.fetch_add(1, Ordering::Relaxed);
         self.inner.flush()
     }
-    // What the inner volume tells its users about itself passes through
-    // unchanged: a recording must not change how it is used.
-    fn preferred_io_size(&self) -> Option<u64> {
-        self.inner.preferred_io_size()
+    /// Listed as one write of the range (it changes those bytes), and passed
+    /// below as write-zeroes.
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.note(Access::Write, offset, len as usize);
+        self.inner.write_zeroes(offset, len)
     }
-    fn optimal_io_size(&self) -> Option<u64> {
-        self.inner.optimal_io_size()
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.discards.fetch_add(1, Ordering::Relaxed);
+        self.inner.discard(offset, len)
     }
-    fn is_writable(&self) -> bool {
-        self.inner.is_writable()
+    // A reader handed the bytes themselves (a rebuild reading a mapped view,
+    // a server splicing stored ranges) would read without a request reaching
+    // the list: hidden, so every read is written down.
+    fn mapped(&self) -> Option<raidlab_core::Mapped> {
+        None
+    }
+    fn read_stored(
+        &self,
+        _offset: u64,
+        _len: u64,
+        _sink: &mut raidlab_core::StoredSink<'_>,
+    ) -> Result<bool> {
+        Ok(false)
     }
 }

@@ -222,24 +222,9 @@ impl<V: Volume, C: Clock> ThrottleVolume<V, C> {
     }
 }
 
-impl<V: Volume, C: Clock> Volume for ThrottleVolume<V, C> {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn block_size(&self) -> u32 {
-        self.inner.block_size()
-    }
-    fn preferred_io_size(&self) -> Option<u64> {
-        self.inner.preferred_io_size()
-    }
-    fn optimal_io_size(&self) -> Option<u64> {
-        self.inner.optimal_io_size()
-    }
-    fn is_writable(&self) -> bool {
-        self.inner.is_writable()
+impl<V: Volume, C: Clock> raidlab_core::Layer for ThrottleVolume<V, C> {
+    fn below(&self) -> &dyn Volume {
+        &self.inner
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.admit(buf.len() as u64);
@@ -261,8 +246,23 @@ impl<V: Volume, C: Clock> Volume for ThrottleVolume<V, C> {
         self.admit(0);
         self.inner.discard(offset, len)
     }
-    fn discard_zeroes(&self) -> bool {
-        self.inner.discard_zeroes()
+    /// Paced as a write of the range: a disk without a zeroing command of its
+    /// own writes every byte.
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.admit(len);
+        self.inner.write_zeroes(offset, len)
+    }
+    // Bytes handed over without a request would not be paced.
+    fn mapped(&self) -> Option<raidlab_core::Mapped> {
+        None
+    }
+    fn read_stored(
+        &self,
+        _offset: u64,
+        _len: u64,
+        _sink: &mut raidlab_core::StoredSink<'_>,
+    ) -> Result<bool> {
+        Ok(false)
     }
 }
 

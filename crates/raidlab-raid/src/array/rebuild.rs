@@ -104,31 +104,31 @@ pub(super) struct Tee {
     pub(super) recovery: Arc<Recovery>,
 }
 
-impl Volume for Tee {
-    fn name(&self) -> String {
-        self.old.name()
-    }
-    fn size(&self) -> u64 {
-        self.old.size()
-    }
-    fn block_size(&self) -> u32 {
-        self.old.block_size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.old.read_at(buf, offset)
+// Reads, sizes and views come from the old member (the default); every kind
+// of write goes to both.
+impl raidlab_core::Layer for Tee {
+    fn below(&self) -> &dyn Volume {
+        &*self.old
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let old = self.old.write_at(buf, offset);
         let new = self.tee(|t| t.write_at(buf, offset));
         self.outcome(old, new)
     }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let old = self.old.write_at_fua(buf, offset);
+        let new = self.tee(|t| t.write_at_fua(buf, offset));
+        self.outcome(old, new)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        let old = self.old.write_zeroes(offset, len);
+        let new = self.tee(|t| t.write_zeroes(offset, len));
+        self.outcome(old, new)
+    }
     fn flush(&self) -> Result<()> {
         let old = self.old.flush();
         let new = self.tee(|t| t.flush());
         self.outcome(old, new)
-    }
-    fn is_writable(&self) -> bool {
-        self.old.is_writable()
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         let old = self.old.discard(offset, len);
