@@ -627,3 +627,126 @@ fn a_cache_in_front_of_a_raid5_named_by_its_members() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["state"], "clean");
 }
+
+/// A cache verb killed while it writes back into an array resyncs only the
+/// chunks it was writing, not the whole array: the verbs start and stop the
+/// origin through the one lifecycle, which writes the dirty mark before the
+/// array takes its copy of the bitmap. (They built the array first: its
+/// bitmap copy carried the old event count onto the disk with its first
+/// write, and after a crash the bitmap looked stale, so every chunk was
+/// owed a resync.)
+#[test]
+fn a_cache_flush_killed_mid_way_leaves_the_origins_bitmap_usable() {
+    use raidlab_raid::assemble::{Assembly, Device};
+    use raidlab_raid::lifecycle::{StartOptions, Started};
+    use std::io::Read;
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let members = ["m0", "m1"];
+    raidlab(d)
+        .args(["create", "--level", "1", "--member-size", "160M"])
+        .args(["--consistency-policy", "bitmap", "--bitmap-chunk", "1M"])
+        .args(members)
+        .assert()
+        .success();
+    let chunks = |d: &Path| -> (u64, u64) {
+        let out = raidlab(d)
+            .args(["detail", "--json"])
+            .args(members)
+            .output()
+            .unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+        let size = j["array_size_bytes"].as_u64().unwrap_or(0);
+        (j["bitmap_dirty_chunks"].as_u64().unwrap_or(u64::MAX), size)
+    };
+    std::fs::write(d.join("cache.img"), vec![0u8; 160 << 20]).unwrap();
+    raidlab(d)
+        .args(["cache", "create", "--cache", "cache.img", "--block", "64K"])
+        .args(["--mode", "writeback", "--dirty-target", "100"])
+        .args(["--sequential-cutoff", "0"])
+        .args(members)
+        .assert()
+        .success();
+
+    // 128 MiB made dirty in the cache with the library, as a server would,
+    // and a clean stop of the array and the cache.
+    let devices: Vec<Device> = members
+        .iter()
+        .map(|m| Device {
+            path: m.to_string(),
+            volume: Arc::new(FileVolume::open(&d.join(m), OpenMode::ReadWrite).unwrap()),
+        })
+        .collect();
+    let started = Started::start(
+        Assembly::assemble(devices).unwrap(),
+        StartOptions {
+            write: true,
+            ..StartOptions::default()
+        },
+    )
+    .unwrap();
+    let cache = FileVolume::open(&d.join("cache.img"), OpenMode::ReadWrite).unwrap();
+    let id = examine(&cache).unwrap().origin_id;
+    let v = CachedVolume::open(
+        cache,
+        started.array.clone(),
+        id,
+        Arc::new(SystemClock::default()),
+    )
+    .unwrap();
+    for i in 0..32u64 {
+        v.write_at(&vec![i as u8 + 1; 4 << 20], i * (4 << 20))
+            .unwrap();
+    }
+    v.flush().unwrap();
+    v.shutdown().unwrap();
+    drop(v);
+    started.stop().unwrap();
+    assert_eq!(chunks(d).0, 0, "the array is clean before the flush");
+
+    // Kill the flush once it has written some blocks back, not all.
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("raidlab"))
+        .current_dir(d)
+        .args(["cache", "flush", "--cache", "cache.img"])
+        .args(members)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let mut seen = String::new();
+    let mut buf = [0u8; 256];
+    let killed_at = loop {
+        let n = err.read(&mut buf).unwrap();
+        assert!(
+            n > 0,
+            "the flush ended before it wrote anything back: {seen}"
+        );
+        seen.push_str(&String::from_utf8_lossy(&buf[..n]));
+        let progress = seen.rsplit('\r').find_map(|l| {
+            let (done, total) = l.strip_prefix("raidlab: writing back ")?.split_once('/')?;
+            let total = total.split_whitespace().next()?;
+            Some((done.parse::<u64>().ok()?, total.parse::<u64>().ok()?))
+        });
+        if let Some((done, total)) = progress.filter(|&(done, _)| done > 0) {
+            // SAFETY: none needed; kill(2) on our own child's pid.
+            unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+            break (done, total);
+        }
+    };
+    let status = child.wait().unwrap();
+    assert!(
+        !status.success(),
+        "the flush finished before it was killed (at {killed_at:?}); the test needs a larger dirty set"
+    );
+    let (dirty, size) = chunks(d);
+    let all = size.div_ceil(1 << 20);
+    // One-MiB chunks; the flush had written at most 128 MiB's worth of them.
+    assert!(
+        all > 128 && dirty > 0 && dirty <= 128,
+        "after the kill at {killed_at:?} blocks, {dirty} bitmap chunk(s) of {all} are owed a resync; \
+         a stale bitmap owes them all"
+    );
+    eprintln!("killed at {killed_at:?} blocks: {dirty} of {all} bitmap chunks owed a resync");
+}

@@ -9,7 +9,7 @@ use crate::cli::{
 };
 use crate::cmd::cache_live;
 use crate::control;
-use crate::open::{open_members, start_logs};
+use crate::open::open_members;
 use anyhow::{bail, Context, Result};
 use raidlab_cache::{
     attach, create, examine, examine_table, reset_counters, CachedVolume, Config, Mode, OriginId,
@@ -18,8 +18,8 @@ use raidlab_cache::{
 use raidlab_core::size::format_size;
 use raidlab_core::Volume;
 use raidlab_devices::{FileVolume, OpenMode, SystemClock};
-use raidlab_raid::array::Array;
-use raidlab_raid::assemble::{format_uuid, Assembly};
+use raidlab_raid::assemble::format_uuid;
+use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -67,7 +67,7 @@ struct Origin {
     volume: Arc<dyn Volume>,
     id: OriginId,
     label: String,
-    array: Option<(Assembly, Arc<Array>, bool)>,
+    array: Option<Started>,
 }
 
 fn open_origin(at: &CacheOrigin, write: bool, force: bool) -> Result<Origin> {
@@ -93,30 +93,35 @@ fn open_origin(at: &CacheOrigin, write: bool, force: bool) -> Result<Origin> {
         });
     }
     let devices = open_members(&at.origin, mode)?;
-    let mut asm = crate::open::assemble(devices)?;
-    if write {
-        start_logs(&mut asm)?;
-    }
-    asm.check_startable(force)?;
-    let array = Arc::new(asm.array()?);
-    let was_clean = if write { asm.mark_dirty()? } else { true };
+    let asm = crate::open::assemble(devices)?;
+    // The one start every user of an array goes through: logs replayed, the
+    // dirty mark written before the array takes its copy of the bitmap (a
+    // copy taken before it carries the old event count, and after a crash
+    // the whole array would be resynced instead of the chunks written).
+    let started = Started::start(
+        asm,
+        StartOptions {
+            write,
+            force,
+            ..StartOptions::default()
+        },
+    )?;
+    crate::open::say_started(&started.report, "");
     Ok(Origin {
-        volume: array.clone(),
-        id: OriginId::ArrayUuid(asm.uuid),
-        label: format!("array {}", format_uuid(&asm.uuid)),
-        array: Some((asm, array, was_clean)),
+        volume: started.array.clone(),
+        id: OriginId::ArrayUuid(started.asm.uuid),
+        label: format!("array {}", format_uuid(&started.asm.uuid)),
+        array: Some(started),
     })
 }
 
 /// Flush the origin and, for an array, mark it clean again.
 fn close_origin(o: Origin) -> Result<()> {
     o.volume.flush()?;
-    if let Some((mut asm, array, was_clean)) = o.array {
-        asm.absorb_bitmap(&array);
-        for path in asm.absorb(&array)? {
+    if let Some(started) = o.array {
+        for path in started.stop()? {
             eprintln!("raidlab: {path} failed and is now marked faulty; the array is degraded (`raidlab detail`)");
         }
-        asm.mark_clean(was_clean)?;
     }
     Ok(())
 }
