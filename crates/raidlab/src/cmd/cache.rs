@@ -712,7 +712,8 @@ pub fn render_stats(
     } else if live && s.io_errors > 0 {
         textln!(
             o,
-            "  {} I/O error(s) of the cache device (it is failed at {})",
+            "  {} read error(s) of the cache device, each served from the origin or failed \
+             (the device is failed at {}; a write or flush error fails it at once)",
             s.io_errors,
             raidlab_cache::volume::IO_ERROR_LIMIT
         );
