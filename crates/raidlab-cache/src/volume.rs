@@ -442,6 +442,13 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         let mut why = Bypassed::default();
         let mut pos = 0u64;
         while pos < len {
+            if st.failed {
+                // Failed by another request while this one waited for the
+                // origin: a clean copy may be older than the origin now
+                // (writes pass the failed device by). `read_at` carries the
+                // request out again the failed way.
+                return Err(self.failed_error(&st, Op::Read));
+            }
             let abs = offset + pos;
             let b = abs / bs;
             let within = abs % bs;

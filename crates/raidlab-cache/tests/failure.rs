@@ -52,7 +52,7 @@ fn read(v: &Cached, b: u64) -> Vec<u8> {
 
 /// The cache device's data area (slots), where the faults are injected so
 /// that the superblock can still say "failed".
-fn data_area(v: &Cached) -> std::ops::Range<u64> {
+fn data_area<O: Volume>(v: &CachedVolume<Dev, O>) -> std::ops::Range<u64> {
     let l = v.superblock().layout;
     l.data_offset..l.data_offset + l.cache_blocks * BS
 }
@@ -195,4 +195,83 @@ fn a_device_refusing_everything_fails_in_memory_and_the_request_passes_through()
     assert!(v.is_failed());
     assert_eq!(read(&v, 6), vec![9; BS as usize]);
     v.flush().unwrap();
+}
+
+/// An origin whose next read, once armed, waits for the test between
+/// saying it began and going on.
+#[derive(Debug)]
+struct Gated {
+    inner: MemVolume,
+    armed: std::sync::Mutex<Option<Arc<(std::sync::Barrier, std::sync::Barrier)>>>,
+}
+
+impl Volume for Gated {
+    fn name(&self) -> String {
+        "gated origin".into()
+    }
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> raidlab_core::Result<()> {
+        let gate = self.armed.lock().unwrap().take();
+        if let Some(g) = gate {
+            g.0.wait();
+            g.1.wait();
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn flush(&self) -> raidlab_core::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_read_waiting_for_the_origin_while_the_device_fails_never_serves_a_stale_copy() {
+    let dev: Dev = Arc::new(FaultVolume::new(MemVolume::new(DATA_ALIGN + 16 * BS)));
+    let origin = Arc::new(Gated {
+        inner: MemVolume::new(64 * BS),
+        armed: Default::default(),
+    });
+    for b in 0..64 {
+        origin.write_at(&[b as u8; BS as usize], b * BS).unwrap();
+    }
+    let config = Config {
+        mode: Mode::WriteThrough,
+        block_size: BS as u32,
+        sequential_cutoff: 0,
+        ..Config::default()
+    };
+    create(&dev, &origin, ID, "origin", [6; 16], config).unwrap();
+    let v = Arc::new(CachedVolume::open(dev.clone(), origin.clone(), ID, Arc::new(Still)).unwrap());
+    let mut one = vec![0u8; BS as usize];
+    v.read_at(&mut one, BS).unwrap();
+    assert_eq!(v.stats().occupied_blocks, 1, "block 1 cached");
+
+    // A read of blocks 0 and 1 waits at the origin for block 0 (a miss)...
+    let gate = Arc::new((std::sync::Barrier::new(2), std::sync::Barrier::new(2)));
+    *origin.armed.lock().unwrap() = Some(gate.clone());
+    let reader = {
+        let v = v.clone();
+        std::thread::spawn(move || {
+            let mut two = vec![0u8; 2 * BS as usize];
+            v.read_at(&mut two, 0).map(|()| two)
+        })
+    };
+    gate.0.wait();
+    // ...while the device fails under a write of block 1, which then
+    // reaches the origin only: the cached copy of block 1 is stale.
+    dev.fail_writes(data_area(&v));
+    v.write_at(&[0x11; BS as usize], BS).unwrap();
+    assert!(v.is_failed());
+    gate.1.wait();
+    let two = reader.join().unwrap().unwrap();
+    assert_eq!(&two[..BS as usize], &[0u8; BS as usize][..]);
+    assert_eq!(
+        &two[BS as usize..],
+        &[0x11; BS as usize][..],
+        "block 1 as written, not the failed device's older copy"
+    );
 }
