@@ -5,11 +5,14 @@
 //! assembled read-only (its members unchanged); mail goes through msmtp to an
 //! SMTP server the test runs on 127.0.0.1; syslog datagrams reach a socket
 //! standing in for /dev/log; a served cache written far past its dirty
-//! target is reported with its device; bad input is refused with nothing
-//! changed.
+//! target is reported with its device; a served cache whose device (a file
+//! on a tmpfs the test fills) starts failing is reported as
+//! CacheDeviceFailed, passed by, and shown failed in `cache stats` and the
+//! metrics; bad input is refused with nothing changed.
 //!
 //! Without msmtp (or nbdcopy) the mail (cache) test prints `SKIPPED: <why>`;
 //! under CI=true that is a failure (scripts/test.sh installs msmtp, libnbd-bin).
+//! The cache failure test needs root to mount its tmpfs; likewise.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -770,9 +773,32 @@ fn a_cache_device_that_fails_while_served_is_reported_and_passed_by() {
         ],
     ));
     let socket = d.join("nbd.sock");
+    let metrics = format!(
+        "127.0.0.1:{}",
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+    );
+    // The failed gauge of this cache, as the metrics endpoint says it.
+    let gauge = |d: &Path| -> String {
+        let mut s = std::net::TcpStream::connect(&metrics).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: {metrics}\r\n\r\n").unwrap();
+        let mut all = String::new();
+        s.read_to_string(&mut all).unwrap();
+        let want = format!(
+            "raidlab_cache_device_failed{{device=\"r5\",cache=\"{}\"}} ",
+            abs(d, "ssd/cache.img")
+        );
+        all.lines()
+            .find_map(|l| l.strip_prefix(&want))
+            .unwrap_or_else(|| panic!("no {want:?} in:\n{all}"))
+            .to_string()
+    };
     let server = Running(Some(
         raidlab(d)
-            .args(["serve", "--cache", "ssd/cache.img", "--socket"])
+            .args(["serve", "-N", "r5", "--metrics", &metrics])
+            .args(["--cache", "ssd/cache.img", "--socket"])
             .arg(&socket)
             .args(["m0", "m1", "m2", "m3"])
             .stdout(Stdio::null())
@@ -809,6 +835,7 @@ fn a_cache_device_that_fails_while_served_is_reported_and_passed_by() {
     oneshot();
     assert_eq!(recorded(d), ["NewArray|r5|"]);
     assert_eq!(stats()["state"], "attached");
+    assert_eq!(gauge(d), "0");
 
     // Written through to the array (write misses do not fill the cache).
     let a: Vec<u8> = (0..3u32 << 20)
@@ -834,6 +861,7 @@ fn a_cache_device_that_fails_while_served_is_reported_and_passed_by() {
     let s = stats();
     assert_eq!(s["state"], "failed", "{s}");
     assert!(s["io_errors"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(gauge(d), "1");
 
     // Writes and reads go on, passing the failed device by.
     let b = vec![0xb7u8; 1 << 20];
