@@ -272,7 +272,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         st.stale.clear();
         if !st.read_only {
             // Best effort: a device that refuses this says nothing, and is
-            // documented as such (docs/ARCHITECTURE.md, the cache tier).
+            // documented as such (docs/reliability.md, "a cache device that fails").
             let _ = self.put_superblock(st);
         }
     }
