@@ -850,7 +850,13 @@ impl<C: Volume, O: Volume> Volume for CachedVolume<C, O> {
     }
     fn flush(&self) -> Result<()> {
         let mut st = lock(&self.state);
-        self.flush_inner(&mut st)
+        let failed = st.failed;
+        match self.flush_inner(&mut st) {
+            // Failed by this flush: the failed way flushes the origin, and
+            // says whether dirty blocks are left on the failed device.
+            Err(_) if st.failed && !failed => self.flush_inner(&mut st),
+            r => r,
+        }
     }
     fn preferred_io_size(&self) -> Option<u64> {
         self.origin.preferred_io_size()

@@ -275,3 +275,25 @@ fn a_read_waiting_for_the_origin_while_the_device_fails_never_serves_a_stale_cop
         "block 1 as written, not the failed device's older copy"
     );
 }
+
+#[test]
+fn a_flush_that_fails_the_device_still_flushes_a_write_through_origin() {
+    let (v, dev, _origin) = setup(Mode::WriteThrough);
+    // A promotion leaves a mapping sector and the device to flush.
+    read(&v, 7);
+    dev.fail_all(true);
+    v.flush().unwrap();
+    assert!(v.is_failed());
+    assert_eq!(v.stats().io_errors, 1);
+    assert_eq!(read(&v, 7), vec![7; BS as usize]);
+}
+
+#[test]
+fn a_flush_that_fails_a_write_back_device_with_dirty_blocks_fails() {
+    let (v, dev, _origin) = setup(Mode::WriteBack);
+    v.write_at(&[0xd3; BS as usize], 5 * BS).unwrap();
+    dev.fail_all(true);
+    let e = v.flush().unwrap_err();
+    assert!(v.is_failed());
+    assert!(e.to_string().contains("1 dirty block(s)"), "{e}");
+}
