@@ -184,7 +184,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             .collect();
         if !self.overlap.load(Ordering::Relaxed) || plans.len() < 2 {
             for (at, len, reads) in &plans {
-                let buf = Self::gather(&self.cache, reads, *len)?;
+                let buf = Self::gather(&self.cache, reads, *len);
+                let buf = self.on_cache(st, false, buf)?;
                 self.write_origin(st, buf.as_slice(), *at)?;
             }
             return Ok(());
@@ -192,7 +193,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         let cache = &self.cache;
         std::thread::scope(|s| {
             let (_, len, reads) = &plans[0];
-            let mut current = Self::gather(cache, reads, *len)?;
+            let first = Self::gather(cache, reads, *len);
+            let mut current = self.on_cache(st, false, first)?;
             for (i, (at, _, _)) in plans.iter().enumerate() {
                 let next = plans
                     .get(i + 1)
@@ -211,7 +213,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 });
                 written?;
                 if let Some(read) = read {
-                    current = read?;
+                    current = self.on_cache(st, false, read)?;
                 }
             }
             Ok(())
@@ -239,6 +241,14 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         }
         if want == 0 || st.detached {
             return Ok(0);
+        }
+        if st.failed {
+            // A failed device's dirty data is not written back (`volume`'s
+            // module doc); background cleaning has nothing to do.
+            return match over_target_only {
+                true => Ok(0),
+                false => Err(self.failed_error(st, Op::Write)),
+            };
         }
         if st.read_only {
             // Background cleaning has nothing to do; a flush must not say done.

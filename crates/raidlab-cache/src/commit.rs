@@ -147,6 +147,7 @@ pub fn create<C: Volume, O: Volume>(
         policy: config.policy,
         clean: true,
         detached: false,
+        failed: false,
         dirty_target_pct: config.dirty_target_pct,
         sequential_cutoff: config.sequential_cutoff,
         clean_rate: config.clean_rate,
@@ -312,6 +313,27 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             ))
             .on_device(cache.name()));
         }
+        if sb.failed {
+            return Err(Error::new(
+                ErrorKind::Io,
+                Op::Open,
+                format!(
+                    "the cache device failed while in front of {} (I/O errors) and is not \
+                     used again: it may hold copies older than the origin{}; replace the \
+                     device, or create a new cache on it with `raidlab cache create --force`",
+                    sb.origin_label,
+                    if sb.dirty_blocks > 0 {
+                        format!(
+                            ", and held {} dirty block(s) the origin lacks",
+                            sb.dirty_blocks
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+            )
+            .on_device(cache.name()));
+        }
         sb.check_device(&cache.name(), cache.size())?;
         let slots = sb.layout.cache_blocks;
         let entries = read_table(&cache, &sb)?;
@@ -333,6 +355,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             detached: false,
             read_only,
             reading: HashMap::new(),
+            io_errors: 0,
+            failed: false,
             sb,
             sb_copy,
         };
@@ -377,6 +401,15 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         if st.read_only {
             return Err(Self::read_only_error(&self.cache, Op::Write));
         }
+        if st.failed {
+            return Err(self.failed_error(st, Op::Write));
+        }
+        let r = self.put_superblock(st);
+        self.on_cache(st, true, r)
+    }
+
+    /// [`Self::write_superblock`]'s write, with no check and nothing counted.
+    pub(crate) fn put_superblock(&self, st: &mut State) -> Result<()> {
         st.sb.generation += 1;
         st.sb.dirty_blocks = st.dirty.len() as u64;
         st.sb.counters = st.stats.counters();
@@ -413,6 +446,15 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         if st.stale.is_empty() {
             return Ok(());
         }
+        if st.failed {
+            return Err(self.failed_error(st, Op::Write));
+        }
+        let r = self.put_stale(st);
+        self.on_cache(st, true, r)
+    }
+
+    /// [`Self::commit_stale`]'s writes, with nothing counted.
+    fn put_stale(&self, st: &mut State) -> Result<()> {
         self.cache.flush()?;
         st.cache_unflushed = false;
         // Adjacent sectors go in one write (up to 1 MiB): a flush after many
@@ -509,7 +551,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         let Some(slot) = self.take_slot(st)? else {
             return Ok(false);
         };
-        if let Err(e) = self.cache.write_at(data, Self::slot_offset(st, slot)) {
+        let r = self.cache.write_at(data, Self::slot_offset(st, slot));
+        if let Err(e) = self.on_cache(st, true, r) {
             st.free.push(slot);
             return Err(e);
         }
@@ -531,7 +574,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     /// stays usable; the next change marks it unclean again.
     pub fn shutdown(&self) -> Result<()> {
         let mut st = lock(&self.state);
-        if st.detached || st.read_only {
+        // A failed device is not written (its superblock said so if it could).
+        if st.detached || st.read_only || st.failed {
             return Ok(());
         }
         self.flush_inner(&mut st)?;

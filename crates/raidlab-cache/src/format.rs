@@ -120,6 +120,12 @@ pub struct Superblock {
     /// been used on its own since, so the mapping table means nothing. Such a
     /// cache is never opened; attach empties the table and clears this.
     pub detached: bool,
+    /// Set when the cache device failed while in use (I/O errors past the
+    /// limit, or a write that cannot be retried; see [`crate::volume`]'s
+    /// "Cache device failure"), if the failing device still took this
+    /// write. Such a cache is never opened again: what it holds may be
+    /// older than the origin.
+    pub failed: bool,
     /// Percentage of cache blocks that may be dirty before cleaning starts.
     pub dirty_target_pct: u8,
     /// Requests of at least this many sequential bytes bypass the cache; 0: never.
@@ -242,6 +248,7 @@ const _: () = assert!(COUNTERS <= SB_COUNTER_SLOTS && SB_END <= SB_COUNTERS);
 
 const FLAG_CLEAN: u8 = 1;
 const FLAG_DETACHED: u8 = 2;
+const FLAG_FAILED: u8 = 4;
 const KIND_ARRAY: u8 = 1;
 const KIND_SIGNATURE: u8 = 2;
 
@@ -291,8 +298,9 @@ impl Superblock {
         put_u32(&mut b, SB_BLOCK_SIZE, self.block_size);
         b[SB_MODE] = self.mode.code();
         b[SB_POLICY] = self.policy.code();
-        b[SB_FLAGS] =
-            if self.clean { FLAG_CLEAN } else { 0 } | if self.detached { FLAG_DETACHED } else { 0 };
+        b[SB_FLAGS] = if self.clean { FLAG_CLEAN } else { 0 }
+            | if self.detached { FLAG_DETACHED } else { 0 }
+            | if self.failed { FLAG_FAILED } else { 0 };
         b[SB_DIRTY_TARGET] = self.dirty_target_pct;
         put_u64(&mut b, SB_SEQ_CUTOFF, self.sequential_cutoff);
         put_u64(&mut b, SB_CLEAN_RATE, self.clean_rate);
@@ -381,7 +389,7 @@ impl Superblock {
             .map_err(|_| bad("origin label is not UTF-8"))?
             .to_string();
         let flags = b[SB_FLAGS];
-        if flags & !(FLAG_CLEAN | FLAG_DETACHED) != 0 {
+        if flags & !(FLAG_CLEAN | FLAG_DETACHED | FLAG_FAILED) != 0 {
             return Err(bad(&format!("unknown flags {flags:#04x}")));
         }
         let mut uuid = [0; 16];
@@ -399,6 +407,7 @@ impl Superblock {
                 .ok_or_else(|| bad(&format!("unknown policy {}", b[SB_POLICY])))?,
             clean: flags & FLAG_CLEAN != 0,
             detached: flags & FLAG_DETACHED != 0,
+            failed: flags & FLAG_FAILED != 0,
             dirty_target_pct: b[SB_DIRTY_TARGET],
             sequential_cutoff: get_u64(b, SB_SEQ_CUTOFF),
             clean_rate: get_u64(b, SB_CLEAN_RATE),
@@ -680,6 +689,7 @@ mod tests {
             policy: Policy::TwoQ,
             clean: true,
             detached: false,
+            failed: false,
             dirty_target_pct: 20,
             sequential_cutoff: 4 << 20,
             clean_rate: 0,

@@ -54,6 +54,10 @@ pub struct Stats {
     pub occupied_blocks: u64,
     pub cache_blocks: u64,
     pub block_size: u32,
+    /// Errors of the cache device since the cache was opened (not saved).
+    pub io_errors: u64,
+    /// The cache device failed (see [`crate::volume`]'s module doc).
+    pub failed: bool,
 }
 
 impl Stats {

@@ -15,16 +15,58 @@
 //! and the read then installs nothing, so a copy older than the write is
 //! never served. Everything else, the cache device's I/O included, happens
 //! under the lock.
+//!
+//! # Cache device failure
+//!
+//! A cache device that returns I/O errors is failed the way bcache's
+//! `io_error_limit` and dm-writecache's error state fail theirs:
+//! - every error of the cache device (not of the origin) is counted
+//!   ([`Stats::io_errors`]);
+//! - a failed **write or flush** of the cache device fails it at once: what
+//!   the device holds after a refused write is unknown, and a write is never
+//!   retried on a device that refused it (after a failed write or fsync Linux
+//!   may drop both the error and the unwritten pages);
+//! - a failed **read** fails it at the [`IO_ERROR_LIMIT`]th error (bcache's
+//!   default, 8: a few bad sectors of an SSD should not cost the whole cache,
+//!   a dying device should not be retried for long). Below the limit, a read
+//!   error on a clean block is served from the origin and the block dropped
+//!   from the cache; on a dirty block the request fails, since the cache
+//!   holds its only up-to-date copy.
+//!
+//! A failed cache device is never written again, except one best-effort
+//! superblock write saying so ([`Superblock::failed`]), so the cache is not
+//! opened again with contents older than the origin. From then on:
+//! - a block with no dirty copy (every block, in write-through and
+//!   write-around, or in write-back with nothing dirty) is read from and
+//!   written to the origin: pass-through, nothing lost, since the origin is
+//!   complete for every such block;
+//! - a **dirty** block (write-back) is read from the cache device, and when
+//!   the device cannot supply it the read fails: the origin's copy is older
+//!   and is never returned in its place. A write or write-zeroes touching a
+//!   dirty block is refused: split between the failed device and the origin
+//!   the block would have no up-to-date copy anywhere;
+//! - dirty blocks are not cleaned (a failed device's data is not trusted to
+//!   write back), a flush fails while any is dirty, and every change of the
+//!   cache (mode, tunables, reset, detach) is refused.
+//!
+//! A request during which the device fails is carried out again the failed
+//! way, so a write-through cache whose device dies under a request still
+//! answers it from the origin.
 
 use crate::format::{Entry, Mode, Policy, Superblock};
 use crate::policy::{Sequential, TwoQ};
 use crate::stats::Stats;
-use raidlab_core::{check_range_with, Op, Result, Volume};
+use raidlab_core::{check_range_with, Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::Clock;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+/// Read errors of the cache device after which it is failed: bcache's
+/// default `io_error_limit` (see the module doc). Write and flush errors
+/// fail it at once.
+pub const IO_ERROR_LIMIT: u64 = 8;
 
 /// What a user chooses at create (and may change with `set`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +190,10 @@ pub(crate) struct State {
     pub(crate) read_only: bool,
     /// Blocks a read miss is fetching from the origin without the lock.
     pub(crate) reading: HashMap<u64, Reading>,
+    /// Errors of the cache device since open (see the module doc).
+    pub(crate) io_errors: u64,
+    /// The cache device failed: see the module doc.
+    pub(crate) failed: bool,
 }
 
 /// Reads of one block in flight at the origin, and the writes to it since
@@ -191,7 +237,139 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         s.occupied_blocks = st.map.len() as u64;
         s.cache_blocks = st.sb.layout.cache_blocks;
         s.block_size = st.sb.block_size;
+        s.io_errors = st.io_errors;
+        s.failed = st.failed;
         s
+    }
+
+    /// Whether the cache device failed (see the module doc).
+    pub fn is_failed(&self) -> bool {
+        lock(&self.state).failed
+    }
+
+    /// The result `r` of an I/O of the cache device: an error is counted,
+    /// and fails the device when `fatal` (a write or flush) or at the limit.
+    pub(crate) fn on_cache<T>(&self, st: &mut State, fatal: bool, r: Result<T>) -> Result<T> {
+        if r.is_err() {
+            st.io_errors += 1;
+            if fatal || st.io_errors >= IO_ERROR_LIMIT {
+                self.fail(st);
+            }
+        }
+        r
+    }
+
+    /// Mark the cache device failed: nothing is written to it from now on but
+    /// one attempt at a superblock saying so.
+    pub(crate) fn fail(&self, st: &mut State) {
+        if st.failed {
+            return;
+        }
+        st.failed = true;
+        st.sb.failed = true;
+        st.sb.clean = false;
+        // No mapping sector is written again; reads in flight install nothing.
+        st.stale.clear();
+        if !st.read_only {
+            // Best effort: a device that refuses this says nothing, and is
+            // documented as such (docs/reliability.md, "a cache device that fails").
+            let _ = self.put_superblock(st);
+        }
+    }
+
+    pub(crate) fn failed_error(&self, st: &State, op: Op) -> Error {
+        Error::new(
+            ErrorKind::Io,
+            op,
+            format!(
+                "the cache device failed after {} I/O error(s); {}",
+                st.io_errors,
+                if st.dirty.is_empty() {
+                    "requests pass through to the origin, which is complete, and the cache \
+                     is not changed again"
+                        .to_string()
+                } else {
+                    format!(
+                        "it holds the only up-to-date copy of {} dirty block(s), which are \
+                         served from it while it can read them and never written back",
+                        st.dirty.len()
+                    )
+                }
+            ),
+        )
+        .on_device(self.cache.name())
+    }
+
+    /// A read of a failed cache: dirty blocks from the cache device or an
+    /// error, everything else from the origin.
+    fn read_failed<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State>,
+        buf: &mut [u8],
+        offset: u64,
+    ) -> Result<()> {
+        let len = buf.len() as u64;
+        if len == 0 {
+            return Ok(());
+        }
+        let bs = Self::bs(&st);
+        let (first, last) = (offset / bs, (offset + len - 1) / bs);
+        if st.dirty.range(first..=last).next().is_none() {
+            return self.read_origin(st, buf, offset).1;
+        }
+        let mut pos = 0u64;
+        while pos < len {
+            let abs = offset + pos;
+            let (b, within) = (abs / bs, abs % bs);
+            let n = (bs - within).min(len - pos);
+            let piece = &mut buf[pos as usize..(pos + n) as usize];
+            pos += n;
+            match st.map.get(&b) {
+                Some(&slot) if st.dirty.contains(&b) => {
+                    let r = self.read_slot(&st, slot, within, piece);
+                    self.on_cache(&mut st, false, r)?;
+                }
+                _ => self.origin.read_at(piece, abs)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// The first dirty block of `[offset, offset+len)`, if any.
+    fn dirty_in(st: &State, offset: u64, len: u64) -> Option<u64> {
+        if len == 0 {
+            return None;
+        }
+        let bs = Self::bs(st);
+        st.dirty
+            .range(offset / bs..=(offset + len - 1) / bs)
+            .next()
+            .copied()
+    }
+
+    /// Refuse a change of `[offset, offset+len)` of a failed cache that
+    /// touches a dirty block (see the module doc).
+    pub(crate) fn refuse_dirty_change(&self, st: &State, offset: u64, len: u64) -> Result<()> {
+        match Self::dirty_in(st, offset, len) {
+            Some(b) => Err(Error::new(
+                ErrorKind::Io,
+                Op::Write,
+                format!(
+                    "the cache device failed holding the only up-to-date copy of block {b} \
+                     (dirty, write-back): a write there is refused rather than split between \
+                     the failed device and the origin"
+                ),
+            )
+            .on_device(self.cache.name())
+            .at(offset, len)),
+            None => Ok(()),
+        }
+    }
+
+    /// A write of a failed cache: to the origin, unless it touches a dirty block.
+    fn write_failed(&self, st: &mut State, buf: &[u8], offset: u64, fua: bool) -> Result<()> {
+        self.refuse_dirty_change(st, offset, buf.len() as u64)?;
+        self.send_origin(st, buf, offset, fua)
     }
 
     /// Zero the counters, durably (the superblock keeps them). A detached
@@ -264,6 +442,13 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         let mut why = Bypassed::default();
         let mut pos = 0u64;
         while pos < len {
+            if st.failed {
+                // Failed by another request while this one waited for the
+                // origin: a clean copy may be older than the origin now
+                // (writes pass the failed device by). `read_at` carries the
+                // request out again the failed way.
+                return Err(self.failed_error(&st, Op::Read));
+            }
             let abs = offset + pos;
             let b = abs / bs;
             let within = abs % bs;
@@ -282,7 +467,25 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                         k += 1;
                     }
                     let piece = &mut buf[pos as usize..(pos + run) as usize];
-                    self.read_slot(&st, slot, within, piece)?;
+                    if let Err(e) = self.read_slot(&st, slot, within, piece) {
+                        // Counted; below the limit a clean copy is dropped
+                        // and read from the origin, a dirty one is the only
+                        // copy (module doc).
+                        let r = self.on_cache(&mut st, false, Err(e));
+                        if st.failed || (b..b + k).any(|x| st.dirty.contains(&x)) {
+                            return r;
+                        }
+                        for s in slot..slot + k {
+                            Self::drop_slot(&mut st, s);
+                            st.free.push(s);
+                        }
+                        let (again, r) = self.read_origin(st, piece, abs);
+                        st = again;
+                        r?;
+                        pos += run;
+                        misses += 1;
+                        continue;
+                    }
                     for s in slot..slot + k {
                         st.policy.touch(s);
                     }
@@ -331,16 +534,23 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             piece.copy_from_slice(&whole.as_slice()[within as usize..(within + n) as usize]);
             // Written meanwhile, promoted by another read, or detached: what
             // was read may be older than the block is now; keep it out.
-            if written || st.map.contains_key(&b) || st.detached {
+            if written || st.map.contains_key(&b) || st.detached || st.failed {
                 st.stats.not_promoted += 1;
                 continue;
             }
-            self.begin_change(&mut st)?;
-            if self.install(&mut st, b, whole.as_slice(), false)? {
-                st.stats.promotions += 1;
-            } else {
-                st.stats.bypass_full_bytes += n;
-                why.full = true;
+            // The request has its bytes: a cache device that refuses the
+            // promotion (counted, and then failed) does not fail the read.
+            let promoted = self
+                .begin_change(&mut st)
+                .and_then(|()| self.install(&mut st, b, whole.as_slice(), false));
+            match promoted {
+                Ok(true) => st.stats.promotions += 1,
+                Ok(false) => {
+                    st.stats.bypass_full_bytes += n;
+                    why.full = true;
+                }
+                Err(_) if st.failed => st.stats.not_promoted += 1,
+                Err(e) => return Err(e),
             }
         }
         why.count(&mut st.stats);
@@ -440,9 +650,11 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
                 let at = Self::slot_offset(st, slot) + within;
                 let stays_dirty = is_dirty || mode == Mode::WriteBack;
                 if fua && stays_dirty && st.persisted[slot as usize] == Entry::Dirty(b) {
-                    self.cache.write_at_fua(piece, at)?;
+                    let r = self.cache.write_at_fua(piece, at);
+                    self.on_cache(st, true, r)?;
                 } else {
-                    self.cache.write_at(piece, at)?;
+                    let r = self.cache.write_at(piece, at);
+                    self.on_cache(st, true, r)?;
                     st.cache_unflushed = true;
                     commit |= fua && stays_dirty;
                 }
@@ -491,7 +703,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             // Data before mapping (rule 1): the commit flushes the cache
             // device before it writes the table.
             if st.stale.is_empty() {
-                self.cache.flush()?;
+                let r = self.cache.flush();
+                self.on_cache(st, true, r)?;
                 st.cache_unflushed = false;
             } else {
                 self.commit_stale(st)?;
@@ -501,10 +714,21 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     }
 
     pub(crate) fn flush_inner(&self, st: &mut State) -> Result<()> {
+        if st.failed {
+            if st.origin_unflushed {
+                self.origin.flush()?;
+                st.origin_unflushed = false;
+            }
+            if !st.dirty.is_empty() {
+                return Err(self.failed_error(st, Op::Flush));
+            }
+            return Ok(());
+        }
         if !st.stale.is_empty() {
             self.commit_stale(st)?;
         } else if st.cache_unflushed {
-            self.cache.flush()?;
+            let r = self.cache.flush();
+            self.on_cache(st, true, r)?;
             st.cache_unflushed = false;
         }
         if st.origin_unflushed {
@@ -526,7 +750,18 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         if st.read_only {
             return Err(Self::read_only_error(&self.cache, Op::Write).at(offset, buf.len() as u64));
         }
-        self.write_inner(&mut st, buf, offset, fua)
+        if st.failed || st.detached {
+            if st.failed {
+                return self.write_failed(&mut st, buf, offset, fua);
+            }
+            return self.write_inner(&mut st, buf, offset, fua);
+        }
+        match self.write_inner(&mut st, buf, offset, fua) {
+            // The device failed under this request: carried out again the
+            // failed way (module doc).
+            Err(_) if st.failed => self.write_failed(&mut st, buf, offset, fua),
+            r => r,
+        }
     }
 
     /// Change the tunables (not the mode or block size).
@@ -578,7 +813,17 @@ impl<C: Volume, O: Volume> Volume for CachedVolume<C, O> {
             buf.len() as u64,
         )?;
         let st = lock(&self.state);
-        self.read_inner(st, buf, offset)
+        if st.failed {
+            return self.read_failed(st, buf, offset);
+        }
+        let r = self.read_inner(st, buf, offset);
+        if r.is_err() {
+            let st = lock(&self.state);
+            if st.failed {
+                return self.read_failed(st, buf, offset);
+            }
+        }
+        r
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write_request(buf, offset, false)
@@ -597,11 +842,21 @@ impl<C: Volume, O: Volume> Volume for CachedVolume<C, O> {
         if st.read_only {
             return Err(Self::read_only_error(&self.cache, Op::Write).at(offset, len));
         }
-        self.zero_inner(&mut st, offset, len)
+        let failed = st.failed;
+        match self.zero_inner(&mut st, offset, len) {
+            Err(_) if st.failed && !failed => self.zero_inner(&mut st, offset, len),
+            r => r,
+        }
     }
     fn flush(&self) -> Result<()> {
         let mut st = lock(&self.state);
-        self.flush_inner(&mut st)
+        let failed = st.failed;
+        match self.flush_inner(&mut st) {
+            // Failed by this flush: the failed way flushes the origin, and
+            // says whether dirty blocks are left on the failed device.
+            Err(_) if st.failed && !failed => self.flush_inner(&mut st),
+            r => r,
+        }
     }
     fn preferred_io_size(&self) -> Option<u64> {
         self.origin.preferred_io_size()

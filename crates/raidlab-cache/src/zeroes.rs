@@ -35,6 +35,13 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             st.origin_unflushed = true;
             return Ok(());
         }
+        if st.failed {
+            // Module doc of `volume`: to the origin unless a dirty block is touched.
+            self.refuse_dirty_change(st, offset, len)?;
+            self.origin.write_zeroes(offset, len)?;
+            st.origin_unflushed = true;
+            return Ok(());
+        }
         self.begin_change(st)?;
         let bs = Self::bs(st);
         let end = offset + len;

@@ -22,6 +22,7 @@ fn sample(blocks_pow: u32, mode: u8, id: bool, label: String) -> Superblock {
         policy: Policy::TwoQ,
         clean: mode % 2 == 0 || mode == 5,
         detached: mode == 5,
+        failed: mode == 3,
         dirty_target_pct: 10,
         sequential_cutoff: 4 << 20,
         clean_rate: 1 << 20,

@@ -890,5 +890,6 @@ its control socket; other named arrays are assembled read-only at each poll
 Events, as mdadm --monitor names them: Fail, FailSpare, SpareActive,
 DegradedArray, RebuildStarted, RebuildNN, RebuildFinished, SparesMissing,
 DeviceDisappeared, NewArray, TestMessage; and CacheDirtyAboveTarget for a
-cache whose dirty share exceeds its dirty target. Exit status 1 when
+cache whose dirty share exceeds its dirty target, CacheDeviceFailed for a
+cache whose device failed (I/O errors). Exit status 1 when
 nothing is there to watch."#;

@@ -5,11 +5,14 @@
 //! assembled read-only (its members unchanged); mail goes through msmtp to an
 //! SMTP server the test runs on 127.0.0.1; syslog datagrams reach a socket
 //! standing in for /dev/log; a served cache written far past its dirty
-//! target is reported with its device; bad input is refused with nothing
-//! changed.
+//! target is reported with its device; a served cache whose device (a file
+//! on a tmpfs the test fills) starts failing is reported as
+//! CacheDeviceFailed, passed by, and shown failed in `cache stats` and the
+//! metrics; bad input is refused with nothing changed.
 //!
 //! Without msmtp (or nbdcopy) the mail (cache) test prints `SKIPPED: <why>`;
 //! under CI=true that is a failure (scripts/test.sh installs msmtp, libnbd-bin).
+//! The cache failure test needs root to mount its tmpfs; likewise.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -687,4 +690,235 @@ fn a_served_cache_above_its_dirty_target_is_reported_with_its_device() {
     );
     let (st, err) = server.term();
     assert!(st.success(), "serve: {err}");
+}
+
+/// A tmpfs mounted for one test, unmounted when dropped.
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn nbd_uri(socket: &Path) -> String {
+    format!("nbd+unix:///?socket={}", socket.display())
+}
+
+/// The whole export, read through NBD.
+fn read_export(d: &Path, socket: &Path, name: &str) -> Vec<u8> {
+    let out = d.join(name);
+    let mut c = Command::new("nbdcopy");
+    c.arg(nbd_uri(socket)).arg(&out);
+    ok(c);
+    std::fs::read(out).unwrap()
+}
+
+/// A real cache device that starts failing while served: the cache file is
+/// sparse on a small tmpfs, and the test fills the tmpfs, so the next
+/// promotion's write into a hole of the file gets ENOSPC from the kernel.
+/// The write-through cache fails its device, requests pass through (the
+/// bytes read and written through NBD stay right), the monitor's program
+/// gets CacheDeviceFailed once with the cache device, `cache stats --json`
+/// says failed, and the failed flag is on the device after the server stops.
+#[test]
+fn a_cache_device_that_fails_while_served_is_reported_and_passed_by() {
+    if !has("nbdcopy") {
+        raidlab_core::skip::skip_or_fail(
+            "monitor cache failure: nbdcopy not installed (Debian package libnbd-bin)",
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ssd = d.join("ssd");
+    std::fs::create_dir(&ssd).unwrap();
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mounted = root
+        && Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+            .arg(&ssd)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !mounted {
+        raidlab_core::skip::skip_or_fail(
+            "monitor cache failure: mounting a tmpfs (the failing cache device) needs root",
+        );
+        return;
+    }
+    let _mount = Mounted(ssd.clone());
+    create_r5(d);
+    std::fs::File::create(ssd.join("cache.img"))
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    ok(cmd(
+        d,
+        &[
+            "cache",
+            "create",
+            "--cache",
+            "ssd/cache.img",
+            "m0",
+            "m1",
+            "m2",
+            "m3",
+            "--block",
+            "4K",
+            "--mode",
+            "writethrough",
+            "--sequential-cutoff",
+            "0",
+        ],
+    ));
+    let socket = d.join("nbd.sock");
+    let metrics = format!(
+        "127.0.0.1:{}",
+        TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port()
+    );
+    // The failed gauge of this cache, as the metrics endpoint says it.
+    let gauge = |d: &Path| -> String {
+        let mut s = std::net::TcpStream::connect(&metrics).unwrap();
+        write!(s, "GET /metrics HTTP/1.0\r\nHost: {metrics}\r\n\r\n").unwrap();
+        let mut all = String::new();
+        s.read_to_string(&mut all).unwrap();
+        let want = format!(
+            "raidlab_cache_device_failed{{device=\"r5\",cache=\"{}\"}} ",
+            abs(d, "ssd/cache.img")
+        );
+        all.lines()
+            .find_map(|l| l.strip_prefix(&want))
+            .unwrap_or_else(|| panic!("no {want:?} in:\n{all}"))
+            .to_string()
+    };
+    let server = Running(Some(
+        raidlab(d)
+            .args(["serve", "-N", "r5", "--metrics", &metrics])
+            .args(["--cache", "ssd/cache.img", "--socket"])
+            .arg(&socket)
+            .args(["m0", "m1", "m2", "m3"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let t = Instant::now();
+    while UnixStream::connect(&socket).is_err()
+        || !d
+            .join("run")
+            .join(format!("serve-{}.ctl", server.pid()))
+            .exists()
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "serve did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let rec = recorder(d);
+    let oneshot = || {
+        let mut c = cmd(d, &["monitor", "--oneshot", "--program"]);
+        c.arg(&rec);
+        ok(c);
+    };
+    let stats = || -> serde_json::Value {
+        let out = ok(cmd(
+            d,
+            &["cache", "stats", "--cache", "ssd/cache.img", "--json"],
+        ));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    oneshot();
+    assert_eq!(recorded(d), ["NewArray|r5|"]);
+    assert_eq!(stats()["state"], "attached");
+    assert_eq!(gauge(d), "0");
+
+    // Written through to the array (write misses do not fill the cache).
+    let a: Vec<u8> = (0..3u32 << 20)
+        .map(|i| (i / 4096 * 7 + i % 251) as u8)
+        .collect();
+    std::fs::write(d.join("a"), &a).unwrap();
+    let mut c = Command::new("nbdcopy");
+    c.arg(d.join("a")).arg(nbd_uri(&socket));
+    ok(c);
+
+    // The cache device's file system fills up: the file's holes can no
+    // longer be written.
+    {
+        let mut f = std::fs::File::create(ssd.join("filler")).unwrap();
+        let chunk = vec![0xeeu8; 64 << 10];
+        while f.write_all(&chunk).is_ok() {}
+    }
+
+    // Reads promote into holes: the cache device refuses, fails, and the
+    // reads are answered from the array.
+    let got = read_export(d, &socket, "out1");
+    assert_eq!(&got[..a.len()], &a[..], "the bytes read through NBD");
+    let s = stats();
+    assert_eq!(s["state"], "failed", "{s}");
+    assert!(s["io_errors"].as_u64().unwrap() >= 1, "{s}");
+    assert_eq!(gauge(d), "1");
+
+    // Writes and reads go on, passing the failed device by.
+    let b = vec![0xb7u8; 1 << 20];
+    std::fs::write(d.join("b"), &b).unwrap();
+    let mut c = Command::new("nbdcopy");
+    c.arg(d.join("b")).arg(nbd_uri(&socket));
+    ok(c);
+    let got = read_export(d, &socket, "out2");
+    assert_eq!(&got[..b.len()], &b[..]);
+    assert_eq!(&got[b.len()..a.len()], &a[b.len()..]);
+
+    oneshot();
+    let cache_dev = abs(d, "ssd/cache.img");
+    let failed_line = format!("CacheDeviceFailed|r5|{cache_dev}|");
+    assert_eq!(
+        recorded(d),
+        [
+            "NewArray|r5|".to_string(),
+            "NewArray|r5|".to_string(),
+            failed_line.clone(),
+        ]
+    );
+    let text =
+        String::from_utf8(ok(cmd(d, &["cache", "stats", "--cache", "ssd/cache.img"])).stdout)
+            .unwrap();
+    assert!(
+        text.contains("failed: the cache device returned I/O errors"),
+        "{text}"
+    );
+
+    let (st, err) = server.term();
+    assert!(st.success(), "serve: {err}");
+    // The failing device still took the superblock saying so (its pages
+    // were allocated): offline it reads as failed, and serving it again is
+    // refused.
+    std::fs::remove_file(ssd.join("filler")).unwrap();
+    let out = ok(cmd(
+        d,
+        &["cache", "detail", "--cache", "ssd/cache.img", "--json"],
+    ));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["state"], "failed", "{v}");
+    fails(
+        cmd(
+            d,
+            &[
+                "serve",
+                "--cache",
+                "ssd/cache.img",
+                "--socket",
+                "again.sock",
+                "m0",
+                "m1",
+                "m2",
+                "m3",
+            ],
+        ),
+        "failed while in front of",
+    );
 }

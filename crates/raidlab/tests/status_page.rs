@@ -812,5 +812,40 @@ fn detail_watch_redraws_a_served_array_and_refuses_one_not_served() {
     for p in &m {
         assert!(text.contains(&p.display().to_string()), "{text}");
     }
+
+    // The plain `detail` of the served array has the same per-member
+    // figures, as totals since the server started.
+    let out = Command::new(bin())
+        .env("RAIDLAB_RUN_DIR", &srv.run_dir)
+        .arg("detail")
+        .args(&m)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (_, totals) = text
+        .split_once("Member I/O since the server started")
+        .unwrap_or_else(|| panic!("no member I/O in the plain detail:\n{text}"));
+    assert!(totals.contains("raidlab detail --watch"), "{text}");
+    let rows: Vec<Vec<&str>> = totals
+        .lines()
+        .skip(2)
+        .map(|l| l.split_whitespace().collect())
+        .filter(|w: &Vec<&str>| w.len() >= 5)
+        .collect();
+    assert_eq!(rows.len(), m.len(), "one row a member:\n{text}");
+    let writes =
+        |r: &Vec<&str>| -> u64 { r[4].parse().unwrap_or_else(|_| panic!("{r:?}\n{text}")) };
+    let spare = rows
+        .iter()
+        .find(|r| r[1] == "spare")
+        .expect("the spare's row");
+    // 2 MiB written over NBD reached every active member; the spare has
+    // only its superblock's writes.
+    for r in rows.iter().filter(|r| r[1] != "spare") {
+        assert_eq!(r[1], "active", "{text}");
+        assert!(writes(r) > writes(spare), "{r:?}\n{text}");
+        assert_eq!(r[8], "MiB", "about 1 MiB written: {r:?}\n{text}");
+    }
     srv.stop();
 }

@@ -262,10 +262,40 @@ fn create_cmd(a: CacheCreateArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A cache's state in one word, as `cache detail`, `cache stats` and the
+/// monitor say it: `failed` (the cache device failed while in use),
+/// `detached`, or `attached`.
+pub fn state_name(sb: &Superblock) -> &'static str {
+    if sb.failed {
+        "failed"
+    } else if sb.detached {
+        "detached"
+    } else {
+        "attached"
+    }
+}
+
+/// What a failed cache does now, in words (see `raidlab_cache::volume`).
+fn failed_words(sb: &Superblock, dirty: u64) -> String {
+    if dirty == 0 {
+        "failed: the cache device returned I/O errors and is no longer used; every request \
+         passes through to the origin, which is complete"
+            .to_string()
+    } else {
+        format!(
+            "failed: the cache device returned I/O errors and is no longer used; it holds the \
+             only up-to-date copy of {dirty} dirty block(s) ({}), read from it while it can \
+             and never written back; writes to them are refused, the rest passes through to \
+             the origin",
+            format_size(dirty * u64::from(sb.block_size))
+        )
+    }
+}
+
 fn detail_json(sb: &Superblock, occupied: u64, dirty: u64) -> serde_json::Value {
     let bs = u64::from(sb.block_size);
     serde_json::json!({
-        "state": if sb.detached { "detached" } else { "attached" },
+        "state": state_name(sb),
         "origin": sb.origin_label,
         "origin_identity": match sb.origin_id {
             OriginId::ArrayUuid(u) => format!("array {}", format_uuid(&u)),
@@ -342,7 +372,9 @@ pub fn render_detail(
         sb.origin_label,
         sb.origin_size
     );
-    if sb.detached {
+    if sb.failed {
+        textln!(o, "         state : {}", failed_words(sb, dirty));
+    } else if sb.detached {
         textln!(
             o,
             "         state : detached: the origin is complete on its own and the cache holds \
@@ -605,7 +637,8 @@ pub fn render_stats(
         let j = serde_json::json!({
             "cache": device,
             "origin": sb.origin_label,
-            "state": if sb.detached { "detached" } else { "attached" },
+            "state": state_name(sb),
+            "io_errors": s.io_errors,
             "mode": mode_name(sb.mode),
             "block_size": bs,
             "counters_from": if live { "live" } else { "saved" },
@@ -665,10 +698,29 @@ pub fn render_stats(
         mode_name(sb.mode),
         size(bs)
     );
-    if sb.detached {
+    if sb.failed {
+        textln!(
+            o,
+            "  {}{}",
+            failed_words(sb, s.dirty_blocks),
+            if live {
+                format!(" ({} I/O error(s) of the cache device)", s.io_errors)
+            } else {
+                String::new()
+            }
+        );
+    } else if sb.detached {
         textln!(
             o,
             "  detached: the cache holds nothing now; the counters are those of before the detach"
+        );
+    } else if live && s.io_errors > 0 {
+        textln!(
+            o,
+            "  {} read error(s) of the cache device, each served from the origin or failed \
+             (the device is failed at {}; a write or flush error fails it at once)",
+            s.io_errors,
+            raidlab_cache::volume::IO_ERROR_LIMIT
         );
     }
     textln!(

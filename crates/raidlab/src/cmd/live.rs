@@ -260,8 +260,16 @@ fn carry_out(
                 status: live.status(),
                 member_io: live.member_io(),
             };
+            // The plain text adds each member's I/O counters in `--watch`'s
+            // words (the JSON has them as `served.member_io`).
+            let totals = match json {
+                true => String::new(),
+                false => crate::cmd::watch::render_totals(
+                    &serde_json::json!({ "served": serde_json::to_value(&served)? }),
+                ),
+            };
             let text = live.with_assembly(|asm| render_detail(asm, Some(served), json))?;
-            Ok((text, 0))
+            Ok((text + &totals, 0))
         }
         Command::Fail {
             member,

@@ -31,30 +31,70 @@ struct Counters {
     write_us: u64,
 }
 
-fn counters(v: &Value) -> BTreeMap<String, Counters> {
+/// One member's counters from its entry in `served.member_io`.
+fn counters_of(m: &Value) -> Counters {
     let n = |x: &Value, k: &str| x.get(k).and_then(Value::as_u64).unwrap_or(0);
-    v.pointer("/served/member_io")
+    Counters {
+        reads: n(&m["io"], "reads"),
+        writes: n(&m["io"], "writes"),
+        read_bytes: n(&m["io"], "read_bytes"),
+        write_bytes: n(&m["io"], "write_bytes"),
+        errors: n(&m["io"], "errors"),
+        read_us: n(&m["io"]["read_latency"], "sum_us"),
+        write_us: n(&m["io"]["write_latency"], "sum_us"),
+    }
+}
+
+/// The entries of `served.member_io`, by role (members without one last).
+fn member_io(v: &Value) -> Vec<&Value> {
+    let mut ms: Vec<&Value> = v
+        .pointer("/served/member_io")
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|m| {
-                    let dev = m.get("device")?.as_str()?.to_string();
-                    Some((
-                        dev,
-                        Counters {
-                            reads: n(&m["io"], "reads"),
-                            writes: n(&m["io"], "writes"),
-                            read_bytes: n(&m["io"], "read_bytes"),
-                            write_bytes: n(&m["io"], "write_bytes"),
-                            errors: n(&m["io"], "errors"),
-                            read_us: n(&m["io"]["read_latency"], "sum_us"),
-                            write_us: n(&m["io"]["write_latency"], "sum_us"),
-                        },
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    ms.sort_by_key(|m| (m["role"].is_null(), m["role"].as_u64()));
+    ms
+}
+
+fn counters(v: &Value) -> BTreeMap<String, Counters> {
+    member_io(v)
+        .into_iter()
+        .filter_map(|m| Some((m.get("device")?.as_str()?.to_string(), counters_of(m))))
+        .collect()
+}
+
+/// The plain `detail` of a served array: each member's I/O since the server
+/// started, from one answer (`v` as `detail --json` gives it), in the words
+/// and units of the `--watch` table. One answer has no interval, so it has
+/// no rates: it says so and points to `--watch`. Empty when the server
+/// counts nothing.
+pub fn render_totals(v: &Value) -> String {
+    let ms = member_io(v);
+    if ms.is_empty() {
+        return String::new();
+    }
+    let mut o = String::from(
+        "\nMember I/O since the server started (throughput and IOPS need an interval: \
+         raidlab detail --watch):\n",
+    );
+    o += "   Role  State       Device                             Reads    Writes       Read    Written   r lat   w lat  errors\n";
+    for m in ms {
+        let c = counters_of(m);
+        let role = m["role"].as_u64().map_or("-".into(), |r| r.to_string());
+        o += &format!(
+            "   {role:>4}  {:<10}  {:<30}  {:>8}  {:>8}  {:>9}  {:>9}  {:>6}  {:>6}  {:>6}\n",
+            s(m, "state"),
+            s(m, "device"),
+            c.reads,
+            c.writes,
+            format_size_approx(c.read_bytes),
+            format_size_approx(c.write_bytes),
+            lat(0, c.read_us, 0, c.reads),
+            lat(0, c.write_us, 0, c.writes),
+            c.errors
+        );
+    }
+    o
 }
 
 pub fn run(server: &Path, members: &[PathBuf], interval: f64) -> Result<ExitCode> {

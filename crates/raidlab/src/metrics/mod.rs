@@ -229,6 +229,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         Kind::Gauge,
         "Bytes the cache can hold.",
     ),
+    (
+        "raidlab_cache_device_failed",
+        Kind::Gauge,
+        "1 when the cache device failed (I/O errors) and requests pass it by, else 0.",
+    ),
+    (
+        "raidlab_cache_device_errors_total",
+        Kind::Counter,
+        "I/O errors of the cache device since the server opened the cache.",
+    ),
     // NBD.
     (
         "raidlab_nbd_connections_open",
@@ -528,6 +538,8 @@ fn cache(e: &mut Exposition, c: &CacheSource) {
         &l,
         s.cache_blocks * u64::from(s.block_size),
     );
+    e.sample("raidlab_cache_device_failed", &l, u64::from(s.failed));
+    e.sample("raidlab_cache_device_errors_total", &l, s.io_errors);
 }
 
 #[cfg(test)]

@@ -39,17 +39,23 @@ fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// The events mdadm mails: failures, missing spares, a degraded array, tests.
+/// The events mdadm mails: failures, missing spares, a degraded array, tests;
+/// and a failed cache device (a failure too).
 fn mailed(name: &str) -> bool {
     ["Fail", "Test", "Spares", "Degrade"]
         .iter()
         .any(|p| name.starts_with(p))
+        || name == "CacheDeviceFailed"
 }
 
 /// Syslog severity: critical for what lost redundancy, warning for what is
 /// under way or short, notice for the rest.
 fn severity(name: &str) -> u8 {
-    if name.starts_with("Fail") || name == "DegradedArray" || name == "DeviceDisappeared" {
+    if name.starts_with("Fail")
+        || name == "DegradedArray"
+        || name == "DeviceDisappeared"
+        || name == "CacheDeviceFailed"
+    {
         2
     } else if name.starts_with("Rebuild") && name != "RebuildFinished"
         || name == "SparesMissing"
@@ -243,6 +249,10 @@ mod tests {
             assert!(!mailed(e), "{e}");
         }
         assert_eq!(severity("Fail"), 2);
+        assert!(mailed("CacheDeviceFailed"));
+        assert_eq!(severity("CacheDeviceFailed"), 2);
+        assert!(!mailed("CacheDirtyAboveTarget"));
+        assert_eq!(severity("CacheDirtyAboveTarget"), 4);
         assert_eq!(severity("Rebuild40"), 4);
         assert_eq!(severity("TestMessage"), 5);
     }

@@ -23,6 +23,8 @@ pub struct CacheSnapshot {
     pub dirty_blocks: u64,
     pub cache_blocks: u64,
     pub dirty_target_pct: u8,
+    /// The cache device failed (`cache detail`'s state `failed`).
+    pub failed: bool,
 }
 
 impl CacheSnapshot {
@@ -142,6 +144,13 @@ impl Tracked {
         if cache_above(&now) && !prev.as_ref().is_some_and(cache_above) {
             let dev = now.cache.as_ref().map(|c| c.device.as_str());
             out.push(ev("CacheDirtyAboveTarget", dev));
+        }
+        // Said once, at first sight too (as DegradedArray is): a failed cache
+        // device stays failed until the server is restarted without it.
+        let cache_failed = |s: &Snapshot| s.cache.as_ref().is_some_and(|c| c.failed);
+        if cache_failed(&now) && !prev.as_ref().is_some_and(cache_failed) {
+            let dev = now.cache.as_ref().map(|c| c.device.as_str());
+            out.push(ev("CacheDeviceFailed", dev));
         }
         self.last = Some(now);
         out
@@ -272,6 +281,7 @@ mod tests {
                 dirty_blocks: dirty,
                 cache_blocks: 1000,
                 dirty_target_pct: 10,
+                failed: false,
             }),
             ..snap(&OK, None)
         };
@@ -288,6 +298,32 @@ mod tests {
         assert_eq!(
             names(&t.poll(Some(with(200)), 20)),
             ["CacheDirtyAboveTarget ssd"]
+        );
+    }
+
+    #[test]
+    fn a_failed_cache_device_is_said_once_and_at_first_sight() {
+        let with = |failed| Snapshot {
+            cache: Some(CacheSnapshot {
+                device: "ssd".into(),
+                dirty_blocks: 0,
+                cache_blocks: 1000,
+                dirty_target_pct: 10,
+                failed,
+            }),
+            ..snap(&OK, None)
+        };
+        let mut t = Tracked::default();
+        assert!(t.poll(Some(with(false)), 20).is_empty());
+        assert_eq!(
+            names(&t.poll(Some(with(true)), 20)),
+            ["CacheDeviceFailed ssd"]
+        );
+        assert!(t.poll(Some(with(true)), 20).is_empty(), "said once");
+        let mut first = Tracked::default();
+        assert_eq!(
+            names(&first.poll(Some(with(true)), 20)),
+            ["CacheDeviceFailed ssd"]
         );
     }
 }

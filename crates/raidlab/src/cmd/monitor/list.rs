@@ -27,6 +27,11 @@ pub struct ServedExport {
     pub members: Vec<String>,
     /// The cache device in front of the export, absolute.
     pub cache: Option<String>,
+    /// The cache device failed (I/O errors): requests pass it by (see
+    /// `raidlab_cache::volume`). False without a cache, and from servers
+    /// older than the field.
+    #[serde(default)]
+    pub cache_failed: bool,
 }
 
 fn absolute(p: &str) -> String {
@@ -40,18 +45,21 @@ fn absolute(p: &str) -> String {
 pub fn answer(arrays: &[Managed], caches: &[ManagedCache]) -> Result<(String, u8)> {
     let mut exports: Vec<ServedExport> = arrays
         .iter()
-        .map(|m| ServedExport {
-            name: m.export.clone(),
-            members: m.live.with_assembly(|asm| {
-                asm.members
-                    .iter()
-                    .map(|d| absolute(&d.device.path))
-                    .collect()
-            }),
-            cache: caches
+        .map(|m| {
+            let cache = caches
                 .iter()
-                .find(|c| matches!(&c.origin, ServedOrigin::Array(l) if Arc::ptr_eq(l, &m.live)))
-                .map(|c| c.device.clone()),
+                .find(|c| matches!(&c.origin, ServedOrigin::Array(l) if Arc::ptr_eq(l, &m.live)));
+            ServedExport {
+                name: m.export.clone(),
+                members: m.live.with_assembly(|asm| {
+                    asm.members
+                        .iter()
+                        .map(|d| absolute(&d.device.path))
+                        .collect()
+                }),
+                cache: cache.map(|c| c.device.clone()),
+                cache_failed: cache.is_some_and(|c| c.cached.is_failed()),
+            }
         })
         .collect();
     exports.extend(
@@ -62,6 +70,7 @@ pub fn answer(arrays: &[Managed], caches: &[ManagedCache]) -> Result<(String, u8
                 name: c.export.clone(),
                 members: vec![],
                 cache: Some(c.device.clone()),
+                cache_failed: c.cached.is_failed(),
             }),
     );
     let served = Served {

@@ -187,7 +187,7 @@ pub fn from_detail(v: &Value, cwd: &Path) -> Result<Snapshot> {
 }
 
 /// A cache's figures from `cache detail --json`; a detached cache holds
-/// nothing and has no target to exceed.
+/// nothing and has no target to exceed. A failed one is `state: failed`.
 fn cache_from_detail(c: &Value, device: &str) -> Option<CacheSnapshot> {
     if c["state"].as_str() == Some("detached") {
         return None;
@@ -197,5 +197,6 @@ fn cache_from_detail(c: &Value, device: &str) -> Option<CacheSnapshot> {
         dirty_blocks: c["dirty_blocks"].as_u64()?,
         cache_blocks: c["cache_blocks"].as_u64()?,
         dirty_target_pct: c["dirty_target_pct"].as_u64()?.min(100) as u8,
+        failed: c["state"].as_str() == Some("failed"),
     })
 }
