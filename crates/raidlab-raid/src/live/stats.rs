@@ -21,7 +21,7 @@
 //! them.
 
 use crate::assemble::{Assembly, Device, MemberState};
-use raidlab_core::{Mapped, Result, StoredSink, Volume};
+use raidlab_core::{Result, StoredSink, Volume};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, Weak};
@@ -230,15 +230,11 @@ impl CountedVolume {
     }
 }
 
-impl Volume for CountedVolume {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn size(&self) -> u64 {
-        self.inner.size()
-    }
-    fn block_size(&self) -> u32 {
-        self.inner.block_size()
+// Sizes, views and discard_zeroes pass through (Layer's defaults); a mapped
+// view's reads are not counted, as a reader of one makes no requests.
+impl raidlab_core::Layer for CountedVolume {
+    fn below(&self) -> &dyn Volume {
+        &*self.inner
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let t = Instant::now();
@@ -264,18 +260,6 @@ impl Volume for CountedVolume {
         self.io
             .other(&self.io.zeroes, Some((&self.io.zeroed_bytes, len)), r)
     }
-    fn preferred_io_size(&self) -> Option<u64> {
-        self.inner.preferred_io_size()
-    }
-    fn optimal_io_size(&self) -> Option<u64> {
-        self.inner.optimal_io_size()
-    }
-    fn is_writable(&self) -> bool {
-        self.inner.is_writable()
-    }
-    fn mapped(&self) -> Option<Mapped> {
-        self.inner.mapped()
-    }
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
         let t = Instant::now();
         match self.inner.read_stored(offset, len, sink) {
@@ -288,9 +272,6 @@ impl Volume for CountedVolume {
         let r = self.inner.discard(offset, len);
         self.io
             .other(&self.io.discards, Some((&self.io.discarded_bytes, len)), r)
-    }
-    fn discard_zeroes(&self) -> bool {
-        self.inner.discard_zeroes()
     }
 }
 
@@ -401,6 +382,22 @@ impl MemberIoRegistry {
 mod tests {
     use super::*;
     use raidlab_core::{Error, ErrorKind, Op};
+
+    #[test]
+    fn counting_passes_trim_zeroes_fua_and_flush_through_and_counts_them() {
+        use raidlab_core::layer::probe::{lost_in, Probe};
+        let probe = Arc::new(Probe::new(1 << 20));
+        let io = Arc::new(IoCounters::default());
+        let v = CountedVolume::new(probe.clone(), io.clone());
+        let lost = lost_in(&v, &probe);
+        assert!(lost.is_empty(), "{lost:#?}");
+        let s = io.snapshot();
+        assert_eq!(
+            (s.writes, s.flushes, s.zeroes, s.discards),
+            (1, 1, 1, 1),
+            "{s:?}"
+        );
+    }
 
     /// Memory that fails every call past a given offset.
     #[derive(Debug)]
