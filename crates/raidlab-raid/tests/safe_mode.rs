@@ -171,3 +171,41 @@ fn a_repair_keeps_the_array_dirty_while_it_runs() {
     s.wait(SAFE_MODE_DELAY);
     assert_eq!(s.live.write_mark(), Some(WriteMark::Clean));
 }
+
+/// What the gate costs a write, in process: the same 4K random writes to a
+/// RAID 5 in memory straight to the array and through [`LiveArray::volume`],
+/// alternated. Not a check (timings on a shared VM swing by tens of
+/// percent): run it when the served write path looks slower, e.g.
+/// `cargo test --release -p raidlab-raid --test safe_mode gate_cost -- --ignored --nocapture`,
+/// or under `valgrind --tool=callgrind` with `N=20000 ROUNDS=1` for
+/// instruction counts that do not swing (docs/benchmarks.md).
+#[test]
+#[ignore = "a measurement, not a check"]
+fn gate_cost() {
+    let env = |k: &str, d: u64| {
+        std::env::var(k)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(d)
+    };
+    let (n, rounds) = (env("N", 200_000), env("ROUNDS", 3));
+    let s = serve(Level::Raid5, false, true);
+    let direct: Arc<dyn Volume> = s.live.array().clone();
+    let gated = s.live.volume();
+    let buf = vec![7u8; 4096];
+    let blocks = direct.size() / 4096;
+    for round in 0..rounds {
+        for (name, v) in [("direct", &direct), ("gated", &gated)] {
+            let mut x = 12345u64;
+            let t = std::time::Instant::now();
+            for _ in 0..n {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                v.write_at(&buf, (x >> 20) % blocks * 4096).unwrap();
+            }
+            let ns = t.elapsed().as_nanos() as f64 / n as f64;
+            eprintln!("round {round} {name}: {ns:.0} ns per 4K write");
+        }
+    }
+}
