@@ -13,7 +13,7 @@
 
 use super::{lock, LiveArray};
 use crate::assemble::Assembly;
-use raidlab_core::{Mapped, Result, StoredSink, Volume};
+use raidlab_core::{Result, Volume};
 use serde::Serialize;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -202,24 +202,14 @@ impl Gated {
     }
 }
 
-impl Volume for Gated {
-    fn name(&self) -> String {
-        self.0.array.name()
-    }
-    fn size(&self) -> u64 {
-        self.0.array.size()
-    }
-    fn block_size(&self) -> u32 {
-        self.0.array.block_size()
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.0.array.read_at(buf, offset)
+// Reads, flushes, sizes and views go straight to the array (Layer's
+// defaults); the four calls that change data pass the gate.
+impl raidlab_core::Layer for Gated {
+    fn below(&self) -> &dyn Volume {
+        self.0.array.as_ref()
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write(|v| v.write_at(buf, offset))
-    }
-    fn flush(&self) -> Result<()> {
-        self.0.array.flush()
     }
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write(|v| v.write_at_fua(buf, offset))
@@ -227,26 +217,8 @@ impl Volume for Gated {
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
         self.write(|v| v.write_zeroes(offset, len))
     }
-    fn preferred_io_size(&self) -> Option<u64> {
-        self.0.array.preferred_io_size()
-    }
-    fn optimal_io_size(&self) -> Option<u64> {
-        self.0.array.optimal_io_size()
-    }
-    fn is_writable(&self) -> bool {
-        self.0.array.is_writable()
-    }
-    fn mapped(&self) -> Option<Mapped> {
-        self.0.array.mapped()
-    }
-    fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
-        self.0.array.read_stored(offset, len, sink)
-    }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         self.write(|v| v.discard(offset, len))
-    }
-    fn discard_zeroes(&self) -> bool {
-        self.0.array.discard_zeroes()
     }
 }
 
