@@ -59,11 +59,26 @@ pub trait Layer: Send + Sync {
     fn is_writable(&self) -> bool {
         self.below().is_writable()
     }
+    /// Whether a reader may be handed the bytes below without a request (a
+    /// mapped view, stored ranges to splice). A wrapper that must see every
+    /// read (a recorder, a fault injector, a throttle) says no, and then
+    /// [`Layer::mapped`] and [`Layer::read_stored`] decline.
+    fn passes_views(&self) -> bool {
+        true
+    }
     fn mapped(&self) -> Option<Mapped> {
-        self.below().mapped()
+        if self.passes_views() {
+            self.below().mapped()
+        } else {
+            None
+        }
     }
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
-        self.below().read_stored(offset, len, sink)
+        if self.passes_views() {
+            self.below().read_stored(offset, len, sink)
+        } else {
+            Ok(false)
+        }
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         self.below().discard(offset, len)

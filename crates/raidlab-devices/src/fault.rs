@@ -406,6 +406,35 @@ impl<V: Volume> FaultVolume<V> {
         }
     }
 
+    /// A discard or write-zeroes: counted and faulted as `op`, then done
+    /// below by `f`. With a volatile cache, the cache is drained first:
+    /// modelling forgotten or zeroed bytes inside it would depend on what the
+    /// inner volume returns for them, and an older cached write must not land
+    /// over the range later; draining keeps ordering exact at the price of
+    /// making earlier writes durable early (never less safe).
+    fn drained(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        f: impl FnOnce(&V) -> Result<()>,
+    ) -> Result<()> {
+        check_range_with(|| self.inner.name(), op, self.inner.size(), offset, len)?;
+        let mut st = self.lock();
+        if op == Op::Discard {
+            st.stats.discards = st.stats.discards.saturating_add(1);
+        } else {
+            st.stats.writes = st.stats.writes.saturating_add(1);
+        }
+        self.check_faults(&mut st, op, Some((offset, len)))?;
+        if self.volatile_cache {
+            self.drain(&mut st)?;
+        } else {
+            drop(st);
+        }
+        f(&self.inner)
+    }
+
     /// Refuse the request if a fault covers it, counting the refusal.
     fn check_faults(&self, st: &mut State, op: Op, range: Option<(u64, u64)>) -> Result<()> {
         match refusal(st, op, range) {
@@ -479,17 +508,9 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
     }
 
     // The bytes themselves, handed to a reader, would bypass every fault and
-    // the volatile cache: hidden, so reads come through `read_at`.
-    fn mapped(&self) -> Option<raidlab_core::Mapped> {
-        None
-    }
-    fn read_stored(
-        &self,
-        _offset: u64,
-        _len: u64,
-        _sink: &mut raidlab_core::StoredSink<'_>,
-    ) -> Result<bool> {
-        Ok(false)
+    // the volatile cache: reads must come through `read_at`.
+    fn passes_views(&self) -> bool {
+        false
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
@@ -591,26 +612,7 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
-        check_range_with(
-            || self.inner.name(),
-            Op::Discard,
-            self.inner.size(),
-            offset,
-            len,
-        )?;
-        let mut st = self.lock();
-        st.stats.discards = st.stats.discards.saturating_add(1);
-        self.check_faults(&mut st, Op::Discard, Some((offset, len)))?;
-        if self.volatile_cache {
-            // Modelling "forgotten" bytes inside the cache would depend on what the
-            // inner volume returns for them; draining first keeps ordering exact at
-            // the price of making earlier writes durable early (never less safe).
-            self.drain(&mut st)?;
-            self.inner.discard(offset, len)
-        } else {
-            drop(st);
-            self.inner.discard(offset, len)
-        }
+        self.drained(Op::Discard, offset, len, |v| v.discard(offset, len))
     }
     fn discard_zeroes(&self) -> bool {
         // Reads of a discarded range go to the inner volume (the cache is
@@ -618,27 +620,10 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
         self.inner.discard_zeroes()
     }
 
-    /// A write as far as faults go; passed below as write-zeroes, after the
-    /// volatile cache is drained as for a discard (older cached writes must
-    /// not land over the zeros later).
+    /// A write as far as faults go; passed below as write-zeroes after the
+    /// volatile cache is drained, as for a discard.
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
-        check_range_with(
-            || self.inner.name(),
-            Op::Write,
-            self.inner.size(),
-            offset,
-            len,
-        )?;
-        let mut st = self.lock();
-        st.stats.writes = st.stats.writes.saturating_add(1);
-        self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
-        if self.volatile_cache {
-            self.drain(&mut st)?;
-            self.inner.write_zeroes(offset, len)
-        } else {
-            drop(st);
-            self.inner.write_zeroes(offset, len)
-        }
+        self.drained(Op::Write, offset, len, |v| v.write_zeroes(offset, len))
     }
 }
 

@@ -122,16 +122,8 @@ impl raidlab_core::Layer for Recorded {
     }
     // A reader handed the bytes themselves (a rebuild reading a mapped view,
     // a server splicing stored ranges) would read without a request reaching
-    // the list: hidden, so every read is written down.
-    fn mapped(&self) -> Option<raidlab_core::Mapped> {
-        None
-    }
-    fn read_stored(
-        &self,
-        _offset: u64,
-        _len: u64,
-        _sink: &mut raidlab_core::StoredSink<'_>,
-    ) -> Result<bool> {
-        Ok(false)
+    // the list: every read must be written down.
+    fn passes_views(&self) -> bool {
+        false
     }
 }

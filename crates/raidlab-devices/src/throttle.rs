@@ -253,16 +253,8 @@ impl<V: Volume, C: Clock> raidlab_core::Layer for ThrottleVolume<V, C> {
         self.inner.write_zeroes(offset, len)
     }
     // Bytes handed over without a request would not be paced.
-    fn mapped(&self) -> Option<raidlab_core::Mapped> {
-        None
-    }
-    fn read_stored(
-        &self,
-        _offset: u64,
-        _len: u64,
-        _sink: &mut raidlab_core::StoredSink<'_>,
-    ) -> Result<bool> {
-        Ok(false)
+    fn passes_views(&self) -> bool {
+        false
     }
 }
 
