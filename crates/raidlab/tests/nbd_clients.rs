@@ -1091,3 +1091,34 @@ fn live_failure_and_rebuild_under_fio_verify() {
         check_clean(&all);
     }
 }
+
+/// An NBD port in use stops `serve` before any array is started: nothing on
+/// the members changes (it used to start every array, mark it dirty, fail
+/// to listen, and stop it again, moving the superblocks' event counts).
+#[test]
+fn an_nbd_port_in_use_stops_serve_before_anything_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = create(dir.path(), "5", &["m0", "m1", "m2"], "8M");
+    let before: Vec<Vec<u8>> = members.iter().map(|m| std::fs::read(m).unwrap()).collect();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = Command::new(bin())
+        .args(["serve", "--tcp", "--port", &port])
+        .args(&members)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "serve on a port in use succeeded: {err}"
+    );
+    assert!(err.contains("cannot listen on 127.0.0.1:"), "{err}");
+    for (m, b) in members.iter().zip(&before) {
+        assert!(
+            std::fs::read(m).unwrap() == *b,
+            "{} changed although serve could not listen: {err}",
+            m.display()
+        );
+    }
+}

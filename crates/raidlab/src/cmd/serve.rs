@@ -203,16 +203,29 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         bail!("--http shows arrays and caches, and this server serves neither (only plain files): nothing was started");
     }
     let http = http.map(crate::cmd::http::bind).transpose()?;
+    // The NBD listeners too: a port in use or a bad certificate must stop
+    // here, not after every array was started (marked dirty) and stopped.
+    // Clients that connect while the arrays start wait in the backlog.
+    let tls = tls(&a, &config)?;
+    let listeners = bind(&a, &config, tls.as_ref().is_some_and(|t| t.require))?;
 
     let mut served = Vec::new();
     let mut exports = Vec::new();
-    for e in &config.export {
+    let opened = config.export.iter().try_for_each(|e| {
         if exports.iter().any(|x: &Export| x.name == e.name) {
             bail!("export name {:?} is given twice: names must differ", e.name);
         }
         let (s, x) = open_export(e)?;
         served.push(s);
         exports.push(x);
+        Ok(())
+    });
+    if let Err(e) = opened {
+        // Nobody will listen on the socket files made above.
+        for p in &listeners.1 {
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(e);
     }
     let limits = Limits {
         max_connections: config.max_connections.unwrap_or(a.max_connections),
@@ -220,8 +233,6 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         workers: a.workers,
         ..Limits::default()
     };
-    let tls = tls(&a, &config)?;
-    let listeners = bind(&a, &config, tls.as_ref().is_some_and(|t| t.require))?;
     for x in &exports {
         eprintln!(
             "raidlab: export {:?}: {} ({}{})",
