@@ -275,7 +275,7 @@ pub fn state_name(sb: &Superblock) -> &'static str {
     }
 }
 
-/// What a failed cache does now, in words (see `raidlab_cache::volume`).
+/// What a failed cache does now, in words (see `raidlab_cache::failure`).
 fn failed_words(sb: &Superblock, dirty: u64) -> String {
     if dirty == 0 {
         "failed: the cache device returned I/O errors and is no longer used; every request \
@@ -720,7 +720,7 @@ pub fn render_stats(
             "  {} read error(s) of the cache device, each served from the origin or failed \
              (the device is failed at {}; a write or flush error fails it at once)",
             s.io_errors,
-            raidlab_cache::volume::IO_ERROR_LIMIT
+            raidlab_cache::failure::IO_ERROR_LIMIT
         );
     }
     textln!(
