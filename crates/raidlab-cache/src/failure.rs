@@ -5,14 +5,14 @@
 //! This module decides when the cache device is failed and what is served
 //! from where once it is; where a request goes while the device works is
 //! [`crate::volume`]'s decision, and the order of metadata against data is
-//! [`crate::commit`]'s. It must never write to a failed cache device (but the
-//! one best-effort superblock saying so), never retry a write the device
-//! refused, and never answer a dirty block with the origin's older copy.
+//! `commit`'s. It must never write to a failed cache device (but the one
+//! best-effort superblock saying so), never retry a write the device refused,
+//! and never answer a dirty block with the origin's older copy.
 //!
 //! A cache device that returns I/O errors is failed the way bcache's
 //! `io_error_limit` and dm-writecache's error state fail theirs:
 //! - every error of the cache device (not of the origin) is counted
-//!   ([`Stats::io_errors`](crate::stats::Stats::io_errors));
+//!   (`Stats::io_errors`);
 //! - a failed **write or flush** of the cache device fails it at once: what
 //!   the device holds after a refused write is unknown, and a write is never
 //!   retried on a device that refused it (after a failed write or fsync Linux
@@ -25,8 +25,7 @@
 //!   holds its only up-to-date copy.
 //!
 //! A failed cache device is never written again, except one best-effort
-//! superblock write saying so
-//! ([`Superblock::failed`](crate::format::Superblock::failed)), so the cache is not
+//! superblock write saying so (`Superblock::failed`), so the cache is not
 //! opened again with contents older than the origin. From then on:
 //! - a block with no dirty copy (every block, in write-through and
 //!   write-around, or in write-back with nothing dirty) is read from and
@@ -45,10 +44,10 @@
 //! way, so a write-through cache whose device dies under a request still
 //! answers it from the origin.
 //!
-//! The request paths ([`crate::volume`], [`crate::zeroes`], [`crate::commit`],
-//! [`crate::clean`]) ask this module: every I/O of the cache device goes
-//! through `on_cache`, and a failed cache's reads, writes and flushes are
-//! `read_failed`, `write_failed` and `flush_failed` here.
+//! The request paths (`volume`, `zeroes`, `commit`, `clean`) ask this
+//! module: every I/O of the cache device goes through `on_cache`, and a
+//! failed cache's reads, writes and flushes are `read_failed`,
+//! `write_failed` and `flush_failed` here.
 
 use crate::volume::{lock, CachedVolume, State};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
