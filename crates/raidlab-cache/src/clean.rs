@@ -243,8 +243,8 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             return Ok(0);
         }
         if st.failed {
-            // A failed device's dirty data is not written back (`volume`'s
-            // module doc); background cleaning has nothing to do.
+            // A failed device's dirty data is not written back
+            // ([`crate::failure`]); background cleaning has nothing to do.
             return match over_target_only {
                 true => Ok(0),
                 false => Err(self.failed_error(st, Op::Write)),

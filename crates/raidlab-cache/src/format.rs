@@ -121,10 +121,9 @@ pub struct Superblock {
     /// cache is never opened; attach empties the table and clears this.
     pub detached: bool,
     /// Set when the cache device failed while in use (I/O errors past the
-    /// limit, or a write that cannot be retried; see [`crate::volume`]'s
-    /// "Cache device failure"), if the failing device still took this
-    /// write. Such a cache is never opened again: what it holds may be
-    /// older than the origin.
+    /// limit, or a write that cannot be retried; see [`crate::failure`]),
+    /// if the failing device still took this write. Such a cache is never
+    /// opened again: what it holds may be older than the origin.
     pub failed: bool,
     /// Percentage of cache blocks that may be dirty before cleaning starts.
     pub dirty_target_pct: u8,

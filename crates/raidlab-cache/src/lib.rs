@@ -8,6 +8,8 @@
 //!   origin: where each request goes in each mode.
 //! - [`commit`]: the commit protocol that makes it crash-safe (create, open,
 //!   stop, detach, and the order of metadata against data).
+//! - [`failure`]: the cache device's failed state: which errors fail it, and
+//!   what a failed cache serves from where.
 //! - [`clean`]: writing dirty blocks back, in order, at a set pace.
 //! - [`stats`]: the counters.
 //! - [`driver`]: an optional thread that ticks the cleaner in real time.
@@ -23,6 +25,7 @@
 pub mod clean;
 pub mod commit;
 pub mod driver;
+pub mod failure;
 pub mod format;
 pub mod identity;
 pub mod policy;

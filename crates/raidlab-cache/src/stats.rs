@@ -56,7 +56,7 @@ pub struct Stats {
     pub block_size: u32,
     /// Errors of the cache device since the cache was opened (not saved).
     pub io_errors: u64,
-    /// The cache device failed (see [`crate::volume`]'s module doc).
+    /// The cache device failed (see [`crate::failure`]).
     pub failed: bool,
 }
 

@@ -36,7 +36,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
             return Ok(());
         }
         if st.failed {
-            // Module doc of `volume`: to the origin unless a dirty block is touched.
+            // [`crate::failure`]: to the origin unless a dirty block is touched.
             self.refuse_dirty_change(st, offset, len)?;
             self.origin.write_zeroes(offset, len)?;
             st.origin_unflushed = true;

@@ -1,10 +1,10 @@
 //! A cache device that fails: errors counted, the device failed at a write
 //! error or at the read-error limit, pass-through in write-through, and in
 //! write-back never the origin's stale copy of a dirty block (the rules of
-//! `raidlab_cache::volume`'s module doc, "Cache device failure").
+//! `raidlab_cache::failure`'s module doc).
 
+use raidlab_cache::failure::IO_ERROR_LIMIT;
 use raidlab_cache::format::DATA_ALIGN;
-use raidlab_cache::volume::IO_ERROR_LIMIT;
 use raidlab_cache::{create, examine, CachedVolume, Config, Mode, OriginId};
 use raidlab_core::Volume;
 use raidlab_devices::{Clock, FaultVolume, MemVolume};

@@ -1,12 +1,14 @@
 //! The cache verbs on a cache that `raidlab serve` is serving: the command side
 //! (send the request to the server's control socket, show progress, print the
 //! answer) and the server side (carry it out on the running cache). Same verbs,
-//! flags and output as offline (`cmd/cache.rs`); the figures are the running
+//! flags and output as offline (`cmd/cache/`); the figures are the running
 //! cache's. As for arrays (`cmd/live.rs`), every cache decision stays in
 //! `raidlab-cache`; this module only routes and words.
 
 use crate::cli::{CacheDetailArgs, CacheOrigin, CacheOriginArgs, CacheSetArgs, CacheStatsArgs};
-use crate::cmd::cache::{mode_from_cli, mode_from_name, mode_name, render_detail, render_stats};
+use crate::cmd::cache::render::{
+    mode_from_cli, mode_from_name, mode_name, render_detail, render_stats,
+};
 use crate::cmd::live::show;
 use crate::control::{self, CacheOriginNamed, Command, Reply, Request};
 use anyhow::{anyhow, bail, Result};

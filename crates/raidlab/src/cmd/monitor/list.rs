@@ -28,7 +28,7 @@ pub struct ServedExport {
     /// The cache device in front of the export, absolute.
     pub cache: Option<String>,
     /// The cache device failed (I/O errors): requests pass it by (see
-    /// `raidlab_cache::volume`). False without a cache, and from servers
+    /// `raidlab_cache::failure`). False without a cache, and from servers
     /// older than the field.
     #[serde(default)]
     pub cache_failed: bool,
