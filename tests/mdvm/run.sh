@@ -62,14 +62,19 @@ start_qemu() { # accel
     : >"$CONSOLE"
     if [ "$accel" = kvm ]; then cpu=host; else cpu=max; fi
     local extra=() d
-    for d in ${MDVM_DRIVES:-}; do extra+=(-drive "file=$d,format=raw,if=virtio,cache=none,aio=threads"); done
+    # werror/rerror=report: a host disk that fills up (the data image is
+    # sparse) must reach the guest as an I/O error that fails a line, not
+    # pause the whole VM silently until the time limit (qemu's default for
+    # ENOSPC is to stop the VM).
+    local err=werror=report,rerror=report
+    for d in ${MDVM_DRIVES:-}; do extra+=(-drive "file=$d,format=raw,if=virtio,cache=none,aio=threads,$err"); done
     qemu-system-x86_64 -machine q35,accel="$accel" -cpu "$cpu" -smp 2 -m "${MDVM_MEM:-1536}" \
         -nographic -no-reboot -nodefaults -serial "file:$CONSOLE" -monitor none \
         -kernel "$GDIR/vmlinuz" -initrd "$GDIR/initrd.img" \
         -append "console=ttyS0 panic=-1 quiet loglevel=3 raid=noautodetect" \
-        -drive "file=$CTL,format=raw,if=virtio,cache=unsafe" \
-        -drive "file=$RES,format=raw,if=virtio,cache=unsafe" \
-        -drive "file=$DATA,format=raw,if=virtio,cache=unsafe" \
+        -drive "file=$CTL,format=raw,if=virtio,cache=unsafe,$err" \
+        -drive "file=$RES,format=raw,if=virtio,cache=unsafe,$err" \
+        -drive "file=$DATA,format=raw,if=virtio,cache=unsafe,$err" \
         "${extra[@]}" </dev/null >"$OUT/qemu.$accel.out" 2>&1 &
     QPID=$!
 }
