@@ -292,13 +292,7 @@ impl<V: Volume> FaultVolume<V> {
     /// Invert `len` bytes at `offset` on the inner volume itself, bypassing faults and
     /// the volatile cache (cached bytes still shadow them until flushed over them).
     pub fn corrupt_stored(&self, offset: u64, len: u64) -> Result<()> {
-        check_range_with(
-            || self.inner.name(),
-            Op::Write,
-            self.inner.size(),
-            offset,
-            len,
-        )?;
+        self.check(Op::Write, offset, len)?;
         // Hold the lock so a concurrent flush cannot interleave with the rewrite.
         let _st = self.lock();
         // Chunked, so corrupting a large span of a real disk needs no large buffer.
@@ -419,7 +413,7 @@ impl<V: Volume> FaultVolume<V> {
         len: u64,
         f: impl FnOnce(&V) -> Result<()>,
     ) -> Result<()> {
-        check_range_with(|| self.inner.name(), op, self.inner.size(), offset, len)?;
+        self.check(op, offset, len)?;
         let mut st = self.lock();
         if op == Op::Discard {
             st.stats.discards = st.stats.discards.saturating_add(1);
@@ -433,6 +427,12 @@ impl<V: Volume> FaultVolume<V> {
             drop(st);
         }
         f(&self.inner)
+    }
+
+    /// Refuse a request outside the volume (the name is made only for the
+    /// error).
+    fn check(&self, op: Op, offset: u64, len: u64) -> Result<()> {
+        check_range_with(|| self.inner.name(), op, self.inner.size(), offset, len)
     }
 
     /// Refuse the request if a fault covers it, counting the refusal.
@@ -515,13 +515,7 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range_with(
-            || self.inner.name(),
-            Op::Read,
-            self.inner.size(),
-            offset,
-            len,
-        )?;
+        self.check(Op::Read, offset, len)?;
         let mut st = self.lock();
         st.stats.reads = st.stats.reads.saturating_add(1);
         self.check_faults(&mut st, Op::Read, Some((offset, len)))?;
@@ -549,13 +543,7 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range_with(
-            || self.inner.name(),
-            Op::Write,
-            self.inner.size(),
-            offset,
-            len,
-        )?;
+        self.check(Op::Write, offset, len)?;
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
@@ -590,13 +578,7 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
     /// write and a flush of everything.
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
         let len = buf.len() as u64;
-        check_range_with(
-            || self.inner.name(),
-            Op::Write,
-            self.inner.size(),
-            offset,
-            len,
-        )?;
+        self.check(Op::Write, offset, len)?;
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
