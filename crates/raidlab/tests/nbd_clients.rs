@@ -1122,3 +1122,47 @@ fn an_nbd_port_in_use_stops_serve_before_anything_is_written() {
         );
     }
 }
+
+/// SIGTERM sent the moment the socket appears (as a test harness, a client
+/// or systemd may) is a clean stop: serve exits 0 and the array is clean.
+/// The socket is bound before the arrays start; the handler used to be
+/// installed after them, so such a signal killed serve with the array dirty.
+#[test]
+fn sigterm_as_soon_as_the_socket_appears_is_a_clean_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = create(dir.path(), "5", &["m0", "m1", "m2", "m3"], "16M");
+    for round in 0..3 {
+        let sock = dir.path().join(format!("s{round}.sock"));
+        let mut child = Command::new(bin())
+            .arg("serve")
+            .arg("--socket")
+            .arg(&sock)
+            .args(&members)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start raidlab serve");
+        let t = Instant::now();
+        while !sock.exists() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "serve exited before binding its socket"
+            );
+            assert!(t.elapsed() < Duration::from_secs(60), "no socket in 60 s");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // SAFETY: kill has no memory-safety preconditions; the pid is our
+        // child, not yet reaped, so it cannot name another process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let st = child.wait().unwrap();
+        assert!(
+            st.success(),
+            "round {round}: serve exited {st} on an early SIGTERM:\n{err}"
+        );
+        check_clean(&members);
+    }
+}

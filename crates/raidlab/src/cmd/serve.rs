@@ -184,6 +184,18 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     if config.export.is_empty() {
         bail!("the configuration lists no [[export]]: nothing to serve");
     }
+    // SIGINT and SIGTERM (the `termination` feature) ask for a clean stop; a
+    // second one exits at once, leaving arrays dirty for a resync at next start.
+    // Installed before any socket is bound: a client (or systemd) that sees the
+    // socket may signal at once, and the default action would kill serve with
+    // its arrays marked dirty. A stop asked for while arrays start is honoured
+    // as soon as they have started.
+    ctrlc::set_handler(|| {
+        if STOP.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+    })
+    .context("cannot install the SIGINT/SIGTERM handler")?;
     // Before any array is opened: a bad address or a port in use stops here
     // with nothing written.
     let metrics = crate::metrics::bind(
@@ -242,15 +254,6 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
             if x.writable() { "" } else { ", read-only" }
         );
     }
-
-    // SIGINT and SIGTERM (the `termination` feature) ask for a clean stop; a
-    // second one exits at once, leaving arrays dirty for a resync at next start.
-    ctrlc::set_handler(|| {
-        if STOP.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-    })
-    .context("cannot install the SIGINT/SIGTERM handler")?;
 
     // Every line logged is also kept for the status page's recent events.
     let events = Arc::new(crate::cmd::http::Events::default());
