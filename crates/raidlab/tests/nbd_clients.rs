@@ -1166,3 +1166,74 @@ fn sigterm_as_soon_as_the_socket_appears_is_a_clean_stop() {
         check_clean(&members);
     }
 }
+
+/// A mistake in a later export stops `serve` before any export is started:
+/// the first export's members are unchanged byte for byte (it used to be
+/// started, marked dirty, and dropped, owing a resync at its next start).
+#[test]
+fn a_bad_second_export_stops_serve_before_the_first_is_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let members = create(dir.path(), "5", &["m0", "m1", "m2"], "8M");
+    let other = create(dir.path(), "1", &["o0", "o1"], "8M");
+    let before: Vec<Vec<u8>> = members.iter().map(|m| std::fs::read(m).unwrap()).collect();
+    let list = |ms: &[PathBuf]| {
+        ms.iter()
+            .map(|m| format!("{:?}", m.display().to_string()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let cases = [
+        (
+            format!(
+                "members = [{}, \"{}/gone.img\"]",
+                list(&other[..1]),
+                dir.path().display()
+            ),
+            "gone.img",
+        ),
+        (
+            format!("members = [{}]", list(&members[..1])),
+            "used by export",
+        ),
+        (
+            format!(
+                "file = {:?}",
+                dir.path().join("nope.img").display().to_string()
+            ),
+            "nope.img",
+        ),
+    ];
+    for (second, says) in cases {
+        let config = dir.path().join("serve.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[[export]]\nname = \"a\"\nmembers = [{}]\n\n[[export]]\nname = \"b\"\n{second}\n",
+                list(&members)
+            ),
+        )
+        .unwrap();
+        let out = Command::new(bin())
+            .args(["serve", "--socket"])
+            .arg(dir.path().join("s.sock"))
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "serve with a bad export succeeded: {err}"
+        );
+        for (m, b) in members.iter().zip(&before) {
+            assert!(
+                std::fs::read(m).unwrap() == *b,
+                "{} changed although serve refused export b ({second}): {err}",
+                m.display()
+            );
+        }
+        assert!(err.contains(says), "{second}: {err}");
+        assert!(err.contains("nothing was started"), "{second}: {err}");
+    }
+}

@@ -36,7 +36,7 @@ use raidlab_raid::live::LiveArray;
 use serde::Deserialize;
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -221,22 +221,27 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     let tls = tls(&a, &config)?;
     let listeners = bind(&a, &config, tls.as_ref().is_some_and(|t| t.require))?;
 
+    // Every export is checked before any is started: starting an array
+    // writes its superblocks, so a mistake in the third export must not leave
+    // the first two started and dropped (marked dirty, resynced at next start).
     let mut served = Vec::new();
     let mut exports = Vec::new();
-    let opened = config.export.iter().try_for_each(|e| {
-        if exports.iter().any(|x: &Export| x.name == e.name) {
-            bail!("export name {:?} is given twice: names must differ", e.name);
-        }
-        let (s, x) = open_export(e)?;
-        served.push(s);
-        exports.push(x);
-        Ok(())
+    let opened = check_exports(&config.export).and_then(|()| {
+        config.export.iter().try_for_each(|e| {
+            let (s, x) = open_export(e)?;
+            served.push(s);
+            exports.push(x);
+            Ok(())
+        })
     });
     if let Err(e) = opened {
         // Nobody will listen on the socket files made above.
         for p in &listeners.1 {
             let _ = std::fs::remove_file(p);
         }
+        // What could not be foreseen (a start refused, a device gone since
+        // the check): the exports already started are stopped cleanly.
+        abandon(served);
         return Err(e);
     }
     let limits = Limits {
@@ -261,14 +266,33 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         let e = events.clone();
         move |m: &str| e.say(m)
     };
-    let control = start_control(&served, &events, http)?;
+    let control = match start_control(&served, &events, http) {
+        Ok(c) => c,
+        Err(e) => {
+            for p in &listeners.1 {
+                let _ = std::fs::remove_file(p);
+            }
+            abandon(served);
+            return Err(e);
+        }
+    };
     let mut server =
         Server::new(exports, limits, Box::new(log.clone())).with_zero_copy(!a.copy_reads);
     if let Some(t) = tls {
         server = server.with_tls(t);
     }
     let metrics = match metrics {
-        Some(m) => Some(m.start(metrics_sources(&served, &server), &METRICS_STOP)?),
+        Some(m) => match m.start(metrics_sources(&served, &server), &METRICS_STOP) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                drop(server);
+                for p in &listeners.1 {
+                    let _ = std::fs::remove_file(p);
+                }
+                abandon(served);
+                return Err(e);
+            }
+        },
         None => None,
     };
     let served_result = raidlab_nbd::listen::run(&server, &listeners.0, &STOP, &log);
@@ -441,25 +465,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
     };
     // Before the origin is started: the cache must exist and not be detached.
     // Its binding to this origin is checked when it is opened over it.
-    let recorded = FileVolume::open(device, OpenMode::ReadOnly)
-        .map_err(anyhow::Error::from)
-        .and_then(|c| Ok(raidlab_cache::examine(&c)?))
-        .with_context(|| {
-            format!(
-                "export {:?}: no usable cache on {} (make one with `raidlab cache create`)",
-                e.name,
-                device.display()
-            )
-        })?;
-    if recorded.detached {
-        bail!(
-            "export {:?}: the cache on {} was detached from {}: `raidlab cache attach` binds it \
-             again, or serve the origin without --cache",
-            e.name,
-            device.display(),
-            recorded.origin_label
-        );
-    }
+    let recorded = check_cache(e, device)?;
     // The origin's identity too, before an array is started (which writes its
     // superblocks): a wrong origin is refused with nothing written.
     let named = match &e.file {
@@ -704,6 +710,99 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             e.name
         ),
     }
+}
+
+/// Stop exports started before serve gave up starting the rest: each is
+/// flushed and marked clean as at a normal stop, so serve's failure costs no
+/// resync.
+fn abandon(served: Vec<Served>) {
+    for s in served {
+        if let Err(e) = stop(s) {
+            eprintln!("raidlab: error: {e:#}");
+        }
+    }
+}
+
+/// What can be known about every export without starting one: names differ,
+/// no member or file is named by two exports, each file, member set and cache
+/// opens read-only and (members) assembles. Nothing is written.
+fn check_exports(exports: &[ExportConfig]) -> Result<()> {
+    let mut names = std::collections::HashSet::new();
+    let mut used: Vec<(PathBuf, String)> = Vec::new();
+    for e in exports {
+        if !names.insert(e.name.as_str()) {
+            bail!(
+                "export name {:?} is given twice: names must differ; nothing was started",
+                e.name
+            );
+        }
+        let paths = e
+            .members
+            .iter()
+            .filter(|p| !crate::open::is_missing(p))
+            .chain(e.file.iter())
+            .chain(e.cache.iter());
+        for p in paths {
+            // The same file under two names is the same device; a partition
+            // (`IMAGE@N`) is compared as named.
+            let key = std::fs::canonicalize(p).unwrap_or_else(|_| p.clone());
+            if let Some((_, other)) = used.iter().find(|(k, _)| *k == key) {
+                bail!(
+                    "{} is used by export {other:?} and by export {:?}: a device can serve one \
+                     export; nothing was started",
+                    p.display(),
+                    e.name
+                );
+            }
+            used.push((key, e.name.clone()));
+        }
+        match (&e.file, e.members.is_empty()) {
+            (Some(f), true) => {
+                FileVolume::open(f, OpenMode::ReadOnly).with_context(|| {
+                    format!("export {:?}: cannot open {}; nothing was started", e.name, f.display())
+                })?;
+            }
+            (None, false) => {
+                let devices = open_members(&e.members, OpenMode::ReadOnly)
+                    .with_context(|| format!("export {:?}; nothing was started", e.name))?;
+                crate::open::assemble(devices).with_context(|| {
+                    format!("export {:?}: cannot assemble the array; nothing was started", e.name)
+                })?;
+            }
+            _ => bail!(
+                "export {:?}: give either `members` (an array) or `file` (a plain file or device), not both or neither",
+                e.name
+            ),
+        }
+        if let Some(device) = &e.cache {
+            check_cache(e, device)?;
+        }
+    }
+    Ok(())
+}
+
+/// The cache named by an export exists, is a raidlab cache and is attached.
+fn check_cache(e: &ExportConfig, device: &Path) -> Result<raidlab_cache::Superblock> {
+    let recorded = FileVolume::open(device, OpenMode::ReadOnly)
+        .map_err(anyhow::Error::from)
+        .and_then(|c| Ok(raidlab_cache::examine(&c)?))
+        .with_context(|| {
+            format!(
+                "export {:?}: no usable cache on {} (make one with `raidlab cache create`)",
+                e.name,
+                device.display()
+            )
+        })?;
+    if recorded.detached {
+        bail!(
+            "export {:?}: the cache on {} was detached from {}: `raidlab cache attach` binds it \
+             again, or serve the origin without --cache",
+            e.name,
+            device.display(),
+            recorded.origin_label
+        );
+    }
+    Ok(recorded)
 }
 
 /// Flush and, for arrays, record what happened (failed members) and a clean stop.
