@@ -1,4 +1,4 @@
-//! raidlab-cache: an SSD cache tier in front of any volume (issue 18).
+//! raidlab-cache: an SSD cache tier in front of any volume.
 //!
 //! - [`format`]: the cache device's metadata as bytes (superblock copies, the
 //!   mapping table), documented in docs/cache-format.md.

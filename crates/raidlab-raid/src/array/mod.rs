@@ -1,8 +1,12 @@
 //! An array as a volume: the path of one request through its stages, in one
-//! direction: plan (`crate::planner`, pure) -> stripe admission (the stripe
-//! locks, `crate::locks`) -> durability bookkeeping (bitmap intent, PPL,
-//! journal: `durability`) -> execute (`crate::exec`, an `Executor`) -> failure
-//! handling (`failure`). A rebuild running beside requests is `rebuild`.
+//! direction: plan (`crate::planner`, pure) -> intent (the write-intent
+//! bitmap's dirty bits, made durable before any lock is taken: `durability`)
+//! -> stripe admission (the stripe locks, `crate::locks`) -> execute
+//! (`crate::exec`, an `Executor`; a PPL or journal entry is the plan's log
+//! step, written durably before the member writes) -> failure handling
+//! (`failure`). Which log a write goes through is `write_log`; the stripe
+//! cache in front of all this is wired in by `staging`. A rebuild running
+//! beside requests is `rebuild`.
 //! This module holds the array's state (membership snapshots, the pieces a
 //! request is cut into) and calls the stages in order; it decides no stage's
 //! question itself.

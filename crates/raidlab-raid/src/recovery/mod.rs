@@ -7,6 +7,17 @@
 //! for a resync), so an interrupted run resumes where it stopped. The contents of a
 //! lost member always come from the engine's own read path (the planner's degraded
 //! reads) or from the parity engine; nothing here knows a layout rule.
+//!
+//! An offline rebuild of a parity array does not wait for each step's reads:
+//! one reader per source member streams its range ahead (each read a
+//! `Plan::read_one` run by the executor), and each step's own plan, built and
+//! checked as usual, computes from those buffers; the calling thread runs
+//! its write (a mirror's steps overlap the same way). Where every source member is mapped in memory (`Volume::mapped`:
+//! files in tmpfs), a speed decision kept on purpose: the step's plan takes
+//! its reads from the mappings, several workers taking turns at the steps,
+//! and only the write goes through the executor; the streamed reads are the
+//! reference it is tested against. The simulator meets neither (its rebuild
+//! is the live one, `Array::recovery_step`).
 
 mod compare;
 mod report;
