@@ -15,6 +15,9 @@ pub struct Snapshot {
     pub progress: Option<u8>,
     /// A cache in front of the array, if one is served there.
     pub cache: Option<CacheSnapshot>,
+    /// A server answered. When false the array was read from its members,
+    /// where nothing runs: no progress says nothing about how a rebuild ended.
+    pub served: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -135,7 +138,12 @@ impl Tracked {
                 (Some(a), Some(b)) if b / inc > a / inc => {
                     out.push(ev(&format!("Rebuild{:02}", (b / inc) * inc), None))
                 }
-                (Some(_), None) => out.push(ev("RebuildFinished", None)),
+                // A server that stopped mid-rebuild leaves the array to be
+                // read from its members, with no progress: finished only if
+                // it is whole.
+                (Some(_), None) if now.served || !now.degraded => {
+                    out.push(ev("RebuildFinished", None))
+                }
                 _ => {}
             }
         }
@@ -173,6 +181,7 @@ mod tests {
             members,
             progress,
             cache: None,
+            served: true,
         }
     }
 
@@ -219,6 +228,44 @@ mod tests {
         ];
         assert_eq!(
             names(&t.poll(Some(snap(&done, None)), 20)),
+            ["RebuildFinished", "SpareActive s"]
+        );
+    }
+
+    #[test]
+    fn a_server_stopped_mid_rebuild_is_not_a_finished_rebuild() {
+        let rebuilding = [
+            ("a", "faulty"),
+            ("b", "active"),
+            ("c", "active"),
+            ("s", "rebuilding"),
+        ];
+        let mut t = Tracked::default();
+        t.poll(Some(snap(&rebuilding, Some(30))), 20);
+        let offline = |members: &[(&str, &str)]| Snapshot {
+            served: false,
+            ..snap(members, None)
+        };
+        let waiting = [
+            ("a", "faulty"),
+            ("b", "active"),
+            ("c", "active"),
+            ("s", "spare"),
+        ];
+        assert!(t.poll(Some(offline(&waiting)), 20).is_empty());
+        // Served again, the rebuild resumes and then ends while watched.
+        assert_eq!(
+            names(&t.poll(Some(snap(&rebuilding, Some(50))), 20)),
+            ["RebuildStarted"]
+        );
+        let whole = [
+            ("a", "faulty"),
+            ("b", "active"),
+            ("c", "active"),
+            ("s", "active"),
+        ];
+        assert_eq!(
+            names(&t.poll(Some(offline(&whole)), 20)),
             ["RebuildFinished", "SpareActive s"]
         );
     }

@@ -122,6 +122,7 @@ pub fn snapshot(source: &Source) -> Result<Snapshot> {
             let v: Value =
                 serde_json::from_str(&text).context("the server's detail does not parse")?;
             let mut snap = from_detail(&v, Path::new(&server.served.cwd))?;
+            snap.served = true;
             if let Some(dev) = cache {
                 let (text, _) = control::call_cache(
                     &server.socket,
@@ -183,6 +184,7 @@ pub fn from_detail(v: &Value, cwd: &Path) -> Result<Snapshot> {
         members,
         progress,
         cache: None,
+        served: false,
     })
 }
 
