@@ -1235,5 +1235,6 @@ fn a_bad_second_export_stops_serve_before_the_first_is_started() {
         }
         assert!(err.contains(says), "{second}: {err}");
         assert!(err.contains("nothing was started"), "{second}: {err}");
+        assert!(!err.contains("listening on"), "{second}: {err}");
     }
 }

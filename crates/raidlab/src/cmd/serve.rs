@@ -236,7 +236,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     });
     if let Err(e) = opened {
         // Nobody will listen on the socket files made above.
-        for p in &listeners.1 {
+        for p in &listeners.files {
             let _ = std::fs::remove_file(p);
         }
         // What could not be foreseen (a start refused, a device gone since
@@ -269,7 +269,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     let control = match start_control(&served, &events, http) {
         Ok(c) => c,
         Err(e) => {
-            for p in &listeners.1 {
+            for p in &listeners.files {
                 let _ = std::fs::remove_file(p);
             }
             abandon(served);
@@ -286,7 +286,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
             Ok(t) => Some(t),
             Err(e) => {
                 drop(server);
-                for p in &listeners.1 {
+                for p in &listeners.files {
                     let _ = std::fs::remove_file(p);
                 }
                 abandon(served);
@@ -295,7 +295,10 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
         },
         None => None,
     };
-    let served_result = raidlab_nbd::listen::run(&server, &listeners.0, &STOP, &log);
+    for line in &listeners.said {
+        eprintln!("{line}");
+    }
+    let served_result = raidlab_nbd::listen::run(&server, &listeners.listeners, &STOP, &log);
     METRICS_STOP.store(true, Ordering::SeqCst);
     if let Some(t) = metrics {
         let _ = t.join();
@@ -311,7 +314,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
             .collect();
         (path, listeners)
     });
-    for p in &listeners.1 {
+    for p in &listeners.files {
         let _ = std::fs::remove_file(p);
     }
     let mut failed = false;
@@ -894,10 +897,21 @@ fn tls(a: &ServeArgs, c: &Config) -> Result<Option<Tls>> {
     }
 }
 
-/// Bind every listener asked for: (listeners, socket files to remove at the end).
-fn bind(a: &ServeArgs, c: &Config, tls_required: bool) -> Result<(Vec<Listener>, Vec<PathBuf>)> {
+/// Every listener asked for, bound.
+struct Bound {
+    listeners: Vec<Listener>,
+    /// Socket files to remove at the end.
+    files: Vec<PathBuf>,
+    /// Where clients connect, said once the exports have started (a serve
+    /// that fails to start one must not have said it listens).
+    said: Vec<String>,
+}
+
+/// Bind every listener asked for.
+fn bind(a: &ServeArgs, c: &Config, tls_required: bool) -> Result<Bound> {
     let mut out = Vec::new();
     let mut files = Vec::new();
+    let mut said = Vec::new();
     let listen = a.listen.clone().or(c.listen.clone());
     let tcp = a.tcp || c.tcp.unwrap_or(false);
     let port = a.port.or(c.port).unwrap_or(DEFAULT_PORT);
@@ -911,9 +925,12 @@ fn bind(a: &ServeArgs, c: &Config, tls_required: bool) -> Result<(Vec<Listener>,
                 "raidlab: warning: serving on {sa} without required TLS: anyone who can reach this address can read and write the exports, and the data crosses the network in clear (use --tls-cert, --tls-key and --tls-require)"
             );
         }
-        out.push(tcp_listener(sa)?);
+        out.push(tcp_listener(sa, &mut said)?);
     } else if tcp {
-        out.push(tcp_listener(SocketAddr::from(([127, 0, 0, 1], port)))?);
+        out.push(tcp_listener(
+            SocketAddr::from(([127, 0, 0, 1], port)),
+            &mut said,
+        )?);
     }
     if socket.is_some() || out.is_empty() {
         let p = socket.unwrap_or_else(default_socket);
@@ -930,21 +947,27 @@ fn bind(a: &ServeArgs, c: &Config, tls_required: bool) -> Result<(Vec<Listener>,
         }
         let l = UnixListener::bind(&p)
             .with_context(|| format!("cannot listen on the Unix socket {}", p.display()))?;
-        eprintln!(
+        said.push(format!(
             "raidlab: listening on unix socket {} (e.g. nbdinfo 'nbd+unix:///?socket={}')",
             p.display(),
             p.display()
-        );
+        ));
         out.push(Listener::Unix(l));
         files.push(p);
     }
-    Ok((out, files))
+    Ok(Bound {
+        listeners: out,
+        files,
+        said,
+    })
 }
 
-fn tcp_listener(sa: SocketAddr) -> Result<Listener> {
+fn tcp_listener(sa: SocketAddr, said: &mut Vec<String>) -> Result<Listener> {
     let l = TcpListener::bind(sa).with_context(|| {
         format!("cannot listen on {sa}: is another NBD server using the port? (try --port)")
     })?;
-    eprintln!("raidlab: listening on tcp {sa} (e.g. nbdinfo nbd://{sa})");
+    said.push(format!(
+        "raidlab: listening on tcp {sa} (e.g. nbdinfo nbd://{sa})"
+    ));
     Ok(Listener::Tcp(l))
 }
