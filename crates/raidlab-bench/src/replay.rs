@@ -14,6 +14,10 @@
 //!   alone flushes; other events (G, I, D-ispatch, C, M, ...) and lines blkparse
 //!   adds (summaries, notes such as `m N cfq...`) are skipped.
 //!
+//! No format read here names write-zeroes; a [`TraceOp`] of kind
+//! [`IoKind::Zero`] built by a caller is replayed as the target's write-zeroes
+//! (an error if the target has none) and counted with the writes.
+//!
 //! A trace names one file (or device): all of its I/O is replayed onto the one
 //! target. Errors name the trace, line and field. This module never prints.
 
@@ -21,26 +25,18 @@ use crate::buffer::AlignedBuf;
 use crate::engine::{Control, DirStats};
 use crate::schema::BenchReport;
 use crate::target::Target;
-use raidlab_core::{Error, ErrorKind, Op, Result};
+use raidlab_core::{Error, ErrorKind, IoKind, Op, Result};
 use serde::Serialize;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum Kind {
-    Read,
-    Write,
-    Flush,
-    Trim,
-}
 
 /// One recorded request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TraceOp {
     /// When it was issued, from the start of the trace.
     pub at: Duration,
-    pub kind: Kind,
+    pub kind: IoKind,
     pub offset: u64,
     pub len: u64,
     /// Line in the trace file, for messages.
@@ -117,10 +113,10 @@ fn parse_fio(file: &str, text: &str, version: u32) -> Result<Vec<TraceOp>> {
                 }
                 continue;
             }
-            "read" => Kind::Read,
-            "write" => Kind::Write,
-            "sync" | "datasync" => Kind::Flush,
-            "trim" => Kind::Trim,
+            "read" => IoKind::Read,
+            "write" => IoKind::Write,
+            "sync" | "datasync" => IoKind::Flush,
+            "trim" => IoKind::Trim,
             other => {
                 return Err(at(
                     file,
@@ -129,7 +125,7 @@ fn parse_fio(file: &str, text: &str, version: u32) -> Result<Vec<TraceOp>> {
                 ))
             }
         };
-        let (offset, len) = if kind == Kind::Flush {
+        let (offset, len) = if kind == IoKind::Flush {
             (0, 0)
         } else {
             (
@@ -137,7 +133,7 @@ fn parse_fio(file: &str, text: &str, version: u32) -> Result<Vec<TraceOp>> {
                 num(file, n, "length", f.next())?,
             )
         };
-        if matches!(kind, Kind::Read | Kind::Write) && (len == 0 || len > (64 << 20)) {
+        if matches!(kind, IoKind::Read | IoKind::Write) && (len == 0 || len > (64 << 20)) {
             return Err(at(
                 file,
                 n,
@@ -193,7 +189,7 @@ fn parse_blkparse(file: &str, text: &str) -> Result<Vec<TraceOp>> {
         };
         let (kind, offset, len) = match span {
             // A preflush with no data ("FWS [sync]", "FWS 0 + 0"): a flush.
-            None | Some((_, 0)) if rwbs.contains('F') => (Kind::Flush, 0, 0),
+            None | Some((_, 0)) if rwbs.contains('F') => (IoKind::Flush, 0, 0),
             // 'N' (no data) and the like move nothing.
             None if !rwbs.contains(['R', 'W', 'D']) => continue,
             None => {
@@ -206,11 +202,11 @@ fn parse_blkparse(file: &str, text: &str) -> Result<Vec<TraceOp>> {
             Some((_, 0)) => continue,
             Some((off, len)) => {
                 let kind = if rwbs.contains('D') {
-                    Kind::Trim
+                    IoKind::Trim
                 } else if rwbs.contains('W') {
-                    Kind::Write
+                    IoKind::Write
                 } else if rwbs.contains('R') {
-                    Kind::Read
+                    IoKind::Read
                 } else {
                     continue;
                 };
@@ -291,7 +287,7 @@ pub fn run(
     if target.direct {
         if let Some(o) = ops
             .iter()
-            .find(|o| o.kind != Kind::Flush && (o.offset % 512 != 0 || o.len % 512 != 0))
+            .find(|o| o.kind != IoKind::Flush && (o.offset % 512 != 0 || o.len % 512 != 0))
         {
             return Err(Error::invalid(format!(
                 "trace line {} ({} bytes at {}) is not 512-byte aligned, which O_DIRECT needs: replay it --buffered",
@@ -330,12 +326,15 @@ pub fn run(
                         let len = o.len as usize;
                         let t0 = Instant::now();
                         let r = match o.kind {
-                            Kind::Read => target
+                            IoKind::Read => target
                                 .volume
                                 .read_at(&mut buf.as_mut_slice()[..len], o.offset),
-                            Kind::Write => target.volume.write_at(&buf.as_slice()[..len], o.offset),
-                            Kind::Flush => target.volume.flush(),
-                            Kind::Trim => match target.volume.discard(o.offset, o.len) {
+                            IoKind::Write => {
+                                target.volume.write_at(&buf.as_slice()[..len], o.offset)
+                            }
+                            IoKind::Zero => target.volume.write_zeroes(o.offset, o.len),
+                            IoKind::Flush => target.volume.flush(),
+                            IoKind::Trim => match target.volume.discard(o.offset, o.len) {
                                 Err(e) if e.kind == ErrorKind::Unsupported => {
                                     tru += 1;
                                     Ok(())
@@ -354,10 +353,10 @@ pub fn run(
                             break;
                         }
                         match o.kind {
-                            Kind::Read => rd.record(o.len, lat),
-                            Kind::Write => wr.record(o.len, lat),
-                            Kind::Flush => fl += 1,
-                            Kind::Trim => tr += 1,
+                            IoKind::Read => rd.record(o.len, lat),
+                            IoKind::Write | IoKind::Zero => wr.record(o.len, lat),
+                            IoKind::Flush => fl += 1,
+                            IoKind::Trim => tr += 1,
                         }
                         control.add_done(o.len);
                     }
@@ -404,18 +403,9 @@ fn replay_simulated(
     cfg: &ReplayConfig,
     control: &Control,
 ) -> ReplayResult {
-    use raidlab_sim::device::Kind as SimKind;
-    let plan: Vec<(u64, SimKind, u64, u64)> = ops
+    let plan: Vec<(u64, IoKind, u64, u64)> = ops
         .iter()
-        .map(|o| {
-            let kind = match o.kind {
-                Kind::Read => SimKind::Read,
-                Kind::Write => SimKind::Write,
-                Kind::Flush => SimKind::Flush,
-                Kind::Trim => SimKind::Trim,
-            };
-            (o.at.as_nanos() as u64, kind, o.offset, o.len)
-        })
+        .map(|o| (o.at.as_nanos() as u64, o.kind, o.offset, o.len))
         .collect();
     let (done, elapsed) = sim.replay(&plan, cfg.qd, cfg.timed);
     let mut r = ReplayResult {
@@ -432,10 +422,10 @@ fn replay_simulated(
         let o = &ops[i];
         let lat = Duration::from_nanos(lat);
         match o.kind {
-            Kind::Read => r.read.record(o.len, lat),
-            Kind::Write => r.write.record(o.len, lat),
-            Kind::Flush => r.flushes += 1,
-            Kind::Trim => r.trims += 1,
+            IoKind::Read => r.read.record(o.len, lat),
+            IoKind::Write | IoKind::Zero => r.write.record(o.len, lat),
+            IoKind::Flush => r.flushes += 1,
+            IoKind::Trim => r.trims += 1,
         }
         control.add_done(o.len);
     }
@@ -500,15 +490,15 @@ mod tests {
         assert_eq!(ops.len(), 4);
         assert_eq!(
             (ops[0].kind, ops[0].offset, ops[0].len, ops[0].at),
-            (Kind::Read, 0, 4096, Duration::ZERO)
+            (IoKind::Read, 0, 4096, Duration::ZERO)
         );
         assert_eq!(
             (ops[1].kind, ops[1].at, ops[1].line),
-            (Kind::Write, Duration::from_micros(1000), 6)
+            (IoKind::Write, Duration::from_micros(1000), 6)
         );
         // A wait under 100 µs is ignored, as fio does.
         assert_eq!(ops[2].at, Duration::from_micros(1000));
-        assert_eq!(ops[3].kind, Kind::Trim);
+        assert_eq!(ops[3].kind, IoKind::Trim);
     }
 
     #[test]
@@ -528,14 +518,14 @@ mod tests {
         assert_eq!(ops.len(), 4);
         assert_eq!(
             (ops[0].kind, ops[0].offset, ops[0].len),
-            (Kind::Write, 223490 * 512, 4096)
+            (IoKind::Write, 223490 * 512, 4096)
         );
         assert_eq!(
             (ops[1].kind, ops[1].at),
-            (Kind::Read, Duration::from_millis(500))
+            (IoKind::Read, Duration::from_millis(500))
         );
-        assert_eq!(ops[2].kind, Kind::Flush);
-        assert_eq!((ops[3].kind, ops[3].len), (Kind::Trim, 2048 * 512));
+        assert_eq!(ops[2].kind, IoKind::Flush);
+        assert_eq!((ops[3].kind, ops[3].len), (IoKind::Trim, 2048 * 512));
     }
 
     #[test]

@@ -9,9 +9,10 @@
 //! virtual, the same on every machine for the same configuration and seed.
 
 use crate::engine::{Access, Control, Dir, DirStats, Measured, Workload};
+use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_sim::config::SimConfig;
-use raidlab_sim::device::{Completion, Device, Kind, ModelInfo, Ns, Request};
+use raidlab_sim::device::{Completion, Device, ModelInfo, Ns, Request};
 use raidlab_sim::workload::{run_observed, Job, Pattern};
 use std::path::Path;
 use std::sync::Mutex;
@@ -98,7 +99,7 @@ impl SimTarget {
         let mut st = self.lock();
         let start = st.now;
         let out = run_observed(st.dev.as_mut(), &job, start, &mut |kind, lat| {
-            let d = if kind == Kind::Read {
+            let d = if kind == IoKind::Read {
                 &mut read
             } else {
                 &mut write
@@ -131,7 +132,7 @@ impl SimTarget {
     }
 
     /// One request at queue depth 1, waited for; the virtual time it took.
-    fn one(&self, kind: Kind, offset: u64, len: u64) -> Duration {
+    fn one(&self, kind: IoKind, offset: u64, len: u64) -> Duration {
         let mut st = self.lock();
         let id = st.next_id;
         st.next_id += 1;
@@ -162,7 +163,7 @@ impl SimTarget {
     /// completion's (index, latency), and the virtual time it all took.
     pub fn replay(
         &self,
-        ops: &[(Ns, Kind, u64, u64)],
+        ops: &[(Ns, IoKind, u64, u64)],
         qd: usize,
         timed: bool,
     ) -> (Vec<(usize, Ns)>, Ns) {
@@ -247,15 +248,15 @@ impl Volume for SimVolume {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         buf.fill(0);
-        self.0.one(Kind::Read, offset, buf.len() as u64);
+        self.0.one(IoKind::Read, offset, buf.len() as u64);
         Ok(())
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.0.one(Kind::Write, offset, buf.len() as u64);
+        self.0.one(IoKind::Write, offset, buf.len() as u64);
         Ok(())
     }
     fn flush(&self) -> Result<()> {
-        self.0.one(Kind::Flush, 0, 0);
+        self.0.one(IoKind::Flush, 0, 0);
         Ok(())
     }
 }

@@ -5,18 +5,22 @@
 //!   stack: an array is a volume made of volumes.
 //! - [`Layer`]: a volume wrapped around one other, passing through all it does
 //!   not change.
+//! - [`IoKind`]: what one I/O asks for (read, write, flush, trim, write-zeroes),
+//!   the one name the engine's plans, the simulator and trace replay share.
 //! - [`Error`]: errors that carry what failed, where (device, offset, length) and why.
 //! - [`size`]: human sizes (`4K`, `512M`, `2T`) parsed and printed as powers of 1024.
 //!
 //! This crate must never do I/O of its own and never depend on another raidlab crate.
 
 pub mod error;
+pub mod io_kind;
 pub mod layer;
 pub mod size;
 pub mod skip;
 pub mod volume;
 
 pub use error::{Error, ErrorKind, Op, Result};
+pub use io_kind::IoKind;
 pub use layer::Layer;
 pub use volume::{
     check_range, check_range_with, MapBytes, Mapped, SliceVolume, StoredSink, Volume, ZERO_PIECE,

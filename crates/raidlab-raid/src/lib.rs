@@ -34,4 +34,4 @@ pub mod stripe_cache;
 pub mod zoned;
 
 pub use array::Array;
-pub use plan::{MemberOp, OpKind, Plan, Step};
+pub use plan::{MemberOp, Plan, Step};

@@ -9,7 +9,8 @@
 //! storage. It never decides what the metadata says (raidlab-md encodes it)
 //! or which devices get it (the array does), and does no I/O.
 
-use crate::plan::{MemberOp, OpKind, Plan, Slice, Space, Step};
+use crate::plan::{MemberOp, Plan, Slice, Space, Step};
+use raidlab_core::IoKind;
 
 /// Carries out a device-space metadata plan on a table of devices: a running
 /// array's executor, so that the log writes go where every other member I/O
@@ -50,7 +51,7 @@ impl DeviceWrites {
         let at = self.bytes.len();
         self.bytes.extend_from_slice(data);
         self.writes.push(MemberOp {
-            kind: OpKind::Write,
+            kind: IoKind::Write,
             member: device,
             offset,
             length: data.len() as u64,
@@ -147,7 +148,7 @@ pub fn read_ranges(
         .iter()
         .map(|&(member, offset, len)| {
             let op = MemberOp {
-                kind: OpKind::Read,
+                kind: IoKind::Read,
                 member,
                 offset,
                 length: len as u64,
@@ -226,15 +227,15 @@ mod tests {
                 .map(|o| (o.kind, o.member, o.offset, o.length, o.buf.offset))
                 .collect::<Vec<_>>(),
             vec![
-                (OpKind::Write, 2, 4096, 512, 0),
-                (OpKind::Write, 0, 8192, 1024, 512),
-                (OpKind::Write, 2, 12288, 512, 1536),
+                (IoKind::Write, 2, 4096, 512, 0),
+                (IoKind::Write, 0, 8192, 1024, 512),
+                (IoKind::Write, 2, 12288, 512, 1536),
             ]
         );
         let Step::Io(flushes) = &plan.steps[1] else {
             panic!("second step is not I/O")
         };
-        assert!(flushes.iter().all(|o| o.kind == OpKind::Flush));
+        assert!(flushes.iter().all(|o| o.kind == IoKind::Flush));
         assert_eq!(
             flushes.iter().map(|o| o.member).collect::<Vec<_>>(),
             vec![0, 2]

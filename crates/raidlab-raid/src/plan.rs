@@ -6,26 +6,9 @@
 //! declares. The real executor carries a plan out; `raidlab explain` prints it; a
 //! simulator can schedule it on device models. Nothing here does I/O.
 
+use raidlab_core::IoKind;
 use raidlab_layout::Geometry;
 use serde::Serialize;
-
-/// Read, write, trim, write-zeroes or flush.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum OpKind {
-    Read,
-    Write,
-    /// The range's contents are no longer needed (the member's discard); no
-    /// buffer.
-    Trim,
-    /// The range reads as zeros afterwards (the member's write-zeroes); no
-    /// buffer.
-    Zero,
-    /// Make the member's completed writes durable (its cache flush); no range
-    /// and no buffer. Metadata plans use it: a bitmap or log write must be on
-    /// stable storage before the data writes it covers go out.
-    Flush,
-}
 
 /// What a plan's member offsets count from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -77,7 +60,7 @@ impl Slice {
 /// One member operation: `len` bytes at `offset` of member `member`'s data area.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct MemberOp {
-    pub kind: OpKind,
+    pub kind: IoKind,
     pub member: usize,
     pub offset: u64,
     pub length: u64,
@@ -89,7 +72,7 @@ impl MemberOp {
     /// A flush of member `member` (no range, no buffer).
     pub fn flush(member: usize) -> MemberOp {
         MemberOp {
-            kind: OpKind::Flush,
+            kind: IoKind::Flush,
             member,
             offset: 0,
             length: 0,
@@ -269,7 +252,7 @@ impl Plan {
     pub fn read_one(member: usize, offset: u64, length: usize) -> Plan {
         Plan {
             steps: vec![Step::Io(vec![MemberOp {
-                kind: OpKind::Read,
+                kind: IoKind::Read,
                 member,
                 offset,
                 length: length as u64,
@@ -286,15 +269,15 @@ impl Plan {
 
     /// Every member write of the plan, in step order.
     pub fn writes(&self) -> impl Iterator<Item = &MemberOp> + '_ {
-        self.ops(OpKind::Write)
+        self.ops(IoKind::Write)
     }
 
     /// The plan's member reads.
     pub fn reads(&self) -> impl Iterator<Item = &MemberOp> + '_ {
-        self.ops(OpKind::Read)
+        self.ops(IoKind::Read)
     }
 
-    fn ops(&self, kind: OpKind) -> impl Iterator<Item = &MemberOp> + '_ {
+    fn ops(&self, kind: IoKind) -> impl Iterator<Item = &MemberOp> + '_ {
         self.steps
             .iter()
             .filter_map(|s| match s {
@@ -313,9 +296,9 @@ impl Plan {
             if let Step::Io(ops) = step {
                 for op in ops {
                     match op.kind {
-                        OpKind::Read => r += 1,
-                        OpKind::Write | OpKind::Zero => w += 1,
-                        OpKind::Trim | OpKind::Flush => {}
+                        IoKind::Read => r += 1,
+                        IoKind::Write | IoKind::Zero => w += 1,
+                        IoKind::Trim | IoKind::Flush => {}
                     }
                 }
             }

@@ -21,8 +21,9 @@
 use crate::exec::Failed;
 use crate::exec::UserBuf;
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
-use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Compute, LogEntry, MemberOp, Plan, Slice, Step};
 use crate::replay::ReplayTarget;
+use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_md::ppl::{self, PplEntry, PplHeader};
 use raidlab_md::Superblock;
@@ -342,7 +343,7 @@ impl PartialParityLog {
                 .filter_map(|&t| roles.get(t).copied())
                 .collect();
             // A failed log flush is a failed log write.
-            f.kind = OpKind::Write;
+            f.kind = IoKind::Write;
             f.log = true;
             f
         })?;
@@ -375,7 +376,7 @@ fn internal(what: &str) -> Error {
 fn log_failed(role: usize, error: Error) -> Failed {
     Failed {
         members: vec![role],
-        kind: OpKind::Write,
+        kind: IoKind::Write,
         error: Box::new(error),
         log: true,
     }
@@ -504,7 +505,7 @@ fn replay_entry(
             }
             let id = plan.add_scratch(b);
             reads.push(MemberOp {
-                kind: OpKind::Read,
+                kind: IoKind::Read,
                 member,
                 offset: moff,
                 length: block,
@@ -531,7 +532,7 @@ fn replay_entry(
                 Step::Io(reads),
                 Step::Compute(vec![Compute::Xor { srcs, dst: out }]),
                 Step::Io(vec![MemberOp {
-                    kind: OpKind::Write,
+                    kind: IoKind::Write,
                     member: parity,
                     offset: moff,
                     length: block,
@@ -589,7 +590,7 @@ mod tests {
             .steps
             .iter()
             .map(|s| match s {
-                Step::Io(ops) if ops[0].kind == OpKind::Read => "read",
+                Step::Io(ops) if ops[0].kind == IoKind::Read => "read",
                 Step::Io(_) => "write",
                 Step::Compute(_) => "compute",
                 Step::Log(_) => "log",

@@ -11,9 +11,10 @@
 //! buffer of the range's length) and writes them from there, so the caller
 //! can check what was written (a repair reads it back).
 
-use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
 use crate::planner::{plan_read, plan_write};
 use crate::reconstruct::mirror_pieces;
+use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::{Content, Geometry, Level, Location};
 
@@ -79,7 +80,7 @@ pub fn plan_rebuild(
             }
             let id = plan.add_scratch(len);
             let buf = Slice::scratch(id, len);
-            reads.push(op(OpKind::Read, r, at, buf));
+            reads.push(op(IoKind::Read, r, at, buf));
             *src = Some(buf);
         }
         plan.steps.push(Step::Io(reads));
@@ -125,7 +126,7 @@ pub fn plan_rebuild(
         }
     }
     plan.steps.push(Step::Io(vec![op(
-        OpKind::Write,
+        IoKind::Write,
         target,
         at,
         Slice::user(0, len),
@@ -141,8 +142,8 @@ pub fn plan_copy(geo: &Geometry, from: usize, at: u64, n: u64, target: usize) ->
     Ok(Plan {
         space: crate::plan::Space::Data,
         steps: vec![
-            Step::Io(vec![op(OpKind::Read, from, at, buf)]),
-            Step::Io(vec![op(OpKind::Write, target, at, buf)]),
+            Step::Io(vec![op(IoKind::Read, from, at, buf)]),
+            Step::Io(vec![op(IoKind::Write, target, at, buf)]),
         ],
         scratch: Vec::new(),
         locks: member_range_keys(geo, from, at, n)?,
@@ -184,7 +185,7 @@ pub fn plan_repair(
         .filter_map(|(at, k, locs)| {
             locs.iter().find(|l| l.member == role).map(|l| {
                 op(
-                    OpKind::Write,
+                    IoKind::Write,
                     role,
                     l.offset,
                     Slice::user((at - pos) as usize, k as usize),
@@ -207,7 +208,7 @@ pub fn plan_scrub_parity(geo: &Geometry, present: &[bool], at: u64, n: u64) -> R
     check_member_range(geo, 0, at, n)?;
     let reads = (0..geo.raid_disks)
         .filter(|&r| present.get(r).copied().unwrap_or(false))
-        .map(|r| op(OpKind::Read, r, at, Slice::user(r * n as usize, n as usize)))
+        .map(|r| op(IoKind::Read, r, at, Slice::user(r * n as usize, n as usize)))
         .collect();
     Ok(Plan {
         space: crate::plan::Space::Data,
@@ -282,7 +283,7 @@ pub fn plan_scrub_mirrors_skipping(
         if live.len() >= 2 {
             for loc in live {
                 reads.push(op(
-                    OpKind::Read,
+                    IoKind::Read,
                     loc.member,
                     loc.offset,
                     Slice::user(len, k as usize),
@@ -406,7 +407,7 @@ pub fn scrub_can_compare(geo: &Geometry, missing: &[usize]) -> bool {
 pub fn plan_rewrites(writes: &[(usize, u64, usize, usize)], locks: Vec<u64>) -> Plan {
     let ops: Vec<MemberOp> = writes
         .iter()
-        .map(|&(role, at, from, len)| op(OpKind::Write, role, at, Slice::user(from, len)))
+        .map(|&(role, at, from, len)| op(IoKind::Write, role, at, Slice::user(from, len)))
         .collect();
     Plan {
         space: crate::plan::Space::Data,
@@ -444,7 +445,7 @@ fn coalesce(ops: Vec<MemberOp>) -> Vec<MemberOp> {
     out
 }
 
-fn op(kind: OpKind, member: usize, offset: u64, buf: Slice) -> MemberOp {
+fn op(kind: IoKind, member: usize, offset: u64, buf: Slice) -> MemberOp {
     MemberOp {
         kind,
         member,

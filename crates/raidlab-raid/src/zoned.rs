@@ -13,8 +13,9 @@
 //! and never touch a member outside its data area.
 
 use crate::exec::{run_offline, UserBuf};
-use crate::plan::{MemberOp, OpKind, Plan, Slice, Step};
-use raidlab_core::{check_range, Error, Op, Result, Volume};
+use crate::plan::{MemberOp, Plan, Slice, Step};
+use raidlab_core::IoKind;
+use raidlab_core::{check_range, Error, Result, Volume};
 use raidlab_layout::zones::{ZoneMap, MD_LEVEL_LINEAR};
 use raidlab_layout::Geometry;
 use raidlab_md::Superblock;
@@ -113,8 +114,8 @@ impl ZonedVolume {
     /// The plan of one request: a member operation per extent of the zone
     /// map, all in one step (a request spanning members runs on them at
     /// once), each at its range of the caller's buffer.
-    fn plan(&self, op: Op, kind: OpKind, offset: u64, len: u64) -> Result<Plan> {
-        check_range(&self.name, op, self.size(), offset, len)?;
+    fn plan(&self, kind: IoKind, offset: u64, len: u64) -> Result<Plan> {
+        check_range(&self.name, kind.into(), self.size(), offset, len)?;
         let ops = self
             .zones
             .extents(offset, len)?
@@ -124,7 +125,7 @@ impl ZonedVolume {
                 member: e.location.member,
                 offset: e.location.offset,
                 length: e.len,
-                buf: if kind == OpKind::Zero {
+                buf: if kind == IoKind::Zero {
                     Slice::user(0, 0)
                 } else {
                     Slice::user(e.at as usize, e.len as usize)
@@ -152,17 +153,17 @@ impl Volume for ZonedVolume {
     }
 
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        let plan = self.plan(Op::Read, OpKind::Read, offset, buf.len() as u64)?;
+        let plan = self.plan(IoKind::Read, offset, buf.len() as u64)?;
         self.run(&plan, UserBuf::Read(buf))
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        let plan = self.plan(Op::Write, OpKind::Write, offset, buf.len() as u64)?;
+        let plan = self.plan(IoKind::Write, offset, buf.len() as u64)?;
         self.run(&plan, UserBuf::Write(buf))
     }
 
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
-        let plan = self.plan(Op::Write, OpKind::Zero, offset, len)?;
+        let plan = self.plan(IoKind::Zero, offset, len)?;
         self.run(&plan, UserBuf::Write(&[]))
     }
 

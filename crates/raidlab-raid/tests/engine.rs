@@ -329,13 +329,13 @@ fn shape(p: &raidlab_raid::Plan) -> (usize, usize, usize) {
     let reads = e.phases.first().map_or(0, |ph| {
         ph.ops
             .iter()
-            .filter(|o| o.kind == raidlab_raid::OpKind::Read)
+            .filter(|o| o.kind == raidlab_core::IoKind::Read)
             .count()
     });
     let writes = e.phases.last().map_or(0, |ph| {
         ph.ops
             .iter()
-            .filter(|o| o.kind == raidlab_raid::OpKind::Write)
+            .filter(|o| o.kind == raidlab_core::IoKind::Write)
             .count()
     });
     (reads, writes, e.phases.len())
@@ -769,7 +769,7 @@ fn a_trim_is_a_plan_of_member_trims() {
     want.sort_unstable();
     got.sort_unstable();
     assert_eq!(got, want);
-    assert!(trims.iter().all(|o| o.kind == raidlab_raid::OpKind::Trim));
+    assert!(trims.iter().all(|o| o.kind == raidlab_core::IoKind::Trim));
     assert!(
         plans.iter().all(|p| p.locks == write.locks),
         "under the write's locks"

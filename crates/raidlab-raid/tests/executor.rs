@@ -92,8 +92,9 @@ impl raidlab_raid::exec::Executor for Spy {
 type DevicePlan = (Vec<(usize, u64, u64)>, Vec<usize>);
 
 fn device_plans(spy: &Spy) -> Vec<DevicePlan> {
+    use raidlab_core::IoKind;
     use raidlab_raid::plan::Space;
-    use raidlab_raid::{OpKind, Step};
+    use raidlab_raid::Step;
     std::mem::take(&mut *spy.0.lock().unwrap())
         .into_iter()
         .filter(|p| p.space == Space::Device)
@@ -105,11 +106,11 @@ fn device_plans(spy: &Spy) -> Vec<DevicePlan> {
                 let Step::Io(ops) = step else { continue };
                 for op in ops {
                     match op.kind {
-                        OpKind::Write => {
+                        IoKind::Write => {
                             assert!(!flushed_yet, "a write after the flush: {p:?}");
                             writes.push((op.member, op.offset, op.length));
                         }
-                        OpKind::Flush => {
+                        IoKind::Flush => {
                             flushed_yet = true;
                             flushes.push(op.member);
                         }
@@ -264,7 +265,8 @@ fn raid5_spec(policy: &str) -> raidlab_raid::assemble::CreateSpec {
 /// The flushes a spy saw since the last call: per plan, the members flushed
 /// (plans with no flush left out).
 fn flush_plans(spy: &Spy) -> Vec<Vec<usize>> {
-    use raidlab_raid::{OpKind, Step};
+    use raidlab_core::IoKind;
+    use raidlab_raid::Step;
     std::mem::take(&mut *spy.0.lock().unwrap())
         .into_iter()
         .map(|p| {
@@ -275,7 +277,7 @@ fn flush_plans(spy: &Spy) -> Vec<Vec<usize>> {
                     _ => None,
                 })
                 .flatten()
-                .filter(|o| o.kind == OpKind::Flush)
+                .filter(|o| o.kind == IoKind::Flush)
                 .map(|o| o.member)
                 .collect::<Vec<_>>()
         })

@@ -153,7 +153,8 @@ fn a_wrapping_journal_reclaims_and_replays_after_a_crash() {
 /// with its parity), and never a write to the missing member.
 #[test]
 fn a_journaled_plan_logs_data_and_full_parity_even_without_a_parity_member() {
-    use raidlab_raid::plan::{OpKind, Step};
+    use raidlab_core::IoKind;
+    use raidlab_raid::plan::Step;
     use raidlab_raid::planner::plan_write_journaled;
     let g = raidlab_layout::Geometry::new(
         Level::Raid6,
@@ -194,7 +195,7 @@ fn a_journaled_plan_logs_data_and_full_parity_even_without_a_parity_member() {
             .unwrap();
         for (i, s) in plan.steps.iter().enumerate() {
             if let Step::Io(ops) = s {
-                for op in ops.iter().filter(|o| o.kind == OpKind::Write) {
+                for op in ops.iter().filter(|o| o.kind == IoKind::Write) {
                     assert!(i > log_at, "a member write before the journal");
                     assert_ne!(Some(op.member), missing, "a write to the missing member");
                 }

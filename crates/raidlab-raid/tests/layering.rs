@@ -1,8 +1,20 @@
 //! The modules of raidlab-raid form a one-way chain: no module imports (by
 //! `crate::` path) one that imports it back, directly or through others. A
 //! circle is how one object ends up deciding everything; this test names it.
+//!
+//! Two views: top-level modules (a folder's files counted as its module), and
+//! every file as its own node (`assemble::create`, `assemble::create_zoned`),
+//! so that two files of one folder cannot lean on each other unseen. In the
+//! file view `super::` and `self::` paths count too, and a `use` group
+//! (`super::{a, b::c}`) counts each of its paths; a folder's `mod.rs` naming
+//! its own files is structure, not an import, so it is not counted.
 
+#[path = "support/import_graph.rs"]
+mod import_graph;
+
+use import_graph::{inline_mods, tree};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 
 fn imports() -> BTreeMap<String, BTreeSet<String>> {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -74,4 +86,46 @@ fn no_module_imports_one_that_imports_it_back() {
             panic!("an import circle in raidlab-raid: {}", c.join(" -> "));
         }
     }
+}
+
+#[test]
+fn use_trees_are_read_whole() {
+    assert_eq!(tree("a::b;"), vec![vec!["a", "b"]]);
+    assert_eq!(
+        tree("{a, b::{c, d}}, x"),
+        vec![vec!["a"], vec!["b", "c"], vec!["b", "d"]]
+    );
+    assert_eq!(tree("*;"), vec![Vec::<String>::new()]);
+}
+
+#[test]
+fn inline_modules_are_found() {
+    let text = "mod a { mod b { {} } } mod c; fn d() {}";
+    let names: Vec<(String, &str)> = inline_mods(text)
+        .into_iter()
+        .map(|(x, y, n)| (n, &text[x..y]))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("a".to_string(), " mod b { {} } "),
+            ("b".to_string(), " {} ")
+        ]
+    );
+}
+
+#[test]
+fn no_file_imports_one_that_imports_it_back() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let g = import_graph::file_imports(&src);
+    assert!(
+        g.keys().any(|m| m.contains("::")),
+        "read the files inside module folders: {g:?}"
+    );
+    let found = import_graph::circles(&src);
+    assert!(
+        found.is_empty(),
+        "import circles between files of raidlab-raid:\n{}",
+        found.join("\n")
+    );
 }

@@ -4,12 +4,13 @@
 //! the real executor writes to a blank new member exactly what the lost
 //! member held, and a repair rewrites a corrupted chunk back to what it was.
 
+use raidlab_core::IoKind;
 use raidlab_core::Volume;
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Geometry, Layout, Level, ParityLayout, Raid10Layout};
 use raidlab_raid::exec::{Executor, ThreadPool, UserBuf};
 use raidlab_raid::recovery_plan::{plan_copy, plan_rebuild, plan_repair};
-use raidlab_raid::{Array, OpKind};
+use raidlab_raid::Array;
 use rand::{RngCore, SeedableRng};
 use std::sync::Arc;
 
@@ -169,7 +170,7 @@ fn a_repair_plan_rewrites_a_corrupted_block_with_its_old_contents() {
             let (plan, buf_len) = plan_repair(&g, &live, role, pos, len).unwrap();
             assert!(plan.reads().all(|o| o.member != role));
             for w in plan.writes() {
-                assert_eq!((w.kind, w.member), (OpKind::Write, role));
+                assert_eq!((w.kind, w.member), (IoKind::Write, role));
                 vols[role]
                     .write_at(&vec![0xee; w.length as usize], w.offset)
                     .unwrap();

@@ -34,9 +34,10 @@
 //! simulated: the cache device keeps only its metadata area's bytes (the cache
 //! reads its table back), data blocks read as zeros.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock};
+use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock};
 use raidlab_cache::format::Layout;
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId, Stats};
+use raidlab_core::IoKind;
 use raidlab_core::{Op, Result, Volume};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -52,7 +53,7 @@ pub enum Side {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CacheOp {
     pub side: Side,
-    pub kind: Kind,
+    pub kind: IoKind,
     pub offset: u64,
     pub len: u64,
 }
@@ -61,7 +62,7 @@ pub struct CacheOp {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
     /// A host request ran through the cache.
-    Request { kind: Kind, offset: u64, len: u64 },
+    Request { kind: IoKind, offset: u64, len: u64 },
     /// The background cleaner ticked.
     CleanTick,
 }
@@ -86,7 +87,7 @@ const PAGE: u64 = 4096;
 type Kept = (u64, HashMap<u64, Box<[u8]>>);
 
 impl Recorder {
-    fn note(&self, kind: Kind, offset: u64, len: u64) {
+    fn note(&self, kind: IoKind, offset: u64, len: u64) {
         self.ops
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -119,7 +120,7 @@ impl Volume for Recorder {
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.check(Op::Read, offset, buf.len() as u64)?;
-        self.note(Kind::Read, offset, buf.len() as u64);
+        self.note(IoKind::Read, offset, buf.len() as u64);
         buf.fill(0);
         let k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let end = offset + buf.len() as u64;
@@ -138,7 +139,7 @@ impl Volume for Recorder {
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.check(Op::Write, offset, buf.len() as u64)?;
-        self.note(Kind::Write, offset, buf.len() as u64);
+        self.note(IoKind::Write, offset, buf.len() as u64);
         let mut k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let end = (offset + buf.len() as u64).min(k.0);
         if offset >= end {
@@ -155,7 +156,7 @@ impl Volume for Recorder {
         Ok(())
     }
     fn flush(&self) -> Result<()> {
-        self.note(Kind::Flush, 0, 0);
+        self.note(IoKind::Flush, 0, 0);
         Ok(())
     }
     // A FUA write is what the trait's default makes of it, a write and a flush:
@@ -401,17 +402,18 @@ impl SimCache {
         }
         let len = req.len as usize;
         let r = match req.kind {
-            Kind::Read => {
+            IoKind::Read => {
                 self.buf.resize(len, 0);
                 self.volume.read_at(&mut self.buf[..len], req.offset)
             }
-            Kind::Write => {
+            IoKind::Write => {
                 self.buf.resize(len, 0);
                 self.volume.write_at(&self.buf[..len], req.offset)
             }
-            Kind::Flush => self.volume.flush(),
+            IoKind::Zero => self.volume.write_zeroes(req.offset, req.len),
+            IoKind::Flush => self.volume.flush(),
             // The cache passes no discard on (raidlab-cache has none yet).
-            Kind::Trim => Ok(()),
+            IoKind::Trim => Ok(()),
         };
         if let Err(e) = r {
             self.errors.push(format!(
@@ -420,8 +422,12 @@ impl SimCache {
             ));
         }
         let ops = self.take_ops();
-        self.add_chain(Some(req.id), ops, req.kind == Kind::Read);
-        if req.kind == Kind::Write && self.tick.is_none() && !self.cleaning && self.over_target() {
+        self.add_chain(Some(req.id), ops, req.kind == IoKind::Read);
+        if matches!(req.kind, IoKind::Write | IoKind::Zero)
+            && self.tick.is_none()
+            && !self.cleaning
+            && self.over_target()
+        {
             self.tick = Some(now + self.interval);
         }
     }
@@ -528,7 +534,7 @@ impl SimCache {
             }
             return;
         };
-        let unlocked = c.read && op.side == Side::Origin && op.kind == Kind::Read;
+        let unlocked = c.read && op.side == Side::Origin && op.kind == IoKind::Read;
         if unlocked {
             self.release(seq);
         } else if !c.holds && !self.take_lock(seq) {

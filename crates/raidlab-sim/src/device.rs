@@ -8,6 +8,7 @@
 //! nanoseconds; nothing here may read the wall clock or a random source, so the same
 //! submissions always give the same completions.
 
+use raidlab_core::IoKind;
 use std::fmt::Debug;
 
 /// Virtual time in nanoseconds since the start of a run.
@@ -19,24 +20,19 @@ pub const US: Ns = 1_000;
 pub const MS: Ns = 1_000_000;
 pub const SEC: Ns = 1_000_000_000;
 
-/// What a request asks the device to do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Kind {
-    Read,
-    Write,
-    /// Make every acknowledged write durable (empties a volatile write cache).
-    Flush,
-    /// The range's contents are no longer needed (an SSD may drop its mapping).
-    Trim,
-}
-
 /// One request to a device: `len` bytes at byte `offset`. `id` is chosen by the
 /// submitter and comes back in the completion; it must be unique among the
 /// submitter's requests in flight on this device.
+///
+/// Kinds: no modelled disk, SSD or card has a write-zeroes command, so each
+/// serves [`IoKind::Zero`] as a write of `len` bytes (what Linux falls back to
+/// for a device without one); a trim is whatever the model says it costs
+/// (nothing on a disk). An array or cache over a volume hands a write-zeroes to
+/// the engine's own `write_zeroes`, which may answer "unsupported" as an error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Request {
     pub id: u64,
-    pub kind: Kind,
+    pub kind: IoKind,
     pub offset: u64,
     pub len: u64,
     /// The host process that issued it, for a host I/O scheduler that serves

@@ -5,7 +5,8 @@
 //! subject (the engine-equivalence tests, "what does the engine cost on a
 //! perfect disk"), never as a stand-in for a real disk's or SSD's behaviour.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
+use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request};
+use raidlab_core::IoKind;
 use std::collections::VecDeque;
 
 /// A FIFO device with `latency_us` per request and `mb_per_s` of transfer.
@@ -31,7 +32,7 @@ impl Ideal {
     }
 
     fn service(&self, r: &Request) -> Ns {
-        let bytes = if matches!(r.kind, Kind::Read | Kind::Write) {
+        let bytes = if matches!(r.kind, IoKind::Read | IoKind::Write | IoKind::Zero) {
             r.len
         } else {
             0

@@ -10,8 +10,9 @@
 //! read the wall clock: the same jobs and seeds give the same figures on any
 //! machine.
 
-use crate::device::{Completion, Device, Kind, Ns, Request};
+use crate::device::{Completion, Device, Ns, Request};
 use crate::workload::{Job, Pattern};
+use raidlab_core::IoKind;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -106,7 +107,7 @@ impl<'a> Stream<'a> {
             || (job.read_percent > 0 && self.rng.gen_range(0..100u8) < job.read_percent);
         Request {
             id,
-            kind: if read { Kind::Read } else { Kind::Write },
+            kind: if read { IoKind::Read } else { IoKind::Write },
             offset: job.region.0 + block * job.block,
             len: job.block,
             process: thread as u32 + self.first_process,

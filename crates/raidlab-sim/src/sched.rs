@@ -24,7 +24,8 @@
 //! as it comes: deadline limits nothing in flight, and its sector order is what
 //! the drives' own queues (NCQ) do in the models.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request, MS};
+use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, MS};
+use raidlab_core::IoKind;
 use std::collections::{BTreeMap, VecDeque};
 
 /// The host's I/O scheduler for the devices it sees.
@@ -215,7 +216,7 @@ impl Device for Cfq {
     }
 
     fn submit(&mut self, now: Ns, req: Request) {
-        if req.kind != Kind::Read {
+        if req.kind != IoKind::Read {
             self.dev.submit(now, req);
             return;
         }

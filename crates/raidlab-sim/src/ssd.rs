@@ -30,8 +30,9 @@
 //! amplification `1 / (1 - v)`, equal to his `a / (a + W(-a e^-a))`, `a = 1/rho`).
 //! Trimmed pages are not live, so trimming lowers `rho` and the cost of later GC.
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Param, Request};
+use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request};
 use crate::hdd::ParamError;
+use raidlab_core::IoKind;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -441,7 +442,7 @@ impl Ssd {
 
     fn start(&mut self, t: Ns, req: Request) {
         self.in_dev += 1;
-        let extra = if req.kind == Kind::Write {
+        let extra = if matches!(req.kind, IoKind::Write | IoKind::Zero) {
             self.write_overhead
         } else {
             0
@@ -449,13 +450,14 @@ impl Ssd {
         let s = t.max(self.ctrl_free) + self.overhead + extra;
         self.ctrl_free = s;
         let at = match req.kind {
-            Kind::Read => self.read(s, req),
-            Kind::Write => self.write(s, req),
-            Kind::Trim => {
+            IoKind::Read => self.read(s, req),
+            // No write-zeroes command is modelled: the zeros are programmed.
+            IoKind::Write | IoKind::Zero => self.write(s, req),
+            IoKind::Trim => {
                 self.trim(req);
                 s
             }
-            Kind::Flush => {
+            IoKind::Flush => {
                 if self.partial > 0 {
                     // The buffered tail is programmed as a padded page.
                     let bytes = std::mem::take(&mut self.partial);

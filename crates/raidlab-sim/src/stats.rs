@@ -4,12 +4,12 @@
 //! they are issued, so tests can compare them with what the real engine does, and
 //! sums them for reports.
 
-use crate::device::Kind;
+use raidlab_core::IoKind;
 
 /// One member operation as issued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct MemberIo {
-    pub kind: Kind,
+    pub kind: IoKind,
     pub member: usize,
     pub offset: u64,
     pub len: u64,
@@ -30,15 +30,16 @@ pub struct OpLog {
 impl OpLog {
     pub fn record(&mut self, io: MemberIo) {
         match io.kind {
-            Kind::Read => {
+            IoKind::Read => {
                 self.reads += 1;
                 self.read_bytes += io.len;
             }
-            Kind::Write => {
+            // A device serves write-zeroes as a write (see `device::Request`).
+            IoKind::Write | IoKind::Zero => {
                 self.writes += 1;
                 self.write_bytes += io.len;
             }
-            Kind::Flush | Kind::Trim => {}
+            IoKind::Flush | IoKind::Trim => {}
         }
         if self.keep {
             self.ops.push(io);

@@ -7,7 +7,8 @@
 //! never read the wall clock: the same job and seed give the same figures, bit for
 //! bit, on any machine.
 
-use crate::device::{Completion, Device, Kind, Ns, Request, SEC};
+use crate::device::{Completion, Device, Ns, Request, SEC};
+use raidlab_core::IoKind;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -101,7 +102,7 @@ pub fn run_observed(
     dev: &mut dyn Device,
     job: &Job,
     start: Ns,
-    each: &mut dyn FnMut(Kind, u64),
+    each: &mut dyn FnMut(IoKind, u64),
 ) -> Result<Outcome, String> {
     let blocks = job.region.1 / job.block.max(1);
     if job.block == 0 || blocks == 0 {
@@ -127,7 +128,7 @@ pub fn run_observed(
     let mut cursor: Vec<u64> = (0..threads).map(|t| (t * share) % blocks).collect();
     let slots = (threads * job.queue_depth as u64) as usize;
     let mut issued_at: Vec<Ns> = vec![start; slots];
-    let mut kinds: Vec<Kind> = vec![Kind::Read; slots];
+    let mut kinds: Vec<IoKind> = vec![IoKind::Read; slots];
     let mut latencies: Vec<u64> = Vec::new();
     let end_time = start.saturating_add(job.duration);
     let (mut ops, mut bytes, mut in_flight, mut last) = (0u64, 0u64, 0usize, start);
@@ -153,7 +154,7 @@ pub fn run_observed(
             || (job.read_percent > 0 && rng.gen_range(0..100u8) < job.read_percent);
         Request {
             id: slot as u64,
-            kind: if read { Kind::Read } else { Kind::Write },
+            kind: if read { IoKind::Read } else { IoKind::Write },
             offset: job.region.0 + block * job.block,
             len: job.block,
             process: thread as u32,

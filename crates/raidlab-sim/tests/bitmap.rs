@@ -5,10 +5,11 @@
 //! bitmap once for all of them; a degraded array keeps its bits. Exact counts
 //! on ideal members, in virtual time.
 
+use raidlab_core::IoKind;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
 use raidlab_sim::config::SimConfig;
-use raidlab_sim::device::{Device, Kind, Ns, Request, SEC};
+use raidlab_sim::device::{Device, Ns, Request, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::stats::MemberIo;
@@ -57,7 +58,7 @@ fn write_each(sim: &mut SimArray, mut now: Ns, offsets: &[u64]) -> Ns {
             now,
             Request {
                 id: id as u64,
-                kind: Kind::Write,
+                kind: IoKind::Write,
                 offset,
                 len: 4096,
                 process: 0,
@@ -79,12 +80,12 @@ fn count(sim: &SimArray, from: usize) -> (usize, usize, usize) {
     let ops: &[MemberIo] = &sim.member_ops().unwrap().ops[from..];
     let meta = ops
         .iter()
-        .filter(|o| o.kind == Kind::Write && o.offset < DATA_OFFSET)
+        .filter(|o| o.kind == IoKind::Write && o.offset < DATA_OFFSET)
         .count();
-    let flushes = ops.iter().filter(|o| o.kind == Kind::Flush).count();
+    let flushes = ops.iter().filter(|o| o.kind == IoKind::Flush).count();
     let data = ops
         .iter()
-        .filter(|o| o.kind == Kind::Write && o.offset >= DATA_OFFSET)
+        .filter(|o| o.kind == IoKind::Write && o.offset >= DATA_OFFSET)
         .count();
     (meta, flushes, data)
 }

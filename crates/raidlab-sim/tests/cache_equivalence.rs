@@ -5,13 +5,14 @@
 //! times, and with a RAID 5 origin so are the member operations under it.
 
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId};
+use raidlab_core::IoKind;
 use raidlab_core::{Result, Volume};
 use raidlab_devices::{Access, MemVolume, Recorded};
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::Array;
 use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
 use raidlab_sim::cache::{CacheSpec, Event, SimCache};
-use raidlab_sim::device::{Completion, Device, Kind, ModelInfo, Ns, Request, VirtualClock, SEC};
+use raidlab_sim::device::{Completion, Device, ModelInfo, Ns, Request, VirtualClock, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::presets;
@@ -22,7 +23,7 @@ const MEMBER: u64 = 16 << 20;
 const CACHE: u64 = 8 << 20;
 
 /// (kind, offset, length) as a device or volume received it.
-type Op = (Kind, u64, u64);
+type Op = (IoKind, u64, u64);
 
 /// A simulated device that writes down what reaches it, then passes it on.
 #[derive(Debug)]
@@ -82,15 +83,15 @@ impl Volume for Rec {
         self.inner.size()
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.note((Kind::Read, offset, buf.len() as u64));
+        self.note((IoKind::Read, offset, buf.len() as u64));
         self.inner.read_at(buf, offset)
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.note((Kind::Write, offset, buf.len() as u64));
+        self.note((IoKind::Write, offset, buf.len() as u64));
         self.inner.write_at(buf, offset)
     }
     fn flush(&self) -> Result<()> {
-        self.note((Kind::Flush, 0, 0));
+        self.note((IoKind::Flush, 0, 0));
         self.inner.flush()
     }
     fn optimal_io_size(&self) -> Option<u64> {
@@ -125,7 +126,7 @@ fn config(mode: Mode) -> Config {
 struct SimRun {
     cache_ops: Vec<Op>,
     origin_ops: Vec<Op>,
-    member_ops: Vec<(Kind, usize, u64, u64)>,
+    member_ops: Vec<(IoKind, usize, u64, u64)>,
     events: Vec<(Ns, Event)>,
     stats: raidlab_cache::Stats,
 }
@@ -205,7 +206,7 @@ fn simulate(mode: Mode, raid: bool) -> SimRun {
         t,
         Request {
             id: 0,
-            kind: Kind::Flush,
+            kind: IoKind::Flush,
             offset: 0,
             len: 0,
             process: 0,
@@ -221,7 +222,7 @@ fn simulate(mode: Mode, raid: bool) -> SimRun {
         Some(log) => log
             .ops
             .iter()
-            .filter(|io| matches!(io.kind, Kind::Read | Kind::Write))
+            .filter(|io| matches!(io.kind, IoKind::Read | IoKind::Write))
             .map(|io| (io.kind, io.member, io.offset - DATA_OFFSET, io.len))
             .collect(),
         None => Vec::new(),
@@ -269,10 +270,11 @@ fn replay(mode: Mode, raid: bool, sim: &SimRun) {
             Event::Request { kind, offset, len } => {
                 buf.resize(len as usize, 0x33);
                 match kind {
-                    Kind::Read => v.read_at(&mut buf, offset).unwrap(),
-                    Kind::Write => v.write_at(&buf, offset).unwrap(),
-                    Kind::Flush => v.flush().unwrap(),
-                    Kind::Trim => {}
+                    IoKind::Read => v.read_at(&mut buf, offset).unwrap(),
+                    IoKind::Write => v.write_at(&buf, offset).unwrap(),
+                    IoKind::Zero => v.write_zeroes(offset, len).unwrap(),
+                    IoKind::Flush => v.flush().unwrap(),
+                    IoKind::Trim => {}
                 }
             }
             Event::CleanTick => {
@@ -309,14 +311,14 @@ fn replay(mode: Mode, raid: bool, sim: &SimRun) {
     simulated.occupied_blocks = 0;
     assert_eq!(stats, simulated, "{mode:?}: statistics");
     if raid {
-        let mut real: Vec<(Kind, usize, u64, u64)> = recorded
+        let mut real: Vec<(IoKind, usize, u64, u64)> = recorded
             .iter()
             .enumerate()
             .flat_map(|(m, r)| {
                 r.take().into_iter().map(move |a| {
                     let kind = match a.access {
-                        Access::Read => Kind::Read,
-                        Access::Write => Kind::Write,
+                        Access::Read => IoKind::Read,
+                        Access::Write => IoKind::Write,
                     };
                     (kind, m, a.offset, a.len)
                 })

@@ -3,13 +3,14 @@
 //! are exactly (as a multiset) those the real engine issues for the same requests
 //! on memory members.
 
+use raidlab_core::IoKind;
 use raidlab_core::Volume;
 use raidlab_devices::{Access, MemVolume, Recorded};
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Array;
 use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
-use raidlab_sim::device::{Device, Kind, VirtualClock, SEC};
+use raidlab_sim::device::{Device, VirtualClock, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::workload::{run, Job, Pattern};
@@ -19,13 +20,13 @@ use std::time::Duration;
 const MEMBER: u64 = 8 << 20;
 
 /// (kind, member, offset in the data area, length), sorted.
-type Ops = Vec<(Kind, usize, u64, u64)>;
+type Ops = Vec<(IoKind, usize, u64, u64)>;
 
 fn simulate(
     g: &Geometry,
     missing: &[usize],
     cache: Option<StripeCacheConfig>,
-) -> (Ops, Vec<(u64, Kind, u64, u64)>) {
+) -> (Ops, Vec<(u64, IoKind, u64, u64)>) {
     let members = (0..g.raid_disks)
         .map(|r| {
             (!missing.contains(&r))
@@ -74,7 +75,7 @@ fn simulate(
         t,
         raidlab_sim::device::Request {
             id: 0,
-            kind: Kind::Flush,
+            kind: IoKind::Flush,
             offset: 0,
             len: 0,
             process: 0,
@@ -90,7 +91,7 @@ fn simulate(
         .expect("an array logs member ops")
         .ops
         .iter()
-        .filter(|io| matches!(io.kind, Kind::Read | Kind::Write))
+        .filter(|io| matches!(io.kind, IoKind::Read | IoKind::Write))
         .map(|io| (io.kind, io.member, io.offset - DATA_OFFSET, io.len))
         .collect();
     ops.sort_unstable();
@@ -101,7 +102,7 @@ fn replay(
     g: &Geometry,
     missing: &[usize],
     cache: Option<StripeCacheConfig>,
-    requests: &[(u64, Kind, u64, u64)],
+    requests: &[(u64, IoKind, u64, u64)],
 ) -> Ops {
     let recorded: Vec<Option<Arc<Recorded>>> = (0..g.raid_disks)
         .map(|r| {
@@ -121,14 +122,15 @@ fn replay(
     for &(at, kind, offset, len) in requests {
         clock.set(at);
         match kind {
-            Kind::Read => array
+            IoKind::Read => array
                 .read_at(&mut vec![0; len as usize], offset)
                 .expect("read"),
-            Kind::Write => array
+            IoKind::Write => array
                 .write_at(&vec![0; len as usize], offset)
                 .expect("write"),
-            Kind::Flush => array.flush().expect("flush"),
-            Kind::Trim => {}
+            IoKind::Zero => array.write_zeroes(offset, len).expect("write-zeroes"),
+            IoKind::Flush => array.flush().expect("flush"),
+            IoKind::Trim => {}
         }
     }
     array.flush().expect("final flush");
@@ -137,8 +139,8 @@ fn replay(
         if let Some(m) = m {
             for a in m.take() {
                 let kind = match a.access {
-                    Access::Read => Kind::Read,
-                    Access::Write => Kind::Write,
+                    Access::Read => IoKind::Read,
+                    Access::Write => IoKind::Write,
                 };
                 ops.push((kind, role, a.offset, a.len));
             }

@@ -4,11 +4,12 @@
 //! choice of what to rewrite) run as member writes in virtual time, after
 //! which the range compares consistent. Exact counts on ideal members.
 
+use raidlab_core::IoKind;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
 use raidlab_sim::config::SimConfig;
 use raidlab_sim::contents::{parse_mismatches, MismatchRange};
-use raidlab_sim::device::{Device, Kind};
+use raidlab_sim::device::Device;
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::scrub::{ScrubProgress, ScrubSpec};
@@ -66,7 +67,7 @@ fn scrub(
         .unwrap()
         .ops
         .iter()
-        .filter(|o| o.kind == Kind::Write)
+        .filter(|o| o.kind == IoKind::Write)
         .cloned()
         .collect();
     (sim.scrub_progress().unwrap(), writes)
@@ -111,7 +112,7 @@ fn a_raid5_repair_rewrites_parity_where_the_pages_differ() {
     let parity = g.stripe((1 << 20) / CHUNK).p;
     let want: Vec<MemberIo> = (0..16)
         .map(|i| MemberIo {
-            kind: Kind::Write,
+            kind: IoKind::Write,
             member: parity,
             offset: DATA_OFFSET + (1 << 20) + i * 4096,
             len: 4096,
@@ -144,7 +145,7 @@ fn a_raid6_repair_rewrites_the_data_block_p_and_q_point_at() {
     assert_eq!(
         writes,
         vec![MemberIo {
-            kind: Kind::Write,
+            kind: IoKind::Write,
             member: role,
             offset: DATA_OFFSET + at,
             len: 4096,
@@ -237,7 +238,7 @@ fn bad_mismatch_ranges_are_refused_with_the_reason() {
 fn page_writes(role: usize, at: u64, len: u64) -> Vec<MemberIo> {
     (0..len / 4096)
         .map(|i| MemberIo {
-            kind: Kind::Write,
+            kind: IoKind::Write,
             member: role,
             offset: DATA_OFFSET + at + i * 4096,
             len: 4096,

@@ -2,7 +2,8 @@
 //! the published figures the preset file carries. Virtual time has no noise, so
 //! every tolerance is tight and every assertion can fail.
 
-use raidlab_sim::device::{Completion, Device, Kind, Request, MS, SEC};
+use raidlab_core::IoKind;
+use raidlab_sim::device::{Completion, Device, Request, MS, SEC};
 use raidlab_sim::hdd::{Hdd, HddParams};
 use raidlab_sim::presets::{self, Model, Preset, PresetError};
 use raidlab_sim::ssd::{Ssd, SsdParams, State};
@@ -216,7 +217,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_destage() {
             now,
             Request {
                 id: i,
-                kind: Kind::Write,
+                kind: IoKind::Write,
                 offset,
                 len: 4096,
                 process: 0,
@@ -233,7 +234,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_destage() {
         now,
         Request {
             id: 999,
-            kind: Kind::Flush,
+            kind: IoKind::Flush,
             offset: 0,
             len: 0,
             process: 0,
@@ -256,7 +257,7 @@ fn hdd_write_cache_acknowledges_early_and_flush_waits_for_destage() {
         0,
         Request {
             id: 1,
-            kind: Kind::Flush,
+            kind: IoKind::Flush,
             offset: 0,
             len: 0,
             process: 0,
@@ -402,7 +403,7 @@ fn ssd_steady_state_writes_are_slower_and_trim_lowers_gc_cost() {
         0,
         Request {
             id: 1,
-            kind: Kind::Trim,
+            kind: IoKind::Trim,
             offset: 0,
             len: fresh.capacity_bytes / 2,
             process: 0,
@@ -708,7 +709,7 @@ fn ssd_flush_waits_for_the_buffer_to_be_programmed() {
         0,
         Request {
             id: 1,
-            kind: Kind::Write,
+            kind: IoKind::Write,
             offset: 0,
             len: 4096,
             process: 0,
@@ -725,7 +726,7 @@ fn ssd_flush_waits_for_the_buffer_to_be_programmed() {
         ack,
         Request {
             id: 2,
-            kind: Kind::Flush,
+            kind: IoKind::Flush,
             offset: 0,
             len: 0,
             process: 0,

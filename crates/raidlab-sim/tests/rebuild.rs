@@ -3,10 +3,11 @@
 //! workload. Known answers on ideal members (fixed latency and rate), exact
 //! because virtual time has no noise.
 
+use raidlab_core::IoKind;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_sim::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
 use raidlab_sim::config::SimConfig;
-use raidlab_sim::device::{Device, Kind, Ns};
+use raidlab_sim::device::{Device, Ns};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::workload::{run, Job, Pattern};
@@ -83,8 +84,8 @@ fn an_idle_rebuild_reads_every_other_member_once_and_writes_the_new_one() {
                 .iter()
                 .filter(|o| o.member == m)
                 .fold((0, 0), |(r, w), o| match o.kind {
-                    Kind::Read => (r + o.len, w),
-                    Kind::Write => (r, w + o.len),
+                    IoKind::Read => (r + o.len, w),
+                    IoKind::Write => (r, w + o.len),
                     _ => (r, w),
                 });
         let want = if m == 1 { (0, MEMBER) } else { (MEMBER, 0) };

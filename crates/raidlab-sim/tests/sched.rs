@@ -3,8 +3,9 @@
 //! is the scheduler's doing alone; and CFQ on the models where the articles'
 //! hosts ran it.
 
+use raidlab_core::IoKind;
 use raidlab_sim::config::SimConfig;
-use raidlab_sim::device::{hand_out, Completion, Device, Kind, ModelInfo, Ns, Request, MS, SEC};
+use raidlab_sim::device::{hand_out, Completion, Device, ModelInfo, Ns, Request, MS, SEC};
 use raidlab_sim::sched::{Scheduler, CFQ_QUANTUM};
 use raidlab_sim::workload::{self, Job, Pattern};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -104,7 +105,7 @@ fn cfq_takes_turns_every_slice() {
             0,
             Request {
                 id: u64::from(p),
-                kind: Kind::Read,
+                kind: IoKind::Read,
                 offset: 0,
                 len: 4096,
                 process: p,
@@ -122,7 +123,7 @@ fn cfq_takes_turns_every_slice() {
                 t,
                 Request {
                     id: n + p as u64,
-                    kind: Kind::Read,
+                    kind: IoKind::Read,
                     offset: 0,
                     len: 4096,
                     process: p as u32,

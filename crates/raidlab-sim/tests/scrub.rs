@@ -3,10 +3,11 @@
 //! workload. Known answers on ideal members (fixed latency and rate), exact
 //! because virtual time has no noise.
 
+use raidlab_core::IoKind;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
 use raidlab_sim::config::SimConfig;
-use raidlab_sim::device::{Device, Kind, Ns};
+use raidlab_sim::device::{Device, Ns};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::scrub::{ScrubSpec, SCRUB_STEP};
@@ -61,8 +62,8 @@ fn traffic(sim: &SimArray, n: usize) -> Vec<(u64, u64)> {
                 .iter()
                 .filter(|o| o.member == m)
                 .fold((0, 0), |(r, w), o| match o.kind {
-                    Kind::Read => (r + o.len, w),
-                    Kind::Write => (r, w + o.len),
+                    IoKind::Read => (r + o.len, w),
+                    IoKind::Write => (r, w + o.len),
                     _ => (r, w),
                 })
         })

@@ -343,7 +343,7 @@ impl Array {
         self.run_flush_plan(&view, roles).map_err(|mut f| {
             // As a failed write of the log step: the member's writes are not
             // durable, so it is taken out as after a failed write.
-            f.kind = OpKind::Write;
+            f.kind = IoKind::Write;
             f.log = true;
             f
         })

@@ -151,7 +151,7 @@ impl Array {
         if f.members.is_empty() {
             return Err(*f.error);
         }
-        if f.kind == OpKind::Write {
+        if f.kind == IoKind::Write {
             for &r in &f.members {
                 self.take_out(r, seen);
             }
@@ -183,7 +183,7 @@ impl Array {
             );
             return Err(e);
         }
-        if f.kind == OpKind::Read {
+        if f.kind == IoKind::Read {
             for &r in f.members.iter().filter(|&&r| live[r]) {
                 self.rewrite_from_redundancy(r, &without, pos, n)?;
             }
@@ -320,7 +320,7 @@ fn read_back(plan: &Plan) -> Plan {
     let reads = plan
         .writes()
         .map(|w| crate::plan::MemberOp {
-            kind: OpKind::Read,
+            kind: IoKind::Read,
             ..*w
         })
         .collect();

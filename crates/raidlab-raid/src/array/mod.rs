@@ -26,10 +26,11 @@ use write_log::WriteLog;
 use crate::exec::{Executor, Failed, Members, ThreadPool, UserBuf};
 use crate::journal::Journal;
 use crate::locks::StripeLocks;
-use crate::plan::{LogEntry, OpKind, Plan};
+use crate::plan::{LogEntry, Plan};
 use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
 use crate::ppl::PartialParityLog;
 use crate::stripe_cache::StripeCache;
+use raidlab_core::IoKind;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, StoredSink, Volume};
 use raidlab_layout::Geometry;
 use raidlab_parity::Engine;
@@ -405,7 +406,7 @@ impl Array {
                 // Every other member was written: with the failed one taken
                 // out, the array holds the new data (degraded). Taken out before
                 // the locks go (see `replaced_member_leaves`).
-                Err(f) if f.kind == OpKind::Write && !f.members.is_empty() => {
+                Err(f) if f.kind == IoKind::Write && !f.members.is_empty() => {
                     for &r in &f.members {
                         self.take_out(r, &view);
                     }
@@ -464,7 +465,7 @@ fn stored_reads(plan: &Plan, n: u64) -> Option<Vec<(usize, u64, u64)>> {
     let mut ops: Vec<_> = ops
         .iter()
         .map(|op| {
-            (op.kind == OpKind::Read && op.buf.buf == crate::plan::Buf::User).then_some((
+            (op.kind == IoKind::Read && op.buf.buf == crate::plan::Buf::User).then_some((
                 op.buf.offset as u64,
                 op.member,
                 op.offset,

@@ -320,7 +320,7 @@ impl Array {
             Some(_) if rec.replacing() => {
                 match run(plan_copy(&g, rec.role, at, n, target)?, &mut out) {
                     Ok(()) => Ok(true),
-                    Err(f) if f.kind == OpKind::Read => {
+                    Err(f) if f.kind == IoKind::Read => {
                         // Counted as any read error of the member; the blocks come
                         // from the other members instead.
                         let errors = self.read_errors[rec.role].fetch_add(1, Ordering::Relaxed);

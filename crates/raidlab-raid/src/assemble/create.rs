@@ -2,6 +2,7 @@
 //! superblock (and bitmap, PPL area or empty journal) per member. It must never
 //! write a member before every check has passed, and never writes data.
 
+use super::new_member::check_new_members;
 use super::*;
 
 /// What the user asked `create` for.
@@ -25,14 +26,6 @@ pub struct CreateSpec {
     /// Keep md's partial parity log (--consistency-policy=ppl, RAID 5 only):
     /// closes the write hole, and an unclean stop needs no resync.
     pub ppl: bool,
-}
-
-/// A device for `create`, and whether it is known to hold nothing but zeros in the
-/// area the array will use (a fresh sparse file), so no initial resync is needed.
-#[derive(Debug, Clone)]
-pub struct NewMember {
-    pub device: Device,
-    pub zeroed: bool,
 }
 
 /// Write superblocks that make `members` an array, and return it assembled.
@@ -316,40 +309,6 @@ fn check_090(spec: &CreateSpec, devices: usize, journal: bool) -> Result<()> {
         return Err(Error::invalid(
             "metadata 0.90 has no partial parity log or journal: use --consistency-policy resync or bitmap, or metadata 1.x",
         ));
-    }
-    Ok(())
-}
-
-/// Refuse a device that carries an md superblock (someone's data) unless
-/// `force`, or that was opened read-only.
-pub(super) fn check_new_members(members: &[NewMember], force: bool) -> Result<()> {
-    for m in members {
-        if let Some(sb) = Superblock::read_from(m.device.volume.as_ref())
-            .ok()
-            .flatten()
-        {
-            if !force {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    Op::Open,
-                    format!(
-                        "already carries an md superblock (array {}, {}, role {}): it may hold someone's data. Use --force to overwrite it",
-                        format_uuid(&sb.set_uuid),
-                        Level::from_md(sb.level).map_or_else(|_| format!("level {}", sb.level), |l| l.name().to_string()),
-                        sb.dev_number
-                    ),
-                )
-                .on_device(m.device.path.clone()));
-            }
-        }
-        if !m.device.volume.is_writable() {
-            return Err(Error::new(
-                ErrorKind::ReadOnly,
-                Op::Open,
-                "cannot write the superblock: opened read-only",
-            )
-            .on_device(m.device.path.clone()));
-        }
     }
     Ok(())
 }

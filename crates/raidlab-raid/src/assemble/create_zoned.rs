@@ -5,7 +5,7 @@
 //! member's data size). Like `create`, it checks everything before writing
 //! one superblock per member, and never writes data.
 
-use super::create::check_new_members;
+use super::new_member::check_new_members;
 use super::*;
 use raidlab_layout::zones::{ZoneMap, MD_LEVEL_LINEAR, RAID0_ALTERNATE, RAID0_ORIGINAL};
 use raidlab_md::superblock::feature;

@@ -9,19 +9,22 @@
 //! Split by decision: this file judges members and builds the array;
 //! `logs` starts the write journal and the partial parity log (replaying what an
 //! unclean stop left); `superblocks` writes the array's state back to every live
-//! member; `create` makes a new array, `create_zoned` a linear or multi-zone
+//! member; `new_member` refuses a device that may not become a member;
+//! `create` makes a new array, `create_zoned` a linear or multi-zone
 //! RAID 0 one; `reshape` reads an array md stopped mid-reshape.
 
 mod bad_blocks;
 mod create;
 mod create_zoned;
 mod logs;
+mod new_member;
 mod reshape;
 mod superblocks;
 mod zones;
 
-pub use create::{create, create_with_journal, create_with_metadata, CreateSpec, NewMember};
+pub use create::{create, create_with_journal, create_with_metadata, CreateSpec};
 pub use create_zoned::{create_zoned, raid0_sizes_differ, ZonedSpec};
+pub use new_member::NewMember;
 
 use crate::array::Array;
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};

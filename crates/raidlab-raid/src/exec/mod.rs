@@ -7,7 +7,8 @@
 //! Compute steps call the parity engine. The executor makes no decisions: if a
 //! member fails, the error goes back to the caller with the member's name and range.
 
-use crate::plan::{Buf, Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Buf, Compute, LogEntry, MemberOp, Plan, Slice, Step};
+use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_parity::Engine;
 use std::sync::Arc;
@@ -24,7 +25,7 @@ pub use recording::Recording;
 #[derive(Debug)]
 pub struct Failed {
     pub members: Vec<usize>,
-    pub kind: OpKind,
+    pub kind: IoKind,
     /// Boxed: the error path should not make every successful return large.
     pub error: Box<Error>,
     /// The failure was writing the partial parity log: no data or parity was
@@ -36,7 +37,7 @@ impl From<Error> for Failed {
     fn from(error: Error) -> Self {
         Failed {
             members: Vec::new(),
-            kind: OpKind::Read,
+            kind: IoKind::Read,
             error: Box::new(error),
             log: false,
         }
@@ -274,11 +275,11 @@ fn do_op(
     write_from: Option<&[u8]>,
 ) -> Result<()> {
     match (op.kind, read_into, write_from) {
-        (OpKind::Read, Some(buf), _) => vol.read_at(buf, op.offset),
-        (OpKind::Write, _, Some(buf)) => vol.write_at(buf, op.offset),
-        (OpKind::Trim, _, _) => vol.discard(op.offset, op.length),
-        (OpKind::Flush, _, _) => vol.flush(),
-        (OpKind::Zero, _, _) => vol.write_zeroes(op.offset, op.length),
+        (IoKind::Read, Some(buf), _) => vol.read_at(buf, op.offset),
+        (IoKind::Write, _, Some(buf)) => vol.write_at(buf, op.offset),
+        (IoKind::Trim, _, _) => vol.discard(op.offset, op.length),
+        (IoKind::Flush, _, _) => vol.flush(),
+        (IoKind::Zero, _, _) => vol.write_zeroes(op.offset, op.length),
         _ => Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,
@@ -294,19 +295,19 @@ fn run_io(
     scratch: &mut [Vec<u8>],
     pace: Option<&Pace>,
 ) -> Result<(), Failed> {
-    let all_writes = ops.iter().all(|o| o.kind == OpKind::Write);
-    let all_reads = ops.iter().all(|o| o.kind == OpKind::Read);
+    let all_writes = ops.iter().all(|o| o.kind == IoKind::Write);
+    let all_reads = ops.iter().all(|o| o.kind == IoKind::Read);
     // Trims, write-zeroes and flushes carry no buffer.
     let all_unbuffered = ops
         .iter()
-        .all(|o| matches!(o.kind, OpKind::Trim | OpKind::Zero | OpKind::Flush));
+        .all(|o| matches!(o.kind, IoKind::Trim | IoKind::Zero | IoKind::Flush));
     let bytes: u64 = ops.iter().map(|o| o.length).sum();
     let mut distinct: Vec<usize> = ops.iter().map(|o| o.member).collect();
     distinct.sort_unstable();
     distinct.dedup();
     // A flush waits for the device's cache: flushes of several members
     // overlap however few bytes the step moves.
-    let flush = ops.iter().any(|o| o.kind == OpKind::Flush);
+    let flush = ops.iter().any(|o| o.kind == IoKind::Flush);
     let small = bytes < PARALLEL_BYTES && !flush;
     let parallel = distinct.len() > 1 && !small;
     // A small step's choice is the pace's, and only small steps teach it.
@@ -351,9 +352,9 @@ fn run_io(
     for op in ops {
         let vol = member(members, op)?;
         match op.kind {
-            OpKind::Write => do_op(vol, op, None, Some(slice_of(user.get(), scratch, op.buf)?))?,
-            OpKind::Trim | OpKind::Zero | OpKind::Flush => do_op(vol, op, None, None)?,
-            OpKind::Read => {
+            IoKind::Write => do_op(vol, op, None, Some(slice_of(user.get(), scratch, op.buf)?))?,
+            IoKind::Trim | IoKind::Zero | IoKind::Flush => do_op(vol, op, None, None)?,
+            IoKind::Read => {
                 let target = match (op.buf.buf, &mut *user) {
                     (Buf::User, UserBuf::Read(b)) => b
                         .get_mut(op.buf.offset..op.buf.offset + op.buf.len)

@@ -7,7 +7,8 @@
 //! members written.
 
 use super::{member, Failed, Members};
-use crate::plan::{MemberOp, OpKind};
+use crate::plan::MemberOp;
+use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -43,18 +44,18 @@ pub struct Pace {
 /// that seeks (milliseconds) goes together.
 const DEVICE_NS: u64 = 200_000;
 
-fn slot(kind: OpKind) -> usize {
-    usize::from(kind != OpKind::Read)
+fn slot(kind: IoKind) -> usize {
+    usize::from(kind != IoKind::Read)
 }
 
 impl Pace {
     /// Whether small steps of `kind` go to the pool.
-    pub(super) fn waits_for_device(&self, kind: OpKind) -> bool {
+    pub(super) fn waits_for_device(&self, kind: IoKind) -> bool {
         self.ns[slot(kind)].load(Relaxed) >= DEVICE_NS
     }
 
     /// What the caller's thread took for `ops` operations of `kind`.
-    fn learn(&self, kind: OpKind, took_ns: u64, ops: usize) {
+    fn learn(&self, kind: IoKind, took_ns: u64, ops: usize) {
         let Some(per_op) = took_ns.checked_div(ops as u64) else {
             return;
         };
@@ -107,7 +108,7 @@ fn run_caught<G, F: Fn(G) -> Vec<(usize, Error)>>(run: &F, group: G) -> Vec<(usi
 /// that teach the pace: two clock reads a step were 3% of a 4 KiB write to
 /// an in-process array on tmpfs. Counted per kind, so that a write's read
 /// step and write step, which alternate, are both sampled.
-fn sample(kind: OpKind) -> bool {
+fn sample(kind: IoKind) -> bool {
     thread_local! {
         static STEPS: [std::cell::Cell<u32>; 2] = const {
             [std::cell::Cell::new(0), std::cell::Cell::new(0)]
@@ -135,7 +136,7 @@ pub(super) fn run_grouped<B: Send>(
     members: &Members,
     f: impl Fn(&Arc<dyn Volume>, &MemberOp, B) -> Result<()> + Sync,
 ) -> Result<(), Failed> {
-    let kind = work.first().map_or(OpKind::Read, |(_, op, _)| op.kind);
+    let kind = work.first().map_or(IoKind::Read, |(_, op, _)| op.kind);
     // Every operation is attempted even after one fails: a write step must leave
     // the other members written so the array can go on without the failed one.
     let run = |group: Vec<(&MemberOp, B)>| -> Vec<(usize, Error)> {

@@ -27,8 +27,9 @@ use recovery::{pending_from, replay, Row};
 
 use crate::exec::Failed;
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
-use crate::plan::{LogEntry, OpKind};
+use crate::plan::LogEntry;
 use crate::replay::ReplayTarget;
+use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::{Content, Geometry};
 use raidlab_md::journal::{self as fmt, MetaBlock, Payload, BLOCK, BLOCK_SECTORS};
@@ -308,7 +309,7 @@ impl Journal {
             }
             flush_members().map_err(|e| Failed {
                 members: Vec::new(),
-                kind: OpKind::Write,
+                kind: IoKind::Write,
                 error: Box::new(e),
                 log: true,
             })?;
@@ -513,7 +514,7 @@ fn internal(what: &str) -> Error {
 fn journal_failed(error: Error) -> Failed {
     Failed {
         members: Vec::new(),
-        kind: OpKind::Write,
+        kind: IoKind::Write,
         error: Box::new(error),
         log: true,
     }

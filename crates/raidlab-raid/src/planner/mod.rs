@@ -20,7 +20,8 @@ pub use spare::recycle;
 pub(crate) use spare::with_map as with_stripe_map;
 pub use zeroes::{plan_trim, plan_write_zeroes, plan_zero_fill, zero_stripe_bytes};
 
-use crate::plan::{Compute, LogEntry, MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Compute, LogEntry, MemberOp, Plan, Slice, Step};
+use raidlab_core::IoKind;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result};
 use raidlab_layout::{Geometry, Level, StripeMap};
 use std::ops::Range;
@@ -251,7 +252,7 @@ impl Builder {
 
     fn read(&mut self, member: usize, offset: u64, buf: Slice) {
         self.reads.push(MemberOp {
-            kind: OpKind::Read,
+            kind: IoKind::Read,
             member,
             offset,
             length: buf.len as u64,
@@ -261,7 +262,7 @@ impl Builder {
 
     fn write(&mut self, member: usize, offset: u64, buf: Slice) {
         self.writes.push(MemberOp {
-            kind: OpKind::Write,
+            kind: IoKind::Write,
             member,
             offset,
             length: buf.len as u64,

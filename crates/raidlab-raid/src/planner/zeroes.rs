@@ -5,7 +5,7 @@
 //! A write-zeroes is planned as the write of the same range would be (the
 //! same member ranges, every live copy and a rebuild target, under the same
 //! stripe locks), with each member write turned into a member write-zeroes
-//! ([`OpKind::Zero`]) and no buffer. On parity levels that is only right for
+//! ([`IoKind::Zero`]) and no buffer. On parity levels that is only right for
 //! whole stripes: the parity of zero data is zero (P is the XOR, Q a sum of
 //! multiples, of zeros), so P and Q are zeroed like the data and nothing is
 //! read or computed. A part of a stripe keeps other data, so its parity must
@@ -17,7 +17,8 @@
 //! [`plan_zero_fill`]).
 
 use super::plan_write;
-use crate::plan::{Compute, MemberOp, OpKind, Plan, Slice, Step};
+use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
+use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::Geometry;
 
@@ -50,7 +51,7 @@ pub fn plan_write_zeroes(geo: &Geometry, present: &[bool], offset: u64, len: u64
     for step in &written.steps {
         let Step::Io(ops) = step else { continue };
         for op in ops {
-            if op.kind != OpKind::Write {
+            if op.kind != IoKind::Write {
                 // A whole-stripe write reads nothing; a plan that does could
                 // not be turned into zeroes without computing.
                 return Err(Error::new(
@@ -64,7 +65,7 @@ pub fn plan_write_zeroes(geo: &Geometry, present: &[bool], offset: u64, len: u64
                 ));
             }
             zeroes.push(MemberOp {
-                kind: OpKind::Zero,
+                kind: IoKind::Zero,
                 buf: Slice::user(0, 0),
                 ..*op
             });
@@ -102,7 +103,7 @@ pub fn plan_trim(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Res
     for step in &mut plan.steps {
         if let Step::Io(ops) = step {
             for op in ops.iter_mut() {
-                op.kind = OpKind::Trim;
+                op.kind = IoKind::Trim;
                 op.buf = Slice::user(0, 0);
             }
         }
@@ -128,7 +129,7 @@ pub fn plan_zero_fill(ranges: &[MemberOp]) -> Plan {
         while at < r.length {
             let k = (r.length - at).min(PIECE);
             writes.push(MemberOp {
-                kind: OpKind::Write,
+                kind: IoKind::Write,
                 member: r.member,
                 offset: r.offset + at,
                 length: k,

@@ -8,10 +8,10 @@
 use super::compare::{compare_mirror_run, scrub_parity};
 use super::report::ScrubReport;
 use super::*;
-use crate::plan::OpKind;
 use crate::recovery_plan::{
     plan_rewrites, plan_scrub_mirrors_skipping, plan_scrub_parity, scrub_can_compare, ScrubWalk,
 };
+use raidlab_core::IoKind;
 
 impl Assembly {
     /// Make parity and mirrors consistent with the data (md's resync), resuming at
@@ -177,7 +177,7 @@ impl Assembly {
             // A missing role's part is never read; scrub_parity ignores it.
             buf.resize(areas.len() * len, 0);
             if let Err(f) = run_failed(&plan, &areas, UserBuf::Read(&mut buf)) {
-                if f.kind != OpKind::Read || f.members.is_empty() {
+                if f.kind != IoKind::Read || f.members.is_empty() {
                     return Err(*f.error);
                 }
                 // As md does during a sync: rebuild the unreadable range from
@@ -310,7 +310,7 @@ impl Assembly {
             buf.resize(scrub.len, 0);
             let failed = match run_failed(&scrub.plan, areas, UserBuf::Read(&mut buf)) {
                 Ok(()) => Vec::new(),
-                Err(f) if f.kind == OpKind::Read && !f.members.is_empty() => f.members,
+                Err(f) if f.kind == IoKind::Read && !f.members.is_empty() => f.members,
                 Err(f) => return Err(*f.error),
             };
             // Scanned: the runs compared, not those skipped for want of a copy.

@@ -18,13 +18,12 @@
 
 use crate::bitmap::SimBitmap;
 use crate::contents::{check_mismatches, Contents, MismatchRange};
-use crate::device::{
-    Completion, Device, Kind, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD,
-};
+use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD};
 use crate::host::HostCost;
 use crate::md_host::MdThread;
 use crate::scrub::{Scrub, ScrubProgress, ScrubSpec};
 use crate::stats::{MemberIo, OpLog};
+use raidlab_core::IoKind;
 use raidlab_core::Volume;
 use raidlab_devices::SizeOnly;
 use raidlab_layout::Geometry;
@@ -159,7 +158,7 @@ pub struct SimArray {
     log: OpLog,
     errors: Vec<String>,
     /// Host requests in the order the engine saw them, when kept.
-    requests: Option<Vec<(Ns, Kind, u64, u64)>>,
+    requests: Option<Vec<(Ns, IoKind, u64, u64)>>,
     buf: Vec<u8>,
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
@@ -537,7 +536,7 @@ impl SimArray {
 
     /// The host requests kept by [`SimArray::keep_requests`]: (virtual time the
     /// engine ran it, kind, offset, length).
-    pub fn requests(&self) -> &[(Ns, Kind, u64, u64)] {
+    pub fn requests(&self) -> &[(Ns, IoKind, u64, u64)] {
         self.requests.as_deref().unwrap_or(&[])
     }
 

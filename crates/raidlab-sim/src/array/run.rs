@@ -121,7 +121,7 @@ struct Issue<'a> {
 }
 
 impl Issue<'_> {
-    fn submit(&mut self, kind: Kind, member: usize, offset: u64, len: u64) {
+    fn submit(&mut self, kind: IoKind, member: usize, offset: u64, len: u64) {
         let id = self.member_ops.insert(self.seq);
         self.log.record(MemberIo {
             kind,
@@ -173,22 +173,23 @@ impl SimArray {
             process,
             ..
         } = req;
-        self.maybe_held |= kind == Kind::Write;
+        self.maybe_held |= matches!(kind, IoKind::Write | IoKind::Zero);
         self.clock.set(now);
         if let (Some(r), Some(_)) = (self.requests.as_mut(), host_id) {
             r.push((now, kind, offset, len));
         }
         let result = match kind {
-            Kind::Read => {
+            IoKind::Read => {
                 self.buf.resize(len as usize, 0);
                 self.array.read_at(&mut self.buf[..len as usize], offset)
             }
-            Kind::Write => {
+            IoKind::Write => {
                 self.buf.resize(len as usize, 0);
                 self.array.write_at(&self.buf[..len as usize], offset)
             }
-            Kind::Flush => self.array.flush(),
-            Kind::Trim => Ok(()),
+            IoKind::Zero => self.array.write_zeroes(offset, len),
+            IoKind::Flush => self.array.flush(),
+            IoKind::Trim => Ok(()),
         };
         if let Err(e) = result {
             self.errors
@@ -214,7 +215,7 @@ impl SimArray {
             rebuild_step: false,
             scrub_step: false,
             compared: false,
-            process: if kind == Kind::Read {
+            process: if kind == IoKind::Read {
                 process
             } else {
                 MD_THREAD
@@ -340,13 +341,11 @@ impl SimArray {
                 Step::Io(ops) => {
                     for op in ops {
                         let kind = match op.kind {
-                            raidlab_raid::OpKind::Read => Kind::Read,
-                            raidlab_raid::OpKind::Write => Kind::Write,
-                            raidlab_raid::OpKind::Trim => Kind::Trim,
-                            raidlab_raid::OpKind::Flush => Kind::Flush,
-                            // Member write-zeroes (never planned here yet):
-                            // a device without a cheaper way writes the zeros.
-                            raidlab_raid::OpKind::Zero => Kind::Write,
+                            // Member write-zeroes (never planned here yet): no
+                            // modelled device has a cheaper way, so it is
+                            // issued, and logged, as the write of the zeros.
+                            IoKind::Zero => IoKind::Write,
+                            kind => kind,
                         };
                         // A rebuild's target is the member after the roles
                         // to the engine; here it is the role's new device.
@@ -386,8 +385,8 @@ impl SimArray {
                     // parity or the new block) with FUA before the data.
                     for e in entries {
                         let len = 4096 + e.pp.map(|s| s.len as u64).unwrap_or(0);
-                        to.submit(Kind::Write, e.member, LOG_OFFSET, len);
-                        to.submit(Kind::Flush, e.member, 0, 0);
+                        to.submit(IoKind::Write, e.member, LOG_OFFSET, len);
+                        to.submit(IoKind::Flush, e.member, 0, 0);
                     }
                 }
             }

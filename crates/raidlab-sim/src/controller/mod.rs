@@ -12,7 +12,8 @@
 //! tables say the card is modelled this way.
 
 use crate::array::SimArray;
-use crate::device::{hand_out, Completion, Device, Kind, ModelInfo, Ns, Param, Request, US};
+use crate::device::{hand_out, Completion, Device, ModelInfo, Ns, Param, Request, US};
+use raidlab_core::IoKind;
 mod params;
 mod read_path;
 mod write_back;
@@ -30,7 +31,7 @@ enum Inner {
     /// data has arrived.
     Host {
         id: u64,
-        kind: Kind,
+        kind: IoKind,
         len: u64,
         span: (u64, u64),
     },
@@ -74,7 +75,7 @@ pub struct RaidCard {
     wake: Option<Ns>,
     /// Requests to the array that start later (after the card's command
     /// overhead or a host-link transfer): (time, id) -> what.
-    later: BTreeMap<(Ns, u64), (Inner, Kind, u64, u64)>,
+    later: BTreeMap<(Ns, u64), (Inner, IoKind, u64, u64)>,
 }
 
 impl RaidCard {
@@ -140,7 +141,7 @@ impl RaidCard {
         now: Ns,
         at: Ns,
         what: Inner,
-        kind: Kind,
+        kind: IoKind,
         offset: u64,
         len: u64,
     ) -> u64 {
@@ -171,14 +172,18 @@ impl Device for RaidCard {
     }
 
     fn submit(&mut self, now: Ns, req: Request) {
-        if req.kind == Kind::Write || req.kind == Kind::Trim {
+        if matches!(req.kind, IoKind::Write | IoKind::Zero | IoKind::Trim) {
             self.forget(req.offset, req.offset + req.len);
         }
         match req.kind {
-            Kind::Read => self.read(now, req),
+            IoKind::Read => self.read(now, req),
             // A write larger than the whole cache could never fit: it goes
             // through, as a card bypasses its cache for it.
-            Kind::Write if self.params.write_back && req.len <= self.params.cache_bytes => {
+            // The card has no write-zeroes command of its own: zeros are
+            // written like any data.
+            IoKind::Write | IoKind::Zero
+                if self.params.write_back && req.len <= self.params.cache_bytes =>
+            {
                 if !self.waiting.is_empty() || !self.absorb(now, req) {
                     self.waiting.push_back((now, req));
                 }
@@ -186,24 +191,24 @@ impl Device for RaidCard {
             }
             // The cache is non-volatile, so a flush has nothing to wait for;
             // without a write-back cache nothing is held either.
-            Kind::Flush | Kind::Trim => {
+            IoKind::Flush | IoKind::Trim => {
                 self.pending.push(Completion {
                     id: req.id,
                     at: now + self.params.overhead(),
                 });
             }
-            Kind::Write => {
+            IoKind::Write | IoKind::Zero => {
                 let at = self.link(now + self.params.overhead(), req.len);
                 self.send_down(
                     now,
                     at,
                     Inner::Host {
                         id: req.id,
-                        kind: Kind::Write,
+                        kind: IoKind::Write,
                         len: req.len,
                         span: (req.offset, req.offset + req.len),
                     },
-                    Kind::Write,
+                    IoKind::Write,
                     req.offset,
                     req.len,
                 );
@@ -253,7 +258,7 @@ impl Device for RaidCard {
                     len,
                     span,
                 }) => {
-                    let at = if kind == Kind::Read {
+                    let at = if kind == IoKind::Read {
                         self.arrived(c.id, span);
                         for (wid, wlen) in self.waiters.remove(&c.id).unwrap_or_default() {
                             let at = self.link(c.at, wlen);
@@ -385,17 +390,17 @@ impl Device for PassThrough {
     }
     fn submit(&mut self, now: Ns, req: Request) {
         match req.kind {
-            Kind::Write => {
+            IoKind::Write | IoKind::Zero => {
                 let at = self.bus.carry(now, req.len, self.port_ns_per_byte);
                 if at > now {
                     self.later.insert((at, req.id), req);
                     return;
                 }
             }
-            Kind::Read => {
+            IoKind::Read => {
                 self.reads.insert(req.id, req.len);
             }
-            Kind::Flush | Kind::Trim => {}
+            IoKind::Flush | IoKind::Trim => {}
         }
         self.disk.submit(now, req);
     }

@@ -7,7 +7,8 @@
 //! cached before it has arrived from the disks.
 
 use super::{Inner, RaidCard};
-use crate::device::{Completion, Device, Kind, Ns, Request};
+use crate::device::{Completion, Device, Ns, Request};
+use raidlab_core::IoKind;
 
 impl RaidCard {
     pub(super) fn cached(&self, offset: u64, len: u64) -> bool {
@@ -130,11 +131,11 @@ impl RaidCard {
             now + self.params.overhead(),
             Inner::Host {
                 id: req.id,
-                kind: Kind::Read,
+                kind: IoKind::Read,
                 len: req.len,
                 span: (req.offset, req.offset + len),
             },
-            Kind::Read,
+            IoKind::Read,
             req.offset,
             len,
         );

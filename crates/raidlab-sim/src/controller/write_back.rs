@@ -8,7 +8,8 @@
 //! how a stripe is written (the array behind the card does).
 
 use super::{Inner, RaidCard};
-use crate::device::{Completion, Kind, Ns, Request, MS};
+use crate::device::{Completion, Ns, Request, MS};
+use raidlab_core::IoKind;
 
 /// Dirty bytes of one stripe: disjoint sorted ranges and when the first arrived.
 #[derive(Debug, Clone)]
@@ -116,7 +117,7 @@ impl RaidCard {
                     now,
                     now,
                     Inner::Destage { len: e - s },
-                    Kind::Write,
+                    IoKind::Write,
                     s,
                     e - s,
                 );

@@ -22,9 +22,10 @@
 mod cache;
 mod params;
 
-use crate::device::{Completion, Device, Kind, ModelInfo, Ns, Request};
+use crate::device::{Completion, Device, ModelInfo, Ns, Request};
 use cache::{ReadSegments, WriteCache};
 pub use params::{lee_coefficients, HddParams, ParamError};
+use raidlab_core::IoKind;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -239,13 +240,13 @@ impl Hdd {
     fn classify(&mut self, t: Ns, c: Cmd) {
         let (a, b) = (c.req.offset, c.req.offset + c.req.len);
         match c.req.kind {
-            Kind::Trim => self.done.push(Reverse((t, c.req.id))),
-            Kind::Flush => {
+            IoKind::Trim => self.done.push(Reverse((t, c.req.id))),
+            IoKind::Flush => {
                 if self.cache.flush(c.req.id) {
                     self.done.push(Reverse((t, c.req.id)));
                 }
             }
-            Kind::Read => {
+            IoKind::Read => {
                 if let Mech::Stream(mut s) = self.mech {
                     // Waiting for read-ahead pays only while the data is in the
                     // buffer or passes under the head within a revolution; data
@@ -268,7 +269,8 @@ impl Hdd {
                     self.media_q.push(c);
                 }
             }
-            Kind::Write => {
+            // No write-zeroes command is modelled: the zeros are written.
+            IoKind::Write | IoKind::Zero => {
                 self.segments.overwrite(a, b);
                 if let Mech::Stream(s) = self.mech {
                     // Read-ahead of data being overwritten is stale: stop it and
@@ -335,7 +337,7 @@ impl Hdd {
             };
             let c = self.media_q.remove(pick);
             let (a, b) = (c.req.offset, c.req.offset + c.req.len);
-            let (start, op) = if c.req.kind == Kind::Read {
+            let (start, op) = if c.req.kind == IoKind::Read {
                 let start = t + ns(self.position_ns(t, a, t));
                 (start, Op::Read(c, start))
             } else {

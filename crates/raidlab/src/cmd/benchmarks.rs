@@ -595,7 +595,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     let opts = OpenOptions {
         size: replay::extent(&ops),
         direct: !a.io.buffered,
-        writes: ops.iter().any(|o| o.kind != replay::Kind::Read),
+        writes: ops.iter().any(|o| o.kind != raidlab_core::IoKind::Read),
         allow_device_writes: a.io.write_device,
     };
     let mut targets = Vec::new();

@@ -6,6 +6,7 @@
 use crate::cli::{Direction, ExplainArgs};
 use anyhow::{bail, Result};
 use raidlab_core::size::format_size;
+use raidlab_core::IoKind;
 use raidlab_core::Volume;
 use raidlab_devices::throttle::Clock;
 use raidlab_devices::SizeOnly;
@@ -13,7 +14,7 @@ use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::exec::Recording;
 use raidlab_raid::planner::{plan_read, plan_write};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
-use raidlab_raid::{Array, MemberOp, OpKind, Step};
+use raidlab_raid::{Array, MemberOp, Step};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -241,13 +242,13 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
 }
 
 fn summarise(request: String, ops: Vec<MemberOp>) -> Request {
-    let count = |kinds: &[OpKind]| ops.iter().filter(|o| kinds.contains(&o.kind)).count();
+    let count = |kinds: &[IoKind]| ops.iter().filter(|o| kinds.contains(&o.kind)).count();
     // A flush (the members' cache flushes, shown as operations) and a trim
     // move no data: neither is a read or a write.
     Request {
         request,
-        reads: count(&[OpKind::Read]),
-        writes: count(&[OpKind::Write, OpKind::Zero]),
+        reads: count(&[IoKind::Read]),
+        writes: count(&[IoKind::Write, IoKind::Zero]),
         ops,
     }
 }
@@ -255,13 +256,7 @@ fn summarise(request: String, ops: Vec<MemberOp>) -> Request {
 fn print_op(op: &MemberOp) -> Result<()> {
     outln!(
         "  {:<5} member {:<3} offset {:<12} length {}",
-        match op.kind {
-            OpKind::Read => "read",
-            OpKind::Write => "write",
-            OpKind::Trim => "trim",
-            OpKind::Flush => "flush",
-            OpKind::Zero => "zero",
-        },
+        op.kind.name(),
         op.member,
         op.offset,
         format_size(op.length)
