@@ -2,17 +2,20 @@
 //! that two raidlab processes never write one member at the same time.
 //!
 //! Writers take an exclusive `flock`, readers a shared one; a refused lock names the
-//! process holding it when /proc/locks tells us. Block devices are also opened with
+//! process holding it when /proc/locks tells us (see `crate::lock`). Block devices are also opened with
 //! `O_EXCL` when written, so Linux refuses them while mounted or claimed by md.
+//!
+//! Each volume moves its bytes in one [`IoMode`]: direct (`O_DIRECT`, aligned
+//! through [`crate::direct`]) or buffered (the page cache). Block devices are
+//! direct unless told otherwise, regular files buffered; see
+//! [`IoMode::default_for`] for why.
 
+use crate::direct::{Direct, IoMode};
+use crate::lock::lock;
 use raidlab_core::{check_range_with, Error, ErrorKind, Mapped, Op, Result, StoredSink, Volume};
 use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-
-/// The alignment of offset and length a direct read of a block device is
-/// given (see `read_stored`).
-const DIRECT_ALIGN: u64 = 4096;
 
 /// How to open a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,18 +34,27 @@ pub struct FileVolume {
     block_device: bool,
     /// The file mapped read-only, made on first use by [`Volume::mapped`].
     map: std::sync::OnceLock<Option<Mapped>>,
-    /// A block device opened once more, for reading with `O_DIRECT`: stored
-    /// reads (served by splice) take it, so that what is served comes from
-    /// the device, as md and file systems on the same disks read it, and is
-    /// not kept in the page cache a second time behind the client's own.
-    /// Made on first use; `None` where the device refuses direct I/O.
-    direct: std::sync::OnceLock<Option<File>>,
+    /// Set when `file` was opened with `O_DIRECT`: its alignment and the
+    /// locks of edge blocks under read-modify-write. Every read, write and
+    /// flush then goes through it; the page cache holds none of the
+    /// member's data.
+    direct: Option<Direct>,
 }
 
 impl FileVolume {
     /// Open an existing file or block device and lock it (shared for reading,
     /// exclusive for writing).
     pub fn open(path: &Path, mode: OpenMode) -> Result<Self> {
+        Self::open_io(path, mode, None)
+    }
+
+    /// [`FileVolume::open`] with the I/O mode chosen: `None` takes the
+    /// default for the kind of member ([`IoMode::default_for`]). Direct I/O
+    /// asked for on a file or device that refuses it (a file on tmpfs, a
+    /// file whose size is not a whole number of the device's blocks) is an
+    /// error naming the path and `--buffered`; by default a block device that
+    /// refuses it is used buffered.
+    pub fn open_io(path: &Path, mode: OpenMode, io: Option<IoMode>) -> Result<Self> {
         let name = path.display().to_string();
         let meta = std::fs::metadata(path).map_err(|e| open_error(&name, e))?;
         let block_device = meta.file_type().is_block_device();
@@ -55,18 +67,75 @@ impl FileVolume {
             .on_device(name));
         }
         let writable = mode == OpenMode::ReadWrite;
-        let mut opts = OpenOptions::new();
-        opts.read(true).write(writable);
-        if block_device && writable {
-            opts.custom_flags(libc::O_EXCL);
-        }
-        let file = opts.open(path).map_err(|e| open_error(&name, e))?;
+        let asked = io;
+        let io = io.unwrap_or(IoMode::default_for(block_device));
+        let open = |direct: bool| {
+            let mut flags = 0;
+            if block_device && writable {
+                flags |= libc::O_EXCL;
+            }
+            if direct {
+                flags |= libc::O_DIRECT;
+            }
+            OpenOptions::new()
+                .read(true)
+                .write(writable)
+                .custom_flags(flags)
+                .open(path)
+        };
+        let (file, io) = match open(io == IoMode::Direct) {
+            Ok(f) => (f, io),
+            Err(e) if io == IoMode::Direct && e.raw_os_error() == Some(libc::EINVAL) => {
+                if asked.is_some() {
+                    return Err(refuses_direct(&name, e));
+                }
+                // The default only: a device without direct I/O still works.
+                (
+                    open(false).map_err(|e| open_error(&name, e))?,
+                    IoMode::Buffered,
+                )
+            }
+            Err(e) => return Err(open_error(&name, e)),
+        };
         lock(&file, &name, writable, &meta)?;
         let size = if block_device {
             block_device_size(&file, &name)?
         } else {
             meta.len()
         };
+        Self::finish(file, path, size, writable, block_device, io)
+    }
+
+    /// The volume over an open, locked `file`, with direct I/O set up when
+    /// `io` says so.
+    fn finish(
+        file: File,
+        path: &Path,
+        size: u64,
+        writable: bool,
+        block_device: bool,
+        io: IoMode,
+    ) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        let direct = (io == IoMode::Direct).then(|| {
+            let (block, mem) = crate::direct::alignment(file.as_raw_fd(), block_device);
+            Direct::new(block, mem)
+        });
+        if let Some(d) = &direct {
+            // Direct I/O moves whole blocks; a file ending inside one would
+            // have its last block read short and written past its end.
+            if size % d.block() != 0 {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Open,
+                    format!(
+                        "its size ({size} bytes) is not a multiple of its direct-I/O block ({} bytes), so it cannot be used with direct I/O: use --buffered (or io = \"buffered\" in the configuration file)",
+                        d.block()
+                    ),
+                )
+                .on_device(path.display().to_string()));
+            }
+        }
         Ok(FileVolume {
             file,
             path: path.to_path_buf(),
@@ -74,33 +143,52 @@ impl FileVolume {
             writable,
             block_device,
             map: std::sync::OnceLock::new(),
-            direct: std::sync::OnceLock::new(),
+            direct,
         })
     }
 
     /// Create a new sparse file of `size` bytes (refusing to replace an existing one)
     /// and open it for writing.
     pub fn create_sparse(path: &Path, size: u64) -> Result<Self> {
+        Self::create_sparse_io(path, size, None)
+    }
+
+    /// [`FileVolume::create_sparse`] with the I/O mode chosen (`None`:
+    /// buffered, a file's default). A file system that refuses direct I/O
+    /// is found before the file is made, so a refusal leaves nothing behind.
+    pub fn create_sparse_io(path: &Path, size: u64, io: Option<IoMode>) -> Result<Self> {
         let name = path.display().to_string();
+        let io = io.unwrap_or(IoMode::default_for(false));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
+            .custom_flags(if io == IoMode::Direct {
+                libc::O_DIRECT
+            } else {
+                0
+            })
             .open(path)
-            .map_err(|e| open_error(&name, e))?;
-        file.set_len(size)
-            .map_err(|e| Error::io(Op::Write, &name, e).at(0, size))?;
-        let meta = file.metadata().map_err(|e| open_error(&name, e))?;
-        lock(&file, &name, true, &meta)?;
-        Ok(FileVolume {
-            file,
-            path: path.to_path_buf(),
-            size,
-            writable: true,
-            block_device: false,
-            map: std::sync::OnceLock::new(),
-            direct: std::sync::OnceLock::new(),
-        })
+            .map_err(|e| match e.raw_os_error() {
+                // open(2) creates the file before O_DIRECT is refused; the
+                // file is new and ours, so take it away again.
+                Some(libc::EINVAL) if io == IoMode::Direct => {
+                    let _ = std::fs::remove_file(path);
+                    refuses_direct(&name, e)
+                }
+                _ => open_error(&name, e),
+            })?;
+        let made = (|| {
+            file.set_len(size)
+                .map_err(|e| Error::io(Op::Write, &name, e).at(0, size))?;
+            let meta = file.metadata().map_err(|e| open_error(&name, e))?;
+            lock(&file, &name, true, &meta)?;
+            Self::finish(file, path, size, true, false, io)
+        })();
+        if made.is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        made
     }
 
     pub fn path(&self) -> &Path {
@@ -109,6 +197,15 @@ impl FileVolume {
 
     pub fn is_block_device(&self) -> bool {
         self.block_device
+    }
+
+    /// How this volume's bytes move: direct or through the page cache.
+    pub fn io_mode(&self) -> IoMode {
+        if self.direct.is_some() {
+            IoMode::Direct
+        } else {
+            IoMode::Buffered
+        }
     }
 
     /// Whether every byte of `[offset, offset+len)` is a hole (reads as zero without
@@ -145,71 +242,13 @@ fn open_error(name: &str, e: std::io::Error) -> Error {
     err
 }
 
-fn lock(file: &File, name: &str, exclusive: bool, meta: &std::fs::Metadata) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    let how = if exclusive {
-        libc::LOCK_EX
-    } else {
-        libc::LOCK_SH
-    } | libc::LOCK_NB;
-    // SAFETY: flock on a file descriptor we own; no memory is touched.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), how) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-        return Err(Error::io(Op::Lock, name, err));
-    }
-    let holder = lock_holder(meta)
-        .map(|h| format!(" by {h}"))
-        .unwrap_or_default();
-    Err(Error::new(
-        ErrorKind::Busy,
-        Op::Lock,
-        format!(
-            "the member is locked{holder}: another raidlab process is using this array; stop it first"
-        ),
-    )
-    .on_device(name))
-}
-
-/// Find which process holds a flock on this inode, from /proc/locks.
-fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    let dev = meta.dev();
-    // /proc/locks prints MAJ:MIN:INODE with major and minor in hex.
-    let major = libc::major(dev);
-    let minor = libc::minor(dev);
-    let wanted = format!("{major:02x}:{minor:02x}:{}", meta.ino());
-    for line in locks.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        // "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"
-        let Some(pos) = fields.iter().position(|f| *f == "FLOCK") else {
-            continue;
-        };
-        let (Some(pid), Some(id)) = (fields.get(pos + 3), fields.get(pos + 4)) else {
-            continue;
-        };
-        if id.eq_ignore_ascii_case(&wanted) {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline"))
-                .ok()
-                .map(|c| {
-                    String::from_utf8_lossy(&c)
-                        .split('\0')
-                        .filter(|s| !s.is_empty())
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                })
-                .unwrap_or_default();
-            return Some(if cmd.is_empty() {
-                format!("process {pid}")
-            } else {
-                format!("process {pid} ({cmd})")
-            });
-        }
-    }
-    None
+/// Direct I/O was asked for where the file system or device refuses it.
+fn refuses_direct(name: &str, e: std::io::Error) -> Error {
+    let mut err = Error::io(Op::Open, name, e);
+    err.message.push_str(
+        " (direct I/O was asked for, and its file system or device refuses O_DIRECT, as tmpfs does: use --buffered, or io = \"buffered\" in the configuration file)",
+    );
+    err
 }
 
 fn block_device_size(file: &File, name: &str) -> Result<u64> {
@@ -265,18 +304,6 @@ impl FileVolume {
         Err(Error::new(ErrorKind::ReadOnly, op, "opened read-only")
             .on_device(self.name())
             .at(offset, len))
-    }
-
-    /// This volume's device opened again for direct reads, through the open
-    /// descriptor (so it is the same device even if its path has changed
-    /// since); `None` if the device refuses `O_DIRECT`.
-    fn open_direct(&self) -> Option<File> {
-        use std::os::fd::AsRawFd;
-        OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECT)
-            .open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
-            .ok()
     }
 
     /// Whether the file lives in memory (tmpfs, ramfs): there a bulk reader is
@@ -344,29 +371,45 @@ impl Volume for FileVolume {
         self.writable
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        use std::os::fd::AsRawFd;
         self.check(Op::Read, offset, buf.len() as u64)?;
-        self.file
-            .read_exact_at(buf, offset)
-            .map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, buf.len() as u64))
+        let len = buf.len() as u64;
+        let fail = |e| Error::io(Op::Read, self.name(), e).at(offset, len);
+        match &self.direct {
+            Some(d) => d.read(self.file.as_raw_fd(), buf, offset).map_err(fail),
+            None => self.file.read_exact_at(buf, offset).map_err(fail),
+        }
     }
+    /// With direct I/O a device's write error comes back here, at the write
+    /// that failed, for the array to act on at once.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        use std::os::fd::AsRawFd;
         self.check(Op::Write, offset, buf.len() as u64)?;
         self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
-        self.file
-            .write_all_at(buf, offset)
-            .map_err(|e| Error::io(Op::Write, self.name(), e).at(offset, buf.len() as u64))
+        let fail = |e| Error::io(Op::Write, self.name(), e).at(offset, buf.len() as u64);
+        match &self.direct {
+            Some(d) => d.write(self.file.as_raw_fd(), buf, offset, 0).map_err(fail),
+            None => self.file.write_all_at(buf, offset).map_err(fail),
+        }
     }
     /// This write alone made durable: `pwritev2` with `RWF_DSYNC`, which the
     /// kernel turns into a FUA write on a device that has one, and into a sync
     /// of just this range's data on a file. An `fdatasync` would also wait
     /// for every other unflushed write to the file. Kernels or file systems
-    /// without the flag get the write followed by `fdatasync`.
+    /// without the flag get the write followed by `fdatasync`. On a direct
+    /// member the same flag goes with the direct write, so the FUA reaches
+    /// the device, not a cache in front of it.
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
         use std::os::fd::AsRawFd;
         let len = buf.len() as u64;
         self.check(Op::Write, offset, len)?;
         self.refuse_read_only(Op::Write, offset, len)?;
         let fail = |e| Error::io(Op::Write, self.name(), e).at(offset, len);
+        if let Some(d) = &self.direct {
+            return d
+                .write(self.file.as_raw_fd(), buf, offset, libc::RWF_DSYNC)
+                .map_err(fail);
+        }
         let mut done = 0usize;
         while done < buf.len() {
             let rest = &buf[done..];
@@ -464,17 +507,23 @@ impl Volume for FileVolume {
             .on_device(self.name())
             .at(offset, len)
         })?;
-        // Direct reads need whole blocks; the pipe's pages are aligned, and
-        // 4 KiB is a whole number of blocks on every device Linux drives with
-        // pages of 4 KiB. Anything else goes through the page cache.
-        let direct = (self.block_device && offset % DIRECT_ALIGN == 0 && len % DIRECT_ALIGN == 0)
-            .then(|| self.direct.get_or_init(|| self.open_direct()).as_ref())
-            .flatten();
-        let fd = direct.map_or_else(|| self.file.as_fd(), |f| f.as_fd());
-        sink(fd, offset, n).map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, len))?;
+        // A direct descriptor reads whole blocks into the pipe's pages
+        // (page-aligned); a range that starts or ends inside a block is left
+        // to `read_at`, which reads its edge blocks through a bounce buffer,
+        // so no member data enters the page cache.
+        if let Some(d) = &self.direct {
+            if offset % d.block() != 0 || len % d.block() != 0 {
+                return Ok(false);
+            }
+        }
+        sink(self.file.as_fd(), offset, n)
+            .map_err(|e| Error::io(Op::Read, self.name(), e).at(offset, len))?;
         Ok(true)
     }
 
+    /// `fdatasync`: on a direct block device the device's cache flush (the
+    /// data itself is already there); on a buffered member also the writing
+    /// back of its dirty pages.
     fn flush(&self) -> Result<()> {
         if !self.writable {
             return Ok(());

@@ -6,14 +6,17 @@
 //! reads is a disk image's partition table ([`partition`]), to open a partition
 //! (`disk.img@3`) as a window over the image.
 
+pub mod direct;
 pub mod fault;
 pub mod file;
+mod lock;
 pub mod memory;
 pub mod partition;
 pub mod recorded;
 pub mod size_only;
 pub mod throttle;
 
+pub use direct::IoMode;
 pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;

@@ -24,6 +24,7 @@
 //! that reason, while its sound neighbours still open (a truncated image keeps
 //! its first partitions).
 
+use crate::direct::IoMode;
 use crate::file::{FileVolume, OpenMode};
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
 use std::path::{Path, PathBuf};
@@ -586,6 +587,11 @@ impl MemberPath {
 #[derive(Debug)]
 pub struct MemberOpener {
     mode: OpenMode,
+    /// The I/O mode asked for (`None`: each member's default).
+    io: Option<IoMode>,
+    /// Each member opened, as named, with the I/O mode it got (a partition
+    /// the mode of its image).
+    io_modes: Vec<(String, IoMode)>,
     images: Vec<OpenImage>,
     /// (canonical path, partition number or 0 for the whole device, as named).
     named: Vec<(PathBuf, u32, String)>,
@@ -604,10 +610,24 @@ impl MemberOpener {
     pub fn new(mode: OpenMode) -> MemberOpener {
         MemberOpener {
             mode,
+            io: None,
+            io_modes: Vec::new(),
             images: Vec::new(),
             named: Vec::new(),
             windows: Vec::new(),
         }
+    }
+
+    /// Open members with I/O mode `io` (`None`: direct for block devices,
+    /// buffered for files; see [`IoMode::default_for`]).
+    pub fn with_io(mut self, io: Option<IoMode>) -> MemberOpener {
+        self.io = io;
+        self
+    }
+
+    /// Each member opened so far, as named, with the I/O mode it got.
+    pub fn io_modes(&self) -> &[(String, IoMode)] {
+        &self.io_modes
     }
 
     /// Where a partition opened as `p` lies: (image, byte start, length).
@@ -624,7 +644,9 @@ impl MemberOpener {
         match MemberPath::parse(p) {
             MemberPath::Whole(path) => {
                 self.claim(&path, 0, &shown)?;
-                Ok(Arc::new(FileVolume::open(&path, self.mode)?))
+                let v = FileVolume::open_io(&path, self.mode, self.io)?;
+                self.io_modes.push((shown, v.io_mode()));
+                Ok(Arc::new(v))
             }
             MemberPath::Partition { image, number } => {
                 self.claim(&image, number, &shown)?;
@@ -669,7 +691,9 @@ impl MemberOpener {
                     .at(part.start, part.len));
                 }
                 let (start, len) = (part.start, part.len);
-                let vol = SliceVolume::named(img.volume.clone(), start, len, shown)?;
+                let io = img.volume.io_mode();
+                let vol = SliceVolume::named(img.volume.clone(), start, len, shown.clone())?;
+                self.io_modes.push((shown, io));
                 self.windows.push((p.to_path_buf(), image, start, len));
                 Ok(Arc::new(vol))
             }
@@ -698,7 +722,7 @@ impl MemberOpener {
         let i = match self.images.iter().position(|i| i.canonical == canonical) {
             Some(i) => i,
             None => {
-                let volume = Arc::new(FileVolume::open(image, self.mode)?);
+                let volume = Arc::new(FileVolume::open_io(image, self.mode, self.io)?);
                 let table = PartitionTable::read(volume.as_ref())?;
                 self.images.push(OpenImage {
                     canonical,

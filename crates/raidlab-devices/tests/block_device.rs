@@ -3,7 +3,7 @@
 //! page cache would. Needs root and loop devices (CI has both).
 
 use raidlab_core::Volume;
-use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_devices::{FileVolume, IoMode, OpenMode};
 use std::path::Path;
 
 /// Moves `len` bytes at `at` of `fd` through a pipe by splice, as the NBD
@@ -56,10 +56,11 @@ fn splice_out(
 }
 
 /// A block device's stored pieces (what `raidlab serve` splices to a
-/// client) are read from the device with O_DIRECT where they are whole
-/// 4 KiB blocks, through the page cache otherwise; both give the bytes
-/// written, including a write still only in the page cache (the kernel
-/// writes a range back before reading it directly).
+/// client) come from the device with O_DIRECT when the member is direct (a
+/// block device's default) and the piece is whole logical blocks; a piece
+/// that is not is left to `read_at` (`Ok(false)`), so no member data enters
+/// the page cache. A member opened buffered splices from the page cache.
+/// All give the bytes written.
 #[test]
 fn a_block_device_serves_stored_pieces_from_the_device() {
     use std::process::Command;
@@ -94,15 +95,22 @@ fn a_block_device_serves_stored_pieces_from_the_device() {
         }
     }
     let _detach = Detach(lo.clone());
-    let v = FileVolume::open(Path::new(&lo), OpenMode::ReadWrite).unwrap();
     let data: Vec<u8> = (0..4u32 << 20).map(|i| (i * 31 + i / 4091) as u8).collect();
-    v.write_at(&data, 0).unwrap();
-    for (at, len, direct) in [
-        (0u64, 1usize << 20, true),
-        (12 << 10, 256 << 10, true),
-        (512, 64 << 10, false),
-        (4096, 1000, false),
+    FileVolume::open(Path::new(&lo), OpenMode::ReadWrite)
+        .unwrap()
+        .write_at(&data, 0)
+        .unwrap();
+    // (offset, length, opened as, spliced from a direct descriptor or not
+    // spliced at all). A loop device's logical blocks are 512 bytes.
+    for (at, len, io, direct) in [
+        (0u64, 1usize << 20, IoMode::Direct, Some(true)),
+        (12 << 10, 256 << 10, IoMode::Direct, Some(true)),
+        (512, 64 << 10, IoMode::Direct, Some(true)),
+        (4096, 1000, IoMode::Direct, None),
+        (0, 1 << 20, IoMode::Buffered, Some(false)),
+        (4096, 1000, IoMode::Buffered, Some(false)),
     ] {
+        let v = FileVolume::open_io(Path::new(&lo), OpenMode::ReadOnly, Some(io)).unwrap();
         let mut got = Vec::new();
         let mut was_direct = None;
         let mut sink = |fd: std::os::fd::BorrowedFd<'_>, o: u64, k: usize| {
@@ -111,15 +119,19 @@ fn a_block_device_serves_stored_pieces_from_the_device() {
             was_direct = Some(d);
             Ok(())
         };
-        assert!(v.read_stored(at, len as u64, &mut sink).unwrap());
+        let spliced = v.read_stored(at, len as u64, &mut sink).unwrap();
+        assert_eq!(spliced, direct.is_some(), "{len} bytes at {at} ({io})");
         assert_eq!(
-            was_direct,
-            Some(direct),
-            "{len} bytes at {at}: direct read or not"
+            was_direct, direct,
+            "{len} bytes at {at} ({io}): direct read or not"
         );
+        if !spliced {
+            got = vec![0u8; len];
+            v.read_at(&mut got, at).unwrap();
+        }
         assert!(
             got == data[at as usize..at as usize + len],
-            "{len} bytes at {at}: the stored piece differs from what was written"
+            "{len} bytes at {at} ({io}): the stored piece differs from what was written"
         );
     }
 }

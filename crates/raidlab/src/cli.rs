@@ -212,6 +212,8 @@ pub struct CreateArgs {
         value_name = "0.90|1.0|1.1|1.2"
     )]
     pub metadata: String,
+    #[command(flatten)]
+    pub io: MemberIoArgs,
     /// Member files or block devices (or `IMAGE@N` partitions), in role order.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
@@ -286,6 +288,8 @@ pub struct ExportArgs {
     /// of what was read (+) and what was not (-), in array offsets.
     #[arg(long, value_name = "FILE")]
     pub map_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub io: MemberIoArgs,
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +309,38 @@ pub struct ImportArgs {
     pub force: bool,
     #[command(flatten)]
     pub stripe: StripeCacheArgs,
+    #[command(flatten)]
+    pub io: MemberIoArgs,
+}
+
+/// How the members' bytes move, for the verbs that open members: `--direct`
+/// (O_DIRECT: a member's write error comes back at that write, nothing is
+/// cached twice) or `--buffered` (the page cache). Default: block devices
+/// direct, regular files buffered (images and test files; ramfs and tmpfs
+/// before Linux 6.6 refuse O_DIRECT, and whether a file system caches the
+/// files under it is the user's choice).
+#[derive(Debug, Clone, Copy, Default, Args)]
+#[group(multiple = false)]
+pub struct MemberIoArgs {
+    /// Open every member with direct I/O (O_DIRECT), files too; a member whose
+    /// file system refuses it is an error naming it.
+    #[arg(long)]
+    pub direct: bool,
+    /// Open every member through the page cache, block devices too.
+    #[arg(long)]
+    pub buffered: bool,
+}
+
+impl MemberIoArgs {
+    /// The mode asked for; `None`: each member's default.
+    pub fn mode(&self) -> Option<raidlab_devices::IoMode> {
+        use raidlab_devices::IoMode;
+        match (self.direct, self.buffered) {
+            (true, _) => Some(IoMode::Direct),
+            (_, true) => Some(IoMode::Buffered),
+            _ => None,
+        }
+    }
 }
 
 /// The stripe cache of a parity array started for writing (md's
@@ -553,6 +589,8 @@ pub struct ServeArgs {
     pub force: bool,
     #[command(flatten)]
     pub stripe: StripeCacheArgs,
+    #[command(flatten)]
+    pub io: MemberIoArgs,
     /// Unix socket path (the default listener; default
     /// $XDG_RUNTIME_DIR/raidlab-nbd.sock or /tmp/raidlab-nbd-UID.sock).
     #[arg(long)]
@@ -644,6 +682,10 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     force = false                      # optional: start dirty and degraded
     stripe_cache = 64                  # optional: stripes held (0: off), as --stripe-cache
     stripe_hold_ms = 20                # optional: as --stripe-hold
+    io = "direct"                      # optional: "direct" or "buffered", as
+                                       # --direct/--buffered (which apply to
+                                       # exports without this key); default:
+                                       # block devices direct, files buffered
 
     [[export]]
     name = "scratch"

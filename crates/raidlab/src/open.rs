@@ -10,7 +10,7 @@
 
 use anyhow::{bail, Context, Result};
 use raidlab_core::{SliceVolume, Volume};
-use raidlab_devices::{MemberOpener, MemberPath, OpenMode, PartitionTable};
+use raidlab_devices::{IoMode, MemberOpener, MemberPath, OpenMode, PartitionTable};
 use raidlab_md::Superblock;
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{self, StartReport};
@@ -25,11 +25,26 @@ pub fn is_missing(p: &Path) -> bool {
     p.as_os_str() == MISSING
 }
 
-/// Open every named member (skipping the word `missing`), locked for `mode`.
-/// Partitions of one image share the image (one lock); a device named twice is
-/// refused.
+/// Open every named member (skipping the word `missing`), locked for `mode`,
+/// each in its default I/O mode (direct for block devices, buffered for
+/// files). Partitions of one image share the image (one lock); a device
+/// named twice is refused.
 pub fn open_members(paths: &[PathBuf], mode: OpenMode) -> Result<Vec<Device>> {
-    let mut opener = MemberOpener::new(mode);
+    Ok(open_members_io(paths, mode, None)?.0)
+}
+
+/// A member as named, with the I/O mode it was opened in.
+pub type MemberIo = (String, IoMode);
+
+/// [`open_members`] with the I/O mode the user chose (`--direct`,
+/// `--buffered`, a TOML `io` key; `None`: each member's default), and the
+/// mode each member got, by name.
+pub fn open_members_io(
+    paths: &[PathBuf],
+    mode: OpenMode,
+    io: Option<IoMode>,
+) -> Result<(Vec<Device>, Vec<MemberIo>)> {
+    let mut opener = MemberOpener::new(mode).with_io(io);
     let mut out = Vec::new();
     for p in paths.iter().filter(|p| !is_missing(p)) {
         out.push(open_with(&mut opener, p)?);
@@ -37,12 +52,17 @@ pub fn open_members(paths: &[PathBuf], mode: OpenMode) -> Result<Vec<Device>> {
     if out.is_empty() {
         bail!("no members given (only `missing`): name at least one member file or device");
     }
-    Ok(out)
+    Ok((out, opener.io_modes().to_vec()))
 }
 
-/// Open one member on its own.
+/// Open one member on its own, in its default I/O mode.
 pub fn open_device(p: &Path, mode: OpenMode) -> Result<Device> {
-    open_with(&mut MemberOpener::new(mode), p)
+    open_device_io(p, mode, None)
+}
+
+/// Open one member on its own in I/O mode `io` (`None`: its default).
+pub fn open_device_io(p: &Path, mode: OpenMode, io: Option<IoMode>) -> Result<Device> {
+    open_with(&mut MemberOpener::new(mode).with_io(io), p)
 }
 
 /// Open one member through `opener` (which remembers the images and devices

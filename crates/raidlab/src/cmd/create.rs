@@ -197,13 +197,13 @@ fn open_and_create(
     created: &mut Vec<std::path::PathBuf>,
 ) -> Result<raidlab_raid::assemble::Assembly> {
     let mut members = Vec::new();
-    let mut opener = MemberOpener::new(OpenMode::ReadWrite);
+    let mut opener = MemberOpener::new(OpenMode::ReadWrite).with_io(a.io.mode());
     for p in a.members.iter().chain(a.write_journal.iter()) {
         if member_exists(p) {
             members.push((open_with(&mut opener, p)?, p.clone()));
         } else {
             let size = a.member_size.unwrap_or(0);
-            let v = FileVolume::create_sparse(p, size)
+            let v = FileVolume::create_sparse_io(p, size, a.io.mode())
                 .with_context(|| format!("cannot create member file {}", p.display()))?;
             created.push(p.clone());
             members.push((

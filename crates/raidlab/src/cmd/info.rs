@@ -155,6 +155,10 @@ pub struct ServedInfo {
     /// `detail --watch` and the status page turn them into rates).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub member_io: Vec<raidlab_raid::live::MemberIoStatus>,
+    /// Each member's I/O mode (direct or buffered) as the server opened it,
+    /// by member name; shown per member (`io` in the JSON).
+    #[serde(skip)]
+    pub io_modes: Vec<(String, raidlab_devices::IoMode)>,
 }
 
 #[derive(Serialize)]
@@ -187,6 +191,10 @@ struct MemberJson {
     role: Option<usize>,
     state: MemberState,
     events: u64,
+    /// "direct" or "buffered": how the server answering opened it (absent
+    /// when no server serves the array: then nothing holds it open).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    io: Option<&'static str>,
 }
 
 pub fn detail(d: DetailArgs) -> Result<ExitCode> {
@@ -341,6 +349,12 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
                 role: m.role,
                 state: m.state,
                 events: m.sb.events,
+                io: served.as_ref().and_then(|s| {
+                    s.io_modes
+                        .iter()
+                        .find(|(n, _)| *n == m.device.path)
+                        .map(|(_, io)| io.as_str())
+                }),
             })
             .collect(),
         missing_roles: asm.missing(),
@@ -504,7 +518,14 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         textln!(text, "{k:>18} : {v}");
     }
     textln!(text);
-    textln!(text, "   Role  State      Events  Device");
+    // The I/O column only when a server answers: it is how that server
+    // opened each member, which the superblocks do not record.
+    let served = out.served.is_some();
+    if served {
+        textln!(text, "   Role  State      Events  I/O       Device");
+    } else {
+        textln!(text, "   Role  State      Events  Device");
+    }
     let mut order: Vec<&MemberJson> = out.members.iter().collect();
     order.sort_by_key(|m| (m.role.is_none(), m.role));
     for m in order {
@@ -513,7 +534,17 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             .as_str()
             .unwrap_or("")
             .to_string();
-        textln!(text, "   {role:>4}  {st:<9} {:>7}  {}", m.events, m.device);
+        if served {
+            let io = m.io.unwrap_or("-");
+            textln!(
+                text,
+                "   {role:>4}  {st:<9} {:>7}  {io:<8}  {}",
+                m.events,
+                m.device
+            );
+        } else {
+            textln!(text, "   {role:>4}  {st:<9} {:>7}  {}", m.events, m.device);
+        }
     }
     for r in &out.missing_roles {
         textln!(text, "   {r:>4}  missing");

@@ -150,6 +150,26 @@ pub struct Managed {
     pub export: String,
     pub live: Arc<LiveArray>,
     pub writable: bool,
+    /// The I/O mode the export asked for (`None`: each member's default);
+    /// members added while served are opened in it.
+    pub io: Option<raidlab_devices::IoMode>,
+    /// The mode each member was opened in, for `detail`.
+    pub io_modes: crate::cmd::serve::MemberIoModes,
+}
+
+impl Managed {
+    /// Open a member added while served in the export's I/O mode, and
+    /// remember the mode it got for `detail`.
+    fn open_new(&self, p: &Path) -> Result<raidlab_raid::assemble::Device> {
+        let mut opener = raidlab_devices::MemberOpener::new(OpenMode::ReadWrite).with_io(self.io);
+        let device = crate::open::open_with(&mut opener, p)?;
+        let mut modes = self.io_modes.lock().unwrap_or_else(|e| e.into_inner());
+        for (name, io) in opener.io_modes() {
+            modes.retain(|(n, _)| n != name);
+            modes.push((name.clone(), *io));
+        }
+        Ok(device)
+    }
 }
 
 /// Accept control connections until `stop`; each is served on its own thread
@@ -259,6 +279,7 @@ fn carry_out(
                 export: m.export.clone(),
                 status: live.status(),
                 member_io: live.member_io(),
+                io_modes: m.io_modes.lock().unwrap_or_else(|e| e.into_inner()).clone(),
             };
             // The plain text adds each member's I/O counters in `--watch`'s
             // words (the JSON has them as `served.member_io`).
@@ -304,7 +325,7 @@ fn carry_out(
             });
             let device = match held {
                 Some(d) => d,
-                None => crate::open::open_device(Path::new(&new), OpenMode::ReadWrite)?,
+                None => m.open_new(Path::new(&new))?,
             };
             let out = live.add(device, force, rebuild)?;
             said(&out);
@@ -318,7 +339,7 @@ fn carry_out(
             max_rate,
         } => {
             live.set_max_rate(max_rate);
-            let device = crate::open::open_device(Path::new(&new), OpenMode::ReadWrite)?;
+            let device = m.open_new(Path::new(&new))?;
             let out = live.replace(&old, device, force, rebuild)?;
             said(&out);
             finish_with_rebuild(stream, live, out, rebuild)

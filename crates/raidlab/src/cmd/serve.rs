@@ -21,12 +21,12 @@
 use crate::cli::ServeArgs;
 use crate::cmd::cache_live::{Cached, ManagedCache, ServedOrigin};
 use crate::cmd::live::Managed;
-use crate::open::open_members;
+use crate::open::{open_members, open_members_io};
 use anyhow::{bail, Context, Result};
 use raidlab_cache::{BackgroundCleaner, CachedVolume};
 use raidlab_core::size::format_size_approx;
 use raidlab_core::Volume;
-use raidlab_devices::{FileVolume, OpenMode};
+use raidlab_devices::{FileVolume, IoMode, OpenMode};
 use raidlab_nbd::listen::Listener;
 use raidlab_nbd::tls::Tls;
 use raidlab_nbd::{Export, Limits, Server};
@@ -88,9 +88,22 @@ struct ExportConfig {
     /// time in milliseconds (defaults: 64 and 20, as on the command line).
     stripe_cache: Option<usize>,
     stripe_hold_ms: Option<u64>,
+    /// How the members (or the file) are opened: "direct" (O_DIRECT) or
+    /// "buffered" (the page cache); default: block devices direct, files
+    /// buffered (see `raidlab_devices::IoMode::default_for`).
+    io: Option<String>,
 }
 
 impl ExportConfig {
+    /// The I/O mode asked for, if any.
+    fn io(&self) -> Result<Option<IoMode>> {
+        self.io
+            .as_deref()
+            .map(|s| s.parse::<IoMode>())
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("export {:?}: io = {e}", self.name))
+    }
+
     fn stripe_cache(&self) -> raidlab_raid::stripe_cache::StripeCacheConfig {
         let d = raidlab_raid::stripe_cache::StripeCacheConfig::default();
         raidlab_raid::stripe_cache::StripeCacheConfig {
@@ -102,6 +115,10 @@ impl ExportConfig {
     }
 }
 
+/// Each member of a served array, by name, with the I/O mode it was opened
+/// in (grows as members are added while served).
+pub type MemberIoModes = Arc<std::sync::Mutex<Vec<(String, IoMode)>>>;
+
 /// One served volume and what it takes to stop it cleanly.
 enum Served {
     Array {
@@ -109,6 +126,10 @@ enum Served {
         live: Arc<LiveArray>,
         was_clean: bool,
         writable: bool,
+        /// The I/O mode asked for (members added later get it too), and
+        /// the mode each member got, for `detail`.
+        io: Option<IoMode>,
+        io_modes: MemberIoModes,
     },
     Plain {
         volume: Arc<FileVolume>,
@@ -139,6 +160,11 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
             if !a.members.is_empty() || a.cache.is_some() {
                 bail!("give exports either in --config or on the command line, not both (a cache in the file is an export's `cache = \"DEV\"`)");
             }
+            let mut c = c;
+            // --direct/--buffered: for the exports that do not say.
+            for e in c.export.iter_mut().filter(|e| e.io.is_none()) {
+                e.io = a.io.mode().map(|m| m.to_string());
+            }
             c
         }
         None => {
@@ -162,6 +188,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
+                    io: a.io.mode().map(|m| m.to_string()),
                 }
             } else {
                 ExportConfig {
@@ -173,6 +200,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
+                    io: a.io.mode().map(|m| m.to_string()),
                 }
             };
             Config {
@@ -183,6 +211,10 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
     };
     if config.export.is_empty() {
         bail!("the configuration lists no [[export]]: nothing to serve");
+    }
+    // A misspelt `io` stops here, before any member is opened.
+    for e in &config.export {
+        e.io()?;
     }
     // SIGINT and SIGTERM (the `termination` feature) ask for a clean stop; a
     // second one exits at once, leaving arrays dirty for a resync at next start.
@@ -376,11 +408,15 @@ fn managed_array(s: &Served) -> Option<Managed> {
             name,
             live,
             writable,
+            io,
+            io_modes,
             ..
         } => Some(Managed {
             export: name.clone(),
             live: live.clone(),
             writable: *writable,
+            io: *io,
+            io_modes: io_modes.clone(),
         }),
         Served::Plain { .. } => None,
         Served::Cache { origin, .. } => managed_array(origin),
@@ -591,8 +627,14 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
     match (&e.file, e.members.is_empty()) {
         (Some(f), true) => {
             let v = Arc::new(
-                FileVolume::open(f, mode)
+                FileVolume::open_io(f, mode, e.io()?)
                     .with_context(|| format!("export {:?}: cannot open {}", e.name, f.display()))?,
+            );
+            eprintln!(
+                "raidlab: export {:?}: {}: {} I/O",
+                e.name,
+                f.display(),
+                v.io_mode()
             );
             let name = if e.name.is_empty() {
                 f.file_name()
@@ -613,8 +655,12 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             Ok((Served::Plain { volume: v }, x))
         }
         (None, false) => {
-            let devices = open_members(&e.members, mode)
+            let (devices, io_modes) = open_members_io(&e.members, mode, e.io()?)
                 .with_context(|| format!("export {:?}", e.name))?;
+            // Said per member at start, as `detail` shows it while served.
+            for (m, io) in &io_modes {
+                eprintln!("raidlab: export {:?}: member {m}: {io} I/O", e.name);
+            }
             // Every member's I/O counted from the first superblock read on
             // (`raidlab_raid::live::stats`), for the metrics and status pages.
             let counted = raidlab_raid::live::MemberIoRegistry::default();
@@ -704,6 +750,8 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                     live,
                     was_clean,
                     writable: !e.read_only,
+                    io: e.io()?,
+                    io_modes: Arc::new(std::sync::Mutex::new(io_modes)),
                 },
                 x,
             ))
@@ -848,6 +896,7 @@ fn stop(s: Served) -> Result<()> {
             live,
             was_clean,
             writable,
+            ..
         } => {
             // A rebuild saves its position and stops first.
             live.shutdown();

@@ -3,7 +3,7 @@
 //! each, two buffers in flight) so a stream runs at the speed of the slower side.
 
 use crate::cli::{ExportArgs, ImportArgs};
-use crate::open::open_members;
+use crate::open::open_members_io;
 use anyhow::{bail, Context, Result};
 use raidlab_core::Volume;
 use raidlab_devices::OpenMode;
@@ -65,7 +65,7 @@ fn pipeline(
 }
 
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
-    let devices = open_members(&a.members, OpenMode::ReadOnly)?;
+    let devices = open_members_io(&a.members, OpenMode::ReadOnly, a.io.mode())?.0;
     let asm = crate::open::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
     let started = Started::start(
@@ -210,7 +210,7 @@ fn read_salvaging(array: &dyn Volume, buf: &mut [u8], pos: u64, lost: &mut Lost)
 }
 
 pub fn import(a: ImportArgs) -> Result<ExitCode> {
-    let devices = open_members(&a.members, OpenMode::ReadWrite)?;
+    let devices = open_members_io(&a.members, OpenMode::ReadWrite, a.io.mode())?.0;
     let asm = crate::open::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
     // Everything that can refuse the import is checked before the start,

@@ -276,6 +276,7 @@ fn array_json(m: &Managed, s: &ArraySeries) -> Value {
         export: m.export.clone(),
         status: m.live.status(),
         member_io: m.live.member_io(),
+        io_modes: m.io_modes.lock().unwrap_or_else(|e| e.into_inner()).clone(),
     };
     let detail = m
         .live
