@@ -145,7 +145,7 @@ fn raid5_re_add_after_fail_and_remove_resyncs_only_the_dirty_chunks() {
     let (resynced, member, dirty) = figures(&out);
     // B's 1.5 MiB of array is 0.5 MiB of each member's area, within two
     // 1 MiB bitmap chunks at most: far less than the 15+ MiB member.
-    assert!(dirty >= 1 && dirty <= 2, "{out}");
+    assert!((1..=2).contains(&dirty), "{out}");
     assert_eq!(resynced, dirty * MIB, "{out}");
     assert!(resynced * 4 < member, "{out}");
     assert!(member >= 15 * MIB, "{out}");
