@@ -15,6 +15,10 @@ use std::sync::Arc;
 const MIB: u64 = 1 << 20;
 
 fn make(name: &str, level: Level, n: usize, bitmap: bool) -> Vec<Device> {
+    make_chunked(name, level, n, bitmap, 64 << 10)
+}
+
+fn make_chunked(name: &str, level: Level, n: usize, bitmap: bool, chunk: u64) -> Vec<Device> {
     let devs: Vec<Device> = (0..n)
         .map(|i| Device {
             path: format!("{name}{i}"),
@@ -28,7 +32,7 @@ fn make(name: &str, level: Level, n: usize, bitmap: bool) -> Vec<Device> {
     let spec = CreateSpec {
         level,
         layout,
-        chunk_bytes: 64 << 10,
+        chunk_bytes: chunk,
         spares: 0,
         name: name.into(),
         force: false,
@@ -209,4 +213,22 @@ fn re_add_is_refused_for_a_member_of_another_array() {
     let e = asm.re_add(other[3].clone()).unwrap_err();
     assert!(e.to_string().contains("belongs to array"), "{e}");
     assert_eq!(bytes_of(&other[3]), before);
+}
+
+#[test]
+fn a_dirty_bitmap_chunk_smaller_than_a_raid_chunk_rebuilds_the_whole_raid_chunk() {
+    // RAID chunk 2 MiB, bitmap chunk 1 MiB: the rebuild's steps are whole
+    // RAID chunks, so one dirty bit rebuilds its 2 MiB RAID chunk.
+    let devs = make_chunked("wide", Level::Raid5, 4, true, 2 * MIB);
+    let size = read_all(&devs).len();
+    write(&devs, 0, &pattern(size, 3));
+    write(&devs[..3], 8192, &[9u8; 8192]);
+    let mut asm = Assembly::assemble(devs[..3].to_vec()).unwrap();
+    assert_eq!(asm.bitmap.as_ref().unwrap().dirty_count(), 1);
+    asm.re_add(devs[3].clone()).unwrap();
+    let report = asm.rebuild(RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(report.rebuilt[0].bytes, 2 * MIB, "{report:?}");
+    let mut expected = pattern(size, 3);
+    expected[8192..16384].fill(9);
+    assert_eq!(read_all(&devs[1..]), expected);
 }
