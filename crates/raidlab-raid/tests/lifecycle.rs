@@ -71,3 +71,96 @@ fn a_crash_during_a_small_write_leaves_only_its_bitmap_chunks_dirty() {
     );
     assert!(asm.in_sync());
 }
+
+fn bitmap_array(name: &str, level: Level) -> Vec<Device> {
+    let devs: Vec<Device> = (0..4)
+        .map(|i| Device {
+            path: format!("{name}{i}"),
+            volume: Arc::new(MemVolume::new(16 * MIB)),
+        })
+        .collect();
+    let spec = CreateSpec {
+        level,
+        layout: Layout::Parity(ParityLayout::LeftSymmetric),
+        chunk_bytes: 64 << 10,
+        spares: 0,
+        name: name.into(),
+        force: false,
+        bitmap: true,
+        bitmap_chunk: Some(MIB as u32),
+        ppl: false,
+    };
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    create(&spec, members).unwrap();
+    devs
+}
+
+/// Start `devs` for writing, write 8 KiB at array byte `at`, stop cleanly.
+fn write_and_stop(devs: &[Device], at: u64) {
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let started = Started::start(
+        asm,
+        StartOptions {
+            write: true,
+            ..StartOptions::default()
+        },
+    )
+    .unwrap();
+    started.array.write_at(&[0xa5; 8192], at).unwrap();
+    assert!(started.stop().unwrap().is_empty());
+}
+
+#[test]
+fn a_clean_stop_of_a_degraded_array_keeps_the_bits_its_missing_member_lacks() {
+    // RAID 6: degraded by one it still has parity to resync with.
+    let devs = bitmap_array("deg", Level::Raid6);
+    let before = Assembly::assemble(devs.clone()).unwrap();
+    let cleared_at_create = before.bitmap.as_ref().unwrap().sb.events_cleared;
+    // Role 3 is not given: the array runs degraded.
+    write_and_stop(&devs[..3], 5 * MIB);
+    let asm = Assembly::assemble(devs[..3].to_vec()).unwrap();
+    assert!(asm.in_sync(), "the stop was clean");
+    let bm = asm.bitmap.as_ref().unwrap();
+    assert_eq!(
+        bm.dirty_count(),
+        1,
+        "the write's chunk must stay dirty while role 3 lacks it"
+    );
+    // Two data members: array byte 5 MiB is member byte 2.5 MiB.
+    assert!(bm.is_dirty(2));
+    assert_eq!(
+        bm.sb.events_cleared, cleared_at_create,
+        "events_cleared moved while the array was degraded"
+    );
+    // A resync of the degraded array does not clear them either.
+    let mut asm = asm;
+    asm.commit(|sb| sb.resync_offset = 0).unwrap();
+    asm.resync(RunOptions::default(), &mut |_| {}).unwrap();
+    let asm = Assembly::assemble(devs[..3].to_vec()).unwrap();
+    let bm = asm.bitmap.as_ref().unwrap();
+    assert_eq!(bm.dirty_count(), 1, "a degraded resync cleared the bits");
+    assert_eq!(bm.sb.events_cleared, cleared_at_create);
+}
+
+#[test]
+fn a_clean_stop_of_a_complete_array_clears_the_bits() {
+    let devs = bitmap_array("full", Level::Raid5);
+    write_and_stop(&devs, 5 * MIB);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let bm = asm.bitmap.as_ref().unwrap();
+    assert_eq!(
+        bm.dirty_count(),
+        0,
+        "a complete clean stop clears every bit"
+    );
+    assert_eq!(
+        bm.sb.events_cleared, asm.events,
+        "events_cleared is the clean stop's event count"
+    );
+}

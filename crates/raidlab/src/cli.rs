@@ -39,7 +39,9 @@ pub enum Command {
     Fail(FailArgs),
     /// Take a faulty, stale or spare member out of the array.
     Remove(RemoveArgs),
-    /// Add a member: into a missing slot (then rebuilt) or as a hot spare.
+    /// Add a member: into a missing slot (then rebuilt) or as a hot spare; a
+    /// former member goes back into its old role with only the bitmap's dirty
+    /// chunks resynced when it can (re-add).
     Add(AddArgs),
     /// Copy a working member onto a new one while the array keeps full redundancy.
     Replace(ReplaceArgs),
@@ -534,6 +536,14 @@ pub struct AddArgs {
     /// Do not rebuild now (`raidlab rebuild` later).
     #[arg(long)]
     pub no_rebuild: bool,
+    /// Only take --new back into its old role (mdadm's --re-add): a former
+    /// member of an array with a write-intent bitmap, not older than the
+    /// bitmap's last clearing; only the chunks the bitmap marked while it was
+    /// away are resynced. Refused, with the reason and nothing written,
+    /// otherwise. Without it, add re-adds such a member too (offline), as
+    /// mdadm --add does, and falls back to a full rebuild when it cannot.
+    #[arg(long)]
+    pub re_add: bool,
     #[command(flatten)]
     pub run: RunControl,
 }

@@ -77,18 +77,34 @@ impl Assembly {
                 .collect();
             j.checkpoint(&|| crate::metadata_plan::flush_all(&vols))?;
         }
-        if let Some(b) = self.bitmap.as_mut() {
-            // Everything written has been flushed: no region is dirty any more.
-            if was_clean {
-                b.clear_all();
-                b.sb.events_cleared = self.events + 1;
-            }
-        }
+        // Everything written has been flushed: no region is dirty any more,
+        // unless a role has no member in sync to have received the writes.
+        self.clear_bitmap_if_complete(was_clean, self.events + 1);
         self.commit(|sb| {
             if was_clean {
                 sb.resync_offset = u64::MAX;
             }
         })
+    }
+
+    /// Clear the bitmap's bits once everything written is on every role
+    /// (`consistent`: the stripes agree), recording `events` as the event
+    /// count the bits were cleared at. While a role has no member in sync
+    /// (missing, stale, removed, being rebuilt) md never clears a bit: the
+    /// bits set since the member left are exactly what a re-add of it must
+    /// resync, and events_cleared stays at or before the moment it left,
+    /// which is what lets the re-add judge it recent enough. Returns whether
+    /// the bits were cleared.
+    pub(crate) fn clear_bitmap_if_complete(&mut self, consistent: bool, events: u64) -> bool {
+        let complete = self.missing().is_empty();
+        match self.bitmap.as_mut() {
+            Some(b) if consistent && complete => {
+                b.clear_all();
+                b.sb.events_cleared = events;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Apply an array-wide change to the superblock of every live member (active,

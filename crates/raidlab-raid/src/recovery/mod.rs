@@ -126,7 +126,13 @@ pub struct RebuiltMember {
     pub role: usize,
     /// Where this run started (bytes into the data area; non-zero on a resume).
     pub resumed_from: u64,
+    /// Bytes of its data area this run rewrote.
     pub bytes: u64,
+    /// The size of its data area, what a whole rebuild rewrites.
+    pub member_bytes: u64,
+    /// Whether only the chunks the write-intent bitmap marks dirty were
+    /// rebuilt (a re-added member, md's bitmap-based recovery).
+    pub bitmap_based: bool,
 }
 
 /// Paces a run to a byte rate, on the run's clock.
@@ -219,19 +225,27 @@ impl Assembly {
         let mut report = RebuildReport {
             rebuilt: Vec::new(),
         };
-        let total = self.geometry.member_bytes;
+        let member_total = self.geometry.member_bytes;
         for (index, slot) in targets {
             // The array without the member being rebuilt: every read the rebuild does
             // is an ordinary (possibly degraded) read through the planner.
             let array = self.array()?;
             let target = self.area(index)?;
-            let start = (self.members[index].sb.recovery_offset * SECTOR).min(total);
+            let resume_at = (self.members[index].sb.recovery_offset * SECTOR).min(member_total);
             let step = step_for(&self.geometry, opts.step_bytes);
-            let start = align_down(&self.geometry, start);
+            let resume_at = align_down(&self.geometry, resume_at);
+            let ranges = self.recovery_ranges(index, resume_at);
+            let to_rebuild: u64 = ranges.iter().map(|(a, b)| b - a).sum();
             let mut pacer = Pacer::new(&opts);
             let mut since_checkpoint = 0;
-            let mut pos = start;
-            progress(Progress { done: pos, total });
+            // Progress counts the bytes this run rewrites, after what an
+            // earlier run did (a whole rebuild: its position in the member).
+            let mut done_before = resume_at;
+            let overall = resume_at + to_rebuild;
+            progress(Progress {
+                done: done_before,
+                total: overall,
+            });
             // Reading (and computing) the next step overlaps writing this one: a
             // rebuild runs at the speed of the slower side, not of both added.
             let geometry = self.geometry;
@@ -246,220 +260,243 @@ impl Assembly {
                 (0..geometry.raid_disks).map(|r| array.member(r)).collect();
             let target_at = members.len();
             members.push(Some(target));
-            let outcome: Result<()> = std::thread::scope(|s| {
-                // Each step's contents go to the writer with the write its plan ends in.
-                let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>, Plan)>>(1);
-                // Written buffers come back to the reader: no step allocates.
-                let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-                let (quit, members, live) = (&quit, &members, &live);
-                // Members mapped into memory (page-cached files): combine straight
-                // from the mappings, without copying every source byte through
-                // `read_at` first. The read path below is the reference it is
-                // tested against.
-                let maps: Option<Vec<Option<raidlab_core::Mapped>>> = sources
-                    .iter()
-                    .map(|src| match src {
-                        None => Some(None),
-                        Some(v) => v.mapped().map(Some),
-                    })
-                    .collect();
-                let maps = maps.filter(|_| geometry.is_parity() && opts.use_maps);
-                // The writer's ends of the channels, one lane per producer taking
-                // turns at the steps (only the mapped path has more than one).
-                let mut lanes = Vec::new();
-                if let Some(maps) = maps {
-                    // Computing from the mappings (page faults and the XOR) costs
-                    // more than writing the result, so several workers take turns
-                    // at the steps and every CPU computes while the writer writes.
-                    let workers = std::thread::available_parallelism()
-                        .map_or(1, |n| n.get())
-                        .min(MAPPED_WORKERS_MAX);
-                    let mut ends = vec![(tx, free_rx)];
-                    for _ in 1..workers {
-                        let (t, r) = std::sync::mpsc::sync_channel(1);
-                        let (ft, fr) = std::sync::mpsc::channel();
-                        lanes.push((r, ft));
-                        ends.push((t, fr));
-                    }
-                    let stride = step * workers as u64;
-                    for (w, (tx, free_rx)) in ends.into_iter().enumerate() {
-                        let maps = maps.clone();
-                        s.spawn(move || {
-                            let mut at = start + w as u64 * step;
-                            while at < total && !quit.load(Ordering::Relaxed) {
-                                let n = step.min(total - at);
-                                let mut out = free_rx.try_recv().unwrap_or_default();
-                                out.resize(n as usize, 0);
-                                let views: Vec<Option<&[u8]>> = maps
-                                    .iter()
-                                    .map(|m| {
-                                        m.as_ref()
-                                            .map(|m| &m.as_slice()[at as usize..(at + n) as usize])
-                                    })
-                                    .collect();
-                                let r = streamed_step(
-                                    bad, &geometry, live, slot, at, n, &views, &mut out,
-                                )
-                                .map(|write| (at, out, write));
-                                // Done with these pages: unmapping them here, in
-                                // turn, spares one thread unmapping every member
-                                // at the end while the others wait.
-                                for m in maps.iter().flatten() {
-                                    m.release(at, n);
-                                }
-                                let failed = r.is_err();
-                                if tx.send(r).is_err() || failed {
-                                    break;
-                                }
-                                at += stride;
-                            }
-                        });
-                    }
-                } else if geometry.is_parity() {
-                    // One reader per source member streams its range ahead (no
-                    // thread started per step: that cost more than the XOR), and
-                    // this thread combines each step's buffers.
-                    let mut feeds = Vec::new();
-                    for (role, src) in sources.iter().enumerate() {
-                        if src.is_none() {
-                            feeds.push(None);
-                            continue;
+            for &(start, total) in &ranges {
+                // Each range starts its own readers; the last one's stop
+                // signal must not stop them.
+                quit.store(false, Ordering::Relaxed);
+                let mut pos = start;
+                let outcome: Result<()> = std::thread::scope(|s| {
+                    // Each step's contents go to the writer with the write its plan ends in.
+                    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>, Plan)>>(1);
+                    // Written buffers come back to the reader: no step allocates.
+                    let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                    let (quit, members, live) = (&quit, &members, &live);
+                    // Members mapped into memory (page-cached files): combine straight
+                    // from the mappings, without copying every source byte through
+                    // `read_at` first. The read path below is the reference it is
+                    // tested against.
+                    let maps: Option<Vec<Option<raidlab_core::Mapped>>> = sources
+                        .iter()
+                        .map(|src| match src {
+                            None => Some(None),
+                            Some(v) => v.mapped().map(Some),
+                        })
+                        .collect();
+                    let maps = maps.filter(|_| geometry.is_parity() && opts.use_maps);
+                    // The writer's ends of the channels, one lane per producer taking
+                    // turns at the steps (only the mapped path has more than one).
+                    let mut lanes = Vec::new();
+                    if let Some(maps) = maps {
+                        // Computing from the mappings (page faults and the XOR) costs
+                        // more than writing the result, so several workers take turns
+                        // at the steps and every CPU computes while the writer writes.
+                        let workers = std::thread::available_parallelism()
+                            .map_or(1, |n| n.get())
+                            .min(MAPPED_WORKERS_MAX);
+                        let mut ends = vec![(tx, free_rx)];
+                        for _ in 1..workers {
+                            let (t, r) = std::sync::mpsc::sync_channel(1);
+                            let (ft, fr) = std::sync::mpsc::channel();
+                            lanes.push((r, ft));
+                            ends.push((t, fr));
                         }
-                        let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
-                        let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                        let stride = step * workers as u64;
+                        for (w, (tx, free_rx)) in ends.into_iter().enumerate() {
+                            let maps = maps.clone();
+                            s.spawn(move || {
+                                let mut at = start + w as u64 * step;
+                                while at < total && !quit.load(Ordering::Relaxed) {
+                                    let n = step.min(total - at);
+                                    let mut out = free_rx.try_recv().unwrap_or_default();
+                                    out.resize(n as usize, 0);
+                                    let views: Vec<Option<&[u8]>> = maps
+                                        .iter()
+                                        .map(|m| {
+                                            m.as_ref().map(|m| {
+                                                &m.as_slice()[at as usize..(at + n) as usize]
+                                            })
+                                        })
+                                        .collect();
+                                    let r = streamed_step(
+                                        bad, &geometry, live, slot, at, n, &views, &mut out,
+                                    )
+                                    .map(|write| (at, out, write));
+                                    // Done with these pages: unmapping them here, in
+                                    // turn, spares one thread unmapping every member
+                                    // at the end while the others wait.
+                                    for m in maps.iter().flatten() {
+                                        m.release(at, n);
+                                    }
+                                    let failed = r.is_err();
+                                    if tx.send(r).is_err() || failed {
+                                        break;
+                                    }
+                                    at += stride;
+                                }
+                            });
+                        }
+                    } else if geometry.is_parity() {
+                        // One reader per source member streams its range ahead (no
+                        // thread started per step: that cost more than the XOR), and
+                        // this thread combines each step's buffers.
+                        let mut feeds = Vec::new();
+                        for (role, src) in sources.iter().enumerate() {
+                            if src.is_none() {
+                                feeds.push(None);
+                                continue;
+                            }
+                            let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
+                            let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                            s.spawn(move || {
+                                let mut at = start;
+                                while at < total && !quit.load(Ordering::Relaxed) {
+                                    let n = step.min(total - at);
+                                    let mut buf = back_rx.try_recv().unwrap_or_default();
+                                    buf.resize(n as usize, 0);
+                                    let read = Plan::read_one(role, at, n as usize);
+                                    let r = run_plan(&read, members, &mut buf).map(|()| buf);
+                                    let failed = r.is_err();
+                                    if ftx.send(r).is_err() || failed {
+                                        break;
+                                    }
+                                    at += n;
+                                }
+                            });
+                            feeds.push(Some((frx, back_tx)));
+                        }
                         s.spawn(move || {
                             let mut at = start;
                             while at < total && !quit.load(Ordering::Relaxed) {
                                 let n = step.min(total - at);
-                                let mut buf = back_rx.try_recv().unwrap_or_default();
-                                buf.resize(n as usize, 0);
-                                let read = Plan::read_one(role, at, n as usize);
-                                let r = run_plan(&read, members, &mut buf).map(|()| buf);
+                                let got: Result<Vec<Option<Vec<u8>>>> = feeds
+                                    .iter()
+                                    .map(|f| {
+                                        f.as_ref()
+                                            .map(|(rx, _)| {
+                                                rx.recv().unwrap_or_else(|_| {
+                                                    Err(Error::new(
+                                                        ErrorKind::Io,
+                                                        Op::Read,
+                                                        "internal: a rebuild reader stopped",
+                                                    ))
+                                                })
+                                            })
+                                            .transpose()
+                                    })
+                                    .collect();
+                                let r = got.and_then(|bufs| {
+                                    let mut out = free_rx.try_recv().unwrap_or_default();
+                                    out.resize(n as usize, 0);
+                                    let views: Vec<Option<&[u8]>> =
+                                        bufs.iter().map(|b| b.as_deref()).collect();
+                                    let r = streamed_step(
+                                        bad, &geometry, live, slot, at, n, &views, &mut out,
+                                    );
+                                    for (b, f) in bufs.into_iter().zip(&feeds) {
+                                        if let (Some(b), Some((_, back))) = (b, f) {
+                                            back.send(b).ok();
+                                        }
+                                    }
+                                    r.map(|write| (at, out, write))
+                                });
                                 let failed = r.is_err();
-                                if ftx.send(r).is_err() || failed {
+                                if tx.send(r).is_err() || failed {
                                     break;
                                 }
                                 at += n;
                             }
                         });
-                        feeds.push(Some((frx, back_tx)));
-                    }
-                    s.spawn(move || {
-                        let mut at = start;
-                        while at < total && !quit.load(Ordering::Relaxed) {
-                            let n = step.min(total - at);
-                            let got: Result<Vec<Option<Vec<u8>>>> = feeds
-                                .iter()
-                                .map(|f| {
-                                    f.as_ref()
-                                        .map(|(rx, _)| {
-                                            rx.recv().unwrap_or_else(|_| {
-                                                Err(Error::new(
-                                                    ErrorKind::Io,
-                                                    Op::Read,
-                                                    "internal: a rebuild reader stopped",
-                                                ))
-                                            })
-                                        })
-                                        .transpose()
+                    } else {
+                        // Mirrors: each step's plan up to its write runs here,
+                        // and its write on the writer's side, so reading the next
+                        // step overlaps writing this one.
+                        s.spawn(move || {
+                            let mut at = start;
+                            while at < total && !quit.load(Ordering::Relaxed) {
+                                let n = step.min(total - at);
+                                let mut buf = free_rx.try_recv().unwrap_or_default();
+                                buf.resize(n as usize, 0);
+                                let r = BadBlocks::rebuild_plan(
+                                    bad,
+                                    &geometry,
+                                    live,
+                                    slot,
+                                    at,
+                                    n,
+                                    geometry.raid_disks,
+                                )
+                                .and_then(|plan| {
+                                    let (before, write) = split_write(plan);
+                                    run_plan(&before, members, &mut buf).map(|()| write)
                                 })
-                                .collect();
-                            let r = got.and_then(|bufs| {
-                                let mut out = free_rx.try_recv().unwrap_or_default();
-                                out.resize(n as usize, 0);
-                                let views: Vec<Option<&[u8]>> =
-                                    bufs.iter().map(|b| b.as_deref()).collect();
-                                let r = streamed_step(
-                                    bad, &geometry, live, slot, at, n, &views, &mut out,
-                                );
-                                for (b, f) in bufs.into_iter().zip(&feeds) {
-                                    if let (Some(b), Some((_, back))) = (b, f) {
-                                        back.send(b).ok();
-                                    }
+                                .map(|write| (at, buf, write));
+                                let failed = r.is_err();
+                                if tx.send(r).is_err() || failed {
+                                    break;
                                 }
-                                r.map(|write| (at, out, write))
-                            });
-                            let failed = r.is_err();
-                            if tx.send(r).is_err() || failed {
-                                break;
+                                at += n;
                             }
-                            at += n;
-                        }
-                    });
-                } else {
-                    // Mirrors: each step's plan up to its write runs here,
-                    // and its write on the writer's side, so reading the next
-                    // step overlaps writing this one.
-                    s.spawn(move || {
-                        let mut at = start;
-                        while at < total && !quit.load(Ordering::Relaxed) {
-                            let n = step.min(total - at);
-                            let mut buf = free_rx.try_recv().unwrap_or_default();
-                            buf.resize(n as usize, 0);
-                            let r = BadBlocks::rebuild_plan(
-                                bad,
-                                &geometry,
-                                live,
-                                slot,
-                                at,
-                                n,
-                                geometry.raid_disks,
-                            )
-                            .and_then(|plan| {
-                                let (before, write) = split_write(plan);
-                                run_plan(&before, members, &mut buf).map(|()| write)
-                            })
-                            .map(|write| (at, buf, write));
-                            let failed = r.is_err();
-                            if tx.send(r).is_err() || failed {
-                                break;
-                            }
-                            at += n;
-                        }
-                    });
-                }
-                lanes.insert(0, (rx, free_tx));
-                let mut turn = 0;
-                let result = (|| {
-                    while pos < total {
-                        let (rx, free_tx) = &lanes[turn % lanes.len()];
-                        turn += 1;
-                        if stopped(&opts) {
-                            flush_devices(members, [target_at])?;
-                            self.checkpoint_recovery(index, pos)?;
-                            return Err(interrupted("rebuild", pos));
-                        }
-                        let (at, data, write) = rx.recv().map_err(|_| {
-                            Error::new(ErrorKind::Io, Op::Read, "internal: rebuild reader stopped")
-                        })??;
-                        debug_assert_eq!(at, pos);
-                        let n = data.len() as u64;
-                        run_with(&write, members, UserBuf::Write(&data))?;
-                        free_tx.send(data).ok();
-                        pos += n;
-                        since_checkpoint += n;
-                        if since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                            flush_devices(members, [target_at])?;
-                            self.checkpoint_recovery(index, pos)?;
-                            since_checkpoint = 0;
-                        }
-                        progress(Progress { done: pos, total });
-                        pacer.account(n);
+                        });
                     }
-                    Ok(())
-                })();
-                quit.store(true, Ordering::Relaxed);
-                drop(lanes);
-                result
-            });
-            outcome?;
+                    lanes.insert(0, (rx, free_tx));
+                    let mut turn = 0;
+                    let result = (|| {
+                        while pos < total {
+                            let (rx, free_tx) = &lanes[turn % lanes.len()];
+                            turn += 1;
+                            if stopped(&opts) {
+                                flush_devices(members, [target_at])?;
+                                self.checkpoint_recovery(index, pos)?;
+                                return Err(interrupted("rebuild", pos));
+                            }
+                            let (at, data, write) = rx.recv().map_err(|_| {
+                                Error::new(
+                                    ErrorKind::Io,
+                                    Op::Read,
+                                    "internal: rebuild reader stopped",
+                                )
+                            })??;
+                            debug_assert_eq!(at, pos);
+                            let n = data.len() as u64;
+                            run_with(&write, members, UserBuf::Write(&data))?;
+                            free_tx.send(data).ok();
+                            pos += n;
+                            since_checkpoint += n;
+                            if since_checkpoint >= opts.checkpoint_bytes && pos < total {
+                                flush_devices(members, [target_at])?;
+                                self.checkpoint_recovery(index, pos)?;
+                                since_checkpoint = 0;
+                            }
+                            progress(Progress {
+                                done: done_before + (pos - start),
+                                total: overall,
+                            });
+                            pacer.account(n);
+                        }
+                        Ok(())
+                    })();
+                    quit.store(true, Ordering::Relaxed);
+                    drop(lanes);
+                    result
+                });
+                outcome?;
+                done_before += total - start;
+            }
             flush_devices(&members, [target_at])?;
+            let bitmap_based = self.members[index].sb.feature_map & feature::RECOVERY_BITMAP != 0;
+            if bitmap_based {
+                for &(a, b) in &ranges {
+                    self.clear_bad_blocks(index, a, b - a)?;
+                }
+            }
             self.complete_recovery(index, slot)?;
             report.rebuilt.push(RebuiltMember {
                 device: self.members[index].device.path.clone(),
                 role: slot,
-                resumed_from: start,
-                bytes: total - start,
+                resumed_from: resume_at,
+                bytes: to_rebuild,
+                member_bytes: member_total,
+                bitmap_based,
             });
         }
         Ok(report)
@@ -469,9 +506,11 @@ impl Assembly {
     /// it active in that slot; a member it replaced leaves as faulty.
     pub fn complete_recovery(&mut self, index: usize, slot: usize) -> Result<()> {
         let dev_number = self.members[index].sb.dev_number;
+        let bitmap_based = self.members[index].sb.feature_map & feature::RECOVERY_BITMAP != 0;
         {
             let m = &mut self.members[index];
-            m.sb.feature_map &= !(feature::RECOVERY_OFFSET | feature::REPLACEMENT);
+            m.sb.feature_map &=
+                !(feature::RECOVERY_OFFSET | feature::RECOVERY_BITMAP | feature::REPLACEMENT);
             m.sb.recovery_offset = 0;
             m.state = MemberState::Active;
         }
@@ -482,8 +521,12 @@ impl Assembly {
         }
         self.slots[slot] = Some(index);
         self.set_role(dev_number, slot as u16);
-        // Every byte of the data area is written now: md forgets listed sectors.
-        self.clear_bad_blocks(index, 0, self.geometry.member_bytes)?;
+        if !bitmap_based {
+            // Every byte of the data area is written now: md forgets listed
+            // sectors. (A bitmap-based rebuild wrote only its ranges, and
+            // cleared those as it finished them.)
+            self.clear_bad_blocks(index, 0, self.geometry.member_bytes)?;
+        }
         self.commit(|_| {})
     }
 
@@ -499,6 +542,57 @@ impl Assembly {
         writes.push(0, at, &bytes);
         writes.run(&[Some(Arc::clone(&m.device.volume))])
     }
+}
+
+impl Assembly {
+    /// The byte ranges `[start, end)` of member `index`'s data area a rebuild
+    /// from `from` rewrites, in order. A whole rebuild rewrites everything
+    /// from there. A re-added member (md's bitmap-based recovery: its
+    /// superblock carries RECOVERY_BITMAP) rewrites only the chunks the
+    /// write-intent bitmap marks dirty: the bits stay set while a role lacks
+    /// a member in sync, so every write it missed is among them, and the
+    /// rest of its data area is as the others have it. Each range is widened
+    /// to whole rebuild units (a RAID chunk, at least a page) so its steps
+    /// are the ones a whole rebuild takes.
+    fn recovery_ranges(&self, index: usize, from: u64) -> Vec<(u64, u64)> {
+        let total = self.geometry.member_bytes;
+        let whole = vec![(from, total)]
+            .into_iter()
+            .filter(|(a, b)| a < b)
+            .collect();
+        let bitmap_based = self.members[index].sb.feature_map & feature::RECOVERY_BITMAP != 0;
+        let Some(bm) = self.bitmap.as_ref().filter(|_| bitmap_based) else {
+            return whole;
+        };
+        if !member_indexed_bitmap(self.geometry.level) {
+            return whole;
+        }
+        let unit = self.geometry.chunk_bytes.max(PAGE as u64);
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for (sector, len) in bm.dirty_ranges() {
+            let a = (sector * SECTOR / unit * unit).max(from);
+            let b = ((sector + len) * SECTOR).div_ceil(unit) * unit;
+            let b = b.min(total);
+            if a >= b {
+                continue;
+            }
+            match ranges.last_mut() {
+                Some(last) if last.1 >= a => last.1 = last.1.max(b),
+                _ => ranges.push((a, b)),
+            }
+        }
+        ranges
+    }
+}
+
+/// Whether md indexes a level's bitmap by member offset (RAID 1, 4, 5, 6),
+/// so a dirty chunk names a range of every member's data area. RAID 10's
+/// indexes array sectors, which a re-add does not map yet.
+pub(crate) fn member_indexed_bitmap(level: Level) -> bool {
+    matches!(
+        level,
+        Level::Raid1 | Level::Raid4 | Level::Raid5 | Level::Raid6
+    )
 }
 
 /// Round a resume position down to a whole chunk (and page).

@@ -44,9 +44,9 @@ impl Assembly {
             opts,
             progress,
         )?;
-        if let Some(b) = self.bitmap.as_mut() {
-            b.clear_all();
-        }
+        // A degraded resync leaves the bits (and events_cleared) alone: the
+        // missing member still lacks every write they mark.
+        self.clear_bitmap_if_complete(true, self.events + 1);
         self.commit(|sb| sb.resync_offset = u64::MAX)?;
         Ok(report)
     }

@@ -126,7 +126,19 @@ fn print_rebuild(report: &raidlab_raid::recovery::RebuildReport, json: bool) -> 
             } else {
                 String::new()
             };
-            outln!("raidlab: rebuilt {} into role {}{from}", r.device, r.role);
+            if r.bitmap_based {
+                // The figure a re-add is for: how little of the member it
+                // had to rewrite.
+                outln!(
+                    "raidlab: resynced {} bytes of {} ({:.2}%) into role {}{from}: only the chunks the bitmap marked while it was away",
+                    r.bytes,
+                    r.member_bytes,
+                    r.bytes as f64 * 100.0 / r.member_bytes.max(1) as f64,
+                    r.role
+                );
+            } else {
+                outln!("raidlab: rebuilt {} into role {}{from}", r.device, r.role);
+            }
         }
     }
     Ok(())
@@ -177,6 +189,12 @@ pub fn remove(a: RemoveArgs) -> Result<ExitCode> {
 
 pub fn add(a: AddArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
+        if a.re_add {
+            bail!(
+                "--re-add of {} to a served array is not built yet: stop the server (`raidlab stop`) and re-add it offline, or add it without --re-add (a full rebuild)",
+                a.new.display()
+            );
+        }
         let (device, created) = new_device(&a.new, a.member_size)?;
         // The server opens (and locks) it itself.
         drop(device);
@@ -201,6 +219,20 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
         .cloned()
         .collect();
     let mut asm = assemble_rw(&members)?;
+    if a.re_add || member_exists(&a.new) {
+        let device = open_device(&a.new, OpenMode::ReadWrite)?;
+        match asm.re_add_check(&device) {
+            Ok(_) => return re_add(asm, device, &a),
+            Err(e) if a.re_add => return Err(e.into()),
+            Err(e) => {
+                // mdadm --add tries a re-add first and falls back to a new
+                // member; say why when the device was one of this array's.
+                if is_former_member(&asm, &device) {
+                    outln!("raidlab: {e}; adding it as a new member with a full rebuild instead");
+                }
+            }
+        }
+    }
     let (device, created) = new_device(&a.new, a.member_size)?;
     let result = asm.add(device, a.force);
     if result.is_err() && created {
@@ -226,6 +258,38 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
             }
         }
         Added::Spare => outln!("raidlab: {} added as a hot spare", a.new.display()),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Whether `device` carries a superblock of `asm`'s array.
+fn is_former_member(asm: &Assembly, device: &Device) -> bool {
+    matches!(
+        raidlab_md::Superblock::read_from(device.volume.as_ref()),
+        Ok(Some(sb)) if sb.set_uuid == asm.uuid
+    )
+}
+
+/// Put a former member back into its role and (unless --no-rebuild) resync
+/// the bitmap's dirty chunks onto it.
+fn re_add(mut asm: Assembly, device: Device, a: &AddArgs) -> Result<ExitCode> {
+    let r = asm.re_add(device)?;
+    outln!(
+        "raidlab: {} re-added into its role {} (its events {}, the bitmap cleared at {}; {} dirty chunk(s) to resync)",
+        a.new.display(),
+        r.slot,
+        r.events,
+        r.events_cleared,
+        r.dirty_chunks
+    );
+    if !a.no_rebuild {
+        match asm.rebuild(options(&a.run, false), &mut bar("re-add")) {
+            Ok(report) => print_rebuild(&report, a.run.json)?,
+            Err(e) if e.kind == raidlab_core::ErrorKind::Refused => {
+                outln!("raidlab: role {} is not resynced yet: {e}", r.slot);
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
