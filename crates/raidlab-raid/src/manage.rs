@@ -156,6 +156,17 @@ impl Assembly {
         self.commit(|_| {})
     }
 
+    /// The superblock of the live member that saw the most events: the array's
+    /// settings as they are now, which a member added or taken back adopts.
+    fn newest_live_superblock(&self) -> Result<Superblock> {
+        self.members
+            .iter()
+            .filter(|m| m.is_live())
+            .max_by_key(|m| m.sb.events)
+            .map(|m| m.sb.clone())
+            .ok_or_else(|| Error::invalid("no live member to take the array's settings from"))
+    }
+
     /// Add a new device: into a missing slot (to be rebuilt) if there is one, else
     /// as a hot spare. The device must be large enough and, unless `force`, carry
     /// no md superblock.
@@ -199,13 +210,7 @@ impl Assembly {
                 )));
             }
         }
-        let template = self
-            .members
-            .iter()
-            .filter(|m| m.is_live())
-            .max_by_key(|m| m.sb.events)
-            .map(|m| m.sb.clone())
-            .ok_or_else(|| Error::invalid("no live member to take the array's settings from"))?;
+        let template = self.newest_live_superblock()?;
         let need = template.data_offset * SECTOR + self.geometry.member_bytes;
         if device.volume.size() < need {
             return Err(Error::invalid(format!(
@@ -457,13 +462,7 @@ impl Assembly {
             .ok_or_else(|| {
                 Error::invalid("the superblock vanished").on_device(device.path.clone())
             })?;
-        let template = self
-            .members
-            .iter()
-            .filter(|m| m.is_live())
-            .max_by_key(|m| m.sb.events)
-            .map(|m| m.sb.clone())
-            .ok_or_else(|| Error::invalid("no live member to take the array's settings from"))?;
+        let template = self.newest_live_superblock()?;
         let mut sb = template;
         // What md keeps per device comes from its own superblock; the rest
         // (events, role table, clean state, the array's features) is the
