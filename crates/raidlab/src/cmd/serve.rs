@@ -30,7 +30,6 @@ use raidlab_devices::{FileVolume, IoMode, OpenMode};
 use raidlab_nbd::listen::Listener;
 use raidlab_nbd::tls::Tls;
 use raidlab_nbd::{Export, Limits, Server};
-use raidlab_raid::assemble::Assembly;
 use raidlab_raid::lifecycle::{self, StartOptions, Started};
 use raidlab_raid::live::LiveArray;
 use serde::Deserialize;
@@ -502,27 +501,8 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
     let Some(device) = &e.cache else {
         return open_origin(e);
     };
-    // Before the origin is started: the cache must exist and not be detached.
-    // Its binding to this origin is checked when it is opened over it.
-    let recorded = check_cache(e, device)?;
-    // The origin's identity too, before an array is started (which writes its
-    // superblocks): a wrong origin is refused with nothing written.
-    let named = match &e.file {
-        Some(f) => raidlab_cache::path_identity(f).ok(),
-        None => open_members(&e.members, OpenMode::ReadOnly)
-            .and_then(|d| Ok(Assembly::assemble(d)?))
-            .ok()
-            .map(|asm| raidlab_cache::OriginId::ArrayUuid(asm.uuid)),
-    };
-    if named.is_some_and(|id| id != recorded.origin_id) {
-        bail!(
-            "export {:?}: the cache on {} belongs to another origin ({}), not this one: give \
-             the origin it was created for; nothing was changed",
-            e.name,
-            device.display(),
-            recorded.origin_label
-        );
-    }
+    // The cache's existence and its binding to this origin were checked
+    // before any export started (`check_exports`).
     let (origin, x) = open_origin(e)?;
     let (id, origin_label) = match (&origin, &e.file) {
         (Served::Array { live, .. }, _) => {
@@ -776,7 +756,8 @@ fn abandon(served: Vec<Served>) {
 
 /// What can be known about every export without starting one: names differ,
 /// no member or file is named by two exports, each file, member set and cache
-/// opens read-only and (members) assembles. Nothing is written.
+/// opens read-only and (members) assembles, and a cache belongs to its
+/// origin. Nothing is written.
 fn check_exports(exports: &[ExportConfig]) -> Result<()> {
     let mut names = std::collections::HashSet::new();
     let mut used: Vec<(PathBuf, String)> = Vec::new();
@@ -807,26 +788,39 @@ fn check_exports(exports: &[ExportConfig]) -> Result<()> {
             }
             used.push((key, e.name.clone()));
         }
-        match (&e.file, e.members.is_empty()) {
+        // What the origin is, for a cache's binding: a file by its identity,
+        // an array by its UUID.
+        let named = match (&e.file, e.members.is_empty()) {
             (Some(f), true) => {
                 FileVolume::open(f, OpenMode::ReadOnly).with_context(|| {
                     format!("export {:?}: cannot open {}; nothing was started", e.name, f.display())
                 })?;
+                raidlab_cache::path_identity(f).ok()
             }
             (None, false) => {
                 let devices = open_members(&e.members, OpenMode::ReadOnly)
                     .with_context(|| format!("export {:?}; nothing was started", e.name))?;
-                crate::open::assemble(devices).with_context(|| {
+                let asm = crate::open::assemble(devices).with_context(|| {
                     format!("export {:?}: cannot assemble the array; nothing was started", e.name)
                 })?;
+                Some(raidlab_cache::OriginId::ArrayUuid(asm.uuid))
             }
             _ => bail!(
                 "export {:?}: give either `members` (an array) or `file` (a plain file or device), not both or neither",
                 e.name
             ),
-        }
+        };
         if let Some(device) = &e.cache {
-            check_cache(e, device)?;
+            let recorded = check_cache(e, device)?;
+            if named.is_some_and(|id| id != recorded.origin_id) {
+                bail!(
+                    "export {:?}: the cache on {} belongs to another origin ({}), not this one: give \
+                     the origin it was created for; nothing was changed",
+                    e.name,
+                    device.display(),
+                    recorded.origin_label
+                );
+            }
         }
     }
     Ok(())
