@@ -21,6 +21,7 @@ pub mod journal;
 pub mod lifecycle;
 pub mod live;
 pub mod locks;
+pub mod long_run;
 pub mod manage;
 pub mod metadata_plan;
 pub mod plan;

@@ -1,8 +1,10 @@
 //! A scrub (md's `check`; on a consistent array a resync's I/O is the same)
 //! running below a simulated array: where it is and what it reads next.
 //!
-//! It decides only where the next step starts and when (a rate limit, per
-//! member byte as md's speed limits are). What a step reads is the engine's
+//! Where the next step starts and when (a rate limit, per member byte as md's
+//! speed limits are) is the engine's long-run schedule
+//! (`raidlab_raid::long_run::LongRun`, the one `raidlab check` runs by); this
+//! module turns its waits into virtual times. What a step reads is the engine's
 //! (`raidlab_raid::recovery_plan::plan_scrub_step`, the plan raidlab's own
 //! scrub runs) and when its reads complete is the array's scheduling. A
 //! simulated member holds no data (zeros, consistent), except where a
@@ -13,8 +15,10 @@
 
 use crate::device::Ns;
 use raidlab_layout::Geometry;
+use raidlab_raid::long_run::{LongRun, Next};
 use raidlab_raid::recovery_plan::{plan_scrub_step, ScrubWalk};
 use raidlab_raid::Plan;
+use std::time::Duration;
 
 /// Bytes of member area a raidlab scrub reads per step (`RunOptions`'
 /// default step).
@@ -52,13 +56,10 @@ pub(crate) struct Scrub {
     walk: ScrubWalk,
     geometry: Geometry,
     present: Vec<bool>,
-    /// Walk position of the next step.
-    pos: u64,
+    /// Position (walk units), rate and steps: the engine's schedule.
+    run: LongRun,
     /// Walk position of the step under way.
     upto: u64,
-    /// Member bytes where the run started (a rate limit counts from there).
-    first: u64,
-    max_rate: Option<u64>,
     /// When the next step starts (`None` while one is under way or when done).
     pub(crate) next: Option<Ns>,
     finished: Option<Ns>,
@@ -73,14 +74,15 @@ impl Scrub {
     pub(crate) fn new(geometry: Geometry, present: Vec<bool>, spec: ScrubSpec) -> Scrub {
         let walk = ScrubWalk::new(&geometry, SCRUB_STEP);
         let pos = walk.position(&geometry, spec.from);
+        // The run starts at virtual time 0, with the workload.
+        let run =
+            LongRun::new([pos..walk.total], walk.step, Duration::ZERO).with_rate(spec.max_rate);
         Scrub {
             walk,
             geometry,
             present,
-            pos,
+            run,
             upto: pos,
-            first: walk.member_bytes(&geometry, pos),
-            max_rate: spec.max_rate,
             next: (pos < walk.total).then_some(0),
             finished: (pos >= walk.total).then_some(0),
             repair: spec.repair,
@@ -93,17 +95,20 @@ impl Scrub {
     /// The plan of the next step (the engine's own scrub reads), now due.
     pub(crate) fn step(&mut self) -> Result<Plan, String> {
         self.next = None;
-        let n = self.walk.step.min(self.walk.total - self.pos);
-        let (plan, _) = plan_scrub_step(&self.geometry, &self.present, self.pos, n)
-            .map_err(|e| format!("scrub step at {}: {e}", self.pos))?;
-        self.upto = self.pos + n;
+        let Some(step) = self.run.peek() else {
+            return Err("internal: a scrub step after the end".into());
+        };
+        let (pos, n) = (step.start, step.end - step.start);
+        let (plan, _) = plan_scrub_step(&self.geometry, &self.present, pos, n)
+            .map_err(|e| format!("scrub step at {pos}: {e}"))?;
+        self.upto = step.end;
         Ok(plan)
     }
 
     /// The member range of the step under way (parity walks go by member
     /// bytes) and which roles it reads.
     pub(crate) fn step_range(&self) -> (u64, u64, &[bool]) {
-        (self.pos, self.upto, &self.present)
+        (self.run.position(), self.upto, &self.present)
     }
 
     pub(crate) fn geometry(&self) -> &Geometry {
@@ -119,21 +124,22 @@ impl Scrub {
 
     /// The step under way completed at `now`: say when the next starts.
     pub(crate) fn step_done(&mut self, now: Ns) {
-        self.pos = self.upto;
-        if self.pos >= self.walk.total {
-            self.finished = Some(now);
-            return;
-        }
-        let done = self.walk.member_bytes(&self.geometry, self.pos) - self.first;
-        self.next = Some(match self.max_rate.filter(|&m| m > 0) {
-            Some(rate) => now.max((done as u128 * 1_000_000_000 / rate as u128) as Ns),
-            None => now,
-        });
+        let member = |pos| self.walk.member_bytes(&self.geometry, pos);
+        let work = member(self.upto) - member(self.run.position());
+        self.run.advance(self.upto, work);
+        self.next = match self.run.next(Duration::from_nanos(now)) {
+            Next::Done => {
+                self.finished = Some(now);
+                None
+            }
+            Next::Step(_) => Some(now),
+            Next::Wait(due) => Some(due.as_nanos() as Ns),
+        };
     }
 
     pub(crate) fn progress(&self) -> ScrubProgress {
         ScrubProgress {
-            done: self.walk.member_bytes(&self.geometry, self.pos),
+            done: self.walk.member_bytes(&self.geometry, self.run.position()),
             total: self.geometry.member_bytes,
             finished: self.finished,
             mismatch_sectors: self.mismatch_sectors,

@@ -7,6 +7,7 @@
 
 // The parent's types and imports: this is the rest of its `impl LiveArray`.
 use super::*;
+use crate::long_run::LongRun;
 
 impl LiveArray {
     /// Limit rebuilds started from now on to `rate` bytes of member area per
@@ -110,14 +111,19 @@ impl LiveArray {
     ) {
         let total = self.array.geometry().member_bytes;
         let mut scratch = Vec::new();
-        let mut since = 0u64;
         let clock = *lock(&self.clock);
-        let started = clock.now();
-        let first = rec.done();
-        let rate = *lock(&self.max_rate);
+        let unit = self.array.geometry().chunk_bytes.max(4096);
+        let mut run = LongRun::new(
+            [rec.done()..total],
+            REBUILD_STEP.div_ceil(unit) * unit,
+            clock.now(),
+        )
+        .with_rate(*lock(&self.max_rate))
+        .with_checkpoints(CHECKPOINT);
+        let quit = || self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire);
         let outcome: Result<bool> = (|| {
-            while rec.done() < total {
-                if self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire) {
+            while let Some(step) = run.peek() {
+                if quit() {
                     self.array.flush_recovery_target(&rec)?;
                     // The position is worth keeping only at shutdown, when the
                     // connections are drained: stopped while the array goes on
@@ -128,34 +134,21 @@ impl LiveArray {
                         .checkpoint_recovery(index, if keep { rec.done() } else { 0 })?;
                     return Ok(false);
                 }
-                let before = rec.done();
-                let done = self.array.recovery_step(&rec, REBUILD_STEP, &mut scratch)?;
+                let done = self
+                    .array
+                    .recovery_step(&rec, step.end - step.start, &mut scratch)?;
                 {
                     let mut st = lock(&status);
                     st.advance(done, clock.now());
                     st.follow(&rec);
                 }
-                since += done - before;
-                if since >= CHECKPOINT && done < total {
+                if run.advance(done, done - step.start) {
                     self.array.flush_recovery_target(&rec)?;
                     lock(&self.asm).checkpoint_recovery(index, done)?;
-                    since = 0;
                 }
-                if let Some(r) = rate.filter(|&r| r > 0) {
-                    let due = Duration::from_secs_f64((done - first) as f64 / r as f64);
-                    // In slices, re-reading the clock: a stop or a cancel
-                    // (which waits for this thread) must not wait out a long
-                    // pause, and a clock may come back before the time is due.
-                    while !self.stop.load(Ordering::Acquire) && !cancel.load(Ordering::Acquire) {
-                        let elapsed = clock.now().saturating_sub(started);
-                        match due.checked_sub(elapsed) {
-                            Some(wait) if !wait.is_zero() => {
-                                clock.sleep(wait.min(Duration::from_millis(100)))
-                            }
-                            _ => break,
-                        }
-                    }
-                }
+                // A stop or a cancel (which waits for this thread) must not
+                // wait out a long pause.
+                run.wait(clock, &quit);
             }
             self.array.flush_recovery_target(&rec)?;
             if rec.failed() {

@@ -55,6 +55,7 @@ use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;
 use crate::exec::{member_compute, UserBuf};
+use crate::long_run::LongRun;
 use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
@@ -64,7 +65,6 @@ use raidlab_md::superblock::feature;
 use serde::Serialize;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 const SECTOR: u64 = 512;
 /// md compares and counts mismatches in 4 KiB pages (one stripe_head per page).
@@ -135,14 +135,6 @@ pub struct RebuiltMember {
     pub bitmap_based: bool,
 }
 
-/// Paces a run to a byte rate, on the run's clock.
-struct Pacer {
-    clock: &'static dyn Clock,
-    start: Duration,
-    rate: Option<u64>,
-    done: u64,
-}
-
 /// The clock of runs that are given none: the system's.
 pub(crate) static SYSTEM_CLOCK: std::sync::LazyLock<SystemClock> =
     std::sync::LazyLock::new(SystemClock::default);
@@ -159,29 +151,24 @@ fn interrupted(what: &str, pos: u64) -> Error {
     )
 }
 
-impl Pacer {
-    fn new(opts: &RunOptions) -> Self {
-        let clock: &'static dyn Clock = match opts.clock {
-            Some(c) => c,
-            None => &*SYSTEM_CLOCK,
-        };
-        Pacer {
-            clock,
-            start: clock.now(),
-            rate: opts.max_rate,
-            done: 0,
-        }
+/// The clock a run paces against: the one its options give, else the system's.
+fn clock_of(opts: &RunOptions) -> &'static dyn Clock {
+    match opts.clock {
+        Some(c) => c,
+        None => &*SYSTEM_CLOCK,
     }
-    fn account(&mut self, bytes: u64) {
-        self.done += bytes;
-        if let Some(rate) = self.rate.filter(|r| *r > 0) {
-            let due = Duration::from_secs_f64(self.done as f64 / rate as f64);
-            let elapsed = self.clock.now().saturating_sub(self.start);
-            if due > elapsed {
-                self.clock.sleep(due - elapsed);
-            }
-        }
-    }
+}
+
+/// A long run's schedule over `ranges` as its options ask: step, rate and
+/// checkpoint cadence, started now on its clock.
+fn schedule(opts: &RunOptions, ranges: &[(u64, u64)], step: u64) -> LongRun {
+    LongRun::new(
+        ranges.iter().map(|&(a, b)| a..b),
+        step,
+        clock_of(opts).now(),
+    )
+    .with_rate(opts.max_rate)
+    .with_checkpoints(opts.checkpoint_bytes)
 }
 
 impl Assembly {
@@ -236,8 +223,7 @@ impl Assembly {
             let resume_at = align_down(&self.geometry, resume_at);
             let ranges = self.recovery_ranges(index, resume_at);
             let to_rebuild: u64 = ranges.iter().map(|(a, b)| b - a).sum();
-            let mut pacer = Pacer::new(&opts);
-            let mut since_checkpoint = 0;
+            let mut run = schedule(&opts, &ranges, step);
             // Progress counts the bytes this run rewrites, after what an
             // earlier run did (a whole rebuild: its position in the member).
             let mut done_before = resume_at;
@@ -260,11 +246,11 @@ impl Assembly {
                 (0..geometry.raid_disks).map(|r| array.member(r)).collect();
             let target_at = members.len();
             members.push(Some(target));
-            for &(start, total) in &ranges {
+            for range in run.ranges().to_vec() {
+                let (start, total) = (range.start, range.end);
                 // Each range starts its own readers; the last one's stop
                 // signal must not stop them.
                 quit.store(false, Ordering::Relaxed);
-                let mut pos = start;
                 let outcome: Result<()> = std::thread::scope(|s| {
                     // Each step's contents go to the writer with the write its plan ends in.
                     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>, Plan)>>(1);
@@ -300,12 +286,15 @@ impl Assembly {
                             lanes.push((r, ft));
                             ends.push((t, fr));
                         }
-                        let stride = step * workers as u64;
                         for (w, (tx, free_rx)) in ends.into_iter().enumerate() {
                             let maps = maps.clone();
                             s.spawn(move || {
-                                let mut at = start + w as u64 * step;
-                                while at < total && !quit.load(Ordering::Relaxed) {
+                                let mine =
+                                    LongRun::steps(start..total, step).skip(w).step_by(workers);
+                                for at in mine.map(|s| s.start) {
+                                    if quit.load(Ordering::Relaxed) {
+                                        break;
+                                    }
                                     let n = step.min(total - at);
                                     let mut out = free_rx.try_recv().unwrap_or_default();
                                     out.resize(n as usize, 0);
@@ -331,7 +320,6 @@ impl Assembly {
                                     if tx.send(r).is_err() || failed {
                                         break;
                                     }
-                                    at += stride;
                                 }
                             });
                         }
@@ -348,9 +336,11 @@ impl Assembly {
                             let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
                             let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                             s.spawn(move || {
-                                let mut at = start;
-                                while at < total && !quit.load(Ordering::Relaxed) {
-                                    let n = step.min(total - at);
+                                for s in LongRun::steps(start..total, step) {
+                                    if quit.load(Ordering::Relaxed) {
+                                        break;
+                                    }
+                                    let (at, n) = (s.start, s.end - s.start);
                                     let mut buf = back_rx.try_recv().unwrap_or_default();
                                     buf.resize(n as usize, 0);
                                     let read = Plan::read_one(role, at, n as usize);
@@ -359,15 +349,16 @@ impl Assembly {
                                     if ftx.send(r).is_err() || failed {
                                         break;
                                     }
-                                    at += n;
                                 }
                             });
                             feeds.push(Some((frx, back_tx)));
                         }
                         s.spawn(move || {
-                            let mut at = start;
-                            while at < total && !quit.load(Ordering::Relaxed) {
-                                let n = step.min(total - at);
+                            for s in LongRun::steps(start..total, step) {
+                                if quit.load(Ordering::Relaxed) {
+                                    break;
+                                }
+                                let (at, n) = (s.start, s.end - s.start);
                                 let got: Result<Vec<Option<Vec<u8>>>> = feeds
                                     .iter()
                                     .map(|f| {
@@ -403,7 +394,6 @@ impl Assembly {
                                 if tx.send(r).is_err() || failed {
                                     break;
                                 }
-                                at += n;
                             }
                         });
                     } else {
@@ -411,9 +401,11 @@ impl Assembly {
                         // and its write on the writer's side, so reading the next
                         // step overlaps writing this one.
                         s.spawn(move || {
-                            let mut at = start;
-                            while at < total && !quit.load(Ordering::Relaxed) {
-                                let n = step.min(total - at);
+                            for s in LongRun::steps(start..total, step) {
+                                if quit.load(Ordering::Relaxed) {
+                                    break;
+                                }
+                                let (at, n) = (s.start, s.end - s.start);
                                 let mut buf = free_rx.try_recv().unwrap_or_default();
                                 buf.resize(n as usize, 0);
                                 let r = BadBlocks::rebuild_plan(
@@ -434,14 +426,14 @@ impl Assembly {
                                 if tx.send(r).is_err() || failed {
                                     break;
                                 }
-                                at += n;
                             }
                         });
                     }
                     lanes.insert(0, (rx, free_tx));
                     let mut turn = 0;
                     let result = (|| {
-                        while pos < total {
+                        while let Some(step) = run.peek().filter(|s| s.start < total) {
+                            let pos = step.start;
                             let (rx, free_tx) = &lanes[turn % lanes.len()];
                             turn += 1;
                             if stopped(&opts) {
@@ -456,22 +448,19 @@ impl Assembly {
                                     "internal: rebuild reader stopped",
                                 )
                             })??;
-                            debug_assert_eq!(at, pos);
+                            debug_assert_eq!(at..at + data.len() as u64, step);
                             let n = data.len() as u64;
                             run_with(&write, members, UserBuf::Write(&data))?;
                             free_tx.send(data).ok();
-                            pos += n;
-                            since_checkpoint += n;
-                            if since_checkpoint >= opts.checkpoint_bytes && pos < total {
+                            if run.advance(pos + n, n) {
                                 flush_devices(members, [target_at])?;
-                                self.checkpoint_recovery(index, pos)?;
-                                since_checkpoint = 0;
+                                self.checkpoint_recovery(index, run.position())?;
                             }
                             progress(Progress {
-                                done: done_before + (pos - start),
+                                done: done_before + (pos + n - start),
                                 total: overall,
                             });
-                            pacer.account(n);
+                            run.wait(clock_of(&opts), &|| stopped(&opts));
                         }
                         Ok(())
                     })();

@@ -130,22 +130,24 @@ impl Assembly {
         }
         let total = self.geometry.member_bytes;
         let step = self.scrub_step(resync, opts.step_bytes);
-        let mut pos = align_down(&self.geometry, start);
+        let first = align_down(&self.geometry, start);
+        let mut run = schedule(&opts, &[(first, total)], step);
         let present: Vec<bool> = areas.iter().map(Option::is_some).collect();
         let mut report = ScrubReport::new(repair, missing);
-        let mut pacer = Pacer::new(&opts);
-        let mut since_checkpoint = 0;
         let mut buf = Vec::new();
         let bad = self.bad_blocks()?;
-        progress(Progress { done: pos, total });
-        while pos < total {
+        progress(Progress { done: first, total });
+        while let Some(next) = run.peek() {
+            let (pos, n) = (next.start, next.end - next.start);
             if stopped(&opts) {
                 return self.stop_scrub(&areas, resync, pos);
             }
-            let n = step.min(total - pos);
             if !self.needs_resync(resync, pos, n) {
-                pos += n;
-                progress(Progress { done: pos, total });
+                run.advance(pos + n, 0);
+                progress(Progress {
+                    done: pos + n,
+                    total,
+                });
                 continue;
             }
             // Ranges a member's bad-block log lists are not read: the stripe
@@ -166,8 +168,11 @@ impl Assembly {
                     self.rewrite_listed(bad.as_ref(), &areas, &step_present, pos, n)?;
                 }
                 report.unchecked_array_bytes += n * self.geometry.data_disks() as u64;
-                pos += n;
-                progress(Progress { done: pos, total });
+                run.advance(pos + n, 0);
+                progress(Progress {
+                    done: pos + n,
+                    total,
+                });
                 continue;
             }
             let present = &step_present;
@@ -215,18 +220,18 @@ impl Assembly {
             if repair {
                 self.rewrite_listed(bad.as_ref(), &areas, present, pos, n)?;
             }
-            pos += n;
-            since_checkpoint += n;
-            if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
-                crate::metadata_plan::flush_all(&areas)?;
-                let at = pos / SECTOR;
-                self.commit(|sb| sb.resync_offset = at)?;
-                since_checkpoint = 0;
-            }
-            progress(Progress { done: pos, total });
             // --max-rate is per member, as md's speed limits are: each step
             // reads `n` bytes of every member, the figure the progress shows.
-            pacer.account(n);
+            if run.advance(pos + n, n) && resync {
+                crate::metadata_plan::flush_all(&areas)?;
+                let at = run.position() / SECTOR;
+                self.commit(|sb| sb.resync_offset = at)?;
+            }
+            progress(Progress {
+                done: pos + n,
+                total,
+            });
+            run.wait(clock_of(&opts), &|| stopped(&opts));
         }
         if repair {
             crate::metadata_plan::flush_all(&areas)?;
@@ -270,26 +275,25 @@ impl Assembly {
             ((member as u128 * total as u128) / member_total.max(1) as u128) as u64
         };
         let step = self.scrub_step(resync, opts.step_bytes);
-        let mut pos = align_down(&geo, unscale(start));
+        let first = align_down(&geo, unscale(start));
+        let mut run = schedule(&opts, &[(first, total)], step);
         let mut report = ScrubReport::new(repair, missing);
-        let mut pacer = Pacer::new(&opts);
-        let mut since_checkpoint = 0;
         progress(Progress {
-            done: scale(pos),
+            done: scale(first),
             total: member_total,
         });
         let present: Vec<bool> = areas.iter().map(Option::is_some).collect();
         let mut buf = Vec::new();
         let bad = self.bad_blocks()?;
-        while pos < total {
+        while let Some(next) = run.peek() {
+            let (pos, end) = (next.start, next.end);
             if stopped(&opts) {
                 return self.stop_scrub(areas, resync, scale(pos));
             }
-            let end = (pos + step).min(total);
             if !self.needs_resync(resync, pos, end - pos) {
-                pos = end;
+                run.advance(end, 0);
                 progress(Progress {
-                    done: scale(pos),
+                    done: scale(end),
                     total: member_total,
                 });
                 continue;
@@ -358,19 +362,16 @@ impl Assembly {
             }
             report.bytes_scanned += scale(compared);
             // Per member, in the member bytes the progress shows.
-            pacer.account(scale(end) - scale(pos));
-            pos = end;
-            since_checkpoint += step;
-            if resync && since_checkpoint >= opts.checkpoint_bytes && pos < total {
+            if run.advance(end, scale(end) - scale(pos)) && resync {
                 crate::metadata_plan::flush_all(areas)?;
-                let at = scale(pos) / SECTOR;
+                let at = scale(run.position()) / SECTOR;
                 self.commit(|sb| sb.resync_offset = at)?;
-                since_checkpoint = 0;
             }
             progress(Progress {
-                done: scale(pos),
+                done: scale(end),
                 total: member_total,
             });
+            run.wait(clock_of(&opts), &|| stopped(&opts));
         }
         if repair {
             crate::metadata_plan::flush_all(areas)?;
