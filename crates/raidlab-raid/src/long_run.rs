@@ -74,6 +74,11 @@ impl LongRun {
         }
     }
 
+    /// A run over one range.
+    pub fn over(range: Range<u64>, step: u64, now: Duration) -> Self {
+        Self::new(std::iter::once(range), step, now)
+    }
+
     /// Limit the run to `rate` bytes a second (`None` or 0: no limit).
     pub fn with_rate(mut self, rate: Option<u64>) -> Self {
         self.rate = rate.filter(|&r| r > 0);
@@ -206,7 +211,7 @@ mod tests {
     #[test]
     fn a_rate_spaces_the_steps_and_adds_no_wait_after_the_last() {
         // 100 bytes a second, steps of 50: due at 0, 0.5 s, 1 s.
-        let mut run = LongRun::new([0..150], 50, S).with_rate(Some(100));
+        let mut run = LongRun::over(0..150, 50, S).with_rate(Some(100));
         assert_eq!(run.next(S), Next::Step(0..50));
         run.advance(50, 50);
         assert_eq!(run.next(S), Next::Wait(S + S / 2));
@@ -216,13 +221,13 @@ mod tests {
         run.advance(150, 50);
         assert_eq!(run.next(S + S), Next::Done);
         // A rate of 0 is no limit.
-        let run = LongRun::new([0..150], 50, S).with_rate(Some(0));
+        let run = LongRun::over(0..150, 50, S).with_rate(Some(0));
         assert_eq!(run.due(), S);
     }
 
     #[test]
     fn checkpoints_come_every_so_many_bytes_but_not_at_the_end() {
-        let mut run = LongRun::new([0..100], 10, Duration::ZERO).with_checkpoints(25);
+        let mut run = LongRun::over(0..100, 10, Duration::ZERO).with_checkpoints(25);
         let mut at = Vec::new();
         while let Some(s) = run.peek() {
             if run.advance(s.end, s.end - s.start) {
@@ -245,7 +250,7 @@ mod tests {
             }
         }
         let clock = Virtual::default();
-        let mut run = LongRun::new([0..300], 100, Duration::ZERO).with_rate(Some(100));
+        let mut run = LongRun::over(0..300, 100, Duration::ZERO).with_rate(Some(100));
         run.advance(100, 100);
         run.wait(&clock, &|| false);
         assert_eq!(clock.now(), S);

@@ -76,7 +76,7 @@ impl Scrub {
         let pos = walk.position(&geometry, spec.from);
         // The run starts at virtual time 0, with the workload.
         let run =
-            LongRun::new([pos..walk.total], walk.step, Duration::ZERO).with_rate(spec.max_rate);
+            LongRun::over(pos..walk.total, walk.step, Duration::ZERO).with_rate(spec.max_rate);
         Scrub {
             walk,
             geometry,

@@ -113,8 +113,8 @@ impl LiveArray {
         let mut scratch = Vec::new();
         let clock = *lock(&self.clock);
         let unit = self.array.geometry().chunk_bytes.max(4096);
-        let mut run = LongRun::new(
-            [rec.done()..total],
+        let mut run = LongRun::over(
+            rec.done()..total,
             REBUILD_STEP.div_ceil(unit) * unit,
             clock.now(),
         )
