@@ -5,7 +5,7 @@
 //!
 //! This module decides which dirty blocks go next and how they are grouped
 //! into origin writes. It must never sleep or read the wall clock (the pace
-//! comes from the volume's [`raidlab_devices::Clock`] and from how often the
+//! comes from the volume's [`raidlab_core::Clock`] and from how often the
 //! owner calls [`CachedVolume::clean_tick`]), never mark a block clean before
 //! the origin has it durably (the commit protocol's rule 3), and never read the
 //! origin: a parity array reads what a partial-stripe write needs itself, and

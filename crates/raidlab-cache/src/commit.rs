@@ -36,11 +36,11 @@ use crate::format::{
 use crate::policy::{Sequential, TwoQ};
 use crate::stats::Stats;
 use crate::volume::{lock, CachedVolume, Config, State};
+use raidlab_core::SharedClock;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use raidlab_devices::Clock;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// Read both superblock copies of `cache`.
 fn read_superblock<C: Volume>(cache: &C) -> Result<(Superblock, usize)> {
@@ -274,7 +274,7 @@ pub fn reset_counters<C: Volume>(cache: &C) -> Result<Superblock> {
 impl<C: Volume, O: Volume> CachedVolume<C, O> {
     /// Open the cache on `cache` in front of `origin`, which must be the origin
     /// it was created for (`origin_id`) and of the size recorded.
-    pub fn open(cache: C, origin: O, origin_id: OriginId, clock: Arc<dyn Clock>) -> Result<Self> {
+    pub fn open(cache: C, origin: O, origin_id: OriginId, clock: SharedClock) -> Result<Self> {
         Self::open_as(cache, origin, origin_id, clock, false)
     }
 
@@ -291,7 +291,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         cache: C,
         origin: O,
         origin_id: OriginId,
-        clock: Arc<dyn Clock>,
+        clock: SharedClock,
     ) -> Result<Self> {
         Self::open_as(cache, origin, origin_id, clock, true)
     }
@@ -300,7 +300,7 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         cache: C,
         origin: O,
         origin_id: OriginId,
-        clock: Arc<dyn Clock>,
+        clock: SharedClock,
         read_only: bool,
     ) -> Result<Self> {
         let (sb, sb_copy) = read_superblock(&cache)?;

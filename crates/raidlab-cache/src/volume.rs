@@ -21,11 +21,11 @@
 use crate::format::{Entry, Mode, Policy, Superblock};
 use crate::policy::{Sequential, TwoQ};
 use crate::stats::Stats;
+use raidlab_core::SharedClock;
 use raidlab_core::{check_range_with, Op, Result, Volume};
-use raidlab_devices::Clock;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// What a user chooses at create (and may change with `set`).
@@ -115,7 +115,7 @@ impl Bypassed {
 pub struct CachedVolume<C, O> {
     pub(crate) cache: C,
     pub(crate) origin: O,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: SharedClock,
     pub(crate) state: Mutex<State>,
     /// Whether a write-back may read the next piece while the origin writes
     /// this one ([`CachedVolume::set_overlapped_writeback`]).

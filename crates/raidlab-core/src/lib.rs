@@ -12,6 +12,7 @@
 //!
 //! This crate must never do I/O of its own and never depend on another raidlab crate.
 
+pub mod clock;
 pub mod error;
 pub mod io_kind;
 pub mod layer;
@@ -19,6 +20,7 @@ pub mod size;
 pub mod skip;
 pub mod volume;
 
+pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
 pub use error::{Error, ErrorKind, Op, Result};
 pub use io_kind::IoKind;
 pub use layer::Layer;

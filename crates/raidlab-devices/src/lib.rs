@@ -23,4 +23,4 @@ pub use memory::MemVolume;
 pub use partition::{MemberOpener, MemberPath, Partition, PartitionTable, Scheme};
 pub use recorded::{Access, Accessed, Recorded};
 pub use size_only::SizeOnly;
-pub use throttle::{Clock, Limits, SystemClock, ThrottleStats, ThrottleVolume};
+pub use throttle::{Clock, Limits, SharedClock, SystemClock, ThrottleStats, ThrottleVolume};

@@ -20,41 +20,11 @@
 //! supplies, so that the wrapper's pacing can be checked in virtual time, exactly,
 //! rather than against a wall clock on a busy machine.
 
+pub use raidlab_core::clock::{Clock, SharedClock, SystemClock};
 use raidlab_core::{Error, Result, Volume};
 use std::fmt::Debug;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-/// Where a throttle reads the time and how it waits.
-pub trait Clock: Send + Sync + Debug {
-    /// Time since a fixed epoch of the clock's choosing; never goes backwards.
-    fn now(&self) -> Duration;
-    /// Wait `d`: may return late, never early.
-    fn sleep(&self, d: Duration);
-}
-
-/// The system's monotonic clock and a real sleep.
-#[derive(Debug, Clone, Copy)]
-pub struct SystemClock {
-    epoch: Instant,
-}
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        SystemClock {
-            epoch: Instant::now(),
-        }
-    }
-}
-
-impl Clock for SystemClock {
-    fn now(&self) -> Duration {
-        self.epoch.elapsed()
-    }
-    fn sleep(&self, d: Duration) {
-        std::thread::sleep(d);
-    }
-}
+use std::time::Duration;
 
 /// How far behind its schedule the device may be and still accept a request: large
 /// enough to absorb sleep overshoot, small enough that bursts stay invisible over
@@ -150,22 +120,20 @@ impl Bucket {
 
 /// A wrapper limiting the speed of `inner`; shared by all threads using it.
 #[derive(Debug)]
-pub struct ThrottleVolume<V, C = SystemClock> {
+pub struct ThrottleVolume<V> {
     inner: V,
-    clock: C,
+    clock: SharedClock,
     bucket: Mutex<Bucket>,
 }
 
 impl<V: Volume> ThrottleVolume<V> {
     /// Throttle `inner` against the system clock.
     pub fn new(inner: V, limits: Limits) -> Result<Self> {
-        Self::with_clock(inner, limits, SystemClock::default())
+        Self::with_clock(inner, limits, raidlab_core::clock::system())
     }
-}
 
-impl<V: Volume, C: Clock> ThrottleVolume<V, C> {
     /// Throttle `inner` against `clock`.
-    pub fn with_clock(inner: V, limits: Limits, clock: C) -> Result<Self> {
+    pub fn with_clock(inner: V, limits: Limits, clock: SharedClock) -> Result<Self> {
         limits.validate().map_err(|e| e.on_device(inner.name()))?;
         Ok(ThrottleVolume {
             inner,
@@ -222,7 +190,7 @@ impl<V: Volume, C: Clock> ThrottleVolume<V, C> {
     }
 }
 
-impl<V: Volume, C: Clock> raidlab_core::Layer for ThrottleVolume<V, C> {
+impl<V: Volume> raidlab_core::Layer for ThrottleVolume<V> {
     fn below(&self) -> &dyn Volume {
         &self.inner
     }

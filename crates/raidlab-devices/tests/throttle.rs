@@ -74,13 +74,14 @@ impl Volume for Takes {
     }
 }
 
-fn virtual_volume(
-    limits: Limits,
-    service: Duration,
-    late: Duration,
-) -> ThrottleVolume<Takes, Virtual> {
+fn virtual_volume(limits: Limits, service: Duration, late: Duration) -> ThrottleVolume<Takes> {
     let mem = MemVolume::new(4 << 20);
-    ThrottleVolume::with_clock(Takes { mem, service }, limits, Virtual { late }).unwrap()
+    ThrottleVolume::with_clock(
+        Takes { mem, service },
+        limits,
+        std::sync::Arc::new(Virtual { late }),
+    )
+    .unwrap()
 }
 
 /// `count` writes of `request` bytes, one at a time, cycling over the volume:

@@ -7,7 +7,7 @@
 //! punched), whose whole stripes reach the members as member write-zeroes.
 
 use raidlab_core::{Result, Volume};
-use raidlab_devices::{Access, MemVolume, Recorded, SystemClock};
+use raidlab_devices::{Access, MemVolume, Recorded};
 use raidlab_layout::{Layout, Level, ParityLayout};
 use raidlab_nbd::client::NbdVolume;
 use raidlab_nbd::listen::{run, Listener};
@@ -202,9 +202,8 @@ fn a_fua_write_on_a_logged_array_flushes_no_member_it_did_not_write() {
 #[test]
 fn a_fua_write_held_by_the_stripe_cache_is_written_out_and_flushed() {
     let (array, members) = raid5(4);
-    let clock: &'static SystemClock = Box::leak(Box::default());
     array
-        .start_stripe_cache(StripeCacheConfig::default(), clock)
+        .start_stripe_cache(StripeCacheConfig::default(), raidlab_core::clock::system())
         .unwrap();
     let at = 9 * CHUNK;
     let roles = written_by(&array, at, 4096);

@@ -21,7 +21,7 @@ use crate::array::Array;
 use crate::assemble::{ArrayState, Assembly};
 use crate::journal::JournalReplay;
 use crate::ppl::PplReplay;
-use crate::recovery::{RunOptions, ScrubReport, SYSTEM_CLOCK};
+use crate::recovery::{RunOptions, ScrubReport};
 use crate::stripe_cache::StripeCacheConfig;
 use raidlab_core::{Result, Volume};
 use raidlab_layout::Level;
@@ -107,7 +107,10 @@ impl Started {
         if opts.write {
             // Parity arrays hold partial-stripe writes to merge them into
             // whole stripes, as md's stripe cache does.
-            array.start_stripe_cache(opts.stripe_cache.unwrap_or_default(), &*SYSTEM_CLOCK)?;
+            array.start_stripe_cache(
+                opts.stripe_cache.unwrap_or_default(),
+                raidlab_core::clock::system(),
+            )?;
         }
         Ok(Started {
             asm,

@@ -48,7 +48,6 @@ impl Clock for Frozen {
         std::thread::sleep(d);
     }
 }
-static FROZEN: Frozen = Frozen;
 
 const SECTOR: usize = 512;
 /// Member size: md's 1 MiB data offset plus 256 KiB of data area, so arrays have
@@ -380,7 +379,7 @@ fn crash_point(c: &Config, seed: u64, stats: &mut Stats) {
         ..StripeCacheConfig::default()
     };
     array
-        .start_stripe_cache(small, &FROZEN)
+        .start_stripe_cache(small, std::sync::Arc::new(Frozen))
         .unwrap_or_else(|e| panic!("{}: {e}", ctx("stripe cache")));
     let size = array.size();
     let stripe = stripe_bytes(c, &asm);

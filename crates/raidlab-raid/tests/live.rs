@@ -105,7 +105,7 @@ impl Gate {
 }
 
 struct Running {
-    gate: &'static Gate,
+    gate: Arc<Gate>,
     live: Arc<LiveArray>,
     devs: Vec<Device>,
     model: Arc<Mutex<Vec<u8>>>,
@@ -173,8 +173,8 @@ fn start_devs(
     let data: Vec<u8> = (0..array.size()).map(|_| rng.gen()).collect();
     array.write_at(&data, 0).unwrap();
     let live = LiveArray::new(asm, array);
-    let gate: &'static Gate = Box::leak(Box::default());
-    live.set_clock(gate);
+    let gate = Arc::new(Gate::default());
+    live.set_clock(gate.clone());
     let model = Arc::new(Mutex::new(data));
     let quit = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));

@@ -5,25 +5,12 @@
 //! sync thread, a run waits before a step, never after its last one: it takes
 //! B/R less at most one step's time.
 
-use raidlab_core::Volume;
-use raidlab_devices::{Clock, MemVolume};
+use raidlab_core::{Clock, ManualClock, Volume};
+use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::recovery::RunOptions;
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-#[derive(Debug, Default)]
-struct VirtualClock(Mutex<Duration>);
-
-impl Clock for VirtualClock {
-    fn now(&self) -> Duration {
-        *self.0.lock().unwrap()
-    }
-    fn sleep(&self, d: Duration) {
-        *self.0.lock().unwrap() += d;
-    }
-}
+use std::sync::Arc;
 
 fn array(level: Level, layout: Layout, n: usize) -> (Assembly, Vec<Device>) {
     let devs: Vec<Device> = (0..n + 1)
@@ -66,11 +53,11 @@ fn two_seconds(t: f64, rate: u64) -> bool {
 
 /// Virtual seconds `run` took at `rate` bytes/s.
 fn timed(rate: u64, run: impl FnOnce(RunOptions)) -> f64 {
-    let clock: &'static VirtualClock = Box::leak(Box::default());
+    let clock = ManualClock::new();
     run(RunOptions {
         max_rate: Some(rate),
         step_bytes: STEP,
-        clock: Some(clock),
+        clock: Some(clock.clone()),
         ..RunOptions::default()
     });
     clock.now().as_secs_f64()

@@ -4,25 +4,13 @@
 //! Time is a clock the test moves; the superblocks are read back from the
 //! members as a crash would leave them (assembled again from the devices).
 
-use raidlab_core::Volume;
-use raidlab_devices::{Clock, MemVolume};
+use raidlab_core::{Clock, ManualClock, Volume};
+use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level, ParityLayout};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::live::{LiveArray, WriteMark, SAFE_MODE_DELAY};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-#[derive(Debug, Default)]
-struct Manual(Mutex<Duration>);
-
-impl Clock for Manual {
-    fn now(&self) -> Duration {
-        *self.0.lock().unwrap()
-    }
-    fn sleep(&self, d: Duration) {
-        *self.0.lock().unwrap() += d;
-    }
-}
 
 /// What a crash now would leave: the array assembled from its members'
 /// superblocks, in sync or not.
@@ -33,7 +21,7 @@ fn in_sync_after_crash(devs: &[Device]) -> bool {
 struct Served {
     devs: Vec<Device>,
     live: Arc<LiveArray>,
-    clock: &'static Manual,
+    clock: Arc<ManualClock>,
 }
 
 fn serve(level: Level, bitmap: bool, safe_mode: bool) -> Served {
@@ -70,8 +58,8 @@ fn serve(level: Level, bitmap: bool, safe_mode: bool) -> Served {
     assert!(asm.mark_dirty().unwrap(), "a new array is in sync");
     let array = Arc::new(asm.array().unwrap());
     let live = LiveArray::new(asm, array);
-    let clock: &'static Manual = Box::leak(Box::default());
-    live.set_clock(clock);
+    let clock = ManualClock::new();
+    live.set_clock(clock.clone());
     live.start_safe_mode(safe_mode);
     Served { devs, live, clock }
 }

@@ -5,28 +5,15 @@
 //! random writes, evictions, expiries and flushes, with members failing while
 //! writes are held.
 
-use raidlab_core::Volume;
-use raidlab_devices::throttle::Clock;
+use raidlab_core::{ManualClock, Volume};
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
 use raidlab_raid::stripe_cache::{Below, StripeCache, StripeCacheConfig};
 use raidlab_raid::Array;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-/// A clock the test moves.
-#[derive(Debug, Default)]
-struct Manual(AtomicU64);
-
-impl Clock for Manual {
-    fn now(&self) -> Duration {
-        Duration::from_millis(self.0.load(Ordering::Relaxed))
-    }
-    fn sleep(&self, _: Duration) {}
-}
 
 /// The array below the cache, answering only the questions every `Below`
 /// must: "how many reads" is asked at once, before each write.
@@ -63,14 +50,14 @@ fn run(level: Level, disks: usize, seed: u64) {
     .unwrap();
     let stripe = chunk * g.data_disks() as u64;
     let (lazy, eager) = (array(g), array(g));
-    let clock: &'static Manual = Box::leak(Box::default());
+    let clock = ManualClock::new();
     let cfg = StripeCacheConfig {
         stripes: 4,
         hold: Duration::from_millis(20),
     };
     let (lazy_cache, eager_cache) = (
-        StripeCache::new(stripe, cfg, clock),
-        StripeCache::new(stripe, cfg, clock),
+        StripeCache::new(stripe, cfg, clock.clone()),
+        StripeCache::new(stripe, cfg, clock.clone()),
     );
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let size = g.array_bytes();
@@ -92,7 +79,7 @@ fn run(level: Level, disks: usize, seed: u64) {
                 eager_cache.write_out_range(None, &Eager(&eager)).unwrap();
             }
             1..=5 => {
-                clock.0.fetch_add(rng.gen_range(1..30), Ordering::Relaxed);
+                clock.advance(Duration::from_millis(rng.gen_range(1..30)));
                 lazy_cache.write_out_expired(&lazy).unwrap();
                 eager_cache.write_out_expired(&Eager(&eager)).unwrap();
             }

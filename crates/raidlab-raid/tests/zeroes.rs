@@ -5,7 +5,7 @@
 //! and the copies consistent afterwards.
 
 use raidlab_core::{Result, Volume};
-use raidlab_devices::{MemVolume, SystemClock};
+use raidlab_devices::MemVolume;
 use raidlab_layout::Level;
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::recovery::RunOptions;
@@ -122,9 +122,8 @@ fn whole_stripes_and_copies_become_member_write_zeroes_and_parity_stays_consiste
         let was_clean = asm.mark_dirty().unwrap();
         let array = Arc::new(asm.array().unwrap());
         if cached {
-            let clock: &'static SystemClock = Box::leak(Box::default());
             array
-                .start_stripe_cache(StripeCacheConfig::default(), clock)
+                .start_stripe_cache(StripeCacheConfig::default(), raidlab_core::clock::system())
                 .unwrap();
         }
         let size = array.size();

@@ -115,9 +115,11 @@ fn replay(
         .map(|m| m.clone().map(|m| m as Arc<dyn Volume>))
         .collect();
     let array = Array::new("real", *g, members).expect("real array");
-    let clock: &'static VirtualClock = Box::leak(Box::default());
+    let clock = Arc::new(VirtualClock::default());
     if let Some(cfg) = cache {
-        array.start_stripe_cache_driven(cfg, clock).expect("cache");
+        array
+            .start_stripe_cache_driven(cfg, clock.clone())
+            .expect("cache");
     }
     for &(at, kind, offset, len) in requests {
         clock.set(at);

@@ -188,9 +188,9 @@ impl Array {
     pub fn start_stripe_cache(
         self: &Arc<Self>,
         config: StripeCacheConfig,
-        clock: &'static dyn raidlab_devices::throttle::Clock,
+        clock: raidlab_core::SharedClock,
     ) -> Result<()> {
-        if !self.install_stripe_cache(config, clock)? {
+        if !self.install_stripe_cache(config, clock.clone())? {
             return Ok(());
         }
         let weak = Arc::downgrade(self);
@@ -231,7 +231,7 @@ impl Array {
     pub fn start_stripe_cache_driven(
         &self,
         config: StripeCacheConfig,
-        clock: &'static dyn raidlab_devices::throttle::Clock,
+        clock: raidlab_core::SharedClock,
     ) -> Result<()> {
         self.install_stripe_cache(config, clock).map(|_| ())
     }
@@ -241,7 +241,7 @@ impl Array {
     fn install_stripe_cache(
         &self,
         config: StripeCacheConfig,
-        clock: &'static dyn raidlab_devices::throttle::Clock,
+        clock: raidlab_core::SharedClock,
     ) -> Result<bool> {
         if !self.geometry.is_parity() || self.read_only {
             return Ok(false);

@@ -32,9 +32,9 @@ use crate::array::{Array, Recovery};
 use crate::assemble::{Assembly, Device, MemberState};
 use crate::badblocks::BadBlockChange;
 use crate::manage::Added;
-use crate::recovery::{Progress, RunOptions, ScrubReport, SYSTEM_CLOCK};
+use crate::recovery::{Progress, RunOptions, ScrubReport};
+use raidlab_core::SharedClock;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use raidlab_devices::Clock;
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -164,7 +164,7 @@ pub struct LiveArray {
     max_rate: Mutex<Option<u64>>,
     /// What the rebuild's rate limit and safe mode's delay are measured
     /// against (the system clock unless a test gives another).
-    clock: Mutex<&'static dyn Clock>,
+    clock: Mutex<SharedClock>,
     safe: safe_mode::SafeMode,
     /// What happened outside a poll (members recorded faulty before a dirty
     /// mark), for the next poll to report.
@@ -204,7 +204,7 @@ impl LiveArray {
             scrub: Mutex::new(None),
             stop: AtomicBool::new(false),
             max_rate: Mutex::new(None),
-            clock: Mutex::new(&*SYSTEM_CLOCK),
+            clock: Mutex::new(raidlab_core::clock::system()),
             safe: safe_mode::SafeMode::new(),
             said: Mutex::new(Vec::new()),
             io: MemberIoRegistry::default(),
@@ -226,7 +226,7 @@ impl LiveArray {
 
     /// Pace rebuilds started from now on against `clock` (tests: a clock whose
     /// sleeps they control, so a rebuild is provably still running).
-    pub fn set_clock(&self, clock: &'static dyn Clock) {
+    pub fn set_clock(&self, clock: SharedClock) {
         *lock(&self.clock) = clock;
     }
 

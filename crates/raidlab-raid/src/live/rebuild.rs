@@ -111,7 +111,7 @@ impl LiveArray {
     ) {
         let total = self.array.geometry().member_bytes;
         let mut scratch = Vec::new();
-        let clock = *lock(&self.clock);
+        let clock = lock(&self.clock).clone();
         let unit = self.array.geometry().chunk_bytes.max(4096);
         let mut run = LongRun::over(
             rec.done()..total,
@@ -148,7 +148,7 @@ impl LiveArray {
                 }
                 // A stop or a cancel (which waits for this thread) must not
                 // wait out a long pause.
-                run.wait(clock, &quit);
+                run.wait(&*clock, &quit);
             }
             self.array.flush_recovery_target(&rec)?;
             if rec.failed() {

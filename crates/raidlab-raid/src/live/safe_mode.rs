@@ -338,7 +338,7 @@ mod tests {
         assert!(asm.mark_dirty().unwrap(), "a new array is in sync");
         let array = Arc::new(asm.array().unwrap());
         let live = LiveArray::new(asm, array);
-        live.set_clock(Box::leak(Box::new(Fast(Instant::now()))));
+        live.set_clock(Arc::new(Fast(Instant::now())));
         live.start_safe_mode(true);
         let gated = live.volume();
         let blocks = live.array.size() / 4096;

@@ -58,8 +58,8 @@ use crate::exec::{member_compute, UserBuf};
 use crate::long_run::LongRun;
 use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
+use raidlab_core::SharedClock;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use raidlab_devices::{Clock, SystemClock};
 use raidlab_layout::{Geometry, Level, Location};
 use raidlab_md::superblock::feature;
 use serde::Serialize;
@@ -71,7 +71,7 @@ const SECTOR: u64 = 512;
 const PAGE: usize = 4096;
 
 /// How a long run goes about its work.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RunOptions {
     /// Upper bound on member-area bytes processed per second.
     pub max_rate: Option<u64>,
@@ -90,7 +90,7 @@ pub struct RunOptions {
     pub force: bool,
     /// The clock `max_rate` paces against (the system's when `None`; tests
     /// give a virtual one, so pacing is checked exactly).
-    pub clock: Option<&'static dyn Clock>,
+    pub clock: Option<SharedClock>,
 }
 
 impl Default for RunOptions {
@@ -135,10 +135,6 @@ pub struct RebuiltMember {
     pub bitmap_based: bool,
 }
 
-/// The clock of runs that are given none: the system's.
-pub(crate) static SYSTEM_CLOCK: std::sync::LazyLock<SystemClock> =
-    std::sync::LazyLock::new(SystemClock::default);
-
 fn stopped(opts: &RunOptions) -> bool {
     opts.stop.is_some_and(|s| s.load(Ordering::Relaxed))
 }
@@ -152,11 +148,10 @@ fn interrupted(what: &str, pos: u64) -> Error {
 }
 
 /// The clock a run paces against: the one its options give, else the system's.
-fn clock_of(opts: &RunOptions) -> &'static dyn Clock {
-    match opts.clock {
-        Some(c) => c,
-        None => &*SYSTEM_CLOCK,
-    }
+fn clock_of(opts: &RunOptions) -> SharedClock {
+    opts.clock
+        .clone()
+        .unwrap_or_else(raidlab_core::clock::system)
 }
 
 /// A long run's schedule over `ranges` as its options ask: step, rate and
@@ -460,7 +455,7 @@ impl Assembly {
                                 done: done_before + (pos + n - start),
                                 total: overall,
                             });
-                            run.wait(clock_of(&opts), &|| stopped(&opts));
+                            run.wait(&*clock_of(&opts), &|| stopped(&opts));
                         }
                         Ok(())
                     })();

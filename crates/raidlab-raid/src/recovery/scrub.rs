@@ -231,7 +231,7 @@ impl Assembly {
                 done: pos + n,
                 total,
             });
-            run.wait(clock_of(&opts), &|| stopped(&opts));
+            run.wait(&*clock_of(&opts), &|| stopped(&opts));
         }
         if repair {
             crate::metadata_plan::flush_all(&areas)?;
@@ -371,7 +371,7 @@ impl Assembly {
                 done: scale(end),
                 total: member_total,
             });
-            run.wait(clock_of(&opts), &|| stopped(&opts));
+            run.wait(&*clock_of(&opts), &|| stopped(&opts));
         }
         if repair {
             crate::metadata_plan::flush_all(areas)?;

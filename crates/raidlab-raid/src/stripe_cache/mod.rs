@@ -14,8 +14,8 @@
 //! while it is written out), and never lets a flush finish before everything
 //! held when the flush began is written.
 
+use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
-use raidlab_devices::throttle::Clock;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -217,7 +217,7 @@ pub struct StripeCache {
     stripe_bytes: u64,
     config: Mutex<StripeCacheConfig>,
     map: Mutex<Entries>,
-    clock: &'static dyn Clock,
+    clock: SharedClock,
     counters: Counters,
     /// A write-out that failed after its writes were acknowledged: the next
     /// flush reports it (a disk with a volatile write cache does the same).
@@ -284,7 +284,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl StripeCache {
-    pub fn new(stripe_bytes: u64, config: StripeCacheConfig, clock: &'static dyn Clock) -> Self {
+    pub fn new(stripe_bytes: u64, config: StripeCacheConfig, clock: SharedClock) -> Self {
         StripeCache {
             stripe_bytes,
             config: Mutex::new(config),

@@ -4,15 +4,10 @@
 use super::*;
 use std::cell::RefCell;
 
-#[derive(Debug)]
-struct Fixed;
-impl Clock for Fixed {
-    fn now(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn sleep(&self, _: Duration) {}
+/// A clock that stays at zero: nothing here waits out a hold time.
+fn fixed() -> raidlab_core::SharedClock {
+    raidlab_core::ManualClock::new()
 }
-static FIXED: Fixed = Fixed;
 
 /// A flat byte store that records the writes it gets.
 struct Store {
@@ -46,7 +41,7 @@ fn store(n: usize) -> Store {
 #[test]
 fn sequential_pieces_become_whole_stripe_writes() {
     let s = store(4096);
-    let c = StripeCache::new(1024, StripeCacheConfig::default(), &FIXED);
+    let c = StripeCache::new(1024, StripeCacheConfig::default(), fixed());
     for i in 0..8u64 {
         c.write(&[i as u8 + 1; 384], i * 384, &s).unwrap();
     }
@@ -67,7 +62,7 @@ fn sequential_pieces_become_whole_stripe_writes() {
 fn reads_see_held_data_and_flush_writes_it() {
     let s = store(4096);
     s.bytes.borrow_mut().fill(9);
-    let c = StripeCache::new(1024, StripeCacheConfig::default(), &FIXED);
+    let c = StripeCache::new(1024, StripeCacheConfig::default(), fixed());
     c.write(&[1; 100], 10, &s).unwrap();
     c.write(&[2; 100], 300, &s).unwrap();
     assert!(s.writes.borrow().is_empty());
@@ -99,7 +94,7 @@ fn the_oldest_stripe_leaves_first_when_full() {
         stripes: 2,
         hold: Duration::from_secs(1),
     };
-    let c = StripeCache::new(1024, cfg, &FIXED);
+    let c = StripeCache::new(1024, cfg, fixed());
     c.write(&[1; 10], 0, &s).unwrap();
     c.write(&[2; 10], 1024, &s).unwrap();
     c.write(&[3; 10], 2048, &s).unwrap();

@@ -116,7 +116,7 @@ pub struct SimArray {
     name: String,
     array: Arc<Array>,
     recording: Arc<Recording>,
-    clock: &'static VirtualClock,
+    clock: Arc<VirtualClock>,
     members: Vec<Option<Box<dyn Device>>>,
     /// Each member's `next_event()` as of its last submit or advance: asked for
     /// once per change, not on every look (the question is asked millions of
@@ -233,12 +233,11 @@ impl SimArray {
         let array = Array::new(spec.name.clone(), g, volumes)
             .map_err(|e| e.to_string())?
             .with_executor(recording.clone());
-        // The engine's clock must be 'static; one word per simulated array.
-        let clock: &'static VirtualClock = Box::leak(Box::default());
+        let clock = Arc::new(VirtualClock::default());
         let mut tick_every = 0;
         if let Some(cfg) = spec.stripe_cache {
             array
-                .start_stripe_cache_driven(cfg, clock)
+                .start_stripe_cache_driven(cfg, clock.clone())
                 .map_err(|e| e.to_string())?;
             // What the real cache's thread sleeps between checks.
             tick_every = (cfg.hold / 2)

@@ -7,8 +7,8 @@ use crate::cli::{Direction, ExplainArgs};
 use anyhow::{bail, Result};
 use raidlab_core::size::format_size;
 use raidlab_core::IoKind;
+use raidlab_core::ManualClock;
 use raidlab_core::Volume;
-use raidlab_devices::throttle::Clock;
 use raidlab_devices::SizeOnly;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::exec::Recording;
@@ -18,7 +18,6 @@ use raidlab_raid::{Array, MemberOp, Step};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 pub fn run(a: ExplainArgs) -> Result<ExitCode> {
     let level = Level::from_name(&a.level)?;
@@ -90,19 +89,6 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A clock that never moves: nothing held expires during the sequence.
-#[derive(Debug)]
-struct Still;
-impl Clock for Still {
-    fn now(&self) -> Duration {
-        Duration::ZERO
-    }
-    fn sleep(&self, d: Duration) {
-        std::thread::sleep(d.max(Duration::from_millis(100)));
-    }
-}
-static STILL: Still = Still;
-
 #[derive(Serialize)]
 struct Request {
     request: String,
@@ -140,7 +126,9 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
         .collect();
     let recorder = Arc::new(Recording::default());
     let array = Arc::new(Array::new("explain", geo, members)?.with_executor(recorder.clone()));
-    array.start_stripe_cache(StripeCacheConfig::default(), &STILL)?;
+    // Driven by nobody, on a clock that never moves: nothing held expires
+    // during the sequence.
+    array.start_stripe_cache_driven(StripeCacheConfig::default(), ManualClock::new())?;
     let take = || -> Vec<MemberOp> {
         recorder
             .take()
