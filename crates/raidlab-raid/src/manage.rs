@@ -394,17 +394,9 @@ impl Assembly {
                 )))
             }
         };
-        if sb.events < bitmap.sb.events_cleared {
-            return Err(not_possible(format!(
-                "its events ({}) are older than the bitmap's events cleared ({}): the bitmap was cleared after it left and no longer records everything it missed; `raidlab add` without --re-add rebuilds it whole",
-                sb.events, bitmap.sb.events_cleared
-            )));
-        }
-        if geometry_of(&sb).ok() != Some(self.geometry) {
-            return Err(not_possible(
-                "its superblock describes another shape of the array (level, layout, chunk, size or member count changed since it left): `raidlab add` without --re-add rebuilds it whole".into(),
-            ));
-        }
+        // A role taken by another member comes first: whatever the bitmap
+        // says, the member cannot go back to it (and a complete array's
+        // bits are cleared, so the events check would hide the real reason).
         let holder = self.slots[slot].or_else(|| {
             self.members.iter().position(|m| {
                 matches!(m.state, MemberState::Rebuilding | MemberState::Replacing)
@@ -416,6 +408,17 @@ impl Assembly {
                 "its role {slot} is taken by {} ({:?})",
                 self.members[h].device.path, self.members[h].state
             )));
+        }
+        if sb.events < bitmap.sb.events_cleared {
+            return Err(not_possible(format!(
+                "its events ({}) are older than the bitmap's events cleared ({}): the bitmap was cleared after it left and no longer records everything it missed; `raidlab add` without --re-add rebuilds it whole",
+                sb.events, bitmap.sb.events_cleared
+            )));
+        }
+        if geometry_of(&sb).ok() != Some(self.geometry) {
+            return Err(not_possible(
+                "its superblock describes another shape of the array (level, layout, chunk, size or member count changed since it left): `raidlab add` without --re-add rebuilds it whole".into(),
+            ));
         }
         if let Some(o) = self
             .members

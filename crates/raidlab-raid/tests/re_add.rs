@@ -123,6 +123,13 @@ fn away_and_back(name: &str, level: Level, n: usize) -> (Vec<Device>, Vec<u8>, u
         sb(&devs[0]).events,
         "its events are the array's"
     );
+    // Complete and in sync again: the bits it was rebuilt from are cleared,
+    // as md clears them once no member lacks their writes (a later re-add or
+    // resync would redo them otherwise).
+    let again = Assembly::assemble(devs.clone()).unwrap();
+    let bm = again.bitmap.as_ref().unwrap();
+    assert_eq!(bm.dirty_count(), 0, "bits left after the re-add's rebuild");
+    assert_eq!(bm.sb.events_cleared, own.events);
     (devs, expected, m.bytes)
 }
 

@@ -483,6 +483,14 @@ impl Assembly {
                 bitmap_based,
             });
         }
+        // Nothing lacks a write the bits mark any more: clear them, as md does
+        // once a recovery leaves the array complete and in sync (a later
+        // re-add or resync would redo their chunks otherwise). Offline only:
+        // nothing is in flight. A served array's bits are cleared at its
+        // clean stop.
+        if self.clear_bitmap_if_complete(self.in_sync(), self.events + 1) {
+            self.commit(|_| {})?;
+        }
         Ok(report)
     }
 
