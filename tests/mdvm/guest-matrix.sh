@@ -54,6 +54,21 @@
 #       `--grow --raid-devices=NDEV-1 --backup-file` (mdadm 4.2 refuses the
 #       shrink without a backup file: "Cannot set new_offset"); array_bytes
 #       is the reduced size.
+#   W NAME LEVEL NDEV MEMBER_BYTES OFFS SHIFT REGIONS
+#       a member leaves and md writes around it (re-add, issue 36): md
+#       creates a RAID LEVEL (1 or 5, 64K chunk) with an internal bitmap of
+#       64K chunks, writes the pattern, waits until the bitmap is clean on
+#       disk, fails and removes member 1, then writes the pattern from byte
+#       SHIFT + o over each REGION `o:len` (bytes, ','-separated, 64K
+#       multiples) while degraded, stops it; reports md's dirty bits
+#       (`mdadm -X` of member 0): what a re-add must resync.
+#   E NAME NDEV MEMBER_BYTES OFFS ABYTES OUT READD
+#       md re-adds a member raidlab removed and wrote around: md assembles
+#       every member but READD (degraded 1), `mdadm --re-add`s it, waits
+#       until it is in sync, and reports the bytes md wrote to it (its loop
+#       device's write sectors) beside the bitmap's dirty bits; all members
+#       must be active, a `check` must find mismatch_cnt 0, and the array is
+#       copied to OUT for the host.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # FLAGS of A and B lines (comma-separated, '-' = none) that change where the
@@ -459,6 +474,110 @@ run_s() { # NAME NDEV MBYTES OFFS MIB: member I/O of a sequential write stream
     detach
 }
 
+dirty_bits() { # member -> md's count of dirty bits in its bitmap (mdadm -X), or ?
+    # md writes the bitmap below the member's page cache: drop what an
+    # earlier read left there, or mdadm reads stale bits.
+    blockdev --flushbufs "$1" 2>/dev/null
+    mdadm -X "$1" 2>/dev/null | sed -n 's/.* \([0-9]*\) dirty.*/\1/p' | head -n1 | grep . || echo '?'
+}
+run_w() { # NAME LEVEL NDEV MBYTES OFFS SHIFT REGIONS: md writes around a removed member
+    name=$1 level=$2 n=$3 mb=$4 offs=$5 shift=$6 regions=$7
+    set_flags -
+    dir="$R/W/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" W FAIL "losetup failed"; detach; return; }
+    opts="--metadata=1.2 --level=$level --raid-devices=$n --bitmap=internal --bitmap-chunk=64K"
+    [ "$level" = 1 ] || opts="$opts --chunk=64"
+    # shellcheck disable=SC2086
+    if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $loops >"$dir/create.log" 2>&1 </dev/null; then
+        result "$name" W FAIL "mdadm --create $opts failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
+    fi
+    wait_idle 300 || { result "$name" W FAIL "initial sync did not finish"; stop_md; detach; return; }
+    # md clears bits a second daemon pass after the writes end; one second
+    # a pass instead of five.
+    echo 1 >"$SYS/bitmap/time_base" 2>/dev/null
+    size=$(blockdev --getsize64 "$MD")
+    bs=$(bsfor "$size" 4194304)
+    dd if="$D" of="$MD" bs="$bs" count=$((size / bs)) oflag=direct 2>"$dir/dd1.log" || {
+        result "$name" W FAIL "writing the pattern failed"; stop_md; detach; return; }
+    sync
+    phase write
+    first=$(echo $loops | awk '{print $1}')
+    i=0
+    while [ "$(dirty_bits "$first")" != 0 ] && [ $i -lt 120 ]; do sleep 0.5; i=$((i + 1)); done
+    clean=$(dirty_bits "$first")
+    phase bitmap-clean
+    second=$(echo $loops | awk '{print $2}')
+    { mdadm "$MD" --fail "$second" && mdadm "$MD" --remove "$second"; } >"$dir/remove.log" 2>&1 || {
+        result "$name" W FAIL "fail/remove: $(tr '\n' ' ' <"$dir/remove.log")"; stop_md; detach; return; }
+    for r in $(echo "$regions" | tr ',' ' '); do
+        o=${r%%:*} l=${r#*:}
+        dd if="$D" of="$MD" bs=65536 skip=$(((shift + o) / 65536)) seek=$((o / 65536)) \
+            count=$((l / 65536)) oflag=direct conv=notrunc 2>>"$dir/dd2.log" || {
+            result "$name" W FAIL "degraded write $r failed"; stop_md; detach; return; }
+    done
+    sync
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    stop_md
+    phase degraded-write
+    dirty=$(dirty_bits "$first")
+    mdadm -X "$first" >"$dir/bitmap.0" 2>&1
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    result "$name" W PASS "array_bytes=$size dirty=$dirty dirty_before_fail=$clean seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    detach
+}
+
+run_e() { # NAME NDEV MBYTES OFFS ABYTES OUT READD: md re-adds a member raidlab wrote around
+    name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 readd=$7
+    set_flags -
+    OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
+    dir="$R/E/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" E FAIL "losetup failed"; detach; return; }
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    first=$(echo $loops | awk '{print $1}')
+    dirty=$(dirty_bits "$first")
+    mdadm -X "$first" >"$dir/bitmap.before" 2>&1
+    sub=$(pick "$loops" "$readd")
+    back=$(echo $loops | awk -v k=$((readd + 1)) '{print $k}')
+    bad=""
+    # shellcheck disable=SC2086
+    if ! mdadm --assemble "$MD" --run $sub >"$dir/assemble.log" 2>&1; then
+        result "$name" E FAIL "mdadm --assemble without member $readd failed: $(tr '\n' ' ' <"$dir/assemble.log")"; detach; return
+    fi
+    d=$(cat "$SYS/degraded" 2>/dev/null || echo '?')
+    [ "$d" = 1 ] || bad="$bad degraded-before=$d"
+    w0=$(awk '{print $7}' "/sys/block/${back#/dev/}/stat")
+    phase assemble
+    if ! mdadm "$MD" --re-add "$back" >"$dir/readd.log" 2>&1; then
+        result "$name" E FAIL "mdadm --re-add refused raidlab's member: $(tr '\n' ' ' <"$dir/readd.log")"; stop_md; detach; return
+    fi
+    sleep 0.2
+    wait_insync 300 || bad="$bad recovery-did-not-finish"
+    w1=$(awk '{print $7}' "/sys/block/${back#/dev/}/stat")
+    phase recovery
+    dmesg | grep -i 'md\|raid\|bitmap' | tail -n 20 >"$dir/dmesg"
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    nact=$(grep -c 'active sync' "$dir/detail")
+    [ "$nact" = "$n" ] || bad="$bad active-members=$nact/$n"
+    echo check >"$SYS/sync_action"
+    sleep 0.1
+    wait_idle 300 || bad="$bad check-did-not-finish"
+    mm=$(cat "$SYS/mismatch_cnt")
+    [ "$mm" = 0 ] || bad="$bad mismatch_cnt=$mm"
+    phase check
+    copy_out 0 || bad="$bad read-failed"
+    stop_md
+    mdadm -X "$first" >"$dir/bitmap.after" 2>&1
+    phase read
+    if [ -z "$bad" ]; then
+        result "$name" E PASS "dirty=$dirty written_bytes=$(((w1 - w0) * 512)) mismatch_cnt=$mm seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    else
+        result "$name" E FAIL "$bad dirty=$dirty written_bytes=$(((w1 - w0) * 512)) :: $(tr '\n' ' ' <"$dir/readd.log")"
+    fi
+    detach
+}
+
 reshape_pos() { # seconds -> waits for md to record a reshape position; prints it or none
     i=0; pos=none
     while [ $i -lt $(($1 * 10)) ]; do
@@ -614,7 +733,7 @@ note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
     wd=""
     case "$kind" in
-        A|B|C|R|K|S|G)
+        A|B|C|R|K|S|G|W|E)
             # shellcheck disable=SC2086
             set -- $rest
             echo start >/tmp/mdvm.phase
@@ -636,6 +755,10 @@ while read -r kind rest <&3; do
            run_s $rest ;;
         G) # shellcheck disable=SC2086
            run_g $rest ;;
+        W) # shellcheck disable=SC2086
+           run_w $rest ;;
+        E) # shellcheck disable=SC2086
+           run_e $rest ;;
         SET) set -- $rest
              case "$1" in
                  a_verify) A_VERIFY=$2 ;;

@@ -27,8 +27,14 @@
 //! more: md fails and removes a member and writes, raidlab's verbs must leave
 //! that member untouched, and md must still kick it; and md must agree with a
 //! removal raidlab made.
+//!
+//! `re_add` (tests/md_compat/re_add.rs) boots it twice more: a member that
+//! left is re-added with only the bitmap's dirty chunks resynced, by raidlab
+//! after md wrote around it and by md after raidlab did, and md judges both.
 
 mod common;
+#[path = "md_compat/re_add.rs"]
+mod re_add;
 
 use common::{journal_crash, ppl_crash};
 use std::collections::BTreeMap;
