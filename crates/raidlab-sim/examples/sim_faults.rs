@@ -3,6 +3,7 @@
 //! a spare's rebuild (docs/simulation.md's table comes from this).
 //!
 //! `cargo run --release -p raidlab-sim --example sim_faults SPEC SECONDS [QD] [READ%]`
+//! (SPEC: a short form or a `.toml` configuration)
 //! e.g. `raid6:6xhdd-7200:fail=2@10s:spare=20s 600`.
 
 use raidlab_sim::config::SimConfig;
@@ -18,8 +19,15 @@ fn main() -> Result<(), String> {
     let secs: f64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(60.0);
     let qd: u32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(32);
     let read_percent: u8 = args.next().and_then(|s| s.parse().ok()).unwrap_or(70);
-    let cfg = SimConfig::short(&spec).map_err(|e| e.to_string())?;
-    let mut dev = cfg.build(&[]).map_err(|e| e.to_string())?;
+    let (cfg, extra) = if spec.ends_with(".toml") {
+        SimConfig::load(std::path::Path::new(&spec)).map_err(|e| e.to_string())?
+    } else {
+        (
+            SimConfig::short(&spec).map_err(|e| e.to_string())?,
+            Vec::new(),
+        )
+    };
+    let mut dev = cfg.build(&extra).map_err(|e| e.to_string())?;
     let mut job = Job::new(Pattern::Random, 4096, true, 1, qd, dev.capacity());
     job.read_percent = read_percent;
     job.duration = (secs * SEC as f64) as u64;

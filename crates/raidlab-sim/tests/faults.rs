@@ -291,3 +291,22 @@ fn bad_faults_are_errors_naming_their_part() {
         .build(&[])
         .unwrap();
 }
+
+#[test]
+fn a_spare_the_engine_cannot_rebuild_is_reported_with_its_refusal() {
+    // RAID 0 has nothing to rebuild from: the engine refuses to take the
+    // failed member out for the spare, and the report says why.
+    let mut sim = array(Level::Raid0, 2, &["fail=1@1ms", "spare=2ms"]);
+    let mut done = Vec::new();
+    while let Some(t) = sim.next_event() {
+        sim.advance(t, &mut done);
+    }
+    let r = sim.fault_report().unwrap();
+    assert!(r.rebuild.is_none());
+    let e = r.spare_error.unwrap();
+    assert!(
+        e.contains("failing role 1 for the spare") && e.contains("unable to serve"),
+        "{e}"
+    );
+    assert!(sim.rebuild_progress().is_none());
+}

@@ -253,27 +253,15 @@ impl SimArray {
     pub fn fault_report(&self) -> Option<FaultReport> {
         let f = self.faults.as_ref()?;
         let [before, during, after] = f.phases.iops();
-        let rebuild = match (f.rebuild, &f.rebuild_error) {
-            (Some((role, started)), error) => Some(RebuildPhases {
-                role,
-                started,
-                finished: self.rebuild.as_ref().and_then(|r| r.finished),
-                iops_before: before,
-                iops_during: during,
-                iops_after: after,
-                error: error.clone(),
-            }),
-            (None, Some(e)) => Some(RebuildPhases {
-                role: usize::MAX,
-                started: 0,
-                finished: None,
-                iops_before: before,
-                iops_during: None,
-                iops_after: None,
-                error: Some(e.clone()),
-            }),
-            (None, None) => None,
-        };
+        let rebuild = f.rebuild.map(|(role, started)| RebuildPhases {
+            role,
+            started,
+            finished: self.rebuild.as_ref().and_then(|r| r.finished),
+            iops_before: before,
+            iops_during: during,
+            iops_after: after,
+            error: f.rebuild_error.clone(),
+        });
         Some(FaultReport {
             faults: f.schedule.faults.iter().map(describe).collect(),
             taken_out: f.taken_out.clone(),
@@ -281,6 +269,11 @@ impl SimArray {
             met: f.exec.met(),
             host_errors: f.host_errors,
             first_host_error: f.first_host_error.clone(),
+            spare_error: f
+                .rebuild
+                .is_none()
+                .then(|| f.rebuild_error.clone())
+                .flatten(),
             rebuild,
         })
     }

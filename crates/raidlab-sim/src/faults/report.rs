@@ -46,6 +46,8 @@ pub struct FaultReport {
     pub host_errors: u64,
     pub first_host_error: Option<String>,
     pub rebuild: Option<RebuildPhases>,
+    /// Why a scheduled spare's rebuild never began, as the engine said.
+    pub spare_error: Option<String>,
 }
 
 impl FaultReport {
@@ -69,6 +71,9 @@ impl FaultReport {
                 .map(|e| format!(" (first: {e})"))
                 .unwrap_or_default()
         ));
+        if let Some(e) = &self.spare_error {
+            out.push(format!("spare: no rebuild began: {e}"));
+        }
         if let Some(r) = &self.rebuild {
             let iops = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
             out.push(format!(
