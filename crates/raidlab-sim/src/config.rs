@@ -18,7 +18,8 @@
 //!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
 //!   `rebuild-from=SIZE` (a resumed rebuild); faults at virtual times
 //!   ([`crate::faults`]): `fail=R@TIME` (member R fails), `lse=R/SECTOR+COUNT@TIME`
-//!   (latent sector errors), `spare=TIME` (a spare of the preset is added and
+//!   (latent sector errors), `slow=R*FACTOR@TIME` (member R's device model
+//!   runs FACTOR times slower), `spare=TIME` (a spare of the preset is added and
 //!   rebuilt into the failed role, `rebuild-rate` its limit); `check=yes` (a scrub, md's
 //!   check, runs from the start of the run) or `check=repair` (md's repair:
 //!   what differs is rewritten), `check-rate=SIZE` and `check-from=SIZE`;
@@ -798,9 +799,12 @@ impl SimConfig {
                 None => sched.attach(dev),
             }
         };
+        let schedule = a
+            .fault_schedule()
+            .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
         let mut members: Vec<Option<Box<dyn Device>>> = Vec::with_capacity(a.members);
         for role in 0..a.members {
-            let dev = attach(one()?);
+            let dev = attach(schedule.slowed(role, one()?));
             let gone = a.failed.contains(&role) || a.rebuild == Some(role);
             members.push((!gone).then_some(dev));
         }
@@ -869,9 +873,6 @@ impl SimConfig {
         let bitmap = a
             .bitmap_chunk()
             .map_err(|m| err(&place, format!("`bitmap`: {m}")))?;
-        let schedule = a
-            .fault_schedule()
-            .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
         let faults = FaultSpec {
             spare: match schedule.spare() {
                 Some(_) => Some(attach(one()?)),

@@ -310,3 +310,30 @@ fn a_spare_the_engine_cannot_rebuild_is_reported_with_its_refusal() {
     );
     assert!(sim.rebuild_progress().is_none());
 }
+
+#[test]
+fn a_slow_member_slows_the_array_from_its_time_only() {
+    let iops = |spec: &str| {
+        let mut dev = SimConfig::short(spec).unwrap().build(&[]).unwrap();
+        let mut job = Job::new(Pattern::Random, 4096, true, 1, 1, 128 << 20);
+        job.duration = 2 * SEC;
+        run(dev.as_mut(), &job, 0).unwrap()
+    };
+    let base = iops("raid0:2xhdd-7200:member-size=64M");
+    // Slow from after the run's end: the wrapped model is untouched.
+    assert_eq!(iops("raid0:2xhdd-7200:member-size=64M:slow=1*4@10s"), base);
+    // Slow from the start: role 1's reads take four times as long.
+    let slow = iops("raid0:2xhdd-7200:member-size=64M:slow=1*4@0");
+    assert!(
+        slow.iops < base.iops * 0.6,
+        "{} against {}",
+        slow.iops,
+        base.iops
+    );
+    assert!(
+        slow.iops > base.iops * 0.25,
+        "{} against {}",
+        slow.iops,
+        base.iops
+    );
+}

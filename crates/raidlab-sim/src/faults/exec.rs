@@ -100,7 +100,9 @@ impl FaultExec {
                     to: (sector + count) * 512,
                     at: t.at,
                 }),
-                Fault::Spare => {}
+                // A slow member is its device's clock (`super::slow`), built
+                // with the members; a spare is the array's.
+                Fault::Spare | Fault::Slow { .. } => {}
             }
         }
         let first = st

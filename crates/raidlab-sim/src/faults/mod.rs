@@ -10,6 +10,10 @@
 //!   member R's 512-byte sectors `[SECTOR, SECTOR+COUNT)` (LBAs of the whole
 //!   device, superblock area included) fail; a write over one remaps it, as a
 //!   disk does, so it reads again afterwards;
+//! - `slow=R*FACTOR@TIME`: member R's device turns FACTOR (an integer, 2 to
+//!   1000) times slower at TIME: every duration inside its model is
+//!   multiplied from then on ([`slow`]); the device in the role from the
+//!   start (not a spare);
 //! - `spare=TIME`: a spare of the members' preset is added at TIME: the engine's
 //!   live rebuild starts into the role it has taken out (the first failed role),
 //!   under the workload, paced by `rebuild-rate` when given.
@@ -26,6 +30,7 @@
 
 pub mod exec;
 pub mod report;
+pub mod slow;
 
 use crate::device::{Ns, MS, SEC, US};
 
@@ -47,6 +52,8 @@ pub enum Fault {
     },
     /// A spare of the members' preset is added.
     Spare,
+    /// Member `role`'s device turns `factor` times slower.
+    Slow { role: usize, factor: u64 },
 }
 
 /// A fault and when it happens.
@@ -65,7 +72,7 @@ pub struct Schedule {
 
 /// Whether `key` is a fault option of the short form.
 pub fn is_fault_key(key: &str) -> bool {
-    matches!(key, "fail" | "lse" | "spare")
+    matches!(key, "fail" | "lse" | "spare" | "slow")
 }
 
 /// Parse a virtual time: a number and a unit (`0` alone is the start).
@@ -168,12 +175,30 @@ pub fn parse_one(item: &str) -> Result<Timed, String> {
                 },
             })
         }
+        "slow" => {
+            let (what, at) = at_of(value)?;
+            let shape = || format!("`{item}`: say `slow=R*FACTOR@TIME` (FACTOR an integer)");
+            let (r, factor) = what.split_once('*').ok_or_else(shape)?;
+            let factor: u64 = factor.trim().parse().map_err(|_| shape())?;
+            if !(2..=1000).contains(&factor) {
+                return Err(format!(
+                    "`{item}`: a slow member is 2 to 1000 times slower (got {factor})"
+                ));
+            }
+            Ok(Timed {
+                at,
+                fault: Fault::Slow {
+                    role: role(r, item)?,
+                    factor,
+                },
+            })
+        }
         "spare" => Ok(Timed {
             at: parse_time(value).map_err(|m| format!("`{item}`: {m}"))?,
             fault: Fault::Spare,
         }),
         _ => Err(format!(
-            "`{item}`: unknown fault `{key}` (known: fail, lse, spare)"
+            "`{item}`: unknown fault `{key}` (known: fail, lse, slow, spare)"
         )),
     }
 }
@@ -194,6 +219,22 @@ impl Schedule {
         self.faults.is_empty()
     }
 
+    /// Member `role`'s device, slowed as the schedule says (the first
+    /// `slow=` for the role; the check refuses a second).
+    pub fn slowed(
+        &self,
+        role: usize,
+        dev: Box<dyn crate::device::Device>,
+    ) -> Box<dyn crate::device::Device> {
+        match self.faults.iter().find_map(|t| match t.fault {
+            Fault::Slow { role: r, factor } if r == role => Some((factor, t.at)),
+            _ => None,
+        }) {
+            Some((factor, at)) => Box::new(slow::Slowed::new(dev, factor, at)),
+            None => dev,
+        }
+    }
+
     /// When the spare arrives, if one does.
     pub fn spare(&self) -> Option<Ns> {
         self.faults
@@ -209,7 +250,7 @@ impl Schedule {
     pub fn check(&self, members: usize, failed_from_start: &[usize]) -> Result<(), String> {
         for t in &self.faults {
             let r = match t.fault {
-                Fault::Fail { role } | Fault::Lse { role, .. } => role,
+                Fault::Fail { role } | Fault::Lse { role, .. } | Fault::Slow { role, .. } => role,
                 Fault::Spare => continue,
             };
             if r >= members {
@@ -224,6 +265,20 @@ impl Schedule {
                     "{}: role {r} has failed from the start (`failed`); it has no device to fault",
                     describe(t)
                 ));
+            }
+        }
+        for (i, t) in self.faults.iter().enumerate() {
+            if let Fault::Slow { role, .. } = t.fault {
+                if let Some(u) = self.faults[i + 1..]
+                    .iter()
+                    .find(|u| matches!(u.fault, Fault::Slow { role: r, .. } if r == role))
+                {
+                    return Err(format!(
+                        "{} and {}: one `slow` per member",
+                        describe(t),
+                        describe(u)
+                    ));
+                }
             }
         }
         let spares: Vec<&Timed> = self
@@ -266,6 +321,7 @@ pub fn describe(t: &Timed) -> String {
             count,
         } => format!("lse={role}/{sector}+{count}@{at}"),
         Fault::Spare => format!("spare={at}"),
+        Fault::Slow { role, factor } => format!("slow={role}*{factor}@{at}"),
     }
 }
 
@@ -349,8 +405,16 @@ mod tests {
         assert!(e.contains("SECTOR+COUNT"), "{e}");
         let e = s(&["lse=1/5+0@1s"]).unwrap_err();
         assert!(e.contains("at least one sector"), "{e}");
-        let e = s(&["slow=1*2@1s"]).unwrap_err();
-        assert!(e.contains("unknown fault `slow`"), "{e}");
+        let e = s(&["slower=1*2@1s"]).unwrap_err();
+        assert!(e.contains("unknown fault `slower`"), "{e}");
+        let e = s(&["slow=1*1.5@1s"]).unwrap_err();
+        assert!(e.contains("FACTOR an integer"), "{e}");
+        let e = s(&["slow=1*1@1s"]).unwrap_err();
+        assert!(e.contains("2 to 1000"), "{e}");
+        assert_eq!(
+            s(&["slow=3*4@2s"]).unwrap().faults[0].fault,
+            Fault::Slow { role: 3, factor: 4 }
+        );
         let e = s(&["fail=1@1s", "spare=2s", "spare=3s"])
             .unwrap()
             .check(4, &[])
