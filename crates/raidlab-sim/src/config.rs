@@ -197,8 +197,11 @@ impl ArrayConf {
     /// place for them here; the grammar is [`crate::faults`]'s).
     pub fn fault_schedule(&self) -> Result<Schedule, (&'static str, String)> {
         let s = Schedule::parse(&self.faults).map_err(|m| ("faults", m))?;
-        s.check(self.members, &self.failed)
-            .map_err(|m| ("faults", m))?;
+        // A role rebuilt from the start has no device the faults could name
+        // (its new one is the rebuild's).
+        let mut gone = self.failed.clone();
+        gone.extend(self.rebuild);
+        s.check(self.members, &gone).map_err(|m| ("faults", m))?;
         if s.spare().is_some() && self.rebuild.is_some() {
             return Err((
                 "faults",

@@ -272,6 +272,11 @@ fn bad_faults_are_errors_naming_their_part() {
     assert!(e.to_string().contains("no member has failed"), "{e}");
     let e = SimConfig::short("raid5:4xhdd-7200:fail=1@1s:spare=2s:rebuild=0").unwrap_err();
     assert!(e.to_string().contains("one member at a time"), "{e}");
+    let e = SimConfig::short("raid6:5xhdd-7200:rebuild=1:fail=1@1s").unwrap_err();
+    assert!(
+        e.to_string().contains("fail=1@1s") && e.to_string().contains("no device of its own"),
+        "{e}"
+    );
     let e = SimConfig::short("raid5:4xhdd-7200:fail=1@1y").unwrap_err();
     assert!(e.to_string().contains("unknown time unit"), "{e}");
     let e = SimConfig::short("raid5:4xhdd-7200:lse=1/0+8").unwrap_err();

@@ -53,8 +53,11 @@ impl SimArray {
         if spec.schedule.is_empty() {
             return Ok(self);
         }
+        // Roles with no device of their own: failed, or rebuilt from the start.
         let at_start: Vec<usize> = (0..self.members.len())
-            .filter(|&r| self.members[r].is_none())
+            .filter(|&r| {
+                self.members[r].is_none() || self.rebuild.as_ref().is_some_and(|b| b.role == r)
+            })
             .collect();
         let here = |m: String| format!("{}: {m}", self.name);
         spec.schedule

@@ -262,7 +262,7 @@ impl Schedule {
             }
             if failed_from_start.contains(&r) {
                 return Err(format!(
-                    "{}: role {r} has failed from the start (`failed`); it has no device to fault",
+                    "{}: role {r} has no device of its own from the start (`failed`, or a `rebuild` onto a new one); it has nothing to fault",
                     describe(t)
                 ));
             }
