@@ -88,7 +88,7 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
 /// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
-///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, spare=TIME;
+///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
 ///                               # `rebuild_max_rate` paces the spare's rebuild)
 ///
 /// [card]                        # optional: a RAID card
