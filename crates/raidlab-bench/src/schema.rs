@@ -101,6 +101,11 @@ impl RunConditions {
 pub struct SimulatedTarget {
     pub target: String,
     pub model: serde_json::Value,
+    /// What the configuration's faults (`fail=`, `lse=`, `spare=`) did over
+    /// the verb's run, as `raidlab_sim::faults::report::FaultReport`; absent
+    /// without faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faults: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -228,6 +228,11 @@ pub fn models<'a>(
             Some(crate::schema::SimulatedTarget {
                 target: t.label.clone(),
                 model: serde_json::to_value(&sim.info).unwrap_or_default(),
+                faults: sim
+                    .lock()
+                    .dev
+                    .fault_report()
+                    .and_then(|r| serde_json::to_value(r).ok()),
             })
         })
         .collect()

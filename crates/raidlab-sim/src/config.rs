@@ -16,7 +16,11 @@
 //!   array) or `card=NAME/pass-through` (software RAID on the card's disks),
 //!   `rebuild=R` (role R is being rebuilt onto a new device of the preset from
 //!   the start of the run), `rebuild-rate=SIZE` (its limit per second) and
-//!   `rebuild-from=SIZE` (a resumed rebuild); `check=yes` (a scrub, md's
+//!   `rebuild-from=SIZE` (a resumed rebuild); faults at virtual times
+//!   ([`crate::faults`]): `fail=R@TIME` (member R fails), `lse=R/SECTOR+COUNT@TIME`
+//!   (latent sector errors), `slow=R*FACTOR@TIME` (member R's device model
+//!   runs FACTOR times slower), `spare=TIME` (a spare of the preset is added and
+//!   rebuilt into the failed role, `rebuild-rate` its limit); `check=yes` (a scrub, md's
 //!   check, runs from the start of the run) or `check=repair` (md's repair:
 //!   what differs is rewritten), `check-rate=SIZE` and `check-from=SIZE`;
 //!   `mismatch=ROLE@OFFSET+LENGTH[,...]` (role ROLE holds other bytes than
@@ -34,13 +38,14 @@
 //!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
-use crate::array::{ArraySpec, RebuildSpec, SimArray, DATA_OFFSET};
+use crate::array::{ArraySpec, FaultSpec, RebuildSpec, SimArray, DATA_OFFSET};
 use crate::cache::{CacheSpec, SimCache};
 use crate::cache_config::cache_option;
 pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
 use crate::contents::{parse_mismatches, MismatchRange};
 use crate::controller::{CardParams, HostBus, PassThrough, RaidCard};
 use crate::device::Device;
+use crate::faults::Schedule;
 use crate::host::HostCost;
 use crate::md_host::host_option;
 use crate::presets::{self, Preset};
@@ -82,6 +87,9 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// mismatch = ["1@1G+64K"]       # optional: role@offset+length ranges whose copies differ
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
+/// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
+///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
+///                               # `rebuild_max_rate` paces the spare's rebuild)
 ///
 /// [card]                        # optional: a RAID card
 /// preset = "adaptec-sas-31205"
@@ -161,6 +169,9 @@ pub struct ArrayConf {
     /// none, although mdadm since 3.x adds one to arrays over 100 GB).
     #[serde(default)]
     pub bitmap: Option<String>,
+    /// Faults at virtual times, each `KEY=VALUE` ([`crate::faults`]).
+    #[serde(default)]
+    pub faults: Vec<String>,
 }
 
 impl ArrayConf {
@@ -180,6 +191,34 @@ impl ArrayConf {
                 )),
             },
         }
+    }
+
+    /// The `faults`, parsed and checked against the array (one contiguous
+    /// place for them here; the grammar is [`crate::faults`]'s).
+    pub fn fault_schedule(&self) -> Result<Schedule, (&'static str, String)> {
+        let s = Schedule::parse(&self.faults).map_err(|m| ("faults", m))?;
+        // A role rebuilt from the start has no device the faults could name
+        // (its new one is the rebuild's).
+        let mut gone = self.failed.clone();
+        gone.extend(self.rebuild);
+        s.check(self.members, &gone).map_err(|m| ("faults", m))?;
+        if s.spare().is_some() && self.rebuild.is_some() {
+            return Err((
+                "faults",
+                "a `spare` beside `rebuild`: the engine rebuilds one member at a time".into(),
+            ));
+        }
+        if s.spare().is_some() && self.check {
+            return Err((
+                "faults",
+                "a `spare` beside a check: md runs one sync action at a time".into(),
+            ));
+        }
+        Ok(s)
+    }
+
+    fn has_spare(&self) -> bool {
+        self.faults.iter().any(|f| f.starts_with("spare="))
     }
 
     /// The `mismatch` ranges, parsed.
@@ -371,6 +410,7 @@ impl SimConfig {
             repair: false,
             mismatch: Vec::new(),
             bitmap: None,
+            faults: Vec::new(),
         };
         let mut card = None;
         let mut cache = None;
@@ -435,12 +475,13 @@ impl SimConfig {
                 "bitmap" => array.bitmap = Some(v.into()),
                 "check-rate" => array.check_max_rate = Some(v.into()),
                 "check-from" => array.check_from = Some(v.into()),
+                _ if crate::faults::is_fault_key(k) => array.faults.push(format!("{k}={v}")),
                 _ if host_option(&mut host, k, v).map_err(|m| err(&place, m))? => {}
                 _ if cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? => {}
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, fail, lse, spare, scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -505,10 +546,11 @@ impl SimConfig {
                         ),
                     ));
                 }
-            } else if a.rebuild_max_rate.is_some() {
+            } else if a.rebuild_max_rate.is_some() && !a.has_spare() {
                 return Err((
                     "rebuild_max_rate",
-                    "a rebuild rate needs a rebuild (`rebuild = ROLE`)".into(),
+                    "a rebuild rate needs a rebuild (`rebuild = ROLE` or a `spare=TIME` fault)"
+                        .into(),
                 ));
             } else if a.rebuild_from.is_some() {
                 return Err((
@@ -548,6 +590,7 @@ impl SimConfig {
                 ));
             }
             a.mismatches().map_err(|e| ("mismatch", e))?;
+            a.fault_schedule()?;
             if let Some(r) = &a.check_max_rate {
                 match parse_size(r) {
                     Ok(0) => return Err(("check_max_rate", "must be more than 0".into())),
@@ -604,6 +647,9 @@ impl SimConfig {
             }
             if !a.mismatch.is_empty() {
                 s.push_str(&format!(", mismatch {}", a.mismatch.join(",")));
+            }
+            if !a.faults.is_empty() {
+                s.push_str(&format!(", faults {}", a.faults.join(",")));
             }
             if a.check {
                 s.push_str(if a.repair {
@@ -756,9 +802,12 @@ impl SimConfig {
                 None => sched.attach(dev),
             }
         };
+        let schedule = a
+            .fault_schedule()
+            .map_err(|(k, m)| err(&place, format!("`{k}`: {m}")))?;
         let mut members: Vec<Option<Box<dyn Device>>> = Vec::with_capacity(a.members);
         for role in 0..a.members {
-            let dev = attach(one()?);
+            let dev = attach(schedule.slowed(role, one()?));
             let gone = a.failed.contains(&role) || a.rebuild == Some(role);
             members.push((!gone).then_some(dev));
         }
@@ -827,6 +876,14 @@ impl SimConfig {
         let bitmap = a
             .bitmap_chunk()
             .map_err(|m| err(&place, format!("`bitmap`: {m}")))?;
+        let faults = FaultSpec {
+            spare: match schedule.spare() {
+                Some(_) => Some(attach(one()?)),
+                None => None,
+            },
+            max_rate: size(&a.rebuild_max_rate, "rebuild_max_rate")?,
+            schedule,
+        };
         let stripe_cache = (a.stripe_cache > 0).then(|| StripeCacheConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
@@ -862,6 +919,8 @@ impl SimConfig {
                     host: engine,
                     rebuild,
                 })
+                .map_err(|m| err(&place, m))?
+                .with_faults(faults)
                 .map_err(|m| err(&place, m))?;
                 array
                     .set_mismatches(&mismatches)
@@ -891,6 +950,7 @@ impl SimConfig {
                 if let Some(chunk) = bitmap {
                     array = array.with_bitmap(chunk).map_err(|m| err(&place, m))?;
                 }
+                array = array.with_faults(faults).map_err(|m| err(&place, m))?;
                 array
                     .set_mismatches(&mismatches)
                     .map_err(|m| err(&place, m))?;

@@ -146,6 +146,10 @@ pub trait Device: Debug + Send {
     fn rebuild_progress(&self) -> Option<crate::array::RebuildProgress> {
         None
     }
+    /// What the faults of an array below this device did, when it has some.
+    fn fault_report(&self) -> Option<crate::faults::report::FaultReport> {
+        None
+    }
     /// How far a scrub running below this device got, when one runs.
     fn scrub_progress(&self) -> Option<crate::scrub::ScrubProgress> {
         None

@@ -277,4 +277,7 @@ impl Device for Cfq {
     fn rebuild_progress(&self) -> Option<crate::array::RebuildProgress> {
         self.dev.rebuild_progress()
     }
+    fn fault_report(&self) -> Option<crate::faults::report::FaultReport> {
+        self.dev.fault_report()
+    }
 }

@@ -276,6 +276,10 @@ fn sampled_seconds(
     loop {
         let mut c = cfg.clone();
         if let Some(ca) = c.array.as_mut() {
+            // The estimate is the configuration's array as it starts: its
+            // faults (a spare beside this rebuild, a member failing mid-way)
+            // belong to a run, not to the estimate.
+            ca.faults.clear();
             start(ca, at);
         }
         let mut dev = c.build(extra).map_err(|e| e.to_string())?;

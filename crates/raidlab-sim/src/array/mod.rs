@@ -37,7 +37,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod faults;
 mod run;
+pub use faults::FaultSpec;
 use run::{Active, Slab};
 
 /// Where md 1.2 starts the data on a member (its default data offset for members
@@ -92,6 +94,8 @@ struct Rebuild {
     max_rate: Option<u64>,
     /// When the next step starts (`None` while one is under way or when done).
     next: Option<Ns>,
+    /// Virtual time it began (a rate limit counts from there).
+    started: Ns,
     /// Where it started (a rate limit counts from there).
     first: u64,
     /// Virtual time the last step completed, once the rebuild is complete.
@@ -170,6 +174,8 @@ pub struct SimArray {
     maybe_held: bool,
     /// md's write-intent bitmap, when the array keeps one.
     bitmap: Option<SimBitmap>,
+    /// Faults at virtual times, when the configuration has some.
+    faults: Option<Box<faults::Faults>>,
 }
 
 impl SimArray {
@@ -294,6 +300,7 @@ impl SimArray {
                     role: r.role,
                     max_rate: r.max_rate,
                     next: Some(0),
+                    started: 0,
                     finished: None,
                     scratch: Vec::new(),
                 })
@@ -332,6 +339,7 @@ impl SimArray {
             member_done: Vec::new(),
             maybe_held: false,
             bitmap: None,
+            faults: None,
         })
     }
 
@@ -433,9 +441,21 @@ impl SimArray {
             self.array
                 .recovery_step(&r.rec, raidlab_raid::live::REBUILD_STEP, &mut r.scratch)
         {
-            self.errors.push(format!("rebuild step: {e}"));
+            let e = format!("rebuild step: {e}");
+            self.faults_rebuild_error(&e);
+            self.errors.push(e);
+            // What the step ran before it failed still takes device time.
+            let plans = self.recorded_plans();
+            if plans.is_empty() {
+                self.spare_queues.push(plans);
+            } else {
+                let seq = self.active.insert(Active::md(plans, now));
+                self.ready.push_back(seq);
+            }
+            self.faults_notice(now);
             return;
         }
+        self.faults_notice(now);
         let plans = self.recorded_plans();
         let seq = self.active.insert(Active {
             rebuild_step: true,
@@ -457,10 +477,13 @@ impl SimArray {
             if let Err(e) = self.array.finish_recovery(&r.rec) {
                 self.errors.push(format!("rebuild finish: {e}"));
             }
+            self.faults_rebuild_done(now);
             return;
         }
         r.next = Some(match r.max_rate.filter(|&m| m > 0) {
-            Some(rate) => now.max(((done - r.first) as u128 * 1_000_000_000 / rate as u128) as Ns),
+            Some(rate) => {
+                now.max(r.started + ((done - r.first) as u128 * 1_000_000_000 / rate as u128) as Ns)
+            }
             None => now,
         });
     }
@@ -539,8 +562,10 @@ impl SimArray {
         self.requests.as_deref().unwrap_or(&[])
     }
 
-    /// Errors the engine returned (a simulated array has no failing member, so
-    /// any is a bug somewhere; tests assert there are none).
+    /// Errors the engine returned. Without faults a simulated member never
+    /// fails, so any is a bug somewhere (tests assert there are none); with
+    /// faults, the first of the host's failed requests and anything the
+    /// engine refused ([`SimArray::fault_report`] counts them all).
     pub fn errors(&self) -> &[String] {
         &self.errors
     }

@@ -191,9 +191,16 @@ impl SimArray {
             IoKind::Flush => self.array.flush(),
             IoKind::Trim => Ok(()),
         };
-        if let Err(e) = result {
-            self.errors
-                .push(format!("{kind:?} of {len} bytes at {offset}: {e}"));
+        let error = result
+            .err()
+            .map(|e| format!("{kind:?} of {len} bytes at {offset}: {e}"));
+        if self.faults.is_some() {
+            self.faults_after_request(now, host_id.is_some(), error.as_ref());
+        }
+        if let Some(e) = error {
+            if self.keep_error() {
+                self.errors.push(e);
+            }
         }
         let overhead = if host_id.is_some() {
             self.request_ns
@@ -277,6 +284,9 @@ impl SimArray {
                 }
                 if let Some(id) = a.host_id {
                     self.finished.push(Completion { id, at: now });
+                    if let Some(f) = self.faults.as_mut() {
+                        f.phases.completed(now);
+                    }
                 }
                 if a.rebuild_step {
                     self.rebuild_step_done(now);
@@ -449,6 +459,7 @@ impl Device for SimArray {
         see(self.rebuild.as_ref().and_then(|r| r.next));
         see(self.scrub.as_ref().and_then(|s| s.next));
         see(self.bitmap.as_ref().and_then(|b| b.next));
+        see(self.spare_due());
         (next != IDLE).then_some(next)
     }
 
@@ -484,6 +495,10 @@ impl Device for SimArray {
                 self.ready.push_back(seq);
                 any = true;
             }
+            if self.spare_due().is_some_and(|t| t <= now) {
+                self.add_spare(now);
+                any = true;
+            }
             if self
                 .rebuild
                 .as_ref()
@@ -516,6 +531,7 @@ impl Device for SimArray {
                 if let Err(e) = self.array.write_out_expired() {
                     self.errors.push(format!("stripe cache write-out: {e}"));
                 }
+                self.faults_notice(now);
                 let plans = self.recorded_plans();
                 if plans.is_empty() {
                     self.spare_queues.push(plans);
@@ -576,6 +592,10 @@ impl Device for SimArray {
 
     fn member_ops(&self) -> Option<&OpLog> {
         Some(&self.log)
+    }
+
+    fn fault_report(&self) -> Option<crate::faults::report::FaultReport> {
+        SimArray::fault_report(self)
     }
 
     fn scrub_progress(&self) -> Option<ScrubProgress> {

@@ -307,6 +307,9 @@ impl Device for RaidCard {
     fn rebuild_progress(&self) -> Option<crate::array::RebuildProgress> {
         self.array.rebuild_progress()
     }
+    fn fault_report(&self) -> Option<crate::faults::report::FaultReport> {
+        self.array.fault_report()
+    }
 
     fn scrub_progress(&self) -> Option<crate::scrub::ScrubProgress> {
         self.array.scrub_progress()
