@@ -19,6 +19,7 @@
 //! per-member I/O counters in `stats.rs`.
 
 mod rebuild;
+pub use rebuild::rebuild_schedule;
 mod safe_mode;
 mod stats;
 

@@ -8,6 +8,22 @@
 // The parent's types and imports: this is the rest of its `impl LiveArray`.
 use super::*;
 use crate::long_run::LongRun;
+use raidlab_layout::Geometry;
+
+/// The schedule of a rebuild of an array in service from `from` bytes of
+/// the member: [`REBUILD_STEP`] steps of whole chunks, at most `rate` bytes
+/// a second, a checkpoint every 64 MiB, started `now`. The simulator's
+/// rebuild runs by the same schedule.
+pub fn rebuild_schedule(geo: &Geometry, from: u64, rate: Option<u64>, now: Duration) -> LongRun {
+    let unit = geo.chunk_bytes.max(4096);
+    LongRun::over(
+        from..geo.member_bytes,
+        REBUILD_STEP.div_ceil(unit) * unit,
+        now,
+    )
+    .with_rate(rate)
+    .with_checkpoints(CHECKPOINT)
+}
 
 impl LiveArray {
     /// Limit rebuilds started from now on to `rate` bytes of member area per
@@ -112,14 +128,8 @@ impl LiveArray {
         let total = self.array.geometry().member_bytes;
         let mut scratch = Vec::new();
         let clock = lock(&self.clock).clone();
-        let unit = self.array.geometry().chunk_bytes.max(4096);
-        let mut run = LongRun::over(
-            rec.done()..total,
-            REBUILD_STEP.div_ceil(unit) * unit,
-            clock.now(),
-        )
-        .with_rate(*lock(&self.max_rate))
-        .with_checkpoints(CHECKPOINT);
+        let rate = *lock(&self.max_rate);
+        let mut run = rebuild_schedule(self.array.geometry(), rec.done(), rate, clock.now());
         let quit = || self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire);
         let outcome: Result<bool> = (|| {
             while let Some(step) = run.peek() {

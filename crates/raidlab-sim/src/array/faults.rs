@@ -100,7 +100,7 @@ impl SimArray {
         }
         let exec = Arc::new(FaultExec::new(
             self.recording.clone(),
-            self.clock,
+            self.clock.clone(),
             &spec.schedule,
         ));
         for role in 0..self.members.len() {
@@ -228,16 +228,8 @@ impl SimArray {
                 f.rebuild = Some((role, now));
                 self.members[role] = Some(device);
                 self.member_next[role] = IDLE;
-                self.rebuild = Some(Rebuild {
-                    first: rec.done(),
-                    rec,
-                    role,
-                    max_rate: f.max_rate,
-                    next: Some(now),
-                    started: now,
-                    finished: None,
-                    scratch: Vec::new(),
-                });
+                let geo = *self.array.geometry();
+                self.rebuild = Some(Rebuild::new(rec, role, &geo, f.max_rate, now));
             }
             Err(e) => {
                 f.rebuild_error = Some(format!("adding the spare at {}: {e}", format_time(now)))

@@ -29,6 +29,8 @@ use raidlab_devices::SizeOnly;
 use raidlab_layout::Geometry;
 use raidlab_raid::array::Recovery;
 use raidlab_raid::exec::Recording;
+use raidlab_raid::live::rebuild_schedule;
+use raidlab_raid::long_run::{LongRun, Next};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::{Array, Plan, Step};
 use rustc_hash::FxHashMap;
@@ -91,16 +93,35 @@ pub struct RebuildSpec {
 struct Rebuild {
     rec: Arc<Recovery>,
     role: usize,
-    max_rate: Option<u64>,
+    /// Its steps and their pacing: the engine's schedule of a live rebuild.
+    run: LongRun,
     /// When the next step starts (`None` while one is under way or when done).
     next: Option<Ns>,
-    /// Virtual time it began (a rate limit counts from there).
-    started: Ns,
-    /// Where it started (a rate limit counts from there).
-    first: u64,
     /// Virtual time the last step completed, once the rebuild is complete.
     finished: Option<Ns>,
     scratch: Vec<Vec<u8>>,
+}
+
+impl Rebuild {
+    /// The engine's rebuild `rec` of `role`, begun at `now`, paced to
+    /// `max_rate` as `raidlab serve` paces one.
+    fn new(
+        rec: Arc<Recovery>,
+        role: usize,
+        geo: &Geometry,
+        max_rate: Option<u64>,
+        now: Ns,
+    ) -> Self {
+        let run = rebuild_schedule(geo, rec.done(), max_rate, Duration::from_nanos(now));
+        Rebuild {
+            rec,
+            role,
+            run,
+            next: Some(now),
+            finished: None,
+            scratch: Vec::new(),
+        }
+    }
 }
 
 /// How far a simulated rebuild got.
@@ -294,16 +315,7 @@ impl SimArray {
                     });
                 }
                 members[r.role] = Some(r.device);
-                Some(Rebuild {
-                    first: rec.done(),
-                    rec,
-                    role: r.role,
-                    max_rate: r.max_rate,
-                    next: Some(0),
-                    started: 0,
-                    finished: None,
-                    scratch: Vec::new(),
-                })
+                Some(Rebuild::new(rec, r.role, &g, r.max_rate, 0))
             }
             None => None,
         };
@@ -437,10 +449,8 @@ impl SimArray {
         };
         r.next = None;
         self.clock.set(now);
-        if let Err(e) =
-            self.array
-                .recovery_step(&r.rec, raidlab_raid::live::REBUILD_STEP, &mut r.scratch)
-        {
+        let want = r.run.peek().map_or(0, |s| s.end - s.start);
+        if let Err(e) = self.array.recovery_step(&r.rec, want, &mut r.scratch) {
             let e = format!("rebuild step: {e}");
             self.faults_rebuild_error(&e);
             self.errors.push(e);
@@ -472,20 +482,21 @@ impl SimArray {
             return;
         };
         let done = r.rec.done();
+        let work = done.saturating_sub(r.run.position());
+        r.run.advance(done, work);
+        r.next = match r.run.next(Duration::from_nanos(now)) {
+            Next::Done => None,
+            Next::Step(_) => Some(now),
+            Next::Wait(due) => Some(due.as_nanos() as Ns),
+        };
         if done >= total {
+            r.next = None;
             r.finished = Some(now);
             if let Err(e) = self.array.finish_recovery(&r.rec) {
                 self.errors.push(format!("rebuild finish: {e}"));
             }
             self.faults_rebuild_done(now);
-            return;
         }
-        r.next = Some(match r.max_rate.filter(|&m| m > 0) {
-            Some(rate) => {
-                now.max(r.started + ((done - r.first) as u128 * 1_000_000_000 / rate as u128) as Ns)
-            }
-            None => now,
-        });
     }
 
     /// Keep md's internal write-intent bitmap with `chunk`-byte chunks

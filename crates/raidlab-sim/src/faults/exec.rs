@@ -71,7 +71,7 @@ struct State {
 #[derive(Debug)]
 pub struct FaultExec {
     recording: Arc<Recording>,
-    clock: &'static VirtualClock,
+    clock: Arc<VirtualClock>,
     /// Before this time no member fault is in effect: plans go straight to the
     /// recording (the run before a fault costs what a run without faults does).
     first: Ns,
@@ -85,7 +85,7 @@ fn ptr_of(v: &Arc<dyn Volume>) -> usize {
 }
 
 impl FaultExec {
-    pub fn new(recording: Arc<Recording>, clock: &'static VirtualClock, s: &Schedule) -> FaultExec {
+    pub fn new(recording: Arc<Recording>, clock: Arc<VirtualClock>, s: &Schedule) -> FaultExec {
         let mut st = State::default();
         for t in &s.faults {
             match t.fault {
@@ -145,7 +145,7 @@ impl FaultExec {
     }
 
     fn now(&self) -> Ns {
-        raidlab_devices::Clock::now(self.clock).as_nanos() as Ns
+        raidlab_core::Clock::now(self.clock.as_ref()).as_nanos() as Ns
     }
 
     /// Apply the faults to `plan` at `now`: `None` if it runs whole, else the
