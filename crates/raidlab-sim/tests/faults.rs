@@ -208,6 +208,27 @@ fn a_spare_at_its_time_is_rebuilt_and_ends_in_service() {
 }
 
 #[test]
+fn a_raid6_rebuild_reads_around_a_latent_sector_error_on_a_source() {
+    // Role 2 fails, a spare comes, and role 1 cannot read a range near its
+    // end (where the load, kept to the first array MiBs, never goes): the
+    // rebuild computes that range from the members left, as md's recovery
+    // does, instead of failing the new member.
+    let faults = ["fail=2@10ms", "lse=1/15000+64@0", "spare=20ms"];
+    let mut sim = array(Level::Raid6, 5, &faults);
+    let mut job = Job::new(Pattern::Random, 4096, true, 1, 1, MEMBER);
+    job.duration = SEC;
+    run(&mut sim, &job, 0).unwrap();
+    let r = sim.fault_report().unwrap();
+    let rb = r.rebuild.unwrap();
+    assert!(rb.error.is_none(), "{:?}", rb.error);
+    assert!(rb.finished.is_some(), "the rebuild ends within the run");
+    assert_eq!(r.met.lse_reads, 1, "the rebuild met the bad range once");
+    assert_eq!(r.host_errors, 0);
+    assert_eq!(sim.engine().live(), vec![true; 5]);
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+}
+
+#[test]
 fn raid6_with_two_failed_members_still_reads() {
     let mut sim = array(Level::Raid6, 5, &["fail=1@0", "fail=3@0"]);
     let mut job = Job::new(Pattern::Random, 4096, true, 1, 4, 3 * MEMBER);
