@@ -579,13 +579,17 @@ enum Policy {
 
 #[test]
 fn kill_9_during_flushed_writes_then_restart_keeps_flushed_data() {
-    // Needs no external tools: the client is ours.
-    for policy in [Policy::Resync, Policy::Ppl, Policy::Journal] {
-        kill_9_case(policy);
+    // Needs no external tools: the client is ours. Members through the page
+    // cache (which a killed process leaves to the kernel) and with O_DIRECT
+    // (where an acknowledged flush must be on the member itself).
+    for io in ["--buffered", "--direct"] {
+        for policy in [Policy::Resync, Policy::Ppl, Policy::Journal] {
+            kill_9_case(policy, io);
+        }
     }
 }
 
-fn kill_9_case(policy: Policy) {
+fn kill_9_case(policy: Policy, io: &str) {
     let d = tempfile::tempdir().unwrap();
     let mut members: Vec<PathBuf> = ["m0", "m1", "m2", "m3"]
         .iter()
@@ -607,7 +611,7 @@ fn kill_9_case(policy: Policy) {
     }
     run(create.args(&members[..4]));
     let sock = d.path().join("s.sock");
-    let mut srv = Serve::start(&sock, &["-N", "a"], &members);
+    let mut srv = Serve::start(&sock, &["-N", "a", io], &members);
     const BS: usize = 64 << 10;
     const PER_BATCH: u64 = 8;
     let batches = (3 * (15 << 20) / (BS as u64 * PER_BATCH)) - 1;
@@ -651,7 +655,7 @@ fn kill_9_case(policy: Policy) {
     let last = *flushed.last().unwrap();
 
     // The next start sees the unclean stop and resyncs before serving.
-    let srv = Serve::start(&sock, &["-N", "a"], &members);
+    let srv = Serve::start(&sock, &["-N", "a", io], &members);
     let mut c = Raw::connect(&sock, "a").unwrap();
     for b in 0..=last {
         for i in 0..PER_BATCH {
@@ -660,7 +664,7 @@ fn kill_9_case(policy: Policy) {
             let (_, got) = c.reply(BS).unwrap();
             assert!(
                 got == block(b, i, BS),
-                "{policy:?}: batch {b} write {i} (flushed before the kill) lost"
+                "{policy:?} {io}: batch {b} write {i} (flushed before the kill) lost"
             );
         }
     }
@@ -671,11 +675,11 @@ fn kill_9_case(policy: Policy) {
         // The log, not a resync, makes parity consistent again (md's way).
         Policy::Ppl => assert!(
             err.contains("partial parity log") && !err.contains("resyncing"),
-            "{policy:?}: {err}"
+            "{policy:?} {io}: {err}"
         ),
         // Clean while running: no resync at all; the journal replays whatever
         // was logged and not yet on the members.
-        Policy::Journal => assert!(!err.contains("resyncing"), "{policy:?}: {err}"),
+        Policy::Journal => assert!(!err.contains("resyncing"), "{policy:?} {io}: {err}"),
     }
     check_clean(&members);
 }
