@@ -44,6 +44,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
+/// The guest's data disk at `path`, new, holding `pattern` from its start.
+fn data_disk(path: &Path, pattern: &[u8]) -> fs::File {
+    let data = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .unwrap();
+    data.write_all_at(pattern, 0).unwrap();
+    data
+}
+
 const MIB: u64 = 1 << 20;
 const RAIDLAB: &str = env!("CARGO_BIN_EXE_raidlab");
 const MATRIX: &str = include_str!("../../../tests/mdvm/matrix.txt");
@@ -949,14 +962,7 @@ fn linux_md_compatibility_both_directions() {
     let pat_area = pat_len.div_ceil(64 * MIB) * 64 * MIB;
     let pat = pattern(pat_len);
     let data_path = work.join("data.img");
-    let data = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&data_path)
-        .unwrap();
-    data.write_all_at(&pat, 0).unwrap();
+    let data = data_disk(&data_path, &pat);
     let mut slots = Slots { next: pat_area };
     // the host compares md's view of direction A itself; skip the guest's read-back
     let mut manifest = String::from("SET a_verify 0\n");
@@ -1880,14 +1886,7 @@ fn removed_member_stays_out_both_ways() {
     let shift = 4 * MIB;
     let pat = pattern(32 * MIB);
     let data_path = work.join("data.img");
-    let data = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&data_path)
-        .unwrap();
-    data.write_all_at(&pat, 0).unwrap();
+    let data = data_disk(&data_path, &pat);
     let mut slots = Slots { next: 32 * MIB };
     let cfg = Cfg {
         name: "r5-removed".into(),
@@ -2134,14 +2133,7 @@ fn a_sequential_write_stream_reads_almost_nothing_in_md_and_no_more_in_raidlab()
     fs::create_dir_all(&work).unwrap();
     let member = 32 * MIB;
     let data_path = work.join("data.img");
-    let data = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&data_path)
-        .unwrap();
-    data.write_all_at(&pattern(STREAM_MIB * MIB), 0).unwrap();
+    let data = data_disk(&data_path, &pattern(STREAM_MIB * MIB));
     let mut slots = Slots {
         next: STREAM_MIB * MIB,
     };
@@ -2354,15 +2346,8 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
     let member = 8 * MIB;
     let pat_len = 4 * member;
     let data_path = work.join("data.img");
-    let data = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&data_path)
-        .unwrap();
     let pat = pattern(pat_len);
-    data.write_all_at(&pat, 0).unwrap();
+    let data = data_disk(&data_path, &pat);
     let cases = [
         ReshapeCase {
             name: "r5-grow",

@@ -349,14 +349,7 @@ fn re_add_resyncs_only_the_bitmaps_dirty_chunks_both_ways() {
     fs::create_dir_all(&work).unwrap();
     let pat = pattern(PATTERN);
     let data_path = work.join("data.img");
-    let data = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&data_path)
-        .unwrap();
-    data.write_all_at(&pat, 0).unwrap();
+    let data = data_disk(&data_path, &pat);
     let mut slots = Slots { next: PATTERN };
     let mut failures: Vec<String> = Vec::new();
     let mut figures: Vec<String> = Vec::new();
