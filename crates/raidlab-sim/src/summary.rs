@@ -165,7 +165,14 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
                     .unwrap_or(512 << 10),
             };
             let member = cfg.member(extra).map_err(|e| e.to_string())?;
-            let data = member.capacity().saturating_sub(crate::array::DATA_OFFSET);
+            let mut data = member.capacity().saturating_sub(crate::array::DATA_OFFSET);
+            // Only `member_size` of each device when the array says so: a
+            // rebuild rewrites that much (the build checked it fits).
+            if let Some(s) = &a.member_size {
+                data = raidlab_core::size::parse_size(s)
+                    .map_err(|e| e.to_string())?
+                    .min(data);
+            }
             let g =
                 Geometry::new(level, layout, chunk, a.members, data).map_err(|e| e.to_string())?;
             let ranges = a.mismatches()?;
