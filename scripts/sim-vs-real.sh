@@ -15,8 +15,8 @@
 # random QD1 and QD32, reads and writes) over the same region, complete and
 # with role 0 failed (RAID 0 complete only).
 #
-# Prints one row per cell: the real figure (median of ROUNDS runs), the
-# simulated one (deterministic: one run), simulated/real - 1; then the median
+# Prints one row per cell: the real figure and the simulated one (each the
+# median of ROUNDS runs), simulated/real - 1; then the median
 # |error| and the worst cell. IOPS for 4K jobs, MiB/s for 1M jobs.
 #
 #   scripts/sim-vs-real.sh                  # the whole matrix (~30 min on 2 cores)
@@ -105,6 +105,8 @@ real_run() { # rw bs qd seed -> "MiB/s IOPS"
         --iodepth="$3" --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
         --randrepeat=0 --randseed="$4" --output-format=json | python3 -c "$parse"
 }
+# No randrepeat=0 here: raidlab's job files take randseed only with randrepeat
+# (as fio does), and a simulated run is then the same every time.
 sim_run() { # level members failed rw bs qd seed -> "MiB/s IOPS"
     local spec="sim:raid$1:$2x$PRESET:chunk=64K"
     [ "$3" = degraded ] && spec+=":failed=0"
@@ -117,7 +119,6 @@ iodepth=$6
 size=${REGION_MB}M
 time_based=1
 runtime=$RUNTIME
-randrepeat=0
 randseed=$7
 EOF
     "$RAIDLAB" bench job --json --output-format fio "$dir/sim.fio" 2>"$dir/sim.err" | python3 -c "$parse" || {
@@ -137,7 +138,7 @@ for j in "${jobs[@]}"; do
 done
 
 echo "raidlab $("$RAIDLAB" --version 2>/dev/null | head -1) ($RAIDLAB), fio $(fio --version), $(nbdkit --version), kernel $(uname -r), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "members: $MEMBER files in /dev/shm behind nbdkit noparallel + delay ${DELAY_MS} ms + rate ${RATE_MBPS} MB/s (burstiness ${BURST_S} s), nbdfuse, loop (direct I/O); chunk 64K; ${REGION} region; ${RAMP}s ramp + ${RUNTIME}s per run; real: median of $ROUNDS; simulated: preset $PRESET"
+echo "members: $MEMBER files in /dev/shm behind nbdkit noparallel + delay ${DELAY_MS} ms + rate ${RATE_MBPS} MB/s (burstiness ${BURST_S} s), nbdfuse, loop (direct I/O); chunk 64K; ${REGION} region; ${RAMP}s ramp + ${RUNTIME}s per run; real and simulated: median of $ROUNDS; simulated: preset $PRESET"
 echo
 echo "| cell | real | simulated | simulated/real - 1 |"
 echo "|---|---|---|---|"
@@ -177,7 +178,14 @@ for level in $LEVELS; do
                 runs+=("$(real_run "$rw" "$bs" "$qd" "$(seed_of "$level" "$state" "$name" "$round")")")
             done
             real=$(figure "$bs" "$(median "${runs[@]}")")
-            sim=$(figure "$bs" "$(sim_run "$level" "$n" "$state" "$rw" "$bs" "$qd" "$(seed_of "$level" "$state" "$name" 1)")")
+            # The simulated side runs with the real runs' seeds: one run per
+            # seed is repeatable, and the median over the same offsets' draws
+            # is what the real side's median is.
+            runs=()
+            for round in $(seq "$ROUNDS"); do
+                runs+=("$(sim_run "$level" "$n" "$state" "$rw" "$bs" "$qd" "$(seed_of "$level" "$state" "$name" "$round")")")
+            done
+            sim=$(figure "$bs" "$(median "${runs[@]}")")
             unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
             err=$(python3 -c "import sys; r, s = map(float, sys.argv[1:]); print('%+.1f%%' % (100 * (s / r - 1)))" "$real" "$sim")
             cell="RAID $level ($n) $state $name"
