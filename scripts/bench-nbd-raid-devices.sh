@@ -41,7 +41,8 @@
 #        at a time) and delay filter (every request waits SEEK_MS, default
 #        5.3 ms: half a revolution at 7200 rpm, 4.17 ms, plus a short seek,
 #        what the simulator's hdd-7200 preset takes for a 4K read within a
-#        1 GiB region, 190 IOPS), reads and writes alike (a disk with its
+#        1 GiB region, 190 IOPS; nbdkit 1.32 reads it as whole milliseconds,
+#        so 5.3 is 5 ms: see nbd-delay-lib.sh), reads and writes alike (a disk with its
 #        write cache off), and the hdd profile's 160 MB/s throttle on top.
 #        Sequential requests pay the delay too, which a disk does not, so
 #        the 1M jobs and the copy are not run here by default. Set-up
@@ -93,6 +94,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/bench-nbd-lib.sh
 . scripts/bench-nbd-lib.sh
+# shellcheck source=scripts/nbd-delay-lib.sh
+. scripts/nbd-delay-lib.sh
 PROFILE=${PROFILE:-ssd}
 MEMBER=${MEMBER:-512M}
 RUNTIME=${RUNTIME:-5}
@@ -167,11 +170,7 @@ detach_loops() {
     done
     loops=()
     [ -n "$slow" ] || return 0
-    for i in $(seq 0 $((nmem - 1))); do
-        fusermount3 -u -z "$dir/f$i" 2>/dev/null || true
-        [ -f "$dir/k$i.pid" ] && kill "$(cat "$dir/k$i.pid")" 2>/dev/null || true
-        rm -f "$dir/k$i.pid" "$dir/k$i.sock"
-    done
+    for i in $(seq 0 $((nmem - 1))); do delayed_member_down "$dir" "$i"; done
     slow=""
 }
 go_fast() {
@@ -183,13 +182,8 @@ go_slow() {
     local i
     detach_loops
     for i in $(seq 0 $((nmem - 1))); do
-        nbdkit -P "$dir/k$i.pid" -U "$dir/k$i.sock" --filter=noparallel --filter=delay \
-            file "$dir/d$i" serialize=all-requests rdelay="${SEEK_MS}ms" wdelay="${SEEK_MS}ms"
-        mkdir -p "$dir/f$i"
-        setsid nbdfuse "$dir/f$i" --unix "$dir/k$i.sock" </dev/null >>"$dir/nbdfuse.log" 2>&1 &
-        for _ in $(seq 100); do [ -e "$dir/f$i/nbd" ] && break; sleep 0.05; done
-        [ -e "$dir/f$i/nbd" ] || { echo "bench-nbd-raid-devices.sh: nbdfuse did not mount $dir/f$i:" >&2; cat "$dir/nbdfuse.log" >&2; exit 1; }
-        loops+=("$(losetup -f --show --direct-io=on "$dir/f$i/nbd")")
+        delayed_member_up "$dir" "$i" "$dir/d$i" "$SEEK_MS" || exit 1
+        loops+=("$DELAYED_LOOP")
         throttle "${loops[-1]}" 1
     done
     slow=1

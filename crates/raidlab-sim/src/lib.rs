@@ -17,6 +17,7 @@ pub mod contents;
 pub mod controller;
 pub mod device;
 pub mod faults;
+pub mod fixed;
 pub mod hdd;
 pub mod host;
 pub mod ideal;

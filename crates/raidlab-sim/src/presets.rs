@@ -5,7 +5,9 @@
 //! must never guess a missing value or accept one a model would reject: every
 //! bad input is an error naming its place, never a panic or a silent default.
 //!
-//! Format: one table per preset, `[hdd.<name>]` or `[ssd.<name>]`, holding
+//! Format: one table per preset, `[hdd.<name>]`, `[ssd.<name>]` or
+//! `[fixed.<name>]` (a delay, one request at a time, a bandwidth cap:
+//! [`crate::fixed`]), holding
 //! `description`, `sources` (one "key: where the value comes from" line per
 //! parameter), a `params` table (the model's parameters, unknown keys rejected)
 //! and an optional `published` table of benchmark figures to check the model
@@ -13,6 +15,7 @@
 //! `miss = "why"`.
 
 use crate::device::{Device, ModelInfo};
+use crate::fixed::{Fixed, FixedParams};
 use crate::hdd::{Hdd, HddParams, ParamError};
 use crate::ssd::{Ssd, SsdParams};
 use std::collections::BTreeMap;
@@ -100,6 +103,8 @@ struct File {
     hdd: BTreeMap<String, Entry<HddParams>>,
     #[serde(default)]
     ssd: BTreeMap<String, Entry<SsdParams>>,
+    #[serde(default)]
+    fixed: BTreeMap<String, Entry<FixedParams>>,
 }
 
 /// Which model a preset builds, with its parameters.
@@ -107,6 +112,7 @@ struct File {
 pub enum Model {
     Hdd(HddParams),
     Ssd(SsdParams),
+    Fixed(FixedParams),
 }
 
 /// One checked preset.
@@ -126,6 +132,7 @@ impl Preset {
         Ok(match &self.model {
             Model::Hdd(p) => Box::new(Hdd::new(&self.name, p.clone(), self.sources.clone())?),
             Model::Ssd(p) => Box::new(Ssd::new(&self.name, p.clone(), self.sources.clone())?),
+            Model::Fixed(p) => Box::new(Fixed::new(&self.name, p.clone(), self.sources.clone())?),
         })
     }
 
@@ -139,6 +146,17 @@ impl Preset {
             // 100 MB/s of payload per Gb/s.
             Model::Hdd(h) => h.interface_gbit_per_s = h.interface_gbit_per_s.min(mb_per_s / 100.0),
             Model::Ssd(s) => s.interface_mb_per_s = s.interface_mb_per_s.min(mb_per_s),
+            // The link caps what the bucket lets through, whichever is lower.
+            Model::Fixed(f) => {
+                f.rate_mb_per_s = if f.rate_mb_per_s > 0.0 {
+                    f.rate_mb_per_s.min(mb_per_s)
+                } else {
+                    mb_per_s
+                };
+                if f.burst_s == 0.0 {
+                    f.burst_s = 2.0; // nbdkit's rate filter's default burstiness
+                }
+            }
         }
         p
     }
@@ -148,6 +166,7 @@ impl Preset {
         let params = match &self.model {
             Model::Hdd(p) => p.params(),
             Model::Ssd(p) => p.params(),
+            Model::Fixed(p) => p.params(),
         };
         params.into_iter().map(|p| p.name).collect()
     }
@@ -233,6 +252,18 @@ pub fn parse(file_name: &str, text: &str) -> Result<Vec<Preset>, PresetError> {
             description: e.description,
             sources: e.sources,
             model: Model::Ssd(e.params),
+            published: e.published,
+        });
+    }
+    for (name, e) in file.fixed {
+        e.params
+            .validate()
+            .map_err(|x| invalid("fixed", &name, x))?;
+        out.push(Preset {
+            name,
+            description: e.description,
+            sources: e.sources,
+            model: Model::Fixed(e.params),
             published: e.published,
         });
     }

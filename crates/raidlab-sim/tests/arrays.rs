@@ -303,7 +303,7 @@ fn a_cards_ports_and_host_link_limit_its_disks() {
         .model
     {
         raidlab_sim::presets::Model::Ssd(p) => p.link_efficiency,
-        raidlab_sim::presets::Model::Hdd(_) => unreachable!("intel-520 is an SSD"),
+        _ => unreachable!("intel-520 is an SSD"),
     };
     let ports = 2.0 * 300.0 * efficiency;
     for mode in ["/pass-through", ""] {

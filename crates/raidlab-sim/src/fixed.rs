@@ -1,0 +1,215 @@
+//! A device whose service is fixed by construction: a delay per request, one
+//! request at a time, and a token-bucket bandwidth cap. It models a member
+//! built from nbdkit's filters (noparallel serialize=all-requests, delay
+//! rdelay/wdelay, rate rate/burstiness; scripts/nbd-delay-lib.sh), the device
+//! the simulator is checked against the real engine on (scripts/sim-vs-real.sh).
+//!
+//! Decides: only its own service time, as those filters give it. A request
+//! waits its turn (first come, first served), then its delay (reads
+//! `read_delay_ms`; writes, write-zeroes and trims `write_delay_ms`; flushes
+//! none: the delay filter does not delay them), then, for reads and writes, the
+//! bucket of its direction: the bucket gains `rate_mb_per_s` worth of bits over
+//! virtual time up to `burst_s` of them, starts full, and a request short of
+//! bits waits until the missing ones have accrued (nbdkit's bucket_run). So a
+//! busy device serves a request in max(delay, bits / rate) once the bucket is
+//! empty, not delay + bits / rate: the bucket refills during the delay.
+//! It must never stand in for a disk or SSD (no seek, no cache, no queueing
+//! inside): the HDD and SSD models are for those.
+
+use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, MS, SEC};
+use crate::hdd::ParamError;
+use raidlab_core::IoKind;
+use std::collections::VecDeque;
+
+/// The filters' settings, each unit in its name.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedParams {
+    pub capacity_bytes: u64,
+    /// nbdkit delay filter's rdelay, as it applies it (whole milliseconds).
+    pub read_delay_ms: f64,
+    /// wdelay: writes, write-zeroes and trims.
+    pub write_delay_ms: f64,
+    /// The rate filter's rate in decimal MB/s (its bits per second / 8e6);
+    /// 0: no rate filter.
+    pub rate_mb_per_s: f64,
+    /// The rate filter's burstiness: the bucket holds this many seconds of rate.
+    pub burst_s: f64,
+}
+
+impl FixedParams {
+    /// Check every value, naming the first key that makes no device.
+    pub fn validate(&self) -> Result<(), ParamError> {
+        let non_negative = |key: &'static str, v: f64| {
+            if v.is_finite() && v >= 0.0 {
+                Ok(())
+            } else {
+                Err(ParamError {
+                    key,
+                    message: format!("must be zero or more, is {v}"),
+                })
+            }
+        };
+        if self.capacity_bytes == 0 {
+            return Err(ParamError {
+                key: "capacity_bytes",
+                message: "must be positive".into(),
+            });
+        }
+        non_negative("read_delay_ms", self.read_delay_ms)?;
+        non_negative("write_delay_ms", self.write_delay_ms)?;
+        non_negative("rate_mb_per_s", self.rate_mb_per_s)?;
+        non_negative("burst_s", self.burst_s)?;
+        if self.rate_mb_per_s > 0.0 && self.burst_s == 0.0 {
+            // nbdkit would then sleep for every bit of every request: a rate
+            // with no bucket is not what its filter does by default either.
+            return Err(ParamError {
+                key: "burst_s",
+                message: "must be positive when rate_mb_per_s is set".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every parameter with its unit, for `ModelInfo`.
+    pub fn params(&self) -> Vec<Param> {
+        let p = Param::new;
+        vec![
+            p("capacity_bytes", self.capacity_bytes as f64, "bytes"),
+            p("read_delay_ms", self.read_delay_ms, "ms"),
+            p("write_delay_ms", self.write_delay_ms, "ms"),
+            p("rate_mb_per_s", self.rate_mb_per_s, "MB/s"),
+            p("burst_s", self.burst_s, "s"),
+        ]
+    }
+}
+
+/// nbdkit's token bucket in virtual time: bits, refilled on use.
+#[derive(Debug, Clone)]
+struct Bucket {
+    /// Bits per second; 0 is no limit.
+    rate: u64,
+    capacity: u64,
+    level: u64,
+    /// When the bucket was last refilled.
+    at: Ns,
+}
+
+impl Bucket {
+    fn new(rate: u64, burst_s: f64) -> Bucket {
+        let capacity = (rate as f64 * burst_s) as u64;
+        Bucket {
+            rate,
+            capacity,
+            level: capacity,
+            at: 0,
+        }
+    }
+
+    /// Take `bits` at `now`; returns when the request may go on.
+    fn take(&mut self, now: Ns, bits: u64) -> Ns {
+        if self.rate == 0 {
+            return now;
+        }
+        let add = (self.rate as u128 * (now - self.at) as u128 / SEC as u128) as u64;
+        self.level = (self.level + add.min(self.capacity - self.level)).min(self.capacity);
+        self.at = now;
+        if self.level >= bits {
+            self.level -= bits;
+            return now;
+        }
+        // Short: what is there goes, the rest accrues while the request sleeps
+        // and is spent at once.
+        let missing = bits - self.level;
+        let wait = (missing as u128 * SEC as u128).div_ceil(self.rate as u128) as Ns;
+        self.level = 0;
+        self.at = now + wait;
+        now + wait
+    }
+}
+
+/// One member behind nbdkit's noparallel, delay and rate filters.
+#[derive(Debug, Clone)]
+pub struct Fixed {
+    name: String,
+    params: FixedParams,
+    sources: Vec<String>,
+    read_delay: Ns,
+    write_delay: Ns,
+    read_bucket: Bucket,
+    write_bucket: Bucket,
+    queue: VecDeque<Request>,
+    /// The request being served and when it completes.
+    busy: Option<(Request, Ns)>,
+}
+
+impl Fixed {
+    pub fn new(name: &str, params: FixedParams, sources: Vec<String>) -> Result<Fixed, ParamError> {
+        params.validate()?;
+        let ns = |ms: f64| (ms * MS as f64).round() as Ns;
+        let rate = (params.rate_mb_per_s * 8e6).round() as u64;
+        Ok(Fixed {
+            name: name.into(),
+            read_delay: ns(params.read_delay_ms),
+            write_delay: ns(params.write_delay_ms),
+            read_bucket: Bucket::new(rate, params.burst_s),
+            write_bucket: Bucket::new(rate, params.burst_s),
+            params,
+            sources,
+            queue: VecDeque::new(),
+            busy: None,
+        })
+    }
+
+    /// When a request started at `start` completes (moves the buckets).
+    fn finish_time(&mut self, start: Ns, r: &Request) -> Ns {
+        let bits = r.len * 8;
+        match r.kind {
+            IoKind::Read => self.read_bucket.take(start + self.read_delay, bits),
+            IoKind::Write => self.write_bucket.take(start + self.write_delay, bits),
+            // The rate filter counts only reads and writes.
+            IoKind::Zero | IoKind::Trim => start + self.write_delay,
+            IoKind::Flush => start,
+        }
+    }
+
+    fn start_next(&mut self, now: Ns) {
+        if self.busy.is_none() {
+            if let Some(r) = self.queue.pop_front() {
+                let end = self.finish_time(now, &r);
+                self.busy = Some((r, end));
+            }
+        }
+    }
+}
+
+impl Device for Fixed {
+    fn capacity(&self) -> u64 {
+        self.params.capacity_bytes
+    }
+    fn submit(&mut self, now: Ns, req: Request) {
+        self.queue.push_back(req);
+        self.start_next(now);
+    }
+    fn next_event(&self) -> Option<Ns> {
+        self.busy.map(|(_, t)| t)
+    }
+    fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
+        while let Some((r, t)) = self.busy {
+            if t > now {
+                break;
+            }
+            done.push(Completion { id: r.id, at: t });
+            self.busy = None;
+            self.start_next(t);
+        }
+    }
+    fn info(&self) -> ModelInfo {
+        ModelInfo::device(
+            "fixed",
+            &self.name,
+            self.params.params(),
+            self.sources.clone(),
+        )
+    }
+}
