@@ -16,6 +16,7 @@ pub mod config;
 pub mod contents;
 pub mod controller;
 pub mod device;
+pub mod fs;
 pub mod hdd;
 pub mod host;
 pub mod ideal;
