@@ -118,6 +118,9 @@ pub struct FsDevice {
     committing: Option<Committing>,
     capacity: u64,
     scratch: Vec<u64>,
+    /// The latest virtual time seen: a commit that fell due while another
+    /// ran is reported from here, never in the past.
+    clock: Ns,
 }
 
 /// The stripe a software or card array presents, and whether md runs it.
@@ -201,6 +204,7 @@ impl FsDevice {
             committing: None,
             capacity,
             scratch: Vec::new(),
+            clock: 0,
             inner,
             k,
             kind,
@@ -573,6 +577,7 @@ impl Device for FsDevice {
     }
 
     fn submit(&mut self, now: Ns, req: Request) {
+        self.clock = self.clock.max(now);
         match req.kind {
             IoKind::Write => {
                 if !self.blocked.is_empty() || !self.write(now, req) {
@@ -599,7 +604,11 @@ impl Device for FsDevice {
 
     fn next_event(&self) -> Option<Ns> {
         let ready = self.ready.iter().map(|c| c.at).min();
-        let due = self.journal.due.filter(|_| self.committing.is_none());
+        let due = self
+            .journal
+            .due
+            .filter(|_| self.committing.is_none())
+            .map(|d| d.max(self.clock));
         [self.inner.next_event(), ready, due]
             .into_iter()
             .flatten()
@@ -607,6 +616,9 @@ impl Device for FsDevice {
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
+        // The time already reached: a commit due earlier starts from here.
+        let mut last = self.clock;
+        self.clock = self.clock.max(now);
         let mut buf = Vec::new();
         loop {
             let inner = self.inner.next_event().filter(|&t| t <= now);
@@ -616,12 +628,16 @@ impl Device for FsDevice {
                 .filter(|&t| t <= now && self.committing.is_none());
             match (inner, due) {
                 (Some(t), d) if d.map_or(true, |d| t <= d) => {
+                    last = last.max(t);
                     self.inner.advance(t, &mut buf);
                     for c in buf.drain(..) {
                         self.on_inner(c);
                     }
                 }
-                (_, Some(d)) => self.start_commit(d),
+                (_, Some(d)) => {
+                    last = last.max(d);
+                    self.start_commit(last);
+                }
                 _ => break,
             }
         }
