@@ -359,7 +359,7 @@ impl SimConfig {
                 } else if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
                     return Err(err(
                         &place,
-                        format!("`{k}` is not an option of one device (known: scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
+                        format!("`{k}` is not an option of one device (known: scheduler, host, host-stripe-head-us, host-page-us, fs, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
                     ));
                 }
             }
@@ -481,7 +481,7 @@ impl SimConfig {
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, fail, lse, spare, scheduler, host, host-stripe-head-us, host-page-us, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, fail, lse, spare, scheduler, host, host-stripe-head-us, host-page-us, fs, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -709,10 +709,12 @@ impl SimConfig {
 
     /// Build the device this configuration describes, fresh at virtual time 0.
     pub fn build(&self, extra: &[Preset]) -> Result<Box<dyn Device>, ConfigError> {
-        match &self.cache {
-            Some(_) => Ok(Box::new(self.build_cache(extra)?)),
-            None => Ok(self.build_origin(extra)?.0),
-        }
+        let dev: Box<dyn Device> = match &self.cache {
+            Some(_) => Box::new(self.build_cache(extra)?),
+            None => self.build_origin(extra)?.0,
+        };
+        // `fs=`: a file system and the era's page cache in front (crate::fs).
+        crate::fs::mount(self, dev).map_err(|m| err(self.describe(), m))
     }
 
     /// Build the configuration's cache tier in front of the rest (an error if

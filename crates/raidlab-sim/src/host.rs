@@ -32,6 +32,11 @@ pub struct HostCost {
     /// its parity speeds and run one at a time on its single thread.
     #[serde(default, with = "crate::md_host::by_name")]
     pub md: Option<MdHost>,
+    /// A file system and the era's page cache between the workload and the
+    /// volume (`fs = "ext3"`, `ext3-writeback`, `xfs`, `xfs-noalign`;
+    /// [`crate::fs`]); needs `md` for the kernel of that era.
+    #[serde(default)]
+    pub fs: Option<String>,
     /// Where the figures come from.
     #[serde(default)]
     pub sources: Vec<String>,
@@ -51,6 +56,7 @@ impl Default for HostCost {
             request_overhead_us: 5.0,
             scheduler: Scheduler::None,
             md: None,
+            fs: None,
             sources: vec![
                 "parity_mb_per_s: assumed; the order of what Linux's boot-time xor benchmark reports for a 2008-era desktop core (kernel log line \"xor: using function: ... (N MB/sec)\"); set [host] parity_mb_per_s to your machine's, e.g. from `raidlab bench parity`".into(),
                 "request_overhead_us: assumed; a few µs per request for the block layer and the engine's planning, the order raidlab's own planner costs in callgrind (docs/benchmarks.md)".into(),
@@ -68,6 +74,7 @@ impl HostCost {
             request_overhead_us,
             scheduler: Scheduler::None,
             md: None,
+            fs: None,
             sources: vec![source.to_string()],
         }
     }

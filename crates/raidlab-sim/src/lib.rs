@@ -18,6 +18,7 @@ pub mod controller;
 pub mod device;
 pub mod faults;
 pub mod fixed;
+pub mod fs;
 pub mod hdd;
 pub mod host;
 pub mod ideal;

@@ -191,6 +191,10 @@ pub fn host_option(host: &mut Option<HostCost>, k: &str, v: &str) -> Result<bool
                 Scheduler::parse(v).map_err(|m| format!("`scheduler={v}`: {m}"))?;
         }
         "host" => host.get_or_insert_with(HostCost::default).md = Some(preset(v)?),
+        "fs" => {
+            crate::fs::layout::FsKind::parse(v)?;
+            host.get_or_insert_with(HostCost::default).fs = Some(v.to_string());
+        }
         "host-stripe-head-us" | "host-page-us" => {
             let Some(md) = host.as_mut().and_then(|h| h.md.as_mut()) else {
                 return Err(format!(

@@ -6,7 +6,7 @@
 //! never hard-code a finding's outcome.
 
 use super::{
-    figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER, HOST_2008,
+    figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER, FS_XFS, HOST_2008,
 };
 
 pub(super) fn configs() -> Vec<Config> {
@@ -20,7 +20,9 @@ pub(super) fn configs() -> Vec<Config> {
                 v.push(Config::new(
                     Seed::C,
                     &format!("{kind}-{level}-{}", chunk.to_ascii_lowercase()),
-                    format!("{level}:{C_DISKS}:chunk={chunk}:{C_MEMBER}:{card}:{HOST_2008}"),
+                    format!(
+                        "{level}:{C_DISKS}:chunk={chunk}:{C_MEMBER}:{card}:{HOST_2008}:{FS_XFS}"
+                    ),
                 ));
             }
         }
@@ -87,6 +89,6 @@ pub(super) fn findings(cells: &[Cell]) -> Vec<Finding> {
             Some((w > r, format!("software RAID 6 64K: output {w:.0} vs input {r:.0} MB/s (rule: output higher)")))
         }),
         not_modelled(seed, "the card did poorly on small files in IOzone writes; XFS stripe alignment mattered a lot for metadata; the file system mattered as much as the RAID implementation",
-            "file-system effects: the simulation is block level, with no file system"),
+            "IOzone's small files and Bonnie++'s metadata tests: the file-system layer models one large file (its data, allocation and journal), not directories or many files"),
     ]
 }
