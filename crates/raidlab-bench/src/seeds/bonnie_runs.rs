@@ -11,17 +11,22 @@ use raidlab_core::Result;
 /// Bonnie++'s file for seeds C and D: twice the articles' 2 GB of RAM.
 pub const BONNIE_SIZE: u64 = 4 << 30;
 
-/// Seeds C and D: Bonnie++'s block tests in its 8 KiB read()/write() calls
-/// through the configuration's file system and page cache (`fs=`, raidlab-sim
-/// `fs/`: what reaches the volume is that kernel's writeback and read-ahead),
-/// then its random seeks in 8 KiB chunks, on the same simulated volume, in
-/// virtual time.
+/// Seeds C and D: Bonnie++'s block tests, then (D) its random seeks in 8 KiB
+/// chunks, on the same simulated volume, in virtual time. Through a file
+/// system and page cache (`fs=`, raidlab-sim `fs/`: seed C), the block tests
+/// are its 8 KiB read()/write() calls and what reaches the volume is that
+/// kernel's writeback and read-ahead; at block level (seed D), they are the
+/// 1 MiB requests a file system makes of them.
 pub(super) fn run(c: &Config) -> Result<Vec<Cell>> {
     let target = open(c, BONNIE_SIZE)?;
     let control = Control::new();
     let mut cfg = BonnieConfig {
         size: BONNIE_SIZE,
-        chunk: bonnie::DEFAULT_CHUNK,
+        chunk: if c.through_fs() {
+            bonnie::DEFAULT_CHUNK
+        } else {
+            1 << 20
+        },
         seeks: 8192,
         seekers: 5,
         files_k: 0,
@@ -41,10 +46,12 @@ pub(super) fn run(c: &Config) -> Result<Vec<Cell>> {
     if c.seed == Seed::D {
         cfg.chunk = bonnie::DEFAULT_CHUNK;
         cfg.seekers = d::SEEKERS;
-        // Another random sequence than the seek test bonnie::run already ran
-        // (as Bonnie++ seeds each run anew): the same offsets would find their
-        // pages in the page cache.
-        cfg.seed ^= 0x5eed;
+        if c.through_fs() {
+            // Another random sequence than the seek test bonnie::run already
+            // ran (as Bonnie++ seeds each run anew): the same offsets would
+            // find their pages in the page cache.
+            cfg.seed ^= 0x5eed;
+        }
         let s = bonnie::random_seeks(&target, &cfg, &control).map_err(|e| context(c, e))?;
         cells.push(cell(c, "random_seeks", "seeks/s", s.rate));
     }

@@ -5,8 +5,7 @@
 //! findings. It must never hard-code a finding's outcome.
 
 use super::{
-    figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER, FS_EXT3, FS_XFS,
-    HOST_2008,
+    figure, not_modelled, rule, Cell, Config, Finding, Seed, C_DISKS, C_MEMBER, HOST_2008,
 };
 
 /// Bonnie++'s seeker processes: SeekProcCount, 3 by default (bonnie++'s
@@ -19,26 +18,18 @@ pub(super) const SEEKERS: usize = 3;
 pub(super) fn configs() -> Vec<Config> {
     let c = |name: &str, spec: String| Config::new(Seed::D, name, spec);
     vec![
-        c("ssd", format!("mtron-mobi-32g:{HOST_2008}:{FS_XFS}")),
-        c("ssd-ext3", format!("mtron-mobi-32g:{HOST_2008}:{FS_EXT3}")),
-        c("hdd", format!("samsung-hd753lj:{HOST_2008}:{FS_XFS}")),
+        c("ssd", format!("mtron-mobi-32g:{HOST_2008}")),
+        c("hdd", format!("samsung-hd753lj:{HOST_2008}")),
         c(
             "raid6-6hdd",
-            format!("raid6:{C_DISKS}:chunk=256K:{C_MEMBER}:card=adaptec-sas-31205/pass-through:{HOST_2008}:{FS_XFS}"),
+            format!("raid6:{C_DISKS}:chunk=256K:{C_MEMBER}:card=adaptec-sas-31205/pass-through:{HOST_2008}"),
         ),
     ]
 }
 
-/// Article D's figures: SEEDS.md gives "roughly a hundred" seeks/s for one
-/// HDD; issue 38 quotes the article's SSD seek rates, about 3,800 a second on
-/// XFS and 6,200 on ext3.
+/// Article D's figures: SEEDS.md gives "roughly a hundred" seeks/s for one HDD.
 pub(super) fn article(config: &str, test: &str) -> Option<f64> {
-    match (config, test) {
-        ("hdd", "random_seeks") => Some(100.0),
-        ("ssd", "random_seeks") => Some(3800.0),
-        ("ssd-ext3", "random_seeks") => Some(6200.0),
-        _ => None,
-    }
+    (config == "hdd" && test == "random_seeks").then_some(100.0)
 }
 
 /// Seed D's findings, each decided from the simulated figures in `cells`.
@@ -67,6 +58,6 @@ pub(super) fn findings(cells: &[Cell]) -> Vec<Finding> {
             Some((ok, format!("{} (rule: SSD/HDD within 0.5 to 2, RAID 6 at least 1.5x the faster)", s.join("; "))))
         }),
         not_modelled(seed, "XFS with write barriers made metadata tests about ten times slower; per dollar, HDD RAID gives tens of times the capacity",
-            "metadata tests need directories and many files, which the file-system layer does not model (one large file), and barriers are off as the articles mounted; prices are not part of the presets"),
+            "metadata tests need a file system; prices are not part of the presets"),
     ]
 }
