@@ -266,6 +266,17 @@ impl Array {
         }
     }
 
+    /// Write out the stripe held longest if its hold time has passed; says
+    /// whether there may be another ([`crate::stripe_cache::StripeCache::write_out_one_expired`]):
+    /// for a driver that must let each write-out take its time before the
+    /// next (the simulator).
+    pub fn write_out_one_expired(&self) -> Result<bool> {
+        match self.stripe_cache.get() {
+            Some(cache) => cache.write_out_one_expired(self),
+            None => Ok(false),
+        }
+    }
+
     /// The stripe cache's tunables and counters, when it runs; and the write
     /// plans that read members, as (read-modify-write, reconstruct-write).
     pub fn stripe_cache_stats(&self) -> (Option<(StripeCacheConfig, StripeCacheStats)>, u64, u64) {

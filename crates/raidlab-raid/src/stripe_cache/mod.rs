@@ -469,16 +469,32 @@ impl StripeCache {
 
     /// Write out every stripe held longer than the hold time.
     pub fn write_out_expired(&self, below: &dyn Below) -> Result<()> {
-        let hold = self.config().hold;
-        let now = self.clock.now();
-        let old: Vec<Arc<Entry>> = lock(&self.map).values().cloned().collect();
-        for e in old {
-            let mut held = lock(&e.state);
-            if !held.gone && now.saturating_sub(e.since) >= hold {
-                self.write_out(&e, &mut held, Why::Expired, below)?;
-            }
-        }
+        while self.write_out_one_expired(below)? {}
         Ok(())
+    }
+
+    /// Write out the stripe held longest, if its hold time has passed on the
+    /// cache's clock. Returns whether there may be another (false: none has
+    /// expired). A stripe stays held, merging writes and taking its place in
+    /// the cache's size, until its own write-out, and the write-outs go one
+    /// after another, oldest first: the cache's thread loops on this, and the
+    /// simulator calls it once per completed write-out, so that in virtual
+    /// time too the cache frees a place only when a stripe has gone down.
+    pub fn write_out_one_expired(&self, below: &dyn Below) -> Result<bool> {
+        let hold = self.config().hold;
+        let Some(e) = lock(&self.map).oldest() else {
+            return Ok(false);
+        };
+        if self.clock.now().saturating_sub(e.since) < hold {
+            return Ok(false);
+        }
+        let mut held = lock(&e.state);
+        // Gone: a writer wrote it out meanwhile (and took it out of the map
+        // before letting go of it): the next oldest is the next call's.
+        if !held.gone {
+            self.write_out(&e, &mut held, Why::Expired, below)?;
+        }
+        Ok(true)
     }
 
     /// Write out whatever is held in `[offset, offset+len)` (all of it with

@@ -178,6 +178,8 @@ pub struct SimArray {
     finished: Vec<Completion>,
     /// Next check of the stripe cache's held stripes.
     tick: Option<Ns>,
+    /// An expired stripe's write-out is under way (the next follows it).
+    expiring: bool,
     tick_every: Ns,
     capacity: u64,
     log: OpLog,
@@ -339,6 +341,7 @@ impl SimArray {
             ready: VecDeque::new(),
             finished: Vec::new(),
             tick: None,
+            expiring: false,
             tick_every,
             capacity,
             log: OpLog::default(),

@@ -73,6 +73,10 @@ pub(super) struct Active {
     pub(super) rebuild_step: bool,
     /// A scrub step: when it completes, the next is due.
     pub(super) scrub_step: bool,
+    /// A stripe the cache wrote out because its hold time passed: when it
+    /// completes, the next expired one goes (the cache's thread, one at a
+    /// time).
+    pub(super) expiry_step: bool,
     /// A scrub step whose reads the engine has compared.
     pub(super) compared: bool,
     /// The process its member I/O is issued as (for a scheduler on the
@@ -97,6 +101,7 @@ impl Active {
             not_before: now,
             rebuild_step: false,
             scrub_step: false,
+            expiry_step: false,
             compared: false,
             process: MD_THREAD,
             bitmap_chunks: Vec::new(),
@@ -221,6 +226,7 @@ impl SimArray {
             not_before: now + overhead,
             rebuild_step: false,
             scrub_step: false,
+            expiry_step: false,
             compared: false,
             process: if kind == IoKind::Read {
                 process
@@ -295,6 +301,9 @@ impl SimArray {
                     if let Some(s) = self.scrub.as_mut() {
                         s.step_done(now);
                     }
+                }
+                if a.expiry_step {
+                    self.expiry_step(now);
                 }
                 return;
             }
@@ -410,11 +419,55 @@ impl SimArray {
         }
     }
 
+    /// The stripe cache's thread at `now`: write out the stripe held longest
+    /// if its hold time has passed, and when that write-out completes, the
+    /// next (`expiry_step` on its request). While one is under way no tick
+    /// starts another, as the real thread does one at a time; what is still
+    /// held meanwhile stays in the cache, merging writes and filling it, so
+    /// writers meet a full cache as they would on real members.
+    pub(super) fn expiry_step(&mut self, now: Ns) {
+        self.clock.set(now);
+        let more = match self.array.write_out_one_expired() {
+            Ok(more) => more,
+            Err(e) => {
+                self.errors.push(format!("stripe cache write-out: {e}"));
+                false
+            }
+        };
+        self.faults_notice(now);
+        let plans = self.recorded_plans();
+        if plans.is_empty() {
+            self.spare_queues.push(plans);
+            self.expiring = false;
+            if more {
+                // A stripe a writer took down meanwhile: on to the next.
+                self.ready_expiry(now);
+            }
+            return;
+        }
+        let bitmap_chunks = match self.bitmap.as_mut() {
+            Some(b) => b.start(now, &plans, None),
+            None => Vec::new(),
+        };
+        let seq = self.active.insert(Active {
+            bitmap_chunks,
+            expiry_step: more,
+            ..Active::md(plans, now)
+        });
+        self.expiring = more;
+        self.ready.push_back(seq);
+    }
+
+    /// The next expired stripe now, without waiting for a tick.
+    fn ready_expiry(&mut self, now: Ns) {
+        self.tick = Some(now);
+    }
+
     fn run_ready(&mut self, now: Ns) {
         while let Some(seq) = self.ready.pop_front() {
             self.progress(now, seq);
         }
-        if self.tick.is_none() && self.tick_every > 0 && self.maybe_held {
+        if self.tick.is_none() && !self.expiring && self.tick_every > 0 && self.maybe_held {
             let held = self
                 .array
                 .stripe_cache_stats()
@@ -528,24 +581,7 @@ impl Device for SimArray {
             }
             if self.tick.is_some_and(|t| t <= now) {
                 self.tick = None;
-                if let Err(e) = self.array.write_out_expired() {
-                    self.errors.push(format!("stripe cache write-out: {e}"));
-                }
-                self.faults_notice(now);
-                let plans = self.recorded_plans();
-                if plans.is_empty() {
-                    self.spare_queues.push(plans);
-                } else {
-                    let bitmap_chunks = match self.bitmap.as_mut() {
-                        Some(b) => b.start(now, &plans, None),
-                        None => Vec::new(),
-                    };
-                    let seq = self.active.insert(Active {
-                        bitmap_chunks,
-                        ..Active::md(plans, now)
-                    });
-                    self.ready.push_back(seq);
-                }
+                self.expiry_step(now);
                 any = true;
             }
             if !any && self.ready.is_empty() {
