@@ -631,6 +631,24 @@ mod tests {
     }
 
     #[test]
+    fn a_lock_let_go_of_within_the_wait_is_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m0");
+        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
+        // Held a moment longer, as by a process on its way out (or a child
+        // forked while the member was open, until it execs).
+        let holder = std::thread::spawn(move || {
+            std::thread::sleep(crate::lock::LOCK_WAIT / 5);
+            drop(v);
+        });
+        let t = std::time::Instant::now();
+        let r = FileVolume::open(&p, OpenMode::ReadWrite);
+        holder.join().unwrap();
+        assert!(r.is_ok(), "{:?}", r.err());
+        assert!(t.elapsed() < crate::lock::LOCK_WAIT, "{:?}", t.elapsed());
+    }
+
+    #[test]
     fn refuses_directories_and_missing_paths() {
         let dir = tempfile::tempdir().unwrap();
         let e = FileVolume::open(dir.path(), OpenMode::ReadOnly).unwrap_err();

@@ -1,14 +1,19 @@
 //! Advisory locks on member files and devices: a writer takes an exclusive
 //! `flock`, a reader a shared one, so two raidlab processes never write one
 //! member at once; a refused lock names the process holding it when
-//! /proc/locks tells.
+//! /proc/locks tells. A lock held only for a moment is waited for (up to
+//! [`LOCK_WAIT`]): a process that is exiting, or a child another process
+//! forked while it had the member open, which holds the lock until it execs.
 
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 
-/// Lock `file` (named `name`), exclusive for a writer; refused at once
-/// (never waits) when another process holds a conflicting lock.
+/// How long a conflicting lock is waited for before the member is refused.
+pub(crate) const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Lock `file` (named `name`), exclusive for a writer; refused when another
+/// process holds a conflicting lock for longer than [`LOCK_WAIT`].
 pub(crate) fn lock(
     file: &File,
     name: &str,
@@ -21,14 +26,23 @@ pub(crate) fn lock(
     } else {
         libc::LOCK_SH
     } | libc::LOCK_NB;
-    // SAFETY: flock on a file descriptor we own; no memory is touched.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), how) };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-        return Err(Error::io(Op::Lock, name, err));
+    let waited = std::time::Instant::now();
+    let mut pause = std::time::Duration::from_millis(5);
+    loop {
+        // SAFETY: flock on a file descriptor we own; no memory is touched.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), how) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(Error::io(Op::Lock, name, err));
+        }
+        if waited.elapsed() >= LOCK_WAIT {
+            break;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_millis(200));
     }
     let holder = lock_holder(meta)
         .map(|h| format!(" by {h}"))
