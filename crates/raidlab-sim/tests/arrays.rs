@@ -93,7 +93,7 @@ fn held_random_writes_still_cost_their_member_io_in_virtual_time() {
     .unwrap();
     let out = run(&mut a, &job(Pattern::Random, 4096, false, 1, 1, 1 << 30), 0).unwrap();
     let log = a.member_ops().unwrap();
-    let member_io = (log.reads + log.writes) as u64;
+    let member_io = log.reads + log.writes;
     // Still held at the end (at most the cache's stripes): no member I/O yet.
     let written = out.ops.saturating_sub(cache.stripes as u64);
     assert!(
