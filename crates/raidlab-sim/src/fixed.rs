@@ -18,8 +18,8 @@
 
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, MS, SEC};
 use crate::hdd::ParamError;
+use crate::serial::Serial;
 use raidlab_core::IoKind;
-use std::collections::VecDeque;
 
 /// The filters' settings, each unit in its name.
 #[derive(Debug, Clone, PartialEq, serde::Deserialize)]
@@ -134,13 +134,17 @@ pub struct Fixed {
     name: String,
     params: FixedParams,
     sources: Vec<String>,
+    service: Service,
+    serial: Serial,
+}
+
+/// How long a request takes: the delay filter's, then the rate filter's.
+#[derive(Debug, Clone)]
+struct Service {
     read_delay: Ns,
     write_delay: Ns,
     read_bucket: Bucket,
     write_bucket: Bucket,
-    queue: VecDeque<Request>,
-    /// The request being served and when it completes.
-    busy: Option<(Request, Ns)>,
 }
 
 impl Fixed {
@@ -150,17 +154,20 @@ impl Fixed {
         let rate = (params.rate_mb_per_s * 8e6).round() as u64;
         Ok(Fixed {
             name: name.into(),
-            read_delay: ns(params.read_delay_ms),
-            write_delay: ns(params.write_delay_ms),
-            read_bucket: Bucket::new(rate, params.burst_s),
-            write_bucket: Bucket::new(rate, params.burst_s),
+            service: Service {
+                read_delay: ns(params.read_delay_ms),
+                write_delay: ns(params.write_delay_ms),
+                read_bucket: Bucket::new(rate, params.burst_s),
+                write_bucket: Bucket::new(rate, params.burst_s),
+            },
             params,
             sources,
-            queue: VecDeque::new(),
-            busy: None,
+            serial: Serial::default(),
         })
     }
+}
 
+impl Service {
     /// When a request started at `start` completes (moves the buckets).
     fn finish_time(&mut self, start: Ns, r: &Request) -> Ns {
         let bits = r.len * 8;
@@ -172,15 +179,6 @@ impl Fixed {
             IoKind::Flush => start,
         }
     }
-
-    fn start_next(&mut self, now: Ns) {
-        if self.busy.is_none() {
-            if let Some(r) = self.queue.pop_front() {
-                let end = self.finish_time(now, &r);
-                self.busy = Some((r, end));
-            }
-        }
-    }
 }
 
 impl Device for Fixed {
@@ -188,21 +186,17 @@ impl Device for Fixed {
         self.params.capacity_bytes
     }
     fn submit(&mut self, now: Ns, req: Request) {
-        self.queue.push_back(req);
-        self.start_next(now);
+        let service = &mut self.service;
+        self.serial
+            .submit(now, req, |start, r| service.finish_time(start, r));
     }
     fn next_event(&self) -> Option<Ns> {
-        self.busy.map(|(_, t)| t)
+        self.serial.next_event()
     }
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
-        while let Some((r, t)) = self.busy {
-            if t > now {
-                break;
-            }
-            done.push(Completion { id: r.id, at: t });
-            self.busy = None;
-            self.start_next(t);
-        }
+        let service = &mut self.service;
+        self.serial
+            .advance(now, done, |start, r| service.finish_time(start, r));
     }
     fn info(&self) -> ModelInfo {
         ModelInfo::device(

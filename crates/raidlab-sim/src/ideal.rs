@@ -6,8 +6,8 @@
 //! perfect disk"), never as a stand-in for a real disk's or SSD's behaviour.
 
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request};
+use crate::serial::Serial;
 use raidlab_core::IoKind;
-use std::collections::VecDeque;
 
 /// A FIFO device with `latency_us` per request and `mb_per_s` of transfer.
 #[derive(Debug, Clone)]
@@ -15,9 +15,7 @@ pub struct Ideal {
     capacity: u64,
     latency_ns: Ns,
     mb_per_s: f64,
-    queue: VecDeque<Request>,
-    /// The request being served and when it completes.
-    busy: Option<(Request, Ns)>,
+    serial: Serial,
 }
 
 impl Ideal {
@@ -26,26 +24,19 @@ impl Ideal {
             capacity,
             latency_ns: (latency_us * 1e3).round() as Ns,
             mb_per_s,
-            queue: VecDeque::new(),
-            busy: None,
+            serial: Serial::default(),
         }
     }
 
-    fn service(&self, r: &Request) -> Ns {
-        let bytes = if matches!(r.kind, IoKind::Read | IoKind::Write | IoKind::Zero) {
-            r.len
-        } else {
-            0
-        };
-        self.latency_ns + (bytes as f64 / (self.mb_per_s * 1e6) * 1e9).round() as Ns
-    }
-
-    fn start_next(&mut self, now: Ns) {
-        if self.busy.is_none() {
-            if let Some(r) = self.queue.pop_front() {
-                let end = now + self.service(&r);
-                self.busy = Some((r, end));
-            }
+    /// When a request started at `start` ends: its latency and its bytes.
+    fn finish(latency_ns: Ns, mb_per_s: f64) -> impl FnMut(Ns, &Request) -> Ns {
+        move |start, r| {
+            let bytes = if matches!(r.kind, IoKind::Read | IoKind::Write | IoKind::Zero) {
+                r.len
+            } else {
+                0
+            };
+            start + latency_ns + (bytes as f64 / (mb_per_s * 1e6) * 1e9).round() as Ns
         }
     }
 }
@@ -55,21 +46,15 @@ impl Device for Ideal {
         self.capacity
     }
     fn submit(&mut self, now: Ns, req: Request) {
-        self.queue.push_back(req);
-        self.start_next(now);
+        let finish = Self::finish(self.latency_ns, self.mb_per_s);
+        self.serial.submit(now, req, finish);
     }
     fn next_event(&self) -> Option<Ns> {
-        self.busy.map(|(_, t)| t)
+        self.serial.next_event()
     }
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
-        while let Some((r, t)) = self.busy {
-            if t > now {
-                break;
-            }
-            done.push(Completion { id: r.id, at: t });
-            self.busy = None;
-            self.start_next(t);
-        }
+        let finish = Self::finish(self.latency_ns, self.mb_per_s);
+        self.serial.advance(now, done, finish);
     }
     fn info(&self) -> ModelInfo {
         ModelInfo {

@@ -27,6 +27,7 @@ pub mod mixed;
 pub mod presets;
 pub mod sched;
 pub mod scrub;
+mod serial;
 pub mod ssd;
 pub mod stats;
 pub mod summary;
