@@ -16,6 +16,7 @@ pub mod array;
 pub mod assemble;
 pub mod badblocks;
 pub mod balance;
+pub mod bitmap_daemon;
 pub mod exec;
 pub mod journal;
 pub mod lifecycle;

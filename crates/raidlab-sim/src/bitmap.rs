@@ -2,50 +2,46 @@
 //! an md 1.2 superblock and bitmap (built by raidlab-md as `mdadm --create
 //! --bitmap=internal` would), the engine marks chunks dirty and plans the
 //! bitmap writes before a write reaches the members (`Array::with_intent`,
-//! its `note_intent`), and this module plays md's bitmap daemon, which clears
-//! the bits of chunks nobody has written for two of its passes and writes the
-//! bitmap back.
+//! its `note_intent`), and the engine's bitmap daemon
+//! (`raidlab_raid::bitmap_daemon`) clears the bits of chunks nobody has
+//! written for two of its passes and writes the bitmap back.
 //!
 //! Decides: the superblocks and bitmap the simulated members start with (a
-//! clean array: no bit set), which chunks a request is writing while it runs,
-//! and when the daemon clears bits (every `daemon_sleep`, md's 5 s default
-//! from the bitmap header, only while bits are set; a chunk's bit goes on
-//! the second pass that finds no write in flight on it, as md's counter
-//! falls 2, 1, 0; never on a degraded array, where md keeps the bits for the
-//! member's return). It never decides when a write dirties a bit or what the
-//! engine writes for it (the engine's plans, scheduled like any other), and
-//! never reads the wall clock.
+//! clean array: no bit set), and the clock of the daemon's passes (every
+//! `daemon_sleep` of virtual time, only while bits are set). It tells the
+//! engine's daemon when a request's writes are under way in virtual time
+//! (the engine plans a request at once, so its own count ends at once). It
+//! never decides which chunks a write holds, which bits a pass clears or
+//! what is written for them (the engine's, scheduled like any other plan),
+//! and never reads the wall clock.
 
 use crate::array::DATA_OFFSET;
-use crate::device::{Ns, SEC};
+use crate::device::Ns;
 use raidlab_core::Volume;
 use raidlab_devices::SizeOnly;
 use raidlab_layout::{Geometry, Level};
 use raidlab_md::bitmap::{new_internal, Bitmap};
 use raidlab_md::superblock::{new_member, NewArray};
 use raidlab_md::Superblock;
-use raidlab_raid::metadata_plan::DeviceWrites;
-use raidlab_raid::plan::Space;
+use raidlab_raid::bitmap_daemon::{chunks_of, write_sectors, Daemon};
 use raidlab_raid::{Array, Plan};
-use rustc_hash::FxHashMap;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// The engine's view of the members' bitmap copies: what
 /// `Array::with_intent` takes.
 pub type IntentDevices = Vec<(usize, Arc<dyn Volume>, Superblock)>;
 
-/// md's bitmap daemon for one simulated array.
+/// md's bitmap daemon for one simulated array: its clock and the writes under
+/// way in virtual time.
 #[derive(Debug)]
 pub struct SimBitmap {
-    /// Each member's superblock (where its bitmap copy lives), in the order
-    /// of the engine's device table: the members in service, by role.
-    sbs: Vec<Superblock>,
-    /// Role of each position of that table (a bitmap plan's member numbers
-    /// are positions, not roles).
+    /// Role of each position of the engine's device table (a bitmap plan's
+    /// member numbers are positions, not roles).
     pub roles: Vec<usize>,
-    /// Bitmap chunk, in md sectors.
+    /// Bitmap chunk, in md sectors, and the bitmap's chunk count.
     chunk_sectors: u64,
+    chunks: u64,
     /// md's `daemon_sleep`, in virtual ns.
     sleep: Ns,
     /// RAID 10's bitmap counts array sectors, the other levels' member
@@ -55,11 +51,9 @@ pub struct SimBitmap {
     degraded: bool,
     /// The daemon's next pass, while bits are set.
     pub next: Option<Ns>,
-    /// Chunks the last pass found with no write in flight (md's counter at 1).
-    idle_once: BTreeSet<u64>,
-    /// Requests under way writing each chunk (md's counter above 2).
-    busy: FxHashMap<u64, u32>,
-    /// Bits cleared and bitmap writes planned by the daemon so far.
+    /// The engine's daemon, told of writes as they run in virtual time.
+    daemon: Daemon,
+    /// Bits cleared by the daemon so far.
     pub cleared: u64,
 }
 
@@ -116,15 +110,14 @@ impl SimBitmap {
         // md clears a new bitmap when it starts an array that is in sync.
         bitmap.clear_all();
         let sim = SimBitmap {
-            sbs: devices.iter().map(|d| d.2.clone()).collect(),
             roles: devices.iter().map(|d| d.0).collect(),
             chunk_sectors: bitmap.sb.chunk_sectors(),
-            sleep: u64::from(bitmap.sb.daemon_sleep.max(1)) * SEC,
+            chunks: bitmap.chunks(),
+            sleep: Daemon::sleep(&bitmap).as_nanos() as Ns,
             by_array_sector: g.level == Level::Raid10,
             degraded: devices.len() < g.raid_disks,
             next: None,
-            idle_once: BTreeSet::new(),
-            busy: FxHashMap::default(),
+            daemon: Daemon::default(),
             cleared: 0,
         };
         Ok((bitmap, devices, sim))
@@ -136,35 +129,18 @@ impl SimBitmap {
     }
 
     /// The bitmap chunks a request writes with `plans` (`host`: its array
-    /// range, which RAID 10's bitmap counts), now counted busy until
+    /// range, which RAID 10's bitmap counts), now counted under way until
     /// [`SimBitmap::done`]; starts the daemon's passes if they were stopped.
     pub fn start(&mut self, now: Ns, plans: &VecDeque<Plan>, host: Option<(u64, u64)>) -> Vec<u64> {
-        let mut chunks = Vec::new();
-        let cs = self.chunk_sectors;
-        let mut add = |offset: u64, len: u64| {
-            if len > 0 {
-                chunks.extend(offset / 512 / cs..=(offset + len - 1) / 512 / cs);
-            }
+        let ranges = match host {
+            Some(h) => write_sectors(self.by_array_sector, plans, h),
+            // Writes of the array's own thread (a stripe written out) have
+            // no host range; RAID 10, which counts by it, has none of them.
+            None if self.by_array_sector => Vec::new(),
+            None => write_sectors(false, plans, (0, 0)),
         };
-        if self.by_array_sector {
-            if let Some((offset, len)) =
-                host.filter(|_| plans.iter().any(|p| p.writes().next().is_some()))
-            {
-                add(offset, len);
-            }
-        } else {
-            for p in plans.iter().filter(|p| p.space == Space::Data) {
-                for op in p.writes() {
-                    add(op.offset, op.length);
-                }
-            }
-        }
-        chunks.sort_unstable();
-        chunks.dedup();
-        for &c in &chunks {
-            *self.busy.entry(c).or_default() += 1;
-            self.idle_once.remove(&c);
-        }
+        let chunks = chunks_of(&ranges, self.chunk_sectors, self.chunks);
+        self.daemon.start(&chunks);
         if !chunks.is_empty() && self.next.is_none() && !self.degraded {
             self.next = Some(now + self.sleep);
         }
@@ -173,67 +149,23 @@ impl SimBitmap {
 
     /// A request counted by [`SimBitmap::start`] finished.
     pub fn done(&mut self, chunks: &[u64]) {
-        for c in chunks {
-            if let Some(n) = self.busy.get_mut(c) {
-                *n -= 1;
-                if *n == 0 {
-                    self.busy.remove(c);
-                }
-            }
-        }
+        self.daemon.done(chunks);
     }
 
-    /// One pass of md's bitmap daemon at `now`: clear the bits idle for two
-    /// passes and, if any was, the plan that writes the bitmap to every member
-    /// (positions of the engine's table, as its own bitmap plans). The next
-    /// pass is due `daemon_sleep` later while bits are still set.
-    pub fn pass(&mut self, now: Ns, array: &Array) -> Result<Option<Plan>, String> {
+    /// One pass of the engine's bitmap daemon at `now`, with the writes under
+    /// way in virtual time; what it writes (a flush, then the bitmap on every
+    /// member) is recorded by the array's executor for the caller to
+    /// schedule. The next pass is due `daemon_sleep` later while bits are
+    /// still set.
+    pub fn pass(&mut self, now: Ns, array: &Array) -> Result<(), String> {
         self.next = None;
-        let Self {
-            sbs,
-            idle_once,
-            busy,
-            chunk_sectors,
-            cleared,
-            ..
-        } = self;
-        let result = array.with_bitmap_held(|bm| -> Result<(Option<Plan>, u64), String> {
-            let cs = *chunk_sectors;
-            let dirty: Vec<u64> = bm
-                .dirty_ranges()
-                .flat_map(|(start, len)| start / cs..(start + len).div_ceil(cs))
-                .collect();
-            let mut any = false;
-            for c in dirty {
-                if busy.contains_key(&c) {
-                    idle_once.remove(&c);
-                } else if idle_once.remove(&c) {
-                    bm.clear(c).map_err(|e| format!("bitmap daemon: {e}"))?;
-                    *cleared += 1;
-                    any = true;
-                } else {
-                    idle_once.insert(c);
-                }
-            }
-            let plan = if any {
-                let mut writes = DeviceWrites::default();
-                for (k, sb) in sbs.iter().enumerate() {
-                    let (at, bytes) = bm.placed(sb).map_err(|e| format!("bitmap daemon: {e}"))?;
-                    writes.push(k, at, &bytes);
-                }
-                Some(writes.plan())
-            } else {
-                None
-            };
-            Ok((plan, bm.dirty_count()))
-        });
-        let Some(result) = result else {
-            return Ok(None);
-        };
-        let (plan, dirty) = result?;
-        if dirty > 0 {
+        let cleared = array
+            .bitmap_daemon_pass_by(&mut self.daemon)
+            .map_err(|e| format!("bitmap daemon: {e}"))?;
+        self.cleared += cleared;
+        if array.with_bitmap_held(|b| b.dirty_count()).unwrap_or(0) > 0 {
             self.next = Some(now + self.sleep);
         }
-        Ok(plan)
+        Ok(())
     }
 }

@@ -1,8 +1,9 @@
 //! md's write-intent bitmap in the simulator: a write to a clean bitmap chunk
 //! costs the engine's bitmap update (a write and a flush on every member in
 //! service) before its data; a write to a chunk already dirty costs nothing
-//! more; md's daemon clears idle bits on its second pass and writes the
-//! bitmap once for all of them; a degraded array keeps its bits. Exact counts
+//! more; md's daemon (the engine's) clears idle bits on its second pass and
+//! writes the bitmap once for all of them, after a flush that makes the data
+//! the bits covered durable; a degraded array keeps its bits. Exact counts
 //! on ideal members, in virtual time.
 
 use raidlab_core::IoKind;
@@ -115,6 +116,9 @@ fn raid1_writes_to_clean_chunks_cost_a_bitmap_update_and_a_second_pass_does_not(
     assert_eq!(count(&sim, mark), (0, 0, 4 * 2));
     // Idle: the daemon's first pass (5 s) finds the chunks idle, its second
     // (10 s) clears them and writes the bitmap once; then it stops (no bits).
+    // Before the bitmap write, a flush of every member: a cleared bit must
+    // not reach a member before the data it covered is durable (md's bitmap
+    // write carries a cache flush before it).
     let mark = ops_len(&sim);
     let mut done = Vec::new();
     let mut last = t;
@@ -125,8 +129,8 @@ fn raid1_writes_to_clean_chunks_cost_a_bitmap_update_and_a_second_pass_does_not(
     assert_eq!(sim.bitmap_cleared(), Some(4));
     assert_eq!(
         count(&sim, mark),
-        (2, 2, 0),
-        "one bitmap write and flush per member"
+        (2, 2 * 2, 0),
+        "per member: a flush, one bitmap write and its flush"
     );
     assert!(
         (10 * SEC..11 * SEC).contains(&last),

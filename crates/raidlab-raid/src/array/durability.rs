@@ -17,7 +17,11 @@ impl Array {
         devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
     ) -> Array {
         self.intent = Some(Intent {
-            state: std::sync::Mutex::new(IntentState { bitmap, devices }),
+            state: std::sync::Mutex::new(IntentState {
+                bitmap,
+                devices,
+                daemon: Default::default(),
+            }),
         });
         self
     }
@@ -161,46 +165,105 @@ impl Array {
     }
 
     /// Mark the bitmap chunks a write plan touches dirty, on every member, before
-    /// the plan runs. md indexes RAID 10's bitmap by array sector, the other
-    /// levels' by member sector.
-    pub(super) fn note_intent(&self, plan: &Plan, pos: u64, n: u64) -> Result<()> {
+    /// the plan runs, and count the write under way on them (see
+    /// [`Array::intent_done`]). md indexes RAID 10's bitmap by array sector,
+    /// the other levels' by member sector. Returns the chunks held.
+    pub(super) fn note_intent(&self, plan: &Plan, pos: u64, n: u64) -> Result<Vec<u64>> {
         let Some(intent) = &self.intent else {
-            return Ok(());
+            return Ok(Vec::new());
         };
-        let ranges: Vec<(u64, u64)> = if self.geometry.level == raidlab_layout::Level::Raid10 {
-            vec![(pos / 512, (pos + n).div_ceil(512) - pos / 512)]
-        } else {
-            plan.writes()
-                .map(|op| {
-                    (
-                        op.offset / 512,
-                        (op.offset + op.length).div_ceil(512) - op.offset / 512,
-                    )
-                })
-                .collect()
-        };
+        let by_array = self.geometry.level == raidlab_layout::Level::Raid10;
+        let ranges = crate::bitmap_daemon::write_sectors(by_array, [plan], (pos, n));
         let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = &mut *st;
+        let bm = &mut st.bitmap;
+        let chunks = crate::bitmap_daemon::chunks_of(&ranges, bm.sb.chunk_sectors(), bm.chunks());
+        st.daemon.start(&chunks);
+        if chunks.iter().all(|&c| bm.is_dirty(c)) {
+            return Ok(chunks);
+        }
+        let sync = bm.sb.sync_size;
+        let set = ranges
+            .iter()
+            .filter(|(start, _)| *start < sync)
+            .try_for_each(|&(start, len)| bm.set_sectors(start, len.min(sync - start)));
+        if let Err(e) = set.and_then(|()| self.write_bitmap(st)) {
+            st.daemon.done(&chunks);
+            return Err(e);
+        }
+        Ok(chunks)
+    }
+
+    /// A write that held `chunks` (from [`Array::note_intent`]) has ended.
+    pub(super) fn intent_done(&self, chunks: &[u64]) {
+        if let Some(intent) = &self.intent {
+            let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+            st.daemon.done(chunks);
+        }
+    }
+
+    /// One pass of md's bitmap daemon: the bits of chunks no write has
+    /// touched for two passes are cleared and the bitmap written to every
+    /// member, after the members' writes are made durable (the data a bit
+    /// covered must be on the members before the bit goes: md's bitmap write
+    /// carries a cache flush before it). Call it every
+    /// [`Array::bitmap_daemon_sleep`]. Returns how many bits it cleared. A
+    /// degraded or recovering array keeps its bits.
+    pub fn bitmap_daemon_pass(&self) -> Result<u64> {
+        self.daemon_pass(None)
+    }
+
+    /// [`Array::bitmap_daemon_pass`] with the writes under way counted by
+    /// `daemon`, not by the array: the simulator's, whose writes are under
+    /// way in virtual time after the engine has planned them.
+    pub fn bitmap_daemon_pass_by(&self, daemon: &mut crate::bitmap_daemon::Daemon) -> Result<u64> {
+        self.daemon_pass(Some(daemon))
+    }
+
+    fn daemon_pass(&self, outer: Option<&mut crate::bitmap_daemon::Daemon>) -> Result<u64> {
+        let Some(intent) = &self.intent else {
+            return Ok(0);
+        };
+        let degraded = !self.missing_now().is_empty() || self.view().recovery.is_some();
+        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let st = &mut *st;
+        let before = st.bitmap.clone();
+        let daemon = match outer {
+            Some(d) => d,
+            None => &mut st.daemon,
+        };
+        let cleared = daemon.pass(&mut st.bitmap, degraded)?;
+        if cleared == 0 {
+            return Ok(0);
+        }
+        let written = self
+            .flush_members_now()
+            .and_then(|()| self.write_bitmap(st));
+        if let Err(e) = written {
+            // The bits stay as the members' copies have them.
+            st.bitmap = before;
+            return Err(e);
+        }
+        Ok(cleared)
+    }
+
+    /// How often md's bitmap daemon passes over this array's bitmap (`None`
+    /// without one).
+    pub fn bitmap_daemon_sleep(&self) -> Option<std::time::Duration> {
+        self.with_bitmap_held(|b| crate::bitmap_daemon::Daemon::sleep(b))
+    }
+
+    /// Write the bitmap as it is now to every device that keeps a copy: one
+    /// plan, all writes, then all flushes. A device that fails is taken out
+    /// as md does (its bitmap is stale) and the rest are written again, so
+    /// every device left has the bits durably before a write they cover goes
+    /// out.
+    fn write_bitmap(&self, st: &mut IntentState) -> Result<()> {
         let IntentState {
             bitmap: bm,
             devices,
-        } = &mut *st;
-        let last = bm.chunks().saturating_sub(1);
-        let already = ranges.iter().all(|&(start, len)| {
-            (bm.chunk_of(start).min(last)..=bm.chunk_of(start + len.max(1) - 1).min(last))
-                .all(|c| bm.is_dirty(c))
-        });
-        if already {
-            return Ok(());
-        }
-        let sync = bm.sb.sync_size;
-        for &(start, len) in ranges.iter().filter(|(start, _)| *start < sync) {
-            bm.set_sectors(start, len.min(sync - start))?;
-        }
-        // The bitmap goes to every member in service (and a member being
-        // rebuilt) as one plan: all writes, then all flushes. A device that
-        // fails is taken out as md does (its bitmap is stale) and the rest
-        // are written again, so every device left has the bits durably
-        // before the write they cover goes out.
+            ..
+        } = st;
         let view = self.view();
         let mut dropped = vec![false; devices.len()];
         loop {

@@ -108,8 +108,9 @@ struct Membership {
 
 /// md's write-intent bitmap at work: before a write reaches the members, the
 /// chunks it touches are marked dirty on every member's copy of the bitmap (and
-/// flushed); they are cleared only when the array is stopped cleanly, so after a
-/// crash a resync need only cover the dirty chunks.
+/// flushed); md's bitmap daemon clears them once idle (see
+/// `crate::bitmap_daemon`), and a clean stop clears the rest, so after a crash
+/// a resync need only cover the chunks written in the last few seconds.
 struct Intent {
     state: std::sync::Mutex<IntentState>,
 }
@@ -119,6 +120,8 @@ struct IntentState {
     /// Whole member devices (the bitmap sits beside the superblock) with their
     /// roles and superblocks. A member taken out is skipped.
     devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
+    /// The writes under way per chunk and the daemon's last pass.
+    daemon: crate::bitmap_daemon::Daemon,
 }
 
 impl std::fmt::Debug for Array {
@@ -360,7 +363,7 @@ impl Array {
                 b.check_write(&plan, pos, n)
                     .map_err(|e| e.on_device(&self.name))?;
             }
-            log.make_safe(self, &plan, pos, n)?;
+            let _bits = log.make_safe(self, &plan, pos, n)?;
             let held = self.locks.lock(&plan.locks);
             // The rebuild may have passed these stripes between planning and
             // locking, or one may have begun (a rebuild step needs these locks,

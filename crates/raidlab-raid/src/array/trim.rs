@@ -49,7 +49,7 @@ impl Array {
             .on_device(&self.name)
             .at(pos, n));
         }
-        self.write_log().make_safe(self, &plan, pos, n)?;
+        let _bits = self.write_log().make_safe(self, &plan, pos, n)?;
         let held = self.locks.lock(&plan.locks);
         if !self.is_current(&view) {
             // The membership changed before the locks were ours (a rebuild

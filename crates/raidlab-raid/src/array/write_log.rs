@@ -3,7 +3,8 @@
 //! chosen at assembly (md allows one consistency policy per array):
 //! - nothing but a resync of the whole array after an unclean stop;
 //! - the write-intent bitmap: the chunks the plan writes are marked dirty on
-//!   every member before it runs, and cleared only by a clean stop;
+//!   every member before it runs, and held while it runs; md's bitmap daemon
+//!   clears them once idle, a clean stop clears the rest;
 //! - the partial parity log (RAID 5): the plan carries a log step, written
 //!   durably on each parity member before the data, and released once the
 //!   members' writes are flushed by a later log write;
@@ -45,13 +46,21 @@ impl WriteLog<'_> {
     }
 
     /// What must be durable before `plan` (writing array range `[pos,
-    /// pos+n)`) may take its stripe locks: the bitmap's dirty bits. The logs
-    /// are written by the plan's own log step, under the locks.
-    pub(super) fn make_safe(&self, array: &Array, plan: &Plan, pos: u64, n: u64) -> Result<()> {
-        match self {
-            WriteLog::Bitmap => array.note_intent(plan, pos, n),
-            WriteLog::Resync | WriteLog::Ppl(_) | WriteLog::Journal(_) => Ok(()),
-        }
+    /// pos+n)`) may take its stripe locks: the bitmap's dirty bits, held
+    /// until the returned value is dropped (when the write has ended). The
+    /// logs are written by the plan's own log step, under the locks.
+    pub(super) fn make_safe<'a>(
+        &self,
+        array: &'a Array,
+        plan: &Plan,
+        pos: u64,
+        n: u64,
+    ) -> Result<BitsHeld<'a>> {
+        let chunks = match self {
+            WriteLog::Bitmap => array.note_intent(plan, pos, n)?,
+            WriteLog::Resync | WriteLog::Ppl(_) | WriteLog::Journal(_) => Vec::new(),
+        };
+        Ok(BitsHeld { array, chunks })
     }
 
     /// Run `plan` (its stripe locks held) with this log writing its log step,
@@ -99,6 +108,21 @@ impl WriteLog<'_> {
                 run(Some(&writer))
             }
             WriteLog::Resync | WriteLog::Bitmap => run(None),
+        }
+    }
+}
+
+/// The bitmap chunks a write holds while it runs: md's daemon leaves their
+/// bits set until the write has ended, however it ends.
+pub(super) struct BitsHeld<'a> {
+    array: &'a Array,
+    chunks: Vec<u64>,
+}
+
+impl Drop for BitsHeld<'_> {
+    fn drop(&mut self) {
+        if !self.chunks.is_empty() {
+            self.array.intent_done(&self.chunks);
         }
     }
 }

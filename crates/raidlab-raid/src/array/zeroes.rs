@@ -84,7 +84,7 @@ impl Array {
             // ranges, with its usual kind of operation.
             let written = plan_write(&self.geometry, &live, pos, n).map_err(on_array)?;
             let plan = plan_write_zeroes(&self.geometry, &live, pos, n).map_err(on_array)?;
-            self.write_log().make_safe(self, &written, pos, n)?;
+            let _bits = self.write_log().make_safe(self, &written, pos, n)?;
             let held = self.locks.lock(&plan.locks);
             if self.phase(&view, pos, n) != phase || !self.is_current(&view) {
                 drop(held);

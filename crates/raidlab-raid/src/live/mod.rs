@@ -173,6 +173,9 @@ pub struct LiveArray {
     /// Per-member I/O counters, by device path (devices gained while in
     /// service are counted here too).
     io: MemberIoRegistry,
+    /// When md's bitmap daemon passes next, on `clock` (`None` before the
+    /// first poll).
+    bitmap_due: Mutex<Option<std::time::Duration>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -209,6 +212,7 @@ impl LiveArray {
             safe: safe_mode::SafeMode::new(),
             said: Mutex::new(Vec::new()),
             io: MemberIoRegistry::default(),
+            bitmap_due: Mutex::new(None),
         })
     }
 
@@ -326,8 +330,9 @@ impl LiveArray {
 
     /// Record members the running array took out (write errors, too many read
     /// errors) as faulty, and let a hot spare take over; mark the array clean
-    /// after a quiet spell (safe mode). Returns what changed, for the log.
-    /// Call it every [`SAFE_MODE_POLL`] (the daemon does).
+    /// after a quiet spell (safe mode); run md's bitmap daemon when its pass
+    /// is due. Returns what changed, for the log. Call it every
+    /// [`SAFE_MODE_POLL`] (the daemon does).
     pub fn poll(self: &Arc<Self>) -> Vec<String> {
         let mut asm = lock(&self.asm);
         let mut said = std::mem::take(&mut *lock(&self.said));
@@ -337,7 +342,31 @@ impl LiveArray {
             said.push(format!("cannot start the rebuild: {e}"));
         }
         said.extend(self.settle(&mut asm));
+        said.extend(self.bitmap_daemon());
         said
+    }
+
+    /// A pass of md's bitmap daemon over the running array, every
+    /// `daemon_sleep` of its bitmap (`Array::bitmap_daemon_pass`). A pass
+    /// that cannot write the bitmap is said; the bits stay set.
+    fn bitmap_daemon(&self) -> Option<String> {
+        let sleep = self.array.bitmap_daemon_sleep()?;
+        let now = lock(&self.clock).now();
+        {
+            let mut due = lock(&self.bitmap_due);
+            match *due {
+                Some(t) if now >= t => *due = Some(now + sleep),
+                Some(_) => return None,
+                None => {
+                    *due = Some(now + sleep);
+                    return None;
+                }
+            }
+        }
+        self.array
+            .bitmap_daemon_pass()
+            .err()
+            .map(|e| format!("the bitmap daemon could not clear idle bits (they stay set): {e}"))
     }
 
     /// The members the running array took out, recorded faulty in the

@@ -539,22 +539,20 @@ impl SimArray {
         self.bitmap.as_ref().map(|b| b.cleared)
     }
 
-    /// A pass of md's bitmap daemon now; its bitmap write, if any, is
+    /// A pass of md's bitmap daemon now; what it writes, if anything, is
     /// scheduled as md's thread's.
     fn bitmap_pass(&mut self, now: Ns) {
         let Some(b) = self.bitmap.as_mut() else {
             return;
         };
-        let plan = match b.pass(now, &self.array) {
-            Ok(Some(p)) => p,
-            Ok(None) => return,
-            Err(e) => {
-                self.errors.push(e);
-                return;
-            }
-        };
-        let mut plans = self.spare_queues.pop().unwrap_or_default();
-        plans.push_back(plan);
+        if let Err(e) = b.pass(now, &self.array) {
+            self.errors.push(e);
+        }
+        let plans = self.recorded_plans();
+        if plans.is_empty() {
+            self.spare_queues.push(plans);
+            return;
+        }
         let seq = self.active.insert(Active::md(plans, now));
         self.ready.push_back(seq);
     }
