@@ -67,6 +67,9 @@ pub enum Command {
         force: bool,
         rebuild: bool,
         max_rate: Option<u64>,
+        /// Only a re-add (md's, bitmap-based); refused when not possible.
+        #[serde(default)]
+        re_add: bool,
     },
     Replace {
         old: String,

@@ -4,6 +4,8 @@
 //! are resynced; plain `add` does the same when it can, as mdadm --add does;
 //! when md would refuse, `--re-add` refuses and no member file changes.
 
+mod common;
+
 use assert_cmd::Command;
 use std::path::Path;
 
@@ -13,6 +15,8 @@ fn run(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::cargo_bin("raidlab")
         .unwrap()
         .current_dir(dir)
+        // Where a server of this test (and only of this test) is found.
+        .env("RAIDLAB_RUN_DIR", dir.join("run"))
         .args(args)
         .output()
         .unwrap()
@@ -155,6 +159,53 @@ fn raid5_re_add_after_fail_and_remove_resyncs_only_the_dirty_chunks() {
     assert_eq!(export(d, &m), expected);
     // Without m0, m0's chunks are computed from the others, m3's included:
     // they come out right only if m3 got B.
+    assert_eq!(export(d, &["missing", "m1", "m2", "m3"]), expected);
+}
+
+#[test]
+fn raid5_re_add_to_a_served_array_resyncs_only_the_dirty_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    let a = create_filled(d, "5", &m, true);
+    ok(d, &with("fail", &m, &["--member", "m3"]));
+    ok(d, &with("remove", &m, &["--member", "m3"]));
+    let expected = write_b(d, &m, a);
+
+    let served = common::Served::start(d, &m[..3]);
+    // Sent to the server: the array is served, so the verb goes there.
+    let out = ok(d, &with("add", &m[..3], &["--new", "m3", "--re-add"]));
+    assert!(out.contains("re-added into its role 3"), "{out}");
+    assert!(
+        out.contains("re-add of role 3"),
+        "waits for the resync: {out}"
+    );
+    let (resynced, member, dirty) = figures(&out);
+    assert!((1..=2).contains(&dirty), "{out}");
+    assert_eq!(
+        resynced,
+        dirty * MIB,
+        "one 1 MiB step per dirty chunk: {out}"
+    );
+    assert!(member >= 15 * MIB, "{out}");
+    // A blank file is refused with md's reason, and left as it was.
+    std::fs::write(d.join("blank"), vec![0u8; 16 * MIB as usize]).unwrap();
+    let o = run(d, &with("add", &m[..3], &["--new", "blank", "--re-add"]));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("not possible") && err.contains("nothing was changed"),
+        "{err}"
+    );
+    assert!(std::fs::read(d.join("blank"))
+        .unwrap()
+        .iter()
+        .all(|&b| b == 0));
+    served.stop();
+
+    let check = ok(d, &with("check", &m, &[]));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+    assert_eq!(export(d, &m), expected);
     assert_eq!(export(d, &["missing", "m1", "m2", "m3"]), expected);
 }
 

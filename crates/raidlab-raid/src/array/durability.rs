@@ -247,6 +247,22 @@ impl Array {
         Ok(cleared)
     }
 
+    /// Whether the write-intent bitmap marks any chunk of member range `[at,
+    /// at+n)` dirty (bytes of the data area). True without a bitmap, or where
+    /// it counts array sectors (RAID 10): nothing says the range is clean.
+    pub(super) fn member_range_dirty(&self, at: u64, n: u64) -> bool {
+        if self.geometry.level == raidlab_layout::Level::Raid10 || n == 0 {
+            return true;
+        }
+        let range = [(at / 512, (at + n).div_ceil(512) - at / 512)];
+        self.with_bitmap_held(|bm| {
+            crate::bitmap_daemon::chunks_of(&range, bm.sb.chunk_sectors(), bm.chunks())
+                .into_iter()
+                .any(|c| bm.is_dirty(c))
+        })
+        .unwrap_or(true)
+    }
+
     /// How often md's bitmap daemon passes over this array's bitmap (`None`
     /// without one).
     pub fn bitmap_daemon_sleep(&self) -> Option<std::time::Duration> {

@@ -34,6 +34,12 @@ pub struct Recovery {
     /// The target has taken over the role: the old member leaving changes
     /// nothing any more.
     pub(super) taken_over: AtomicBool,
+    /// A re-added member (md's bitmap-based recovery): it holds the role's
+    /// data except where the write-intent bitmap marks a chunk dirty, so a
+    /// step over clean chunks copies nothing.
+    pub(super) only_dirty: AtomicBool,
+    /// Bytes of the target written so far.
+    pub(super) copied: AtomicU64,
 }
 
 impl std::fmt::Debug for Recovery {
@@ -67,6 +73,16 @@ impl Recovery {
     /// than rebuilding a missing one.
     pub fn replacing(&self) -> bool {
         self.replacing.load(Ordering::Acquire)
+    }
+    /// Rebuild only the chunks the write-intent bitmap marks dirty when each
+    /// step comes to them (a re-added member: md's bitmap-based recovery).
+    /// Set before the first step.
+    pub fn only_dirty_chunks(&self) {
+        self.only_dirty.store(true, Ordering::Release);
+    }
+    /// Bytes written to the target so far.
+    pub fn copied(&self) -> u64 {
+        self.copied.load(Ordering::Relaxed)
     }
 }
 
@@ -233,6 +249,8 @@ impl Array {
             failed: AtomicBool::new(false),
             handover: std::sync::Mutex::new(()),
             taken_over: AtomicBool::new(false),
+            only_dirty: AtomicBool::new(false),
+            copied: AtomicU64::new(0),
         });
         let mut next = Membership {
             members: view.members.clone(),
@@ -302,6 +320,15 @@ impl Array {
         // Membership as of now, under the locks: whether the old member of a
         // replacement is still there to copy from.
         let view = self.view();
+        // A re-added member already holds the chunks the bitmap has clean.
+        // Checked under the step's stripe locks: a write that set a bit here
+        // set it before taking them (so it is seen), and one that sets a bit
+        // after this finds the checkpoint moved past it and writes the member
+        // too (`write_piece` plans again).
+        if rec.only_dirty.load(Ordering::Acquire) && !self.member_range_dirty(at, n) {
+            rec.done.store(at + n, Ordering::Release);
+            return Ok(at + n);
+        }
         let mut live = self.live_in(&view);
         live[rec.role] = false;
         // The target is one more member for the executor, after the roles.
@@ -383,6 +410,7 @@ impl Array {
         scratch[0] = out;
         match result {
             Ok(()) => {
+                rec.copied.fetch_add(n, Ordering::Relaxed);
                 rec.done.store(at + n, Ordering::Release);
                 Ok(at + n)
             }

@@ -32,7 +32,7 @@ pub use stats::{
 use crate::array::{Array, Recovery};
 use crate::assemble::{Assembly, Device, MemberState};
 use crate::badblocks::BadBlockChange;
-use crate::manage::Added;
+use crate::manage::{Added, ReAdd};
 use crate::recovery::{Progress, RunOptions, ScrubReport};
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
@@ -53,7 +53,8 @@ const CHECKPOINT: u64 = 64 << 20;
 /// A long run as `detail` shows it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskStatus {
-    /// "rebuild", "replace", "check" or "repair".
+    /// "rebuild", "re-add" (only the bitmap's dirty chunks), "replace",
+    /// "check" or "repair".
     pub kind: String,
     /// The member written (rebuild, replace) or the array (check, repair).
     pub device: String,
@@ -63,6 +64,9 @@ pub struct TaskStatus {
     pub total: u64,
     /// Average since the start of this run.
     pub bytes_per_sec: f64,
+    /// Bytes written to the member so far in this run (a re-add writes only
+    /// the dirty chunks of what it has done).
+    pub written: u64,
     pub running: bool,
     /// Why it stopped, when it did not finish.
     pub error: Option<String>,
@@ -89,6 +93,7 @@ impl TaskStatus {
             done: from,
             total,
             bytes_per_sec: 0.0,
+            written: 0,
             running: true,
             error: None,
             started: now,
@@ -109,6 +114,7 @@ impl TaskStatus {
         if self.kind == "replace" && !rec.replacing() {
             self.kind = "rebuild".into();
         }
+        self.written = rec.copied();
     }
 
     /// Percent done.
@@ -552,6 +558,38 @@ impl LiveArray {
             }
             Added::Spare => format!("{path} added as a hot spare"),
         })
+    }
+
+    /// Whether `device`, a former member, can be re-added now (md's re-add):
+    /// checks only, against the bitmap as the running array has it.
+    pub fn re_add_check(&self, device: &Device) -> Result<ReAdd> {
+        let mut asm = lock(&self.asm);
+        Self::change(&mut asm, &self.array, |a| a.re_add_check(device))
+    }
+
+    /// Re-add a former member into its old role while the array serves
+    /// (md's re-add): only the chunks the write-intent bitmap marks dirty
+    /// when the rebuild reaches them are rewritten, those the bitmap marked
+    /// while it was away and those written since. Refused, with md's reason
+    /// and nothing written, when [`LiveArray::re_add_check`] is.
+    pub fn re_add(self: &Arc<Self>, device: Device, rebuild: bool) -> Result<String> {
+        let mut asm = lock(&self.asm);
+        let device = self.io.count(device);
+        let path = device.path.clone();
+        let r = Self::change(&mut asm, &self.array, |a| a.re_add(device))?;
+        let what = format!(
+            "{path} re-added into its role {} (its events {}, the bitmap cleared at {}; {} dirty chunk(s) to resync)",
+            r.slot, r.events, r.events_cleared, r.dirty_chunks
+        );
+        if !rebuild {
+            return Ok(format!("{what}; start its resync with `raidlab rebuild`"));
+        }
+        if let Err(e) = self.start_pending(&mut asm) {
+            return Ok(format!("{what}; the resync cannot start now: {e}"));
+        }
+        Ok(format!(
+            "{what}; resyncing in the background (`raidlab detail` shows progress)"
+        ))
     }
 
     /// Start copying an active member onto a new device while both serve

@@ -86,8 +86,16 @@ impl LiveArray {
         self.array
             .add_log_device(slot, m.device.volume.clone(), m.sb.clone(), replacing)?;
         let rec = self.array.begin_recovery(slot, target, from, replacing)?;
+        let re_add = m.sb.feature_map & raidlab_md::superblock::feature::RECOVERY_BITMAP != 0;
+        if re_add {
+            rec.only_dirty_chunks();
+        }
         let status = Arc::new(Mutex::new(TaskStatus::new(
-            if replacing { "replace" } else { "rebuild" },
+            match (replacing, re_add) {
+                (true, _) => "replace",
+                (false, true) => "re-add",
+                (false, false) => "rebuild",
+            },
             m.device.path.clone(),
             Some(slot),
             rec.done(),
@@ -144,6 +152,7 @@ impl LiveArray {
                         .checkpoint_recovery(index, if keep { rec.done() } else { 0 })?;
                     return Ok(false);
                 }
+                let copied = rec.copied();
                 let done = self
                     .array
                     .recovery_step(&rec, step.end - step.start, &mut scratch)?;
@@ -152,7 +161,9 @@ impl LiveArray {
                     st.advance(done, clock.now());
                     st.follow(&rec);
                 }
-                if run.advance(done, done - step.start) {
+                // Work is what was copied: a re-add's clean chunks cost no
+                // time under the rate limit.
+                if run.advance(done, rec.copied() - copied) {
                     self.array.flush_recovery_target(&rec)?;
                     lock(&self.asm).checkpoint_recovery(index, done)?;
                 }

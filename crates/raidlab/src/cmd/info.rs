@@ -470,7 +470,8 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         ));
         for t in s.status.rebuild.iter().chain(&s.status.scrub) {
             let label = match t.kind.as_str() {
-                "rebuild" => "Rebuild Status",
+                // md calls a re-add's bitmap-based resync a recovery too.
+                "rebuild" | "re-add" => "Rebuild Status",
                 "replace" => "Replace Status",
                 "check" => "Check Status",
                 _ => "Repair Status",

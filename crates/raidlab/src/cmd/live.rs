@@ -84,6 +84,7 @@ pub fn add(server: &Path, a: &AddArgs) -> Result<ExitCode> {
             force: a.force,
             rebuild: !a.no_rebuild,
             max_rate: a.run.max_rate,
+            re_add: a.re_add,
         },
     )
 }
@@ -312,6 +313,7 @@ fn carry_out(
             force,
             rebuild,
             max_rate,
+            re_add,
         } => {
             live.set_max_rate(max_rate);
             // A former member (stale, removed, faulty) served with the array
@@ -327,7 +329,14 @@ fn carry_out(
                 Some(d) => d,
                 None => m.open_new(Path::new(&new))?,
             };
-            let out = live.add(device, force, rebuild)?;
+            // As mdadm's --add: a former member is re-added when md would
+            // (only its bitmap's dirty chunks resynced), else taken back
+            // whole; --re-add asks for the first only.
+            let out = match live.re_add_check(&device) {
+                Ok(_) => live.re_add(device, rebuild)?,
+                Err(e) if re_add => return Err(e.into()),
+                Err(_) => live.add(device, force, rebuild)?,
+            };
             said(&out);
             finish_with_rebuild(stream, live, out, rebuild)
         }
@@ -439,8 +448,13 @@ fn finish_with_rebuild(
             }
             if !s.running && last.as_ref() != Some(&s.device) {
                 last = Some(s.device.clone());
+                let resynced = if s.kind == "re-add" {
+                    format!(" (resynced {} bytes of {})", s.written, s.total)
+                } else {
+                    String::new()
+                };
                 text += &format!(
-                    "raidlab: {} of role {} onto {} complete\n",
+                    "raidlab: {} of role {} onto {} complete{resynced}\n",
                     s.kind,
                     s.role.unwrap_or(0),
                     s.device

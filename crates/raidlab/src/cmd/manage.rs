@@ -189,12 +189,6 @@ pub fn remove(a: RemoveArgs) -> Result<ExitCode> {
 
 pub fn add(a: AddArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
-        if a.re_add {
-            bail!(
-                "--re-add of {} to a served array is not built yet: stop the server (`raidlab stop`) and re-add it offline, or add it without --re-add (a full rebuild)",
-                a.new.display()
-            );
-        }
         let (device, created) = new_device(&a.new, a.member_size)?;
         // The server opens (and locks) it itself.
         drop(device);

@@ -99,3 +99,69 @@ pub fn journal_crash(devices: &[String], at: u64, data: &[u8]) -> Result<(), Str
     drop(asm);
     Ok(())
 }
+
+/// `raidlab serve` running in a test's directory, stopped with SIGTERM (a
+/// clean stop) by [`Served::stop`], killed if dropped.
+pub struct Served(Option<std::process::Child>);
+
+impl Served {
+    /// Serve `members` (paths relative to `dir`) on a socket in `dir` and
+    /// wait until both its NBD socket and its control socket are up.
+    pub fn start(dir: &Path, members: &[&str]) -> Served {
+        use std::io::Read;
+        let socket = dir.join("nbd.sock");
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+            .current_dir(dir)
+            .env("RAIDLAB_RUN_DIR", dir.join("run"))
+            .args(["serve", "--socket"])
+            .arg(&socket)
+            .args(members)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("raidlab serve starts");
+        let mut s = Served(Some(child));
+        let pid = s.0.as_ref().map_or(0, |c| c.id());
+        let ctl = dir.join("run").join(format!("serve-{pid}.ctl"));
+        let t = std::time::Instant::now();
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() || !ctl.exists() {
+            if let Some(st) = s.0.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                let mut err = String::new();
+                if let Some(mut e) = s.0.take().and_then(|c| c.stderr) {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("raidlab serve exited at start ({st}): {err}");
+            }
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(30),
+                "raidlab serve did not listen"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        s
+    }
+
+    /// SIGTERM (a clean stop); asserts it exited 0.
+    pub fn stop(mut self) {
+        use std::io::Read;
+        let Some(mut c) = self.0.take() else { return };
+        // SAFETY: kill has no memory-safety preconditions; the pid is our
+        // child, not yet reaped.
+        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+        let mut err = String::new();
+        if let Some(mut e) = c.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        let st = c.wait().expect("raidlab serve is reaped");
+        assert!(st.success(), "raidlab serve stopped with {st}: {err}");
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

@@ -426,6 +426,7 @@ fn action(rq: &mut Request, ctx: &Ctx) -> Reply {
             force: false,
             rebuild: true,
             max_rate: None,
+            re_add: false,
         }),
         "check" => Ok(Command::Check {
             repair: false,
