@@ -32,6 +32,65 @@ pub struct BenchReport {
     /// existed; empty for suites that do not record it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<RunConditions>,
+    /// `raidlab seeds` only: what a source article's experiment redone in
+    /// simulation found, and what ran, for the report to say beside the
+    /// figures (absent for every other suite).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<SeedSection>,
+}
+
+/// One seed's findings, error figures and simulated configurations.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SeedSection {
+    /// The seed's letter (SEEDS.md), "A" to "E".
+    pub seed: String,
+    /// What the simulation leaves out of the article's experiment.
+    pub scope: String,
+    pub findings: Vec<SeedFinding>,
+    /// Median absolute errors |simulated/article - 1| over sets of cells
+    /// (seed E's); empty where the seed has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<SeedError>,
+    /// What every configuration (a group of the rows) ran on: the run
+    /// conditions of virtual figures, which no machine's speed enters.
+    pub configs: Vec<SeedConfig>,
+}
+
+/// One of an article's findings and the simulation's verdict on it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SeedFinding {
+    pub text: String,
+    /// `reproduced`, `not reproduced` or `not modelled`.
+    pub verdict: String,
+    /// The figures the finding's rule compared, or what the model lacks.
+    pub why: String,
+}
+
+/// A median absolute error over a set of cells.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SeedError {
+    /// Which cells, in words.
+    pub what: String,
+    pub cells: usize,
+    /// A fraction (0.082 is 8.2%).
+    pub median_abs_error: f64,
+}
+
+/// A seed configuration and the simulated hardware and host it ran on.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SeedConfig {
+    /// The configuration's name (the rows' group).
+    pub config: String,
+    /// The simulator's short form, after `sim:`.
+    pub spec: String,
+    /// The drives (preset names and what they model) and their arrangement.
+    pub drives: String,
+    /// The RAID card and its mode, or that there is none.
+    pub card: String,
+    /// The host model: I/O scheduler and md's CPU model of an era.
+    pub host: String,
+    /// The file-system layer and its kernel, or block level.
+    pub fs: String,
 }
 
 /// The conditions one target was measured under.
@@ -139,6 +198,7 @@ impl BenchReport {
             simulated: Vec::new(),
             baseline: None,
             conditions: Vec::new(),
+            seed: None,
         }
     }
 

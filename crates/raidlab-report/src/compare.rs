@@ -206,6 +206,7 @@ mod tests {
             baseline: baseline.map(str::to_string),
             conditions: Vec::new(),
             simulated: Vec::new(),
+            seed: None,
             rows: vec![
                 row("SEQ1M Q8T1", "RAID 5, 4 members", "MB/s", 560.0),
                 row("SEQ1M Q8T1", "RAID 5, 4 members", "latency µs", 9.0),

@@ -81,6 +81,7 @@ mod tests {
             baseline: None,
             conditions: Vec::new(),
             simulated: Vec::new(),
+            seed: None,
             source: "dir/x,y.json".into(),
             format: crate::FORMAT.into(),
             suite: "cdm".into(),

@@ -171,6 +171,7 @@ svg.chart text.v{fill:#222}svg.chart line.grid{stroke:#e4e4e4}svg.chart line.zer
 .warn{background:#fff4e5;border-left:4px solid #e69f00;padding:6px 10px;margin:8px 0}
 .grids{display:flex;flex-wrap:wrap;gap:6px 24px}table.cdm caption{font-weight:600;text-align:left;padding:2px 0}
 table.cdm td.n{min-width:70px}table.seedgrid caption{font-weight:600;text-align:left;padding:2px 0}table.seedgrid td.n{min-width:56px}
+td.verdict{font-weight:600;white-space:nowrap}td.verdict.yes{color:#1b7837}td.verdict.no{color:#b2182b}td.verdict.na{color:#555}
 "#;
 
 /// The page for `files`: merged as [`Model`] merges them, each suite compared
@@ -217,7 +218,11 @@ pub fn render_html_with(files: &[ResultFile], baseline: Option<&str>) -> String 
         h.push_str("</ul></nav>\n");
     }
     for (si, suite) in model.suites.iter().enumerate() {
-        suite_section(&mut h, &model, suite, si);
+        let seed = files
+            .iter()
+            .filter(|f| f.suite == suite.name)
+            .find_map(|f| f.seed.as_ref());
+        suite_section(&mut h, &model, suite, si, seed);
     }
     h.push_str("<p class=\"note\">Made by <code>raidlab report</code>. Bars show each value; hover a bar for the exact number, which the table under each chart also gives.</p>\n");
     h.push_str("</body>\n</html>\n");
@@ -237,15 +242,28 @@ fn sources(h: &mut String, files: &[ResultFile], model: &Model) {
                 }
             })
             .collect();
+        // A seed's figures are virtual: the machine that computed them did not
+        // measure anything, so it is named as such, not as a test host.
+        let host = if f.seed.is_some() {
+            format!(
+                "<td colspan=\"3\">simulated in virtual time (computed on {}; the figures do not depend on the machine)</td>",
+                esc(f.host.hostname.as_deref().unwrap_or("an unnamed machine"))
+            )
+        } else {
+            format!(
+                "<td>{}</td><td class=\"n\">{}</td><td>{}</td>",
+                esc(f.host.hostname.as_deref().unwrap_or("")),
+                f.host.cpus.map(|c| c.to_string()).unwrap_or_default(),
+                esc(f.host.kernel.as_deref().unwrap_or(""))
+            )
+        };
         let _ = writeln!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td>{}<td>{}</td></tr>",
             esc(&f.source),
             esc(&f.suite),
             esc(f.created.as_deref().unwrap_or("")),
-            esc(f.host.hostname.as_deref().unwrap_or("")),
-            f.host.cpus.map(|c| c.to_string()).unwrap_or_default(),
-            esc(f.host.kernel.as_deref().unwrap_or("")),
+            host,
             targets.join(", ")
         );
     }
@@ -260,13 +278,25 @@ fn direction(hib: Option<bool>) -> &'static str {
     }
 }
 
-fn suite_section(h: &mut String, model: &Model, suite: &SuiteView, si: usize) {
+fn suite_section(
+    h: &mut String,
+    model: &Model,
+    suite: &SuiteView,
+    si: usize,
+    seed: Option<&crate::seed::Seed>,
+) {
     let _ = writeln!(
         h,
         "<section class=\"suite\" id=\"suite-{si}\">\n<h2>{}</h2>",
         esc(&suite_title(&suite.name))
     );
-    conditions(h, model, suite);
+    match seed {
+        Some(s) => {
+            crate::seed::findings(h, s);
+            crate::seed::conditions(h, s);
+        }
+        None => conditions(h, model, suite),
+    }
     if suite.name == "cdm" {
         grid::cdm_grids(h, model, suite);
     }
@@ -516,6 +546,7 @@ mod tests {
             baseline: None,
             conditions: Vec::new(),
             simulated: Vec::new(),
+            seed: None,
             source: source.into(),
             format: crate::FORMAT.into(),
             suite: "cdm".into(),

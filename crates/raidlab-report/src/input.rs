@@ -42,6 +42,10 @@ pub struct ResultFile {
     /// are virtual.
     #[serde(default)]
     pub simulated: Vec<Simulated>,
+    /// `raidlab seeds` results: the article's findings with their verdicts,
+    /// the error figures and the simulated configurations (absent otherwise).
+    #[serde(default)]
+    pub seed: Option<crate::seed::Seed>,
     // `details` (suite-specific) is deliberately not read: unknown fields are
     // ignored, so runners can add to it without breaking reports.
 }
@@ -224,6 +228,9 @@ impl ResultFile {
                     ),
                 ));
             }
+        }
+        if let Some(seed) = &self.seed {
+            seed.check().map_err(|(path, m)| invalid(path, m))?;
         }
         let mut seen: HashMap<(&str, &str, &str, &str, &str), usize> = HashMap::new();
         for (i, row) in self.rows.iter().enumerate() {

@@ -30,6 +30,7 @@ mod html;
 mod input;
 mod jobs;
 mod model;
+mod seed;
 mod svg;
 
 pub use crate::compare::comparison_text;
@@ -37,6 +38,7 @@ pub use crate::csv::{render_csv, HEADER as CSV_HEADER};
 pub use crate::error::ReportError;
 pub use crate::html::{render_html, render_html_with, shown, shown_in};
 pub use crate::input::{Conditions, Host, ResultFile, Row, Simulated, FORMAT};
+pub use crate::seed::{ErrorFigure, Finding, Seed, SimConfig, VERDICTS};
 
 use std::fs;
 use std::path::{Path, PathBuf};

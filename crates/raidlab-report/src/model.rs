@@ -519,6 +519,7 @@ mod tests {
             baseline: None,
             conditions: Vec::new(),
             simulated: Vec::new(),
+            seed: None,
             source: source.to_string(),
             format: crate::FORMAT.to_string(),
             suite: suite.to_string(),

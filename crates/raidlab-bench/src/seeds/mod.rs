@@ -22,6 +22,7 @@ mod bonnie_runs;
 mod c;
 mod d;
 mod e;
+mod report;
 
 use crate::target::{OpenOptions, Target};
 use raidlab_core::{Error, Result};
@@ -30,6 +31,7 @@ use serde::Serialize;
 /// Bonnie++'s file size for seeds C and D.
 pub use bonnie_runs::BONNIE_SIZE;
 pub use e::{e_error, E_CALIBRATION, E_MEASURE};
+pub use report::verdict;
 
 /// The format name of `raidlab seeds --json`.
 pub const FORMAT: &str = "raidlab-seeds/1";
@@ -410,7 +412,9 @@ fn median(v: &[f64]) -> f64 {
 /// The seeds as raidlab-bench/1 results, one per seed, for raidlab-report: the
 /// targets are "article" and "simulated", the groups the configurations, so the
 /// report's charts put the article's bars beside the simulated ones. Cells with
-/// no article figure carry only the simulated bar.
+/// no article figure carry only the simulated bar. Each carries its seed's
+/// findings, error figures and simulated configurations (`seed`), so the page
+/// says what the terminal says.
 pub fn reports(r: &SeedsResult) -> Vec<crate::schema::BenchReport> {
     let mut out = Vec::new();
     for letter in &r.seeds {
@@ -439,6 +443,9 @@ pub fn reports(r: &SeedsResult) -> Vec<crate::schema::BenchReport> {
         b.details = serde_json::json!({
             "findings": r.findings.iter().filter(|f| f.seed == *letter).collect::<Vec<_>>(),
         });
+        if let Ok(seed) = Seed::parse(letter) {
+            b.seed = Some(report::section(r, seed));
+        }
         out.push(b);
     }
     out
