@@ -17,6 +17,7 @@ pub mod assemble;
 pub mod badblocks;
 pub mod balance;
 pub mod exec;
+pub mod grow;
 pub mod journal;
 pub mod lifecycle;
 pub mod live;
