@@ -56,8 +56,8 @@ pub struct SizeChange {
 /// level, `--level`, `--chunk`, `--layout`): nothing is written.
 pub fn reshape_not_built(what: &str) -> Error {
     Error::new(
-        ErrorKind::Unsupported,
-        Op::Write,
+        ErrorKind::Refused,
+        Op::Plan,
         format!(
             "{what} restripes the array (md's reshape), which raidlab does not do yet; nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy and --raid-devices of RAID 1"
         ),
@@ -65,7 +65,7 @@ pub fn reshape_not_built(what: &str) -> Error {
 }
 
 fn refused(msg: String) -> Error {
-    Error::new(ErrorKind::Refused, Op::Write, msg)
+    Error::new(ErrorKind::Refused, Op::Plan, msg)
 }
 
 impl Assembly {
@@ -123,8 +123,8 @@ impl Assembly {
             }
             Level::Raid10 => {
                 return Err(Error::new(
-                    ErrorKind::Unsupported,
-                    Op::Write,
+                    ErrorKind::Refused,
+                    Op::Plan,
                     "--size of RAID 10 is not built yet (md counts its resync in array sectors): use mdadm --grow --size; nothing was changed",
                 ))
             }
@@ -134,15 +134,15 @@ impl Assembly {
         let template = self.grow_template()?;
         if template.version() == MetadataVersion::V0_90 {
             return Err(Error::new(
-                ErrorKind::Unsupported,
-                Op::Write,
+                ErrorKind::Refused,
+                Op::Plan,
                 "--size of a metadata 0.90 array is not built yet: use mdadm --grow --size; nothing was changed",
             ));
         }
         if self.has_journal() {
             return Err(Error::new(
-                ErrorKind::Unsupported,
-                Op::Write,
+                ErrorKind::Refused,
+                Op::Plan,
                 "--size of an array with a write journal is not built yet: use mdadm --grow --size; nothing was changed",
             ));
         }

@@ -110,7 +110,7 @@ impl Assembly {
             let bm = raidlab_md::bitmap::grow_internal(&mut sb, chunk, dirty).map_err(|e| {
                 Error::new(
                     ErrorKind::Refused,
-                    Op::Write,
+                    Op::Plan,
                     format!("{}; nothing was changed", e.message),
                 )
                 .on_device(m.device.path.clone())
@@ -188,8 +188,8 @@ impl Assembly {
         }
         if template.version() == MetadataVersion::V1_0 {
             return Err(Error::new(
-                ErrorKind::Unsupported,
-                Op::Write,
+                ErrorKind::Refused,
+                Op::Plan,
                 "a partial parity log on metadata 1.0 is not built yet (md keeps it before the superblock at the member's end): use mdadm --grow --consistency-policy=ppl; nothing was changed",
             ));
         }

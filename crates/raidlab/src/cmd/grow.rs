@@ -109,10 +109,10 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
 }
 
 fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCode> {
+    if a.no_sync && asm.logs_partial_parity() && !a.assume_clean {
+        bail!("--no-sync on an array with a partial parity log: the next start replays the log and records the array clean, so the new space would never be resynced; grow without --no-sync (the resync runs now)");
+    }
     let c = asm.grow_size(req, a.assume_clean)?;
-    // The resync reads the array afresh from its new superblocks; this
-    // assembly's member locks are let go first.
-    drop(asm);
     if a.run.json && (c.resync_from.is_none() || a.no_sync) {
         outln!("{}", serde_json::to_string_pretty(&c)?);
         return Ok(ExitCode::SUCCESS);
@@ -148,7 +148,8 @@ fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCo
         outln!("raidlab: the new space (from member byte {from}) is resynced by `raidlab resync`");
         return Ok(ExitCode::SUCCESS);
     }
-    let mut asm = assemble_rw(&a.members)?;
+    // The same assembly, whose superblocks the change wrote: a new one
+    // would replay a partial parity log first and call the array clean.
     let report = asm.resync(options(&a.run, false), &mut bar("resync"))?;
     if a.run.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
