@@ -555,7 +555,8 @@ pub struct AddArgs {
     pub run: RunControl,
 }
 
-const GROW_HELP: &str = "One change per run, offline (a served array is refused: `raidlab stop` it first).
+const GROW_HELP: &str =
+    "One change per run, offline (a served array is refused: `raidlab stop` it first).
 Examples:
   raidlab grow m0.img m1.img --size max          # members were grown: use all of them
   raidlab grow m0.img m1.img --bitmap internal   # add md's write-intent bitmap

@@ -132,7 +132,10 @@ fn raid5_size_max_uses_the_grown_members_resyncs_the_new_space_and_keeps_the_dat
     check_clean(d, &m);
     let got = export(d, &m);
     assert_eq!(got.len() as u64, 2 * want);
-    assert!(got[..a.len()] == a[..], "the data before the grow reads back");
+    assert!(
+        got[..a.len()] == a[..],
+        "the data before the grow reads back"
+    );
 }
 
 #[test]
@@ -143,7 +146,14 @@ fn raid1_size_with_a_bitmap_marks_only_the_new_chunks_and_shrinks_and_grows_back
     let a = create_filled(
         d,
         &m,
-        &["--level", "1", "--consistency-policy", "bitmap", "--bitmap-chunk", "1M"],
+        &[
+            "--level",
+            "1",
+            "--consistency-policy",
+            "bitmap",
+            "--bitmap-chunk",
+            "1M",
+        ],
     );
     let old = detail(d, &m)["member_data_bytes"].as_u64().unwrap();
     grow_files(d, &m, 32 * MIB);
@@ -196,7 +206,11 @@ fn bitmap_is_added_and_removed_and_the_array_stays_consistent() {
     let a = create_filled(d, &m, &["--level", "6", "--chunk", "64K"]);
     let out = ok(
         d,
-        &with("grow", &m, &["--bitmap", "internal", "--bitmap-chunk", "256K"]),
+        &with(
+            "grow",
+            &m,
+            &["--bitmap", "internal", "--bitmap-chunk", "256K"],
+        ),
     );
     assert!(out.contains("internal bitmap added"), "{out}");
     for name in m {
@@ -214,7 +228,10 @@ fn bitmap_is_added_and_removed_and_the_array_stays_consistent() {
     // Writes through the new bitmap, then a clean check.
     let b = pattern(MIB as usize, 9);
     std::fs::write(d.join("b.bin"), &b).unwrap();
-    ok(d, &with("import", &m, &["--input", "b.bin", "--offset", "3M"]));
+    ok(
+        d,
+        &with("import", &m, &["--input", "b.bin", "--offset", "3M"]),
+    );
     let mut want = a.clone();
     want[3 * MIB as usize..4 * MIB as usize].copy_from_slice(&b);
     check_clean(d, &m);
@@ -237,7 +254,14 @@ fn raid5_consistency_policy_goes_from_ppl_to_resync_and_back() {
     let a = create_filled(
         d,
         &m,
-        &["--level", "5", "--chunk", "64K", "--consistency-policy", "ppl"],
+        &[
+            "--level",
+            "5",
+            "--chunk",
+            "64K",
+            "--consistency-policy",
+            "ppl",
+        ],
     );
     ok(d, &with("grow", &m, &["--consistency-policy", "resync"]));
     assert_eq!(detail(d, &m)["consistency_policy"], "resync");
@@ -245,7 +269,10 @@ fn raid5_consistency_policy_goes_from_ppl_to_resync_and_back() {
     assert_eq!(detail(d, &m)["consistency_policy"], "ppl");
     let b = pattern(MIB as usize, 3);
     std::fs::write(d.join("b.bin"), &b).unwrap();
-    ok(d, &with("import", &m, &["--input", "b.bin", "--offset", "5M"]));
+    ok(
+        d,
+        &with("import", &m, &["--input", "b.bin", "--offset", "5M"]),
+    );
     let mut want = a;
     want[5 * MIB as usize..6 * MIB as usize].copy_from_slice(&b);
     check_clean(d, &m);
@@ -333,27 +360,74 @@ fn refusals_say_why_and_change_no_byte() {
         (with("grow", &r5, &["--raid-devices", "4"]), "reshape"),
         (with("grow", &r5, &["--level", "6"]), "reshape"),
         (with("grow", &r5, &["--chunk", "128K"]), "reshape"),
-        (with("grow", &r5, &["--layout", "left-asymmetric"]), "reshape"),
+        (
+            with("grow", &r5, &["--layout", "left-asymmetric"]),
+            "reshape",
+        ),
         (with("grow", &r0, &["--raid-devices", "3"]), "reshape"),
         (with("grow", &r5, &["--size", "64M"]), "does not fit"),
         (with("grow", &r5, &["--size", "32K"]), "at least one chunk"),
-        (with("grow", &r5, &["--size", "1000"]), "whole number of KiB"),
+        (
+            with("grow", &r5, &["--size", "1000"]),
+            "whole number of KiB",
+        ),
         (with("grow", &r0, &["--size", "max"]), "RAID 0"),
-        (with("grow", &r0, &["--bitmap", "internal"]), "not meaningful"),
+        (
+            with("grow", &r0, &["--bitmap", "internal"]),
+            "not meaningful",
+        ),
         (with("grow", &r5, &["--bitmap", "none"]), "no bitmap found"),
         (with("grow", &r1, &["--bitmap", "internal"]), "already has"),
-        (with("grow", &r1, &["--consistency-policy", "ppl"]), "RAID 5"),
-        (with("grow", &r5, &["--consistency-policy", "ppl"]), "Not enough space"),
-        (with("grow", &r5, &["--consistency-policy", "resync"]), "already resync"),
-        (with("grow", &r5, &["--consistency-policy", "bitmap"]), "--bitmap internal"),
+        (
+            with("grow", &r1, &["--consistency-policy", "ppl"]),
+            "RAID 5",
+        ),
+        (
+            with("grow", &r5, &["--consistency-policy", "ppl"]),
+            "Not enough space",
+        ),
+        (
+            with("grow", &r5, &["--consistency-policy", "resync"]),
+            "already resync",
+        ),
+        (
+            with("grow", &r5, &["--consistency-policy", "bitmap"]),
+            "--bitmap internal",
+        ),
         (with("grow", &r1, &["--raid-devices", "3"]), "need 1 spare"),
-        (with("grow", &r1, &["--raid-devices", "1"]), "fail and remove"),
+        (
+            with("grow", &r1, &["--raid-devices", "1"]),
+            "fail and remove",
+        ),
         (with("grow", &r1, &["--raid-devices", "2"]), "no change"),
-        (with("grow", &r1, &["--raid-devices", "3", "--add", "tiny", "--member-size", "1M"]), "needs"),
-        (with("grow", &r5, &["--size", "max", "--bitmap", "internal"]), "one change per run"),
+        (
+            with(
+                "grow",
+                &r1,
+                &[
+                    "--raid-devices",
+                    "3",
+                    "--add",
+                    "tiny",
+                    "--member-size",
+                    "1M",
+                ],
+            ),
+            "needs",
+        ),
+        (
+            with("grow", &r5, &["--size", "max", "--bitmap", "internal"]),
+            "one change per run",
+        ),
         (with("grow", &r5, &[]), "nothing to change"),
-        (with("grow", &["plain"], &["--size", "max"]), "no md superblock"),
-        (with("grow", &["nonexistent"], &["--size", "max"]), "nonexistent"),
+        (
+            with("grow", &["plain"], &["--size", "max"]),
+            "no md superblock",
+        ),
+        (
+            with("grow", &["nonexistent"], &["--size", "max"]),
+            "nonexistent",
+        ),
     ];
     for (args, why) in cases {
         let before = files(d, &all);
@@ -362,7 +436,10 @@ fn refusals_say_why_and_change_no_byte() {
         assert!(!o.status.success(), "{args:?} succeeded");
         assert!(err.contains(why), "{args:?}: expected {why:?} in: {err}");
         assert!(files(d, &all) == before, "{args:?} changed a member file");
-        assert!(!d.join("tiny").exists(), "{args:?} left a created file behind");
+        assert!(
+            !d.join("tiny").exists(),
+            "{args:?} left a created file behind"
+        );
     }
 }
 

@@ -34,7 +34,11 @@ const BBL_SECTORS: i64 = 8;
 /// must be resynced), else every bit clear. Refused with the reason when
 /// there is no room or the level has no redundancy; `sb` is changed only on
 /// success.
-pub fn grow_internal(sb: &mut Superblock, chunk: Option<u32>, dirty: bool) -> Result<Bitmap, Error> {
+pub fn grow_internal(
+    sb: &mut Superblock,
+    chunk: Option<u32>,
+    dirty: bool,
+) -> Result<Bitmap, Error> {
     if sb.level < 1 {
         return Err(Error::invalid(format!(
             "a write-intent bitmap is not meaningful for level {} (no redundancy to resync)",
@@ -137,7 +141,12 @@ pub fn room_bytes(sb: &Superblock) -> Result<u64, Error> {
 /// until they do; a new chunk is dirty where any old chunk it covers was;
 /// with `mark_new`, every chunk past the old size is dirty too (md resyncs
 /// the new space).
-pub fn resized(old: &Bitmap, sb: &Superblock, room_bytes: u64, mark_new: bool) -> Result<Bitmap, Error> {
+pub fn resized(
+    old: &Bitmap,
+    sb: &Superblock,
+    room_bytes: u64,
+    mark_new: bool,
+) -> Result<Bitmap, Error> {
     let sync = super::mdadm_sync_size(sb);
     let mut header = old.sb.clone();
     header.sync_size = sync;

@@ -61,7 +61,9 @@ impl Assembly {
             )));
         }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
-            return Err(Error::invalid(format!("--raid-devices {n} is more than md allows")));
+            return Err(Error::invalid(format!(
+                "--raid-devices {n} is more than md allows"
+            )));
         }
         self.grow_check_idle("--raid-devices")?;
         let mut change = DevicesChange {
@@ -106,8 +108,7 @@ impl Assembly {
                     continue;
                 }
                 let holder = slots.get(listed).copied().flatten();
-                let is_holder =
-                    holder.is_some_and(|i| self.members[i].sb.dev_number == d as u32);
+                let is_holder = holder.is_some_and(|i| self.members[i].sb.dev_number == d as u32);
                 if !is_holder {
                     self.set_role(d as u32, raidlab_md::ROLE_SPARE);
                 }

@@ -162,7 +162,10 @@ impl Assembly {
         // Each member's room for data, as md's rdev size change finds it.
         let mut rooms = Vec::new();
         for m in self.members.iter().filter(|m| m.is_live()) {
-            rooms.push((m.device.path.clone(), data_room(&m.sb, m.device.volume.size())?));
+            rooms.push((
+                m.device.path.clone(),
+                data_room(&m.sb, m.device.volume.size())?,
+            ));
         }
         let (tightest, room) = rooms
             .iter()
@@ -265,9 +268,8 @@ impl Assembly {
                 }
                 if grown && !assume_clean {
                     let first = nb.chunk_of(old);
-                    change.bitmap_chunks_marked = (first..nb.chunks())
-                        .filter(|&c| nb.is_dirty(c))
-                        .count() as u64;
+                    change.bitmap_chunks_marked =
+                        (first..nb.chunks()).filter(|&c| nb.is_dirty(c)).count() as u64;
                 }
                 nb.sb.events_cleared = b.sb.events_cleared;
                 Some(nb)

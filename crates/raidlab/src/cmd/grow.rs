@@ -32,7 +32,9 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
     }
     if !a.add.is_empty() && a.raid_devices.is_none() {
-        bail!("--add is for the new slots of --raid-devices; `raidlab add` adds a member or a spare");
+        bail!(
+            "--add is for the new slots of --raid-devices; `raidlab add` adds a member or a spare"
+        );
     }
     if a.bitmap_chunk.is_some() && a.bitmap != Some(GrowBitmap::Internal) {
         bail!("--bitmap-chunk goes with --bitmap internal");
@@ -44,7 +46,10 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         None => None,
         Some("max") => Some(SizeRequest::Max),
         Some(s) => Some(SizeRequest::Bytes(parse_size(s).map_err(|e| {
-            anyhow::anyhow!("--size {s}: {} (give a size such as 512M, or max)", e.message)
+            anyhow::anyhow!(
+                "--size {s}: {} (give a size such as 512M, or max)",
+                e.message
+            )
         })?)),
     };
     let policy = match a.consistency_policy.as_deref() {
@@ -154,9 +159,7 @@ fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCo
     if a.run.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        outln!(
-            "raidlab: the new space is resynced (from member byte {from}); the array is clean"
-        );
+        outln!("raidlab: the new space is resynced (from member byte {from}); the array is clean");
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -241,7 +244,11 @@ fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
 /// The checks `add` makes of a new device (size, an md superblock on it),
 /// made before the mirror count changes, so a device that cannot be added
 /// stops the grow with nothing written.
-fn precheck_adds(asm: &Assembly, adds: &[raidlab_raid::assemble::Device], force: bool) -> Result<()> {
+fn precheck_adds(
+    asm: &Assembly,
+    adds: &[raidlab_raid::assemble::Device],
+    force: bool,
+) -> Result<()> {
     let offset = asm
         .members
         .iter()

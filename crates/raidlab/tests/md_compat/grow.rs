@@ -94,7 +94,13 @@ fn cases() -> Vec<Grown> {
             devices: 3,
             create: &["--chunk", "64K", "--consistency-policy", "ppl"],
             grow_files: false,
-            grow: &["--consistency-policy", "resync", "THEN", "--consistency-policy", "ppl"],
+            grow: &[
+                "--consistency-policy",
+                "resync",
+                "THEN",
+                "--consistency-policy",
+                "ppl",
+            ],
             sets: vec![],
         },
     ]
@@ -128,7 +134,11 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
             f.set_len(BIG).unwrap();
         }
     }
-    let new = dir.join(format!("m{}.img", c.devices)).to_str().unwrap().to_string();
+    let new = dir
+        .join(format!("m{}.img", c.devices))
+        .to_str()
+        .unwrap()
+        .to_string();
     for step in c.grow.split(|&w| w == "THEN") {
         let mut a = vec!["grow"];
         a.extend(members.iter().map(String::as_str));
@@ -157,7 +167,10 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
     a.extend(members.iter().map(String::as_str));
     let o = raidlab(&a);
     if !String::from_utf8_lossy(&o.stdout).contains("mismatch_cnt: 0") {
-        return Err(format!("raidlab's check after the grow: {}", describe(&a, &o)));
+        return Err(format!(
+            "raidlab's check after the grow: {}",
+            describe(&a, &o)
+        ));
     }
     Ok((members, grown, got))
 }
@@ -258,7 +271,8 @@ fn md_assembles_arrays_raidlab_grew() {
         let stride = size.div_ceil(MIB) * MIB;
         let mut got = vec![0u8; *size as usize];
         for k in 0..=*sets {
-            data.read_exact_at(&mut got, out + k as u64 * stride).unwrap();
+            data.read_exact_at(&mut got, out + k as u64 * stride)
+                .unwrap();
             if &got != want {
                 failures.push(format!(
                     "{name}: md's read {k} (0: complete, then without the sets) differs from raidlab's: {}",
