@@ -12,6 +12,14 @@
 //! * `r5-bitmap-added`, `r1-bitmap-removed`: `--bitmap internal|none`;
 //! * `r1-2to3`: `--raid-devices 3 --add` (the new mirror rebuilt);
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl.
+//!
+//! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
+//! component size on 16 MiB members, writes the pattern, and grows them
+//! (`mdadm --grow --size=max` of a RAID 1 and of a RAID 5 with a bitmap,
+//! `--bitmap=internal`, a RAID 1 `--raid-devices=3 --add`), waiting for its
+//! resync or recovery; raidlab then finds each clean with every member
+//! active and md's size, checks it with 0 mismatches and reads the data md
+//! wrote before the grow exactly.
 
 use super::*;
 
@@ -19,8 +27,19 @@ use super::*;
 const SMALL: u64 = 8 * MIB;
 /// Members after they grew (the files, then the slots md sees).
 const BIG: u64 = 16 * MIB;
-/// The pattern at the start of the data disk (nothing reads it here).
-const PATTERN: u64 = MIB;
+/// The pattern at the start of the data disk: md writes it into the arrays
+/// it grows (kind `M`).
+const PATTERN: u64 = 32 * MIB;
+/// The component size md creates its arrays with before growing them.
+const MD_KIB: u64 = 6144;
+
+/// An array md grows in the guest (kind `M`): (name, level, devices, op).
+const MD_GROWS: &[(&str, u32, usize, &str)] = &[
+    ("md-r1-size", 1, 2, "size"),
+    ("md-r5-size-bitmap", 5, 3, "size"),
+    ("md-r5-bitmap", 5, 3, "bitmap"),
+    ("md-r1-add", 1, 3, "raid1add"),
+];
 
 struct Grown {
     name: &'static str,
@@ -175,6 +194,83 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
     Ok((members, grown, got))
 }
 
+/// raidlab takes an array md grew (kind `M`): clean, every member active,
+/// md's size, `check` 0 mismatches, the data md wrote before the grow exact.
+fn raidlab_reads_md_grown(
+    data: &fs::File,
+    work: &Path,
+    name: &str,
+    offs: &[u64],
+    res: &GuestResults,
+    pat: &[u8],
+) -> Vec<String> {
+    let field = |d: &str, key: &str| -> Option<u64> {
+        d.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+    };
+    let (size, old) = match res.get(&(name.to_string(), "M".to_string())) {
+        Some((s, d)) if s == "PASS" => {
+            loud(&format!("md_compat: grow: {name}: md grew it: {d}"));
+            (field(d, "array_bytes"), field(d, "old_bytes"))
+        }
+        other => return vec![format!("{name}: md's grow: {other:?}")],
+    };
+    let (Some(size), Some(old)) = (size, old) else {
+        return vec![format!("{name}: no array_bytes/old_bytes in md's result")];
+    };
+    let dir = work.join(name);
+    fs::create_dir_all(&dir).unwrap();
+    let members: Vec<String> = offs
+        .iter()
+        .enumerate()
+        .map(|(i, off)| {
+            let mut buf = vec![0u8; BIG as usize];
+            data.read_exact_at(&mut buf, *off).unwrap();
+            let p = dir.join(format!("m{i}.img"));
+            fs::write(&p, &buf).unwrap();
+            p.to_str().unwrap().to_string()
+        })
+        .collect();
+    let mut bad = Vec::new();
+    let (_, v) = detail_state(&members, &members[0]);
+    if v["state"] != "clean" || v["array_size_bytes"].as_u64() != Some(size) {
+        bad.push(format!(
+            "{name}: raidlab's detail of md's grown array: state {}, size {} (md's {size})",
+            v["state"], v["array_size_bytes"]
+        ));
+    }
+    let active = v["members"]
+        .as_array()
+        .map(|m| m.iter().filter(|x| x["state"] == "active").count())
+        .unwrap_or(0);
+    if active != offs.len() {
+        bad.push(format!(
+            "{name}: {active} of {} members active in raidlab",
+            offs.len()
+        ));
+    }
+    let mut a = vec!["check"];
+    a.extend(members.iter().map(String::as_str));
+    let o = raidlab(&a);
+    if !String::from_utf8_lossy(&o.stdout).contains("mismatch_cnt: 0") {
+        bad.push(format!("{name}: {}", describe(&a, &o)));
+    }
+    match export(&members, &dir.join("export.bin")) {
+        Ok(got) if got.len() as u64 == size && got[..old as usize] == pat[..old as usize] => {}
+        Ok(got) => bad.push(format!(
+            "{name}: raidlab reads md's grown array wrong ({} bytes, md's {size}): {}",
+            got.len(),
+            first_diff(
+                &got[..old.min(got.len() as u64) as usize],
+                &pat[..old.min(got.len() as u64) as usize]
+            )
+        )),
+        Err(e) => bad.push(format!("{name}: {e}")),
+    }
+    fs::remove_file(dir.join("export.bin")).ok();
+    bad
+}
+
 /// The guest, built (or found) by build.sh.
 fn guest() -> Result<String, String> {
     match Command::new(repo_root().join("tests/mdvm/build.sh")).output() {
@@ -257,6 +353,16 @@ fn md_assembles_arrays_raidlab_grew() {
         ));
         reads.push((c.name.to_string(), size, out, c.sets.len(), want));
     }
+    let mut md_slots: Vec<(&str, Vec<u64>)> = Vec::new();
+    for &(name, level, n, op) in MD_GROWS {
+        let offs: Vec<u64> = (0..n as u64).map(|i| next + i * BIG).collect();
+        next += n as u64 * BIG;
+        manifest.push_str(&format!(
+            "M {name} {level} {n} {BIG} {} {MD_KIB} {op}\n",
+            csv(&offs)
+        ));
+        md_slots.push((name, offs));
+    }
     data.set_len(next).unwrap();
     data.sync_all().unwrap();
     let res = match boot(&guest_dir, &work, "grow", &manifest, &data_path) {
@@ -280,6 +386,9 @@ fn md_assembles_arrays_raidlab_grew() {
                 ));
             }
         }
+    }
+    for (name, offs) in &md_slots {
+        failures.extend(raidlab_reads_md_grown(&data, &work, name, offs, &res, &pat));
     }
     if failures.is_empty() {
         if std::env::var_os("RAIDLAB_MDVM_KEEP").is_none() {
