@@ -466,3 +466,56 @@ fn a_locked_array_is_refused_and_unchanged() {
     assert!(err.contains("locked"), "{err}");
     assert!(files(d, &m) == before);
 }
+
+/// Metadata 1.0 keeps its superblock at the member's end, so members are
+/// swapped for bigger ones (`replace`), then the array grows into them.
+#[test]
+fn metadata_1_0_raid1_grows_after_its_members_were_replaced_by_bigger_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1"];
+    let a = create_filled(
+        d,
+        &m,
+        &[
+            "--level",
+            "1",
+            "--metadata",
+            "1.0",
+            "--consistency-policy",
+            "bitmap",
+        ],
+    );
+    let old = detail(d, &m)["member_data_bytes"].as_u64().unwrap();
+    ok(
+        d,
+        &with(
+            "replace",
+            &m,
+            &["--old", "m0", "--with", "b0", "--member-size", "32M"],
+        ),
+    );
+    let m = ["b0", "m1"];
+    ok(
+        d,
+        &with(
+            "replace",
+            &m,
+            &["--old", "m1", "--with", "b1", "--member-size", "32M"],
+        ),
+    );
+    let m = ["b0", "b1"];
+    ok(d, &with("grow", &m, &["--size", "max"]));
+    let v = detail(d, &m);
+    let new = v["member_data_bytes"].as_u64().unwrap();
+    assert!(new > old + 15 * MIB, "{old} -> {new}");
+    assert_eq!(v["state"], "clean");
+    for name in m {
+        let e = examine(d, name);
+        // The data ends before the bitmap and the superblock near the end.
+        let end = new / 512;
+        assert!(end < e["super_offset"].as_u64().unwrap(), "{name}: {e}");
+    }
+    check_clean(d, &m);
+    assert!(export(d, &m)[..a.len()] == a[..]);
+}
