@@ -519,3 +519,53 @@ fn metadata_1_0_raid1_grows_after_its_members_were_replaced_by_bigger_ones() {
     check_clean(d, &m);
     assert!(export(d, &m)[..a.len()] == a[..]);
 }
+
+/// A served array is refused (offline only), naming the way: stop it first.
+#[test]
+fn a_served_array_is_refused_and_unchanged() {
+    use std::os::unix::net::UnixStream;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1"];
+    create_filled(d, &m, &["--level", "1"]);
+    grow_files(d, &m, 32 * MIB);
+    let run_dir = d.join("run");
+    let socket = d.join("nbd.sock");
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+        .current_dir(d)
+        .env("RAIDLAB_RUN_DIR", &run_dir)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .args(m)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let ctl = run_dir.join(format!("serve-{}.ctl", server.id()));
+    let t = Instant::now();
+    while UnixStream::connect(&socket).is_err() || !ctl.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "serve did not listen"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = Command::cargo_bin("raidlab")
+        .unwrap()
+        .current_dir(d)
+        .env("RAIDLAB_RUN_DIR", &run_dir)
+        .args(with("grow", &m, &["--size", "max"]))
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("served") && err.contains("raidlab stop"),
+        "{err}"
+    );
+    let size = detail(d, &m)["member_data_bytes"].as_u64().unwrap();
+    assert!(size < 16 * MIB, "the array did not grow: {size}");
+}
