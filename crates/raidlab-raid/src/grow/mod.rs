@@ -39,7 +39,7 @@ pub enum SizeRequest {
 }
 
 /// What a change of the component size did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SizeChange {
     pub old_member_bytes: u64,
     pub new_member_bytes: u64,
@@ -50,6 +50,8 @@ pub struct SizeChange {
     pub resync_from: Option<u64>,
     /// Bitmap chunks marked for the new space (0 without a bitmap).
     pub bitmap_chunks_marked: u64,
+    /// The member (spares count) with the least room: what `max` is.
+    pub tightest_member: String,
 }
 
 /// The refusal of everything that restripes (`--raid-devices` of a striped
@@ -100,8 +102,8 @@ impl Assembly {
     /// Change how much of each member the array uses (md's component size,
     /// `mdadm --grow --size`). `Max` takes the most every member in service
     /// (spares too, as md counts them) has room for after its data offset
-    /// (metadata 1.0: before a superblock moved to the member's new end,
-    /// with md's room for a bitmap and a bad block log before it). Striped
+    /// (metadata 1.0: before the superblock at the member's end, with md's
+    /// room for a bitmap and a bad block log before it). Striped
     /// levels round down to a whole chunk. Growing marks the new space for
     /// resync as md does (resync_offset at the old size, the bitmap's new
     /// chunks dirty), unless `assume_clean`; shrinking keeps what lies past
@@ -208,6 +210,7 @@ impl Assembly {
             new_array_bytes: old_geometry.array_bytes(),
             resync_from: None,
             bitmap_chunks_marked: 0,
+            tightest_member: tightest,
         };
         if new == old {
             return Ok(change);
@@ -218,10 +221,8 @@ impl Assembly {
         let new_geometry = geometry_of(&probe)?;
         change.new_array_bytes = new_geometry.array_bytes();
         // Everything is computed before anything is written: each member's
-        // new superblock fields, the bad block logs a moved 1.0 superblock
-        // carries, and the resized bitmap.
+        // new superblock fields and the resized bitmap.
         let mut per_member = Vec::new();
-        let mut moved_logs = Vec::new();
         for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.is_live()) {
             let r = data_room(&m.sb, m.device.volume.size())?;
             let mut sb = m.sb.clone();
@@ -232,18 +233,14 @@ impl Assembly {
                     SizeRequest::Max => r.sectors,
                     SizeRequest::Bytes(_) => new,
                 };
-                if let Some(at) = r.super_offset {
-                    if sb.bblog_size != 0 && sb.bblog_offset < 0 && at != sb.super_offset {
-                        let from = (sb.super_offset as i64 + i64::from(sb.bblog_offset)) as u64;
-                        let to = (at as i64 + i64::from(sb.bblog_offset)) as u64;
-                        let mut buf = vec![0u8; usize::from(sb.bblog_size) * SECTOR as usize];
-                        m.device
-                            .volume
-                            .read_at(&mut buf, from * SECTOR)
-                            .map_err(|e| e.on_device(m.device.path.clone()))?;
-                        moved_logs.push((i, to * SECTOR, buf));
-                    }
-                    sb.super_offset = at;
+                if let Some(at) = r.super_offset.filter(|&at| at != sb.super_offset) {
+                    // Assembly finds a 1.0 superblock only at the member's
+                    // end, where md's size change puts it too: one found
+                    // elsewhere is not this function's to move.
+                    return Err(refused(format!(
+                        "{}: its metadata 1.0 superblock is at sector {}, not at the member's end ({at}); nothing was changed",
+                        m.device.path, sb.super_offset
+                    )));
                 }
             }
             sb.size = new;
@@ -276,13 +273,6 @@ impl Assembly {
             }
             None => None,
         };
-        for (i, at, buf) in &moved_logs {
-            let m = &self.members[*i];
-            m.device
-                .volume
-                .write_at(buf, *at)
-                .map_err(|e| e.on_device(m.device.path.clone()))?;
-        }
         for (i, sb) in per_member {
             self.members[i].sb = sb;
         }

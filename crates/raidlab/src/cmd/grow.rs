@@ -124,9 +124,10 @@ fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCo
     }
     if c.new_member_bytes == c.old_member_bytes {
         outln!(
-            "raidlab: component size unchanged at {} bytes (array {} bytes)",
+            "raidlab: component size unchanged at {} bytes (array {} bytes); {} (spares count, as in md) has no more room",
             c.new_member_bytes,
-            c.new_array_bytes
+            c.new_array_bytes,
+            c.tightest_member
         );
         return Ok(ExitCode::SUCCESS);
     }
