@@ -527,6 +527,52 @@ run_w() { # NAME LEVEL NDEV MBYTES OFFS SHIFT REGIONS: md writes around a remove
     detach
 }
 
+run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
+    # OP: size (--size=max), bitmap (--bitmap=internal, 64K chunks) or
+    # raid1add (a RAID 1 of NDEV-1 mirrors grows to NDEV with the last device).
+    name=$1 level=$2 n=$3 mb=$4 offs=$5 kib=$6 op=$7
+    set_flags -
+    dir="$R/M/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" M FAIL "losetup failed"; detach; return; }
+    devs=$loops; k=$n
+    if [ "$op" = raid1add ]; then
+        k=$((n - 1)); devs=$(echo $loops | cut -d' ' -f1-$k); extra=$(echo $loops | cut -d' ' -f$n)
+    fi
+    opts="--metadata=1.2 --level=$level --raid-devices=$k --size=$kib"
+    [ "$level" = 1 ] || opts="$opts --chunk=64"
+    [ "$op" = size ] && [ "$level" != 1 ] && opts="$opts --bitmap=internal --bitmap-chunk=64K"
+    # shellcheck disable=SC2086
+    if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $devs >"$dir/create.log" 2>&1 </dev/null; then
+        result "$name" M FAIL "mdadm --create $opts failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
+    fi
+    wait_idle 300 || { result "$name" M FAIL "initial sync did not finish"; stop_md; detach; return; }
+    old=$(blockdev --getsize64 "$MD")
+    bs=$(bsfor "$old" 4194304)
+    dd if="$D" of="$MD" bs="$bs" count=$((old / bs)) oflag=direct 2>"$dir/dd.log" || {
+        result "$name" M FAIL "writing the pattern failed"; stop_md; detach; return; }
+    sync
+    phase write
+    case "$op" in
+        size) g="--size=max" ;;
+        bitmap) g="--bitmap=internal --bitmap-chunk=64K" ;;
+        raid1add) g="--raid-devices=$n --add $extra" ;;
+        *) result "$name" M FAIL "unknown op $op"; stop_md; detach; return ;;
+    esac
+    # shellcheck disable=SC2086
+    mdadm --grow "$MD" $g >"$dir/grow.log" 2>&1 || {
+        result "$name" M FAIL "mdadm --grow $g: $(tr '\n' ' ' <"$dir/grow.log")"; stop_md; detach; return; }
+    sleep 0.5
+    wait_idle 300 || { result "$name" M FAIL "the sync after the grow did not finish"; stop_md; detach; return; }
+    phase grow
+    size=$(blockdev --getsize64 "$MD")
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    stop_md
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    result "$name" M PASS "array_bytes=$size old_bytes=$old seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    detach
+}
+
 run_e() { # NAME NDEV MBYTES OFFS ABYTES OUT READD: md re-adds a member raidlab wrote around
     name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 readd=$7
     set_flags -
@@ -733,7 +779,7 @@ note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
     wd=""
     case "$kind" in
-        A|B|C|R|K|S|G|W|E)
+        A|B|C|R|K|S|G|W|E|M)
             # shellcheck disable=SC2086
             set -- $rest
             echo start >/tmp/mdvm.phase
@@ -759,6 +805,8 @@ while read -r kind rest <&3; do
            run_w $rest ;;
         E) # shellcheck disable=SC2086
            run_e $rest ;;
+        M) # shellcheck disable=SC2086
+           run_m $rest ;;
         SET) set -- $rest
              case "$1" in
                  a_verify) A_VERIFY=$2 ;;

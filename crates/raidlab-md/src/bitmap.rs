@@ -42,7 +42,9 @@ use raidlab_core::{Error, ErrorKind, Op, Volume};
 use serde::Serialize;
 
 mod examine;
+mod grow;
 mod v090;
+pub use grow::{grow_internal, resized, room_bytes};
 use v090::{new_internal_090, placement_v090, uuid_090_host};
 
 /// `magic`: "bitm" read as a little-endian u32.

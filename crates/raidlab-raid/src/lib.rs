@@ -18,6 +18,7 @@ pub mod badblocks;
 pub mod balance;
 pub mod bitmap_daemon;
 pub mod exec;
+pub mod grow;
 pub mod journal;
 pub mod lifecycle;
 pub mod live;

@@ -581,7 +581,7 @@ impl Assembly {
     }
 
     /// Make member `index` the one being rebuilt into `slot`.
-    fn start_recovery(&mut self, index: usize, slot: usize) {
+    pub(crate) fn start_recovery(&mut self, index: usize, slot: usize) {
         let dev = self.members[index].sb.dev_number;
         {
             let m = &mut self.members[index];
@@ -616,7 +616,7 @@ impl Assembly {
 
     /// The role table the members in service carry (one table: assembly
     /// gives every live member the newest one).
-    fn live_table(&self) -> Vec<u16> {
+    pub(crate) fn live_table(&self) -> Vec<u16> {
         self.members
             .iter()
             .find(|m| m.is_live())

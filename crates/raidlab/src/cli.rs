@@ -45,6 +45,13 @@ pub enum Command {
     Add(AddArgs),
     /// Copy a working member onto a new one while the array keeps full redundancy.
     Replace(ReplaceArgs),
+    /// Change an array in place, as mdadm --grow does without restriping:
+    /// --size (use more or less of each member), --bitmap internal|none,
+    /// --consistency-policy resync|ppl (RAID 5), --raid-devices of a RAID 1.
+    /// Restriping (--raid-devices of other levels, --level, --chunk,
+    /// --layout) is refused: not built yet.
+    #[command(after_help = GROW_HELP)]
+    Grow(GrowArgs),
     /// Rebuild members being recovered (resumes where an earlier run stopped).
     Rebuild(RunArgs),
     /// Make parity and mirrors consistent after an unclean stop or initial create.
@@ -544,6 +551,80 @@ pub struct AddArgs {
     /// mdadm --add does, and falls back to a full rebuild when it cannot.
     #[arg(long)]
     pub re_add: bool,
+    #[command(flatten)]
+    pub run: RunControl,
+}
+
+const GROW_HELP: &str =
+    "One change per run, offline (a served array is refused: `raidlab stop` it first).
+Examples:
+  raidlab grow m0.img m1.img --size max          # members were grown: use all of them
+  raidlab grow m0.img m1.img --bitmap internal   # add md's write-intent bitmap
+  raidlab grow m0.img m1.img m2.img --consistency-policy ppl
+  raidlab grow m0.img m1.img --raid-devices 3 --add m2.img --member-size 1G";
+
+/// `--bitmap`'s values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GrowBitmap {
+    Internal,
+    None,
+}
+
+#[derive(Debug, Args)]
+pub struct GrowArgs {
+    /// The array's member files or devices (any order).
+    #[arg(required = true)]
+    pub members: Vec<PathBuf>,
+    /// Bytes of each member the array uses (md's component size; a whole
+    /// number of KiB, rounded down to a chunk), or `max`: all that every
+    /// member has room for. Growing resyncs the new space (only its bitmap
+    /// chunks with a bitmap) unless --assume-clean.
+    #[arg(long, short = 'z')]
+    pub size: Option<String>,
+    /// Add (`internal`) or remove (`none`) md's internal write-intent bitmap.
+    #[arg(long, short = 'b', value_enum)]
+    pub bitmap: Option<GrowBitmap>,
+    /// Bytes of each member per bitmap bit for --bitmap internal (default:
+    /// mdadm's choice, 64M or more).
+    #[arg(long, value_parser = size)]
+    pub bitmap_chunk: Option<u64>,
+    /// `resync` or `ppl` (RAID 5: md's partial parity log); a bitmap is
+    /// added with --bitmap internal.
+    #[arg(long)]
+    pub consistency_policy: Option<String>,
+    /// RAID 1: the number of mirrors. Growing fills the new slots from hot
+    /// spares and --add devices, then rebuilds them; shrinking needs the
+    /// slots that go to be empty. Other levels: refused (reshape).
+    #[arg(long, short = 'n')]
+    pub raid_devices: Option<usize>,
+    /// With --raid-devices: devices to add into the new slots (a file that
+    /// does not exist is created at --member-size).
+    #[arg(long)]
+    pub add: Vec<PathBuf>,
+    #[arg(long, value_parser = size)]
+    pub member_size: Option<u64>,
+    /// A new level: refused, reshape is not built yet (mdadm --grow --level).
+    #[arg(long, short = 'l')]
+    pub level: Option<String>,
+    /// A new chunk size: refused, reshape is not built yet.
+    #[arg(long, short = 'c')]
+    pub chunk: Option<String>,
+    /// A new layout: refused, reshape is not built yet.
+    #[arg(long, short = 'p')]
+    pub layout: Option<String>,
+    /// With --size: record the new space as in sync instead of resyncing
+    /// it (mdadm --assume-clean; only when it is known to match, e.g. zeros
+    /// on every member).
+    #[arg(long)]
+    pub assume_clean: bool,
+    /// With --raid-devices: grow a RAID 1 even without a spare for every new
+    /// slot (it runs degraded); with --add: overwrite an md superblock.
+    #[arg(long, short = 'f')]
+    pub force: bool,
+    /// Do not resync or rebuild now (`raidlab resync` / `raidlab rebuild`
+    /// later).
+    #[arg(long)]
+    pub no_sync: bool,
     #[command(flatten)]
     pub run: RunControl,
 }

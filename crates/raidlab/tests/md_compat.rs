@@ -31,8 +31,14 @@
 //! `re_add` (tests/md_compat/re_add.rs) boots it twice more: a member that
 //! left is re-added with only the bitmap's dirty chunks resynced, by raidlab
 //! after md wrote around it and by md after raidlab did, and md judges both.
+//!
+//! `grow` (tests/md_compat/grow.rs) boots it once more: md assembles arrays
+//! `raidlab grow` changed (--size max, a bitmap added and removed, RAID 1
+//! from 2 to 3 mirrors, PPL switched off and on) and judges them.
 
 mod common;
+#[path = "md_compat/grow.rs"]
+mod grow;
 #[path = "md_compat/re_add.rs"]
 mod re_add;
 

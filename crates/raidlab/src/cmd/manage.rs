@@ -30,7 +30,7 @@ pub const MISMATCH_EXIT: u8 = 3;
 
 /// Assemble for writing: the partial parity logs (if any) are started, which
 /// replays them after an unclean stop.
-fn assemble_rw(members: &[PathBuf]) -> Result<Assembly> {
+pub(crate) fn assemble_rw(members: &[PathBuf]) -> Result<Assembly> {
     Ok(assemble_rw_replay(members)?.0)
 }
 
@@ -44,7 +44,7 @@ fn path_str(p: &Path) -> String {
     p.display().to_string()
 }
 
-fn options(run: &RunControl, force: bool) -> RunOptions {
+pub(crate) fn options(run: &RunControl, force: bool) -> RunOptions {
     // A second Ctrl-C still kills the process; the first one asks for a clean stop.
     let _ = ctrlc::set_handler(|| {
         if STOP.swap(true, Ordering::SeqCst) {
@@ -87,7 +87,7 @@ pub fn bar(what: &str) -> impl FnMut(Progress) {
 }
 
 /// Open a new member, creating the file sparse at `size` if it does not exist.
-fn new_device(path: &Path, size: Option<u64>) -> Result<(Device, bool)> {
+pub(crate) fn new_device(path: &Path, size: Option<u64>) -> Result<(Device, bool)> {
     if is_missing(path) {
         bail!("`missing` is not a device");
     }
@@ -116,7 +116,10 @@ fn run_rebuild(asm: &mut Assembly, run: &RunControl, force: bool) -> Result<()> 
     print_rebuild(&report, run.json)
 }
 
-fn print_rebuild(report: &raidlab_raid::recovery::RebuildReport, json: bool) -> Result<()> {
+pub(crate) fn print_rebuild(
+    report: &raidlab_raid::recovery::RebuildReport,
+    json: bool,
+) -> Result<()> {
     if json {
         outln!("{}", serde_json::to_string_pretty(report)?);
     } else {

@@ -7,6 +7,7 @@ mod cache;
 pub mod cache_live;
 mod create;
 mod explain;
+mod grow;
 pub mod http;
 pub mod info;
 pub mod live;
@@ -67,6 +68,7 @@ pub fn dispatch(cmd: Command) -> anyhow::Result<ExitCode> {
         Command::Remove(a) => manage::remove(a),
         Command::Add(a) => manage::add(a),
         Command::Replace(a) => manage::replace(a),
+        Command::Grow(a) => grow::run(a),
         Command::Rebuild(a) => manage::rebuild(a),
         Command::Resync(a) => manage::resync(a),
         Command::Check(a) => manage::scrub(a, false),

@@ -1,0 +1,331 @@
+//! `grow` without restriping, as md grows an array in place: use more (or
+//! less) of each member (`--size`), add or remove the internal write-intent
+//! bitmap, switch RAID 5 between resync and the partial parity log, and
+//! change the number of RAID 1 mirrors.
+//!
+//! Each change checks everything against md's rules first and writes only
+//! the members' metadata (superblocks, bitmap, an empty log area), with the
+//! event count raised, in one step; a change md refuses is refused with its
+//! reason and nothing written. The data itself is moved only by the resync
+//! and rebuild in `recovery` (the new space after `--size`, a new mirror).
+//! It must never move data between stripes: everything that restripes
+//! (reshape) is refused by [`reshape_not_built`].
+//!
+//! Split by decision: this file sizes the members; `policy` decides the
+//! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count.
+
+mod devices;
+mod policy;
+
+pub use devices::DevicesChange;
+pub use policy::Policy;
+
+use crate::assemble::{geometry_of, Assembly, MemberState};
+use raidlab_core::{Error, ErrorKind, Op, Result};
+use raidlab_layout::Level;
+use raidlab_md::superblock::{feature, MetadataVersion};
+use raidlab_md::Superblock;
+use serde::Serialize;
+
+const SECTOR: u64 = 512;
+
+/// The component size asked for (`--size`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeRequest {
+    /// The largest size every member has room for.
+    Max,
+    /// This many bytes of each member.
+    Bytes(u64),
+}
+
+/// What a change of the component size did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SizeChange {
+    pub old_member_bytes: u64,
+    pub new_member_bytes: u64,
+    pub old_array_bytes: u64,
+    pub new_array_bytes: u64,
+    /// Where the resync of the new space starts (member byte), when one is
+    /// due (grown, without `--assume-clean`).
+    pub resync_from: Option<u64>,
+    /// Bitmap chunks marked for the new space (0 without a bitmap).
+    pub bitmap_chunks_marked: u64,
+    /// The member (spares count) with the least room: what `max` is.
+    pub tightest_member: String,
+}
+
+/// The refusal of everything that restripes (`--raid-devices` of a striped
+/// level, `--level`, `--chunk`, `--layout`): nothing is written.
+pub fn reshape_not_built(what: &str) -> Error {
+    Error::new(
+        ErrorKind::Refused,
+        Op::Plan,
+        format!(
+            "{what} restripes the array (md's reshape), which raidlab does not do yet; nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy and --raid-devices of RAID 1"
+        ),
+    )
+}
+
+fn refused(msg: String) -> Error {
+    Error::new(ErrorKind::Refused, Op::Plan, msg)
+}
+
+impl Assembly {
+    /// Refuse a change while a rebuild or a copy is under way (md refuses to
+    /// change an array whose recovery runs: it would have to start over).
+    pub(crate) fn grow_check_idle(&self, what: &str) -> Result<()> {
+        if let Some(m) = self
+            .members
+            .iter()
+            .find(|m| matches!(m.state, MemberState::Rebuilding | MemberState::Replacing))
+        {
+            return Err(refused(format!(
+                "{} is being rebuilt into role {:?} ({:?}): {what} waits until that is done, as md refuses to change an array while it recovers; run `raidlab rebuild` with the same members first; nothing was changed",
+                m.device.path,
+                m.role.unwrap_or(0),
+                m.state
+            )));
+        }
+        Ok(())
+    }
+
+    /// The newest superblock of a member in service.
+    fn grow_template(&self) -> Result<Superblock> {
+        self.members
+            .iter()
+            .filter(|m| m.is_live())
+            .max_by_key(|m| m.sb.events)
+            .map(|m| m.sb.clone())
+            .ok_or_else(|| Error::invalid("no member in service to take the array's settings from"))
+    }
+
+    /// Change how much of each member the array uses (md's component size,
+    /// `mdadm --grow --size`). `Max` takes the most every member in service
+    /// (spares too, as md counts them) has room for after its data offset
+    /// (metadata 1.0: before the superblock at the member's end, with md's
+    /// room for a bitmap and a bad block log before it). Striped
+    /// levels round down to a whole chunk. Growing marks the new space for
+    /// resync as md does (resync_offset at the old size, the bitmap's new
+    /// chunks dirty), unless `assume_clean`; shrinking keeps what lies past
+    /// the new end on the members (growing back brings it back), as md.
+    ///
+    /// Refused with md's reason for RAID 0 and linear (they always use all
+    /// of each member), a size larger than a member holds, a size below one
+    /// chunk; and, not built yet, for RAID 10, metadata 0.90, a write
+    /// journal. Refused while a rebuild is pending, while a resync is
+    /// pending, and on a degraded array (raidlab's own rule: the new space
+    /// could not be resynced).
+    pub fn grow_size(&mut self, req: SizeRequest, assume_clean: bool) -> Result<SizeChange> {
+        let level = self.geometry.level;
+        match level {
+            Level::Raid0 => {
+                return Err(refused(
+                    "the component size of RAID 0 (and linear) cannot be changed: md always uses all of each member there (mdadm: \"Component size change is not supported for RAID0\"); nothing was changed".into(),
+                ))
+            }
+            Level::Raid10 => {
+                return Err(Error::new(
+                    ErrorKind::Refused,
+                    Op::Plan,
+                    "--size of RAID 10 is not built yet (md counts its resync in array sectors): use mdadm --grow --size; nothing was changed",
+                ))
+            }
+            _ => {}
+        }
+        self.grow_check_idle("--size")?;
+        let template = self.grow_template()?;
+        if template.version() == MetadataVersion::V0_90 {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                Op::Plan,
+                "--size of a metadata 0.90 array is not built yet: use mdadm --grow --size; nothing was changed",
+            ));
+        }
+        if self.has_journal() {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                Op::Plan,
+                "--size of an array with a write journal is not built yet: use mdadm --grow --size; nothing was changed",
+            ));
+        }
+        if !self.missing().is_empty() {
+            return Err(refused(format!(
+                "the array is degraded (role(s) {:?} missing): the new space could not be made consistent; add and rebuild the missing member(s) first; nothing was changed",
+                self.missing()
+            )));
+        }
+        if !self.in_sync() {
+            return Err(refused(
+                "the array has a resync pending (not stopped cleanly, or a resync interrupted): run `raidlab resync` first, then grow; nothing was changed".into(),
+            ));
+        }
+        let old = template.size;
+        let chunk = u64::from(template.chunksize).max(1);
+        // Each member's room for data, as md's rdev size change finds it.
+        let mut rooms = Vec::new();
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            rooms.push((
+                m.device.path.clone(),
+                data_room(&m.sb, m.device.volume.size())?,
+            ));
+        }
+        let (tightest, room) = rooms
+            .iter()
+            .min_by_key(|(_, r)| r.sectors)
+            .map(|(p, r)| (p.clone(), *r))
+            .ok_or_else(|| Error::invalid("no member in service"))?;
+        let mut new = match req {
+            SizeRequest::Max => room.sectors,
+            SizeRequest::Bytes(b) => {
+                if b % 1024 != 0 {
+                    return Err(Error::invalid(format!(
+                        "--size {b} bytes is not a whole number of KiB (md's component size is counted in KiB)"
+                    )));
+                }
+                let s = b / SECTOR;
+                if s > room.sectors {
+                    return Err(refused(format!(
+                        "--size {b} bytes does not fit: {tightest} has room for {} bytes of data after its data offset; give a smaller size or `max`; nothing was changed",
+                        room.sectors * SECTOR
+                    )));
+                }
+                s
+            }
+        };
+        if level != Level::Raid1 {
+            new -= new % chunk;
+        }
+        if level != Level::Raid1 && new < chunk || new == 0 {
+            return Err(Error::invalid(format!(
+                "a component size of {} bytes is too small: it must be at least one chunk ({} bytes) (mdadm: \"component size must be larger than chunk size\")",
+                new * SECTOR,
+                chunk * SECTOR
+            )));
+        }
+        let old_geometry = self.geometry;
+        let mut change = SizeChange {
+            old_member_bytes: old * SECTOR,
+            new_member_bytes: new * SECTOR,
+            old_array_bytes: old_geometry.array_bytes(),
+            new_array_bytes: old_geometry.array_bytes(),
+            resync_from: None,
+            bitmap_chunks_marked: 0,
+            tightest_member: tightest,
+        };
+        if new == old {
+            return Ok(change);
+        }
+        let grown = new > old;
+        let mut probe = template.clone();
+        probe.size = new;
+        let new_geometry = geometry_of(&probe)?;
+        change.new_array_bytes = new_geometry.array_bytes();
+        // Everything is computed before anything is written: each member's
+        // new superblock fields and the resized bitmap.
+        let mut per_member = Vec::new();
+        for (i, m) in self.members.iter().enumerate().filter(|(_, m)| m.is_live()) {
+            let r = data_room(&m.sb, m.device.volume.size())?;
+            let mut sb = m.sb.clone();
+            if grown {
+                // md records what it was asked for: all the room for
+                // `max`, else the size itself.
+                sb.data_size = match req {
+                    SizeRequest::Max => r.sectors,
+                    SizeRequest::Bytes(_) => new,
+                };
+                if let Some(at) = r.super_offset.filter(|&at| at != sb.super_offset) {
+                    // Assembly finds a 1.0 superblock only at the member's
+                    // end, where md's size change puts it too: one found
+                    // elsewhere is not this function's to move.
+                    return Err(refused(format!(
+                        "{}: its metadata 1.0 superblock is at sector {}, not at the member's end ({at}); nothing was changed",
+                        m.device.path, sb.super_offset
+                    )));
+                }
+            }
+            sb.size = new;
+            per_member.push((i, sb));
+        }
+        let bitmap = match &self.bitmap {
+            Some(b) => {
+                let (_, sb) = per_member
+                    .iter()
+                    .find(|(i, _)| self.slots.contains(&Some(*i)))
+                    .ok_or_else(|| Error::invalid("no active member for the bitmap"))?;
+                let room = raidlab_md::bitmap::room_bytes(sb)?;
+                let mut nb = raidlab_md::bitmap::resized(b, sb, room, grown && !assume_clean)?;
+                for (_, sb) in &per_member {
+                    let r = raidlab_md::bitmap::room_bytes(sb)?;
+                    if nb.sb.area_bytes() > r {
+                        return Err(refused(format!(
+                            "the bitmap of the new size ({} bytes) does not fit its room on a member ({r} bytes); remove it (--bitmap none), grow, then add it again; nothing was changed",
+                            nb.sb.area_bytes()
+                        )));
+                    }
+                }
+                if grown && !assume_clean {
+                    let first = nb.chunk_of(old);
+                    change.bitmap_chunks_marked =
+                        (first..nb.chunks()).filter(|&c| nb.is_dirty(c)).count() as u64;
+                }
+                nb.sb.events_cleared = b.sb.events_cleared;
+                Some(nb)
+            }
+            None => None,
+        };
+        for (i, sb) in per_member {
+            self.members[i].sb = sb;
+        }
+        self.bitmap = bitmap;
+        let resync_at = if grown && !assume_clean {
+            change.resync_from = Some(old * SECTOR);
+            old
+        } else {
+            raidlab_md::superblock::MAX_SECTOR
+        };
+        self.commit(|sb| sb.resync_offset = resync_at)?;
+        self.geometry = new_geometry;
+        Ok(change)
+    }
+}
+
+/// A member's room for data as md's size change finds it, and where its
+/// superblock goes (metadata 1.0: to the member's end, as md moves it).
+#[derive(Debug, Clone, Copy)]
+struct Room {
+    sectors: u64,
+    super_offset: Option<u64>,
+}
+
+fn data_room(sb: &Superblock, dev_bytes: u64) -> Result<Room> {
+    let dev = dev_bytes / SECTOR;
+    if sb.data_offset > sb.super_offset {
+        return Ok(Room {
+            sectors: dev.saturating_sub(sb.data_offset),
+            super_offset: None,
+        });
+    }
+    // Metadata 1.0: the superblock moves to the new end; md keeps room
+    // before it for a bitmap and a bad block log.
+    let at = MetadataVersion::V1_0
+        .super_offset(dev)
+        .ok_or_else(|| Error::invalid("member too small for a metadata 1.0 superblock"))?;
+    let mut end = at.saturating_sub(raidlab_md::bitmap::choose_bm_space(dev) + 8);
+    if sb.feature_map & feature::BITMAP_OFFSET != 0 && sb.bitmap_offset < 0 {
+        end = end.min(at.saturating_sub(u64::from(sb.bitmap_offset.unsigned_abs())));
+    }
+    if sb.bblog_size != 0 && sb.bblog_offset < 0 {
+        end = end.min(at.saturating_sub(u64::from(sb.bblog_offset.unsigned_abs())));
+    }
+    if sb.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0 {
+        // The PPL of a 1.0 member sits before its superblock too.
+        let ppl_off = (sb.bitmap_offset & 0xffff) as u16 as i16;
+        if ppl_off < 0 {
+            end = end.min(at.saturating_sub(u64::from(ppl_off.unsigned_abs())));
+        }
+    }
+    Ok(Room {
+        sectors: end.saturating_sub(sb.data_offset),
+        super_offset: Some(at),
+    })
+}

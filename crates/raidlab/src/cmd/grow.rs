@@ -1,0 +1,281 @@
+//! `grow`: one in-place change of an array per run, offline, as mdadm
+//! --grow makes it without restriping (the rules are raidlab-raid's `grow`):
+//! --size, --bitmap, --consistency-policy, --raid-devices of a RAID 1. The
+//! resync of new space and the rebuild of new mirrors run right after (the
+//! long runs of `manage`), unless --no-sync. Everything that restripes is
+//! refused before anything is written.
+
+use crate::cli::{GrowArgs, GrowBitmap};
+use crate::cmd::manage::{assemble_rw, bar, new_device, options, print_rebuild};
+use anyhow::{bail, Result};
+use raidlab_core::size::parse_size;
+use raidlab_raid::assemble::Assembly;
+use raidlab_raid::grow::{reshape_not_built, Policy, SizeRequest};
+use raidlab_raid::manage::Added;
+use std::process::ExitCode;
+
+pub fn run(a: GrowArgs) -> Result<ExitCode> {
+    let changes = [
+        a.size.is_some(),
+        a.bitmap.is_some(),
+        a.consistency_policy.is_some(),
+        a.raid_devices.is_some(),
+        a.level.is_some() || a.chunk.is_some() || a.layout.is_some(),
+    ]
+    .iter()
+    .filter(|&&c| c)
+    .count();
+    if changes == 0 {
+        bail!("nothing to change: give --size, --bitmap, --consistency-policy or --raid-devices (see `raidlab grow --help`)");
+    }
+    if changes > 1 {
+        bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
+    }
+    if !a.add.is_empty() && a.raid_devices.is_none() {
+        bail!(
+            "--add is for the new slots of --raid-devices; `raidlab add` adds a member or a spare"
+        );
+    }
+    if a.bitmap_chunk.is_some() && a.bitmap != Some(GrowBitmap::Internal) {
+        bail!("--bitmap-chunk goes with --bitmap internal");
+    }
+    if a.assume_clean && a.size.is_none() {
+        bail!("--assume-clean goes with --size");
+    }
+    let size = match a.size.as_deref() {
+        None => None,
+        Some("max") => Some(SizeRequest::Max),
+        Some(s) => Some(SizeRequest::Bytes(parse_size(s).map_err(|e| {
+            anyhow::anyhow!(
+                "--size {s}: {} (give a size such as 512M, or max)",
+                e.message
+            )
+        })?)),
+    };
+    let policy = match a.consistency_policy.as_deref() {
+        None => None,
+        Some("resync") => Some(Policy::Resync),
+        Some("ppl") => Some(Policy::Ppl),
+        Some("bitmap") => Some(Policy::Bitmap),
+        Some("journal") => Some(Policy::Journal),
+        Some(other) => bail!(
+            "--consistency-policy {other}: expected resync or ppl (a bitmap is added with --bitmap internal)"
+        ),
+    };
+    let bitmap_chunk = match a.bitmap_chunk {
+        Some(c) => Some(u32::try_from(c).map_err(|_| {
+            anyhow::anyhow!("--bitmap-chunk {c}: md's bitmap chunk is at most 2 GiB")
+        })?),
+        None => None,
+    };
+    if let Some(server) = crate::control::find(&a.members)? {
+        bail!(
+            "the array is served by `raidlab serve` ({}): grow of a served array is not built yet; stop it (`raidlab stop` with the same members), grow it offline, then serve it again",
+            server.display()
+        );
+    }
+    let mut asm = assemble_rw(&a.members)?;
+    if a.level.is_some() || a.chunk.is_some() || a.layout.is_some() {
+        let what = [
+            a.level.as_ref().map(|l| format!("--level {l}")),
+            a.chunk.as_ref().map(|c| format!("--chunk {c}")),
+            a.layout.as_ref().map(|l| format!("--layout {l}")),
+        ]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+        return Err(reshape_not_built(&what).into());
+    }
+    if let Some(req) = size {
+        return grow_size(asm, req, &a);
+    }
+    if let Some(b) = a.bitmap {
+        asm.grow_bitmap(b == GrowBitmap::Internal, bitmap_chunk)?;
+        match (b, &asm.bitmap) {
+            (GrowBitmap::Internal, Some(bm)) => outln!(
+                "raidlab: internal bitmap added: {} chunks of {} bytes",
+                bm.chunks(),
+                bm.sb.chunksize
+            ),
+            _ => outln!("raidlab: internal bitmap removed; the consistency policy is resync"),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(p) = policy {
+        asm.grow_policy(p)?;
+        outln!("raidlab: the consistency policy is now {}", p.name());
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(n) = a.raid_devices {
+        return grow_devices(asm, n, &a);
+    }
+    unreachable!("one change was counted above")
+}
+
+fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCode> {
+    if a.no_sync && asm.logs_partial_parity() && !a.assume_clean {
+        bail!("--no-sync on an array with a partial parity log: the next start replays the log and records the array clean, so the new space would never be resynced; grow without --no-sync (the resync runs now)");
+    }
+    let c = asm.grow_size(req, a.assume_clean)?;
+    if a.run.json && (c.resync_from.is_none() || a.no_sync) {
+        outln!("{}", serde_json::to_string_pretty(&c)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if c.new_member_bytes == c.old_member_bytes {
+        outln!(
+            "raidlab: component size unchanged at {} bytes (array {} bytes); {} (spares count, as in md) has no more room",
+            c.new_member_bytes,
+            c.new_array_bytes,
+            c.tightest_member
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    outln!(
+        "raidlab: component size set to {} bytes (was {}); the array is {} bytes (was {})",
+        c.new_member_bytes,
+        c.old_member_bytes,
+        c.new_array_bytes,
+        c.old_array_bytes
+    );
+    if c.new_member_bytes < c.old_member_bytes {
+        outln!("raidlab: what lay past the new end is no longer served; it stays on the members until written, and growing back to the old size brings it back");
+    }
+    let Some(from) = c.resync_from else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    if c.bitmap_chunks_marked > 0 {
+        outln!(
+            "raidlab: {} bitmap chunk(s) marked for the new space",
+            c.bitmap_chunks_marked
+        );
+    }
+    if a.no_sync {
+        outln!("raidlab: the new space (from member byte {from}) is resynced by `raidlab resync`");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The same assembly, whose superblocks the change wrote: a new one
+    // would replay a partial parity log first and call the array clean.
+    let report = asm.resync(options(&a.run, false), &mut bar("resync"))?;
+    if a.run.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        outln!("raidlab: the new space is resynced (from member byte {from}); the array is clean");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
+    // The devices to add are opened and checked before anything is written.
+    let mut adds = Vec::new();
+    let mut created = Vec::new();
+    let cleanup = |created: &[std::path::PathBuf]| {
+        for p in created {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    for p in &a.add {
+        match new_device(p, a.member_size) {
+            Ok((d, c)) => {
+                if c {
+                    created.push(p.clone());
+                }
+                adds.push(d);
+            }
+            Err(e) => {
+                cleanup(&created);
+                return Err(e);
+            }
+        }
+    }
+    if n > asm.geometry.raid_disks && adds.len() > n - asm.geometry.raid_disks {
+        cleanup(&created);
+        bail!(
+            "{} device(s) given with --add but only {} new slot(s): add the others as spares with `raidlab add`",
+            adds.len(),
+            n - asm.geometry.raid_disks
+        );
+    }
+    if n < asm.geometry.raid_disks && !adds.is_empty() {
+        cleanup(&created);
+        bail!("--add goes with growing --raid-devices, not shrinking");
+    }
+    if let Err(e) = precheck_adds(&asm, &adds, a.force) {
+        cleanup(&created);
+        return Err(e);
+    }
+    let change = match asm.grow_raid_devices(n, adds.len(), a.force) {
+        Ok(c) => c,
+        Err(e) => {
+            cleanup(&created);
+            return Err(e.into());
+        }
+    };
+    outln!(
+        "raidlab: raid devices {} -> {}",
+        change.old_raid_devices,
+        change.new_raid_devices
+    );
+    for (p, from, to) in &change.moved {
+        outln!("raidlab: {p} moved from role {from} to role {to}");
+    }
+    for p in &change.spares_activated {
+        outln!("raidlab: hot spare {p} takes a new slot");
+    }
+    for d in adds {
+        let path = d.path.clone();
+        match asm.add(d, a.force)? {
+            Added::IntoSlot(slot) => outln!("raidlab: {path} added into new role {slot}"),
+            Added::Spare => outln!("raidlab: {path} added as a hot spare"),
+        }
+    }
+    if !asm.rebuilding().is_empty() {
+        if a.no_sync {
+            outln!("raidlab: the new mirror(s) are rebuilt by `raidlab rebuild`");
+        } else {
+            let report = asm.rebuild(options(&a.run, false), &mut bar("rebuild"))?;
+            print_rebuild(&report, a.run.json)?;
+        }
+    } else if change.new_raid_devices > change.old_raid_devices {
+        outln!("raidlab: the array is degraded until members are added (`raidlab add`)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The checks `add` makes of a new device (size, an md superblock on it),
+/// made before the mirror count changes, so a device that cannot be added
+/// stops the grow with nothing written.
+fn precheck_adds(
+    asm: &Assembly,
+    adds: &[raidlab_raid::assemble::Device],
+    force: bool,
+) -> Result<()> {
+    let offset = asm
+        .members
+        .iter()
+        .filter(|m| m.is_live())
+        .map(|m| m.sb.data_offset * 512)
+        .max()
+        .unwrap_or(0);
+    for d in adds {
+        let need = offset + asm.geometry.member_bytes;
+        if d.volume.size() < need {
+            bail!(
+                "{} is {} bytes but a member of this array needs {need} (data offset {offset} + {} of data); nothing was changed",
+                d.path,
+                d.volume.size(),
+                asm.geometry.member_bytes
+            );
+        }
+        if !force {
+            if let Ok(Some(sb)) = raidlab_md::Superblock::read_from(d.volume.as_ref()) {
+                bail!(
+                    "{} already carries an md superblock (array {}): it may hold someone's data; use --force to overwrite it; nothing was changed",
+                    d.path,
+                    raidlab_raid::assemble::format_uuid(&sb.set_uuid)
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! `raidlab grow` judged by the real md (issue 36): arrays raidlab grew on the
+//! host are assembled by md in the guest (kind `B`, one boot): clean (no
+//! resync pending, nothing running), every member active, md's size equal
+//! to raidlab's, a bitmap or PPL raidlab added taken up by md, a `check`
+//! with no mismatch, and md's reads equal to raidlab's, with the data from
+//! before the grow exact. The new RAID 1 mirror is also read alone.
+//!
+//! * `r1-size`: RAID 1 on 8 MiB members grown to 16 MiB files, `--size max`
+//!   (the new space resynced by raidlab);
+//! * `r5-size-bitmap`: the same for a RAID 5 with a 64 KiB-chunk bitmap
+//!   (the bitmap resized, the new chunks marked and resynced);
+//! * `r5-bitmap-added`, `r1-bitmap-removed`: `--bitmap internal|none`;
+//! * `r1-2to3`: `--raid-devices 3 --add` (the new mirror rebuilt);
+//! * `r5-ppl-again`: a PPL array switched to resync and back to ppl.
+//!
+//! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
+//! component size on 16 MiB members, writes the pattern, and grows them
+//! (`mdadm --grow --size=max` of a RAID 1 and of a RAID 5 with a bitmap,
+//! `--bitmap=internal`, a RAID 1 `--raid-devices=3 --add`), waiting for its
+//! resync or recovery; raidlab then finds each clean with every member
+//! active and md's size, checks it with 0 mismatches and reads the data md
+//! wrote before the grow exactly.
+
+use super::*;
+
+/// Members as created.
+const SMALL: u64 = 8 * MIB;
+/// Members after they grew (the files, then the slots md sees).
+const BIG: u64 = 16 * MIB;
+/// The pattern at the start of the data disk: md writes it into the arrays
+/// it grows (kind `M`).
+const PATTERN: u64 = 32 * MIB;
+/// The component size md creates its arrays with before growing them.
+const MD_KIB: u64 = 6144;
+
+/// An array md grows in the guest (kind `M`): (name, level, devices, op).
+const MD_GROWS: &[(&str, u32, usize, &str)] = &[
+    ("md-r1-size", 1, 2, "size"),
+    ("md-r5-size-bitmap", 5, 3, "size"),
+    ("md-r5-bitmap", 5, 3, "bitmap"),
+    ("md-r1-add", 1, 3, "raid1add"),
+];
+
+struct Grown {
+    name: &'static str,
+    level: u32,
+    devices: usize,
+    create: &'static [&'static str],
+    /// Files grow to BIG before the grow.
+    grow_files: bool,
+    grow: &'static [&'static str],
+    /// Sets of roles md reads without (the new mirror alone).
+    sets: Vec<Vec<usize>>,
+}
+
+fn cases() -> Vec<Grown> {
+    vec![
+        Grown {
+            name: "r1-size",
+            level: 1,
+            devices: 2,
+            create: &[],
+            grow_files: true,
+            grow: &["--size", "max"],
+            sets: vec![],
+        },
+        Grown {
+            name: "r5-size-bitmap",
+            level: 5,
+            devices: 3,
+            create: &[
+                "--chunk",
+                "64K",
+                "--consistency-policy",
+                "bitmap",
+                "--bitmap-chunk",
+                "64K",
+            ],
+            grow_files: true,
+            grow: &["--size", "max"],
+            sets: vec![],
+        },
+        Grown {
+            name: "r5-bitmap-added",
+            level: 5,
+            devices: 3,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--bitmap", "internal", "--bitmap-chunk", "64K"],
+            sets: vec![],
+        },
+        Grown {
+            name: "r1-bitmap-removed",
+            level: 1,
+            devices: 2,
+            create: &["--consistency-policy", "bitmap"],
+            grow_files: false,
+            grow: &["--bitmap", "none"],
+            sets: vec![],
+        },
+        Grown {
+            name: "r1-2to3",
+            level: 1,
+            devices: 2,
+            create: &[],
+            grow_files: false,
+            grow: &["--raid-devices", "3", "--add", "NEW"],
+            sets: vec![vec![0, 1]],
+        },
+        Grown {
+            name: "r5-ppl-again",
+            level: 5,
+            devices: 3,
+            create: &["--chunk", "64K", "--consistency-policy", "ppl"],
+            grow_files: false,
+            grow: &[
+                "--consistency-policy",
+                "resync",
+                "THEN",
+                "--consistency-policy",
+                "ppl",
+            ],
+            sets: vec![],
+        },
+    ]
+}
+
+/// raidlab creates, fills and grows one case; the members (after the grow),
+/// their size, and raidlab's export of the grown array.
+fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64, Vec<u8>), String> {
+    fs::create_dir_all(dir).unwrap();
+    let mut members: Vec<String> = (0..c.devices)
+        .map(|i| dir.join(format!("m{i}.img")).to_str().unwrap().to_string())
+        .collect();
+    let (level, small) = (c.level.to_string(), SMALL.to_string());
+    let mut a = vec!["create", "--level", &level, "--member-size", &small];
+    a.extend_from_slice(c.create);
+    a.extend(members.iter().map(String::as_str));
+    run(&a)?;
+    let (_, v) = detail_state(&members, &members[0]);
+    let size = v["array_size_bytes"].as_u64().ok_or("no array size")?;
+    let input = dir.join("input.bin");
+    fs::write(&input, &pat[..size as usize]).unwrap();
+    let i = input.to_str().unwrap().to_string();
+    let mut a = vec!["import"];
+    a.extend(members.iter().map(String::as_str));
+    a.extend(["--input", &i]);
+    run(&a)?;
+    fs::remove_file(&input).ok();
+    if c.grow_files {
+        for m in &members {
+            let f = OpenOptions::new().write(true).open(m).unwrap();
+            f.set_len(BIG).unwrap();
+        }
+    }
+    let new = dir
+        .join(format!("m{}.img", c.devices))
+        .to_str()
+        .unwrap()
+        .to_string();
+    for step in c.grow.split(|&w| w == "THEN") {
+        let mut a = vec!["grow"];
+        a.extend(members.iter().map(String::as_str));
+        for &w in step {
+            a.push(if w == "NEW" { &new } else { w });
+        }
+        if step.contains(&"NEW") {
+            a.extend(["--member-size", &small]);
+        }
+        run(&a)?;
+    }
+    if c.grow.contains(&"NEW") {
+        members.push(new);
+    }
+    let (_, v) = detail_state(&members, &members[0]);
+    let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
+    let got = export(&members, &dir.join("export.bin"))?;
+    fs::remove_file(dir.join("export.bin")).ok();
+    if got[..size as usize] != pat[..size as usize] {
+        return Err(format!(
+            "raidlab reads the grown array wrong: {}",
+            first_diff(&got[..size as usize], &pat[..size as usize])
+        ));
+    }
+    let mut a = vec!["check"];
+    a.extend(members.iter().map(String::as_str));
+    let o = raidlab(&a);
+    if !String::from_utf8_lossy(&o.stdout).contains("mismatch_cnt: 0") {
+        return Err(format!(
+            "raidlab's check after the grow: {}",
+            describe(&a, &o)
+        ));
+    }
+    Ok((members, grown, got))
+}
+
+/// raidlab takes an array md grew (kind `M`): clean, every member active,
+/// md's size, `check` 0 mismatches, the data md wrote before the grow exact.
+fn raidlab_reads_md_grown(
+    data: &fs::File,
+    work: &Path,
+    name: &str,
+    offs: &[u64],
+    res: &GuestResults,
+    pat: &[u8],
+) -> Vec<String> {
+    let field = |d: &str, key: &str| -> Option<u64> {
+        d.split_whitespace()
+            .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+    };
+    let (size, old) = match res.get(&(name.to_string(), "M".to_string())) {
+        Some((s, d)) if s == "PASS" => {
+            loud(&format!("md_compat: grow: {name}: md grew it: {d}"));
+            (field(d, "array_bytes"), field(d, "old_bytes"))
+        }
+        other => return vec![format!("{name}: md's grow: {other:?}")],
+    };
+    let (Some(size), Some(old)) = (size, old) else {
+        return vec![format!("{name}: no array_bytes/old_bytes in md's result")];
+    };
+    let dir = work.join(name);
+    fs::create_dir_all(&dir).unwrap();
+    let members: Vec<String> = offs
+        .iter()
+        .enumerate()
+        .map(|(i, off)| {
+            let mut buf = vec![0u8; BIG as usize];
+            data.read_exact_at(&mut buf, *off).unwrap();
+            let p = dir.join(format!("m{i}.img"));
+            fs::write(&p, &buf).unwrap();
+            p.to_str().unwrap().to_string()
+        })
+        .collect();
+    let mut bad = Vec::new();
+    let (_, v) = detail_state(&members, &members[0]);
+    if v["state"] != "clean" || v["array_size_bytes"].as_u64() != Some(size) {
+        bad.push(format!(
+            "{name}: raidlab's detail of md's grown array: state {}, size {} (md's {size})",
+            v["state"], v["array_size_bytes"]
+        ));
+    }
+    let active = v["members"]
+        .as_array()
+        .map(|m| m.iter().filter(|x| x["state"] == "active").count())
+        .unwrap_or(0);
+    if active != offs.len() {
+        bad.push(format!(
+            "{name}: {active} of {} members active in raidlab",
+            offs.len()
+        ));
+    }
+    let mut a = vec!["check"];
+    a.extend(members.iter().map(String::as_str));
+    let o = raidlab(&a);
+    if !String::from_utf8_lossy(&o.stdout).contains("mismatch_cnt: 0") {
+        bad.push(format!("{name}: {}", describe(&a, &o)));
+    }
+    match export(&members, &dir.join("export.bin")) {
+        Ok(got) if got.len() as u64 == size && got[..old as usize] == pat[..old as usize] => {}
+        Ok(got) => bad.push(format!(
+            "{name}: raidlab reads md's grown array wrong ({} bytes, md's {size}): {}",
+            got.len(),
+            first_diff(
+                &got[..old.min(got.len() as u64) as usize],
+                &pat[..old.min(got.len() as u64) as usize]
+            )
+        )),
+        Err(e) => bad.push(format!("{name}: {e}")),
+    }
+    fs::remove_file(dir.join("export.bin")).ok();
+    bad
+}
+
+/// The guest, built (or found) by build.sh.
+fn guest() -> Result<String, String> {
+    match Command::new(repo_root().join("tests/mdvm/build.sh")).output() {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_string()),
+        Ok(o) => Err(format!(
+            "tests/mdvm/build.sh failed ({}): {}",
+            o.status,
+            tail(&o.stderr, 15)
+        )),
+        Err(e) => Err(format!("cannot run tests/mdvm/build.sh: {e}")),
+    }
+}
+
+fn run(args: &[&str]) -> Result<Output, String> {
+    let o = raidlab(args);
+    if o.status.success() {
+        Ok(o)
+    } else {
+        Err(describe(args, &o))
+    }
+}
+
+#[test]
+fn md_assembles_arrays_raidlab_grew() {
+    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
+        skip("RAIDLAB_SKIP_MDVM is set");
+        return;
+    }
+    let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
+    let guest_dir = match guest() {
+        Ok(g) => g,
+        Err(why) => return skip(&why),
+    };
+    let work = repo_root()
+        .join("tests/mdvm/work")
+        .join(format!("md_grow-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).unwrap();
+    let pat = pattern(4 * BIG);
+    let data_path = work.join("data.img");
+    let data = data_disk(&data_path, &pat[..PATTERN as usize]);
+    let mut next = PATTERN;
+    let mut failures: Vec<String> = Vec::new();
+    let mut manifest = String::new();
+    // (name, size, out, sets, raidlab's export)
+    let mut reads: Vec<(String, u64, u64, usize, Vec<u8>)> = Vec::new();
+    for c in cases() {
+        let dir = work.join(c.name);
+        let (members, size, want) = match raidlab_grown(&c, &dir, &pat) {
+            Ok(x) => x,
+            Err(e) => {
+                failures.push(format!("{}: {e}", c.name));
+                continue;
+            }
+        };
+        let slot = if c.grow_files { BIG } else { SMALL };
+        let mut offs = Vec::new();
+        for m in &members {
+            let bytes = fs::read(m).unwrap();
+            assert_eq!(bytes.len() as u64, slot, "{m}");
+            data.write_all_at(&bytes, next).unwrap();
+            offs.push(next);
+            next += slot;
+        }
+        let stride = size.div_ceil(MIB) * MIB;
+        let out = next;
+        next += stride * (1 + c.sets.len() as u64);
+        manifest.push_str(&format!(
+            "B {} {} {} {slot} {} {size} {out} {}\n",
+            c.name,
+            c.level,
+            members.len(),
+            csv(&offs),
+            sets_field(&c.sets)
+        ));
+        reads.push((c.name.to_string(), size, out, c.sets.len(), want));
+    }
+    let mut md_slots: Vec<(&str, Vec<u64>)> = Vec::new();
+    for &(name, level, n, op) in MD_GROWS {
+        let offs: Vec<u64> = (0..n as u64).map(|i| next + i * BIG).collect();
+        next += n as u64 * BIG;
+        manifest.push_str(&format!(
+            "M {name} {level} {n} {BIG} {} {MD_KIB} {op}\n",
+            csv(&offs)
+        ));
+        md_slots.push((name, offs));
+    }
+    data.set_len(next).unwrap();
+    data.sync_all().unwrap();
+    let res = match boot(&guest_dir, &work, "grow", &manifest, &data_path) {
+        Ok(r) => r,
+        Err(why) => return skip(&why),
+    };
+    for (name, size, out, sets, want) in &reads {
+        match res.get(&(name.clone(), "B".to_string())) {
+            Some((s, d)) if s == "PASS" => loud(&format!("md_compat: grow: {name}: md PASS {d}")),
+            other => failures.push(format!("{name}: md: {other:?}")),
+        }
+        let stride = size.div_ceil(MIB) * MIB;
+        let mut got = vec![0u8; *size as usize];
+        for k in 0..=*sets {
+            data.read_exact_at(&mut got, out + k as u64 * stride)
+                .unwrap();
+            if &got != want {
+                failures.push(format!(
+                    "{name}: md's read {k} (0: complete, then without the sets) differs from raidlab's: {}",
+                    first_diff(&got, want)
+                ));
+            }
+        }
+    }
+    for (name, offs) in &md_slots {
+        failures.extend(raidlab_reads_md_grown(&data, &work, name, offs, &res, &pat));
+    }
+    if failures.is_empty() {
+        if std::env::var_os("RAIDLAB_MDVM_KEEP").is_none() {
+            fs::remove_dir_all(&work).ok();
+        }
+        return;
+    }
+    panic!(
+        "md assembling what raidlab grew: {} failure(s) (work dir kept: {}):\n{}",
+        failures.len(),
+        work.display(),
+        failures.join("\n")
+    );
+}
