@@ -6,10 +6,10 @@
 //! the test moves; the bitmap is read back from the members as a crash would
 //! leave it.
 
+mod common;
+
 use raidlab_core::{Clock, ManualClock, Volume};
-use raidlab_devices::MemVolume;
-use raidlab_layout::{Layout, Level, ParityLayout};
-use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::live::LiveArray;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,37 +30,12 @@ struct Served {
 }
 
 fn serve() -> Served {
-    let devs: Vec<Device> = (0..4)
-        .map(|i| Device {
-            path: format!("mem{i}"),
-            volume: Arc::new(MemVolume::new(16 * MIB)),
-        })
-        .collect();
-    let spec = CreateSpec {
-        level: Level::Raid5,
-        layout: Layout::Parity(ParityLayout::LeftSymmetric),
-        chunk_bytes: 64 << 10,
-        spares: 0,
-        name: "daemon".into(),
-        force: false,
-        bitmap: true,
-        bitmap_chunk: Some(MIB as u32),
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let mut asm = create(&spec, members).unwrap();
-    asm.mark_dirty().unwrap();
-    let array = Arc::new(asm.array().unwrap());
-    assert_eq!(array.bitmap_daemon_sleep(), Some(SLEEP), "mdadm's default");
-    let live = LiveArray::new(asm, array);
-    let clock = ManualClock::new();
-    live.set_clock(clock.clone());
+    let (devs, live, clock) = common::served_bitmapped_raid5();
+    assert_eq!(
+        live.array().bitmap_daemon_sleep(),
+        Some(SLEEP),
+        "mdadm's default"
+    );
     Served { devs, live, clock }
 }
 

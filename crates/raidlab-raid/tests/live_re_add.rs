@@ -4,10 +4,11 @@
 //! those written while it was away, and those written after the re-add
 //! before the resync passed them. The data it then serves alone is exact.
 
-use raidlab_core::{Clock, ManualClock, Volume};
+mod common;
+
+use raidlab_core::{Clock, Volume};
 use raidlab_devices::MemVolume;
-use raidlab_layout::{Layout, Level, ParityLayout};
-use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::Device;
 use raidlab_raid::live::LiveArray;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,43 +17,6 @@ const MIB: u64 = 1 << 20;
 /// RAID 5 of four: three data chunks a stripe, so member offset `m` is in
 /// the stripe at array offset `3 * m`.
 const STRIPE_DATA: u64 = 3;
-
-fn members() -> Vec<Device> {
-    (0..4)
-        .map(|i| Device {
-            path: format!("mem{i}"),
-            volume: Arc::new(MemVolume::new(16 * MIB)),
-        })
-        .collect()
-}
-
-fn serve(devs: &[Device]) -> (Arc<LiveArray>, Arc<ManualClock>) {
-    let spec = CreateSpec {
-        level: Level::Raid5,
-        layout: Layout::Parity(ParityLayout::LeftSymmetric),
-        chunk_bytes: 64 << 10,
-        spares: 0,
-        name: "readd".into(),
-        force: false,
-        bitmap: true,
-        bitmap_chunk: Some(MIB as u32),
-        ppl: false,
-    };
-    let new = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let mut asm = create(&spec, new).unwrap();
-    asm.mark_dirty().unwrap();
-    let array = Arc::new(asm.array().unwrap());
-    let live = LiveArray::new(asm, array);
-    let clock = ManualClock::new();
-    live.set_clock(clock.clone());
-    (live, clock)
-}
 
 fn wait_for_rebuild(live: &LiveArray) {
     for _ in 0..2000 {
@@ -73,8 +37,7 @@ fn mem3_written(live: &LiveArray) -> u64 {
 
 #[test]
 fn a_served_re_add_writes_only_the_dirty_chunks_and_serves_exact_data() {
-    let devs = members();
-    let (live, clock) = serve(&devs);
+    let (devs, live, clock) = common::served_bitmapped_raid5();
     let v = live.volume();
     let size = v.size();
     // Every byte written, then the bits cleared by md's daemon (two idle
@@ -138,8 +101,7 @@ fn a_served_re_add_writes_only_the_dirty_chunks_and_serves_exact_data() {
 
 #[test]
 fn a_served_re_add_is_refused_for_a_blank_device_and_nothing_is_written() {
-    let devs = members();
-    let (live, _clock) = serve(&devs);
+    let (_devs, live, _clock) = common::served_bitmapped_raid5();
     live.fail("mem3").unwrap();
     live.remove("mem3").unwrap();
     let blank = Device {

@@ -61,8 +61,18 @@ pub fn create_on(
     level: raidlab_layout::Level,
     devs: &[raidlab_raid::assemble::Device],
 ) -> Assembly {
+    create_with(level, devs, |_| {})
+}
+
+/// [`create_on`] with the spec changed by `change` first (a bitmap, a log).
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn create_with(
+    level: raidlab_layout::Level,
+    devs: &[raidlab_raid::assemble::Device],
+    change: impl FnOnce(&mut raidlab_raid::assemble::CreateSpec),
+) -> Assembly {
     use raidlab_raid::assemble::{create, CreateSpec, NewMember};
-    let spec = CreateSpec {
+    let mut spec = CreateSpec {
         level,
         layout: raidlab_layout::Layout::parse(level, None).unwrap(),
         chunk_bytes: 64 << 10,
@@ -73,6 +83,7 @@ pub fn create_on(
         bitmap_chunk: None,
         ppl: false,
     };
+    change(&mut spec);
     let members = devs
         .iter()
         .map(|d| NewMember {
@@ -81,4 +92,32 @@ pub fn create_on(
         })
         .collect();
     create(&spec, members).unwrap()
+}
+
+/// A RAID 5 of four 16 MiB memory members (`mem0`..`mem3`) with a bitmap of
+/// 1 MiB chunks, served as `serve` starts it (marked dirty, then running) on
+/// a clock the test moves.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn served_bitmapped_raid5() -> (
+    Vec<raidlab_raid::assemble::Device>,
+    std::sync::Arc<raidlab_raid::live::LiveArray>,
+    std::sync::Arc<raidlab_core::ManualClock>,
+) {
+    use raidlab_raid::assemble::Device;
+    let devs: Vec<Device> = (0..4)
+        .map(|i| Device {
+            path: format!("mem{i}"),
+            volume: std::sync::Arc::new(raidlab_devices::MemVolume::new(16 << 20)),
+        })
+        .collect();
+    let mut asm = create_with(raidlab_layout::Level::Raid5, &devs, |s| {
+        s.bitmap = true;
+        s.bitmap_chunk = Some(1 << 20);
+    });
+    asm.mark_dirty().unwrap();
+    let array = std::sync::Arc::new(asm.array().unwrap());
+    let live = raidlab_raid::live::LiveArray::new(asm, array);
+    let clock = raidlab_core::ManualClock::new();
+    live.set_clock(clock.clone());
+    (devs, live, clock)
 }
