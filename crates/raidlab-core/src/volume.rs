@@ -149,6 +149,18 @@ pub struct RawFile<'a> {
     /// Opened with `O_DIRECT`: offsets and lengths must then be multiples
     /// of the first, memory addresses of the second.
     pub direct: Option<(u64, usize)>,
+    /// Told of each request made straight to the file, as the wrapper that
+    /// passed the file on (a member's I/O counters) would have counted it
+    /// had the request gone through it; a wrapper that has more to do than
+    /// count keeps the file to itself instead.
+    pub observer: Option<&'a dyn RawObserver>,
+}
+
+/// See [`RawFile::observer`].
+pub trait RawObserver: Send + Sync + std::fmt::Debug {
+    /// A read, write or flush (`kind`) of `bytes` bytes that started at
+    /// `started` has completed, successfully or not.
+    fn done(&self, kind: crate::IoKind, bytes: u64, started: std::time::Instant, ok: bool);
 }
 
 /// The largest piece the default [`Volume::write_zeroes`] writes at once: large

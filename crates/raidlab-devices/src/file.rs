@@ -533,6 +533,7 @@ impl Volume for FileVolume {
             size: self.size,
             writable: self.writable,
             direct: self.direct.as_ref().map(|d| (d.block(), d.mem_align())),
+            observer: None,
         })
     }
 

@@ -61,6 +61,35 @@ thread_local! {
     static SUBMITTED: Cell<u64> = const { Cell::new(0) };
 }
 
+/// Member requests in flight in this process, whichever way they were
+/// submitted, for a benchmark to sample (it says how much of the queue
+/// depth clients offer reaches the members). Counted only while a
+/// benchmark turns it on: two shared atomic updates per request are not
+/// free on the path of a request to memory.
+pub mod in_flight {
+    use std::sync::atomic::{AtomicBool, AtomicI64, Ordering::Relaxed};
+
+    static ON: AtomicBool = AtomicBool::new(false);
+    static NOW: AtomicI64 = AtomicI64::new(0);
+
+    /// Start or stop counting.
+    pub fn count(on: bool) {
+        ON.store(on, Relaxed);
+    }
+
+    /// Requests in flight now (0 while not counting).
+    pub fn now() -> i64 {
+        NOW.load(Relaxed)
+    }
+
+    /// `n` requests started (`n` < 0: completed), if counting.
+    pub fn add(n: i64) {
+        if ON.load(Relaxed) {
+            NOW.fetch_add(n, Relaxed);
+        }
+    }
+}
+
 /// Requests this thread has sent through a ring: lets a test see which path
 /// its requests took.
 pub fn submitted_on_this_thread() -> u64 {
@@ -159,6 +188,8 @@ struct Slot {
     ptr: *mut u8,
     bounce: Option<AlignedBuf>,
     result: Option<std::io::Result<()>>,
+    /// Submitted at least once (counted in flight).
+    sent: bool,
 }
 
 fn take_bounce(len: usize, align: usize) -> AlignedBuf {
@@ -207,6 +238,7 @@ pub fn run<R>(
                 ptr,
                 bounce: None,
                 result: None,
+                sent: false,
             };
             if len > 0 && (ptr as usize) % r.mem_align.max(1) != 0 {
                 let mut b = take_bounce(len, r.mem_align);
@@ -306,23 +338,29 @@ fn on_ring<R>(
         .collect();
     let mut in_flight = 0usize;
     // Queue what fits in the ring's free slots.
-    let fill =
-        |ring: &mut IoUring, queue: &mut VecDeque<usize>, in_flight: &mut usize, slots: &[Slot]| {
-            while let Some(&i) = queue.front() {
-                let e = entry(&reqs[i], &slots[i], i);
-                // SAFETY: the entry's buffer (the caller's, borrowed until `run`
-                // returns, or the slot's bounce buffer, kept until then) and its
-                // descriptor (the caller's, open for the call) stay valid until
-                // its completion is reaped: `on_ring` returns only when nothing
-                // is in flight.
-                if unsafe { ring.submission().push(&e) }.is_err() {
-                    break;
-                }
-                queue.pop_front();
-                *in_flight += 1;
-                SUBMITTED.with(|s| s.set(s.get() + 1));
+    let fill = |ring: &mut IoUring,
+                queue: &mut VecDeque<usize>,
+                in_flight: &mut usize,
+                slots: &mut [Slot]| {
+        while let Some(&i) = queue.front() {
+            let e = entry(&reqs[i], &slots[i], i);
+            // SAFETY: the entry's buffer (the caller's, borrowed until `run`
+            // returns, or the slot's bounce buffer, kept until then) and its
+            // descriptor (the caller's, open for the call) stay valid until
+            // its completion is reaped: `on_ring` returns only when nothing
+            // is in flight.
+            if unsafe { ring.submission().push(&e) }.is_err() {
+                break;
             }
-        };
+            queue.pop_front();
+            *in_flight += 1;
+            if !slots[i].sent {
+                slots[i].sent = true;
+                in_flight::add(1);
+            }
+            SUBMITTED.with(|s| s.set(s.get() + 1));
+        }
+    };
     fill(ring, &mut queue, &mut in_flight, slots);
     // Sent before the volume calls, so that both proceed at once.
     if let Err(e) = ring.submit() {
@@ -347,19 +385,22 @@ fn on_ring<R>(
                 if matches!(-res, libc::EINTR | libc::EAGAIN) {
                     queue.push_back(i);
                 } else {
-                    slot.result = Some(Err(std::io::Error::from_raw_os_error(-res)));
+                    finish(slot, Err(std::io::Error::from_raw_os_error(-res)));
                 }
                 continue;
             }
             if let Work::Flush = req.work {
-                slot.result = Some(Ok(()));
+                finish(slot, Ok(()));
                 continue;
             }
             if res == 0 {
-                slot.result = Some(Err(match req.work {
-                    Work::Read(_) => std::io::ErrorKind::UnexpectedEof.into(),
-                    _ => std::io::ErrorKind::WriteZero.into(),
-                }));
+                finish(
+                    slot,
+                    Err(match req.work {
+                        Work::Read(_) => std::io::ErrorKind::UnexpectedEof.into(),
+                        _ => std::io::ErrorKind::WriteZero.into(),
+                    }),
+                );
                 continue;
             }
             slot.done += res as usize;
@@ -367,11 +408,18 @@ fn on_ring<R>(
                 // Short: the rest goes again.
                 queue.push_back(i);
             } else {
-                slot.result = Some(Ok(()));
+                finish(slot, Ok(()));
             }
         }
     }
     out
+}
+
+/// Request `slot` is done with `r` (counted out of flight once, however
+/// many times it went again).
+fn finish(slot: &mut Slot, r: std::io::Result<()>) {
+    in_flight::add(-1);
+    slot.result = Some(r);
 }
 
 fn retryable(e: &std::io::Error) -> bool {

@@ -142,6 +142,26 @@ struct DetailJson {
     /// Present when a running server answered (`raidlab serve`).
     #[serde(skip_serializing_if = "Option::is_none")]
     served: Option<ServedInfo>,
+    /// How the server answering submits member I/O (`io_uring` or
+    /// `threads (why)`, with the members' direct/buffered mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member_io_submission: Option<String>,
+}
+
+/// What `detail` says of a server's member I/O: the submission this process
+/// (the server, which renders `detail`) chose, and how the members move
+/// their bytes, e.g. `io_uring (direct)`, `threads (io_uring unavailable:
+/// ...) (buffered)`.
+fn member_io_submission(modes: &[(String, raidlab_devices::IoMode)]) -> String {
+    let s = raidlab_raid::exec::submit::current().describe();
+    let mut kinds: Vec<&str> = modes.iter().map(|(_, m)| m.as_str()).collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    match kinds.len() {
+        0 => s,
+        1 => format!("{s} ({})", kinds[0]),
+        _ => format!("{s} (members direct and buffered)"),
+    }
 }
 
 /// What a server adds to `detail`: who serves the array, and what runs.
@@ -361,6 +381,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         stale: stale.clone(),
         removed: removed.clone(),
         mkfs: mkfs_alignment(&g),
+        member_io_submission: served.as_ref().map(|s| member_io_submission(&s.io_modes)),
         served,
     };
     if json {
@@ -404,6 +425,9 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         ("Consistency Policy", out.consistency_policy.clone()),
     ];
     let mut rows = rows;
+    if let Some(m) = &out.member_io_submission {
+        rows.push(("Member I/O", m.clone()));
+    }
     if let Some(b) = &asm.bitmap {
         rows.push((
             "Intent Bitmap",
