@@ -146,6 +146,9 @@ pub struct RawFile<'a> {
     pub size: u64,
     /// Writes and flushes are allowed (the file was opened for writing).
     pub writable: bool,
+    /// A block device, not a regular file (io_uring treats the two
+    /// differently: see raidlab-raid's `exec::uring`).
+    pub block_device: bool,
     /// Opened with `O_DIRECT`: offsets and lengths must then be multiples
     /// of the first, memory addresses of the second.
     pub direct: Option<(u64, usize)>,

@@ -532,6 +532,7 @@ impl Volume for FileVolume {
             base: 0,
             size: self.size,
             writable: self.writable,
+            block_device: self.block_device,
             direct: self.direct.as_ref().map(|d| (d.block(), d.mem_align())),
             observer: None,
         })

@@ -379,7 +379,7 @@ fn run_io(
             .iter()
             .map(|o| slice_of(user.get(), scratch, o.buf))
             .collect::<Result<_>>()?;
-        if how.uring {
+        if how.uring && uring::pays(ops, members) {
             let work = ops
                 .iter()
                 .zip(sources)
@@ -396,7 +396,7 @@ fn run_io(
         });
     }
     if all_unbuffered {
-        if how.uring {
+        if how.uring && uring::pays(ops, members) {
             return uring::run(
                 ops.iter().map(|o| (o, uring::Data::Bare)).collect(),
                 members,
@@ -413,7 +413,7 @@ fn run_io(
             UserBuf::Write(_) => &mut [],
         };
         let targets = carve(user_buf, scratch, ops)?;
-        if how.uring {
+        if how.uring && uring::pays(ops, members) {
             let work = ops
                 .iter()
                 .zip(targets)

@@ -5,6 +5,18 @@
 //! a direct member, members that are not files) go through their volumes on
 //! the same thread meanwhile. Then every completion is reaped.
 //!
+//! Only steps that touch a direct member take this path ([`pays`]): a
+//! buffered member's request is a copy from the page cache, which the
+//! caller's thread makes faster than a ring round trip (on /dev/shm files,
+//! 4 KiB requests through the ring ran at 0.48x-0.78x of the thread path,
+//! docs/benchmarks.md), so such steps keep the thread path and its pace.
+//! Nor do steps that write a direct regular file: a write the file system
+//! cannot start without blocking (ext4 updating the file's times, for one)
+//! goes to io_uring's worker threads, which run the writes of one regular
+//! file one at a time; RAID 10 4 KiB writes at QD 32 on ext4 files ran at
+//! 0.15x-0.45x of the thread path, where on block devices (whose writes
+//! the workers run in parallel) they ran at 1.64x.
+//!
 //! Like the thread pool it decides nothing about the operations and never
 //! stops at a failed one: every operation of the step is attempted, and
 //! each error names the member's device, the offset and the operation, as
@@ -31,6 +43,27 @@ struct Sent<'m> {
     op: &'m MemberOp,
     vol: &'m Arc<dyn Volume>,
     observer: Option<&'m dyn RawObserver>,
+}
+
+/// Whether a step of `ops` goes through the ring: it touches a direct
+/// member, whose requests wait for a device, and writes no direct regular
+/// file (see the module doc for both).
+pub(super) fn pays(ops: &[MemberOp], members: &Members) -> bool {
+    let mut direct = false;
+    for op in ops {
+        let raw = members
+            .get(op.member)
+            .and_then(|m| m.as_ref())
+            .and_then(|v| v.raw_file());
+        let Some(raw) = raw.filter(|r| r.direct.is_some()) else {
+            continue;
+        };
+        if op.kind == IoKind::Write && !raw.block_device {
+            return false;
+        }
+        direct = true;
+    }
+    direct
 }
 
 /// Run `work` (one step) as the module doc says.

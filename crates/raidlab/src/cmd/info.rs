@@ -149,18 +149,24 @@ struct DetailJson {
 }
 
 /// What `detail` says of a server's member I/O: the submission this process
-/// (the server, which renders `detail`) chose, and how the members move
-/// their bytes, e.g. `io_uring (direct)`, `threads (io_uring unavailable:
-/// ...) (buffered)`.
-fn member_io_submission(modes: &[(String, raidlab_devices::IoMode)]) -> String {
-    let s = raidlab_raid::exec::submit::current().describe();
-    let mut kinds: Vec<&str> = modes.iter().map(|(_, m)| m.as_str()).collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    match kinds.len() {
-        0 => s,
-        1 => format!("{s} ({})", kinds[0]),
-        _ => format!("{s} (members direct and buffered)"),
+/// (the server, which renders `detail`) chose, and which members it covers:
+/// io_uring carries direct members' requests only, buffered members' go
+/// through threads (a page-cache copy is cheaper on the caller's thread; see
+/// `raidlab_raid::exec`'s uring module).
+pub(crate) fn member_io_submission(modes: &[(String, raidlab_devices::IoMode)]) -> String {
+    use raidlab_devices::IoMode;
+    let s = raidlab_raid::exec::submit::current();
+    let direct = modes.iter().any(|(_, m)| *m == IoMode::Direct);
+    let buffered = modes.iter().any(|(_, m)| *m == IoMode::Buffered);
+    match (s.uring, direct, buffered) {
+        (true, true, false) => "io_uring (direct)".into(),
+        (true, true, true) => "io_uring for direct members, threads for buffered ones".into(),
+        (true, false, _) => {
+            "threads (members buffered: io_uring carries direct members only)".into()
+        }
+        (false, true, false) => format!("{} (direct)", s.describe()),
+        (false, false, true) => format!("{} (buffered)", s.describe()),
+        (false, _, _) => s.describe(),
     }
 }
 

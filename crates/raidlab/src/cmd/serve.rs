@@ -642,9 +642,9 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 eprintln!("raidlab: export {:?}: member {m}: {io} I/O", e.name);
             }
             eprintln!(
-                "raidlab: export {:?}: member I/O submitted by {}",
+                "raidlab: export {:?}: member I/O: {}",
                 e.name,
-                raidlab_raid::exec::submit::current().describe()
+                crate::cmd::info::member_io_submission(&io_modes)
             );
             // Every member's I/O counted from the first superblock read on
             // (`raidlab_raid::live::stats`), for the metrics and status pages.
