@@ -153,7 +153,7 @@ fn straight<'m, 'b>(
         .is_some_and(|end| end <= raw.size);
     let whole = raw
         .direct
-        .is_none_or(|(block, _)| op.offset % block == 0 && op.length % block == 0);
+        .map_or(true, |(block, _)| op.offset % block == 0 && op.length % block == 0);
     let mem_align = raw.direct.map_or(1, |(_, m)| m);
     let ok = match (&data, op.kind) {
         (Data::Read(b), IoKind::Read) => fits && whole && b.len() as u64 == op.length,

@@ -155,12 +155,27 @@ struct DetailJson {
 /// `raidlab_raid::exec`'s uring module).
 pub(crate) fn member_io_submission(modes: &[(String, raidlab_devices::IoMode)]) -> String {
     use raidlab_devices::IoMode;
+    use std::os::unix::fs::FileTypeExt;
     let s = raidlab_raid::exec::submit::current();
     let direct = modes.iter().any(|(_, m)| *m == IoMode::Direct);
     let buffered = modes.iter().any(|(_, m)| *m == IoMode::Buffered);
+    // A direct member that is a regular file (or a partition of an image
+    // file) has its writes on threads: see raidlab_raid's exec::uring.
+    let direct_file = modes.iter().any(|(name, m)| {
+        *m == IoMode::Direct
+            && !std::fs::metadata(name.split('@').next().unwrap_or(name))
+                .is_ok_and(|md| md.file_type().is_block_device())
+    });
+    let files = if direct_file {
+        "; writes to regular-file members on threads"
+    } else {
+        ""
+    };
     match (s.uring, direct, buffered) {
-        (true, true, false) => "io_uring (direct)".into(),
-        (true, true, true) => "io_uring for direct members, threads for buffered ones".into(),
+        (true, true, false) => format!("io_uring (direct{files})"),
+        (true, true, true) => {
+            format!("io_uring for direct members{files}, threads for buffered ones")
+        }
         (true, false, _) => {
             "threads (members buffered: io_uring carries direct members only)".into()
         }
