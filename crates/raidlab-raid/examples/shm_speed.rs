@@ -29,7 +29,10 @@ fn main() {
             .map(|i| {
                 let p = dir.path().join(format!("{}-{i}", level.name()));
                 let f = FileVolume::create_sparse(&p, MEMBER + (1 << 20)).unwrap();
-                Some(Arc::new(SliceVolume::new(Arc::new(f), 1 << 20, MEMBER).unwrap()) as Arc<dyn Volume>)
+                Some(
+                    Arc::new(SliceVolume::new(Arc::new(f), 1 << 20, MEMBER).unwrap())
+                        as Arc<dyn Volume>,
+                )
             })
             .collect();
         let a = Array::new("shm", g, members).unwrap();
@@ -67,7 +70,11 @@ fn main() {
                 stop.store(true, Ordering::Relaxed);
             });
             let iops = ops.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
-            println!("{} 4K rand{} QD{qd} {iops:.0}", level.name(), if write { "write" } else { "read" });
+            println!(
+                "{} 4K rand{} QD{qd} {iops:.0}",
+                level.name(),
+                if write { "write" } else { "read" }
+            );
         }
     }
 }

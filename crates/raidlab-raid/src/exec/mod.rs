@@ -19,10 +19,12 @@ use std::sync::Arc;
 
 mod pool;
 mod recording;
+mod scratch;
 pub mod submit;
 mod uring;
 use pool::{run_grouped, Pace};
 pub use recording::Recording;
+use scratch::{give_back_scratch, take_scratch};
 pub use submit::{MemberIo, Submission};
 
 /// Why a plan did not complete: the member roles whose operations failed (empty
@@ -59,58 +61,6 @@ impl From<Failed> for Error {
     fn from(f: Failed) -> Self {
         *f.error
     }
-}
-
-/// Scratch buffers a thread keeps between plans, at most this many bytes: a fresh
-/// zeroed buffer per plan costs a page fault and a page of zeroing every 4 KiB,
-/// which on fast members was a large part of a degraded read or a rebuild.
-const POOL_BYTES: usize = 64 << 20;
-
-thread_local! {
-    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Buffers of the plan's scratch sizes, from this thread's pool where it has them.
-/// Their contents are whatever an earlier plan left: every plan writes a scratch
-/// buffer in full (a member read or a compute output) before anything reads it.
-fn take_scratch(sizes: &[usize]) -> Vec<Vec<u8>> {
-    POOL.with(|p| {
-        let mut pool = p.borrow_mut();
-        sizes
-            .iter()
-            .map(|&n| {
-                let fit = pool
-                    .iter()
-                    .position(|b| b.len() >= n)
-                    .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
-                let mut b = fit.map(|i| pool.swap_remove(i)).unwrap_or_default();
-                if b.len() >= n {
-                    b.truncate(n);
-                } else {
-                    b.resize(n, 0);
-                }
-                // Test builds poison every buffer, so a plan that read scratch
-                // before writing it would fail the engine's tests.
-                if cfg!(debug_assertions) {
-                    b.fill(0xa5);
-                }
-                b
-            })
-            .collect()
-    })
-}
-
-fn give_back_scratch(bufs: Vec<Vec<u8>>) {
-    POOL.with(|p| {
-        let mut pool = p.borrow_mut();
-        let mut kept: usize = pool.iter().map(Vec::capacity).sum();
-        for b in bufs {
-            if kept + b.capacity() <= POOL_BYTES {
-                kept += b.capacity();
-                pool.push(b);
-            }
-        }
-    })
 }
 
 /// Steps moving at least this many bytes over two or more members run in parallel.

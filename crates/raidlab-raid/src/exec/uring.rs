@@ -151,9 +151,9 @@ fn straight<'m, 'b>(
         .offset
         .checked_add(op.length)
         .is_some_and(|end| end <= raw.size);
-    let whole = raw
-        .direct
-        .map_or(true, |(block, _)| op.offset % block == 0 && op.length % block == 0);
+    let whole = raw.direct.map_or(true, |(block, _)| {
+        op.offset % block == 0 && op.length % block == 0
+    });
     let mem_align = raw.direct.map_or(1, |(_, m)| m);
     let ok = match (&data, op.kind) {
         (Data::Read(b), IoKind::Read) => fits && whole && b.len() as u64 == op.length,
