@@ -1,13 +1,14 @@
 //! The real executor: carries a [`Plan`] out against member volumes.
 //!
 //! Each I/O step's operations are submitted one of two ways, chosen once per
-//! process ([`submit`]): through io_uring, the step's requests to file and
-//! block-device members sent together from the caller's thread and reaped
-//! there ([`uring`]); or through threads, in parallel, one member's on the
-//! caller's thread and the others' on a shared pool of I/O threads, when the
-//! step is large enough for that to pay or its members are slow enough
-//! ([`pool::Pace`]), small steps on fast members in order on the caller's
-//! thread.
+//! process ([`submit`]) and, with io_uring chosen, by what the step touches:
+//! a step on direct members (except one writing a direct regular file) has
+//! its requests sent together from the caller's thread and reaped there
+//! ([`uring`] says why only those); every other step goes through threads,
+//! in parallel, one member's on the caller's thread and the others' on a
+//! shared pool of I/O threads, when the step is large enough for that to pay
+//! or its members are slow enough ([`pool::Pace`]), small steps on fast
+//! members in order on the caller's thread.
 //! Compute steps call the parity engine. The executor makes no decisions: if a
 //! member fails, the error goes back to the caller with the member's name and range.
 
@@ -121,9 +122,9 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The real executor: each I/O step's requests to file members through
-/// io_uring when the process chose it ([`submit::current`]); otherwise (and
-/// for members that are not files) in parallel on a shared pool of I/O
+/// The real executor: a step's requests to direct members through io_uring
+/// when the process chose it ([`submit::current`]; see [`uring`] for which
+/// steps); otherwise in parallel on a shared pool of I/O
 /// threads when the step is large or its members wait for a device, in order
 /// on the caller's thread otherwise. It learns its members' pace from the
 /// steps it runs, so one executor serves one array.
@@ -150,7 +151,7 @@ impl ThreadPool {
         }
     }
 
-    /// Whether file members' requests go through io_uring.
+    /// Whether direct members' steps go through io_uring.
     pub fn uses_uring(&self) -> bool {
         self.uring
     }

@@ -1,7 +1,7 @@
 //! How this process submits member I/O: through io_uring (a step's requests
-//! to file and block-device members sent together, no thread per request)
-//! or through the I/O thread pool. Chosen once, at start, from what was
-//! asked (`--member-io`) and what the kernel allows (a probe), and shown by
+//! to direct members sent together, no thread per request) or through the
+//! I/O thread pool. Chosen once, at start, from what was asked
+//! (`--member-io`) and what the kernel allows (a probe), and shown by
 //! `detail` and `serve` with the reason when io_uring is not used.
 //!
 //! Decides only that choice; it never carries out a request itself.
@@ -48,7 +48,8 @@ impl std::str::FromStr for MemberIo {
 /// The submission in use and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Submission {
-    /// Requests to file and block-device members go through io_uring.
+    /// Steps on direct members go through io_uring (which ones: the
+    /// executor's `uring` module).
     pub uring: bool,
     pub asked: MemberIo,
     /// Why not io_uring, when auto found it unavailable.
