@@ -86,6 +86,12 @@ pub trait Layer: Send + Sync {
     fn discard_zeroes(&self) -> bool {
         self.below().discard_zeroes()
     }
+    /// Not the volume below's file: a request made straight to it would
+    /// pass this wrapper by, so a wrapper hands one out only when it has
+    /// said how it sees such requests ([`crate::RawFile::observer`]).
+    fn raw_file(&self) -> Option<crate::RawFile<'_>> {
+        None
+    }
 }
 
 impl<L: Layer> Volume for L {
@@ -133,6 +139,9 @@ impl<L: Layer> Volume for L {
     }
     fn discard_zeroes(&self) -> bool {
         Layer::discard_zeroes(self)
+    }
+    fn raw_file(&self) -> Option<crate::RawFile<'_>> {
+        Layer::raw_file(self)
     }
 }
 

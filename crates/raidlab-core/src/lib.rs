@@ -25,5 +25,6 @@ pub use error::{Error, ErrorKind, Op, Result};
 pub use io_kind::IoKind;
 pub use layer::Layer;
 pub use volume::{
-    check_range, check_range_with, MapBytes, Mapped, SliceVolume, StoredSink, Volume, ZERO_PIECE,
+    check_range, check_range_with, MapBytes, Mapped, RawFile, RawObserver, SliceVolume, StoredSink,
+    Volume, ZERO_PIECE,
 };

@@ -121,6 +121,49 @@ pub trait Volume: Send + Sync {
     fn discard_zeroes(&self) -> bool {
         false
     }
+
+    /// The one open file or block device this volume's reads, writes and
+    /// flushes go to unchanged, for a submitter that sends them to the
+    /// kernel itself (io_uring) instead of calling [`Volume::read_at`] on a
+    /// thread per request. `None` (the default) for every volume that does
+    /// anything else with its bytes: memory, arrays, and every wrapper (a
+    /// fault injector, a throttle, a recorder must see each request, so
+    /// [`crate::Layer`] volumes never pass it on).
+    fn raw_file(&self) -> Option<RawFile<'_>> {
+        None
+    }
+}
+
+/// See [`Volume::raw_file`]: where a request to the volume goes in the file,
+/// and what the file allows.
+#[derive(Debug, Clone, Copy)]
+pub struct RawFile<'a> {
+    pub fd: BorrowedFd<'a>,
+    /// The volume's offset 0 is this offset of the file.
+    pub base: u64,
+    /// The volume's size: a request past it must go through the volume,
+    /// which refuses it with its own error.
+    pub size: u64,
+    /// Writes and flushes are allowed (the file was opened for writing).
+    pub writable: bool,
+    /// A block device, not a regular file (io_uring treats the two
+    /// differently: see raidlab-raid's `exec::uring`).
+    pub block_device: bool,
+    /// Opened with `O_DIRECT`: offsets and lengths must then be multiples
+    /// of the first, memory addresses of the second.
+    pub direct: Option<(u64, usize)>,
+    /// Told of each request made straight to the file, as the wrapper that
+    /// passed the file on (a member's I/O counters) would have counted it
+    /// had the request gone through it; a wrapper that has more to do than
+    /// count keeps the file to itself instead.
+    pub observer: Option<&'a dyn RawObserver>,
+}
+
+/// See [`RawFile::observer`].
+pub trait RawObserver: Send + Sync + std::fmt::Debug {
+    /// A read, write or flush (`kind`) of `bytes` bytes that started at
+    /// `started` has completed, successfully or not.
+    fn done(&self, kind: crate::IoKind, bytes: u64, started: std::time::Instant, ok: bool);
 }
 
 /// The largest piece the default [`Volume::write_zeroes`] writes at once: large
@@ -240,6 +283,9 @@ impl<T: Volume + ?Sized> Volume for Arc<T> {
     }
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
         (**self).read_stored(offset, len, sink)
+    }
+    fn raw_file(&self) -> Option<RawFile<'_>> {
+        (**self).raw_file()
     }
 }
 
@@ -374,6 +420,14 @@ impl<V: Volume> Volume for SliceVolume<V> {
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
         self.check(Op::Read, offset, len)?;
         self.inner.read_stored(self.start + offset, len, sink)
+    }
+    fn raw_file(&self) -> Option<RawFile<'_>> {
+        let r = self.inner.raw_file()?;
+        Some(RawFile {
+            base: r.base + self.start,
+            size: self.len,
+            ..r
+        })
     }
 }
 

@@ -188,6 +188,11 @@ impl Direct {
         self.block
     }
 
+    /// The alignment of memory handed to the kernel.
+    pub fn mem_align(&self) -> usize {
+        self.mem_align
+    }
+
     /// Whether `[offset, offset+len)` can go to the kernel as it is, with
     /// memory at `ptr`.
     pub fn aligned(&self, ptr: *const u8, offset: u64, len: usize) -> bool {
@@ -308,7 +313,7 @@ impl Direct {
 }
 
 /// `pread` until `buf` is full; the end of the file there is an error.
-fn pread_full(fd: RawFd, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+pub(crate) fn pread_full(fd: RawFd, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
     let mut done = 0;
     while done < buf.len() {
         let at = off_t(offset + done as u64)?;

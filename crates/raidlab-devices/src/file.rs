@@ -521,6 +521,23 @@ impl Volume for FileVolume {
         Ok(true)
     }
 
+    /// The descriptor itself, for io_uring: a read, write or flush of this
+    /// volume is that request on the file at the same offset, nothing more
+    /// (range and read-only checks are the submitter's, which sends a request
+    /// that fails them here instead, for the error).
+    fn raw_file(&self) -> Option<raidlab_core::RawFile<'_>> {
+        use std::os::fd::AsFd;
+        Some(raidlab_core::RawFile {
+            fd: self.file.as_fd(),
+            base: 0,
+            size: self.size,
+            writable: self.writable,
+            block_device: self.block_device,
+            direct: self.direct.as_ref().map(|d| (d.block(), d.mem_align())),
+            observer: None,
+        })
+    }
+
     /// `fdatasync`: on a direct block device the device's cache flush (the
     /// data itself is already there); on a buffered member also the writing
     /// back of its dirty pages.

@@ -15,6 +15,7 @@ pub mod partition;
 pub mod recorded;
 pub mod size_only;
 pub mod throttle;
+pub mod uring;
 
 pub use direct::IoMode;
 pub use fault::{FaultStats, FaultVolume, PowerCutPolicy, PowerCutReport};

@@ -18,6 +18,20 @@ fn size(s: &str) -> Result<u64, String> {
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// How member I/O is submitted: `uring` (a step's requests to direct
+    /// members sent together through io_uring, no thread per request;
+    /// buffered members and writes to direct regular files stay on threads,
+    /// which measured faster there), `threads` (a pool of I/O threads), or
+    /// `auto`: io_uring when the kernel allows it (a probe ring completes a
+    /// no-op and a read), threads otherwise, for kernels without io_uring
+    /// and containers whose seccomp profile refuses it. `detail` and
+    /// `serve` say which is in use and why.
+    #[arg(long, global = true, value_name = "HOW", default_value = "auto", value_parser = member_io)]
+    pub member_io: raidlab_raid::exec::MemberIo,
+}
+
+fn member_io(s: &str) -> Result<raidlab_raid::exec::MemberIo, String> {
+    s.parse()
 }
 
 #[derive(Debug, Subcommand)]

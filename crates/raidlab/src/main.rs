@@ -64,5 +64,6 @@ fn main() -> ExitCode {
 
 fn run() -> anyhow::Result<ExitCode> {
     let cli = cli::Cli::parse();
+    raidlab_raid::exec::submit::set(cli.member_io)?;
     cmd::dispatch(cli.command)
 }

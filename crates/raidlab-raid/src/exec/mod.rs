@@ -1,9 +1,14 @@
 //! The real executor: carries a [`Plan`] out against member volumes.
 //!
-//! Each I/O step's operations run in parallel, one member's on the caller's thread
-//! and the others' on a shared pool of I/O threads, when the step is large enough
-//! for that to pay or its members are slow enough ([`pool::Pace`]); small steps
-//! on fast members run in order on the caller's thread.
+//! Each I/O step's operations are submitted one of two ways, chosen once per
+//! process ([`submit`]) and, with io_uring chosen, by what the step touches:
+//! a step on direct members (except one writing a direct regular file) has
+//! its requests sent together from the caller's thread and reaped there
+//! ([`uring`] says why only those); every other step goes through threads,
+//! in parallel, one member's on the caller's thread and the others' on a
+//! shared pool of I/O threads, when the step is large enough for that to pay
+//! or its members are slow enough ([`pool::Pace`]), small steps on fast
+//! members in order on the caller's thread.
 //! Compute steps call the parity engine. The executor makes no decisions: if a
 //! member fails, the error goes back to the caller with the member's name and range.
 
@@ -15,8 +20,13 @@ use std::sync::Arc;
 
 mod pool;
 mod recording;
+mod scratch;
+pub mod submit;
+mod uring;
 use pool::{run_grouped, Pace};
 pub use recording::Recording;
+use scratch::{give_back_scratch, take_scratch};
+pub use submit::{MemberIo, Submission};
 
 /// Why a plan did not complete: the member roles whose operations failed (empty
 /// for a failure that is not a member's, e.g. a malformed plan), whether they were
@@ -52,58 +62,6 @@ impl From<Failed> for Error {
     fn from(f: Failed) -> Self {
         *f.error
     }
-}
-
-/// Scratch buffers a thread keeps between plans, at most this many bytes: a fresh
-/// zeroed buffer per plan costs a page fault and a page of zeroing every 4 KiB,
-/// which on fast members was a large part of a degraded read or a rebuild.
-const POOL_BYTES: usize = 64 << 20;
-
-thread_local! {
-    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Buffers of the plan's scratch sizes, from this thread's pool where it has them.
-/// Their contents are whatever an earlier plan left: every plan writes a scratch
-/// buffer in full (a member read or a compute output) before anything reads it.
-fn take_scratch(sizes: &[usize]) -> Vec<Vec<u8>> {
-    POOL.with(|p| {
-        let mut pool = p.borrow_mut();
-        sizes
-            .iter()
-            .map(|&n| {
-                let fit = pool
-                    .iter()
-                    .position(|b| b.len() >= n)
-                    .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
-                let mut b = fit.map(|i| pool.swap_remove(i)).unwrap_or_default();
-                if b.len() >= n {
-                    b.truncate(n);
-                } else {
-                    b.resize(n, 0);
-                }
-                // Test builds poison every buffer, so a plan that read scratch
-                // before writing it would fail the engine's tests.
-                if cfg!(debug_assertions) {
-                    b.fill(0xa5);
-                }
-                b
-            })
-            .collect()
-    })
-}
-
-fn give_back_scratch(bufs: Vec<Vec<u8>>) {
-    POOL.with(|p| {
-        let mut pool = p.borrow_mut();
-        let mut kept: usize = pool.iter().map(Vec::capacity).sum();
-        for b in bufs {
-            if kept + b.capacity() <= POOL_BYTES {
-                kept += b.capacity();
-                pool.push(b);
-            }
-        }
-    })
 }
 
 /// Steps moving at least this many bytes over two or more members run in parallel.
@@ -164,13 +122,39 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// The real executor: each I/O step's operations in parallel on a shared pool
-/// of I/O threads when the step is large or its members wait for a device, in
-/// order on the caller's thread otherwise. It learns its members' pace from
-/// the steps it runs, so one executor serves one array.
-#[derive(Debug, Default)]
+/// The real executor: a step's requests to direct members through io_uring
+/// when the process chose it ([`submit::current`]; see [`uring`] for which
+/// steps); otherwise in parallel on a shared pool of I/O
+/// threads when the step is large or its members wait for a device, in order
+/// on the caller's thread otherwise. It learns its members' pace from the
+/// steps it runs, so one executor serves one array.
+#[derive(Debug)]
 pub struct ThreadPool {
     pace: Pace,
+    uring: bool,
+}
+
+impl Default for ThreadPool {
+    /// With the process's choice of submission.
+    fn default() -> Self {
+        ThreadPool::with_submission(submit::current())
+    }
+}
+
+impl ThreadPool {
+    /// With a submission of its own (a benchmark comparing the two, a test
+    /// of each).
+    pub fn with_submission(s: &Submission) -> ThreadPool {
+        ThreadPool {
+            pace: Pace::default(),
+            uring: s.uring,
+        }
+    }
+
+    /// Whether direct members' steps go through io_uring.
+    pub fn uses_uring(&self) -> bool {
+        self.uring
+    }
 }
 
 impl Executor for ThreadPool {
@@ -182,7 +166,15 @@ impl Executor for ThreadPool {
         user: UserBuf<'_>,
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
-        execute(plan, members, engine, user, log, Some(&self.pace))
+        execute(
+            plan,
+            members,
+            engine,
+            user,
+            log,
+            Some(&self.pace),
+            self.uring,
+        )
     }
 }
 
@@ -190,11 +182,21 @@ impl Executor for ThreadPool {
 /// engine, for work that has no array (and so no executor) of its own:
 /// create, an offline rebuild or scrub, a log's start, a zoned array.
 pub fn run_offline(plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<(), Failed> {
-    execute(plan, members, raidlab_parity::selected(), user, None, None)
+    let uring = submit::current().uring;
+    execute(
+        plan,
+        members,
+        raidlab_parity::selected(),
+        user,
+        None,
+        None,
+        uring,
+    )
 }
 
 /// Run `plan`, handing its log step (if any) to `log`; small steps' choice
-/// made and taught by `pace` if given (by size alone otherwise).
+/// made and taught by `pace` if given (by size alone otherwise); file
+/// members' requests through io_uring if `uring`.
 fn execute(
     plan: &Plan,
     members: &Members,
@@ -202,11 +204,20 @@ fn execute(
     mut user: UserBuf<'_>,
     log: Option<LogWriter<'_>>,
     pace: Option<&Pace>,
+    uring: bool,
 ) -> Result<(), Failed> {
     let mut scratch = take_scratch(&plan.scratch);
-    let result = run_steps(plan, members, engine, &mut user, &mut scratch, log, pace);
+    let how = How { pace, uring };
+    let result = run_steps(plan, members, engine, &mut user, &mut scratch, log, how);
     give_back_scratch(scratch);
     result
+}
+
+/// How a step's member operations are submitted.
+#[derive(Clone, Copy)]
+struct How<'p> {
+    pace: Option<&'p Pace>,
+    uring: bool,
 }
 
 fn run_steps(
@@ -216,11 +227,11 @@ fn run_steps(
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
     log: Option<LogWriter<'_>>,
-    pace: Option<&Pace>,
+    how: How<'_>,
 ) -> Result<(), Failed> {
     for step in &plan.steps {
         match step {
-            Step::Io(ops) => run_io(ops, members, user, scratch, pace)?,
+            Step::Io(ops) => run_io(ops, members, user, scratch, how)?,
             Step::Compute(cs) => {
                 for c in cs {
                     run_compute(c, engine, user, scratch)?;
@@ -293,8 +304,9 @@ fn run_io(
     members: &Members,
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
-    pace: Option<&Pace>,
+    how: How<'_>,
 ) -> Result<(), Failed> {
+    let pace = how.pace;
     let all_writes = ops.iter().all(|o| o.kind == IoKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == IoKind::Read);
     // Trims, write-zeroes and flushes carry no buffer.
@@ -318,6 +330,13 @@ fn run_io(
             .iter()
             .map(|o| slice_of(user.get(), scratch, o.buf))
             .collect::<Result<_>>()?;
+        if how.uring && uring::pays(ops, members) {
+            let work = ops
+                .iter()
+                .zip(sources)
+                .map(|(o, s)| (o, uring::Data::Write(s)));
+            return uring::run(work.collect(), members);
+        }
         let work: Vec<(usize, &MemberOp, &[u8])> = ops
             .iter()
             .zip(sources)
@@ -328,6 +347,12 @@ fn run_io(
         });
     }
     if all_unbuffered {
+        if how.uring && uring::pays(ops, members) {
+            return uring::run(
+                ops.iter().map(|o| (o, uring::Data::Bare)).collect(),
+                members,
+            );
+        }
         let work: Vec<(usize, &MemberOp, ())> = ops.iter().map(|o| (o.member, o, ())).collect();
         return run_grouped(work, &distinct, parallel, pace, members, |vol, op, ()| {
             do_op(vol, op, None, None)
@@ -339,6 +364,13 @@ fn run_io(
             UserBuf::Write(_) => &mut [],
         };
         let targets = carve(user_buf, scratch, ops)?;
+        if how.uring && uring::pays(ops, members) {
+            let work = ops
+                .iter()
+                .zip(targets)
+                .map(|(o, t)| (o, uring::Data::Read(t)));
+            return uring::run(work.collect(), members);
+        }
         let work: Vec<(usize, &MemberOp, &mut [u8])> = ops
             .iter()
             .zip(targets)

@@ -142,7 +142,10 @@ pub(super) fn run_grouped<B: Send>(
     let run = |group: Vec<(&MemberOp, B)>| -> Vec<(usize, Error)> {
         let mut errs = Vec::new();
         for (op, b) in group {
-            if let Err(e) = member(members, op).and_then(|v| f(v, op, b)) {
+            raidlab_devices::uring::in_flight::add(1);
+            let r = member(members, op).and_then(|v| f(v, op, b));
+            raidlab_devices::uring::in_flight::add(-1);
+            if let Err(e) = r {
                 errs.push((op.member, e));
             }
         }

@@ -170,25 +170,33 @@ impl IoCounters {
     }
 
     fn read<T>(&self, bytes: u64, t: Instant, r: Result<T>) -> Result<T> {
-        if r.is_ok() {
+        self.count_read(bytes, t, r.is_ok());
+        r
+    }
+
+    fn count_read(&self, bytes: u64, t: Instant, ok: bool) {
+        if ok {
             self.reads.fetch_add(1, Relaxed);
             self.read_bytes.fetch_add(bytes, Relaxed);
             self.read_latency.record(nanos(t));
         } else {
             self.errors.fetch_add(1, Relaxed);
         }
-        r
     }
 
     fn write<T>(&self, bytes: u64, t: Instant, r: Result<T>) -> Result<T> {
-        if r.is_ok() {
+        self.count_write(bytes, t, r.is_ok());
+        r
+    }
+
+    fn count_write(&self, bytes: u64, t: Instant, ok: bool) {
+        if ok {
             self.writes.fetch_add(1, Relaxed);
             self.write_bytes.fetch_add(bytes, Relaxed);
             self.write_latency.record(nanos(t));
         } else {
             self.errors.fetch_add(1, Relaxed);
         }
-        r
     }
 
     fn other<T>(
@@ -197,7 +205,12 @@ impl IoCounters {
         bytes: Option<(&AtomicU64, u64)>,
         r: Result<T>,
     ) -> Result<T> {
-        if r.is_ok() {
+        self.count_other(calls, bytes, r.is_ok());
+        r
+    }
+
+    fn count_other(&self, calls: &AtomicU64, bytes: Option<(&AtomicU64, u64)>, ok: bool) {
+        if ok {
             calls.fetch_add(1, Relaxed);
             if let Some((counter, n)) = bytes {
                 counter.fetch_add(n, Relaxed);
@@ -205,7 +218,6 @@ impl IoCounters {
         } else {
             self.errors.fetch_add(1, Relaxed);
         }
-        r
     }
 }
 
@@ -272,6 +284,30 @@ impl raidlab_core::Layer for CountedVolume {
         let r = self.inner.discard(offset, len);
         self.io
             .other(&self.io.discards, Some((&self.io.discarded_bytes, len)), r)
+    }
+    /// Counting is all this wrapper does, so it passes its member's file on
+    /// with the counters as the observer: a request made straight to the
+    /// file (io_uring) counts as its call here would have. A file observed
+    /// already (two counters stacked) stays behind the volume calls.
+    fn raw_file(&self) -> Option<raidlab_core::RawFile<'_>> {
+        let r = self.inner.raw_file()?;
+        if r.observer.is_some() {
+            return None;
+        }
+        Some(raidlab_core::RawFile {
+            observer: Some(&*self.io),
+            ..r
+        })
+    }
+}
+
+impl raidlab_core::RawObserver for IoCounters {
+    fn done(&self, kind: raidlab_core::IoKind, bytes: u64, started: Instant, ok: bool) {
+        match kind {
+            raidlab_core::IoKind::Read => self.count_read(bytes, started, ok),
+            raidlab_core::IoKind::Write => self.count_write(bytes, started, ok),
+            _ => self.count_other(&self.flushes, None, ok),
+        }
     }
 }
 

@@ -142,6 +142,47 @@ struct DetailJson {
     /// Present when a running server answered (`raidlab serve`).
     #[serde(skip_serializing_if = "Option::is_none")]
     served: Option<ServedInfo>,
+    /// How the server answering submits member I/O (`io_uring` or
+    /// `threads (why)`, with the members' direct/buffered mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    member_io_submission: Option<String>,
+}
+
+/// What `detail` says of a server's member I/O: the submission this process
+/// (the server, which renders `detail`) chose, and which members it covers:
+/// io_uring carries direct members' requests only, buffered members' go
+/// through threads (a page-cache copy is cheaper on the caller's thread; see
+/// `raidlab_raid::exec`'s uring module).
+pub(crate) fn member_io_submission(modes: &[(String, raidlab_devices::IoMode)]) -> String {
+    use raidlab_devices::IoMode;
+    use std::os::unix::fs::FileTypeExt;
+    let s = raidlab_raid::exec::submit::current();
+    let direct = modes.iter().any(|(_, m)| *m == IoMode::Direct);
+    let buffered = modes.iter().any(|(_, m)| *m == IoMode::Buffered);
+    // A direct member that is a regular file (or a partition of an image
+    // file) has its writes on threads: see raidlab_raid's exec::uring.
+    let direct_file = modes.iter().any(|(name, m)| {
+        *m == IoMode::Direct
+            && !std::fs::metadata(name.split('@').next().unwrap_or(name))
+                .is_ok_and(|md| md.file_type().is_block_device())
+    });
+    let files = if direct_file {
+        "; writes to regular-file members on threads"
+    } else {
+        ""
+    };
+    match (s.uring, direct, buffered) {
+        (true, true, false) => format!("io_uring (direct{files})"),
+        (true, true, true) => {
+            format!("io_uring for direct members{files}, threads for buffered ones")
+        }
+        (true, false, _) => {
+            "threads (members buffered: io_uring carries direct members only)".into()
+        }
+        (false, true, false) => format!("{} (direct)", s.describe()),
+        (false, false, true) => format!("{} (buffered)", s.describe()),
+        (false, _, _) => s.describe(),
+    }
 }
 
 /// What a server adds to `detail`: who serves the array, and what runs.
@@ -361,6 +402,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         stale: stale.clone(),
         removed: removed.clone(),
         mkfs: mkfs_alignment(&g),
+        member_io_submission: served.as_ref().map(|s| member_io_submission(&s.io_modes)),
         served,
     };
     if json {
@@ -404,6 +446,9 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         ("Consistency Policy", out.consistency_policy.clone()),
     ];
     let mut rows = rows;
+    if let Some(m) = &out.member_io_submission {
+        rows.push(("Member I/O", m.clone()));
+    }
     if let Some(b) = &asm.bitmap {
         rows.push((
             "Intent Bitmap",

@@ -641,6 +641,11 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             for (m, io) in &io_modes {
                 eprintln!("raidlab: export {:?}: member {m}: {io} I/O", e.name);
             }
+            eprintln!(
+                "raidlab: export {:?}: member I/O: {}",
+                e.name,
+                crate::cmd::info::member_io_submission(&io_modes)
+            );
             // Every member's I/O counted from the first superblock read on
             // (`raidlab_raid::live::stats`), for the metrics and status pages.
             let counted = raidlab_raid::live::MemberIoRegistry::default();
