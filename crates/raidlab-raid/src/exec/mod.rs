@@ -182,7 +182,28 @@ impl Executor for ThreadPool {
         user: UserBuf<'_>,
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
-        execute(plan, members, engine, user, log, Some(&self.pace))
+        execute(plan, members, engine, user, log, Some(&self.pace), true)
+    }
+}
+
+/// An executor that runs every operation of every step in order on the
+/// calling thread, never on the I/O pool: a run's member I/O then happens in
+/// one order that depends on nothing but the plans (the torture harness,
+/// whose runs must replay exactly from a seed). Slower than [`ThreadPool`] on
+/// devices that wait; otherwise the same work.
+#[derive(Debug, Default)]
+pub struct InOrder;
+
+impl Executor for InOrder {
+    fn run(
+        &self,
+        plan: &Plan,
+        members: &Members,
+        engine: &dyn Engine,
+        user: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        execute(plan, members, engine, user, log, None, false)
     }
 }
 
@@ -190,7 +211,7 @@ impl Executor for ThreadPool {
 /// engine, for work that has no array (and so no executor) of its own:
 /// create, an offline rebuild or scrub, a log's start, a zoned array.
 pub fn run_offline(plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<(), Failed> {
-    execute(plan, members, raidlab_parity::selected(), user, None, None)
+    execute(plan, members, raidlab_parity::selected(), user, None, None, true)
 }
 
 /// Run `plan`, handing its log step (if any) to `log`; small steps' choice
@@ -202,13 +223,24 @@ fn execute(
     mut user: UserBuf<'_>,
     log: Option<LogWriter<'_>>,
     pace: Option<&Pace>,
+    may_parallel: bool,
 ) -> Result<(), Failed> {
     let mut scratch = take_scratch(&plan.scratch);
-    let result = run_steps(plan, members, engine, &mut user, &mut scratch, log, pace);
+    let result = run_steps(
+        plan,
+        members,
+        engine,
+        &mut user,
+        &mut scratch,
+        log,
+        pace,
+        may_parallel,
+    );
     give_back_scratch(scratch);
     result
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_steps(
     plan: &Plan,
     members: &Members,
@@ -217,10 +249,11 @@ fn run_steps(
     scratch: &mut [Vec<u8>],
     log: Option<LogWriter<'_>>,
     pace: Option<&Pace>,
+    may_parallel: bool,
 ) -> Result<(), Failed> {
     for step in &plan.steps {
         match step {
-            Step::Io(ops) => run_io(ops, members, user, scratch, pace)?,
+            Step::Io(ops) => run_io(ops, members, user, scratch, pace, may_parallel)?,
             Step::Compute(cs) => {
                 for c in cs {
                     run_compute(c, engine, user, scratch)?;
@@ -294,6 +327,7 @@ fn run_io(
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
     pace: Option<&Pace>,
+    may_parallel: bool,
 ) -> Result<(), Failed> {
     let all_writes = ops.iter().all(|o| o.kind == IoKind::Write);
     let all_reads = ops.iter().all(|o| o.kind == IoKind::Read);
@@ -309,7 +343,7 @@ fn run_io(
     // overlap however few bytes the step moves.
     let flush = ops.iter().any(|o| o.kind == IoKind::Flush);
     let small = bytes < PARALLEL_BYTES && !flush;
-    let parallel = distinct.len() > 1 && !small;
+    let parallel = may_parallel && distinct.len() > 1 && !small;
     // A small step's choice is the pace's, and only small steps teach it.
     let pace = pace.filter(|_| small);
 
