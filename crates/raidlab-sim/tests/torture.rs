@@ -32,7 +32,12 @@ fn ci_sweep_finds_no_violation() {
     };
     let s = sweep(&opts, |r| {
         if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
-            eprintln!("run {} {} {}", r.run, r.config.label(), r.violation.is_some());
+            eprintln!(
+                "run {} {} {}",
+                r.run,
+                r.config.label(),
+                r.violation.is_some()
+            );
         }
     });
     for (kind, (n, ok, c)) in &s.kinds {
@@ -65,7 +70,13 @@ fn one() {
         .split(',')
         .filter_map(|s| s.parse().ok())
         .collect();
-    let r = run_one(v[0], v[1], v.get(2).copied().unwrap_or(120) as usize, None, None);
+    let r = run_one(
+        v[0],
+        v[1],
+        v.get(2).copied().unwrap_or(120) as usize,
+        None,
+        None,
+    );
     println!("{:?}", r.violation);
 }
 

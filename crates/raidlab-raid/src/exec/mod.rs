@@ -211,7 +211,15 @@ impl Executor for InOrder {
 /// engine, for work that has no array (and so no executor) of its own:
 /// create, an offline rebuild or scrub, a log's start, a zoned array.
 pub fn run_offline(plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<(), Failed> {
-    execute(plan, members, raidlab_parity::selected(), user, None, None, true)
+    execute(
+        plan,
+        members,
+        raidlab_parity::selected(),
+        user,
+        None,
+        None,
+        true,
+    )
 }
 
 /// Run `plan`, handing its log step (if any) to `log`; small steps' choice

@@ -189,6 +189,9 @@ fn a_ranged_write_out_after_a_failed_one_keeps_the_error_and_returns() {
     clock.advance(Duration::from_secs(1));
     assert!(c.write_out_expired(&Broken).is_err());
     c.write_out_range(Some((4096, 512)), &Broken).unwrap();
-    assert!(c.write_out_range(None, &Broken).is_err(), "the flush reports it");
+    assert!(
+        c.write_out_range(None, &Broken).is_err(),
+        "the flush reports it"
+    );
     c.write_out_range(None, &Broken).unwrap();
 }

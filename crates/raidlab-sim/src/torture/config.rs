@@ -60,12 +60,20 @@ impl Config {
         let (members, layout) = match level {
             Raid0 => (rng.gen_range(2..=4), Layout::Plain),
             Raid1 => (rng.gen_range(2..=3), Layout::Plain),
-            Raid4 => (rng.gen_range(3..=5), Layout::Parity(ParityLayout::ParityLast)),
+            Raid4 => (
+                rng.gen_range(3..=5),
+                Layout::Parity(ParityLayout::ParityLast),
+            ),
             Raid5 => {
                 use ParityLayout::*;
-                let l = *[LeftSymmetric, LeftAsymmetric, RightSymmetric, RightAsymmetric]
-                    .choose(rng)
-                    .unwrap_or(&LeftSymmetric);
+                let l = *[
+                    LeftSymmetric,
+                    LeftAsymmetric,
+                    RightSymmetric,
+                    RightAsymmetric,
+                ]
+                .choose(rng)
+                .unwrap_or(&LeftSymmetric);
                 (rng.gen_range(3..=5), Layout::Parity(l))
             }
             Raid6 => {

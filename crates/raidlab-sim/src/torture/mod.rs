@@ -18,6 +18,7 @@
 
 pub mod config;
 pub mod model;
+mod restart;
 mod run;
 
 pub use config::{Config, Policy};
@@ -149,7 +150,14 @@ impl Sweep {
 pub fn sweep(opts: &Options, mut each: impl FnMut(&RunResult)) -> Sweep {
     let mut out = Sweep::default();
     for run in opts.first_run..opts.first_run + opts.runs {
-        let r = run_with(opts.seed, run, opts.ops, opts.level, None, opts.skip_known_gaps);
+        let r = run_with(
+            opts.seed,
+            run,
+            opts.ops,
+            opts.level,
+            None,
+            opts.skip_known_gaps,
+        );
         each(&r);
         let k = out.kinds.entry(r.config.kind()).or_default();
         k.0 += 1;

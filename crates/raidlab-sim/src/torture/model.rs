@@ -155,7 +155,8 @@ impl Model {
             }
             let imgs = self.pending.get(&s);
             let ok = match imgs {
-                None => (0..sector.len()).all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i]),
+                None => (0..sector.len())
+                    .all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i]),
                 Some(imgs) if imgs.iter().all(|i| i.held.iter().all(|&h| h)) => {
                     imgs.iter().any(|i| &i.data[..sector.len()] == sector)
                         || (0..sector.len()).all(|i| self.unknown[r.start + i])

@@ -13,8 +13,7 @@ use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::Level;
 use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::{Executor, InOrder};
-use raidlab_raid::lifecycle::{self, Driven, StartOptions, Started};
-use raidlab_raid::manage::Added;
+use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
 use raidlab_raid::recovery::RunOptions;
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Array;
@@ -40,38 +39,38 @@ pub enum Plant {
 /// Events kept for a failure's trace.
 const TRACE: usize = 48;
 
-struct Rig {
-    cfg: Config,
-    rng: ChaCha8Rng,
-    clock: Arc<ManualClock>,
-    exec: Arc<dyn Executor>,
+pub(super) struct Rig {
+    pub(super) cfg: Config,
+    pub(super) rng: ChaCha8Rng,
+    pub(super) clock: Arc<ManualClock>,
+    pub(super) exec: Arc<dyn Executor>,
     /// Every device made for the run; index = the number in its path.
-    vols: Vec<Member>,
-    paths: Vec<String>,
+    pub(super) vols: Vec<Member>,
+    pub(super) paths: Vec<String>,
     /// Failed for good (every I/O refused): left out of every assembly, as
     /// md cannot read a dead disk's superblock.
-    dead: Vec<bool>,
+    pub(super) dead: Vec<bool>,
     /// Any fault injected (latent read errors, write errors, dead).
-    faulty: Vec<bool>,
-    started: Option<Started>,
-    model: Model,
+    pub(super) faulty: Vec<bool>,
+    pub(super) started: Option<Started>,
+    pub(super) model: Model,
     /// Once beyond the level's tolerance, for the rest of the run.
-    beyond: bool,
-    counts: Counts,
-    hash: u64,
-    trace: Vec<String>,
-    op: usize,
+    pub(super) beyond: bool,
+    pub(super) counts: Counts,
+    pub(super) hash: u64,
+    pub(super) trace: Vec<String>,
+    pub(super) op: usize,
     /// Print every event as it happens (`RAIDLAB_TORTURE_LIVE`): for a run
     /// that hangs, whose trace would never be printed.
-    live: bool,
+    pub(super) live: bool,
     /// Leave out the faults that hit the engine's known open gaps
     /// (docs/reliability.md): no member fails, no write error, no latent
     /// read error. (Were a member to fail, it is taken out at once, as md's
     /// failure handling would, with `Array::fail_member`.)
-    known_gaps: bool,
+    pub(super) known_gaps: bool,
 }
 
-type Outcome = Result<(), String>;
+pub(super) type Outcome = Result<(), String>;
 
 /// Run `run` of `seed`: `ops` operations on a configuration of `level` (any
 /// when `None`), with `plant` if given.
@@ -138,10 +137,10 @@ pub fn run_with(
     }
 }
 
-fn quiet(_: raidlab_raid::recovery::Progress) {}
+pub(super) fn quiet(_: raidlab_raid::recovery::Progress) {}
 
 impl Rig {
-    fn note(&mut self, event: String) {
+    pub(super) fn note(&mut self, event: String) {
         let event = unnumbered(&event);
         for b in event.bytes().chain([b'\n']) {
             self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
@@ -155,11 +154,11 @@ impl Rig {
         self.trace.push(format!("op {}: {event}", self.op));
     }
 
-    fn new_device(&mut self) -> Device {
+    pub(super) fn new_device(&mut self) -> Device {
         self.new_device_of(self.cfg.device_bytes())
     }
 
-    fn new_device_of(&mut self, bytes: u64) -> Device {
+    pub(super) fn new_device_of(&mut self, bytes: u64) -> Device {
         let v = Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(bytes)));
         let path = format!("mem{}", self.vols.len());
         self.vols.push(v.clone());
@@ -169,7 +168,7 @@ impl Rig {
         Device { path, volume: v }
     }
 
-    fn live_devices(&self) -> Vec<Device> {
+    pub(super) fn live_devices(&self) -> Vec<Device> {
         (0..self.vols.len())
             .filter(|&i| !self.dead[i])
             .map(|i| Device {
@@ -179,7 +178,7 @@ impl Rig {
             .collect()
     }
 
-    fn start_options(&self, force: bool) -> StartOptions {
+    pub(super) fn start_options(&self, force: bool) -> StartOptions {
         StartOptions {
             write: true,
             force,
@@ -191,7 +190,7 @@ impl Rig {
         }
     }
 
-    fn start(&mut self, asm: Assembly, force: bool) -> raidlab_core::Result<()> {
+    pub(super) fn start(&mut self, asm: Assembly, force: bool) -> raidlab_core::Result<()> {
         let driven = Driven {
             executor: self.exec.clone(),
             clock: self.clock.clone() as SharedClock,
@@ -207,14 +206,14 @@ impl Rig {
         Ok(())
     }
 
-    fn array(&self) -> Arc<Array> {
+    pub(super) fn array(&self) -> Arc<Array> {
         self.started
             .as_ref()
             .map(|s| s.array.clone())
             .expect("the harness keeps the array started between operations")
     }
 
-    fn run_options(&self) -> RunOptions {
+    pub(super) fn run_options(&self) -> RunOptions {
         RunOptions {
             use_maps: false,
             clock: Some(self.clock.clone() as SharedClock),
@@ -222,7 +221,7 @@ impl Rig {
         }
     }
 
-    fn create(&mut self) -> Outcome {
+    pub(super) fn create(&mut self) -> Outcome {
         let c = self.cfg;
         let members: Vec<NewMember> = (0..c.members)
             .map(|_| NewMember {
@@ -256,7 +255,7 @@ impl Rig {
 
     /// Roles the array cannot count on: missing, taken out, or on a device
     /// with a fault injected.
-    fn troubled_roles(&self) -> Vec<usize> {
+    pub(super) fn troubled_roles(&self) -> Vec<usize> {
         let Some(s) = &self.started else {
             return Vec::new();
         };
@@ -264,23 +263,26 @@ impl Rig {
         (0..s.asm.slots.len())
             .filter(|&r| match s.asm.slots[r] {
                 None => true,
-                Some(i) => failed.contains(&r) || self.device_of(&s.asm, i).is_none_or(|d| self.faulty[d]),
+                Some(i) => {
+                    failed.contains(&r)
+                        || self.device_of(&s.asm, i).map_or(true, |d| self.faulty[d])
+                }
             })
             .collect()
     }
 
-    fn device_of(&self, asm: &Assembly, member: usize) -> Option<usize> {
+    pub(super) fn device_of(&self, asm: &Assembly, member: usize) -> Option<usize> {
         let p = &asm.members.get(member)?.device.path;
         self.paths.iter().position(|q| q == p)
     }
 
-    fn tolerated(&self, roles: &[usize]) -> bool {
+    pub(super) fn tolerated(&self, roles: &[usize]) -> bool {
         self.started
             .as_ref()
             .is_some_and(|s| s.asm.geometry.survives(roles))
     }
 
-    fn strict(&mut self) -> bool {
+    pub(super) fn strict(&mut self) -> bool {
         if !self.beyond && !self.tolerated(&self.troubled_roles()) {
             self.beyond = true;
             self.note("beyond the level's tolerance".into());
@@ -288,7 +290,7 @@ impl Rig {
         !self.beyond
     }
 
-    fn workload(&mut self, ops: usize, plant: Option<Plant>) -> Outcome {
+    pub(super) fn workload(&mut self, ops: usize, plant: Option<Plant>) -> Outcome {
         for op in 0..ops {
             self.op = op;
             self.counts.ops += 1;
@@ -326,7 +328,7 @@ impl Rig {
         Ok(())
     }
 
-    fn range(&mut self) -> (usize, usize) {
+    pub(super) fn range(&mut self) -> (usize, usize) {
         let size = self.model.size();
         let chunk = self.cfg.chunk as usize;
         let g = *self.array().geometry();
@@ -358,7 +360,7 @@ impl Rig {
         (off, len.clamp(1, size - off))
     }
 
-    fn write(&mut self, strict: bool, fua: bool) -> Outcome {
+    pub(super) fn write(&mut self, strict: bool, fua: bool) -> Outcome {
         let (off, len) = self.range();
         let mut data = vec![0u8; len];
         self.rng.fill(&mut data[..]);
@@ -392,12 +394,12 @@ impl Rig {
         }
     }
 
-    fn read(&mut self, strict: bool) -> Outcome {
+    pub(super) fn read(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
         self.read_range(strict, off, len)
     }
 
-    fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
+    pub(super) fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
         let mut got = vec![0u8; len];
         let r = self.array().read_at(&mut got, off as u64);
         self.counts.reads += 1;
@@ -424,7 +426,7 @@ impl Rig {
         }
     }
 
-    fn flush(&mut self, strict: bool) -> Outcome {
+    pub(super) fn flush(&mut self, strict: bool) -> Outcome {
         let r = self.array().flush();
         self.counts.flushes += 1;
         self.note(format!(
@@ -441,7 +443,7 @@ impl Rig {
         }
     }
 
-    fn trim(&mut self, strict: bool) -> Outcome {
+    pub(super) fn trim(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
         let array = self.array();
         let zeroes = array.discard_zeroes();
@@ -469,7 +471,7 @@ impl Rig {
         }
     }
 
-    fn zeroes(&mut self, strict: bool) -> Outcome {
+    pub(super) fn zeroes(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
         let r = self.array().write_zeroes(off as u64, len as u64);
         self.note(format!(
@@ -491,7 +493,7 @@ impl Rig {
 
     /// Virtual time passes: held stripes past their hold time go down, one
     /// at a time, as the stripe cache's thread would write them.
-    fn tick(&mut self, strict: bool) -> Outcome {
+    pub(super) fn tick(&mut self, strict: bool) -> Outcome {
         let ms = self.rng.gen_range(1..=40u64);
         self.clock.advance(Duration::from_millis(ms));
         let array = self.array();
@@ -500,9 +502,7 @@ impl Rig {
             match array.write_out_one_expired() {
                 Ok(true) => n += 1,
                 Ok(false) => break,
-                Err(e) if strict => {
-                    return Err(format!("writing out expired stripes failed: {e}"))
-                }
+                Err(e) if strict => return Err(format!("writing out expired stripes failed: {e}")),
                 Err(_) => break,
             }
         }
@@ -512,7 +512,7 @@ impl Rig {
 
     /// A device of the array (not the journal), and whether faulting it
     /// keeps the array within its tolerance.
-    fn victim(&mut self) -> Option<(usize, bool)> {
+    pub(super) fn victim(&mut self) -> Option<(usize, bool)> {
         let s = self.started.as_ref()?;
         let slots: Vec<(usize, usize)> = (0..s.asm.slots.len())
             .filter_map(|r| s.asm.slots[r].map(|i| (r, i)))
@@ -531,7 +531,7 @@ impl Rig {
 
     /// Most faults keep the array within its tolerance; one in four that
     /// would not goes ahead.
-    fn pick_victim(&mut self) -> Option<usize> {
+    pub(super) fn pick_victim(&mut self) -> Option<usize> {
         let (dev, ok) = self.victim()?;
         if self.dead[dev] || (!ok && !self.rng.gen_ratio(1, 4)) {
             return None;
@@ -539,7 +539,7 @@ impl Rig {
         Some(dev)
     }
 
-    fn fail_member(&mut self) -> Outcome {
+    pub(super) fn fail_member(&mut self) -> Outcome {
         if self.known_gaps {
             return Ok(());
         }
@@ -549,7 +549,11 @@ impl Rig {
         self.vols[dev].fail_all(true);
         if self.known_gaps {
             let role = self.started.as_ref().and_then(|s| {
-                let m = s.asm.members.iter().position(|m| m.device.path == self.paths[dev])?;
+                let m = s
+                    .asm
+                    .members
+                    .iter()
+                    .position(|m| m.device.path == self.paths[dev])?;
                 s.asm.slots.iter().position(|&x| x == Some(m))
             });
             if let (Some(role), Some(s)) = (role, &self.started) {
@@ -565,13 +569,17 @@ impl Rig {
     }
 
     /// The data area of device `dev` as (first byte, bytes).
-    fn data_area(&self, dev: usize) -> Option<(u64, u64)> {
+    pub(super) fn data_area(&self, dev: usize) -> Option<(u64, u64)> {
         let s = self.started.as_ref()?;
-        let m = s.asm.members.iter().find(|m| m.device.path == self.paths[dev])?;
+        let m = s
+            .asm
+            .members
+            .iter()
+            .find(|m| m.device.path == self.paths[dev])?;
         Some((m.sb.data_offset * 512, s.asm.geometry.member_bytes))
     }
 
-    fn fault_range(&mut self, dev: usize) -> Option<std::ops::Range<u64>> {
+    pub(super) fn fault_range(&mut self, dev: usize) -> Option<std::ops::Range<u64>> {
         let (start, len) = self.data_area(dev)?;
         let sectors = len / 512;
         let first = self.rng.gen_range(0..sectors);
@@ -579,7 +587,7 @@ impl Rig {
         Some(start + first * 512..start + (first + n) * 512)
     }
 
-    fn latent_errors(&mut self) -> Outcome {
+    pub(super) fn latent_errors(&mut self) -> Outcome {
         if self.known_gaps {
             return Ok(());
         }
@@ -596,7 +604,7 @@ impl Rig {
         Ok(())
     }
 
-    fn write_errors(&mut self) -> Outcome {
+    pub(super) fn write_errors(&mut self) -> Outcome {
         if self.known_gaps {
             return Ok(());
         }
@@ -611,284 +619,6 @@ impl Rig {
         self.counts.faults += 1;
         self.note(format!("fault: {} writes fail at {r:?}", self.paths[dev]));
         Ok(())
-    }
-
-    /// A clean stop, then assembly from the superblocks of the devices that
-    /// still answer (only the writes it flushed are on the media).
-    fn stop(&mut self) -> Result<Assembly, String> {
-        let s = self
-            .started
-            .take()
-            .ok_or_else(|| "internal: no started array to stop".to_string())?;
-        let said = s.stop().map_err(|e| format!("clean stop failed: {e}"))?;
-        self.model.flush();
-        self.note(format!("stopped cleanly; recorded failed: {said:?}"));
-        Assembly::assemble(self.live_devices()).map_err(|e| format!("assemble after a clean stop: {e}"))
-    }
-
-    fn stop_and_start(&mut self) -> Outcome {
-        let asm = self.stop()?;
-        self.counts.restarts += 1;
-        self.start_as_operator(asm, "start after a clean stop")?;
-        self.verify_all()
-    }
-
-    /// Start; a dirty degraded array (one started forced after a power cut
-    /// stays dirty until rebuilt, as md's does) is refused, then started
-    /// forced, as its refusal tells the operator.
-    fn start_as_operator(&mut self, asm: Assembly, what: &str) -> Outcome {
-        let keep = asm.clone();
-        let dirty_degraded = !asm.in_sync() && !asm.missing().is_empty();
-        match self.start(asm, false) {
-            Ok(()) => Ok(()),
-            Err(e) if dirty_degraded && e.kind == ErrorKind::Refused => {
-                self.note(format!("refused, dirty and degraded: {e}"));
-                self.start(keep, true).map_err(|e| format!("{what}, forced: {e}"))
-            }
-            Err(e) => Err(format!("{what}: {e}")),
-        }
-    }
-
-    /// The whole array reads as the model says (within tolerance).
-    fn verify_all(&mut self) -> Outcome {
-        let size = self.model.size();
-        self.read_range(true, 0, size)
-    }
-
-    /// The members a role would be rebuilt from are fine and a role is
-    /// missing or its device is faulty: stop, add a new device, rebuild it
-    /// offline, start again, read everything, check.
-    fn spare_and_rebuild(&mut self) -> Outcome {
-        if self.troubled_roles().is_empty() {
-            return Ok(());
-        }
-        let mut asm = self.stop()?;
-        lifecycle::start_logs(&mut asm).map_err(|e| format!("start the logs to add: {e}"))?;
-        let dev = self.new_device();
-        let path = dev.path.clone();
-        let added = asm
-            .add(dev, false)
-            .map_err(|e| format!("add {path}: {e}"))?;
-        self.counts.faults += 1;
-        self.note(format!("spare {path} added: {added:?}"));
-        if let Added::IntoSlot(_) = added {
-            let opts = self.run_options();
-            let r = match asm.rebuild(opts.clone(), &mut quiet) {
-                // Not stopped cleanly (a forced start after a power cut):
-                // what the refusal tells the operator, resync if it can,
-                // then rebuild.
-                Err(e) if e.kind == ErrorKind::Refused => {
-                    self.note(format!("rebuild refused: {e}"));
-                    let resync = asm.resync(opts.clone(), &mut quiet);
-                    self.note(format!("resync first: {:?}", resync.as_ref().map(|r| r.mismatch_sectors)));
-                    asm.rebuild(RunOptions { force: resync.is_err(), ..opts }, &mut quiet)
-                }
-                r => r,
-            }
-            .map_err(|e| format!("rebuild onto {path}: {e}"))?;
-            self.counts.rebuilds += 1;
-            self.note(format!("rebuilt {} member(s)", r.rebuilt.len()));
-        }
-        drop(asm);
-        let asm = Assembly::assemble(self.live_devices())
-            .map_err(|e| format!("assemble after the rebuild: {e}"))?;
-        self.start_as_operator(asm, "start after the rebuild")?;
-        self.counts.restarts += 1;
-        self.verify_all()?;
-        self.check(false)
-    }
-
-    /// md's check (or repair): on a complete redundant array, 0 mismatches.
-    fn check(&mut self, repair: bool) -> Outcome {
-        if self.cfg.level == Level::Raid0 {
-            return Ok(());
-        }
-        let complete = self.troubled_roles().is_empty();
-        let opts = self.run_options();
-        let s = self
-            .started
-            .as_mut()
-            .ok_or_else(|| "internal: no started array".to_string())?;
-        let array = s.array.clone();
-        // Held stripes go down first: a check compares what is on the members.
-        if let Err(e) = array.flush() {
-            return Err(format!("flush before the check: {e}"));
-        }
-        self.model.flush();
-        let r = s.asm.scrub_running(&array, repair, opts, &mut quiet);
-        self.counts.checks += 1;
-        self.note(format!(
-            "{}: {}",
-            if repair { "repair" } else { "check" },
-            r.as_ref()
-                .map_or_else(|e| e.to_string(), |r| format!("{} mismatched sectors", r.mismatch_sectors))
-        ));
-        match r {
-            Ok(r) if complete && r.mismatch_sectors > 0 && !repair => Err(format!(
-                "check found {} mismatched sectors on a complete array: {:?}",
-                r.mismatch_sectors,
-                r.findings.first()
-            )),
-            Ok(_) => Ok(()),
-            Err(e) if e.kind == ErrorKind::Refused || !complete => Ok(()),
-            Err(e) => Err(format!("check on a complete array failed: {e}")),
-        }
-    }
-
-    /// The power goes: each member's unflushed writes are kept, dropped or
-    /// torn at random; the array is assembled from its superblocks and
-    /// started with its own recovery, and every sector must hold what the
-    /// policy promises.
-    fn power_cut(&mut self, lose_flushed: bool) -> Outcome {
-        self.counts.power_cuts += 1;
-        let pending: Vec<usize> = self.model.pending_sectors().collect();
-        let mut cut = (0, 0, 0);
-        for v in self.vols.clone() {
-            let seed = self.rng.gen();
-            let r = v.power_cut(seed).map_err(|e| format!("power cut: {e}"))?;
-            cut = (cut.0 + r.dropped, cut.1 + r.kept, cut.2 + r.torn);
-        }
-        self.started = None;
-        self.note(format!(
-            "power cut: {} sector(s) in flight; writes dropped {} kept {} torn {}",
-            pending.len(),
-            cut.0,
-            cut.1,
-            cut.2
-        ));
-        if lose_flushed {
-            for (i, v) in self.vols.iter().enumerate() {
-                let (start, len) = (1u64 << 20, super::config::DATA_BYTES);
-                let start = if v.size() < start + len { 0 } else { start };
-                let _ = i;
-                let _ = v.inner().write_at(&vec![0; len as usize], start);
-            }
-        }
-        for v in &self.vols {
-            v.restart();
-        }
-        let asm = Assembly::assemble(self.live_devices())
-            .map_err(|e| format!("assemble after a power cut: {e}"))?;
-        let missing = asm.missing();
-        let g = asm.geometry;
-        let write_hole = self.cfg.has_parity()
-            && !missing.is_empty()
-            && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap);
-        let forced = match self.start_after_cut(asm, write_hole) {
-            Ok(f) => f,
-            Err(e) => return Err(e),
-        };
-        self.counts.restarts += 1;
-        if write_hole {
-            // md's write hole: a stripe being written when the power went,
-            // on an array with no redundancy left, may hold anything.
-            let stripe = (g.chunk_bytes * g.data_disks() as u64) as usize;
-            let mut hole = std::collections::BTreeSet::new();
-            for &s in &pending {
-                hole.insert(s * SECTOR / stripe);
-            }
-            for &st in &hole {
-                for s in st * stripe / SECTOR..((st + 1) * stripe / SECTOR).min(self.model.size() / SECTOR) {
-                    self.model.allow_any(s);
-                    self.counts.write_hole_sectors += 1;
-                }
-            }
-        } else if self.cfg.policy == Policy::Ppl && !missing.is_empty() {
-            // md's PPL replay leaves a row alone when the chunk being
-            // written there is on the missing member.
-            for &s in &pending {
-                let (member, _, _) = g.parity_location((s * SECTOR) as u64);
-                if missing.contains(&member) {
-                    self.model.allow_any(s);
-                    self.counts.write_hole_sectors += 1;
-                }
-            }
-        }
-        let size = self.model.size();
-        let mut got = vec![0u8; size];
-        self.array()
-            .read_at(&mut got, 0)
-            .map_err(|e| format!("read after the power cut and recovery: {e}"))?;
-        if let Some((w, n)) = self.model.check_after_cut(&got) {
-            return Err(format!(
-                "after a power cut{}: {n} sector(s) hold a value never allowed there; first: array sector {} (byte {}), {}",
-                if forced { " (forced start)" } else { "" },
-                w.sector,
-                w.sector * SECTOR,
-                if w.durable_lost {
-                    "durable (flushed) data lost".to_string()
-                } else {
-                    format!("neither the durable value nor any of the {} written since the last flush", w.writes_since_flush)
-                }
-            ));
-        }
-        self.note(format!("after the cut: contents {:016x}", fnv(&got)));
-        self.model.settle(&got);
-        self.check(false)
-    }
-
-    /// Start after a power cut as md would: a dirty degraded parity array
-    /// with no log is refused, then started forced (the operator's choice).
-    fn start_after_cut(&mut self, asm: Assembly, write_hole: bool) -> Result<bool, String> {
-        let keep = asm.clone();
-        match self.start(asm, false) {
-            Ok(()) => Ok(false),
-            Err(e) if write_hole => {
-                self.note(format!("refused as md refuses: {e}"));
-                self.start(keep, true)
-                    .map_err(|e| format!("forced start after a power cut: {e}"))?;
-                Ok(true)
-            }
-            Err(e) => Err(format!("start after a power cut: {e}")),
-        }
-    }
-
-    /// Beyond the tolerance: a stop, an assembly and a start may refuse;
-    /// whatever the array then serves must be right.
-    fn end_beyond_tolerance(&mut self) -> Outcome {
-        let Some(s) = self.started.take() else {
-            return Ok(());
-        };
-        let stop = s.stop();
-        self.note(format!("stop beyond tolerance: {stop:?}"));
-        if stop.is_ok() {
-            self.model.flush();
-        }
-        let asm = match Assembly::assemble(self.live_devices()) {
-            Ok(a) => a,
-            Err(e) => {
-                self.note(format!("assembly refused: {e}"));
-                return Ok(());
-            }
-        };
-        if let Err(e) = self.start(asm, false) {
-            self.note(format!("start refused: {e}"));
-            return Ok(());
-        }
-        let size = self.model.size();
-        self.read_range(false, 0, size)
-    }
-
-    fn plant(&mut self, plant: Option<Plant>) -> Outcome {
-        self.array()
-            .flush()
-            .map_err(|e| format!("flush before the planted bug: {e}"))?;
-        self.model.flush();
-        match plant {
-            Some(Plant::FlipMemberByte) => {
-                let (start, _) = self.data_area(0).ok_or("no data area")?;
-                self.vols[0]
-                    .corrupt_stored(start, 1)
-                    .map_err(|e| format!("corrupt: {e}"))?;
-                self.note("planted: member 0's first data byte flipped".into());
-                self.verify_all()
-            }
-            Some(Plant::LoseFlushedWrites) => {
-                self.note("planted: flushed writes lost at the power cut".into());
-                self.power_cut(true)
-            }
-            None => Ok(()),
-        }
     }
 }
 
@@ -906,7 +636,7 @@ fn unnumbered(event: &str) -> String {
     out
 }
 
-fn fnv(b: &[u8]) -> u64 {
+pub(super) fn fnv(b: &[u8]) -> u64 {
     b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
         (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3)
     })

@@ -17,6 +17,21 @@ pub fn run(c: SimCommand) -> Result<ExitCode> {
     }
 }
 
+/// One run's outcome as it ends (`--verbose`). A closed stdout ends
+/// nothing here: the tallies still follow.
+fn say_run(r: &raidlab_sim::torture::RunResult) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stdout(),
+        "run {} ({}): {}",
+        r.run,
+        r.config.label(),
+        r.violation
+            .as_ref()
+            .map_or("ok".to_string(), |v| format!("VIOLATION at op {}", v.op))
+    );
+}
+
 /// `raidlab sim torture`: the runs' tallies per configuration kind; each
 /// failure with its configuration, operation, last events and replay.
 fn torture(a: SimTortureArgs) -> Result<ExitCode> {
@@ -39,20 +54,7 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
     };
     let sweep = raidlab_sim::torture::sweep(&opts, |r| {
         if a.verbose {
-            // A closed stdout ends nothing here: the tallies still follow.
-            let _ = (|| -> std::io::Result<()> {
-                use std::io::Write;
-                writeln!(
-                    std::io::stdout(),
-                    "run {} ({}): {}",
-                r.run,
-                r.config.label(),
-                    r.violation.as_ref().map_or("ok".to_string(), |v| format!(
-                        "VIOLATION at op {}",
-                        v.op
-                    ))
-                )
-            })();
+            say_run(r);
         }
     });
     for r in &sweep.failures {
@@ -73,12 +75,27 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
     }
     outln!(
         "{:<16} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
-        "kind", "runs", "passed", "ops", "faults", "cuts", "starts", "rebuilds", "checks", "beyond"
+        "kind",
+        "runs",
+        "passed",
+        "ops",
+        "faults",
+        "cuts",
+        "starts",
+        "rebuilds",
+        "checks",
+        "beyond"
     );
     for (kind, (n, ok, c)) in &sweep.kinds {
         outln!(
             "{kind:<16} {n:>6} {ok:>6} {:>8} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
-            c.ops, c.faults, c.power_cuts, c.restarts, c.rebuilds, c.checks, c.beyond_tolerance
+            c.ops,
+            c.faults,
+            c.power_cuts,
+            c.restarts,
+            c.rebuilds,
+            c.checks,
+            c.beyond_tolerance
         );
     }
     let t = sweep.total();
