@@ -70,9 +70,29 @@ pub struct Started {
     pub writable: bool,
 }
 
+/// How a started array is run when its driver, not the engine's threads,
+/// decides the order of things (the torture harness): plans carried out by
+/// `executor`, and the stripe cache's hold time measured on `clock` with no
+/// thread of its own (the driver calls `Array::write_out_one_expired`).
+#[derive(Debug, Clone)]
+pub struct Driven {
+    pub executor: Arc<dyn crate::exec::Executor>,
+    pub clock: raidlab_core::SharedClock,
+}
+
 impl Started {
     /// Start `asm` as `opts` says.
-    pub fn start(mut asm: Assembly, opts: StartOptions) -> Result<Started> {
+    pub fn start(asm: Assembly, opts: StartOptions) -> Result<Started> {
+        Started::start_with(asm, opts, None)
+    }
+
+    /// [`Started::start`], the array run as `driven` says when given: the
+    /// same steps in the same order.
+    pub fn start_with(
+        mut asm: Assembly,
+        opts: StartOptions,
+        driven: Option<Driven>,
+    ) -> Result<Started> {
         let mut report = StartReport::default();
         if asm.state() == ArrayState::Failed || !opts.write {
             // Nothing to replay into an array that cannot be read; a read-only
@@ -103,14 +123,18 @@ impl Started {
         // each write, and a copy taken before the dirty mark carries the old
         // event count, which makes the bitmap look stale after a crash (every
         // chunk resynced instead of the few written).
-        let array = Arc::new(asm.array()?);
+        let array = match &driven {
+            Some(d) => Arc::new(asm.array()?.with_executor(d.executor.clone())),
+            None => Arc::new(asm.array()?),
+        };
         if opts.write {
             // Parity arrays hold partial-stripe writes to merge them into
             // whole stripes, as md's stripe cache does.
-            array.start_stripe_cache(
-                opts.stripe_cache.unwrap_or_default(),
-                raidlab_core::clock::system(),
-            )?;
+            let config = opts.stripe_cache.unwrap_or_default();
+            match &driven {
+                Some(d) => array.start_stripe_cache_driven(config, d.clock.clone())?,
+                None => array.start_stripe_cache(config, raidlab_core::clock::system())?,
+            }
         }
         Ok(Started {
             asm,

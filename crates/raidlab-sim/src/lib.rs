@@ -31,4 +31,5 @@ mod serial;
 pub mod ssd;
 pub mod stats;
 pub mod summary;
+pub mod torture;
 pub mod workload;

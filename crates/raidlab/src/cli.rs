@@ -132,6 +132,36 @@ pub enum SimCommand {
     /// What a simulated configuration is made of: its parts, usable capacity,
     /// failures tolerated and the expected rebuild time of one member.
     Show(SimShowArgs),
+    /// Run raidlab's real engine over in-memory members under random
+    /// configurations, workloads, faults and power cuts, deterministically
+    /// from a seed, checking every byte against a model (docs/reliability.md).
+    Torture(SimTortureArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SimTortureArgs {
+    /// The seed every run derives from (with its run index).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Runs, each a random configuration, workload and faults.
+    #[arg(long, default_value_t = 100)]
+    pub runs: u64,
+    /// Index of the first run (a failure's replay names it).
+    #[arg(long, default_value_t = 0)]
+    pub first_run: u64,
+    /// Requests and faults per run.
+    #[arg(long, default_value_t = 120)]
+    pub ops: usize,
+    /// Only this RAID level: 0, 1, 4, 5, 6 or 10 (changes every run's draws).
+    #[arg(long)]
+    pub level: Option<String>,
+    /// Leave out the faults that hit the engine's known open gaps (member
+    /// failures, write errors, latent read errors; docs/reliability.md).
+    #[arg(long)]
+    pub skip_known_gaps: bool,
+    /// Print each run's outcome as it ends.
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 #[derive(Debug, Args)]

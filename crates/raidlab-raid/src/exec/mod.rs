@@ -172,8 +172,43 @@ impl Executor for ThreadPool {
             engine,
             user,
             log,
-            Some(&self.pace),
-            self.uring,
+            How {
+                pace: Some(&self.pace),
+                uring: self.uring,
+                parallel: true,
+            },
+        )
+    }
+}
+
+/// An executor that runs every operation of every step in order on the
+/// calling thread, never on the I/O pool: a run's member I/O then happens in
+/// one order that depends on nothing but the plans (the torture harness,
+/// whose runs must replay exactly from a seed). Slower than [`ThreadPool`] on
+/// devices that wait; otherwise the same work.
+#[derive(Debug, Default)]
+pub struct InOrder;
+
+impl Executor for InOrder {
+    fn run(
+        &self,
+        plan: &Plan,
+        members: &Members,
+        engine: &dyn Engine,
+        user: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        execute(
+            plan,
+            members,
+            engine,
+            user,
+            log,
+            How {
+                pace: None,
+                uring: false,
+                parallel: false,
+            },
         )
     }
 }
@@ -189,25 +224,27 @@ pub fn run_offline(plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<
         raidlab_parity::selected(),
         user,
         None,
-        None,
-        uring,
+        How {
+            pace: None,
+            uring,
+            parallel: true,
+        },
     )
 }
 
 /// Run `plan`, handing its log step (if any) to `log`; small steps' choice
-/// made and taught by `pace` if given (by size alone otherwise); file
-/// members' requests through io_uring if `uring`.
+/// made and taught by `how.pace` if given (by size alone otherwise); file
+/// members' requests through io_uring if `how.uring`; every operation in
+/// turn on this thread unless `how.parallel`.
 fn execute(
     plan: &Plan,
     members: &Members,
     engine: &dyn Engine,
     mut user: UserBuf<'_>,
     log: Option<LogWriter<'_>>,
-    pace: Option<&Pace>,
-    uring: bool,
+    how: How<'_>,
 ) -> Result<(), Failed> {
     let mut scratch = take_scratch(&plan.scratch);
-    let how = How { pace, uring };
     let result = run_steps(plan, members, engine, &mut user, &mut scratch, log, how);
     give_back_scratch(scratch);
     result
@@ -218,6 +255,9 @@ fn execute(
 struct How<'p> {
     pace: Option<&'p Pace>,
     uring: bool,
+    /// Whether a step's groups may go to the I/O pool at all (not for an
+    /// executor whose runs must happen in one order).
+    parallel: bool,
 }
 
 fn run_steps(
@@ -321,7 +361,7 @@ fn run_io(
     // overlap however few bytes the step moves.
     let flush = ops.iter().any(|o| o.kind == IoKind::Flush);
     let small = bytes < PARALLEL_BYTES && !flush;
-    let parallel = distinct.len() > 1 && !small;
+    let parallel = how.parallel && distinct.len() > 1 && !small;
     // A small step's choice is the pace's, and only small steps teach it.
     let pace = pace.filter(|_| small);
 

@@ -517,7 +517,12 @@ impl StripeCache {
                 self.write_out(&e, &mut held, Why::Flushed, below)?;
             }
         }
-        match lock(&self.deferred).take() {
+        // Taken before the match: a guard in the match's scrutinee lives to
+        // its end, and the arm that puts the error back would lock it again
+        // (a FUA write after a failed write-out hung there, found by the
+        // torture harness).
+        let deferred = lock(&self.deferred).take();
+        match deferred {
             Some(e) if range.is_none() => Err(e),
             Some(e) => {
                 *lock(&self.deferred) = Some(e);

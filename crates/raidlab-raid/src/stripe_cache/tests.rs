@@ -162,3 +162,36 @@ fn merged_ranges_stay_sorted_and_disjoint() {
     h.add(0, &[5; 100]);
     assert!(h.whole());
 }
+
+/// A store whose writes fail.
+struct Broken;
+impl Below for Broken {
+    fn write_direct(&self, _: &[u8], offset: u64) -> Result<()> {
+        Err(Error::new(raidlab_core::ErrorKind::Io, Op::Write, "broken").at(offset, 1))
+    }
+    fn read_direct(&self, buf: &mut [u8], _: u64) -> Result<()> {
+        buf.fill(0);
+        Ok(())
+    }
+    fn reads_for(&self, _: u64, _: u64) -> u64 {
+        1
+    }
+}
+
+/// A failed write-out is kept for the next full flush; a ranged write-out
+/// (a FUA write's) in between must leave it there and return, not hang on
+/// the lock it holds (`raidlab sim torture --seed 1 --first-run 42` hung here).
+#[test]
+fn a_ranged_write_out_after_a_failed_one_keeps_the_error_and_returns() {
+    let clock = raidlab_core::ManualClock::new();
+    let c = StripeCache::new(1024, StripeCacheConfig::default(), clock.clone());
+    c.write(&[1; 100], 0, &Broken).unwrap();
+    clock.advance(Duration::from_secs(1));
+    assert!(c.write_out_expired(&Broken).is_err());
+    c.write_out_range(Some((4096, 512)), &Broken).unwrap();
+    assert!(
+        c.write_out_range(None, &Broken).is_err(),
+        "the flush reports it"
+    );
+    c.write_out_range(None, &Broken).unwrap();
+}

@@ -1,7 +1,7 @@
 //! `raidlab sim`: the simulator's presets and what a configuration amounts to.
 //! Parsing and building are raidlab-sim's; this prints.
 
-use crate::cli::{SimCommand, SimDevicesArgs, SimShowArgs};
+use crate::cli::{SimCommand, SimDevicesArgs, SimShowArgs, SimTortureArgs};
 use anyhow::{anyhow, Result};
 use raidlab_core::size::format_size;
 use raidlab_sim::config::{card_presets, SimConfig};
@@ -13,7 +13,107 @@ pub fn run(c: SimCommand) -> Result<ExitCode> {
     match c {
         SimCommand::Devices(a) => devices(a),
         SimCommand::Show(a) => show(a),
+        SimCommand::Torture(a) => torture(a),
     }
+}
+
+/// One run's outcome as it ends (`--verbose`). A closed stdout ends
+/// nothing here: the tallies still follow.
+fn say_run(r: &raidlab_sim::torture::RunResult) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stdout(),
+        "run {} ({}): {}",
+        r.run,
+        r.config.label(),
+        r.violation
+            .as_ref()
+            .map_or("ok".to_string(), |v| format!("VIOLATION at op {}", v.op))
+    );
+}
+
+/// `raidlab sim torture`: the runs' tallies per configuration kind; each
+/// failure with its configuration, operation, last events and replay.
+fn torture(a: SimTortureArgs) -> Result<ExitCode> {
+    let level = a
+        .level
+        .as_deref()
+        .map(raidlab_layout::Level::from_name)
+        .transpose()
+        .map_err(|e| anyhow!("--level: {e}"))?;
+    if a.ops == 0 || a.runs == 0 {
+        return Err(anyhow!("--runs and --ops must be at least 1"));
+    }
+    let opts = raidlab_sim::torture::Options {
+        seed: a.seed,
+        first_run: a.first_run,
+        runs: a.runs,
+        ops: a.ops,
+        level,
+        skip_known_gaps: a.skip_known_gaps,
+    };
+    let sweep = raidlab_sim::torture::sweep(&opts, |r| {
+        if a.verbose {
+            say_run(r);
+        }
+    });
+    for r in &sweep.failures {
+        let Some(v) = &r.violation else { continue };
+        outln!(
+            "FAILED seed {} run {} ({}), op {}: {}",
+            r.seed,
+            r.run,
+            r.config.label(),
+            v.op,
+            v.what
+        );
+        outln!("  last events:");
+        for e in &v.trace {
+            outln!("    {e}");
+        }
+        outln!("  replay: {}", r.replay_command(a.ops));
+    }
+    outln!(
+        "{:<16} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
+        "kind",
+        "runs",
+        "passed",
+        "ops",
+        "faults",
+        "cuts",
+        "starts",
+        "rebuilds",
+        "checks",
+        "beyond"
+    );
+    for (kind, (n, ok, c)) in &sweep.kinds {
+        outln!(
+            "{kind:<16} {n:>6} {ok:>6} {:>8} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
+            c.ops,
+            c.faults,
+            c.power_cuts,
+            c.restarts,
+            c.rebuilds,
+            c.checks,
+            c.beyond_tolerance
+        );
+    }
+    let t = sweep.total();
+    outln!(
+        "{} of {} runs passed ({} operations, {} faults, {} power cuts, {} restarts, {} write-hole sectors allowed)",
+        sweep.passed(),
+        sweep.runs(),
+        t.ops,
+        t.faults,
+        t.power_cuts,
+        t.restarts,
+        t.write_hole_sectors
+    );
+    Ok(if sweep.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 fn devices(a: SimDevicesArgs) -> Result<ExitCode> {

@@ -1,0 +1,236 @@
+//! The torture harness's reference model: what every byte of the array must
+//! read back as while it runs, and what each 512-byte sector may hold after a
+//! power cut. It decides what is allowed and nothing else; it never touches
+//! the engine.
+//!
+//! A sector's durable value is what it held at the last completed flush (or
+//! FUA write covering it). Every write since is kept as a sector image with a
+//! mask of the bytes it set. After a power cut a member's volatile cache keeps,
+//! drops or tears each unflushed write at sector granularity in any order, so
+//! a sector may hold its durable value or any written image; where writes set
+//! only part of a sector, each byte may hold its durable value or any value
+//! written to it. Bytes the harness cannot know (a write that failed beyond
+//! the level's tolerance, md's write hole) are marked unknown and match
+//! anything until written again.
+
+use std::collections::BTreeMap;
+
+pub const SECTOR: usize = 512;
+
+/// One write to a sector since its last flush.
+#[derive(Clone)]
+struct Image {
+    data: Box<[u8; SECTOR]>,
+    held: Box<[bool; SECTOR]>,
+}
+
+pub struct Model {
+    /// Every acknowledged write applied: what reads must return.
+    pub current: Vec<u8>,
+    durable: Vec<u8>,
+    pending: BTreeMap<usize, Vec<Image>>,
+    unknown: Vec<bool>,
+}
+
+/// What [`Model::check_after_cut`] found wrong, first sector only.
+#[derive(Debug)]
+pub struct Wrong {
+    pub sector: usize,
+    pub durable_lost: bool,
+    pub writes_since_flush: usize,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The contents would drown any message; the shape is what helps.
+        f.debug_struct("Model")
+            .field("bytes", &self.current.len())
+            .field("pending_sectors", &self.pending.len())
+            .finish()
+    }
+}
+
+impl Model {
+    /// An array created over zeroed members: zeros, durably.
+    pub fn new(size: usize) -> Model {
+        Model {
+            current: vec![0; size],
+            durable: vec![0; size],
+            pending: BTreeMap::new(),
+            unknown: vec![false; size],
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        self.current.len()
+    }
+
+    /// An acknowledged write (zeros for write-zeroes and a trim that zeroes).
+    pub fn write(&mut self, data: &[u8], offset: usize) {
+        self.current[offset..offset + data.len()].copy_from_slice(data);
+        self.unknown[offset..offset + data.len()].fill(false);
+        let end = offset + data.len();
+        let mut pos = offset;
+        while pos < end {
+            let s = pos / SECTOR;
+            let within = pos % SECTOR;
+            let n = (SECTOR - within).min(end - pos);
+            let mut img = Image {
+                data: Box::new([0; SECTOR]),
+                held: Box::new([false; SECTOR]),
+            };
+            let base = s * SECTOR;
+            img.data
+                .copy_from_slice(&self.current[base..base + SECTOR.min(self.size() - base)]);
+            img.held[within..within + n].fill(true);
+            self.pending.entry(s).or_default().push(img);
+            pos += n;
+        }
+    }
+
+    /// A write that failed: its bytes may hold anything from now on (beyond the
+    /// level's tolerance only; within it every write must succeed).
+    pub fn forget(&mut self, offset: usize, len: usize) {
+        self.unknown[offset..offset + len].fill(true);
+    }
+
+    /// A completed flush: everything acknowledged is durable.
+    pub fn flush(&mut self) {
+        for &s in self.pending.keys() {
+            let r = s * SECTOR..(s + 1) * SECTOR;
+            self.durable[r.clone()].copy_from_slice(&self.current[r]);
+        }
+        self.pending.clear();
+    }
+
+    /// A completed FUA write of `offset..offset+len`: those bytes are durable.
+    pub fn fua(&mut self, offset: usize, len: usize) {
+        self.durable[offset..offset + len].copy_from_slice(&self.current[offset..offset + len]);
+        let (first, last) = (offset / SECTOR, (offset + len - 1) / SECTOR);
+        for s in first..=last {
+            let Some(imgs) = self.pending.get_mut(&s) else {
+                continue;
+            };
+            let base = s * SECTOR;
+            let lo = offset.max(base) - base;
+            let hi = (offset + len).min(base + SECTOR) - base;
+            for img in imgs.iter_mut() {
+                img.held[lo..hi].fill(false);
+            }
+            imgs.retain(|i| i.held.iter().any(|&h| h));
+            if imgs.is_empty() {
+                self.pending.remove(&s);
+            }
+        }
+    }
+
+    /// Sectors written since the last flush.
+    pub fn pending_sectors(&self) -> impl Iterator<Item = usize> + '_ {
+        self.pending.keys().copied()
+    }
+
+    /// Mark sector `s` unknown (md's write hole there, or a log's documented
+    /// limit): any contents are allowed once.
+    pub fn allow_any(&mut self, s: usize) {
+        let r = s * SECTOR..((s + 1) * SECTOR).min(self.size());
+        self.unknown[r].fill(true);
+    }
+
+    /// Whether the bytes read at `offset` are what the model says, byte index
+    /// of the first difference otherwise.
+    pub fn first_difference(&self, got: &[u8], offset: usize) -> Option<usize> {
+        (0..got.len()).find(|&i| !self.unknown[offset + i] && got[i] != self.current[offset + i])
+    }
+
+    /// After a power cut: every sector holds its durable value or one written
+    /// since (per byte where writes were partial). Returns the first wrong
+    /// sector and how many are wrong.
+    pub fn check_after_cut(&self, got: &[u8]) -> Option<(Wrong, usize)> {
+        let mut first = None;
+        let mut count = 0;
+        for (s, sector) in got.chunks(SECTOR).enumerate() {
+            let r = s * SECTOR..s * SECTOR + sector.len();
+            if self.unknown[r.clone()].iter().all(|&u| u) || sector == &self.durable[r.clone()] {
+                continue;
+            }
+            let imgs = self.pending.get(&s);
+            let ok = match imgs {
+                None => (0..sector.len())
+                    .all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i]),
+                Some(imgs) if imgs.iter().all(|i| i.held.iter().all(|&h| h)) => {
+                    imgs.iter().any(|i| &i.data[..sector.len()] == sector)
+                        || (0..sector.len()).all(|i| self.unknown[r.start + i])
+                }
+                Some(imgs) => (0..sector.len()).all(|i| {
+                    self.unknown[r.start + i]
+                        || sector[i] == self.durable[r.start + i]
+                        || imgs.iter().any(|m| m.held[i] && m.data[i] == sector[i])
+                }),
+            };
+            if !ok {
+                count += 1;
+                first.get_or_insert(Wrong {
+                    sector: s,
+                    durable_lost: imgs.is_none(),
+                    writes_since_flush: imgs.map_or(0, Vec::len),
+                });
+            }
+        }
+        first.map(|w| (w, count))
+    }
+
+    /// After a power cut and the array's recovery: what it reads now is what
+    /// it holds, durably (the check passed, or the bytes were allowed any
+    /// value).
+    pub fn settle(&mut self, got: &[u8]) {
+        self.current.copy_from_slice(got);
+        self.durable.copy_from_slice(got);
+        self.pending.clear();
+        self.unknown.fill(false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_allows_old_or_new_and_nothing_else() {
+        let mut m = Model::new(4 * SECTOR);
+        m.write(&[1; SECTOR], 0);
+        m.flush();
+        m.write(&[2; SECTOR], 0);
+        let mut got = vec![0u8; 4 * SECTOR];
+        got[..SECTOR].fill(1);
+        assert!(m.check_after_cut(&got).is_none());
+        got[..SECTOR].fill(2);
+        assert!(m.check_after_cut(&got).is_none());
+        got[..SECTOR].fill(3);
+        assert!(m.check_after_cut(&got).is_some());
+        got[..SECTOR].fill(2);
+        got[SECTOR] = 9;
+        let (w, n) = m.check_after_cut(&got).unwrap();
+        assert!(w.durable_lost && w.sector == 1 && n == 1);
+    }
+
+    #[test]
+    fn fua_makes_its_bytes_durable() {
+        let mut m = Model::new(2 * SECTOR);
+        m.write(&[5; SECTOR], 0);
+        m.fua(0, SECTOR);
+        let got = vec![0u8; 2 * SECTOR];
+        assert!(m.check_after_cut(&got).is_some());
+    }
+
+    #[test]
+    fn partial_writes_are_checked_per_byte() {
+        let mut m = Model::new(SECTOR);
+        m.write(&[7; 10], 100);
+        m.write(&[8; 10], 300);
+        let mut got = vec![0u8; SECTOR];
+        got[300..310].fill(8);
+        assert!(m.check_after_cut(&got).is_none());
+        got[0] = 1;
+        assert!(m.check_after_cut(&got).is_some());
+    }
+}

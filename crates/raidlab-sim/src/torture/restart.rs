@@ -1,0 +1,317 @@
+//! What a torture run does to the array's life: clean stops, power cuts,
+//! assembly again from the superblocks, starts with the array's own recovery,
+//! a spare and its rebuild, check and repair, and the planted bugs that prove
+//! the checker fails. It decides what each of those must leave behind; what
+//! is allowed after a power cut is the model's.
+
+use super::config::Policy;
+use super::model::SECTOR;
+use super::run::{fnv, quiet, Outcome, Plant, Rig};
+use raidlab_core::{ErrorKind, Volume};
+use raidlab_layout::Level;
+use raidlab_raid::assemble::Assembly;
+use raidlab_raid::lifecycle;
+use raidlab_raid::manage::Added;
+use raidlab_raid::recovery::RunOptions;
+use rand::Rng;
+
+impl Rig {
+    /// A clean stop, then assembly from the superblocks of the devices that
+    /// still answer (only the writes it flushed are on the media).
+    pub(super) fn stop(&mut self) -> Result<Assembly, String> {
+        let s = self
+            .started
+            .take()
+            .ok_or_else(|| "internal: no started array to stop".to_string())?;
+        let said = s.stop().map_err(|e| format!("clean stop failed: {e}"))?;
+        self.model.flush();
+        self.note(format!("stopped cleanly; recorded failed: {said:?}"));
+        Assembly::assemble(self.live_devices())
+            .map_err(|e| format!("assemble after a clean stop: {e}"))
+    }
+
+    pub(super) fn stop_and_start(&mut self) -> Outcome {
+        let asm = self.stop()?;
+        self.counts.restarts += 1;
+        self.start_as_operator(asm, "start after a clean stop")?;
+        self.verify_all()
+    }
+
+    /// Start; a dirty degraded array (one started forced after a power cut
+    /// stays dirty until rebuilt, as md's does) is refused, then started
+    /// forced, as its refusal tells the operator.
+    pub(super) fn start_as_operator(&mut self, asm: Assembly, what: &str) -> Outcome {
+        let keep = asm.clone();
+        let dirty_degraded = !asm.in_sync() && !asm.missing().is_empty();
+        match self.start(asm, false) {
+            Ok(()) => Ok(()),
+            Err(e) if dirty_degraded && e.kind == ErrorKind::Refused => {
+                self.note(format!("refused, dirty and degraded: {e}"));
+                self.start(keep, true)
+                    .map_err(|e| format!("{what}, forced: {e}"))
+            }
+            Err(e) => Err(format!("{what}: {e}")),
+        }
+    }
+
+    /// The whole array reads as the model says (within tolerance).
+    pub(super) fn verify_all(&mut self) -> Outcome {
+        let size = self.model.size();
+        self.read_range(true, 0, size)
+    }
+
+    /// The members a role would be rebuilt from are fine and a role is
+    /// missing or its device is faulty: stop, add a new device, rebuild it
+    /// offline, start again, read everything, check.
+    pub(super) fn spare_and_rebuild(&mut self) -> Outcome {
+        if self.troubled_roles().is_empty() {
+            return Ok(());
+        }
+        let mut asm = self.stop()?;
+        lifecycle::start_logs(&mut asm).map_err(|e| format!("start the logs to add: {e}"))?;
+        let dev = self.new_device();
+        let path = dev.path.clone();
+        let added = asm
+            .add(dev, false)
+            .map_err(|e| format!("add {path}: {e}"))?;
+        self.counts.faults += 1;
+        self.note(format!("spare {path} added: {added:?}"));
+        if let Added::IntoSlot(_) = added {
+            let opts = self.run_options();
+            let r = match asm.rebuild(opts.clone(), &mut quiet) {
+                // Not stopped cleanly (a forced start after a power cut):
+                // what the refusal tells the operator, resync if it can,
+                // then rebuild.
+                Err(e) if e.kind == ErrorKind::Refused => {
+                    self.note(format!("rebuild refused: {e}"));
+                    let resync = asm.resync(opts.clone(), &mut quiet);
+                    self.note(format!(
+                        "resync first: {:?}",
+                        resync.as_ref().map(|r| r.mismatch_sectors)
+                    ));
+                    asm.rebuild(
+                        RunOptions {
+                            force: resync.is_err(),
+                            ..opts
+                        },
+                        &mut quiet,
+                    )
+                }
+                r => r,
+            }
+            .map_err(|e| format!("rebuild onto {path}: {e}"))?;
+            self.counts.rebuilds += 1;
+            self.note(format!("rebuilt {} member(s)", r.rebuilt.len()));
+        }
+        drop(asm);
+        let asm = Assembly::assemble(self.live_devices())
+            .map_err(|e| format!("assemble after the rebuild: {e}"))?;
+        self.start_as_operator(asm, "start after the rebuild")?;
+        self.counts.restarts += 1;
+        self.verify_all()?;
+        self.check(false)
+    }
+
+    /// md's check (or repair): on a complete redundant array, 0 mismatches.
+    pub(super) fn check(&mut self, repair: bool) -> Outcome {
+        if self.cfg.level == Level::Raid0 {
+            return Ok(());
+        }
+        let complete = self.troubled_roles().is_empty();
+        let opts = self.run_options();
+        let s = self
+            .started
+            .as_mut()
+            .ok_or_else(|| "internal: no started array".to_string())?;
+        let array = s.array.clone();
+        // Held stripes go down first: a check compares what is on the members.
+        if let Err(e) = array.flush() {
+            return Err(format!("flush before the check: {e}"));
+        }
+        self.model.flush();
+        let r = s.asm.scrub_running(&array, repair, opts, &mut quiet);
+        self.counts.checks += 1;
+        self.note(format!(
+            "{}: {}",
+            if repair { "repair" } else { "check" },
+            r.as_ref().map_or_else(
+                |e| e.to_string(),
+                |r| format!("{} mismatched sectors", r.mismatch_sectors)
+            )
+        ));
+        match r {
+            Ok(r) if complete && r.mismatch_sectors > 0 && !repair => Err(format!(
+                "check found {} mismatched sectors on a complete array: {:?}",
+                r.mismatch_sectors,
+                r.findings.first()
+            )),
+            Ok(_) => Ok(()),
+            Err(e) if e.kind == ErrorKind::Refused || !complete => Ok(()),
+            Err(e) => Err(format!("check on a complete array failed: {e}")),
+        }
+    }
+
+    /// The power goes: each member's unflushed writes are kept, dropped or
+    /// torn at random; the array is assembled from its superblocks and
+    /// started with its own recovery, and every sector must hold what the
+    /// policy promises.
+    pub(super) fn power_cut(&mut self, lose_flushed: bool) -> Outcome {
+        self.counts.power_cuts += 1;
+        let pending: Vec<usize> = self.model.pending_sectors().collect();
+        let mut cut = (0, 0, 0);
+        for v in self.vols.clone() {
+            let seed = self.rng.gen();
+            let r = v.power_cut(seed).map_err(|e| format!("power cut: {e}"))?;
+            cut = (cut.0 + r.dropped, cut.1 + r.kept, cut.2 + r.torn);
+        }
+        self.started = None;
+        self.note(format!(
+            "power cut: {} sector(s) in flight; writes dropped {} kept {} torn {}",
+            pending.len(),
+            cut.0,
+            cut.1,
+            cut.2
+        ));
+        if lose_flushed {
+            // Where the data areas are: 1 MiB in for metadata 1.1 and 1.2,
+            // at the start for 0.90 and 1.0 (the harness's member sizes).
+            for v in &self.vols {
+                let len = super::config::DATA_BYTES;
+                let start = if v.size() < (1 << 20) + len {
+                    0
+                } else {
+                    1 << 20
+                };
+                let _ = v.inner().write_at(&vec![0; len as usize], start);
+            }
+        }
+        for v in &self.vols {
+            v.restart();
+        }
+        let asm = Assembly::assemble(self.live_devices())
+            .map_err(|e| format!("assemble after a power cut: {e}"))?;
+        let missing = asm.missing();
+        let g = asm.geometry;
+        let write_hole = self.cfg.has_parity()
+            && !missing.is_empty()
+            && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap);
+        let forced = self.start_after_cut(asm, write_hole)?;
+        self.counts.restarts += 1;
+        if write_hole {
+            // md's write hole: a stripe being written when the power went,
+            // on an array with no redundancy left, may hold anything.
+            let stripe = (g.chunk_bytes * g.data_disks() as u64) as usize;
+            let mut hole = std::collections::BTreeSet::new();
+            for &s in &pending {
+                hole.insert(s * SECTOR / stripe);
+            }
+            for &st in &hole {
+                for s in st * stripe / SECTOR
+                    ..((st + 1) * stripe / SECTOR).min(self.model.size() / SECTOR)
+                {
+                    self.model.allow_any(s);
+                    self.counts.write_hole_sectors += 1;
+                }
+            }
+        } else if self.cfg.policy == Policy::Ppl && !missing.is_empty() {
+            // md's PPL replay leaves a row alone when the chunk being
+            // written there is on the missing member.
+            for &s in &pending {
+                let (member, _, _) = g.parity_location((s * SECTOR) as u64);
+                if missing.contains(&member) {
+                    self.model.allow_any(s);
+                    self.counts.write_hole_sectors += 1;
+                }
+            }
+        }
+        let size = self.model.size();
+        let mut got = vec![0u8; size];
+        self.array()
+            .read_at(&mut got, 0)
+            .map_err(|e| format!("read after the power cut and recovery: {e}"))?;
+        if let Some((w, n)) = self.model.check_after_cut(&got) {
+            return Err(format!(
+                "after a power cut{}: {n} sector(s) hold a value never allowed there; first: array sector {} (byte {}), {}",
+                if forced { " (forced start)" } else { "" },
+                w.sector,
+                w.sector * SECTOR,
+                if w.durable_lost {
+                    "durable (flushed) data lost".to_string()
+                } else {
+                    format!("neither the durable value nor any of the {} written since the last flush", w.writes_since_flush)
+                }
+            ));
+        }
+        self.note(format!("after the cut: contents {:016x}", fnv(&got)));
+        self.model.settle(&got);
+        self.check(false)
+    }
+
+    /// Start after a power cut as md would: a dirty degraded parity array
+    /// with no log is refused, then started forced (the operator's choice).
+    pub(super) fn start_after_cut(
+        &mut self,
+        asm: Assembly,
+        write_hole: bool,
+    ) -> Result<bool, String> {
+        let keep = asm.clone();
+        match self.start(asm, false) {
+            Ok(()) => Ok(false),
+            Err(e) if write_hole => {
+                self.note(format!("refused as md refuses: {e}"));
+                self.start(keep, true)
+                    .map_err(|e| format!("forced start after a power cut: {e}"))?;
+                Ok(true)
+            }
+            Err(e) => Err(format!("start after a power cut: {e}")),
+        }
+    }
+
+    /// Beyond the tolerance: a stop, an assembly and a start may refuse;
+    /// whatever the array then serves must be right.
+    pub(super) fn end_beyond_tolerance(&mut self) -> Outcome {
+        let Some(s) = self.started.take() else {
+            return Ok(());
+        };
+        let stop = s.stop();
+        self.note(format!("stop beyond tolerance: {stop:?}"));
+        if stop.is_ok() {
+            self.model.flush();
+        }
+        let asm = match Assembly::assemble(self.live_devices()) {
+            Ok(a) => a,
+            Err(e) => {
+                self.note(format!("assembly refused: {e}"));
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.start(asm, false) {
+            self.note(format!("start refused: {e}"));
+            return Ok(());
+        }
+        let size = self.model.size();
+        self.read_range(false, 0, size)
+    }
+
+    pub(super) fn plant(&mut self, plant: Option<Plant>) -> Outcome {
+        self.array()
+            .flush()
+            .map_err(|e| format!("flush before the planted bug: {e}"))?;
+        self.model.flush();
+        match plant {
+            Some(Plant::FlipMemberByte) => {
+                let (start, _) = self.data_area(0).ok_or("no data area")?;
+                self.vols[0]
+                    .corrupt_stored(start, 1)
+                    .map_err(|e| format!("corrupt: {e}"))?;
+                self.note("planted: member 0's first data byte flipped".into());
+                self.verify_all()
+            }
+            Some(Plant::LoseFlushedWrites) => {
+                self.note("planted: flushed writes lost at the power cut".into());
+                self.power_cut(true)
+            }
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,643 @@
+//! One torture run: build the array its configuration says, then for each
+//! operation draw a request or a fault, carry it out on the real engine and
+//! hold the answer to the model. It decides the order of things in a run
+//! and what counts as a violation; what is allowed after a power cut is the
+//! model's, what the engine does is the engine's.
+
+use super::config::{Config, Policy};
+use super::model::{Model, SECTOR};
+use super::{run_seed, Counts, RunResult, Violation};
+use raidlab_core::clock::ManualClock;
+use raidlab_core::{ErrorKind, SharedClock, Volume};
+use raidlab_devices::{FaultVolume, MemVolume};
+use raidlab_layout::Level;
+use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::exec::{Executor, InOrder};
+use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
+use raidlab_raid::recovery::RunOptions;
+use raidlab_raid::stripe_cache::StripeCacheConfig;
+use raidlab_raid::Array;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Member = Arc<FaultVolume<MemVolume>>;
+
+/// A bug planted in the harness's world, behind the engine's back, to prove
+/// the checker fails when data goes wrong (tests only; never on by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plant {
+    /// Halfway through, after a flush, one byte of member 0's data area is
+    /// flipped on the medium; the whole array is then read.
+    FlipMemberByte,
+    /// Halfway through, after a flush, a power cut; before power comes back
+    /// every member's data area is zeroed on the medium: flushed writes lost.
+    LoseFlushedWrites,
+}
+
+/// Events kept for a failure's trace.
+const TRACE: usize = 48;
+
+pub(super) struct Rig {
+    pub(super) cfg: Config,
+    pub(super) rng: ChaCha8Rng,
+    pub(super) clock: Arc<ManualClock>,
+    pub(super) exec: Arc<dyn Executor>,
+    /// Every device made for the run; index = the number in its path.
+    pub(super) vols: Vec<Member>,
+    pub(super) paths: Vec<String>,
+    /// Failed for good (every I/O refused): left out of every assembly, as
+    /// md cannot read a dead disk's superblock.
+    pub(super) dead: Vec<bool>,
+    /// Any fault injected (latent read errors, write errors, dead).
+    pub(super) faulty: Vec<bool>,
+    pub(super) started: Option<Started>,
+    pub(super) model: Model,
+    /// Once beyond the level's tolerance, for the rest of the run.
+    pub(super) beyond: bool,
+    pub(super) counts: Counts,
+    pub(super) hash: u64,
+    pub(super) trace: Vec<String>,
+    pub(super) op: usize,
+    /// Print every event as it happens (`RAIDLAB_TORTURE_LIVE`): for a run
+    /// that hangs, whose trace would never be printed.
+    pub(super) live: bool,
+    /// Leave out the faults that hit the engine's known open gaps
+    /// (docs/reliability.md): no member fails, no write error, no latent
+    /// read error. (Were a member to fail, it is taken out at once, as md's
+    /// failure handling would, with `Array::fail_member`.)
+    pub(super) known_gaps: bool,
+}
+
+pub(super) type Outcome = Result<(), String>;
+
+/// Run `run` of `seed`: `ops` operations on a configuration of `level` (any
+/// when `None`), with `plant` if given.
+pub fn run_one(
+    seed: u64,
+    run: u64,
+    ops: usize,
+    level: Option<Level>,
+    plant: Option<Plant>,
+) -> RunResult {
+    run_with(seed, run, ops, level, plant, false)
+}
+
+/// [`run_one`], leaving out the faults that hit the engine's known open
+/// gaps when `skip_known_gaps`.
+pub fn run_with(
+    seed: u64,
+    run: u64,
+    ops: usize,
+    level: Option<Level>,
+    plant: Option<Plant>,
+    skip_known_gaps: bool,
+) -> RunResult {
+    let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run));
+    let cfg = Config::random(&mut rng, level);
+    let mut rig = Rig {
+        cfg,
+        rng,
+        clock: ManualClock::new(),
+        exec: Arc::new(InOrder),
+        vols: Vec::new(),
+        paths: Vec::new(),
+        dead: Vec::new(),
+        faulty: Vec::new(),
+        started: None,
+        model: Model::new(0),
+        beyond: false,
+        counts: Counts::default(),
+        hash: 0xcbf2_9ce4_8422_2325,
+        trace: Vec::new(),
+        op: 0,
+        live: std::env::var_os("RAIDLAB_TORTURE_LIVE").is_some(),
+        known_gaps: skip_known_gaps,
+    };
+    rig.note(format!("config {}", cfg.label()));
+    let outcome = rig.create().and_then(|()| rig.workload(ops, plant));
+    let violation = outcome.err().map(|what| Violation {
+        op: rig.op,
+        what,
+        trace: rig.trace.clone(),
+    });
+    if rig.beyond {
+        rig.counts.beyond_tolerance = 1;
+    }
+    RunResult {
+        seed,
+        run,
+        config: cfg,
+        level,
+        skip_known_gaps,
+        hash: rig.hash,
+        counts: rig.counts,
+        violation,
+    }
+}
+
+pub(super) fn quiet(_: raidlab_raid::recovery::Progress) {}
+
+impl Rig {
+    pub(super) fn note(&mut self, event: String) {
+        let event = unnumbered(&event);
+        for b in event.bytes().chain([b'\n']) {
+            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+        if self.live {
+            eprintln!("op {}: {event}", self.op);
+        }
+        if self.trace.len() == TRACE {
+            self.trace.remove(0);
+        }
+        self.trace.push(format!("op {}: {event}", self.op));
+    }
+
+    pub(super) fn new_device(&mut self) -> Device {
+        self.new_device_of(self.cfg.device_bytes())
+    }
+
+    pub(super) fn new_device_of(&mut self, bytes: u64) -> Device {
+        let v = Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(bytes)));
+        let path = format!("mem{}", self.vols.len());
+        self.vols.push(v.clone());
+        self.paths.push(path.clone());
+        self.dead.push(false);
+        self.faulty.push(false);
+        Device { path, volume: v }
+    }
+
+    pub(super) fn live_devices(&self) -> Vec<Device> {
+        (0..self.vols.len())
+            .filter(|&i| !self.dead[i])
+            .map(|i| Device {
+                path: self.paths[i].clone(),
+                volume: self.vols[i].clone(),
+            })
+            .collect()
+    }
+
+    pub(super) fn start_options(&self, force: bool) -> StartOptions {
+        StartOptions {
+            write: true,
+            force,
+            resync_unclean: true,
+            stripe_cache: Some(StripeCacheConfig {
+                stripes: if self.cfg.stripe_cache { 4 } else { 0 },
+                hold: Duration::from_millis(20),
+            }),
+        }
+    }
+
+    pub(super) fn start(&mut self, asm: Assembly, force: bool) -> raidlab_core::Result<()> {
+        let driven = Driven {
+            executor: self.exec.clone(),
+            clock: self.clock.clone() as SharedClock,
+        };
+        let s = Started::start_with(asm, self.start_options(force), Some(driven))?;
+        self.note(format!(
+            "started: resync {:?} ppl {:?} journal {:?}",
+            s.report.resync.as_ref().map(|r| r.mismatch_sectors),
+            s.report.ppl.as_ref().map(|r| r.entries_replayed),
+            s.report.journal.as_ref().map(|r| r.stripes_replayed)
+        ));
+        self.started = Some(s);
+        Ok(())
+    }
+
+    pub(super) fn array(&self) -> Arc<Array> {
+        self.started
+            .as_ref()
+            .map(|s| s.array.clone())
+            .expect("the harness keeps the array started between operations")
+    }
+
+    pub(super) fn run_options(&self) -> RunOptions {
+        RunOptions {
+            use_maps: false,
+            clock: Some(self.clock.clone() as SharedClock),
+            ..RunOptions::default()
+        }
+    }
+
+    pub(super) fn create(&mut self) -> Outcome {
+        let c = self.cfg;
+        let members: Vec<NewMember> = (0..c.members)
+            .map(|_| NewMember {
+                device: self.new_device(),
+                zeroed: true,
+            })
+            .collect();
+        // A ring that holds the widest stripe of any configuration (6 x 64K).
+        let journal = (c.policy == Policy::Journal).then(|| NewMember {
+            device: self.new_device_of((1 << 20) + (2 << 20)),
+            zeroed: true,
+        });
+        let spec = CreateSpec {
+            level: c.level,
+            layout: c.layout,
+            chunk_bytes: c.chunk,
+            spares: 0,
+            name: "torture".into(),
+            force: true,
+            bitmap: c.policy == Policy::Bitmap,
+            bitmap_chunk: (c.policy == Policy::Bitmap).then_some(16 << 10),
+            ppl: c.policy == Policy::Ppl,
+        };
+        let asm = create_with_metadata(&spec, members, journal, c.metadata)
+            .map_err(|e| format!("create: {e}"))?;
+        self.start(asm, false)
+            .map_err(|e| format!("first start: {e}"))?;
+        self.model = Model::new(self.array().size() as usize);
+        Ok(())
+    }
+
+    /// Roles the array cannot count on: missing, taken out, or on a device
+    /// with a fault injected.
+    pub(super) fn troubled_roles(&self) -> Vec<usize> {
+        let Some(s) = &self.started else {
+            return Vec::new();
+        };
+        let failed = s.array.failed_members();
+        (0..s.asm.slots.len())
+            .filter(|&r| match s.asm.slots[r] {
+                None => true,
+                Some(i) => {
+                    failed.contains(&r)
+                        || self.device_of(&s.asm, i).map_or(true, |d| self.faulty[d])
+                }
+            })
+            .collect()
+    }
+
+    pub(super) fn device_of(&self, asm: &Assembly, member: usize) -> Option<usize> {
+        let p = &asm.members.get(member)?.device.path;
+        self.paths.iter().position(|q| q == p)
+    }
+
+    pub(super) fn tolerated(&self, roles: &[usize]) -> bool {
+        self.started
+            .as_ref()
+            .is_some_and(|s| s.asm.geometry.survives(roles))
+    }
+
+    pub(super) fn strict(&mut self) -> bool {
+        if !self.beyond && !self.tolerated(&self.troubled_roles()) {
+            self.beyond = true;
+            self.note("beyond the level's tolerance".into());
+        }
+        !self.beyond
+    }
+
+    pub(super) fn workload(&mut self, ops: usize, plant: Option<Plant>) -> Outcome {
+        for op in 0..ops {
+            self.op = op;
+            self.counts.ops += 1;
+            if plant.is_some() && op == ops / 2 {
+                self.plant(plant)?;
+                continue;
+            }
+            let strict = self.strict();
+            let r = self.rng.gen_range(0..100u32);
+            match r {
+                0..=29 | 89..=99 => self.write(strict, false)?,
+                30..=47 => self.read(strict)?,
+                48..=55 => self.flush(strict)?,
+                56..=60 => self.write(strict, true)?,
+                61..=63 => self.trim(strict)?,
+                64..=66 => self.zeroes(strict)?,
+                67..=71 => self.tick(strict)?,
+                72..=74 => self.fail_member()?,
+                75..=76 => self.latent_errors()?,
+                77..=78 => self.write_errors()?,
+                79..=80 if strict => self.spare_and_rebuild()?,
+                81..=82 if strict => self.check(op % 2 == 1)?,
+                83..=85 if strict => self.stop_and_start()?,
+                86..=88 if strict => self.power_cut(false)?,
+                _ => self.read(strict)?,
+            }
+        }
+        self.op = ops;
+        if self.strict() {
+            self.stop_and_start()?;
+            self.check(false)?;
+        } else {
+            self.end_beyond_tolerance()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn range(&mut self) -> (usize, usize) {
+        let size = self.model.size();
+        let chunk = self.cfg.chunk as usize;
+        let g = *self.array().geometry();
+        let stripe = if g.is_parity() {
+            chunk * g.data_disks()
+        } else {
+            chunk * g.raid_disks
+        };
+        let (off, len) = match self.rng.gen_range(0..5u32) {
+            0 | 1 => {
+                let len = self.rng.gen_range(1..=chunk / SECTOR) * SECTOR;
+                (self.rng.gen_range(0..size / SECTOR) * SECTOR, len)
+            }
+            2 => (
+                self.rng.gen_range(0..size / 4096) * 4096,
+                self.rng.gen_range(1..=4usize) * 4096,
+            ),
+            3 => {
+                let stripes = (size / stripe).max(1);
+                let first = self.rng.gen_range(0..stripes);
+                (first * stripe, self.rng.gen_range(1..=2usize) * stripe)
+            }
+            _ => (
+                self.rng.gen_range(0..size),
+                self.rng.gen_range(1..=3 * chunk),
+            ),
+        };
+        let off = off.min(size - 1);
+        (off, len.clamp(1, size - off))
+    }
+
+    pub(super) fn write(&mut self, strict: bool, fua: bool) -> Outcome {
+        let (off, len) = self.range();
+        let mut data = vec![0u8; len];
+        self.rng.fill(&mut data[..]);
+        let array = self.array();
+        let r = if fua {
+            array.write_at_fua(&data, off as u64)
+        } else {
+            array.write_at(&data, off as u64)
+        };
+        self.counts.writes += 1;
+        self.note(format!(
+            "{} {off}+{len}: {}",
+            if fua { "fua write" } else { "write" },
+            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
+        ));
+        match r {
+            Ok(()) => {
+                self.model.write(&data, off);
+                if fua {
+                    self.model.fua(off, len);
+                }
+                Ok(())
+            }
+            Err(e) if strict => Err(format!(
+                "write {off}+{len} failed within the level's tolerance: {e}"
+            )),
+            Err(_) => {
+                self.model.forget(off, len);
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn read(&mut self, strict: bool) -> Outcome {
+        let (off, len) = self.range();
+        self.read_range(strict, off, len)
+    }
+
+    pub(super) fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
+        let mut got = vec![0u8; len];
+        let r = self.array().read_at(&mut got, off as u64);
+        self.counts.reads += 1;
+        self.note(format!(
+            "read {off}+{len}: {}",
+            r.as_ref()
+                .map_or_else(|e| e.to_string(), |_| format!("{:016x}", fnv(&got)))
+        ));
+        match r {
+            Ok(()) => match self.model.first_difference(&got, off) {
+                None => Ok(()),
+                Some(i) => Err(format!(
+                    "read {off}+{len} returned wrong data at array byte {} (got {:#04x}, want {:#04x}){}",
+                    off + i,
+                    got[i],
+                    self.model.current[off + i],
+                    if strict { "" } else { " beyond the level's tolerance: silently wrong data" }
+                )),
+            },
+            Err(e) if strict => Err(format!(
+                "read {off}+{len} failed within the level's tolerance: {e}"
+            )),
+            Err(_) => Ok(()),
+        }
+    }
+
+    pub(super) fn flush(&mut self, strict: bool) -> Outcome {
+        let r = self.array().flush();
+        self.counts.flushes += 1;
+        self.note(format!(
+            "flush: {}",
+            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
+        ));
+        match r {
+            Ok(()) => {
+                self.model.flush();
+                Ok(())
+            }
+            Err(e) if strict => Err(format!("flush failed within the level's tolerance: {e}")),
+            Err(_) => Ok(()),
+        }
+    }
+
+    pub(super) fn trim(&mut self, strict: bool) -> Outcome {
+        let (off, len) = self.range();
+        let array = self.array();
+        let zeroes = array.discard_zeroes();
+        let r = array.discard(off as u64, len as u64);
+        self.note(format!(
+            "trim {off}+{len}: {}",
+            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
+        ));
+        match r {
+            Ok(()) if zeroes => {
+                self.model.write(&vec![0; len], off);
+                Ok(())
+            }
+            // Forgotten, with no promise of what reads return.
+            Ok(()) => {
+                self.model.forget(off, len);
+                Ok(())
+            }
+            Err(e) if e.kind == ErrorKind::Unsupported && self.cfg.has_parity() => Ok(()),
+            Err(e) if strict => Err(format!("trim {off}+{len} failed: {e}")),
+            Err(_) => {
+                self.model.forget(off, len);
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) fn zeroes(&mut self, strict: bool) -> Outcome {
+        let (off, len) = self.range();
+        let r = self.array().write_zeroes(off as u64, len as u64);
+        self.note(format!(
+            "write-zeroes {off}+{len}: {}",
+            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
+        ));
+        match r {
+            Ok(()) => {
+                self.model.write(&vec![0; len], off);
+                Ok(())
+            }
+            Err(e) if strict => Err(format!("write-zeroes {off}+{len} failed: {e}")),
+            Err(_) => {
+                self.model.forget(off, len);
+                Ok(())
+            }
+        }
+    }
+
+    /// Virtual time passes: held stripes past their hold time go down, one
+    /// at a time, as the stripe cache's thread would write them.
+    pub(super) fn tick(&mut self, strict: bool) -> Outcome {
+        let ms = self.rng.gen_range(1..=40u64);
+        self.clock.advance(Duration::from_millis(ms));
+        let array = self.array();
+        let mut n = 0;
+        loop {
+            match array.write_out_one_expired() {
+                Ok(true) => n += 1,
+                Ok(false) => break,
+                Err(e) if strict => return Err(format!("writing out expired stripes failed: {e}")),
+                Err(_) => break,
+            }
+        }
+        self.note(format!("tick {ms} ms: {n} stripe(s) written out"));
+        Ok(())
+    }
+
+    /// A device of the array (not the journal), and whether faulting it
+    /// keeps the array within its tolerance.
+    pub(super) fn victim(&mut self) -> Option<(usize, bool)> {
+        let s = self.started.as_ref()?;
+        let slots: Vec<(usize, usize)> = (0..s.asm.slots.len())
+            .filter_map(|r| s.asm.slots[r].map(|i| (r, i)))
+            .collect();
+        if slots.is_empty() {
+            return None;
+        }
+        let (role, member) = slots[self.rng.gen_range(0..slots.len())];
+        let dev = self.device_of(&s.asm, member)?;
+        let mut roles = self.troubled_roles();
+        if !roles.contains(&role) {
+            roles.push(role);
+        }
+        Some((dev, self.tolerated(&roles)))
+    }
+
+    /// Most faults keep the array within its tolerance; one in four that
+    /// would not goes ahead.
+    pub(super) fn pick_victim(&mut self) -> Option<usize> {
+        let (dev, ok) = self.victim()?;
+        if self.dead[dev] || (!ok && !self.rng.gen_ratio(1, 4)) {
+            return None;
+        }
+        Some(dev)
+    }
+
+    pub(super) fn fail_member(&mut self) -> Outcome {
+        if self.known_gaps {
+            return Ok(());
+        }
+        let Some(dev) = self.pick_victim() else {
+            return Ok(());
+        };
+        self.vols[dev].fail_all(true);
+        if self.known_gaps {
+            let role = self.started.as_ref().and_then(|s| {
+                let m = s
+                    .asm
+                    .members
+                    .iter()
+                    .position(|m| m.device.path == self.paths[dev])?;
+                s.asm.slots.iter().position(|&x| x == Some(m))
+            });
+            if let (Some(role), Some(s)) = (role, &self.started) {
+                let r = s.array.fail_member(role);
+                self.note(format!("taken out at once: {r:?}"));
+            }
+        }
+        self.dead[dev] = true;
+        self.faulty[dev] = true;
+        self.counts.faults += 1;
+        self.note(format!("fault: {} fails", self.paths[dev]));
+        Ok(())
+    }
+
+    /// The data area of device `dev` as (first byte, bytes).
+    pub(super) fn data_area(&self, dev: usize) -> Option<(u64, u64)> {
+        let s = self.started.as_ref()?;
+        let m = s
+            .asm
+            .members
+            .iter()
+            .find(|m| m.device.path == self.paths[dev])?;
+        Some((m.sb.data_offset * 512, s.asm.geometry.member_bytes))
+    }
+
+    pub(super) fn fault_range(&mut self, dev: usize) -> Option<std::ops::Range<u64>> {
+        let (start, len) = self.data_area(dev)?;
+        let sectors = len / 512;
+        let first = self.rng.gen_range(0..sectors);
+        let n = self.rng.gen_range(1..=16u64).min(sectors - first);
+        Some(start + first * 512..start + (first + n) * 512)
+    }
+
+    pub(super) fn latent_errors(&mut self) -> Outcome {
+        if self.known_gaps {
+            return Ok(());
+        }
+        let Some(dev) = self.pick_victim() else {
+            return Ok(());
+        };
+        let Some(r) = self.fault_range(dev) else {
+            return Ok(());
+        };
+        self.vols[dev].fail_reads(r.clone());
+        self.faulty[dev] = true;
+        self.counts.faults += 1;
+        self.note(format!("fault: {} reads fail at {r:?}", self.paths[dev]));
+        Ok(())
+    }
+
+    pub(super) fn write_errors(&mut self) -> Outcome {
+        if self.known_gaps {
+            return Ok(());
+        }
+        let Some(dev) = self.pick_victim() else {
+            return Ok(());
+        };
+        let Some(r) = self.fault_range(dev) else {
+            return Ok(());
+        };
+        self.vols[dev].fail_writes(r.clone());
+        self.faulty[dev] = true;
+        self.counts.faults += 1;
+        self.note(format!("fault: {} writes fail at {r:?}", self.paths[dev]));
+        Ok(())
+    }
+}
+
+/// `event` without the process-wide numbers of memory volumes
+/// ("memory#17"): they count every volume the process made, so they differ
+/// between two runs of one seed in one process.
+fn unnumbered(event: &str) -> String {
+    let mut out = String::with_capacity(event.len());
+    let mut rest = event;
+    while let Some(i) = rest.find("memory#") {
+        out.push_str(&rest[..i + 7]);
+        rest = rest[i + 7..].trim_start_matches(|c: char| c.is_ascii_digit());
+    }
+    out.push_str(rest);
+    out
+}
+
+pub(super) fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3)
+    })
+}

@@ -1,0 +1,125 @@
+//! The torture harness (`raidlab_sim::torture`) against raidlab's real engine:
+//! a CI-sized sweep of random configurations, workloads, faults and power
+//! cuts with zero violations; proof that the checker fails when data goes
+//! wrong; and proof that a seed replays exactly.
+//!
+//! Longer sweeps: `raidlab sim torture --seed N --runs K --ops M` (release
+//! build), or `RAIDLAB_TORTURE_RUNS=K cargo test -p raidlab-sim --test
+//! torture ci_sweep -- --nocapture`.
+
+use raidlab_layout::Level;
+use raidlab_sim::torture::{run_one, sweep, Options, Plant};
+
+fn runs() -> u64 {
+    std::env::var("RAIDLAB_TORTURE_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(200)
+}
+
+#[test]
+fn ci_sweep_finds_no_violation() {
+    let opts = Options {
+        seed: 1,
+        first_run: 0,
+        runs: runs(),
+        ops: 120,
+        level: None,
+        // Named in docs/reliability.md ("Known open gaps"): write errors and
+        // latent read errors are left out, and a failed member is taken out
+        // at once. `raidlab sim torture` without --skip-known-gaps runs them.
+        skip_known_gaps: true,
+    };
+    let s = sweep(&opts, |r| {
+        if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
+            eprintln!(
+                "run {} {} {}",
+                r.run,
+                r.config.label(),
+                r.violation.is_some()
+            );
+        }
+    });
+    for (kind, (n, ok, c)) in &s.kinds {
+        println!("{kind:<16} runs {n:>4} passed {ok:>4} {c:?}");
+    }
+    let report: Vec<String> = s
+        .failures
+        .iter()
+        .map(|r| {
+            let v = r.violation.as_ref().expect("a failure has a violation");
+            format!(
+                "run {} ({}), op {}: {}\n  replay: {}\n  trace:\n    {}",
+                r.run,
+                r.config.label(),
+                v.op,
+                v.what,
+                r.replay_command(opts.ops),
+                v.trace.join("\n    ")
+            )
+        })
+        .collect();
+    assert!(report.is_empty(), "{}", report.join("\n\n"));
+}
+
+#[test]
+#[ignore = "a debugging aid: RAIDLAB_TORTURE_ONE=seed,run[,ops]"]
+fn one() {
+    let v: Vec<u64> = std::env::var("RAIDLAB_TORTURE_ONE")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    let r = run_one(
+        v[0],
+        v[1],
+        v.get(2).copied().unwrap_or(120) as usize,
+        None,
+        None,
+    );
+    println!("{:?}", r.violation);
+}
+
+/// Engine bugs the harness found, kept as their runs: each must now pass.
+/// Seed 1 run 42 (RAID 6 beyond tolerance): a FUA write after a failed
+/// stripe-cache write-out deadlocked (`stripe_cache::write_out_range`).
+/// Seed 1 run 72 (RAID 5, PPL, a member failed): a write looped forever
+/// flushing the failed member before its log write (`Array::flush_roles`).
+#[test]
+fn found_bugs_stay_fixed() {
+    for run in [42, 72] {
+        let r = run_one(1, run, 120, None, None);
+        assert!(r.violation.is_none(), "run {run}: {:?}", r.violation);
+    }
+}
+
+/// A member byte flipped behind the engine's back on RAID 0 (no redundancy
+/// to notice it) is reported as wrong data.
+#[test]
+fn a_flipped_member_byte_is_reported() {
+    let r = run_one(7, 0, 40, Some(Level::Raid0), Some(Plant::FlipMemberByte));
+    let v = r.violation.expect("the flipped byte must be reported");
+    assert!(v.what.contains("wrong data"), "{}", v.what);
+    assert_eq!(v.op, 20);
+}
+
+/// Flushed writes lost at a power cut (every member's data area zeroed on
+/// the medium) are reported as durable data lost.
+#[test]
+fn lost_flushed_writes_are_reported() {
+    let r = run_one(7, 0, 40, Some(Level::Raid1), Some(Plant::LoseFlushedWrites));
+    let v = r.violation.expect("the lost writes must be reported");
+    assert!(v.what.contains("durable (flushed) data lost"), "{}", v.what);
+}
+
+/// The same seed gives the same run, event for event; another seed another.
+#[test]
+fn a_seed_replays_exactly() {
+    for run in 0..6 {
+        let a = run_one(3, run, 80, None, None);
+        let b = run_one(3, run, 80, None, None);
+        assert_eq!(a.hash, b.hash, "run {run}");
+        assert_eq!(a.violation.is_some(), b.violation.is_some());
+        assert_ne!(a.hash, run_one(4, run, 80, None, None).hash);
+    }
+}
