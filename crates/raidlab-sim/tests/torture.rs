@@ -62,24 +62,6 @@ fn ci_sweep_finds_no_violation() {
     assert!(report.is_empty(), "{}", report.join("\n\n"));
 }
 
-#[test]
-#[ignore = "a debugging aid: RAIDLAB_TORTURE_ONE=seed,run[,ops]"]
-fn one() {
-    let v: Vec<u64> = std::env::var("RAIDLAB_TORTURE_ONE")
-        .unwrap_or_default()
-        .split(',')
-        .filter_map(|s| s.parse().ok())
-        .collect();
-    let r = run_one(
-        v[0],
-        v[1],
-        v.get(2).copied().unwrap_or(120) as usize,
-        None,
-        None,
-    );
-    println!("{:?}", r.violation);
-}
-
 /// Engine bugs the harness found, kept as their runs: each must now pass.
 /// Seed 1 run 42 (RAID 6 beyond tolerance): a FUA write after a failed
 /// stripe-cache write-out deadlocked (`stripe_cache::write_out_range`).
