@@ -8,8 +8,9 @@
 //! write journal or the partial parity logs, which replays them after an
 //! unclean stop (the old logs are replayed before any new one is written);
 //! then refuse what md refuses (dirty and degraded, a missing journal) unless
-//! forced; resync an unclean array no log covered, when asked and when it is
-//! complete; mark it dirty. Stop: flush, take back the bitmap and the members
+//! forced; resync an unclean array no log covered, when asked and when it
+//! has copies or parity to compare (complete, or degraded with redundancy
+//! left and no rebuild pending); mark it dirty. Stop: flush, take back the bitmap and the members
 //! that failed, mark it clean if it was. A start for reading only checks, and
 //! writes nothing.
 //!
@@ -105,8 +106,15 @@ impl Started {
         }
         let redundant = asm.geometry.level != Level::Raid0;
         let mut was_clean = asm.in_sync();
-        if opts.write && opts.resync_unclean && redundant && !was_clean && asm.missing().is_empty()
-        {
+        // A degraded array whose members left still hold copies or parity
+        // to compare is resynced too, as md resyncs a dirty degraded mirror:
+        // after a crash its copies may differ, and reads would then depend
+        // on the copy read. Not while a member is being rebuilt: its rebuilt
+        // part is not among what the resync compares, so the rebuild must
+        // not resume as if the array were consistent.
+        let resyncable = asm.missing().is_empty()
+            || (asm.rebuilding().is_empty() && asm.resync_can_compare());
+        if opts.write && opts.resync_unclean && redundant && !was_clean && resyncable {
             report.resync = Some(asm.resync(RunOptions::default(), &mut |_| {})?);
             was_clean = true;
         }

@@ -381,6 +381,13 @@ impl Assembly {
 }
 
 impl Assembly {
+    /// Whether a resync has anything to compare now: complete, or degraded
+    /// with some redundancy left (a RAID 1 or 10 copy, RAID 6's second
+    /// parity). See [`Assembly::check_scrubbable`].
+    pub(crate) fn resync_can_compare(&self) -> bool {
+        self.check_scrubbable(true).is_ok()
+    }
+
     /// Refuse a scrub or resync that has nothing to compare: RAID 0, one-member
     /// mirrors, and degraded arrays with no redundancy left (RAID 4/5 with a
     /// member missing, RAID 6 with two, mirrors where every block has one copy
