@@ -112,8 +112,8 @@ impl Started {
         // on the copy read. Not while a member is being rebuilt: its rebuilt
         // part is not among what the resync compares, so the rebuild must
         // not resume as if the array were consistent.
-        let resyncable = asm.missing().is_empty()
-            || (asm.rebuilding().is_empty() && asm.resync_can_compare());
+        let resyncable =
+            asm.missing().is_empty() || (asm.rebuilding().is_empty() && asm.resync_can_compare());
         if opts.write && opts.resync_unclean && redundant && !was_clean && resyncable {
             report.resync = Some(asm.resync(RunOptions::default(), &mut |_| {})?);
             was_clean = true;

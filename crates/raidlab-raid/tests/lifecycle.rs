@@ -222,13 +222,20 @@ fn a_crashed_degraded_mirror_with_two_copies_left_is_resynced_at_start() {
         .unwrap();
     let mut asm = Assembly::assemble(devs[..2].to_vec()).unwrap();
     assert!(!asm.in_sync());
-    let check = asm.scrub(false, RunOptions::default(), &mut |_| {}).unwrap();
-    assert!(check.mismatch_sectors > 0, "the copies differ before the start");
+    let check = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert!(
+        check.mismatch_sectors > 0,
+        "the copies differ before the start"
+    );
 
     let started = open(&devs[..2]);
     assert!(started.report.resync.is_some(), "resynced at start");
     assert!(started.consistent);
     let mut asm = started.asm;
-    let check = asm.scrub(false, RunOptions::default(), &mut |_| {}).unwrap();
+    let check = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
     assert_eq!(check.mismatch_sectors, 0);
 }
