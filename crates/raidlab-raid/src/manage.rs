@@ -53,6 +53,30 @@ impl Assembly {
     /// otherwise a hot spare, if any, takes over the slot at once (it then needs a
     /// rebuild); returns that spare's index.
     pub fn fail(&mut self, index: usize) -> Result<Option<usize>> {
+        let spare = self.mark_failed(index)?;
+        self.commit(|_| {})?;
+        Ok(spare)
+    }
+
+    /// [`Assembly::fail`] for several members at once, in order, with one
+    /// superblock commit for all it could fail. Each member's outcome: the
+    /// spare (if any) that took its slot, or why it could not be failed (the
+    /// array could not serve its data without it; nothing changed for it).
+    /// The outer error is the commit's.
+    pub fn fail_many(&mut self, indices: &[usize]) -> Result<Vec<Result<Option<usize>>>> {
+        let outcomes: Vec<Result<Option<usize>>> =
+            indices.iter().map(|&i| self.mark_failed(i)).collect();
+        if outcomes.iter().any(|o| o.is_ok()) {
+            self.commit(|_| {})?;
+        }
+        Ok(outcomes)
+    }
+
+    /// [`Assembly::fail`] without writing the superblocks: the caller commits
+    /// once for all the members it fails (each commit writes every member
+    /// still active, so failing them one commit at a time would write a dead
+    /// one before its turn, and fail on it).
+    fn mark_failed(&mut self, index: usize) -> Result<Option<usize>> {
         let m = &self.members[index];
         let Some(slot) = m.role.filter(|_| {
             matches!(
@@ -108,7 +132,6 @@ impl Assembly {
         if let Some(s) = spare {
             self.start_recovery(s, slot);
         }
-        self.commit(|_| {})?;
         Ok(spare)
     }
 
@@ -565,10 +588,16 @@ impl Assembly {
             }
         }
         let mut failed = Vec::new();
+        let mut indices = Vec::new();
         for role in array.failed_members() {
             if let Some(i) = self.slots.get(role).copied().flatten() {
                 failed.push(self.members[i].device.path.clone());
-                self.fail(i)?;
+                indices.push(i);
+            }
+        }
+        if !indices.is_empty() {
+            for outcome in self.fail_many(&indices)? {
+                outcome?;
             }
         }
         Ok(failed)

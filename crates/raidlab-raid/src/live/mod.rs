@@ -379,6 +379,7 @@ impl LiveArray {
     /// superblocks (a hot spare takes over).
     fn record_failures(&self, asm: &mut Assembly) -> Vec<String> {
         let mut said = Vec::new();
+        let mut failed: Vec<(usize, usize, String)> = Vec::new();
         for role in self.array.failed_members() {
             let Some(i) = asm.slots.get(role).copied().flatten() else {
                 continue;
@@ -386,11 +387,27 @@ impl LiveArray {
             if asm.members[i].state != MemberState::Active {
                 continue;
             }
-            let path = asm.members[i].device.path.clone();
-            match Self::change(asm, &self.array, |a| a.fail(i)) {
-                Ok(spare) => {
+            failed.push((i, role, asm.members[i].device.path.clone()));
+        }
+        if failed.is_empty() {
+            return said;
+        }
+        // One commit for all of them: a commit writes every member still
+        // marked active, so one member at a time would write the next dead
+        // one's superblock, and fail on it.
+        let indices: Vec<usize> = failed.iter().map(|f| f.0).collect();
+        match Self::change(asm, &self.array, |a| a.fail_many(&indices)) {
+            Ok(outcomes) => {
+                for ((_, role, path), outcome) in failed.iter().zip(outcomes) {
+                    let spare = match outcome {
+                        Ok(spare) => spare,
+                        Err(e) => {
+                            said.push(format!("{path} (role {role}) failed: {e}"));
+                            continue;
+                        }
+                    };
                     said.push(format!("{path} (role {role}) failed and is marked faulty"));
-                    if let Some(r) = self.carried_on(asm, Some(role)) {
+                    if let Some(r) = self.carried_on(asm, Some(*role)) {
                         said.push(r);
                     }
                     if let Some(s) = spare {
@@ -400,7 +417,11 @@ impl LiveArray {
                         ));
                     }
                 }
-                Err(e) => said.push(format!("{path} (role {role}) failed: {e}")),
+            }
+            Err(e) => {
+                for (_, role, path) in &failed {
+                    said.push(format!("{path} (role {role}) failed: {e}"));
+                }
             }
         }
         said
