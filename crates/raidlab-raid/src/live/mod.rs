@@ -182,6 +182,9 @@ pub struct LiveArray {
     /// When md's bitmap daemon passes next, on `clock` (`None` before the
     /// first poll).
     bitmap_due: Mutex<Option<std::time::Duration>>,
+    /// The roles the running array had taken out when failures were last
+    /// recorded in the superblocks.
+    recorded_failed: Mutex<Vec<usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -219,6 +222,7 @@ impl LiveArray {
             said: Mutex::new(Vec::new()),
             io: MemberIoRegistry::default(),
             bitmap_due: Mutex::new(None),
+            recorded_failed: Mutex::new(Vec::new()),
         })
     }
 
@@ -375,12 +379,30 @@ impl LiveArray {
             .map(|e| format!("the bitmap daemon could not clear idle bits (they stay set): {e}"))
     }
 
+    /// Before a flush or a FUA write is acknowledged: record the members the
+    /// running array has taken out since the last time, so that a crash
+    /// after the acknowledgement cannot assemble a dead member, with data
+    /// older than the acknowledged write, as active. What it did is said at
+    /// the next poll. Takes the assembly lock only when the array's set of
+    /// taken-out members changed.
+    pub(super) fn record_failures_now(&self) {
+        let taken_out = self.array.failed_members();
+        if *lock(&self.recorded_failed) == taken_out {
+            return;
+        }
+        let mut asm = lock(&self.asm);
+        let said = self.record_failures(&mut asm);
+        lock(&self.said).extend(said);
+    }
+
     /// The members the running array took out, recorded faulty in the
     /// superblocks (a hot spare takes over).
     fn record_failures(&self, asm: &mut Assembly) -> Vec<String> {
         let mut said = Vec::new();
         let mut failed: Vec<(usize, usize, String)> = Vec::new();
-        for role in self.array.failed_members() {
+        let taken_out = self.array.failed_members();
+        *lock(&self.recorded_failed) = taken_out.clone();
+        for role in taken_out {
             let Some(i) = asm.slots.get(role).copied().flatten() else {
                 continue;
             };

@@ -202,8 +202,10 @@ impl Gated {
     }
 }
 
-// Reads, flushes, sizes and views go straight to the array (Layer's
-// defaults); the four calls that change data pass the gate.
+// Reads, sizes and views go straight to the array (Layer's defaults); the
+// four calls that change data pass the gate; a flush and a FUA write are
+// acknowledged only once the members the array took out meanwhile are
+// recorded faulty (md holds such a write until its superblocks say so).
 impl raidlab_core::Layer for Gated {
     fn below(&self) -> &dyn Volume {
         self.0.array.as_ref()
@@ -211,8 +213,15 @@ impl raidlab_core::Layer for Gated {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write(|v| v.write_at(buf, offset))
     }
+    fn flush(&self) -> Result<()> {
+        self.0.array.flush()?;
+        self.0.record_failures_now();
+        Ok(())
+    }
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write(|v| v.write_at_fua(buf, offset))
+        self.write(|v| v.write_at_fua(buf, offset))?;
+        self.0.record_failures_now();
+        Ok(())
     }
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
         self.write(|v| v.write_zeroes(offset, len))
