@@ -22,6 +22,12 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+/// Whether md counts `level`'s bitmap in array sectors (RAID 10) rather
+/// than member sectors (the other levels).
+pub fn counts_array_sectors(level: raidlab_layout::Level) -> bool {
+    level == raidlab_layout::Level::Raid10
+}
+
 /// The member (or, on RAID 10, array) sector ranges `[start, start+len)`
 /// whose bitmap bits a write must hold: md counts RAID 10's bitmap in array
 /// sectors (`host`, the request's byte range, when the plans change any
@@ -117,22 +123,22 @@ impl Daemon {
     }
 
     /// One pass over `bitmap`: clear the bits of chunks idle since the last
-    /// pass, note the others idle now. Returns how many bits it cleared; the
-    /// owner writes the bitmap out when that is more than none, after making
+    /// pass, note the others idle now. Returns the chunks it cleared; the
+    /// owner writes the bitmap out when there are any, after making
     /// the members' earlier writes durable (md's bitmap write carries a
     /// cache flush before it). On a degraded array nothing changes: the bits
     /// are what a member that comes back needs resynced.
-    pub fn pass(&mut self, bitmap: &mut Bitmap, degraded: bool) -> raidlab_core::Result<u64> {
+    pub fn pass(&mut self, bitmap: &mut Bitmap, degraded: bool) -> raidlab_core::Result<Vec<u64>> {
         if degraded {
             self.idle_once.clear();
-            return Ok(0);
+            return Ok(Vec::new());
         }
         let cs = bitmap.sb.chunk_sectors();
         let dirty: Vec<u64> = bitmap
             .dirty_ranges()
             .flat_map(|(start, len)| start / cs..(start + len).div_ceil(cs))
             .collect();
-        let mut cleared = 0;
+        let mut cleared = Vec::new();
         let mut seen = BTreeSet::new();
         for c in dirty {
             if self.busy.contains_key(&c) {
@@ -140,7 +146,7 @@ impl Daemon {
             }
             if self.idle_once.contains(&c) {
                 bitmap.clear(c)?;
-                cleared += 1;
+                cleared.push(c);
             } else {
                 seen.insert(c);
             }
@@ -183,18 +189,22 @@ mod tests {
         bm.set(3).unwrap();
         bm.set(5).unwrap();
         d.start(&[5]);
-        assert_eq!(d.pass(&mut bm, false).unwrap(), 0, "first pass only notes");
+        assert_eq!(
+            d.pass(&mut bm, false).unwrap().len(),
+            0,
+            "first pass only notes"
+        );
         assert!(bm.is_dirty(3) && bm.is_dirty(5));
-        assert_eq!(d.pass(&mut bm, false).unwrap(), 1);
+        assert_eq!(d.pass(&mut bm, false).unwrap().len(), 1);
         assert!(!bm.is_dirty(3), "idle for two passes: cleared");
         assert!(bm.is_dirty(5), "a write under way holds its bit");
         d.done(&[5]);
         // A new write between passes starts the count again.
-        assert_eq!(d.pass(&mut bm, false).unwrap(), 0);
+        assert_eq!(d.pass(&mut bm, false).unwrap().len(), 0);
         d.start(&[5]);
         d.done(&[5]);
-        assert_eq!(d.pass(&mut bm, false).unwrap(), 0);
-        assert_eq!(d.pass(&mut bm, false).unwrap(), 1);
+        assert_eq!(d.pass(&mut bm, false).unwrap().len(), 0);
+        assert_eq!(d.pass(&mut bm, false).unwrap().len(), 1);
         assert_eq!(bm.dirty_count(), 0);
         assert_eq!(chunks_of(&[(cs * 2 - 1, 2)], cs, bm.chunks()), vec![1, 2]);
     }
@@ -205,11 +215,11 @@ mod tests {
         let mut d = Daemon::default();
         bm.set(7).unwrap();
         for _ in 0..4 {
-            assert_eq!(d.pass(&mut bm, true).unwrap(), 0);
+            assert_eq!(d.pass(&mut bm, true).unwrap().len(), 0);
         }
         assert!(bm.is_dirty(7));
         // Back in service, it takes two passes again.
-        assert_eq!(d.pass(&mut bm, false).unwrap(), 0);
-        assert_eq!(d.pass(&mut bm, false).unwrap(), 1);
+        assert_eq!(d.pass(&mut bm, false).unwrap().len(), 0);
+        assert_eq!(d.pass(&mut bm, false).unwrap().len(), 1);
     }
 }

@@ -2,6 +2,8 @@
 //! the engine level: after a crash during a small write, only the bitmap
 //! chunks that write touched are dirty, and the resync reads only them.
 
+mod common;
+
 use raidlab_core::Volume;
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level, ParityLayout};
@@ -177,25 +179,7 @@ fn a_crashed_degraded_mirror_with_two_copies_left_is_resynced_at_start() {
             volume: Arc::new(MemVolume::new(16 * MIB)),
         })
         .collect();
-    let spec = CreateSpec {
-        level: Level::Raid1,
-        layout: Layout::Plain,
-        chunk_bytes: 0,
-        spares: 0,
-        name: "r1".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    create(&spec, members).unwrap();
+    common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
     let open = |devs: &[Device]| {
         Started::start(
             Assembly::assemble(devs.to_vec()).unwrap(),
@@ -258,25 +242,7 @@ fn a_stop_records_two_members_that_died_while_running() {
             volume: f.clone(),
         })
         .collect();
-    let spec = CreateSpec {
-        level: Level::Raid1,
-        layout: Layout::Plain,
-        chunk_bytes: 0,
-        spares: 0,
-        name: "two".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    create(&spec, members).unwrap();
+    common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
     let started = Started::start(
         Assembly::assemble(devs.clone()).unwrap(),
         StartOptions {

@@ -23,7 +23,7 @@ use raidlab_layout::{Geometry, Level};
 use raidlab_md::bitmap::{new_internal, Bitmap};
 use raidlab_md::superblock::{new_member, NewArray};
 use raidlab_md::Superblock;
-use raidlab_raid::bitmap_daemon::{chunks_of, write_sectors, Daemon};
+use raidlab_raid::bitmap_daemon::{chunks_of, counts_array_sectors, write_sectors, Daemon};
 use raidlab_raid::{Array, Plan};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -114,7 +114,7 @@ impl SimBitmap {
             chunk_sectors: bitmap.sb.chunk_sectors(),
             chunks: bitmap.chunks(),
             sleep: Daemon::sleep(&bitmap).as_nanos() as Ns,
-            by_array_sector: g.level == Level::Raid10,
+            by_array_sector: counts_array_sectors(g.level),
             degraded: devices.len() < g.raid_disks,
             next: None,
             daemon: Daemon::default(),
@@ -132,13 +132,9 @@ impl SimBitmap {
     /// range, which RAID 10's bitmap counts), now counted under way until
     /// [`SimBitmap::done`]; starts the daemon's passes if they were stopped.
     pub fn start(&mut self, now: Ns, plans: &VecDeque<Plan>, host: Option<(u64, u64)>) -> Vec<u64> {
-        let ranges = match host {
-            Some(h) => write_sectors(self.by_array_sector, plans, h),
-            // Writes of the array's own thread (a stripe written out) have
-            // no host range; RAID 10, which counts by it, has none of them.
-            None if self.by_array_sector => Vec::new(),
-            None => write_sectors(false, plans, (0, 0)),
-        };
+        // Writes of the array's own thread (a stripe written out) have no
+        // host range: an empty one (RAID 10, which counts by it, has none).
+        let ranges = write_sectors(self.by_array_sector, plans, host.unwrap_or((0, 0)));
         let chunks = chunks_of(&ranges, self.chunk_sectors, self.chunks);
         self.daemon.start(&chunks);
         if !chunks.is_empty() && self.next.is_none() && !self.degraded {

@@ -172,7 +172,7 @@ impl Array {
         let Some(intent) = &self.intent else {
             return Ok(Vec::new());
         };
-        let by_array = self.geometry.level == raidlab_layout::Level::Raid10;
+        let by_array = crate::bitmap_daemon::counts_array_sectors(self.geometry.level);
         let ranges = crate::bitmap_daemon::write_sectors(by_array, [plan], (pos, n));
         let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
@@ -227,13 +227,12 @@ impl Array {
         let degraded = !self.missing_now().is_empty() || self.view().recovery.is_some();
         let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *st;
-        let before = st.bitmap.clone();
         let daemon = match outer {
             Some(d) => d,
             None => &mut st.daemon,
         };
         let cleared = daemon.pass(&mut st.bitmap, degraded)?;
-        if cleared == 0 {
+        if cleared.is_empty() {
             return Ok(0);
         }
         let written = self
@@ -241,17 +240,19 @@ impl Array {
             .and_then(|()| self.write_bitmap(st));
         if let Err(e) = written {
             // The bits stay as the members' copies have them.
-            st.bitmap = before;
+            for &c in &cleared {
+                st.bitmap.set(c)?;
+            }
             return Err(e);
         }
-        Ok(cleared)
+        Ok(cleared.len() as u64)
     }
 
     /// Whether the write-intent bitmap marks any chunk of member range `[at,
     /// at+n)` dirty (bytes of the data area). True without a bitmap, or where
     /// it counts array sectors (RAID 10): nothing says the range is clean.
     pub(super) fn member_range_dirty(&self, at: u64, n: u64) -> bool {
-        if self.geometry.level == raidlab_layout::Level::Raid10 || n == 0 {
+        if !crate::recovery::member_indexed_bitmap(self.geometry.level) || n == 0 {
             return true;
         }
         let range = [(at / 512, (at + n).div_ceil(512) - at / 512)];
