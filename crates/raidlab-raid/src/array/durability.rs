@@ -252,7 +252,7 @@ impl Array {
     /// at+n)` dirty (bytes of the data area). True without a bitmap, or where
     /// it counts array sectors (RAID 10): nothing says the range is clean.
     pub(super) fn member_range_dirty(&self, at: u64, n: u64) -> bool {
-        if !crate::recovery::member_indexed_bitmap(self.geometry.level) || n == 0 {
+        if crate::bitmap_daemon::counts_array_sectors(self.geometry.level) || n == 0 {
             return true;
         }
         let range = [(at / 512, (at + n).div_ceil(512) - at / 512)];
