@@ -50,6 +50,11 @@ pub struct StartReport {
     pub journal: Option<JournalReplay>,
     pub ppl: Option<PplReplay>,
     pub resync: Option<ScrubReport>,
+    /// Members whose I/O failed during the start (a log replay's, the
+    /// resync's or a superblock write): taken out and recorded faulty in the
+    /// others' superblocks, as md fails a member whose write fails, while
+    /// the array could still serve its data. Each says which and why.
+    pub taken_out: Vec<String>,
 }
 
 /// An array started for use; [`Started::stop`] ends its life cleanly.
@@ -100,8 +105,9 @@ impl Started {
             // start writes nothing.
             asm.check_startable(opts.force)?;
         }
+        let mut taken_out = Vec::new();
         if opts.write {
-            report = start_logs(&mut asm)?;
+            report = taking_out(&mut asm, &mut taken_out, start_logs)?;
             asm.check_startable(opts.force)?;
         }
         let redundant = asm.geometry.level != Level::Raid0;
@@ -112,11 +118,20 @@ impl Started {
         // on the copy read. Not while a member is being rebuilt: its rebuilt
         // part is not among what the resync compares, so the rebuild must
         // not resume as if the array were consistent.
-        let resyncable =
-            asm.missing().is_empty() || (asm.rebuilding().is_empty() && asm.resync_can_compare());
-        if opts.write && opts.resync_unclean && redundant && !was_clean && resyncable {
-            report.resync = Some(asm.resync(RunOptions::default(), &mut |_| {})?);
-            was_clean = true;
+        let resyncable = |asm: &Assembly| {
+            asm.missing().is_empty() || (asm.rebuilding().is_empty() && asm.resync_can_compare())
+        };
+        if opts.write && opts.resync_unclean && redundant && !was_clean && resyncable(&asm) {
+            // A member taken out mid-way may leave nothing to compare: then
+            // the array runs degraded and unclean, md's write hole.
+            report.resync = taking_out(&mut asm, &mut taken_out, |asm| {
+                if resyncable(asm) {
+                    asm.resync(RunOptions::default(), &mut |_| {}).map(Some)
+                } else {
+                    Ok(None)
+                }
+            })?;
+            was_clean = report.resync.is_some();
         }
         let consistent = was_clean;
         let resume: Vec<(usize, u64)> = asm
@@ -125,8 +140,9 @@ impl Started {
             .map(|(i, _)| (i, asm.members[i].sb.recovery_offset * 512))
             .collect();
         if opts.write {
-            was_clean = asm.mark_dirty()? && was_clean;
+            was_clean = taking_out(&mut asm, &mut taken_out, Assembly::mark_dirty)? && was_clean;
         }
+        report.taken_out = taken_out;
         // Only now: the running array writes its copy of the bitmap before
         // each write, and a copy taken before the dirty mark carries the old
         // event count, which makes the bitmap look stale after a crash (every
@@ -155,6 +171,45 @@ impl Started {
         })
     }
 
+    /// Flush the array, then record the members it took out
+    /// ([`Started::record_failures`]), so that a crash after this returns
+    /// cannot bring back, as active, a member older than what the flush made
+    /// durable.
+    pub fn flush(&mut self) -> Result<()> {
+        self.array.flush()?;
+        self.record_failures().map(|_| ())
+    }
+
+    /// A FUA write, acknowledged as [`Started::flush`] is.
+    pub fn write_fua(&mut self, buf: &[u8], offset: u64) -> Result<()> {
+        self.array.write_at_fua(buf, offset)?;
+        self.record_failures().map(|_| ())
+    }
+
+    /// Record the members the running array took out as faulty in the
+    /// others' superblocks, as a served array does before it acknowledges a
+    /// flush or a FUA write, and as md holds such a write until its
+    /// superblocks say the member failed. Returns the paths recorded now.
+    /// Nothing is written for a read-only start.
+    pub fn record_failures(&mut self) -> Result<Vec<String>> {
+        if !self.writable {
+            return Ok(Vec::new());
+        }
+        let mut recorded = Vec::new();
+        for (i, role, outcome) in self.asm.record_taken_out(&self.array)? {
+            let path = self.asm.members[i].device.path.clone();
+            outcome.map_err(|mut e| {
+                e.message = format!(
+                    "{path} (role {role}) failed and cannot be recorded faulty: {}",
+                    e.message
+                );
+                e
+            })?;
+            recorded.push(path);
+        }
+        Ok(recorded)
+    }
+
     /// Flush, record members that failed while running (returned: the array is
     /// degraded now) and a clean stop. Nothing is written for a read-only start.
     pub fn stop(mut self) -> Result<Vec<String>> {
@@ -170,7 +225,61 @@ pub fn start_logs(asm: &mut Assembly) -> Result<StartReport> {
         journal: asm.start_journal()?,
         ppl: asm.start_ppl()?,
         resync: None,
+        taken_out: Vec::new(),
     })
+}
+
+/// Run the start step `step`; when a member's I/O fails in it, take that
+/// member out (recorded faulty in the other members' superblocks) and run the
+/// step again, for as long as the array can serve its data without the
+/// members taken out. A start meets the same failures the running array meets
+/// and must answer them the same way: md fails a member whose superblock,
+/// resync or log-replay write fails, and goes on degraded. Every step it runs
+/// is safe to run again (a log replay rewrites what it wrote; a resync and a
+/// superblock commit start over). An error that names no member (the journal
+/// device's, a malformed superblock) or a failure the array cannot survive is
+/// returned as it is.
+fn taking_out<T>(
+    asm: &mut Assembly,
+    taken_out: &mut Vec<String>,
+    mut step: impl FnMut(&mut Assembly) -> Result<T>,
+) -> Result<T> {
+    // Each round takes a member out for good, so this ends.
+    loop {
+        let error = match step(asm) {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let Some(mut index) = asm.member_of_error(&error) else {
+            return Err(error);
+        };
+        // Failing a member commits the others' superblocks, which may fail on
+        // another member in turn.
+        loop {
+            let path = asm.members[index].device.path.clone();
+            match asm.fail_many(&[index]) {
+                Ok(outcomes) => {
+                    if let Some(Err(refused)) = outcomes.into_iter().next() {
+                        let mut error = error;
+                        error.message = format!(
+                            "{}; the start could not take {path} out: {}",
+                            error.message, refused.message
+                        );
+                        return Err(error);
+                    }
+                    taken_out.push(format!("{path} taken out at start: {error}"));
+                    break;
+                }
+                Err(e) => match asm.member_of_error(&e) {
+                    Some(next) if next != index => {
+                        taken_out.push(format!("{path} taken out at start: {error}"));
+                        index = next;
+                    }
+                    _ => return Err(e),
+                },
+            }
+        }
+    }
 }
 
 /// [`Started::stop`] for callers that keep the assembly elsewhere (a served

@@ -576,6 +576,63 @@ impl Assembly {
         self.commit(|_| {})
     }
 
+    /// Change the superblocks of a running `array`'s members: they are
+    /// written with the array's bitmap (its current dirty bits, never an
+    /// older copy), whose writes wait meanwhile; the array's bitmap then
+    /// carries the new event count.
+    pub fn change_running<T>(
+        &mut self,
+        array: &crate::array::Array,
+        f: impl FnOnce(&mut Assembly) -> Result<T>,
+    ) -> Result<T> {
+        let mut f = Some(f);
+        let held = array.with_bitmap_held(|bm| {
+            self.bitmap = Some(bm.clone());
+            let r = (f.take().expect("called once"))(self);
+            if let Some(b) = &self.bitmap {
+                bm.sb.events = b.sb.events;
+            }
+            r
+        });
+        match held {
+            Some(r) => r,
+            None => (f.take().expect("called once"))(self),
+        }
+    }
+
+    /// Record the members the running `array` took out that the superblocks
+    /// still call active: faulty now, all with one commit (which writes
+    /// every member still marked active, so one at a time would write the
+    /// next dead one's superblock and fail on it); a hot spare steps into
+    /// each slot it can. Each member's (index, role, outcome): the spare that
+    /// took its slot, or why it could not be failed. The outer error is the
+    /// commit's. Members recorded before are left alone, and so is a member
+    /// being rebuilt into a slot after the running array took the slot's old
+    /// member out: that is not the member it took out.
+    pub fn record_taken_out(
+        &mut self,
+        array: &crate::array::Array,
+    ) -> Result<Vec<(usize, usize, Result<Option<usize>>)>> {
+        let taken: Vec<(usize, usize)> = array
+            .failed_members()
+            .into_iter()
+            .filter_map(|role| {
+                let i = self.slots.get(role).copied().flatten()?;
+                (self.members[i].state == MemberState::Active).then_some((i, role))
+            })
+            .collect();
+        if taken.is_empty() {
+            return Ok(Vec::new());
+        }
+        let indices: Vec<usize> = taken.iter().map(|t| t.0).collect();
+        let outcomes = self.change_running(array, |a| a.fail_many(&indices))?;
+        Ok(taken
+            .into_iter()
+            .zip(outcomes)
+            .map(|((i, role), o)| (i, role, o))
+            .collect())
+    }
+
     /// Record what a running array saw: read errors it corrected (md's
     /// cnt_corrected_read, written with the next superblock update) and members it
     /// took out, which become faulty here (a hot spare steps in). Returns the
@@ -588,17 +645,9 @@ impl Assembly {
             }
         }
         let mut failed = Vec::new();
-        let mut indices = Vec::new();
-        for role in array.failed_members() {
-            if let Some(i) = self.slots.get(role).copied().flatten() {
-                failed.push(self.members[i].device.path.clone());
-                indices.push(i);
-            }
-        }
-        if !indices.is_empty() {
-            for outcome in self.fail_many(&indices)? {
-                outcome?;
-            }
+        for (i, _, outcome) in self.record_taken_out(array)? {
+            outcome?;
+            failed.push(self.members[i].device.path.clone());
         }
         Ok(failed)
     }

@@ -281,6 +281,19 @@ impl Assembly {
         Ok(asm)
     }
 
+    /// The member (index into `members`) whose device an I/O error `e`
+    /// names, if it is a device I/O error: each volume names itself in its
+    /// errors, and a member is known by its path too.
+    pub fn member_of_error(&self, e: &Error) -> Option<usize> {
+        if e.kind != ErrorKind::Io {
+            return None;
+        }
+        let device = e.device.as_deref()?;
+        self.members
+            .iter()
+            .position(|m| m.device.path == device || m.device.volume.name() == device)
+    }
+
     /// Slots with no up-to-date member.
     pub fn missing(&self) -> Vec<usize> {
         (0..self.slots.len())

@@ -304,29 +304,6 @@ impl LiveArray {
             .is_some_and(|t| lock(&t.status).running)
     }
 
-    /// Change the superblocks: they are written with the running array's
-    /// bitmap (its current dirty bits, never an older copy), whose writes wait
-    /// meanwhile; the array's bitmap then carries the new event count.
-    fn change<T>(
-        asm: &mut Assembly,
-        array: &Array,
-        f: impl FnOnce(&mut Assembly) -> Result<T>,
-    ) -> Result<T> {
-        let mut f = Some(f);
-        let held = array.with_bitmap_held(|bm| {
-            asm.bitmap = Some(bm.clone());
-            let r = (f.take().expect("called once"))(asm);
-            if let Some(b) = &asm.bitmap {
-                bm.sb.events = b.sb.events;
-            }
-            r
-        });
-        match held {
-            Some(r) => r,
-            None => (f.take().expect("called once"))(asm),
-        }
-    }
-
     fn find(asm: &Assembly, path: &str) -> Result<usize> {
         asm.members
             .iter()
@@ -398,52 +375,35 @@ impl LiveArray {
     /// The members the running array took out, recorded faulty in the
     /// superblocks (a hot spare takes over).
     fn record_failures(&self, asm: &mut Assembly) -> Vec<String> {
-        let mut said = Vec::new();
-        let mut failed: Vec<(usize, usize, String)> = Vec::new();
         let taken_out = self.array.failed_members();
         *lock(&self.recorded_failed) = taken_out.clone();
-        for role in taken_out {
-            let Some(i) = asm.slots.get(role).copied().flatten() else {
-                continue;
-            };
-            if asm.members[i].state != MemberState::Active {
-                continue;
-            }
-            failed.push((i, role, asm.members[i].device.path.clone()));
-        }
-        if failed.is_empty() {
-            return said;
-        }
-        // One commit for all of them: a commit writes every member still
-        // marked active, so one member at a time would write the next dead
-        // one's superblock, and fail on it.
-        let indices: Vec<usize> = failed.iter().map(|f| f.0).collect();
-        match Self::change(asm, &self.array, |a| a.fail_many(&indices)) {
-            Ok(outcomes) => {
-                for ((_, role, path), outcome) in failed.iter().zip(outcomes) {
-                    let spare = match outcome {
-                        Ok(spare) => spare,
-                        Err(e) => {
-                            said.push(format!("{path} (role {role}) failed: {e}"));
-                            continue;
-                        }
-                    };
-                    said.push(format!("{path} (role {role}) failed and is marked faulty"));
-                    if let Some(r) = self.carried_on(asm, Some(*role)) {
-                        said.push(r);
-                    }
-                    if let Some(s) = spare {
-                        said.push(format!(
-                            "hot spare {} takes role {role}",
-                            asm.members[s].device.path
-                        ));
-                    }
-                }
-            }
+        let outcomes = match asm.record_taken_out(&self.array) {
+            Ok(outcomes) => outcomes,
             Err(e) => {
-                for (_, role, path) in &failed {
+                return vec![format!(
+                    "the members of role(s) {taken_out:?} failed, and recording them faulty failed: {e}"
+                )]
+            }
+        };
+        let mut said = Vec::new();
+        for (i, role, outcome) in outcomes {
+            let path = asm.members[i].device.path.clone();
+            let spare = match outcome {
+                Ok(spare) => spare,
+                Err(e) => {
                     said.push(format!("{path} (role {role}) failed: {e}"));
+                    continue;
                 }
+            };
+            said.push(format!("{path} (role {role}) failed and is marked faulty"));
+            if let Some(r) = self.carried_on(asm, Some(role)) {
+                said.push(r);
+            }
+            if let Some(s) = spare {
+                said.push(format!(
+                    "hot spare {} takes role {role}",
+                    asm.members[s].device.path
+                ));
             }
         }
         said
@@ -498,7 +458,7 @@ impl LiveArray {
                         "{path} (role {role}): bytes {a}..{b} could not be rewritten nor listed ({why})"
                     ));
                     if self.array.fail_member(role).is_ok() {
-                        if let Err(e) = Self::change(asm, &self.array, |a| a.fail(i)) {
+                        if let Err(e) = asm.change_running(&self.array, |a| a.fail(i)) {
                             said.push(format!("{path} (role {role}) failed: {e}"));
                         } else {
                             said.push(format!("{path} (role {role}) failed and is marked faulty"));
@@ -536,7 +496,7 @@ impl LiveArray {
             // is changed then.
             self.array.fail_member(role)?;
         }
-        let spare = Self::change(&mut asm, &self.array, |a| a.fail(i))?;
+        let spare = asm.change_running(&self.array, |a| a.fail(i))?;
         let mut out = format!("{label} marked faulty");
         if let Some(r) = self.carried_on(&asm, role) {
             out += &format!("; {r}");
@@ -577,7 +537,7 @@ impl LiveArray {
         let mut asm = lock(&self.asm);
         let i = Self::find(&asm, path)?;
         let label = asm.members[i].device.path.clone();
-        Self::change(&mut asm, &self.array, |a| a.remove(i))?;
+        asm.change_running(&self.array, |a| a.remove(i))?;
         Ok(format!("{label} removed from the array"))
     }
 
@@ -587,7 +547,7 @@ impl LiveArray {
         let mut asm = lock(&self.asm);
         let device = self.io.count(device);
         let path = device.path.clone();
-        let added = Self::change(&mut asm, &self.array, |a| a.add(device, force))?;
+        let added = asm.change_running(&self.array, |a| a.add(device, force))?;
         Ok(match added {
             Added::IntoSlot(slot) => {
                 if rebuild {
@@ -607,7 +567,7 @@ impl LiveArray {
     /// checks only, against the bitmap as the running array has it.
     pub fn re_add_check(&self, device: &Device) -> Result<ReAdd> {
         let mut asm = lock(&self.asm);
-        Self::change(&mut asm, &self.array, |a| a.re_add_check(device))
+        asm.change_running(&self.array, |a| a.re_add_check(device))
     }
 
     /// Re-add a former member into its old role while the array serves
@@ -619,7 +579,7 @@ impl LiveArray {
         let mut asm = lock(&self.asm);
         let device = self.io.count(device);
         let path = device.path.clone();
-        let r = Self::change(&mut asm, &self.array, |a| a.re_add(device))?;
+        let r = asm.change_running(&self.array, |a| a.re_add(device))?;
         let what = format!(
             "{path} re-added into its role {} (its events {}, the bitmap cleared at {}; {} dirty chunk(s) to resync)",
             r.slot, r.events, r.events_cleared, r.dirty_chunks
@@ -653,7 +613,7 @@ impl LiveArray {
             ));
         }
         let device = self.io.count(device);
-        Self::change(&mut asm, &self.array, |a| a.replace(i, device, force))?;
+        asm.change_running(&self.array, |a| a.replace(i, device, force))?;
         if rebuild {
             if let Err(e) = self.start_pending(&mut asm) {
                 return Ok(format!(

@@ -189,7 +189,7 @@ impl LiveArray {
                 return Ok(false);
             }
             self.array.finish_recovery(&rec)?;
-            Self::change(&mut asm, &self.array, |a| a.complete_recovery(index, slot))?;
+            asm.change_running(&self.array, |a| a.complete_recovery(index, slot))?;
             // The superblocks name the new member: its log alone is the role's.
             self.array.settle_logs(slot);
             // Its bad-block log was cleared: reads use the whole member now.
@@ -220,7 +220,7 @@ impl LiveArray {
                 if matches!(
                     asm.members[index].state,
                     MemberState::Rebuilding | MemberState::Replacing
-                ) && Self::change(&mut asm, &self.array, |a| a.fail(index)).is_ok()
+                ) && asm.change_running(&self.array, |a| a.fail(index)).is_ok()
                 {
                     let _ = self.start_pending(&mut asm);
                 }

@@ -153,7 +153,7 @@ impl LiveArray {
         let mut asm = lock(&self.asm);
         let said = self.record_failures(&mut asm);
         lock(&self.said).extend(said);
-        Self::change(&mut asm, &self.array, |a| a.mark_dirty().map(|_| ()))
+        asm.change_running(&self.array, |a| a.mark_dirty().map(|_| ()))
     }
 
     /// From [`LiveArray::poll`]: after [`SAFE_MODE_DELAY`] without writes,
@@ -175,7 +175,7 @@ impl LiveArray {
         let r = self
             .array
             .flush()
-            .and_then(|()| Self::change(asm, &self.array, |a| a.mark_idle()));
+            .and_then(|()| asm.change_running(&self.array, |a| a.mark_idle()));
         let mut g = lock(&safe.state);
         g.mark = if r.is_ok() { Mark::Clean } else { Mark::Active };
         if r.is_err() {

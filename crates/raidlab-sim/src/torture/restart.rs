@@ -125,7 +125,7 @@ impl Rig {
             .ok_or_else(|| "internal: no started array".to_string())?;
         let array = s.array.clone();
         // Held stripes go down first: a check compares what is on the members.
-        if let Err(e) = array.flush() {
+        if let Err(e) = s.flush() {
             return Err(format!("flush before the check: {e}"));
         }
         self.model.flush();
@@ -294,7 +294,7 @@ impl Rig {
     }
 
     pub(super) fn plant(&mut self, plant: Option<Plant>) -> Outcome {
-        self.array()
+        self.started_mut()
             .flush()
             .map_err(|e| format!("flush before the planted bug: {e}"))?;
         self.model.flush();

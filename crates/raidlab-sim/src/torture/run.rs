@@ -213,6 +213,12 @@ impl Rig {
             .expect("the harness keeps the array started between operations")
     }
 
+    pub(super) fn started_mut(&mut self) -> &mut Started {
+        self.started
+            .as_mut()
+            .expect("the harness keeps the array started between operations")
+    }
+
     pub(super) fn run_options(&self) -> RunOptions {
         RunOptions {
             use_maps: false,
@@ -364,11 +370,12 @@ impl Rig {
         let (off, len) = self.range();
         let mut data = vec![0u8; len];
         self.rng.fill(&mut data[..]);
-        let array = self.array();
         let r = if fua {
-            array.write_at_fua(&data, off as u64)
+            // Through the start's FUA write: acknowledged once the members
+            // the array took out are recorded faulty, as a served array's.
+            self.started_mut().write_fua(&data, off as u64)
         } else {
-            array.write_at(&data, off as u64)
+            self.array().write_at(&data, off as u64)
         };
         self.counts.writes += 1;
         self.note(format!(
@@ -427,7 +434,7 @@ impl Rig {
     }
 
     pub(super) fn flush(&mut self, strict: bool) -> Outcome {
-        let r = self.array().flush();
+        let r = self.started_mut().flush();
         self.counts.flushes += 1;
         self.note(format!(
             "flush: {}",
