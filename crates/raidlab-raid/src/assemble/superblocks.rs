@@ -110,7 +110,28 @@ impl Assembly {
     /// Apply an array-wide change to the superblock of every live member (active,
     /// being rebuilt, spare), with the event count raised by one, and write them.
     /// Faulty and stale members are left alone, as md never writes them.
+    ///
+    /// A commit that fails leaves the assembly as it was: what it meant to
+    /// record is not on every member, and a caller that takes the failing
+    /// member out and commits again must not find the change half made (a
+    /// resync's end recorded as done, a dirty mark read back as the state
+    /// before it).
     pub fn commit(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
+        let before: Vec<Superblock> = self.members.iter().map(|m| m.sb.clone()).collect();
+        let bitmap_events = self.bitmap.as_ref().map(|b| b.sb.events);
+        let r = self.commit_all(f);
+        if r.is_err() {
+            for (m, sb) in self.members.iter_mut().zip(before) {
+                m.sb = sb;
+            }
+            if let (Some(b), Some(e)) = (self.bitmap.as_mut(), bitmap_events) {
+                b.sb.events = e;
+            }
+        }
+        r
+    }
+
+    fn commit_all(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
         let now = now_secs();
         let events = self.events + 1;
         if let Some(b) = self.bitmap.as_mut() {
