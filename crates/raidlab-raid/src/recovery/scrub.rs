@@ -185,14 +185,31 @@ impl Assembly {
                 if f.kind != IoKind::Read || f.members.is_empty() {
                     return Err(*f.error);
                 }
-                // As md does during a sync: rebuild the unreadable range from
-                // the others and write it back.
+                // As md does during a sync: rebuild each page that cannot be
+                // read from the others and write it back. Page by page, as
+                // md's stripe handling goes (and as a disk with 4 KiB
+                // physical sectors loses them): during a resync the parity
+                // of a stripe the crash interrupted is not to be trusted, so
+                // rebuilding the whole step from it would rewrite readable
+                // data of other stripes with what the torn parity says.
                 for &role in &f.members {
-                    let Ok(b) = self.repair_range(bad.as_ref(), role, pos, n) else {
-                        return Err(*f.error);
-                    };
-                    buf[role * len..(role + 1) * len].copy_from_slice(&b);
-                    report.read_errors_fixed += 1;
+                    let own = &mut buf[role * len..(role + 1) * len];
+                    for (k, page) in own.chunks_mut(PAGE).enumerate() {
+                        let at = pos + (k * PAGE) as u64;
+                        let loc = Location {
+                            member: role,
+                            offset: at,
+                        };
+                        if reread(loc, page, &areas).is_ok() {
+                            continue;
+                        }
+                        let Ok(b) = self.repair_range(bad.as_ref(), role, at, page.len() as u64)
+                        else {
+                            return Err(*f.error);
+                        };
+                        page.copy_from_slice(&b);
+                        report.read_errors_fixed += 1;
+                    }
                 }
             }
             report.bytes_scanned += n;

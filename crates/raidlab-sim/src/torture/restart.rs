@@ -195,6 +195,7 @@ impl Rig {
         let write_hole = self.cfg.has_parity()
             && !missing.is_empty()
             && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap);
+        let lost_pages = self.latent_pages(&asm);
         let forced = self.start_after_cut(asm, write_hole)?;
         self.counts.restarts += 1;
         if write_hole {
@@ -224,6 +225,32 @@ impl Rig {
                 }
             }
         }
+        if !write_hole
+            && self.cfg.has_parity()
+            && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap)
+        {
+            // Two faults in one stripe: a page the resync cannot read is
+            // rebuilt from parity (md's way, page by page), and parity of a
+            // stripe being written at the cut may be torn. The data on such
+            // a page may hold anything; the rest of the stripe may not.
+            let stripe = (g.chunk_bytes * g.data_disks() as u64) as usize;
+            let stripes: std::collections::BTreeSet<usize> =
+                pending.iter().map(|&s| s * SECTOR / stripe).collect();
+            for &st in &stripes {
+                for s in st * stripe / SECTOR
+                    ..((st + 1) * stripe / SECTOR).min(self.model.size() / SECTOR)
+                {
+                    let (role, _, at) = g.parity_location((s * SECTOR) as u64);
+                    if lost_pages
+                        .iter()
+                        .any(|&(r, ref pages)| r == role && pages.contains(&at))
+                    {
+                        self.model.allow_any(s);
+                        self.counts.write_hole_sectors += 1;
+                    }
+                }
+            }
+        }
         let size = self.model.size();
         let mut got = vec![0u8; size];
         self.array()
@@ -245,6 +272,25 @@ impl Rig {
         self.note(format!("after the cut: contents {:016x}", fnv(&got)));
         self.model.settle(&got);
         self.check(false)
+    }
+
+    /// The 4 KiB pages of each role's data area that hold a latent read
+    /// error, as (role, member-area byte range).
+    fn latent_pages(&self, asm: &Assembly) -> Vec<(usize, std::ops::Range<u64>)> {
+        const PAGE: u64 = 4096;
+        self.latent
+            .iter()
+            .filter_map(|(dev, r)| {
+                let m = asm
+                    .members
+                    .iter()
+                    .find(|m| m.device.path == self.paths[*dev])?;
+                let start = m.sb.data_offset * SECTOR as u64;
+                let lo = r.start.checked_sub(start)? / PAGE * PAGE;
+                let hi = (r.end.saturating_sub(start)).div_ceil(PAGE) * PAGE;
+                Some((m.role?, lo..hi))
+            })
+            .collect()
     }
 
     /// Start after a power cut as md would: a dirty degraded parity array

@@ -52,6 +52,8 @@ pub(super) struct Rig {
     pub(super) dead: Vec<bool>,
     /// Any fault injected (latent read errors, write errors, dead).
     pub(super) faulty: Vec<bool>,
+    /// Latent read errors injected: (device, device byte range).
+    pub(super) latent: Vec<(usize, std::ops::Range<u64>)>,
     pub(super) started: Option<Started>,
     pub(super) model: Model,
     /// Once beyond the level's tolerance, for the rest of the run.
@@ -105,6 +107,7 @@ pub fn run_with(
         paths: Vec::new(),
         dead: Vec::new(),
         faulty: Vec::new(),
+        latent: Vec::new(),
         started: None,
         model: Model::new(0),
         beyond: false,
@@ -605,6 +608,7 @@ impl Rig {
             return Ok(());
         };
         self.vols[dev].fail_reads(r.clone());
+        self.latent.push((dev, r.clone()));
         self.faulty[dev] = true;
         self.counts.faults += 1;
         self.note(format!("fault: {} reads fail at {r:?}", self.paths[dev]));
