@@ -9,7 +9,7 @@ use super::model::SECTOR;
 use super::run::{fnv, quiet, Outcome, Plant, Rig};
 use raidlab_core::{ErrorKind, Volume};
 use raidlab_layout::Level;
-use raidlab_raid::assemble::Assembly;
+use raidlab_raid::assemble::{Assembly, MemberState};
 use raidlab_raid::lifecycle;
 use raidlab_raid::manage::Added;
 use raidlab_raid::recovery::RunOptions;
@@ -319,6 +319,13 @@ impl Rig {
         let Some(s) = self.started.take() else {
             return Ok(());
         };
+        let current: Vec<String> = s
+            .asm
+            .members
+            .iter()
+            .filter(|m| m.state == MemberState::Active)
+            .map(|m| m.device.path.clone())
+            .collect();
         let stop = s.stop();
         self.note(format!("stop beyond tolerance: {stop:?}"));
         if stop.is_ok() {
@@ -331,6 +338,18 @@ impl Rig {
                 return Ok(());
             }
         };
+        let from_current = asm
+            .members
+            .iter()
+            .any(|m| m.state == MemberState::Active && current.contains(&m.device.path));
+        if !from_current {
+            // Every member the array last ran on is gone; what assembles is
+            // members it had left before, whose superblocks cannot know of
+            // the writes since (md assembles them too). Their contents are
+            // older than the model, and nothing can tell.
+            self.note("assembled only from members the array had left before: not checked".into());
+            return Ok(());
+        }
         if let Err(e) = self.start(asm, false) {
             self.note(format!("start refused: {e}"));
             return Ok(());

@@ -449,7 +449,17 @@ impl Rig {
                 Ok(())
             }
             Err(e) if strict => Err(format!("flush failed within the level's tolerance: {e}")),
-            Err(_) => Ok(()),
+            Err(_) => {
+                // Beyond the tolerance the flush reported that writes since
+                // the last flush may be lost (held stripes it could not
+                // write out are dropped): those sectors may read as anything
+                // until written again. Nothing durable is released.
+                let pending: Vec<usize> = self.model.pending_sectors().collect();
+                for s in pending {
+                    self.model.allow_any(s);
+                }
+                Ok(())
+            }
         }
     }
 
