@@ -14,6 +14,7 @@ pub mod memory;
 pub mod partition;
 pub mod recorded;
 pub mod size_only;
+pub mod sparse;
 pub mod throttle;
 pub mod uring;
 
@@ -24,4 +25,5 @@ pub use memory::MemVolume;
 pub use partition::{MemberOpener, MemberPath, Partition, PartitionTable, Scheme};
 pub use recorded::{Access, Accessed, Recorded};
 pub use size_only::SizeOnly;
+pub use sparse::SparseMemVolume;
 pub use throttle::{Clock, Limits, SharedClock, SystemClock, ThrottleStats, ThrottleVolume};

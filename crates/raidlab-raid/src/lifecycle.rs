@@ -78,7 +78,8 @@ pub struct Started {
 
 /// How a started array is run when its driver, not the engine's threads,
 /// decides the order of things (the torture harness): plans carried out by
-/// `executor`, and the stripe cache's hold time measured on `clock` with no
+/// `executor` (the array's and the assembly's own: log starts, superblock
+/// commits, a resync), and the stripe cache's hold time measured on `clock` with no
 /// thread of its own (the driver calls `Array::write_out_one_expired`).
 #[derive(Debug, Clone)]
 pub struct Driven {
@@ -100,6 +101,9 @@ impl Started {
         driven: Option<Driven>,
     ) -> Result<Started> {
         let mut report = StartReport::default();
+        if let Some(d) = &driven {
+            asm.set_executor(d.executor.clone());
+        }
         if asm.state() == ArrayState::Failed || !opts.write {
             // Nothing to replay into an array that cannot be read; a read-only
             // start writes nothing.
@@ -147,10 +151,7 @@ impl Started {
         // each write, and a copy taken before the dirty mark carries the old
         // event count, which makes the bitmap look stale after a crash (every
         // chunk resynced instead of the few written).
-        let array = match &driven {
-            Some(d) => Arc::new(asm.array()?.with_executor(d.executor.clone())),
-            None => Arc::new(asm.array()?),
-        };
+        let array = Arc::new(asm.array()?);
         if opts.write {
             // Parity arrays hold partial-stripe writes to merge them into
             // whole stripes, as md's stripe cache does.

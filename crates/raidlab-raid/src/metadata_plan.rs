@@ -9,14 +9,14 @@
 //! storage. It never decides what the metadata says (raidlab-md encodes it)
 //! or which devices get it (the array does), and does no I/O.
 
+use crate::exec::{Executor, Members};
 use crate::plan::{MemberOp, Plan, Slice, Space, Step};
 use raidlab_core::IoKind;
 
 /// Carries out a device-space metadata plan on a table of devices: a running
 /// array's executor, so that the log writes go where every other member I/O
 /// goes (and a simulator sees them).
-pub type DeviceRunner<'a> =
-    &'a dyn Fn(&DeviceWrites, &crate::exec::Members) -> Result<(), crate::exec::Failed>;
+pub type DeviceRunner<'a> = &'a dyn Fn(&DeviceWrites, &Members) -> Result<(), crate::exec::Failed>;
 
 /// Encoded metadata for several devices, gathered into one buffer, and the
 /// plan that writes each piece at its place and makes it durable.
@@ -70,10 +70,13 @@ impl DeviceWrites {
     }
 
     /// Carry the plan out on `devices` (the table its member numbers index)
-    /// with the real executor: for metadata written outside a running array
-    /// (assembly, a rebuild's checkpoint), which has no executor of its own.
-    pub fn run(&self, devices: &crate::exec::Members) -> raidlab_core::Result<()> {
-        run_offline(
+    /// with `exec`: for metadata written outside a running array's write
+    /// path (a superblock commit, a log's start, a rebuild's checkpoint),
+    /// by the executor of whatever holds the devices (the assembly's, the
+    /// journal's), so that a recording one sees it too.
+    pub fn run(&self, exec: &dyn Executor, devices: &Members) -> raidlab_core::Result<()> {
+        run(
+            exec,
             &self.plan(),
             devices,
             crate::exec::UserBuf::Write(&self.bytes),
@@ -136,10 +139,11 @@ impl DeviceWrites {
 }
 
 /// Read `(device, offset, length)` ranges of the table `devices` in one step,
-/// with the real executor, into one buffer (the ranges end to end): what a
+/// with `exec`, into one buffer (the ranges end to end): what a
 /// log replay's dry run compares with what it would write.
 pub fn read_ranges(
-    devices: &crate::exec::Members,
+    exec: &dyn Executor,
+    devices: &Members,
     ranges: &[(usize, u64, usize)],
     space: Space,
 ) -> raidlab_core::Result<Vec<u8>> {
@@ -165,19 +169,21 @@ pub fn read_ranges(
             space,
             ..Plan::default()
         };
-        run_offline(&plan, devices, crate::exec::UserBuf::Read(&mut out))?;
+        run(exec, &plan, devices, crate::exec::UserBuf::Read(&mut out))?;
     }
     Ok(out)
 }
 
 /// Flush devices `which` of the table `devices` (their caches to stable
-/// storage), in one step, with the real executor: for work outside a running
-/// array (create, a rebuild's target, a log's start).
+/// storage), in one step, with `exec`: for work outside a running array's
+/// write path (a rebuild's target, a scrub's rewrites, a journal's checkpoint).
 pub fn flush_devices(
-    devices: &crate::exec::Members,
+    exec: &dyn Executor,
+    devices: &Members,
     which: impl IntoIterator<Item = usize>,
 ) -> raidlab_core::Result<()> {
-    run_offline(
+    run(
+        exec,
         &Plan::flushes(which),
         devices,
         crate::exec::UserBuf::Write(&[]),
@@ -185,19 +191,24 @@ pub fn flush_devices(
 }
 
 /// Flush every device of the table.
-pub fn flush_all(devices: &crate::exec::Members) -> raidlab_core::Result<()> {
+pub fn flush_all(exec: &dyn Executor, devices: &Members) -> raidlab_core::Result<()> {
     flush_devices(
+        exec,
         devices,
         (0..devices.len()).filter(|&d| devices[d].is_some()),
     )
 }
 
-fn run_offline(
+/// Run `plan` with `exec` and the selected parity engine (metadata plans
+/// compute nothing; the trait wants one).
+fn run(
+    exec: &dyn Executor,
     plan: &Plan,
-    devices: &crate::exec::Members,
+    devices: &Members,
     user: crate::exec::UserBuf<'_>,
 ) -> raidlab_core::Result<()> {
-    crate::exec::run_offline(plan, devices, user).map_err(Into::into)
+    exec.run(plan, devices, raidlab_parity::selected(), user, None)
+        .map_err(Into::into)
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@
 //! This module must never write a log entry whose partial parity does not match
 //! the write it covers, and never replay an entry whose checksum fails.
 
-use crate::exec::Failed;
 use crate::exec::UserBuf;
+use crate::exec::{Executor, Failed};
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
 use crate::plan::{Compute, LogEntry, MemberOp, Plan, Slice, Step};
 use crate::replay::ReplayTarget;
@@ -136,9 +136,16 @@ impl PartialParityLog {
 
     /// Give `role` the log on `device` (a member being rebuilt into the role,
     /// which writes planned with the role present log to), started afresh as
-    /// at array start. Refused if its area is smaller than the others'.
-    pub fn attach(&self, role: usize, device: Arc<dyn Volume>, sb: Superblock) -> Result<()> {
-        let dev = self.fresh_log(device, sb)?;
+    /// at array start (by `exec`, the array's executor). Refused if its area
+    /// is smaller than the others'.
+    pub fn attach(
+        &self,
+        exec: &dyn Executor,
+        role: usize,
+        device: Arc<dyn Volume>,
+        sb: Superblock,
+    ) -> Result<()> {
+        let dev = self.fresh_log(exec, device, sb)?;
         let mut st = self.slot(role, &dev)?;
         *st = LogState {
             dev: Some(dev),
@@ -148,9 +155,15 @@ impl PartialParityLog {
     }
 
     /// Have every log write of `role` go to the log on `device` as well (a
-    /// member replacing the role's), started afresh.
-    pub fn attach_copy(&self, role: usize, device: Arc<dyn Volume>, sb: Superblock) -> Result<()> {
-        let dev = self.fresh_log(device, sb)?;
+    /// member replacing the role's), started afresh (by `exec`).
+    pub fn attach_copy(
+        &self,
+        exec: &dyn Executor,
+        role: usize,
+        device: Arc<dyn Volume>,
+        sb: Superblock,
+    ) -> Result<()> {
+        let dev = self.fresh_log(exec, device, sb)?;
         let mut st = self.slot(role, &dev)?;
         if st.dev.is_none() {
             return Err(Error::invalid(format!(
@@ -197,8 +210,14 @@ impl PartialParityLog {
         Ok(slot.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// The log on `device`, its area written empty as at array start.
-    fn fresh_log(&self, device: Arc<dyn Volume>, sb: Superblock) -> Result<LogDevice> {
+    /// The log on `device`, its area written empty (by `exec`) as at array
+    /// start.
+    fn fresh_log(
+        &self,
+        exec: &dyn Executor,
+        device: Arc<dyn Volume>,
+        sb: Superblock,
+    ) -> Result<LogDevice> {
         let dev = log_device(device, sb)?;
         let name = dev.device.name();
         if dev.room.saturating_sub(ppl::PPL_HEADER_SIZE as u64) < self.pp_room {
@@ -212,7 +231,7 @@ impl PartialParityLog {
         writes
             .push_empty_ppl(0, &dev.sb)
             .map_err(|e| e.on_device(&name))?;
-        writes.run(&[Some(Arc::clone(&dev.device))])?;
+        writes.run(exec, &[Some(Arc::clone(&dev.device))])?;
         Ok(dev)
     }
 
@@ -539,7 +558,13 @@ fn replay_entry(
                     buf: Slice::scratch(out, b),
                 }]),
             ];
-            crate::exec::run_offline(&plan, &table, UserBuf::Write(pp))?;
+            array.executor().run(
+                &plan,
+                &table,
+                raidlab_parity::selected(),
+                UserBuf::Write(pp),
+                None,
+            )?;
             report.parity_bytes += block;
         }
         i += block;

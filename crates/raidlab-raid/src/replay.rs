@@ -15,4 +15,8 @@ pub trait ReplayTarget: Volume {
     fn geometry(&self) -> &Geometry;
     /// The volume serving `role`, if present.
     fn member(&self, role: usize) -> Option<Arc<dyn Volume>>;
+    /// What carries out the replay's own plans (written to the members
+    /// directly): the array's executor, so that they are seen where its
+    /// other plans are.
+    fn executor(&self) -> Arc<dyn crate::exec::Executor>;
 }

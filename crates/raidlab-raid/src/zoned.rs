@@ -12,7 +12,7 @@
 //! start and stop. It must never place a byte by any rule but the zone map's,
 //! and never touch a member outside its data area.
 
-use crate::exec::{run_offline, UserBuf};
+use crate::exec::{Executor, UserBuf};
 use crate::plan::{MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{check_range, Error, Result, Volume};
@@ -67,6 +67,8 @@ pub struct ZonedVolume {
     members: Vec<Arc<dyn Volume>>,
     /// The members as the executor's table.
     table: Vec<Option<Arc<dyn Volume>>>,
+    /// Carries out each request's plan (the assembly's executor).
+    executor: Arc<dyn Executor>,
 }
 
 impl std::fmt::Debug for ZonedVolume {
@@ -79,8 +81,14 @@ impl std::fmt::Debug for ZonedVolume {
 }
 
 impl ZonedVolume {
-    /// Refuses members too small for the bytes the map gives them.
-    pub fn new(name: String, zones: ZoneMap, members: Vec<Arc<dyn Volume>>) -> Result<Self> {
+    /// Refuses members too small for the bytes the map gives them. Plans
+    /// run on `executor`.
+    pub fn new(
+        name: String,
+        zones: ZoneMap,
+        members: Vec<Arc<dyn Volume>>,
+        executor: Arc<dyn Executor>,
+    ) -> Result<Self> {
         if members.len() != zones.member_bytes.len() {
             return Err(Error::invalid(format!(
                 "{name}: {} member areas for a map of {} members",
@@ -104,6 +112,7 @@ impl ZonedVolume {
             zones,
             table: members.iter().cloned().map(Some).collect(),
             members,
+            executor,
         })
     }
 
@@ -139,7 +148,9 @@ impl ZonedVolume {
     }
 
     fn run(&self, plan: &Plan, user: UserBuf<'_>) -> Result<()> {
-        run_offline(plan, &self.table, user).map_err(|f| *f.error)
+        self.executor
+            .run(plan, &self.table, raidlab_parity::selected(), user, None)
+            .map_err(|f| *f.error)
     }
 }
 

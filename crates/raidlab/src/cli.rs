@@ -47,7 +47,9 @@ pub enum Command {
     Export(ExportArgs),
     /// Write data into the array from a file or stdin, updating parity.
     Import(ImportArgs),
-    /// Print the I/O plan the engine carries out for one request.
+    /// Print the I/O plan the engine carries out for one request; for a
+    /// sequence of requests, the member I/O a served array issues for each,
+    /// superblock and bitmap writes included.
     Explain(ExplainArgs),
     /// Mark a member faulty (a hot spare takes over and is rebuilt at once).
     Fail(FailArgs),
@@ -457,6 +459,15 @@ pub struct ExplainArgs {
     /// are held until the end of the sequence, then flushed).
     #[arg(long)]
     pub stripe_cache: bool,
+    /// With md's internal write-intent bitmap: a sequence (this flag makes
+    /// one of a single request) shows the bitmap writes each write causes,
+    /// beside the superblocks the first write marks dirty.
+    #[arg(long)]
+    pub bitmap: bool,
+    /// Bytes of each member per bitmap bit (mdadm's --bitmap-chunk; default:
+    /// mdadm's choice).
+    #[arg(long, value_parser = size, requires = "bitmap")]
+    pub bitmap_chunk: Option<u64>,
 }
 
 #[derive(Debug, Args)]

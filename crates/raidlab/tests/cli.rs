@@ -1452,6 +1452,116 @@ fn explain_sequence(args: &[&str]) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// The JSON of an `explain` sequence.
+fn explain_json(args: &[&str]) -> serde_json::Value {
+    let out = raidlab()
+        .args(["explain", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// How many of a request's metadata operations are `what`, of `kind`, and
+/// on which devices.
+fn metadata_ops(request: &serde_json::Value, what: &str, kind: &str) -> Vec<u64> {
+    request["metadata"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["what"] == what && m["kind"] == kind)
+        .map(|m| m["member"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn explain_shows_the_superblocks_and_bitmap_a_first_write_to_a_clean_array_writes() {
+    let base = ["-l", "5", "-n", "4", "--bitmap", "--bitmap-chunk", "1M"];
+    let sorted = |mut d: Vec<u64>| {
+        d.sort_unstable();
+        d
+    };
+    // A whole stripe, then 4K in the same bitmap chunk (held), then the flush.
+    let v = explain_json(&[&base[..], &["write", "0", "1536K", "write", "1536K", "4K"]].concat());
+    let requests = v["requests"].as_array().unwrap();
+    let first = &requests[0];
+    // The dirty mark: every member's superblock, with its bitmap beside it
+    // (one commit), then the write's intent bit on every member's bitmap;
+    // each made durable by a flush of every member, before the data.
+    assert_eq!(
+        sorted(metadata_ops(first, "superblock", "write")),
+        vec![0, 1, 2, 3],
+        "{first}"
+    );
+    assert_eq!(
+        sorted(metadata_ops(first, "bitmap", "write")),
+        vec![0, 0, 1, 1, 2, 2, 3, 3],
+        "{first}"
+    );
+    assert_eq!(
+        sorted(metadata_ops(first, "flush", "flush")),
+        vec![0, 0, 1, 1, 2, 2, 3, 3],
+        "{first}"
+    );
+    assert_eq!(
+        (first["reads"].as_u64(), first["writes"].as_u64()),
+        (Some(0), Some(4))
+    );
+    // Already dirty, and the chunk's bit already set: neither the held write
+    // nor its going down at the flush writes metadata.
+    for r in &requests[1..] {
+        assert_eq!(r["metadata"].as_array().unwrap().len(), 0, "{r}");
+    }
+    // A lone 4K write is held: the dirty mark comes with it, its intent bit
+    // when it goes down (at the flush), before its data.
+    let v = explain_json(&[&base[..], &["--stripe-cache", "write", "0", "4K"]].concat());
+    let (first, flush) = (&v["requests"][0], &v["requests"][1]);
+    assert_eq!(
+        metadata_ops(first, "superblock", "write").len(),
+        4,
+        "{first}"
+    );
+    assert_eq!(metadata_ops(first, "bitmap", "write").len(), 4, "{first}");
+    assert_eq!(
+        metadata_ops(flush, "superblock", "write").len(),
+        0,
+        "{flush}"
+    );
+    assert_eq!(metadata_ops(flush, "bitmap", "write").len(), 4, "{flush}");
+    assert_eq!(
+        (flush["reads"].as_u64(), flush["writes"].as_u64()),
+        (Some(2), Some(2))
+    );
+    // Without a bitmap the dirty mark is the superblocks alone.
+    let v = explain_json(&[
+        "-l", "5", "-n", "4", "write", "0", "4K", "write", "8K", "4K",
+    ]);
+    let first = &v["requests"][0];
+    assert_eq!(
+        metadata_ops(first, "superblock", "write").len(),
+        4,
+        "{first}"
+    );
+    assert_eq!(metadata_ops(first, "bitmap", "write").len(), 0, "{first}");
+    // In text, each one labelled.
+    raidlab()
+        .args(["explain"])
+        .args(base)
+        .args(["write", "0", "4K"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "offset 4096         length 4K (superblock)",
+        ))
+        .stdout(predicate::str::contains("(bitmap)"))
+        .stdout(predicate::str::contains("metadata operation(s)"));
+}
+
 #[test]
 fn explain_shows_the_stripe_cache_merging_sequential_writes_into_whole_stripes() {
     let base = ["--level", "5", "--raid-devices", "4"];

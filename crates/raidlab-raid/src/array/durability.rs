@@ -83,8 +83,8 @@ impl Array {
         replacing: bool,
     ) -> Result<()> {
         match &self.ppl {
-            Some(log) if replacing => log.attach_copy(role, device, sb),
-            Some(log) => log.attach(role, device, sb),
+            Some(log) if replacing => log.attach_copy(self.executor.as_ref(), role, device, sb),
+            Some(log) => log.attach(self.executor.as_ref(), role, device, sb),
             None => Ok(()),
         }
     }

@@ -659,4 +659,7 @@ impl crate::replay::ReplayTarget for Array {
     fn member(&self, role: usize) -> Option<Arc<dyn Volume>> {
         Array::member(self, role)
     }
+    fn executor(&self) -> Arc<dyn Executor> {
+        Arc::clone(&self.executor)
+    }
 }

@@ -98,6 +98,7 @@ impl Assembly {
         flush_first: bool,
         f: impl FnOnce(&[badblocks::BadRange], u8) -> Vec<badblocks::BadRange>,
     ) -> Result<Option<bool>> {
+        let exec = Arc::clone(&self.executor);
         let m = &mut self.members[index];
         let path = m.device.path.clone();
         let ctx = |e: Error| e.on_device(path.clone());
@@ -107,6 +108,7 @@ impl Assembly {
             return Ok(None);
         };
         let raw = crate::metadata_plan::read_ranges(
+            &*exec,
             &table,
             &[(0, log_at, log_len)],
             crate::plan::Space::Device,
@@ -118,7 +120,7 @@ impl Assembly {
             return Ok(Some(false));
         }
         if flush_first {
-            crate::metadata_plan::flush_devices(&table, [0]).map_err(ctx)?;
+            crate::metadata_plan::flush_devices(&*exec, &table, [0]).map_err(ctx)?;
         }
         // The log, and the superblock when its flag changes, as one plan.
         let mut writes = crate::metadata_plan::DeviceWrites::default();
@@ -133,7 +135,7 @@ impl Assembly {
             let (at, bytes) = m.sb.placed(dev_bytes).map_err(ctx)?;
             writes.push(0, at, &bytes);
         }
-        writes.run(&table).map_err(ctx)?;
+        writes.run(&*exec, &table).map_err(ctx)?;
         Ok(Some(true))
     }
 

@@ -291,8 +291,10 @@ pub fn create_with_metadata(
         .iter()
         .map(|m| Some(Arc::clone(&m.device.volume)))
         .collect();
-    writes.run(&table)?;
-    Assembly::assemble(members.into_iter().map(|m| m.device).collect())
+    // The new array's executor writes its superblocks and keeps its plans.
+    let exec: Arc<dyn crate::exec::Executor> = Arc::new(crate::exec::ThreadPool::default());
+    writes.run(exec.as_ref(), &table)?;
+    Ok(Assembly::assemble(members.into_iter().map(|m| m.device).collect())?.with_executor(exec))
 }
 
 /// What metadata 0.90 cannot record, refused before anything is written:

@@ -28,7 +28,8 @@ impl Assembly {
                     .iter()
                     .map(|slot| slot.map(|i| self.area(i)).transpose())
                     .collect::<Result<Vec<_>>>()?;
-                let plain = Array::new("array (journal check)", self.geometry, vols)?;
+                let plain = Array::new("array (journal check)", self.geometry, vols)?
+                    .with_executor(Arc::clone(&self.executor));
                 crate::journal::unreplayed(j.device.volume.as_ref(), &j.sb, &self.uuid, &plain)
             }
             _ => Ok(0),
@@ -63,7 +64,8 @@ impl Assembly {
             .iter()
             .map(|slot| slot.map(|i| self.area(i)).transpose())
             .collect::<Result<Vec<_>>>()?;
-        let plain = Array::new("array (journal replay)", self.geometry, vols)?;
+        let plain = Array::new("array (journal replay)", self.geometry, vols)?
+            .with_executor(Arc::clone(&self.executor));
         let (journal, replay) =
             crate::journal::Journal::start(device, sb, self.geometry, &self.uuid, &plain)?;
         // Keep the journal device's superblock (its journal_tail moved) current
@@ -154,7 +156,8 @@ impl Assembly {
                 .iter()
                 .map(|slot| slot.map(|i| self.area(i)).transpose())
                 .collect::<Result<Vec<_>>>()?;
-            let plain = Array::new("array (PPL replay)", self.geometry, vols)?;
+            let plain = Array::new("array (PPL replay)", self.geometry, vols)?
+                .with_executor(Arc::clone(&self.executor));
             let r = crate::ppl::replay(&plain, &members, raidlab_md::ppl::signature(&self.uuid))?;
             plain.flush()?;
             Some(r)
@@ -170,7 +173,7 @@ impl Assembly {
             .iter()
             .map(|(_, dev, _)| Some(Arc::clone(dev)))
             .collect();
-        writes.run(&table)?;
+        writes.run(&*self.executor, &table)?;
         if let Some(r) = &replay {
             // The replay fixed parity of the members in service only: a member
             // being rebuilt may hold torn stripes below its checkpoint. Its

@@ -121,6 +121,12 @@ pub struct Assembly {
     /// The started write journal, until an array takes it (see
     /// [`Assembly::start_journal`]).
     journal_handle: std::sync::Mutex<Option<Arc<crate::journal::Journal>>>,
+    /// Carries out every plan of the assembly's own (superblock and bitmap
+    /// commits, log starts and replays, offline rebuild, resync and scrub)
+    /// and of the arrays it builds: the thread pool unless given another
+    /// ([`Assembly::with_executor`]), so that a recording executor sees that
+    /// I/O as it sees a running array's.
+    executor: Arc<dyn crate::exec::Executor>,
 }
 
 impl Clone for Assembly {
@@ -141,11 +147,30 @@ impl Clone for Assembly {
                     .unwrap_or_else(|p| p.into_inner())
                     .clone(),
             ),
+            executor: Arc::clone(&self.executor),
         }
     }
 }
 
 impl Assembly {
+    /// Carry out the assembly's plans, and those of the arrays it builds
+    /// from now on, with `executor` (a recording one: `raidlab explain`,
+    /// tests; the torture harness's in-order one).
+    pub fn with_executor(mut self, executor: Arc<dyn crate::exec::Executor>) -> Assembly {
+        self.executor = executor;
+        self
+    }
+
+    /// [`Assembly::with_executor`] in place.
+    pub fn set_executor(&mut self, executor: Arc<dyn crate::exec::Executor>) {
+        self.executor = executor;
+    }
+
+    /// What carries out the assembly's plans.
+    pub fn executor(&self) -> &Arc<dyn crate::exec::Executor> {
+        &self.executor
+    }
+
     /// Read the superblocks of `devices` (in any order) and put the array together.
     pub fn assemble(devices: Vec<Device>) -> Result<Assembly> {
         if devices.is_empty() {
@@ -271,6 +296,7 @@ impl Assembly {
             events: reference.events,
             bitmap,
             journal_handle: std::sync::Mutex::new(None),
+            executor: Arc::new(crate::exec::ThreadPool::default()),
         };
         // Linear and multi-zone RAID 0: refuse sizes md would not run; a
         // reshape whose fields make no geometry is refused here too.
@@ -414,6 +440,7 @@ impl Assembly {
             self.name.clone()
         };
         let array = Array::new(format!("array {label}"), self.geometry, vols)?
+            .with_executor(Arc::clone(&self.executor))
             .with_bad_blocks(self.bad_blocks()?)
             .with_bad_block_logs(self.bad_block_logs());
         let array = if self.logs_partial_parity() {

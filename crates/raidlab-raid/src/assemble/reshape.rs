@@ -95,7 +95,8 @@ impl Assembly {
             } else {
                 "part not yet reshaped"
             };
-            let a = Array::new(format!("{label} ({what})"), g, vols)?;
+            let a = Array::new(format!("{label} ({what})"), g, vols)?
+                .with_executor(Arc::clone(&self.executor));
             Ok(Arc::new(a.with_bad_blocks(self.bad_blocks()?).read_only()))
         };
         let volume = ReshapeVolume {

@@ -75,7 +75,8 @@ impl Assembly {
                 .flatten()
                 .map(|&i| Some(self.members[i].device.volume.clone()))
                 .collect();
-            j.checkpoint(&|| crate::metadata_plan::flush_all(&vols))?;
+            let exec = &*self.executor;
+            j.checkpoint(&|| crate::metadata_plan::flush_all(exec, &vols))?;
         }
         // Everything written has been flushed: no region is dirty any more,
         // unless a role has no member in sync to have received the writes.
@@ -173,7 +174,7 @@ impl Assembly {
             }
             table.push(Some(Arc::clone(&m.device.volume)));
         }
-        writes.run(&table)?;
+        writes.run(&*self.executor, &table)?;
         self.events = events;
         Ok(())
     }

@@ -85,8 +85,10 @@ impl Assembly {
         } else {
             format!("array {}", self.name)
         };
-        let volume = ZonedVolume::new(label.clone(), zones, areas)?;
-        // A one-member mirror: every request goes straight to the volume.
+        let volume = ZonedVolume::new(label.clone(), zones, areas, Arc::clone(&self.executor))?;
+        // A one-member mirror: every request goes straight to the volume (on
+        // a thread pool of its own: its one plan is the pass-through, and the
+        // volume's member plans go to the assembly's executor).
         let geometry = Geometry::from_md(1, 0, 0, 1, volume.size() / SECTOR)?;
         Array::new(
             label,

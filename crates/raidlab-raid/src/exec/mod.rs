@@ -213,25 +213,6 @@ impl Executor for InOrder {
     }
 }
 
-/// Run `plan` with `user` as the request buffer and the selected parity
-/// engine, for work that has no array (and so no executor) of its own:
-/// create, an offline rebuild or scrub, a log's start, a zoned array.
-pub fn run_offline(plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<(), Failed> {
-    let uring = submit::current().uring;
-    execute(
-        plan,
-        members,
-        raidlab_parity::selected(),
-        user,
-        None,
-        How {
-            pace: None,
-            uring,
-            parallel: true,
-        },
-    )
-}
-
 /// Run `plan`, handing its log step (if any) to `log`; small steps' choice
 /// made and taught by `how.pace` if given (by size alone otherwise); file
 /// members' requests through io_uring if `how.uring`; every operation in

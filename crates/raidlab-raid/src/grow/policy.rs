@@ -212,7 +212,7 @@ impl Assembly {
             table.push(Some(Arc::clone(&m.device.volume)));
             new_sbs.push((i, sb));
         }
-        writes.run(&table)?;
+        writes.run(self.executor().as_ref(), &table)?;
         for (i, sb) in new_sbs {
             self.members[i].sb = sb;
         }

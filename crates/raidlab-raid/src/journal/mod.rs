@@ -52,6 +52,9 @@ pub struct Journal {
     /// Held for a whole array write: a write that merges a partial page with
     /// what the array holds must not interleave with another write to that page.
     serial: Mutex<()>,
+    /// Carries out the journal's own metadata plans (superblock, empty meta
+    /// blocks): the executor of the array it was started for.
+    executor: Arc<dyn crate::exec::Executor>,
 }
 
 /// Where the log stands. Held for a whole journaled write (see the module doc).
@@ -186,6 +189,7 @@ impl Journal {
                 reclaims: 0,
             }),
             serial: Mutex::new(()),
+            executor: array.executor(),
         };
         // An empty meta block where the new log starts, durable before the
         // superblock points at it.
@@ -262,7 +266,7 @@ impl Journal {
             .map_err(|e| e.on_device(self.device.name()))?;
         let mut writes = DeviceWrites::default();
         writes.push(0, at, &bytes);
-        writes.run(&[Some(Arc::clone(&self.device))])
+        writes.run(self.executor.as_ref(), &[Some(Arc::clone(&self.device))])
     }
 
     /// Write whole blocks at ring sector `pos`, durably, as
@@ -272,7 +276,7 @@ impl Journal {
         writes
             .push_journal_blocks(0, sb, pos, blocks)
             .map_err(|e| e.on_device(self.device.name()))?;
-        writes.run(&[Some(Arc::clone(&self.device))])
+        writes.run(self.executor.as_ref(), &[Some(Arc::clone(&self.device))])
     }
 
     /// Write one plan's journal entries (see `plan::LogEntry`) as md's meta
@@ -347,8 +351,9 @@ impl Journal {
             .to_bytes(self.seed)
             .map_err(|e| e.on_device(self.device.name()))?;
         self.write_blocks_now(&st.sb, pos, &empty)?;
-        let run =
-            |w: &DeviceWrites, table: &crate::exec::Members| w.run(table).map_err(Failed::from);
+        let run = |w: &DeviceWrites, table: &crate::exec::Members| {
+            w.run(self.executor.as_ref(), table).map_err(Failed::from)
+        };
         st.last_meta = pos;
         st.seq = seq + 1;
         st.head = fmt::ring_add(pos, BLOCK_SECTORS, self.ring);

@@ -235,11 +235,15 @@ pub(super) fn write_back(
                     .writes()
                     .map(|w| (w.member, w.offset, w.length as usize))
                     .collect();
-                let now =
-                    crate::metadata_plan::read_ranges(&table, &ranges, crate::plan::Space::Data)?;
+                let now = crate::metadata_plan::read_ranges(
+                    array.executor().as_ref(),
+                    &table,
+                    &ranges,
+                    crate::plan::Space::Data,
+                )?;
                 now != writes.bytes()
             } else {
-                writes.run(&table)?;
+                writes.run(array.executor().as_ref(), &table)?;
                 false
             };
             if !dry || changed {

@@ -54,7 +54,7 @@ pub fn compare_parity(
 use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;
-use crate::exec::{member_compute, UserBuf};
+use crate::exec::{member_compute, Executor, Members, UserBuf};
 use crate::long_run::LongRun;
 use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
@@ -241,6 +241,8 @@ impl Assembly {
                 (0..geometry.raid_disks).map(|r| array.member(r)).collect();
             let target_at = members.len();
             members.push(Some(target));
+            let exec = Arc::clone(self.executor());
+            let exec = exec.as_ref();
             for range in run.ranges().to_vec() {
                 let (start, total) = (range.start, range.end);
                 // Each range starts its own readers; the last one's stop
@@ -339,7 +341,7 @@ impl Assembly {
                                     let mut buf = back_rx.try_recv().unwrap_or_default();
                                     buf.resize(n as usize, 0);
                                     let read = Plan::read_one(role, at, n as usize);
-                                    let r = run_plan(&read, members, &mut buf).map(|()| buf);
+                                    let r = run_plan(exec, &read, members, &mut buf).map(|()| buf);
                                     let failed = r.is_err();
                                     if ftx.send(r).is_err() || failed {
                                         break;
@@ -414,7 +416,7 @@ impl Assembly {
                                 )
                                 .and_then(|plan| {
                                     let (before, write) = split_write(plan);
-                                    run_plan(&before, members, &mut buf).map(|()| write)
+                                    run_plan(exec, &before, members, &mut buf).map(|()| write)
                                 })
                                 .map(|write| (at, buf, write));
                                 let failed = r.is_err();
@@ -432,7 +434,7 @@ impl Assembly {
                             let (rx, free_tx) = &lanes[turn % lanes.len()];
                             turn += 1;
                             if stopped(&opts) {
-                                flush_devices(members, [target_at])?;
+                                flush_devices(exec, members, [target_at])?;
                                 self.checkpoint_recovery(index, pos)?;
                                 return Err(interrupted("rebuild", pos));
                             }
@@ -445,10 +447,10 @@ impl Assembly {
                             })??;
                             debug_assert_eq!(at..at + data.len() as u64, step);
                             let n = data.len() as u64;
-                            run_with(&write, members, UserBuf::Write(&data))?;
+                            run_with(exec, &write, members, UserBuf::Write(&data))?;
                             free_tx.send(data).ok();
                             if run.advance(pos + n, n) {
-                                flush_devices(members, [target_at])?;
+                                flush_devices(exec, members, [target_at])?;
                                 self.checkpoint_recovery(index, run.position())?;
                             }
                             progress(Progress {
@@ -466,7 +468,7 @@ impl Assembly {
                 outcome?;
                 done_before += total - start;
             }
-            flush_devices(&members, [target_at])?;
+            flush_devices(exec, &members, [target_at])?;
             let bitmap_based = self.members[index].sb.feature_map & feature::RECOVERY_BITMAP != 0;
             if bitmap_based {
                 for &(a, b) in &ranges {
@@ -525,6 +527,7 @@ impl Assembly {
     /// Record in member `index`'s superblock that it is rebuilt up to `pos`
     /// bytes of its data area (md's recovery_offset), for a resume.
     pub fn checkpoint_recovery(&mut self, index: usize, pos: u64) -> Result<()> {
+        let exec = Arc::clone(self.executor());
         let m = &mut self.members[index];
         m.sb.recovery_offset = pos / SECTOR;
         let (at, bytes) =
@@ -532,7 +535,7 @@ impl Assembly {
                 .map_err(|e| e.on_device(m.device.path.clone()))?;
         let mut writes = crate::metadata_plan::DeviceWrites::default();
         writes.push(0, at, &bytes);
-        writes.run(&[Some(Arc::clone(&m.device.volume))])
+        writes.run(exec.as_ref(), &[Some(Arc::clone(&m.device.volume))])
     }
 }
 
@@ -611,22 +614,25 @@ fn parity_sources(array: &Array, geo: &Geometry, slot: usize) -> Vec<Option<Arc<
         .collect()
 }
 
-/// Run `plan` with the real executor, `buf` as the caller's buffer.
-fn run_plan(plan: &Plan, members: &[Option<Arc<dyn Volume>>], buf: &mut [u8]) -> Result<()> {
-    run_with(plan, members, UserBuf::Read(buf))
+/// Run `plan` with `exec`, `buf` as the caller's buffer.
+fn run_plan(exec: &dyn Executor, plan: &Plan, members: &Members, buf: &mut [u8]) -> Result<()> {
+    run_with(exec, plan, members, UserBuf::Read(buf))
 }
 
-fn run_with(plan: &Plan, members: &[Option<Arc<dyn Volume>>], user: UserBuf<'_>) -> Result<()> {
-    run_failed(plan, members, user).map_err(|f| *f.error)
+fn run_with(exec: &dyn Executor, plan: &Plan, members: &Members, user: UserBuf<'_>) -> Result<()> {
+    run_failed(exec, plan, members, user).map_err(|f| *f.error)
 }
 
-/// Run `plan`, saying which members failed if it did not complete.
+/// Run `plan` with `exec` (the assembly's: an offline run's I/O goes where
+/// every other plan's does), saying which members failed if it did not
+/// complete.
 fn run_failed(
+    exec: &dyn Executor,
     plan: &Plan,
-    members: &[Option<Arc<dyn Volume>>],
+    members: &Members,
     user: UserBuf<'_>,
 ) -> Result<(), crate::exec::Failed> {
-    crate::exec::run_offline(plan, members, user)
+    exec.run(plan, members, raidlab_parity::selected(), user, None)
 }
 
 /// A rebuild step's plan as what produces the contents (the reads and the

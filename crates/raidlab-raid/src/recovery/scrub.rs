@@ -181,7 +181,12 @@ impl Assembly {
             let plan = plan_scrub_parity(&self.geometry, present, pos, n)?;
             // A missing role's part is never read; scrub_parity ignores it.
             buf.resize(areas.len() * len, 0);
-            if let Err(f) = run_failed(&plan, &areas, UserBuf::Read(&mut buf)) {
+            if let Err(f) = run_failed(
+                self.executor().as_ref(),
+                &plan,
+                &areas,
+                UserBuf::Read(&mut buf),
+            ) {
                 if f.kind != IoKind::Read || f.members.is_empty() {
                     return Err(*f.error);
                 }
@@ -229,6 +234,7 @@ impl Assembly {
                     .map(|&(role, off, k)| (role, off, role * len + (off - pos) as usize, k))
                     .collect();
                 run_with(
+                    self.executor().as_ref(),
                     &plan_rewrites(&writes, plan.locks),
                     &areas,
                     UserBuf::Write(&buf),
@@ -240,7 +246,7 @@ impl Assembly {
             // --max-rate is per member, as md's speed limits are: each step
             // reads `n` bytes of every member, the figure the progress shows.
             if run.advance(pos + n, n) && resync {
-                crate::metadata_plan::flush_all(&areas)?;
+                crate::metadata_plan::flush_all(self.executor().as_ref(), &areas)?;
                 let at = run.position() / SECTOR;
                 self.commit(|sb| sb.resync_offset = at)?;
             }
@@ -251,7 +257,7 @@ impl Assembly {
             run.wait(&*clock_of(&opts), &|| stopped(&opts));
         }
         if repair {
-            crate::metadata_plan::flush_all(&areas)?;
+            crate::metadata_plan::flush_all(self.executor().as_ref(), &areas)?;
         }
         Ok(report)
     }
@@ -329,7 +335,12 @@ impl Assembly {
                 .map(|r| r.skipped as u64 * r.len)
                 .sum::<u64>();
             buf.resize(scrub.len, 0);
-            let failed = match run_failed(&scrub.plan, areas, UserBuf::Read(&mut buf)) {
+            let failed = match run_failed(
+                self.executor().as_ref(),
+                &scrub.plan,
+                areas,
+                UserBuf::Read(&mut buf),
+            ) {
                 Ok(()) => Vec::new(),
                 Err(f) if f.kind == IoKind::Read && !f.members.is_empty() => f.members,
                 Err(f) => return Err(*f.error),
@@ -356,13 +367,15 @@ impl Assembly {
                     .iter()
                     .map(|&(loc, at)| {
                         !failed.contains(&loc.member)
-                            || reread(loc, &mut buf[at..at + n], areas).is_ok()
+                            || reread(self.executor().as_ref(), loc, &mut buf[at..at + n], areas)
+                                .is_ok()
                     })
                     .collect();
                 compare_mirror_run(run, &buf, &read, &mut report, names, repair, &mut writes)?;
             }
             if !writes.is_empty() {
                 run_with(
+                    self.executor().as_ref(),
                     &plan_rewrites(&writes, scrub.plan.locks),
                     areas,
                     UserBuf::Write(&buf),
@@ -380,7 +393,7 @@ impl Assembly {
             report.bytes_scanned += scale(compared);
             // Per member, in the member bytes the progress shows.
             if run.advance(end, scale(end) - scale(pos)) && resync {
-                crate::metadata_plan::flush_all(areas)?;
+                crate::metadata_plan::flush_all(self.executor().as_ref(), areas)?;
                 let at = scale(run.position()) / SECTOR;
                 self.commit(|sb| sb.resync_offset = at)?;
             }
@@ -391,7 +404,7 @@ impl Assembly {
             run.wait(&*clock_of(&opts), &|| stopped(&opts));
         }
         if repair {
-            crate::metadata_plan::flush_all(areas)?;
+            crate::metadata_plan::flush_all(self.executor().as_ref(), areas)?;
         }
         Ok(report)
     }
@@ -496,7 +509,7 @@ impl Assembly {
             .collect();
         let plan = BadBlocks::rebuild_plan(bad, &self.geometry, &live, role, pos, n, role)?;
         let mut out = vec![0u8; n as usize];
-        run_plan(&plan, &members, &mut out)?;
+        run_plan(self.executor().as_ref(), &plan, &members, &mut out)?;
         Ok(out)
     }
 
@@ -507,7 +520,7 @@ impl Assembly {
         resync: bool,
         member_pos: u64,
     ) -> Result<ScrubReport> {
-        crate::metadata_plan::flush_all(areas)?;
+        crate::metadata_plan::flush_all(self.executor().as_ref(), areas)?;
         if resync {
             let at = member_pos / SECTOR;
             self.commit(|sb| sb.resync_offset = at)?;
@@ -520,7 +533,12 @@ impl Assembly {
 }
 
 /// Read one copy again on its own, as a plan of one read.
-fn reread(loc: Location, into: &mut [u8], areas: &[Option<Arc<dyn Volume>>]) -> Result<()> {
+fn reread(
+    exec: &dyn Executor,
+    loc: Location,
+    into: &mut [u8],
+    areas: &[Option<Arc<dyn Volume>>],
+) -> Result<()> {
     let plan = Plan::read_one(loc.member, loc.offset, into.len());
-    run_with(&plan, areas, UserBuf::Read(into))
+    run_with(exec, &plan, areas, UserBuf::Read(into))
 }

@@ -1,7 +1,12 @@
 //! `raidlab explain`: the plan the engine itself would carry out for one request,
-//! or, for a sequence of requests, the member I/O a running array's stripe cache
-//! and write path actually issue for each (an array over size-only members whose
-//! executor records instead of doing I/O: the engine's own code decides).
+//! or, for a sequence of requests, the member I/O a running array actually
+//! issues for each: its stripe cache and write path, and what it writes besides
+//! the data (the superblocks marked dirty by the first write to a clean array,
+//! the bitmap's intent bits). The sequence runs on an array created as `raidlab
+//! create` makes one, on members that keep only what is written to them, and
+//! started as `serve` starts one, with an executor that records every plan
+//! instead of doing its I/O: the engine's own code decides. It never plans
+//! anything itself.
 
 use crate::cli::{Direction, ExplainArgs};
 use anyhow::{bail, Result};
@@ -9,12 +14,16 @@ use raidlab_core::size::format_size;
 use raidlab_core::IoKind;
 use raidlab_core::ManualClock;
 use raidlab_core::Volume;
-use raidlab_devices::SizeOnly;
+use raidlab_devices::SparseMemVolume;
 use raidlab_layout::{Geometry, Layout, Level};
+use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::Recording;
+use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
+use raidlab_raid::live::{LiveArray, SAFE_MODE_DELAY};
+use raidlab_raid::plan::Space;
 use raidlab_raid::planner::{plan_read, plan_write};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
-use raidlab_raid::{Array, MemberOp, Step};
+use raidlab_raid::{MemberOp, Plan, Step};
 use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -34,7 +43,7 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
         }
         present[r] = false;
     }
-    if a.stripe_cache || !a.more.is_empty() {
+    if a.stripe_cache || a.bitmap || !a.more.is_empty() {
         return sequence(&a, geo, &present);
     }
     let plan = match a.direction {
@@ -92,10 +101,184 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
 #[derive(Serialize)]
 struct Request {
     request: String,
-    /// Member reads and writes this request caused (held: none yet).
+    /// Member reads and writes of the array's data this request caused
+    /// (held: none yet).
     reads: usize,
     writes: usize,
     ops: Vec<MemberOp>,
+    /// What the array wrote outside the data areas for it (superblocks,
+    /// bitmap), each labelled; `member` is the device's place in its plan's
+    /// table (the members in service, in role order).
+    metadata: Vec<Metadata>,
+    /// Every operation in the order recorded, metadata labelled (the text
+    /// output).
+    #[serde(skip)]
+    shown: Vec<(Option<&'static str>, MemberOp)>,
+}
+
+#[derive(Serialize)]
+struct Metadata {
+    what: &'static str,
+    #[serde(flatten)]
+    op: MemberOp,
+}
+
+/// Where the members keep their metadata, to name each device-space
+/// operation: the superblock's and the bitmap's byte ranges (the same on
+/// every member: they are of one size).
+struct Places {
+    superblock: (u64, u64),
+    bitmap: Option<(u64, u64)>,
+}
+
+impl Places {
+    fn of(asm: &Assembly) -> Result<Places> {
+        let m = asm
+            .members
+            .iter()
+            .find(|m| m.is_live())
+            .ok_or_else(|| anyhow::anyhow!("internal: the explained array has no member"))?;
+        let (at, bytes) = m.sb.placed(m.device.volume.size())?;
+        let bitmap = match &asm.bitmap {
+            Some(b) => {
+                let (at, bytes) = b.placed(&m.sb)?;
+                Some((at, bytes.len() as u64))
+            }
+            None => None,
+        };
+        Ok(Places {
+            superblock: (at, bytes.len() as u64),
+            bitmap,
+        })
+    }
+
+    fn name(&self, op: &MemberOp) -> &'static str {
+        let within = |(at, len): (u64, u64)| op.offset >= at && op.offset < at + len;
+        match op.kind {
+            IoKind::Flush => "flush",
+            _ if within(self.superblock) => "superblock",
+            _ if self.bitmap.is_some_and(within) => "bitmap",
+            _ => "metadata",
+        }
+    }
+}
+
+/// Bytes before the data on each member of `member_bytes`, as `raidlab
+/// create` (mdadm's rule) chooses them for a device just large enough: the
+/// offset depends on the device's size, which includes it.
+fn data_offset(member_bytes: u64, chunk_bytes: u64) -> u64 {
+    let chunk_kib = (chunk_bytes / 1024) as u32;
+    let mut off = 0;
+    // The offset grows with the device and the device with the offset; it
+    // settles within a few rounds (a multiple of 1 MiB, at most 129 MiB).
+    for _ in 0..16 {
+        let next = raidlab_md::superblock::mdadm_data_offset(member_bytes + off, chunk_kib);
+        if next == off {
+            break;
+        }
+        off = next;
+    }
+    off
+}
+
+/// The array a sequence runs on: created on members that keep only what is
+/// written to them, started for writing with `recorder` carrying out every
+/// plan, served with md's safe mode, and left idle until it is marked clean.
+fn start_recorded(
+    a: &ExplainArgs,
+    geo: &Geometry,
+    present: &[bool],
+    recorder: &Arc<Recording>,
+) -> Result<(Arc<LiveArray>, Places)> {
+    if a.bitmap && geo.level == Level::Raid0 {
+        bail!("RAID 0 has no redundancy to resync: a write-intent bitmap does not apply");
+    }
+    let bitmap_chunk = match a.bitmap_chunk {
+        Some(c) if !c.is_power_of_two() || !(4096..=(1 << 30)).contains(&c) => {
+            bail!("--bitmap-chunk {c}: use a power of two from 4K to 1G")
+        }
+        Some(c) => Some(c as u32),
+        None => None,
+    };
+    let device_bytes = geo.member_bytes + data_offset(geo.member_bytes, geo.chunk_bytes);
+    let devices: Vec<Device> = (0..geo.raid_disks)
+        .map(|r| Device {
+            path: format!("member{r}"),
+            volume: Arc::new(SparseMemVolume::new(format!("member{r}"), device_bytes)),
+        })
+        .collect();
+    let spec = CreateSpec {
+        level: geo.level,
+        layout: geo.layout,
+        chunk_bytes: geo.chunk_bytes,
+        spares: 0,
+        name: "explain".into(),
+        // Fewer members than mdadm wants (a RAID 5 of 2) still explain.
+        force: true,
+        bitmap: a.bitmap,
+        bitmap_chunk,
+        ppl: false,
+    };
+    let new = devices
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let mut asm = create(&spec, new)?;
+    if present.contains(&false) {
+        // Missing roles: the others assembled alone, degraded and clean.
+        asm = Assembly::assemble(
+            devices
+                .iter()
+                .zip(present)
+                .filter(|(_, &p)| p)
+                .map(|(d, _)| d.clone())
+                .collect(),
+        )?;
+    }
+    if asm.geometry.member_bytes != geo.member_bytes {
+        bail!(
+            "a member of {} does not fit whole chunks of {}: give a --member-size that is a multiple of the chunk",
+            format_size(geo.member_bytes),
+            format_size(geo.chunk_bytes)
+        );
+    }
+    let places = Places::of(&asm)?;
+    let clock = ManualClock::new();
+    let started = Started::start_with(
+        asm,
+        StartOptions {
+            write: true,
+            force: false,
+            resync_unclean: false,
+            stripe_cache: Some(StripeCacheConfig::default()),
+        },
+        // Driven by nobody, on a clock that only this moves: nothing held
+        // expires during the sequence.
+        Some(Driven {
+            executor: recorder.clone(),
+            clock: clock.clone(),
+        }),
+    )?;
+    let Started {
+        asm,
+        array,
+        was_clean,
+        ..
+    } = started;
+    let live = LiveArray::new(asm, array);
+    live.set_clock(clock.clone());
+    live.start_safe_mode(was_clean);
+    // Idle past md's safe-mode delay: marked clean, as a served array with no
+    // writes for a while is. What the start and this wrote is not shown.
+    clock.advance(SAFE_MODE_DELAY);
+    if let Some(said) = live.poll().first() {
+        bail!("internal: the explained array did not settle: {said}");
+    }
+    recorder.take();
+    Ok((live, places))
 }
 
 fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode> {
@@ -118,29 +301,13 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
         };
         requests.push((dir, parse(&t[1])?, parse(&t[2])?));
     }
-    let members: Vec<Option<Arc<dyn Volume>>> = present
-        .iter()
-        .map(|&p| {
-            p.then(|| Arc::new(SizeOnly::new("explain", geo.member_bytes)) as Arc<dyn Volume>)
-        })
-        .collect();
     let recorder = Arc::new(Recording::default());
-    let array = Arc::new(Array::new("explain", geo, members)?.with_executor(recorder.clone()));
-    // Driven by nobody, on a clock that never moves: nothing held expires
-    // during the sequence.
-    array.start_stripe_cache_driven(StripeCacheConfig::default(), ManualClock::new())?;
-    let take = || -> Vec<MemberOp> {
-        recorder
-            .take()
-            .iter()
-            .flat_map(|plan| plan.steps.iter())
-            .filter_map(|step| match step {
-                Step::Io(ops) => Some(ops.iter().copied()),
-                _ => None,
-            })
-            .flatten()
-            .collect()
-    };
+    let (live, places) = start_recorded(a, &geo, present, &recorder)?;
+    // Clients' requests go where a served array's do: through safe mode,
+    // which marks the superblocks dirty before the first write.
+    let volume = live.volume();
+    let array = live.array().clone();
+    let take = || recorder.take();
     let mut out = Vec::new();
     for &(dir, offset, length) in &requests {
         let label = format!(
@@ -156,14 +323,18 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
                 // The cache answers from what it holds; only the rest is read,
                 // and reads of zero-filled scratch are all explain needs.
                 let mut buf = vec![0u8; length as usize];
-                array.read_at(&mut buf, offset)?;
+                volume.read_at(&mut buf, offset)?;
             }
-            Direction::Write => array.write_at(&vec![0u8; length as usize], offset)?,
+            Direction::Write => volume.write_at(&vec![0u8; length as usize], offset)?,
         }
-        out.push(summarise(label, take()));
+        out.push(summarise(label, &places, take()));
     }
-    array.flush()?;
-    out.push(summarise("flush (what was still held)".into(), take()));
+    volume.flush()?;
+    out.push(summarise(
+        "flush (what was still held)".into(),
+        &places,
+        take(),
+    ));
     let (cache, rmw, rcw) = array.stripe_cache_stats();
     if a.json {
         outln!(
@@ -178,20 +349,38 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
         return Ok(ExitCode::SUCCESS);
     }
     outln!(
-        "{} {}, {} members, chunk {}: {} request(s) through the stripe cache",
+        "{} {}, {} members, chunk {}{}{}: {} request(s) through the stripe cache, on a clean array",
         geo.level.name(),
         geo.layout.name(),
         geo.raid_disks,
         format_size(geo.chunk_bytes),
+        if a.missing.is_empty() {
+            String::new()
+        } else {
+            format!(", missing {:?}", a.missing)
+        },
+        if a.bitmap { ", bitmap" } else { "" },
         requests.len()
     );
-    let (mut reads, mut writes) = (0, 0);
+    if !a.missing.is_empty() {
+        let in_service: Vec<usize> = (0..present.len()).filter(|&r| present[r]).collect();
+        outln!(
+            "(metadata devices are the members in service numbered from 0 in role order: roles {in_service:?})"
+        );
+    }
+    let (mut reads, mut writes, mut meta) = (0, 0, 0);
     for r in &out {
         reads += r.reads;
         writes += r.writes;
+        meta += r.metadata.len();
+        let metadata = if r.metadata.is_empty() {
+            String::new()
+        } else {
+            format!("; {} metadata operation(s)", r.metadata.len())
+        };
         if r.ops.is_empty() {
             outln!(
-                "{}: no member I/O ({})",
+                "{}: no member I/O of data ({}){metadata}",
                 r.request,
                 if r.request.starts_with("flush") {
                     "nothing was held"
@@ -199,16 +388,19 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
                     "held in the stripe cache, or served from it"
                 }
             );
-            continue;
+        } else {
+            outln!(
+                "{}: {} member read(s), {} member write(s){metadata}",
+                r.request,
+                r.reads,
+                r.writes
+            );
         }
-        outln!(
-            "{}: {} member read(s), {} member write(s)",
-            r.request,
-            r.reads,
-            r.writes
-        );
-        for op in &r.ops {
-            print_op(op)?;
+        for (what, op) in &r.shown {
+            match what {
+                Some(what) => print_metadata(what, op)?,
+                None => print_op(op)?,
+            }
         }
     }
     if let Some((_, st)) = cache {
@@ -225,11 +417,33 @@ fn sequence(a: &ExplainArgs, geo: Geometry, present: &[bool]) -> Result<ExitCode
             geo.level.name()
         );
     }
-    outln!("total: {reads} member read(s), {writes} member write(s)");
+    outln!("total: {reads} member read(s), {writes} member write(s) of data; {meta} metadata operation(s)");
     Ok(ExitCode::SUCCESS)
 }
 
-fn summarise(request: String, ops: Vec<MemberOp>) -> Request {
+/// A request's recorded plans: the operations on the members' data areas,
+/// and those on whole devices (metadata), named by `places`.
+fn summarise(request: String, places: &Places, plans: Vec<Plan>) -> Request {
+    let mut shown = Vec::new();
+    for plan in &plans {
+        let device = plan.space == Space::Device;
+        for step in &plan.steps {
+            if let Step::Io(ops) = step {
+                for op in ops {
+                    shown.push((device.then(|| places.name(op)), *op));
+                }
+            }
+        }
+    }
+    let ops: Vec<MemberOp> = shown
+        .iter()
+        .filter(|(what, _)| what.is_none())
+        .map(|(_, op)| *op)
+        .collect();
+    let metadata = shown
+        .iter()
+        .filter_map(|(what, op)| what.map(|what| Metadata { what, op: *op }))
+        .collect();
     let count = |kinds: &[IoKind]| ops.iter().filter(|o| kinds.contains(&o.kind)).count();
     // A flush (the members' cache flushes, shown as operations) and a trim
     // move no data: neither is a read or a write.
@@ -238,7 +452,25 @@ fn summarise(request: String, ops: Vec<MemberOp>) -> Request {
         reads: count(&[IoKind::Read]),
         writes: count(&[IoKind::Write, IoKind::Zero]),
         ops,
+        metadata,
+        shown,
     }
+}
+
+fn print_metadata(what: &str, op: &MemberOp) -> Result<()> {
+    if op.kind == IoKind::Flush {
+        // What it makes durable is the writes listed before it.
+        outln!("  flush device {}", op.member);
+        return Ok(());
+    }
+    outln!(
+        "  {:<5} device {:<3} offset {:<12} length {} ({what})",
+        op.kind.name(),
+        op.member,
+        op.offset,
+        format_size(op.length)
+    );
+    Ok(())
 }
 
 fn print_op(op: &MemberOp) -> Result<()> {
