@@ -124,7 +124,8 @@ impl Started {
             .into_iter()
             .map(|(i, _)| (i, asm.members[i].sb.recovery_offset * 512))
             .collect();
-        if opts.write {
+        // PLANTED BUG (tests only, `planted.rs`): no dirty mark.
+        if opts.write && !planted!(NoDirtyMark) {
             was_clean = asm.mark_dirty()? && was_clean;
         }
         // Only now: the running array writes its copy of the bitmap before
@@ -183,6 +184,9 @@ pub fn stop_parts(
 ) -> Result<Vec<String>> {
     if !writable {
         return Ok(Vec::new());
+    }
+    if planted!(StopForgetsHeldStripes) {
+        array.planted_forget_held_stripes(); // PLANTED BUG (tests only, `planted.rs`)
     }
     array.flush()?;
     asm.absorb_bitmap(array);
