@@ -43,6 +43,16 @@ fn ci_sweep_finds_no_violation() {
     for (kind, (n, ok, c)) in &s.kinds {
         println!("{kind:<16} runs {n:>4} passed {ok:>4} {c:?}");
     }
+    let t = s.total();
+    println!(
+        "total: {} runs, {} operations, {} simulated member I/Os, {} faults, {} power cuts, {} restarts",
+        s.runs(),
+        t.ops,
+        t.member_ios,
+        t.faults,
+        t.power_cuts,
+        t.restarts
+    );
     let report: Vec<String> = s
         .failures
         .iter()
