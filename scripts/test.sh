@@ -5,7 +5,9 @@
 # rendered in headless Chromium.
 #
 # Longer runs sit behind a flag: RAIDLAB_SOAK=N runs the engine's seeded random
-# workloads with N seeds per configuration instead of 1 (e.g. RAIDLAB_SOAK=50).
+# workloads with N seeds per configuration instead of 1 (e.g. RAIDLAB_SOAK=50), and
+# the torture sweep (raidlab-sim tests/torture.rs) N times as many runs (RAIDLAB_SOAK=100
+# is about an hour of CPU; docs/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

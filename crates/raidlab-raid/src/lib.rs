@@ -12,6 +12,22 @@
 //! any rule other than raidlab-layout's, never compute parity by hand, and never
 //! write a byte outside a member's data area except through raidlab-md.
 
+/// `planted!(Name)`: whether the test-only bug `Bug::Name` is planted on
+/// this thread (`planted.rs`). Without the `planted-bugs` feature it is the
+/// literal `false`, so release builds carry no plant code.
+#[cfg(feature = "planted-bugs")]
+macro_rules! planted {
+    ($bug:ident) => {
+        $crate::planted::on($crate::planted::Bug::$bug)
+    };
+}
+#[cfg(not(feature = "planted-bugs"))]
+macro_rules! planted {
+    ($bug:ident) => {
+        false
+    };
+}
+
 pub mod array;
 pub mod assemble;
 pub mod badblocks;
@@ -28,6 +44,8 @@ pub mod manage;
 pub mod metadata_plan;
 pub mod plan;
 pub mod planner;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod ppl;
 pub mod reconstruct;
 pub mod recovery;

@@ -143,7 +143,8 @@ impl Started {
             .into_iter()
             .map(|(i, _)| (i, asm.members[i].sb.recovery_offset * 512))
             .collect();
-        if opts.write {
+        // PLANTED BUG (tests only, `planted.rs`): no dirty mark.
+        if opts.write && !planted!(NoDirtyMark) {
             was_clean = taking_out(&mut asm, &mut taken_out, Assembly::mark_dirty)? && was_clean;
         }
         report.taken_out = taken_out;
@@ -293,6 +294,9 @@ pub fn stop_parts(
 ) -> Result<Vec<String>> {
     if !writable {
         return Ok(Vec::new());
+    }
+    if planted!(StopForgetsHeldStripes) {
+        array.planted_forget_held_stripes(); // PLANTED BUG (tests only, `planted.rs`)
     }
     array.flush()?;
     asm.absorb_bitmap(array);

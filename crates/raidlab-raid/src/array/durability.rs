@@ -172,6 +172,9 @@ impl Array {
         let Some(intent) = &self.intent else {
             return Ok(Vec::new());
         };
+        if planted!(SkipBitmapMark) {
+            return Ok(Vec::new()); // PLANTED BUG (tests only, `planted.rs`)
+        }
         let by_array = crate::bitmap_daemon::counts_array_sectors(self.geometry.level);
         let ranges = crate::bitmap_daemon::write_sectors(by_array, [plan], (pos, n));
         let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -577,6 +577,9 @@ impl Volume for Array {
         if let Some(cache) = self.stripe_cache.get() {
             cache.write_out_range(Some((offset, len)), self)?;
         }
+        if planted!(FuaWithoutFlush) {
+            return Ok(()); // PLANTED BUG (tests only, `planted.rs`)
+        }
         self.flush_members_in(self.members_written_by(offset, len).as_deref())
     }
 
@@ -598,6 +601,9 @@ impl Volume for Array {
             Some(cache) => cache.write_out_range(None, self),
             None => Ok(()),
         };
+        if planted!(AckFlushEarly) {
+            return held; // PLANTED BUG (tests only, `planted.rs`)
+        }
         let members = self.flush_members_now();
         held.and(members)
     }

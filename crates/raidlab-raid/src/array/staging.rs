@@ -277,6 +277,14 @@ impl Array {
         }
     }
 
+    /// Drop what the stripe cache holds, unwritten: only the planted bug
+    /// `StopForgetsHeldStripes` calls this (`planted.rs`).
+    pub(crate) fn planted_forget_held_stripes(&self) {
+        if let Some(cache) = self.stripe_cache.get() {
+            cache.planted_forget_all();
+        }
+    }
+
     /// The stripe cache's tunables and counters, when it runs; and the write
     /// plans that read members, as (read-modify-write, reconstruct-write).
     pub fn stripe_cache_stats(&self) -> (Option<(StripeCacheConfig, StripeCacheStats)>, u64, u64) {

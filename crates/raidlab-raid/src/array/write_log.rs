@@ -39,6 +39,13 @@ impl WriteLog<'_> {
     /// service: with the log step this log needs, if any.
     pub(super) fn plan(&self, geo: &Geometry, live: &[bool], pos: u64, n: u64) -> Result<Plan> {
         match self {
+            // PLANTED BUG (tests only, `planted.rs`): no log entry for stripe 0.
+            WriteLog::Ppl(_)
+                if planted!(SkipPplFirstStripe)
+                    && pos < geo.chunk_bytes * geo.data_disks() as u64 =>
+            {
+                plan_write(geo, live, pos, n)
+            }
             WriteLog::Ppl(_) => plan_write_logged(geo, live, pos, n),
             WriteLog::Journal(_) => plan_write_journaled(geo, live, pos, n),
             WriteLog::Resync | WriteLog::Bitmap => plan_write(geo, live, pos, n),

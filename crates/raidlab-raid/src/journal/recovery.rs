@@ -186,6 +186,9 @@ pub(super) fn replay(
         seq += 1;
         walked += blocks * BLOCK_SECTORS;
     }
+    if planted!(JournalReplayDropsLastStripe) {
+        cache.pop_last(); // PLANTED BUG (tests only, `planted.rs`)
+    }
     for (moff, g) in &cache {
         write_back(array, geo, *moff, g, dry, report)?;
     }

@@ -106,6 +106,11 @@ pub fn plan_trim(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Res
                 op.kind = IoKind::Trim;
                 op.buf = Slice::user(0, 0);
             }
+            if planted!(TrimSkipsLastMember) {
+                // PLANTED BUG (tests only, `planted.rs`): one member keeps its data.
+                let last = ops.iter().map(|o| o.member).max();
+                ops.retain(|o| Some(o.member) != last);
+            }
         }
     }
     plan.steps.retain(|s| matches!(s, Step::Io(_)));

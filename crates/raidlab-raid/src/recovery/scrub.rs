@@ -471,6 +471,9 @@ impl Assembly {
     /// the bitmap's coordinates: member bytes, or array bytes for RAID 10) lie in a
     /// dirty chunk and so need work; without a bitmap everything does.
     fn needs_resync(&self, resync: bool, pos: u64, n: u64) -> bool {
+        if resync && pos == 0 && self.bitmap.is_some() && planted!(BitmapResyncSkipsFirstChunk) {
+            return false; // PLANTED BUG (tests only, `planted.rs`)
+        }
         let Some(b) = self.bitmap.as_ref().filter(|_| resync) else {
             return true;
         };

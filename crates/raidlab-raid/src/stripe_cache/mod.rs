@@ -597,6 +597,19 @@ impl StripeCache {
         result
     }
 
+    /// Drop every held stripe without writing it: only the planted bug
+    /// `StopForgetsHeldStripes` does this (`planted.rs`); acknowledged
+    /// writes are lost.
+    pub(crate) fn planted_forget_all(&self) {
+        let entries: Vec<Arc<Entry>> = lock(&self.map).values().cloned().collect();
+        for e in entries {
+            let mut held = lock(&e.state);
+            held.gone = true;
+            held.runs = Vec::new();
+            lock(&self.map).remove(&e);
+        }
+    }
+
     /// Read through the cache: what is held overrides the members; a read
     /// wholly held never reaches them.
     pub fn read(&self, buf: &mut [u8], offset: u64, below: &dyn Below) -> Result<()> {
@@ -609,7 +622,8 @@ impl StripeCache {
             .range(offset / sb..=(end - 1) / sb)
             .map(|(_, e)| e.clone())
             .collect();
-        if entries.is_empty() {
+        // PLANTED BUG (tests only, `planted.rs`): held stripes ignored.
+        if entries.is_empty() || planted!(ReadMissesHeldStripes) {
             return below.read_direct(buf, offset);
         }
         // Locked in stripe order (as every holder of two takes them), and

@@ -66,6 +66,9 @@ pub struct Counts {
     pub restarts: u64,
     pub rebuilds: u64,
     pub checks: u64,
+    /// Requests the members (and journal device) received: reads, writes,
+    /// flushes, trims and write-zeroes, counted by each device.
+    pub member_ios: u64,
     /// Sectors left to md's write hole (degraded parity, resync or bitmap)
     /// after a power cut: allowed any value, counted.
     pub write_hole_sectors: u64,
@@ -85,6 +88,7 @@ impl Counts {
         self.restarts += o.restarts;
         self.rebuilds += o.rebuilds;
         self.checks += o.checks;
+        self.member_ios += o.member_ios;
         self.write_hole_sectors += o.write_hole_sectors;
         self.beyond_tolerance += o.beyond_tolerance;
     }

@@ -128,6 +128,14 @@ pub fn run_with(
     if rig.beyond {
         rig.counts.beyond_tolerance = 1;
     }
+    rig.counts.member_ios = rig
+        .vols
+        .iter()
+        .map(|v| {
+            let s = v.stats();
+            s.reads + s.writes + s.flushes + s.discards
+        })
+        .sum();
     RunResult {
         seed,
         run,
@@ -657,8 +665,20 @@ fn unnumbered(event: &str) -> String {
     out
 }
 
+/// A digest of what a read returned, for the event trace and the run's
+/// hash: eight bytes a step (a byte at a time cost a fifth of a run: every
+/// restart reads the whole array), each word mixed into every bit.
 pub(super) fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
-        (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3)
-    })
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        h = (h ^ u64::from_le_bytes(a)).wrapping_mul(0x0100_0000_01b3);
+        h ^= h >> 29;
+    }
+    for &x in words.remainder() {
+        h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }

@@ -74,11 +74,12 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
         outln!("  replay: {}", r.replay_command(a.ops));
     }
     outln!(
-        "{:<16} {:>6} {:>6} {:>8} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
+        "{:<16} {:>6} {:>6} {:>8} {:>11} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
         "kind",
         "runs",
         "passed",
         "ops",
+        "member I/Os",
         "faults",
         "cuts",
         "starts",
@@ -88,8 +89,9 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
     );
     for (kind, (n, ok, c)) in &sweep.kinds {
         outln!(
-            "{kind:<16} {n:>6} {ok:>6} {:>8} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
+            "{kind:<16} {n:>6} {ok:>6} {:>8} {:>11} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
             c.ops,
+            c.member_ios,
             c.faults,
             c.power_cuts,
             c.restarts,
@@ -100,10 +102,11 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
     }
     let t = sweep.total();
     outln!(
-        "{} of {} runs passed ({} operations, {} faults, {} power cuts, {} restarts, {} write-hole sectors allowed)",
+        "{} of {} runs passed ({} operations, {} simulated member I/Os, {} faults, {} power cuts, {} restarts, {} write-hole sectors allowed)",
         sweep.passed(),
         sweep.runs(),
         t.ops,
+        t.member_ios,
         t.faults,
         t.power_cuts,
         t.restarts,

@@ -1,0 +1,94 @@
+//! Planted bugs: a switch, for tests only, that makes one of the engine's
+//! decisions wrong on purpose, so the torture harness (`raidlab-sim`) can
+//! prove it finds that kind of bug. Built only with the `planted-bugs`
+//! feature, which nothing enables outside tests (`raidlab-sim` turns it on
+//! as a dev-dependency); without it every plant point is the literal `false`
+//! (the `planted!` macro in `lib.rs`) and this module does not exist.
+//!
+//! It decides which bug is on, and for which thread. It must never be on
+//! unless a test asked for it, and never reach another thread: the switch is
+//! thread-local, because `cargo test` runs a binary's tests on many threads
+//! at once and a planted bug must not fail a neighbouring test. The torture
+//! harness runs the engine on its calling thread (plans `exec::InOrder`, the
+//! stripe cache with no thread, offline recovery on the caller), so every
+//! plant point it can reach runs where the switch was set. A plant point on
+//! another thread (the engine's own pools) sees it off.
+
+use std::cell::Cell;
+
+/// One decision of the engine made wrong. Each names the plant point it
+/// switches on (search for `planted!(Name)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bug {
+    /// A FLUSH is acknowledged after the held stripes go down but before
+    /// the members are flushed (`Array::flush`).
+    AckFlushEarly,
+    /// A FUA write returns without flushing the members it reached
+    /// (`Array::write_at_fua`).
+    FuaWithoutFlush,
+    /// A write runs without marking its bitmap chunks dirty first
+    /// (`Array::note_intent`).
+    SkipBitmapMark,
+    /// Writes to the array's first stripe get no partial parity log entry
+    /// (`WriteLog::plan`).
+    SkipPplFirstStripe,
+    /// A read through the stripe cache ignores what it holds and reads the
+    /// members (`StripeCache::read`).
+    ReadMissesHeldStripes,
+    /// A clean stop drops the stripes the cache holds instead of writing
+    /// them out (`lifecycle::stop_parts`).
+    StopForgetsHeldStripes,
+    /// A start for writing leaves the superblocks clean: a crash then looks
+    /// like a clean stop (`Started::start_with`).
+    NoDirtyMark,
+    /// A bitmap resync skips the first bitmap chunk, dirty or not
+    /// (`Assembly::needs_resync`).
+    BitmapResyncSkipsFirstChunk,
+    /// A journal replay drops the last stripe it gathered
+    /// (`journal::recovery::replay`).
+    JournalReplayDropsLastStripe,
+    /// A trim of RAID 0, 1 or 10 leaves the last member it covers untrimmed
+    /// (`planner::plan_trim`).
+    TrimSkipsLastMember,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 10] = [
+        Bug::AckFlushEarly,
+        Bug::FuaWithoutFlush,
+        Bug::SkipBitmapMark,
+        Bug::SkipPplFirstStripe,
+        Bug::ReadMissesHeldStripes,
+        Bug::StopForgetsHeldStripes,
+        Bug::NoDirtyMark,
+        Bug::BitmapResyncSkipsFirstChunk,
+        Bug::JournalReplayDropsLastStripe,
+        Bug::TrimSkipsLastMember,
+    ];
+}
+
+thread_local! {
+    static ON: Cell<Option<Bug>> = const { Cell::new(None) };
+}
+
+/// Whether `bug` is planted on this thread.
+pub fn on(bug: Bug) -> bool {
+    ON.with(|c| c.get() == Some(bug))
+}
+
+/// `bug` planted on this thread until the guard is dropped (the previous
+/// setting comes back then, also when a test panics).
+#[must_use = "the bug is planted only while the guard lives"]
+pub fn plant(bug: Option<Bug>) -> Planted {
+    Planted(ON.with(|c| c.replace(bug)))
+}
+
+/// Keeps a bug planted (see [`plant`]).
+#[derive(Debug)]
+pub struct Planted(Option<Bug>);
+
+impl Drop for Planted {
+    fn drop(&mut self) {
+        ON.with(|c| c.set(self.0));
+    }
+}

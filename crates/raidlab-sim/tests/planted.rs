@@ -1,0 +1,215 @@
+//! Proof that the torture harness finds bugs in the engine: each of the
+//! engine's planted bugs (`raidlab_raid::planted`, built only for tests) is
+//! switched on for one run at a time, and the sweep (seed 1, runs 0 upward)
+//! must find it at exactly the run stated here. A run counts as finding the
+//! bug only if the same run passes with the bug off: runs that fail anyway
+//! (the engine's open gaps, docs/reliability.md) prove nothing and are
+//! skipped. The runs are deterministic, so the run each bug needs is exact;
+//! a change to the harness's draws or to the engine moves them, and the
+//! new figures (printed with `--nocapture`) go here and in docs/reliability.md.
+
+use raidlab_layout::Level;
+use raidlab_raid::planted::{plant, Bug};
+use raidlab_sim::torture::run_with;
+
+const SEED: u64 = 1;
+const OPS: usize = 120;
+
+/// What a plant is hunted with: the level (the configuration family that
+/// reaches the plant point), whether the faults that hit known gaps are
+/// left out, and the runs tried before giving up.
+struct Hunt {
+    bug: Bug,
+    level: Option<Level>,
+    skip_known_gaps: bool,
+    /// The run at which the sweep finds it (asserted exactly).
+    found_at: u64,
+    /// A piece of the violation it must be found as.
+    seen_as: &'static str,
+}
+
+/// The first run, from 0, that passes without `h.bug` and fails with it:
+/// (run, runs that passed unplanted up to it, the violation).
+fn hunt(h: &Hunt, limit: u64) -> Option<(u64, u64, String)> {
+    let mut clean = 0;
+    for run in 0..limit {
+        let without = run_with(SEED, run, OPS, h.level, None, h.skip_known_gaps);
+        if without.violation.is_some() {
+            continue;
+        }
+        clean += 1;
+        let with = {
+            let _planted = plant(Some(h.bug));
+            run_with(SEED, run, OPS, h.level, None, h.skip_known_gaps)
+        };
+        if let Some(v) = with.violation {
+            return Some((run, clean, format!("op {}: {}", v.op, v.what)));
+        }
+    }
+    None
+}
+
+fn check(h: Hunt) {
+    let limit = h.found_at + 1;
+    let got = hunt(&h, limit);
+    println!("{:?} ({:?}): {:?}", h.bug, h.level, got);
+    let (run, clean, what) = got.unwrap_or_else(|| {
+        panic!(
+            "{:?} was not found in runs 0..{limit} of seed {SEED} ({:?})",
+            h.bug, h.level
+        )
+    });
+    assert_eq!(
+        run, h.found_at,
+        "{:?} found at run {run} ({clean} clean runs), not {}: {what}",
+        h.bug, h.found_at
+    );
+    assert!(
+        what.contains(h.seen_as),
+        "{:?} found as {what:?}, not as {:?}",
+        h.bug,
+        h.seen_as
+    );
+}
+
+const LOST: &str = "durable (flushed) data lost";
+const MISMATCH: &str = "mismatched sectors on a complete array";
+const WRONG: &str = "returned wrong data";
+
+#[test]
+fn a_flush_acknowledged_before_the_members_flush_is_found() {
+    check(Hunt {
+        bug: Bug::AckFlushEarly,
+        level: None,
+        skip_known_gaps: true,
+        found_at: 0,
+        seen_as: LOST,
+    });
+}
+
+#[test]
+fn a_fua_write_without_a_flush_is_found() {
+    check(Hunt {
+        bug: Bug::FuaWithoutFlush,
+        level: None,
+        skip_known_gaps: true,
+        found_at: 0,
+        seen_as: LOST,
+    });
+}
+
+#[test]
+fn a_write_without_its_bitmap_mark_is_found() {
+    check(Hunt {
+        bug: Bug::SkipBitmapMark,
+        level: Some(Level::Raid1),
+        skip_known_gaps: true,
+        found_at: 3,
+        seen_as: MISMATCH,
+    });
+}
+
+#[test]
+fn a_stripe_written_without_its_partial_parity_log_is_found() {
+    check(Hunt {
+        bug: Bug::SkipPplFirstStripe,
+        level: Some(Level::Raid5),
+        skip_known_gaps: true,
+        found_at: 32,
+        seen_as: MISMATCH,
+    });
+}
+
+#[test]
+fn a_read_that_misses_held_stripes_is_found() {
+    check(Hunt {
+        bug: Bug::ReadMissesHeldStripes,
+        level: Some(Level::Raid5),
+        skip_known_gaps: true,
+        found_at: 3,
+        seen_as: WRONG,
+    });
+}
+
+#[test]
+fn a_stop_that_forgets_held_stripes_is_found() {
+    check(Hunt {
+        bug: Bug::StopForgetsHeldStripes,
+        level: Some(Level::Raid5),
+        skip_known_gaps: true,
+        found_at: 0,
+        seen_as: WRONG,
+    });
+}
+
+#[test]
+fn a_start_without_the_dirty_mark_is_found() {
+    check(Hunt {
+        bug: Bug::NoDirtyMark,
+        level: Some(Level::Raid1),
+        skip_known_gaps: true,
+        found_at: 0,
+        seen_as: MISMATCH,
+    });
+}
+
+#[test]
+fn a_bitmap_resync_that_skips_a_chunk_is_found() {
+    check(Hunt {
+        bug: Bug::BitmapResyncSkipsFirstChunk,
+        level: Some(Level::Raid1),
+        skip_known_gaps: true,
+        found_at: 3,
+        seen_as: MISMATCH,
+    });
+}
+
+#[test]
+fn a_journal_replay_that_drops_a_stripe_is_found() {
+    check(Hunt {
+        bug: Bug::JournalReplayDropsLastStripe,
+        level: Some(Level::Raid4),
+        skip_known_gaps: true,
+        found_at: 3,
+        seen_as: MISMATCH,
+    });
+}
+
+#[test]
+fn a_trim_that_misses_a_member_is_found() {
+    check(Hunt {
+        bug: Bug::TrimSkipsLastMember,
+        level: Some(Level::Raid1),
+        skip_known_gaps: true,
+        found_at: 2,
+        seen_as: WRONG,
+    });
+}
+
+/// Every planted bug has its hunt above: a new one must get one.
+#[test]
+fn every_planted_bug_is_hunted() {
+    let src = include_str!("planted.rs");
+    for bug in Bug::ALL {
+        let name = format!("bug: Bug::{bug:?},");
+        assert!(
+            src.contains(&name),
+            "{bug:?} has no hunt in tests/planted.rs"
+        );
+    }
+}
+
+/// Off unless planted, and only on the thread that planted it: the other
+/// tests of this binary run beside these on other threads.
+#[test]
+fn a_planted_bug_stays_on_its_thread() {
+    assert!(Bug::ALL.iter().all(|&b| !raidlab_raid::planted::on(b)));
+    let _planted = plant(Some(Bug::NoDirtyMark));
+    assert!(raidlab_raid::planted::on(Bug::NoDirtyMark));
+    let elsewhere = std::thread::spawn(|| raidlab_raid::planted::on(Bug::NoDirtyMark))
+        .join()
+        .expect("the probe thread does not panic");
+    assert!(!elsewhere);
+    drop(_planted);
+    assert!(!raidlab_raid::planted::on(Bug::NoDirtyMark));
+}
