@@ -20,7 +20,7 @@
 
 use crate::array::Array;
 use crate::assemble::{ArrayState, Assembly};
-use crate::journal::JournalReplay;
+use crate::journal::{JournalMode, JournalReplay};
 use crate::ppl::PplReplay;
 use crate::recovery::{RunOptions, ScrubReport};
 use crate::stripe_cache::StripeCacheConfig;
@@ -42,6 +42,9 @@ pub struct StartOptions {
     /// The stripe cache's tunables for a parity array started for writing
     /// (`None`: the defaults; `stripes: 0` turns it off).
     pub stripe_cache: Option<StripeCacheConfig>,
+    /// md's journal mode for an array with a write journal (write-through
+    /// unless asked, as md); write-back is refused without a journal.
+    pub journal_mode: JournalMode,
 }
 
 /// What a start did on disk, for the caller to tell the user.
@@ -95,6 +98,11 @@ impl Started {
         driven: Option<Driven>,
     ) -> Result<Started> {
         let mut report = StartReport::default();
+        if opts.journal_mode == JournalMode::WriteBack && !opts.write {
+            return Err(raidlab_core::Error::invalid(
+                "write-back is a way of writing: start the array for writing to use it",
+            ));
+        }
         if asm.state() == ArrayState::Failed || !opts.write {
             // Nothing to replay into an array that cannot be read; a read-only
             // start writes nothing.
@@ -143,6 +151,7 @@ impl Started {
                 Some(d) => array.start_stripe_cache_driven(config, d.clock.clone())?,
                 None => array.start_stripe_cache(config, raidlab_core::clock::system())?,
             }
+            array.set_journal_mode(opts.journal_mode)?;
         }
         Ok(Started {
             asm,
@@ -184,6 +193,9 @@ pub fn stop_parts(
     if !writable {
         return Ok(Vec::new());
     }
+    // In write-back, the stripes held are only in the journal: they go to
+    // the members now, so the journal is left empty, as md leaves it.
+    array.write_out_held()?;
     array.flush()?;
     asm.absorb_bitmap(array);
     let failed = asm.absorb(array)?;

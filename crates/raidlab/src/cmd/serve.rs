@@ -672,6 +672,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                     force: e.force,
                     resync_unclean: true,
                     stripe_cache: Some(e.stripe_cache()),
+                    ..StartOptions::default()
                 },
             )
             .with_context(|| format!("export {label:?}"))?;
