@@ -71,7 +71,12 @@ fn start(mode: JournalMode) -> Started {
         device: d.clone(),
         zeroed: true,
     };
-    create_with_journal(&spec, devs[..4].iter().map(new).collect(), Some(new(&devs[4]))).unwrap();
+    create_with_journal(
+        &spec,
+        devs[..4].iter().map(new).collect(),
+        Some(new(&devs[4])),
+    )
+    .unwrap();
     Started::start(
         Assembly::assemble(devs).unwrap(),
         StartOptions {
@@ -141,7 +146,11 @@ fn main() {
         };
         for mode in order {
             let (acked, drained) = run(mode);
-            println!("| {} | {} | {acked:.0} | {drained:.0} |", round + 1, mode.name());
+            println!(
+                "| {} | {} | {acked:.0} | {drained:.0} |",
+                round + 1,
+                mode.name()
+            );
             let b = &mut best[usize::from(mode == JournalMode::WriteBack)];
             b.0 = b.0.max(acked);
             b.1 = b.1.max(drained);

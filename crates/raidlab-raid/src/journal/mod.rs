@@ -18,7 +18,9 @@
 //! This module must never let a member write go out before the journal write
 //! covering it is durable, never move `journal_tail` before the members are
 //! flushed, and never replay a page whose checksum fails (md skips the whole
-//! meta block). The format is `raidlab_md::journal`'s.
+//! meta block). The format is `raidlab_md::journal`'s. md's write-back mode
+//! (data in the journal is enough to acknowledge; stripes written out later)
+//! is `writeback`'s.
 
 mod recovery;
 mod writeback;

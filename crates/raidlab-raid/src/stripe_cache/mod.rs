@@ -12,7 +12,9 @@
 //! and read paths it is given), never writes one stripe's data out of order
 //! with a later write to the same stripe (each stripe is one entry, locked
 //! while it is written out), and never lets a flush finish before everything
-//! held when the flush began is written.
+//! held when the flush began is written, except in write-back (md's
+//! write-back journal below, `set_write_back`), where every held write was
+//! logged durably before it was held and a flush writes nothing out.
 
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
