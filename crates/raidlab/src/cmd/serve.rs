@@ -698,7 +698,6 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                     resync_unclean: true,
                     stripe_cache: Some(e.stripe_cache()),
                     journal_mode,
-                    ..StartOptions::default()
                 },
             )
             .with_context(|| format!("export {label:?}"))?;
