@@ -20,7 +20,7 @@
 
 use crate::array::Array;
 use crate::assemble::{ArrayState, Assembly};
-use crate::journal::JournalReplay;
+use crate::journal::{JournalMode, JournalReplay};
 use crate::ppl::PplReplay;
 use crate::recovery::{RunOptions, ScrubReport};
 use crate::stripe_cache::StripeCacheConfig;
@@ -42,6 +42,9 @@ pub struct StartOptions {
     /// The stripe cache's tunables for a parity array started for writing
     /// (`None`: the defaults; `stripes: 0` turns it off).
     pub stripe_cache: Option<StripeCacheConfig>,
+    /// md's journal mode for an array with a write journal (write-through
+    /// unless asked, as md); write-back is refused without a journal.
+    pub journal_mode: JournalMode,
 }
 
 /// What a start did on disk, for the caller to tell the user.
@@ -101,6 +104,11 @@ impl Started {
         driven: Option<Driven>,
     ) -> Result<Started> {
         let mut report = StartReport::default();
+        if opts.journal_mode == JournalMode::WriteBack && !opts.write {
+            return Err(raidlab_core::Error::invalid(
+                "write-back is a way of writing: start the array for writing to use it",
+            ));
+        }
         if let Some(d) = &driven {
             asm.set_executor(d.executor.clone());
         }
@@ -161,6 +169,7 @@ impl Started {
                 Some(d) => array.start_stripe_cache_driven(config, d.clock.clone())?,
                 None => array.start_stripe_cache(config, raidlab_core::clock::system())?,
             }
+            array.set_journal_mode(opts.journal_mode)?;
         }
         Ok(Started {
             asm,
@@ -298,6 +307,9 @@ pub fn stop_parts(
     if planted!(StopForgetsHeldStripes) {
         array.planted_forget_held_stripes(); // PLANTED BUG (tests only, `planted.rs`)
     }
+    // In write-back, the stripes held are only in the journal: they go to
+    // the members now, so the journal is left empty, as md leaves it.
+    array.write_out_held()?;
     array.flush()?;
     asm.absorb_bitmap(array);
     let failed = asm.absorb(array)?;

@@ -421,6 +421,22 @@ impl StripeCacheArgs {
     }
 }
 
+/// md's journal modes, as `--journal-mode` names them (md's sysfs names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum JournalModeArg {
+    WriteThrough,
+    WriteBack,
+}
+
+impl JournalModeArg {
+    pub fn mode(self) -> raidlab_raid::journal::JournalMode {
+        match self {
+            JournalModeArg::WriteThrough => raidlab_raid::journal::JournalMode::WriteThrough,
+            JournalModeArg::WriteBack => raidlab_raid::journal::JournalMode::WriteBack,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum Direction {
     Read,
@@ -735,6 +751,13 @@ pub struct ServeArgs {
     pub force: bool,
     #[command(flatten)]
     pub stripe: StripeCacheArgs,
+    /// md's journal mode for an array with a write journal: write-through
+    /// (data and parity on the members before a write is acknowledged) or
+    /// write-back (acknowledged once the data is in the journal; stripes go
+    /// to the members later, whole when they fill). md's default is
+    /// write-through; write-back needs a journal (RAID 4/5/6).
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = JournalModeArg::WriteThrough)]
+    pub journal_mode: JournalModeArg,
     #[command(flatten)]
     pub io: MemberIoArgs,
     /// Unix socket path (the default listener; default
@@ -828,6 +851,7 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     force = false                      # optional: start dirty and degraded
     stripe_cache = 64                  # optional: stripes held (0: off), as --stripe-cache
     stripe_hold_ms = 20                # optional: as --stripe-hold
+    journal_mode = "write-through"     # optional: or "write-back", as --journal-mode
     io = "direct"                      # optional: "direct" or "buffered", as
                                        # --direct/--buffered (which apply to
                                        # exports without this key); default:

@@ -1593,3 +1593,57 @@ fn explain_shows_the_stripe_cache_merging_sequential_writes_into_whole_stripes()
         .failure()
         .stderr(predicates::str::contains("triples"));
 }
+
+/// `serve --journal-mode write-back` needs a write journal: an array without
+/// one (RAID 5 here; RAID 1 can have none) is refused with md's reason, and
+/// so is a --plain file; an unknown mode names the two there are.
+#[test]
+fn write_back_without_a_journal_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create(
+        d,
+        &["--level", "5", "--member-size", "4M"],
+        &["w0", "w1", "w2"],
+    );
+    let sock = d.join("s.sock");
+    let sock = sock.to_str().unwrap();
+    raidlab()
+        .current_dir(d)
+        .args(["serve", "--socket", sock, "--journal-mode", "write-back"])
+        .args(["w0", "w1", "w2"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("write-back needs a write journal"));
+    raidlab()
+        .current_dir(d)
+        .args([
+            "serve",
+            "--socket",
+            sock,
+            "--plain",
+            "--journal-mode",
+            "write-back",
+            "w0",
+        ])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("not a --plain file"));
+    raidlab()
+        .current_dir(d)
+        .args([
+            "serve",
+            "--socket",
+            sock,
+            "--journal-mode",
+            "write-later",
+            "w0",
+        ])
+        .assert()
+        .failure()
+        .stderr(
+            predicate::str::contains("write-through").and(predicate::str::contains("write-back")),
+        );
+}

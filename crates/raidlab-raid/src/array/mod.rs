@@ -76,6 +76,10 @@ pub struct Array {
     merging: std::sync::RwLock<()>,
     /// md's write journal on its own device, when the array keeps one (RAID 4/5/6).
     journal: Option<Arc<Journal>>,
+    /// Write-back: a write of part of a page reads the rest and holds the
+    /// whole page; it holds this exclusively, every other write-back write
+    /// shared, so no write to that page lands between the read and the hold.
+    page_merge: RwLock<()>,
     /// Refuse writes (an array whose journal is missing, opened with --force).
     read_only: bool,
     /// Carries the plans out (the thread-pool executor unless given another).
@@ -202,6 +206,7 @@ impl Array {
             ppl: None,
             merging: std::sync::RwLock::new(()),
             journal: None,
+            page_merge: RwLock::new(()),
             read_only: false,
             executor: Arc::new(ThreadPool::default()),
             stripe_cache: std::sync::OnceLock::new(),
@@ -560,6 +565,7 @@ impl Volume for Array {
         check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
         self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
         match self.stripe_cache.get() {
+            Some(cache) if cache.write_back() => self.write_back(cache, buf, offset),
             Some(cache) => cache.write(buf, offset, self),
             None => self.write_direct(buf, offset),
         }
@@ -573,6 +579,10 @@ impl Volume for Array {
     /// member is flushed instead.
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write_at(buf, offset)?;
+        if self.stripe_cache.get().is_some_and(|c| c.write_back()) {
+            // In the journal, flushed, before `write_at` returned.
+            return Ok(());
+        }
         let len = buf.len() as u64;
         if let Some(cache) = self.stripe_cache.get() {
             cache.write_out_range(Some((offset, len)), self)?;
@@ -596,6 +606,11 @@ impl Volume for Array {
     }
 
     fn flush(&self) -> Result<()> {
+        if let Some(cache) = self.stripe_cache.get().filter(|c| c.write_back()) {
+            // md's write-back: a flush flushes the journal, not the members;
+            // every acknowledged write is durable there already.
+            return cache.take_deferred();
+        }
         // Everything held before the flush goes down first.
         let held = match self.stripe_cache.get() {
             Some(cache) => cache.write_out_range(None, self),

@@ -324,6 +324,12 @@ impl Below for Array {
         }
         crate::planner::write_reads(&self.geometry, &live[..n], offset, len)
     }
+    fn log_held(&self, stripe: u64, offset: u64, bytes: &[u8]) -> Result<bool> {
+        Array::log_held(self, stripe, offset, bytes)
+    }
+    fn written_out(&self, stripe: u64) {
+        Array::written_out(self, stripe)
+    }
 }
 
 /// Roles `members_now` can give as bits of a `u64`, and `with_live` keeps on

@@ -19,6 +19,7 @@
 
 use super::*;
 use crate::exec::LogWriter;
+use crate::journal::JournalMode;
 use crate::metadata_plan::DeviceWrites;
 
 /// What makes a write safe on this array.
@@ -145,6 +146,109 @@ impl Array {
             WriteLog::Bitmap
         } else {
             WriteLog::Resync
+        }
+    }
+}
+
+/// md's write-back journal: how the array reaches it (the journal decides
+/// its room and pins, `crate::journal`; the stripe cache when stripes go down).
+impl Array {
+    /// Switch between md's journal modes. Write-back needs the array's write
+    /// journal and its stripe cache (started for writing); leaving it writes
+    /// out every held stripe first. Meant for a start, before requests come:
+    /// a write racing the switch may take either path.
+    pub fn set_journal_mode(&self, mode: JournalMode) -> Result<()> {
+        let Some(journal) = &self.journal else {
+            if mode == JournalMode::WriteThrough {
+                return Ok(());
+            }
+            return Err(Error::invalid(format!(
+                "write-back needs a write journal, and this {} has none: create the array with --write-journal DEV (RAID 4, 5 or 6)",
+                self.geometry.level.name()
+            ))
+            .on_device(&self.name));
+        };
+        let Some(cache) = self.stripe_cache.get() else {
+            if mode == JournalMode::WriteThrough {
+                return Ok(());
+            }
+            return Err(Error::invalid(
+                "write-back holds stripes in the stripe cache, which runs only on an array started for writing",
+            )
+            .on_device(&self.name));
+        };
+        let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
+        match mode {
+            JournalMode::WriteBack => {
+                journal.set_mode(mode, stripe)?;
+                cache.set_write_back(true);
+            }
+            JournalMode::WriteThrough => {
+                cache.write_out_range(None, self)?;
+                cache.set_write_back(false);
+                journal.set_mode(mode, stripe)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The journal's mode, when the array has a journal.
+    pub fn journal_mode(&self) -> Option<JournalMode> {
+        self.journal.as_ref().map(|j| j.mode())
+    }
+
+    /// Write every stripe held back to the members (a clean stop in
+    /// write-back: the journal can then be emptied, as md leaves it).
+    pub fn write_out_held(&self) -> Result<()> {
+        match self.stripe_cache.get() {
+            Some(cache) => cache.write_out_range(None, self),
+            None => Ok(()),
+        }
+    }
+
+    /// A write in write-back mode: whole pages (a partial page is merged with
+    /// what the array holds, through the cache) handed to the stripe cache,
+    /// which logs them before it holds them.
+    pub(super) fn write_back(&self, cache: &StripeCache, buf: &[u8], offset: u64) -> Result<()> {
+        let end = offset + buf.len() as u64;
+        let (a, b) = (offset / 4096 * 4096, end.div_ceil(4096) * 4096);
+        if (a, b) == (offset, end) {
+            let _shared = self.page_merge.read().unwrap_or_else(|p| p.into_inner());
+            return cache.write(buf, offset, self);
+        }
+        let _alone = self.page_merge.write().unwrap_or_else(|p| p.into_inner());
+        let mut merged = vec![0u8; (b - a) as usize];
+        cache.read(&mut merged[..4096], a, self)?;
+        let tail = merged.len() - 4096;
+        cache.read(&mut merged[tail..], b - 4096, self)?;
+        merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
+        cache.write(&merged, a, self)
+    }
+
+    /// Log held pages as data-only journal payloads (see
+    /// `stripe_cache::Below::log_held`).
+    pub(super) fn log_held(&self, stripe: u64, offset: u64, bytes: &[u8]) -> Result<bool> {
+        let Some(journal) = &self.journal else {
+            return Ok(true);
+        };
+        let flush = || self.flush_members();
+        let device_run = |w: &DeviceWrites, table: &Members| self.run_device_writes(w, table);
+        journal
+            .log_data(stripe, offset, bytes, &flush, &device_run)
+            .map_err(|f| {
+                let mut e = *f.error;
+                e.message = format!(
+                    "{} (writing a write-back write to the journal; it was not acknowledged)",
+                    e.message
+                );
+                e.at(offset, bytes.len() as u64)
+            })
+    }
+
+    /// A held stripe reached the members: its journal blocks may go.
+    pub(super) fn written_out(&self, stripe: u64) {
+        if let Some(journal) = &self.journal {
+            journal.release(stripe);
         }
     }
 }

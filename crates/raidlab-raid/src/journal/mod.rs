@@ -18,12 +18,17 @@
 //! This module must never let a member write go out before the journal write
 //! covering it is durable, never move `journal_tail` before the members are
 //! flushed, and never replay a page whose checksum fails (md skips the whole
-//! meta block). The format is `raidlab_md::journal`'s.
+//! meta block). The format is `raidlab_md::journal`'s. md's write-back mode
+//! (data in the journal is enough to acknowledge; stripes written out later)
+//! is `writeback`'s.
 
 mod recovery;
+mod writeback;
 
 pub use recovery::{pending, unreplayed};
 use recovery::{pending_from, replay, Row};
+pub use writeback::JournalMode;
+use writeback::Pins;
 
 use crate::exec::Failed;
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
@@ -55,6 +60,10 @@ pub struct Journal {
     /// Carries out the journal's own metadata plans (superblock, empty meta
     /// blocks): the executor of the array it was started for.
     executor: Arc<dyn crate::exec::Executor>,
+    /// md's write-back mode is on (`writeback`).
+    write_back: std::sync::atomic::AtomicBool,
+    /// The array's stripe length in bytes, for write-back's reservations.
+    stripe_bytes: std::sync::atomic::AtomicU64,
 }
 
 /// Where the log stands. Held for a whole journaled write (see the module doc).
@@ -71,6 +80,8 @@ pub(crate) struct State {
     last_meta: u64,
     /// Times the ring was full and space was reclaimed.
     reclaims: u64,
+    /// Write-back: stripes whose data is only in the journal.
+    pins: Pins,
 }
 
 impl std::fmt::Debug for Journal {
@@ -187,9 +198,12 @@ impl Journal {
                 seq,
                 last_meta: pos,
                 reclaims: 0,
+                pins: Pins::default(),
             }),
             serial: Mutex::new(()),
             executor: array.executor(),
+            write_back: Default::default(),
+            stripe_bytes: Default::default(),
         };
         // An empty meta block where the new log starts, durable before the
         // superblock points at it.
@@ -298,14 +312,16 @@ impl Journal {
         };
         let need = enc.bytes.len() as u64 / SECTOR;
         if self.used(st) + need + BLOCK_SECTORS > self.ring {
-            if st.tail == st.last_meta {
+            let to = self.floor(st);
+            if st.tail == to {
                 return Err(journal_failed(
                     Error::new(
                         ErrorKind::Invalid,
                         Op::Write,
                         format!(
-                            "internal: a journal write of {need} sectors does not fit the {}-sector ring",
-                            self.ring
+                            "internal: a journal write of {need} sectors does not fit the {}-sector ring ({} stripes held in write-back)",
+                            self.ring,
+                            st.pins.by_stripe.len()
                         ),
                     )
                     .on_device(self.device.name()),
@@ -317,7 +333,6 @@ impl Journal {
                 error: Box::new(e),
                 log: true,
             })?;
-            let to = st.last_meta;
             self.move_tail(st, to, run)?;
             st.reclaims += 1;
             // The blocks were numbered for the same head; the tail moved, so
@@ -340,6 +355,14 @@ impl Journal {
     /// it, so the journal holds nothing to replay ([`pending`] finds 0).
     pub fn checkpoint(&self, flush_members: &dyn Fn() -> Result<()>) -> Result<()> {
         let mut st = self.lock();
+        if !st.pins.by_stripe.is_empty() {
+            // Their data is in the journal only: emptying it would lose them.
+            return Err(Error::invalid(format!(
+                "{} stripes held in write-back are not written out yet: the journal cannot be emptied",
+                st.pins.by_stripe.len()
+            ))
+            .on_device(self.device.name()));
+        }
         if st.tail == st.last_meta
             && pending_from(self.device.as_ref(), &st.sb, self.seed, self.ring, st.tail)? == 0
         {

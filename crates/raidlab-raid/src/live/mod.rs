@@ -140,6 +140,20 @@ pub struct LiveStatus {
     /// A parity array's stripe cache: tunables and what it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stripe_cache: Option<StripeCacheReport>,
+    /// The write journal of a running array: md's mode and what it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalStatus>,
+}
+
+/// A running array's write journal, as `detail` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct JournalStatus {
+    pub device: String,
+    pub mode: crate::journal::JournalMode,
+    /// Write-back: stripes whose data is only in the journal now.
+    pub stripes_only_in_journal: u64,
+    /// Times the ring was full and space was reclaimed.
+    pub reclaims: u64,
 }
 
 /// The stripe cache of a running array, as `detail` shows it.
@@ -294,6 +308,12 @@ impl LiveArray {
                     reconstruct_write_plans: rcw,
                 })
             },
+            journal: self.array.journal().map(|j| JournalStatus {
+                device: j.device_name(),
+                mode: j.mode(),
+                stripes_only_in_journal: j.pinned_stripes(),
+                reclaims: j.reclaims(),
+            }),
         }
     }
 

@@ -205,7 +205,7 @@ impl Assembly {
                             member: role,
                             offset: at,
                         };
-                        if reread(loc, page, &areas).is_ok() {
+                        if reread(self.executor().as_ref(), loc, page, &areas).is_ok() {
                             continue;
                         }
                         let Ok(b) = self.repair_range(bad.as_ref(), role, at, page.len() as u64)

@@ -12,7 +12,9 @@
 //! and read paths it is given), never writes one stripe's data out of order
 //! with a later write to the same stripe (each stripe is one entry, locked
 //! while it is written out), and never lets a flush finish before everything
-//! held when the flush began is written.
+//! held when the flush began is written, except in write-back (md's
+//! write-back journal below, `set_write_back`), where every held write was
+//! logged durably before it was held and a flush writes nothing out.
 
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
@@ -129,6 +131,17 @@ pub trait Below {
         let _ = members;
         self.reads_for(offset, len)
     }
+    /// Write-back: make `bytes` (whole pages at array `offset`, in stripe
+    /// `stripe`) durable before they are held (md's write-back journal).
+    /// `Ok(false)`: no room until an older stripe is written out.
+    fn log_held(&self, stripe: u64, offset: u64, bytes: &[u8]) -> Result<bool> {
+        let _ = (stripe, offset, bytes);
+        Ok(true)
+    }
+    /// Write-back: stripe `stripe`'s held data reached the members.
+    fn written_out(&self, stripe: u64) {
+        let _ = stripe;
+    }
 }
 
 /// One stripe's held data. Locked while it is written out, so a later write to
@@ -222,6 +235,9 @@ pub struct StripeCache {
     /// A write-out that failed after its writes were acknowledged: the next
     /// flush reports it (a disk with a volatile write cache does the same).
     deferred: Mutex<Option<Error>>,
+    /// md's write-back journal below: every write is held (logged first by
+    /// [`Below::log_held`]), and a stripe goes down as one write.
+    write_back: std::sync::atomic::AtomicBool,
 }
 
 /// The held stripes, by stripe and by age (least `since`, then stripe: the
@@ -292,6 +308,28 @@ impl StripeCache {
             clock,
             counters: Counters::default(),
             deferred: Mutex::new(None),
+            write_back: Default::default(),
+        }
+    }
+
+    /// Hold every write, logged through [`Below::log_held`] before it is
+    /// held, and write each stripe out as one write from its first held byte
+    /// to its last (the gaps read from below): a journal's parity for a row
+    /// then covers every held page of it, as md's write-back flush logs it.
+    pub fn set_write_back(&self, on: bool) {
+        self.write_back.store(on, Ordering::Release);
+    }
+
+    pub fn write_back(&self) -> bool {
+        self.write_back.load(Ordering::Acquire)
+    }
+
+    /// A write-out failure not yet reported (a flush in write-back reports
+    /// it without writing anything out: the data is durable in the journal).
+    pub fn take_deferred(&self) -> Result<()> {
+        match lock(&self.deferred).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
         }
     }
 
@@ -338,7 +376,8 @@ impl StripeCache {
     /// Take a write: whole stripes nobody holds go straight down together;
     /// the rest is held and merged, and a stripe made whole is written now.
     pub fn write(&self, buf: &[u8], offset: u64, below: &dyn Below) -> Result<()> {
-        if self.config().stripes == 0 {
+        let write_back = self.write_back();
+        if self.config().stripes == 0 && !write_back {
             return below.write_direct(buf, offset);
         }
         let sb = self.stripe_bytes;
@@ -357,7 +396,7 @@ impl StripeCache {
             let stripe = pos / sb;
             let stop = ((stripe + 1) * sb).min(end);
             let whole = pos == stripe * sb && stop == (stripe + 1) * sb;
-            if whole && !lock(&self.map).contains_key(&stripe) {
+            if whole && !write_back && !lock(&self.map).contains_key(&stripe) {
                 run = Some(match run {
                     Some((a, b)) if b == pos => (a, stop),
                     other => {
@@ -389,6 +428,21 @@ impl StripeCache {
             if held.gone {
                 continue;
             }
+            if self.write_back() {
+                // Logged under the entry's lock: a write-out of this stripe
+                // (which unpins it) cannot run between the log and the hold.
+                let logged = below.log_held(stripe, offset, piece);
+                if !matches!(logged, Ok(true)) {
+                    if held.runs.is_empty() {
+                        held.gone = true;
+                        lock(&self.map).remove(&entry);
+                    }
+                    drop(held);
+                    logged?;
+                    self.write_out_oldest(stripe, below)?;
+                    continue;
+                }
+            }
             match members {
                 // The stripe's first write: counted later, as things are now.
                 Some(m) if held.runs.is_empty() && held.uncounted.is_none() => {
@@ -410,6 +464,30 @@ impl StripeCache {
             }
             return Ok(());
         }
+    }
+
+    /// Write-back: the journal has no room for `stripe`'s new data; write
+    /// out the oldest other stripe that holds anything (which frees its
+    /// reservation), or this one if it is the only one.
+    fn write_out_oldest(&self, stripe: u64, below: &dyn Below) -> Result<()> {
+        let all: Vec<Arc<Entry>> = {
+            let map = lock(&self.map);
+            let mut all: Vec<Arc<Entry>> = map.values().cloned().collect();
+            all.sort_by_key(|e| (e.stripe == stripe, e.since));
+            all
+        };
+        for e in all {
+            let mut held = lock(&e.state);
+            if held.gone || held.runs.is_empty() {
+                continue;
+            }
+            return self.write_out(&e, &mut held, Why::Evicted, below);
+        }
+        Err(Error::new(
+            raidlab_core::ErrorKind::Io,
+            Op::Write,
+            "the write journal has no room for a write-back write and the stripe cache holds nothing to write out: the journal device is too small for this write",
+        ))
     }
 
     /// Write out the oldest stripes until no more than the configured number
@@ -540,7 +618,22 @@ impl StripeCache {
         let c = &self.counters;
         let mut merged = 0;
         let mut result = Ok(());
-        for (a, d) in &held.runs {
+        let span;
+        let runs: &[(usize, Vec<u8>)] = if self.write_back() && held.runs.len() > 1 {
+            match self.span(held, base, below) {
+                Ok(s) => {
+                    span = [s];
+                    &span[..]
+                }
+                Err(e) => {
+                    result = Err(e);
+                    &[]
+                }
+            }
+        } else {
+            &held.runs[..]
+        };
+        for (a, d) in runs {
             let (offset, len) = (base + *a as u64, d.len() as u64);
             // The reads it would need as the members are before the write (a
             // write can take one out), counted after it where the write's own
@@ -562,6 +655,9 @@ impl StripeCache {
             if result.is_err() {
                 break;
             }
+        }
+        if result.is_ok() && self.write_back() {
+            below.written_out(e.stripe);
         }
         held.count_uncounted(below);
         match why {
@@ -608,6 +704,24 @@ impl StripeCache {
             held.runs = Vec::new();
             lock(&self.map).remove(&e);
         }
+    }
+
+    /// The held runs as one: from the first held byte to the last, the gaps
+    /// as they are below (the stripe's entry is locked, and in write-back
+    /// every write to it goes through the entry: below cannot change).
+    fn span(&self, held: &Held, base: u64, below: &dyn Below) -> Result<(usize, Vec<u8>)> {
+        let start = held.runs.first().map_or(0, |r| r.0);
+        let end = held.runs.last().map_or(0, |(a, d)| a + d.len());
+        let mut buf = vec![0u8; end - start];
+        let mut at = start;
+        for (a, d) in &held.runs {
+            if *a > at {
+                below.read_direct(&mut buf[at - start..*a - start], base + at as u64)?;
+            }
+            buf[a - start..a - start + d.len()].copy_from_slice(d);
+            at = a + d.len();
+        }
+        Ok((start, buf))
     }
 
     /// Read through the cache: what is held overrides the members; a read

@@ -198,6 +198,7 @@ impl Rig {
                 stripes: if self.cfg.stripe_cache { 4 } else { 0 },
                 hold: Duration::from_millis(20),
             }),
+            ..StartOptions::default()
         }
     }
 

@@ -254,6 +254,7 @@ fn start_recorded(
             force: false,
             resync_unclean: false,
             stripe_cache: Some(StripeCacheConfig::default()),
+            ..StartOptions::default()
         },
         // Driven by nobody, on a clock that only this moves: nothing held
         // expires during the sequence.

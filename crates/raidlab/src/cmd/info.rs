@@ -537,6 +537,18 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             };
             rows.push((label, what));
         }
+        if let Some(j) = &s.status.journal {
+            rows.push((
+                "Journal",
+                format!(
+                    "{} on {}; {} stripes only in the journal; ring reclaimed {} times",
+                    j.mode.name(),
+                    j.device,
+                    j.stripes_only_in_journal,
+                    j.reclaims
+                ),
+            ));
+        }
         if let Some(c) = &s.status.stripe_cache {
             let st = &c.stats;
             rows.push((

@@ -87,6 +87,8 @@ struct ExportConfig {
     /// time in milliseconds (defaults: 64 and 20, as on the command line).
     stripe_cache: Option<usize>,
     stripe_hold_ms: Option<u64>,
+    /// md's journal mode: "write-through" (default) or "write-back".
+    journal_mode: Option<String>,
     /// How the members (or the file) are opened: "direct" (O_DIRECT) or
     /// "buffered" (the page cache); default: block devices direct, files
     /// buffered (see `raidlab_devices::IoMode::default_for`).
@@ -101,6 +103,17 @@ impl ExportConfig {
             .map(|s| s.parse::<IoMode>())
             .transpose()
             .map_err(|e| anyhow::anyhow!("export {:?}: io = {e}", self.name))
+    }
+
+    /// The journal mode asked for (md's default, write-through, if none).
+    fn journal_mode(&self) -> Result<raidlab_raid::journal::JournalMode> {
+        self.journal_mode
+            .as_deref()
+            .map_or(
+                Ok(Default::default()),
+                raidlab_raid::journal::JournalMode::parse,
+            )
+            .map_err(|e| anyhow::anyhow!("export {:?}: journal_mode = {e}", self.name))
     }
 
     fn stripe_cache(&self) -> raidlab_raid::stripe_cache::StripeCacheConfig {
@@ -167,6 +180,9 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
             c
         }
         None => {
+            if a.plain && a.journal_mode == crate::cli::JournalModeArg::WriteBack {
+                bail!("--journal-mode write-back is for an array with a write journal (RAID 4/5/6), not a --plain file");
+            }
             if a.members.is_empty() {
                 bail!("nothing to serve: give the members of an array, a file with --plain, or --config FILE");
             }
@@ -187,6 +203,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
+                    journal_mode: None,
                     io: a.io.mode().map(|m| m.to_string()),
                 }
             } else {
@@ -199,6 +216,7 @@ pub fn run(a: ServeArgs) -> Result<ExitCode> {
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
+                    journal_mode: Some(a.journal_mode.mode().name().to_string()),
                     io: a.io.mode().map(|m| m.to_string()),
                 }
             };
@@ -604,7 +622,14 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
     } else {
         OpenMode::ReadWrite
     };
+    let journal_mode = e.journal_mode()?;
     match (&e.file, e.members.is_empty()) {
+        (Some(_), true) if journal_mode == raidlab_raid::journal::JournalMode::WriteBack => {
+            bail!(
+                "export {:?}: journal_mode = \"write-back\" is for an array with a write journal (RAID 4/5/6), not a plain file",
+                e.name
+            )
+        }
         (Some(f), true) => {
             let v = Arc::new(
                 FileVolume::open_io(f, mode, e.io()?)
@@ -672,6 +697,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                     force: e.force,
                     resync_unclean: true,
                     stripe_cache: Some(e.stripe_cache()),
+                    journal_mode,
                 },
             )
             .with_context(|| format!("export {label:?}"))?;

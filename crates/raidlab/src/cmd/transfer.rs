@@ -246,6 +246,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
             force: a.force,
             resync_unclean: false,
             stripe_cache: Some(a.stripe.config()),
+            ..StartOptions::default()
         },
     )?;
     crate::open::say_started(&started.report, "");
