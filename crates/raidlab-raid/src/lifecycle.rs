@@ -207,9 +207,9 @@ impl Started {
             return Ok(Vec::new());
         }
         let mut recorded = Vec::new();
-        for (i, role, outcome) in self.asm.record_taken_out(&self.array)? {
-            let path = self.asm.members[i].device.path.clone();
-            outcome.map_err(|mut e| {
+        for t in self.asm.record_taken_out(&self.array)? {
+            let (path, role) = (self.asm.members[t.index].device.path.clone(), t.role);
+            t.outcome.map_err(|mut e| {
                 e.message = format!(
                     "{path} (role {role}) failed and cannot be recorded faulty: {}",
                     e.message

@@ -609,10 +609,7 @@ impl Assembly {
     /// commit's. Members recorded before are left alone, and so is a member
     /// being rebuilt into a slot after the running array took the slot's old
     /// member out: that is not the member it took out.
-    pub fn record_taken_out(
-        &mut self,
-        array: &crate::array::Array,
-    ) -> Result<Vec<(usize, usize, Result<Option<usize>>)>> {
+    pub fn record_taken_out(&mut self, array: &crate::array::Array) -> Result<Vec<TakenOut>> {
         let taken: Vec<(usize, usize)> = array
             .failed_members()
             .into_iter()
@@ -629,7 +626,11 @@ impl Assembly {
         Ok(taken
             .into_iter()
             .zip(outcomes)
-            .map(|((i, role), o)| (i, role, o))
+            .map(|((index, role), outcome)| TakenOut {
+                index,
+                role,
+                outcome,
+            })
             .collect())
     }
 
@@ -645,9 +646,9 @@ impl Assembly {
             }
         }
         let mut failed = Vec::new();
-        for (i, _, outcome) in self.record_taken_out(array)? {
-            outcome?;
-            failed.push(self.members[i].device.path.clone());
+        for t in self.record_taken_out(array)? {
+            t.outcome?;
+            failed.push(self.members[t.index].device.path.clone());
         }
         Ok(failed)
     }
@@ -701,4 +702,15 @@ impl Assembly {
             .map(|m| m.sb.dev_roles.clone())
             .unwrap_or_default()
     }
+}
+
+/// A member the running array took out, as [`Assembly::record_taken_out`]
+/// recorded it.
+#[derive(Debug)]
+pub struct TakenOut {
+    /// Index into the assembly's members.
+    pub index: usize,
+    pub role: usize,
+    /// The hot spare that took its slot, or why it could not be failed.
+    pub outcome: Result<Option<usize>>,
 }

@@ -406,7 +406,12 @@ impl LiveArray {
             }
         };
         let mut said = Vec::new();
-        for (i, role, outcome) in outcomes {
+        for crate::manage::TakenOut {
+            index: i,
+            role,
+            outcome,
+        } in outcomes
+        {
             let path = asm.members[i].device.path.clone();
             let spare = match outcome {
                 Ok(spare) => spare,
