@@ -106,6 +106,7 @@ pub(super) fn scrub_parity(
     report: &mut ScrubReport,
     names: &[String],
     repair: bool,
+    resync: bool,
 ) -> Vec<(usize, u64, usize)> {
     if present.iter().any(|&p| !p) {
         return scrub_parity_degraded(geo, bufs, present, pos, report, names, repair);
@@ -136,9 +137,14 @@ pub(super) fn scrub_parity(
         }
         report.mismatch_sectors += (PAGE as u64) / SECTOR;
         // RAID 6 with both P and Q wrong: a single bad data block shows as
-        // Qd = g^z * Pd for one slot z on every differing byte.
+        // Qd = g^z * Pd for one slot z on every differing byte. Never in a
+        // resync: after an unclean stop a stripe written at the crash may
+        // hold new data in some blocks and old in others, with old parity,
+        // and that can look like one bad block; "correcting" it would
+        // rewrite data the crash left right. A resync trusts the data and
+        // rewrites P and Q, as md's does.
         let located = match map.q {
-            Some(qm) if p_bad && q_bad => locate_data(
+            Some(qm) if p_bad && q_bad && !resync => locate_data(
                 &bufs[map.p][page..page + PAGE],
                 &p,
                 &bufs[qm][page..page + PAGE],

@@ -47,7 +47,7 @@ pub fn compare_parity(
     let missing = (0..present.len()).filter(|&r| !present[r]).collect();
     let mut report = ScrubReport::new(repair, missing);
     let names: Vec<String> = (0..present.len()).map(|r| format!("role {r}")).collect();
-    let fixes = compare::scrub_parity(geo, bufs, present, pos, &mut report, &names, repair);
+    let fixes = compare::scrub_parity(geo, bufs, present, pos, &mut report, &names, repair, false);
     (report.mismatch_sectors, fixes)
 }
 

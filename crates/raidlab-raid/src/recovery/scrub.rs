@@ -227,6 +227,7 @@ impl Assembly {
                 &mut report,
                 &names,
                 repair,
+                resync,
             );
             if repair && !fixes.is_empty() {
                 let writes: Vec<_> = fixes
