@@ -18,10 +18,11 @@
 //! would read a listed range (to compute parity) is refused rather than
 //! computed from unreadable data.
 
+use crate::exec::Failed;
 use crate::plan::Plan;
 use crate::planner::plan_read;
 use crate::recovery_plan::{plan_rebuild, plan_repair};
-use raidlab_core::{Error, ErrorKind, Op, Result};
+use raidlab_core::{Error, ErrorKind, IoKind, Op, Result};
 use raidlab_layout::Geometry;
 use raidlab_md::badblocks::BadRange;
 use std::sync::{Arc, Mutex, RwLock};
@@ -198,6 +199,62 @@ impl BadBlocks {
         match bad {
             Some(b) => b.avoiding(geo, live, make, |p| p),
             None => make(live),
+        }
+    }
+
+    /// A rebuild step of `[at, at+n)` of `role` into `target` (see
+    /// [`BadBlocks::rebuild_plan`]), run by `run`. A source member that
+    /// fails to read is left out and the step planned again from the others
+    /// while the level survives without it (RAID 6 rebuilding one role, a
+    /// mirror with another copy), as md's recovery reads around a source it
+    /// cannot read; `read_failed` is told of each such member. The new member
+    /// is written, never read: any other failure ends the step. The live
+    /// rebuild (`Array::recovery_step`) and the offline one
+    /// (`Assembly::rebuild`) both follow this rule.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rebuild_around<T>(
+        bad: Option<&BadBlocks>,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        at: u64,
+        n: u64,
+        target: usize,
+        mut run: impl FnMut(Plan) -> std::result::Result<T, Failed>,
+        mut read_failed: impl FnMut(usize),
+    ) -> Result<T> {
+        let mut live = live.to_vec();
+        loop {
+            let plan = Self::rebuild_plan(bad, geo, &live, role, at, n, target)?;
+            let f = match run(plan) {
+                Ok(t) => return Ok(t),
+                Err(f) => f,
+            };
+            let sources = f.kind == IoKind::Read
+                && !f.members.is_empty()
+                && f.members
+                    .iter()
+                    .all(|&m| m < geo.raid_disks && live.get(m).copied().unwrap_or(false));
+            if !sources {
+                return Err(*f.error);
+            }
+            for &m in &f.members {
+                live[m] = false;
+                read_failed(m);
+            }
+            let mut missing: Vec<usize> = (0..geo.raid_disks).filter(|&r| !live[r]).collect();
+            if !missing.contains(&role) {
+                missing.push(role);
+            }
+            if !geo.survives(&missing) {
+                let mut e = *f.error;
+                e.message = format!(
+                    "{}; the rebuild of role {role} cannot read around it (role(s) {missing:?} \
+                     unusable for this range)",
+                    e.message
+                );
+                return Err(e);
+            }
         }
     }
 
