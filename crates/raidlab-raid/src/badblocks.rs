@@ -15,8 +15,9 @@
 //! is read from the member again at once, a range it could not rewrite is
 //! avoided at once, and both changes wait there until the array's owner
 //! writes them to the member's log (`LiveArray::poll`). A write whose plan
-//! would read a listed range (to compute parity) is refused rather than
-//! computed from unreadable data.
+//! would read a listed range (to compute parity) is planned again without
+//! that member (`avoiding_with`), never computed from unreadable data; what
+//! the array then does about the member's blocks is `array/around.rs`'s.
 
 use crate::exec::Failed;
 use crate::plan::Plan;
@@ -153,6 +154,18 @@ impl BadBlocks {
         make: impl Fn(&[bool]) -> Result<T>,
         plan_of: impl Fn(&T) -> &Plan,
     ) -> Result<T> {
+        self.avoiding_with(geo, live, make, plan_of).map(|(t, _)| t)
+    }
+
+    /// [`BadBlocks::avoiding`], with the members it was made over (those of
+    /// `live` not left out).
+    pub fn avoiding_with<T>(
+        &self,
+        geo: &Geometry,
+        live: &[bool],
+        make: impl Fn(&[bool]) -> Result<T>,
+        plan_of: impl Fn(&T) -> &Plan,
+    ) -> Result<(T, Vec<bool>)> {
         let mut usable = live.to_vec();
         loop {
             let made = make(&usable)?;
@@ -164,7 +177,7 @@ impl BadBlocks {
                 })
                 .collect();
             let Some(&(role, (start, end))) = bad.first() else {
-                return Ok(made);
+                return Ok((made, usable));
             };
             for (r, _) in &bad {
                 usable[*r] = false;
@@ -275,19 +288,18 @@ impl BadBlocks {
         }
     }
 
-    /// Refuse a write whose plan reads a listed range (the old data or parity
-    /// it would compute from cannot be read).
+    /// Whether a write's plan reads a listed range (old data or parity it
+    /// would compute from, which cannot be read): errs naming the first. The
+    /// array then plans the write around it (`Array::plan_around_bad_blocks`).
     pub fn check_write(&self, plan: &Plan, offset: u64, len: u64) -> Result<()> {
         for op in plan.reads() {
             if let Some((start, end)) = self.hit(op.member, op.offset, op.length) {
                 return Err(Error::new(
-                    ErrorKind::Unsupported,
+                    ErrorKind::Unrecoverable,
                     Op::Write,
                     format!(
                         "this write would read member bytes {start}..{end} of role {}, which \
-                         md's bad-block log lists as bad, to compute parity; raidlab does not \
-                         write around bad blocks yet: write whole stripes there, or replace \
-                         the member first",
+                         md's bad-block log lists as bad, to compute parity",
                         op.member
                     ),
                 )
