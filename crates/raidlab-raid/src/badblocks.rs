@@ -15,13 +15,15 @@
 //! is read from the member again at once, a range it could not rewrite is
 //! avoided at once, and both changes wait there until the array's owner
 //! writes them to the member's log (`LiveArray::poll`). A write whose plan
-//! would read a listed range (to compute parity) is refused rather than
-//! computed from unreadable data.
+//! would read a listed range (to compute parity) is planned again without
+//! that member (`avoiding_with`), never computed from unreadable data; what
+//! the array then does about the member's blocks is `array/around.rs`'s.
 
+use crate::exec::Failed;
 use crate::plan::Plan;
 use crate::planner::plan_read;
 use crate::recovery_plan::{plan_rebuild, plan_repair};
-use raidlab_core::{Error, ErrorKind, Op, Result};
+use raidlab_core::{Error, ErrorKind, IoKind, Op, Result};
 use raidlab_layout::Geometry;
 use raidlab_md::badblocks::BadRange;
 use std::sync::{Arc, Mutex, RwLock};
@@ -152,6 +154,18 @@ impl BadBlocks {
         make: impl Fn(&[bool]) -> Result<T>,
         plan_of: impl Fn(&T) -> &Plan,
     ) -> Result<T> {
+        self.avoiding_with(geo, live, make, plan_of).map(|(t, _)| t)
+    }
+
+    /// [`BadBlocks::avoiding`], with the members it was made over (those of
+    /// `live` not left out).
+    pub fn avoiding_with<T>(
+        &self,
+        geo: &Geometry,
+        live: &[bool],
+        make: impl Fn(&[bool]) -> Result<T>,
+        plan_of: impl Fn(&T) -> &Plan,
+    ) -> Result<(T, Vec<bool>)> {
         let mut usable = live.to_vec();
         loop {
             let made = make(&usable)?;
@@ -163,7 +177,7 @@ impl BadBlocks {
                 })
                 .collect();
             let Some(&(role, (start, end))) = bad.first() else {
-                return Ok(made);
+                return Ok((made, usable));
             };
             for (r, _) in &bad {
                 usable[*r] = false;
@@ -201,6 +215,62 @@ impl BadBlocks {
         }
     }
 
+    /// A rebuild step of `[at, at+n)` of `role` into `target` (see
+    /// [`BadBlocks::rebuild_plan`]), run by `run`. A source member that
+    /// fails to read is left out and the step planned again from the others
+    /// while the level survives without it (RAID 6 rebuilding one role, a
+    /// mirror with another copy), as md's recovery reads around a source it
+    /// cannot read; `read_failed` is told of each such member. The new member
+    /// is written, never read: any other failure ends the step. The live
+    /// rebuild (`Array::recovery_step`) and the offline one
+    /// (`Assembly::rebuild`) both follow this rule.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rebuild_around<T>(
+        bad: Option<&BadBlocks>,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        at: u64,
+        n: u64,
+        target: usize,
+        mut run: impl FnMut(Plan) -> std::result::Result<T, Failed>,
+        mut read_failed: impl FnMut(usize),
+    ) -> Result<T> {
+        let mut live = live.to_vec();
+        loop {
+            let plan = Self::rebuild_plan(bad, geo, &live, role, at, n, target)?;
+            let f = match run(plan) {
+                Ok(t) => return Ok(t),
+                Err(f) => f,
+            };
+            let sources = f.kind == IoKind::Read
+                && !f.members.is_empty()
+                && f.members
+                    .iter()
+                    .all(|&m| m < geo.raid_disks && live.get(m).copied().unwrap_or(false));
+            if !sources {
+                return Err(*f.error);
+            }
+            for &m in &f.members {
+                live[m] = false;
+                read_failed(m);
+            }
+            let mut missing: Vec<usize> = (0..geo.raid_disks).filter(|&r| !live[r]).collect();
+            if !missing.contains(&role) {
+                missing.push(role);
+            }
+            if !geo.survives(&missing) {
+                let mut e = *f.error;
+                e.message = format!(
+                    "{}; the rebuild of role {role} cannot read around it (role(s) {missing:?} \
+                     unusable for this range)",
+                    e.message
+                );
+                return Err(e);
+            }
+        }
+    }
+
     /// A repair of what `role` holds for array bytes `[pos, pos+n)` (see
     /// `plan_repair`) that reads no listed range of another member.
     pub fn repair_plan(
@@ -218,19 +288,18 @@ impl BadBlocks {
         }
     }
 
-    /// Refuse a write whose plan reads a listed range (the old data or parity
-    /// it would compute from cannot be read).
+    /// Whether a write's plan reads a listed range (old data or parity it
+    /// would compute from, which cannot be read): errs naming the first. The
+    /// array then plans the write around it (`Array::plan_around_bad_blocks`).
     pub fn check_write(&self, plan: &Plan, offset: u64, len: u64) -> Result<()> {
         for op in plan.reads() {
             if let Some((start, end)) = self.hit(op.member, op.offset, op.length) {
                 return Err(Error::new(
-                    ErrorKind::Unsupported,
+                    ErrorKind::Unrecoverable,
                     Op::Write,
                     format!(
                         "this write would read member bytes {start}..{end} of role {}, which \
-                         md's bad-block log lists as bad, to compute parity; raidlab does not \
-                         write around bad blocks yet: write whole stripes there, or replace \
-                         the member first",
+                         md's bad-block log lists as bad, to compute parity",
                         op.member
                     ),
                 )

@@ -33,9 +33,11 @@ fn ci_sweep_finds_no_violation() {
         runs: runs(),
         ops: 120,
         level: None,
-        // Named in docs/reliability.md ("Known open gaps"): write errors and
-        // latent read errors are left out, and a failed member is taken out
-        // at once. `raidlab sim torture` without --skip-known-gaps runs them.
+        // Member failures, write errors and latent read errors are injected;
+        // left out are only power cuts while a role is troubled and faults
+        // beyond the level's tolerance, each for a gap docs/reliability.md
+        // names ("Known open gaps"; the rule: `torture/gaps.rs`).
+        // `raidlab sim torture` without --skip-known-gaps runs them.
         skip_known_gaps: true,
     };
     let s = sweep(&opts, |r| {

@@ -11,6 +11,7 @@
 //! request is cut into) and calls the stages in order; it decides no stage's
 //! question itself.
 
+mod around;
 mod durability;
 mod failure;
 mod rebuild;
@@ -364,10 +365,9 @@ impl Array {
             let plan = log
                 .plan(&self.geometry, &live, pos, n)
                 .map_err(|e| e.on_device(&self.name))?;
-            if let Some(b) = self.bad_blocks.get() {
-                b.check_write(&plan, pos, n)
-                    .map_err(|e| e.on_device(&self.name))?;
-            }
+            let (plan, around) = self
+                .plan_around_bad_blocks(log, plan, &live, pos, n)
+                .map_err(|e| e.on_device(&self.name))?;
             let _bits = log.make_safe(self, &plan, pos, n)?;
             let held = self.locks.lock(&plan.locks);
             // The rebuild may have passed these stripes between planning and
@@ -384,9 +384,13 @@ impl Array {
             match result {
                 Ok(()) => {
                     self.count_method(&plan);
+                    self.written_made_good(&plan);
+                    // Before the locks go: no read may find the left-out
+                    // blocks stale.
+                    let around = self.rewrite_around(&around, &view);
                     drop(held);
                     crate::planner::recycle(plan);
-                    return Ok(());
+                    return around;
                 }
                 // The journal could not be written: nothing of this piece went to
                 // the members. md stops writing to such an array; so does this.
@@ -418,8 +422,9 @@ impl Array {
                     for &r in &f.members {
                         self.take_out(r, &view);
                     }
+                    let around = self.rewrite_around(&around, &view);
                     drop(held);
-                    return self.survive_failure(f, pos, n);
+                    return self.survive_failure(f, pos, n).and(around);
                 }
                 // A read before the writes failed: repair it, then plan again.
                 Err(f) if attempt < self.failed.len() + 3 => {

@@ -366,43 +366,24 @@ impl Array {
                 return Ok(());
             }
             let bad = self.bad_blocks.get();
-            let mut live = live.clone();
-            loop {
-                let plan =
-                    BadBlocks::rebuild_plan(bad.as_deref(), &g, &live, rec.role, at, n, target)?;
-                let f = match run(plan, &mut out) {
-                    Ok(()) => return Ok(()),
-                    Err(f) => f,
-                };
-                // A source member that cannot be read is read around where
-                // the level still allows it (RAID 6 rebuilding one role, a
-                // mirror with another copy), as md's recovery does, and the
-                // error counts against that member as any read error does.
-                // The new member is written, never read: its errors are
-                // write errors and end the rebuild.
-                let sources = f.kind == IoKind::Read
-                    && !f.members.is_empty()
-                    && f.members.iter().all(|&m| m < g.raid_disks && live[m]);
-                if !sources {
-                    return Err(*f.error);
-                }
-                for &m in &f.members {
-                    live[m] = false;
+            // A source that cannot be read counts against that member as any
+            // read error does (taken out past MAX_READ_ERRORS).
+            BadBlocks::rebuild_around(
+                bad.as_deref(),
+                &g,
+                &live,
+                rec.role,
+                at,
+                n,
+                target,
+                |plan| run(plan, &mut out),
+                |m| {
                     let errors = self.read_errors[m].fetch_add(1, Ordering::Relaxed);
                     if errors + 1 > MAX_READ_ERRORS {
                         self.take_out(m, &view);
                     }
-                }
-                let missing: Vec<usize> = (0..g.raid_disks).filter(|&r| !live[r]).collect();
-                if !g.survives(&missing) {
-                    let mut e = *f.error;
-                    e.message = format!(
-                        "{}; the rebuild of role {} cannot read around it (role(s) {missing:?} unusable for this range)",
-                        e.message, rec.role
-                    );
-                    return Err(e);
-                }
-            }
+                },
+            )
         });
         if scratch.is_empty() {
             scratch.push(Vec::new());

@@ -342,8 +342,10 @@ impl Assembly {
                                     buf.resize(n as usize, 0);
                                     let read = Plan::read_one(role, at, n as usize);
                                     let r = run_plan(exec, &read, members, &mut buf).map(|()| buf);
-                                    let failed = r.is_err();
-                                    if ftx.send(r).is_err() || failed {
+                                    // A range that fails to read is read around
+                                    // by the combiner; the next ones are still
+                                    // this reader's.
+                                    if ftx.send(r).is_err() {
                                         break;
                                     }
                                 }
@@ -356,37 +358,64 @@ impl Assembly {
                                     break;
                                 }
                                 let (at, n) = (s.start, s.end - s.start);
-                                let got: Result<Vec<Option<Vec<u8>>>> = feeds
+                                // Every feed's part of this step is taken, whatever
+                                // one of them says, so that the next step's parts
+                                // line up.
+                                let got: Vec<Option<Result<Vec<u8>>>> = feeds
                                     .iter()
                                     .map(|f| {
-                                        f.as_ref()
-                                            .map(|(rx, _)| {
-                                                rx.recv().unwrap_or_else(|_| {
-                                                    Err(Error::new(
-                                                        ErrorKind::Io,
-                                                        Op::Read,
-                                                        "internal: a rebuild reader stopped",
-                                                    ))
-                                                })
+                                        f.as_ref().map(|(rx, _)| {
+                                            rx.recv().unwrap_or_else(|_| {
+                                                Err(Error::new(
+                                                    ErrorKind::Io,
+                                                    Op::Read,
+                                                    "internal: a rebuild reader stopped",
+                                                ))
                                             })
-                                            .transpose()
+                                        })
                                     })
                                     .collect();
-                                let r = got.and_then(|bufs| {
-                                    let mut out = free_rx.try_recv().unwrap_or_default();
-                                    out.resize(n as usize, 0);
-                                    let views: Vec<Option<&[u8]>> =
-                                        bufs.iter().map(|b| b.as_deref()).collect();
-                                    let r = streamed_step(
+                                let mut out = free_rx.try_recv().unwrap_or_default();
+                                out.resize(n as usize, 0);
+                                let r = if got.iter().flatten().all(|b| b.is_ok()) {
+                                    let views: Vec<Option<&[u8]>> = got
+                                        .iter()
+                                        .map(|b| b.as_ref().and_then(|b| b.as_deref().ok()))
+                                        .collect();
+                                    streamed_step(
                                         bad, &geometry, live, slot, at, n, &views, &mut out,
-                                    );
-                                    for (b, f) in bufs.into_iter().zip(&feeds) {
-                                        if let (Some(b), Some((_, back))) = (b, f) {
-                                            back.send(b).ok();
-                                        }
+                                    )
+                                } else {
+                                    // A source could not read its range: the step is
+                                    // planned and read again around it, by the rule
+                                    // the live rebuild follows.
+                                    BadBlocks::rebuild_around(
+                                        bad,
+                                        &geometry,
+                                        live,
+                                        slot,
+                                        at,
+                                        n,
+                                        geometry.raid_disks,
+                                        |plan| {
+                                            let (before, write) = split_write(plan);
+                                            run_failed(
+                                                exec,
+                                                &before,
+                                                members,
+                                                UserBuf::Read(&mut out),
+                                            )
+                                            .map(|()| write)
+                                        },
+                                        |_| {},
+                                    )
+                                };
+                                for (b, f) in got.into_iter().zip(&feeds) {
+                                    if let (Some(Ok(b)), Some((_, back))) = (b, f) {
+                                        back.send(b).ok();
                                     }
-                                    r.map(|write| (at, out, write))
-                                });
+                                }
+                                let r = r.map(|write| (at, out, write));
                                 let failed = r.is_err();
                                 if tx.send(r).is_err() || failed {
                                     break;
@@ -405,7 +434,7 @@ impl Assembly {
                                 let (at, n) = (s.start, s.end - s.start);
                                 let mut buf = free_rx.try_recv().unwrap_or_default();
                                 buf.resize(n as usize, 0);
-                                let r = BadBlocks::rebuild_plan(
+                                let r = BadBlocks::rebuild_around(
                                     bad,
                                     &geometry,
                                     live,
@@ -413,11 +442,13 @@ impl Assembly {
                                     at,
                                     n,
                                     geometry.raid_disks,
+                                    |plan| {
+                                        let (before, write) = split_write(plan);
+                                        run_failed(exec, &before, members, UserBuf::Read(&mut buf))
+                                            .map(|()| write)
+                                    },
+                                    |_| {},
                                 )
-                                .and_then(|plan| {
-                                    let (before, write) = split_write(plan);
-                                    run_plan(exec, &before, members, &mut buf).map(|()| write)
-                                })
                                 .map(|write| (at, buf, write));
                                 let failed = r.is_err();
                                 if tx.send(r).is_err() || failed {

@@ -106,13 +106,28 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
-        self.check_scrubbable(resync)?;
-        let missing = self.missing();
+        // A member the running array took out (a write to it failed) is
+        // still in the assembly until it is recorded faulty, and its blocks
+        // may be stale: it is missing for the scrub too, never read, never
+        // repaired from.
+        let mut missing = self.missing();
+        for r in running.map(Array::failed_members).unwrap_or_default() {
+            if !missing.contains(&r) {
+                missing.push(r);
+            }
+        }
+        missing.sort_unstable();
+        self.scrubbable_without(resync, &missing)?;
         // Missing roles have no area: nothing is read from or written to them.
         let areas: Vec<Option<Arc<dyn Volume>>> = self
             .slots
             .iter()
-            .map(|s| s.map(|i| self.area(i)).transpose())
+            .enumerate()
+            .map(|(r, s)| {
+                s.filter(|_| !missing.contains(&r))
+                    .map(|i| self.area(i))
+                    .transpose()
+            })
             .collect::<Result<_>>()?;
         let names: Vec<String> = self
             .slots
@@ -425,6 +440,11 @@ impl Assembly {
     /// left). A degraded array that still has some redundancy is scrubbed with
     /// what is left (md does the same).
     pub(super) fn check_scrubbable(&self, resync: bool) -> Result<()> {
+        self.scrubbable_without(resync, &self.missing())
+    }
+
+    /// [`Assembly::check_scrubbable`] with the roles in `missing` missing.
+    fn scrubbable_without(&self, resync: bool, missing: &[usize]) -> Result<()> {
         let geo = &self.geometry;
         if geo.level == Level::Raid0 {
             return Err(Error::invalid("RAID 0 has no redundancy to check"));
@@ -434,7 +454,7 @@ impl Assembly {
                 "a one-member array has no redundancy to check",
             ));
         }
-        let missing = self.missing();
+        let missing = missing.to_vec();
         if missing.is_empty() {
             return Ok(());
         }

@@ -17,6 +17,7 @@
 //! comes back, a live rebuild under load) is listed in docs/reliability.md.
 
 pub mod config;
+mod gaps;
 pub mod model;
 mod restart;
 mod run;
