@@ -191,7 +191,11 @@ fn a_raid6_resync_keeps_the_data_and_rewrites_p_and_q() {
     assert_eq!(got, vec![0x99; 4096], "the resync kept the data");
     let check = started
         .asm
-        .scrub(false, raidlab_raid::recovery::RunOptions::default(), &mut |_| {})
+        .scrub(
+            false,
+            raidlab_raid::recovery::RunOptions::default(),
+            &mut |_| {},
+        )
         .unwrap();
     assert_eq!(check.mismatch_sectors, 0, "P and Q follow the data");
     started.flush().unwrap();
