@@ -98,6 +98,7 @@ pub fn compare_mirror(
 /// covering `[pos, pos+len)` of the member areas; a role with `present[role]`
 /// false is missing and its buffer is ignored). With `repair`, fix `bufs` in
 /// place and return the ranges to write back.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn scrub_parity(
     geo: &Geometry,
     bufs: &mut [&mut [u8]],
