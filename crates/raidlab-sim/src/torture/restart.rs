@@ -277,7 +277,9 @@ impl Rig {
     /// The 4 KiB pages of each role's data area that hold a latent read
     /// error, as (role, member-area byte range).
     fn latent_pages(&self, asm: &Assembly) -> Vec<(usize, std::ops::Range<u64>)> {
-        const PAGE: u64 = 4096;
+        // The resync's repair unit, the engine's: the harness must not keep
+        // its own copy of it.
+        const PAGE: u64 = raidlab_raid::recovery::SCRUB_PAGE as u64;
         self.latent
             .iter()
             .filter_map(|(dev, r)| {
