@@ -3,10 +3,11 @@
 //! gaps"), each named here with the gap it avoids. Member failures, write
 //! errors and latent read errors are all injected; what is left out is
 //! - a power cut while a role is troubled (missing, taken out, or on a device
-//!   with a fault injected): the start after it fails on a member with write
-//!   or read errors instead of taking it out, and a member the running array
-//!   took out is recorded faulty only at a clean stop when no `LiveArray`
-//!   runs it (run 115), so the cut assembles it again as current;
+//!   with a fault injected). The two gaps it was made for are closed (a start
+//!   now takes out a member whose I/O fails; `Started::flush` records members
+//!   taken out, run 115), and the full sweep without this skip passes 298 of
+//!   300 runs; it stays until the CI sweep and the planted-bug runs are
+//!   derived again without it (the skip's draws decide both);
 //! - a fault that takes the array beyond its level's tolerance: what the
 //!   engine answers there (refusals, acknowledged writes the stripe cache
 //!   could not write out) is not triaged yet against the harness's model of
