@@ -132,11 +132,15 @@ impl Array {
     /// list reads back from them now (md clears a bad block a write succeeded
     /// on).
     pub(super) fn written_made_good(&self, plan: &Plan) {
-        if self.bad_blocks.get().is_none() {
+        let Some(listed) = self.bad_blocks.get() else {
             return;
-        }
+        };
+        // Almost every write hits nothing listed: looked up in the snapshot,
+        // so the list's write lock is taken only where a range is listed.
         for w in plan.writes() {
-            self.bad_blocks.made_good(w.member, w.offset, w.length);
+            if listed.hit(w.member, w.offset, w.length).is_some() {
+                self.bad_blocks.made_good(w.member, w.offset, w.length);
+            }
         }
     }
 }
