@@ -46,31 +46,7 @@ fi
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
-# Build every test binary once, so that the two runs below do not wait on
-# cargo's build lock.
-cargo test --workspace --no-run
-
-# The md VM binary (tests/md_compat.rs: its guest boots, one at a time, about
-# 15 minutes under TCG where KVM is missing) mostly waits on qemu, so it runs
-# beside the rest of the suite instead of after it; its lines are prefixed
-# "md_compat| ". The workspace run skips that binary's tests on purpose
-# (RAIDLAB_MDVM_ELSEWHERE: each says so and returns), since they run here.
-export RUST_BACKTRACE=1
-mdvm_status=$(mktemp)
-(
-    set +e
-    cargo test -p raidlab --test md_compat 2>&1 | sed -u 's/^/md_compat| /'
-    echo "${PIPESTATUS[0]}" >"$mdvm_status"
-) &
-mdvm_pid=$!
+# The md VM matrix is one long test; run it alongside the rest.
 # --no-fail-fast: one failing test binary must not hide whether the others pass;
 # the exit status is still non-zero when anything failed.
-set +e
-RAIDLAB_MDVM_ELSEWHERE=1 cargo test --workspace --no-fail-fast 2>&1
-suite=$?
-wait "$mdvm_pid"
-mdvm=$(cat "$mdvm_status")
-rm -f "$mdvm_status"
-set -e
-echo "test.sh: workspace suite exit status $suite; md VM binary (md_compat) exit status ${mdvm:-missing}"
-[ "$suite" = 0 ] && [ "${mdvm:-1}" = 0 ]
+RUST_BACKTRACE=1 cargo test --workspace --no-fail-fast 2>&1

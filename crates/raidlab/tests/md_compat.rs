@@ -20,9 +20,7 @@
 //! it, or the kernel boots neither under KVM nor TCG) the test prints
 //! `SKIPPED: Linux md compatibility: <why>` to stderr and returns; under CI
 //! (`CI=true`) or with `RAIDLAB_MDVM_REQUIRED=1` that is a failure.  Set
-//! `RAIDLAB_SKIP_MDVM=1` to skip on purpose (also printed loudly). `scripts/test.sh`
-//! runs this binary in a process of its own beside the workspace run and sets
-//! `RAIDLAB_MDVM_ELSEWHERE=1` on that run (`boots_here`).
+//! `RAIDLAB_SKIP_MDVM=1` to skip on purpose (also printed loudly).
 //! `RAIDLAB_MDVM_KEEP=1` keeps the work directory even when everything passes.
 //!
 //! A second test, `removed_member_stays_out_both_ways`, boots the guest twice
@@ -538,23 +536,6 @@ fn loud(msg: &str) {
     let _ = writeln!(std::io::stderr(), "{msg}");
 }
 
-/// Whether this process boots the guest. `RAIDLAB_MDVM_ELSEWHERE=1` is set by
-/// `scripts/test.sh` on the workspace run, because it runs this binary in a
-/// process of its own beside that run and fails the suite on its status; here
-/// the tests then only say so. `RAIDLAB_SKIP_MDVM=1` skips on purpose (a
-/// failure under CI, as every skip of the real md driver is).
-fn boots_here() -> bool {
-    if std::env::var_os("RAIDLAB_MDVM_ELSEWHERE").is_some_and(|v| v != "0") {
-        loud("md_compat: RAIDLAB_MDVM_ELSEWHERE is set: scripts/test.sh runs this binary in its own process (lines prefixed \"md_compat| \")");
-        return false;
-    }
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
-        return false;
-    }
-    true
-}
-
 fn skip(why: &str) {
     let msg = format!("SKIPPED: Linux md compatibility: {why}");
     loud(&format!(
@@ -939,7 +920,8 @@ fn sets_field(sets: &[Vec<usize>]) -> String {
 
 #[test]
 fn linux_md_compatibility_both_directions() {
-    if !boots_here() {
+    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
+        skip("RAIDLAB_SKIP_MDVM is set");
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
@@ -1878,7 +1860,8 @@ fn serve_then_stop(members: &[String], dir: &Path) -> Result<(), String> {
 ///   member 1 and writes again; md, given all four, must agree it is out.
 #[test]
 fn removed_member_stays_out_both_ways() {
-    if !boots_here() {
+    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
+        skip("RAIDLAB_SKIP_MDVM is set");
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
@@ -2124,7 +2107,8 @@ fn removed_member_stays_out_both_ways() {
 /// from counting members under an array started as every user starts one.
 #[test]
 fn a_sequential_write_stream_reads_almost_nothing_in_md_and_no_more_in_raidlab() {
-    if !boots_here() {
+    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
+        skip("RAIDLAB_SKIP_MDVM is set");
         return;
     }
     const STREAM_MIB: u64 = 48;
@@ -2338,7 +2322,8 @@ struct ReshapeCase {
 /// everywhere else the pattern.
 #[test]
 fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
-    if !boots_here() {
+    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
+        skip("RAIDLAB_SKIP_MDVM is set");
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
