@@ -11,8 +11,10 @@
 use raidlab_layout::Level;
 use raidlab_sim::torture::{run_one, sweep, Options, Plant};
 
-/// Runs of the CI sweep: about half a minute of CPU on the project's
-/// machine (docs/reliability.md has the figures).
+/// Runs of the CI sweep: about a minute of CPU on the project's machine
+/// since power cuts while a role is troubled joined it (60 s user, 127 s
+/// wall on a loaded machine, 2026-12-02); docs/reliability.md has the
+/// figures.
 const CI_RUNS: u64 = 1500;
 
 /// Runs of the CI sweep that fail on an engine gap found and not fixed yet
