@@ -75,6 +75,7 @@ fn check(h: Hunt) {
 const LOST: &str = "durable (flushed) data lost";
 const MISMATCH: &str = "mismatched sectors on a complete array";
 const WRONG: &str = "returned wrong data";
+const NEVER_ALLOWED: &str = "hold a value never allowed there";
 
 #[test]
 fn a_flush_acknowledged_before_the_members_flush_is_found() {
@@ -93,7 +94,7 @@ fn a_fua_write_without_a_flush_is_found() {
         bug: Bug::FuaWithoutFlush,
         level: None,
         skip_known_gaps: true,
-        found_at: 8,
+        found_at: 3,
         seen_as: LOST,
     });
 }
@@ -104,7 +105,7 @@ fn a_write_without_its_bitmap_mark_is_found() {
         bug: Bug::SkipBitmapMark,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 5,
+        found_at: 4,
         seen_as: MISMATCH,
     });
 }
@@ -115,8 +116,8 @@ fn a_stripe_written_without_its_partial_parity_log_is_found() {
         bug: Bug::SkipPplFirstStripe,
         level: Some(Level::Raid5),
         skip_known_gaps: true,
-        found_at: 296,
-        seen_as: MISMATCH,
+        found_at: 5,
+        seen_as: WRONG,
     });
 }
 
@@ -148,7 +149,7 @@ fn a_start_without_the_dirty_mark_is_found() {
         bug: Bug::NoDirtyMark,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 5,
+        found_at: 4,
         seen_as: MISMATCH,
     });
 }
@@ -159,8 +160,8 @@ fn a_bitmap_resync_that_skips_a_chunk_is_found() {
         bug: Bug::BitmapResyncSkipsFirstChunk,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 8,
-        seen_as: MISMATCH,
+        found_at: 56,
+        seen_as: WRONG,
     });
 }
 
@@ -170,8 +171,8 @@ fn a_journal_replay_that_drops_a_stripe_is_found() {
         bug: Bug::JournalReplayDropsLastStripe,
         level: Some(Level::Raid4),
         skip_known_gaps: true,
-        found_at: 10,
-        seen_as: MISMATCH,
+        found_at: 5,
+        seen_as: NEVER_ALLOWED,
     });
 }
 

@@ -157,9 +157,8 @@ pub struct SimTortureArgs {
     /// Only this RAID level: 0, 1, 4, 5, 6 or 10 (changes every run's draws).
     #[arg(long)]
     pub level: Option<String>,
-    /// Leave out the faults that hit the engine's known open gaps: power
-    /// cuts while a member is troubled, faults beyond the level's
-    /// tolerance (docs/reliability.md).
+    /// Leave out the faults that hit the engine's known open gaps: faults
+    /// beyond the level's tolerance (docs/reliability.md).
     #[arg(long)]
     pub skip_known_gaps: bool,
     /// Print each run's outcome as it ends.

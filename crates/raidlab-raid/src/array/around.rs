@@ -76,8 +76,15 @@ impl Array {
             if !self.member_live(view, role) {
                 continue; // taken out meanwhile: nothing of it is read again
             }
+            // Never from another left-out member: the write left its blocks
+            // stale too, in every row of the piece (it was planned without
+            // that member throughout, listed in one row or not), until its
+            // own turn here. The members the write was planned over hold
+            // the whole stripe, so they are enough.
             let mut sources = self.live_in(view);
-            sources[role] = false;
+            for &(left_out, _, _) in around {
+                sources[left_out] = false;
+            }
             let bad = self.bad_blocks.get();
             let mut buf = vec![0u8; len as usize];
             // Computed as a rebuild step is, reading around another member

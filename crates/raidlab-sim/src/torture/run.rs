@@ -330,7 +330,7 @@ impl Rig {
                 79..=80 if strict => self.spare_and_rebuild()?,
                 81..=82 if strict => self.check(op % 2 == 1)?,
                 83..=85 if strict => self.stop_and_start()?,
-                86..=88 if strict && !self.gap_holds_power_cut() => self.power_cut(false)?,
+                86..=88 if strict => self.power_cut(false)?,
                 _ => self.read(strict)?,
             }
         }
