@@ -11,18 +11,20 @@
 //!
 //! The volatile cache keeps two structures: a log of pending writes in arrival order
 //! (what a flush or a power cut applies to the inner volume) and a sector-indexed map
-//! of the newest pending bytes (what reads see over the inner volume). The map marks
-//! which bytes of each sector it holds, so unaligned writes need no read-modify-write
-//! of the inner volume and the inner volume is never read behind a reader's back.
+//! of the newest pending bytes (what reads see over the inner volume), both in
+//! [`overlay`]. The map marks which bytes of each sector it holds, so unaligned
+//! writes need no read-modify-write of the inner volume and the inner volume is
+//! never read behind a reader's back.
 
 use raidlab_core::{check_range_with, Error, ErrorKind, Op, Result, Volume};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::collections::BTreeMap;
-use std::fmt;
 use std::ops::Range;
 use std::sync::{Mutex, MutexGuard};
+
+mod overlay;
+use overlay::Overlay;
 
 /// Granularity of torn writes and of the read overlay: the atomic unit of a disk.
 pub const SECTOR: u64 = 512;
@@ -79,132 +81,6 @@ struct State {
     powered_off: bool,
     overlay: Overlay,
     stats: FaultStats,
-}
-
-#[derive(Default)]
-struct Overlay {
-    log: Vec<PendingWrite>,
-    sectors: BTreeMap<u64, Box<CachedSector>>,
-}
-
-struct PendingWrite {
-    offset: u64,
-    data: Vec<u8>,
-}
-
-struct CachedSector {
-    data: [u8; SECTOR as usize],
-    held: [bool; SECTOR as usize],
-}
-
-impl fmt::Debug for Overlay {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // The contents would drown any assertion message; the shape is what helps.
-        f.debug_struct("Overlay")
-            .field("pending_writes", &self.log.len())
-            .field("cached_sectors", &self.sectors.len())
-            .finish()
-    }
-}
-
-impl Overlay {
-    fn record(&mut self, data: &[u8], offset: u64) {
-        let mut pos = 0usize;
-        while pos < data.len() {
-            let abs = offset + pos as u64;
-            let index = abs / SECTOR;
-            let within = (abs % SECTOR) as usize;
-            let n = (SECTOR as usize - within).min(data.len() - pos);
-            let sector = self.sectors.entry(index).or_insert_with(|| {
-                Box::new(CachedSector {
-                    data: [0; SECTOR as usize],
-                    held: [false; SECTOR as usize],
-                })
-            });
-            sector.data[within..within + n].copy_from_slice(&data[pos..pos + n]);
-            sector.held[within..within + n].fill(true);
-            pos += n;
-        }
-        self.log.push(PendingWrite {
-            offset,
-            data: data.to_vec(),
-        });
-    }
-
-    /// Lay the cached bytes over `buf`, which holds what the medium has at `offset`.
-    fn overlay(&self, buf: &mut [u8], offset: u64) {
-        if buf.is_empty() || self.sectors.is_empty() {
-            return;
-        }
-        let end = offset + buf.len() as u64;
-        let first = offset / SECTOR;
-        let last = (end - 1) / SECTOR;
-        for (&index, sector) in self.sectors.range(first..=last) {
-            let sector_start = index * SECTOR;
-            let from = sector_start.max(offset);
-            let to = (sector_start + SECTOR).min(end);
-            for abs in from..to {
-                let i = (abs - sector_start) as usize;
-                if sector.held[i] {
-                    buf[(abs - offset) as usize] = sector.data[i];
-                }
-            }
-        }
-    }
-
-    fn clear(&mut self) {
-        self.log.clear();
-        self.sectors.clear();
-    }
-
-    /// Forget every pending byte of `[offset, offset+len)`: a FUA write put the
-    /// newest bytes of that range on the medium, and no older pending write
-    /// may land on top of them at a power cut. Pending writes that overlap are
-    /// cut into the pieces outside the range.
-    fn forget(&mut self, offset: u64, len: u64) {
-        let end = offset + len;
-        let mut kept = Vec::with_capacity(self.log.len());
-        for w in std::mem::take(&mut self.log) {
-            let w_end = w.offset + w.data.len() as u64;
-            if w_end <= offset || end <= w.offset {
-                kept.push(w);
-                continue;
-            }
-            if w.offset < offset {
-                let n = (offset - w.offset) as usize;
-                kept.push(PendingWrite {
-                    offset: w.offset,
-                    data: w.data[..n].to_vec(),
-                });
-            }
-            if end < w_end {
-                let from = (end - w.offset) as usize;
-                kept.push(PendingWrite {
-                    offset: end,
-                    data: w.data[from..].to_vec(),
-                });
-            }
-        }
-        self.log = kept;
-        if len == 0 {
-            return;
-        }
-        let first = offset / SECTOR;
-        let last = (end - 1) / SECTOR;
-        let mut empty = Vec::new();
-        for (&index, sector) in self.sectors.range_mut(first..=last) {
-            let start = index * SECTOR;
-            let from = (start.max(offset) - start) as usize;
-            let to = ((start + SECTOR).min(end) - start) as usize;
-            sector.held[from..to].fill(false);
-            if !sector.held.iter().any(|&h| h) {
-                empty.push(index);
-            }
-        }
-        for index in empty {
-            self.sectors.remove(&index);
-        }
-    }
 }
 
 fn overlaps(range: &Range<u64>, offset: u64, len: u64) -> bool {
@@ -339,28 +215,28 @@ impl<V: Volume> FaultVolume<V> {
     pub fn power_cut_with(&self, policy: PowerCutPolicy) -> Result<PowerCutReport> {
         let mut st = self.lock();
         st.powered_off = true;
-        let log = std::mem::take(&mut st.overlay.log);
-        st.overlay.clear();
+        let overlay = std::mem::take(&mut st.overlay);
+        let log = &overlay.log;
         let mut report = PowerCutReport::default();
         let mut survivors: Vec<(u64, &[u8])> = Vec::new();
         match policy {
             PowerCutPolicy::DropAll => report.dropped = log.len(),
             PowerCutPolicy::KeepAll => {
                 report.kept = log.len();
-                survivors.extend(log.iter().map(|w| (w.offset, w.data.as_slice())));
+                survivors.extend(log.iter().map(|w| (w.offset, overlay.data(w))));
             }
             PowerCutPolicy::Random(seed) => {
                 let mut rng = ChaCha8Rng::seed_from_u64(seed);
-                for w in &log {
+                for w in log {
                     match rng.gen_range(0..3u8) {
                         0 => report.dropped += 1,
                         1 => {
                             report.kept += 1;
-                            survivors.extend(sector_pieces(w.offset, &w.data));
+                            survivors.extend(sector_pieces(w.offset, overlay.data(w)));
                         }
                         _ => {
                             report.torn += 1;
-                            let pieces = sector_pieces(w.offset, &w.data);
+                            let pieces = sector_pieces(w.offset, overlay.data(w));
                             if rng.gen_bool(0.5) {
                                 let keep = rng.gen_range(0..=pieces.len());
                                 survivors.extend(pieces.into_iter().take(keep));
@@ -450,7 +326,7 @@ impl<V: Volume> FaultVolume<V> {
     /// emptied once all of them landed: replaying a prefix again is harmless.
     fn drain(&self, st: &mut State) -> Result<()> {
         for w in &st.overlay.log {
-            self.inner.write_at(&w.data, w.offset)?;
+            self.inner.write_at(st.overlay.data(w), w.offset)?;
         }
         st.overlay.clear();
         Ok(())

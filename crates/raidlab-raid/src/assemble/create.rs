@@ -57,6 +57,20 @@ pub fn create_with_metadata(
     journal: Option<NewMember>,
     version: MetadataVersion,
 ) -> Result<Assembly> {
+    let exec: Arc<dyn crate::exec::Executor> = Arc::new(crate::exec::ThreadPool::default());
+    create_with_executor(spec, members, journal, version, exec)
+}
+
+/// [`create_with_metadata`], the superblocks written by `exec`, which the
+/// new assembly keeps: a driver that decides the order of every member I/O
+/// (the torture harness's `exec::InOrder`) keeps it from the first write.
+pub fn create_with_executor(
+    spec: &CreateSpec,
+    members: Vec<NewMember>,
+    journal: Option<NewMember>,
+    version: MetadataVersion,
+    exec: Arc<dyn crate::exec::Executor>,
+) -> Result<Assembly> {
     if version == MetadataVersion::V0_90 {
         check_090(spec, members.len(), journal.is_some())?;
     }
@@ -292,7 +306,6 @@ pub fn create_with_metadata(
         .map(|m| Some(Arc::clone(&m.device.volume)))
         .collect();
     // The new array's executor writes its superblocks and keeps its plans.
-    let exec: Arc<dyn crate::exec::Executor> = Arc::new(crate::exec::ThreadPool::default());
     writes.run(exec.as_ref(), &table)?;
     Ok(Assembly::assemble(members.into_iter().map(|m| m.device).collect())?.with_executor(exec))
 }

@@ -22,7 +22,9 @@ mod reshape;
 mod superblocks;
 mod zones;
 
-pub use create::{create, create_with_journal, create_with_metadata, CreateSpec};
+pub use create::{
+    create, create_with_executor, create_with_journal, create_with_metadata, CreateSpec,
+};
 pub use create_zoned::{create_zoned, raid0_sizes_differ, ZonedSpec};
 pub use new_member::NewMember;
 

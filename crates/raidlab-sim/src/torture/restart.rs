@@ -68,6 +68,9 @@ impl Rig {
             return Ok(());
         }
         let mut asm = self.stop()?;
+        // The log start, the add and the rebuild run in order on this
+        // thread, as the started array's plans do.
+        asm.set_executor(self.exec.clone());
         lifecycle::start_logs(&mut asm).map_err(|e| format!("start the logs to add: {e}"))?;
         let dev = self.new_device();
         let path = dev.path.clone();

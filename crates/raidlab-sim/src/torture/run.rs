@@ -11,7 +11,7 @@ use raidlab_core::clock::ManualClock;
 use raidlab_core::{ErrorKind, SharedClock, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::Level;
-use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::{Executor, InOrder};
 use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
 use raidlab_raid::recovery::RunOptions;
@@ -261,7 +261,9 @@ impl Rig {
             bitmap_chunk: (c.policy == Policy::Bitmap).then_some(16 << 10),
             ppl: c.policy == Policy::Ppl,
         };
-        let asm = create_with_metadata(&spec, members, journal, c.metadata)
+        // The superblocks are written in order on this thread, as every
+        // other member I/O of the run (and no I/O thread is woken for them).
+        let asm = create_with_executor(&spec, members, journal, c.metadata, self.exec.clone())
             .map_err(|e| format!("create: {e}"))?;
         self.start(asm, false)
             .map_err(|e| format!("first start: {e}"))?;
