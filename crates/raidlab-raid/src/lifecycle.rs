@@ -109,6 +109,16 @@ impl Started {
                 "write-back is a way of writing: start the array for writing to use it",
             ));
         }
+        if opts.write && asm.reshape().is_some() {
+            // Refused before the dirty mark: a write into stripes half in
+            // one geometry and half in the other is not built, and marking
+            // the array dirty would leave it needing a resync for nothing.
+            return Err(raidlab_core::Error::new(
+                raidlab_core::ErrorKind::ReadOnly,
+                raidlab_core::Op::Open,
+                "the array is in the middle of a reshape: it reads (read-only) but takes no writes until the reshape is finished; finish it with `raidlab grow --continue` and the same members (or mdadm --grow --continue); nothing was written",
+            ));
+        }
         if let Some(d) = &driven {
             asm.set_executor(d.executor.clone());
         }

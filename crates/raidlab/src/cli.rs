@@ -665,9 +665,14 @@ pub struct GrowArgs {
     pub consistency_policy: Option<String>,
     /// RAID 1: the number of mirrors. Growing fills the new slots from hot
     /// spares and --add devices, then rebuilds them; shrinking needs the
-    /// slots that go to be empty. Other levels: refused (reshape).
+    /// slots that go to be empty. RAID 4/5/6: more members (a reshape, md's
+    /// way: the data offset moves down, the data is restriped onto the new
+    /// members; interrupted, `--continue` finishes it); fewer: refused.
     #[arg(long, short = 'n')]
     pub raid_devices: Option<usize>,
+    /// Finish a reshape that was interrupted (killed, crashed, stopped).
+    #[arg(long = "continue")]
+    pub continue_reshape: bool,
     /// With --raid-devices: devices to add into the new slots (a file that
     /// does not exist is created at --member-size).
     #[arg(long)]

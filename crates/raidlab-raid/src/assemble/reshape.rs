@@ -50,7 +50,12 @@ impl Assembly {
     }
 
     /// The data area of the member in `role` for one side of the reshape.
-    fn reshape_area(&self, role: usize, new: bool, bytes: u64) -> Result<Option<Arc<dyn Volume>>> {
+    pub(crate) fn reshape_area(
+        &self,
+        role: usize,
+        new: bool,
+        bytes: u64,
+    ) -> Result<Option<Arc<dyn Volume>>> {
         // A shrink's members past the new count have no slot (the array
         // has `raid_disks` of them) but still hold the old geometry's roles.
         let beyond = || {

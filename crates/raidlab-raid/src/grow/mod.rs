@@ -1,24 +1,28 @@
-//! `grow` without restriping, as md grows an array in place: use more (or
-//! less) of each member (`--size`), add or remove the internal write-intent
-//! bitmap, switch RAID 5 between resync and the partial parity log, and
-//! change the number of RAID 1 mirrors.
+//! `grow`, as md grows an array in place: use more (or less) of each member
+//! (`--size`), add or remove the internal write-intent bitmap, switch RAID 5
+//! between resync and the partial parity log, change the number of RAID 1
+//! mirrors, and add members to a RAID 4/5/6 (a reshape, `reshape`).
 //!
 //! Each change checks everything against md's rules first and writes only
 //! the members' metadata (superblocks, bitmap, an empty log area), with the
 //! event count raised, in one step; a change md refuses is refused with its
 //! reason and nothing written. The data itself is moved only by the resync
 //! and rebuild in `recovery` (the new space after `--size`, a new mirror).
-//! It must never move data between stripes: everything that restripes
-//! (reshape) is refused by [`reshape_not_built`].
+//! Only `reshape` moves data between stripes, and only for more members of
+//! a RAID 4/5/6; every other restripe (chunk, layout, level, fewer members)
+//! is refused by [`reshape_not_built`].
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
-//! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count.
+//! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count;
+//! `reshape` restripes onto more members.
 
 mod devices;
 mod policy;
+mod reshape;
 
 pub use devices::DevicesChange;
 pub use policy::Policy;
+pub use reshape::{ReshapePlan, ReshapeReport, MAX_MOVE_SECTORS};
 
 use crate::assemble::{geometry_of, Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -54,14 +58,14 @@ pub struct SizeChange {
     pub tightest_member: String,
 }
 
-/// The refusal of everything that restripes (`--raid-devices` of a striped
-/// level, `--level`, `--chunk`, `--layout`): nothing is written.
+/// The refusal of every restripe raidlab does not do (`--level`, `--chunk`,
+/// `--layout`, fewer members, RAID 0/10 members): nothing is written.
 pub fn reshape_not_built(what: &str) -> Error {
     Error::new(
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array (md's reshape), which raidlab does not do yet; nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy and --raid-devices of RAID 1"
+            "{what} restripes the array (md's reshape), which raidlab does not do yet; nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1 and more --raid-devices of RAID 4/5/6"
         ),
     )
 }

@@ -135,7 +135,7 @@ pub struct RebuiltMember {
     pub bitmap_based: bool,
 }
 
-fn stopped(opts: &RunOptions) -> bool {
+pub(crate) fn stopped(opts: &RunOptions) -> bool {
     opts.stop.is_some_and(|s| s.load(Ordering::Relaxed))
 }
 
@@ -148,7 +148,7 @@ fn interrupted(what: &str, pos: u64) -> Error {
 }
 
 /// The clock a run paces against: the one its options give, else the system's.
-fn clock_of(opts: &RunOptions) -> SharedClock {
+pub(crate) fn clock_of(opts: &RunOptions) -> SharedClock {
     opts.clock
         .clone()
         .unwrap_or_else(raidlab_core::clock::system)
@@ -156,7 +156,7 @@ fn clock_of(opts: &RunOptions) -> SharedClock {
 
 /// A long run's schedule over `ranges` as its options ask: step, rate and
 /// checkpoint cadence, started now on its clock.
-fn schedule(opts: &RunOptions, ranges: &[(u64, u64)], step: u64) -> LongRun {
+pub(crate) fn schedule(opts: &RunOptions, ranges: &[(u64, u64)], step: u64) -> LongRun {
     LongRun::new(
         ranges.iter().map(|&(a, b)| a..b),
         step,

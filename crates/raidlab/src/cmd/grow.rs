@@ -1,14 +1,16 @@
 //! `grow`: one in-place change of an array per run, offline, as mdadm
-//! --grow makes it without restriping (the rules are raidlab-raid's `grow`):
-//! --size, --bitmap, --consistency-policy, --raid-devices of a RAID 1. The
-//! resync of new space and the rebuild of new mirrors run right after (the
-//! long runs of `manage`), unless --no-sync. Everything that restripes is
-//! refused before anything is written.
+//! --grow makes it (the rules are raidlab-raid's `grow`): --size, --bitmap,
+//! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
+//! a RAID 4/5/6 (a reshape, run to its end here; `--continue` finishes one
+//! that was interrupted). The resync of new space and the rebuild of new
+//! mirrors run right after (the long runs of `manage`), unless --no-sync.
+//! Every other restripe is refused before anything is written.
 
 use crate::cli::{GrowArgs, GrowBitmap};
-use crate::cmd::manage::{assemble_rw, bar, new_device, options, print_rebuild};
+use crate::cmd::manage::{assemble_rw_checked, bar, new_device, options, print_rebuild};
 use anyhow::{bail, Result};
 use raidlab_core::size::parse_size;
+use raidlab_layout::Level;
 use raidlab_raid::assemble::Assembly;
 use raidlab_raid::grow::{reshape_not_built, Policy, SizeRequest};
 use raidlab_raid::manage::Added;
@@ -20,16 +22,20 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         a.bitmap.is_some(),
         a.consistency_policy.is_some(),
         a.raid_devices.is_some(),
+        a.continue_reshape,
         a.level.is_some() || a.chunk.is_some() || a.layout.is_some(),
     ]
     .iter()
     .filter(|&&c| c)
     .count();
     if changes == 0 {
-        bail!("nothing to change: give --size, --bitmap, --consistency-policy or --raid-devices (see `raidlab grow --help`)");
+        bail!("nothing to change: give --size, --bitmap, --consistency-policy, --raid-devices or --continue (see `raidlab grow --help`)");
     }
     if changes > 1 {
-        bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
+        bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices, --continue (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
+    }
+    if a.no_sync && a.continue_reshape {
+        bail!("--no-sync with --continue: --continue runs the reshape; leave the array as it is instead");
     }
     if !a.add.is_empty() && a.raid_devices.is_none() {
         bail!(
@@ -74,7 +80,21 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
             server.display()
         );
     }
-    let mut asm = assemble_rw(&a.members)?;
+    let mut asm = assemble_rw_checked(&a.members, |asm| {
+        // A reshape's refusals come before a log replay could write.
+        match a.raid_devices {
+            Some(n)
+                if matches!(
+                    asm.geometry.level,
+                    Level::Raid4 | Level::Raid5 | Level::Raid6
+                ) && asm.reshape().is_none() =>
+            {
+                asm.reshape_check(n, a.add.len())?;
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    })?;
     if a.level.is_some() || a.chunk.is_some() || a.layout.is_some() {
         let what = [
             a.level.as_ref().map(|l| format!("--level {l}")),
@@ -107,7 +127,16 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         outln!("raidlab: the consistency policy is now {}", p.name());
         return Ok(ExitCode::SUCCESS);
     }
+    if a.continue_reshape {
+        return run_reshape(asm, &a);
+    }
     if let Some(n) = a.raid_devices {
+        if matches!(
+            asm.geometry.level,
+            Level::Raid4 | Level::Raid5 | Level::Raid6
+        ) {
+            return grow_reshape(asm, n, &a);
+        }
         return grow_devices(asm, n, &a);
     }
     unreachable!("one change was counted above")
@@ -238,6 +267,92 @@ fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
         }
     } else if change.new_raid_devices > change.old_raid_devices {
         outln!("raidlab: the array is degraded until members are added (`raidlab add`)");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// More members for a RAID 4/5/6: every check first (the devices to add,
+/// md's rules for the reshape), then the devices go in as spares, the
+/// reshape is recorded in the superblocks and run to its end.
+fn grow_reshape(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
+    let mut adds = Vec::new();
+    let mut created = Vec::new();
+    let cleanup = |created: &[std::path::PathBuf]| {
+        for p in created {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    for p in &a.add {
+        match new_device(p, a.member_size) {
+            Ok((d, c)) => {
+                if c {
+                    created.push(p.clone());
+                }
+                adds.push(d);
+            }
+            Err(e) => {
+                cleanup(&created);
+                return Err(e);
+            }
+        }
+    }
+    let old = asm.geometry.raid_disks;
+    let checked = (|| -> Result<raidlab_raid::grow::ReshapePlan> {
+        if n > old && adds.len() > n - old {
+            bail!(
+                "{} device(s) given with --add but only {} new slot(s): add the others as spares with `raidlab add`; nothing was changed",
+                adds.len(),
+                n - old
+            );
+        }
+        let plan = asm.reshape_check(n, adds.len())?;
+        precheck_adds(&asm, &adds, a.force)?;
+        Ok(plan)
+    })();
+    let plan = match checked {
+        Ok(p) => p,
+        Err(e) => {
+            cleanup(&created);
+            return Err(e);
+        }
+    };
+    for d in adds {
+        let path = d.path.clone();
+        asm.add(d, a.force)?;
+        outln!("raidlab: {path} added as a spare for the reshape");
+    }
+    asm.reshape_start(plan)?;
+    outln!(
+        "raidlab: reshape started: raid devices {old} -> {n}; the data offset moves down {} KiB on every member",
+        plan.gap_sectors / 2
+    );
+    if a.no_sync {
+        outln!("raidlab: the array is mid-reshape (readable, read-only): `raidlab grow --continue` with the same members restripes it");
+        return Ok(ExitCode::SUCCESS);
+    }
+    run_reshape(asm, a)
+}
+
+/// Run the reshape the superblocks record to its end.
+fn run_reshape(mut asm: Assembly, a: &GrowArgs) -> Result<ExitCode> {
+    let report = asm.reshape_run(options(&a.run, false), &mut bar("reshape"))?;
+    if a.run.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        if report.resumed_from > 0 {
+            outln!(
+                "raidlab: reshape resumed at array byte {}",
+                report.resumed_from
+            );
+        }
+        outln!(
+            "raidlab: reshape done: raid devices {} -> {}; the array is {} bytes (was {}); data offset moved down {} bytes",
+            report.old_raid_devices,
+            report.new_raid_devices,
+            report.new_array_bytes,
+            report.old_array_bytes,
+            report.data_offset_moved_bytes
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

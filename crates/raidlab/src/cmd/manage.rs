@@ -34,6 +34,18 @@ pub(crate) fn assemble_rw(members: &[PathBuf]) -> Result<Assembly> {
     Ok(assemble_rw_replay(members)?.0)
 }
 
+/// [`assemble_rw`] with `check` asked of the assembly before its logs are
+/// started (a log replay writes): a refusal there changes nothing.
+pub(crate) fn assemble_rw_checked(
+    members: &[PathBuf],
+    check: impl FnOnce(&Assembly) -> Result<()>,
+) -> Result<Assembly> {
+    let mut asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
+    check(&asm)?;
+    start_logs(&mut asm)?;
+    Ok(asm)
+}
+
 fn assemble_rw_replay(members: &[PathBuf]) -> Result<(Assembly, Option<PplReplay>)> {
     let mut asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
     let replay = start_logs(&mut asm)?;

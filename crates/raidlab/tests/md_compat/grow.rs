@@ -11,6 +11,9 @@
 //!   (the bitmap resized, the new chunks marked and resynced);
 //! * `r5-bitmap-added`, `r1-bitmap-removed`: `--bitmap internal|none`;
 //! * `r1-2to3`: `--raid-devices 3 --add` (the new mirror rebuilt);
+//! * `r5-3to4`, `r6-4to5`: `--raid-devices N --add`, a reshape (the data
+//!   offset moved down, the data restriped), read whole and without the new
+//!   member (RAID 6: without it and the first);
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl.
 //!
 //! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
@@ -106,6 +109,24 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "3", "--add", "NEW"],
             sets: vec![vec![0, 1]],
+        },
+        Grown {
+            name: "r5-3to4",
+            level: 5,
+            devices: 3,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![3]],
+        },
+        Grown {
+            name: "r6-4to5",
+            level: 6,
+            devices: 4,
+            create: &["--chunk", "128K", "--layout", "left-asymmetric"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW"],
+            sets: vec![vec![0, 4]],
         },
         Grown {
             name: "r5-ppl-again",

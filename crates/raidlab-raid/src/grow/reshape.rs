@@ -1,0 +1,434 @@
+//! Reshape: more members for a RAID 4, 5 or 6 (`--raid-devices N` up),
+//! offline, the way md does it for metadata 1.1/1.2 without a backup file.
+//!
+//! What it decides:
+//! - whether md would reshape this array this way at all (level, metadata,
+//!   consistency policy, state), refusing with the reason and nothing written;
+//! - how far the data offset moves down (`new_offset`): half the room every
+//!   member has between its metadata and its data (so that a later reshape
+//!   finds room too), at least one chunk, in whole chunks, at most
+//!   [`MAX_MOVE_SECTORS`]; with less than one chunk of room the reshape
+//!   needs md's backup file, which is not built, and is refused;
+//! - the order of a step's I/O and when the position is checkpointed.
+//!
+//! The walk goes forwards over the new geometry's stripes. A step reads the
+//! old geometry's bytes of the array (zeros past the old end, as md fills the
+//! new space), writes them as whole stripes of the new geometry through a
+//! running [`Array`] (the planner and parity engine compute P and Q: a
+//! full-stripe write reads nothing), and flushes. The new geometry starts
+//! `gap` sectors lower on each member than the old one and has more data
+//! members, so its writes trail the old geometry's reads. The invariant, md's
+//! rule in its reshape loop: no write may land at or past where the old
+//! geometry's stripe holding the last checkpointed position begins, because
+//! a resume re-reads from that position. When the next step would, the
+//! position reached so far is made durable first (members flushed, then
+//! `reshape_position` in every superblock, events raised). A crash therefore
+//! at worst redoes the steps after the last checkpoint, reading old-geometry
+//! data that nothing has touched.
+//!
+//! Done, every superblock gets what md writes at the end of a reshape: the
+//! new member count and geometry, `data_offset + new_offset` as the data
+//! offset, the data size grown by the move, RESHAPE_ACTIVE and NEW_OFFSET
+//! cleared.
+//!
+//! It must never write a byte of the new geometry over old-geometry data a
+//! resume would still read, never compute parity itself, and never reshape
+//! anything but a forward grow of the member count (chunk, layout, level and
+//! shrinking stay [`super::reshape_not_built`]).
+
+use super::{refused, SECTOR};
+use crate::array::Array;
+use crate::assemble::{geometry_of, Assembly, MemberState};
+use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_layout::reshape::Reshape;
+use raidlab_layout::{Geometry, Level};
+use raidlab_md::superblock::{feature, MetadataVersion};
+use serde::Serialize;
+use std::sync::Arc;
+
+/// The most a reshape moves the data offset down (32 MiB): raidlab's cap, so
+/// that a later reshape still finds room; more only makes the first steps
+/// longer.
+pub const MAX_MOVE_SECTORS: u64 = 65536;
+
+/// md keeps a new data offset clear of the first 36 KiB from a 1.1/1.2
+/// superblock (the superblock and room for a bitmap).
+const SUPER_KEEP_SECTORS: u64 = 72;
+
+/// Data each member gets per step: large steps, few flushes.
+const STEP_MEMBER_BYTES: u64 = 4 << 20;
+
+/// What a reshape did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReshapeReport {
+    pub old_raid_devices: usize,
+    pub new_raid_devices: usize,
+    pub old_array_bytes: u64,
+    pub new_array_bytes: u64,
+    /// How far the data offset moved down on every member, in bytes.
+    pub data_offset_moved_bytes: u64,
+    /// Array byte the run started at (0, or where an interrupted one stopped).
+    pub resumed_from: u64,
+    /// Checkpoints of the position written during the run (the start and
+    /// the end not counted).
+    pub checkpoints: u64,
+}
+
+/// What the members of a grow would be: checked, nothing written.
+#[derive(Debug, Clone, Copy)]
+pub struct ReshapePlan {
+    pub old_raid_devices: usize,
+    pub new_raid_devices: usize,
+    /// Sectors the data offset moves down.
+    pub gap_sectors: u64,
+}
+
+impl Assembly {
+    /// Check a grow of a RAID 4/5/6 to `n` members against md's rules, with
+    /// `coming` devices about to be added as spares: nothing is written.
+    pub fn reshape_check(&self, n: usize, coming: usize) -> Result<ReshapePlan> {
+        let g = self.geometry;
+        let old = g.raid_disks;
+        let what = format!("--raid-devices {n} on {}", g.level.name());
+        if !matches!(g.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+            return Err(super::reshape_not_built(&what));
+        }
+        if self.reshape().is_some() {
+            return Err(refused(
+                "the array is in the middle of a reshape: finish it with `raidlab grow --continue` (same members) before another change; nothing was changed".into(),
+            ));
+        }
+        if n == old {
+            return Err(Error::invalid(format!(
+                "the array already has {n} raid devices: no change requested"
+            )));
+        }
+        if n < old {
+            return Err(super::reshape_not_built(&format!(
+                "{what} (fewer members: md shrinks the array size first, then reshapes backwards)"
+            )));
+        }
+        if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
+            return Err(Error::invalid(format!(
+                "--raid-devices {n} is more than md allows"
+            )));
+        }
+        let template = self.grow_template()?;
+        match template.version() {
+            MetadataVersion::V0_90 => {
+                return Err(refused(
+                    "metadata 0.90 has no new data offset, so md reshapes it only through a backup file (mdadm --backup-file), which raidlab does not build; nothing was changed".into(),
+                ))
+            }
+            MetadataVersion::V1_0 => {
+                // 1.0 keeps its superblock at the end: md could move the
+                // data offset down only if the data does not start at 0.
+            }
+            _ => {}
+        }
+        if self.bitmap.is_some() || template.feature_map & feature::BITMAP_OFFSET != 0 {
+            return Err(refused(
+                "the array has an internal bitmap, which a reshape must resize with it; raidlab does not build that yet: remove it (`raidlab grow --bitmap none`), grow, then add it back; nothing was changed".into(),
+            ));
+        }
+        if self.has_journal() || template.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0
+        {
+            return Err(refused(
+                "the array keeps a write journal or a partial parity log, which md does not carry through a reshape: switch it to resync first (`raidlab grow --consistency-policy resync`; a journal cannot be removed); nothing was changed".into(),
+            ));
+        }
+        self.grow_check_idle(&what)?;
+        if !self.missing().is_empty() {
+            return Err(refused(format!(
+                "the array is degraded (role(s) {:?} missing): reshaping a degraded array is not built; add and rebuild the missing member(s) first; nothing was changed",
+                self.missing()
+            )));
+        }
+        if !self.in_sync() {
+            return Err(refused(
+                "the array has a resync pending (not stopped cleanly, or a resync interrupted): a reshape computes parity from the data, which must be consistent first; run `raidlab resync`; nothing was changed".into(),
+            ));
+        }
+        let spares = self
+            .members
+            .iter()
+            .filter(|m| m.state == MemberState::Spare)
+            .count();
+        let need = n - old;
+        if spares + coming < need {
+            return Err(refused(format!(
+                "need {need} spare(s) for the new member slots and only have {} (mdadm: \"Need {need} spares to avoid degraded array\"): give the new members with --add; nothing was changed",
+                spares + coming
+            )));
+        }
+        let chunk = u64::from(template.chunksize).max(1);
+        Geometry::from_md(
+            template.level,
+            template.layout,
+            template.chunksize,
+            n as u32,
+            template.size,
+        )
+        .map_err(|e| refused(format!("{what}: {}; nothing was changed", e.message)))?;
+        // The room below the data on every member that will hold a role.
+        let mut least = u64::MAX;
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let room = room_below_data(&m.sb);
+            if room < chunk {
+                return Err(Error::new(
+                    ErrorKind::Refused,
+                    Op::Plan,
+                    format!(
+                        "{}: {} KiB free below the data (data offset {} sectors), less than one {} KiB chunk: md would move the data offset to reshape without a backup file, and with no room it needs a backup file (mdadm --backup-file), which raidlab does not build; nothing was changed",
+                        m.device.path,
+                        room / 2,
+                        m.sb.data_offset,
+                        chunk / 2
+                    ),
+                ));
+            }
+            least = least.min(room);
+        }
+        // Half the room, in whole chunks, never below one chunk (there is
+        // at least one: checked above), within the cap.
+        let gap = (least.min(MAX_MOVE_SECTORS * 2) / 2 / chunk).max(1) * chunk;
+        Ok(ReshapePlan {
+            old_raid_devices: old,
+            new_raid_devices: n,
+            gap_sectors: gap,
+        })
+    }
+
+    /// Start the reshape `plan` (from [`Assembly::reshape_check`], with the
+    /// new members already added as spares): spares take the new roles and
+    /// every superblock records the reshape at position 0, in one commit.
+    /// No data moves until [`Assembly::reshape_run`].
+    pub fn reshape_start(&mut self, plan: ReshapePlan) -> Result<()> {
+        let old = plan.old_raid_devices;
+        let n = plan.new_raid_devices;
+        let spares: Vec<usize> = (0..self.members.len())
+            .filter(|&i| self.members[i].state == MemberState::Spare)
+            .take(n - old)
+            .collect();
+        if spares.len() < n - old {
+            return Err(refused(format!(
+                "need {} spare(s) for the new member slots and only have {}; nothing was changed",
+                n - old,
+                spares.len()
+            )));
+        }
+        for (k, &s) in spares.iter().enumerate() {
+            let role = old + k;
+            let dev = self.members[s].sb.dev_number;
+            self.set_role(dev, role as u16);
+            self.members[s].role = Some(role);
+            self.members[s].state = MemberState::Active;
+            self.slots.push(Some(s));
+        }
+        let delta = (n - old) as i32;
+        let gap = i32::try_from(plan.gap_sectors)
+            .map_err(|_| Error::invalid("reshape: the data offset move does not fit md's field"))?;
+        self.commit(|sb| {
+            sb.raid_disks = n as u32;
+            sb.delta_disks = delta;
+            sb.new_level = sb.level;
+            sb.new_layout = sb.layout;
+            sb.new_chunk = sb.chunksize;
+            sb.reshape_position = 0;
+            sb.new_offset = -gap;
+            sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+            sb.feature_map &= !feature::RESHAPE_BACKWARDS;
+        })?;
+        self.geometry = geometry_of(&self.grow_template()?)?;
+        Ok(())
+    }
+
+    /// Carry the reshape the superblocks record to its end (from its
+    /// checkpointed position: a fresh one, or one stopped by a crash or a
+    /// stop request). Refused for a reshape of a kind raidlab does not do.
+    pub fn reshape_run(
+        &mut self,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ReshapeReport> {
+        let r = match self.reshape() {
+            None => {
+                return Err(Error::invalid(
+                    "the array is not in the middle of a reshape: nothing to continue",
+                ))
+            }
+            Some(r) => r?,
+        };
+        let template = self.grow_template()?;
+        let gap = i64::from(template.new_offset).unsigned_abs();
+        let supported = !r.backwards
+            && r.new.raid_disks > r.old.raid_disks
+            && r.old.level == r.new.level
+            && r.old.layout == r.new.layout
+            && r.old.chunk_bytes == r.new.chunk_bytes
+            && template.feature_map & feature::NEW_OFFSET != 0
+            && template.new_offset < 0
+            && matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6);
+        if !supported {
+            return Err(refused(
+                "this reshape (a shrink, a chunk, layout or level change, or one without a moved data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+            ));
+        }
+        if let Some(m) = self
+            .members
+            .iter()
+            .find(|m| m.is_live() && m.sb.new_offset != template.new_offset)
+        {
+            return Err(refused(format!(
+                "{}: its new_offset ({}) differs from the others' ({}): raidlab moves every member's data by the same amount; finish it with mdadm; nothing was changed",
+                m.device.path, m.sb.new_offset, template.new_offset
+            )));
+        }
+        if !self.missing().is_empty() {
+            return Err(refused(format!(
+                "role(s) {:?} missing: carrying on a degraded reshape is not built; nothing was changed",
+                self.missing()
+            )));
+        }
+        let chunk = r.new.chunk_bytes;
+        let gap_bytes = gap * SECTOR;
+        let old_sd = r.old.data_disks() as u64 * chunk;
+        let new_sd = r.new.data_disks() as u64 * chunk;
+        if r.position % new_sd != 0 {
+            return Err(refused(format!(
+                "reshape_position {} is not on a stripe boundary of the new geometry ({new_sd} bytes): not a position md or raidlab checkpoints; nothing was changed",
+                r.position
+            )));
+        }
+        let old_array = self.reshape_side(&r, false)?;
+        let new_array = self.reshape_side(&r, true)?;
+        let old_end = r.old.array_bytes();
+        let total = r.new.array_bytes();
+        let step = (STEP_MEMBER_BYTES / chunk).max(1) * new_sd;
+        let mut run = schedule(&opts, &[(r.position, total)], step);
+        let clock = clock_of(&opts);
+        let mut report = ReshapeReport {
+            old_raid_devices: r.old.raid_disks,
+            new_raid_devices: r.new.raid_disks,
+            old_array_bytes: old_end,
+            new_array_bytes: total,
+            data_offset_moved_bytes: gap_bytes,
+            resumed_from: r.position,
+            checkpoints: 0,
+        };
+        // Where the old geometry's stripe holding `pos` starts on each
+        // member, counted from the new data offset: what a resume from a
+        // checkpoint at `pos` still reads.
+        let keep_from = |pos: u64| gap_bytes + pos / old_sd * chunk;
+        let mut checkpointed = r.position;
+        let mut buf = Vec::new();
+        while let Some(s) = run.peek() {
+            if stopped(&opts) {
+                self.reshape_checkpoint(&new_array, s.start, &mut checkpointed)?;
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    Op::Write,
+                    format!(
+                        "reshape stopped at array byte {} of {total}; run `raidlab grow --continue` with the same members to finish it (the array reads meanwhile, read-only)",
+                        s.start
+                    ),
+                ));
+            }
+            let a = s.start;
+            // The new geometry writes member bytes [a, b) / new_sd * chunk.
+            let mut limit = keep_from(checkpointed) / chunk * new_sd;
+            if limit < a + new_sd.min(s.end - a) {
+                // The step would write where the last checkpoint still
+                // reads: move the checkpoint up to here first.
+                self.reshape_checkpoint(&new_array, a, &mut checkpointed)?;
+                report.checkpoints += 1;
+                limit = keep_from(checkpointed) / chunk * new_sd;
+            }
+            let b = s.end.min(limit);
+            if b <= a {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Plan,
+                    format!("reshape: no room to write the stripe at array byte {a} (move {gap_bytes} bytes): the superblocks' reshape fields are not ones raidlab wrote"),
+                ));
+            }
+            buf.clear();
+            buf.resize((b - a) as usize, 0);
+            if a < old_end {
+                let upto = b.min(old_end);
+                old_array.read_at(&mut buf[..(upto - a) as usize], a)?;
+            }
+            new_array.write_at(&buf, a)?;
+            if run.advance(b, (b - a) / r.new.data_disks() as u64) {
+                self.reshape_checkpoint(&new_array, b, &mut checkpointed)?;
+                report.checkpoints += 1;
+            }
+            progress(Progress { done: b, total });
+            run.wait(&*clock, &|| stopped(&opts));
+        }
+        new_array.flush()?;
+        self.reshape_finish()?;
+        Ok(report)
+    }
+
+    /// Make everything written up to array byte `at` durable, then record it
+    /// as the reshape position in every superblock (events raised).
+    fn reshape_checkpoint(&mut self, new: &Array, at: u64, done: &mut u64) -> Result<()> {
+        if at == *done {
+            return Ok(());
+        }
+        new.flush()?;
+        let sectors = at / SECTOR;
+        self.commit(|sb| sb.reshape_position = sectors)?;
+        *done = at;
+        Ok(())
+    }
+
+    /// The superblocks of a finished reshape, as md writes them.
+    fn reshape_finish(&mut self) -> Result<()> {
+        self.commit(|sb| {
+            let moved = i64::from(sb.new_offset);
+            sb.data_offset = (sb.data_offset as i64 + moved) as u64;
+            sb.data_size = (sb.data_size as i64 - moved) as u64;
+            sb.new_offset = 0;
+            sb.delta_disks = 0;
+            sb.reshape_position = 0;
+            sb.level = sb.new_level;
+            sb.layout = sb.new_layout;
+            sb.chunksize = sb.new_chunk;
+            sb.feature_map &=
+                !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS);
+        })?;
+        self.geometry = geometry_of(&self.grow_template()?)?;
+        Ok(())
+    }
+
+    /// One side of the reshape as a running array over the members' data
+    /// areas at that side's offset: the old one read-only.
+    fn reshape_side(&self, r: &Reshape, new: bool) -> Result<Array> {
+        let g = if new { r.new } else { r.old };
+        let vols = (0..g.raid_disks)
+            .map(|role| self.reshape_area(role, new, g.member_bytes))
+            .collect::<Result<Vec<Option<Arc<dyn Volume>>>>>()?;
+        let what = if new { "new geometry" } else { "old geometry" };
+        let a = Array::new(format!("reshape ({what})"), g, vols)?
+            .with_executor(Arc::clone(self.executor()));
+        Ok(if new { a } else { a.read_only() })
+    }
+}
+
+/// Sectors free below a member's data for the data to move into, by md's
+/// rule for a new offset: clear of the superblock's first 36 KiB and of the
+/// bad block log (metadata 1.0 keeps its metadata at the end: everything
+/// below the data is free).
+fn room_below_data(sb: &raidlab_md::Superblock) -> u64 {
+    if sb.super_offset >= sb.data_offset {
+        return sb.data_offset;
+    }
+    let mut floor = sb.super_offset + SUPER_KEEP_SECTORS;
+    if sb.bblog_size != 0 && sb.bblog_offset > 0 {
+        floor = floor.max(sb.super_offset + sb.bblog_offset as u64 + u64::from(sb.bblog_size));
+    }
+    sb.data_offset.saturating_sub(floor)
+}

@@ -1,0 +1,486 @@
+//! `raidlab grow --raid-devices N --add ...` of a RAID 4/5/6 (a reshape, md's
+//! way without a backup file: the data offset moves down and the data is
+//! restriped onto more members) on real member files. The data written
+//! before reads back byte for byte after, `check` finds no mismatch, the
+//! superblocks say what md writes at the end of a reshape; a grow killed
+//! (SIGKILL) at random points reads back exactly while stopped (read-only)
+//! and after `--continue`; every refusal leaves every member file as it was.
+
+use assert_cmd::Command;
+use std::path::Path;
+use std::time::Duration;
+
+const MIB: u64 = 1 << 20;
+
+fn run(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::cargo_bin("raidlab")
+        .unwrap()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(dir: &Path, args: &[&str]) -> String {
+    let o = run(dir, args);
+    assert!(
+        o.status.success(),
+        "raidlab {args:?} exited {}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn with<'a>(verb: &'a str, members: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+    std::iter::once(verb)
+        .chain(members.iter().copied())
+        .chain(extra.iter().copied())
+        .collect()
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    let mut x = seed as u32 | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn detail(d: &Path, members: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(d, &with("detail", members, &["--json"]))).unwrap()
+}
+
+fn examine(d: &Path, member: &str) -> serde_json::Value {
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(d, &["examine", member, "--json"])).unwrap();
+    v[0].clone()
+}
+
+fn export(d: &Path, members: &[&str]) -> Vec<u8> {
+    let o = run(d, &with("export", members, &[]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
+fn check_clean(d: &Path, members: &[&str]) {
+    let out = ok(d, &with("check", members, &[]));
+    assert!(out.contains("mismatch_cnt: 0"), "check: {out}");
+}
+
+fn create_filled(d: &Path, members: &[&str], size: &str, extra: &[&str]) -> Vec<u8> {
+    let mut args = vec!["--member-size", size];
+    args.extend_from_slice(extra);
+    ok(d, &with("create", members, &args));
+    let bytes = detail(d, members)["array_size_bytes"].as_u64().unwrap();
+    let a = pattern(bytes as usize, members.len() as u8 * 31 + 7);
+    std::fs::write(d.join("a.bin"), &a).unwrap();
+    ok(d, &with("import", members, &["--input", "a.bin"]));
+    a
+}
+
+fn files(d: &Path, names: &[&str]) -> Vec<Vec<u8>> {
+    names
+        .iter()
+        .map(|n| std::fs::read(d.join(n)).unwrap())
+        .collect()
+}
+
+/// After a grow from `old` to `new` members: the old data first, zeros in
+/// the new space, no mismatch, and md's end-of-reshape superblock fields.
+fn assert_grown(d: &Path, new: &[&str], old_len: usize, a: &[u8], old_offset: u64) {
+    let v = detail(d, new);
+    let member = v["member_data_bytes"].as_u64().unwrap();
+    let parity = match v["level"].as_str().unwrap() {
+        "raid6" => 2,
+        _ => 1,
+    };
+    let size = v["array_size_bytes"].as_u64().unwrap();
+    assert_eq!(size, (new.len() as u64 - parity) * member, "{v}");
+    assert_eq!(a.len() as u64, (old_len as u64 - parity) * member);
+    let got = export(d, new);
+    assert_eq!(got.len() as u64, size);
+    assert!(got[..a.len()] == *a, "the data before the grow changed");
+    assert!(
+        got[a.len()..].iter().all(|&b| b == 0),
+        "the new space is not zeros"
+    );
+    check_clean(d, new);
+    for m in new {
+        let e = examine(d, m);
+        assert_eq!(e["raid_devices"].as_u64(), Some(new.len() as u64), "{e}");
+        let f = e["feature_map"].as_u64().unwrap();
+        assert_eq!(f & (4 | 64), 0, "{m}: reshape flags left set: {e}");
+        let off = e["data_offset"].as_u64().unwrap();
+        assert!(off < old_offset, "{m}: data offset {off} did not move down");
+    }
+}
+
+fn data_offset(d: &Path, m: &str) -> u64 {
+    examine(d, m)["data_offset"].as_u64().unwrap()
+}
+
+#[test]
+fn raid5_grows_by_one_member_in_several_layouts_and_chunks() {
+    for (layout, chunk) in [
+        ("left-symmetric", "64K"),
+        ("right-asymmetric", "128K"),
+        ("left-asymmetric", "512K"),
+        ("right-symmetric", "32K"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = ["m0", "m1", "m2"];
+        let a = create_filled(
+            d,
+            &old,
+            "16M",
+            &["--level", "5", "--layout", layout, "--chunk", chunk],
+        );
+        let off = data_offset(d, "m0");
+        let out = ok(
+            d,
+            &with(
+                "grow",
+                &old,
+                &["--raid-devices", "4", "--add", "m3", "--member-size", "16M"],
+            ),
+        );
+        assert!(out.contains("reshape done"), "{layout} {chunk}: {out}");
+        let new = ["m0", "m1", "m2", "m3"];
+        assert_grown(d, &new, 3, &a, off);
+        assert_eq!(
+            detail(d, &new)["layout"].as_str(),
+            Some(layout),
+            "{layout} {chunk}"
+        );
+    }
+}
+
+#[test]
+fn raid6_and_raid4_grow_by_two_members_and_a_second_grow_finds_room() {
+    for level in ["6", "4"] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = ["m0", "m1", "m2", "m3"];
+        let a = create_filled(d, &old, "24M", &["--level", level, "--chunk", "128K"]);
+        let off = data_offset(d, "m0");
+        ok(
+            d,
+            &with(
+                "grow",
+                &old,
+                &[
+                    "--raid-devices",
+                    "6",
+                    "--add",
+                    "m4",
+                    "--add",
+                    "m5",
+                    "--member-size",
+                    "24M",
+                ],
+            ),
+        );
+        let new = ["m0", "m1", "m2", "m3", "m4", "m5"];
+        assert_grown(d, &new, 4, &a, off);
+        // What is there now, grown once more: half the room was left.
+        let b = export(d, &new);
+        let off = data_offset(d, "m0");
+        ok(
+            d,
+            &with(
+                "grow",
+                &new,
+                &["--raid-devices", "7", "--add", "m6", "--member-size", "24M"],
+            ),
+        );
+        let newer = ["m0", "m1", "m2", "m3", "m4", "m5", "m6"];
+        assert_grown(d, &newer, 6, &b, off);
+    }
+}
+
+#[test]
+fn a_hot_spare_takes_the_new_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1", "m2", "s0"];
+    ok(
+        d,
+        &with(
+            "create",
+            &m,
+            &["--member-size", "16M", "--level", "5", "--spares", "1"],
+        ),
+    );
+    let bytes = detail(d, &m)["array_size_bytes"].as_u64().unwrap();
+    let a = pattern(bytes as usize, 3);
+    std::fs::write(d.join("a.bin"), &a).unwrap();
+    ok(d, &with("import", &m, &["--input", "a.bin"]));
+    let off = data_offset(d, "m0");
+    ok(d, &with("grow", &m, &["--raid-devices", "4"]));
+    assert_grown(d, &m, 3, &a, off);
+}
+
+/// The array's state from m0's superblock: (reshape active, raid disks).
+fn state(d: &Path) -> (bool, u64) {
+    let e = examine(d, "m0");
+    (
+        e["feature_map"].as_u64().unwrap() & 4 != 0,
+        e["raid_devices"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn a_grow_killed_at_random_points_reads_back_exactly_and_continue_finishes_it() {
+    // A rate limit makes the run last a few seconds, so the kills land
+    // anywhere in it: between steps, inside a step's writes, inside a
+    // checkpoint. The delays come from a fixed seed (printed on failure).
+    let mut x: u32 = 0x9e37_79b9;
+    let mut delays = Vec::new();
+    for _ in 0..6 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        delays.push(Duration::from_millis(150 + u64::from(x % 2600)));
+    }
+    for (k, delay) in delays.into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let level = if k % 2 == 0 { "5" } else { "6" };
+        let old = ["m0", "m1", "m2", "m3"];
+        let a = create_filled(d, &old, "24M", &["--level", level, "--chunk", "64K"]);
+        let off = data_offset(d, "m0");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+            .current_dir(d)
+            .args(with(
+                "grow",
+                &old,
+                &[
+                    "--raid-devices",
+                    "5",
+                    "--add",
+                    "m4",
+                    "--member-size",
+                    "24M",
+                    "--max-rate",
+                    "8M",
+                ],
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+        let new = ["m0", "m1", "m2", "m3", "m4"];
+        let what = format!("RAID {level}, killed after {delay:?}");
+        match state(d) {
+            (true, 5) => {
+                // Stopped mid-reshape: the array reads (read-only) exactly.
+                let got = export(d, &new);
+                assert!(got == a, "{what}: the stopped array reads other bytes");
+                let out = ok(d, &with("grow", &new, &["--continue"]));
+                assert!(out.contains("reshape done"), "{what}: {out}");
+            }
+            (false, 4) => {
+                // Killed before the reshape was recorded: m4 may be a spare
+                // already; growing again takes it (or adds it).
+                let got = export(d, &old);
+                assert!(got == a, "{what}: the array changed before its reshape");
+                let spare = std::fs::metadata(d.join("m4")).is_ok()
+                    && run(d, &["examine", "m4", "--json"]).status.success();
+                if spare {
+                    ok(d, &with("grow", &new, &["--raid-devices", "5"]));
+                } else {
+                    let _ = std::fs::remove_file(d.join("m4"));
+                    ok(
+                        d,
+                        &with(
+                            "grow",
+                            &old,
+                            &["--raid-devices", "5", "--add", "m4", "--member-size", "24M"],
+                        ),
+                    );
+                }
+            }
+            (false, 5) => {}
+            s => panic!("{what}: unexpected state {s:?}"),
+        }
+        assert_grown(d, &new, 4, &a, off);
+    }
+}
+
+#[test]
+fn a_stop_request_checkpoints_and_continue_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2"];
+    let a = create_filled(d, &old, "32M", &["--level", "5", "--chunk", "64K"]);
+    let off = data_offset(d, "m0");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+        .current_dir(d)
+        .args(with(
+            "grow",
+            &old,
+            &[
+                "--raid-devices",
+                "4",
+                "--add",
+                "m3",
+                "--member-size",
+                "32M",
+                "--max-rate",
+                "8M",
+            ],
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SIGINT: the run stops at a step boundary and records where.
+    unsafe_sigint(child.id());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "the grow was not stopped: {err}");
+    assert!(err.contains("grow --continue"), "{err}");
+    let new = ["m0", "m1", "m2", "m3"];
+    let e = examine(d, "m0");
+    assert_eq!(e["feature_map"].as_u64().unwrap() & 4, 4, "{e}");
+    assert!(export(d, &new) == a);
+    // Writing a mid-reshape array is refused, with nothing changed.
+    let before = files(d, &new);
+    std::fs::write(d.join("b.bin"), vec![1u8; 4096]).unwrap();
+    let o = run(d, &with("import", &new, &["--input", "b.bin"]));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("middle of a reshape"), "{err}");
+    assert!(
+        files(d, &new) == before,
+        "a write changed a mid-reshape array"
+    );
+    let out = ok(d, &with("grow", &new, &["--continue"]));
+    assert!(out.contains("reshape resumed at array byte"), "{out}");
+    assert_grown(d, &new, 3, &a, off);
+}
+
+fn unsafe_sigint(pid: u32) {
+    let s = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(s.success());
+}
+
+#[test]
+fn refusals_say_why_and_change_no_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let r5 = ["a0", "a1", "a2"];
+    create_filled(d, &r5, "16M", &["--level", "5", "--chunk", "64K"]);
+    let r0 = ["z0", "z1"];
+    create_filled(d, &r0, "16M", &["--level", "0", "--chunk", "64K"]);
+    let r10 = ["t0", "t1", "t2", "t3"];
+    create_filled(d, &r10, "16M", &["--level", "10", "--chunk", "64K"]);
+    let old = ["o0", "o1", "o2"];
+    create_filled(d, &old, "16M", &["--level", "5", "--metadata", "0.90"]);
+    let end = ["e0", "e1", "e2"];
+    create_filled(d, &end, "16M", &["--level", "5", "--metadata", "1.0"]);
+    let bm = ["b0", "b1", "b2"];
+    create_filled(
+        d,
+        &bm,
+        "16M",
+        &["--level", "5", "--consistency-policy", "bitmap"],
+    );
+    let ppl = ["p0", "p1", "p2"];
+    create_filled(
+        d,
+        &ppl,
+        "16M",
+        &["--level", "5", "--consistency-policy", "ppl"],
+    );
+    // Degraded: the third member is gone.
+    create_filled(d, &["g0", "g1", "g2"], "16M", &["--level", "5"]);
+    std::fs::remove_file(d.join("g2")).unwrap();
+    let deg = ["g0", "g1"];
+    std::fs::write(d.join("plain"), vec![0u8; MIB as usize]).unwrap();
+    let all = [
+        "a0", "a1", "a2", "z0", "z1", "t0", "t1", "t2", "t3", "o0", "o1", "o2", "e0", "e1", "e2",
+        "b0", "b1", "b2", "p0", "p1", "p2", "g0", "g1", "plain",
+    ];
+    let add = |m: &[&'static str], n: &'static str| -> Vec<&'static str> {
+        let mut v = with("grow", m, &["--raid-devices", n]);
+        v.extend(["--add", "new", "--member-size", "16M"]);
+        v
+    };
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (with("grow", &r5, &["--raid-devices", "4"]), "need 1 spare"),
+        (add(&r5, "5"), "need 2 spare"),
+        (add(&r5, "2"), "fewer members"),
+        (add(&r5, "3"), "no change"),
+        (add(&r0, "3"), "reshape"),
+        (add(&r10, "5"), "reshape"),
+        (add(&old, "4"), "backup file"),
+        (add(&end, "4"), "backup file"),
+        (add(&bm, "4"), "--bitmap none"),
+        (add(&ppl, "4"), "consistency-policy resync"),
+        (add(&deg, "4"), "degraded"),
+        (
+            with(
+                "grow",
+                &r5,
+                &[
+                    "--raid-devices",
+                    "4",
+                    "--add",
+                    "tiny",
+                    "--member-size",
+                    "1M",
+                ],
+            ),
+            "needs",
+        ),
+        (
+            with(
+                "grow",
+                &r5,
+                &[
+                    "--raid-devices",
+                    "4",
+                    "--add",
+                    "plain",
+                    "--add",
+                    "new",
+                    "--member-size",
+                    "16M",
+                ],
+            ),
+            "new slot",
+        ),
+        (with("grow", &r5, &["--continue"]), "not in the middle"),
+        (with("grow", &r5, &["--level", "6"]), "reshape"),
+        (with("grow", &r5, &["--chunk", "128K"]), "reshape"),
+        (
+            with("grow", &r5, &["--continue", "--raid-devices", "4"]),
+            "one change per run",
+        ),
+    ];
+    for (args, why) in cases {
+        let before = files(d, &all);
+        let o = run(d, &args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(err.contains(why), "{args:?}: expected {why:?} in: {err}");
+        assert!(files(d, &all) == before, "{args:?} changed a member file");
+        for created in ["tiny", "new"] {
+            assert!(!d.join(created).exists(), "{args:?} left {created} behind");
+        }
+    }
+}
