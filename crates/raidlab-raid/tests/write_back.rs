@@ -147,6 +147,31 @@ fn an_acknowledged_write_is_in_the_journal_only_and_survives_a_crash() {
     // The power goes: no stop, nothing written out.
     drop(array);
     drop(started);
+    // Read-only, the members alone would give older data: refused, and the
+    // refusal wrote nothing; --force reads the members as they are.
+    let read_only = |force| {
+        Started::start(
+            Assembly::assemble(devs.to_vec()).unwrap(),
+            StartOptions {
+                force,
+                ..StartOptions::default()
+            },
+        )
+    };
+    let after_crash = members(&devs, 5);
+    let refused = read_only(false)
+        .err()
+        .expect("a read-only start was not refused");
+    assert!(
+        refused.message.contains("not on the members yet"),
+        "{refused}"
+    );
+    assert!(members(&devs, 5) == after_crash, "the refusal wrote");
+    let forced = read_only(true).unwrap();
+    let mut old = vec![0u8; 4096];
+    forced.array.read_at(&mut old, 4096).unwrap();
+    assert!(old != model[4096..8192], "--force did not read the members");
+    drop(forced);
     let replay = reopen_and_check(&devs, &model);
     // The three held stripes' rows as data only, the whole stripe's rows
     // (logged with parity when written out) whole.

@@ -16,6 +16,20 @@ impl Assembly {
     /// Stripes a start of the journal would change on the members (0 once
     /// started, without a journal, or after a clean stop). Reads only.
     pub fn journal_unreplayed(&self) -> Result<u64> {
+        let r = self.journal_dry_run()?;
+        Ok(r.stripes_replayed + r.data_only_stripes)
+    }
+
+    /// Stripes whose data is in the journal but not on the members: writes
+    /// acknowledged in write-back mode before an unclean stop, which reads of
+    /// the members alone would miss (0 once started, or after a clean stop).
+    /// Reads only.
+    pub fn journal_data_not_on_members(&self) -> Result<u64> {
+        Ok(self.journal_dry_run()?.data_not_on_members)
+    }
+
+    /// What a start of the journal would change, compared and not written.
+    fn journal_dry_run(&self) -> Result<crate::journal::JournalReplay> {
         let started = self
             .journal_handle
             .lock()
@@ -32,7 +46,7 @@ impl Assembly {
                     .with_executor(Arc::clone(&self.executor));
                 crate::journal::unreplayed(j.device.volume.as_ref(), &j.sb, &self.uuid, &plain)
             }
-            _ => Ok(0),
+            _ => Ok(Default::default()),
         }
     }
 

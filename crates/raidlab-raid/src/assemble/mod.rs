@@ -357,7 +357,25 @@ impl Assembly {
                 "refusing to start: the array has a write journal (md's JOURNAL feature) but its journal device is missing or stale, so writes it holds may be lost and stripes may be torn (mdadm: \"Not safe to assemble with missing or stale journal device\"). Give the journal device with the members; --force opens the array read-only without it",
             ));
         }
-        match self.state() {
+        let state = self.state();
+        // A complete array reads its data members directly, which is right
+        // after a crash in write-through mode (data reached the members
+        // before the write was acknowledged) but not in write-back mode,
+        // where acknowledged data may be in the journal only. A degraded
+        // array is refused below for any unreplayed stripe.
+        if state == ArrayState::Clean && self.has_journal() && !force {
+            let held = self.journal_data_not_on_members()?;
+            if held > 0 {
+                return Err(Error::new(
+                    ErrorKind::Refused,
+                    Op::Open,
+                    format!(
+                        "refusing to read: the write journal holds data for {held} stripe row(s) that is not on the members yet (writes acknowledged in write-back mode, or in flight, before an unclean stop), so reading the members alone would return older data. Open it for writing once (e.g. `raidlab resync` with these members and the journal) to replay the journal; --force reads the members as they are; nothing was written"
+                    ),
+                ));
+            }
+        }
+        match state {
             ArrayState::Failed => Err(Error::new(
                 ErrorKind::Unrecoverable,
                 Op::Open,

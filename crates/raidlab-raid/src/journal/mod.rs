@@ -106,6 +106,12 @@ pub struct JournalReplay {
     /// Stripes with data but no parity in the log (md's write-back mode leaves
     /// these): their data was written through the array, parity computed afresh.
     pub data_only_stripes: u64,
+    /// Of the stripes counted above, those whose logged *data* differs from
+    /// what the data members hold (counted by a dry run, which compares
+    /// instead of writing): writes acknowledged in md's write-back mode live
+    /// only in the journal until replayed, so reading the members alone
+    /// would return older data. Parity that differs is not counted here.
+    pub data_not_on_members: u64,
     /// The journal held no valid meta block at `journal_tail` (a new journal, or
     /// one md never started): a fresh log was begun, nothing replayed.
     pub fresh: bool,

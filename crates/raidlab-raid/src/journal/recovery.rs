@@ -57,24 +57,25 @@ pub(super) struct Row<'a> {
     pub(super) q: Option<&'a [u8]>,
 }
 
-/// How many stripes a start would change: the journal read from
-/// `journal_tail` as a replay would, each stripe's logged pages compared with
-/// what `array`'s members hold (nothing written). 0 after a clean stop (md's
-/// too: its tail block is replayed at every start but matches the members).
+/// What a start would change: the journal read from `journal_tail` as a
+/// replay would, each stripe's logged pages compared with what `array`'s
+/// members hold (nothing written). The report counts the stripes that differ
+/// (none after a clean stop; md's tail block is replayed at every start but
+/// matches the members) and, of those, the ones whose data differs.
 pub fn unreplayed(
     device: &dyn Volume,
     sb: &Superblock,
     set_uuid: &[u8; 16],
     array: &dyn ReplayTarget,
-) -> Result<u64> {
+) -> Result<JournalReplay> {
     let (_, ring) = fmt::ring(sb).map_err(|e| e.on_device(device.name()))?;
     let seed = fmt::uuid_seed(set_uuid);
     let cp = fmt::start_position(sb, ring);
     let Ok(mb) = MetaBlock::parse(&fmt::read_block(device, sb, cp)?, seed) else {
-        return Ok(0);
+        return Ok(JournalReplay::default());
     };
     if mb.position != cp {
-        return Ok(0);
+        return Ok(JournalReplay::default());
     }
     let geo = *array.geometry();
     let mut report = JournalReplay::default();
@@ -89,7 +90,7 @@ pub fn unreplayed(
         true,
         &mut report,
     )?;
-    Ok(report.stripes_replayed + report.data_only_stripes)
+    Ok(report)
 }
 
 /// Read the log from `cp` (sequence `seq`) and write complete stripes back, as
@@ -244,7 +245,19 @@ pub(super) fn write_back(
                     &ranges,
                     crate::plan::Space::Data,
                 )?;
-                now != writes.bytes()
+                // Compare range by range to tell data that is not on the
+                // members from parity that is merely stale.
+                let (mut at, mut any, mut data) = (0usize, false, false);
+                for &(member, _, len) in &ranges {
+                    let differs = now[at..at + len] != writes.bytes()[at..at + len];
+                    any |= differs;
+                    data |= differs && !parity_roles.contains(&Some(member));
+                    at += len;
+                }
+                if data {
+                    report.data_not_on_members += 1;
+                }
+                any
             } else {
                 writes.run(array.executor().as_ref(), &table)?;
                 false
@@ -263,6 +276,9 @@ pub(super) fn write_back(
                 } else {
                     array.write_at(page, *at)?;
                 }
+            }
+            if dry && changed {
+                report.data_not_on_members += 1;
             }
             if !dry || changed {
                 report.data_only_stripes += 1;
