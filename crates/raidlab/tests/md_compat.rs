@@ -42,7 +42,7 @@ mod grow;
 #[path = "md_compat/re_add.rs"]
 mod re_add;
 
-use common::{journal_crash, ppl_crash};
+use common::{journal_crash, journal_crash_write_back, ppl_crash};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -1134,7 +1134,9 @@ fn linux_md_compatibility_both_directions() {
         }
         if let Some(at) = crash_at {
             let region = &pat[at as usize..at as usize + 8192];
-            let crashed = if c.has("journalcrash") {
+            let crashed = if c.has("writeback") {
+                journal_crash_write_back(&members, at, region)
+            } else if c.has("journalcrash") {
                 journal_crash(&members, at, region)
             } else {
                 ppl_crash(&members, at, region)
@@ -1203,6 +1205,29 @@ fn linux_md_compatibility_both_directions() {
                 continue;
             }
             members[1] = fresh;
+        }
+        if c.has("writeback") {
+            // The crash left acknowledged data in the journal only: a read of
+            // the members alone must refuse rather than return older data,
+            // and a start for writing (here `resync`) replays it.
+            match export(&members, &dir.join("self.bin")) {
+                Err(e) if e.contains("not on the members yet") => {}
+                Err(e) => failures.push(format!(
+                    "{} B: export of the crashed write-back array failed, but not with the refusal expected: {e}",
+                    c.name
+                )),
+                Ok(_) => failures.push(format!(
+                    "{} B: export read the members of a crashed write-back array without replaying its journal",
+                    c.name
+                )),
+            }
+            let mut rargs: Vec<&str> = vec!["resync"];
+            rargs.extend(members.iter().map(String::as_str));
+            let o = raidlab(&rargs);
+            if !o.status.success() {
+                failures.push(format!("{} B: {}", c.name, describe(&rargs, &o)));
+                continue;
+            }
         }
         // raidlab must at least read back its own array
         match export(&members, &dir.join("self.bin")) {

@@ -75,9 +75,57 @@ pub fn ppl_crash(members: &[String], at: u64, data: &[u8]) -> Result<(), String>
 /// RAID 6) lose theirs. Parity is now stale for those rows; only a replay of
 /// the journal makes it right again.
 pub fn journal_crash(devices: &[String], at: u64, data: &[u8]) -> Result<(), String> {
+    journal_crash_in(devices, at, data, false)
+}
+
+/// [`journal_crash`] in md's write-back mode: `data` is written at `at` and
+/// flushed, so it is acknowledged while only the journal holds it (a
+/// write-back flush touches no member), then the power goes and every member
+/// loses whatever it had not flushed; the journal keeps its writes. The data
+/// is now nowhere but in the journal: only a replay of its data-only stripes
+/// brings it back.
+pub fn journal_crash_write_back(devices: &[String], at: u64, data: &[u8]) -> Result<(), String> {
+    journal_crash_in(devices, at, data, true)
+}
+
+fn journal_crash_in(
+    devices: &[String],
+    at: u64,
+    data: &[u8],
+    write_back: bool,
+) -> Result<(), String> {
     use raidlab_core::Volume;
     let err = |what: &str, e: &dyn std::fmt::Display| format!("journalcrash: {what}: {e}");
     let (faults, mut asm) = open_faulty(devices, "journalcrash")?;
+    if write_back {
+        // Write-back holds stripes in the stripe cache, which only an array
+        // started for writing has: start it as `raidlab serve` would.
+        if !asm.has_journal() {
+            return Err("journalcrash: the array has no journal".into());
+        }
+        let opts = raidlab_raid::lifecycle::StartOptions {
+            write: true,
+            journal_mode: raidlab_raid::journal::JournalMode::WriteBack,
+            ..Default::default()
+        };
+        let mut started = raidlab_raid::lifecycle::Started::start(asm, opts)
+            .map_err(|e| err("start in write-back mode", &e))?;
+        started
+            .array
+            .write_at(data, at)
+            .map_err(|e| err("write", &e))?;
+        started.flush().map_err(|e| err("flush", &e))?;
+        let lose: Vec<bool> = started
+            .asm
+            .members
+            .iter()
+            .map(|m| m.role.is_some())
+            .collect();
+        power_cut(&faults, |i| lose[i], "journalcrash")?;
+        // Everything is off now: dropping the started array writes nothing.
+        drop(started);
+        return Ok(());
+    }
     asm.start_journal()
         .map_err(|e| err("start the journal", &e))?
         .ok_or("journalcrash: the array has no journal")?;
