@@ -61,11 +61,12 @@ pub enum Command {
     Add(AddArgs),
     /// Copy a working member onto a new one while the array keeps full redundancy.
     Replace(ReplaceArgs),
-    /// Change an array in place, as mdadm --grow does without restriping:
-    /// --size (use more or less of each member), --bitmap internal|none,
-    /// --consistency-policy resync|ppl (RAID 5), --raid-devices of a RAID 1.
-    /// Restriping (--raid-devices of other levels, --level, --chunk,
-    /// --layout) is refused: not built yet.
+    /// Change an array in place, as mdadm --grow does: --size (use more or
+    /// less of each member), --bitmap internal|none, --consistency-policy
+    /// resync|ppl (RAID 5), --raid-devices of a RAID 1, and more members for
+    /// a RAID 4/5/6 (restriped offline; --continue resumes). Other
+    /// restriping (fewer members, RAID 0/10, --level, --chunk, --layout) is
+    /// refused: not built yet.
     #[command(after_help = GROW_HELP)]
     Grow(GrowArgs),
     /// Rebuild members being recovered (resumes where an earlier run stopped).
@@ -632,7 +633,9 @@ Examples:
   raidlab grow m0.img m1.img --size max          # members were grown: use all of them
   raidlab grow m0.img m1.img --bitmap internal   # add md's write-intent bitmap
   raidlab grow m0.img m1.img m2.img --consistency-policy ppl
-  raidlab grow m0.img m1.img --raid-devices 3 --add m2.img --member-size 1G";
+  raidlab grow m0.img m1.img --raid-devices 3 --add m2.img --member-size 1G
+  raidlab grow m0.img m1.img m2.img --raid-devices 4 --add m3.img   # RAID 5: restripe
+  raidlab grow m0.img m1.img m2.img m3.img --continue               # finish an interrupted one";
 
 /// `--bitmap`'s values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
