@@ -159,9 +159,9 @@ fn an_acknowledged_write_is_in_the_journal_only_and_survives_a_crash() {
         )
     };
     let after_crash = members(&devs, 5);
-    let refused = read_only(false)
-        .err()
-        .expect("a read-only start was not refused");
+    let Err(refused) = read_only(false) else {
+        panic!("a read-only start was not refused");
+    };
     assert!(
         refused.message.contains("not on the members yet"),
         "{refused}"
