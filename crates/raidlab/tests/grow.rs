@@ -5,70 +5,11 @@
 //! say what md would write, and `check` finds no mismatch once the new space
 //! is synced. Every refusal leaves every member file byte for byte as it was.
 
+mod common;
+
 use assert_cmd::Command;
+use common::verbs::*;
 use std::path::Path;
-
-const MIB: u64 = 1 << 20;
-
-fn run(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("raidlab")
-        .unwrap()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = run(dir, args);
-    assert!(
-        o.status.success(),
-        "raidlab {args:?} exited {}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn with<'a>(verb: &'a str, members: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
-    std::iter::once(verb)
-        .chain(members.iter().copied())
-        .chain(extra.iter().copied())
-        .collect()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    let mut x = seed as u32 | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
-fn detail(d: &Path, members: &[&str]) -> serde_json::Value {
-    serde_json::from_str(&ok(d, &with("detail", members, &["--json"]))).unwrap()
-}
-
-fn examine(d: &Path, member: &str) -> serde_json::Value {
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(d, &["examine", member, "--json"])).unwrap();
-    v[0].clone()
-}
-
-fn export(d: &Path, members: &[&str]) -> Vec<u8> {
-    let o = run(d, &with("export", members, &[]));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    o.stdout
-}
-
-fn check_clean(d: &Path, members: &[&str]) {
-    let out = ok(d, &with("check", members, &[]));
-    assert!(out.contains("mismatch_cnt: 0"), "check: {out}");
-}
 
 /// Create an array on 16 MiB members and fill it with a pattern; returns
 /// the pattern.
@@ -91,13 +32,6 @@ fn grow_files(d: &Path, members: &[&str], bytes: u64) {
             .unwrap();
         f.set_len(bytes).unwrap();
     }
-}
-
-fn files(d: &Path, names: &[&str]) -> Vec<Vec<u8>> {
-    names
-        .iter()
-        .map(|n| std::fs::read(d.join(n)).unwrap())
-        .collect()
 }
 
 /// Every member's data offset in bytes (the same on every member here).

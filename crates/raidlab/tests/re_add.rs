@@ -6,51 +6,8 @@
 
 mod common;
 
-use assert_cmd::Command;
+use common::verbs::*;
 use std::path::Path;
-
-const MIB: u64 = 1 << 20;
-
-fn run(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("raidlab")
-        .unwrap()
-        .current_dir(dir)
-        // Where a server of this test (and only of this test) is found.
-        .env("RAIDLAB_RUN_DIR", dir.join("run"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = run(dir, args);
-    assert!(
-        o.status.success(),
-        "raidlab {args:?} exited {}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn with<'a>(verb: &'a str, members: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
-    std::iter::once(verb)
-        .chain(members.iter().copied())
-        .chain(extra.iter().copied())
-        .collect()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    let mut x = seed as u32 | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
 
 fn size(d: &Path, members: &[&str]) -> usize {
     let v: serde_json::Value =
@@ -92,19 +49,6 @@ fn write_b(d: &Path, members: &[&str], mut data: Vec<u8>) -> Vec<u8> {
     );
     data[2 * MIB as usize..2 * MIB as usize + b.len()].copy_from_slice(&b);
     data
-}
-
-fn export(d: &Path, members: &[&str]) -> Vec<u8> {
-    let o = run(d, &with("export", members, &[]));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    o.stdout
-}
-
-fn files(d: &Path, names: &[&str]) -> Vec<Vec<u8>> {
-    names
-        .iter()
-        .map(|n| std::fs::read(d.join(n)).unwrap())
-        .collect()
 }
 
 /// The two figures of "resynced X bytes of Y" and the dirty chunk count of

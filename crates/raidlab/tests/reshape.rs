@@ -6,71 +6,11 @@
 //! (SIGKILL) at random points reads back exactly while stopped (read-only)
 //! and after `--continue`; every refusal leaves every member file as it was.
 
-use assert_cmd::Command;
+mod common;
+
+use common::verbs::*;
 use std::path::Path;
 use std::time::Duration;
-
-const MIB: u64 = 1 << 20;
-
-fn run(dir: &Path, args: &[&str]) -> std::process::Output {
-    Command::cargo_bin("raidlab")
-        .unwrap()
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(dir: &Path, args: &[&str]) -> String {
-    let o = run(dir, args);
-    assert!(
-        o.status.success(),
-        "raidlab {args:?} exited {}: {}",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn with<'a>(verb: &'a str, members: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
-    std::iter::once(verb)
-        .chain(members.iter().copied())
-        .chain(extra.iter().copied())
-        .collect()
-}
-
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    let mut x = seed as u32 | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
-}
-
-fn detail(d: &Path, members: &[&str]) -> serde_json::Value {
-    serde_json::from_str(&ok(d, &with("detail", members, &["--json"]))).unwrap()
-}
-
-fn examine(d: &Path, member: &str) -> serde_json::Value {
-    let v: serde_json::Value =
-        serde_json::from_str(&ok(d, &["examine", member, "--json"])).unwrap();
-    v[0].clone()
-}
-
-fn export(d: &Path, members: &[&str]) -> Vec<u8> {
-    let o = run(d, &with("export", members, &[]));
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    o.stdout
-}
-
-fn check_clean(d: &Path, members: &[&str]) {
-    let out = ok(d, &with("check", members, &[]));
-    assert!(out.contains("mismatch_cnt: 0"), "check: {out}");
-}
 
 fn create_filled(d: &Path, members: &[&str], size: &str, extra: &[&str]) -> Vec<u8> {
     let mut args = vec!["--member-size", size];
@@ -81,13 +21,6 @@ fn create_filled(d: &Path, members: &[&str], size: &str, extra: &[&str]) -> Vec<
     std::fs::write(d.join("a.bin"), &a).unwrap();
     ok(d, &with("import", members, &["--input", "a.bin"]));
     a
-}
-
-fn files(d: &Path, names: &[&str]) -> Vec<Vec<u8>> {
-    names
-        .iter()
-        .map(|n| std::fs::read(d.join(n)).unwrap())
-        .collect()
 }
 
 /// After a grow from `old` to `new` members: the old data first, zeros in

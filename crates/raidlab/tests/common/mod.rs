@@ -1,6 +1,8 @@
 //! Helpers shared by the CLI's integration tests.
 #![allow(dead_code)]
 
+pub mod verbs;
+
 use raidlab_devices::{FaultVolume, FileVolume, OpenMode, PowerCutPolicy};
 use raidlab_raid::assemble::{Assembly, Device};
 use std::path::Path;
