@@ -194,15 +194,14 @@ fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCo
     Ok(ExitCode::SUCCESS)
 }
 
-fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
-    // The devices to add are opened and checked before anything is written.
+/// Open (or create, at --member-size) every `--add` device before anything
+/// is written: the devices, and the files this run created, which
+/// [`cleanup`] removes again when the grow is refused.
+fn open_adds(
+    a: &GrowArgs,
+) -> Result<(Vec<raidlab_raid::assemble::Device>, Vec<std::path::PathBuf>)> {
     let mut adds = Vec::new();
     let mut created = Vec::new();
-    let cleanup = |created: &[std::path::PathBuf]| {
-        for p in created {
-            let _ = std::fs::remove_file(p);
-        }
-    };
     for p in &a.add {
         match new_device(p, a.member_size) {
             Ok((d, c)) => {
@@ -217,6 +216,19 @@ fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
             }
         }
     }
+    Ok((adds, created))
+}
+
+/// Remove the files a refused grow created (never a file that was there).
+fn cleanup(created: &[std::path::PathBuf]) {
+    for p in created {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
+    // The devices to add are opened and checked before anything is written.
+    let (adds, created) = open_adds(a)?;
     if n > asm.geometry.raid_disks && adds.len() > n - asm.geometry.raid_disks {
         cleanup(&created);
         bail!(
@@ -275,27 +287,7 @@ fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
 /// md's rules for the reshape), then the devices go in as spares, the
 /// reshape is recorded in the superblocks and run to its end.
 fn grow_reshape(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
-    let mut adds = Vec::new();
-    let mut created = Vec::new();
-    let cleanup = |created: &[std::path::PathBuf]| {
-        for p in created {
-            let _ = std::fs::remove_file(p);
-        }
-    };
-    for p in &a.add {
-        match new_device(p, a.member_size) {
-            Ok((d, c)) => {
-                if c {
-                    created.push(p.clone());
-                }
-                adds.push(d);
-            }
-            Err(e) => {
-                cleanup(&created);
-                return Err(e);
-            }
-        }
-    }
+    let (adds, created) = open_adds(a)?;
     let old = asm.geometry.raid_disks;
     let checked = (|| -> Result<raidlab_raid::grow::ReshapePlan> {
         if n > old && adds.len() > n - old {
