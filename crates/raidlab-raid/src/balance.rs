@@ -25,6 +25,7 @@
 //! lock while anything but the decision runs.
 
 use raidlab_layout::{Geometry, Level, Location};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// Reads planned on the array after a member's last one, after which a stream
@@ -61,6 +62,11 @@ struct State {
 #[derive(Debug, Default)]
 pub struct ReadBalance {
     state: Mutex<State>,
+    /// The copies may differ (an unclean start that was not resynced): every
+    /// read goes to the first usable copy, as md's raid1 reads the first
+    /// in-sync disk above `recovery_cp`, so two reads of the same block
+    /// never return different data.
+    first_only: AtomicBool,
 }
 
 impl ReadBalance {
@@ -70,7 +76,14 @@ impl ReadBalance {
                 heads: vec![Head::default(); members],
                 ..State::default()
             }),
+            first_only: AtomicBool::new(false),
         }
+    }
+
+    /// Send every read to the first usable copy while `yes` (the mirrors may
+    /// hold different data after an unclean stop, until a resync).
+    pub fn first_copy_only(&self, yes: bool) {
+        self.first_only.store(yes, Ordering::Release);
     }
 
     /// The planner's `hint` for a read of `len` bytes at array offset `offset`:
@@ -80,6 +93,7 @@ impl ReadBalance {
     /// change nothing.
     pub fn hint(&self, geo: &Geometry, present: &[bool], offset: u64, len: u64) -> usize {
         if !matches!(geo.level, Level::Raid1 | Level::Raid10)
+            || self.first_only.load(Ordering::Acquire)
             || len == 0
             || offset
                 .checked_add(len)

@@ -171,6 +171,13 @@ impl Started {
         // event count, which makes the bitmap look stale after a crash (every
         // chunk resynced instead of the few written).
         let array = Arc::new(asm.array()?);
+        if !consistent && redundant {
+            // Not resynced (a rebuild to resume first, nothing left to
+            // compare, or not asked): mirrors may differ where writes were in
+            // flight, and reads balanced over them could return one copy,
+            // then the other.
+            array.read_first_copy_only(true);
+        }
         if opts.write {
             // Parity arrays hold partial-stripe writes to merge them into
             // whole stripes, as md's stripe cache does.

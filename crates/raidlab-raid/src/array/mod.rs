@@ -250,6 +250,13 @@ impl Array {
             .clone()
     }
 
+    /// Read every mirrored block from its first usable copy while `yes`: for
+    /// an array started unclean and not resynced, whose copies may differ
+    /// (see `balance.rs`).
+    pub fn read_first_copy_only(&self, yes: bool) {
+        self.balance.first_copy_only(yes);
+    }
+
     /// The plan a read would follow (as `explain` shows it).
     pub fn plan_read(&self, offset: u64, len: u64) -> Result<Plan> {
         self.read_plan(&self.live(), offset, len)
