@@ -44,9 +44,16 @@ if [ ${#missing[@]} -gt 0 ]; then
     echo "test.sh: run this script as root to install them (packages: ${packages[*]}); the tests that need them will fail" >&2
 fi
 
+echo "test.sh: install and checks took ${SECONDS} s"
+phase=$SECONDS
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+echo "test.sh: fmt and clippy took $((SECONDS - phase)) s"
+phase=$SECONDS
 # The md VM matrix is one long test; run it alongside the rest.
 # --no-fail-fast: one failing test binary must not hide whether the others pass;
 # the exit status is still non-zero when anything failed.
-RUST_BACKTRACE=1 cargo test --workspace --no-fail-fast 2>&1
+status=0
+RUST_BACKTRACE=1 cargo test --workspace --no-fail-fast 2>&1 || status=$?
+echo "test.sh: cargo test took $((SECONDS - phase)) s (exit status $status); the whole run ${SECONDS} s"
+exit "$status"
