@@ -9,7 +9,7 @@
 pub mod direct;
 pub mod fault;
 pub mod file;
-mod lock;
+pub mod lock;
 pub mod memory;
 pub mod partition;
 pub mod recorded;

@@ -4,6 +4,8 @@
 //! /proc/locks tells. A lock held only for a moment is waited for (up to
 //! [`LOCK_WAIT`]): a process that is exiting, or a child another process
 //! forked while it had the member open, which holds the lock until it execs.
+//! [`writer_of`] tells, without locking, which process holds a member for
+//! writing (so a verb can wait for a `raidlab serve` that is starting).
 
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use std::fs::File;
@@ -57,8 +59,64 @@ pub(crate) fn lock(
     .on_device(name))
 }
 
+/// The process that holds a writer's (exclusive) lock on the member named
+/// `member` (a file, a block device, or `IMAGE@N`, whose image is locked),
+/// when another one does. `None` when readers may use it, when it cannot be
+/// opened, or when /proc/locks does not name the holder. Opens the member
+/// read-only and takes nothing: a shared lock that is granted is let go at
+/// once.
+pub fn writer_of(member: &std::path::Path) -> Option<Holder> {
+    use std::os::fd::AsRawFd;
+    let path = match crate::partition::MemberPath::parse(member) {
+        crate::partition::MemberPath::Whole(p) => p,
+        crate::partition::MemberPath::Partition { image, .. } => image,
+    };
+    let file = File::open(&path).ok()?;
+    // SAFETY: flock on a file descriptor we own; no memory is touched.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    if rc == 0 {
+        // Closing the file lets the shared lock go.
+        return None;
+    }
+    holder_of(&file.metadata().ok()?)
+}
+
+/// A process holding a member's lock, as /proc tells it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: u32,
+    /// Its command line, arguments joined by spaces (empty if unreadable).
+    pub command: String,
+}
+
+impl Holder {
+    /// Whether it is `raidlab serve` (whatever the binary's directory).
+    pub fn is_raidlab_serve(&self) -> bool {
+        let mut words = self.command.split(' ');
+        let program = words.next().unwrap_or_default();
+        std::path::Path::new(program)
+            .file_name()
+            .is_some_and(|n| n == "raidlab")
+            && words.next() == Some("serve")
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.command.is_empty() {
+            write!(f, "process {}", self.pid)
+        } else {
+            write!(f, "process {} ({})", self.pid, self.command)
+        }
+    }
+}
+
 /// Find which process holds a flock on this inode, from /proc/locks.
 fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
+    holder_of(meta).map(|h| h.to_string())
+}
+
+fn holder_of(meta: &std::fs::Metadata) -> Option<Holder> {
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     let dev = meta.dev();
     // /proc/locks prints MAJ:MIN:INODE with major and minor in hex.
@@ -85,12 +143,49 @@ fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
                         .join(" ")
                 })
                 .unwrap_or_default();
-            return Some(if cmd.is_empty() {
-                format!("process {pid}")
-            } else {
-                format!("process {pid} ({cmd})")
+            return Some(Holder {
+                pid: pid.parse().ok()?,
+                command: cmd,
             });
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FileVolume, OpenMode};
+
+    #[test]
+    fn the_writer_is_named_and_readers_are_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("m0");
+        let w = FileVolume::create_sparse(&p, 1 << 20).unwrap();
+        let h = writer_of(&p).expect("a member open for writing has a writer");
+        assert_eq!(h.pid, std::process::id());
+        assert!(!h.is_raidlab_serve(), "{h}");
+        drop(w);
+        assert_eq!(writer_of(&p), None, "let go");
+        let r = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
+        assert_eq!(writer_of(&p), None, "a reader is no writer");
+        // The probe took nothing: a writer can still have it once the reader goes.
+        drop(r);
+        FileVolume::open(&p, OpenMode::ReadWrite).unwrap();
+        assert_eq!(writer_of(&dir.path().join("absent")), None);
+    }
+
+    #[test]
+    fn raidlab_serve_is_told_by_its_program_and_verb() {
+        let h = |c: &str| Holder {
+            pid: 1,
+            command: c.into(),
+        };
+        assert!(h("/usr/local/bin/raidlab serve --socket s m0 m1").is_raidlab_serve());
+        assert!(h("raidlab serve").is_raidlab_serve());
+        assert!(!h("/usr/local/bin/raidlab rebuild m0 m1").is_raidlab_serve());
+        assert!(!h("/usr/bin/raidlab-old serve").is_raidlab_serve());
+        assert!(!h("").is_raidlab_serve());
+        assert_eq!(h("").to_string(), "process 1");
+    }
 }

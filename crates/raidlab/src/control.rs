@@ -172,54 +172,37 @@ pub fn absolute(p: &Path) -> PathBuf {
         .unwrap_or_else(|_| p.to_path_buf())
 }
 
-/// A server that serves the array of these members, if one runs.
+/// How long a verb waits for a `raidlab serve` that holds the members but
+/// does not answer yet: it locks and starts its arrays before it listens on
+/// its control socket, which takes seconds on a loaded machine.
+const STARTING_WAIT: Duration = Duration::from_secs(15);
+
+/// A server that serves the array of these members, if one runs. A server
+/// still starting (a member locked by `raidlab serve`, no control socket
+/// answering for it yet) is waited for, up to [`STARTING_WAIT`], so that a
+/// verb run right after `raidlab serve` reaches it instead of finding the
+/// members locked.
 pub fn find(members: &[PathBuf]) -> Result<Option<PathBuf>> {
     let paths = member_paths(members);
     if paths.is_empty() {
         return Ok(None);
     }
-    find_with(paths, None)
-}
-
-/// How long a verb that found a member locked asks again for a server:
-/// `raidlab serve` locks and starts its arrays before it listens on its
-/// control socket, which takes seconds on a loaded machine.
-const STARTING_WAIT: Duration = Duration::from_secs(15);
-
-/// `served` on the server that serves `members`, else `local` on the array
-/// itself. When `local` finds a member locked by another process, that may be
-/// a `raidlab serve` still starting (members locked, control socket not yet
-/// listening): the servers are asked again for [`STARTING_WAIT`] before the
-/// lock error is given. Only for verbs whose `local` changes nothing before it
-/// has every member's lock.
-pub fn served_or_local<T>(
-    members: &[PathBuf],
-    served: impl FnOnce(&Path) -> Result<T>,
-    local: impl FnOnce() -> Result<T>,
-) -> Result<T> {
-    if let Some(server) = find(members)? {
-        return served(&server);
-    }
-    let err = match local() {
-        Err(e) if is_busy(&e) => e,
-        r => return r,
-    };
     let t = std::time::Instant::now();
-    while t.elapsed() < STARTING_WAIT {
-        std::thread::sleep(Duration::from_millis(100));
-        if let Some(server) = find(members)? {
-            return served(&server);
+    loop {
+        if let Some(server) = find_with(paths.clone(), None)? {
+            return Ok(Some(server));
         }
+        if t.elapsed() >= STARTING_WAIT || !members.iter().any(|m| held_by_serve(m)) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
-    Err(err)
 }
 
-/// Whether `e` is a member held by another process.
-fn is_busy(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<raidlab_core::Error>()
-            .is_some_and(|x| x.kind == raidlab_core::ErrorKind::Busy)
-    })
+/// Whether a `raidlab serve` process holds `member`'s writer lock.
+fn held_by_serve(member: &Path) -> bool {
+    !crate::open::is_missing(member)
+        && raidlab_devices::lock::writer_of(member).is_some_and(|h| h.is_raidlab_serve())
 }
 
 /// A server that serves the cache on the device `cache`, if one runs.
@@ -337,43 +320,4 @@ pub fn send(mut stream: &UnixStream, reply: &Reply) -> std::io::Result<()> {
     let mut line = serde_json::to_string(reply).map_err(std::io::Error::other)?;
     line.push('\n');
     stream.write_all(line.as_bytes())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use raidlab_core::{Error, ErrorKind, Op};
-
-    /// A lock refusal under the open's context is what makes a verb ask the
-    /// servers again; any other failure is given at once.
-    #[test]
-    fn only_a_locked_member_counts_as_busy() {
-        let locked: Result<()> =
-            Err(Error::new(ErrorKind::Busy, Op::Lock, "locked").on_device("m0"))
-                .context("cannot use member m0");
-        assert!(is_busy(&locked.unwrap_err()));
-        let bad: Result<()> = Err(Error::new(ErrorKind::Invalid, Op::Read, "no superblock"))
-            .context("cannot use member m0");
-        assert!(!is_busy(&bad.unwrap_err()));
-        assert!(!is_busy(&anyhow::anyhow!("plain")));
-    }
-
-    /// Neither closure's result is swallowed: a local success or a local
-    /// error other than a lock comes back as it was, with no wait.
-    #[test]
-    fn local_results_come_back_unchanged_without_waiting() {
-        let dir = tempfile::tempdir().unwrap();
-        let members = [dir.path().join("m0")];
-        let t = std::time::Instant::now();
-        let ok = served_or_local(&members, |_| Ok(1), || Ok(2)).unwrap();
-        assert_eq!(ok, 2);
-        let err = served_or_local(
-            &members,
-            |_| Ok(1),
-            || -> Result<i32> { bail!("bad input") },
-        )
-        .unwrap_err();
-        assert_eq!(err.to_string(), "bad input");
-        assert!(t.elapsed() < STARTING_WAIT);
-    }
 }

@@ -428,6 +428,52 @@ fn served_state_becomes(members: &[PathBuf], want: &str) -> bool {
     false
 }
 
+/// `raidlab serve` locks and starts its arrays before its control socket
+/// answers; a verb run in that window must reach the server once it answers
+/// (or read the array before the server locked it), never fail because the
+/// members are locked. Tried at staggered delays after the spawn, on a RAID 6
+/// whose start writes every superblock.
+#[test]
+fn a_verb_run_while_serve_starts_reaches_the_server_not_the_locks() {
+    let d = tempfile::tempdir().unwrap();
+    let members = create(d.path(), "6", &["m0", "m1", "m2", "m3", "m4"], "16M");
+    for (i, delay_ms) in [0u64, 5, 10, 20, 40, 80].into_iter().enumerate() {
+        let sock = d.path().join(format!("s{i}.sock"));
+        let child = Command::new(bin())
+            .arg("serve")
+            .arg("--socket")
+            .arg(&sock)
+            .args(["-N", "a"])
+            .args(&members)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start raidlab serve");
+        let mut srv = Serve {
+            child: Some(child),
+            socket: sock,
+        };
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let out = Command::new(bin())
+            .args(["detail", "--json"])
+            .args(&members)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "detail {delay_ms} ms after serve started: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The server must be up before it is stopped cleanly.
+        while UnixStream::connect(&srv.socket).is_err() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(served_state_becomes(&members, "clean"));
+        let (st, err) = srv.signal(libc::SIGTERM);
+        assert!(st.success(), "serve after {delay_ms} ms: {st}: {err}");
+    }
+}
+
 /// md's rule for a running array's state, through `raidlab detail` of a
 /// served RAID 5: `clean` when idle (a fresh array, and 200 ms after the last
 /// write), `active` while writes come, the same word in text and JSON; and a

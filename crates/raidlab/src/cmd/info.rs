@@ -240,24 +240,19 @@ struct MemberJson {
 
 pub fn detail(d: DetailArgs) -> Result<ExitCode> {
     let a = d.members;
-    crate::control::served_or_local(
-        &a.members,
-        |server| {
-            if d.watch {
-                return crate::cmd::watch::run(server, &a.members, d.interval);
-            }
-            crate::cmd::live::detail(server, &a)
-        },
-        || {
-            if d.watch {
-                anyhow::bail!("--watch needs an array that `raidlab serve` is serving (it redraws the server's live figures); no server serves this one, so there is nothing live to watch: `raidlab detail` without --watch shows what the superblocks say");
-            }
-            let devices = open_members(&a.members, OpenMode::ReadOnly)?;
-            let asm = crate::open::assemble(devices)?;
-            out!("{}", render_detail(&asm, None, a.json)?);
-            Ok(ExitCode::SUCCESS)
-        },
-    )
+    if let Some(server) = crate::control::find(&a.members)? {
+        if d.watch {
+            return crate::cmd::watch::run(&server, &a.members, d.interval);
+        }
+        return crate::cmd::live::detail(&server, &a);
+    }
+    if d.watch {
+        anyhow::bail!("--watch needs an array that `raidlab serve` is serving (it redraws the server's live figures); no server serves this one, so there is nothing live to watch: `raidlab detail` without --watch shows what the superblocks say");
+    }
+    let devices = open_members(&a.members, OpenMode::ReadOnly)?;
+    let asm = crate::open::assemble(devices)?;
+    out!("{}", render_detail(&asm, None, a.json)?);
+    Ok(ExitCode::SUCCESS)
 }
 
 /// mdadm's words for the state of an array (`clean` or `active`, then
