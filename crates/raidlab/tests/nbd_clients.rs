@@ -72,6 +72,13 @@ struct Serve {
 
 impl Serve {
     fn start(socket: &Path, args: &[&str], members: &[PathBuf]) -> Serve {
+        let mut s = Serve::spawn(socket, args, members);
+        s.wait_listening();
+        s
+    }
+
+    /// Started, without waiting for it to listen.
+    fn spawn(socket: &Path, args: &[&str], members: &[PathBuf]) -> Serve {
         let child = Command::new(bin())
             .arg("serve")
             .arg("--socket")
@@ -82,12 +89,19 @@ impl Serve {
             .stderr(Stdio::piped())
             .spawn()
             .expect("cannot start raidlab serve");
-        let mut s = Serve {
+        Serve {
             child: Some(child),
             socket: socket.to_path_buf(),
-        };
+        }
+    }
+
+    /// Wait until its NBD socket takes connections; panics with its error
+    /// output if it exits first.
+    fn wait_listening(&mut self) {
+        let socket = self.socket.clone();
+        let s = self;
         let t = Instant::now();
-        while UnixStream::connect(socket).is_err() {
+        while UnixStream::connect(&socket).is_err() {
             if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 let mut err = String::new();
                 let _ = s
@@ -103,7 +117,6 @@ impl Serve {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        s
     }
 
     fn uri(&self, export: &str) -> String {
@@ -439,20 +452,7 @@ fn a_verb_run_while_serve_starts_reaches_the_server_not_the_locks() {
     let members = create(d.path(), "6", &["m0", "m1", "m2", "m3", "m4"], "16M");
     for (i, delay_ms) in [0u64, 5, 10, 20, 40, 80].into_iter().enumerate() {
         let sock = d.path().join(format!("s{i}.sock"));
-        let child = Command::new(bin())
-            .arg("serve")
-            .arg("--socket")
-            .arg(&sock)
-            .args(["-N", "a"])
-            .args(&members)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start raidlab serve");
-        let mut srv = Serve {
-            child: Some(child),
-            socket: sock,
-        };
+        let mut srv = Serve::spawn(&sock, &["-N", "a"], &members);
         std::thread::sleep(Duration::from_millis(delay_ms));
         let out = Command::new(bin())
             .args(["detail", "--json"])
@@ -465,9 +465,7 @@ fn a_verb_run_while_serve_starts_reaches_the_server_not_the_locks() {
             String::from_utf8_lossy(&out.stderr)
         );
         // The server must be up before it is stopped cleanly.
-        while UnixStream::connect(&srv.socket).is_err() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        srv.wait_listening();
         assert!(served_state_becomes(&members, "clean"));
         let (st, err) = srv.signal(libc::SIGTERM);
         assert!(st.success(), "serve after {delay_ms} ms: {st}: {err}");
