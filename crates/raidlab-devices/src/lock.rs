@@ -22,23 +22,16 @@ pub(crate) fn lock(
     exclusive: bool,
     meta: &std::fs::Metadata,
 ) -> Result<()> {
-    use std::os::fd::AsRawFd;
     let how = if exclusive {
         libc::LOCK_EX
     } else {
         libc::LOCK_SH
-    } | libc::LOCK_NB;
+    };
     let waited = std::time::Instant::now();
     let mut pause = std::time::Duration::from_millis(5);
     loop {
-        // SAFETY: flock on a file descriptor we own; no memory is touched.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), how) };
-        if rc == 0 {
+        if try_flock(file, how).map_err(|e| Error::io(Op::Lock, name, e))? {
             return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EWOULDBLOCK) {
-            return Err(Error::io(Op::Lock, name, err));
         }
         if waited.elapsed() >= LOCK_WAIT {
             break;
@@ -59,6 +52,22 @@ pub(crate) fn lock(
     .on_device(name))
 }
 
+/// `flock(how | LOCK_NB)` on `file`: `Ok(false)` when another open file holds
+/// a conflicting lock.
+fn try_flock(file: &File, how: libc::c_int) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor we own; no memory is touched.
+    if unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } == 0 {
+        return Ok(true);
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
+    }
+}
+
 /// The process that holds a writer's (exclusive) lock on the member named
 /// `member` (a file, a block device, or `IMAGE@N`, whose image is locked),
 /// when another one does. `None` when readers may use it, when it cannot be
@@ -66,19 +75,17 @@ pub(crate) fn lock(
 /// read-only and takes nothing: a shared lock that is granted is let go at
 /// once.
 pub fn writer_of(member: &std::path::Path) -> Option<Holder> {
-    use std::os::fd::AsRawFd;
     let path = match crate::partition::MemberPath::parse(member) {
         crate::partition::MemberPath::Whole(p) => p,
         crate::partition::MemberPath::Partition { image, .. } => image,
     };
     let file = File::open(&path).ok()?;
-    // SAFETY: flock on a file descriptor we own; no memory is touched.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
-    if rc == 0 {
-        // Closing the file lets the shared lock go.
+    // Granted (or failed for another reason): no writer; closing the file
+    // lets the shared lock go.
+    if try_flock(&file, libc::LOCK_SH).unwrap_or(true) {
         return None;
     }
-    holder_of(&file.metadata().ok()?)
+    lock_holder(&file.metadata().ok()?)
 }
 
 /// A process holding a member's lock, as /proc tells it.
@@ -112,11 +119,7 @@ impl std::fmt::Display for Holder {
 }
 
 /// Find which process holds a flock on this inode, from /proc/locks.
-fn lock_holder(meta: &std::fs::Metadata) -> Option<String> {
-    holder_of(meta).map(|h| h.to_string())
-}
-
-fn holder_of(meta: &std::fs::Metadata) -> Option<Holder> {
+fn lock_holder(meta: &std::fs::Metadata) -> Option<Holder> {
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     let dev = meta.dev();
     // /proc/locks prints MAJ:MIN:INODE with major and minor in hex.

@@ -189,10 +189,10 @@ pub fn find(members: &[PathBuf]) -> Result<Option<PathBuf>> {
     }
     let t = std::time::Instant::now();
     loop {
-        if let Some(server) = find_with(paths.clone(), None)? {
+        if let Some(server) = find_with(&paths, None)? {
             return Ok(Some(server));
         }
-        if t.elapsed() >= STARTING_WAIT || !members.iter().any(|m| held_by_serve(m)) {
+        if t.elapsed() >= STARTING_WAIT || !paths.iter().any(|m| held_by_serve(Path::new(m))) {
             return Ok(None);
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -201,16 +201,15 @@ pub fn find(members: &[PathBuf]) -> Result<Option<PathBuf>> {
 
 /// Whether a `raidlab serve` process holds `member`'s writer lock.
 fn held_by_serve(member: &Path) -> bool {
-    !crate::open::is_missing(member)
-        && raidlab_devices::lock::writer_of(member).is_some_and(|h| h.is_raidlab_serve())
+    raidlab_devices::lock::writer_of(member).is_some_and(|h| h.is_raidlab_serve())
 }
 
 /// A server that serves the cache on the device `cache`, if one runs.
 pub fn find_cache(cache: &Path) -> Result<Option<PathBuf>> {
-    find_with(vec![], Some(absolute(cache).display().to_string()))
+    find_with(&[], Some(absolute(cache).display().to_string()))
 }
 
-fn find_with(paths: Vec<String>, cache: Option<String>) -> Result<Option<PathBuf>> {
+fn find_with(paths: &[String], cache: Option<String>) -> Result<Option<PathBuf>> {
     let Ok(entries) = std::fs::read_dir(run_dir()) else {
         return Ok(None);
     };
@@ -225,7 +224,7 @@ fn find_with(paths: Vec<String>, cache: Option<String>) -> Result<Option<PathBuf
             continue;
         };
         let req = Request {
-            members: paths.clone(),
+            members: paths.to_vec(),
             cache: cache.clone(),
             command: Command::Find,
         };

@@ -98,13 +98,15 @@ impl Serve {
     /// Wait until its NBD socket takes connections; panics with its error
     /// output if it exits first.
     fn wait_listening(&mut self) {
-        let socket = self.socket.clone();
-        let s = self;
         let t = Instant::now();
-        while UnixStream::connect(&socket).is_err() {
-            if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+        while UnixStream::connect(&self.socket).is_err() {
+            if let Some(st) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
                 let mut err = String::new();
-                let _ = s
+                let _ = self
                     .child
                     .take()
                     .and_then(|mut c| c.stderr.take())
