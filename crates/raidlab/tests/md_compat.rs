@@ -1,8 +1,10 @@
 //! Linux md compatibility, both directions, against the real md driver.
 //!
 //! One qemu boot of a stock Debian bookworm kernel (built and run by
-//! `tests/mdvm/build.sh` and `tests/mdvm/run.sh`) serves the whole matrix in
-//! `tests/mdvm/matrix.txt`:
+//! `tests/mdvm/build.sh` and `tests/mdvm/run.sh`) serves the rows of
+//! `tests/mdvm/matrix.txt` that `tests/mdvm/default.txt` lists (every level,
+//! layout, flag, chunk, member count and metadata version once; about 9 s of
+//! TCG guest time a row), or the whole matrix with `RAIDLAB_MDVM_FULL=1`:
 //!
 //! * direction A: md (`mdadm --create`) makes every array, writes the pattern
 //!   over all of it and stops it; raidlab then exports the members md wrote,
@@ -66,6 +68,7 @@ fn data_disk(path: &Path, pattern: &[u8]) -> fs::File {
 const MIB: u64 = 1 << 20;
 const RAIDLAB: &str = env!("CARGO_BIN_EXE_raidlab");
 const MATRIX: &str = include_str!("../../../tests/mdvm/matrix.txt");
+const DEFAULT_ROWS: &str = include_str!("../../../tests/mdvm/default.txt");
 /// Wall-clock limit handed to run.sh for one boot: only against a guest that
 /// stops making progress altogether. A line that hangs is caught sooner by the
 /// guest's own watchdog (`guest-matrix.sh`, 300 s a line); the whole matrix
@@ -268,12 +271,8 @@ fn gcd(a: usize, b: usize) -> usize {
     }
 }
 
-/// The configurations of `tests/mdvm/matrix.txt`; `RAIDLAB_MDVM_ONLY=a,b` keeps
-/// only those names (for working on a few without the whole boot's matrix).
-fn parse_matrix() -> Vec<Cfg> {
-    let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
-        .ok()
-        .map(|v| v.split(',').map(str::to_string).collect());
+/// Every configuration of `tests/mdvm/matrix.txt`, in its order.
+fn whole_matrix() -> Vec<Cfg> {
     MATRIX
         .lines()
         .map(str::trim)
@@ -299,8 +298,96 @@ fn parse_matrix() -> Vec<Cfg> {
                     .unwrap_or_default(),
             }
         })
-        .filter(|c| only.as_ref().map_or(true, |o| o.contains(&c.name)))
         .collect()
+}
+
+/// The names `tests/mdvm/default.txt` lists: the rows the default suite runs.
+fn default_names() -> Vec<String> {
+    DEFAULT_ROWS
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The configurations this run boots: `RAIDLAB_MDVM_ONLY=a,b` keeps only
+/// those names (for working on a few), else `RAIDLAB_MDVM_FULL=1` the whole
+/// matrix, else the default rows (`tests/mdvm/default.txt`), which keep every
+/// level, layout, flag, chunk, member count and metadata version once so the
+/// default suite stays within its time.
+fn parse_matrix() -> Vec<Cfg> {
+    let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(str::to_string).collect());
+    let full = std::env::var_os("RAIDLAB_MDVM_FULL").is_some_and(|v| v != "0");
+    let keep = only.unwrap_or_else(|| {
+        if full {
+            whole_matrix().into_iter().map(|c| c.name).collect()
+        } else {
+            default_names()
+        }
+    });
+    whole_matrix()
+        .into_iter()
+        .filter(|c| keep.contains(&c.name))
+        .collect()
+}
+
+/// What a row of the matrix proves on its own: its level, its layout at that
+/// level, each flag, its chunk size, its member count and its metadata.
+fn coverage(c: &Cfg) -> Vec<String> {
+    let mut v = vec![
+        format!("level {}", c.level_word()),
+        format!(
+            "level {} layout {}",
+            c.level_word(),
+            c.layout.as_deref().unwrap_or("-")
+        ),
+        format!("chunk {:?}", c.chunk_kib),
+        format!("{} members", c.devices),
+        format!("metadata {:?}", c.metadata()),
+    ];
+    v.extend(c.flags.iter().map(|f| format!("flag {f}")));
+    v
+}
+
+/// The default rows must name rows of the matrix, and together cover what
+/// every row of the matrix covers; an edit of either file that loses a level,
+/// layout, flag, chunk, member count or metadata version fails here (without
+/// booting anything).
+#[test]
+fn the_default_md_rows_cover_the_whole_matrix() {
+    let all = whole_matrix();
+    let names = default_names();
+    let unknown: Vec<&String> = names
+        .iter()
+        .filter(|n| !all.iter().any(|c| &&c.name == n))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "tests/mdvm/default.txt names rows matrix.txt does not have: {unknown:?}"
+    );
+    let covered: std::collections::BTreeSet<String> = all
+        .iter()
+        .filter(|c| names.contains(&c.name))
+        .flat_map(coverage)
+        .collect();
+    let lost: std::collections::BTreeSet<String> = all
+        .iter()
+        .flat_map(coverage)
+        .filter(|k| !covered.contains(k))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "tests/mdvm/default.txt's rows lose what matrix.txt covers: {lost:?}; add a row that has each"
+    );
+    assert!(
+        names.len() * 2 < all.len(),
+        "the default md rows ({}) are no longer a small part of the matrix ({}): the default suite's time grows with them",
+        names.len(),
+        all.len()
+    );
 }
 
 /// md's partial parity logs, as md left them on members it wrote: raidlab must
@@ -1727,8 +1814,14 @@ fn linux_md_compatibility_both_directions() {
     }
 
     loud(&format!(
-        "md_compat: {} configs; A passed {passed_a}, B passed {passed_b}; total {:.1?} (boot+matrix {:.1?})",
+        "md_compat: {} of the matrix's {} configs ({}); A passed {passed_a}, B passed {passed_b}; total {:.1?} (boot+matrix {:.1?})",
         matrix.len(),
+        whole_matrix().len(),
+        if matrix.len() == whole_matrix().len() {
+            "all"
+        } else {
+            "the default rows of tests/mdvm/default.txt unless RAIDLAB_MDVM_ONLY chose; RAIDLAB_MDVM_FULL=1 runs all"
+        },
         t_start.elapsed(),
         boot_time
     ));
