@@ -31,8 +31,9 @@ pub fn counts_array_sectors(level: raidlab_layout::Level) -> bool {
 /// The member (or, on RAID 10, array) sector ranges `[start, start+len)`
 /// whose bitmap bits a write must hold: md counts RAID 10's bitmap in array
 /// sectors (`host`, the request's byte range, when the plans change any
-/// data) and every other level's in member sectors (the data writes of
-/// `plans`). Plans that only read hold no bit.
+/// data) and every other level's in member sectors (the member operations
+/// of `plans` that change data: writes, trims and write-zeroes, as md's
+/// bitmap counts a discard as a write). Plans that only read hold no bit.
 pub fn write_sectors<'a>(
     by_array_sector: bool,
     plans: impl IntoIterator<Item = &'a Plan>,
@@ -40,27 +41,28 @@ pub fn write_sectors<'a>(
 ) -> Vec<(u64, u64)> {
     let sectors =
         |offset: u64, len: u64| (offset / 512, (offset + len).div_ceil(512) - offset / 512);
+    let changes = |kind: IoKind| kind != IoKind::Read && kind != IoKind::Flush;
+    let changing = |p: &'a Plan| {
+        p.steps
+            .iter()
+            .filter_map(|s| match s {
+                crate::plan::Step::Io(ops) => Some(ops.iter()),
+                _ => None,
+            })
+            .flatten()
+            .filter(move |op| changes(op.kind))
+    };
     let mut plans = plans.into_iter().filter(|p| p.space == Space::Data);
     if by_array_sector {
-        let changes = |p: &Plan| {
-            p.steps.iter().any(|s| match s {
-                crate::plan::Step::Io(ops) => ops
-                    .iter()
-                    .any(|op| op.kind != IoKind::Read && op.kind != IoKind::Flush),
-                _ => false,
-            })
-        };
-        if plans.any(changes) && host.1 > 0 {
+        if plans.any(|p| changing(p).next().is_some()) && host.1 > 0 {
             return vec![sectors(host.0, host.1)];
         }
         return Vec::new();
     }
     plans
-        .flat_map(|p| {
-            p.writes()
-                .filter(|op| op.length > 0)
-                .map(|op| sectors(op.offset, op.length))
-        })
+        .flat_map(changing)
+        .filter(|op| op.length > 0)
+        .map(|op| sectors(op.offset, op.length))
         .collect()
 }
 
@@ -179,6 +181,42 @@ mod tests {
         let mut bm = new_internal(&mut sb, Some(64 << 10)).unwrap();
         bm.clear_all();
         bm
+    }
+
+    /// A trim or write-zeroes changes what a member holds as a write does:
+    /// a member that misses it must find its bit set when it is re-added
+    /// (found by the torture sweep with stale members: a trim on a degraded
+    /// RAID 1 marked nothing, so the re-added copy kept the old data).
+    #[test]
+    fn trims_and_write_zeroes_hold_bits_as_writes_do_and_reads_hold_none() {
+        use crate::plan::{MemberOp, Step};
+        let plan = |kind: IoKind| Plan {
+            space: Space::Data,
+            steps: vec![Step::Io(vec![MemberOp {
+                kind,
+                member: 0,
+                offset: 4096,
+                length: 8192,
+                buf: crate::plan::Slice::user(0, 0),
+            }])],
+            scratch: Vec::new(),
+            locks: Vec::new(),
+        };
+        for kind in [IoKind::Write, IoKind::Trim, IoKind::Zero] {
+            assert_eq!(
+                write_sectors(false, [&plan(kind)], (0, 8192)),
+                vec![(8, 16)],
+                "{kind:?}"
+            );
+        }
+        for kind in [IoKind::Read, IoKind::Flush] {
+            assert!(write_sectors(false, [&plan(kind)], (0, 8192)).is_empty());
+            assert!(write_sectors(true, [&plan(kind)], (0, 8192)).is_empty());
+        }
+        assert_eq!(
+            write_sectors(true, [&plan(IoKind::Trim)], (1024, 512)),
+            vec![(2, 1)]
+        );
     }
 
     #[test]
