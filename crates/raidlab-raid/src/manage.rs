@@ -190,6 +190,18 @@ impl Assembly {
             .ok_or_else(|| Error::invalid("no live member to take the array's settings from"))
     }
 
+    /// The entry of `members` that is the device at `path` whose superblock
+    /// is `sb`: the entry on that path with its device UUID, else any entry
+    /// with its device UUID (two devices share one when an old copy of a
+    /// member is assembled beside the member now; see `assemble`).
+    fn entry_of(&self, path: &str, sb: &Superblock) -> Option<usize> {
+        let same = |m: &Member| m.sb.device_uuid == sb.device_uuid;
+        self.members
+            .iter()
+            .position(|m| same(m) && m.device.path == path)
+            .or_else(|| self.members.iter().position(same))
+    }
+
     /// Add a new device: into a missing slot (to be rebuilt) if there is one, else
     /// as a hot spare. The device must be large enough and, unless `force`, carry
     /// no md superblock.
@@ -205,11 +217,14 @@ impl Assembly {
         let mut former: Option<usize> = None;
         if let Ok(Some(sb)) = Superblock::read_from(device.volume.as_ref()) {
             if sb.set_uuid == self.uuid {
-                match self
-                    .members
-                    .iter()
-                    .position(|m| m.sb.device_uuid == sb.device_uuid)
-                {
+                match self.entry_of(&device.path, &sb) {
+                    // An older copy of a device number given to a member in
+                    // service since it left (0.90 numbers are given again):
+                    // a new member, as mdadm adds it.
+                    Some(i)
+                        if self.members[i].is_live()
+                            && self.members[i].device.path != device.path
+                            && sb.events < self.members[i].sb.events => {}
                     Some(i) if self.members[i].is_live() => {
                         return Err(Error::invalid(format!(
                             "{} is already a member of this array in service ({:?}): there is nothing to add",
@@ -382,10 +397,7 @@ impl Assembly {
                 format_uuid(&self.uuid)
             )));
         }
-        let entry = self
-            .members
-            .iter()
-            .position(|m| m.sb.device_uuid == sb.device_uuid);
+        let entry = self.entry_of(path, &sb);
         if let Some(i) = entry.filter(|&i| self.members[i].is_live()) {
             return Err(not_possible(format!(
                 "it is a member of this array in service ({:?}): there is nothing to re-add",
@@ -509,17 +521,14 @@ impl Assembly {
                 | feature::RECOVERY_BITMAP
                 | feature::REPLACEMENT))
             | (own.feature_map & feature::BAD_BLOCKS);
+        let entry = self.entry_of(&device.path, &own);
         let member = Member {
             device,
             sb,
             state: MemberState::Spare,
             role: None,
         };
-        let index = match self
-            .members
-            .iter()
-            .position(|m| m.sb.device_uuid == own.device_uuid)
-        {
+        let index = match entry {
             Some(i) => {
                 self.members[i] = member;
                 i

@@ -211,25 +211,39 @@ impl Assembly {
                 )));
             }
         }
-        let mut seen: Vec<([u8; 16], &str)> = Vec::new();
-        for (d, sb) in &found {
-            if let Some((_, other)) = seen.iter().find(|(u, _)| *u == sb.device_uuid) {
-                return Err(Error::invalid(format!(
-                    "{} and {} are the same member (device UUID {}): give each member once",
-                    other,
-                    d.path,
-                    format_uuid(&sb.device_uuid)
-                )));
+        // Two devices with one device UUID: the same member given twice
+        // (equal events), or an old copy of a member beside the member now
+        // (0.90 derives its device UUID from the device number, which md
+        // gives again to a device added after the first one left). As mdadm
+        // keeps the device with the most events for a slot, the older copy
+        // is superseded: assembled as stale, never used.
+        let mut superseded = vec![false; found.len()];
+        for i in 0..found.len() {
+            for j in 0..i {
+                let (a, b) = (&found[j], &found[i]);
+                if a.1.device_uuid != b.1.device_uuid || superseded[j] {
+                    continue;
+                }
+                if a.1.events == b.1.events {
+                    return Err(Error::invalid(format!(
+                        "{} and {} are the same member (device UUID {}): give each member once",
+                        a.0.path,
+                        b.0.path,
+                        format_uuid(&b.1.device_uuid)
+                    )));
+                }
+                superseded[if a.1.events < b.1.events { j } else { i }] = true;
             }
-            seen.push((sb.device_uuid, &d.path));
         }
         let geometry =
             geometry_of(&reference).map_err(|e| e.on_device(found[newest].0.path.clone()))?;
         let mut slots: Vec<Option<usize>> = vec![None; geometry.raid_disks];
         let mut members = Vec::new();
-        for (d, sb) in found {
+        for ((d, sb), superseded) in found.into_iter().zip(superseded) {
             let (mut state, role) = member_state(&reference, &sb);
-            if state == MemberState::Active
+            if superseded {
+                state = MemberState::Stale;
+            } else if state == MemberState::Active
                 && sb.feature_map & raidlab_md::superblock::feature::REPLACEMENT != 0
             {
                 state = MemberState::Replacing;
