@@ -162,6 +162,11 @@ pub struct SimTortureArgs {
     /// beyond the level's tolerance (docs/reliability.md).
     #[arg(long)]
     pub skip_known_gaps: bool,
+    /// Members also leave (every I/O fails) and come back with what they
+    /// held: the assembly must leave them out as out of date and re-add them
+    /// (changes the draws of the runs where it happens).
+    #[arg(long)]
+    pub stale_members: bool,
     /// Print each run's outcome as it ends.
     #[arg(long, short = 'v')]
     pub verbose: bool,

@@ -13,17 +13,19 @@
 //! It decides what to do to the array and what the array must answer; it
 //! never changes the engine's decisions, and it must never read the wall
 //! clock or an unseeded random source. What it does not model yet (device
-//! timing, requests interleaved inside a plan, a member that disappears and
-//! comes back, a live rebuild under load) is listed in docs/reliability.md.
+//! timing, requests interleaved inside a plan, a live rebuild under load) is
+//! listed in docs/reliability.md. Members that leave and come back
+//! (`stale.rs`) are drawn only when a sweep asks for them.
 
 pub mod config;
 mod gaps;
 pub mod model;
 mod restart;
 mod run;
+mod stale;
 
 pub use config::{Config, Policy};
-pub use run::{run_one, run_with, Plant};
+pub use run::{run_one, run_opts, run_with, Plant};
 
 use raidlab_layout::Level;
 use std::collections::BTreeMap;
@@ -43,6 +45,11 @@ pub struct Options {
     /// in docs/reliability.md); the CI sweep does, `raidlab sim torture`
     /// does not unless asked.
     pub skip_known_gaps: bool,
+    /// Members also leave (every I/O fails, as a pulled cable) and come
+    /// back with what they held (`stale.rs`). Off, a run draws exactly what
+    /// it drew before this fault existed, so the runs named in tests keep
+    /// their meaning.
+    pub stale_members: bool,
 }
 
 /// An invariant the engine broke (or the harness could not hold).
@@ -76,6 +83,13 @@ pub struct Counts {
     /// Runs that went beyond the level's tolerance (then only "refuses or
     /// reports, never wrong data" is checked).
     pub beyond_tolerance: u64,
+    /// Members that came back after leaving, and of those the ones the
+    /// assembly left out as out of date (md's "non-fresh").
+    pub returns: u64,
+    pub stale_left_out: u64,
+    /// Former members taken back by md's re-add (only the bitmap's dirty
+    /// chunks rebuilt).
+    pub re_adds: u64,
 }
 
 impl Counts {
@@ -92,6 +106,9 @@ impl Counts {
         self.member_ios += o.member_ios;
         self.write_hole_sectors += o.write_hole_sectors;
         self.beyond_tolerance += o.beyond_tolerance;
+        self.returns += o.returns;
+        self.stale_left_out += o.stale_left_out;
+        self.re_adds += o.re_adds;
     }
 }
 
@@ -104,6 +121,7 @@ pub struct RunResult {
     /// The level asked for (it changes the draws: a replay must ask the same).
     pub level: Option<Level>,
     pub skip_known_gaps: bool,
+    pub stale_members: bool,
     /// Hash of every event of the run, in order.
     pub hash: u64,
     pub counts: Counts,
@@ -114,13 +132,18 @@ impl RunResult {
     /// The command that replays this run alone.
     pub fn replay_command(&self, ops: usize) -> String {
         format!(
-            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}",
+            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}",
             self.seed,
             self.run,
             self.level
                 .map_or(String::new(), |l| format!(" --level {}", l.name())),
             if self.skip_known_gaps {
                 " --skip-known-gaps"
+            } else {
+                ""
+            },
+            if self.stale_members {
+                " --stale-members"
             } else {
                 ""
             }
@@ -155,14 +178,7 @@ impl Sweep {
 pub fn sweep(opts: &Options, mut each: impl FnMut(&RunResult)) -> Sweep {
     let mut out = Sweep::default();
     for run in opts.first_run..opts.first_run + opts.runs {
-        let r = run_with(
-            opts.seed,
-            run,
-            opts.ops,
-            opts.level,
-            None,
-            opts.skip_known_gaps,
-        );
+        let r = run_opts(opts, run, None);
         each(&r);
         let k = out.kinds.entry(r.config.kind()).or_default();
         k.0 += 1;

@@ -67,19 +67,53 @@ impl Rig {
         if self.troubled_roles().is_empty() {
             return Ok(());
         }
-        let mut asm = self.stop()?;
+        let asm = self.stop()?;
+        let dev = self.new_device();
+        self.add_and_rebuild(asm, dev, false)
+    }
+
+    /// Add `dev` to the stopped array `asm` (a re-add first when `re_add`
+    /// and md would take it back that way, else `add`), rebuild what it
+    /// went into, start again, read everything, check.
+    pub(super) fn add_and_rebuild(
+        &mut self,
+        mut asm: Assembly,
+        dev: raidlab_raid::assemble::Device,
+        re_add: bool,
+    ) -> Outcome {
         // The log start, the add and the rebuild run in order on this
         // thread, as the started array's plans do.
         asm.set_executor(self.exec.clone());
         lifecycle::start_logs(&mut asm).map_err(|e| format!("start the logs to add: {e}"))?;
-        let dev = self.new_device();
         let path = dev.path.clone();
-        let added = asm
-            .add(dev, false)
-            .map_err(|e| format!("add {path}: {e}"))?;
-        self.counts.faults += 1;
-        self.note(format!("spare {path} added: {added:?}"));
-        if let Added::IntoSlot(_) = added {
+        let readd = if re_add {
+            asm.re_add_check(&dev)
+        } else {
+            Err(raidlab_core::Error::invalid("a new device"))
+        };
+        let into_slot = match readd {
+            Ok(plan) => {
+                asm.re_add(dev).map_err(|e| format!("re-add {path}: {e}"))?;
+                self.counts.re_adds += 1;
+                self.note(format!(
+                    "{path} re-added into role {} ({} dirty bitmap chunk(s))",
+                    plan.slot, plan.dirty_chunks
+                ));
+                true
+            }
+            Err(why) => {
+                if re_add {
+                    self.note(format!("no re-add: {why}"));
+                }
+                let added = asm
+                    .add(dev, false)
+                    .map_err(|e| format!("add {path}: {e}"))?;
+                self.counts.faults += 1;
+                self.note(format!("spare {path} added: {added:?}"));
+                matches!(added, Added::IntoSlot(_))
+            }
+        };
+        if into_slot {
             let opts = self.run_options();
             let r = match asm.rebuild(opts.clone(), &mut quiet) {
                 // Not stopped cleanly (a forced start after a power cut):

@@ -6,7 +6,7 @@
 
 use super::config::{Config, Policy};
 use super::model::{Model, SECTOR};
-use super::{run_seed, Counts, RunResult, Violation};
+use super::{run_seed, Counts, Options, RunResult, Violation};
 use raidlab_core::clock::ManualClock;
 use raidlab_core::{ErrorKind, SharedClock, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
@@ -35,6 +35,9 @@ pub enum Plant {
     /// every member's data area is zeroed on the medium: flushed writes lost.
     LoseFlushedWrites,
 }
+
+/// Mixed into the run's seed for the stream of the stale-member faults.
+const STALE_STREAM: u64 = 0x57a1_e000_5eed_0001;
 
 /// Events kept for a failure's trace.
 const TRACE: usize = 48;
@@ -68,6 +71,12 @@ pub(super) struct Rig {
     /// Leave out the faults that hit the engine's known open gaps
     /// (docs/reliability.md; which ones: `gaps.rs`).
     pub(super) known_gaps: bool,
+    /// Members that leave and come back (`stale.rs`): their own random
+    /// stream, so a run without them draws exactly what it drew before
+    /// they existed.
+    pub(super) stale: Option<ChaCha8Rng>,
+    /// The device that is away now, if one is.
+    pub(super) away: Option<usize>,
 }
 
 pub(super) type Outcome = Result<(), String>;
@@ -94,6 +103,28 @@ pub fn run_with(
     plant: Option<Plant>,
     skip_known_gaps: bool,
 ) -> RunResult {
+    let opts = Options {
+        seed,
+        first_run: run,
+        runs: 1,
+        ops,
+        level,
+        skip_known_gaps,
+        stale_members: false,
+    };
+    run_opts(&opts, run, plant)
+}
+
+/// Run `run` of the sweep `opts` describes, with `plant` if given.
+pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
+    let Options {
+        seed,
+        ops,
+        level,
+        skip_known_gaps,
+        stale_members,
+        ..
+    } = *opts;
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run));
     let cfg = Config::random(&mut rng, level);
     let mut rig = Rig {
@@ -115,6 +146,8 @@ pub fn run_with(
         op: 0,
         live: std::env::var_os("RAIDLAB_TORTURE_LIVE").is_some(),
         known_gaps: skip_known_gaps,
+        stale: stale_members.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ STALE_STREAM)),
+        away: None,
     };
     rig.note(format!("config {}", cfg.label()));
     let outcome = rig.create().and_then(|()| rig.workload(ops, plant));
@@ -140,6 +173,7 @@ pub fn run_with(
         config: cfg,
         level,
         skip_known_gaps,
+        stale_members,
         hash: rig.hash,
         counts: rig.counts,
         violation,
@@ -317,6 +351,9 @@ impl Rig {
                 continue;
             }
             let strict = self.strict();
+            if self.stale_step(strict)? {
+                continue;
+            }
             let r = self.rng.gen_range(0..100u32);
             match r {
                 0..=29 | 89..=99 => self.write(strict, false)?,
@@ -542,14 +579,28 @@ impl Rig {
     /// A device of the array (not the journal), and whether faulting it
     /// keeps the array within its tolerance.
     pub(super) fn victim(&mut self) -> Option<(usize, bool)> {
-        let s = self.started.as_ref()?;
-        let slots: Vec<(usize, usize)> = (0..s.asm.slots.len())
-            .filter_map(|r| s.asm.slots[r].map(|i| (r, i)))
-            .collect();
+        let slots = self.filled_slots();
         if slots.is_empty() {
             return None;
         }
         let (role, member) = slots[self.rng.gen_range(0..slots.len())];
+        self.victim_at(role, member)
+    }
+
+    /// The array's filled roles, as (role, member).
+    pub(super) fn filled_slots(&self) -> Vec<(usize, usize)> {
+        let Some(s) = self.started.as_ref() else {
+            return Vec::new();
+        };
+        (0..s.asm.slots.len())
+            .filter_map(|r| s.asm.slots[r].map(|i| (r, i)))
+            .collect()
+    }
+
+    /// The device of `member` in `role`, and whether faulting it keeps the
+    /// array within its tolerance.
+    pub(super) fn victim_at(&self, role: usize, member: usize) -> Option<(usize, bool)> {
+        let s = self.started.as_ref()?;
         let dev = self.device_of(&s.asm, member)?;
         let mut roles = self.troubled_roles();
         if !roles.contains(&role) {

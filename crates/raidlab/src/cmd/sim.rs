@@ -51,6 +51,7 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
         ops: a.ops,
         level,
         skip_known_gaps: a.skip_known_gaps,
+        stale_members: a.stale_members,
     };
     let sweep = raidlab_sim::torture::sweep(&opts, |r| {
         if a.verbose {
@@ -112,6 +113,14 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
         t.restarts,
         t.write_hole_sectors
     );
+    if a.stale_members {
+        outln!(
+            "members that left came back {} times: {} left out of the assembly as out of date, {} re-added with the bitmap",
+            t.returns,
+            t.stale_left_out,
+            t.re_adds
+        );
+    }
     Ok(if sweep.failures.is_empty() {
         ExitCode::SUCCESS
     } else {
