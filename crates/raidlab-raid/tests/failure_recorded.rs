@@ -21,17 +21,7 @@ fn mirror() -> (
     Vec<Device>,
     Arc<LiveArray>,
 ) {
-    let faults: Vec<Arc<FaultVolume<MemVolume>>> = (0..2)
-        .map(|_| Arc::new(FaultVolume::new(MemVolume::new(16 * MIB))))
-        .collect();
-    let devs: Vec<Device> = faults
-        .iter()
-        .enumerate()
-        .map(|(i, f)| Device {
-            path: format!("d{i}"),
-            volume: f.clone(),
-        })
-        .collect();
+    let (faults, devs) = common::fault_members(2);
     let mut asm = common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
     asm.mark_dirty().unwrap();
     let array = Arc::new(asm.array().unwrap());

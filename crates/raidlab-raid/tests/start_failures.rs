@@ -7,28 +7,11 @@
 mod common;
 
 use raidlab_core::Volume;
-use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::Level;
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{StartOptions, Started};
-use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
-
-fn fault_members(n: usize) -> (Vec<Arc<FaultVolume<MemVolume>>>, Vec<Device>) {
-    let faults: Vec<Arc<FaultVolume<MemVolume>>> = (0..n)
-        .map(|_| Arc::new(FaultVolume::new(MemVolume::new(16 * MIB))))
-        .collect();
-    let devs = faults
-        .iter()
-        .enumerate()
-        .map(|(i, f)| Device {
-            path: format!("d{i}"),
-            volume: f.clone(),
-        })
-        .collect();
-    (faults, devs)
-}
 
 fn start(devs: &[Device]) -> raidlab_core::Result<Started> {
     Started::start(
@@ -56,7 +39,7 @@ fn state_of(devs: &[Device], path: &str) -> MemberState {
 /// (torture seed 1, runs 60, 144 and others).
 #[test]
 fn a_start_after_a_crash_takes_out_a_member_whose_writes_fail() {
-    let (faults, devs) = fault_members(3);
+    let (faults, devs) = common::fault_members(3);
     common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
     let started = start(&devs).unwrap();
     started.array.write_at(&[0x5a; 65536], MIB).unwrap();
@@ -84,7 +67,7 @@ fn a_start_after_a_crash_takes_out_a_member_whose_writes_fail() {
 /// fails, and says why.
 #[test]
 fn a_start_that_would_lose_too_many_members_fails() {
-    let (faults, devs) = fault_members(2);
+    let (faults, devs) = common::fault_members(2);
     common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
     drop(start(&devs).unwrap());
     faults[0].fail_writes(0..16 * MIB);
@@ -99,7 +82,7 @@ fn a_start_that_would_lose_too_many_members_fails() {
 /// active. With `Array::flush` alone it stays active until the stop.
 #[test]
 fn a_flush_through_the_start_records_a_member_taken_out() {
-    let (faults, devs) = fault_members(2);
+    let (faults, devs) = common::fault_members(2);
     common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
     let mut started = start(&devs).unwrap();
     faults[1].fail_writes(0..16 * MIB);
@@ -125,7 +108,7 @@ fn a_flush_through_the_start_records_a_member_taken_out() {
 /// runs 28 and 84).
 #[test]
 fn a_resync_rebuilds_only_the_pages_it_cannot_read() {
-    let (faults, devs) = fault_members(3);
+    let (faults, devs) = common::fault_members(3);
     common::create_with(Level::Raid5, &devs, |s| s.chunk_bytes = 64 << 10);
     let started = start(&devs).unwrap();
     // Stripes 0 and 1 (128 KiB of data each); then the crash.
@@ -169,7 +152,7 @@ fn a_resync_rebuilds_only_the_pages_it_cannot_read() {
 /// seed 1, runs 1533 and 1994 of the larger sweep).
 #[test]
 fn a_raid6_resync_keeps_the_data_and_rewrites_p_and_q() {
-    let (faults, devs) = fault_members(4);
+    let (faults, devs) = common::fault_members(4);
     common::create_with(Level::Raid6, &devs, |s| s.chunk_bytes = 64 << 10);
     let started = start(&devs).unwrap();
     started.array.write_at(&vec![0x11; 128 << 10], 0).unwrap();

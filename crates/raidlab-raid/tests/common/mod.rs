@@ -121,3 +121,40 @@ pub fn served_bitmapped_raid5() -> (
     live.set_clock(clock.clone());
     (devs, live, clock)
 }
+
+/// `n` fault-injecting 16 MiB memory members (write-through), named d0, d1, ...
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn fault_members(
+    n: usize,
+) -> (
+    Vec<std::sync::Arc<raidlab_devices::FaultVolume<raidlab_devices::MemVolume>>>,
+    Vec<raidlab_raid::assemble::Device>,
+) {
+    use raidlab_devices::{FaultVolume, MemVolume};
+    use std::sync::Arc;
+    let faults: Vec<Arc<FaultVolume<MemVolume>>> = (0..n)
+        .map(|_| Arc::new(FaultVolume::new(MemVolume::new(16 << 20))))
+        .collect();
+    let devs = faults
+        .iter()
+        .enumerate()
+        .map(|(i, f)| raidlab_raid::assemble::Device {
+            path: format!("d{i}"),
+            volume: f.clone(),
+        })
+        .collect();
+    (faults, devs)
+}
+
+/// The array on `devs`, assembled and started for writing.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn start_writable(devs: &[raidlab_raid::assemble::Device]) -> raidlab_raid::lifecycle::Started {
+    raidlab_raid::lifecycle::Started::start(
+        Assembly::assemble(devs.to_vec()).unwrap(),
+        raidlab_raid::lifecycle::StartOptions {
+            write: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
