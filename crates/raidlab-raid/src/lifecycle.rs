@@ -214,6 +214,29 @@ impl Started {
         self.record_failures().map(|_| ())
     }
 
+    /// A write, acknowledged once a member it took out is recorded faulty:
+    /// md holds a write that failed a member until its superblocks say so,
+    /// and so do writes after it. Otherwise a power cut before the next
+    /// flush could assemble that member as active beside the copies that
+    /// took the write, and the copies would disagree with no bit or log to
+    /// say where.
+    pub fn write(&mut self, buf: &[u8], offset: u64) -> Result<()> {
+        self.array.write_at(buf, offset)?;
+        self.record_failures().map(|_| ())
+    }
+
+    /// A write-zeroes, acknowledged as [`Started::write`] is.
+    pub fn write_zeroes(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.array.write_zeroes(offset, len)?;
+        self.record_failures().map(|_| ())
+    }
+
+    /// A trim, acknowledged as [`Started::write`] is.
+    pub fn discard(&mut self, offset: u64, len: u64) -> Result<()> {
+        self.array.discard(offset, len)?;
+        self.record_failures().map(|_| ())
+    }
+
     /// Record the members the running array took out as faulty in the
     /// others' superblocks, as a served array does before it acknowledges a
     /// flush or a FUA write, and as md holds such a write until its

@@ -618,21 +618,59 @@ impl Assembly {
     /// commit's. Members recorded before are left alone, and so is a member
     /// being rebuilt into a slot after the running array took the slot's old
     /// member out: that is not the member it took out.
+    ///
+    /// A member whose superblock cannot be written in that commit (a device
+    /// that went away without the array reading or writing it yet) is taken
+    /// out of the running array too, when the level can serve without it,
+    /// and the commit is made again without it, as md fails a device whose
+    /// superblock write fails and writes the others again. Only an error
+    /// that names no member in service, or a member the level cannot lose,
+    /// is returned, with the assembly as it was.
     pub fn record_taken_out(&mut self, array: &crate::array::Array) -> Result<Vec<TakenOut>> {
-        let taken: Vec<(usize, usize)> = array
-            .failed_members()
-            .into_iter()
-            .filter_map(|role| {
-                let i = self.slots.get(role).copied().flatten()?;
-                (self.members[i].state == MemberState::Active).then_some((i, role))
-            })
-            .collect();
-        if taken.is_empty() {
-            return Ok(Vec::new());
+        let mut tried: Vec<usize> = Vec::new();
+        loop {
+            let taken: Vec<(usize, usize)> = array
+                .failed_members()
+                .into_iter()
+                .filter_map(|role| {
+                    let i = self.slots.get(role).copied().flatten()?;
+                    (self.members[i].state == MemberState::Active).then_some((i, role))
+                })
+                .collect();
+            if taken.is_empty() {
+                return Ok(Vec::new());
+            }
+            let indices: Vec<usize> = taken.iter().map(|t| t.0).collect();
+            let (members, slots) = (self.members.clone(), self.slots.clone());
+            match self.change_running(array, |a| a.fail_many(&indices)) {
+                Ok(outcomes) => return Ok(Self::taken_out(taken, outcomes)),
+                Err(e) => {
+                    // fail_many changed members and slots before its commit
+                    // failed: the superblocks on disk still say so.
+                    self.members = members;
+                    self.slots = slots;
+                    let unwritable = self
+                        .member_of_error(&e)
+                        .filter(|i| !indices.contains(i))
+                        .filter(|&i| self.members[i].state == MemberState::Active)
+                        .and_then(|i| self.members[i].role)
+                        .filter(|role| !tried.contains(role));
+                    match unwritable {
+                        // Refused when the level cannot lose it: the commit's
+                        // error stands.
+                        Some(role) if array.fail_member(role).is_ok() => tried.push(role),
+                        _ => return Err(e),
+                    }
+                }
+            }
         }
-        let indices: Vec<usize> = taken.iter().map(|t| t.0).collect();
-        let outcomes = self.change_running(array, |a| a.fail_many(&indices))?;
-        Ok(taken
+    }
+
+    fn taken_out(
+        taken: Vec<(usize, usize)>,
+        outcomes: Vec<Result<Option<usize>>>,
+    ) -> Vec<TakenOut> {
+        taken
             .into_iter()
             .zip(outcomes)
             .map(|((index, role), outcome)| TakenOut {
@@ -640,7 +678,7 @@ impl Assembly {
                 role,
                 outcome,
             })
-            .collect())
+            .collect()
     }
 
     /// Record what a running array saw: read errors it corrected (md's

@@ -116,8 +116,8 @@ fn a_stripe_written_without_its_partial_parity_log_is_found() {
         bug: Bug::SkipPplFirstStripe,
         level: Some(Level::Raid5),
         skip_known_gaps: true,
-        found_at: 5,
-        seen_as: WRONG,
+        found_at: 81,
+        seen_as: LOST,
     });
 }
 
@@ -160,8 +160,8 @@ fn a_bitmap_resync_that_skips_a_chunk_is_found() {
         bug: Bug::BitmapResyncSkipsFirstChunk,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 56,
-        seen_as: WRONG,
+        found_at: 11,
+        seen_as: MISMATCH,
     });
 }
 

@@ -23,21 +23,23 @@ const CI_RUNS: u64 = 1500;
 /// failing run fails the test, and so does one of these once it passes (the
 /// list must then shrink).
 const KNOWN_OPEN: &[u64] = &[
+    // RAID 6, bitmap, hot spares, write errors then a power cut with that
+    // member recorded faulty and a spare taken in: the dirty degraded array
+    // is started forced and resumes the rebuild (no resync first, as md's
+    // recovery comes first), so a stripe written at the cut keeps parity
+    // that disagrees with its data; once a second member fails, a read
+    // rebuilt from it differs from what was read right after the cut. Not
+    // triaged: md's write hole may reach this far (the model allows any
+    // value in such a stripe only at the cut). Seen since a write that fails
+    // a member is acknowledged only once the superblocks record it (runs
+    // 715, 848 and 1032 pass since).
+    321,
     // RAID 5 PPL, latent read errors on a member: after a power cut, 11
     // sectors hold a value never written there.
     339,
-    // RAID 6 resync, stripe cache on, write and read errors on members: after
-    // a power cut and a forced start, 2 flushed sectors lost.
-    715,
-    // RAID 6 resync, stripe cache off, two power cuts then a member fails: a
-    // read returns wrong data.
-    848,
     // RAID 10 far=2 bitmap, latent errors, power cuts, a member fails: a
     // read returns wrong data.
     1021,
-    // RAID 6 bitmap, metadata 0.90, write errors, a power cut, a member
-    // fails: a read returns wrong data.
-    1032,
 ];
 
 fn env(name: &str) -> Option<u64> {
@@ -177,11 +179,10 @@ const STALE_RUNS: u64 = 750;
 /// not on the member that left (each trace shows the member back, rebuilt
 /// and checked clean before the failure starts).
 const KNOWN_OPEN_STALE: &[u64] = &[
-    // RAID 6 bitmap, metadata 0.90, write errors on a member, a power cut,
-    // then a member fails: a read returns wrong data (run 1032's gap).
-    404,
     // RAID 6 resync, stripe cache on, a power cut and a forced start: 16
-    // flushed sectors lost (run 715's gap).
+    // flushed sectors lost. Not triaged; the member that came back was
+    // rebuilt and checked clean long before (the forced start is the
+    // common part with KNOWN_OPEN's 321).
     736,
 ];
 

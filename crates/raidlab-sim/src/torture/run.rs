@@ -424,7 +424,9 @@ impl Rig {
             // the array took out are recorded faulty, as a served array's.
             self.started_mut().write_fua(&data, off as u64)
         } else {
-            self.array().write_at(&data, off as u64)
+            // Through the start, as a served array's: acknowledged once a
+            // member the write took out is recorded faulty.
+            self.started_mut().write(&data, off as u64)
         };
         self.counts.writes += 1;
         self.note(format!(
@@ -511,9 +513,8 @@ impl Rig {
 
     pub(super) fn trim(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let array = self.array();
-        let zeroes = array.discard_zeroes();
-        let r = array.discard(off as u64, len as u64);
+        let zeroes = self.array().discard_zeroes();
+        let r = self.started_mut().discard(off as u64, len as u64);
         self.note(format!(
             "trim {off}+{len}: {}",
             r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
@@ -539,7 +540,7 @@ impl Rig {
 
     pub(super) fn zeroes(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let r = self.array().write_zeroes(off as u64, len as u64);
+        let r = self.started_mut().write_zeroes(off as u64, len as u64);
         self.note(format!(
             "write-zeroes {off}+{len}: {}",
             r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
