@@ -114,6 +114,29 @@ impl Reshape {
         (at < self.position) != self.backwards
     }
 
+    /// The step of a forward reshape, in array bytes: whole stripes of the
+    /// new geometry at the larger of the two chunks, as md's reshape walks
+    /// (`reshape_sectors`), so every position it records is one md accepts
+    /// on a resume (md refuses a reshape_position off this boundary).
+    pub fn forward_unit(&self) -> u64 {
+        self.old.chunk_bytes.max(self.new.chunk_bytes) * self.new.data_disks() as u64
+    }
+
+    /// A forward reshape whose new geometry starts `gap` bytes below the old
+    /// one on every member: the array byte (exclusive, on a
+    /// [`Reshape::forward_unit`] boundary) up to which the new geometry may
+    /// be written while a resume from `checkpoint` would still read the old
+    /// geometry from the old stripe holding `checkpoint`. Writing past it
+    /// could overwrite old data a crash makes the walk read again.
+    pub fn forward_write_limit(&self, gap: u64, checkpoint: u64) -> u64 {
+        let (oc, nc) = (self.old.chunk_bytes, self.new.chunk_bytes);
+        let old_stripe = self.old.data_disks() as u64 * oc;
+        // Member bytes, counted from the new data offset, still to be read.
+        let keep = gap + checkpoint / old_stripe * oc;
+        let unit = self.forward_unit();
+        keep / nc * self.new.data_disks() as u64 * nc / unit * unit
+    }
+
     /// `len` bytes from `at` cut where the geometries meet: `(new, at, len)`
     /// pieces in order.
     pub fn split(&self, at: u64, len: u64) -> Vec<(bool, u64, u64)> {
@@ -210,6 +233,61 @@ mod tests {
         let at = |g: &crate::Geometry, byte: u64| g.stripe(byte / chunk / 3).q;
         assert_eq!(at(&r.old, 3072 * 512), Some(4));
         assert_eq!(at(&r.new, 0), Some(0));
+    }
+
+    /// Every forward walk md or raidlab starts can make progress: with the
+    /// data moved down by at least the larger chunk (md's rule for a reshape
+    /// over the same members) or by one chunk when members are added, a
+    /// checkpoint at the step's start always lets the next unit be written.
+    #[test]
+    fn a_forward_walk_always_has_room_for_its_next_unit() {
+        let chunks = [8u32, 16, 64, 128, 1024, 2048];
+        let mut walks = 0;
+        for &oc in &chunks {
+            for &nc in &chunks {
+                for disks in 3..=7u32 {
+                    for delta in 0..=2u32 {
+                        if delta > 0 && oc != nc {
+                            continue;
+                        }
+                        let f = MdReshape {
+                            chunk_sectors: oc,
+                            new_chunk_sectors: nc,
+                            raid_disks: disks + delta,
+                            delta_disks: delta as i32,
+                            member_sectors: 8192,
+                            ..grow(0, false)
+                        };
+                        let r = Reshape::from_md(&f).unwrap();
+                        let gap = u64::from(oc.max(nc)) * 512;
+                        let unit = r.forward_unit();
+                        let (mut at, mut checkpoint) = (0, 0);
+                        while at < r.new.array_bytes() {
+                            if r.forward_write_limit(gap, checkpoint) < at + unit {
+                                checkpoint = at;
+                            }
+                            assert!(
+                                r.forward_write_limit(gap, checkpoint) >= at + unit,
+                                "chunks {oc}->{nc}, {disks}+{delta} members: stuck at {at}"
+                            );
+                            at += unit;
+                        }
+                        walks += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(walks, 6 * 6 * 5 + 6 * 5 * 2);
+        // Less than the larger chunk is not enough for a chunk change.
+        let f = MdReshape {
+            delta_disks: 0,
+            raid_disks: 4,
+            chunk_sectors: 128,
+            new_chunk_sectors: 1024,
+            ..grow(0, false)
+        };
+        let r = Reshape::from_md(&f).unwrap();
+        assert!(r.forward_write_limit(128 * 512, 0) < r.forward_unit());
     }
 
     #[test]

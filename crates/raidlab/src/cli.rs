@@ -63,10 +63,10 @@ pub enum Command {
     Replace(ReplaceArgs),
     /// Change an array in place, as mdadm --grow does: --size (use more or
     /// less of each member), --bitmap internal|none, --consistency-policy
-    /// resync|ppl (RAID 5), --raid-devices of a RAID 1, and more members for
-    /// a RAID 4/5/6 (restriped offline; --continue resumes). Other
-    /// restriping (fewer members, RAID 0/10, --level, --chunk, --layout) is
-    /// refused: not built yet.
+    /// resync|ppl (RAID 5), --raid-devices of a RAID 1, and for a RAID 4/5/6
+    /// more members, --chunk, --layout, --level 4|5 (restriped offline;
+    /// --continue resumes). Other restriping (fewer members, RAID 0/10,
+    /// other levels) is refused: not built yet.
     #[command(after_help = GROW_HELP)]
     Grow(GrowArgs),
     /// Rebuild members being recovered (resumes where an earlier run stopped).
@@ -640,6 +640,9 @@ Examples:
   raidlab grow m0.img m1.img m2.img --consistency-policy ppl
   raidlab grow m0.img m1.img --raid-devices 3 --add m2.img --member-size 1G
   raidlab grow m0.img m1.img m2.img --raid-devices 4 --add m3.img   # RAID 5: restripe
+  raidlab grow m0.img m1.img m2.img m3.img --chunk 256K             # restripe to a new chunk
+  raidlab grow m0.img m1.img m2.img m3.img --layout right-asymmetric
+  raidlab grow m0.img m1.img m2.img m3.img --level 5                # RAID 4 to 5 (takeover)
   raidlab grow m0.img m1.img m2.img m3.img --continue               # finish an interrupted one";
 
 /// `--bitmap`'s values.
@@ -687,13 +690,19 @@ pub struct GrowArgs {
     pub add: Vec<PathBuf>,
     #[arg(long, value_parser = size)]
     pub member_size: Option<u64>,
-    /// A new level: refused, reshape is not built yet (mdadm --grow --level).
+    /// A new level: RAID 4 to 5 (md's takeover as parity-last; with
+    /// --layout, then a restripe to that layout) and RAID 5 to 4 (restriped
+    /// to parity-last first when it is not). Other level changes are
+    /// refused (not built).
     #[arg(long, short = 'l')]
     pub level: Option<String>,
-    /// A new chunk size: refused, reshape is not built yet.
+    /// A new chunk size for a RAID 4/5/6 (64K, 512K; a bare number is
+    /// KiB, as mdadm reads it): a reshape over the same members, the data
+    /// offset moving down by at least the larger chunk.
     #[arg(long, short = 'c')]
     pub chunk: Option<String>,
-    /// A new layout: refused, reshape is not built yet.
+    /// A new layout for a RAID 5/6 (mdadm's names: left-symmetric,
+    /// right-asymmetric, parity-last, ...): a reshape over the same members.
     #[arg(long, short = 'p')]
     pub layout: Option<String>,
     /// With --size: record the new space as in sync instead of resyncing

@@ -249,6 +249,159 @@ fn a_grow_killed_at_random_points_reads_back_exactly_and_continue_finishes_it() 
     }
 }
 
+/// (level, chunk, layout) as `detail` reports them.
+type Shape = (String, u64, String);
+
+/// A restripe case: create level, create chunk, grow arguments, the shape
+/// after.
+type RestripeCase<'a> = (&'a str, &'a str, &'a [&'a str], (&'a str, u64, &'a str));
+
+fn shape(d: &Path, m: &[&str]) -> Shape {
+    let v = detail(d, m);
+    (
+        v["level"].as_str().unwrap().to_string(),
+        v["chunk_bytes"].as_u64().unwrap(),
+        v["layout"].as_str().unwrap().to_string(),
+    )
+}
+
+#[test]
+fn a_chunk_layout_or_level_reshape_killed_at_random_points_reads_back_exactly() {
+    // Each case: (create level, create chunk, grow arguments, what detail
+    // says after). The kills land anywhere in a rate-limited run (fixed
+    // seed), as in the member-count test above; a run killed before it
+    // recorded the reshape is simply run again.
+    let cases: [RestripeCase; 5] = [
+        (
+            "5",
+            "64K",
+            &["--chunk", "256K"],
+            ("raid5", 256 << 10, "left-symmetric"),
+        ),
+        (
+            "5",
+            "512K",
+            &["--chunk", "64K"],
+            ("raid5", 64 << 10, "left-symmetric"),
+        ),
+        (
+            "6",
+            "128K",
+            &["--layout", "right-asymmetric"],
+            ("raid6", 128 << 10, "right-asymmetric"),
+        ),
+        (
+            "4",
+            "64K",
+            &["--level", "5", "--layout", "left-symmetric"],
+            ("raid5", 64 << 10, "left-symmetric"),
+        ),
+        (
+            "5",
+            "128K",
+            &["--level", "4"],
+            ("raid4", 128 << 10, "parity-last"),
+        ),
+    ];
+    let mut x: u32 = 0x1234_5679;
+    for (level, chunk, grow, want) in cases {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let delay = Duration::from_millis(100 + u64::from(x % 2000));
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let m = ["m0", "m1", "m2", "m3", "m4"];
+        let a = create_filled(d, &m, "24M", &["--level", level, "--chunk", chunk]);
+        let off = data_offset(d, "m0");
+        let what = format!("RAID {level} {chunk} {grow:?}, killed after {delay:?}");
+        let mut args = with("grow", &m, grow);
+        args.extend(["--max-rate", "8M"]);
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+            .current_dir(d)
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+        let killed_mid = state(d).0;
+        eprintln!("{what}: stopped mid-reshape: {killed_mid}");
+        if killed_mid {
+            // Stopped mid-reshape: the array reads (read-only) exactly.
+            assert!(
+                export(d, &m) == a,
+                "{what}: the stopped array reads other bytes"
+            );
+            let out = ok(d, &with("grow", &m, &["--continue"]));
+            assert!(out.contains("reshape done"), "{what}: {out}");
+            if want.0 == "raid4" {
+                // md's last step, the takeover, is asked for again.
+                ok(d, &with("grow", &m, &["--level", "4"]));
+            }
+        } else if shape(d, &m) != (want.0.to_string(), want.1, want.2.to_string()) {
+            assert!(
+                export(d, &m) == a,
+                "{what}: the array changed before its reshape"
+            );
+            ok(d, &with("grow", &m, grow));
+        }
+        assert_eq!(
+            shape(d, &m),
+            (want.0.to_string(), want.1, want.2.to_string()),
+            "{what}"
+        );
+        assert!(export(d, &m) == a, "{what}: the data changed");
+        check_clean(d, &m);
+        for mm in m {
+            let e = examine(d, mm);
+            assert_eq!(
+                e["feature_map"].as_u64().unwrap() & (4 | 64),
+                0,
+                "{what}: {e}"
+            );
+            assert!(
+                data_offset(d, mm) < off,
+                "{what}: {mm}'s data did not move down"
+            );
+        }
+    }
+}
+
+#[test]
+fn raid4_and_raid5_in_parity_last_take_each_other_over_without_moving_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    let a = create_filled(d, &m, "16M", &["--level", "4", "--chunk", "64K"]);
+    let off = data_offset(d, "m0");
+    let before = files(d, &m);
+    let out = ok(d, &with("grow", &m, &["--level", "5"]));
+    assert!(out.contains("takeover"), "{out}");
+    assert_eq!(
+        shape(d, &m),
+        ("raid5".into(), 64 << 10, "parity-last".into())
+    );
+    // Only the superblocks changed: every data byte is where it was.
+    let after = files(d, &m);
+    for (b, a2) in before.iter().zip(&after) {
+        let from = (off * 512) as usize;
+        assert!(b[from..] == a2[from..], "a takeover moved data");
+    }
+    assert!(export(d, &m) == a);
+    check_clean(d, &m);
+    ok(d, &with("grow", &m, &["--level", "4"]));
+    assert_eq!(
+        shape(d, &m),
+        ("raid4".into(), 64 << 10, "parity-last".into())
+    );
+    assert_eq!(data_offset(d, "m0"), off);
+    assert!(export(d, &m) == a);
+    check_clean(d, &m);
+}
+
 #[test]
 fn a_stop_request_checkpoints_and_continue_finishes() {
     let dir = tempfile::tempdir().unwrap();
@@ -399,7 +552,33 @@ fn refusals_say_why_and_change_no_byte() {
         ),
         (with("grow", &r5, &["--continue"]), "not in the middle"),
         (with("grow", &r5, &["--level", "6"]), "reshape"),
-        (with("grow", &r5, &["--chunk", "128K"]), "reshape"),
+        (with("grow", &r0, &["--chunk", "128K"]), "reshape"),
+        (with("grow", &r10, &["--layout", "f2"]), "reshape"),
+        (with("grow", &r5, &["--chunk", "48K"]), "power of two"),
+        (with("grow", &r5, &["--chunk", "64K"]), "no change"),
+        (with("grow", &r5, &["--layout", "ls"]), "no change"),
+        (
+            with("grow", &r5, &["--layout", "left-symmetric-6"]),
+            "RAID 6 layout",
+        ),
+        (with("grow", &r5, &["--chunk", "sixty"]), "not a size"),
+        (
+            with("grow", &r5, &["--level", "5", "--layout", "zz"]),
+            "valid raid5 layouts",
+        ),
+        (with("grow", &r5, &["--chunk", "8M"]), "evenly divide"),
+        (with("grow", &old, &["--chunk", "128K"]), "backup file"),
+        (with("grow", &bm, &["--layout", "ra"]), "--bitmap none"),
+        (
+            with("grow", &ppl, &["--chunk", "128K"]),
+            "consistency-policy resync",
+        ),
+        (with("grow", &ppl, &["--level", "4"]), "RAID 5 only"),
+        (with("grow", &deg, &["--chunk", "128K"]), "degraded"),
+        (
+            with("grow", &r5, &["--chunk", "128K", "--raid-devices", "4"]),
+            "one change per run",
+        ),
         (
             with("grow", &r5, &["--continue", "--raid-devices", "4"]),
             "one change per run",

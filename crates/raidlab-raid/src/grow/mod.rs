@@ -8,13 +8,14 @@
 //! event count raised, in one step; a change md refuses is refused with its
 //! reason and nothing written. The data itself is moved only by the resync
 //! and rebuild in `recovery` (the new space after `--size`, a new mirror).
-//! Only `reshape` moves data between stripes, and only for more members of
-//! a RAID 4/5/6; every other restripe (chunk, layout, level, fewer members)
-//! is refused by [`reshape_not_built`].
+//! Only `reshape` moves data between stripes: more members of a RAID 4/5/6,
+//! a new chunk or layout, RAID 4 to 5 and back; every other restripe (other
+//! levels, fewer members, RAID 0 and 10 members) is refused by
+//! [`reshape_not_built`].
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
 //! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count;
-//! `reshape` restripes onto more members.
+//! `reshape` restripes (more members, chunk, layout, RAID 4 and 5).
 
 mod devices;
 mod policy;
@@ -22,7 +23,7 @@ mod reshape;
 
 pub use devices::DevicesChange;
 pub use policy::Policy;
-pub use reshape::{ReshapePlan, ReshapeReport, MAX_MOVE_SECTORS};
+pub use reshape::{ReshapePlan, ReshapeReport, ReshapeRequest, MAX_MOVE_SECTORS};
 
 use crate::assemble::{geometry_of, Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -58,14 +59,15 @@ pub struct SizeChange {
     pub tightest_member: String,
 }
 
-/// The refusal of every restripe raidlab does not do (`--level`, `--chunk`,
-/// `--layout`, fewer members, RAID 0/10 members): nothing is written.
+/// The refusal of every restripe raidlab does not do (fewer members, RAID
+/// 0/10 members, levels other than 4 and 5 between each other, more members
+/// with a new chunk or layout at once): nothing is written.
 pub fn reshape_not_built(what: &str) -> Error {
     Error::new(
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array (md's reshape), which raidlab does not do yet; nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1 and more --raid-devices of RAID 4/5/6"
+            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, and for RAID 4/5/6 more --raid-devices, --chunk, --layout, and --level 4 or 5"
         ),
     )
 }

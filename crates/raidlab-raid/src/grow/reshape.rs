@@ -1,30 +1,40 @@
-//! Reshape: more members for a RAID 4, 5 or 6 (`--raid-devices N` up),
-//! offline, the way md does it for metadata 1.1/1.2 without a backup file.
+//! Reshape: more members for a RAID 4, 5 or 6 (`--raid-devices N` up), a
+//! new chunk size or layout over the same members (`--chunk`, `--layout`),
+//! and RAID 4 to 5 and back (`--level`), offline, the way md does it for
+//! metadata 1.1/1.2 without a backup file.
 //!
 //! What it decides:
 //! - whether md would reshape this array this way at all (level, metadata,
 //!   consistency policy, state), refusing with the reason and nothing written;
+//! - what md records while the reshape runs: a RAID 4 becoming a RAID 5 is
+//!   taken over as a RAID 5 in parity-last first (md's `raid5_takeover`, the
+//!   same placement), a RAID 5 becoming a RAID 4 is restriped to parity-last
+//!   and then taken over ([`Assembly::takeover`]: superblocks only);
 //! - how far the data offset moves down (`new_offset`): half the room every
 //!   member has between its metadata and its data (so that a later reshape
-//!   finds room too), at least one chunk, in whole chunks, at most
-//!   [`MAX_MOVE_SECTORS`]; with less than one chunk of room the reshape
-//!   needs md's backup file, which is not built, and is refused;
+//!   finds room too), in whole units of the larger chunk, at least one unit
+//!   (md runs a reshape over the same members without a backup only when
+//!   the data moved at least the larger chunk), at most
+//!   [`MAX_MOVE_SECTORS`]; with less room the reshape needs md's backup
+//!   file, which is not built, and is refused;
 //! - the order of a step's I/O and when the position is checkpointed.
 //!
-//! The walk goes forwards over the new geometry's stripes. A step reads the
-//! old geometry's bytes of the array (zeros past the old end, as md fills the
+//! The walk goes forwards over the new geometry's stripes, in units of the
+//! larger chunk (the positions md accepts on a resume). A step reads the old
+//! geometry's bytes of the array (zeros past the old end, as md fills the
 //! new space), writes them as whole stripes of the new geometry through a
 //! running [`Array`] (the planner and parity engine compute P and Q: a
 //! full-stripe write reads nothing), and flushes. The new geometry starts
-//! `gap` sectors lower on each member than the old one and has more data
-//! members, so its writes trail the old geometry's reads. The invariant, md's
-//! rule in its reshape loop: no write may land at or past where the old
-//! geometry's stripe holding the last checkpointed position begins, because
-//! a resume re-reads from that position. When the next step would, the
-//! position reached so far is made durable first (members flushed, then
-//! `reshape_position` in every superblock, events raised). A crash therefore
-//! at worst redoes the steps after the last checkpoint, reading old-geometry
-//! data that nothing has touched.
+//! `gap` sectors lower on each member than the old one, so its writes trail
+//! the old geometry's reads. The invariant, md's rule in its reshape loop
+//! (the arithmetic is `Reshape::forward_write_limit` in the layout crate):
+//! no write may land at or past where the old geometry's stripe holding the
+//! last checkpointed position begins, because a resume re-reads from that
+//! position. When the next step would, the position reached so far is made
+//! durable first (members flushed, then `reshape_position` in every
+//! superblock, events raised). A crash therefore at worst redoes the steps
+//! after the last checkpoint, reading old-geometry data that nothing has
+//! touched.
 //!
 //! Done, every superblock gets what md writes at the end of a reshape: the
 //! new member count and geometry, `data_offset + new_offset` as the data
@@ -33,8 +43,8 @@
 //!
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity itself, and never reshape
-//! anything but a forward grow of the member count (chunk, layout, level and
-//! shrinking stay [`super::reshape_not_built`]).
+//! backwards, to fewer members, or across levels other than 4 and 5 (those
+//! stay [`super::reshape_not_built`]).
 
 use super::{refused, SECTOR};
 use crate::array::Array;
@@ -42,7 +52,7 @@ use crate::assemble::{geometry_of, Assembly, MemberState};
 use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
-use raidlab_layout::{Geometry, Level};
+use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
 use raidlab_md::superblock::{feature, MetadataVersion};
 use serde::Serialize;
 use std::sync::Arc;
@@ -75,22 +85,80 @@ pub struct ReshapeReport {
     pub checkpoints: u64,
 }
 
+/// What a restripe asks for (`grow --raid-devices`, `--chunk`, `--layout`,
+/// `--level`); `None` keeps what the array has.
+#[derive(Debug, Clone, Default)]
+pub struct ReshapeRequest {
+    pub raid_devices: Option<usize>,
+    pub level: Option<Level>,
+    pub chunk_bytes: Option<u64>,
+    /// A layout name as mdadm takes it (`--layout`), for the level asked.
+    pub layout: Option<String>,
+}
+
+impl ReshapeRequest {
+    /// The request as the user gave it, for messages.
+    fn describe(&self, level: Level) -> String {
+        let mut parts = Vec::new();
+        if let Some(n) = self.raid_devices {
+            parts.push(format!("--raid-devices {n}"));
+        }
+        if let Some(l) = self.level {
+            parts.push(format!("--level {}", l.name()));
+        }
+        if let Some(c) = self.chunk_bytes {
+            parts.push(format!("--chunk {}K", c / 1024));
+        }
+        if let Some(l) = &self.layout {
+            parts.push(format!("--layout {l}"));
+        }
+        format!("{} on {}", parts.join(" "), level.name())
+    }
+}
+
 /// What the members of a grow would be: checked, nothing written.
 #[derive(Debug, Clone, Copy)]
 pub struct ReshapePlan {
     pub old_raid_devices: usize,
     pub new_raid_devices: usize,
-    /// Sectors the data offset moves down.
+    /// Sectors the data offset moves down (0: nothing restripes).
     pub gap_sectors: u64,
+    /// md's level, layout and chunk while the reshape runs. A RAID 4 asked
+    /// to become a RAID 5 is first taken over as a RAID 5 in parity-last
+    /// (the same placement, md's `raid5_takeover`), so the old geometry is
+    /// that.
+    pub level: i32,
+    pub layout: u32,
+    pub new_layout: u32,
+    pub chunk_sectors: u32,
+    pub new_chunk_sectors: u32,
+    /// The level md's takeover gives the array once no data is left to
+    /// move: RAID 4 from a RAID 5 in parity-last. `None`: the reshape's own.
+    pub then_level: Option<Level>,
 }
 
+impl ReshapePlan {
+    /// Whether data moves (a restripe), or only the superblocks change (a
+    /// takeover between RAID 4 and a RAID 5 in parity-last).
+    pub fn restripes(&self) -> bool {
+        self.gap_sectors > 0
+    }
+}
+
+/// md's layout word of parity-last, the RAID 5 layout that places data and
+/// parity exactly as a RAID 4 does.
+const PARITY_LAST: u32 = ParityLayout::ParityLast as u32;
+
 impl Assembly {
-    /// Check a grow of a RAID 4/5/6 to `n` members against md's rules, with
-    /// `coming` devices about to be added as spares: nothing is written.
-    pub fn reshape_check(&self, n: usize, coming: usize) -> Result<ReshapePlan> {
+    /// Check a restripe (more members of a RAID 4/5/6, a new chunk or
+    /// layout, RAID 4 to 5 and back) against md's rules, with `coming`
+    /// devices about to be added as spares: nothing is written. One kind of
+    /// change at a time: more members, or a chunk/layout/level change over
+    /// the same members.
+    pub fn reshape_check(&self, req: &ReshapeRequest, coming: usize) -> Result<ReshapePlan> {
         let g = self.geometry;
         let old = g.raid_disks;
-        let what = format!("--raid-devices {n} on {}", g.level.name());
+        let what = req.describe(g.level);
         if !matches!(g.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
             return Err(super::reshape_not_built(&what));
         }
@@ -99,9 +167,75 @@ impl Assembly {
                 "the array is in the middle of a reshape: finish it with `raidlab grow --continue` (same members) before another change; nothing was changed".into(),
             ));
         }
-        if n == old {
+        let template = self.grow_template()?;
+        let n = req.raid_devices.unwrap_or(old);
+        // The level md runs the reshape at, and the layout it starts from.
+        let (level, layout, then_level) = match (g.level, req.level) {
+            (l, None) => (l, template.layout, None),
+            (l, Some(same)) if same == l => (l, template.layout, None),
+            // md takes a RAID 4 over as a RAID 5 in parity-last.
+            (Level::Raid4, Some(Level::Raid5)) => (Level::Raid5, PARITY_LAST, None),
+            // md restripes a RAID 5 to parity-last, then takes it over as a
+            // RAID 4.
+            (Level::Raid5, Some(Level::Raid4)) => {
+                if template.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0 {
+                    return Err(refused(format!(
+                        "{what}: md's partial parity log is for RAID 5 only: switch it to resync first (`raidlab grow --consistency-policy resync`); nothing was changed"
+                    )));
+                }
+                (Level::Raid5, template.layout, Some(Level::Raid4))
+            }
+            (_, Some(_)) => return Err(super::reshape_not_built(&what)),
+        };
+        let new_layout = match (
+            &req.layout,
+            then_level.unwrap_or(req.level.unwrap_or(level)),
+        ) {
+            (None, Level::Raid4) if level == Level::Raid5 => PARITY_LAST,
+            (None, _) => layout,
+            (Some(name), Level::Raid4) => {
+                Layout::parse(Level::Raid4, Some(name))?;
+                if level == Level::Raid5 {
+                    PARITY_LAST
+                } else {
+                    layout
+                }
+            }
+            (Some(name), l) => match Layout::parse(l, Some(name))? {
+                Layout::Parity(p) => p.md_value(),
+                _ => layout,
+            },
+        };
+        let chunk = template.chunksize;
+        let new_chunk = match req.chunk_bytes {
+            None => chunk,
+            Some(c) => {
+                if c % SECTOR != 0 || c / SECTOR > u64::from(u32::MAX) {
+                    return Err(Error::invalid(format!(
+                        "--chunk {c}: not a whole number of sectors md can record"
+                    )));
+                }
+                (c / SECTOR) as u32
+            }
+        };
+        let same_shape = layout == new_layout && chunk == new_chunk;
+        if n == old && same_shape {
+            if level.md_level() != template.level || then_level.is_some() {
+                // A takeover: the superblocks change, no data moves.
+                return Ok(ReshapePlan {
+                    old_raid_devices: old,
+                    new_raid_devices: n,
+                    gap_sectors: 0,
+                    level: level.md_level(),
+                    layout,
+                    new_layout,
+                    chunk_sectors: chunk,
+                    new_chunk_sectors: new_chunk,
+                    then_level,
+                });
+            }
             return Err(Error::invalid(format!(
-                "the array already has {n} raid devices: no change requested"
+                "{what}: the array already is that: no change requested"
             )));
         }
         if n < old {
@@ -109,12 +243,32 @@ impl Assembly {
                 "{what} (fewer members: md shrinks the array size first, then reshapes backwards)"
             )));
         }
+        if n != old && !same_shape {
+            return Err(super::reshape_not_built(&format!(
+                "{what} (more members and a new chunk or layout in one reshape; md does both at once, raidlab one after the other: grow --raid-devices first, then the chunk or layout)"
+            )));
+        }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
             return Err(Error::invalid(format!(
                 "--raid-devices {n} is more than md allows"
             )));
         }
-        let template = self.grow_template()?;
+        Geometry::from_md(
+            level.md_level(),
+            new_layout,
+            new_chunk,
+            n as u32,
+            template.size,
+        )
+        .map_err(|e| refused(format!("{what}: {}; nothing was changed", e.message)))?;
+        if template.size % u64::from(new_chunk) != 0 {
+            return Err(refused(format!(
+                "{what}: the new chunk ({} KiB) does not evenly divide the component size ({} KiB), as mdadm requires; shrink the array first to a multiple of it (`raidlab grow --size {}K`, after shrinking any file system); nothing was changed",
+                new_chunk / 2,
+                template.size / 2,
+                template.size / u64::from(new_chunk) * u64::from(new_chunk) / 2
+            )));
+        }
         match template.version() {
             MetadataVersion::V0_90 => {
                 return Err(refused(
@@ -162,20 +316,15 @@ impl Assembly {
                 spares + coming
             )));
         }
-        let chunk = u64::from(template.chunksize).max(1);
-        Geometry::from_md(
-            template.level,
-            template.layout,
-            template.chunksize,
-            n as u32,
-            template.size,
-        )
-        .map_err(|e| refused(format!("{what}: {}; nothing was changed", e.message)))?;
+        // The data moves down by whole units of the larger chunk: md runs a
+        // reshape over the same members without a backup only when the data
+        // moved at least that far (less, and old and new stripes overlap).
+        let unit = u64::from(chunk.max(new_chunk)).max(1);
         // The room below the data on every member that will hold a role.
         let mut least = u64::MAX;
         for m in self.members.iter().filter(|m| m.is_live()) {
             let room = room_below_data(&m.sb);
-            if room < chunk {
+            if room < unit {
                 return Err(Error::new(
                     ErrorKind::Refused,
                     Op::Plan,
@@ -184,20 +333,53 @@ impl Assembly {
                         m.device.path,
                         room / 2,
                         m.sb.data_offset,
-                        chunk / 2
+                        unit / 2
                     ),
                 ));
             }
             least = least.min(room);
         }
-        // Half the room, in whole chunks, never below one chunk (there is
+        // Half the room, in whole units, never below one unit (there is
         // at least one: checked above), within the cap.
-        let gap = (least.min(MAX_MOVE_SECTORS * 2) / 2 / chunk).max(1) * chunk;
+        let gap = (least.min(MAX_MOVE_SECTORS * 2) / 2 / unit).max(1) * unit;
         Ok(ReshapePlan {
             old_raid_devices: old,
             new_raid_devices: n,
             gap_sectors: gap,
+            level: level.md_level(),
+            layout,
+            new_layout,
+            chunk_sectors: chunk,
+            new_chunk_sectors: new_chunk,
+            then_level,
         })
+    }
+
+    /// md's takeover between RAID 4 and a RAID 5 in parity-last (the same
+    /// placement): only the superblocks change, in one commit. Any other
+    /// level change is a restripe, [`Assembly::reshape_start`].
+    pub fn takeover(&mut self, to: Level) -> Result<()> {
+        let g = self.geometry;
+        let (level, layout) = match (g.level, to, self.grow_template()?.layout) {
+            (Level::Raid4, Level::Raid5, _) => (5, PARITY_LAST),
+            (Level::Raid5, Level::Raid4, PARITY_LAST) => (4, 0),
+            (from, to, _) => {
+                return Err(refused(format!(
+                    "{} to {}: not a takeover (md takes over only RAID 4 and RAID 5 in parity-last, which place data alike); nothing was changed",
+                    from.name(),
+                    to.name()
+                )))
+            }
+        };
+        self.grow_check_idle(&format!("--level {}", to.name()))?;
+        self.commit(|sb| {
+            sb.level = level;
+            sb.new_level = level;
+            sb.layout = layout;
+            sb.new_layout = layout;
+        })?;
+        self.geometry = geometry_of(&self.grow_template()?)?;
+        Ok(())
     }
 
     /// Start the reshape `plan` (from [`Assembly::reshape_check`], with the
@@ -229,12 +411,21 @@ impl Assembly {
         let delta = (n - old) as i32;
         let gap = i32::try_from(plan.gap_sectors)
             .map_err(|_| Error::invalid("reshape: the data offset move does not fit md's field"))?;
+        if !plan.restripes() {
+            return Err(Error::invalid(
+                "reshape: this change moves no data (a takeover): use Assembly::takeover",
+            ));
+        }
         self.commit(|sb| {
             sb.raid_disks = n as u32;
             sb.delta_disks = delta;
-            sb.new_level = sb.level;
-            sb.new_layout = sb.layout;
-            sb.new_chunk = sb.chunksize;
+            // A RAID 4 becoming a RAID 5 is taken over as one in the same
+            // commit: md's level and layout while the reshape runs.
+            sb.level = plan.level;
+            sb.layout = plan.layout;
+            sb.new_level = plan.level;
+            sb.new_layout = plan.new_layout;
+            sb.new_chunk = plan.new_chunk_sectors;
             sb.reshape_position = 0;
             sb.new_offset = -gap;
             sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
@@ -262,17 +453,26 @@ impl Assembly {
         };
         let template = self.grow_template()?;
         let gap = i64::from(template.new_offset).unsigned_abs();
-        let supported = !r.backwards
-            && r.new.raid_disks > r.old.raid_disks
-            && r.old.level == r.new.level
+        // Forwards with the data moved down, at one level: more members,
+        // or a new chunk or layout over the same members with the data
+        // moved by at least the larger chunk (md's condition for running
+        // such a reshape without a backup).
+        let same_members = r.new.raid_disks == r.old.raid_disks;
+        let reshapes = r.new.raid_disks > r.old.raid_disks
             && r.old.layout == r.new.layout
             && r.old.chunk_bytes == r.new.chunk_bytes
+            || same_members
+                && (r.old.layout != r.new.layout || r.old.chunk_bytes != r.new.chunk_bytes)
+                && gap * SECTOR >= r.old.chunk_bytes.max(r.new.chunk_bytes);
+        let supported = !r.backwards
+            && reshapes
+            && r.old.level == r.new.level
             && template.feature_map & feature::NEW_OFFSET != 0
             && template.new_offset < 0
             && matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6);
         if !supported {
             return Err(refused(
-                "this reshape (a shrink, a chunk, layout or level change, or one without a moved data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a shrink, a level change, more members with a new chunk or layout, or one without a moved data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self
@@ -291,13 +491,11 @@ impl Assembly {
                 self.missing()
             )));
         }
-        let chunk = r.new.chunk_bytes;
         let gap_bytes = gap * SECTOR;
-        let old_sd = r.old.data_disks() as u64 * chunk;
-        let new_sd = r.new.data_disks() as u64 * chunk;
-        if r.position % new_sd != 0 {
+        let unit = r.forward_unit();
+        if r.position % unit != 0 {
             return Err(refused(format!(
-                "reshape_position {} is not on a stripe boundary of the new geometry ({new_sd} bytes): not a position md or raidlab checkpoints; nothing was changed",
+                "reshape_position {} is not on a stripe boundary of the reshape ({unit} bytes): not a position md or raidlab checkpoints; nothing was changed",
                 r.position
             )));
         }
@@ -305,7 +503,7 @@ impl Assembly {
         let new_array = self.reshape_side(&r, true)?;
         let old_end = r.old.array_bytes();
         let total = r.new.array_bytes();
-        let step = (STEP_MEMBER_BYTES / chunk).max(1) * new_sd;
+        let step = (STEP_MEMBER_BYTES * r.new.data_disks() as u64 / unit).max(1) * unit;
         let mut run = schedule(&opts, &[(r.position, total)], step);
         let clock = clock_of(&opts);
         let mut report = ReshapeReport {
@@ -317,10 +515,6 @@ impl Assembly {
             resumed_from: r.position,
             checkpoints: 0,
         };
-        // Where the old geometry's stripe holding `pos` starts on each
-        // member, counted from the new data offset: what a resume from a
-        // checkpoint at `pos` still reads.
-        let keep_from = |pos: u64| gap_bytes + pos / old_sd * chunk;
         let mut checkpointed = r.position;
         let mut buf = Vec::new();
         while let Some(s) = run.peek() {
@@ -336,14 +530,13 @@ impl Assembly {
                 ));
             }
             let a = s.start;
-            // The new geometry writes member bytes [a, b) / new_sd * chunk.
-            let mut limit = keep_from(checkpointed) / chunk * new_sd;
-            if limit < a + new_sd.min(s.end - a) {
+            let mut limit = r.forward_write_limit(gap_bytes, checkpointed);
+            if limit < a + unit.min(s.end - a) {
                 // The step would write where the last checkpoint still
                 // reads: move the checkpoint up to here first.
                 self.reshape_checkpoint(&new_array, a, &mut checkpointed)?;
                 report.checkpoints += 1;
-                limit = keep_from(checkpointed) / chunk * new_sd;
+                limit = r.forward_write_limit(gap_bytes, checkpointed);
             }
             let b = s.end.min(limit);
             if b <= a {

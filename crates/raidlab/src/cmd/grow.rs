@@ -1,8 +1,8 @@
 //! `grow`: one in-place change of an array per run, offline, as mdadm
 //! --grow makes it (the rules are raidlab-raid's `grow`): --size, --bitmap,
-//! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
-//! a RAID 4/5/6 (a reshape, run to its end here; `--continue` finishes one
-//! that was interrupted). The resync of new space and the rebuild of new
+//! --consistency-policy, --raid-devices of a RAID 1, and for a RAID 4/5/6
+//! more --raid-devices, --chunk, --layout, --level 4|5 (a reshape, run to
+//! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written.
 
@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 use raidlab_core::size::parse_size;
 use raidlab_layout::Level;
 use raidlab_raid::assemble::Assembly;
-use raidlab_raid::grow::{reshape_not_built, Policy, SizeRequest};
+use raidlab_raid::grow::{Policy, ReshapeRequest, SizeRequest};
 use raidlab_raid::manage::Added;
 use std::process::ExitCode;
 
@@ -29,10 +29,10 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     .filter(|&&c| c)
     .count();
     if changes == 0 {
-        bail!("nothing to change: give --size, --bitmap, --consistency-policy, --raid-devices or --continue (see `raidlab grow --help`)");
+        bail!("nothing to change: give --size, --bitmap, --consistency-policy, --raid-devices, --chunk, --layout, --level or --continue (see `raidlab grow --help`)");
     }
     if changes > 1 {
-        bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices, --continue (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
+        bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices, --continue, or a restripe (--chunk, --layout, --level, together if need be) (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
     }
     if a.no_sync && a.continue_reshape {
         bail!("--no-sync with --continue: --continue runs the reshape; leave the array as it is instead");
@@ -80,33 +80,24 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
             server.display()
         );
     }
+    let restripe = restripe_request(&a)?;
     let mut asm = assemble_rw_checked(&a.members, |asm| {
         // A reshape's refusals come before a log replay could write.
-        match a.raid_devices {
-            Some(n)
-                if matches!(
-                    asm.geometry.level,
-                    Level::Raid4 | Level::Raid5 | Level::Raid6
-                ) && asm.reshape().is_none() =>
+        match &restripe {
+            Some(req)
+                if (req.raid_devices.is_none()
+                    || matches!(
+                        asm.geometry.level,
+                        Level::Raid4 | Level::Raid5 | Level::Raid6
+                    ))
+                    && asm.reshape().is_none() =>
             {
-                asm.reshape_check(n, a.add.len())?;
+                asm.reshape_check(req, a.add.len())?;
                 Ok(())
             }
             _ => Ok(()),
         }
     })?;
-    if a.level.is_some() || a.chunk.is_some() || a.layout.is_some() {
-        let what = [
-            a.level.as_ref().map(|l| format!("--level {l}")),
-            a.chunk.as_ref().map(|c| format!("--chunk {c}")),
-            a.layout.as_ref().map(|l| format!("--layout {l}")),
-        ]
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>()
-        .join(" ");
-        return Err(reshape_not_built(&what).into());
-    }
     if let Some(req) = size {
         return grow_size(asm, req, &a);
     }
@@ -128,16 +119,16 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if a.continue_reshape {
-        return run_reshape(asm, &a);
+        return run_reshape(&mut asm, &a);
     }
-    if let Some(n) = a.raid_devices {
-        if matches!(
-            asm.geometry.level,
-            Level::Raid4 | Level::Raid5 | Level::Raid6
-        ) {
-            return grow_reshape(asm, n, &a);
+    if let Some(req) = restripe {
+        let level = asm.geometry.level;
+        match req.raid_devices {
+            Some(n) if !matches!(level, Level::Raid4 | Level::Raid5 | Level::Raid6) => {
+                return grow_devices(asm, n, &a)
+            }
+            _ => return grow_reshape(asm, &req, &a),
         }
-        return grow_devices(asm, n, &a);
     }
     unreachable!("one change was counted above")
 }
@@ -283,12 +274,52 @@ fn grow_devices(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// More members for a RAID 4/5/6: every check first (the devices to add,
-/// md's rules for the reshape), then the devices go in as spares, the
-/// reshape is recorded in the superblocks and run to its end.
-fn grow_reshape(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
+/// `--raid-devices`, `--level`, `--chunk`, `--layout` as one restripe
+/// request; `None` when none of them is given.
+fn restripe_request(a: &GrowArgs) -> Result<Option<ReshapeRequest>> {
+    if a.raid_devices.is_none() && a.level.is_none() && a.chunk.is_none() && a.layout.is_none() {
+        return Ok(None);
+    }
+    let level = match a.level.as_deref() {
+        None => None,
+        Some(l) => {
+            Some(Level::from_name(l).map_err(|e| anyhow::anyhow!("--level {l}: {}", e.message))?)
+        }
+    };
+    let chunk_bytes = match a.chunk.as_deref() {
+        None => None,
+        Some(c) => {
+            // mdadm reads a bare number as KiB.
+            let bytes = if !c.is_empty() && c.chars().all(|ch| ch.is_ascii_digit()) {
+                c.parse::<u64>().ok().and_then(|k| k.checked_mul(1024))
+            } else {
+                parse_size(c).ok()
+            };
+            Some(bytes.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--chunk {c}: not a size (give it as 64K, 512K, 1M; a bare number is KiB, as mdadm reads it)"
+                )
+            })?)
+        }
+    };
+    Ok(Some(ReshapeRequest {
+        raid_devices: a.raid_devices,
+        level,
+        chunk_bytes,
+        layout: a.layout.clone(),
+    }))
+}
+
+/// A restripe of a RAID 4/5/6 (more members, a new chunk or layout, RAID 4
+/// to 5 and back): every check first (the devices to add, md's rules for
+/// the reshape), then the devices go in as spares, the reshape is recorded
+/// in the superblocks and run to its end. A change md makes by takeover
+/// alone (RAID 4 and a RAID 5 in parity-last) only rewrites the
+/// superblocks.
+fn grow_reshape(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result<ExitCode> {
     let (adds, created) = open_adds(a)?;
     let old = asm.geometry.raid_disks;
+    let n = req.raid_devices.unwrap_or(old);
     let checked = (|| -> Result<raidlab_raid::grow::ReshapePlan> {
         if n > old && adds.len() > n - old {
             bail!(
@@ -297,7 +328,7 @@ fn grow_reshape(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
                 n - old
             );
         }
-        let plan = asm.reshape_check(n, adds.len())?;
+        let plan = asm.reshape_check(req, adds.len())?;
         precheck_adds(&asm, &adds, a.force)?;
         Ok(plan)
     })();
@@ -308,25 +339,57 @@ fn grow_reshape(mut asm: Assembly, n: usize, a: &GrowArgs) -> Result<ExitCode> {
             return Err(e);
         }
     };
+    let from = describe(&asm.geometry);
+    if !plan.restripes() {
+        if let Some(to) = req.level {
+            asm.takeover(to)?;
+        }
+        outln!(
+            "raidlab: {from} is now {} (md's takeover: the same placement, no data moved)",
+            describe(&asm.geometry)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     for d in adds {
         let path = d.path.clone();
         asm.add(d, a.force)?;
         outln!("raidlab: {path} added as a spare for the reshape");
     }
     asm.reshape_start(plan)?;
+    let to = match asm.reshape() {
+        Some(Ok(r)) => describe(&r.new),
+        _ => describe(&asm.geometry),
+    };
     outln!(
-        "raidlab: reshape started: raid devices {old} -> {n}; the data offset moves down {} KiB on every member",
+        "raidlab: reshape started: {from} -> {to}; the data offset moves down {} KiB on every member",
         plan.gap_sectors / 2
     );
     if a.no_sync {
         outln!("raidlab: the array is mid-reshape (readable, read-only): `raidlab grow --continue` with the same members restripes it");
         return Ok(ExitCode::SUCCESS);
     }
-    run_reshape(asm, a)
+    let code = run_reshape(&mut asm, a)?;
+    if let Some(to) = plan.then_level {
+        // md's last step of RAID 5 to 4: the array is now in parity-last.
+        asm.takeover(to)?;
+        outln!("raidlab: the array is now {}", describe(&asm.geometry));
+    }
+    Ok(code)
+}
+
+/// Level, member count, chunk and layout, as `detail` names them.
+fn describe(g: &raidlab_layout::Geometry) -> String {
+    format!(
+        "{} of {} members, {}K chunk, {}",
+        g.level.name(),
+        g.raid_disks,
+        g.chunk_bytes / 1024,
+        g.layout.name()
+    )
 }
 
 /// Run the reshape the superblocks record to its end.
-fn run_reshape(mut asm: Assembly, a: &GrowArgs) -> Result<ExitCode> {
+fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
     let report = asm.reshape_run(options(&a.run, false), &mut bar("reshape"))?;
     if a.run.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -338,9 +401,10 @@ fn run_reshape(mut asm: Assembly, a: &GrowArgs) -> Result<ExitCode> {
             );
         }
         outln!(
-            "raidlab: reshape done: raid devices {} -> {}; the array is {} bytes (was {}); data offset moved down {} bytes",
+            "raidlab: reshape done: raid devices {} -> {}; the array is {}, {} bytes (was {}); data offset moved down {} bytes",
             report.old_raid_devices,
             report.new_raid_devices,
+            describe(&asm.geometry),
             report.new_array_bytes,
             report.old_array_bytes,
             report.data_offset_moved_bytes
