@@ -528,8 +528,10 @@ run_w() { # NAME LEVEL NDEV MBYTES OFFS SHIFT REGIONS: md writes around a remove
 }
 
 run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
-    # OP: size (--size=max), bitmap (--bitmap=internal, 64K chunks) or
-    # raid1add (a RAID 1 of NDEV-1 mirrors grows to NDEV with the last device).
+    # OP: size (--size=max), bitmap (--bitmap=internal, 64K chunks),
+    # raid1add (a RAID 1 of NDEV-1 mirrors grows to NDEV with the last device),
+    # chunk (--chunk=256 of a 64K-chunk array) or layout
+    # (--layout=right-asymmetric): reshapes over the same members.
     name=$1 level=$2 n=$3 mb=$4 offs=$5 kib=$6 op=$7
     set_flags -
     dir="$R/M/$name"; mkdir -p "$dir"
@@ -557,6 +559,8 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
         size) g="--size=max" ;;
         bitmap) g="--bitmap=internal --bitmap-chunk=64K" ;;
         raid1add) g="--raid-devices=$n --add $extra" ;;
+        chunk) g="--chunk=256" ;;
+        layout) g="--layout=right-asymmetric" ;;
         *) result "$name" M FAIL "unknown op $op"; stop_md; detach; return ;;
     esac
     # shellcheck disable=SC2086

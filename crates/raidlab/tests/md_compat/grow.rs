@@ -14,13 +14,17 @@
 //! * `r5-3to4`, `r6-4to5`: `--raid-devices N --add`, a reshape (the data
 //!   offset moved down, the data restriped), read whole and without the new
 //!   member (RAID 6: without it and the first);
+//! * `r5-chunk-64to256`, `r6-layout-ls-to-ra`, `r4-to-r5`: `--chunk`,
+//!   `--layout`, `--level 5 --layout left-symmetric` of a RAID 4, reshapes
+//!   over the same members (read whole and without one or two members);
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl.
 //!
 //! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
 //! component size on 16 MiB members, writes the pattern, and grows them
 //! (`mdadm --grow --size=max` of a RAID 1 and of a RAID 5 with a bitmap,
-//! `--bitmap=internal`, a RAID 1 `--raid-devices=3 --add`), waiting for its
-//! resync or recovery; raidlab then finds each clean with every member
+//! `--bitmap=internal`, a RAID 1 `--raid-devices=3 --add`, a RAID 5
+//! `--chunk=256`, a RAID 6 `--layout=right-asymmetric`), waiting for its
+//! resync, recovery or reshape; raidlab then finds each clean with every member
 //! active and md's size, checks it with 0 mismatches and reads the data md
 //! wrote before the grow exactly.
 
@@ -42,6 +46,8 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
     ("md-r5-size-bitmap", 5, 3, "size"),
     ("md-r5-bitmap", 5, 3, "bitmap"),
     ("md-r1-add", 1, 3, "raid1add"),
+    ("md-r5-chunk", 5, 4, "chunk"),
+    ("md-r6-layout", 6, 5, "layout"),
 ];
 
 struct Grown {
@@ -127,6 +133,33 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "5", "--add", "NEW"],
             sets: vec![vec![0, 4]],
+        },
+        Grown {
+            name: "r5-chunk-64to256",
+            level: 5,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--chunk", "256K"],
+            sets: vec![vec![1]],
+        },
+        Grown {
+            name: "r6-layout-ls-to-ra",
+            level: 6,
+            devices: 5,
+            create: &["--chunk", "128K"],
+            grow_files: false,
+            grow: &["--layout", "right-asymmetric"],
+            sets: vec![vec![0, 4]],
+        },
+        Grown {
+            name: "r4-to-r5",
+            level: 4,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--level", "5", "--layout", "left-symmetric"],
+            sets: vec![vec![3]],
         },
         Grown {
             name: "r5-ppl-again",

@@ -1,0 +1,186 @@
+//! Reshape speed against what the members allow (issue 36), for
+//! docs/benchmarks.md.
+//!
+//! Each member is throttled to one bandwidth that its reads and writes share
+//! (`ThrottleVolume`: one budget, like one disk's head and link). A reshape
+//! reads the old geometry and writes the new one on the same members, so the
+//! fastest it can go is set by the busiest member: the bytes that member
+//! moved (read plus written, counted by its throttle) over its bandwidth.
+//! The figure is that bound over the time the reshape took: 1.0 means the
+//! members never waited on raidlab. The target is 0.8 or more.
+//!
+//! Cases: RAID 5 of 4 grown to 5 members, a RAID 5 chunk change 64K to 256K
+//! over the same 4 members, a RAID 6 of 6 from left-symmetric to
+//! right-asymmetric. Each runs three times; the median and the spread are
+//! printed.
+//!
+//! Run: `cargo run --release -p raidlab-raid --example reshape_bench [MiB per member] [MB/s per member]`
+
+use raidlab_core::Volume;
+use raidlab_devices::{Limits, MemVolume, ThrottleVolume};
+use raidlab_layout::{Layout, Level, ParityLayout};
+use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
+use raidlab_raid::grow::ReshapeRequest;
+use raidlab_raid::recovery::RunOptions;
+use std::sync::Arc;
+use std::time::Instant;
+
+struct Case {
+    name: &'static str,
+    level: Level,
+    members: usize,
+    chunk: u64,
+    req: ReshapeRequest,
+}
+
+/// One run: (the members' bound in seconds, the reshape's seconds).
+fn run(c: &Case, member: u64, bw: u64) -> (f64, f64) {
+    let n = c.members + c.req.raid_devices.map_or(0, |r| r - c.members);
+    let vols: Vec<Arc<ThrottleVolume<MemVolume>>> = (0..n)
+        .map(|_| {
+            Arc::new(ThrottleVolume::new(MemVolume::new(member), Limits::unlimited()).unwrap())
+        })
+        .collect();
+    let devs: Vec<Device> = vols
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Device {
+            path: format!("m{i}"),
+            volume: Arc::clone(v) as Arc<dyn Volume>,
+        })
+        .collect();
+    let spec = CreateSpec {
+        level: c.level,
+        layout: Layout::Parity(ParityLayout::LeftSymmetric),
+        chunk_bytes: c.chunk,
+        spares: 0,
+        name: "bench".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let members = devs[..c.members]
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let mut asm = create(&spec, members).unwrap();
+    // Data everywhere, written before the members are throttled.
+    {
+        let array = asm.array().unwrap();
+        let size = array.size();
+        let mut buf = vec![0u8; 4 << 20];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut at = 0;
+        while at < size {
+            for b in buf.chunks_mut(8) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
+            }
+            let len = (size - at).min(buf.len() as u64) as usize;
+            array.write_at(&buf[..len], at).unwrap();
+            at += len as u64;
+        }
+        array.flush().unwrap();
+    }
+    let plan = asm.reshape_check(&c.req, n - c.members).unwrap();
+    for d in &devs[c.members..] {
+        asm.add(d.clone(), false).unwrap();
+    }
+    for v in &vols {
+        v.set_limits(Limits::bandwidth(bw)).unwrap();
+    }
+    let before: Vec<u64> = vols.iter().map(|v| v.stats().bytes).collect();
+    let t = Instant::now();
+    asm.reshape_start(plan).unwrap();
+    asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
+    let took = t.elapsed().as_secs_f64();
+    let busiest = vols
+        .iter()
+        .zip(&before)
+        .map(|(v, b)| v.stats().bytes - b)
+        .max()
+        .unwrap_or(0);
+    (busiest as f64 / bw as f64, took)
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .map(|a| {
+            a.parse()
+                .expect("arguments: MiB per member, MB/s per member")
+        })
+        .collect();
+    let member = args.first().copied().unwrap_or(128) << 20;
+    let bw = args.get(1).copied().unwrap_or(200) * 1_000_000;
+    println!(
+        "machine: {} cores; members {} MiB, each throttled to {} MB/s shared by its reads and writes",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        member >> 20,
+        bw / 1_000_000
+    );
+    let cases = [
+        Case {
+            name: "RAID 5, 4 -> 5 members (64K)",
+            level: Level::Raid5,
+            members: 4,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                raid_devices: Some(5),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 5 of 4, chunk 64K -> 256K",
+            level: Level::Raid5,
+            members: 4,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                chunk_bytes: Some(256 << 10),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 6 of 6, left-symmetric -> right-asymmetric (128K)",
+            level: Level::Raid6,
+            members: 6,
+            chunk: 128 << 10,
+            req: ReshapeRequest {
+                layout: Some("right-asymmetric".into()),
+                ..ReshapeRequest::default()
+            },
+        },
+    ];
+    println!("| reshape | busiest member moved | bound | took | bound / took (3 runs) | median |");
+    println!("|---|---|---|---|---|---|");
+    for c in &cases {
+        let mut ratios = Vec::new();
+        let mut last = (0.0, 0.0);
+        for _ in 0..3 {
+            let (bound, took) = run(c, member, bw);
+            ratios.push(bound / took);
+            last = (bound, took);
+        }
+        let mut sorted = ratios.clone();
+        sorted.sort_by(f64::total_cmp);
+        println!(
+            "| {} | {:.0} MB | {:.2} s | {:.2} s | {} | **{:.2}** |",
+            c.name,
+            last.0 * bw as f64 / 1e6,
+            last.0,
+            last.1,
+            ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            sorted[1]
+        );
+    }
+}
