@@ -77,6 +77,9 @@
 # `mbr6` / `gpt2` = each slot is a whole-disk image (table written by the
 # host with sfdisk) and the member is its partition 6 (MBR, logical) or 2
 # (GPT), as the kernel itself finds it (losetup -P, /dev/loopNpM).
+# `reshaping` (B lines) = raidlab stopped a reshape part-way: md must find
+# it under way right after assembly (sync_action reshape or frozen, mdadm
+# carrying it on), finish it by itself, and be ARRAY_BYTES long afterwards.
 # Each config reports one line in results/results.txt:
 #   RESULT NAME A|B PASS|FAIL detail...
 # plus `NOTE` lines with measurements.
@@ -293,8 +296,29 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
     bad=""
     [ "$deg" = 0 ] || bad="$bad degraded=$deg"
     [ "$rs" = none ] || bad="$bad resync_start=$rs(not-clean)"
-    [ "$act" = idle ] || bad="$bad sync_action=$act-right-after-assembly"
-    [ "$size" = "$abytes" ] || bad="$bad md-size=$size-raidlab-size=$abytes"
+    case ",${9:--}," in
+    *,reshaping,*)
+        # raidlab stopped a reshape part-way (killed or Ctrl-C): md must
+        # carry it on from raidlab's checkpoint by itself and finish it.
+        case "$act" in reshape|frozen) ;; *) bad="$bad sync_action=$act(md-did-not-carry-the-reshape-on)" ;; esac
+        grep -q "Reshape" "$dir/detail" || bad="$bad no-reshape-in-md-detail"
+        i=0
+        while [ $i -lt 3000 ]; do
+            a=$(cat "$SYS/sync_action" 2>/dev/null || echo idle)
+            [ "$a" = idle ] && ! mdadm --detail "$MD" 2>/dev/null | grep -q "Reshape" && break
+            sleep 0.1; i=$((i + 1))
+        done
+        [ $i -lt 3000 ] || bad="$bad reshape-did-not-finish"
+        mdadm --detail "$MD" >"$dir/detail.reshaped" 2>&1
+        size=$(blockdev --getsize64 "$MD")
+        [ "$size" = "$abytes" ] || bad="$bad md-size-after-the-reshape=$size-raidlab-size=$abytes"
+        phase reshape
+        ;;
+    *)
+        [ "$act" = idle ] || bad="$bad sync_action=$act-right-after-assembly"
+        [ "$size" = "$abytes" ] || bad="$bad md-size=$size-raidlab-size=$abytes"
+        ;;
+    esac
     # A bitmap raidlab wrote must be taken up by md, not ignored.
     if grep -q "Internal Bitmap" "$dir/examine.0" && ! grep -q "Intent Bitmap : Internal" "$dir/detail"; then
         bad="$bad md-did-not-use-the-bitmap"

@@ -17,6 +17,11 @@
 //! * `r5-chunk-64to256`, `r6-layout-ls-to-ra`, `r4-to-r5`: `--chunk`,
 //!   `--layout`, `--level 5 --layout left-symmetric` of a RAID 4, reshapes
 //!   over the same members (read whole and without one or two members);
+//! * `r5-chunk-killed`, `r6-layout-stopped`, `r5-3to4-killed`: the same
+//!   reshapes stopped part-way by SIGKILL or Ctrl-C (SIGINT): md assembles
+//!   the members, carries the reshape on from raidlab's checkpoint by
+//!   itself and finishes it; its reads then equal raidlab's own
+//!   `--continue` on a copy (the data from before exact);
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl.
 //!
 //! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
@@ -60,6 +65,10 @@ struct Grown {
     grow: &'static [&'static str],
     /// Sets of roles md reads without (the new mirror alone).
     sets: Vec<Vec<usize>>,
+    /// Stop raidlab's reshape part-way (`--max-rate 2M`, then this signal
+    /// after a second and a half): md must carry it on when it assembles
+    /// the members. `None`: the grow runs to its end on the host.
+    interrupt: Option<&'static str>,
 }
 
 fn cases() -> Vec<Grown> {
@@ -72,6 +81,7 @@ fn cases() -> Vec<Grown> {
             grow_files: true,
             grow: &["--size", "max"],
             sets: vec![],
+            interrupt: None,
         },
         Grown {
             name: "r5-size-bitmap",
@@ -88,6 +98,7 @@ fn cases() -> Vec<Grown> {
             grow_files: true,
             grow: &["--size", "max"],
             sets: vec![],
+            interrupt: None,
         },
         Grown {
             name: "r5-bitmap-added",
@@ -97,6 +108,7 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--bitmap", "internal", "--bitmap-chunk", "64K"],
             sets: vec![],
+            interrupt: None,
         },
         Grown {
             name: "r1-bitmap-removed",
@@ -106,6 +118,7 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--bitmap", "none"],
             sets: vec![],
+            interrupt: None,
         },
         Grown {
             name: "r1-2to3",
@@ -115,6 +128,7 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "3", "--add", "NEW"],
             sets: vec![vec![0, 1]],
+            interrupt: None,
         },
         Grown {
             name: "r5-3to4",
@@ -124,6 +138,7 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "4", "--add", "NEW"],
             sets: vec![vec![3]],
+            interrupt: None,
         },
         Grown {
             name: "r6-4to5",
@@ -133,6 +148,7 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "5", "--add", "NEW"],
             sets: vec![vec![0, 4]],
+            interrupt: None,
         },
         Grown {
             name: "r5-chunk-64to256",
@@ -142,6 +158,7 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--chunk", "256K"],
             sets: vec![vec![1]],
+            interrupt: None,
         },
         Grown {
             name: "r6-layout-ls-to-ra",
@@ -151,6 +168,7 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--layout", "right-asymmetric"],
             sets: vec![vec![0, 4]],
+            interrupt: None,
         },
         Grown {
             name: "r4-to-r5",
@@ -160,6 +178,37 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--level", "5", "--layout", "left-symmetric"],
             sets: vec![vec![3]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r5-chunk-killed",
+            level: 5,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--chunk", "256K"],
+            sets: vec![vec![2]],
+            interrupt: Some("KILL"),
+        },
+        Grown {
+            name: "r6-layout-stopped",
+            level: 6,
+            devices: 5,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--layout", "right-symmetric"],
+            sets: vec![vec![1, 3]],
+            interrupt: Some("INT"),
+        },
+        Grown {
+            name: "r5-3to4-killed",
+            level: 5,
+            devices: 3,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![0]],
+            interrupt: Some("KILL"),
         },
         Grown {
             name: "r5-ppl-again",
@@ -175,6 +224,7 @@ fn cases() -> Vec<Grown> {
                 "ppl",
             ],
             sets: vec![],
+            interrupt: None,
         },
     ]
 }
@@ -221,10 +271,52 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
         if step.contains(&"NEW") {
             a.extend(["--member-size", &small]);
         }
-        run(&a)?;
+        match c.interrupt {
+            None => {
+                run(&a)?;
+            }
+            Some(signal) => interrupted(&a, signal)?,
+        }
     }
     if c.grow.contains(&"NEW") {
         members.push(new);
+    }
+    if c.interrupt.is_some() {
+        // Stopped part-way: what it reads now (read-only, both
+        // geometries) is the data from before; what md must read once it
+        // has carried the reshape on is what raidlab's own `--continue`
+        // gives, on a copy of the members.
+        let got = export(&members, &dir.join("export.bin"))?;
+        if got[..] != pat[..size as usize] {
+            return Err(format!(
+                "raidlab reads its stopped reshape wrong: {}",
+                first_diff(&got, &pat[..size as usize])
+            ));
+        }
+        let copy = dir.join("continued");
+        fs::create_dir_all(&copy).unwrap();
+        let copies: Vec<String> = members
+            .iter()
+            .map(|m| {
+                let to = copy.join(Path::new(m).file_name().unwrap());
+                fs::copy(m, &to).unwrap();
+                to.to_str().unwrap().to_string()
+            })
+            .collect();
+        let mut a = vec!["grow"];
+        a.extend(copies.iter().map(String::as_str));
+        a.push("--continue");
+        run(&a)?;
+        let (_, v) = detail_state(&copies, &copies[0]);
+        let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
+        let want = export(&copies, &copy.join("export.bin"))?;
+        fs::remove_dir_all(&copy).ok();
+        if want[..size as usize] != pat[..size as usize]
+            || want[size as usize..].iter().any(|&b| b != 0)
+        {
+            return Err("raidlab's --continue of its stopped reshape reads wrong".into());
+        }
+        return Ok((members, grown, want));
     }
     let (_, v) = detail_state(&members, &members[0]);
     let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
@@ -246,6 +338,45 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
         ));
     }
     Ok((members, grown, got))
+}
+
+/// Run the grow `a` slowed down, stop it with `signal` (KILL: a crash;
+/// INT: Ctrl-C, which checkpoints at the next step) after 1.5 s, and require
+/// that it stopped part-way: the superblocks record a reshape.
+fn interrupted(a: &[&str], signal: &str) -> Result<(), String> {
+    let mut child = Command::new(RAIDLAB)
+        .args(a)
+        .args(["--max-rate", "2M"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("raidlab grow: {e}"))?;
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let _ = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let members: Vec<String> = a
+        .iter()
+        .skip(1)
+        .take_while(|w| !w.starts_with("--"))
+        .map(|w| w.to_string())
+        .collect();
+    let mut all = members.clone();
+    if let Some(i) = a.iter().position(|w| *w == "--add") {
+        all.push(a[i + 1].to_string());
+    }
+    let mut d = vec!["detail"];
+    d.extend(all.iter().map(String::as_str));
+    let o = raidlab(&d);
+    let text = String::from_utf8_lossy(&o.stdout);
+    if !text.contains("interrupted reshape") {
+        return Err(format!(
+            "the grow was not stopped part-way by SIG{signal} after 1.5 s: {}",
+            describe(&d, &o)
+        ));
+    }
+    Ok(())
 }
 
 /// raidlab takes an array md grew (kind `M`): clean, every member active,
@@ -398,12 +529,17 @@ fn md_assembles_arrays_raidlab_grew() {
         let out = next;
         next += stride * (1 + c.sets.len() as u64);
         manifest.push_str(&format!(
-            "B {} {} {} {slot} {} {size} {out} {}\n",
+            "B {} {} {} {slot} {} {size} {out} {} {}\n",
             c.name,
             c.level,
             members.len(),
             csv(&offs),
-            sets_field(&c.sets)
+            sets_field(&c.sets),
+            if c.interrupt.is_some() {
+                "reshaping"
+            } else {
+                "-"
+            }
         ));
         reads.push((c.name.to_string(), size, out, c.sets.len(), want));
     }
