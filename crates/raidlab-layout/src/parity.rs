@@ -148,6 +148,21 @@ impl ParityLayout {
         }
     }
 
+    /// The RAID 6 layout md converts a RAID 5 in this layout to when it adds
+    /// Q on a new last member (mdadm's `analyse_change`): the "-6" twin, or
+    /// parity-last itself (md's PARITY_N_6 is PARITY_N: P and Q both last).
+    /// A "-6" layout is its own.
+    pub fn raid6_conversion(self) -> ParityLayout {
+        match self {
+            ParityLayout::LeftAsymmetric => ParityLayout::LeftAsymmetric6,
+            ParityLayout::RightAsymmetric => ParityLayout::RightAsymmetric6,
+            ParityLayout::LeftSymmetric => ParityLayout::LeftSymmetric6,
+            ParityLayout::RightSymmetric => ParityLayout::RightSymmetric6,
+            ParityLayout::ParityFirst => ParityLayout::ParityFirst6,
+            other => other,
+        }
+    }
+
     /// Whether md runs this layout only at RAID 6 (the "-6" layouts).
     pub fn raid6_only(self) -> bool {
         self.raid5_part().is_some()

@@ -1294,3 +1294,30 @@ fn data_disks_and_parity_counts() {
         assert_eq!(g.is_parity(), pc > 0);
     }
 }
+
+/// md's RAID 5 to 6 conversion adds Q on a new last member and moves
+/// nothing: in the RAID 6 twin of every RAID 5 layout, every stripe keeps
+/// its data chunks and P where the RAID 5 had them, and Q is the new member.
+#[test]
+fn a_raid5_layout_and_its_raid6_conversion_place_data_and_p_alike() {
+    for l in ParityLayout::ALL {
+        for n in 3..=7usize {
+            let chunk = 64 << 10;
+            let r5 = Geometry::new(Level::Raid5, Layout::Parity(l), chunk, n, chunk * 64).unwrap();
+            let six = l.raid6_conversion();
+            let r6 =
+                Geometry::new(Level::Raid6, Layout::Parity(six), chunk, n + 1, chunk * 64).unwrap();
+            assert_eq!(r5.data_disks(), r6.data_disks());
+            for stripe in 0..(2 * n as u64 + 3) {
+                let (a, b) = (r5.stripe(stripe), r6.stripe(stripe));
+                assert_eq!(a.data, b.data, "{} n={n} stripe {stripe}", l.name());
+                assert_eq!(a.p, b.p, "{} n={n} stripe {stripe}", l.name());
+                assert_eq!(b.q, Some(n), "{} n={n} stripe {stripe}", l.name());
+            }
+        }
+    }
+    assert_eq!(
+        ParityLayout::LeftSymmetric6.raid6_conversion(),
+        ParityLayout::LeftSymmetric6
+    );
+}

@@ -402,6 +402,162 @@ fn raid4_and_raid5_in_parity_last_take_each_other_over_without_moving_data() {
     check_clean(d, &m);
 }
 
+/// (level, layout, members active, members spare) as `detail` reports them.
+fn members_of(d: &Path, m: &[&str]) -> (String, String, usize, usize) {
+    let v = detail(d, m);
+    let count = |s: &str| {
+        v["members"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|x| x["state"] == s)
+            .count()
+    };
+    (
+        v["level"].as_str().unwrap().to_string(),
+        v["layout"].as_str().unwrap().to_string(),
+        count("active"),
+        count("spare"),
+    )
+}
+
+#[test]
+fn raid5_becomes_raid6_and_back_through_mds_conversion_layouts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let r5 = ["m0", "m1", "m2", "m3"];
+    let all = ["m0", "m1", "m2", "m3", "m4"];
+    let a = create_filled(d, &r5, "16M", &["--level", "5", "--chunk", "64K"]);
+    let s = |x: &str| x.to_string();
+    // mdadm's default: Q on the new member, then restriped to the plain
+    // RAID 6 layout.
+    let out = ok(
+        d,
+        &with(
+            "grow",
+            &r5,
+            &["--level", "6", "--add", "m4", "--member-size", "16M"],
+        ),
+    );
+    assert!(
+        out.contains("left-symmetric-6") && out.contains("reshape done"),
+        "{out}"
+    );
+    assert_eq!(members_of(d, &all), (s("raid6"), s("left-symmetric"), 5, 0));
+    assert!(export(d, &all) == a);
+    check_clean(d, &all);
+    // Back: restriped to left-symmetric-6, then Q's member is a spare.
+    ok(d, &with("grow", &all, &["--level", "5"]));
+    assert_eq!(members_of(d, &all), (s("raid5"), s("left-symmetric"), 4, 1));
+    assert!(export(d, &all) == a);
+    check_clean(d, &all);
+    // Again with the spare, keeping md's conversion layout (no restripe):
+    // the data offset stays where the first restripes left it.
+    let off = data_offset(d, "m0");
+    ok(
+        d,
+        &with("grow", &all, &["--level", "6", "--layout", "preserve"]),
+    );
+    assert_eq!(
+        members_of(d, &all),
+        (s("raid6"), s("left-symmetric-6"), 5, 0)
+    );
+    assert_eq!(data_offset(d, "m0"), off);
+    assert!(export(d, &all) == a);
+    check_clean(d, &all);
+    // A RAID 6 in a "-6" layout becomes a RAID 5 by takeover alone.
+    let before = files(d, &r5);
+    ok(
+        d,
+        &with("grow", &all, &["--level", "5", "--raid-devices", "4"]),
+    );
+    assert_eq!(members_of(d, &all), (s("raid5"), s("left-symmetric"), 4, 1));
+    let after = files(d, &r5);
+    let from = (off * 512) as usize;
+    for (b, x) in before.iter().zip(&after) {
+        assert!(b[from..] == x[from..], "the takeover moved data");
+    }
+    assert!(export(d, &all) == a);
+    check_clean(d, &all);
+}
+
+#[test]
+fn a_raid5_to_raid6_conversion_killed_anywhere_is_finished_with_the_data_exact() {
+    // Killed in the rebuild of Q or in the restripe after it; finished the
+    // way the messages say: `rebuild` then `grow --layout`, or `--continue`.
+    for (k, delay) in [300u64, 1500, 3500].into_iter().enumerate() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let r5 = ["m0", "m1", "m2", "m3"];
+        let all = ["m0", "m1", "m2", "m3", "m4"];
+        let a = create_filled(d, &r5, "24M", &["--level", "5", "--chunk", "64K"]);
+        let what = format!("case {k}, killed after {delay} ms");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+            .current_dir(d)
+            .args(with(
+                "grow",
+                &r5,
+                &[
+                    "--level",
+                    "6",
+                    "--add",
+                    "m4",
+                    "--member-size",
+                    "24M",
+                    "--max-rate",
+                    "8M",
+                ],
+            ))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay));
+        let _ = child.kill();
+        let _ = child.wait();
+        let level = detail(d, &all)["level"].as_str().map(str::to_string);
+        eprintln!("{what}: level {level:?}, mid-reshape {}", state(d).0);
+        if level.as_deref() != Some("raid6") {
+            // Killed before the takeover: still the RAID 5 (m4 a spare or
+            // not there yet).
+            assert!(export(d, &r5) == a, "{what}");
+            let _ = std::fs::remove_file(d.join("m4"));
+            ok(
+                d,
+                &with(
+                    "grow",
+                    &r5,
+                    &["--level", "6", "--add", "m4", "--member-size", "24M"],
+                ),
+            );
+        } else if state(d).0 {
+            assert!(export(d, &all) == a, "{what}: stopped restripe reads wrong");
+            ok(d, &with("grow", &all, &["--continue"]));
+        } else if shape(d, &all).2 != "left-symmetric" {
+            assert!(
+                export(d, &all) == a,
+                "{what}: the RAID 6 reads wrong before Q is rebuilt"
+            );
+            if detail(d, &all)["members"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["state"] == "rebuilding")
+            {
+                ok(d, &with("rebuild", &all, &[]));
+            }
+            ok(d, &with("grow", &all, &["--layout", "left-symmetric"]));
+        }
+        assert_eq!(
+            members_of(d, &all),
+            ("raid6".into(), "left-symmetric".into(), 5, 0),
+            "{what}"
+        );
+        assert!(export(d, &all) == a, "{what}: the data changed");
+        check_clean(d, &all);
+    }
+}
+
 #[test]
 fn a_stop_request_checkpoints_and_continue_finishes() {
     let dir = tempfile::tempdir().unwrap();
@@ -551,7 +707,19 @@ fn refusals_say_why_and_change_no_byte() {
             "new slot",
         ),
         (with("grow", &r5, &["--continue"]), "not in the middle"),
-        (with("grow", &r5, &["--level", "6"]), "reshape"),
+        (with("grow", &r5, &["--level", "6"]), "Need 1 spare"),
+        (
+            with("grow", &r5, &["--level", "6", "--raid-devices", "5"]),
+            "one member more",
+        ),
+        (with("grow", &ppl, &["--level", "6"]), "RAID 5 only"),
+        (with("grow", &deg, &["--level", "6"]), "degraded"),
+        (with("grow", &r10, &["--level", "5"]), "reshape"),
+        (
+            with("grow", &r5, &["--level", "6", "--chunk", "128K"]),
+            "reshape",
+        ),
+        (with("grow", &bm, &["--level", "6"]), "Need 1 spare"),
         (with("grow", &r0, &["--chunk", "128K"]), "reshape"),
         (with("grow", &r10, &["--layout", "f2"]), "reshape"),
         (with("grow", &r5, &["--chunk", "48K"]), "power of two"),

@@ -9,18 +9,22 @@
 //! reason and nothing written. The data itself is moved only by the resync
 //! and rebuild in `recovery` (the new space after `--size`, a new mirror).
 //! Only `reshape` moves data between stripes: more members of a RAID 4/5/6,
-//! a new chunk or layout, RAID 4 to 5 and back; every other restripe (other
-//! levels, fewer members, RAID 0 and 10 members) is refused by
+//! a new chunk or layout, RAID 4 to 5 and back, the layout half of RAID 5
+//! to 6 and back (whose takeovers are `convert`'s); every other restripe
+//! (other levels, fewer members, RAID 0 and 10 members) is refused by
 //! [`reshape_not_built`].
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
 //! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count;
-//! `reshape` restripes (more members, chunk, layout, RAID 4 and 5).
+//! `reshape` restripes (more members, chunk, layout, RAID 4 and 5);
+//! `convert` takes RAID 5 over as RAID 6 and back.
 
+mod convert;
 mod devices;
 mod policy;
 mod reshape;
 
+pub use convert::Conversion;
 pub use devices::DevicesChange;
 pub use policy::Policy;
 pub use reshape::{ReshapePlan, ReshapeReport, ReshapeRequest, MAX_MOVE_SECTORS};
@@ -67,7 +71,7 @@ pub fn reshape_not_built(what: &str) -> Error {
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, and for RAID 4/5/6 more --raid-devices, --chunk, --layout, and --level 4 or 5"
+            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, and for RAID 4/5/6 more --raid-devices, --chunk, --layout, and --level between 4 and 5 and between 5 and 6"
         ),
     )
 }

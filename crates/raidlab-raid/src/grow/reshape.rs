@@ -269,6 +269,42 @@ impl Assembly {
                 template.size / u64::from(new_chunk) * u64::from(new_chunk) / 2
             )));
         }
+        self.restripe_allowed(&what)?;
+        let spares = self
+            .members
+            .iter()
+            .filter(|m| m.state == MemberState::Spare)
+            .count();
+        let need = n - old;
+        if spares + coming < need {
+            return Err(refused(format!(
+                "need {need} spare(s) for the new member slots and only have {} (mdadm: \"Need {need} spares to avoid degraded array\"): give the new members with --add; nothing was changed",
+                spares + coming
+            )));
+        }
+        // The data moves down by whole units of the larger chunk: md runs a
+        // reshape over the same members without a backup only when the data
+        // moved at least that far (less, and old and new stripes overlap).
+        let gap = self.reshape_gap(u64::from(chunk.max(new_chunk)).max(1))?;
+        Ok(ReshapePlan {
+            old_raid_devices: old,
+            new_raid_devices: n,
+            gap_sectors: gap,
+            level: level.md_level(),
+            layout,
+            new_layout,
+            chunk_sectors: chunk,
+            new_chunk_sectors: new_chunk,
+            then_level,
+        })
+    }
+
+    /// md's conditions for restriping this array in place without a backup
+    /// file, checked before anything is written: metadata 1.x, no bitmap,
+    /// journal or PPL to carry through, nothing rebuilding, every member
+    /// there, parity consistent.
+    pub(crate) fn restripe_allowed(&self, what: &str) -> Result<()> {
+        let template = self.grow_template()?;
         match template.version() {
             MetadataVersion::V0_90 => {
                 return Err(refused(
@@ -292,7 +328,7 @@ impl Assembly {
                 "the array keeps a write journal or a partial parity log, which md does not carry through a reshape: switch it to resync first (`raidlab grow --consistency-policy resync`; a journal cannot be removed); nothing was changed".into(),
             ));
         }
-        self.grow_check_idle(&what)?;
+        self.grow_check_idle(what)?;
         if !self.missing().is_empty() {
             return Err(refused(format!(
                 "the array is degraded (role(s) {:?} missing): reshaping a degraded array is not built; add and rebuild the missing member(s) first; nothing was changed",
@@ -304,23 +340,15 @@ impl Assembly {
                 "the array has a resync pending (not stopped cleanly, or a resync interrupted): a reshape computes parity from the data, which must be consistent first; run `raidlab resync`; nothing was changed".into(),
             ));
         }
-        let spares = self
-            .members
-            .iter()
-            .filter(|m| m.state == MemberState::Spare)
-            .count();
-        let need = n - old;
-        if spares + coming < need {
-            return Err(refused(format!(
-                "need {need} spare(s) for the new member slots and only have {} (mdadm: \"Need {need} spares to avoid degraded array\"): give the new members with --add; nothing was changed",
-                spares + coming
-            )));
-        }
-        // The data moves down by whole units of the larger chunk: md runs a
-        // reshape over the same members without a backup only when the data
-        // moved at least that far (less, and old and new stripes overlap).
-        let unit = u64::from(chunk.max(new_chunk)).max(1);
-        // The room below the data on every member that will hold a role.
+        Ok(())
+    }
+
+    /// How far the data moves down for a reshape that needs `unit` sectors
+    /// at least (one chunk, or the larger of two): half the room every
+    /// member in service has below its data, in whole units, never below
+    /// one unit, within [`MAX_MOVE_SECTORS`]; refused with md's reason
+    /// (a backup file, not built) when a member has less than one unit.
+    pub(crate) fn reshape_gap(&self, unit: u64) -> Result<u64> {
         let mut least = u64::MAX;
         for m in self.members.iter().filter(|m| m.is_live()) {
             let room = room_below_data(&m.sb);
@@ -339,20 +367,7 @@ impl Assembly {
             }
             least = least.min(room);
         }
-        // Half the room, in whole units, never below one unit (there is
-        // at least one: checked above), within the cap.
-        let gap = (least.min(MAX_MOVE_SECTORS * 2) / 2 / unit).max(1) * unit;
-        Ok(ReshapePlan {
-            old_raid_devices: old,
-            new_raid_devices: n,
-            gap_sectors: gap,
-            level: level.md_level(),
-            layout,
-            new_layout,
-            chunk_sectors: chunk,
-            new_chunk_sectors: new_chunk,
-            then_level,
-        })
+        Ok((least.min(MAX_MOVE_SECTORS * 2) / 2 / unit).max(1) * unit)
     }
 
     /// md's takeover between RAID 4 and a RAID 5 in parity-last (the same

@@ -21,7 +21,9 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         a.size.is_some(),
         a.bitmap.is_some(),
         a.consistency_policy.is_some(),
-        a.raid_devices.is_some(),
+        // With --level, --raid-devices is part of that one change (md's
+        // RAID 5 to 6 takes one member more).
+        a.raid_devices.is_some() && a.level.is_none(),
         a.continue_reshape,
         a.level.is_some() || a.chunk.is_some() || a.layout.is_some(),
     ]
@@ -37,9 +39,9 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     if a.no_sync && a.continue_reshape {
         bail!("--no-sync with --continue: --continue runs the reshape; leave the array as it is instead");
     }
-    if !a.add.is_empty() && a.raid_devices.is_none() {
+    if !a.add.is_empty() && a.raid_devices.is_none() && a.level.is_none() {
         bail!(
-            "--add is for the new slots of --raid-devices; `raidlab add` adds a member or a spare"
+            "--add is for the new slots of --raid-devices (or Q's of --level 6); `raidlab add` adds a member or a spare"
         );
     }
     if a.bitmap_chunk.is_some() && a.bitmap != Some(GrowBitmap::Internal) {
@@ -84,6 +86,15 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let mut asm = assemble_rw_checked(&a.members, |asm| {
         // A reshape's refusals come before a log replay could write.
         match &restripe {
+            Some(req) if conversion(asm, req) => {
+                asm.convert_check(
+                    req.level.unwrap_or(asm.geometry.level),
+                    req.raid_devices,
+                    req.layout.as_deref(),
+                    a.add.len(),
+                )?;
+                Ok(())
+            }
             Some(req)
                 if (req.raid_devices.is_none()
                     || matches!(
@@ -122,6 +133,9 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         return run_reshape(&mut asm, &a);
     }
     if let Some(req) = restripe {
+        if conversion(&asm, &req) {
+            return grow_convert(asm, &req, &a);
+        }
         let level = asm.geometry.level;
         match req.raid_devices {
             Some(n) if !matches!(level, Level::Raid4 | Level::Raid5 | Level::Raid6) => {
@@ -375,6 +389,104 @@ fn grow_reshape(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
         outln!("raidlab: the array is now {}", describe(&asm.geometry));
     }
     Ok(code)
+}
+
+/// Whether `req` converts between RAID 5 and 6 (md's takeover through the
+/// "-6" layouts), not a restripe at one level.
+fn conversion(asm: &Assembly, req: &ReshapeRequest) -> bool {
+    matches!(
+        (asm.geometry.level, req.level),
+        (Level::Raid5, Some(Level::Raid6)) | (Level::Raid6, Some(Level::Raid5))
+    ) && req.chunk_bytes.is_none()
+}
+
+/// RAID 5 to 6: the device for Q goes in as a spare, the takeover makes it
+/// the last member (a RAID 6 in the "-6" layout), the rebuild computes Q,
+/// then (unless `--layout preserve`) a restripe to the RAID 6 layout. RAID
+/// 6 to 5: a restripe to the "-6" layout where needed, then the takeover
+/// (Q's member becomes a spare).
+fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result<ExitCode> {
+    let (adds, created) = open_adds(a)?;
+    let to = req.level.unwrap_or(asm.geometry.level);
+    let checked = (|| -> Result<raidlab_raid::grow::Conversion> {
+        if adds.len() > 1 {
+            bail!(
+                "{} devices given with --add: the conversion takes one, for Q; add the others as spares with `raidlab add`; nothing was changed",
+                adds.len()
+            );
+        }
+        if to == Level::Raid5 && !adds.is_empty() {
+            bail!(
+                "--add goes with --level 6 (the device for Q), not --level 5; nothing was changed"
+            );
+        }
+        let c = asm.convert_check(to, req.raid_devices, req.layout.as_deref(), adds.len())?;
+        precheck_adds(&asm, &adds, a.force)?;
+        Ok(c)
+    })();
+    let c = match checked {
+        Ok(c) => c,
+        Err(e) => {
+            cleanup(&created);
+            return Err(e);
+        }
+    };
+    let from = describe(&asm.geometry);
+    let restripe = |asm: &mut Assembly, layout: &str| -> Result<()> {
+        let req = ReshapeRequest {
+            layout: Some(layout.to_string()),
+            ..ReshapeRequest::default()
+        };
+        let plan = asm.reshape_check(&req, 0)?;
+        asm.reshape_start(plan)?;
+        outln!(
+            "raidlab: reshape started: {} -> {layout}; the data offset moves down {} KiB on every member",
+            describe(&asm.geometry),
+            plan.gap_sectors / 2
+        );
+        run_reshape(asm, a)?;
+        Ok(())
+    };
+    if to == Level::Raid6 {
+        for d in adds {
+            let path = d.path.clone();
+            asm.add(d, a.force)?;
+            outln!("raidlab: {path} added as a spare for Q");
+        }
+        asm.raid6_takeover()?;
+        outln!(
+            "raidlab: {from} is now {} (md's takeover: Q on the new last member, to be rebuilt)",
+            describe(&asm.geometry)
+        );
+        if a.no_sync {
+            outln!(
+                "raidlab: Q is rebuilt by `raidlab rebuild`{}",
+                match &c.restripe_to {
+                    Some(l) => format!("; then `raidlab grow --layout {l}` restripes it"),
+                    None => String::new(),
+                }
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        let report = asm.rebuild(options(&a.run, false), &mut bar("rebuild"))?;
+        print_rebuild(&report, a.run.json)?;
+        if let Some(l) = &c.restripe_to {
+            restripe(&mut asm, l)?;
+        }
+    } else {
+        if let Some(l) = &c.restripe_to {
+            if a.no_sync {
+                bail!("--no-sync with --level 5 of a RAID 6 in {}: the conversion restripes it to {l} first; run it without --no-sync", asm.geometry.layout.name());
+            }
+            restripe(&mut asm, l)?;
+        }
+        asm.raid5_takeover()?;
+        outln!(
+            "raidlab: the array is now {} (md's takeover); the member that held Q is a hot spare",
+            describe(&asm.geometry)
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Level, member count, chunk and layout, as `detail` names them.
