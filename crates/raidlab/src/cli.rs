@@ -64,7 +64,7 @@ pub enum Command {
     /// Change an array in place, as mdadm --grow does: --size (use more or
     /// less of each member), --bitmap internal|none, --consistency-policy
     /// resync|ppl (RAID 5), --raid-devices of a RAID 1, and for a RAID 4/5/6
-    /// more members, --chunk, --layout, --level 4|5 (restriped offline;
+    /// more members, --chunk, --layout, --level 4|5|6 (restriped offline;
     /// --continue resumes). Other restriping (fewer members, RAID 0/10,
     /// other levels) is refused: not built yet.
     #[command(after_help = GROW_HELP)]
@@ -643,6 +643,7 @@ Examples:
   raidlab grow m0.img m1.img m2.img m3.img --chunk 256K             # restripe to a new chunk
   raidlab grow m0.img m1.img m2.img m3.img --layout right-asymmetric
   raidlab grow m0.img m1.img m2.img m3.img --level 5                # RAID 4 to 5 (takeover)
+  raidlab grow m0.img m1.img m2.img m3.img --level 6 --add m4.img   # RAID 5 to 6 (Q on m4)
   raidlab grow m0.img m1.img m2.img m3.img --continue               # finish an interrupted one";
 
 /// `--bitmap`'s values.
@@ -691,9 +692,13 @@ pub struct GrowArgs {
     #[arg(long, value_parser = size)]
     pub member_size: Option<u64>,
     /// A new level: RAID 4 to 5 (md's takeover as parity-last; with
-    /// --layout, then a restripe to that layout) and RAID 5 to 4 (restriped
-    /// to parity-last first when it is not). Other level changes are
-    /// refused (not built).
+    /// --layout, then a restripe to that layout), RAID 5 to 4 (restriped to
+    /// parity-last first when it is not), RAID 5 to 6 (one member more, for
+    /// Q: give it with --add; md's takeover through the "-6" layout, Q
+    /// rebuilt, then a restripe to the RAID 6 layout unless --layout
+    /// preserve) and RAID 6 to 5 (restriped to the "-6" layout first; Q's
+    /// member becomes a hot spare). Other level changes are refused (not
+    /// built).
     #[arg(long, short = 'l')]
     pub level: Option<String>,
     /// A new chunk size for a RAID 4/5/6 (64K, 512K; a bare number is

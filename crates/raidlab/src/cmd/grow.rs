@@ -1,7 +1,7 @@
 //! `grow`: one in-place change of an array per run, offline, as mdadm
 //! --grow makes it (the rules are raidlab-raid's `grow`): --size, --bitmap,
 //! --consistency-policy, --raid-devices of a RAID 1, and for a RAID 4/5/6
-//! more --raid-devices, --chunk, --layout, --level 4|5 (a reshape, run to
+//! more --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written.

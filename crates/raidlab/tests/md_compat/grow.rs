@@ -17,6 +17,11 @@
 //! * `r5-chunk-64to256`, `r6-layout-ls-to-ra`, `r4-to-r5`: `--chunk`,
 //!   `--layout`, `--level 5 --layout left-symmetric` of a RAID 4, reshapes
 //!   over the same members (read whole and without one or two members);
+//! * `r5-to-r6`, `r6-to-r5`: `--level 6 --add` (md's takeover through
+//!   left-symmetric-6, Q rebuilt, then restriped to left-symmetric) and
+//!   `--level 5` of a right-asymmetric RAID 6 (restriped to
+//!   right-asymmetric-6, then taken over; Q's member left a spare, which
+//!   md is not given);
 //! * `r5-chunk-killed`, `r6-layout-stopped`, `r5-3to4-killed`: the same
 //!   reshapes stopped part-way by SIGKILL or Ctrl-C (SIGINT): md assembles
 //!   the members, carries the reshape on from raidlab's checkpoint by
@@ -191,6 +196,26 @@ fn cases() -> Vec<Grown> {
             interrupt: None,
         },
         Grown {
+            name: "r5-to-r6",
+            level: 5,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--level", "6", "--add", "NEW"],
+            sets: vec![vec![1, 4]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r6-to-r5",
+            level: 6,
+            devices: 5,
+            create: &["--chunk", "64K", "--layout", "right-asymmetric"],
+            grow_files: false,
+            grow: &["--level", "5"],
+            sets: vec![vec![2]],
+            interrupt: None,
+        },
+        Grown {
             name: "r5-chunk-killed",
             level: 5,
             devices: 4,
@@ -290,6 +315,17 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
     }
     if c.grow.contains(&"NEW") {
         members.push(new);
+    }
+    // A member the grow left a hot spare (Q's after RAID 6 to 5) is not
+    // part of the array md must find complete.
+    let (_, v) = detail_state(&members, &members[0]);
+    if let Some(list) = v["members"].as_array() {
+        let spares: Vec<String> = list
+            .iter()
+            .filter(|m| m["state"] == "spare")
+            .filter_map(|m| m["device"].as_str().map(str::to_string))
+            .collect();
+        members.retain(|m| !spares.iter().any(|s| m.ends_with(s.as_str())));
     }
     if c.interrupt.is_some() {
         // Stopped part-way: what it reads now (read-only, both
