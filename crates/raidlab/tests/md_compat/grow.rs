@@ -29,8 +29,8 @@
 //!   `--continue` on a copy (the data from before exact);
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl.
 //!
-//! `r6-layout-ls-to-ra`, `r5-3to4-killed` and `md-r6-layout` run only with
-//! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]).
+//! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout` and
+//! `r5-chunk-64to256` run only with `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]).
 //!
 //! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
 //! component size on 16 MiB members, writes the pattern, and grows them
@@ -66,9 +66,15 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
 /// Cases the default run leaves to `RAIDLAB_MDVM_FULL=1`, each covered in
 /// kind by a default one (a RAID 6 layout change md finishes after a
 /// Ctrl-C; a stopped grow by the killed chunk change; md's own reshape over
-/// the same members by its chunk change), to keep the default suite's one
-/// boot short under TCG.
-const FULL_ONLY: &[&str] = &["r6-layout-ls-to-ra", "r5-3to4-killed", "md-r6-layout"];
+/// the same members by its chunk change; a finished restripe over the same
+/// members by RAID 6 to 5), to keep the default suite's one boot short
+/// under TCG.
+const FULL_ONLY: &[&str] = &[
+    "r6-layout-ls-to-ra",
+    "r5-3to4-killed",
+    "md-r6-layout",
+    "r5-chunk-64to256",
+];
 
 struct Grown {
     name: &'static str,
