@@ -66,6 +66,7 @@ fn ci_sweep_finds_no_violation() {
         skip_known_gaps: true,
         // Its own sweep below, so the runs named here keep their draws.
         stale_members: false,
+        cache_tier: false,
     };
     let s = sweep(&opts, |r| {
         if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
@@ -203,6 +204,7 @@ fn stale_members_sweep_finds_no_violation() {
         level: None,
         skip_known_gaps: true,
         stale_members: true,
+        cache_tier: false,
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -219,4 +221,82 @@ fn stale_members_sweep_finds_no_violation() {
         t.returns > 0 && t.stale_left_out > 0 && t.re_adds > 0,
         "the sweep never exercised what it is for: {t:?}"
     );
+}
+
+/// Runs of the cache-tier sweep: about 30 s of the test build's CPU.
+const CACHE_RUNS: u64 = 600;
+
+/// Runs of the cache-tier sweep that fail on a gap found and not fixed yet
+/// (docs/reliability.md, "Known open gaps").
+const KNOWN_OPEN_CACHE: &[u64] = &[
+    // RAID 5 PPL, write-through cache over the array: after a power cut, 11
+    // sectors of the array hold a value never written there. The same run,
+    // failing the same way at the same operation, is KNOWN_OPEN's 339
+    // without a cache: write-through passes the workload's writes to the
+    // array as they come, so the array sees what it sees there.
+    339,
+];
+
+fn cache_opts(runs: u64) -> Options {
+    Options {
+        seed: 1,
+        first_run: 0,
+        runs,
+        ops: 120,
+        level: None,
+        skip_known_gaps: true,
+        stale_members: false,
+        cache_tier: true,
+    }
+}
+
+/// The cache tier in front (`--cache-tier`, seed 1): write-back,
+/// write-through and write-around over the array or a plain file, through
+/// power cuts (the cache's own recovery at its next open), clean stops and
+/// write-backs after which the origin alone must read as the model says.
+/// No violation but the known ones, and the sweep did what it is for: runs
+/// with a cache, opens after a cut, blocks written back.
+#[test]
+fn cache_tier_sweep_finds_no_violation() {
+    let opts = cache_opts(
+        env("RAIDLAB_TORTURE_RUNS")
+            .unwrap_or_else(|| CACHE_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
+    );
+    let s = sweep(&opts, |r| {
+        if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
+            eprintln!(
+                "run {} {} {}",
+                r.run,
+                r.config.label(),
+                r.violation.as_ref().map_or("ok", |v| v.what.as_str())
+            );
+        }
+    });
+    let t = s.total();
+    println!(
+        "cache tier: {} runs, {} passed; {} with a cache, {} opens after a cut, {} blocks written back",
+        s.runs(),
+        s.passed(),
+        t.cache_runs,
+        t.cache_recoveries,
+        t.cache_written_back
+    );
+    judge(&s, &opts, KNOWN_OPEN_CACHE, "KNOWN_OPEN_CACHE");
+    assert!(
+        t.cache_runs > 0 && t.cache_recoveries > 0 && t.cache_written_back > 0,
+        "the sweep never exercised what it is for: {t:?}"
+    );
+}
+
+/// A cache-tier run replays event for event, and a run that draws no cache
+/// is the run without `--cache-tier`.
+#[test]
+fn a_cache_tier_run_replays_exactly() {
+    for run in 0..6 {
+        let opts = cache_opts(1);
+        let a = raidlab_sim::torture::run_opts(&opts, run, None);
+        let b = raidlab_sim::torture::run_opts(&opts, run, None);
+        assert_eq!(a.hash, b.hash, "run {run}");
+        assert_eq!(a.violation.is_some(), b.violation.is_some());
+    }
 }

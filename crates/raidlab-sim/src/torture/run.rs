@@ -4,6 +4,7 @@
 //! and what counts as a violation; what is allowed after a power cut is the
 //! model's, what the engine does is the engine's.
 
+use super::cache::{Tier, CACHE_STREAM};
 use super::config::{Config, Policy};
 use super::model::{Model, SECTOR};
 use super::{run_seed, Counts, Options, RunResult, Violation};
@@ -22,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 use std::time::Duration;
 
-type Member = Arc<FaultVolume<MemVolume>>;
+pub(super) type Member = Arc<FaultVolume<MemVolume>>;
 
 /// A bug planted in the harness's world, behind the engine's back, to prove
 /// the checker fails when data goes wrong (tests only; never on by default).
@@ -77,6 +78,8 @@ pub(super) struct Rig {
     pub(super) stale: Option<ChaCha8Rng>,
     /// The device that is away now, if one is.
     pub(super) away: Option<usize>,
+    /// The cache tier in front (`cache.rs`), when the run drew one.
+    pub(super) tier: Option<Tier>,
 }
 
 pub(super) type Outcome = Result<(), String>;
@@ -111,6 +114,7 @@ pub fn run_with(
         level,
         skip_known_gaps,
         stale_members: false,
+        cache_tier: false,
     };
     run_opts(&opts, run, plant)
 }
@@ -123,6 +127,7 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         level,
         skip_known_gaps,
         stale_members,
+        cache_tier,
         ..
     } = *opts;
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run));
@@ -148,9 +153,14 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         known_gaps: skip_known_gaps,
         stale: stale_members.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ STALE_STREAM)),
         away: None,
+        tier: None,
     };
     rig.note(format!("config {}", cfg.label()));
-    let outcome = rig.create().and_then(|()| rig.workload(ops, plant));
+    let cache = cache_tier.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ CACHE_STREAM));
+    let outcome = rig
+        .create()
+        .and_then(|()| cache.map_or(Ok(()), |c| rig.create_tier(c)))
+        .and_then(|()| rig.workload(ops, plant));
     let violation = outcome.err().map(|what| Violation {
         op: rig.op,
         what,
@@ -174,6 +184,7 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         level,
         skip_known_gaps,
         stale_members,
+        cache_tier,
         hash: rig.hash,
         counts: rig.counts,
         violation,
@@ -247,7 +258,8 @@ impl Rig {
             s.report.journal.as_ref().map(|r| r.stripes_replayed)
         ));
         self.started = Some(s);
-        Ok(())
+        // The cache in front opens once the array under it is started.
+        self.open_front()
     }
 
     pub(super) fn array(&self) -> Arc<Array> {
@@ -351,7 +363,7 @@ impl Rig {
                 continue;
             }
             let strict = self.strict();
-            if self.stale_step(strict)? {
+            if self.stale_step(strict)? || self.cache_step(strict)? {
                 continue;
             }
             let r = self.rng.gen_range(0..100u32);
@@ -375,6 +387,8 @@ impl Rig {
         }
         self.op = ops;
         if self.strict() {
+            // Everything written back: the origin alone reads the model.
+            self.write_back_all()?;
             self.stop_and_start()?;
             self.check(false)?;
         } else {
@@ -419,20 +433,33 @@ impl Rig {
         let (off, len) = self.range();
         let mut data = vec![0u8; len];
         self.rng.fill(&mut data[..]);
-        let r = if fua {
+        let r = if let Some(v) = self.front() {
+            // Through the cache, acknowledged once the members the array
+            // took out are recorded faulty, as a served cache's.
+            let r = if fua {
+                v.write_at_fua(&data, off as u64)
+            } else {
+                v.write_at(&data, off as u64)
+            };
+            r.map_err(|e| e.to_string()).and_then(|()| self.record())
+        } else if fua {
             // Through the start's FUA write: acknowledged once the members
             // the array took out are recorded faulty, as a served array's.
-            self.started_mut().write_fua(&data, off as u64)
+            self.started_mut()
+                .write_fua(&data, off as u64)
+                .map_err(|e| e.to_string())
         } else {
             // Through the start, as a served array's: acknowledged once a
             // member the write took out is recorded faulty.
-            self.started_mut().write(&data, off as u64)
+            self.started_mut()
+                .write(&data, off as u64)
+                .map_err(|e| e.to_string())
         };
         self.counts.writes += 1;
         self.note(format!(
             "{} {off}+{len}: {}",
             if fua { "fua write" } else { "write" },
-            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
+            r.as_ref().map_or_else(|e| e.clone(), |_| "ok".into())
         ));
         match r {
             Ok(()) => {
@@ -459,7 +486,10 @@ impl Rig {
 
     pub(super) fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
         let mut got = vec![0u8; len];
-        let r = self.array().read_at(&mut got, off as u64);
+        let r = match self.front() {
+            Some(v) => v.read_at(&mut got, off as u64),
+            None => self.array().read_at(&mut got, off as u64),
+        };
         self.counts.reads += 1;
         self.note(format!(
             "read {off}+{len}: {}",
@@ -485,11 +515,17 @@ impl Rig {
     }
 
     pub(super) fn flush(&mut self, strict: bool) -> Outcome {
-        let r = self.started_mut().flush();
+        let r = match self.front() {
+            Some(v) => v
+                .flush()
+                .map_err(|e| e.to_string())
+                .and_then(|()| self.record()),
+            None => self.started_mut().flush().map_err(|e| e.to_string()),
+        };
         self.counts.flushes += 1;
         self.note(format!(
             "flush: {}",
-            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
+            r.as_ref().map_or_else(|e| e.clone(), |_| "ok".into())
         ));
         match r {
             Ok(()) => {
@@ -513,8 +549,20 @@ impl Rig {
 
     pub(super) fn trim(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let zeroes = self.array().discard_zeroes();
-        let r = self.started_mut().discard(off as u64, len as u64);
+        let (zeroes, r) = match self.front() {
+            Some(v) => {
+                let r = v.discard(off as u64, len as u64);
+                let r = match r {
+                    Ok(()) => self.record().map_err(raidlab_core::Error::invalid),
+                    e => e,
+                };
+                (v.discard_zeroes(), r)
+            }
+            None => (
+                self.array().discard_zeroes(),
+                self.started_mut().discard(off as u64, len as u64),
+            ),
+        };
         self.note(format!(
             "trim {off}+{len}: {}",
             r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
@@ -529,7 +577,12 @@ impl Rig {
                 self.model.forget(off, len);
                 Ok(())
             }
-            Err(e) if e.kind == ErrorKind::Unsupported && self.cfg.has_parity() => Ok(()),
+            Err(e)
+                if e.kind == ErrorKind::Unsupported
+                    && (self.cfg.has_parity() || self.tier.is_some()) =>
+            {
+                Ok(())
+            }
             Err(e) if strict => Err(format!("trim {off}+{len} failed: {e}")),
             Err(_) => {
                 self.model.forget(off, len);
@@ -540,7 +593,13 @@ impl Rig {
 
     pub(super) fn zeroes(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let r = self.started_mut().write_zeroes(off as u64, len as u64);
+        let r = match self.front() {
+            Some(v) => match v.write_zeroes(off as u64, len as u64) {
+                Ok(()) => self.record().map_err(raidlab_core::Error::invalid),
+                e => e,
+            },
+            None => self.started_mut().write_zeroes(off as u64, len as u64),
+        };
         self.note(format!(
             "write-zeroes {off}+{len}: {}",
             r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
@@ -574,7 +633,7 @@ impl Rig {
             }
         }
         self.note(format!("tick {ms} ms: {n} stripe(s) written out"));
-        Ok(())
+        self.clean_tick(strict)
     }
 
     /// A device of the array (not the journal), and whether faulting it
@@ -621,6 +680,9 @@ impl Rig {
     }
 
     pub(super) fn fail_member(&mut self) -> Outcome {
+        if self.file_origin() {
+            return Ok(());
+        }
         let Some(dev) = self.pick_victim() else {
             return Ok(());
         };
@@ -652,6 +714,9 @@ impl Rig {
     }
 
     pub(super) fn latent_errors(&mut self) -> Outcome {
+        if self.file_origin() {
+            return Ok(());
+        }
         let Some(dev) = self.pick_victim() else {
             return Ok(());
         };
@@ -667,6 +732,9 @@ impl Rig {
     }
 
     pub(super) fn write_errors(&mut self) -> Outcome {
+        if self.file_origin() {
+            return Ok(());
+        }
         let Some(dev) = self.pick_victim() else {
             return Ok(());
         };
