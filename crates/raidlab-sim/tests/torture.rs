@@ -300,3 +300,23 @@ fn a_cache_tier_run_replays_exactly() {
         assert_eq!(a.violation.is_some(), b.violation.is_some());
     }
 }
+
+/// The cache device's data area zeroed behind the cache's back (after a
+/// flush through it) is reported as wrong data read through the cache: the
+/// cache tier's reads are checked, not the origin's.
+#[test]
+fn a_wiped_cache_device_is_reported() {
+    let opts = cache_opts(1);
+    let caught = (0..12)
+        .map(|run| raidlab_sim::torture::run_opts(&opts, run, Some(Plant::WipeCacheData)))
+        .filter(|r| {
+            r.violation
+                .as_ref()
+                .is_some_and(|v| v.what.contains("wrong data") && v.op == 60)
+        })
+        .count();
+    assert!(
+        caught > 0,
+        "no run with a cache reported the wiped cache device"
+    );
+}

@@ -356,6 +356,24 @@ impl Rig {
         Ok(true)
     }
 
+    /// The planted bug [`super::Plant::WipeCacheData`]: after a flush
+    /// through the cache, its data area zeroed behind its back, then the
+    /// whole volume read through it.
+    pub(super) fn wipe_cache_data(&mut self) -> Outcome {
+        let Some(v) = self.front() else {
+            return Ok(());
+        };
+        self.flush(true)?;
+        let start = v.superblock().layout.data_offset;
+        let dev = v.cache_device();
+        let len = dev.size() - start;
+        dev.inner()
+            .write_at(&vec![0; len as usize], start)
+            .map_err(|e| format!("planted: {e}"))?;
+        self.note("planted: the cache device's data area zeroed".into());
+        self.verify_all()
+    }
+
     /// Every dirty block written back and flushed, as `raidlab cache flush`
     /// does; then the origin alone must read as the model says.
     pub(super) fn write_back_all(&mut self) -> Outcome {

@@ -427,6 +427,9 @@ impl Rig {
     }
 
     pub(super) fn plant(&mut self, plant: Option<Plant>) -> Outcome {
+        if plant == Some(Plant::WipeCacheData) {
+            return self.wipe_cache_data();
+        }
         self.started_mut()
             .flush()
             .map_err(|e| format!("flush before the planted bug: {e}"))?;
@@ -444,6 +447,7 @@ impl Rig {
                 self.note("planted: flushed writes lost at the power cut".into());
                 self.power_cut(true)
             }
+            Some(Plant::WipeCacheData) => self.wipe_cache_data(),
             None => Ok(()),
         }
     }

@@ -35,6 +35,10 @@ pub enum Plant {
     /// Halfway through, after a flush, a power cut; before power comes back
     /// every member's data area is zeroed on the medium: flushed writes lost.
     LoseFlushedWrites,
+    /// With a cache tier, halfway through, after a flush through the cache:
+    /// the cache device's data area is zeroed on the medium (its table kept);
+    /// the whole volume is then read through the cache.
+    WipeCacheData,
 }
 
 /// Mixed into the run's seed for the stream of the stale-member faults.
