@@ -223,11 +223,12 @@ fn stale_members_sweep_finds_no_violation() {
     );
 }
 
-/// Runs of the cache-tier sweep: about 30 s of the test build's CPU.
-const CACHE_RUNS: u64 = 600;
+/// Runs of the cache-tier sweep: about 17 s of the test build's CPU here.
+const CACHE_RUNS: u64 = 750;
 
-/// Runs of the cache-tier sweep that fail on a gap found and not fixed yet
-/// (docs/reliability.md, "Known open gaps").
+/// Runs of the cache-tier sweep (seed 1, release sweep of 1,500) that fail
+/// on a gap found and not fixed yet (docs/reliability.md, "Known open
+/// gaps"); the CI sweep checks those below its run count.
 const KNOWN_OPEN_CACHE: &[u64] = &[
     // RAID 5 PPL, write-through cache over the array: after a power cut, 11
     // sectors of the array hold a value never written there. The same run,
@@ -235,6 +236,20 @@ const KNOWN_OPEN_CACHE: &[u64] = &[
     // without a cache: write-through passes the workload's writes to the
     // array as they come, so the array sees what it sees there.
     339,
+    // RAID 6 resync, stripe cache on, write-through cache over the array:
+    // write errors, latent errors, then power cuts on the array degraded,
+    // each started forced (dirty and degraded); later a whole read returns
+    // wrong data. Not triaged; the forced start after a cut is the common
+    // part with KNOWN_OPEN's 321 and KNOWN_OPEN_STALE's 736.
+    736, // No cache drawn: the run without --cache-tier, KNOWN_OPEN's 1021.
+    1021,
+    // RAID 6 bitmap, stripe cache on, write-around cache over the array, a
+    // member failed: after a cut and a forced start, a byte of a stripe in
+    // md's write hole reads differently at the end of the run (the origin
+    // alone, after the write-back) from what the array read right after the
+    // cut, with no write to it between. Not triaged; same shape as
+    // KNOWN_OPEN's 321.
+    1414,
 ];
 
 fn cache_opts(runs: u64) -> Options {
