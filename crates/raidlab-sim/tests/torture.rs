@@ -237,18 +237,25 @@ const KNOWN_OPEN_CACHE: &[u64] = &[
     // array as they come, so the array sees what it sees there.
     339,
     // RAID 6 resync, stripe cache on, write-through cache over the array:
-    // write errors, latent errors, then power cuts on the array degraded,
-    // each started forced (dirty and degraded); later a whole read returns
-    // wrong data. Not triaged; the forced start after a cut is the common
-    // part with KNOWN_OPEN's 321 and KNOWN_OPEN_STALE's 736.
-    736, // No cache drawn: the run without --cache-tier, KNOWN_OPEN's 1021.
+    // power cuts on the degraded array, each started forced (dirty and
+    // degraded), leave stripes whose P and Q disagree (md's write hole);
+    // after the cuts at ops 76 and 92 a read of the whole array already
+    // answers such a stripe differently from reads of 8 KiB pieces, and
+    // once a second member fails (op 98) a read rebuilt from Q differs
+    // from what was read right after the cut (KNOWN_OPEN's 321, the same
+    // shape).
+    736,
+    // No cache drawn: the run is the one without --cache-tier, and fails
+    // as KNOWN_OPEN's 1021 does.
     1021,
-    // RAID 6 bitmap, stripe cache on, write-around cache over the array, a
-    // member failed: after a cut and a forced start, a byte of a stripe in
-    // md's write hole reads differently at the end of the run (the origin
-    // alone, after the write-back) from what the array read right after the
-    // cut, with no write to it between. Not triaged; same shape as
-    // KNOWN_OPEN's 321.
+    // RAID 6 bitmap, write-around cache over the array, a member failed and
+    // latent errors on another: after a cut and a forced start the array
+    // answers byte 495616 (a stripe in md's write hole) one way to reads
+    // in the cache's 16 KiB pieces and another to a read that also covers
+    // array bytes 450560..458752, where the other member's bad-block list
+    // has a range: the plan leaves that member out for the whole request
+    // (`BadBlocks::avoiding`), so the far stripe is rebuilt from Q, not P.
+    // The write-back's read of the origin alone then differs from the model.
     1414,
 ];
 

@@ -15,7 +15,8 @@
 //! clock or an unseeded random source. What it does not model yet (device
 //! timing, requests interleaved inside a plan, a live rebuild under load) is
 //! listed in docs/reliability.md. Members that leave and come back
-//! (`stale.rs`) are drawn only when a sweep asks for them.
+//! (`stale.rs`) and a cache tier in front (`cache.rs`) are drawn only when
+//! a sweep asks for them.
 
 mod cache;
 pub mod config;
