@@ -300,6 +300,16 @@ impl Rig {
         std::mem::take(&mut *w).into_iter().collect()
     }
 
+    /// A request through the cache, acknowledged once the members the array
+    /// took out are recorded faulty, as a served cache's; `None` without one.
+    pub(super) fn through_front(
+        &mut self,
+        f: impl FnOnce(&Front) -> raidlab_core::Result<()>,
+    ) -> Option<raidlab_core::Result<()>> {
+        let v = self.front()?;
+        Some(f(&v).and_then(|()| self.record().map_err(raidlab_core::Error::invalid)))
+    }
+
     /// Record the members the array took out before a request through the
     /// cache is acknowledged, as `serve`'s array under a cache does.
     pub(super) fn record(&mut self) -> Outcome {

@@ -20,6 +20,7 @@
 
 mod cache;
 pub mod config;
+mod faults;
 mod gaps;
 pub mod model;
 mod restart;

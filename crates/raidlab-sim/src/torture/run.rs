@@ -437,33 +437,27 @@ impl Rig {
         let (off, len) = self.range();
         let mut data = vec![0u8; len];
         self.rng.fill(&mut data[..]);
-        let r = if let Some(v) = self.front() {
-            // Through the cache, acknowledged once the members the array
-            // took out are recorded faulty, as a served cache's.
-            let r = if fua {
-                v.write_at_fua(&data, off as u64)
+        let at = off as u64;
+        let r = match self.through_front(|v| {
+            if fua {
+                v.write_at_fua(&data, at)
             } else {
-                v.write_at(&data, off as u64)
-            };
-            r.map_err(|e| e.to_string()).and_then(|()| self.record())
-        } else if fua {
+                v.write_at(&data, at)
+            }
+        }) {
+            Some(r) => r,
             // Through the start's FUA write: acknowledged once the members
             // the array took out are recorded faulty, as a served array's.
-            self.started_mut()
-                .write_fua(&data, off as u64)
-                .map_err(|e| e.to_string())
-        } else {
+            None if fua => self.started_mut().write_fua(&data, at),
             // Through the start, as a served array's: acknowledged once a
             // member the write took out is recorded faulty.
-            self.started_mut()
-                .write(&data, off as u64)
-                .map_err(|e| e.to_string())
+            None => self.started_mut().write(&data, at),
         };
         self.counts.writes += 1;
         self.note(format!(
             "{} {off}+{len}: {}",
             if fua { "fua write" } else { "write" },
-            r.as_ref().map_or_else(|e| e.clone(), |_| "ok".into())
+            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
         ));
         match r {
             Ok(()) => {
@@ -519,17 +513,14 @@ impl Rig {
     }
 
     pub(super) fn flush(&mut self, strict: bool) -> Outcome {
-        let r = match self.front() {
-            Some(v) => v
-                .flush()
-                .map_err(|e| e.to_string())
-                .and_then(|()| self.record()),
-            None => self.started_mut().flush().map_err(|e| e.to_string()),
+        let r = match self.through_front(|v| v.flush()) {
+            Some(r) => r,
+            None => self.started_mut().flush(),
         };
         self.counts.flushes += 1;
         self.note(format!(
             "flush: {}",
-            r.as_ref().map_or_else(|e| e.clone(), |_| "ok".into())
+            r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
         ));
         match r {
             Ok(()) => {
@@ -553,19 +544,12 @@ impl Rig {
 
     pub(super) fn trim(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let (zeroes, r) = match self.front() {
-            Some(v) => {
-                let r = v.discard(off as u64, len as u64);
-                let r = match r {
-                    Ok(()) => self.record().map_err(raidlab_core::Error::invalid),
-                    e => e,
-                };
-                (v.discard_zeroes(), r)
-            }
-            None => (
-                self.array().discard_zeroes(),
-                self.started_mut().discard(off as u64, len as u64),
-            ),
+        let zeroes = self
+            .front()
+            .map_or_else(|| self.array().discard_zeroes(), |v| v.discard_zeroes());
+        let r = match self.through_front(|v| v.discard(off as u64, len as u64)) {
+            Some(r) => r,
+            None => self.started_mut().discard(off as u64, len as u64),
         };
         self.note(format!(
             "trim {off}+{len}: {}",
@@ -597,11 +581,8 @@ impl Rig {
 
     pub(super) fn zeroes(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let r = match self.front() {
-            Some(v) => match v.write_zeroes(off as u64, len as u64) {
-                Ok(()) => self.record().map_err(raidlab_core::Error::invalid),
-                e => e,
-            },
+        let r = match self.through_front(|v| v.write_zeroes(off as u64, len as u64)) {
+            Some(r) => r,
             None => self.started_mut().write_zeroes(off as u64, len as u64),
         };
         self.note(format!(
@@ -638,118 +619,6 @@ impl Rig {
         }
         self.note(format!("tick {ms} ms: {n} stripe(s) written out"));
         self.clean_tick(strict)
-    }
-
-    /// A device of the array (not the journal), and whether faulting it
-    /// keeps the array within its tolerance.
-    pub(super) fn victim(&mut self) -> Option<(usize, bool)> {
-        let slots = self.filled_slots();
-        if slots.is_empty() {
-            return None;
-        }
-        let (role, member) = slots[self.rng.gen_range(0..slots.len())];
-        self.victim_at(role, member)
-    }
-
-    /// The array's filled roles, as (role, member).
-    pub(super) fn filled_slots(&self) -> Vec<(usize, usize)> {
-        let Some(s) = self.started.as_ref() else {
-            return Vec::new();
-        };
-        (0..s.asm.slots.len())
-            .filter_map(|r| s.asm.slots[r].map(|i| (r, i)))
-            .collect()
-    }
-
-    /// The device of `member` in `role`, and whether faulting it keeps the
-    /// array within its tolerance.
-    pub(super) fn victim_at(&self, role: usize, member: usize) -> Option<(usize, bool)> {
-        let s = self.started.as_ref()?;
-        let dev = self.device_of(&s.asm, member)?;
-        let mut roles = self.troubled_roles();
-        if !roles.contains(&role) {
-            roles.push(role);
-        }
-        Some((dev, self.tolerated(&roles)))
-    }
-
-    /// Most faults keep the array within its tolerance; one in four that
-    /// would not goes ahead.
-    pub(super) fn pick_victim(&mut self) -> Option<usize> {
-        let (dev, ok) = self.victim()?;
-        if self.dead[dev] || (!ok && self.gap_holds_beyond()) {
-            return None;
-        }
-        Some(dev)
-    }
-
-    pub(super) fn fail_member(&mut self) -> Outcome {
-        if self.file_origin() {
-            return Ok(());
-        }
-        let Some(dev) = self.pick_victim() else {
-            return Ok(());
-        };
-        self.vols[dev].fail_all(true);
-        self.dead[dev] = true;
-        self.faulty[dev] = true;
-        self.counts.faults += 1;
-        self.note(format!("fault: {} fails", self.paths[dev]));
-        Ok(())
-    }
-
-    /// The data area of device `dev` as (first byte, bytes).
-    pub(super) fn data_area(&self, dev: usize) -> Option<(u64, u64)> {
-        let s = self.started.as_ref()?;
-        let m = s
-            .asm
-            .members
-            .iter()
-            .find(|m| m.device.path == self.paths[dev])?;
-        Some((m.sb.data_offset * 512, s.asm.geometry.member_bytes))
-    }
-
-    pub(super) fn fault_range(&mut self, dev: usize) -> Option<std::ops::Range<u64>> {
-        let (start, len) = self.data_area(dev)?;
-        let sectors = len / 512;
-        let first = self.rng.gen_range(0..sectors);
-        let n = self.rng.gen_range(1..=16u64).min(sectors - first);
-        Some(start + first * 512..start + (first + n) * 512)
-    }
-
-    pub(super) fn latent_errors(&mut self) -> Outcome {
-        if self.file_origin() {
-            return Ok(());
-        }
-        let Some(dev) = self.pick_victim() else {
-            return Ok(());
-        };
-        let Some(r) = self.fault_range(dev) else {
-            return Ok(());
-        };
-        self.vols[dev].fail_reads(r.clone());
-        self.latent.push((dev, r.clone()));
-        self.faulty[dev] = true;
-        self.counts.faults += 1;
-        self.note(format!("fault: {} reads fail at {r:?}", self.paths[dev]));
-        Ok(())
-    }
-
-    pub(super) fn write_errors(&mut self) -> Outcome {
-        if self.file_origin() {
-            return Ok(());
-        }
-        let Some(dev) = self.pick_victim() else {
-            return Ok(());
-        };
-        let Some(r) = self.fault_range(dev) else {
-            return Ok(());
-        };
-        self.vols[dev].fail_writes(r.clone());
-        self.faulty[dev] = true;
-        self.counts.faults += 1;
-        self.note(format!("fault: {} writes fail at {r:?}", self.paths[dev]));
-        Ok(())
     }
 }
 
