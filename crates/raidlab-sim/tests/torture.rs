@@ -66,6 +66,7 @@ fn ci_sweep_finds_no_violation() {
         skip_known_gaps: true,
         // Its own sweep below, so the runs named here keep their draws.
         stale_members: false,
+        cache_tier: false,
     };
     let s = sweep(&opts, |r| {
         if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
@@ -203,6 +204,7 @@ fn stale_members_sweep_finds_no_violation() {
         level: None,
         skip_known_gaps: true,
         stale_members: true,
+        cache_tier: false,
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -218,5 +220,125 @@ fn stale_members_sweep_finds_no_violation() {
     assert!(
         t.returns > 0 && t.stale_left_out > 0 && t.re_adds > 0,
         "the sweep never exercised what it is for: {t:?}"
+    );
+}
+
+/// Runs of the cache-tier sweep: about 17 s of the test build's CPU here.
+const CACHE_RUNS: u64 = 750;
+
+/// Runs of the cache-tier sweep (seed 1, release sweep of 1,500) that fail
+/// on a gap found and not fixed yet (docs/reliability.md, "Known open
+/// gaps"); the CI sweep checks those below its run count.
+const KNOWN_OPEN_CACHE: &[u64] = &[
+    // RAID 5 PPL, write-through cache over the array: after a power cut, 11
+    // sectors of the array hold a value never written there. The same run,
+    // failing the same way at the same operation, is KNOWN_OPEN's 339
+    // without a cache: write-through passes the workload's writes to the
+    // array as they come, so the array sees what it sees there.
+    339,
+    // RAID 6 resync, stripe cache on, write-through cache over the array:
+    // power cuts on the degraded array, each started forced (dirty and
+    // degraded), leave stripes whose P and Q disagree (md's write hole);
+    // after the cuts at ops 76 and 92 a read of the whole array already
+    // answers such a stripe differently from reads of 8 KiB pieces, and
+    // once a second member fails (op 98) a read rebuilt from Q differs
+    // from what was read right after the cut (KNOWN_OPEN's 321, the same
+    // shape).
+    736,
+    // No cache drawn: the run is the one without --cache-tier, and fails
+    // as KNOWN_OPEN's 1021 does.
+    1021,
+    // RAID 6 bitmap, write-around cache over the array, a member failed and
+    // latent errors on another: after a cut and a forced start the array
+    // answers byte 495616 (a stripe in md's write hole) one way to reads
+    // in the cache's 16 KiB pieces and another to a read that also covers
+    // array bytes 450560..458752, where the other member's bad-block list
+    // has a range: the plan leaves that member out for the whole request
+    // (`BadBlocks::avoiding`), so the far stripe is rebuilt from Q, not P.
+    // The write-back's read of the origin alone then differs from the model.
+    1414,
+];
+
+fn cache_opts(runs: u64) -> Options {
+    Options {
+        seed: 1,
+        first_run: 0,
+        runs,
+        ops: 120,
+        level: None,
+        skip_known_gaps: true,
+        stale_members: false,
+        cache_tier: true,
+    }
+}
+
+/// The cache tier in front (`--cache-tier`, seed 1): write-back,
+/// write-through and write-around over the array or a plain file, through
+/// power cuts (the cache's own recovery at its next open), clean stops and
+/// write-backs after which the origin alone must read as the model says.
+/// No violation but the known ones, and the sweep did what it is for: runs
+/// with a cache, opens after a cut, blocks written back.
+#[test]
+fn cache_tier_sweep_finds_no_violation() {
+    let opts = cache_opts(
+        env("RAIDLAB_TORTURE_RUNS")
+            .unwrap_or_else(|| CACHE_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
+    );
+    let s = sweep(&opts, |r| {
+        if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
+            eprintln!(
+                "run {} {} {}",
+                r.run,
+                r.config.label(),
+                r.violation.as_ref().map_or("ok", |v| v.what.as_str())
+            );
+        }
+    });
+    let t = s.total();
+    println!(
+        "cache tier: {} runs, {} passed; {} with a cache, {} opens after a cut, {} blocks written back",
+        s.runs(),
+        s.passed(),
+        t.cache_runs,
+        t.cache_recoveries,
+        t.cache_written_back
+    );
+    judge(&s, &opts, KNOWN_OPEN_CACHE, "KNOWN_OPEN_CACHE");
+    assert!(
+        t.cache_runs > 0 && t.cache_recoveries > 0 && t.cache_written_back > 0,
+        "the sweep never exercised what it is for: {t:?}"
+    );
+}
+
+/// A cache-tier run replays event for event, and a run that draws no cache
+/// is the run without `--cache-tier`.
+#[test]
+fn a_cache_tier_run_replays_exactly() {
+    for run in 0..6 {
+        let opts = cache_opts(1);
+        let a = raidlab_sim::torture::run_opts(&opts, run, None);
+        let b = raidlab_sim::torture::run_opts(&opts, run, None);
+        assert_eq!(a.hash, b.hash, "run {run}");
+        assert_eq!(a.violation.is_some(), b.violation.is_some());
+    }
+}
+
+/// The cache device's data area zeroed behind the cache's back (after a
+/// flush through it) is reported as wrong data read through the cache: the
+/// cache tier's reads are checked, not the origin's.
+#[test]
+fn a_wiped_cache_device_is_reported() {
+    let opts = cache_opts(1);
+    let caught = (0..12)
+        .map(|run| raidlab_sim::torture::run_opts(&opts, run, Some(Plant::WipeCacheData)))
+        .filter(|r| {
+            r.violation
+                .as_ref()
+                .is_some_and(|v| v.what.contains("wrong data") && v.op == 60)
+        })
+        .count();
+    assert!(
+        caught > 0,
+        "no run with a cache reported the wiped cache device"
     );
 }

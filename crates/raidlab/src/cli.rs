@@ -167,6 +167,12 @@ pub struct SimTortureArgs {
     /// (changes the draws of the runs where it happens).
     #[arg(long)]
     pub stale_members: bool,
+    /// A cache tier (write-back, write-through or write-around) in front of
+    /// the array or of a plain in-memory file, drawn per run: the workload
+    /// goes through it, and power cuts and stops reopen it with its own
+    /// recovery (changes the draws of the runs that have one).
+    #[arg(long)]
+    pub cache_tier: bool,
     /// Print each run's outcome as it ends.
     #[arg(long, short = 'v')]
     pub verbose: bool,

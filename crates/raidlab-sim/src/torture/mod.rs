@@ -15,9 +15,12 @@
 //! clock or an unseeded random source. What it does not model yet (device
 //! timing, requests interleaved inside a plan, a live rebuild under load) is
 //! listed in docs/reliability.md. Members that leave and come back
-//! (`stale.rs`) are drawn only when a sweep asks for them.
+//! (`stale.rs`) and a cache tier in front (`cache.rs`) are drawn only when
+//! a sweep asks for them.
 
+mod cache;
 pub mod config;
+mod faults;
 mod gaps;
 pub mod model;
 mod restart;
@@ -50,6 +53,10 @@ pub struct Options {
     /// it drew before this fault existed, so the runs named in tests keep
     /// their meaning.
     pub stale_members: bool,
+    /// A cache tier (write-back, write-through or write-around) in front of
+    /// the array or of a plain file, drawn per run from a stream of its own
+    /// (`cache.rs`). Off, a run draws exactly what it drew before.
+    pub cache_tier: bool,
 }
 
 /// An invariant the engine broke (or the harness could not hold).
@@ -90,6 +97,11 @@ pub struct Counts {
     /// Former members taken back by md's re-add (only the bitmap's dirty
     /// chunks rebuilt).
     pub re_adds: u64,
+    /// Runs with a cache tier in front, the cache's opens after a power cut
+    /// (its crash recovery), and blocks the cache wrote back to the origin.
+    pub cache_runs: u64,
+    pub cache_recoveries: u64,
+    pub cache_written_back: u64,
 }
 
 impl Counts {
@@ -109,6 +121,9 @@ impl Counts {
         self.returns += o.returns;
         self.stale_left_out += o.stale_left_out;
         self.re_adds += o.re_adds;
+        self.cache_runs += o.cache_runs;
+        self.cache_recoveries += o.cache_recoveries;
+        self.cache_written_back += o.cache_written_back;
     }
 }
 
@@ -122,6 +137,7 @@ pub struct RunResult {
     pub level: Option<Level>,
     pub skip_known_gaps: bool,
     pub stale_members: bool,
+    pub cache_tier: bool,
     /// Hash of every event of the run, in order.
     pub hash: u64,
     pub counts: Counts,
@@ -132,7 +148,7 @@ impl RunResult {
     /// The command that replays this run alone.
     pub fn replay_command(&self, ops: usize) -> String {
         format!(
-            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}",
+            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}{}",
             self.seed,
             self.run,
             self.level
@@ -146,7 +162,8 @@ impl RunResult {
                 " --stale-members"
             } else {
                 ""
-            }
+            },
+            if self.cache_tier { " --cache-tier" } else { "" }
         )
     }
 }

@@ -19,6 +19,8 @@ impl Rig {
     /// A clean stop, then assembly from the superblocks of the devices that
     /// still answer (only the writes it flushed are on the media).
     pub(super) fn stop(&mut self) -> Result<Assembly, String> {
+        // The cache in front stops first, as `serve` stops it.
+        self.close_front()?;
         let s = self
             .started
             .take()
@@ -156,6 +158,13 @@ impl Rig {
         }
         let complete = self.troubled_roles().is_empty();
         let opts = self.run_options();
+        // Through the cache first: its flush is the one the model counts.
+        if let Some(v) = self.front() {
+            let r = v.flush().map_err(|e| e.to_string());
+            if let Err(e) = r.and_then(|()| self.record()) {
+                return Err(format!("cache flush before the check: {e}"));
+            }
+        }
         let s = self
             .started
             .as_mut()
@@ -194,7 +203,20 @@ impl Rig {
     /// policy promises.
     pub(super) fn power_cut(&mut self, lose_flushed: bool) -> Outcome {
         self.counts.power_cuts += 1;
-        let pending: Vec<usize> = self.model.pending_sectors().collect();
+        // Where md's write hole may reach: the array's sectors written
+        // since its last flush (with a cache in front, where the cache
+        // wrote, and none when the cache is over a file).
+        let pending: Vec<usize> = if self.tier.is_some() {
+            let p = self.origin_pending();
+            if self.file_origin() {
+                Vec::new()
+            } else {
+                p
+            }
+        } else {
+            self.model.pending_sectors().collect()
+        };
+        self.cut_tier()?;
         let mut cut = (0, 0, 0);
         for v in self.vols.clone() {
             let seed = self.rng.gen();
@@ -290,9 +312,11 @@ impl Rig {
         }
         let size = self.model.size();
         let mut got = vec![0u8; size];
-        self.array()
-            .read_at(&mut got, 0)
-            .map_err(|e| format!("read after the power cut and recovery: {e}"))?;
+        let r = match self.front() {
+            Some(v) => v.read_at(&mut got, 0),
+            None => self.array().read_at(&mut got, 0),
+        };
+        r.map_err(|e| format!("read after the power cut and recovery: {e}"))?;
         if let Some((w, n)) = self.model.check_after_cut(&got) {
             return Err(format!(
                 "after a power cut{}: {n} sector(s) hold a value never allowed there; first: array sector {} (byte {}), {}",
@@ -355,6 +379,11 @@ impl Rig {
     /// Beyond the tolerance: a stop, an assembly and a start may refuse;
     /// whatever the array then serves must be right.
     pub(super) fn end_beyond_tolerance(&mut self) -> Outcome {
+        let front = if self.front().is_some() {
+            self.close_front().is_ok()
+        } else {
+            true
+        };
         let Some(s) = self.started.take() else {
             return Ok(());
         };
@@ -367,7 +396,7 @@ impl Rig {
             .collect();
         let stop = s.stop();
         self.note(format!("stop beyond tolerance: {stop:?}"));
-        if stop.is_ok() {
+        if stop.is_ok() && front {
             self.model.flush();
         }
         let asm = match Assembly::assemble(self.live_devices()) {
@@ -398,6 +427,9 @@ impl Rig {
     }
 
     pub(super) fn plant(&mut self, plant: Option<Plant>) -> Outcome {
+        if plant == Some(Plant::WipeCacheData) {
+            return self.wipe_cache_data();
+        }
         self.started_mut()
             .flush()
             .map_err(|e| format!("flush before the planted bug: {e}"))?;
@@ -415,6 +447,7 @@ impl Rig {
                 self.note("planted: flushed writes lost at the power cut".into());
                 self.power_cut(true)
             }
+            Some(Plant::WipeCacheData) => self.wipe_cache_data(),
             None => Ok(()),
         }
     }

@@ -4,6 +4,7 @@
 //! and what counts as a violation; what is allowed after a power cut is the
 //! model's, what the engine does is the engine's.
 
+use super::cache::{Tier, CACHE_STREAM};
 use super::config::{Config, Policy};
 use super::model::{Model, SECTOR};
 use super::{run_seed, Counts, Options, RunResult, Violation};
@@ -22,7 +23,7 @@ use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
 use std::time::Duration;
 
-type Member = Arc<FaultVolume<MemVolume>>;
+pub(super) type Member = Arc<FaultVolume<MemVolume>>;
 
 /// A bug planted in the harness's world, behind the engine's back, to prove
 /// the checker fails when data goes wrong (tests only; never on by default).
@@ -34,6 +35,10 @@ pub enum Plant {
     /// Halfway through, after a flush, a power cut; before power comes back
     /// every member's data area is zeroed on the medium: flushed writes lost.
     LoseFlushedWrites,
+    /// With a cache tier, halfway through, after a flush through the cache:
+    /// the cache device's data area is zeroed on the medium (its table kept);
+    /// the whole volume is then read through the cache.
+    WipeCacheData,
 }
 
 /// Mixed into the run's seed for the stream of the stale-member faults.
@@ -77,6 +82,8 @@ pub(super) struct Rig {
     pub(super) stale: Option<ChaCha8Rng>,
     /// The device that is away now, if one is.
     pub(super) away: Option<usize>,
+    /// The cache tier in front (`cache.rs`), when the run drew one.
+    pub(super) tier: Option<Tier>,
 }
 
 pub(super) type Outcome = Result<(), String>;
@@ -111,6 +118,7 @@ pub fn run_with(
         level,
         skip_known_gaps,
         stale_members: false,
+        cache_tier: false,
     };
     run_opts(&opts, run, plant)
 }
@@ -123,6 +131,7 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         level,
         skip_known_gaps,
         stale_members,
+        cache_tier,
         ..
     } = *opts;
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run));
@@ -148,9 +157,14 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         known_gaps: skip_known_gaps,
         stale: stale_members.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ STALE_STREAM)),
         away: None,
+        tier: None,
     };
     rig.note(format!("config {}", cfg.label()));
-    let outcome = rig.create().and_then(|()| rig.workload(ops, plant));
+    let cache = cache_tier.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ CACHE_STREAM));
+    let outcome = rig
+        .create()
+        .and_then(|()| cache.map_or(Ok(()), |c| rig.create_tier(c)))
+        .and_then(|()| rig.workload(ops, plant));
     let violation = outcome.err().map(|what| Violation {
         op: rig.op,
         what,
@@ -174,6 +188,7 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         level,
         skip_known_gaps,
         stale_members,
+        cache_tier,
         hash: rig.hash,
         counts: rig.counts,
         violation,
@@ -247,7 +262,8 @@ impl Rig {
             s.report.journal.as_ref().map(|r| r.stripes_replayed)
         ));
         self.started = Some(s);
-        Ok(())
+        // The cache in front opens once the array under it is started.
+        self.open_front()
     }
 
     pub(super) fn array(&self) -> Arc<Array> {
@@ -351,7 +367,7 @@ impl Rig {
                 continue;
             }
             let strict = self.strict();
-            if self.stale_step(strict)? {
+            if self.stale_step(strict)? || self.cache_step(strict)? {
                 continue;
             }
             let r = self.rng.gen_range(0..100u32);
@@ -375,6 +391,8 @@ impl Rig {
         }
         self.op = ops;
         if self.strict() {
+            // Everything written back: the origin alone reads the model.
+            self.write_back_all()?;
             self.stop_and_start()?;
             self.check(false)?;
         } else {
@@ -419,14 +437,21 @@ impl Rig {
         let (off, len) = self.range();
         let mut data = vec![0u8; len];
         self.rng.fill(&mut data[..]);
-        let r = if fua {
+        let at = off as u64;
+        let r = match self.through_front(|v| {
+            if fua {
+                v.write_at_fua(&data, at)
+            } else {
+                v.write_at(&data, at)
+            }
+        }) {
+            Some(r) => r,
             // Through the start's FUA write: acknowledged once the members
             // the array took out are recorded faulty, as a served array's.
-            self.started_mut().write_fua(&data, off as u64)
-        } else {
+            None if fua => self.started_mut().write_fua(&data, at),
             // Through the start, as a served array's: acknowledged once a
             // member the write took out is recorded faulty.
-            self.started_mut().write(&data, off as u64)
+            None => self.started_mut().write(&data, at),
         };
         self.counts.writes += 1;
         self.note(format!(
@@ -459,7 +484,10 @@ impl Rig {
 
     pub(super) fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
         let mut got = vec![0u8; len];
-        let r = self.array().read_at(&mut got, off as u64);
+        let r = match self.front() {
+            Some(v) => v.read_at(&mut got, off as u64),
+            None => self.array().read_at(&mut got, off as u64),
+        };
         self.counts.reads += 1;
         self.note(format!(
             "read {off}+{len}: {}",
@@ -485,7 +513,10 @@ impl Rig {
     }
 
     pub(super) fn flush(&mut self, strict: bool) -> Outcome {
-        let r = self.started_mut().flush();
+        let r = match self.through_front(|v| v.flush()) {
+            Some(r) => r,
+            None => self.started_mut().flush(),
+        };
         self.counts.flushes += 1;
         self.note(format!(
             "flush: {}",
@@ -513,8 +544,13 @@ impl Rig {
 
     pub(super) fn trim(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let zeroes = self.array().discard_zeroes();
-        let r = self.started_mut().discard(off as u64, len as u64);
+        let zeroes = self
+            .front()
+            .map_or_else(|| self.array().discard_zeroes(), |v| v.discard_zeroes());
+        let r = match self.through_front(|v| v.discard(off as u64, len as u64)) {
+            Some(r) => r,
+            None => self.started_mut().discard(off as u64, len as u64),
+        };
         self.note(format!(
             "trim {off}+{len}: {}",
             r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
@@ -529,7 +565,12 @@ impl Rig {
                 self.model.forget(off, len);
                 Ok(())
             }
-            Err(e) if e.kind == ErrorKind::Unsupported && self.cfg.has_parity() => Ok(()),
+            Err(e)
+                if e.kind == ErrorKind::Unsupported
+                    && (self.cfg.has_parity() || self.tier.is_some()) =>
+            {
+                Ok(())
+            }
             Err(e) if strict => Err(format!("trim {off}+{len} failed: {e}")),
             Err(_) => {
                 self.model.forget(off, len);
@@ -540,7 +581,10 @@ impl Rig {
 
     pub(super) fn zeroes(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
-        let r = self.started_mut().write_zeroes(off as u64, len as u64);
+        let r = match self.through_front(|v| v.write_zeroes(off as u64, len as u64)) {
+            Some(r) => r,
+            None => self.started_mut().write_zeroes(off as u64, len as u64),
+        };
         self.note(format!(
             "write-zeroes {off}+{len}: {}",
             r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
@@ -574,110 +618,7 @@ impl Rig {
             }
         }
         self.note(format!("tick {ms} ms: {n} stripe(s) written out"));
-        Ok(())
-    }
-
-    /// A device of the array (not the journal), and whether faulting it
-    /// keeps the array within its tolerance.
-    pub(super) fn victim(&mut self) -> Option<(usize, bool)> {
-        let slots = self.filled_slots();
-        if slots.is_empty() {
-            return None;
-        }
-        let (role, member) = slots[self.rng.gen_range(0..slots.len())];
-        self.victim_at(role, member)
-    }
-
-    /// The array's filled roles, as (role, member).
-    pub(super) fn filled_slots(&self) -> Vec<(usize, usize)> {
-        let Some(s) = self.started.as_ref() else {
-            return Vec::new();
-        };
-        (0..s.asm.slots.len())
-            .filter_map(|r| s.asm.slots[r].map(|i| (r, i)))
-            .collect()
-    }
-
-    /// The device of `member` in `role`, and whether faulting it keeps the
-    /// array within its tolerance.
-    pub(super) fn victim_at(&self, role: usize, member: usize) -> Option<(usize, bool)> {
-        let s = self.started.as_ref()?;
-        let dev = self.device_of(&s.asm, member)?;
-        let mut roles = self.troubled_roles();
-        if !roles.contains(&role) {
-            roles.push(role);
-        }
-        Some((dev, self.tolerated(&roles)))
-    }
-
-    /// Most faults keep the array within its tolerance; one in four that
-    /// would not goes ahead.
-    pub(super) fn pick_victim(&mut self) -> Option<usize> {
-        let (dev, ok) = self.victim()?;
-        if self.dead[dev] || (!ok && self.gap_holds_beyond()) {
-            return None;
-        }
-        Some(dev)
-    }
-
-    pub(super) fn fail_member(&mut self) -> Outcome {
-        let Some(dev) = self.pick_victim() else {
-            return Ok(());
-        };
-        self.vols[dev].fail_all(true);
-        self.dead[dev] = true;
-        self.faulty[dev] = true;
-        self.counts.faults += 1;
-        self.note(format!("fault: {} fails", self.paths[dev]));
-        Ok(())
-    }
-
-    /// The data area of device `dev` as (first byte, bytes).
-    pub(super) fn data_area(&self, dev: usize) -> Option<(u64, u64)> {
-        let s = self.started.as_ref()?;
-        let m = s
-            .asm
-            .members
-            .iter()
-            .find(|m| m.device.path == self.paths[dev])?;
-        Some((m.sb.data_offset * 512, s.asm.geometry.member_bytes))
-    }
-
-    pub(super) fn fault_range(&mut self, dev: usize) -> Option<std::ops::Range<u64>> {
-        let (start, len) = self.data_area(dev)?;
-        let sectors = len / 512;
-        let first = self.rng.gen_range(0..sectors);
-        let n = self.rng.gen_range(1..=16u64).min(sectors - first);
-        Some(start + first * 512..start + (first + n) * 512)
-    }
-
-    pub(super) fn latent_errors(&mut self) -> Outcome {
-        let Some(dev) = self.pick_victim() else {
-            return Ok(());
-        };
-        let Some(r) = self.fault_range(dev) else {
-            return Ok(());
-        };
-        self.vols[dev].fail_reads(r.clone());
-        self.latent.push((dev, r.clone()));
-        self.faulty[dev] = true;
-        self.counts.faults += 1;
-        self.note(format!("fault: {} reads fail at {r:?}", self.paths[dev]));
-        Ok(())
-    }
-
-    pub(super) fn write_errors(&mut self) -> Outcome {
-        let Some(dev) = self.pick_victim() else {
-            return Ok(());
-        };
-        let Some(r) = self.fault_range(dev) else {
-            return Ok(());
-        };
-        self.vols[dev].fail_writes(r.clone());
-        self.faulty[dev] = true;
-        self.counts.faults += 1;
-        self.note(format!("fault: {} writes fail at {r:?}", self.paths[dev]));
-        Ok(())
+        self.clean_tick(strict)
     }
 }
 

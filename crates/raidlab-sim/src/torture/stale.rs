@@ -22,6 +22,10 @@ impl Rig {
     /// stream) is a member leaving, or the member that left coming back.
     /// Whether this operation was one.
     pub(super) fn stale_step(&mut self, strict: bool) -> Result<bool, String> {
+        if self.file_origin() {
+            // The workload goes to a file: a member away would not reach it.
+            return Ok(false);
+        }
         let Some(rng) = self.stale.as_mut() else {
             return Ok(false);
         };

@@ -52,6 +52,7 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
         level,
         skip_known_gaps: a.skip_known_gaps,
         stale_members: a.stale_members,
+        cache_tier: a.cache_tier,
     };
     let sweep = raidlab_sim::torture::sweep(&opts, |r| {
         if a.verbose {
@@ -119,6 +120,14 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
             t.returns,
             t.stale_left_out,
             t.re_adds
+        );
+    }
+    if a.cache_tier {
+        outln!(
+            "{} runs had a cache tier in front: {} opens after a power cut, {} blocks written back",
+            t.cache_runs,
+            t.cache_recoveries,
+            t.cache_written_back
         );
     }
     Ok(if sweep.failures.is_empty() {
