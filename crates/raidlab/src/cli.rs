@@ -173,6 +173,12 @@ pub struct SimTortureArgs {
     /// recovery (changes the draws of the runs that have one).
     #[arg(long)]
     pub cache_tier: bool,
+    /// Instead of the workload runs: reshapes (`grow` of RAID 4/5/6: more
+    /// members, chunk, layout, RAID 4 to 5 and back), the power cut after a
+    /// random number of member writes, carried on after each cut; a member
+    /// may die with the power (docs/reliability.md).
+    #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "level"])]
+    pub reshapes: bool,
     /// Print each run's outcome as it ends.
     #[arg(long, short = 'v')]
     pub verbose: bool,

@@ -23,6 +23,7 @@ pub mod config;
 mod faults;
 mod gaps;
 pub mod model;
+pub mod reshape;
 mod restart;
 mod run;
 mod stale;

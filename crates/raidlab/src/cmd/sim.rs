@@ -44,6 +44,9 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
     if a.ops == 0 || a.runs == 0 {
         return Err(anyhow!("--runs and --ops must be at least 1"));
     }
+    if a.reshapes {
+        return reshapes(&a);
+    }
     let opts = raidlab_sim::torture::Options {
         seed: a.seed,
         first_run: a.first_run,
@@ -131,6 +134,57 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
         );
     }
     Ok(if sweep.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `raidlab sim torture --reshapes`: each run's change, cuts and outcome;
+/// failures with their replay.
+fn reshapes(a: &SimTortureArgs) -> Result<ExitCode> {
+    use raidlab_sim::torture::reshape::reshape_run;
+    let (mut passed, mut cuts, mut died, mut writes) = (0u64, 0u64, 0u64, 0u64);
+    let mut failed = Vec::new();
+    let mut margin = Vec::new();
+    for run in a.first_run..a.first_run + a.runs {
+        let r = reshape_run(a.seed, run);
+        cuts += u64::from(r.cuts);
+        died += u64::from(r.member_died);
+        writes += r.writes;
+        if a.verbose {
+            outln!(
+                "run {run}: {} - {} cut(s){}: {}",
+                r.label,
+                r.cuts,
+                if r.member_died { ", a member died" } else { "" },
+                r.violation.as_deref().unwrap_or("ok")
+            );
+        }
+        match &r.violation {
+            None => passed += 1,
+            Some(v) => {
+                outln!("FAILED seed {} run {run} ({}): {v}", a.seed, r.label);
+                if r.margin_cut {
+                    outln!("  a cut left a member one event behind, which md takes as up to date and raidlab sets aside (known open gap, docs/reliability.md)");
+                    margin.push(run);
+                }
+                outln!(
+                    "  replay: raidlab sim torture --reshapes --seed {} --first-run {run} --runs 1 -v",
+                    a.seed
+                );
+                failed.push(run);
+            }
+        }
+    }
+    outln!(
+        "{passed} of {} reshape runs passed ({cuts} power cuts, {died} with a member gone, {writes} member writes of the reshapes without a cut)",
+        a.runs
+    );
+    if !failed.is_empty() {
+        outln!("failed runs: {failed:?}; of them after a member was left one event behind (the known gap): {margin:?}");
+    }
+    Ok(if failed.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
