@@ -170,16 +170,7 @@ impl Assembly {
         self.slots.push(None);
         self.geometry.raid_disks = old + 1;
         self.start_recovery(spare, old);
-        let raid_disks = (old + 1) as u32;
-        self.commit(|sb| {
-            sb.level = 6;
-            sb.new_level = 6;
-            sb.layout = layout;
-            sb.new_layout = layout;
-            sb.raid_disks = raid_disks;
-        })?;
-        self.geometry = geometry_of(&self.grow_template()?)?;
-        Ok(())
+        self.commit_takeover(6, layout, (old + 1) as u32)
     }
 
     /// md's takeover of a RAID 6 of n in a "-6" layout (or parity-last) as
@@ -214,10 +205,21 @@ impl Assembly {
         self.members[q].state = MemberState::Spare;
         self.slots.truncate(last);
         self.geometry.raid_disks = last;
-        let (raid_disks, layout) = (last as u32, layout.md_value());
+        self.commit_takeover(5, layout.md_value(), last as u32)
+    }
+
+    /// What md writes at a takeover, in one commit: the new level and
+    /// layout as both the current and the "new" ones (no reshape pending),
+    /// and the member count. The slots and members are the caller's.
+    pub(crate) fn commit_takeover(
+        &mut self,
+        level: i32,
+        layout: u32,
+        raid_disks: u32,
+    ) -> Result<()> {
         self.commit(|sb| {
-            sb.level = 5;
-            sb.new_level = 5;
+            sb.level = level;
+            sb.new_level = level;
             sb.layout = layout;
             sb.new_layout = layout;
             sb.raid_disks = raid_disks;

@@ -219,20 +219,21 @@ impl Assembly {
             }
         };
         let same_shape = layout == new_layout && chunk == new_chunk;
+        let plan = |gap_sectors| ReshapePlan {
+            old_raid_devices: old,
+            new_raid_devices: n,
+            gap_sectors,
+            level: level.md_level(),
+            layout,
+            new_layout,
+            chunk_sectors: chunk,
+            new_chunk_sectors: new_chunk,
+            then_level,
+        };
         if n == old && same_shape {
             if level.md_level() != template.level || then_level.is_some() {
                 // A takeover: the superblocks change, no data moves.
-                return Ok(ReshapePlan {
-                    old_raid_devices: old,
-                    new_raid_devices: n,
-                    gap_sectors: 0,
-                    level: level.md_level(),
-                    layout,
-                    new_layout,
-                    chunk_sectors: chunk,
-                    new_chunk_sectors: new_chunk,
-                    then_level,
-                });
+                return Ok(plan(0));
             }
             return Err(Error::invalid(format!(
                 "{what}: the array already is that: no change requested"
@@ -286,17 +287,7 @@ impl Assembly {
         // reshape over the same members without a backup only when the data
         // moved at least that far (less, and old and new stripes overlap).
         let gap = self.reshape_gap(u64::from(chunk.max(new_chunk)).max(1))?;
-        Ok(ReshapePlan {
-            old_raid_devices: old,
-            new_raid_devices: n,
-            gap_sectors: gap,
-            level: level.md_level(),
-            layout,
-            new_layout,
-            chunk_sectors: chunk,
-            new_chunk_sectors: new_chunk,
-            then_level,
-        })
+        Ok(plan(gap))
     }
 
     /// md's conditions for restriping this array in place without a backup
@@ -387,14 +378,7 @@ impl Assembly {
             }
         };
         self.grow_check_idle(&format!("--level {}", to.name()))?;
-        self.commit(|sb| {
-            sb.level = level;
-            sb.new_level = level;
-            sb.layout = layout;
-            sb.new_layout = layout;
-        })?;
-        self.geometry = geometry_of(&self.grow_template()?)?;
-        Ok(())
+        self.commit_takeover(level, layout, g.raid_disks as u32)
     }
 
     /// Start the reshape `plan` (from [`Assembly::reshape_check`], with the
