@@ -161,10 +161,11 @@ fn export_range_and_stdin_import_and_degraded_import() {
         .unwrap();
     assert!(out.status.success());
     assert!(out.stdout == data);
-    // b and d missed the write: their event count is behind, detail says so and
+    // b and d missed the write: the degraded import's commits listed them
+    // removed (as md lists a device it does not have), detail says so and
     // assembly leaves them out rather than returning old data.
     let d = detail_json(dir.path(), &m);
-    let stale: Vec<String> = d["stale"]
+    let stale: Vec<String> = d["removed"]
         .as_array()
         .unwrap()
         .iter()

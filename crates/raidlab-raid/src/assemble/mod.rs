@@ -241,6 +241,14 @@ impl Assembly {
         let mut members = Vec::new();
         for ((d, sb), superseded) in found.into_iter().zip(superseded) {
             let (mut state, role) = member_state(&reference, &sb);
+            let sb = if !superseded
+                && sb.events < reference.events
+                && matches!(state, MemberState::Active | MemberState::Journal)
+            {
+                caught_up(&reference, sb)
+            } else {
+                sb
+            };
             if superseded {
                 state = MemberState::Stale;
             } else if state == MemberState::Active
@@ -555,7 +563,10 @@ fn member_state(reference: &Superblock, sb: &Superblock) -> (MemberState, Option
         Role::Active(_) | Role::Replacement(_) | Role::Journal | Role::Faulty
     );
     let in_reference = reference_role(reference, sb);
-    if sb.events < reference.events && claims_role {
+    if sb.events < reference.events
+        && claims_role
+        && !one_event_behind(reference, sb, own, in_reference)
+    {
         let claimed = match own {
             Role::Active(r) | Role::Replacement(r) => Some(r as usize),
             _ => None,
@@ -581,6 +592,63 @@ fn member_state(reference: &Superblock, sb: &Superblock) -> (MemberState, Option
         _ => MemberState::Faulty,
     };
     (state, slot)
+}
+
+/// md's "difference of one" (the kernel's `validate_super`, mdadm's
+/// Assemble): a v1 member exactly one event behind, which the newest
+/// superblock still lists where its own superblock says it is, is up to
+/// date. A crash between the members' superblock writes of one commit
+/// leaves exactly that. Safe because a v1 commit lists a device the array
+/// does not have as removed, so a member that missed writes while away is
+/// never listed in its place one event later. 0.90 keeps the strict rule.
+fn one_event_behind(reference: &Superblock, sb: &Superblock, own: Role, listed: Role) -> bool {
+    let same_place = match (own, listed) {
+        (Role::Active(a), Role::Active(b)) | (Role::Replacement(a), Role::Replacement(b)) => a == b,
+        (Role::Journal, Role::Journal) => true,
+        _ => false,
+    };
+    same_place
+        && sb.events + 1 == reference.events
+        && sb.v0_90.is_none()
+        && reference.v0_90.is_none()
+}
+
+/// A member taken one event behind gets the newest superblock's array-wide
+/// fields (what the commit it missed changed: the reshape's start or
+/// position, the clean/dirty state, the member count), keeping its own
+/// per-device ones, so that it serves and is written as its peers are.
+fn caught_up(reference: &Superblock, own: Superblock) -> Superblock {
+    use raidlab_md::superblock::feature;
+    let per_device = feature::RECOVERY_OFFSET
+        | feature::BAD_BLOCKS
+        | feature::REPLACEMENT
+        | feature::RECOVERY_BITMAP;
+    // The commit it missed may have been a reshape's last, which moves
+    // every member's data offset by its `new_offset` (md's end of a
+    // reshape): its data is where its peers' is now.
+    let (mut data_offset, mut data_size) = (own.data_offset, own.data_size);
+    if own.feature_map & feature::NEW_OFFSET != 0
+        && reference.feature_map & feature::NEW_OFFSET == 0
+    {
+        let moved = i64::from(own.new_offset);
+        data_offset = (data_offset as i64 + moved) as u64;
+        data_size = (data_size as i64 - moved) as u64;
+    }
+    Superblock {
+        feature_map: (reference.feature_map & !per_device) | (own.feature_map & per_device),
+        data_offset,
+        data_size,
+        super_offset: own.super_offset,
+        recovery_offset: own.recovery_offset,
+        dev_number: own.dev_number,
+        cnt_corrected_read: own.cnt_corrected_read,
+        device_uuid: own.device_uuid,
+        devflags: own.devflags,
+        bblog_shift: own.bblog_shift,
+        bblog_size: own.bblog_size,
+        bblog_offset: own.bblog_offset,
+        ..reference.clone()
+    }
 }
 
 /// The role `sb`'s device has in the array according to the newest superblock.

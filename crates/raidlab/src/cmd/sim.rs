@@ -166,7 +166,7 @@ fn reshapes(a: &SimTortureArgs) -> Result<ExitCode> {
             Some(v) => {
                 outln!("FAILED seed {} run {run} ({}): {v}", a.seed, r.label);
                 if r.margin_cut {
-                    outln!("  a cut left a member one event behind, which md takes as up to date and raidlab sets aside (known open gap, docs/reliability.md)");
+                    outln!("  the assembly set aside a member one event behind, which md takes as up to date (md's margin, which raidlab follows: a regression, docs/reliability.md)");
                     margin.push(run);
                 }
                 outln!(
@@ -182,7 +182,7 @@ fn reshapes(a: &SimTortureArgs) -> Result<ExitCode> {
         a.runs
     );
     if !failed.is_empty() {
-        outln!("failed runs: {failed:?}; of them after a member was left one event behind (the known gap): {margin:?}");
+        outln!("failed runs: {failed:?}; of them with a member one event behind set aside (md's margin): {margin:?}");
     }
     Ok(if failed.is_empty() {
         ExitCode::SUCCESS
