@@ -5,9 +5,10 @@
 //! Faults are switched on and off through `&self`, so a test can change them while an
 //! array uses the volume through an `Arc`. Whatever is injected, this wrapper must
 //! never touch bytes outside a request (every request is checked with
-//! [`check_range`]), never change stored data except where a method says so
-//! ([`FaultVolume::corrupt_stored`], [`FaultVolume::flush`], a power cut), and never
-//! panic.
+//! [`check_range`]) except where a misdirection sends it (within the range the
+//! caller gave), never change stored data except where a method says so
+//! ([`FaultVolume::corrupt_stored`], [`FaultVolume::flush`], a power cut, a
+//! misdirected write), and never panic.
 //!
 //! The volatile cache keeps two structures: a log of pending writes in arrival order
 //! (what a flush or a power cut applies to the inner volume) and a sector-indexed map
@@ -81,6 +82,25 @@ struct State {
     powered_off: bool,
     overlay: Overlay,
     stats: FaultStats,
+    misdirect_write: Option<(Range<u64>, u64)>,
+    misdirect_read: Option<(Range<u64>, u64)>,
+    misdirected: Vec<Misdirected>,
+}
+
+/// A request a misdirection sent elsewhere on the same volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Misdirected {
+    pub op: Op,
+    /// Where the request asked to go, and where it went instead.
+    pub intended: Range<u64>,
+    pub landed: Range<u64>,
+    /// A write: the intended bytes held something else than the data, so
+    /// they are now stale. A read: the landed bytes differ from the
+    /// intended ones, so the reader got wrong data.
+    pub intended_differs: bool,
+    /// A write: the landed bytes held something else, so they are now
+    /// overwritten. A read: always false.
+    pub landed_differs: bool,
 }
 
 fn overlaps(range: &Range<u64>, offset: u64, len: u64) -> bool {
@@ -153,6 +173,35 @@ impl<V: Volume> FaultVolume<V> {
     /// 0xff) while the stored data stays intact: silent corruption on the way back.
     pub fn corrupt_reads(&self, range: Range<u64>) {
         self.lock().corrupt_reads.push(range);
+    }
+
+    /// The next write that falls wholly within `within` lands `delta` bytes
+    /// further on (or back, when further would leave `within`; when neither
+    /// fits, that write goes where asked and the next one is tried): the
+    /// intended bytes keep their old contents, the landed ones are
+    /// overwritten. Once only: a disk that misdirects one write, not a
+    /// broken one. What it did is kept for [`FaultVolume::misdirected`].
+    pub fn misdirect_next_write(&self, within: Range<u64>, delta: u64) {
+        self.lock().misdirect_write = Some((within, delta));
+    }
+
+    /// The next read that falls wholly within `within` returns the bytes
+    /// `delta` further on (or back), as [`FaultVolume::misdirect_next_write`]
+    /// places them; nothing stored changes. Once only.
+    pub fn misdirect_next_read(&self, within: Range<u64>, delta: u64) {
+        self.lock().misdirect_read = Some((within, delta));
+    }
+
+    /// The misdirections that struck since the last call (taken).
+    pub fn misdirected(&self) -> Vec<Misdirected> {
+        std::mem::take(&mut self.lock().misdirected)
+    }
+
+    /// Forget a misdirection armed and not struck yet.
+    pub fn disarm_misdirection(&self) {
+        let mut st = self.lock();
+        st.misdirect_write = None;
+        st.misdirect_read = None;
     }
 
     /// Remove every failing and corrupting range and switch `fail_all` off. Power
@@ -305,6 +354,16 @@ impl<V: Volume> FaultVolume<V> {
         f(&self.inner)
     }
 
+    /// The bytes at `offset` as a reader sees them now (the medium under the
+    /// volatile cache).
+    fn current(&self, st: &State, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.inner.read_at(buf, offset)?;
+        if self.volatile_cache {
+            st.overlay.overlay(buf, offset);
+        }
+        Ok(())
+    }
+
     /// Refuse a request outside the volume (the name is made only for the
     /// error).
     fn check(&self, op: Op, offset: u64, len: u64) -> Result<()> {
@@ -330,6 +389,23 @@ impl<V: Volume> FaultVolume<V> {
         }
         st.overlay.clear();
         Ok(())
+    }
+}
+
+/// Where a request of `len` bytes at `offset` lands under an armed
+/// misdirection `(within, delta)`, if it strikes this request.
+fn misdirection(armed: &Option<(Range<u64>, u64)>, offset: u64, len: u64) -> Option<u64> {
+    let (within, delta) = armed.as_ref()?;
+    let end = offset.checked_add(len)?;
+    if len == 0 || offset < within.start || end > within.end {
+        return None;
+    }
+    if end + delta <= within.end {
+        Some(offset + delta)
+    } else if offset >= within.start + delta {
+        Some(offset - delta)
+    } else {
+        None
     }
 }
 
@@ -404,6 +480,22 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
         if !corrupt.is_empty() {
             st.stats.corrupted_reads = st.stats.corrupted_reads.saturating_add(1);
         }
+        if let Some(landed) = misdirection(&st.misdirect_read, offset, len) {
+            st.misdirect_read = None;
+            let mut want = vec![0u8; buf.len()];
+            self.current(&st, &mut want, offset)?;
+            self.current(&st, buf, landed)?;
+            let differs = want[..] != buf[..];
+            st.misdirected.push(Misdirected {
+                op: Op::Read,
+                intended: offset..offset + len,
+                landed: landed..landed + len,
+                intended_differs: differs,
+                landed_differs: false,
+            });
+            invert_overlaps(buf, offset, &corrupt);
+            return Ok(());
+        }
         if self.volatile_cache {
             // The lock stays held so a flush cannot move bytes from the cache to the
             // medium between reading the medium and laying the cache over it.
@@ -423,6 +515,25 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
+        let offset = match misdirection(&st.misdirect_write, offset, len) {
+            Some(landed) => {
+                st.misdirect_write = None;
+                let mut old = vec![0u8; buf.len()];
+                self.current(&st, &mut old, offset)?;
+                let intended_differs = old[..] != buf[..];
+                self.current(&st, &mut old, landed)?;
+                let landed_differs = old[..] != buf[..];
+                st.misdirected.push(Misdirected {
+                    op: Op::Write,
+                    intended: offset..offset + len,
+                    landed: landed..landed + len,
+                    intended_differs,
+                    landed_differs,
+                });
+                landed
+            }
+            None => offset,
+        };
         if self.volatile_cache {
             st.overlay.record(buf, offset);
             Ok(())
@@ -528,6 +639,36 @@ mod tests {
         o.record(&[7u8; 1], 511);
         o.overlay(&mut buf, 508);
         assert_eq!(buf, [1, 1, 9, 7, 9, 1, 1, 1]);
+    }
+
+    #[test]
+    fn a_misdirected_write_lands_elsewhere_once_and_a_misdirected_read_reads_elsewhere() {
+        let v = FaultVolume::with_volatile_cache(MemVolume::new(8192));
+        v.write_at(&[1u8; 512], 1024).unwrap();
+        v.misdirect_next_write(1024..8192, 4096);
+        // Outside `within`: goes where asked, the misdirection stays armed.
+        v.write_at(&[2u8; 512], 0).unwrap();
+        v.write_at(&[3u8; 512], 1024).unwrap();
+        v.write_at(&[4u8; 512], 2048).unwrap();
+        let mut b = [0u8; 512];
+        for (at, want) in [(0, 2u8), (1024, 1), (5120, 3), (2048, 4)] {
+            v.read_at(&mut b, at).unwrap();
+            assert_eq!(b, [want; 512], "at {at}");
+        }
+        let m = v.misdirected();
+        assert_eq!(m.len(), 1);
+        assert_eq!(
+            (m[0].intended.clone(), m[0].landed.clone()),
+            (1024..1536, 5120..5632)
+        );
+        assert!(m[0].intended_differs && m[0].landed_differs);
+        // Too near the end to go further on: it goes back.
+        v.misdirect_next_read(1024..8192, 4096);
+        v.read_at(&mut b, 5120).unwrap();
+        assert_eq!(b, [1u8; 512]);
+        v.read_at(&mut b, 5120).unwrap();
+        assert_eq!(b, [3u8; 512], "once only");
+        assert!(v.misdirected()[0].intended_differs);
     }
 
     #[test]

@@ -547,6 +547,15 @@ impl Assembly {
     /// Start copying active member `old` onto a new device while it keeps serving
     /// (md's replace); `rebuild` does the copy and then swaps them.
     pub fn replace(&mut self, old: usize, device: Device, force: bool) -> Result<()> {
+        // Refused before anything is written: accepted, the copy could
+        // never finish (it rebuilds the role from the others, and RAID 0
+        // has none), and every member's superblock would list a
+        // replacement stuck for good. md's raid0 takes no spare either.
+        if self.geometry.level == raidlab_layout::Level::Raid0 {
+            return Err(Error::invalid(
+                "RAID 0 has no redundancy to copy a member through: a member cannot be replaced (md's raid0 takes no spare); copy the device whole while the array is stopped",
+            ));
+        }
         let m = &self.members[old];
         let Some(slot) = m.role.filter(|_| m.state == MemberState::Active) else {
             return Err(Error::invalid(format!(

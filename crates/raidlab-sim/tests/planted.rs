@@ -94,7 +94,7 @@ fn a_fua_write_without_a_flush_is_found() {
         bug: Bug::FuaWithoutFlush,
         level: None,
         skip_known_gaps: true,
-        found_at: 3,
+        found_at: 5,
         seen_as: LOST,
     });
 }
@@ -127,7 +127,7 @@ fn a_read_that_misses_held_stripes_is_found() {
         bug: Bug::ReadMissesHeldStripes,
         level: Some(Level::Raid5),
         skip_known_gaps: true,
-        found_at: 0,
+        found_at: 1,
         seen_as: WRONG,
     });
 }
@@ -139,7 +139,7 @@ fn a_stop_that_forgets_held_stripes_is_found() {
         level: Some(Level::Raid5),
         skip_known_gaps: true,
         found_at: 0,
-        seen_as: WRONG,
+        seen_as: LOST,
     });
 }
 
@@ -160,7 +160,7 @@ fn a_bitmap_resync_that_skips_a_chunk_is_found() {
         bug: Bug::BitmapResyncSkipsFirstChunk,
         level: Some(Level::Raid1),
         skip_known_gaps: true,
-        found_at: 11,
+        found_at: 77,
         seen_as: MISMATCH,
     });
 }
@@ -171,7 +171,7 @@ fn a_journal_replay_that_drops_a_stripe_is_found() {
         bug: Bug::JournalReplayDropsLastStripe,
         level: Some(Level::Raid4),
         skip_known_gaps: true,
-        found_at: 5,
+        found_at: 4,
         seen_as: NEVER_ALLOWED,
     });
 }

@@ -37,12 +37,18 @@
 //! `grow` (tests/md_compat/grow.rs) boots it once more: md assembles arrays
 //! `raidlab grow` changed (--size max, a bitmap added and removed, RAID 1
 //! from 2 to 3 mirrors, PPL switched off and on) and judges them.
+//!
+//! `torture` (tests/md_compat/torture.rs) boots it once more: md assembles
+//! the final member images of a sample of the torture harness's runs, one
+//! per class, and must read the run's reference data.
 
 mod common;
 #[path = "md_compat/grow.rs"]
 mod grow;
 #[path = "md_compat/re_add.rs"]
 mod re_add;
+#[path = "md_compat/torture.rs"]
+mod torture;
 
 use common::{journal_crash, journal_crash_write_back, ppl_crash};
 use std::collections::BTreeMap;

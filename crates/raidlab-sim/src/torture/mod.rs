@@ -1,6 +1,6 @@
 //! The torture harness: raidlab's real engine (`Array`, its planner, stripe
 //! cache, logs, failure handling, assembly from superblocks, start and stop,
-//! resync, rebuild, check) run on one thread over in-memory members that carry
+//! resync, rebuild, replace, check) run on one thread over in-memory members that carry
 //! data, under a seeded random workload and random faults, checked against a
 //! reference model of every byte ([`model`]). A run is a pure function of
 //! (seed, run index): the configuration ([`config`]), every request, every
@@ -15,13 +15,15 @@
 //! clock or an unseeded random source. What it does not model yet (device
 //! timing, requests interleaved inside a plan, a live rebuild under load) is
 //! listed in docs/reliability.md. Members that leave and come back
-//! (`stale.rs`) and a cache tier in front (`cache.rs`) are drawn only when
-//! a sweep asks for them.
+//! (`stale.rs`), a cache tier in front (`cache.rs`) and misdirected member
+//! I/O (`faults.rs`) are drawn only when a sweep asks for them. `images.rs`
+//! saves a passed run's final member images for the real md to judge.
 
 mod cache;
 pub mod config;
 mod faults;
 mod gaps;
+pub mod images;
 pub mod model;
 pub mod reshape;
 mod restart;
@@ -58,6 +60,10 @@ pub struct Options {
     /// the array or of a plain file, drawn per run from a stream of its own
     /// (`cache.rs`). Off, a run draws exactly what it drew before.
     pub cache_tier: bool,
+    /// Misdirected member I/O (`faults.rs`), drawn from a stream of its own
+    /// and only without a cache tier. Off, a run draws exactly what it drew
+    /// before.
+    pub misdirected: bool,
 }
 
 /// An invariant the engine broke (or the harness could not hold).
@@ -81,6 +87,9 @@ pub struct Counts {
     pub power_cuts: u64,
     pub restarts: u64,
     pub rebuilds: u64,
+    /// Replaces started (md's `--replace`: a new device copies an
+    /// in-service member and takes its role).
+    pub replaces: u64,
     pub checks: u64,
     /// Requests the members (and journal device) received: reads, writes,
     /// flushes, trims and write-zeroes, counted by each device.
@@ -103,6 +112,12 @@ pub struct Counts {
     pub cache_runs: u64,
     pub cache_recoveries: u64,
     pub cache_written_back: u64,
+    /// Member writes that landed elsewhere, of those the ones the check
+    /// that followed reported (it must, where one can run), and member
+    /// reads that returned another offset's data.
+    pub misdirected_writes: u64,
+    pub misdirected_found: u64,
+    pub misdirected_reads: u64,
 }
 
 impl Counts {
@@ -115,6 +130,7 @@ impl Counts {
         self.power_cuts += o.power_cuts;
         self.restarts += o.restarts;
         self.rebuilds += o.rebuilds;
+        self.replaces += o.replaces;
         self.checks += o.checks;
         self.member_ios += o.member_ios;
         self.write_hole_sectors += o.write_hole_sectors;
@@ -125,6 +141,9 @@ impl Counts {
         self.cache_runs += o.cache_runs;
         self.cache_recoveries += o.cache_recoveries;
         self.cache_written_back += o.cache_written_back;
+        self.misdirected_writes += o.misdirected_writes;
+        self.misdirected_found += o.misdirected_found;
+        self.misdirected_reads += o.misdirected_reads;
     }
 }
 
@@ -139,6 +158,7 @@ pub struct RunResult {
     pub skip_known_gaps: bool,
     pub stale_members: bool,
     pub cache_tier: bool,
+    pub misdirected: bool,
     /// Hash of every event of the run, in order.
     pub hash: u64,
     pub counts: Counts,
@@ -149,7 +169,7 @@ impl RunResult {
     /// The command that replays this run alone.
     pub fn replay_command(&self, ops: usize) -> String {
         format!(
-            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}{}",
+            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}{}{}",
             self.seed,
             self.run,
             self.level
@@ -164,7 +184,12 @@ impl RunResult {
             } else {
                 ""
             },
-            if self.cache_tier { " --cache-tier" } else { "" }
+            if self.cache_tier { " --cache-tier" } else { "" },
+            if self.misdirected {
+                " --misdirected"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -209,6 +234,13 @@ pub fn sweep(opts: &Options, mut each: impl FnMut(&RunResult)) -> Sweep {
         }
     }
     out
+}
+
+/// The configuration run `run` of `opts` draws, without running it.
+pub fn run_config(opts: &Options, run: u64) -> Config {
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(run_seed(opts.seed, run));
+    Config::random(&mut rng, opts.level)
 }
 
 /// The run's own seed: (seed, run) mixed so that neighbouring runs share

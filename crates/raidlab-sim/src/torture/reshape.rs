@@ -1,6 +1,7 @@
 //! Reshapes under power cuts and member failures (issue 36), from a seed:
 //! raidlab's own `grow` (more members, a new chunk or layout, RAID 4 to 5
-//! and back) run on in-memory members with volatile write caches, the power
+//! and back; a RAID 0's more members or chunk, through md's RAID 4 without
+//! parity) run on in-memory members with volatile write caches, the power
 //! cut after a random number of member writes (each member's unflushed
 //! writes kept, dropped or torn), the members assembled again from their
 //! superblocks and the reshape carried on, up to three cuts a run; after a
@@ -20,16 +21,12 @@ use raidlab_core::{Layer, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::{Layout, Level, ParityLayout};
 use raidlab_md::MetadataVersion;
-use raidlab_raid::assemble::{
-    create_with_executor, Assembly, CreateSpec, Device, MemberState, NewMember,
-};
+use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::{Executor, InOrder};
 use raidlab_raid::grow::ReshapeRequest;
 use raidlab_raid::recovery::RunOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use std::cell::Cell;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
@@ -97,12 +94,6 @@ pub struct ReshapeRun {
     pub member_died: bool,
     /// Member writes of the whole reshape without a cut (the budget's range).
     pub writes: u64,
-    /// A cut fell between the members' superblock writes of one commit and
-    /// the assembly set aside a member one event behind that the newest
-    /// superblock lists in its place. md takes such a member as up to date
-    /// (its "difference of one"), and since this family found the gap so
-    /// does raidlab: a flag for the report, no longer a failure's excuse.
-    pub margin_cut: bool,
     pub violation: Option<String>,
 }
 
@@ -125,9 +116,10 @@ struct Setup {
 }
 
 fn draw(rng: &mut ChaCha8Rng) -> Setup {
-    let level = [Level::Raid4, Level::Raid5, Level::Raid6][rng.gen_range(0..3)];
+    let level = [Level::Raid4, Level::Raid5, Level::Raid6, Level::Raid0][rng.gen_range(0..4)];
     let layouts = match level {
-        Level::Raid4 => vec![ParityLayout::ParityLast],
+        // A RAID 0 restripes as md's RAID 4 without parity.
+        Level::Raid4 | Level::Raid0 => vec![ParityLayout::ParityLast],
         _ => ParityLayout::ALL.to_vec(),
     };
     let layout = layouts[rng.gen_range(0..layouts.len())];
@@ -153,6 +145,19 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
             }
         }
         (1, _) => {
+            let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
+            Change {
+                req: ReshapeRequest {
+                    chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
+                    ..ReshapeRequest::default()
+                },
+                spares: 0,
+                then_raid4: false,
+            }
+        }
+        // A RAID 0's other changes (to RAID 4 or 5) rebuild parity rather
+        // than restripe: more members or a chunk here.
+        (_, Level::Raid0) => {
             let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
             Change {
                 req: ReshapeRequest {
@@ -227,8 +232,6 @@ struct Rig {
     budget: Arc<AtomicI64>,
     dead: Vec<bool>,
     exec: Arc<dyn Executor>,
-    /// Set when an assembly left out a member md would have taken.
-    margin: Rc<Cell<bool>>,
 }
 
 impl Rig {
@@ -253,27 +256,8 @@ impl Rig {
         let mut asm =
             Assembly::assemble(self.devices(seed)).map_err(|e| format!("assemble: {e}"))?;
         asm.set_executor(self.exec.clone());
-        if one_event_behind(&asm) {
-            self.margin.set(true);
-        }
         Ok(asm)
     }
-}
-
-/// Whether the assembly set aside a member exactly one event behind the
-/// newest superblock, which lists it in the role it claims: md's rule
-/// (kernel `validate_super`, mdadm's Assemble) takes such a member.
-fn one_event_behind(asm: &Assembly) -> bool {
-    let Some(newest) = asm.members.iter().map(|m| &m.sb).max_by_key(|sb| sb.events) else {
-        return false;
-    };
-    asm.members.iter().any(|m| {
-        m.state == MemberState::Stale
-            && m.sb.events + 1 == newest.events
-            && m.role.is_some_and(|r| {
-                newest.dev_roles.get(m.sb.dev_number as usize) == Some(&(r as u16))
-            })
-    })
 }
 
 /// Read the whole array the assembly describes (read-only mid-reshape).
@@ -318,20 +302,12 @@ pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
         cuts: 0,
         member_died: false,
         writes: 0,
-        margin_cut: false,
         violation: None,
     };
     // A dry run counts the reshape's member writes, so the cut can land
     // anywhere in it; the real run then has the same writes in the same
     // order (everything here runs in order on this thread).
-    let dry = attempt(
-        &s,
-        seed,
-        run,
-        &mut ChaCha8Rng::seed_from_u64(0),
-        None,
-        Rc::new(Cell::new(false)),
-    );
+    let dry = attempt(&s, seed, run, &mut ChaCha8Rng::seed_from_u64(0), None);
     match dry {
         Ok((_, writes)) => out.writes = writes,
         Err(e) => {
@@ -340,15 +316,13 @@ pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
         }
     }
     let budget = rng.gen_range(1..=out.writes.max(1)) as i64;
-    let margin = Rc::new(Cell::new(false));
-    match attempt(&s, seed, run, &mut rng, Some(budget), margin.clone()) {
+    match attempt(&s, seed, run, &mut rng, Some(budget)) {
         Ok((report, _)) => {
             out.cuts = report.0;
             out.member_died = report.1;
         }
         Err(e) => out.violation = Some(e),
     }
-    out.margin_cut = margin.get();
     out
 }
 
@@ -362,7 +336,6 @@ fn attempt(
     run: u64,
     rng: &mut ChaCha8Rng,
     budget: Option<i64>,
-    margin: Rc<Cell<bool>>,
 ) -> Result<((u32, bool), u64), String> {
     let n = s.members + s.change.spares;
     let members: Vec<Member> = (0..n)
@@ -378,14 +351,17 @@ fn attempt(
         budget: Arc::new(AtomicI64::new(i64::MAX)),
         dead: vec![false; n],
         exec: Arc::new(InOrder),
-        margin,
     };
     let mut rig = rig;
     let cut_seed = run_seed(seed, run);
     let devs = rig.devices(cut_seed);
     let spec = CreateSpec {
         level: s.level,
-        layout: Layout::Parity(s.layout),
+        layout: if s.level == Level::Raid0 {
+            Layout::Plain
+        } else {
+            Layout::Parity(s.layout)
+        },
         chunk_bytes: s.chunk,
         spares: 0,
         name: "reshape".into(),
@@ -447,7 +423,9 @@ fn attempt(
             let more = rng.gen_range(1..=4000);
             rig.budget.store(more, Ordering::SeqCst);
         }
-        if !died && s.level != Level::Raid4 && rng.gen_ratio(1, 8) {
+        // (Not of a RAID 0: it has no redundancy, while it restripes as
+        // much as before.)
+        if !died && !matches!(s.level, Level::Raid4 | Level::Raid0) && rng.gen_ratio(1, 8) {
             // A member dies with the power: gone from now on.
             let k = rng.gen_range(0..s.members);
             rig.dead[k] = true;
@@ -484,6 +462,20 @@ fn attempt(
         return Err("the reshape is still recorded after it finished".into());
     }
     judge(&read_all(&asm)?, &data, "at the end")?;
+    // A change that asks for no level keeps it (a RAID 0 is a RAID 0
+    // again once its restripe as a RAID 4 ends).
+    if s.change.req.level.is_none() && asm.geometry.level != s.level {
+        return Err(format!(
+            "at the end: a {} (was {}, asked {:?})",
+            asm.geometry.level.name(),
+            s.level.name(),
+            s.change.req
+        ));
+    }
+    if s.level == Level::Raid0 {
+        // Nothing to check: no redundancy.
+        return Ok(((cuts, died), total));
+    }
     let r = asm
         .scrub(false, opts, &mut |_| {})
         .map_err(|e| format!("check at the end: {e}"))?;

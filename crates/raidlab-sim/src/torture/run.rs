@@ -43,6 +43,8 @@ pub enum Plant {
 
 /// Mixed into the run's seed for the stream of the stale-member faults.
 const STALE_STREAM: u64 = 0x57a1_e000_5eed_0001;
+/// Mixed into the run's seed for the stream of the misdirected I/O.
+const MISDIRECT_STREAM: u64 = 0x3d1e_c7ed_5eed_0002;
 
 /// Events kept for a failure's trace.
 const TRACE: usize = 48;
@@ -84,6 +86,12 @@ pub(super) struct Rig {
     pub(super) away: Option<usize>,
     /// The cache tier in front (`cache.rs`), when the run drew one.
     pub(super) tier: Option<Tier>,
+    /// Misdirected member I/O (`faults.rs`): its own random stream, so a
+    /// run without it draws exactly what it drew before it existed.
+    pub(super) misdirect: Option<ChaCha8Rng>,
+    /// A misdirected write struck: the array holds data md cannot tell
+    /// wrong, and the run ends (nothing is promised from there).
+    pub(super) corrupt: bool,
 }
 
 pub(super) type Outcome = Result<(), String>;
@@ -119,12 +127,20 @@ pub fn run_with(
         skip_known_gaps,
         stale_members: false,
         cache_tier: false,
+        misdirected: false,
     };
     run_opts(&opts, run, plant)
 }
 
 /// Run `run` of the sweep `opts` describes, with `plant` if given.
 pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
+    run_rig(opts, run, plant).0
+}
+
+/// [`run_opts`], also giving back the run's world as it ended (the array
+/// still started when the run passed), for a caller that looks at the
+/// members afterwards (`images.rs`).
+pub(super) fn run_rig(opts: &Options, run: u64, plant: Option<Plant>) -> (RunResult, Rig) {
     let Options {
         seed,
         ops,
@@ -132,6 +148,7 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         skip_known_gaps,
         stale_members,
         cache_tier,
+        misdirected,
         ..
     } = *opts;
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run));
@@ -158,6 +175,9 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         stale: stale_members.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ STALE_STREAM)),
         away: None,
         tier: None,
+        misdirect: misdirected
+            .then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ MISDIRECT_STREAM)),
+        corrupt: false,
     };
     rig.note(format!("config {}", cfg.label()));
     let cache = cache_tier.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ CACHE_STREAM));
@@ -181,7 +201,7 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
             s.reads + s.writes + s.flushes + s.discards
         })
         .sum();
-    RunResult {
+    let result = RunResult {
         seed,
         run,
         config: cfg,
@@ -189,10 +209,12 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
         skip_known_gaps,
         stale_members,
         cache_tier,
+        misdirected,
         hash: rig.hash,
-        counts: rig.counts,
+        counts: rig.counts.clone(),
         violation,
-    }
+    };
+    (result, rig)
 }
 
 pub(super) fn quiet(_: raidlab_raid::recovery::Progress) {}
@@ -367,7 +389,13 @@ impl Rig {
                 continue;
             }
             let strict = self.strict();
-            if self.stale_step(strict)? || self.cache_step(strict)? {
+            if self.stale_step(strict)?
+                || self.cache_step(strict)?
+                || self.misdirect_step(strict)?
+            {
+                if self.corrupt {
+                    return Ok(());
+                }
                 continue;
             }
             let r = self.rng.gen_range(0..100u32);
@@ -382,6 +410,9 @@ impl Rig {
                 72..=74 => self.fail_member()?,
                 75..=76 => self.latent_errors()?,
                 77..=78 => self.write_errors()?,
+                // A complete array gets md's replace; one with a role in
+                // trouble gets a spare and a rebuild.
+                79..=80 if strict && self.troubled_roles().is_empty() => self.replace_member()?,
                 79..=80 if strict => self.spare_and_rebuild()?,
                 81..=82 if strict => self.check(op % 2 == 1)?,
                 83..=85 if strict => self.stop_and_start()?,
@@ -624,7 +655,9 @@ impl Rig {
 
 /// `event` without the process-wide numbers of memory volumes
 /// ("memory#17"): they count every volume the process made, so they differ
-/// between two runs of one seed in one process.
+/// between two runs of one seed in one process; and without the array's
+/// UUID, which create draws from the system's random source (an array with
+/// no name, as 0.90 metadata has none, is labelled by it in errors).
 fn unnumbered(event: &str) -> String {
     let mut out = String::with_capacity(event.len());
     let mut rest = event;
@@ -633,6 +666,36 @@ fn unnumbered(event: &str) -> String {
         rest = rest[i + 7..].trim_start_matches(|c: char| c.is_ascii_digit());
     }
     out.push_str(rest);
+    without_uuids(&out)
+}
+
+/// `s` with every md-style UUID (four groups of eight hex digits joined
+/// by colons) replaced by "<uuid>".
+fn without_uuids(s: &str) -> String {
+    const LEN: usize = 35;
+    let b = s.as_bytes();
+    let is_uuid = |at: usize| {
+        at + LEN <= b.len()
+            && (0..LEN).all(|k| {
+                if k % 9 == 8 {
+                    b[at + k] == b':'
+                } else {
+                    b[at + k].is_ascii_hexdigit()
+                }
+            })
+    };
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if is_uuid(i) {
+            out.push_str("<uuid>");
+            i += LEN;
+        } else {
+            let c = s[i..].chars().next().expect("within the string");
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
     out
 }
 
