@@ -63,10 +63,11 @@ pub enum Command {
     Replace(ReplaceArgs),
     /// Change an array in place, as mdadm --grow does: --size (use more or
     /// less of each member), --bitmap internal|none, --consistency-policy
-    /// resync|ppl (RAID 5), --raid-devices of a RAID 1, and for a RAID 4/5/6
-    /// more members, --chunk, --layout, --level 4|5|6 (restriped offline;
-    /// --continue resumes). Other restriping (fewer members, RAID 0/10,
-    /// other levels) is refused: not built yet.
+    /// resync|ppl (RAID 5), --raid-devices and --level 5 of a RAID 1, for a RAID 4/5/6
+    /// more members, --chunk, --layout, --level 4|5|6, and for a RAID 0
+    /// more members, --chunk, --level 4|5 (restriped offline; --continue
+    /// resumes). Other restriping (fewer members, RAID 10, other levels) is
+    /// refused: not built yet.
     #[command(after_help = GROW_HELP)]
     Grow(GrowArgs),
     /// Rebuild members being recovered (resumes where an earlier run stopped).
@@ -173,12 +174,27 @@ pub struct SimTortureArgs {
     /// recovery (changes the draws of the runs that have one).
     #[arg(long)]
     pub cache_tier: bool,
+    /// Misdirected member I/O: a member write lands at another offset of
+    /// that member, or a member read returns another offset's data (md has
+    /// no checksums: the check must report the write, the array must hold
+    /// nothing of the read; a run ends after a misdirected write). Changes
+    /// the draws of the runs where it happens.
+    #[arg(long)]
+    pub misdirected: bool,
     /// Instead of the workload runs: reshapes (`grow` of RAID 4/5/6: more
     /// members, chunk, layout, RAID 4 to 5 and back), the power cut after a
     /// random number of member writes, carried on after each cut; a member
     /// may die with the power (docs/reliability.md).
-    #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "level"])]
+    #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "misdirected", "level"])]
     pub reshapes: bool,
+    /// Instead of the tallies: save the final member images of the first
+    /// passed run of each class (level and policy) among the runs, one
+    /// directory per run under DIR (the active members in role order, the
+    /// journal device, and `expected.bin`, raidlab's read at the run's
+    /// end), and print what was saved as JSON. For the real md to judge
+    /// (the VM test); a run that fails is reported and the exit status is 1.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["cache_tier", "reshapes", "misdirected"])]
+    pub save_images: Option<std::path::PathBuf>,
     /// Print each run's outcome as it ends.
     #[arg(long, short = 'v')]
     pub verbose: bool,
@@ -656,6 +672,7 @@ Examples:
   raidlab grow m0.img m1.img m2.img m3.img --layout right-asymmetric
   raidlab grow m0.img m1.img m2.img m3.img --level 5                # RAID 4 to 5 (takeover)
   raidlab grow m0.img m1.img m2.img m3.img --level 6 --add m4.img   # RAID 5 to 6 (Q on m4)
+  raidlab grow m0.img m1.img m2.img --level 5 --add m3.img          # RAID 0 to 5 (parity on m3)
   raidlab grow m0.img m1.img m2.img m3.img --continue               # finish an interrupted one";
 
 /// `--bitmap`'s values.
@@ -691,7 +708,9 @@ pub struct GrowArgs {
     /// spares and --add devices, then rebuilds them; shrinking needs the
     /// slots that go to be empty. RAID 4/5/6: more members (a reshape, md's
     /// way: the data offset moves down, the data is restriped onto the new
-    /// members; interrupted, `--continue` finishes it); fewer: refused.
+    /// members; interrupted, `--continue` finishes it). RAID 0: the same,
+    /// as md does it, through a RAID 4 whose parity member is missing,
+    /// then back to a RAID 0. Fewer: refused.
     #[arg(long, short = 'n')]
     pub raid_devices: Option<usize>,
     /// Finish a reshape that was interrupted (killed, crashed, stopped).
@@ -709,11 +728,19 @@ pub struct GrowArgs {
     /// Q: give it with --add; md's takeover through the "-6" layout, Q
     /// rebuilt, then a restripe to the RAID 6 layout unless --layout
     /// preserve) and RAID 6 to 5 (restriped to the "-6" layout first; Q's
-    /// member becomes a hot spare). Other level changes are refused (not
-    /// built).
+    /// member becomes a hot spare), RAID 5 of two to 1, RAID 1 of two to 5 (md's takeover, no
+    /// data moved; with --raid-devices N, then a restripe onto the --add
+    /// devices), RAID 0 to 10 (near=2: a mirror for each member, given with
+    /// --add, rebuilt), RAID 10 near=2 to 0 (one copy of each pair kept),
+    /// RAID 4 or 5 to 0 (a RAID 5 restriped to parity-last first; the
+    /// parity member leaves),
+    /// RAID 0 to 4 or 5 (one member more, for
+    /// parity: give it with --add; parity rebuilt, then a RAID 5 restriped
+    /// to left-symmetric unless --layout preserve). Other level changes are
+    /// refused (not built).
     #[arg(long, short = 'l')]
     pub level: Option<String>,
-    /// A new chunk size for a RAID 4/5/6 (64K, 512K; a bare number is
+    /// A new chunk size for a RAID 0/4/5/6 (64K, 512K; a bare number is
     /// KiB, as mdadm reads it): a reshape over the same members, the data
     /// offset moving down by at least the larger chunk.
     #[arg(long, short = 'c')]
