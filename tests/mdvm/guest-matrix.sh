@@ -69,6 +69,12 @@
 #       device's write sectors) beside the bitmap's dirty bits; all members
 #       must be active, a `check` must find mismatch_cnt 0, and the array is
 #       copied to OUT for the host.
+#   T NAME LEVEL NMEMBERS MEMBER_BYTES OFFS ABYTES OUT MISSING [force]
+#       a torture run's final images (`raidlab sim torture --save-images`):
+#       md assembles them (active members, then a journal device; `force`:
+#       unclean and degraded, so with --force), degraded by MISSING roles,
+#       clean, every member active, raidlab's size; copies
+#       the array to OUT; a complete redundant array passes `check` with 0.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # FLAGS of A and B lines (comma-separated, '-' = none) that change where the
@@ -378,6 +384,62 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
     detach
 }
 
+run_t() { # NAME LEVEL NMEMBERS MBYTES OFFS ABYTES OUT MISSING [force]: a torture run's final images
+    # The devices are the active members in role order, then the journal
+    # device if any; MISSING roles have no member (a degraded end). md must
+    # assemble them clean (the run stopped the array cleanly), degraded by
+    # exactly MISSING, with every member active and raidlab's size, and read
+    # the array (to OUT, for the host to hold to the run's reference read);
+    # a complete array with redundancy must pass a `check` with 0 mismatches.
+    name=$1 level=$2 n=$3 mb=$4 offs=$5 abytes=$6 out=$7 miss=$8 force=""
+    # `force`: unclean and degraded (started forced after a power cut and
+    # never rebuilt): md, like raidlab, starts it only when told to.
+    [ "${9:--}" = force ] && force=--force
+    set_flags -
+    OUT_MIB=$((out / 1048576)); ASTRIDE_MIB=$(((abytes + 1048575) / 1048576)); ABYTES=$abytes
+    dir="$R/T/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" T FAIL "losetup failed"; detach; return; }
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    # shellcheck disable=SC2086
+    if ! mdadm --assemble "$MD" --run $force $loops >"$dir/assemble.log" 2>&1; then
+        result "$name" T FAIL "mdadm --assemble failed: $(tr '\n' ' ' <"$dir/assemble.log")"; detach; return
+    fi
+    phase assemble
+    mdadm --detail "$MD" >"$dir/detail" 2>&1
+    bad=""
+    deg=$(cat "$SYS/degraded" 2>/dev/null || echo 0)
+    rs=$(cat "$SYS/resync_start" 2>/dev/null || echo none)
+    act=$(cat "$SYS/sync_action" 2>/dev/null || echo idle)
+    size=$(blockdev --getsize64 "$MD")
+    [ "$deg" = "$miss" ] || bad="$bad degraded=$deg-raidlab-missing=$miss"
+    [ "$rs" = none ] || bad="$bad resync_start=$rs(not-clean)"
+    [ "$act" = idle ] || bad="$bad sync_action=$act-right-after-assembly"
+    [ "$size" = "$abytes" ] || bad="$bad md-size=$size-raidlab-size=$abytes"
+    nact=$(grep -c 'active sync' "$dir/detail")
+    [ "$nact" = "$n" ] || bad="$bad active-members=$nact/$n"
+    if cat "$dir"/examine.* | grep -q "Device Role : Journal"; then
+        grep -q "Consistency Policy : journal" "$dir/detail" || bad="$bad md-did-not-use-the-journal"
+    fi
+    copy_out 0 || bad="$bad read-failed"
+    phase read
+    if [ "$level" != 0 ] && [ "$miss" = 0 ]; then
+        echo check >"$SYS/sync_action"
+        sleep 0.1
+        wait_idle 300 || bad="$bad check-did-not-finish"
+        mm=$(cat "$SYS/mismatch_cnt")
+        [ "$mm" = 0 ] || bad="$bad mismatch_cnt=$mm"
+        phase check
+    fi
+    stop_md
+    if [ -z "$bad" ]; then
+        result "$name" T PASS "array_bytes=$size degraded=$deg seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    else
+        result "$name" T FAIL "$bad"
+    fi
+    detach
+}
+
 run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL/journal array degraded
     name=$1 n=$2 mb=$3 offs=$4 abytes=$5 out=$6 miss=$7
     set_flags -
@@ -554,6 +616,9 @@ run_w() { # NAME LEVEL NDEV MBYTES OFFS SHIFT REGIONS: md writes around a remove
 run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     # OP: size (--size=max), bitmap (--bitmap=internal, 64K chunks),
     # raid1add (a RAID 1 of NDEV-1 mirrors grows to NDEV with the last device),
+    # raid0add (the same for a RAID 0: md reshapes it as a RAID 4 without
+    # parity and takes it back as a RAID 0), r1to5 (a RAID 1 of 2 taken
+    # over as a RAID 5 of 2),
     # chunk (--chunk=256 of a 64K-chunk array) or layout
     # (--layout=right-asymmetric): reshapes over the same members.
     name=$1 level=$2 n=$3 mb=$4 offs=$5 kib=$6 op=$7
@@ -562,10 +627,13 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     t0=$(now); PT=$t0; PHASES=""
     attach "$mb" "$offs" || { result "$name" M FAIL "losetup failed"; detach; return; }
     devs=$loops; k=$n
-    if [ "$op" = raid1add ]; then
+    if [ "$op" = raid1add ] || [ "$op" = raid0add ]; then
         k=$((n - 1)); devs=$(echo $loops | cut -d' ' -f1-$k); extra=$(echo $loops | cut -d' ' -f$n)
     fi
-    opts="--metadata=1.2 --level=$level --raid-devices=$k --size=$kib"
+    opts="--metadata=1.2 --level=$level --raid-devices=$k"
+    # md sizes a RAID 0 from its members (mdadm refuses to grow one whose
+    # members hold more than its size uses).
+    [ "$level" = 0 ] || opts="$opts --size=$kib"
     [ "$level" = 1 ] || opts="$opts --chunk=64"
     [ "$op" = size ] && [ "$level" != 1 ] && opts="$opts --bitmap=internal --bitmap-chunk=64K"
     # shellcheck disable=SC2086
@@ -582,7 +650,8 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     case "$op" in
         size) g="--size=max" ;;
         bitmap) g="--bitmap=internal --bitmap-chunk=64K" ;;
-        raid1add) g="--raid-devices=$n --add $extra" ;;
+        raid1add|raid0add) g="--raid-devices=$n --add $extra" ;;
+        r1to5) g="--level=5" ;;
         chunk) g="--chunk=256" ;;
         layout) g="--layout=right-asymmetric" ;;
         *) result "$name" M FAIL "unknown op $op"; stop_md; detach; return ;;
@@ -592,6 +661,13 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
         result "$name" M FAIL "mdadm --grow $g: $(tr '\n' ' ' <"$dir/grow.log")"; stop_md; detach; return; }
     sleep 0.5
     wait_idle 300 || { result "$name" M FAIL "the sync after the grow did not finish"; stop_md; detach; return; }
+    if [ "$op" = raid0add ]; then
+        # mdadm's background process takes the RAID 4 it reshaped back as
+        # a RAID 0 once the reshape ends.
+        i=0
+        while [ "$(cat "$SYS/level" 2>/dev/null)" != raid0 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+        [ $i -lt 600 ] || { result "$name" M FAIL "md did not take the reshaped RAID 4 back as a RAID 0: level $(cat "$SYS/level" 2>/dev/null)"; stop_md; detach; return; }
+    fi
     phase grow
     size=$(blockdev --getsize64 "$MD")
     mdadm --detail "$MD" >"$dir/detail" 2>&1
@@ -807,7 +883,7 @@ note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
     wd=""
     case "$kind" in
-        A|B|C|R|K|S|G|W|E|M)
+        A|B|C|R|K|S|G|W|E|M|T)
             # shellcheck disable=SC2086
             set -- $rest
             echo start >/tmp/mdvm.phase
@@ -819,6 +895,8 @@ while read -r kind rest <&3; do
            run_a $rest ;;
         B) # shellcheck disable=SC2086
            run_b $rest ;;
+        T) # shellcheck disable=SC2086
+           run_t $rest ;;
         C) # shellcheck disable=SC2086
            run_c $rest ;;
         R) # shellcheck disable=SC2086

@@ -299,12 +299,15 @@ fn refusals_say_why_and_change_no_byte() {
         (with("grow", &r5, &["--level", "6"]), "Need 1 spare"),
         // A RAID 4/5/6 --chunk or --layout is a reshape now
         // (tests/reshape.rs); for RAID 0 and 1 it is not built.
-        (with("grow", &r0, &["--chunk", "128K"]), "reshape"),
+        (
+            with("grow", &r0, &["--layout", "left-symmetric"]),
+            "no layout",
+        ),
         (
             with("grow", &r1, &["--layout", "left-asymmetric"]),
             "reshape",
         ),
-        (with("grow", &r0, &["--raid-devices", "3"]), "reshape"),
+        (with("grow", &r0, &["--raid-devices", "3"]), "--add"),
         (with("grow", &r5, &["--size", "64M"]), "does not fit"),
         (with("grow", &r5, &["--size", "32K"]), "at least one chunk"),
         (

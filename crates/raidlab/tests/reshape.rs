@@ -13,14 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn create_filled(d: &Path, members: &[&str], size: &str, extra: &[&str]) -> Vec<u8> {
-    let mut args = vec!["--member-size", size];
-    args.extend_from_slice(extra);
-    ok(d, &with("create", members, &args));
-    let bytes = detail(d, members)["array_size_bytes"].as_u64().unwrap();
-    let a = pattern(bytes as usize, members.len() as u8 * 31 + 7);
-    std::fs::write(d.join("a.bin"), &a).unwrap();
-    ok(d, &with("import", members, &["--input", "a.bin"]));
-    a
+    create_imported(d, members, size, extra)
 }
 
 /// After a grow from `old` to `new` members: the old data first, zeros in
@@ -188,9 +181,9 @@ fn a_grow_killed_at_random_points_reads_back_exactly_and_continue_finishes_it() 
         let old = ["m0", "m1", "m2", "m3"];
         let a = create_filled(d, &old, "24M", &["--level", level, "--chunk", "64K"]);
         let off = data_offset(d, "m0");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
-            .current_dir(d)
-            .args(with(
+        killed_after(
+            d,
+            &with(
                 "grow",
                 &old,
                 &[
@@ -203,14 +196,9 @@ fn a_grow_killed_at_random_points_reads_back_exactly_and_continue_finishes_it() 
                     "--max-rate",
                     "8M",
                 ],
-            ))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
+            ),
+            delay,
+        );
         let new = ["m0", "m1", "m2", "m3", "m4"];
         let what = format!("RAID {level}, killed after {delay:?}");
         match state(d) {
@@ -317,16 +305,7 @@ fn a_chunk_layout_or_level_reshape_killed_at_random_points_reads_back_exactly() 
         let what = format!("RAID {level} {chunk} {grow:?}, killed after {delay:?}");
         let mut args = with("grow", &m, grow);
         args.extend(["--max-rate", "8M"]);
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
-            .current_dir(d)
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
+        killed_after(d, &args, delay);
         let killed_mid = state(d).0;
         eprintln!("{what}: stopped mid-reshape: {killed_mid}");
         if killed_mid {
@@ -492,9 +471,9 @@ fn a_raid5_to_raid6_conversion_killed_anywhere_is_finished_with_the_data_exact()
         let all = ["m0", "m1", "m2", "m3", "m4"];
         let a = create_filled(d, &r5, "24M", &["--level", "5", "--chunk", "64K"]);
         let what = format!("case {k}, killed after {delay} ms");
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
-            .current_dir(d)
-            .args(with(
+        killed_after(
+            d,
+            &with(
                 "grow",
                 &r5,
                 &[
@@ -507,14 +486,9 @@ fn a_raid5_to_raid6_conversion_killed_anywhere_is_finished_with_the_data_exact()
                     "--max-rate",
                     "8M",
                 ],
-            ))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(delay));
-        let _ = child.kill();
-        let _ = child.wait();
+            ),
+            Duration::from_millis(delay),
+        );
         let level = detail(d, &all)["level"].as_str().map(str::to_string);
         eprintln!("{what}: level {level:?}, mid-reshape {}", state(d).0);
         if level.as_deref() != Some("raid6") {
@@ -667,7 +641,7 @@ fn refusals_say_why_and_change_no_byte() {
         (add(&r5, "5"), "need 2 spare"),
         (add(&r5, "2"), "fewer members"),
         (add(&r5, "3"), "no change"),
-        (add(&r0, "3"), "reshape"),
+        (add(&r0, "1"), "fewer members"),
         (add(&r10, "5"), "reshape"),
         (add(&old, "4"), "backup file"),
         (add(&end, "4"), "backup file"),
@@ -714,13 +688,16 @@ fn refusals_say_why_and_change_no_byte() {
         ),
         (with("grow", &ppl, &["--level", "6"]), "RAID 5 only"),
         (with("grow", &deg, &["--level", "6"]), "degraded"),
-        (with("grow", &r10, &["--level", "5"]), "reshape"),
+        (
+            with("grow", &r10, &["--level", "5"]),
+            "can only be changed to RAID0",
+        ),
         (
             with("grow", &r5, &["--level", "6", "--chunk", "128K"]),
             "reshape",
         ),
         (with("grow", &bm, &["--level", "6"]), "Need 1 spare"),
-        (with("grow", &r0, &["--chunk", "128K"]), "reshape"),
+        (with("grow", &r0, &["--level", "6"]), "reshape"),
         (with("grow", &r10, &["--layout", "f2"]), "reshape"),
         (with("grow", &r5, &["--chunk", "48K"]), "power of two"),
         (with("grow", &r5, &["--chunk", "64K"]), "no change"),

@@ -634,6 +634,14 @@ fn caught_up(reference: &Superblock, own: Superblock) -> Superblock {
         data_offset = (data_offset as i64 + moved) as u64;
         data_size = (data_size as i64 - moved) as u64;
     }
+    // The commit it missed may have taken a RAID 4 without its parity
+    // member back as a RAID 0 (the end of a RAID 0 restripe), which gives
+    // every member the component size as its data size (md's
+    // `raid0_takeover_raid45`): without it, its own older size would make
+    // the RAID 0 look like one of several zones.
+    if reference.level == 0 && own.level == 4 {
+        data_size = reference.size;
+    }
     Superblock {
         feature_map: (reference.feature_map & !per_device) | (own.feature_map & per_device),
         data_offset,

@@ -49,6 +49,18 @@ impl Assembly {
         }))
     }
 
+    /// Whether the reshape `r` is md's restripe of a RAID 0 (grow's `raid0`):
+    /// a RAID 4 reshape whose one missing role is the new geometry's parity.
+    /// No other array reaches that state (a degraded RAID 4 is never
+    /// reshaped, by md's rules and raidlab's), and in it the old geometry's
+    /// parity role holds a new member (md's `raid5_add_disk` fills the first
+    /// free role), not parity: the old geometry is read without it.
+    pub fn raid0_restripe(&self, r: &Reshape) -> bool {
+        r.old.level == raidlab_layout::Level::Raid4
+            && r.new.level == raidlab_layout::Level::Raid4
+            && self.missing() == [r.new.raid_disks - 1]
+    }
+
     /// The data area of the member in `role` for one side of the reshape.
     pub(crate) fn reshape_area(
         &self,
@@ -62,6 +74,13 @@ impl Assembly {
             let active = |m: &Member| m.role == Some(role) && m.state == MemberState::Active;
             self.members.iter().position(active)
         };
+        if !new {
+            if let Some(Ok(r)) = self.reshape() {
+                if role + 1 == r.old.raid_disks && self.raid0_restripe(&r) {
+                    return Ok(None);
+                }
+            }
+        }
         let slot = self.slots.get(role).copied();
         let Some(i) = slot.unwrap_or_else(beyond) else {
             return Ok(None);

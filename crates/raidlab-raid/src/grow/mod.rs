@@ -8,20 +8,25 @@
 //! event count raised, in one step; a change md refuses is refused with its
 //! reason and nothing written. The data itself is moved only by the resync
 //! and rebuild in `recovery` (the new space after `--size`, a new mirror).
-//! Only `reshape` moves data between stripes: more members of a RAID 4/5/6,
-//! a new chunk or layout, RAID 4 to 5 and back, the layout half of RAID 5
-//! to 6 and back (whose takeovers are `convert`'s); every other restripe
-//! (other levels, fewer members, RAID 0 and 10 members) is refused by
-//! [`reshape_not_built`].
+//! Only `reshape` moves data between stripes: more members of a RAID
+//! 0/4/5/6, a new chunk or layout, RAID 4 to 5 and back, the layout half of
+//! RAID 5 to 6 and back and of RAID 0 to 5 (whose takeovers are `convert`'s
+//! and `raid0`'s; RAID 1 to 5 is a takeover alone, `convert`'s); every
+//! other restripe (fewer members, RAID 10 members or layouts, RAID 0 to 6,
+//! RAID 1 to other levels than 5) is refused by [`reshape_not_built`].
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
 //! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count;
 //! `reshape` restripes (more members, chunk, layout, RAID 4 and 5);
-//! `convert` takes RAID 5 over as RAID 6 and back.
+//! `convert` takes RAID 5 over as RAID 6 and back, and a RAID 1 of two as
+//! a RAID 5; `raid0` decides how a
+//! RAID 0 goes through md's RAID 4 without parity (restripes, and RAID 0
+//! to RAID 4 or 5).
 
 mod convert;
 mod devices;
 mod policy;
+mod raid0;
 mod reshape;
 
 pub use convert::Conversion;
@@ -64,16 +69,47 @@ pub struct SizeChange {
 }
 
 /// The refusal of every restripe raidlab does not do (fewer members, RAID
-/// 0/10 members, levels other than 4 and 5 between each other, more members
-/// with a new chunk or layout at once): nothing is written.
+/// 10 members, level changes other than RAID 4 and 5, 5 and 6, 0 to 4 or
+/// 5, more members with a new chunk or layout at once): nothing is written.
 pub fn reshape_not_built(what: &str) -> Error {
     Error::new(
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, and for RAID 4/5/6 more --raid-devices, --chunk, --layout, and --level between 4 and 5 and between 5 and 6"
+            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices and --chunk of RAID 0, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, --chunk, --layout, and --level between 4 and 5 and between 5 and 6"
         ),
     )
+}
+
+/// mdadm's reason for a level change it refuses outright (its
+/// `analyse_change`), whatever raidlab builds; `None` for the changes md
+/// makes.
+pub(crate) fn md_refuses_level_change(from: Level, to: Level) -> Option<&'static str> {
+    use Level::*;
+    match (from, to) {
+        (Raid1, Raid4 | Raid6 | Raid10) => Some("Impossibly level change request for RAID1"),
+        (Raid10, Raid1 | Raid4 | Raid5 | Raid6) => Some("RAID10 can only be changed to RAID0"),
+        (Raid4 | Raid5 | Raid6, Raid10) | (Raid6, Raid0 | Raid1) => {
+            Some("Impossible level change requested")
+        }
+        _ => None,
+    }
+}
+
+/// The refusal of a level change md itself refuses, with its words.
+pub(crate) fn md_refusal(what: &str, from: Level, to: Level) -> Option<Error> {
+    md_refuses_level_change(from, to).map(|why| {
+        refused(format!(
+            "{what}: md does not make this change (mdadm: \"{why}\"){}; nothing was changed",
+            match (from, to) {
+                (Level::Raid6, Level::Raid0 | Level::Raid1) =>
+                    ": take it to RAID 5 first (`raidlab grow --level 5`)",
+                (Level::Raid1, _) => ": a RAID 1 of two becomes a RAID 5 (`--level 5`)",
+                (Level::Raid10, _) => ": a RAID 10 near=2 becomes a RAID 0 (`--level 0`)",
+                _ => "",
+            }
+        ))
+    })
 }
 
 fn refused(msg: String) -> Error {
@@ -97,6 +133,24 @@ impl Assembly {
             )));
         }
         Ok(())
+    }
+
+    /// Refuse another change while a reshape is recorded.
+    pub(crate) fn grow_check_no_reshape(&self) -> Result<()> {
+        if self.reshape().is_some() {
+            return Err(refused(
+                "the array is in the middle of a reshape: finish it with `raidlab grow --continue` (same members) before another change; nothing was changed".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Hot spares the array has now.
+    pub(crate) fn spare_count(&self) -> usize {
+        self.members
+            .iter()
+            .filter(|m| m.state == MemberState::Spare)
+            .count()
     }
 
     /// The newest superblock of a member in service.

@@ -41,6 +41,10 @@
 //! offset, the data size grown by the move, RESHAPE_ACTIVE and NEW_OFFSET
 //! cleared.
 //!
+//! A RAID 0 is restriped as md does it, as a RAID 4 whose parity member is
+//! missing (`super::raid0` checks it and says what md records); the walk is
+//! the same, and the last commit takes it back as a RAID 0.
+//!
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity itself, and never reshape
 //! backwards, to fewer members, or across levels other than 4 and 5 (those
@@ -159,14 +163,19 @@ impl Assembly {
         let g = self.geometry;
         let old = g.raid_disks;
         let what = req.describe(g.level);
+        if let Some(e) = req
+            .level
+            .and_then(|to| super::md_refusal(&what, g.level, to))
+        {
+            return Err(e);
+        }
+        if g.level == Level::Raid0 && matches!(req.level, None | Some(Level::Raid0)) {
+            return self.raid0_reshape_check(req, coming, &what);
+        }
         if !matches!(g.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
             return Err(super::reshape_not_built(&what));
         }
-        if self.reshape().is_some() {
-            return Err(refused(
-                "the array is in the middle of a reshape: finish it with `raidlab grow --continue` (same members) before another change; nothing was changed".into(),
-            ));
-        }
+        self.grow_check_no_reshape()?;
         let template = self.grow_template()?;
         let n = req.raid_devices.unwrap_or(old);
         // The level md runs the reshape at, and the layout it starts from.
@@ -271,11 +280,7 @@ impl Assembly {
             )));
         }
         self.restripe_allowed(&what)?;
-        let spares = self
-            .members
-            .iter()
-            .filter(|m| m.state == MemberState::Spare)
-            .count();
+        let spares = self.spare_count();
         let need = n - old;
         if spares + coming < need {
             return Err(refused(format!(
@@ -388,6 +393,15 @@ impl Assembly {
     pub fn reshape_start(&mut self, plan: ReshapePlan) -> Result<()> {
         let old = plan.old_raid_devices;
         let n = plan.new_raid_devices;
+        // A RAID 0 restripes as md's RAID 4 with its parity role (the last)
+        // missing: the new members fill roles n.. from the old parity role
+        // on, and the new parity role stays empty.
+        let raid0 = self.geometry.level == Level::Raid0;
+        let component = if raid0 {
+            Some(self.raid0_component_sectors("the reshape")?)
+        } else {
+            None
+        };
         let spares: Vec<usize> = (0..self.members.len())
             .filter(|&i| self.members[i].state == MemberState::Spare)
             .take(n - old)
@@ -407,6 +421,12 @@ impl Assembly {
             self.members[s].state = MemberState::Active;
             self.slots.push(Some(s));
         }
+        let raid_disks = if raid0 {
+            self.slots.push(None);
+            n + 1
+        } else {
+            n
+        };
         let delta = (n - old) as i32;
         let gap = i32::try_from(plan.gap_sectors)
             .map_err(|_| Error::invalid("reshape: the data offset move does not fit md's field"))?;
@@ -416,8 +436,11 @@ impl Assembly {
             ));
         }
         self.commit(|sb| {
-            sb.raid_disks = n as u32;
+            sb.raid_disks = raid_disks as u32;
             sb.delta_disks = delta;
+            if let Some(size) = component {
+                sb.size = size;
+            }
             // A RAID 4 becoming a RAID 5 is taken over as one in the same
             // commit: md's level and layout while the reshape runs.
             sb.level = plan.level;
@@ -484,7 +507,8 @@ impl Assembly {
                 m.device.path, m.sb.new_offset, template.new_offset
             )));
         }
-        if !self.missing().is_empty() {
+        let raid0 = self.raid0_restripe(&r);
+        if !self.missing().is_empty() && !raid0 {
             return Err(refused(format!(
                 "role(s) {:?} missing: carrying on a degraded reshape is not built; nothing was changed",
                 self.missing()
@@ -505,9 +529,11 @@ impl Assembly {
         let step = (STEP_MEMBER_BYTES * r.new.data_disks() as u64 / unit).max(1) * unit;
         let mut run = schedule(&opts, &[(r.position, total)], step);
         let clock = clock_of(&opts);
+        // A RAID 0's count, without the RAID 4's missing parity role.
+        let parity_role = usize::from(raid0);
         let mut report = ReshapeReport {
-            old_raid_devices: r.old.raid_disks,
-            new_raid_devices: r.new.raid_disks,
+            old_raid_devices: r.old.raid_disks - parity_role,
+            new_raid_devices: r.new.raid_disks - parity_role,
             old_array_bytes: old_end,
             new_array_bytes: total,
             data_offset_moved_bytes: gap_bytes,
@@ -560,7 +586,7 @@ impl Assembly {
             run.wait(&*clock, &|| stopped(&opts));
         }
         new_array.flush()?;
-        self.reshape_finish()?;
+        self.reshape_finish(raid0)?;
         Ok(report)
     }
 
@@ -577,8 +603,15 @@ impl Assembly {
         Ok(())
     }
 
-    /// The superblocks of a finished reshape, as md writes them.
-    fn reshape_finish(&mut self) -> Result<()> {
+    /// The superblocks of a finished reshape, as md writes them; a RAID 0's
+    /// (`raid0`: restriped as a RAID 4 without its parity member) taken
+    /// back as a RAID 0 in the same commit, as md's `raid0_takeover_raid45`
+    /// writes it: one role fewer, each member's data size the component
+    /// size.
+    fn reshape_finish(&mut self, raid0: bool) -> Result<()> {
+        if raid0 {
+            self.slots.pop();
+        }
         self.commit(|sb| {
             let moved = i64::from(sb.new_offset);
             sb.data_offset = (sb.data_offset as i64 + moved) as u64;
@@ -591,6 +624,14 @@ impl Assembly {
             sb.chunksize = sb.new_chunk;
             sb.feature_map &=
                 !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS);
+            if raid0 {
+                sb.level = 0;
+                sb.new_level = 0;
+                sb.layout = 0;
+                sb.new_layout = 0;
+                sb.raid_disks -= 1;
+                sb.data_size = sb.size;
+            }
         })?;
         self.geometry = geometry_of(&self.grow_template()?)?;
         Ok(())

@@ -99,7 +99,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
                 if (req.raid_devices.is_none()
                     || matches!(
                         asm.geometry.level,
-                        Level::Raid4 | Level::Raid5 | Level::Raid6
+                        Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6
                     ))
                     && asm.reshape().is_none() =>
             {
@@ -138,7 +138,12 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         }
         let level = asm.geometry.level;
         match req.raid_devices {
-            Some(n) if !matches!(level, Level::Raid4 | Level::Raid5 | Level::Raid6) => {
+            Some(n)
+                if !matches!(
+                    level,
+                    Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6
+                ) =>
+            {
                 return grow_devices(asm, n, &a)
             }
             _ => return grow_reshape(asm, &req, &a),
@@ -369,6 +374,26 @@ fn grow_reshape(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
         asm.add(d, a.force)?;
         outln!("raidlab: {path} added as a spare for the reshape");
     }
+    let code = start_and_run(&mut asm, plan, a)?;
+    if a.no_sync {
+        return Ok(code);
+    }
+    if let Some(to) = plan.then_level {
+        // md's last step of RAID 5 to 4: the array is now in parity-last.
+        asm.takeover(to)?;
+        outln!("raidlab: the array is now {}", describe(&asm.geometry));
+    }
+    Ok(code)
+}
+
+/// Record the checked restripe `plan` in the superblocks and run it to its
+/// end (with `--no-sync`, only record it).
+fn start_and_run(
+    asm: &mut Assembly,
+    plan: raidlab_raid::grow::ReshapePlan,
+    a: &GrowArgs,
+) -> Result<ExitCode> {
+    let from = describe(&asm.geometry);
     asm.reshape_start(plan)?;
     let to = match asm.reshape() {
         Some(Ok(r)) => describe(&r.new),
@@ -382,22 +407,32 @@ fn grow_reshape(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
         outln!("raidlab: the array is mid-reshape (readable, read-only): `raidlab grow --continue` with the same members restripes it");
         return Ok(ExitCode::SUCCESS);
     }
-    let code = run_reshape(&mut asm, a)?;
-    if let Some(to) = plan.then_level {
-        // md's last step of RAID 5 to 4: the array is now in parity-last.
-        asm.takeover(to)?;
-        outln!("raidlab: the array is now {}", describe(&asm.geometry));
-    }
-    Ok(code)
+    run_reshape(asm, a)
 }
 
-/// Whether `req` converts between RAID 5 and 6 (md's takeover through the
-/// "-6" layouts), not a restripe at one level.
+/// Whether `req` changes the level by one of md's takeovers (RAID 5 and 6
+/// through the "-6" layouts, RAID 0 to 4/5/10 and back to 0, RAID 1 and 5
+/// of two), not a restripe at one level.
 fn conversion(asm: &Assembly, req: &ReshapeRequest) -> bool {
-    matches!(
-        (asm.geometry.level, req.level),
-        (Level::Raid5, Some(Level::Raid6)) | (Level::Raid6, Some(Level::Raid5))
-    ) && req.chunk_bytes.is_none()
+    // Asking for the level the array has is no conversion (a RAID 1's
+    // `--level 1 --raid-devices N` changes its mirror count).
+    req.level != Some(asm.geometry.level)
+        && matches!(
+            (asm.geometry.level, req.level),
+            (Level::Raid5, Some(Level::Raid6))
+                | (Level::Raid6, Some(Level::Raid5))
+                | (
+                    Level::Raid0,
+                    Some(Level::Raid4 | Level::Raid5 | Level::Raid10)
+                )
+                | (
+                    Level::Raid10 | Level::Raid4 | Level::Raid5,
+                    Some(Level::Raid0)
+                )
+                | (Level::Raid1, Some(_))
+                | (Level::Raid5, Some(Level::Raid1))
+        )
+        && req.chunk_bytes.is_none()
 }
 
 /// RAID 5 to 6: the device for Q goes in as a spare, the takeover makes it
@@ -409,13 +444,16 @@ fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
     let (adds, created) = open_adds(a)?;
     let to = req.level.unwrap_or(asm.geometry.level);
     let checked = (|| -> Result<raidlab_raid::grow::Conversion> {
-        if adds.len() > 1 {
+        // RAID 1 to 5 and RAID 0 to 10 take several (their own checks).
+        let several = asm.geometry.level == Level::Raid1
+            || (asm.geometry.level == Level::Raid0 && to == Level::Raid10);
+        if adds.len() > 1 && !several {
             bail!(
                 "{} devices given with --add: the conversion takes one, for Q; add the others as spares with `raidlab add`; nothing was changed",
                 adds.len()
             );
         }
-        if to == Level::Raid5 && !adds.is_empty() {
+        if to == Level::Raid5 && asm.geometry.level == Level::Raid6 && !adds.is_empty() {
             bail!(
                 "--add goes with --level 6 (the device for Q), not --level 5; nothing was changed"
             );
@@ -438,29 +476,115 @@ fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
             ..ReshapeRequest::default()
         };
         let plan = asm.reshape_check(&req, 0)?;
-        asm.reshape_start(plan)?;
-        outln!(
-            "raidlab: reshape started: {} -> {layout}; the data offset moves down {} KiB on every member",
-            describe(&asm.geometry),
-            plan.gap_sectors / 2
-        );
-        run_reshape(asm, a)?;
+        start_and_run(asm, plan, a)?;
         Ok(())
     };
-    if to == Level::Raid6 {
+    if to == Level::Raid1 {
+        if !adds.is_empty() {
+            cleanup(&created);
+            bail!("--add goes with a level that takes new members; a RAID 5 of two becoming a RAID 1 takes none (add mirrors after, with `raidlab grow --raid-devices`); nothing was changed");
+        }
+        asm.raid1_takeover_raid5()?;
+        outln!(
+            "raidlab: {from} is now {} (md's takeover: the two members already hold the same bytes; no data moved)",
+            describe(&asm.geometry)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if to == Level::Raid0 {
+        if !adds.is_empty() {
+            cleanup(&created);
+            bail!("--add goes with a level that takes new members; a {} becoming a RAID 0 takes none; nothing was changed", asm.geometry.level.name());
+        }
+        if asm.geometry.level != Level::Raid10 {
+            // mdadm restripes a RAID 5 to parity-last first, then the
+            // parity member leaves.
+            if let Some(l) = &c.restripe_to {
+                if a.no_sync {
+                    bail!("--no-sync with --level 0 of a RAID 5 in {}: it is restriped to {l} first; run it without --no-sync", asm.geometry.layout.name());
+                }
+                restripe(&mut asm, l)?;
+            }
+            asm.raid0_takeover_raid45()?;
+            outln!(
+                "raidlab: {from} is now {} (md's takeover: the parity member and any spare left the array; no data moved)",
+                describe(&asm.geometry)
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        asm.raid0_takeover_raid10()?;
+        outln!(
+            "raidlab: {from} is now {} (md's takeover: one copy of each pair kept, the other left the array; no data moved)",
+            describe(&asm.geometry)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if asm.geometry.level == Level::Raid1 {
+        // md's takeover, then (with --raid-devices) a restripe onto the
+        // devices added for it.
+        if adds.len() > c.new_raid_devices - 2 {
+            cleanup(&created);
+            bail!(
+                "{} device(s) given with --add but only {} new slot(s) (--raid-devices {}): add the others as spares with `raidlab add`; nothing was changed",
+                adds.len(),
+                c.new_raid_devices - 2,
+                c.new_raid_devices
+            );
+        }
+        asm.raid5_takeover_raid1()?;
+        outln!(
+            "raidlab: {from} is now {} (md's takeover: each stripe's parity is its data, as the mirrors hold it; no data moved)",
+            describe(&asm.geometry)
+        );
+        if c.new_raid_devices > c.old_raid_devices {
+            for d in adds {
+                let path = d.path.clone();
+                asm.add(d, a.force)?;
+                outln!("raidlab: {path} added as a spare for the reshape");
+            }
+            let req = ReshapeRequest {
+                raid_devices: Some(c.new_raid_devices),
+                ..ReshapeRequest::default()
+            };
+            let plan = asm.reshape_check(&req, 0)?;
+            start_and_run(&mut asm, plan, a)?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let from_raid0 = asm.geometry.level == Level::Raid0;
+    if to == Level::Raid6 || from_raid0 {
+        let what = match (from_raid0, to) {
+            (true, Level::Raid10) => "the mirrors",
+            (true, _) => "parity",
+            _ => "Q",
+        };
+        if adds.len() > c.new_raid_devices - c.old_raid_devices {
+            cleanup(&created);
+            bail!(
+                "{} devices given with --add but only {} new slot(s): add the others as spares with `raidlab add`; nothing was changed",
+                adds.len(),
+                c.new_raid_devices - c.old_raid_devices
+            );
+        }
         for d in adds {
             let path = d.path.clone();
             asm.add(d, a.force)?;
-            outln!("raidlab: {path} added as a spare for Q");
+            outln!("raidlab: {path} added as a spare for {what}");
         }
-        asm.raid6_takeover()?;
+        if from_raid0 && to == Level::Raid10 {
+            asm.raid10_takeover_raid0()?;
+        } else if from_raid0 {
+            asm.raid0_parity_takeover(to)?;
+        } else {
+            asm.raid6_takeover()?;
+        }
         outln!(
-            "raidlab: {from} is now {} (md's takeover: Q on the new last member, to be rebuilt)",
+            "raidlab: {from} is now {} (md's takeover: {what} on the new member(s), to be rebuilt)",
             describe(&asm.geometry)
         );
         if a.no_sync {
             outln!(
-                "raidlab: Q is rebuilt by `raidlab rebuild`{}",
+                "raidlab: {what} is rebuilt by `raidlab rebuild`{}",
                 match &c.restripe_to {
                     Some(l) => format!("; then `raidlab grow --layout {l}` restripes it"),
                     None => String::new(),

@@ -19,6 +19,35 @@ pub fn run(dir: &Path, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// Create an array of `members` (`size` each, with `extra`), import a
+/// pattern over all of it, and return the pattern.
+pub fn create_imported(d: &Path, members: &[&str], size: &str, extra: &[&str]) -> Vec<u8> {
+    let mut args = vec!["--member-size", size];
+    args.extend_from_slice(extra);
+    ok(d, &with("create", members, &args));
+    let bytes = detail(d, members)["array_size_bytes"].as_u64().unwrap();
+    let a = pattern(bytes as usize, members.len() as u8 * 31 + 7);
+    std::fs::write(d.join("a.bin"), &a).unwrap();
+    ok(d, &with("import", members, &["--input", "a.bin"]));
+    a
+}
+
+/// `raidlab ARGS` in `dir`, killed (SIGKILL: a crash) after `delay`,
+/// whether it was done by then or not.
+pub fn killed_after(dir: &Path, args: &[&str], delay: std::time::Duration) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+        .current_dir(dir)
+        .env("RAIDLAB_RUN_DIR", dir.join("run"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// `raidlab ARGS` in `dir`, which must succeed; its standard output.
 pub fn ok(dir: &Path, args: &[&str]) -> String {
     let o = run(dir, args);
