@@ -195,6 +195,26 @@ pub struct SimTortureArgs {
     /// (the VM test); a run that fails is reported and the exit status is 1.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["cache_tier", "reshapes", "misdirected"])]
     pub save_images: Option<std::path::PathBuf>,
+    /// Shrink every failing run: replay it with operations left out (each
+    /// kept one drawing what it drew in the full run) until no operation
+    /// can go and it still fails the same way; print the shrunk run's
+    /// events.
+    #[arg(long, conflicts_with_all = ["reshapes", "save_images"])]
+    pub shrink: bool,
+    /// Replays a shrink may try per failing run.
+    #[arg(long, default_value_t = 3000, value_name = "N")]
+    pub shrink_budget: usize,
+    /// With --shrink: save each shrunk run under DIR as
+    /// `seed-S-run-R.toml`, a script `--script` replays and the test
+    /// `raidlab-sim/tests/regressions.rs` keeps (put it in
+    /// crates/raidlab-sim/tests/regressions/).
+    #[arg(long, value_name = "DIR", requires = "shrink")]
+    pub save_shrunk: Option<std::path::PathBuf>,
+    /// Replay a saved shrunk run (a TOML file --save-shrunk wrote) instead
+    /// of a sweep: its events and its outcome; the exit status is 1 when
+    /// it fails.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["reshapes", "save_images", "shrink"])]
+    pub script: Option<std::path::PathBuf>,
     /// Print each run's outcome as it ends.
     #[arg(long, short = 'v')]
     pub verbose: bool,

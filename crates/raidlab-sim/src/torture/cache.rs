@@ -19,7 +19,8 @@
 //! through the cache must return.
 
 use super::model::SECTOR;
-use super::run::{fnv, Member, Outcome, Rig};
+use super::run::{Member, Outcome, Rig};
+use super::trace::fnv;
 use raidlab_cache::format::Layout;
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId, Policy};
 use raidlab_core::{Layer, Result, SharedClock, Volume};

@@ -28,7 +28,9 @@ pub mod model;
 pub mod reshape;
 mod restart;
 mod run;
+pub mod shrink;
 mod stale;
+mod trace;
 
 pub use config::{Config, Policy};
 pub use run::{run_one, run_opts, run_with, Plant};

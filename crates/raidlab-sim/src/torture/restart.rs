@@ -9,7 +9,8 @@
 
 use super::config::Policy;
 use super::model::SECTOR;
-use super::run::{fnv, quiet, Outcome, Plant, Rig};
+use super::run::{quiet, Outcome, Plant, Rig};
+use super::trace::fnv;
 use raidlab_core::{ErrorKind, Volume};
 use raidlab_layout::Level;
 use raidlab_md::MetadataVersion;
@@ -544,7 +545,7 @@ impl Rig {
         }
         let asm = Assembly::assemble(self.live_devices())
             .map_err(|e| format!("assemble after a power cut: {e}"))?;
-        let missing = asm.missing();
+        let mut missing = asm.missing();
         let g = asm.geometry;
         let write_hole = self.cfg.has_parity()
             && !missing.is_empty()
@@ -568,7 +569,20 @@ impl Rig {
                     self.counts.write_hole_sectors += 1;
                 }
             }
-        } else if self.cfg.policy == Policy::Ppl && !missing.is_empty() {
+        } else if self.cfg.policy == Policy::Ppl && {
+            // A member whose read fails in the replay is taken out by the
+            // start and the replay run again degraded (md fails it there
+            // too): its rows are then left alone as a missing member's.
+            let s = self.started_mut();
+            let mut now = s.asm.missing();
+            now.extend(s.array.failed_members());
+            for r in now {
+                if !missing.contains(&r) {
+                    missing.push(r);
+                }
+            }
+            !missing.is_empty()
+        } {
             // md's PPL replay leaves a row alone when the chunk being
             // written there is on the missing member.
             for &s in &pending {

@@ -7,6 +7,8 @@
 use super::cache::{Tier, CACHE_STREAM};
 use super::config::{Config, Policy};
 use super::model::{Model, SECTOR};
+use super::shrink::Script;
+use super::trace::{fnv, TRACE};
 use super::{run_seed, Counts, Options, RunResult, Violation};
 use raidlab_core::clock::ManualClock;
 use raidlab_core::{ErrorKind, SharedClock, Volume};
@@ -45,9 +47,6 @@ pub enum Plant {
 const STALE_STREAM: u64 = 0x57a1_e000_5eed_0001;
 /// Mixed into the run's seed for the stream of the misdirected I/O.
 const MISDIRECT_STREAM: u64 = 0x3d1e_c7ed_5eed_0002;
-
-/// Events kept for a failure's trace.
-const TRACE: usize = 48;
 
 pub(super) struct Rig {
     pub(super) cfg: Config,
@@ -92,6 +91,11 @@ pub(super) struct Rig {
     /// A misdirected write struck: the array holds data md cannot tell
     /// wrong, and the run ends (nothing is promised from there).
     pub(super) corrupt: bool,
+    /// Recording where each operation's draws begin, or replaying only
+    /// some operations from there (`shrink.rs`).
+    pub(super) script: Script,
+    /// Events kept in the trace: the last [`TRACE`], all for a shrunk run.
+    pub(super) trace_cap: usize,
 }
 
 pub(super) type Outcome = Result<(), String>;
@@ -141,6 +145,17 @@ pub fn run_opts(opts: &Options, run: u64, plant: Option<Plant>) -> RunResult {
 /// still started when the run passed), for a caller that looks at the
 /// members afterwards (`images.rs`).
 pub(super) fn run_rig(opts: &Options, run: u64, plant: Option<Plant>) -> (RunResult, Rig) {
+    run_scripted(opts, run, plant, Script::Off)
+}
+
+/// [`run_rig`], recording each operation's start in the random streams or
+/// replaying only some operations (`shrink.rs`).
+pub(super) fn run_scripted(
+    opts: &Options,
+    run: u64,
+    plant: Option<Plant>,
+    script: Script,
+) -> (RunResult, Rig) {
     let Options {
         seed,
         ops,
@@ -178,6 +193,12 @@ pub(super) fn run_rig(opts: &Options, run: u64, plant: Option<Plant>) -> (RunRes
         misdirect: misdirected
             .then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ MISDIRECT_STREAM)),
         corrupt: false,
+        trace_cap: if matches!(script, Script::Replay(_)) {
+            usize::MAX
+        } else {
+            TRACE
+        },
+        script,
     };
     rig.note(format!("config {}", cfg.label()));
     let cache = cache_tier.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ CACHE_STREAM));
@@ -220,20 +241,6 @@ pub(super) fn run_rig(opts: &Options, run: u64, plant: Option<Plant>) -> (RunRes
 pub(super) fn quiet(_: raidlab_raid::recovery::Progress) {}
 
 impl Rig {
-    pub(super) fn note(&mut self, event: String) {
-        let event = unnumbered(&event);
-        for b in event.bytes().chain([b'\n']) {
-            self.hash = (self.hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-        if self.live {
-            eprintln!("op {}: {event}", self.op);
-        }
-        if self.trace.len() == TRACE {
-            self.trace.remove(0);
-        }
-        self.trace.push(format!("op {}: {event}", self.op));
-    }
-
     pub(super) fn new_device(&mut self) -> Device {
         self.new_device_of(self.cfg.device_bytes())
     }
@@ -383,6 +390,9 @@ impl Rig {
     pub(super) fn workload(&mut self, ops: usize, plant: Option<Plant>) -> Outcome {
         for op in 0..ops {
             self.op = op;
+            if !self.script_step(op) {
+                continue;
+            }
             self.counts.ops += 1;
             if plant.is_some() && op == ops / 2 {
                 self.plant(plant)?;
@@ -651,68 +661,4 @@ impl Rig {
         self.note(format!("tick {ms} ms: {n} stripe(s) written out"));
         self.clean_tick(strict)
     }
-}
-
-/// `event` without the process-wide numbers of memory volumes
-/// ("memory#17"): they count every volume the process made, so they differ
-/// between two runs of one seed in one process; and without the array's
-/// UUID, which create draws from the system's random source (an array with
-/// no name, as 0.90 metadata has none, is labelled by it in errors).
-fn unnumbered(event: &str) -> String {
-    let mut out = String::with_capacity(event.len());
-    let mut rest = event;
-    while let Some(i) = rest.find("memory#") {
-        out.push_str(&rest[..i + 7]);
-        rest = rest[i + 7..].trim_start_matches(|c: char| c.is_ascii_digit());
-    }
-    out.push_str(rest);
-    without_uuids(&out)
-}
-
-/// `s` with every md-style UUID (four groups of eight hex digits joined
-/// by colons) replaced by "<uuid>".
-fn without_uuids(s: &str) -> String {
-    const LEN: usize = 35;
-    let b = s.as_bytes();
-    let is_uuid = |at: usize| {
-        at + LEN <= b.len()
-            && (0..LEN).all(|k| {
-                if k % 9 == 8 {
-                    b[at + k] == b':'
-                } else {
-                    b[at + k].is_ascii_hexdigit()
-                }
-            })
-    };
-    let mut out = String::with_capacity(s.len());
-    let mut i = 0;
-    while i < b.len() {
-        if is_uuid(i) {
-            out.push_str("<uuid>");
-            i += LEN;
-        } else {
-            let c = s[i..].chars().next().expect("within the string");
-            out.push(c);
-            i += c.len_utf8();
-        }
-    }
-    out
-}
-
-/// A digest of what a read returned, for the event trace and the run's
-/// hash: eight bytes a step (a byte at a time cost a fifth of a run: every
-/// restart reads the whole array), each word mixed into every bit.
-pub(super) fn fnv(b: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ b.len() as u64;
-    let mut words = b.chunks_exact(8);
-    for w in &mut words {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(w);
-        h = (h ^ u64::from_le_bytes(a)).wrapping_mul(0x0100_0000_01b3);
-        h ^= h >> 29;
-    }
-    for &x in words.remainder() {
-        h = (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3);
-    }
-    h
 }

@@ -95,6 +95,9 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
     if let Some(dir) = &a.save_images {
         return save_images(&opts, dir);
     }
+    if let Some(file) = &a.script {
+        return script(file);
+    }
     let sweep = raidlab_sim::torture::sweep(&opts, |r| {
         if a.verbose {
             say_run(r);
@@ -115,6 +118,9 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
             outln!("    {e}");
         }
         outln!("  replay: {}", r.replay_command(a.ops));
+        if a.shrink {
+            shrink(&opts, r.run, a.shrink_budget, a.save_shrunk.as_deref())?;
+        }
     }
     outln!(
         "{:<16} {:>6} {:>6} {:>8} {:>11} {:>7} {:>6} {:>6} {:>8} {:>8} {:>6}",
@@ -185,6 +191,78 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `--shrink`: run `run` of `opts` cut down to the operations that still
+/// make it fail the same way; its events, and the script saved under `dir`.
+fn shrink(
+    opts: &raidlab_sim::torture::Options,
+    run: u64,
+    budget: usize,
+    dir: Option<&Path>,
+) -> Result<()> {
+    use raidlab_sim::torture::shrink::{shrink, Saved};
+    let Some(s) = shrink(opts, run, None, budget) else {
+        outln!("  shrink: run {run} passed when recorded: not shrunk");
+        return Ok(());
+    };
+    outln!(
+        "  shrunk to {} of {} operation(s) in {} replays, still failing with \"{}\":",
+        s.kept.len(),
+        s.original_ops,
+        s.trials,
+        s.kind
+    );
+    if let Some(v) = &s.result.violation {
+        for e in &v.trace {
+            outln!("    {e}");
+        }
+        outln!("    violation at op {}: {}", v.op, v.what);
+    }
+    if let Some(dir) = dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow!("--save-shrunk {}: {e}", dir.display()))?;
+        let path = dir.join(format!("seed-{}-run-{run}.toml", opts.seed));
+        Saved::from_shrunk(opts, &s)
+            .save(&path)
+            .map_err(|e| anyhow!(e))?;
+        outln!(
+            "  saved: {} (replay: raidlab sim torture --script {0})",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// `--script FILE`: replay a saved shrunk run; its events and outcome.
+fn script(file: &Path) -> Result<ExitCode> {
+    let saved = raidlab_sim::torture::shrink::Saved::load(file).map_err(|e| anyhow!(e))?;
+    let r = saved
+        .replay()
+        .map_err(|e| anyhow!("{}: {e}", file.display()))?;
+    outln!(
+        "seed {} run {} ({}), {} operation(s) kept of {}; saved as {:?}, violation kind \"{}\"",
+        saved.seed,
+        saved.run,
+        r.config.label(),
+        saved.keep.len(),
+        saved.ops,
+        saved.status,
+        saved.violation
+    );
+    match &r.violation {
+        None => {
+            outln!("passed");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(v) => {
+            for e in &v.trace {
+                outln!("  {e}");
+            }
+            outln!("FAILED at op {}: {}", v.op, v.what);
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 /// `raidlab sim torture --reshapes`: each run's change, cuts and outcome;
