@@ -28,6 +28,12 @@
 //!   itself and finishes it; its reads then equal raidlab's own
 //!   `--continue` on a copy (the data from before exact);
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl;
+//! * `r10-4to6`, `r10-o2-4to5-killed`: a RAID 10 near=2 of 4
+//!   `--raid-devices 6 --add --add` (md's RAID 10 reshape: the data offset
+//!   moved down, every copy rewritten), read whole and without roles 0 and
+//!   3; and an offset=2 one onto a fifth member stopped part-way by SIGKILL,
+//!   which md carries on from raidlab's checkpoint (read whole and without
+//!   role 1);
 //! * `r1-to-r5`, `r1-to-r5-of-3`: a RAID 1 of two `--level 5` (md's
 //!   takeover: a RAID 5 of two, left-symmetric, 64 KiB chunk, no data
 //!   moved), and the same with `--raid-devices 3 --add` (then restriped),
@@ -53,7 +59,8 @@
 //!
 //! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout`,
 //! `r5-chunk-64to256` and `r1-to-r5-of-3` run only with
-//! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]).
+//! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
+//! the cases so named (of either kind), for working on a few.
 //!
 //! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
 //! component size on 16 MiB members, writes the pattern, and grows them
@@ -360,6 +367,26 @@ fn cases() -> Vec<Grown> {
             grow: &["--level", "0"],
             sets: vec![],
             interrupt: None,
+        },
+        Grown {
+            name: "r10-4to6",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "6", "--add", "NEW", "--add", "NEW2"],
+            sets: vec![vec![0, 3]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r10-o2-4to5-killed",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K", "--layout", "o2"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW"],
+            sets: vec![vec![1]],
+            interrupt: Some("KILL"),
         },
         Grown {
             name: "r5-ppl-again",
@@ -685,10 +712,14 @@ fn md_assembles_arrays_raidlab_grew() {
     // (name, size, out, sets, raidlab's export)
     let mut reads: Vec<(String, u64, u64, usize, Vec<u8>)> = Vec::new();
     let full = std::env::var_os("RAIDLAB_MDVM_FULL").is_some_and(|v| v != "0");
-    for c in cases()
-        .into_iter()
-        .filter(|c| full || !FULL_ONLY.contains(&c.name))
-    {
+    let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let chosen = |name: &str| match &only {
+        Some(names) => names.iter().any(|n| n == name),
+        None => full || !FULL_ONLY.contains(&name),
+    };
+    for c in cases().into_iter().filter(|c| chosen(c.name)) {
         let dir = work.join(c.name);
         let (members, size, want) = match raidlab_grown(&c, &dir, &pat) {
             Ok(x) => x,
@@ -732,10 +763,7 @@ fn md_assembles_arrays_raidlab_grew() {
         reads.push((c.name.to_string(), size, out, c.sets.len(), want));
     }
     let mut md_slots: Vec<(&str, Vec<u64>)> = Vec::new();
-    for &(name, level, n, op) in MD_GROWS
-        .iter()
-        .filter(|g| full || !FULL_ONLY.contains(&g.0))
-    {
+    for &(name, level, n, op) in MD_GROWS.iter().filter(|g| chosen(g.0)) {
         let offs: Vec<u64> = (0..n as u64).map(|i| next + i * BIG).collect();
         next += n as u64 * BIG;
         manifest.push_str(&format!(
