@@ -14,9 +14,10 @@
 //! [`Assembly::reshape_gap`]'s rule, never below the layout crate's
 //! `Reshape::forward_min_gap` for this reshape.
 //!
-//! The walk, its checkpoints and its last commit are `super::reshape`'s: a
-//! running array of the new geometry writes every copy of what it reads
-//! from the old one. Nothing here reads or writes data.
+//! The walk (and which RAID 10 reshapes it carries on), its checkpoints and
+//! its last commit are `super::reshape`'s: a running array of the new
+//! geometry writes every copy of what it reads from the old one. Nothing
+//! here reads or writes data.
 
 use super::reshape::{room_below_data, ReshapePlan, ReshapeRequest};
 use super::{refused, SECTOR};
@@ -157,21 +158,4 @@ impl Assembly {
             then_level: None,
         })
     }
-}
-
-/// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
-/// down `gap` bytes: more members, the same chunk and layout, near or
-/// offset, and a move the walk never stalls on.
-pub(super) fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
-    let near_or_offset = match r.new.layout {
-        Layout::Raid10(l) => l.far == 1 || l.offset,
-        _ => false,
-    };
-    r.old.level == Level::Raid10
-        && r.new.level == Level::Raid10
-        && near_or_offset
-        && r.old.layout == r.new.layout
-        && r.old.chunk_bytes == r.new.chunk_bytes
-        && r.new.raid_disks > r.old.raid_disks
-        && gap >= r.forward_min_gap()
 }

@@ -501,7 +501,7 @@ impl Assembly {
                 && gap * SECTOR >= r.old.chunk_bytes.max(r.new.chunk_bytes);
         let walks = match r.new.level {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => reshapes && r.old.level == r.new.level,
-            Level::Raid10 => super::raid10::raid10_walk_supported(&r, gap * SECTOR),
+            Level::Raid10 => raid10_walk_supported(&r, gap * SECTOR),
             _ => false,
         };
         let supported = !r.backwards
@@ -668,6 +668,23 @@ impl Assembly {
             .with_executor(Arc::clone(self.executor()));
         Ok(if new { a } else { a.read_only() })
     }
+}
+
+/// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
+/// down `gap` bytes: more members, the same chunk and layout, near or
+/// offset, and a move the walk never stalls on.
+fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
+    let near_or_offset = match r.new.layout {
+        Layout::Raid10(l) => l.far == 1 || l.offset,
+        _ => false,
+    };
+    r.old.level == Level::Raid10
+        && r.new.level == Level::Raid10
+        && near_or_offset
+        && r.old.layout == r.new.layout
+        && r.old.chunk_bytes == r.new.chunk_bytes
+        && r.new.raid_disks > r.old.raid_disks
+        && gap >= r.forward_min_gap()
 }
 
 /// Sectors free below a member's data for the data to move into, by md's
