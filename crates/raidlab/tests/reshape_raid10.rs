@@ -5,7 +5,8 @@
 //! the size md computes (`raid10_size`), `check` finds the copies equal, the
 //! superblocks record md's reshape fields while it runs and md's end state
 //! after; a grow killed (SIGKILL) at random points reads back exactly while
-//! stopped and after `--continue`; every refusal (far layout, fewer members,
+//! stopped and after `--continue`, also from a position inside a chunk as
+//! md records them; every refusal (far layout, fewer members,
 //! a new chunk or layout, no room below the data, ...) says why and leaves
 //! every member file as it was.
 
@@ -316,4 +317,65 @@ fn refusals_say_why_and_change_no_byte() {
         assert!(files(d, &all) == before, "{args:?} changed a member file");
         assert!(!d.join("new").exists(), "{args:?} left its --add file");
     }
+}
+
+#[test]
+fn continue_takes_an_md_position_inside_a_chunk() {
+    // md's RAID 10 walk records positions inside a chunk (its pieces are
+    // at most 64 KiB), raidlab's whole chunks. Stop a grow with Ctrl-C (it
+    // checkpoints where it stopped), move the recorded position back to the
+    // middle of the chunk before it, as md could have left it, and
+    // --continue from there. The old geometry still holds that half chunk:
+    // the last step began at or below it, so its writes stayed below the
+    // old row holding the checkpoint it began under.
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2", "m3"];
+    let a = create_imported(d, &old, "32M", &["--level", "10", "--chunk", "128K"]);
+    let off = data_offset(d, "m0");
+    let mut args = grow_args(&old, "5", &["m4"], &["--max-rate", "8M"]);
+    let at = args.iter().position(|&s| s == "16M").unwrap();
+    args[at] = "32M";
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
+        .current_dir(d)
+        .env("RAIDLAB_RUN_DIR", d.join("run"))
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let s = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(s.success());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("grow --continue"),
+        "not stopped part-way: {err}"
+    );
+    let new = ["m0", "m1", "m2", "m3", "m4"];
+    let at = superblock(d, "m0").reshape_position;
+    // Past the first chunk (256 sectors), on a chunk boundary: raidlab's.
+    assert!(at > 256 && at % 256 == 0, "stopped at sector {at}");
+    let md_at = at - 128;
+    for m in new {
+        let mut sb = superblock(d, m);
+        assert_eq!(sb.reshape_position, at, "{m}");
+        sb.reshape_position = md_at;
+        let vol = FileVolume::open(&d.join(m), OpenMode::ReadWrite).unwrap();
+        sb.write_to(&vol).unwrap();
+    }
+    assert!(
+        export(d, &new) == a,
+        "the array stopped inside a chunk reads other bytes"
+    );
+    let out = ok(d, &with("grow", &new, &["--continue"]));
+    assert!(
+        out.contains(&format!("reshape resumed at array byte {}", md_at * 512)),
+        "{out}"
+    );
+    assert_grown(d, &new, 4, &a, off);
 }
