@@ -24,7 +24,8 @@
 //! larger chunk (the positions md accepts on a resume; a RAID 10's in
 //! chunks, and md's positions inside one are taken back too). A step reads
 //! the old geometry's bytes of the array (zeros past the old end, as md
-//! fills the new space), writes them as whole stripes of the new geometry
+//! fills a parity array's new space; md leaves a RAID 10's as it was and
+//! resyncs it after, raidlab zeros it so the copies agree at once), writes them as whole stripes of the new geometry
 //! through a running [`Array`] (the planner and parity engine compute P and
 //! Q: a full-stripe write reads nothing; a RAID 10 writes every copy), and
 //! flushes. The new geometry starts
