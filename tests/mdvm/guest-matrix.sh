@@ -630,8 +630,9 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     # OP: size (--size=max), bitmap (--bitmap=internal, 64K chunks),
     # raid1add (a RAID 1 of NDEV-1 mirrors grows to NDEV with the last device),
     # raid0add (the same for a RAID 0: md reshapes it as a RAID 4 without
-    # parity and takes it back as a RAID 0), r1to5 (a RAID 1 of 2 taken
-    # over as a RAID 5 of 2),
+    # parity and takes it back as a RAID 0), raid10add (the same for a
+    # RAID 10 near=2: md's RAID 10 reshape, then its resync of the new
+    # space), r1to5 (a RAID 1 of 2 taken over as a RAID 5 of 2),
     # chunk (--chunk=256 of a 64K-chunk array) or layout
     # (--layout=right-asymmetric): reshapes over the same members.
     name=$1 level=$2 n=$3 mb=$4 offs=$5 kib=$6 op=$7
@@ -640,7 +641,7 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     t0=$(now); PT=$t0; PHASES=""
     attach "$mb" "$offs" || { result "$name" M FAIL "losetup failed"; detach; return; }
     devs=$loops; k=$n
-    if [ "$op" = raid1add ] || [ "$op" = raid0add ]; then
+    if [ "$op" = raid1add ] || [ "$op" = raid0add ] || [ "$op" = raid10add ]; then
         k=$((n - 1)); devs=$(echo $loops | cut -d' ' -f1-$k); extra=$(echo $loops | cut -d' ' -f$n)
     fi
     opts="--metadata=1.2 --level=$level --raid-devices=$k"
@@ -663,7 +664,7 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     case "$op" in
         size) g="--size=max" ;;
         bitmap) g="--bitmap=internal --bitmap-chunk=64K" ;;
-        raid1add|raid0add) g="--raid-devices=$n --add $extra" ;;
+        raid1add|raid0add|raid10add) g="--raid-devices=$n --add $extra" ;;
         r1to5) g="--level=5" ;;
         chunk) g="--chunk=256" ;;
         layout) g="--layout=right-asymmetric" ;;
@@ -680,6 +681,16 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
         i=0
         while [ "$(cat "$SYS/level" 2>/dev/null)" != raid0 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
         [ $i -lt 600 ] || { result "$name" M FAIL "md did not take the reshaped RAID 4 back as a RAID 0: level $(cat "$SYS/level" 2>/dev/null)"; stop_md; detach; return; }
+    fi
+    if [ "$op" = raid10add ]; then
+        # md resyncs a RAID 10's new space once its reshape ends
+        # (raid10_finish_reshape), started after a moment: wait until clean.
+        i=0
+        while [ $i -lt 3000 ]; do
+            [ "$(cat "$SYS/resync_start" 2>/dev/null)" = none ] && [ "$(cat "$SYS/sync_action" 2>/dev/null)" = idle ] && break
+            sleep 0.1; i=$((i + 1))
+        done
+        [ $i -lt 3000 ] || { result "$name" M FAIL "md's resync after its RAID 10 reshape did not finish"; stop_md; detach; return; }
     fi
     phase grow
     size=$(blockdev --getsize64 "$MD")

@@ -67,7 +67,8 @@
 //! (`mdadm --grow --size=max` of a RAID 1 and of a RAID 5 with a bitmap,
 //! `--bitmap=internal`, a RAID 1 `--raid-devices=3 --add`, a RAID 5
 //! `--chunk=256`, a RAID 6 `--layout=right-asymmetric`, a RAID 0 of 2
-//! whole members `--raid-devices=3 --add`, a RAID 1 of 2 `--level=5`),
+//! whole members `--raid-devices=3 --add`, a RAID 1 of 2 `--level=5`, a
+//! RAID 10 near=2 of 4 `--raid-devices=5 --add`),
 //! waiting for its
 //! resync, recovery or reshape; raidlab then finds each clean with every member
 //! active and md's size, checks it with 0 mismatches and reads the data md
@@ -96,6 +97,8 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
     // Whole members: 2 of 16 MiB stay within the pattern's 32 MiB.
     ("md-r0-add", 0, 3, "raid0add"),
     ("md-r1-to-r5", 1, 2, "r1to5"),
+    // A RAID 10 near=2 of 4 onto a fifth member (md's RAID 10 reshape).
+    ("md-r10-add", 10, 5, "raid10add"),
 ];
 
 /// Cases the default run leaves to `RAIDLAB_MDVM_FULL=1`, each covered in
