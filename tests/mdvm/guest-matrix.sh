@@ -44,7 +44,8 @@
 #       (default): md creates a RAID 5 of NDEV-1 members (64K chunk), writes
 #       the pattern, adds the last slot and grows the array onto it with the
 #       reshape slowed down, and stops it once a reshape position is
-#       recorded.  `chunk`: a RAID 5 of NDEV members, its chunk changed from
+#       recorded.  `r10grow`: the same with a RAID 10 near=2 (md's RAID 10
+#       reshape).  `chunk`: a RAID 5 of NDEV members, its chunk changed from
 #       64K to 128K.  `r6`: a RAID 5 of NDEV-1 members converted to RAID 6
 #       onto the last slot (`--grow --level=6`).  `r6p`: the same with
 #       `--layout=preserve`, which md finishes (Q rebuilt onto the last slot,
@@ -775,8 +776,11 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     created=$((n - 1)); members=$first
     [ "$mode" = chunk ] || [ "$mode" = shrink ] && { created=$n; members=$loops; }
     backup=""; [ "$mode" = shrink ] && backup="--backup-file=$dir/backup" 
+    # r10grow: a RAID 10 near=2 grown onto the last member (md's RAID 10
+    # reshape), the rest RAID 5.
+    level="--level=5"; [ "$mode" = r10grow ] && level="--level=10 --layout=n2"
     # shellcheck disable=SC2086
-    if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
+    if ! mdadm --create "$MD" --metadata=1.2 $level --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" G FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
     fi
     wait_idle 300 || { result "$name" G FAIL "initial sync did not finish"; stop_md; detach; return; }
@@ -799,7 +803,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
             result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
     fi
     case "$mode" in
-        grow) set -- --raid-devices="$n" ;;
+        grow|r10grow) set -- --raid-devices="$n" ;;
         chunk) set -- --chunk=128 ;;
         r6|r6p) set -- --level=6 --raid-devices="$n" --layout=preserve ;;
         shrink) set -- --raid-devices=$((n - 1)) "$backup" ;;
