@@ -44,7 +44,8 @@
 #       (default): md creates a RAID 5 of NDEV-1 members (64K chunk), writes
 #       the pattern, adds the last slot and grows the array onto it with the
 #       reshape slowed down, and stops it once a reshape position is
-#       recorded.  `chunk`: a RAID 5 of NDEV members, its chunk changed from
+#       recorded.  `r10grow`: the same with a RAID 10 near=2 (md's RAID 10
+#       reshape).  `chunk`: a RAID 5 of NDEV members, its chunk changed from
 #       64K to 128K.  `r6`: a RAID 5 of NDEV-1 members converted to RAID 6
 #       onto the last slot (`--grow --level=6`).  `r6p`: the same with
 #       `--layout=preserve`, which md finishes (Q rebuilt onto the last slot,
@@ -301,13 +302,16 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
     size=$(blockdev --getsize64 "$MD")
     bad=""
     [ "$deg" = 0 ] || bad="$bad degraded=$deg"
-    [ "$rs" = none ] || bad="$bad resync_start=$rs(not-clean)"
     case ",${9:--}," in
     *,reshaping,*)
         # raidlab stopped a reshape part-way (killed or Ctrl-C): md must
         # carry it on from raidlab's checkpoint by itself and finish it.
-        case "$act" in reshape|frozen) ;; *) bad="$bad sync_action=$act(md-did-not-carry-the-reshape-on)" ;; esac
-        grep -q "Reshape" "$dir/detail" || bad="$bad no-reshape-in-md-detail"
+        # The members must record it; md may be through it before the
+        # first look (a small array, a RAID 10, which md then resyncs past
+        # the old size: raid10_finish_reshape), so what counts is where md
+        # ends: no reshape left, raidlab's size, clean.
+        grep -q "Reshape pos'n" "$dir/examine.0" || bad="$bad no-reshape-recorded-before-assembly"
+        echo "right after assembly: sync_action=$act resync_start=$rs" >"$dir/first-look"
         i=0
         while [ $i -lt 3000 ]; do
             a=$(cat "$SYS/sync_action" 2>/dev/null || echo idle)
@@ -315,12 +319,22 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
             sleep 0.1; i=$((i + 1))
         done
         [ $i -lt 3000 ] || bad="$bad reshape-did-not-finish"
+        # Then clean: md's own resync after it (RAID 10) run to its end.
+        i=0
+        while [ $i -lt 3000 ]; do
+            rs=$(cat "$SYS/resync_start" 2>/dev/null || echo none)
+            a=$(cat "$SYS/sync_action" 2>/dev/null || echo idle)
+            [ "$rs" = none ] && [ "$a" = idle ] && break
+            sleep 0.1; i=$((i + 1))
+        done
+        [ $i -lt 3000 ] || bad="$bad resync_start=$rs(not-clean-after-the-reshape)"
         mdadm --detail "$MD" >"$dir/detail.reshaped" 2>&1
         size=$(blockdev --getsize64 "$MD")
         [ "$size" = "$abytes" ] || bad="$bad md-size-after-the-reshape=$size-raidlab-size=$abytes"
         phase reshape
         ;;
     *)
+        [ "$rs" = none ] || bad="$bad resync_start=$rs(not-clean)"
         [ "$act" = idle ] || bad="$bad sync_action=$act-right-after-assembly"
         [ "$size" = "$abytes" ] || bad="$bad md-size=$size-raidlab-size=$abytes"
         ;;
@@ -617,8 +631,9 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     # OP: size (--size=max), bitmap (--bitmap=internal, 64K chunks),
     # raid1add (a RAID 1 of NDEV-1 mirrors grows to NDEV with the last device),
     # raid0add (the same for a RAID 0: md reshapes it as a RAID 4 without
-    # parity and takes it back as a RAID 0), r1to5 (a RAID 1 of 2 taken
-    # over as a RAID 5 of 2),
+    # parity and takes it back as a RAID 0), raid10add (the same for a
+    # RAID 10 near=2: md's RAID 10 reshape, then its resync of the new
+    # space), r1to5 (a RAID 1 of 2 taken over as a RAID 5 of 2),
     # chunk (--chunk=256 of a 64K-chunk array) or layout
     # (--layout=right-asymmetric): reshapes over the same members.
     name=$1 level=$2 n=$3 mb=$4 offs=$5 kib=$6 op=$7
@@ -627,7 +642,7 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     t0=$(now); PT=$t0; PHASES=""
     attach "$mb" "$offs" || { result "$name" M FAIL "losetup failed"; detach; return; }
     devs=$loops; k=$n
-    if [ "$op" = raid1add ] || [ "$op" = raid0add ]; then
+    if [ "$op" = raid1add ] || [ "$op" = raid0add ] || [ "$op" = raid10add ]; then
         k=$((n - 1)); devs=$(echo $loops | cut -d' ' -f1-$k); extra=$(echo $loops | cut -d' ' -f$n)
     fi
     opts="--metadata=1.2 --level=$level --raid-devices=$k"
@@ -650,7 +665,7 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     case "$op" in
         size) g="--size=max" ;;
         bitmap) g="--bitmap=internal --bitmap-chunk=64K" ;;
-        raid1add|raid0add) g="--raid-devices=$n --add $extra" ;;
+        raid1add|raid0add|raid10add) g="--raid-devices=$n --add $extra" ;;
         r1to5) g="--level=5" ;;
         chunk) g="--chunk=256" ;;
         layout) g="--layout=right-asymmetric" ;;
@@ -667,6 +682,16 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
         i=0
         while [ "$(cat "$SYS/level" 2>/dev/null)" != raid0 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
         [ $i -lt 600 ] || { result "$name" M FAIL "md did not take the reshaped RAID 4 back as a RAID 0: level $(cat "$SYS/level" 2>/dev/null)"; stop_md; detach; return; }
+    fi
+    if [ "$op" = raid10add ]; then
+        # md resyncs a RAID 10's new space once its reshape ends
+        # (raid10_finish_reshape), started after a moment: wait until clean.
+        i=0
+        while [ $i -lt 3000 ]; do
+            [ "$(cat "$SYS/resync_start" 2>/dev/null)" = none ] && [ "$(cat "$SYS/sync_action" 2>/dev/null)" = idle ] && break
+            sleep 0.1; i=$((i + 1))
+        done
+        [ $i -lt 3000 ] || { result "$name" M FAIL "md's resync after its RAID 10 reshape did not finish"; stop_md; detach; return; }
     fi
     phase grow
     size=$(blockdev --getsize64 "$MD")
@@ -751,8 +776,11 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     created=$((n - 1)); members=$first
     [ "$mode" = chunk ] || [ "$mode" = shrink ] && { created=$n; members=$loops; }
     backup=""; [ "$mode" = shrink ] && backup="--backup-file=$dir/backup" 
+    # r10grow: a RAID 10 near=2 grown onto the last member (md's RAID 10
+    # reshape), the rest RAID 5.
+    level="--level=5"; [ "$mode" = r10grow ] && level="--level=10 --layout=n2"
     # shellcheck disable=SC2086
-    if ! mdadm --create "$MD" --metadata=1.2 --level=5 --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
+    if ! mdadm --create "$MD" --metadata=1.2 $level --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" G FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
     fi
     wait_idle 300 || { result "$name" G FAIL "initial sync did not finish"; stop_md; detach; return; }
@@ -775,7 +803,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
             result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
     fi
     case "$mode" in
-        grow) set -- --raid-devices="$n" ;;
+        grow|r10grow) set -- --raid-devices="$n" ;;
         chunk) set -- --chunk=128 ;;
         r6|r6p) set -- --level=6 --raid-devices="$n" --layout=preserve ;;
         shrink) set -- --raid-devices=$((n - 1)) "$backup" ;;

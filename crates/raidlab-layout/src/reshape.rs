@@ -13,11 +13,16 @@
 //!
 //! It decides which geometry holds each array byte and how large the array
 //! is while the reshape is stopped (the smaller of the two: md grows the array
-//! only once a grow completes, and shrinks it before a shrink starts). It
+//! only once a grow completes, and shrinks it before a shrink starts); and,
+//! for a forward reshape whose data offset moved down (parity levels, and a
+//! RAID 10 in the near or offset layout: md never reshapes the far one), how
+//! far the new geometry may be written before the position must be
+//! checkpointed, and the least move of the data offset that keeps such a
+//! walk going. It
 //! must never do I/O, and never accept fields that make either geometry one
 //! md would not run.
 
-use crate::Geometry;
+use crate::{Geometry, Layout, Level};
 use raidlab_core::{Error, Result};
 
 const SECTOR: u64 = 512;
@@ -114,27 +119,66 @@ impl Reshape {
         (at < self.position) != self.backwards
     }
 
-    /// The step of a forward reshape, in array bytes: whole stripes of the
-    /// new geometry at the larger of the two chunks, as md's reshape walks
-    /// (`reshape_sectors`), so every position it records is one md accepts
-    /// on a resume (md refuses a reshape_position off this boundary).
+    /// The step of a forward reshape, in array bytes. Parity levels: whole
+    /// stripes of the new geometry at the larger of the two chunks, as md's
+    /// reshape walks (`reshape_sectors`), so every position it records is
+    /// one md accepts on a resume (md refuses a reshape_position off this
+    /// boundary). RAID 10: the larger chunk, as md's RAID 10 walk never
+    /// lets a piece straddle a chunk of either geometry (and takes any
+    /// position back).
     pub fn forward_unit(&self) -> u64 {
-        self.old.chunk_bytes.max(self.new.chunk_bytes) * self.new.data_disks() as u64
+        let chunk = self.old.chunk_bytes.max(self.new.chunk_bytes);
+        if self.new.level == Level::Raid10 {
+            chunk
+        } else {
+            chunk * self.new.data_disks() as u64
+        }
     }
 
     /// A forward reshape whose new geometry starts `gap` bytes below the old
     /// one on every member: the array byte (exclusive, on a
     /// [`Reshape::forward_unit`] boundary) up to which the new geometry may
     /// be written while a resume from `checkpoint` would still read the old
-    /// geometry from the old stripe holding `checkpoint`. Writing past it
+    /// geometry from the old row holding `checkpoint` on. Writing past it
     /// could overwrite old data a crash makes the walk read again.
+    ///
+    /// A row is md's: one chunk high on every member (a RAID 10 in the
+    /// offset layout: one chunk per far copy, as its copies sit in the rows
+    /// just below), holding the data chunks of one stripe (parity levels)
+    /// or `raid_disks / near` chunks' copies (RAID 10, where a chunk's near
+    /// copies may wrap into the next row). The old row where `checkpoint`
+    /// starts is md's `first_dev_address` of it, the new rows the writes
+    /// fill its `last_dev_address`.
     pub fn forward_write_limit(&self, gap: u64, checkpoint: u64) -> u64 {
-        let (oc, nc) = (self.old.chunk_bytes, self.new.chunk_bytes);
-        let old_stripe = self.old.data_disks() as u64 * oc;
+        let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
         // Member bytes, counted from the new data offset, still to be read.
-        let keep = gap + checkpoint / old_stripe * oc;
+        let keep = gap + old.first_row(checkpoint) * old.height;
         let unit = self.forward_unit();
-        keep / nc * self.new.data_disks() as u64 * nc / unit * unit
+        new.chunks_in_rows(keep / new.height) * new.chunk / unit * unit
+    }
+
+    /// The least a forward reshape must move the data offset down so that
+    /// [`Reshape::forward_write_limit`] always lets the next unit be written
+    /// once the position is checkpointed at its start (a walk that never
+    /// stalls). Parity levels: the larger chunk (md's rule for a reshape over
+    /// the same members without a backup). RAID 10: md's least move is the
+    /// taller row of the two geometries (`raid10_start_reshape`: the chunk
+    /// times the far copies); with the row-granular rule above one row is
+    /// enough while the member count grows by at least `near - 1` (the
+    /// copies of the chunk at the checkpoint then end within the row after
+    /// its first), otherwise two rows are needed.
+    pub fn forward_min_gap(&self) -> u64 {
+        let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
+        if self.new.level != Level::Raid10 {
+            return old.chunk.max(new.chunk);
+        }
+        let row = old.height.max(new.height);
+        let grows_enough = new.slots >= old.slots + new.per_chunk.saturating_sub(1);
+        if grows_enough && old.chunk == new.chunk && old.height == new.height {
+            row
+        } else {
+            2 * row
+        }
     }
 
     /// `len` bytes from `at` cut where the geometries meet: `(new, at, len)`
@@ -157,6 +201,54 @@ impl Reshape {
         }
     }
 }
+
+/// How one side of a forward reshape fills its members, in md's rows (see
+/// [`Reshape::forward_write_limit`]).
+#[derive(Debug, Clone, Copy)]
+struct Rows {
+    /// Bytes of array data per chunk.
+    chunk: u64,
+    /// Member bytes of one row.
+    height: u64,
+    /// Chunk slots per row: the data members (parity levels), every member
+    /// (RAID 10).
+    slots: u64,
+    /// Slots one chunk of data takes: its near copies (RAID 10), else one.
+    per_chunk: u64,
+}
+
+impl Rows {
+    fn of(g: &Geometry) -> Rows {
+        match g.layout {
+            Layout::Raid10(l) => Rows {
+                chunk: g.chunk_bytes,
+                height: g.chunk_bytes * u64::from(if l.offset { l.far } else { 1 }),
+                slots: g.raid_disks as u64,
+                per_chunk: u64::from(l.near),
+            },
+            _ => Rows {
+                chunk: g.chunk_bytes,
+                height: g.chunk_bytes,
+                slots: g.data_disks() as u64,
+                per_chunk: 1,
+            },
+        }
+    }
+
+    /// The row array byte `at`'s chunk starts in.
+    fn first_row(&self, at: u64) -> u64 {
+        at / self.chunk * self.per_chunk / self.slots
+    }
+
+    /// How many whole chunks from the array's start fit in `rows` rows.
+    fn chunks_in_rows(&self, rows: u64) -> u64 {
+        rows * self.slots / self.per_chunk
+    }
+}
+
+#[cfg(test)]
+#[path = "reshape_raid10_tests.rs"]
+mod raid10_tests;
 
 #[cfg(test)]
 mod tests {

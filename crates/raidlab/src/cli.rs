@@ -730,7 +730,9 @@ pub struct GrowArgs {
     /// way: the data offset moves down, the data is restriped onto the new
     /// members; interrupted, `--continue` finishes it). RAID 0: the same,
     /// as md does it, through a RAID 4 whose parity member is missing,
-    /// then back to a RAID 0. Fewer: refused.
+    /// then back to a RAID 0. RAID 10 in the near or offset layout: the
+    /// same reshape, every copy written (md refuses the far layout).
+    /// Fewer: refused.
     #[arg(long, short = 'n')]
     pub raid_devices: Option<usize>,
     /// Finish a reshape that was interrupted (killed, crashed, stopped).

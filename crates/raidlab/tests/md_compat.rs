@@ -2437,7 +2437,10 @@ struct ReshapeCase {
 ///   --layout=preserve`, which md finishes (Q rebuilt onto the new member): a
 ///   RAID 6 left in left-symmetric-6;
 /// - md shrinks a RAID 5 of 5 to 4 members (`--array-size`, then
-///   `--raid-devices=4 --backup-file`): md's backwards reshape.
+///   `--raid-devices=4 --backup-file`): md's backwards reshape;
+/// - md grows a RAID 10 near=2 of 4 onto a fifth member (its RAID 10
+///   reshape, which records positions inside a chunk too); raidlab then
+///   finishes it from there, as the RAID 5 grow.
 ///
 /// raidlab must read each byte for byte (md's old size while a grow runs),
 /// complete and with members left out, and `detail` must call the grow an
@@ -2504,6 +2507,12 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
             mode: "r6p",
             devices: 5,
             missing: vec![vec![], vec![4], vec![0, 1]],
+        },
+        ReshapeCase {
+            name: "r10-grow",
+            mode: "r10grow",
+            devices: 5,
+            missing: vec![vec![], vec![1], vec![4]],
         },
         ReshapeCase {
             name: "r5-shrink",
@@ -2684,7 +2693,7 @@ fn check_md_reshape(
             md_read.len(),
             c.name
         ));
-        if c.mode == "grow" && lost != 0 {
+        if matches!(c.mode, "grow" | "r10grow") && lost != 0 {
             return Err(format!("md lost {lost} bytes of a grow above its position"));
         }
         want[md_pos as usize..end].copy_from_slice(md_read);
@@ -2720,7 +2729,7 @@ fn check_md_reshape(
             ));
         }
     }
-    if c.mode == "grow" {
+    if matches!(c.mode, "grow" | "r10grow") {
         // raidlab finishes the grow md stopped (issue 36), from md's
         // recorded position: the data md wrote reads back exact at the new
         // size, the new space zeros, `check` 0, no reshape left.

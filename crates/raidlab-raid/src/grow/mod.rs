@@ -1,7 +1,7 @@
 //! `grow`, as md grows an array in place: use more (or less) of each member
 //! (`--size`), add or remove the internal write-intent bitmap, switch RAID 5
 //! between resync and the partial parity log, change the number of RAID 1
-//! mirrors, and add members to a RAID 4/5/6 (a reshape, `reshape`).
+//! mirrors, and add members to a RAID 0/4/5/6 or 10 (a reshape, `reshape`).
 //!
 //! Each change checks everything against md's rules first and writes only
 //! the members' metadata (superblocks, bitmap, an empty log area), with the
@@ -9,10 +9,11 @@
 //! reason and nothing written. The data itself is moved only by the resync
 //! and rebuild in `recovery` (the new space after `--size`, a new mirror).
 //! Only `reshape` moves data between stripes: more members of a RAID
-//! 0/4/5/6, a new chunk or layout, RAID 4 to 5 and back, the layout half of
+//! 0/4/5/6 and of a RAID 10 in the near or offset layout, a new chunk or
+//! layout, RAID 4 to 5 and back, the layout half of
 //! RAID 5 to 6 and back and of RAID 0 to 5 (whose takeovers are `convert`'s
 //! and `raid0`'s; RAID 1 to 5 is a takeover alone, `convert`'s); every
-//! other restripe (fewer members, RAID 10 members or layouts, RAID 0 to 6,
+//! other restripe (fewer members, RAID 10 chunks or layouts, RAID 0 to 6,
 //! RAID 1 to other levels than 5) is refused by [`reshape_not_built`].
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
@@ -21,12 +22,14 @@
 //! `convert` takes RAID 5 over as RAID 6 and back, and a RAID 1 of two as
 //! a RAID 5; `raid0` decides how a
 //! RAID 0 goes through md's RAID 4 without parity (restripes, and RAID 0
-//! to RAID 4 or 5).
+//! to RAID 4 or 5); `raid10` what md allows a RAID 10 (more members, near
+//! or offset, never far), walked by `reshape`.
 
 mod convert;
 mod devices;
 mod policy;
 mod raid0;
+mod raid10;
 mod reshape;
 
 pub use convert::Conversion;
@@ -68,15 +71,15 @@ pub struct SizeChange {
     pub tightest_member: String,
 }
 
-/// The refusal of every restripe raidlab does not do (fewer members, RAID
-/// 10 members, level changes other than RAID 4 and 5, 5 and 6, 0 to 4 or
+/// The refusal of every restripe raidlab does not do (fewer members, a RAID
+/// 10's chunk or layout, level changes other than RAID 4 and 5, 5 and 6, 0 to 4 or
 /// 5, more members with a new chunk or layout at once): nothing is written.
 pub fn reshape_not_built(what: &str) -> Error {
     Error::new(
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices and --chunk of RAID 0, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, --chunk, --layout, and --level between 4 and 5 and between 5 and 6"
+            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices and --chunk of RAID 0, more --raid-devices of RAID 10 near or offset, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, --chunk, --layout, and --level between 4 and 5 and between 5 and 6"
         ),
     )
 }

@@ -1,7 +1,8 @@
 //! Reshape: more members for a RAID 4, 5 or 6 (`--raid-devices N` up), a
 //! new chunk size or layout over the same members (`--chunk`, `--layout`),
 //! and RAID 4 to 5 and back (`--level`), offline, the way md does it for
-//! metadata 1.1/1.2 without a backup file.
+//! metadata 1.1/1.2 without a backup file; and the walk of a RAID 0's and a
+//! RAID 10's more members (checked by `super::raid0`, `super::raid10`).
 //!
 //! What it decides:
 //! - whether md would reshape this array this way at all (level, metadata,
@@ -20,16 +21,20 @@
 //! - the order of a step's I/O and when the position is checkpointed.
 //!
 //! The walk goes forwards over the new geometry's stripes, in units of the
-//! larger chunk (the positions md accepts on a resume). A step reads the old
-//! geometry's bytes of the array (zeros past the old end, as md fills the
-//! new space), writes them as whole stripes of the new geometry through a
-//! running [`Array`] (the planner and parity engine compute P and Q: a
-//! full-stripe write reads nothing), and flushes. The new geometry starts
+//! larger chunk (the positions md accepts on a resume; a RAID 10's in
+//! chunks, and md's positions inside one are taken back too). A step reads
+//! the old geometry's bytes of the array (zeros past the old end, as md
+//! fills a parity array's new space; md leaves a RAID 10's as it was and
+//! resyncs it after, raidlab zeros it so the copies agree at once), writes them as whole stripes of the new geometry
+//! through a running [`Array`] (the planner and parity engine compute P and
+//! Q: a full-stripe write reads nothing; a RAID 10 writes every copy), and
+//! flushes. The new geometry starts
 //! `gap` sectors lower on each member than the old one, so its writes trail
 //! the old geometry's reads. The invariant, md's rule in its reshape loop
 //! (the arithmetic is `Reshape::forward_write_limit` in the layout crate):
-//! no write may land at or past where the old geometry's stripe holding the
-//! last checkpointed position begins, because a resume re-reads from that
+//! no write may land at or past where the old geometry's row holding the
+//! last checkpointed position begins (a stripe; a RAID 10's chunk copies,
+//! far rows high in the offset layout), because a resume re-reads from that
 //! position. When the next step would, the position reached so far is made
 //! durable first (members flushed, then `reshape_position` in every
 //! superblock, events raised). A crash therefore at worst redoes the steps
@@ -46,9 +51,10 @@
 //! the same, and the last commit takes it back as a RAID 0.
 //!
 //! It must never write a byte of the new geometry over old-geometry data a
-//! resume would still read, never compute parity itself, and never reshape
-//! backwards, to fewer members, or across levels other than 4 and 5 (those
-//! stay [`super::reshape_not_built`]).
+//! resume would still read, never compute parity or place copies itself,
+//! and never reshape backwards, to fewer members, a RAID 10's chunk or
+//! layout, or across levels other than 4 and 5 (those stay
+//! [`super::reshape_not_built`]).
 
 use super::{refused, SECTOR};
 use crate::array::Array;
@@ -171,6 +177,9 @@ impl Assembly {
         }
         if g.level == Level::Raid0 && matches!(req.level, None | Some(Level::Raid0)) {
             return self.raid0_reshape_check(req, coming, &what);
+        }
+        if g.level == Level::Raid10 && matches!(req.level, None | Some(Level::Raid10)) {
+            return self.raid10_reshape_check(req, coming, &what);
         }
         if !matches!(g.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
             return Err(super::reshape_not_built(&what));
@@ -332,9 +341,14 @@ impl Assembly {
             )));
         }
         if !self.in_sync() {
-            return Err(refused(
-                "the array has a resync pending (not stopped cleanly, or a resync interrupted): a reshape computes parity from the data, which must be consistent first; run `raidlab resync`; nothing was changed".into(),
-            ));
+            let why = if self.geometry.level == Level::Raid10 {
+                "a reshape copies one mirror's data to every new copy, so the mirrors must agree first"
+            } else {
+                "a reshape computes parity from the data, which must be consistent first"
+            };
+            return Err(refused(format!(
+                "the array has a resync pending (not stopped cleanly, or a resync interrupted): {why}; run `raidlab resync`; nothing was changed"
+            )));
         }
         Ok(())
     }
@@ -486,15 +500,18 @@ impl Assembly {
             || same_members
                 && (r.old.layout != r.new.layout || r.old.chunk_bytes != r.new.chunk_bytes)
                 && gap * SECTOR >= r.old.chunk_bytes.max(r.new.chunk_bytes);
+        let walks = match r.new.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => reshapes && r.old.level == r.new.level,
+            Level::Raid10 => raid10_walk_supported(&r, gap * SECTOR),
+            _ => false,
+        };
         let supported = !r.backwards
-            && reshapes
-            && r.old.level == r.new.level
+            && walks
             && template.feature_map & feature::NEW_OFFSET != 0
-            && template.new_offset < 0
-            && matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6);
+            && template.new_offset < 0;
         if !supported {
             return Err(refused(
-                "this reshape (a shrink, a level change, more members with a new chunk or layout, or one without a moved data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a shrink, a level change, more members with a new chunk or layout, a RAID 10 new chunk or layout, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self
@@ -516,7 +533,9 @@ impl Assembly {
         }
         let gap_bytes = gap * SECTOR;
         let unit = r.forward_unit();
-        if r.position % unit != 0 {
+        // md's RAID 10 walk records positions inside a chunk too, and takes
+        // any back; its parity walk only whole stripes.
+        if r.new.level != Level::Raid10 && r.position % unit != 0 {
             return Err(refused(format!(
                 "reshape_position {} is not on a stripe boundary of the reshape ({unit} bytes): not a position md or raidlab checkpoints; nothing was changed",
                 r.position
@@ -556,7 +575,8 @@ impl Assembly {
             }
             let a = s.start;
             let mut limit = r.forward_write_limit(gap_bytes, checkpointed);
-            if limit < a + unit.min(s.end - a) {
+            // The next unit boundary (a resumed RAID 10 may start between).
+            if limit < ((a / unit + 1) * unit).min(s.end) {
                 // The step would write where the last checkpoint still
                 // reads: move the checkpoint up to here first.
                 self.reshape_checkpoint(&new_array, a, &mut checkpointed)?;
@@ -651,11 +671,28 @@ impl Assembly {
     }
 }
 
+/// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
+/// down `gap` bytes: more members, the same chunk and layout, near or
+/// offset, and a move the walk never stalls on.
+fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
+    let near_or_offset = match r.new.layout {
+        Layout::Raid10(l) => l.far == 1 || l.offset,
+        _ => false,
+    };
+    r.old.level == Level::Raid10
+        && r.new.level == Level::Raid10
+        && near_or_offset
+        && r.old.layout == r.new.layout
+        && r.old.chunk_bytes == r.new.chunk_bytes
+        && r.new.raid_disks > r.old.raid_disks
+        && gap >= r.forward_min_gap()
+}
+
 /// Sectors free below a member's data for the data to move into, by md's
 /// rule for a new offset: clear of the superblock's first 36 KiB and of the
 /// bad block log (metadata 1.0 keeps its metadata at the end: everything
 /// below the data is free).
-fn room_below_data(sb: &raidlab_md::Superblock) -> u64 {
+pub(super) fn room_below_data(sb: &raidlab_md::Superblock) -> u64 {
     if sb.super_offset >= sb.data_offset {
         return sb.data_offset;
     }

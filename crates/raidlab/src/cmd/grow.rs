@@ -1,7 +1,8 @@
 //! `grow`: one in-place change of an array per run, offline, as mdadm
 //! --grow makes it (the rules are raidlab-raid's `grow`): --size, --bitmap,
-//! --consistency-policy, --raid-devices of a RAID 1, and for a RAID 4/5/6
-//! more --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
+//! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
+//! a RAID 0 and of a RAID 10 (near or offset), and for a RAID 4/5/6 more
+//! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written.
@@ -99,7 +100,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
                 if (req.raid_devices.is_none()
                     || matches!(
                         asm.geometry.level,
-                        Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6
+                        Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6 | Level::Raid10
                     ))
                     && asm.reshape().is_none() =>
             {
@@ -141,7 +142,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
             Some(n)
                 if !matches!(
                     level,
-                    Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6
+                    Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6 | Level::Raid10
                 ) =>
             {
                 return grow_devices(asm, n, &a)
@@ -329,8 +330,8 @@ fn restripe_request(a: &GrowArgs) -> Result<Option<ReshapeRequest>> {
     }))
 }
 
-/// A restripe of a RAID 4/5/6 (more members, a new chunk or layout, RAID 4
-/// to 5 and back): every check first (the devices to add, md's rules for
+/// A restripe of a RAID 0/4/5/6 or 10 (more members; for RAID 0/4/5/6 a
+/// new chunk, for 4/5/6 a new layout, RAID 4 to 5 and back): every check first (the devices to add, md's rules for
 /// the reshape), then the devices go in as spares, the reshape is recorded
 /// in the superblocks and run to its end. A change md makes by takeover
 /// alone (RAID 4 and a RAID 5 in parity-last) only rewrites the

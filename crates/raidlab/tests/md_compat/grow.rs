@@ -28,6 +28,12 @@
 //!   itself and finishes it; its reads then equal raidlab's own
 //!   `--continue` on a copy (the data from before exact);
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl;
+//! * `r10-4to6`, `r10-o2-4to5-killed`: a RAID 10 near=2 of 4
+//!   `--raid-devices 6 --add --add` (md's RAID 10 reshape: the data offset
+//!   moved down, every copy rewritten), read whole and without roles 0 and
+//!   3; and an offset=2 one onto a fifth member stopped part-way by SIGKILL,
+//!   which md carries on from raidlab's checkpoint (read whole and without
+//!   role 1);
 //! * `r1-to-r5`, `r1-to-r5-of-3`: a RAID 1 of two `--level 5` (md's
 //!   takeover: a RAID 5 of two, left-symmetric, 64 KiB chunk, no data
 //!   moved), and the same with `--raid-devices 3 --add` (then restriped),
@@ -53,14 +59,16 @@
 //!
 //! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout`,
 //! `r5-chunk-64to256` and `r1-to-r5-of-3` run only with
-//! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]).
+//! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
+//! the cases so named (of either kind), for working on a few.
 //!
 //! The other way (kind `M`, the same boot): md creates arrays with a 6 MiB
 //! component size on 16 MiB members, writes the pattern, and grows them
 //! (`mdadm --grow --size=max` of a RAID 1 and of a RAID 5 with a bitmap,
 //! `--bitmap=internal`, a RAID 1 `--raid-devices=3 --add`, a RAID 5
 //! `--chunk=256`, a RAID 6 `--layout=right-asymmetric`, a RAID 0 of 2
-//! whole members `--raid-devices=3 --add`, a RAID 1 of 2 `--level=5`),
+//! whole members `--raid-devices=3 --add`, a RAID 1 of 2 `--level=5`, a
+//! RAID 10 near=2 of 4 `--raid-devices=5 --add`),
 //! waiting for its
 //! resync, recovery or reshape; raidlab then finds each clean with every member
 //! active and md's size, checks it with 0 mismatches and reads the data md
@@ -89,6 +97,8 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
     // Whole members: 2 of 16 MiB stay within the pattern's 32 MiB.
     ("md-r0-add", 0, 3, "raid0add"),
     ("md-r1-to-r5", 1, 2, "r1to5"),
+    // A RAID 10 near=2 of 4 onto a fifth member (md's RAID 10 reshape).
+    ("md-r10-add", 10, 5, "raid10add"),
 ];
 
 /// Cases the default run leaves to `RAIDLAB_MDVM_FULL=1`, each covered in
@@ -362,6 +372,26 @@ fn cases() -> Vec<Grown> {
             interrupt: None,
         },
         Grown {
+            name: "r10-4to6",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "6", "--add", "NEW", "--add", "NEW2"],
+            sets: vec![vec![0, 3]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r10-o2-4to5-killed",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K", "--layout", "o2"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW"],
+            sets: vec![vec![1]],
+            interrupt: Some("KILL"),
+        },
+        Grown {
             name: "r5-ppl-again",
             level: 5,
             devices: 3,
@@ -381,8 +411,15 @@ fn cases() -> Vec<Grown> {
 }
 
 /// raidlab creates, fills and grows one case; the members (after the grow),
-/// their size, and raidlab's export of the grown array.
-fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64, Vec<u8>), String> {
+/// their size, raidlab's export of the grown array, and how many of its
+/// first bytes md must read alike: all, except where md carries on a RAID 10
+/// grow raidlab stopped. md's RAID 10 reshape walks only the old size and
+/// leaves the new space as the members had it, to be resynced
+/// (`raid10_finish_reshape`), where raidlab writes zeros: there only the
+/// data from before the grow is md's to read exactly.
+type GrownArray = (Vec<String>, u64, Vec<u8>, u64);
+
+fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String> {
     fs::create_dir_all(dir).unwrap();
     let mut members: Vec<String> = (0..c.devices)
         .map(|i| dir.join(format!("m{i}.img")).to_str().unwrap().to_string())
@@ -491,7 +528,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
         {
             return Err("raidlab's --continue of its stopped reshape reads wrong".into());
         }
-        return Ok((members, grown, want));
+        let exact = if c.level == 10 { size } else { grown };
+        return Ok((members, grown, want, exact));
     }
     let (_, v) = detail_state(&members, &members[0]);
     let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
@@ -514,7 +552,7 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<(Vec<String>, u64,
             ));
         }
     }
-    Ok((members, grown, got))
+    Ok((members, grown, got, grown))
 }
 
 /// Run the grow `a` slowed down, stop it with `signal` (KILL: a crash;
@@ -682,15 +720,19 @@ fn md_assembles_arrays_raidlab_grew() {
     let mut next = PATTERN;
     let mut failures: Vec<String> = Vec::new();
     let mut manifest = String::new();
-    // (name, size, out, sets, raidlab's export)
-    let mut reads: Vec<(String, u64, u64, usize, Vec<u8>)> = Vec::new();
+    // (name, size, out, sets, raidlab's export, bytes md reads alike)
+    let mut reads: Vec<(String, u64, u64, usize, Vec<u8>, u64)> = Vec::new();
     let full = std::env::var_os("RAIDLAB_MDVM_FULL").is_some_and(|v| v != "0");
-    for c in cases()
-        .into_iter()
-        .filter(|c| full || !FULL_ONLY.contains(&c.name))
-    {
+    let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
+        .ok()
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
+    let chosen = |name: &str| match &only {
+        Some(names) => names.iter().any(|n| n == name),
+        None => full || !FULL_ONLY.contains(&name),
+    };
+    for c in cases().into_iter().filter(|c| chosen(c.name)) {
         let dir = work.join(c.name);
-        let (members, size, want) = match raidlab_grown(&c, &dir, &pat) {
+        let (members, size, want, exact) = match raidlab_grown(&c, &dir, &pat) {
             Ok(x) => x,
             Err(e) => {
                 failures.push(format!("{}: {e}", c.name));
@@ -729,13 +771,10 @@ fn md_assembles_arrays_raidlab_grew() {
                 "-"
             }
         ));
-        reads.push((c.name.to_string(), size, out, c.sets.len(), want));
+        reads.push((c.name.to_string(), size, out, c.sets.len(), want, exact));
     }
     let mut md_slots: Vec<(&str, Vec<u64>)> = Vec::new();
-    for &(name, level, n, op) in MD_GROWS
-        .iter()
-        .filter(|g| full || !FULL_ONLY.contains(&g.0))
-    {
+    for &(name, level, n, op) in MD_GROWS.iter().filter(|g| chosen(g.0)) {
         let offs: Vec<u64> = (0..n as u64).map(|i| next + i * BIG).collect();
         next += n as u64 * BIG;
         manifest.push_str(&format!(
@@ -750,7 +789,7 @@ fn md_assembles_arrays_raidlab_grew() {
         Ok(r) => r,
         Err(why) => return skip(&why),
     };
-    for (name, size, out, sets, want) in &reads {
+    for (name, size, out, sets, want, exact) in &reads {
         match res.get(&(name.clone(), "B".to_string())) {
             Some((s, d)) if s == "PASS" => loud(&format!("md_compat: grow: {name}: md PASS {d}")),
             other => failures.push(format!("{name}: md: {other:?}")),
@@ -760,10 +799,11 @@ fn md_assembles_arrays_raidlab_grew() {
         for k in 0..=*sets {
             data.read_exact_at(&mut got, out + k as u64 * stride)
                 .unwrap();
-            if &got != want {
+            let n = *exact as usize;
+            if got[..n] != want[..n] {
                 failures.push(format!(
                     "{name}: md's read {k} (0: complete, then without the sets) differs from raidlab's: {}",
-                    first_diff(&got, want)
+                    first_diff(&got[..n], &want[..n])
                 ));
             }
         }
