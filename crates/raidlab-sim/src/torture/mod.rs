@@ -17,7 +17,9 @@
 //! listed in docs/reliability.md. Members that leave and come back
 //! (`stale.rs`), a cache tier in front (`cache.rs`) and misdirected member
 //! I/O (`faults.rs`) are drawn only when a sweep asks for them. `images.rs`
-//! saves a passed run's final member images for the real md to judge.
+//! saves a passed run's final member images for the real md to judge;
+//! `shrink.rs` cuts a failing run down to the operations that still fail
+//! it; `trace.rs` keeps the events and the run's hash.
 
 mod cache;
 pub mod config;

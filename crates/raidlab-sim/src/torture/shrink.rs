@@ -233,8 +233,9 @@ pub struct Saved {
     /// What the run shows, in a person's words (the gap, or the fix).
     #[serde(default)]
     pub note: String,
-    /// The shrunk run's events when it was saved.
-    #[serde(default)]
+    /// The shrunk run's events when it was saved (written as comments
+    /// above the fields, for a person; not read back).
+    #[serde(skip)]
     pub trace: Vec<String>,
     pub keep: Vec<Mark>,
 }
@@ -254,11 +255,11 @@ impl Saved {
             violation: s.kind.clone(),
             status: Status::Open,
             note: String::new(),
-            trace: s
-                .result
-                .violation
-                .as_ref()
-                .map_or_else(Vec::new, |v| v.trace.clone()),
+            trace: s.result.violation.as_ref().map_or_else(Vec::new, |v| {
+                let mut t = v.trace.clone();
+                t.push(format!("violation at op {}: {}", v.op, v.what));
+                t
+            }),
             keep: s.kept.clone(),
         }
     }
@@ -304,11 +305,19 @@ impl Saved {
         let text =
             toml::to_string(self).map_err(|e| format!("cannot write the run as TOML: {e}"))?;
         let head = format!(
-            "# A torture run shrunk to {} operation(s); replay: raidlab sim torture --script {}\n",
+            "# Torture run {} of seed {} shrunk to {} of its operations (raidlab sim torture --shrink).\n\
+             # Replay: raidlab sim torture --script {}\n\
+             # status: open = it still fails (an engine gap), fixed = it must pass.\n",
+            self.run,
+            self.seed,
             self.keep.len(),
             path.display()
         );
-        std::fs::write(path, head + &text)
+        let mut events = String::from("# Its events when it was saved:\n");
+        for e in &self.trace {
+            events.push_str(&format!("#   {e}\n"));
+        }
+        std::fs::write(path, head + &events + &text)
             .map_err(|e| format!("{}: cannot save the run: {e}", path.display()))
     }
 }
