@@ -40,6 +40,11 @@ fn reshapes_cut_at_random_member_writes_keep_every_byte() {
             "no run asked for {k}"
         );
     }
+    let raid10 = runs
+        .iter()
+        .filter(|r| r.label.starts_with("raid10"))
+        .count();
+    assert!(raid10 >= 10, "only {raid10} RAID 10 grows in 100 runs");
     assert!(cuts >= 80, "only {cuts} cuts in 100 runs");
     assert!(died > 0, "no member died in 100 runs");
     assert_eq!(passed, 100, "only {passed} of 100 runs passed");

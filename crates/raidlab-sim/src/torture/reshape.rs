@@ -1,7 +1,7 @@
 //! Reshapes under power cuts and member failures (issue 36), from a seed:
 //! raidlab's own `grow` (more members, a new chunk or layout, RAID 4 to 5
 //! and back; a RAID 0's more members or chunk, through md's RAID 4 without
-//! parity) run on in-memory members with volatile write caches, the power
+//! parity; a RAID 10 near or offset onto more members) run on in-memory members with volatile write caches, the power
 //! cut after a random number of member writes (each member's unflushed
 //! writes kept, dropped or torn), the members assembled again from their
 //! superblocks and the reshape carried on, up to three cuts a run; after a
@@ -32,6 +32,10 @@ use std::sync::Arc;
 
 /// This family's own random stream: the main sweep's runs keep their draws.
 const RESHAPE_STREAM: u64 = 0x2e5a_9e00_5eed_0036;
+/// The stream that makes one parity-level run in five a RAID 10 growing
+/// onto more members: the other runs (the RAID 0 ones the tests name among
+/// them) keep the draws they had before RAID 10 came in.
+const RAID10_STREAM: u64 = 0x2e5a_9e10_5eed_0010;
 /// Each member's size: metadata 1.1/1.2 put the data 1 MiB in, leaving
 /// about 1 MiB of data and almost 1 MiB of room below it to move into.
 const MEMBER_BYTES: u64 = 2 << 20;
@@ -109,6 +113,8 @@ struct Change {
 struct Setup {
     level: Level,
     layout: ParityLayout,
+    /// A RAID 10's layout (near or offset; md does not reshape far).
+    raid10: Option<Layout>,
     chunk: u64,
     members: usize,
     metadata: MetadataVersion,
@@ -218,10 +224,40 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
     Setup {
         level,
         layout,
+        raid10: None,
         chunk,
         members,
         metadata,
         change,
+    }
+}
+
+/// One parity-level run in five (from its own stream): a RAID 10 in the
+/// near or offset layout onto one or two more members, the only RAID 10
+/// restripe raidlab does (md's `raid10_check_reshape`).
+fn draw_raid10(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    if s.level == Level::Raid0 || !rng.gen_ratio(1, 5) {
+        return s;
+    }
+    let name = ["n2", "n3", "o2"][rng.gen_range(0..3)];
+    let Ok(layout) = Layout::parse(Level::Raid10, Some(name)) else {
+        return s;
+    };
+    let members = rng.gen_range(4..=5);
+    let add = rng.gen_range(1..=2);
+    Setup {
+        level: Level::Raid10,
+        raid10: Some(layout),
+        members,
+        change: Change {
+            req: ReshapeRequest {
+                raid_devices: Some(members + add),
+                ..ReshapeRequest::default()
+            },
+            spares: add,
+            then_raid4: false,
+        },
+        ..s
     }
 }
 
@@ -287,11 +323,16 @@ fn judge(got: &[u8], data: &[u8], when: &str) -> Result<(), String> {
 pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RESHAPE_STREAM);
     let s = draw(&mut rng);
+    let s = draw_raid10(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_STREAM),
+    );
     let label = format!(
         "{} of {} ({}, {}K, {:?}): {:?}",
         s.level.name(),
         s.members,
-        s.layout.name(),
+        s.raid10
+            .map_or_else(|| s.layout.name().to_string(), |l| l.to_string()),
         s.chunk >> 10,
         s.metadata,
         s.change.req
@@ -357,10 +398,10 @@ fn attempt(
     let devs = rig.devices(cut_seed);
     let spec = CreateSpec {
         level: s.level,
-        layout: if s.level == Level::Raid0 {
-            Layout::Plain
-        } else {
-            Layout::Parity(s.layout)
+        layout: match (s.level, s.raid10) {
+            (Level::Raid0, _) => Layout::Plain,
+            (_, Some(l)) => l,
+            _ => Layout::Parity(s.layout),
         },
         chunk_bytes: s.chunk,
         spares: 0,
