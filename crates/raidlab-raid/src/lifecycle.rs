@@ -137,12 +137,12 @@ impl Started {
         // A degraded array whose members left still hold copies or parity
         // to compare is resynced too, as md resyncs a dirty degraded mirror:
         // after a crash its copies may differ, and reads would then depend
-        // on the copy read. Not while a member is being rebuilt: its rebuilt
-        // part is not among what the resync compares, so the rebuild must
-        // not resume as if the array were consistent.
-        let resyncable = |asm: &Assembly| {
-            asm.missing().is_empty() || (asm.rebuilding().is_empty() && asm.resync_can_compare())
-        };
+        // on the copy read. Also while a member is being rebuilt, before its
+        // rebuild resumes (md resyncs after it): a member failing before
+        // that resync would otherwise flip what a stripe written at the
+        // crash reads as. The resync takes the rebuild back over what it may
+        // rewrite (`Assembly::resync`).
+        let resyncable = |asm: &Assembly| asm.missing().is_empty() || asm.resync_can_compare();
         if opts.write && opts.resync_unclean && redundant && !was_clean && resyncable(&asm) {
             // A member taken out mid-way may leave nothing to compare: then
             // the array runs degraded and unclean, md's write hole.

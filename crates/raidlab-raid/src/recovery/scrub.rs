@@ -29,6 +29,7 @@ impl Assembly {
                 "the array is already in sync (clean): nothing to resync; use `raidlab check` to verify it",
             ));
         }
+        self.rewind_rebuilds()?;
         let start = self
             .members
             .iter()
@@ -427,6 +428,67 @@ impl Assembly {
 }
 
 impl Assembly {
+    /// Before a resync that leaves out members being rebuilt (they are not
+    /// among what it compares or rewrites): what they rebuilt before an
+    /// unclean stop may lack writes that were in flight, and the resync may
+    /// then settle those stripes on other contents. Their rebuild goes back
+    /// to the first member byte the resync may rewrite (the bitmap's first
+    /// dirty chunk; the start without a bitmap), recorded before the resync
+    /// marks the array clean, so a crash between the two never leaves a
+    /// rebuilt part that disagrees with a clean array. md resyncs after the
+    /// recovery instead, so a second failure before that resync can flip a
+    /// read between the old and the new contents; this order closes it at
+    /// the cost of rebuilding the dirty part again.
+    fn rewind_rebuilds(&mut self) -> Result<()> {
+        let rebuilding = self.rebuilding();
+        if rebuilding.is_empty() {
+            return Ok(());
+        }
+        let unit = self.geometry.chunk_bytes.max(PAGE as u64);
+        let mut changed = false;
+        for (index, slot) in rebuilding {
+            let Some(from) = self.resync_reaches(slot) else {
+                continue;
+            };
+            let from = from / unit * unit / SECTOR;
+            let m = &mut self.members[index];
+            if m.sb.recovery_offset > from {
+                m.sb.recovery_offset = from;
+                changed = true;
+            }
+        }
+        if changed {
+            self.commit(|_| {})?;
+        }
+        Ok(())
+    }
+
+    /// The lowest byte of role `slot`'s data area a resync may rewrite, or
+    /// `None` when it rewrites nothing there (a bitmap with no dirty chunk).
+    fn resync_reaches(&self, slot: usize) -> Option<u64> {
+        let Some(b) = self.bitmap.as_ref() else {
+            return Some(0);
+        };
+        let mut ranges = b.dirty_ranges();
+        if super::member_indexed_bitmap(self.geometry.level) {
+            return ranges.next().map(|(sector, _)| sector * SECTOR);
+        }
+        // RAID 10's bitmap counts array sectors: a dirty range's copies on
+        // this role may lie anywhere (the far copies in the member's second
+        // part), so every run is mapped.
+        let total = self.geometry.array_bytes();
+        ranges
+            .flat_map(|(sector, len)| {
+                let at = (sector * SECTOR).min(total);
+                let n = (len * SECTOR).min(total - at);
+                self.geometry.mirror_runs(at, n).collect::<Vec<_>>()
+            })
+            .flat_map(|(_, _, locs)| locs)
+            .filter(|l| l.member == slot)
+            .map(|l| l.offset)
+            .min()
+    }
+
     /// Whether a resync has anything to compare now: complete, or degraded
     /// with some redundancy left (a RAID 1 or 10 copy, RAID 6's second
     /// parity). See [`Assembly::check_scrubbable`].
