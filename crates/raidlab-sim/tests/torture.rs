@@ -18,29 +18,15 @@ use raidlab_sim::torture::{run_one, sweep, Options, Plant, Sweep};
 const CI_RUNS: u64 = 1500;
 
 /// Runs of the CI sweep that fail on an engine gap found and not fixed yet
-/// (docs/reliability.md, "Known open gaps"). All came in when power cuts
-/// while a role is troubled joined the sweep; none is triaged yet. Any other
+/// (docs/reliability.md, "Known open gaps"). Any other
 /// failing run fails the test, and so does one of these once it passes (the
 /// list must then shrink).
 /// (Runs 339 and 1211 left the list: shrunk to 5 and 3 operations by
 /// `--shrink`, they showed the model's gap, not the engine's; see
-/// tests/regressions/seed-1-run-1211.toml.)
-const KNOWN_OPEN: &[u64] = &[
-    // RAID 6, bitmap, hot spares, write errors then a power cut with that
-    // member recorded faulty and a spare taken in: the dirty degraded array
-    // is started forced and resumes the rebuild (no resync first, as md's
-    // recovery comes first), so a stripe written at the cut keeps parity
-    // that disagrees with its data; once a second member fails, a read
-    // rebuilt from it differs from what was read right after the cut. Not
-    // triaged: md's write hole may reach this far (the model allows any
-    // value in such a stripe only at the cut). Seen since a write that fails
-    // a member is acknowledged only once the superblocks record it (runs
-    // 715, 848 and 1032 pass since).
-    321,
-    // RAID 10 far=2 bitmap, latent errors, power cuts, a member fails: a
-    // read returns wrong data.
-    1021,
-];
+/// tests/regressions/seed-1-run-1211.toml. Runs 321 and 1021 left it when
+/// a dirty start learnt to resync before a rebuild resumes; see
+/// tests/regressions/seed-1-run-321.toml.) Empty now.
+const KNOWN_OPEN: &[u64] = &[];
 
 fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
@@ -193,28 +179,10 @@ fn replaces_replay_exactly() {
 /// of the test build's CPU.
 const STALE_RUNS: u64 = 750;
 
-/// Runs of the stale-member sweep that fail on the known open gaps above,
-/// not on the member that left (each trace shows the member back, rebuilt
-/// and checked clean before the failure starts).
-const KNOWN_OPEN_STALE: &[u64] = &[
-    // RAID 6 resync, stripe cache on, a power cut and a forced start: 16
-    // flushed sectors lost. Not triaged; the member that came back was
-    // rebuilt and checked clean long before (the forced start is the
-    // common part with KNOWN_OPEN's 321).
-    736,
-    // RAID 10 near=2 resync, seen since replace is drawn (a replace at op
-    // 6 completes right; it only moved the draws). At the power cut of op
-    // 64 a hot spare (mem5, added at op 44) has stepped into role 1 and
-    // was never rebuilt: the assembly shows it Rebuilding, so the start
-    // runs no resync (the rebuild comes first, as in md) and the in-sync
-    // copies keep differing where writes were in flight (the check after
-    // the cut: 56 mismatched sectors, not asserted with a role in
-    // trouble); once role 2's member leaves and is rebuilt, a read returns
-    // wrong data. KNOWN_OPEN's 321 shape on mirrors; run 860 of the
-    // 1,500-run release sweep (RAID 1) and KNOWN_OPEN_CACHE's 1237 are
-    // the same.
-    641,
-];
+/// Runs of the stale-member sweep that fail on a known open gap, not on the
+/// member that left: none since a dirty start resyncs before a rebuild
+/// resumes (641 was the last).
+const KNOWN_OPEN_STALE: &[u64] = &[];
 
 /// Members that leave (every I/O fails) and come back with what they held,
 /// in a sweep of their own (seed 1, `--stale-members`): no violation but
@@ -258,36 +226,10 @@ const CACHE_RUNS: u64 = 750;
 
 /// Runs of the cache-tier sweep (seed 1, release sweep of 1,500) that fail
 /// on a gap found and not fixed yet (docs/reliability.md, "Known open
-/// gaps"); the CI sweep checks those below its run count.
-const KNOWN_OPEN_CACHE: &[u64] = &[
-    // RAID 6 resync, stripe cache on, write-through cache over the array:
-    // power cuts on the degraded array, each started forced (dirty and
-    // degraded), leave stripes whose P and Q disagree (md's write hole);
-    // after the cuts at ops 76 and 92 a read of the whole array already
-    // answers such a stripe differently from reads of 8 KiB pieces, and
-    // once a second member fails (op 98) a read rebuilt from Q differs
-    // from what was read right after the cut (KNOWN_OPEN's 321, the same
-    // shape).
-    736,
-    // No cache drawn: the run is the one without --cache-tier, and fails
-    // as KNOWN_OPEN's 1021 does.
-    1021,
-    // RAID 6 bitmap, write-around cache over the array, a member failed and
-    // latent errors on another: after a cut and a forced start the array
-    // answers byte 495616 (a stripe in md's write hole) one way to reads
-    // in the cache's 16 KiB pieces and another to a read that also covers
-    // array bytes 450560..458752, where the other member's bad-block list
-    // has a range: the plan leaves that member out for the whole request
-    // (`BadBlocks::avoiding`), so the far stripe is rebuilt from Q, not P.
-    // The write-back's read of the origin alone then differs from the model.
-    1414,
-    // RAID 10 offset=2 resync, seen since replace is drawn (a replace at
-    // op 1, cut mid-copy and resumed, completes right): at the power cut
-    // of op 81 a hot spare has stepped into role 2 and was never rebuilt,
-    // the start runs no resync, the check finds 80 mismatched sectors and
-    // a read at op 98 returns wrong data: KNOWN_OPEN_STALE's 641 shape.
-    1237,
-];
+/// gaps"): none since a dirty start resyncs before a rebuild resumes (736,
+/// 1021, 1237 and 1414 were the last); the CI sweep checks those below its
+/// run count.
+const KNOWN_OPEN_CACHE: &[u64] = &[];
 
 fn cache_opts(runs: u64) -> Options {
     Options {
