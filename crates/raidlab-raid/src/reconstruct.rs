@@ -44,13 +44,18 @@ pub fn combine_parity(
     let c = chunk as usize;
     let first = pos / chunk;
     let len = out.len();
-    let rows = (len as u64).div_ceil(chunk) as usize;
+    // Rows end at chunk boundaries of the member, not `chunk` bytes from
+    // `pos`: a range that starts inside a chunk (a write's piece rewritten
+    // around a bad block) has a short first row, and the bytes after it
+    // belong to the next stripe, whose parity sits elsewhere.
+    let skip = (pos % chunk) as usize;
+    let rows = (skip + len).div_ceil(c);
     let engine = raidlab_parity::selected();
     let dd = geo.data_disks();
     let mut spare_p: Vec<u8> = Vec::new();
     for r in 0..rows {
         let map = geo.stripe(first + r as u64);
-        let range = r * c..((r + 1) * c).min(len);
+        let range = (r * c).saturating_sub(skip)..((r + 1) * c - skip).min(len);
         let chunk_of = |m: usize| bufs[m].as_ref().map(|b| &b[range.clone()]);
         let lost: Vec<usize> = (0..dd)
             .filter(|&i| chunk_of(map.data[i]).is_none())
