@@ -172,6 +172,12 @@ fn a_failed_rewrite_is_listed_and_the_member_stays() {
         .unwrap();
     let now = array.bad_block_lists().get().expect("listed at once");
     assert!(now.hit(role, 4096, 4096).is_some());
+    // md lists the unit that failed, not all the read rewrote: the rest of
+    // the member is read (and checked) as before.
+    assert!(
+        now.hit(role, 0, 4096).is_none() && now.hit(role, 8192, 56 << 10).is_none(),
+        "only the page that failed is listed: {now:?}"
+    );
     // The member's bytes there go bad; the array does not read them.
     vols[1].clear_faults();
     vols[1].corrupt_stored(at, 4096).unwrap();

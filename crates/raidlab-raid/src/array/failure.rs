@@ -296,10 +296,33 @@ impl Array {
                 Ok(())
             }
             Err(_) if self.bad_blocks.can_list(role) => {
-                // md lists the range in the member's bad-block log and keeps
-                // the member (it fails it only when the log cannot take it,
-                // which the owner finds when it writes the log).
-                for (at, n) in written {
+                // md lists what it could not correct in the member's
+                // bad-block log, one stripe unit (a page) at a time, and
+                // keeps the member (it fails it only when the log cannot
+                // take it, which the owner finds when it writes the log).
+                // Listing the whole rewrite would leave the member unread
+                // over all of it, and its other blocks unchecked by a scrub.
+                let probe = |p: &Plan, back: &mut [u8]| run(p, back);
+                let failing = failing_pages(&plan, role, &data, probe);
+                // What read back right after the rewrite is good now.
+                for (start, n) in written {
+                    let (mut at, end) = (start, start + n);
+                    // `failing` is in order: each range ends where the next
+                    // good part begins.
+                    for &(f, fl) in &failing {
+                        if f >= end || f + fl <= at {
+                            continue;
+                        }
+                        if f > at {
+                            self.bad_blocks.made_good(role, at, f - at);
+                        }
+                        at = at.max(f + fl);
+                    }
+                    if at < end {
+                        self.bad_blocks.made_good(role, at, end - at);
+                    }
+                }
+                for (at, n) in failing {
                     self.bad_blocks.listed(role, at, n);
                 }
                 Ok(())
@@ -316,6 +339,55 @@ impl Array {
 
 /// A plan that reads back, into the same places of the caller's buffer,
 /// everything `plan` writes.
+/// The pages of `role`'s writes in `plan` (a rewrite from redundancy that
+/// failed somewhere) that do not read back as `data` holds them: unreadable,
+/// or different. Each page is read on its own, so one bad sector costs its
+/// page, not the whole rewrite. Adjacent pages come merged, in order.
+fn failing_pages(
+    plan: &Plan,
+    role: usize,
+    data: &[u8],
+    run: impl Fn(&Plan, &mut [u8]) -> Result<()>,
+) -> Vec<(u64, u64)> {
+    const PAGE: u64 = 4096;
+    let mut back = vec![0u8; data.len()];
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for w in plan.writes().filter(|w| w.member == role) {
+        let mut k = 0;
+        while k < w.length {
+            let n = (PAGE - (w.offset + k) % PAGE).min(w.length - k);
+            let at = w.buf.offset + k as usize;
+            let op = crate::plan::MemberOp {
+                kind: IoKind::Read,
+                offset: w.offset + k,
+                length: n,
+                buf: crate::plan::Slice {
+                    offset: at,
+                    len: n as usize,
+                    ..w.buf
+                },
+                ..*w
+            };
+            let one = Plan {
+                space: crate::plan::Space::Data,
+                steps: vec![crate::plan::Step::Io(vec![op])],
+                scratch: Vec::new(),
+                locks: Vec::new(),
+            };
+            let r = at..at + n as usize;
+            let good = run(&one, &mut back).is_ok() && back.get(r.clone()) == data.get(r);
+            if !good {
+                match out.last_mut() {
+                    Some(last) if last.0 + last.1 == w.offset + k => last.1 += n,
+                    _ => out.push((w.offset + k, n)),
+                }
+            }
+            k += n;
+        }
+    }
+    out
+}
+
 fn read_back(plan: &Plan) -> Plan {
     let reads = plan
         .writes()
