@@ -14,6 +14,7 @@
 //! RAID 0 one; `reshape` reads an array md stopped mid-reshape.
 
 mod bad_blocks;
+mod bitmap_copy;
 mod create;
 mod create_zoned;
 mod logs;
@@ -294,23 +295,7 @@ impl Assembly {
             m.sb.max_dev = reference.max_dev;
             m.sb.dev_roles = reference.dev_roles.clone();
         }
-        let bitmap = match slots.iter().flatten().next() {
-            Some(&i)
-                if reference.feature_map & raidlab_md::superblock::feature::BITMAP_OFFSET != 0 =>
-            {
-                let m: &Member = &members[i];
-                let mut bm = Bitmap::read_from(m.device.volume.as_ref(), &m.sb)
-                    .map_err(|e| e.on_device(m.device.path.clone()))?;
-                if let Some(b) = bm.as_mut().filter(|b| b.is_stale(&reference)) {
-                    // md: an out-of-date bitmap means a full resync.
-                    for c in 0..b.chunks() {
-                        let _ = b.set(c);
-                    }
-                }
-                bm
-            }
-            _ => None,
-        };
+        let bitmap = bitmap_copy::assembled(&members, &slots, &reference)?;
         let asm = Assembly {
             geometry,
             uuid: reference.set_uuid,

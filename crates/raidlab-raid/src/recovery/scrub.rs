@@ -593,9 +593,29 @@ impl Assembly {
             .enumerate()
             .map(|(r, m)| r != role && m.is_some())
             .collect();
-        let plan = BadBlocks::rebuild_plan(bad, &self.geometry, &live, role, pos, n, role)?;
         let mut out = vec![0u8; n as usize];
-        run_plan(self.executor().as_ref(), &plan, &members, &mut out)?;
+        // Around a source that fails to read too, where the level allows it
+        // (RAID 6 with two unreadable blocks in a stripe rebuilds both from
+        // the other two, as md's sync does); otherwise a second latent error
+        // would fail the whole resync and take `role`'s member out.
+        BadBlocks::rebuild_around(
+            bad,
+            &self.geometry,
+            &live,
+            role,
+            pos,
+            n,
+            role,
+            |plan| {
+                run_failed(
+                    self.executor().as_ref(),
+                    &plan,
+                    &members,
+                    UserBuf::Read(&mut out),
+                )
+            },
+            |_| {},
+        )?;
         Ok(out)
     }
 
