@@ -553,6 +553,18 @@ impl Rig {
         let lost_pages = self.latent_pages(&asm);
         let forced = self.start_after_cut(asm, write_hole)?;
         self.counts.restarts += 1;
+        // A member the start takes out (a write of its resync fails, and
+        // without a bad-block log to list it md fails the member too) leaves
+        // the rest of the resync degraded: the same hole.
+        let write_hole = write_hole
+            || (self.cfg.has_parity()
+                && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap)
+                && {
+                    let s = self.started_mut();
+                    let mut now = s.asm.missing();
+                    now.extend(s.array.failed_members());
+                    now.iter().any(|r| !missing.contains(r))
+                });
         if write_hole {
             // md's write hole: a stripe being written when the power went,
             // on an array with no redundancy left, may hold anything.
