@@ -103,6 +103,21 @@ fn bitmap_array(name: &str, level: Level) -> Vec<Device> {
     devs
 }
 
+/// `devs` assembled and started for writing as `serve` starts them after a
+/// crash: resynced if unclean, `force`d past md's dirty-degraded refusal.
+fn start_resyncing(devs: &[Device], force: bool) -> Started {
+    Started::start(
+        Assembly::assemble(devs.to_vec()).unwrap(),
+        StartOptions {
+            write: true,
+            resync_unclean: true,
+            force,
+            ..StartOptions::default()
+        },
+    )
+    .unwrap()
+}
+
 /// Start `devs` for writing, write 8 KiB at array byte `at`, stop cleanly.
 fn write_and_stop(devs: &[Device], at: u64) {
     let asm = Assembly::assemble(devs.to_vec()).unwrap();
@@ -180,17 +195,7 @@ fn a_crashed_degraded_mirror_with_two_copies_left_is_resynced_at_start() {
         })
         .collect();
     common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
-    let open = |devs: &[Device]| {
-        Started::start(
-            Assembly::assemble(devs.to_vec()).unwrap(),
-            StartOptions {
-                write: true,
-                resync_unclean: true,
-                ..StartOptions::default()
-            },
-        )
-        .unwrap()
-    };
+    let open = |devs: &[Device]| start_resyncing(devs, false);
     // r2 is left out; the power goes during a write that reached r0 only.
     let started = open(&devs[..2]);
     started.array.write_at(&[0x11; 8192], MIB).unwrap();
@@ -384,17 +389,8 @@ fn a_crash_during_a_rebuild_resyncs_first_and_rebuilds_the_dirty_part_again() {
         area.write_at(&held, M).unwrap();
         drop(s);
 
-        let started = Started::start(
-            Assembly::assemble(devs.clone()).unwrap(),
-            StartOptions {
-                write: true,
-                resync_unclean: true,
-                // RAID 6 is dirty and degraded: md refuses it unforced.
-                force: level == Level::Raid6,
-                ..StartOptions::default()
-            },
-        )
-        .unwrap();
+        // RAID 6 is dirty and degraded: md refuses it unforced.
+        let started = start_resyncing(&devs, level == Level::Raid6);
         assert!(
             started.report.resync.is_some(),
             "{label}: resynced at start"
@@ -504,15 +500,7 @@ fn a_resync_rebuilds_two_unreadable_pages_of_one_raid6_stripe() {
     let page = off + 2 * (64 << 10) + 8192;
     faults[1].fail_reads(page..page + 4096);
     faults[2].fail_reads(page + 512..page + 4096);
-    let started = Started::start(
-        Assembly::assemble(devs.clone()).unwrap(),
-        StartOptions {
-            write: true,
-            resync_unclean: true,
-            ..StartOptions::default()
-        },
-    )
-    .unwrap();
+    let started = start_resyncing(&devs, false);
     let resync = started.report.resync.as_ref().expect("resynced at start");
     assert!(resync.read_errors_fixed >= 2, "{resync:?}");
     assert!(

@@ -302,25 +302,11 @@ impl Array {
                 // take it, which the owner finds when it writes the log).
                 // Listing the whole rewrite would leave the member unread
                 // over all of it, and its other blocks unchecked by a scrub.
-                let probe = |p: &Plan, back: &mut [u8]| run(p, back);
-                let failing = failing_pages(&plan, role, &data, probe);
-                // What read back right after the rewrite is good now.
-                for (start, n) in written {
-                    let (mut at, end) = (start, start + n);
-                    // `failing` is in order: each range ends where the next
-                    // good part begins.
-                    for &(f, fl) in &failing {
-                        if f >= end || f + fl <= at {
-                            continue;
-                        }
-                        if f > at {
-                            self.bad_blocks.made_good(role, at, f - at);
-                        }
-                        at = at.max(f + fl);
-                    }
-                    if at < end {
-                        self.bad_blocks.made_good(role, at, end - at);
-                    }
+                let failing = failing_pages(&plan, role, &data, run);
+                // What read back right after the rewrite is good now; the
+                // pages that did not are listed again after it.
+                for (at, n) in written {
+                    self.bad_blocks.made_good(role, at, n);
                 }
                 for (at, n) in failing {
                     self.bad_blocks.listed(role, at, n);
@@ -337,8 +323,6 @@ impl Array {
     }
 }
 
-/// A plan that reads back, into the same places of the caller's buffer,
-/// everything `plan` writes.
 /// The pages of `role`'s writes in `plan` (a rewrite from redundancy that
 /// failed somewhere) that do not read back as `data` holds them: unreadable,
 /// or different. Each page is read on its own, so one bad sector costs its
@@ -349,7 +333,8 @@ fn failing_pages(
     data: &[u8],
     run: impl Fn(&Plan, &mut [u8]) -> Result<()>,
 ) -> Vec<(u64, u64)> {
-    const PAGE: u64 = 4096;
+    // md's stripe unit, the page a resync's repair also works in.
+    const PAGE: u64 = crate::recovery::SCRUB_PAGE as u64;
     let mut back = vec![0u8; data.len()];
     let mut out: Vec<(u64, u64)> = Vec::new();
     for w in plan.writes().filter(|w| w.member == role) {
@@ -357,8 +342,7 @@ fn failing_pages(
         while k < w.length {
             let n = (PAGE - (w.offset + k) % PAGE).min(w.length - k);
             let at = w.buf.offset + k as usize;
-            let op = crate::plan::MemberOp {
-                kind: IoKind::Read,
+            let page = crate::plan::MemberOp {
                 offset: w.offset + k,
                 length: n,
                 buf: crate::plan::Slice {
@@ -368,14 +352,9 @@ fn failing_pages(
                 },
                 ..*w
             };
-            let one = Plan {
-                space: crate::plan::Space::Data,
-                steps: vec![crate::plan::Step::Io(vec![op])],
-                scratch: Vec::new(),
-                locks: Vec::new(),
-            };
             let r = at..at + n as usize;
-            let good = run(&one, &mut back).is_ok() && back.get(r.clone()) == data.get(r);
+            let good =
+                run(&reads_of([&page]), &mut back).is_ok() && back.get(r.clone()) == data.get(r);
             if !good {
                 match out.last_mut() {
                     Some(last) if last.0 + last.1 == w.offset + k => last.1 += n,
@@ -388,9 +367,17 @@ fn failing_pages(
     out
 }
 
+/// A plan that reads back, into the same places of the caller's buffer,
+/// everything `plan` writes.
 fn read_back(plan: &Plan) -> Plan {
-    let reads = plan
-        .writes()
+    reads_of(plan.writes())
+}
+
+/// A plan of one step that reads what the write operations `writes` write,
+/// into the same places of the caller's buffer.
+fn reads_of<'a>(writes: impl IntoIterator<Item = &'a crate::plan::MemberOp>) -> Plan {
+    let reads = writes
+        .into_iter()
         .map(|w| crate::plan::MemberOp {
             kind: IoKind::Read,
             ..*w

@@ -444,13 +444,12 @@ impl Assembly {
         if rebuilding.is_empty() {
             return Ok(());
         }
-        let unit = self.geometry.chunk_bytes.max(PAGE as u64);
         let mut changed = false;
         for (index, slot) in rebuilding {
             let Some(from) = self.resync_reaches(slot) else {
                 continue;
             };
-            let from = from / unit * unit / SECTOR;
+            let from = align_down(&self.geometry, from) / SECTOR;
             let m = &mut self.members[index];
             if m.sb.recovery_offset > from {
                 m.sb.recovery_offset = from;
@@ -481,7 +480,7 @@ impl Assembly {
             .flat_map(|(sector, len)| {
                 let at = (sector * SECTOR).min(total);
                 let n = (len * SECTOR).min(total - at);
-                self.geometry.mirror_runs(at, n).collect::<Vec<_>>()
+                self.geometry.mirror_runs(at, n)
             })
             .flat_map(|(_, _, locs)| locs)
             .filter(|l| l.member == slot)
