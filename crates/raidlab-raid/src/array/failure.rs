@@ -333,8 +333,10 @@ fn failing_pages(
     data: &[u8],
     run: impl Fn(&Plan, &mut [u8]) -> Result<()>,
 ) -> Vec<(u64, u64)> {
-    // md's stripe unit, the page a resync's repair also works in.
-    const PAGE: u64 = crate::recovery::SCRUB_PAGE as u64;
+    // md's stripe unit (the page recovery's repair works in too; not
+    // imported from there, which would make `array` and `recovery` import
+    // each other).
+    const PAGE: u64 = 4096;
     let mut back = vec![0u8; data.len()];
     let mut out: Vec<(u64, u64)> = Vec::new();
     for w in plan.writes().filter(|w| w.member == role) {
