@@ -20,7 +20,7 @@
 
 use super::model::SECTOR;
 use super::run::{Member, Outcome, Rig};
-use super::trace::fnv;
+use super::trace::digest;
 use raidlab_cache::format::Layout;
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId, Policy};
 use raidlab_core::{Layer, Result, SharedClock, Volume};
@@ -413,7 +413,7 @@ impl Rig {
         origin
             .read_at(&mut got, 0)
             .map_err(|e| format!("read of the origin alone after the write-back: {e}"))?;
-        self.note(format!("origin alone: {:016x}", fnv(&got)));
+        self.note(format!("origin alone: {:016x}", digest(&got)));
         match self.model.first_difference(&got, 0) {
             None => Ok(()),
             Some(i) => Err(format!(

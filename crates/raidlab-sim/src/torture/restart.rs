@@ -10,7 +10,7 @@
 use super::config::Policy;
 use super::model::SECTOR;
 use super::run::{quiet, Outcome, Plant, Rig};
-use super::trace::fnv;
+use super::trace::digest;
 use raidlab_core::{ErrorKind, Volume};
 use raidlab_layout::Level;
 use raidlab_md::MetadataVersion;
@@ -651,7 +651,7 @@ impl Rig {
                 }
             ));
         }
-        self.note(format!("after the cut: contents {:016x}", fnv(&got)));
+        self.note(format!("after the cut: contents {:016x}", digest(&got)));
         self.model.settle(&got);
         self.check(false)
     }

@@ -8,7 +8,7 @@ use super::cache::{Tier, CACHE_STREAM};
 use super::config::{Config, Policy};
 use super::model::{Model, SECTOR};
 use super::shrink::Script;
-use super::trace::{fnv, TRACE};
+use super::trace::{digest, TRACE};
 use super::{run_seed, Counts, Options, RunResult, Violation};
 use raidlab_core::clock::ManualClock;
 use raidlab_core::{ErrorKind, SharedClock, Volume};
@@ -533,7 +533,7 @@ impl Rig {
         self.note(format!(
             "read {off}+{len}: {}",
             r.as_ref()
-                .map_or_else(|e| e.to_string(), |_| format!("{:016x}", fnv(&got)))
+                .map_or_else(|e| e.to_string(), |_| format!("{:016x}", digest(&got)))
         ));
         match r {
             Ok(()) => match self.model.first_difference(&got, off) {
