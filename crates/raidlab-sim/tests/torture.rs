@@ -175,6 +175,21 @@ fn replaces_replay_exactly() {
     assert!(replaces >= 10, "only {replaces} replaces in 40 runs");
 }
 
+/// A run's member requests are the same on every replay, a copy stopped
+/// mid-way included: its readers read no step ahead of its writer (they did,
+/// and run 60's RAID 1 copy read one to three member ranges more or fewer
+/// from replay to replay, so the sweep's totals changed from one machine,
+/// or one moment, to the next).
+#[test]
+fn member_request_counts_replay_exactly() {
+    let first = raidlab_sim::torture::run_with(1, 60, 120, None, None, true);
+    assert!(first.counts.replaces > 0, "run 60 no longer replaces a member");
+    for _ in 0..8 {
+        let again = raidlab_sim::torture::run_with(1, 60, 120, None, None, true);
+        assert_eq!(again.counts.member_ios, first.counts.member_ios);
+    }
+}
+
 /// Runs of the stale-member sweep (members leave and come back): about 20 s
 /// of the test build's CPU.
 const STALE_RUNS: u64 = 750;

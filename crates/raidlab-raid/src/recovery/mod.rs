@@ -20,6 +20,7 @@
 //! is the live one, `Array::recovery_step`).
 
 mod compare;
+mod gate;
 mod report;
 mod scrub;
 
@@ -58,6 +59,7 @@ use crate::exec::{member_compute, Executor, Members, UserBuf};
 use crate::long_run::LongRun;
 use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
+use gate::Gate;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::{Geometry, Level, Location};
@@ -91,6 +93,11 @@ pub struct RunOptions {
     /// The clock `max_rate` paces against (the system's when `None`; tests
     /// give a virtual one, so pacing is checked exactly).
     pub clock: Option<SharedClock>,
+    /// Let a rebuild's readers run ahead of its writer (on by default: the
+    /// reads of the next step overlap this step's write). Off, each step is
+    /// read only once the writer wants it, so the member requests of a run
+    /// do not depend on thread timing (deterministic simulation).
+    pub read_ahead: bool,
 }
 
 impl Default for RunOptions {
@@ -103,6 +110,7 @@ impl Default for RunOptions {
             stop: None,
             force: false,
             clock: None,
+            read_ahead: true,
         }
     }
 }
@@ -248,6 +256,8 @@ impl Assembly {
                 // Each range starts its own readers; the last one's stop
                 // signal must not stop them.
                 quit.store(false, Ordering::Relaxed);
+                let gate = Gate::new(opts.read_ahead);
+                let gate = &gate;
                 let outcome: Result<()> = std::thread::scope(|s| {
                     // Each step's contents go to the writer with the write its plan ends in.
                     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>, Plan)>>(1);
@@ -289,6 +299,7 @@ impl Assembly {
                                 let mine =
                                     LongRun::steps(start..total, step).skip(w).step_by(workers);
                                 for at in mine.map(|s| s.start) {
+                                    gate.wait(at);
                                     if quit.load(Ordering::Relaxed) {
                                         break;
                                     }
@@ -334,6 +345,7 @@ impl Assembly {
                             let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                             s.spawn(move || {
                                 for s in LongRun::steps(start..total, step) {
+                                    gate.wait(s.start);
                                     if quit.load(Ordering::Relaxed) {
                                         break;
                                     }
@@ -354,6 +366,7 @@ impl Assembly {
                         }
                         s.spawn(move || {
                             for s in LongRun::steps(start..total, step) {
+                                gate.wait(s.start);
                                 if quit.load(Ordering::Relaxed) {
                                     break;
                                 }
@@ -428,6 +441,7 @@ impl Assembly {
                         // step overlaps writing this one.
                         s.spawn(move || {
                             for s in LongRun::steps(start..total, step) {
+                                gate.wait(s.start);
                                 if quit.load(Ordering::Relaxed) {
                                     break;
                                 }
@@ -469,6 +483,7 @@ impl Assembly {
                                 self.checkpoint_recovery(index, pos)?;
                                 return Err(interrupted("rebuild", pos));
                             }
+                            gate.open_step(pos);
                             let (at, data, write) = rx.recv().map_err(|_| {
                                 Error::new(
                                     ErrorKind::Io,
@@ -493,6 +508,7 @@ impl Assembly {
                         Ok(())
                     })();
                     quit.store(true, Ordering::Relaxed);
+                    gate.open_all();
                     drop(lanes);
                     result
                 });

@@ -242,8 +242,10 @@ impl Rig {
         // The other mishaps strike at the step boundary after it: the copy
         // is stopped there by the engine's own interruption (it saves its
         // checkpoint) and the fault comes with no step in flight, because
-        // the copy reads ahead on threads of its own, and a fault injected
-        // while it runs would land before or after a read by chance. A
+        // the copy reads each step on threads of its own (one per source
+        // member; `read_ahead: false` keeps them from starting a step the
+        // writer has not asked for), and a fault injected while they run
+        // would land before or after a read by chance. A
         // flag per replace, leaked: `RunOptions::stop` takes a static, and
         // a shared one would stop the copies of other runs on other test
         // threads.

@@ -312,6 +312,9 @@ impl Rig {
         RunOptions {
             use_maps: false,
             clock: Some(self.clock.clone() as SharedClock),
+            // A copy interrupted mid-way must have read the same member
+            // requests on every machine: no reader runs ahead of the writer.
+            read_ahead: false,
             ..RunOptions::default()
         }
     }
