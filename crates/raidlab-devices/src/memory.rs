@@ -81,6 +81,12 @@ impl Volume for MemVolume {
     fn discard_zeroes(&self) -> bool {
         true
     }
+    fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        let mut data = self.data.write().unwrap_or_else(|p| p.into_inner());
+        check_range_with(|| self.name(), Op::Write, data.len() as u64, offset, len)?;
+        data[offset as usize..(offset + len) as usize].fill(0);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -510,14 +510,25 @@ pub fn enable_ppl(sb: &mut Superblock) -> Result<(), Error> {
 /// What mdadm writes to a new member's PPL area: zeros, then an empty header
 /// (reserved 0xff, the array's signature, generation 0, no entries) at its start.
 pub fn initial_area(sb: &Superblock) -> Result<Vec<u8>, Error> {
-    let Some((_, len)) = ppl_area(sb)? else {
-        return Err(Error::invalid(
-            "the superblock has no PPL (feature_map lacks PPL)",
-        ));
-    };
-    let mut area = vec![0u8; len as usize];
-    area[..PPL_HEADER_SIZE].copy_from_slice(&PplHeader::empty(signature(&sb.set_uuid)).to_bytes());
+    let mut area = vec![0u8; area_len(sb)? as usize];
+    area[..PPL_HEADER_SIZE].copy_from_slice(&empty_header(sb));
     Ok(area)
+}
+
+/// The length in bytes of the member's PPL area.
+pub fn area_len(sb: &Superblock) -> Result<u64, Error> {
+    match ppl_area(sb)? {
+        Some((_, len)) => Ok(len),
+        None => Err(Error::invalid(
+            "the superblock has no PPL (feature_map lacks PPL)",
+        )),
+    }
+}
+
+/// The empty header that starts an emptied PPL area: reserved 0xff, the
+/// array's signature, generation 0, no entries ([`PPL_HEADER_SIZE`] bytes).
+pub fn empty_header(sb: &Superblock) -> Vec<u8> {
+    PplHeader::empty(signature(&sb.set_uuid)).to_bytes()
 }
 
 /// Read a member's whole PPL area (`Ok(None)` without a PPL feature bit).

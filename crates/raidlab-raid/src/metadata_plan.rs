@@ -28,6 +28,9 @@ pub type DeviceRunner<'a> = &'a dyn Fn(&DeviceWrites, &Members) -> Result<(), cr
 #[derive(Debug, Default)]
 pub struct DeviceWrites {
     bytes: Vec<u8>,
+    /// Ranges made zero before any write of the plan goes out (md zeroes a
+    /// log area with write-zeroes, then writes its header).
+    zeros: Vec<MemberOp>,
     writes: Vec<MemberOp>,
     /// Writes to the members' data areas, not flushed by the plan (see
     /// [`DeviceWrites::data_area`]).
@@ -59,8 +62,21 @@ impl DeviceWrites {
         });
     }
 
+    /// `len` bytes at byte `offset` of device `device` become zeros (a
+    /// write-zeroes), in a step of their own before the writes, so a write
+    /// pushed over the same range lands on top of them.
+    pub fn push_zeros(&mut self, device: usize, offset: u64, len: u64) {
+        self.zeros.push(MemberOp {
+            kind: IoKind::Zero,
+            member: device,
+            offset,
+            length: len,
+            buf: Slice::user(0, 0),
+        });
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.writes.is_empty()
+        self.writes.is_empty() && self.zeros.is_empty()
     }
 
     /// The buffer the plan's writes take their bytes from (the plan's user
@@ -105,25 +121,37 @@ impl DeviceWrites {
         device: usize,
         sb: &raidlab_md::Superblock,
     ) -> raidlab_core::Result<()> {
-        let area = raidlab_md::ppl::initial_area(sb)?;
-        let at = raidlab_md::ppl::area_offset(sb, 0, area.len())?;
-        self.push(device, at, &area);
+        // As md's ppl_write_empty_header: the whole area zeroed with
+        // write-zeroes (no megabyte of zeros through the write path), then
+        // the empty header at its start.
+        let area = raidlab_md::ppl::area_len(sb)?;
+        let at = raidlab_md::ppl::area_offset(sb, 0, area as usize)?;
+        self.push_zeros(device, at, area);
+        self.push(device, at, &raidlab_md::ppl::empty_header(sb));
         Ok(())
     }
 
     /// Every write in one step, then one flush per device written (no
     /// flush for [`DeviceWrites::data_area`] writes).
     pub fn plan(&self) -> Plan {
-        let mut devices: Vec<usize> = self.writes.iter().map(|w| w.member).collect();
+        let mut devices: Vec<usize> = self
+            .zeros
+            .iter()
+            .chain(&self.writes)
+            .map(|w| w.member)
+            .collect();
         devices.sort_unstable();
         devices.dedup();
         let flushes = devices.into_iter().map(MemberOp::flush).collect();
-        let mut steps = Vec::with_capacity(2);
+        let mut steps = Vec::with_capacity(3);
+        if !self.zeros.is_empty() {
+            steps.push(Step::Io(self.zeros.clone()));
+        }
         if !self.writes.is_empty() {
             steps.push(Step::Io(self.writes.clone()));
-            if !self.data_area {
-                steps.push(Step::Io(flushes));
-            }
+        }
+        if !steps.is_empty() && !self.data_area {
+            steps.push(Step::Io(flushes));
         }
         Plan {
             steps,
@@ -262,6 +290,32 @@ mod tests {
         assert_eq!(plan.space, Space::Data);
         assert_eq!(plan.steps.len(), 1);
         assert_eq!(plan.op_counts(), (0, 1));
+    }
+
+    #[test]
+    fn zeros_go_out_in_a_step_before_the_writes_and_their_devices_are_flushed() {
+        let mut w = DeviceWrites::default();
+        w.push_zeros(1, 4096, 1 << 20);
+        w.push(1, 4096, &[5; 4096]);
+        w.push_zeros(3, 0, 8192);
+        let plan = w.plan();
+        let kinds: Vec<Vec<(IoKind, usize)>> = plan
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Io(ops) => ops.iter().map(|o| (o.kind, o.member)).collect(),
+                _ => panic!("a metadata plan computes nothing"),
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                vec![(IoKind::Zero, 1), (IoKind::Zero, 3)],
+                vec![(IoKind::Write, 1)],
+                vec![(IoKind::Flush, 1), (IoKind::Flush, 3)],
+            ]
+        );
+        assert!(!w.is_empty());
     }
 
     #[test]
