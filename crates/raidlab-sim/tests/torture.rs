@@ -183,7 +183,10 @@ fn replaces_replay_exactly() {
 #[test]
 fn member_request_counts_replay_exactly() {
     let first = raidlab_sim::torture::run_with(1, 60, 120, None, None, true);
-    assert!(first.counts.replaces > 0, "run 60 no longer replaces a member");
+    assert!(
+        first.counts.replaces > 0,
+        "run 60 no longer replaces a member"
+    );
     for _ in 0..8 {
         let again = raidlab_sim::torture::run_with(1, 60, 120, None, None, true);
         assert_eq!(again.counts.member_ios, first.counts.member_ios);
