@@ -16,6 +16,9 @@
 //! write-back journal below, `set_write_back`), where every held write was
 //! logged durably before it was held and a flush writes nothing out.
 
+mod lost;
+
+use lost::Lost;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
 use serde::Serialize;
@@ -235,6 +238,9 @@ pub struct StripeCache {
     /// A write-out that failed after its writes were acknowledged: the next
     /// flush reports it (a disk with a volatile write cache does the same).
     deferred: Mutex<Option<Error>>,
+    /// Acknowledged bytes a write-out could not put on the members: reads of
+    /// them fail until they are written again.
+    lost: Mutex<Lost>,
     /// md's write-back journal below: every write is held (logged first by
     /// [`Below::log_held`]), and a stripe goes down as one write.
     write_back: std::sync::atomic::AtomicBool,
@@ -308,6 +314,7 @@ impl StripeCache {
             clock,
             counters: Counters::default(),
             deferred: Mutex::new(None),
+            lost: Mutex::new(Lost::default()),
             write_back: Default::default(),
         }
     }
@@ -378,7 +385,9 @@ impl StripeCache {
     pub fn write(&self, buf: &[u8], offset: u64, below: &dyn Below) -> Result<()> {
         let write_back = self.write_back();
         if self.config().stripes == 0 && !write_back {
-            return below.write_direct(buf, offset);
+            below.write_direct(buf, offset)?;
+            self.written(offset, buf.len() as u64);
+            return Ok(());
         }
         let sb = self.stripe_bytes;
         let end = offset + buf.len() as u64;
@@ -413,7 +422,25 @@ impl StripeCache {
             pos = stop;
         }
         flush_run(&mut run)?;
+        // Held or written: the range's newest bytes are known again.
+        self.written(offset, buf.len() as u64);
         self.trim(below)
+    }
+
+    /// `[offset, offset+len)` was written again (acknowledged): none of it is
+    /// lost any more. For writes that go around the cache (write-zeroes).
+    pub fn written(&self, offset: u64, len: u64) {
+        let mut lost = lock(&self.lost);
+        if !lost.is_empty() {
+            lost.remove(offset, offset + len);
+        }
+    }
+
+    /// Whether part of `[offset, offset+len)` is lost (see [`Lost`]): a read
+    /// that would go around the cache must come through [`StripeCache::read`].
+    pub fn has_lost(&self, offset: u64, len: u64) -> bool {
+        let lost = lock(&self.lost);
+        !lost.is_empty() && !lost.within(offset, offset + len).is_empty()
     }
 
     /// Merge `piece` into stripe `stripe` at `at`; write the stripe if whole.
@@ -633,7 +660,10 @@ impl StripeCache {
         } else {
             &held.runs[..]
         };
-        for (a, d) in runs {
+        // The runs from the one whose write failed on are lost (the span's
+        // read failing loses them all).
+        let mut lost_from = if result.is_err() { 0 } else { usize::MAX };
+        for (i, (a, d)) in runs.iter().enumerate() {
             let (offset, len) = (base + *a as u64, d.len() as u64);
             // The reads it would need as the members are before the write (a
             // write can take one out), counted after it where the write's own
@@ -653,7 +683,20 @@ impl StripeCache {
                 merged += below.reads_for_then(offset, len, m);
             }
             if result.is_err() {
+                lost_from = i;
                 break;
+            }
+        }
+        if let Err(err) = &result {
+            let mut lost = lock(&self.lost);
+            let lost_runs: &[(usize, Vec<u8>)] = if runs.is_empty() {
+                &held.runs
+            } else {
+                &runs[lost_from..]
+            };
+            for (a, d) in lost_runs {
+                let start = base + *a as u64;
+                lost.add(start, start + d.len() as u64, &err.message);
             }
         }
         if result.is_ok() && self.write_back() {
@@ -736,8 +779,14 @@ impl StripeCache {
             .range(offset / sb..=(end - 1) / sb)
             .map(|(_, e)| e.clone())
             .collect();
+        let lost = {
+            let lost = lock(&self.lost);
+            (!lost.is_empty())
+                .then(|| (lost.within(offset, end), lost.cause().to_string()))
+                .filter(|(l, _)| !l.is_empty())
+        };
         // PLANTED BUG (tests only, `planted.rs`): held stripes ignored.
-        if entries.is_empty() || planted!(ReadMissesHeldStripes) {
+        if (entries.is_empty() && lost.is_none()) || planted!(ReadMissesHeldStripes) {
             return below.read_direct(buf, offset);
         }
         // Locked in stripe order (as every holder of two takes them), and
@@ -758,6 +807,27 @@ impl StripeCache {
                 (a - offset) as usize,
             )
         };
+        // Lost bytes a held write has not replaced: an error, not what the
+        // members hold.
+        for &(x, y) in lost.iter().flat_map(|(l, _)| l) {
+            let held = (x / sb..=(y - 1) / sb).all(|stripe| {
+                let base = stripe * sb;
+                let (a, b) = (x.max(base) - base, y.min(base + sb) - base);
+                guards
+                    .iter()
+                    .any(|(s, h)| *s == stripe && h.covers(a as usize, b as usize))
+            });
+            if !held {
+                let cause = lost.as_ref().map_or("", |(_, c)| c.as_str());
+                return Err(Error::new(
+                    raidlab_core::ErrorKind::Io,
+                    Op::Read,
+                    format!(
+                        "array bytes {x}..{y} were acknowledged to a writer but could not be written to the members ({cause}); the range reads as this error until it is written again"
+                    ),
+                ));
+            }
+        }
         let stripes_touched = (end - 1) / sb - offset / sb + 1;
         let all_held = guards.len() as u64 == stripes_touched
             && guards.iter().all(|(s, h)| {
