@@ -132,6 +132,33 @@ impl Array {
         Ok(())
     }
 
+    /// Refuse a write once the members taken out are more than the level can
+    /// lose: md marks such an array broken ("Cannot continue operation") and
+    /// fails every write after, so that no write lands half on the members
+    /// left (a stripe's data written without its parity, read back later
+    /// through that parity as garbage). Reads go on where the members left
+    /// can answer them.
+    pub(super) fn refuse_when_failed(&self, op: Op, offset: u64, len: u64) -> Result<()> {
+        // Nothing taken out: the common case costs a load per role.
+        if self.failed.iter().all(|f| !f.load(Ordering::Acquire)) {
+            return Ok(());
+        }
+        let missing = self.missing_now();
+        if self.geometry.survives(&missing) {
+            return Ok(());
+        }
+        Err(Error::new(
+            ErrorKind::Unrecoverable,
+            op,
+            format!(
+                "the array has failed: role(s) {missing:?} are out, more than {} can lose, so it takes no more writes (md: \"Cannot continue operation\"); reads still answer where the members left can. Stop it and see `raidlab detail`",
+                self.geometry.level.name()
+            ),
+        )
+        .on_device(&self.name)
+        .at(offset, len))
+    }
+
     pub(super) fn fail_recovery(&self) {
         if let Some(r) = &self.view().recovery {
             r.failed.store(true, Ordering::Release);

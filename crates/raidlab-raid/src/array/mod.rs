@@ -542,7 +542,7 @@ impl Volume for Array {
         if self
             .stripe_cache
             .get()
-            .is_some_and(|c| c.holds(offset, len))
+            .is_some_and(|c| c.holds(offset, len) || c.has_lost(offset, len))
         {
             // Part of it is only in memory: `read_at` merges it.
             return Ok(false);
@@ -576,6 +576,7 @@ impl Volume for Array {
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
         self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
+        self.refuse_when_failed(Op::Write, offset, buf.len() as u64)?;
         match self.stripe_cache.get() {
             Some(cache) if cache.write_back() => self.write_back(cache, buf, offset),
             Some(cache) => cache.write(buf, offset, self),
@@ -669,6 +670,7 @@ impl Volume for Array {
             .on_device(&self.name));
         }
         self.refuse_read_only(Op::Discard, offset, len)?;
+        self.refuse_when_failed(Op::Discard, offset, len)?;
         for (pos, n) in self.pieces(offset, len) {
             self.discard_piece(pos, n)?;
         }

@@ -65,6 +65,8 @@ impl Array {
     /// A write straight down the write path (below the stripe cache): plan,
     /// lock, log, execute, piece by piece.
     pub(super) fn write_direct(&self, buf: &[u8], offset: u64) -> Result<()> {
+        // A held write going down after the array failed is refused too.
+        self.refuse_when_failed(Op::Write, offset, buf.len() as u64)?;
         match self.write_log() {
             WriteLog::Ppl(log) => self.write_logged(log, buf, offset),
             WriteLog::Journal(journal) => {

@@ -24,6 +24,7 @@ impl Array {
     pub(super) fn zero_range(&self, offset: u64, len: u64) -> Result<()> {
         check_range(&self.name, Op::Write, self.size(), offset, len)?;
         self.refuse_read_only(Op::Write, offset, len)?;
+        self.refuse_when_failed(Op::Write, offset, len)?;
         if self.ppl.is_some() || self.journal.is_some() {
             return self.zero_by_writing(offset, len);
         }
@@ -41,6 +42,9 @@ impl Array {
         }
         for (pos, n) in self.pieces(first, last - first) {
             self.zero_piece(pos, n)?;
+        }
+        if let Some(cache) = self.stripe_cache.get() {
+            cache.written(first, last - first);
         }
         self.zero_by_writing(last, end - last)
     }
