@@ -719,7 +719,8 @@ impl Rig {
             .collect();
         let stop = s.stop();
         self.note(format!("stop beyond tolerance: {stop:?}"));
-        if stop.is_ok() && front {
+        let stopped = stop.is_ok() && front;
+        if stopped {
             self.model.flush();
         }
         let asm = match Assembly::assemble(self.live_devices()) {
@@ -746,7 +747,38 @@ impl Rig {
             return Ok(());
         }
         let size = self.model.size();
-        self.read_range(false, 0, size)
+        if stopped {
+            return self.read_range(false, 0, size);
+        }
+        // The stop failed and said so: what it had not made durable may read
+        // old or new, as after a power cut, and nothing else.
+        let mut got = vec![0u8; size];
+        let r = match self.front() {
+            Some(v) => v.read_at(&mut got, 0),
+            None => self.array().read_at(&mut got, 0),
+        };
+        self.counts.reads += 1;
+        if let Err(e) = r {
+            self.note(format!("read after a failed stop: {e}"));
+            return Ok(());
+        }
+        self.note(format!(
+            "after a failed stop: contents {:016x}",
+            digest(&got)
+        ));
+        match self.model.check_after_cut(&got) {
+            None => Ok(()),
+            Some((w, n)) => Err(format!(
+                "after a stop that failed: {n} sector(s) hold a value never allowed there; first: array sector {} (byte {}), {} beyond the level's tolerance: silently wrong data",
+                w.sector,
+                w.sector * SECTOR,
+                if w.durable_lost {
+                    "durable (flushed) data lost".to_string()
+                } else {
+                    format!("neither the durable value nor any of the {} written since the last flush", w.writes_since_flush)
+                }
+            )),
+        }
     }
 
     pub(super) fn plant(&mut self, plant: Option<Plant>) -> Outcome {
