@@ -41,6 +41,25 @@ pub struct Wrong {
     pub writes_since_flush: usize,
 }
 
+impl Wrong {
+    /// For a violation: `count` wrong sectors, this the first.
+    pub fn describe(&self, count: usize) -> String {
+        format!(
+            "{count} sector(s) hold a value never allowed there; first: array sector {} (byte {}), {}",
+            self.sector,
+            self.sector * SECTOR,
+            if self.durable_lost {
+                "durable (flushed) data lost".to_string()
+            } else {
+                format!(
+                    "neither the durable value nor any of the {} written since the last flush",
+                    self.writes_since_flush
+                )
+            }
+        )
+    }
+}
+
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The contents would drown any message; the shape is what helps.

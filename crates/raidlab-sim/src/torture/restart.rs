@@ -642,15 +642,9 @@ impl Rig {
         r.map_err(|e| format!("read after the power cut and recovery: {e}"))?;
         if let Some((w, n)) = self.model.check_after_cut(&got) {
             return Err(format!(
-                "after a power cut{}: {n} sector(s) hold a value never allowed there; first: array sector {} (byte {}), {}",
+                "after a power cut{}: {}",
                 if forced { " (forced start)" } else { "" },
-                w.sector,
-                w.sector * SECTOR,
-                if w.durable_lost {
-                    "durable (flushed) data lost".to_string()
-                } else {
-                    format!("neither the durable value nor any of the {} written since the last flush", w.writes_since_flush)
-                }
+                w.describe(n)
             ));
         }
         self.note(format!("after the cut: contents {:016x}", digest(&got)));
@@ -769,14 +763,8 @@ impl Rig {
         match self.model.check_after_cut(&got) {
             None => Ok(()),
             Some((w, n)) => Err(format!(
-                "after a stop that failed: {n} sector(s) hold a value never allowed there; first: array sector {} (byte {}), {} beyond the level's tolerance: silently wrong data",
-                w.sector,
-                w.sector * SECTOR,
-                if w.durable_lost {
-                    "durable (flushed) data lost".to_string()
-                } else {
-                    format!("neither the durable value nor any of the {} written since the last flush", w.writes_since_flush)
-                }
+                "after a stop that failed: {} beyond the level's tolerance: silently wrong data",
+                w.describe(n)
             )),
         }
     }
