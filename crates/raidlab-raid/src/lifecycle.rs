@@ -204,14 +204,14 @@ impl Started {
     /// cannot bring back, as active, a member older than what the flush made
     /// durable.
     pub fn flush(&mut self) -> Result<()> {
-        self.array.flush()?;
-        self.record_failures().map(|_| ())
+        let flushed = self.array.flush();
+        self.answer(flushed)
     }
 
     /// A FUA write, acknowledged as [`Started::flush`] is.
     pub fn write_fua(&mut self, buf: &[u8], offset: u64) -> Result<()> {
-        self.array.write_at_fua(buf, offset)?;
-        self.record_failures().map(|_| ())
+        let written = self.array.write_at_fua(buf, offset);
+        self.answer(written)
     }
 
     /// A write, acknowledged once a member it took out is recorded faulty:
@@ -221,20 +221,31 @@ impl Started {
     /// took the write, and the copies would disagree with no bit or log to
     /// say where.
     pub fn write(&mut self, buf: &[u8], offset: u64) -> Result<()> {
-        self.array.write_at(buf, offset)?;
-        self.record_failures().map(|_| ())
+        let written = self.array.write_at(buf, offset);
+        self.answer(written)
     }
 
     /// A write-zeroes, acknowledged as [`Started::write`] is.
     pub fn write_zeroes(&mut self, offset: u64, len: u64) -> Result<()> {
-        self.array.write_zeroes(offset, len)?;
-        self.record_failures().map(|_| ())
+        let written = self.array.write_zeroes(offset, len);
+        self.answer(written)
     }
 
     /// A trim, acknowledged as [`Started::write`] is.
     pub fn discard(&mut self, offset: u64, len: u64) -> Result<()> {
-        self.array.discard(offset, len)?;
-        self.record_failures().map(|_| ())
+        let trimmed = self.array.discard(offset, len);
+        self.answer(trimmed)
+    }
+
+    /// Answer a request once the members it took out are recorded, whether
+    /// it succeeded or not: the write that breaks a parity array fails, and
+    /// the member it took out must be faulty in the superblocks before the
+    /// error goes back (md holds it so), or a restart would serve that
+    /// member's stale blocks.
+    fn answer(&mut self, request: Result<()>) -> Result<()> {
+        let recorded = self.record_failures();
+        request?;
+        recorded.map(|_| ())
     }
 
     /// Record the members the running array took out as faulty in the

@@ -53,7 +53,7 @@ impl Assembly {
     /// otherwise a hot spare, if any, takes over the slot at once (it then needs a
     /// rebuild); returns that spare's index.
     pub fn fail(&mut self, index: usize) -> Result<Option<usize>> {
-        let spare = self.mark_failed(index)?;
+        let spare = self.mark_failed(index, false)?;
         self.commit(|_| {})?;
         Ok(spare)
     }
@@ -64,8 +64,23 @@ impl Assembly {
     /// array could not serve its data without it; nothing changed for it).
     /// The outer error is the commit's.
     pub fn fail_many(&mut self, indices: &[usize]) -> Result<Vec<Result<Option<usize>>>> {
-        let outcomes: Vec<Result<Option<usize>>> =
-            indices.iter().map(|&i| self.mark_failed(i)).collect();
+        self.fail_many_with(indices, false)
+    }
+
+    /// [`Assembly::fail_many`]; with `breaking`, a RAID 4/5/6 member whose
+    /// loss leaves the array unable to serve its data is recorded faulty all
+    /// the same (no spare takes its slot), as md's raid5_error marks it and
+    /// the array broken: the array then does not assemble again unforced,
+    /// rather than come back with that member's stale blocks in service.
+    fn fail_many_with(
+        &mut self,
+        indices: &[usize],
+        breaking: bool,
+    ) -> Result<Vec<Result<Option<usize>>>> {
+        let outcomes: Vec<Result<Option<usize>>> = indices
+            .iter()
+            .map(|&i| self.mark_failed(i, breaking && self.geometry.is_parity()))
+            .collect();
         if outcomes.iter().any(|o| o.is_ok()) {
             self.commit(|_| {})?;
         }
@@ -76,7 +91,7 @@ impl Assembly {
     /// once for all the members it fails (each commit writes every member
     /// still active, so failing them one commit at a time would write a dead
     /// one before its turn, and fail on it).
-    fn mark_failed(&mut self, index: usize) -> Result<Option<usize>> {
+    fn mark_failed(&mut self, index: usize, breaking: bool) -> Result<Option<usize>> {
         let m = &self.members[index];
         let Some(slot) = m.role.filter(|_| {
             matches!(
@@ -91,10 +106,12 @@ impl Assembly {
         };
         let path = m.device.path.clone();
         let was = m.state;
+        let mut broken = false;
         if was == MemberState::Active {
             let mut missing = self.missing();
             missing.push(slot);
-            if !self.geometry.survives(&missing) {
+            broken = !self.geometry.survives(&missing);
+            if broken && !breaking {
                 return Err(Error::new(
                     ErrorKind::Refused,
                     Op::Write,
@@ -122,7 +139,7 @@ impl Assembly {
                 r.sb.feature_map &= !feature::REPLACEMENT;
             }
         }
-        let spare = if self.slots[slot].is_none() && !self.slot_is_being_rebuilt(slot) {
+        let spare = if !broken && self.slots[slot].is_none() && !self.slot_is_being_rebuilt(slot) {
             self.members
                 .iter()
                 .position(|m| m.state == MemberState::Spare)
@@ -651,7 +668,7 @@ impl Assembly {
             }
             let indices: Vec<usize> = taken.iter().map(|t| t.0).collect();
             let (members, slots) = (self.members.clone(), self.slots.clone());
-            match self.change_running(array, |a| a.fail_many(&indices)) {
+            match self.change_running(array, |a| a.fail_many_with(&indices, true)) {
                 Ok(outcomes) => return Ok(Self::taken_out(taken, outcomes)),
                 Err(e) => {
                     // fail_many changed members and slots before its commit
