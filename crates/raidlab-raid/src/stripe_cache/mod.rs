@@ -661,8 +661,8 @@ impl StripeCache {
             &held.runs[..]
         };
         // The runs from the one whose write failed on are lost (the span's
-        // read failing loses them all).
-        let mut lost_from = if result.is_err() { 0 } else { usize::MAX };
+        // read failing loses them all: no run was tried).
+        let mut lost_from = 0;
         for (i, (a, d)) in runs.iter().enumerate() {
             let (offset, len) = (base + *a as u64, d.len() as u64);
             // The reads it would need as the members are before the write (a

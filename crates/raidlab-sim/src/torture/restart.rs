@@ -634,11 +634,7 @@ impl Rig {
             }
         }
         let size = self.model.size();
-        let mut got = vec![0u8; size];
-        let r = match self.front() {
-            Some(v) => v.read_at(&mut got, 0),
-            None => self.array().read_at(&mut got, 0),
-        };
+        let (got, r) = self.read_front(0, size);
         r.map_err(|e| format!("read after the power cut and recovery: {e}"))?;
         if let Some((w, n)) = self.model.check_after_cut(&got) {
             return Err(format!(
@@ -746,11 +742,7 @@ impl Rig {
         }
         // The stop failed and said so: what it had not made durable may read
         // old or new, as after a power cut, and nothing else.
-        let mut got = vec![0u8; size];
-        let r = match self.front() {
-            Some(v) => v.read_at(&mut got, 0),
-            None => self.array().read_at(&mut got, 0),
-        };
+        let (got, r) = self.read_front(0, size);
         self.counts.reads += 1;
         if let Err(e) = r {
             self.note(format!("read after a failed stop: {e}"));

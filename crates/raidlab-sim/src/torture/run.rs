@@ -526,12 +526,23 @@ impl Rig {
         self.read_range(strict, off, len)
     }
 
-    pub(super) fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
+    /// `len` bytes at `offset` of what the workload writes to (the cache
+    /// tier in front, or the array), and how the read went.
+    pub(super) fn read_front(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> (Vec<u8>, raidlab_core::Result<()>) {
         let mut got = vec![0u8; len];
         let r = match self.front() {
-            Some(v) => v.read_at(&mut got, off as u64),
-            None => self.array().read_at(&mut got, off as u64),
+            Some(v) => v.read_at(&mut got, offset),
+            None => self.array().read_at(&mut got, offset),
         };
+        (got, r)
+    }
+
+    pub(super) fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
+        let (got, r) = self.read_front(off as u64, len);
         self.counts.reads += 1;
         self.note(format!(
             "read {off}+{len}: {}",
