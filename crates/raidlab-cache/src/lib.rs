@@ -22,12 +22,29 @@
 //! optional [`driver`] does, when its owner asks), so that the same code runs in
 //! a simulator's virtual time.
 
+/// `planted!(Name)`: whether the test-only bug `planted::Bug::Name` is on for
+/// this thread; the literal `false` without the `planted-bugs` feature.
+#[cfg(feature = "planted-bugs")]
+macro_rules! planted {
+    ($bug:ident) => {
+        $crate::planted::on($crate::planted::Bug::$bug)
+    };
+}
+#[cfg(not(feature = "planted-bugs"))]
+macro_rules! planted {
+    ($bug:ident) => {
+        false
+    };
+}
+
 pub mod clean;
 pub mod commit;
 pub mod driver;
 pub mod failure;
 pub mod format;
 pub mod identity;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod policy;
 pub mod stats;
 pub mod volume;

@@ -50,10 +50,19 @@ pub enum Bug {
     /// A trim of RAID 0, 1 or 10 leaves the last member it covers untrimmed
     /// (`planner::plan_trim`).
     TrimSkipsLastMember,
+    /// Assembly trusts a member's own superblock over the newest one: a
+    /// member whose event count is behind (it missed writes while away)
+    /// serves the slot it claims (`assemble::member_state`).
+    StaleMemberTrusted,
+    /// A rebuild of a RAID 4/5/6 member copies its first chunk from another
+    /// member instead of computing it from the survivors
+    /// (`Assembly::rebuild`; decided on the calling thread, applied by the
+    /// combiner thread).
+    RebuildFirstChunkFromWrongMember,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 12] = [
         Bug::AckFlushEarly,
         Bug::FuaWithoutFlush,
         Bug::SkipBitmapMark,
@@ -64,6 +73,8 @@ impl Bug {
         Bug::BitmapResyncSkipsFirstChunk,
         Bug::JournalReplayDropsLastStripe,
         Bug::TrimSkipsLastMember,
+        Bug::StaleMemberTrusted,
+        Bug::RebuildFirstChunkFromWrongMember,
     ];
 }
 

@@ -8,24 +8,56 @@
 //! a change to the harness's draws or to the engine moves them, and the
 //! new figures (printed with `--nocapture`) go here and in docs/reliability.md.
 
+use raidlab_cache::planted as cache_planted;
 use raidlab_layout::Level;
 use raidlab_raid::planted::{plant, Bug};
-use raidlab_sim::torture::run_with;
+use raidlab_sim::torture::{run_opts, Options};
 
 const SEED: u64 = 1;
 const OPS: usize = 120;
+
+/// Which switch a hunt turns on: the engine's or the cache tier's (a crate
+/// that never depends on the engine has its own).
+#[derive(Debug, Clone, Copy)]
+enum Planted {
+    Engine(Bug),
+    Cache(cache_planted::Bug),
+}
+
+/// The sweep's optional fault families a hunt turns on, beyond the default
+/// workload runs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Extra {
+    stale_members: bool,
+    cache_tier: bool,
+}
 
 /// What a plant is hunted with: the level (the configuration family that
 /// reaches the plant point), whether the faults that hit known gaps are
 /// left out, and the runs tried before giving up.
 struct Hunt {
-    bug: Bug,
+    bug: Planted,
     level: Option<Level>,
     skip_known_gaps: bool,
+    extra: Extra,
     /// The run at which the sweep finds it (asserted exactly).
     found_at: u64,
     /// A piece of the violation it must be found as.
     seen_as: &'static str,
+}
+
+fn options(h: &Hunt, run: u64) -> Options {
+    Options {
+        seed: SEED,
+        first_run: run,
+        runs: 1,
+        ops: OPS,
+        level: h.level,
+        skip_known_gaps: h.skip_known_gaps,
+        stale_members: h.extra.stale_members,
+        cache_tier: h.extra.cache_tier,
+        misdirected: false,
+    }
 }
 
 /// The first run, from 0, that passes without `h.bug` and fails with it:
@@ -33,14 +65,18 @@ struct Hunt {
 fn hunt(h: &Hunt, limit: u64) -> Option<(u64, u64, String)> {
     let mut clean = 0;
     for run in 0..limit {
-        let without = run_with(SEED, run, OPS, h.level, None, h.skip_known_gaps);
+        let opts = options(h, run);
+        let without = run_opts(&opts, run, None);
         if without.violation.is_some() {
             continue;
         }
         clean += 1;
         let with = {
-            let _planted = plant(Some(h.bug));
-            run_with(SEED, run, OPS, h.level, None, h.skip_known_gaps)
+            let (_engine, _cache) = match h.bug {
+                Planted::Engine(b) => (plant(Some(b)), cache_planted::plant(None)),
+                Planted::Cache(b) => (plant(None), cache_planted::plant(Some(b))),
+            };
+            run_opts(&opts, run, None)
         };
         if let Some(v) = with.violation {
             return Some((run, clean, format!("op {}: {}", v.op, v.what)));
@@ -52,7 +88,7 @@ fn hunt(h: &Hunt, limit: u64) -> Option<(u64, u64, String)> {
 fn check(h: Hunt) {
     let limit = h.found_at + 1;
     let got = hunt(&h, limit);
-    println!("{:?} ({:?}): {:?}", h.bug, h.level, got);
+    println!("{:?} ({:?}, {:?}): {:?}", h.bug, h.level, h.extra, got);
     let (run, clean, what) = got.unwrap_or_else(|| {
         panic!(
             "{:?} was not found in runs 0..{limit} of seed {SEED} ({:?})",
@@ -80,9 +116,10 @@ const NEVER_ALLOWED: &str = "hold a value never allowed there";
 #[test]
 fn a_flush_acknowledged_before_the_members_flush_is_found() {
     check(Hunt {
-        bug: Bug::AckFlushEarly,
+        bug: Planted::Engine(Bug::AckFlushEarly),
         level: None,
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 2,
         seen_as: LOST,
     });
@@ -91,9 +128,10 @@ fn a_flush_acknowledged_before_the_members_flush_is_found() {
 #[test]
 fn a_fua_write_without_a_flush_is_found() {
     check(Hunt {
-        bug: Bug::FuaWithoutFlush,
+        bug: Planted::Engine(Bug::FuaWithoutFlush),
         level: None,
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 5,
         seen_as: LOST,
     });
@@ -102,9 +140,10 @@ fn a_fua_write_without_a_flush_is_found() {
 #[test]
 fn a_write_without_its_bitmap_mark_is_found() {
     check(Hunt {
-        bug: Bug::SkipBitmapMark,
+        bug: Planted::Engine(Bug::SkipBitmapMark),
         level: Some(Level::Raid1),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 4,
         seen_as: MISMATCH,
     });
@@ -113,9 +152,10 @@ fn a_write_without_its_bitmap_mark_is_found() {
 #[test]
 fn a_stripe_written_without_its_partial_parity_log_is_found() {
     check(Hunt {
-        bug: Bug::SkipPplFirstStripe,
+        bug: Planted::Engine(Bug::SkipPplFirstStripe),
         level: Some(Level::Raid5),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 81,
         seen_as: LOST,
     });
@@ -124,9 +164,10 @@ fn a_stripe_written_without_its_partial_parity_log_is_found() {
 #[test]
 fn a_read_that_misses_held_stripes_is_found() {
     check(Hunt {
-        bug: Bug::ReadMissesHeldStripes,
+        bug: Planted::Engine(Bug::ReadMissesHeldStripes),
         level: Some(Level::Raid5),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 1,
         seen_as: WRONG,
     });
@@ -135,9 +176,10 @@ fn a_read_that_misses_held_stripes_is_found() {
 #[test]
 fn a_stop_that_forgets_held_stripes_is_found() {
     check(Hunt {
-        bug: Bug::StopForgetsHeldStripes,
+        bug: Planted::Engine(Bug::StopForgetsHeldStripes),
         level: Some(Level::Raid5),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 0,
         seen_as: LOST,
     });
@@ -146,9 +188,10 @@ fn a_stop_that_forgets_held_stripes_is_found() {
 #[test]
 fn a_start_without_the_dirty_mark_is_found() {
     check(Hunt {
-        bug: Bug::NoDirtyMark,
+        bug: Planted::Engine(Bug::NoDirtyMark),
         level: Some(Level::Raid1),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 4,
         seen_as: MISMATCH,
     });
@@ -157,9 +200,10 @@ fn a_start_without_the_dirty_mark_is_found() {
 #[test]
 fn a_bitmap_resync_that_skips_a_chunk_is_found() {
     check(Hunt {
-        bug: Bug::BitmapResyncSkipsFirstChunk,
+        bug: Planted::Engine(Bug::BitmapResyncSkipsFirstChunk),
         level: Some(Level::Raid1),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 77,
         seen_as: MISMATCH,
     });
@@ -168,9 +212,10 @@ fn a_bitmap_resync_that_skips_a_chunk_is_found() {
 #[test]
 fn a_journal_replay_that_drops_a_stripe_is_found() {
     check(Hunt {
-        bug: Bug::JournalReplayDropsLastStripe,
+        bug: Planted::Engine(Bug::JournalReplayDropsLastStripe),
         level: Some(Level::Raid4),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 4,
         seen_as: NEVER_ALLOWED,
     });
@@ -179,11 +224,54 @@ fn a_journal_replay_that_drops_a_stripe_is_found() {
 #[test]
 fn a_trim_that_misses_a_member_is_found() {
     check(Hunt {
-        bug: Bug::TrimSkipsLastMember,
+        bug: Planted::Engine(Bug::TrimSkipsLastMember),
         level: Some(Level::Raid1),
         skip_known_gaps: true,
+        extra: Extra::default(),
         found_at: 0,
         seen_as: "trim ",
+    });
+}
+
+#[test]
+fn a_stale_member_trusted_by_the_assembly_is_found() {
+    check(Hunt {
+        bug: Planted::Engine(Bug::StaleMemberTrusted),
+        level: None,
+        skip_known_gaps: true,
+        extra: Extra {
+            stale_members: true,
+            cache_tier: false,
+        },
+        found_at: 0,
+        seen_as: WRONG,
+    });
+}
+
+#[test]
+fn a_rebuild_from_the_wrong_member_is_found() {
+    check(Hunt {
+        bug: Planted::Engine(Bug::RebuildFirstChunkFromWrongMember),
+        level: Some(Level::Raid5),
+        skip_known_gaps: true,
+        extra: Extra::default(),
+        found_at: 0,
+        seen_as: WRONG,
+    });
+}
+
+#[test]
+fn a_cache_block_cleaned_without_its_write_back_is_found() {
+    check(Hunt {
+        bug: Planted::Cache(cache_planted::Bug::CleanSkipsLastBlock),
+        level: None,
+        skip_known_gaps: true,
+        extra: Extra {
+            stale_members: false,
+            cache_tier: true,
+        },
+        found_at: 5,
+        seen_as: "the origin alone holds wrong data",
     });
 }
 
@@ -192,7 +280,14 @@ fn a_trim_that_misses_a_member_is_found() {
 fn every_planted_bug_is_hunted() {
     let src = include_str!("planted.rs");
     for bug in Bug::ALL {
-        let name = format!("bug: Bug::{bug:?},");
+        let name = format!("bug: Planted::Engine(Bug::{bug:?}),");
+        assert!(
+            src.contains(&name),
+            "{bug:?} has no hunt in tests/planted.rs"
+        );
+    }
+    for bug in cache_planted::Bug::ALL {
+        let name = format!("bug: Planted::Cache(cache_planted::Bug::{bug:?}),");
         assert!(
             src.contains(&name),
             "{bug:?} has no hunt in tests/planted.rs"

@@ -556,6 +556,9 @@ fn member_state(reference: &Superblock, sb: &Superblock) -> (MemberState, Option
             Role::Active(r) | Role::Replacement(r) => Some(r as usize),
             _ => None,
         };
+        if let (Role::Active(_), true) = (own, planted!(StaleMemberTrusted)) {
+            return (MemberState::Active, claimed); // PLANTED BUG (tests only, `planted.rs`)
+        }
         let state = match in_reference {
             Role::Faulty => MemberState::Faulty,
             Role::Spare | Role::Unknown => MemberState::Removed,

@@ -251,6 +251,8 @@ impl Assembly {
             members.push(Some(target));
             let exec = Arc::clone(self.executor());
             let exec = exec.as_ref();
+            // Read here: the switch is the calling thread's, the combiner's is off.
+            let wrong_member = planted!(RebuildFirstChunkFromWrongMember);
             for range in run.ranges().to_vec() {
                 let (start, total) = (range.start, range.end);
                 // Each range starts its own readers; the last one's stop
@@ -395,9 +397,16 @@ impl Assembly {
                                         .iter()
                                         .map(|b| b.as_ref().and_then(|b| b.as_deref().ok()))
                                         .collect();
-                                    streamed_step(
+                                    let r = streamed_step(
                                         bad, &geometry, live, slot, at, n, &views, &mut out,
-                                    )
+                                    );
+                                    if wrong_member && at == 0 {
+                                        // PLANTED BUG (tests only, `planted.rs`)
+                                        copy_first_chunk_from_another(
+                                            &geometry, slot, &views, &mut out,
+                                        );
+                                    }
+                                    r
                                 } else {
                                     // A source could not read its range: the step is
                                     // planned and read again around it, by the rule
@@ -734,5 +743,23 @@ fn streamed_step(
             Op::Plan,
             "internal: a rebuild step's plan is not one the streaming rebuild can run",
         )),
+    }
+}
+
+/// The planted rebuild bug: the first chunk of the step comes from the first
+/// other live source, as a copy, instead of the computed contents.
+fn copy_first_chunk_from_another(
+    geo: &Geometry,
+    slot: usize,
+    views: &[Option<&[u8]>],
+    out: &mut [u8],
+) {
+    let other = views
+        .iter()
+        .enumerate()
+        .find(|(r, v)| *r != slot && v.is_some());
+    if let Some((_, Some(v))) = other {
+        let n = (geo.chunk_bytes as usize).min(out.len()).min(v.len());
+        out[..n].copy_from_slice(&v[..n]);
     }
 }
