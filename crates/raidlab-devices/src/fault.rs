@@ -22,7 +22,8 @@ use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::ops::Range;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 mod overlay;
 use overlay::Overlay;
@@ -65,6 +66,48 @@ pub struct PowerCutReport {
     pub torn: usize,
 }
 
+/// Power that goes in the middle of a request: shared by the members of one
+/// array ([`FaultVolume::set_tripwire`]), it lets the first `writes - 1`
+/// member writes through and loses power at the next one. From then on
+/// every write, write-zeroes, discard and flush of those members is
+/// accepted and does nothing (the machine is gone: nobody sees the answer),
+/// reads see what was written before, and the owner cuts the members'
+/// power ([`FaultVolume::power_cut`]) once the request returns. A cut inside
+/// a superblock commit, between a data write and its log, or between a
+/// member's write and its flush is what it is for.
+#[derive(Debug)]
+pub struct Tripwire {
+    left: AtomicU64,
+    tripped: AtomicBool,
+}
+
+impl Tripwire {
+    /// Power goes at the `writes`-th member write from now (1: the first).
+    pub fn new(writes: u64) -> Arc<Tripwire> {
+        Arc::new(Tripwire {
+            left: AtomicU64::new(writes.max(1)),
+            tripped: AtomicBool::new(false),
+        })
+    }
+
+    /// Whether the power went.
+    pub fn tripped(&self) -> bool {
+        self.tripped.load(Ordering::SeqCst)
+    }
+
+    /// Whether a mutating request may still reach the member; counts it.
+    fn pass(&self, counts: bool) -> bool {
+        if self.tripped() {
+            return false;
+        }
+        if counts && self.left.fetch_sub(1, Ordering::SeqCst) <= 1 {
+            self.tripped.store(true, Ordering::SeqCst);
+            return false;
+        }
+        true
+    }
+}
+
 /// A wrapper injecting failures, corruption and power loss into `inner`.
 #[derive(Debug)]
 pub struct FaultVolume<V> {
@@ -85,6 +128,7 @@ struct State {
     misdirect_write: Option<(Range<u64>, u64)>,
     misdirect_read: Option<(Range<u64>, u64)>,
     misdirected: Vec<Misdirected>,
+    tripwire: Option<Arc<Tripwire>>,
 }
 
 /// A request a misdirection sent elsewhere on the same volume.
@@ -248,6 +292,18 @@ impl<V: Volume> FaultVolume<V> {
         self.lock().overlay.log.len()
     }
 
+    /// Arm (or with `None` disarm) a power cut at a member write
+    /// ([`Tripwire`]); the same tripwire is given to every member.
+    pub fn set_tripwire(&self, wire: Option<Arc<Tripwire>>) {
+        self.lock().tripwire = wire;
+    }
+
+    /// Whether a mutating request is lost to a tripped [`Tripwire`] (and
+    /// counted toward it when `counts`).
+    fn lost_to_tripwire(st: &State, counts: bool) -> bool {
+        st.tripwire.as_ref().is_some_and(|t| !t.pass(counts))
+    }
+
     pub fn is_powered(&self) -> bool {
         !self.lock().powered_off
     }
@@ -264,6 +320,8 @@ impl<V: Volume> FaultVolume<V> {
     pub fn power_cut_with(&self, policy: PowerCutPolicy) -> Result<PowerCutReport> {
         let mut st = self.lock();
         st.powered_off = true;
+        // The cut a tripwire stood for has come: power back means writes land.
+        st.tripwire = None;
         let overlay = std::mem::take(&mut st.overlay);
         let log = &overlay.log;
         let mut report = PowerCutReport::default();
@@ -346,6 +404,9 @@ impl<V: Volume> FaultVolume<V> {
             st.stats.writes = st.stats.writes.saturating_add(1);
         }
         self.check_faults(&mut st, op, Some((offset, len)))?;
+        if Self::lost_to_tripwire(&st, true) {
+            return Ok(());
+        }
         if self.volatile_cache {
             self.drain(&mut st)?;
         } else {
@@ -515,6 +576,9 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
+        if Self::lost_to_tripwire(&st, true) {
+            return Ok(());
+        }
         let offset = match misdirection(&st.misdirect_write, offset, len) {
             Some(landed) => {
                 st.misdirect_write = None;
@@ -547,6 +611,9 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
         let mut st = self.lock();
         st.stats.flushes = st.stats.flushes.saturating_add(1);
         self.check_faults(&mut st, Op::Flush, None)?;
+        if Self::lost_to_tripwire(&st, false) {
+            return Ok(());
+        }
         if self.volatile_cache {
             // Keep the lock until the inner flush is done: a write arriving meanwhile
             // must not be mistaken for one this flush made durable.
@@ -569,6 +636,9 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
         let mut st = self.lock();
         st.stats.writes = st.stats.writes.saturating_add(1);
         self.check_faults(&mut st, Op::Write, Some((offset, len)))?;
+        if Self::lost_to_tripwire(&st, true) {
+            return Ok(());
+        }
         if self.volatile_cache {
             // Under the lock, so no flush or read sees the range half moved.
             self.inner.write_at_fua(buf, offset)?;
@@ -600,6 +670,52 @@ impl<V: Volume> raidlab_core::Layer for FaultVolume<V> {
 mod tests {
     use super::*;
     use crate::MemVolume;
+
+    #[test]
+    fn a_tripwire_loses_power_at_the_chosen_write_on_every_member_it_holds() {
+        let a = FaultVolume::with_volatile_cache(MemVolume::new(8192));
+        let b = FaultVolume::with_volatile_cache(MemVolume::new(8192));
+        let wire = Tripwire::new(3);
+        a.set_tripwire(Some(wire.clone()));
+        b.set_tripwire(Some(wire.clone()));
+        a.write_at(&[1; 512], 0).unwrap();
+        a.flush().unwrap();
+        b.write_at(&[2; 512], 0).unwrap();
+        assert!(!wire.tripped());
+        // The third write is where the power goes: it and all after are lost.
+        a.write_at(&[3; 512], 512).unwrap();
+        assert!(wire.tripped());
+        b.write_at_fua(&[4; 512], 512).unwrap();
+        b.write_zeroes(0, 512).unwrap();
+        b.flush().unwrap();
+        let mut buf = [0u8; 1024];
+        b.read_at(&mut buf, 0).unwrap();
+        assert_eq!(
+            (buf[0], buf[512]),
+            (2, 0),
+            "reads see what came before the cut"
+        );
+        for v in [&a, &b] {
+            v.power_cut_with(PowerCutPolicy::DropAll).unwrap();
+            v.restart();
+        }
+        a.read_at(&mut buf, 0).unwrap();
+        assert_eq!(
+            (buf[0], buf[512]),
+            (1, 0),
+            "the flushed write stays, the lost one never came"
+        );
+        b.read_at(&mut buf, 0).unwrap();
+        assert_eq!(
+            (buf[0], buf[512]),
+            (0, 0),
+            "b's unflushed write was dropped by the cut"
+        );
+        // The cut disarmed it: writes land again.
+        b.write_at_fua(&[5; 512], 512).unwrap();
+        b.read_at(&mut buf, 0).unwrap();
+        assert_eq!(buf[512], 5);
+    }
 
     #[test]
     fn sector_pieces_split_at_absolute_boundaries() {

@@ -19,7 +19,7 @@ pub mod throttle;
 pub mod uring;
 
 pub use direct::IoMode;
-pub use fault::{FaultStats, FaultVolume, Misdirected, PowerCutPolicy, PowerCutReport};
+pub use fault::{FaultStats, FaultVolume, Misdirected, PowerCutPolicy, PowerCutReport, Tripwire};
 pub use file::{FileVolume, OpenMode};
 pub use memory::MemVolume;
 pub use partition::{MemberOpener, MemberPath, Partition, PartitionTable, Scheme};

@@ -57,6 +57,7 @@ fn options(h: &Hunt, run: u64) -> Options {
         stale_members: h.extra.stale_members,
         cache_tier: h.extra.cache_tier,
         misdirected: false,
+        cuts_inside: false,
     }
 }
 

@@ -20,6 +20,7 @@ fn opts(stale: bool, cache: bool, misdirected: bool) -> Options {
         stale_members: stale,
         cache_tier: cache,
         misdirected,
+        cuts_inside: false,
     }
 }
 

@@ -54,6 +54,7 @@ fn ci_sweep_finds_no_violation() {
         stale_members: false,
         cache_tier: false,
         misdirected: false,
+        cuts_inside: false,
     };
     let s = sweep(&opts, |r| {
         if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
@@ -102,6 +103,7 @@ fn beyond_the_tolerance_nothing_reads_silently_wrong() {
         stale_members: false,
         cache_tier: false,
         misdirected: false,
+        cuts_inside: false,
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -253,6 +255,7 @@ fn stale_members_sweep_finds_no_violation() {
         stale_members: true,
         cache_tier: false,
         misdirected: false,
+        cuts_inside: false,
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -292,6 +295,7 @@ fn cache_opts(runs: u64) -> Options {
         stale_members: false,
         cache_tier: true,
         misdirected: false,
+        cuts_inside: false,
     }
 }
 
@@ -394,6 +398,7 @@ fn misdirected_io_sweep_finds_no_violation() {
         stale_members: false,
         cache_tier: false,
         misdirected: true,
+        cuts_inside: false,
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -426,9 +431,79 @@ fn a_misdirected_run_replays_exactly() {
             stale_members: false,
             cache_tier: false,
             misdirected: true,
+            cuts_inside: false,
         };
         let a = raidlab_sim::torture::run_opts(&opts, run, None);
         let b = raidlab_sim::torture::run_opts(&opts, run, None);
         assert_eq!(a.hash, b.hash, "run {run}");
     }
+}
+
+/// Runs of the cuts-inside sweep: about 6 s of the test build's CPU here.
+const INSIDE_RUNS: u64 = 600;
+
+/// Runs of the cuts-inside sweep (seed 1, release sweep of 1,500) that fail
+/// on a gap found and not fixed yet (docs/reliability.md, "Power cuts inside
+/// a request"): RAID 4/6 with a write journal whose members end two events
+/// behind the journal device after a cut inside a commit (154, 450, 825,
+/// 1139, 1199), and a 0.90 RAID 5 whose cut tore two of its three
+/// superblocks (531); the CI sweep checks those below its run count.
+const KNOWN_OPEN_INSIDE: &[u64] = &[154, 450, 531, 825, 1139, 1199];
+
+/// The power goes inside requests (seed 1, `--cuts-inside`): at a member
+/// write of a write, FUA write, write-zeroes, flush or clean stop. No
+/// violation but the known ones, and cuts did land inside requests (a sweep
+/// where none did would pass without proving anything).
+#[test]
+fn cuts_inside_requests_sweep_finds_no_violation() {
+    let opts = Options {
+        seed: 1,
+        first_run: 0,
+        runs: env("RAIDLAB_TORTURE_RUNS")
+            .unwrap_or_else(|| INSIDE_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
+        ops: 120,
+        level: None,
+        skip_known_gaps: true,
+        stale_members: false,
+        cache_tier: false,
+        misdirected: false,
+        cuts_inside: true,
+    };
+    let s = sweep(&opts, |_| {});
+    let t = s.total();
+    println!(
+        "cuts inside requests: {} runs, {} passed; {} cuts inside, {} torn superblocks",
+        s.runs(),
+        s.passed(),
+        t.inside_cuts,
+        t.torn_superblocks
+    );
+    judge(&s, &opts, KNOWN_OPEN_INSIDE, "KNOWN_OPEN_INSIDE");
+    assert!(t.inside_cuts > 0, "no cut landed inside a request: {t:?}");
+}
+
+/// A run with cuts inside requests replays event for event, member I/O
+/// for member I/O.
+#[test]
+fn a_run_with_cuts_inside_replays_exactly() {
+    let opts = Options {
+        seed: 1,
+        first_run: 17,
+        runs: 1,
+        ops: 120,
+        level: None,
+        skip_known_gaps: true,
+        stale_members: false,
+        cache_tier: false,
+        misdirected: false,
+        cuts_inside: true,
+    };
+    let a = raidlab_sim::torture::run_opts(&opts, 17, None);
+    let b = raidlab_sim::torture::run_opts(&opts, 17, None);
+    assert!(
+        a.counts.inside_cuts > 0,
+        "run 17 cut nothing inside: {:?}",
+        a.counts
+    );
+    assert_eq!((a.hash, a.counts.member_ios), (b.hash, b.counts.member_ios));
 }

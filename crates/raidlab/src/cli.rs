@@ -181,12 +181,19 @@ pub struct SimTortureArgs {
     /// the draws of the runs where it happens.
     #[arg(long)]
     pub misdirected: bool,
+    /// The power also goes inside a request (a write, FUA write,
+    /// write-zeroes, flush or clean stop), at one of its member writes: a
+    /// cut between a stripe's data and parity, a log and its write, or the
+    /// members' superblock writes of one commit (changes the draws of the
+    /// runs where it happens; not with a cache tier in front).
+    #[arg(long)]
+    pub cuts_inside: bool,
     /// Instead of the workload runs: reshapes (`grow` of RAID 4/5/6: more
     /// members, chunk, layout, RAID 4 to 5 and back; RAID 0 more members or
     /// chunk; RAID 10 near or offset onto more members), the power cut after a
     /// random number of member writes, carried on after each cut; a member
     /// may die with the power (docs/reliability.md).
-    #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "misdirected", "level"])]
+    #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "misdirected", "cuts_inside", "level"])]
     pub reshapes: bool,
     /// Instead of the tallies: save the final member images of the first
     /// passed run of each class (level and policy) among the runs, one

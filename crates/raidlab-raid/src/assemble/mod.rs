@@ -583,22 +583,20 @@ fn member_state(reference: &Superblock, sb: &Superblock) -> (MemberState, Option
 }
 
 /// md's "difference of one" (the kernel's `validate_super`, mdadm's
-/// Assemble): a v1 member exactly one event behind, which the newest
-/// superblock still lists where its own superblock says it is, is up to
-/// date. A crash between the members' superblock writes of one commit
-/// leaves exactly that. Safe because a v1 commit lists a device the array
-/// does not have as removed, so a member that missed writes while away is
-/// never listed in its place one event later. 0.90 keeps the strict rule.
+/// Assemble, for 0.90 and 1.x alike): a member exactly one event behind,
+/// which the newest superblock still lists where its own superblock says it
+/// is, is up to date. A crash between the members' superblock writes of one
+/// commit leaves exactly that. Safe because a commit lists a device the
+/// array does not have as removed (1.x) or its slot as "removed, faulty"
+/// (0.90), so a member that missed writes while away is never listed in its
+/// place one event later.
 fn one_event_behind(reference: &Superblock, sb: &Superblock, own: Role, listed: Role) -> bool {
     let same_place = match (own, listed) {
         (Role::Active(a), Role::Active(b)) | (Role::Replacement(a), Role::Replacement(b)) => a == b,
         (Role::Journal, Role::Journal) => true,
         _ => false,
     };
-    same_place
-        && sb.events + 1 == reference.events
-        && sb.v0_90.is_none()
-        && reference.v0_90.is_none()
+    same_place && sb.events + 1 == reference.events
 }
 
 /// A member taken one event behind gets the newest superblock's array-wide

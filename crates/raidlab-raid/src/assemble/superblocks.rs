@@ -146,8 +146,9 @@ impl Assembly {
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let in_service = self.in_service_090();
-        // md writes a v1 role table from the devices it has (super_1_sync):
-        // a device listed in a slot but not in the array now (not given, or
+        // md writes the role table from the devices it has (super_1_sync;
+        // super_90_sync lists a slot no device holds "removed, faulty"): a
+        // device listed in a slot but not in the array now (not given, or
         // set aside as out of date) is listed removed. Only then may the
         // assembly take a member one event behind as up to date, as md does
         // ([`super::member_state`]): a device absent at a commit is no longer
@@ -166,11 +167,9 @@ impl Assembly {
             m.sb.events = events;
             m.sb.utime = now;
             f(&mut m.sb);
-            if m.sb.v0_90.is_none() {
-                for (d, r) in m.sb.dev_roles.iter_mut().enumerate() {
-                    if *r < raidlab_md::ROLE_JOURNAL && !live.contains(&(d as u32)) {
-                        *r = raidlab_md::ROLE_SPARE;
-                    }
+            for (d, r) in m.sb.dev_roles.iter_mut().enumerate() {
+                if *r < raidlab_md::ROLE_JOURNAL && !live.contains(&(d as u32)) {
+                    *r = raidlab_md::ROLE_SPARE;
                 }
             }
             if let Some(t) = m.sb.v0_90.as_mut() {

@@ -26,6 +26,7 @@ pub mod config;
 mod faults;
 mod gaps;
 pub mod images;
+mod inside;
 pub mod model;
 pub mod reshape;
 mod restart;
@@ -68,6 +69,10 @@ pub struct Options {
     /// and only without a cache tier. Off, a run draws exactly what it drew
     /// before.
     pub misdirected: bool,
+    /// The power also goes inside requests (`inside.rs`), at a member
+    /// write, drawn from a stream of its own and only without a cache tier.
+    /// Off, a run draws exactly what it drew before.
+    pub cuts_inside: bool,
 }
 
 /// An invariant the engine broke (or the harness could not hold).
@@ -122,6 +127,10 @@ pub struct Counts {
     pub misdirected_writes: u64,
     pub misdirected_found: u64,
     pub misdirected_reads: u64,
+    /// Power cuts inside a request (`--cuts-inside`).
+    pub inside_cuts: u64,
+    /// Devices whose superblock a cut tore, left out of the assembly.
+    pub torn_superblocks: u64,
 }
 
 impl Counts {
@@ -148,6 +157,8 @@ impl Counts {
         self.misdirected_writes += o.misdirected_writes;
         self.misdirected_found += o.misdirected_found;
         self.misdirected_reads += o.misdirected_reads;
+        self.inside_cuts += o.inside_cuts;
+        self.torn_superblocks += o.torn_superblocks;
     }
 }
 
@@ -163,6 +174,7 @@ pub struct RunResult {
     pub stale_members: bool,
     pub cache_tier: bool,
     pub misdirected: bool,
+    pub cuts_inside: bool,
     /// Hash of every event of the run, in order.
     pub hash: u64,
     pub counts: Counts,
@@ -173,7 +185,7 @@ impl RunResult {
     /// The command that replays this run alone.
     pub fn replay_command(&self, ops: usize) -> String {
         format!(
-            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}{}{}",
+            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}{}{}{}",
             self.seed,
             self.run,
             self.level
@@ -191,6 +203,11 @@ impl RunResult {
             if self.cache_tier { " --cache-tier" } else { "" },
             if self.misdirected {
                 " --misdirected"
+            } else {
+                ""
+            },
+            if self.cuts_inside {
+                " --cuts-inside"
             } else {
                 ""
             }

@@ -545,8 +545,7 @@ impl Rig {
         for v in &self.vols {
             v.restart();
         }
-        let asm = Assembly::assemble(self.live_devices())
-            .map_err(|e| format!("assemble after a power cut: {e}"))?;
+        let asm = self.assemble_after_cut()?;
         let mut missing = asm.missing();
         let g = asm.geometry;
         let write_hole = self.cfg.has_parity()
@@ -671,12 +670,56 @@ impl Rig {
 
     /// Start after a power cut as md would: a dirty degraded parity array
     /// with no log is refused, then started forced (the operator's choice).
+    /// Assemble after a cut as an operator does with mdadm: a device whose
+    /// superblock the cut tore (its checksum fails) stops the assembly with
+    /// an error naming it (mdadm: "no superblock - assembly aborted"); it is
+    /// then left out, as a member lost, and the rest assembled. Only a cut
+    /// inside a commit can tear one (`inside.rs`): 0.90 checksums its whole
+    /// 4 KiB superblock, 1.x its first sectors.
+    fn assemble_after_cut(&mut self) -> Result<Assembly, String> {
+        loop {
+            match Assembly::assemble(self.live_devices()) {
+                Ok(asm) => return Ok(asm),
+                Err(e) if e.message.contains("the superblock is corrupt") => {
+                    let dev = e
+                        .device
+                        .as_ref()
+                        .and_then(|d| {
+                            (0..self.vols.len())
+                                .find(|&i| self.paths[i] == *d || self.vols[i].name() == *d)
+                        })
+                        .filter(|&i| !self.dead[i])
+                        .ok_or_else(|| format!("assemble after a power cut: {e}"))?;
+                    self.note(format!(
+                        "{}: its superblock was torn by the cut ({e}); left out of the assembly",
+                        self.paths[dev]
+                    ));
+                    self.dead[dev] = true;
+                    self.faulty[dev] = true;
+                    self.counts.torn_superblocks += 1;
+                }
+                Err(e) => return Err(format!("assemble after a power cut: {e}")),
+            }
+        }
+    }
+
     pub(super) fn start_after_cut(
         &mut self,
         asm: Assembly,
         write_hole: bool,
     ) -> Result<bool, String> {
         let keep = asm.clone();
+        // What the assembly made of each device, for the trace of a refusal.
+        let seen: Vec<String> = asm
+            .members
+            .iter()
+            .map(|m| format!("{} {:?} events {}", m.device.path, m.state, m.sb.events))
+            .collect();
+        self.note(format!(
+            "assembled at events {}: {}",
+            asm.events,
+            seen.join(", ")
+        ));
         match self.start(asm, false) {
             Ok(()) => Ok(false),
             Err(e) if write_hole => {

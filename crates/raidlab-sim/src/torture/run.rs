@@ -47,6 +47,8 @@ pub enum Plant {
 const STALE_STREAM: u64 = 0x57a1_e000_5eed_0001;
 /// Mixed into the run's seed for the stream of the misdirected I/O.
 const MISDIRECT_STREAM: u64 = 0x3d1e_c7ed_5eed_0002;
+/// The stream of the cuts inside requests (`inside.rs`).
+const INSIDE_STREAM: u64 = 0x1d51_de00_5eed_0003;
 
 pub(super) struct Rig {
     pub(super) cfg: Config,
@@ -88,6 +90,8 @@ pub(super) struct Rig {
     /// Misdirected member I/O (`faults.rs`): its own random stream, so a
     /// run without it draws exactly what it drew before it existed.
     pub(super) misdirect: Option<ChaCha8Rng>,
+    /// The stream of the cuts inside requests (`inside.rs`), when on.
+    pub(super) inside: Option<ChaCha8Rng>,
     /// A misdirected write struck: the array holds data md cannot tell
     /// wrong, and the run ends (nothing is promised from there).
     pub(super) corrupt: bool,
@@ -132,6 +136,7 @@ pub fn run_with(
         stale_members: false,
         cache_tier: false,
         misdirected: false,
+        cuts_inside: false,
     };
     run_opts(&opts, run, plant)
 }
@@ -164,6 +169,7 @@ pub(super) fn run_scripted(
         stale_members,
         cache_tier,
         misdirected,
+        cuts_inside,
         ..
     } = *opts;
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run));
@@ -193,6 +199,7 @@ pub(super) fn run_scripted(
         misdirect: misdirected
             .then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ MISDIRECT_STREAM)),
         corrupt: false,
+        inside: cuts_inside.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ INSIDE_STREAM)),
         trace_cap: if matches!(script, Script::Replay(_)) {
             usize::MAX
         } else {
@@ -231,6 +238,7 @@ pub(super) fn run_scripted(
         stale_members,
         cache_tier,
         misdirected,
+        cuts_inside,
         hash: rig.hash,
         counts: rig.counts.clone(),
         violation,
@@ -405,6 +413,7 @@ impl Rig {
             if self.stale_step(strict)?
                 || self.cache_step(strict)?
                 || self.misdirect_step(strict)?
+                || self.inside_step(strict)?
             {
                 if self.corrupt {
                     return Ok(());

@@ -39,6 +39,8 @@ pub struct Mark {
     pub misdirect: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<u64>,
 }
 
 /// What a run does with its operations' starts.
@@ -72,6 +74,7 @@ impl Rig {
                     stale: self.stale.as_ref().map(pos),
                     misdirect: self.misdirect.as_ref().map(pos),
                     tier: self.tier.as_ref().map(|t| pos(&t.rng)),
+                    inside: self.inside.as_ref().map(pos),
                 };
                 if let Script::Record(marks) = &mut self.script {
                     marks.push(m);
@@ -92,6 +95,9 @@ impl Rig {
                 }
                 if let (Some(t), Some(p)) = (self.tier.as_mut(), m.tier) {
                     t.rng.set_word_pos(u128::from(p));
+                }
+                if let (Some(r), Some(p)) = (self.inside.as_mut(), m.inside) {
+                    r.set_word_pos(u128::from(p));
                 }
                 true
             }
@@ -227,6 +233,8 @@ pub struct Saved {
     pub cache_tier: bool,
     #[serde(default)]
     pub misdirected: bool,
+    #[serde(default)]
+    pub cuts_inside: bool,
     /// The violation's kind ([`kind_of`]).
     pub violation: String,
     pub status: Status,
@@ -252,6 +260,7 @@ impl Saved {
             stale_members: opts.stale_members,
             cache_tier: opts.cache_tier,
             misdirected: opts.misdirected,
+            cuts_inside: opts.cuts_inside,
             violation: s.kind.clone(),
             status: Status::Open,
             note: String::new(),
@@ -282,6 +291,7 @@ impl Saved {
             stale_members: self.stale_members,
             cache_tier: self.cache_tier,
             misdirected: self.misdirected,
+            cuts_inside: self.cuts_inside,
         })
     }
 

@@ -91,6 +91,7 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
         stale_members: a.stale_members,
         cache_tier: a.cache_tier,
         misdirected: a.misdirected,
+        cuts_inside: a.cuts_inside,
     };
     if let Some(dir) = &a.save_images {
         return save_images(&opts, dir);
@@ -176,6 +177,13 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
             t.misdirected_writes,
             t.misdirected_found,
             t.misdirected_reads
+        );
+    }
+    if a.cuts_inside {
+        outln!(
+            "power cuts inside a request: {}; superblocks torn by a cut (the device left out, as mdadm refuses it): {}",
+            t.inside_cuts,
+            t.torn_superblocks
         );
     }
     if a.cache_tier {
