@@ -130,6 +130,10 @@ pub struct Assembly {
     /// ([`Assembly::with_executor`]), so that a recording executor sees that
     /// I/O as it sees a running array's.
     executor: Arc<dyn crate::exec::Executor>,
+    /// Device numbers of live members taken one event behind (md's margin):
+    /// their superblocks on disk still say the older count until a commit
+    /// writes them, which first brings them level ([`Assembly::commit`]).
+    lagging: Vec<u32>,
 }
 
 impl Clone for Assembly {
@@ -151,6 +155,7 @@ impl Clone for Assembly {
                     .clone(),
             ),
             executor: Arc::clone(&self.executor),
+            lagging: self.lagging.clone(),
         }
     }
 }
@@ -240,12 +245,14 @@ impl Assembly {
             geometry_of(&reference).map_err(|e| e.on_device(found[newest].0.path.clone()))?;
         let mut slots: Vec<Option<usize>> = vec![None; geometry.raid_disks];
         let mut members = Vec::new();
+        let mut lagging = Vec::new();
         for ((d, sb), superseded) in found.into_iter().zip(superseded) {
             let (mut state, role) = member_state(&reference, &sb);
             let sb = if !superseded
                 && sb.events < reference.events
                 && matches!(state, MemberState::Active | MemberState::Journal)
             {
+                lagging.push(sb.dev_number);
                 caught_up(&reference, sb)
             } else {
                 sb
@@ -291,9 +298,23 @@ impl Assembly {
         // md writes one role table to every device it keeps current; a live
         // member whose own copy is older (a spare md did not write) must not
         // carry that old table into the next superblock write.
+        // A spare the newest table puts in a slot (a rebuild whose start it
+        // missed, see `member_state`) is listed as the spare it is.
+        let spares: Vec<u32> = members
+            .iter()
+            .filter(|m| m.state == MemberState::Spare)
+            .map(|m| m.sb.dev_number)
+            .collect();
         for m in members.iter_mut().filter(|m| m.is_live()) {
             m.sb.max_dev = reference.max_dev;
             m.sb.dev_roles = reference.dev_roles.clone();
+            for &d in &spares {
+                if let Some(r) = m.sb.dev_roles.get_mut(d as usize) {
+                    if *r < raidlab_md::ROLE_JOURNAL {
+                        *r = raidlab_md::ROLE_SPARE;
+                    }
+                }
+            }
         }
         let bitmap = bitmap_copy::assembled(&members, &slots, &reference)?;
         let asm = Assembly {
@@ -306,6 +327,7 @@ impl Assembly {
             bitmap,
             journal_handle: std::sync::Mutex::new(None),
             executor: Arc::new(crate::exec::ThreadPool::default()),
+            lagging,
         };
         // Linear and multi-zone RAID 0: refuse sizes md would not run; a
         // reshape whose fields make no geometry is refused here too.
@@ -567,6 +589,18 @@ fn member_state(reference: &Superblock, sb: &Superblock) -> (MemberState, Option
             Role::Active(_) | Role::Replacement(_) | Role::Journal => MemberState::Stale,
         };
         return (state, claimed);
+    }
+    // A spare behind the newest count that the newest table puts in a slot
+    // missed the commit that started its rebuild (a cut between the
+    // members' superblock writes): how far its rebuild got is in its own
+    // superblock, which says spare. md takes a device's role from its own
+    // superblock (super_1_validate), so it is a spare here too, never a
+    // member in sync holding data it was never given.
+    if sb.events < reference.events
+        && own == Role::Spare
+        && matches!(in_reference, Role::Active(_) | Role::Replacement(_))
+    {
+        return (MemberState::Spare, None);
     }
     let slot = match in_reference {
         Role::Active(r) => Some(r as usize),

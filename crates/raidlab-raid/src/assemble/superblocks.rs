@@ -120,7 +120,19 @@ impl Assembly {
     pub fn commit(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
         let before: Vec<Superblock> = self.members.iter().map(|m| m.sb.clone()).collect();
         let bitmap_events = self.bitmap.as_ref().map(|b| b.sb.events);
-        let r = self.commit_all(f);
+        // Members taken one event behind are first written level with the
+        // rest, at the count they already have in memory. Without that, a
+        // cut inside this commit could leave them two behind a device that
+        // took the new count (the journal device is written first), and
+        // the next assembly would set them aside as out of date.
+        let r = match self.lagging.clone() {
+            lagging if lagging.is_empty() => Ok(()),
+            lagging => self.commit_all(|_| {}, false, Some(&lagging)),
+        };
+        if r.is_ok() {
+            self.lagging.clear();
+        }
+        let r = r.and_then(|()| self.commit_all(f, true, None));
         if r.is_err() {
             for (m, sb) in self.members.iter_mut().zip(before) {
                 m.sb = sb;
@@ -132,9 +144,17 @@ impl Assembly {
         r
     }
 
-    fn commit_all(&mut self, f: impl Fn(&mut Superblock)) -> Result<()> {
+    /// Write the superblocks of the live members (of those numbered in
+    /// `only`, when given) with `f` applied, the count raised by one when
+    /// `bump`.
+    fn commit_all(
+        &mut self,
+        f: impl Fn(&mut Superblock),
+        bump: bool,
+        only: Option<&[u32]>,
+    ) -> Result<()> {
         let now = now_secs();
-        let events = self.events + 1;
+        let events = self.events + u64::from(bump);
         if let Some(b) = self.bitmap.as_mut() {
             // md keeps the bitmap's event count with the superblock's; a bitmap
             // behind it would be taken as stale (full resync).
@@ -163,7 +183,8 @@ impl Assembly {
         // together, then the flushes together.
         let mut writes = crate::metadata_plan::DeviceWrites::default();
         let mut table: Vec<Option<Arc<dyn Volume>>> = Vec::new();
-        for m in self.members.iter_mut().filter(|m| m.is_live()) {
+        let picked = |m: &super::Member| only.map_or(true, |o| o.contains(&m.sb.dev_number));
+        for m in self.members.iter_mut().filter(|m| m.is_live() && picked(m)) {
             m.sb.events = events;
             m.sb.utime = now;
             f(&mut m.sb);

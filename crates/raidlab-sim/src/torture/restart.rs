@@ -545,14 +545,28 @@ impl Rig {
         for v in &self.vols {
             v.restart();
         }
+        let torn_before = self.counts.torn_superblocks;
         let asm = self.assemble_after_cut()?;
+        // Torn superblocks count as members lost (this may go beyond the
+        // level's tolerance).
+        let torn = self.counts.torn_superblocks > torn_before && !self.strict();
         let mut missing = asm.missing();
         let g = asm.geometry;
         let write_hole = self.cfg.has_parity()
             && !missing.is_empty()
             && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap);
         let lost_pages = self.latent_pages(&asm);
-        let forced = self.start_after_cut(asm, write_hole)?;
+        let forced = match self.start_after_cut(asm, write_hole) {
+            Err(e) if torn => {
+                // md refuses too: nothing is served, so nothing is wrong.
+                self.note(format!(
+                    "beyond the tolerance after the torn superblocks, the start refused: {e}"
+                ));
+                self.lost = true;
+                return Ok(());
+            }
+            r => r?,
+        };
         self.counts.restarts += 1;
         // A member the start takes out (a write of its resync fails, and
         // without a bad-block log to list it md fails the member too) leaves
@@ -713,7 +727,12 @@ impl Rig {
         let seen: Vec<String> = asm
             .members
             .iter()
-            .map(|m| format!("{} {:?} events {}", m.device.path, m.state, m.sb.events))
+            .map(|m| {
+                format!(
+                    "{} {:?} slot {:?} events {}",
+                    m.device.path, m.state, m.role, m.sb.events
+                )
+            })
             .collect();
         self.note(format!(
             "assembled at events {}: {}",

@@ -95,6 +95,9 @@ pub(super) struct Rig {
     /// A misdirected write struck: the array holds data md cannot tell
     /// wrong, and the run ends (nothing is promised from there).
     pub(super) corrupt: bool,
+    /// A cut tore more members' superblocks than the level can lose and
+    /// the start refused the rest, as md's would: the run ends there.
+    pub(super) lost: bool,
     /// Recording where each operation's draws begin, or replaying only
     /// some operations from there (`shrink.rs`).
     pub(super) script: Script,
@@ -199,6 +202,7 @@ pub(super) fn run_scripted(
         misdirect: misdirected
             .then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ MISDIRECT_STREAM)),
         corrupt: false,
+        lost: false,
         inside: cuts_inside.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ INSIDE_STREAM)),
         trace_cap: if matches!(script, Script::Replay(_)) {
             usize::MAX
@@ -400,6 +404,9 @@ impl Rig {
 
     pub(super) fn workload(&mut self, ops: usize, plant: Option<Plant>) -> Outcome {
         for op in 0..ops {
+            if self.lost {
+                return Ok(());
+            }
             self.op = op;
             if !self.script_step(op) {
                 continue;
@@ -443,6 +450,9 @@ impl Rig {
             }
         }
         self.op = ops;
+        if self.lost {
+            return Ok(());
+        }
         if self.strict() {
             // Everything written back: the origin alone reads the model.
             self.write_back_all()?;
