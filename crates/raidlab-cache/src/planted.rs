@@ -4,12 +4,9 @@
 //! feature, which only `raidlab-sim`'s tests enable; without it the plant
 //! point is the literal `false` (the `planted!` macro in `lib.rs`).
 //!
-//! It decides which bug is on, for which thread (thread-local, as the
-//! engine's `raidlab_raid::planted`, whose reasons hold here too). It must
-//! never be on unless a test asked for it. It is the cache's own switch,
-//! not the engine's, because this crate never depends on the engine.
-
-use std::cell::Cell;
+//! It decides which of the cache's decisions can be made wrong; the switch
+//! (which one is on, for which thread) is `raidlab_core::planted`, shared
+//! with the engine's list, since this crate never depends on the engine.
 
 /// One decision of the cache made wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -23,27 +20,19 @@ impl Bug {
     pub const ALL: [Bug; 1] = [Bug::CleanSkipsLastBlock];
 }
 
-thread_local! {
-    static ON: Cell<Option<Bug>> = const { Cell::new(None) };
+impl raidlab_core::planted::Bug for Bug {
+    fn index(self) -> u8 {
+        self as u8
+    }
 }
 
 /// Whether `bug` is planted on this thread.
 pub fn on(bug: Bug) -> bool {
-    ON.with(|c| c.get() == Some(bug))
+    raidlab_core::planted::on(bug)
 }
 
-/// `bug` planted on this thread until the guard is dropped.
-#[must_use = "the bug is planted only while the guard lives"]
-pub fn plant(bug: Option<Bug>) -> Planted {
-    Planted(ON.with(|c| c.replace(bug)))
-}
-
-/// Keeps a bug planted (see [`plant`]).
-#[derive(Debug)]
-pub struct Planted(Option<Bug>);
-
-impl Drop for Planted {
-    fn drop(&mut self) {
-        ON.with(|c| c.set(self.0));
-    }
+/// `bug` planted on this thread until the guard is dropped; planting it
+/// takes off any engine bug (one switch, `raidlab_core::planted`).
+pub fn plant(bug: Option<Bug>) -> raidlab_core::planted::Planted {
+    raidlab_core::planted::plant(bug)
 }

@@ -8,6 +8,8 @@
 //! - [`IoKind`]: what one I/O asks for (read, write, flush, trim, write-zeroes),
 //!   the one name the engine's plans, the simulator and trace replay share.
 //! - [`Error`]: errors that carry what failed, where (device, offset, length) and why.
+//! - `planted`: the switch behind the test-only planted bugs (feature
+//!   `planted-bugs`).
 //! - [`size`]: human sizes (`4K`, `512M`, `2T`) parsed and printed as powers of 1024.
 //!
 //! This crate must never do I/O of its own and never depend on another raidlab crate.
@@ -16,6 +18,8 @@ pub mod clock;
 pub mod error;
 pub mod io_kind;
 pub mod layer;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod size;
 pub mod skip;
 pub mod volume;

@@ -5,16 +5,14 @@
 //! as a dev-dependency); without it every plant point is the literal `false`
 //! (the `planted!` macro in `lib.rs`) and this module does not exist.
 //!
-//! It decides which bug is on, and for which thread. It must never be on
-//! unless a test asked for it, and never reach another thread: the switch is
-//! thread-local, because `cargo test` runs a binary's tests on many threads
-//! at once and a planted bug must not fail a neighbouring test. The torture
+//! It decides which of the engine's decisions can be made wrong; the switch
+//! (which one is on, for which thread: thread-local, because `cargo test`
+//! runs a binary's tests on many threads at once and a planted bug must not
+//! fail a neighbouring test) is `raidlab_core::planted`. The torture
 //! harness runs the engine on its calling thread (plans `exec::InOrder`, the
 //! stripe cache with no thread, offline recovery on the caller), so every
 //! plant point it can reach runs where the switch was set. A plant point on
 //! another thread (the engine's own pools) sees it off.
-
-use std::cell::Cell;
 
 /// One decision of the engine made wrong. Each names the plant point it
 /// switches on (search for `planted!(Name)`).
@@ -78,28 +76,20 @@ impl Bug {
     ];
 }
 
-thread_local! {
-    static ON: Cell<Option<Bug>> = const { Cell::new(None) };
+impl raidlab_core::planted::Bug for Bug {
+    fn index(self) -> u8 {
+        self as u8
+    }
 }
 
 /// Whether `bug` is planted on this thread.
 pub fn on(bug: Bug) -> bool {
-    ON.with(|c| c.get() == Some(bug))
+    raidlab_core::planted::on(bug)
 }
 
 /// `bug` planted on this thread until the guard is dropped (the previous
-/// setting comes back then, also when a test panics).
-#[must_use = "the bug is planted only while the guard lives"]
-pub fn plant(bug: Option<Bug>) -> Planted {
-    Planted(ON.with(|c| c.replace(bug)))
-}
-
-/// Keeps a bug planted (see [`plant`]).
-#[derive(Debug)]
-pub struct Planted(Option<Bug>);
-
-impl Drop for Planted {
-    fn drop(&mut self) {
-        ON.with(|c| c.set(self.0));
-    }
+/// setting comes back then, also when a test panics). Planting one takes off
+/// any other, the cache tier's included (one switch, `raidlab_core::planted`).
+pub fn plant(bug: Option<Bug>) -> raidlab_core::planted::Planted {
+    raidlab_core::planted::plant(bug)
 }

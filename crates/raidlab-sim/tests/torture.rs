@@ -439,6 +439,22 @@ fn a_misdirected_run_replays_exactly() {
     }
 }
 
+/// Runs `first_run..first_run + runs` of `seed` with cuts inside requests.
+fn inside_opts(seed: u64, first_run: u64, runs: u64) -> Options {
+    Options {
+        seed,
+        first_run,
+        runs,
+        ops: 120,
+        level: None,
+        skip_known_gaps: true,
+        stale_members: false,
+        cache_tier: false,
+        misdirected: false,
+        cuts_inside: true,
+    }
+}
+
 /// Runs of the cuts-inside sweep: about 6 s of the test build's CPU here.
 const INSIDE_RUNS: u64 = 600;
 
@@ -453,19 +469,12 @@ const KNOWN_OPEN_INSIDE: &[u64] = &[];
 /// where none did would pass without proving anything).
 #[test]
 fn cuts_inside_requests_sweep_finds_no_violation() {
-    let opts = Options {
-        seed: 1,
-        first_run: 0,
-        runs: env("RAIDLAB_TORTURE_RUNS")
+    let opts = inside_opts(
+        1,
+        0,
+        env("RAIDLAB_TORTURE_RUNS")
             .unwrap_or_else(|| INSIDE_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
-        ops: 120,
-        level: None,
-        skip_known_gaps: true,
-        stale_members: false,
-        cache_tier: false,
-        misdirected: false,
-        cuts_inside: true,
-    };
+    );
     let s = sweep(&opts, |_| {});
     let t = s.total();
     println!(
@@ -483,18 +492,7 @@ fn cuts_inside_requests_sweep_finds_no_violation() {
 /// for member I/O.
 #[test]
 fn a_run_with_cuts_inside_replays_exactly() {
-    let opts = Options {
-        seed: 1,
-        first_run: 17,
-        runs: 1,
-        ops: 120,
-        level: None,
-        skip_known_gaps: true,
-        stale_members: false,
-        cache_tier: false,
-        misdirected: false,
-        cuts_inside: true,
-    };
+    let opts = inside_opts(1, 17, 1);
     let a = raidlab_sim::torture::run_opts(&opts, 17, None);
     let b = raidlab_sim::torture::run_opts(&opts, 17, None);
     assert!(
@@ -511,18 +509,7 @@ fn a_run_with_cuts_inside_replays_exactly() {
 #[test]
 fn cuts_inside_runs_that_found_gaps_pass() {
     let run = |seed: u64, run: u64| {
-        let opts = Options {
-            seed,
-            first_run: run,
-            runs: 1,
-            ops: 120,
-            level: None,
-            skip_known_gaps: true,
-            stale_members: false,
-            cache_tier: false,
-            misdirected: false,
-            cuts_inside: true,
-        };
+        let opts = inside_opts(seed, run, 1);
         let r = raidlab_sim::torture::run_opts(&opts, run, None);
         assert!(
             r.violation.is_none(),
