@@ -266,6 +266,18 @@ impl Array {
         pos: u64,
         n: u64,
     ) -> Result<()> {
+        // Whole sectors, all read from the others as they are now: a member
+        // write of part of a sector is not what a disk does (it writes the
+        // sector), and in a disk's cache such a piece could land over a
+        // newer write of the rest of that sector at a power cut, leaving
+        // bytes of two writes in one sector (torture seed 2 run 869).
+        const SECTOR: u64 = 512;
+        let start = pos - pos % SECTOR;
+        let end = (pos + n)
+            .div_ceil(SECTOR)
+            .saturating_mul(SECTOR)
+            .min(self.geometry.array_bytes());
+        let (pos, n) = (start, end.saturating_sub(start));
         let bad = self.bad_blocks.get();
         let (plan, len) = crate::badblocks::BadBlocks::repair_plan(
             bad.as_deref(),
