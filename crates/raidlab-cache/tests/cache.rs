@@ -539,9 +539,11 @@ fn the_background_driver_ticks_the_cleaner_at_the_volumes_pace() {
     // rate allows nothing.
     driver.wait_ticks(3);
     assert_eq!(v.stats().dirty_blocks, 10);
-    // A second of virtual time: two blocks, whatever the real time.
-    clock.sleep(Duration::from_secs(1));
+    // A second of virtual time: two blocks, whatever the real time. The
+    // count is read before the clock moves: the driver may tick between the
+    // move and any later read (a race this test lost once in CI).
     let report_before = v.stats().cleaned_blocks;
+    clock.sleep(Duration::from_secs(1));
     driver.wait_ticks(6);
     assert_eq!(v.stats().cleaned_blocks - report_before, 2);
     let report = driver.stop();
