@@ -32,29 +32,24 @@ fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
 }
 
-fn runs() -> u64 {
-    env("RAIDLAB_TORTURE_RUNS").unwrap_or_else(|| CI_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1))
+/// A sweep's run count: `RAIDLAB_TORTURE_RUNS`, or `default` times
+/// `RAIDLAB_SOAK`.
+fn sweep_runs(default: u64) -> u64 {
+    env("RAIDLAB_TORTURE_RUNS").unwrap_or_else(|| default * env("RAIDLAB_SOAK").unwrap_or(1).max(1))
 }
 
 #[test]
 fn ci_sweep_finds_no_violation() {
     let opts = Options {
-        seed: 1,
-        first_run: 0,
-        runs: runs(),
-        ops: 120,
-        level: None,
         // Member failures, write errors, latent read errors and power cuts
         // (also while a role is troubled) are injected; left out are only
         // faults beyond the level's tolerance, for the gap docs/reliability.md
         // names ("Known open gaps"; the rule: `torture/gaps.rs`).
         // `raidlab sim torture` without --skip-known-gaps runs them.
         skip_known_gaps: true,
-        // Its own sweep below, so the runs named here keep their draws.
-        stale_members: false,
-        cache_tier: false,
-        misdirected: false,
-        cuts_inside: false,
+        // The fault families have their own sweeps below, so the runs named
+        // here keep their draws.
+        ..base_opts(1, 0, sweep_runs(CI_RUNS))
     };
     let s = sweep(&opts, |r| {
         if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
@@ -94,16 +89,8 @@ const BEYOND_RUNS: u64 = 600;
 #[test]
 fn beyond_the_tolerance_nothing_reads_silently_wrong() {
     let opts = Options {
-        seed: 1,
-        first_run: 0,
-        runs: env("RAIDLAB_TORTURE_RUNS").unwrap_or(BEYOND_RUNS),
-        ops: 120,
-        level: None,
         skip_known_gaps: false,
-        stale_members: false,
-        cache_tier: false,
-        misdirected: false,
-        cuts_inside: false,
+        ..base_opts(1, 0, env("RAIDLAB_TORTURE_RUNS").unwrap_or(BEYOND_RUNS))
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -113,6 +100,24 @@ fn beyond_the_tolerance_nothing_reads_silently_wrong() {
         t.beyond_tolerance
     );
     judge(&s, &opts, &[], "the beyond-tolerance list");
+}
+
+/// Runs `first_run..first_run + runs` of `seed`, 120 operations each, any
+/// level, the known gaps left out and no optional fault family: what each
+/// sweep below starts from.
+fn base_opts(seed: u64, first_run: u64, runs: u64) -> Options {
+    Options {
+        seed,
+        first_run,
+        runs,
+        ops: 120,
+        level: None,
+        skip_known_gaps: true,
+        stale_members: false,
+        cache_tier: false,
+        misdirected: false,
+        cuts_inside: false,
+    }
 }
 
 /// Every failing run of `s` is in `known` (named `list` in the message),
@@ -245,17 +250,8 @@ const KNOWN_OPEN_STALE: &[u64] = &[];
 #[test]
 fn stale_members_sweep_finds_no_violation() {
     let opts = Options {
-        seed: 1,
-        first_run: 0,
-        runs: env("RAIDLAB_TORTURE_RUNS")
-            .unwrap_or_else(|| STALE_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
-        ops: 120,
-        level: None,
-        skip_known_gaps: true,
         stale_members: true,
-        cache_tier: false,
-        misdirected: false,
-        cuts_inside: false,
+        ..base_opts(1, 0, sweep_runs(STALE_RUNS))
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -286,16 +282,8 @@ const KNOWN_OPEN_CACHE: &[u64] = &[];
 
 fn cache_opts(runs: u64) -> Options {
     Options {
-        seed: 1,
-        first_run: 0,
-        runs,
-        ops: 120,
-        level: None,
-        skip_known_gaps: true,
-        stale_members: false,
         cache_tier: true,
-        misdirected: false,
-        cuts_inside: false,
+        ..base_opts(1, 0, runs)
     }
 }
 
@@ -307,10 +295,7 @@ fn cache_opts(runs: u64) -> Options {
 /// with a cache, opens after a cut, blocks written back.
 #[test]
 fn cache_tier_sweep_finds_no_violation() {
-    let opts = cache_opts(
-        env("RAIDLAB_TORTURE_RUNS")
-            .unwrap_or_else(|| CACHE_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
-    );
+    let opts = cache_opts(sweep_runs(CACHE_RUNS));
     let s = sweep(&opts, |r| {
         if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
             eprintln!(
@@ -388,17 +373,8 @@ const KNOWN_OPEN_MISDIRECTED: &[u64] = &[];
 #[test]
 fn misdirected_io_sweep_finds_no_violation() {
     let opts = Options {
-        seed: 1,
-        first_run: 0,
-        runs: env("RAIDLAB_TORTURE_RUNS")
-            .unwrap_or_else(|| MISDIRECTED_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
-        ops: 120,
-        level: None,
-        skip_known_gaps: true,
-        stale_members: false,
-        cache_tier: false,
         misdirected: true,
-        cuts_inside: false,
+        ..base_opts(1, 0, sweep_runs(MISDIRECTED_RUNS))
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
@@ -422,16 +398,8 @@ fn misdirected_io_sweep_finds_no_violation() {
 fn a_misdirected_run_replays_exactly() {
     for run in 0..8 {
         let opts = Options {
-            seed: 1,
-            first_run: run,
-            runs: 1,
-            ops: 120,
-            level: None,
-            skip_known_gaps: true,
-            stale_members: false,
-            cache_tier: false,
             misdirected: true,
-            cuts_inside: false,
+            ..base_opts(1, run, 1)
         };
         let a = raidlab_sim::torture::run_opts(&opts, run, None);
         let b = raidlab_sim::torture::run_opts(&opts, run, None);
@@ -442,16 +410,8 @@ fn a_misdirected_run_replays_exactly() {
 /// Runs `first_run..first_run + runs` of `seed` with cuts inside requests.
 fn inside_opts(seed: u64, first_run: u64, runs: u64) -> Options {
     Options {
-        seed,
-        first_run,
-        runs,
-        ops: 120,
-        level: None,
-        skip_known_gaps: true,
-        stale_members: false,
-        cache_tier: false,
-        misdirected: false,
         cuts_inside: true,
+        ..base_opts(seed, first_run, runs)
     }
 }
 
@@ -469,12 +429,7 @@ const KNOWN_OPEN_INSIDE: &[u64] = &[];
 /// where none did would pass without proving anything).
 #[test]
 fn cuts_inside_requests_sweep_finds_no_violation() {
-    let opts = inside_opts(
-        1,
-        0,
-        env("RAIDLAB_TORTURE_RUNS")
-            .unwrap_or_else(|| INSIDE_RUNS * env("RAIDLAB_SOAK").unwrap_or(1).max(1)),
-    );
+    let opts = inside_opts(1, 0, sweep_runs(INSIDE_RUNS));
     let s = sweep(&opts, |_| {});
     let t = s.total();
     println!(

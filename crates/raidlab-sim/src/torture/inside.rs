@@ -16,7 +16,6 @@
 
 use super::run::{Outcome, Rig};
 use raidlab_devices::Tripwire;
-use raidlab_raid::assemble::Assembly;
 use rand::Rng;
 
 /// The request a cut lands in.
@@ -77,13 +76,17 @@ impl Rig {
         }
         let at = off as u64;
         let len = data.len();
+        // A stop answers with the members it recorded failed.
         let r = match kind {
-            Kind::Write => self.started_mut().write(&data, at),
-            Kind::Fua => self.started_mut().write_fua(&data, at),
-            Kind::Zeroes => self.started_mut().write_zeroes(at, len as u64),
-            Kind::Flush => self.started_mut().flush(),
+            Kind::Write => self.started_mut().write(&data, at).map(|()| Vec::new()),
+            Kind::Fua => self.started_mut().write_fua(&data, at).map(|()| Vec::new()),
+            Kind::Zeroes => self
+                .started_mut()
+                .write_zeroes(at, len as u64)
+                .map(|()| Vec::new()),
+            Kind::Flush => self.started_mut().flush().map(|()| Vec::new()),
             Kind::Stop => match self.started.take() {
-                Some(s) => s.stop().map(|_| ()),
+                Some(s) => s.stop(),
                 None => return Err("internal: no started array to stop".into()),
             },
         };
@@ -104,6 +107,11 @@ impl Rig {
                 "{what} (power to go at member write {at_write}, not reached): {}",
                 r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
             ));
+            if let Kind::Stop = kind {
+                // As every clean stop goes on (`stop_and_start`).
+                let asm = self.stopped(r)?;
+                return self.start_after_stop(asm);
+            }
             r.map_err(|e| format!("{what} failed within the level's tolerance: {e}"))?;
             match kind {
                 Kind::Write | Kind::Zeroes => self.model.write(&data, off),
@@ -112,14 +120,7 @@ impl Rig {
                     self.model.fua(off, len);
                 }
                 Kind::Flush => self.model.flush(),
-                Kind::Stop => {
-                    self.model.flush();
-                    let asm = Assembly::assemble(self.live_devices())
-                        .map_err(|e| format!("assemble after a clean stop: {e}"))?;
-                    self.counts.restarts += 1;
-                    self.start_as_operator(asm, "start after a clean stop")?;
-                    return self.verify_all();
-                }
+                Kind::Stop => {}
             }
             return Ok(());
         }

@@ -42,7 +42,18 @@ impl Rig {
             .started
             .take()
             .ok_or_else(|| "internal: no started array to stop".to_string())?;
-        let said = s.stop().map_err(|e| format!("clean stop failed: {e}"))?;
+        let said = s.stop();
+        self.stopped(said)
+    }
+
+    /// After a clean stop that answered `said` (the members it recorded
+    /// failed): what it flushed is durable, and the array is assembled from
+    /// the superblocks of the devices that still answer.
+    pub(super) fn stopped(
+        &mut self,
+        said: raidlab_core::Result<Vec<String>>,
+    ) -> Result<Assembly, String> {
+        let said = said.map_err(|e| format!("clean stop failed: {e}"))?;
         self.model.flush();
         self.note(format!("stopped cleanly; recorded failed: {said:?}"));
         Assembly::assemble(self.live_devices())
@@ -51,6 +62,11 @@ impl Rig {
 
     pub(super) fn stop_and_start(&mut self) -> Outcome {
         let asm = self.stop()?;
+        self.start_after_stop(asm)
+    }
+
+    /// Start what a clean stop left (`asm`) and read it whole.
+    pub(super) fn start_after_stop(&mut self, asm: Assembly) -> Outcome {
         self.counts.restarts += 1;
         self.start_as_operator(asm, "start after a clean stop")?;
         self.verify_all()
@@ -682,8 +698,6 @@ impl Rig {
             .collect()
     }
 
-    /// Start after a power cut as md would: a dirty degraded parity array
-    /// with no log is refused, then started forced (the operator's choice).
     /// Assemble after a cut as an operator does with mdadm: a device whose
     /// superblock the cut tore (its checksum fails) stops the assembly with
     /// an error naming it (mdadm: "no superblock - assembly aborted"); it is
@@ -717,6 +731,8 @@ impl Rig {
         }
     }
 
+    /// Start after a power cut as md would: a dirty degraded parity array
+    /// with no log is refused, then started forced (the operator's choice).
     pub(super) fn start_after_cut(
         &mut self,
         asm: Assembly,
