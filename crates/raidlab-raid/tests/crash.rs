@@ -7,6 +7,19 @@
 //! has been flushed. A power cut drops, keeps or tears (at 512-byte sectors) each
 //! unflushed write of each member, independently and in a shuffled order.
 //!
+//! A subset also runs on direct members
+//! (`direct_members_lose_nothing_on_every_level_and_consistency_policy`): every
+//! level and each consistency policy (resync, bitmap, partial parity log, write
+//! journal in both modes), complete and degraded. Each member is then a sparse
+//! file under the build's target directory opened with `O_DIRECT` (checked with
+//! raidlab and in /proc/self/fdinfo) behind the same volatile cache, so the cut
+//! is the same and everything that reaches the medium (a flush's writes, a cut's
+//! surviving sectors, every read beneath the cache) goes through the engine's
+//! direct I/O: requests aligned to the file system's block, bounce buffers,
+//! edge-block read-modify-write, `fdatasync` for a flush. The seeds are the
+//! memory runs', so the workloads and cuts are too. A file system refusing
+//! `O_DIRECT` fails the test: a skip would pass off direct members as tested.
+//!
 //! The model tracks, per 512-byte array sector, its durable contents (as of the
 //! last completed `flush`) and every value written to it since. After the crash a
 //! sector may legally hold its durable value or any of those written values; any
@@ -20,13 +33,14 @@
 //! and printed, not asserted; docs/reliability.md records them.
 //!
 //! `RAIDLAB_CRASH_POINTS=N` runs N crash points per configuration (the default is
-//! [`DEFAULT_POINTS`]); `RAIDLAB_CRASH_SEED=S` runs only seed S (to reproduce a
+//! [`DEFAULT_POINTS`] in memory, [`DIRECT_POINTS`] on direct members);
+//! `RAIDLAB_CRASH_SEED=S` runs only seed S (to reproduce a
 //! failure: the seed fixes the workload, the crash point and every member's cut).
 //! Run with `-- --nocapture` to see the figures.
 
 use raidlab_core::Volume;
 use raidlab_devices::throttle::Clock;
-use raidlab_devices::{FaultVolume, MemVolume};
+use raidlab_devices::{FaultVolume, FileVolume, IoMode, MemVolume, OpenMode};
 use raidlab_layout::{Layout, Level, ParityLayout, Raid10Layout};
 use raidlab_raid::assemble::{create_with_journal, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::recovery::{Progress, RunOptions};
@@ -64,8 +78,110 @@ const JOURNAL_DEVICE: u64 = (1 << 20) + (512 << 10);
 const BITMAP_CHUNK: u32 = 16 << 10;
 /// Crash points per configuration in the default run.
 const DEFAULT_POINTS: u64 = 16;
+/// Crash points per configuration on direct members in the default run: each
+/// one makes real disk I/O (every flush an `fdatasync`), so fewer than in
+/// memory; `RAIDLAB_CRASH_POINTS` sets both.
+const DIRECT_POINTS: u64 = 8;
 
-type Member = Arc<FaultVolume<MemVolume>>;
+type Member = Arc<FaultVolume<Arc<dyn Volume>>>;
+
+/// Where the members keep their bytes, beneath the same volatile cache either
+/// way (what direct members add: the module's doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Media {
+    Memory,
+    Direct,
+}
+
+/// Makes the members of one crash point; direct members are files in a
+/// directory of their own, removed with it.
+struct Backing {
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Backing {
+    fn new(media: Media) -> Backing {
+        let dir = (media == Media::Direct).then(|| {
+            // The build's own disk: /tmp or /dev/shm may be tmpfs or ramfs,
+            // where O_DIRECT may be refused.
+            let base = env!("CARGO_TARGET_TMPDIR");
+            tempfile::Builder::new()
+                .prefix("crash-direct-")
+                .tempdir_in(base)
+                .unwrap_or_else(|e| {
+                    panic!("cannot make a directory for direct members in {base}: {e}")
+                })
+        });
+        Backing { dir }
+    }
+
+    /// A zeroed member of `size` bytes called `name`.
+    fn make(&self, name: &str, size: u64) -> (Member, Device) {
+        let (inner, path): (Arc<dyn Volume>, String) = match &self.dir {
+            None => (Arc::new(MemVolume::new(size)), name.to_string()),
+            Some(dir) => {
+                let path = dir.path().join(name);
+                (
+                    Arc::new(direct_file(&path, size)),
+                    path.display().to_string(),
+                )
+            }
+        };
+        let v = Arc::new(FaultVolume::with_volatile_cache(inner));
+        (v.clone(), Device { path, volume: v })
+    }
+}
+
+/// A sparse (so zeroed) file of `size` bytes opened with `O_DIRECT`, seen to be
+/// direct by raidlab and by the kernel. A file system that refuses `O_DIRECT`
+/// fails the test: skipping would report direct members as tested when they
+/// were not.
+fn direct_file(path: &std::path::Path, size: u64) -> FileVolume {
+    let made = std::fs::File::create_new(path).and_then(|f| f.set_len(size));
+    made.unwrap_or_else(|e| panic!("cannot make the member file {}: {e}", path.display()));
+    let v =
+        FileVolume::open_io(path, OpenMode::ReadWrite, Some(IoMode::Direct)).unwrap_or_else(|e| {
+            panic!(
+                "the crash harness's direct members need a file system that takes O_DIRECT, \
+                 and the one holding {} refuses it (they are made under the build's target \
+                 directory: put CARGO_TARGET_DIR on a disk file system such as ext4 or xfs, \
+                 not tmpfs or ramfs); raidlab said: {e}",
+                path.parent().unwrap_or(path).display()
+            )
+        });
+    assert_eq!(
+        v.io_mode(),
+        IoMode::Direct,
+        "{}: opened for direct I/O, yet raidlab moves its bytes buffered",
+        path.display()
+    );
+    let flags = kernel_open_flags(&v);
+    assert!(
+        flags & libc::O_DIRECT as u32 != 0,
+        "{}: the kernel holds its descriptor without O_DIRECT (flags {flags:o})",
+        path.display()
+    );
+    v
+}
+
+/// The open flags of `v`'s descriptor as /proc/self/fdinfo shows them: the
+/// kernel's word, not raidlab's, that the member is direct.
+fn kernel_open_flags(v: &FileVolume) -> u32 {
+    use std::os::fd::AsRawFd;
+    let fd = v
+        .raw_file()
+        .expect("a file volume hands out its descriptor")
+        .fd
+        .as_raw_fd();
+    let at = format!("/proc/self/fdinfo/{fd}");
+    let info = std::fs::read_to_string(&at).unwrap_or_else(|e| panic!("cannot read {at}: {e}"));
+    let flags = info
+        .lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .unwrap_or_else(|| panic!("{at} has no flags line: {info}"));
+    u32::from_str_radix(flags.trim(), 8)
+        .unwrap_or_else(|e| panic!("{at}: flags {flags:?} are not octal: {e}"))
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Config {
@@ -253,19 +369,10 @@ struct Stats {
     first: Option<String>,
 }
 
-fn devices(n: usize, size: u64) -> (Vec<Member>, Vec<Device>) {
-    let vols: Vec<Member> = (0..n)
-        .map(|_| Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(size))))
-        .collect();
-    let devs = vols
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Device {
-            path: format!("mem{i}"),
-            volume: v.clone(),
-        })
-        .collect();
-    (vols, devs)
+fn devices(backing: &Backing, n: usize, size: u64) -> (Vec<Member>, Vec<Device>) {
+    (0..n)
+        .map(|i| backing.make(&format!("mem{i}"), size))
+        .unzip()
 }
 
 fn quiet() -> impl FnMut(Progress) {
@@ -313,20 +420,16 @@ fn random_write(rng: &mut ChaCha8Rng, size: u64, chunk: u64, stripe: u64) -> (u6
 }
 
 /// One crash point: session, workload, power cut, reassembly, recovery, check.
-fn crash_point(c: &Config, seed: u64, stats: &mut Stats) {
-    let label = c.label();
+fn crash_point(c: &Config, media: Media, seed: u64, stats: &mut Stats) {
+    let label = label(c, media);
     let ctx = |what: &str| format!("{label} seed {seed}: {what}");
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (mut vols, mut devs) = devices(c.members, if c.ppl { PPL_MEMBER } else { MEMBER });
+    let backing = Backing::new(media);
+    let (mut vols, mut devs) =
+        devices(&backing, c.members, if c.ppl { PPL_MEMBER } else { MEMBER });
     let journal = c.journal.then(|| {
-        let v = Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
-            JOURNAL_DEVICE,
-        )));
-        vols.push(v.clone());
-        let d = Device {
-            path: "journal".into(),
-            volume: v,
-        };
+        let (v, d) = backing.make("journal", JOURNAL_DEVICE);
+        vols.push(v);
         devs.push(d.clone());
         NewMember {
             device: d,
@@ -694,7 +797,9 @@ fn check_contents(
     }
 }
 
-fn seeds() -> Vec<u64> {
+/// The crash points to run on `media`: seeds from 0, so a configuration runs
+/// the same workloads, crash points and cuts on either media.
+fn seeds(media: Media) -> Vec<u64> {
     if let Some(s) = std::env::var("RAIDLAB_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -704,19 +809,31 @@ fn seeds() -> Vec<u64> {
     let n = std::env::var("RAIDLAB_CRASH_POINTS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(DEFAULT_POINTS);
+        .unwrap_or(match media {
+            Media::Memory => DEFAULT_POINTS,
+            Media::Direct => DIRECT_POINTS,
+        });
     (0..n).collect()
 }
 
-fn run(c: &Config) -> Stats {
+/// A configuration's name in figures and failures, with the media when they
+/// are not memory.
+fn label(c: &Config, media: Media) -> String {
+    match media {
+        Media::Memory => c.label(),
+        Media::Direct => format!("{} on direct files", c.label()),
+    }
+}
+
+fn run(c: &Config, media: Media) -> Stats {
     let mut stats = Stats::default();
     let start = std::time::Instant::now();
-    for seed in seeds() {
-        crash_point(c, seed, &mut stats);
+    for seed in seeds(media) {
+        crash_point(c, media, seed, &mut stats);
     }
     println!(
-        "crash | {:<44} | points {:>5} | writes {:>6} | flushes {:>5} | in-flight sectors {:>7} | cut: dropped {} kept {} torn {} | inconsistent before resync {:>4} | resync read {:>3}% | refused {:>4} | ppl entries replayed {:>5}, in-flight torn on the missing member {:>4} | journal blocks read {:>5}, stripes replayed {:>6} (data only {:>5}) | sectors checked {:>9} | losses {:>5} (durable {:>5}) in {:>4} points | {:.1}s",
-        c.label(),
+        "crash | {:<60} | points {:>5} | writes {:>6} | flushes {:>5} | in-flight sectors {:>7} | cut: dropped {} kept {} torn {} | inconsistent before resync {:>4} | resync read {:>3}% | refused {:>4} | ppl entries replayed {:>5}, in-flight torn on the missing member {:>4} | journal blocks read {:>5}, stripes replayed {:>6} (data only {:>5}) | sectors checked {:>9} | losses {:>5} (durable {:>5}) in {:>4} points | {:.1}s",
+        label(c, media),
         stats.points,
         stats.writes,
         stats.flushes,
@@ -743,15 +860,20 @@ fn run(c: &Config) -> Stats {
     stats
 }
 
-/// Run every configuration and require zero losses.
+/// Run every configuration on members in memory and require zero losses.
 fn must_lose_nothing(configs: &[Config]) {
+    must_lose_nothing_on(Media::Memory, configs);
+}
+
+/// Run every configuration on `media` and require zero losses.
+fn must_lose_nothing_on(media: Media, configs: &[Config]) {
     let mut failures = Vec::new();
     for c in configs {
-        let stats = run(c);
+        let stats = run(c, media);
         if stats.losses > 0 {
             failures.push(format!(
                 "{}: {} sector(s) lost in {} of {} crash points; first: {}",
-                c.label(),
+                label(c, media),
                 stats.losses,
                 stats.points_with_loss,
                 stats.points,
@@ -760,7 +882,7 @@ fn must_lose_nothing(configs: &[Config]) {
         } else if c.write_back && stats.journal_data_only == 0 {
             failures.push(format!(
                 "{}: no crash point left a stripe only in the journal: write-back's replay went untested",
-                c.label()
+                label(c, media)
             ));
         }
     }
@@ -903,7 +1025,7 @@ fn degraded_mirrors_lose_nothing() {
 fn degraded_parity_arrays_write_hole_is_measured() {
     let mut total = Stats::default();
     for c in parity_configs(true) {
-        let s = run(&c);
+        let s = run(&c, Media::Memory);
         assert_eq!(
             s.refused,
             s.points,
@@ -918,5 +1040,52 @@ fn degraded_parity_arrays_write_hole_is_measured() {
     println!(
         "crash | degraded parity total: {} points, {} sectors lost ({} of them durable) in {} points: the write hole (these arrays keep no PPL or journal)",
         total.points, total.losses, total.durable_losses, total.points_with_loss
+    );
+}
+
+/// The engine's direct I/O path under the same crash workloads and checks:
+/// every level, each consistency policy (resync, bitmap, partial parity log,
+/// write journal in both modes) and a degraded array of each kind that must
+/// lose nothing, on member files opened with `O_DIRECT`. Fewer crash points
+/// than in memory by default ([`DIRECT_POINTS`]): each is real disk I/O.
+#[test]
+fn direct_members_lose_nothing_on_every_level_and_consistency_policy() {
+    use ParityLayout::*;
+    // A member made first, before any array: a file system without O_DIRECT
+    // fails here with its message, and the figures say what alignment the
+    // engine's requests were held to.
+    let probe = Backing::new(Media::Direct);
+    let path = probe
+        .dir
+        .as_ref()
+        .expect("direct members have a directory")
+        .path()
+        .join("probe");
+    let (block, memory) = direct_file(&path, MEMBER)
+        .raw_file()
+        .and_then(|f| f.direct)
+        .expect("a direct file volume says its alignment");
+    println!(
+        "crash | direct members: files under {}, O_DIRECT, offsets and lengths in multiples of {block} bytes, memory at multiples of {memory}",
+        env!("CARGO_TARGET_TMPDIR")
+    );
+    must_lose_nothing_on(
+        Media::Direct,
+        &[
+            cfg(Level::Raid0, Layout::Plain, 3, 8, false),
+            cfg(Level::Raid1, Layout::Plain, 2, 0, false),
+            cfg(Level::Raid10, raid10("o2"), 4, 4, false),
+            cfg(Level::Raid4, parity(ParityLast), 3, 4, false),
+            cfg(Level::Raid5, parity(LeftSymmetric), 4, 8, false),
+            cfg(Level::Raid6, parity(RightSymmetric), 6, 16, false),
+            cfg(Level::Raid10, raid10("n2"), 4, 8, true),
+            with_bitmap(cfg(Level::Raid5, parity(RightAsymmetric), 3, 4, false)),
+            with_bitmap(cfg(Level::Raid10, raid10("f2"), 4, 8, false)),
+            with_ppl(cfg(Level::Raid5, parity(LeftSymmetric), 4, 8, false)),
+            with_ppl(cfg(Level::Raid5, parity(RightAsymmetric), 4, 4, true)),
+            with_journal(cfg(Level::Raid6, parity(LeftSymmetric), 5, 8, false)),
+            with_journal(cfg(Level::Raid5, parity(RightAsymmetric), 3, 4, true)),
+            with_write_back(cfg(Level::Raid5, parity(LeftSymmetric), 4, 8, false)),
+        ],
     );
 }
