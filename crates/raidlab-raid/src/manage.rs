@@ -226,6 +226,29 @@ impl Assembly {
         self.add_member(device, force).map(|(added, _)| added)
     }
 
+    /// The device number a device added now would get: the first one no
+    /// member in the array uses whose role in the table is free (spare or
+    /// faulty), `former` (an entry of `members` being taken back) aside; a
+    /// removed device's number is free again, as md frees it at --remove.
+    /// None when every slot of the superblocks' table is taken.
+    pub fn free_device_number(&self, former: Option<usize>) -> Option<u32> {
+        let template = self.newest_live_superblock().ok()?;
+        let used: Vec<u32> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(i, m)| Some(*i) != former && m.state != MemberState::Removed)
+            .map(|(_, m)| m.sb.dev_number)
+            .collect();
+        (0..template.max_dev).find(|n| {
+            !used.contains(n)
+                && template
+                    .dev_roles
+                    .get(*n as usize)
+                    .is_some_and(|&r| r == ROLE_SPARE || r == ROLE_FAULTY)
+        })
+    }
+
     /// [`Assembly::add`], also saying which entry of `members` the device is.
     fn add_member(&mut self, device: Device, force: bool) -> Result<(Added, usize)> {
         // A former member of this array (stale, removed or faulty: its data
@@ -282,28 +305,12 @@ impl Assembly {
                     .on_device(device.path),
             );
         }
-        // The first device number no member we know of uses.
-        let used: Vec<u32> = self
-            .members
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| Some(*i) != former)
-            .map(|(_, m)| m.sb.dev_number)
-            .collect();
-        let dev_number = (0..template.max_dev)
-            .find(|n| {
-                !used.contains(n)
-                    && template
-                        .dev_roles
-                        .get(*n as usize)
-                        .is_some_and(|&r| r == ROLE_SPARE || r == ROLE_FAULTY)
-            })
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "the superblocks have room for {} devices and all are taken; remove a faulty member first",
-                    template.max_dev
-                ))
-            })?;
+        let dev_number = self.free_device_number(former).ok_or_else(|| {
+            Error::invalid(format!(
+                "the superblocks have room for {} devices and all are taken; remove a faulty member first",
+                template.max_dev
+            ))
+        })?;
         let mut sb = template;
         sb.dev_number = dev_number;
         sb.device_uuid = *uuid::Uuid::new_v4().as_bytes();
