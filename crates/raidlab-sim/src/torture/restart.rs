@@ -32,7 +32,24 @@ enum Mishap {
     OldLatent(Option<std::ops::Range<u64>>),
 }
 
+/// Hot spares an operator keeps attached at most: a role whose device only
+/// has latent errors is not taken over, so each spare added for it stays a
+/// spare, and a long run would otherwise fill the superblocks' device table
+/// with them. No run of the 120-operation sweeps reaches it.
+const SPARES_ENOUGH: usize = 8;
+
 impl Rig {
+    /// Spares attached to the started array.
+    fn spares_attached(&self) -> usize {
+        self.started.as_ref().map_or(0, |s| {
+            s.asm
+                .members
+                .iter()
+                .filter(|m| m.state == MemberState::Spare)
+                .count()
+        })
+    }
+
     /// A clean stop, then assembly from the superblocks of the devices that
     /// still answer (only the writes it flushed are on the media).
     pub(super) fn stop(&mut self) -> Result<Assembly, String> {
@@ -99,12 +116,36 @@ impl Rig {
     /// missing or its device is faulty: stop, add a new device, rebuild it
     /// offline, start again, read everything, check.
     pub(super) fn spare_and_rebuild(&mut self) -> Outcome {
-        if self.troubled_roles().is_empty() {
+        if self.troubled_roles().is_empty() || self.spares_attached() >= SPARES_ENOUGH {
             return Ok(());
         }
         let asm = self.stop()?;
         let dev = self.new_device();
         self.add_and_rebuild(asm, dev, false)
+    }
+
+    /// Make room for a new device in the stopped array `asm`: when every
+    /// slot of the superblocks' table is taken (a long run fills metadata
+    /// 0.90's 27, or 1.x's, with members that failed and stayed attached),
+    /// remove the faulty members, as the engine's refusal tells the
+    /// operator to (`mdadm --remove`).
+    fn make_room(&mut self, asm: &mut Assembly) -> Outcome {
+        if asm.free_device_number(None).is_some() {
+            return Ok(());
+        }
+        let faulty: Vec<usize> = (0..asm.members.len())
+            .filter(|&i| asm.members[i].state == MemberState::Faulty)
+            .collect();
+        for &i in &faulty {
+            let path = asm.members[i].device.path.clone();
+            asm.remove(i)
+                .map_err(|e| format!("remove faulty {path} to make room: {e}"))?;
+        }
+        self.note(format!(
+            "every device slot taken: {} faulty member(s) removed",
+            faulty.len()
+        ));
+        Ok(())
     }
 
     /// Add `dev` to the stopped array `asm` (a re-add first when `re_add`
@@ -140,6 +181,7 @@ impl Rig {
                 if re_add {
                     self.note(format!("no re-add: {why}"));
                 }
+                self.make_room(&mut asm)?;
                 let added = asm
                     .add(dev, false)
                     .map_err(|e| format!("add {path}: {e}"))?;
@@ -229,6 +271,7 @@ impl Rig {
         let old = asm
             .find(&old_path)
             .map_err(|e| format!("replace: the member to replace: {e}"))?;
+        self.make_room(&mut asm)?;
         if let Err(e) = asm.replace(old, new, false) {
             self.note(format!("replace {old_path} (role {role}) refused: {e}"));
             if redundant {
