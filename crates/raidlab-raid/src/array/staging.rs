@@ -106,6 +106,17 @@ impl Array {
             return Some(Vec::new());
         }
         let mut live = self.live_in(&view);
+        // Bytes whose member is missing live only in their stripe's parity,
+        // computed with the other data chunks as the members hold them now,
+        // perhaps still in a member's volatile cache (a held write the stripe
+        // cache wrote out with this one). Made durable alone, parity would
+        // rebuild those bytes from chunks that may go back to their old
+        // contents at a power cut, and a partial parity log cannot mend a
+        // row whose modified chunk is missing: every member is flushed. (A role
+        // being rebuilt counts as missing here.)
+        if self.geometry.is_parity() && self.lands_on_missing(&live, offset, len) {
+            return None;
+        }
         if let Some(r) = view.recovery.as_ref() {
             if let Some(l) = live.get_mut(r.role) {
                 *l = true;
@@ -119,6 +130,22 @@ impl Array {
         roles.sort_unstable();
         roles.dedup();
         Some(roles)
+    }
+
+    /// Whether any byte of `[offset, offset+len)` of a parity array lies on a
+    /// data member not in `live`.
+    fn lands_on_missing(&self, live: &[bool], offset: u64, len: u64) -> bool {
+        let chunk = self.geometry.chunk_bytes;
+        let end = offset + len;
+        let mut at = offset;
+        while at < end {
+            let (member, _, _) = self.geometry.parity_location(at);
+            if !live.get(member).copied().unwrap_or(false) {
+                return true;
+            }
+            at = (at / chunk + 1) * chunk;
+        }
+        false
     }
 
     /// Flush the members in service among `roles` (every member in service
