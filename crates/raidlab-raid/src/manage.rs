@@ -228,16 +228,19 @@ impl Assembly {
 
     /// The device number a device added now would get: the first one no
     /// member in the array uses whose role in the table is free (spare or
-    /// faulty), `former` (an entry of `members` being taken back) aside; a
-    /// removed device's number is free again, as md frees it at --remove.
-    /// None when every slot of the superblocks' table is taken.
+    /// faulty), `former` (an entry of `members` being taken back) aside. A
+    /// removed device's number is free again, as md frees it at --remove,
+    /// and so is a stale one's, whose device md kicks from the array as
+    /// non-fresh at assembly. None when every slot of the table is taken.
     pub fn free_device_number(&self, former: Option<usize>) -> Option<u32> {
         let template = self.newest_live_superblock().ok()?;
         let used: Vec<u32> = self
             .members
             .iter()
             .enumerate()
-            .filter(|(i, m)| Some(*i) != former && m.state != MemberState::Removed)
+            .filter(|(i, m)| {
+                Some(*i) != former && !matches!(m.state, MemberState::Removed | MemberState::Stale)
+            })
             .map(|(_, m)| m.sb.dev_number)
             .collect();
         (0..template.max_dev).find(|n| {

@@ -131,6 +131,9 @@ pub struct Counts {
     pub inside_cuts: u64,
     /// Devices whose superblock a cut tore, left out of the assembly.
     pub torn_superblocks: u64,
+    /// Times every device slot of the superblocks was taken and the
+    /// operator removed the faulty members to add one (long runs).
+    pub room_made: u64,
 }
 
 impl Counts {
@@ -159,6 +162,7 @@ impl Counts {
         self.misdirected_reads += o.misdirected_reads;
         self.inside_cuts += o.inside_cuts;
         self.torn_superblocks += o.torn_superblocks;
+        self.room_made += o.room_made;
     }
 }
 

@@ -141,6 +141,7 @@ impl Rig {
             asm.remove(i)
                 .map_err(|e| format!("remove faulty {path} to make room: {e}"))?;
         }
+        self.counts.room_made += 1;
         self.note(format!(
             "every device slot taken: {} faulty member(s) removed",
             faulty.len()

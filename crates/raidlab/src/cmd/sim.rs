@@ -186,6 +186,12 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
             t.torn_superblocks
         );
     }
+    if t.room_made > 0 {
+        outln!(
+            "every device slot was taken {} times: the faulty members were removed to add a device",
+            t.room_made
+        );
+    }
     if a.cache_tier {
         outln!(
             "{} runs had a cache tier in front: {} opens after a power cut, {} blocks written back",
