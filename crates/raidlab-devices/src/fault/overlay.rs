@@ -6,6 +6,7 @@
 //! from flush to flush so that a write costs no allocation of its own.
 
 use super::SECTOR;
+use crate::SectorMask;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -33,47 +34,18 @@ pub(super) struct PendingWrite {
 }
 
 const SECTOR_BYTES: usize = SECTOR as usize;
-const HELD_WORDS: usize = SECTOR_BYTES / 64;
 
 struct CachedSector {
     data: [u8; SECTOR_BYTES],
-    /// Which bytes of `data` the cache holds, a bit each.
-    held: [u64; HELD_WORDS],
+    /// Which bytes of `data` the cache holds.
+    held: SectorMask,
 }
 
 impl CachedSector {
     const EMPTY: CachedSector = CachedSector {
         data: [0; SECTOR_BYTES],
-        held: [0; HELD_WORDS],
+        held: SectorMask::EMPTY,
     };
-
-    fn holds(&self, i: usize) -> bool {
-        self.held[i / 64] >> (i % 64) & 1 == 1
-    }
-
-    fn holds_all(&self) -> bool {
-        self.held.iter().all(|&w| w == !0)
-    }
-
-    fn holds_none(&self) -> bool {
-        self.held.iter().all(|&w| w == 0)
-    }
-
-    /// Mark bytes `from..to` held (`on`) or not, a word at a time.
-    fn set_held(&mut self, from: usize, to: usize, on: bool) {
-        let mut i = from;
-        while i < to {
-            let (w, b) = (i / 64, i % 64);
-            let n = (64 - b).min(to - i);
-            let mask = if n == 64 { !0 } else { ((1u64 << n) - 1) << b };
-            if on {
-                self.held[w] |= mask;
-            } else {
-                self.held[w] &= !mask;
-            }
-            i += n;
-        }
-    }
 }
 
 impl fmt::Debug for Overlay {
@@ -106,7 +78,7 @@ impl Overlay {
             });
             let sector = &mut self.cells[cell];
             sector.data[within..within + n].copy_from_slice(&data[pos..pos + n]);
-            sector.set_held(within, within + n, true);
+            sector.held.set(within, within + n, true);
             pos += n;
         }
         self.log.push(PendingWrite {
@@ -132,12 +104,12 @@ impl Overlay {
             let to = (sector_start + SECTOR).min(end);
             let (lo, hi) = ((from - sector_start) as usize, (to - sector_start) as usize);
             let at = (from - offset) as usize;
-            if sector.holds_all() {
+            if sector.held.holds_all() {
                 buf[at..at + hi - lo].copy_from_slice(&sector.data[lo..hi]);
                 continue;
             }
             for i in lo..hi {
-                if sector.holds(i) {
+                if sector.held.holds(i) {
                     buf[at + i - lo] = sector.data[i];
                 }
             }
@@ -193,8 +165,8 @@ impl Overlay {
             let start = index * SECTOR;
             let from = (start.max(offset) - start) as usize;
             let to = ((start + SECTOR).min(end) - start) as usize;
-            sector.set_held(from, to, false);
-            if sector.holds_none() {
+            sector.held.set(from, to, false);
+            if sector.held.holds_none() {
                 empty.push(index);
             }
         }

@@ -13,6 +13,7 @@
 //! the level's tolerance, md's write hole) are marked unknown and match
 //! anything until written again.
 
+use raidlab_devices::SectorMask;
 use std::collections::BTreeMap;
 
 pub const SECTOR: usize = 512;
@@ -22,7 +23,8 @@ pub const SECTOR: usize = 512;
 #[derive(Clone)]
 struct Image {
     data: [u8; SECTOR],
-    held: [bool; SECTOR],
+    /// The bytes this write set (a bool each made the image twice the size).
+    held: SectorMask,
 }
 
 pub struct Model {
@@ -95,14 +97,14 @@ impl Model {
             let s = pos / SECTOR;
             let within = pos % SECTOR;
             let n = (SECTOR - within).min(end - pos);
+            let base = s * SECTOR;
             let mut img = Image {
                 data: [0; SECTOR],
-                held: [false; SECTOR],
+                held: SectorMask::EMPTY,
             };
-            let base = s * SECTOR;
-            img.data
-                .copy_from_slice(&self.current[base..base + SECTOR.min(self.size() - base)]);
-            img.held[within..within + n].fill(true);
+            let have = SECTOR.min(self.size() - base);
+            img.data[..have].copy_from_slice(&self.current[base..base + have]);
+            img.held.set(within, within + n, true);
             // Most sectors are written once between flushes: room for one
             // image, not the four a first push would make room for.
             self.pending
@@ -140,9 +142,9 @@ impl Model {
             let lo = offset.max(base) - base;
             let hi = (offset + len).min(base + SECTOR) - base;
             for img in imgs.iter_mut() {
-                img.held[lo..hi].fill(false);
+                img.held.set(lo, hi, false);
             }
-            imgs.retain(|i| i.held.iter().any(|&h| h));
+            imgs.retain(|i| !i.held.holds_none());
             if imgs.is_empty() {
                 self.pending.remove(&s);
             }
@@ -190,7 +192,7 @@ impl Model {
             let ok = match imgs {
                 None => (0..sector.len())
                     .all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i]),
-                Some(imgs) if imgs.iter().all(|i| i.held.iter().all(|&h| h)) => {
+                Some(imgs) if imgs.iter().all(|i| i.held.holds_all()) => {
                     // Whole-sector writes land whole: the sector is one of
                     // them, or the durable value, in every byte a failed
                     // write did not leave unknown.
@@ -202,7 +204,9 @@ impl Model {
                 Some(imgs) => (0..sector.len()).all(|i| {
                     self.unknown[r.start + i]
                         || sector[i] == self.durable[r.start + i]
-                        || imgs.iter().any(|m| m.held[i] && m.data[i] == sector[i])
+                        || imgs
+                            .iter()
+                            .any(|m| m.held.holds(i) && m.data[i] == sector[i])
                 }),
             };
             if !ok {
