@@ -18,6 +18,9 @@ use std::collections::BTreeMap;
 
 pub const SECTOR: usize = 512;
 
+/// The end of a sector's list of images.
+const NONE: u32 = u32::MAX;
+
 /// One write to a sector since its last flush. Inline, not boxed: a sector
 /// written costs the harness at most its list's allocation, not two more.
 #[derive(Clone)]
@@ -31,7 +34,13 @@ pub struct Model {
     /// Every acknowledged write applied: what reads must return.
     pub current: Vec<u8>,
     durable: Vec<u8>,
-    pending: BTreeMap<usize, Vec<Image>>,
+    /// Sector -> its images in `images` since the last flush, newest last
+    /// (the first image's index and the last's).
+    pending: BTreeMap<usize, (u32, u32)>,
+    /// Every image since the last flush, each with the index of the next
+    /// image of its sector (`NONE` for the last): one buffer kept from flush
+    /// to flush, not a list allocated per sector written.
+    images: Vec<(Image, u32)>,
     unknown: Vec<bool>,
 }
 
@@ -79,6 +88,7 @@ impl Model {
             current: vec![0; size],
             durable: vec![0; size],
             pending: BTreeMap::new(),
+            images: Vec::new(),
             unknown: vec![false; size],
         }
     }
@@ -105,12 +115,17 @@ impl Model {
             let have = SECTOR.min(self.size() - base);
             img.data[..have].copy_from_slice(&self.current[base..base + have]);
             img.held.set(within, within + n, true);
-            // Most sectors are written once between flushes: room for one
-            // image, not the four a first push would make room for.
-            self.pending
-                .entry(s)
-                .or_insert_with(|| Vec::with_capacity(1))
-                .push(img);
+            let at = self.images.len() as u32;
+            self.images.push((img, NONE));
+            match self.pending.get_mut(&s) {
+                Some((_, last)) => {
+                    self.images[*last as usize].1 = at;
+                    *last = at;
+                }
+                None => {
+                    self.pending.insert(s, (at, at));
+                }
+            }
             pos += n;
         }
     }
@@ -128,6 +143,22 @@ impl Model {
             self.durable[r.clone()].copy_from_slice(&self.current[r]);
         }
         self.pending.clear();
+        self.images.clear();
+    }
+
+    /// The images of sector `s` since the last flush that still hold a byte
+    /// (a FUA write over a sector's bytes clears them from its images).
+    fn images_of(&self, s: usize) -> Vec<&Image> {
+        let mut out = Vec::new();
+        let mut at = self.pending.get(&s).map_or(NONE, |&(first, _)| first);
+        while at != NONE {
+            let (img, next) = &self.images[at as usize];
+            if !img.held.holds_none() {
+                out.push(img);
+            }
+            at = *next;
+        }
+        out
     }
 
     /// A completed FUA write of `offset..offset+len`: those bytes are durable.
@@ -135,17 +166,20 @@ impl Model {
         self.durable[offset..offset + len].copy_from_slice(&self.current[offset..offset + len]);
         let (first, last) = (offset / SECTOR, (offset + len - 1) / SECTOR);
         for s in first..=last {
-            let Some(imgs) = self.pending.get_mut(&s) else {
+            let Some(&(mut at, _)) = self.pending.get(&s) else {
                 continue;
             };
             let base = s * SECTOR;
             let lo = offset.max(base) - base;
             let hi = (offset + len).min(base + SECTOR) - base;
-            for img in imgs.iter_mut() {
+            let mut left = false;
+            while at != NONE {
+                let (img, next) = &mut self.images[at as usize];
                 img.held.set(lo, hi, false);
+                left |= !img.held.holds_none();
+                at = *next;
             }
-            imgs.retain(|i| !i.held.holds_none());
-            if imgs.is_empty() {
+            if !left {
                 self.pending.remove(&s);
             }
         }
@@ -188,11 +222,11 @@ impl Model {
             if sector == &self.durable[r.clone()] || self.unknown[r.clone()].iter().all(|&u| u) {
                 continue;
             }
-            let imgs = self.pending.get(&s);
-            let ok = match imgs {
-                None => (0..sector.len())
+            let imgs = self.images_of(s);
+            let ok = match imgs.is_empty() {
+                true => (0..sector.len())
                     .all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i]),
-                Some(imgs) if imgs.iter().all(|i| i.held.holds_all()) => {
+                false if imgs.iter().all(|i| i.held.holds_all()) => {
                     // Whole-sector writes land whole: the sector is one of
                     // them, or the durable value, in every byte a failed
                     // write did not leave unknown.
@@ -201,7 +235,7 @@ impl Model {
                     };
                     imgs.iter().any(|i| is(&i.data[..sector.len()])) || is(&self.durable[r.clone()])
                 }
-                Some(imgs) => (0..sector.len()).all(|i| {
+                false => (0..sector.len()).all(|i| {
                     self.unknown[r.start + i]
                         || sector[i] == self.durable[r.start + i]
                         || imgs
@@ -213,8 +247,8 @@ impl Model {
                 count += 1;
                 first.get_or_insert(Wrong {
                     sector: s,
-                    durable_lost: imgs.is_none(),
-                    writes_since_flush: imgs.map_or(0, Vec::len),
+                    durable_lost: imgs.is_empty(),
+                    writes_since_flush: imgs.len(),
                 });
             }
         }
@@ -228,6 +262,7 @@ impl Model {
         self.current.copy_from_slice(got);
         self.durable.copy_from_slice(got);
         self.pending.clear();
+        self.images.clear();
         self.unknown.fill(false);
     }
 }
