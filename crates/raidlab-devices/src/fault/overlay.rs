@@ -84,13 +84,15 @@ impl Overlay {
         });
         self.bytes.extend_from_slice(data);
         if !self.indexed && self.log.len() > INDEX_AFTER {
-            for i in 0..self.log.len() {
-                let w = self.log[i];
-                let (at, len) = (w.at, w.len);
-                let bytes = std::mem::take(&mut self.bytes);
-                self.index(&bytes[at..at + len], w.offset);
-                self.bytes = bytes;
+            // Out of `self` while the map is built from them, once.
+            let (log, bytes) = (
+                std::mem::take(&mut self.log),
+                std::mem::take(&mut self.bytes),
+            );
+            for w in &log {
+                self.index(&bytes[w.at..w.at + w.len], w.offset);
             }
+            (self.log, self.bytes) = (log, bytes);
             self.indexed = true;
         }
     }

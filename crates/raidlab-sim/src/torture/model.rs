@@ -223,25 +223,25 @@ impl Model {
                 continue;
             }
             let imgs = self.images_of(s);
-            let ok = match imgs.is_empty() {
-                true => (0..sector.len())
-                    .all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i]),
-                false if imgs.iter().all(|i| i.held.holds_all()) => {
-                    // Whole-sector writes land whole: the sector is one of
-                    // them, or the durable value, in every byte a failed
-                    // write did not leave unknown.
-                    let is = |img: &[u8]| {
-                        (0..sector.len()).all(|i| self.unknown[r.start + i] || img[i] == sector[i])
-                    };
-                    imgs.iter().any(|i| is(&i.data[..sector.len()])) || is(&self.durable[r.clone()])
-                }
-                false => (0..sector.len()).all(|i| {
+            let ok = if imgs.is_empty() {
+                (0..sector.len())
+                    .all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i])
+            } else if imgs.iter().all(|i| i.held.holds_all()) {
+                // Whole-sector writes land whole: the sector is one of
+                // them, or the durable value, in every byte a failed
+                // write did not leave unknown.
+                let is = |img: &[u8]| {
+                    (0..sector.len()).all(|i| self.unknown[r.start + i] || img[i] == sector[i])
+                };
+                imgs.iter().any(|i| is(&i.data[..sector.len()])) || is(&self.durable[r.clone()])
+            } else {
+                (0..sector.len()).all(|i| {
                     self.unknown[r.start + i]
                         || sector[i] == self.durable[r.start + i]
                         || imgs
                             .iter()
                             .any(|m| m.held.holds(i) && m.data[i] == sector[i])
-                }),
+                })
             };
             if !ok {
                 count += 1;
