@@ -10,6 +10,9 @@
 //! - [`Error`]: errors that carry what failed, where (device, offset, length) and why.
 //! - `planted`: the switch behind the test-only planted bugs (feature
 //!   `planted-bugs`).
+//! - [`task`]: requests run as coroutines that suspend where a thread would
+//!   block (a member I/O, a stripe lock, a sleep), so that a simulator can
+//!   drive the engine in virtual time; and the lock that knows of them.
 //! - [`size`]: human sizes (`4K`, `512M`, `2T`) parsed and printed as powers of 1024.
 //!
 //! This crate must never do I/O of its own and never depend on another raidlab crate.
@@ -22,6 +25,7 @@ pub mod layer;
 pub mod planted;
 pub mod size;
 pub mod skip;
+pub mod task;
 pub mod volume;
 
 pub use clock::{Clock, ManualClock, SharedClock, SystemClock};
