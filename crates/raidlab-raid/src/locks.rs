@@ -2,7 +2,12 @@
 //! whole of its plan, so two writes to one stripe never interleave and a degraded
 //! read never sees half of a write. A request takes all its keys at once, so two
 //! requests can never each hold a key the other waits for.
+//!
+//! A request that runs as a task (the simulator's) suspends while a key it
+//! needs is held, instead of waiting in the kernel, and is woken when keys
+//! are let go (`raidlab_core::task`).
 
+use raidlab_core::task::{self, Wait};
 use rustc_hash::FxHashSet;
 use std::sync::{Condvar, Mutex};
 
@@ -35,6 +40,12 @@ impl StripeLocks {
         if !keys.is_empty() {
             let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
             while keys.iter().any(|k| held.keys.contains(k)) {
+                if task::in_task() {
+                    drop(held);
+                    task::suspend(Wait::Key(self.key()));
+                    held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+                    continue;
+                }
                 held.waiters += 1;
                 held = self.released.wait(held).unwrap_or_else(|p| p.into_inner());
                 held.waiters -= 1;
@@ -45,6 +56,11 @@ impl StripeLocks {
             locks: self,
             keys: keys.to_vec(),
         }
+    }
+
+    /// What a task waiting here is woken by.
+    fn key(&self) -> usize {
+        self as *const Self as usize
     }
 }
 
@@ -59,6 +75,7 @@ impl Drop for StripeGuard<'_> {
         }
         let waiting = held.waiters > 0;
         drop(held);
+        task::wake(self.locks.key());
         if waiting {
             self.locks.released.notify_all();
         }

@@ -23,12 +23,13 @@ use crate::exec::{Executor, Failed};
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
 use crate::plan::{Compute, LogEntry, MemberOp, Plan, Slice, Step};
 use crate::replay::ReplayTarget;
+use raidlab_core::task::{Mutex, MutexGuard};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_md::ppl::{self, PplEntry, PplHeader};
 use raidlab_md::Superblock;
 use serde::Serialize;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 const SECTOR: u64 = 512;
 
@@ -66,11 +67,7 @@ pub(crate) struct LogState {
 
 impl std::fmt::Debug for PartialParityLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let members = self
-            .logs
-            .iter()
-            .filter(|l| l.lock().map(|l| l.dev.is_some()).unwrap_or(false))
-            .count();
+        let members = self.logs.iter().filter(|l| l.lock().dev.is_some()).count();
         f.debug_struct("PartialParityLog")
             .field("signature", &self.signature)
             .field("members", &members)
@@ -177,9 +174,7 @@ impl PartialParityLog {
     /// Whether `role`'s log has a copy that took every log write since it
     /// was attached (a failed write drops the copy).
     pub fn copy_intact(&self, role: usize) -> bool {
-        self.logs
-            .get(role)
-            .is_some_and(|l| l.lock().unwrap_or_else(|p| p.into_inner()).copy.is_some())
+        self.logs.get(role).is_some_and(|l| l.lock().copy.is_some())
     }
 
     /// The replacement takes over `role`: its log becomes the role's, and the
@@ -187,7 +182,7 @@ impl PartialParityLog {
     /// superblocks name the replacement, a crash replays its log).
     pub fn promote_copy(&self, role: usize) {
         if let Some(l) = self.logs.get(role) {
-            let mut st = l.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = l.lock();
             if st.copy.is_some() {
                 let st = &mut *st;
                 std::mem::swap(&mut st.dev, &mut st.copy);
@@ -198,7 +193,7 @@ impl PartialParityLog {
     /// Stop copying `role`'s log writes.
     pub fn drop_copy(&self, role: usize) {
         if let Some(l) = self.logs.get(role) {
-            l.lock().unwrap_or_else(|p| p.into_inner()).copy = None;
+            l.lock().copy = None;
         }
     }
 
@@ -207,7 +202,7 @@ impl PartialParityLog {
             Error::invalid(format!("internal: no role {role} for a log"))
                 .on_device(dev.device.name())
         })?;
-        Ok(slot.lock().unwrap_or_else(|p| p.into_inner()))
+        Ok(slot.lock())
     }
 
     /// The log on `device`, its area written empty (by `exec`) as at array
@@ -254,7 +249,7 @@ impl PartialParityLog {
             .into_iter()
             .filter_map(|r| {
                 let log = self.logs.get(r)?;
-                Some((r, log.lock().unwrap_or_else(|p| p.into_inner())))
+                Some((r, log.lock()))
             })
             .collect()
     }

@@ -225,23 +225,7 @@ impl Array {
         let weak = Arc::downgrade(self);
         std::thread::Builder::new()
             .name(format!("stripe cache {}", self.name))
-            .spawn(move || {
-                let tick_of = |hold: Duration| {
-                    (hold / 2).clamp(Duration::from_millis(1), Duration::from_millis(100))
-                };
-                let mut tick = tick_of(config.hold);
-                loop {
-                    clock.sleep(tick);
-                    // One upgrade a tick: the array is only borrowed while it
-                    // is worked on, so dropping it ends the thread.
-                    let Some(array) = weak.upgrade() else { return };
-                    if let Some(cache) = array.stripe_cache.get() {
-                        // A failure is kept for the next flush to report.
-                        let _ = cache.write_out_expired(array.as_ref());
-                        tick = tick_of(cache.config().hold);
-                    }
-                }
-            })
+            .spawn(move || Array::stripe_cache_thread(weak, clock, config.hold))
             .map_err(|e| {
                 Error::new(
                     ErrorKind::Io,
@@ -251,6 +235,31 @@ impl Array {
                 .on_device(&self.name)
             })?;
         Ok(())
+    }
+
+    /// The stripe cache's thread: every tick (half the hold time, within 1 to
+    /// 100 ms) of `clock`, write out what has waited longer than the hold
+    /// time, oldest first. Returns when the array is gone. The simulator runs
+    /// this same loop as a task on its virtual clock.
+    pub fn stripe_cache_thread(
+        weak: std::sync::Weak<Array>,
+        clock: raidlab_core::SharedClock,
+        hold: Duration,
+    ) {
+        let tick_of =
+            |hold: Duration| (hold / 2).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        let mut tick = tick_of(hold);
+        loop {
+            clock.sleep(tick);
+            // One upgrade a tick: the array is only borrowed while it is
+            // worked on, so dropping it ends the thread.
+            let Some(array) = weak.upgrade() else { return };
+            if let Some(cache) = array.stripe_cache.get() {
+                // A failure is kept for the next flush to report.
+                let _ = cache.write_out_expired(array.as_ref());
+                tick = tick_of(cache.config().hold);
+            }
+        }
     }
 
     /// Start the stripe cache with no thread of its own: whoever drives the

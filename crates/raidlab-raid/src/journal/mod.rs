@@ -34,6 +34,7 @@ use crate::exec::Failed;
 use crate::metadata_plan::{DeviceRunner, DeviceWrites};
 use crate::plan::LogEntry;
 use crate::replay::ReplayTarget;
+use raidlab_core::task::{Mutex, MutexGuard};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::{Content, Geometry};
@@ -41,7 +42,7 @@ use raidlab_md::journal::{self as fmt, MetaBlock, Payload, BLOCK, BLOCK_SECTORS}
 use raidlab_md::Superblock;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 const SECTOR: u64 = 512;
 const PAGE: u64 = BLOCK as u64;
@@ -236,11 +237,11 @@ impl Journal {
 
     /// Hold for one whole array write (see `serial`).
     pub(crate) fn serial(&self) -> MutexGuard<'_, ()> {
-        self.serial.lock().unwrap_or_else(|p| p.into_inner())
+        self.serial.lock()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Largest journaled write piece (array bytes) that always fits the ring

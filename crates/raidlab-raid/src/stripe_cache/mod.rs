@@ -19,6 +19,7 @@
 mod lost;
 
 use lost::Lost;
+use raidlab_core::task;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
 use serde::Serialize;
@@ -155,7 +156,9 @@ struct Entry {
     /// When the first write was held (the cache's clock). Outside the lock:
     /// choosing the oldest must not wait for a stripe being written out.
     since: Duration,
-    state: Mutex<Held>,
+    /// Held across the write-out's member I/O: a task-aware lock, so that a
+    /// simulated request finding it held suspends (`raidlab_core::task`).
+    state: task::Mutex<Held>,
 }
 
 #[derive(Debug)]
@@ -270,7 +273,7 @@ impl Entries {
         let e = Arc::new(Entry {
             stripe,
             since: now,
-            state: Mutex::new(Held {
+            state: task::Mutex::new(Held {
                 runs: Vec::new(),
                 len,
                 reads_alone: 0,
@@ -451,7 +454,7 @@ impl StripeCache {
         let mut alone = None;
         loop {
             let entry = lock(&self.map).get_or_insert(stripe, self.clock.now(), sb as usize);
-            let mut held = lock(&entry.state);
+            let mut held = entry.state.lock();
             if held.gone {
                 continue;
             }
@@ -504,7 +507,7 @@ impl StripeCache {
             all
         };
         for e in all {
-            let mut held = lock(&e.state);
+            let mut held = e.state.lock();
             if held.gone || held.runs.is_empty() {
                 continue;
             }
@@ -533,7 +536,7 @@ impl StripeCache {
                 map.oldest()
             };
             if let Some(e) = first {
-                if let Ok(mut held) = e.state.try_lock() {
+                if let Some(mut held) = e.state.try_lock() {
                     if !held.gone {
                         self.write_out(&e, &mut held, Why::Evicted, below)?;
                         continue;
@@ -554,7 +557,7 @@ impl StripeCache {
             // the same one.
             let mut took = false;
             for e in &oldest {
-                let Ok(mut held) = e.state.try_lock() else {
+                let Some(mut held) = e.state.try_lock() else {
                     continue;
                 };
                 if held.gone {
@@ -593,7 +596,7 @@ impl StripeCache {
         if self.clock.now().saturating_sub(e.since) < hold {
             return Ok(false);
         }
-        let mut held = lock(&e.state);
+        let mut held = e.state.lock();
         // Gone: a writer wrote it out meanwhile (and took it out of the map
         // before letting go of it): the next oldest is the next call's.
         if !held.gone {
@@ -617,7 +620,7 @@ impl StripeCache {
             }
         };
         for e in entries {
-            let mut held = lock(&e.state);
+            let mut held = e.state.lock();
             if !held.gone {
                 self.write_out(&e, &mut held, Why::Flushed, below)?;
             }
@@ -742,7 +745,7 @@ impl StripeCache {
     pub(crate) fn planted_forget_all(&self) {
         let entries: Vec<Arc<Entry>> = lock(&self.map).values().cloned().collect();
         for e in entries {
-            let mut held = lock(&e.state);
+            let mut held = e.state.lock();
             held.gone = true;
             held.runs = Vec::new();
             lock(&self.map).remove(&e);
@@ -792,9 +795,9 @@ impl StripeCache {
         // Locked in stripe order (as every holder of two takes them), and
         // kept until the held bytes are copied: a stripe written out meanwhile
         // would otherwise be read from neither place.
-        let guards: Vec<(u64, MutexGuard<'_, Held>)> = entries
+        let guards: Vec<(u64, task::MutexGuard<'_, Held>)> = entries
             .iter()
-            .map(|e| (e.stripe, lock(&e.state)))
+            .map(|e| (e.stripe, e.state.lock()))
             .filter(|(_, h)| !h.gone)
             .collect();
         let span = |stripe: u64| {
