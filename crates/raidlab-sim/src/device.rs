@@ -174,7 +174,12 @@ impl raidlab_devices::Clock for VirtualClock {
         std::time::Duration::from_nanos(self.0.load(std::sync::atomic::Ordering::Relaxed))
     }
     fn sleep(&self, d: std::time::Duration) {
-        // Nothing the simulator runs sleeps: a stripe cache or a cache cleaner
+        // A task (the engine run live, `array::TaskArray`) sleeps in virtual
+        // time: the simulator resumes it when its clock gets there.
+        if crate::array::sleep_in_task(self, d) {
+            return;
+        }
+        // Otherwise nothing the simulator runs sleeps: a stripe cache or a cache cleaner
         // is driven without its thread. Should a thread sleep on it, a short
         // real pause keeps it from spinning; moving the clock here would let
         // a thread's timing into a run.

@@ -41,8 +41,11 @@ use std::time::Duration;
 
 mod faults;
 mod run;
+mod tasks;
 pub use faults::FaultSpec;
 use run::{Active, Slab};
+pub(crate) use tasks::sleep_in_task;
+pub use tasks::TaskArray;
 
 /// Where md 1.2 starts the data on a member (its default data offset for members
 /// under a few GiB is 1 MiB; larger ones get more, which moves nothing here but the

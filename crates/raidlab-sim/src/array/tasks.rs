@@ -1,0 +1,640 @@
+//! A raidlab array whose requests run the real engine *live* in virtual time:
+//! each host request is a task (`raidlab_core::task`) that calls the real
+//! `Array` (stripe cache, stripe locks, logs, flushes, the stripe cache's own
+//! thread), and the engine's executor here is a thin outbox: a plan's I/O step
+//! goes to the member device models and the task suspends until the last of
+//! its operations completes; a compute step suspends for its host time; a
+//! stripe lock or a log lock another request holds suspends it until let go.
+//!
+//! Decides only *when*: which member operations a request needs, when it
+//! waits for a lock, when held stripes go down and what a log writes are the
+//! engine's, run as they run on threads. It must never read the wall clock
+//! nor keep a second copy of an engine decision (no lock table, no log model:
+//! those are what [`super::SimArray`] still replays recorded plans with).
+//!
+//! Not yet here (refused at build): a rebuild, a scrub, a bitmap, faults.
+
+use super::{ArraySpec, DATA_OFFSET, IDLE};
+use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD};
+use crate::host::HostCost;
+use crate::md_host::MdThread;
+use crate::stats::{MemberIo, OpLog};
+use raidlab_core::task::{self, Runner, Stacks, Step as TaskStep, Task, Wait};
+use raidlab_core::{Error, ErrorKind, IoKind, Op, Volume};
+use raidlab_devices::SizeOnly;
+use raidlab_parity::Engine;
+use raidlab_raid::exec::{Executor, Failed, LogWriter, Members, UserBuf};
+use raidlab_raid::plan::{LogEntry, Space};
+use raidlab_raid::{Array, Plan, Step};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a task asked of the runner before it suspended.
+#[derive(Debug)]
+enum Out {
+    /// Member operations, all issued at once: (kind, role, device offset, length).
+    Io(Vec<(IoKind, usize, u64, u64)>),
+    /// Host parity time.
+    Compute(Ns),
+}
+
+/// The engine's executor under the simulator: hands each step to the runner
+/// and suspends the request's task until the runner resumes it.
+struct Outbox {
+    /// Member volumes by role, to tell which role a metadata plan's member
+    /// table names.
+    roles: Vec<Option<Arc<dyn Volume>>>,
+    host: HostCost,
+    queue: Mutex<Vec<Out>>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("roles", &self.roles.len())
+            .finish()
+    }
+}
+
+fn same(a: &Arc<dyn Volume>, b: &Arc<dyn Volume>) -> bool {
+    std::ptr::eq(Arc::as_ptr(a) as *const (), Arc::as_ptr(b) as *const ())
+}
+
+impl Outbox {
+    fn wait_for(&self, out: Out) -> Result<(), Failed> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(out);
+        if task::suspend(Wait::Runner(0)) {
+            Ok(())
+        } else {
+            Err(Failed::from(Error::new(
+                ErrorKind::Io,
+                Op::Write,
+                "internal: the simulator's executor ran outside a task",
+            )))
+        }
+    }
+
+    fn role(&self, plan: &Plan, members: &Members, member: usize) -> Result<usize, Failed> {
+        if plan.space == Space::Data {
+            return Ok(member);
+        }
+        let v = members.get(member).and_then(Option::as_ref);
+        v.and_then(|v| {
+            self.roles
+                .iter()
+                .position(|r| r.as_ref().is_some_and(|r| same(r, v)))
+        })
+        .ok_or_else(|| {
+            Failed::from(Error::new(
+                ErrorKind::Io,
+                Op::Write,
+                format!("internal: a metadata plan names member {member}, which is no role of the array"),
+            ))
+        })
+    }
+}
+
+impl Executor for Outbox {
+    fn run(
+        &self,
+        plan: &Plan,
+        members: &Members,
+        _: &dyn Engine,
+        _: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        for step in &plan.steps {
+            match step {
+                Step::Io(ops) => {
+                    let mut out = Vec::with_capacity(ops.len());
+                    for op in ops {
+                        let role = self.role(plan, members, op.member)?;
+                        let offset = match plan.space {
+                            Space::Data => DATA_OFFSET + op.offset,
+                            Space::Device => op.offset,
+                        };
+                        // No modelled disk has a cheaper write-zeroes.
+                        let kind = match op.kind {
+                            IoKind::Zero => IoKind::Write,
+                            k => k,
+                        };
+                        out.push((kind, role, offset, op.length));
+                    }
+                    self.wait_for(Out::Io(out))?;
+                }
+                Step::Compute(cs) => {
+                    self.wait_for(Out::Compute(self.host.compute_ns(cs, &plan.scratch)))?;
+                }
+                Step::Log(entries) => {
+                    // The engine's own log writer: its header, ring position,
+                    // reclaim and flushes come back here as plans. The partial
+                    // parity's bytes are not modelled, only their length.
+                    if let Some(write) = log {
+                        let most = entries
+                            .iter()
+                            .filter_map(|e| e.pp.as_ref().map(|s| s.len))
+                            .max()
+                            .unwrap_or(0);
+                        let zeros = vec![0u8; most];
+                        let with: Vec<(LogEntry, &[u8])> = entries
+                            .iter()
+                            .map(|e| {
+                                let n = e.pp.as_ref().map_or(0, |s| s.len);
+                                (*e, &zeros[..n])
+                            })
+                            .collect();
+                        write(&with)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A request under way.
+#[derive(Debug)]
+struct Req {
+    task: Task<raidlab_core::Result<()>>,
+    /// The submitter's id; `None` for the stripe cache's thread.
+    host_id: Option<u64>,
+    process: u32,
+    /// Member operations of the current step not yet complete.
+    outstanding: usize,
+}
+
+/// A raidlab array on simulated members, its requests run live as tasks.
+#[derive(Debug)]
+pub struct TaskArray {
+    name: String,
+    array: Arc<Array>,
+    outbox: Arc<Outbox>,
+    clock: Arc<VirtualClock>,
+    members: Vec<Option<Box<dyn Device>>>,
+    member_next: Vec<Ns>,
+    host: HostCost,
+    request_ns: Ns,
+    md_thread: MdThread,
+    reqs: super::Slab<Req>,
+    member_ops: super::Slab<u64>,
+    ready: VecDeque<u64>,
+    /// Tasks suspended on a key (a lock), in the order they suspended.
+    key_waiters: FxHashMap<usize, Vec<u64>>,
+    /// (time, seq): a compute step, a request's overhead or a sleep ends.
+    timers: BinaryHeap<Reverse<(Ns, u64)>>,
+    /// The stripe cache's thread, and when its sleep ends.
+    daemon: Option<(u64, Option<Ns>)>,
+    stacks: Stacks,
+    finished: Vec<Completion>,
+    member_done: Vec<Completion>,
+    woken: Vec<usize>,
+    log: OpLog,
+    errors: Vec<String>,
+    capacity: u64,
+    spec_info: Vec<Param>,
+}
+
+impl TaskArray {
+    pub fn new(spec: ArraySpec) -> Result<TaskArray, String> {
+        spec.host.check()?;
+        if spec.rebuild.is_some() {
+            return Err(format!(
+                "{}: a rebuild is not simulated with live requests yet (leave `engine` at its default)",
+                spec.name
+            ));
+        }
+        let g = spec.geometry;
+        if spec.members.len() != g.raid_disks {
+            return Err(format!(
+                "{} members given for {} raid devices",
+                spec.members.len(),
+                g.raid_disks
+            ));
+        }
+        for (role, m) in spec.members.iter().enumerate() {
+            if let Some(m) = m {
+                if m.capacity() < DATA_OFFSET + g.member_bytes {
+                    return Err(format!(
+                        "member {role} holds {} bytes, less than the {} the array needs (data {} + {} before it)",
+                        m.capacity(),
+                        DATA_OFFSET + g.member_bytes,
+                        g.member_bytes,
+                        DATA_OFFSET
+                    ));
+                }
+            }
+        }
+        let roles: Vec<Option<Arc<dyn Volume>>> = spec
+            .members
+            .iter()
+            .enumerate()
+            .map(|(role, m)| {
+                m.as_ref().map(|_| {
+                    Arc::new(SizeOnly::new(
+                        format!("{} member {role}", spec.name),
+                        g.member_bytes,
+                    )) as Arc<dyn Volume>
+                })
+            })
+            .collect();
+        let outbox = Arc::new(Outbox {
+            roles: roles.clone(),
+            host: spec.host.clone(),
+            queue: Mutex::new(Vec::new()),
+        });
+        let array = Arc::new(
+            Array::new(spec.name.clone(), g, roles)
+                .map_err(|e| e.to_string())?
+                .with_executor(outbox.clone()),
+        );
+        let clock = Arc::new(VirtualClock::default());
+        let mut spec_info = vec![
+            Param {
+                name: "chunk".into(),
+                value: g.chunk_bytes as f64,
+                unit: "bytes".into(),
+            },
+            Param {
+                name: "raid_devices".into(),
+                value: g.raid_disks as f64,
+                unit: "members".into(),
+            },
+        ];
+        let mut a = TaskArray {
+            name: spec.name,
+            array,
+            outbox,
+            clock,
+            member_next: vec![IDLE; spec.members.len()],
+            members: spec.members,
+            request_ns: spec.host.request_ns(),
+            md_thread: MdThread::default(),
+            reqs: super::Slab::default(),
+            member_ops: super::Slab::default(),
+            ready: VecDeque::new(),
+            key_waiters: FxHashMap::default(),
+            timers: BinaryHeap::new(),
+            daemon: None,
+            stacks: Stacks::default(),
+            finished: Vec::new(),
+            member_done: Vec::new(),
+            woken: Vec::new(),
+            log: OpLog::default(),
+            errors: Vec::new(),
+            capacity: g.array_bytes(),
+            spec_info: Vec::new(),
+            host: spec.host,
+        };
+        if let Some(cfg) = spec.stripe_cache {
+            a.array
+                .start_stripe_cache_driven(cfg, a.clock.clone())
+                .map_err(|e| e.to_string())?;
+            if a.array.stripe_cache_stats().0.is_some() {
+                // The cache's own thread, as `start_stripe_cache` runs it,
+                // sleeping on the virtual clock.
+                let weak = Arc::downgrade(&a.array);
+                let clock: raidlab_core::SharedClock = a.clock.clone();
+                let seq = a.spawn(None, MD_THREAD, move || {
+                    Array::stripe_cache_thread(weak, clock, cfg.hold);
+                    Ok(())
+                })?;
+                a.daemon = Some((seq, None));
+                a.ready.push_back(seq);
+                a.run_ready(0);
+            }
+            spec_info.push(Param {
+                name: "stripe_cache".into(),
+                value: cfg.stripes as f64,
+                unit: "stripes".into(),
+            });
+            spec_info.push(Param {
+                name: "stripe_hold".into(),
+                value: cfg.hold.as_secs_f64() * 1e3,
+                unit: "ms".into(),
+            });
+        }
+        spec_info.extend(a.host.params());
+        spec_info.push(Param {
+            name: "engine".into(),
+            value: 1.0,
+            unit: "live tasks".into(),
+        });
+        a.spec_info = spec_info;
+        Ok(a)
+    }
+
+    fn spawn(
+        &mut self,
+        host_id: Option<u64>,
+        process: u32,
+        f: impl FnOnce() -> raidlab_core::Result<()> + 'static,
+    ) -> Result<u64, String> {
+        let task = Task::new(&mut self.stacks, f)
+            .map_err(|e| format!("{}: cannot map a task's stack: {e}", self.name))?;
+        Ok(self.reqs.insert(Req {
+            task,
+            host_id,
+            process,
+            outstanding: 0,
+        }))
+    }
+
+    /// Keep every member operation, in issue order, in [`Device::member_ops`].
+    pub fn keep_ops(&mut self) {
+        self.log.keep = true;
+    }
+
+    /// Errors the engine returned (without faults, any is a bug).
+    pub fn errors(&self) -> &[String] {
+        &self.errors
+    }
+
+    /// The real engine's array.
+    pub fn engine(&self) -> &Array {
+        &self.array
+    }
+
+    fn run_ready(&mut self, now: Ns) {
+        while let Some(seq) = self.ready.pop_front() {
+            self.resume(now, seq);
+        }
+    }
+
+    /// Run task `seq` until it suspends or ends, and act on why.
+    fn resume(&mut self, now: Ns, seq: u64) {
+        self.clock.set(now);
+        let Some(r) = self.reqs.get_mut(seq) else {
+            return;
+        };
+        let runner = Runner::enter();
+        let step = r.task.resume();
+        runner.woken(&mut self.woken);
+        drop(runner);
+        for k in self.woken.drain(..) {
+            if let Some(w) = self.key_waiters.remove(&k) {
+                self.ready.extend(w);
+            }
+        }
+        match step {
+            TaskStep::Done(result) => {
+                let r = self.reqs.remove(seq).expect("present");
+                r.task.finish(&mut self.stacks);
+                if let Err(e) = result {
+                    self.errors.push(e.to_string());
+                }
+                if let Some(id) = r.host_id {
+                    self.finished.push(Completion { id, at: now });
+                }
+            }
+            TaskStep::Waits(Wait::Key(k)) => self.key_waiters.entry(k).or_default().push(seq),
+            TaskStep::Waits(Wait::Until(t)) => {
+                let t = t.as_nanos() as Ns;
+                match &mut self.daemon {
+                    Some((d, due)) if *d == seq => *due = Some(t.max(now)),
+                    _ => self.timers.push(Reverse((t.max(now), seq))),
+                }
+            }
+            TaskStep::Waits(Wait::Runner(_)) => {
+                let outs = std::mem::take(
+                    &mut *self.outbox.queue.lock().unwrap_or_else(|p| p.into_inner()),
+                );
+                let process = self.reqs.get(seq).map_or(MD_THREAD, |r| r.process);
+                let mut issued = 0;
+                for out in outs {
+                    match out {
+                        Out::Io(ops) => {
+                            for (kind, member, offset, len) in ops {
+                                issued += self
+                                    .submit_member(now, seq, process, kind, member, offset, len);
+                            }
+                        }
+                        Out::Compute(cost) => {
+                            let end = if self.host.md.is_some() {
+                                self.md_thread.run(now, cost)
+                            } else {
+                                now + cost
+                            };
+                            self.timers.push(Reverse((end, seq)));
+                            return;
+                        }
+                    }
+                }
+                if issued == 0 {
+                    self.ready.push_back(seq);
+                } else if let Some(r) = self.reqs.get_mut(seq) {
+                    r.outstanding += issued;
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submit_member(
+        &mut self,
+        now: Ns,
+        seq: u64,
+        process: u32,
+        kind: IoKind,
+        member: usize,
+        offset: u64,
+        len: u64,
+    ) -> usize {
+        let id = self.member_ops.insert(seq);
+        self.log.record(MemberIo {
+            kind,
+            member,
+            offset,
+            len,
+        });
+        match self.members.get_mut(member).and_then(Option::as_mut) {
+            Some(dev) => {
+                dev.submit(
+                    now,
+                    Request {
+                        id,
+                        kind,
+                        offset,
+                        len,
+                        process,
+                    },
+                );
+                self.member_next[member] = dev.next_event().unwrap_or(IDLE);
+                1
+            }
+            None => {
+                self.errors.push(format!(
+                    "a plan used missing member {member} ({kind:?} at {offset})"
+                ));
+                self.member_ops.remove(id);
+                0
+            }
+        }
+    }
+
+    /// Whether the stripe cache holds anything: its thread's ticks matter
+    /// only then (a tick over an empty cache writes nothing).
+    fn cache_holds(&self) -> bool {
+        self.array
+            .stripe_cache_stats()
+            .0
+            .is_some_and(|(_, s)| s.held_now > 0)
+    }
+}
+
+impl Device for TaskArray {
+    fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn submit(&mut self, now: Ns, req: Request) {
+        let Request {
+            id,
+            kind,
+            offset,
+            len,
+            process,
+        } = req;
+        let array = self.array.clone();
+        let spawned = self.spawn(
+            Some(id),
+            if kind == IoKind::Read {
+                process
+            } else {
+                MD_THREAD
+            },
+            move || match kind {
+                IoKind::Read => array.read_at(&mut vec![0u8; len as usize], offset),
+                IoKind::Write => array.write_at(&vec![0u8; len as usize], offset),
+                IoKind::Zero => array.write_zeroes(offset, len),
+                IoKind::Flush => array.flush(),
+                IoKind::Trim => array.discard(offset, len),
+            },
+        );
+        match spawned {
+            Ok(seq) => {
+                self.timers.push(Reverse((now + self.request_ns, seq)));
+            }
+            Err(e) => {
+                self.errors.push(e);
+                self.finished.push(Completion { id, at: now });
+            }
+        }
+        // Due now (no overhead): run it at once.
+        self.advance_to(now);
+    }
+
+    fn next_event(&self) -> Option<Ns> {
+        let mut next = IDLE;
+        for &t in &self.member_next {
+            next = next.min(t);
+        }
+        for c in &self.finished {
+            next = next.min(c.at);
+        }
+        if let Some(&Reverse((t, _))) = self.timers.peek() {
+            next = next.min(t);
+        }
+        if let Some((_, Some(t))) = self.daemon {
+            if self.cache_holds() {
+                next = next.min(t);
+            }
+        }
+        (next != IDLE).then_some(next)
+    }
+
+    fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
+        self.advance_to(now);
+        done.append(&mut self.finished);
+    }
+
+    fn info(&self) -> ModelInfo {
+        let g = self.array.geometry();
+        ModelInfo {
+            model: "raidlab array (live engine)".into(),
+            name: format!("{} {}", self.name, g.level.name()),
+            params: self.spec_info.clone(),
+            sources: self.host.all_sources(),
+            parts: self
+                .members
+                .iter()
+                .map(|m| match m {
+                    Some(m) => m.info(),
+                    None => ModelInfo {
+                        model: "missing".into(),
+                        name: "failed member".into(),
+                        params: Vec::new(),
+                        sources: Vec::new(),
+                        parts: Vec::new(),
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    fn member_ops(&self) -> Option<&OpLog> {
+        Some(&self.log)
+    }
+}
+
+impl TaskArray {
+    /// Everything due at or before `now`, in rounds: member completions,
+    /// timers, the cache's thread, then the tasks they made ready.
+    fn advance_to(&mut self, now: Ns) {
+        self.clock.set(now);
+        let mut member_done = std::mem::take(&mut self.member_done);
+        loop {
+            let mut any = false;
+            for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
+                if *next <= now {
+                    if let Some(m) = m {
+                        m.advance(now, &mut member_done);
+                        *next = m.next_event().unwrap_or(IDLE);
+                        any = true;
+                    }
+                }
+            }
+            for c in member_done.drain(..) {
+                if let Some(seq) = self.member_ops.remove(c.id) {
+                    if let Some(r) = self.reqs.get_mut(seq) {
+                        r.outstanding -= 1;
+                        if r.outstanding == 0 {
+                            self.ready.push_back(seq);
+                        }
+                    }
+                }
+            }
+            while let Some(&Reverse((t, seq))) = self.timers.peek() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                self.ready.push_back(seq);
+                any = true;
+            }
+            if let Some((seq, due)) = &mut self.daemon {
+                if due.is_some_and(|t| t <= now) {
+                    *due = None;
+                    self.ready.push_back(*seq);
+                    any = true;
+                }
+            }
+            if !any && self.ready.is_empty() {
+                break;
+            }
+            self.run_ready(now);
+        }
+        self.member_done = member_done;
+    }
+}
+
+/// A sleep on the simulator's clock from inside a task.
+pub(crate) fn sleep_in_task(clock: &VirtualClock, d: Duration) -> bool {
+    let now = raidlab_devices::Clock::now(clock);
+    task::suspend(Wait::Until(now + d))
+}
