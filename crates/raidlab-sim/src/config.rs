@@ -31,14 +31,16 @@
 //!   device it sees: `none`, the default, `deadline` or `cfq`, see
 //!   [`crate::sched`]); `host=NAME` (a model of the host's md of an era,
 //!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
-//!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs);
+//!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs); `engine=live`
+//!   (each request runs the real engine as a task in virtual time,
+//!   [`crate::array::TaskArray`]) or `engine=replay` (the default);
 //! - `PRESET:OPTION...` (`scheduler=NAME`, `host=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
 //!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
-use crate::array::{ArraySpec, FaultSpec, RebuildSpec, SimArray, DATA_OFFSET};
+use crate::array::{ArraySpec, FaultSpec, RebuildSpec, SimArray, TaskArray, DATA_OFFSET};
 use crate::cache::{CacheSpec, SimCache};
 use crate::cache_config::cache_option;
 pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
@@ -87,6 +89,7 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// mismatch = ["1@1G+64K"]       # optional: role@offset+length ranges whose copies differ
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
+/// engine = "live"              # optional: requests run the engine live ("replay": default)
 /// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
 ///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
 ///                               # `rebuild_max_rate` paces the spare's rebuild)
@@ -172,6 +175,13 @@ pub struct ArrayConf {
     /// Faults at virtual times, each `KEY=VALUE` ([`crate::faults`]).
     #[serde(default)]
     pub faults: Vec<String>,
+    /// How the engine runs: `replay` (the default: each request's plans are
+    /// recorded at arrival and scheduled by the simulator) or `live` (each
+    /// request runs the engine as a task in virtual time,
+    /// [`crate::array::TaskArray`]; not yet with a card, bitmap, rebuild,
+    /// check, mismatches or faults).
+    #[serde(default)]
+    pub engine: Option<String>,
 }
 
 impl ArrayConf {
@@ -411,6 +421,7 @@ impl SimConfig {
             mismatch: Vec::new(),
             bitmap: None,
             faults: Vec::new(),
+            engine: None,
         };
         let mut card = None;
         let mut cache = None;
@@ -473,6 +484,7 @@ impl SimConfig {
                 }
                 "mismatch" => array.mismatch.push(v.into()),
                 "bitmap" => array.bitmap = Some(v.into()),
+                "engine" => array.engine = Some(v.into()),
                 "check-rate" => array.check_max_rate = Some(v.into()),
                 "check-from" => array.check_from = Some(v.into()),
                 _ if crate::faults::is_fault_key(k) => array.faults.push(format!("{k}={v}")),
@@ -481,7 +493,7 @@ impl SimConfig {
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, fail, lse, spare, scheduler, host, host-stripe-head-us, host-page-us, fs, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, engine, fail, lse, spare, scheduler, host, host-stripe-head-us, host-page-us, fs, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }
@@ -890,6 +902,43 @@ impl SimConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
         });
+        let live = match a.engine.as_deref() {
+            None | Some("replay") => false,
+            Some("live") => true,
+            Some(e) => {
+                return Err(err(
+                    &place,
+                    format!("`engine = {e}`: say `replay` (the default) or `live`"),
+                ))
+            }
+        };
+        if live {
+            let with = [
+                (card.is_some(), "a card"),
+                (bitmap.is_some(), "a bitmap"),
+                (a.rebuild.is_some(), "a rebuild"),
+                (a.check, "a check"),
+                (!a.mismatch.is_empty(), "mismatches"),
+                (!a.faults.is_empty(), "faults"),
+            ];
+            if let Some((_, what)) = with.iter().find(|(on, _)| *on) {
+                return Err(err(
+                    &place,
+                    format!("`engine = live` does not run {what} yet: leave `engine` at `replay` for it"),
+                ));
+            }
+            let array = TaskArray::new(ArraySpec {
+                name: place.clone(),
+                geometry,
+                members,
+                stripe_cache,
+                host: self.host.clone().unwrap_or_default(),
+                rebuild,
+            })
+            .map_err(|m| err(&place, m))?;
+            let optimal = raidlab_core::Volume::optimal_io_size(array.engine());
+            return Ok((Box::new(array), optimal));
+        }
         match card {
             Some((p, CardMode::Raid)) => {
                 if bitmap.is_some() {
