@@ -275,6 +275,54 @@ impl Array {
         self.view().recovery.clone()
     }
 
+    /// Run the rebuild `rec` from where `run` stands to its end, paced on
+    /// `clock` by `run`'s rate: each step is [`Array::recovery_step`] under
+    /// its stripe locks; `stepped(done)` after each; at each checkpoint the
+    /// target is flushed, then `checkpoint(done)` records it. Returns
+    /// Ok(true) when complete (target flushed), Ok(false) when `quit` said so
+    /// between steps (target flushed; where to record the position is the
+    /// caller's). The one rebuild loop: `raidlab serve`'s rebuild thread and
+    /// the simulator's rebuild task both run it.
+    pub fn drive_recovery(
+        &self,
+        rec: &Recovery,
+        run: &mut crate::long_run::LongRun,
+        clock: &dyn raidlab_core::Clock,
+        quit: &dyn Fn() -> bool,
+        stepped: &mut dyn FnMut(u64),
+        checkpoint: &mut dyn FnMut(u64) -> Result<()>,
+    ) -> Result<bool> {
+        let mut scratch = Vec::new();
+        while let Some(step) = run.peek() {
+            if quit() {
+                self.flush_recovery_target(rec)?;
+                return Ok(false);
+            }
+            let copied = rec.copied();
+            let done = self.recovery_step(rec, step.end - step.start, &mut scratch)?;
+            stepped(done);
+            // Work is what was copied: a re-add's clean chunks cost no time
+            // under the rate limit.
+            if run.advance(done, rec.copied() - copied) {
+                self.flush_recovery_target(rec)?;
+                checkpoint(done)?;
+            }
+            // A stop or a cancel (which waits for the loop) must not wait out
+            // a long pause.
+            run.wait(clock, quit);
+        }
+        self.flush_recovery_target(rec)?;
+        if rec.failed() {
+            return Err(Error::new(
+                ErrorKind::Io,
+                Op::Write,
+                "a write to the member being rebuilt failed",
+            )
+            .on_device(rec.target.name()));
+        }
+        Ok(true)
+    }
+
     /// Flush what a rebuild or replacement has written to its target, through
     /// this array's executor (a checkpoint may only record what is durable).
     pub fn flush_recovery_target(&self, rec: &Recovery) -> Result<()> {

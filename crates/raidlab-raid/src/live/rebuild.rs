@@ -134,54 +134,36 @@ impl LiveArray {
         cancel: Arc<AtomicBool>,
     ) {
         let total = self.array.geometry().member_bytes;
-        let mut scratch = Vec::new();
         let clock = lock(&self.clock).clone();
         let rate = *lock(&self.max_rate);
         let mut run = rebuild_schedule(self.array.geometry(), rec.done(), rate, clock.now());
         let quit = || self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire);
-        let outcome: Result<bool> = (|| {
-            while let Some(step) = run.peek() {
-                if quit() {
-                    self.array.flush_recovery_target(&rec)?;
-                    // The position is worth keeping only at shutdown, when the
-                    // connections are drained: stopped while the array goes on
-                    // serving, the member would miss the writes from now on, so
-                    // a later rebuild of it starts over.
-                    let keep = self.stop.load(Ordering::Acquire);
-                    lock(&self.asm)
-                        .checkpoint_recovery(index, if keep { rec.done() } else { 0 })?;
-                    return Ok(false);
-                }
-                let copied = rec.copied();
-                let done = self
-                    .array
-                    .recovery_step(&rec, step.end - step.start, &mut scratch)?;
-                {
+        let outcome: Result<bool> = self
+            .array
+            .drive_recovery(
+                &rec,
+                &mut run,
+                &*clock,
+                &quit,
+                &mut |done| {
                     let mut st = lock(&status);
                     st.advance(done, clock.now());
                     st.follow(&rec);
+                },
+                &mut |done| lock(&self.asm).checkpoint_recovery(index, done),
+            )
+            .and_then(|complete| {
+                if !complete {
+                    // The position is worth keeping only at shutdown, when
+                    // the connections are drained: stopped while the array
+                    // goes on serving, the member would miss the writes from
+                    // now on, so a later rebuild of it starts over.
+                    let keep = self.stop.load(Ordering::Acquire);
+                    lock(&self.asm)
+                        .checkpoint_recovery(index, if keep { rec.done() } else { 0 })?;
                 }
-                // Work is what was copied: a re-add's clean chunks cost no
-                // time under the rate limit.
-                if run.advance(done, rec.copied() - copied) {
-                    self.array.flush_recovery_target(&rec)?;
-                    lock(&self.asm).checkpoint_recovery(index, done)?;
-                }
-                // A stop or a cancel (which waits for this thread) must not
-                // wait out a long pause.
-                run.wait(&*clock, &quit);
-            }
-            self.array.flush_recovery_target(&rec)?;
-            if rec.failed() {
-                return Err(Error::new(
-                    ErrorKind::Io,
-                    Op::Write,
-                    "a write to the member being rebuilt failed",
-                )
-                .on_device(rec.target().name()));
-            }
-            Ok(true)
-        })();
+                Ok(complete)
+            });
         let mut asm = lock(&self.asm);
         let result = outcome.and_then(|complete| {
             if !complete {
