@@ -178,8 +178,8 @@ pub struct ArrayConf {
     /// How the engine runs: `replay` (the default: each request's plans are
     /// recorded at arrival and scheduled by the simulator) or `live` (each
     /// request runs the engine as a task in virtual time,
-    /// [`crate::array::TaskArray`]; not yet with a card, bitmap, rebuild,
-    /// check, mismatches or faults).
+    /// [`crate::array::TaskArray`]; not yet with a card, bitmap, check,
+    /// mismatches or faults).
     #[serde(default)]
     pub engine: Option<String>,
 }
@@ -916,7 +916,6 @@ impl SimConfig {
             let with = [
                 (card.is_some(), "a card"),
                 (bitmap.is_some(), "a bitmap"),
-                (a.rebuild.is_some(), "a rebuild"),
                 (a.check, "a check"),
                 (!a.mismatch.is_empty(), "mismatches"),
                 (!a.faults.is_empty(), "faults"),

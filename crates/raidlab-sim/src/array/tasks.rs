@@ -12,7 +12,10 @@
 //! nor keep a second copy of an engine decision (no lock table, no log model:
 //! those are what [`super::SimArray`] still replays recorded plans with).
 //!
-//! Not yet here (refused at build): a rebuild, a scrub, a bitmap, faults.
+//! A rebuild runs as a task of the engine's own rebuild loop
+//! (`Array::drive_recovery`, paced by `raidlab serve`'s schedule).
+//!
+//! Not yet here (refused at build): a scrub, a bitmap, faults.
 
 use super::{ArraySpec, DATA_OFFSET, IDLE};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD};
@@ -49,6 +52,9 @@ struct Outbox {
     roles: Vec<Option<Arc<dyn Volume>>>,
     host: HostCost,
     queue: Mutex<Vec<Out>>,
+    /// A rebuild's new member and its role: the engine names it as the
+    /// member after the roles in data plans, and by its volume in a flush.
+    target: Option<(Arc<dyn Volume>, usize)>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -82,13 +88,22 @@ impl Outbox {
 
     fn role(&self, plan: &Plan, members: &Members, member: usize) -> Result<usize, Failed> {
         if plan.space == Space::Data {
-            return Ok(member);
+            return match &self.target {
+                Some((_, role)) if member == self.roles.len() => Ok(*role),
+                _ => Ok(member),
+            };
         }
         let v = members.get(member).and_then(Option::as_ref);
         v.and_then(|v| {
             self.roles
                 .iter()
                 .position(|r| r.as_ref().is_some_and(|r| same(r, v)))
+                .or_else(|| {
+                    self.target
+                        .as_ref()
+                        .filter(|(t, _)| same(t, v))
+                        .map(|&(_, role)| role)
+                })
         })
         .ok_or_else(|| {
             Failed::from(Error::new(
@@ -198,18 +213,86 @@ pub struct TaskArray {
     errors: Vec<String>,
     capacity: u64,
     spec_info: Vec<Param>,
+    rebuild: Option<Rebuild>,
+}
+
+/// The engine's rebuild, run as a task by its own loop
+/// (`Array::drive_recovery`).
+#[derive(Debug)]
+struct Rebuild {
+    seq: u64,
+    rec: Arc<raidlab_raid::array::Recovery>,
+    role: usize,
+    finished: Option<Ns>,
 }
 
 impl TaskArray {
+    /// Begin the engine's rebuild of `r.role` onto `volume` (the model
+    /// `r.device`) and start its loop as a task, paced as `raidlab serve`'s.
+    fn start_rebuild(
+        &mut self,
+        r: super::RebuildSpec,
+        volume: Arc<dyn Volume>,
+        spec_info: &mut Vec<Param>,
+    ) -> Result<(), String> {
+        let g = *self.array.geometry();
+        let rec = self
+            .array
+            .begin_recovery(r.role, volume, r.from, false)
+            .map_err(|e| e.to_string())?;
+        if let Some(rate) = r.max_rate {
+            spec_info.push(Param {
+                name: "rebuild_max_rate".into(),
+                value: rate as f64 / 1e6,
+                unit: "MB/s".into(),
+            });
+        }
+        self.members[r.role] = Some(r.device);
+        let mut run =
+            raidlab_raid::live::rebuild_schedule(&g, rec.done(), r.max_rate, Duration::ZERO);
+        let (array, clock, task_rec) = (self.array.clone(), self.clock.clone(), rec.clone());
+        let seq = self.spawn(None, MD_THREAD, move || {
+            let complete = array.drive_recovery(
+                &task_rec,
+                &mut run,
+                &*clock,
+                &|| false,
+                &mut |_| {},
+                &mut |_| Ok(()),
+            )?;
+            if complete {
+                array.finish_recovery(&task_rec)?;
+            }
+            Ok(())
+        })?;
+        self.rebuild = Some(Rebuild {
+            seq,
+            rec,
+            role: r.role,
+            finished: None,
+        });
+        self.ready.push_back(seq);
+        self.run_ready(0);
+        Ok(())
+    }
+
     pub fn new(spec: ArraySpec) -> Result<TaskArray, String> {
         spec.host.check()?;
-        if spec.rebuild.is_some() {
-            return Err(format!(
-                "{}: a rebuild is not simulated with live requests yet (leave `engine` at its default)",
-                spec.name
-            ));
-        }
         let g = spec.geometry;
+        let mut spec = spec;
+        let rebuild = spec.rebuild.take();
+        if let Some(r) = &rebuild {
+            match spec.members.get(r.role) {
+                Some(None) => {}
+                Some(Some(_)) => {
+                    return Err(format!(
+                        "role {} is in service: only a failed member can be rebuilt",
+                        r.role
+                    ))
+                }
+                None => return Err(format!("no role {} to rebuild", r.role)),
+            }
+        }
         if spec.members.len() != g.raid_disks {
             return Err(format!(
                 "{} members given for {} raid devices",
@@ -217,7 +300,13 @@ impl TaskArray {
                 g.raid_disks
             ));
         }
-        for (role, m) in spec.members.iter().enumerate() {
+        for (role, m) in spec
+            .members
+            .iter()
+            .enumerate()
+            .map(|(role, m)| (role, m.as_ref()))
+            .chain(rebuild.as_ref().map(|r| (r.role, Some(&r.device))))
+        {
             if let Some(m) = m {
                 if m.capacity() < DATA_OFFSET + g.member_bytes {
                     return Err(format!(
@@ -243,10 +332,18 @@ impl TaskArray {
                 })
             })
             .collect();
+        let target = rebuild.as_ref().map(|r| {
+            let v: Arc<dyn Volume> = Arc::new(SizeOnly::new(
+                format!("{} new member {}", spec.name, r.role),
+                g.member_bytes,
+            ));
+            (v, r.role)
+        });
         let outbox = Arc::new(Outbox {
             roles: roles.clone(),
             host: spec.host.clone(),
             queue: Mutex::new(Vec::new()),
+            target: target.clone(),
         });
         let array = Arc::new(
             Array::new(spec.name.clone(), g, roles)
@@ -290,7 +387,11 @@ impl TaskArray {
             capacity: g.array_bytes(),
             spec_info: Vec::new(),
             host: spec.host,
+            rebuild: None,
         };
+        if let (Some(r), Some((volume, _))) = (rebuild, target) {
+            a.start_rebuild(r, volume, &mut spec_info)?;
+        }
         if let Some(cfg) = spec.stripe_cache {
             a.array
                 .start_stripe_cache_driven(cfg, a.clock.clone())
@@ -390,6 +491,9 @@ impl TaskArray {
                 }
                 if let Some(id) = r.host_id {
                     self.finished.push(Completion { id, at: now });
+                }
+                if let Some(rb) = self.rebuild.as_mut().filter(|rb| rb.seq == seq) {
+                    rb.finished = Some(now);
                 }
             }
             TaskStep::Waits(Wait::Key(k)) => self.key_waiters.entry(k).or_default().push(seq),
@@ -579,6 +683,15 @@ impl Device for TaskArray {
 
     fn member_ops(&self) -> Option<&OpLog> {
         Some(&self.log)
+    }
+
+    fn rebuild_progress(&self) -> Option<super::RebuildProgress> {
+        self.rebuild.as_ref().map(|r| super::RebuildProgress {
+            role: r.role,
+            done: r.rec.done(),
+            total: self.array.geometry().member_bytes,
+            finished: r.finished,
+        })
     }
 }
 
