@@ -21,6 +21,7 @@
 //! `shrink.rs` cuts a failing run down to the operations that still fail
 //! it; `trace.rs` keeps the events and the run's hash.
 
+mod buffers;
 mod cache;
 pub mod config;
 mod faults;

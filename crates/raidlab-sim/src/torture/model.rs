@@ -14,34 +14,84 @@
 //! anything until written again.
 
 use raidlab_devices::SectorMask;
-use std::collections::BTreeMap;
+use std::cell::RefCell;
 
 pub const SECTOR: usize = 512;
 
-/// The end of a sector's list of images.
+/// The end of a sector's list of images, and a sector with none.
 const NONE: u32 = u32::MAX;
 
-/// One write to a sector since its last flush. Inline, not boxed: a sector
-/// written costs the harness at most its list's allocation, not two more.
-#[derive(Clone)]
+/// One write to a sector since its last flush: the bytes it set (its
+/// sector's whole image sits in [`Model::image_bytes`] at the same index)
+/// and the index of its sector's next image.
+#[derive(Clone, Copy)]
 struct Image {
-    data: [u8; SECTOR],
-    /// The bytes this write set (a bool each made the image twice the size).
     held: SectorMask,
+    next: u32,
 }
 
 pub struct Model {
     /// Every acknowledged write applied: what reads must return.
     pub current: Vec<u8>,
     durable: Vec<u8>,
-    /// Sector -> its images in `images` since the last flush, newest last
-    /// (the first image's index and the last's).
-    pending: BTreeMap<usize, (u32, u32)>,
-    /// Every image since the last flush, each with the index of the next
-    /// image of its sector (`NONE` for the last): one buffer kept from flush
-    /// to flush, not a list allocated per sector written.
-    images: Vec<(Image, u32)>,
+    /// Per sector, its first and last image since the last flush (`NONE`
+    /// first: none). A slot a sector, not a map: a map entry per sector
+    /// written was an allocation and a tree walk per write.
+    heads: Vec<(u32, u32)>,
+    /// The sectors given images since the last flush, each once (one a FUA
+    /// write emptied stays listed, with `NONE` first), so a flush visits
+    /// only them.
+    listed: Vec<u32>,
+    is_listed: Vec<bool>,
+    /// Every image since the last flush; kept from flush to flush.
+    images: Vec<Image>,
+    /// The images' sector contents, [`SECTOR`] bytes each, back to back: a
+    /// write copies a sector in, with no image built and moved.
+    image_bytes: Vec<u8>,
     unknown: Vec<bool>,
+    /// Whether any byte of `unknown` may be set: after a restart nearly
+    /// none is, and clearing the whole map each time was a pass over it.
+    any_unknown: bool,
+}
+
+/// A model's buffers, kept for the next model made on the thread: a model
+/// per run made three array-sized buffers and an image list grow from
+/// nothing, each run.
+struct Parts {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+    heads: Vec<(u32, u32)>,
+    listed: Vec<u32>,
+    is_listed: Vec<bool>,
+    images: Vec<Image>,
+    image_bytes: Vec<u8>,
+    unknown: Vec<bool>,
+}
+
+thread_local! {
+    static SPARE: RefCell<Option<Parts>> = const { RefCell::new(None) };
+}
+
+impl Drop for Model {
+    fn drop(&mut self) {
+        let parts = Parts {
+            current: std::mem::take(&mut self.current),
+            durable: std::mem::take(&mut self.durable),
+            heads: std::mem::take(&mut self.heads),
+            listed: std::mem::take(&mut self.listed),
+            is_listed: std::mem::take(&mut self.is_listed),
+            images: std::mem::take(&mut self.images),
+            image_bytes: std::mem::take(&mut self.image_bytes),
+            unknown: std::mem::take(&mut self.unknown),
+        };
+        // The bigger one is kept: a run's placeholder model is empty.
+        let _ = SPARE.try_with(|s| {
+            let mut s = s.borrow_mut();
+            if s.as_ref().map_or(0, |p| p.current.capacity()) <= parts.current.capacity() {
+                *s = Some(parts);
+            }
+        });
+    }
 }
 
 /// What [`Model::check_after_cut`] found wrong, first sector only.
@@ -76,55 +126,108 @@ impl std::fmt::Debug for Model {
         // The contents would drown any message; the shape is what helps.
         f.debug_struct("Model")
             .field("bytes", &self.current.len())
-            .field("pending_sectors", &self.pending.len())
+            .field("pending_sectors", &self.pending_sectors().count())
             .finish()
     }
+}
+
+/// `v` holding `len` copies of `x` and nothing else, in its own allocation.
+fn refill<T: Clone>(v: &mut Vec<T>, len: usize, x: T) {
+    v.clear();
+    v.resize(len, x);
 }
 
 impl Model {
     /// An array created over zeroed members: zeros, durably.
     pub fn new(size: usize) -> Model {
-        Model {
-            current: vec![0; size],
-            durable: vec![0; size],
-            pending: BTreeMap::new(),
-            images: Vec::new(),
-            unknown: vec![false; size],
-        }
+        // An empty model (a run's placeholder until its array exists)
+        // leaves the buffers to the real one.
+        let p = SPARE
+            .try_with(|s| s.borrow_mut().take_if(|_| size > 0))
+            .ok()
+            .flatten();
+        let mut m = match p {
+            Some(p) => Model {
+                current: p.current,
+                durable: p.durable,
+                heads: p.heads,
+                listed: p.listed,
+                is_listed: p.is_listed,
+                images: p.images,
+                image_bytes: p.image_bytes,
+                unknown: p.unknown,
+                any_unknown: false,
+            },
+            None => Model {
+                current: Vec::new(),
+                durable: Vec::new(),
+                heads: Vec::new(),
+                listed: Vec::new(),
+                is_listed: Vec::new(),
+                images: Vec::new(),
+                image_bytes: Vec::new(),
+                unknown: Vec::new(),
+                any_unknown: false,
+            },
+        };
+        let sectors = size.div_ceil(SECTOR);
+        refill(&mut m.current, size, 0);
+        refill(&mut m.durable, size, 0);
+        refill(&mut m.heads, sectors, (NONE, NONE));
+        m.listed.clear();
+        refill(&mut m.is_listed, sectors, false);
+        m.images.clear();
+        m.image_bytes.clear();
+        refill(&mut m.unknown, size, false);
+        m.any_unknown = false;
+        m
     }
 
     pub fn size(&self) -> usize {
         self.current.len()
     }
 
-    /// An acknowledged write (zeros for write-zeroes and a trim that zeroes).
+    /// An acknowledged write.
     pub fn write(&mut self, data: &[u8], offset: usize) {
-        self.current[offset..offset + data.len()].copy_from_slice(data);
-        self.unknown[offset..offset + data.len()].fill(false);
-        let end = offset + data.len();
+        self.apply(offset, data.len(), |c| c.copy_from_slice(data));
+    }
+
+    /// An acknowledged write of zeros (write-zeroes, a trim that zeroes).
+    pub fn write_zeroes(&mut self, offset: usize, len: usize) {
+        self.apply(offset, len, |c| c.fill(0));
+    }
+
+    /// `offset..offset + len` set by `set` and kept as a sector image per
+    /// sector it touches.
+    fn apply(&mut self, offset: usize, len: usize, set: impl FnOnce(&mut [u8])) {
+        let end = offset + len;
+        set(&mut self.current[offset..end]);
+        self.unknown[offset..end].fill(false);
         let mut pos = offset;
         while pos < end {
             let s = pos / SECTOR;
             let within = pos % SECTOR;
             let n = (SECTOR - within).min(end - pos);
             let base = s * SECTOR;
-            let mut img = Image {
-                data: [0; SECTOR],
-                held: SectorMask::EMPTY,
-            };
             let have = SECTOR.min(self.size() - base);
-            img.data[..have].copy_from_slice(&self.current[base..base + have]);
-            img.held.set(within, within + n, true);
+            self.image_bytes
+                .extend_from_slice(&self.current[base..base + have]);
+            self.image_bytes
+                .resize(self.image_bytes.len() + SECTOR - have, 0);
+            let mut held = SectorMask::EMPTY;
+            held.set(within, within + n, true);
             let at = self.images.len() as u32;
-            self.images.push((img, NONE));
-            match self.pending.get_mut(&s) {
-                Some((_, last)) => {
-                    self.images[*last as usize].1 = at;
-                    *last = at;
+            self.images.push(Image { held, next: NONE });
+            let head = &mut self.heads[s];
+            if head.0 == NONE {
+                *head = (at, at);
+                if !self.is_listed[s] {
+                    self.is_listed[s] = true;
+                    self.listed.push(s as u32);
                 }
-                None => {
-                    self.pending.insert(s, (at, at));
-                }
+            } else {
+                self.images[head.1 as usize].next = at;
+                head.1 = at;
             }
             pos += n;
         }
@@ -134,31 +237,50 @@ impl Model {
     /// level's tolerance only; within it every write must succeed).
     pub fn forget(&mut self, offset: usize, len: usize) {
         self.unknown[offset..offset + len].fill(true);
+        self.any_unknown = true;
+    }
+
+    /// No sector has images: what a flush or a settle leaves.
+    fn clear_pending(&mut self) {
+        for &s in &self.listed {
+            self.heads[s as usize] = (NONE, NONE);
+            self.is_listed[s as usize] = false;
+        }
+        self.listed.clear();
+        self.images.clear();
+        self.image_bytes.clear();
     }
 
     /// A completed flush: everything acknowledged is durable.
     pub fn flush(&mut self) {
-        for &s in self.pending.keys() {
-            let r = s * SECTOR..(s + 1) * SECTOR;
-            self.durable[r.clone()].copy_from_slice(&self.current[r]);
+        for &s in &self.listed {
+            let s = s as usize;
+            if self.heads[s].0 != NONE {
+                let r = s * SECTOR..(s + 1) * SECTOR;
+                self.durable[r.clone()].copy_from_slice(&self.current[r]);
+            }
         }
-        self.pending.clear();
-        self.images.clear();
+        self.clear_pending();
     }
 
     /// The images of sector `s` since the last flush that still hold a byte
-    /// (a FUA write over a sector's bytes clears them from its images).
-    fn images_of(&self, s: usize) -> Vec<&Image> {
-        let mut out = Vec::new();
-        let mut at = self.pending.get(&s).map_or(NONE, |&(first, _)| first);
+    /// (a FUA write over a sector's bytes clears them from its images), by
+    /// index, into `out`.
+    fn images_of(&self, s: usize, out: &mut Vec<usize>) {
+        out.clear();
+        let mut at = self.heads[s].0;
         while at != NONE {
-            let (img, next) = &self.images[at as usize];
+            let img = &self.images[at as usize];
             if !img.held.holds_none() {
-                out.push(img);
+                out.push(at as usize);
             }
-            at = *next;
+            at = img.next;
         }
-        out
+    }
+
+    /// The bytes of image `i`.
+    fn image(&self, i: usize) -> &[u8] {
+        &self.image_bytes[i * SECTOR..(i + 1) * SECTOR]
     }
 
     /// A completed FUA write of `offset..offset+len`: those bytes are durable.
@@ -166,28 +288,36 @@ impl Model {
         self.durable[offset..offset + len].copy_from_slice(&self.current[offset..offset + len]);
         let (first, last) = (offset / SECTOR, (offset + len - 1) / SECTOR);
         for s in first..=last {
-            let Some(&(mut at, _)) = self.pending.get(&s) else {
+            let mut at = self.heads[s].0;
+            if at == NONE {
                 continue;
-            };
+            }
             let base = s * SECTOR;
             let lo = offset.max(base) - base;
             let hi = (offset + len).min(base + SECTOR) - base;
             let mut left = false;
             while at != NONE {
-                let (img, next) = &mut self.images[at as usize];
+                let img = &mut self.images[at as usize];
                 img.held.set(lo, hi, false);
                 left |= !img.held.holds_none();
-                at = *next;
+                at = img.next;
             }
             if !left {
-                self.pending.remove(&s);
+                self.heads[s] = (NONE, NONE);
             }
         }
     }
 
-    /// Sectors written since the last flush.
+    /// Sectors written since the last flush, in order.
     pub fn pending_sectors(&self) -> impl Iterator<Item = usize> + '_ {
-        self.pending.keys().copied()
+        let mut p: Vec<usize> = self
+            .listed
+            .iter()
+            .map(|&s| s as usize)
+            .filter(|&s| self.heads[s].0 != NONE)
+            .collect();
+        p.sort_unstable();
+        p.into_iter()
     }
 
     /// Mark sector `s` unknown (md's write hole there, or a log's documented
@@ -195,6 +325,7 @@ impl Model {
     pub fn allow_any(&mut self, s: usize) {
         let r = s * SECTOR..((s + 1) * SECTOR).min(self.size());
         self.unknown[r].fill(true);
+        self.any_unknown = true;
     }
 
     /// Whether the bytes read at `offset` are what the model says, byte index
@@ -216,31 +347,33 @@ impl Model {
     pub fn check_after_cut(&self, got: &[u8]) -> Option<(Wrong, usize)> {
         let mut first = None;
         let mut count = 0;
+        let mut imgs = Vec::new();
         for (s, sector) in got.chunks(SECTOR).enumerate() {
             let r = s * SECTOR..s * SECTOR + sector.len();
             // The memcmp first: nearly every sector holds its durable value.
             if sector == &self.durable[r.clone()] || self.unknown[r.clone()].iter().all(|&u| u) {
                 continue;
             }
-            let imgs = self.images_of(s);
+            self.images_of(s, &mut imgs);
             let ok = if imgs.is_empty() {
                 (0..sector.len())
                     .all(|i| self.unknown[r.start + i] || sector[i] == self.durable[r.start + i])
-            } else if imgs.iter().all(|i| i.held.holds_all()) {
+            } else if imgs.iter().all(|&i| self.images[i].held.holds_all()) {
                 // Whole-sector writes land whole: the sector is one of
                 // them, or the durable value, in every byte a failed
                 // write did not leave unknown.
                 let is = |img: &[u8]| {
                     (0..sector.len()).all(|i| self.unknown[r.start + i] || img[i] == sector[i])
                 };
-                imgs.iter().any(|i| is(&i.data[..sector.len()])) || is(&self.durable[r.clone()])
+                imgs.iter().any(|&i| is(&self.image(i)[..sector.len()]))
+                    || is(&self.durable[r.clone()])
             } else {
                 (0..sector.len()).all(|i| {
                     self.unknown[r.start + i]
                         || sector[i] == self.durable[r.start + i]
                         || imgs
                             .iter()
-                            .any(|m| m.held.holds(i) && m.data[i] == sector[i])
+                            .any(|&m| self.images[m].held.holds(i) && self.image(m)[i] == sector[i])
                 })
             };
             if !ok {
@@ -255,15 +388,20 @@ impl Model {
         first.map(|w| (w, count))
     }
 
-    /// After a power cut and the array's recovery: what it reads now is what
-    /// it holds, durably (the check passed, or the bytes were allowed any
-    /// value).
-    pub fn settle(&mut self, got: &[u8]) {
-        self.current.copy_from_slice(got);
-        self.durable.copy_from_slice(got);
-        self.pending.clear();
-        self.images.clear();
-        self.unknown.fill(false);
+    /// After a power cut and the array's recovery: what it reads now (`got`,
+    /// taken as the model's own) is what it holds, durably (the check passed,
+    /// or the bytes were allowed any value). Gives back the buffer it
+    /// replaced, for the next read.
+    pub fn settle(&mut self, got: Vec<u8>) -> Vec<u8> {
+        assert_eq!(got.len(), self.size(), "a read of the whole array");
+        let old = std::mem::replace(&mut self.current, got);
+        self.durable.copy_from_slice(&self.current);
+        self.clear_pending();
+        if self.any_unknown {
+            self.unknown.fill(false);
+            self.any_unknown = false;
+        }
+        old
     }
 }
 
@@ -321,6 +459,46 @@ mod tests {
         m.fua(0, SECTOR);
         let got = vec![0u8; 2 * SECTOR];
         assert!(m.check_after_cut(&got).is_some());
+    }
+
+    /// A sector a FUA write emptied leaves the pending list, comes back
+    /// once when written again, and the list is in sector order.
+    #[test]
+    fn pending_sectors_follow_writes_fua_and_flush() {
+        let mut m = Model::new(8 * SECTOR);
+        m.write(&[1; 10], 5 * SECTOR);
+        m.write(&[2; SECTOR + 1], SECTOR);
+        assert_eq!(m.pending_sectors().collect::<Vec<_>>(), [1, 2, 5]);
+        m.fua(5 * SECTOR, SECTOR);
+        assert_eq!(m.pending_sectors().collect::<Vec<_>>(), [1, 2]);
+        m.write(&[3; 1], 5 * SECTOR + 100);
+        m.write(&[4; 1], 5 * SECTOR + 200);
+        assert_eq!(m.pending_sectors().collect::<Vec<_>>(), [1, 2, 5]);
+        let mut got = vec![0u8; 8 * SECTOR];
+        got[5 * SECTOR..5 * SECTOR + 10].fill(1);
+        got[5 * SECTOR + 200] = 4;
+        assert!(m.check_after_cut(&got).is_none(), "the FUA bytes, one write");
+        m.flush();
+        assert_eq!(m.pending_sectors().count(), 0);
+        got[5 * SECTOR + 100] = 3;
+        got[SECTOR..2 * SECTOR + 1].fill(2);
+        assert!(m.check_after_cut(&got).is_none());
+        assert!(m.check_after_cut(&vec![0u8; 8 * SECTOR]).is_some());
+    }
+
+    /// A model made after another was dropped on the thread (its buffers
+    /// reused) is all zeros, durably, with nothing pending or unknown.
+    #[test]
+    fn a_new_model_starts_clean_after_a_used_one() {
+        let mut m = Model::new(4 * SECTOR);
+        m.write(&[9; 3 * SECTOR], 10);
+        m.forget(0, 7);
+        drop(m);
+        let m = Model::new(4 * SECTOR);
+        assert_eq!(m.pending_sectors().count(), 0);
+        assert_eq!(m.first_difference(&[0; 4 * SECTOR], 0), None);
+        assert_eq!(m.first_difference(&[1; 7], 0), Some(0));
+        assert!(m.check_after_cut(&[0; 4 * SECTOR]).is_none());
     }
 
     #[test]

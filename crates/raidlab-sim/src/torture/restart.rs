@@ -717,7 +717,8 @@ impl Rig {
             ));
         }
         self.note(format!("after the cut: contents {:016x}", digest(&got)));
-        self.model.settle(&got);
+        let old = self.model.settle(got);
+        self.give_read(old);
         self.check(false)
     }
 
@@ -874,13 +875,15 @@ impl Rig {
             "after a failed stop: contents {:016x}",
             digest(&got)
         ));
-        match self.model.check_after_cut(&got) {
+        let out = match self.model.check_after_cut(&got) {
             None => Ok(()),
             Some((w, n)) => Err(format!(
                 "after a stop that failed: {} beyond the level's tolerance: silently wrong data",
                 w.describe(n)
             )),
-        }
+        };
+        self.give_read(got);
+        out
     }
 
     pub(super) fn plant(&mut self, plant: Option<Plant>) -> Outcome {

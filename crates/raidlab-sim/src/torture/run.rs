@@ -4,11 +4,12 @@
 //! and what counts as a violation; what is allowed after a power cut is the
 //! model's, what the engine does is the engine's.
 
+use super::buffers::Buffers;
 use super::cache::{Tier, CACHE_STREAM};
 use super::config::{Config, Policy};
 use super::model::{Model, SECTOR};
 use super::shrink::Script;
-use super::trace::{digest, TRACE};
+use super::trace::TRACE;
 use super::{run_seed, Counts, Options, RunResult, Violation};
 use raidlab_core::clock::ManualClock;
 use raidlab_core::{ErrorKind, SharedClock, Volume};
@@ -103,6 +104,7 @@ pub(super) struct Rig {
     pub(super) script: Script,
     /// Events kept in the trace: the last [`TRACE`], all for a shrunk run.
     pub(super) trace_cap: usize,
+    pub(super) bufs: Buffers,
 }
 
 pub(super) type Outcome = Result<(), String>;
@@ -210,6 +212,7 @@ pub(super) fn run_scripted(
             TRACE
         },
         script,
+        bufs: Buffers::new(),
     };
     rig.note(format!("config {}", cfg.label()));
     let cache = cache_tier.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ CACHE_STREAM));
@@ -498,7 +501,7 @@ impl Rig {
 
     pub(super) fn write(&mut self, strict: bool, fua: bool) -> Outcome {
         let (off, len) = self.range();
-        let mut data = vec![0u8; len];
+        let mut data = self.take_data(len);
         self.rng.fill(&mut data[..]);
         let at = off as u64;
         let r = match self.through_front(|v| {
@@ -522,7 +525,7 @@ impl Rig {
             if fua { "fua write" } else { "write" },
             r.as_ref().map_or_else(|e| e.to_string(), |_| "ok".into())
         ));
-        match r {
+        let out = match r {
             Ok(()) => {
                 self.model.write(&data, off);
                 if fua {
@@ -537,53 +540,14 @@ impl Rig {
                 self.model.forget(off, len);
                 Ok(())
             }
-        }
+        };
+        self.give_data(data);
+        out
     }
 
     pub(super) fn read(&mut self, strict: bool) -> Outcome {
         let (off, len) = self.range();
         self.read_range(strict, off, len)
-    }
-
-    /// `len` bytes at `offset` of what the workload writes to (the cache
-    /// tier in front, or the array), and how the read went.
-    pub(super) fn read_front(
-        &self,
-        offset: u64,
-        len: usize,
-    ) -> (Vec<u8>, raidlab_core::Result<()>) {
-        let mut got = vec![0u8; len];
-        let r = match self.front() {
-            Some(v) => v.read_at(&mut got, offset),
-            None => self.array().read_at(&mut got, offset),
-        };
-        (got, r)
-    }
-
-    pub(super) fn read_range(&mut self, strict: bool, off: usize, len: usize) -> Outcome {
-        let (got, r) = self.read_front(off as u64, len);
-        self.counts.reads += 1;
-        self.note(format!(
-            "read {off}+{len}: {}",
-            r.as_ref()
-                .map_or_else(|e| e.to_string(), |_| format!("{:016x}", digest(&got)))
-        ));
-        match r {
-            Ok(()) => match self.model.first_difference(&got, off) {
-                None => Ok(()),
-                Some(i) => Err(format!(
-                    "read {off}+{len} returned wrong data at array byte {} (got {:#04x}, want {:#04x}){}",
-                    off + i,
-                    got[i],
-                    self.model.current[off + i],
-                    if strict { "" } else { " beyond the level's tolerance: silently wrong data" }
-                )),
-            },
-            Err(e) if strict => Err(format!(
-                "read {off}+{len} failed within the level's tolerance: {e}"
-            )),
-            Err(_) => Ok(()),
-        }
     }
 
     pub(super) fn flush(&mut self, strict: bool) -> Outcome {
@@ -631,7 +595,7 @@ impl Rig {
         ));
         match r {
             Ok(()) if zeroes => {
-                self.model.write(&vec![0; len], off);
+                self.model.write_zeroes(off, len);
                 Ok(())
             }
             // Forgotten, with no promise of what reads return.
@@ -665,7 +629,7 @@ impl Rig {
         ));
         match r {
             Ok(()) => {
-                self.model.write(&vec![0; len], off);
+                self.model.write_zeroes(off, len);
                 Ok(())
             }
             Err(e) if strict => Err(format!("write-zeroes {off}+{len} failed: {e}")),
