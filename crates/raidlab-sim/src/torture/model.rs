@@ -477,7 +477,10 @@ mod tests {
         let mut got = vec![0u8; 8 * SECTOR];
         got[5 * SECTOR..5 * SECTOR + 10].fill(1);
         got[5 * SECTOR + 200] = 4;
-        assert!(m.check_after_cut(&got).is_none(), "the FUA bytes, one write");
+        assert!(
+            m.check_after_cut(&got).is_none(),
+            "the FUA bytes, one write"
+        );
         m.flush();
         assert_eq!(m.pending_sectors().count(), 0);
         got[5 * SECTOR + 100] = 3;
