@@ -179,7 +179,7 @@ pub struct ArrayConf {
     /// recorded at arrival and scheduled by the simulator) or `live` (each
     /// request runs the engine as a task in virtual time,
     /// [`crate::array::TaskArray`]; not yet with a card, bitmap, check,
-    /// mismatches or faults).
+    /// mismatches or a spare).
     #[serde(default)]
     pub engine: Option<String>,
 }
@@ -918,7 +918,6 @@ impl SimConfig {
                 (bitmap.is_some(), "a bitmap"),
                 (a.check, "a check"),
                 (!a.mismatch.is_empty(), "mismatches"),
-                (!a.faults.is_empty(), "faults"),
             ];
             if let Some((_, what)) = with.iter().find(|(on, _)| *on) {
                 return Err(err(
@@ -926,14 +925,17 @@ impl SimConfig {
                     format!("`engine = live` does not run {what} yet: leave `engine` at `replay` for it"),
                 ));
             }
-            let array = TaskArray::new(ArraySpec {
-                name: place.clone(),
-                geometry,
-                members,
-                stripe_cache,
-                host: self.host.clone().unwrap_or_default(),
-                rebuild,
-            })
+            let array = TaskArray::with_faults(
+                ArraySpec {
+                    name: place.clone(),
+                    geometry,
+                    members,
+                    stripe_cache,
+                    host: self.host.clone().unwrap_or_default(),
+                    rebuild,
+                },
+                Some(faults),
+            )
             .map_err(|m| err(&place, m))?;
             let optimal = raidlab_core::Volume::optimal_io_size(array.engine());
             return Ok((Box::new(array), optimal));

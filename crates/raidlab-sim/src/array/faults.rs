@@ -80,24 +80,9 @@ impl SimArray {
                     .into(),
             ));
         }
-        for t in &spec.schedule.faults {
-            if let Fault::Lse {
-                role,
-                sector,
-                count,
-            } = t.fault
-            {
-                let cap = self.members[role].as_ref().map_or(0, |d| d.capacity());
-                if (sector + count) * 512 > cap {
-                    return Err(here(format!(
-                        "{}: sectors {sector}..{} are past member {role}'s {} sectors",
-                        describe(t),
-                        sector + count,
-                        cap / 512
-                    )));
-                }
-            }
-        }
+        spec.schedule
+            .check_sectors(|role| self.members[role].as_ref().map_or(0, |d| d.capacity()))
+            .map_err(here)?;
         let exec = Arc::new(FaultExec::new(
             self.recording.clone(),
             self.clock.clone(),

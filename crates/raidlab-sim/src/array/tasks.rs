@@ -15,10 +15,14 @@
 //! A rebuild runs as a task of the engine's own rebuild loop
 //! (`Array::drive_recovery`, paced by `raidlab serve`'s schedule).
 //!
-//! Not yet here (refused at build): a scrub, a bitmap, faults.
+//! Faults (`fail=`, `lse=`, `slow=`) meet a request when its plan runs, not
+//! when it arrives: the engine's failure handling runs mid-request.
+//!
+//! Not yet here (refused at build): a scrub, a bitmap, a spare.
 
-use super::{ArraySpec, DATA_OFFSET, IDLE};
+use super::{ArraySpec, FaultSpec, DATA_OFFSET, IDLE};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD};
+use crate::faults::exec::FaultExec;
 use crate::host::HostCost;
 use crate::md_host::MdThread;
 use crate::stats::{MemberIo, OpLog};
@@ -214,6 +218,7 @@ pub struct TaskArray {
     capacity: u64,
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
+    fault_exec: Option<Arc<FaultExec>>,
 }
 
 /// The engine's rebuild, run as a task by its own loop
@@ -277,6 +282,14 @@ impl TaskArray {
     }
 
     pub fn new(spec: ArraySpec) -> Result<TaskArray, String> {
+        TaskArray::with_faults(spec, None)
+    }
+
+    /// [`TaskArray::new`] with members failing and reading badly at virtual
+    /// times (`faults`' schedule; a spare is not run live yet): the engine's
+    /// own failure handling (a member taken out, degraded plans, bad blocks
+    /// rewritten) runs when a request meets the fault, mid-request.
+    pub fn with_faults(spec: ArraySpec, faults: Option<FaultSpec>) -> Result<TaskArray, String> {
         spec.host.check()?;
         let g = spec.geometry;
         let mut spec = spec;
@@ -345,12 +358,42 @@ impl TaskArray {
             queue: Mutex::new(Vec::new()),
             target: target.clone(),
         });
+        let clock = Arc::new(VirtualClock::default());
+        let mut exec: Arc<dyn Executor> = outbox.clone();
+        let mut fault_exec = None;
+        if let Some(f) = faults.filter(|f| !f.schedule.is_empty()) {
+            let here = |m: String| format!("{}: {m}", spec.name);
+            if f.schedule.spare().is_some() {
+                return Err(here(
+                    "`spare` is not run by the live engine yet: leave `engine` at `replay` for it"
+                        .into(),
+                ));
+            }
+            let at_start: Vec<usize> = (0..spec.members.len())
+                .filter(|&r| {
+                    spec.members[r].is_none() || rebuild.as_ref().is_some_and(|b| b.role == r)
+                })
+                .collect();
+            f.schedule
+                .check(spec.members.len(), &at_start)
+                .map_err(here)?;
+            f.schedule
+                .check_sectors(|role| spec.members[role].as_ref().map_or(0, |d| d.capacity()))
+                .map_err(here)?;
+            let fe = Arc::new(FaultExec::over(outbox.clone(), clock.clone(), &f.schedule));
+            for (role, v) in roles.iter().enumerate() {
+                if let Some(v) = v {
+                    fe.know(v, role, 0);
+                }
+            }
+            exec = fe.clone();
+            fault_exec = Some(fe);
+        }
         let array = Arc::new(
             Array::new(spec.name.clone(), g, roles)
                 .map_err(|e| e.to_string())?
-                .with_executor(outbox.clone()),
+                .with_executor(exec),
         );
-        let clock = Arc::new(VirtualClock::default());
         let mut spec_info = vec![
             Param {
                 name: "chunk".into(),
@@ -388,6 +431,7 @@ impl TaskArray {
             spec_info: Vec::new(),
             host: spec.host,
             rebuild: None,
+            fault_exec,
         };
         if let (Some(r), Some((volume, _))) = (rebuild, target) {
             a.start_rebuild(r, volume, &mut spec_info)?;
@@ -449,6 +493,18 @@ impl TaskArray {
     /// Keep every member operation, in issue order, in [`Device::member_ops`].
     pub fn keep_ops(&mut self) {
         self.log.keep = true;
+    }
+
+    /// What the faults did to member operations (`None` without faults).
+    pub fn faults_met(&self) -> Option<crate::faults::exec::Met> {
+        self.fault_exec.as_ref().map(|f| f.met())
+    }
+
+    /// Roles the engine has taken out of service.
+    pub fn out_of_service(&self) -> Vec<usize> {
+        (0..self.members.len())
+            .filter(|&r| self.array.member(r).is_none())
+            .collect()
     }
 
     /// Errors the engine returned (without faults, any is a bug).

@@ -1,6 +1,6 @@
 //! The executor a simulated array with faults runs its plans through: the
-//! recording executor, told what each member operation meets at the current
-//! virtual time.
+//! recording executor (or the live array's), told what each member
+//! operation meets at the current virtual time.
 //!
 //! A plan whose I/O step touches a failed member (or reads a latent sector
 //! error) comes back as `exec::Failed` with those members, the step's kind
@@ -67,10 +67,14 @@ struct State {
     met: Met,
 }
 
-/// The recording executor behind a fault schedule.
+/// An executor behind a fault schedule: the recording one (plans replayed
+/// later) or the live array's (steps issued to device models as they run).
 #[derive(Debug)]
 pub struct FaultExec {
-    recording: Arc<Recording>,
+    inner: Arc<dyn Executor>,
+    /// The inner executor when it is the recording one, to give finished
+    /// plans back to.
+    recording: Option<Arc<Recording>>,
     clock: Arc<VirtualClock>,
     /// Before this time no member fault is in effect: plans go straight to the
     /// recording (the run before a fault costs what a run without faults does).
@@ -86,6 +90,13 @@ fn ptr_of(v: &Arc<dyn Volume>) -> usize {
 
 impl FaultExec {
     pub fn new(recording: Arc<Recording>, clock: Arc<VirtualClock>, s: &Schedule) -> FaultExec {
+        let mut f = FaultExec::over(recording.clone(), clock, s);
+        f.recording = Some(recording);
+        f
+    }
+
+    /// Faults in front of any executor.
+    pub fn over(inner: Arc<dyn Executor>, clock: Arc<VirtualClock>, s: &Schedule) -> FaultExec {
         let mut st = State::default();
         for t in &s.faults {
             match t.fault {
@@ -113,7 +124,8 @@ impl FaultExec {
             .min()
             .unwrap_or(Ns::MAX);
         FaultExec {
-            recording,
+            inner,
+            recording: None,
             clock,
             first,
             state: Mutex::new(st),
@@ -291,11 +303,11 @@ impl Executor for FaultExec {
         if now >= self.first {
             if let Some((ran, failed)) = self.meet(plan, members, now) {
                 self.noticed.store(true, Ordering::Relaxed);
-                self.recording.run_owned(ran, members, engine, user, log)?;
+                self.inner.run_owned(ran, members, engine, user, log)?;
                 return Err(failed);
             }
         }
-        self.recording.run(plan, members, engine, user, log)
+        self.inner.run(plan, members, engine, user, log)
     }
 
     fn run_owned(
@@ -310,11 +322,14 @@ impl Executor for FaultExec {
         if now >= self.first {
             if let Some((ran, failed)) = self.meet(&plan, members, now) {
                 self.noticed.store(true, Ordering::Relaxed);
-                self.recording.recycle(plan);
-                self.recording.run_owned(ran, members, engine, user, log)?;
+                match &self.recording {
+                    Some(r) => r.recycle(plan),
+                    None => raidlab_raid::planner::recycle(plan),
+                }
+                self.inner.run_owned(ran, members, engine, user, log)?;
                 return Err(failed);
             }
         }
-        self.recording.run_owned(plan, members, engine, user, log)
+        self.inner.run_owned(plan, members, engine, user, log)
     }
 }

@@ -247,6 +247,29 @@ impl Schedule {
     /// the start: roles exist, at most one spare, and a spare has a failed
     /// member to rebuild by its time. More failures than the level tolerates
     /// are allowed: the engine's refusals are then the result.
+    /// Every latent sector error lies on its member: `capacity(role)` bytes.
+    pub fn check_sectors(&self, capacity: impl Fn(usize) -> u64) -> Result<(), String> {
+        for t in &self.faults {
+            if let Fault::Lse {
+                role,
+                sector,
+                count,
+            } = t.fault
+            {
+                let cap = capacity(role);
+                if (sector + count) * 512 > cap {
+                    return Err(format!(
+                        "{}: sectors {sector}..{} are past member {role}'s {} sectors",
+                        describe(t),
+                        sector + count,
+                        cap / 512
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub fn check(&self, members: usize, failed_from_start: &[usize]) -> Result<(), String> {
         for t in &self.faults {
             let r = match t.fault {
