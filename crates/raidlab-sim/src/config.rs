@@ -40,7 +40,9 @@
 //!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
-use crate::array::{ArraySpec, FaultSpec, RebuildSpec, SimArray, TaskArray, DATA_OFFSET};
+use crate::array::{
+    ArrayModel, ArraySpec, FaultSpec, RebuildSpec, SimArray, TaskArray, DATA_OFFSET,
+};
 use crate::cache::{CacheSpec, SimCache};
 use crate::cache_config::cache_option;
 pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
@@ -178,7 +180,7 @@ pub struct ArrayConf {
     /// How the engine runs: `replay` (the default: each request's plans are
     /// recorded at arrival and scheduled by the simulator) or `live` (each
     /// request runs the engine as a task in virtual time,
-    /// [`crate::array::TaskArray`]; not yet with a card, bitmap, check,
+    /// [`crate::array::TaskArray`]; not yet with a bitmap, check,
     /// mismatches or a spare).
     #[serde(default)]
     pub engine: Option<String>,
@@ -914,10 +916,9 @@ impl SimConfig {
         };
         if live {
             let with = [
-                (card.is_some(), "a card"),
                 (bitmap.is_some(), "a bitmap"),
-                (a.check, "a check"),
-                (!a.mismatch.is_empty(), "mismatches"),
+                (check.is_some(), "a check"),
+                (!mismatches.is_empty(), "mismatches"),
             ];
             if let Some((_, what)) = with.iter().find(|(on, _)| *on) {
                 return Err(err(
@@ -925,21 +926,26 @@ impl SimConfig {
                     format!("`engine = live` does not run {what} yet: leave `engine` at `replay` for it"),
                 ));
             }
-            let array = TaskArray::with_faults(
-                ArraySpec {
-                    name: place.clone(),
-                    geometry,
-                    members,
-                    stripe_cache,
-                    host: self.host.clone().unwrap_or_default(),
-                    rebuild,
-                },
-                Some(faults),
-            )
-            .map_err(|m| err(&place, m))?;
-            let optimal = raidlab_core::Volume::optimal_io_size(array.engine());
-            return Ok((Box::new(array), optimal));
         }
+        // The array, its engine replayed or run live.
+        let make = |spec: ArraySpec| -> Result<Box<dyn ArrayModel>, ConfigError> {
+            if live {
+                let a = TaskArray::with_faults(spec, Some(faults)).map_err(|m| err(&place, m))?;
+                return Ok(Box::new(a));
+            }
+            let mut array = SimArray::new(spec).map_err(|m| err(&place, m))?;
+            if let Some(chunk) = bitmap {
+                array = array.with_bitmap(chunk).map_err(|m| err(&place, m))?;
+            }
+            array = array.with_faults(faults).map_err(|m| err(&place, m))?;
+            array
+                .set_mismatches(&mismatches)
+                .map_err(|m| err(&place, m))?;
+            if let Some(c) = check {
+                array.start_scrub(c).map_err(|m| err(&place, m))?;
+            }
+            Ok(Box::new(array))
+        };
         match card {
             Some((p, CardMode::Raid)) => {
                 if bitmap.is_some() {
@@ -962,7 +968,7 @@ impl SimConfig {
                     0.0,
                     "parity_mb_per_s: the card's parity engine (card preset)",
                 );
-                let mut array = SimArray::new(ArraySpec {
+                let array = make(ArraySpec {
                     name: place.clone(),
                     geometry,
                     members,
@@ -970,47 +976,27 @@ impl SimConfig {
                     stripe_cache: None,
                     host: engine,
                     rebuild,
-                })
-                .map_err(|m| err(&place, m))?
-                .with_faults(faults)
-                .map_err(|m| err(&place, m))?;
-                array
-                    .set_mismatches(&mismatches)
-                    .map_err(|m| err(&place, m))?;
-                if let Some(c) = check {
-                    array.start_scrub(c).map_err(|m| err(&place, m))?;
-                }
+                })?;
                 // The card gathers whole stripes itself: nothing to align to.
                 // The host sees its logical drive, through its scheduler.
                 Ok((
                     sched.attach(Box::new(
-                        RaidCard::new(p, array).map_err(|m| err(&place, m))?,
+                        RaidCard::new_boxed(p, array).map_err(|m| err(&place, m))?,
                     )),
                     None,
                 ))
             }
             _ => {
-                let mut array = SimArray::new(ArraySpec {
+                let array = make(ArraySpec {
                     name: place.clone(),
                     geometry,
                     members,
                     stripe_cache,
                     host: self.host.clone().unwrap_or_default(),
                     rebuild,
-                })
-                .map_err(|m| err(&place, m))?;
-                if let Some(chunk) = bitmap {
-                    array = array.with_bitmap(chunk).map_err(|m| err(&place, m))?;
-                }
-                array = array.with_faults(faults).map_err(|m| err(&place, m))?;
-                array
-                    .set_mismatches(&mismatches)
-                    .map_err(|m| err(&place, m))?;
-                if let Some(c) = check {
-                    array.start_scrub(c).map_err(|m| err(&place, m))?;
-                }
+                })?;
                 let optimal = raidlab_core::Volume::optimal_io_size(array.engine());
-                Ok((Box::new(array), optimal))
+                Ok((array.into_device(), optimal))
             }
         }
     }

@@ -59,6 +59,33 @@ const LOG_OFFSET: u64 = 8 << 10;
 /// run reaches (584 years).
 const IDLE: Ns = Ns::MAX;
 
+/// A simulated raidlab array, whichever way its engine runs (recorded plans
+/// replayed, [`SimArray`], or requests run live, [`TaskArray`]).
+pub trait ArrayModel: Device {
+    /// The real engine's array.
+    fn engine(&self) -> &Array;
+    /// This array as the device it is (no trait upcasting before Rust 1.86).
+    fn into_device(self: Box<Self>) -> Box<dyn Device>;
+}
+
+impl ArrayModel for SimArray {
+    fn engine(&self) -> &Array {
+        &self.array
+    }
+    fn into_device(self: Box<Self>) -> Box<dyn Device> {
+        self
+    }
+}
+
+impl ArrayModel for TaskArray {
+    fn engine(&self) -> &Array {
+        TaskArray::engine(self)
+    }
+    fn into_device(self: Box<Self>) -> Box<dyn Device> {
+        self
+    }
+}
+
 /// How to build a simulated raidlab array.
 #[derive(Debug)]
 pub struct ArraySpec {

@@ -6,12 +6,12 @@
 //!
 //! Decides: what the card's cache holds, when it acknowledges, what it destages and
 //! in which order. It must never decide how a stripe is written: the array behind
-//! the cache is raidlab's own engine (a [`SimArray`] whose "host" is the card's
+//! the cache is raidlab's own engine (an [`ArrayModel`], replayed or live, whose "host" is the card's
 //! parity engine), so the card's read-modify-write and full-stripe costs come from
 //! the same planner as software RAID's. Real firmware differs in its details; the
 //! tables say the card is modelled this way.
 
-use crate::array::SimArray;
+use crate::array::ArrayModel;
 use crate::device::{hand_out, Completion, Device, ModelInfo, Ns, Param, Request, US};
 use raidlab_core::IoKind;
 mod params;
@@ -43,7 +43,7 @@ enum Inner {
 #[derive(Debug)]
 pub struct RaidCard {
     params: CardParams,
-    array: SimArray,
+    array: Box<dyn ArrayModel>,
     stripe: u64,
     dirty: BTreeMap<u64, Dirty>,
     /// Bytes dirty or being destaged: what occupies the cache.
@@ -81,7 +81,12 @@ pub struct RaidCard {
 impl RaidCard {
     /// `array` is the card's array over its disks; its host cost should be the
     /// card's parity engine with no per-request cost (the card adds its own).
-    pub fn new(params: CardParams, array: SimArray) -> Result<RaidCard, String> {
+    pub fn new(params: CardParams, array: impl ArrayModel + 'static) -> Result<RaidCard, String> {
+        RaidCard::new_boxed(params, Box::new(array))
+    }
+
+    /// [`RaidCard::new`] for an array already boxed.
+    pub fn new_boxed(params: CardParams, array: Box<dyn ArrayModel>) -> Result<RaidCard, String> {
         params.check()?;
         let g = *array.engine().geometry();
         // The card's unit of caching and read-ahead: a full stripe of data;
@@ -121,8 +126,8 @@ impl RaidCard {
     }
 
     /// The array behind the card (member operation counts, the engine).
-    pub fn array(&self) -> &SimArray {
-        &self.array
+    pub fn array(&self) -> &dyn ArrayModel {
+        self.array.as_ref()
     }
 
     /// Time at which a transfer of `len` bytes over the host link that may start

@@ -7,7 +7,7 @@
 //! cached before it has arrived from the disks.
 
 use super::{Inner, RaidCard};
-use crate::device::{Completion, Device, Ns, Request};
+use crate::device::{Completion, Ns, Request};
 use raidlab_core::IoKind;
 
 impl RaidCard {
