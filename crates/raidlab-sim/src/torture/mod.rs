@@ -24,6 +24,7 @@
 mod buffers;
 mod cache;
 pub mod config;
+mod digest;
 mod faults;
 mod gaps;
 pub mod images;

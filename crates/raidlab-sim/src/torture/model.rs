@@ -13,6 +13,7 @@
 //! the level's tolerance, md's write hole) are marked unknown and match
 //! anything until written again.
 
+use super::digest::BlockCrcs;
 use raidlab_devices::SectorMask;
 use std::cell::RefCell;
 
@@ -52,6 +53,8 @@ pub struct Model {
     /// Whether any byte of `unknown` may be set: after a restart nearly
     /// none is, and clearing the whole map each time was a pass over it.
     any_unknown: bool,
+    /// The CRCs of `current`'s blocks, for its digest.
+    crcs: BlockCrcs,
 }
 
 /// A model's buffers, kept for the next model made on the thread: a model
@@ -66,6 +69,7 @@ struct Parts {
     images: Vec<Image>,
     image_bytes: Vec<u8>,
     unknown: Vec<bool>,
+    crcs: BlockCrcs,
 }
 
 thread_local! {
@@ -83,6 +87,7 @@ impl Drop for Model {
             images: std::mem::take(&mut self.images),
             image_bytes: std::mem::take(&mut self.image_bytes),
             unknown: std::mem::take(&mut self.unknown),
+            crcs: std::mem::take(&mut self.crcs),
         };
         // The bigger one is kept: a run's placeholder model is empty.
         let _ = SPARE.try_with(|s| {
@@ -157,6 +162,7 @@ impl Model {
                 image_bytes: p.image_bytes,
                 unknown: p.unknown,
                 any_unknown: false,
+                crcs: p.crcs,
             },
             None => Model {
                 current: Vec::new(),
@@ -168,6 +174,7 @@ impl Model {
                 image_bytes: Vec::new(),
                 unknown: Vec::new(),
                 any_unknown: false,
+                crcs: BlockCrcs::default(),
             },
         };
         let sectors = size.div_ceil(SECTOR);
@@ -180,6 +187,7 @@ impl Model {
         m.image_bytes.clear();
         refill(&mut m.unknown, size, false);
         m.any_unknown = false;
+        m.crcs.reset(size);
         m
     }
 
@@ -202,6 +210,7 @@ impl Model {
     fn apply(&mut self, offset: usize, len: usize, set: impl FnOnce(&mut [u8])) {
         let end = offset + len;
         set(&mut self.current[offset..end]);
+        self.crcs.changed(offset, len);
         self.unknown[offset..end].fill(false);
         let mut pos = offset;
         while pos < end {
@@ -328,6 +337,11 @@ impl Model {
         self.any_unknown = true;
     }
 
+    /// [`super::trace::digest`] of `current`, the whole array as it must read.
+    pub fn digest(&mut self) -> u64 {
+        self.crcs.digest(&self.current)
+    }
+
     /// Whether the bytes read at `offset` are what the model says, byte index
     /// of the first difference otherwise.
     pub fn first_difference(&self, got: &[u8], offset: usize) -> Option<usize> {
@@ -395,6 +409,7 @@ impl Model {
     pub fn settle(&mut self, got: Vec<u8>) -> Vec<u8> {
         assert_eq!(got.len(), self.size(), "a read of the whole array");
         let old = std::mem::replace(&mut self.current, got);
+        self.crcs.all_changed();
         self.durable.copy_from_slice(&self.current);
         self.clear_pending();
         if self.any_unknown {
@@ -502,6 +517,22 @@ mod tests {
         assert_eq!(m.first_difference(&[0; 4 * SECTOR], 0), None);
         assert_eq!(m.first_difference(&[1; 7], 0), Some(0));
         assert!(m.check_after_cut(&[0; 4 * SECTOR]).is_none());
+    }
+
+    /// The model's digest follows its writes, zeroes and settles.
+    #[test]
+    fn the_digest_is_that_of_the_current_bytes() {
+        use super::super::trace::digest;
+        let mut m = Model::new(5 * 4096 + 3 * SECTOR);
+        m.write(&[1; 3], 4095);
+        assert_eq!(m.digest(), digest(&m.current));
+        m.write_zeroes(4094, 2);
+        m.write(&[2; 1500], 5 * 4096 - 10);
+        assert_eq!(m.digest(), digest(&m.current));
+        let mut got = m.current.clone();
+        got[77] = 9;
+        m.settle(got);
+        assert_eq!(m.digest(), digest(&m.current));
     }
 
     #[test]

@@ -716,9 +716,10 @@ impl Rig {
                 w.describe(n)
             ));
         }
-        self.note(format!("after the cut: contents {:016x}", digest(&got)));
         let old = self.model.settle(got);
         self.give_read(old);
+        let contents = self.model.digest();
+        self.note(format!("after the cut: contents {contents:016x}"));
         self.check(false)
     }
 
