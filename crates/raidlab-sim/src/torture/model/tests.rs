@@ -233,10 +233,13 @@ fn images_are_a_copy_of_the_sector_after_each_write() {
                 _ => {
                     m.write(&data, off);
                     cur[off..off + len].copy_from_slice(&data);
-                    for s in off / SECTOR..=(off + len - 1) / SECTOR {
-                        let r = s * SECTOR..(s + 1) * SECTOR;
-                        let held = r.clone().map(|b| (off..off + len).contains(&b)).collect();
-                        want[s].push((cur[r].to_vec(), held));
+                    let touched = off / SECTOR..=(off + len - 1) / SECTOR;
+                    for (s, imgs) in want.iter_mut().enumerate() {
+                        if touched.contains(&s) {
+                            let r = s * SECTOR..(s + 1) * SECTOR;
+                            let held = r.clone().map(|b| (off..off + len).contains(&b)).collect();
+                            imgs.push((cur[r].to_vec(), held));
+                        }
                     }
                 }
             }
