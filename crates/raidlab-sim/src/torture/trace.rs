@@ -5,6 +5,7 @@
 //! process); it never decides what happens in a run.
 
 use super::run::Rig;
+use std::borrow::Cow;
 
 /// Events kept for a failure's trace (a shrunk run keeps them all).
 pub(super) const TRACE: usize = 48;
@@ -29,21 +30,30 @@ impl Rig {
 /// ("memory#17"): they count every volume the process made, so they differ
 /// between two runs of one seed in one process; and without the array's
 /// UUID, which create draws from the system's random source (an array with
-/// no name, as 0.90 metadata has none, is labelled by it in errors).
-fn unnumbered(event: &str) -> String {
-    let mut out = String::with_capacity(event.len());
-    let mut rest = event;
-    while let Some(i) = rest.find("memory#") {
-        out.push_str(&rest[..i + 7]);
-        rest = rest[i + 7..].trim_start_matches(|c: char| c.is_ascii_digit());
+/// no name, as 0.90 metadata has none, is labelled by it in errors). Most
+/// events have neither and are passed through, not copied.
+fn unnumbered(event: &str) -> Cow<'_, str> {
+    let numbered: Cow<'_, str> = if event.contains("memory#") {
+        let mut out = String::with_capacity(event.len());
+        let mut rest = event;
+        while let Some(i) = rest.find("memory#") {
+            out.push_str(&rest[..i + 7]);
+            rest = rest[i + 7..].trim_start_matches(|c: char| c.is_ascii_digit());
+        }
+        out.push_str(rest);
+        Cow::Owned(out)
+    } else {
+        Cow::Borrowed(event)
+    };
+    match without_uuids(&numbered) {
+        Cow::Owned(s) => Cow::Owned(s),
+        Cow::Borrowed(_) => numbered,
     }
-    out.push_str(rest);
-    without_uuids(&out)
 }
 
 /// `s` with every md-style UUID (four groups of eight hex digits joined
 /// by colons) replaced by "<uuid>".
-fn without_uuids(s: &str) -> String {
+fn without_uuids(s: &str) -> Cow<'_, str> {
     const LEN: usize = 35;
     let b = s.as_bytes();
     let is_uuid = |at: usize| {
@@ -56,8 +66,19 @@ fn without_uuids(s: &str) -> String {
                 }
             })
     };
+    // A UUID's first colon is its ninth byte: only there can one start.
+    let mut starts = b
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| c == b':' && i >= 8)
+        .map(|(i, _)| i - 8)
+        .filter(|&at| is_uuid(at));
+    let Some(first) = starts.next() else {
+        return Cow::Borrowed(s);
+    };
     let mut out = String::with_capacity(s.len());
-    let mut i = 0;
+    out.push_str(&s[..first]);
+    let mut i = first;
     while i < b.len() {
         if is_uuid(i) {
             out.push_str("<uuid>");
@@ -68,7 +89,7 @@ fn without_uuids(s: &str) -> String {
             i += c.len_utf8();
         }
     }
-    out
+    Cow::Owned(out)
 }
 
 /// A digest of what a read returned, for the event trace and the run's
@@ -78,4 +99,25 @@ fn without_uuids(s: &str) -> String {
 /// an eighth of a run). It tells runs apart, it is no checksum of record.
 pub(super) fn digest(b: &[u8]) -> u64 {
     (b.len() as u64) << 32 | u64::from(crc32c::crc32c(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn volume_numbers_and_uuids_are_taken_out_and_the_rest_kept() {
+        let u = "0123abcd:4567ef01:89abcdef:00112233";
+        assert!(matches!(unnumbered("write 0+1: ok"), Cow::Borrowed(_)));
+        assert_eq!(
+            unnumbered(&format!("memory#17 of {u}: memory#3 é {u}x:")),
+            "memory# of <uuid>: memory# é <uuid>x:"
+        );
+        // A colon where a UUID's would be, without the rest of one.
+        assert_eq!(
+            unnumbered("abcdefgh:12 and 12345678:"),
+            "abcdefgh:12 and 12345678:"
+        );
+        assert_eq!(unnumbered(&format!("9{u}")), "9<uuid>");
+    }
 }
