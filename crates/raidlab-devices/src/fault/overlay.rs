@@ -11,8 +11,8 @@ use super::SECTOR;
 use crate::SectorMask;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Mutex;
 
-#[derive(Default)]
 pub(super) struct Overlay {
     pub(super) log: Vec<PendingWrite>,
     /// The bytes of every pending write, back to back: one buffer reused from
@@ -55,6 +55,46 @@ impl CachedSector {
         data: [0; SECTOR_BYTES],
         held: SectorMask::EMPTY,
     };
+}
+
+/// The `bytes` buffers of dropped overlays, cleared, for new ones: a volume
+/// made per run (the torture harness makes several) grew its buffer from
+/// nothing by doubling, each doubling a copy of every pending byte.
+static SPARE: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// At most this many buffers are kept, none larger than [`SPARE_LARGEST`].
+const SPARE_COUNT: usize = 16;
+const SPARE_LARGEST: usize = 8 << 20;
+
+impl Default for Overlay {
+    fn default() -> Self {
+        let bytes = SPARE
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default();
+        Overlay {
+            log: Vec::new(),
+            bytes,
+            indexed: false,
+            sectors: BTreeMap::new(),
+            cells: Vec::new(),
+        }
+    }
+}
+
+impl Drop for Overlay {
+    fn drop(&mut self) {
+        let mut bytes = std::mem::take(&mut self.bytes);
+        if bytes.capacity() == 0 || bytes.capacity() > SPARE_LARGEST {
+            return;
+        }
+        bytes.clear();
+        let mut spare = SPARE.lock().unwrap_or_else(|p| p.into_inner());
+        if spare.len() < SPARE_COUNT {
+            spare.push(bytes);
+        }
+    }
 }
 
 impl fmt::Debug for Overlay {
