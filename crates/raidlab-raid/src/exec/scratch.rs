@@ -7,6 +7,9 @@
 /// which on fast members was a large part of a degraded read or a rebuild.
 const POOL_BYTES: usize = 64 << 20;
 
+/// Buffers a thread keeps at most: a plan takes a handful.
+const POOL_COUNT: usize = 32;
+
 thread_local! {
     static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -20,9 +23,13 @@ pub(super) fn take_scratch(sizes: &[usize]) -> Vec<Vec<u8>> {
         sizes
             .iter()
             .map(|&n| {
-                let fit = pool
-                    .iter()
-                    .position(|b| b.len() >= n)
+                // The shortest buffer long enough: a long one cut down for
+                // a small plan came back short, and the next long plan had
+                // its tail zeroed again (a memset per plan of a rebuild or a
+                // degraded read).
+                let fit = (0..pool.len())
+                    .filter(|&i| pool[i].len() >= n)
+                    .min_by_key(|&i| pool[i].len())
                     .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
                 let mut b = fit.map(|i| pool.swap_remove(i)).unwrap_or_default();
                 if b.len() >= n {
@@ -50,6 +57,14 @@ pub(super) fn give_back_scratch(bufs: Vec<Vec<u8>>) {
                 kept += b.capacity();
                 pool.push(b);
             }
+        }
+        // Every take looks through the pool: small buffers given back by
+        // the thousand made that walk cost more than the buffers saved.
+        while pool.len() > POOL_COUNT {
+            let shortest = (0..pool.len())
+                .min_by_key(|&i| pool[i].len())
+                .expect("a pool past its count is not empty");
+            pool.swap_remove(shortest);
         }
     })
 }
