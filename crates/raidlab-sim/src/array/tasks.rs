@@ -465,11 +465,6 @@ impl TaskArray {
             });
         }
         spec_info.extend(a.host.params());
-        spec_info.push(Param {
-            name: "engine".into(),
-            value: 1.0,
-            unit: "live tasks".into(),
-        });
         a.spec_info = spec_info;
         Ok(a)
     }
