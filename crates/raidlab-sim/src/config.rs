@@ -32,10 +32,10 @@
 //!   [`crate::sched`]); `host=NAME` (a model of the host's md of an era,
 //!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
 //!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs); `engine=live`
-//!   (the default: each request runs the real engine as a task in virtual
-//!   time, [`crate::array::TaskArray`]) or `engine=replay` (plans recorded at
-//!   arrival, [`crate::array::SimArray`]; the default with a bitmap, check,
-//!   mismatches or a spare, which live does not run yet);
+//!   (each request runs the real engine as a task in virtual time,
+//!   [`crate::array::TaskArray`]; not yet with a bitmap, check, mismatches or
+//!   a spare) or `engine=replay` (the default: plans recorded at arrival,
+//!   [`crate::array::SimArray`]);
 //! - `PRESET:OPTION...` (`scheduler=NAME`, `host=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
@@ -93,9 +93,9 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// mismatch = ["1@1G+64K"]       # optional: role@offset+length ranges whose copies differ
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
-/// engine = "replay"            # optional: "live" (default) runs each request as a task of the
-///                               # engine; "replay" records plans at arrival (the default with a
-///                               # bitmap, check, mismatches or a spare, which live does not run yet)
+/// engine = "live"              # optional: each request runs as a task of the engine in virtual
+///                               # time ("replay", the default: plans recorded at arrival); not
+///                               # yet with a bitmap, check, mismatches or a spare
 /// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
 ///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
 ///                               # `rebuild_max_rate` paces the spare's rebuild)
@@ -181,11 +181,11 @@ pub struct ArrayConf {
     /// Faults at virtual times, each `KEY=VALUE` ([`crate::faults`]).
     #[serde(default)]
     pub faults: Vec<String>,
-    /// How the engine runs: `live` (the default: each request runs the
-    /// engine as a task in virtual time, [`crate::array::TaskArray`]) or
-    /// `replay` (each request's plans are recorded at arrival and scheduled
-    /// by the simulator, [`crate::array::SimArray`]; the default only where
-    /// live does not run yet: with a bitmap, a check, mismatches or a spare).
+    /// How the engine runs: `replay` (the default: each request's plans are
+    /// recorded at arrival and scheduled by the simulator,
+    /// [`crate::array::SimArray`]) or `live` (each request runs the engine as
+    /// a task in virtual time, [`crate::array::TaskArray`]; not yet with a
+    /// bitmap, a check, mismatches or a spare).
     #[serde(default)]
     pub engine: Option<String>,
 }
@@ -917,19 +917,23 @@ impl SimConfig {
         ]
         .into_iter()
         .find_map(|(on, what)| on.then_some(what));
+        // Replay is the default until the engine's stripe cache stops taking
+        // a stream's partial stripes down under a page cache's writeback,
+        // which the live engine shows and the replay hides (seed C's software
+        // RAID block output; docs/simulation.md, "The engine run live").
         let live = match (a.engine.as_deref(), replay_only) {
-            (None, None) | (Some("live"), None) => true,
-            (None, Some(_)) | (Some("replay"), _) => false,
+            (Some("live"), None) => true,
+            (None, _) | (Some("replay"), _) => false,
             (Some("live"), Some(what)) => {
                 return Err(err(
                     &place,
-                    format!("`engine = live` does not run {what} yet: leave out `engine` (or say `replay`) for it"),
+                    format!("`engine = live` does not run {what} yet: leave out `engine` (the replay runs it)"),
                 ))
             }
             (Some(e), _) => {
                 return Err(err(
                     &place,
-                    format!("`engine = {e}`: say `live` (the default) or `replay`"),
+                    format!("`engine = {e}`: say `replay` (the default) or `live`"),
                 ))
             }
         };
