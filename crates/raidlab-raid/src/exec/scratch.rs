@@ -2,16 +2,26 @@
 //! between plans. It decides only which buffer a plan gets and which are
 //! kept; it never reads a buffer's contents (test builds poison them).
 
+use std::cell::RefCell;
+
 /// Scratch buffers a thread keeps between plans, at most this many bytes: a fresh
 /// zeroed buffer per plan costs a page fault and a page of zeroing every 4 KiB,
 /// which on fast members was a large part of a degraded read or a rebuild.
 const POOL_BYTES: usize = 64 << 20;
 
-/// Buffers a thread keeps at most: a plan takes a handful.
-const POOL_COUNT: usize = 32;
+/// A thread's kept buffers, shortest first, and the bytes they hold. In
+/// order, a take finds the shortest buffer long enough at once: taking the
+/// first long enough handed a long buffer to a small plan, it came back cut
+/// short, and the next long plan had its tail zeroed again; and a plan of a
+/// few hundred pages walked the whole pool for each (in the torture harness
+/// both were about 3% of a run).
+struct Pool {
+    bufs: Vec<Vec<u8>>,
+    bytes: usize,
+}
 
 thread_local! {
-    static POOL: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+    static POOL: RefCell<Pool> = const { RefCell::new(Pool { bufs: Vec::new(), bytes: 0 }) };
 }
 
 /// Buffers of the plan's scratch sizes, from this thread's pool where it has them.
@@ -23,15 +33,14 @@ pub(super) fn take_scratch(sizes: &[usize]) -> Vec<Vec<u8>> {
         sizes
             .iter()
             .map(|&n| {
-                // The shortest buffer long enough: a long one cut down for
-                // a small plan came back short, and the next long plan had
-                // its tail zeroed again (a memset per plan of a rebuild or a
-                // degraded read).
-                let fit = (0..pool.len())
-                    .filter(|&i| pool[i].len() >= n)
-                    .min_by_key(|&i| pool[i].len())
-                    .or_else(|| (0..pool.len()).max_by_key(|&i| pool[i].len()));
-                let mut b = fit.map(|i| pool.swap_remove(i)).unwrap_or_default();
+                let fit = pool.bufs.partition_point(|b| b.len() < n);
+                // None long enough: the longest, grown.
+                let mut b = if fit < pool.bufs.len() {
+                    pool.bufs.remove(fit)
+                } else {
+                    pool.bufs.pop().unwrap_or_default()
+                };
+                pool.bytes -= b.capacity();
                 if b.len() >= n {
                     b.truncate(n);
                 } else {
@@ -51,20 +60,12 @@ pub(super) fn take_scratch(sizes: &[usize]) -> Vec<Vec<u8>> {
 pub(super) fn give_back_scratch(bufs: Vec<Vec<u8>>) {
     POOL.with(|p| {
         let mut pool = p.borrow_mut();
-        let mut kept: usize = pool.iter().map(Vec::capacity).sum();
         for b in bufs {
-            if kept + b.capacity() <= POOL_BYTES {
-                kept += b.capacity();
-                pool.push(b);
+            if pool.bytes + b.capacity() <= POOL_BYTES {
+                pool.bytes += b.capacity();
+                let at = pool.bufs.partition_point(|k| k.len() < b.len());
+                pool.bufs.insert(at, b);
             }
-        }
-        // Every take looks through the pool: small buffers given back by
-        // the thousand made that walk cost more than the buffers saved.
-        while pool.len() > POOL_COUNT {
-            let shortest = (0..pool.len())
-                .min_by_key(|&i| pool[i].len())
-                .expect("a pool past its count is not empty");
-            pool.swap_remove(shortest);
         }
     })
 }
