@@ -39,6 +39,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
 mod faults;
 mod run;
 mod tasks;
@@ -233,61 +234,11 @@ pub struct SimArray {
 
 impl SimArray {
     pub fn new(spec: ArraySpec) -> Result<SimArray, String> {
-        spec.host.check()?;
         let g = spec.geometry;
-        if spec.members.len() != g.raid_disks {
-            return Err(format!(
-                "{} members given for {} raid devices",
-                spec.members.len(),
-                g.raid_disks
-            ));
-        }
         let mut spec = spec;
         let rebuild = spec.rebuild.take();
-        if let Some(r) = &rebuild {
-            match spec.members.get(r.role) {
-                Some(None) => {}
-                Some(Some(_)) => {
-                    return Err(format!(
-                        "role {} is in service: only a failed member can be rebuilt",
-                        r.role
-                    ))
-                }
-                None => return Err(format!("no role {} to rebuild", r.role)),
-            }
-        }
-        for (role, m) in spec
-            .members
-            .iter()
-            .enumerate()
-            .map(|(role, m)| (role, m.as_ref()))
-            .chain(rebuild.as_ref().map(|r| (r.role, Some(&r.device))))
-        {
-            if let Some(m) = m {
-                if m.capacity() < DATA_OFFSET + g.member_bytes {
-                    return Err(format!(
-                        "member {role} holds {} bytes, less than the {} the array needs (data {} + {} before it)",
-                        m.capacity(),
-                        DATA_OFFSET + g.member_bytes,
-                        g.member_bytes,
-                        DATA_OFFSET
-                    ));
-                }
-            }
-        }
-        let volumes: Vec<Option<Arc<dyn Volume>>> = spec
-            .members
-            .iter()
-            .enumerate()
-            .map(|(role, m)| {
-                m.as_ref().map(|_| {
-                    Arc::new(SizeOnly::new(
-                        format!("{} member {role}", spec.name),
-                        g.member_bytes,
-                    )) as Arc<dyn Volume>
-                })
-            })
-            .collect();
+        common::check_spec(&spec, rebuild.as_ref())?;
+        let volumes = common::size_only_members(&spec);
         let recording = Arc::new(Recording::default());
         let array = Array::new(spec.name.clone(), g, volumes)
             .map_err(|e| e.to_string())?
@@ -304,30 +255,7 @@ impl SimArray {
                 .as_nanos() as Ns;
         }
         let capacity = g.array_bytes();
-        let mut spec_info = vec![
-            Param {
-                name: "chunk".into(),
-                value: g.chunk_bytes as f64,
-                unit: "bytes".into(),
-            },
-            Param {
-                name: "raid_devices".into(),
-                value: g.raid_disks as f64,
-                unit: "members".into(),
-            },
-        ];
-        if let Some(cfg) = spec.stripe_cache {
-            spec_info.push(Param {
-                name: "stripe_cache".into(),
-                value: cfg.stripes as f64,
-                unit: "stripes".into(),
-            });
-            spec_info.push(Param {
-                name: "stripe_hold".into(),
-                value: cfg.hold.as_secs_f64() * 1e3,
-                unit: "ms".into(),
-            });
-        }
+        let mut spec_info = common::array_params(&g, spec.stripe_cache);
         spec_info.extend(spec.host.params());
         let mut members = spec.members;
         let rebuild = match rebuild {

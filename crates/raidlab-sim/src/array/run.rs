@@ -520,16 +520,12 @@ impl Device for SimArray {
         self.clock.set(now);
         let mut member_done = std::mem::take(&mut self.member_done);
         loop {
-            let mut any = false;
-            for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
-                if *next <= now {
-                    if let Some(m) = m {
-                        m.advance(now, &mut member_done);
-                        *next = m.next_event().unwrap_or(IDLE);
-                        any = true;
-                    }
-                }
-            }
+            let mut any = super::common::advance_members(
+                &mut self.members,
+                &mut self.member_next,
+                now,
+                &mut member_done,
+            );
             for c in member_done.drain(..) {
                 if let Some(seq) = self.member_ops.remove(c.id) {
                     if let Some(a) = self.active.get_mut(seq) {
@@ -594,36 +590,14 @@ impl Device for SimArray {
     }
 
     fn info(&self) -> ModelInfo {
-        let g = self.array.geometry();
-        ModelInfo {
-            model: "raidlab array".into(),
-            name: format!(
-                "{} {}{}",
-                self.name,
-                g.level.name(),
-                if g.is_parity() {
-                    format!(" {}", g.layout.name())
-                } else {
-                    String::new()
-                }
-            ),
-            params: self.spec_info.clone(),
-            sources: self.host.all_sources(),
-            parts: self
-                .members
-                .iter()
-                .map(|m| match m {
-                    Some(m) => m.info(),
-                    None => ModelInfo {
-                        model: "missing".into(),
-                        name: "failed member".into(),
-                        params: Vec::new(),
-                        sources: Vec::new(),
-                        parts: Vec::new(),
-                    },
-                })
-                .collect(),
-        }
+        super::common::array_info(
+            "raidlab array",
+            &self.name,
+            self.array.geometry(),
+            self.spec_info.clone(),
+            self.host.all_sources(),
+            &self.members,
+        )
     }
 
     fn member_ops(&self) -> Option<&OpLog> {

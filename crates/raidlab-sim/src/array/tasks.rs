@@ -290,61 +290,11 @@ impl TaskArray {
     /// own failure handling (a member taken out, degraded plans, bad blocks
     /// rewritten) runs when a request meets the fault, mid-request.
     pub fn with_faults(spec: ArraySpec, faults: Option<FaultSpec>) -> Result<TaskArray, String> {
-        spec.host.check()?;
         let g = spec.geometry;
         let mut spec = spec;
         let rebuild = spec.rebuild.take();
-        if let Some(r) = &rebuild {
-            match spec.members.get(r.role) {
-                Some(None) => {}
-                Some(Some(_)) => {
-                    return Err(format!(
-                        "role {} is in service: only a failed member can be rebuilt",
-                        r.role
-                    ))
-                }
-                None => return Err(format!("no role {} to rebuild", r.role)),
-            }
-        }
-        if spec.members.len() != g.raid_disks {
-            return Err(format!(
-                "{} members given for {} raid devices",
-                spec.members.len(),
-                g.raid_disks
-            ));
-        }
-        for (role, m) in spec
-            .members
-            .iter()
-            .enumerate()
-            .map(|(role, m)| (role, m.as_ref()))
-            .chain(rebuild.as_ref().map(|r| (r.role, Some(&r.device))))
-        {
-            if let Some(m) = m {
-                if m.capacity() < DATA_OFFSET + g.member_bytes {
-                    return Err(format!(
-                        "member {role} holds {} bytes, less than the {} the array needs (data {} + {} before it)",
-                        m.capacity(),
-                        DATA_OFFSET + g.member_bytes,
-                        g.member_bytes,
-                        DATA_OFFSET
-                    ));
-                }
-            }
-        }
-        let roles: Vec<Option<Arc<dyn Volume>>> = spec
-            .members
-            .iter()
-            .enumerate()
-            .map(|(role, m)| {
-                m.as_ref().map(|_| {
-                    Arc::new(SizeOnly::new(
-                        format!("{} member {role}", spec.name),
-                        g.member_bytes,
-                    )) as Arc<dyn Volume>
-                })
-            })
-            .collect();
+        super::common::check_spec(&spec, rebuild.as_ref())?;
+        let roles = super::common::size_only_members(&spec);
         let target = rebuild.as_ref().map(|r| {
             let v: Arc<dyn Volume> = Arc::new(SizeOnly::new(
                 format!("{} new member {}", spec.name, r.role),
@@ -394,18 +344,7 @@ impl TaskArray {
                 .map_err(|e| e.to_string())?
                 .with_executor(exec),
         );
-        let mut spec_info = vec![
-            Param {
-                name: "chunk".into(),
-                value: g.chunk_bytes as f64,
-                unit: "bytes".into(),
-            },
-            Param {
-                name: "raid_devices".into(),
-                value: g.raid_disks as f64,
-                unit: "members".into(),
-            },
-        ];
+        let mut spec_info = super::common::array_params(&g, spec.stripe_cache);
         let mut a = TaskArray {
             name: spec.name,
             array,
@@ -453,16 +392,6 @@ impl TaskArray {
                 a.ready.push_back(seq);
                 a.run_ready(0);
             }
-            spec_info.push(Param {
-                name: "stripe_cache".into(),
-                value: cfg.stripes as f64,
-                unit: "stripes".into(),
-            });
-            spec_info.push(Param {
-                name: "stripe_hold".into(),
-                value: cfg.hold.as_secs_f64() * 1e3,
-                unit: "ms".into(),
-            });
         }
         spec_info.extend(a.host.params());
         a.spec_info = spec_info;
@@ -709,27 +638,14 @@ impl Device for TaskArray {
     }
 
     fn info(&self) -> ModelInfo {
-        let g = self.array.geometry();
-        ModelInfo {
-            model: "raidlab array (live engine)".into(),
-            name: format!("{} {}", self.name, g.level.name()),
-            params: self.spec_info.clone(),
-            sources: self.host.all_sources(),
-            parts: self
-                .members
-                .iter()
-                .map(|m| match m {
-                    Some(m) => m.info(),
-                    None => ModelInfo {
-                        model: "missing".into(),
-                        name: "failed member".into(),
-                        params: Vec::new(),
-                        sources: Vec::new(),
-                        parts: Vec::new(),
-                    },
-                })
-                .collect(),
-        }
+        super::common::array_info(
+            "raidlab array (live engine)",
+            &self.name,
+            self.array.geometry(),
+            self.spec_info.clone(),
+            self.host.all_sources(),
+            &self.members,
+        )
     }
 
     fn member_ops(&self) -> Option<&OpLog> {
@@ -753,16 +669,12 @@ impl TaskArray {
         self.clock.set(now);
         let mut member_done = std::mem::take(&mut self.member_done);
         loop {
-            let mut any = false;
-            for (m, next) in self.members.iter_mut().zip(self.member_next.iter_mut()) {
-                if *next <= now {
-                    if let Some(m) = m {
-                        m.advance(now, &mut member_done);
-                        *next = m.next_event().unwrap_or(IDLE);
-                        any = true;
-                    }
-                }
-            }
+            let mut any = super::common::advance_members(
+                &mut self.members,
+                &mut self.member_next,
+                now,
+                &mut member_done,
+            );
             for c in member_done.drain(..) {
                 if let Some(seq) = self.member_ops.remove(c.id) {
                     if let Some(r) = self.reqs.get_mut(seq) {
