@@ -173,7 +173,9 @@ impl LongRun {
 
     /// Wait on `clock` until the next step is due, in slices so that `stop`
     /// (asked between slices) ends the wait early. For runs on a thread of
-    /// their own in real time; the simulator schedules [`Next::Wait`] instead.
+    /// their own in real time, and the live simulator's tasks (whose sleeps
+    /// suspend them on the virtual clock); the replay schedules [`Next::Wait`]
+    /// instead.
     pub fn wait(&self, clock: &dyn Clock, stop: &dyn Fn() -> bool) {
         loop {
             let due = self.due();
