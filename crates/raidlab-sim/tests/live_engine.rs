@@ -251,3 +251,22 @@ fn a_latent_sector_error_is_read_around_and_rewritten_by_the_engine() {
     assert!(met.lse_reads >= 1, "{met:?}");
     assert_eq!(met.lse_remapped_bytes, 8 * 512, "{met:?}");
 }
+
+#[test]
+fn sim_show_estimates_a_live_arrays_rebuild_live_and_its_check_replayed() {
+    use raidlab_sim::config::SimConfig;
+    let at = |engine: &str| {
+        let cfg = SimConfig::short(&format!("raid5:4xhdd-7200:member-size=4G{engine}")).unwrap();
+        raidlab_sim::summary::summarise(&cfg, &[]).unwrap()
+    };
+    let (replay, live) = (at(""), at(":engine=live"));
+    // The check is not live yet: the same estimate both ways.
+    assert_eq!(live.engine_check_seconds, replay.engine_check_seconds);
+    assert!(live.engine_check_seconds.is_some());
+    // The live rebuild loop also flushes the new member at each checkpoint.
+    let (r, l) = (
+        replay.engine_rebuild_seconds.unwrap(),
+        live.engine_rebuild_seconds.unwrap(),
+    );
+    assert!(l > r && l < r * 1.05, "replay {r} s, live {l} s");
+}
