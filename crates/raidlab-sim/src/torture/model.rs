@@ -69,6 +69,8 @@ struct Parts {
     images: Vec<Image>,
     image_bytes: Vec<u8>,
     unknown: Vec<bool>,
+    /// Whether `unknown` may hold a true (else it need not be cleared).
+    any_unknown: bool,
     crcs: BlockCrcs,
 }
 
@@ -87,6 +89,7 @@ impl Drop for Model {
             images: std::mem::take(&mut self.images),
             image_bytes: std::mem::take(&mut self.image_bytes),
             unknown: std::mem::take(&mut self.unknown),
+            any_unknown: self.any_unknown,
             crcs: std::mem::take(&mut self.crcs),
         };
         // The bigger one is kept: a run's placeholder model is empty.
@@ -161,7 +164,7 @@ impl Model {
                 images: p.images,
                 image_bytes: p.image_bytes,
                 unknown: p.unknown,
-                any_unknown: false,
+                any_unknown: p.any_unknown,
                 crcs: p.crcs,
             },
             None => Model {
@@ -185,7 +188,12 @@ impl Model {
         refill(&mut m.is_listed, sectors, false);
         m.images.clear();
         m.image_bytes.clear();
-        refill(&mut m.unknown, size, false);
+        if m.any_unknown {
+            refill(&mut m.unknown, size, false);
+        } else {
+            // All false already: only a longer tail needs setting.
+            m.unknown.resize(size, false);
+        }
         m.any_unknown = false;
         m.crcs.reset(size);
         m
