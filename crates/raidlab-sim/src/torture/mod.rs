@@ -19,7 +19,9 @@
 //! I/O (`faults.rs`) are drawn only when a sweep asks for them. `images.rs`
 //! saves a passed run's final member images for the real md to judge;
 //! `shrink.rs` cuts a failing run down to the operations that still fail
-//! it; `trace.rs` keeps the events and the run's hash.
+//! it; `trace.rs` keeps the events and the run's hash; `buffers.rs` the
+//! buffers a run reads into and writes from, and `digest.rs` the model's
+//! per-block CRCs behind a whole-array read's digest.
 
 mod buffers;
 mod cache;
