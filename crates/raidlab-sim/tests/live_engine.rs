@@ -270,3 +270,34 @@ fn sim_show_estimates_a_live_arrays_rebuild_live_and_its_check_replayed() {
     );
     assert!(l > r && l < r * 1.05, "replay {r} s, live {l} s");
 }
+
+#[test]
+fn a_full_stripe_cache_counts_stripes_going_down_as_gone_rather_than_take_down_one_still_filling() {
+    // Seed C's software RAID 5 through XFS: the page cache's writeback has
+    // many 8K-ish writes in flight over a few streams and fills the stripe
+    // cache. With the replay every write-out is over at once; live, the
+    // oldest stripe is still going down when the next writer finds the cache
+    // full. The engine used to take the next-oldest partial stripe down then
+    // (a read-modify-write of a stripe a stream was filling): live, block
+    // output fell to half here and to a tenth in seed C. A stripe whose
+    // write-out has begun now counts as gone.
+    use raidlab_sim::config::SimConfig;
+    let base = "raid5:6xsamsung-hd753lj:chunk=64K:member-size=100G:scheduler=cfq:host=linux-2.6.2x-md:fs=xfs";
+    let mut got = Vec::new();
+    for engine in ["replay", "live"] {
+        let mut dev = SimConfig::short(&format!("{base}:engine={engine}"))
+            .unwrap()
+            .build(&[])
+            .unwrap();
+        let mut j = Job::new(Pattern::Sequential, 8192, false, 1, 1, 1 << 30);
+        j.duration = SEC;
+        let out = run(dev.as_mut(), &j, 0).unwrap();
+        let l = dev.member_ops().unwrap();
+        got.push((out.mb_per_s, l.reads, l.writes));
+    }
+    let [(replay_mb, replay_reads, _), (live_mb, live_reads, _)] = got[..] else {
+        unreachable!()
+    };
+    assert!(live_mb >= replay_mb * 0.9, "{got:?}");
+    assert!(live_reads <= replay_reads.max(10) * 3, "{got:?}");
+}
