@@ -32,10 +32,11 @@
 //!   [`crate::sched`]); `host=NAME` (a model of the host's md of an era,
 //!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
 //!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs); `engine=live`
-//!   (each request runs the real engine as a task in virtual time,
-//!   [`crate::array::TaskArray`]; not yet with a bitmap, check, mismatches or
-//!   a spare) or `engine=replay` (the default: plans recorded at arrival,
-//!   [`crate::array::SimArray`]);
+//!   (the default: each request runs the real engine as a task in virtual
+//!   time, [`crate::array::TaskArray`]; not yet with a check, mismatches or a
+//!   spare, which the replay runs when `engine` is left out) or
+//!   `engine=replay` (plans recorded at arrival and scheduled by the
+//!   simulator, [`crate::array::SimArray`]);
 //! - `PRESET:OPTION...` (`scheduler=NAME`, `host=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
@@ -93,9 +94,10 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// mismatch = ["1@1G+64K"]       # optional: role@offset+length ranges whose copies differ
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
-/// engine = "live"              # optional: each request runs as a task of the engine in virtual
-///                               # time ("replay", the default: plans recorded at arrival); not
-///                               # yet with a bitmap, check, mismatches or a spare
+/// engine = "replay"            # optional: "live" (the default: each request runs as a task of
+///                               # the engine in virtual time; not yet with a check, mismatches
+///                               # or a spare, which take the replay) or "replay" (plans
+///                               # recorded at arrival)
 /// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
 ///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
 ///                               # `rebuild_max_rate` paces the spare's rebuild)
@@ -181,11 +183,12 @@ pub struct ArrayConf {
     /// Faults at virtual times, each `KEY=VALUE` ([`crate::faults`]).
     #[serde(default)]
     pub faults: Vec<String>,
-    /// How the engine runs: `replay` (the default: each request's plans are
+    /// How the engine runs: `live` (the default: each request runs the
+    /// engine as a task in virtual time, [`crate::array::TaskArray`]; a
+    /// check, mismatches or a spare are not run live yet and take the
+    /// replay when this is left out) or `replay` (each request's plans are
     /// recorded at arrival and scheduled by the simulator,
-    /// [`crate::array::SimArray`]) or `live` (each request runs the engine as
-    /// a task in virtual time, [`crate::array::TaskArray`]; not yet with a
-    /// bitmap, a check, mismatches or a spare).
+    /// [`crate::array::SimArray`]).
     #[serde(default)]
     pub engine: Option<String>,
 }
@@ -910,37 +913,34 @@ impl SimConfig {
         });
         // What only the replay runs yet.
         let replay_only = [
-            (bitmap.is_some(), "a bitmap"),
             (check.is_some(), "a check"),
             (!mismatches.is_empty(), "mismatches"),
             (faults.schedule.spare().is_some(), "a spare"),
         ]
         .into_iter()
         .find_map(|(on, what)| on.then_some(what));
-        // Replay is the default until the engine's stripe cache stops taking
-        // a stream's partial stripes down under a page cache's writeback,
-        // which the live engine shows and the replay hides (seed C's software
-        // RAID block output; docs/simulation.md, "The engine run live").
+        // The engine runs live unless the configuration needs what only the
+        // replay runs yet (then the replay, said in the model's parameters).
         let live = match (a.engine.as_deref(), replay_only) {
-            (Some("live"), None) => true,
-            (None, _) | (Some("replay"), _) => false,
+            (None | Some("live"), None) => true,
+            (None, Some(_)) | (Some("replay"), _) => false,
             (Some("live"), Some(what)) => {
                 return Err(err(
                     &place,
-                    format!("`engine = live` does not run {what} yet: leave out `engine` (the replay runs it)"),
+                    format!("`engine = live` does not run {what} yet: leave out `engine` (the replay runs it then)"),
                 ))
             }
             (Some(e), _) => {
                 return Err(err(
                     &place,
-                    format!("`engine = {e}`: say `replay` (the default) or `live`"),
+                    format!("`engine = {e}`: say `live` (the default) or `replay`"),
                 ))
             }
         };
         // The array, its engine replayed or run live.
         let make = |spec: ArraySpec| -> Result<Box<dyn ArrayModel>, ConfigError> {
             if live {
-                let a = TaskArray::with_faults(spec, Some(faults)).map_err(|m| err(&place, m))?;
+                let a = TaskArray::build(spec, Some(faults), bitmap).map_err(|m| err(&place, m))?;
                 return Ok(Box::new(a));
             }
             let mut array = SimArray::new(spec).map_err(|m| err(&place, m))?;

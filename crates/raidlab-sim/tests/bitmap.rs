@@ -4,11 +4,13 @@
 //! more; md's daemon (the engine's) clears idle bits on its second pass and
 //! writes the bitmap once for all of them, after a flush that makes the data
 //! the bits covered durable; a degraded array keeps its bits. Exact counts
-//! on ideal members, in virtual time.
+//! on ideal members, in virtual time, the same with the engine replayed
+//! (`SimArray`) and run live (`TaskArray`, where the daemon is the engine's
+//! own loop, a task sleeping on the virtual clock).
 
 use raidlab_core::IoKind;
 use raidlab_layout::{Geometry, Layout, Level};
-use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
+use raidlab_sim::array::{ArraySpec, SimArray, TaskArray, DATA_OFFSET};
 use raidlab_sim::config::SimConfig;
 use raidlab_sim::device::{Device, Ns, Request, SEC};
 use raidlab_sim::host::HostCost;
@@ -20,7 +22,33 @@ const CHUNK: u64 = 64 << 10;
 /// Bitmap chunk: 64 bitmap chunks per member.
 const BM_CHUNK: u64 = 1 << 20;
 
-fn array(level: Level, n: usize, failed: &[usize]) -> SimArray {
+/// What these tests ask of either engine's array.
+trait Bm: Device {
+    fn errors(&self) -> &[String];
+    fn bitmap_cleared(&self) -> Option<u64>;
+}
+
+impl Bm for SimArray {
+    fn errors(&self) -> &[String] {
+        SimArray::errors(self)
+    }
+    fn bitmap_cleared(&self) -> Option<u64> {
+        SimArray::bitmap_cleared(self)
+    }
+}
+
+impl Bm for TaskArray {
+    fn errors(&self) -> &[String] {
+        TaskArray::errors(self)
+    }
+    fn bitmap_cleared(&self) -> Option<u64> {
+        TaskArray::bitmap_cleared(self)
+    }
+}
+
+const ENGINES: [bool; 2] = [false, true];
+
+fn array(level: Level, n: usize, failed: &[usize], live: bool) -> Box<dyn Bm> {
     let g = Geometry::new(
         level,
         Layout::parse(level, None).unwrap(),
@@ -29,7 +57,7 @@ fn array(level: Level, n: usize, failed: &[usize]) -> SimArray {
         MEMBER,
     )
     .unwrap();
-    let mut sim = SimArray::new(ArraySpec {
+    let spec = ArraySpec {
         name: "bm".into(),
         geometry: g,
         members: (0..n)
@@ -42,17 +70,23 @@ fn array(level: Level, n: usize, failed: &[usize]) -> SimArray {
         stripe_cache: None,
         host: HostCost::default(),
         rebuild: None,
-    })
-    .unwrap()
-    .with_bitmap(Some(BM_CHUNK))
-    .unwrap();
+    };
+    if live {
+        let mut sim = TaskArray::build(spec, None, Some(Some(BM_CHUNK))).unwrap();
+        sim.keep_ops();
+        return Box::new(sim);
+    }
+    let mut sim = SimArray::new(spec)
+        .unwrap()
+        .with_bitmap(Some(BM_CHUNK))
+        .unwrap();
     sim.keep_ops();
-    sim
+    Box::new(sim)
 }
 
 /// Write 4 KiB at each offset in turn, each after the last completed,
 /// starting at `now`; the virtual time the last completed.
-fn write_each(sim: &mut SimArray, mut now: Ns, offsets: &[u64]) -> Ns {
+fn write_each(sim: &mut dyn Bm, mut now: Ns, offsets: &[u64]) -> Ns {
     let mut done = Vec::new();
     for (id, &offset) in offsets.iter().enumerate() {
         sim.submit(
@@ -77,7 +111,7 @@ fn write_each(sim: &mut SimArray, mut now: Ns, offsets: &[u64]) -> Ns {
 }
 
 /// Member operations from index `from` on: (bitmap writes, flushes, data writes).
-fn count(sim: &SimArray, from: usize) -> (usize, usize, usize) {
+fn count(sim: &dyn Bm, from: usize) -> (usize, usize, usize) {
     let ops: &[MemberIo] = &sim.member_ops().unwrap().ops[from..];
     let meta = ops
         .iter()
@@ -91,35 +125,40 @@ fn count(sim: &SimArray, from: usize) -> (usize, usize, usize) {
     (meta, flushes, data)
 }
 
-fn ops_len(sim: &SimArray) -> usize {
+fn ops_len(sim: &dyn Bm) -> usize {
     sim.member_ops().unwrap().ops.len()
 }
 
 #[test]
 fn raid1_writes_to_clean_chunks_cost_a_bitmap_update_and_a_second_pass_does_not() {
-    let mut sim = array(Level::Raid1, 2, &[]);
+    for live in ENGINES {
+        raid1_clean_chunks(array(Level::Raid1, 2, &[], live).as_mut());
+    }
+}
+
+fn raid1_clean_chunks(sim: &mut dyn Bm) {
     // Four clean bitmap chunks (0, 3, 10, 20), then two more writes in chunk 3.
     let first: Vec<u64> = [0, 3, 10, 20].iter().map(|c| c * BM_CHUNK + 8192).collect();
-    let t = write_each(&mut sim, 0, &first);
+    let t = write_each(sim, 0, &first);
     assert_eq!(
-        count(&sim, 0),
+        count(sim, 0),
         (4 * 2, 4 * 2, 4 * 2),
         "bitmap write + flush on both members per chunk"
     );
-    let mark = ops_len(&sim);
-    let t = write_each(&mut sim, t, &[3 * BM_CHUNK + 65536, 3 * BM_CHUNK + 131072]);
-    assert_eq!(count(&sim, mark), (0, 0, 2 * 2), "chunk 3 is dirty already");
+    let mark = ops_len(sim);
+    let t = write_each(sim, t, &[3 * BM_CHUNK + 65536, 3 * BM_CHUNK + 131072]);
+    assert_eq!(count(sim, mark), (0, 0, 2 * 2), "chunk 3 is dirty already");
     // Second pass over the same chunks, before the daemon's first pass.
     assert!(t < 5 * SEC);
-    let mark = ops_len(&sim);
-    let t = write_each(&mut sim, t, &first);
-    assert_eq!(count(&sim, mark), (0, 0, 4 * 2));
+    let mark = ops_len(sim);
+    let t = write_each(sim, t, &first);
+    assert_eq!(count(sim, mark), (0, 0, 4 * 2));
     // Idle: the daemon's first pass (5 s) finds the chunks idle, its second
     // (10 s) clears them and writes the bitmap once; then it stops (no bits).
     // Before the bitmap write, a flush of every member: a cleared bit must
     // not reach a member before the data it covered is durable (md's bitmap
     // write carries a cache flush before it).
-    let mark = ops_len(&sim);
+    let mark = ops_len(sim);
     let mut done = Vec::new();
     let mut last = t;
     while let Some(at) = sim.next_event() {
@@ -128,7 +167,7 @@ fn raid1_writes_to_clean_chunks_cost_a_bitmap_update_and_a_second_pass_does_not(
     }
     assert_eq!(sim.bitmap_cleared(), Some(4));
     assert_eq!(
-        count(&sim, mark),
+        count(sim, mark),
         (2, 2 * 2, 0),
         "per member: a flush, one bitmap write and its flush"
     );
@@ -137,33 +176,43 @@ fn raid1_writes_to_clean_chunks_cost_a_bitmap_update_and_a_second_pass_does_not(
         "cleared at the second pass: {last}"
     );
     // The chunks are clean again: writing them costs the update again.
-    let mark = ops_len(&sim);
-    write_each(&mut sim, last, &first);
-    assert_eq!(count(&sim, mark), (4 * 2, 4 * 2, 4 * 2));
+    let mark = ops_len(sim);
+    write_each(sim, last, &first);
+    assert_eq!(count(sim, mark), (4 * 2, 4 * 2, 4 * 2));
 }
 
 #[test]
 fn raid5_bitmap_counts_member_chunks_and_writes_every_member() {
-    let mut sim = array(Level::Raid5, 4, &[]);
+    for live in ENGINES {
+        raid5_member_chunks(array(Level::Raid5, 4, &[], live).as_mut());
+    }
+}
+
+fn raid5_member_chunks(sim: &mut dyn Bm) {
     // Array offsets 0 and 3 * CHUNK are in stripe 0 and stripe 1: member
     // offsets 0 and 64 KiB, one bitmap chunk (member sectors, as md's).
-    let t = write_each(&mut sim, 0, &[0, 3 * CHUNK]);
+    let t = write_each(sim, 0, &[0, 3 * CHUNK]);
     // The first dirties member chunk 0 on the data and parity members: one
     // update (a write and a flush on each of 4 members); the second is in the
     // same member chunk. Each 4K write is a read-modify-write: 2 data writes.
-    assert_eq!(count(&sim, 0), (4, 4, 2 * 2));
+    assert_eq!(count(sim, 0), (4, 4, 2 * 2));
     // Array offset 3 * 16 MiB is member offset 16 MiB: bitmap chunk 16.
-    let mark = ops_len(&sim);
-    write_each(&mut sim, t, &[3 * 16 * BM_CHUNK]);
-    assert_eq!(count(&sim, mark), (4, 4, 2));
+    let mark = ops_len(sim);
+    write_each(sim, t, &[3 * 16 * BM_CHUNK]);
+    assert_eq!(count(sim, mark), (4, 4, 2));
 }
 
 #[test]
 fn a_degraded_array_keeps_its_bits() {
-    let mut sim = array(Level::Raid1, 2, &[1]);
-    let t = write_each(&mut sim, 0, &[0, 5 * BM_CHUNK]);
+    for live in ENGINES {
+        degraded_keeps_bits(array(Level::Raid1, 2, &[1], live).as_mut());
+    }
+}
+
+fn degraded_keeps_bits(sim: &mut dyn Bm) {
+    let t = write_each(sim, 0, &[0, 5 * BM_CHUNK]);
     // Only the member in service gets the bitmap.
-    assert_eq!(count(&sim, 0), (2, 2, 2));
+    assert_eq!(count(sim, 0), (2, 2, 2));
     // md never clears bits while a member is missing: no daemon pass.
     assert_eq!(sim.next_event(), None, "at {t}");
     assert_eq!(sim.bitmap_cleared(), Some(0));

@@ -259,7 +259,7 @@ fn sim_show_estimates_a_live_arrays_rebuild_live_and_its_check_replayed() {
         let cfg = SimConfig::short(&format!("raid5:4xhdd-7200:member-size=4G{engine}")).unwrap();
         raidlab_sim::summary::summarise(&cfg, &[]).unwrap()
     };
-    let (replay, live) = (at(""), at(":engine=live"));
+    let (replay, live) = (at(":engine=replay"), at(""));
     // The check is not live yet: the same estimate both ways.
     assert_eq!(live.engine_check_seconds, replay.engine_check_seconds);
     assert!(live.engine_check_seconds.is_some());

@@ -17,10 +17,11 @@ impl Array {
         devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
     ) -> Array {
         self.intent = Some(Intent {
-            state: std::sync::Mutex::new(IntentState {
+            state: raidlab_core::task::Mutex::new(IntentState {
                 bitmap,
                 devices,
                 daemon: Default::default(),
+                cleared: 0,
             }),
         });
         self
@@ -34,7 +35,7 @@ impl Array {
         f: impl FnOnce(&mut raidlab_md::bitmap::Bitmap) -> T,
     ) -> Option<T> {
         let intent = self.intent.as_ref()?;
-        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = intent.state.lock();
         Some(f(&mut st.bitmap))
     }
 
@@ -48,7 +49,7 @@ impl Array {
         let Some(intent) = &self.intent else {
             return Ok(());
         };
-        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = intent.state.lock();
         let (at, bytes) = st
             .bitmap
             .placed(&sb)
@@ -177,7 +178,7 @@ impl Array {
         }
         let by_array = crate::bitmap_daemon::counts_array_sectors(self.geometry.level);
         let ranges = crate::bitmap_daemon::write_sectors(by_array, [plan], (pos, n));
-        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = intent.state.lock();
         let st = &mut *st;
         let bm = &mut st.bitmap;
         let chunks = crate::bitmap_daemon::chunks_of(&ranges, bm.sb.chunk_sectors(), bm.chunks());
@@ -200,7 +201,7 @@ impl Array {
     /// A write that held `chunks` (from [`Array::note_intent`]) has ended.
     pub(super) fn intent_done(&self, chunks: &[u64]) {
         if let Some(intent) = &self.intent {
-            let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+            let mut st = intent.state.lock();
             st.daemon.done(chunks);
         }
     }
@@ -223,12 +224,50 @@ impl Array {
         self.daemon_pass(Some(daemon))
     }
 
+    /// md keeps every bit while a member is missing or being rebuilt: they
+    /// say what it missed.
+    fn keeps_bits(&self) -> bool {
+        !self.missing_now().is_empty() || self.view().recovery.is_some()
+    }
+
+    /// Whether a pass of the daemon could clear anything: bits are set and
+    /// the array is whole. A driver on a virtual clock need not wake the
+    /// daemon otherwise (md's runs anyway and finds nothing).
+    pub fn bitmap_daemon_has_work(&self) -> bool {
+        self.intent.is_some()
+            && self.with_bitmap_held(|b| b.dirty_count()).unwrap_or(0) > 0
+            && !self.keeps_bits()
+    }
+
+    /// Bits the daemon has cleared since the array started (`None` without
+    /// a bitmap).
+    pub fn bitmap_bits_cleared(&self) -> Option<u64> {
+        Some(self.intent.as_ref()?.state.lock().cleared)
+    }
+
+    /// md's bitmap daemon as a thread of its own: a pass every
+    /// `daemon_sleep` of `clock`. Returns when the array is gone. A served
+    /// array runs its passes on its poll thread instead
+    /// (`LiveArray::poll`); the simulator runs this loop as a task on its
+    /// virtual clock. A pass that cannot write the bitmap keeps its bits;
+    /// the next tries again.
+    pub fn bitmap_daemon_thread(weak: std::sync::Weak<Array>, clock: raidlab_core::SharedClock) {
+        loop {
+            let Some(sleep) = weak.upgrade().and_then(|a| a.bitmap_daemon_sleep()) else {
+                return;
+            };
+            clock.sleep(sleep);
+            let Some(array) = weak.upgrade() else { return };
+            let _ = array.bitmap_daemon_pass();
+        }
+    }
+
     fn daemon_pass(&self, outer: Option<&mut crate::bitmap_daemon::Daemon>) -> Result<u64> {
         let Some(intent) = &self.intent else {
             return Ok(0);
         };
-        let degraded = !self.missing_now().is_empty() || self.view().recovery.is_some();
-        let mut st = intent.state.lock().unwrap_or_else(|p| p.into_inner());
+        let degraded = self.keeps_bits();
+        let mut st = intent.state.lock();
         let st = &mut *st;
         let daemon = match outer {
             Some(d) => d,
@@ -248,6 +287,7 @@ impl Array {
             }
             return Err(e);
         }
+        st.cleared += cleared.len() as u64;
         Ok(cleared.len() as u64)
     }
 

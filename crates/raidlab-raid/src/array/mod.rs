@@ -117,7 +117,9 @@ struct Membership {
 /// `crate::bitmap_daemon`), and a clean stop clears the rest, so after a crash
 /// a resync need only cover the chunks written in the last few seconds.
 struct Intent {
-    state: std::sync::Mutex<IntentState>,
+    /// Held across the bitmap's member writes: task-aware, so a simulated
+    /// request that finds it held suspends (`raidlab_core::task`).
+    state: raidlab_core::task::Mutex<IntentState>,
 }
 
 struct IntentState {
@@ -127,6 +129,8 @@ struct IntentState {
     devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
     /// The writes under way per chunk and the daemon's last pass.
     daemon: crate::bitmap_daemon::Daemon,
+    /// Bits the daemon has cleared and written back, since the start.
+    cleared: u64,
 }
 
 impl std::fmt::Debug for Array {

@@ -18,7 +18,12 @@
 //! Faults (`fail=`, `lse=`, `slow=`) meet a request when its plan runs, not
 //! when it arrives: the engine's failure handling runs mid-request.
 //!
-//! Not yet here (refused at build): a scrub, a bitmap, a spare.
+//! md's write-intent bitmap is the engine's too (`Array::with_intent`): a
+//! write marks its chunks and writes the bitmap before its data, and the
+//! engine's daemon loop (`Array::bitmap_daemon_thread`) runs as a task that
+//! sleeps `daemon_sleep` on the virtual clock.
+//!
+//! Not yet here (refused at build): a scrub, a spare.
 
 use super::{ArraySpec, FaultSpec, DATA_OFFSET, IDLE};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD};
@@ -59,6 +64,9 @@ struct Outbox {
     /// A rebuild's new member and its role: the engine names it as the
     /// member after the roles in data plans, and by its volume in a flush.
     target: Option<(Arc<dyn Volume>, usize)>,
+    /// Further volumes that stand for a role in metadata plans: the whole
+    /// members the bitmap is written to (the engine's intent devices).
+    aliases: Vec<(Arc<dyn Volume>, usize)>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -104,8 +112,9 @@ impl Outbox {
                 .position(|r| r.as_ref().is_some_and(|r| same(r, v)))
                 .or_else(|| {
                     self.target
-                        .as_ref()
-                        .filter(|(t, _)| same(t, v))
+                        .iter()
+                        .chain(&self.aliases)
+                        .find(|(t, _)| same(t, v))
                         .map(|&(_, role)| role)
                 })
         })
@@ -207,8 +216,9 @@ pub struct TaskArray {
     key_waiters: FxHashMap<usize, Vec<u64>>,
     /// (time, seq): a compute step, a request's overhead or a sleep ends.
     timers: BinaryHeap<Reverse<(Ns, u64)>>,
-    /// The stripe cache's thread, and when its sleep ends.
-    daemon: Option<(u64, Option<Ns>)>,
+    /// The engine's own threads (the stripe cache's, the bitmap daemon),
+    /// and when each one's sleep ends.
+    daemons: Vec<Daemon>,
     stacks: Stacks,
     finished: Vec<Completion>,
     member_done: Vec<Completion>,
@@ -219,6 +229,21 @@ pub struct TaskArray {
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
     fault_exec: Option<Arc<FaultExec>>,
+}
+
+/// One of the engine's threads, run as a task.
+#[derive(Debug)]
+struct Daemon {
+    seq: u64,
+    kind: DaemonKind,
+    /// When its sleep ends; `None` while it runs or waits on anything else.
+    due: Option<Ns>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DaemonKind {
+    StripeCache,
+    Bitmap,
 }
 
 /// The engine's rebuild, run as a task by its own loop
@@ -290,11 +315,49 @@ impl TaskArray {
     /// own failure handling (a member taken out, degraded plans, bad blocks
     /// rewritten) runs when a request meets the fault, mid-request.
     pub fn with_faults(spec: ArraySpec, faults: Option<FaultSpec>) -> Result<TaskArray, String> {
+        TaskArray::build(spec, faults, None)
+    }
+
+    /// [`TaskArray::with_faults`], and with `bitmap` `Some(chunk)` md's
+    /// internal write-intent bitmap with `chunk`-byte chunks (`None`:
+    /// mdadm's choice for the member size) on every member in service, as
+    /// `SimArray::with_bitmap` lays it out; the engine marks and writes it,
+    /// and its daemon clears idle bits. Not with a rebuild, as there.
+    pub fn build(
+        spec: ArraySpec,
+        faults: Option<FaultSpec>,
+        bitmap: Option<Option<u64>>,
+    ) -> Result<TaskArray, String> {
         let g = spec.geometry;
         let mut spec = spec;
         let rebuild = spec.rebuild.take();
         super::common::check_spec(&spec, rebuild.as_ref())?;
         let roles = super::common::size_only_members(&spec);
+        let mut bitmap_info = None;
+        let intent = match bitmap {
+            None => None,
+            Some(_) if rebuild.is_some() => {
+                return Err(format!(
+                    "{}: a bitmap and a rebuild together are not simulated (the new member's bitmap copy is not kept)",
+                    spec.name
+                ))
+            }
+            Some(chunk) => {
+                let caps: Vec<Option<u64>> = spec
+                    .members
+                    .iter()
+                    .map(|m| m.as_ref().map(|d| d.capacity()))
+                    .collect();
+                let (bm, devices, sim) = crate::bitmap::SimBitmap::build(&spec.name, &g, &caps, chunk)
+                    .map_err(|m| format!("{}: {m}", spec.name))?;
+                bitmap_info = Some(sim.chunk_bytes());
+                Some((bm, devices))
+            }
+        };
+        let aliases: Vec<(Arc<dyn Volume>, usize)> = intent
+            .iter()
+            .flat_map(|(_, devices)| devices.iter().map(|(role, v, _)| (v.clone(), *role)))
+            .collect();
         let target = rebuild.as_ref().map(|r| {
             let v: Arc<dyn Volume> = Arc::new(SizeOnly::new(
                 format!("{} new member {}", spec.name, r.role),
@@ -307,6 +370,7 @@ impl TaskArray {
             host: spec.host.clone(),
             queue: Mutex::new(Vec::new()),
             target: target.clone(),
+            aliases: aliases.clone(),
         });
         let clock = Arc::new(VirtualClock::default());
         let mut exec: Arc<dyn Executor> = outbox.clone();
@@ -336,15 +400,27 @@ impl TaskArray {
                     fe.know(v, role, 0);
                 }
             }
+            for (v, role) in &aliases {
+                fe.know(v, *role, 0);
+            }
             exec = fe.clone();
             fault_exec = Some(fe);
         }
-        let array = Arc::new(
-            Array::new(spec.name.clone(), g, roles)
-                .map_err(|e| e.to_string())?
-                .with_executor(exec),
-        );
+        let mut array = Array::new(spec.name.clone(), g, roles)
+            .map_err(|e| e.to_string())?
+            .with_executor(exec);
+        if let Some((bm, devices)) = intent {
+            array = array.with_intent(bm, devices);
+        }
+        let array = Arc::new(array);
         let mut spec_info = super::common::array_params(&g, spec.stripe_cache);
+        if let Some(chunk) = bitmap_info {
+            spec_info.push(Param {
+                name: "bitmap_chunk".into(),
+                value: chunk as f64,
+                unit: "bytes".into(),
+            });
+        }
         let mut a = TaskArray {
             name: spec.name,
             array,
@@ -359,7 +435,7 @@ impl TaskArray {
             ready: VecDeque::new(),
             key_waiters: FxHashMap::default(),
             timers: BinaryHeap::new(),
-            daemon: None,
+            daemons: Vec::new(),
             stacks: Stacks::default(),
             finished: Vec::new(),
             member_done: Vec::new(),
@@ -384,18 +460,43 @@ impl TaskArray {
                 // sleeping on the virtual clock.
                 let weak = Arc::downgrade(&a.array);
                 let clock: raidlab_core::SharedClock = a.clock.clone();
-                let seq = a.spawn(None, MD_THREAD, move || {
-                    Array::stripe_cache_thread(weak, clock, cfg.hold);
-                    Ok(())
+                a.start_daemon(DaemonKind::StripeCache, move || {
+                    Array::stripe_cache_thread(weak, clock, cfg.hold)
                 })?;
-                a.daemon = Some((seq, None));
-                a.ready.push_back(seq);
-                a.run_ready(0);
             }
+        }
+        if bitmap_info.is_some() {
+            let weak = Arc::downgrade(&a.array);
+            let clock: raidlab_core::SharedClock = a.clock.clone();
+            a.start_daemon(DaemonKind::Bitmap, move || {
+                Array::bitmap_daemon_thread(weak, clock)
+            })?;
         }
         spec_info.extend(a.host.params());
         a.spec_info = spec_info;
         Ok(a)
+    }
+
+    /// Run one of the engine's threads as a task, from virtual time 0.
+    fn start_daemon(&mut self, kind: DaemonKind, f: impl FnOnce() + 'static) -> Result<(), String> {
+        let seq = self.spawn(None, MD_THREAD, move || {
+            f();
+            Ok(())
+        })?;
+        self.daemons.push(Daemon {
+            seq,
+            kind,
+            due: None,
+        });
+        self.ready.push_back(seq);
+        self.run_ready(0);
+        Ok(())
+    }
+
+    /// How many bits md's bitmap daemon has cleared (`None` without a
+    /// bitmap): the engine's count.
+    pub fn bitmap_cleared(&self) -> Option<u64> {
+        self.array.bitmap_bits_cleared()
     }
 
     fn spawn(
@@ -479,9 +580,9 @@ impl TaskArray {
             TaskStep::Waits(Wait::Key(k)) => self.key_waiters.entry(k).or_default().push(seq),
             TaskStep::Waits(Wait::Until(t)) => {
                 let t = t.as_nanos() as Ns;
-                match &mut self.daemon {
-                    Some((d, due)) if *d == seq => *due = Some(t.max(now)),
-                    _ => self.timers.push(Reverse((t.max(now), seq))),
+                match self.daemons.iter_mut().find(|d| d.seq == seq) {
+                    Some(d) => d.due = Some(t.max(now)),
+                    None => self.timers.push(Reverse((t.max(now), seq))),
                 }
             }
             TaskStep::Waits(Wait::Runner(_)) => {
@@ -561,13 +662,19 @@ impl TaskArray {
         }
     }
 
-    /// Whether the stripe cache holds anything: its thread's ticks matter
-    /// only then (a tick over an empty cache writes nothing).
-    fn cache_holds(&self) -> bool {
-        self.array
-            .stripe_cache_stats()
-            .0
-            .is_some_and(|(_, s)| s.held_now > 0)
+    /// Whether a daemon's wake-up can change anything: the stripe cache's
+    /// ticks matter only while it holds stripes, the bitmap daemon's passes
+    /// only while they could clear bits (the engine's rule). Otherwise the
+    /// run may end, or time may jump, past its sleep.
+    fn daemon_has_work(&self, kind: DaemonKind) -> bool {
+        match kind {
+            DaemonKind::StripeCache => self
+                .array
+                .stripe_cache_stats()
+                .0
+                .is_some_and(|(_, s)| s.held_now > 0),
+            DaemonKind::Bitmap => self.array.bitmap_daemon_has_work(),
+        }
     }
 }
 
@@ -624,9 +731,11 @@ impl Device for TaskArray {
         if let Some(&Reverse((t, _))) = self.timers.peek() {
             next = next.min(t);
         }
-        if let Some((_, Some(t))) = self.daemon {
-            if self.cache_holds() {
-                next = next.min(t);
+        for d in &self.daemons {
+            if let Some(t) = d.due {
+                if t < next && self.daemon_has_work(d.kind) {
+                    next = t;
+                }
             }
         }
         (next != IDLE).then_some(next)
@@ -693,10 +802,10 @@ impl TaskArray {
                 self.ready.push_back(seq);
                 any = true;
             }
-            if let Some((seq, due)) = &mut self.daemon {
-                if due.is_some_and(|t| t <= now) {
-                    *due = None;
-                    self.ready.push_back(*seq);
+            for d in &mut self.daemons {
+                if d.due.is_some_and(|t| t <= now) {
+                    d.due = None;
+                    self.ready.push_back(d.seq);
                     any = true;
                 }
             }
