@@ -33,8 +33,8 @@
 //!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
 //!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs); `engine=live`
 //!   (the default: each request runs the real engine as a task in virtual
-//!   time, [`crate::array::TaskArray`]; not yet with a check, mismatches or a
-//!   spare, which the replay runs when `engine` is left out) or
+//!   time, [`crate::array::TaskArray`]; not yet with a check or mismatches,
+//!   which the replay runs when `engine` is left out) or
 //!   `engine=replay` (plans recorded at arrival and scheduled by the
 //!   simulator, [`crate::array::SimArray`]);
 //! - `PRESET:OPTION...` (`scheduler=NAME`, `host=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
@@ -95,8 +95,8 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
 /// engine = "replay"            # optional: "live" (the default: each request runs as a task of
-///                               # the engine in virtual time; not yet with a check, mismatches
-///                               # or a spare, which take the replay) or "replay" (plans
+///                               # the engine in virtual time; not yet with a check or
+///                               # mismatches, which take the replay) or "replay" (plans
 ///                               # recorded at arrival)
 /// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
 ///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
@@ -185,8 +185,8 @@ pub struct ArrayConf {
     pub faults: Vec<String>,
     /// How the engine runs: `live` (the default: each request runs the
     /// engine as a task in virtual time, [`crate::array::TaskArray`]; a
-    /// check, mismatches or a spare are not run live yet and take the
-    /// replay when this is left out) or `replay` (each request's plans are
+    /// check and mismatches are not run live yet and take the replay when
+    /// this is left out) or `replay` (each request's plans are
     /// recorded at arrival and scheduled by the simulator,
     /// [`crate::array::SimArray`]).
     #[serde(default)]
@@ -915,7 +915,6 @@ impl SimConfig {
         let replay_only = [
             (check.is_some(), "a check"),
             (!mismatches.is_empty(), "mismatches"),
-            (faults.schedule.spare().is_some(), "a spare"),
         ]
         .into_iter()
         .find_map(|(on, what)| on.then_some(what));

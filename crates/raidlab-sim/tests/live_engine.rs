@@ -9,7 +9,7 @@
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_sim::array::{ArraySpec, SimArray, TaskArray, DATA_OFFSET};
-use raidlab_sim::device::{Device, SEC};
+use raidlab_sim::device::{Device, MS, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::workload::{run, Job, Pattern};
@@ -300,4 +300,60 @@ fn a_full_stripe_cache_counts_stripes_going_down_as_gone_rather_than_take_down_o
     };
     assert!(live_mb >= replay_mb * 0.9, "{got:?}");
     assert!(live_reads <= replay_reads.max(10) * 3, "{got:?}");
+}
+
+#[test]
+fn a_spare_is_rebuilt_live_under_load_and_reported_as_the_replay_reports_it() {
+    // A member dies at 100 ms, a spare comes at 200 ms: the engine takes the
+    // member out when the load meets it, and its own rebuild loop (a task)
+    // rebuilds onto the spare while the load goes on.
+    use raidlab_sim::config::SimConfig;
+    let base = "raid5:4xhdd-7200:member-size=256M:fail=1@100ms:spare=200ms";
+    let mut got = Vec::new();
+    for engine in ["replay", "live"] {
+        let mut dev = SimConfig::short(&format!("{base}:engine={engine}"))
+            .unwrap()
+            .build(&[])
+            .unwrap();
+        let mut j = Job::new(Pattern::Random, 4096, true, 1, 4, 768 << 20);
+        j.duration = 6 * SEC;
+        run(dev.as_mut(), &j, 0).unwrap();
+        let r = dev.fault_report().expect("faults are reported both ways");
+        assert_eq!(r.host_errors, 0, "{engine}: {r:?}");
+        assert_eq!(r.taken_out.len(), 1, "{engine}: {r:?}");
+        let (role, at) = r.taken_out[0];
+        assert!(
+            role == 1 && (100 * MS..200 * MS).contains(&at),
+            "{engine}: {r:?}"
+        );
+        let rb = r.rebuild.expect("the spare's rebuild");
+        // At 200 ms, or once the dead member's last operation in flight
+        // has come back.
+        assert!(
+            rb.role == 1 && (200 * MS..250 * MS).contains(&rb.started),
+            "{engine}: {rb:?}"
+        );
+        assert!(rb.error.is_none(), "{engine}: {:?}", rb.error);
+        let finished = rb.finished.expect("the rebuild ends within the run");
+        let (b, d, a) = (
+            rb.iops_before.unwrap(),
+            rb.iops_during.unwrap(),
+            rb.iops_after.unwrap(),
+        );
+        assert!(d < b && d < a, "{engine}: {b} {d} {a}");
+        let p = dev.rebuild_progress().unwrap();
+        assert_eq!(p.done, p.total, "{engine}");
+        got.push((finished, d));
+    }
+    eprintln!(
+        "replay (finished ns, IOPS during) {:?}, live {:?}",
+        got[0], got[1]
+    );
+    let (replay, live) = (got[0], got[1]);
+    // The live loop also flushes the new member at each checkpoint.
+    assert!(
+        (live.0 as f64 / replay.0 as f64 - 1.0).abs() < 0.05,
+        "{got:?}"
+    );
+    assert!((live.1 / replay.1 - 1.0).abs() < 0.05, "{got:?}");
 }

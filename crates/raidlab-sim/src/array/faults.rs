@@ -27,7 +27,7 @@ pub struct FaultSpec {
 }
 
 /// Host requests' errors kept word for word, at most (the rest are counted).
-const KEPT_ERRORS: usize = 100;
+pub(super) const KEPT_ERRORS: usize = 100;
 
 #[derive(Debug)]
 pub(super) struct Faults {
@@ -42,6 +42,211 @@ pub(super) struct Faults {
     pub(super) phases: Phases,
     rebuild: Option<(usize, Ns)>,
     rebuild_error: Option<String>,
+    /// Engine calls left to look at for a member taken out after a plan
+    /// failed: live, the engine hears of the failure only when the task is
+    /// resumed after the failed operations come back, one or more calls
+    /// later than the fault executor saw it.
+    looking: u32,
+}
+
+/// How many engine calls after a failed plan [`Faults::notice`] keeps
+/// looking for the member the engine takes out for it (it takes one out at
+/// its next resume; the rest is margin for steps in between).
+const LOOK_AFTER_FAILURE: u32 = 64;
+
+impl FaultSpec {
+    /// Refuse what cannot be simulated, before anything is built: faults on
+    /// roles that are not there, sectors beyond a member, a spare beside a
+    /// rebuild from the start or beside a bitmap (one rebuild at a time; the
+    /// new member's bitmap copy is not kept). `members` by role, `rebuild`
+    /// the role rebuilt from the start.
+    pub(super) fn check(
+        &self,
+        name: &str,
+        members: &[Option<Box<dyn Device>>],
+        rebuild: Option<usize>,
+        bitmap: bool,
+    ) -> Result<(), String> {
+        // Roles with no device of their own: failed, or rebuilt from the start.
+        let at_start: Vec<usize> = (0..members.len())
+            .filter(|&r| members[r].is_none() || rebuild == Some(r))
+            .collect();
+        let here = |m: String| format!("{name}: {m}");
+        self.schedule
+            .check(members.len(), &at_start)
+            .map_err(here)?;
+        let spare_at = self.schedule.spare();
+        if spare_at.is_some() != self.spare.is_some() {
+            return Err(here(
+                "internal: a spare's time and its device come together".into(),
+            ));
+        }
+        if spare_at.is_some() && rebuild.is_some() {
+            return Err(here(
+                "`spare` beside `rebuild`: the engine rebuilds one member at a time".into(),
+            ));
+        }
+        if spare_at.is_some() && bitmap {
+            return Err(here(
+                "`spare` with a bitmap is not simulated (the new member's bitmap copy is not kept)"
+                    .into(),
+            ));
+        }
+        self.schedule
+            .check_sectors(|role| members[role].as_ref().map_or(0, |d| d.capacity()))
+            .map_err(here)
+    }
+}
+
+impl Faults {
+    /// The bookkeeping of `spec`'s faults, met through `exec`.
+    pub(super) fn new(exec: Arc<FaultExec>, spec: FaultSpec) -> Faults {
+        Faults {
+            exec,
+            spare_at: spec.schedule.spare(),
+            schedule: spec.schedule,
+            spare: spec.spare,
+            max_rate: spec.max_rate,
+            taken_out: Vec::new(),
+            host_errors: 0,
+            first_host_error: None,
+            phases: Phases::default(),
+            rebuild: None,
+            rebuild_error: None,
+            looking: 0,
+        }
+    }
+
+    pub(super) fn exec(&self) -> &Arc<FaultExec> {
+        &self.exec
+    }
+
+    pub(super) fn max_rate(&self) -> Option<u64> {
+        self.max_rate
+    }
+
+    /// A host request arrived at `now`.
+    pub(super) fn arrived(&mut self, now: Ns) {
+        self.phases.arrived(now);
+    }
+
+    /// A host request completed at `now`.
+    pub(super) fn completed(&mut self, now: Ns) {
+        self.phases.completed(now);
+    }
+
+    /// A host request failed with `e`.
+    pub(super) fn host_error(&mut self, e: &str) {
+        self.host_errors += 1;
+        self.first_host_error.get_or_insert_with(|| e.to_string());
+    }
+
+    /// After an engine call at `now`: the roles `array` took out since, if a
+    /// plan failed.
+    pub(super) fn notice(&mut self, now: Ns, array: &Array) {
+        if self.exec.take_noticed() {
+            self.looking = LOOK_AFTER_FAILURE;
+        }
+        if self.looking == 0 {
+            return;
+        }
+        self.looking -= 1;
+        for r in array.failed_members() {
+            if !self.taken_out.iter().any(|&(t, _)| t == r) {
+                self.taken_out.push((r, now));
+                self.looking = 0;
+            }
+        }
+    }
+
+    /// When the spare is due, if it is yet to come.
+    pub(super) fn spare_due(&self) -> Option<Ns> {
+        self.spare_at
+    }
+
+    /// The spare is due at `now`: the role it goes to (the first the engine
+    /// has out of service; else a member the schedule failed that no request
+    /// has met yet, failed through the engine first) and its device. `None`
+    /// when there is none (the reason kept for the report).
+    pub(super) fn spare_for(&mut self, now: Ns, array: &Array) -> Option<(usize, Box<dyn Device>)> {
+        self.spare_at = None;
+        let device = self.spare.take()?;
+        let live = array.live();
+        let mut role = (0..live.len()).find(|&r| !live[r]);
+        if role.is_none() {
+            // Failed by the schedule, but no request has met it yet.
+            let failed = self.schedule.faults.iter().find_map(|t| match t.fault {
+                Fault::Fail { role } if t.at <= now => Some(role),
+                _ => None,
+            });
+            if let Some(r) = failed {
+                match array.fail_member(r) {
+                    Ok(()) => role = Some(r),
+                    Err(e) => {
+                        self.rebuild_error = Some(format!("failing role {r} for the spare: {e}"))
+                    }
+                }
+            }
+        }
+        let Some(role) = role else {
+            self.rebuild_error
+                .get_or_insert_with(|| "the spare found no failed role to rebuild".into());
+            return None;
+        };
+        Some((role, device))
+    }
+
+    /// The old device of the spare's role still serves operations planned
+    /// before its failure: the spare goes in at `at`, when they are done.
+    pub(super) fn spare_later(&mut self, device: Box<dyn Device>, at: Ns) {
+        self.spare = Some(device);
+        self.spare_at = Some(at);
+    }
+
+    /// The engine's rebuild onto `target` began at `now`.
+    pub(super) fn rebuild_started(&mut self, target: &Arc<dyn Volume>, role: usize, now: Ns) {
+        self.exec.know(target, role, now);
+        self.phases.start = Some(now);
+        self.rebuild = Some((role, now));
+    }
+
+    /// The rebuild could not start or go on: the engine's reason.
+    pub(super) fn rebuild_error(&mut self, e: String) {
+        self.rebuild_error.get_or_insert(e);
+    }
+
+    /// The rebuild ended at `now`: the load's "after" stretch begins.
+    pub(super) fn rebuild_done(&mut self, now: Ns) {
+        self.phases.end = Some(now);
+    }
+
+    /// What the faults did; `finished` when the rebuild did.
+    pub(super) fn report(&self, array: &Array, finished: Option<Ns>) -> FaultReport {
+        let [before, during, after] = self.phases.iops();
+        let rebuild = self.rebuild.map(|(role, started)| RebuildPhases {
+            role,
+            started,
+            finished,
+            iops_before: before,
+            iops_during: during,
+            iops_after: after,
+            error: self.rebuild_error.clone(),
+        });
+        FaultReport {
+            faults: self.schedule.faults.iter().map(describe).collect(),
+            taken_out: self.taken_out.clone(),
+            repaired: array.corrected_reads(),
+            met: self.exec.met(),
+            host_errors: self.host_errors,
+            first_host_error: self.first_host_error.clone(),
+            spare_error: self
+                .rebuild
+                .is_none()
+                .then(|| self.rebuild_error.clone())
+                .flatten(),
+            rebuild,
+        }
+    }
 }
 
 impl SimArray {
@@ -53,36 +258,12 @@ impl SimArray {
         if spec.schedule.is_empty() {
             return Ok(self);
         }
-        // Roles with no device of their own: failed, or rebuilt from the start.
-        let at_start: Vec<usize> = (0..self.members.len())
-            .filter(|&r| {
-                self.members[r].is_none() || self.rebuild.as_ref().is_some_and(|b| b.role == r)
-            })
-            .collect();
-        let here = |m: String| format!("{}: {m}", self.name);
-        spec.schedule
-            .check(self.members.len(), &at_start)
-            .map_err(here)?;
-        let spare_at = spec.schedule.spare();
-        if spare_at.is_some() != spec.spare.is_some() {
-            return Err(here(
-                "internal: a spare's time and its device come together".into(),
-            ));
-        }
-        if spare_at.is_some() && self.rebuild.is_some() {
-            return Err(here(
-                "`spare` beside `rebuild`: the engine rebuilds one member at a time".into(),
-            ));
-        }
-        if spare_at.is_some() && self.bitmap.is_some() {
-            return Err(here(
-                "`spare` with a bitmap is not simulated (the new member's bitmap copy is not kept)"
-                    .into(),
-            ));
-        }
-        spec.schedule
-            .check_sectors(|role| self.members[role].as_ref().map_or(0, |d| d.capacity()))
-            .map_err(here)?;
+        spec.check(
+            &self.name,
+            &self.members,
+            self.rebuild.as_ref().map(|b| b.role),
+            self.bitmap.is_some(),
+        )?;
         let exec = Arc::new(FaultExec::new(
             self.recording.clone(),
             self.clock.clone(),
@@ -96,19 +277,7 @@ impl SimArray {
         let array = Arc::try_unwrap(self.array)
             .map_err(|_| "internal: the array is shared before it is built".to_string())?;
         self.array = Arc::new(array.with_executor(exec.clone()));
-        self.faults = Some(Box::new(Faults {
-            exec,
-            schedule: spec.schedule,
-            spare_at,
-            spare: spec.spare,
-            max_rate: spec.max_rate,
-            taken_out: Vec::new(),
-            host_errors: 0,
-            first_host_error: None,
-            phases: Phases::default(),
-            rebuild: None,
-            rebuild_error: None,
-        }));
+        self.faults = Some(Box::new(Faults::new(exec, spec)));
         Ok(self)
     }
 
@@ -118,10 +287,9 @@ impl SimArray {
             return;
         };
         if host {
-            f.phases.arrived(now);
+            f.arrived(now);
             if let Some(e) = error {
-                f.host_errors += 1;
-                f.first_host_error.get_or_insert_with(|| e.clone());
+                f.host_error(e);
             }
         }
         self.faults_notice(now);
@@ -130,16 +298,8 @@ impl SimArray {
     /// After an engine call at `now`: the roles it took out since, if a plan
     /// failed.
     pub(super) fn faults_notice(&mut self, now: Ns) {
-        let Some(f) = self.faults.as_mut() else {
-            return;
-        };
-        if !f.exec.take_noticed() {
-            return;
-        }
-        for r in self.array.failed_members() {
-            if !f.taken_out.iter().any(|&(t, _)| t == r) {
-                f.taken_out.push((r, now));
-            }
+        if let Some(f) = self.faults.as_mut() {
+            f.notice(now, &self.array);
         }
     }
 
@@ -151,13 +311,13 @@ impl SimArray {
 
     /// When the spare is due, if it is yet to come.
     pub(super) fn spare_due(&self) -> Option<Ns> {
-        self.faults.as_ref().and_then(|f| f.spare_at)
+        self.faults.as_ref().and_then(|f| f.spare_due())
     }
 
     /// A rebuild step failed to start: the engine's reason, for the report.
     pub(super) fn faults_rebuild_error(&mut self, e: &str) {
         if let Some(f) = self.faults.as_mut() {
-            f.rebuild_error.get_or_insert_with(|| e.to_string());
+            f.rebuild_error(e.to_string());
         }
     }
 
@@ -167,37 +327,11 @@ impl SimArray {
         let Some(f) = self.faults.as_mut() else {
             return;
         };
-        f.spare_at = None;
-        let Some(device) = f.spare.take() else {
-            return;
-        };
-        let live = self.array.live();
-        let mut role = (0..live.len()).find(|&r| !live[r]);
-        if role.is_none() {
-            // Failed by the schedule, but no request has met it yet.
-            let failed = f.schedule.faults.iter().find_map(|t| match t.fault {
-                Fault::Fail { role } if t.at <= now => Some(role),
-                _ => None,
-            });
-            if let Some(r) = failed {
-                match self.array.fail_member(r) {
-                    Ok(()) => role = Some(r),
-                    Err(e) => {
-                        f.rebuild_error = Some(format!("failing role {r} for the spare: {e}"))
-                    }
-                }
-            }
-        }
-        let Some(role) = role else {
-            f.rebuild_error
-                .get_or_insert_with(|| "the spare found no failed role to rebuild".into());
+        let Some((role, device)) = f.spare_for(now, &self.array) else {
             return;
         };
         if self.member_next[role] != IDLE {
-            // The old device still serves operations planned before its
-            // failure: the spare goes in once it is done.
-            f.spare = Some(device);
-            f.spare_at = Some(self.member_next[role]);
+            f.spare_later(device, self.member_next[role]);
             return;
         }
         let g = *self.array.geometry();
@@ -208,53 +342,26 @@ impl SimArray {
         self.clock.set(now);
         match self.array.begin_recovery(role, target.clone(), 0, false) {
             Ok(rec) => {
-                f.exec.know(&target, role, now);
-                f.phases.start = Some(now);
-                f.rebuild = Some((role, now));
+                f.rebuild_started(&target, role, now);
                 self.members[role] = Some(device);
                 self.member_next[role] = IDLE;
                 let geo = *self.array.geometry();
-                self.rebuild = Some(Rebuild::new(rec, role, &geo, f.max_rate, now));
+                self.rebuild = Some(Rebuild::new(rec, role, &geo, f.max_rate(), now));
             }
-            Err(e) => {
-                f.rebuild_error = Some(format!("adding the spare at {}: {e}", format_time(now)))
-            }
+            Err(e) => f.rebuild_error(format!("adding the spare at {}: {e}", format_time(now))),
         }
     }
 
     /// The rebuild ended at `now`: the load's "after" stretch begins.
     pub(super) fn faults_rebuild_done(&mut self, now: Ns) {
         if let Some(f) = self.faults.as_mut() {
-            f.phases.end = Some(now);
+            f.rebuild_done(now);
         }
     }
 
     /// What the faults did, when the array has any.
     pub fn fault_report(&self) -> Option<FaultReport> {
-        let f = self.faults.as_ref()?;
-        let [before, during, after] = f.phases.iops();
-        let rebuild = f.rebuild.map(|(role, started)| RebuildPhases {
-            role,
-            started,
-            finished: self.rebuild.as_ref().and_then(|r| r.finished),
-            iops_before: before,
-            iops_during: during,
-            iops_after: after,
-            error: f.rebuild_error.clone(),
-        });
-        Some(FaultReport {
-            faults: f.schedule.faults.iter().map(describe).collect(),
-            taken_out: f.taken_out.clone(),
-            repaired: self.array.corrected_reads(),
-            met: f.exec.met(),
-            host_errors: f.host_errors,
-            first_host_error: f.first_host_error.clone(),
-            spare_error: f
-                .rebuild
-                .is_none()
-                .then(|| f.rebuild_error.clone())
-                .flatten(),
-            rebuild,
-        })
+        let finished = self.rebuild.as_ref().and_then(|r| r.finished);
+        Some(self.faults.as_ref()?.report(&self.array, finished))
     }
 }

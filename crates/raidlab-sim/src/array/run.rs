@@ -291,7 +291,7 @@ impl SimArray {
                 if let Some(id) = a.host_id {
                     self.finished.push(Completion { id, at: now });
                     if let Some(f) = self.faults.as_mut() {
-                        f.phases.completed(now);
+                        f.completed(now);
                     }
                 }
                 if a.rebuild_step {

@@ -23,7 +23,11 @@
 //! engine's daemon loop (`Array::bitmap_daemon_thread`) runs as a task that
 //! sleeps `daemon_sleep` on the virtual clock.
 //!
-//! Not yet here (refused at build): a scrub, a spare.
+//! Faults (`fail=`, `lse=`, `slow=`, `spare=`) and what they did
+//! ([`super::faults::Faults`], the same bookkeeping as the replay's): a spare
+//! goes in through the engine's `begin_recovery` and its rebuild loop.
+//!
+//! Not yet here (refused at build): a scrub and its mismatches.
 
 use super::{ArraySpec, FaultSpec, DATA_OFFSET, IDLE};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD};
@@ -63,7 +67,8 @@ struct Outbox {
     queue: Mutex<Vec<Out>>,
     /// A rebuild's new member and its role: the engine names it as the
     /// member after the roles in data plans, and by its volume in a flush.
-    target: Option<(Arc<dyn Volume>, usize)>,
+    /// Set once: at the start, or when a spare arrives (one rebuild a run).
+    target: std::sync::OnceLock<(Arc<dyn Volume>, usize)>,
     /// Further volumes that stand for a role in metadata plans: the whole
     /// members the bitmap is written to (the engine's intent devices).
     aliases: Vec<(Arc<dyn Volume>, usize)>,
@@ -100,7 +105,7 @@ impl Outbox {
 
     fn role(&self, plan: &Plan, members: &Members, member: usize) -> Result<usize, Failed> {
         if plan.space == Space::Data {
-            return match &self.target {
+            return match self.target.get() {
                 Some((_, role)) if member == self.roles.len() => Ok(*role),
                 _ => Ok(member),
             };
@@ -112,7 +117,8 @@ impl Outbox {
                 .position(|r| r.as_ref().is_some_and(|r| same(r, v)))
                 .or_else(|| {
                     self.target
-                        .iter()
+                        .get()
+                        .into_iter()
                         .chain(&self.aliases)
                         .find(|(t, _)| same(t, v))
                         .map(|&(_, role)| role)
@@ -228,7 +234,7 @@ pub struct TaskArray {
     capacity: u64,
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
-    fault_exec: Option<Arc<FaultExec>>,
+    faults: Option<Box<super::faults::Faults>>,
 }
 
 /// One of the engine's threads, run as a task.
@@ -261,6 +267,7 @@ impl TaskArray {
     /// `r.device`) and start its loop as a task, paced as `raidlab serve`'s.
     fn start_rebuild(
         &mut self,
+        now: Ns,
         r: super::RebuildSpec,
         volume: Arc<dyn Volume>,
         spec_info: &mut Vec<Param>,
@@ -278,6 +285,7 @@ impl TaskArray {
             });
         }
         self.members[r.role] = Some(r.device);
+        self.member_next[r.role] = IDLE;
         let mut run =
             raidlab_raid::live::rebuild_schedule(&g, rec.done(), r.max_rate, Duration::ZERO);
         let (array, clock, task_rec) = (self.array.clone(), self.clock.clone(), rec.clone());
@@ -302,7 +310,7 @@ impl TaskArray {
             finished: None,
         });
         self.ready.push_back(seq);
-        self.run_ready(0);
+        self.run_ready(now);
         Ok(())
     }
 
@@ -311,9 +319,10 @@ impl TaskArray {
     }
 
     /// [`TaskArray::new`] with members failing and reading badly at virtual
-    /// times (`faults`' schedule; a spare is not run live yet): the engine's
-    /// own failure handling (a member taken out, degraded plans, bad blocks
-    /// rewritten) runs when a request meets the fault, mid-request.
+    /// times and a spare arriving (`faults`' schedule): the engine's own
+    /// failure handling (a member taken out, degraded plans, bad blocks
+    /// rewritten, a rebuild onto the spare under the load) runs when a
+    /// request meets the fault, mid-request.
     pub fn with_faults(spec: ArraySpec, faults: Option<FaultSpec>) -> Result<TaskArray, String> {
         TaskArray::build(spec, faults, None)
     }
@@ -369,31 +378,22 @@ impl TaskArray {
             roles: roles.clone(),
             host: spec.host.clone(),
             queue: Mutex::new(Vec::new()),
-            target: target.clone(),
+            target: std::sync::OnceLock::new(),
             aliases: aliases.clone(),
         });
+        if let Some(t) = &target {
+            let _ = outbox.target.set(t.clone());
+        }
         let clock = Arc::new(VirtualClock::default());
         let mut exec: Arc<dyn Executor> = outbox.clone();
-        let mut fault_exec = None;
+        let mut fault_state = None;
         if let Some(f) = faults.filter(|f| !f.schedule.is_empty()) {
-            let here = |m: String| format!("{}: {m}", spec.name);
-            if f.schedule.spare().is_some() {
-                return Err(here(
-                    "`spare` is not run by the live engine yet: leave `engine` at `replay` for it"
-                        .into(),
-                ));
-            }
-            let at_start: Vec<usize> = (0..spec.members.len())
-                .filter(|&r| {
-                    spec.members[r].is_none() || rebuild.as_ref().is_some_and(|b| b.role == r)
-                })
-                .collect();
-            f.schedule
-                .check(spec.members.len(), &at_start)
-                .map_err(here)?;
-            f.schedule
-                .check_sectors(|role| spec.members[role].as_ref().map_or(0, |d| d.capacity()))
-                .map_err(here)?;
+            f.check(
+                &spec.name,
+                &spec.members,
+                rebuild.as_ref().map(|b| b.role),
+                bitmap_info.is_some(),
+            )?;
             let fe = Arc::new(FaultExec::over(outbox.clone(), clock.clone(), &f.schedule));
             for (role, v) in roles.iter().enumerate() {
                 if let Some(v) = v {
@@ -404,7 +404,7 @@ impl TaskArray {
                 fe.know(v, *role, 0);
             }
             exec = fe.clone();
-            fault_exec = Some(fe);
+            fault_state = Some(Box::new(super::faults::Faults::new(fe, f)));
         }
         let mut array = Array::new(spec.name.clone(), g, roles)
             .map_err(|e| e.to_string())?
@@ -446,10 +446,10 @@ impl TaskArray {
             spec_info: Vec::new(),
             host: spec.host,
             rebuild: None,
-            fault_exec,
+            faults: fault_state,
         };
         if let (Some(r), Some((volume, _))) = (rebuild, target) {
-            a.start_rebuild(r, volume, &mut spec_info)?;
+            a.start_rebuild(0, r, volume, &mut spec_info)?;
         }
         if let Some(cfg) = spec.stripe_cache {
             a.array
@@ -475,6 +475,57 @@ impl TaskArray {
         spec_info.extend(a.host.params());
         a.spec_info = spec_info;
         Ok(a)
+    }
+
+    /// The spare arrives at `now`: the engine's rebuild begins into the role
+    /// it goes to (`Faults::spare_for`), once that role's old device has
+    /// nothing in flight, and runs as a task of the engine's own loop.
+    fn add_spare(&mut self, now: Ns) {
+        let Some(f) = self.faults.as_mut() else {
+            return;
+        };
+        let Some((role, device)) = f.spare_for(now, &self.array) else {
+            return;
+        };
+        if self.member_next[role] != IDLE {
+            f.spare_later(device, self.member_next[role]);
+            return;
+        }
+        let max_rate = f.max_rate();
+        let target: Arc<dyn Volume> = Arc::new(SizeOnly::new(
+            format!("{} spare for role {role}", self.name),
+            self.array.geometry().member_bytes,
+        ));
+        if self.outbox.target.set((target.clone(), role)).is_err() {
+            f.rebuild_error("a second rebuild in one run is not simulated".into());
+            return;
+        }
+        self.clock.set(now);
+        let spec = super::RebuildSpec {
+            role,
+            device,
+            max_rate,
+            from: 0,
+        };
+        let mut info = std::mem::take(&mut self.spec_info);
+        let started = self.start_rebuild(now, spec, target.clone(), &mut info);
+        self.spec_info = info;
+        let Some(f) = self.faults.as_mut() else {
+            return;
+        };
+        match started {
+            Ok(()) => f.rebuild_started(&target, role, now),
+            Err(e) => f.rebuild_error(format!(
+                "adding the spare at {}: {e}",
+                crate::faults::format_time(now)
+            )),
+        }
+    }
+
+    /// What the faults did, when the array has any.
+    pub fn fault_report(&self) -> Option<crate::faults::report::FaultReport> {
+        let finished = self.rebuild.as_ref().and_then(|r| r.finished);
+        Some(self.faults.as_ref()?.report(&self.array, finished))
     }
 
     /// Run one of the engine's threads as a task, from virtual time 0.
@@ -522,7 +573,7 @@ impl TaskArray {
 
     /// What the faults did to member operations (`None` without faults).
     pub fn faults_met(&self) -> Option<crate::faults::exec::Met> {
-        self.fault_exec.as_ref().map(|f| f.met())
+        self.faults.as_ref().map(|f| f.exec().met())
     }
 
     /// Roles the engine has taken out of service.
@@ -558,6 +609,9 @@ impl TaskArray {
         let step = r.task.resume();
         runner.woken(&mut self.woken);
         drop(runner);
+        if let Some(f) = self.faults.as_mut() {
+            f.notice(now, &self.array);
+        }
         for k in self.woken.drain(..) {
             if let Some(w) = self.key_waiters.remove(&k) {
                 self.ready.extend(w);
@@ -567,14 +621,35 @@ impl TaskArray {
             TaskStep::Done(result) => {
                 let r = self.reqs.remove(seq).expect("present");
                 r.task.finish(&mut self.stacks);
+                let rebuild = self.rebuild.as_mut().filter(|rb| rb.seq == seq);
+                let is_rebuild = rebuild.is_some();
+                if let Some(rb) = rebuild {
+                    rb.finished = Some(now);
+                }
+                if let Some(f) = self.faults.as_mut() {
+                    if let Err(e) = &result {
+                        if r.host_id.is_some() {
+                            f.host_error(&e.to_string());
+                        } else if is_rebuild {
+                            f.rebuild_error(e.to_string());
+                        }
+                    }
+                    if r.host_id.is_some() {
+                        f.completed(now);
+                    }
+                    if is_rebuild {
+                        f.rebuild_done(now);
+                    }
+                }
                 if let Err(e) = result {
-                    self.errors.push(e.to_string());
+                    // With faults a broken array fails every request: the
+                    // first few are kept word for word, the rest counted.
+                    if self.faults.is_none() || self.errors.len() < super::faults::KEPT_ERRORS {
+                        self.errors.push(e.to_string());
+                    }
                 }
                 if let Some(id) = r.host_id {
                     self.finished.push(Completion { id, at: now });
-                }
-                if let Some(rb) = self.rebuild.as_mut().filter(|rb| rb.seq == seq) {
-                    rb.finished = Some(now);
                 }
             }
             TaskStep::Waits(Wait::Key(k)) => self.key_waiters.entry(k).or_default().push(seq),
@@ -691,6 +766,9 @@ impl Device for TaskArray {
             len,
             process,
         } = req;
+        if let Some(f) = self.faults.as_mut() {
+            f.arrived(now);
+        }
         let array = self.array.clone();
         let spawned = self.spawn(
             Some(id),
@@ -731,6 +809,9 @@ impl Device for TaskArray {
         if let Some(&Reverse((t, _))) = self.timers.peek() {
             next = next.min(t);
         }
+        if let Some(t) = self.faults.as_ref().and_then(|f| f.spare_due()) {
+            next = next.min(t);
+        }
         for d in &self.daemons {
             if let Some(t) = d.due {
                 if t < next && self.daemon_has_work(d.kind) {
@@ -747,18 +828,27 @@ impl Device for TaskArray {
     }
 
     fn info(&self) -> ModelInfo {
+        let mut sources = self.host.all_sources();
+        sources.push(
+            "the engine run live: each request a task of raidlab's engine in virtual time (docs/simulation.md)"
+                .into(),
+        );
         super::common::array_info(
-            "raidlab array (live engine)",
+            "raidlab array",
             &self.name,
             self.array.geometry(),
             self.spec_info.clone(),
-            self.host.all_sources(),
+            sources,
             &self.members,
         )
     }
 
     fn member_ops(&self) -> Option<&OpLog> {
         Some(&self.log)
+    }
+
+    fn fault_report(&self) -> Option<crate::faults::report::FaultReport> {
+        TaskArray::fault_report(self)
     }
 
     fn rebuild_progress(&self) -> Option<super::RebuildProgress> {
@@ -800,6 +890,15 @@ impl TaskArray {
                 }
                 self.timers.pop();
                 self.ready.push_back(seq);
+                any = true;
+            }
+            if self
+                .faults
+                .as_ref()
+                .and_then(|f| f.spare_due())
+                .is_some_and(|t| t <= now)
+            {
+                self.add_spare(now);
                 any = true;
             }
             for d in &mut self.daemons {
