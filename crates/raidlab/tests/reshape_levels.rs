@@ -13,6 +13,7 @@
 mod common;
 
 use common::verbs::*;
+use raidlab_devices::{FileVolume, OpenMode};
 use std::path::Path;
 use std::time::Duration;
 
@@ -51,6 +52,12 @@ fn assert_raid0(d: &Path, new: &[&str], a: &[u8], old_offset: u64, chunk: u64) {
 
 fn data_offset(d: &Path, m: &str) -> u64 {
     examine(d, m)["data_offset"].as_u64().unwrap()
+}
+
+/// A member's superblock, read as md would.
+fn superblock(d: &Path, m: &str) -> raidlab_md::Superblock {
+    let vol = FileVolume::open(&d.join(m), OpenMode::ReadOnly).unwrap();
+    raidlab_md::Superblock::read_from(&vol).unwrap().unwrap()
 }
 
 #[test]
@@ -105,13 +112,72 @@ fn raid0_grows_by_one_then_two_members_and_takes_a_new_chunk() {
     assert_raid0(d, &six, &a, off, 256 << 10);
 }
 
+/// What a RAID 0 restripe records while it runs, stopped right after it
+/// started (`--no-sync`): md's RAID 4 of one member more with the new parity
+/// role missing, the layout word md's takeover gives it (parity-last, 5),
+/// kept for more members (mdadm's SET_ARRAY_INFO) and 0 for a new chunk
+/// (mdadm's sysfs `layout`); readable as it stands, and `--continue` ends it
+/// as a RAID 0 with layout word 0.
+#[test]
+fn a_raid0_restripe_records_md_s_raid4_while_it_runs() {
+    let add = ["--raid-devices", "4", "--add", "m3", "--member-size", "16M"];
+    let chunk = ["--chunk", "128K"];
+    for (args, members, new_layout, new_chunk) in [
+        (&add[..], &["m0", "m1", "m2", "m3"][..], 5, 128),
+        (&chunk[..], &["m0", "m1", "m2"][..], 0, 256),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = ["m0", "m1", "m2"];
+        let a = create_filled(d, &old, &["--chunk", "64K"]);
+        let off = data_offset(d, "m0");
+        let mut grow = args.to_vec();
+        grow.push("--no-sync");
+        let out = ok(d, &with("grow", &old, &grow));
+        assert!(out.contains("mid-reshape"), "{args:?}: {out}");
+        let n = members.len() as u32;
+        for m in members {
+            let sb = superblock(d, m);
+            let got = (
+                sb.level,
+                sb.new_level,
+                sb.layout,
+                sb.new_layout,
+                sb.raid_disks,
+                sb.delta_disks,
+                sb.chunksize,
+                sb.new_chunk,
+                sb.reshape_position,
+            );
+            let want = (4, 4, 5, new_layout, n + 1, n as i32 - 3, 128, new_chunk, 0);
+            assert_eq!(got, want, "{args:?}: {m}");
+            // No member holds the RAID 4's parity role (the last).
+            let roles = &sb.dev_roles;
+            assert!(!roles.contains(&(n as u16)), "{args:?}: {m}: {roles:?}");
+        }
+        assert!(
+            export(d, members) == a,
+            "{args:?}: the stopped array reads other bytes"
+        );
+        let out = ok(d, &with("grow", members, &["--continue"]));
+        assert!(out.contains("reshape done"), "{args:?}: {out}");
+        assert_raid0(d, members, &a, off, u64::from(new_chunk) * 512);
+        for m in members {
+            let sb = superblock(d, m);
+            assert_eq!((sb.level, sb.layout), (0, 0), "{args:?}: {m}");
+        }
+    }
+}
+
 #[test]
 fn raid0_becomes_raid4_and_raid5_with_a_parity_member() {
-    for (level, layout, extra) in [
-        ("raid4", "parity-last", None),
-        ("raid5", "left-symmetric", None),
-        ("raid5", "parity-last", Some("preserve")),
-        ("raid5", "right-asymmetric", Some("right-asymmetric")),
+    // The layout word in the superblocks: md's takeover records parity-last
+    // (5) for a RAID 4 too, where mdadm --create writes 0.
+    for (level, layout, word, extra) in [
+        ("raid4", "parity-last", 5, None),
+        ("raid5", "left-symmetric", 2, None),
+        ("raid5", "parity-last", 5, Some("preserve")),
+        ("raid5", "right-asymmetric", 1, Some("right-asymmetric")),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
@@ -139,6 +205,11 @@ fn raid0_becomes_raid4_and_raid5_with_a_parity_member() {
         assert_eq!(v["state"].as_str(), Some("clean"), "{what}: {v}");
         assert_eq!(export(d, &new), a, "{what}: the data changed");
         check_clean(d, &new);
+        let md_level: i32 = level[4..].parse().unwrap();
+        for m in new {
+            let sb = superblock(d, m);
+            assert_eq!((sb.level, sb.layout), (md_level, word), "{what}: {m}");
+        }
     }
 }
 

@@ -17,7 +17,10 @@
 //! - the state a RAID 0 restripe records while it runs, as md leaves it: a
 //!   RAID 4 of n+k+1 with the new members in roles n..n+k-1 (the first one
 //!   in the old parity role, as md's `raid5_add_disk` fills the first free
-//!   slot) and the new parity role n+k missing;
+//!   slot) and the new parity role n+k missing; its layout word is the
+//!   one md's takeover records, parity-last (5), and the new one too for
+//!   more members, but mdadm's 0 for a new chunk (it sets that through
+//!   sysfs); a RAID 0 taken over as a RAID 4 by `--level 4` keeps 5 too;
 //! - the superblocks md writes when it takes the RAID 4 back as a RAID 0
 //!   (written by the reshape's last commit): level 0, one member fewer,
 //!   each member's data size the component size.
@@ -40,7 +43,17 @@ use raidlab_core::{Error, Result};
 use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
 use raidlab_md::superblock::feature;
 
-/// md's layout word of a RAID 4 (md ignores it; mdadm writes 0).
+/// The layout word md records for the RAID 4 (or RAID 5) it takes a RAID 0
+/// over as: `raid45_takeover_raid0` sets parity-last (ALGORITHM_PARITY_N)
+/// whatever the level, and md's RAID 4 never reads the word, so it stays
+/// there until something rewrites it. Writing mdadm's `--create` word (0)
+/// instead would make raidlab's superblocks differ from md's for the same
+/// grow.
+const TAKEOVER_LAYOUT: u32 = ParityLayout::ParityLast as u32;
+
+/// The layout word mdadm asks for when it restripes a RAID 0's chunk: that
+/// change goes through md's sysfs `layout` with mdadm's RAID 4 word, 0 (more
+/// members go through SET_ARRAY_INFO, which keeps md's takeover word).
 const RAID4_LAYOUT: u32 = 0;
 
 impl Assembly {
@@ -116,7 +129,7 @@ impl Assembly {
                 "--raid-devices {n} is more than md allows"
             )));
         }
-        Geometry::from_md(4, RAID4_LAYOUT, new_chunk, (n + 1) as u32, component)
+        Geometry::from_md(4, TAKEOVER_LAYOUT, new_chunk, (n + 1) as u32, component)
             .map_err(|e| refused(format!("{what}: {}; nothing was changed", e.message)))?;
         if component % u64::from(new_chunk.max(1)) != 0 {
             return Err(refused(format!(
@@ -141,8 +154,12 @@ impl Assembly {
             new_raid_devices: n,
             gap_sectors: gap,
             level: Level::Raid4.md_level(),
-            layout: RAID4_LAYOUT,
-            new_layout: RAID4_LAYOUT,
+            layout: TAKEOVER_LAYOUT,
+            new_layout: if new_chunk == chunk {
+                TAKEOVER_LAYOUT
+            } else {
+                RAID4_LAYOUT
+            },
             chunk_sectors: chunk,
             new_chunk_sectors: new_chunk,
             then_level: None,
@@ -226,11 +243,9 @@ impl Assembly {
         }
         let what = format!("--level {} of a raid0", to.name());
         let component = self.raid0_component_sectors(&what)?;
-        let layout = match to {
-            Level::Raid4 => RAID4_LAYOUT,
-            Level::Raid5 => ParityLayout::ParityLast as u32,
-            _ => return Err(super::reshape_not_built(&what)),
-        };
+        if !matches!(to, Level::Raid4 | Level::Raid5) {
+            return Err(super::reshape_not_built(&what));
+        }
         let spare = (0..self.members.len())
             .find(|&i| self.members[i].state == MemberState::Spare)
             .ok_or_else(|| {
@@ -242,7 +257,9 @@ impl Assembly {
         self.slots.push(None);
         self.start_recovery(spare, old);
         let level = to.md_level();
-        self.commit_takeover_with(level, layout, (old + 1) as u32, |sb| sb.size = component)
+        self.commit_takeover_with(level, TAKEOVER_LAYOUT, (old + 1) as u32, |sb| {
+            sb.size = component
+        })
     }
 
     /// Check `--level 10` of a RAID 0 of n (md's `raid10_takeover_raid0`):
