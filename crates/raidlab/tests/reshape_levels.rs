@@ -169,6 +169,80 @@ fn a_raid0_restripe_records_md_s_raid4_while_it_runs() {
     }
 }
 
+/// Rewrite a member's superblock as md would have written it.
+fn edit_superblock(d: &Path, m: &str, f: impl FnOnce(&mut raidlab_md::Superblock)) {
+    let vol = FileVolume::open(&d.join(m), OpenMode::ReadWrite).unwrap();
+    let mut sb = raidlab_md::Superblock::read_from(&vol).unwrap().unwrap();
+    f(&mut sb);
+    sb.write_to(&vol).unwrap();
+}
+
+/// md's own RAID 0 grow stopped part-way differs from raidlab's in one
+/// field: the new member in the old parity role is recovering
+/// (RECOVERY_OFFSET, its offset raised with the reshape position), as the
+/// md VM test's `r0-grow` shows md writing it. Made here from raidlab's
+/// state stopped at position 0: raidlab reads it exact and `--continue`
+/// ends it as a RAID 0 with that member in sync. With the position past
+/// the member's recovery offset it is not taken: refused, nothing written.
+#[test]
+fn a_raid0_grow_md_stopped_with_its_new_member_recovering_reads_and_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2"];
+    let four = ["m0", "m1", "m2", "m3"];
+    let a = create_filled(d, &old, &["--chunk", "64K"]);
+    let off = data_offset(d, "m0");
+    let grow = ["--raid-devices", "4", "--add", "m3", "--member-size", "16M"];
+    let mut args = grow.to_vec();
+    args.push("--no-sync");
+    ok(d, &with("grow", &old, &args));
+    edit_superblock(d, "m3", |sb| {
+        sb.feature_map |= 2;
+        sb.recovery_offset = 0;
+    });
+
+    // Behind: the position one stripe of the new geometry on (4 data
+    // members of 64 KiB), the recovery offset still 0.
+    let behind = tempfile::tempdir().unwrap();
+    let b = behind.path();
+    for m in four {
+        std::fs::copy(d.join(m), b.join(m)).unwrap();
+        edit_superblock(b, m, |sb| sb.reshape_position = 512);
+    }
+    let before: Vec<Vec<u8>> = four
+        .iter()
+        .map(|m| std::fs::read(b.join(m)).unwrap())
+        .collect();
+    for cmd in [
+        with("export", &four, &["--output", "out.bin"]),
+        with("grow", &four, &["--continue"]),
+    ] {
+        let o = run(b, &cmd);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("missing"),
+            "{cmd:?}: {err}"
+        );
+    }
+    for (m, was) in four.iter().zip(&before) {
+        assert!(std::fs::read(b.join(m)).unwrap() == *was, "{m} changed");
+    }
+
+    assert!(
+        export(d, &four) == a,
+        "md's stopped RAID 0 grow reads other bytes"
+    );
+    let out = ok(d, &with("grow", &four, &["--continue"]));
+    assert!(out.contains("reshape done"), "{out}");
+    assert_raid0(d, &four, &a, off, 64 << 10);
+    let sb = superblock(d, "m3");
+    assert_eq!(sb.feature_map & 2, 0, "m3 still recovering");
+    assert_eq!(
+        examine(d, "m3")["device_role"].as_str(),
+        Some("Active device 3")
+    );
+}
+
 #[test]
 fn raid0_becomes_raid4_and_raid5_with_a_parity_member() {
     // The layout word in the superblocks: md's takeover records parity-last

@@ -27,7 +27,10 @@
 //!
 //! That in this state the old parity role holds a new member, not parity,
 //! is the assembly's rule (`Assembly::raid0_restripe`), as it reads such an
-//! array too.
+//! array too. md stopped part-way records that member recovering instead
+//! of in sync; the assembly takes it as raidlab's state
+//! (`Assembly::adopt_raid0_restripe_member`), so `--continue` finishes md's
+//! RAID 0 grow too.
 //!
 //! The data is moved by [`super::reshape`]'s walk and parity is rebuilt by
 //! `recovery`; nothing here reads or writes data. It must never make a
