@@ -383,7 +383,16 @@ fn raid0_refusals_say_why_and_change_no_byte() {
             with("grow", &r0, &["--layout", "left-symmetric"]),
             "no layout",
         ),
-        (with("grow", &r0, &["--level", "6"]), "reshape"),
+        // md's own refusal (the kernel's RAID 6 takes over only a RAID 5),
+        // with the way there.
+        (
+            with("grow", &r0, &["--level", "6", "--add", "n"]),
+            "could not set level to raid6",
+        ),
+        (
+            with("grow", &r0, &["--level", "6"]),
+            "then `--level 6 --add",
+        ),
         (with("grow", &r0, &["--level", "5"]), "device for parity"),
         (
             with(
