@@ -287,6 +287,53 @@ fn raid0_becomes_raid4_and_raid5_with_a_parity_member() {
     }
 }
 
+/// `--level 5|4 --raid-devices N` of a RAID 0 of 3, as mdadm takes it: N-1
+/// data members. The first new device takes parity (rebuilt), the reshape
+/// restripes onto the others, and a RAID 5 is then restriped to
+/// left-symmetric: the old data first, zeros after, parity consistent.
+#[test]
+fn raid0_becomes_raid5_or_raid4_of_more_members() {
+    for (level, layout) in [("5", "left-symmetric"), ("4", "parity-last")] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = ["m0", "m1", "m2"];
+        let a = create_filled(d, &old, &["--chunk", "64K"]);
+        let args = [
+            "--level",
+            level,
+            "--raid-devices",
+            "5",
+            "--add",
+            "m3",
+            "--add",
+            "m4",
+            "--member-size",
+            "16M",
+        ];
+        let out = ok(d, &with("grow", &old, &args));
+        assert!(out.contains("reshape done"), "{level}: {out}");
+        let new = ["m0", "m1", "m2", "m3", "m4"];
+        let v = detail(d, &new);
+        assert_eq!(v["level"].as_str(), Some(&*format!("raid{level}")), "{v}");
+        assert_eq!(v["layout"].as_str(), Some(layout), "{v}");
+        assert_eq!(v["raid_devices"].as_u64(), Some(5), "{v}");
+        assert_eq!(v["state"].as_str(), Some("clean"), "{v}");
+        let member = v["member_data_bytes"].as_u64().unwrap();
+        let size = v["array_size_bytes"].as_u64().unwrap();
+        assert_eq!(size, 4 * member, "{level}: four data members: {v}");
+        let got = export(d, &new);
+        assert!(
+            got[..a.len()] == *a,
+            "{level}: the data before the grow changed"
+        );
+        assert!(
+            got[a.len()..].iter().all(|&b| b == 0),
+            "{level}: the new space is not zeros"
+        );
+        check_clean(d, &new);
+    }
+}
+
 #[test]
 fn a_raid0_grow_killed_at_random_points_reads_back_exactly_and_continue_finishes_it() {
     let mut x: u32 = 0x2545_f491;
@@ -393,7 +440,23 @@ fn raid0_refusals_say_why_and_change_no_byte() {
             with("grow", &r0, &["--level", "6"]),
             "then `--level 6 --add",
         ),
-        (with("grow", &r0, &["--level", "5"]), "device for parity"),
+        (with("grow", &r0, &["--level", "5"]), "one for parity"),
+        (
+            with(
+                "grow",
+                &r0,
+                &["--level", "5", "--raid-devices", "4", "--add", "n"],
+            ),
+            "needs 2 device(s), one for parity and the others",
+        ),
+        (
+            with(
+                "grow",
+                &r0,
+                &["--level", "4", "--raid-devices", "2", "--add", "n"],
+            ),
+            "reduce the size of the array",
+        ),
         (
             with(
                 "grow",

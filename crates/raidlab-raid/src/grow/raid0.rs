@@ -170,10 +170,12 @@ impl Assembly {
     }
 
     /// Check `--level 4|5` of a RAID 0 (md's takeover to one member more, the
-    /// new parity member rebuilt, then for a RAID 5 a restripe from
-    /// parity-last to `layout`, mdadm's default left-symmetric; `preserve`
-    /// keeps parity-last), with `coming` devices about to be added; nothing
-    /// written.
+    /// new parity member rebuilt, then with `--raid-devices N` beyond that
+    /// the reshape onto the other new members, then for a RAID 5 a restripe
+    /// from parity-last to `layout`, mdadm's default left-symmetric;
+    /// `preserve` keeps parity-last), with `coming` devices about to be
+    /// added; nothing written. mdadm does the last two in one reshape;
+    /// raidlab one after the other, as for any restripe.
     pub(crate) fn raid0_convert_check(
         &self,
         to: Level,
@@ -187,18 +189,32 @@ impl Assembly {
             return Err(super::reshape_not_built(&what));
         }
         self.grow_check_no_reshape()?;
-        if let Some(n) = raid_devices.filter(|&n| n != old + 1) {
-            return Err(super::reshape_not_built(&format!(
-                "{what} with --raid-devices {n} (md takes a RAID 0 of {old} over as {} members, one more for parity; change the member count in a run of its own)",
+        // mdadm's count: --raid-devices N leaves N-1 data members.
+        let n = raid_devices.unwrap_or(old + 1);
+        if n < old + 1 {
+            return Err(refused(format!(
+                "{what} with --raid-devices {n}: a {} of {n} keeps {} data member(s), fewer than the RAID 0's {old}, so the array would shrink (mdadm: \"this change will reduce the size of the array\"); md then needs `--array-size` and a backwards reshape, which raidlab does not build; give --raid-devices {} or more; nothing was changed",
+                to.name(),
+                n.saturating_sub(1),
                 old + 1
+            )));
+        }
+        if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
+            return Err(Error::invalid(format!(
+                "--raid-devices {n} is more than md allows"
             )));
         }
         self.raid0_component_sectors(&what)?;
         self.grow_check_idle(&what)?;
         let spares = self.spare_count();
-        if spares + coming == 0 {
+        let need = n - old;
+        if spares + coming < need {
             return Err(refused(format!(
-                "{what} needs a device for parity (mdadm: \"Need 1 spare to create working array\"): give it with --add; nothing was changed"
+                "{what}{} needs {need} device(s), one for parity{} (mdadm: \"Need {need} spare{} to create working array\"), and has {}: give them with --add; nothing was changed",
+                raid_devices.map_or(String::new(), |n| format!(" --raid-devices {n}")),
+                if need > 1 { " and the others for the new members" } else { "" },
+                if need > 1 { "s" } else { "" },
+                spares + coming
             )));
         }
         // A RAID 4 places data and parity as a RAID 5 in parity-last.
@@ -214,17 +230,17 @@ impl Assembly {
                 _ => via,
             },
         };
-        if end != via {
-            // The restripe after the takeover needs what any reshape over
-            // the same members needs: checked now, before anything is
-            // written.
+        if end != via || n > old + 1 {
+            // The restripes after the takeover (onto more members, to
+            // another layout) need what any reshape needs: checked now,
+            // before anything is written.
             self.restripe_allowed(&what)?;
             self.reshape_gap(u64::from(self.grow_template()?.chunksize).max(1))?;
         }
         Ok(Conversion {
             to,
             old_raid_devices: old,
-            new_raid_devices: old + 1,
+            new_raid_devices: n,
             via: if to == Level::Raid4 {
                 "raid4".to_string()
             } else {
