@@ -334,6 +334,53 @@ fn raid0_becomes_raid5_or_raid4_of_more_members() {
     }
 }
 
+/// The same with `--no-sync`: the takeover only, and the steps left are
+/// named; run one by one as named, they end where the one run ends.
+#[test]
+fn raid0_to_raid5_of_more_members_with_no_sync_names_the_steps_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2"];
+    let a = create_filled(d, &old, &["--chunk", "64K"]);
+    let args = [
+        "--level",
+        "5",
+        "--raid-devices",
+        "5",
+        "--add",
+        "m3",
+        "--add",
+        "m4",
+        "--member-size",
+        "16M",
+        "--no-sync",
+    ];
+    let out = ok(d, &with("grow", &old, &args));
+    let steps = [
+        "`raidlab rebuild`",
+        "`raidlab grow --raid-devices 5`",
+        "`raidlab grow --layout left-symmetric`",
+    ];
+    for s in steps {
+        assert!(out.contains(s), "{s} not named: {out}");
+    }
+    let new = ["m0", "m1", "m2", "m3", "m4"];
+    ok(d, &with("rebuild", &new, &[]));
+    ok(d, &with("grow", &new, &["--raid-devices", "5"]));
+    ok(d, &with("grow", &new, &["--layout", "left-symmetric"]));
+    let v = detail(d, &new);
+    assert_eq!(v["level"].as_str(), Some("raid5"), "{v}");
+    assert_eq!(v["layout"].as_str(), Some("left-symmetric"), "{v}");
+    assert_eq!(v["raid_devices"].as_u64(), Some(5), "{v}");
+    let got = export(d, &new);
+    assert!(got[..a.len()] == *a, "the data before the grow changed");
+    assert!(
+        got[a.len()..].iter().all(|&b| b == 0),
+        "the new space is not zeros"
+    );
+    check_clean(d, &new);
+}
+
 #[test]
 fn a_raid0_grow_killed_at_random_points_reads_back_exactly_and_continue_finishes_it() {
     let mut x: u32 = 0x2545_f491;
