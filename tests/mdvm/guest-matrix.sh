@@ -50,6 +50,11 @@
 #       onto the last slot (`--grow --level=6`).  `r6p`: the same with
 #       `--layout=preserve`, which md finishes (Q rebuilt onto the last slot,
 #       left-symmetric-6, no reshape); the array is stopped when it is idle.
+#       `r0grow`: a RAID 0 of NDEV-1 members grown onto the last one
+#       (`--grow --raid-devices=NDEV --add`: mdadm takes it over as a RAID 4
+#       whose parity member is missing and reshapes that); mdadm's
+#       background process, which would take the finished RAID 4 back as a
+#       RAID 0, is killed first, so what is left is md's RAID 4 mid-reshape.
 #       `shrink`: a RAID 5 of NDEV members shrunk to NDEV-1 (md's backwards
 #       reshape): `--grow --array-size` to NDEV-2 members' worth first, then
 #       `--grow --raid-devices=NDEV-1 --backup-file` (mdadm 4.2 refuses the
@@ -779,6 +784,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     # r10grow: a RAID 10 near=2 grown onto the last member (md's RAID 10
     # reshape), the rest RAID 5.
     level="--level=5"; [ "$mode" = r10grow ] && level="--level=10 --layout=n2"
+    [ "$mode" = r0grow ] && level="--level=0"
     # shellcheck disable=SC2086
     if ! mdadm --create "$MD" --metadata=1.2 $level --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" G FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
@@ -798,12 +804,14 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         fi
         size=$(blockdev --getsize64 "$MD")
     fi
-    if [ "$mode" != chunk ] && [ "$mode" != shrink ]; then
+    # A RAID 0 takes no spare: its new member comes with the grow.
+    if [ "$mode" != chunk ] && [ "$mode" != shrink ] && [ "$mode" != r0grow ]; then
         mdadm "$MD" --add "$last" >"$dir/add.log" 2>&1 || {
             result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
     fi
     case "$mode" in
         grow|r10grow) set -- --raid-devices="$n" ;;
+        r0grow) set -- --raid-devices="$n" --add "$last" ;;
         chunk) set -- --chunk=128 ;;
         r6|r6p) set -- --level=6 --raid-devices="$n" --layout=preserve ;;
         shrink) set -- --raid-devices=$((n - 1)) "$backup" ;;
@@ -835,6 +843,15 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     fi
     pos=$(reshape_pos 120)
     cat /proc/mdstat >"$dir/mdstat"
+    if [ "$mode" = r0grow ]; then
+        # mdadm's background process waits for the end to take the RAID 4
+        # back as a RAID 0 (failing its parity role first); it must not do
+        # that to the array stopped below or assembled again read-only. The
+        # kernel carries the reshape on alone (the data offset moved: no
+        # backup), and the stop records its position.
+        for p in $(pidof mdadm); do kill -9 "$p" 2>/dev/null; done
+        cat "$SYS/level" "$SYS/layout" "$SYS/raid_disks" >"$dir/md-shape" 2>/dev/null
+    fi
     # mdadm --stop brings a running reshape to a position md records (it
     # freezes it, sets sync_max where it got to and waits). Over the same
     # members (chunk, r6) md still stops past the position its superblocks

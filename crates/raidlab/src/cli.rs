@@ -765,9 +765,11 @@ pub struct GrowArgs {
     /// RAID 4 or 5 to 0 (a RAID 5 restriped to parity-last first; the
     /// parity member leaves),
     /// RAID 0 to 4 or 5 (one member more, for
-    /// parity: give it with --add; parity rebuilt, then a RAID 5 restriped
-    /// to left-symmetric unless --layout preserve). Other level changes are
-    /// refused (not built).
+    /// parity: give it with --add; parity rebuilt; with --raid-devices N,
+    /// N-1 data members as mdadm counts, then a restripe onto the other
+    /// --add devices; then a RAID 5 restriped to left-symmetric unless
+    /// --layout preserve). RAID 0 to 6 is refused as md refuses it (go
+    /// through RAID 5). Other level changes are refused (not built).
     #[arg(long, short = 'l')]
     pub level: Option<String>,
     /// A new chunk size for a RAID 0/4/5/6 (64K, 512K; a bare number is

@@ -2440,7 +2440,12 @@ struct ReshapeCase {
 ///   `--raid-devices=4 --backup-file`): md's backwards reshape;
 /// - md grows a RAID 10 near=2 of 4 onto a fifth member (its RAID 10
 ///   reshape, which records positions inside a chunk too); raidlab then
-///   finishes it from there, as the RAID 5 grow.
+///   finishes it from there, as the RAID 5 grow;
+/// - md grows a RAID 0 of 3 onto a fourth member (mdadm's takeover as a
+///   RAID 4 of 4 whose parity role is empty, reshaped to 5 roles; mdadm's
+///   background process is killed so nothing takes it back as a RAID 0):
+///   md records layout word 5 and the new member, in the old parity role,
+///   recovering; raidlab reads it and finishes it as a RAID 0 of 4.
 ///
 /// raidlab must read each byte for byte (md's old size while a grow runs),
 /// complete and with members left out, and `detail` must call the grow an
@@ -2513,6 +2518,14 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
             mode: "r10grow",
             devices: 5,
             missing: vec![vec![], vec![1], vec![4]],
+        },
+        ReshapeCase {
+            name: "r0-grow",
+            mode: "r0grow",
+            devices: 4,
+            // md's RAID 4 mid-reshape has no redundancy to spare: its old
+            // parity role holds the new member, its new parity role is empty.
+            missing: vec![vec![]],
         },
         ReshapeCase {
             name: "r5-shrink",
@@ -2650,6 +2663,21 @@ fn check_md_reshape(
             ));
         }
     }
+    if c.mode == "r0grow" {
+        // What raidlab takes md's stopped RAID 0 grow as: md's RAID 4 with
+        // layout word 5 (its takeover's), the new member in the old parity
+        // role recovering.
+        let gdir = work.join("vm-g/results/G").join(c.name);
+        let shape = fs::read_to_string(gdir.join("md-shape")).unwrap_or_default();
+        let shape: Vec<&str> = shape.lines().collect();
+        let examine =
+            fs::read_to_string(gdir.join(format!("examine.{}", c.devices - 1))).unwrap_or_default();
+        if shape.get(..2) != Some(&["raid4", "5"][..]) || !examine.contains("Recovery Offset") {
+            return Err(format!(
+                "md's RAID 0 grow is not the RAID 4 raidlab expects (level, layout: {shape:?}): {examine}"
+            ));
+        }
+    }
     let mut want = pat[..size as usize].to_vec();
     // The bytes md itself lost (its own reading differs from the pattern).
     let mut lost_window = 0..0;
@@ -2693,7 +2721,7 @@ fn check_md_reshape(
             md_read.len(),
             c.name
         ));
-        if matches!(c.mode, "grow" | "r10grow") && lost != 0 {
+        if matches!(c.mode, "grow" | "r10grow" | "r0grow") && lost != 0 {
             return Err(format!("md lost {lost} bytes of a grow above its position"));
         }
         want[md_pos as usize..end].copy_from_slice(md_read);
@@ -2729,10 +2757,12 @@ fn check_md_reshape(
             ));
         }
     }
-    if matches!(c.mode, "grow" | "r10grow") {
+    if matches!(c.mode, "grow" | "r10grow" | "r0grow") {
         // raidlab finishes the grow md stopped (issue 36), from md's
         // recorded position: the data md wrote reads back exact at the new
-        // size, the new space zeros, `check` 0, no reshape left.
+        // size, the new space zeros, `check` 0, no reshape left. md's RAID 0
+        // grow ends as a RAID 0 (what mdadm's background process would have
+        // made of it), which has nothing to check.
         let mut a = vec!["grow"];
         a.extend(members.iter().map(String::as_str));
         a.push("--continue");
@@ -2755,7 +2785,7 @@ fn check_md_reshape(
         let mut a = vec!["check"];
         a.extend(members.iter().map(String::as_str));
         let o = raidlab(&a);
-        if !String::from_utf8_lossy(&o.stdout).contains("mismatch_cnt: 0") {
+        if c.mode != "r0grow" && !String::from_utf8_lossy(&o.stdout).contains("mismatch_cnt: 0") {
             return Err(format!(
                 "check after raidlab finished md's grow: {}",
                 describe(&a, &o)
@@ -2767,11 +2797,19 @@ fn check_md_reshape(
         if text.contains("interrupted reshape") {
             return Err(format!("still a reshape after --continue: {text}"));
         }
+        if c.mode == "r0grow" && !text.contains("raid0") {
+            return Err(format!("md's RAID 0 grow did not end as a RAID 0: {text}"));
+        }
         loud(&format!(
-            "md_compat: raidlab finished md's stopped grow {}: {} -> {} bytes, data exact, check 0",
+            "md_compat: raidlab finished md's stopped grow {}: {} -> {} bytes, data exact, {}",
             c.name,
             old,
-            got.len()
+            got.len(),
+            if c.mode == "r0grow" {
+                "a RAID 0"
+            } else {
+                "check 0"
+            }
         ));
     }
     Ok(())

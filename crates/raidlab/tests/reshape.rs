@@ -697,7 +697,10 @@ fn refusals_say_why_and_change_no_byte() {
             "reshape",
         ),
         (with("grow", &bm, &["--level", "6"]), "Need 1 spare"),
-        (with("grow", &r0, &["--level", "6"]), "reshape"),
+        (
+            with("grow", &r0, &["--level", "6"]),
+            "could not set level to raid6",
+        ),
         (with("grow", &r10, &["--layout", "f2"]), "reshape"),
         (with("grow", &r5, &["--chunk", "48K"]), "power of two"),
         (with("grow", &r5, &["--chunk", "64K"]), "no change"),

@@ -13,6 +13,7 @@
 mod common;
 
 use common::verbs::*;
+use raidlab_devices::{FileVolume, OpenMode};
 use std::path::Path;
 use std::time::Duration;
 
@@ -51,6 +52,12 @@ fn assert_raid0(d: &Path, new: &[&str], a: &[u8], old_offset: u64, chunk: u64) {
 
 fn data_offset(d: &Path, m: &str) -> u64 {
     examine(d, m)["data_offset"].as_u64().unwrap()
+}
+
+/// A member's superblock, read as md would.
+fn superblock(d: &Path, m: &str) -> raidlab_md::Superblock {
+    let vol = FileVolume::open(&d.join(m), OpenMode::ReadOnly).unwrap();
+    raidlab_md::Superblock::read_from(&vol).unwrap().unwrap()
 }
 
 #[test]
@@ -105,13 +112,146 @@ fn raid0_grows_by_one_then_two_members_and_takes_a_new_chunk() {
     assert_raid0(d, &six, &a, off, 256 << 10);
 }
 
+/// What a RAID 0 restripe records while it runs, stopped right after it
+/// started (`--no-sync`): md's RAID 4 of one member more with the new parity
+/// role missing, the layout word md's takeover gives it (parity-last, 5),
+/// kept for more members (mdadm's SET_ARRAY_INFO) and 0 for a new chunk
+/// (mdadm's sysfs `layout`); readable as it stands, and `--continue` ends it
+/// as a RAID 0 with layout word 0.
+#[test]
+fn a_raid0_restripe_records_md_s_raid4_while_it_runs() {
+    let add = ["--raid-devices", "4", "--add", "m3", "--member-size", "16M"];
+    let chunk = ["--chunk", "128K"];
+    for (args, members, new_layout, new_chunk) in [
+        (&add[..], &["m0", "m1", "m2", "m3"][..], 5, 128),
+        (&chunk[..], &["m0", "m1", "m2"][..], 0, 256),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = ["m0", "m1", "m2"];
+        let a = create_filled(d, &old, &["--chunk", "64K"]);
+        let off = data_offset(d, "m0");
+        let mut grow = args.to_vec();
+        grow.push("--no-sync");
+        let out = ok(d, &with("grow", &old, &grow));
+        assert!(out.contains("mid-reshape"), "{args:?}: {out}");
+        let n = members.len() as u32;
+        for m in members {
+            let sb = superblock(d, m);
+            let got = (
+                sb.level,
+                sb.new_level,
+                sb.layout,
+                sb.new_layout,
+                sb.raid_disks,
+                sb.delta_disks,
+                sb.chunksize,
+                sb.new_chunk,
+                sb.reshape_position,
+            );
+            let want = (4, 4, 5, new_layout, n + 1, n as i32 - 3, 128, new_chunk, 0);
+            assert_eq!(got, want, "{args:?}: {m}");
+            // No member holds the RAID 4's parity role (the last).
+            let roles = &sb.dev_roles;
+            assert!(!roles.contains(&(n as u16)), "{args:?}: {m}: {roles:?}");
+        }
+        assert!(
+            export(d, members) == a,
+            "{args:?}: the stopped array reads other bytes"
+        );
+        let out = ok(d, &with("grow", members, &["--continue"]));
+        assert!(out.contains("reshape done"), "{args:?}: {out}");
+        assert_raid0(d, members, &a, off, u64::from(new_chunk) * 512);
+        for m in members {
+            let sb = superblock(d, m);
+            assert_eq!((sb.level, sb.layout), (0, 0), "{args:?}: {m}");
+        }
+    }
+}
+
+/// Rewrite a member's superblock as md would have written it.
+fn edit_superblock(d: &Path, m: &str, f: impl FnOnce(&mut raidlab_md::Superblock)) {
+    let vol = FileVolume::open(&d.join(m), OpenMode::ReadWrite).unwrap();
+    let mut sb = raidlab_md::Superblock::read_from(&vol).unwrap().unwrap();
+    f(&mut sb);
+    sb.write_to(&vol).unwrap();
+}
+
+/// md's own RAID 0 grow stopped part-way differs from raidlab's in one
+/// field: the new member in the old parity role is recovering
+/// (RECOVERY_OFFSET, its offset raised with the reshape position), as the
+/// md VM test's `r0-grow` shows md writing it. Made here from raidlab's
+/// state stopped at position 0: raidlab reads it exact and `--continue`
+/// ends it as a RAID 0 with that member in sync. With the position past
+/// the member's recovery offset it is not taken: refused, nothing written.
+#[test]
+fn a_raid0_grow_md_stopped_with_its_new_member_recovering_reads_and_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2"];
+    let four = ["m0", "m1", "m2", "m3"];
+    let a = create_filled(d, &old, &["--chunk", "64K"]);
+    let off = data_offset(d, "m0");
+    let grow = ["--raid-devices", "4", "--add", "m3", "--member-size", "16M"];
+    let mut args = grow.to_vec();
+    args.push("--no-sync");
+    ok(d, &with("grow", &old, &args));
+    edit_superblock(d, "m3", |sb| {
+        sb.feature_map |= 2;
+        sb.recovery_offset = 0;
+    });
+
+    // Behind: the position one stripe of the new geometry on (4 data
+    // members of 64 KiB), the recovery offset still 0.
+    let behind = tempfile::tempdir().unwrap();
+    let b = behind.path();
+    for m in four {
+        std::fs::copy(d.join(m), b.join(m)).unwrap();
+        edit_superblock(b, m, |sb| sb.reshape_position = 512);
+    }
+    let before: Vec<Vec<u8>> = four
+        .iter()
+        .map(|m| std::fs::read(b.join(m)).unwrap())
+        .collect();
+    for cmd in [
+        with("export", &four, &["--output", "out.bin"]),
+        with("grow", &four, &["--continue"]),
+    ] {
+        let o = run(b, &cmd);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains("missing"),
+            "{cmd:?}: {err}"
+        );
+    }
+    for (m, was) in four.iter().zip(&before) {
+        assert!(std::fs::read(b.join(m)).unwrap() == *was, "{m} changed");
+    }
+
+    assert!(
+        export(d, &four) == a,
+        "md's stopped RAID 0 grow reads other bytes"
+    );
+    let out = ok(d, &with("grow", &four, &["--continue"]));
+    assert!(out.contains("reshape done"), "{out}");
+    assert_raid0(d, &four, &a, off, 64 << 10);
+    let sb = superblock(d, "m3");
+    assert_eq!(sb.feature_map & 2, 0, "m3 still recovering");
+    assert_eq!(
+        examine(d, "m3")["device_role"].as_str(),
+        Some("Active device 3")
+    );
+}
+
 #[test]
 fn raid0_becomes_raid4_and_raid5_with_a_parity_member() {
-    for (level, layout, extra) in [
-        ("raid4", "parity-last", None),
-        ("raid5", "left-symmetric", None),
-        ("raid5", "parity-last", Some("preserve")),
-        ("raid5", "right-asymmetric", Some("right-asymmetric")),
+    // The layout word in the superblocks: md's takeover records parity-last
+    // (5) for a RAID 4 too, where mdadm --create writes 0.
+    for (level, layout, word, extra) in [
+        ("raid4", "parity-last", 5, None),
+        ("raid5", "left-symmetric", 2, None),
+        ("raid5", "parity-last", 5, Some("preserve")),
+        ("raid5", "right-asymmetric", 1, Some("right-asymmetric")),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
@@ -139,7 +279,106 @@ fn raid0_becomes_raid4_and_raid5_with_a_parity_member() {
         assert_eq!(v["state"].as_str(), Some("clean"), "{what}: {v}");
         assert_eq!(export(d, &new), a, "{what}: the data changed");
         check_clean(d, &new);
+        let md_level: i32 = level[4..].parse().unwrap();
+        for m in new {
+            let sb = superblock(d, m);
+            assert_eq!((sb.level, sb.layout), (md_level, word), "{what}: {m}");
+        }
     }
+}
+
+/// `--level 5|4 --raid-devices N` of a RAID 0 of 3, as mdadm takes it: N-1
+/// data members. The first new device takes parity (rebuilt), the reshape
+/// restripes onto the others, and a RAID 5 is then restriped to
+/// left-symmetric: the old data first, zeros after, parity consistent.
+#[test]
+fn raid0_becomes_raid5_or_raid4_of_more_members() {
+    for (level, layout) in [("5", "left-symmetric"), ("4", "parity-last")] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = ["m0", "m1", "m2"];
+        let a = create_filled(d, &old, &["--chunk", "64K"]);
+        let args = [
+            "--level",
+            level,
+            "--raid-devices",
+            "5",
+            "--add",
+            "m3",
+            "--add",
+            "m4",
+            "--member-size",
+            "16M",
+        ];
+        let out = ok(d, &with("grow", &old, &args));
+        assert!(out.contains("reshape done"), "{level}: {out}");
+        let new = ["m0", "m1", "m2", "m3", "m4"];
+        let v = detail(d, &new);
+        assert_eq!(v["level"].as_str(), Some(&*format!("raid{level}")), "{v}");
+        assert_eq!(v["layout"].as_str(), Some(layout), "{v}");
+        assert_eq!(v["raid_devices"].as_u64(), Some(5), "{v}");
+        assert_eq!(v["state"].as_str(), Some("clean"), "{v}");
+        let member = v["member_data_bytes"].as_u64().unwrap();
+        let size = v["array_size_bytes"].as_u64().unwrap();
+        assert_eq!(size, 4 * member, "{level}: four data members: {v}");
+        let got = export(d, &new);
+        assert!(
+            got[..a.len()] == *a,
+            "{level}: the data before the grow changed"
+        );
+        assert!(
+            got[a.len()..].iter().all(|&b| b == 0),
+            "{level}: the new space is not zeros"
+        );
+        check_clean(d, &new);
+    }
+}
+
+/// The same with `--no-sync`: the takeover only, and the steps left are
+/// named; run one by one as named, they end where the one run ends.
+#[test]
+fn raid0_to_raid5_of_more_members_with_no_sync_names_the_steps_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2"];
+    let a = create_filled(d, &old, &["--chunk", "64K"]);
+    let args = [
+        "--level",
+        "5",
+        "--raid-devices",
+        "5",
+        "--add",
+        "m3",
+        "--add",
+        "m4",
+        "--member-size",
+        "16M",
+        "--no-sync",
+    ];
+    let out = ok(d, &with("grow", &old, &args));
+    let steps = [
+        "`raidlab rebuild`",
+        "`raidlab grow --raid-devices 5`",
+        "`raidlab grow --layout left-symmetric`",
+    ];
+    for s in steps {
+        assert!(out.contains(s), "{s} not named: {out}");
+    }
+    let new = ["m0", "m1", "m2", "m3", "m4"];
+    ok(d, &with("rebuild", &new, &[]));
+    ok(d, &with("grow", &new, &["--raid-devices", "5"]));
+    ok(d, &with("grow", &new, &["--layout", "left-symmetric"]));
+    let v = detail(d, &new);
+    assert_eq!(v["level"].as_str(), Some("raid5"), "{v}");
+    assert_eq!(v["layout"].as_str(), Some("left-symmetric"), "{v}");
+    assert_eq!(v["raid_devices"].as_u64(), Some(5), "{v}");
+    let got = export(d, &new);
+    assert!(got[..a.len()] == *a, "the data before the grow changed");
+    assert!(
+        got[a.len()..].iter().all(|&b| b == 0),
+        "the new space is not zeros"
+    );
+    check_clean(d, &new);
 }
 
 #[test]
@@ -238,8 +477,33 @@ fn raid0_refusals_say_why_and_change_no_byte() {
             with("grow", &r0, &["--layout", "left-symmetric"]),
             "no layout",
         ),
-        (with("grow", &r0, &["--level", "6"]), "reshape"),
-        (with("grow", &r0, &["--level", "5"]), "device for parity"),
+        // md's own refusal (the kernel's RAID 6 takes over only a RAID 5),
+        // with the way there.
+        (
+            with("grow", &r0, &["--level", "6", "--add", "n"]),
+            "could not set level to raid6",
+        ),
+        (
+            with("grow", &r0, &["--level", "6"]),
+            "then `--level 6 --add",
+        ),
+        (with("grow", &r0, &["--level", "5"]), "one for parity"),
+        (
+            with(
+                "grow",
+                &r0,
+                &["--level", "5", "--raid-devices", "4", "--add", "n"],
+            ),
+            "needs 2 device(s), one for parity and the others",
+        ),
+        (
+            with(
+                "grow",
+                &r0,
+                &["--level", "4", "--raid-devices", "2", "--add", "n"],
+            ),
+            "reduce the size of the array",
+        ),
         (
             with(
                 "grow",

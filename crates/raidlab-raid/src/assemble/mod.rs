@@ -317,7 +317,7 @@ impl Assembly {
             }
         }
         let bitmap = bitmap_copy::assembled(&members, &slots, &reference)?;
-        let asm = Assembly {
+        let mut asm = Assembly {
             geometry,
             uuid: reference.set_uuid,
             name: reference.set_name.clone(),
@@ -335,6 +335,7 @@ impl Assembly {
         if let Some(Err(e)) = asm.reshape() {
             return Err(e);
         }
+        asm.adopt_raid0_restripe_member();
         Ok(asm)
     }
 

@@ -61,6 +61,60 @@ impl Assembly {
             && self.missing() == [r.new.raid_disks - 1]
     }
 
+    /// md's own RAID 0 restripe, stopped part-way, as raidlab's: md records
+    /// the new member that took the old parity role (a device added below
+    /// the old member count, `raid5_start_reshape`) as recovering, its
+    /// recovery offset raised with the reshape position, where raidlab's
+    /// restripe records it in sync. Below the position its blocks are the
+    /// new geometry's, which md's reshape wrote to it like to every member;
+    /// the old geometry never reads that role (it never held parity). So
+    /// the member is taken as in sync, in memory (the next commit writes it
+    /// so, as md's last one would), and the array reads and carries on as
+    /// one raidlab stopped.
+    ///
+    /// Only that state is taken: a RAID 4 reshape onto more members whose
+    /// empty roles are exactly the old and the new parity, one member
+    /// recovering in the old parity role, and its recovery offset at or past
+    /// the position (md raises both in one superblock write; behind it, its
+    /// blocks there may never have been written, and the array stays
+    /// refused as degraded).
+    pub(crate) fn adopt_raid0_restripe_member(&mut self) {
+        let Some(Ok(r)) = self.reshape() else {
+            return;
+        };
+        let old_parity = r.old.raid_disks - 1;
+        let new_parity = r.new.raid_disks - 1;
+        let raid4 = raidlab_layout::Level::Raid4;
+        if r.old.level != raid4
+            || r.new.level != raid4
+            || r.backwards
+            || new_parity <= old_parity
+            || self.missing() != [old_parity, new_parity]
+        {
+            return;
+        }
+        let mut held = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == Some(old_parity) && m.state == MemberState::Rebuilding);
+        let (Some((i, _)), None) = (held.next(), held.next()) else {
+            return;
+        };
+        let m = &mut self.members[i];
+        let recovered =
+            m.sb.recovery_offset
+                .saturating_mul(SECTOR)
+                .saturating_mul(r.new.data_disks() as u64);
+        if recovered < r.position {
+            return;
+        }
+        m.state = MemberState::Active;
+        m.sb.feature_map &= !feature::RECOVERY_OFFSET;
+        m.sb.recovery_offset = 0;
+        self.slots[old_parity] = Some(i);
+    }
+
     /// The data area of the member in `role` for one side of the reshape.
     pub(crate) fn reshape_area(
         &self,

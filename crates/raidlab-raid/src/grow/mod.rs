@@ -13,8 +13,9 @@
 //! layout, RAID 4 to 5 and back, the layout half of
 //! RAID 5 to 6 and back and of RAID 0 to 5 (whose takeovers are `convert`'s
 //! and `raid0`'s; RAID 1 to 5 is a takeover alone, `convert`'s); every
-//! other restripe (fewer members, RAID 10 chunks or layouts, RAID 0 to 6,
-//! RAID 1 to other levels than 5) is refused by [`reshape_not_built`].
+//! other restripe (fewer members, RAID 10 chunks or layouts, RAID 1 to
+//! other levels than 5) is refused by [`reshape_not_built`]; RAID 0 to 6,
+//! which the kernel refuses, with md's words ([`md_refusal`]).
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
 //! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count;
@@ -85,11 +86,16 @@ pub fn reshape_not_built(what: &str) -> Error {
 }
 
 /// mdadm's reason for a level change it refuses outright (its
-/// `analyse_change`), whatever raidlab builds; `None` for the changes md
+/// `analyse_change`), or mdadm's words when the kernel refuses the takeover
+/// mdadm asks for, whatever raidlab builds; `None` for the changes md
 /// makes.
 pub(crate) fn md_refuses_level_change(from: Level, to: Level) -> Option<&'static str> {
     use Level::*;
     match (from, to) {
+        // mdadm plans a RAID 0 to 6 as a RAID 6 in parity-last, but the
+        // kernel's RAID 6 takes over nothing but a RAID 5, so setting the
+        // level fails.
+        (Raid0, Raid6) => Some("could not set level to raid6"),
         (Raid1, Raid4 | Raid6 | Raid10) => Some("Impossibly level change request for RAID1"),
         (Raid10, Raid1 | Raid4 | Raid5 | Raid6) => Some("RAID10 can only be changed to RAID0"),
         (Raid4 | Raid5 | Raid6, Raid10) | (Raid6, Raid0 | Raid1) => {
@@ -107,6 +113,8 @@ pub(crate) fn md_refusal(what: &str, from: Level, to: Level) -> Option<Error> {
             match (from, to) {
                 (Level::Raid6, Level::Raid0 | Level::Raid1) =>
                     ": take it to RAID 5 first (`raidlab grow --level 5`)",
+                (Level::Raid0, Level::Raid6) =>
+                    ": md's RAID 6 takes over only a RAID 5; go through one (`raidlab grow --level 5 --add DEV`, then `--level 6 --add DEV`)",
                 (Level::Raid1, _) => ": a RAID 1 of two becomes a RAID 5 (`--level 5`)",
                 (Level::Raid10, _) => ": a RAID 10 near=2 becomes a RAID 0 (`--level 0`)",
                 _ => "",

@@ -17,14 +17,20 @@
 //! - the state a RAID 0 restripe records while it runs, as md leaves it: a
 //!   RAID 4 of n+k+1 with the new members in roles n..n+k-1 (the first one
 //!   in the old parity role, as md's `raid5_add_disk` fills the first free
-//!   slot) and the new parity role n+k missing;
+//!   slot) and the new parity role n+k missing; its layout word is the
+//!   one md's takeover records, parity-last (5), and the new one too for
+//!   more members, but mdadm's 0 for a new chunk (it sets that through
+//!   sysfs); a RAID 0 taken over as a RAID 4 by `--level 4` keeps 5 too;
 //! - the superblocks md writes when it takes the RAID 4 back as a RAID 0
 //!   (written by the reshape's last commit): level 0, one member fewer,
 //!   each member's data size the component size.
 //!
 //! That in this state the old parity role holds a new member, not parity,
 //! is the assembly's rule (`Assembly::raid0_restripe`), as it reads such an
-//! array too.
+//! array too. md stopped part-way records that member recovering instead
+//! of in sync; the assembly takes it as raidlab's state
+//! (`Assembly::adopt_raid0_restripe_member`), so `--continue` finishes md's
+//! RAID 0 grow too.
 //!
 //! The data is moved by [`super::reshape`]'s walk and parity is rebuilt by
 //! `recovery`; nothing here reads or writes data. It must never make a
@@ -40,7 +46,17 @@ use raidlab_core::{Error, Result};
 use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
 use raidlab_md::superblock::feature;
 
-/// md's layout word of a RAID 4 (md ignores it; mdadm writes 0).
+/// The layout word md records for the RAID 4 (or RAID 5) it takes a RAID 0
+/// over as: `raid45_takeover_raid0` sets parity-last (ALGORITHM_PARITY_N)
+/// whatever the level, and md's RAID 4 never reads the word, so it stays
+/// there until something rewrites it. Writing mdadm's `--create` word (0)
+/// instead would make raidlab's superblocks differ from md's for the same
+/// grow.
+const TAKEOVER_LAYOUT: u32 = ParityLayout::ParityLast as u32;
+
+/// The layout word mdadm asks for when it restripes a RAID 0's chunk: that
+/// change goes through md's sysfs `layout` with mdadm's RAID 4 word, 0 (more
+/// members go through SET_ARRAY_INFO, which keeps md's takeover word).
 const RAID4_LAYOUT: u32 = 0;
 
 impl Assembly {
@@ -116,7 +132,7 @@ impl Assembly {
                 "--raid-devices {n} is more than md allows"
             )));
         }
-        Geometry::from_md(4, RAID4_LAYOUT, new_chunk, (n + 1) as u32, component)
+        Geometry::from_md(4, TAKEOVER_LAYOUT, new_chunk, (n + 1) as u32, component)
             .map_err(|e| refused(format!("{what}: {}; nothing was changed", e.message)))?;
         if component % u64::from(new_chunk.max(1)) != 0 {
             return Err(refused(format!(
@@ -141,8 +157,12 @@ impl Assembly {
             new_raid_devices: n,
             gap_sectors: gap,
             level: Level::Raid4.md_level(),
-            layout: RAID4_LAYOUT,
-            new_layout: RAID4_LAYOUT,
+            layout: TAKEOVER_LAYOUT,
+            new_layout: if new_chunk == chunk {
+                TAKEOVER_LAYOUT
+            } else {
+                RAID4_LAYOUT
+            },
             chunk_sectors: chunk,
             new_chunk_sectors: new_chunk,
             then_level: None,
@@ -150,10 +170,12 @@ impl Assembly {
     }
 
     /// Check `--level 4|5` of a RAID 0 (md's takeover to one member more, the
-    /// new parity member rebuilt, then for a RAID 5 a restripe from
-    /// parity-last to `layout`, mdadm's default left-symmetric; `preserve`
-    /// keeps parity-last), with `coming` devices about to be added; nothing
-    /// written.
+    /// new parity member rebuilt, then with `--raid-devices N` beyond that
+    /// the reshape onto the other new members, then for a RAID 5 a restripe
+    /// from parity-last to `layout`, mdadm's default left-symmetric;
+    /// `preserve` keeps parity-last), with `coming` devices about to be
+    /// added; nothing written. mdadm does the last two in one reshape;
+    /// raidlab one after the other, as for any restripe.
     pub(crate) fn raid0_convert_check(
         &self,
         to: Level,
@@ -167,18 +189,32 @@ impl Assembly {
             return Err(super::reshape_not_built(&what));
         }
         self.grow_check_no_reshape()?;
-        if let Some(n) = raid_devices.filter(|&n| n != old + 1) {
-            return Err(super::reshape_not_built(&format!(
-                "{what} with --raid-devices {n} (md takes a RAID 0 of {old} over as {} members, one more for parity; change the member count in a run of its own)",
+        // mdadm's count: --raid-devices N leaves N-1 data members.
+        let n = raid_devices.unwrap_or(old + 1);
+        if n < old + 1 {
+            return Err(refused(format!(
+                "{what} with --raid-devices {n}: a {} of {n} keeps {} data member(s), fewer than the RAID 0's {old}, so the array would shrink (mdadm: \"this change will reduce the size of the array\"); md then needs `--array-size` and a backwards reshape, which raidlab does not build; give --raid-devices {} or more; nothing was changed",
+                to.name(),
+                n.saturating_sub(1),
                 old + 1
+            )));
+        }
+        if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
+            return Err(Error::invalid(format!(
+                "--raid-devices {n} is more than md allows"
             )));
         }
         self.raid0_component_sectors(&what)?;
         self.grow_check_idle(&what)?;
         let spares = self.spare_count();
-        if spares + coming == 0 {
+        let need = n - old;
+        if spares + coming < need {
             return Err(refused(format!(
-                "{what} needs a device for parity (mdadm: \"Need 1 spare to create working array\"): give it with --add; nothing was changed"
+                "{what}{} needs {need} device(s), one for parity{} (mdadm: \"Need {need} spare{} to create working array\"), and has {}: give them with --add; nothing was changed",
+                raid_devices.map_or(String::new(), |n| format!(" --raid-devices {n}")),
+                if need > 1 { " and the others for the new members" } else { "" },
+                if need > 1 { "s" } else { "" },
+                spares + coming
             )));
         }
         // A RAID 4 places data and parity as a RAID 5 in parity-last.
@@ -194,17 +230,17 @@ impl Assembly {
                 _ => via,
             },
         };
-        if end != via {
-            // The restripe after the takeover needs what any reshape over
-            // the same members needs: checked now, before anything is
-            // written.
+        if end != via || n > old + 1 {
+            // The restripes after the takeover (onto more members, to
+            // another layout) need what any reshape needs: checked now,
+            // before anything is written.
             self.restripe_allowed(&what)?;
             self.reshape_gap(u64::from(self.grow_template()?.chunksize).max(1))?;
         }
         Ok(Conversion {
             to,
             old_raid_devices: old,
-            new_raid_devices: old + 1,
+            new_raid_devices: n,
             via: if to == Level::Raid4 {
                 "raid4".to_string()
             } else {
@@ -226,11 +262,9 @@ impl Assembly {
         }
         let what = format!("--level {} of a raid0", to.name());
         let component = self.raid0_component_sectors(&what)?;
-        let layout = match to {
-            Level::Raid4 => RAID4_LAYOUT,
-            Level::Raid5 => ParityLayout::ParityLast as u32,
-            _ => return Err(super::reshape_not_built(&what)),
-        };
+        if !matches!(to, Level::Raid4 | Level::Raid5) {
+            return Err(super::reshape_not_built(&what));
+        }
         let spare = (0..self.members.len())
             .find(|&i| self.members[i].state == MemberState::Spare)
             .ok_or_else(|| {
@@ -242,7 +276,9 @@ impl Assembly {
         self.slots.push(None);
         self.start_recovery(spare, old);
         let level = to.md_level();
-        self.commit_takeover_with(level, layout, (old + 1) as u32, |sb| sb.size = component)
+        self.commit_takeover_with(level, TAKEOVER_LAYOUT, (old + 1) as u32, |sb| {
+            sb.size = component
+        })
     }
 
     /// Check `--level 10` of a RAID 0 of n (md's `raid10_takeover_raid0`):

@@ -445,9 +445,9 @@ fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
     let (adds, created) = open_adds(a)?;
     let to = req.level.unwrap_or(asm.geometry.level);
     let checked = (|| -> Result<raidlab_raid::grow::Conversion> {
-        // RAID 1 to 5 and RAID 0 to 10 take several (their own checks).
-        let several = asm.geometry.level == Level::Raid1
-            || (asm.geometry.level == Level::Raid0 && to == Level::Raid10);
+        // RAID 1 to 5 and RAID 0 to 10 take several, and RAID 0 to 4 or 5
+        // with --raid-devices (their own checks).
+        let several = matches!(asm.geometry.level, Level::Raid1 | Level::Raid0);
         if adds.len() > 1 && !several {
             bail!(
                 "{} devices given with --add: the conversion takes one, for Q; add the others as spares with `raidlab add`; nothing was changed",
@@ -583,9 +583,20 @@ fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
             "raidlab: {from} is now {} (md's takeover: {what} on the new member(s), to be rebuilt)",
             describe(&asm.geometry)
         );
+        // A RAID 0 asked for more members than the one parity takes: the
+        // others join by a reshape once parity is there.
+        let more =
+            (from_raid0 && to != Level::Raid10 && c.new_raid_devices > c.old_raid_devices + 1)
+                .then_some(c.new_raid_devices);
         if a.no_sync {
             outln!(
-                "raidlab: {what} is rebuilt by `raidlab rebuild`{}",
+                "raidlab: {what} is rebuilt by `raidlab rebuild`{}{}",
+                match more {
+                    Some(n) => format!(
+                        "; then `raidlab grow --raid-devices {n}` restripes it onto the spares"
+                    ),
+                    None => String::new(),
+                },
                 match &c.restripe_to {
                     Some(l) => format!("; then `raidlab grow --layout {l}` restripes it"),
                     None => String::new(),
@@ -595,6 +606,14 @@ fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
         }
         let report = asm.rebuild(options(&a.run, false), &mut bar("rebuild"))?;
         print_rebuild(&report, a.run.json)?;
+        if let Some(n) = more {
+            let req = ReshapeRequest {
+                raid_devices: Some(n),
+                ..ReshapeRequest::default()
+            };
+            let plan = asm.reshape_check(&req, 0)?;
+            start_and_run(&mut asm, plan, a)?;
+        }
         if let Some(l) = &c.restripe_to {
             restripe(&mut asm, l)?;
         }

@@ -48,11 +48,16 @@
 //! * `r5-to-r0`: a left-symmetric RAID 5 of 3 `--level 0` (restriped to
 //!   parity-last, then the parity member leaves: a RAID 0 of 2; the member
 //!   that left is not given to md);
-//! * `r0-3to4`, `r0-to-r5`: a RAID 0 `--raid-devices 4 --add` (restriped
-//!   as md does, through a RAID 4 whose parity member is missing, and back
-//!   to a RAID 0) and `--level 5 --add` (parity rebuilt onto the new
-//!   member, then restriped from parity-last to left-symmetric), read whole
-//!   and, for the RAID 5, without its first member. A RAID 0 grow stopped
+//! * `r0-3to4`, `r0-to-r5`, `r0-to-r4`: a RAID 0 `--raid-devices 4 --add`
+//!   (restriped as md does, through a RAID 4 whose parity member is
+//!   missing, and back to a RAID 0), `--level 5 --add` (parity rebuilt onto
+//!   the new member, then restriped from parity-last to left-symmetric) and
+//!   `--level 4 --add` (parity rebuilt; layout word 5, as md's takeover
+//!   records it), read whole and, for the RAID 5 without its first member,
+//!   for the RAID 4 without its second; `r0-to-r5-of-5`: `--level 5
+//!   --raid-devices 5 --add --add` (mdadm's four data members: parity
+//!   rebuilt, a reshape onto the fifth member, then the layout), read whole
+//!   and without member 2. A RAID 0 grow stopped
 //!   part-way is not given to md: md carries the RAID 4 reshape on but
 //!   leaves a degraded RAID 4, since taking it back as a RAID 0 is the
 //!   job of the mdadm process that started it.
@@ -309,6 +314,39 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--level", "5", "--add", "NEW"],
             sets: vec![vec![0]],
+            interrupt: None,
+        },
+        // md's takeover records layout word 5 (parity-last) for this RAID 4,
+        // as raidlab now writes it: md must take that RAID 4 as its own.
+        Grown {
+            name: "r0-to-r4",
+            level: 0,
+            devices: 3,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--level", "4", "--add", "NEW"],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
+        // mdadm's --level 5 --raid-devices N of a RAID 0: N-1 data members
+        // (raidlab: parity rebuilt, then onto the fifth, then the layout).
+        Grown {
+            name: "r0-to-r5-of-5",
+            level: 0,
+            devices: 3,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &[
+                "--level",
+                "5",
+                "--raid-devices",
+                "5",
+                "--add",
+                "NEW",
+                "--add",
+                "NEW2",
+            ],
+            sets: vec![vec![2]],
             interrupt: None,
         },
         Grown {
