@@ -357,3 +357,27 @@ fn a_spare_is_rebuilt_live_under_load_and_reported_as_the_replay_reports_it() {
     );
     assert!((live.1 / replay.1 - 1.0).abs() < 0.05, "{got:?}");
 }
+
+#[test]
+fn a_live_rebuild_under_random_writes_gets_past_its_checkpoints() {
+    // The rebuild loop flushes its new member at every checkpoint (64 MiB).
+    // That flush once went to role 0 (the executor read a one-volume table's
+    // position as a role), which under a steady write load never drained:
+    // the rebuild stopped at 64 MiB for good.
+    use raidlab_sim::config::SimConfig;
+    let mut dev = SimConfig::short("raid6:6xhdd-7200:member-size=256M:fail=2@100ms:spare=200ms")
+        .unwrap()
+        .build(&[])
+        .unwrap();
+    let mut j = Job::new(Pattern::Random, 4096, false, 1, 32, 1 << 30);
+    // The copy is over in under a minute; the last flush of the new member
+    // (which takes the load's writes below the rebuild's position too) waits
+    // for its write cache to drain under the load: about 30 s more.
+    j.duration = 150 * SEC;
+    run(dev.as_mut(), &j, 0).unwrap();
+    let p = dev.rebuild_progress().expect("a spare's rebuild");
+    assert_eq!(p.done, p.total, "{p:?}");
+    let r = dev.fault_report().unwrap();
+    assert_eq!(r.host_errors, 0, "{r:?}");
+    assert!(r.rebuild.unwrap().finished.is_some());
+}

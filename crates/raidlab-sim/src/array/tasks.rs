@@ -104,13 +104,26 @@ impl Outbox {
     }
 
     fn role(&self, plan: &Plan, members: &Members, member: usize) -> Result<usize, Failed> {
-        if plan.space == Space::Data {
-            return match self.target.get() {
-                Some((_, role)) if member == self.roles.len() => Ok(*role),
-                _ => Ok(member),
-            };
-        }
         let v = members.get(member).and_then(Option::as_ref);
+        if plan.space == Space::Data {
+            // The array's own table: positions are roles, the rebuild's new
+            // member after them. Another table (a flush of the rebuild's
+            // target alone, whose position 0 is not role 0) is looked up by
+            // its volumes, as a metadata plan's.
+            let own = match (v, self.roles.get(member)) {
+                (Some(v), Some(Some(r))) => same(v, r),
+                (None, Some(_)) => true,
+                _ => false,
+            };
+            if own {
+                return Ok(member);
+            }
+            if let Some((t, role)) = self.target.get() {
+                if member == self.roles.len() || v.is_some_and(|v| same(v, t)) {
+                    return Ok(*role);
+                }
+            }
+        }
         v.and_then(|v| {
             self.roles
                 .iter()
