@@ -22,6 +22,7 @@
 #   scripts/sim-vs-real.sh                  # the whole matrix (~30 min on 2 cores)
 #   QUICK=1 scripts/sim-vs-real.sh          # a smoke check: RAID 5, 3 jobs, 1 run
 #   LEVELS="5 6" STATES=degraded ROUNDS=1 scripts/sim-vs-real.sh
+#   ENGINES="live replay" scripts/sim-vs-real.sh   # a simulated column per engine
 #
 # Needs root (loop devices, FUSE), fio, nbdkit (with the noparallel, delay and
 # rate filters), nbdfuse (libnbd-bin), fuse3, python3, util-linux, and a
@@ -43,6 +44,7 @@ ROUNDS=${ROUNDS:-3}        # real runs per cell (median reported)
 LEVELS=${LEVELS:-0 1 5 6 10}
 STATES=${STATES:-complete degraded}
 JOBS=${JOBS:-}             # only jobs whose names contain one of these words
+ENGINES=${ENGINES:-live}   # the simulator's engine per simulated column: live (its default), replay
 # The member's service: these are the preset nbdkit-hdd-seek's parameters;
 # change them only together with the preset (tests/fixed.rs checks).
 DELAY_MS=5                 # rdelay and wdelay, whole milliseconds
@@ -107,8 +109,8 @@ real_run() { # rw bs qd seed -> "MiB/s IOPS"
 }
 # No randrepeat=0 here: raidlab's job files take randseed only with randrepeat
 # (as fio does), and a simulated run is then the same every time.
-sim_run() { # level members failed rw bs qd seed -> "MiB/s IOPS"
-    local spec="sim:raid$1:$2x$PRESET:chunk=64K"
+sim_run() { # level members failed rw bs qd seed engine -> "MiB/s IOPS"
+    local spec="sim:raid$1:$2x$PRESET:chunk=64K:engine=$8"
     [ "$3" = degraded ] && spec+=":failed=0"
     cat >"$dir/sim.fio" <<EOF
 [b]
@@ -140,10 +142,12 @@ done
 echo "raidlab $("$RAIDLAB" --version 2>/dev/null | head -1) ($RAIDLAB), fio $(fio --version), $(nbdkit --version), kernel $(uname -r), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "members: $MEMBER files in /dev/shm behind nbdkit noparallel + delay ${DELAY_MS} ms + rate ${RATE_MBPS} MB/s (burstiness ${BURST_S} s), nbdfuse, loop (direct I/O); chunk 64K; ${REGION} region; ${RAMP}s ramp + ${RUNTIME}s per run; real and simulated: median of $ROUNDS; simulated: preset $PRESET"
 echo
-echo "| cell | real | simulated | simulated/real - 1 |"
-echo "|---|---|---|---|"
-rows="$dir/rows"
-: >"$rows"
+header="| cell | real |"
+rule="|---|---|"
+for e in $ENGINES; do header+=" simulated ($e) | simulated/real - 1 |"; rule+="---|---|"; done
+echo "$header"
+echo "$rule"
+for e in $ENGINES; do : >"$dir/rows.$e"; done
 for level in $LEVELS; do
     n=$(members_of "$level")
     nmem=$n
@@ -181,24 +185,30 @@ for level in $LEVELS; do
             # The simulated side runs with the real runs' seeds: one run per
             # seed is repeatable, and the median over the same offsets' draws
             # is what the real side's median is.
-            runs=()
-            for round in $(seq "$ROUNDS"); do
-                runs+=("$(sim_run "$level" "$n" "$state" "$rw" "$bs" "$qd" "$(seed_of "$level" "$state" "$name" "$round")")")
-            done
-            sim=$(figure "$bs" "$(median "${runs[@]}")")
             unit="MiB/s"; [ "$bs" = 4k ] && unit=IOPS
-            err=$(python3 -c "import sys; r, s = map(float, sys.argv[1:]); print('%+.1f%%' % (100 * (s / r - 1)))" "$real" "$sim")
             cell="RAID $level ($n) $state $name"
-            echo "| $cell | $real $unit | $sim $unit | $err |"
-            echo "$cell|$real|$sim" >>"$rows"
+            line="| $cell | $real $unit |"
+            for e in $ENGINES; do
+                runs=()
+                for round in $(seq "$ROUNDS"); do
+                    runs+=("$(sim_run "$level" "$n" "$state" "$rw" "$bs" "$qd" "$(seed_of "$level" "$state" "$name" "$round")" "$e")")
+                done
+                sim=$(figure "$bs" "$(median "${runs[@]}")")
+                err=$(python3 -c "import sys; r, s = map(float, sys.argv[1:]); print('%+.1f%%' % (100 * (s / r - 1)))" "$real" "$sim")
+                line+=" $sim $unit | $err |"
+                echo "$cell|$real|$sim" >>"$dir/rows.$e"
+            done
+            echo "$line"
         done
         unserve
     done
     detach
     rm -f "$dir"/d*
 done
+for e in $ENGINES; do
 echo
-python3 - "$rows" <<'EOF'
+printf 'engine %s: ' "$e"
+python3 - "$dir/rows.$e" <<'EOF'
 import sys
 rows = [l.rstrip("\n").split("|") for l in open(sys.argv[1]) if l.strip()]
 errs = sorted(((float(s) / float(r) - 1, c) for c, r, s in rows), key=lambda e: abs(e[0]))
@@ -210,6 +220,7 @@ if errs:
           % (len(errs), 100 * med, errs[-1][1], 100 * errs[-1][0],
              sum(abs(e) <= 0.10 for e, _ in errs), len(errs)))
 EOF
+done
 echo "load average (1, 5, 15 min) before each set of real runs:"
 sed 's/^/  /' "$dir/loads"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
