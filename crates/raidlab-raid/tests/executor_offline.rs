@@ -152,3 +152,56 @@ fn an_offline_rebuild_runs_every_step_through_the_assemblys_executor() {
         "a recording executor wrote to the members"
     );
 }
+
+/// A rebuild that reads nothing ahead and maps nothing (`read_ahead` and
+/// `use_maps` off, as the torture harness runs it) reads each step's
+/// sources and writes the step before it reads the next, so its member
+/// requests come in one order on every run: per step, one read of each
+/// source role in role order, then the target's write.
+#[test]
+fn a_rebuild_without_read_ahead_reads_then_writes_each_step_in_order() {
+    let (mut asm, mut devs, rec) = bitmapped_raid5();
+    asm.fail(1).unwrap();
+    let fresh = Device {
+        path: "new".into(),
+        volume: Arc::new(raidlab_devices::MemVolume::new(MEMBER)),
+    };
+    devs.push(fresh.clone());
+    asm.add(fresh, false).unwrap();
+    rec.take();
+    let step = 256u64 << 10;
+    let opts = RunOptions {
+        use_maps: false,
+        read_ahead: false,
+        step_bytes: step,
+        ..RunOptions::default()
+    };
+    asm.rebuild(opts, &mut |_| {}).unwrap();
+    let target = asm.geometry.raid_disks;
+    let got: Vec<(IoKind, usize, u64)> = rec
+        .take()
+        .iter()
+        .filter(|p| p.space == Space::Data)
+        .flat_map(|p| {
+            io_steps(p)
+                .into_iter()
+                .flatten()
+                .map(|o| (o.kind, o.member, o.offset))
+                .collect::<Vec<_>>()
+        })
+        .filter(|(kind, _, _)| *kind != IoKind::Flush)
+        .collect();
+    let want: Vec<(IoKind, usize, u64)> = (0..asm.geometry.member_bytes)
+        .step_by(step as usize)
+        .flat_map(|at| {
+            [
+                (IoKind::Read, 0, at),
+                (IoKind::Read, 2, at),
+                (IoKind::Read, 3, at),
+                (IoKind::Write, target, at),
+            ]
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert!(want.len() > 8, "several steps: {}", want.len());
+}

@@ -859,12 +859,16 @@ fn a_ppl_replay_restarts_a_partial_rebuild() {
 /// computes the range from the members left, a three-way mirror copies it
 /// from the third copy. The new member then serves the data without the
 /// members that had the errors, so what it holds there is checked, not only
-/// that the rebuild ended.
+/// that the rebuild ended. Both ways a rebuild runs its steps: readers on
+/// threads of their own, and each step on the calling thread (no read-ahead
+/// and no mappings, the torture harness's).
 #[test]
 fn an_offline_rebuild_reads_around_an_unreadable_source() {
     let ls = Layout::Parity(ParityLayout::LeftSymmetric);
-    for (level, layout, n) in [(Level::Raid6, ls, 5), (Level::Raid1, Layout::Plain, 3)] {
-        let label = format!("{} x{n}", level.name());
+    let cases = [(Level::Raid6, ls, 5), (Level::Raid1, Layout::Plain, 3)];
+    for ((level, layout, n), read_ahead) in cases.into_iter().flat_map(|c| [(c, true), (c, false)])
+    {
+        let label = format!("{} x{n} read_ahead={read_ahead}", level.name());
         let (mut asm, vols) = faulty_array(level, layout, n);
         let data = fill(&asm, 7);
         // f1 cannot read 3 KiB of its data area from 20 KiB on; on RAID 6,
@@ -888,6 +892,8 @@ fn an_offline_rebuild_reads_around_an_unreadable_source() {
         // (reading around is decided per step, see `BadBlocks::rebuild_around`).
         let opts = RunOptions {
             step_bytes: 64 << 10,
+            read_ahead,
+            use_maps: read_ahead,
             ..RunOptions::default()
         };
         asm.rebuild(opts, &mut quiet())

@@ -9,7 +9,7 @@
 //! times the CI sweep's runs: hours for N in the hundreds).
 
 use raidlab_layout::Level;
-use raidlab_sim::torture::{run_one, sweep, Options, Plant, Sweep};
+use raidlab_sim::torture::{run_one, sweep, sweep_on_threads, Options, Plant, Sweep};
 
 /// Runs of the CI sweep: about a minute of CPU on the project's machine
 /// since power cuts while a role is troubled joined it (60 s user, 127 s
@@ -51,7 +51,10 @@ fn ci_sweep_finds_no_violation() {
         // here keep their draws.
         ..base_opts(1, 0, sweep_runs(CI_RUNS))
     };
-    let s = sweep(&opts, |r| {
+    // The suite's longest test: its runs on every CPU, so that it does not
+    // end alone on one while the others wait.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let s = sweep_on_threads(&opts, threads, |r| {
         if std::env::var_os("RAIDLAB_TORTURE_VERBOSE").is_some() {
             eprintln!(
                 "run {} {} {}",
@@ -75,6 +78,29 @@ fn ci_sweep_finds_no_violation() {
         t.restarts
     );
     judge(&s, &opts, KNOWN_OPEN, "KNOWN_OPEN");
+}
+
+/// A sweep shared out among threads tallies what the same sweep on one
+/// thread does, kind by kind, with the same failures (a planted-free sweep
+/// beyond the tolerance, so that runs end in every way they can).
+#[test]
+fn a_sweep_on_threads_tallies_as_one_thread_does() {
+    let opts = Options {
+        skip_known_gaps: false,
+        ..base_opts(5, 100, 24)
+    };
+    let one = sweep(&opts, |_| {});
+    let three = sweep_on_threads(&opts, 3, |_| {});
+    assert_eq!(format!("{:?}", one.kinds), format!("{:?}", three.kinds));
+    let runs = |s: &Sweep| {
+        s.failures
+            .iter()
+            .map(|r| (r.run, r.hash))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(runs(&one), runs(&three));
+    assert_eq!(three.runs(), 24);
+    assert!(three.kinds.len() > 3, "{:?}", three.kinds.keys());
 }
 
 /// Runs of the beyond-tolerance sweep: seed 1 without `--skip-known-gaps`

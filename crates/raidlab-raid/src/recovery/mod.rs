@@ -17,7 +17,10 @@
 //! its reads from the mappings, several workers taking turns at the steps,
 //! and only the write goes through the executor; the streamed reads are the
 //! reference it is tested against. The simulator meets neither (its rebuild
-//! is the live one, `Array::recovery_step`).
+//! is the live one, `Array::recovery_step`). A run that neither reads ahead
+//! nor maps (`RunOptions::read_ahead` and `use_maps` off: the torture
+//! harness) has nothing to overlap, and reads, combines and writes each step
+//! on the calling thread.
 
 mod compare;
 mod gate;
@@ -65,8 +68,13 @@ use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::{Geometry, Level, Location};
 use raidlab_md::superblock::feature;
 use serde::Serialize;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+
+/// A rebuild step's offset, contents and the write that puts them on the
+/// member being rebuilt.
+type StepResult = Result<(u64, Vec<u8>, Plan)>;
 
 const SECTOR: u64 = 512;
 /// md compares and counts mismatches in 4 KiB pages (one stripe_head per page).
@@ -255,6 +263,84 @@ impl Assembly {
             let wrong_member = planted!(RebuildFirstChunkFromWrongMember);
             for range in run.ranges().to_vec() {
                 let (start, total) = (range.start, range.end);
+                // The writer: each step's contents come from `next` (which
+                // is given the step), its write runs here, and its buffer
+                // goes back through `back` for a later step.
+                let mut write_steps = |next: &mut dyn FnMut(Range<u64>) -> StepResult,
+                                       back: &mut dyn FnMut(Vec<u8>)|
+                 -> Result<()> {
+                    while let Some(step) = run.peek().filter(|s| s.start < total) {
+                        let pos = step.start;
+                        if stopped(&opts) {
+                            flush_devices(exec, &members, [target_at])?;
+                            self.checkpoint_recovery(index, pos)?;
+                            return Err(interrupted("rebuild", pos));
+                        }
+                        let (at, data, write) = next(step.clone())?;
+                        debug_assert_eq!(at..at + data.len() as u64, step);
+                        let n = data.len() as u64;
+                        run_with(exec, &write, &members, UserBuf::Write(&data))?;
+                        back(data);
+                        if run.advance(pos + n, n) {
+                            flush_devices(exec, &members, [target_at])?;
+                            self.checkpoint_recovery(index, run.position())?;
+                        }
+                        progress(Progress {
+                            done: done_before + (pos + n - start),
+                            total: overall,
+                        });
+                        run.wait(&*clock_of(&opts), &|| stopped(&opts));
+                    }
+                    Ok(())
+                };
+                if !opts.read_ahead && !opts.use_maps {
+                    // Nothing to overlap: no step is read before the writer
+                    // asks for it, so readers on threads of their own would
+                    // only wait for each other. Each step is read, combined
+                    // and written here, the member requests the same as the
+                    // threads' and in the same order per member (the
+                    // torture harness: a thread started per source member
+                    // and a wake-up per step were about 5% of its run).
+                    let kept = std::cell::Cell::new(Vec::new());
+                    let mut reads: Vec<Vec<u8>> = vec![Vec::new(); sources.len()];
+                    let members = &members;
+                    write_steps(
+                        &mut |step| {
+                            let (at, n) = (step.start, step.end - step.start);
+                            let mut out = kept.take();
+                            out.resize(n as usize, 0);
+                            let r = if geometry.is_parity() {
+                                let got = read_sources(exec, members, &sources, at, n, &mut reads);
+                                let r = parity_step(
+                                    exec,
+                                    members,
+                                    bad,
+                                    &geometry,
+                                    &live,
+                                    slot,
+                                    (at, n),
+                                    &got,
+                                    wrong_member,
+                                    &mut out,
+                                );
+                                for (b, kept) in got.into_iter().zip(reads.iter_mut()) {
+                                    if let Some(Ok(b)) = b {
+                                        *kept = b;
+                                    }
+                                }
+                                r
+                            } else {
+                                mirror_step(
+                                    exec, members, bad, &geometry, &live, slot, at, n, &mut out,
+                                )
+                            };
+                            r.map(|write| (at, out, write))
+                        },
+                        &mut |data| kept.set(data),
+                    )?;
+                    done_before += total - start;
+                    continue;
+                }
                 // Each range starts its own readers; the last one's stop
                 // signal must not stop them.
                 quit.store(false, Ordering::Relaxed);
@@ -392,46 +478,18 @@ impl Assembly {
                                     .collect();
                                 let mut out = free_rx.try_recv().unwrap_or_default();
                                 out.resize(n as usize, 0);
-                                let r = if got.iter().flatten().all(|b| b.is_ok()) {
-                                    let views: Vec<Option<&[u8]>> = got
-                                        .iter()
-                                        .map(|b| b.as_ref().and_then(|b| b.as_deref().ok()))
-                                        .collect();
-                                    let r = streamed_step(
-                                        bad, &geometry, live, slot, at, n, &views, &mut out,
-                                    );
-                                    if wrong_member && at == 0 {
-                                        // PLANTED BUG (tests only, `planted.rs`)
-                                        copy_first_chunk_from_another(
-                                            &geometry, slot, &views, &mut out,
-                                        );
-                                    }
-                                    r
-                                } else {
-                                    // A source could not read its range: the step is
-                                    // planned and read again around it, by the rule
-                                    // the live rebuild follows.
-                                    BadBlocks::rebuild_around(
-                                        bad,
-                                        &geometry,
-                                        live,
-                                        slot,
-                                        at,
-                                        n,
-                                        geometry.raid_disks,
-                                        |plan| {
-                                            let (before, write) = split_write(plan);
-                                            run_failed(
-                                                exec,
-                                                &before,
-                                                members,
-                                                UserBuf::Read(&mut out),
-                                            )
-                                            .map(|()| write)
-                                        },
-                                        |_| {},
-                                    )
-                                };
+                                let r = parity_step(
+                                    exec,
+                                    members,
+                                    bad,
+                                    &geometry,
+                                    live,
+                                    slot,
+                                    (at, n),
+                                    &got,
+                                    wrong_member,
+                                    &mut out,
+                                );
                                 for (b, f) in got.into_iter().zip(&feeds) {
                                     if let (Some(Ok(b)), Some((_, back))) = (b, f) {
                                         back.send(b).ok();
@@ -457,20 +515,8 @@ impl Assembly {
                                 let (at, n) = (s.start, s.end - s.start);
                                 let mut buf = free_rx.try_recv().unwrap_or_default();
                                 buf.resize(n as usize, 0);
-                                let r = BadBlocks::rebuild_around(
-                                    bad,
-                                    &geometry,
-                                    live,
-                                    slot,
-                                    at,
-                                    n,
-                                    geometry.raid_disks,
-                                    |plan| {
-                                        let (before, write) = split_write(plan);
-                                        run_failed(exec, &before, members, UserBuf::Read(&mut buf))
-                                            .map(|()| write)
-                                    },
-                                    |_| {},
+                                let r = mirror_step(
+                                    exec, members, bad, &geometry, live, slot, at, n, &mut buf,
                                 )
                                 .map(|write| (at, buf, write));
                                 let failed = r.is_err();
@@ -481,41 +527,25 @@ impl Assembly {
                         });
                     }
                     lanes.insert(0, (rx, free_tx));
-                    let mut turn = 0;
-                    let result = (|| {
-                        while let Some(step) = run.peek().filter(|s| s.start < total) {
-                            let pos = step.start;
-                            let (rx, free_tx) = &lanes[turn % lanes.len()];
-                            turn += 1;
-                            if stopped(&opts) {
-                                flush_devices(exec, members, [target_at])?;
-                                self.checkpoint_recovery(index, pos)?;
-                                return Err(interrupted("rebuild", pos));
-                            }
-                            gate.open_step(pos);
-                            let (at, data, write) = rx.recv().map_err(|_| {
+                    // The lane of the step in hand, for its buffer's way back.
+                    let (turn, lane) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
+                    let result = write_steps(
+                        &mut |step| {
+                            lane.set(turn.get() % lanes.len());
+                            turn.set(turn.get() + 1);
+                            gate.open_step(step.start);
+                            lanes[lane.get()].0.recv().map_err(|_| {
                                 Error::new(
                                     ErrorKind::Io,
                                     Op::Read,
                                     "internal: rebuild reader stopped",
                                 )
-                            })??;
-                            debug_assert_eq!(at..at + data.len() as u64, step);
-                            let n = data.len() as u64;
-                            run_with(exec, &write, members, UserBuf::Write(&data))?;
-                            free_tx.send(data).ok();
-                            if run.advance(pos + n, n) {
-                                flush_devices(exec, members, [target_at])?;
-                                self.checkpoint_recovery(index, run.position())?;
-                            }
-                            progress(Progress {
-                                done: done_before + (pos + n - start),
-                                total: overall,
-                            });
-                            run.wait(&*clock_of(&opts), &|| stopped(&opts));
-                        }
-                        Ok(())
-                    })();
+                            })?
+                        },
+                        &mut |data| {
+                            lanes[lane.get()].1.send(data).ok();
+                        },
+                    );
                     quit.store(true, Ordering::Relaxed);
                     gate.open_all();
                     drop(lanes);
@@ -700,6 +730,108 @@ fn split_write(mut plan: Plan) -> (Plan, Plan) {
         ..Plan::default()
     };
     (plan, write)
+}
+
+/// Each source member's read of the step `[at, at + n)` (`None` for a role
+/// with no source), into `bufs[role]` (taken; a read that succeeds hands its
+/// buffer back in the result), as the offline rebuild's readers read it.
+fn read_sources(
+    exec: &dyn Executor,
+    members: &Members,
+    sources: &[Option<Arc<dyn Volume>>],
+    at: u64,
+    n: u64,
+    bufs: &mut [Vec<u8>],
+) -> Vec<Option<Result<Vec<u8>>>> {
+    sources
+        .iter()
+        .zip(bufs.iter_mut())
+        .enumerate()
+        .map(|(role, (src, buf))| {
+            src.as_ref().map(|_| {
+                let mut buf = std::mem::take(buf);
+                buf.resize(n as usize, 0);
+                let read = Plan::read_one(role, at, n as usize);
+                run_plan(exec, &read, members, &mut buf).map(|()| buf)
+            })
+        })
+        .collect()
+}
+
+/// A parity rebuild step (`(at, n)`) computed into `out` from the sources'
+/// reads of it (`got`, by role): when every read succeeded, the step's plan
+/// computes from them; when one failed, the step is planned and read again
+/// around it, by the rule the live rebuild follows. Returns the step's write.
+#[allow(clippy::too_many_arguments)]
+fn parity_step(
+    exec: &dyn Executor,
+    members: &Members,
+    bad: Option<&BadBlocks>,
+    geometry: &Geometry,
+    live: &[bool],
+    slot: usize,
+    (at, n): (u64, u64),
+    got: &[Option<Result<Vec<u8>>>],
+    wrong_member: bool,
+    out: &mut [u8],
+) -> Result<Plan> {
+    if got.iter().flatten().all(|b| b.is_ok()) {
+        let views: Vec<Option<&[u8]>> = got
+            .iter()
+            .map(|b| b.as_ref().and_then(|b| b.as_deref().ok()))
+            .collect();
+        let r = streamed_step(bad, geometry, live, slot, at, n, &views, out);
+        if wrong_member && at == 0 {
+            // PLANTED BUG (tests only, `planted.rs`)
+            copy_first_chunk_from_another(geometry, slot, &views, out);
+        }
+        r
+    } else {
+        BadBlocks::rebuild_around(
+            bad,
+            geometry,
+            live,
+            slot,
+            at,
+            n,
+            geometry.raid_disks,
+            |plan| {
+                let (before, write) = split_write(plan);
+                run_failed(exec, &before, members, UserBuf::Read(out)).map(|()| write)
+            },
+            |_| {},
+        )
+    }
+}
+
+/// A mirror rebuild step `[at, at + n)`: its plan up to its write, into
+/// `buf`, around what md's bad-block log lists. Returns the step's write.
+#[allow(clippy::too_many_arguments)]
+fn mirror_step(
+    exec: &dyn Executor,
+    members: &Members,
+    bad: Option<&BadBlocks>,
+    geometry: &Geometry,
+    live: &[bool],
+    slot: usize,
+    at: u64,
+    n: u64,
+    buf: &mut [u8],
+) -> Result<Plan> {
+    BadBlocks::rebuild_around(
+        bad,
+        geometry,
+        live,
+        slot,
+        at,
+        n,
+        geometry.raid_disks,
+        |plan| {
+            let (before, write) = split_write(plan);
+            run_failed(exec, &before, members, UserBuf::Read(buf)).map(|()| write)
+        },
+        |_| {},
+    )
 }
 
 /// A parity rebuild step whose member reads a streaming reader has already

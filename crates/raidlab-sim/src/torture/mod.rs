@@ -246,23 +246,71 @@ impl Sweep {
     }
 }
 
-/// Run `opts.runs` runs; `each` sees every result as it ends.
-pub fn sweep(opts: &Options, mut each: impl FnMut(&RunResult)) -> Sweep {
-    let mut out = Sweep::default();
-    for run in opts.first_run..opts.first_run + opts.runs {
-        let r = run_opts(opts, run, None);
-        each(&r);
-        let k = out.kinds.entry(r.config.kind()).or_default();
+impl Sweep {
+    fn record(&mut self, r: RunResult) {
+        let k = self.kinds.entry(r.config.kind()).or_default();
         k.0 += 1;
         if r.violation.is_none() {
             k.1 += 1;
         }
         k.2.add(&r.counts);
         if r.violation.is_some() {
-            out.failures.push(r);
+            self.failures.push(r);
         }
     }
+
+    fn merge(&mut self, other: Sweep) {
+        for (kind, (n, ok, c)) in other.kinds {
+            let k = self.kinds.entry(kind).or_default();
+            k.0 += n;
+            k.1 += ok;
+            k.2.add(&c);
+        }
+        self.failures.extend(other.failures);
+        self.failures.sort_by_key(|r| r.run);
+    }
+}
+
+/// Run `opts.runs` runs; `each` sees every result as it ends.
+pub fn sweep(opts: &Options, mut each: impl FnMut(&RunResult)) -> Sweep {
+    let mut out = Sweep::default();
+    for run in opts.first_run..opts.first_run + opts.runs {
+        let r = run_opts(opts, run, None);
+        each(&r);
+        out.record(r);
+    }
     out
+}
+
+/// [`sweep`] with its runs shared out among `threads` threads (run `i`
+/// of the sweep on thread `i % threads`): the same tallies and failures,
+/// in run order, since a run draws only from its own seed and run index
+/// and touches nothing another run sees. `each` sees every result as it
+/// ends, on the thread that ran it.
+pub fn sweep_on_threads(opts: &Options, threads: usize, each: impl Fn(&RunResult) + Sync) -> Sweep {
+    let threads = threads.max(1) as u64;
+    let each = &each;
+    std::thread::scope(|s| {
+        let shares: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    let mut out = Sweep::default();
+                    let runs = opts.first_run..opts.first_run + opts.runs;
+                    for run in runs.skip(t as usize).step_by(threads as usize) {
+                        let r = run_opts(opts, run, None);
+                        each(&r);
+                        out.record(r);
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut out = Sweep::default();
+        for share in shares {
+            out.merge(share.join().expect("a sweep thread panicked"));
+        }
+        out
+    })
 }
 
 /// The configuration run `run` of `opts` draws, without running it.

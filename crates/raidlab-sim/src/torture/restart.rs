@@ -301,11 +301,11 @@ impl Rig {
         // this thread, so what the members' caches hold then is the seed's.
         // The other mishaps strike at the step boundary after it: the copy
         // is stopped there by the engine's own interruption (it saves its
-        // checkpoint) and the fault comes with no step in flight, because
-        // the copy reads each step on threads of its own (one per source
-        // member; `read_ahead: false` keeps them from starting a step the
-        // writer has not asked for), and a fault injected while they run
-        // would land before or after a read by chance. A
+        // checkpoint) and the fault comes with no step in flight. With
+        // `read_ahead` and `use_maps` off the copy reads each step on this
+        // thread too; a copy whose readers ran on threads of their own (as
+        // it does with read-ahead) would take a fault injected mid-step
+        // before or after one of their reads by chance. A
         // flag per replace, leaked: `RunOptions::stop` takes a static, and
         // a shared one would stop the copies of other runs on other test
         // threads.
@@ -346,8 +346,9 @@ impl Rig {
             &mut progress,
         );
         let struck = stop.load(Ordering::Relaxed) || cut.is_some();
-        // With the power gone, which request of the copy failed first is up
-        // to its reader threads: the event names none.
+        // With the power gone, the event names none of the copy's failed
+        // requests: which one failed first is the order of the engine's
+        // reads (once its reader threads' race), not a fact of the run.
         self.note(match (&r, cut) {
             (Ok(r), _) => format!("replace copy: {} member(s)", r.rebuilt.len()),
             (Err(_), Some((d, k, t))) => {
