@@ -196,11 +196,23 @@ impl Faults {
         Some((role, device))
     }
 
-    /// The old device of the spare's role still serves operations planned
-    /// before its failure: the spare goes in at `at`, when they are done.
-    pub(super) fn spare_later(&mut self, device: Box<dyn Device>, at: Ns) {
-        self.spare = Some(device);
-        self.spare_at = Some(at);
+    /// [`Faults::spare_for`], and the spare only if it can go in now: while
+    /// the old device of its role still serves operations planned before its
+    /// failure (`busy_until[role]`, [`IDLE`] when it has none), it waits until
+    /// they are done.
+    pub(super) fn spare_ready(
+        &mut self,
+        now: Ns,
+        array: &Array,
+        busy_until: &[Ns],
+    ) -> Option<(usize, Box<dyn Device>)> {
+        let (role, device) = self.spare_for(now, array)?;
+        if busy_until[role] != IDLE {
+            self.spare = Some(device);
+            self.spare_at = Some(busy_until[role]);
+            return None;
+        }
+        Some((role, device))
     }
 
     /// The engine's rebuild onto `target` began at `now`.
@@ -327,13 +339,9 @@ impl SimArray {
         let Some(f) = self.faults.as_mut() else {
             return;
         };
-        let Some((role, device)) = f.spare_for(now, &self.array) else {
+        let Some((role, device)) = f.spare_ready(now, &self.array, &self.member_next) else {
             return;
         };
-        if self.member_next[role] != IDLE {
-            f.spare_later(device, self.member_next[role]);
-            return;
-        }
         let g = *self.array.geometry();
         let target: Arc<dyn Volume> = Arc::new(SizeOnly::new(
             format!("{} spare for role {role}", self.name),

@@ -497,13 +497,9 @@ impl TaskArray {
         let Some(f) = self.faults.as_mut() else {
             return;
         };
-        let Some((role, device)) = f.spare_for(now, &self.array) else {
+        let Some((role, device)) = f.spare_ready(now, &self.array, &self.member_next) else {
             return;
         };
-        if self.member_next[role] != IDLE {
-            f.spare_later(device, self.member_next[role]);
-            return;
-        }
         let max_rate = f.max_rate();
         let target: Arc<dyn Volume> = Arc::new(SizeOnly::new(
             format!("{} spare for role {role}", self.name),
