@@ -23,7 +23,7 @@ use raidlab_core::task;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -258,7 +258,9 @@ pub struct StripeCache {
 #[derive(Debug, Default)]
 struct Entries {
     by_stripe: BTreeMap<u64, Arc<Entry>>,
-    by_age: BTreeSet<(Duration, u64)>,
+    /// The same entries by age: trim walks them in this order, and a
+    /// look-up by stripe for each one it passes was most of its time.
+    by_age: BTreeMap<(Duration, u64), Arc<Entry>>,
 }
 
 impl std::ops::Deref for Entries {
@@ -285,7 +287,7 @@ impl Entries {
                 gone: false,
             }),
         });
-        self.by_age.insert((now, stripe));
+        self.by_age.insert((now, stripe), e.clone());
         self.by_stripe.insert(stripe, e.clone());
         e
     }
@@ -303,16 +305,14 @@ impl Entries {
     }
 
     fn oldest(&self) -> Option<Arc<Entry>> {
-        let &(_, stripe) = self.by_age.first()?;
-        self.by_stripe.get(&stripe).cloned()
+        self.by_age.first_key_value().map(|(_, e)| e.clone())
     }
 
     /// The oldest entry whose lock is free and that is not gone, as of now.
     /// Only tries locks (never waits), so it may be called under the map's
     /// lock although a write-out takes the map's lock under an entry's.
     fn oldest_free(&self) -> Option<Arc<Entry>> {
-        self.by_age.iter().find_map(|(_, stripe)| {
-            let e = self.by_stripe.get(stripe)?;
+        self.by_age.values().find_map(|e| {
             let free = e.state.try_lock().is_some_and(|held| !held.gone);
             free.then(|| e.clone())
         })
