@@ -3,11 +3,22 @@
 //! SSDs (the heaviest cell of the CrystalDiskMark set), through raidlab's engine.
 //!
 //! `cargo run --release -p raidlab-sim --example sim_speed [SPEC] [SECONDS]`
+//!
+//! Prints the rate per second of host (wall) time and per second of this
+//! thread's CPU time (`/proc/thread-self/schedstat`, Linux), which a loaded
+//! machine does not change.
 
 use raidlab_sim::config::SimConfig;
 use raidlab_sim::device::SEC;
 use raidlab_sim::workload::{run, Job, Pattern};
 use std::time::Instant;
+
+/// This thread's time on a CPU so far, in seconds (`None` off Linux).
+fn cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 / 1e9)
+}
 
 fn main() -> Result<(), String> {
     let spec = std::env::args()
@@ -28,14 +39,22 @@ fn main() -> Result<(), String> {
         let mut job = Job::new(Pattern::Random, 4096, read, 1, 32, 1 << 30);
         job.duration = (secs * SEC as f64) as u64;
         let t = Instant::now();
+        let cpu0 = cpu_seconds();
         let out = run(dev.as_mut(), &job, 0)?;
         let host = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
         let member_ios = dev
             .member_ops()
             .map(|l| l.reads + l.writes)
             .unwrap_or(out.ops);
+        let per_cpu = cpu.map_or(String::new(), |c| {
+            format!(
+                "; {c:.2} s of CPU: {:.2} M per CPU second",
+                member_ios as f64 / c / 1e6
+            )
+        });
         println!(
-            "{spec}, {name}, {secs} s virtual: {} host requests, {member_ios} member I/Os in {host:.2} s of host time: {:.2} M member I/Os per second ({:.0} simulated IOPS)",
+            "{spec}, {name}, {secs} s virtual: {} host requests, {member_ios} member I/Os in {host:.2} s of host time: {:.2} M member I/Os per second ({:.0} simulated IOPS){per_cpu}",
             out.ops,
             member_ios as f64 / host / 1e6,
             out.iops

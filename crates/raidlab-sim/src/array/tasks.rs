@@ -48,14 +48,22 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What a task asked of the runner before it suspended.
-#[derive(Debug)]
-enum Out {
-    /// Member operations, all issued at once: (kind, role, device offset, length).
-    Io(Vec<(IoKind, usize, u64, u64)>),
-    /// Host parity time.
-    Compute(Ns),
+/// A member operation a task asks for: (kind, role, device offset, length).
+type MemberOp = (IoKind, usize, u64, u64);
+
+/// What a task asked of the runner before it suspended: the member
+/// operations of one I/O step, all issued at once, or a compute step's host
+/// time. One step at a time; the runner takes it and leaves the vector's
+/// room behind, so a step costs no allocation.
+#[derive(Debug, Default)]
+struct Out {
+    ops: Vec<MemberOp>,
+    compute: Option<Ns>,
 }
+
+/// What a task gives back when it ends: its result, and the buffer it was
+/// lent (empty for the engine's own threads and requests without data).
+type Ended = (raidlab_core::Result<()>, Vec<u8>);
 
 /// The engine's executor under the simulator: hands each step to the runner
 /// and suspends the request's task until the runner resumes it.
@@ -64,7 +72,7 @@ struct Outbox {
     /// table names.
     roles: Vec<Option<Arc<dyn Volume>>>,
     host: HostCost,
-    queue: Mutex<Vec<Out>>,
+    queue: Mutex<Out>,
     /// A rebuild's new member and its role: the engine names it as the
     /// member after the roles in data plans, and by its volume in a flush.
     /// Set once: at the start, or when a spare arrives (one rebuild a run).
@@ -87,11 +95,11 @@ fn same(a: &Arc<dyn Volume>, b: &Arc<dyn Volume>) -> bool {
 }
 
 impl Outbox {
-    fn wait_for(&self, out: Out) -> Result<(), Failed> {
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(out);
+    fn queue(&self) -> std::sync::MutexGuard<'_, Out> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait(&self) -> Result<(), Failed> {
         if task::suspend(Wait::Runner(0)) {
             Ok(())
         } else {
@@ -159,9 +167,17 @@ impl Executor for Outbox {
         for step in &plan.steps {
             match step {
                 Step::Io(ops) => {
-                    let mut out = Vec::with_capacity(ops.len());
+                    let mut queue = self.queue();
+                    let out = &mut queue.ops;
+                    let before = out.len();
                     for op in ops {
-                        let role = self.role(plan, members, op.member)?;
+                        let role = match self.role(plan, members, op.member) {
+                            Ok(role) => role,
+                            Err(e) => {
+                                out.truncate(before);
+                                return Err(e);
+                            }
+                        };
                         let offset = match plan.space {
                             Space::Data => DATA_OFFSET + op.offset,
                             Space::Device => op.offset,
@@ -173,10 +189,12 @@ impl Executor for Outbox {
                         };
                         out.push((kind, role, offset, op.length));
                     }
-                    self.wait_for(Out::Io(out))?;
+                    drop(queue);
+                    self.wait()?;
                 }
                 Step::Compute(cs) => {
-                    self.wait_for(Out::Compute(self.host.compute_ns(cs, &plan.scratch)))?;
+                    self.queue().compute = Some(self.host.compute_ns(cs, &plan.scratch));
+                    self.wait()?;
                 }
                 Step::Log(entries) => {
                     // The engine's own log writer: its header, ring position,
@@ -208,7 +226,7 @@ impl Executor for Outbox {
 /// A request under way.
 #[derive(Debug)]
 struct Req {
-    task: Task<raidlab_core::Result<()>>,
+    task: Task<Ended>,
     /// The submitter's id; `None` for the stripe cache's thread.
     host_id: Option<u64>,
     process: u32,
@@ -239,6 +257,12 @@ pub struct TaskArray {
     /// and when each one's sleep ends.
     daemons: Vec<Daemon>,
     stacks: Stacks,
+    /// Request buffers of finished tasks, for the next ones. What they hold
+    /// is never looked at (the members are sizes only); it is zeros, as
+    /// every write the simulator makes is.
+    bufs: Vec<Vec<u8>>,
+    /// The room of the last step's member operations, for the next step.
+    ops: Vec<MemberOp>,
     finished: Vec<Completion>,
     member_done: Vec<Completion>,
     woken: Vec<usize>,
@@ -390,7 +414,7 @@ impl TaskArray {
         let outbox = Arc::new(Outbox {
             roles: roles.clone(),
             host: spec.host.clone(),
-            queue: Mutex::new(Vec::new()),
+            queue: Mutex::new(Out::default()),
             target: std::sync::OnceLock::new(),
             aliases: aliases.clone(),
         });
@@ -450,6 +474,8 @@ impl TaskArray {
             timers: BinaryHeap::new(),
             daemons: Vec::new(),
             stacks: Stacks::default(),
+            bufs: Vec::new(),
+            ops: Vec::new(),
             finished: Vec::new(),
             member_done: Vec::new(),
             woken: Vec::new(),
@@ -565,6 +591,16 @@ impl TaskArray {
         process: u32,
         f: impl FnOnce() -> raidlab_core::Result<()> + 'static,
     ) -> Result<u64, String> {
+        self.spawn_with(host_id, process, move || (f(), Vec::new()))
+    }
+
+    /// [`TaskArray::spawn`] for a task that gives back a buffer it was lent.
+    fn spawn_with(
+        &mut self,
+        host_id: Option<u64>,
+        process: u32,
+        f: impl FnOnce() -> Ended + 'static,
+    ) -> Result<u64, String> {
         let task = Task::new(&mut self.stacks, f)
             .map_err(|e| format!("{}: cannot map a task's stack: {e}", self.name))?;
         Ok(self.reqs.insert(Req {
@@ -627,9 +663,12 @@ impl TaskArray {
             }
         }
         match step {
-            TaskStep::Done(result) => {
+            TaskStep::Done((result, buf)) => {
                 let r = self.reqs.remove(seq).expect("present");
                 r.task.finish(&mut self.stacks);
+                if buf.capacity() > 0 {
+                    self.bufs.push(buf);
+                }
                 let rebuild = self.rebuild.as_mut().filter(|rb| rb.seq == seq);
                 let is_rebuild = rebuild.is_some();
                 if let Some(rb) = rebuild {
@@ -670,29 +709,26 @@ impl TaskArray {
                 }
             }
             TaskStep::Waits(Wait::Runner(_)) => {
-                let outs = std::mem::take(
-                    &mut *self.outbox.queue.lock().unwrap_or_else(|p| p.into_inner()),
-                );
+                let (mut ops, compute) = {
+                    let mut out = self.outbox.queue();
+                    let room = std::mem::take(&mut self.ops);
+                    (std::mem::replace(&mut out.ops, room), out.compute.take())
+                };
                 let process = self.reqs.get(seq).map_or(MD_THREAD, |r| r.process);
                 let mut issued = 0;
-                for out in outs {
-                    match out {
-                        Out::Io(ops) => {
-                            for (kind, member, offset, len) in ops {
-                                issued += self
-                                    .submit_member(now, seq, process, kind, member, offset, len);
-                            }
-                        }
-                        Out::Compute(cost) => {
-                            let end = if self.host.md.is_some() {
-                                self.md_thread.run(now, cost)
-                            } else {
-                                now + cost
-                            };
-                            self.timers.push(Reverse((end, seq)));
-                            return;
-                        }
-                    }
+                for &(kind, member, offset, len) in &ops {
+                    issued += self.submit_member(now, seq, process, kind, member, offset, len);
+                }
+                ops.clear();
+                self.ops = ops;
+                if let Some(cost) = compute {
+                    let end = if self.host.md.is_some() {
+                        self.md_thread.run(now, cost)
+                    } else {
+                        now + cost
+                    };
+                    self.timers.push(Reverse((end, seq)));
+                    return;
                 }
                 if issued == 0 {
                     self.ready.push_back(seq);
@@ -779,19 +815,29 @@ impl Device for TaskArray {
             f.arrived(now);
         }
         let array = self.array.clone();
-        let spawned = self.spawn(
+        // The request's buffer: a finished request's, not a new one each
+        // time (an allocation and a page of zeros a request).
+        let mut buf = Vec::new();
+        if matches!(kind, IoKind::Read | IoKind::Write) {
+            buf = self.bufs.pop().unwrap_or_default();
+            buf.resize(len as usize, 0);
+        }
+        let spawned = self.spawn_with(
             Some(id),
             if kind == IoKind::Read {
                 process
             } else {
                 MD_THREAD
             },
-            move || match kind {
-                IoKind::Read => array.read_at(&mut vec![0u8; len as usize], offset),
-                IoKind::Write => array.write_at(&vec![0u8; len as usize], offset),
-                IoKind::Zero => array.write_zeroes(offset, len),
-                IoKind::Flush => array.flush(),
-                IoKind::Trim => array.discard(offset, len),
+            move || {
+                let result = match kind {
+                    IoKind::Read => array.read_at(&mut buf, offset),
+                    IoKind::Write => array.write_at(&buf, offset),
+                    IoKind::Zero => array.write_zeroes(offset, len),
+                    IoKind::Flush => array.flush(),
+                    IoKind::Trim => array.discard(offset, len),
+                };
+                (result, buf)
             },
         );
         match spawned {

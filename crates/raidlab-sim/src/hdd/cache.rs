@@ -17,6 +17,56 @@ pub(super) struct Dirty {
     seqs: Vec<u64>,
 }
 
+/// The numbers of the writes not yet on the media. They are numbered in
+/// arrival order, so a window from the oldest of them holds them, a flag
+/// each: what a set ordered by number did (a flush needs the oldest), for a
+/// push, a flag and a pop instead of a tree's insert and remove per write.
+#[derive(Debug, Default)]
+struct Undurable {
+    /// The number of `flags[0]`; the front flag is set, when any is.
+    base: u64,
+    flags: VecDeque<bool>,
+    count: usize,
+}
+
+impl Undurable {
+    /// Write `seq`, the next number, is not yet durable.
+    fn push(&mut self, seq: u64) {
+        debug_assert_eq!(seq, self.base + self.flags.len() as u64);
+        if self.flags.is_empty() {
+            self.base = seq;
+        }
+        self.flags.push_back(true);
+        self.count += 1;
+    }
+
+    /// Write `seq` is on the media.
+    fn remove(&mut self, seq: u64) {
+        let Some(i) = seq.checked_sub(self.base) else {
+            return;
+        };
+        if let Some(f) = self.flags.get_mut(i as usize) {
+            if *f {
+                *f = false;
+                self.count -= 1;
+            }
+        }
+        while self.flags.front() == Some(&false) {
+            self.flags.pop_front();
+            self.base += 1;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The oldest write not yet durable.
+    fn first(&self) -> Option<u64> {
+        (self.count > 0).then_some(self.base)
+    }
+}
+
 /// The write-back half of the buffer.
 #[derive(Debug)]
 pub(super) struct WriteCache {
@@ -33,7 +83,7 @@ pub(super) struct WriteCache {
     bytes: u64,
     next_seq: u64,
     /// Writes acknowledged from the cache and not yet on the media.
-    undurable: BTreeSet<u64>,
+    undurable: Undurable,
     /// The writes of the destage in progress.
     destaging: Vec<u64>,
     /// Flushes waiting: (request id, writes numbered below this must be durable).
@@ -49,7 +99,7 @@ impl WriteCache {
             ends: BTreeSet::new(),
             bytes: 0,
             next_seq: 0,
-            undurable: BTreeSet::new(),
+            undurable: Undurable::default(),
             destaging: Vec::new(),
             flushes: Vec::new(),
         }
@@ -92,7 +142,7 @@ impl WriteCache {
         self.bytes += end - start;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.undurable.insert(seq);
+        self.undurable.push(seq);
         let max_run = self.max_run;
         let continued = self
             .ends
@@ -143,9 +193,9 @@ impl WriteCache {
     pub fn finish_destage(&mut self, len: u64) -> Vec<u64> {
         self.bytes -= len;
         for s in std::mem::take(&mut self.destaging) {
-            self.undurable.remove(&s);
+            self.undurable.remove(s);
         }
-        let oldest = self.undurable.first().copied().unwrap_or(u64::MAX);
+        let oldest = self.undurable.first().unwrap_or(u64::MAX);
         let mut done = Vec::new();
         self.flushes.retain(|&(id, need)| {
             let keep = oldest < need;

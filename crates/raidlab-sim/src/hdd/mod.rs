@@ -34,6 +34,10 @@ use std::collections::{BinaryHeap, VecDeque};
 struct Cmd {
     req: Request,
     ready: Ns,
+    /// `tau` of its offset once it waits for the media (0 before), kept:
+    /// shortest-positioning-time-first weighs every queued command at each
+    /// dispatch, and `tau` is a logarithm.
+    tau: f64,
 }
 
 /// Read-ahead in progress: the head streams from byte `from` (reached at `t0`)
@@ -188,9 +192,14 @@ impl Hdd {
     /// Time from `t` (head on `self.head`'s track) until byte `x` passes under the
     /// head, given the data may not go to the media before `not_before`.
     fn position_ns(&self, t: Ns, x: u64, not_before: Ns) -> f64 {
+        self.position_tau_ns(t, x, self.tau(x), not_before)
+    }
+
+    /// [`Hdd::position_ns`] with `tau(x)` already known.
+    fn position_tau_ns(&self, t: Ns, x: u64, tau_x: f64, not_before: Ns) -> f64 {
         let arrive = (t as f64 + self.seek_ns(self.head, x)).max(not_before as f64);
         let angle = (arrive / self.rev).fract();
-        let target = self.tau(x).fract();
+        let target = tau_x.fract();
         let mut turn = (target - angle).rem_euclid(1.0);
         // Times are whole nanoseconds, so a stream that continues exactly where
         // the head is may land a hair past its sector; that is no revolution.
@@ -233,7 +242,17 @@ impl Hdd {
         self.in_drive += 1;
         let ready = t.max(self.ctrl_free) + ns(self.p.command_overhead_us * 1e3);
         self.ctrl_free = ready;
-        self.arriving.push_back(Cmd { req, ready });
+        self.arriving.push_back(Cmd {
+            req,
+            ready,
+            tau: 0.0,
+        });
+    }
+
+    /// Queue `c` for the media, its `tau` known from now on.
+    fn queue_for_media(&mut self, mut c: Cmd) {
+        c.tau = self.tau(c.req.offset);
+        self.media_q.push(c);
     }
 
     /// A command past its firmware overhead: answer from cache or queue for media.
@@ -266,7 +285,7 @@ impl Hdd {
                     let at = self.link(t, c.req.len, t);
                     self.done.push(Reverse((at, c.req.id)));
                 } else {
-                    self.media_q.push(c);
+                    self.queue_for_media(c);
                 }
             }
             // No write-zeroes command is modelled: the zeros are written.
@@ -284,7 +303,7 @@ impl Hdd {
                     self.space_wait.push_back(c);
                     self.take_cached_writes(t);
                 } else {
-                    self.media_q.push(c);
+                    self.queue_for_media(c);
                 }
             }
         }
@@ -328,7 +347,7 @@ impl Hdd {
                 // Shortest positioning time first; ties go to the oldest.
                 let mut best = (f64::INFINITY, 0);
                 for (i, c) in self.media_q.iter().enumerate() {
-                    let cost = self.position_ns(t, c.req.offset, t);
+                    let cost = self.position_tau_ns(t, c.req.offset, c.tau, t);
                     if cost < best.0 {
                         best = (cost, i);
                     }
@@ -338,7 +357,7 @@ impl Hdd {
             let c = self.media_q.remove(pick);
             let (a, b) = (c.req.offset, c.req.offset + c.req.len);
             let (start, op) = if c.req.kind == IoKind::Read {
-                let start = t + ns(self.position_ns(t, a, t));
+                let start = t + ns(self.position_tau_ns(t, a, c.tau, t));
                 (start, Op::Read(c, start))
             } else {
                 // The media may start once it cannot overtake the data still
@@ -347,7 +366,10 @@ impl Hdd {
                 let xfer = self.link(t, c.req.len, t);
                 let media = ns(self.media_ns(a, b));
                 let not_before = link_start.max(xfer.saturating_sub(media));
-                (t + ns(self.position_ns(t, a, not_before)), Op::Write(c))
+                (
+                    t + ns(self.position_tau_ns(t, a, c.tau, not_before)),
+                    Op::Write(c),
+                )
             };
             let until = start + ns(self.media_ns(a, b));
             self.mech = Mech::Busy { until, op };
@@ -422,19 +444,28 @@ impl Device for Hdd {
     }
 
     fn next_event(&self) -> Option<Ns> {
-        let busy = match self.mech {
+        // The earliest of what is due, written out: the array of four
+        // options flattened was a tenth of a RAID 6 of HDDs' host time (it
+        // is asked after every event, by `advance` and by the array).
+        fn min(a: Option<Ns>, b: Option<Ns>) -> Option<Ns> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, None) => a,
+                (None, b) => b,
+            }
+        }
+        let mech = match self.mech {
             Mech::Busy { until, .. } => Some(until),
-            _ => None,
+            Mech::Stream(_) => self.stream_end(),
+            Mech::Idle => None,
         };
-        [
-            self.done.peek().map(|r| r.0 .0),
-            self.arriving.front().map(|c| c.ready),
-            busy,
-            self.stream_end(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        min(
+            min(
+                self.done.peek().map(|r| r.0 .0),
+                self.arriving.front().map(|c| c.ready),
+            ),
+            mech,
+        )
     }
 
     fn advance(&mut self, now: Ns, out: &mut Vec<Completion>) {
