@@ -42,17 +42,13 @@ pub(super) struct Faults {
     pub(super) phases: Phases,
     rebuild: Option<(usize, Ns)>,
     rebuild_error: Option<String>,
-    /// Engine calls left to look at for a member taken out after a plan
-    /// failed: live, the engine hears of the failure only when the task is
-    /// resumed after the failed operations come back, one or more calls
-    /// later than the fault executor saw it.
-    looking: u32,
+    /// A plan has failed: from then on every engine call is looked at for a
+    /// member taken out. Live, the engine hears of a failure only when the
+    /// task is resumed after the failed operations come back, any number of
+    /// other tasks' calls later than the fault executor saw it; and a
+    /// failure it repairs takes no member out at all.
+    watching: bool,
 }
-
-/// How many engine calls after a failed plan [`Faults::notice`] keeps
-/// looking for the member the engine takes out for it (it takes one out at
-/// its next resume; the rest is margin for steps in between).
-const LOOK_AFTER_FAILURE: u32 = 64;
 
 impl FaultSpec {
     /// Refuse what cannot be simulated, before anything is built: faults on
@@ -113,7 +109,7 @@ impl Faults {
             phases: Phases::default(),
             rebuild: None,
             rebuild_error: None,
-            looking: 0,
+            watching: false,
         }
     }
 
@@ -145,16 +141,14 @@ impl Faults {
     /// plan failed.
     pub(super) fn notice(&mut self, now: Ns, array: &Array) {
         if self.exec.take_noticed() {
-            self.looking = LOOK_AFTER_FAILURE;
+            self.watching = true;
         }
-        if self.looking == 0 {
+        if !self.watching {
             return;
         }
-        self.looking -= 1;
         for r in array.failed_members() {
             if !self.taken_out.iter().any(|&(t, _)| t == r) {
                 self.taken_out.push((r, now));
-                self.looking = 0;
             }
         }
     }
