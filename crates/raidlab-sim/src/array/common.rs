@@ -162,3 +162,22 @@ pub(super) fn advance_members(
     }
     any
 }
+
+/// Move every timer due at or before `now` (`(time, seq)`, soonest first) to
+/// `ready`; whether any was. Both array models' event loops take theirs so.
+pub(super) fn due_timers(
+    timers: &mut std::collections::BinaryHeap<std::cmp::Reverse<(Ns, u64)>>,
+    now: Ns,
+    ready: &mut std::collections::VecDeque<u64>,
+) -> bool {
+    let mut any = false;
+    while let Some(&std::cmp::Reverse((t, seq))) = timers.peek() {
+        if t > now {
+            break;
+        }
+        timers.pop();
+        ready.push_back(seq);
+        any = true;
+    }
+    any
+}

@@ -536,14 +536,7 @@ impl Device for SimArray {
                     }
                 }
             }
-            while let Some(&Reverse((t, seq))) = self.timers.peek() {
-                if t > now {
-                    break;
-                }
-                self.timers.pop();
-                self.ready.push_back(seq);
-                any = true;
-            }
+            any |= super::common::due_timers(&mut self.timers, now, &mut self.ready);
             if self.spare_due().is_some_and(|t| t <= now) {
                 self.add_spare(now);
                 any = true;

@@ -431,14 +431,7 @@ impl TaskArray {
                     }
                 }
             }
-            while let Some(&Reverse((t, seq))) = self.timers.peek() {
-                if t > now {
-                    break;
-                }
-                self.timers.pop();
-                self.ready.push_back(seq);
-                any = true;
-            }
+            any |= super::common::due_timers(&mut self.timers, now, &mut self.ready);
             if self
                 .faults
                 .as_ref()
