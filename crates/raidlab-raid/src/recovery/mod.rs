@@ -26,9 +26,11 @@ mod compare;
 mod gate;
 mod report;
 mod scrub;
+mod scrub_run;
 
 pub use compare::compare_mirror;
 pub use report::{Finding, ScrubReport};
+pub use scrub_run::scrub_array;
 
 /// Page size of a scrub's comparisons (md's stripe page): mismatches are
 /// found and counted per page.
