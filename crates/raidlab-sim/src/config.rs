@@ -33,8 +33,7 @@
 //!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
 //!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs); `engine=live`
 //!   (the default: each request runs the real engine as a task in virtual
-//!   time, [`crate::array::TaskArray`]; not yet with a check or mismatches,
-//!   which the replay runs when `engine` is left out) or
+//!   time, [`crate::array::TaskArray`]) or
 //!   `engine=replay` (plans recorded at arrival and scheduled by the
 //!   simulator, [`crate::array::SimArray`]);
 //! - `PRESET:OPTION...` (`scheduler=NAME`, `host=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
@@ -95,8 +94,7 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
 /// engine = "replay"            # optional: "live" (the default: each request runs as a task of
-///                               # the engine in virtual time; not yet with a check or
-///                               # mismatches, which take the replay) or "replay" (plans
+///                               # the engine in virtual time) or "replay" (plans
 ///                               # recorded at arrival)
 /// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
 ///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
@@ -184,9 +182,8 @@ pub struct ArrayConf {
     #[serde(default)]
     pub faults: Vec<String>,
     /// How the engine runs: `live` (the default: each request runs the
-    /// engine as a task in virtual time, [`crate::array::TaskArray`]; a
-    /// check and mismatches are not run live yet and take the replay when
-    /// this is left out) or `replay` (each request's plans are
+    /// engine as a task in virtual time, [`crate::array::TaskArray`]) or
+    /// `replay` (each request's plans are
     /// recorded at arrival and scheduled by the simulator,
     /// [`crate::array::SimArray`]).
     #[serde(default)]
@@ -911,25 +908,10 @@ impl SimConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
         });
-        // What only the replay runs yet.
-        let replay_only = [
-            (check.is_some(), "a check"),
-            (!mismatches.is_empty(), "mismatches"),
-        ]
-        .into_iter()
-        .find_map(|(on, what)| on.then_some(what));
-        // The engine runs live unless the configuration needs what only the
-        // replay runs yet (then the replay, said in the model's parameters).
-        let live = match (a.engine.as_deref(), replay_only) {
-            (None | Some("live"), None) => true,
-            (None, Some(_)) | (Some("replay"), _) => false,
-            (Some("live"), Some(what)) => {
-                return Err(err(
-                    &place,
-                    format!("`engine = live` does not run {what} yet: leave out `engine` (the replay runs it then)"),
-                ))
-            }
-            (Some(e), _) => {
+        let live = match a.engine.as_deref() {
+            None | Some("live") => true,
+            Some("replay") => false,
+            Some(e) => {
                 return Err(err(
                     &place,
                     format!("`engine = {e}`: say `live` (the default) or `replay`"),
@@ -939,7 +921,12 @@ impl SimConfig {
         // The array, its engine replayed or run live.
         let make = |spec: ArraySpec| -> Result<Box<dyn ArrayModel>, ConfigError> {
             if live {
-                let a = TaskArray::build(spec, Some(faults), bitmap).map_err(|m| err(&place, m))?;
+                let mut a =
+                    TaskArray::build(spec, Some(faults), bitmap).map_err(|m| err(&place, m))?;
+                a.set_mismatches(&mismatches).map_err(|m| err(&place, m))?;
+                if let Some(c) = check {
+                    a.start_scrub(c).map_err(|m| err(&place, m))?;
+                }
                 return Ok(Box::new(a));
             }
             let mut array = SimArray::new(spec).map_err(|m| err(&place, m))?;

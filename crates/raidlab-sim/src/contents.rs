@@ -250,7 +250,7 @@ impl Contents {
 
     /// Role `role`'s bytes at member offset `offset` (zeros where no page
     /// is stored).
-    fn read(&self, role: usize, offset: u64, buf: &mut [u8]) {
+    pub(crate) fn read(&self, role: usize, offset: u64, buf: &mut [u8]) {
         for (base, within, done, n) in spans(offset, buf.len()) {
             let dst = &mut buf[done..done + n];
             match self.pages.get(&(base, role)) {
@@ -262,7 +262,7 @@ impl Contents {
 
     /// Store `bytes` as role `role`'s at member offset `offset`; a page
     /// left all zeros is dropped (zeros are what an absent page holds).
-    fn write(&mut self, role: usize, offset: u64, bytes: &[u8]) {
+    pub(crate) fn write(&mut self, role: usize, offset: u64, bytes: &[u8]) {
         for (base, within, done, n) in spans(offset, bytes.len()) {
             let p = self
                 .pages

@@ -258,8 +258,6 @@ pub fn engine_check_seconds(cfg: &SimConfig, extra: &[Preset]) -> Result<Option<
         cfg,
         extra,
         |a, at| {
-            // A check does not run live yet: the replay estimates it.
-            a.engine = None;
             a.check = true;
             a.check_max_rate = None;
             a.check_from = Some(at.to_string());

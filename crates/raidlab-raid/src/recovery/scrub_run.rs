@@ -79,8 +79,13 @@ pub(super) trait ScrubHost {
         n: u64,
     ) -> Result<()>;
     /// What role `role` should hold at `[pos, pos+n)`, from the others.
-    fn repair_range(&self, bad: Option<&BadBlocks>, role: usize, pos: u64, n: u64)
-        -> Result<Vec<u8>>;
+    fn repair_range(
+        &self,
+        bad: Option<&BadBlocks>,
+        role: usize,
+        pos: u64,
+        n: u64,
+    ) -> Result<Vec<u8>>;
     /// Record a resync's checkpoint (member sectors done).
     fn checkpoint(&mut self, at_sector: u64) -> Result<()>;
 }
@@ -185,8 +190,7 @@ fn parity(
         let plan = plan_scrub_parity(&scope.geometry, present, pos, n)?;
         // A missing role's part is never read; scrub_parity ignores it.
         buf.resize(areas.len() * len, 0);
-        if let Err(f) = run_failed(exec, &plan, areas, UserBuf::Read(buf))
-        {
+        if let Err(f) = run_failed(exec, &plan, areas, UserBuf::Read(buf)) {
             if f.kind != IoKind::Read || f.members.is_empty() {
                 return Err(*f.error);
             }
@@ -208,8 +212,7 @@ fn parity(
                     if reread(exec, loc, page, areas).is_ok() {
                         continue;
                     }
-                    let Ok(b) = host.repair_range(bad.as_ref(), role, at, page.len() as u64)
-                    else {
+                    let Ok(b) = host.repair_range(bad.as_ref(), role, at, page.len() as u64) else {
                         return Err(*f.error);
                     };
                     page.copy_from_slice(&b);
@@ -338,12 +341,7 @@ fn mirrors(
             .map(|r| r.skipped as u64 * r.len)
             .sum::<u64>();
         buf.resize(scrub.len, 0);
-        let failed = match run_failed(
-            exec,
-            &scrub.plan,
-            areas,
-            UserBuf::Read(buf),
-        ) {
+        let failed = match run_failed(exec, &scrub.plan, areas, UserBuf::Read(buf)) {
             Ok(()) => Vec::new(),
             Err(f) if f.kind == IoKind::Read && !f.members.is_empty() => f.members,
             Err(f) => return Err(*f.error),
@@ -370,8 +368,7 @@ fn mirrors(
                 .iter()
                 .map(|&(loc, at)| {
                     !failed.contains(&loc.member)
-                        || reread(exec, loc, &mut buf[at..at + n], areas)
-                            .is_ok()
+                        || reread(exec, loc, &mut buf[at..at + n], areas).is_ok()
                 })
                 .collect();
             compare_mirror_run(run, buf, &read, &mut report, names, repair, &mut writes)?;
@@ -504,12 +501,32 @@ impl ScrubHost for Alone<'_> {
     ) -> Result<()> {
         Ok(()) // nothing is listed
     }
-    fn rewrite_listed_role(&mut self, _: Option<&BadBlocks>, _: usize, _: u64, _: u64) -> Result<()> {
+    fn rewrite_listed_role(
+        &mut self,
+        _: Option<&BadBlocks>,
+        _: usize,
+        _: u64,
+        _: u64,
+    ) -> Result<()> {
         Ok(())
     }
-    fn repair_range(&self, bad: Option<&BadBlocks>, role: usize, pos: u64, n: u64) -> Result<Vec<u8>> {
+    fn repair_range(
+        &self,
+        bad: Option<&BadBlocks>,
+        role: usize,
+        pos: u64,
+        n: u64,
+    ) -> Result<Vec<u8>> {
         let exec = crate::replay::ReplayTarget::executor(self.array);
-        repair_from(exec.as_ref(), self.array.geometry(), &self.areas, bad, role, pos, n)
+        repair_from(
+            exec.as_ref(),
+            self.array.geometry(),
+            &self.areas,
+            bad,
+            role,
+            pos,
+            n,
+        )
     }
     fn checkpoint(&mut self, _: u64) -> Result<()> {
         Err(Error::invalid(

@@ -27,7 +27,9 @@
 //! ([`super::faults::Faults`], the same bookkeeping as the replay's): a spare
 //! goes in through the engine's `begin_recovery` and its rebuild loop.
 //!
-//! Not yet here (refused at build): a scrub and its mismatches.
+//! A check or repair is the engine's scrub of the running array, run as a
+//! task (`check.rs`); where a configuration says copies differ, that task's
+//! reads and writes carry what the members hold.
 
 use super::{ArraySpec, FaultSpec, DATA_OFFSET, IDLE};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock, MD_THREAD};
@@ -48,6 +50,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod check;
 mod outbox;
 mod setup;
 
@@ -101,6 +104,8 @@ pub struct TaskArray {
     capacity: u64,
     spec_info: Vec<Param>,
     rebuild: Option<Rebuild>,
+    /// A check or repair under way (`check.rs`).
+    check: Option<check::Check>,
     faults: Option<Box<super::faults::Faults>>,
 }
 
@@ -139,6 +144,11 @@ impl TaskArray {
     /// Run task `seq` until it suspends or ends, and act on why.
     fn resume(&mut self, now: Ns, seq: u64) {
         self.clock.set(now);
+        let carry = self.carries(seq);
+        self.outbox
+            .data
+            .carry
+            .store(carry, std::sync::atomic::Ordering::Relaxed);
         let Some(r) = self.reqs.get_mut(seq) else {
             return;
         };
@@ -165,6 +175,9 @@ impl TaskArray {
                 let is_rebuild = rebuild.is_some();
                 if let Some(rb) = rebuild {
                     rb.finished = Some(now);
+                }
+                if let Some(c) = self.check.as_mut().filter(|c| c.seq == seq) {
+                    c.finished = Some(now);
                 }
                 if let Some(f) = self.faults.as_mut() {
                     if let Err(e) = &result {
@@ -208,6 +221,14 @@ impl TaskArray {
                 };
                 let process = self.reqs.get(seq).map_or(MD_THREAD, |r| r.process);
                 let mut issued = 0;
+                if let Some(c) = self.check.as_mut().filter(|c| c.seq == seq) {
+                    for &(kind, _, _, len) in &ops {
+                        if kind == IoKind::Write {
+                            c.rewrites += 1;
+                            c.rewritten_bytes += len;
+                        }
+                    }
+                }
                 for &(kind, member, offset, len) in &ops {
                     issued += self.submit_member(now, seq, process, kind, member, offset, len);
                 }
@@ -396,6 +417,10 @@ impl Device for TaskArray {
 
     fn fault_report(&self) -> Option<crate::faults::report::FaultReport> {
         TaskArray::fault_report(self)
+    }
+
+    fn scrub_progress(&self) -> Option<crate::scrub::ScrubProgress> {
+        TaskArray::scrub_progress(self)
     }
 
     fn rebuild_progress(&self) -> Option<super::RebuildProgress> {

@@ -37,6 +37,8 @@ pub(super) struct Outbox {
     /// Further volumes that stand for a role in metadata plans: the whole
     /// members the bitmap is written to (the engine's intent devices).
     pub(super) aliases: Vec<(Arc<dyn Volume>, usize)>,
+    /// What the members hold where it is not zeros, carried for a check.
+    pub(super) data: super::check::Data,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -118,7 +120,7 @@ impl Executor for Outbox {
         plan: &Plan,
         members: &Members,
         _: &dyn Engine,
-        _: UserBuf<'_>,
+        mut user: UserBuf<'_>,
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
         for step in &plan.steps {
@@ -147,6 +149,9 @@ impl Executor for Outbox {
                         out.push((kind, role, offset, op.length));
                     }
                     drop(queue);
+                    if plan.space == Space::Data && self.data.carrying() {
+                        self.data.carry_step(ops, &mut user);
+                    }
                     self.wait()?;
                 }
                 Step::Compute(cs) => {

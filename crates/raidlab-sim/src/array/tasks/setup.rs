@@ -123,6 +123,7 @@ impl TaskArray {
             queue: Mutex::new(Out::default()),
             target: std::sync::OnceLock::new(),
             aliases: aliases.clone(),
+            data: Default::default(),
         });
         if let Some(t) = &target {
             let _ = outbox.target.set(t.clone());
@@ -191,6 +192,7 @@ impl TaskArray {
             spec_info: Vec::new(),
             host: spec.host,
             rebuild: None,
+            check: None,
             faults: fault_state,
         };
         if let (Some(r), Some((volume, _))) = (rebuild, target) {
