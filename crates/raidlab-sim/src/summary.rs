@@ -241,6 +241,12 @@ pub fn engine_rebuild_seconds(
         cfg,
         extra,
         |a, at| {
+            // The estimate is of the rebuild alone: md runs one sync
+            // action at a time, so a configured check waits for it.
+            a.check = false;
+            a.repair = false;
+            a.check_max_rate = None;
+            a.check_from = None;
             a.rebuild = Some(role);
             a.rebuild_max_rate = None;
             a.rebuild_from = Some(at.to_string());
@@ -258,6 +264,8 @@ pub fn engine_check_seconds(cfg: &SimConfig, extra: &[Preset]) -> Result<Option<
         cfg,
         extra,
         |a, at| {
+            a.rebuild = None;
+            a.rebuild_from = None;
             a.check = true;
             a.check_max_rate = None;
             a.check_from = Some(at.to_string());
