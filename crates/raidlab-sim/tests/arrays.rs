@@ -4,7 +4,7 @@
 
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
-use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
+use raidlab_sim::array::{ArraySpec, TaskArray, DATA_OFFSET};
 use raidlab_sim::controller::{CardParams, RaidCard};
 use raidlab_sim::device::{Device, MS, SEC};
 use raidlab_sim::host::HostCost;
@@ -24,10 +24,10 @@ fn array(
     chunk: u64,
     cache: Option<StripeCacheConfig>,
     host: HostCost,
-) -> SimArray {
+) -> TaskArray {
     let chunk = if level == Level::Raid1 { 0 } else { chunk };
     let g = Geometry::new(level, Layout::parse(level, None).unwrap(), chunk, n, MEMBER).unwrap();
-    SimArray::new(ArraySpec {
+    TaskArray::new(ArraySpec {
         name: "t".into(),
         geometry: g,
         members: (0..n).map(|_| Some(disk())).collect(),
@@ -82,7 +82,7 @@ fn held_random_writes_still_cost_their_member_io_in_virtual_time() {
     )
     .unwrap();
     let slow = || Box::new(Ideal::new(DATA_OFFSET + MEMBER, 5000.0, RATE)) as Box<dyn Device>;
-    let mut a = SimArray::new(ArraySpec {
+    let mut a = TaskArray::new(ArraySpec {
         name: "slow".into(),
         geometry: g,
         members: (0..4).map(|_| Some(slow())).collect(),

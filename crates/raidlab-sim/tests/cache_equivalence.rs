@@ -10,7 +10,7 @@ use raidlab_core::{Result, Volume};
 use raidlab_devices::{Access, MemVolume, Recorded};
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::Array;
-use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
+use raidlab_sim::array::{ArraySpec, TaskArray, DATA_OFFSET};
 use raidlab_sim::cache::{CacheSpec, Event, SimCache};
 use raidlab_sim::device::{Completion, Device, ModelInfo, Ns, Request, VirtualClock, SEC};
 use raidlab_sim::host::HostCost;
@@ -141,7 +141,7 @@ fn simulate(mode: Mode, raid: bool) -> SimRun {
                 Some(Box::new(Ideal::new(DATA_OFFSET + MEMBER, 5000.0, 150.0)) as Box<dyn Device>)
             })
             .collect();
-        let mut a = SimArray::new(ArraySpec {
+        let mut a = TaskArray::new(ArraySpec {
             name: "sim raid5".into(),
             geometry: g,
             members,

@@ -1,7 +1,7 @@
 //! The simulator runs the engine's own decisions: for seeded workloads on every
 //! level, complete and degraded, the member operations a simulated array issues
-//! are exactly (as a multiset) those the real engine issues for the same requests
-//! on memory members.
+//! (its engine run live, one request at a time) are exactly (as a multiset)
+//! those the real engine issues for the same requests on memory members.
 
 use raidlab_core::IoKind;
 use raidlab_core::Volume;
@@ -9,7 +9,7 @@ use raidlab_devices::{Access, MemVolume, Recorded};
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Array;
-use raidlab_sim::array::{ArraySpec, SimArray, DATA_OFFSET};
+use raidlab_sim::array::{ArraySpec, TaskArray, DATA_OFFSET};
 use raidlab_sim::device::{Device, VirtualClock, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
@@ -33,7 +33,7 @@ fn simulate(
                 .then(|| Box::new(Ideal::new(DATA_OFFSET + MEMBER, 50.0, 200.0)) as Box<dyn Device>)
         })
         .collect();
-    let mut sim = SimArray::new(ArraySpec {
+    let mut sim = TaskArray::new(ArraySpec {
         name: "sim".into(),
         geometry: *g,
         members,
@@ -47,19 +47,23 @@ fn simulate(
     let cap = sim.capacity();
     let mut t = 0;
     let jobs = [
-        (Pattern::Random, 4096, 50, 1, 4, 11),
-        (Pattern::Random, 12288, 30, 2, 2, 12),
-        (Pattern::Random, 65536, 0, 1, 8, 13),
-        (Pattern::Sequential, 1 << 20, 0, 1, 4, 14),
-        (Pattern::Sequential, 192 << 10, 100, 2, 3, 15),
+        (Pattern::Random, 4096, 50, 11),
+        (Pattern::Random, 12288, 30, 12),
+        (Pattern::Random, 65536, 0, 13),
+        (Pattern::Sequential, 1 << 20, 0, 14),
+        (Pattern::Sequential, 192 << 10, 100, 15),
     ];
-    for (pattern, block, read_percent, threads, qd, seed) in jobs {
+    // One request at a time: the engine run live then takes its decisions
+    // in the order a real array given the same requests one by one does.
+    // With more in flight, which request reaches a stripe first is the
+    // devices' timing, which the real run here does not have.
+    for (pattern, block, read_percent, seed) in jobs {
         let job = Job {
             pattern,
             block,
             read_percent,
-            threads,
-            queue_depth: qd,
+            threads: 1,
+            queue_depth: 1,
             region: (0, cap),
             duration: SEC,
             max_ops: 300,

@@ -2,11 +2,12 @@
 //! member errors, and the engine's own failure handling (take the member
 //! out, plan degraded, rewrite a bad block, rebuild onto a spare) is what the
 //! device models then carry out. Known answers on ideal members (fixed
-//! latency and rate), exact because virtual time has no noise.
+//! latency and rate), exact because virtual time has no noise. The engine runs
+//! live: a fault meets a request when its plan runs, mid-request.
 
 use raidlab_core::IoKind;
 use raidlab_layout::{Geometry, Layout, Level};
-use raidlab_sim::array::{ArraySpec, FaultSpec, SimArray, DATA_OFFSET};
+use raidlab_sim::array::{ArraySpec, FaultSpec, TaskArray, DATA_OFFSET};
 use raidlab_sim::config::SimConfig;
 use raidlab_sim::device::{Completion, Device, Ns, Request, MS, SEC};
 use raidlab_sim::faults::Schedule;
@@ -24,32 +25,33 @@ fn ideal() -> Box<dyn Device> {
 
 /// An array of `n` ideal members at `level` with `faults` (`spare=` gets a
 /// fresh ideal member).
-fn array(level: Level, n: usize, faults: &[&str]) -> SimArray {
+fn array(level: Level, n: usize, faults: &[&str]) -> TaskArray {
     let g = Geometry::new(level, Layout::parse(level, None).unwrap(), CHUNK, n, MEMBER).unwrap();
     let schedule =
         Schedule::parse(&faults.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
     let spare = schedule.spare().map(|_| ideal());
-    let mut sim = SimArray::new(ArraySpec {
-        name: "f".into(),
-        geometry: g,
-        members: (0..n).map(|_| Some(ideal())).collect(),
-        stripe_cache: None,
-        host: HostCost::default(),
-        rebuild: None,
-    })
-    .unwrap()
-    .with_faults(FaultSpec {
-        schedule,
-        spare,
-        max_rate: None,
-    })
+    let mut sim = TaskArray::with_faults(
+        ArraySpec {
+            name: "f".into(),
+            geometry: g,
+            members: (0..n).map(|_| Some(ideal())).collect(),
+            stripe_cache: None,
+            host: HostCost::default(),
+            rebuild: None,
+        },
+        Some(FaultSpec {
+            schedule,
+            spare,
+            max_rate: None,
+        }),
+    )
     .unwrap();
     sim.keep_ops();
     sim
 }
 
 /// One request at `at`, waited for: when it completed.
-fn one(sim: &mut SimArray, at: Ns, kind: IoKind, offset: u64, len: u64) -> Ns {
+fn one(sim: &mut TaskArray, at: Ns, kind: IoKind, offset: u64, len: u64) -> Ns {
     // Whatever is due before `at` happens first (the Device contract).
     let mut done: Vec<Completion> = Vec::new();
     while let Some(t) = sim.next_event().filter(|&t| t <= at) {
@@ -74,7 +76,7 @@ fn one(sim: &mut SimArray, at: Ns, kind: IoKind, offset: u64, len: u64) -> Ns {
     }
 }
 
-fn ops(sim: &SimArray) -> &[MemberIo] {
+fn ops(sim: &TaskArray) -> &[MemberIo] {
     &sim.member_ops().unwrap().ops
 }
 
@@ -105,14 +107,24 @@ fn a_failed_raid5_member_gets_no_io_after_the_first_request_that_meets_it() {
     // around it; nothing more reaches the member's device.
     let after = 10 * MS;
     let mut t = after;
+    let mut first = None;
     for i in 0..8 {
         t = one(&mut sim, t, IoKind::Read, i * CHUNK, 3 * CHUNK);
+        first.get_or_insert(t);
         t = one(&mut sim, t, IoKind::Write, i * 4096, 4096);
     }
     assert_eq!(on(&ops(&sim)[before..], 1), (0, 0, 0));
     assert_eq!(sim.engine().failed_members(), vec![1]);
     let r = sim.fault_report().unwrap();
-    assert_eq!(r.taken_out, vec![(1, after)]);
+    // Taken out while the first read after the fault ran: the engine hears
+    // of the failure when that read's member operation fails, mid-request.
+    assert_eq!(r.taken_out.len(), 1, "{:?}", r.taken_out);
+    let (role, at) = r.taken_out[0];
+    assert_eq!(role, 1);
+    assert!(
+        after < at && at <= first.unwrap(),
+        "{at} against {after}..{first:?}"
+    );
     // The read that met it (role 1's piece), then the engine's rewrite of that
     // piece from redundancy (md's read-error repair), which failed too: two
     // operations errored, and no later plan used the member.
@@ -155,13 +167,23 @@ fn raid0_with_a_failed_member_returns_errors_and_says_so() {
     // Role 0's chunk still reads; role 1's cannot be served.
     let t = one(&mut sim, 0, IoKind::Read, 0, 4096);
     let t = one(&mut sim, t, IoKind::Read, CHUNK, 4096);
-    one(&mut sim, t, IoKind::Write, CHUNK, 4096);
+    let end = one(&mut sim, t, IoKind::Write, CHUNK, 4096);
     let r = sim.fault_report().unwrap();
     assert_eq!(r.host_errors, 2);
     let first = r.first_host_error.as_deref().unwrap();
-    assert!(first.contains("Read of 4096 bytes at 65536"), "{first}");
-    // The write took the member out; the array cannot serve role 1's data.
-    assert_eq!(r.taken_out, vec![(1, t)]);
+    assert!(
+        first.contains("read failed on f member 1") && first.contains("cannot serve this range"),
+        "{first}"
+    );
+    // The write took the member out when the engine ran it (after the
+    // request's host overhead); the array cannot serve role 1's data.
+    assert_eq!(r.taken_out.len(), 1, "{:?}", r.taken_out);
+    let (role, at) = r.taken_out[0];
+    assert!(
+        role == 1 && t < at && at <= end,
+        "{:?}, the write {t}..{end}",
+        r.taken_out
+    );
     assert_eq!(sim.errors().len(), 2);
     assert!(r
         .lines()
@@ -253,7 +275,7 @@ fn a_third_raid6_failure_is_refused_by_the_engine_not_a_panic() {
     let r = sim.fault_report().unwrap();
     assert!(r.host_errors > 0);
     let e = r.first_host_error.unwrap();
-    assert!(e.contains("cannot serve"), "{e}");
+    assert!(e.contains("it tolerates two missing members"), "{e}");
 }
 
 /// A whole run's figures: the workload's outcome, the report and every

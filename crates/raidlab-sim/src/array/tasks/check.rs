@@ -150,8 +150,8 @@ impl TaskArray {
             rewrites: 0,
             rewritten_bytes: 0,
         });
+        // It runs at the next advance (`next_event` says now).
         self.ready.push_back(seq);
-        self.run_ready(0);
         Ok(())
     }
 

@@ -106,6 +106,8 @@ pub struct TaskArray {
     rebuild: Option<Rebuild>,
     /// A check or repair under way (`check.rs`).
     check: Option<check::Check>,
+    /// Host requests as the engine began them, when kept.
+    requests: Option<Vec<(Ns, IoKind, u64, u64)>>,
     faults: Option<Box<super::faults::Faults>>,
 }
 
@@ -355,6 +357,9 @@ impl Device for TaskArray {
         );
         match spawned {
             Ok(seq) => {
+                if let Some(r) = self.requests.as_mut() {
+                    r.push((now + self.request_ns, kind, offset, len));
+                }
                 self.timers.push(Reverse((now + self.request_ns, seq)));
             }
             Err(e) => {
@@ -368,6 +373,10 @@ impl Device for TaskArray {
 
     fn next_event(&self) -> Option<Ns> {
         let mut next = IDLE;
+        if !self.ready.is_empty() {
+            // A task started and not yet run (a rebuild, a check).
+            next = raidlab_devices::Clock::now(&*self.clock).as_nanos() as Ns;
+        }
         for &t in &self.member_next {
             next = next.min(t);
         }

@@ -10,7 +10,6 @@ impl TaskArray {
     /// `r.device`) and start its loop as a task, paced as `raidlab serve`'s.
     pub(super) fn start_rebuild(
         &mut self,
-        now: Ns,
         r: crate::array::RebuildSpec,
         volume: Arc<dyn Volume>,
         spec_info: &mut Vec<Param>,
@@ -52,8 +51,9 @@ impl TaskArray {
             role: r.role,
             finished: None,
         });
+        // It runs at the next advance (`next_event` says now), so a test's
+        // `keep_ops` after building sees its first step.
         self.ready.push_back(seq);
-        self.run_ready(now);
         Ok(())
     }
 
@@ -193,10 +193,11 @@ impl TaskArray {
             host: spec.host,
             rebuild: None,
             check: None,
+            requests: None,
             faults: fault_state,
         };
         if let (Some(r), Some((volume, _))) = (rebuild, target) {
-            a.start_rebuild(0, r, volume, &mut spec_info)?;
+            a.start_rebuild(r, volume, &mut spec_info)?;
         }
         if let Some(cfg) = spec.stripe_cache {
             a.array
@@ -251,7 +252,7 @@ impl TaskArray {
             from: 0,
         };
         let mut info = std::mem::take(&mut self.spec_info);
-        let started = self.start_rebuild(now, spec, target.clone(), &mut info);
+        let started = self.start_rebuild(spec, target.clone(), &mut info);
         self.spec_info = info;
         let Some(f) = self.faults.as_mut() else {
             return;
@@ -321,6 +322,17 @@ impl TaskArray {
             process,
             outstanding: 0,
         }))
+    }
+
+    /// Keep the host requests as the engine begins them (virtual time,
+    /// kind, offset, length), so a test can run them on a real array.
+    pub fn keep_requests(&mut self) {
+        self.requests = Some(Vec::new());
+    }
+
+    /// The host requests kept by [`TaskArray::keep_requests`].
+    pub fn requests(&self) -> &[(Ns, IoKind, u64, u64)] {
+        self.requests.as_deref().unwrap_or(&[])
     }
 
     /// Keep every member operation, in issue order, in [`Device::member_ops`].
