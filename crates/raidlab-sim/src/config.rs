@@ -32,19 +32,15 @@
 //!   [`crate::sched`]); `host=NAME` (a model of the host's md of an era,
 //!   [`crate::md_host`], e.g. `host=linux-2.6.2x-md`) with
 //!   `host-stripe-head-us=N` and `host-page-us=N` (what-if costs); `engine=live`
-//!   (the default: each request runs the real engine as a task in virtual
-//!   time, [`crate::array::TaskArray`]) or
-//!   `engine=replay` (plans recorded at arrival and scheduled by the
-//!   simulator, [`crate::array::SimArray`]);
+//!   (the only engine, and the default: each request runs the real engine
+//!   as a task in virtual time, [`crate::array::TaskArray`]);
 //! - `PRESET:OPTION...` (`scheduler=NAME`, `host=NAME` or cache options) or either form above with cache options: `cache=PRESET[/MODE]`
 //!   puts raidlab's SSD cache tier, on a device of that preset, in front
 //!   (MODE `writeback`, `writethrough` (the default, raidlab's) or `writearound`),
 //!   with `cache-size=SIZE`, `cache-block=SIZE`, `cache-cutoff=SIZE`;
 //! - `FILE.toml`: a configuration file (see [`SimConfig`]).
 
-use crate::array::{
-    ArrayModel, ArraySpec, FaultSpec, RebuildSpec, SimArray, TaskArray, DATA_OFFSET,
-};
+use crate::array::{ArrayModel, ArraySpec, FaultSpec, RebuildSpec, TaskArray, DATA_OFFSET};
 use crate::cache::{CacheSpec, SimCache};
 use crate::cache_config::cache_option;
 pub use crate::cache_config::{CacheConf, MAX_CACHE_BLOCKS};
@@ -93,9 +89,8 @@ const CARDS: &str = include_str!("../presets/cards.toml");
 /// mismatch = ["1@1G+64K"]       # optional: role@offset+length ranges whose copies differ
 /// bitmap = "64M"                # optional: md's internal write-intent bitmap, this chunk
 ///                               # ("internal": mdadm's choice); default none
-/// engine = "replay"            # optional: "live" (the default: each request runs as a task of
-///                               # the engine in virtual time) or "replay" (plans
-///                               # recorded at arrival)
+/// engine = "live"              # optional, and the only choice: each request runs as a
+///                               # task of the engine in virtual time
 /// faults = ["fail=2@10s", "spare=20s"]  # optional: faults at virtual times
 ///                               # (fail=R@TIME, lse=R/SECTOR+COUNT@TIME, slow=R*FACTOR@TIME, spare=TIME;
 ///                               # `rebuild_max_rate` paces the spare's rebuild)
@@ -181,11 +176,9 @@ pub struct ArrayConf {
     /// Faults at virtual times, each `KEY=VALUE` ([`crate::faults`]).
     #[serde(default)]
     pub faults: Vec<String>,
-    /// How the engine runs: `live` (the default: each request runs the
-    /// engine as a task in virtual time, [`crate::array::TaskArray`]) or
-    /// `replay` (each request's plans are
-    /// recorded at arrival and scheduled by the simulator,
-    /// [`crate::array::SimArray`]).
+    /// How the engine runs: `live`, the only way since the replay of
+    /// recorded plans was removed (each request runs the engine as a task in
+    /// virtual time, [`crate::array::TaskArray`]).
     #[serde(default)]
     pub engine: Option<String>,
 }
@@ -908,39 +901,29 @@ impl SimConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
         });
-        let live = match a.engine.as_deref() {
-            None | Some("live") => true,
-            Some("replay") => false,
+        match a.engine.as_deref() {
+            None | Some("live") => {}
+            Some("replay") => {
+                return Err(err(
+                    &place,
+                    "`engine = replay`: the replay of recorded plans was removed; the engine runs live (each request a task of raidlab's engine in virtual time): leave `engine` out",
+                ))
+            }
             Some(e) => {
                 return Err(err(
                     &place,
-                    format!("`engine = {e}`: say `live` (the default) or `replay`"),
+                    format!("`engine = {e}`: the engine runs live; leave `engine` out (or say `live`)"),
                 ))
             }
-        };
-        // The array, its engine replayed or run live.
+        }
+        // The array: raidlab's engine run live.
         let make = |spec: ArraySpec| -> Result<Box<dyn ArrayModel>, ConfigError> {
-            if live {
-                let mut a =
-                    TaskArray::build(spec, Some(faults), bitmap).map_err(|m| err(&place, m))?;
-                a.set_mismatches(&mismatches).map_err(|m| err(&place, m))?;
-                if let Some(c) = check {
-                    a.start_scrub(c).map_err(|m| err(&place, m))?;
-                }
-                return Ok(Box::new(a));
-            }
-            let mut array = SimArray::new(spec).map_err(|m| err(&place, m))?;
-            if let Some(chunk) = bitmap {
-                array = array.with_bitmap(chunk).map_err(|m| err(&place, m))?;
-            }
-            array = array.with_faults(faults).map_err(|m| err(&place, m))?;
-            array
-                .set_mismatches(&mismatches)
-                .map_err(|m| err(&place, m))?;
+            let mut a = TaskArray::build(spec, Some(faults), bitmap).map_err(|m| err(&place, m))?;
+            a.set_mismatches(&mismatches).map_err(|m| err(&place, m))?;
             if let Some(c) = check {
-                array.start_scrub(c).map_err(|m| err(&place, m))?;
+                a.start_scrub(c).map_err(|m| err(&place, m))?;
             }
-            Ok(Box::new(array))
+            Ok(Box::new(a))
         };
         match card {
             Some((p, CardMode::Raid)) => {

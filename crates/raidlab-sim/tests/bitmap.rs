@@ -4,13 +4,12 @@
 //! more; md's daemon (the engine's) clears idle bits on its second pass and
 //! writes the bitmap once for all of them, after a flush that makes the data
 //! the bits covered durable; a degraded array keeps its bits. Exact counts
-//! on ideal members, in virtual time, the same with the engine replayed
-//! (`SimArray`) and run live (`TaskArray`, where the daemon is the engine's
-//! own loop, a task sleeping on the virtual clock).
+//! on ideal members, in virtual time, the engine run live (the daemon is the
+//! engine's own loop, a task sleeping on the virtual clock).
 
 use raidlab_core::IoKind;
 use raidlab_layout::{Geometry, Layout, Level};
-use raidlab_sim::array::{ArraySpec, SimArray, TaskArray, DATA_OFFSET};
+use raidlab_sim::array::{ArraySpec, TaskArray, DATA_OFFSET};
 use raidlab_sim::config::SimConfig;
 use raidlab_sim::device::{Device, Ns, Request, SEC};
 use raidlab_sim::host::HostCost;
@@ -22,33 +21,7 @@ const CHUNK: u64 = 64 << 10;
 /// Bitmap chunk: 64 bitmap chunks per member.
 const BM_CHUNK: u64 = 1 << 20;
 
-/// What these tests ask of either engine's array.
-trait Bm: Device {
-    fn errors(&self) -> &[String];
-    fn bitmap_cleared(&self) -> Option<u64>;
-}
-
-impl Bm for SimArray {
-    fn errors(&self) -> &[String] {
-        SimArray::errors(self)
-    }
-    fn bitmap_cleared(&self) -> Option<u64> {
-        SimArray::bitmap_cleared(self)
-    }
-}
-
-impl Bm for TaskArray {
-    fn errors(&self) -> &[String] {
-        TaskArray::errors(self)
-    }
-    fn bitmap_cleared(&self) -> Option<u64> {
-        TaskArray::bitmap_cleared(self)
-    }
-}
-
-const ENGINES: [bool; 2] = [false, true];
-
-fn array(level: Level, n: usize, failed: &[usize], live: bool) -> Box<dyn Bm> {
+fn array(level: Level, n: usize, failed: &[usize]) -> TaskArray {
     let g = Geometry::new(
         level,
         Layout::parse(level, None).unwrap(),
@@ -71,22 +44,14 @@ fn array(level: Level, n: usize, failed: &[usize], live: bool) -> Box<dyn Bm> {
         host: HostCost::default(),
         rebuild: None,
     };
-    if live {
-        let mut sim = TaskArray::build(spec, None, Some(Some(BM_CHUNK))).unwrap();
-        sim.keep_ops();
-        return Box::new(sim);
-    }
-    let mut sim = SimArray::new(spec)
-        .unwrap()
-        .with_bitmap(Some(BM_CHUNK))
-        .unwrap();
+    let mut sim = TaskArray::build(spec, None, Some(Some(BM_CHUNK))).unwrap();
     sim.keep_ops();
-    Box::new(sim)
+    sim
 }
 
 /// Write 4 KiB at each offset in turn, each after the last completed,
 /// starting at `now`; the virtual time the last completed.
-fn write_each(sim: &mut dyn Bm, mut now: Ns, offsets: &[u64]) -> Ns {
+fn write_each(sim: &mut TaskArray, mut now: Ns, offsets: &[u64]) -> Ns {
     let mut done = Vec::new();
     for (id, &offset) in offsets.iter().enumerate() {
         sim.submit(
@@ -111,7 +76,7 @@ fn write_each(sim: &mut dyn Bm, mut now: Ns, offsets: &[u64]) -> Ns {
 }
 
 /// Member operations from index `from` on: (bitmap writes, flushes, data writes).
-fn count(sim: &dyn Bm, from: usize) -> (usize, usize, usize) {
+fn count(sim: &TaskArray, from: usize) -> (usize, usize, usize) {
     let ops: &[MemberIo] = &sim.member_ops().unwrap().ops[from..];
     let meta = ops
         .iter()
@@ -125,18 +90,16 @@ fn count(sim: &dyn Bm, from: usize) -> (usize, usize, usize) {
     (meta, flushes, data)
 }
 
-fn ops_len(sim: &dyn Bm) -> usize {
+fn ops_len(sim: &TaskArray) -> usize {
     sim.member_ops().unwrap().ops.len()
 }
 
 #[test]
 fn raid1_writes_to_clean_chunks_cost_a_bitmap_update_and_a_second_pass_does_not() {
-    for live in ENGINES {
-        raid1_clean_chunks(array(Level::Raid1, 2, &[], live).as_mut());
-    }
+    raid1_clean_chunks(&mut array(Level::Raid1, 2, &[]));
 }
 
-fn raid1_clean_chunks(sim: &mut dyn Bm) {
+fn raid1_clean_chunks(sim: &mut TaskArray) {
     // Four clean bitmap chunks (0, 3, 10, 20), then two more writes in chunk 3.
     let first: Vec<u64> = [0, 3, 10, 20].iter().map(|c| c * BM_CHUNK + 8192).collect();
     let t = write_each(sim, 0, &first);
@@ -183,12 +146,10 @@ fn raid1_clean_chunks(sim: &mut dyn Bm) {
 
 #[test]
 fn raid5_bitmap_counts_member_chunks_and_writes_every_member() {
-    for live in ENGINES {
-        raid5_member_chunks(array(Level::Raid5, 4, &[], live).as_mut());
-    }
+    raid5_member_chunks(&mut array(Level::Raid5, 4, &[]));
 }
 
-fn raid5_member_chunks(sim: &mut dyn Bm) {
+fn raid5_member_chunks(sim: &mut TaskArray) {
     // Array offsets 0 and 3 * CHUNK are in stripe 0 and stripe 1: member
     // offsets 0 and 64 KiB, one bitmap chunk (member sectors, as md's).
     let t = write_each(sim, 0, &[0, 3 * CHUNK]);
@@ -204,12 +165,10 @@ fn raid5_member_chunks(sim: &mut dyn Bm) {
 
 #[test]
 fn a_degraded_array_keeps_its_bits() {
-    for live in ENGINES {
-        degraded_keeps_bits(array(Level::Raid1, 2, &[1], live).as_mut());
-    }
+    degraded_keeps_bits(&mut array(Level::Raid1, 2, &[1]));
 }
 
-fn degraded_keeps_bits(sim: &mut dyn Bm) {
+fn degraded_keeps_bits(sim: &mut TaskArray) {
     let t = write_each(sim, 0, &[0, 5 * BM_CHUNK]);
     // Only the member in service gets the bitmap.
     assert_eq!(count(sim, 0), (2, 2, 2));

@@ -214,14 +214,7 @@ impl Array {
     /// [`Array::bitmap_daemon_sleep`]. Returns how many bits it cleared. A
     /// degraded or recovering array keeps its bits.
     pub fn bitmap_daemon_pass(&self) -> Result<u64> {
-        self.daemon_pass(None)
-    }
-
-    /// [`Array::bitmap_daemon_pass`] with the writes under way counted by
-    /// `daemon`, not by the array: the simulator's, whose writes are under
-    /// way in virtual time after the engine has planned them.
-    pub fn bitmap_daemon_pass_by(&self, daemon: &mut crate::bitmap_daemon::Daemon) -> Result<u64> {
-        self.daemon_pass(Some(daemon))
+        self.daemon_pass()
     }
 
     /// md keeps every bit while a member is missing or being rebuilt: they
@@ -262,18 +255,14 @@ impl Array {
         }
     }
 
-    fn daemon_pass(&self, outer: Option<&mut crate::bitmap_daemon::Daemon>) -> Result<u64> {
+    fn daemon_pass(&self) -> Result<u64> {
         let Some(intent) = &self.intent else {
             return Ok(0);
         };
         let degraded = self.keeps_bits();
         let mut st = intent.state.lock();
         let st = &mut *st;
-        let daemon = match outer {
-            Some(d) => d,
-            None => &mut st.daemon,
-        };
-        let cleared = daemon.pass(&mut st.bitmap, degraded)?;
+        let cleared = st.daemon.pass(&mut st.bitmap, degraded)?;
         if cleared.is_empty() {
             return Ok(0);
         }

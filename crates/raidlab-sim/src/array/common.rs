@@ -1,9 +1,10 @@
-//! What both array models (the replay, [`super::SimArray`], and the engine
-//! live, [`super::TaskArray`]) build and do alike: the checks of a spec, the
-//! size-only member volumes the engine is built over, the array's parameters
-//! and description, and moving the members' time on.
+//! What a simulated array is built from and how its members' time moves: the
+//! checks of a spec, the size-only member volumes the engine is built over,
+//! the array's parameters and description, moving the members' time on and
+//! taking due timers.
 //!
-//! Decides nothing about when a request's I/O happens; that is each model's.
+//! Decides nothing about when a request's I/O happens; that is
+//! [`super::TaskArray`]'s.
 
 use super::{ArraySpec, RebuildSpec, DATA_OFFSET, IDLE};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param};

@@ -1,4 +1,4 @@
-//! A simulated array's faults in its event loop: the engine runs behind the
+//! A simulated array's faults: the engine runs behind the
 //! fault executor ([`crate::faults::exec`]), a spare arrives at its virtual
 //! time and the engine's live rebuild starts into the failed role, and what
 //! the engine did is gathered for [`FaultReport`].
@@ -13,7 +13,9 @@
 use super::*;
 use crate::faults::exec::FaultExec;
 use crate::faults::report::{FaultReport, Phases, RebuildPhases};
-use crate::faults::{describe, format_time, Fault, Schedule};
+use crate::faults::{describe, Fault, Schedule};
+use raidlab_core::Volume;
+use std::sync::Arc;
 
 /// Faults for a simulated array, as a configuration asks for them.
 #[derive(Debug)]
@@ -252,118 +254,5 @@ impl Faults {
                 .flatten(),
             rebuild,
         }
-    }
-}
-
-impl SimArray {
-    /// Run the engine behind `spec`'s faults from virtual time 0: members fail
-    /// and read badly at their times, and a spare arrives. Refused with a
-    /// `rebuild` from the start or a bitmap beside a spare (one rebuild at a
-    /// time; the new member's bitmap copy is not kept).
-    pub fn with_faults(mut self, spec: FaultSpec) -> Result<SimArray, String> {
-        if spec.schedule.is_empty() {
-            return Ok(self);
-        }
-        spec.check(
-            &self.name,
-            &self.members,
-            self.rebuild.as_ref().map(|b| b.role),
-            self.bitmap.is_some(),
-        )?;
-        let exec = Arc::new(FaultExec::new(
-            self.recording.clone(),
-            self.clock.clone(),
-            &spec.schedule,
-        ));
-        for role in 0..self.members.len() {
-            if let Some(v) = self.array.member(role) {
-                exec.know(&v, role, 0);
-            }
-        }
-        let array = Arc::try_unwrap(self.array)
-            .map_err(|_| "internal: the array is shared before it is built".to_string())?;
-        self.array = Arc::new(array.with_executor(exec.clone()));
-        self.faults = Some(Box::new(Faults::new(exec, spec)));
-        Ok(self)
-    }
-
-    /// A host request's engine call ended at `now` (`error` if it failed).
-    pub(super) fn faults_after_request(&mut self, now: Ns, host: bool, error: Option<&String>) {
-        let Some(f) = self.faults.as_mut() else {
-            return;
-        };
-        if host {
-            f.arrived(now);
-            if let Some(e) = error {
-                f.host_error(e);
-            }
-        }
-        self.faults_notice(now);
-    }
-
-    /// After an engine call at `now`: the roles it took out since, if a plan
-    /// failed.
-    pub(super) fn faults_notice(&mut self, now: Ns) {
-        if let Some(f) = self.faults.as_mut() {
-            f.notice(now, &self.array);
-        }
-    }
-
-    /// Whether a host error should be kept word for word (the first
-    /// [`KEPT_ERRORS`] are; a run on a broken array fails every request).
-    pub(super) fn keep_error(&self) -> bool {
-        self.faults.is_none() || self.errors.len() < KEPT_ERRORS
-    }
-
-    /// When the spare is due, if it is yet to come.
-    pub(super) fn spare_due(&self) -> Option<Ns> {
-        self.faults.as_ref().and_then(|f| f.spare_due())
-    }
-
-    /// A rebuild step failed to start: the engine's reason, for the report.
-    pub(super) fn faults_rebuild_error(&mut self, e: &str) {
-        if let Some(f) = self.faults.as_mut() {
-            f.rebuild_error(e.to_string());
-        }
-    }
-
-    /// The spare arrives at `now`: the engine's live rebuild begins into the
-    /// failed role (once its old device has nothing in flight).
-    pub(super) fn add_spare(&mut self, now: Ns) {
-        let Some(f) = self.faults.as_mut() else {
-            return;
-        };
-        let Some((role, device)) = f.spare_ready(now, &self.array, &self.member_next) else {
-            return;
-        };
-        let g = *self.array.geometry();
-        let target: Arc<dyn Volume> = Arc::new(SizeOnly::new(
-            format!("{} spare for role {role}", self.name),
-            g.member_bytes,
-        ));
-        self.clock.set(now);
-        match self.array.begin_recovery(role, target.clone(), 0, false) {
-            Ok(rec) => {
-                f.rebuild_started(&target, role, now);
-                self.members[role] = Some(device);
-                self.member_next[role] = IDLE;
-                let geo = *self.array.geometry();
-                self.rebuild = Some(Rebuild::new(rec, role, &geo, f.max_rate(), now));
-            }
-            Err(e) => f.rebuild_error(format!("adding the spare at {}: {e}", format_time(now))),
-        }
-    }
-
-    /// The rebuild ended at `now`: the load's "after" stretch begins.
-    pub(super) fn faults_rebuild_done(&mut self, now: Ns) {
-        if let Some(f) = self.faults.as_mut() {
-            f.rebuild_done(now);
-        }
-    }
-
-    /// What the faults did, when the array has any.
-    pub fn fault_report(&self) -> Option<FaultReport> {
-        let finished = self.rebuild.as_ref().and_then(|r| r.finished);
-        Some(self.faults.as_ref()?.report(&self.array, finished))
     }
 }

@@ -100,9 +100,9 @@ impl TaskArray {
                     .iter()
                     .map(|m| m.as_ref().map(|d| d.capacity()))
                     .collect();
-                let (bm, devices, sim) = crate::bitmap::SimBitmap::build(&spec.name, &g, &caps, chunk)
+                let (bm, devices, chunk_bytes) = crate::bitmap::build(&spec.name, &g, &caps, chunk)
                     .map_err(|m| format!("{}: {m}", spec.name))?;
-                bitmap_info = Some(sim.chunk_bytes());
+                bitmap_info = Some(chunk_bytes);
                 Some((bm, devices))
             }
         };
