@@ -22,7 +22,6 @@
 #   scripts/sim-vs-real.sh                  # the whole matrix (~30 min on 2 cores)
 #   QUICK=1 scripts/sim-vs-real.sh          # a smoke check: RAID 5, 3 jobs, 1 run
 #   LEVELS="5 6" STATES=degraded ROUNDS=1 scripts/sim-vs-real.sh
-#   ENGINES="live replay" scripts/sim-vs-real.sh   # a simulated column per engine
 #
 # Needs root (loop devices, FUSE), fio, nbdkit (with the noparallel, delay and
 # rate filters), nbdfuse (libnbd-bin), fuse3, python3, util-linux, and a
@@ -44,7 +43,9 @@ ROUNDS=${ROUNDS:-3}        # real runs per cell (median reported)
 LEVELS=${LEVELS:-0 1 5 6 10}
 STATES=${STATES:-complete degraded}
 JOBS=${JOBS:-}             # only jobs whose names contain one of these words
-ENGINES=${ENGINES:-live}   # the simulator's engine per simulated column: live (its default), replay
+# The simulator runs raidlab's engine live (the replay of recorded plans
+# was removed in stop 53): one simulated column.
+ENGINES=live
 # The member's service: these are the preset nbdkit-hdd-seek's parameters;
 # change them only together with the preset (tests/fixed.rs checks).
 DELAY_MS=5                 # rdelay and wdelay, whole milliseconds
@@ -110,7 +111,7 @@ real_run() { # rw bs qd seed -> "MiB/s IOPS"
 # No randrepeat=0 here: raidlab's job files take randseed only with randrepeat
 # (as fio does), and a simulated run is then the same every time.
 sim_run() { # level members failed rw bs qd seed engine -> "MiB/s IOPS"
-    local spec="sim:raid$1:$2x$PRESET:chunk=64K:engine=$8"
+    local spec="sim:raid$1:$2x$PRESET:chunk=64K:engine=$8"  # engine: live
     [ "$3" = degraded ] && spec+=":failed=0"
     cat >"$dir/sim.fio" <<EOF
 [b]

@@ -9,8 +9,8 @@
 //! Decides only *when*: which member operations a request needs, when it
 //! waits for a lock, when held stripes go down and what a log writes are the
 //! engine's, run as they run on threads. It must never read the wall clock
-//! nor keep a second copy of an engine decision (no lock table, no log model:
-//! those are what [`super::SimArray`] still replays recorded plans with).
+//! nor keep a second copy of an engine decision (no lock table, no log
+//! model, no rebuild or scrub driver).
 //!
 //! A rebuild runs as a task of the engine's own rebuild loop
 //! (`Array::drive_recovery`, paced by `raidlab serve`'s schedule).
@@ -24,7 +24,7 @@
 //! sleeps `daemon_sleep` on the virtual clock.
 //!
 //! Faults (`fail=`, `lse=`, `slow=`, `spare=`) and what they did
-//! ([`super::faults::Faults`], the same bookkeeping as the replay's): a spare
+//! ([`super::faults::Faults`]): a spare
 //! goes in through the engine's `begin_recovery` and its rebuild loop.
 //!
 //! A check or repair is the engine's scrub of the running array, run as a

@@ -73,7 +73,7 @@ impl TaskArray {
     /// [`TaskArray::with_faults`], and with `bitmap` `Some(chunk)` md's
     /// internal write-intent bitmap with `chunk`-byte chunks (`None`:
     /// mdadm's choice for the member size) on every member in service, as
-    /// `SimArray::with_bitmap` lays it out; the engine marks and writes it,
+    /// `crate::bitmap::build` lays it out (as `mdadm --create --bitmap=internal`); the engine marks and writes it,
     /// and its daemon clears idle bits. Not with a rebuild, as there.
     pub fn build(
         spec: ArraySpec,
