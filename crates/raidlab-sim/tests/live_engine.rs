@@ -212,6 +212,36 @@ fn a_latent_sector_error_is_read_around_and_rewritten_by_the_engine() {
 }
 
 #[test]
+fn a_check_that_meets_a_latent_sector_error_rebuilds_and_rewrites_it() {
+    // The engine's own scrub, live: a step's read of member 1 fails on
+    // sectors 2048..2056 of its data area; the scrub reads the page again,
+    // rebuilds it from the others and writes it back (md's read-error
+    // repair during a sync), and the check goes on to the end.
+    let sector = DATA_OFFSET / 512 + 2048;
+    let mut live = TaskArray::with_faults(
+        spec(Level::Raid5, 4, None, 100.0),
+        Some(fault_spec(&[&format!("lse=1/{sector}+8@0")])),
+    )
+    .unwrap();
+    live.start_scrub(raidlab_sim::scrub::ScrubSpec::default())
+        .unwrap();
+    let mut done = Vec::new();
+    while let Some(t) = live.next_event() {
+        live.advance(t, &mut done);
+    }
+    assert!(live.errors().is_empty(), "{:?}", live.errors());
+    let p = live.scrub_progress().unwrap();
+    assert!(p.finished.is_some() && p.done == p.total, "{p:?}");
+    assert_eq!(p.mismatch_sectors, 0);
+    assert!(live.out_of_service().is_empty());
+    let met = live.faults_met().unwrap();
+    assert!(met.lse_reads >= 1, "{met:?}");
+    assert_eq!(met.lse_remapped_bytes, 8 * 512, "{met:?}");
+    // The rewrite is the check's one member write: the page.
+    assert_eq!((p.rewrites, p.rewritten_bytes), (1, 4096), "{p:?}");
+}
+
+#[test]
 fn sim_show_estimates_a_live_arrays_rebuild_and_check_live() {
     use raidlab_sim::config::SimConfig;
     let cfg = SimConfig::short("raid5:4xhdd-7200:member-size=4G").unwrap();
