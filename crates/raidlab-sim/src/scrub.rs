@@ -31,7 +31,8 @@ pub struct ScrubProgress {
     pub total: u64,
     /// Virtual time it completed, if it has.
     pub finished: Option<Ns>,
-    /// md's mismatch count so far: 512-byte sectors of mismatched pages.
+    /// md's mismatch count: 512-byte sectors of mismatched pages, as the
+    /// engine's scrub reports it when it ends (0 until then).
     pub mismatch_sectors: u64,
     /// Member writes a repair issued (the engine's rewrites) and their bytes.
     pub rewrites: u64,
