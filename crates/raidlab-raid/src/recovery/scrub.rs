@@ -6,9 +6,9 @@
 //! themselves are `compare`'s.
 
 use super::report::ScrubReport;
-use super::scrub_run::{self, Scope, ScrubHost};
+use super::scrub_run::{self, scrubbable, Scope, ScrubHost};
 use super::*;
-use crate::recovery_plan::{scrub_can_compare, ScrubWalk};
+use crate::recovery_plan::ScrubWalk;
 
 impl Assembly {
     /// Make parity and mirrors consistent with the data (md's resync), resuming at
@@ -278,51 +278,6 @@ impl Assembly {
             n,
         )
     }
-}
-
-/// Refuse a scrub of `geo` with the roles in `missing` missing that has
-/// nothing to compare (see [`Assembly::check_scrubbable`]).
-pub(super) fn scrubbable(geo: &Geometry, resync: bool, missing: &[usize]) -> Result<()> {
-    if geo.level == Level::Raid0 {
-        return Err(Error::invalid("RAID 0 has no redundancy to check"));
-    }
-    if !geo.is_parity() && geo.raid_disks < 2 {
-        return Err(Error::invalid(
-            "a one-member array has no redundancy to check",
-        ));
-    }
-    let missing = missing.to_vec();
-    if missing.is_empty() {
-        return Ok(());
-    }
-    let level = geo.level.name();
-    if !geo.survives(&missing) {
-        return Err(Error::new(
-            ErrorKind::Refused,
-            Op::Read,
-            format!(
-                "the {level} array has failed: role(s) {missing:?} are missing, more than it can do without, so parts of it cannot even be read; give the missing member(s)"
-            ),
-        ));
-    }
-    if scrub_can_compare(geo, &missing) {
-        return Ok(());
-    }
-    let why = if geo.is_parity() {
-        "the parity left is the only source of the missing data, so there is nothing left to compare it with"
-    } else {
-        "every block has a single copy left, so there is nothing left to compare"
-    };
-    let todo = if resync && geo.is_parity() {
-        "a resync cannot check or correct anything until the member is back: add a member (raidlab add) and rebuild it (rebuild --force if the array was not shut down cleanly: data rebuilt across a torn stripe write may be wrong), then resync or check"
-    } else {
-        "add a member (raidlab add), let it rebuild, then check again"
-    };
-    Err(Error::new(
-        ErrorKind::Refused,
-        Op::Read,
-        format!("the {level} array is degraded (role(s) {missing:?} missing): {why}; {todo}"),
-    ))
 }
 
 impl ScrubHost for Assembly {

@@ -11,7 +11,6 @@
 
 use super::compare::{compare_mirror_run, scrub_parity};
 use super::report::ScrubReport;
-use super::scrub::scrubbable;
 use super::*;
 use crate::recovery_plan::{
     plan_rewrites, plan_scrub_mirrors_skipping, plan_scrub_parity, scrub_can_compare, ScrubWalk,
@@ -575,4 +574,49 @@ pub fn scrub_array(
     };
     let mut host = Alone { array, areas };
     run(&mut host, &scope, from, repair, false, opts, progress)
+}
+
+/// Refuse a scrub of `geo` with the roles in `missing` missing that has
+/// nothing to compare (see [`Assembly::check_scrubbable`]).
+pub(super) fn scrubbable(geo: &Geometry, resync: bool, missing: &[usize]) -> Result<()> {
+    if geo.level == Level::Raid0 {
+        return Err(Error::invalid("RAID 0 has no redundancy to check"));
+    }
+    if !geo.is_parity() && geo.raid_disks < 2 {
+        return Err(Error::invalid(
+            "a one-member array has no redundancy to check",
+        ));
+    }
+    let missing = missing.to_vec();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let level = geo.level.name();
+    if !geo.survives(&missing) {
+        return Err(Error::new(
+            ErrorKind::Refused,
+            Op::Read,
+            format!(
+                "the {level} array has failed: role(s) {missing:?} are missing, more than it can do without, so parts of it cannot even be read; give the missing member(s)"
+            ),
+        ));
+    }
+    if scrub_can_compare(geo, &missing) {
+        return Ok(());
+    }
+    let why = if geo.is_parity() {
+        "the parity left is the only source of the missing data, so there is nothing left to compare it with"
+    } else {
+        "every block has a single copy left, so there is nothing left to compare"
+    };
+    let todo = if resync && geo.is_parity() {
+        "a resync cannot check or correct anything until the member is back: add a member (raidlab add) and rebuild it (rebuild --force if the array was not shut down cleanly: data rebuilt across a torn stripe write may be wrong), then resync or check"
+    } else {
+        "add a member (raidlab add), let it rebuild, then check again"
+    };
+    Err(Error::new(
+        ErrorKind::Refused,
+        Op::Read,
+        format!("the {level} array is degraded (role(s) {missing:?} missing): {why}; {todo}"),
+    ))
 }
