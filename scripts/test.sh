@@ -6,9 +6,10 @@
 #
 # Longer runs sit behind a flag: RAIDLAB_SOAK=N runs the engine's seeded random
 # workloads with N seeds per configuration instead of 1 (e.g. RAIDLAB_SOAK=50), and
-# the torture sweep (raidlab-sim tests/torture.rs) N times as many runs (RAIDLAB_SOAK=100
-# is about an hour of CPU; docs/reliability.md). RAIDLAB_MDVM_FULL=1 boots the md VM
-# with every row of tests/mdvm/matrix.txt, not only those of tests/mdvm/default.txt.
+# the torture sweep (raidlab-sim tests/torture.rs) N times as many runs (its default is
+# about 4 CPU minutes, RAIDLAB_SOAK=15 about an hour; docs/reliability.md).
+# RAIDLAB_MDVM_FULL=1 boots the md VM with every row of tests/mdvm/matrix.txt, not only
+# those of tests/mdvm/default.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

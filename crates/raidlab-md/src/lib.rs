@@ -30,11 +30,30 @@
 //! - [`journal`]: the raid4/5/6 write journal on its own device (`raid5-cache`:
 //!   meta blocks, data/parity/flush payloads, uuid-seeded crc32c, the journal
 //!   role and `journal_tail`).
+//! - `planted`: test-only planted bugs in the readers (feature
+//!   `planted-bugs`, enabled by `raidlab-sim`'s tests only).
+
+/// `planted!(Name)`: whether the test-only bug `planted::Bug::Name` is on for
+/// this thread; the literal `false` without the `planted-bugs` feature.
+#[cfg(feature = "planted-bugs")]
+macro_rules! planted {
+    ($bug:ident) => {
+        $crate::planted::on($crate::planted::Bug::$bug)
+    };
+}
+#[cfg(not(feature = "planted-bugs"))]
+macro_rules! planted {
+    ($bug:ident) => {
+        false
+    };
+}
 
 pub mod badblocks;
 pub mod bitmap;
 pub mod journal;
 mod le;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod ppl;
 pub mod sb090;
 pub mod superblock;

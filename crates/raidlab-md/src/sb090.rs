@@ -143,7 +143,8 @@ impl Sb090 {
         }
         let stored = sb.w(38);
         let computed = sb.checksum();
-        if stored != computed {
+        // PLANTED BUG (tests only, `planted.rs`): a checksum mismatch let by.
+        if stored != computed && !planted!(TornSuperblockTrusted) {
             return Err(invalid(
                 "sb_csum",
                 format!("{stored:#x}"),

@@ -10,18 +10,21 @@
 
 use raidlab_cache::planted as cache_planted;
 use raidlab_layout::Level;
+use raidlab_md::planted as md_planted;
 use raidlab_raid::planted::{plant, Bug};
 use raidlab_sim::torture::{run_opts, Options};
 
 const SEED: u64 = 1;
 const OPS: usize = 120;
 
-/// Which list a hunt's bug is from: the engine's or the cache tier's (a
-/// crate that never depends on the engine has its own list; one switch).
+/// Which list a hunt's bug is from: the engine's, the cache tier's or md's
+/// formats' (a crate that never depends on the engine has its own list; one
+/// switch).
 #[derive(Debug, Clone, Copy)]
 enum Planted {
     Engine(Bug),
     Cache(cache_planted::Bug),
+    Md(md_planted::Bug),
 }
 
 /// The sweep's optional fault families a hunt turns on, beyond the default
@@ -30,6 +33,7 @@ enum Planted {
 struct Extra {
     stale_members: bool,
     cache_tier: bool,
+    cuts_inside: bool,
 }
 
 /// What a plant is hunted with: the level (the configuration family that
@@ -57,7 +61,7 @@ fn options(h: &Hunt, run: u64) -> Options {
         stale_members: h.extra.stale_members,
         cache_tier: h.extra.cache_tier,
         misdirected: false,
-        cuts_inside: false,
+        cuts_inside: h.extra.cuts_inside,
     }
 }
 
@@ -77,6 +81,7 @@ fn hunt(h: &Hunt, limit: u64) -> Option<(u64, u64, String)> {
             let _planted = match h.bug {
                 Planted::Engine(b) => plant(Some(b)),
                 Planted::Cache(b) => cache_planted::plant(Some(b)),
+                Planted::Md(b) => md_planted::plant(Some(b)),
             };
             run_opts(&opts, run, None)
         };
@@ -243,7 +248,7 @@ fn a_stale_member_trusted_by_the_assembly_is_found() {
         skip_known_gaps: true,
         extra: Extra {
             stale_members: true,
-            cache_tier: false,
+            ..Extra::default()
         },
         found_at: 0,
         seen_as: WRONG,
@@ -269,11 +274,30 @@ fn a_cache_block_cleaned_without_its_write_back_is_found() {
         level: None,
         skip_known_gaps: true,
         extra: Extra {
-            stale_members: false,
             cache_tier: true,
+            ..Extra::default()
         },
         found_at: 5,
         seen_as: "the origin alone holds wrong data",
+    });
+}
+
+/// A 0.90 superblock torn by a power cut inside a commit (its eight
+/// sectors from two commits) read as valid: only cuts inside a request land
+/// between the members' superblock writes of one commit, so the hunt runs
+/// that family.
+#[test]
+fn a_torn_superblock_counted_as_valid_is_found() {
+    check(Hunt {
+        bug: Planted::Md(md_planted::Bug::TornSuperblockTrusted),
+        level: None,
+        skip_known_gaps: true,
+        extra: Extra {
+            cuts_inside: true,
+            ..Extra::default()
+        },
+        found_at: 531,
+        seen_as: "with a superblock md would not load",
     });
 }
 
@@ -290,6 +314,13 @@ fn every_planted_bug_is_hunted() {
     }
     for bug in cache_planted::Bug::ALL {
         let name = format!("bug: Planted::Cache(cache_planted::Bug::{bug:?}),");
+        assert!(
+            src.contains(&name),
+            "{bug:?} has no hunt in tests/planted.rs"
+        );
+    }
+    for bug in md_planted::Bug::ALL {
+        let name = format!("bug: Planted::Md(md_planted::Bug::{bug:?}),");
         assert!(
             src.contains(&name),
             "{bug:?} has no hunt in tests/planted.rs"

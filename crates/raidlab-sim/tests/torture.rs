@@ -10,12 +10,32 @@
 
 use raidlab_layout::Level;
 use raidlab_sim::torture::{run_one, sweep, sweep_on_threads, Options, Plant, Sweep};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Runs of the CI sweep: about a minute of CPU on the project's machine
-/// since power cuts while a role is troubled joined it (60 s user, 127 s
-/// wall on a loaded machine, 2026-12-02); docs/reliability.md has the
-/// figures.
-const CI_RUNS: u64 = 1500;
+/// Simulated member I/Os of this file's sweeps so far, across the test
+/// threads.
+static SWEPT_IOS: AtomicU64 = AtomicU64::new(0);
+
+/// Adds a sweep's member I/Os to the file's tally and writes both to the
+/// process's stderr directly: libtest swallows `println!` of a passing test
+/// and the suite (`scripts/test.sh`) runs without `--nocapture`, so this is
+/// how the CI log shows what the default suite ran (issue 34 asks for 100
+/// million). The last such line gives the file's total.
+fn tally(sweep: &str, ios: u64) {
+    let all = SWEPT_IOS.fetch_add(ios, Ordering::Relaxed) + ios;
+    let _ = writeln!(
+        std::io::stderr(),
+        "torture sweeps: {sweep} ran {ios} simulated member I/Os; this file's sweeps so far {all}"
+    );
+}
+
+/// Runs of the CI sweep: enough that the default suite's torture sweeps
+/// together run the 100 million simulated member I/Os issue 34 asks of it
+/// (this sweep about 93 million of them, the other sweeps of this file
+/// about 9 million), on every CPU. About 215 CPU s of the test build
+/// (2026-12-04); the wall time it adds is in docs/reliability.md ("Scale").
+const CI_RUNS: u64 = 36_000;
 
 /// Runs of the CI sweep that fail on an engine gap found and not fixed yet
 /// (docs/reliability.md, "Known open gaps"). Any other
@@ -68,6 +88,7 @@ fn ci_sweep_finds_no_violation() {
         println!("{kind:<16} runs {n:>4} passed {ok:>4} {c:?}");
     }
     let t = s.total();
+    tally("CI sweep", t.member_ios);
     println!(
         "total: {} runs, {} operations, {} simulated member I/Os, {} faults, {} power cuts, {} restarts",
         s.runs(),
@@ -120,6 +141,14 @@ fn beyond_the_tolerance_nothing_reads_silently_wrong() {
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
+    tally("beyond the tolerance", t.member_ios);
+    println!(
+        "beyond the tolerance: {} runs, {} passed, {} member I/Os, {} beyond it",
+        s.runs(),
+        s.passed(),
+        t.member_ios,
+        t.beyond_tolerance
+    );
     assert!(
         t.beyond_tolerance > 50,
         "only {} runs went beyond the tolerance",
@@ -281,10 +310,12 @@ fn stale_members_sweep_finds_no_violation() {
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
+    tally("stale members", t.member_ios);
     println!(
-        "stale members: {} runs, {} passed; came back {} times, left out {}, re-added {}",
+        "stale members: {} runs, {} passed, {} member I/Os; came back {} times, left out {}, re-added {}",
         s.runs(),
         s.passed(),
+        t.member_ios,
         t.returns,
         t.stale_left_out,
         t.re_adds
@@ -333,10 +364,12 @@ fn cache_tier_sweep_finds_no_violation() {
         }
     });
     let t = s.total();
+    tally("cache tier", t.member_ios);
     println!(
-        "cache tier: {} runs, {} passed; {} with a cache, {} opens after a cut, {} blocks written back",
+        "cache tier: {} runs, {} passed, {} member I/Os; {} with a cache, {} opens after a cut, {} blocks written back",
         s.runs(),
         s.passed(),
+        t.member_ios,
         t.cache_runs,
         t.cache_recoveries,
         t.cache_written_back
@@ -404,10 +437,12 @@ fn misdirected_io_sweep_finds_no_violation() {
     };
     let s = sweep(&opts, |_| {});
     let t = s.total();
+    tally("misdirected", t.member_ios);
     println!(
-        "misdirected: {} runs, {} passed; writes {} (found by the check {}), reads {}",
+        "misdirected: {} runs, {} passed, {} member I/Os; writes {} (found by the check {}), reads {}",
         s.runs(),
         s.passed(),
+        t.member_ios,
         t.misdirected_writes,
         t.misdirected_found,
         t.misdirected_reads
@@ -458,10 +493,12 @@ fn cuts_inside_requests_sweep_finds_no_violation() {
     let opts = inside_opts(1, 0, sweep_runs(INSIDE_RUNS));
     let s = sweep(&opts, |_| {});
     let t = s.total();
+    tally("cuts inside", t.member_ios);
     println!(
-        "cuts inside requests: {} runs, {} passed; {} cuts inside, {} torn superblocks",
+        "cuts inside requests: {} runs, {} passed, {} member I/Os; {} cuts inside, {} torn superblocks",
         s.runs(),
         s.passed(),
+        t.member_ios,
         t.inside_cuts,
         t.torn_superblocks
     );
@@ -550,6 +587,7 @@ fn long_runs_find_no_violation() {
         };
         let s = sweep(&opts, |_| {});
         let t = s.total();
+        tally(&format!("long runs, {family}"), t.member_ios);
         println!(
             "long runs, {family}: {} runs, {} passed; {} member I/Os, {} faults, {} power cuts, {} restarts, room made {}",
             s.runs(),

@@ -19,7 +19,8 @@
 //! I/O (`faults.rs`) are drawn only when a sweep asks for them. `images.rs`
 //! saves a passed run's final member images for the real md to judge;
 //! `shrink.rs` cuts a failing run down to the operations that still fail
-//! it; `trace.rs` keeps the events and the run's hash; `buffers.rs` the
+//! it; `md_rules.rs` holds md's own checksum test of the superblocks an
+//! assembly after a cut took in; `trace.rs` keeps the events and the run's hash; `buffers.rs` the
 //! buffers a run reads into and writes from, and `digest.rs` the model's
 //! per-block CRCs behind a whole-array read's digest.
 
@@ -31,6 +32,7 @@ mod faults;
 mod gaps;
 pub mod images;
 mod inside;
+mod md_rules;
 pub mod model;
 pub mod reshape;
 mod restart;

@@ -750,11 +750,15 @@ impl Rig {
     /// an error naming it (mdadm: "no superblock - assembly aborted"); it is
     /// then left out, as a member lost, and the rest assembled. Only a cut
     /// inside a commit can tear one (`inside.rs`): 0.90 checksums its whole
-    /// 4 KiB superblock, 1.x its first sectors.
+    /// 4 KiB superblock, 1.x its first sectors. What the assembly took in
+    /// must pass md's own checksum test (`md_rules.rs`).
     fn assemble_after_cut(&mut self) -> Result<Assembly, String> {
         loop {
             match Assembly::assemble(self.live_devices()) {
-                Ok(asm) => return Ok(asm),
+                Ok(asm) => {
+                    self.superblocks_md_loads(&asm)?;
+                    return Ok(asm);
+                }
                 Err(e) if e.message.contains("the superblock is corrupt") => {
                     let dev = e
                         .device
