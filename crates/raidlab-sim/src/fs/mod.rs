@@ -25,6 +25,7 @@
 pub mod journal;
 pub mod kernel;
 pub mod layout;
+pub mod locks;
 pub mod pages;
 
 use crate::config::{CardMode, SimConfig};
@@ -32,6 +33,7 @@ use crate::device::{hand_out, Completion, Device, ModelInfo, Ns, Param, Request}
 use journal::Journal;
 use kernel::{Kernel, PAGE};
 use layout::{FsKind, Layout, Stripe};
+use locks::{FileLocks, LockRules};
 use pages::{Pages, State};
 use raidlab_core::IoKind;
 use std::collections::{HashMap, VecDeque};
@@ -146,24 +148,41 @@ fn geometry(cfg: &SimConfig) -> (Option<Stripe>, bool, Option<&str>) {
     (stripe, md, Some(a.level.as_str()))
 }
 
-/// Put the file system `cfg` names (`host.fs`) in front of `dev`, or return
-/// `dev` as it is when it names none.
+/// Put the file system `cfg` names (`host.fs`) and its per-file locks
+/// (`host.file_locks`, outermost: they are taken before a call reaches the
+/// page cache) in front of `dev`, or return `dev` as it is when it names
+/// neither.
 pub fn mount(cfg: &SimConfig, dev: Box<dyn Device>) -> Result<Box<dyn Device>, String> {
     let Some(host) = &cfg.host else {
         return Ok(dev);
     };
-    let Some(name) = &host.fs else {
+    let dev = match &host.fs {
+        Some(name) => {
+            let kind = FsKind::parse(name)?;
+            let Some(md) = &host.md else {
+                return Err(format!(
+                    "`fs={name}` needs the kernel of an era: give `host=NAME` (e.g. host=linux-2.6.2x-md)"
+                ));
+            };
+            let k = kernel::preset(&md.name)?;
+            let (stripe, is_md, level) = geometry(cfg);
+            Box::new(FsDevice::new(dev, k, kind, stripe, is_md, level))
+        }
+        None => dev,
+    };
+    let Some(rules) = &host.file_locks else {
         return Ok(dev);
     };
-    let kind = FsKind::parse(name)?;
-    let Some(md) = &host.md else {
-        return Err(format!(
-            "`fs={name}` needs the kernel of an era: give `host=NAME` (e.g. host=linux-2.6.2x-md)"
-        ));
-    };
-    let k = kernel::preset(&md.name)?;
-    let (stripe, is_md, level) = geometry(cfg);
-    Ok(Box::new(FsDevice::new(dev, k, kind, stripe, is_md, level)))
+    let rules = LockRules::parse(rules)?;
+    if let Some(name) = &host.fs {
+        if !name.starts_with(rules.name()) {
+            return Err(format!(
+                "`file-locks={}` are another file system's than `fs={name}`",
+                rules.name()
+            ));
+        }
+    }
+    Ok(Box::new(FileLocks::new(dev, rules)))
 }
 
 impl FsDevice {
