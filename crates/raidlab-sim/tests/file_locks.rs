@@ -130,3 +130,12 @@ fn on_the_ssd_xfs_seekers_wait_for_each_other_and_ext3_ones_do_not() {
     // 4000 requests: 0.734 s on ext3, 1.121 s on XFS (53% longer).
     assert_eq!((ext3, xfs), (734_154_537, 1_120_961_898));
 }
+
+#[test]
+fn the_locks_must_be_the_mounted_file_systems() {
+    let build = |s: &str| SimConfig::short(s).unwrap().build(&[]);
+    let err = build("mtron-mobi-32g:host=linux-2.6.2x-md:fs=ext3:file-locks=xfs").unwrap_err();
+    assert!(err.to_string().contains("another file system's"), "{err}");
+    assert!(build("mtron-mobi-32g:host=linux-2.6.2x-md:fs=xfs-noalign:file-locks=xfs").is_ok());
+    assert!(SimConfig::short("mtron-mobi-32g:file-locks=zfs").is_err());
+}

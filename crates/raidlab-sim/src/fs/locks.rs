@@ -67,6 +67,25 @@ impl LockRules {
     }
 }
 
+/// `dev` behind the locks `rules` names, which must be those of the file
+/// system `fs=` puts in front of it, if any.
+pub fn attach(
+    rules: &str,
+    fs: Option<&str>,
+    dev: Box<dyn Device>,
+) -> Result<Box<dyn Device>, String> {
+    let rules = LockRules::parse(rules)?;
+    if let Some(name) = fs {
+        if !name.starts_with(rules.name()) {
+            return Err(format!(
+                "`file-locks={}` are another file system's than `fs={name}`",
+                rules.name()
+            ));
+        }
+    }
+    Ok(Box::new(FileLocks::new(dev, rules)))
+}
+
 /// One file's iolock: reads holding it, and callers waiting in arrival order.
 #[derive(Debug, Default)]
 struct IoLock {

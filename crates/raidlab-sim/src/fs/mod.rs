@@ -21,6 +21,9 @@
 //! cache flush goes to the volume (barriers off, as the articles mounted);
 //! per-call CPU is the copy alone (no source for the rest); atime updates,
 //! kupdate's 30 s expiry and XFS's metadata home writes are not modelled.
+//!
+//! The per-file lock the file system takes around each call, between callers
+//! (`file-locks=`), is `locks.rs`, in front of this layer or alone.
 
 pub mod journal;
 pub mod kernel;
@@ -33,7 +36,6 @@ use crate::device::{hand_out, Completion, Device, ModelInfo, Ns, Param, Request}
 use journal::Journal;
 use kernel::{Kernel, PAGE};
 use layout::{FsKind, Layout, Stripe};
-use locks::{FileLocks, LockRules};
 use pages::{Pages, State};
 use raidlab_core::IoKind;
 use std::collections::{HashMap, VecDeque};
@@ -170,19 +172,10 @@ pub fn mount(cfg: &SimConfig, dev: Box<dyn Device>) -> Result<Box<dyn Device>, S
         }
         None => dev,
     };
-    let Some(rules) = &host.file_locks else {
-        return Ok(dev);
-    };
-    let rules = LockRules::parse(rules)?;
-    if let Some(name) = &host.fs {
-        if !name.starts_with(rules.name()) {
-            return Err(format!(
-                "`file-locks={}` are another file system's than `fs={name}`",
-                rules.name()
-            ));
-        }
+    match &host.file_locks {
+        Some(rules) => locks::attach(rules, host.fs.as_deref(), dev),
+        None => Ok(dev),
     }
-    Ok(Box::new(FileLocks::new(dev, rules)))
 }
 
 impl FsDevice {
