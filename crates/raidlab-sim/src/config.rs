@@ -368,7 +368,7 @@ impl SimConfig {
                 } else if !cache_option(&mut cache, k, v).map_err(|m| err(&place, m))? {
                     return Err(err(
                         &place,
-                        format!("`{k}` is not an option of one device (known: scheduler, host, host-stripe-head-us, host-page-us, fs, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
+                        format!("`{k}` is not an option of one device (known: scheduler, host, host-stripe-head-us, host-page-us, fs, file-locks, cache, cache-size, cache-block, cache-cutoff); an array is LEVEL:NxPRESET[:OPTION...]"),
                     ));
                 }
             }
@@ -492,7 +492,7 @@ impl SimConfig {
                 _ => {
                     return Err(err(
                         &place,
-                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, engine, fail, lse, spare, scheduler, host, host-stripe-head-us, host-page-us, fs, cache, cache-size, cache-block, cache-cutoff)"),
+                        format!("unknown option `{k}` (known: chunk, layout, failed, stripe-cache, card, member-size, rebuild, rebuild-rate, rebuild-from, check, check-rate, check-from, mismatch, bitmap, engine, fail, lse, spare, scheduler, host, host-stripe-head-us, host-page-us, fs, file-locks, cache, cache-size, cache-block, cache-cutoff)"),
                     ))
                 }
             }

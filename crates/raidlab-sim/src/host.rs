@@ -37,6 +37,12 @@ pub struct HostCost {
     /// [`crate::fs`]); needs `md` for the kernel of that era.
     #[serde(default)]
     pub fs: Option<String>,
+    /// The per-file lock a file system takes around read() and write()
+    /// calls, between the workload's processes (`file_locks = "ext3"` or
+    /// `"xfs"`; [`crate::fs::locks`]): alone, at block level, or in front of
+    /// `fs`.
+    #[serde(default)]
+    pub file_locks: Option<String>,
     /// Where the figures come from.
     #[serde(default)]
     pub sources: Vec<String>,
@@ -57,6 +63,7 @@ impl Default for HostCost {
             scheduler: Scheduler::None,
             md: None,
             fs: None,
+            file_locks: None,
             sources: vec![
                 "parity_mb_per_s: assumed; the order of what Linux's boot-time xor benchmark reports for a 2008-era desktop core (kernel log line \"xor: using function: ... (N MB/sec)\"); set [host] parity_mb_per_s to your machine's, e.g. from `raidlab bench parity`".into(),
                 "request_overhead_us: assumed; a few µs per request for the block layer and the engine's planning, the order raidlab's own planner costs in callgrind (docs/benchmarks.md)".into(),
@@ -75,6 +82,7 @@ impl HostCost {
             scheduler: Scheduler::None,
             md: None,
             fs: None,
+            file_locks: None,
             sources: vec![source.to_string()],
         }
     }

@@ -176,7 +176,8 @@ impl MdThread {
 
 /// The short form's host options, applied to `host` (the default host if none
 /// yet): `scheduler=NAME`, `host=NAME` (a preset of `presets/hosts.toml`),
-/// and `host-stripe-head-us=N` / `host-page-us=N` (what-if values for the
+/// `fs=NAME` and `file-locks=NAME` ([`crate::fs`]), and
+/// `host-stripe-head-us=N` / `host-page-us=N` (what-if values for the
 /// costs no source gives; after `host=`). Ok(false): `k` is not one of them.
 pub fn host_option(host: &mut Option<HostCost>, k: &str, v: &str) -> Result<bool, String> {
     let us = |v: &str| -> Result<f64, String> {
@@ -194,6 +195,10 @@ pub fn host_option(host: &mut Option<HostCost>, k: &str, v: &str) -> Result<bool
         "fs" => {
             crate::fs::layout::FsKind::parse(v)?;
             host.get_or_insert_with(HostCost::default).fs = Some(v.to_string());
+        }
+        "file-locks" => {
+            crate::fs::locks::LockRules::parse(v)?;
+            host.get_or_insert_with(HostCost::default).file_locks = Some(v.to_string());
         }
         "host-stripe-head-us" | "host-page-us" => {
             let Some(md) = host.as_mut().and_then(|h| h.md.as_mut()) else {

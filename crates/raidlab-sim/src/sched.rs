@@ -13,7 +13,8 @@
 //! - each process's reads wait in its own queue; one process at a time is
 //!   active and has up to `quantum` reads dispatched;
 //! - when the active process has nothing queued, CFQ keeps the disk for it (its
-//!   reads in flight, then an idle wait of `slice_idle` for its next read)
+//!   reads in flight, then an idle wait of `slice_idle` for its next read, or
+//!   of `CFQ_MIN_TT` for a process whose mean seek distance says it seeks)
 //!   while the process's mean think time is within `slice_idle`; a process that
 //!   thinks longer loses its idle window and the next process is served at once;
 //! - a process keeps the disk for at most `slice_sync` while others wait.
@@ -83,6 +84,16 @@ pub const CFQ_SLICE_SYNC: Ns = 100 * MS;
 /// `cfq_slice_idle = HZ / 125`, 8 ms (block/cfq-iosched.c;
 /// Documentation/block/cfq-iosched.txt, `slice_idle`).
 pub const CFQ_SLICE_IDLE: Ns = 8 * MS;
+/// How long CFQ idles instead for a process that seeks, in ns: `CFQ_MIN_TT`,
+/// 2 ms (`cfq_arm_slice_timer`, block/cfq-iosched.c of 2.6.2x: "we don't
+/// want to idle for seeks ... allow a little bit of time for him to submit a
+/// new rq"; the timer is set in whole jiffies, so at HZ=250 it fires at the
+/// next tick, 0 to 4 ms on).
+pub const CFQ_MIN_TT: Ns = 2 * MS;
+/// The mean seek distance past which CFQ counts a process as seeking, in
+/// 512-byte sectors: `CIC_SEEKY`, `seek_mean > 8 * 1024` (4 MiB), in
+/// block/cfq-iosched.c of 2.6.22 to 2.6.2x (128 * 1024 before).
+pub const CFQ_SEEKY_SECTORS: u64 = 8 * 1024;
 
 /// One process's state on one device.
 #[derive(Debug, Default)]
@@ -97,6 +108,11 @@ struct Proc {
     total: u64,
     /// Waiting in the round-robin list.
     listed: bool,
+    /// The sector after its last request, and the kernel's seek-distance
+    /// average (`cfq_update_io_seektime`), weighted as the think time.
+    last_pos: Option<u64>,
+    seek_samples: u64,
+    seek_total: u64,
 }
 
 impl Proc {
@@ -107,6 +123,40 @@ impl Proc {
             let t = now.saturating_sub(end).min(2 * CFQ_SLICE_IDLE);
             self.samples = (7 * self.samples + 256) / 8;
             self.total = (7 * self.total + 256 * t) / 8;
+        }
+    }
+
+    /// The seek distance from its last request to `req`, averaged as the
+    /// kernel does, outliers capped as it caps them.
+    fn seek(&mut self, req: &Request) {
+        let sector = req.offset / 512;
+        if let Some(last) = self.last_pos {
+            let mean = self.seek_mean();
+            let cap = if self.seek_samples <= 60 {
+                mean * 4 + 2 * 1024 * 1024
+            } else {
+                mean * 4 + 2 * 1024 * 64
+            };
+            let d = sector.abs_diff(last).min(cap);
+            self.seek_samples = (7 * self.seek_samples + 256) / 8;
+            self.seek_total = (7 * self.seek_total + 256 * d) / 8;
+        }
+        self.last_pos = Some((req.offset + req.len) / 512);
+    }
+
+    fn seek_mean(&self) -> u64 {
+        (self.seek_total + self.seek_samples / 2)
+            .checked_div(self.seek_samples)
+            .unwrap_or(0)
+    }
+
+    /// How long CFQ idles for its next read: `slice_idle`, or `CFQ_MIN_TT`
+    /// once enough samples say it seeks (`CIC_SEEKY`).
+    fn idle_wait(&self) -> Ns {
+        if self.seek_samples > 80 && self.seek_mean() > CFQ_SEEKY_SECTORS {
+            CFQ_SLICE_IDLE.min(CFQ_MIN_TT)
+        } else {
+            CFQ_SLICE_IDLE
         }
     }
 
@@ -193,7 +243,7 @@ impl Cfq {
                 }
                 match self.timer {
                     None => {
-                        self.timer = Some(now + CFQ_SLICE_IDLE);
+                        self.timer = Some(now + pr.idle_wait());
                         return;
                     }
                     Some(t) if t > now => return,
@@ -222,6 +272,7 @@ impl Device for Cfq {
         }
         let pr = self.procs.entry(req.process).or_default();
         pr.think(now);
+        pr.seek(&req);
         pr.queue.push_back(req);
         let active = self.active.is_some_and(|a| a.process == req.process);
         if !active && !pr.listed {
@@ -261,10 +312,13 @@ impl Device for Cfq {
                 Param::new("quantum", f64::from(CFQ_QUANTUM), "requests"),
                 Param::new("slice_sync", (CFQ_SLICE_SYNC / MS) as f64, "ms"),
                 Param::new("slice_idle", (CFQ_SLICE_IDLE / MS) as f64, "ms"),
+                Param::new("min_tt", (CFQ_MIN_TT / MS) as f64, "ms"),
+                Param::new("seeky_sectors", CFQ_SEEKY_SECTORS as f64, "sectors"),
             ],
             sources: vec![
                 "quantum, slice_sync, slice_idle: block/cfq-iosched.c of Linux 2.6.18-2.6.26 (cfq_quantum = 4, cfq_slice_sync = HZ / 10, cfq_slice_idle = HZ / 125) and Documentation/block/cfq-iosched.txt".into(),
                 "idle window: cfq_update_idle_window, a process whose mean think time exceeds slice_idle is not waited for".into(),
+                "min_tt, seeky_sectors: block/cfq-iosched.c of 2.6.22-2.6.2x, cfq_arm_slice_timer idles min(slice_idle, CFQ_MIN_TT = 2 ms) for a process with CIC_SEEKY (seek_mean > 8 * 1024 sectors, averaged by cfq_update_io_seektime)".into(),
             ],
             parts: vec![self.dev.info()],
         }

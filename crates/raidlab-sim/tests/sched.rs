@@ -1,12 +1,13 @@
 //! The host's I/O scheduler (`sched.rs`): known answers on a device that
 //! serves any number of requests at once in a fixed time, so what is in flight
-//! is the scheduler's doing alone; and CFQ on the models where the articles'
-//! hosts ran it.
+//! is the scheduler's doing alone (CFQ's idle wait: `slice_idle`, or
+//! `CFQ_MIN_TT` for a process that seeks); and CFQ on the models where the
+//! articles' hosts ran it.
 
 use raidlab_core::IoKind;
 use raidlab_sim::config::SimConfig;
 use raidlab_sim::device::{hand_out, Completion, Device, ModelInfo, Ns, Request, MS, SEC};
-use raidlab_sim::sched::{Scheduler, CFQ_QUANTUM};
+use raidlab_sim::sched::{Scheduler, CFQ_MIN_TT, CFQ_QUANTUM, CFQ_SLICE_IDLE};
 use raidlab_sim::workload::{self, Job, Pattern};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -178,4 +179,47 @@ fn scheduler_names_are_checked() {
     let e = SimConfig::short("raid5:3xsamsung-hd753lj:scheduler=x").unwrap_err();
     assert!(e.to_string().contains("none, deadline, cfq"), "{e}");
     assert!(SimConfig::short("raid5:3xsamsung-hd753lj:scheduler=cfq").is_ok());
+}
+
+fn read(id: u64, offset: u64, process: u32) -> Request {
+    Request {
+        id,
+        kind: IoKind::Read,
+        offset,
+        len: 8192,
+        process,
+    }
+}
+
+/// When process 1's read, queued while process 0 holds CFQ, reaches the
+/// device: process 0 first reads 20 times one at a time at `stride` apart.
+fn handover(stride: u64) -> Ns {
+    let mut dev = Scheduler::Cfq.attach(Box::new(Parallel {
+        latency: MS,
+        pending: Vec::new(),
+        most: Arc::new(AtomicUsize::new(0)),
+    }));
+    let mut now = 0;
+    for i in 0..20 {
+        dev.submit(now, read(i, i * stride, 0));
+        let mut done = Vec::new();
+        while done.is_empty() {
+            now = dev.next_event().expect("the read completes");
+            dev.advance(now, &mut done);
+        }
+    }
+    dev.submit(now, read(100, 0, 1));
+    let mut done = Vec::new();
+    while let Some(t) = dev.next_event() {
+        dev.advance(t, &mut done);
+    }
+    done.iter().find(|c| c.id == 100).expect("completed").at - MS - now
+}
+
+#[test]
+fn cfq_idles_less_for_a_process_that_seeks() {
+    // Sequential reads: CFQ waits slice_idle for the process's next one.
+    assert_eq!(handover(8192), CFQ_SLICE_IDLE);
+    // Reads 64 MiB apart (CIC_SEEKY: a mean over 4 MiB): CFQ_MIN_TT.
+    assert_eq!(handover(64 << 20), CFQ_MIN_TT);
 }

@@ -21,10 +21,14 @@
 //! cache flush goes to the volume (barriers off, as the articles mounted);
 //! per-call CPU is the copy alone (no source for the rest); atime updates,
 //! kupdate's 30 s expiry and XFS's metadata home writes are not modelled.
+//!
+//! The per-file lock the file system takes around each call, between callers
+//! (`file-locks=`), is `locks.rs`, in front of this layer or alone.
 
 pub mod journal;
 pub mod kernel;
 pub mod layout;
+pub mod locks;
 pub mod pages;
 
 use crate::config::{CardMode, SimConfig};
@@ -146,24 +150,32 @@ fn geometry(cfg: &SimConfig) -> (Option<Stripe>, bool, Option<&str>) {
     (stripe, md, Some(a.level.as_str()))
 }
 
-/// Put the file system `cfg` names (`host.fs`) in front of `dev`, or return
-/// `dev` as it is when it names none.
+/// Put the file system `cfg` names (`host.fs`) and its per-file locks
+/// (`host.file_locks`, outermost: they are taken before a call reaches the
+/// page cache) in front of `dev`, or return `dev` as it is when it names
+/// neither.
 pub fn mount(cfg: &SimConfig, dev: Box<dyn Device>) -> Result<Box<dyn Device>, String> {
     let Some(host) = &cfg.host else {
         return Ok(dev);
     };
-    let Some(name) = &host.fs else {
-        return Ok(dev);
+    let dev = match &host.fs {
+        Some(name) => {
+            let kind = FsKind::parse(name)?;
+            let Some(md) = &host.md else {
+                return Err(format!(
+                    "`fs={name}` needs the kernel of an era: give `host=NAME` (e.g. host=linux-2.6.2x-md)"
+                ));
+            };
+            let k = kernel::preset(&md.name)?;
+            let (stripe, is_md, level) = geometry(cfg);
+            Box::new(FsDevice::new(dev, k, kind, stripe, is_md, level))
+        }
+        None => dev,
     };
-    let kind = FsKind::parse(name)?;
-    let Some(md) = &host.md else {
-        return Err(format!(
-            "`fs={name}` needs the kernel of an era: give `host=NAME` (e.g. host=linux-2.6.2x-md)"
-        ));
-    };
-    let k = kernel::preset(&md.name)?;
-    let (stripe, is_md, level) = geometry(cfg);
-    Ok(Box::new(FsDevice::new(dev, k, kind, stripe, is_md, level)))
+    match &host.file_locks {
+        Some(rules) => locks::attach(rules, host.fs.as_deref(), dev),
+        None => Ok(dev),
+    }
 }
 
 impl FsDevice {
