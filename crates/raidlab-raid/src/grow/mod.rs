@@ -32,6 +32,7 @@ mod policy;
 mod raid0;
 mod raid10;
 mod reshape;
+mod shrink;
 
 pub use convert::Conversion;
 pub use devices::DevicesChange;
@@ -370,6 +371,12 @@ impl Assembly {
 struct Room {
     sectors: u64,
     super_offset: Option<u64>,
+}
+
+/// Sectors a member has for data after its data offset (what `--size max`
+/// would give it), as md's size change finds them.
+pub(super) fn data_room_sectors(sb: &Superblock, dev_bytes: u64) -> Result<u64> {
+    Ok(data_room(sb, dev_bytes)?.sectors)
 }
 
 fn data_room(sb: &Superblock, dev_bytes: u64) -> Result<Room> {

@@ -86,13 +86,23 @@ pub struct ReshapeReport {
     pub new_raid_devices: usize,
     pub old_array_bytes: u64,
     pub new_array_bytes: u64,
-    /// How far the data offset moved down on every member, in bytes.
+    /// How far the data offset moved on every member, in bytes: down, or
+    /// up for a backward reshape (fewer members).
     pub data_offset_moved_bytes: u64,
-    /// Array byte the run started at (0, or where an interrupted one stopped).
+    /// md's RESHAPE_BACKWARDS: the walk went from the end of the array to
+    /// its start.
+    pub backwards: bool,
+    /// Array byte the run started at (the walk's start: 0, or the end going
+    /// backwards; or where an interrupted one stopped).
     pub resumed_from: u64,
+    /// Whether the run carried on an interrupted reshape.
+    pub resumed: bool,
     /// Checkpoints of the position written during the run (the start and
     /// the end not counted).
     pub checkpoints: u64,
+    /// The members that left the array's roles (fewer members), now spares
+    /// as md leaves them, in role order.
+    pub spares: Vec<String>,
 }
 
 /// What a restripe asks for (`grow --raid-devices`, `--chunk`, `--layout`,
@@ -145,6 +155,9 @@ pub struct ReshapePlan {
     /// The level md's takeover gives the array once no data is left to
     /// move: RAID 4 from a RAID 5 in parity-last. `None`: the reshape's own.
     pub then_level: Option<Level>,
+    /// Fewer members: md's backward reshape, the data offset moving up by
+    /// `gap_sectors` (`super::shrink`).
+    pub backwards: bool,
 }
 
 impl ReshapePlan {
@@ -166,6 +179,19 @@ impl Assembly {
     /// change at a time: more members, or a chunk/layout/level change over
     /// the same members.
     pub fn reshape_check(&self, req: &ReshapeRequest, coming: usize) -> Result<ReshapePlan> {
+        self.reshape_check_sized(req, coming, None)
+    }
+
+    /// [`Assembly::reshape_check`] with the array size the user accepts
+    /// (`--array-size`, bytes): fewer members of a RAID 4/5/6 are checked
+    /// only with one (`super::shrink`), as md reshapes only an array
+    /// already truncated to what the new members hold.
+    pub fn reshape_check_sized(
+        &self,
+        req: &ReshapeRequest,
+        coming: usize,
+        array_bytes: Option<u64>,
+    ) -> Result<ReshapePlan> {
         let g = self.geometry;
         let old = g.raid_disks;
         let what = req.describe(g.level);
@@ -247,6 +273,7 @@ impl Assembly {
             chunk_sectors: chunk,
             new_chunk_sectors: new_chunk,
             then_level,
+            backwards: false,
         };
         if n == old && same_shape {
             if level.md_level() != template.level || then_level.is_some() {
@@ -258,9 +285,8 @@ impl Assembly {
             )));
         }
         if n < old {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (fewer members: md shrinks the array size first, then reshapes backwards)"
-            )));
+            self.grow_check_no_reshape()?;
+            return self.shrink_check(req, &what, array_bytes, plan(0));
         }
         if n != old && !same_shape {
             return Err(super::reshape_not_built(&format!(
@@ -405,6 +431,9 @@ impl Assembly {
     /// every superblock records the reshape at position 0, in one commit.
     /// No data moves until [`Assembly::reshape_run`].
     pub fn reshape_start(&mut self, plan: ReshapePlan) -> Result<()> {
+        if plan.backwards {
+            return self.shrink_start(plan);
+        }
         let old = plan.old_raid_devices;
         let n = plan.new_raid_devices;
         // A RAID 0 restripes as md's RAID 4 with its parity role (the last)
@@ -505,13 +534,16 @@ impl Assembly {
             Level::Raid10 => raid10_walk_supported(&r, gap * SECTOR),
             _ => false,
         };
-        let supported = !r.backwards
-            && walks
-            && template.feature_map & feature::NEW_OFFSET != 0
-            && template.new_offset < 0;
+        let backwards = r.backwards;
+        let moved = template.feature_map & feature::NEW_OFFSET != 0;
+        let supported = if backwards {
+            moved && template.new_offset > 0 && Self::shrink_walk_supported(&r, gap * SECTOR)
+        } else {
+            walks && moved && template.new_offset < 0
+        };
         if !supported {
             return Err(refused(
-                "this reshape (a shrink, a level change, more members with a new chunk or layout, a RAID 10 new chunk or layout, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a level change, more members with a new chunk or layout, a RAID 10 new chunk or layout, a RAID 0 or 10 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self
@@ -525,10 +557,16 @@ impl Assembly {
             )));
         }
         let raid0 = self.raid0_restripe(&r);
-        if !self.missing().is_empty() && !raid0 {
+        // A shrink's old geometry also reads the roles past the new count.
+        let mut missing = self.missing();
+        for role in r.new.raid_disks..r.old.raid_disks {
+            if self.reshape_area(role, false, 0)?.is_none() {
+                missing.push(role);
+            }
+        }
+        if !missing.is_empty() && !raid0 {
             return Err(refused(format!(
-                "role(s) {:?} missing: carrying on a degraded reshape is not built; nothing was changed",
-                self.missing()
+                "role(s) {missing:?} missing: carrying on a degraded reshape is not built; nothing was changed"
             )));
         }
         let gap_bytes = gap * SECTOR;
@@ -546,7 +584,10 @@ impl Assembly {
         let old_end = r.old.array_bytes();
         let total = r.new.array_bytes();
         let step = (STEP_MEMBER_BYTES * r.new.data_disks() as u64 / unit).max(1) * unit;
-        let mut run = schedule(&opts, &[(r.position, total)], step);
+        // The long run counts upwards: a backward walk runs over the
+        // distance from the new geometry's end (`total - array byte`).
+        let walked = |at: u64| if backwards { total - at } else { at };
+        let mut run = schedule(&opts, &[(walked(r.position), total)], step);
         let clock = clock_of(&opts);
         // A RAID 0's count, without the RAID 4's missing parity role.
         let parity_role = usize::from(raid0);
@@ -556,39 +597,64 @@ impl Assembly {
             old_array_bytes: old_end,
             new_array_bytes: total,
             data_offset_moved_bytes: gap_bytes,
+            backwards,
             resumed_from: r.position,
+            resumed: walked(r.position) > 0,
             checkpoints: 0,
+            spares: Vec::new(),
         };
         let mut checkpointed = r.position;
         let mut buf = Vec::new();
         while let Some(s) = run.peek() {
+            // The array bytes of this step, and the position reached before
+            // it (its start going forwards, its end going backwards).
+            let (a, b) = if backwards {
+                (total - s.end, total - s.start)
+            } else {
+                (s.start, s.end)
+            };
+            let here = walked(s.start);
             if stopped(&opts) {
-                self.reshape_checkpoint(&new_array, s.start, &mut checkpointed)?;
+                self.reshape_checkpoint(&new_array, here, &mut checkpointed)?;
                 return Err(Error::new(
                     ErrorKind::Interrupted,
                     Op::Write,
                     format!(
-                        "reshape stopped at array byte {} of {total}; run `raidlab grow --continue` with the same members to finish it (the array reads meanwhile, read-only)",
-                        s.start
+                        "reshape stopped at array byte {here} of {total}; run `raidlab grow --continue` with the same members to finish it (the array reads meanwhile, read-only)"
                     ),
                 ));
             }
-            let a = s.start;
-            let mut limit = r.forward_write_limit(gap_bytes, checkpointed);
-            // The next unit boundary (a resumed RAID 10 may start between).
-            if limit < ((a / unit + 1) * unit).min(s.end) {
-                // The step would write where the last checkpoint still
-                // reads: move the checkpoint up to here first.
-                self.reshape_checkpoint(&new_array, a, &mut checkpointed)?;
+            let limit_at = |checkpoint| {
+                if backwards {
+                    r.backward_write_limit(gap_bytes, checkpoint)
+                } else {
+                    r.forward_write_limit(gap_bytes, checkpoint)
+                }
+            };
+            let mut limit = limit_at(checkpointed);
+            // Whether the next unit (a resumed RAID 10 may start inside
+            // one) would land where the last checkpoint still reads.
+            let blocked = if backwards {
+                limit > (b - 1) / unit * unit
+            } else {
+                limit < ((a / unit + 1) * unit).min(b)
+            };
+            if blocked {
+                // Move the checkpoint to here first.
+                self.reshape_checkpoint(&new_array, here, &mut checkpointed)?;
                 report.checkpoints += 1;
-                limit = r.forward_write_limit(gap_bytes, checkpointed);
+                limit = limit_at(checkpointed);
             }
-            let b = s.end.min(limit);
+            let (a, b) = if backwards {
+                (a.max(limit), b)
+            } else {
+                (a, b.min(limit))
+            };
             if b <= a {
                 return Err(Error::new(
                     ErrorKind::Invalid,
                     Op::Plan,
-                    format!("reshape: no room to write the stripe at array byte {a} (move {gap_bytes} bytes): the superblocks' reshape fields are not ones raidlab wrote"),
+                    format!("reshape: no room to write the stripe at array byte {here} (move {gap_bytes} bytes): the superblocks' reshape fields are not ones raidlab wrote"),
                 ));
             }
             buf.clear();
@@ -598,14 +664,21 @@ impl Assembly {
                 old_array.read_at(&mut buf[..(upto - a) as usize], a)?;
             }
             new_array.write_at(&buf, a)?;
-            if run.advance(b, (b - a) / r.new.data_disks() as u64) {
-                self.reshape_checkpoint(&new_array, b, &mut checkpointed)?;
+            let reached = if backwards { a } else { b };
+            if run.advance(walked(reached), (b - a) / r.new.data_disks() as u64) {
+                self.reshape_checkpoint(&new_array, reached, &mut checkpointed)?;
                 report.checkpoints += 1;
             }
-            progress(Progress { done: b, total });
+            progress(Progress {
+                done: walked(reached),
+                total,
+            });
             run.wait(&*clock, &|| stopped(&opts));
         }
         new_array.flush()?;
+        if backwards {
+            report.spares = self.shrink_release(r.new.raid_disks);
+        }
         self.reshape_finish(raid0)?;
         Ok(report)
     }
