@@ -195,6 +195,11 @@ impl Assembly {
         let g = self.geometry;
         let old = g.raid_disks;
         let what = req.describe(g.level);
+        if array_bytes.is_some() && req.raid_devices.is_none_or(|n| n >= old) {
+            return Err(Error::invalid(format!(
+                "{what}: --array-size goes with fewer --raid-devices (a shrink); this change keeps every byte of the array; nothing was changed"
+            )));
+        }
         if let Some(e) = req
             .level
             .and_then(|to| super::md_refusal(&what, g.level, to))

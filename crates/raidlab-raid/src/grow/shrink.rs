@@ -13,8 +13,9 @@
 //!   (`Reshape::backward_gap`), which every member must have room for
 //!   after its data (the component size plus the move); with less room md
 //!   needs a backup file, which raidlab does not build, and says so;
-//! - what md records while the walk runs (RESHAPE_BACKWARDS, the position
-//!   starting at the end of the new geometry, `delta_disks` negative, the
+//! - what md records while the walk runs (`delta_disks` negative, which is
+//!   md's backward direction for a shrink: it writes no RESHAPE_BACKWARDS
+//!   flag then; the position starting at the end of the new geometry; the
 //!   data size raised to the room when the move needs it, as mdadm's retry
 //!   of `new_offset` after setting the size to `max` does), and at its end:
 //!   the members past the new count become spares, as md leaves them (they
@@ -163,8 +164,10 @@ impl Assembly {
             sb.new_chunk = plan.new_chunk_sectors;
             sb.reshape_position = position;
             sb.new_offset = new_offset;
-            sb.feature_map |=
-                feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS;
+            // md writes RESHAPE_BACKWARDS only for a reshape over the same
+            // members: a shrink goes backwards by delta_disks < 0 alone.
+            sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+            sb.feature_map &= !feature::RESHAPE_BACKWARDS;
         })?;
         self.geometry = crate::assemble::geometry_of(&self.grow_template()?)?;
         Ok(())

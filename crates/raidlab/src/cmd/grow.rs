@@ -19,6 +19,18 @@ use raidlab_raid::manage::Added;
 use std::process::ExitCode;
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
+    let array_bytes = match a.array_size.as_deref() {
+        None => None,
+        Some(_) if a.raid_devices.is_none() || a.level.is_some() => bail!(
+            "--array-size goes with fewer --raid-devices of a RAID 4/5/6 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
+        ),
+        Some("max") => bail!(
+            "--array-size max: the array already exposes all it holds offline (md forgets a smaller --array-size when the array stops); give the size a shrink truncates it to"
+        ),
+        Some(s) => Some(parse_size(s).map_err(|e| {
+            anyhow::anyhow!("--array-size {s}: {} (give a size such as 96M)", e.message)
+        })?),
+    };
     let changes = [
         a.size.is_some(),
         a.bitmap.is_some(),
@@ -46,18 +58,6 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
             "--add is for the new slots of --raid-devices (or Q's of --level 6); `raidlab add` adds a member or a spare"
         );
     }
-    let array_bytes = match a.array_size.as_deref() {
-        None => None,
-        Some(_) if a.raid_devices.is_none() || a.level.is_some() => bail!(
-            "--array-size goes with fewer --raid-devices of a RAID 4/5/6 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
-        ),
-        Some("max") => bail!(
-            "--array-size max: the array already exposes all it holds offline (md forgets a smaller --array-size when the array stops); give the size a shrink truncates it to"
-        ),
-        Some(s) => Some(parse_size(s).map_err(|e| {
-            anyhow::anyhow!("--array-size {s}: {} (give a size such as 96M)", e.message)
-        })?),
-    };
     if a.bitmap_chunk.is_some() && a.bitmap != Some(GrowBitmap::Internal) {
         bail!("--bitmap-chunk goes with --bitmap internal");
     }
@@ -359,9 +359,6 @@ fn grow_reshape(
     let n = req.raid_devices.unwrap_or(old);
     if n < old && !a.add.is_empty() {
         bail!("--add with fewer --raid-devices: a shrink takes no new member (add spares with `raidlab add`); nothing was changed");
-    }
-    if n >= old && array_bytes.is_some() {
-        bail!("--array-size goes with fewer --raid-devices (a shrink); this grow keeps every byte of the array; nothing was changed");
     }
     let (adds, created) = open_adds(a)?;
     let checked = (|| -> Result<raidlab_raid::grow::ReshapePlan> {
