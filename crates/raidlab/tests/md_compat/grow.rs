@@ -15,6 +15,10 @@
 //!   6M`), then `--raid-devices 4 --array-size 18M` (md's backward
 //!   reshape: the data offset moved up; the fifth member left a spare,
 //!   which md is not given), read whole and without role 1;
+//! * `r6-5to4-shrink-killed`: the same for a RAID 6 of 5 to 4, killed
+//!   part-way (SIGKILL): md is given all five members, carries the
+//!   backward reshape on from raidlab's checkpoint and leaves the fifth a
+//!   spare (four active);
 //! * `r5-3to4`, `r6-4to5`: `--raid-devices N --add`, a reshape (the data
 //!   offset moved down, the data restriped), read whole and without the new
 //!   member (RAID 6: without it and the first);
@@ -229,6 +233,24 @@ fn cases() -> Vec<Grown> {
             ],
             sets: vec![vec![1]],
             interrupt: None,
+        },
+        Grown {
+            name: "r6-5to4-shrink-killed",
+            level: 6,
+            devices: 5,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &[
+                "--size",
+                "6M",
+                "THEN",
+                "--raid-devices",
+                "4",
+                "--array-size",
+                "12M",
+            ],
+            sets: vec![vec![0]],
+            interrupt: Some("KILL"),
         },
         Grown {
             name: "r6-4to5",
@@ -481,6 +503,16 @@ fn cases() -> Vec<Grown> {
 /// data from before the grow is md's to read exactly.
 type GrownArray = (Vec<String>, u64, Vec<u8>, u64);
 
+/// The member count a case's shrink (`--array-size` with `--raid-devices`)
+/// leaves; `None` for a grow.
+fn shrinks_to(c: &Grown) -> Option<usize> {
+    if !c.grow.contains(&"--array-size") {
+        return None;
+    }
+    let at = c.grow.iter().position(|&w| w == "--raid-devices")?;
+    c.grow.get(at + 1)?.parse().ok()
+}
+
 fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String> {
     fs::create_dir_all(dir).unwrap();
     let mut members: Vec<String> = (0..c.devices)
@@ -517,7 +549,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         .to_str()
         .unwrap()
         .to_string();
-    for step in c.grow.split(|&w| w == "THEN") {
+    let steps = c.grow.split(|&w| w == "THEN").count();
+    for (k, step) in c.grow.split(|&w| w == "THEN").enumerate() {
         let mut a = vec!["grow"];
         a.extend(members.iter().map(String::as_str));
         for &w in step {
@@ -530,7 +563,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         if step.contains(&"NEW") {
             a.extend(["--member-size", &small]);
         }
-        match c.interrupt {
+        // Only the last step (the reshape) is stopped part-way.
+        match c.interrupt.filter(|_| k + 1 == steps) {
             None => {
                 run(&a)?;
             }
@@ -561,10 +595,12 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         // has carried the reshape on is what raidlab's own `--continue`
         // gives, on a copy of the members.
         let got = export(&members, &dir.join("export.bin"))?;
-        if got[..] != pat[..size as usize] {
+        // A stopped shrink reads what the fewer members will hold.
+        let kept = (size as usize).min(got.len());
+        if got[..] != pat[..kept] {
             return Err(format!(
                 "raidlab reads its stopped reshape wrong: {}",
-                first_diff(&got, &pat[..size as usize])
+                first_diff(&got, &pat[..kept])
             ));
         }
         let copy = dir.join("continued");
@@ -585,9 +621,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
         let want = export(&copies, &copy.join("export.bin"))?;
         fs::remove_dir_all(&copy).ok();
-        if want[..size as usize] != pat[..size as usize]
-            || want[size as usize..].iter().any(|&b| b != 0)
-        {
+        let kept = (size as usize).min(want.len());
+        if want[..kept] != pat[..kept] || want[kept..].iter().any(|&b| b != 0) {
             return Err("raidlab's --continue of its stopped reshape reads wrong".into());
         }
         let exact = if c.level == 10 { size } else { grown };
@@ -829,10 +864,12 @@ fn md_assembles_arrays_raidlab_grew() {
             members.len(),
             csv(&offs),
             sets_field(&c.sets),
-            if c.interrupt.is_some() {
-                "reshaping"
-            } else {
-                "-"
+            match (c.interrupt, shrinks_to(&c)) {
+                // md ends a shrink with the members past the new count as
+                // spares: that many fewer active.
+                (Some(_), Some(to)) => format!("reshaping,leaves{}", members.len() - to),
+                (Some(_), None) => "reshaping".to_string(),
+                _ => "-".to_string(),
             }
         ));
         reads.push((c.name.to_string(), size, out, c.sets.len(), want, exact));
