@@ -19,7 +19,7 @@
 //!   data size raised to the room when the move needs it, as mdadm's retry
 //!   of `new_offset` after setting the size to `max` does), and at its end:
 //!   the members past the new count become spares, as md leaves them (they
-//!   are removed with `raidlab remove`).
+//!   are taken out with `raidlab remove --member`).
 //!
 //! The walk itself is `reshape`'s driver. It must never shrink an array
 //! whose truncation the user has not asked for, never move data when a

@@ -694,7 +694,7 @@ fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
         );
         if !report.spares.is_empty() {
             outln!(
-                "raidlab: {} left the array's roles: spare(s) now, as md leaves them: remove them with `raidlab remove` to use them elsewhere",
+                "raidlab: {} left the array's roles: spare(s) now, as md leaves them: take each out with `raidlab remove MEMBER... --member DEV` to use it elsewhere",
                 report.spares.join(", ")
             );
         }
