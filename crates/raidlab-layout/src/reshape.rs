@@ -18,7 +18,8 @@
 //! RAID 10 in the near or offset layout: md never reshapes the far one), how
 //! far the new geometry may be written before the position must be
 //! checkpointed, and the least move of the data offset that keeps such a
-//! walk going. It
+//! walk going; and the same two for a backward reshape to fewer members of a
+//! parity level, whose data offset moves up by mdadm's least move. It
 //! must never do I/O, and never accept fields that make either geometry one
 //! md would not run.
 
@@ -179,6 +180,39 @@ impl Reshape {
         } else {
             2 * row
         }
+    }
+
+    /// A backward reshape (fewer members of a parity level, md's
+    /// RESHAPE_BACKWARDS) whose new geometry starts `gap` bytes above the
+    /// old one on every member: the lowest array byte (on a
+    /// [`Reshape::forward_unit`] boundary) down to which the new geometry
+    /// may be written while a resume from `checkpoint` would still read the
+    /// old geometry below it. The walk goes from the end of the array
+    /// towards its start, so the old rows still to be read are the low
+    /// ones, up to the row holding the byte just below `checkpoint`; a new
+    /// stripe may be written only where it lands at or above their top.
+    pub fn backward_write_limit(&self, gap: u64, checkpoint: u64) -> u64 {
+        let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
+        // Member bytes (from the old data offset) a resume still reads.
+        let keep = checkpoint.div_ceil(old.chunk * old.slots) * old.height;
+        let first_row = keep.saturating_sub(gap).div_ceil(new.height);
+        let unit = self.forward_unit();
+        (new.chunks_in_rows(first_row) * new.chunk).div_ceil(unit) * unit
+    }
+
+    /// How far mdadm moves the data offset up for a backward reshape of a
+    /// parity level (its `min_offset_change`): the least common multiple of
+    /// an old and a new stripe, divided by the old data members, which is
+    /// at least the larger chunk, so that a walk from the end always finds
+    /// room for its next stripe once the position is checkpointed.
+    pub fn backward_gap(&self) -> u64 {
+        let a = self.old.chunk_bytes / SECTOR * self.old.data_disks() as u64;
+        let b = self.new.chunk_bytes / SECTOR * self.new.data_disks() as u64;
+        let (mut x, mut y) = (a, b);
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        a / x.max(1) * b / self.old.data_disks() as u64 * SECTOR
     }
 
     /// `len` bytes from `at` cut where the geometries meet: `(new, at, len)`
@@ -380,6 +414,57 @@ mod tests {
         };
         let r = Reshape::from_md(&f).unwrap();
         assert!(r.forward_write_limit(128 * 512, 0) < r.forward_unit());
+    }
+
+    /// Every backward walk (fewer members) with the data moved up by
+    /// mdadm's least move finds room for its next stripe once the position
+    /// is checkpointed at the stripe's end; with no move it stalls near the
+    /// start (where md needs a backup file).
+    #[test]
+    fn a_backward_walk_always_has_room_for_its_next_unit() {
+        let mut walks = 0;
+        for &chunk in &[8u32, 64, 128, 1024] {
+            for (level, layout, parity) in [(5, 2u32, 1u32), (6, 2, 2), (4, 0, 1)] {
+                for old in (parity + 2).max(level as u32 - 1)..=8 {
+                    for new in (parity + 1).max(level as u32 - 2)..old {
+                        let f = MdReshape {
+                            level,
+                            new_level: level,
+                            layout,
+                            new_layout: layout,
+                            chunk_sectors: chunk,
+                            new_chunk_sectors: chunk,
+                            raid_disks: new,
+                            delta_disks: new as i32 - old as i32,
+                            member_sectors: 8192,
+                            ..grow(0, true)
+                        };
+                        let mut r = Reshape::from_md(&f).unwrap();
+                        let gap = r.backward_gap();
+                        assert!(gap >= u64::from(chunk) * 512, "{old}->{new}: gap {gap}");
+                        let unit = r.forward_unit();
+                        let end = r.new.array_bytes();
+                        r.position = end;
+                        let (mut at, mut checkpoint) = (end, end);
+                        while at > 0 {
+                            if r.backward_write_limit(gap, checkpoint) > at - unit {
+                                checkpoint = at;
+                            }
+                            assert!(
+                                r.backward_write_limit(gap, checkpoint) <= at - unit,
+                                "RAID {level} chunk {chunk}, {old}->{new}: stuck at {at}"
+                            );
+                            at -= unit;
+                        }
+                        // Without a move the last stripes overwrite old rows
+                        // a resume would read.
+                        assert!(r.backward_write_limit(0, unit) > 0);
+                        walks += 1;
+                    }
+                }
+            }
+        }
+        assert!(walks > 50, "{walks}");
     }
 
     #[test]

@@ -45,10 +45,29 @@ fn reshapes_cut_at_random_member_writes_keep_every_byte() {
         .filter(|r| r.label.starts_with("raid10"))
         .count();
     assert!(raid10 >= 10, "only {raid10} RAID 10 grows in 100 runs");
+    let shrinks: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.label.ends_with("(shrink)"))
+        .map(|r| r.label.as_str())
+        .collect();
+    assert!(
+        shrinks.len() >= 5,
+        "only {} shrinks in 100 runs",
+        shrinks.len()
+    );
+    let shrink_cuts: u32 = runs
+        .iter()
+        .filter(|r| r.label.ends_with("(shrink)"))
+        .map(|r| r.cuts)
+        .sum();
+    assert!(shrink_cuts >= 5, "only {shrink_cuts} cuts in shrinks");
     assert!(cuts >= 80, "only {cuts} cuts in 100 runs");
     assert!(died > 0, "no member died in 100 runs");
     assert_eq!(passed, 100, "only {passed} of 100 runs passed");
-    eprintln!("100 runs: {passed} passed, {cuts} cuts, {died} with a member gone");
+    eprintln!(
+        "100 runs: {passed} passed, {cuts} cuts, {died} with a member gone; {} shrinks, {shrink_cuts} cuts in them",
+        shrinks.len()
+    );
 }
 
 #[test]

@@ -740,9 +740,20 @@ pub struct GrowArgs {
     /// as md does it, through a RAID 4 whose parity member is missing,
     /// then back to a RAID 0. RAID 10 in the near or offset layout: the
     /// same reshape, every copy written (md refuses the far layout).
-    /// Fewer: refused.
+    /// Fewer members of a RAID 4/5/6 (md's backward reshape: the data offset
+    /// moves up, the walk goes from the end of the array to its start; the
+    /// members that leave become spares): only with --array-size, the size
+    /// the array is truncated to, which must fit the new members. Fewer
+    /// members of a RAID 0 or 10: refused.
     #[arg(long, short = 'n')]
     pub raid_devices: Option<usize>,
+    /// With fewer --raid-devices of a RAID 4/5/6: the size the array is
+    /// truncated to (mdadm's --array-size, which md keeps only while the
+    /// array runs; raidlab's grow runs offline, so it is given with the
+    /// shrink it makes possible). Whatever lies past it is lost: shrink the
+    /// file system to it first. At most what the new members hold.
+    #[arg(long, short = 'Z')]
+    pub array_size: Option<String>,
     /// Finish a reshape that was interrupted (killed, crashed, stopped).
     #[arg(long = "continue")]
     pub continue_reshape: bool,

@@ -2533,6 +2533,12 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
             devices: 5,
             missing: vec![vec![], vec![1], vec![4]],
         },
+        ReshapeCase {
+            name: "r5-shrink-room",
+            mode: "shrinkroom",
+            devices: 5,
+            missing: vec![vec![], vec![1], vec![4]],
+        },
     ];
     // `RAIDLAB_MDVM_ONLY=r5-shrink` boots for that case alone.
     let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
@@ -2721,7 +2727,7 @@ fn check_md_reshape(
             md_read.len(),
             c.name
         ));
-        if matches!(c.mode, "grow" | "r10grow" | "r0grow") && lost != 0 {
+        if matches!(c.mode, "grow" | "r10grow" | "r0grow" | "shrinkroom") && lost != 0 {
             return Err(format!("md lost {lost} bytes of a grow above its position"));
         }
         want[md_pos as usize..end].copy_from_slice(md_read);
@@ -2810,6 +2816,51 @@ fn check_md_reshape(
             } else {
                 "check 0"
             }
+        ));
+    }
+    if c.mode == "shrinkroom" {
+        // raidlab finishes md's own backup-free shrink (the data offset
+        // moved up) from md's recorded position: what the four members hold
+        // reads back exact, `check` 0, no reshape left, the fifth member a
+        // spare.
+        let mut a = vec!["grow"];
+        a.extend(members.iter().map(String::as_str));
+        a.push("--continue");
+        let o = raidlab(&a);
+        if !o.status.success() {
+            return Err(format!(
+                "raidlab grow --continue of md's stopped shrink: {}",
+                describe(&a, &o)
+            ));
+        }
+        let got = export(&members, &work.join(format!("{}-done.bin", c.name)))?;
+        if got.len() as u64 != size || got[..] != want[..size as usize] {
+            return Err(format!(
+                "after raidlab finished md's shrink: {} bytes (md's size {size}): {}",
+                got.len(),
+                first_diff(&got, &want[..size as usize])
+            ));
+        }
+        let mut a = vec!["check"];
+        a.extend(members.iter().map(String::as_str));
+        let o = raidlab(&a);
+        if !String::from_utf8_lossy(&o.stdout).contains("mismatch_cnt: 0") {
+            return Err(format!(
+                "check after raidlab finished md's shrink: {}",
+                describe(&a, &o)
+            ));
+        }
+        let mut d = vec!["detail"];
+        d.extend(members.iter().map(String::as_str));
+        let text = String::from_utf8_lossy(&raidlab(&d).stdout).to_string();
+        if text.contains("interrupted reshape") || !text.contains("spare") {
+            return Err(format!(
+                "after --continue: still a reshape, or no spare: {text}"
+            ));
+        }
+        loud(&format!(
+            "md_compat: raidlab finished md's stopped shrink {}: {size} bytes, data exact, check 0",
+            c.name
         ));
     }
     Ok(())

@@ -639,7 +639,7 @@ fn refusals_say_why_and_change_no_byte() {
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (with("grow", &r5, &["--raid-devices", "4"]), "need 1 spare"),
         (add(&r5, "5"), "need 2 spare"),
-        (add(&r5, "2"), "fewer members"),
+        (add(&r5, "2"), "reduce the size of the array"),
         (add(&r5, "3"), "no change"),
         (add(&r0, "1"), "fewer members"),
         (add(&r10, "3"), "fewer members"),

@@ -166,6 +166,7 @@ impl Assembly {
             chunk_sectors: chunk,
             new_chunk_sectors: new_chunk,
             then_level: None,
+            backwards: false,
         })
     }
 

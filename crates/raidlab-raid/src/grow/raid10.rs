@@ -156,6 +156,7 @@ impl Assembly {
             chunk_sectors: chunk,
             new_chunk_sectors: chunk,
             then_level: None,
+            backwards: false,
         })
     }
 }

@@ -18,54 +18,24 @@
 //!   the data moved at least the larger chunk), at most
 //!   [`MAX_MOVE_SECTORS`]; with less room the reshape needs md's backup
 //!   file, which is not built, and is refused;
-//! - the order of a step's I/O and when the position is checkpointed.
 //!
-//! The walk goes forwards over the new geometry's stripes, in units of the
-//! larger chunk (the positions md accepts on a resume; a RAID 10's in
-//! chunks, and md's positions inside one are taken back too). A step reads
-//! the old geometry's bytes of the array (zeros past the old end, as md
-//! fills a parity array's new space; md leaves a RAID 10's as it was and
-//! resyncs it after, raidlab zeros it so the copies agree at once), writes them as whole stripes of the new geometry
-//! through a running [`Array`] (the planner and parity engine compute P and
-//! Q: a full-stripe write reads nothing; a RAID 10 writes every copy), and
-//! flushes. The new geometry starts
-//! `gap` sectors lower on each member than the old one, so its writes trail
-//! the old geometry's reads. The invariant, md's rule in its reshape loop
-//! (the arithmetic is `Reshape::forward_write_limit` in the layout crate):
-//! no write may land at or past where the old geometry's row holding the
-//! last checkpointed position begins (a stripe; a RAID 10's chunk copies,
-//! far rows high in the offset layout), because a resume re-reads from that
-//! position. When the next step would, the position reached so far is made
-//! durable first (members flushed, then `reshape_position` in every
-//! superblock, events raised). A crash therefore at worst redoes the steps
-//! after the last checkpoint, reading old-geometry data that nothing has
-//! touched.
-//!
-//! Done, every superblock gets what md writes at the end of a reshape: the
-//! new member count and geometry, `data_offset + new_offset` as the data
-//! offset, the data size grown by the move, RESHAPE_ACTIVE and NEW_OFFSET
-//! cleared.
+//! The walk that moves the data, and the superblocks written at its end,
+//! are `super::walk`'s; fewer members (a backward reshape) are checked and
+//! started by `super::shrink`.
 //!
 //! A RAID 0 is restriped as md does it, as a RAID 4 whose parity member is
-//! missing (`super::raid0` checks it and says what md records); the walk is
-//! the same, and the last commit takes it back as a RAID 0.
+//! missing (`super::raid0` checks it and says what md records).
 //!
-//! It must never write a byte of the new geometry over old-geometry data a
-//! resume would still read, never compute parity or place copies itself,
-//! and never reshape backwards, to fewer members, a RAID 10's chunk or
-//! layout, or across levels other than 4 and 5 (those stay
+//! It must never write data, and never start a reshape of a RAID 10's
+//! chunk or layout, or across levels other than 4 and 5 (those stay
 //! [`super::reshape_not_built`]).
 
 use super::{refused, SECTOR};
-use crate::array::Array;
 use crate::assemble::{geometry_of, Assembly, MemberState};
-use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
-use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use raidlab_layout::reshape::Reshape;
+use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
 use raidlab_md::superblock::{feature, MetadataVersion};
 use serde::Serialize;
-use std::sync::Arc;
 
 /// The most a reshape moves the data offset down (32 MiB): raidlab's cap, so
 /// that a later reshape still finds room; more only makes the first steps
@@ -76,9 +46,6 @@ pub const MAX_MOVE_SECTORS: u64 = 65536;
 /// superblock (the superblock and room for a bitmap).
 const SUPER_KEEP_SECTORS: u64 = 72;
 
-/// Data each member gets per step: large steps, few flushes.
-const STEP_MEMBER_BYTES: u64 = 4 << 20;
-
 /// What a reshape did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ReshapeReport {
@@ -86,13 +53,23 @@ pub struct ReshapeReport {
     pub new_raid_devices: usize,
     pub old_array_bytes: u64,
     pub new_array_bytes: u64,
-    /// How far the data offset moved down on every member, in bytes.
+    /// How far the data offset moved on every member, in bytes: down, or
+    /// up for a backward reshape (fewer members).
     pub data_offset_moved_bytes: u64,
-    /// Array byte the run started at (0, or where an interrupted one stopped).
+    /// md's RESHAPE_BACKWARDS: the walk went from the end of the array to
+    /// its start.
+    pub backwards: bool,
+    /// Array byte the run started at (the walk's start: 0, or the end going
+    /// backwards; or where an interrupted one stopped).
     pub resumed_from: u64,
+    /// Whether the run carried on an interrupted reshape.
+    pub resumed: bool,
     /// Checkpoints of the position written during the run (the start and
     /// the end not counted).
     pub checkpoints: u64,
+    /// The members that left the array's roles (fewer members), now spares
+    /// as md leaves them, in role order.
+    pub spares: Vec<String>,
 }
 
 /// What a restripe asks for (`grow --raid-devices`, `--chunk`, `--layout`,
@@ -145,6 +122,9 @@ pub struct ReshapePlan {
     /// The level md's takeover gives the array once no data is left to
     /// move: RAID 4 from a RAID 5 in parity-last. `None`: the reshape's own.
     pub then_level: Option<Level>,
+    /// Fewer members: md's backward reshape, the data offset moving up by
+    /// `gap_sectors` (`super::shrink`).
+    pub backwards: bool,
 }
 
 impl ReshapePlan {
@@ -166,9 +146,27 @@ impl Assembly {
     /// change at a time: more members, or a chunk/layout/level change over
     /// the same members.
     pub fn reshape_check(&self, req: &ReshapeRequest, coming: usize) -> Result<ReshapePlan> {
+        self.reshape_check_sized(req, coming, None)
+    }
+
+    /// [`Assembly::reshape_check`] with the array size the user accepts
+    /// (`--array-size`, bytes): fewer members of a RAID 4/5/6 are checked
+    /// only with one (`super::shrink`), as md reshapes only an array
+    /// already truncated to what the new members hold.
+    pub fn reshape_check_sized(
+        &self,
+        req: &ReshapeRequest,
+        coming: usize,
+        array_bytes: Option<u64>,
+    ) -> Result<ReshapePlan> {
         let g = self.geometry;
         let old = g.raid_disks;
         let what = req.describe(g.level);
+        if array_bytes.is_some() && !req.raid_devices.is_some_and(|n| n < old) {
+            return Err(Error::invalid(format!(
+                "{what}: --array-size goes with fewer --raid-devices (a shrink); this change keeps every byte of the array; nothing was changed"
+            )));
+        }
         if let Some(e) = req
             .level
             .and_then(|to| super::md_refusal(&what, g.level, to))
@@ -247,6 +245,7 @@ impl Assembly {
             chunk_sectors: chunk,
             new_chunk_sectors: new_chunk,
             then_level,
+            backwards: false,
         };
         if n == old && same_shape {
             if level.md_level() != template.level || then_level.is_some() {
@@ -258,9 +257,8 @@ impl Assembly {
             )));
         }
         if n < old {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (fewer members: md shrinks the array size first, then reshapes backwards)"
-            )));
+            self.grow_check_no_reshape()?;
+            return self.shrink_check(req, &what, array_bytes, plan(0));
         }
         if n != old && !same_shape {
             return Err(super::reshape_not_built(&format!(
@@ -405,6 +403,9 @@ impl Assembly {
     /// every superblock records the reshape at position 0, in one commit.
     /// No data moves until [`Assembly::reshape_run`].
     pub fn reshape_start(&mut self, plan: ReshapePlan) -> Result<()> {
+        if plan.backwards {
+            return self.shrink_start(plan);
+        }
         let old = plan.old_raid_devices;
         let n = plan.new_raid_devices;
         // A RAID 0 restripes as md's RAID 4 with its parity role (the last)
@@ -470,222 +471,6 @@ impl Assembly {
         self.geometry = geometry_of(&self.grow_template()?)?;
         Ok(())
     }
-
-    /// Carry the reshape the superblocks record to its end (from its
-    /// checkpointed position: a fresh one, or one stopped by a crash or a
-    /// stop request). Refused for a reshape of a kind raidlab does not do.
-    pub fn reshape_run(
-        &mut self,
-        opts: RunOptions,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<ReshapeReport> {
-        let r = match self.reshape() {
-            None => {
-                return Err(Error::invalid(
-                    "the array is not in the middle of a reshape: nothing to continue",
-                ))
-            }
-            Some(r) => r?,
-        };
-        let template = self.grow_template()?;
-        let gap = i64::from(template.new_offset).unsigned_abs();
-        // Forwards with the data moved down, at one level: more members,
-        // or a new chunk or layout over the same members with the data
-        // moved by at least the larger chunk (md's condition for running
-        // such a reshape without a backup).
-        let same_members = r.new.raid_disks == r.old.raid_disks;
-        let reshapes = r.new.raid_disks > r.old.raid_disks
-            && r.old.layout == r.new.layout
-            && r.old.chunk_bytes == r.new.chunk_bytes
-            || same_members
-                && (r.old.layout != r.new.layout || r.old.chunk_bytes != r.new.chunk_bytes)
-                && gap * SECTOR >= r.old.chunk_bytes.max(r.new.chunk_bytes);
-        let walks = match r.new.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => reshapes && r.old.level == r.new.level,
-            Level::Raid10 => raid10_walk_supported(&r, gap * SECTOR),
-            _ => false,
-        };
-        let supported = !r.backwards
-            && walks
-            && template.feature_map & feature::NEW_OFFSET != 0
-            && template.new_offset < 0;
-        if !supported {
-            return Err(refused(
-                "this reshape (a shrink, a level change, more members with a new chunk or layout, a RAID 10 new chunk or layout, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
-            ));
-        }
-        if let Some(m) = self
-            .members
-            .iter()
-            .find(|m| m.is_live() && m.sb.new_offset != template.new_offset)
-        {
-            return Err(refused(format!(
-                "{}: its new_offset ({}) differs from the others' ({}): raidlab moves every member's data by the same amount; finish it with mdadm; nothing was changed",
-                m.device.path, m.sb.new_offset, template.new_offset
-            )));
-        }
-        let raid0 = self.raid0_restripe(&r);
-        if !self.missing().is_empty() && !raid0 {
-            return Err(refused(format!(
-                "role(s) {:?} missing: carrying on a degraded reshape is not built; nothing was changed",
-                self.missing()
-            )));
-        }
-        let gap_bytes = gap * SECTOR;
-        let unit = r.forward_unit();
-        // md's RAID 10 walk records positions inside a chunk too, and takes
-        // any back; its parity walk only whole stripes.
-        if r.new.level != Level::Raid10 && r.position % unit != 0 {
-            return Err(refused(format!(
-                "reshape_position {} is not on a stripe boundary of the reshape ({unit} bytes): not a position md or raidlab checkpoints; nothing was changed",
-                r.position
-            )));
-        }
-        let old_array = self.reshape_side(&r, false)?;
-        let new_array = self.reshape_side(&r, true)?;
-        let old_end = r.old.array_bytes();
-        let total = r.new.array_bytes();
-        let step = (STEP_MEMBER_BYTES * r.new.data_disks() as u64 / unit).max(1) * unit;
-        let mut run = schedule(&opts, &[(r.position, total)], step);
-        let clock = clock_of(&opts);
-        // A RAID 0's count, without the RAID 4's missing parity role.
-        let parity_role = usize::from(raid0);
-        let mut report = ReshapeReport {
-            old_raid_devices: r.old.raid_disks - parity_role,
-            new_raid_devices: r.new.raid_disks - parity_role,
-            old_array_bytes: old_end,
-            new_array_bytes: total,
-            data_offset_moved_bytes: gap_bytes,
-            resumed_from: r.position,
-            checkpoints: 0,
-        };
-        let mut checkpointed = r.position;
-        let mut buf = Vec::new();
-        while let Some(s) = run.peek() {
-            if stopped(&opts) {
-                self.reshape_checkpoint(&new_array, s.start, &mut checkpointed)?;
-                return Err(Error::new(
-                    ErrorKind::Interrupted,
-                    Op::Write,
-                    format!(
-                        "reshape stopped at array byte {} of {total}; run `raidlab grow --continue` with the same members to finish it (the array reads meanwhile, read-only)",
-                        s.start
-                    ),
-                ));
-            }
-            let a = s.start;
-            let mut limit = r.forward_write_limit(gap_bytes, checkpointed);
-            // The next unit boundary (a resumed RAID 10 may start between).
-            if limit < ((a / unit + 1) * unit).min(s.end) {
-                // The step would write where the last checkpoint still
-                // reads: move the checkpoint up to here first.
-                self.reshape_checkpoint(&new_array, a, &mut checkpointed)?;
-                report.checkpoints += 1;
-                limit = r.forward_write_limit(gap_bytes, checkpointed);
-            }
-            let b = s.end.min(limit);
-            if b <= a {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    Op::Plan,
-                    format!("reshape: no room to write the stripe at array byte {a} (move {gap_bytes} bytes): the superblocks' reshape fields are not ones raidlab wrote"),
-                ));
-            }
-            buf.clear();
-            buf.resize((b - a) as usize, 0);
-            if a < old_end {
-                let upto = b.min(old_end);
-                old_array.read_at(&mut buf[..(upto - a) as usize], a)?;
-            }
-            new_array.write_at(&buf, a)?;
-            if run.advance(b, (b - a) / r.new.data_disks() as u64) {
-                self.reshape_checkpoint(&new_array, b, &mut checkpointed)?;
-                report.checkpoints += 1;
-            }
-            progress(Progress { done: b, total });
-            run.wait(&*clock, &|| stopped(&opts));
-        }
-        new_array.flush()?;
-        self.reshape_finish(raid0)?;
-        Ok(report)
-    }
-
-    /// Make everything written up to array byte `at` durable, then record it
-    /// as the reshape position in every superblock (events raised).
-    fn reshape_checkpoint(&mut self, new: &Array, at: u64, done: &mut u64) -> Result<()> {
-        if at == *done {
-            return Ok(());
-        }
-        new.flush()?;
-        let sectors = at / SECTOR;
-        self.commit(|sb| sb.reshape_position = sectors)?;
-        *done = at;
-        Ok(())
-    }
-
-    /// The superblocks of a finished reshape, as md writes them; a RAID 0's
-    /// (`raid0`: restriped as a RAID 4 without its parity member) taken
-    /// back as a RAID 0 in the same commit, as md's `raid0_takeover_raid45`
-    /// writes it: one role fewer, each member's data size the component
-    /// size.
-    fn reshape_finish(&mut self, raid0: bool) -> Result<()> {
-        if raid0 {
-            self.slots.pop();
-        }
-        self.commit(|sb| {
-            let moved = i64::from(sb.new_offset);
-            sb.data_offset = (sb.data_offset as i64 + moved) as u64;
-            sb.data_size = (sb.data_size as i64 - moved) as u64;
-            sb.new_offset = 0;
-            sb.delta_disks = 0;
-            sb.reshape_position = 0;
-            sb.level = sb.new_level;
-            sb.layout = sb.new_layout;
-            sb.chunksize = sb.new_chunk;
-            sb.feature_map &=
-                !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS);
-            if raid0 {
-                sb.level = 0;
-                sb.new_level = 0;
-                sb.layout = 0;
-                sb.new_layout = 0;
-                sb.raid_disks -= 1;
-                sb.data_size = sb.size;
-            }
-        })?;
-        self.geometry = geometry_of(&self.grow_template()?)?;
-        Ok(())
-    }
-
-    /// One side of the reshape as a running array over the members' data
-    /// areas at that side's offset: the old one read-only.
-    fn reshape_side(&self, r: &Reshape, new: bool) -> Result<Array> {
-        let g = if new { r.new } else { r.old };
-        let vols = (0..g.raid_disks)
-            .map(|role| self.reshape_area(role, new, g.member_bytes))
-            .collect::<Result<Vec<Option<Arc<dyn Volume>>>>>()?;
-        let what = if new { "new geometry" } else { "old geometry" };
-        let a = Array::new(format!("reshape ({what})"), g, vols)?
-            .with_executor(Arc::clone(self.executor()));
-        Ok(if new { a } else { a.read_only() })
-    }
-}
-
-/// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
-/// down `gap` bytes: more members, the same chunk and layout, near or
-/// offset, and a move the walk never stalls on.
-fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
-    let near_or_offset = match r.new.layout {
-        Layout::Raid10(l) => l.far == 1 || l.offset,
-        _ => false,
-    };
-    r.old.level == Level::Raid10
-        && r.new.level == Level::Raid10
-        && near_or_offset
-        && r.old.layout == r.new.layout
-        && r.old.chunk_bytes == r.new.chunk_bytes
-        && r.new.raid_disks > r.old.raid_disks
-        && gap >= r.forward_min_gap()
 }
 
 /// Sectors free below a member's data for the data to move into, by md's

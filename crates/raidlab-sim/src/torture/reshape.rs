@@ -1,7 +1,9 @@
 //! Reshapes under power cuts and member failures (issue 36), from a seed:
 //! raidlab's own `grow` (more members, a new chunk or layout, RAID 4 to 5
 //! and back; a RAID 0's more members or chunk, through md's RAID 4 without
-//! parity; a RAID 10 near or offset onto more members) run on in-memory members with volatile write caches, the power
+//! parity; a RAID 10 near or offset onto more members; fewer members of a
+//! RAID 4/5/6, md's backward reshape, the members first given room after
+//! their data) run on in-memory members with volatile write caches, the power
 //! cut after a random number of member writes (each member's unflushed
 //! writes kept, dropped or torn), the members assembled again from their
 //! superblocks and the reshape carried on, up to three cuts a run; after a
@@ -11,7 +13,8 @@
 //! It decides what change to ask for, when the power goes and which member
 //! dies, and what the array must read: every byte written before the
 //! reshape (all of it flushed), at every stage, with zeros in a grow's new
-//! space, and a check with no mismatch at the end. It never decides
+//! space (a shrink: what the fewer members hold), and a check with no
+//! mismatch at the end. It never decides
 //! anything of the reshape itself: `reshape_check`, `reshape_start`,
 //! `reshape_run`, `takeover` and `Assembly::assemble` are the engine's.
 //! A run is a pure function of (seed, run index).
@@ -36,6 +39,9 @@ const RESHAPE_STREAM: u64 = 0x2e5a_9e00_5eed_0036;
 /// onto more members: the other runs (the RAID 0 ones the tests name among
 /// them) keep the draws they had before RAID 10 came in.
 const RAID10_STREAM: u64 = 0x2e5a_9e10_5eed_0010;
+/// The stream that makes one RAID 4/5/6 run in five a shrink by one
+/// member: the other runs keep their draws.
+const SHRINK_STREAM: u64 = 0x2e5a_9e20_5eed_0020;
 /// Each member's size: metadata 1.1/1.2 put the data 1 MiB in, leaving
 /// about 1 MiB of data and almost 1 MiB of room below it to move into.
 const MEMBER_BYTES: u64 = 2 << 20;
@@ -108,6 +114,10 @@ struct Change {
     spares: usize,
     /// RAID 5 to 4 ends in md's takeover, after the restripe.
     then_raid4: bool,
+    /// Fewer members: the component size is cut first (room after the
+    /// data for md's move up), and the array size the new members hold is
+    /// the one accepted.
+    shrink: bool,
 }
 
 struct Setup {
@@ -148,6 +158,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 },
                 spares: add,
                 then_raid4: false,
+                shrink: false,
             }
         }
         (1, _) => {
@@ -159,6 +170,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 },
                 spares: 0,
                 then_raid4: false,
+                shrink: false,
             }
         }
         // A RAID 0's other changes (to RAID 4 or 5) rebuild parity rather
@@ -172,6 +184,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 },
                 spares: 0,
                 then_raid4: false,
+                shrink: false,
             }
         }
         (2 | 3, Level::Raid4) => Change {
@@ -182,6 +195,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
             },
             spares: 0,
             then_raid4: false,
+            shrink: false,
         },
         (4, Level::Raid5) if layout != ParityLayout::ParityLast => Change {
             req: ReshapeRequest {
@@ -190,6 +204,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
             },
             spares: 0,
             then_raid4: true,
+            shrink: false,
         },
         _ => {
             let others: Vec<ParityLayout> = ParityLayout::ALL
@@ -208,6 +223,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                     },
                     spares: 0,
                     then_raid4: false,
+                    shrink: false,
                 }
             } else {
                 Change {
@@ -217,6 +233,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                     },
                     spares: 0,
                     then_raid4: false,
+                    shrink: false,
                 }
             }
         }
@@ -256,6 +273,32 @@ fn draw_raid10(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             },
             spares: add,
             then_raid4: false,
+            shrink: false,
+        },
+        ..s
+    }
+}
+
+/// One RAID 4/5/6 run in five (from its own stream): one member fewer
+/// (a RAID 6 keeps md's least four).
+fn draw_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    let least = if s.level == Level::Raid6 { 4 } else { 2 };
+    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        || s.raid10.is_some()
+        || !rng.gen_ratio(1, 5)
+        || s.members <= least
+    {
+        return s;
+    }
+    Setup {
+        change: Change {
+            req: ReshapeRequest {
+                raid_devices: Some(s.members - 1),
+                ..ReshapeRequest::default()
+            },
+            spares: 0,
+            then_raid4: false,
+            shrink: true,
         },
         ..s
     }
@@ -327,15 +370,20 @@ pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
         s,
         &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_STREAM),
     );
+    let s = draw_shrink(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ SHRINK_STREAM),
+    );
     let label = format!(
-        "{} of {} ({}, {}K, {:?}): {:?}",
+        "{} of {} ({}, {}K, {:?}): {:?}{}",
         s.level.name(),
         s.members,
         s.raid10
             .map_or_else(|| s.layout.name().to_string(), |l| l.to_string()),
         s.chunk >> 10,
         s.metadata,
-        s.change.req
+        s.change.req,
+        if s.change.shrink { " (shrink)" } else { "" }
     );
     let mut out = ReshapeRun {
         run,
@@ -420,6 +468,14 @@ fn attempt(
         .collect();
     let mut asm = create_with_executor(&spec, new, None, s.metadata, rig.exec.clone())
         .map_err(|e| format!("create: {e}"))?;
+    if s.change.shrink {
+        // Room after the data for md's move of the data offset up (at most
+        // a chunk per member for one member fewer).
+        let room = s.chunk * s.members as u64;
+        let size = asm.geometry.member_bytes.saturating_sub(room);
+        asm.grow_size(raidlab_raid::grow::SizeRequest::Bytes(size), true)
+            .map_err(|e| format!("--size before the shrink: {e}"))?;
+    }
     let data = {
         let a = asm.array().map_err(|e| format!("array: {e}"))?;
         let mut data = vec![0u8; a.size() as usize];
@@ -539,8 +595,16 @@ fn writes(rig: &Rig) -> u64 {
 /// on a recorded one, then md's takeover to RAID 4 where asked.
 fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), String> {
     if asm.reshape().is_none() && !reached(asm, s) {
+        // A shrink accepts the array size the new members hold.
+        let g = asm.geometry;
+        let array_bytes = s
+            .change
+            .req
+            .raid_devices
+            .filter(|_| s.change.shrink)
+            .map(|n| (g.data_disks() - (g.raid_disks - n)) as u64 * g.member_bytes);
         let plan = asm
-            .reshape_check(&s.change.req, 0)
+            .reshape_check_sized(&s.change.req, 0, array_bytes)
             .map_err(|e| format!("reshape_check: {e}"))?;
         if plan.restripes() {
             asm.reshape_start(plan)

@@ -2,7 +2,8 @@
 //! --grow makes it (the rules are raidlab-raid's `grow`): --size, --bitmap,
 //! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
 //! a RAID 0 and of a RAID 10 (near or offset), and for a RAID 4/5/6 more
-//! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
+//! or fewer (with --array-size) --raid-devices, --chunk, --layout, --level
+//! 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written.
@@ -18,6 +19,18 @@ use raidlab_raid::manage::Added;
 use std::process::ExitCode;
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
+    let array_bytes = match a.array_size.as_deref() {
+        None => None,
+        Some(_) if a.raid_devices.is_none() || a.level.is_some() => bail!(
+            "--array-size goes with fewer --raid-devices of a RAID 4/5/6 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
+        ),
+        Some("max") => bail!(
+            "--array-size max: the array already exposes all it holds offline (md forgets a smaller --array-size when the array stops); give the size a shrink truncates it to"
+        ),
+        Some(s) => Some(parse_size(s).map_err(|e| {
+            anyhow::anyhow!("--array-size {s}: {} (give a size such as 96M)", e.message)
+        })?),
+    };
     let changes = [
         a.size.is_some(),
         a.bitmap.is_some(),
@@ -104,7 +117,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
                     ))
                     && asm.reshape().is_none() =>
             {
-                asm.reshape_check(req, a.add.len())?;
+                asm.reshape_check_sized(req, a.add.len(), array_bytes)?;
                 Ok(())
             }
             _ => Ok(()),
@@ -147,7 +160,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
             {
                 return grow_devices(asm, n, &a)
             }
-            _ => return grow_reshape(asm, &req, &a),
+            _ => return grow_reshape(asm, &req, &a, array_bytes),
         }
     }
     unreachable!("one change was counted above")
@@ -336,10 +349,18 @@ fn restripe_request(a: &GrowArgs) -> Result<Option<ReshapeRequest>> {
 /// in the superblocks and run to its end. A change md makes by takeover
 /// alone (RAID 4 and a RAID 5 in parity-last) only rewrites the
 /// superblocks.
-fn grow_reshape(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result<ExitCode> {
-    let (adds, created) = open_adds(a)?;
+fn grow_reshape(
+    mut asm: Assembly,
+    req: &ReshapeRequest,
+    a: &GrowArgs,
+    array_bytes: Option<u64>,
+) -> Result<ExitCode> {
     let old = asm.geometry.raid_disks;
     let n = req.raid_devices.unwrap_or(old);
+    if n < old && !a.add.is_empty() {
+        bail!("--add with fewer --raid-devices: a shrink takes no new member (add spares with `raidlab add`); nothing was changed");
+    }
+    let (adds, created) = open_adds(a)?;
     let checked = (|| -> Result<raidlab_raid::grow::ReshapePlan> {
         if n > old && adds.len() > n - old {
             bail!(
@@ -348,7 +369,7 @@ fn grow_reshape(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result
                 n - old
             );
         }
-        let plan = asm.reshape_check(req, adds.len())?;
+        let plan = asm.reshape_check_sized(req, adds.len(), array_bytes)?;
         precheck_adds(&asm, &adds, a.force)?;
         Ok(plan)
     })();
@@ -401,7 +422,12 @@ fn start_and_run(
         _ => describe(&asm.geometry),
     };
     outln!(
-        "raidlab: reshape started: {from} -> {to}; the data offset moves down {} KiB on every member",
+        "raidlab: reshape started: {from} -> {to}; the data offset moves {} {} KiB on every member",
+        if plan.backwards {
+            "up (a backward reshape, from the array's end)"
+        } else {
+            "down"
+        },
         plan.gap_sectors / 2
     );
     if a.no_sync {
@@ -650,21 +676,28 @@ fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
     if a.run.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        if report.resumed_from > 0 {
+        if report.resumed {
             outln!(
                 "raidlab: reshape resumed at array byte {}",
                 report.resumed_from
             );
         }
         outln!(
-            "raidlab: reshape done: raid devices {} -> {}; the array is {}, {} bytes (was {}); data offset moved down {} bytes",
+            "raidlab: reshape done: raid devices {} -> {}; the array is {}, {} bytes (was {}); data offset moved {} {} bytes",
             report.old_raid_devices,
             report.new_raid_devices,
             describe(&asm.geometry),
             report.new_array_bytes,
             report.old_array_bytes,
+            if report.backwards { "up" } else { "down" },
             report.data_offset_moved_bytes
         );
+        if !report.spares.is_empty() {
+            outln!(
+                "raidlab: {} left the array's roles: spare(s) now, as md leaves them: take each out with `raidlab remove MEMBER... --member DEV` to use it elsewhere",
+                report.spares.join(", ")
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

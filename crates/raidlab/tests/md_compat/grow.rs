@@ -11,6 +11,14 @@
 //!   (the bitmap resized, the new chunks marked and resynced);
 //! * `r5-bitmap-added`, `r1-bitmap-removed`: `--bitmap internal|none`;
 //! * `r1-2to3`: `--raid-devices 3 --add` (the new mirror rebuilt);
+//! * `r5-5to4-shrunk`: a RAID 5 of 5 given room after its data (`--size
+//!   6M`), then `--raid-devices 4 --array-size 18M` (md's backward
+//!   reshape: the data offset moved up; the fifth member left a spare,
+//!   which md is not given), read whole and without role 1;
+//! * `r6-5to4-shrink-killed`: the same for a RAID 6 of 5 to 4, killed
+//!   part-way (SIGKILL): md is given all five members, carries the
+//!   backward reshape on from raidlab's checkpoint and leaves the fifth a
+//!   spare (four active);
 //! * `r5-3to4`, `r6-4to5`: `--raid-devices N --add`, a reshape (the data
 //!   offset moved down, the data restriped), read whole and without the new
 //!   member (RAID 6: without it and the first);
@@ -205,6 +213,44 @@ fn cases() -> Vec<Grown> {
             grow: &["--raid-devices", "4", "--add", "NEW"],
             sets: vec![vec![3]],
             interrupt: None,
+        },
+        Grown {
+            name: "r5-5to4-shrunk",
+            level: 5,
+            devices: 5,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            // Room after the data first (md's move of the data offset up
+            // needs it), then the shrink to what 4 members of 6 MiB hold.
+            grow: &[
+                "--size",
+                "6M",
+                "THEN",
+                "--raid-devices",
+                "4",
+                "--array-size",
+                "18M",
+            ],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r6-5to4-shrink-killed",
+            level: 6,
+            devices: 5,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &[
+                "--size",
+                "6M",
+                "THEN",
+                "--raid-devices",
+                "4",
+                "--array-size",
+                "12M",
+            ],
+            sets: vec![vec![0]],
+            interrupt: Some("KILL"),
         },
         Grown {
             name: "r6-4to5",
@@ -457,6 +503,16 @@ fn cases() -> Vec<Grown> {
 /// data from before the grow is md's to read exactly.
 type GrownArray = (Vec<String>, u64, Vec<u8>, u64);
 
+/// The member count a case's shrink (`--array-size` with `--raid-devices`)
+/// leaves; `None` for a grow.
+fn shrinks_to(c: &Grown) -> Option<usize> {
+    if !c.grow.contains(&"--array-size") {
+        return None;
+    }
+    let at = c.grow.iter().position(|&w| w == "--raid-devices")?;
+    c.grow.get(at + 1)?.parse().ok()
+}
+
 fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String> {
     fs::create_dir_all(dir).unwrap();
     let mut members: Vec<String> = (0..c.devices)
@@ -493,7 +549,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         .to_str()
         .unwrap()
         .to_string();
-    for step in c.grow.split(|&w| w == "THEN") {
+    let steps = c.grow.split(|&w| w == "THEN").count();
+    for (k, step) in c.grow.split(|&w| w == "THEN").enumerate() {
         let mut a = vec!["grow"];
         a.extend(members.iter().map(String::as_str));
         for &w in step {
@@ -506,7 +563,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         if step.contains(&"NEW") {
             a.extend(["--member-size", &small]);
         }
-        match c.interrupt {
+        // Only the last step (the reshape) is stopped part-way.
+        match c.interrupt.filter(|_| k + 1 == steps) {
             None => {
                 run(&a)?;
             }
@@ -537,10 +595,12 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         // has carried the reshape on is what raidlab's own `--continue`
         // gives, on a copy of the members.
         let got = export(&members, &dir.join("export.bin"))?;
-        if got[..] != pat[..size as usize] {
+        // A stopped shrink reads what the fewer members will hold.
+        let kept = (size as usize).min(got.len());
+        if got[..] != pat[..kept] {
             return Err(format!(
                 "raidlab reads its stopped reshape wrong: {}",
-                first_diff(&got, &pat[..size as usize])
+                first_diff(&got, &pat[..kept])
             ));
         }
         let copy = dir.join("continued");
@@ -561,9 +621,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
         let want = export(&copies, &copy.join("export.bin"))?;
         fs::remove_dir_all(&copy).ok();
-        if want[..size as usize] != pat[..size as usize]
-            || want[size as usize..].iter().any(|&b| b != 0)
-        {
+        let kept = (size as usize).min(want.len());
+        if want[..kept] != pat[..kept] || want[kept..].iter().any(|&b| b != 0) {
             return Err("raidlab's --continue of its stopped reshape reads wrong".into());
         }
         let exact = if c.level == 10 { size } else { grown };
@@ -573,10 +632,12 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
     let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
     let got = export(&members, &dir.join("export.bin"))?;
     fs::remove_file(dir.join("export.bin")).ok();
-    if got[..size as usize] != pat[..size as usize] {
+    // A shrink keeps what the fewer members hold.
+    let kept = (size as usize).min(got.len());
+    if got[..kept] != pat[..kept] {
         return Err(format!(
             "raidlab reads the grown array wrong: {}",
-            first_diff(&got[..size as usize], &pat[..size as usize])
+            first_diff(&got[..kept], &pat[..kept])
         ));
     }
     if v["level"] != "raid0" {
@@ -803,10 +864,12 @@ fn md_assembles_arrays_raidlab_grew() {
             members.len(),
             csv(&offs),
             sets_field(&c.sets),
-            if c.interrupt.is_some() {
-                "reshaping"
-            } else {
-                "-"
+            match (c.interrupt, shrinks_to(&c)) {
+                // md ends a shrink with the members past the new count as
+                // spares: that many fewer active.
+                (Some(_), Some(to)) => format!("reshaping,leaves{}", members.len() - to),
+                (Some(_), None) => "reshaping".to_string(),
+                _ => "-".to_string(),
             }
         ));
         reads.push((c.name.to_string(), size, out, c.sets.len(), want, exact));

@@ -1,0 +1,211 @@
+//! Fewer members of a RAID 4, 5 or 6 (`--raid-devices N` down), as md does
+//! it without a backup file: the array is first truncated to what N members
+//! hold (mdadm's `--array-size`), then reshaped backwards, from the end of
+//! the array towards its start, with each member's data offset moved up.
+//!
+//! What it decides:
+//! - whether md would make this shrink: one change at a time (no new chunk
+//!   or layout with it), md's least member count for the level, and a size
+//!   the user has accepted that fits the new geometry; without that size
+//!   the refusal is mdadm's ("this change will reduce the size of the
+//!   array"), as md reshapes only an array already truncated;
+//! - how far the data offset moves up: mdadm's least move for a shrink
+//!   (`Reshape::backward_gap`), which every member must have room for
+//!   after its data (the component size plus the move); with less room md
+//!   needs a backup file, which raidlab does not build, and says so;
+//! - what md records while the walk runs (`delta_disks` negative, which is
+//!   md's backward direction for a shrink: it writes no RESHAPE_BACKWARDS
+//!   flag then; the position starting at the end of the new geometry; the
+//!   data size raised to the room when the move needs it, as mdadm's retry
+//!   of `new_offset` after setting the size to `max` does), and at its end:
+//!   the members past the new count become spares, as md leaves them (they
+//!   are taken out with `raidlab remove --member`).
+//!
+//! The walk itself is `reshape`'s driver. It must never shrink an array
+//! whose truncation the user has not asked for, never move data when a
+//! member lacks the room, and never be used for RAID 0 or RAID 10 (their
+//! fewer members stay refused, with md's words).
+
+use super::reshape::{ReshapePlan, ReshapeRequest};
+use super::{refused, SECTOR};
+use crate::assemble::{Assembly, MemberState};
+use raidlab_core::{Error, Result};
+use raidlab_layout::reshape::{MdReshape, Reshape};
+use raidlab_layout::Level;
+use raidlab_md::superblock::feature;
+
+/// The least members md runs each parity level with.
+fn least_members(level: Level) -> usize {
+    match level {
+        Level::Raid6 => 4,
+        _ => 2,
+    }
+}
+
+impl Assembly {
+    /// Check a shrink from `old` to `req`'s member count of this RAID 4/5/6
+    /// (level, layout and chunk as the caller found them, unchanged), with
+    /// `array_bytes` the truncated size the user accepts: nothing written.
+    pub(super) fn shrink_check(
+        &self,
+        req: &ReshapeRequest,
+        what: &str,
+        array_bytes: Option<u64>,
+        plan: ReshapePlan,
+    ) -> Result<ReshapePlan> {
+        let g = self.geometry;
+        let n = plan.new_raid_devices;
+        let least = least_members(g.level);
+        if n < least {
+            return Err(refused(format!(
+                "{what}: md runs a {} with no fewer than {least} members (the kernel refuses the new member count); nothing was changed",
+                g.level.name()
+            )));
+        }
+        if plan.layout != plan.new_layout
+            || plan.chunk_sectors != plan.new_chunk_sectors
+            || req.level.is_some_and(|l| l != g.level)
+        {
+            return Err(super::reshape_not_built(&format!(
+                "{what} (fewer members and a new chunk, layout or level in one reshape; md does both at once, raidlab one after the other: shrink first, then the chunk or layout)"
+            )));
+        }
+        let r = self.shrink_geometry(&plan)?;
+        let fits = r.new.array_bytes();
+        let exposed = g.array_bytes();
+        let Some(size) = array_bytes else {
+            return Err(refused(format!(
+                "{what}: this change will reduce the size of the array from {exposed} to {fits} bytes (mdadm: \"this change will reduce the size of the array. use --grow --array-size first to truncate array\"): shrink what the array holds (the file system) to {} KiB or less, then give `--array-size {}K` with --raid-devices {n}; nothing was changed",
+                fits / 1024,
+                fits / 1024
+            )));
+        };
+        if size > fits {
+            return Err(refused(format!(
+                "{what}: --array-size {size} bytes does not fit in {n} members ({fits} bytes at most; mdadm: \"this change will reduce the size of the array\"); give --array-size {}K or less; nothing was changed",
+                fits / 1024
+            )));
+        }
+        if size == 0 || size % 1024 != 0 {
+            return Err(Error::invalid(format!(
+                "--array-size {size}: give a whole number of KiB, more than 0 (md counts the array size in KiB)"
+            )));
+        }
+        self.restripe_allowed(what)?;
+        let gap = r.backward_gap() / SECTOR;
+        let chunk = u64::from(plan.chunk_sectors.max(1));
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let room = super::data_room_sectors(&m.sb, m.device.volume.size())?;
+            let free = room.saturating_sub(m.sb.size);
+            if free < gap {
+                return Err(refused(format!(
+                    "{}: {} KiB free after the data (component size {} KiB), less than the {} KiB md moves the data offset up for this shrink: without that room md needs a backup file (mdadm --backup-file), which raidlab does not build; make room first by using less of each member (`raidlab grow --size {}K` or less, after shrinking what the array holds to fit); nothing was changed",
+                    m.device.path,
+                    free / 2,
+                    m.sb.size / 2,
+                    gap / 2,
+                    room.saturating_sub(gap) / chunk * chunk / 2
+                )));
+            }
+        }
+        Ok(ReshapePlan {
+            gap_sectors: gap,
+            backwards: true,
+            ..plan
+        })
+    }
+
+    /// Both geometries of the shrink `plan`, as md will read them.
+    fn shrink_geometry(&self, plan: &ReshapePlan) -> Result<Reshape> {
+        Reshape::from_md(&MdReshape {
+            level: plan.level,
+            layout: plan.layout,
+            chunk_sectors: plan.chunk_sectors,
+            raid_disks: plan.new_raid_devices as u32,
+            new_level: plan.level,
+            new_layout: plan.new_layout,
+            new_chunk_sectors: plan.new_chunk_sectors,
+            delta_disks: plan.new_raid_devices as i32 - plan.old_raid_devices as i32,
+            position_sectors: 0,
+            backwards: true,
+            member_sectors: self.grow_template()?.size,
+        })
+    }
+
+    /// Record the shrink `plan` in every superblock, in one commit: the new
+    /// count, `delta_disks` negative, the data offset to move up by the
+    /// plan's gap, the walk starting at the new geometry's end, backwards.
+    /// The members past the new count keep their roles (the old geometry
+    /// still reads them) until the walk ends.
+    pub(super) fn shrink_start(&mut self, plan: ReshapePlan) -> Result<()> {
+        let r = self.shrink_geometry(&plan)?;
+        let gap = plan.gap_sectors;
+        let new_offset = i32::try_from(gap)
+            .map_err(|_| Error::invalid("reshape: the data offset move does not fit md's field"))?;
+        // md accepts a move up only within the member's data size; mdadm
+        // raises it to all the room first when it must.
+        for i in 0..self.members.len() {
+            if !self.members[i].is_live() {
+                continue;
+            }
+            let m = &self.members[i];
+            let room = super::data_room_sectors(&m.sb, m.device.volume.size())?;
+            if m.sb.data_size < m.sb.size + gap {
+                self.members[i].sb.data_size = room;
+            }
+        }
+        let position = r.new.array_bytes() / SECTOR;
+        let delta = plan.new_raid_devices as i32 - plan.old_raid_devices as i32;
+        self.commit(|sb| {
+            sb.raid_disks = plan.new_raid_devices as u32;
+            sb.delta_disks = delta;
+            sb.new_level = plan.level;
+            sb.new_layout = plan.new_layout;
+            sb.new_chunk = plan.new_chunk_sectors;
+            sb.reshape_position = position;
+            sb.new_offset = new_offset;
+            // md writes RESHAPE_BACKWARDS only for a reshape over the same
+            // members: a shrink goes backwards by delta_disks < 0 alone.
+            sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
+            sb.feature_map &= !feature::RESHAPE_BACKWARDS;
+        })?;
+        self.geometry = crate::assemble::geometry_of(&self.grow_template()?)?;
+        Ok(())
+    }
+
+    /// Whether raidlab walks the backward reshape `r` with the data moved
+    /// up `gap` bytes: fewer members of one parity level, the same chunk
+    /// and layout, and at least mdadm's move (so the walk never stalls).
+    pub(super) fn shrink_walk_supported(r: &Reshape, gap: u64) -> bool {
+        matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+            && r.old.level == r.new.level
+            && r.old.layout == r.new.layout
+            && r.old.chunk_bytes == r.new.chunk_bytes
+            && r.new.raid_disks < r.old.raid_disks
+            && gap >= r.backward_gap()
+    }
+
+    /// At the end of a shrink, as md leaves them: the members past the new
+    /// count become spares (in every superblock of the commit that follows).
+    /// Their paths, in role order.
+    pub(super) fn shrink_release(&mut self, new_raid_disks: usize) -> Vec<String> {
+        let mut gone: Vec<(usize, usize)> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.state == MemberState::Active)
+            .filter_map(|(i, m)| m.role.filter(|&r| r >= new_raid_disks).map(|r| (r, i)))
+            .collect();
+        gone.sort();
+        let mut paths = Vec::new();
+        for (_, i) in gone {
+            let dev = self.members[i].sb.dev_number;
+            self.set_role(dev, raidlab_md::ROLE_SPARE);
+            self.members[i].role = None;
+            self.members[i].state = MemberState::Spare;
+            paths.push(self.members[i].device.path.clone());
+        }
+        self.slots.truncate(new_raid_disks);
+        paths
+    }
+}

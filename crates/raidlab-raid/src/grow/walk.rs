@@ -1,0 +1,324 @@
+//! The reshape's walk: the long run that moves the data of a reshape the
+//! superblocks record (started by `super::reshape` or `super::shrink`, or
+//! stopped by md or by raidlab) from the old geometry to the new one, and
+//! the superblocks md writes at its end.
+//!
+//! What it decides: the order of a step's I/O and when the position is
+//! checkpointed, in either direction, and which recorded reshapes raidlab
+//! carries on at all.
+//!
+//! A grow (or a chunk, layout or level restripe) walks forwards over the
+//! new geometry's stripes, in units of the larger chunk (the positions md
+//! accepts on a resume; a RAID 10's in chunks, and md's positions inside
+//! one are taken back too). A step reads the old geometry's bytes of the
+//! array (zeros past the old end, as md fills a parity array's new space;
+//! md leaves a RAID 10's as it was and resyncs it after, raidlab zeros it
+//! so the copies agree at once), writes them as whole stripes of the new
+//! geometry through a running [`Array`] (the planner and parity engine
+//! compute P and Q: a full-stripe write reads nothing; a RAID 10 writes
+//! every copy), and flushes. The new geometry starts `gap` sectors lower on
+//! each member than the old one, so its writes trail the old geometry's
+//! reads. The invariant, md's rule in its reshape loop (the arithmetic is
+//! `Reshape::forward_write_limit` in the layout crate): no write may land
+//! at or past where the old geometry's row holding the last checkpointed
+//! position begins (a stripe; a RAID 10's chunk copies, far rows high in
+//! the offset layout), because a resume re-reads from that position. When
+//! the next step would, the position reached so far is made durable first
+//! (members flushed, then `reshape_position` in every superblock, events
+//! raised). A crash therefore at worst redoes the steps after the last
+//! checkpoint, reading old-geometry data that nothing has touched.
+//!
+//! A shrink (fewer members of a RAID 4/5/6, md's backward reshape) is the
+//! same walk in mirror: from the new geometry's end towards the array's
+//! start, the new geometry `gap` sectors higher on each member than the old
+//! one, the long run counting the distance from the end, and the limit
+//! `Reshape::backward_write_limit`: no write below the top of the old rows
+//! a resume from the last checkpoint still reads.
+//!
+//! Done, every superblock gets what md writes at the end of a reshape: the
+//! new member count and geometry, `data_offset + new_offset` as the data
+//! offset, the data size changed by the move the other way,
+//! RESHAPE_ACTIVE, NEW_OFFSET and RESHAPE_BACKWARDS cleared; a RAID 0's
+//! restripe taken back as a RAID 0; a shrink's members past the new count
+//! as spares (`super::shrink`).
+//!
+//! It must never write a byte of the new geometry over old-geometry data a
+//! resume would still read, never compute parity or place copies itself,
+//! and never carry on a reshape it cannot finish exactly (a RAID 0's or 10's
+//! backward one, a level change other than 4 and 5, a move of the data
+//! offset too small for the walk): those are refused, for mdadm to finish.
+
+use super::{refused, ReshapeReport, SECTOR};
+use crate::array::Array;
+use crate::assemble::{geometry_of, Assembly};
+use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_layout::reshape::Reshape;
+use raidlab_layout::{Layout, Level};
+use raidlab_md::superblock::feature;
+use std::sync::Arc;
+
+/// Data each member gets per step: large steps, few flushes.
+const STEP_MEMBER_BYTES: u64 = 4 << 20;
+
+impl Assembly {
+    /// Carry the reshape the superblocks record to its end (from its
+    /// checkpointed position: a fresh one, or one stopped by a crash or a
+    /// stop request). Refused for a reshape of a kind raidlab does not do.
+    pub fn reshape_run(
+        &mut self,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ReshapeReport> {
+        let r = match self.reshape() {
+            None => {
+                return Err(Error::invalid(
+                    "the array is not in the middle of a reshape: nothing to continue",
+                ))
+            }
+            Some(r) => r?,
+        };
+        let template = self.grow_template()?;
+        let gap = i64::from(template.new_offset).unsigned_abs();
+        // Forwards with the data moved down, at one level: more members,
+        // or a new chunk or layout over the same members with the data
+        // moved by at least the larger chunk (md's condition for running
+        // such a reshape without a backup).
+        let same_members = r.new.raid_disks == r.old.raid_disks;
+        let reshapes = r.new.raid_disks > r.old.raid_disks
+            && r.old.layout == r.new.layout
+            && r.old.chunk_bytes == r.new.chunk_bytes
+            || same_members
+                && (r.old.layout != r.new.layout || r.old.chunk_bytes != r.new.chunk_bytes)
+                && gap * SECTOR >= r.old.chunk_bytes.max(r.new.chunk_bytes);
+        let walks = match r.new.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => reshapes && r.old.level == r.new.level,
+            Level::Raid10 => raid10_walk_supported(&r, gap * SECTOR),
+            _ => false,
+        };
+        let backwards = r.backwards;
+        let moved = template.feature_map & feature::NEW_OFFSET != 0;
+        let supported = if backwards {
+            moved && template.new_offset > 0 && Self::shrink_walk_supported(&r, gap * SECTOR)
+        } else {
+            walks && moved && template.new_offset < 0
+        };
+        if !supported {
+            return Err(refused(
+                "this reshape (a level change, more members with a new chunk or layout, a RAID 10 new chunk or layout, a RAID 0 or 10 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+            ));
+        }
+        if let Some(m) = self
+            .members
+            .iter()
+            .find(|m| m.is_live() && m.sb.new_offset != template.new_offset)
+        {
+            return Err(refused(format!(
+                "{}: its new_offset ({}) differs from the others' ({}): raidlab moves every member's data by the same amount; finish it with mdadm; nothing was changed",
+                m.device.path, m.sb.new_offset, template.new_offset
+            )));
+        }
+        let raid0 = self.raid0_restripe(&r);
+        // A shrink's old geometry also reads the roles past the new count.
+        let mut missing = self.missing();
+        for role in r.new.raid_disks..r.old.raid_disks {
+            if self.reshape_area(role, false, 0)?.is_none() {
+                missing.push(role);
+            }
+        }
+        if !missing.is_empty() && !raid0 {
+            return Err(refused(format!(
+                "role(s) {missing:?} missing: carrying on a degraded reshape is not built; nothing was changed"
+            )));
+        }
+        let gap_bytes = gap * SECTOR;
+        let unit = r.forward_unit();
+        // md's RAID 10 walk records positions inside a chunk too, and takes
+        // any back; its parity walk only whole stripes.
+        if r.new.level != Level::Raid10 && r.position % unit != 0 {
+            return Err(refused(format!(
+                "reshape_position {} is not on a stripe boundary of the reshape ({unit} bytes): not a position md or raidlab checkpoints; nothing was changed",
+                r.position
+            )));
+        }
+        let old_array = self.reshape_side(&r, false)?;
+        let new_array = self.reshape_side(&r, true)?;
+        let old_end = r.old.array_bytes();
+        let total = r.new.array_bytes();
+        let step = (STEP_MEMBER_BYTES * r.new.data_disks() as u64 / unit).max(1) * unit;
+        // The long run counts upwards: a backward walk runs over the
+        // distance from the new geometry's end (`total - array byte`).
+        let walked = |at: u64| if backwards { total - at } else { at };
+        let mut run = schedule(&opts, &[(walked(r.position), total)], step);
+        let clock = clock_of(&opts);
+        // A RAID 0's count, without the RAID 4's missing parity role.
+        let parity_role = usize::from(raid0);
+        let mut report = ReshapeReport {
+            old_raid_devices: r.old.raid_disks - parity_role,
+            new_raid_devices: r.new.raid_disks - parity_role,
+            old_array_bytes: old_end,
+            new_array_bytes: total,
+            data_offset_moved_bytes: gap_bytes,
+            backwards,
+            resumed_from: r.position,
+            resumed: walked(r.position) > 0,
+            checkpoints: 0,
+            spares: Vec::new(),
+        };
+        let mut checkpointed = r.position;
+        let mut buf = Vec::new();
+        while let Some(s) = run.peek() {
+            // The array bytes of this step, and the position reached before
+            // it (its start going forwards, its end going backwards).
+            let (a, b) = if backwards {
+                (total - s.end, total - s.start)
+            } else {
+                (s.start, s.end)
+            };
+            let here = walked(s.start);
+            if stopped(&opts) {
+                self.reshape_checkpoint(&new_array, here, &mut checkpointed)?;
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    Op::Write,
+                    format!(
+                        "reshape stopped at array byte {here} of {total}; run `raidlab grow --continue` with the same members to finish it (the array reads meanwhile, read-only)"
+                    ),
+                ));
+            }
+            let limit_at = |checkpoint| {
+                if backwards {
+                    r.backward_write_limit(gap_bytes, checkpoint)
+                } else {
+                    r.forward_write_limit(gap_bytes, checkpoint)
+                }
+            };
+            let mut limit = limit_at(checkpointed);
+            // Whether the next unit (a resumed RAID 10 may start inside
+            // one) would land where the last checkpoint still reads.
+            let blocked = if backwards {
+                limit > (b - 1) / unit * unit
+            } else {
+                limit < ((a / unit + 1) * unit).min(b)
+            };
+            if blocked {
+                // Move the checkpoint to here first.
+                self.reshape_checkpoint(&new_array, here, &mut checkpointed)?;
+                report.checkpoints += 1;
+                limit = limit_at(checkpointed);
+            }
+            let (a, b) = if backwards {
+                (a.max(limit), b)
+            } else {
+                (a, b.min(limit))
+            };
+            if b <= a {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Plan,
+                    format!("reshape: no room to write the stripe at array byte {here} (move {gap_bytes} bytes): the superblocks' reshape fields are not ones raidlab wrote"),
+                ));
+            }
+            buf.clear();
+            buf.resize((b - a) as usize, 0);
+            if a < old_end {
+                let upto = b.min(old_end);
+                old_array.read_at(&mut buf[..(upto - a) as usize], a)?;
+            }
+            new_array.write_at(&buf, a)?;
+            let reached = if backwards { a } else { b };
+            if run.advance(walked(reached), (b - a) / r.new.data_disks() as u64) {
+                self.reshape_checkpoint(&new_array, reached, &mut checkpointed)?;
+                report.checkpoints += 1;
+            }
+            progress(Progress {
+                done: walked(reached),
+                total,
+            });
+            run.wait(&*clock, &|| stopped(&opts));
+        }
+        new_array.flush()?;
+        if backwards {
+            report.spares = self.shrink_release(r.new.raid_disks);
+        }
+        self.reshape_finish(raid0)?;
+        Ok(report)
+    }
+
+    /// Make everything written up to array byte `at` durable, then record it
+    /// as the reshape position in every superblock (events raised).
+    fn reshape_checkpoint(&mut self, new: &Array, at: u64, done: &mut u64) -> Result<()> {
+        if at == *done {
+            return Ok(());
+        }
+        new.flush()?;
+        let sectors = at / SECTOR;
+        self.commit(|sb| sb.reshape_position = sectors)?;
+        *done = at;
+        Ok(())
+    }
+
+    /// The superblocks of a finished reshape, as md writes them; a RAID 0's
+    /// (`raid0`: restriped as a RAID 4 without its parity member) taken
+    /// back as a RAID 0 in the same commit, as md's `raid0_takeover_raid45`
+    /// writes it: one role fewer, each member's data size the component
+    /// size.
+    fn reshape_finish(&mut self, raid0: bool) -> Result<()> {
+        if raid0 {
+            self.slots.pop();
+        }
+        self.commit(|sb| {
+            let moved = i64::from(sb.new_offset);
+            sb.data_offset = (sb.data_offset as i64 + moved) as u64;
+            sb.data_size = (sb.data_size as i64 - moved) as u64;
+            sb.new_offset = 0;
+            sb.delta_disks = 0;
+            sb.reshape_position = 0;
+            sb.level = sb.new_level;
+            sb.layout = sb.new_layout;
+            sb.chunksize = sb.new_chunk;
+            sb.feature_map &=
+                !(feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS);
+            if raid0 {
+                sb.level = 0;
+                sb.new_level = 0;
+                sb.layout = 0;
+                sb.new_layout = 0;
+                sb.raid_disks -= 1;
+                sb.data_size = sb.size;
+            }
+        })?;
+        self.geometry = geometry_of(&self.grow_template()?)?;
+        Ok(())
+    }
+
+    /// One side of the reshape as a running array over the members' data
+    /// areas at that side's offset: the old one read-only.
+    fn reshape_side(&self, r: &Reshape, new: bool) -> Result<Array> {
+        let g = if new { r.new } else { r.old };
+        let vols = (0..g.raid_disks)
+            .map(|role| self.reshape_area(role, new, g.member_bytes))
+            .collect::<Result<Vec<Option<Arc<dyn Volume>>>>>()?;
+        let what = if new { "new geometry" } else { "old geometry" };
+        let a = Array::new(format!("reshape ({what})"), g, vols)?
+            .with_executor(Arc::clone(self.executor()));
+        Ok(if new { a } else { a.read_only() })
+    }
+}
+
+/// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
+/// down `gap` bytes: more members, the same chunk and layout, near or
+/// offset, and a move the walk never stalls on.
+fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
+    let near_or_offset = match r.new.layout {
+        Layout::Raid10(l) => l.far == 1 || l.offset,
+        _ => false,
+    };
+    r.old.level == Level::Raid10
+        && r.new.level == Level::Raid10
+        && near_or_offset
+        && r.old.layout == r.new.layout
+        && r.old.chunk_bytes == r.new.chunk_bytes
+        && r.new.raid_disks > r.old.raid_disks
+        && gap >= r.forward_min_gap()
+}
