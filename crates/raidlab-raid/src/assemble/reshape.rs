@@ -177,11 +177,19 @@ impl Assembly {
                 .with_executor(Arc::clone(&self.executor));
             Ok(Arc::new(a.with_bad_blocks(self.bad_blocks()?).read_only()))
         };
+        // A side that holds none of the array's bytes (the new one before
+        // anything moved) is not built: its members are not needed, so a
+        // role a crash left empty there does not stop the array being read.
+        let holds = |new: bool| {
+            r.split(0, r.array_bytes())
+                .iter()
+                .any(|&(n, _, len)| n == new && len > 0)
+        };
         let volume = ReshapeVolume {
             name: label.clone(),
             reshape: r,
-            old: side(false)?,
-            new: side(true)?,
+            old: holds(false).then(|| side(false)).transpose()?,
+            new: holds(true).then(|| side(true)).transpose()?,
         };
         // A one-member mirror: every request goes straight to the volume.
         let geometry = Geometry::from_md(1, 0, 0, 1, volume.size() / SECTOR)?;
@@ -198,8 +206,9 @@ impl Assembly {
 struct ReshapeVolume {
     name: String,
     reshape: Reshape,
-    old: Arc<Array>,
-    new: Arc<Array>,
+    /// Each side, when it holds any of the array's bytes.
+    old: Option<Arc<Array>>,
+    new: Option<Arc<Array>>,
 }
 
 impl Volume for ReshapeVolume {
@@ -216,6 +225,16 @@ impl Volume for ReshapeVolume {
         let mut done = 0usize;
         for (new, at, len) in self.reshape.split(offset, buf.len() as u64) {
             let side = if new { &self.new } else { &self.old };
+            let Some(side) = side else {
+                return Err(Error::new(
+                    raidlab_core::ErrorKind::Io,
+                    Op::Read,
+                    format!(
+                        "internal: {}: a read reached a side of the reshape that holds nothing",
+                        self.name
+                    ),
+                ));
+            };
             side.read_at(&mut buf[done..done + len as usize], at)?;
             done += len as usize;
         }
