@@ -107,21 +107,22 @@ fn raid0_restripes_cut_in_their_last_commit_assemble_as_one_zone() {
 /// (the new geometry's side, holding nothing yet, was built and found two
 /// roles missing). The spare now takes its role again and the start is
 /// committed once more; a side holding nothing is not built. These runs
-/// (RAID 4, 5, 6, 0 and 10 grows, seeds 1 and 3) all failed before; 5,000
-/// runs of seeds 1 to 5 pass (46 failed).
+/// (RAID 4, 5, 6 and 10 grows, and a RAID 0 restripe whose first new member
+/// the commit reached, seeds 1 and 3) all failed before. In 5,000 runs of
+/// seeds 1 to 5, 7 fail (46 did): RAID 0 restripes whose start missed the
+/// new member that takes the old parity role, left refused (the superblocks
+/// cannot tell it from a RAID 4 grow that lost its parity member; md refuses
+/// to start either) while the array still reads.
 #[test]
 fn grows_whose_start_commit_missed_a_new_member_carry_on() {
     let runs = [
         (1, 325),
         (1, 328),
-        (1, 429),
         (1, 517),
-        (1, 579),
         (1, 662),
         (1, 694),
         (1, 792),
         (1, 798),
-        (1, 825),
         (1, 841),
         (1, 961),
         (3, 31),

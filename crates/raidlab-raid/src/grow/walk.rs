@@ -342,26 +342,22 @@ impl Assembly {
             return Ok(());
         }
         // The new members' roles: from the old member count on, as
-        // `reshape_start` gives them. A RAID 0 restripes as a RAID 4 whose
-        // parity role, the last, is empty by design, its new members taking
-        // the roles from the old parity role on: when that role is empty
-        // too, the new members start there and the last role stays empty.
+        // `reshape_start` gives them. Not when a RAID 4's old parity role is
+        // empty as well: that is a RAID 0's restripe (a RAID 4 whose parity
+        // role is empty by design, its new members taking the roles from the
+        // old parity role on) or a RAID 4 grow that lost its parity member,
+        // and which one the superblocks do not say. Such a start stays
+        // refused, as md refuses to start it; the array still reads (its
+        // empty side is not built).
         let empty_role = |role: usize| self.slots.get(role).is_some_and(|s| s.is_none());
-        let raid0 = r.old.level == Level::Raid4
-            && r.new.level == Level::Raid4
-            && empty_role(r.old.raid_disks - 1)
-            && empty_role(r.new.raid_disks - 1);
-        let (lo, hi) = if raid0 {
-            (r.old.raid_disks - 1, r.new.raid_disks - 1)
-        } else {
-            (r.old.raid_disks, r.new.raid_disks)
-        };
+        if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
+            return Ok(());
+        }
+        let (lo, hi) = (r.old.raid_disks, r.new.raid_disks);
         let stale = (0..self.members.len()).filter(|&i| {
             let m = &self.members[i];
             m.state == MemberState::Spare && m.sb.feature_map & feature::RESHAPE_ACTIVE == 0
         });
-        // In role order: with a RAID 0's start half done, the roles still
-        // empty are its stale new members' and, last, the parity role.
         let retaken: Vec<(usize, usize)> = (lo..hi).filter(|&r| empty_role(r)).zip(stale).collect();
         if retaken.is_empty() {
             return Ok(());
