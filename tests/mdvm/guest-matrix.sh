@@ -889,8 +889,17 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     # the last window mdadm's backup child holds back, so the stop sometimes
     # comes after the end (1 run in ~10 here). The case needs a reshape cut
     # short: make the array again, up to three times.
-    if { [ "$mode" = shrink ] || [ "$mode" = shrinkroom ]; } && ! grep -q "Reshape pos'n" "$dir/examine.0" && [ "${G_TRY:-1}" -lt 3 ]; then
-        note "$name: md finished the shrink before it was stopped (try ${G_TRY:-1}); again"
+    # A RAID 0 grow's RAID 4 reshape, on a quiet host, can also get to
+    # its end before the stop (its position recorded at or past the old
+    # array's end, mdadm killed before it took the RAID 0 back): the same.
+    finished=0
+    grep -q "Reshape pos'n" "$dir/examine.0" || finished=1
+    if [ "$mode" = r0grow ]; then
+        rpos=$(sed -n "s/.*Reshape pos'n : \([0-9]*\).*/\1/p" "$dir/examine.0" | head -n 1)
+        [ -n "$rpos" ] && [ $((rpos * 1024)) -ge "$size" ] && finished=1
+    fi
+    if { [ "$mode" = shrink ] || [ "$mode" = shrinkroom ] || [ "$mode" = r0grow ]; } && [ "$finished" = 1 ] && [ "${G_TRY:-1}" -lt 3 ]; then
+        note "$name: md finished the reshape before it was stopped (try ${G_TRY:-1}); again"
         detach
         rm -f "$dir/backup"     # mdadm makes its backup file afresh (O_EXCL)
         G_TRY=$((${G_TRY:-1} + 1))
