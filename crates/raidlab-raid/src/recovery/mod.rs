@@ -332,7 +332,7 @@ impl Assembly {
                                 }
                                 r
                             } else {
-                                mirror_step(
+                                planned_step(
                                     exec, members, bad, &geometry, &live, slot, at, n, &mut out,
                                 )
                             };
@@ -517,7 +517,7 @@ impl Assembly {
                                 let (at, n) = (s.start, s.end - s.start);
                                 let mut buf = free_rx.try_recv().unwrap_or_default();
                                 buf.resize(n as usize, 0);
-                                let r = mirror_step(
+                                let r = planned_step(
                                     exec, members, bad, &geometry, live, slot, at, n, &mut buf,
                                 )
                                 .map(|write| (at, buf, write));
@@ -789,27 +789,15 @@ fn parity_step(
         }
         r
     } else {
-        BadBlocks::rebuild_around(
-            bad,
-            geometry,
-            live,
-            slot,
-            at,
-            n,
-            geometry.raid_disks,
-            |plan| {
-                let (before, write) = split_write(plan);
-                run_failed(exec, &before, members, UserBuf::Read(out)).map(|()| write)
-            },
-            |_| {},
-        )
+        planned_step(exec, members, bad, geometry, live, slot, at, n, out)
     }
 }
 
-/// A mirror rebuild step `[at, at + n)`: its plan up to its write, into
-/// `buf`, around what md's bad-block log lists. Returns the step's write.
+/// A rebuild step `[at, at + n)` by its own plan (a mirror's, or a parity
+/// step whose streamed reads failed): the plan up to its write, into `buf`,
+/// around what md's bad-block log lists. Returns the step's write.
 #[allow(clippy::too_many_arguments)]
-fn mirror_step(
+fn planned_step(
     exec: &dyn Executor,
     members: &Members,
     bad: Option<&BadBlocks>,
