@@ -309,6 +309,113 @@ impl<T> std::ops::DerefMut for MutexGuard<'_, T> {
     }
 }
 
+/// A reader-writer lock for what the engine holds across member I/O, as
+/// [`Mutex`] is for exclusive ones: as `std::sync::RwLock` on threads; in a
+/// task, finding it held the other way suspends the task until a holder
+/// lets go. Poisoning is ignored, as [`Mutex`]'s.
+#[derive(Debug, Default)]
+pub struct RwLock<T> {
+    inner: std::sync::RwLock<T>,
+}
+
+/// [`RwLock`] held shared; let go on drop.
+#[derive(Debug)]
+pub struct RwLockReadGuard<'a, T> {
+    inner: Option<std::sync::RwLockReadGuard<'a, T>>,
+    key: usize,
+}
+
+/// [`RwLock`] held alone; let go on drop.
+#[derive(Debug)]
+pub struct RwLockWriteGuard<'a, T> {
+    inner: Option<std::sync::RwLockWriteGuard<'a, T>>,
+    key: usize,
+}
+
+impl<T> RwLock<T> {
+    pub const fn new(t: T) -> Self {
+        RwLock {
+            inner: std::sync::RwLock::new(t),
+        }
+    }
+
+    fn key(&self) -> usize {
+        self as *const Self as usize
+    }
+
+    pub fn read(&self) -> RwLockReadGuard<'_, T> {
+        let key = self.key();
+        let g = loop {
+            match self.inner.try_read() {
+                Ok(g) => break g,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    if !suspend(Wait::Key(key)) {
+                        break self.inner.read().unwrap_or_else(PoisonError::into_inner);
+                    }
+                }
+            }
+        };
+        RwLockReadGuard {
+            inner: Some(g),
+            key,
+        }
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+        let key = self.key();
+        let g = loop {
+            match self.inner.try_write() {
+                Ok(g) => break g,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    if !suspend(Wait::Key(key)) {
+                        break self.inner.write().unwrap_or_else(PoisonError::into_inner);
+                    }
+                }
+            }
+        };
+        RwLockWriteGuard {
+            inner: Some(g),
+            key,
+        }
+    }
+}
+
+impl<T> Drop for RwLockReadGuard<'_, T> {
+    fn drop(&mut self) {
+        self.inner.take();
+        wake(self.key);
+    }
+}
+
+impl<T> Drop for RwLockWriteGuard<'_, T> {
+    fn drop(&mut self) {
+        self.inner.take();
+        wake(self.key);
+    }
+}
+
+impl<T> std::ops::Deref for RwLockReadGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.inner.as_ref().expect("held until dropped")
+    }
+}
+
+impl<T> std::ops::Deref for RwLockWriteGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.inner.as_ref().expect("held until dropped")
+    }
+}
+
+impl<T> std::ops::DerefMut for RwLockWriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.inner.as_mut().expect("held until dropped")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,5 +500,55 @@ mod tests {
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| t.resume()));
         assert!(r.is_err());
         assert!(!in_task());
+    }
+
+    /// A task that wants a reader-writer lock alone while another task holds
+    /// it shared across a wait suspends rather than block the thread (which
+    /// would never wake), and goes on once the reader lets go; readers share.
+    #[test]
+    fn a_task_waits_for_a_shared_lock_a_task_holds() {
+        let l = Arc::new(RwLock::new(Vec::new()));
+        let mut stacks = Stacks::default();
+        let l1 = l.clone();
+        let reader = Task::new(&mut stacks, move || {
+            let g = l1.read();
+            assert!(suspend(Wait::Runner(1)));
+            assert!(g.is_empty());
+        })
+        .unwrap();
+        let l2 = l.clone();
+        let other_reader = Task::new(&mut stacks, move || {
+            // Shared with the first reader, which holds it across its wait.
+            let g = l2.read();
+            assert!(g.is_empty());
+        })
+        .unwrap();
+        let l3 = l.clone();
+        let writer = Task::new(&mut stacks, move || l3.write().push(1)).unwrap();
+        let seen = run_all(vec![reader, other_reader, writer]);
+        assert_eq!(*l.read(), vec![1]);
+        let key = Arc::as_ptr(&l) as usize;
+        assert_eq!(seen.iter().filter(|w| **w == Wait::Key(key)).count(), 1);
+        assert!(!in_task());
+    }
+
+    #[test]
+    fn outside_a_task_the_rwlock_is_a_rwlock() {
+        let l = Arc::new(RwLock::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..1000 {
+                        *l.write() += 1;
+                        let _ = *l.read();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*l.read(), 4000);
     }
 }

@@ -368,7 +368,7 @@ impl Array {
         let end = offset + buf.len() as u64;
         let (a, b) = (offset / 512 * 512, end.div_ceil(512) * 512);
         if (a, b) != (offset, end) {
-            let _only = self.merging.write().unwrap_or_else(|p| p.into_inner());
+            let _only = self.merging.write();
             let mut merged = vec![0u8; (b - a) as usize];
             self.read_direct(&mut merged[..512], a)?;
             let tail = merged.len() - 512;
@@ -376,7 +376,7 @@ impl Array {
             merged[(offset - a) as usize..(end - a) as usize].copy_from_slice(buf);
             return self.write_logged_sectors(log, &merged, a);
         }
-        let _shared = self.merging.read().unwrap_or_else(|p| p.into_inner());
+        let _shared = self.merging.read();
         self.write_logged_sectors(log, buf, offset)
     }
 

@@ -17,6 +17,7 @@ impl Array {
                 // The role's only volume was a rebuild target: the rebuild fails,
                 // the role stays missing as it was.
                 rec.failed.store(true, Ordering::Release);
+                self.take_outs.fetch_add(1, Ordering::AcqRel);
                 return;
             }
             // The member being replaced failed (through its tee, which records
@@ -36,6 +37,7 @@ impl Array {
             self.replaced_member_leaves(&rec);
         }
         self.failed[role].store(true, Ordering::Release);
+        self.take_outs.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The replacement of `role` running now, when `seen` (a membership from

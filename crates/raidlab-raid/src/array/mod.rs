@@ -63,6 +63,12 @@ pub struct Array {
     piece: u64,
     /// Members taken out during operation (a failed write, too many read errors).
     failed: Vec<AtomicBool>,
+    /// Times a member was taken out (or a rebuild target failed): a request
+    /// planned before one and run after it, once its stripe locks were its
+    /// own, would still read the member taken out, whose blocks may be
+    /// stale (a write that failed there), and compute parity from them. It
+    /// plans again instead ([`Array::is_current`]).
+    take_outs: std::sync::atomic::AtomicU64,
     read_errors: Vec<AtomicU32>,
     /// Read errors repaired by rewriting the block (md's cnt_corrected_read).
     corrected: Vec<AtomicU32>,
@@ -74,13 +80,13 @@ pub struct Array {
     /// and written back. That read-merge-write holds this exclusively and every
     /// other logged write holds it shared, so no write to the same sector can
     /// land between the read and the write-back and be undone by it.
-    merging: std::sync::RwLock<()>,
+    merging: raidlab_core::task::RwLock<()>,
     /// md's write journal on its own device, when the array keeps one (RAID 4/5/6).
     journal: Option<Arc<Journal>>,
     /// Write-back: a write of part of a page reads the rest and holds the
     /// whole page; it holds this exclusively, every other write-back write
     /// shared, so no write to that page lands between the read and the hold.
-    page_merge: RwLock<()>,
+    page_merge: raidlab_core::task::RwLock<()>,
     /// Refuse writes (an array whose journal is missing, opened with --force).
     read_only: bool,
     /// Carries the plans out (the thread-pool executor unless given another).
@@ -205,13 +211,14 @@ impl Array {
             balance: crate::balance::ReadBalance::new(n),
             piece,
             failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            take_outs: std::sync::atomic::AtomicU64::new(0),
             read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
             intent: None,
             ppl: None,
-            merging: std::sync::RwLock::new(()),
+            merging: raidlab_core::task::RwLock::new(()),
             journal: None,
-            page_merge: RwLock::new(()),
+            page_merge: raidlab_core::task::RwLock::new(()),
             read_only: false,
             executor: Arc::new(ThreadPool::default()),
             stripe_cache: std::sync::OnceLock::new(),
@@ -240,11 +247,22 @@ impl Array {
 
     /// Whether `view` is still the membership in force (compared in place: on
     /// the path of every write).
-    fn is_current(&self, view: &Arc<Membership>) -> bool {
+    /// Whether a plan made from `view`, when `take_outs` members had been
+    /// taken out, still holds: the membership is the same and no member was
+    /// taken out since. Asked once the plan's stripe locks are held, as a
+    /// member is taken out before the request that failed it lets its
+    /// locks go.
+    fn is_current(&self, view: &Arc<Membership>, take_outs: u64) -> bool {
         Arc::ptr_eq(
             view,
             &self.membership.read().unwrap_or_else(|p| p.into_inner()),
-        )
+        ) && self.take_outs() == take_outs
+    }
+
+    /// Members taken out so far (see [`Array::is_current`]); read before
+    /// the members' liveness a plan is made from.
+    fn take_outs(&self) -> u64 {
+        self.take_outs.load(Ordering::Acquire)
     }
 
     fn view(&self) -> Arc<Membership> {
@@ -357,6 +375,7 @@ impl Array {
     fn write_piece(&self, piece: &[u8], pos: u64, log: WriteLog<'_>) -> Result<()> {
         let n = piece.len() as u64;
         for attempt in 0.. {
+            let take_outs = self.take_outs();
             let view = self.view();
             let mut live = self.live_in(&view);
             let phase = self.phase(&view, pos, n);
@@ -387,7 +406,7 @@ impl Array {
             // Without the second check, a write planned just before a rebuild
             // began could land after the rebuild passed its stripes and miss
             // the new member.
-            if self.phase(&view, pos, n) != phase || !self.is_current(&view) {
+            if self.phase(&view, pos, n) != phase || !self.is_current(&view, take_outs) {
                 drop(held);
                 continue;
             }

@@ -18,11 +18,18 @@ impl Array {
             // A member read error is repaired and the read retried; each retry has
             // one member fewer or a rewritten block, so this ends.
             for attempt in 0.. {
+                let take_outs = self.take_outs();
                 let view = self.view();
                 let plan = self
                     .with_live(&view, |live| self.read_plan(live, pos, n))
                     .map_err(|e| e.on_device(&self.name))?;
                 let held = self.locks.lock(&plan.locks);
+                // A member taken out while this read waited for its locks
+                // may hold blocks a failed write left stale: plan without it.
+                if !self.is_current(&view, take_outs) {
+                    drop(held);
+                    continue;
+                }
                 // Nothing below needs the plan once it ran: a recording
                 // executor keeps it instead of a copy.
                 match self.executor.run_owned(

@@ -17,6 +17,7 @@ impl Array {
     /// write), under the same locks and write-intent bits. A copy whose trim
     /// fails is zeroed instead, so the copies stay equal.
     pub(super) fn discard_piece(&self, pos: u64, n: u64) -> Result<()> {
+        let take_outs = self.take_outs();
         let view = self.view();
         let mut live = self.live_in(&view);
         if self.phase(&view, pos, n) == Phase::Below {
@@ -51,9 +52,10 @@ impl Array {
         }
         let _bits = self.write_log().make_safe(self, &plan, pos, n)?;
         let held = self.locks.lock(&plan.locks);
-        if !self.is_current(&view) {
+        if !self.is_current(&view, take_outs) {
             // The membership changed before the locks were ours (a rebuild
-            // began, say): plan with the new one (see `write_piece`).
+            // began, a member was taken out): plan with the new one (see
+            // `write_piece`).
             drop(held);
             return self.discard_piece(pos, n);
         }

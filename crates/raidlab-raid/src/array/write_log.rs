@@ -213,10 +213,10 @@ impl Array {
         let end = offset + buf.len() as u64;
         let (a, b) = (offset / 4096 * 4096, end.div_ceil(4096) * 4096);
         if (a, b) == (offset, end) {
-            let _shared = self.page_merge.read().unwrap_or_else(|p| p.into_inner());
+            let _shared = self.page_merge.read();
             return cache.write(buf, offset, self);
         }
-        let _alone = self.page_merge.write().unwrap_or_else(|p| p.into_inner());
+        let _alone = self.page_merge.write();
         let mut merged = vec![0u8; (b - a) as usize];
         cache.read(&mut merged[..4096], a, self)?;
         let tail = merged.len() - 4096;

@@ -66,6 +66,7 @@ impl Array {
     /// locks and bitmap bits; planned again if a rebuild moved meanwhile.
     fn zero_piece(&self, pos: u64, n: u64) -> Result<()> {
         loop {
+            let take_outs = self.take_outs();
             let view = self.view();
             let mut live = self.live_in(&view);
             let phase = self.phase(&view, pos, n);
@@ -90,7 +91,7 @@ impl Array {
             let plan = plan_write_zeroes(&self.geometry, &live, pos, n).map_err(on_array)?;
             let _bits = self.write_log().make_safe(self, &written, pos, n)?;
             let held = self.locks.lock(&plan.locks);
-            if self.phase(&view, pos, n) != phase || !self.is_current(&view) {
+            if self.phase(&view, pos, n) != phase || !self.is_current(&view, take_outs) {
                 drop(held);
                 continue;
             }

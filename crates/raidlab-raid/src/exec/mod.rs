@@ -176,6 +176,7 @@ impl Executor for ThreadPool {
                 pace: Some(&self.pace),
                 uring: self.uring,
                 parallel: true,
+                yields: false,
             },
         )
     }
@@ -208,6 +209,43 @@ impl Executor for InOrder {
                 pace: None,
                 uring: false,
                 parallel: false,
+                yields: false,
+            },
+        )
+    }
+}
+
+/// [`InOrder`], except that inside a task ([`raidlab_core::task`]) a plan
+/// gives control back to the task's runner before each of its I/O steps.
+/// The runner then chooses which request goes on, so requests in flight
+/// together interleave between the steps of their plans (a read-modify-write
+/// between its reads and its writes, a log entry and the write it covers) in
+/// an order the runner draws: the torture harness's queue depths, whose
+/// races must replay exactly from a seed. Outside a task it is [`InOrder`]
+/// to the operation.
+#[derive(Debug, Default)]
+pub struct Interleaved;
+
+impl Executor for Interleaved {
+    fn run(
+        &self,
+        plan: &Plan,
+        members: &Members,
+        engine: &dyn Engine,
+        user: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        execute(
+            plan,
+            members,
+            engine,
+            user,
+            log,
+            How {
+                pace: None,
+                uring: false,
+                parallel: false,
+                yields: true,
             },
         )
     }
@@ -239,6 +277,9 @@ struct How<'p> {
     /// Whether a step's groups may go to the I/O pool at all (not for an
     /// executor whose runs must happen in one order).
     parallel: bool,
+    /// Whether a task gives control back to its runner before each I/O
+    /// step ([`Interleaved`]).
+    yields: bool,
 }
 
 fn run_steps(
@@ -252,7 +293,14 @@ fn run_steps(
 ) -> Result<(), Failed> {
     for step in &plan.steps {
         match step {
-            Step::Io(ops) => run_io(ops, members, user, scratch, how)?,
+            Step::Io(ops) => {
+                if how.yields {
+                    // Outside a task this does nothing and the step runs
+                    // at once, as InOrder's.
+                    raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
+                }
+                run_io(ops, members, user, scratch, how)?
+            }
             Step::Compute(cs) => {
                 for c in cs {
                     run_compute(c, engine, user, scratch)?;
