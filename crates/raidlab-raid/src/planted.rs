@@ -57,10 +57,15 @@ pub enum Bug {
     /// (`Assembly::rebuild`; decided on the calling thread, applied by the
     /// combiner thread).
     RebuildFirstChunkFromWrongMember,
+    /// A request that waited for its stripe locks while another took a
+    /// member out runs the plan it made before, still reading that member
+    /// (`Array::is_current`). Only requests in flight together reach it
+    /// (the harness's queue depths).
+    PlanNotRecheckedAfterTakeOut,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 13] = [
         Bug::AckFlushEarly,
         Bug::FuaWithoutFlush,
         Bug::SkipBitmapMark,
@@ -73,6 +78,7 @@ impl Bug {
         Bug::TrimSkipsLastMember,
         Bug::StaleMemberTrusted,
         Bug::RebuildFirstChunkFromWrongMember,
+        Bug::PlanNotRecheckedAfterTakeOut,
     ];
 }
 

@@ -34,6 +34,7 @@ struct Extra {
     stale_members: bool,
     cache_tier: bool,
     cuts_inside: bool,
+    queue_depths: bool,
 }
 
 /// What a plant is hunted with: the level (the configuration family that
@@ -62,6 +63,7 @@ fn options(h: &Hunt, run: u64) -> Options {
         cache_tier: h.extra.cache_tier,
         misdirected: false,
         cuts_inside: h.extra.cuts_inside,
+        queue_depths: h.extra.queue_depths,
     }
 }
 
@@ -341,4 +343,28 @@ fn a_planted_bug_stays_on_its_thread() {
     assert!(!elsewhere);
     drop(_planted);
     assert!(!raidlab_raid::planted::on(Bug::NoDirtyMark));
+}
+
+/// A request that waited for its stripe locks while another request took a
+/// member out runs the plan it made before (the bug the queue depths found
+/// first, planted back): only requests in flight together reach it, so the
+/// hunt runs that family.
+#[test]
+fn a_plan_run_after_its_member_was_taken_out_is_found() {
+    let hunt_with = |queue_depths: bool| Hunt {
+        bug: Planted::Engine(Bug::PlanNotRecheckedAfterTakeOut),
+        level: None,
+        skip_known_gaps: true,
+        extra: Extra {
+            queue_depths,
+            ..Extra::default()
+        },
+        found_at: 110,
+        seen_as: LOST,
+    };
+    // One request at a time never meets it: a request that fails a member
+    // has ended before the next plans.
+    let alone = hunt_with(false);
+    assert_eq!(hunt(&alone, alone.found_at + 1), None);
+    check(hunt_with(true));
 }

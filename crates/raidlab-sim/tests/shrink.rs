@@ -21,6 +21,7 @@ fn opts(stale: bool, cache: bool, misdirected: bool) -> Options {
         cache_tier: cache,
         misdirected,
         cuts_inside: false,
+        queue_depths: false,
     }
 }
 

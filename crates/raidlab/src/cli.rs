@@ -188,12 +188,20 @@ pub struct SimTortureArgs {
     /// runs where it happens; not with a cache tier in front).
     #[arg(long)]
     pub cuts_inside: bool,
+    /// Some operations are 2 to 8 requests in flight together (reads,
+    /// writes, FUA writes, write-zeroes, trims, a flush), run as tasks of
+    /// the real engine that interleave between their plans' steps in a
+    /// drawn order, with a member fault, the stripe cache's write-out or a
+    /// power cut among them (changes the draws of the runs where it
+    /// happens; not with a cache tier in front).
+    #[arg(long)]
+    pub queue_depths: bool,
     /// Instead of the workload runs: reshapes (`grow` of RAID 4/5/6: more
     /// members, chunk, layout, RAID 4 to 5 and back; RAID 0 more members or
     /// chunk; RAID 10 near or offset onto more members), the power cut after a
     /// random number of member writes, carried on after each cut; a member
     /// may die with the power (docs/reliability.md).
-    #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "misdirected", "cuts_inside", "level"])]
+    #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "misdirected", "cuts_inside", "queue_depths", "level"])]
     pub reshapes: bool,
     /// Instead of the tallies: save the final member images of the first
     /// passed run of each class (level and policy) among the runs, one

@@ -256,7 +256,7 @@ impl Array {
         Arc::ptr_eq(
             view,
             &self.membership.read().unwrap_or_else(|p| p.into_inner()),
-        ) && self.take_outs() == take_outs
+        ) && (self.take_outs() == take_outs || planted!(PlanNotRecheckedAfterTakeOut))
     }
 
     /// Members taken out so far (see [`Array::is_current`]); read before

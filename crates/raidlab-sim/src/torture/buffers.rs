@@ -88,7 +88,7 @@ impl Rig {
         out
     }
 
-    fn judge_read(
+    pub(super) fn judge_read(
         &mut self,
         strict: bool,
         off: usize,

@@ -24,6 +24,7 @@
 //! buffers a run reads into and writes from, and `digest.rs` the model's
 //! per-block CRCs behind a whole-array read's digest.
 
+mod batch;
 mod buffers;
 mod cache;
 pub mod config;
@@ -79,6 +80,13 @@ pub struct Options {
     /// write, drawn from a stream of its own and only without a cache tier.
     /// Off, a run draws exactly what it drew before.
     pub cuts_inside: bool,
+    /// Requests in flight together (`batch.rs`): some operations are 2 to
+    /// 8 requests run at once as tasks, interleaved between their plans'
+    /// steps in a drawn order, with a member fault, the stripe cache's
+    /// write-out or a power cut among them. Drawn from a stream of its own
+    /// and only without a cache tier. Off, a run draws exactly what it drew
+    /// before.
+    pub queue_depths: bool,
 }
 
 /// An invariant the engine broke (or the harness could not hold).
@@ -135,6 +143,13 @@ pub struct Counts {
     pub misdirected_reads: u64,
     /// Power cuts inside a request (`--cuts-inside`).
     pub inside_cuts: u64,
+    /// Operations that were requests in flight together
+    /// (`--queue-depths`), the requests they ran, the member faults that
+    /// struck while they were under way, and the power cuts among them.
+    pub batches: u64,
+    pub batch_requests: u64,
+    pub batch_faults: u64,
+    pub batch_cuts: u64,
     /// Devices whose superblock a cut tore, left out of the assembly.
     pub torn_superblocks: u64,
     /// Times every device slot of the superblocks was taken and the
@@ -167,6 +182,10 @@ impl Counts {
         self.misdirected_found += o.misdirected_found;
         self.misdirected_reads += o.misdirected_reads;
         self.inside_cuts += o.inside_cuts;
+        self.batches += o.batches;
+        self.batch_requests += o.batch_requests;
+        self.batch_faults += o.batch_faults;
+        self.batch_cuts += o.batch_cuts;
         self.torn_superblocks += o.torn_superblocks;
         self.room_made += o.room_made;
     }
@@ -185,6 +204,7 @@ pub struct RunResult {
     pub cache_tier: bool,
     pub misdirected: bool,
     pub cuts_inside: bool,
+    pub queue_depths: bool,
     /// Hash of every event of the run, in order.
     pub hash: u64,
     pub counts: Counts,
@@ -195,7 +215,7 @@ impl RunResult {
     /// The command that replays this run alone.
     pub fn replay_command(&self, ops: usize) -> String {
         format!(
-            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}{}{}{}",
+            "raidlab sim torture --seed {} --first-run {} --runs 1 --ops {ops}{}{}{}{}{}{}{}",
             self.seed,
             self.run,
             self.level
@@ -218,6 +238,11 @@ impl RunResult {
             },
             if self.cuts_inside {
                 " --cuts-inside"
+            } else {
+                ""
+            },
+            if self.queue_depths {
+                " --queue-depths"
             } else {
                 ""
             }

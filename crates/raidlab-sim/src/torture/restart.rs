@@ -617,7 +617,15 @@ impl Rig {
             && !missing.is_empty()
             && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap);
         let lost_pages = self.latent_pages(&asm);
-        let forced = match self.start_after_cut(asm, write_hole) {
+        // A cut between a member's log write and its flush tears that log;
+        // md then skips the log (a mismatch), leaves the array dirty and
+        // refuses it degraded, as raidlab does. The operator forces it. The
+        // log's own stripes lose nothing by it: their data goes to the
+        // members only after the log is flushed, and the log it replaced
+        // was flushed with its stripes first (`ppl.rs`), so nothing widens
+        // the hole here and the model holds the forced start to it.
+        let torn_log_refusal = self.cfg.policy == Policy::Ppl && !missing.is_empty();
+        let forced = match self.start_after_cut(asm, write_hole || torn_log_refusal) {
             Err(e) if torn => {
                 // md refuses too: nothing is served, so nothing is wrong.
                 self.note(format!(
@@ -783,7 +791,8 @@ impl Rig {
     }
 
     /// Start after a power cut as md would: a dirty degraded parity array
-    /// with no log is refused, then started forced (the operator's choice).
+    /// with no log, or whose partial parity log a cut tore, is refused, then
+    /// started forced (the operator's choice).
     pub(super) fn start_after_cut(
         &mut self,
         asm: Assembly,

@@ -16,7 +16,7 @@ use raidlab_core::{ErrorKind, SharedClock, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::Level;
 use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
-use raidlab_raid::exec::{Executor, InOrder};
+use raidlab_raid::exec::{Executor, Interleaved};
 use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
 use raidlab_raid::recovery::RunOptions;
 use raidlab_raid::stripe_cache::StripeCacheConfig;
@@ -50,6 +50,8 @@ const STALE_STREAM: u64 = 0x57a1_e000_5eed_0001;
 const MISDIRECT_STREAM: u64 = 0x3d1e_c7ed_5eed_0002;
 /// The stream of the cuts inside requests (`inside.rs`).
 const INSIDE_STREAM: u64 = 0x1d51_de00_5eed_0003;
+/// The stream of the requests in flight together (`batch.rs`).
+const DEPTH_STREAM: u64 = 0xde97_4500_5eed_0004;
 
 pub(super) struct Rig {
     pub(super) cfg: Config,
@@ -93,6 +95,10 @@ pub(super) struct Rig {
     pub(super) misdirect: Option<ChaCha8Rng>,
     /// The stream of the cuts inside requests (`inside.rs`), when on.
     pub(super) inside: Option<ChaCha8Rng>,
+    /// The stream of the requests in flight together (`batch.rs`), when on.
+    pub(super) depth: Option<ChaCha8Rng>,
+    /// Stacks of the batches' finished tasks, for the next ones.
+    pub(super) stacks: raidlab_core::task::Stacks,
     /// A misdirected write struck: the array holds data md cannot tell
     /// wrong, and the run ends (nothing is promised from there).
     pub(super) corrupt: bool,
@@ -142,6 +148,7 @@ pub fn run_with(
         cache_tier: false,
         misdirected: false,
         cuts_inside: false,
+        queue_depths: false,
     };
     run_opts(&opts, run, plant)
 }
@@ -175,6 +182,7 @@ pub(super) fn run_scripted(
         cache_tier,
         misdirected,
         cuts_inside,
+        queue_depths,
         ..
     } = *opts;
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run));
@@ -183,7 +191,9 @@ pub(super) fn run_scripted(
         cfg,
         rng,
         clock: ManualClock::new(),
-        exec: Arc::new(InOrder),
+        // In order on this thread; a task (`batch.rs`) also gives control
+        // back before each I/O step.
+        exec: Arc::new(Interleaved),
         vols: Vec::new(),
         paths: Vec::new(),
         dead: Vec::new(),
@@ -206,6 +216,8 @@ pub(super) fn run_scripted(
         corrupt: false,
         lost: false,
         inside: cuts_inside.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ INSIDE_STREAM)),
+        depth: queue_depths.then(|| ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ DEPTH_STREAM)),
+        stacks: raidlab_core::task::Stacks::default(),
         trace_cap: if matches!(script, Script::Replay(_)) {
             usize::MAX
         } else {
@@ -246,6 +258,7 @@ pub(super) fn run_scripted(
         cache_tier,
         misdirected,
         cuts_inside,
+        queue_depths,
         hash: rig.hash,
         counts: rig.counts.clone(),
         violation,
@@ -424,6 +437,7 @@ impl Rig {
                 || self.cache_step(strict)?
                 || self.misdirect_step(strict)?
                 || self.inside_step(strict)?
+                || self.batch_step(strict)?
             {
                 if self.corrupt {
                     return Ok(());

@@ -41,6 +41,8 @@ pub struct Mark {
     pub tier: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inside: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u64>,
 }
 
 /// What a run does with its operations' starts.
@@ -75,6 +77,7 @@ impl Rig {
                     misdirect: self.misdirect.as_ref().map(pos),
                     tier: self.tier.as_ref().map(|t| pos(&t.rng)),
                     inside: self.inside.as_ref().map(pos),
+                    depth: self.depth.as_ref().map(pos),
                 };
                 if let Script::Record(marks) = &mut self.script {
                     marks.push(m);
@@ -97,6 +100,9 @@ impl Rig {
                     t.rng.set_word_pos(u128::from(p));
                 }
                 if let (Some(r), Some(p)) = (self.inside.as_mut(), m.inside) {
+                    r.set_word_pos(u128::from(p));
+                }
+                if let (Some(r), Some(p)) = (self.depth.as_mut(), m.depth) {
                     r.set_word_pos(u128::from(p));
                 }
                 true
@@ -235,6 +241,8 @@ pub struct Saved {
     pub misdirected: bool,
     #[serde(default)]
     pub cuts_inside: bool,
+    #[serde(default)]
+    pub queue_depths: bool,
     /// The violation's kind ([`kind_of`]).
     pub violation: String,
     pub status: Status,
@@ -261,6 +269,7 @@ impl Saved {
             cache_tier: opts.cache_tier,
             misdirected: opts.misdirected,
             cuts_inside: opts.cuts_inside,
+            queue_depths: opts.queue_depths,
             violation: s.kind.clone(),
             status: Status::Open,
             note: String::new(),
@@ -292,6 +301,7 @@ impl Saved {
             cache_tier: self.cache_tier,
             misdirected: self.misdirected,
             cuts_inside: self.cuts_inside,
+            queue_depths: self.queue_depths,
         })
     }
 

@@ -92,6 +92,7 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
         cache_tier: a.cache_tier,
         misdirected: a.misdirected,
         cuts_inside: a.cuts_inside,
+        queue_depths: a.queue_depths,
     };
     if let Some(dir) = &a.save_images {
         return save_images(&opts, dir);
@@ -184,6 +185,15 @@ fn torture(a: SimTortureArgs) -> Result<ExitCode> {
             "power cuts inside a request: {}; superblocks torn by a cut (the device left out, as mdadm refuses it): {}",
             t.inside_cuts,
             t.torn_superblocks
+        );
+    }
+    if a.queue_depths {
+        outln!(
+            "requests in flight together: {} batches of {} requests, {} member faults while they ran, {} power cuts among them",
+            t.batches,
+            t.batch_requests,
+            t.batch_faults,
+            t.batch_cuts
         );
     }
     if t.room_made > 0 {
