@@ -90,10 +90,12 @@
 #       slot (OFFS has NDEV+1) as its write journal, writes the pattern over
 #       the whole array (write-through), switches the journal to
 #       write-back, then writes the pattern from byte SHIFT + o over each
-#       WRITE `o:len` (bytes, ','-separated, 512-byte multiples, small and
-#       partial-stripe so md's r5c cache holds them) with O_DIRECT and an
-#       fsync each; the array stays running. Reports the sectors written to
-#       the members and to the journal since write-back was switched on.
+#       WRITE `o:len[:out]` (bytes, ','-separated, 512-byte multiples; `out`:
+#       wait until md has written to the members before going on; partial
+#       stripes stay in md's r5c cache, whole ones go out in batches, a
+#       partial page goes out at once) with O_DIRECT in pieces of at most a
+#       page and an fsync each; the array stays running. Reports the sectors
+#       written to the members and to the journal meanwhile.
 #   CRASH
 #       the guest ends as a power cut would leave md: the results are
 #       written and MDVM-EXIT printed, then the kernel reboots at once
@@ -549,13 +551,33 @@ run_x() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS MDN SHIFT WRITES: md's writ
         result "$name" X FAIL "md did not take write-back: journal_mode reads '$mode' $(tr '\n' ' ' <"$dir/mode.log")"; detach; return ;;
     esac
     before=$(loop_writes "$loops")
+    mdw0=$(awk '{print $5}' "/sys/block/md$8/stat")
     bad=""
     for w in $(echo "$writes" | tr ',' ' '); do
         o=${w%%:*} len=${w#*:}
-        dd if="$D" of="$xmd" bs=512 skip=$(((shift + o) / 512)) seek=$((o / 512)) count=$((len / 512)) \
-            oflag=direct conv=notrunc,fsync 2>>"$dir/dd.wb.log" || bad="$bad write-$o:$len-failed"
+        # `o:len:out`: md is to write this out before the next write (whole
+        # stripes past its batch, which its reclaim thread takes on its
+        # next round): wait until the members have taken writes.
+        out=""; case "$len" in *:out) len=${len%:out}; out=1 ;; esac
+        m0=$(loop_writes "$devs" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; print s}')
+        # bs of a page: busybox dd maps a buffer that large page-aligned, but
+        # mallocs a smaller one, whose O_DIRECT write fails and which it then
+        # writes through the page cache without a word.
+        dd if="$D" of="$xmd" bs=4096 skip=$((shift + o)) seek="$o" count="$len" \
+            iflag=skip_bytes,count_bytes oflag=seek_bytes,direct conv=notrunc,fsync \
+            2>>"$dir/dd.wb.log" || bad="$bad write-$o:$len-failed"
+        [ -n "$out" ] || continue
+        i=0
+        while [ $i -lt 150 ]; do
+            m=$(loop_writes "$devs" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; print s}')
+            [ "$m" -gt "$m0" ] && break
+            sleep 0.1; i=$((i + 1))
+        done
+        [ $i -lt 150 ] || bad="$bad md-wrote-nothing-of-$o:$len-out-in-15s"
     done
     after=$(loop_writes "$loops")
+    mdw=$(($(awk '{print $5}' "/sys/block/md$8/stat") - mdw0))
+    note "$name: md took $mdw write requests; logical block size $(cat /sys/block/md$8/queue/logical_block_size)"
     phase writeback
     echo "$before" >"$dir/sectors.before"; echo "$after" >"$dir/sectors.after"
     mdadm --detail "$xmd" >"$dir/detail" 2>&1

@@ -27,21 +27,28 @@ const MEMBER: u64 = 8 * MIB;
 /// The pattern at the start of the data disk: the arrays' first contents
 /// from byte 0, the write-back writes' from [`SHIFT`].
 const PATTERN: u64 = 48 * MIB;
-/// Where in the pattern the write-back writes take their data: not a page
-/// multiple, so no written page equals any page the array held.
+/// Where in the pattern the write-back writes take their data (the pattern
+/// differs from itself at any shift).
 const SHIFT: u64 = 24 * MIB + 41 * 512;
 /// Rows are 192 KiB (3 data chunks of 64 KiB) in both cases.
 const ROW: u64 = 3 * 64 * 1024;
-/// (array offset, bytes): every one a part of a stripe row, so md's cache
-/// holds it (a whole row would be written out in batches of full stripes);
-/// one smaller than a page, which md logs as the whole page it read first.
-const WRITES: [(u64, u64); 6] = [
-    (4096, 4096),
-    (64 * 1024 + 8192, 8192),
-    (5 * ROW + 128 * 1024 + 61440, 4096),
-    (20 * ROW + 1024, 1024),
-    (50 * ROW + 96 * 1024, 12288),
-    (70 * ROW + 8192, 4096),
+/// (array offset, bytes, md writes it out before the next write), in this
+/// order. A part of a stripe row (4 KiB pages of some data chunks) md holds
+/// in its cache, logged as data-only. Five whole rows make 80 full stripes,
+/// past the 64 (a quarter of its stripe cache) md's reclaim thread lets
+/// wait: it writes them out (their parity logged after their data-only
+/// pages, flush entries after that), so the log md leaves mixes stripes
+/// gone out with held ones written before and after. Less than a page md
+/// writes out at once (data and parity logged, then the members: r5c holds
+/// whole pages only).
+const WRITES: [(u64, u64, bool); 7] = [
+    (4096, 4096, false),
+    (64 * 1024 + 8192, 8192, false),
+    (5 * ROW + 128 * 1024 + 61440, 4096, false),
+    (30 * ROW, 5 * ROW, true),
+    (20 * ROW + 1024, 1024, false),
+    (50 * ROW + 96 * 1024, 12288, false),
+    (70 * ROW + 8192, 4096, false),
 ];
 
 struct Case {
@@ -190,7 +197,7 @@ fn raidlab_replays_the_write_back_journal_md_left_in_a_crash() {
     let mut manifest = String::new();
     let writes = csv(&WRITES
         .iter()
-        .map(|(o, l)| format!("{o}:{l}"))
+        .map(|(o, l, out)| format!("{o}:{l}{}", if *out { ":out" } else { "" }))
         .collect::<Vec<_>>());
     let mut slots = Vec::new();
     for c in &cases {
@@ -243,7 +250,7 @@ fn raidlab_replays_the_write_back_journal_md_left_in_a_crash() {
             continue;
         };
         let mut want = pat[..size as usize].to_vec();
-        for &(o, l) in &WRITES {
+        for &(o, l, _) in &WRITES {
             let (o, l) = (o as usize, l as usize);
             let from = SHIFT as usize + o;
             want[o..o + l].copy_from_slice(&pat[from..from + l]);
