@@ -84,6 +84,24 @@
 #       unclean and degraded, so with --force), degraded by MISSING roles,
 #       clean, every member active, raidlab's size; copies
 #       the array to OUT; a complete redundant array passes `check` with 0.
+#   X NAME LEVEL LAYOUT CHUNK_KIB NDEV MEMBER_BYTES OFFS MDN SHIFT WRITES
+#       md's write-back journal left by a crash of md itself (issue 36): md
+#       creates a RAID LEVEL of NDEV members on /dev/mdMDN with the last
+#       slot (OFFS has NDEV+1) as its write journal, writes the pattern over
+#       the whole array (write-through), switches the journal to
+#       write-back, then writes the pattern from byte SHIFT + o over each
+#       WRITE `o:len[:out]` (bytes, ','-separated, 512-byte multiples; `out`:
+#       wait until md has written to the members before going on; partial
+#       stripes stay in md's r5c cache, whole ones go out in batches, a
+#       partial page goes out at once) with O_DIRECT in pieces of at most a
+#       page and an fsync each; the array stays running. Reports the sectors
+#       written to the members and to the journal meanwhile.
+#   CRASH
+#       the guest ends as a power cut would leave md: the results are
+#       written and MDVM-EXIT printed, then the kernel reboots at once
+#       (sysrq b: no sync, no md stop; qemu runs with -no-reboot and exits).
+#       Whatever md still held in memory (its cached stripes) never reaches
+#       the members. Must be the last line.
 #   SET a_verify 0|1   (default 1) whether A arrays are read back in the
 #       guest too (the host does the real comparison).
 # FLAGS of A and B lines (comma-separated, '-' = none) that change where the
@@ -500,6 +518,105 @@ run_c() { # NAME NDEV MBYTES OFFS ABYTES OUT MISSING: start a crashed PPL/journa
     detach
 }
 
+loop_writes() { # loop devices -> sectors each has written (/sys/block/loopN/stat field 7)
+    for l in $1; do awk '{printf "%s ", $7}' "/sys/block/$(basename "$l")/stat"; done
+}
+run_x() { # NAME LEVEL LAYOUT CHUNK NDEV MBYTES OFFS MDN SHIFT WRITES: md's write-back journal, left running for CRASH
+    name=$1 level=$2 layout=$3 chunk=$4 n=$5 mb=$6 offs=$7 xmd=/dev/md$8 shift=$9 writes=${10}
+    xsys=/sys/block/md$8/md
+    set_flags -
+    dir="$R/X/$name"; mkdir -p "$dir"
+    t0=$(now); PT=$t0; PHASES=""
+    attach "$mb" "$offs" || { result "$name" X FAIL "losetup failed"; detach; return; }
+    jl=$(echo "$loops" | awk '{print $NF}')
+    devs=$(echo "$loops" | awk '{$NF=""; print}')
+    # shellcheck disable=SC2086
+    if ! mdadm --create "$xmd" --metadata=1.2 --level="$level" --layout="$layout" --chunk="$chunk" \
+            --raid-devices="$n" --write-journal="$jl" --name="$name" --run --quiet $devs \
+            >"$dir/create.log" 2>&1 </dev/null; then
+        result "$name" X FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
+    fi
+    i=0
+    while [ "$(cat "$xsys/sync_action" 2>/dev/null)" != idle ] && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
+    phase sync
+    size=$(blockdev --getsize64 "$xmd")
+    echo "$size" >"$dir/array_bytes"
+    bs=$(bsfor "$size" 4194304)
+    dd if="$D" of="$xmd" bs="$bs" count=$((size / bs)) oflag=direct conv=fsync 2>"$dir/dd.log" || {
+        result "$name" X FAIL "writing the pattern failed: $(tr '\n' ' ' <"$dir/dd.log")"; detach; return; }
+    phase write
+    echo write-back >"$xsys/journal_mode" 2>"$dir/mode.log"
+    mode=$(cat "$xsys/journal_mode" 2>/dev/null)
+    case "$mode" in *"[write-back]"*) ;; *)
+        result "$name" X FAIL "md did not take write-back: journal_mode reads '$mode' $(tr '\n' ' ' <"$dir/mode.log")"; detach; return ;;
+    esac
+    before=$(loop_writes "$loops")
+    mdw0=$(awk '{print $5}' "/sys/block/md$8/stat")
+    bad=""
+    for w in $(echo "$writes" | tr ',' ' '); do
+        o=${w%%:*} len=${w#*:}
+        # `o:len:out`: md is to write this out before the next write (whole
+        # stripes past its batch, which its reclaim thread takes on its
+        # next round): wait until the members have taken writes.
+        out=""; case "$len" in *:out) len=${len%:out}; out=1 ;; esac
+        m0=$(loop_writes "$devs" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; print s}')
+        # bs of a page: busybox dd maps a buffer that large page-aligned, but
+        # mallocs a smaller one, whose O_DIRECT write fails and which it then
+        # writes through the page cache without a word.
+        dd if="$D" of="$xmd" bs=4096 skip=$((shift + o)) seek="$o" count="$len" \
+            iflag=skip_bytes,count_bytes oflag=seek_bytes,direct conv=notrunc,fsync \
+            2>>"$dir/dd.wb.log" || bad="$bad write-$o:$len-failed"
+        [ -n "$out" ] || continue
+        i=0
+        while [ $i -lt 150 ]; do
+            m=$(loop_writes "$devs" | awk '{s=0; for (i=1;i<=NF;i++) s+=$i; print s}')
+            [ "$m" -gt "$m0" ] && break
+            sleep 0.1; i=$((i + 1))
+        done
+        [ $i -lt 150 ] || bad="$bad md-wrote-nothing-of-$o:$len-out-in-15s"
+    done
+    after=$(loop_writes "$loops")
+    mdw=$(($(awk '{print $5}' "/sys/block/md$8/stat") - mdw0))
+    note "$name: md took $mdw write requests; logical block size $(cat /sys/block/md$8/queue/logical_block_size)"
+    phase writeback
+    echo "$before" >"$dir/sectors.before"; echo "$after" >"$dir/sectors.after"
+    mdadm --detail "$xmd" >"$dir/detail" 2>&1
+    i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    # What md wrote while in write-back: the members (all but the last) and
+    # the journal (the last), in sectors.
+    set -- $before; b="$*"
+    set -- $after
+    k=0 mem=0 jw=0
+    for a in "$@"; do
+        k=$((k + 1)); p=$(echo "$b" | cut -d' ' -f"$k")
+        if [ "$k" -le "$n" ]; then mem=$((mem + a - p)); else jw=$((jw + a - p)); fi
+    done
+    note "$name: in write-back md wrote $mem sectors to the members and $jw to the journal"
+    if [ -z "$bad" ]; then
+        result "$name" X PASS "array_bytes=$size member_sectors=$mem journal_sectors=$jw seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+    else
+        result "$name" X FAIL "$bad"
+    fi
+    # left running (no stop, no detach): CRASH ends the guest under it
+    loops=""; bases=""
+}
+crash() { # the guest ends with md's arrays running: what only md's memory held is lost
+    note "crashing with md running: $(cat /proc/mdstat | tr '\n' ' ')"
+    echo "DONE fails=$FAILS" >>"$RES"
+    # As init.sh would, but only the results disk is written and flushed: a
+    # `sync` or md stop would be a clean shutdown, not a crash.
+    (cd "$R" && tar -cf /dev/vdb .) || echo "MDVM-RESULTS-WRITE-FAILED"
+    blockdev --flushbufs /dev/vdb
+    rc=0; [ "$FAILS" = 0 ] || rc=1
+    echo "MDVM-EXIT $rc"
+    # the console line must be out before the reset
+    sleep 1
+    echo 1 >/proc/sys/kernel/sysrq
+    echo b >/proc/sysrq-trigger
+    sleep 10
+    echo "MDVM-CRASH-FAILED: the kernel did not reboot on sysrq b"
+    poweroff -f
+}
 run_r() { # NAME NDEV MBYTES OFFS SHIFT: md fails and removes member 1, then writes
     # RAID 5, 64K chunk: the pattern from offset 0 of the data disk first,
     set_flags -
@@ -963,7 +1080,7 @@ note "kernel $(uname -r) mdadm $(mdadm --version 2>&1)"
 while read -r kind rest <&3; do
     wd=""
     case "$kind" in
-        A|B|C|R|K|S|G|W|E|M|T)
+        A|B|C|R|K|S|G|W|E|M|T|X)
             # shellcheck disable=SC2086
             set -- $rest
             echo start >/tmp/mdvm.phase
@@ -993,6 +1110,9 @@ while read -r kind rest <&3; do
            run_e $rest ;;
         M) # shellcheck disable=SC2086
            run_m $rest ;;
+        X) # shellcheck disable=SC2086
+           run_x $rest ;;
+        CRASH) crash ;;
         SET) set -- $rest
              case "$1" in
                  a_verify) A_VERIFY=$2 ;;

@@ -282,9 +282,20 @@ pub fn say_started(report: &StartReport, label: &str) {
         }
         if r.replayed_anything() || r.torn_blocks > 0 {
             eprintln!(
-                "raidlab: {label}replayed the write journal: {} stripe(s) written back from {} meta block(s){}; stripes are consistent, no resync needed",
+                "raidlab: {label}replayed the write journal: {} stripe(s) written back from {} meta block(s){}{}; stripes are consistent, no resync needed",
                 r.stripes_replayed + r.data_only_stripes,
                 r.meta_blocks,
+                // Data-only stripes are what a write-back crash leaves: the
+                // count tells the user (and the md VM test) that acknowledged
+                // writes were in the journal alone.
+                if r.data_only_stripes > 0 {
+                    format!(
+                        " ({} of them data-only, written through the array with parity computed afresh)",
+                        r.data_only_stripes
+                    )
+                } else {
+                    String::new()
+                },
                 if r.torn_blocks > 0 {
                     format!(
                         "; {} torn journal block(s) skipped (their writes never reached the members)",

@@ -38,6 +38,9 @@
 //! `raidlab grow` changed (--size max, a bitmap added and removed, RAID 1
 //! from 2 to 3 mirrors, PPL switched off and on) and judges them.
 //!
+//! `md_crash` (tests/md_compat/md_crash.rs) boots it once more: md crashes
+//! with write-back stripes in its journal alone, and raidlab must replay them.
+//!
 //! `torture` (tests/md_compat/torture.rs) boots it once more: md assembles
 //! the final member images of a sample of the torture harness's runs, one
 //! per class, and must read the run's reference data.
@@ -45,6 +48,8 @@
 mod common;
 #[path = "md_compat/grow.rs"]
 mod grow;
+#[path = "md_compat/md_crash.rs"]
+mod md_crash;
 #[path = "md_compat/re_add.rs"]
 mod re_add;
 #[path = "md_compat/torture.rs"]
