@@ -62,10 +62,15 @@ pub enum Bug {
     /// (`Array::is_current`). Only requests in flight together reach it
     /// (the harness's queue depths).
     PlanNotRecheckedAfterTakeOut,
+    /// A RAID 4/5/6 check or repair step of a running array compares its
+    /// stripes without holding their stripe locks (`recovery::scrub_run`): a write
+    /// between a stripe's data and its parity looks like a mismatch. Only
+    /// a check beside requests in flight reaches it.
+    ScrubWithoutStripeLocks,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 14] = [
         Bug::AckFlushEarly,
         Bug::FuaWithoutFlush,
         Bug::SkipBitmapMark,
@@ -79,6 +84,7 @@ impl Bug {
         Bug::StaleMemberTrusted,
         Bug::RebuildFirstChunkFromWrongMember,
         Bug::PlanNotRecheckedAfterTakeOut,
+        Bug::ScrubWithoutStripeLocks,
     ];
 }
 

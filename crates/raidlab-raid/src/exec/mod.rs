@@ -216,11 +216,13 @@ impl Executor for InOrder {
 }
 
 /// [`InOrder`], except that inside a task ([`raidlab_core::task`]) a plan
-/// gives control back to the task's runner before each of its I/O steps.
-/// The runner then chooses which request goes on, so requests in flight
-/// together interleave between the steps of their plans (a read-modify-write
-/// between its reads and its writes, a log entry and the write it covers) in
-/// an order the runner draws: the torture harness's queue depths, whose
+/// gives control back to the task's runner before each of its I/O steps and
+/// between the member operations of one (as a step's member requests
+/// complete one by one on real disks). The runner then chooses which request
+/// goes on, so requests in flight together interleave inside their plans (a
+/// read-modify-write between its reads and its writes, between its data and
+/// its parity, a log entry and the write it covers) in an order the runner
+/// draws: the torture harness's queue depths, whose
 /// races must replay exactly from a seed. Outside a task it is [`InOrder`]
 /// to the operation.
 #[derive(Debug, Default)]
@@ -269,6 +271,12 @@ fn execute(
     result
 }
 
+/// Inside a task, give control back to its runner ([`Interleaved`]);
+/// outside one, nothing.
+fn yield_to_runner() {
+    raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
+}
+
 /// How a step's member operations are submitted.
 #[derive(Clone, Copy)]
 struct How<'p> {
@@ -278,7 +286,7 @@ struct How<'p> {
     /// executor whose runs must happen in one order).
     parallel: bool,
     /// Whether a task gives control back to its runner before each I/O
-    /// step ([`Interleaved`]).
+    /// step and between the member operations of one ([`Interleaved`]).
     yields: bool,
 }
 
@@ -297,7 +305,7 @@ fn run_steps(
                 if how.yields {
                     // Outside a task this does nothing and the step runs
                     // at once, as InOrder's.
-                    raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
+                    yield_to_runner();
                 }
                 run_io(ops, members, user, scratch, how)?
             }
@@ -411,9 +419,14 @@ fn run_io(
             .zip(sources)
             .map(|(o, s)| (o.member, o, s))
             .collect();
-        return run_grouped(work, &distinct, parallel, pace, members, |vol, op, buf| {
-            do_op(vol, op, None, Some(buf))
-        });
+        return run_grouped(
+            work,
+            &distinct,
+            (parallel, how.yields),
+            pace,
+            members,
+            |vol, op, buf| do_op(vol, op, None, Some(buf)),
+        );
     }
     if all_unbuffered {
         if how.uring && uring::pays(ops, members) {
@@ -423,9 +436,14 @@ fn run_io(
             );
         }
         let work: Vec<(usize, &MemberOp, ())> = ops.iter().map(|o| (o.member, o, ())).collect();
-        return run_grouped(work, &distinct, parallel, pace, members, |vol, op, ()| {
-            do_op(vol, op, None, None)
-        });
+        return run_grouped(
+            work,
+            &distinct,
+            (parallel, how.yields),
+            pace,
+            members,
+            |vol, op, ()| do_op(vol, op, None, None),
+        );
     }
     if all_reads {
         let user_buf: &mut [u8] = match user {
@@ -445,9 +463,14 @@ fn run_io(
             .zip(targets)
             .map(|(o, t)| (o.member, o, t))
             .collect();
-        return run_grouped(work, &distinct, parallel, pace, members, |vol, op, buf| {
-            do_op(vol, op, Some(buf), None)
-        });
+        return run_grouped(
+            work,
+            &distinct,
+            (parallel, how.yields),
+            pace,
+            members,
+            |vol, op, buf| do_op(vol, op, Some(buf), None),
+        );
     }
     // Mixed steps are not produced by the planner; run them in order, safely.
     for op in ops {

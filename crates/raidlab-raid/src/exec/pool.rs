@@ -131,7 +131,7 @@ const SAMPLE_EVERY: u32 = 4;
 pub(super) fn run_grouped<B: Send>(
     work: Vec<(usize, &MemberOp, B)>,
     distinct: &[usize],
-    parallel: bool,
+    (parallel, yields): (bool, bool),
     pace: Option<&Pace>,
     members: &Members,
     f: impl Fn(&Arc<dyn Volume>, &MemberOp, B) -> Result<()> + Sync,
@@ -141,7 +141,11 @@ pub(super) fn run_grouped<B: Send>(
     // the other members written so the array can go on without the failed one.
     let run = |group: Vec<(&MemberOp, B)>| -> Vec<(usize, Error)> {
         let mut errs = Vec::new();
-        for (op, b) in group {
+        for (i, (op, b)) in group.into_iter().enumerate() {
+            if yields && i > 0 {
+                // Between one member operation and the next (Interleaved).
+                raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
+            }
             raidlab_devices::uring::in_flight::add(1);
             let r = member(members, op).and_then(|v| f(v, op, b));
             raidlab_devices::uring::in_flight::add(-1);
@@ -191,7 +195,18 @@ pub(super) fn run_grouped<B: Send>(
         });
         results.into_iter().flatten().collect()
     } else {
-        groups.into_iter().flat_map(|g| timed(g, false)).collect()
+        groups
+            .into_iter()
+            .enumerate()
+            .flat_map(|(i, g)| {
+                if yields && i > 0 {
+                    // Between one member's operations and the next's; the
+                    // step's first waited before the step.
+                    raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
+                }
+                timed(g, false)
+            })
+            .collect()
     };
     let mut roles: Vec<usize> = errs
         .iter()

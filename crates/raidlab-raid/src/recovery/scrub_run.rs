@@ -184,7 +184,11 @@ fn parity(
             continue;
         }
         let present = &step_present;
-        let _held = running.map(|a| a.hold_member_range(pos, n)).transpose()?;
+        // PLANTED BUG (tests only, `planted.rs`): the step without its locks.
+        let _held = match running {
+            Some(_) if planted!(ScrubWithoutStripeLocks) => None,
+            r => r.map(|a| a.hold_member_range(pos, n)).transpose()?,
+        };
         let len = n as usize;
         let plan = plan_scrub_parity(&scope.geometry, present, pos, n)?;
         // A missing role's part is never read; scrub_parity ignores it.
