@@ -359,11 +359,33 @@ fn a_plan_run_after_its_member_was_taken_out_is_found() {
             queue_depths,
             ..Extra::default()
         },
-        found_at: 110,
-        seen_as: LOST,
+        found_at: 240,
+        seen_as: WRONG,
     };
     // One request at a time never meets it: a request that fails a member
     // has ended before the next plans.
+    let alone = hunt_with(false);
+    assert_eq!(hunt(&alone, alone.found_at + 1), None);
+    check(hunt_with(true));
+}
+
+/// A check of a running array that compares its stripes without their
+/// stripe locks: only a check beside requests in flight can see a write
+/// between a stripe's data and its parity, so the hunt runs that family,
+/// and one request at a time never finds it.
+#[test]
+fn a_check_without_stripe_locks_is_found() {
+    let hunt_with = |queue_depths: bool| Hunt {
+        bug: Planted::Engine(Bug::ScrubWithoutStripeLocks),
+        level: None,
+        skip_known_gaps: true,
+        extra: Extra {
+            queue_depths,
+            ..Extra::default()
+        },
+        found_at: 46,
+        seen_as: "a check beside requests in flight found",
+    };
     let alone = hunt_with(false);
     assert_eq!(hunt(&alone, alone.found_at + 1), None);
     check(hunt_with(true));

@@ -687,19 +687,3 @@ fn a_run_with_queue_depths_replays_exactly() {
         assert_eq!((a.hash, a.counts.member_ios), (b.hash, b.counts.member_ios));
     }
 }
-
-/// The run that found a plan run after another request took its member out
-/// (seed 1 run 110: RAID 4, a write error in a batch of eight; fixed in
-/// `Array::is_current`, replayed alone by raidlab-raid's
-/// `tests/interleaved.rs`) passes, and still meets a fault inside a batch.
-#[test]
-fn the_queue_depth_run_that_found_a_stale_plan_passes() {
-    let opts = depth_opts(1, 110, 1);
-    let r = raidlab_sim::torture::run_opts(&opts, 110, None);
-    assert!(
-        r.violation.is_none(),
-        "{:?}",
-        r.violation.map(|v| (v.op, v.what))
-    );
-    assert!(r.counts.batch_faults > 0, "{:?}", r.counts);
-}

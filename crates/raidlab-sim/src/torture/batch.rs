@@ -26,6 +26,8 @@ use super::run::{Outcome, Rig};
 use raidlab_core::task::{Runner, Stacks, Step, Task, Wait};
 use raidlab_core::{Clock, Error, ErrorKind, Volume};
 use raidlab_devices::Tripwire;
+use raidlab_layout::Level;
+use raidlab_raid::recovery::RunOptions;
 use raidlab_raid::Array;
 use rand::Rng;
 use std::sync::Arc;
@@ -42,6 +44,9 @@ enum Kind {
     Flush,
     /// The stripe cache's write-out of what waited past its hold time.
     WriteOut,
+    /// md's `check` of the running array (`recovery::scrub_array`), its
+    /// steps under the stripe locks the requests beside it take.
+    Check,
 }
 
 impl Kind {
@@ -54,6 +59,7 @@ impl Kind {
             Kind::Trim => "trim",
             Kind::Flush => "flush",
             Kind::WriteOut => "stripe write-out",
+            Kind::Check => "check",
         }
     }
 }
@@ -66,10 +72,13 @@ struct Req {
     /// A write's data; a read's buffer once it ended.
     data: Vec<u8>,
     result: Option<raidlab_core::Result<()>>,
+    /// A check's mismatched sectors.
+    found: u64,
 }
 
-/// What a task gives back: its result and its buffer.
-type Ended = (raidlab_core::Result<()>, Vec<u8>);
+/// What a task gives back: its result, its buffer, and a check's
+/// mismatched sectors.
+type Ended = (raidlab_core::Result<()>, Vec<u8>, u64);
 
 /// A member fault struck mid-batch.
 #[derive(Debug, Clone, Copy)]
@@ -139,6 +148,7 @@ impl Rig {
                         len: 0,
                         data: Vec::new(),
                         result: None,
+                        found: 0,
                     });
                 }
                 continue;
@@ -163,6 +173,17 @@ impl Rig {
                 len,
                 data,
                 result: None,
+                found: 0,
+            });
+        }
+        if self.cfg.level != Level::Raid0 && self.rng.gen_ratio(1, 8) {
+            reqs.push(Req {
+                kind: Kind::Check,
+                off: 0,
+                len: 0,
+                data: Vec::new(),
+                result: None,
+                found: 0,
             });
         }
         if self.cfg.stripe_cache && self.rng.gen_ratio(1, 3) {
@@ -175,6 +196,7 @@ impl Rig {
                 len: 0,
                 data: Vec::new(),
                 result: None,
+                found: 0,
             });
         }
         reqs
@@ -185,7 +207,7 @@ impl Rig {
         let mut reqs = self.draw_requests(depth);
         // A member fault after this many resumes, if any.
         let fault = self.rng.gen_ratio(1, 3).then(|| {
-            let at = self.rng.gen_range(0..4 * reqs.len());
+            let at = self.rng.gen_range(0..8 * reqs.len());
             let f = match self.rng.gen_range(0..3u32) {
                 0 => Fault::Fail,
                 1 => Fault::Latent,
@@ -197,6 +219,10 @@ impl Rig {
         let cut_at = (strict && self.rng.gen_ratio(1, 6)).then(|| self.rng.gen_range(1..=24u64));
         let wire = cut_at.map(Tripwire::new);
         let zeroes = self.array().discard_zeroes();
+        // A check beside the requests must find nothing on an array with
+        // every role in service, nothing struck and the power on.
+        let complete = self.troubled_roles().is_empty();
+        let faults_before = self.counts.faults;
         self.counts.batches += 1;
         self.counts.batch_requests += reqs.len() as u64;
         self.note(format!(
@@ -204,7 +230,7 @@ impl Rig {
             reqs.len(),
             reqs.iter()
                 .map(|r| match r.kind {
-                    Kind::Flush | Kind::WriteOut => r.kind.name().to_string(),
+                    Kind::Flush | Kind::WriteOut | Kind::Check => r.kind.name().to_string(),
                     k => format!("{} {}+{}", k.name(), r.off, r.len),
                 })
                 .collect::<Vec<_>>()
@@ -227,17 +253,23 @@ impl Rig {
         // `--skip-known-gaps`.
         let gaps = self.known_gaps;
         self.known_gaps |= wire.is_some();
-        let ran = self.run_tasks(&mut reqs, fault);
+        let opts = self.run_options();
+        let ran = self.run_tasks(&mut reqs, fault, &opts);
         self.known_gaps = gaps;
+        // Every answer is held until the members the array took out are
+        // recorded faulty, as a served array holds it. With the power gone,
+        // those superblock writes are lost like every other: the tripwire
+        // stays until they are done.
+        let recorded = match ran {
+            Ok(()) => self.started_mut().record_failures().map(|_| ()),
+            Err(_) => Ok(()),
+        };
         if wire.is_some() {
             for v in &self.vols {
                 v.set_tripwire(None);
             }
         }
         ran?;
-        // Every answer is held until the members the array took out are
-        // recorded faulty, as a served array holds it.
-        let recorded = self.started_mut().record_failures().map(|_| ());
         if wire.is_some_and(|w| w.tripped()) {
             self.counts.batch_cuts += 1;
             self.note("the power went during the batch; its answers are never seen".into());
@@ -279,6 +311,31 @@ impl Rig {
             match r.kind {
                 Kind::Flush => {}
                 Kind::Read => self.judge_read(strict, r.off, &r.data, res)?,
+                Kind::Check => {
+                    self.counts.checks += 1;
+                    self.note(format!(
+                        "check beside the batch: {}",
+                        res.as_ref().map_or_else(
+                            |e| e.to_string(),
+                            |_| format!("{} mismatched sectors", r.found)
+                        )
+                    ));
+                    let sure = complete && self.counts.faults == faults_before;
+                    match res {
+                        Ok(()) if sure && r.found > 0 => {
+                            return Err(format!(
+                                "a check beside requests in flight found {} mismatched sectors on a complete array",
+                                r.found
+                            ))
+                        }
+                        Err(e) if sure && e.kind != ErrorKind::Refused => {
+                            return Err(format!(
+                                "a check beside requests in flight failed on a complete array: {e}"
+                            ))
+                        }
+                        _ => {}
+                    }
+                }
                 Kind::WriteOut => {
                     self.note(format!("stripe write-out: {}", said(&res)));
                     if let Err(e) = res {
@@ -316,18 +373,32 @@ impl Rig {
                 }
             }
         }
+        // What the batch wrote reads back once it is answered: a request
+        // that raced another into a wrong parity shows at once, not only
+        // when a later read or a cut happens to reconstruct from it.
+        for r in &reqs {
+            if matches!(r.kind, Kind::Write | Kind::Fua | Kind::Zeroes) {
+                self.read_range(strict, r.off, r.len)?;
+            }
+        }
         Ok(())
     }
 
     /// Run the batch's requests as tasks to their ends, resuming a ready one
     /// drawn at random each time; strike `fault` after that many resumes.
-    fn run_tasks(&mut self, reqs: &mut [Req], mut fault: Option<(usize, Fault)>) -> Outcome {
+    fn run_tasks(
+        &mut self,
+        reqs: &mut [Req],
+        mut fault: Option<(usize, Fault)>,
+        opts: &RunOptions,
+    ) -> Outcome {
         let array = self.array();
         let mut stacks = std::mem::take(&mut self.stacks);
         let runner = Runner::enter();
         let mut tasks: Vec<Option<Task<Ended>>> = Vec::with_capacity(reqs.len());
         for r in reqs.iter_mut() {
-            let t = spawn(&mut stacks, &array, r).map_err(|e| format!("internal: a task: {e}"));
+            let t =
+                spawn(&mut stacks, &array, r, opts).map_err(|e| format!("internal: a task: {e}"));
             match t {
                 Ok(t) => tasks.push(Some(t)),
                 Err(e) => {
@@ -336,6 +407,12 @@ impl Rig {
                 }
             }
         }
+        // Where the batch writes: a write error strikes there.
+        let writes: Vec<(usize, usize)> = reqs
+            .iter()
+            .filter(|r| matches!(r.kind, Kind::Write | Kind::Fua | Kind::Zeroes))
+            .map(|r| (r.off, r.len))
+            .collect();
         let mut state = vec![State::Ready; tasks.len()];
         let mut ready = Vec::with_capacity(tasks.len());
         let mut woken = Vec::new();
@@ -380,7 +457,7 @@ impl Rig {
             if let Some((at, f)) = fault {
                 if resumes >= at {
                     fault = None;
-                    self.strike_mid_batch(f)?;
+                    self.strike_mid_batch(f, &writes)?;
                 }
             }
             resumes += 1;
@@ -389,9 +466,10 @@ impl Rig {
             };
             match task.resume() {
                 Step::Waits(w) => state[i] = State::Waits(w),
-                Step::Done((res, buf)) => {
+                Step::Done((res, buf, found)) => {
                     state[i] = State::Done;
                     reqs[i].result = Some(res);
+                    reqs[i].found = found;
                     if reqs[i].kind == Kind::Read {
                         reqs[i].data = buf;
                     }
@@ -417,54 +495,118 @@ impl Rig {
         out
     }
 
-    fn strike_mid_batch(&mut self, f: Fault) -> Outcome {
+    fn strike_mid_batch(&mut self, f: Fault, writes: &[(usize, usize)]) -> Outcome {
         let before = self.counts.faults;
         match f {
             Fault::Fail => self.fail_member()?,
             Fault::Latent => self.latent_errors()?,
-            Fault::WriteErrors => self.write_errors()?,
+            Fault::WriteErrors => {
+                if !self.write_errors_under(writes) {
+                    self.write_errors()?
+                }
+            }
         }
         self.counts.batch_faults += self.counts.faults - before;
         Ok(())
     }
 }
 
+impl Rig {
+    /// On a parity level, write errors where one of the batch's writes is
+    /// about to land: the data member of a byte it writes, a few sectors
+    /// from there (a random range elsewhere would rarely meet a request in
+    /// flight). Whether it struck; within the tolerance as any fault
+    /// (`pick_victim`'s rule).
+    fn write_errors_under(&mut self, writes: &[(usize, usize)]) -> bool {
+        if writes.is_empty() || !self.cfg.has_parity() || self.file_origin() {
+            return false;
+        }
+        let (off, len) = writes[self.rng.gen_range(0..writes.len())];
+        let at = off + self.rng.gen_range(0..len);
+        let Some(s) = self.started.as_ref() else {
+            return false;
+        };
+        let g = s.asm.geometry;
+        let (role, _, member_at) = g.parity_location(at as u64);
+        let Some(member) = s.asm.slots.get(role).copied().flatten() else {
+            return false;
+        };
+        let Some((dev, ok)) = self.victim_at(role, member) else {
+            return false;
+        };
+        if self.dead[dev] || (!ok && self.gap_holds_beyond()) {
+            return false;
+        }
+        let Some((start, bytes)) = self.data_area(dev) else {
+            return false;
+        };
+        let first = start + member_at / 512 * 512;
+        let n = self.rng.gen_range(1..=8u64) * 512;
+        let r = first..(first + n).min(start + bytes);
+        self.vols[dev].fail_writes(r.clone());
+        self.faulty[dev] = true;
+        self.counts.faults += 1;
+        self.note(format!(
+            "fault: {} writes fail at {r:?} (under the batch's write at array byte {at})",
+            self.paths[dev]
+        ));
+        true
+    }
+}
+
 /// A task running `r` on `array`.
-fn spawn(stacks: &mut Stacks, array: &Arc<Array>, r: &mut Req) -> std::io::Result<Task<Ended>> {
+fn spawn(
+    stacks: &mut Stacks,
+    array: &Arc<Array>,
+    r: &mut Req,
+    opts: &RunOptions,
+) -> std::io::Result<Task<Ended>> {
     let a = array.clone();
     let (off, len) = (r.off as u64, r.len);
+    let plain = |res| (res, Vec::new(), 0);
     match r.kind {
         Kind::Read => Task::new(stacks, move || {
             let mut buf = vec![0u8; len];
             let res = a.read_at(&mut buf, off);
-            (res, buf)
+            (res, buf, 0)
         }),
         Kind::Write => {
             let data = r.data.clone();
-            Task::new(stacks, move || (a.write_at(&data, off), Vec::new()))
+            Task::new(stacks, move || plain(a.write_at(&data, off)))
         }
         Kind::Fua => {
             let data = r.data.clone();
-            Task::new(stacks, move || (a.write_at_fua(&data, off), Vec::new()))
+            Task::new(stacks, move || plain(a.write_at_fua(&data, off)))
         }
-        Kind::Zeroes => Task::new(stacks, move || {
-            (a.write_zeroes(off, len as u64), Vec::new())
-        }),
-        Kind::Trim => Task::new(stacks, move || (a.discard(off, len as u64), Vec::new())),
-        Kind::Flush => Task::new(stacks, move || (a.flush(), Vec::new())),
+        Kind::Zeroes => Task::new(stacks, move || plain(a.write_zeroes(off, len as u64))),
+        Kind::Trim => Task::new(stacks, move || plain(a.discard(off, len as u64))),
+        Kind::Flush => Task::new(stacks, move || plain(a.flush())),
         Kind::WriteOut => Task::new(stacks, move || loop {
             match a.write_out_one_expired() {
                 Ok(true) => {}
-                Ok(false) => break (Ok(()), Vec::new()),
-                Err(e) => break (Err(e), Vec::new()),
+                Ok(false) => break plain(Ok(())),
+                Err(e) => break plain(Err(e)),
             }
         }),
+        Kind::Check => {
+            let opts = opts.clone();
+            Task::new(stacks, move || {
+                match raidlab_raid::recovery::scrub_array(&a, false, 0, opts, &mut |_| {}) {
+                    Ok(r) => (Ok(()), Vec::new(), r.mismatch_sectors),
+                    Err(e) => plain(Err(e)),
+                }
+            })
+        }
     }
 }
 
 /// A request's answer, held until the failures it caused were recorded.
 fn answer(r: &Req, recorded: &raidlab_core::Result<()>) -> raidlab_core::Result<()> {
-    let again = |e: &Error| Error::new(e.kind, e.op, e.to_string());
+    let again = |e: &Error| Error {
+        device: e.device.clone(),
+        range: e.range,
+        ..Error::new(e.kind, e.op, e.message.clone())
+    };
     match (&r.result, recorded) {
         (Some(Ok(())), Ok(())) => Ok(()),
         (Some(Err(e)), _) | (Some(Ok(())), Err(e)) => Err(again(e)),
