@@ -62,7 +62,12 @@
 #       is the reduced size.  `shrinkroom`: the same shrink of members
 #       grown down to `--size` 6 MiB first (room after the data), without a backup
 #       file: mdadm moves the data offset up (new_offset) and the kernel
-#       reshapes alone.
+#       reshapes alone.  `r10shrink`: a RAID 10 near=2 of NDEV members
+#       (all of each used, as mdadm makes it) shrunk to NDEV-1: the array
+#       size first to what NDEV-1 members hold once mdadm's move of the data
+#       offset up (one 64K chunk) comes out of the component size, then
+#       `--grow --raid-devices=NDEV-1` (mdadm's RAID 10 shrink: no backup
+#       file, reshape_direction backwards); array_bytes is the reduced size.
 #   W NAME LEVEL NDEV MEMBER_BYTES OFFS SHIFT REGIONS
 #       a member leaves and md writes around it (re-add, issue 36): md
 #       creates a RAID LEVEL (1 or 5, 64K chunk) with an internal bitmap of
@@ -906,11 +911,11 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     first=$(echo $loops | awk '{$NF=""; print}')
     last=$(echo $loops | awk '{print $NF}')
     created=$((n - 1)); members=$first
-    [ "$mode" = chunk ] || [ "$mode" = shrink ] || [ "$mode" = shrinkroom ] && { created=$n; members=$loops; }
+    [ "$mode" = chunk ] || [ "$mode" = shrink ] || [ "$mode" = shrinkroom ] || [ "$mode" = r10shrink ] && { created=$n; members=$loops; }
     backup=""; [ "$mode" = shrink ] && backup="--backup-file=$dir/backup" 
     # r10grow: a RAID 10 near=2 grown onto the last member (md's RAID 10
     # reshape), the rest RAID 5.
-    level="--level=5"; [ "$mode" = r10grow ] && level="--level=10 --layout=n2"
+    level="--level=5"; [ "$mode" = r10grow ] || [ "$mode" = r10shrink ] && level="--level=10 --layout=n2"
     [ "$mode" = r0grow ] && level="--level=0"
     # shellcheck disable=SC2086
     if ! mdadm --create "$MD" --metadata=1.2 $level --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
@@ -941,8 +946,18 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         fi
         size=$(blockdev --getsize64 "$MD")
     fi
+    if [ "$mode" = r10shrink ]; then
+        # near=2 over NDEV-1 members, each holding one 64K chunk less
+        # (mdadm's raid10_reshape takes the move up out of the component
+        # size when there is no room after the data).
+        comp=$(cat "$SYS/component_size")
+        if ! mdadm --grow "$MD" --array-size=$(((comp - 64) * (n - 1) / 2)) >"$dir/size.log" 2>&1 </dev/null; then
+            result "$name" G FAIL "mdadm --grow --array-size: $(tr '\n' ' ' <"$dir/size.log")"; stop_md; detach; return
+        fi
+        size=$(blockdev --getsize64 "$MD")
+    fi
     # A RAID 0 takes no spare: its new member comes with the grow.
-    if [ "$mode" != chunk ] && [ "$mode" != shrink ] && [ "$mode" != shrinkroom ] && [ "$mode" != r0grow ]; then
+    if [ "$mode" != chunk ] && [ "$mode" != shrink ] && [ "$mode" != shrinkroom ] && [ "$mode" != r10shrink ] && [ "$mode" != r0grow ]; then
         mdadm "$MD" --add "$last" >"$dir/add.log" 2>&1 || {
             result "$name" G FAIL "mdadm --add: $(tr '\n' ' ' <"$dir/add.log")"; stop_md; detach; return; }
     fi
@@ -952,7 +967,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         chunk) set -- --chunk=128 ;;
         r6|r6p) set -- --level=6 --raid-devices="$n" --layout=preserve ;;
         shrink) set -- --raid-devices=$((n - 1)) "$backup" ;;
-        shrinkroom) set -- --raid-devices=$((n - 1)) ;;
+        shrinkroom|r10shrink) set -- --raid-devices=$((n - 1)) ;;
     esac
     # mdadm 4.2 raises the members' data offset for a shrink without saying
     # the direction first, which the kernel refuses for a forwards one
@@ -1015,7 +1030,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         rpos=$(sed -n "s/.*Reshape pos'n : \([0-9]*\).*/\1/p" "$dir/examine.0" | head -n 1)
         [ -n "$rpos" ] && [ $((rpos * 1024)) -ge "$size" ] && finished=1
     fi
-    if { [ "$mode" = shrink ] || [ "$mode" = shrinkroom ] || [ "$mode" = r0grow ]; } && [ "$finished" = 1 ] && [ "${G_TRY:-1}" -lt 3 ]; then
+    if { [ "$mode" = shrink ] || [ "$mode" = shrinkroom ] || [ "$mode" = r10shrink ] || [ "$mode" = r0grow ]; } && [ "$finished" = 1 ] && [ "${G_TRY:-1}" -lt 3 ]; then
         note "$name: md finished the reshape before it was stopped (try ${G_TRY:-1}); again"
         detach
         rm -f "$dir/backup"     # mdadm makes its backup file afresh (O_EXCL)

@@ -18,8 +18,9 @@
 //! RAID 10 in the near or offset layout: md never reshapes the far one), how
 //! far the new geometry may be written before the position must be
 //! checkpointed, and the least move of the data offset that keeps such a
-//! walk going; and the same two for a backward reshape to fewer members of a
-//! parity level, whose data offset moves up by mdadm's least move. It
+//! walk going; and the same two for a backward reshape to fewer members (a
+//! parity level, or a RAID 10 in the near or offset layout), whose data
+//! offset moves up by mdadm's least move (a RAID 10's: one row). It
 //! must never do I/O, and never accept fields that make either geometry one
 //! md would not run.
 
@@ -182,22 +183,28 @@ impl Reshape {
         }
     }
 
-    /// A backward reshape (fewer members of a parity level, md's
-    /// RESHAPE_BACKWARDS) whose new geometry starts `gap` bytes above the
-    /// old one on every member: the lowest array byte (on a
-    /// [`Reshape::forward_unit`] boundary) down to which the new geometry
-    /// may be written while a resume from `checkpoint` would still read the
-    /// old geometry below it. The walk goes from the end of the array
-    /// towards its start, so the old rows still to be read are the low
-    /// ones, up to the row holding the byte just below `checkpoint`; a new
-    /// stripe may be written only where it lands at or above their top.
+    /// A backward reshape (fewer members of a parity level or of a RAID 10
+    /// in the near or offset layout, md's backward direction) whose new
+    /// geometry starts `gap` bytes above the old one on every member: the
+    /// lowest array byte (on a [`Reshape::forward_unit`] boundary) down to
+    /// which the new geometry may be written while a resume from
+    /// `checkpoint` would still read the old geometry below it. The walk
+    /// goes from the end of the array towards its start, so the old rows
+    /// still to be read are the low ones, up to the row holding the last
+    /// copy of the byte just below `checkpoint` (a RAID 10's near copies
+    /// may wrap into the next row: md's `last_dev_address`); a new chunk
+    /// may be written only where the row of its first copy (md's
+    /// `first_dev_address`) lands at or above their top.
     pub fn backward_write_limit(&self, gap: u64, checkpoint: u64) -> u64 {
         let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
         // Member bytes (from the old data offset) a resume still reads.
-        let keep = checkpoint.div_ceil(old.chunk * old.slots) * old.height;
+        let keep = match checkpoint {
+            0 => 0,
+            c => (old.last_row(c - 1) + 1) * old.height,
+        };
         let first_row = keep.saturating_sub(gap).div_ceil(new.height);
         let unit = self.forward_unit();
-        (new.chunks_in_rows(first_row) * new.chunk).div_ceil(unit) * unit
+        (new.first_chunk_in_row(first_row) * new.chunk).div_ceil(unit) * unit
     }
 
     /// How far mdadm moves the data offset up for a backward reshape of a
@@ -213,6 +220,35 @@ impl Reshape {
             (x, y) = (y, x % y);
         }
         a / x.max(1) * b / self.old.data_disks() as u64 * SECTOR
+    }
+
+    /// The least a backward reshape must move the data offset up so that
+    /// [`Reshape::backward_write_limit`] always lets the next unit down be
+    /// written once the position is checkpointed at its end. Parity
+    /// levels: mdadm's move ([`Reshape::backward_gap`]). RAID 10: md's
+    /// least move is the taller row of the two geometries (mdadm's
+    /// `min_offset_change`, the chunk times the far copies, which
+    /// `raid10_start_reshape` demands); with the row-granular rule one row
+    /// is enough while no chunk's last old copy sits in a row above the
+    /// new row of its first copy (always so without near copies), else
+    /// two rows are needed (a near=3 array losing one member of five).
+    pub fn backward_min_gap(&self) -> u64 {
+        if self.new.level != Level::Raid10 {
+            return self.backward_gap();
+        }
+        let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
+        let row = old.height.max(new.height);
+        // Fewer slots per row in the new geometry: a chunk's new row climbs
+        // faster than its old one, so only the first chunks can fail.
+        let chunks = (new.slots * (old.per_chunk + old.slots)).div_ceil(old.per_chunk.max(1));
+        let one_row = old.chunk == new.chunk
+            && old.height == new.height
+            && (0..=chunks).all(|k| old.last_row(k * old.chunk) <= new.first_row(k * new.chunk));
+        if one_row {
+            row
+        } else {
+            2 * row
+        }
     }
 
     /// `len` bytes from `at` cut where the geometries meet: `(new, at, len)`
@@ -277,6 +313,16 @@ impl Rows {
     /// How many whole chunks from the array's start fit in `rows` rows.
     fn chunks_in_rows(&self, rows: u64) -> u64 {
         rows * self.slots / self.per_chunk
+    }
+
+    /// The row holding the last copy of array byte `at`'s chunk.
+    fn last_row(&self, at: u64) -> u64 {
+        ((at / self.chunk + 1) * self.per_chunk - 1) / self.slots
+    }
+
+    /// The first chunk whose first copy lies in row `rows` or above.
+    fn first_chunk_in_row(&self, rows: u64) -> u64 {
+        (rows * self.slots).div_ceil(self.per_chunk)
     }
 }
 

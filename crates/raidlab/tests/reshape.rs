@@ -642,7 +642,7 @@ fn refusals_say_why_and_change_no_byte() {
         (add(&r5, "2"), "reduce the size of the array"),
         (add(&r5, "3"), "no change"),
         (add(&r0, "1"), "fewer members"),
-        (add(&r10, "3"), "fewer members"),
+        (add(&r10, "3"), "reduce the size of the array"),
         (add(&old, "4"), "backup file"),
         (add(&end, "4"), "backup file"),
         (add(&bm, "4"), "--bitmap none"),

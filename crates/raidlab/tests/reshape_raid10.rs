@@ -6,9 +6,13 @@
 //! superblocks record md's reshape fields while it runs and md's end state
 //! after; a grow killed (SIGKILL) at random points reads back exactly while
 //! stopped and after `--continue`, also from a position inside a chunk as
-//! md records them; every refusal (far layout, fewer members,
-//! a new chunk or layout, no room below the data, ...) says why and leaves
-//! every member file as it was.
+//! md records them; fewer members with `--array-size` (md's backward
+//! reshape: the data offset moves up, out of the component size when there
+//! is no room after the data, the walk goes from the end; the members that
+//! leave are spares), run to the end and killed at random points then
+//! `--continue`d; every refusal (far layout, fewer members without a size
+//! that fits, a new chunk or layout, no room below the data, ...) says why
+//! and leaves every member file as it was.
 
 mod common;
 
@@ -278,8 +282,38 @@ fn refusals_say_why_and_change_no_byte() {
             grow_args(&far, "3", &["new"], &[]),
             "Cannot reshape RAID10 in far-mode",
         ),
-        (grow_args(&r10, "3", &[], &[]), "fewer members"),
-        (grow_args(&r10, "3", &[], &[]), "does not do yet"),
+        (
+            grow_args(&r10, "3", &[], &[]),
+            "this change will reduce the size of the array",
+        ),
+        (
+            grow_args(&r10, "3", &[], &[]),
+            "K` with --raid-devices 3; nothing was changed",
+        ),
+        (
+            grow_args(&r10, "3", &[], &["--array-size", "100M"]),
+            "does not fit in 3 members",
+        ),
+        (
+            grow_args(&r10, "3", &[], &["--array-size", "1000K"]),
+            "not a whole number of 64 KiB chunks",
+        ),
+        (
+            grow_args(&r10, "1", &[], &["--array-size", "1M"]),
+            "needs at least 2 members",
+        ),
+        (
+            grow_args(&far, "3", &[], &["--array-size", "1M"]),
+            "Cannot reshape RAID10 in far-mode",
+        ),
+        (
+            grow_args(&bm, "3", &[], &["--array-size", "1M"]),
+            "--bitmap none",
+        ),
+        (
+            grow_args(&deg, "3", &[], &["--array-size", "1M"]),
+            "degraded",
+        ),
         (grow_args(&r10, "4", &["new"], &[]), "no change"),
         (grow_args(&r10, "6", &["new"], &[]), "need 2 spare"),
         (
@@ -378,4 +412,198 @@ fn continue_takes_an_md_position_inside_a_chunk() {
         "{out}"
     );
     assert_grown(d, &new, 4, &a, off);
+}
+
+/// The `--array-size` mdadm's refusal of a shrink to `n` members names
+/// (what they hold), as raidlab repeats it.
+fn shrink_size(d: &Path, members: &[&str], n: usize) -> String {
+    let n = n.to_string();
+    let o = run(d, &with("grow", members, &["--raid-devices", &n]));
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        !o.status.success() && err.contains("use --grow --array-size first"),
+        "{err}"
+    );
+    let k = err.rsplit("`--array-size ").next().unwrap();
+    k[..k.find('`').unwrap()].to_string()
+}
+
+/// After a shrink to `kept` (the members that left: `left`): the array is
+/// `size` (what the fewer members hold), its bytes the old array's first
+/// ones, the copies equal, md's end of a reshape in the superblocks (the
+/// data offset moved up, the data size down by as much), and the members
+/// that left are spares.
+fn assert_shrunk(
+    d: &Path,
+    kept: &[&str],
+    left: &[&str],
+    size: &str,
+    a: &[u8],
+    before: &raidlab_md::Superblock,
+) {
+    let mut all = kept.to_vec();
+    all.extend_from_slice(left);
+    let v = detail(d, &all);
+    let bytes = v["array_size_bytes"].as_u64().unwrap();
+    assert_eq!(format!("{}K", bytes / 1024), size, "{v}");
+    assert_eq!(v["level"].as_str(), Some("raid10"), "{v}");
+    let got = export(d, &all);
+    assert_eq!(got.len() as u64, bytes);
+    assert!(
+        got == a[..bytes as usize],
+        "the data the fewer members hold changed"
+    );
+    check_clean(d, &all);
+    for m in kept {
+        let sb = superblock(d, m);
+        assert_eq!(sb.raid_disks, kept.len() as u32, "{m}");
+        assert_eq!(
+            (sb.delta_disks, sb.new_offset, sb.reshape_position),
+            (0, 0, 0),
+            "{m}"
+        );
+        assert_eq!(
+            sb.feature_map & (4 | 64 | 128),
+            0,
+            "{m}: reshape flags left set"
+        );
+        assert!(
+            sb.data_offset > before.data_offset,
+            "{m}: data offset did not move up"
+        );
+        assert_eq!(
+            sb.data_offset + sb.data_size,
+            before.data_offset + before.data_size,
+            "{m}: md's end of a reshape: the data size shrinks by the move"
+        );
+        assert_eq!(
+            (sb.layout, sb.chunksize),
+            (before.layout, before.chunksize),
+            "{m}"
+        );
+    }
+    for m in left {
+        let e = examine(d, m);
+        assert_eq!(e["role"].as_str(), Some("Spare"), "{m}: {e}");
+    }
+}
+
+#[test]
+fn near_and_offset_raid10_shrink_onto_fewer_members() {
+    // (layout, members before, after)
+    let cases = [("n2", 5, 4), ("o2", 4, 3), ("n2", 4, 2)];
+    let names = ["m0", "m1", "m2", "m3", "m4"];
+    for (layout, old, new) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let members = &names[..old];
+        let a = create_imported(
+            d,
+            members,
+            "16M",
+            &["--level", "10", "--layout", layout, "--chunk", "64K"],
+        );
+        let before = superblock(d, "m0");
+        let size = shrink_size(d, members, new);
+        let n = new.to_string();
+        let out = ok(
+            d,
+            &with(
+                "grow",
+                members,
+                &["--raid-devices", &n, "--array-size", &size],
+            ),
+        );
+        let what = format!("{layout} {old}->{new}");
+        assert!(out.contains("reshape done"), "{what}: {out}");
+        assert!(out.contains("moved up"), "{what}: {out}");
+        assert!(out.contains("spare(s) now"), "{what}: {out}");
+        assert_shrunk(d, &names[..new], &names[new..old], &size, &a, &before);
+        // md's least move up, one row (a chunk; two for offset=2), taken
+        // out of the component size: mdadm made these members full.
+        let after = superblock(d, "m0");
+        let row = if layout == "o2" { 256 } else { 128 };
+        assert_eq!(after.data_offset - before.data_offset, row, "{what}");
+        assert_eq!(after.size, before.size - row, "{what}");
+    }
+}
+
+#[test]
+fn a_shrink_killed_at_random_points_reads_back_exactly_and_continue_finishes_it() {
+    // As the grow's: a rate limit spreads the run over seconds, the kills
+    // land anywhere in it (delays from a fixed seed, printed on failure).
+    let mut x: u32 = 0x1b87_3593;
+    let names = ["m0", "m1", "m2", "m3", "m4"];
+    let mut mid = 0;
+    for k in 0..4 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let delay = Duration::from_millis(150 + u64::from(x % 2200));
+        let (layout, old, new) = if k % 2 == 0 {
+            ("n2", 5, 4)
+        } else {
+            ("o2", 4, 3)
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let members = &names[..old];
+        let a = create_imported(
+            d,
+            members,
+            "16M",
+            &["--level", "10", "--layout", layout, "--chunk", "64K"],
+        );
+        let before = superblock(d, "m0");
+        let size = shrink_size(d, members, new);
+        let n = new.to_string();
+        let shrink = with(
+            "grow",
+            members,
+            &[
+                "--raid-devices",
+                &n,
+                "--array-size",
+                &size,
+                "--max-rate",
+                "6M",
+            ],
+        );
+        killed_after(d, &shrink, delay);
+        let what = format!("{layout} {old}->{new}, killed after {delay:?}");
+        let s = state(d);
+        eprintln!("{what}: (reshape active, raid devices) = {s:?}");
+        let bytes = |size: &str| size.trim_end_matches('K').parse::<usize>().unwrap() * 1024;
+        match s {
+            (true, n) if n == new as u64 => {
+                mid += 1;
+                // md's fields while it runs: fewer members, delta_disks
+                // negative and no backwards flag (md infers the direction),
+                // the data offset to move up, a position in the walk.
+                let sb = superblock(d, "m0");
+                assert_eq!(sb.delta_disks, new as i32 - old as i32, "{what}");
+                assert_eq!(sb.feature_map & (4 | 64 | 128), 4 | 64, "{what}");
+                assert!(sb.new_offset > 0, "{what}");
+                assert!(sb.reshape_position * 512 <= bytes(&size) as u64, "{what}");
+                let got = export(d, members);
+                assert!(
+                    got == a[..bytes(&size)],
+                    "{what}: the stopped array reads other bytes"
+                );
+                let out = ok(d, &with("grow", members, &["--continue"]));
+                assert!(out.contains("reshape done"), "{what}: {out}");
+            }
+            (false, n) if n == old as u64 => {
+                assert!(
+                    export(d, members) == a,
+                    "{what}: changed before its reshape"
+                );
+                ok(d, &shrink);
+            }
+            (false, n) if n == new as u64 => {}
+            s => panic!("{what}: unexpected state {s:?}"),
+        }
+        assert_shrunk(d, &names[..new], &names[new..old], &size, &a, &before);
+    }
+    assert!(mid >= 2, "only {mid} kills landed mid-reshape");
 }

@@ -349,8 +349,12 @@ fn refusals_say_why_and_change_no_byte() {
             "fewer members",
         ),
         (
-            with("grow", &r10, &["--raid-devices", "3", "--array-size", "1M"]),
-            "fewer members",
+            with(
+                "grow",
+                &r10,
+                &["--raid-devices", "3", "--array-size", "1000K"],
+            ),
+            "not a whole number of 64 KiB chunks",
         ),
     ];
     for (args, why) in cases {

@@ -167,6 +167,7 @@ impl Assembly {
             new_chunk_sectors: new_chunk,
             then_level: None,
             backwards: false,
+            component_sectors: None,
         })
     }
 

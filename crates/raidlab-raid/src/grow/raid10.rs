@@ -7,15 +7,23 @@
 //! refusing with md's reason (mdadm's `analyse_change`, the kernel's
 //! `raid10_check_reshape`: never the far layout, never to it, never another
 //! number of copies; the data offset must move by at least the taller row
-//! of the two geometries, `raid10_start_reshape`) or with raidlab's (fewer
-//! members, a new chunk or layout: not built), and nothing written; and
-//! what md records while it runs (the same level, layout and chunk,
-//! `delta_disks` the members added). How far the data offset moves is
-//! [`Assembly::reshape_gap`]'s rule, never below the layout crate's
-//! `Reshape::forward_min_gap` for this reshape.
+//! of the two geometries, `raid10_start_reshape`) or with raidlab's (a new
+//! chunk or layout: not built), and nothing written; and what md records
+//! while it runs (the same level, layout and chunk, `delta_disks` the
+//! members added or taken away). Onto more members, how far the data offset
+//! moves down is [`Assembly::reshape_gap`]'s rule, never below the layout
+//! crate's `Reshape::forward_min_gap` for this reshape. Onto fewer, as md
+//! shrinks a RAID 10 (Linux 3.5 and later, mdadm's `raid10_reshape`): the
+//! array must already be truncated to what the fewer members hold (the
+//! size the user accepts, `--array-size`, in whole chunks); the data offset
+//! moves up by md's least move, one row (`Reshape::backward_min_gap`, two
+//! rows where raidlab's walk needs them), taken out of the component size
+//! when a member has less room than that after its data, as mdadm does;
+//! and the walk goes backwards from the end, with `super::shrink`'s start
+//! and end (the members past the new count left as spares).
 //!
 //! The walk (and which RAID 10 reshapes it carries on), its checkpoints and
-//! its last commit are `super::reshape`'s: a running array of the new
+//! its last commit are `super::walk`'s: a running array of the new
 //! geometry writes every copy of what it reads from the old one. Nothing
 //! here reads or writes data.
 
@@ -30,12 +38,14 @@ use raidlab_md::superblock::MetadataVersion;
 impl Assembly {
     /// Check `--raid-devices N` (and any `--layout`/`--chunk`) of a RAID 10
     /// against md's rules, with `coming` devices about to be added as
-    /// spares; nothing is written.
+    /// spares and, for fewer members, `array_bytes` the size the user
+    /// accepts (`--array-size`); nothing is written.
     pub(crate) fn raid10_reshape_check(
         &self,
         req: &ReshapeRequest,
         coming: usize,
         what: &str,
+        array_bytes: Option<u64>,
     ) -> Result<ReshapePlan> {
         let g = self.geometry;
         let old = g.raid_disks;
@@ -87,11 +97,6 @@ impl Assembly {
                 "{what}: the array already is that: no change requested"
             )));
         }
-        if n < old {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (fewer members: md moves a RAID 10's data offset up and reshapes it backwards, shrinking the array first)"
-            )));
-        }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
             return Err(Error::invalid(format!(
                 "--raid-devices {n} is more than md allows"
@@ -105,6 +110,9 @@ impl Assembly {
             )));
         }
         self.restripe_allowed(what)?;
+        if n < old {
+            return self.raid10_shrink_check(what, n, array_bytes);
+        }
         let spares = self.spare_count();
         let need = n - old;
         if spares + coming < need {
@@ -157,6 +165,95 @@ impl Assembly {
             new_chunk_sectors: chunk,
             then_level: None,
             backwards: false,
+            component_sectors: None,
         })
+    }
+
+    /// Fewer members of this RAID 10 (near or offset, checked above), as
+    /// md shrinks one: the data offset moves up by md's least move (one
+    /// row: the chunk times the far copies; two where raidlab's walk needs
+    /// them), taken out of the component size when a member has less room
+    /// than that after its data (mdadm's `raid10_reshape`), and the array
+    /// must already be truncated to what `n` members then hold
+    /// (`array_bytes`, whole chunks: `raid10_check_reshape`,
+    /// `raid10_start_reshape`). Nothing is written.
+    fn raid10_shrink_check(
+        &self,
+        what: &str,
+        n: usize,
+        array_bytes: Option<u64>,
+    ) -> Result<ReshapePlan> {
+        let g = self.geometry;
+        let template = self.grow_template()?;
+        let chunk = template.chunksize;
+        let layout = Raid10Layout::from_md(template.layout)?;
+        let mut plan = ReshapePlan {
+            old_raid_devices: g.raid_disks,
+            new_raid_devices: n,
+            gap_sectors: 0,
+            level: 10,
+            layout: template.layout,
+            new_layout: template.layout,
+            chunk_sectors: chunk,
+            new_chunk_sectors: chunk,
+            then_level: None,
+            backwards: true,
+            component_sectors: None,
+        };
+        let gap = self.shrink_geometry(&plan)?.backward_min_gap() / SECTOR;
+        // mdadm's test is the least room after the data of any member.
+        let mut after = u64::MAX;
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let room = super::data_room_sectors(&m.sb, m.device.volume.size())?;
+            after = after.min(room.saturating_sub(m.sb.size));
+        }
+        if after < gap {
+            // md keeps a RAID 10's component size in whole rows (its
+            // `calc_sectors`): a chunk, or a chunk per far copy (offset).
+            let row = u64::from(chunk) * u64::from(if layout.offset { layout.far } else { 1 });
+            let size = template.size.saturating_sub(gap) / row * row;
+            if size == 0 {
+                return Err(refused(format!(
+                    "{what}: the members hold too little ({} KiB each) to move the data offset up by {} KiB as md does for a RAID 10 shrink; nothing was changed",
+                    template.size / 2,
+                    gap / 2
+                )));
+            }
+            plan.component_sectors = Some(size);
+        }
+        let fits = self.shrink_geometry(&plan)?.new.array_bytes();
+        let exposed = g.array_bytes();
+        let taken = match plan.component_sectors {
+            Some(s) => format!(
+                " (mdadm takes the {} KiB move of the data offset out of each member's used space, {} KiB left after the data, so each member then holds {} KiB)",
+                gap / 2,
+                after / 2,
+                s / 2
+            ),
+            None => String::new(),
+        };
+        let Some(size) = array_bytes else {
+            return Err(refused(format!(
+                "{what}: this change will reduce the size of the array from {exposed} to {fits} bytes{taken} (mdadm: \"this change will reduce the size of the array. use --grow --array-size first to truncate array\"): shrink what the array holds (the file system) to {} KiB or less, then give `--array-size {}K` with --raid-devices {n}; nothing was changed",
+                fits / 1024,
+                fits / 1024
+            )));
+        };
+        if size > fits {
+            return Err(refused(format!(
+                "{what}: --array-size {size} bytes does not fit in {n} members ({fits} bytes at most{taken}; md/raid10: \"array size must be reduce before number of disks\"); give --array-size {}K or less; nothing was changed",
+                fits / 1024
+            )));
+        }
+        let chunk_bytes = u64::from(chunk) * SECTOR;
+        if size == 0 || size % chunk_bytes != 0 {
+            return Err(refused(format!(
+                "{what}: --array-size {size} bytes is not a whole number of {} KiB chunks, and md reshapes a RAID 10 only then (the kernel's raid10_check_reshape refuses it); give --array-size {}K; nothing was changed",
+                chunk_bytes / 1024,
+                size / chunk_bytes * chunk_bytes / 1024
+            )));
+        }
+        plan.gap_sectors = gap;
+        Ok(plan)
     }
 }

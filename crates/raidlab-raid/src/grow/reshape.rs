@@ -21,7 +21,7 @@
 //!
 //! The walk that moves the data, and the superblocks written at its end,
 //! are `super::walk`'s; fewer members (a backward reshape) are checked and
-//! started by `super::shrink`.
+//! started by `super::shrink` (a RAID 10's checked by `super::raid10`).
 //!
 //! A RAID 0 is restriped as md does it, as a RAID 4 whose parity member is
 //! missing (`super::raid0` checks it and says what md records).
@@ -125,6 +125,10 @@ pub struct ReshapePlan {
     /// Fewer members: md's backward reshape, the data offset moving up by
     /// `gap_sectors` (`super::shrink`).
     pub backwards: bool,
+    /// The component size (sectors) md sets before the walk starts, when it
+    /// changes: a RAID 10 shrink with less room after the data than the
+    /// move up, which mdadm takes out of each member's used space.
+    pub component_sectors: Option<u64>,
 }
 
 impl ReshapePlan {
@@ -150,7 +154,7 @@ impl Assembly {
     }
 
     /// [`Assembly::reshape_check`] with the array size the user accepts
-    /// (`--array-size`, bytes): fewer members of a RAID 4/5/6 are checked
+    /// (`--array-size`, bytes): fewer members of a RAID 4/5/6 or 10 are checked
     /// only with one (`super::shrink`), as md reshapes only an array
     /// already truncated to what the new members hold.
     pub fn reshape_check_sized(
@@ -177,7 +181,7 @@ impl Assembly {
             return self.raid0_reshape_check(req, coming, &what);
         }
         if g.level == Level::Raid10 && matches!(req.level, None | Some(Level::Raid10)) {
-            return self.raid10_reshape_check(req, coming, &what);
+            return self.raid10_reshape_check(req, coming, &what, array_bytes);
         }
         if !matches!(g.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
             return Err(super::reshape_not_built(&what));
@@ -246,6 +250,7 @@ impl Assembly {
             new_chunk_sectors: new_chunk,
             then_level,
             backwards: false,
+            component_sectors: None,
         };
         if n == old && same_shape {
             if level.md_level() != template.level || then_level.is_some() {

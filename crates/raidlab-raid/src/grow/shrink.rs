@@ -21,17 +21,20 @@
 //!   the members past the new count become spares, as md leaves them (they
 //!   are taken out with `raidlab remove --member`).
 //!
-//! The walk itself is `reshape`'s driver. It must never shrink an array
-//! whose truncation the user has not asked for, never move data when a
-//! member lacks the room, and never be used for RAID 0 or RAID 10 (their
-//! fewer members stay refused, with md's words).
+//! A RAID 10's shrink is checked by `super::raid10` (md's rules differ:
+//! one row of move, taken out of the component size when a member lacks
+//! the room after its data) and started, walked and ended with this one's
+//! machinery. The walk itself is `super::walk`'s. It must never shrink an
+//! array whose truncation the user has not asked for, never move data when
+//! a member lacks the room, and never be used for RAID 0 (its fewer members
+//! stay refused).
 
 use super::reshape::{ReshapePlan, ReshapeRequest};
 use super::{refused, SECTOR};
 use crate::assemble::{Assembly, MemberState};
 use raidlab_core::{Error, Result};
 use raidlab_layout::reshape::{MdReshape, Reshape};
-use raidlab_layout::Level;
+use raidlab_layout::{Layout, Level};
 use raidlab_md::superblock::feature;
 
 /// The least members md runs each parity level with.
@@ -115,8 +118,9 @@ impl Assembly {
         })
     }
 
-    /// Both geometries of the shrink `plan`, as md will read them.
-    fn shrink_geometry(&self, plan: &ReshapePlan) -> Result<Reshape> {
+    /// Both geometries of the shrink `plan`, as md will read them (with the
+    /// component size the plan sets, if it sets one).
+    pub(super) fn shrink_geometry(&self, plan: &ReshapePlan) -> Result<Reshape> {
         Reshape::from_md(&MdReshape {
             level: plan.level,
             layout: plan.layout,
@@ -128,13 +132,18 @@ impl Assembly {
             delta_disks: plan.new_raid_devices as i32 - plan.old_raid_devices as i32,
             position_sectors: 0,
             backwards: true,
-            member_sectors: self.grow_template()?.size,
+            member_sectors: match plan.component_sectors {
+                Some(s) => s,
+                None => self.grow_template()?.size,
+            },
         })
     }
 
     /// Record the shrink `plan` in every superblock, in one commit: the new
     /// count, `delta_disks` negative, the data offset to move up by the
-    /// plan's gap, the walk starting at the new geometry's end, backwards.
+    /// plan's gap, the walk starting at the new geometry's end, backwards;
+    /// a RAID 10's smaller component size when the plan takes the move out
+    /// of it.
     /// The members past the new count keep their roles (the old geometry
     /// still reads them) until the walk ends.
     pub(super) fn shrink_start(&mut self, plan: ReshapePlan) -> Result<()> {
@@ -150,13 +159,17 @@ impl Assembly {
             }
             let m = &self.members[i];
             let room = super::data_room_sectors(&m.sb, m.device.volume.size())?;
-            if m.sb.data_size < m.sb.size + gap {
+            let size = plan.component_sectors.unwrap_or(m.sb.size);
+            if m.sb.data_size < size + gap {
                 self.members[i].sb.data_size = room;
             }
         }
         let position = r.new.array_bytes() / SECTOR;
         let delta = plan.new_raid_devices as i32 - plan.old_raid_devices as i32;
         self.commit(|sb| {
+            if let Some(size) = plan.component_sectors {
+                sb.size = size;
+            }
             sb.raid_disks = plan.new_raid_devices as u32;
             sb.delta_disks = delta;
             sb.new_level = plan.level;
@@ -174,15 +187,22 @@ impl Assembly {
     }
 
     /// Whether raidlab walks the backward reshape `r` with the data moved
-    /// up `gap` bytes: fewer members of one parity level, the same chunk
-    /// and layout, and at least mdadm's move (so the walk never stalls).
+    /// up `gap` bytes: fewer members of one parity level or of a RAID 10
+    /// in the near or offset layout, the same chunk and layout, and at
+    /// least the move the walk never stalls with (mdadm's for parity, one
+    /// row or two for RAID 10: `Reshape::backward_min_gap`).
     pub(super) fn shrink_walk_supported(r: &Reshape, gap: u64) -> bool {
-        matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        let walks = match (r.new.level, r.new.layout) {
+            (Level::Raid4 | Level::Raid5 | Level::Raid6, _) => true,
+            (Level::Raid10, Layout::Raid10(l)) => l.far == 1 || l.offset,
+            _ => false,
+        };
+        walks
             && r.old.level == r.new.level
             && r.old.layout == r.new.layout
             && r.old.chunk_bytes == r.new.chunk_bytes
             && r.new.raid_disks < r.old.raid_disks
-            && gap >= r.backward_gap()
+            && gap >= r.backward_min_gap()
     }
 
     /// At the end of a shrink, as md leaves them: the members past the new

@@ -28,12 +28,13 @@
 //! raised). A crash therefore at worst redoes the steps after the last
 //! checkpoint, reading old-geometry data that nothing has touched.
 //!
-//! A shrink (fewer members of a RAID 4/5/6, md's backward reshape) is the
-//! same walk in mirror: from the new geometry's end towards the array's
+//! A shrink (fewer members of a RAID 4/5/6, or of a RAID 10 in the near or
+//! offset layout: md's backward reshape) is the same walk in mirror: from the new geometry's end towards the array's
 //! start, the new geometry `gap` sectors higher on each member than the old
 //! one, the long run counting the distance from the end, and the limit
 //! `Reshape::backward_write_limit`: no write below the top of the old rows
-//! a resume from the last checkpoint still reads.
+//! a resume from the last checkpoint still reads (a RAID 10's: up to the
+//! row of the last copy of the byte below it).
 //!
 //! Done, every superblock gets what md writes at the end of a reshape: the
 //! new member count and geometry, `data_offset + new_offset` as the data
@@ -44,9 +45,10 @@
 //!
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
-//! and never carry on a reshape it cannot finish exactly (a RAID 0's or 10's
-//! backward one, a level change other than 4 and 5, a move of the data
-//! offset too small for the walk): those are refused, for mdadm to finish.
+//! and never carry on a reshape it cannot finish exactly (a RAID 0's
+//! backward one, a RAID 10's new chunk or layout, a level change other than
+//! 4 and 5, a move of the data offset too small for the walk): those are
+//! refused, for mdadm to finish.
 
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
@@ -106,7 +108,7 @@ impl Assembly {
         };
         if !supported {
             return Err(refused(
-                "this reshape (a level change, more members with a new chunk or layout, a RAID 10 new chunk or layout, a RAID 0 or 10 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 new chunk or layout, a RAID 0 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self

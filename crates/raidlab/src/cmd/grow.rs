@@ -1,9 +1,9 @@
 //! `grow`: one in-place change of an array per run, offline, as mdadm
 //! --grow makes it (the rules are raidlab-raid's `grow`): --size, --bitmap,
 //! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
-//! a RAID 0 and of a RAID 10 (near or offset), and for a RAID 4/5/6 more
-//! or fewer (with --array-size) --raid-devices, --chunk, --layout, --level
-//! 4|5|6 (a reshape, run to
+//! a RAID 0, more or fewer (with --array-size) of a RAID 10 (near or
+//! offset), and for a RAID 4/5/6 more or fewer (with --array-size)
+//! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written.
@@ -22,7 +22,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let array_bytes = match a.array_size.as_deref() {
         None => None,
         Some(_) if a.raid_devices.is_none() || a.level.is_some() => bail!(
-            "--array-size goes with fewer --raid-devices of a RAID 4/5/6 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
+            "--array-size goes with fewer --raid-devices of a RAID 4/5/6 or 10 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
         ),
         Some("max") => bail!(
             "--array-size max: the array already exposes all it holds offline (md forgets a smaller --array-size when the array stops); give the size a shrink truncates it to"
@@ -343,8 +343,9 @@ fn restripe_request(a: &GrowArgs) -> Result<Option<ReshapeRequest>> {
     }))
 }
 
-/// A restripe of a RAID 0/4/5/6 or 10 (more members; for RAID 0/4/5/6 a
-/// new chunk, for 4/5/6 a new layout, RAID 4 to 5 and back): every check first (the devices to add, md's rules for
+/// A restripe of a RAID 0/4/5/6 or 10 (more members; fewer of a RAID
+/// 4/5/6 or 10; for RAID 0/4/5/6 a new chunk, for 4/5/6 a new layout,
+/// RAID 4 to 5 and back): every check first (the devices to add, md's rules for
 /// the reshape), then the devices go in as spares, the reshape is recorded
 /// in the superblocks and run to its end. A change md makes by takeover
 /// alone (RAID 4 and a RAID 5 in parity-last) only rewrites the

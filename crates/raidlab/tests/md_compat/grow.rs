@@ -42,6 +42,14 @@
 //!   3; and an offset=2 one onto a fifth member stopped part-way by SIGKILL,
 //!   which md carries on from raidlab's checkpoint (read whole and without
 //!   role 1);
+//! * `r10-5to4-shrunk`, `r10-o2-4to3-shrink-killed`: a RAID 10 near=2 of 5
+//!   `--raid-devices 4 --array-size` (md's RAID 10 shrink: the data offset
+//!   moved up one chunk, out of the component size, the walk backwards; the
+//!   fifth member a spare, not given to md), read whole and without roles 0
+//!   and 3; and an offset=2 of 4 onto 3 killed part-way (SIGKILL): md is
+//!   given all four, carries the backward reshape on from raidlab's
+//!   checkpoint and leaves the fourth a spare (read whole and without
+//!   role 1);
 //! * `r1-to-r5`, `r1-to-r5-of-3`: a RAID 1 of two `--level 5` (md's
 //!   takeover: a RAID 5 of two, left-symmetric, 64 KiB chunk, no data
 //!   moved), and the same with `--raid-devices 3 --add` (then restriped),
@@ -476,6 +484,31 @@ fn cases() -> Vec<Grown> {
             interrupt: Some("KILL"),
         },
         Grown {
+            name: "r10-5to4-shrunk",
+            level: 10,
+            devices: 5,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            // What 4 members hold once md's one-chunk move up comes out
+            // of the component size (the members are full, as mdadm
+            // makes them): 7104 KiB each, times 4, halved.
+            grow: &["--raid-devices", "4", "--array-size", "14208K"],
+            sets: vec![vec![0, 3]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r10-o2-4to3-shrink-killed",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K", "--layout", "o2"],
+            grow_files: false,
+            // offset=2 moves the data offset up by a row of two chunks:
+            // 7040 KiB each, times 3, halved, in whole chunks.
+            grow: &["--raid-devices", "3", "--array-size", "10560K"],
+            sets: vec![vec![1]],
+            interrupt: Some("KILL"),
+        },
+        Grown {
             name: "r5-ppl-again",
             level: 5,
             devices: 3,
@@ -625,7 +658,13 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         if want[..kept] != pat[..kept] || want[kept..].iter().any(|&b| b != 0) {
             return Err("raidlab's --continue of its stopped reshape reads wrong".into());
         }
-        let exact = if c.level == 10 { size } else { grown };
+        // md's RAID 10 grow leaves the new space to its resync; a shrink
+        // has none.
+        let exact = if c.level == 10 {
+            size.min(grown)
+        } else {
+            grown
+        };
         return Ok((members, grown, want, exact));
     }
     let (_, v) = detail_state(&members, &members[0]);
