@@ -158,9 +158,24 @@ fn parity(
             });
             continue;
         }
+        // The step's stripes are locked before anything is read: a member
+        // a request on them took out (it is taken out before that request
+        // lets its locks go) is then seen below and never read. A scrub
+        // that began before would otherwise compare, and repair from, the
+        // blocks a failed write left stale.
+        // PLANTED BUG (tests only, `planted.rs`): the step without its locks.
+        let _held = match running {
+            Some(_) if planted!(ScrubWithoutStripeLocks) => None,
+            r => r.map(|a| a.hold_member_range(pos, n)).transpose()?,
+        };
+        let mut step_present = present.clone();
+        for r in running.map(Array::failed_members).unwrap_or_default() {
+            if let Some(p) = step_present.get_mut(r) {
+                *p = false;
+            }
+        }
         // Ranges a member's bad-block log lists are not read: the stripe
         // is compared without that member where redundancy allows.
-        let mut step_present = present.clone();
         for (role, p) in step_present.iter_mut().enumerate() {
             if *p && bad.as_ref().is_some_and(|b| b.hit(role, pos, n).is_some()) {
                 *p = false;
@@ -172,7 +187,6 @@ fn parity(
             .collect();
         if step_present != present && !scrub_can_compare(&scope.geometry, &step_missing) {
             if repair {
-                let _held = running.map(|a| a.hold_member_range(pos, n)).transpose()?;
                 host.rewrite_listed(bad.as_ref(), areas, &step_present, pos, n)?;
             }
             report.unchecked_array_bytes += n * scope.geometry.data_disks() as u64;
@@ -184,11 +198,6 @@ fn parity(
             continue;
         }
         let present = &step_present;
-        // PLANTED BUG (tests only, `planted.rs`): the step without its locks.
-        let _held = match running {
-            Some(_) if planted!(ScrubWithoutStripeLocks) => None,
-            r => r.map(|a| a.hold_member_range(pos, n)).transpose()?,
-        };
         let len = n as usize;
         let plan = plan_scrub_parity(&scope.geometry, present, pos, n)?;
         // A missing role's part is never read; scrub_parity ignores it.
@@ -333,6 +342,15 @@ fn mirrors(
         let _held = running
             .map(|a| a.hold_array_range(pos, end - pos))
             .transpose()?;
+        // As a parity step: a member taken out since the scrub began is
+        // missing from here on (its copies may be stale), never the
+        // reference a copy is rewritten from.
+        let mut present = present.clone();
+        for r in running.map(Array::failed_members).unwrap_or_default() {
+            if let Some(p) = present.get_mut(r) {
+                *p = false;
+            }
+        }
         let skip = |loc: Location, len: u64| {
             bad.as_ref()
                 .is_some_and(|b| b.hit(loc.member, loc.offset, len).is_some())
