@@ -687,3 +687,61 @@ fn a_run_with_queue_depths_replays_exactly() {
         assert_eq!((a.hash, a.counts.member_ios), (b.hash, b.counts.member_ios));
     }
 }
+
+/// Runs of the queue-depth family that found a gap, each fixed
+/// (docs/reliability.md, "Requests in flight together"), replayed: each
+/// must pass and still reach what it found.
+#[test]
+fn queue_depth_runs_that_found_gaps_pass() {
+    let run = |opts: Options, run: u64| {
+        let r = raidlab_sim::torture::run_opts(&opts, run, None);
+        assert!(
+            r.violation.is_none(),
+            "seed {} run {run} ({}): {:?}",
+            opts.seed,
+            r.config.label(),
+            r.violation.map(|v| (v.op, v.what))
+        );
+        r
+    };
+    // A check that began before a write failed a mirror took the failed
+    // member's stale copy as the reference and rewrote an unreadable copy
+    // from it (RAID 1, faults beyond the tolerance let through).
+    let r = run(
+        Options {
+            skip_known_gaps: false,
+            ..depth_opts(9, 173, 1)
+        },
+        173,
+    );
+    assert!(
+        r.counts.batch_faults > 0 && r.counts.checks > 0,
+        "{:?}",
+        r.counts
+    );
+    // Superblocks torn by a cut inside a batch took the array beyond its
+    // tolerance: the forced start reads what it can and reports the rest.
+    for (seed, n) in [(5, 1664), (6, 194)] {
+        let r = run(depth_opts(seed, n, 1), n);
+        assert!(
+            r.counts.torn_superblocks > 0,
+            "seed {seed} run {n}: {:?}",
+            r.counts
+        );
+    }
+    // A two-member RAID 10 whose one device left with a superblock was torn
+    // by a cut inside a batch: nothing to assemble, and the run ends there.
+    let r = run(
+        Options {
+            cuts_inside: true,
+            stale_members: true,
+            ..depth_opts(2, 142, 1)
+        },
+        142,
+    );
+    assert!(
+        r.counts.torn_superblocks > 0 && r.counts.ops < 120,
+        "{:?}",
+        r.counts
+    );
+}

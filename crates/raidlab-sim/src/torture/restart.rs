@@ -607,7 +607,14 @@ impl Rig {
             v.restart();
         }
         let torn_before = self.counts.torn_superblocks;
-        let asm = self.assemble_after_cut()?;
+        let Some(asm) = self.assemble_after_cut()? else {
+            // Every device dead or torn (requests in flight can tear the
+            // superblocks of a small array all at once): nothing is served,
+            // so nothing is wrong, and the run ends there.
+            self.note("no device left with a superblock md would load: nothing to assemble".into());
+            self.lost = true;
+            return Ok(());
+        };
         // Torn superblocks count as members lost (this may go beyond the
         // level's tolerance).
         let torn = self.counts.torn_superblocks > torn_before && !self.strict();
@@ -717,6 +724,17 @@ impl Rig {
         }
         let size = self.model.size();
         let (got, r) = self.read_front(0, size);
+        if let Err(e) = &r {
+            if !self.strict() {
+                // Beyond the tolerance (superblocks torn by the cut left
+                // too few members): the array reports, which is allowed.
+                self.note(format!(
+                    "beyond the tolerance after the cut, the read reports: {e}"
+                ));
+                self.give_read(got);
+                return Ok(());
+            }
+        }
         r.map_err(|e| format!("read after the power cut and recovery: {e}"))?;
         if let Some((w, n)) = self.model.check_after_cut(&got) {
             return Err(format!(
@@ -759,13 +777,18 @@ impl Rig {
     /// then left out, as a member lost, and the rest assembled. Only a cut
     /// inside a commit can tear one (`inside.rs`): 0.90 checksums its whole
     /// 4 KiB superblock, 1.x its first sectors. What the assembly took in
-    /// must pass md's own checksum test (`md_rules.rs`).
-    fn assemble_after_cut(&mut self) -> Result<Assembly, String> {
+    /// must pass md's own checksum test (`md_rules.rs`). `None`: no device
+    /// is left to assemble (every one dead or torn), as mdadm finds none.
+    fn assemble_after_cut(&mut self) -> Result<Option<Assembly>, String> {
         loop {
-            match Assembly::assemble(self.live_devices()) {
+            let devices = self.live_devices();
+            if devices.is_empty() {
+                return Ok(None);
+            }
+            match Assembly::assemble(devices) {
                 Ok(asm) => {
                     self.superblocks_md_loads(&asm)?;
-                    return Ok(asm);
+                    return Ok(Some(asm));
                 }
                 Err(e) if e.message.contains("the superblock is corrupt") => {
                     let dev = e
