@@ -9,7 +9,7 @@
 //! (which one is on, for which thread: thread-local, because `cargo test`
 //! runs a binary's tests on many threads at once and a planted bug must not
 //! fail a neighbouring test) is `raidlab_core::planted`. The torture
-//! harness runs the engine on its calling thread (plans `exec::InOrder`, the
+//! harness runs the engine on its calling thread (plans `exec::Interleaved`, the
 //! stripe cache with no thread, offline recovery on the caller), so every
 //! plant point it can reach runs where the switch was set. A plant point on
 //! another thread (the engine's own pools) sees it off.

@@ -5,7 +5,9 @@
 //! reference model of every byte ([`model`]). A run is a pure function of
 //! (seed, run index): the configuration ([`config`]), every request, every
 //! fault and every power cut's fate are drawn from one ChaCha RNG; plans run
-//! in order on the calling thread (`exec::InOrder`); the stripe cache has no
+//! in order on the calling thread (`exec::Interleaved`, which is `InOrder`
+//! outside a task; `batch.rs` runs requests in flight together as tasks
+//! that it interleaves between their member operations); the stripe cache has no
 //! thread and its hold time passes on a `ManualClock` the harness moves. Each
 //! event is folded into a hash, so a test can assert that a seed replays
 //! exactly.
@@ -13,7 +15,7 @@
 //! It decides what to do to the array and what the array must answer; it
 //! never changes the engine's decisions, and it must never read the wall
 //! clock or an unseeded random source. What it does not model yet (device
-//! timing, requests interleaved inside a plan, a live rebuild under load) is
+//! timing, a live rebuild under load) is
 //! listed in docs/reliability.md. Members that leave and come back
 //! (`stale.rs`), a cache tier in front (`cache.rs`) and misdirected member
 //! I/O (`faults.rs`) are drawn only when a sweep asks for them. `images.rs`
