@@ -199,19 +199,7 @@ impl Executor for InOrder {
         user: UserBuf<'_>,
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
-        execute(
-            plan,
-            members,
-            engine,
-            user,
-            log,
-            How {
-                pace: None,
-                uring: false,
-                parallel: false,
-                yields: false,
-            },
-        )
+        execute(plan, members, engine, user, log, How::in_order(false))
     }
 }
 
@@ -237,19 +225,7 @@ impl Executor for Interleaved {
         user: UserBuf<'_>,
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
-        execute(
-            plan,
-            members,
-            engine,
-            user,
-            log,
-            How {
-                pace: None,
-                uring: false,
-                parallel: false,
-                yields: true,
-            },
-        )
+        execute(plan, members, engine, user, log, How::in_order(true))
     }
 }
 
@@ -288,6 +264,19 @@ struct How<'p> {
     /// Whether a task gives control back to its runner before each I/O
     /// step and between the member operations of one ([`Interleaved`]).
     yields: bool,
+}
+
+impl How<'_> {
+    /// Every operation in turn on the calling thread ([`InOrder`],
+    /// [`Interleaved`] when `yields`).
+    fn in_order(yields: bool) -> How<'static> {
+        How {
+            pace: None,
+            uring: false,
+            parallel: false,
+            yields,
+        }
+    }
 }
 
 fn run_steps(
