@@ -1030,6 +1030,19 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         rpos=$(sed -n "s/.*Reshape pos'n : \([0-9]*\).*/\1/p" "$dir/examine.0" | head -n 1)
         [ -n "$rpos" ] && [ $((rpos * 1024)) -ge "$size" ] && finished=1
     fi
+    # A shrink walks backwards from the array's end. Stopped before any
+    # member recorded a step (every member's position still at the end;
+    # CI once: 22020096 of 22020096), nothing lies on one side of the
+    # position to read: made again too. The furthest member counts.
+    if [ "$mode" = shrink ] || [ "$mode" = shrinkroom ] || [ "$mode" = r10shrink ]; then
+        low=""
+        for e in "$dir"/examine.*; do
+            p=$(sed -n "s/.*Reshape pos'n : \([0-9]*\).*/\1/p" "$e" | head -n 1)
+            [ -n "$p" ] || continue
+            if [ -z "$low" ] || [ "$p" -lt "$low" ]; then low=$p; fi
+        done
+        if [ -n "$low" ] && [ $((low * 1024)) -ge "$size" ]; then finished=1; fi
+    fi
     if { [ "$mode" = shrink ] || [ "$mode" = shrinkroom ] || [ "$mode" = r10shrink ] || [ "$mode" = r0grow ]; } && [ "$finished" = 1 ] && [ "${G_TRY:-1}" -lt 3 ]; then
         note "$name: md finished the reshape before it was stopped (try ${G_TRY:-1}); again"
         detach
