@@ -245,13 +245,11 @@ impl Array {
         self.view().present.clone()
     }
 
-    /// Whether `view` is still the membership in force (compared in place: on
-    /// the path of every write).
     /// Whether a plan made from `view`, when `take_outs` members had been
-    /// taken out, still holds: the membership is the same and no member was
-    /// taken out since. Asked once the plan's stripe locks are held, as a
-    /// member is taken out before the request that failed it lets its
-    /// locks go.
+    /// taken out, still holds: the membership is the same (compared in
+    /// place: on the path of every write) and no member was taken out since.
+    /// Asked once the plan's stripe locks are held, as a member is taken out
+    /// before the request that failed it lets its locks go.
     fn is_current(&self, view: &Arc<Membership>, take_outs: u64) -> bool {
         Arc::ptr_eq(
             view,

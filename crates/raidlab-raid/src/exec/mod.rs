@@ -249,7 +249,7 @@ fn execute(
 
 /// Inside a task, give control back to its runner ([`Interleaved`]);
 /// outside one, nothing.
-fn yield_to_runner() {
+pub(super) fn yield_to_runner() {
     raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
 }
 

@@ -144,7 +144,7 @@ pub(super) fn run_grouped<B: Send>(
         for (i, (op, b)) in group.into_iter().enumerate() {
             if yields && i > 0 {
                 // Between one member operation and the next (Interleaved).
-                raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
+                super::yield_to_runner();
             }
             raidlab_devices::uring::in_flight::add(1);
             let r = member(members, op).and_then(|v| f(v, op, b));
@@ -202,7 +202,7 @@ pub(super) fn run_grouped<B: Send>(
                 if yields && i > 0 {
                     // Between one member's operations and the next's; the
                     // step's first waited before the step.
-                    raidlab_core::task::suspend(raidlab_core::task::Wait::Runner(0));
+                    super::yield_to_runner();
                 }
                 timed(g, false)
             })

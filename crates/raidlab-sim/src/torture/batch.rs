@@ -242,10 +242,8 @@ impl Rig {
                 "; power goes at member write {n}"
             )),
         ));
-        if let Some(w) = &wire {
-            for v in &self.vols {
-                v.set_tripwire(Some(w.clone()));
-            }
+        if wire.is_some() {
+            self.arm_tripwire(wire.as_ref());
         }
         // A cut is only ever checked within the level's tolerance (as the
         // workload's own cuts are): with the power set to go, a fault that
@@ -265,9 +263,7 @@ impl Rig {
             Err(_) => Ok(()),
         };
         if wire.is_some() {
-            for v in &self.vols {
-                v.set_tripwire(None);
-            }
+            self.arm_tripwire(None);
         }
         ran?;
         if wire.is_some_and(|w| w.tripped()) {
@@ -543,13 +539,11 @@ impl Rig {
         let first = start + member_at / 512 * 512;
         let n = self.rng.gen_range(1..=8u64) * 512;
         let r = first..(first + n).min(start + bytes);
-        self.vols[dev].fail_writes(r.clone());
-        self.faulty[dev] = true;
-        self.counts.faults += 1;
-        self.note(format!(
-            "fault: {} writes fail at {r:?} (under the batch's write at array byte {at})",
-            self.paths[dev]
-        ));
+        self.fail_writes_at(
+            dev,
+            r,
+            &format!(" (under the batch's write at array byte {at})"),
+        );
         true
     }
 }
@@ -581,13 +575,7 @@ fn spawn(
         Kind::Zeroes => Task::new(stacks, move || plain(a.write_zeroes(off, len as u64))),
         Kind::Trim => Task::new(stacks, move || plain(a.discard(off, len as u64))),
         Kind::Flush => Task::new(stacks, move || plain(a.flush())),
-        Kind::WriteOut => Task::new(stacks, move || loop {
-            match a.write_out_one_expired() {
-                Ok(true) => {}
-                Ok(false) => break plain(Ok(())),
-                Err(e) => break plain(Err(e)),
-            }
-        }),
+        Kind::WriteOut => Task::new(stacks, move || plain(a.write_out_expired())),
         Kind::Check => {
             let opts = opts.clone();
             Task::new(stacks, move || {

@@ -124,11 +124,19 @@ impl Rig {
         let Some(r) = self.fault_range(dev) else {
             return Ok(());
         };
+        self.fail_writes_at(dev, r, "");
+        Ok(())
+    }
+
+    /// Writes to device `dev` fail in `r` from now on; `why` ends the note.
+    pub(super) fn fail_writes_at(&mut self, dev: usize, r: std::ops::Range<u64>, why: &str) {
         self.vols[dev].fail_writes(r.clone());
         self.faulty[dev] = true;
         self.counts.faults += 1;
-        self.note(format!("fault: {} writes fail at {r:?}", self.paths[dev]));
-        Ok(())
+        self.note(format!(
+            "fault: {} writes fail at {r:?}{why}",
+            self.paths[dev]
+        ));
     }
 
     /// With misdirected I/O on, one operation in forty (drawn from its own

@@ -29,6 +29,14 @@ enum Kind {
 }
 
 impl Rig {
+    /// Give every device `wire` (the power goes at its member write), or
+    /// take it off (`None`).
+    pub(super) fn arm_tripwire(&self, wire: Option<&std::sync::Arc<Tripwire>>) {
+        for v in &self.vols {
+            v.set_tripwire(wire.cloned());
+        }
+    }
+
     /// With cuts inside requests on, one operation in twelve (drawn from
     /// their own stream) is a request with the power set to go at one of
     /// its member writes. Whether this operation was one.
@@ -71,9 +79,7 @@ impl Rig {
 
     fn cut_inside(&mut self, kind: Kind, at_write: u64, off: usize, data: Vec<u8>) -> Outcome {
         let wire = Tripwire::new(at_write);
-        for v in &self.vols {
-            v.set_tripwire(Some(wire.clone()));
-        }
+        self.arm_tripwire(Some(&wire));
         let at = off as u64;
         let len = data.len();
         // A stop answers with the members it recorded failed.
@@ -90,9 +96,7 @@ impl Rig {
                 None => return Err("internal: no started array to stop".into()),
             },
         };
-        for v in &self.vols {
-            v.set_tripwire(None);
-        }
+        self.arm_tripwire(None);
         let what = match kind {
             Kind::Write => format!("write {off}+{len}"),
             Kind::Fua => format!("fua write {off}+{len}"),
