@@ -279,6 +279,13 @@ impl<T> Mutex<T> {
         }
     }
 
+    /// The value, the lock no longer needed.
+    pub fn into_inner(self) -> T {
+        self.inner
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The lock if nobody holds it.
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         match self.inner.try_lock() {

@@ -24,6 +24,7 @@ use crate::journal::{JournalMode, JournalReplay};
 use crate::ppl::PplReplay;
 use crate::recovery::{RunOptions, ScrubReport};
 use crate::stripe_cache::StripeCacheConfig;
+use raidlab_core::task::{Mutex as TaskMutex, MutexGuard};
 use raidlab_core::{Result, Volume};
 use raidlab_layout::Level;
 use std::sync::Arc;
@@ -63,7 +64,10 @@ pub struct StartReport {
 /// An array started for use; [`Started::stop`] ends its life cleanly.
 #[derive(Debug)]
 pub struct Started {
-    pub asm: Assembly,
+    /// Shared with the array's [`Recorder`](crate::array::Recorder), which
+    /// records members taken out from inside a request
+    /// ([`Started::asm`] to reach it).
+    asm: Arc<TaskMutex<Assembly>>,
     pub array: Arc<Array>,
     pub report: StartReport,
     /// Whether the array was consistent at start (then a clean stop marks it
@@ -188,6 +192,10 @@ impl Started {
             }
             array.set_journal_mode(opts.journal_mode)?;
         }
+        let asm = Arc::new(TaskMutex::new(asm));
+        if opts.write {
+            array.set_recorder(Some(recorder(&asm)));
+        }
         Ok(Started {
             asm,
             array,
@@ -257,26 +265,104 @@ impl Started {
         if !self.writable {
             return Ok(Vec::new());
         }
-        let mut recorded = Vec::new();
-        for t in self.asm.record_taken_out(&self.array)? {
-            let (path, role) = (self.asm.members[t.index].device.path.clone(), t.role);
-            t.outcome.map_err(|mut e| {
-                e.message = format!(
-                    "{path} (role {role}) failed and cannot be recorded faulty: {}",
-                    e.message
-                );
-                e
-            })?;
-            recorded.push(path);
-        }
-        Ok(recorded)
+        record(&mut self.asm.lock(), &self.array)
+    }
+
+    /// The assembly, held until the guard goes. Never write to the array
+    /// while holding it: a write that must record a member taken out waits
+    /// for it.
+    pub fn asm(&self) -> MutexGuard<'_, Assembly> {
+        self.asm.lock()
+    }
+
+    /// The assembly if nobody holds it (a request recording a member taken
+    /// out may, suspended in a task on this very thread).
+    pub fn try_asm(&self) -> Option<MutexGuard<'_, Assembly>> {
+        self.asm.try_lock()
     }
 
     /// Flush, record members that failed while running (returned: the array is
     /// degraded now) and a clean stop. Nothing is written for a read-only start.
-    pub fn stop(mut self) -> Result<Vec<String>> {
-        stop_parts(&mut self.asm, &self.array, self.was_clean, self.writable)
+    pub fn stop(self) -> Result<Vec<String>> {
+        if !self.writable {
+            return Ok(Vec::new());
+        }
+        // The writes first, with the assembly let go: one that takes a
+        // member out records it through the recorder, which takes it.
+        stop_writes(&self.array)?;
+        let mut parts = self.into_parts();
+        stop_records(&mut parts.asm, &parts.array, parts.was_clean)
     }
+
+    /// The started array taken apart, for a caller that keeps the assembly
+    /// elsewhere (a served array's `LiveArray`, which records members taken
+    /// out its own way: the array has no recorder after this).
+    pub fn into_parts(self) -> StartedParts {
+        self.array.set_recorder(None);
+        // The recorder holds it weakly, and strongly only while it records,
+        // inside a request (one still ending on another thread).
+        let mut shared = self.asm;
+        let asm = loop {
+            match Arc::try_unwrap(shared) {
+                Ok(m) => break m.into_inner(),
+                Err(again) => {
+                    shared = again;
+                    std::thread::yield_now();
+                }
+            }
+        };
+        StartedParts {
+            asm,
+            array: self.array,
+            report: self.report,
+            was_clean: self.was_clean,
+            consistent: self.consistent,
+            resume: self.resume,
+            writable: self.writable,
+        }
+    }
+}
+
+/// [`Started`]'s parts ([`Started::into_parts`]).
+#[derive(Debug)]
+pub struct StartedParts {
+    pub asm: Assembly,
+    pub array: Arc<Array>,
+    pub report: StartReport,
+    pub was_clean: bool,
+    pub consistent: bool,
+    pub resume: Vec<(usize, u64)>,
+    pub writable: bool,
+}
+
+/// The recorder a started array records members taken out with, from
+/// inside a request (`Array::record_take_outs`): the same commit as
+/// [`Started::record_failures`]. Weak, so that taking the started array
+/// apart gets the assembly back.
+fn recorder(asm: &Arc<TaskMutex<Assembly>>) -> crate::array::Recorder {
+    let asm = Arc::downgrade(asm);
+    Arc::new(move |array: &Array| match asm.upgrade() {
+        Some(asm) => record(&mut asm.lock(), array).map(|_| ()),
+        None => Ok(()),
+    })
+}
+
+/// Record the members `array` took out as faulty in `asm`'s superblocks;
+/// the paths recorded now.
+fn record(asm: &mut Assembly, array: &Array) -> Result<Vec<String>> {
+    let mut recorded = Vec::new();
+    for t in asm.record_taken_out(array)? {
+        let (path, role) = (asm.members[t.index].device.path.clone(), t.role);
+        t.outcome.map_err(|mut e| {
+            e.message = format!(
+                "{path} (role {role}) failed and cannot be recorded faulty: {}",
+                e.message
+            );
+            e
+        })?;
+        recorded.push(path);
+    }
+    Ok(recorded)
 }
 
 /// Start the array's write journal or partial parity logs, as every start for
@@ -355,13 +441,25 @@ pub fn stop_parts(
     if !writable {
         return Ok(Vec::new());
     }
+    stop_writes(array)?;
+    stop_records(asm, array, was_clean)
+}
+
+/// A clean stop's writes to the array: the held stripes and a flush. Run
+/// without holding the assembly (a write may record a member taken out).
+pub fn stop_writes(array: &Array) -> Result<()> {
     if planted!(StopForgetsHeldStripes) {
         array.planted_forget_held_stripes(); // PLANTED BUG (tests only, `planted.rs`)
     }
     // In write-back, the stripes held are only in the journal: they go to
     // the members now, so the journal is left empty, as md leaves it.
     array.write_out_held()?;
-    array.flush()?;
+    array.flush()
+}
+
+/// A clean stop's superblock part, after [`stop_writes`]: the bitmap and the
+/// members taken out recorded, the array marked clean if it was.
+pub fn stop_records(asm: &mut Assembly, array: &Array, was_clean: bool) -> Result<Vec<String>> {
     asm.absorb_bitmap(array);
     let failed = asm.absorb(array)?;
     asm.mark_clean(was_clean)?;

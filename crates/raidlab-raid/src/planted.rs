@@ -34,7 +34,7 @@ pub enum Bug {
     /// members (`StripeCache::read`).
     ReadMissesHeldStripes,
     /// A clean stop drops the stripes the cache holds instead of writing
-    /// them out (`lifecycle::stop_parts`).
+    /// them out (`lifecycle::stop_writes`).
     StopForgetsHeldStripes,
     /// A start for writing leaves the superblocks clean: a crash then looks
     /// like a clean stop (`Started::start_with`).

@@ -222,7 +222,7 @@ fn a_crashed_degraded_mirror_with_two_copies_left_is_resynced_at_start() {
     let started = open(&devs[..2]);
     assert!(started.report.resync.is_some(), "resynced at start");
     assert!(started.consistent);
-    let mut asm = started.asm;
+    let mut asm = started.into_parts().asm;
     let check = asm
         .scrub(false, RunOptions::default(), &mut |_| {})
         .unwrap();
@@ -365,9 +365,9 @@ fn a_crash_during_a_rebuild_resyncs_first_and_rebuilds_the_dirty_part_again() {
         let rec = asm.members[idx].sb.recovery_offset * 512;
         assert!(rec > M, "{label}: rebuilt to {rec}");
         drop(asm);
-        let mut s = common::start_writable(&devs);
+        let s = common::start_writable(&devs);
         assert_eq!(s.resume, vec![(idx, rec)], "{label}");
-        s.asm.checkpoint_recovery(idx, rec).unwrap();
+        s.asm().checkpoint_recovery(idx, rec).unwrap();
 
         // A write to the array range whose blocks sit at member byte M of
         // each member, flushed; the power goes and the member being rebuilt
@@ -381,7 +381,7 @@ fn a_crash_during_a_rebuild_resyncs_first_and_rebuilds_the_dirty_part_again() {
         let span = geo.chunk_bytes.max(64 << 10); // RAID 1 has no chunk
         let (lo, hi) = (*at.iter().min().unwrap(), at.iter().max().unwrap() + span);
         let new = vec![0xe7; (hi - lo) as usize];
-        let area = s.asm.area(idx).unwrap();
+        let area = s.asm().area(idx).unwrap();
         let mut held = vec![0; span as usize];
         area.read_at(&mut held, M).unwrap();
         s.array.write_at(&new, lo).unwrap();
@@ -454,13 +454,14 @@ fn the_assembled_bitmap_has_every_active_members_dirty_bits() {
     let started = common::start_writable(&devs);
     // Member 0's bitmap as it is now, clean: restored after the write, as if
     // that member had missed the bitmap write before it.
-    let (at, before) = started
-        .asm
-        .bitmap
-        .as_ref()
-        .unwrap()
-        .placed(&started.asm.members[0].sb)
-        .unwrap();
+    let (at, before) = {
+        let asm = started.asm();
+        asm.bitmap
+            .as_ref()
+            .unwrap()
+            .placed(&asm.members[0].sb)
+            .unwrap()
+    };
     started.array.write_at(&[0x5a; 8192], 5 * MIB).unwrap();
     started.array.flush().unwrap();
     drop(started); // the crash
@@ -513,7 +514,7 @@ fn a_resync_rebuilds_two_unreadable_pages_of_one_raid6_stripe() {
     assert!(got == data, "the rebuilt pages hold the data");
     faults[1].clear_faults();
     faults[2].clear_faults();
-    let mut asm = started.asm;
+    let mut asm = started.into_parts().asm;
     let check = asm
         .scrub(false, RunOptions::default(), &mut |_| {})
         .unwrap();

@@ -173,7 +173,7 @@ fn a_raid6_resync_keeps_the_data_and_rewrites_p_and_q() {
     started.array.read_at(&mut got, 0).unwrap();
     assert_eq!(got, vec![0x99; 4096], "the resync kept the data");
     let check = started
-        .asm
+        .asm()
         .scrub(
             false,
             raidlab_raid::recovery::RunOptions::default(),

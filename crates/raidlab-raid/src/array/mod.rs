@@ -20,6 +20,7 @@ mod trim;
 mod write_log;
 mod zeroes;
 
+pub use failure::Recorder;
 pub use rebuild::Recovery;
 use rebuild::{Handover, Phase};
 use write_log::WriteLog;
@@ -69,6 +70,11 @@ pub struct Array {
     /// stale (a write that failed there), and compute parity from them. It
     /// plans again instead ([`Array::is_current`]).
     take_outs: std::sync::atomic::AtomicU64,
+    /// How the owner of the array's superblocks records a member taken out
+    /// (`failure.rs`, [`Array::record_take_outs`]), and the count of
+    /// take-outs it had recorded the last time it was asked.
+    recorder: std::sync::Mutex<Option<Recorder>>,
+    recorded: AtomicU64,
     read_errors: Vec<AtomicU32>,
     /// Read errors repaired by rewriting the block (md's cnt_corrected_read).
     corrected: Vec<AtomicU32>,
@@ -212,6 +218,8 @@ impl Array {
             piece,
             failed: (0..n).map(|_| AtomicBool::new(false)).collect(),
             take_outs: std::sync::atomic::AtomicU64::new(0),
+            recorder: std::sync::Mutex::new(None),
+            recorded: AtomicU64::new(0),
             read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
             intent: None,

@@ -87,6 +87,12 @@ impl WriteLog<'_> {
         };
         match self {
             WriteLog::Journal(journal) => {
+                // A reclaim inside this write lets go of journal space: the
+                // members taken out are recorded first (`record_take_outs`).
+                // Before the journal is held, as the superblock commit reads
+                // the journal's tail; journaled writes go one at a time, so
+                // only a read's take-out can come between.
+                array.record_take_outs().map_err(Failed::from)?;
                 // Held until the member writes are done: a reclaim (inside a
                 // later journal write) must not move the tail past this one.
                 let state = std::cell::RefCell::new(journal.writer());
@@ -101,7 +107,13 @@ impl WriteLog<'_> {
             WriteLog::Ppl(log) => {
                 let written: Vec<usize> = write_roles(plan);
                 let guards = std::cell::RefCell::new(log.lock(plan));
-                let flush = |roles: &[usize]| array.flush_roles(roles);
+                // Flushed before a member's log is overwritten, which lets go
+                // of the entries it held: the members taken out are recorded
+                // first (`record_take_outs`).
+                let flush = |roles: &[usize]| {
+                    array.record_take_outs().map_err(Failed::from)?;
+                    array.flush_roles(roles)
+                };
                 let device_run =
                     |w: &DeviceWrites, table: &Members| array.run_device_writes(w, table);
                 let writer = |entries: &[(LogEntry, &[u8])]| {
@@ -231,6 +243,9 @@ impl Array {
         let Some(journal) = &self.journal else {
             return Ok(true);
         };
+        // As a journaled write does (`WriteLog::run`): recorded before the
+        // journal is held.
+        self.record_take_outs()?;
         let flush = || self.flush_members();
         let device_run = |w: &DeviceWrites, table: &Members| self.run_device_writes(w, table);
         journal

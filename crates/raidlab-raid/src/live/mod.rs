@@ -224,7 +224,7 @@ fn same_path(a: &str, b: &str) -> bool {
 impl LiveArray {
     /// Manage `array`, the running array of `asm`.
     pub fn new(asm: Assembly, array: Arc<Array>) -> Arc<LiveArray> {
-        Arc::new(LiveArray {
+        let live = Arc::new(LiveArray {
             asm: Mutex::new(asm),
             array,
             rebuild: Mutex::new(None),
@@ -237,7 +237,20 @@ impl LiveArray {
             io: MemberIoRegistry::default(),
             bitmap_due: Mutex::new(None),
             recorded_failed: Mutex::new(Vec::new()),
-        })
+        });
+        // A write that would let go of a log covering a member taken out
+        // records it first (`Array::record_take_outs`), as a flush does
+        // before it is acknowledged. What recording said, a commit that
+        // failed included, comes at the next poll, as for a flush. Weak: the
+        // array must not keep its manager alive.
+        let weak = Arc::downgrade(&live);
+        live.array.set_recorder(Some(Arc::new(move |_: &Array| {
+            if let Some(live) = weak.upgrade() {
+                live.record_failures_now();
+            }
+            Ok(())
+        })));
+        live
     }
 
     /// Report the I/O counted by `counted` (the members' volumes were wrapped

@@ -195,7 +195,7 @@ impl Rig {
 
     fn origin_id(&self) -> (OriginId, String) {
         match (self.file_origin(), &self.started) {
-            (false, Some(s)) => (OriginId::ArrayUuid(s.asm.uuid), "array torture".into()),
+            (false, Some(s)) => (OriginId::ArrayUuid(s.asm().uuid), "array torture".into()),
             _ => (FILE_ORIGIN, "file".into()),
         }
     }

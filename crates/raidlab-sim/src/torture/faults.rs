@@ -40,8 +40,9 @@ impl Rig {
         let Some(s) = self.started.as_ref() else {
             return Vec::new();
         };
-        (0..s.asm.slots.len())
-            .filter_map(|r| s.asm.slots[r].map(|i| (r, i)))
+        let asm = s.asm();
+        (0..asm.slots.len())
+            .filter_map(|r| asm.slots[r].map(|i| (r, i)))
             .collect()
     }
 
@@ -49,7 +50,7 @@ impl Rig {
     /// array within its tolerance.
     pub(super) fn victim_at(&self, role: usize, member: usize) -> Option<(usize, bool)> {
         let s = self.started.as_ref()?;
-        let dev = self.device_of(&s.asm, member)?;
+        let dev = self.device_of(&s.asm(), member)?;
         let mut roles = self.troubled_roles();
         if !roles.contains(&role) {
             roles.push(role);
@@ -86,12 +87,12 @@ impl Rig {
     /// The data area of device `dev` as (first byte, bytes).
     pub(super) fn data_area(&self, dev: usize) -> Option<(u64, u64)> {
         let s = self.started.as_ref()?;
-        let m = s
-            .asm
+        let asm = s.asm();
+        let m = asm
             .members
             .iter()
             .find(|m| m.device.path == self.paths[dev])?;
-        Some((m.sb.data_offset * 512, s.asm.geometry.member_bytes))
+        Some((m.sb.data_offset * 512, asm.geometry.member_bytes))
     }
 
     pub(super) fn fault_range(&mut self, dev: usize) -> Option<std::ops::Range<u64>> {
@@ -246,7 +247,7 @@ impl Rig {
         let redundant = self.cfg.level != Level::Raid0;
         let complete = self.troubled_roles().is_empty()
             && self.started.as_ref().is_some_and(|s| {
-                s.asm
+                s.asm()
                     .members
                     .iter()
                     .all(|m| m.state != MemberState::Rebuilding)
@@ -262,7 +263,7 @@ impl Rig {
             .as_mut()
             .ok_or_else(|| "internal: no started array".to_string())?;
         let r = s
-            .asm
+            .asm()
             .scrub_running(&array, false, opts, &mut super::run::quiet);
         self.counts.checks += 1;
         self.note(format!(

@@ -42,7 +42,7 @@ impl Rig {
     /// Spares attached to the started array.
     fn spares_attached(&self) -> usize {
         self.started.as_ref().map_or(0, |s| {
-            s.asm
+            s.asm()
                 .members
                 .iter()
                 .filter(|m| m.state == MemberState::Spare)
@@ -248,7 +248,7 @@ impl Rig {
         let Some(old_dev) = self
             .started
             .as_ref()
-            .and_then(|s| self.device_of(&s.asm, member))
+            .and_then(|s| self.device_of(&s.asm(), member))
         else {
             return Ok(());
         };
@@ -526,7 +526,7 @@ impl Rig {
             return Err(format!("flush before the check: {e}"));
         }
         self.model.flush();
-        let r = s.asm.scrub_running(&array, repair, opts, &mut quiet);
+        let r = s.asm().scrub_running(&array, repair, opts, &mut quiet);
         self.counts.checks += 1;
         self.note(format!(
             "{}: {}",
@@ -652,7 +652,7 @@ impl Rig {
                 && matches!(self.cfg.policy, Policy::Resync | Policy::Bitmap)
                 && {
                     let s = self.started_mut();
-                    let mut now = s.asm.missing();
+                    let mut now = s.asm().missing();
                     now.extend(s.array.failed_members());
                     now.iter().any(|r| !missing.contains(r))
                 });
@@ -677,7 +677,7 @@ impl Rig {
             // start and the replay run again degraded (md fails it there
             // too): its rows are then left alone as a missing member's.
             let s = self.started_mut();
-            let mut now = s.asm.missing();
+            let mut now = s.asm().missing();
             now.extend(s.array.failed_members());
             for r in now {
                 if !missing.contains(&r) {
@@ -862,7 +862,7 @@ impl Rig {
             return Ok(());
         };
         let current: Vec<String> = s
-            .asm
+            .asm()
             .members
             .iter()
             .filter(|m| m.state == MemberState::Active)

@@ -388,12 +388,12 @@ impl Rig {
             return Vec::new();
         };
         let failed = s.array.failed_members();
-        (0..s.asm.slots.len())
-            .filter(|&r| match s.asm.slots[r] {
+        let asm = s.asm();
+        (0..asm.slots.len())
+            .filter(|&r| match asm.slots[r] {
                 None => true,
                 Some(i) => {
-                    failed.contains(&r)
-                        || self.device_of(&s.asm, i).map_or(true, |d| self.faulty[d])
+                    failed.contains(&r) || self.device_of(&asm, i).map_or(true, |d| self.faulty[d])
                 }
             })
             .collect()
@@ -407,7 +407,7 @@ impl Rig {
     pub(super) fn tolerated(&self, roles: &[usize]) -> bool {
         self.started
             .as_ref()
-            .is_some_and(|s| s.asm.geometry.survives(roles))
+            .is_some_and(|s| s.asm().geometry.survives(roles))
     }
 
     pub(super) fn strict(&mut self) -> bool {

@@ -18,7 +18,7 @@ use raidlab_devices::SparseMemVolume;
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::Recording;
-use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
+use raidlab_raid::lifecycle::{Driven, StartOptions, Started, StartedParts};
 use raidlab_raid::live::{LiveArray, SAFE_MODE_DELAY};
 use raidlab_raid::plan::Space;
 use raidlab_raid::planner::{plan_read, plan_write};
@@ -263,12 +263,12 @@ fn start_recorded(
             clock: clock.clone(),
         }),
     )?;
-    let Started {
+    let StartedParts {
         asm,
         array,
         was_clean,
         ..
-    } = started;
+    } = started.into_parts();
     let live = LiveArray::new(asm, array);
     live.set_clock(clock.clone());
     live.start_safe_mode(was_clean);

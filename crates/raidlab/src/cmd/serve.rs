@@ -30,7 +30,7 @@ use raidlab_devices::{FileVolume, IoMode, OpenMode};
 use raidlab_nbd::listen::Listener;
 use raidlab_nbd::tls::Tls;
 use raidlab_nbd::{Export, Limits, Server};
-use raidlab_raid::lifecycle::{self, StartOptions, Started};
+use raidlab_raid::lifecycle::{self, StartOptions, Started, StartedParts};
 use raidlab_raid::live::LiveArray;
 use serde::Deserialize;
 use std::net::{SocketAddr, TcpListener};
@@ -702,14 +702,14 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             )
             .with_context(|| format!("export {label:?}"))?;
             crate::open::say_started(&started.report, &format!("export {label:?}: "));
-            let Started {
+            let StartedParts {
                 asm,
                 array,
                 was_clean,
                 consistent,
                 resume,
                 ..
-            } = started;
+            } = started.into_parts();
             let g = asm.geometry;
             // Linear and multi-zone RAID 0 run over a placeholder geometry:
             // their level and shape come from the assembly.
@@ -929,11 +929,12 @@ fn stop(s: Served) -> Result<()> {
                 return Ok(());
             }
             let array = live.array().clone();
-            array
-                .flush()
+            // The writes with the assembly let go: one that takes a member
+            // out records it through the live array, which takes it.
+            lifecycle::stop_writes(&array)
                 .with_context(|| format!("export {name:?}: the final flush failed; the array stays marked dirty and is resynced at the next start"))?;
             live.with_assembly_mut(|asm| {
-                let failed = lifecycle::stop_parts(asm, &array, was_clean, true)
+                let failed = lifecycle::stop_records(asm, &array, was_clean)
                     .with_context(|| format!("export {name:?}: cannot mark the array clean"))?;
                 for path in failed {
                     eprintln!("raidlab: export {name:?}: {path} failed while serving and is now marked faulty; the array is degraded (`raidlab detail`)");

@@ -75,7 +75,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
             ..StartOptions::default()
         },
     )?;
-    let (asm, array) = (&started.asm, &started.array);
+    let array = &started.array;
     let size = array.size();
     if a.offset > size {
         bail!(
@@ -105,7 +105,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
                 .context("cannot use standard output")?,
         )),
     };
-    let unit = unit(asm);
+    let unit = unit(&started.asm());
     let mut pos = a.offset;
     let end = a.offset + length;
     let salvage = a.ignore_read_errors || a.map_file.is_some();
@@ -250,7 +250,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         },
     )?;
     crate::open::say_started(&started.report, "");
-    let unit = unit(&started.asm);
+    let unit = unit(&started.asm());
     let mut pos = a.offset;
     let mut read_total = 0u64;
     let array_ref = &started.array;

@@ -118,7 +118,7 @@ fn journal_crash_in(
             .map_err(|e| err("write", &e))?;
         started.flush().map_err(|e| err("flush", &e))?;
         let lose: Vec<bool> = started
-            .asm
+            .asm()
             .members
             .iter()
             .map(|m| m.role.is_some())

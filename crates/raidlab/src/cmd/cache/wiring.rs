@@ -65,10 +65,11 @@ pub(super) fn open_origin(at: &CacheOrigin, write: bool, force: bool) -> Result<
         },
     )?;
     crate::open::say_started(&started.report, "");
+    let uuid = started.asm().uuid;
     Ok(Origin {
         volume: started.array.clone(),
-        id: OriginId::ArrayUuid(started.asm.uuid),
-        label: format!("array {}", format_uuid(&started.asm.uuid)),
+        id: OriginId::ArrayUuid(uuid),
+        label: format!("array {}", format_uuid(&uuid)),
         array: Some(started),
     })
 }
