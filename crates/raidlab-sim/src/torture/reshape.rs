@@ -4,20 +4,21 @@
 //! parity; a RAID 10 near or offset onto more members; fewer members of a
 //! RAID 4/5/6, md's backward reshape, the members first given room after
 //! their data; fewer members of a RAID 10 near or offset, with room after
-//! the data or without) run on in-memory members with volatile write caches, the power
-//! cut after a random number of member writes (each member's unflushed
-//! writes kept, dropped or torn), the members assembled again from their
-//! superblocks and the reshape carried on, up to three cuts a run; after a
-//! cut a member may also die, and the array must then refuse to carry on
-//! and still read right.
+//! the data or without) run on in-memory members with volatile write
+//! caches, the power cut after a random number of member writes (each
+//! member's unflushed writes kept, dropped or torn), the members assembled
+//! again from their superblocks and the reshape carried on, up to three
+//! cuts a run; after a cut a member may also die, and the array must then
+//! refuse to carry on and still read right.
 //!
 //! It decides what change to ask for, when the power goes and which member
 //! dies, and what the array must read: every byte written before the
 //! reshape (all of it flushed), at every stage, with zeros in a grow's new
 //! space (a shrink: what the fewer members hold), and a check with no
-//! mismatch at the end. It never decides
-//! anything of the reshape itself: `reshape_check`, `reshape_start`,
-//! `reshape_run`, `takeover` and `Assembly::assemble` are the engine's.
+//! mismatch and the shape asked at the end. It never decides anything of
+//! the reshape itself: `reshape_check`, `reshape_start`, `reshape_run`,
+//! `takeover` and `Assembly::assemble` are the engine's (a RAID 10
+//! shrink's array size too: the one the engine's refusal names).
 //! A run is a pure function of (seed, run index).
 
 use super::run_seed;
