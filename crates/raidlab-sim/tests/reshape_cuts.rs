@@ -8,7 +8,7 @@
 //! one"), and so does raidlab's assembly since this family found it set
 //! them aside (docs/reliability.md). No run may fail.
 
-use raidlab_sim::torture::reshape::{reshape_run, reshape_sweep};
+use raidlab_sim::torture::reshape::{reshape_run, reshape_sweep, ReshapeRun};
 
 #[test]
 fn reshapes_cut_at_random_member_writes_keep_every_byte() {
@@ -61,12 +61,31 @@ fn reshapes_cut_at_random_member_writes_keep_every_byte() {
         .map(|r| r.cuts)
         .sum();
     assert!(shrink_cuts >= 5, "only {shrink_cuts} cuts in shrinks");
+    // RAID 10 shrinks, from their own stream (7 in these 100 runs, 8 cuts
+    // in them): near and offset, with room after the data and without.
+    let raid10_shrinks: Vec<&ReshapeRun> = runs
+        .iter()
+        .filter(|r| r.label.starts_with("raid10") && r.label.ends_with("(shrink)"))
+        .collect();
+    let raid10_shrink_cuts: u32 = raid10_shrinks.iter().map(|r| r.cuts).sum();
+    assert!(
+        raid10_shrinks.len() >= 5 && raid10_shrink_cuts >= 5,
+        "only {} RAID 10 shrinks in 100 runs, {raid10_shrink_cuts} cuts in them",
+        raid10_shrinks.len()
+    );
+    for k in ["near=", "offset=", "no room after", ", room after"] {
+        assert!(
+            raid10_shrinks.iter().any(|r| r.label.contains(k)),
+            "no RAID 10 shrink with {k:?}"
+        );
+    }
     assert!(cuts >= 80, "only {cuts} cuts in 100 runs");
     assert!(died > 0, "no member died in 100 runs");
     assert_eq!(passed, 100, "only {passed} of 100 runs passed");
     eprintln!(
-        "100 runs: {passed} passed, {cuts} cuts, {died} with a member gone; {} shrinks, {shrink_cuts} cuts in them",
-        shrinks.len()
+        "100 runs: {passed} passed, {cuts} cuts, {died} with a member gone; {} shrinks, {shrink_cuts} cuts in them; {} RAID 10 shrinks, {raid10_shrink_cuts} cuts in them",
+        shrinks.len(),
+        raid10_shrinks.len()
     );
 }
 

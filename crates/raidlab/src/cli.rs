@@ -199,10 +199,11 @@ pub struct SimTortureArgs {
     #[arg(long)]
     pub queue_depths: bool,
     /// Instead of the workload runs: reshapes (`grow` of RAID 4/5/6: more
-    /// members, chunk, layout, RAID 4 to 5 and back; RAID 0 more members or
-    /// chunk; RAID 10 near or offset onto more members), the power cut after a
-    /// random number of member writes, carried on after each cut; a member
-    /// may die with the power (docs/reliability.md).
+    /// or fewer members, chunk, layout, RAID 4 to 5 and back; RAID 0 more
+    /// members or chunk; RAID 10 near or offset onto more or fewer
+    /// members), the power cut after a random number of member writes,
+    /// carried on after each cut; a member may die with the power
+    /// (docs/reliability.md).
     #[arg(long, conflicts_with_all = ["stale_members", "cache_tier", "misdirected", "cuts_inside", "queue_depths", "level"])]
     pub reshapes: bool,
     /// Instead of the tallies: save the final member images of the first

@@ -3,20 +3,22 @@
 //! and back; a RAID 0's more members or chunk, through md's RAID 4 without
 //! parity; a RAID 10 near or offset onto more members; fewer members of a
 //! RAID 4/5/6, md's backward reshape, the members first given room after
-//! their data) run on in-memory members with volatile write caches, the power
-//! cut after a random number of member writes (each member's unflushed
-//! writes kept, dropped or torn), the members assembled again from their
-//! superblocks and the reshape carried on, up to three cuts a run; after a
-//! cut a member may also die, and the array must then refuse to carry on
-//! and still read right.
+//! their data; fewer members of a RAID 10 near or offset, with room after
+//! the data or without) run on in-memory members with volatile write
+//! caches, the power cut after a random number of member writes (each
+//! member's unflushed writes kept, dropped or torn), the members assembled
+//! again from their superblocks and the reshape carried on, up to three
+//! cuts a run; after a cut a member may also die, and the array must then
+//! refuse to carry on and still read right.
 //!
 //! It decides what change to ask for, when the power goes and which member
 //! dies, and what the array must read: every byte written before the
 //! reshape (all of it flushed), at every stage, with zeros in a grow's new
 //! space (a shrink: what the fewer members hold), and a check with no
-//! mismatch at the end. It never decides
-//! anything of the reshape itself: `reshape_check`, `reshape_start`,
-//! `reshape_run`, `takeover` and `Assembly::assemble` are the engine's.
+//! mismatch and the shape asked at the end. It never decides anything of
+//! the reshape itself: `reshape_check`, `reshape_start`, `reshape_run`,
+//! `takeover` and `Assembly::assemble` are the engine's (a RAID 10
+//! shrink's array size too: the one the engine's refusal names).
 //! A run is a pure function of (seed, run index).
 
 use super::run_seed;
@@ -42,6 +44,10 @@ const RAID10_STREAM: u64 = 0x2e5a_9e10_5eed_0010;
 /// The stream that makes one RAID 4/5/6 run in five a shrink by one
 /// member: the other runs keep their draws.
 const SHRINK_STREAM: u64 = 0x2e5a_9e20_5eed_0020;
+/// The stream that makes one RAID 4/5/6 run in eight that the streams
+/// above left a restripe over the same or more members a RAID 10 (near or
+/// offset) shrink: every other run keeps its draws.
+const RAID10_SHRINK_STREAM: u64 = 0x2e5a_9e30_5eed_0030;
 /// Each member's size: metadata 1.1/1.2 put the data 1 MiB in, leaving
 /// about 1 MiB of data and almost 1 MiB of room below it to move into.
 const MEMBER_BYTES: u64 = 2 << 20;
@@ -118,6 +124,15 @@ struct Change {
     /// data for md's move up), and the array size the new members hold is
     /// the one accepted.
     shrink: bool,
+    /// A RAID 10 shrink only: whether the members have room after their
+    /// data for md's move up (each created using four chunks less of its
+    /// member, as `mdadm --create --size` would leave), or none, so that
+    /// the engine takes the move out of the component size as mdadm does.
+    /// (A RAID 4/5/6 shrink always has room: it is cut by `--size`.)
+    room: bool,
+    /// A RAID 10 shrink only: chunks fewer than the most the new members
+    /// hold in the array size accepted (a user may truncate further).
+    less_chunks: u64,
 }
 
 struct Setup {
@@ -159,6 +174,8 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 spares: add,
                 then_raid4: false,
                 shrink: false,
+                room: false,
+                less_chunks: 0,
             }
         }
         (1, _) => {
@@ -171,6 +188,8 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 spares: 0,
                 then_raid4: false,
                 shrink: false,
+                room: false,
+                less_chunks: 0,
             }
         }
         // A RAID 0's other changes (to RAID 4 or 5) rebuild parity rather
@@ -185,6 +204,8 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 spares: 0,
                 then_raid4: false,
                 shrink: false,
+                room: false,
+                less_chunks: 0,
             }
         }
         (2 | 3, Level::Raid4) => Change {
@@ -196,6 +217,8 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
             spares: 0,
             then_raid4: false,
             shrink: false,
+            room: false,
+            less_chunks: 0,
         },
         (4, Level::Raid5) if layout != ParityLayout::ParityLast => Change {
             req: ReshapeRequest {
@@ -205,6 +228,8 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
             spares: 0,
             then_raid4: true,
             shrink: false,
+            room: false,
+            less_chunks: 0,
         },
         _ => {
             let others: Vec<ParityLayout> = ParityLayout::ALL
@@ -224,6 +249,8 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                     spares: 0,
                     then_raid4: false,
                     shrink: false,
+                    room: false,
+                    less_chunks: 0,
                 }
             } else {
                 Change {
@@ -234,6 +261,8 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                     spares: 0,
                     then_raid4: false,
                     shrink: false,
+                    room: false,
+                    less_chunks: 0,
                 }
             }
         }
@@ -274,6 +303,8 @@ fn draw_raid10(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             spares: add,
             then_raid4: false,
             shrink: false,
+            room: false,
+            less_chunks: 0,
         },
         ..s
     }
@@ -299,6 +330,61 @@ fn draw_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             spares: 0,
             then_raid4: false,
             shrink: true,
+            room: true,
+            less_chunks: 0,
+        },
+        ..s
+    }
+}
+
+/// One RAID 4/5/6 run in eight that is neither a RAID 10 nor a shrink
+/// already (from its own stream): a RAID 10 of 4 to 6 members in near=2,
+/// near=3 or offset=2 losing one member, or two where md still has a
+/// member for every copy (`raid10_check_reshape` needs as many as the
+/// copies); with room after the data or without (then the engine takes the
+/// move out of the component size), and the array size accepted the most
+/// the fewer members hold or a chunk or two less.
+fn draw_raid10_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        || s.raid10.is_some()
+        || s.change.shrink
+        || !rng.gen_ratio(1, 8)
+    {
+        return s;
+    }
+    let name = ["n2", "n3", "o2"][rng.gen_range(0..3)];
+    let Ok(layout) = Layout::parse(Level::Raid10, Some(name)) else {
+        return s;
+    };
+    let Layout::Raid10(l) = layout else {
+        return s;
+    };
+    let members = rng.gen_range(4..=6);
+    let fewer = if members - 2 >= l.copies() && rng.gen_ratio(1, 3) {
+        2
+    } else {
+        1
+    };
+    let room = rng.gen_bool(0.5);
+    let less_chunks = if rng.gen_ratio(1, 3) {
+        rng.gen_range(1..=2)
+    } else {
+        0
+    };
+    Setup {
+        level: Level::Raid10,
+        raid10: Some(layout),
+        members,
+        change: Change {
+            req: ReshapeRequest {
+                raid_devices: Some(members - fewer),
+                ..ReshapeRequest::default()
+            },
+            spares: 0,
+            then_raid4: false,
+            shrink: true,
+            room,
+            less_chunks,
         },
         ..s
     }
@@ -374,8 +460,26 @@ pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
         s,
         &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ SHRINK_STREAM),
     );
+    let s = draw_raid10_shrink(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_SHRINK_STREAM),
+    );
+    // (A RAID 10 shrink says how it was drawn; the other labels are as
+    // they were, so that sweeps compare line for line.)
+    let raid10_shrink = match (s.raid10, s.change.shrink) {
+        (Some(_), true) => format!(
+            ", {}, {} chunk(s) below the most",
+            if s.change.room {
+                "room after the data"
+            } else {
+                "no room after the data"
+            },
+            s.change.less_chunks
+        ),
+        _ => String::new(),
+    };
     let label = format!(
-        "{} of {} ({}, {}K, {:?}): {:?}{}",
+        "{} of {} ({}, {}K, {:?}): {:?}{raid10_shrink}{}",
         s.level.name(),
         s.members,
         s.raid10
@@ -468,7 +572,25 @@ fn attempt(
         .collect();
     let mut asm = create_with_executor(&spec, new, None, s.metadata, rig.exec.clone())
         .map_err(|e| format!("create: {e}"))?;
-    if s.change.shrink {
+    if s.change.shrink && s.raid10.is_some() {
+        if s.change.room {
+            // `grow --size` of a RAID 10 is not built: the members are
+            // made as `mdadm --create --size` leaves them, four chunks
+            // (two rows of offset=2, the most md's move up takes) unused
+            // after the data, before anything is written.
+            drop(asm);
+            for d in &devs[..s.members] {
+                let v = d.volume.as_ref();
+                let mut sb = raidlab_md::Superblock::read_from(v)
+                    .map_err(|e| format!("{}: read the superblock: {e}", d.path))?
+                    .ok_or_else(|| format!("{}: no superblock after create", d.path))?;
+                sb.size -= 4 * s.chunk / 512;
+                sb.write_to(v)
+                    .map_err(|e| format!("{}: write the superblock: {e}", d.path))?;
+            }
+            asm = rig.assemble(cut_seed)?;
+        }
+    } else if s.change.shrink {
         // Room after the data for md's move of the data offset up (at most
         // a chunk per member for one member fewer).
         let room = s.chunk * s.members as u64;
@@ -559,6 +681,17 @@ fn attempt(
         return Err("the reshape is still recorded after it finished".into());
     }
     judge(&read_all(&asm)?, &data, "at the end")?;
+    // A reshape that ended without reaching the shape asked (a shrink
+    // that left every member in place, say) would still read right.
+    if !reached(&asm, s) {
+        return Err(format!(
+            "at the end: {} members, chunk {}K, {:?}; asked {:?}",
+            asm.geometry.raid_disks,
+            asm.geometry.chunk_bytes >> 10,
+            asm.geometry.layout,
+            s.change.req
+        ));
+    }
     // A change that asks for no level keeps it (a RAID 0 is a RAID 0
     // again once its restripe as a RAID 4 ends).
     if s.change.req.level.is_none() && asm.geometry.level != s.level {
@@ -597,12 +730,20 @@ fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), Strin
     if asm.reshape().is_none() && !reached(asm, s) {
         // A shrink accepts the array size the new members hold.
         let g = asm.geometry;
-        let array_bytes = s
-            .change
-            .req
-            .raid_devices
-            .filter(|_| s.change.shrink)
-            .map(|n| (g.data_disks() - (g.raid_disks - n)) as u64 * g.member_bytes);
+        let array_bytes = match (s.change.shrink, s.raid10) {
+            (false, _) => None,
+            (true, Some(_)) => Some(
+                raid10_holds(asm, &s.change.req)?
+                    .checked_sub(s.change.less_chunks * s.chunk)
+                    .filter(|&b| b > 0)
+                    .ok_or("a RAID 10 shrink to nothing")?,
+            ),
+            (true, None) => s
+                .change
+                .req
+                .raid_devices
+                .map(|n| (g.data_disks() - (g.raid_disks - n)) as u64 * g.member_bytes),
+        };
         let plan = asm
             .reshape_check_sized(&s.change.req, 0, array_bytes)
             .map_err(|e| format!("reshape_check: {e}"))?;
@@ -622,6 +763,24 @@ fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), Strin
             .map_err(|e| format!("takeover to RAID 4: {e}"))?;
     }
     Ok(())
+}
+
+/// The most a RAID 10's fewer members hold, as a user learns it: from the
+/// engine's refusal without `--array-size`, which names the size to give
+/// (counting the move of the data offset, taken out of the component size
+/// when the room after the data is short). The harness keeps no copy of
+/// that rule.
+fn raid10_holds(asm: &Assembly, req: &ReshapeRequest) -> Result<u64, String> {
+    let e = match asm.reshape_check_sized(req, 0, None) {
+        Ok(_) => return Err("a RAID 10 shrink was accepted without --array-size".into()),
+        Err(e) => e.to_string(),
+    };
+    let kib = e
+        .rsplit_once("`--array-size ")
+        .and_then(|(_, k)| k.split_once('K'))
+        .and_then(|(k, _)| k.parse::<u64>().ok())
+        .ok_or_else(|| format!("reshape_check names no --array-size: {e}"))?;
+    Ok(kib * 1024)
 }
 
 /// Whether the array has the shape the change asks for.

@@ -302,10 +302,11 @@ fn reshapes(a: &SimTortureArgs) -> Result<ExitCode> {
         writes += r.writes;
         if a.verbose {
             outln!(
-                "run {run}: {} - {} cut(s){}: {}",
+                "run {run}: {} - {} cut(s){}, {} member writes without a cut: {}",
                 r.label,
                 r.cuts,
                 if r.member_died { ", a member died" } else { "" },
+                r.writes,
                 r.violation.as_deref().unwrap_or("ok")
             );
         }
