@@ -3,9 +3,10 @@
 //! when several processes read and rewrite the same file (Bonnie++'s
 //! seekers), whether a read has to wait for a write, and a write for reads.
 //!
-//! Decides: only when a caller's request is passed to the device below. It
-//! must never change a request or drop one, never look inside the device
-//! below, and never read the wall clock.
+//! Decides: when a caller's request is passed to the device below, and at
+//! block level when a write's data goes down (as the kernel's writeback, in
+//! requests of its own). It must never change a read or drop written data,
+//! never look inside the device below, and never read the wall clock.
 //!
 //! `xfs` (Linux 2.6.x, fs/xfs/linux-2.6/xfs_lrw.c): `xfs_read` holds the
 //! inode's iolock shared across `generic_file_aio_read`, so for the whole time
