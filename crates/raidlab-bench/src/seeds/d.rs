@@ -19,8 +19,10 @@ pub(super) fn configs() -> Vec<Config> {
     let c = |name: &str, spec: String| Config::new(Seed::D, name, spec);
     vec![
         // The SSD once per file system the article ran it on: its seekers
-        // share each file's lock by that file system's rules (raidlab-sim
-        // `fs/locks.rs`); the block tests have one process and no sharing.
+        // share each file's lock by that file system's rules, and a write
+        // lands in the page cache until that file system's writeback sends
+        // it down (raidlab-sim `fs/locks.rs`); the block tests have one
+        // process and no sharing.
         c("ssd-ext3", format!("mtron-mobi-32g:{HOST_2008}:file-locks=ext3")),
         c("ssd-xfs", format!("mtron-mobi-32g:{HOST_2008}:file-locks=xfs")),
         c("hdd", format!("samsung-hd753lj:{HOST_2008}")),

@@ -85,7 +85,7 @@ impl Seed {
             Seed::A => "block level: the article timed desktop tasks on ext3; here the disk workloads behind them (streams, concurrent readers, a full-disk scanner beside a foreground reader)",
             Seed::B => b::SCOPE,
             Seed::C => "Bonnie++'s 8 KiB calls through XFS (su/sw, nobarrier) and Linux 2.6.2x's page cache (raidlab-sim fs/: writeback, read-ahead, allocation, log), block tests only; no metadata or IOzone tests",
-            Seed::D => "block level: the article ran Bonnie++ on ext3/XFS; here Bonnie++'s tests on the volume (block tests in 1 MiB requests, seeks in 8 KiB; on the SSD the seekers share each 1 GiB file's lock as ext3 or XFS takes it); through the file-system layer seed C uses, the 2008 page cache absorbs half the seeks and an HDD's figure loses its sense (docs/seeds.md)",
+            Seed::D => "block level: the article ran Bonnie++ on ext3/XFS; here Bonnie++'s tests on the volume (block tests in 1 MiB requests, seeks in 8 KiB; on the SSD the seekers share each 1 GiB file's lock as ext3 or XFS takes it, and writes land in the 2008 kernel's page cache until its writeback sends them down); through the file-system layer seed C uses, the 2008 page cache absorbs half the seeks and an HDD's figure loses its sense (docs/seeds.md)",
             Seed::E => "block level, as CrystalDiskMark's test file on NTFS is one contiguous extent; 1 GiB test size",
         }
     }

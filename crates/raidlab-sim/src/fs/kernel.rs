@@ -38,6 +38,8 @@ pub struct Kernel {
     pub xfs_logbuf_bytes: u64,
     pub xfs_sync_s: f64,
     pub xfs_log_bytes_per_alloc: u64,
+    pub dirty_expire_s: f64,
+    pub dirty_writeback_s: f64,
     pub sources: Vec<String>,
 }
 
@@ -105,6 +107,9 @@ impl Kernel {
         if !(self.ext3_commit_s > 0.0 && self.xfs_sync_s > 0.0) {
             return Err("ext3_commit_s and xfs_sync_s must be positive".into());
         }
+        if !(self.dirty_expire_s > 0.0 && self.dirty_writeback_s > 0.0) {
+            return Err("dirty_expire_s and dirty_writeback_s must be positive".into());
+        }
         if self.xfs_logbuf_bytes < 512 || self.ext3_journal_bytes < 1 << 20 {
             return Err(
                 "xfs_logbuf_bytes must be at least 512 and ext3_journal_bytes at least 1 MiB"
@@ -171,6 +176,8 @@ impl Kernel {
                 self.xfs_log_bytes_per_alloc as f64,
                 "bytes",
             ),
+            Param::new("dirty_expire_s", self.dirty_expire_s, "s"),
+            Param::new("dirty_writeback_s", self.dirty_writeback_s, "s"),
         ]
     }
 }

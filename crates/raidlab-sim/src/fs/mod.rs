@@ -173,7 +173,13 @@ pub fn mount(cfg: &SimConfig, dev: Box<dyn Device>) -> Result<Box<dyn Device>, S
         None => dev,
     };
     match &host.file_locks {
-        Some(rules) => locks::attach(rules, host.fs.as_deref(), dev),
+        Some(rules) => {
+            let k = match &host.md {
+                Some(md) => Some(kernel::preset(&md.name)?),
+                None => None,
+            };
+            locks::attach(rules, host.fs.as_deref(), k, dev)
+        }
         None => Ok(dev),
     }
 }
