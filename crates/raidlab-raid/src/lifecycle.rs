@@ -430,23 +430,10 @@ fn taking_out<T>(
     }
 }
 
-/// [`Started::stop`] for callers that keep the assembly elsewhere (a served
-/// array's assembly lives in its `LiveArray`).
-pub fn stop_parts(
-    asm: &mut Assembly,
-    array: &Array,
-    was_clean: bool,
-    writable: bool,
-) -> Result<Vec<String>> {
-    if !writable {
-        return Ok(Vec::new());
-    }
-    stop_writes(array)?;
-    stop_records(asm, array, was_clean)
-}
-
 /// A clean stop's writes to the array: the held stripes and a flush. Run
 /// without holding the assembly (a write may record a member taken out).
+/// With [`stop_records`] after it, [`Started::stop`] for callers that keep
+/// the assembly elsewhere (a served array's lives in its `LiveArray`).
 pub fn stop_writes(array: &Array) -> Result<()> {
     if planted!(StopForgetsHeldStripes) {
         array.planted_forget_held_stripes(); // PLANTED BUG (tests only, `planted.rs`)
