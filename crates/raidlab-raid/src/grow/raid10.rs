@@ -287,8 +287,9 @@ impl Assembly {
 /// array holds whole chunks, `sectors` in chunks per far copy times the
 /// members over the near copies, and each member then uses its share of
 /// their copies rounded up to a chunk. So an offset layout keeps whole rows
-/// (a chunk per far copy), and a near layout whose copies do not divide the
-/// members may keep less than asked. 0 when not even one row fits.
+/// (a chunk per far copy), and a near layout every whole chunk asked (the
+/// rounding up gives back what the division by the near copies took,
+/// whether or not they divide the members). 0 when not even one row fits.
 pub(super) fn raid10_component_sectors(sb: &Superblock, sectors: u64) -> Result<u64> {
     let layout = Raid10Layout::from_md(sb.layout)?;
     let chunk = u64::from(sb.chunksize);
