@@ -62,7 +62,8 @@ pub enum Command {
     /// Copy a working member onto a new one while the array keeps full redundancy.
     Replace(ReplaceArgs),
     /// Change an array in place, as mdadm --grow does: --size (use more or
-    /// less of each member), --bitmap internal|none, --consistency-policy
+    /// less of each member; RAID 1/4/5/6 and RAID 10 near or offset),
+    /// --bitmap internal|none, --consistency-policy
     /// resync|ppl (RAID 5), --raid-devices and --level 5 of a RAID 1, for a RAID 4/5/6
     /// more or fewer (with --array-size) members, --chunk, --layout, --level
     /// 4|5|6, for a RAID 0 more members, --chunk, --level 4|5, and for a
@@ -703,6 +704,7 @@ const GROW_HELP: &str =
     "One change per run, offline (a served array is refused: `raidlab stop` it first).
 Examples:
   raidlab grow m0.img m1.img --size max          # members were grown: use all of them
+  raidlab grow m0.img m1.img m2.img m3.img --size 1G   # RAID 10 near/offset too (never far, as md)
   raidlab grow m0.img m1.img --bitmap internal   # add md's write-intent bitmap
   raidlab grow m0.img m1.img m2.img --consistency-policy ppl
   raidlab grow m0.img m1.img --raid-devices 3 --add m2.img --member-size 1G
@@ -728,9 +730,11 @@ pub struct GrowArgs {
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
     /// Bytes of each member the array uses (md's component size; a whole
-    /// number of KiB, rounded down to a chunk), or `max`: all that every
-    /// member has room for. Growing resyncs the new space (only its bitmap
-    /// chunks with a bitmap) unless --assume-clean.
+    /// number of KiB, rounded down to a chunk; a RAID 10 to whole chunks of
+    /// the array, rows of the offset layout, as md keeps it), or `max`: all
+    /// that every member has room for. Growing resyncs the new space (only
+    /// its bitmap chunks with a bitmap) unless --assume-clean. md refuses it
+    /// for RAID 0 and a RAID 10 in the far layout.
     #[arg(long, short = 'z')]
     pub size: Option<String>,
     /// Add (`internal`) or remove (`none`) md's internal write-intent bitmap.

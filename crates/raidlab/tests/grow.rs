@@ -118,6 +118,106 @@ fn raid1_size_with_a_bitmap_marks_only_the_new_chunks_and_shrinks_and_grows_back
 }
 
 #[test]
+fn raid10_near_size_max_with_a_bitmap_resyncs_the_new_space_and_keeps_the_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    let a = create_filled(
+        d,
+        &m,
+        &[
+            "--level",
+            "10",
+            "--layout",
+            "n2",
+            "--chunk",
+            "64K",
+            "--consistency-policy",
+            "bitmap",
+            "--bitmap-chunk",
+            "1M",
+        ],
+    );
+    let old = detail(d, &m)["member_data_bytes"].as_u64().unwrap();
+    grow_files(d, &m, 32 * MIB);
+    // One copy of the new space differs from the other, as stale bytes on a
+    // replaced member would: only the resync makes the copies agree.
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(d.join("m0"))
+            .unwrap();
+        f.seek(SeekFrom::Start(16 * MIB)).unwrap();
+        f.write_all(&pattern(8 * MIB as usize, 5)).unwrap();
+    }
+    let out = ok(d, &with("grow", &m, &["--size", "max"]));
+    assert!(out.contains("the new space is resynced"), "{out}");
+    // The bitmap counts array sectors: the new array space in 1 MiB bits.
+    let off = data_offset(d, "m0");
+    let want = (32 * MIB - off) / (64 << 10) * (64 << 10);
+    let marked = (2 * want).div_ceil(MIB) - (2 * old) / MIB;
+    assert!(
+        out.contains(&format!("{marked} bitmap chunk(s) marked")),
+        "{out}"
+    );
+    let v = detail(d, &m);
+    assert_eq!(v["member_data_bytes"].as_u64().unwrap(), want);
+    assert_eq!(v["array_size_bytes"].as_u64().unwrap(), 2 * want);
+    assert_eq!(v["state"], "clean");
+    assert_eq!(v["bitmap_dirty_chunks"].as_u64().unwrap(), 0);
+    for name in m {
+        let e = examine(d, name);
+        assert_eq!(e["used_dev_size"].as_u64().unwrap() * 512, want, "{name}");
+        assert_eq!(e["resync_offset"].as_u64().unwrap(), u64::MAX);
+        let sync = e["bitmap"]["Sync Size"].as_str().unwrap().to_string();
+        assert!(sync.starts_with(&format!("{} ", 2 * want / 1024)), "{sync}");
+    }
+    assert!(want > old);
+    check_clean(d, &m);
+    let got = export(d, &m);
+    assert_eq!(got.len() as u64, 2 * want);
+    assert!(
+        got[..a.len()] == a[..],
+        "the data before the grow reads back"
+    );
+}
+
+#[test]
+fn raid10_offset_size_is_kept_in_whole_rows_as_md_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1", "m2"];
+    let a = create_filled(
+        d,
+        &m,
+        &["--level", "10", "--layout", "o2", "--chunk", "64K"],
+    );
+    grow_files(d, &m, 32 * MIB);
+    // 401 chunks asked; offset=2 keeps whole rows of two chunks: 400.
+    let out = ok(d, &with("grow", &m, &["--size", "25664K"]));
+    assert!(out.contains("the new space is resynced"), "{out}");
+    let v = detail(d, &m);
+    assert_eq!(v["member_data_bytes"].as_u64().unwrap(), 25 * MIB);
+    // The superblocks record what md keeps (its dev_sectors), not what was asked.
+    for name in m {
+        let e = examine(d, name);
+        assert_eq!(
+            e["used_dev_size"].as_u64().unwrap() * 512,
+            25 * MIB,
+            "{name}"
+        );
+    }
+    // 200 rows of three chunks.
+    assert_eq!(
+        v["array_size_bytes"].as_u64().unwrap(),
+        200 * 3 * (64 << 10)
+    );
+    check_clean(d, &m);
+    assert!(export(d, &m)[..a.len()] == a[..]);
+}
+
+#[test]
 fn size_assume_clean_records_the_new_space_in_sync_without_a_resync() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
@@ -288,8 +388,16 @@ fn refusals_say_why_and_change_no_byte() {
     create_filled(d, &r0, &["--level", "0", "--chunk", "64K"]);
     let r1 = ["b0", "b1"];
     create_filled(d, &r1, &["--level", "1", "--consistency-policy", "bitmap"]);
+    let r10 = ["n0", "n1"];
+    create_filled(d, &r10, &["--level", "10", "--layout", "n2"]);
+    let far = ["f0", "f1"];
+    create_filled(d, &far, &["--level", "10", "--layout", "f2"]);
+    // Room to grow into, so only md's rules refuse.
+    grow_files(d, &["n0", "n1", "f0", "f1"], 32 * MIB);
     std::fs::write(d.join("plain"), vec![0u8; 4 * MIB as usize]).unwrap();
-    let all = ["a0", "a1", "a2", "z0", "z1", "b0", "b1", "plain"];
+    let all = [
+        "a0", "a1", "a2", "z0", "z1", "b0", "b1", "n0", "n1", "f0", "f1", "plain",
+    ];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         // RAID 5 --raid-devices is a reshape now (tests/reshape.rs); with
         // no device for the new slot it is refused for want of one.
@@ -315,6 +423,8 @@ fn refusals_say_why_and_change_no_byte() {
             "whole number of KiB",
         ),
         (with("grow", &r0, &["--size", "max"]), "RAID 0"),
+        (with("grow", &far, &["--size", "max"]), "far layout"),
+        (with("grow", &r10, &["--size", "64M"]), "does not fit"),
         (
             with("grow", &r0, &["--bitmap", "internal"]),
             "not meaningful",

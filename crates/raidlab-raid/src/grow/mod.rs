@@ -31,7 +31,8 @@
 //! a RAID 5; `raid0` decides how a
 //! RAID 0 goes through md's RAID 4 without parity (restripes, and RAID 0
 //! to RAID 4 or 5); `raid10` what md allows a RAID 10 (more or fewer
-//! members, near or offset, never far), walked by `walk`.
+//! members, near or offset, never far, walked by `walk`; the component size
+//! md keeps of a `--size`, never far).
 
 mod convert;
 mod devices;
@@ -188,15 +189,18 @@ impl Assembly {
     /// (spares too, as md counts them) has room for after its data offset
     /// (metadata 1.0: before the superblock at the member's end, with md's
     /// room for a bitmap and a bad block log before it). Striped
-    /// levels round down to a whole chunk. Growing marks the new space for
-    /// resync as md does (resync_offset at the old size, the bitmap's new
-    /// chunks dirty), unless `assume_clean`; shrinking keeps what lies past
-    /// the new end on the members (growing back brings it back), as md.
+    /// levels round down to a whole chunk; a RAID 10 further to what md
+    /// keeps of it (`raid10::raid10_component_sectors`: whole rows of the
+    /// offset layout, whole chunks of the array). Growing marks the new
+    /// space for resync as md does (resync_offset at the old size, the
+    /// bitmap's new chunks dirty), unless `assume_clean`; shrinking keeps
+    /// what lies past the new end on the members (growing back brings it
+    /// back), as md.
     ///
     /// Refused with md's reason for RAID 0 and linear (they always use all
-    /// of each member), a size larger than a member holds, a size below one
-    /// chunk; and, not built yet, for RAID 10, metadata 0.90, a write
-    /// journal. Refused while a rebuild is pending, while a resync is
+    /// of each member), a RAID 10 in the far layout or mid-reshape, a size
+    /// larger than a member holds, a size below one chunk (one row of a
+    /// RAID 10); and, not built yet, for metadata 0.90, a write journal. Refused while a rebuild is pending, while a resync is
     /// pending, and on a degraded array (raidlab's own rule: the new space
     /// could not be resynced).
     pub fn grow_size(&mut self, req: SizeRequest, assume_clean: bool) -> Result<SizeChange> {
@@ -207,13 +211,7 @@ impl Assembly {
                     "the component size of RAID 0 (and linear) cannot be changed: md always uses all of each member there (mdadm: \"Component size change is not supported for RAID0\"); nothing was changed".into(),
                 ))
             }
-            Level::Raid10 => {
-                return Err(Error::new(
-                    ErrorKind::Refused,
-                    Op::Plan,
-                    "--size of RAID 10 is not built yet (md counts its resync in array sectors): use mdadm --grow --size; nothing was changed",
-                ))
-            }
+            Level::Raid10 => self.raid10_resize_check()?,
             _ => {}
         }
         self.grow_check_idle("--size")?;
@@ -278,6 +276,17 @@ impl Assembly {
         };
         if level != Level::Raid1 {
             new -= new % chunk;
+        }
+        if level == Level::Raid10 {
+            let kept = raid10::raid10_component_sectors(&template, new)?;
+            if kept == 0 {
+                return Err(Error::invalid(format!(
+                    "a component size of {} bytes is too small for this RAID 10: md keeps it in whole rows of {} bytes (a chunk, times the far copies in the offset layout); give at least one row",
+                    new * SECTOR,
+                    raid10::raid10_row_sectors(&template)? * SECTOR
+                )));
+            }
+            new = kept;
         }
         if level != Level::Raid1 && new < chunk || new == 0 {
             return Err(Error::invalid(format!(
@@ -348,7 +357,9 @@ impl Assembly {
                     }
                 }
                 if grown && !assume_clean {
-                    let first = nb.chunk_of(old);
+                    // The old bitmap's own extent, not the old component
+                    // size: a RAID 10's bitmap counts array sectors.
+                    let first = nb.chunk_of(b.sb.sync_size);
                     change.bitmap_chunks_marked =
                         (first..nb.chunks()).filter(|&c| nb.is_dirty(c)).count() as u64;
                 }
@@ -361,6 +372,11 @@ impl Assembly {
             self.members[i].sb = sb;
         }
         self.bitmap = bitmap;
+        // md's RAID 10 resumes its resync at array sectors (`raid10_resize`
+        // sets it to the old array size), raidlab's at member sectors for
+        // every level. The old component size is right for raidlab and, read
+        // by md as an array sector, lies before the old array end: md then
+        // resyncs a little of the old space again, and misses nothing.
         let resync_at = if grown && !assume_clean {
             change.resync_from = Some(old * SECTOR);
             old

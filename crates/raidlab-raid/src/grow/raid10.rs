@@ -24,8 +24,14 @@
 //!
 //! The walk (and which RAID 10 reshapes it carries on), its checkpoints and
 //! its last commit are `super::walk`'s: a running array of the new
-//! geometry writes every copy of what it reads from the old one. Nothing
-//! here reads or writes data.
+//! geometry writes every copy of what it reads from the old one.
+//!
+//! Also what md allows of a RAID 10's component size (`--size`, the
+//! kernel's `raid10_resize`): never in the far layout, never mid-reshape,
+//! and the size md keeps of what was asked (its `calc_sectors`: the whole
+//! chunks the array then holds, spread back over the members); the rest of
+//! `--size` is `super`'s, the same for every level. Nothing here reads or
+//! writes data.
 
 use super::reshape::{room_below_data, ReshapePlan, ReshapeRequest};
 use super::{refused, SECTOR};
@@ -34,6 +40,7 @@ use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::reshape::{MdReshape, Reshape};
 use raidlab_layout::{Geometry, Layout, Level, Raid10Layout};
 use raidlab_md::superblock::MetadataVersion;
+use raidlab_md::Superblock;
 
 impl Assembly {
     /// Check `--raid-devices N` (and any `--layout`/`--chunk`) of a RAID 10
@@ -256,4 +263,51 @@ impl Assembly {
         plan.gap_sectors = gap;
         Ok(plan)
     }
+}
+
+impl Assembly {
+    /// Refuse `--size` of this RAID 10 where md refuses it
+    /// (`raid10_resize`): mid-reshape (EBUSY) and in the far layout
+    /// (EINVAL, which mdadm reports as "Cannot set device size").
+    pub(super) fn raid10_resize_check(&self) -> Result<()> {
+        self.grow_check_no_reshape()?;
+        let layout = Raid10Layout::from_md(self.grow_template()?.layout)?;
+        if layout.far > 1 && !layout.offset {
+            return Err(refused(format!(
+                "--size: md does not change the component size of a RAID 10 in the far layout ({}; the kernel's raid10_resize refuses it and mdadm says \"Cannot set device size ...: Invalid argument\"): each far copy starts a fixed fraction of the used part of every member, so a new size would move every far copy; make a new array in the near or offset layout, copy the data over, and grow that; nothing was changed",
+                layout.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The component size md keeps of a RAID 10 (near or offset) asked for
+/// `sectors` of each member (`raid10_resize` through `calc_sectors`): the
+/// array holds whole chunks, `sectors` in chunks per far copy times the
+/// members over the near copies, and each member then uses its share of
+/// their copies rounded up to a chunk. So an offset layout keeps whole rows
+/// (a chunk per far copy), and a near layout every whole chunk asked (the
+/// rounding up gives back what the division by the near copies took,
+/// whether or not they divide the members). 0 when not even one row fits.
+pub(super) fn raid10_component_sectors(sb: &Superblock, sectors: u64) -> Result<u64> {
+    let layout = Raid10Layout::from_md(sb.layout)?;
+    let chunk = u64::from(sb.chunksize);
+    let n = u64::from(sb.raid_disks);
+    if chunk == 0 || n == 0 {
+        return Err(Error::invalid(format!(
+            "a RAID 10 superblock with chunk {chunk} sectors and {n} members: not an array md runs"
+        )));
+    }
+    let array_chunks =
+        sectors / chunk / u64::from(layout.far.max(1)) * n / u64::from(layout.near.max(1));
+    Ok((array_chunks * layout.copies() as u64).div_ceil(n) * chunk)
+}
+
+/// The least component size md keeps of this RAID 10 (near or offset): a
+/// chunk, or a chunk per far copy in the offset layout.
+pub(super) fn raid10_row_sectors(sb: &Superblock) -> Result<u64> {
+    let layout = Raid10Layout::from_md(sb.layout)?;
+    let far = if layout.offset { layout.far.max(1) } else { 1 };
+    Ok(u64::from(sb.chunksize) * u64::from(far))
 }

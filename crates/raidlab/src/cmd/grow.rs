@@ -1,5 +1,6 @@
 //! `grow`: one in-place change of an array per run, offline, as mdadm
-//! --grow makes it (the rules are raidlab-raid's `grow`): --size, --bitmap,
+//! --grow makes it (the rules are raidlab-raid's `grow`): --size (RAID
+//! 1/4/5/6, RAID 10 near or offset), --bitmap,
 //! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
 //! a RAID 0, more or fewer (with --array-size) of a RAID 10 (near or
 //! offset), and for a RAID 4/5/6 more or fewer (with --array-size)

@@ -9,6 +9,9 @@
 //!   (the new space resynced by raidlab);
 //! * `r5-size-bitmap`: the same for a RAID 5 with a 64 KiB-chunk bitmap
 //!   (the bitmap resized, the new chunks marked and resynced);
+//! * `r10-size-bitmap`: the same for a RAID 10 near=2 of 4 (md's
+//!   `raid10_resize`: its bitmap counts array sectors), read whole and
+//!   without roles 0 and 3;
 //! * `r5-bitmap-added`, `r1-bitmap-removed`: `--bitmap internal|none`;
 //! * `r1-2to3`: `--raid-devices 3 --add` (the new mirror rebuilt);
 //! * `r5-5to4-shrunk`: a RAID 5 of 5 given room after its data (`--size
@@ -180,6 +183,25 @@ fn cases() -> Vec<Grown> {
             grow_files: true,
             grow: &["--size", "max"],
             sets: vec![],
+            interrupt: None,
+        },
+        Grown {
+            name: "r10-size-bitmap",
+            level: 10,
+            devices: 4,
+            create: &[
+                "--layout",
+                "n2",
+                "--chunk",
+                "64K",
+                "--consistency-policy",
+                "bitmap",
+                "--bitmap-chunk",
+                "64K",
+            ],
+            grow_files: true,
+            grow: &["--size", "max"],
+            sets: vec![vec![0, 3]],
             interrupt: None,
         },
         Grown {
