@@ -574,8 +574,9 @@ fn attempt(
         .map_err(|e| format!("create: {e}"))?;
     if s.change.shrink && s.raid10.is_some() {
         if s.change.room {
-            // `grow --size` of a RAID 10 is not built: the members are
-            // made as `mdadm --create --size` leaves them, four chunks
+            // Room as `mdadm --create --size` leaves it (what a user who
+            // never grew the array has; `grow --size` is tested on its
+            // own, `raidlab/tests/grow.rs`): the members are made with four chunks
             // (two rows of offset=2, the most md's move up takes) unused
             // after the data, before anything is written.
             drop(asm);
