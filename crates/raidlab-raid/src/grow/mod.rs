@@ -50,7 +50,7 @@ pub use reshape::{ReshapePlan, ReshapeReport, ReshapeRequest, MAX_MOVE_SECTORS};
 
 use crate::assemble::{geometry_of, Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
-use raidlab_layout::Level;
+use raidlab_layout::{Geometry, Level};
 use raidlab_md::superblock::{feature, MetadataVersion};
 use raidlab_md::Superblock;
 use serde::Serialize;
@@ -190,8 +190,8 @@ impl Assembly {
     /// (metadata 1.0: before the superblock at the member's end, with md's
     /// room for a bitmap and a bad block log before it). Striped
     /// levels round down to a whole chunk; a RAID 10 further to what md
-    /// keeps of it (`raid10::raid10_component_sectors`: whole rows of the
-    /// offset layout, whole chunks of the array). Growing marks the new
+    /// keeps of it (md's `calc_sectors`, as `Geometry::new` rounds it: whole
+    /// rows of the offset layout, whole chunks of the array). Growing marks the new
     /// space for resync as md does (resync_offset at the old size, the
     /// bitmap's new chunks dirty), unless `assume_clean`; shrinking keeps
     /// what lies past the new end on the members (growing back brings it
@@ -278,7 +278,12 @@ impl Assembly {
             new -= new % chunk;
         }
         if level == Level::Raid10 {
-            let kept = raid10::raid10_component_sectors(&template, new)?;
+            // What md keeps of it (its calc_sectors): the geometry rounds
+            // every RAID 10's component size so. It refuses nothing else
+            // here: the array runs with this layout, chunk and members.
+            let g = self.geometry;
+            let kept = Geometry::new(g.level, g.layout, g.chunk_bytes, g.raid_disks, new * SECTOR)
+                .map_or(0, |g| g.member_bytes / SECTOR);
             if kept == 0 {
                 return Err(Error::invalid(format!(
                     "a component size of {} bytes is too small for this RAID 10: md keeps it in whole rows of {} bytes (a chunk, times the far copies in the offset layout); give at least one row",

@@ -28,8 +28,8 @@
 //!
 //! Also what md allows of a RAID 10's component size (`--size`, the
 //! kernel's `raid10_resize`): never in the far layout, never mid-reshape,
-//! and the size md keeps of what was asked (its `calc_sectors`: the whole
-//! chunks the array then holds, spread back over the members); the rest of
+//! and its least size (a row); the size md keeps of what was asked is the
+//! geometry's rounding (md's `calc_sectors`, `raidlab_layout`), the rest of
 //! `--size` is `super`'s, the same for every level. Nothing here reads or
 //! writes data.
 
@@ -280,28 +280,6 @@ impl Assembly {
         }
         Ok(())
     }
-}
-
-/// The component size md keeps of a RAID 10 (near or offset) asked for
-/// `sectors` of each member (`raid10_resize` through `calc_sectors`): the
-/// array holds whole chunks, `sectors` in chunks per far copy times the
-/// members over the near copies, and each member then uses its share of
-/// their copies rounded up to a chunk. So an offset layout keeps whole rows
-/// (a chunk per far copy), and a near layout every whole chunk asked (the
-/// rounding up gives back what the division by the near copies took,
-/// whether or not they divide the members). 0 when not even one row fits.
-pub(super) fn raid10_component_sectors(sb: &Superblock, sectors: u64) -> Result<u64> {
-    let layout = Raid10Layout::from_md(sb.layout)?;
-    let chunk = u64::from(sb.chunksize);
-    let n = u64::from(sb.raid_disks);
-    if chunk == 0 || n == 0 {
-        return Err(Error::invalid(format!(
-            "a RAID 10 superblock with chunk {chunk} sectors and {n} members: not an array md runs"
-        )));
-    }
-    let array_chunks =
-        sectors / chunk / u64::from(layout.far.max(1)) * n / u64::from(layout.near.max(1));
-    Ok((array_chunks * layout.copies() as u64).div_ceil(n) * chunk)
 }
 
 /// The least component size md keeps of this RAID 10 (near or offset): a
