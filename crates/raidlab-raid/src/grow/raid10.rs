@@ -176,20 +176,18 @@ impl Assembly {
         })
     }
 
-    /// Fewer members of this RAID 10 (near or offset, checked above), as
-    /// md shrinks one: the data offset moves up by md's least move (one
-    /// row: the chunk times the far copies; two where raidlab's walk needs
-    /// them), taken out of the component size when a member has less room
-    /// than that after its data (mdadm's `raid10_reshape`), and the array
-    /// must already be truncated to what `n` members then hold
-    /// (`array_bytes`, whole chunks: `raid10_check_reshape`,
-    /// `raid10_start_reshape`). Nothing is written.
-    fn raid10_shrink_check(
-        &self,
-        what: &str,
-        n: usize,
-        array_bytes: Option<u64>,
-    ) -> Result<ReshapePlan> {
+    /// The bytes a RAID 10 (near or offset) holds on `n` members, fewer than
+    /// it has, as md shrinks it (the move of the data offset taken out of
+    /// the component size where a member has no room for it): the most
+    /// `--array-size` may be for `--raid-devices n`. Nothing is written.
+    pub fn raid10_shrink_holds(&self, n: usize) -> Result<u64> {
+        Ok(self.raid10_shrink_fit("--raid-devices", n)?.1)
+    }
+
+    /// [`Assembly::raid10_shrink_holds`] with the plan it rests on (its
+    /// gap the move of the data offset) and what mdadm's message says of
+    /// a move taken out of the component size.
+    fn raid10_shrink_fit(&self, what: &str, n: usize) -> Result<(ReshapePlan, u64, String)> {
         let g = self.geometry;
         let template = self.grow_template()?;
         let chunk = template.chunksize;
@@ -229,7 +227,6 @@ impl Assembly {
             plan.component_sectors = Some(size);
         }
         let fits = self.shrink_geometry(&plan)?.new.array_bytes();
-        let exposed = g.array_bytes();
         let taken = match plan.component_sectors {
             Some(s) => format!(
                 " (mdadm takes the {} KiB move of the data offset out of each member's used space, {} KiB left after the data, so each member then holds {} KiB)",
@@ -239,6 +236,27 @@ impl Assembly {
             ),
             None => String::new(),
         };
+        plan.gap_sectors = gap;
+        Ok((plan, fits, taken))
+    }
+
+    /// Fewer members of this RAID 10 (near or offset, checked above), as
+    /// md shrinks one: the data offset moves up by md's least move (one
+    /// row: the chunk times the far copies; two where raidlab's walk needs
+    /// them), taken out of the component size when a member has less room
+    /// than that after its data (mdadm's `raid10_reshape`), and the array
+    /// must already be truncated to what `n` members then hold
+    /// (`array_bytes`, whole chunks: `raid10_check_reshape`,
+    /// `raid10_start_reshape`). Nothing is written.
+    fn raid10_shrink_check(
+        &self,
+        what: &str,
+        n: usize,
+        array_bytes: Option<u64>,
+    ) -> Result<ReshapePlan> {
+        let (plan, fits, taken) = self.raid10_shrink_fit(what, n)?;
+        let chunk = plan.chunk_sectors;
+        let exposed = self.geometry.array_bytes();
         let Some(size) = array_bytes else {
             return Err(refused(format!(
                 "{what}: this change will reduce the size of the array from {exposed} to {fits} bytes{taken} (mdadm: \"this change will reduce the size of the array. use --grow --array-size first to truncate array\"): shrink what the array holds (the file system) to {} KiB or less, then give `--array-size {}K` with --raid-devices {n}; nothing was changed",
@@ -260,7 +278,6 @@ impl Assembly {
                 size / chunk_bytes * chunk_bytes / 1024
             )));
         }
-        plan.gap_sectors = gap;
         Ok(plan)
     }
 }

@@ -766,22 +766,16 @@ fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), Strin
     Ok(())
 }
 
-/// The most a RAID 10's fewer members hold, as a user learns it: from the
-/// engine's refusal without `--array-size`, which names the size to give
-/// (counting the move of the data offset, taken out of the component size
+/// The most a RAID 10's fewer members hold, as the engine's refusal without
+/// `--array-size` names it to a user (`Assembly::raid10_shrink_holds`:
+/// counting the move of the data offset, taken out of the component size
 /// when the room after the data is short). The harness keeps no copy of
 /// that rule.
 fn raid10_holds(asm: &Assembly, req: &ReshapeRequest) -> Result<u64, String> {
-    let e = match asm.reshape_check_sized(req, 0, None) {
-        Ok(_) => return Err("a RAID 10 shrink was accepted without --array-size".into()),
-        Err(e) => e.to_string(),
-    };
-    let kib = e
-        .rsplit_once("`--array-size ")
-        .and_then(|(_, k)| k.split_once('K'))
-        .and_then(|(k, _)| k.parse::<u64>().ok())
-        .ok_or_else(|| format!("reshape_check names no --array-size: {e}"))?;
-    Ok(kib * 1024)
+    let n = req
+        .raid_devices
+        .ok_or("internal: a RAID 10 shrink without --raid-devices")?;
+    asm.raid10_shrink_holds(n).map_err(|e| e.to_string())
 }
 
 /// Whether the array has the shape the change asks for.
