@@ -101,10 +101,24 @@ impl Holder {
     pub fn is_raidlab_serve(&self) -> bool {
         let mut words = self.command.split(' ');
         let program = words.next().unwrap_or_default();
-        std::path::Path::new(program)
+        if !std::path::Path::new(program)
             .file_name()
             .is_some_and(|n| n == "raidlab")
-            && words.next() == Some("serve")
+        {
+            return false;
+        }
+        // Global options may come before the verb (`raidlab --member-io
+        // threads serve ...`); each of raidlab's takes a value, as the next
+        // word or after `=`.
+        while let Some(w) = words.next() {
+            if !w.starts_with('-') {
+                return w == "serve";
+            }
+            if !w.contains('=') {
+                words.next();
+            }
+        }
+        false
     }
 }
 
@@ -186,6 +200,10 @@ mod tests {
         };
         assert!(h("/usr/local/bin/raidlab serve --socket s m0 m1").is_raidlab_serve());
         assert!(h("raidlab serve").is_raidlab_serve());
+        assert!(h("/x/raidlab --member-io threads serve --direct m0").is_raidlab_serve());
+        assert!(h("raidlab --member-io=uring serve m0").is_raidlab_serve());
+        assert!(!h("raidlab --member-io threads rebuild m0").is_raidlab_serve());
+        assert!(!h("raidlab --member-io serve").is_raidlab_serve());
         assert!(!h("/usr/local/bin/raidlab rebuild m0 m1").is_raidlab_serve());
         assert!(!h("/usr/bin/raidlab-old serve").is_raidlab_serve());
         assert!(!h("").is_raidlab_serve());
