@@ -20,7 +20,9 @@
 //! checkpointed, and the least move of the data offset that keeps such a
 //! walk going; and the same two for a backward reshape to fewer members (a
 //! parity level, or a RAID 10 in the near or offset layout), whose data
-//! offset moves up by mdadm's least move (a RAID 10's: one row). It
+//! offset moves up by mdadm's least move (a RAID 10's: one row). A RAID
+//! 10's new chunk or switch between near and offset over the same members
+//! is a forward reshape like a grow, its rows those of each side. It
 //! must never do I/O, and never accept fields that make either geometry one
 //! md would not run.
 
@@ -168,7 +170,9 @@ impl Reshape {
     /// times the far copies); with the row-granular rule above one row is
     /// enough while the member count grows by at least `near - 1` (the
     /// copies of the chunk at the checkpoint then end within the row after
-    /// its first), otherwise two rows are needed.
+    /// its first), otherwise two rows are needed; always two for a new
+    /// chunk or a switch between near and offset over the same members
+    /// (`reshape_raid10_restripe_tests` checks every such change md makes).
     pub fn forward_min_gap(&self) -> u64 {
         let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
         if self.new.level != Level::Raid10 {
@@ -329,6 +333,10 @@ impl Rows {
 #[cfg(test)]
 #[path = "reshape_raid10_tests.rs"]
 mod raid10_tests;
+
+#[cfg(test)]
+#[path = "reshape_raid10_restripe_tests.rs"]
+mod raid10_restripe_tests;
 
 #[cfg(test)]
 mod tests {
