@@ -79,18 +79,16 @@ fn cases() -> Vec<(Reshape, String)> {
                         for disks in from.copies() as u32..=7 {
                             // The near and offset copies together need a
                             // member count the near copies divide.
-                            let wraps = |l: Raid10Layout| l.offset && l.near > 1 && disks % l.near != 0;
+                            let wraps =
+                                |l: Raid10Layout| l.offset && l.near > 1 && disks % l.near != 0;
                             if wraps(from) || wraps(to) {
                                 continue;
                             }
                             // 48 of the larger chunk and a little more.
                             let member = 48 * u64::from(fc.max(tc)) + 12;
                             let r = restripe((from, fc), (to, tc), disks, member);
-                            let what = format!(
-                                "{} {fc}K -> {} {tc}K on {disks}",
-                                from.name(),
-                                to.name()
-                            );
+                            let what =
+                                format!("{} {fc}K -> {} {tc}K on {disks}", from.name(), to.name());
                             out.push((r, what));
                         }
                     }
@@ -147,15 +145,17 @@ fn writes_below_the_limit_never_touch_what_a_resume_reads() {
 
 #[test]
 fn with_the_least_gap_the_walk_never_stalls() {
-    let mut walks = 0;
+    let (mut walks, mut one_row) = (0, 0);
     for (r, what) in cases() {
         let gap = r.forward_min_gap();
         let row = |g: &Geometry| match g.layout {
             Layout::Raid10(l) => g.chunk_bytes * u64::from(if l.offset { l.far } else { 1 }),
             _ => unreachable!(),
         };
-        // At least md's least move: the taller row of the two.
-        assert!(gap >= row(&r.old).max(row(&r.new)), "{what}: {gap}");
+        // md's least move, the taller row of the two, or two of them.
+        let taller = row(&r.old).max(row(&r.new));
+        assert!(gap == taller || gap == 2 * taller, "{what}: {gap}");
+        one_row += usize::from(gap == taller);
         let unit = r.forward_unit();
         assert_eq!(unit, r.old.chunk_bytes.max(r.new.chunk_bytes), "{what}");
         let (mut at, mut checkpoint) = (0, 0);
@@ -182,6 +182,12 @@ fn with_the_least_gap_the_walk_never_stalls() {
         walks += 1;
     }
     assert!(walks > 500, "{walks}");
+    // md's least move is enough for most; the others take two rows.
+    assert!(
+        one_row > 0 && one_row < walks,
+        "{one_row} of {walks} with one row"
+    );
+    eprintln!("{one_row} of {walks} restripes walk with md's least move");
 }
 
 #[test]
@@ -191,6 +197,6 @@ fn the_array_keeps_md_s_size_when_the_members_hold_whole_rows_of_both() {
     let r = restripe((near(2), 64), (offset(1, 2), 256), 4, 1024);
     assert_eq!(r.old.array_bytes(), 2 << 20);
     assert_eq!(r.new.array_bytes(), 2 << 20);
-    // md's least move is the taller row, 512 KiB; raidlab's walk takes two.
-    assert_eq!(r.forward_min_gap(), 2 * 512 * 1024);
+    // md's least move is the taller row, 512 KiB, which the walk takes.
+    assert_eq!(r.forward_min_gap(), 512 * 1024);
 }

@@ -61,47 +61,57 @@ impl Assembly {
         let layout = Raid10Layout::from_md(template.layout)?;
         if layout.far > 1 && !layout.offset {
             return Err(refused(format!(
-                "{what}: md does not reshape a RAID 10 in the far layout ({}; mdadm: \"Cannot reshape RAID10 in far-mode\"): its far copies lie a fixed fraction of each member apart, and that fraction moves with every member added; make a new array in the near or offset layout and copy the data over; nothing was changed",
+                "{what}: md does not reshape a RAID 10 in the far layout ({}; mdadm: \"Cannot reshape RAID10 in far-mode\"): its far copies lie a fixed fraction of each member apart, and that fraction moves with every member, chunk or layout changed; make a new array in the near or offset layout and copy the data over; nothing was changed",
                 layout.name()
             )));
         }
-        if let Some(name) = &req.layout {
-            let Layout::Raid10(to) = Layout::parse(Level::Raid10, Some(name))? else {
-                return Err(Error::invalid(format!(
-                    "{what}: {name} is not a RAID 10 layout"
-                )));
-            };
-            if to.far > 1 && !to.offset {
-                return Err(refused(format!(
-                    "{what}: md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\"); nothing was changed"
-                )));
+        let new_layout = match &req.layout {
+            None => template.layout,
+            Some(name) => {
+                let Layout::Raid10(to) = Layout::parse(Level::Raid10, Some(name))? else {
+                    return Err(Error::invalid(format!(
+                        "{what}: {name} is not a RAID 10 layout"
+                    )));
+                };
+                if to.far > 1 && !to.offset {
+                    return Err(refused(format!(
+                        "{what}: md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\"); nothing was changed"
+                    )));
+                }
+                if to.copies() != layout.copies() {
+                    return Err(refused(format!(
+                        "{what}: {} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\"); nothing was changed",
+                        layout.name(),
+                        layout.copies(),
+                        to.name(),
+                        to.copies()
+                    )));
+                }
+                to.md_layout()
             }
-            if to.copies() != layout.copies() {
-                return Err(refused(format!(
-                    "{what}: {} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\"); nothing was changed",
-                    layout.name(),
-                    layout.copies(),
-                    to.name(),
-                    to.copies()
-                )));
-            }
-            if to != layout {
-                return Err(super::reshape_not_built(&format!(
-                    "{what} (md switches a RAID 10 between the near and offset layouts; raidlab does not yet)"
-                )));
-            }
-        }
+        };
         let chunk = template.chunksize;
-        if let Some(c) = req.chunk_bytes.filter(|&c| c != u64::from(chunk) * SECTOR) {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (a new chunk of {} KiB: md changes a RAID 10's chunk in a reshape; raidlab does not yet)",
-                c / 1024
-            )));
-        }
+        let new_chunk = match req.chunk_bytes {
+            None => chunk,
+            Some(c) => {
+                if c % SECTOR != 0 || c / SECTOR > u64::from(u32::MAX) {
+                    return Err(Error::invalid(format!(
+                        "--chunk {c}: not a whole number of sectors md can record"
+                    )));
+                }
+                (c / SECTOR) as u32
+            }
+        };
+        let restripe = new_layout != template.layout || new_chunk != chunk;
         let n = req.raid_devices.unwrap_or(old);
-        if n == old {
+        if n == old && !restripe {
             return Err(Error::invalid(format!(
                 "{what}: the array already is that: no change requested"
+            )));
+        }
+        if n != old && restripe {
+            return Err(super::reshape_not_built(&format!(
+                "{what} (other members and a new chunk or layout in one reshape; md does both at once, raidlab one after the other: grow --raid-devices first, then the chunk or layout)"
             )));
         }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
@@ -109,7 +119,7 @@ impl Assembly {
                 "--raid-devices {n} is more than md allows"
             )));
         }
-        Geometry::from_md(10, template.layout, chunk, n as u32, template.size)
+        Geometry::from_md(10, new_layout, new_chunk, n as u32, template.size)
             .map_err(|e| refused(format!("{what}: {}; nothing was changed", e.message)))?;
         if template.version() == MetadataVersion::V0_90 {
             return Err(refused(format!(
@@ -117,6 +127,9 @@ impl Assembly {
             )));
         }
         self.restripe_allowed(what)?;
+        if restripe {
+            return self.raid10_restripe_check(what, new_layout, new_chunk);
+        }
         if n < old {
             return self.raid10_shrink_check(what, n, array_bytes);
         }
@@ -144,22 +157,11 @@ impl Assembly {
             member_sectors: template.size,
         })?;
         let least = probe.forward_min_gap() / SECTOR;
-        for m in self.members.iter().filter(|m| m.is_live()) {
-            let room = room_below_data(&m.sb);
-            if room < least {
-                return Err(Error::new(
-                    ErrorKind::Refused,
-                    Op::Plan,
-                    format!(
-                        "{}: {} KiB free below the data (data offset {} sectors), and a RAID 10 reshape onto more members moves the data offset down by at least {} KiB (mdadm: \"Insufficient head-space for reshape\"); md has no backup-file way for RAID 10; nothing was changed",
-                        m.device.path,
-                        room / 2,
-                        m.sb.data_offset,
-                        least / 2
-                    ),
-                ));
-            }
-        }
+        self.raid10_head_room(
+            least,
+            "a RAID 10 reshape onto more members moves the data offset down by at least",
+            " (mdadm: \"Insufficient head-space for reshape\"); md has no backup-file way for RAID 10",
+        )?;
         let gap = self.reshape_gap(least)?;
         Ok(ReshapePlan {
             old_raid_devices: old,
@@ -170,6 +172,133 @@ impl Assembly {
             new_layout: template.layout,
             chunk_sectors: chunk,
             new_chunk_sectors: chunk,
+            then_level: None,
+            backwards: false,
+            component_sectors: None,
+        })
+    }
+
+    /// Refuse unless every member in service has `least` sectors free below
+    /// its data for the data offset to move down into: `moves` says what
+    /// moves it, `md` what md says of it.
+    fn raid10_head_room(&self, least: u64, moves: &str, md: &str) -> Result<()> {
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let room = room_below_data(&m.sb);
+            if room < least {
+                return Err(Error::new(
+                    ErrorKind::Refused,
+                    Op::Plan,
+                    format!(
+                        "{}: {} KiB free below the data (data offset {} sectors), and {moves} {} KiB{md}; nothing was changed",
+                        m.device.path,
+                        room / 2,
+                        m.sb.data_offset,
+                        least / 2
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A new chunk or a switch between the near and offset layouts over the
+    /// same members (the same copies, never far: checked by the caller), as
+    /// md restripes a RAID 10 (the kernel's `raid10_check_reshape`, mdadm's
+    /// `raid10_reshape` with no change of members). The array must be a
+    /// whole number of new chunks (md's rule) and the new geometry must
+    /// hold all of it (raidlab's: md keeps the array size through such a
+    /// reshape, and a smaller new geometry would lose its end); the data
+    /// offset moves down and the walk goes forwards. md moves it whichever
+    /// way the members have more room (mdadm's `set_new_data_offset`),
+    /// which is down on what mdadm and raidlab create; raidlab moves it
+    /// down only, as for its RAID 5/6 restripes, by at least the walk's
+    /// two rows of the taller side (`Reshape::forward_min_gap`; md's least
+    /// is one, `raid10_start_reshape`), then [`Assembly::reshape_gap`]'s
+    /// share of the room. Nothing is written.
+    fn raid10_restripe_check(
+        &self,
+        what: &str,
+        new_layout: u32,
+        new_chunk: u32,
+    ) -> Result<ReshapePlan> {
+        let template = self.grow_template()?;
+        let n = self.geometry.raid_disks;
+        let probe = |size: u64| {
+            Reshape::from_md(&MdReshape {
+                level: 10,
+                layout: template.layout,
+                chunk_sectors: template.chunksize,
+                raid_disks: n as u32,
+                new_level: 10,
+                new_layout,
+                new_chunk_sectors: new_chunk,
+                delta_disks: 0,
+                position_sectors: 0,
+                backwards: false,
+                member_sectors: size,
+            })
+        };
+        let chunk_bytes = u64::from(new_chunk) * SECTOR;
+        let fits = |r: &Reshape| {
+            r.old.array_bytes() % chunk_bytes == 0 && r.new.array_bytes() >= r.old.array_bytes()
+        };
+        let r = probe(template.size)?;
+        if !fits(&r) {
+            let (old_end, new_end) = (r.old.array_bytes(), r.new.array_bytes());
+            let why = if old_end % chunk_bytes != 0 {
+                format!(
+                    "the array ({} KiB) is not a whole number of the new {} KiB chunks, and md restripes a RAID 10 only then (the kernel's raid10_check_reshape refuses it)",
+                    old_end / 1024,
+                    chunk_bytes / 1024
+                )
+            } else {
+                format!(
+                    "the new geometry holds {} KiB of the members, less than the array's {} KiB, and md keeps the array's size through the reshape",
+                    new_end / 1024,
+                    old_end / 1024
+                )
+            };
+            // The largest component size, in whole rows of both sides, at
+            // which both hold (one always does: a multiple of a row times
+            // the members and the copies makes both sides the same size).
+            let old_row = raid10_row_sectors(&template)?;
+            let new_row = u64::from(new_chunk)
+                * u64::from(match Raid10Layout::from_md(new_layout)? {
+                    l if l.offset => l.far,
+                    _ => 1,
+                });
+            let step = old_row.max(new_row);
+            let hint = (1..=template.size / step)
+                .rev()
+                .map(|k| k * step)
+                .find(|&s| probe(s).is_ok_and(|p| fits(&p)));
+            return Err(refused(match hint.and_then(|s| probe(s).ok().map(|p| (s, p))) {
+                Some((s, p)) => format!(
+                    "{what}: {why}; shrink the array first: any file system to {} KiB or less, then `raidlab grow --size {}K`; nothing was changed",
+                    p.old.array_bytes() / 1024,
+                    s / 2
+                ),
+                None => format!(
+                    "{what}: {why}, and the members are too small for any component size where it would be; nothing was changed"
+                ),
+            }));
+        }
+        let least = r.forward_min_gap() / SECTOR;
+        self.raid10_head_room(
+            least,
+            "raidlab restripes a RAID 10 over the same members by moving the data offset down by at least",
+            " (two rows of the taller geometry; md would move it up into room after the data when there is more of that, which raidlab does not build)",
+        )?;
+        let gap = self.reshape_gap(least)?;
+        Ok(ReshapePlan {
+            old_raid_devices: n,
+            new_raid_devices: n,
+            gap_sectors: gap,
+            level: 10,
+            layout: template.layout,
+            new_layout,
+            chunk_sectors: template.chunksize,
+            new_chunk_sectors: new_chunk,
             then_level: None,
             backwards: false,
             component_sectors: None,
