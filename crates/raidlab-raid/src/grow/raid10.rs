@@ -1,18 +1,27 @@
-//! A RAID 10 restriped onto more members (`--raid-devices N` up), as md
-//! (3.5 and later) reshapes one: in the near and offset layouts only, the
-//! data offset moved down on every member and the walk going forwards, with
-//! no backup file.
+//! A RAID 10 restriped as md (3.5 and later) reshapes one: onto more
+//! members (`--raid-devices N` up), onto fewer (with `--array-size`), or
+//! over the same members to a new chunk (`--chunk`) or between the near
+//! and offset layouts with the same copies (`--layout`); in the near and
+//! offset layouts only, with no backup file.
 //!
 //! What it decides: whether md would reshape this RAID 10 this way at all,
 //! refusing with md's reason (mdadm's `analyse_change`, the kernel's
 //! `raid10_check_reshape`: never the far layout, never to it, never another
-//! number of copies; the data offset must move by at least the taller row
-//! of the two geometries, `raid10_start_reshape`) or with raidlab's (a new
-//! chunk or layout: not built), and nothing written; and what md records
-//! while it runs (the same level, layout and chunk, `delta_disks` the
-//! members added or taken away). Onto more members, how far the data offset
-//! moves down is [`Assembly::reshape_gap`]'s rule, never below the layout
-//! crate's `Reshape::forward_min_gap` for this reshape. Onto fewer, as md
+//! number of copies, a new chunk only when the array is a whole number of
+//! them; the data offset must move by at least the taller row of the two
+//! geometries, `raid10_start_reshape`) or with raidlab's (other members and
+//! a new chunk or layout at once: md does both in one reshape, raidlab one
+//! after the other, as for RAID 5), and nothing written; and what md
+//! records while it runs (the level, the old layout and chunk beside the
+//! new ones, `delta_disks` the members added or taken away). Onto more
+//! members, how far the data offset moves down is
+//! [`Assembly::reshape_gap`]'s rule, never below the layout crate's
+//! `Reshape::forward_min_gap` for this reshape. Over the same members the
+//! same, forwards: md moves the data offset whichever way the members have
+//! more room (mdadm's `set_new_data_offset`), which is down on what mdadm
+//! and raidlab create, and raidlab always down, as its RAID 5/6 restripes
+//! do; the new geometry must hold all of the array, which md keeps at its
+//! size. Onto fewer, as md
 //! shrinks a RAID 10 (Linux 3.5 and later, mdadm's `raid10_reshape`): the
 //! array must already be truncated to what the fewer members hold (the
 //! size the user accepts, `--array-size`, in whole chunks); the data offset
@@ -223,6 +232,7 @@ impl Assembly {
     ) -> Result<ReshapePlan> {
         let template = self.grow_template()?;
         let n = self.geometry.raid_disks;
+        let chunk = template.chunksize;
         let probe = |size: u64| {
             Reshape::from_md(&MdReshape {
                 level: 10,
@@ -258,20 +268,19 @@ impl Assembly {
                     old_end / 1024
                 )
             };
-            // The largest component size, in whole rows of both sides, at
-            // which both hold (one always does: a multiple of a row times
-            // the members and the copies makes both sides the same size).
-            let old_row = raid10_row_sectors(&template)?;
-            let new_row = u64::from(new_chunk)
-                * u64::from(match Raid10Layout::from_md(new_layout)? {
-                    l if l.offset => l.far,
-                    _ => 1,
-                });
-            let step = old_row.max(new_row);
-            let hint = (1..=template.size / step)
+            // The largest component size at which both hold, in whole
+            // chunks of the smaller: one always does at a multiple of the
+            // larger chunk times the copies (both sides then hold the
+            // component size times the members over the copies), so the
+            // search ends there at the latest.
+            let copies = Raid10Layout::from_md(template.layout)?.copies() as u64;
+            let whole = u64::from(chunk.max(new_chunk)) * copies;
+            let step = u64::from(chunk.min(new_chunk)).max(1);
+            let floor = template.size / whole * whole;
+            let hint = (floor / step..=template.size / step)
                 .rev()
                 .map(|k| k * step)
-                .find(|&s| probe(s).is_ok_and(|p| fits(&p)));
+                .find(|&s| s > 0 && probe(s).is_ok_and(|p| fits(&p)));
             return Err(refused(match hint.and_then(|s| probe(s).ok().map(|p| (s, p))) {
                 Some((s, p)) => format!(
                     "{what}: {why}; shrink the array first: any file system to {} KiB or less, then `raidlab grow --size {}K`; nothing was changed",
