@@ -70,8 +70,9 @@ pub enum Command {
     /// RAID 10 near or offset more or fewer (with --array-size) members,
     /// --chunk, and --layout between near and offset with the same copies
     /// (restriped offline; --continue resumes). Other restriping (fewer
-    /// members of a RAID 0, other levels) is refused: not built yet; a RAID
-    /// 10's far layout or another number of copies as md refuses them.
+    /// members of a RAID 0, other levels) is refused: not built yet; so are
+    /// a RAID 10's far layout and another number of copies, as md refuses
+    /// them.
     #[command(after_help = GROW_HELP)]
     Grow(GrowArgs),
     /// Rebuild members being recovered (resumes where an earlier run stopped).
