@@ -220,10 +220,11 @@ impl Assembly {
     /// offset moves down and the walk goes forwards. md moves it whichever
     /// way the members have more room (mdadm's `set_new_data_offset`),
     /// which is down on what mdadm and raidlab create; raidlab moves it
-    /// down only, as for its RAID 5/6 restripes, by at least the walk's
-    /// two rows of the taller side (`Reshape::forward_min_gap`; md's least
-    /// is one, `raid10_start_reshape`), then [`Assembly::reshape_gap`]'s
-    /// share of the room. Nothing is written.
+    /// down only, as for its RAID 5/6 restripes, by at least md's least
+    /// move, one row of the taller side (`raid10_start_reshape`), or two
+    /// where the walk's row rule needs them (`Reshape::forward_min_gap`),
+    /// then [`Assembly::reshape_gap`]'s share of the room. Nothing is
+    /// written.
     fn raid10_restripe_check(
         &self,
         what: &str,
@@ -296,7 +297,7 @@ impl Assembly {
         self.raid10_head_room(
             least,
             "raidlab restripes a RAID 10 over the same members by moving the data offset down by at least",
-            " (two rows of the taller geometry; md would move it up into room after the data when there is more of that, which raidlab does not build)",
+            " (a row of the taller geometry, md's least, or two where raidlab's walk needs them; md would move it up instead into room after the data when there is more of that, which raidlab does not build); make room below the data or use mdadm --grow",
         )?;
         let gap = self.reshape_gap(least)?;
         Ok(ReshapePlan {
