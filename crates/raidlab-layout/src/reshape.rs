@@ -20,7 +20,9 @@
 //! checkpointed, and the least move of the data offset that keeps such a
 //! walk going; and the same two for a backward reshape to fewer members (a
 //! parity level, or a RAID 10 in the near or offset layout), whose data
-//! offset moves up by mdadm's least move (a RAID 10's: one row). It
+//! offset moves up by mdadm's least move (a RAID 10's: one row). A RAID
+//! 10's new chunk or switch between near and offset over the same members
+//! is a forward reshape like a grow, its rows those of each side. It
 //! must never do I/O, and never accept fields that make either geometry one
 //! md would not run.
 
@@ -168,15 +170,45 @@ impl Reshape {
     /// times the far copies); with the row-granular rule above one row is
     /// enough while the member count grows by at least `near - 1` (the
     /// copies of the chunk at the checkpoint then end within the row after
-    /// its first), otherwise two rows are needed.
+    /// its first), otherwise two rows are needed; for a new chunk or a
+    /// switch between near and offset over the same members, one row
+    /// where the walk shows it is enough, else two
+    /// (`reshape_raid10_restripe_tests` checks every such change md makes).
     pub fn forward_min_gap(&self) -> u64 {
         let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
         if self.new.level != Level::Raid10 {
             return old.chunk.max(new.chunk);
         }
         let row = old.height.max(new.height);
+        if old.slots == new.slots {
+            return self.restripe_min_gap(row);
+        }
         let grows_enough = new.slots >= old.slots + new.per_chunk.saturating_sub(1);
         if grows_enough && old.chunk == new.chunk && old.height == new.height {
+            row
+        } else {
+            2 * row
+        }
+    }
+
+    /// [`Reshape::forward_min_gap`] of a RAID 10 restriped over the same
+    /// members (a new chunk, near to offset or back): md's least move, one
+    /// row of the taller side, when the walk never stalls with it, else
+    /// two. The rows of both sides fill at the same rate (the same copies
+    /// over the same members), so the limit keeps its distance ahead of
+    /// the checkpoint after every `members` chunks of the larger chunk:
+    /// one such period, resumed from the start of every old chunk in it
+    /// (md records positions anywhere), tells.
+    fn restripe_min_gap(&self, row: u64) -> u64 {
+        let unit = self.forward_unit();
+        let old = Rows::of(&self.old);
+        let period = old.slots * unit;
+        let end = self.new.array_bytes();
+        let one_row = (0..=period / old.chunk).map(|k| k * old.chunk).all(|at| {
+            let next = ((at / unit + 1) * unit).min(end);
+            at >= end || self.forward_write_limit(row, at) >= next
+        });
+        if one_row {
             row
         } else {
             2 * row
@@ -329,6 +361,10 @@ impl Rows {
 #[cfg(test)]
 #[path = "reshape_raid10_tests.rs"]
 mod raid10_tests;
+
+#[cfg(test)]
+#[path = "reshape_raid10_restripe_tests.rs"]
+mod raid10_restripe_tests;
 
 #[cfg(test)]
 mod tests {

@@ -79,6 +79,18 @@ fn reshapes_cut_at_random_member_writes_keep_every_byte() {
             "no RAID 10 shrink with {k:?}"
         );
     }
+    // RAID 10 restripes over the same members (a new chunk, near to
+    // offset and back), from their own stream: 3 in these 100 runs (a
+    // chunk, a layout, both), each cut once.
+    let restripes: Vec<&ReshapeRun> = runs
+        .iter()
+        .filter(|r| r.label.starts_with("raid10") && r.label.contains("raid_devices: None"))
+        .collect();
+    assert!(
+        restripes.len() >= 2 && restripes.iter().all(|r| r.cuts > 0),
+        "only {} RAID 10 restripes over the same members in 100 runs, or one not cut",
+        restripes.len()
+    );
     assert!(cuts >= 80, "only {cuts} cuts in 100 runs");
     assert!(died > 0, "no member died in 100 runs");
     assert_eq!(passed, 100, "only {passed} of 100 runs passed");

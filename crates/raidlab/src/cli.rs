@@ -67,10 +67,12 @@ pub enum Command {
     /// resync|ppl (RAID 5), --raid-devices and --level 5 of a RAID 1, for a RAID 4/5/6
     /// more or fewer (with --array-size) members, --chunk, --layout, --level
     /// 4|5|6, for a RAID 0 more members, --chunk, --level 4|5, and for a
-    /// RAID 10 near or offset more or fewer (with --array-size) members
+    /// RAID 10 near or offset more or fewer (with --array-size) members,
+    /// --chunk, and --layout between near and offset with the same copies
     /// (restriped offline; --continue resumes). Other restriping (fewer
-    /// members of a RAID 0, a RAID 10's chunk or layout, other levels) is
-    /// refused: not built yet.
+    /// members of a RAID 0, other levels) is refused: not built yet; so are
+    /// a RAID 10's far layout and another number of copies, as md refuses
+    /// them.
     #[command(after_help = GROW_HELP)]
     Grow(GrowArgs),
     /// Rebuild members being recovered (resumes where an earlier run stopped).
@@ -711,6 +713,7 @@ Examples:
   raidlab grow m0.img m1.img m2.img --raid-devices 4 --add m3.img   # RAID 5: restripe
   raidlab grow m0.img m1.img m2.img m3.img --chunk 256K             # restripe to a new chunk
   raidlab grow m0.img m1.img m2.img m3.img --layout right-asymmetric
+  raidlab grow m0.img m1.img m2.img m3.img --layout o2 --chunk 256K # RAID 10 near=2 to offset=2
   raidlab grow m0.img m1.img m2.img m3.img --level 5                # RAID 4 to 5 (takeover)
   raidlab grow m0.img m1.img m2.img m3.img --level 6 --add m4.img   # RAID 5 to 6 (Q on m4)
   raidlab grow m0.img m1.img m2.img --level 5 --add m3.img          # RAID 0 to 5 (parity on m3)
@@ -802,13 +805,18 @@ pub struct GrowArgs {
     /// through RAID 5). Other level changes are refused (not built).
     #[arg(long, short = 'l')]
     pub level: Option<String>,
-    /// A new chunk size for a RAID 0/4/5/6 (64K, 512K; a bare number is
-    /// KiB, as mdadm reads it): a reshape over the same members, the data
-    /// offset moving down by at least the larger chunk.
+    /// A new chunk size for a RAID 0/4/5/6 or a RAID 10 near or offset
+    /// (64K, 512K; a bare number is KiB, as mdadm reads it): a reshape over
+    /// the same members, the data offset moving down by at least the larger
+    /// chunk (a RAID 10: a row of the taller geometry, or two). A RAID 10's
+    /// array must be a whole number of new chunks, as md requires.
     #[arg(long, short = 'c')]
     pub chunk: Option<String>,
     /// A new layout for a RAID 5/6 (mdadm's names: left-symmetric,
-    /// right-asymmetric, parity-last, ...): a reshape over the same members.
+    /// right-asymmetric, parity-last, ...), or for a RAID 10 the other of
+    /// near and offset with the same copies (n2 to o2, o3 to n3; md never
+    /// reshapes the far layout or changes the copies): a reshape over the
+    /// same members.
     #[arg(long, short = 'p')]
     pub layout: Option<String>,
     /// With --size: record the new space as in sync instead of resyncing

@@ -11,8 +11,9 @@
 //! is no room after the data, the walk goes from the end; the members that
 //! leave are spares), run to the end and killed at random points then
 //! `--continue`d; every refusal (far layout, fewer members without a size
-//! that fits, a new chunk or layout, no room below the data, ...) says why
-//! and leaves every member file as it was.
+//! that fits, no room below the data, ...) says why and leaves every
+//! member file as it was. A new chunk or layout over the same members is
+//! `reshape_raid10_restripe.rs`'s.
 
 mod common;
 
@@ -320,7 +321,10 @@ fn refusals_say_why_and_change_no_byte() {
             grow_args(&r10, "5", &["new"], &["--chunk", "128K"]),
             "one change per run",
         ),
-        (with("grow", &r10, &["--chunk", "128K"]), "new chunk"),
+        (
+            with("grow", &far, &["--chunk", "128K"]),
+            "Cannot reshape RAID10 in far-mode",
+        ),
         (
             with("grow", &r10, &["--layout", "f2"]),
             "Cannot reshape RAID10 to far-mode",
@@ -329,7 +333,7 @@ fn refusals_say_why_and_change_no_byte() {
             with("grow", &r10, &["--layout", "n3"]),
             "Cannot change number of copies",
         ),
-        (with("grow", &r10, &["--layout", "o2"]), "does not yet"),
+        (with("grow", &bm, &["--layout", "o2"]), "--bitmap none"),
         (
             grow_args(&end, "5", &["new"], &[]),
             "Insufficient head-space",

@@ -1,18 +1,27 @@
-//! A RAID 10 restriped onto more members (`--raid-devices N` up), as md
-//! (3.5 and later) reshapes one: in the near and offset layouts only, the
-//! data offset moved down on every member and the walk going forwards, with
-//! no backup file.
+//! A RAID 10 restriped as md (3.5 and later) reshapes one: onto more
+//! members (`--raid-devices N` up), onto fewer (with `--array-size`), or
+//! over the same members to a new chunk (`--chunk`) or between the near
+//! and offset layouts with the same copies (`--layout`); in the near and
+//! offset layouts only, with no backup file.
 //!
 //! What it decides: whether md would reshape this RAID 10 this way at all,
 //! refusing with md's reason (mdadm's `analyse_change`, the kernel's
 //! `raid10_check_reshape`: never the far layout, never to it, never another
-//! number of copies; the data offset must move by at least the taller row
-//! of the two geometries, `raid10_start_reshape`) or with raidlab's (a new
-//! chunk or layout: not built), and nothing written; and what md records
-//! while it runs (the same level, layout and chunk, `delta_disks` the
-//! members added or taken away). Onto more members, how far the data offset
-//! moves down is [`Assembly::reshape_gap`]'s rule, never below the layout
-//! crate's `Reshape::forward_min_gap` for this reshape. Onto fewer, as md
+//! number of copies, a new chunk only when the array is a whole number of
+//! them; the data offset must move by at least the taller row of the two
+//! geometries, `raid10_start_reshape`) or with raidlab's (other members and
+//! a new chunk or layout at once: md does both in one reshape, raidlab one
+//! after the other, as for RAID 5), and nothing written; and what md
+//! records while it runs (the level, the old layout and chunk beside the
+//! new ones, `delta_disks` the members added or taken away). Onto more
+//! members, how far the data offset moves down is
+//! [`Assembly::reshape_gap`]'s rule, never below the layout crate's
+//! `Reshape::forward_min_gap` for this reshape. Over the same members the
+//! same, forwards: md moves the data offset whichever way the members have
+//! more room (mdadm's `set_new_data_offset`), which is down on what mdadm
+//! and raidlab create, and raidlab always down, as its RAID 5/6 restripes
+//! do; the new geometry must hold all of the array, which md keeps at its
+//! size. Onto fewer, as md
 //! shrinks a RAID 10 (Linux 3.5 and later, mdadm's `raid10_reshape`): the
 //! array must already be truncated to what the fewer members hold (the
 //! size the user accepts, `--array-size`, in whole chunks); the data offset
@@ -61,47 +70,57 @@ impl Assembly {
         let layout = Raid10Layout::from_md(template.layout)?;
         if layout.far > 1 && !layout.offset {
             return Err(refused(format!(
-                "{what}: md does not reshape a RAID 10 in the far layout ({}; mdadm: \"Cannot reshape RAID10 in far-mode\"): its far copies lie a fixed fraction of each member apart, and that fraction moves with every member added; make a new array in the near or offset layout and copy the data over; nothing was changed",
+                "{what}: md does not reshape a RAID 10 in the far layout ({}; mdadm: \"Cannot reshape RAID10 in far-mode\"): its far copies lie a fixed fraction of each member apart, and that fraction moves with every member, chunk or layout changed; make a new array in the near or offset layout and copy the data over; nothing was changed",
                 layout.name()
             )));
         }
-        if let Some(name) = &req.layout {
-            let Layout::Raid10(to) = Layout::parse(Level::Raid10, Some(name))? else {
-                return Err(Error::invalid(format!(
-                    "{what}: {name} is not a RAID 10 layout"
-                )));
-            };
-            if to.far > 1 && !to.offset {
-                return Err(refused(format!(
-                    "{what}: md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\"); nothing was changed"
-                )));
+        let new_layout = match &req.layout {
+            None => template.layout,
+            Some(name) => {
+                let Layout::Raid10(to) = Layout::parse(Level::Raid10, Some(name))? else {
+                    return Err(Error::invalid(format!(
+                        "{what}: {name} is not a RAID 10 layout"
+                    )));
+                };
+                if to.far > 1 && !to.offset {
+                    return Err(refused(format!(
+                        "{what}: md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\"); nothing was changed"
+                    )));
+                }
+                if to.copies() != layout.copies() {
+                    return Err(refused(format!(
+                        "{what}: {} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\"); nothing was changed",
+                        layout.name(),
+                        layout.copies(),
+                        to.name(),
+                        to.copies()
+                    )));
+                }
+                to.md_layout()
             }
-            if to.copies() != layout.copies() {
-                return Err(refused(format!(
-                    "{what}: {} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\"); nothing was changed",
-                    layout.name(),
-                    layout.copies(),
-                    to.name(),
-                    to.copies()
-                )));
-            }
-            if to != layout {
-                return Err(super::reshape_not_built(&format!(
-                    "{what} (md switches a RAID 10 between the near and offset layouts; raidlab does not yet)"
-                )));
-            }
-        }
+        };
         let chunk = template.chunksize;
-        if let Some(c) = req.chunk_bytes.filter(|&c| c != u64::from(chunk) * SECTOR) {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (a new chunk of {} KiB: md changes a RAID 10's chunk in a reshape; raidlab does not yet)",
-                c / 1024
-            )));
-        }
+        let new_chunk = match req.chunk_bytes {
+            None => chunk,
+            Some(c) => {
+                if c % SECTOR != 0 || c / SECTOR > u64::from(u32::MAX) {
+                    return Err(Error::invalid(format!(
+                        "--chunk {c}: not a whole number of sectors md can record"
+                    )));
+                }
+                (c / SECTOR) as u32
+            }
+        };
+        let restripe = new_layout != template.layout || new_chunk != chunk;
         let n = req.raid_devices.unwrap_or(old);
-        if n == old {
+        if n == old && !restripe {
             return Err(Error::invalid(format!(
                 "{what}: the array already is that: no change requested"
+            )));
+        }
+        if n != old && restripe {
+            return Err(super::reshape_not_built(&format!(
+                "{what} (other members and a new chunk or layout in one reshape; md does both at once, raidlab one after the other: grow --raid-devices first, then the chunk or layout)"
             )));
         }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
@@ -109,7 +128,7 @@ impl Assembly {
                 "--raid-devices {n} is more than md allows"
             )));
         }
-        Geometry::from_md(10, template.layout, chunk, n as u32, template.size)
+        Geometry::from_md(10, new_layout, new_chunk, n as u32, template.size)
             .map_err(|e| refused(format!("{what}: {}; nothing was changed", e.message)))?;
         if template.version() == MetadataVersion::V0_90 {
             return Err(refused(format!(
@@ -117,6 +136,9 @@ impl Assembly {
             )));
         }
         self.restripe_allowed(what)?;
+        if restripe {
+            return self.raid10_restripe_check(what, new_layout, new_chunk);
+        }
         if n < old {
             return self.raid10_shrink_check(what, n, array_bytes);
         }
@@ -144,22 +166,11 @@ impl Assembly {
             member_sectors: template.size,
         })?;
         let least = probe.forward_min_gap() / SECTOR;
-        for m in self.members.iter().filter(|m| m.is_live()) {
-            let room = room_below_data(&m.sb);
-            if room < least {
-                return Err(Error::new(
-                    ErrorKind::Refused,
-                    Op::Plan,
-                    format!(
-                        "{}: {} KiB free below the data (data offset {} sectors), and a RAID 10 reshape onto more members moves the data offset down by at least {} KiB (mdadm: \"Insufficient head-space for reshape\"); md has no backup-file way for RAID 10; nothing was changed",
-                        m.device.path,
-                        room / 2,
-                        m.sb.data_offset,
-                        least / 2
-                    ),
-                ));
-            }
-        }
+        self.raid10_head_room(
+            least,
+            "a RAID 10 reshape onto more members moves the data offset down by at least",
+            " (mdadm: \"Insufficient head-space for reshape\"); md has no backup-file way for RAID 10",
+        )?;
         let gap = self.reshape_gap(least)?;
         Ok(ReshapePlan {
             old_raid_devices: old,
@@ -170,6 +181,134 @@ impl Assembly {
             new_layout: template.layout,
             chunk_sectors: chunk,
             new_chunk_sectors: chunk,
+            then_level: None,
+            backwards: false,
+            component_sectors: None,
+        })
+    }
+
+    /// Refuse unless every member in service has `least` sectors free below
+    /// its data for the data offset to move down into: `moves` says what
+    /// moves it, `md` what md says of it.
+    fn raid10_head_room(&self, least: u64, moves: &str, md: &str) -> Result<()> {
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let room = room_below_data(&m.sb);
+            if room < least {
+                return Err(Error::new(
+                    ErrorKind::Refused,
+                    Op::Plan,
+                    format!(
+                        "{}: {} KiB free below the data (data offset {} sectors), and {moves} {} KiB{md}; nothing was changed",
+                        m.device.path,
+                        room / 2,
+                        m.sb.data_offset,
+                        least / 2
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A new chunk or a switch between the near and offset layouts over the
+    /// same members (the same copies, never far: checked by the caller), as
+    /// md restripes a RAID 10 (the kernel's `raid10_check_reshape`, mdadm's
+    /// `raid10_reshape` with no change of members). The array must be a
+    /// whole number of new chunks (md's rule) and the new geometry must
+    /// hold all of it (raidlab's: md keeps the array size through such a
+    /// reshape, and a smaller new geometry would lose its end); the data
+    /// offset moves down and the walk goes forwards. md moves it whichever
+    /// way the members have more room (mdadm's `set_new_data_offset`),
+    /// which is down on what mdadm and raidlab create; raidlab moves it
+    /// down only, as for its RAID 5/6 restripes, by at least md's least
+    /// move, one row of the taller side (`raid10_start_reshape`), or two
+    /// where the walk's row rule needs them (`Reshape::forward_min_gap`),
+    /// then [`Assembly::reshape_gap`]'s share of the room. Nothing is
+    /// written.
+    fn raid10_restripe_check(
+        &self,
+        what: &str,
+        new_layout: u32,
+        new_chunk: u32,
+    ) -> Result<ReshapePlan> {
+        let template = self.grow_template()?;
+        let n = self.geometry.raid_disks;
+        let chunk = template.chunksize;
+        let probe = |size: u64| {
+            Reshape::from_md(&MdReshape {
+                level: 10,
+                layout: template.layout,
+                chunk_sectors: template.chunksize,
+                raid_disks: n as u32,
+                new_level: 10,
+                new_layout,
+                new_chunk_sectors: new_chunk,
+                delta_disks: 0,
+                position_sectors: 0,
+                backwards: false,
+                member_sectors: size,
+            })
+        };
+        let chunk_bytes = u64::from(new_chunk) * SECTOR;
+        let fits = |r: &Reshape| {
+            r.old.array_bytes() % chunk_bytes == 0 && r.new.array_bytes() >= r.old.array_bytes()
+        };
+        let r = probe(template.size)?;
+        if !fits(&r) {
+            let (old_end, new_end) = (r.old.array_bytes(), r.new.array_bytes());
+            let why = if old_end % chunk_bytes != 0 {
+                format!(
+                    "the array ({} KiB) is not a whole number of the new {} KiB chunks, and md restripes a RAID 10 only then (the kernel's raid10_check_reshape refuses it)",
+                    old_end / 1024,
+                    chunk_bytes / 1024
+                )
+            } else {
+                format!(
+                    "the new geometry holds {} KiB of the members, less than the array's {} KiB, and md keeps the array's size through the reshape",
+                    new_end / 1024,
+                    old_end / 1024
+                )
+            };
+            // The largest component size at which both hold, in whole
+            // chunks of the smaller: one always does at a multiple of the
+            // larger chunk times the copies (both sides then hold the
+            // component size times the members over the copies), so the
+            // search ends there at the latest.
+            let copies = Raid10Layout::from_md(template.layout)?.copies() as u64;
+            let whole = u64::from(chunk.max(new_chunk)) * copies;
+            let step = u64::from(chunk.min(new_chunk)).max(1);
+            let floor = template.size / whole * whole;
+            let hint = (floor / step..=template.size / step)
+                .rev()
+                .map(|k| k * step)
+                .find(|&s| s > 0 && probe(s).is_ok_and(|p| fits(&p)));
+            return Err(refused(match hint.and_then(|s| probe(s).ok().map(|p| (s, p))) {
+                Some((s, p)) => format!(
+                    "{what}: {why}; shrink the array first: any file system to {} KiB or less, then `raidlab grow --size {}K`; nothing was changed",
+                    p.old.array_bytes() / 1024,
+                    s / 2
+                ),
+                None => format!(
+                    "{what}: {why}, and the members are too small for any component size where it would be; nothing was changed"
+                ),
+            }));
+        }
+        let least = r.forward_min_gap() / SECTOR;
+        self.raid10_head_room(
+            least,
+            "raidlab restripes a RAID 10 over the same members by moving the data offset down by at least",
+            " (a row of the taller geometry, md's least, or two where raidlab's walk needs them; md would move it up instead into room after the data when there is more of that, which raidlab does not build); make room below the data or use mdadm --grow",
+        )?;
+        let gap = self.reshape_gap(least)?;
+        Ok(ReshapePlan {
+            old_raid_devices: n,
+            new_raid_devices: n,
+            gap_sectors: gap,
+            level: 10,
+            layout: template.layout,
+            new_layout,
+            chunk_sectors: template.chunksize,
+            new_chunk_sectors: new_chunk,
             then_level: None,
             backwards: false,
             component_sectors: None,

@@ -26,9 +26,9 @@
 //! A RAID 0 is restriped as md does it, as a RAID 4 whose parity member is
 //! missing (`super::raid0` checks it and says what md records).
 //!
-//! It must never write data, and never start a reshape of a RAID 10's
-//! chunk or layout, or across levels other than 4 and 5 (those stay
-//! [`super::reshape_not_built`]).
+//! It must never write data, and never start a reshape across levels other
+//! than 4 and 5 (those stay [`super::reshape_not_built`]); a RAID 10's
+//! chunk and layout are `super::raid10`'s.
 
 use super::{refused, SECTOR};
 use crate::assemble::{geometry_of, Assembly, MemberState};

@@ -7,7 +7,8 @@
 //! checkpointed, in either direction, and which recorded reshapes raidlab
 //! carries on at all.
 //!
-//! A grow (or a chunk, layout or level restripe) walks forwards over the
+//! A grow (or a chunk, layout or level restripe, a RAID 10's near/offset
+//! switch and new chunk among them) walks forwards over the
 //! new geometry's stripes, in units of the larger chunk (the positions md
 //! accepts on a resume; a RAID 10's in chunks, and md's positions inside
 //! one are taken back too). A step reads the old geometry's bytes of the
@@ -46,9 +47,10 @@
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
 //! and never carry on a reshape it cannot finish exactly (a RAID 0's
-//! backward one, a RAID 10's new chunk or layout, a level change other than
-//! 4 and 5, a move of the data offset too small for the walk): those are
-//! refused, for mdadm to finish.
+//! backward one, a RAID 10's far layout or a new chunk or layout with
+//! other members at once, a level change other than 4 and 5, a move of the
+//! data offset too small for the walk): those are refused, for mdadm to
+//! finish.
 
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
@@ -108,7 +110,7 @@ impl Assembly {
         };
         if !supported {
             return Err(refused(
-                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 new chunk or layout, a RAID 0 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 in the far layout or to another number of copies, a RAID 0 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self
@@ -310,19 +312,28 @@ impl Assembly {
 }
 
 /// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
-/// down `gap` bytes: more members, the same chunk and layout, near or
-/// offset, and a move the walk never stalls on.
+/// down `gap` bytes: near or offset on both sides with the same copies,
+/// and either more members with the same chunk and layout or the same
+/// members with a new chunk or layout (md makes both at once; raidlab
+/// starts neither so, and leaves such a one to mdadm); and a move the walk
+/// never stalls on.
 fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
-    let near_or_offset = match r.new.layout {
-        Layout::Raid10(l) => l.far == 1 || l.offset,
-        _ => false,
+    let near_or_offset = |l: Layout| match l {
+        Layout::Raid10(l) => (l.far == 1 || l.offset).then_some(l.copies()),
+        _ => None,
+    };
+    let copies = near_or_offset(r.old.layout);
+    let same_shape = r.old.layout == r.new.layout && r.old.chunk_bytes == r.new.chunk_bytes;
+    let shapes = if r.new.raid_disks == r.old.raid_disks {
+        !same_shape
+    } else {
+        same_shape && r.new.raid_disks > r.old.raid_disks
     };
     r.old.level == Level::Raid10
         && r.new.level == Level::Raid10
-        && near_or_offset
-        && r.old.layout == r.new.layout
-        && r.old.chunk_bytes == r.new.chunk_bytes
-        && r.new.raid_disks > r.old.raid_disks
+        && copies.is_some()
+        && near_or_offset(r.new.layout) == copies
+        && shapes
         && gap >= r.forward_min_gap()
 }
 

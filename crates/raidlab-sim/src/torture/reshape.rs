@@ -1,7 +1,8 @@
 //! Reshapes under power cuts and member failures (issue 36), from a seed:
 //! raidlab's own `grow` (more members, a new chunk or layout, RAID 4 to 5
 //! and back; a RAID 0's more members or chunk, through md's RAID 4 without
-//! parity; a RAID 10 near or offset onto more members; fewer members of a
+//! parity; a RAID 10 near or offset onto more members, or over the same
+//! ones to a new chunk or the other of near and offset; fewer members of a
 //! RAID 4/5/6, md's backward reshape, the members first given room after
 //! their data; fewer members of a RAID 10 near or offset, with room after
 //! the data or without) run on in-memory members with volatile write
@@ -48,6 +49,11 @@ const SHRINK_STREAM: u64 = 0x2e5a_9e20_5eed_0020;
 /// above left a restripe over the same or more members a RAID 10 (near or
 /// offset) shrink: every other run keeps its draws.
 const RAID10_SHRINK_STREAM: u64 = 0x2e5a_9e30_5eed_0030;
+/// The stream that makes one RAID 4/5/6 run in eight that the streams
+/// above left a restripe over the same or more members a RAID 10's new
+/// chunk or switch between near and offset (the same members): every
+/// other run keeps its draws.
+const RAID10_RESTRIPE_STREAM: u64 = 0x2e5a_9e40_5eed_0040;
 /// Each member's size: metadata 1.1/1.2 put the data 1 MiB in, leaving
 /// about 1 MiB of data and almost 1 MiB of room below it to move into.
 const MEMBER_BYTES: u64 = 2 << 20;
@@ -133,6 +139,13 @@ struct Change {
     /// A RAID 10 shrink only: chunks fewer than the most the new members
     /// hold in the array size accepted (a user may truncate further).
     less_chunks: u64,
+    /// A RAID 10 restripe between near=3 and offset=3 only: the component
+    /// size is first cut (`grow --size`) to a whole number of these bytes,
+    /// three of the largest chunk drawn, so that a row of three chunks
+    /// fits it as often as one chunk does and both geometries hold the
+    /// same array (on whole 1 MiB members an offset=3 row never fits
+    /// evenly, and the engine refuses, naming the `--size` that works).
+    cut_to: Option<u64>,
 }
 
 struct Setup {
@@ -176,6 +189,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 shrink: false,
                 room: false,
                 less_chunks: 0,
+                cut_to: None,
             }
         }
         (1, _) => {
@@ -190,6 +204,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 shrink: false,
                 room: false,
                 less_chunks: 0,
+                cut_to: None,
             }
         }
         // A RAID 0's other changes (to RAID 4 or 5) rebuild parity rather
@@ -206,6 +221,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 shrink: false,
                 room: false,
                 less_chunks: 0,
+                cut_to: None,
             }
         }
         (2 | 3, Level::Raid4) => Change {
@@ -219,6 +235,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
             shrink: false,
             room: false,
             less_chunks: 0,
+            cut_to: None,
         },
         (4, Level::Raid5) if layout != ParityLayout::ParityLast => Change {
             req: ReshapeRequest {
@@ -230,6 +247,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
             shrink: false,
             room: false,
             less_chunks: 0,
+            cut_to: None,
         },
         _ => {
             let others: Vec<ParityLayout> = ParityLayout::ALL
@@ -251,6 +269,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                     shrink: false,
                     room: false,
                     less_chunks: 0,
+                    cut_to: None,
                 }
             } else {
                 Change {
@@ -263,6 +282,7 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                     shrink: false,
                     room: false,
                     less_chunks: 0,
+                    cut_to: None,
                 }
             }
         }
@@ -305,6 +325,7 @@ fn draw_raid10(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             shrink: false,
             room: false,
             less_chunks: 0,
+            cut_to: None,
         },
         ..s
     }
@@ -332,6 +353,7 @@ fn draw_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             shrink: true,
             room: true,
             less_chunks: 0,
+            cut_to: None,
         },
         ..s
     }
@@ -385,6 +407,71 @@ fn draw_raid10_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             shrink: true,
             room,
             less_chunks,
+            cut_to: None,
+        },
+        ..s
+    }
+}
+
+/// One RAID 4/5/6 run in eight that is neither a RAID 10 nor a shrink
+/// already (from its own stream): a RAID 10 near or offset restriped over
+/// the same members to a new chunk, to the other of near and offset with
+/// the same copies, or both (md's `raid10_check_reshape`). The member
+/// counts are ones the copies divide, so that the array is the same size
+/// in both geometries (md keeps it, and the engine refuses a change whose
+/// new geometry holds less: `tests/reshape_raid10_restripe.rs` has those
+/// refusals).
+fn draw_raid10_restripe(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        || s.raid10.is_some()
+        || s.change.shrink
+        || !rng.gen_ratio(1, 8)
+    {
+        return s;
+    }
+    let (from, to, members) = match rng.gen_range(0..3) {
+        0 => ("n2", "o2", [4, 6][rng.gen_range(0..2)]),
+        1 => ("o2", "n2", [4, 6][rng.gen_range(0..2)]),
+        _ => ("n3", "o3", [3, 6][rng.gen_range(0..2)]),
+    };
+    let (from, to) = if rng.gen_bool(0.5) {
+        (from, to)
+    } else {
+        (to, from)
+    };
+    let (Ok(layout), Ok(_)) = (
+        Layout::parse(Level::Raid10, Some(from)),
+        Layout::parse(Level::Raid10, Some(to)),
+    ) else {
+        return s;
+    };
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10, 128 << 10];
+    let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != s.chunk).collect();
+    // A new chunk, a new layout, or both.
+    let (chunk, new_layout) = match rng.gen_range(0..3) {
+        0 => (Some(others[rng.gen_range(0..others.len())]), None),
+        1 => (None, Some(to.to_string())),
+        _ => (
+            Some(others[rng.gen_range(0..others.len())]),
+            Some(to.to_string()),
+        ),
+    };
+    Setup {
+        level: Level::Raid10,
+        raid10: Some(layout),
+        members,
+        change: Change {
+            req: ReshapeRequest {
+                chunk_bytes: chunk,
+                layout: new_layout,
+                ..ReshapeRequest::default()
+            },
+            spares: 0,
+            then_raid4: false,
+            shrink: false,
+            room: false,
+            less_chunks: 0,
+            cut_to: (from.ends_with('3')).then_some(3 * (128 << 10)),
         },
         ..s
     }
@@ -464,6 +551,10 @@ pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
         s,
         &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_SHRINK_STREAM),
     );
+    let s = draw_raid10_restripe(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_RESTRIPE_STREAM),
+    );
     // (A RAID 10 shrink says how it was drawn; the other labels are as
     // they were, so that sweeps compare line for line.)
     let raid10_shrink = match (s.raid10, s.change.shrink) {
@@ -478,8 +569,11 @@ pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
         ),
         _ => String::new(),
     };
+    let raid10_cut = s.change.cut_to.map_or_else(String::new, |u| {
+        format!(", the component size cut to whole {}K first", u >> 10)
+    });
     let label = format!(
-        "{} of {} ({}, {}K, {:?}): {:?}{raid10_shrink}{}",
+        "{} of {} ({}, {}K, {:?}): {:?}{raid10_shrink}{raid10_cut}{}",
         s.level.name(),
         s.members,
         s.raid10
@@ -591,6 +685,12 @@ fn attempt(
             }
             asm = rig.assemble(cut_seed)?;
         }
+    } else if let Some(unit) = s.change.cut_to {
+        // Before anything is written, as a user would follow the engine's
+        // refusal; the new space question does not arise (it shrinks).
+        let size = asm.geometry.member_bytes / unit * unit;
+        asm.grow_size(raidlab_raid::grow::SizeRequest::Bytes(size), true)
+            .map_err(|e| format!("--size before the restripe: {e}"))?;
     } else if s.change.shrink {
         // Room after the data for md's move of the data offset up (at most
         // a chunk per member for one member fewer).

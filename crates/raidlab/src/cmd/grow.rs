@@ -3,7 +3,8 @@
 //! 1/4/5/6, RAID 10 near or offset), --bitmap,
 //! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
 //! a RAID 0, more or fewer (with --array-size) of a RAID 10 (near or
-//! offset), and for a RAID 4/5/6 more or fewer (with --array-size)
+//! offset) and its --chunk or --layout (near and offset, the same copies),
+//! and for a RAID 4/5/6 more or fewer (with --array-size)
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
@@ -345,7 +346,8 @@ fn restripe_request(a: &GrowArgs) -> Result<Option<ReshapeRequest>> {
 }
 
 /// A restripe of a RAID 0/4/5/6 or 10 (more members; fewer of a RAID
-/// 4/5/6 or 10; for RAID 0/4/5/6 a new chunk, for 4/5/6 a new layout,
+/// 4/5/6 or 10; for RAID 0/4/5/6 and 10 a new chunk, for 4/5/6 a new
+/// layout, for 10 near to offset and back,
 /// RAID 4 to 5 and back): every check first (the devices to add, md's rules for
 /// the reshape), then the devices go in as spares, the reshape is recorded
 /// in the superblocks and run to its end. A change md makes by takeover

@@ -53,6 +53,12 @@
 //!   given all four, carries the backward reshape on from raidlab's
 //!   checkpoint and leaves the fourth a spare (read whole and without
 //!   role 1);
+//! * `r10-n2-to-o2-chunk`: a RAID 10 near=2 of 4, 64 KiB chunk, `--layout
+//!   o2 --chunk 256K` (md's RAID 10 reshape over the same members: the
+//!   same copies, the data offset moved down, every copy rewritten), read
+//!   whole and without roles 0 and 2; `r10-o2-to-n2-chunk-killed`: the
+//!   way back, killed part-way (SIGKILL), which md carries on from
+//!   raidlab's checkpoint (read whole and without roles 1 and 3);
 //! * `r1-to-r5`, `r1-to-r5-of-3`: a RAID 1 of two `--level 5` (md's
 //!   takeover: a RAID 5 of two, left-symmetric, 64 KiB chunk, no data
 //!   moved), and the same with `--raid-devices 3 --add` (then restriped),
@@ -528,6 +534,36 @@ fn cases() -> Vec<Grown> {
             // 7040 KiB each, times 3, halved, in whole chunks.
             grow: &["--raid-devices", "3", "--array-size", "10560K"],
             sets: vec![vec![1]],
+            interrupt: Some("KILL"),
+        },
+        // md's RAID 10 reshape over the same members (`raid10_check_reshape`:
+        // near to offset with the same copies, a new chunk): the data
+        // offset moved down by a row of the new geometry (512 KiB), the
+        // walk forwards; 7 MiB of each member is 14 rows either way.
+        Grown {
+            name: "r10-n2-to-o2-chunk",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--layout", "o2", "--chunk", "256K"],
+            // offset=2 keeps a chunk's two copies on neighbouring members
+            // (3 and 0 too): 0 and 2 share none.
+            sets: vec![vec![0, 2]],
+            interrupt: None,
+        },
+        // The same restripe of an offset=2 back to near=2 and 64 KiB,
+        // killed part-way: md carries it on from raidlab's checkpoint (the
+        // data offset moved down by one row, md's least: the kernel's
+        // raid10_run takes no less).
+        Grown {
+            name: "r10-o2-to-n2-chunk-killed",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "256K", "--layout", "o2"],
+            grow_files: false,
+            grow: &["--layout", "n2", "--chunk", "64K"],
+            sets: vec![vec![1, 3]],
             interrupt: Some("KILL"),
         },
         Grown {
