@@ -40,15 +40,16 @@
 //! new member count and geometry, `data_offset + new_offset` as the data
 //! offset, the data size changed by the move the other way,
 //! RESHAPE_ACTIVE, NEW_OFFSET and RESHAPE_BACKWARDS cleared; a RAID 0's
-//! restripe taken back as a RAID 0; a shrink's members past the new count
-//! as spares (`super::shrink`).
+//! restripe taken back as a RAID 0 (onto fewer members in a commit of its
+//! own after that one, as mdadm takes it back after md's reshape ends:
+//! `super::raid0`); a shrink's members past the new count as spares
+//! (`super::shrink`).
 //!
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
-//! and never carry on a reshape it cannot finish exactly (a RAID 0's
-//! backward one, a RAID 10's new chunk or layout, a level change other than
-//! 4 and 5, a move of the data offset too small for the walk): those are
-//! refused, for mdadm to finish.
+//! and never carry on a reshape it cannot finish exactly (a RAID 10's new
+//! chunk or layout, a level change other than 4 and 5, a move of the data
+//! offset too small for the walk): those are refused, for mdadm to finish.
 
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
@@ -108,7 +109,7 @@ impl Assembly {
         };
         if !supported {
             return Err(refused(
-                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 new chunk or layout, a RAID 0 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 new chunk or layout, a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self
@@ -167,6 +168,7 @@ impl Assembly {
             resumed: walked(r.position) > 0,
             checkpoints: 0,
             spares: Vec::new(),
+            removed: Vec::new(),
         };
         let mut checkpointed = r.position;
         let mut buf = Vec::new();
@@ -244,7 +246,12 @@ impl Assembly {
         if backwards {
             report.spares = self.shrink_release(r.new.raid_disks);
         }
-        self.reshape_finish(raid0)?;
+        // A RAID 0's shrink ends as md's RAID 4 reshape ends, then is taken
+        // back as a RAID 0 (`super::raid0`); its grow in the same commit.
+        self.reshape_finish(raid0 && !backwards)?;
+        if raid0 && backwards {
+            report.removed = self.raid0_shrink_finish(std::mem::take(&mut report.spares))?;
+        }
         Ok(report)
     }
 
