@@ -6,14 +6,14 @@
 //! members hold read back exactly, and what is recorded mid-way is md's
 //! RAID 4 reshape.
 
-use raidlab_core::Volume;
+use raidlab_core::{Layer, Volume};
 use raidlab_layout::{Layout, Level};
 use raidlab_md::superblock::feature;
 use raidlab_md::Superblock;
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, MemberState, NewMember};
 use raidlab_raid::grow::ReshapeRequest;
 use raidlab_raid::recovery::RunOptions;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 
 const MIB: u64 = 1 << 20;
@@ -195,5 +195,124 @@ fn a_stopped_raid0_shrink_reads_exactly_and_carries_on() {
     assert!(read_all(&devs) == data[..holds as usize]);
     let report = asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     assert!(report.resumed && report.resumed_from == r.position);
+    assert_done(&devs, 3, &data[..holds as usize]);
+}
+
+/// A member whose writes fail once the run's budget is spent (the power
+/// gone: what was written before stays, nothing after).
+struct Budget {
+    below: Arc<dyn Volume>,
+    left: Arc<AtomicI64>,
+}
+
+impl Budget {
+    fn spend(&self) -> raidlab_core::Result<()> {
+        if self.left.fetch_sub(1, Ordering::SeqCst) <= 0 {
+            return Err(raidlab_core::Error::new(
+                raidlab_core::ErrorKind::Io,
+                raidlab_core::Op::Write,
+                "the power is gone",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Layer for Budget {
+    fn below(&self) -> &dyn Volume {
+        self.below.as_ref()
+    }
+    fn passes_views(&self) -> bool {
+        false
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        self.spend()?;
+        self.below.write_at(buf, offset)
+    }
+    fn write_at_fua(&self, buf: &[u8], offset: u64) -> raidlab_core::Result<()> {
+        self.spend()?;
+        self.below.write_at_fua(buf, offset)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64) -> raidlab_core::Result<()> {
+        self.spend()?;
+        self.below.write_zeroes(offset, len)
+    }
+}
+
+/// `devs`, each behind the shared write budget `left`.
+fn behind(devs: &[Device], left: &Arc<AtomicI64>) -> Vec<Device> {
+    devs.iter()
+        .map(|d| Device {
+            path: d.path.clone(),
+            volume: Arc::new(Budget {
+                below: d.volume.clone(),
+                left: left.clone(),
+            }),
+        })
+        .collect()
+}
+
+/// A RAID 0 shrink of 4 to 3 whose power goes after `budget` member writes
+/// (every write counted when `None`): the writes made.
+fn shrink_cut(budget: Option<i64>) -> (Vec<Device>, Vec<u8>, u64, i64) {
+    let (devs, data) = filled(4);
+    let left = Arc::new(AtomicI64::new(budget.unwrap_or(i64::MAX)));
+    let (mut asm, holds) = started(&behind(&devs, &left), 3);
+    let r = asm.reshape_run(RunOptions::default(), &mut |_| {});
+    assert_eq!(r.is_ok(), budget.is_none(), "{:?}", r.err());
+    let spent = budget.unwrap_or(i64::MAX) - left.load(Ordering::SeqCst);
+    (devs, data, holds, spent)
+}
+
+#[test]
+fn a_crash_between_the_reshape_end_and_the_takeover_back_leaves_a_raid4_level_0_finishes() {
+    // The takeover back is the last commit: one superblock write for each
+    // of the 3 kept members. Cut right before it.
+    let (_, _, _, writes) = shrink_cut(None);
+    let (devs, data, holds, _) = shrink_cut(Some(writes - 3));
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    assert!(asm.reshape().is_none());
+    // md's end of the RAID 4 shrink: complete, the new parity in role 3.
+    assert_eq!(asm.geometry.level, Level::Raid4);
+    assert_eq!(asm.geometry.raid_disks, 4);
+    assert!(asm.missing().is_empty());
+    assert!(read_all(&devs) == data[..holds as usize]);
+    let r = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(r.mismatch_sectors, 0, "the walk's parity");
+    // `raidlab grow --level 0`, as the engine's doc says.
+    asm.raid0_takeover_raid45().unwrap();
+    drop(asm);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(asm.geometry.level, Level::Raid0);
+    assert_eq!(asm.geometry.raid_disks, 3);
+    assert!(read_all(&devs) == data[..holds as usize]);
+}
+
+#[test]
+fn a_cut_inside_the_start_commit_carries_on() {
+    // The start commit gives each member a data size reaching past the
+    // component size plus the move up (its RAID 0 data size does not): two
+    // of the four superblock writes land, and the two members that missed
+    // it must get that size when taken one event behind, or the reshape's
+    // end takes the move out of a size that never had it (found by the
+    // torture family's RAID 0 shrinks).
+    let (devs, data) = filled(4);
+    let left = Arc::new(AtomicI64::new(2));
+    let mut asm = Assembly::assemble(behind(&devs, &left)).unwrap();
+    let req = ReshapeRequest {
+        raid_devices: Some(3),
+        ..ReshapeRequest::default()
+    };
+    let holds = 3 * asm.geometry.member_bytes;
+    let plan = asm.reshape_check_sized(&req, 0, Some(holds)).unwrap();
+    assert!(asm.reshape_start(plan).is_err(), "the power went");
+    drop(asm);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    assert!(asm.reshape().is_some(), "two members record the start");
+    let got = read_all(&devs);
+    assert!(got == data[..got.len()], "cut in the start: reads other bytes");
+    asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     assert_done(&devs, 3, &data[..holds as usize]);
 }

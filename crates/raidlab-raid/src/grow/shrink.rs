@@ -75,8 +75,9 @@ impl Assembly {
                 " (the kernel refuses the new member count)"
             };
             return Err(refused(format!(
-                "{what}: md runs a {} with no fewer than {least} member(s){how}; nothing was changed",
-                g.level.name()
+                "{what}: md runs a {} with no fewer than {least} {}{how}; nothing was changed",
+                g.level.name(),
+                if least == 1 { "member" } else { "members" }
             )));
         }
         if plan.layout != plan.new_layout
