@@ -4,7 +4,9 @@
 //! parity; a RAID 10 near or offset onto more members; fewer members of a
 //! RAID 4/5/6, md's backward reshape, the members first given room after
 //! their data; fewer members of a RAID 10 near or offset, with room after
-//! the data or without) run on in-memory members with volatile write
+//! the data or without; fewer members of a RAID 0, through md's RAID 4
+//! without parity backwards, the members given room after their data as a
+//! grown device has it) run on in-memory members with volatile write
 //! caches, the power cut after a random number of member writes (each
 //! member's unflushed writes kept, dropped or torn), the members assembled
 //! again from their superblocks and the reshape carried on, up to three
@@ -48,6 +50,10 @@ const SHRINK_STREAM: u64 = 0x2e5a_9e20_5eed_0020;
 /// above left a restripe over the same or more members a RAID 10 (near or
 /// offset) shrink: every other run keeps its draws.
 const RAID10_SHRINK_STREAM: u64 = 0x2e5a_9e30_5eed_0030;
+/// The stream that makes one RAID 4/5/6 run in eight that the streams
+/// above left a restripe over the same or more members a RAID 0 shrink:
+/// every other run keeps its draws (the RAID 0 grows too).
+const RAID0_SHRINK_STREAM: u64 = 0x2e5a_9e40_5eed_0040;
 /// Each member's size: metadata 1.1/1.2 put the data 1 MiB in, leaving
 /// about 1 MiB of data and almost 1 MiB of room below it to move into.
 const MEMBER_BYTES: u64 = 2 << 20;
@@ -390,6 +396,44 @@ fn draw_raid10_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
     }
 }
 
+/// One RAID 4/5/6 run in eight that is neither a RAID 10 nor a shrink
+/// already (from its own stream): a RAID 0 of 4 to 6 members losing one,
+/// or two (one such run in three, of five or six), through md's RAID 4
+/// without parity backwards; the members are given room after their data
+/// as a grown device gives it (md refuses `--size` of a RAID 0).
+fn draw_raid0_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        || s.raid10.is_some()
+        || s.change.shrink
+        || !rng.gen_ratio(1, 8)
+    {
+        return s;
+    }
+    let members = rng.gen_range(4..=6);
+    let fewer = if members > 4 && rng.gen_ratio(1, 3) {
+        2
+    } else {
+        1
+    };
+    Setup {
+        level: Level::Raid0,
+        layout: ParityLayout::ParityLast,
+        members,
+        change: Change {
+            req: ReshapeRequest {
+                raid_devices: Some(members - fewer),
+                ..ReshapeRequest::default()
+            },
+            spares: 0,
+            then_raid4: false,
+            shrink: true,
+            room: true,
+            less_chunks: 0,
+        },
+        ..s
+    }
+}
+
 /// The members of one run, behind their tripwires.
 struct Rig {
     members: Vec<Member>,
@@ -463,6 +507,10 @@ pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
     let s = draw_raid10_shrink(
         s,
         &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_SHRINK_STREAM),
+    );
+    let s = draw_raid0_shrink(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID0_SHRINK_STREAM),
     );
     // (A RAID 10 shrink says how it was drawn; the other labels are as
     // they were, so that sweeps compare line for line.)
@@ -572,7 +620,25 @@ fn attempt(
         .collect();
     let mut asm = create_with_executor(&spec, new, None, s.metadata, rig.exec.clone())
         .map_err(|e| format!("create: {e}"))?;
-    if s.change.shrink && s.raid10.is_some() {
+    if s.change.shrink && s.level == Level::Raid0 {
+        // Room after the data for md's move up (at most a chunk per member
+        // for one or two members fewer of at most six), as a member device
+        // grown after the array was made leaves it: md keeps a RAID 0
+        // member's data size, and refuses `--size` of a RAID 0.
+        drop(asm);
+        let room = s.chunk * s.members as u64 / 512;
+        for d in &devs[..s.members] {
+            let v = d.volume.as_ref();
+            let mut sb = raidlab_md::Superblock::read_from(v)
+                .map_err(|e| format!("{}: read the superblock: {e}", d.path))?
+                .ok_or_else(|| format!("{}: no superblock after create", d.path))?;
+            sb.data_size -= room;
+            sb.size = sb.size.min(sb.data_size);
+            sb.write_to(v)
+                .map_err(|e| format!("{}: write the superblock: {e}", d.path))?;
+        }
+        asm = rig.assemble(cut_seed)?;
+    } else if s.change.shrink && s.raid10.is_some() {
         if s.change.room {
             // Room as `mdadm --create --size` leaves it (what a user who
             // never grew the array has; `grow --size` is tested on its
@@ -728,6 +794,13 @@ fn writes(rig: &Rig) -> u64 {
 /// reshape when none is recorded and the shape is not reached yet, carry
 /// on a recorded one, then md's takeover to RAID 4 where asked.
 fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), String> {
+    if s.level == Level::Raid0 && asm.geometry.level == Level::Raid4 && asm.reshape().is_none() {
+        // A RAID 0 shrink cut between md's end of the RAID 4 reshape and
+        // the takeover back: a complete RAID 4 of one member more, which
+        // the engine says `grow --level 0` finishes, as a user would.
+        asm.raid0_takeover_raid45()
+            .map_err(|e| format!("takeover back to RAID 0: {e}"))?;
+    }
     if asm.reshape().is_none() && !reached(asm, s) {
         // A shrink accepts the array size the new members hold.
         let g = asm.geometry;
