@@ -351,18 +351,25 @@ impl Assembly {
             return Ok(());
         }
         // The new members' roles: from the old member count on, as
-        // `reshape_start` gives them. Not when a RAID 4's old parity role is
-        // empty as well: that is a RAID 0's restripe (a RAID 4 whose parity
+        // `reshape_start` gives them. When a RAID 4's old parity role is
+        // empty as well, that is a RAID 0's restripe (a RAID 4 whose parity
         // role is empty by design, its new members taking the roles from the
-        // old parity role on) or a RAID 4 grow that lost its parity member,
-        // and which one the superblocks do not say. Such a start stays
-        // refused, as md refuses to start it; the array still reads (its
-        // empty side is not built).
+        // old parity role on, the new parity role left empty) if the layout
+        // word is md's takeover's, parity-last, on both sides (as
+        // `Assembly::raid0_restripe` tells a RAID 0's shrink); with mdadm's
+        // own RAID 4 word it is a RAID 4 grow that lost its parity member,
+        // which stays refused, as md refuses to start it (the array still
+        // reads: its empty side is not built).
         let empty_role = |role: usize| self.slots.get(role).is_some_and(|s| s.is_none());
-        if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
-            return Ok(());
-        }
-        let (lo, hi) = (r.old.raid_disks, r.new.raid_disks);
+        let takeover_word = raidlab_layout::ParityLayout::ParityLast as u32;
+        let (lo, hi) = if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
+            if t.layout != takeover_word || t.new_layout != takeover_word {
+                return Ok(());
+            }
+            (r.old.raid_disks - 1, r.new.raid_disks - 1)
+        } else {
+            (r.old.raid_disks, r.new.raid_disks)
+        };
         let stale = (0..self.members.len()).filter(|&i| {
             let m = &self.members[i];
             m.state == MemberState::Spare && m.sb.feature_map & feature::RESHAPE_ACTIVE == 0
