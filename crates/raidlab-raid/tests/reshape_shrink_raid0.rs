@@ -312,7 +312,10 @@ fn a_cut_inside_the_start_commit_carries_on() {
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     assert!(asm.reshape().is_some(), "two members record the start");
     let got = read_all(&devs);
-    assert!(got == data[..got.len()], "cut in the start: reads other bytes");
+    assert!(
+        got == data[..got.len()],
+        "cut in the start: reads other bytes"
+    );
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     assert_done(&devs, 3, &data[..holds as usize]);
 }
