@@ -66,12 +66,12 @@ pub enum Command {
     /// --bitmap internal|none, --consistency-policy
     /// resync|ppl (RAID 5), --raid-devices and --level 5 of a RAID 1, for a RAID 4/5/6
     /// more or fewer (with --array-size) members, --chunk, --layout, --level
-    /// 4|5|6, for a RAID 0 more members, --chunk, --level 4|5, and for a
-    /// RAID 10 near or offset more or fewer (with --array-size) members,
-    /// --chunk, and --layout between near and offset with the same copies
-    /// (restriped offline; --continue resumes). Other restriping (fewer
-    /// members of a RAID 0, other levels) is refused: not built yet; so are
-    /// a RAID 10's far layout and another number of copies, as md refuses
+    /// 4|5|6, for a RAID 0 more or fewer (with --array-size) members,
+    /// --chunk, --level 4|5, and for a RAID 10 near or offset more or fewer
+    /// (with --array-size) members, --chunk, and --layout between near and
+    /// offset with the same copies (restriped offline; --continue resumes).
+    /// Other restriping (other levels) is refused: not built yet; so are a
+    /// RAID 10's far layout and another number of copies, as md refuses
     /// them.
     #[command(after_help = GROW_HELP)]
     Grow(GrowArgs),
@@ -717,7 +717,7 @@ Examples:
   raidlab grow m0.img m1.img m2.img m3.img --level 5                # RAID 4 to 5 (takeover)
   raidlab grow m0.img m1.img m2.img m3.img --level 6 --add m4.img   # RAID 5 to 6 (Q on m4)
   raidlab grow m0.img m1.img m2.img --level 5 --add m3.img          # RAID 0 to 5 (parity on m3)
-  raidlab grow m0.img m1.img m2.img m3.img m4.img -n 4 --array-size 96M   # shrink (RAID 4/5/6, 10)
+  raidlab grow m0.img m1.img m2.img m3.img m4.img -n 4 --array-size 96M   # shrink (RAID 0/4/5/6, 10)
   raidlab grow m0.img m1.img m2.img m3.img --continue               # finish an interrupted one";
 
 /// `--bitmap`'s values.
@@ -766,10 +766,13 @@ pub struct GrowArgs {
     /// which must fit the new members (a RAID 10: in whole chunks; with no
     /// room after the data, md takes the move out of each member's used
     /// space, and the refusal without --array-size says what fits). Fewer
-    /// members of a RAID 0: refused.
+    /// members of a RAID 0: the same shrink of the RAID 4 md takes it over
+    /// as, then back to a RAID 0 (the members that leave are removed: a
+    /// RAID 0 has no spares); it needs room after every member's data
+    /// (a larger device: md refuses --size of a RAID 0).
     #[arg(long, short = 'n')]
     pub raid_devices: Option<usize>,
-    /// With fewer --raid-devices of a RAID 4/5/6 or 10: the size the array is
+    /// With fewer --raid-devices of a RAID 0/4/5/6 or 10: the size the array is
     /// truncated to (mdadm's --array-size, which md keeps only while the
     /// array runs; raidlab's grow runs offline, so it is given with the
     /// shrink it makes possible). Whatever lies past it is lost: shrink the

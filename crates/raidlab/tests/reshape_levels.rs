@@ -472,7 +472,11 @@ fn raid0_refusals_say_why_and_change_no_byte() {
     let all = ["z0", "z1", "y0", "y1", "o0", "o1"];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (with("grow", &r0, &["--raid-devices", "3"]), "--add"),
-        (with("grow", &r0, &["--raid-devices", "1"]), "fewer members"),
+        // Fewer members: md's refusal until the array is truncated.
+        (
+            with("grow", &r0, &["--raid-devices", "1"]),
+            "reduce the size of the array",
+        ),
         (
             with("grow", &r0, &["--layout", "left-symmetric"]),
             "no layout",

@@ -344,9 +344,12 @@ fn refusals_say_why_and_change_no_byte() {
             ),
             "goes with fewer --raid-devices",
         ),
+        // A RAID 0 shrinks too (`reshape_shrink_raid0`), but not one whose
+        // members have no room after their data: md cannot use less of a
+        // RAID 0 member.
         (
             with("grow", &r0, &["--raid-devices", "2", "--array-size", "1M"]),
-            "fewer members",
+            "a larger device",
         ),
         (
             with(

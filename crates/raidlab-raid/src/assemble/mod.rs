@@ -655,6 +655,19 @@ fn caught_up(reference: &Superblock, own: Superblock) -> Superblock {
         data_offset = (data_offset as i64 + moved) as u64;
         data_size = (data_size as i64 - moved) as u64;
     }
+    // The commit it missed may have been a backward reshape's start, which
+    // gives a member whose data size does not reach past the component size
+    // plus the move up more of its room (mdadm raises each member's size
+    // before it sets `new_offset`, as md accepts a move only within it; a
+    // RAID 0's shrink needs it, its data size being its used size): without
+    // it the new geometry would not fit the member, and the reshape's end
+    // would take the move out of a data size that never had it.
+    if own.feature_map & feature::NEW_OFFSET == 0
+        && reference.feature_map & feature::NEW_OFFSET != 0
+        && reference.new_offset > 0
+    {
+        data_size = data_size.max(reference.size + u64::from(reference.new_offset.unsigned_abs()));
+    }
     // The commit it missed may have taken a RAID 4 without its parity
     // member back as a RAID 0 (the end of a RAID 0 restripe), which gives
     // every member the component size as its data size (md's

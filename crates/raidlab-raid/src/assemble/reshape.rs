@@ -55,10 +55,36 @@ impl Assembly {
     /// reshaped, by md's rules and raidlab's), and in it the old geometry's
     /// parity role holds a new member (md's `raid5_add_disk` fills the first
     /// free role), not parity: the old geometry is read without it.
+    ///
+    /// Onto fewer members (a backward RAID 4 reshape) the missing role is
+    /// the old geometry's parity, past the new member count, while the new
+    /// parity role is held by a member that held data (it gets the new
+    /// parity, which md's takeover back to RAID 0 then drops). That is taken
+    /// as a RAID 0's only with md's takeover word, parity-last, recorded on
+    /// both sides (`raid45_takeover_raid0` writes it; mdadm's own RAID 4
+    /// has 0): a RAID 4 that lost its parity member mid-shrink otherwise
+    /// looks the same, and finishing it as a RAID 0 would drop its parity.
     pub fn raid0_restripe(&self, r: &Reshape) -> bool {
-        r.old.level == raidlab_layout::Level::Raid4
-            && r.new.level == raidlab_layout::Level::Raid4
-            && self.missing() == [r.new.raid_disks - 1]
+        let raid4 = raidlab_layout::Level::Raid4;
+        if r.old.level != raid4 || r.new.level != raid4 {
+            return false;
+        }
+        if r.new.raid_disks >= r.old.raid_disks {
+            return self.missing() == [r.new.raid_disks - 1];
+        }
+        let sb = self.newest();
+        let takeover_word = raidlab_layout::ParityLayout::ParityLast as u32;
+        let old_parity = r.old.raid_disks - 1;
+        let held = |role: usize| {
+            self.members
+                .iter()
+                .any(|m| m.role == Some(role) && m.state == MemberState::Active)
+        };
+        sb.layout == takeover_word
+            && sb.new_layout == takeover_word
+            && self.missing().is_empty()
+            && !held(old_parity)
+            && (0..old_parity).all(held)
     }
 
     /// md's own RAID 0 restripe, stopped part-way, as raidlab's: md records

@@ -2,7 +2,7 @@
 //! (`--size`), add or remove the internal write-intent bitmap, switch RAID 5
 //! between resync and the partial parity log, change the number of RAID 1
 //! mirrors, add members to a RAID 0/4/5/6 or 10 and take members out of a
-//! RAID 4/5/6 or 10 (a reshape, `reshape` and `shrink`, walked by `walk`).
+//! RAID 0/4/5/6 or 10 (a reshape, `reshape` and `shrink`, walked by `walk`).
 //!
 //! Each change checks everything against md's rules first and writes only
 //! the members' metadata (superblocks, bitmap, an empty log area), with the
@@ -11,17 +11,18 @@
 //! and rebuild in `recovery` (the new space after `--size`, a new mirror).
 //! Only a reshape moves data between stripes: more members of a RAID
 //! 0/4/5/6 and of a RAID 10 in the near or offset layout, fewer members of
-//! a RAID 4/5/6 and of a RAID 10 in the near or offset layout (with the
+//! a RAID 0/4/5/6 and of a RAID 10 in the near or offset layout (with the
 //! array size the user accepts: md reshapes only an array already
-//! truncated), a new chunk or layout (a RAID 10's: near and offset with
-//! the same copies), RAID 4 to 5 and back, the layout half
+//! truncated; a RAID 0's through md's RAID 4, as its more members), a new
+//! chunk or layout (a RAID 10's: near and offset with the same copies),
+//! RAID 4 to 5 and back, the layout half
 //! of RAID 5 to 6 and back and of RAID 0 to 5 (whose takeovers are
 //! `convert`'s and `raid0`'s; RAID 1 to 5 is a takeover alone,
-//! `convert`'s); every other restripe (fewer members of a RAID 0, RAID 1
-//! to other levels than 5, other members and a new chunk or layout at
-//! once) is refused by [`reshape_not_built`]; what md itself refuses is
-//! refused with its words (a RAID 10 in or to the far layout or to other
-//! copies, `raid10`; RAID 0 to 6, [`md_refusal`]).
+//! `convert`'s); every other restripe (RAID 1 to other levels than 5,
+//! other members and a new chunk or layout at once) is refused by
+//! [`reshape_not_built`]; what md itself refuses is refused with its words
+//! (a RAID 10 in or to the far layout or to other copies, `raid10`; RAID 0
+//! to 6, [`md_refusal`]).
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
 //! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count;
@@ -31,10 +32,11 @@
 //! any of them and finishes it;
 //! `convert` takes RAID 5 over as RAID 6 and back, and a RAID 1 of two as
 //! a RAID 5; `raid0` decides how a
-//! RAID 0 goes through md's RAID 4 without parity (restripes, and RAID 0
-//! to RAID 4 or 5); `raid10` what md allows a RAID 10 (more or fewer
-//! members, a new chunk, near to offset and back, never far, walked by
-//! `walk`; the component size md keeps of a `--size`, never far).
+//! RAID 0 goes through md's RAID 4 without parity (restripes onto more or
+//! fewer members or a new chunk, and RAID 0 to RAID 4 or 5); `raid10` what
+//! md allows a RAID 10 (more or fewer members, a new chunk, near to offset
+//! and back, never far, walked by `walk`; the component size md keeps of a
+//! `--size`, never far).
 
 mod convert;
 mod devices;
@@ -84,15 +86,15 @@ pub struct SizeChange {
     pub tightest_member: String,
 }
 
-/// The refusal of every restripe raidlab does not do (fewer members of a RAID 0, level
-/// changes other than RAID 4 and 5, 5 and 6, 0 to 4 or 5, other members with a new
-/// chunk or layout at once): nothing is written.
+/// The refusal of every restripe raidlab does not do (level changes other than
+/// RAID 4 and 5, 5 and 6, 0 to 4 or 5, other members with a new chunk or layout
+/// at once): nothing is written.
 pub fn reshape_not_built(what: &str) -> Error {
     Error::new(
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices and --chunk of RAID 0, more --raid-devices of RAID 10 near or offset and fewer with --array-size, --chunk and --layout (near or offset) of RAID 10, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, fewer with --array-size, --chunk, --layout, and --level between 4 and 5 and between 5 and 6"
+            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices, fewer with --array-size and --chunk of RAID 0, more --raid-devices of RAID 10 near or offset and fewer with --array-size, --chunk and --layout (near or offset) of RAID 10, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, fewer with --array-size, --chunk, --layout, and --level between 4 and 5 and between 5 and 6"
         ),
     )
 }

@@ -9,6 +9,11 @@
 //! (`--raid-devices`, `--chunk`) with the parity member still missing, and
 //! takes the result back as a RAID 0 (`raid0_takeover_raid45`); or, for
 //! `--level 4|5`, rebuilds the missing parity member onto a new device.
+//! Fewer members (`--raid-devices N --array-size SIZE`) go the same way
+//! backwards: md's RAID 4 of n+1 shrinks to N+1 (`super::shrink`'s check
+//! and start, `super::walk`'s walk), its new parity role held by the
+//! member that was role N, then mdadm's `impose_level` takes it back as a
+//! RAID 0 of N, removing that member and the ones past it.
 //!
 //! What it decides:
 //! - whether md would do this to this RAID 0 (one zone: members of one size;
@@ -23,7 +28,21 @@
 //!   sysfs); a RAID 0 taken over as a RAID 4 by `--level 4` keeps 5 too;
 //! - the superblocks md writes when it takes the RAID 4 back as a RAID 0
 //!   (written by the reshape's last commit): level 0, one member fewer,
-//!   each member's data size the component size.
+//!   each member's data size the component size;
+//! - for fewer members: md's rules (`--array-size` first, as md reshapes
+//!   only an array already truncated; the size must fit N members; at least
+//!   one member, md's least RAID 4 being two; room after every member's
+//!   data for the move up, which on a RAID 0 only a larger device gives,
+//!   md refusing `--size` of a RAID 0; else md's backup file, not built),
+//!   the state recorded while it runs (a RAID 4 of N+1 reshaping backwards,
+//!   parity-last, the old parity role n empty) and how it ends: the walk's
+//!   last commit is md's end of a RAID 4 shrink (the members past N+1
+//!   spares, the member in role N holding the new parity), then one commit
+//!   takes it back as a RAID 0, as mdadm's `impose_level` does: the spares
+//!   removed, the parity member failed and removed, their own superblocks
+//!   left as that last commit wrote them (md writes none to a device it
+//!   removes). They are not spares of the RAID 0 (md's RAID 0 has none,
+//!   and refuses to run with one), so they leave the array.
 //!
 //! That in this state the old parity role holds a new member, not parity,
 //! is the assembly's rule (`Assembly::raid0_restripe`), as it reads such an
@@ -32,10 +51,11 @@
 //! (`Assembly::adopt_raid0_restripe_member`), so `--continue` finishes md's
 //! RAID 0 grow too.
 //!
-//! The data is moved by [`super::reshape`]'s walk and parity is rebuilt by
+//! The data is moved by [`super::walk`]'s walk and parity is rebuilt by
 //! `recovery`; nothing here reads or writes data. It must never make a
 //! RAID 0 of an array unless every data member is there and the data sits
-//! where the RAID 0 reads it (parity-last, or near=2 pairs).
+//! where the RAID 0 reads it (parity-last, or near=2 pairs), and never
+//! shrink one whose truncation the user has not asked for.
 
 use super::convert::Conversion;
 use super::reshape::{ReshapePlan, ReshapeRequest};
@@ -81,15 +101,18 @@ impl Assembly {
         Ok(least / chunk * chunk)
     }
 
-    /// Check `--raid-devices N` (more members) or `--chunk` of a RAID 0
-    /// against md's rules, with `coming` devices about to be added as
-    /// spares; nothing written. The plan is md's RAID 4 reshape with the
-    /// parity member missing.
+    /// Check `--raid-devices N` (more members, or fewer with `array_bytes`
+    /// the size the user accepts) or `--chunk` of a RAID 0 against md's
+    /// rules, with `coming` devices about to be added as spares; nothing
+    /// written. The plan is md's RAID 4 reshape with the parity member
+    /// missing (for fewer members in the RAID 4's counts, checked by
+    /// `super::shrink`).
     pub(crate) fn raid0_reshape_check(
         &self,
         req: &ReshapeRequest,
         coming: usize,
         what: &str,
+        array_bytes: Option<u64>,
     ) -> Result<ReshapePlan> {
         let g = self.geometry;
         let old = g.raid_disks;
@@ -118,9 +141,26 @@ impl Assembly {
             )));
         }
         if n < old {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (fewer members: md shrinks the array size first, then reshapes backwards)"
-            )));
+            let plan = ReshapePlan {
+                // The RAID 4's counts: the shrink runs as md's RAID 4
+                // reshape, and `super::shrink` records these.
+                old_raid_devices: old + 1,
+                new_raid_devices: n + 1,
+                gap_sectors: 0,
+                level: Level::Raid4.md_level(),
+                layout: TAKEOVER_LAYOUT,
+                new_layout: if new_chunk == chunk {
+                    TAKEOVER_LAYOUT
+                } else {
+                    RAID4_LAYOUT
+                },
+                chunk_sectors: chunk,
+                new_chunk_sectors: new_chunk,
+                then_level: None,
+                backwards: true,
+                component_sectors: Some(component),
+            };
+            return self.shrink_check(req, what, array_bytes, plan);
         }
         if n != old && chunk != new_chunk {
             return Err(super::reshape_not_built(&format!(
@@ -195,7 +235,7 @@ impl Assembly {
         let n = raid_devices.unwrap_or(old + 1);
         if n < old + 1 {
             return Err(refused(format!(
-                "{what} with --raid-devices {n}: a {} of {n} keeps {} data member(s), fewer than the RAID 0's {old}, so the array would shrink (mdadm: \"this change will reduce the size of the array\"); md then needs `--array-size` and a backwards reshape, which raidlab does not build; give --raid-devices {} or more; nothing was changed",
+                "{what} with --raid-devices {n}: a {} of {n} keeps {} data member(s), fewer than the RAID 0's {old}, so the array would shrink (mdadm: \"this change will reduce the size of the array\"); shrink it first (`raidlab grow --raid-devices N --array-size SIZE`, md's backward reshape), then convert; or give --raid-devices {} or more; nothing was changed",
                 to.name(),
                 n.saturating_sub(1),
                 old + 1
@@ -503,6 +543,36 @@ impl Assembly {
             via: ParityLayout::ParityLast.name().to_string(),
             restripe_to: (!in_parity_last).then(|| ParityLayout::ParityLast.name().to_string()),
         })
+    }
+
+    /// The end of a RAID 0's shrink, once the walk's last commit has left
+    /// what md's reshape leaves: a RAID 4 of one member more than asked,
+    /// complete (the member in the new parity role, which held data before,
+    /// now holds the parity the walk computed), the members past it spares
+    /// (`released`, in role order), their superblocks written so. mdadm
+    /// then takes it back as a RAID 0 (`impose_level`): it removes the
+    /// spares, fails and removes the parity member, and sets the level, md's
+    /// `raid0_takeover_raid45`. raidlab makes that last step
+    /// [`Assembly::raid0_takeover_raid45`]'s one commit, which leaves the
+    /// superblocks of the members that go as they were: the spares' say
+    /// spare, the parity member's its role in the RAID 4, all at the events
+    /// before, as md leaves them. Returns every member that left, in role
+    /// order.
+    ///
+    /// A crash between the two commits leaves that complete RAID 4, which
+    /// md assembles too (mdadm's level change back lives only in the
+    /// process that runs the reshape): `raidlab grow --level 0` finishes it.
+    pub(super) fn raid0_shrink_finish(&mut self, released: Vec<String>) -> Result<Vec<String>> {
+        let parity = self.slots.len().checked_sub(1).and_then(|r| self.slots[r]);
+        let Some(parity) = parity else {
+            return Err(Error::invalid(
+                "RAID 0 shrink: the new parity role has no member at the reshape's end",
+            ));
+        };
+        let mut gone = vec![self.members[parity].device.path.clone()];
+        gone.extend(released);
+        self.raid0_takeover_raid45()?;
+        Ok(gone)
     }
 
     /// md's takeover of a RAID 4, or a RAID 5 in parity-last, as a RAID 0

@@ -70,6 +70,10 @@ pub struct ReshapeReport {
     /// The members that left the array's roles (fewer members), now spares
     /// as md leaves them, in role order.
     pub spares: Vec<String>,
+    /// The members that left the array altogether (fewer members of a RAID
+    /// 0, which has no spares: md's takeover back removes them), in role
+    /// order.
+    pub removed: Vec<String>,
 }
 
 /// What a restripe asks for (`grow --raid-devices`, `--chunk`, `--layout`,
@@ -123,7 +127,9 @@ pub struct ReshapePlan {
     /// move: RAID 4 from a RAID 5 in parity-last. `None`: the reshape's own.
     pub then_level: Option<Level>,
     /// Fewer members: md's backward reshape, the data offset moving up by
-    /// `gap_sectors` (`super::shrink`).
+    /// `gap_sectors` (`super::shrink`). A RAID 0's shrink is planned as
+    /// the RAID 4 md runs it at: its member counts are the RAID 4's, one
+    /// more than the RAID 0's (a RAID 0's grow counts its own members).
     pub backwards: bool,
     /// The component size (sectors) md sets before the walk starts, when it
     /// changes: a RAID 10 shrink with less room after the data than the
@@ -154,7 +160,7 @@ impl Assembly {
     }
 
     /// [`Assembly::reshape_check`] with the array size the user accepts
-    /// (`--array-size`, bytes): fewer members of a RAID 4/5/6 or 10 are checked
+    /// (`--array-size`, bytes): fewer members of a RAID 0/4/5/6 or 10 are checked
     /// only with one (`super::shrink`), as md reshapes only an array
     /// already truncated to what the new members hold.
     pub fn reshape_check_sized(
@@ -178,7 +184,7 @@ impl Assembly {
             return Err(e);
         }
         if g.level == Level::Raid0 && matches!(req.level, None | Some(Level::Raid0)) {
-            return self.raid0_reshape_check(req, coming, &what);
+            return self.raid0_reshape_check(req, coming, &what, array_bytes);
         }
         if g.level == Level::Raid10 && matches!(req.level, None | Some(Level::Raid10)) {
             return self.raid10_reshape_check(req, coming, &what, array_bytes);

@@ -2,6 +2,8 @@
 //! it without a backup file: the array is first truncated to what N members
 //! hold (mdadm's `--array-size`), then reshaped backwards, from the end of
 //! the array towards its start, with each member's data offset moved up.
+//! A RAID 0's fewer members are the same shrink of the RAID 4 md takes it
+//! over as (`super::raid0` plans it, in the RAID 4's counts, and ends it).
 //!
 //! What it decides:
 //! - whether md would make this shrink: one change at a time (no new chunk
@@ -25,9 +27,9 @@
 //! one row of move, taken out of the component size when a member lacks
 //! the room after its data) and started, walked and ended with this one's
 //! machinery. The walk itself is `super::walk`'s. It must never shrink an
-//! array whose truncation the user has not asked for, never move data when
-//! a member lacks the room, and never be used for RAID 0 (its fewer members
-//! stay refused).
+//! array whose truncation the user has not asked for, and never move data
+//! when a member lacks the room (a RAID 0's refusal says only a larger
+//! device gives it: md refuses `--size` of a RAID 0).
 
 use super::reshape::{ReshapePlan, ReshapeRequest};
 use super::{refused, SECTOR};
@@ -37,17 +39,21 @@ use raidlab_layout::reshape::{MdReshape, Reshape};
 use raidlab_layout::{Layout, Level};
 use raidlab_md::superblock::feature;
 
-/// The least members md runs each parity level with.
+/// The least members md runs each parity level with; a RAID 0 shrinks as
+/// a RAID 4 of one member more, so the least RAID 4 (two) leaves one.
 fn least_members(level: Level) -> usize {
     match level {
         Level::Raid6 => 4,
+        Level::Raid0 => 1,
         _ => 2,
     }
 }
 
 impl Assembly {
     /// Check a shrink from `old` to `req`'s member count of this RAID 4/5/6
-    /// (level, layout and chunk as the caller found them, unchanged), with
+    /// (level, layout and chunk as the caller found them, unchanged), or of
+    /// a RAID 0 as `super::raid0` plans it (a RAID 4 of one member more,
+    /// the parity role empty, the counts in `plan` the RAID 4's), with
     /// `array_bytes` the truncated size the user accepts: nothing written.
     pub(super) fn shrink_check(
         &self,
@@ -57,12 +63,21 @@ impl Assembly {
         plan: ReshapePlan,
     ) -> Result<ReshapePlan> {
         let g = self.geometry;
-        let n = plan.new_raid_devices;
+        let raid0 = g.level == Level::Raid0;
+        // The member count the user asked for (a RAID 0's, without the
+        // RAID 4's parity role).
+        let n = plan.new_raid_devices - usize::from(raid0);
         let least = least_members(g.level);
         if n < least {
+            let how = if raid0 {
+                " (md shrinks a RAID 0 as a RAID 4 of one member more, and runs a RAID 4 with no fewer than 2)"
+            } else {
+                " (the kernel refuses the new member count)"
+            };
             return Err(refused(format!(
-                "{what}: md runs a {} with no fewer than {least} members (the kernel refuses the new member count); nothing was changed",
-                g.level.name()
+                "{what}: md runs a {} with no fewer than {least} {}{how}; nothing was changed",
+                g.level.name(),
+                if least == 1 { "member" } else { "members" }
             )));
         }
         if plan.layout != plan.new_layout
@@ -99,13 +114,26 @@ impl Assembly {
         let chunk = u64::from(plan.chunk_sectors.max(1));
         for m in self.members.iter().filter(|m| m.is_live()) {
             let room = super::data_room_sectors(&m.sb, m.device.volume.size())?;
-            let free = room.saturating_sub(m.sb.size);
+            let used = plan.component_sectors.unwrap_or(m.sb.size);
+            let free = room.saturating_sub(used);
+            if free < gap && raid0 {
+                // md refuses `--size` of a RAID 0: the room can only come
+                // from a larger device (md keeps a RAID 0 member's data size).
+                return Err(refused(format!(
+                    "{}: {} KiB free after the data (the RAID 0 uses {} KiB of it), less than the {} KiB md moves the data offset up for this shrink: without that room md needs a backup file (mdadm --backup-file), which raidlab does not build; md cannot use less of a RAID 0 member (mdadm: \"Component size change is not supported for RAID0\"), so give every member at least {} KiB more room (a larger device or partition; the array keeps its size); nothing was changed",
+                    m.device.path,
+                    free / 2,
+                    used / 2,
+                    gap / 2,
+                    (gap - free) / 2
+                )));
+            }
             if free < gap {
                 return Err(refused(format!(
                     "{}: {} KiB free after the data (component size {} KiB), less than the {} KiB md moves the data offset up for this shrink: without that room md needs a backup file (mdadm --backup-file), which raidlab does not build; make room first by using less of each member (`raidlab grow --size {}K` or less, after shrinking what the array holds to fit); nothing was changed",
                     m.device.path,
                     free / 2,
-                    m.sb.size / 2,
+                    used / 2,
                     gap / 2,
                     room.saturating_sub(gap) / chunk * chunk / 2
                 )));
@@ -170,6 +198,12 @@ impl Assembly {
             if let Some(size) = plan.component_sectors {
                 sb.size = size;
             }
+            // The level md reshapes at: a RAID 0 is taken over as a RAID 4
+            // (parity-last, its parity role empty) in this same commit, as
+            // md's takeover comes before the reshape; any other level keeps
+            // its own.
+            sb.level = plan.level;
+            sb.layout = plan.layout;
             sb.raid_disks = plan.new_raid_devices as u32;
             sb.delta_disks = delta;
             sb.new_level = plan.level;

@@ -41,16 +41,17 @@
 //! new member count and geometry, `data_offset + new_offset` as the data
 //! offset, the data size changed by the move the other way,
 //! RESHAPE_ACTIVE, NEW_OFFSET and RESHAPE_BACKWARDS cleared; a RAID 0's
-//! restripe taken back as a RAID 0; a shrink's members past the new count
-//! as spares (`super::shrink`).
+//! restripe taken back as a RAID 0 (onto fewer members in a commit of its
+//! own after that one, as mdadm takes it back after md's reshape ends:
+//! `super::raid0`); a shrink's members past the new count as spares
+//! (`super::shrink`).
 //!
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
-//! and never carry on a reshape it cannot finish exactly (a RAID 0's
-//! backward one, a RAID 10's far layout or a new chunk or layout with
-//! other members at once, a level change other than 4 and 5, a move of the
-//! data offset too small for the walk): those are refused, for mdadm to
-//! finish.
+//! and never carry on a reshape it cannot finish exactly (a RAID 10's far
+//! layout or a new chunk or layout with other members at once, a level
+//! change other than 4 and 5, a move of the data offset too small for the
+//! walk): those are refused, for mdadm to finish.
 
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
@@ -110,7 +111,7 @@ impl Assembly {
         };
         if !supported {
             return Err(refused(
-                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 in the far layout or to another number of copies, a RAID 0 or a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 in the far layout or to another number of copies, a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self
@@ -169,6 +170,7 @@ impl Assembly {
             resumed: walked(r.position) > 0,
             checkpoints: 0,
             spares: Vec::new(),
+            removed: Vec::new(),
         };
         let mut checkpointed = r.position;
         let mut buf = Vec::new();
@@ -246,7 +248,12 @@ impl Assembly {
         if backwards {
             report.spares = self.shrink_release(r.new.raid_disks);
         }
-        self.reshape_finish(raid0)?;
+        // A RAID 0's shrink ends as md's RAID 4 reshape ends, then is taken
+        // back as a RAID 0 (`super::raid0`); its grow in the same commit.
+        self.reshape_finish(raid0 && !backwards)?;
+        if raid0 && backwards {
+            report.removed = self.raid0_shrink_finish(std::mem::take(&mut report.spares))?;
+        }
         Ok(report)
     }
 
@@ -355,18 +362,25 @@ impl Assembly {
             return Ok(());
         }
         // The new members' roles: from the old member count on, as
-        // `reshape_start` gives them. Not when a RAID 4's old parity role is
-        // empty as well: that is a RAID 0's restripe (a RAID 4 whose parity
+        // `reshape_start` gives them. When a RAID 4's old parity role is
+        // empty as well, that is a RAID 0's restripe (a RAID 4 whose parity
         // role is empty by design, its new members taking the roles from the
-        // old parity role on) or a RAID 4 grow that lost its parity member,
-        // and which one the superblocks do not say. Such a start stays
-        // refused, as md refuses to start it; the array still reads (its
-        // empty side is not built).
+        // old parity role on, the new parity role left empty) if the layout
+        // word is md's takeover's, parity-last, on both sides (as
+        // `Assembly::raid0_restripe` tells a RAID 0's shrink); with mdadm's
+        // own RAID 4 word it is a RAID 4 grow that lost its parity member,
+        // which stays refused, as md refuses to start it (the array still
+        // reads: its empty side is not built).
         let empty_role = |role: usize| self.slots.get(role).is_some_and(|s| s.is_none());
-        if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
-            return Ok(());
-        }
-        let (lo, hi) = (r.old.raid_disks, r.new.raid_disks);
+        let takeover_word = raidlab_layout::ParityLayout::ParityLast as u32;
+        let (lo, hi) = if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
+            if t.layout != takeover_word || t.new_layout != takeover_word {
+                return Ok(());
+            }
+            (r.old.raid_disks - 1, r.new.raid_disks - 1)
+        } else {
+            (r.old.raid_disks, r.new.raid_disks)
+        };
         let stale = (0..self.members.len()).filter(|&i| {
             let m = &self.members[i];
             m.state == MemberState::Spare && m.sb.feature_map & feature::RESHAPE_ACTIVE == 0

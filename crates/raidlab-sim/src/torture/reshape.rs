@@ -5,7 +5,9 @@
 //! ones to a new chunk or the other of near and offset; fewer members of a
 //! RAID 4/5/6, md's backward reshape, the members first given room after
 //! their data; fewer members of a RAID 10 near or offset, with room after
-//! the data or without) run on in-memory members with volatile write
+//! the data or without; fewer members of a RAID 0, through md's RAID 4
+//! without parity backwards, the members given room after their data as a
+//! grown device has it) run on in-memory members with volatile write
 //! caches, the power cut after a random number of member writes (each
 //! member's unflushed writes kept, dropped or torn), the members assembled
 //! again from their superblocks and the reshape carried on, up to three
@@ -20,13 +22,16 @@
 //! the reshape itself: `reshape_check`, `reshape_start`, `reshape_run`,
 //! `takeover` and `Assembly::assemble` are the engine's (a RAID 10
 //! shrink's array size too: the one the engine's refusal names).
-//! A run is a pure function of (seed, run index).
+//! A run is a pure function of (seed, run index). What a run asks for is
+//! drawn in `draw`; this file runs it and judges it.
+
+mod draw;
 
 use super::run_seed;
+use draw::{drawn, Setup};
 use raidlab_core::{Layer, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
 use raidlab_layout::{Layout, Level, ParityLayout};
-use raidlab_md::MetadataVersion;
 use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::{Executor, InOrder};
 use raidlab_raid::grow::ReshapeRequest;
@@ -36,24 +41,6 @@ use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-/// This family's own random stream: the main sweep's runs keep their draws.
-const RESHAPE_STREAM: u64 = 0x2e5a_9e00_5eed_0036;
-/// The stream that makes one parity-level run in five a RAID 10 growing
-/// onto more members: the other runs (the RAID 0 ones the tests name among
-/// them) keep the draws they had before RAID 10 came in.
-const RAID10_STREAM: u64 = 0x2e5a_9e10_5eed_0010;
-/// The stream that makes one RAID 4/5/6 run in five a shrink by one
-/// member: the other runs keep their draws.
-const SHRINK_STREAM: u64 = 0x2e5a_9e20_5eed_0020;
-/// The stream that makes one RAID 4/5/6 run in eight that the streams
-/// above left a restripe over the same or more members a RAID 10 (near or
-/// offset) shrink: every other run keeps its draws.
-const RAID10_SHRINK_STREAM: u64 = 0x2e5a_9e30_5eed_0030;
-/// The stream that makes one RAID 4/5/6 run in eight that the streams
-/// above left a restripe over the same or more members a RAID 10's new
-/// chunk or switch between near and offset (the same members): every
-/// other run keeps its draws.
-const RAID10_RESTRIPE_STREAM: u64 = 0x2e5a_9e40_5eed_0040;
 /// Each member's size: metadata 1.1/1.2 put the data 1 MiB in, leaving
 /// about 1 MiB of data and almost 1 MiB of room below it to move into.
 const MEMBER_BYTES: u64 = 2 << 20;
@@ -119,364 +106,6 @@ pub struct ReshapeRun {
     pub violation: Option<String>,
 }
 
-/// The change a run asks for.
-#[derive(Debug, Clone)]
-struct Change {
-    req: ReshapeRequest,
-    spares: usize,
-    /// RAID 5 to 4 ends in md's takeover, after the restripe.
-    then_raid4: bool,
-    /// Fewer members: the component size is cut first (room after the
-    /// data for md's move up), and the array size the new members hold is
-    /// the one accepted.
-    shrink: bool,
-    /// A RAID 10 shrink only: whether the members have room after their
-    /// data for md's move up (each created using four chunks less of its
-    /// member, as `mdadm --create --size` would leave), or none, so that
-    /// the engine takes the move out of the component size as mdadm does.
-    /// (A RAID 4/5/6 shrink always has room: it is cut by `--size`.)
-    room: bool,
-    /// A RAID 10 shrink only: chunks fewer than the most the new members
-    /// hold in the array size accepted (a user may truncate further).
-    less_chunks: u64,
-    /// A RAID 10 restripe between near=3 and offset=3 only: the component
-    /// size is first cut (`grow --size`) to a whole number of these bytes,
-    /// three of the largest chunk drawn, so that a row of three chunks
-    /// fits it as often as one chunk does and both geometries hold the
-    /// same array (on whole 1 MiB members an offset=3 row never fits
-    /// evenly, and the engine refuses, naming the `--size` that works).
-    cut_to: Option<u64>,
-}
-
-struct Setup {
-    level: Level,
-    layout: ParityLayout,
-    /// A RAID 10's layout (near or offset; md does not reshape far).
-    raid10: Option<Layout>,
-    chunk: u64,
-    members: usize,
-    metadata: MetadataVersion,
-    change: Change,
-}
-
-fn draw(rng: &mut ChaCha8Rng) -> Setup {
-    let level = [Level::Raid4, Level::Raid5, Level::Raid6, Level::Raid0][rng.gen_range(0..4)];
-    let layouts = match level {
-        // A RAID 0 restripes as md's RAID 4 without parity.
-        Level::Raid4 | Level::Raid0 => vec![ParityLayout::ParityLast],
-        _ => ParityLayout::ALL.to_vec(),
-    };
-    let layout = layouts[rng.gen_range(0..layouts.len())];
-    let chunks = [16u64 << 10, 32 << 10, 64 << 10, 128 << 10];
-    let chunk = chunks[rng.gen_range(0..chunks.len())];
-    let members = rng.gen_range(4..=6);
-    let metadata = if rng.gen_bool(0.5) {
-        MetadataVersion::V1_2
-    } else {
-        MetadataVersion::V1_1
-    };
-    let pick = rng.gen_range(0..5);
-    let change = match (pick, level) {
-        (0, _) => {
-            let add = rng.gen_range(1..=2);
-            Change {
-                req: ReshapeRequest {
-                    raid_devices: Some(members + add),
-                    ..ReshapeRequest::default()
-                },
-                spares: add,
-                then_raid4: false,
-                shrink: false,
-                room: false,
-                less_chunks: 0,
-                cut_to: None,
-            }
-        }
-        (1, _) => {
-            let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
-            Change {
-                req: ReshapeRequest {
-                    chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
-                    ..ReshapeRequest::default()
-                },
-                spares: 0,
-                then_raid4: false,
-                shrink: false,
-                room: false,
-                less_chunks: 0,
-                cut_to: None,
-            }
-        }
-        // A RAID 0's other changes (to RAID 4 or 5) rebuild parity rather
-        // than restripe: more members or a chunk here.
-        (_, Level::Raid0) => {
-            let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
-            Change {
-                req: ReshapeRequest {
-                    chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
-                    ..ReshapeRequest::default()
-                },
-                spares: 0,
-                then_raid4: false,
-                shrink: false,
-                room: false,
-                less_chunks: 0,
-                cut_to: None,
-            }
-        }
-        (2 | 3, Level::Raid4) => Change {
-            req: ReshapeRequest {
-                level: Some(Level::Raid5),
-                layout: Some("left-symmetric".into()),
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: None,
-        },
-        (4, Level::Raid5) if layout != ParityLayout::ParityLast => Change {
-            req: ReshapeRequest {
-                level: Some(Level::Raid4),
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: true,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: None,
-        },
-        _ => {
-            let others: Vec<ParityLayout> = ParityLayout::ALL
-                .into_iter()
-                .filter(|&l| l != layout && level != Level::Raid4)
-                .collect();
-            if others.is_empty() {
-                Change {
-                    req: ReshapeRequest {
-                        chunk_bytes: Some(if chunk == 64 << 10 {
-                            32 << 10
-                        } else {
-                            64 << 10
-                        }),
-                        ..ReshapeRequest::default()
-                    },
-                    spares: 0,
-                    then_raid4: false,
-                    shrink: false,
-                    room: false,
-                    less_chunks: 0,
-                    cut_to: None,
-                }
-            } else {
-                Change {
-                    req: ReshapeRequest {
-                        layout: Some(others[rng.gen_range(0..others.len())].name().into()),
-                        ..ReshapeRequest::default()
-                    },
-                    spares: 0,
-                    then_raid4: false,
-                    shrink: false,
-                    room: false,
-                    less_chunks: 0,
-                    cut_to: None,
-                }
-            }
-        }
-    };
-    Setup {
-        level,
-        layout,
-        raid10: None,
-        chunk,
-        members,
-        metadata,
-        change,
-    }
-}
-
-/// One parity-level run in five (from its own stream): a RAID 10 in the
-/// near or offset layout onto one or two more members, the only RAID 10
-/// restripe raidlab does (md's `raid10_check_reshape`).
-fn draw_raid10(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
-    if s.level == Level::Raid0 || !rng.gen_ratio(1, 5) {
-        return s;
-    }
-    let name = ["n2", "n3", "o2"][rng.gen_range(0..3)];
-    let Ok(layout) = Layout::parse(Level::Raid10, Some(name)) else {
-        return s;
-    };
-    let members = rng.gen_range(4..=5);
-    let add = rng.gen_range(1..=2);
-    Setup {
-        level: Level::Raid10,
-        raid10: Some(layout),
-        members,
-        change: Change {
-            req: ReshapeRequest {
-                raid_devices: Some(members + add),
-                ..ReshapeRequest::default()
-            },
-            spares: add,
-            then_raid4: false,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: None,
-        },
-        ..s
-    }
-}
-
-/// One RAID 4/5/6 run in five (from its own stream): one member fewer
-/// (a RAID 6 keeps md's least four).
-fn draw_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
-    let least = if s.level == Level::Raid6 { 4 } else { 2 };
-    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
-        || s.raid10.is_some()
-        || !rng.gen_ratio(1, 5)
-        || s.members <= least
-    {
-        return s;
-    }
-    Setup {
-        change: Change {
-            req: ReshapeRequest {
-                raid_devices: Some(s.members - 1),
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
-            shrink: true,
-            room: true,
-            less_chunks: 0,
-            cut_to: None,
-        },
-        ..s
-    }
-}
-
-/// One RAID 4/5/6 run in eight that is neither a RAID 10 nor a shrink
-/// already (from its own stream): a RAID 10 of 4 to 6 members in near=2,
-/// near=3 or offset=2 losing one member, or two where md still has a
-/// member for every copy (`raid10_check_reshape` needs as many as the
-/// copies); with room after the data or without (then the engine takes the
-/// move out of the component size), and the array size accepted the most
-/// the fewer members hold or a chunk or two less.
-fn draw_raid10_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
-    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
-        || s.raid10.is_some()
-        || s.change.shrink
-        || !rng.gen_ratio(1, 8)
-    {
-        return s;
-    }
-    let name = ["n2", "n3", "o2"][rng.gen_range(0..3)];
-    let Ok(layout) = Layout::parse(Level::Raid10, Some(name)) else {
-        return s;
-    };
-    let Layout::Raid10(l) = layout else {
-        return s;
-    };
-    let members = rng.gen_range(4..=6);
-    let fewer = if members - 2 >= l.copies() && rng.gen_ratio(1, 3) {
-        2
-    } else {
-        1
-    };
-    let room = rng.gen_bool(0.5);
-    let less_chunks = if rng.gen_ratio(1, 3) {
-        rng.gen_range(1..=2)
-    } else {
-        0
-    };
-    Setup {
-        level: Level::Raid10,
-        raid10: Some(layout),
-        members,
-        change: Change {
-            req: ReshapeRequest {
-                raid_devices: Some(members - fewer),
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
-            shrink: true,
-            room,
-            less_chunks,
-            cut_to: None,
-        },
-        ..s
-    }
-}
-
-/// One RAID 4/5/6 run in eight that is neither a RAID 10 nor a shrink
-/// already (from its own stream): a RAID 10 near or offset restriped over
-/// the same members to a new chunk, to the other of near and offset with
-/// the same copies, or both (md's `raid10_check_reshape`). The member
-/// counts are ones the copies divide, so that the array is the same size
-/// in both geometries (md keeps it, and the engine refuses a change whose
-/// new geometry holds less: `tests/reshape_raid10_restripe.rs` has those
-/// refusals).
-fn draw_raid10_restripe(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
-    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
-        || s.raid10.is_some()
-        || s.change.shrink
-        || !rng.gen_ratio(1, 8)
-    {
-        return s;
-    }
-    let (from, to, members) = match rng.gen_range(0..3) {
-        0 => ("n2", "o2", [4, 6][rng.gen_range(0..2)]),
-        1 => ("o2", "n2", [4, 6][rng.gen_range(0..2)]),
-        _ => ("n3", "o3", [3, 6][rng.gen_range(0..2)]),
-    };
-    let (from, to) = if rng.gen_bool(0.5) {
-        (from, to)
-    } else {
-        (to, from)
-    };
-    let (Ok(layout), Ok(_)) = (
-        Layout::parse(Level::Raid10, Some(from)),
-        Layout::parse(Level::Raid10, Some(to)),
-    ) else {
-        return s;
-    };
-    let chunks = [16u64 << 10, 32 << 10, 64 << 10, 128 << 10];
-    let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != s.chunk).collect();
-    // A new chunk, a new layout, or both.
-    let (chunk, new_layout) = match rng.gen_range(0..3) {
-        0 => (Some(others[rng.gen_range(0..others.len())]), None),
-        1 => (None, Some(to.to_string())),
-        _ => (
-            Some(others[rng.gen_range(0..others.len())]),
-            Some(to.to_string()),
-        ),
-    };
-    Setup {
-        level: Level::Raid10,
-        raid10: Some(layout),
-        members,
-        change: Change {
-            req: ReshapeRequest {
-                chunk_bytes: chunk,
-                layout: new_layout,
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: (from.ends_with('3')).then_some(3 * (128 << 10)),
-        },
-        ..s
-    }
-}
-
 /// The members of one run, behind their tripwires.
 struct Rig {
     members: Vec<Member>,
@@ -537,24 +166,7 @@ fn judge(got: &[u8], data: &[u8], when: &str) -> Result<(), String> {
 
 /// One reshape run: `(seed, run)` decides everything.
 pub fn reshape_run(seed: u64, run: u64) -> ReshapeRun {
-    let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RESHAPE_STREAM);
-    let s = draw(&mut rng);
-    let s = draw_raid10(
-        s,
-        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_STREAM),
-    );
-    let s = draw_shrink(
-        s,
-        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ SHRINK_STREAM),
-    );
-    let s = draw_raid10_shrink(
-        s,
-        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_SHRINK_STREAM),
-    );
-    let s = draw_raid10_restripe(
-        s,
-        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_RESTRIPE_STREAM),
-    );
+    let (s, mut rng) = drawn(seed, run);
     // (A RAID 10 shrink says how it was drawn; the other labels are as
     // they were, so that sweeps compare line for line.)
     let raid10_shrink = match (s.raid10, s.change.shrink) {
@@ -666,7 +278,25 @@ fn attempt(
         .collect();
     let mut asm = create_with_executor(&spec, new, None, s.metadata, rig.exec.clone())
         .map_err(|e| format!("create: {e}"))?;
-    if s.change.shrink && s.raid10.is_some() {
+    if s.change.shrink && s.level == Level::Raid0 {
+        // Room after the data for md's move up (at most a chunk per member
+        // for one or two members fewer of at most six), as a member device
+        // grown after the array was made leaves it: md keeps a RAID 0
+        // member's data size, and refuses `--size` of a RAID 0.
+        drop(asm);
+        let room = s.chunk * s.members as u64 / 512;
+        for d in &devs[..s.members] {
+            let v = d.volume.as_ref();
+            let mut sb = raidlab_md::Superblock::read_from(v)
+                .map_err(|e| format!("{}: read the superblock: {e}", d.path))?
+                .ok_or_else(|| format!("{}: no superblock after create", d.path))?;
+            sb.data_size -= room;
+            sb.size = sb.size.min(sb.data_size);
+            sb.write_to(v)
+                .map_err(|e| format!("{}: write the superblock: {e}", d.path))?;
+        }
+        asm = rig.assemble(cut_seed)?;
+    } else if s.change.shrink && s.raid10.is_some() {
         if s.change.room {
             // Room as `mdadm --create --size` leaves it (what a user who
             // never grew the array has; `grow --size` is tested on its
@@ -828,6 +458,13 @@ fn writes(rig: &Rig) -> u64 {
 /// reshape when none is recorded and the shape is not reached yet, carry
 /// on a recorded one, then md's takeover to RAID 4 where asked.
 fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), String> {
+    if s.level == Level::Raid0 && asm.geometry.level == Level::Raid4 && asm.reshape().is_none() {
+        // A RAID 0 shrink cut between md's end of the RAID 4 reshape and
+        // the takeover back: a complete RAID 4 of one member more, which
+        // the engine says `grow --level 0` finishes, as a user would.
+        asm.raid0_takeover_raid45()
+            .map_err(|e| format!("takeover back to RAID 0: {e}"))?;
+    }
     if asm.reshape().is_none() && !reached(asm, s) {
         // A shrink accepts the array size the new members hold.
         let g = asm.geometry;

@@ -2,9 +2,10 @@
 //! --grow makes it (the rules are raidlab-raid's `grow`): --size (RAID
 //! 1/4/5/6, RAID 10 near or offset), --bitmap,
 //! --consistency-policy, --raid-devices of a RAID 1, more --raid-devices of
-//! a RAID 0, more or fewer (with --array-size) of a RAID 10 (near or
-//! offset) and its --chunk or --layout (near and offset, the same copies),
-//! and for a RAID 4/5/6 more or fewer (with --array-size)
+//! a RAID 0 and fewer (with --array-size), more or fewer (with
+//! --array-size) of a RAID 10 (near or offset) and its --chunk or --layout
+//! (near and offset, the same copies), and for a RAID 4/5/6 more or fewer
+//! (with --array-size)
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
@@ -24,7 +25,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let array_bytes = match a.array_size.as_deref() {
         None => None,
         Some(_) if a.raid_devices.is_none() || a.level.is_some() => bail!(
-            "--array-size goes with fewer --raid-devices of a RAID 4/5/6 or 10 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
+            "--array-size goes with fewer --raid-devices of a RAID 0/4/5/6 or 10 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
         ),
         Some("max") => bail!(
             "--array-size max: the array already exposes all it holds offline (md forgets a smaller --array-size when the array stops); give the size a shrink truncates it to"
@@ -700,6 +701,12 @@ fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
             outln!(
                 "raidlab: {} left the array's roles: spare(s) now, as md leaves them: take each out with `raidlab remove MEMBER... --member DEV` to use it elsewhere",
                 report.spares.join(", ")
+            );
+        }
+        if !report.removed.is_empty() {
+            outln!(
+                "raidlab: {} left the array (removed, as md's takeover back to RAID 0 leaves them: a RAID 0 has no spares); give only the other members from now on",
+                report.removed.join(", ")
             );
         }
     }

@@ -82,7 +82,11 @@
 //!   for the RAID 4 without its second; `r0-to-r5-of-5`: `--level 5
 //!   --raid-devices 5 --add --add` (mdadm's four data members: parity
 //!   rebuilt, a reshape onto the fifth member, then the layout), read whole
-//!   and without member 2. A RAID 0 grow stopped
+//!   and without member 2; `r0-4to3-shrunk`: a RAID 0 of 4 whose member
+//!   files grew to 16 MiB (room after the data) `--raid-devices 3
+//!   --array-size 21504K` (md's way: a RAID 4 of 5, parity role empty,
+//!   shrunk backwards to 4, then taken back as a RAID 0 of 3; the member
+//!   that left, removed, is not given to md). A RAID 0 grow stopped
 //!   part-way is not given to md: md carries the RAID 4 reshape on but
 //!   leaves a degraded RAID 4, since taking it back as a RAID 0 is the
 //!   job of the mdadm process that started it.
@@ -385,6 +389,23 @@ fn cases() -> Vec<Grown> {
             create: &["--chunk", "64K"],
             grow_files: false,
             grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![],
+            interrupt: None,
+        },
+        // Fewer members of a RAID 0 (md's way: a RAID 4 of 5 whose parity
+        // role is empty shrunk backwards to 4, then back to a RAID 0 of 3).
+        // The files grow to 16 MiB first: room after the data for md's move
+        // up (md keeps a RAID 0 member's data size, and refuses `--size` of
+        // a RAID 0). 3 members of 7 MiB hold 21504 KiB. The fourth member
+        // (the RAID 4's new parity, removed by the takeover back) is not
+        // given to md.
+        Grown {
+            name: "r0-4to3-shrunk",
+            level: 0,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: true,
+            grow: &["--raid-devices", "3", "--array-size", "21504K"],
             sets: vec![],
             interrupt: None,
         },
