@@ -90,6 +90,21 @@ pub(super) struct Change {
     pub(super) cut_to: Option<u64>,
 }
 
+impl Change {
+    /// `req` with nothing else: no spares, no takeover after, no shrink.
+    fn asking(req: ReshapeRequest) -> Change {
+        Change {
+            req,
+            spares: 0,
+            then_raid4: false,
+            shrink: false,
+            room: false,
+            less_chunks: 0,
+            cut_to: None,
+        }
+    }
+}
+
 pub(super) struct Setup {
     pub(super) level: Level,
     pub(super) layout: ParityLayout,
@@ -122,74 +137,40 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
         (0, _) => {
             let add = rng.gen_range(1..=2);
             Change {
-                req: ReshapeRequest {
+                spares: add,
+                ..Change::asking(ReshapeRequest {
                     raid_devices: Some(members + add),
                     ..ReshapeRequest::default()
-                },
-                spares: add,
-                then_raid4: false,
-                shrink: false,
-                room: false,
-                less_chunks: 0,
-                cut_to: None,
+                })
             }
         }
         (1, _) => {
             let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
-            Change {
-                req: ReshapeRequest {
-                    chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
-                    ..ReshapeRequest::default()
-                },
-                spares: 0,
-                then_raid4: false,
-                shrink: false,
-                room: false,
-                less_chunks: 0,
-                cut_to: None,
-            }
+            Change::asking(ReshapeRequest {
+                chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
+                ..ReshapeRequest::default()
+            })
         }
         // A RAID 0's other changes (to RAID 4 or 5) rebuild parity rather
         // than restripe: more members or a chunk here.
         (_, Level::Raid0) => {
             let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
-            Change {
-                req: ReshapeRequest {
-                    chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
-                    ..ReshapeRequest::default()
-                },
-                spares: 0,
-                then_raid4: false,
-                shrink: false,
-                room: false,
-                less_chunks: 0,
-                cut_to: None,
-            }
-        }
-        (2 | 3, Level::Raid4) => Change {
-            req: ReshapeRequest {
-                level: Some(Level::Raid5),
-                layout: Some("left-symmetric".into()),
+            Change::asking(ReshapeRequest {
+                chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
                 ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: None,
-        },
+            })
+        }
+        (2 | 3, Level::Raid4) => Change::asking(ReshapeRequest {
+            level: Some(Level::Raid5),
+            layout: Some("left-symmetric".into()),
+            ..ReshapeRequest::default()
+        }),
         (4, Level::Raid5) if layout != ParityLayout::ParityLast => Change {
-            req: ReshapeRequest {
+            then_raid4: true,
+            ..Change::asking(ReshapeRequest {
                 level: Some(Level::Raid4),
                 ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: true,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: None,
+            })
         },
         _ => {
             let others: Vec<ParityLayout> = ParityLayout::ALL
@@ -197,35 +178,19 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
                 .filter(|&l| l != layout && level != Level::Raid4)
                 .collect();
             if others.is_empty() {
-                Change {
-                    req: ReshapeRequest {
-                        chunk_bytes: Some(if chunk == 64 << 10 {
-                            32 << 10
-                        } else {
-                            64 << 10
-                        }),
-                        ..ReshapeRequest::default()
-                    },
-                    spares: 0,
-                    then_raid4: false,
-                    shrink: false,
-                    room: false,
-                    less_chunks: 0,
-                    cut_to: None,
-                }
+                Change::asking(ReshapeRequest {
+                    chunk_bytes: Some(if chunk == 64 << 10 {
+                        32 << 10
+                    } else {
+                        64 << 10
+                    }),
+                    ..ReshapeRequest::default()
+                })
             } else {
-                Change {
-                    req: ReshapeRequest {
-                        layout: Some(others[rng.gen_range(0..others.len())].name().into()),
-                        ..ReshapeRequest::default()
-                    },
-                    spares: 0,
-                    then_raid4: false,
-                    shrink: false,
-                    room: false,
-                    less_chunks: 0,
-                    cut_to: None,
-                }
+                Change::asking(ReshapeRequest {
+                    layout: Some(others[rng.gen_range(0..others.len())].name().into()),
+                    ..ReshapeRequest::default()
+                })
             }
         }
     };
@@ -258,16 +223,11 @@ fn draw_raid10(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
         raid10: Some(layout),
         members,
         change: Change {
-            req: ReshapeRequest {
+            spares: add,
+            ..Change::asking(ReshapeRequest {
                 raid_devices: Some(members + add),
                 ..ReshapeRequest::default()
-            },
-            spares: add,
-            then_raid4: false,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: None,
+            })
         },
         ..s
     }
@@ -286,16 +246,12 @@ fn draw_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
     }
     Setup {
         change: Change {
-            req: ReshapeRequest {
-                raid_devices: Some(s.members - 1),
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
             shrink: true,
             room: true,
-            less_chunks: 0,
-            cut_to: None,
+            ..Change::asking(ReshapeRequest {
+                raid_devices: Some(s.members - 1),
+                ..ReshapeRequest::default()
+            })
         },
         ..s
     }
@@ -340,16 +296,13 @@ fn draw_raid10_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
         raid10: Some(layout),
         members,
         change: Change {
-            req: ReshapeRequest {
-                raid_devices: Some(members - fewer),
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
             shrink: true,
             room,
             less_chunks,
-            cut_to: None,
+            ..Change::asking(ReshapeRequest {
+                raid_devices: Some(members - fewer),
+                ..ReshapeRequest::default()
+            })
         },
         ..s
     }
@@ -379,16 +332,12 @@ fn draw_raid0_shrink(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
         layout: ParityLayout::ParityLast,
         members,
         change: Change {
-            req: ReshapeRequest {
-                raid_devices: Some(members - fewer),
-                ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
             shrink: true,
             room: true,
-            less_chunks: 0,
-            cut_to: None,
+            ..Change::asking(ReshapeRequest {
+                raid_devices: Some(members - fewer),
+                ..ReshapeRequest::default()
+            })
         },
         ..s
     }
@@ -442,17 +391,12 @@ fn draw_raid10_restripe(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
         raid10: Some(layout),
         members,
         change: Change {
-            req: ReshapeRequest {
+            cut_to: (from.ends_with('3')).then_some(3 * (128 << 10)),
+            ..Change::asking(ReshapeRequest {
                 chunk_bytes: chunk,
                 layout: new_layout,
                 ..ReshapeRequest::default()
-            },
-            spares: 0,
-            then_raid4: false,
-            shrink: false,
-            room: false,
-            less_chunks: 0,
-            cut_to: (from.ends_with('3')).then_some(3 * (128 << 10)),
+            })
         },
         ..s
     }
