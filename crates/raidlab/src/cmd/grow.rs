@@ -687,10 +687,16 @@ fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
                 report.resumed_from
             );
         }
+        let members = if report.old_raid_devices == report.new_raid_devices {
+            format!("over the same {} members", report.new_raid_devices)
+        } else {
+            format!(
+                "raid devices {} -> {}",
+                report.old_raid_devices, report.new_raid_devices
+            )
+        };
         outln!(
-            "raidlab: reshape done: raid devices {} -> {}; the array is {}, {} bytes (was {}); data offset moved {} {} bytes",
-            report.old_raid_devices,
-            report.new_raid_devices,
+            "raidlab: reshape done: {members}; the array is {}, {} bytes (was {}); data offset moved {} {} bytes",
             describe(&asm.geometry),
             report.new_array_bytes,
             report.old_array_bytes,
