@@ -143,17 +143,15 @@ impl Assembly {
         if n < old {
             let plan = ReshapePlan {
                 // The RAID 4's counts: the shrink runs as md's RAID 4
-                // reshape, and `super::shrink` records these.
+                // reshape, and `super::shrink` records these. A new chunk
+                // with it is `shrink_check`'s refusal (one change at a
+                // time), so the layout stays the takeover's.
                 old_raid_devices: old + 1,
                 new_raid_devices: n + 1,
                 gap_sectors: 0,
                 level: Level::Raid4.md_level(),
                 layout: TAKEOVER_LAYOUT,
-                new_layout: if new_chunk == chunk {
-                    TAKEOVER_LAYOUT
-                } else {
-                    RAID4_LAYOUT
-                },
+                new_layout: TAKEOVER_LAYOUT,
                 chunk_sectors: chunk,
                 new_chunk_sectors: new_chunk,
                 then_level: None,
