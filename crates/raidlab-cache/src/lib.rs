@@ -12,7 +12,8 @@
 //!   what a failed cache serves from where.
 //! - [`clean`]: writing dirty blocks back, in order, at a set pace.
 //! - [`stats`]: the counters.
-//! - [`driver`]: an optional thread that ticks the cleaner in real time.
+//! - [`driver`]: the cleaner's loop, and an optional thread that runs it in
+//!   real time.
 //! - [`identity`]: how a file or device origin is told from another.
 //! - [`zeroes`]: write-zeroes, passed to the origin, never cached as zeros.
 //!
