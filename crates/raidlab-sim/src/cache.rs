@@ -90,6 +90,9 @@ struct Req {
     began: bool,
     /// Its operations not yet complete.
     outstanding: usize,
+    /// Its place among the lock's waiters, kept from its first wait until
+    /// it gets past the lock.
+    ticket: Option<u64>,
 }
 
 /// The cleaner's task and when its sleep ends.
@@ -113,8 +116,12 @@ pub struct SimCache {
     /// Device request id -> task.
     in_flight: Slab<u64>,
     ready: VecDeque<u64>,
-    /// Tasks suspended on a key (the cache's lock), in the order they did.
-    key_waiters: FxHashMap<usize, Vec<u64>>,
+    /// Tasks suspended on a key (the cache's lock): (ticket, task), in the
+    /// order they first waited. A let-go wakes the first only, as a futex
+    /// wakes one waiter of a mutex: waking all of them had each retry at
+    /// every let-go (the time went to that at queue depth 32).
+    key_waiters: FxHashMap<usize, VecDeque<(u64, u64)>>,
+    next_ticket: u64,
     woken: Vec<usize>,
     /// (time, task): sleeps of tasks other than the cleaner's (the cache has
     /// none today; kept so that one would not be lost).
@@ -244,6 +251,7 @@ impl SimCache {
             in_flight: Slab::default(),
             ready: VecDeque::new(),
             key_waiters: FxHashMap::default(),
+            next_ticket: 0,
             woken: Vec::new(),
             timers: BinaryHeap::new(),
             cleaner: None,
@@ -274,6 +282,7 @@ impl SimCache {
             event: Event::CleanTick,
             began: false,
             outstanding: 0,
+            ticket: None,
         });
         sim.cleaner = Some(Cleaner { seq, due: None });
         sim.ready.push_back(seq);
@@ -336,15 +345,23 @@ impl SimCache {
         runner.woken(&mut self.woken);
         drop(runner);
         for k in self.woken.drain(..) {
-            if let Some(w) = self.key_waiters.remove(&k) {
-                self.ready.extend(w);
+            if let Some(q) = self.key_waiters.get_mut(&k) {
+                if let Some((_, w)) = q.pop_front() {
+                    self.ready.push_back(w);
+                }
+                if q.is_empty() {
+                    self.key_waiters.remove(&k);
+                }
             }
         }
         if !matches!(step, Step::Waits(Wait::Key(_))) {
-            if let Some(r) = self.reqs.get_mut(seq).filter(|r| !r.began) {
-                r.began = true;
-                if let Some(e) = self.events.as_mut() {
-                    e.push((now, r.event));
+            if let Some(r) = self.reqs.get_mut(seq) {
+                r.ticket = None;
+                if !r.began {
+                    r.began = true;
+                    if let Some(e) = self.events.as_mut() {
+                        e.push((now, r.event));
+                    }
                 }
             }
         }
@@ -372,7 +389,19 @@ impl SimCache {
                 }
                 self.note_stats();
             }
-            Step::Waits(Wait::Key(k)) => self.key_waiters.entry(k).or_default().push(seq),
+            Step::Waits(Wait::Key(k)) => {
+                let Some(r) = self.reqs.get_mut(seq) else {
+                    return;
+                };
+                let ticket = *r.ticket.get_or_insert_with(|| {
+                    self.next_ticket += 1;
+                    self.next_ticket
+                });
+                // A waiter woken and beaten to the lock keeps its place.
+                let q = self.key_waiters.entry(k).or_default();
+                let at = q.partition_point(|&(t, _)| t < ticket);
+                q.insert(at, (ticket, seq));
+            }
             Step::Waits(Wait::Until(t)) => {
                 let t = (t.as_nanos() as Ns).max(now);
                 match self.cleaner.as_mut().filter(|_| is_cleaner) {
@@ -534,6 +563,7 @@ impl Device for SimCache {
                     event: Event::Request { kind, offset, len },
                     began: false,
                     outstanding: 0,
+                    ticket: None,
                 });
                 self.ready.push_back(seq);
             }
