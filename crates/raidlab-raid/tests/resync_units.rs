@@ -44,7 +44,9 @@ fn raid10(name: &str) -> Assembly {
         .collect();
     let asm = create(&spec, members).unwrap();
     let array = asm.array().unwrap();
-    let data: Vec<u8> = (0..array.size()).map(|i| (i * 7 + i / 4099) as u8).collect();
+    let data: Vec<u8> = (0..array.size())
+        .map(|i| (i * 7 + i / 4099) as u8)
+        .collect();
     array.write_at(&data, 0).unwrap();
     asm
 }
@@ -120,7 +122,10 @@ fn a_stopped_raid10_resync_records_an_array_sector() {
     STOP.store(false, Ordering::SeqCst);
     assert!(stopped.is_err(), "the resync was stopped");
     let recorded = asm.members[0].sb.resync_offset * 512;
-    assert!(recorded > 0 && recorded < array, "recorded {recorded} of {array}");
+    assert!(
+        recorded > 0 && recorded < array,
+        "recorded {recorded} of {array}"
+    );
     // What md would do with it: every array byte below it in sync (so md
     // resumes there without skipping), and the bytes at it not yet: the
     // record is the array position the resync reached, not a member one.
