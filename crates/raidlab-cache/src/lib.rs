@@ -12,7 +12,8 @@
 //!   what a failed cache serves from where.
 //! - [`clean`]: writing dirty blocks back, in order, at a set pace.
 //! - [`stats`]: the counters.
-//! - [`driver`]: an optional thread that ticks the cleaner in real time.
+//! - [`driver`]: the cleaner's loop, and an optional thread that runs it in
+//!   real time.
 //! - [`stack`]: a cache as its owners run it on real devices: opened, cleaned
 //!   in the background, stopped in order.
 //! - [`identity`]: how a file or device origin is told from another.
