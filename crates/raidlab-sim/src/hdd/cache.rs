@@ -7,14 +7,30 @@
 //! anything happens (the mechanics in `hdd/mod.rs` do, with the times) and never
 //! acknowledge a flush while a write acknowledged before it is not on the media.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, VecDeque};
 
-/// A run of dirty data in the write cache and the writes (by arrival number) in it.
-#[derive(Debug, Clone)]
+/// A run of dirty data the write cache hands to a destage: its bytes.
+#[derive(Debug, Clone, Copy)]
 pub(super) struct Dirty {
     pub start: u64,
     pub end: u64,
-    seqs: Vec<u64>,
+}
+
+/// No run: the end of a chain of runs ending at one byte.
+const NONE: u32 = u32::MAX;
+
+/// A run of dirty data in the write cache and the writes (by arrival number)
+/// in it: `first`, then `rest` (empty, so no allocation, for a run of one
+/// write, as nearly every run is under random writes).
+#[derive(Debug)]
+struct Run {
+    start: u64,
+    end: u64,
+    first: u64,
+    rest: Vec<u64>,
+    /// The next run ending at the same byte (`NONE` for the last).
+    next_same_end: u32,
 }
 
 /// The numbers of the writes not yet on the media. They are numbered in
@@ -75,11 +91,18 @@ pub(super) struct WriteCache {
     /// The longest run one destage writes (a read segment's size), so one
     /// destage never holds the mechanism for long.
     max_run: u64,
-    /// Dirty runs by (start, first write's number), and the same runs by
-    /// (end, start, first write's number) to find the one a write continues:
-    /// a drive's cache holds thousands of small runs under random writes.
-    dirty: BTreeMap<(u64, u64), Dirty>,
-    ends: BTreeSet<(u64, u64, u64)>,
+    /// Dirty runs, in slots reused once written back (`free`): a drive's
+    /// cache holds thousands of small runs under random writes.
+    runs: Vec<Run>,
+    free: Vec<u32>,
+    /// The slots by (start, first write's number), the elevator's order. A
+    /// slot number, not the run, in the tree: small nodes to search and
+    /// shift (this tree was most of the HDD model's time with random writes).
+    by_start: BTreeMap<(u64, u64), u32>,
+    /// The first of the runs ending at a byte (the others chained by
+    /// `next_same_end`), to find the run a write continues by its end: a
+    /// lookup instead of a range search in a second tree.
+    by_end: FxHashMap<u64, u32>,
     bytes: u64,
     next_seq: u64,
     /// Writes acknowledged from the cache and not yet on the media.
@@ -95,8 +118,10 @@ impl WriteCache {
         WriteCache {
             limit,
             max_run,
-            dirty: BTreeMap::new(),
-            ends: BTreeSet::new(),
+            runs: Vec::new(),
+            free: Vec::new(),
+            by_start: BTreeMap::new(),
+            by_end: FxHashMap::default(),
             bytes: 0,
             next_seq: 0,
             undurable: Undurable::default(),
@@ -137,38 +162,93 @@ impl WriteCache {
 
     /// Hold an acknowledged write of `start..end`. It coalesces with the run it
     /// continues, whenever that arrived (a RAID's member sees a stream's writes
-    /// slightly out of order), while the run stays within `max_run`.
+    /// slightly out of order), while the run stays within `max_run`; of
+    /// several it could continue, the one lowest by (start, first write).
     pub fn insert(&mut self, start: u64, end: u64) {
         self.bytes += end - start;
         let seq = self.next_seq;
         self.next_seq += 1;
         self.undurable.push(seq);
-        let max_run = self.max_run;
-        let continued = self
-            .ends
-            .range((start, 0, 0)..(start + 1, 0, 0))
-            .find(|&&(_, s, _)| end - s <= max_run)
-            .copied();
-        match continued {
-            Some((old_end, s, first)) => {
-                self.ends.remove(&(old_end, s, first));
-                self.ends.insert((end, s, first));
-                if let Some(d) = self.dirty.get_mut(&(s, first)) {
-                    d.end = end;
-                    d.seqs.push(seq);
+        let mut continued: Option<u32> = None;
+        let mut i = self.by_end.get(&start).copied().unwrap_or(NONE);
+        while i != NONE {
+            let r = &self.runs[i as usize];
+            let lower = match continued {
+                None => true,
+                Some(c) => {
+                    let c = &self.runs[c as usize];
+                    (r.start, r.first) < (c.start, c.first)
                 }
+            };
+            if end - r.start <= self.max_run && lower {
+                continued = Some(i);
+            }
+            i = r.next_same_end;
+        }
+        match continued {
+            Some(i) => {
+                self.unlink_end(i);
+                let r = &mut self.runs[i as usize];
+                r.end = end;
+                r.rest.push(seq);
+                self.link_end(i);
             }
             None => {
-                self.ends.insert((end, start, seq));
-                self.dirty.insert(
-                    (start, seq),
-                    Dirty {
-                        start,
-                        end,
-                        seqs: vec![seq],
-                    },
-                );
+                let run = Run {
+                    start,
+                    end,
+                    first: seq,
+                    rest: Vec::new(),
+                    next_same_end: NONE,
+                };
+                let i = match self.free.pop() {
+                    Some(i) => {
+                        self.runs[i as usize] = run;
+                        i
+                    }
+                    None => {
+                        self.runs.push(run);
+                        (self.runs.len() - 1) as u32
+                    }
+                };
+                self.by_start.insert((start, seq), i);
+                self.link_end(i);
             }
+        }
+    }
+
+    /// Put run `i` first in the chain of runs ending where it ends.
+    fn link_end(&mut self, i: u32) {
+        let end = self.runs[i as usize].end;
+        let next = self.by_end.insert(end, i).unwrap_or(NONE);
+        self.runs[i as usize].next_same_end = next;
+    }
+
+    /// Take run `i` out of the chain of runs ending where it ends.
+    fn unlink_end(&mut self, i: u32) {
+        let (end, next) = {
+            let r = &self.runs[i as usize];
+            (r.end, r.next_same_end)
+        };
+        let Some(&head) = self.by_end.get(&end) else {
+            return;
+        };
+        if head == i {
+            if next == NONE {
+                self.by_end.remove(&end);
+            } else {
+                self.by_end.insert(end, next);
+            }
+            return;
+        }
+        let mut p = head;
+        while p != NONE {
+            let after = self.runs[p as usize].next_same_end;
+            if after == i {
+                self.runs[p as usize].next_same_end = next;
+                return;
+            }
+            p = after;
         }
     }
 
@@ -176,25 +256,32 @@ impl WriteCache {
     /// lowest (an elevator sweep, as drives order their write-back), so runs
     /// that arrived out of order still go down in one pass.
     pub fn start_destage(&mut self, head: u64) -> Option<Dirty> {
-        let key = self
-            .dirty
+        let (&key, &i) = self
+            .by_start
             .range((head, 0)..)
             .next()
-            .or_else(|| self.dirty.iter().next())
-            .map(|(&k, _)| k)?;
-        let mut d = self.dirty.remove(&key)?;
-        self.ends.remove(&(d.end, d.start, d.seqs[0]));
-        self.destaging = std::mem::take(&mut d.seqs);
-        Some(d)
+            .or_else(|| self.by_start.iter().next())?;
+        self.by_start.remove(&key);
+        self.unlink_end(i);
+        self.free.push(i);
+        let r = &mut self.runs[i as usize];
+        self.destaging.clear();
+        self.destaging.push(r.first);
+        self.destaging.append(&mut r.rest);
+        Some(Dirty {
+            start: r.start,
+            end: r.end,
+        })
     }
 
     /// The destage of `len` bytes is on the media: returns the ids of the
     /// flushes that are now satisfied.
     pub fn finish_destage(&mut self, len: u64) -> Vec<u64> {
         self.bytes -= len;
-        for s in std::mem::take(&mut self.destaging) {
+        for &s in &self.destaging {
             self.undurable.remove(s);
         }
+        self.destaging.clear();
         let oldest = self.undurable.first().unwrap_or(u64::MAX);
         let mut done = Vec::new();
         self.flushes.retain(|&(id, need)| {
