@@ -34,42 +34,61 @@ struct Run {
 }
 
 /// The numbers of the writes not yet on the media. They are numbered in
-/// arrival order, so a window from the oldest of them holds them, a flag
+/// arrival order, so a window from the oldest of them holds them, a bit
 /// each: what a set ordered by number did (a flush needs the oldest), for a
-/// push, a flag and a pop instead of a tree's insert and remove per write.
+/// push, a bit and a pop instead of a tree's insert and remove per write.
+/// Bits, not a `bool` each: the elevator leaves a write behind the head for
+/// a whole sweep, so the window spans tens of thousands of writes, and a
+/// destage clears bits at random places in it.
 #[derive(Debug, Default)]
 struct Undurable {
-    /// The number of `flags[0]`; the front flag is set, when any is.
+    /// The number of bit 0 of `words[0]`.
     base: u64,
-    flags: VecDeque<bool>,
+    /// Bit `i % 64` of word `i / 64` for write `base + i`; the front word is
+    /// not zero while any bit is set.
+    words: VecDeque<u64>,
+    /// Bits in the window (set or not): the next number is `base + len`.
+    len: u64,
     count: usize,
 }
 
 impl Undurable {
     /// Write `seq`, the next number, is not yet durable.
     fn push(&mut self, seq: u64) {
-        debug_assert_eq!(seq, self.base + self.flags.len() as u64);
-        if self.flags.is_empty() {
+        if self.count == 0 {
+            self.words.clear();
             self.base = seq;
+            self.len = 0;
         }
-        self.flags.push_back(true);
+        debug_assert_eq!(seq, self.base + self.len);
+        if self.len % 64 == 0 {
+            self.words.push_back(0);
+        }
+        if let Some(w) = self.words.back_mut() {
+            *w |= 1 << (self.len % 64);
+        }
+        self.len += 1;
         self.count += 1;
     }
 
     /// Write `seq` is on the media.
     fn remove(&mut self, seq: u64) {
-        let Some(i) = seq.checked_sub(self.base) else {
+        let Some(i) = seq.checked_sub(self.base).filter(|&i| i < self.len) else {
             return;
         };
-        if let Some(f) = self.flags.get_mut(i as usize) {
-            if *f {
-                *f = false;
+        if let Some(w) = self.words.get_mut((i / 64) as usize) {
+            let bit = 1 << (i % 64);
+            if *w & bit != 0 {
+                *w &= !bit;
                 self.count -= 1;
             }
         }
-        while self.flags.front() == Some(&false) {
-            self.flags.pop_front();
-            self.base += 1;
+        // With a bit still set further on, a zero front word is never the
+        // last (partly filled) one.
+        while self.count > 0 && self.words.front() == Some(&0) {
+            self.words.pop_front();
+            self.base += 64;
+            self.len -= 64;
         }
     }
 
@@ -79,7 +98,8 @@ impl Undurable {
 
     /// The oldest write not yet durable.
     fn first(&self) -> Option<u64> {
-        (self.count > 0).then_some(self.base)
+        let w = self.words.front().filter(|_| self.count > 0)?;
+        Some(self.base + u64::from(w.trailing_zeros()))
     }
 }
 
@@ -332,5 +352,140 @@ impl ReadSegments {
     /// A write of `a..b`: cached data it overlaps is stale.
     pub fn overwrite(&mut self, a: u64, b: u64) {
         self.kept.retain(|&(s, e)| e <= a || b <= s);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// The write cache as it was with two B-trees (runs by start with their
+    /// writes, and by end) and a set of undurable writes: the reference the
+    /// slot-and-hash cache must match choice for choice.
+    #[derive(Default)]
+    struct Reference {
+        max_run: u64,
+        dirty: BTreeMap<(u64, u64), (u64, Vec<u64>)>,
+        ends: BTreeSet<(u64, u64, u64)>,
+        next_seq: u64,
+        undurable: BTreeSet<u64>,
+        destaging: Vec<u64>,
+        flushes: Vec<(u64, u64)>,
+    }
+
+    impl Reference {
+        fn insert(&mut self, start: u64, end: u64) {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.undurable.insert(seq);
+            let continued = self
+                .ends
+                .range((start, 0, 0)..(start + 1, 0, 0))
+                .find(|&&(_, s, _)| end - s <= self.max_run)
+                .copied();
+            match continued {
+                Some((old_end, s, first)) => {
+                    self.ends.remove(&(old_end, s, first));
+                    self.ends.insert((end, s, first));
+                    let d = self.dirty.get_mut(&(s, first)).expect("run");
+                    d.0 = end;
+                    d.1.push(seq);
+                }
+                None => {
+                    self.ends.insert((end, start, seq));
+                    self.dirty.insert((start, seq), (end, vec![seq]));
+                }
+            }
+        }
+
+        fn start_destage(&mut self, head: u64) -> Option<(u64, u64)> {
+            let key = self
+                .dirty
+                .range((head, 0)..)
+                .next()
+                .or_else(|| self.dirty.iter().next())
+                .map(|(&k, _)| k)?;
+            let (end, seqs) = self.dirty.remove(&key)?;
+            self.ends.remove(&(end, key.0, key.1));
+            self.destaging = seqs;
+            Some((key.0, end))
+        }
+
+        fn finish_destage(&mut self) -> Vec<u64> {
+            for s in std::mem::take(&mut self.destaging) {
+                self.undurable.remove(&s);
+            }
+            let oldest = self.undurable.first().copied().unwrap_or(u64::MAX);
+            let mut done = Vec::new();
+            self.flushes.retain(|&(id, need)| {
+                let keep = oldest < need;
+                if !keep {
+                    done.push(id);
+                }
+                keep
+            });
+            done
+        }
+    }
+
+    #[test]
+    fn runs_destages_and_flushes_match_the_two_tree_cache() {
+        // Small regions, so writes continue and repeat one another (runs
+        // sharing an end, chains, runs cut at max_run), and long gaps
+        // between destages, so the undurable window spans many words.
+        for seed in 0..40u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let blocks = [8u64, 64, 4096][seed as usize % 3];
+            let max_run = 4096 * rng.gen_range(1..6u64);
+            let mut new = WriteCache::new(u64::MAX, max_run);
+            let mut old = Reference {
+                max_run,
+                ..Reference::default()
+            };
+            let (mut head, mut flush_id) = (0u64, 0u64);
+            for step in 0..3000 {
+                let r = rng.gen_range(0..100u32);
+                if r < 60 {
+                    let start = 4096 * rng.gen_range(0..blocks);
+                    let end = start + 4096 * rng.gen_range(1..3u64);
+                    new.insert(start, end);
+                    old.insert(start, end);
+                } else if r < 65 {
+                    flush_id += 1;
+                    assert_eq!(
+                        new.flush(flush_id),
+                        old.undurable.is_empty(),
+                        "seed {seed} step {step}"
+                    );
+                    if !old.undurable.is_empty() {
+                        old.flushes.push((flush_id, old.next_seq));
+                    }
+                } else if r < 70 || step % 97 == 0 {
+                    // A sweep that continues from the last destage or jumps.
+                    if rng.gen_range(0..4u32) == 0 {
+                        head = 4096 * rng.gen_range(0..blocks);
+                    }
+                    let d = new.start_destage(head).map(|d| (d.start, d.end));
+                    assert_eq!(d, old.start_destage(head), "seed {seed} step {step}");
+                    if let Some((start, end)) = d {
+                        head = end;
+                        assert_eq!(
+                            new.finish_destage(end - start),
+                            old.finish_destage(),
+                            "seed {seed} step {step}"
+                        );
+                    }
+                }
+                assert_eq!(new.flush_waiting(), !old.flushes.is_empty());
+                assert_eq!(
+                    new.undurable.first(),
+                    old.undurable.first().copied(),
+                    "seed {seed} step {step}"
+                );
+            }
+        }
     }
 }
