@@ -38,6 +38,8 @@ struct Cmd {
     /// shortest-positioning-time-first weighs every queued command at each
     /// dispatch, and `tau` is a logarithm.
     tau: f64,
+    /// Its offset's cylinder, kept for the same reason.
+    cyl: u64,
 }
 
 /// Read-ahead in progress: the head streams from byte `from` (reached at `t0`)
@@ -48,6 +50,11 @@ struct Stream {
     from: u64,
     t0: Ns,
     limit: u64,
+    /// `tau(from)`, and when the head reaches `limit` (`Hdd::stream_avail`
+    /// of it), kept up to date: `next_event` asks for the end after every
+    /// event, and each is two logarithms.
+    tau_from: f64,
+    end: Ns,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -93,8 +100,50 @@ pub struct Hdd {
     link_free: Ns,
 }
 
+/// `x` ns rounded to a whole ns (half away from zero, as `f64::round`), 0
+/// for a negative or NaN `x`. Written with the conversion's truncation: the
+/// library's `round` is a call, and this runs several times per command.
 fn ns(x: f64) -> Ns {
-    x.max(0.0).round() as Ns
+    let x = x.max(0.0);
+    let whole = x as Ns;
+    // Exact: below 2^53 the whole part is a double and `x - whole` the
+    // fraction without rounding; above, `x` is whole and the fraction 0.
+    // Past `Ns::MAX` the conversion saturates, as `round() as Ns` does.
+    whole.saturating_add(Ns::from(x - whole as f64 >= 0.5))
+}
+
+/// `x.fract()` by the conversion's truncation where `x` fits in an `i64`
+/// (the library's `trunc` is a call, in the scheduler's loop); the same
+/// value bit for bit.
+fn fract(x: f64) -> f64 {
+    x - trunc(x)
+}
+
+/// `x.trunc()` bit for bit (a zero keeps the sign of `x`, as `trunc`'s does).
+fn trunc(x: f64) -> f64 {
+    if x.abs() < 4_503_599_627_370_496.0 {
+        // |x| < 2^52: the truncation is exact in an i64 and in a double.
+        ((x as i64) as f64).copysign(x)
+    } else {
+        x.trunc()
+    }
+}
+
+/// `x.floor()` bit for bit, by [`trunc`] where they agree (`x` not negative).
+fn floor(x: f64) -> f64 {
+    if x >= 0.0 {
+        trunc(x)
+    } else {
+        x.floor()
+    }
+}
+
+/// Where the head is, for weighing commands: its cylinder, and its track
+/// (`floor(tau)`, a logarithm) once a command on the same cylinder asks.
+struct HeadPos {
+    at: u64,
+    cyl: u64,
+    track: Option<f64>,
 }
 
 impl Hdd {
@@ -163,8 +212,14 @@ impl Hdd {
         (x.max(0.0) as u64).min(self.p.capacity_bytes)
     }
 
+    #[cfg(test)]
     fn media_ns(&self, a: u64, b: u64) -> f64 {
-        self.rev * (self.tau(b) - self.tau(a))
+        self.media_from_ns(self.tau(a), b)
+    }
+
+    /// [`Hdd::media_ns`] with `tau(a)` already known.
+    fn media_from_ns(&self, tau_a: f64, b: u64) -> f64 {
+        self.rev * (self.tau(b) - tau_a)
     }
 
     fn cylinder(&self, x: u64) -> u64 {
@@ -173,11 +228,30 @@ impl Hdd {
     }
 
     /// Seek or head switch from the track under the head to the one holding `x`.
+    #[cfg(test)]
     fn seek_ns(&self, from: u64, to: u64) -> f64 {
-        let (c0, c1) = (self.cylinder(from), self.cylinder(to));
-        let d = c0.abs_diff(c1);
+        let mut head = self.head_pos(from);
+        self.seek_to_ns(&mut head, self.cylinder(to), self.tau(to))
+    }
+
+    fn head_pos(&self, at: u64) -> HeadPos {
+        HeadPos {
+            at,
+            cyl: self.cylinder(at),
+            track: None,
+        }
+    }
+
+    /// Seek or head switch from `head` to the track holding a byte on
+    /// cylinder `cyl` at `tau_to`.
+    fn seek_to_ns(&self, head: &mut HeadPos, cyl: u64, tau_to: f64) -> f64 {
+        let d = head.cyl.abs_diff(cyl);
         if d == 0 {
-            if self.tau(from).floor() == self.tau(to).floor() {
+            let track = match head.track {
+                Some(t) => t,
+                None => *head.track.insert(floor(self.tau(head.at))),
+            };
+            if track == floor(tau_to) {
                 0.0
             } else {
                 self.p.head_switch_ms * 1e6
@@ -191,15 +265,25 @@ impl Hdd {
 
     /// Time from `t` (head on `self.head`'s track) until byte `x` passes under the
     /// head, given the data may not go to the media before `not_before`.
+    #[cfg(test)]
     fn position_ns(&self, t: Ns, x: u64, not_before: Ns) -> f64 {
-        self.position_tau_ns(t, x, self.tau(x), not_before)
+        let mut head = self.head_pos(self.head);
+        self.position_tau_ns(&mut head, t, self.cylinder(x), self.tau(x), not_before)
     }
 
-    /// [`Hdd::position_ns`] with `tau(x)` already known.
-    fn position_tau_ns(&self, t: Ns, x: u64, tau_x: f64, not_before: Ns) -> f64 {
-        let arrive = (t as f64 + self.seek_ns(self.head, x)).max(not_before as f64);
-        let angle = (arrive / self.rev).fract();
-        let target = tau_x.fract();
+    /// [`Hdd::position_ns`] with the head's place, the cylinder and `tau`
+    /// of the byte already known.
+    fn position_tau_ns(
+        &self,
+        head: &mut HeadPos,
+        t: Ns,
+        cyl: u64,
+        tau_x: f64,
+        not_before: Ns,
+    ) -> f64 {
+        let arrive = (t as f64 + self.seek_to_ns(head, cyl, tau_x)).max(not_before as f64);
+        let angle = fract(arrive / self.rev);
+        let target = fract(tau_x);
         let mut turn = (target - angle).rem_euclid(1.0);
         // Times are whole nanoseconds, so a stream that continues exactly where
         // the head is may land a hair past its sector; that is no revolution.
@@ -212,12 +296,25 @@ impl Hdd {
 
     fn stream_reached(&self, s: &Stream, t: Ns) -> u64 {
         let turns = t.saturating_sub(s.t0) as f64 / self.rev;
-        self.tau_inv(self.tau(s.from) + turns)
-            .clamp(s.from, s.limit)
+        self.tau_inv(s.tau_from + turns).clamp(s.from, s.limit)
     }
 
     fn stream_avail(&self, s: &Stream, x: u64) -> Ns {
-        s.t0 + ns(self.media_ns(s.from, x.max(s.from)))
+        s.t0 + ns(self.media_from_ns(s.tau_from, x.max(s.from)))
+    }
+
+    /// A stream from `from` (reached at `t0`) towards `limit`, its end known.
+    fn stream(&self, seg_start: u64, from: u64, t0: Ns, limit: u64) -> Stream {
+        let mut s = Stream {
+            seg_start,
+            from,
+            t0,
+            limit,
+            tau_from: self.tau(from),
+            end: 0,
+        };
+        s.end = self.stream_avail(&s, limit);
+        s
     }
 
     /// Send `len` bytes over the link, starting no earlier than `start` and
@@ -246,12 +343,14 @@ impl Hdd {
             req,
             ready,
             tau: 0.0,
+            cyl: 0,
         });
     }
 
     /// Queue `c` for the media, its `tau` known from now on.
     fn queue_for_media(&mut self, mut c: Cmd) {
         c.tau = self.tau(c.req.offset);
+        c.cyl = self.cylinder(c.req.offset);
         self.media_q.push(c);
     }
 
@@ -275,6 +374,7 @@ impl Hdd {
                     if a >= s.seg_start && a <= s.limit && soon {
                         s.limit = (b + self.seg_bytes.max(b - a)).min(self.p.capacity_bytes);
                         s.seg_start = a;
+                        s.end = self.stream_avail(&s, s.limit);
                         self.mech = Mech::Stream(s);
                         let at = self.link(t, c.req.len, self.stream_avail(&s, b));
                         self.done.push(Reverse((at, c.req.id)));
@@ -341,37 +441,46 @@ impl Hdd {
         }
         if !self.media_q.is_empty() {
             self.stop_stream(t);
-            let pick = if self.p.ncq_depth == 1 {
-                0
+            let mut head = self.head_pos(self.head);
+            // Shortest positioning time first; ties go to the oldest. A
+            // read's start is its positioning time from now, so the winner's
+            // is kept.
+            let (pick, read_pos) = if self.p.ncq_depth == 1 {
+                (0, None)
             } else {
-                // Shortest positioning time first; ties go to the oldest.
                 let mut best = (f64::INFINITY, 0);
                 for (i, c) in self.media_q.iter().enumerate() {
-                    let cost = self.position_tau_ns(t, c.req.offset, c.tau, t);
+                    let cost = self.position_tau_ns(&mut head, t, c.cyl, c.tau, t);
                     if cost < best.0 {
                         best = (cost, i);
                     }
                 }
-                best.1
+                // None when no cost was below infinity (then the first
+                // goes, its start weighed again, as before this was kept).
+                (best.1, (best.0 < f64::INFINITY).then_some(best.0))
             };
             let c = self.media_q.remove(pick);
-            let (a, b) = (c.req.offset, c.req.offset + c.req.len);
+            let b = c.req.offset + c.req.len;
+            let media = ns(self.media_from_ns(c.tau, b));
             let (start, op) = if c.req.kind == IoKind::Read {
-                let start = t + ns(self.position_tau_ns(t, a, c.tau, t));
+                let pos = match read_pos {
+                    Some(p) => p,
+                    None => self.position_tau_ns(&mut head, t, c.cyl, c.tau, t),
+                };
+                let start = t + ns(pos);
                 (start, Op::Read(c, start))
             } else {
                 // The media may start once it cannot overtake the data still
                 // arriving over the link.
                 let link_start = t.max(self.link_free);
                 let xfer = self.link(t, c.req.len, t);
-                let media = ns(self.media_ns(a, b));
                 let not_before = link_start.max(xfer.saturating_sub(media));
                 (
-                    t + ns(self.position_tau_ns(t, a, c.tau, not_before)),
+                    t + ns(self.position_tau_ns(&mut head, t, c.cyl, c.tau, not_before)),
                     Op::Write(c),
                 )
             };
-            let until = start + ns(self.media_ns(a, b));
+            let until = start + media;
             self.mech = Mech::Busy { until, op };
             self.head = b;
         } else if let Some(d) = self
@@ -380,8 +489,11 @@ impl Hdd {
             .flatten()
         {
             self.stop_stream(t);
-            let start = t + ns(self.position_ns(t, d.start, t));
-            let until = start + ns(self.media_ns(d.start, d.end));
+            let mut head = self.head_pos(self.head);
+            let tau_start = self.tau(d.start);
+            let pos = self.position_tau_ns(&mut head, t, self.cylinder(d.start), tau_start, t);
+            let start = t + ns(pos);
+            let until = start + ns(self.media_from_ns(tau_start, d.end));
             self.mech = Mech::Busy {
                 until,
                 op: Op::Destage {
@@ -401,12 +513,7 @@ impl Hdd {
                 self.done.push(Reverse((at, c.req.id)));
                 let limit = (b + self.seg_bytes.max(b - a)).min(self.p.capacity_bytes);
                 if self.p.read_ahead && limit > b {
-                    self.mech = Mech::Stream(Stream {
-                        seg_start: a,
-                        from: b,
-                        t0: t,
-                        limit,
-                    });
+                    self.mech = Mech::Stream(self.stream(a, b, t, limit));
                 } else {
                     self.segments.keep(a, b);
                 }
@@ -424,7 +531,7 @@ impl Hdd {
 
     fn stream_end(&self) -> Option<Ns> {
         match self.mech {
-            Mech::Stream(s) => Some(self.stream_avail(&s, s.limit)),
+            Mech::Stream(s) => Some(s.end),
             _ => None,
         }
     }
@@ -456,7 +563,7 @@ impl Device for Hdd {
         }
         let mech = match self.mech {
             Mech::Busy { until, .. } => Some(until),
-            Mech::Stream(_) => self.stream_end(),
+            Mech::Stream(s) => Some(s.end),
             Mech::Idle => None,
         };
         min(
@@ -550,6 +657,50 @@ mod tests {
         assert!((d.media_ns(cap - 1_000_000, cap) / 12.5e6 - 1.0).abs() < 1e-4);
         for x in [0, 4096, cap / 3, cap - 512] {
             assert!(d.tau_inv(d.tau(x)).abs_diff(x) <= 1, "{x}");
+        }
+    }
+
+    #[test]
+    fn rounding_helpers_match_the_library_bit_for_bit() {
+        let mut xs = vec![
+            0.0,
+            -0.0,
+            0.5,
+            1.5,
+            2.5,
+            -0.5,
+            -2.5,
+            0.49999999999999994,
+            4_503_599_627_370_495.5,
+            4_503_599_627_370_496.0,
+            9_007_199_254_740_993.0,
+            1.8446744073709552e19,
+            3e19,
+            f64::MAX,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+        ];
+        // Times and revolutions as the model makes them, and their neighbours.
+        let mut x = 1e-3f64;
+        while x < 1e22 {
+            for v in [x, x * 1.37, x + 0.5, -x] {
+                xs.extend([
+                    v,
+                    f64::from_bits(v.to_bits() + 1),
+                    f64::from_bits(v.to_bits() - 1),
+                ]);
+            }
+            x *= 3.1;
+        }
+        let d = disk();
+        xs.extend((0..1000u64).map(|i| d.tau(i * (d.p.capacity_bytes / 1000))));
+        for x in xs {
+            assert_eq!(ns(x), x.max(0.0).round() as Ns, "ns({x:e})");
+            assert_eq!(fract(x).to_bits(), x.fract().to_bits(), "fract({x:e})");
+            assert_eq!(trunc(x).to_bits(), x.trunc().to_bits(), "trunc({x:e})");
+            assert_eq!(floor(x).to_bits(), x.floor().to_bits(), "floor({x:e})");
         }
     }
 
