@@ -154,13 +154,6 @@ fn walk(f: &MdReshape, what: &str) -> Result<u64, TestCaseError> {
     }
 }
 
-fn layouts(level: i32) -> Vec<u32> {
-    match level {
-        4 => vec![0],
-        _ => vec![0, 1, 2, 3],
-    }
-}
-
 fn least(level: i32) -> u32 {
     if level == 6 {
         4
