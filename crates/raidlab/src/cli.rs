@@ -206,7 +206,7 @@ pub struct SimTortureArgs {
     #[arg(long)]
     pub queue_depths: bool,
     /// Instead of the workload runs: reshapes (`grow` of RAID 4/5/6: more
-    /// or fewer members, chunk, layout, RAID 4 to 5 and back; RAID 0 more
+    /// or fewer members, chunk, layout, both at once, RAID 4 to 5 and back; RAID 0 more
     /// members or chunk; RAID 10 near or offset onto more or fewer
     /// members), the power cut after a random number of member writes,
     /// carried on after each cut; a member may die with the power
