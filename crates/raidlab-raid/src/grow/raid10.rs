@@ -11,7 +11,8 @@
 //! them; the data offset must move by at least the taller row of the two
 //! geometries, `raid10_start_reshape`) or with raidlab's (other members and
 //! a new chunk or layout at once: md does both in one reshape, raidlab one
-//! after the other, as for RAID 5), and nothing written; and what md
+//! after the other for a RAID 10, although the layout crate's limits hold
+//! for it and a RAID 4/5/6 makes both at once), and nothing written; and what md
 //! records while it runs (the level, the old layout and chunk beside the
 //! new ones, `delta_disks` the members added or taken away). Onto more
 //! members, how far the data offset moves down is
