@@ -382,19 +382,19 @@ fn what_md_refuses_or_raidlab_does_not_build_is_refused_with_nothing_written() {
             ),
             "one after the other",
         ),
+        // A RAID 10 shrink with a new chunk (a grow with one is made:
+        // `raid10_grows_with_a_new_chunk_or_layout_in_one_reshape`).
         (
             with(
                 "grow",
                 &r10,
                 &[
                     "--raid-devices",
-                    "5",
+                    "3",
                     "--chunk",
                     "128K",
-                    "--add",
-                    "new",
-                    "--member-size",
-                    "16M",
+                    "--array-size",
+                    "8M",
                 ],
             ),
             "one after the other",
@@ -409,4 +409,127 @@ fn what_md_refuses_or_raidlab_does_not_build_is_refused_with_nothing_written() {
         assert!(files(d, &all) == before, "{args:?} changed a member file");
         assert!(!d.join("new").exists(), "{args:?} left new behind");
     }
+}
+
+/// A RAID 10 near or offset onto more members with a new chunk or layout in
+/// one reshape (md's `raid10_check_reshape` takes both): the data from
+/// before reads back exactly, the new space is zeros, `check` 0, the new
+/// chunk and layout recorded, no reshape flag left.
+#[test]
+fn raid10_grows_with_a_new_chunk_or_layout_in_one_reshape() {
+    type Raid10Case<'a> = (&'a str, &'a str, usize, &'a [&'a str], (u64, &'a str));
+    let cases: [Raid10Case; 3] = [
+        ("n2", "64K", 5, &["--chunk", "128K"], (128 << 10, "near=2")),
+        (
+            "o2",
+            "128K",
+            6,
+            &["--layout", "n2", "--chunk", "32K"],
+            (32 << 10, "near=2"),
+        ),
+        (
+            "n2",
+            "128K",
+            6,
+            &["--layout", "o2"],
+            (128 << 10, "offset=2"),
+        ),
+    ];
+    for (layout, chunk, n, args, after) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = &NAMES[..4];
+        let a = create_imported(
+            d,
+            old,
+            "16M",
+            &["--level", "10", "--layout", layout, "--chunk", chunk],
+        );
+        let n_s = n.to_string();
+        let mut v = with("grow", old, &["--raid-devices", &n_s]);
+        v.extend_from_slice(args);
+        for m in &NAMES[4..n] {
+            v.extend(["--add", m]);
+        }
+        v.extend(["--member-size", "16M"]);
+        let out = ok(d, &v);
+        let what = format!("RAID 10 {layout} {chunk} of 4 -> {n} {args:?}");
+        assert!(out.contains("reshape done"), "{what}: {out}");
+        let all = &NAMES[..n];
+        assert_reshaped(d, all, "10", after.0, after.1, &a);
+        assert_eq!(
+            examine(d, "m0")["raid_devices"].as_u64(),
+            Some(n as u64),
+            "{what}"
+        );
+    }
+}
+
+/// The RAID 10 grow with a new chunk, killed (SIGKILL) at seeded points:
+/// exact while stopped (read-only) and after `--continue`.
+#[test]
+fn a_raid10_grow_with_a_new_chunk_killed_reads_back_exactly_and_continues() {
+    let mut x: u32 = 0x6b43_a9b5;
+    let mut stopped = 0;
+    for _ in 0..4 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let delay = Duration::from_millis(150 + u64::from(x % 1800));
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = &NAMES[..4];
+        let a = create_imported(
+            d,
+            old,
+            "16M",
+            &["--level", "10", "--layout", "n2", "--chunk", "64K"],
+        );
+        let args = with(
+            "grow",
+            old,
+            &[
+                "--raid-devices",
+                "5",
+                "--chunk",
+                "128K",
+                "--add",
+                "m4",
+                "--member-size",
+                "16M",
+                "--max-rate",
+                "6M",
+            ],
+        );
+        killed_after(d, &args, delay);
+        let all = &NAMES[..5];
+        let what = format!("RAID 10 4->5, 64K->128K, killed after {delay:?}");
+        match state(d) {
+            (true, 5) => {
+                let got = export(d, all);
+                assert!(got == a, "{what}: the stopped array reads other bytes");
+                let out = ok(d, &with("grow", all, &["--continue"]));
+                assert!(out.contains("reshape done"), "{what}: {out}");
+                stopped += 1;
+            }
+            (false, 4) => {
+                assert!(export(d, old) == a, "{what}: changed before its reshape");
+                let spare = run(d, &["examine", "m4", "--json"]).status.success();
+                let mut again = with(
+                    "grow",
+                    if spare { all } else { old },
+                    &["--raid-devices", "5", "--chunk", "128K"],
+                );
+                if !spare {
+                    let _ = std::fs::remove_file(d.join("m4"));
+                    again.extend(["--add", "m4", "--member-size", "16M"]);
+                }
+                ok(d, &again);
+            }
+            (false, 5) => {}
+            s => panic!("{what}: unexpected state {s:?}"),
+        }
+        assert_reshaped(d, all, "10", 128 << 10, "near=2", &a);
+    }
+    assert!(stopped >= 2, "only {stopped} of 4 runs stopped mid-reshape");
 }
