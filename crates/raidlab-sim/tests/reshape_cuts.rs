@@ -120,6 +120,16 @@ fn reshapes_cut_at_random_member_writes_keep_every_byte() {
         "only {} combined reshapes in 100 runs, or one not cut, or no shrink among them",
         combined.len()
     );
+    // And RAID 10 grows with a new chunk or layout at once, from the same
+    // stream.
+    let raid10_combined = combined
+        .iter()
+        .filter(|r| r.label.starts_with("raid10"))
+        .count();
+    assert!(
+        raid10_combined >= 1,
+        "no RAID 10 grow with a new chunk or layout in 100 runs"
+    );
     assert!(cuts >= 80, "only {cuts} cuts in 100 runs");
     assert!(died > 0, "no member died in 100 runs");
     assert_eq!(passed, 100, "only {passed} of 100 runs passed");
