@@ -57,6 +57,9 @@
 //!   --chunk 128K` (md's one reshape of both: `delta_disks` with
 //!   `new_chunk`, the data offset moved down), read whole and without
 //!   member 1;
+//! * `r10-4to6-o2-chunk`: a RAID 10 near=2 of 4, 64 KiB chunk,
+//!   `--raid-devices 6 --add --add --layout o2 --chunk 128K` in one reshape,
+//!   read whole and without roles 0 and 3;
 //! * `r10-n2-to-o2-chunk`: a RAID 10 near=2 of 4, 64 KiB chunk, `--layout
 //!   o2 --chunk 256K` (md's RAID 10 reshape over the same members: the
 //!   same copies, the data offset moved down, every copy rewritten), read
@@ -573,6 +576,31 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "5", "--add", "NEW", "--chunk", "128K"],
             sets: vec![vec![1]],
+            interrupt: None,
+        },
+        // A RAID 10 onto more members with a new chunk and layout in one
+        // reshape (md's raid10_check_reshape takes both with delta_disks).
+        Grown {
+            name: "r10-4to6-o2-chunk",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &[
+                "--raid-devices",
+                "6",
+                "--add",
+                "NEW",
+                "--add",
+                "NEW2",
+                "--layout",
+                "o2",
+                "--chunk",
+                "128K",
+            ],
+            // offset=2 keeps a chunk's copies on neighbouring members: 0
+            // and 3 of 6 share none.
+            sets: vec![vec![0, 3]],
             interrupt: None,
         },
         // md's RAID 10 reshape over the same members (`raid10_check_reshape`:
