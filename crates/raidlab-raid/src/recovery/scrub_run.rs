@@ -85,7 +85,8 @@ pub(super) trait ScrubHost {
         pos: u64,
         n: u64,
     ) -> Result<Vec<u8>>;
-    /// Record a resync's checkpoint (member sectors done).
+    /// Record a resync's checkpoint in md's `resync_offset` unit: member
+    /// sectors done for parity levels, array sectors for mirrors.
     fn checkpoint(&mut self, at_sector: u64) -> Result<()>;
 }
 
@@ -148,7 +149,7 @@ fn parity(
     while let Some(next) = run.peek() {
         let (pos, n) = (next.start, next.end - next.start);
         if stopped(&opts) {
-            return stop(host, exec, areas, resync, pos);
+            return stop(host, exec, areas, resync, pos, pos);
         }
         if !host.needs_resync(resync, pos, n) {
             run.advance(pos + n, 0);
@@ -281,7 +282,11 @@ fn parity(
 /// Mirrors (RAID 1/10) are scrubbed by logical address: every copy of each
 /// page is compared with the first copy (md reads the first in-sync device and
 /// compares the others with it); `repair` copies the first over the others.
-/// Progress and checkpoints are in logical bytes scaled to member bytes.
+/// Progress is in logical bytes scaled to member bytes; resync checkpoints
+/// (`start` and `resync_offset`) are logical, as md's: its RAID 1 and RAID 10
+/// resync walk the array (`raid10_sync_request` takes virtual addresses), so
+/// a RAID 10's `resync_offset` is an array sector, and a RAID 1's equals the
+/// member sector.
 ///
 /// Degraded: only the copies left (`areas[role]` is Some) are read and
 /// compared; a run with a single copy left has nothing to compare and is
@@ -306,16 +311,13 @@ fn mirrors(
     let geo = scope.geometry;
     let total = geo.array_bytes();
     let member_total = geo.member_bytes;
-    // Resync offsets are member sectors; logical = member * data_disks for
+    // What the progress shows per member: logical = member * data_disks for
     // mirrors' purposes (RAID 1: equal; RAID 10: members * chunks per copy).
     let scale = |logical: u64| -> u64 {
         ((logical as u128 * member_total as u128) / total.max(1) as u128) as u64
     };
-    let unscale = |member: u64| -> u64 {
-        ((member as u128 * total as u128) / member_total.max(1) as u128) as u64
-    };
     let step = host.scrub_step(resync, opts.step_bytes);
-    let first = align_down(&geo, unscale(start));
+    let first = align_down(&geo, start.min(total));
     let mut run = schedule(&opts, &[(first, total)], step);
     let mut report = ScrubReport::new(repair, missing);
     progress(Progress {
@@ -329,7 +331,7 @@ fn mirrors(
     while let Some(next) = run.peek() {
         let (pos, end) = (next.start, next.end);
         if stopped(&opts) {
-            return stop(host, exec, areas, resync, scale(pos));
+            return stop(host, exec, areas, resync, pos, scale(pos));
         }
         if !host.needs_resync(resync, pos, end - pos) {
             run.advance(end, 0);
@@ -415,8 +417,7 @@ fn mirrors(
         // Per member, in the member bytes the progress shows.
         if run.advance(end, scale(end) - scale(pos)) && resync {
             crate::metadata_plan::flush_all(exec, areas)?;
-            let at = scale(run.position()) / SECTOR;
-            host.checkpoint(at)?;
+            host.checkpoint(run.position() / SECTOR)?;
         }
         progress(Progress {
             done: scale(end),
@@ -430,17 +431,19 @@ fn mirrors(
     Ok(report)
 }
 
-/// Stop a scrub or resync: flush, save a resync checkpoint, report.
+/// Stop a scrub or resync: flush, save a resync checkpoint (`at`, in md's
+/// unit for the level: see [`mirrors`]), report where each member stands.
 fn stop(
     host: &mut dyn ScrubHost,
     exec: &dyn Executor,
     areas: &[Option<Arc<dyn Volume>>],
     resync: bool,
+    at: u64,
     member_pos: u64,
 ) -> Result<ScrubReport> {
     crate::metadata_plan::flush_all(exec, areas)?;
     if resync {
-        host.checkpoint(member_pos / SECTOR)?;
+        host.checkpoint(at / SECTOR)?;
     }
     Err(interrupted(
         if resync { "resync" } else { "scrub" },
