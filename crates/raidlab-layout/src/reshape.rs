@@ -22,7 +22,12 @@
 //! parity level, or a RAID 10 in the near or offset layout), whose data
 //! offset moves up by mdadm's least move (a RAID 10's: one row). A RAID
 //! 10's new chunk or switch between near and offset over the same members
-//! is a forward reshape like a grow, its rows those of each side. It
+//! is a forward reshape like a grow, its rows those of each side. A parity
+//! array's other member count with a new chunk or layout at once (md's
+//! `delta_disks` with `new_chunk`/`new_layout`) is the same walk in either
+//! direction, each side counted in its own rows and the step in stripes of
+//! the larger chunk (`reshape_combined_tests` checks the limits against the
+//! placement over random old and new geometries). It
 //! must never do I/O, and never accept fields that make either geometry one
 //! md would not run.
 
@@ -365,6 +370,10 @@ mod raid10_tests;
 #[cfg(test)]
 #[path = "reshape_raid10_restripe_tests.rs"]
 mod raid10_restripe_tests;
+
+#[cfg(test)]
+#[path = "reshape_combined_tests.rs"]
+mod combined_tests;
 
 #[cfg(test)]
 mod tests {

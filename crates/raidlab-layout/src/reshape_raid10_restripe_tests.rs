@@ -200,3 +200,139 @@ fn the_array_keeps_md_s_size_when_the_members_hold_whole_rows_of_both() {
     // md's least move is the taller row, 512 KiB, which the walk takes.
     assert_eq!(r.forward_min_gap(), 512 * 1024);
 }
+
+/// A RAID 10 reshape from `from_disks` to `to_disks` members with a new
+/// chunk or layout at once (md's `raid10_check_reshape` takes
+/// `delta_disks` with the new geometry), stopped at its start.
+fn combined(
+    (from, from_chunk): (Raid10Layout, u32),
+    (to, to_chunk): (Raid10Layout, u32),
+    from_disks: u32,
+    to_disks: u32,
+    member_kib: u64,
+) -> Reshape {
+    Reshape::from_md(&MdReshape {
+        level: 10,
+        layout: from.md_layout(),
+        chunk_sectors: from_chunk * KIB,
+        raid_disks: to_disks,
+        new_level: 10,
+        new_layout: to.md_layout(),
+        new_chunk_sectors: to_chunk * KIB,
+        delta_disks: to_disks as i32 - from_disks as i32,
+        position_sectors: 0,
+        backwards: to_disks < from_disks,
+        member_sectors: member_kib * u64::from(KIB),
+    })
+    .unwrap()
+}
+
+/// Other members with a new chunk or layout at once, in either direction:
+/// every write the limit lets through misses every old copy a resume from
+/// any block still reads, and the least move (`forward_min_gap`,
+/// `backward_min_gap`) never stalls the walk.
+#[test]
+fn other_members_with_a_new_chunk_or_layout_at_once_are_safe_and_never_stall() {
+    let families = [vec![near(2), offset(1, 2)], vec![near(3), offset(1, 3)]];
+    let chunks = [4u32, 16, 32];
+    let mut checked = 0;
+    for family in families {
+        for &from in &family {
+            for &to in &family {
+                for &fc in &chunks {
+                    for &tc in &chunks {
+                        if from == to && fc == tc {
+                            continue;
+                        }
+                        for fd in from.copies() as u32..=5 {
+                            for td in to.copies() as u32..=5 {
+                                let wraps = |l: Raid10Layout, d: u32| {
+                                    l.offset && l.near > 1 && d % l.near != 0
+                                };
+                                if fd == td || wraps(from, fd) || wraps(to, td) {
+                                    continue;
+                                }
+                                // 24 of the larger chunk: rows enough for
+                                // the walk's period, few enough to check
+                                // every block's copies.
+                                let member = 24 * u64::from(fc.max(tc));
+                                let r = combined((from, fc), (to, tc), fd, td, member);
+                                let what = format!(
+                                    "{} {fc}K on {fd} -> {} {tc}K on {td}",
+                                    from.name(),
+                                    to.name()
+                                );
+                                if td > fd {
+                                    check_forward(&r, &what);
+                                } else {
+                                    check_backward(&r, &what);
+                                }
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 150, "{checked}");
+}
+
+fn check_forward(r: &Reshape, what: &str) {
+    let block = r.old.chunk_bytes.min(r.new.chunk_bytes);
+    let gap = r.forward_min_gap();
+    let gap_blocks = gap / block;
+    let old_blocks = r.old.array_bytes() / block;
+    let new_blocks = r.new.array_bytes() / block;
+    let unit = r.forward_unit();
+    for checkpoint in 0..old_blocks.min(new_blocks) {
+        let limit = r.forward_write_limit(gap, checkpoint * block);
+        // Liveness: the unit holding the checkpoint can be finished.
+        let end = ((checkpoint * block / unit + 1) * unit).min(r.new.array_bytes());
+        assert!(
+            limit >= end,
+            "{what}: stuck at block {checkpoint} (gap {gap})"
+        );
+        let live = copies_of(&r.old, checkpoint..old_blocks, block);
+        for b in 0..(limit / block).min(new_blocks) {
+            for l in r.new.mirror_map(b * block).0 {
+                let at = l.offset / block;
+                if at < gap_blocks {
+                    continue;
+                }
+                assert!(
+                    !live.contains(&(l.member, at - gap_blocks)),
+                    "{what}: block {b} lands on an old copy a resume from block {checkpoint} reads"
+                );
+            }
+        }
+    }
+}
+
+fn check_backward(r: &Reshape, what: &str) {
+    let block = r.old.chunk_bytes.min(r.new.chunk_bytes);
+    let gap = r.backward_min_gap();
+    let gap_blocks = gap / block;
+    let new_blocks = r.new.array_bytes() / block;
+    let unit = r.forward_unit();
+    for checkpoint in (1..=new_blocks).rev() {
+        let limit = r.backward_write_limit(gap, checkpoint * block);
+        // Liveness: the unit just below the checkpoint can be written.
+        let below = (checkpoint * block - 1) / unit * unit;
+        assert!(
+            limit <= below,
+            "{what}: stuck at block {checkpoint} (gap {gap})"
+        );
+        let live = copies_of(&r.old, 0..checkpoint, block);
+        for b in (limit / block)..new_blocks {
+            for l in r.new.mirror_map(b * block).0 {
+                // The new data area starts `gap` higher on every member.
+                let at = l.offset / block + gap_blocks;
+                assert!(
+                    !live.contains(&(l.member, at)),
+                    "{what}: block {b} lands on an old copy a resume from block {checkpoint} reads"
+                );
+            }
+        }
+    }
+}

@@ -70,7 +70,12 @@ pub enum Command {
     /// --chunk, --level 4|5, and for a RAID 10 near or offset more or fewer
     /// (with --array-size) members, --chunk, and --layout between near and
     /// offset with the same copies (restriped offline; --continue resumes).
-    /// Other restriping (other levels) is refused: not built yet; so are a
+    /// A RAID 4/5/6's --raid-devices goes with --chunk and --layout in one
+    /// reshape, as md makes it (more or fewer members and the new chunk or
+    /// layout at once), and a RAID 10's more members too. Other restriping
+    /// (other levels, a RAID 0's other members or a RAID 10's fewer with a
+    /// new chunk or layout at once: one after the other) is refused: not
+    /// built yet; so are a
     /// RAID 10's far layout and another number of copies, as md refuses
     /// them.
     #[command(after_help = GROW_HELP)]
@@ -202,7 +207,7 @@ pub struct SimTortureArgs {
     #[arg(long)]
     pub queue_depths: bool,
     /// Instead of the workload runs: reshapes (`grow` of RAID 4/5/6: more
-    /// or fewer members, chunk, layout, RAID 4 to 5 and back; RAID 0 more
+    /// or fewer members, chunk, layout, both at once, RAID 4 to 5 and back; RAID 0 more
     /// members or chunk; RAID 10 near or offset onto more or fewer
     /// members), the power cut after a random number of member writes,
     /// carried on after each cut; a member may die with the power
@@ -712,6 +717,7 @@ Examples:
   raidlab grow m0.img m1.img --raid-devices 3 --add m2.img --member-size 1G
   raidlab grow m0.img m1.img m2.img --raid-devices 4 --add m3.img   # RAID 5: restripe
   raidlab grow m0.img m1.img m2.img m3.img --chunk 256K             # restripe to a new chunk
+  raidlab grow m0.img m1.img m2.img -n 4 --chunk 128K --add m3.img   # both in one reshape, as md
   raidlab grow m0.img m1.img m2.img m3.img --layout right-asymmetric
   raidlab grow m0.img m1.img m2.img m3.img --layout o2 --chunk 256K # RAID 10 near=2 to offset=2
   raidlab grow m0.img m1.img m2.img m3.img --level 5                # RAID 4 to 5 (takeover)
@@ -811,15 +817,18 @@ pub struct GrowArgs {
     /// A new chunk size for a RAID 0/4/5/6 or a RAID 10 near or offset
     /// (64K, 512K; a bare number is KiB, as mdadm reads it): a reshape over
     /// the same members, the data offset moving down by at least the larger
-    /// chunk (a RAID 10: a row of the taller geometry, or two). A RAID 10's
-    /// array must be a whole number of new chunks, as md requires.
+    /// chunk (a RAID 10: a row of the taller geometry, or two); of a RAID
+    /// 4/5/6 also with --raid-devices, in the same reshape. The component
+    /// size must be a whole number of new chunks (a RAID 10's array), as md
+    /// requires.
     #[arg(long, short = 'c')]
     pub chunk: Option<String>,
     /// A new layout for a RAID 5/6 (mdadm's names: left-symmetric,
     /// right-asymmetric, parity-last, ...), or for a RAID 10 the other of
     /// near and offset with the same copies (n2 to o2, o3 to n3; md never
     /// reshapes the far layout or changes the copies): a reshape over the
-    /// same members.
+    /// same members; of a RAID 5/6 also with --raid-devices, in the same
+    /// reshape.
     #[arg(long, short = 'p')]
     pub layout: Option<String>,
     /// With --size: record the new space as in sync instead of resyncing

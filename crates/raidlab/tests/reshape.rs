@@ -724,8 +724,14 @@ fn refusals_say_why_and_change_no_byte() {
         ),
         (with("grow", &ppl, &["--level", "4"]), "RAID 5 only"),
         (with("grow", &deg, &["--chunk", "128K"]), "degraded"),
+        // More members and a new chunk go in one reshape now, as md
+        // makes them (`reshape_combined.rs`): here the spare is missing.
         (
             with("grow", &r5, &["--chunk", "128K", "--raid-devices", "4"]),
+            "need 1 spare",
+        ),
+        (
+            with("grow", &r5, &["--size", "8M", "--raid-devices", "4"]),
             "one change per run",
         ),
         (

@@ -298,13 +298,23 @@ fn refusals_say_why_and_change_no_byte() {
             with("grow", &r10, &["--layout", "n3", "--chunk", "128K"]),
             "Cannot change number of copies",
         ),
+        // Fewer members with a new chunk: md makes both at once, raidlab
+        // one after the other for a RAID 10 shrink (more members with a new
+        // chunk are one reshape: `reshape_combined.rs`).
         (
             with(
                 "grow",
                 &r10,
-                &["--raid-devices", "5", "--add", "new", "--chunk", "128K"],
+                &[
+                    "--raid-devices",
+                    "3",
+                    "--chunk",
+                    "128K",
+                    "--array-size",
+                    "8M",
+                ],
             ),
-            "one change per run",
+            "one after the other",
         ),
         (with("grow", &r10, &["--chunk", "64K"]), "no change"),
         (with("grow", &r10, &["--layout", "n2"]), "no change"),
@@ -340,9 +350,10 @@ fn refusals_say_why_and_change_no_byte() {
 }
 
 #[test]
-fn the_library_refuses_other_members_and_a_new_chunk_at_once() {
-    // The CLI takes one change per run; the library says md's way and
-    // raidlab's, as for a RAID 5.
+fn the_library_refuses_fewer_members_and_a_new_chunk_at_once() {
+    // md makes both in one reshape; raidlab does for more members
+    // (`reshape_combined.rs`), and refuses fewer with a new chunk saying
+    // md's way and raidlab's.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = ["m0", "m1", "m2", "m3"];
@@ -361,10 +372,19 @@ fn the_library_refuses_other_members_and_a_new_chunk_at_once() {
             chunk_bytes: Some(128 << 10),
             ..Default::default()
         };
-        let e = asm
-            .reshape_check_sized(&req, 1, None)
-            .unwrap_err()
-            .to_string();
+        let checked = asm.reshape_check_sized(&req, 1, None);
+        if n == 5 {
+            // More members with a new chunk: one reshape, as md makes it
+            // (the change of 2026-12-05; before, refused like the shrink).
+            let plan = checked.unwrap();
+            assert_eq!(
+                (plan.new_raid_devices, plan.new_chunk_sectors),
+                (5, 256),
+                "{plan:?}"
+            );
+            continue;
+        }
+        let e = checked.unwrap_err().to_string();
         assert!(
             e.contains("md does both at once, raidlab one after the other"),
             "{n}: {e}"

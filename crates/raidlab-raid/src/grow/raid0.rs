@@ -144,8 +144,8 @@ impl Assembly {
             let plan = ReshapePlan {
                 // The RAID 4's counts: the shrink runs as md's RAID 4
                 // reshape, and `super::shrink` records these. A new chunk
-                // with it is `shrink_check`'s refusal (one change at a
-                // time), so the layout stays the takeover's.
+                // with it is `shrink_check`'s refusal (not built at once
+                // for a RAID 0), so the layout stays the takeover's.
                 old_raid_devices: old + 1,
                 new_raid_devices: n + 1,
                 gap_sectors: 0,
@@ -215,7 +215,8 @@ impl Assembly {
     /// from parity-last to `layout`, mdadm's default left-symmetric;
     /// `preserve` keeps parity-last), with `coming` devices about to be
     /// added; nothing written. mdadm does the last two in one reshape;
-    /// raidlab one after the other, as for any restripe.
+    /// raidlab one after the other (a level change with a new layout is
+    /// not one it makes at once).
     pub(crate) fn raid0_convert_check(
         &self,
         to: Level,

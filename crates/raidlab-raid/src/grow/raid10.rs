@@ -9,9 +9,10 @@
 //! `raid10_check_reshape`: never the far layout, never to it, never another
 //! number of copies, a new chunk only when the array is a whole number of
 //! them; the data offset must move by at least the taller row of the two
-//! geometries, `raid10_start_reshape`) or with raidlab's (other members and
+//! geometries, `raid10_start_reshape`) or with raidlab's (fewer members and
 //! a new chunk or layout at once: md does both in one reshape, raidlab one
-//! after the other, as for RAID 5), and nothing written; and what md
+//! after the other for a RAID 10 shrink; more members with a new chunk or
+//! layout go in one reshape, as md makes them), and nothing written; and what md
 //! records while it runs (the level, the old layout and chunk beside the
 //! new ones, `delta_disks` the members added or taken away). Onto more
 //! members, how far the data offset moves down is
@@ -118,9 +119,9 @@ impl Assembly {
                 "{what}: the array already is that: no change requested"
             )));
         }
-        if n != old && restripe {
+        if n < old && restripe {
             return Err(super::reshape_not_built(&format!(
-                "{what} (other members and a new chunk or layout in one reshape; md does both at once, raidlab one after the other: grow --raid-devices first, then the chunk or layout)"
+                "{what} (fewer members and a new chunk or layout in one reshape; md does both at once, raidlab one after the other for a RAID 10 shrink: shrink first, then the chunk or layout)"
             )));
         }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
@@ -136,7 +137,7 @@ impl Assembly {
             )));
         }
         self.restripe_allowed(what)?;
-        if restripe {
+        if restripe && n == old {
             return self.raid10_restripe_check(what, new_layout, new_chunk);
         }
         if n < old {
@@ -151,20 +152,41 @@ impl Assembly {
             )));
         }
         // The least move of the data offset: md's (one row) or, where the
-        // walk's row rule needs it, two.
+        // walk's row rule needs it, two. With a new chunk or layout too (md
+        // makes both in one reshape), the rows of both sides count.
         let probe = Reshape::from_md(&MdReshape {
             level: 10,
             layout: template.layout,
             chunk_sectors: chunk,
             raid_disks: n as u32,
             new_level: 10,
-            new_layout: template.layout,
-            new_chunk_sectors: chunk,
+            new_layout,
+            new_chunk_sectors: new_chunk,
             delta_disks: need as i32,
             position_sectors: 0,
             backwards: false,
             member_sectors: template.size,
         })?;
+        if restripe {
+            // The kernel's raid10_check_reshape: the array a whole number of
+            // new chunks; and the new geometry must hold all of it (md grows
+            // the array only once the reshape ends).
+            let chunk_bytes = u64::from(new_chunk) * SECTOR;
+            if probe.old.array_bytes() % chunk_bytes != 0 {
+                return Err(refused(format!(
+                    "{what}: the array ({} KiB) is not a whole number of the new {} KiB chunks, and md restripes a RAID 10 only then (the kernel's raid10_check_reshape refuses it); nothing was changed",
+                    probe.old.array_bytes() / 1024,
+                    chunk_bytes / 1024
+                )));
+            }
+            if probe.new.array_bytes() < probe.old.array_bytes() {
+                return Err(refused(format!(
+                    "{what}: the new geometry holds {} KiB of the members, less than the array's {} KiB; nothing was changed",
+                    probe.new.array_bytes() / 1024,
+                    probe.old.array_bytes() / 1024
+                )));
+            }
+        }
         let least = probe.forward_min_gap() / SECTOR;
         self.raid10_head_room(
             least,
@@ -178,9 +200,9 @@ impl Assembly {
             gap_sectors: gap,
             level: 10,
             layout: template.layout,
-            new_layout: template.layout,
+            new_layout,
             chunk_sectors: chunk,
-            new_chunk_sectors: chunk,
+            new_chunk_sectors: new_chunk,
             then_level: None,
             backwards: false,
             component_sectors: None,

@@ -1,6 +1,8 @@
 //! Reshape: more members for a RAID 4, 5 or 6 (`--raid-devices N` up), a
 //! new chunk size or layout over the same members (`--chunk`, `--layout`),
-//! and RAID 4 to 5 and back (`--level`), offline, the way md does it for
+//! both in one reshape (`--raid-devices N --chunk C`, as md records
+//! `delta_disks` with `new_chunk` and `new_layout`), and RAID 4 to 5 and
+//! back (`--level`), offline, the way md does it for
 //! metadata 1.1/1.2 without a backup file; and the walk of a RAID 0's and a
 //! RAID 10's more members (checked by `super::raid0`, `super::raid10`).
 //!
@@ -152,9 +154,9 @@ const PARITY_LAST: u32 = ParityLayout::ParityLast as u32;
 impl Assembly {
     /// Check a restripe (more members of a RAID 4/5/6, a new chunk or
     /// layout, RAID 4 to 5 and back) against md's rules, with `coming`
-    /// devices about to be added as spares: nothing is written. One kind of
-    /// change at a time: more members, or a chunk/layout/level change over
-    /// the same members.
+    /// devices about to be added as spares: nothing is written. Other
+    /// members and a new chunk or layout go in one reshape, as md makes
+    /// them; a level change goes alone or with more members.
     pub fn reshape_check(&self, req: &ReshapeRequest, coming: usize) -> Result<ReshapePlan> {
         self.reshape_check_sized(req, coming, None)
     }
@@ -271,9 +273,12 @@ impl Assembly {
             self.grow_check_no_reshape()?;
             return self.shrink_check(req, &what, array_bytes, plan(0));
         }
-        if n != old && !same_shape {
+        if n != old && !same_shape && level.md_level() != template.level {
+            // md takes a RAID 4 over as a RAID 5 first (a level change), and
+            // mdadm refuses a level change with a new chunk in one go; a
+            // RAID 4 grown with a new layout and level at once is not built.
             return Err(super::reshape_not_built(&format!(
-                "{what} (more members and a new chunk or layout in one reshape; md does both at once, raidlab one after the other: grow --raid-devices first, then the chunk or layout)"
+                "{what} (a level change with other members and a new chunk or layout in one reshape: change the level first, then grow)"
             )));
         }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
@@ -308,7 +313,9 @@ impl Assembly {
         }
         // The data moves down by whole units of the larger chunk: md runs a
         // reshape over the same members without a backup only when the data
-        // moved at least that far (less, and old and new stripes overlap).
+        // moved at least that far (less, and old and new stripes overlap);
+        // with more members and a new chunk at once, the walk needs as much
+        // (`Reshape::forward_min_gap`) and the steps are stripes of it.
         let gap = self.reshape_gap(u64::from(chunk.max(new_chunk)).max(1))?;
         Ok(plan(gap))
     }

@@ -6,8 +6,11 @@
 //! over as (`super::raid0` plans it, in the RAID 4's counts, and ends it).
 //!
 //! What it decides:
-//! - whether md would make this shrink: one change at a time (no new chunk
-//!   or layout with it), md's least member count for the level, and a size
+//! - whether md would make this shrink: with a new chunk or layout in the
+//!   same reshape if asked (md's `delta_disks` with `new_chunk` and
+//!   `new_layout`; a new chunk must divide the component size, as mdadm
+//!   requires; a level change and a RAID 0's new chunk are not built with
+//!   it), md's least member count for the level, and a size
 //!   the user has accepted that fits the new geometry; without that size
 //!   the refusal is mdadm's ("this change will reduce the size of the
 //!   array"), as md reshapes only an array already truncated;
@@ -80,12 +83,23 @@ impl Assembly {
                 if least == 1 { "member" } else { "members" }
             )));
         }
-        if plan.layout != plan.new_layout
-            || plan.chunk_sectors != plan.new_chunk_sectors
-            || req.level.is_some_and(|l| l != g.level)
-        {
+        if req.level.is_some_and(|l| l != g.level) {
             return Err(super::reshape_not_built(&format!(
-                "{what} (fewer members and a new chunk, layout or level in one reshape; md does both at once, raidlab one after the other: shrink first, then the chunk or layout)"
+                "{what} (fewer members and a new level in one reshape: shrink first, then change the level)"
+            )));
+        }
+        if raid0 && plan.chunk_sectors != plan.new_chunk_sectors {
+            return Err(super::reshape_not_built(&format!(
+                "{what} (fewer members of a RAID 0 and a new chunk in one reshape; md makes both at once through its RAID 4, raidlab only one after the other: shrink first, then the chunk)"
+            )));
+        }
+        let component = plan.component_sectors.unwrap_or(self.grow_template()?.size);
+        if component % u64::from(plan.new_chunk_sectors.max(1)) != 0 {
+            return Err(refused(format!(
+                "{what}: the new chunk ({} KiB) does not evenly divide the component size ({} KiB), as mdadm requires (mdadm: \"New chunk size does not evenly divide device size\"); shrink the array first to a multiple of it (`raidlab grow --size {}K`, after shrinking any file system); nothing was changed",
+                plan.new_chunk_sectors / 2,
+                component / 2,
+                component / u64::from(plan.new_chunk_sectors) * u64::from(plan.new_chunk_sectors) / 2
             )));
         }
         let r = self.shrink_geometry(&plan)?;
@@ -221,20 +235,20 @@ impl Assembly {
     }
 
     /// Whether raidlab walks the backward reshape `r` with the data moved
-    /// up `gap` bytes: fewer members of one parity level or of a RAID 10
-    /// in the near or offset layout, the same chunk and layout, and at
-    /// least the move the walk never stalls with (mdadm's for parity, one
-    /// row or two for RAID 10: `Reshape::backward_min_gap`).
+    /// up `gap` bytes: fewer members of one parity level (a new chunk or
+    /// layout with them too, as md makes both in one reshape) or of a RAID
+    /// 10 in the near or offset layout with the same chunk and layout, and
+    /// at least the move the walk never stalls with (mdadm's for parity,
+    /// one row or two for RAID 10: `Reshape::backward_min_gap`).
     pub(super) fn shrink_walk_supported(r: &Reshape, gap: u64) -> bool {
+        let same_shape = r.old.layout == r.new.layout && r.old.chunk_bytes == r.new.chunk_bytes;
         let walks = match (r.new.level, r.new.layout) {
             (Level::Raid4 | Level::Raid5 | Level::Raid6, _) => true,
-            (Level::Raid10, Layout::Raid10(l)) => l.far == 1 || l.offset,
+            (Level::Raid10, Layout::Raid10(l)) => (l.far == 1 || l.offset) && same_shape,
             _ => false,
         };
         walks
             && r.old.level == r.new.level
-            && r.old.layout == r.new.layout
-            && r.old.chunk_bytes == r.new.chunk_bytes
             && r.new.raid_disks < r.old.raid_disks
             && gap >= r.backward_min_gap()
     }

@@ -8,7 +8,8 @@
 //! carries on at all.
 //!
 //! A grow (or a chunk, layout or level restripe, a RAID 10's near/offset
-//! switch and new chunk among them) walks forwards over the
+//! switch and new chunk among them, or a parity array's more members and
+//! new chunk or layout at once) walks forwards over the
 //! new geometry's stripes, in units of the larger chunk (the positions md
 //! accepts on a resume; a RAID 10's in chunks, and md's positions inside
 //! one are taken back too). A step reads the old geometry's bytes of the
@@ -29,8 +30,9 @@
 //! raised). A crash therefore at worst redoes the steps after the last
 //! checkpoint, reading old-geometry data that nothing has touched.
 //!
-//! A shrink (fewer members of a RAID 4/5/6, or of a RAID 10 in the near or
-//! offset layout: md's backward reshape) is the same walk in mirror: from the new geometry's end towards the array's
+//! A shrink (fewer members of a RAID 4/5/6, with a new chunk or layout
+//! too, or of a RAID 10 in the near or offset layout: md's backward
+//! reshape) is the same walk in mirror: from the new geometry's end towards the array's
 //! start, the new geometry `gap` sectors higher on each member than the old
 //! one, the long run counting the distance from the end, and the limit
 //! `Reshape::backward_write_limit`: no write below the top of the old rows
@@ -49,7 +51,8 @@
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
 //! and never carry on a reshape it cannot finish exactly (a RAID 10's far
-//! layout or a new chunk or layout with other members at once, a level
+//! layout, a RAID 10's fewer members or a RAID 0's other members with a
+//! new chunk or layout at once, a level
 //! change other than 4 and 5, a move of the data offset too small for the
 //! walk): those are refused, for mdadm to finish.
 
@@ -86,16 +89,18 @@ impl Assembly {
         self.retake_new_roles(&r)?;
         let template = self.grow_template()?;
         let gap = i64::from(template.new_offset).unsigned_abs();
-        // Forwards with the data moved down, at one level: more members,
-        // or a new chunk or layout over the same members with the data
-        // moved by at least the larger chunk (md's condition for running
-        // such a reshape without a backup).
+        // Forwards with the data moved down, at one level: more members
+        // (with a new chunk or layout too, as md makes both at once, the
+        // data moved by at least the walk's least move), or a new chunk or
+        // layout over the same members with the data moved by at least the
+        // larger chunk (md's condition for running such a reshape without a
+        // backup).
         let same_members = r.new.raid_disks == r.old.raid_disks;
+        let same_shape = r.old.layout == r.new.layout && r.old.chunk_bytes == r.new.chunk_bytes;
         let reshapes = r.new.raid_disks > r.old.raid_disks
-            && r.old.layout == r.new.layout
-            && r.old.chunk_bytes == r.new.chunk_bytes
+            && (same_shape || gap * SECTOR >= r.forward_min_gap())
             || same_members
-                && (r.old.layout != r.new.layout || r.old.chunk_bytes != r.new.chunk_bytes)
+                && !same_shape
                 && gap * SECTOR >= r.old.chunk_bytes.max(r.new.chunk_bytes);
         let walks = match r.new.level {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => reshapes && r.old.level == r.new.level,
@@ -111,7 +116,7 @@ impl Assembly {
         };
         if !supported {
             return Err(refused(
-                "this reshape (a level change, more or fewer members with a new chunk or layout, a RAID 10 in the far layout or to another number of copies, a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a level change, a RAID 10's fewer members with a new chunk or layout, a RAID 10 in the far layout or to another number of copies, a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self
@@ -125,6 +130,13 @@ impl Assembly {
             )));
         }
         let raid0 = self.raid0_restripe(&r);
+        if raid0 && r.new.raid_disks != r.old.raid_disks && r.new.chunk_bytes != r.old.chunk_bytes {
+            // md makes it (its RAID 4 without parity); raidlab starts it
+            // only one after the other, and its end is not tested here.
+            return Err(refused(
+                "this reshape (a RAID 0's other members with a new chunk at once, through md's RAID 4 without parity) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+            ));
+        }
         // A shrink's old geometry also reads the roles past the new count.
         let mut missing = self.missing();
         for role in r.new.raid_disks..r.old.raid_disks {
@@ -320,10 +332,10 @@ impl Assembly {
 
 /// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
 /// down `gap` bytes: near or offset on both sides with the same copies,
-/// and either more members with the same chunk and layout or the same
-/// members with a new chunk or layout (md makes both at once; raidlab
-/// starts neither so, and leaves such a one to mdadm); and a move the walk
-/// never stalls on.
+/// and either more members (with a new chunk or layout too, as md makes
+/// both at once) or the same members with a new chunk or layout (fewer
+/// members with a new chunk or layout raidlab does not start, and leaves
+/// such a one to mdadm); and a move the walk never stalls on.
 fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
     let near_or_offset = |l: Layout| match l {
         Layout::Raid10(l) => (l.far == 1 || l.offset).then_some(l.copies()),
@@ -331,10 +343,13 @@ fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
     };
     let copies = near_or_offset(r.old.layout);
     let same_shape = r.old.layout == r.new.layout && r.old.chunk_bytes == r.new.chunk_bytes;
+    // More members with a new chunk or layout too: md makes both in one
+    // reshape, and the row rule holds for it (the layout crate's
+    // `raid10_restripe_tests`).
     let shapes = if r.new.raid_disks == r.old.raid_disks {
         !same_shape
     } else {
-        same_shape && r.new.raid_disks > r.old.raid_disks
+        r.new.raid_disks > r.old.raid_disks
     };
     r.old.level == Level::Raid10
         && r.new.level == Level::Raid10

@@ -323,9 +323,13 @@ fn attempt(
             .map_err(|e| format!("--size before the restripe: {e}"))?;
     } else if s.change.shrink {
         // Room after the data for md's move of the data offset up (at most
-        // a chunk per member for one member fewer).
-        let room = s.chunk * s.members as u64;
-        let size = asm.geometry.member_bytes.saturating_sub(room);
+        // a chunk per member for one member fewer; of the larger chunk
+        // when the chunk changes with it, mdadm's least common multiple of
+        // the two stripes over the old data members being at most that),
+        // in whole chunks of both sizes (md's rule for a new chunk).
+        let unit = s.change.req.chunk_bytes.unwrap_or(s.chunk).max(s.chunk);
+        let room = unit * s.members as u64;
+        let size = asm.geometry.member_bytes.saturating_sub(room) / unit * unit;
         asm.grow_size(raidlab_raid::grow::SizeRequest::Bytes(size), true)
             .map_err(|e| format!("--size before the shrink: {e}"))?;
     }

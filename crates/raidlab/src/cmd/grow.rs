@@ -39,8 +39,10 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         a.bitmap.is_some(),
         a.consistency_policy.is_some(),
         // With --level, --raid-devices is part of that one change (md's
-        // RAID 5 to 6 takes one member more).
-        a.raid_devices.is_some() && a.level.is_none(),
+        // RAID 5 to 6 takes one member more); with --chunk or --layout too
+        // (md's reshape records delta_disks, new_chunk and new_layout at
+        // once).
+        a.raid_devices.is_some() && a.level.is_none() && a.chunk.is_none() && a.layout.is_none(),
         a.continue_reshape,
         a.level.is_some() || a.chunk.is_some() || a.layout.is_some(),
     ]
@@ -51,7 +53,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         bail!("nothing to change: give --size, --bitmap, --consistency-policy, --raid-devices, --chunk, --layout, --level or --continue (see `raidlab grow --help`)");
     }
     if changes > 1 {
-        bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices, --continue, or a restripe (--chunk, --layout, --level, together if need be) (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
+        bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices, --continue, or a restripe (--chunk, --layout, --level, together and with --raid-devices if need be) (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
     }
     if a.no_sync && a.continue_reshape {
         bail!("--no-sync with --continue: --continue runs the reshape; leave the array as it is instead");

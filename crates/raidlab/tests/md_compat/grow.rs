@@ -53,6 +53,13 @@
 //!   given all four, carries the backward reshape on from raidlab's
 //!   checkpoint and leaves the fourth a spare (read whole and without
 //!   role 1);
+//! * `r5-4to5-chunk`: a RAID 5 of 4, 64 KiB chunk, `--raid-devices 5 --add
+//!   --chunk 128K` (md's one reshape of both: `delta_disks` with
+//!   `new_chunk`, the data offset moved down), read whole and without
+//!   member 1;
+//! * `r10-4to6-o2-chunk`: a RAID 10 near=2 of 4, 64 KiB chunk,
+//!   `--raid-devices 6 --add --add --layout o2 --chunk 128K` in one reshape,
+//!   read whole and without roles 0 and 3;
 //! * `r10-n2-to-o2-chunk`: a RAID 10 near=2 of 4, 64 KiB chunk, `--layout
 //!   o2 --chunk 256K` (md's RAID 10 reshape over the same members: the
 //!   same copies, the data offset moved down, every copy rewritten), read
@@ -556,6 +563,45 @@ fn cases() -> Vec<Grown> {
             grow: &["--raid-devices", "3", "--array-size", "10560K"],
             sets: vec![vec![1]],
             interrupt: Some("KILL"),
+        },
+        // md's reshape of other members and a new chunk at once (mdadm
+        // --grow --raid-devices 5 --chunk 128K: `delta_disks` 1 and
+        // `new_chunk` in one reshape), the data offset moved down by at
+        // least the larger chunk, the walk forwards in its stripes.
+        Grown {
+            name: "r5-4to5-chunk",
+            level: 5,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW", "--chunk", "128K"],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
+        // A RAID 10 onto more members with a new chunk and layout in one
+        // reshape (md's raid10_check_reshape takes both with delta_disks).
+        Grown {
+            name: "r10-4to6-o2-chunk",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &[
+                "--raid-devices",
+                "6",
+                "--add",
+                "NEW",
+                "--add",
+                "NEW2",
+                "--layout",
+                "o2",
+                "--chunk",
+                "128K",
+            ],
+            // offset=2 keeps a chunk's copies on neighbouring members: 0
+            // and 3 of 6 share none.
+            sets: vec![vec![0, 3]],
+            interrupt: None,
         },
         // md's RAID 10 reshape over the same members (`raid10_check_reshape`:
         // near to offset with the same copies, a new chunk): the data

@@ -32,6 +32,13 @@ const RAID0_SHRINK_STREAM: u64 = 0x2e5a_9e40_5eed_0040;
 /// chunk or switch between near and offset (the same members): every
 /// other run keeps its draws.
 const RAID10_RESTRIPE_STREAM: u64 = 0x2e5a_9e50_5eed_0050;
+/// The stream that makes one RAID 4/5/6 run in two that the streams above
+/// left a new chunk or layout over the same members one with other members
+/// too, in one reshape as md makes it (`delta_disks` with `new_chunk` or
+/// `new_layout`): one or two members more, or one fewer; and one in three
+/// of the others a RAID 10 onto more members with a new chunk or layout.
+/// Every other run keeps its draws.
+const COMBINED_STREAM: u64 = 0x2e5a_9e60_5eed_0060;
 
 /// The array and change of run `run` of `seed`, and the run's main
 /// random stream as the draw left it (the cuts are drawn from it after).
@@ -57,6 +64,10 @@ pub(super) fn drawn(seed: u64, run: u64) -> (Setup, ChaCha8Rng) {
     let s = draw_raid10_restripe(
         s,
         &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID10_RESTRIPE_STREAM),
+    );
+    let s = draw_combined(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ COMBINED_STREAM),
     );
     (s, rng)
 }
@@ -393,6 +404,99 @@ fn draw_raid10_restripe(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
         change: Change {
             cut_to: (from.ends_with('3')).then_some(3 * (128 << 10)),
             ..Change::asking(ReshapeRequest {
+                chunk_bytes: chunk,
+                layout: new_layout,
+                ..ReshapeRequest::default()
+            })
+        },
+        ..s
+    }
+}
+
+/// One RAID 4/5/6 run in two that the streams above left a new chunk or
+/// layout over the same members (from its own stream): the same change with
+/// one or two members more, or one fewer (a RAID 6 keeps md's least four),
+/// in one reshape, walked forwards or backwards (md's `check_reshape` takes
+/// `delta_disks`, `new_chunk_sectors` and `new_layout` at once).
+fn draw_combined(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    let req = &s.change.req;
+    let restripe = req.raid_devices.is_none()
+        && req.level.is_none()
+        && (req.chunk_bytes.is_some() || req.layout.is_some());
+    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        || s.raid10.is_some()
+        || s.change.shrink
+        || s.change.then_raid4
+        || !restripe
+    {
+        return s;
+    }
+    if !rng.gen_ratio(1, 2) {
+        // One in three of the other half: a RAID 10 onto more members with
+        // a new chunk or layout at once.
+        return if rng.gen_ratio(1, 3) {
+            draw_raid10_combined(s, rng)
+        } else {
+            s
+        };
+    }
+    let least = if s.level == Level::Raid6 { 4 } else { 2 };
+    let shrink = s.members > least && rng.gen_ratio(1, 3);
+    let add = if shrink { 0 } else { rng.gen_range(1..=2) };
+    let n = if shrink {
+        s.members - 1
+    } else {
+        s.members + add
+    };
+    Setup {
+        change: Change {
+            spares: add,
+            shrink,
+            room: shrink,
+            ..Change::asking(ReshapeRequest {
+                raid_devices: Some(n),
+                ..s.change.req.clone()
+            })
+        },
+        ..s
+    }
+}
+
+/// A RAID 10 near=2 or offset=2 of 4 or 6 members onto one or two more
+/// with a new chunk, the other of near and offset, or both (md's
+/// `raid10_check_reshape` takes them with `delta_disks`). The component
+/// size is first cut to whole 256 KiB (a row of two of the largest chunk),
+/// so that the array is a whole number of any new chunk, as md requires.
+fn draw_raid10_combined(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    let (from, to) = if rng.gen_bool(0.5) {
+        ("n2", "o2")
+    } else {
+        ("o2", "n2")
+    };
+    let Ok(layout) = Layout::parse(Level::Raid10, Some(from)) else {
+        return s;
+    };
+    let members = [4, 6][rng.gen_range(0..2)];
+    let add = rng.gen_range(1..=2);
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10, 128 << 10];
+    let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != s.chunk).collect();
+    let (chunk, new_layout) = match rng.gen_range(0..3) {
+        0 => (Some(others[rng.gen_range(0..others.len())]), None),
+        1 => (None, Some(to.to_string())),
+        _ => (
+            Some(others[rng.gen_range(0..others.len())]),
+            Some(to.to_string()),
+        ),
+    };
+    Setup {
+        level: Level::Raid10,
+        raid10: Some(layout),
+        members,
+        change: Change {
+            spares: add,
+            cut_to: Some(256 << 10),
+            ..Change::asking(ReshapeRequest {
+                raid_devices: Some(members + add),
                 chunk_bytes: chunk,
                 layout: new_layout,
                 ..ReshapeRequest::default()
