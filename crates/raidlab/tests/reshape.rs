@@ -697,6 +697,10 @@ fn refusals_say_why_and_change_no_byte() {
             with("grow", &r5, &["--level", "6", "--chunk", "128K"]),
             "reshape",
         ),
+        (
+            with("grow", &r5, &["--level", "4", "--chunk", "128K"]),
+            "Cannot change array level in the same operation as changing chunk size",
+        ),
         (with("grow", &bm, &["--level", "6"]), "Need 1 spare"),
         (
             with("grow", &r0, &["--level", "6"]),

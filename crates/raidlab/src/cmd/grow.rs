@@ -55,6 +55,11 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     if changes > 1 {
         bail!("one change per run: give only one of --size, --bitmap, --consistency-policy, --raid-devices, --continue, or a restripe (--chunk, --layout, --level, together and with --raid-devices if need be) (mdadm: \"cannot change component size at the same time as other changes\"; change one, check the data, then the next)");
     }
+    if a.level.is_some() && a.chunk.is_some() {
+        // mdadm's Grow.c refuses the pair before it looks at the array,
+        // whether or not the level or the chunk would differ.
+        bail!("--level with --chunk: mdadm refuses them together (\"Cannot change array level in the same operation as changing chunk size\"); change the level first, then reshape to the new chunk; nothing was changed");
+    }
     if a.no_sync && a.continue_reshape {
         bail!("--no-sync with --continue: --continue runs the reshape; leave the array as it is instead");
     }
