@@ -8,6 +8,15 @@
 //! lost member always come from the engine's own read path (the planner's degraded
 //! reads) or from the parity engine; nothing here knows a layout rule.
 //!
+//! The order of a rebuild's steps, their pacing, checkpoints, stop and
+//! progress are `crate::long_run`'s driver's, the same one a served or
+//! simulated rebuild runs (`Array::drive_recovery`): the offline rebuild
+//! gives it a step that writes what its readers produced (`Writer`), and
+//! decides only how those contents are produced. Where a member's range is
+//! listed in md's bad-block log, a step is planned around it
+//! (`BadBlocks::rebuild_around`), offline and live alike. Must never loop
+//! over a run's steps itself.
+//!
 //! An offline rebuild of a parity array does not wait for each step's reads:
 //! one reader per source member streams its range ahead (each read a
 //! `Plan::read_one` run by the executor), and each step's own plan, built and
