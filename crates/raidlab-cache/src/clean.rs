@@ -302,6 +302,18 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
         Ok(sorted.len() as u64)
     }
 
+    /// Whether a background tick could clean anything now: the dirty share is
+    /// over the target and the cache is neither failed, detached nor read-only
+    /// (the conditions [`CachedVolume::clean_tick`] stops at). For an owner
+    /// that lets an idle cleaner's wake-ups go by (a simulator, so that a run
+    /// can end). While another holds the lock it cannot tell, and says true.
+    pub fn cleaner_has_work(&self) -> bool {
+        let Some(st) = self.state.try_lock() else {
+            return true;
+        };
+        Self::over_target(&st) > 0 && !st.detached && !st.failed && !st.read_only
+    }
+
     /// Background cleaning, paced by the clock: cleans what the configured rate
     /// allows since the last call, while the dirty share is over the target.
     /// The owner calls it as often as it likes (a thread with a real clock, or a

@@ -36,11 +36,11 @@ use crate::format::{
 use crate::policy::{Sequential, TwoQ};
 use crate::stats::Stats;
 use crate::volume::{lock, CachedVolume, Config, State};
+use raidlab_core::task::Mutex;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::Mutex;
 
 /// Read both superblock copies of `cache`.
 fn read_superblock<C: Volume>(cache: &C) -> Result<(Superblock, usize)> {

@@ -1,15 +1,17 @@
-//! The optional background cleaner: a thread that calls
-//! [`CachedVolume::clean_tick`] at a fixed interval of real time, for a cache
-//! served or benchmarked on real devices.
+//! The background cleaner: the loop that calls [`CachedVolume::clean_tick`]
+//! every interval ([`clean_loop`]), and a thread that runs it in real time
+//! ([`BackgroundCleaner`]), for a cache served or benchmarked on real devices.
 //!
-//! This is the only place in the crate with a thread or a real-time wait. The
-//! cache itself never needs it: a simulator (or any owner with its own event
-//! loop) calls `clean_tick` itself, in virtual time. The driver decides only
-//! when to tick; how much to clean stays `clean_tick`'s decision, paced by the
-//! volume's clock. It must never hold the volume's lock across its wait.
+//! The loop is the one every owner runs: the thread here waits on a condition
+//! variable so that a stop is prompt; a simulator runs the same loop as a task
+//! whose waits are sleeps of its virtual clock ([`run_on_clock`]). This is the
+//! only place in the crate with a thread or a wait. The driver decides only
+//! when to tick (one tick, then one interval after it ends); how much to clean
+//! stays `clean_tick`'s decision, paced by the volume's clock. It must never
+//! hold the volume's lock across its wait.
 
 use crate::volume::CachedVolume;
-use raidlab_core::{Error, Volume};
+use raidlab_core::{Clock, Error, Result, Volume};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -24,6 +26,37 @@ struct Shared {
     ticks: u64,
     cleaned: u64,
     error: Option<Error>,
+}
+
+/// The cleaner's loop: a tick, then `wait(interval, cleaned by that tick)`,
+/// again until `wait` returns false (asked to stop). A failed tick ends it
+/// with the tick's error.
+pub fn clean_loop<C: Volume, O: Volume>(
+    volume: &CachedVolume<C, O>,
+    interval: Duration,
+    mut wait: impl FnMut(Duration, u64) -> bool,
+) -> Result<()> {
+    loop {
+        let cleaned = volume.clean_tick()?;
+        if !wait(interval, cleaned) {
+            return Ok(());
+        }
+    }
+}
+
+/// [`clean_loop`] with `clock`'s sleep as its wait, until a tick fails: for an
+/// owner whose sleeps give control back (a simulator's task on its virtual
+/// clock), which ends the cleaner by dropping the task. On a real clock
+/// nothing would stop it; use [`BackgroundCleaner`] there.
+pub fn run_on_clock<C: Volume, O: Volume>(
+    volume: &CachedVolume<C, O>,
+    interval: Duration,
+    clock: &dyn Clock,
+) -> Result<()> {
+    clean_loop(volume, interval, |d, _| {
+        clock.sleep(d);
+        true
+    })
 }
 
 /// What a stopped driver did.
@@ -56,27 +89,24 @@ impl BackgroundCleaner {
             .name("raidlab-cache-cleaner".into())
             .spawn(move || {
                 let (m, cv) = &*theirs;
-                loop {
-                    let r = volume.clean_tick();
+                let r = clean_loop(&volume, interval, |interval, cleaned| {
                     let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
                     s.ticks += 1;
-                    match r {
-                        Ok(n) => s.cleaned += n,
-                        Err(e) => {
-                            s.error = Some(e);
-                            return;
-                        }
-                    }
+                    s.cleaned += cleaned;
                     cv.notify_all();
                     if s.stop {
-                        return;
+                        return false;
                     }
                     let (s, _) = cv
                         .wait_timeout_while(s, interval, |s| !s.stop)
                         .unwrap_or_else(|p| p.into_inner());
-                    if s.stop {
-                        return;
-                    }
+                    !s.stop
+                });
+                if let Err(e) = r {
+                    let mut s = m.lock().unwrap_or_else(|p| p.into_inner());
+                    s.ticks += 1;
+                    s.error = Some(e);
+                    cv.notify_all();
                 }
             })
             .ok();

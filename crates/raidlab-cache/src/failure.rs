@@ -50,8 +50,8 @@
 //! `write_failed` and `flush_failed` here.
 
 use crate::volume::{lock, CachedVolume, State};
+use raidlab_core::task::MutexGuard;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use std::sync::MutexGuard;
 
 /// Read errors of the cache device after which it is failed: bcache's
 /// default `io_error_limit` (see the module doc). Write and flush errors

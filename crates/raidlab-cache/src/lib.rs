@@ -12,7 +12,10 @@
 //!   what a failed cache serves from where.
 //! - [`clean`]: writing dirty blocks back, in order, at a set pace.
 //! - [`stats`]: the counters.
-//! - [`driver`]: an optional thread that ticks the cleaner in real time.
+//! - [`driver`]: the cleaner's loop, and an optional thread that runs it in
+//!   real time.
+//! - [`stack`]: a cache as its owners run it on real devices: opened, cleaned
+//!   in the background, stopped in order.
 //! - [`identity`]: how a file or device origin is told from another.
 //! - [`zeroes`]: write-zeroes, passed to the origin, never cached as zeros.
 //!
@@ -46,6 +49,7 @@ pub mod identity;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
 pub mod policy;
+pub mod stack;
 pub mod stats;
 pub mod volume;
 pub mod zeroes;
@@ -54,5 +58,6 @@ pub use commit::{attach, create, examine, examine_table, reset_counters, TableSu
 pub use driver::BackgroundCleaner;
 pub use format::{Mode, OriginId, Policy, Superblock};
 pub use identity::path_identity;
+pub use stack::{CacheStack, StackOptions, StackStop};
 pub use stats::Stats;
 pub use volume::{CachedVolume, Config};

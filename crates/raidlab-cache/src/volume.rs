@@ -16,16 +16,18 @@
 //! being read (`State::reading`); a write to the block meanwhile counts there,
 //! and the read then installs nothing, so a copy older than the write is
 //! never served. Everything else, the cache device's I/O included, happens
-//! under the lock.
+//! under the lock. The lock is `raidlab_core::task::Mutex`: a plain mutex on
+//! threads; a request run as a task (the simulator runs the cache live in
+//! virtual time) that finds it held suspends until it is let go.
 
 use crate::format::{Entry, Mode, Policy, Superblock};
 use crate::policy::{Sequential, TwoQ};
 use crate::stats::Stats;
+use raidlab_core::task::{Mutex, MutexGuard};
 use raidlab_core::SharedClock;
 use raidlab_core::{check_range_with, Op, Result, Volume};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// What a user chooses at create (and may change with `set`).
@@ -171,10 +173,14 @@ impl Reading {
     }
 }
 
+/// The cache's one lock. Task-aware (`raidlab_core::task::Mutex`), as it is
+/// held across the cache device's and the origin's I/O: on threads it is a
+/// plain mutex; a request run as a task (the simulator) that finds it held
+/// suspends until it is let go. A panic while holding it is a bug already
+/// reported; the state is still the one the protocol left, so it is not
+/// poisoned for every later caller.
 pub(crate) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    // A panic while holding the lock is a bug already reported; the state is
-    // still the one the protocol left, so carry on rather than poison every caller.
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock()
 }
 
 impl<C: Volume, O: Volume> CachedVolume<C, O> {
@@ -191,7 +197,17 @@ impl<C: Volume, O: Volume> CachedVolume<C, O> {
     }
 
     pub fn stats(&self) -> Stats {
-        let st = lock(&self.state);
+        Self::stats_of(&lock(&self.state))
+    }
+
+    /// [`CachedVolume::stats`] if nobody holds the lock now: for an owner
+    /// that must not wait for it (a simulator between resumes of the tasks,
+    /// one of which may hold it across a suspended operation).
+    pub fn try_stats(&self) -> Option<Stats> {
+        self.state.try_lock().map(|st| Self::stats_of(&st))
+    }
+
+    fn stats_of(st: &State) -> Stats {
         let mut s = st.stats;
         s.dirty_blocks = st.dirty.len() as u64;
         s.occupied_blocks = st.map.len() as u64;

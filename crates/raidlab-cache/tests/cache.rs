@@ -788,3 +788,56 @@ fn a_read_only_open_serves_dirty_blocks_and_writes_nothing() {
     // Still unclean and still dirty for the next read-write open.
     assert!(!examine(&*cache).unwrap().clean);
 }
+
+/// The cleaner's loop (the one the driver thread and the simulator's task
+/// both run) ticks at once, then once per interval of the volume's clock,
+/// each tick cleaning what the rate earned since the last; it ends when its
+/// wait says so.
+#[test]
+fn the_cleaners_loop_ticks_each_interval_until_told_to_stop() {
+    let (v, clock) = setup(
+        20,
+        64,
+        Config {
+            mode: Mode::WriteBack,
+            dirty_target_pct: 0,
+            clean_rate: 2 * BS as u64,
+            ..Config::default()
+        },
+    );
+    for b in 0..10u64 {
+        v.write_at(&vec![3; BS as usize], b * BS as u64).unwrap();
+    }
+    let mut cleaned = Vec::new();
+    raidlab_cache::driver::clean_loop(&v, Duration::from_millis(500), |d, n| {
+        cleaned.push(n);
+        clock.sleep(d);
+        cleaned.len() < 6
+    })
+    .unwrap();
+    // Nothing earned at the first tick; a block per half second after.
+    assert_eq!(cleaned, vec![0, 1, 1, 1, 1, 1]);
+    assert_eq!(v.stats().dirty_blocks, 5);
+}
+
+/// Whether a background tick has anything to do: only over the dirty target.
+#[test]
+fn the_cleaner_has_work_only_over_the_target() {
+    let (v, _) = setup(
+        20,
+        64,
+        Config {
+            mode: Mode::WriteBack,
+            dirty_target_pct: 25,
+            ..Config::default()
+        },
+    );
+    assert!(!v.cleaner_has_work(), "nothing is dirty");
+    for b in 0..10u64 {
+        v.write_at(&vec![4; BS as usize], b * BS as u64).unwrap();
+    }
+    assert!(v.cleaner_has_work(), "10 dirty of 20, 5 allowed");
+    assert_eq!(v.clean_tick().unwrap(), 5);
+    assert!(!v.cleaner_has_work(), "at the target");
+    assert_eq!(v.try_stats().unwrap().dirty_blocks, 5);
+}

@@ -13,10 +13,12 @@
 use raidlab_core::{Error, Result};
 
 mod parity;
+mod raid10;
 pub mod reshape;
 pub mod zones;
 pub use parity::ParityLayout;
 use parity::{PARITY_LAYOUT_NAMES, RAID6_LAYOUT_NAMES};
+use raid10::{R10, RAID10_LAYOUT_NAMES};
 pub use zones::{ZoneMap, ZonedKind};
 
 /// md's RAID level numbers.
@@ -113,8 +115,6 @@ const RAID0_ORIG_LAYOUT: u32 = 1;
 const RAID0_ALT_MULTIZONE_LAYOUT: u32 = 2;
 
 const LEVEL_NAMES: &str = "0/raid0/stripe, 1/raid1/mirror, 4/raid4, 5/raid5, 6/raid6, 10/raid10";
-const RAID10_LAYOUT_NAMES: &str = "nN (near), fN (far), oN (offset) with N copies, \
-     2 <= N <= number of members, e.g. n2, f2, o2, n3";
 
 impl Level {
     /// All supported levels.
@@ -215,94 +215,6 @@ impl std::fmt::Display for Level {
     }
 }
 
-impl Raid10Layout {
-    /// Parse mdadm's RAID 10 layout names: `n`, `f` or `o` followed by the number of
-    /// copies ("n2" = near 2, "f2" = far 2, "o2" = offset 2). Whether the copies fit
-    /// the member count is checked by [`Geometry::new`].
-    pub fn from_name(s: &str) -> Result<Raid10Layout> {
-        let lower = s.trim().to_ascii_lowercase();
-        let bad = || {
-            Error::invalid(format!(
-                "unknown RAID 10 layout '{s}'; valid layouts: {RAID10_LAYOUT_NAMES}"
-            ))
-        };
-        let mut chars = lower.chars();
-        let kind = chars.next().ok_or_else(bad)?;
-        let digits = chars.as_str();
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad());
-        }
-        let copies: u32 = digits.parse().map_err(|_| bad())?;
-        if !(2..=255).contains(&copies) {
-            return Err(Error::invalid(format!(
-                "RAID 10 layout '{s}' asks for {copies} copies; md needs 2 to 255 copies \
-                 (and no more than the number of members)"
-            )));
-        }
-        match kind {
-            'n' => Ok(Raid10Layout {
-                near: copies,
-                far: 1,
-                offset: false,
-            }),
-            'f' => Ok(Raid10Layout {
-                near: 1,
-                far: copies,
-                offset: false,
-            }),
-            'o' => Ok(Raid10Layout {
-                near: 1,
-                far: copies,
-                offset: true,
-            }),
-            _ => Err(bad()),
-        }
-    }
-
-    /// The layout as `mdadm --examine` prints it for RAID 10: "near=2", "far=2",
-    /// "offset=2", "near=2, far=2"; "NO REDUNDANCY" for one copy.
-    pub fn name(&self) -> String {
-        let mut parts = Vec::new();
-        if self.near != 1 {
-            parts.push(format!("near={}", self.near));
-        }
-        if self.far != 1 {
-            let word = if self.offset { "offset" } else { "far" };
-            parts.push(format!("{word}={}", self.far));
-        }
-        if self.near * self.far == 1 {
-            parts.push("NO REDUNDANCY".to_string());
-        }
-        parts.join(", ")
-    }
-
-    /// Copies of every chunk (near * far).
-    pub fn copies(&self) -> usize {
-        self.near as usize * self.far as usize
-    }
-
-    /// md's layout word: near in bits 0-7, far in bits 8-15, offset in bit 16.
-    pub fn md_layout(&self) -> u32 {
-        (self.near & 0xff) | ((self.far & 0xff) << 8) | (u32::from(self.offset) << 16)
-    }
-
-    /// Decode md's layout word. Bits 17 and 18 (md's "far sets", which mdadm never
-    /// creates) are refused.
-    pub fn from_md(word: u32) -> Result<Raid10Layout> {
-        if word >> 17 != 0 {
-            return Err(Error::invalid(format!(
-                "RAID 10 layout 0x{word:x} uses md's far-set variant (bit 17/18), which \
-                 raidlab does not support"
-            )));
-        }
-        Ok(Raid10Layout {
-            near: word & 0xff,
-            far: (word >> 8) & 0xff,
-            offset: word & (1 << 16) != 0,
-        })
-    }
-}
-
 impl Layout {
     /// Parse a layout name for `level`; `None` gives mdadm's default (left-symmetric
     /// for RAID 5/6, parity-last for RAID 4, n2 for RAID 10, Plain for RAID 0/1).
@@ -399,42 +311,6 @@ fn wrong_layout(level: Level, name: &str, valid: &str) -> Error {
     Error::invalid(format!(
         "layout '{name}' does not apply to {level}{belongs}; valid {level} layouts: {valid}"
     ))
-}
-
-/// RAID 10 numbers derived from the geometry, in chunks, as md's `calc_sectors`
-/// and `raid10_size` compute them.
-#[derive(Debug, Clone, Copy)]
-struct R10 {
-    near: u64,
-    far: u64,
-    offset: bool,
-    disks: u64,
-    /// Chunks of array data.
-    array_chunks: u64,
-    /// Chunks of each member md uses (md's dev_sectors in chunks).
-    dev_chunks: u64,
-    /// Distance in chunks between far copies on a member.
-    stride_chunks: u64,
-}
-
-impl R10 {
-    fn new(l: Raid10Layout, disks: usize, member_chunks: u64) -> R10 {
-        let (near, far, disks) = (u64::from(l.near), u64::from(l.far), disks as u64);
-        // raid10_size: chunks per device / far copies * disks / near copies.
-        let array_chunks = member_chunks / far * disks / near;
-        // calc_sectors: the chunks every member needs, rounded up.
-        let dev_chunks = (array_chunks * near * far).div_ceil(disks);
-        let stride_chunks = if l.offset { 1 } else { dev_chunks / far };
-        R10 {
-            near,
-            far,
-            offset: l.offset,
-            disks,
-            array_chunks,
-            dev_chunks,
-            stride_chunks,
-        }
-    }
 }
 
 impl Geometry {
@@ -664,17 +540,6 @@ impl Geometry {
         self.member_bytes / SECTOR
     }
 
-    fn r10(&self) -> Option<R10> {
-        match self.layout {
-            Layout::Raid10(r) => Some(R10::new(
-                r,
-                self.raid_disks,
-                self.member_bytes / self.chunk_bytes,
-            )),
-            _ => None,
-        }
-    }
-
     /// The array's size in bytes, exactly as md computes it for these members.
     pub fn array_bytes(&self) -> u64 {
         let n = self.raid_disks as u64;
@@ -710,104 +575,6 @@ impl Geometry {
         self.level.parity_count()
     }
 
-    fn parity_layout(&self) -> ParityLayout {
-        match (self.level, self.layout) {
-            (Level::Raid4, _) => ParityLayout::ParityLast,
-            (_, Layout::Parity(p)) => p,
-            _ => ParityLayout::ParityLast,
-        }
-    }
-
-    /// Where array byte `at` of a parity level lives: the data member holding it,
-    /// the member holding its stripe's P, and the byte's offset on both.
-    pub fn parity_location(&self, at: u64) -> (usize, usize, u64) {
-        let dd = self.data_disks() as u64;
-        let chunk = at / self.chunk_bytes;
-        let stripe = chunk / dd;
-        let map = self.stripe(stripe);
-        (
-            map.data[(chunk % dd) as usize],
-            map.p,
-            stripe * self.chunk_bytes + at % self.chunk_bytes,
-        )
-    }
-
-    /// Where data, P and Q of stripe `stripe` live (parity levels only; for other
-    /// levels this is a debug assertion and returns an empty map).
-    ///
-    /// Member offset of every block of the stripe is `stripe * chunk_bytes`.
-    pub fn stripe(&self, stripe: u64) -> StripeMap {
-        let mut map = StripeMap {
-            data: Vec::new(),
-            p: 0,
-            q: None,
-            slot: Vec::new(),
-        };
-        self.stripe_into(stripe, &mut map);
-        map
-    }
-
-    /// [`Geometry::stripe`] written into `map`, whose vectors are reused: the
-    /// planner maps a stripe per request, and allocating two vectors each
-    /// time was a tenth of a simulated read's cost.
-    pub fn stripe_into(&self, stripe: u64, map: &mut StripeMap) {
-        debug_assert!(self.is_parity(), "stripe() called on {}", self.level);
-        map.slot.clear();
-        if !self.is_parity() {
-            map.data.clear();
-            map.p = 0;
-            map.q = None;
-            return;
-        }
-        let n = self.raid_disks;
-        let (p, q) =
-            self.parity_layout()
-                .place(self.level == Level::Raid6, n, stripe, &mut map.data);
-        map.p = p;
-        map.q = q;
-        let Some(q) = q else {
-            map.slot.extend(0..map.data.len());
-            return;
-        };
-        // md feeds the syndrome starting at the member after Q (member 0 when Q is
-        // the last member) and walks upwards, wrapping, skipping P and Q; a data
-        // block's slot is its position in that walk.
-        let first = if q == n - 1 { 0 } else { q + 1 };
-        // Distances from `first` going up, wrapping (a subtraction, not a
-        // division per member).
-        let dist = |x: usize| parity::wrap(x + n - first, n);
-        let (dp, dq) = (dist(p), dist(q));
-        map.slot.extend(map.data.iter().map(|&d| {
-            let dist = dist(d);
-            dist - usize::from(dp < dist) - usize::from(dq < dist)
-        }));
-    }
-
-    /// Location of logical byte `logical` on a parity level, and bytes to the next
-    /// chunk boundary (or the end of the array).
-    fn parity_locate(&self, logical: u64) -> (Location, u64) {
-        let cb = self.chunk_bytes;
-        let chunk = logical / cb;
-        let dd = self.data_disks() as u64;
-        let stripe = chunk / dd;
-        let map = self.stripe(stripe);
-        let member = map.data[(chunk % dd) as usize];
-        let within = logical % cb;
-        let run = (cb - within).min(self.array_bytes() - logical);
-        (
-            Location {
-                member,
-                offset: stripe * cb + within,
-            },
-            run,
-        )
-    }
-
-    /// RAID 0/1/10: the member locations of every copy of logical byte `logical` (in
-    /// md's copy order), and how many bytes from `logical` stay contiguous on every
-    /// copy (up to the next chunk boundary, or end of array). RAID 1: every member,
-    /// offset = logical, run = to end of array. For RAID 4/5/6 this returns the one
-    /// data location (run to the chunk boundary). Out of range: empty, 0.
     /// RAID 0/1/10: `[offset, offset + len)` cut into runs that stay contiguous on
     /// every copy, as `(array offset, length, copies)`: the walk every caller of
     /// [`Geometry::mirror_map`] over a range needs. Stops early (never loops) if the
@@ -834,6 +601,11 @@ impl Geometry {
         })
     }
 
+    /// RAID 0/1/10: the member locations of every copy of logical byte `logical` (in
+    /// md's copy order), and how many bytes from `logical` stay contiguous on every
+    /// copy (up to the next chunk boundary, or end of array). RAID 1: every member,
+    /// offset = logical, run = to end of array. For RAID 4/5/6 this returns the one
+    /// data location (run to the chunk boundary). Out of range: empty, 0.
     pub fn mirror_map(&self, logical: u64) -> (Vec<Location>, u64) {
         let size = self.array_bytes();
         debug_assert!(logical < size, "logical {logical} beyond array size {size}");
@@ -867,35 +639,10 @@ impl Geometry {
                 let (loc, run) = self.parity_locate(logical);
                 (vec![loc], run)
             }
-            Level::Raid10 => {
-                let Some(r) = self.r10() else {
-                    return (Vec::new(), 0);
-                };
-                let within = logical % cb;
-                // Linear position of the first copy when copies are dealt out
-                // row by row across the members.
-                let first = logical / cb * r.near;
-                let mut dev = first % r.disks;
-                let row_step = if r.offset { r.far } else { 1 };
-                let mut row = first / r.disks * row_step;
-                let mut out = Vec::with_capacity((r.near * r.far) as usize);
-                for _ in 0..r.near {
-                    for f in 0..r.far {
-                        out.push(Location {
-                            member: ((dev + f * r.near) % r.disks) as usize,
-                            offset: (row + f * r.stride_chunks) * cb + within,
-                        });
-                    }
-                    dev += 1;
-                    if dev == r.disks {
-                        // md moves a wrapped near copy down by exactly one chunk,
-                        // also in offset layouts.
-                        dev = 0;
-                        row += 1;
-                    }
-                }
-                (out, (cb - within).min(size - logical))
-            }
+            Level::Raid10 => match self.r10() {
+                Some(r) => self.raid10_map(r, logical),
+                None => (Vec::new(), 0),
+            },
         }
     }
 
@@ -927,34 +674,10 @@ impl Geometry {
                     None => Content::Unused,
                 }
             }
-            Level::Raid10 => {
-                let Some(r) = self.r10() else {
-                    return Content::Unused;
-                };
-                let mut chunk = offset / cb;
-                // Which far copy this block would be, and the member of copy 0.
-                let (f, rest) = if r.offset {
-                    (chunk % r.far, chunk / r.far)
-                } else {
-                    (chunk / r.stride_chunks, chunk % r.stride_chunks)
-                };
-                if f >= r.far {
-                    return Content::Unused;
-                }
-                chunk = rest;
-                let dev = (member as u64 + r.disks - (f * r.near) % r.disks) % r.disks;
-                let logical_chunk = (chunk * r.disks + dev) / r.near;
-                let logical = logical_chunk * cb + offset % cb;
-                if logical >= self.array_bytes() {
-                    return Content::Unused;
-                }
-                let here = Location { member, offset };
-                if self.mirror_map(logical).0.contains(&here) {
-                    Content::Data(logical)
-                } else {
-                    Content::Unused
-                }
-            }
+            Level::Raid10 => match self.r10() {
+                Some(r) => self.raid10_content_at(r, member, offset),
+                None => Content::Unused,
+            },
         }
     }
 
@@ -975,20 +698,7 @@ impl Geometry {
             Level::Raid0 => count == 0,
             Level::Raid1 => count < self.raid_disks,
             Level::Raid4 | Level::Raid5 | Level::Raid6 => count <= self.parity_count(),
-            Level::Raid10 => {
-                if count == 0 {
-                    return true;
-                }
-                // Which members hold a chunk's copies depends only on where its
-                // first copy starts, and that start cycles within raid_disks chunks.
-                let chunks = self.array_bytes() / self.chunk_bytes;
-                (0..chunks.min(self.raid_disks as u64)).all(|c| {
-                    self.mirror_map(c * self.chunk_bytes)
-                        .0
-                        .iter()
-                        .any(|l| !gone[l.member])
-                })
-            }
+            Level::Raid10 => count == 0 || self.raid10_survives(&gone),
         }
     }
 }

@@ -5,10 +5,13 @@
 //! (0-5), and for the "-6" layouts (16-20) md's RAID 5 to RAID 6 conversion
 //! uses: the RAID 5 layout over the first n-1 members, with Q always on the
 //! last member (what an array is in while `mdadm --grow --level=6` reshapes
-//! it, and what it stays in after a conversion with `--layout=preserve`). It
-//! must never do I/O, and never place a "-6" layout at a level other than
-//! RAID 6 (md runs them only there; [`crate::Geometry`] refuses the rest).
+//! it, and what it stays in after a conversion with `--layout=preserve`), and
+//! with them maps a parity geometry's stripes and array bytes onto members
+//! (`Geometry::stripe`, `parity_location`). It must never do I/O, and never
+//! place a "-6" layout at a level other than RAID 6 (md runs them only
+//! there; [`crate::Geometry`] refuses the rest).
 
+use crate::{Layout, Level, Location, StripeMap};
 use raidlab_core::{Error, Result};
 
 /// RAID 4/5/6 parity placement, with md's numeric layout values
@@ -250,5 +253,101 @@ pub(crate) fn wrap(x: usize, n: usize) -> usize {
         x - n
     } else {
         x
+    }
+}
+
+/// Where a parity level's geometry puts each stripe's blocks.
+impl crate::Geometry {
+    fn parity_layout(&self) -> ParityLayout {
+        match (self.level, self.layout) {
+            (Level::Raid4, _) => ParityLayout::ParityLast,
+            (_, Layout::Parity(p)) => p,
+            _ => ParityLayout::ParityLast,
+        }
+    }
+
+    /// Where array byte `at` of a parity level lives: the data member holding it,
+    /// the member holding its stripe's P, and the byte's offset on both.
+    pub fn parity_location(&self, at: u64) -> (usize, usize, u64) {
+        let dd = self.data_disks() as u64;
+        let chunk = at / self.chunk_bytes;
+        let stripe = chunk / dd;
+        let map = self.stripe(stripe);
+        (
+            map.data[(chunk % dd) as usize],
+            map.p,
+            stripe * self.chunk_bytes + at % self.chunk_bytes,
+        )
+    }
+
+    /// Where data, P and Q of stripe `stripe` live (parity levels only; for other
+    /// levels this is a debug assertion and returns an empty map).
+    ///
+    /// Member offset of every block of the stripe is `stripe * chunk_bytes`.
+    pub fn stripe(&self, stripe: u64) -> StripeMap {
+        let mut map = StripeMap {
+            data: Vec::new(),
+            p: 0,
+            q: None,
+            slot: Vec::new(),
+        };
+        self.stripe_into(stripe, &mut map);
+        map
+    }
+
+    /// [`Geometry::stripe`] written into `map`, whose vectors are reused: the
+    /// planner maps a stripe per request, and allocating two vectors each
+    /// time was a tenth of a simulated read's cost.
+    pub fn stripe_into(&self, stripe: u64, map: &mut StripeMap) {
+        debug_assert!(self.is_parity(), "stripe() called on {}", self.level);
+        map.slot.clear();
+        if !self.is_parity() {
+            map.data.clear();
+            map.p = 0;
+            map.q = None;
+            return;
+        }
+        let n = self.raid_disks;
+        let (p, q) =
+            self.parity_layout()
+                .place(self.level == Level::Raid6, n, stripe, &mut map.data);
+        map.p = p;
+        map.q = q;
+        let Some(q) = q else {
+            map.slot.extend(0..map.data.len());
+            return;
+        };
+        // md feeds the syndrome starting at the member after Q (member 0 when Q is
+        // the last member) and walks upwards, wrapping, skipping P and Q; a data
+        // block's slot is its position in that walk.
+        let first = if q == n - 1 { 0 } else { q + 1 };
+        // Distances from `first` going up, wrapping (a subtraction, not a
+        // division per member).
+        let dist = |x: usize| wrap(x + n - first, n);
+        let (dp, dq) = (dist(p), dist(q));
+        map.slot.extend(map.data.iter().map(|&d| {
+            let dist = dist(d);
+            dist - usize::from(dp < dist) - usize::from(dq < dist)
+        }));
+    }
+
+    /// Location of logical byte `logical` on a parity level, and bytes to the next
+    /// chunk boundary (or the end of the array).
+    pub(crate) fn parity_locate(&self, logical: u64) -> (Location, u64) {
+        let cb = self.chunk_bytes;
+        let chunk = logical / cb;
+        let dd = self.data_disks() as u64;
+        let stripe = chunk / dd;
+        let map = self.stripe(stripe);
+        let member = map.data[(chunk % dd) as usize];
+        let within = logical % cb;
+        let run = (cb - within).min(self.array_bytes() - logical);
+        (
+            Location {
+                member,
+                offset: stripe * cb + within,
+            },
+            run,
+        )
     }
 }

@@ -1,169 +1,58 @@
-//! raidlab's SSD cache tier on simulated devices: the real cache decides, device
-//! models take the time.
+//! raidlab's SSD cache tier on simulated devices, run live: the real cache
+//! decides and waits, device models take the time.
 //!
 //! A [`SimCache`] holds the real `raidlab_cache::CachedVolume` over two
-//! recording volumes, one for the cache device and one for the origin. A
-//! request at virtual time t runs through the real `read_at`/`write_at`/`flush`
-//! there, so the real code makes every decision: hit or miss, promotion by the
-//! 2Q policy and its threshold, the sequential cutoff, write-back, -through or
-//! -around, the metadata commits, and (at the virtual ticks a background
-//! cleaner thread would use) what the cleaner writes back and in which order.
-//! The recording volumes keep each operation in the order the cache issued it;
-//! this module then schedules them on the simulated cache device and origin.
+//! stand-in volumes ([`crate::cache_io`]), one for the cache device and one
+//! for the origin. Each host request is a task (`raidlab_core::task`) that
+//! runs the real `read_at`/`write_at`/`write_zeroes`/`flush`; each operation
+//! the cache issues suspends the task until the device model completes it
+//! in virtual time (an SSD model for the cache device; for the origin any
+//! simulated device, a simulated raidlab array included). So the real code
+//! makes every decision, and makes it when it runs: hit or miss, promotion by
+//! the 2Q policy and its threshold, the sequential cutoff, write-back,
+//! -through or -around, the metadata commits, what the cleaner writes back
+//! and in which order. The cache's one lock is task-aware: a request that
+//! finds it held suspends until it is let go, and a read's origin reads run
+//! without it, as on threads. The background cleaner is
+//! `raidlab_cache::driver`'s loop, run as a task whose waits are sleeps of the
+//! virtual clock.
 //!
-//! How the real code runs them, and so how they are scheduled here:
-//! - one operation after another: the cache waits for each before the next;
-//! - under the cache's one lock, taken in arrival order, except a read's origin
-//!   reads (misses and bypassed reads), which the cache does without it
-//!   (`raidlab_cache::volume`'s module doc); every other operation, a write's
-//!   origin reads included, holds it;
-//! - the background cleaner is one thread that ticks every
-//!   [`raidlab_cache::driver::DEFAULT_INTERVAL`] after its previous tick ended;
-//!   a tick here happens only while the dirty share is over the target (a tick
-//!   under it does nothing, and the rate's credit is capped the same way).
+//! Decides only *when*: it resumes tasks when their operations complete or
+//! their lock is let go. It must never decide *what* a request does to the
+//! cache device or the origin, keep a lock or cleaner schedule of its own
+//! (those are raidlab-cache's), nor read the wall clock.
 //!
-//! Decides: only *when* things happen. It must never decide *what* a request
-//! does to the cache device or the origin (that is raidlab-cache's, so no cache
-//! rule is written twice) and never read the wall clock.
-//!
-//! What is approximated: the real cache decides a request when it takes the
-//! lock; here it decides at arrival, in arrival order (the lock is first come
-//! first served, so the order is the same; a write that arrives while a read
-//! miss is at the origin counts against that read's promotion in the real
-//! cache, not here). The cache's own CPU time is not charged. Data is not
-//! simulated: the cache device keeps only its metadata area's bytes (the cache
-//! reads its table back), data blocks read as zeros.
+//! What the simulator adds: the cleaner's wake-ups while it has nothing to
+//! do (`CachedVolume::cleaner_has_work`: under the dirty target) are not
+//! events, so a run can end and idle time costs nothing; it then wakes at the
+//! next event after its sleep ended and ticks from there (a thread's phase is
+//! arbitrary too). Trims complete at once without reaching the cache
+//! (raidlab-cache passes no discard on). The cache's own CPU time is not
+//! charged. Creating and opening the cache take no virtual time. Data is not
+//! simulated ([`crate::cache_io`]).
 
+use crate::array::Slab;
+use crate::cache_io::Outbox;
+pub use crate::cache_io::{CacheOp, DeviceVolume, Side};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock};
 use raidlab_cache::format::Layout;
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId, Stats};
+use raidlab_core::task::{Runner, Stacks, Step, Task, Wait};
 use raidlab_core::IoKind;
-use raidlab_core::{Op, Result, Volume};
-use std::collections::{HashMap, VecDeque};
+use raidlab_core::{Result, Volume};
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::sync::{Arc, Mutex};
-
-/// Which device an operation of the cache goes to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Side {
-    Cache,
-    Origin,
-}
-
-/// One operation the cache issued to its cache device or its origin.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct CacheOp {
-    pub side: Side,
-    pub kind: IoKind,
-    pub offset: u64,
-    pub len: u64,
-}
 
 /// What happened at a virtual time, for a test to replay on a real cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// A host request ran through the cache.
+    /// A host request began in the cache: its first step that did not wait
+    /// for the cache's lock.
     Request { kind: IoKind, offset: u64, len: u64 },
-    /// The background cleaner ticked.
+    /// The background cleaner began a tick (likewise).
     CleanTick,
-}
-
-/// A volume that writes down every operation it receives and does none: the
-/// cache device's or the origin's stand-in under the real cache. The cache
-/// device keeps the bytes written below `keep_below` (its metadata), so the
-/// cache reads back the table it wrote; everything else reads as zeros.
-#[derive(Debug)]
-pub struct Recorder {
-    name: String,
-    size: u64,
-    side: Side,
-    optimal: Option<u64>,
-    ops: Arc<Mutex<Vec<CacheOp>>>,
-    kept: Mutex<Kept>,
-}
-
-const PAGE: u64 = 4096;
-
-/// The bytes a recorder keeps: below this offset, by 4 KiB page.
-type Kept = (u64, HashMap<u64, Box<[u8]>>);
-
-impl Recorder {
-    fn note(&self, kind: IoKind, offset: u64, len: u64) {
-        self.ops
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(CacheOp {
-                side: self.side,
-                kind,
-                offset,
-                len,
-            });
-    }
-
-    fn check(&self, op: Op, offset: u64, len: u64) -> Result<()> {
-        raidlab_core::check_range(&self.name, op, self.size, offset, len)
-    }
-
-    /// Keep from now on only the bytes below `limit` (0: none).
-    fn keep_below(&self, limit: u64) {
-        let mut k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        k.0 = limit;
-        k.1.retain(|&page, _| page * PAGE < limit);
-    }
-}
-
-impl Volume for Recorder {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-    fn size(&self) -> u64 {
-        self.size
-    }
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.check(Op::Read, offset, buf.len() as u64)?;
-        self.note(IoKind::Read, offset, buf.len() as u64);
-        buf.fill(0);
-        let k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        let end = offset + buf.len() as u64;
-        if offset >= k.0 {
-            return Ok(());
-        }
-        for page in offset / PAGE..end.div_ceil(PAGE) {
-            if let Some(bytes) = k.1.get(&page) {
-                let (from, to) = ((page * PAGE).max(offset), ((page + 1) * PAGE).min(end));
-                buf[(from - offset) as usize..(to - offset) as usize].copy_from_slice(
-                    &bytes[(from - page * PAGE) as usize..(to - page * PAGE) as usize],
-                );
-            }
-        }
-        Ok(())
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.check(Op::Write, offset, buf.len() as u64)?;
-        self.note(IoKind::Write, offset, buf.len() as u64);
-        let mut k = self.kept.lock().unwrap_or_else(|p| p.into_inner());
-        let end = (offset + buf.len() as u64).min(k.0);
-        if offset >= end {
-            return Ok(());
-        }
-        for page in offset / PAGE..end.div_ceil(PAGE) {
-            let (from, to) = ((page * PAGE).max(offset), ((page + 1) * PAGE).min(end));
-            let bytes =
-                k.1.entry(page)
-                    .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
-            bytes[(from - page * PAGE) as usize..(to - page * PAGE) as usize]
-                .copy_from_slice(&buf[(from - offset) as usize..(to - offset) as usize]);
-        }
-        Ok(())
-    }
-    fn flush(&self) -> Result<()> {
-        self.note(IoKind::Flush, 0, 0);
-        Ok(())
-    }
-    // A FUA write is what the trait's default makes of it, a write and a flush:
-    // the simulated devices have no FUA of their own.
-    fn optimal_io_size(&self) -> Option<u64> {
-        self.optimal
-    }
 }
 
 /// How to build a simulated cache.
@@ -182,47 +71,70 @@ pub struct CacheSpec {
     pub config: Config,
 }
 
-/// A request or a cleaner tick on its way through the operations it caused.
+type Cached = CachedVolume<DeviceVolume, DeviceVolume>;
+
+/// What a task gives back: its result, and the buffer it was lent (empty
+/// for the cleaner and requests without data).
+type Ended = (Result<()>, Vec<u8>);
+
+/// A host request or the cleaner, as a task.
 #[derive(Debug)]
-struct Chain {
-    /// The submitter's id; `None` for the cleaner's.
+struct Req {
+    task: Task<Ended>,
+    /// The submitter's id; `None` for the cleaner.
     host_id: Option<u64>,
-    ops: Vec<CacheOp>,
-    /// Host reads do their origin reads without the lock.
-    read: bool,
-    next: usize,
-    holds: bool,
-    /// The lock was taken once (every request takes it on entry).
-    entered: bool,
+    /// What it is, for [`Event`]s and error messages.
+    event: Event,
+    /// Whether it has begun (see [`Event`]); the cleaner's is reset at each
+    /// sleep, a tick being a new beginning.
+    began: bool,
+    /// Its operations not yet complete.
+    outstanding: usize,
+    /// Its place among the lock's waiters, kept from its first wait until
+    /// it gets past the lock.
+    ticket: Option<u64>,
 }
 
-type Cached = CachedVolume<Recorder, Recorder>;
-
-/// The real cache tier over a simulated cache device and origin.
+/// The cleaner's task and when its sleep ends.
 #[derive(Debug)]
+struct Cleaner {
+    seq: u64,
+    due: Option<Ns>,
+}
+
+/// The real cache tier over a simulated cache device and origin, run live.
 pub struct SimCache {
     name: String,
     volume: Arc<Cached>,
     clock: Arc<VirtualClock>,
-    ops: Arc<Mutex<Vec<CacheOp>>>,
+    outbox: Outbox,
     cache: Box<dyn Device>,
     origin: Box<dyn Device>,
     cache_next: Option<Ns>,
     origin_next: Option<Ns>,
-    chains: HashMap<u64, Chain>,
-    next_chain: u64,
-    /// Device request id -> chain.
-    in_flight: HashMap<u64, u64>,
-    next_op: u64,
-    holder: Option<u64>,
-    waiting: VecDeque<u64>,
+    reqs: Slab<Req>,
+    /// Device request id -> task.
+    in_flight: Slab<u64>,
     ready: VecDeque<u64>,
+    /// Tasks suspended on a key (the cache's lock): (ticket, task), in the
+    /// order they first waited. A let-go wakes the first only, as a futex
+    /// wakes one waiter of a mutex: waking all of them had each retry at
+    /// every let-go (the time went to that at queue depth 32).
+    key_waiters: FxHashMap<usize, VecDeque<(u64, u64)>>,
+    next_ticket: u64,
+    woken: Vec<usize>,
+    /// (time, task): sleeps of tasks other than the cleaner's (the cache has
+    /// none today; kept so that one would not be lost).
+    timers: BinaryHeap<Reverse<(Ns, u64)>>,
+    cleaner: Option<Cleaner>,
+    stacks: Stacks,
+    /// Buffers of finished requests, for the next ones (what they hold is
+    /// never looked at: data is not simulated).
+    bufs: Vec<Vec<u8>>,
     finished: Vec<Completion>,
-    /// The cleaner's next tick, and whether a tick's work is under way.
-    tick: Option<Ns>,
-    cleaning: bool,
-    interval: Ns,
-    buf: Vec<u8>,
+    dev_done: Vec<Completion>,
+    /// The statistics as last seen with the lock free ([`SimCache::stats`]).
+    seen: Stats,
     errors: Vec<String>,
     events: Option<Vec<(Ns, Event)>>,
     /// Every operation issued to the devices, by side, when kept.
@@ -230,12 +142,24 @@ pub struct SimCache {
     spec_info: Vec<Param>,
 }
 
+impl std::fmt::Debug for SimCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimCache")
+            .field("name", &self.name)
+            .field("cache", &self.cache)
+            .field("origin", &self.origin)
+            .field("ready", &self.ready.len())
+            .finish()
+    }
+}
+
 /// The signature a simulated origin is bound by (it has no file to sign).
 const SIM_ORIGIN: OriginId = OriginId::Signature(*b"raidlab simulated origin\0\0\0\0\0\0\0\0");
 
 impl SimCache {
-    /// Create the cache (its metadata written on the recording cache device;
-    /// that takes no virtual time) and open it, empty, at virtual time 0.
+    /// Create the cache (its metadata written on the stand-in cache device;
+    /// that takes no virtual time), open it, empty, at virtual time 0 and
+    /// start its cleaner.
     pub fn new(spec: CacheSpec) -> std::result::Result<SimCache, String> {
         let device_bytes = spec.cache.capacity();
         let cache_bytes = spec.cache_bytes.unwrap_or(device_bytes);
@@ -247,23 +171,23 @@ impl SimCache {
         let cache_name = format!("{} (simulated cache device)", spec.cache.info().name);
         let layout = Layout::plan(&cache_name, cache_bytes, spec.config.block_size)
             .map_err(|e| e.to_string())?;
-        let ops = Arc::new(Mutex::new(Vec::new()));
-        let cache = Recorder {
-            name: cache_name,
-            size: cache_bytes,
-            side: Side::Cache,
-            optimal: None,
-            ops: ops.clone(),
-            kept: Mutex::new((u64::MAX, HashMap::new())),
-        };
-        let origin = Recorder {
-            name: format!("{} (simulated origin)", spec.origin.info().name),
-            size: spec.origin.capacity(),
-            side: Side::Origin,
-            optimal: spec.origin_optimal_io,
-            ops: ops.clone(),
-            kept: Mutex::new((0, HashMap::new())),
-        };
+        let outbox: Outbox = Arc::new(Mutex::new(Vec::new()));
+        let cache = DeviceVolume::new(
+            cache_name,
+            cache_bytes,
+            Side::Cache,
+            None,
+            outbox.clone(),
+            u64::MAX,
+        );
+        let origin = DeviceVolume::new(
+            format!("{} (simulated origin)", spec.origin.info().name),
+            spec.origin.capacity(),
+            Side::Origin,
+            spec.origin_optimal_io,
+            outbox.clone(),
+            0,
+        );
         raidlab_cache::create(
             &cache,
             &origin,
@@ -275,10 +199,10 @@ impl SimCache {
         .map_err(|e| e.to_string())?;
         cache.keep_below(layout.data_offset);
         let clock = Arc::new(VirtualClock::default());
-        let volume = CachedVolume::open(cache, origin, SIM_ORIGIN, clock.clone())
-            .map_err(|e| e.to_string())?;
-        // Creating and opening is set-up, not part of any run.
-        ops.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        let volume = Arc::new(
+            CachedVolume::open(cache, origin, SIM_ORIGIN, clock.clone())
+                .map_err(|e| e.to_string())?,
+        );
         let c = spec.config;
         let spec_info = vec![
             Param::new("block_size", f64::from(c.block_size), "bytes"),
@@ -313,46 +237,73 @@ impl SimCache {
                 "read misses",
             ),
         ];
-        Ok(SimCache {
+        let mut sim = SimCache {
             name: spec.name,
-            volume: Arc::new(volume),
+            seen: volume.stats(),
+            volume,
             clock,
-            ops,
+            outbox,
             cache_next: spec.cache.next_event(),
             origin_next: spec.origin.next_event(),
             cache: spec.cache,
             origin: spec.origin,
-            chains: HashMap::new(),
-            next_chain: 0,
-            in_flight: HashMap::new(),
-            next_op: 0,
-            holder: None,
-            waiting: VecDeque::new(),
+            reqs: Slab::default(),
+            in_flight: Slab::default(),
             ready: VecDeque::new(),
+            key_waiters: FxHashMap::default(),
+            next_ticket: 0,
+            woken: Vec::new(),
+            timers: BinaryHeap::new(),
+            cleaner: None,
+            stacks: Stacks::default(),
+            bufs: Vec::new(),
             finished: Vec::new(),
-            tick: None,
-            cleaning: false,
-            interval: raidlab_cache::driver::DEFAULT_INTERVAL.as_nanos() as Ns,
-            buf: Vec::new(),
+            dev_done: Vec::new(),
             errors: Vec::new(),
             events: None,
             issued: None,
             spec_info,
+        };
+        // The cleaner, started with the cache as `raidlab serve` starts its
+        // thread: the driver's own loop, its waits sleeps of the virtual clock.
+        let (v, clock) = (sim.volume.clone(), sim.clock.clone());
+        let task = Task::new(&mut sim.stacks, move || {
+            let r = raidlab_cache::driver::run_on_clock(
+                &v,
+                raidlab_cache::driver::DEFAULT_INTERVAL,
+                &*clock,
+            );
+            (r, Vec::new())
         })
+        .map_err(|e| format!("starting the cache's cleaner task: {e}"))?;
+        let seq = sim.reqs.insert(Req {
+            task,
+            host_id: None,
+            event: Event::CleanTick,
+            began: false,
+            outstanding: 0,
+            ticket: None,
+        });
+        sim.cleaner = Some(Cleaner { seq, due: None });
+        sim.ready.push_back(seq);
+        Ok(sim)
     }
 
-    /// The real cache: its statistics, superblock and tunables.
-    pub fn volume(&self) -> &Arc<CachedVolume<Recorder, Recorder>> {
+    /// The real cache: its superblock and tunables. Its methods take the
+    /// cache's lock: call them only while no request is under way (a task
+    /// suspended holding the lock would make them wait for ever).
+    pub fn volume(&self) -> &Arc<Cached> {
         &self.volume
     }
 
-    /// The cache's statistics now.
+    /// The cache's statistics: now, or, while a task holds the cache's lock
+    /// (the cleaner mid-batch), as they were when it was last free.
     pub fn stats(&self) -> Stats {
-        self.volume.stats()
+        self.volume.try_stats().unwrap_or(self.seen)
     }
 
-    /// Keep every host request and cleaner tick with its virtual time
-    /// ([`SimCache::events`]), so a test can replay them on a real cache.
+    /// Keep every host request and cleaner tick with the virtual time it
+    /// began ([`SimCache::events`]), so a test can replay them on a real cache.
     pub fn keep_events(&mut self) {
         self.events = Some(Vec::new());
     }
@@ -377,175 +328,109 @@ impl SimCache {
         &self.errors
     }
 
-    fn take_ops(&self) -> Vec<CacheOp> {
-        std::mem::take(&mut *self.ops.lock().unwrap_or_else(|p| p.into_inner()))
+    fn run_ready(&mut self, now: Ns) {
+        while let Some(seq) = self.ready.pop_front() {
+            self.resume(now, seq);
+        }
     }
 
-    fn over_target(&self) -> bool {
-        let s = self.volume.stats();
-        let sb = self.volume.superblock();
-        s.dirty_blocks > s.cache_blocks * u64::from(sb.dirty_target_pct) / 100
-    }
-
-    /// Run a host request through the real cache now and start its operations.
-    fn start(&mut self, now: Ns, req: Request) {
+    /// Run task `seq` until it suspends or ends, and act on why.
+    fn resume(&mut self, now: Ns, seq: u64) {
         self.clock.set(now);
-        if let Some(e) = self.events.as_mut() {
-            e.push((
-                now,
-                Event::Request {
-                    kind: req.kind,
-                    offset: req.offset,
-                    len: req.len,
-                },
-            ));
-        }
-        let len = req.len as usize;
-        let r = match req.kind {
-            IoKind::Read => {
-                self.buf.resize(len, 0);
-                self.volume.read_at(&mut self.buf[..len], req.offset)
-            }
-            IoKind::Write => {
-                self.buf.resize(len, 0);
-                self.volume.write_at(&self.buf[..len], req.offset)
-            }
-            IoKind::Zero => self.volume.write_zeroes(req.offset, req.len),
-            IoKind::Flush => self.volume.flush(),
-            // The cache passes no discard on (raidlab-cache has none yet).
-            IoKind::Trim => Ok(()),
-        };
-        if let Err(e) = r {
-            self.errors.push(format!(
-                "{:?} of {} bytes at {}: {}",
-                req.kind, req.len, req.offset, e
-            ));
-        }
-        let ops = self.take_ops();
-        self.add_chain(Some(req.id), ops, req.kind == IoKind::Read);
-        if matches!(req.kind, IoKind::Write | IoKind::Zero)
-            && self.tick.is_none()
-            && !self.cleaning
-            && self.over_target()
-        {
-            self.tick = Some(now + self.interval);
-        }
-    }
-
-    fn add_chain(&mut self, host_id: Option<u64>, ops: Vec<CacheOp>, read: bool) {
-        let seq = self.next_chain;
-        self.next_chain += 1;
-        self.chains.insert(
-            seq,
-            Chain {
-                host_id,
-                ops,
-                read,
-                next: 0,
-                holds: false,
-                entered: false,
-            },
-        );
-        self.ready.push_back(seq);
-    }
-
-    fn clean_tick(&mut self, now: Ns) {
-        self.clock.set(now);
-        if let Some(e) = self.events.as_mut() {
-            e.push((now, Event::CleanTick));
-        }
-        if let Err(e) = self.volume.clean_tick() {
-            self.errors.push(format!("cleaner tick: {e}"));
-        }
-        let ops = self.take_ops();
-        if ops.is_empty() {
-            if self.over_target() {
-                self.tick = Some(now + self.interval);
-            }
+        let Some(r) = self.reqs.get_mut(seq) else {
             return;
-        }
-        self.cleaning = true;
-        self.add_chain(None, ops, false);
-    }
-
-    fn release(&mut self, seq: u64) {
-        if self.holder == Some(seq) {
-            self.holder = None;
-            if let Some(w) = self.waiting.pop_front() {
-                self.holder = Some(w);
-                if let Some(c) = self.chains.get_mut(&w) {
-                    c.holds = true;
-                    c.entered = true;
+        };
+        let runner = Runner::enter();
+        let step = r.task.resume();
+        runner.woken(&mut self.woken);
+        drop(runner);
+        for k in self.woken.drain(..) {
+            if let Some(q) = self.key_waiters.get_mut(&k) {
+                if let Some((_, w)) = q.pop_front() {
+                    self.ready.push_back(w);
                 }
-                self.ready.push_back(w);
-            }
-        }
-        if let Some(c) = self.chains.get_mut(&seq) {
-            c.holds = false;
-        }
-    }
-
-    /// Take the lock for `seq`, or queue it behind the holder: whether it holds it.
-    fn take_lock(&mut self, seq: u64) -> bool {
-        match self.holder {
-            Some(h) if h == seq => true,
-            Some(_) => {
-                self.waiting.push_back(seq);
-                false
-            }
-            None => {
-                self.holder = Some(seq);
-                if let Some(c) = self.chains.get_mut(&seq) {
-                    c.holds = true;
-                    c.entered = true;
+                if q.is_empty() {
+                    self.key_waiters.remove(&k);
                 }
-                true
             }
         }
-    }
-
-    /// Move a chain on as far as it goes now: take or give back the lock,
-    /// issue its next operation, or finish it.
-    fn proceed(&mut self, now: Ns, seq: u64) {
-        let Some(c) = self.chains.get(&seq) else {
-            return;
-        };
-        // Every request and tick takes the lock on entry, as `read_at`,
-        // `write_at`, `flush` and `clean_tick` do, even when what it then does
-        // first is an origin read without it.
-        if !c.entered && !self.take_lock(seq) {
-            return;
-        }
-        let Some(c) = self.chains.get(&seq) else {
-            return;
-        };
-        let Some(op) = c.ops.get(c.next).copied() else {
-            self.release(seq);
-            if let Some(c) = self.chains.remove(&seq) {
-                match c.host_id {
-                    Some(id) => self.finished.push(Completion { id, at: now }),
-                    None => {
-                        self.cleaning = false;
-                        if self.over_target() {
-                            self.tick = Some(now + self.interval);
-                        }
+        if !matches!(step, Step::Waits(Wait::Key(_))) {
+            if let Some(r) = self.reqs.get_mut(seq) {
+                r.ticket = None;
+                if !r.began {
+                    r.began = true;
+                    if let Some(e) = self.events.as_mut() {
+                        e.push((now, r.event));
                     }
                 }
             }
-            return;
-        };
-        let unlocked = c.read && op.side == Side::Origin && op.kind == IoKind::Read;
-        if unlocked {
-            self.release(seq);
-        } else if !c.holds && !self.take_lock(seq) {
-            return;
         }
-        if let Some(c) = self.chains.get_mut(&seq) {
-            c.next += 1;
+        let is_cleaner = self.cleaner.as_ref().is_some_and(|c| c.seq == seq);
+        match step {
+            Step::Done((result, buf)) => {
+                let r = self.reqs.remove(seq).expect("present");
+                r.task.finish(&mut self.stacks);
+                if buf.capacity() > 0 {
+                    self.bufs.push(buf);
+                }
+                if let Err(e) = result {
+                    self.errors.push(match r.event {
+                        Event::Request { kind, offset, len } => {
+                            format!("{kind:?} of {len} bytes at {offset}: {e}")
+                        }
+                        Event::CleanTick => format!("the cleaner stopped: {e}"),
+                    });
+                }
+                if is_cleaner {
+                    self.cleaner = None;
+                }
+                if let Some(id) = r.host_id {
+                    self.finished.push(Completion { id, at: now });
+                }
+                self.note_stats();
+            }
+            Step::Waits(Wait::Key(k)) => {
+                let Some(r) = self.reqs.get_mut(seq) else {
+                    return;
+                };
+                let ticket = *r.ticket.get_or_insert_with(|| {
+                    self.next_ticket += 1;
+                    self.next_ticket
+                });
+                // A waiter woken and beaten to the lock keeps its place.
+                let q = self.key_waiters.entry(k).or_default();
+                let at = q.partition_point(|&(t, _)| t < ticket);
+                q.insert(at, (ticket, seq));
+            }
+            Step::Waits(Wait::Until(t)) => {
+                let t = (t.as_nanos() as Ns).max(now);
+                match self.cleaner.as_mut().filter(|_| is_cleaner) {
+                    Some(c) => {
+                        c.due = Some(t);
+                        if let Some(r) = self.reqs.get_mut(seq) {
+                            r.began = false;
+                        }
+                        self.note_stats();
+                    }
+                    None => self.timers.push(Reverse((t, seq))),
+                }
+            }
+            Step::Waits(Wait::Runner(_)) => {
+                let ops =
+                    std::mem::take(&mut *self.outbox.lock().unwrap_or_else(|p| p.into_inner()));
+                for op in &ops {
+                    self.submit_op(now, seq, *op);
+                }
+                match self.reqs.get_mut(seq) {
+                    Some(r) if !ops.is_empty() => r.outstanding += ops.len(),
+                    _ => self.ready.push_back(seq),
+                }
+            }
         }
-        let id = self.next_op;
-        self.next_op += 1;
-        self.in_flight.insert(id, seq);
+    }
+
+    fn submit_op(&mut self, now: Ns, seq: u64, op: CacheOp) {
+        let id = self.in_flight.insert(seq);
         if let Some(i) = self.issued.as_mut() {
             i.push(op);
         }
@@ -568,10 +453,61 @@ impl SimCache {
         }
     }
 
-    fn run_ready(&mut self, now: Ns) {
-        while let Some(seq) = self.ready.pop_front() {
-            self.proceed(now, seq);
+    /// Keep the statistics while the lock is free, for [`SimCache::stats`].
+    fn note_stats(&mut self) {
+        if let Some(s) = self.volume.try_stats() {
+            self.seen = s;
         }
+    }
+
+    /// Everything due at or before `now`, in rounds: device completions, the
+    /// cleaner's wake-up, then the tasks they made ready.
+    fn advance_to(&mut self, now: Ns) {
+        self.clock.set(now);
+        let mut dev_done = std::mem::take(&mut self.dev_done);
+        loop {
+            let mut any = false;
+            if self.cache_next.is_some_and(|t| t <= now) {
+                self.cache.advance(now, &mut dev_done);
+                self.cache_next = self.cache.next_event();
+                any = true;
+            }
+            if self.origin_next.is_some_and(|t| t <= now) {
+                self.origin.advance(now, &mut dev_done);
+                self.origin_next = self.origin.next_event();
+                any = true;
+            }
+            for c in dev_done.drain(..) {
+                if let Some(seq) = self.in_flight.remove(c.id) {
+                    if let Some(r) = self.reqs.get_mut(seq) {
+                        r.outstanding -= 1;
+                        if r.outstanding == 0 {
+                            self.ready.push_back(seq);
+                        }
+                    }
+                }
+            }
+            while let Some(&Reverse((t, seq))) = self.timers.peek() {
+                if t > now {
+                    break;
+                }
+                self.timers.pop();
+                self.ready.push_back(seq);
+                any = true;
+            }
+            if let Some(c) = self.cleaner.as_mut() {
+                if c.due.is_some_and(|t| t <= now) {
+                    c.due = None;
+                    self.ready.push_back(c.seq);
+                    any = true;
+                }
+            }
+            if !any && self.ready.is_empty() {
+                break;
+            }
+            self.run_ready(now);
+        }
+        self.dev_done = dev_done;
     }
 
     /// Idle virtual time for the cleaner: run until `until`, or until nothing is
@@ -591,52 +527,78 @@ impl Device for SimCache {
     }
 
     fn submit(&mut self, now: Ns, req: Request) {
-        self.start(now, req);
-        self.run_ready(now);
+        let Request {
+            id,
+            kind,
+            offset,
+            len,
+            ..
+        } = req;
+        self.clock.set(now);
+        if kind == IoKind::Trim {
+            // raidlab-cache passes no discard on: nothing to run.
+            self.finished.push(Completion { id, at: now });
+            return;
+        }
+        let mut buf = Vec::new();
+        if matches!(kind, IoKind::Read | IoKind::Write) {
+            buf = self.bufs.pop().unwrap_or_default();
+            buf.resize(len as usize, 0);
+        }
+        let v = self.volume.clone();
+        let task = Task::new(&mut self.stacks, move || {
+            let r = match kind {
+                IoKind::Read => v.read_at(&mut buf, offset),
+                IoKind::Write => v.write_at(&buf, offset),
+                IoKind::Zero => v.write_zeroes(offset, len),
+                IoKind::Flush | IoKind::Trim => v.flush(),
+            };
+            (r, buf)
+        });
+        match task {
+            Ok(task) => {
+                let seq = self.reqs.insert(Req {
+                    task,
+                    host_id: Some(id),
+                    event: Event::Request { kind, offset, len },
+                    began: false,
+                    outstanding: 0,
+                    ticket: None,
+                });
+                self.ready.push_back(seq);
+            }
+            Err(e) => {
+                self.errors
+                    .push(format!("{kind:?} of {len} bytes at {offset}: no task: {e}"));
+                self.finished.push(Completion { id, at: now });
+            }
+        }
+        self.advance_to(now);
     }
 
     fn next_event(&self) -> Option<Ns> {
-        [
+        let now = raidlab_devices::Clock::now(&*self.clock).as_nanos() as Ns;
+        let mut next = [
             self.cache_next,
             self.origin_next,
-            self.tick,
             self.finished.iter().map(|c| c.at).min(),
+            self.timers.peek().map(|&Reverse((t, _))| t),
+            (!self.ready.is_empty()).then_some(now),
         ]
         .into_iter()
         .flatten()
-        .min()
+        .min();
+        if let Some(t) = self.cleaner.as_ref().and_then(|c| c.due) {
+            let t = t.max(now);
+            if next.map_or(true, |n| t < n) && self.volume.cleaner_has_work() {
+                next = Some(t);
+            }
+        }
+        next
     }
 
     fn advance(&mut self, now: Ns, done: &mut Vec<Completion>) {
-        self.clock.set(now);
-        let mut dev_done = Vec::new();
-        loop {
-            let mut any = false;
-            if self.cache_next.is_some_and(|t| t <= now) {
-                self.cache.advance(now, &mut dev_done);
-                self.cache_next = self.cache.next_event();
-                any = true;
-            }
-            if self.origin_next.is_some_and(|t| t <= now) {
-                self.origin.advance(now, &mut dev_done);
-                self.origin_next = self.origin.next_event();
-                any = true;
-            }
-            for c in dev_done.drain(..) {
-                if let Some(seq) = self.in_flight.remove(&c.id) {
-                    self.ready.push_back(seq);
-                }
-            }
-            if self.tick.is_some_and(|t| t <= now) {
-                self.tick = None;
-                self.clean_tick(now);
-                any = true;
-            }
-            if !any && self.ready.is_empty() {
-                break;
-            }
-            self.run_ready(now);
-        }
+        self.advance_to(now);
         done.append(&mut self.finished);
     }
 

@@ -174,13 +174,14 @@ impl raidlab_devices::Clock for VirtualClock {
         std::time::Duration::from_nanos(self.0.load(std::sync::atomic::Ordering::Relaxed))
     }
     fn sleep(&self, d: std::time::Duration) {
-        // A task (the engine run live, `array::TaskArray`) sleeps in virtual
-        // time: the simulator resumes it when its clock gets there.
+        // A task (the engine run live, `array::TaskArray`; the cache tier's
+        // cleaner, `cache::SimCache`) sleeps in virtual time: the simulator
+        // resumes it when its clock gets there.
         if crate::array::sleep_in_task(self, d) {
             return;
         }
-        // Otherwise nothing the simulator runs sleeps: a stripe cache or a cache cleaner
-        // is driven without its thread. Should a thread sleep on it, a short
+        // Otherwise nothing the simulator runs sleeps: the engine's threads
+        // run as tasks. Should a thread sleep on it, a short
         // real pause keeps it from spinning; moving the clock here would let
         // a thread's timing into a run.
         std::thread::sleep(d.min(std::time::Duration::from_millis(10)));

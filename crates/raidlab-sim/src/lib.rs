@@ -12,6 +12,7 @@ pub mod array;
 pub mod bitmap;
 pub mod cache;
 mod cache_config;
+pub mod cache_io;
 pub mod config;
 pub mod contents;
 pub mod controller;

@@ -1,8 +1,12 @@
-//! The simulated cache tier runs the real cache's decisions: for seeded
+//! The simulated cache tier runs the real cache live: for seeded serial
 //! workloads in each mode, the operations a `SimCache` submits to its simulated
 //! cache device and origin are exactly those the real `CachedVolume` issues to
-//! memory volumes for the same requests and cleaner ticks at the same virtual
-//! times, and with a RAID 5 origin so are the member operations under it.
+//! memory volumes for the same requests and cleaner ticks begun at the same
+//! virtual times, and with a RAID 5 origin so are the member operations under
+//! it. Serial, because only then does a replay one request after another
+//! decide in the order the live run did: with requests overlapping, a read's
+//! origin reads run without the cache's lock while others decide, which is
+//! what the live run is for (the last tests here).
 
 use raidlab_cache::{CachedVolume, Config, Mode, OriginId};
 use raidlab_core::IoKind;
@@ -131,7 +135,7 @@ struct SimRun {
     stats: raidlab_cache::Stats,
 }
 
-fn simulate(mode: Mode, raid: bool) -> SimRun {
+fn simulate(mode: Mode, raid: bool, serial: bool) -> SimRun {
     let cache_seen = Arc::new(Mutex::new(Vec::new()));
     let origin_seen = Arc::new(Mutex::new(Vec::new()));
     let (origin, optimal): (Box<dyn Device>, Option<u64>) = if raid {
@@ -176,7 +180,8 @@ fn simulate(mode: Mode, raid: bool) -> SimRun {
     let mut t = 0;
     // (pattern, block, read %, threads, queue depth, region, seed): random
     // mixes over a region that fits the cache and one that does not, a stream
-    // past the cutoff, reads of what was written.
+    // past the cutoff, reads of what was written; serial runs take one
+    // thread at queue depth 1.
     let jobs = [
         (Pattern::Random, 4096, 50, 1, 1, 4 << 20, 11),
         (Pattern::Random, 4096, 30, 2, 4, cap, 12),
@@ -190,8 +195,8 @@ fn simulate(mode: Mode, raid: bool) -> SimRun {
             pattern,
             block,
             read_percent,
-            threads,
-            queue_depth: qd,
+            threads: if serial { 1 } else { threads },
+            queue_depth: if serial { 1 } else { qd },
             region: (0, region),
             duration: SEC,
             max_ops: 400,
@@ -333,7 +338,7 @@ fn replay(mode: Mode, raid: bool, sim: &SimRun) {
 }
 
 fn check(mode: Mode, raid: bool) -> SimRun {
-    let sim = simulate(mode, raid);
+    let sim = simulate(mode, raid, true);
     replay(mode, raid, &sim);
     sim
 }
@@ -370,4 +375,108 @@ fn write_through_and_write_around_issue_what_the_real_cache_issues() {
 #[test]
 fn write_back_on_one_device_issues_what_the_real_cache_issues() {
     check(Mode::WriteBack, false);
+}
+
+/// Overlapping requests and the cleaner, live, give the same operations, the
+/// same beginnings at the same virtual times and the same counters every run.
+#[test]
+fn overlapping_requests_repeat_exactly() {
+    for (mode, raid) in [(Mode::WriteBack, true), (Mode::WriteThrough, false)] {
+        let (a, b) = (simulate(mode, raid, false), simulate(mode, raid, false));
+        assert!(!a.cache_ops.is_empty() && !a.origin_ops.is_empty());
+        assert_eq!(a.cache_ops, b.cache_ops, "{mode:?}");
+        assert_eq!(a.origin_ops, b.origin_ops, "{mode:?}");
+        assert_eq!(a.member_ops, b.member_ops, "{mode:?}");
+        assert_eq!(a.events, b.events, "{mode:?}");
+        assert_eq!(a.stats, b.stats, "{mode:?}");
+    }
+}
+
+fn req(id: u64, kind: IoKind, offset: u64, len: u64) -> Request {
+    Request {
+        id,
+        kind,
+        offset,
+        len,
+        process: 0,
+    }
+}
+
+/// Run `sim` until nothing is left to do; the completions by id.
+fn drain(sim: &mut SimCache) -> Vec<Completion> {
+    let mut done = Vec::new();
+    while let Some(at) = sim.next_event() {
+        sim.advance(at, &mut done);
+    }
+    done.sort_by_key(|c| c.id);
+    done
+}
+
+/// A write that arrives while a read miss of its block is at the origin
+/// keeps that read from promoting what it read (older than the write), as
+/// the real cache decides when the read comes back with the lock: a cache
+/// that decided each request whole at its arrival promoted the block first.
+#[test]
+fn a_write_during_a_read_miss_at_the_origin_stops_its_promotion() {
+    let mut sim = SimCache::new(CacheSpec {
+        name: "sim cache".into(),
+        cache: presets::device("intel-520").unwrap(),
+        cache_bytes: Some(CACHE),
+        // 5 ms an operation, one at a time: the read is at the origin long
+        // after the write arrives.
+        origin: Box::new(Ideal::new(2 * MEMBER, 5000.0, 150.0)),
+        origin_optimal_io: None,
+        config: config(Mode::WriteThrough),
+    })
+    .unwrap();
+    sim.keep_events();
+    sim.submit(0, req(1, IoKind::Read, 0, 4096));
+    sim.submit(100_000, req(2, IoKind::Write, 0, 4096));
+    let done = drain(&mut sim);
+    assert_eq!(done.len(), 2);
+    // The write went to the origin after the read (one operation at a time)
+    // and held the cache's lock across it, as write-through does: the read,
+    // back from the origin at 5 ms, waited for the lock until the write was
+    // done, then took it to decide (and promoted nothing).
+    assert!(done[1].at >= 10_000_000, "{done:?}");
+    assert_eq!(done[0].at, done[1].at, "{done:?}");
+    let s = sim.stats();
+    assert_eq!((s.read_misses, s.write_misses), (1, 1), "{s:?}");
+    assert_eq!(s.promotions, 0, "{s:?}");
+    assert_eq!(s.not_promoted, 1, "{s:?}");
+    // Both began at their arrival: the read had let the lock go at the origin.
+    let begun: Vec<Ns> = sim
+        .events()
+        .iter()
+        .filter(|(_, e)| *e != Event::CleanTick)
+        .map(|&(t, _)| t)
+        .collect();
+    assert_eq!(begun, vec![0, 100_000]);
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    // The next read of the block misses again and now promotes it.
+    sim.submit(done[1].at, req(3, IoKind::Read, 0, 4096));
+    drain(&mut sim);
+    let s = sim.stats();
+    assert_eq!((s.read_misses, s.promotions), (2, 1), "{s:?}");
+}
+
+/// The cleaner is the driver's loop on the virtual clock: it begins a tick
+/// at start, and each next one at least the driver's interval after the
+/// previous one began; and it ticks while the dirty share is over the target.
+#[test]
+fn the_cleaner_ticks_at_the_drivers_interval() {
+    let sim = simulate(Mode::WriteBack, false, false);
+    let ticks: Vec<Ns> = sim
+        .events
+        .iter()
+        .filter(|(_, e)| *e == Event::CleanTick)
+        .map(|&(t, _)| t)
+        .collect();
+    assert_eq!(ticks.first(), Some(&0));
+    assert!(ticks.len() > 10, "{}", ticks.len());
+    let interval = raidlab_cache::driver::DEFAULT_INTERVAL.as_nanos() as Ns;
+    for w in ticks.windows(2) {
+        assert!(w[1] >= w[0] + interval, "{w:?}");
+    }
+    assert!(sim.stats.cleaned_blocks > 0, "{:?}", sim.stats);
 }

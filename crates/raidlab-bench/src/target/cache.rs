@@ -5,21 +5,18 @@
 
 use super::memory::{describe_limits, throttle_limits, throttled};
 use super::{usable, Lanes, OpenOptions, Target, TargetKind};
-use raidlab_cache::{BackgroundCleaner, CachedVolume};
+use raidlab_cache::{CacheStack, StackOptions};
 use raidlab_core::{Error, Result, Volume};
 use raidlab_devices::{FileVolume, Limits, OpenMode, SystemClock};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-type Cached = CachedVolume<Arc<dyn Volume>, Arc<dyn Volume>>;
-
-/// A cache target: the cached volume and the origin target under it, stopped
+/// A cache target: the cache (with background cleaning while the tests
+/// write, as a served cache runs it) and the origin target under it, stopped
 /// in that order.
 pub(super) struct CacheHold {
-    pub(super) cached: Arc<Cached>,
+    pub(super) stack: CacheStack<Arc<dyn Volume>, Arc<dyn Volume>>,
     pub(super) origin: Box<Target>,
-    /// Background cleaning while the tests write, as a served cache would run.
-    pub(super) cleaner: Option<BackgroundCleaner>,
 }
 
 pub(super) fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Target> {
@@ -65,16 +62,18 @@ pub(super) fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Ta
         FileVolume::open(Path::new(dev), OpenMode::ReadWrite)?,
         limits,
     )?;
-    let cached = CachedVolume::open(
+    let stack = CacheStack::open(
         cache,
         origin.volume.clone(),
         id,
         Arc::new(SystemClock::default()),
+        StackOptions {
+            read_only: false,
+            background_clean: opts.writes,
+        },
     )
     .map_err(|e| e.on_device(spec))?;
-    // Real devices: a write-back's next read overlaps this write.
-    cached.set_overlapped_writeback(true);
-    let cached = Arc::new(cached);
+    let cached = stack.cached().clone();
     let size = usable(spec, cached.size(), opts.size)?;
     let sb = cached.superblock();
     let mut notes = origin.notes.clone();
@@ -92,9 +91,6 @@ pub(super) fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Ta
             describe_limits(limits)
         ));
     }
-    let cleaner = opts
-        .writes
-        .then(|| BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL));
     Ok(Target {
         label: spec.to_string(),
         kind: TargetKind::Cache,
@@ -108,9 +104,8 @@ pub(super) fn open_cache(spec: &str, rest: &str, opts: OpenOptions) -> Result<Ta
         array: Mutex::new(None),
         identity: None,
         cache: Mutex::new(Some(CacheHold {
-            cached,
+            stack,
             origin: Box::new(origin),
-            cleaner,
         })),
         sim: None,
         lanes: Lanes::default(),
@@ -121,6 +116,6 @@ impl Target {
     /// A cache target's statistics (None for other targets, or once finished).
     pub fn cache_stats(&self) -> Option<raidlab_cache::Stats> {
         let hold = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-        hold.as_ref().map(|h| h.cached.stats())
+        hold.as_ref().map(|h| h.stack.cached().stats())
     }
 }

@@ -43,7 +43,7 @@ use cache::{open_cache, CacheHold};
 use memory::{open_memory, open_sim};
 use nbd::{open_nbd, Lanes};
 use path::open_path;
-use raidlab_cache::{BackgroundCleaner, OriginId};
+use raidlab_cache::OriginId;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -168,15 +168,16 @@ impl Target {
     pub fn finish(&self) -> Result<()> {
         let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(h) = cache {
-            if let Some(report) = h.cleaner.map(BackgroundCleaner::stop) {
-                if let Some(e) = report.error {
-                    return Err(e);
-                }
-            }
             // A clean stop: the next open needs no recovery and keeps the
-            // cache warm; then the origin's own clean stop.
-            h.cached.shutdown()?;
-            return h.origin.finish();
+            // cache warm; then the origin's own clean stop, whatever the
+            // cache's said (an origin array left dirty is resynced whole).
+            let stopped = h.stack.stop();
+            let origin = h.origin.finish();
+            if let Some(e) = stopped.cleaner_error {
+                return Err(e);
+            }
+            stopped.shutdown?;
+            return origin;
         }
         self.volume.flush()?;
         let mut hold = self.array.lock().unwrap_or_else(|p| p.into_inner());

@@ -381,14 +381,16 @@ impl Assembly {
             self.members[i].sb = sb;
         }
         self.bitmap = bitmap;
-        // md's RAID 10 resumes its resync at array sectors (`raid10_resize`
-        // sets it to the old array size), raidlab's at member sectors for
-        // every level. The old component size is right for raidlab and, read
-        // by md as an array sector, lies before the old array end: md then
-        // resyncs a little of the old space again, and misses nothing.
+        // md's resync checkpoint is in the unit its resync walks: member
+        // sectors for parity levels, array sectors for mirrors
+        // (`raid10_resize` sets it to the old array size; RAID 1's are equal).
         let resync_at = if grown && !assume_clean {
             change.resync_from = Some(old * SECTOR);
-            old
+            if old_geometry.is_parity() {
+                old
+            } else {
+                old_geometry.array_bytes() / SECTOR
+            }
         } else {
             raidlab_md::superblock::MAX_SECTOR
         };

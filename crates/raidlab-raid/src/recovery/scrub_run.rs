@@ -87,7 +87,8 @@ pub(super) trait ScrubHost {
         pos: u64,
         n: u64,
     ) -> Result<Vec<u8>>;
-    /// Record a resync's checkpoint (member sectors done).
+    /// Record a resync's checkpoint in md's `resync_offset` unit: member
+    /// sectors done for parity levels, array sectors for mirrors.
     fn checkpoint(&mut self, at_sector: u64) -> Result<()>;
 }
 
@@ -272,7 +273,11 @@ fn parity(
 /// Mirrors (RAID 1/10) are scrubbed by logical address: every copy of each
 /// page is compared with the first copy (md reads the first in-sync device and
 /// compares the others with it); `repair` copies the first over the others.
-/// Progress and checkpoints are in logical bytes scaled to member bytes.
+/// Progress is in logical bytes scaled to member bytes; resync checkpoints
+/// (`start` and `resync_offset`) are logical, as md's: its RAID 1 and RAID 10
+/// resync walk the array (`raid10_sync_request` takes virtual addresses), so
+/// a RAID 10's `resync_offset` is an array sector, and a RAID 1's equals the
+/// member sector.
 ///
 /// Degraded: only the copies left (`areas[role]` is Some) are read and
 /// compared; a run with a single copy left has nothing to compare and is
@@ -297,16 +302,13 @@ fn mirrors(
     let geo = scope.geometry;
     let total = geo.array_bytes();
     let member_total = geo.member_bytes;
-    // Resync offsets are member sectors; logical = member * data_disks for
+    // What the progress shows per member: logical = member * data_disks for
     // mirrors' purposes (RAID 1: equal; RAID 10: members * chunks per copy).
     let scale = |logical: u64| -> u64 {
         ((logical as u128 * member_total as u128) / total.max(1) as u128) as u64
     };
-    let unscale = |member: u64| -> u64 {
-        ((member as u128 * total as u128) / member_total.max(1) as u128) as u64
-    };
     let step = host.scrub_step(resync, opts.step_bytes);
-    let first = align_down(&geo, unscale(start));
+    let first = align_down(&geo, start.min(total));
     let mut run = schedule(&opts, &[(first, total)], step);
     let mut report = ScrubReport::new(repair, missing);
     progress(Progress {
@@ -417,9 +419,11 @@ fn mirrors(
 
 /// A scrub as the long-run driver steps it: `step` does the step (given
 /// the host) and says the member bytes it worked; a resync's checkpoint
-/// flushes the members and records the position (member sectors, `scale`d
-/// from the run's positions: array bytes for mirrors), a check's or
-/// repair's records nothing; progress is the position, `scale`d.
+/// flushes the members and records the run's position in md's
+/// `resync_offset` unit (the position itself: member bytes for parity
+/// levels, array bytes for mirrors, see [`mirrors`]), a check's or repair's
+/// records nothing; progress, and where a stop says each member stands, is
+/// the position `scale`d to member bytes.
 struct Scrubbing<'a, S> {
     host: &'a mut dyn ScrubHost,
     step: S,
@@ -438,10 +442,10 @@ impl<S: FnMut(&mut dyn ScrubHost, Range<u64>) -> Result<u64>> Scrubbing<'_, S> {
         match run.drive(&*clock_of(opts), &|| stopped(opts), &mut self)? {
             Driven::Stopped(pos) => {
                 crate::metadata_plan::flush_all(self.exec, self.areas)?;
-                let member_pos = (self.scale)(pos);
                 if self.resync {
-                    self.host.checkpoint(member_pos / SECTOR)?;
+                    self.host.checkpoint(pos / SECTOR)?;
                 }
+                let member_pos = (self.scale)(pos);
                 Err(interrupted(
                     if self.resync { "resync" } else { "scrub" },
                     member_pos,
@@ -464,7 +468,7 @@ impl<S: FnMut(&mut dyn ScrubHost, Range<u64>) -> Result<u64>> Steps for Scrubbin
             return Ok(());
         }
         crate::metadata_plan::flush_all(self.exec, self.areas)?;
-        self.host.checkpoint((self.scale)(pos) / SECTOR)
+        self.host.checkpoint(pos / SECTOR)
     }
 
     fn progress(&mut self, end: u64) {

@@ -19,11 +19,11 @@
 //! and sockets together and reports.
 
 use crate::cli::ServeArgs;
-use crate::cmd::cache_live::{Cached, ManagedCache, ServedOrigin};
+use crate::cmd::cache_live::{ManagedCache, ServedOrigin};
 use crate::cmd::live::Managed;
 use crate::open::{open_members, open_members_io};
 use anyhow::{bail, Context, Result};
-use raidlab_cache::{BackgroundCleaner, CachedVolume};
+use raidlab_cache::{CacheStack, StackOptions};
 use raidlab_core::size::format_size_approx;
 use raidlab_core::Volume;
 use raidlab_devices::{FileVolume, IoMode, OpenMode};
@@ -150,8 +150,8 @@ enum Served {
     Cache {
         name: String,
         device: PathBuf,
-        cached: Arc<Cached>,
-        cleaner: Option<BackgroundCleaner>,
+        /// The cache and its background cleaner (a writable cache's).
+        stack: CacheStack<FileVolume, Arc<dyn Volume>>,
         origin: Box<Served>,
         origin_file: Option<PathBuf>,
         origin_label: String,
@@ -400,12 +400,12 @@ fn metrics_sources(served: &[Served], server: &Server) -> crate::metrics::Source
                 Served::Cache {
                     name,
                     device,
-                    cached,
+                    stack,
                     ..
                 } => Some(crate::metrics::CacheSource {
                     export: name.clone(),
                     device: crate::control::absolute(device).display().to_string(),
-                    cached: cached.clone(),
+                    cached: stack.cached().clone(),
                 }),
                 _ => None,
             })
@@ -452,7 +452,7 @@ fn start_control(
             Served::Cache {
                 name,
                 device,
-                cached,
+                stack,
                 origin,
                 origin_file,
                 origin_label,
@@ -460,7 +460,7 @@ fn start_control(
             } => Some(ManagedCache {
                 export: name.clone(),
                 device: crate::control::absolute(device).display().to_string(),
-                cached: cached.clone(),
+                cached: stack.cached().clone(),
                 origin: match (&**origin, origin_file) {
                     (Served::Array { live, .. }, _) => ServedOrigin::Array(live.clone()),
                     (_, Some(f)) => {
@@ -551,18 +551,15 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
     } else {
         OpenMode::ReadWrite
     };
+    let opts = StackOptions {
+        read_only: e.read_only,
+        background_clean: true,
+    };
     let opened = FileVolume::open(device, mode)
         .map_err(anyhow::Error::from)
         .and_then(|c| {
             let clock = Arc::new(raidlab_devices::SystemClock::default());
-            let v = if e.read_only {
-                CachedVolume::open_read_only(c, x.volume.clone(), id, clock)?
-            } else {
-                CachedVolume::open(c, x.volume.clone(), id, clock)?
-            };
-            // Real devices: a write-back's next read overlaps this write.
-            v.set_overlapped_writeback(true);
-            Ok(v)
+            Ok(CacheStack::open(c, x.volume.clone(), id, clock, opts)?)
         })
         .with_context(|| {
             format!(
@@ -571,8 +568,8 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
                 device.display()
             )
         });
-    let cached = match opened {
-        Ok(c) => Arc::new(c),
+    let stack = match opened {
+        Ok(c) => c,
         Err(err) => {
             // Nothing was written through the origin: stop it as it started.
             if let Err(e2) = stop(origin) {
@@ -581,9 +578,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             return Err(err);
         }
     };
-    let sb = cached.superblock();
-    let cleaner = (!e.read_only)
-        .then(|| BackgroundCleaner::start(cached.clone(), raidlab_cache::driver::DEFAULT_INTERVAL));
+    let sb = stack.cached().superblock();
     let export = Export {
         name: x.name.clone(),
         description: format!(
@@ -594,7 +589,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
             format_size_approx(u64::from(sb.block_size)),
             x.description
         ),
-        volume: cached.clone(),
+        volume: stack.cached().clone(),
         read_only: e.read_only,
         preferred_block: x.preferred_block,
         // The cache's flush writes its table, flushes its device and the
@@ -605,8 +600,7 @@ fn open_export(e: &ExportConfig) -> Result<(Served, Export)> {
         Served::Cache {
             name: x.name,
             device: device.clone(),
-            cached,
-            cleaner,
+            stack,
             origin: Box::new(origin),
             origin_file: e.file.clone(),
             origin_label,
@@ -887,29 +881,26 @@ fn stop(s: Served) -> Result<()> {
         Served::Cache {
             name,
             device,
-            cached,
-            cleaner,
+            stack,
             origin,
             ..
         } => {
-            if let Some(c) = cleaner {
-                if let Some(err) = c.stop().error {
-                    eprintln!(
-                        "raidlab: export {name:?}: background cleaning of the cache on {} had stopped: {err}",
-                        device.display()
-                    );
-                }
-            }
             // The cache first (its dirty blocks stay in it, recorded), then the
             // origin under it; the origin is stopped even if the cache fails.
-            let cache = cached.shutdown().with_context(|| {
+            let stopped = stack.stop();
+            if let Some(err) = stopped.cleaner_error {
+                eprintln!(
+                    "raidlab: export {name:?}: background cleaning of the cache on {} had stopped: {err}",
+                    device.display()
+                );
+            }
+            let cache = stopped.shutdown.with_context(|| {
                 format!(
                     "export {name:?}: the cache on {} could not be stopped cleanly; its next \
                      open recovers (dirty blocks are kept)",
                     device.display()
                 )
             });
-            drop(cached);
             let under = stop(*origin);
             cache.and(under)
         }

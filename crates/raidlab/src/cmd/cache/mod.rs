@@ -128,7 +128,9 @@ fn flush(a: CacheOriginArgs) -> Result<ExitCode> {
     if let Some(server) = control::find_cache(&a.at.cache)? {
         return cache_live::flush(&server, &a);
     }
-    let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
+    let (stack, origin) = open_cached_or_fail(&a.at, a.force)?;
+    // No background cleaner in a verb: its clean stop is the cache's own.
+    let v = stack.cached();
     let label = origin.label.clone();
     let bs = u64::from(v.superblock().block_size);
     let done = v.flush_dirty(|done, total| {
@@ -137,7 +139,7 @@ fn flush(a: CacheOriginArgs) -> Result<ExitCode> {
         }
     })?;
     v.shutdown()?;
-    drop(v);
+    drop(stack);
     close_origin(origin)?;
     if a.at.json {
         outln!(
@@ -178,7 +180,7 @@ fn detach(a: CacheOriginArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let (v, origin) = match open_cached(&a.at, a.force)? {
+    let (stack, origin) = match open_cached(&a.at, a.force)? {
         Ok(x) => x,
         Err((e, origin)) => {
             let r = detach_unopened(&a, e);
@@ -187,9 +189,10 @@ fn detach(a: CacheOriginArgs) -> Result<ExitCode> {
         }
     };
     let label = origin.label.clone();
+    let v = stack.cached();
     let done = v.flush_dirty(|_, _| {})?;
     v.detach()?;
-    drop(v);
+    drop(stack);
     close_origin(origin)?;
     if a.at.json {
         outln!(
@@ -276,7 +279,9 @@ fn set(a: CacheSetArgs) -> Result<ExitCode> {
     if let Some(server) = control::find_cache(&a.at.cache)? {
         return cache_live::set(&server, &a);
     }
-    let (v, origin) = open_cached_or_fail(&a.at, a.force)?;
+    let (stack, origin) = open_cached_or_fail(&a.at, a.force)?;
+    // No background cleaner in a verb: its clean stop is the cache's own.
+    let v = stack.cached();
     let sb = v.superblock();
     v.set_tunables(
         a.sequential_cutoff.unwrap_or(sb.sequential_cutoff),
@@ -290,7 +295,7 @@ fn set(a: CacheSetArgs) -> Result<ExitCode> {
     v.shutdown()?;
     let sb = v.superblock();
     let stats = v.stats();
-    drop(v);
+    drop(stack);
     close_origin(origin)?;
     if a.at.json {
         let j = detail_json(&sb, stats.occupied_blocks, stats.dirty_blocks);

@@ -12,7 +12,7 @@
 use crate::cli::CacheOrigin;
 use crate::open::open_members;
 use anyhow::{bail, Context, Result};
-use raidlab_cache::{examine, CachedVolume, OriginId, Superblock};
+use raidlab_cache::{examine, CacheStack, OriginId, StackOptions, Superblock};
 use raidlab_core::Volume;
 use raidlab_devices::{FileVolume, OpenMode, SystemClock};
 use raidlab_raid::assemble::format_uuid;
@@ -95,7 +95,9 @@ pub(super) fn open_cache_device(path: &Path, write: bool) -> Result<FileVolume> 
         .with_context(|| format!("cannot use cache device {}", path.display()))
 }
 
-pub(super) type Cached = CachedVolume<FileVolume, Arc<dyn Volume>>;
+/// An offline verb's cache: opened as every owner opens one, never cleaned
+/// in the background (a verb does its one job and stops it).
+pub(super) type Cached = CacheStack<FileVolume, Arc<dyn Volume>>;
 
 /// Refuse a cache bound to another origin, or to this one at another size,
 /// before anything is opened for writing.
@@ -137,12 +139,9 @@ pub(super) fn open_cached(
         check_binding(&sb, &at.cache, &origin)?;
     }
     let clock = Arc::new(SystemClock::default());
-    match CachedVolume::open(cache, origin.volume.clone(), origin.id, clock) {
-        Ok(v) => {
-            // Real devices: a flush's next read overlaps this write.
-            v.set_overlapped_writeback(true);
-            Ok(Ok((v, origin)))
-        }
+    let opts = StackOptions::default();
+    match CacheStack::open(cache, origin.volume.clone(), origin.id, clock, opts) {
+        Ok(v) => Ok(Ok((v, origin))),
         Err(e) => Ok(Err((e.into(), origin))),
     }
 }
