@@ -11,9 +11,11 @@
 //! each chunk, and the two-pass clearing rule (never on a degraded array,
 //! where the bits say what a returning member missed). It never reads a
 //! clock or writes a device: the owner calls [`Daemon::pass`] every
-//! [`Daemon::sleep`] (a served array on its poll thread, the simulator at
-//! virtual times) and writes the bitmap afterwards, after the members'
-//! writes are durable.
+//! [`Daemon::sleep`] and writes the bitmap afterwards, after the members'
+//! writes are durable. When a pass is due is the long run
+//! `Array::bitmap_daemon_schedule` gives (`crate::long_run`), driven by a
+//! served array's poll and by the daemon's thread (the simulator's task)
+//! alike.
 
 use crate::plan::{Plan, Space};
 use raidlab_core::IoKind;

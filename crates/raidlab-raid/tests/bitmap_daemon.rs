@@ -108,3 +108,24 @@ fn a_degraded_array_keeps_its_bits() {
         "what mem3 missed stays marked for its re-add"
     );
 }
+
+/// A poll that comes late (the server stalled for three periods) runs one
+/// pass, not one per period missed: two passes back to back would clear a
+/// bit that was idle for no time at all. The next pass is a period after
+/// that late one.
+#[test]
+fn a_late_poll_runs_one_pass_and_the_next_is_a_period_later() {
+    let s = serve();
+    s.wait(Duration::ZERO);
+    s.write(0);
+    s.wait(3 * SLEEP);
+    assert_eq!(
+        dirty_after_crash(&s.devs),
+        1,
+        "one pass: it only notes the chunk idle"
+    );
+    s.wait(SLEEP - Duration::from_millis(1));
+    assert_eq!(dirty_after_crash(&s.devs), 1, "not a period yet");
+    s.wait(Duration::from_millis(1));
+    assert_eq!(dirty_after_crash(&s.devs), 0, "the second pass clears it");
+}

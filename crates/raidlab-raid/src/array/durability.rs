@@ -238,21 +238,57 @@ impl Array {
         Some(self.intent.as_ref()?.state.lock().cleared)
     }
 
-    /// md's bitmap daemon as a thread of its own: a pass every
-    /// `daemon_sleep` of `clock`. Returns when the array is gone. A served
-    /// array runs its passes on its poll thread instead
-    /// (`LiveArray::poll`); the simulator runs this loop as a task on its
-    /// virtual clock. A pass that cannot write the bitmap keeps its bits;
-    /// the next tries again.
+    /// md's bitmap daemon's cadence as a long run, from `now`: a pass every
+    /// `daemon_sleep`, the first one period from now (`None` without a
+    /// bitmap). Its steps are [`Array::bitmap_daemon_pass`]; whoever owns
+    /// the array drives it: `LiveArray::poll` runs the passes that are due
+    /// ([`LongRun::run_due`](crate::long_run::LongRun::run_due)), a thread
+    /// of its own ([`Array::bitmap_daemon_thread`]) waits for them.
+    pub fn bitmap_daemon_schedule(
+        &self,
+        now: std::time::Duration,
+    ) -> Option<crate::long_run::LongRun> {
+        let period = self.bitmap_daemon_sleep()?;
+        Some(crate::long_run::LongRun::every(period, now).unsliced())
+    }
+
+    /// md's bitmap daemon as a thread of its own: its schedule
+    /// ([`Array::bitmap_daemon_schedule`]) driven on `clock`. Returns when
+    /// the array or its bitmap is gone. A served array runs its passes on
+    /// its poll thread instead (`LiveArray::poll`); the simulator runs this
+    /// as a task on its virtual clock. A pass that cannot write the bitmap
+    /// keeps its bits; the next tries again.
     pub fn bitmap_daemon_thread(weak: std::sync::Weak<Array>, clock: raidlab_core::SharedClock) {
-        loop {
-            let Some(sleep) = weak.upgrade().and_then(|a| a.bitmap_daemon_sleep()) else {
-                return;
-            };
-            clock.sleep(sleep);
-            let Some(array) = weak.upgrade() else { return };
-            let _ = array.bitmap_daemon_pass();
-        }
+        use crate::long_run::{EachStep, Stepped};
+        let Some(mut run) = weak
+            .upgrade()
+            .and_then(|a| a.bitmap_daemon_schedule(clock.now()))
+        else {
+            return;
+        };
+        let gone = std::cell::Cell::new(false);
+        let mut passes = EachStep(|r: std::ops::Range<u64>| {
+            match weak.upgrade() {
+                Some(array) => {
+                    let _ = array.bitmap_daemon_pass();
+                    // Whether the bitmap is still there, looked at under
+                    // its lock before the run sleeps again (task-aware: in
+                    // the simulator a request writing the bitmap holds the
+                    // daemon until it is done, as it holds md's).
+                    gone.set(array.bitmap_daemon_sleep().is_none());
+                }
+                None => gone.set(true),
+            }
+            Ok(Stepped {
+                end: r.end,
+                work: 0,
+            })
+        });
+        let _ = run.drive(
+            &*clock,
+            &|| gone.get() || weak.strong_count() == 0,
+            &mut passes,
+        );
     }
 
     fn daemon_pass(&self) -> Result<u64> {

@@ -181,6 +181,40 @@ impl Tee {
     }
 }
 
+/// A rebuild of an array in service as the long-run driver steps it: one
+/// [`Array::recovery_step`] a step.
+struct LiveSteps<'a> {
+    array: &'a Array,
+    rec: &'a Recovery,
+    scratch: Vec<Vec<u8>>,
+    stepped: &'a mut dyn FnMut(u64),
+    checkpoint: &'a mut dyn FnMut(u64) -> Result<()>,
+}
+
+impl crate::long_run::Steps for LiveSteps<'_> {
+    fn step(&mut self, range: std::ops::Range<u64>) -> Result<crate::long_run::Stepped> {
+        let copied = self.rec.copied();
+        let done =
+            self.array
+                .recovery_step(self.rec, range.end - range.start, &mut self.scratch)?;
+        // Work is what was copied: a re-add's clean chunks cost no time
+        // under the rate limit.
+        Ok(crate::long_run::Stepped {
+            end: done,
+            work: self.rec.copied() - copied,
+        })
+    }
+
+    fn checkpoint(&mut self, pos: u64) -> Result<()> {
+        self.array.flush_recovery_target(self.rec)?;
+        (self.checkpoint)(pos)
+    }
+
+    fn progress(&mut self, end: u64) {
+        (self.stepped)(end)
+    }
+}
+
 impl Array {
     /// Start rebuilding `role` onto `target` (its data area) while the array
     /// serves I/O, from `from` bytes into the area (a resumed rebuild; rounded
@@ -275,14 +309,16 @@ impl Array {
         self.view().recovery.clone()
     }
 
-    /// Run the rebuild `rec` from where `run` stands to its end, paced on
-    /// `clock` by `run`'s rate: each step is [`Array::recovery_step`] under
-    /// its stripe locks; `stepped(done)` after each; at each checkpoint the
-    /// target is flushed, then `checkpoint(done)` records it. Returns
-    /// Ok(true) when complete (target flushed), Ok(false) when `quit` said so
-    /// between steps (target flushed; where to record the position is the
-    /// caller's). The one rebuild loop: `raidlab serve`'s rebuild thread and
-    /// the simulator's rebuild task both run it.
+    /// Run the rebuild `rec` from where `run` stands to its end, by
+    /// `run`'s driver ([`LongRun::drive`](crate::long_run::LongRun::drive):
+    /// its pacing on `clock`, its checkpoint cadence, its stop): each step
+    /// is [`Array::recovery_step`] under its stripe locks; `stepped(done)`
+    /// after each; at each checkpoint the target is flushed, then
+    /// `checkpoint(done)` records it. Returns Ok(true) when complete (target
+    /// flushed), Ok(false) when `quit` said so between steps (target
+    /// flushed; where to record the position is the caller's). `raidlab
+    /// serve`'s rebuild thread and the simulator's rebuild task run it; the
+    /// offline rebuild steps its own pipeline by the same driver.
     pub fn drive_recovery(
         &self,
         rec: &Recovery,
@@ -292,26 +328,18 @@ impl Array {
         stepped: &mut dyn FnMut(u64),
         checkpoint: &mut dyn FnMut(u64) -> Result<()>,
     ) -> Result<bool> {
-        let mut scratch = Vec::new();
-        while let Some(step) = run.peek() {
-            if quit() {
-                self.flush_recovery_target(rec)?;
-                return Ok(false);
-            }
-            let copied = rec.copied();
-            let done = self.recovery_step(rec, step.end - step.start, &mut scratch)?;
-            stepped(done);
-            // Work is what was copied: a re-add's clean chunks cost no time
-            // under the rate limit.
-            if run.advance(done, rec.copied() - copied) {
-                self.flush_recovery_target(rec)?;
-                checkpoint(done)?;
-            }
-            // A stop or a cancel (which waits for the loop) must not wait out
-            // a long pause.
-            run.wait(clock, quit);
-        }
+        let mut steps = LiveSteps {
+            array: self,
+            rec,
+            scratch: Vec::new(),
+            stepped,
+            checkpoint,
+        };
+        let ended = run.drive(clock, quit, &mut steps)?;
         self.flush_recovery_target(rec)?;
+        if ended != crate::long_run::Driven::Done {
+            return Ok(false);
+        }
         if rec.failed() {
             return Err(Error::new(
                 ErrorKind::Io,

@@ -193,9 +193,9 @@ pub struct LiveArray {
     /// Per-member I/O counters, by device path (devices gained while in
     /// service are counted here too).
     io: MemberIoRegistry,
-    /// When md's bitmap daemon passes next, on `clock` (`None` before the
-    /// first poll).
-    bitmap_due: Mutex<Option<std::time::Duration>>,
+    /// md's bitmap daemon's schedule (`Array::bitmap_daemon_schedule`),
+    /// from the first poll on; `poll` runs its passes when due.
+    bitmap_daemon: Mutex<Option<crate::long_run::LongRun>>,
     /// The roles the running array had taken out when failures were last
     /// recorded in the superblocks.
     recorded_failed: Mutex<Vec<usize>>,
@@ -235,7 +235,7 @@ impl LiveArray {
             safe: safe_mode::SafeMode::new(),
             said: Mutex::new(Vec::new()),
             io: MemberIoRegistry::default(),
-            bitmap_due: Mutex::new(None),
+            bitmap_daemon: Mutex::new(None),
             recorded_failed: Mutex::new(Vec::new()),
         });
         // A write that would let go of a log covering a member taken out
@@ -350,8 +350,8 @@ impl LiveArray {
 
     /// Record members the running array took out (write errors, too many read
     /// errors) as faulty, and let a hot spare take over; mark the array clean
-    /// after a quiet spell (safe mode); run md's bitmap daemon when its pass
-    /// is due. Returns what changed, for the log. Call it every
+    /// after a quiet spell (safe mode); run the passes of md's bitmap daemon
+    /// that its long run says are due. Returns what changed, for the log. Call it every
     /// [`SAFE_MODE_POLL`] (the daemon does).
     pub fn poll(self: &Arc<Self>) -> Vec<String> {
         let mut asm = lock(&self.asm);
@@ -366,27 +366,34 @@ impl LiveArray {
         said
     }
 
-    /// A pass of md's bitmap daemon over the running array, every
-    /// `daemon_sleep` of its bitmap (`Array::bitmap_daemon_pass`). A pass
-    /// that cannot write the bitmap is said; the bits stay set.
+    /// The passes of md's bitmap daemon over the running array that are
+    /// due, by its schedule (`Array::bitmap_daemon_schedule`: every
+    /// `daemon_sleep`, the first one period after the first poll). A pass
+    /// that cannot write the bitmap is said; the bits stay set, and the next
+    /// pass is a period later all the same.
     fn bitmap_daemon(&self) -> Option<String> {
-        let sleep = self.array.bitmap_daemon_sleep()?;
-        let now = lock(&self.clock).now();
-        {
-            let mut due = lock(&self.bitmap_due);
-            match *due {
-                Some(t) if now >= t => *due = Some(now + sleep),
-                Some(_) => return None,
-                None => {
-                    *due = Some(now + sleep);
-                    return None;
-                }
-            }
+        use crate::long_run::{EachStep, Stepped};
+        let clock = lock(&self.clock).clone();
+        let mut daemon = lock(&self.bitmap_daemon);
+        if daemon.is_none() {
+            *daemon = Some(self.array.bitmap_daemon_schedule(clock.now())?);
         }
-        self.array
-            .bitmap_daemon_pass()
-            .err()
-            .map(|e| format!("the bitmap daemon could not clear idle bits (they stay set): {e}"))
+        let run = daemon.as_mut()?;
+        let mut said = None;
+        let mut pass = EachStep(|r: std::ops::Range<u64>| {
+            if let Err(e) = self.array.bitmap_daemon_pass() {
+                said = Some(format!(
+                    "the bitmap daemon could not clear idle bits (they stay set): {e}"
+                ));
+            }
+            Ok(Stepped {
+                end: r.end,
+                work: 0,
+            })
+        });
+        // Nothing here fails: a pass's error is said, not returned.
+        let _ = run.run_due(&*clock, &|| false, &mut pass);
+        said
     }
 
     /// Before a flush or a FUA write is acknowledged: record the members the

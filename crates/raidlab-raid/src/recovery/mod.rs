@@ -8,6 +8,15 @@
 //! lost member always come from the engine's own read path (the planner's degraded
 //! reads) or from the parity engine; nothing here knows a layout rule.
 //!
+//! The order of a rebuild's steps, their pacing, checkpoints, stop and
+//! progress are `crate::long_run`'s driver's, the same one a served or
+//! simulated rebuild runs (`Array::drive_recovery`): the offline rebuild
+//! gives it a step that writes what its readers produced (`Writer`), and
+//! decides only how those contents are produced. Where a member's range is
+//! listed in md's bad-block log, a step is planned around it
+//! (`BadBlocks::rebuild_around`), offline and live alike. Must never loop
+//! over a run's steps itself.
+//!
 //! An offline rebuild of a parity array does not wait for each step's reads:
 //! one reader per source member streams its range ahead (each read a
 //! `Plan::read_one` run by the executor), and each step's own plan, built and
@@ -61,7 +70,7 @@ use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;
 use crate::exec::{member_compute, Executor, Members, UserBuf};
-use crate::long_run::LongRun;
+use crate::long_run::{Driven, LongRun, Stepped, Steps};
 use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
 use gate::Gate;
@@ -239,10 +248,9 @@ impl Assembly {
             let mut run = schedule(&opts, &ranges, step);
             // Progress counts the bytes this run rewrites, after what an
             // earlier run did (a whole rebuild: its position in the member).
-            let mut done_before = resume_at;
             let overall = resume_at + to_rebuild;
             progress(Progress {
-                done: done_before,
+                done: resume_at,
                 total: overall,
             });
             // Reading (and computing) the next step overlaps writing this one: a
@@ -263,89 +271,84 @@ impl Assembly {
             let exec = exec.as_ref();
             // Read here: the switch is the calling thread's, the combiner's is off.
             let wrong_member = planted!(RebuildFirstChunkFromWrongMember);
-            for range in run.ranges().to_vec() {
-                let (start, total) = (range.start, range.end);
-                // The writer: each step's contents come from `next` (which
-                // is given the step), its write runs here, and its buffer
-                // goes back through `back` for a later step.
-                let mut write_steps = |next: &mut dyn FnMut(Range<u64>) -> StepResult,
-                                       back: &mut dyn FnMut(Vec<u8>)|
-                 -> Result<()> {
-                    while let Some(step) = run.peek().filter(|s| s.start < total) {
-                        let pos = step.start;
-                        if stopped(&opts) {
-                            flush_devices(exec, &members, [target_at])?;
-                            self.checkpoint_recovery(index, pos)?;
-                            return Err(interrupted("rebuild", pos));
-                        }
-                        let (at, data, write) = next(step.clone())?;
-                        debug_assert_eq!(at..at + data.len() as u64, step);
-                        let n = data.len() as u64;
-                        run_with(exec, &write, &members, UserBuf::Write(&data))?;
-                        back(data);
-                        if run.advance(pos + n, n) {
-                            flush_devices(exec, &members, [target_at])?;
-                            self.checkpoint_recovery(index, run.position())?;
-                        }
-                        progress(Progress {
-                            done: done_before + (pos + n - start),
-                            total: overall,
-                        });
-                        run.wait(&*clock_of(&opts), &|| stopped(&opts));
-                    }
-                    Ok(())
+            // Every step of the run, over all its ranges, for the readers
+            // that run ahead of the writer.
+            let all_steps = run.steps_left();
+            let clock = clock_of(&opts);
+            // The writer, stepped by the long-run driver (pacing,
+            // checkpoints, stop, progress): each step's contents come from
+            // `next` (which is given the step), its write runs here, and its
+            // buffer goes back through `back` for a later step.
+            let mut write_steps = |next: &mut dyn FnMut(Range<u64>) -> StepResult,
+                                   back: &mut dyn FnMut(Vec<u8>)|
+             -> Result<()> {
+                let mut writer = Writer {
+                    asm: &mut *self,
+                    exec,
+                    members: &members,
+                    target_at,
+                    index,
+                    next,
+                    back,
+                    progress: &mut *progress,
+                    done: resume_at,
+                    total: overall,
                 };
-                if !opts.read_ahead && !opts.use_maps {
-                    // Nothing to overlap: no step is read before the writer
-                    // asks for it, so readers on threads of their own would
-                    // only wait for each other. Each step is read, combined
-                    // and written here, the member requests the same as the
-                    // threads' and in the same order per member (the
-                    // torture harness: a thread started per source member
-                    // and a wake-up per step were about 5% of its run).
-                    let kept = std::cell::Cell::new(Vec::new());
-                    let mut reads: Vec<Vec<u8>> = vec![Vec::new(); sources.len()];
-                    let members = &members;
-                    write_steps(
-                        &mut |step| {
-                            let (at, n) = (step.start, step.end - step.start);
-                            let mut out = kept.take();
-                            out.resize(n as usize, 0);
-                            let r = if geometry.is_parity() {
-                                let got = read_sources(exec, members, &sources, at, n, &mut reads);
-                                let r = parity_step(
-                                    exec,
-                                    members,
-                                    bad,
-                                    &geometry,
-                                    &live,
-                                    slot,
-                                    (at, n),
-                                    &got,
-                                    wrong_member,
-                                    &mut out,
-                                );
-                                for (b, kept) in got.into_iter().zip(reads.iter_mut()) {
-                                    if let Some(Ok(b)) = b {
-                                        *kept = b;
-                                    }
-                                }
-                                r
-                            } else {
-                                planned_step(
-                                    exec, members, bad, &geometry, &live, slot, at, n, &mut out,
-                                )
-                            };
-                            r.map(|write| (at, out, write))
-                        },
-                        &mut |data| kept.set(data),
-                    )?;
-                    done_before += total - start;
-                    continue;
+                match run.drive(&*clock, &|| stopped(&opts), &mut writer)? {
+                    Driven::Stopped(pos) => {
+                        flush_devices(exec, &members, [target_at])?;
+                        self.checkpoint_recovery(index, pos)?;
+                        Err(interrupted("rebuild", pos))
+                    }
+                    _ => Ok(()),
                 }
-                // Each range starts its own readers; the last one's stop
-                // signal must not stop them.
-                quit.store(false, Ordering::Relaxed);
+            };
+            if !opts.read_ahead && !opts.use_maps {
+                // Nothing to overlap: no step is read before the writer
+                // asks for it, so readers on threads of their own would
+                // only wait for each other. Each step is read, combined
+                // and written here, the member requests the same as the
+                // threads' and in the same order per member (the
+                // torture harness: a thread started per source member
+                // and a wake-up per step were about 5% of its run).
+                let kept = std::cell::Cell::new(Vec::new());
+                let mut reads: Vec<Vec<u8>> = vec![Vec::new(); sources.len()];
+                let members = &members;
+                write_steps(
+                    &mut |step| {
+                        let (at, n) = (step.start, step.end - step.start);
+                        let mut out = kept.take();
+                        out.resize(n as usize, 0);
+                        let r = if geometry.is_parity() {
+                            let got = read_sources(exec, members, &sources, at, n, &mut reads);
+                            let r = parity_step(
+                                exec,
+                                members,
+                                bad,
+                                &geometry,
+                                &live,
+                                slot,
+                                (at, n),
+                                &got,
+                                wrong_member,
+                                &mut out,
+                            );
+                            for (b, kept) in got.into_iter().zip(reads.iter_mut()) {
+                                if let Some(Ok(b)) = b {
+                                    *kept = b;
+                                }
+                            }
+                            r
+                        } else {
+                            planned_step(
+                                exec, members, bad, &geometry, &live, slot, at, n, &mut out,
+                            )
+                        };
+                        r.map(|write| (at, out, write))
+                    },
+                    &mut |data| kept.set(data),
+                )?;
+            } else {
                 let gate = Gate::new(opts.read_ahead);
                 let gate = &gate;
                 let outcome: Result<()> = std::thread::scope(|s| {
@@ -353,7 +356,7 @@ impl Assembly {
                     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<(u64, Vec<u8>, Plan)>>(1);
                     // Written buffers come back to the reader: no step allocates.
                     let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-                    let (quit, members, live) = (&quit, &members, &live);
+                    let (quit, members, live, all_steps) = (&quit, &members, &live, &all_steps);
                     // Members mapped into memory (page-cached files): combine straight
                     // from the mappings, without copying every source byte through
                     // `read_at` first. The read path below is the reference it is
@@ -386,14 +389,13 @@ impl Assembly {
                         for (w, (tx, free_rx)) in ends.into_iter().enumerate() {
                             let maps = maps.clone();
                             s.spawn(move || {
-                                let mine =
-                                    LongRun::steps(start..total, step).skip(w).step_by(workers);
-                                for at in mine.map(|s| s.start) {
-                                    gate.wait(at);
+                                let mine = all_steps.clone().skip(w).step_by(workers);
+                                for s in mine {
+                                    gate.wait(s.start);
                                     if quit.load(Ordering::Relaxed) {
                                         break;
                                     }
-                                    let n = step.min(total - at);
+                                    let (at, n) = (s.start, s.end - s.start);
                                     let mut out = free_rx.try_recv().unwrap_or_default();
                                     out.resize(n as usize, 0);
                                     let views: Vec<Option<&[u8]>> = maps
@@ -434,7 +436,7 @@ impl Assembly {
                             let (ftx, frx) = std::sync::mpsc::sync_channel::<Result<Vec<u8>>>(2);
                             let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                             s.spawn(move || {
-                                for s in LongRun::steps(start..total, step) {
+                                for s in all_steps.clone() {
                                     gate.wait(s.start);
                                     if quit.load(Ordering::Relaxed) {
                                         break;
@@ -455,7 +457,7 @@ impl Assembly {
                             feeds.push(Some((frx, back_tx)));
                         }
                         s.spawn(move || {
-                            for s in LongRun::steps(start..total, step) {
+                            for s in all_steps.clone() {
                                 gate.wait(s.start);
                                 if quit.load(Ordering::Relaxed) {
                                     break;
@@ -509,7 +511,7 @@ impl Assembly {
                         // and its write on the writer's side, so reading the next
                         // step overlaps writing this one.
                         s.spawn(move || {
-                            for s in LongRun::steps(start..total, step) {
+                            for s in all_steps.clone() {
                                 gate.wait(s.start);
                                 if quit.load(Ordering::Relaxed) {
                                     break;
@@ -554,7 +556,6 @@ impl Assembly {
                     result
                 });
                 outcome?;
-                done_before += total - start;
             }
             flush_devices(exec, &members, [target_at])?;
             let bitmap_based = self.members[index].sb.feature_map & feature::RECOVERY_BITMAP != 0;
@@ -665,6 +666,52 @@ impl Assembly {
             }
         }
         ranges
+    }
+}
+
+/// The offline rebuild's writer, as the long-run driver steps it: each
+/// step's contents and write come from `next`, the write runs here (the
+/// target is `members[target_at]`), and the buffer goes back through `back`
+/// for a later step. A checkpoint flushes the target before its superblock
+/// records the position; progress counts the bytes this run rewrote after
+/// what an earlier run did.
+struct Writer<'a> {
+    asm: &'a mut Assembly,
+    exec: &'a dyn Executor,
+    members: &'a Members,
+    target_at: usize,
+    index: usize,
+    next: &'a mut dyn FnMut(Range<u64>) -> StepResult,
+    back: &'a mut dyn FnMut(Vec<u8>),
+    progress: &'a mut dyn FnMut(Progress),
+    done: u64,
+    total: u64,
+}
+
+impl Steps for Writer<'_> {
+    fn step(&mut self, step: Range<u64>) -> Result<Stepped> {
+        let (at, data, write) = (self.next)(step.clone())?;
+        debug_assert_eq!(at..at + data.len() as u64, step);
+        let n = data.len() as u64;
+        run_with(self.exec, &write, self.members, UserBuf::Write(&data))?;
+        (self.back)(data);
+        self.done += n;
+        Ok(Stepped {
+            end: at + n,
+            work: n,
+        })
+    }
+
+    fn checkpoint(&mut self, pos: u64) -> Result<()> {
+        flush_devices(self.exec, self.members, [self.target_at])?;
+        self.asm.checkpoint_recovery(self.index, pos)
+    }
+
+    fn progress(&mut self, _end: u64) {
+        (self.progress)(Progress {
+            done: self.done,
+            total: self.total,
+        })
     }
 }
 

@@ -6,8 +6,10 @@
 //! logs) is its host's ([`ScrubHost`]): an assembly, or a running array on
 //! its own (`scrub_array`: the simulator's arrays, which keep no
 //! superblocks). It decides the order of a step's work and what a step
-//! leaves out; it must never decide what differs (`compare` does) nor where
-//! a layout puts a byte (`recovery_plan` does).
+//! leaves out; it must never decide what differs (`compare` does), where
+//! a layout puts a byte (`recovery_plan` does), nor the order of the steps,
+//! their pacing, checkpoint cadence and stop (`crate::long_run`'s driver,
+//! the one every long run uses, does).
 
 use super::compare::{compare_mirror_run, scrub_parity};
 use super::report::ScrubReport;
@@ -146,18 +148,10 @@ fn parity(
     let buf = &mut kept.0;
     let bad = host.bad_blocks()?;
     progress(Progress { done: first, total });
-    while let Some(next) = run.peek() {
+    let step = |host: &mut dyn ScrubHost, next: Range<u64>| -> Result<u64> {
         let (pos, n) = (next.start, next.end - next.start);
-        if stopped(&opts) {
-            return stop(host, exec, areas, resync, pos, pos);
-        }
         if !host.needs_resync(resync, pos, n) {
-            run.advance(pos + n, 0);
-            progress(Progress {
-                done: pos + n,
-                total,
-            });
-            continue;
+            return Ok(0);
         }
         // The step's stripes are locked before anything is read: a member
         // a request on them took out (it is taken out before that request
@@ -191,12 +185,7 @@ fn parity(
                 host.rewrite_listed(bad.as_ref(), areas, &step_present, pos, n)?;
             }
             report.unchecked_array_bytes += n * scope.geometry.data_disks() as u64;
-            run.advance(pos + n, 0);
-            progress(Progress {
-                done: pos + n,
-                total,
-            });
-            continue;
+            return Ok(0);
         }
         let present = &step_present;
         let len = n as usize;
@@ -262,17 +251,19 @@ fn parity(
         }
         // --max-rate is per member, as md's speed limits are: each step
         // reads `n` bytes of every member, the figure the progress shows.
-        if run.advance(pos + n, n) && resync {
-            crate::metadata_plan::flush_all(exec, areas)?;
-            let at = run.position() / SECTOR;
-            host.checkpoint(at)?;
-        }
-        progress(Progress {
-            done: pos + n,
-            total,
-        });
-        run.wait(&*clock_of(&opts), &|| stopped(&opts));
-    }
+        Ok(n)
+    };
+    let scrubbing = Scrubbing {
+        host,
+        step,
+        exec,
+        areas,
+        resync,
+        scale: &|pos| pos,
+        progress,
+        total,
+    };
+    scrubbing.drive(&mut run, &opts)?;
     if repair {
         crate::metadata_plan::flush_all(exec, areas)?;
     }
@@ -328,18 +319,10 @@ fn mirrors(
     let mut kept = StepBuf::take();
     let buf = &mut kept.0;
     let bad = host.bad_blocks()?;
-    while let Some(next) = run.peek() {
+    let step = |host: &mut dyn ScrubHost, next: Range<u64>| -> Result<u64> {
         let (pos, end) = (next.start, next.end);
-        if stopped(&opts) {
-            return stop(host, exec, areas, resync, pos, scale(pos));
-        }
         if !host.needs_resync(resync, pos, end - pos) {
-            run.advance(end, 0);
-            progress(Progress {
-                done: scale(end),
-                total: member_total,
-            });
-            continue;
+            return Ok(0);
         }
         let _held = running
             .map(|a| a.hold_array_range(pos, end - pos))
@@ -415,40 +398,85 @@ fn mirrors(
         }
         report.bytes_scanned += scale(compared);
         // Per member, in the member bytes the progress shows.
-        if run.advance(end, scale(end) - scale(pos)) && resync {
-            crate::metadata_plan::flush_all(exec, areas)?;
-            host.checkpoint(run.position() / SECTOR)?;
-        }
-        progress(Progress {
-            done: scale(end),
-            total: member_total,
-        });
-        run.wait(&*clock_of(&opts), &|| stopped(&opts));
-    }
+        Ok(scale(end) - scale(pos))
+    };
+    let scrubbing = Scrubbing {
+        host,
+        step,
+        exec,
+        areas,
+        resync,
+        scale: &scale,
+        progress,
+        total: member_total,
+    };
+    scrubbing.drive(&mut run, &opts)?;
     if repair {
         crate::metadata_plan::flush_all(exec, areas)?;
     }
     Ok(report)
 }
 
-/// Stop a scrub or resync: flush, save a resync checkpoint (`at`, in md's
-/// unit for the level: see [`mirrors`]), report where each member stands.
-fn stop(
-    host: &mut dyn ScrubHost,
-    exec: &dyn Executor,
-    areas: &[Option<Arc<dyn Volume>>],
+/// A scrub as the long-run driver steps it: `step` does the step (given
+/// the host) and says the member bytes it worked; a resync's checkpoint
+/// flushes the members and records the run's position in md's
+/// `resync_offset` unit (the position itself: member bytes for parity
+/// levels, array bytes for mirrors, see [`mirrors`]), a check's or repair's
+/// records nothing; progress, and where a stop says each member stands, is
+/// the position `scale`d to member bytes.
+struct Scrubbing<'a, S> {
+    host: &'a mut dyn ScrubHost,
+    step: S,
+    exec: &'a dyn Executor,
+    areas: &'a [Option<Arc<dyn Volume>>],
     resync: bool,
-    at: u64,
-    member_pos: u64,
-) -> Result<ScrubReport> {
-    crate::metadata_plan::flush_all(exec, areas)?;
-    if resync {
-        host.checkpoint(at / SECTOR)?;
+    scale: &'a dyn Fn(u64) -> u64,
+    progress: &'a mut dyn FnMut(Progress),
+    total: u64,
+}
+
+impl<S: FnMut(&mut dyn ScrubHost, Range<u64>) -> Result<u64>> Scrubbing<'_, S> {
+    /// Drive `run` to its end; a stop flushes, saves a resync's checkpoint
+    /// and says where it stopped, as an `Interrupted` error.
+    fn drive(mut self, run: &mut LongRun, opts: &RunOptions) -> Result<()> {
+        match run.drive(&*clock_of(opts), &|| stopped(opts), &mut self)? {
+            Driven::Stopped(pos) => {
+                crate::metadata_plan::flush_all(self.exec, self.areas)?;
+                if self.resync {
+                    self.host.checkpoint(pos / SECTOR)?;
+                }
+                let member_pos = (self.scale)(pos);
+                Err(interrupted(
+                    if self.resync { "resync" } else { "scrub" },
+                    member_pos,
+                ))
+            }
+            _ => Ok(()),
+        }
     }
-    Err(interrupted(
-        if resync { "resync" } else { "scrub" },
-        member_pos,
-    ))
+}
+
+impl<S: FnMut(&mut dyn ScrubHost, Range<u64>) -> Result<u64>> Steps for Scrubbing<'_, S> {
+    fn step(&mut self, range: Range<u64>) -> Result<Stepped> {
+        let end = range.end;
+        let work = (self.step)(&mut *self.host, range)?;
+        Ok(Stepped { end, work })
+    }
+
+    fn checkpoint(&mut self, pos: u64) -> Result<()> {
+        if !self.resync {
+            return Ok(());
+        }
+        crate::metadata_plan::flush_all(self.exec, self.areas)?;
+        self.host.checkpoint(pos / SECTOR)
+    }
+
+    fn progress(&mut self, end: u64) {
+        (self.progress)(Progress {
+            done: (self.scale)(end),
+            total: self.total,
+        })
+    }
 }
 
 /// Read one copy again on its own, as a plan of one read.
