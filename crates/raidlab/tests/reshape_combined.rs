@@ -382,8 +382,9 @@ fn what_md_refuses_or_raidlab_does_not_build_is_refused_with_nothing_written() {
             ),
             "one after the other",
         ),
-        // A RAID 10 shrink with a new chunk (a grow with one is made:
-        // `raid10_grows_with_a_new_chunk_or_layout_in_one_reshape`).
+        // A RAID 10 shrink with a new chunk, to a size that is not whole
+        // new chunks (made when it is:
+        // `raid10_shrinks_with_a_new_chunk_or_layout_in_one_reshape`).
         (
             with(
                 "grow",
@@ -394,10 +395,10 @@ fn what_md_refuses_or_raidlab_does_not_build_is_refused_with_nothing_written() {
                     "--chunk",
                     "128K",
                     "--array-size",
-                    "8M",
+                    "8128K",
                 ],
             ),
-            "one after the other",
+            "not a whole number of 128 KiB chunks",
         ),
     ];
     for (args, why) in cases {
@@ -530,6 +531,161 @@ fn a_raid10_grow_with_a_new_chunk_killed_reads_back_exactly_and_continues() {
             s => panic!("{what}: unexpected state {s:?}"),
         }
         assert_reshaped(d, all, "10", 128 << 10, "near=2", &a);
+    }
+    assert!(stopped >= 2, "only {stopped} of 4 runs stopped mid-reshape");
+}
+
+/// The `--array-size` a RAID 10 shrink to `n` members with `extra` (a new
+/// chunk or layout) may take: what mdadm's refusal names, rounded down to
+/// whole `chunk`s of the larger chunk (md's `raid10_check_reshape`).
+fn raid10_shrink_size(d: &Path, members: &[&str], n: usize, extra: &[&str], chunk: u64) -> u64 {
+    let n = n.to_string();
+    let mut v = with("grow", members, &["--raid-devices", &n]);
+    v.extend_from_slice(extra);
+    let o = run(d, &v);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        !o.status.success() && err.contains("use --grow --array-size first"),
+        "{err}"
+    );
+    let k = err.rsplit("`--array-size ").next().unwrap();
+    let kib: u64 = k[..k.find('K').unwrap()].parse().unwrap();
+    kib * 1024 / chunk * chunk
+}
+
+/// A RAID 10 near or offset onto fewer members with a new chunk or layout
+/// in one reshape (md's backward reshape with `delta_disks` negative and
+/// the new chunk and layout recorded together): the array's first bytes,
+/// as many as the fewer members hold, read back exactly; `check` 0; the
+/// new chunk and layout recorded, no reshape flag left; the members that
+/// left are spares.
+#[test]
+fn raid10_shrinks_with_a_new_chunk_or_layout_in_one_reshape() {
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        usize,
+        usize,
+        &'a [&'a str],
+        (u64, &'a str),
+    );
+    let cases: [Case; 3] = [
+        (
+            "n2",
+            "64K",
+            5,
+            4,
+            &["--chunk", "128K"],
+            (128 << 10, "near=2"),
+        ),
+        ("o2", "64K", 4, 3, &["--layout", "n2"], (64 << 10, "near=2")),
+        (
+            "n2",
+            "128K",
+            5,
+            4,
+            &["--layout", "o2", "--chunk", "32K"],
+            (32 << 10, "offset=2"),
+        ),
+    ];
+    for (layout, chunk, old, new, extra, after) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let members = &NAMES[..old];
+        let a = create_imported(
+            d,
+            members,
+            "16M",
+            &["--level", "10", "--layout", layout, "--chunk", chunk],
+        );
+        let larger = after
+            .0
+            .max(if chunk == "128K" { 128 << 10 } else { 64 << 10 });
+        let size = raid10_shrink_size(d, members, new, extra, larger);
+        let n = new.to_string();
+        let size_k = format!("{}K", size / 1024);
+        let mut v = with(
+            "grow",
+            members,
+            &["--raid-devices", &n, "--array-size", &size_k],
+        );
+        v.extend_from_slice(extra);
+        let out = ok(d, &v);
+        let what = format!("RAID 10 {layout} {chunk} {old} -> {new} {extra:?}");
+        assert!(out.contains("reshape done"), "{what}: {out}");
+        assert_reshaped(d, members, "10", after.0, after.1, &a[..size as usize]);
+        assert_eq!(
+            examine(d, "m0")["raid_devices"].as_u64(),
+            Some(new as u64),
+            "{what}"
+        );
+        for m in &NAMES[new..old] {
+            assert_eq!(examine(d, m)["role"].as_str(), Some("Spare"), "{what}: {m}");
+        }
+    }
+}
+
+/// The RAID 10 shrink with a new chunk, killed (SIGKILL) at seeded points:
+/// exact while stopped (read-only) and after `--continue`.
+#[test]
+fn a_raid10_shrink_with_a_new_chunk_killed_reads_back_exactly_and_continues() {
+    let mut x: u32 = 0x2c9e_41d7;
+    let mut stopped = 0;
+    for _ in 0..4 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        let delay = Duration::from_millis(150 + u64::from(x % 1800));
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let members = &NAMES[..5];
+        let a = create_imported(
+            d,
+            members,
+            "16M",
+            &["--level", "10", "--layout", "n2", "--chunk", "64K"],
+        );
+        let extra = ["--chunk", "128K"];
+        let size = raid10_shrink_size(d, members, 4, &extra, 128 << 10);
+        let size_k = format!("{}K", size / 1024);
+        let args = with(
+            "grow",
+            members,
+            &[
+                "--raid-devices",
+                "4",
+                "--chunk",
+                "128K",
+                "--array-size",
+                &size_k,
+                "--max-rate",
+                "6M",
+            ],
+        );
+        killed_after(d, &args, delay);
+        let what = format!("RAID 10 5->4, 64K->128K, killed after {delay:?}");
+        match state(d) {
+            (true, 4) => {
+                let got = export(d, members);
+                assert!(
+                    got == a[..size as usize],
+                    "{what}: the stopped array reads other bytes"
+                );
+                let out = ok(d, &with("grow", members, &["--continue"]));
+                assert!(out.contains("reshape done"), "{what}: {out}");
+                stopped += 1;
+            }
+            (false, 5) => {
+                assert!(
+                    export(d, members) == a,
+                    "{what}: changed before its reshape"
+                );
+                ok(d, &args);
+            }
+            (false, 4) => {}
+            s => panic!("{what}: unexpected state {s:?}"),
+        }
+        assert_reshaped(d, members, "10", 128 << 10, "near=2", &a[..size as usize]);
     }
     assert!(stopped >= 2, "only {stopped} of 4 runs stopped mid-reshape");
 }

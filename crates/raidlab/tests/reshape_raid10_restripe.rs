@@ -298,9 +298,9 @@ fn refusals_say_why_and_change_no_byte() {
             with("grow", &r10, &["--layout", "n3", "--chunk", "128K"]),
             "Cannot change number of copies",
         ),
-        // Fewer members with a new chunk: md makes both at once, raidlab
-        // one after the other for a RAID 10 shrink (more members with a new
-        // chunk are one reshape: `reshape_combined.rs`).
+        // Fewer members with a new chunk is one reshape, as md makes it
+        // (`reshape_combined.rs`), refused when the array size is not whole
+        // new chunks, as md refuses it.
         (
             with(
                 "grow",
@@ -311,10 +311,10 @@ fn refusals_say_why_and_change_no_byte() {
                     "--chunk",
                     "128K",
                     "--array-size",
-                    "8M",
+                    "8128K",
                 ],
             ),
-            "one after the other",
+            "not a whole number of 128 KiB chunks",
         ),
         (with("grow", &r10, &["--chunk", "64K"]), "no change"),
         (with("grow", &r10, &["--layout", "n2"]), "no change"),
@@ -350,10 +350,10 @@ fn refusals_say_why_and_change_no_byte() {
 }
 
 #[test]
-fn the_library_refuses_fewer_members_and_a_new_chunk_at_once() {
-    // md makes both in one reshape; raidlab does for more members
-    // (`reshape_combined.rs`), and refuses fewer with a new chunk saying
-    // md's way and raidlab's.
+fn the_library_plans_fewer_or_more_members_and_a_new_chunk_at_once() {
+    // md makes both in one reshape, and so does raidlab
+    // (`reshape_combined.rs`); fewer members only once the array size is
+    // given, whole new chunks, as md asks.
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let m = ["m0", "m1", "m2", "m3"];
@@ -372,22 +372,34 @@ fn the_library_refuses_fewer_members_and_a_new_chunk_at_once() {
             chunk_bytes: Some(128 << 10),
             ..Default::default()
         };
-        let checked = asm.reshape_check_sized(&req, 1, None);
-        if n == 5 {
-            // More members with a new chunk: one reshape, as md makes it
-            // (the change of 2026-12-05; before, refused like the shrink).
-            let plan = checked.unwrap();
+        if n == 3 {
+            let e = asm
+                .reshape_check_sized(&req, 0, None)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("use --grow --array-size first"), "{e}");
+            // What the refusal names (what 3 members hold after md's move
+            // up of two 128K rows), in whole new chunks.
+            let k = e.rsplit("`--array-size ").next().unwrap();
+            let kib: u64 = k[..k.find('K').unwrap()].parse().unwrap();
+            let size = kib * 1024 / (128 << 10) * (128 << 10);
+            let plan = asm.reshape_check_sized(&req, 0, Some(size)).unwrap();
             assert_eq!(
-                (plan.new_raid_devices, plan.new_chunk_sectors),
-                (5, 256),
+                (
+                    plan.new_raid_devices,
+                    plan.new_chunk_sectors,
+                    plan.backwards
+                ),
+                (3, 256, true),
                 "{plan:?}"
             );
             continue;
         }
-        let e = checked.unwrap_err().to_string();
-        assert!(
-            e.contains("md does both at once, raidlab one after the other"),
-            "{n}: {e}"
+        let plan = asm.reshape_check_sized(&req, 1, None).unwrap();
+        assert_eq!(
+            (plan.new_raid_devices, plan.new_chunk_sectors),
+            (5, 256),
+            "{plan:?}"
         );
     }
 }

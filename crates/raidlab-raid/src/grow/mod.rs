@@ -15,15 +15,15 @@
 //! array size the user accepts: md reshapes only an array already
 //! truncated; a RAID 0's through md's RAID 4, as its more members), a new
 //! chunk or layout (a RAID 10's: near and offset with the same copies),
-//! other members of a RAID 4/5/6 with a new chunk or layout in one reshape
-//! (as md makes them: `delta_disks` with `new_chunk` and `new_layout`),
+//! other members of a RAID 4/5/6 or 10 with a new chunk or layout in one
+//! reshape (as md makes them: `delta_disks` with `new_chunk` and
+//! `new_layout`),
 //! RAID 4 to 5 and back, the layout half
 //! of RAID 5 to 6 and back and of RAID 0 to 5 (whose takeovers are
 //! `convert`'s and `raid0`'s; RAID 1 to 5 is a takeover alone,
 //! `convert`'s); every other restripe (RAID 1 to other levels than 5, a
-//! RAID 0's other members or a RAID 10's fewer members with a new chunk or
-//! layout at once, which md makes in one reshape and raidlab only one after
-//! the other) is
+//! RAID 0's other members with a new chunk at once, which md makes in one
+//! reshape and raidlab only one after the other) is
 //! refused by
 //! [`reshape_not_built`]; what md itself refuses is refused with its words
 //! (a RAID 10 in or to the far layout or to other copies, `raid10`; RAID 0
@@ -92,15 +92,15 @@ pub struct SizeChange {
 }
 
 /// The refusal of every restripe raidlab does not do (level changes other than
-/// RAID 4 and 5, 5 and 6, 0 to 4 or 5, a RAID 0's other members or a RAID
-/// 10's fewer members with a new chunk or layout at once): nothing is
+/// RAID 4 and 5, 5 and 6, 0 to 4 or 5, a RAID 0's other members with a new
+/// chunk at once): nothing is
 /// written.
 pub fn reshape_not_built(what: &str) -> Error {
     Error::new(
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices, fewer with --array-size and --chunk of RAID 0, more --raid-devices of RAID 10 near or offset (with --chunk or --layout too) and fewer with --array-size, --chunk and --layout (near or offset) of RAID 10, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, fewer with --array-size, --chunk, --layout, either of those two with --raid-devices in one reshape, and --level between 4 and 5 and between 5 and 6"
+            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices, fewer with --array-size and --chunk of RAID 0, more --raid-devices of RAID 10 near or offset and fewer with --array-size (either with --chunk or --layout too), --chunk and --layout (near or offset) of RAID 10, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, fewer with --array-size, --chunk, --layout, either of those two with --raid-devices in one reshape, and --level between 4 and 5 and between 5 and 6"
         ),
     )
 }

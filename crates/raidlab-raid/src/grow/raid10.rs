@@ -9,10 +9,9 @@
 //! `raid10_check_reshape`: never the far layout, never to it, never another
 //! number of copies, a new chunk only when the array is a whole number of
 //! them; the data offset must move by at least the taller row of the two
-//! geometries, `raid10_start_reshape`) or with raidlab's (fewer members and
-//! a new chunk or layout at once: md does both in one reshape, raidlab one
-//! after the other for a RAID 10 shrink; more members with a new chunk or
-//! layout go in one reshape, as md makes them), and nothing written; and what md
+//! geometries, `raid10_start_reshape`), and nothing written; more or fewer
+//! members with a new chunk or layout go in one reshape, as md makes them
+//! (a shrink's array size whole chunks of the larger chunk); and what md
 //! records while it runs (the level, the old layout and chunk beside the
 //! new ones, `delta_disks` the members added or taken away). Onto more
 //! members, how far the data offset moves down is
@@ -119,11 +118,6 @@ impl Assembly {
                 "{what}: the array already is that: no change requested"
             )));
         }
-        if n < old && restripe {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (fewer members and a new chunk or layout in one reshape; md does both at once, raidlab one after the other for a RAID 10 shrink: shrink first, then the chunk or layout)"
-            )));
-        }
         if n > usize::from(raidlab_md::ROLE_SPARE) - 3 {
             return Err(Error::invalid(format!(
                 "--raid-devices {n} is more than md allows"
@@ -141,7 +135,7 @@ impl Assembly {
             return self.raid10_restripe_check(what, new_layout, new_chunk);
         }
         if n < old {
-            return self.raid10_shrink_check(what, n, array_bytes);
+            return self.raid10_shrink_check(what, n, new_layout, new_chunk, array_bytes);
         }
         let spares = self.spare_count();
         let need = n - old;
@@ -342,26 +336,36 @@ impl Assembly {
     /// the component size where a member has no room for it): the most
     /// `--array-size` may be for `--raid-devices n`. Nothing is written.
     pub fn raid10_shrink_holds(&self, n: usize) -> Result<u64> {
-        Ok(self.raid10_shrink_fit("--raid-devices", n)?.1)
+        let t = self.grow_template()?;
+        Ok(self
+            .raid10_shrink_fit("--raid-devices", n, t.layout, t.chunksize)?
+            .1)
     }
 
     /// [`Assembly::raid10_shrink_holds`] with the plan it rests on (its
     /// gap the move of the data offset) and what mdadm's message says of
     /// a move taken out of the component size.
-    fn raid10_shrink_fit(&self, what: &str, n: usize) -> Result<(ReshapePlan, u64, String)> {
+    fn raid10_shrink_fit(
+        &self,
+        what: &str,
+        n: usize,
+        new_layout: u32,
+        new_chunk: u32,
+    ) -> Result<(ReshapePlan, u64, String)> {
         let g = self.geometry;
         let template = self.grow_template()?;
         let chunk = template.chunksize;
         let layout = Raid10Layout::from_md(template.layout)?;
+        let to = Raid10Layout::from_md(new_layout)?;
         let mut plan = ReshapePlan {
             old_raid_devices: g.raid_disks,
             new_raid_devices: n,
             gap_sectors: 0,
             level: 10,
             layout: template.layout,
-            new_layout: template.layout,
+            new_layout,
             chunk_sectors: chunk,
-            new_chunk_sectors: chunk,
+            new_chunk_sectors: new_chunk,
             then_level: None,
             backwards: true,
             component_sectors: None,
@@ -375,8 +379,12 @@ impl Assembly {
         }
         if after < gap {
             // md keeps a RAID 10's component size in whole rows (its
-            // `calc_sectors`): a chunk, or a chunk per far copy (offset).
-            let row = u64::from(chunk) * u64::from(if layout.offset { layout.far } else { 1 });
+            // `calc_sectors`): a chunk, or a chunk per far copy (offset),
+            // of both geometries when the chunk or layout changes too.
+            let rows = |chunk: u32, l: Raid10Layout| {
+                u64::from(chunk) * u64::from(if l.offset { l.far } else { 1 })
+            };
+            let row = rows(chunk, layout).max(rows(new_chunk, to));
             let size = template.size.saturating_sub(gap) / row * row;
             if size == 0 {
                 return Err(refused(format!(
@@ -413,10 +421,13 @@ impl Assembly {
         &self,
         what: &str,
         n: usize,
+        new_layout: u32,
+        new_chunk: u32,
         array_bytes: Option<u64>,
     ) -> Result<ReshapePlan> {
-        let (plan, fits, taken) = self.raid10_shrink_fit(what, n)?;
-        let chunk = plan.chunk_sectors;
+        let (plan, fits, taken) = self.raid10_shrink_fit(what, n, new_layout, new_chunk)?;
+        // Whole chunks of both geometries (powers of two: the larger).
+        let chunk = plan.chunk_sectors.max(plan.new_chunk_sectors);
         let exposed = self.geometry.array_bytes();
         let Some(size) = array_bytes else {
             return Err(refused(format!(

@@ -37,7 +37,7 @@
 use super::reshape::{ReshapePlan, ReshapeRequest};
 use super::{refused, SECTOR};
 use crate::assemble::{Assembly, MemberState};
-use raidlab_core::{Error, Result};
+use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::reshape::{MdReshape, Reshape};
 use raidlab_layout::{Layout, Level};
 use raidlab_md::superblock::feature;
@@ -191,6 +191,16 @@ impl Assembly {
     pub(super) fn shrink_start(&mut self, plan: ReshapePlan) -> Result<()> {
         let r = self.shrink_geometry(&plan)?;
         let gap = plan.gap_sectors;
+        // The checks and the walk must agree: a shrink recorded here that
+        // the walk then refused would leave the array mid-reshape after an
+        // error that says nothing changed.
+        if !Self::shrink_walk_supported(&r, gap * SECTOR) {
+            return Err(Error::new(
+                ErrorKind::Refused,
+                Op::Plan,
+                "internal: this shrink passed its checks but is not one raidlab's walk carries; nothing was changed (please report it)",
+            ));
+        }
         let new_offset = i32::try_from(gap)
             .map_err(|_| Error::invalid("reshape: the data offset move does not fit md's field"))?;
         // md accepts a move up only within the member's data size; mdadm
@@ -235,16 +245,22 @@ impl Assembly {
     }
 
     /// Whether raidlab walks the backward reshape `r` with the data moved
-    /// up `gap` bytes: fewer members of one parity level (a new chunk or
-    /// layout with them too, as md makes both in one reshape) or of a RAID
-    /// 10 in the near or offset layout with the same chunk and layout, and
+    /// up `gap` bytes: fewer members of one parity level, or of a RAID 10
+    /// in the near or offset layout keeping its number of copies (a new
+    /// chunk or layout with them too, as md makes both in one reshape), and
     /// at least the move the walk never stalls with (mdadm's for parity,
     /// one row or two for RAID 10: `Reshape::backward_min_gap`).
     pub(super) fn shrink_walk_supported(r: &Reshape, gap: u64) -> bool {
-        let same_shape = r.old.layout == r.new.layout && r.old.chunk_bytes == r.new.chunk_bytes;
-        let walks = match (r.new.level, r.new.layout) {
-            (Level::Raid4 | Level::Raid5 | Level::Raid6, _) => true,
-            (Level::Raid10, Layout::Raid10(l)) => (l.far == 1 || l.offset) && same_shape,
+        let near_or_offset = |l: Layout| match l {
+            Layout::Raid10(l) => (l.far == 1 || l.offset).then_some(l.copies()),
+            _ => None,
+        };
+        let walks = match r.new.level {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => true,
+            Level::Raid10 => {
+                let copies = near_or_offset(r.old.layout);
+                copies.is_some() && near_or_offset(r.new.layout) == copies
+            }
             _ => false,
         };
         walks

@@ -51,8 +51,7 @@
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
 //! and never carry on a reshape it cannot finish exactly (a RAID 10's far
-//! layout, a RAID 10's fewer members or a RAID 0's other members with a
-//! new chunk or layout at once, a level
+//! layout, a RAID 0's other members with a new chunk at once, a level
 //! change other than 4 and 5, a move of the data offset too small for the
 //! walk): those are refused, for mdadm to finish.
 
@@ -116,7 +115,7 @@ impl Assembly {
         };
         if !supported {
             return Err(refused(
-                "this reshape (a level change, a RAID 10's fewer members with a new chunk or layout, a RAID 10 in the far layout or to another number of copies, a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
+                "this reshape (a level change, a RAID 10 in the far layout or to another number of copies, a same-members reshape going backwards, or one without a large enough move of the data offset) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
             ));
         }
         if let Some(m) = self

@@ -45,6 +45,9 @@
 //!   3; and an offset=2 one onto a fifth member stopped part-way by SIGKILL,
 //!   which md carries on from raidlab's checkpoint (read whole and without
 //!   role 1);
+//! * `r10-5to4-chunk-shrunk`: a RAID 10 near=2 of 5, 64 KiB chunk,
+//!   `--raid-devices 4 --chunk 128K --array-size 13824K` in one backward
+//!   reshape, read whole and without roles 0 and 3;
 //! * `r10-5to4-shrunk`, `r10-o2-4to3-shrink-killed`: a RAID 10 near=2 of 5
 //!   `--raid-devices 4 --array-size` (md's RAID 10 shrink: the data offset
 //!   moved up one chunk, out of the component size, the walk backwards; the
@@ -549,6 +552,27 @@ fn cases() -> Vec<Grown> {
             // of the component size (the members are full, as mdadm
             // makes them): 7104 KiB each, times 4, halved.
             grow: &["--raid-devices", "4", "--array-size", "14208K"],
+            sets: vec![vec![0, 3]],
+            interrupt: None,
+        },
+        // Fewer members and a new chunk in one backward reshape (md's
+        // raid10_check_reshape takes delta_disks < 0 with new_chunk): the
+        // data offset up by two 128 KiB rows, out of the component size
+        // (6912 KiB each, times 4, halved).
+        Grown {
+            name: "r10-5to4-chunk-shrunk",
+            level: 10,
+            devices: 5,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &[
+                "--raid-devices",
+                "4",
+                "--chunk",
+                "128K",
+                "--array-size",
+                "13824K",
+            ],
             sets: vec![vec![0, 3]],
             interrupt: None,
         },
