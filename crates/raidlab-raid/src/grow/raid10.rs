@@ -344,17 +344,7 @@ impl Assembly {
             }
         };
         let chunk = template.chunksize;
-        let new_chunk = match req.chunk_bytes {
-            None => chunk,
-            Some(c) => {
-                if c % SECTOR != 0 || c / SECTOR > u64::from(u32::MAX) {
-                    return Err(Error::invalid(format!(
-                        "--chunk {c}: not a whole number of sectors md can record"
-                    )));
-                }
-                (c / SECTOR) as u32
-            }
-        };
+        let new_chunk = req.chunk_sectors(chunk)?;
         Ok((new_layout, new_chunk))
     }
 
