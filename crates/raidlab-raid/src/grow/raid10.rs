@@ -74,43 +74,8 @@ impl Assembly {
                 layout.name()
             )));
         }
-        let new_layout = match &req.layout {
-            None => template.layout,
-            Some(name) => {
-                let Layout::Raid10(to) = Layout::parse(Level::Raid10, Some(name))? else {
-                    return Err(Error::invalid(format!(
-                        "{what}: {name} is not a RAID 10 layout"
-                    )));
-                };
-                if to.far > 1 && !to.offset {
-                    return Err(refused(format!(
-                        "{what}: md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\"); nothing was changed"
-                    )));
-                }
-                if to.copies() != layout.copies() {
-                    return Err(refused(format!(
-                        "{what}: {} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\"); nothing was changed",
-                        layout.name(),
-                        layout.copies(),
-                        to.name(),
-                        to.copies()
-                    )));
-                }
-                to.md_layout()
-            }
-        };
+        let (new_layout, new_chunk) = self.raid10_new_shape(req, what)?;
         let chunk = template.chunksize;
-        let new_chunk = match req.chunk_bytes {
-            None => chunk,
-            Some(c) => {
-                if c % SECTOR != 0 || c / SECTOR > u64::from(u32::MAX) {
-                    return Err(Error::invalid(format!(
-                        "--chunk {c}: not a whole number of sectors md can record"
-                    )));
-                }
-                (c / SECTOR) as u32
-            }
-        };
         let restripe = new_layout != template.layout || new_chunk != chunk;
         let n = req.raid_devices.unwrap_or(old);
         if n == old && !restripe {
@@ -335,11 +300,52 @@ impl Assembly {
     /// it has, as md shrinks it (the move of the data offset taken out of
     /// the component size where a member has no room for it): the most
     /// `--array-size` may be for `--raid-devices n`. Nothing is written.
-    pub fn raid10_shrink_holds(&self, n: usize) -> Result<u64> {
-        let t = self.grow_template()?;
-        Ok(self
-            .raid10_shrink_fit("--raid-devices", n, t.layout, t.chunksize)?
-            .1)
+    /// `req`'s member count must be fewer; its chunk or layout, if any, is
+    /// made in the same reshape, and the most is then in whole chunks of
+    /// the larger chunk (md's `raid10_check_reshape`).
+    pub fn raid10_shrink_holds(&self, req: &ReshapeRequest) -> Result<u64> {
+        let what = "--raid-devices";
+        let n = req
+            .raid_devices
+            .ok_or_else(|| Error::invalid("a RAID 10 shrink needs --raid-devices"))?;
+        let (new_layout, new_chunk) = self.raid10_new_shape(req, what)?;
+        Ok(self.raid10_shrink_fit(what, n, new_layout, new_chunk)?.1)
+    }
+
+    /// The md layout word and chunk (sectors) `req` asks of this RAID 10:
+    /// its own where `req` names none; refused with md's words for the far
+    /// layout and another number of copies.
+    fn raid10_new_shape(&self, req: &ReshapeRequest, what: &str) -> Result<(u32, u32)> {
+        let template = self.grow_template()?;
+        let layout = Raid10Layout::from_md(template.layout)?;
+        let new_layout = match &req.layout {
+            None => template.layout,
+            Some(name) => {
+                let Layout::Raid10(to) = Layout::parse(Level::Raid10, Some(name))? else {
+                    return Err(Error::invalid(format!(
+                        "{what}: {name} is not a RAID 10 layout"
+                    )));
+                };
+                if to.far > 1 && !to.offset {
+                    return Err(refused(format!(
+                        "{what}: md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\"); nothing was changed"
+                    )));
+                }
+                if to.copies() != layout.copies() {
+                    return Err(refused(format!(
+                        "{what}: {} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\"); nothing was changed",
+                        layout.name(),
+                        layout.copies(),
+                        to.name(),
+                        to.copies()
+                    )));
+                }
+                to.md_layout()
+            }
+        };
+        let chunk = template.chunksize;
+        let new_chunk = req.chunk_sectors(chunk)?;
+        Ok((new_layout, new_chunk))
     }
 
     /// [`Assembly::raid10_shrink_holds`] with the plan it rests on (its
@@ -395,7 +401,10 @@ impl Assembly {
             }
             plan.component_sectors = Some(size);
         }
-        let fits = self.shrink_geometry(&plan)?.new.array_bytes();
+        // What the fewer members hold, in whole chunks of the larger chunk
+        // (md restripes only an array of whole new chunks).
+        let larger = u64::from(chunk.max(new_chunk)) * SECTOR;
+        let fits = self.shrink_geometry(&plan)?.new.array_bytes() / larger * larger;
         let taken = match plan.component_sectors {
             Some(s) => format!(
                 " (mdadm takes the {} KiB move of the data offset out of each member's used space, {} KiB left after the data, so each member then holds {} KiB)",

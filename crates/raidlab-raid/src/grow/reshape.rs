@@ -107,6 +107,18 @@ impl ReshapeRequest {
         }
         format!("{} on {}", parts.join(" "), level.name())
     }
+
+    /// The chunk asked for, in sectors as md records it; `current` when the
+    /// request names none.
+    pub(super) fn chunk_sectors(&self, current: u32) -> Result<u32> {
+        match self.chunk_bytes {
+            None => Ok(current),
+            Some(c) if c % SECTOR != 0 || c / SECTOR > u64::from(u32::MAX) => Err(Error::invalid(
+                format!("--chunk {c}: not a whole number of sectors md can record"),
+            )),
+            Some(c) => Ok((c / SECTOR) as u32),
+        }
+    }
 }
 
 /// What the members of a grow would be: checked, nothing written.
@@ -235,17 +247,7 @@ impl Assembly {
             },
         };
         let chunk = template.chunksize;
-        let new_chunk = match req.chunk_bytes {
-            None => chunk,
-            Some(c) => {
-                if c % SECTOR != 0 || c / SECTOR > u64::from(u32::MAX) {
-                    return Err(Error::invalid(format!(
-                        "--chunk {c}: not a whole number of sectors md can record"
-                    )));
-                }
-                (c / SECTOR) as u32
-            }
-        };
+        let new_chunk = req.chunk_sectors(chunk)?;
         let same_shape = layout == new_layout && chunk == new_chunk;
         let plan = |gap_sectors| ReshapePlan {
             old_raid_devices: old,

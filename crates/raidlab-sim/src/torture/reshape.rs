@@ -474,9 +474,13 @@ fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), Strin
         let g = asm.geometry;
         let array_bytes = match (s.change.shrink, s.raid10) {
             (false, _) => None,
+            // (Fewer chunks than the most: of the larger chunk when the
+            // chunk changes too, as the array must be whole new chunks.)
             (true, Some(_)) => Some(
                 raid10_holds(asm, &s.change.req)?
-                    .checked_sub(s.change.less_chunks * s.chunk)
+                    .checked_sub(
+                        s.change.less_chunks * s.chunk.max(s.change.req.chunk_bytes.unwrap_or(0)),
+                    )
                     .filter(|&b| b > 0)
                     .ok_or("a RAID 10 shrink to nothing")?,
             ),
@@ -513,10 +517,7 @@ fn carry_on(asm: &mut Assembly, s: &Setup, opts: RunOptions) -> Result<(), Strin
 /// when the room after the data is short). The harness keeps no copy of
 /// that rule.
 fn raid10_holds(asm: &Assembly, req: &ReshapeRequest) -> Result<u64, String> {
-    let n = req
-        .raid_devices
-        .ok_or("internal: a RAID 10 shrink without --raid-devices")?;
-    asm.raid10_shrink_holds(n).map_err(|e| e.to_string())
+    asm.raid10_shrink_holds(req).map_err(|e| e.to_string())
 }
 
 /// Whether the array has the shape the change asks for.

@@ -463,7 +463,8 @@ fn draw_combined(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
 }
 
 /// A RAID 10 near=2 or offset=2 of 4 or 6 members onto one or two more
-/// with a new chunk, the other of near and offset, or both (md's
+/// (or, one run in three, one fewer) with a new chunk, the other of near
+/// and offset, or both (md's
 /// `raid10_check_reshape` takes them with `delta_disks`). The component
 /// size is first cut to whole 256 KiB (a row of two of the largest chunk),
 /// so that the array is a whole number of any new chunk, as md requires.
@@ -488,6 +489,30 @@ fn draw_raid10_combined(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             Some(to.to_string()),
         ),
     };
+    // One in three onto fewer members instead (md's backward reshape with
+    // the new chunk or layout), drawn last so the grows keep their draws:
+    // one member fewer, the array size the most the fewer hold or a chunk
+    // of the larger chunk less.
+    if rng.gen_ratio(1, 3) {
+        let less_chunks = rng.gen_range(0..=1);
+        return Setup {
+            level: Level::Raid10,
+            raid10: Some(layout),
+            members,
+            change: Change {
+                shrink: true,
+                less_chunks,
+                cut_to: Some(256 << 10),
+                ..Change::asking(ReshapeRequest {
+                    raid_devices: Some(members - 1),
+                    chunk_bytes: chunk,
+                    layout: new_layout,
+                    ..ReshapeRequest::default()
+                })
+            },
+            ..s
+        };
+    }
     Setup {
         level: Level::Raid10,
         raid10: Some(layout),
