@@ -50,7 +50,10 @@ mod raid0;
 mod raid10;
 mod reshape;
 mod shrink;
+mod online;
 mod walk;
+
+pub use online::{ReshapeGate, ReshapingVolume};
 
 pub use convert::Conversion;
 pub use devices::DevicesChange;
