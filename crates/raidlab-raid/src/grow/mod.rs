@@ -45,15 +45,16 @@
 
 mod convert;
 mod devices;
+mod online;
 mod policy;
 mod raid0;
 mod raid10;
 mod reshape;
 mod shrink;
-mod online;
 mod walk;
 
 pub use online::{ReshapeGate, ReshapingVolume};
+pub(crate) use walk::ReshapeWalk;
 
 pub use convert::Conversion;
 pub use devices::DevicesChange;

@@ -322,7 +322,9 @@ impl Volume for ReshapingVolume {
     }
 
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
-        self.each(Op::Write, offset, len, |v, at, _, len| v.write_zeroes(at, len))
+        self.each(Op::Write, offset, len, |v, at, _, len| {
+            v.write_zeroes(at, len)
+        })
     }
 
     fn discard(&self, offset: u64, len: u64) -> Result<()> {

@@ -58,8 +58,8 @@
 use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
-use crate::long_run::{Driven, Stepped, Steps};
 use crate::assemble::{geometry_of, Assembly, MemberState};
+use crate::long_run::{Driven, Stepped, Steps};
 use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
@@ -80,18 +80,18 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReshapeReport> {
-        let mut walk = self.reshape_walk(None)?;
-        walk.run(&opts, progress, &mut |sectors| {
+        let mut walk = self.reshape_walk(false)?;
+        walk.run(&opts, &|| false, progress, &mut |sectors| {
             self.commit(|sb| sb.reshape_position = sectors)
         })?;
         self.reshape_end(walk)
     }
 
     /// The reshape the superblocks record, checked and ready to walk: its
-    /// two sides running over the members. With a `gate` (a reshape while
-    /// clients use the array, `super::online`), the old side takes writes
-    /// too and every step goes through the gate.
-    pub(crate) fn reshape_walk(&mut self, gate: Option<Arc<ReshapeGate>>) -> Result<ReshapeWalk> {
+    /// two sides running over the members. `served` (a reshape while
+    /// clients use the array, `super::online`): the old side takes writes
+    /// too and every step goes through a gate, [`ReshapeWalk::gate`].
+    pub(crate) fn reshape_walk(&mut self, served: bool) -> Result<ReshapeWalk> {
         let r = match self.reshape() {
             None => {
                 return Err(Error::invalid(
@@ -173,7 +173,8 @@ impl Assembly {
                 r.position
             )));
         }
-        let old_array = self.reshape_side(&r, false, gate.is_some())?;
+        let old_array = self.reshape_side(&r, false, served)?;
+        let gate = served.then(|| ReshapeGate::new(r));
         let new_array = self.reshape_side(&r, true, true)?;
         let old_end = r.old.array_bytes();
         let total = r.new.array_bytes();
@@ -302,10 +303,15 @@ pub(crate) struct ReshapeWalk {
 }
 
 impl ReshapeWalk {
+    /// The window to clients of a walk in service.
+    pub(crate) fn gate(&self) -> Option<&Arc<ReshapeGate>> {
+        self.gate.as_ref()
+    }
+
     /// The array's bytes in the new geometry's order of walking: the long
     /// run counts upwards, so a backward walk runs over the distance from
     /// the new geometry's end.
-    fn walked(&self, at: u64) -> u64 {
+    pub(crate) fn walked(&self, at: u64) -> u64 {
         if self.r.backwards {
             self.r.new.array_bytes() - at
         } else {
@@ -316,11 +322,12 @@ impl ReshapeWalk {
     /// Walk from the last checkpoint to the end (the long run's driver:
     /// steps, checkpoints every `opts.checkpoint_bytes`, pacing, stop),
     /// `commit` recording a position (in sectors) in every superblock. A
-    /// stop asked for checkpoints where the walk is and returns an
-    /// `Interrupted` error.
+    /// stop asked for (`opts.stop`, or `quit`) checkpoints where the walk is
+    /// and returns an `Interrupted` error.
     pub(crate) fn run(
         &mut self,
         opts: &RunOptions,
+        quit: &dyn Fn() -> bool,
         progress: &mut dyn FnMut(Progress),
         commit: &mut dyn FnMut(u64) -> Result<()>,
     ) -> Result<()> {
@@ -333,7 +340,7 @@ impl ReshapeWalk {
             progress,
             buf: Vec::new(),
         };
-        let driven = run.drive(&*clock, &|| stopped(opts), &mut steps);
+        let driven = run.drive(&*clock, &|| stopped(opts) || quit(), &mut steps);
         let WalkSteps { walk, commit, .. } = steps;
         let at = match driven {
             Ok(Driven::Stopped(pos)) => walk.walked(pos),
