@@ -100,13 +100,10 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         })?),
         None => None,
     };
-    if let Some(server) = crate::control::find(&a.members)? {
-        bail!(
-            "the array is served by `raidlab serve` ({}): grow of a served array is not built yet; stop it (`raidlab stop` with the same members), grow it offline, then serve it again",
-            server.display()
-        );
-    }
     let restripe = restripe_request(&a)?;
+    if let Some(server) = crate::control::find(&a.members)? {
+        return grow_served(&server, &a, restripe, array_bytes);
+    }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
         // A reshape's refusals come before a log replay could write.
         match &restripe {
@@ -682,47 +679,151 @@ fn describe(g: &raidlab_layout::Geometry) -> String {
     )
 }
 
+/// A grow of an array `raidlab serve` serves: a restripe (or `--continue`)
+/// is walked in the server while clients keep using the array; the other
+/// changes need it stopped.
+fn grow_served(
+    server: &std::path::Path,
+    a: &GrowArgs,
+    restripe: Option<ReshapeRequest>,
+    array_bytes: Option<u64>,
+) -> Result<ExitCode> {
+    let stop_first = |what: &str| -> Result<ExitCode> {
+        bail!(
+            "the array is served by `raidlab serve` ({}): {what} of a served array is not built; stop it (`raidlab stop` with the same members), grow it offline, then serve it again (a restripe, --raid-devices, --chunk, --layout, runs while it serves)",
+            server.display()
+        )
+    };
+    if a.size.is_some() {
+        return stop_first("--size");
+    }
+    if a.bitmap.is_some() {
+        return stop_first("--bitmap");
+    }
+    if a.consistency_policy.is_some() {
+        return stop_first("--consistency-policy");
+    }
+    if a.no_sync {
+        return stop_first("--no-sync");
+    }
+    let req = restripe.unwrap_or_default();
+    let mut add = Vec::new();
+    for p in &a.add {
+        if !p.exists() {
+            bail!(
+                "{}: does not exist; the server opens the devices it adds (create the file first, e.g. `truncate -s SIZE {}`); nothing was changed",
+                p.display(),
+                p.display()
+            );
+        }
+        add.push(crate::control::absolute(p).display().to_string());
+    }
+    crate::cmd::live::grow(
+        server,
+        &a.members,
+        crate::control::Command::Grow {
+            raid_devices: req.raid_devices,
+            level: req.level.map(|l| l.name().to_string()),
+            chunk_bytes: req.chunk_bytes,
+            layout: req.layout,
+            array_bytes,
+            add,
+            force: a.force,
+            continue_reshape: a.continue_reshape,
+            max_rate: a.run.max_rate,
+            json: a.run.json,
+        },
+    )
+}
+
+/// The checks and the start of a restripe of a served array, on its
+/// assembly (the server's side of `grow_served`): the same as offline's,
+/// for the restripes walked while serving.
+pub(crate) fn served_start(
+    asm: &mut Assembly,
+    req: &ReshapeRequest,
+    adds: Vec<raidlab_raid::assemble::Device>,
+    array_bytes: Option<u64>,
+    force: bool,
+) -> Result<()> {
+    if conversion(asm, req) {
+        bail!("a level change by md's takeover (RAID 0/1/10 to or from 4/5/6, RAID 5 to 6 and back) changes the running array's level: stop the server (`raidlab stop`), grow offline, serve again; nothing was changed");
+    }
+    let old = asm.geometry.raid_disks;
+    let n = req.raid_devices.unwrap_or(old);
+    if n < old && !adds.is_empty() {
+        bail!("--add with fewer --raid-devices: a shrink takes no new member (add spares with `raidlab add`); nothing was changed");
+    }
+    if n > old && adds.len() > n - old {
+        bail!(
+            "{} device(s) given with --add but only {} new slot(s): add the others as spares with `raidlab add`; nothing was changed",
+            adds.len(),
+            n - old
+        );
+    }
+    let plan = asm.reshape_check_sized(req, adds.len(), array_bytes)?;
+    if !plan.restripes() || plan.then_level.is_some() {
+        bail!("this change is (or ends with) md's takeover of the running array's level: stop the server (`raidlab stop`), grow offline, serve again; nothing was changed");
+    }
+    precheck_adds(asm, &adds, force)?;
+    for d in adds {
+        asm.add(d, force)?;
+    }
+    asm.reshape_start(plan)?;
+    Ok(())
+}
+
+/// What a finished reshape says, offline or served.
+pub(crate) fn reshape_text(
+    report: &raidlab_raid::grow::ReshapeReport,
+    g: &raidlab_layout::Geometry,
+    json: bool,
+) -> Result<String> {
+    if json {
+        return Ok(serde_json::to_string_pretty(report)? + "\n");
+    }
+    let mut out = String::new();
+    if report.resumed {
+        out += &format!(
+            "raidlab: reshape resumed at array byte {}\n",
+            report.resumed_from
+        );
+    }
+    let members = if report.old_raid_devices == report.new_raid_devices {
+        format!("over the same {} members", report.new_raid_devices)
+    } else {
+        format!(
+            "raid devices {} -> {}",
+            report.old_raid_devices, report.new_raid_devices
+        )
+    };
+    out += &format!(
+        "raidlab: reshape done: {members}; the array is {}, {} bytes (was {}); data offset moved {} {} bytes\n",
+        describe(g),
+        report.new_array_bytes,
+        report.old_array_bytes,
+        if report.backwards { "up" } else { "down" },
+        report.data_offset_moved_bytes
+    );
+    if !report.spares.is_empty() {
+        out += &format!(
+            "raidlab: {} left the array's roles: spare(s) now, as md leaves them: take each out with `raidlab remove MEMBER... --member DEV` to use it elsewhere\n",
+            report.spares.join(", ")
+        );
+    }
+    if !report.removed.is_empty() {
+        out += &format!(
+            "raidlab: {} left the array (removed, as md's takeover back to RAID 0 leaves them: a RAID 0 has no spares); give only the other members from now on\n",
+            report.removed.join(", ")
+        );
+    }
+    Ok(out)
+}
+
 /// Run the reshape the superblocks record to its end.
 fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
     let report = asm.reshape_run(options(&a.run, false), &mut bar("reshape"))?;
-    if a.run.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        if report.resumed {
-            outln!(
-                "raidlab: reshape resumed at array byte {}",
-                report.resumed_from
-            );
-        }
-        let members = if report.old_raid_devices == report.new_raid_devices {
-            format!("over the same {} members", report.new_raid_devices)
-        } else {
-            format!(
-                "raid devices {} -> {}",
-                report.old_raid_devices, report.new_raid_devices
-            )
-        };
-        outln!(
-            "raidlab: reshape done: {members}; the array is {}, {} bytes (was {}); data offset moved {} {} bytes",
-            describe(&asm.geometry),
-            report.new_array_bytes,
-            report.old_array_bytes,
-            if report.backwards { "up" } else { "down" },
-            report.data_offset_moved_bytes
-        );
-        if !report.spares.is_empty() {
-            outln!(
-                "raidlab: {} left the array's roles: spare(s) now, as md leaves them: take each out with `raidlab remove MEMBER... --member DEV` to use it elsewhere",
-                report.spares.join(", ")
-            );
-        }
-        if !report.removed.is_empty() {
-            outln!(
-                "raidlab: {} left the array (removed, as md's takeover back to RAID 0 leaves them: a RAID 0 has no spares); give only the other members from now on",
-                report.removed.join(", ")
-            );
-        }
-    }
+    out!("{}", reshape_text(&report, &asm.geometry, a.run.json)?);
     Ok(ExitCode::SUCCESS)
 }
 
