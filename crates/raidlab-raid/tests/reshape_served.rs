@@ -150,6 +150,9 @@ fn reshape_under_writes(level: Level, from: usize, to: usize) {
                 // Small steps and checkpoints: many windows and many
                 // writes waiting for a checkpoint.
                 checkpoint_bytes: 256 << 10,
+                // Paced (per member) so that the writers get a share of a
+                // loaded machine during the walk.
+                max_rate: Some(24 << 20),
                 ..RunOptions::default()
             },
             &mut |_| *steps.lock().unwrap() += 1,
@@ -311,4 +314,64 @@ fn a_reshape_in_service_refuses_other_changes_while_it_runs() {
     let mut buf = vec![0u8; 8192];
     v.read_at(&mut buf, r.position - 4096).unwrap();
     v.write_at(&buf, 0).unwrap();
+}
+
+/// md's `--grow --bitmap internal`, then `none`, on a served array while
+/// writers keep writing: the running array is swapped for one with (then
+/// without) the bitmap, nothing written is lost, and the superblocks say
+/// so after a restart.
+#[test]
+fn a_bitmap_is_added_and_removed_while_clients_write() {
+    let devs = devices(4);
+    let asm = level_array(Level::Raid5, 4, &devs);
+    let bytes = asm.geometry.array_bytes();
+    let blocks = bytes / BLOCK;
+    let array = Arc::new(asm.array().unwrap());
+    for b in 0..blocks {
+        array.write_at(&block(b * BLOCK, 0), b * BLOCK).unwrap();
+    }
+    array.flush().unwrap();
+    let live = LiveArray::new(asm, array);
+    live.start_safe_mode(true);
+    let volume = live.volume();
+    let done = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let threads = writers(volume.clone(), blocks, 3, done.clone(), writes.clone());
+    while writes.load(Ordering::Relaxed) < 200 {
+        std::thread::yield_now();
+    }
+    live.change_running(|asm| asm.grow_bitmap(true, None))
+        .unwrap();
+    assert!(live.with_assembly(|a| a.bitmap.is_some()));
+    let after_add = writes.load(Ordering::Relaxed);
+    while writes.load(Ordering::Relaxed) < after_add + 200 {
+        std::thread::yield_now();
+    }
+    // A second bitmap is refused with md's words, nothing changed.
+    let e = live
+        .change_running(|asm| asm.grow_bitmap(true, None))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("bitmap already present"), "{e}");
+    let with_bitmap = Assembly::assemble(devs.clone()).unwrap();
+    assert!(with_bitmap.bitmap.is_some(), "the bitmap is on the members");
+    live.change_running(|asm| asm.grow_bitmap(false, None))
+        .unwrap();
+    done.store(true, Ordering::Release);
+    let mut last = vec![0u64; blocks as usize];
+    for t in threads {
+        for (b, v) in t.join().unwrap() {
+            last[b as usize] = v;
+        }
+    }
+    for b in 0..blocks {
+        let mut got = vec![0u8; BLOCK as usize];
+        volume.read_at(&mut got, b * BLOCK).unwrap();
+        assert!(got == block(b * BLOCK, last[b as usize]), "block {b}");
+    }
+    live.shutdown();
+    volume.flush().unwrap();
+    drop(volume);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    assert!(asm.bitmap.is_none(), "the bitmap is gone from the members");
 }

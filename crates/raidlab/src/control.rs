@@ -102,6 +102,12 @@ pub enum Command {
         continue_reshape: bool,
         max_rate: Option<u64>,
         json: bool,
+        /// `--bitmap internal` (true) or `none` (false), instead of a
+        /// restripe.
+        #[serde(default)]
+        bitmap: Option<bool>,
+        #[serde(default)]
+        bitmap_chunk: Option<u64>,
     },
     /// Stop the whole server (every export), as SIGTERM does.
     Stop,

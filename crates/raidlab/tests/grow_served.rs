@@ -157,10 +157,23 @@ fn reshape_status(v: &serde_json::Value) -> Option<&serde_json::Value> {
 }
 
 /// Wait until the served reshape has moved at least `bytes` (and still
-/// runs), or has finished (`done`).
-fn wait_reshape(dir: &Path, members: &[&str], bytes: u64, done: bool) -> serde_json::Value {
+/// runs), or has finished (`done`); `grow`, the command that asked for it,
+/// must not have failed meanwhile.
+fn wait_reshape(
+    dir: &Path,
+    members: &[&str],
+    bytes: u64,
+    done: bool,
+    mut grow: Option<&mut Child>,
+) -> serde_json::Value {
     let t = Instant::now();
     loop {
+        if let Some(c) = grow.as_deref_mut() {
+            if let Some(st) = c.try_wait().unwrap() {
+                let log = std::fs::read_to_string(dir.join("grow.log")).unwrap_or_default();
+                assert!(st.success(), "grow exited with {st}: {log}");
+            }
+        }
         let v = detail(dir, members);
         if let Some(r) = reshape_status(&v) {
             assert!(r["error"].is_null(), "the reshape stopped: {v}");
@@ -200,7 +213,14 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     let srv = Serve::start(dir, &m);
     let size0 = detail(dir, &m)["array_size_bytes"].as_u64();
     // The grow, paced so that it outlasts fio's writing and verifying.
-    let grow = raidlab(dir)
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("grow.log"))
+            .unwrap()
+    };
+    let mut grow = raidlab(dir)
         .args([
             "grow",
             "--raid-devices",
@@ -211,21 +231,20 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
             "3M",
         ])
         .args(m)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(log())
+        .stderr(log())
         .spawn()
         .unwrap();
-    wait_reshape(dir, &m, 1, false);
+    wait_reshape(dir, &m, 1, false, Some(&mut grow));
     fio(&srv.uri(), "0", "24M", "36", &["--do_verify=1"]);
     let v = detail(dir, &m);
     assert!(
         reshape_status(&v).is_some_and(|r| r["running"] == true),
         "fio wrote and verified while the reshape ran: {v}"
     );
-    let out = grow.wait_with_output().unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "grow failed: {text}");
+    let st = grow.wait().unwrap();
+    let text = std::fs::read_to_string(dir.join("grow.log")).unwrap();
+    assert!(st.success(), "grow failed: {text}");
     assert!(text.contains("reshape done: raid devices 4 -> 5"), "{text}");
     let five = ["m0", "m1", "m2", "m3", "m4"];
     let v = detail(dir, &five);
@@ -238,7 +257,7 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     fio(&srv.uri(), "0", "24M", "36", &["--verify_only"]);
 
     // A second grow, killed -9 in the middle of its walk.
-    let grow = raidlab(dir)
+    let mut grow = raidlab(dir)
         .args([
             "grow",
             "--raid-devices",
@@ -249,15 +268,15 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
             "2M",
         ])
         .args(five)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log())
+        .stderr(log())
         .spawn()
         .unwrap();
-    wait_reshape(dir, &five, 1, false);
+    wait_reshape(dir, &five, 1, false, Some(&mut grow));
     fio(&srv.uri(), "32M", "24M", "37", &["--do_verify=1"]);
-    let v = wait_reshape(dir, &five, 8 << 20, false);
+    let v = wait_reshape(dir, &five, 8 << 20, false, Some(&mut grow));
     srv.kill();
-    let _ = grow.wait_with_output();
+    let _ = grow.wait();
     let six = ["m0", "m1", "m2", "m3", "m4", "m5"];
     // Offline, the superblocks say where it stopped.
     let offline = run(raidlab(dir).arg("detail").args(six));
@@ -269,7 +288,7 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     let srv = Serve::start(dir, &six);
     fio(&srv.uri(), "0", "24M", "36", &["--verify_only"]);
     fio(&srv.uri(), "32M", "24M", "37", &["--verify_only"]);
-    let v = wait_reshape(dir, &six, 0, true);
+    let v = wait_reshape(dir, &six, 0, true, None);
     assert_eq!(v["raid_devices"], 6, "{v}");
     fio(&srv.uri(), "0", "24M", "36", &["--verify_only"]);
     fio(&srv.uri(), "32M", "24M", "37", &["--verify_only"]);
@@ -280,5 +299,55 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     );
     // Stopped: no reshape recorded, parity checks everywhere.
     let check = run(raidlab(dir).arg("check").args(six));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+}
+
+/// The changes that move no data, on a served array: `--bitmap internal`
+/// and `none`, and RAID 4 to 5 (md's takeover to parity-last) swap the
+/// running array while fio's data stays exact; `--size` is refused with what
+/// to do, nothing changed.
+#[test]
+fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_size_with_the_reason() {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(
+            "served grow: fio not installed (scripts/test.sh installs it)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path();
+    let m = ["m0", "m1", "m2"];
+    run(raidlab(dir)
+        .args(["create", "-l", "4", "--member-size", "24M"])
+        .args(m));
+    let srv = Serve::start(dir, &m);
+    fio(&srv.uri(), "0", "16M", "38", &["--do_verify=1"]);
+    let out = run(raidlab(dir).args(["grow", "--bitmap", "internal"]).args(m));
+    assert!(out.contains("internal bitmap added"), "{out}");
+    assert_eq!(detail(dir, &m)["consistency_policy"], "bitmap");
+    let out = run(raidlab(dir).args(["grow", "--level", "5"]).args(m));
+    assert!(out.contains("is now raid5"), "{out}");
+    let v = detail(dir, &m);
+    assert_eq!(v["level"], "raid5", "{v}");
+    assert_eq!(v["layout"], "parity-last", "{v}");
+    fio(&srv.uri(), "0", "16M", "38", &["--verify_only"]);
+    let out = run(raidlab(dir).args(["grow", "--bitmap", "none"]).args(m));
+    assert!(out.contains("bitmap removed"), "{out}");
+    let size = raidlab(dir)
+        .args(["grow", "--size", "max"])
+        .args(m)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&size.stderr);
+    assert!(
+        !size.status.success() && err.contains("--size of a served array is not built"),
+        "{err}"
+    );
+    fio(&srv.uri(), "0", "16M", "38", &["--verify_only"]);
+    srv.stop();
+    let v = detail(dir, &m);
+    assert_eq!(v["level"], "raid5", "{v}");
+    assert_eq!(v["consistency_policy"], "resync", "{v}");
+    let check = run(raidlab(dir).arg("check").args(m));
     assert!(check.contains("mismatch_cnt: 0"), "{check}");
 }

@@ -1,6 +1,7 @@
 //! A reshape while the array serves (md's reshape of a running array):
 //! where the clients' requests go before, during and after it, and the walk
-//! run in service.
+//! run in service; and the running array swapped for another after a change
+//! of the superblocks that moves no data (`LiveArray::change_running`).
 //!
 //! What it decides: the order of the switches. Before the walk, requests in
 //! flight on the running array finish and its stripe cache is written out;
@@ -256,7 +257,7 @@ impl LiveArray {
                 .route
                 .write()
                 .unwrap_or_else(|p| p.into_inner());
-            self.array().flush()?;
+            crate::lifecycle::stop_writes(&self.array())?;
             *route = Route::Reshaping(volume);
             *lock(&self.serving.sides) = Some((walk.old.clone(), walk.new.clone()));
         }
@@ -315,15 +316,6 @@ impl LiveArray {
     /// record, started as `lifecycle` starts one for writing, takes the
     /// requests and becomes the running array.
     fn serve_new_geometry(self: &Arc<Self>) -> Result<()> {
-        let (array, config) = {
-            let asm = lock(&self.asm);
-            let config = self.array().stripe_cache_stats().0.map(|(c, _)| c);
-            (Arc::new(asm.array()?), config)
-        };
-        if let Some(config) = config {
-            array.start_stripe_cache(config, raidlab_core::clock::system())?;
-        }
-        self.install_recorder(&array);
         let mut route = self
             .serving
             .route
@@ -332,9 +324,59 @@ impl LiveArray {
         if let Route::Reshaping(v) = &*route {
             v.flush()?;
         }
+        let array = self.started_array()?;
         *route = Route::Array(array.clone());
         *lock(&self.serving.sides) = None;
         *self.array.write().unwrap_or_else(|p| p.into_inner()) = array;
         Ok(())
+    }
+
+    /// The running array of what the superblocks record now, started for
+    /// writing as `lifecycle` starts one (the stripe cache as the running
+    /// array had it, failure recording), its bitmap daemon scheduled anew.
+    fn started_array(self: &Arc<Self>) -> Result<Arc<Array>> {
+        let config = self.array().stripe_cache_stats().0.map(|(c, _)| c);
+        let array = Arc::new(lock(&self.asm).array()?);
+        if let Some(config) = config {
+            array.start_stripe_cache(config, lock(&self.clock).clone())?;
+        }
+        self.install_recorder(&array);
+        *lock(&self.bitmap_daemon) = None;
+        Ok(array)
+    }
+
+    /// Change what the superblocks record of a served array without moving
+    /// data (md's `--grow --bitmap`, a takeover to a level with the same
+    /// placement): the requests under way finish and the running array's
+    /// held stripes reach the members, `change` commits on the assembly,
+    /// and the running array of the result takes the requests. Refused
+    /// while a reshape, a rebuild or a check runs.
+    pub fn change_running<T>(
+        self: &Arc<Self>,
+        change: impl FnOnce(&mut Assembly) -> Result<T>,
+    ) -> Result<T> {
+        self.check_not_reshaping("this change")?;
+        if self.array().recovery().is_some() {
+            return Err(Error::invalid(
+                "a rebuild is running: change the array after it finishes (`raidlab rebuild` waits for it)",
+            ));
+        }
+        if lock(&self.scrub).as_ref().is_some_and(|s| s.running) {
+            return Err(Error::invalid(
+                "a check or repair is running: change the array after it finishes",
+            ));
+        }
+        let mut route = self
+            .serving
+            .route
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        let running = self.array();
+        crate::lifecycle::stop_writes(&running)?;
+        let out = lock(&self.asm).change_running(&running, change)?;
+        let array = self.started_array()?;
+        *route = Route::Array(array.clone());
+        *self.array.write().unwrap_or_else(|p| p.into_inner()) = array;
+        Ok(out)
     }
 }

@@ -409,7 +409,19 @@ fn carry_out(
             continue_reshape,
             max_rate,
             json,
+            bitmap,
+            bitmap_chunk,
         } => {
+            if let Some(add) = bitmap {
+                let chunk = bitmap_chunk
+                    .map(u32::try_from)
+                    .transpose()
+                    .map_err(|_| anyhow!("--bitmap-chunk: md's bitmap chunk is at most 2 GiB"))?;
+                live.change_running(|asm| asm.grow_bitmap(add, chunk))?;
+                let text = live.with_assembly(crate::cmd::grow::bitmap_text);
+                said(text.trim_start_matches("raidlab: ").trim_end());
+                return Ok((text, 0));
+            }
             let level = match level {
                 Some(l) => Some(raidlab_layout::Level::from_name(&l)?),
                 None => None,
@@ -420,6 +432,19 @@ fn carry_out(
                 chunk_bytes,
                 layout,
             };
+            let takeover = match continue_reshape {
+                true => None,
+                false => live.with_assembly(|asm| {
+                    crate::cmd::grow::served_takeover(asm, &req, add.len(), array_bytes)
+                })?,
+            };
+            if let Some(to) = takeover {
+                let from = live.with_assembly(|asm| crate::cmd::grow::describe(&asm.geometry));
+                live.change_running(|asm| asm.takeover(to))?;
+                let text = live.with_assembly(|asm| crate::cmd::grow::takeover_text(&from, asm));
+                said(text.trim_start_matches("raidlab: ").trim_end());
+                return Ok((text, 0));
+            }
             let adds = add
                 .iter()
                 .map(|p| m.open_new(Path::new(p)))

@@ -9,7 +9,11 @@ use super::*;
 /// then (unless `--layout preserve`) a restripe to the RAID 6 layout. RAID
 /// 6 to 5: a restripe to the "-6" layout where needed, then the takeover
 /// (Q's member becomes a spare).
-pub(super) fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result<ExitCode> {
+pub(super) fn grow_convert(
+    mut asm: Assembly,
+    req: &ReshapeRequest,
+    a: &GrowArgs,
+) -> Result<ExitCode> {
     let (adds, created) = open_adds(a)?;
     let to = req.level.unwrap_or(asm.geometry.level);
     let checked = (|| -> Result<raidlab_raid::grow::Conversion> {
@@ -200,4 +204,3 @@ pub(super) fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs
     }
     Ok(ExitCode::SUCCESS)
 }
-

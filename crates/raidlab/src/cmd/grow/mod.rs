@@ -27,8 +27,9 @@ mod convert;
 mod served;
 
 use convert::grow_convert;
-pub(crate) use served::served_start;
 use served::grow_served;
+pub(crate) use served::served_start;
+pub(crate) use served::served_takeover;
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let array_bytes = match a.array_size.as_deref() {
@@ -144,14 +145,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     }
     if let Some(b) = a.bitmap {
         asm.grow_bitmap(b == GrowBitmap::Internal, bitmap_chunk)?;
-        match (b, &asm.bitmap) {
-            (GrowBitmap::Internal, Some(bm)) => outln!(
-                "raidlab: internal bitmap added: {} chunks of {} bytes",
-                bm.chunks(),
-                bm.sb.chunksize
-            ),
-            _ => outln!("raidlab: internal bitmap removed; the consistency policy is resync"),
-        }
+        out!("{}", bitmap_text(&asm));
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(p) = policy {
@@ -403,10 +397,7 @@ fn grow_reshape(
         if let Some(to) = req.level {
             asm.takeover(to)?;
         }
-        outln!(
-            "raidlab: {from} is now {} (md's takeover: the same placement, no data moved)",
-            describe(&asm.geometry)
-        );
+        out!("{}", takeover_text(&from, &asm));
         return Ok(ExitCode::SUCCESS);
     }
     for d in adds {
@@ -481,13 +472,33 @@ fn conversion(asm: &Assembly, req: &ReshapeRequest) -> bool {
 }
 
 /// Level, member count, chunk and layout, as `detail` names them.
-fn describe(g: &raidlab_layout::Geometry) -> String {
+pub(crate) fn describe(g: &raidlab_layout::Geometry) -> String {
     format!(
         "{} of {} members, {}K chunk, {}",
         g.level.name(),
         g.raid_disks,
         g.chunk_bytes / 1024,
         g.layout.name()
+    )
+}
+
+/// What `--bitmap` did, offline or served.
+pub(crate) fn bitmap_text(asm: &Assembly) -> String {
+    match &asm.bitmap {
+        Some(bm) => format!(
+            "raidlab: internal bitmap added: {} chunks of {} bytes\n",
+            bm.chunks(),
+            bm.sb.chunksize
+        ),
+        None => "raidlab: internal bitmap removed; the consistency policy is resync\n".into(),
+    }
+}
+
+/// What a takeover alone did (no data moved), offline or served.
+pub(crate) fn takeover_text(from: &str, asm: &Assembly) -> String {
+    format!(
+        "raidlab: {from} is now {} (md's takeover: the same placement, no data moved)\n",
+        describe(&asm.geometry)
     )
 }
 

@@ -25,9 +25,6 @@ pub(super) fn grow_served(
     if a.size.is_some() {
         return stop_first("--size");
     }
-    if a.bitmap.is_some() {
-        return stop_first("--bitmap");
-    }
     if a.consistency_policy.is_some() {
         return stop_first("--consistency-policy");
     }
@@ -60,6 +57,8 @@ pub(super) fn grow_served(
             continue_reshape: a.continue_reshape,
             max_rate: a.run.max_rate,
             json: a.run.json,
+            bitmap: a.bitmap.map(|b| b == GrowBitmap::Internal),
+            bitmap_chunk: a.bitmap_chunk,
         },
     )
 }
@@ -91,7 +90,8 @@ pub(crate) fn served_start(
     }
     let plan = asm.reshape_check_sized(req, adds.len(), array_bytes)?;
     if !plan.restripes() || plan.then_level.is_some() {
-        bail!("this change is (or ends with) md's takeover of the running array's level: stop the server (`raidlab stop`), grow offline, serve again; nothing was changed");
+        // A takeover alone is `served_takeover`'s (asked first).
+        bail!("this change ends with md's takeover of the array's level after its restripe: stop the server (`raidlab stop`), grow offline, serve again; nothing was changed");
     }
     precheck_adds(asm, &adds, force)?;
     for d in adds {
@@ -101,3 +101,24 @@ pub(crate) fn served_start(
     Ok(())
 }
 
+/// The level a served restripe request changes by md's takeover alone (the
+/// same placement, no data moved: RAID 4 and a RAID 5 in parity-last), when
+/// it is one; checked as offline.
+pub(crate) fn served_takeover(
+    asm: &Assembly,
+    req: &ReshapeRequest,
+    adds: usize,
+    array_bytes: Option<u64>,
+) -> Result<Option<Level>> {
+    if conversion(asm, req) || req.level.is_none() {
+        return Ok(None);
+    }
+    let plan = asm.reshape_check_sized(req, adds, array_bytes)?;
+    if plan.restripes() {
+        return Ok(None);
+    }
+    if adds > 0 {
+        bail!("--add with a takeover alone: it takes no new member; nothing was changed");
+    }
+    Ok(req.level)
+}
