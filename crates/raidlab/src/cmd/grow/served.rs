@@ -1,9 +1,10 @@
 //! `grow` of an array `raidlab serve` serves: the command sends a restripe
 //! (or `--continue`) to the server, which checks and starts it on its
 //! assembly as offline (`served_start`) and walks it while clients keep
-//! using the array (`raidlab_raid::live`). Changes that need the array
-//! stopped (--size, --bitmap, --consistency-policy, level takeovers) are
-//! refused with what to do.
+//! using the array (`raidlab_raid::live`); `--bitmap` and a takeover that
+//! moves no data swap the running array at once. Changes that need the
+//! array stopped (--size, --consistency-policy, the other level changes)
+//! are refused with what to do.
 
 use super::*;
 
@@ -18,7 +19,7 @@ pub(super) fn grow_served(
 ) -> Result<ExitCode> {
     let stop_first = |what: &str| -> Result<ExitCode> {
         bail!(
-            "the array is served by `raidlab serve` ({}): {what} of a served array is not built; stop it (`raidlab stop` with the same members), grow it offline, then serve it again (a restripe, --raid-devices, --chunk, --layout, runs while it serves)",
+            "the array is served by `raidlab serve` ({}): {what} of a served array is not built; stop it (`raidlab stop` with the same members), grow it offline, then serve it again (a restripe, --raid-devices, --chunk, --layout, runs while it serves, and --bitmap is made at once)",
             server.display()
         )
     };
