@@ -7,7 +7,7 @@ use raidlab_core::Volume;
 use raidlab_layout::{Layout, Level};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
-use raidlab_raid::live::LiveArray;
+use raidlab_raid::live::{LiveArray, WriteMark};
 use raidlab_raid::recovery::RunOptions;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -118,6 +118,9 @@ fn reshape_under_writes(level: Level, from: usize, to: usize) {
         None
     };
     let blocks = kept.unwrap_or(old_bytes) / BLOCK;
+    // As a start for writing marks it (md's "active"), before the running
+    // array is built.
+    assert!(asm.mark_dirty().unwrap(), "in sync before");
     let array = Arc::new(asm.array().unwrap());
     for b in 0..blocks {
         array.write_at(&block(b * BLOCK, 0), b * BLOCK).unwrap();
@@ -129,6 +132,13 @@ fn reshape_under_writes(level: Level, from: usize, to: usize) {
     let done = Arc::new(AtomicBool::new(false));
     let writes = Arc::new(AtomicU64::new(0));
     let threads = writers(volume.clone(), blocks, 3, done.clone(), writes.clone());
+    // The writers are under way (the superblocks carry the dirty mark of an
+    // array taking writes, which is no resync owed) before the reshape is
+    // asked for.
+    while writes.load(Ordering::Relaxed) < 50 {
+        std::thread::yield_now();
+    }
+    assert_eq!(live.write_mark(), Some(WriteMark::Active));
     let added = devs[from..to.max(from)].to_vec();
     let req = ReshapeRequest {
         raid_devices: Some(to),

@@ -250,7 +250,7 @@ impl Assembly {
                 self.missing()
             )));
         }
-        if !self.in_sync() {
+        if !self.consistent() {
             return Err(refused(
                 "the array has a resync pending (not stopped cleanly, or a resync interrupted): run `raidlab resync` first, then grow; nothing was changed".into(),
             ));

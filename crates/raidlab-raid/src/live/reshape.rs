@@ -233,34 +233,44 @@ impl LiveArray {
         if st.as_ref().is_some_and(|t| t.running) {
             return Err(Error::invalid("a reshape is running already"));
         }
+        // A reshape started here: the requests under way on the running
+        // array finish first and its held stripes reach the members, so
+        // the start sees the array consistent (its dirty mark only the one
+        // it carries while writes are recent); from the switch on, the
+        // sides (two other arrays over the same members) take every request.
+        let fresh = self.serving.sides().is_none();
+        let mut route = fresh.then(|| {
+            self.serving
+                .route
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+        });
         let walk = {
             let running = self.array();
+            if fresh {
+                crate::lifecycle::stop_writes(&running)?;
+            }
             let mut asm = lock(&self.asm);
-            if self.serving.sides().is_none() {
-                asm.change_running(&running, start)?;
+            if fresh {
+                asm.set_active_in_service(self.dirty_mark_is_ours());
+                let started = asm.change_running(&running, start);
+                asm.set_active_in_service(false);
+                started?;
             }
             asm.reshape_walk(true)?
         };
         let gate = walk.gate().cloned().expect("a served walk has a gate");
-        if self.serving.sides().is_none() {
-            // Requests under way on the running array finish first, and
-            // its stripe cache reaches the members: from here on the sides
-            // (two other arrays over the same members) take every request.
+        if let Some(route) = route.as_deref_mut() {
             let volume = Arc::new(ReshapingVolume::new(
                 self.array().name(),
                 gate,
                 walk.old.clone(),
                 walk.new.clone(),
             ));
-            let mut route = self
-                .serving
-                .route
-                .write()
-                .unwrap_or_else(|p| p.into_inner());
-            crate::lifecycle::stop_writes(&self.array())?;
             *route = Route::Reshaping(volume);
             *lock(&self.serving.sides) = Some((walk.old.clone(), walk.new.clone()));
         }
+        drop(route);
         // Counted as the walk counts: from the new geometry's end going
         // backwards.
         *st = Some(TaskStatus::new(
@@ -373,7 +383,13 @@ impl LiveArray {
             .unwrap_or_else(|p| p.into_inner());
         let running = self.array();
         crate::lifecycle::stop_writes(&running)?;
-        let out = lock(&self.asm).change_running(&running, change)?;
+        let out = {
+            let mut asm = lock(&self.asm);
+            asm.set_active_in_service(self.dirty_mark_is_ours());
+            let out = asm.change_running(&running, change);
+            asm.set_active_in_service(false);
+            out?
+        };
         let array = self.started_array()?;
         *route = Route::Array(array.clone());
         *self.array.write().unwrap_or_else(|p| p.into_inner()) = array;

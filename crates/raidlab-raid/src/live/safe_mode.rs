@@ -95,6 +95,13 @@ impl LiveArray {
         g.last_write = now;
     }
 
+    /// Whether the superblocks' dirty mark, when they carry one, is safe
+    /// mode's (the array was in sync when it started serving), not a resync
+    /// owed.
+    pub(super) fn dirty_mark_is_ours(&self) -> bool {
+        lock(&self.safe.state).enabled
+    }
+
     /// What the superblocks say about writes now; `None` when safe mode is off
     /// (read-only, or owed a resync: the start's mark stands).
     pub fn write_mark(&self) -> Option<WriteMark> {
