@@ -121,6 +121,10 @@ pub struct Rules {
     pub stripe_cache: bool,
     /// Whether reads are spread over copies by the read balancer.
     pub balanced_reads: bool,
+    /// Whether a block md's bad-block log lists, once served from
+    /// redundancy, is written back and forgotten (md's RAID 5 does; its
+    /// RAID 1 and 10 only read around a listed copy).
+    pub heals_listed: bool,
     pub bitmap: BitmapUnit,
     /// Whether a member can be replaced or rebuilt from the others (a spare
     /// takes a role). md's raid0 takes no spare.

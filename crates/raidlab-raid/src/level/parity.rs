@@ -21,6 +21,7 @@ const PARITY: Rules = Rules {
     write_hole: true,
     stripe_cache: true,
     balanced_reads: false,
+    heals_listed: true,
     bitmap: BitmapUnit::MemberSectors,
     spares: true,
     sized_per_member: false,

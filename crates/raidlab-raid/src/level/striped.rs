@@ -23,6 +23,7 @@ pub(super) static RAID0: Rules = Rules {
     write_hole: false,
     stripe_cache: false,
     balanced_reads: false,
+    heals_listed: false,
     bitmap: BitmapUnit::None,
     spares: false,
     sized_per_member: true,

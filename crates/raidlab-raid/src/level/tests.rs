@@ -5,8 +5,9 @@ use super::*;
 use raidlab_layout::{Geometry, Layout, Level};
 
 /// Each level's constraints, one row: (level, family, plans, redundancy,
-/// min members, chunked, ppl, journal, trims, resyncs, write hole, stripe
-/// cache, balanced reads, bitmap, spares, sized per member).
+/// min members, [chunked, ppl, journal, trims, resyncs, write hole, stripe
+/// cache, balanced reads, heals listed bad blocks, spares, sized per
+/// member], bitmap).
 #[allow(clippy::type_complexity)]
 #[rustfmt::skip]
 const TABLE: [(
@@ -15,27 +16,31 @@ const TABLE: [(
     Plans,
     Redundancy,
     usize,
-    [bool; 10],
+    [bool; 11],
     BitmapUnit,
 ); 6] = {
     use BitmapUnit as B;
     use Family::*;
     use Plans::*;
     use Redundancy as R;
-    //   chunked ppl    journal trims  resyncs hole   cache  balance spares per-member
+    const T: bool = true;
+    const F: bool = false;
+    // Flags: chunked, ppl, journal, trims, resyncs, write hole, stripe cache,
+    // balanced reads, heals listed, spares, sized per member.
     [
+        //   ch pp jo tr rs wh sc br hl sp pm (the flags, under each row)
         (Level::Raid0, Striped, Copies, R::None, 2,
-            [true, false, false, true, false, false, false, false, false, true], B::None),
+            [T, F, F, T, F, F, F, F, F, F, T], B::None),
         (Level::Raid1, Mirror, Copies, R::AllButOne, 2,
-            [false, false, false, true, true, false, false, true, true, false], B::MemberSectors),
+            [F, F, F, T, T, F, F, T, F, T, F], B::MemberSectors),
         (Level::Raid10, Mirror, Copies, R::CopyOfEachChunk, 2,
-            [true, false, false, true, true, false, false, true, true, false], B::ArraySectors),
+            [T, F, F, T, T, F, F, T, F, T, F], B::ArraySectors),
         (Level::Raid4, Parity, ParityRows, R::Parity(1), 2,
-            [true, false, true, false, true, true, true, false, true, false], B::MemberSectors),
+            [T, F, T, F, T, T, T, F, T, T, F], B::MemberSectors),
         (Level::Raid5, Parity, ParityRows, R::Parity(1), 2,
-            [true, true, true, false, true, true, true, false, true, false], B::MemberSectors),
+            [T, T, T, F, T, T, T, F, T, T, F], B::MemberSectors),
         (Level::Raid6, Parity, ParityRows, R::Parity(2), 4,
-            [true, false, true, false, true, true, true, false, true, false], B::MemberSectors),
+            [T, F, T, F, T, T, T, F, T, T, F], B::MemberSectors),
     ]
 };
 
@@ -59,6 +64,7 @@ fn every_level_has_the_constraints_stated_here() {
                 r.write_hole,
                 r.stripe_cache,
                 r.balanced_reads,
+                r.heals_listed,
                 r.spares,
                 r.sized_per_member,
             ],
@@ -67,7 +73,7 @@ fn every_level_has_the_constraints_stated_here() {
         assert_eq!(
             got,
             (family, plans, redundancy, min, flags, bitmap),
-            "{level}: (family, plans, redundancy, min members, [chunked, ppl, journal, trims, resyncs, write hole, stripe cache, balanced reads, spares, sized per member], bitmap)"
+            "{level}: (family, plans, redundancy, min members, [chunked, ppl, journal, trims, resyncs, write hole, stripe cache, balanced reads, heals listed, spares, sized per member], bitmap)"
         );
     }
 }
