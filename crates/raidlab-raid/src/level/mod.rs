@@ -17,11 +17,11 @@
 //! I/O, allocate, or import another engine module (every module asks this
 //! one, so it sits at the bottom of the engine's import chain).
 //!
-//! Linear arrays and multi-zone RAID 0 are run by `zoned.rs` as a one-member
-//! pass-through whose geometry says RAID 1, so they get RAID 1's rules with
-//! one member (no redundancy left to lose, check or rebuild). An array in the
-//! middle of a reshape has two geometries; each asks for its own rules
-//! (`grow/` and `assemble/reshape.rs` decide the rest).
+//! Not families here yet: linear arrays and multi-zone RAID 0 (`zoned.rs`)
+//! and an array in the middle of a reshape (two geometries, `grow/` and
+//! `assemble/reshape.rs`) run as a one-member RAID 1 pass-through over a
+//! volume that places each request itself, so the running array gets RAID
+//! 1's rules with one member: no redundancy left to lose, check or rebuild.
 
 mod mirror;
 mod parity;
