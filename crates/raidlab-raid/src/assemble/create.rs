@@ -4,6 +4,7 @@
 
 use super::new_member::check_new_members;
 use super::*;
+use crate::level;
 
 /// What the user asked `create` for.
 #[derive(Debug, Clone)]
@@ -80,7 +81,7 @@ pub fn create_with_executor(
         ));
     }
     if let Some(j) = &journal {
-        if !matches!(spec.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+        if !level::rules(spec.level).journal {
             return Err(Error::invalid(format!(
                 "a write journal (--write-journal) is for RAID 4, 5 and 6, not {}: md journals parity stripes only",
                 spec.level.name()
@@ -124,7 +125,7 @@ pub fn create_with_executor(
     }
     check_new_members(&members, spec.force)?;
     if version == MetadataVersion::V0_90
-        && spec.level == Level::Raid0
+        && level::rules(spec.level).sized_per_member
         && super::create_zoned::raid0_sizes_differ(&members, spec.chunk_bytes, version)
     {
         // 0.90 records no data size: md would lay these out in zones.
@@ -138,12 +139,12 @@ pub fn create_with_executor(
         .map(|m| m.device.volume.size())
         .min()
         .unwrap_or(0);
-    let chunk = if spec.level == Level::Raid1 {
-        0
-    } else {
+    let chunk = if level::rules(spec.level).chunked {
         spec.chunk_bytes
+    } else {
+        0
     };
-    if spec.ppl && spec.level != Level::Raid5 {
+    if spec.ppl && !level::rules(spec.level).ppl {
         return Err(Error::invalid(format!(
             "a partial parity log (--consistency-policy ppl) is for RAID 5 only, not {}: use resync or bitmap",
             spec.level.name()
@@ -189,7 +190,7 @@ pub fn create_with_executor(
             e
         })?;
     let zeroed = members.iter().take(raid_disks).all(|m| m.zeroed);
-    let clean = zeroed || spec.level == Level::Raid0;
+    let clean = zeroed || !level::rules(spec.level).resyncs;
     let array = NewArray {
         uuid: *uuid::Uuid::new_v4().as_bytes(),
         name: spec.name.clone(),
@@ -237,7 +238,7 @@ pub fn create_with_executor(
             m.device.volume.size() / SECTOR,
             now,
         );
-        if spec.level == Level::Raid0 {
+        if level::rules(spec.level).sized_per_member {
             // md sizes RAID 0 from each member's data_size: make them equal so md
             // sees one zone, exactly the striping raidlab uses, on unequal members.
             sb.data_size = array.member_sectors;
