@@ -72,9 +72,9 @@ pub enum Command {
     /// offset with the same copies (restriped offline; --continue resumes).
     /// A RAID 4/5/6's --raid-devices goes with --chunk and --layout in one
     /// reshape, as md makes it (more or fewer members and the new chunk or
-    /// layout at once), and a RAID 10's more or fewer members too. Other
-    /// restriping (other levels, a RAID 0's other members with a new chunk
-    /// at once: one after the other) is refused: not built yet; so are a
+    /// layout at once), and a RAID 10's and a RAID 0's more or fewer
+    /// members too. Other restriping (other levels) is refused: not built
+    /// yet; so are a
     /// RAID 10's far layout and another number of copies, as md refuses
     /// them.
     #[command(after_help = GROW_HELP)]

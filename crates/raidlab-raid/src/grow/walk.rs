@@ -51,8 +51,7 @@
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
 //! and never carry on a reshape it cannot finish exactly (a RAID 10's far
-//! layout, a RAID 0's other members with a new chunk at once, a level
-//! change other than 4 and 5, a move of the data offset too small for the
+//! layout, a level change other than 4 and 5, a move of the data offset too small for the
 //! walk): those are refused, for mdadm to finish.
 
 use super::online::ReshapeGate;
@@ -144,13 +143,6 @@ impl Assembly {
             )));
         }
         let raid0 = self.raid0_restripe(&r);
-        if raid0 && r.new.raid_disks != r.old.raid_disks && r.new.chunk_bytes != r.old.chunk_bytes {
-            // md makes it (its RAID 4 without parity); raidlab starts it
-            // only one after the other, and its end is not tested here.
-            return Err(refused(
-                "this reshape (a RAID 0's other members with a new chunk at once, through md's RAID 4 without parity) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
-            ));
-        }
         // A shrink's old geometry also reads the roles past the new count.
         let mut missing = self.missing();
         for role in r.new.raid_disks..r.old.raid_disks {
