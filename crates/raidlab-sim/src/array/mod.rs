@@ -18,6 +18,7 @@ use raidlab_raid::Array;
 
 mod common;
 mod faults;
+mod stack;
 mod tasks;
 pub use faults::FaultSpec;
 pub(crate) use tasks::sleep_in_task;
