@@ -1,8 +1,8 @@
 //! An array's life between assembly and a clean stop: the start and stop
 //! sequence that serve, import and export, the cache verbs' origin and the
-//! benchmark targets go through, as md runs it at every start and stop. Not
-//! yet every user: the offline management verbs start only the logs
-//! (`start_logs`), and the simulator builds its `Array` directly.
+//! benchmark targets and the simulator's arrays go through, as md runs it at
+//! every start and stop. Not yet every user: the offline management verbs
+//! start only the logs (`start_logs`).
 //!
 //! Start for writing: refuse an array that cannot serve its data; start the
 //! write journal or the partial parity logs, which replays them after an

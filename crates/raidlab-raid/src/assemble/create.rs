@@ -92,8 +92,8 @@ pub struct Placement {
 }
 
 /// [`create_with_executor`], the data placed as `placement` says when given
-/// (metadata 1.1 and 1.2 only: they keep everything before the data, so the
-/// superblock, bitmap and log areas must end before `data_offset`): a
+/// (metadata 1.1 and 1.2 only: they keep everything before the data, and
+/// raidlab-md refuses a bitmap or log area that does not end before it): a
 /// simulator whose device models were laid out with one data offset for
 /// members of any size.
 pub fn create_placed(
@@ -341,14 +341,6 @@ pub fn create_placed(
         writes.push(i, at, &bytes);
         if let Some(bm) = bitmap {
             let (at, bytes) = bm.placed(&sb).map_err(ctx)?;
-            if placement.is_some() && at + bytes.len() as u64 > data_offset {
-                // mdadm's default offset leaves the bitmap its room; a chosen
-                // one may not.
-                return Err(ctx(Error::invalid(format!(
-                    "the bitmap ({} bytes at byte {at}) does not end before the data offset of {data_offset} bytes: give a larger bitmap chunk",
-                    bytes.len()
-                ))));
-            }
             writes.push(i, at, &bytes);
         }
         if spec.ppl {

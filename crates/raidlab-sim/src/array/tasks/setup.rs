@@ -1,7 +1,8 @@
-//! Building a live array: the engine over size-only members behind the
-//! outbox (and the fault executor), md's bitmap, a rebuild from the start,
-//! the engine's own threads as tasks, and a spare when it comes. It decides
-//! only what the configuration asks for; what the engine does is its own.
+//! Building a live array: the engine as raidlab's stack starts it
+//! (`crate::array::stack`), then behind the outbox (and the fault executor),
+//! a rebuild from the start, the engine's own threads as tasks, and a spare
+//! when it comes. It decides only what the configuration asks for; what the
+//! engine does is its own.
 
 use super::*;
 
