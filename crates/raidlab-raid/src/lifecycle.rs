@@ -1,8 +1,8 @@
 //! An array's life between assembly and a clean stop: the start and stop
 //! sequence that serve, import and export, the cache verbs' origin and the
-//! benchmark targets go through, as md runs it at every start and stop. Not
-//! yet every user: the offline management verbs start only the logs
-//! (`start_logs`), and the simulator builds its `Array` directly.
+//! benchmark targets and the simulator's arrays go through, as md runs it at
+//! every start and stop. Not yet every user: the offline management verbs
+//! start only the logs (`start_logs`).
 //!
 //! Start for writing: refuse an array that cannot serve its data; start the
 //! write journal or the partial parity logs, which replays them after an
@@ -84,10 +84,12 @@ pub struct Started {
 }
 
 /// How a started array is run when its driver, not the engine's threads,
-/// decides the order of things (the torture harness): plans carried out by
+/// decides the order of things (the torture harness, the simulator's
+/// arrays in virtual time): plans carried out by
 /// `executor` (the array's and the assembly's own: log starts, superblock
 /// commits, a resync), and the stripe cache's hold time measured on `clock` with no
-/// thread of its own (the driver calls `Array::write_out_one_expired`).
+/// thread of its own (the driver calls `Array::write_out_one_expired`, or runs
+/// `Array::stripe_cache_thread` as a task on that clock).
 #[derive(Debug, Clone)]
 pub struct Driven {
     pub executor: Arc<dyn crate::exec::Executor>,

@@ -24,7 +24,8 @@ mod superblocks;
 mod zones;
 
 pub use create::{
-    create, create_with_executor, create_with_journal, create_with_metadata, CreateSpec,
+    create, create_placed, create_with_executor, create_with_journal, create_with_metadata,
+    CreateSpec, Placement,
 };
 pub use create_zoned::{create_zoned, raid0_sizes_differ, ZonedSpec};
 pub use new_member::NewMember;
