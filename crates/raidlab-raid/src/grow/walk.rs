@@ -570,7 +570,10 @@ impl Assembly {
         let empty_role = |role: usize| self.slots.get(role).is_some_and(|s| s.is_none());
         let takeover_word = raidlab_layout::ParityLayout::ParityLast as u32;
         let (lo, hi) = if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
-            if t.layout != takeover_word || t.new_layout != takeover_word {
+            // With a new chunk too, the new layout word is mdadm's RAID 4
+            // one (`super::raid0`); the old one is still the takeover's.
+            let chunk_too = t.new_chunk != t.chunksize && t.new_layout == 0;
+            if t.layout != takeover_word || (t.new_layout != takeover_word && !chunk_too) {
                 return Ok(());
             }
             (r.old.raid_disks - 1, r.new.raid_disks - 1)
