@@ -26,7 +26,6 @@ use crate::recovery::{RunOptions, ScrubReport};
 use crate::stripe_cache::StripeCacheConfig;
 use raidlab_core::task::{Mutex as TaskMutex, MutexGuard};
 use raidlab_core::{Result, Volume};
-use raidlab_layout::Level;
 use std::sync::Arc;
 
 /// How an array is started.
@@ -138,7 +137,7 @@ impl Started {
             report = taking_out(&mut asm, &mut taken_out, start_logs)?;
             asm.check_startable(opts.force)?;
         }
-        let redundant = asm.geometry.level != Level::Raid0;
+        let redundant = crate::level::of(&asm.geometry).resyncs;
         let mut was_clean = asm.in_sync();
         // A degraded array whose members left still hold copies or parity
         // to compare is resynced too, as md resyncs a dirty degraded mirror:

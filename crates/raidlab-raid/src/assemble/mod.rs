@@ -435,7 +435,7 @@ impl Assembly {
                 ))
             }
             // Only parity levels have a write hole; md starts mirrors regardless.
-            ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
+            ArrayState::Degraded if crate::level::of(&self.geometry).write_hole && !self.in_sync() && !force => Err(Error::new(
                 ErrorKind::Refused,
                 Op::Open,
                 if self.logs_partial_parity() {
