@@ -17,12 +17,14 @@
 //! logged durably before it was held and a flush writes nothing out.
 
 mod lost;
+mod spare;
 
 use lost::Lost;
 use raidlab_core::task;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
 use serde::Serialize;
+use spare::Spare;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -182,13 +184,15 @@ struct Held {
 
 impl Held {
     /// Hold `bytes` at `at`, over whatever was held there, merging runs that
-    /// overlap or touch it.
-    fn add(&mut self, at: usize, bytes: &[u8]) {
+    /// overlap or touch it. A new run's bytes go in a buffer from `spare`.
+    fn add(&mut self, at: usize, bytes: &[u8], spare: &Spare) {
         let end = at + bytes.len();
         let first = self.runs.partition_point(|(a, d)| a + d.len() < at);
         let last = self.runs.partition_point(|(a, _)| *a <= end);
         if first == last {
-            self.runs.insert(first, (at, bytes.to_vec()));
+            let mut run = spare.take();
+            run.extend_from_slice(bytes);
+            self.runs.insert(first, (at, run));
             return;
         }
         if last == first + 1 && self.runs[first].0 <= at {
@@ -251,6 +255,7 @@ pub struct StripeCache {
     /// (a later write to one must wait for it) but already on their way, so
     /// they free their place without anyone else's help.
     leaving: std::sync::atomic::AtomicUsize,
+    spare: Spare,
 }
 
 /// The held stripes, by stripe and by age (least `since`, then stripe: the
@@ -335,6 +340,7 @@ impl StripeCache {
             lost: Mutex::new(Lost::default()),
             write_back: Default::default(),
             leaving: Default::default(),
+            spare: Spare::default(),
         }
     }
 
@@ -503,7 +509,7 @@ impl StripeCache {
                     held.reads_alone += alone;
                 }
             }
-            held.add(at, piece);
+            held.add(at, piece, &self.spare);
             bump(&self.counters.writes_held, 1);
             if held.whole() {
                 return self.write_out(&entry, &mut held, Why::Full, below);
@@ -739,7 +745,7 @@ impl StripeCache {
         bump(&c.reads_alone, held.reads_alone);
         bump(&c.reads_merged, merged);
         held.gone = true;
-        held.runs = Vec::new();
+        self.spare.give(std::mem::take(&mut held.runs));
         lock(&self.map).remove(e);
         if let Err(err) = &result {
             // Acknowledged already: the next flush must say so.
