@@ -26,7 +26,7 @@ use raidlab_core::{Error, Op, Result};
 use serde::Serialize;
 use spare::Spare;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -161,6 +161,12 @@ struct Entry {
     /// Held across the write-out's member I/O: a task-aware lock, so that a
     /// simulated request finding it held suspends (`raidlab_core::task`).
     state: task::Mutex<Held>,
+    /// Its write-out has begun (set under `state`'s lock, never cleared):
+    /// from then on the lock is held or the entry is gone, so the search
+    /// for the oldest free entry may pass it by without trying the lock (an
+    /// atomic exchange per entry passed, while every writer in flight
+    /// writes one out). Not set: try the lock, which decides.
+    out: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -291,6 +297,7 @@ impl Entries {
                 uncounted: None,
                 gone: false,
             }),
+            out: AtomicBool::new(false),
         });
         self.by_age.insert((now, stripe), e.clone());
         self.by_stripe.insert(stripe, e.clone());
@@ -318,7 +325,8 @@ impl Entries {
     /// lock although a write-out takes the map's lock under an entry's.
     fn oldest_free(&self) -> Option<Arc<Entry>> {
         self.by_age.values().find_map(|e| {
-            let free = e.state.try_lock().is_some_and(|held| !held.gone);
+            let free =
+                !e.out.load(Ordering::Relaxed) && e.state.try_lock().is_some_and(|held| !held.gone);
             free.then(|| e.clone())
         })
     }
@@ -657,6 +665,7 @@ impl StripeCache {
     /// stripe as one write, which the write path does with no reads), then
     /// drop it. The caller holds its lock.
     fn write_out(&self, e: &Entry, held: &mut Held, why: Why, below: &dyn Below) -> Result<()> {
+        e.out.store(true, Ordering::Relaxed);
         self.leaving.fetch_add(1, Ordering::AcqRel);
         let result = self.write_out_leaving(e, held, why, below);
         // After the entry left the map: the two never count it together.
