@@ -1,7 +1,7 @@
 //! The member reads a write would plan on a parity array with every member
 //! present, counted without planning it: the stripe cache asks this of every
 //! write it holds (what merging saved), and building the whole plan for a
-//! count was a twentieth of the simulator's time on a RAID 6 of HDDs under
+//! count was about 6% of the simulator's time on a RAID 6 of HDDs under
 //! random writes.
 //!
 //! Decides nothing: it must give exactly what `plan_write`'s plan holds, and
