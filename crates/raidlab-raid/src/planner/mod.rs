@@ -10,6 +10,7 @@
 //! are missing and neither works, it reads everything left, rebuilds the lost blocks
 //! and writes fresh parity. A full-stripe write reads nothing.
 
+mod count;
 mod logged;
 mod memo;
 mod spare;
@@ -66,6 +67,9 @@ pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Re
 /// out. Asked right after the write path planned the same write on this
 /// thread, it answers without planning again.
 pub fn write_reads(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> u64 {
+    if let Some(reads) = count::reads_all_present(geo, present, offset, len) {
+        return reads;
+    }
     if let Some(reads) = memo::recall(geo, present, offset, len) {
         return reads;
     }
