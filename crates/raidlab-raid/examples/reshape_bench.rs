@@ -17,8 +17,11 @@
 //! size is first cut by a chunk per member (`grow --size`, as a user must);
 //! a RAID 10's move comes out of the component size, as mdadm does it. Each
 //! shrink accepts the largest array size the fewer members hold (the one
-//! the engine's refusal without `--array-size` names). Each runs three
-//! times; the median and the spread are printed.
+//! the engine's refusal without `--array-size` names). Also (2026-12-05):
+//! more members with a new chunk in one reshape (RAID 5; RAID 10 with the
+//! offset layout too, and a RAID 10 shrink with a new chunk), a RAID 10's
+//! grow and chunk change, and a RAID 0 grown through md's RAID 4. Each runs
+//! three times; the median and the spread are printed.
 //!
 //! Run: `cargo run --release -p raidlab-raid --example reshape_bench [MiB per member] [MB/s per member] [only cases whose name holds this]`
 
@@ -242,6 +245,76 @@ fn main() {
             level: Level::Raid10,
             layout: Layout::parse(Level::Raid10, Some("n2")).expect("near=2"),
             members: 5,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                raid_devices: Some(4),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 5, 4 -> 5 members and chunk 64K -> 128K (one reshape)",
+            level: Level::Raid5,
+            layout: Layout::Parity(ParityLayout::LeftSymmetric),
+            members: 4,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                raid_devices: Some(5),
+                chunk_bytes: Some(128 << 10),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 10 near=2, 4 -> 5 members (64K)",
+            level: Level::Raid10,
+            layout: Layout::parse(Level::Raid10, Some("n2")).expect("near=2"),
+            members: 4,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                raid_devices: Some(5),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 10 near=2 of 4, chunk 64K -> 256K",
+            level: Level::Raid10,
+            layout: Layout::parse(Level::Raid10, Some("n2")).expect("near=2"),
+            members: 4,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                chunk_bytes: Some(256 << 10),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 10, 4 -> 6 members, n2 -> o2, chunk 64K -> 128K (one reshape)",
+            level: Level::Raid10,
+            layout: Layout::parse(Level::Raid10, Some("n2")).expect("near=2"),
+            members: 4,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                raid_devices: Some(6),
+                chunk_bytes: Some(128 << 10),
+                layout: Some("o2".into()),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 10 near=2, 5 -> 4 members and chunk 64K -> 128K (one reshape, shrink)",
+            level: Level::Raid10,
+            layout: Layout::parse(Level::Raid10, Some("n2")).expect("near=2"),
+            members: 5,
+            chunk: 64 << 10,
+            req: ReshapeRequest {
+                raid_devices: Some(4),
+                chunk_bytes: Some(128 << 10),
+                ..ReshapeRequest::default()
+            },
+        },
+        Case {
+            name: "RAID 0, 3 -> 4 members (64K, through RAID 4)",
+            level: Level::Raid0,
+            layout: Layout::parse(Level::Raid0, None).expect("raid0"),
+            members: 3,
             chunk: 64 << 10,
             req: ReshapeRequest {
                 raid_devices: Some(4),

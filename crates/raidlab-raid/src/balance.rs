@@ -24,7 +24,7 @@
 //! It must never choose a member the caller says is absent, and never hold its
 //! lock while anything but the decision runs.
 
-use raidlab_layout::{Geometry, Level, Location};
+use raidlab_layout::{Geometry, Location};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
@@ -92,7 +92,7 @@ impl ReadBalance {
     /// Levels with one copy, and requests the planner will refuse, get 0 and
     /// change nothing.
     pub fn hint(&self, geo: &Geometry, present: &[bool], offset: u64, len: u64) -> usize {
-        if !matches!(geo.level, Level::Raid1 | Level::Raid10)
+        if !crate::level::of(geo).balanced_reads
             || self.first_only.load(Ordering::Acquire)
             || len == 0
             || offset
@@ -192,7 +192,7 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use raidlab_layout::Layout;
+    use raidlab_layout::{Layout, Level};
 
     const MIB: u64 = 1 << 20;
 

@@ -24,12 +24,6 @@ use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-/// Whether md counts `level`'s bitmap in array sectors (RAID 10) rather
-/// than member sectors (the other levels).
-pub fn counts_array_sectors(level: raidlab_layout::Level) -> bool {
-    level == raidlab_layout::Level::Raid10
-}
-
 /// The member (or, on RAID 10, array) sector ranges `[start, start+len)`
 /// whose bitmap bits a write must hold: md counts RAID 10's bitmap in array
 /// sectors (`host`, the request's byte range, when the plans change any

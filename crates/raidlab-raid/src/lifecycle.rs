@@ -1,8 +1,8 @@
 //! An array's life between assembly and a clean stop: the start and stop
 //! sequence that serve, import and export, the cache verbs' origin and the
-//! benchmark targets go through, as md runs it at every start and stop. Not
-//! yet every user: the offline management verbs start only the logs
-//! (`start_logs`), and the simulator builds its `Array` directly.
+//! benchmark targets and the simulator's arrays go through, as md runs it at
+//! every start and stop. Not yet every user: the offline management verbs
+//! start only the logs (`start_logs`).
 //!
 //! Start for writing: refuse an array that cannot serve its data; start the
 //! write journal or the partial parity logs, which replays them after an
@@ -26,7 +26,6 @@ use crate::recovery::{RunOptions, ScrubReport};
 use crate::stripe_cache::StripeCacheConfig;
 use raidlab_core::task::{Mutex as TaskMutex, MutexGuard};
 use raidlab_core::{Result, Volume};
-use raidlab_layout::Level;
 use std::sync::Arc;
 
 /// How an array is started.
@@ -84,10 +83,12 @@ pub struct Started {
 }
 
 /// How a started array is run when its driver, not the engine's threads,
-/// decides the order of things (the torture harness): plans carried out by
+/// decides the order of things (the torture harness, the simulator's
+/// arrays in virtual time): plans carried out by
 /// `executor` (the array's and the assembly's own: log starts, superblock
 /// commits, a resync), and the stripe cache's hold time measured on `clock` with no
-/// thread of its own (the driver calls `Array::write_out_one_expired`).
+/// thread of its own (the driver calls `Array::write_out_one_expired`, or runs
+/// `Array::stripe_cache_thread` as a task on that clock).
 #[derive(Debug, Clone)]
 pub struct Driven {
     pub executor: Arc<dyn crate::exec::Executor>,
@@ -136,7 +137,7 @@ impl Started {
             report = taking_out(&mut asm, &mut taken_out, start_logs)?;
             asm.check_startable(opts.force)?;
         }
-        let redundant = asm.geometry.level != Level::Raid0;
+        let redundant = crate::level::of(&asm.geometry).resyncs;
         let mut was_clean = asm.in_sync();
         // A degraded array whose members left still hold copies or parity
         // to compare is resynced too, as md resyncs a dirty degraded mirror:

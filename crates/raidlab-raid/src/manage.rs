@@ -79,7 +79,7 @@ impl Assembly {
     ) -> Result<Vec<Result<Option<usize>>>> {
         let outcomes: Vec<Result<Option<usize>>> = indices
             .iter()
-            .map(|&i| self.mark_failed(i, breaking && self.geometry.is_parity()))
+            .map(|&i| self.mark_failed(i, breaking && crate::level::of(&self.geometry).write_hole))
             .collect();
         if outcomes.iter().any(|o| o.is_ok()) {
             self.commit(|_| {})?;
@@ -357,7 +357,7 @@ impl Assembly {
         sb.recovery_offset = 0;
         sb.cnt_corrected_read = 0;
         sb.devflags = 0;
-        if self.geometry.level == raidlab_layout::Level::Raid0 {
+        if crate::level::of(&self.geometry).sized_per_member {
             sb.data_size = self.geometry.member_bytes / SECTOR;
         }
         let member = Member {
@@ -442,7 +442,7 @@ impl Assembly {
                 "the array has no write-intent bitmap, so nothing recorded what the member missed: `raidlab add` without --re-add rebuilds it whole".into(),
             ));
         };
-        if !crate::recovery::member_indexed_bitmap(self.geometry.level) {
+        if crate::level::of(&self.geometry).bitmap != crate::level::BitmapUnit::MemberSectors {
             return Err(not_possible(format!(
                 "re-add of a {} member is not built yet (its bitmap counts array sectors): `raidlab add` without --re-add rebuilds it whole",
                 self.geometry.level.name()
@@ -578,7 +578,7 @@ impl Assembly {
         // never finish (it rebuilds the role from the others, and RAID 0
         // has none), and every member's superblock would list a
         // replacement stuck for good. md's raid0 takes no spare either.
-        if self.geometry.level == raidlab_layout::Level::Raid0 {
+        if !crate::level::of(&self.geometry).spares {
             return Err(Error::invalid(
                 "RAID 0 has no redundancy to copy a member through: a member cannot be replaced (md's raid0 takes no spare); copy the device whole while the array is stopped",
             ));

@@ -11,12 +11,13 @@
 //! buffer of the range's length) and writes them from there, so the caller
 //! can check what was written (a repair reads it back).
 
+use crate::level::{self, Plans, Redundancy};
 use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
 use crate::planner::{plan_read, plan_write};
 use crate::reconstruct::mirror_pieces;
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};
-use raidlab_layout::{Content, Geometry, Level, Location};
+use raidlab_layout::{Content, Geometry, Location};
 
 /// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
 /// data area: the stripes there (parity levels), or the array ranges whose
@@ -25,7 +26,7 @@ pub fn member_range_keys(geo: &Geometry, role: usize, at: u64, n: u64) -> Result
     if n == 0 {
         return Ok(Vec::new());
     }
-    if geo.is_parity() {
+    if level::of(geo).plans == Plans::ParityRows {
         let c = geo.chunk_bytes;
         return Ok((at / c..=(at + n - 1) / c).collect());
     }
@@ -64,7 +65,7 @@ pub fn plan_rebuild(
         ..Plan::default()
     };
     let len = n as usize;
-    if geo.is_parity() {
+    if level::of(geo).plans == Plans::ParityRows {
         let mut missing: Vec<usize> = (0..geo.raid_disks)
             .filter(|&r| r != role && !live.get(r).copied().unwrap_or(false))
             .collect();
@@ -162,7 +163,7 @@ pub fn plan_repair(
     pos: u64,
     n: u64,
 ) -> Result<(Plan, usize)> {
-    if geo.is_parity() {
+    if level::of(geo).plans == Plans::ParityRows {
         let stripe = geo.chunk_bytes * geo.data_disks() as u64;
         let (first, last) = (pos / stripe, (pos + n - 1) / stripe);
         let (at, len) = (
@@ -336,7 +337,7 @@ impl ScrubWalk {
         let unit = geo.chunk_bytes.max(4096);
         ScrubWalk {
             step: (want / unit).max(1) * unit,
-            total: if geo.is_parity() {
+            total: if level::of(geo).plans == Plans::ParityRows {
                 geo.member_bytes
             } else {
                 geo.array_bytes()
@@ -366,7 +367,7 @@ pub fn plan_scrub_step(
     pos: u64,
     n: u64,
 ) -> Result<(Plan, usize)> {
-    if geo.is_parity() {
+    if level::of(geo).plans == Plans::ParityRows {
         return Ok((
             plan_scrub_parity(geo, present, pos, n)?,
             geo.raid_disks * n as usize,
@@ -382,13 +383,11 @@ pub fn plan_scrub_step(
 /// chunk's copies depends only on where its first copy starts, and that
 /// cycles within `raid_disks` chunks (as in `Geometry::survives`).
 pub fn scrub_can_compare(geo: &Geometry, missing: &[usize]) -> bool {
-    if geo.is_parity() {
-        return missing.len() < geo.parity_count();
-    }
-    match geo.level {
-        Level::Raid0 => false,
-        Level::Raid1 => geo.raid_disks.saturating_sub(missing.len()) >= 2,
-        _ => {
+    match level::of(geo).redundancy {
+        Redundancy::Parity(n) => missing.len() < n,
+        Redundancy::None => false,
+        Redundancy::AllButOne => geo.raid_disks.saturating_sub(missing.len()) >= 2,
+        Redundancy::CopyOfEachChunk => {
             let chunks = geo.array_bytes() / geo.chunk_bytes.max(1);
             (0..chunks.min(geo.raid_disks as u64)).any(|c| {
                 geo.mirror_map(c * geo.chunk_bytes)

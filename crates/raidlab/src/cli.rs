@@ -72,9 +72,9 @@ pub enum Command {
     /// offset with the same copies (restriped offline; --continue resumes).
     /// A RAID 4/5/6's --raid-devices goes with --chunk and --layout in one
     /// reshape, as md makes it (more or fewer members and the new chunk or
-    /// layout at once), and a RAID 10's more or fewer members too. Other
-    /// restriping (other levels, a RAID 0's other members with a new chunk
-    /// at once: one after the other) is refused: not built yet; so are a
+    /// layout at once), and a RAID 10's and a RAID 0's more or fewer
+    /// members too. Other restriping (other levels) is refused: not built
+    /// yet; so are a
     /// RAID 10's far layout and another number of copies, as md refuses
     /// them.
     #[command(after_help = GROW_HELP)]
@@ -779,12 +779,16 @@ pub struct GrowArgs {
     pub raid_devices: Option<usize>,
     /// With fewer --raid-devices of a RAID 0/4/5/6 or 10: the size the array is
     /// truncated to (mdadm's --array-size, which md keeps only while the
-    /// array runs; raidlab's grow runs offline, so it is given with the
-    /// shrink it makes possible). Whatever lies past it is lost: shrink the
-    /// file system to it first. At most what the new members hold.
+    /// array runs; here it is given with the shrink it makes possible,
+    /// offline or served). Whatever lies past it is lost: shrink the file
+    /// system to it first. At most what the new members hold.
     #[arg(long, short = 'Z')]
     pub array_size: Option<String>,
-    /// Finish a reshape that was interrupted (killed, crashed, stopped).
+    /// Finish a reshape that was interrupted (killed, crashed, stopped). Of
+    /// a served array, the reshape and every restripe below run in the
+    /// server while clients keep using the array (`--add` devices must
+    /// exist: the server opens them); a serve started on an array
+    /// mid-reshape resumes it by itself.
     #[arg(long = "continue")]
     pub continue_reshape: bool,
     /// With --raid-devices: devices to add into the new slots (a file that

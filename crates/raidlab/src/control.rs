@@ -87,6 +87,28 @@ pub enum Command {
         json: bool,
         max_rate: Option<u64>,
     },
+    /// A reshape of the served array (`grow` with a restripe, or
+    /// `--continue`), walked while it serves.
+    Grow {
+        raid_devices: Option<usize>,
+        level: Option<String>,
+        chunk_bytes: Option<u64>,
+        layout: Option<String>,
+        /// A shrink's array size (`--array-size`).
+        array_bytes: Option<u64>,
+        /// Absolute paths of the devices for the new slots.
+        add: Vec<String>,
+        force: bool,
+        continue_reshape: bool,
+        max_rate: Option<u64>,
+        json: bool,
+        /// `--bitmap internal` (true) or `none` (false), instead of a
+        /// restripe.
+        #[serde(default)]
+        bitmap: Option<bool>,
+        #[serde(default)]
+        bitmap_chunk: Option<u64>,
+    },
     /// Stop the whole server (every export), as SIGTERM does.
     Stop,
     CacheDetail {

@@ -508,16 +508,6 @@ fn raid0_refusals_say_why_and_change_no_byte() {
             ),
             "reduce the size of the array",
         ),
-        (
-            with(
-                "grow",
-                &r0,
-                &["--raid-devices", "3", "--chunk", "128K", "--add", "n"],
-            ),
-            // The CLI takes both as one reshape now (md does); the library
-            // refuses it for a RAID 0.
-            "one after the other",
-        ),
         (with("grow", &r0, &["--chunk", "96K"]), "chunk"),
         (
             with(

@@ -266,23 +266,6 @@ fn refusals_say_why_and_change_no_byte() {
                     "3",
                     "--array-size",
                     &fits3,
-                    "--chunk",
-                    "128K",
-                ],
-            ),
-            // The CLI takes both as one reshape now (md does); the library
-            // refuses it for a RAID 0.
-            "one after the other",
-        ),
-        (
-            with(
-                "grow",
-                &r0,
-                &[
-                    "--raid-devices",
-                    "3",
-                    "--array-size",
-                    &fits3,
                     "--level",
                     "4",
                 ],

@@ -27,6 +27,7 @@ use write_log::WriteLog;
 
 use crate::exec::{Executor, Failed, Members, ThreadPool, UserBuf};
 use crate::journal::Journal;
+use crate::level::{Family, Plans};
 use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, Plan};
 use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
@@ -202,7 +203,7 @@ impl Array {
             )
             .on_device(name));
         }
-        let stripe = if geometry.is_parity() {
+        let stripe = if crate::level::of(&geometry).plans == Plans::ParityRows {
             geometry.chunk_bytes * geometry.data_disks() as u64
         } else {
             geometry.chunk_bytes.max(4096) * geometry.raid_disks as u64
@@ -642,8 +643,7 @@ impl Volume for Array {
     }
 
     fn optimal_io_size(&self) -> Option<u64> {
-        self.geometry
-            .is_parity()
+        (crate::level::of(&self.geometry).family == Family::Parity)
             .then(|| self.geometry.chunk_bytes * self.geometry.data_disks() as u64)
     }
 
@@ -668,7 +668,7 @@ impl Volume for Array {
     /// RAID 0/1/10 whose members in service all read zeros after a trim (a
     /// copy that cannot be trimmed is zeroed instead, so the promise holds).
     fn discard_zeroes(&self) -> bool {
-        if self.geometry.is_parity() || self.read_only {
+        if !crate::level::of(&self.geometry).trims || self.read_only {
             return false;
         }
         let view = self.view();
@@ -687,7 +687,7 @@ impl Volume for Array {
     /// trusted otherwise. A copy whose trim fails is zeroed instead.
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         check_range(&self.name, Op::Discard, self.size(), offset, len)?;
-        if self.geometry.is_parity() {
+        if !crate::level::of(&self.geometry).trims {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 Op::Discard,

@@ -121,7 +121,8 @@ impl Array {
         // contents at a power cut, and a partial parity log cannot mend a
         // row whose modified chunk is missing: every member is flushed. (A role
         // being rebuilt counts as missing here.)
-        if self.geometry.is_parity() && self.lands_on_missing(&live, offset, len) {
+        if crate::level::of(&self.geometry).write_hole && self.lands_on_missing(&live, offset, len)
+        {
             return None;
         }
         if let Some(r) = view.recovery.as_ref() {
@@ -194,7 +195,7 @@ impl Array {
     /// parity) or reconstruct-write (it read only data).
     pub(super) fn count_method(&self, plan: &Plan) {
         let g = &self.geometry;
-        if !g.is_parity() {
+        if crate::level::of(g).family != crate::level::Family::Parity {
             return;
         }
         let mut reads = plan.reads().peekable();
@@ -288,7 +289,7 @@ impl Array {
         config: StripeCacheConfig,
         clock: raidlab_core::SharedClock,
     ) -> Result<bool> {
-        if !self.geometry.is_parity() || self.read_only {
+        if !crate::level::of(&self.geometry).stripe_cache || self.read_only {
             return Ok(false);
         }
         if let Some(cache) = self.stripe_cache.get() {

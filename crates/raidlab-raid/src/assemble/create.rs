@@ -4,6 +4,7 @@
 
 use super::new_member::check_new_members;
 use super::*;
+use crate::level;
 
 /// What the user asked `create` for.
 #[derive(Debug, Clone)]
@@ -71,6 +72,52 @@ pub fn create_with_executor(
     version: MetadataVersion,
     exec: Arc<dyn crate::exec::Executor>,
 ) -> Result<Assembly> {
+    create_placed(spec, members, journal, version, exec, None)
+}
+
+/// Where the data lies on every member when the caller says (mdadm's
+/// `--data-offset` and `--size`), instead of mdadm's defaults for the
+/// devices given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    /// Bytes before the data on each member (a whole number of 4 KiB).
+    pub data_offset: u64,
+    /// Bytes of data per member, rounded as md rounds it for the level
+    /// (`Geometry::new`).
+    pub member_bytes: u64,
+    /// Whether the members keep md's bad-block log, as mdadm 3.3 and later
+    /// create them (without one, as older mdadm's or after `mdadm
+    /// --assemble --update=no-bbl`, a member whose rewrite fails is taken
+    /// out rather than its range listed).
+    pub bad_block_log: bool,
+}
+
+/// [`create_with_executor`], the data placed as `placement` says when given
+/// (metadata 1.1 and 1.2 only: they keep everything before the data, and
+/// raidlab-md refuses a bitmap or log area that does not end before it): a
+/// simulator whose device models were laid out with one data offset for
+/// members of any size.
+pub fn create_placed(
+    spec: &CreateSpec,
+    members: Vec<NewMember>,
+    journal: Option<NewMember>,
+    version: MetadataVersion,
+    exec: Arc<dyn crate::exec::Executor>,
+    placement: Option<Placement>,
+) -> Result<Assembly> {
+    if let Some(p) = placement {
+        if !matches!(version, MetadataVersion::V1_1 | MetadataVersion::V1_2) {
+            return Err(Error::invalid(format!(
+                "a chosen data offset and size are built for metadata 1.1 and 1.2 only (which keep their metadata before the data), not {version:?}"
+            )));
+        }
+        if p.data_offset % 4096 != 0 || p.data_offset < 8192 {
+            return Err(Error::invalid(format!(
+                "data offset {} bytes: expected a whole number of 4 KiB, at least 8 KiB (room for the superblock)",
+                p.data_offset
+            )));
+        }
+    }
     if version == MetadataVersion::V0_90 {
         check_090(spec, members.len(), journal.is_some())?;
     }
@@ -80,7 +127,7 @@ pub fn create_with_executor(
         ));
     }
     if let Some(j) = &journal {
-        if !matches!(spec.level, Level::Raid4 | Level::Raid5 | Level::Raid6) {
+        if !level::rules(spec.level).journal {
             return Err(Error::invalid(format!(
                 "a write journal (--write-journal) is for RAID 4, 5 and 6, not {}: md journals parity stripes only",
                 spec.level.name()
@@ -124,7 +171,7 @@ pub fn create_with_executor(
     }
     check_new_members(&members, spec.force)?;
     if version == MetadataVersion::V0_90
-        && spec.level == Level::Raid0
+        && level::rules(spec.level).sized_per_member
         && super::create_zoned::raid0_sizes_differ(&members, spec.chunk_bytes, version)
     {
         // 0.90 records no data size: md would lay these out in zones.
@@ -138,12 +185,12 @@ pub fn create_with_executor(
         .map(|m| m.device.volume.size())
         .min()
         .unwrap_or(0);
-    let chunk = if spec.level == Level::Raid1 {
-        0
-    } else {
+    let chunk = if level::rules(spec.level).chunked {
         spec.chunk_bytes
+    } else {
+        0
     };
-    if spec.ppl && spec.level != Level::Raid5 {
+    if spec.ppl && !level::rules(spec.level).ppl {
         return Err(Error::invalid(format!(
             "a partial parity log (--consistency-policy ppl) is for RAID 5 only, not {}: use resync or bitmap",
             spec.level.name()
@@ -162,13 +209,23 @@ pub fn create_with_executor(
     }
     // mdadm takes the data offset from the first member and uses it for all.
     let first = members.first().map(|m| m.device.volume.size()).unwrap_or(0);
-    let data_offset = if spec.ppl {
+    let data_offset = if let Some(p) = placement {
+        p.data_offset
+    } else if spec.ppl {
         raidlab_md::ppl::mdadm_ppl_data_offset(first, (chunk / 1024) as u32)
     } else {
         raidlab_md::mdadm_data_offset_for(version, first, (chunk / 1024) as u32)
     };
     let usable = smallest.saturating_sub(data_offset);
-    let member_bytes = if data_offset >= smallest {
+    let member_bytes = if let Some(p) = placement {
+        if p.member_bytes > usable {
+            return Err(Error::invalid(format!(
+                "{} bytes of data per member asked for, but the smallest member holds {usable} after the data offset of {data_offset} bytes",
+                p.member_bytes
+            )));
+        }
+        p.member_bytes
+    } else if data_offset >= smallest {
         0
     } else {
         raidlab_md::default_member_sectors_for(
@@ -189,7 +246,7 @@ pub fn create_with_executor(
             e
         })?;
     let zeroed = members.iter().take(raid_disks).all(|m| m.zeroed);
-    let clean = zeroed || spec.level == Level::Raid0;
+    let clean = zeroed || !level::rules(spec.level).resyncs;
     let array = NewArray {
         uuid: *uuid::Uuid::new_v4().as_bytes(),
         name: spec.name.clone(),
@@ -237,7 +294,7 @@ pub fn create_with_executor(
             m.device.volume.size() / SECTOR,
             now,
         );
-        if spec.level == Level::Raid0 {
+        if level::rules(spec.level).sized_per_member {
             // md sizes RAID 0 from each member's data_size: make them equal so md
             // sees one zone, exactly the striping raidlab uses, on unequal members.
             sb.data_size = array.member_sectors;
@@ -264,6 +321,10 @@ pub fn create_with_executor(
             } else {
                 raidlab_md::journal::enable_journal_feature(&mut sb).map_err(ctx)?;
             }
+        }
+        if placement.is_some_and(|p| !p.bad_block_log) {
+            sb.bblog_offset = 0;
+            sb.bblog_size = 0;
         }
         let bitmap = if spec.bitmap {
             let mut bm = raidlab_md::bitmap::new_internal(&mut sb, spec.bitmap_chunk)

@@ -10,7 +10,7 @@ impl Assembly {
     /// a separate journal device).
     pub fn has_journal(&self) -> bool {
         self.newest().feature_map & raidlab_md::superblock::feature::JOURNAL != 0
-            && self.geometry.is_parity()
+            && crate::level::of(&self.geometry).journal
     }
 
     /// Stripes a start of the journal would change on the members (0 once
@@ -125,7 +125,7 @@ impl Assembly {
 
     /// Whether writes go through the partial parity log.
     pub fn logs_partial_parity(&self) -> bool {
-        self.has_ppl() && self.geometry.level == Level::Raid5
+        self.has_ppl() && crate::level::of(&self.geometry).ppl
     }
 
     fn ppl_members(&self) -> Vec<(usize, Arc<dyn Volume>, Superblock)> {

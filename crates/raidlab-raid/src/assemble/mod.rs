@@ -24,7 +24,8 @@ mod superblocks;
 mod zones;
 
 pub use create::{
-    create, create_with_executor, create_with_journal, create_with_metadata, CreateSpec,
+    create, create_placed, create_with_executor, create_with_journal, create_with_metadata,
+    CreateSpec, Placement,
 };
 pub use create_zoned::{create_zoned, raid0_sizes_differ, ZonedSpec};
 pub use new_member::NewMember;
@@ -134,6 +135,11 @@ pub struct Assembly {
     /// their superblocks on disk still say the older count until a commit
     /// writes them, which first brings them level ([`Assembly::commit`]).
     lagging: Vec<u32>,
+    /// The superblocks' dirty mark is a served array's (md's "active" while
+    /// writes are recent, `live`'s safe mode), not a resync owed: set by
+    /// `live` only while the array is quiesced for a change, so the change
+    /// may count the array as in sync ([`Assembly::consistent`]).
+    active_in_service: bool,
 }
 
 impl Clone for Assembly {
@@ -156,6 +162,7 @@ impl Clone for Assembly {
             ),
             executor: Arc::clone(&self.executor),
             lagging: self.lagging.clone(),
+            active_in_service: self.active_in_service,
         }
     }
 }
@@ -328,6 +335,7 @@ impl Assembly {
             journal_handle: std::sync::Mutex::new(None),
             executor: Arc::new(crate::exec::ThreadPool::default()),
             lagging,
+            active_in_service: false,
         };
         // Linear and multi-zone RAID 0: refuse sizes md would not run; a
         // reshape whose fields make no geometry is refused here too.
@@ -427,7 +435,7 @@ impl Assembly {
                 ))
             }
             // Only parity levels have a write hole; md starts mirrors regardless.
-            ArrayState::Degraded if self.geometry.is_parity() && !self.in_sync() && !force => Err(Error::new(
+            ArrayState::Degraded if crate::level::of(&self.geometry).write_hole && !self.in_sync() && !force => Err(Error::new(
                 ErrorKind::Refused,
                 Op::Open,
                 if self.logs_partial_parity() {
@@ -461,6 +469,20 @@ impl Assembly {
     /// Whether the newest superblock says parity/mirrors are consistent.
     pub fn in_sync(&self) -> bool {
         self.newest().is_clean()
+    }
+
+    /// Whether parity and copies agree: in sync, or marked dirty only as a
+    /// served array is while it takes writes, and quiesced now (every write
+    /// done and flushed; `live` says so with
+    /// [`Assembly::set_active_in_service`]).
+    pub(crate) fn consistent(&self) -> bool {
+        self.in_sync() || self.active_in_service
+    }
+
+    /// See [`Assembly::consistent`]: `live` sets it around a change it makes
+    /// with the requests held, and clears it after.
+    pub(crate) fn set_active_in_service(&mut self, on: bool) {
+        self.active_in_service = on;
     }
 
     fn newest(&self) -> &Superblock {

@@ -18,7 +18,7 @@ impl Assembly {
     /// is seen as an unclean stop. Keeps the previous sync state to restore later.
     pub fn mark_dirty(&mut self) -> Result<bool> {
         let was_clean = self.in_sync();
-        if self.geometry.level == Level::Raid0 {
+        if !crate::level::of(&self.geometry).resyncs {
             // Nothing to resync without redundancy: md never marks RAID 0 dirty.
             return Ok(was_clean);
         }
@@ -50,7 +50,7 @@ impl Assembly {
     /// so clearing them here would let a later write skip setting one) and a
     /// journal is not checkpointed (its array's superblocks stay clean anyway).
     pub fn mark_idle(&mut self) -> Result<()> {
-        if self.geometry.level == Level::Raid0
+        if !crate::level::of(&self.geometry).resyncs
             || (self.has_journal() && self.journal_member().is_some())
         {
             // The same arrays whose dirty mark writes nothing.

@@ -21,9 +21,7 @@
 //! RAID 4 to 5 and back, the layout half
 //! of RAID 5 to 6 and back and of RAID 0 to 5 (whose takeovers are
 //! `convert`'s and `raid0`'s; RAID 1 to 5 is a takeover alone,
-//! `convert`'s); every other restripe (RAID 1 to other levels than 5, a
-//! RAID 0's other members with a new chunk at once, which md makes in one
-//! reshape and raidlab only one after the other) is
+//! `convert`'s); every other restripe (RAID 1 to other levels than 5) is
 //! refused by
 //! [`reshape_not_built`]; what md itself refuses is refused with its words
 //! (a RAID 10 in or to the far layout or to other copies, `raid10`; RAID 0
@@ -45,12 +43,16 @@
 
 mod convert;
 mod devices;
+mod online;
 mod policy;
 mod raid0;
 mod raid10;
 mod reshape;
 mod shrink;
 mod walk;
+
+pub use online::{ReshapeGate, ReshapingVolume};
+pub(crate) use walk::ReshapeWalk;
 
 pub use convert::Conversion;
 pub use devices::DevicesChange;
@@ -100,7 +102,7 @@ pub fn reshape_not_built(what: &str) -> Error {
         ErrorKind::Refused,
         Op::Plan,
         format!(
-            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices, fewer with --array-size and --chunk of RAID 0, more --raid-devices of RAID 10 near or offset and fewer with --array-size (either with --chunk or --layout too), --chunk and --layout (near or offset) of RAID 10, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, fewer with --array-size, --chunk, --layout, either of those two with --raid-devices in one reshape, and --level between 4 and 5 and between 5 and 6"
+            "{what} restripes the array in a way raidlab does not do yet (md's reshape); nothing was changed. Run `mdadm --grow` on Linux for it (raidlab reads an array md stopped mid-reshape, read-only); raidlab grow does --size, --bitmap, --consistency-policy, --raid-devices of RAID 1, more --raid-devices, fewer with --array-size and --chunk of RAID 0 (either with --chunk too), more --raid-devices of RAID 10 near or offset and fewer with --array-size (either with --chunk or --layout too), --chunk and --layout (near or offset) of RAID 10, --level 4, 5 or 10 of a RAID 0, --level 0 of a RAID 4, 5 or 10 near=2, --level 5 of a RAID 1 of two, and for RAID 4/5/6 more --raid-devices, fewer with --array-size, --chunk, --layout, either of those two with --raid-devices in one reshape, and --level between 4 and 5 and between 5 and 6"
         ),
     )
 }
@@ -246,7 +248,7 @@ impl Assembly {
                 self.missing()
             )));
         }
-        if !self.in_sync() {
+        if !self.consistent() {
             return Err(refused(
                 "the array has a resync pending (not stopped cleanly, or a resync interrupted): run `raidlab resync` first, then grow; nothing was changed".into(),
             ));

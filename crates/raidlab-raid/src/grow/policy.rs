@@ -101,7 +101,7 @@ impl Assembly {
             _ => {}
         }
         self.grow_check_idle("adding a bitmap")?;
-        let dirty = !self.in_sync();
+        let dirty = !self.consistent();
         let mut chunk = chunk;
         let mut first = None;
         let mut new_sbs = Vec::new();

@@ -143,9 +143,11 @@ impl Assembly {
         if n < old {
             let plan = ReshapePlan {
                 // The RAID 4's counts: the shrink runs as md's RAID 4
-                // reshape, and `super::shrink` records these. A new chunk
-                // with it is `shrink_check`'s refusal (not built at once
-                // for a RAID 0), so the layout stays the takeover's.
+                // reshape, and `super::shrink` records these. With a new
+                // chunk in the same reshape the layout word stays the
+                // takeover's too: it is what tells a RAID 0's shrink from a
+                // RAID 4 shrink that lost a member
+                // (`Assembly::raid0_restripe`).
                 old_raid_devices: old + 1,
                 new_raid_devices: n + 1,
                 gap_sectors: 0,
@@ -159,11 +161,6 @@ impl Assembly {
                 component_sectors: Some(component),
             };
             return self.shrink_check(req, what, array_bytes, plan);
-        }
-        if n != old && chunk != new_chunk {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (more members and a new chunk in one reshape; raidlab does one after the other: grow --raid-devices first, then --chunk)"
-            )));
         }
         if n + 1 > usize::from(raidlab_md::ROLE_SPARE) - 3 {
             return Err(Error::invalid(format!(

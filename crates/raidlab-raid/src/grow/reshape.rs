@@ -358,7 +358,7 @@ impl Assembly {
                 self.missing()
             )));
         }
-        if !self.in_sync() {
+        if !self.consistent() {
             let why = if self.geometry.level == Level::Raid10 {
                 "a reshape copies one mirror's data to every new copy, so the mirrors must agree first"
             } else {

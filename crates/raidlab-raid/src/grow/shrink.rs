@@ -88,11 +88,6 @@ impl Assembly {
                 "{what} (fewer members and a new level in one reshape: shrink first, then change the level)"
             )));
         }
-        if raid0 && plan.chunk_sectors != plan.new_chunk_sectors {
-            return Err(super::reshape_not_built(&format!(
-                "{what} (fewer members of a RAID 0 and a new chunk in one reshape; md makes both at once through its RAID 4, raidlab only one after the other: shrink first, then the chunk)"
-            )));
-        }
         let component = plan.component_sectors.unwrap_or(self.grow_template()?.size);
         if component % u64::from(plan.new_chunk_sectors.max(1)) != 0 {
             return Err(refused(format!(

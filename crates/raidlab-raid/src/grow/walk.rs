@@ -51,18 +51,20 @@
 //! It must never write a byte of the new geometry over old-geometry data a
 //! resume would still read, never compute parity or place copies itself,
 //! and never carry on a reshape it cannot finish exactly (a RAID 10's far
-//! layout, a RAID 0's other members with a new chunk at once, a level
-//! change other than 4 and 5, a move of the data offset too small for the
+//! layout, a level change other than 4 and 5, a move of the data offset too small for the
 //! walk): those are refused, for mdadm to finish.
 
+use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
 use crate::assemble::{geometry_of, Assembly, MemberState};
+use crate::long_run::{Driven, Stepped, Steps};
 use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
 use raidlab_layout::{Layout, Level};
 use raidlab_md::superblock::feature;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Data each member gets per step: large steps, few flushes.
@@ -77,6 +79,18 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReshapeReport> {
+        let mut walk = self.reshape_walk(false)?;
+        walk.run(&opts, &|| false, progress, &mut |sectors| {
+            self.commit(|sb| sb.reshape_position = sectors)
+        })?;
+        self.reshape_end(walk)
+    }
+
+    /// The reshape the superblocks record, checked and ready to walk: its
+    /// two sides running over the members. `served` (a reshape while
+    /// clients use the array, `super::online`): the old side takes writes
+    /// too and every step goes through a gate, [`ReshapeWalk::gate`].
+    pub(crate) fn reshape_walk(&mut self, served: bool) -> Result<ReshapeWalk> {
         let r = match self.reshape() {
             None => {
                 return Err(Error::invalid(
@@ -129,13 +143,6 @@ impl Assembly {
             )));
         }
         let raid0 = self.raid0_restripe(&r);
-        if raid0 && r.new.raid_disks != r.old.raid_disks && r.new.chunk_bytes != r.old.chunk_bytes {
-            // md makes it (its RAID 4 without parity); raidlab starts it
-            // only one after the other, and its end is not tested here.
-            return Err(refused(
-                "this reshape (a RAID 0's other members with a new chunk at once, through md's RAID 4 without parity) is not one raidlab carries on: finish it with `mdadm --grow --continue` on Linux; nothing was changed".into(),
-            ));
-        }
         // A shrink's old geometry also reads the roles past the new count.
         let mut missing = self.missing();
         for role in r.new.raid_disks..r.old.raid_disks {
@@ -158,19 +165,16 @@ impl Assembly {
                 r.position
             )));
         }
-        let old_array = self.reshape_side(&r, false)?;
-        let new_array = self.reshape_side(&r, true)?;
+        let old_array = self.reshape_side(&r, false, served)?;
+        let gate = served.then(|| ReshapeGate::new(r));
+        let new_array = self.reshape_side(&r, true, true)?;
         let old_end = r.old.array_bytes();
         let total = r.new.array_bytes();
         let step = (STEP_MEMBER_BYTES * r.new.data_disks() as u64 / unit).max(1) * unit;
-        // The long run counts upwards: a backward walk runs over the
-        // distance from the new geometry's end (`total - array byte`).
-        let walked = |at: u64| if backwards { total - at } else { at };
-        let mut run = schedule(&opts, &[(walked(r.position), total)], step);
-        let clock = clock_of(&opts);
         // A RAID 0's count, without the RAID 4's missing parity role.
         let parity_role = usize::from(raid0);
-        let mut report = ReshapeReport {
+        let walked = |at: u64| if backwards { total - at } else { at };
+        let report = ReshapeReport {
             old_raid_devices: r.old.raid_disks - parity_role,
             new_raid_devices: r.new.raid_disks - parity_role,
             old_array_bytes: old_end,
@@ -183,79 +187,32 @@ impl Assembly {
             spares: Vec::new(),
             removed: Vec::new(),
         };
-        let mut checkpointed = r.position;
-        let mut buf = Vec::new();
-        while let Some(s) = run.peek() {
-            // The array bytes of this step, and the position reached before
-            // it (its start going forwards, its end going backwards).
-            let (a, b) = if backwards {
-                (total - s.end, total - s.start)
-            } else {
-                (s.start, s.end)
-            };
-            let here = walked(s.start);
-            if stopped(&opts) {
-                self.reshape_checkpoint(&new_array, here, &mut checkpointed)?;
-                return Err(Error::new(
-                    ErrorKind::Interrupted,
-                    Op::Write,
-                    format!(
-                        "reshape stopped at array byte {here} of {total}; run `raidlab grow --continue` with the same members to finish it (the array reads meanwhile, read-only)"
-                    ),
-                ));
-            }
-            let limit_at = |checkpoint| {
-                if backwards {
-                    r.backward_write_limit(gap_bytes, checkpoint)
-                } else {
-                    r.forward_write_limit(gap_bytes, checkpoint)
-                }
-            };
-            let mut limit = limit_at(checkpointed);
-            // Whether the next unit (a resumed RAID 10 may start inside
-            // one) would land where the last checkpoint still reads.
-            let blocked = if backwards {
-                limit > (b - 1) / unit * unit
-            } else {
-                limit < ((a / unit + 1) * unit).min(b)
-            };
-            if blocked {
-                // Move the checkpoint to here first.
-                self.reshape_checkpoint(&new_array, here, &mut checkpointed)?;
-                report.checkpoints += 1;
-                limit = limit_at(checkpointed);
-            }
-            let (a, b) = if backwards {
-                (a.max(limit), b)
-            } else {
-                (a, b.min(limit))
-            };
-            if b <= a {
-                return Err(Error::new(
-                    ErrorKind::Invalid,
-                    Op::Plan,
-                    format!("reshape: no room to write the stripe at array byte {here} (move {gap_bytes} bytes): the superblocks' reshape fields are not ones raidlab wrote"),
-                ));
-            }
-            buf.clear();
-            buf.resize((b - a) as usize, 0);
-            if a < old_end {
-                let upto = b.min(old_end);
-                old_array.read_at(&mut buf[..(upto - a) as usize], a)?;
-            }
-            new_array.write_at(&buf, a)?;
-            let reached = if backwards { a } else { b };
-            if run.advance(walked(reached), (b - a) / r.new.data_disks() as u64) {
-                self.reshape_checkpoint(&new_array, reached, &mut checkpointed)?;
-                report.checkpoints += 1;
-            }
-            progress(Progress {
-                done: walked(reached),
-                total,
-            });
-            run.wait(&*clock, &|| stopped(&opts));
-        }
-        new_array.flush()?;
+        Ok(ReshapeWalk {
+            checkpointed: r.position,
+            r,
+            old: Arc::new(old_array),
+            new: Arc::new(new_array),
+            gap: gap_bytes,
+            unit,
+            step,
+            raid0,
+            gate,
+            report,
+        })
+    }
+
+    /// The end of a walk run to its end: the superblocks md writes then (a
+    /// shrink's members past the new count as spares, a RAID 0's taken back).
+    pub(crate) fn reshape_end(&mut self, walk: ReshapeWalk) -> Result<ReshapeReport> {
+        let ReshapeWalk {
+            r,
+            new,
+            raid0,
+            mut report,
+            ..
+        } = walk;
+        new.flush()?;
+        let backwards = r.backwards;
         if backwards {
             report.spares = self.shrink_release(r.new.raid_disks);
         }
@@ -266,19 +223,6 @@ impl Assembly {
             report.removed = self.raid0_shrink_finish(std::mem::take(&mut report.spares))?;
         }
         Ok(report)
-    }
-
-    /// Make everything written up to array byte `at` durable, then record it
-    /// as the reshape position in every superblock (events raised).
-    fn reshape_checkpoint(&mut self, new: &Array, at: u64, done: &mut u64) -> Result<()> {
-        if at == *done {
-            return Ok(());
-        }
-        new.flush()?;
-        let sectors = at / SECTOR;
-        self.commit(|sb| sb.reshape_position = sectors)?;
-        *done = at;
-        Ok(())
     }
 
     /// The superblocks of a finished reshape, as md writes them; a RAID 0's
@@ -316,8 +260,9 @@ impl Assembly {
     }
 
     /// One side of the reshape as a running array over the members' data
-    /// areas at that side's offset: the old one read-only.
-    fn reshape_side(&self, r: &Reshape, new: bool) -> Result<Array> {
+    /// areas at that side's offset (`writable`: the old one takes writes only
+    /// while clients use the array).
+    fn reshape_side(&self, r: &Reshape, new: bool, writable: bool) -> Result<Array> {
         let g = if new { r.new } else { r.old };
         let vols = (0..g.raid_disks)
             .map(|role| self.reshape_area(role, new, g.member_bytes))
@@ -325,8 +270,245 @@ impl Assembly {
         let what = if new { "new geometry" } else { "old geometry" };
         let a = Array::new(format!("reshape ({what})"), g, vols)?
             .with_executor(Arc::clone(self.executor()));
-        Ok(if new { a } else { a.read_only() })
+        Ok(if writable { a } else { a.read_only() })
     }
+}
+
+/// A reshape checked and ready to walk (`Assembly::reshape_walk`): its two
+/// sides running, where the last checkpoint is, what the run reports.
+pub(crate) struct ReshapeWalk {
+    pub(crate) r: Reshape,
+    pub(crate) old: Arc<Array>,
+    pub(crate) new: Arc<Array>,
+    /// How far the data offset moves, in bytes.
+    gap: u64,
+    /// The walk's unit (`Reshape::forward_unit`) and step, in array bytes.
+    unit: u64,
+    step: u64,
+    /// A RAID 0's restripe through md's RAID 4 without parity.
+    raid0: bool,
+    /// The window to clients, while the array serves.
+    gate: Option<Arc<ReshapeGate>>,
+    /// The array byte the superblocks record as the position.
+    checkpointed: u64,
+    pub(crate) report: ReshapeReport,
+}
+
+impl ReshapeWalk {
+    /// The window to clients of a walk in service.
+    pub(crate) fn gate(&self) -> Option<&Arc<ReshapeGate>> {
+        self.gate.as_ref()
+    }
+
+    /// The array's bytes in the new geometry's order of walking: the long
+    /// run counts upwards, so a backward walk runs over the distance from
+    /// the new geometry's end.
+    pub(crate) fn walked(&self, at: u64) -> u64 {
+        if self.r.backwards {
+            self.r.new.array_bytes() - at
+        } else {
+            at
+        }
+    }
+
+    /// Walk from the last checkpoint to the end (the long run's driver:
+    /// steps, checkpoints every `opts.checkpoint_bytes`, pacing, stop),
+    /// `commit` recording a position (in sectors) in every superblock. A
+    /// stop asked for (`opts.stop`, or `quit`) checkpoints where the walk is
+    /// and returns an `Interrupted` error.
+    pub(crate) fn run(
+        &mut self,
+        opts: &RunOptions,
+        quit: &dyn Fn() -> bool,
+        progress: &mut dyn FnMut(Progress),
+        commit: &mut dyn FnMut(u64) -> Result<()>,
+    ) -> Result<()> {
+        let total = self.r.new.array_bytes();
+        let mut run = schedule(opts, &[(self.walked(self.r.position), total)], self.step);
+        let clock = clock_of(opts);
+        let mut steps = WalkSteps {
+            walk: self,
+            commit,
+            progress,
+            buf: Vec::new(),
+        };
+        let driven = run.drive(&*clock, &|| stopped(opts) || quit(), &mut steps);
+        let WalkSteps { walk, commit, .. } = steps;
+        let at = match driven {
+            Ok(Driven::Stopped(pos)) => walk.walked(pos),
+            Ok(_) => {
+                if let Some(g) = &walk.gate {
+                    g.checkpointed(walk.walked(total));
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                // What moved is kept for the resume, if it can be made
+                // durable; requests no longer wait for this walk.
+                let _ = walk.checkpoint(walk.gate_position(), commit);
+                if let Some(g) = &walk.gate {
+                    g.ended(e.to_string());
+                }
+                return Err(e);
+            }
+        };
+        walk.checkpoint(at, commit)?;
+        let here = walk.walked(at);
+        if let Some(g) = &walk.gate {
+            g.ended("stopped".into());
+        }
+        Err(Error::new(
+            ErrorKind::Interrupted,
+            Op::Write,
+            format!(
+                "reshape stopped at array byte {here} of {total}; run `raidlab grow --continue` with the same members to finish it (the array reads meanwhile, read-only)"
+            ),
+        ))
+    }
+
+    /// Where the walk's copy has reached (the gate's position, or the last
+    /// checkpoint offline, where a failed step leaves nothing to keep).
+    fn gate_position(&self) -> u64 {
+        self.gate
+            .as_ref()
+            .map_or(self.checkpointed, |g| g.position())
+    }
+
+    /// Make everything written up to array byte `at` durable, then record it
+    /// as the reshape position in every superblock (events raised).
+    fn checkpoint(&mut self, at: u64, commit: &mut dyn FnMut(u64) -> Result<()>) -> Result<()> {
+        if at == self.checkpointed {
+            return Ok(());
+        }
+        self.new.flush()?;
+        commit(at / SECTOR)?;
+        self.checkpointed = at;
+        if let Some(g) = &self.gate {
+            g.checkpointed(at);
+        }
+        Ok(())
+    }
+}
+
+/// The walk's steps as the long-run driver runs them.
+struct WalkSteps<'a> {
+    walk: &'a mut ReshapeWalk,
+    commit: &'a mut dyn FnMut(u64) -> Result<()>,
+    progress: &'a mut dyn FnMut(Progress),
+    buf: Vec<u8>,
+}
+
+impl Steps for WalkSteps<'_> {
+    fn step(&mut self, s: Range<u64>) -> Result<Stepped> {
+        let w = &mut *self.walk;
+        let (r, unit, gap) = (w.r, w.unit, w.gap);
+        let backwards = r.backwards;
+        let total = r.new.array_bytes();
+        // The array bytes of this step, and the position reached before
+        // it (its start going forwards, its end going backwards).
+        let (a, b) = if backwards {
+            (total - s.end, total - s.start)
+        } else {
+            (s.start, s.end)
+        };
+        let here = w.walked(s.start);
+        let limit_at = |checkpoint| {
+            if backwards {
+                r.backward_write_limit(gap, checkpoint)
+            } else {
+                r.forward_write_limit(gap, checkpoint)
+            }
+        };
+        let mut limit = limit_at(w.checkpointed);
+        // Whether the next unit (a resumed RAID 10 may start inside
+        // one) would land where the last checkpoint still reads.
+        let blocked = if backwards {
+            limit > (b - 1) / unit * unit
+        } else {
+            limit < ((a / unit + 1) * unit).min(b)
+        };
+        if blocked {
+            // Move the checkpoint to here first.
+            w.checkpoint(here, self.commit)?;
+            w.report.checkpoints += 1;
+            limit = limit_at(w.checkpointed);
+        }
+        let (a, b) = if backwards {
+            (a.max(limit), b)
+        } else {
+            (a, b.min(limit))
+        };
+        if b <= a {
+            return Err(Error::new(
+                ErrorKind::Invalid,
+                Op::Plan,
+                format!("reshape: no room to write the stripe at array byte {here} (move {gap} bytes): the superblocks' reshape fields are not ones raidlab wrote"),
+            ));
+        }
+        let reached = if backwards { a } else { b };
+        if let Some(g) = &w.gate {
+            g.begin_step(a..b);
+        }
+        let copied = copy(w, &mut self.buf, a, b);
+        if let Some(g) = &w.gate {
+            g.end_step(copied.is_ok(), reached);
+        }
+        copied?;
+        if let Some(g) = w.gate.clone() {
+            // A member the sides took out: the superblocks must say so
+            // before more is moved (raidlab does not carry on a degraded
+            // reshape); the clients go on, degraded.
+            let failed: Vec<usize> = w
+                .old
+                .failed_members()
+                .into_iter()
+                .chain(w.new.failed_members())
+                .collect();
+            if !failed.is_empty() {
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    Op::Write,
+                    format!("a member (role {failed:?}) failed during the reshape at array byte {reached}: raidlab does not carry on a degraded reshape; the array serves degraded, mid-reshape; replace the member after stopping the server, then `raidlab grow --continue`"),
+                ));
+            }
+            if g.wants_checkpoint() {
+                // A write waits for the bytes it reaches to be checkpointed.
+                w.checkpoint(reached, self.commit)?;
+                w.report.checkpoints += 1;
+            }
+        }
+        Ok(Stepped {
+            end: w.walked(reached),
+            work: (b - a) / r.new.data_disks() as u64,
+        })
+    }
+
+    fn checkpoint(&mut self, pos: u64) -> Result<()> {
+        let at = self.walk.walked(pos);
+        self.walk.checkpoint(at, self.commit)?;
+        self.walk.report.checkpoints += 1;
+        Ok(())
+    }
+
+    fn progress(&mut self, end: u64) {
+        (self.progress)(Progress {
+            done: end,
+            total: self.walk.r.new.array_bytes(),
+        });
+    }
+}
+
+/// One step's copy: array bytes `a..b` read in the old geometry (zeros past
+/// its end) and written as whole stripes of the new one.
+fn copy(w: &ReshapeWalk, buf: &mut Vec<u8>, a: u64, b: u64) -> Result<()> {
+    let old_end = w.r.old.array_bytes();
+    buf.clear();
+    buf.resize((b - a) as usize, 0);
+    if a < old_end {
+        let upto = b.min(old_end);
+        w.old.read_at(&mut buf[..(upto - a) as usize], a)?;
+    }
+    w.new.write_at(buf, a)
 }
 
 /// Whether raidlab carries on the RAID 10 reshape `r` with the data moved
@@ -388,7 +570,10 @@ impl Assembly {
         let empty_role = |role: usize| self.slots.get(role).is_some_and(|s| s.is_none());
         let takeover_word = raidlab_layout::ParityLayout::ParityLast as u32;
         let (lo, hi) = if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
-            if t.layout != takeover_word || t.new_layout != takeover_word {
+            // With a new chunk too, the new layout word is mdadm's RAID 4
+            // one (`super::raid0`); the old one is still the takeover's.
+            let chunk_too = t.new_chunk != t.chunksize && t.new_layout == 0;
+            if t.layout != takeover_word || (t.new_layout != takeover_word && !chunk_too) {
                 return Ok(());
             }
             (r.old.raid_disks - 1, r.new.raid_disks - 1)

@@ -20,6 +20,8 @@
 
 mod rebuild;
 pub use rebuild::rebuild_schedule;
+mod reshape;
+use reshape::Serving;
 mod safe_mode;
 mod stats;
 
@@ -39,7 +41,7 @@ use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -54,7 +56,7 @@ const CHECKPOINT: u64 = 64 << 20;
 #[derive(Debug, Clone, Serialize)]
 pub struct TaskStatus {
     /// "rebuild", "re-add" (only the bitmap's dirty chunks), "replace",
-    /// "check" or "repair".
+    /// "check", "repair" or "reshape".
     pub kind: String,
     /// The member written (rebuild, replace) or the array (check, repair).
     pub device: String,
@@ -132,6 +134,10 @@ impl TaskStatus {
 pub struct LiveStatus {
     pub rebuild: Option<TaskStatus>,
     pub scrub: Option<TaskStatus>,
+    /// A reshape in service (running, or how the last one ended), in array
+    /// bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reshape: Option<TaskStatus>,
     /// What the superblocks say about writes (md's safe mode): `clean` when
     /// none is pending, `active` while they are; absent when safe mode is off
     /// (read-only, or a resync is owed).
@@ -177,7 +183,14 @@ struct RebuildTask {
 /// An assembled array and the running array over it, managed together.
 pub struct LiveArray {
     asm: Mutex<Assembly>,
-    array: Arc<Array>,
+    /// The running array (swapped for the new geometry's at the end of a
+    /// reshape in service).
+    array: RwLock<Arc<Array>>,
+    /// What the clients' requests reach: the running array, or while a
+    /// reshape runs, both geometries through its gate (`reshape.rs`).
+    serving: Serving,
+    /// A reshape under way in service, for `detail`.
+    reshape: Mutex<Option<TaskStatus>>,
     rebuild: Mutex<Option<RebuildTask>>,
     scrub: Mutex<Option<TaskStatus>>,
     /// Asks the rebuild thread to save its position and stop (shutdown).
@@ -226,7 +239,9 @@ impl LiveArray {
     pub fn new(asm: Assembly, array: Arc<Array>) -> Arc<LiveArray> {
         let live = Arc::new(LiveArray {
             asm: Mutex::new(asm),
-            array,
+            serving: Serving::new(array.clone()),
+            array: RwLock::new(array),
+            reshape: Mutex::new(None),
             rebuild: Mutex::new(None),
             scrub: Mutex::new(None),
             stop: AtomicBool::new(false),
@@ -243,14 +258,18 @@ impl LiveArray {
         // before it is acknowledged. What recording said, a commit that
         // failed included, comes at the next poll, as for a flush. Weak: the
         // array must not keep its manager alive.
-        let weak = Arc::downgrade(&live);
-        live.array.set_recorder(Some(Arc::new(move |_: &Array| {
+        live.install_recorder(&live.array());
+        live
+    }
+
+    fn install_recorder(self: &Arc<Self>, array: &Array) {
+        let weak = Arc::downgrade(self);
+        array.set_recorder(Some(Arc::new(move |_: &Array| {
             if let Some(live) = weak.upgrade() {
                 live.record_failures_now();
             }
             Ok(())
         })));
-        live
     }
 
     /// Report the I/O counted by `counted` (the members' volumes were wrapped
@@ -280,8 +299,9 @@ impl LiveArray {
             .any(|m| same_path(&m.device.path, path))
     }
 
-    pub fn array(&self) -> &Arc<Array> {
-        &self.array
+    /// The running array (the old geometry's while a reshape runs).
+    pub fn array(&self) -> Arc<Array> {
+        self.array.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Look at the assembly (superblock state) as it is now.
@@ -311,9 +331,10 @@ impl LiveArray {
                 .as_ref()
                 .map(|t| lock(&t.status).clone()),
             scrub: lock(&self.scrub).clone(),
+            reshape: lock(&self.reshape).clone(),
             writes: self.write_mark(),
             stripe_cache: {
-                let (cache, rmw, rcw) = self.array.stripe_cache_stats();
+                let (cache, rmw, rcw) = self.array().stripe_cache_stats();
                 cache.map(|(config, stats)| StripeCacheReport {
                     config,
                     stats,
@@ -321,7 +342,7 @@ impl LiveArray {
                     reconstruct_write_plans: rcw,
                 })
             },
-            journal: self.array.journal().map(|j| JournalStatus {
+            journal: self.array().journal().map(|j| JournalStatus {
                 device: j.device_name(),
                 mode: j.mode(),
                 stripes_only_in_journal: j.pinned_stripes(),
@@ -376,12 +397,12 @@ impl LiveArray {
         let clock = lock(&self.clock).clone();
         let mut daemon = lock(&self.bitmap_daemon);
         if daemon.is_none() {
-            *daemon = Some(self.array.bitmap_daemon_schedule(clock.now())?);
+            *daemon = Some(self.array().bitmap_daemon_schedule(clock.now())?);
         }
         let run = daemon.as_mut()?;
         let mut said = None;
         let mut pass = EachStep(|r: std::ops::Range<u64>| {
-            if let Err(e) = self.array.bitmap_daemon_pass() {
+            if let Err(e) = self.array().bitmap_daemon_pass() {
                 said = Some(format!(
                     "the bitmap daemon could not clear idle bits (they stay set): {e}"
                 ));
@@ -403,7 +424,7 @@ impl LiveArray {
     /// the next poll. Takes the assembly lock only when the array's set of
     /// taken-out members changed.
     pub(super) fn record_failures_now(&self) {
-        let taken_out = self.array.failed_members();
+        let taken_out = self.taken_out();
         if *lock(&self.recorded_failed) == taken_out {
             return;
         }
@@ -415,16 +436,19 @@ impl LiveArray {
     /// The members the running array took out, recorded faulty in the
     /// superblocks (a hot spare takes over).
     fn record_failures(&self, asm: &mut Assembly) -> Vec<String> {
-        let taken_out = self.array.failed_members();
+        let taken_out = self.taken_out();
         *lock(&self.recorded_failed) = taken_out.clone();
-        let outcomes = match asm.record_taken_out(&self.array) {
-            Ok(outcomes) => outcomes,
-            Err(e) => {
-                return vec![format!(
-                    "the members of role(s) {taken_out:?} failed, and recording them faulty failed: {e}"
-                )]
+        let mut outcomes = Vec::new();
+        for array in self.in_service() {
+            match asm.record_taken_out(&array) {
+                Ok(o) => outcomes.extend(o),
+                Err(e) => {
+                    return vec![format!(
+                        "the members of role(s) {taken_out:?} failed, and recording them faulty failed: {e}"
+                    )]
+                }
             }
-        };
+        }
         let mut said = Vec::new();
         for crate::manage::TakenOut {
             index: i,
@@ -459,7 +483,8 @@ impl LiveArray {
     /// now hold them. A range a member's log cannot take (full, or no log)
     /// fails the member, as md does. Returns what changed, for the log.
     fn write_bad_blocks(self: &Arc<Self>, asm: &mut Assembly) -> Vec<String> {
-        let lists = self.array.bad_block_lists();
+        let array = self.array();
+        let lists = array.bad_block_lists();
         let changes = lists.take_changes();
         if changes.is_empty() {
             return Vec::new();
@@ -502,8 +527,8 @@ impl LiveArray {
                     said.push(format!(
                         "{path} (role {role}): bytes {a}..{b} could not be rewritten nor listed ({why})"
                     ));
-                    if self.array.fail_member(role).is_ok() {
-                        if let Err(e) = asm.change_running(&self.array, |a| a.fail(i)) {
+                    if self.array().fail_member(role).is_ok() {
+                        if let Err(e) = asm.change_running(&self.array(), |a| a.fail(i)) {
                             said.push(format!("{path} (role {role}) failed: {e}"));
                         } else {
                             said.push(format!("{path} (role {role}) failed and is marked faulty"));
@@ -522,6 +547,7 @@ impl LiveArray {
     /// Mark a member faulty now (it leaves the running array first). A hot
     /// spare, if any, takes its role and is rebuilt in the background.
     pub fn fail(self: &Arc<Self>, path: &str) -> Result<String> {
+        self.check_not_reshaping("failing a member")?;
         let (i, state, role) = {
             let asm = lock(&self.asm);
             let i = Self::find(&asm, path)?;
@@ -529,7 +555,7 @@ impl LiveArray {
         };
         if matches!(state, MemberState::Rebuilding | MemberState::Replacing)
             && role.is_some()
-            && self.array.recovery().map(|r| r.role()) == role
+            && self.array().recovery().map(|r| r.role()) == role
         {
             // Outside the assembly lock: the rebuild takes it to stop.
             self.cancel_rebuild();
@@ -539,9 +565,9 @@ impl LiveArray {
         if let (MemberState::Active, Some(role)) = (asm.members[i].state, asm.members[i].role) {
             // Refused here when the array could not serve without it: nothing
             // is changed then.
-            self.array.fail_member(role)?;
+            self.array().fail_member(role)?;
         }
-        let spare = asm.change_running(&self.array, |a| a.fail(i))?;
+        let spare = asm.change_running(&self.array(), |a| a.fail(i))?;
         let mut out = format!("{label} marked faulty");
         if let Some(r) = self.carried_on(&asm, role) {
             out += &format!("; {r}");
@@ -561,7 +587,7 @@ impl LiveArray {
     /// When the member of `role` just left while a replacement copied it: says
     /// that the replacement carries on as a rebuild.
     fn carried_on(&self, asm: &Assembly, role: Option<usize>) -> Option<String> {
-        let rec = self.array.recovery()?;
+        let rec = self.array().recovery()?;
         if Some(rec.role()) != role || rec.replacing() {
             return None;
         }
@@ -579,20 +605,22 @@ impl LiveArray {
 
     /// Take a faulty, stale or spare member out of the array.
     pub fn remove(&self, path: &str) -> Result<String> {
+        self.check_not_reshaping("removing a member")?;
         let mut asm = lock(&self.asm);
         let i = Self::find(&asm, path)?;
         let label = asm.members[i].device.path.clone();
-        asm.change_running(&self.array, |a| a.remove(i))?;
+        asm.change_running(&self.array(), |a| a.remove(i))?;
         Ok(format!("{label} removed from the array"))
     }
 
     /// Add a device: into a missing role (rebuilt in the background at once
     /// unless `rebuild` is false) or as a hot spare.
     pub fn add(self: &Arc<Self>, device: Device, force: bool, rebuild: bool) -> Result<String> {
+        self.check_not_reshaping("adding a member")?;
         let mut asm = lock(&self.asm);
         let device = self.io.count(device);
         let path = device.path.clone();
-        let added = asm.change_running(&self.array, |a| a.add(device, force))?;
+        let added = asm.change_running(&self.array(), |a| a.add(device, force))?;
         Ok(match added {
             Added::IntoSlot(slot) => {
                 if rebuild {
@@ -612,7 +640,7 @@ impl LiveArray {
     /// checks only, against the bitmap as the running array has it.
     pub fn re_add_check(&self, device: &Device) -> Result<ReAdd> {
         let mut asm = lock(&self.asm);
-        asm.change_running(&self.array, |a| a.re_add_check(device))
+        asm.change_running(&self.array(), |a| a.re_add_check(device))
     }
 
     /// Re-add a former member into its old role while the array serves
@@ -621,10 +649,11 @@ impl LiveArray {
     /// while it was away and those written since. Refused, with md's reason
     /// and nothing written, when [`LiveArray::re_add_check`] is.
     pub fn re_add(self: &Arc<Self>, device: Device, rebuild: bool) -> Result<String> {
+        self.check_not_reshaping("a re-add")?;
         let mut asm = lock(&self.asm);
         let device = self.io.count(device);
         let path = device.path.clone();
-        let r = asm.change_running(&self.array, |a| a.re_add(device))?;
+        let r = asm.change_running(&self.array(), |a| a.re_add(device))?;
         let what = format!(
             "{path} re-added into its role {} (its events {}, the bitmap cleared at {}; {} dirty chunk(s) to resync)",
             r.slot, r.events, r.events_cleared, r.dirty_chunks
@@ -649,16 +678,17 @@ impl LiveArray {
         force: bool,
         rebuild: bool,
     ) -> Result<String> {
+        self.check_not_reshaping("replacing a member")?;
         let mut asm = lock(&self.asm);
         let i = Self::find(&asm, old)?;
         let (label, new) = (asm.members[i].device.path.clone(), device.path.clone());
-        if self.array.recovery().is_some() {
+        if self.array().recovery().is_some() {
             return Err(Error::invalid(
                 "a rebuild is running: replace a member after it finishes",
             ));
         }
         let device = self.io.count(device);
-        asm.change_running(&self.array, |a| a.replace(i, device, force))?;
+        asm.change_running(&self.array(), |a| a.replace(i, device, force))?;
         if rebuild {
             if let Err(e) = self.start_pending(&mut asm) {
                 return Ok(format!(
@@ -678,7 +708,8 @@ impl LiveArray {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
-        if self.array.recovery().is_some() {
+        self.check_not_reshaping("a check or repair")?;
+        if self.array().recovery().is_some() {
             return Err(Error::invalid(
                 "a rebuild is running: check or repair after it finishes (`raidlab rebuild` waits for it)",
             ));
@@ -701,7 +732,7 @@ impl LiveArray {
             total,
             lock(&self.clock).now(),
         ));
-        let result = copy.scrub_running(&self.array, repair, opts, &mut |p: Progress| {
+        let result = copy.scrub_running(&self.array(), repair, opts, &mut |p: Progress| {
             if let Some(s) = lock(&self.scrub).as_mut() {
                 s.advance(p.done, lock(&self.clock).now());
             }
@@ -718,7 +749,7 @@ impl LiveArray {
                 m.sb.feature_map = (m.sb.feature_map & !bit) | (c.sb.feature_map & bit);
             }
             if let Ok(b) = asm.bad_blocks() {
-                self.array.bad_block_lists().set(b);
+                self.array().bad_block_lists().set(b);
             }
         }
         if let Some(s) = lock(&self.scrub).as_mut() {
@@ -737,13 +768,14 @@ impl LiveArray {
     pub fn shutdown(&self) {
         self.stop.store(true, Ordering::Release);
         self.cancel_rebuild();
+        self.stop_reshape();
     }
 }
 
 impl std::fmt::Debug for LiveArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LiveArray")
-            .field("array", &self.array)
+            .field("array", &self.array())
             .field("status", &self.status())
             .finish()
     }

@@ -37,7 +37,7 @@ impl LiveArray {
     pub fn rebuild(self: &Arc<Self>, max_rate: Option<u64>) -> Result<String> {
         *lock(&self.max_rate) = max_rate;
         let mut asm = lock(&self.asm);
-        if let Some(r) = self.array.recovery() {
+        if let Some(r) = self.array().recovery() {
             return Ok(format!("role {} is being rebuilt", r.role()));
         }
         if asm.rebuilding().is_empty() {
@@ -46,7 +46,7 @@ impl LiveArray {
             ));
         }
         self.start_pending(&mut asm)?;
-        match self.array.recovery() {
+        match self.array().recovery() {
             Some(r) => Ok(format!("rebuilding role {}", r.role())),
             None => Err(Error::invalid("the rebuild did not start")),
         }
@@ -68,10 +68,10 @@ impl LiveArray {
 
     /// Start the first rebuild the superblocks wait for, when none runs.
     pub(super) fn start_pending(self: &Arc<Self>, asm: &mut Assembly) -> Result<()> {
-        if self.array.recovery().is_some() || self.stop.load(Ordering::Acquire) {
+        if self.array().recovery().is_some() || self.stop.load(Ordering::Acquire) {
             return Ok(());
         }
-        if !self.array.is_writable() {
+        if !self.array().is_writable() {
             return Ok(());
         }
         let Some((index, slot)) = asm.rebuilding().into_iter().next() else {
@@ -81,11 +81,11 @@ impl LiveArray {
         let replacing = m.state == MemberState::Replacing;
         let from = (m.sb.recovery_offset * SECTOR).min(asm.geometry.member_bytes);
         let target = asm.area(index)?;
-        self.array
+        self.array()
             .add_intent_device(slot, m.device.volume.clone(), m.sb.clone())?;
-        self.array
+        self.array()
             .add_log_device(slot, m.device.volume.clone(), m.sb.clone(), replacing)?;
-        let rec = self.array.begin_recovery(slot, target, from, replacing)?;
+        let rec = self.array().begin_recovery(slot, target, from, replacing)?;
         let re_add = m.sb.feature_map & raidlab_md::superblock::feature::RECOVERY_BITMAP != 0;
         if re_add {
             rec.only_dirty_chunks();
@@ -133,13 +133,13 @@ impl LiveArray {
         status: Arc<Mutex<TaskStatus>>,
         cancel: Arc<AtomicBool>,
     ) {
-        let total = self.array.geometry().member_bytes;
+        let total = self.array().geometry().member_bytes;
         let clock = lock(&self.clock).clone();
         let rate = *lock(&self.max_rate);
-        let mut run = rebuild_schedule(self.array.geometry(), rec.done(), rate, clock.now());
+        let mut run = rebuild_schedule(self.array().geometry(), rec.done(), rate, clock.now());
         let quit = || self.stop.load(Ordering::Acquire) || cancel.load(Ordering::Acquire);
         let outcome: Result<bool> = self
-            .array
+            .array()
             .drive_recovery(
                 &rec,
                 &mut run,
@@ -167,13 +167,13 @@ impl LiveArray {
         let mut asm = lock(&self.asm);
         let result = outcome.and_then(|complete| {
             if !complete {
-                self.array.abort_recovery();
+                self.array().abort_recovery();
                 return Ok(false);
             }
-            self.array.finish_recovery(&rec)?;
-            asm.change_running(&self.array, |a| a.complete_recovery(index, slot))?;
+            self.array().finish_recovery(&rec)?;
+            asm.change_running(&self.array(), |a| a.complete_recovery(index, slot))?;
             // The superblocks name the new member: its log alone is the role's.
-            self.array.settle_logs(slot);
+            self.array().settle_logs(slot);
             // Its bad-block log was cleared: reads use the whole member now.
             self.write_bad_blocks(&mut asm);
             Ok(true)
@@ -192,7 +192,7 @@ impl LiveArray {
                 st.error = Some("stopped before the end; `raidlab rebuild` resumes it".into())
             }
             Err(e) => {
-                self.array.abort_recovery();
+                self.array().abort_recovery();
                 st.error = Some(e.to_string());
                 drop(st);
                 // Whatever becomes of the member, its rebuilt part stops
@@ -202,7 +202,7 @@ impl LiveArray {
                 if matches!(
                     asm.members[index].state,
                     MemberState::Rebuilding | MemberState::Replacing
-                ) && asm.change_running(&self.array, |a| a.fail(index)).is_ok()
+                ) && asm.change_running(&self.array(), |a| a.fail(index)).is_ok()
                 {
                     let _ = self.start_pending(&mut asm);
                 }

@@ -95,6 +95,13 @@ impl LiveArray {
         g.last_write = now;
     }
 
+    /// Whether the superblocks' dirty mark, when they carry one, is safe
+    /// mode's (the array was in sync when it started serving), not a resync
+    /// owed.
+    pub(super) fn dirty_mark_is_ours(&self) -> bool {
+        lock(&self.safe.state).enabled
+    }
+
     /// What the superblocks say about writes now; `None` when safe mode is off
     /// (read-only, or owed a resync: the start's mark stands).
     pub fn write_mark(&self) -> Option<WriteMark> {
@@ -153,7 +160,7 @@ impl LiveArray {
         let mut asm = lock(&self.asm);
         let said = self.record_failures(&mut asm);
         lock(&self.said).extend(said);
-        asm.change_running(&self.array, |a| a.mark_dirty().map(|_| ()))
+        asm.change_running(&self.array(), |a| a.mark_dirty().map(|_| ()))
     }
 
     /// From [`LiveArray::poll`]: after [`SAFE_MODE_DELAY`] without writes,
@@ -173,9 +180,9 @@ impl LiveArray {
         g.mark = Mark::Changing;
         drop(g);
         let r = self
-            .array
+            .array()
             .flush()
-            .and_then(|()| asm.change_running(&self.array, |a| a.mark_idle()));
+            .and_then(|()| asm.change_running(&self.array(), |a| a.mark_idle()));
         let mut g = lock(&safe.state);
         g.mark = if r.is_ok() { Mark::Clean } else { Mark::Active };
         if r.is_err() {
@@ -196,7 +203,7 @@ struct Gated(Arc<LiveArray>);
 impl Gated {
     fn write<T>(&self, f: impl FnOnce(&dyn Volume) -> Result<T>) -> Result<T> {
         self.0.begin_write()?;
-        let r = f(self.0.array.as_ref());
+        let r = f(self.0.serving());
         self.0.end_write();
         r
     }
@@ -212,7 +219,7 @@ impl Gated {
 // (Cheap when nothing failed: a look at the array's failed roles.)
 impl raidlab_core::Layer for Gated {
     fn below(&self) -> &dyn Volume {
-        self.0.array.as_ref()
+        self.0.serving()
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         self.write(|v| v.write_at(buf, offset))?;
@@ -220,7 +227,7 @@ impl raidlab_core::Layer for Gated {
         Ok(())
     }
     fn flush(&self) -> Result<()> {
-        self.0.array.flush()?;
+        self.0.serving().flush()?;
         self.0.record_failures_now();
         Ok(())
     }
@@ -360,7 +367,7 @@ mod tests {
         live.set_clock(Arc::new(Fast(Instant::now())));
         live.start_safe_mode(true);
         let gated = live.volume();
-        let blocks = live.array.size() / 4096;
+        let blocks = live.array().size() / 4096;
         let stop = AtomicBool::new(false);
         let (cleans, dirties) = std::thread::scope(|s| {
             for t in 0..3u64 {
@@ -381,7 +388,7 @@ mod tests {
                                 // As a repair does: the gate by hand.
                                 live.begin_write().unwrap();
                                 assert_eq!(live.write_mark(), Some(WriteMark::Active));
-                                live.array.write_at(&buf, at).unwrap();
+                                live.array().write_at(&buf, at).unwrap();
                                 assert_eq!(live.write_mark(), Some(WriteMark::Active));
                                 live.end_write();
                             } else {

@@ -13,7 +13,7 @@ use super::*;
 /// the XOR of the data chunks the write leaves alone, whichever way parity was
 /// computed. Offset and length must be whole sectors, as log entries count them.
 pub fn plan_write_logged(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
-    if geo.level != Level::Raid5 {
+    if !crate::level::of(geo).ppl {
         return Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,
@@ -49,7 +49,7 @@ pub fn plan_write_journaled(
     offset: u64,
     len: u64,
 ) -> Result<Plan> {
-    if !geo.is_parity() {
+    if !crate::level::of(geo).journal {
         return Err(Error::new(
             ErrorKind::Invalid,
             Op::Plan,

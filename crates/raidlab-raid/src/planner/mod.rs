@@ -10,6 +10,7 @@
 //! are missing and neither works, it reads everything left, rebuilds the lost blocks
 //! and writes fresh parity. A full-stripe write reads nothing.
 
+mod count;
 mod logged;
 mod memo;
 mod spare;
@@ -20,10 +21,11 @@ pub use spare::recycle;
 pub(crate) use spare::with_map as with_stripe_map;
 pub use zeroes::{plan_trim, plan_write_zeroes, plan_zero_fill, zero_stripe_bytes};
 
+use crate::level::Plans;
 use crate::plan::{Compute, LogEntry, MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result};
-use raidlab_layout::{Geometry, Level, StripeMap};
+use raidlab_layout::{Geometry, StripeMap};
 use std::ops::Range;
 
 /// Lock granularity for RAID 1, which has no chunk.
@@ -41,7 +43,7 @@ pub fn plan_read(
 ) -> Result<Plan> {
     check_request(geo, present, Op::Read, offset, len)?;
     let mut b = Builder::default();
-    if geo.is_parity() {
+    if crate::level::of(geo).plans == Plans::ParityRows {
         for row in rows(geo, offset, len) {
             for seg in row.segments() {
                 b.parity_read_segment(geo, present, &row, seg, offset)?;
@@ -65,6 +67,9 @@ pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Re
 /// out. Asked right after the write path planned the same write on this
 /// thread, it answers without planning again.
 pub fn write_reads(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> u64 {
+    if let Some(reads) = count::reads_all_present(geo, present, offset, len) {
+        return reads;
+    }
     if let Some(reads) = memo::recall(geo, present, offset, len) {
         return reads;
     }
@@ -85,7 +90,7 @@ fn write_plan(geo: &Geometry, present: &[bool], offset: u64, len: u64, log: bool
         log,
         ..Builder::default()
     };
-    if geo.is_parity() {
+    if crate::level::of(geo).plans == Plans::ParityRows {
         for row in rows(geo, offset, len) {
             b.lock(row.stripe);
             for seg in row.segments() {
@@ -675,13 +680,7 @@ fn lost_error(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Error 
         .filter(|(_, p)| !**p)
         .map(|(i, _)| i.to_string())
         .collect();
-    let tolerance = match geo.level {
-        Level::Raid0 => "RAID 0 has no redundancy".to_string(),
-        Level::Raid1 => "RAID 1 needs at least one member".to_string(),
-        Level::Raid4 | Level::Raid5 => "it tolerates one missing member".to_string(),
-        Level::Raid6 => "it tolerates two missing members".to_string(),
-        Level::Raid10 => "RAID 10 needs one copy of every chunk".to_string(),
-    };
+    let tolerance = crate::level::of(geo).lost;
     Error::new(
         ErrorKind::Unrecoverable,
         Op::Plan,

@@ -25,7 +25,7 @@ use raidlab_layout::Geometry;
 /// The bytes of data one stripe of a parity array holds; `None` for the
 /// levels without parity.
 pub fn zero_stripe_bytes(geo: &Geometry) -> Option<u64> {
-    geo.is_parity()
+    (crate::level::of(geo).plans == crate::level::Plans::ParityRows)
         .then(|| geo.chunk_bytes * geo.data_disks() as u64)
 }
 
@@ -89,7 +89,7 @@ pub fn plan_write_zeroes(geo: &Geometry, present: &[bool], offset: u64, len: u64
 /// blocks is only right if every member reads zeros after a trim, which the
 /// caller checks per member, not the planner.
 pub fn plan_trim(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
-    if geo.is_parity() {
+    if !crate::level::of(geo).trims {
         return Err(Error::new(
             ErrorKind::Unsupported,
             Op::Discard,

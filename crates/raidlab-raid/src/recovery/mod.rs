@@ -70,13 +70,14 @@ use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;
 use crate::exec::{member_compute, Executor, Members, UserBuf};
+use crate::level::{self, BitmapUnit, Plans};
 use crate::long_run::{Driven, LongRun, Stepped, Steps};
 use crate::metadata_plan::flush_devices;
 use crate::plan::{Plan, Step};
 use gate::Gate;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
-use raidlab_layout::{Geometry, Level, Location};
+use raidlab_layout::{Geometry, Location};
 use raidlab_md::superblock::feature;
 use serde::Serialize;
 use std::ops::Range;
@@ -256,6 +257,8 @@ impl Assembly {
             // Reading (and computing) the next step overlaps writing this one: a
             // rebuild runs at the speed of the slower side, not of both added.
             let geometry = self.geometry;
+            // Which builder the family rebuilds with: from parity, or a copy.
+            let from_parity = level::of(&geometry).plans == Plans::ParityRows;
             let quit = AtomicBool::new(false);
             let sources = parity_sources(&array, &geometry, slot);
             let live: Vec<bool> = sources.iter().map(Option::is_some).collect();
@@ -319,7 +322,7 @@ impl Assembly {
                         let (at, n) = (step.start, step.end - step.start);
                         let mut out = kept.take();
                         out.resize(n as usize, 0);
-                        let r = if geometry.is_parity() {
+                        let r = if from_parity {
                             let got = read_sources(exec, members, &sources, at, n, &mut reads);
                             let r = parity_step(
                                 exec,
@@ -368,7 +371,7 @@ impl Assembly {
                             Some(v) => v.mapped().map(Some),
                         })
                         .collect();
-                    let maps = maps.filter(|_| geometry.is_parity() && opts.use_maps);
+                    let maps = maps.filter(|_| from_parity && opts.use_maps);
                     // The writer's ends of the channels, one lane per producer taking
                     // turns at the steps (only the mapped path has more than one).
                     let mut lanes = Vec::new();
@@ -423,7 +426,7 @@ impl Assembly {
                                 }
                             });
                         }
-                    } else if geometry.is_parity() {
+                    } else if from_parity {
                         // One reader per source member streams its range ahead (no
                         // thread started per step: that cost more than the XOR), and
                         // this thread combines each step's buffers.
@@ -648,7 +651,7 @@ impl Assembly {
         let Some(bm) = self.bitmap.as_ref().filter(|_| bitmap_based) else {
             return whole;
         };
-        if !member_indexed_bitmap(self.geometry.level) {
+        if level::of(&self.geometry).bitmap != BitmapUnit::MemberSectors {
             return whole;
         }
         let unit = self.geometry.chunk_bytes.max(PAGE as u64);
@@ -713,16 +716,6 @@ impl Steps for Writer<'_> {
             total: self.total,
         })
     }
-}
-
-/// Whether md indexes a level's bitmap by member offset (RAID 1, 4, 5, 6),
-/// so a dirty chunk names a range of every member's data area. RAID 10's
-/// indexes array sectors, which a re-add does not map yet.
-pub(crate) fn member_indexed_bitmap(level: Level) -> bool {
-    matches!(
-        level,
-        Level::Raid1 | Level::Raid4 | Level::Raid5 | Level::Raid6
-    )
 }
 
 /// Round a resume position down to a whole chunk (and page).

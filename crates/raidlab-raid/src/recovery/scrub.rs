@@ -190,7 +190,7 @@ impl Assembly {
             return Some(0);
         };
         let mut ranges = b.dirty_ranges();
-        if super::member_indexed_bitmap(self.geometry.level) {
+        if level::of(&self.geometry).bitmap == BitmapUnit::MemberSectors {
             return ranges.next().map(|(sector, _)| sector * SECTOR);
         }
         // RAID 10's bitmap counts array sectors: a dirty range's copies on

@@ -14,6 +14,7 @@
 use super::compare::{compare_mirror_run, scrub_parity};
 use super::report::ScrubReport;
 use super::*;
+use crate::level::Family;
 use crate::recovery_plan::{
     plan_rewrites, plan_scrub_mirrors_skipping, plan_scrub_parity, scrub_can_compare, ScrubWalk,
 };
@@ -115,10 +116,9 @@ pub(super) fn run(
     opts: RunOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ScrubReport> {
-    if scope.geometry.is_parity() {
-        parity(host, scope, start, repair, resync, opts, progress)
-    } else {
-        mirrors(host, scope, start, repair, resync, opts, progress)
+    match level::of(&scope.geometry).plans {
+        Plans::ParityRows => parity(host, scope, start, repair, resync, opts, progress),
+        Plans::Copies => mirrors(host, scope, start, repair, resync, opts, progress),
     }
 }
 
@@ -632,10 +632,11 @@ pub fn scrub_array(
 /// Refuse a scrub of `geo` with the roles in `missing` missing that has
 /// nothing to compare (see [`Assembly::check_scrubbable`]).
 pub(super) fn scrubbable(geo: &Geometry, resync: bool, missing: &[usize]) -> Result<()> {
-    if geo.level == Level::Raid0 {
+    let rules = level::of(geo);
+    if !rules.resyncs {
         return Err(Error::invalid("RAID 0 has no redundancy to check"));
     }
-    if !geo.is_parity() && geo.raid_disks < 2 {
+    if rules.family == Family::Mirror && geo.raid_disks < 2 {
         return Err(Error::invalid(
             "a one-member array has no redundancy to check",
         ));
@@ -657,12 +658,12 @@ pub(super) fn scrubbable(geo: &Geometry, resync: bool, missing: &[usize]) -> Res
     if scrub_can_compare(geo, &missing) {
         return Ok(());
     }
-    let why = if geo.is_parity() {
+    let why = if rules.family == Family::Parity {
         "the parity left is the only source of the missing data, so there is nothing left to compare it with"
     } else {
         "every block has a single copy left, so there is nothing left to compare"
     };
-    let todo = if resync && geo.is_parity() {
+    let todo = if resync && rules.write_hole {
         "a resync cannot check or correct anything until the member is back: add a member (raidlab add) and rebuild it (rebuild --force if the array was not shut down cleanly: data rebuilt across a torn stripe write may be wrong), then resync or check"
     } else {
         "add a member (raidlab add), let it rebuild, then check again"

@@ -17,14 +17,16 @@
 //! logged durably before it was held and a flush writes nothing out.
 
 mod lost;
+mod spare;
 
 use lost::Lost;
 use raidlab_core::task;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
 use serde::Serialize;
+use spare::Spare;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -159,6 +161,12 @@ struct Entry {
     /// Held across the write-out's member I/O: a task-aware lock, so that a
     /// simulated request finding it held suspends (`raidlab_core::task`).
     state: task::Mutex<Held>,
+    /// Its write-out has begun (set under `state`'s lock, never cleared):
+    /// from then on the lock is held or the entry is gone, so the search
+    /// for the oldest free entry may pass it by without trying the lock (an
+    /// atomic exchange per entry passed, while every writer in flight
+    /// writes one out). Not set: try the lock, which decides.
+    out: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -182,13 +190,15 @@ struct Held {
 
 impl Held {
     /// Hold `bytes` at `at`, over whatever was held there, merging runs that
-    /// overlap or touch it.
-    fn add(&mut self, at: usize, bytes: &[u8]) {
+    /// overlap or touch it. A new run's bytes go in a buffer from `spare`.
+    fn add(&mut self, at: usize, bytes: &[u8], spare: &Spare) {
         let end = at + bytes.len();
         let first = self.runs.partition_point(|(a, d)| a + d.len() < at);
         let last = self.runs.partition_point(|(a, _)| *a <= end);
         if first == last {
-            self.runs.insert(first, (at, bytes.to_vec()));
+            let mut run = spare.take();
+            run.extend_from_slice(bytes);
+            self.runs.insert(first, (at, run));
             return;
         }
         if last == first + 1 && self.runs[first].0 <= at {
@@ -251,6 +261,7 @@ pub struct StripeCache {
     /// (a later write to one must wait for it) but already on their way, so
     /// they free their place without anyone else's help.
     leaving: std::sync::atomic::AtomicUsize,
+    spare: Spare,
 }
 
 /// The held stripes, by stripe and by age (least `since`, then stripe: the
@@ -286,6 +297,7 @@ impl Entries {
                 uncounted: None,
                 gone: false,
             }),
+            out: AtomicBool::new(false),
         });
         self.by_age.insert((now, stripe), e.clone());
         self.by_stripe.insert(stripe, e.clone());
@@ -313,7 +325,8 @@ impl Entries {
     /// lock although a write-out takes the map's lock under an entry's.
     fn oldest_free(&self) -> Option<Arc<Entry>> {
         self.by_age.values().find_map(|e| {
-            let free = e.state.try_lock().is_some_and(|held| !held.gone);
+            let free =
+                !e.out.load(Ordering::Relaxed) && e.state.try_lock().is_some_and(|held| !held.gone);
             free.then(|| e.clone())
         })
     }
@@ -335,6 +348,7 @@ impl StripeCache {
             lost: Mutex::new(Lost::default()),
             write_back: Default::default(),
             leaving: Default::default(),
+            spare: Spare::default(),
         }
     }
 
@@ -503,7 +517,7 @@ impl StripeCache {
                     held.reads_alone += alone;
                 }
             }
-            held.add(at, piece);
+            held.add(at, piece, &self.spare);
             bump(&self.counters.writes_held, 1);
             if held.whole() {
                 return self.write_out(&entry, &mut held, Why::Full, below);
@@ -651,6 +665,7 @@ impl StripeCache {
     /// stripe as one write, which the write path does with no reads), then
     /// drop it. The caller holds its lock.
     fn write_out(&self, e: &Entry, held: &mut Held, why: Why, below: &dyn Below) -> Result<()> {
+        e.out.store(true, Ordering::Relaxed);
         self.leaving.fetch_add(1, Ordering::AcqRel);
         let result = self.write_out_leaving(e, held, why, below);
         // After the entry left the map: the two never count it together.
@@ -739,7 +754,7 @@ impl StripeCache {
         bump(&c.reads_alone, held.reads_alone);
         bump(&c.reads_merged, merged);
         held.gone = true;
-        held.runs = Vec::new();
+        self.spare.give(std::mem::take(&mut held.runs));
         lock(&self.map).remove(e);
         if let Err(err) = &result {
             // Acknowledged already: the next flush must say so.

@@ -114,6 +114,8 @@ fn held_runs_always_read_as_a_flat_copy_would() {
         uncounted: None,
         gone: false,
     };
+    // Buffers come back cleared: runs written out give theirs to the next.
+    let spare = Spare::default();
     let mut flat = vec![None::<u8>; len];
     let mut x: u64 = 12345;
     let mut next = |m: u64| {
@@ -126,7 +128,7 @@ fn held_runs_always_read_as_a_flat_copy_would() {
         let at = next(len as u64) as usize;
         let n = 1 + next((len - at).min(700) as u64) as usize;
         let v = (i % 251) as u8;
-        h.add(at, &vec![v; n]);
+        h.add(at, &vec![v; n], &spare);
         flat[at..at + n].iter_mut().for_each(|b| *b = Some(v));
         for w in h.runs.windows(2) {
             assert!(w[0].0 + w[0].1.len() < w[1].0, "runs sorted, apart");
@@ -138,6 +140,10 @@ fn held_runs_always_read_as_a_flat_copy_would() {
             }
         }
         assert_eq!(seen, flat, "after write {i} at {at}+{n}");
+        if i % 300 == 299 {
+            spare.give(std::mem::take(&mut h.runs));
+            flat.iter_mut().for_each(|b| *b = None);
+        }
     }
 }
 
@@ -150,16 +156,17 @@ fn merged_ranges_stay_sorted_and_disjoint() {
         uncounted: None,
         gone: false,
     };
-    h.add(50, &[1; 10]);
-    h.add(10, &[2; 10]);
-    h.add(20, &[3; 10]);
-    h.add(55, &[4; 15]);
+    let spare = Spare::default();
+    h.add(50, &[1; 10], &spare);
+    h.add(10, &[2; 10], &spare);
+    h.add(20, &[3; 10], &spare);
+    h.add(55, &[4; 15], &spare);
     let spans: Vec<(usize, usize)> = h.runs.iter().map(|(a, d)| (*a, a + d.len())).collect();
     assert_eq!(spans, vec![(10, 30), (50, 70)]);
     assert_eq!(h.runs[1].1[..6], [1, 1, 1, 1, 1, 4]);
     assert!(h.covers(12, 28) && !h.covers(25, 55));
     assert!(!h.whole());
-    h.add(0, &[5; 100]);
+    h.add(0, &[5; 100], &spare);
     assert!(h.whole());
 }
 

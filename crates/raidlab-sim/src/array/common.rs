@@ -1,6 +1,5 @@
 //! What a simulated array is built from and how its members' time moves: the
-//! checks of a spec, the size-only member volumes the engine is built over,
-//! the array's parameters and description, moving the members' time on and
+//! checks of a spec, the array's parameters and description, moving the members' time on and
 //! taking due timers.
 //!
 //! Decides nothing about when a request's I/O happens; that is
@@ -8,11 +7,8 @@
 
 use super::{ArraySpec, RebuildSpec, DATA_OFFSET, IDLE};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param};
-use raidlab_core::Volume;
-use raidlab_devices::SizeOnly;
 use raidlab_layout::Geometry;
 use raidlab_raid::stripe_cache::StripeCacheConfig;
-use std::sync::Arc;
 
 /// `spec` (with `rebuild` taken out of it) can be built: one member per
 /// role, a rebuild only of a failed role, every device large enough.
@@ -58,22 +54,6 @@ pub(super) fn check_spec(spec: &ArraySpec, rebuild: Option<&RebuildSpec>) -> Res
         }
     }
     Ok(())
-}
-
-/// The engine's member volumes: only a size, one per member in service.
-pub(super) fn size_only_members(spec: &ArraySpec) -> Vec<Option<Arc<dyn Volume>>> {
-    spec.members
-        .iter()
-        .enumerate()
-        .map(|(role, m)| {
-            m.as_ref().map(|_| {
-                Arc::new(SizeOnly::new(
-                    format!("{} member {role}", spec.name),
-                    spec.geometry.member_bytes,
-                )) as Arc<dyn Volume>
-            })
-        })
-        .collect()
 }
 
 /// The array's own parameters: its geometry and stripe cache.

@@ -3,8 +3,10 @@
 //!
 //! Every request runs raidlab's own `raidlab_raid::Array` live, as a task
 //! in virtual time ([`TaskArray`]): its planner, stripe cache, stripe locks,
-//! logs, bitmap, failure handling, rebuild and scrub loops, over size-only
-//! members whose executor hands each plan step to the member device models.
+//! logs, bitmap, failure handling, rebuild and scrub loops, created,
+//! assembled and started by raidlab's own stack on sparse in-memory members
+//! (`stack.rs`), whose executor hands each plan step to the member device
+//! models.
 //!
 //! Decides: what a simulated array is made of (its spec, where md puts the
 //! data on a member) and nothing of what the engine does. It never reads
@@ -18,6 +20,7 @@ use raidlab_raid::Array;
 
 mod common;
 mod faults;
+mod stack;
 mod tasks;
 pub use faults::FaultSpec;
 pub(crate) use tasks::sleep_in_task;

@@ -104,6 +104,12 @@ impl Undurable {
     }
 }
 
+/// A run's place in the elevator's order, (start, first write's number),
+/// as one integer: ordered as the pair is.
+fn start_key(start: u64, first: u64) -> u128 {
+    (u128::from(start) << 64) | u128::from(first)
+}
+
 /// The write-back half of the buffer.
 #[derive(Debug)]
 pub(super) struct WriteCache {
@@ -123,7 +129,9 @@ pub(super) struct WriteCache {
     /// The slots by (start, first write's number), the elevator's order. A
     /// slot number, not the run, in the tree: small nodes to search and
     /// shift (this tree was most of the HDD model's time with random writes).
-    by_start: BTreeMap<(u64, u64), u32>,
+    /// Keys are [`start_key`]s: one integer compare per node entry where a
+    /// pair took two.
+    by_start: BTreeMap<u128, u32>,
     /// The first of the runs ending at a byte (the others chained by
     /// `next_same_end`), to find the run a write continues by its end: a
     /// lookup instead of a range search in a second tree.
@@ -247,7 +255,7 @@ impl WriteCache {
                         (self.runs.len() - 1) as u32
                     }
                 };
-                self.by_start.insert((start, seq), i);
+                self.by_start.insert(start_key(start, seq), i);
                 self.link_end(i);
             }
         }
@@ -266,6 +274,12 @@ impl WriteCache {
             let r = &self.runs[i as usize];
             (r.end, r.next_same_end)
         };
+        self.unlink_end_of(i, end, next);
+    }
+
+    /// [`WriteCache::unlink_end`] with run `i`'s end and next in its chain
+    /// already read.
+    fn unlink_end_of(&mut self, i: u32, end: u64, next: u32) {
         let Some(&head) = self.by_end.get(&end) else {
             return;
         };
@@ -294,23 +308,26 @@ impl WriteCache {
     pub fn start_destage(&mut self, head: u64) -> Option<Dirty> {
         let (&key, &i) = self
             .by_start
-            .range((head, 0)..)
+            .range(start_key(head, 0)..)
             .next()
             .or_else(|| self.by_start.iter().next())?;
+        // The run is read before the tree is changed: it is a slot anywhere
+        // in memory (a miss in the host's cache, under random writes), and
+        // its load then overlaps the removal, which does not need it.
+        let (start, end, first, rest, next) = {
+            let r = &self.runs[i as usize];
+            (r.start, r.end, r.first, r.rest, r.next_same_end)
+        };
         self.by_start.remove(&key);
-        self.unlink_end(i);
+        self.unlink_end_of(i, end, next);
         self.free.push(i);
-        let r = &self.runs[i as usize];
         self.destaging.clear();
-        self.destaging.push(r.first);
-        if r.rest != NONE {
-            self.destaging.append(&mut self.rests[r.rest as usize]);
-            self.free_rests.push(r.rest);
+        self.destaging.push(first);
+        if rest != NONE {
+            self.destaging.append(&mut self.rests[rest as usize]);
+            self.free_rests.push(rest);
         }
-        Some(Dirty {
-            start: r.start,
-            end: r.end,
-        })
+        Some(Dirty { start, end })
     }
 
     /// The destage of `len` bytes is on the media: returns the ids of the

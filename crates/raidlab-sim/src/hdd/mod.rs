@@ -21,11 +21,15 @@
 
 mod cache;
 mod params;
+mod round;
 
 use crate::device::{Completion, Device, ModelInfo, Ns, Request};
 use cache::{ReadSegments, WriteCache};
 pub use params::{lee_coefficients, HddParams, ParamError};
 use raidlab_core::IoKind;
+#[cfg(test)]
+use round::trunc;
+use round::{floor, fract, ns};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -34,12 +38,21 @@ use std::collections::{BinaryHeap, VecDeque};
 struct Cmd {
     req: Request,
     ready: Ns,
-    /// `tau` of its offset once it waits for the media (0 before), kept:
-    /// shortest-positioning-time-first weighs every queued command at each
-    /// dispatch, and `tau` is a logarithm.
+    /// Where its offset is, once it waits for the media (zeros before),
+    /// kept: shortest-positioning-time-first weighs every queued command at
+    /// each dispatch, and `tau` is a logarithm.
+    at: Place,
+}
+
+/// Where a byte is on the platters, as weighing a command needs it: `tau`
+/// of the byte, its cylinder, and `tau`'s whole part (the track) and
+/// fraction (the angle), each computed once.
+#[derive(Debug, Clone, Copy, Default)]
+struct Place {
     tau: f64,
-    /// Its offset's cylinder, kept for the same reason.
     cyl: u64,
+    track: f64,
+    angle: f64,
 }
 
 /// Read-ahead in progress: the head streams from byte `from` (reached at `t0`)
@@ -98,44 +111,6 @@ pub struct Hdd {
     cache: WriteCache,
     ctrl_free: Ns,
     link_free: Ns,
-}
-
-/// `x` ns rounded to a whole ns (half away from zero, as `f64::round`), 0
-/// for a negative or NaN `x`. Written with the conversion's truncation: the
-/// library's `round` is a call, and this runs several times per command.
-fn ns(x: f64) -> Ns {
-    let x = x.max(0.0);
-    let whole = x as Ns;
-    // Exact: below 2^53 the whole part is a double and `x - whole` the
-    // fraction without rounding; above, `x` is whole and the fraction 0.
-    // Past `Ns::MAX` the conversion saturates, as `round() as Ns` does.
-    whole.saturating_add(Ns::from(x - whole as f64 >= 0.5))
-}
-
-/// `x.fract()` by the conversion's truncation where `x` fits in an `i64`
-/// (the library's `trunc` is a call, in the scheduler's loop); the same
-/// value bit for bit.
-fn fract(x: f64) -> f64 {
-    x - trunc(x)
-}
-
-/// `x.trunc()` bit for bit (a zero keeps the sign of `x`, as `trunc`'s does).
-fn trunc(x: f64) -> f64 {
-    if x.abs() < 4_503_599_627_370_496.0 {
-        // |x| < 2^52: the truncation is exact in an i64 and in a double.
-        ((x as i64) as f64).copysign(x)
-    } else {
-        x.trunc()
-    }
-}
-
-/// `x.floor()` bit for bit, by [`trunc`] where they agree (`x` not negative).
-fn floor(x: f64) -> f64 {
-    if x >= 0.0 {
-        trunc(x)
-    } else {
-        x.floor()
-    }
 }
 
 /// Where the head is, for weighing commands: its cylinder, and its track
@@ -231,7 +206,19 @@ impl Hdd {
     #[cfg(test)]
     fn seek_ns(&self, from: u64, to: u64) -> f64 {
         let mut head = self.head_pos(from);
-        self.seek_to_ns(&mut head, self.cylinder(to), self.tau(to))
+        let to = self.place(to);
+        self.seek_to_ns(&mut head, to.cyl, to.track)
+    }
+
+    /// Byte `x`'s place ([`Place`]).
+    fn place(&self, x: u64) -> Place {
+        let tau = self.tau(x);
+        Place {
+            tau,
+            cyl: self.cylinder(x),
+            track: floor(tau),
+            angle: fract(tau),
+        }
     }
 
     fn head_pos(&self, at: u64) -> HeadPos {
@@ -242,16 +229,16 @@ impl Hdd {
         }
     }
 
-    /// Seek or head switch from `head` to the track holding a byte on
-    /// cylinder `cyl` at `tau_to`.
-    fn seek_to_ns(&self, head: &mut HeadPos, cyl: u64, tau_to: f64) -> f64 {
+    /// Seek or head switch from `head` to track `track` (`floor(tau)` of a
+    /// byte on it) on cylinder `cyl`.
+    fn seek_to_ns(&self, head: &mut HeadPos, cyl: u64, track: f64) -> f64 {
         let d = head.cyl.abs_diff(cyl);
         if d == 0 {
-            let track = match head.track {
+            let at = match head.track {
                 Some(t) => t,
                 None => *head.track.insert(floor(self.tau(head.at))),
             };
-            if track == floor(tau_to) {
+            if at == track {
                 0.0
             } else {
                 self.p.head_switch_ms * 1e6
@@ -268,22 +255,15 @@ impl Hdd {
     #[cfg(test)]
     fn position_ns(&self, t: Ns, x: u64, not_before: Ns) -> f64 {
         let mut head = self.head_pos(self.head);
-        self.position_tau_ns(&mut head, t, self.cylinder(x), self.tau(x), not_before)
+        self.position_at_ns(&mut head, t, &self.place(x), not_before)
     }
 
-    /// [`Hdd::position_ns`] with the head's place, the cylinder and `tau`
-    /// of the byte already known.
-    fn position_tau_ns(
-        &self,
-        head: &mut HeadPos,
-        t: Ns,
-        cyl: u64,
-        tau_x: f64,
-        not_before: Ns,
-    ) -> f64 {
-        let arrive = (t as f64 + self.seek_to_ns(head, cyl, tau_x)).max(not_before as f64);
+    /// [`Hdd::position_ns`] with the head's place and the byte's already
+    /// known.
+    fn position_at_ns(&self, head: &mut HeadPos, t: Ns, x: &Place, not_before: Ns) -> f64 {
+        let arrive = (t as f64 + self.seek_to_ns(head, x.cyl, x.track)).max(not_before as f64);
         let angle = fract(arrive / self.rev);
-        let target = fract(tau_x);
+        let target = x.angle;
         let mut turn = (target - angle).rem_euclid(1.0);
         // Times are whole nanoseconds, so a stream that continues exactly where
         // the head is may land a hair past its sector; that is no revolution.
@@ -342,15 +322,13 @@ impl Hdd {
         self.arriving.push_back(Cmd {
             req,
             ready,
-            tau: 0.0,
-            cyl: 0,
+            at: Place::default(),
         });
     }
 
     /// Queue `c` for the media, its `tau` known from now on.
     fn queue_for_media(&mut self, mut c: Cmd) {
-        c.tau = self.tau(c.req.offset);
-        c.cyl = self.cylinder(c.req.offset);
+        c.at = self.place(c.req.offset);
         self.media_q.push(c);
     }
 
@@ -450,7 +428,7 @@ impl Hdd {
             } else {
                 let mut best = (f64::INFINITY, 0);
                 for (i, c) in self.media_q.iter().enumerate() {
-                    let cost = self.position_tau_ns(&mut head, t, c.cyl, c.tau, t);
+                    let cost = self.position_at_ns(&mut head, t, &c.at, t);
                     if cost < best.0 {
                         best = (cost, i);
                     }
@@ -461,11 +439,11 @@ impl Hdd {
             };
             let c = self.media_q.remove(pick);
             let b = c.req.offset + c.req.len;
-            let media = ns(self.media_from_ns(c.tau, b));
+            let media = ns(self.media_from_ns(c.at.tau, b));
             let (start, op) = if c.req.kind == IoKind::Read {
                 let pos = match read_pos {
                     Some(p) => p,
-                    None => self.position_tau_ns(&mut head, t, c.cyl, c.tau, t),
+                    None => self.position_at_ns(&mut head, t, &c.at, t),
                 };
                 let start = t + ns(pos);
                 (start, Op::Read(c, start))
@@ -476,7 +454,7 @@ impl Hdd {
                 let xfer = self.link(t, c.req.len, t);
                 let not_before = link_start.max(xfer.saturating_sub(media));
                 (
-                    t + ns(self.position_tau_ns(&mut head, t, c.cyl, c.tau, not_before)),
+                    t + ns(self.position_at_ns(&mut head, t, &c.at, not_before)),
                     Op::Write(c),
                 )
             };
@@ -490,10 +468,10 @@ impl Hdd {
         {
             self.stop_stream(t);
             let mut head = self.head_pos(self.head);
-            let tau_start = self.tau(d.start);
-            let pos = self.position_tau_ns(&mut head, t, self.cylinder(d.start), tau_start, t);
+            let at = self.place(d.start);
+            let pos = self.position_at_ns(&mut head, t, &at, t);
             let start = t + ns(pos);
-            let until = start + ns(self.media_from_ns(tau_start, d.end));
+            let until = start + ns(self.media_from_ns(at.tau, d.end));
             self.mech = Mech::Busy {
                 until,
                 op: Op::Destage {

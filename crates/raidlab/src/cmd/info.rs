@@ -292,6 +292,9 @@ fn state_words(
             // A rebuild and a replacement alike, as md says.
             words.push("recovering");
         }
+        if runs(&s.status.reshape).is_some() {
+            words.push("reshaping");
+        }
         match runs(&s.status.scrub).as_deref() {
             Some("check") => words.push("checking"),
             // md's mdstat calls a repair a resync, and mdadm after it.
@@ -513,8 +516,16 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             "Served By",
             format!("raidlab serve (pid {}), export {:?}", s.pid, s.export),
         ));
-        for t in s.status.rebuild.iter().chain(&s.status.scrub) {
+        for t in s
+            .status
+            .rebuild
+            .iter()
+            .chain(&s.status.scrub)
+            .chain(&s.status.reshape)
+        {
             let label = match t.kind.as_str() {
+                // md's mdadm --detail: "Reshape Status : 12% complete".
+                "reshape" => "Reshape Status",
                 // md calls a re-add's bitmap-based resync a recovery too.
                 "rebuild" | "re-add" => "Rebuild Status",
                 "replace" => "Replace Status",

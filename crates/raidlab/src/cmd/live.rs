@@ -52,6 +52,12 @@ pub fn show(call: impl FnOnce(&mut dyn FnMut(&Reply)) -> Result<(String, u8)>) -
     Ok(ExitCode::from(exit))
 }
 
+/// `grow` of a served array: the reshape runs in the server (and goes on if
+/// this command is interrupted); its progress is shown here.
+pub fn grow(server: &Path, members: &[std::path::PathBuf], cmd: Command) -> Result<ExitCode> {
+    run(server, members, cmd)
+}
+
 pub fn detail(server: &Path, a: &MembersJson) -> Result<ExitCode> {
     run(server, &a.members, Command::Detail { json: a.json })
 }
@@ -391,6 +397,96 @@ fn carry_out(
             ));
             let exit = crate::cmd::manage::scrub_exit(&report, repair);
             Ok((scrub_text(&report, repair, json)?, exit))
+        }
+        Command::Grow {
+            raid_devices,
+            level,
+            chunk_bytes,
+            layout,
+            array_bytes,
+            add,
+            force,
+            continue_reshape,
+            max_rate,
+            json,
+            bitmap,
+            bitmap_chunk,
+        } => {
+            if let Some(add) = bitmap {
+                let chunk = bitmap_chunk
+                    .map(u32::try_from)
+                    .transpose()
+                    .map_err(|_| anyhow!("--bitmap-chunk: md's bitmap chunk is at most 2 GiB"))?;
+                live.change_running(|asm| asm.grow_bitmap(add, chunk))?;
+                let text = live.with_assembly(crate::cmd::grow::bitmap_text);
+                said(text.trim_start_matches("raidlab: ").trim_end());
+                return Ok((text, 0));
+            }
+            let level = match level {
+                Some(l) => Some(raidlab_layout::Level::from_name(&l)?),
+                None => None,
+            };
+            let req = raidlab_raid::grow::ReshapeRequest {
+                raid_devices,
+                level,
+                chunk_bytes,
+                layout,
+            };
+            let takeover = match continue_reshape {
+                true => None,
+                false => live.with_assembly(|asm| {
+                    crate::cmd::grow::served_takeover(asm, &req, add.len(), array_bytes)
+                })?,
+            };
+            if let Some(to) = takeover {
+                let from = live.with_assembly(|asm| crate::cmd::grow::describe(&asm.geometry));
+                live.change_running(|asm| asm.takeover(to))?;
+                let text = live.with_assembly(|asm| crate::cmd::grow::takeover_text(&from, asm));
+                said(text.trim_start_matches("raidlab: ").trim_end());
+                return Ok((text, 0));
+            }
+            let adds = add
+                .iter()
+                .map(|p| m.open_new(Path::new(p)))
+                .collect::<Result<Vec<_>>>()?;
+            let opts = RunOptions {
+                max_rate,
+                stop: Some(stop),
+                ..RunOptions::default()
+            };
+            said(if continue_reshape {
+                "reshape resumed over the control socket"
+            } else {
+                "reshape asked over the control socket"
+            });
+            let report = live.reshape(
+                |asm| {
+                    if continue_reshape {
+                        return Ok(());
+                    }
+                    crate::cmd::grow::served_start(asm, &req, adds, array_bytes, force)
+                        .map_err(|e| raidlab_core::Error::invalid(format!("{e:#}")))
+                },
+                opts,
+                &mut |p| {
+                    let _ = control::send(
+                        stream,
+                        &Reply::Progress {
+                            what: "reshape".into(),
+                            done: p.done,
+                            total: p.total,
+                        },
+                    );
+                },
+            )?;
+            let text = live.with_assembly(|asm| {
+                crate::cmd::grow::reshape_text(&report, &asm.geometry, json)
+            })?;
+            said(&format!(
+                "reshape done: {} -> {} members, {} bytes",
+                report.old_raid_devices, report.new_raid_devices, report.new_array_bytes
+            ));
+            Ok((text, 0))
         }
         Command::Stop => {
             said("stop asked over the control socket");

@@ -681,13 +681,19 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             } else {
                 e.name.clone()
             };
+            // An array mid-reshape (stopped by a stop, a crash or md) is
+            // started as read, then served writable through the reshape's
+            // gate while the walk resumes, as md resumes a reshape at its
+            // start (no log replay or resync: a reshape runs without logs,
+            // and its walk rewrites every stripe it moves).
+            let mid_reshape = !e.read_only && asm.reshape().is_some();
             // As md at every start: replay the journal or the partial parity
             // logs (after an unclean stop) and start them afresh, resync what no
             // log covered, mark the array dirty while it serves.
             let started = Started::start(
                 asm,
                 StartOptions {
-                    write: !e.read_only,
+                    write: !e.read_only && !mid_reshape,
                     force: e.force,
                     resync_unclean: true,
                     stripe_cache: Some(e.stripe_cache()),
@@ -720,7 +726,21 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             };
             let live = LiveArray::new(asm, array.clone());
             live.count_member_io(&counted);
-            if !e.read_only {
+            let mut writable = !e.read_only;
+            if mid_reshape {
+                let opts = raidlab_raid::recovery::RunOptions {
+                    stop: Some(&STOP),
+                    ..Default::default()
+                };
+                match live.resume_reshape(opts) {
+                    Ok(()) => eprintln!("raidlab: export {label:?}: the array is mid-reshape; the reshape resumes in the background while it serves (`raidlab detail` shows progress)"),
+                    Err(err) => {
+                        writable = false;
+                        eprintln!("raidlab: export {label:?}: the array is mid-reshape and served read-only: {err}");
+                    }
+                }
+            }
+            if writable {
                 // md's safe mode: marked dirty only while writes are pending.
                 live.start_safe_mode(was_clean);
             }
@@ -742,8 +762,8 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 // Every write (a cache's in front too) passes safe mode's gate.
                 volume: live.volume(),
                 // An array may refuse writes itself (a journal missing, opened
-                // with --force).
-                read_only: e.read_only || !array.is_writable(),
+                // with --force; mid-reshape without its walk).
+                read_only: !writable || !live.volume().is_writable(),
                 preferred_block: stripe.min(u32::MAX as u64) as u32,
                 // The array's flush flushes every member, covering every completed
                 // write from any connection.
@@ -754,7 +774,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                     name: label,
                     live,
                     was_clean,
-                    writable: !e.read_only,
+                    writable,
                     io: e.io()?,
                     io_modes: Arc::new(std::sync::Mutex::new(io_modes)),
                 },

@@ -402,6 +402,19 @@ fn cases() -> Vec<Grown> {
             sets: vec![],
             interrupt: None,
         },
+        // A RAID 0's other members and a new chunk in one reshape (md's
+        // RAID 4 without parity, delta_disks with new_chunk), then back to
+        // a RAID 0 of 4 with the 128K chunk.
+        Grown {
+            name: "r0-3to4-chunk",
+            level: 0,
+            devices: 3,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--chunk", "128K", "--add", "NEW"],
+            sets: vec![],
+            interrupt: None,
+        },
         // Fewer members of a RAID 0 (md's way: a RAID 4 of 5 whose parity
         // role is empty shrunk backwards to 4, then back to a RAID 0 of 3).
         // The files grow to 16 MiB first: room after the data for md's move

@@ -72,6 +72,9 @@ struct Req {
 pub struct TaskArray {
     name: String,
     array: Arc<Array>,
+    /// The started stack the array came from: its assembly records the
+    /// members the engine takes out (`Started`'s recorder).
+    started: raidlab_raid::lifecycle::Started,
     outbox: Arc<Outbox>,
     clock: Arc<VirtualClock>,
     members: Vec<Option<Box<dyn Device>>>,

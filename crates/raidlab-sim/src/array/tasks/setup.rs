@@ -1,7 +1,8 @@
-//! Building a live array: the engine over size-only members behind the
-//! outbox (and the fault executor), md's bitmap, a rebuild from the start,
-//! the engine's own threads as tasks, and a spare when it comes. It decides
-//! only what the configuration asks for; what the engine does is its own.
+//! Building a live array: the engine as raidlab's stack starts it
+//! (`crate::array::stack`), then behind the outbox (and the fault executor),
+//! a rebuild from the start, the engine's own threads as tasks, and a spare
+//! when it comes. It decides only what the configuration asks for; what the
+//! engine does is its own.
 
 use super::*;
 
@@ -72,9 +73,14 @@ impl TaskArray {
 
     /// [`TaskArray::with_faults`], and with `bitmap` `Some(chunk)` md's
     /// internal write-intent bitmap with `chunk`-byte chunks (`None`:
-    /// mdadm's choice for the member size) on every member in service, as
-    /// `crate::bitmap::build` lays it out (as `mdadm --create --bitmap=internal`); the engine marks and writes it,
-    /// and its daemon clears idle bits. Not with a rebuild, as there.
+    /// mdadm's choice for the member size) on every member in service, laid
+    /// out by raidlab's create (as `mdadm --create --bitmap=internal`); the
+    /// engine marks and writes it, and its daemon clears idle bits. Not with
+    /// a rebuild, as there.
+    ///
+    /// The array is created, assembled and started by raidlab's own stack
+    /// (`crate::array::stack`) on sparse in-memory members; its set-up I/O
+    /// costs no virtual time.
     pub fn build(
         spec: ArraySpec,
         faults: Option<FaultSpec>,
@@ -84,31 +90,34 @@ impl TaskArray {
         let mut spec = spec;
         let rebuild = spec.rebuild.take();
         crate::array::common::check_spec(&spec, rebuild.as_ref())?;
-        let roles = crate::array::common::size_only_members(&spec);
-        let mut bitmap_info = None;
-        let intent = match bitmap {
-            None => None,
-            Some(_) if rebuild.is_some() => {
-                return Err(format!(
-                    "{}: a bitmap and a rebuild together are not simulated (the new member's bitmap copy is not kept)",
-                    spec.name
-                ))
-            }
-            Some(chunk) => {
-                let caps: Vec<Option<u64>> = spec
-                    .members
-                    .iter()
-                    .map(|m| m.as_ref().map(|d| d.capacity()))
-                    .collect();
-                let (bm, devices, chunk_bytes) = crate::bitmap::build(&spec.name, &g, &caps, chunk)
-                    .map_err(|m| format!("{}: {m}", spec.name))?;
-                bitmap_info = Some(chunk_bytes);
-                Some((bm, devices))
-            }
-        };
-        let aliases: Vec<(Arc<dyn Volume>, usize)> = intent
+        if bitmap.is_some() && rebuild.is_some() {
+            return Err(format!(
+                "{}: a bitmap and a rebuild together are not simulated (the new member's bitmap copy is not kept)",
+                spec.name
+            ));
+        }
+        let faults = faults.filter(|f| !f.schedule.is_empty());
+        if let Some(f) = &faults {
+            f.check(
+                &spec.name,
+                &spec.members,
+                rebuild.as_ref().map(|b| b.role),
+                bitmap.is_some(),
+            )?;
+        }
+        let clock = Arc::new(VirtualClock::default());
+        let stack = crate::array::stack::start(&spec, bitmap, clock.clone())?;
+        let bitmap_info = stack.bitmap_chunk;
+        let array = stack.started.array.clone();
+        // The engine's member volumes by role (its data areas), and the whole
+        // devices its metadata plans name.
+        let roles: Vec<Option<Arc<dyn Volume>>> =
+            (0..g.raid_disks).map(|r| array.member(r)).collect();
+        let aliases: Vec<(Arc<dyn Volume>, usize)> = stack
+            .devices
             .iter()
-            .flat_map(|(_, devices)| devices.iter().map(|(role, v, _)| (v.clone(), *role)))
+            .enumerate()
+            .filter_map(|(role, d)| d.clone().map(|d| (d, role)))
             .collect();
         let target = rebuild.as_ref().map(|r| {
             let v: Arc<dyn Volume> = Arc::new(SizeOnly::new(
@@ -128,16 +137,9 @@ impl TaskArray {
         if let Some(t) = &target {
             let _ = outbox.target.set(t.clone());
         }
-        let clock = Arc::new(VirtualClock::default());
         let mut exec: Arc<dyn Executor> = outbox.clone();
         let mut fault_state = None;
-        if let Some(f) = faults.filter(|f| !f.schedule.is_empty()) {
-            f.check(
-                &spec.name,
-                &spec.members,
-                rebuild.as_ref().map(|b| b.role),
-                bitmap_info.is_some(),
-            )?;
+        if let Some(f) = faults {
             let fe = Arc::new(FaultExec::over(outbox.clone(), clock.clone(), &f.schedule));
             for (role, v) in roles.iter().enumerate() {
                 if let Some(v) = v {
@@ -150,13 +152,7 @@ impl TaskArray {
             exec = fe.clone();
             fault_state = Some(Box::new(crate::array::faults::Faults::new(fe, f)));
         }
-        let mut array = Array::new(spec.name.clone(), g, roles)
-            .map_err(|e| e.to_string())?
-            .with_executor(exec);
-        if let Some((bm, devices)) = intent {
-            array = array.with_intent(bm, devices);
-        }
-        let array = Arc::new(array);
+        stack.exec.begin_run(exec)?;
         let mut spec_info = crate::array::common::array_params(&g, spec.stripe_cache);
         if let Some(chunk) = bitmap_info {
             spec_info.push(Param {
@@ -168,6 +164,7 @@ impl TaskArray {
         let mut a = TaskArray {
             name: spec.name,
             array,
+            started: stack.started,
             outbox,
             clock,
             member_next: vec![IDLE; spec.members.len()],
@@ -200,9 +197,7 @@ impl TaskArray {
             a.start_rebuild(r, volume, &mut spec_info)?;
         }
         if let Some(cfg) = spec.stripe_cache {
-            a.array
-                .start_stripe_cache_driven(cfg, a.clock.clone())
-                .map_err(|e| e.to_string())?;
+            // The start installed the cache (`StartOptions::stripe_cache`).
             if a.array.stripe_cache_stats().0.is_some() {
                 // The cache's own thread, as `start_stripe_cache` runs it,
                 // sleeping on the virtual clock.
@@ -355,6 +350,12 @@ impl TaskArray {
     /// Errors the engine returned (without faults, any is a bug).
     pub fn errors(&self) -> &[String] {
         &self.errors
+    }
+
+    /// The stack the array was started by (`lifecycle::Started`): its
+    /// assembly holds the members with their superblocks.
+    pub fn started(&self) -> &raidlab_raid::lifecycle::Started {
+        &self.started
     }
 
     /// The real engine's array.

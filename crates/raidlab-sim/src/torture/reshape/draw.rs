@@ -39,6 +39,11 @@ const RAID10_RESTRIPE_STREAM: u64 = 0x2e5a_9e50_5eed_0050;
 /// of the others a RAID 10 onto more members with a new chunk or layout.
 /// Every other run keeps its draws.
 const COMBINED_STREAM: u64 = 0x2e5a_9e60_5eed_0060;
+/// The stream that makes one RAID 0 run in two that asks for a new chunk
+/// over the same members one with one or two members more too, in one
+/// reshape as md makes it through its RAID 4 without parity. Every other
+/// run keeps its draws.
+const RAID0_COMBINED_STREAM: u64 = 0x2e5a_9e70_5eed_0070;
 
 /// The array and change of run `run` of `seed`, and the run's main
 /// random stream as the draw left it (the cuts are drawn from it after).
@@ -68,6 +73,10 @@ pub(super) fn drawn(seed: u64, run: u64) -> (Setup, ChaCha8Rng) {
     let s = draw_combined(
         s,
         &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ COMBINED_STREAM),
+    );
+    let s = draw_raid0_combined(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID0_COMBINED_STREAM),
     );
     (s, rng)
 }
@@ -456,6 +465,31 @@ fn draw_combined(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
             ..Change::asking(ReshapeRequest {
                 raid_devices: Some(n),
                 ..s.change.req.clone()
+            })
+        },
+        ..s
+    }
+}
+
+/// A RAID 0's new chunk (over the same members) made one with one or two
+/// members more, half the time.
+fn draw_raid0_combined(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    let req = &s.change.req;
+    if s.level != Level::Raid0
+        || s.change.shrink
+        || req.raid_devices.is_some()
+        || req.chunk_bytes.is_none()
+        || !rng.gen_ratio(1, 2)
+    {
+        return s;
+    }
+    let add = rng.gen_range(1..=2);
+    Setup {
+        change: Change {
+            spares: add,
+            ..Change::asking(ReshapeRequest {
+                raid_devices: Some(s.members + add),
+                ..req.clone()
             })
         },
         ..s

@@ -9,7 +9,9 @@
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
-//! Every other restripe is refused before anything is written.
+//! Every other restripe is refused before anything is written. Of a served
+//! array, a restripe runs in the server (`served`); the level takeovers
+//! are `convert`'s.
 
 use crate::cli::{GrowArgs, GrowBitmap};
 use crate::cmd::manage::{assemble_rw_checked, bar, new_device, options, print_rebuild};
@@ -20,6 +22,14 @@ use raidlab_raid::assemble::Assembly;
 use raidlab_raid::grow::{Policy, ReshapeRequest, SizeRequest};
 use raidlab_raid::manage::Added;
 use std::process::ExitCode;
+
+mod convert;
+mod served;
+
+use convert::grow_convert;
+use served::grow_served;
+pub(crate) use served::served_start;
+pub(crate) use served::served_takeover;
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let array_bytes = match a.array_size.as_deref() {
@@ -100,13 +110,10 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         })?),
         None => None,
     };
-    if let Some(server) = crate::control::find(&a.members)? {
-        bail!(
-            "the array is served by `raidlab serve` ({}): grow of a served array is not built yet; stop it (`raidlab stop` with the same members), grow it offline, then serve it again",
-            server.display()
-        );
-    }
     let restripe = restripe_request(&a)?;
+    if let Some(server) = crate::control::find(&a.members)? {
+        return grow_served(&server, &a, restripe, array_bytes);
+    }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
         // A reshape's refusals come before a log replay could write.
         match &restripe {
@@ -138,14 +145,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     }
     if let Some(b) = a.bitmap {
         asm.grow_bitmap(b == GrowBitmap::Internal, bitmap_chunk)?;
-        match (b, &asm.bitmap) {
-            (GrowBitmap::Internal, Some(bm)) => outln!(
-                "raidlab: internal bitmap added: {} chunks of {} bytes",
-                bm.chunks(),
-                bm.sb.chunksize
-            ),
-            _ => outln!("raidlab: internal bitmap removed; the consistency policy is resync"),
-        }
+        out!("{}", bitmap_text(&asm));
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(p) = policy {
@@ -397,10 +397,7 @@ fn grow_reshape(
         if let Some(to) = req.level {
             asm.takeover(to)?;
         }
-        outln!(
-            "raidlab: {from} is now {} (md's takeover: the same placement, no data moved)",
-            describe(&asm.geometry)
-        );
+        out!("{}", takeover_text(&from, &asm));
         return Ok(ExitCode::SUCCESS);
     }
     for d in adds {
@@ -474,205 +471,8 @@ fn conversion(asm: &Assembly, req: &ReshapeRequest) -> bool {
         && req.chunk_bytes.is_none()
 }
 
-/// RAID 5 to 6: the device for Q goes in as a spare, the takeover makes it
-/// the last member (a RAID 6 in the "-6" layout), the rebuild computes Q,
-/// then (unless `--layout preserve`) a restripe to the RAID 6 layout. RAID
-/// 6 to 5: a restripe to the "-6" layout where needed, then the takeover
-/// (Q's member becomes a spare).
-fn grow_convert(mut asm: Assembly, req: &ReshapeRequest, a: &GrowArgs) -> Result<ExitCode> {
-    let (adds, created) = open_adds(a)?;
-    let to = req.level.unwrap_or(asm.geometry.level);
-    let checked = (|| -> Result<raidlab_raid::grow::Conversion> {
-        // RAID 1 to 5 and RAID 0 to 10 take several, and RAID 0 to 4 or 5
-        // with --raid-devices (their own checks).
-        let several = matches!(asm.geometry.level, Level::Raid1 | Level::Raid0);
-        if adds.len() > 1 && !several {
-            bail!(
-                "{} devices given with --add: the conversion takes one, for Q; add the others as spares with `raidlab add`; nothing was changed",
-                adds.len()
-            );
-        }
-        if to == Level::Raid5 && asm.geometry.level == Level::Raid6 && !adds.is_empty() {
-            bail!(
-                "--add goes with --level 6 (the device for Q), not --level 5; nothing was changed"
-            );
-        }
-        let c = asm.convert_check(to, req.raid_devices, req.layout.as_deref(), adds.len())?;
-        precheck_adds(&asm, &adds, a.force)?;
-        Ok(c)
-    })();
-    let c = match checked {
-        Ok(c) => c,
-        Err(e) => {
-            cleanup(&created);
-            return Err(e);
-        }
-    };
-    let from = describe(&asm.geometry);
-    let restripe = |asm: &mut Assembly, layout: &str| -> Result<()> {
-        let req = ReshapeRequest {
-            layout: Some(layout.to_string()),
-            ..ReshapeRequest::default()
-        };
-        let plan = asm.reshape_check(&req, 0)?;
-        start_and_run(asm, plan, a)?;
-        Ok(())
-    };
-    if to == Level::Raid1 {
-        if !adds.is_empty() {
-            cleanup(&created);
-            bail!("--add goes with a level that takes new members; a RAID 5 of two becoming a RAID 1 takes none (add mirrors after, with `raidlab grow --raid-devices`); nothing was changed");
-        }
-        asm.raid1_takeover_raid5()?;
-        outln!(
-            "raidlab: {from} is now {} (md's takeover: the two members already hold the same bytes; no data moved)",
-            describe(&asm.geometry)
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    if to == Level::Raid0 {
-        if !adds.is_empty() {
-            cleanup(&created);
-            bail!("--add goes with a level that takes new members; a {} becoming a RAID 0 takes none; nothing was changed", asm.geometry.level.name());
-        }
-        if asm.geometry.level != Level::Raid10 {
-            // mdadm restripes a RAID 5 to parity-last first, then the
-            // parity member leaves.
-            if let Some(l) = &c.restripe_to {
-                if a.no_sync {
-                    bail!("--no-sync with --level 0 of a RAID 5 in {}: it is restriped to {l} first; run it without --no-sync", asm.geometry.layout.name());
-                }
-                restripe(&mut asm, l)?;
-            }
-            asm.raid0_takeover_raid45()?;
-            outln!(
-                "raidlab: {from} is now {} (md's takeover: the parity member and any spare left the array; no data moved)",
-                describe(&asm.geometry)
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        asm.raid0_takeover_raid10()?;
-        outln!(
-            "raidlab: {from} is now {} (md's takeover: one copy of each pair kept, the other left the array; no data moved)",
-            describe(&asm.geometry)
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    if asm.geometry.level == Level::Raid1 {
-        // md's takeover, then (with --raid-devices) a restripe onto the
-        // devices added for it.
-        if adds.len() > c.new_raid_devices - 2 {
-            cleanup(&created);
-            bail!(
-                "{} device(s) given with --add but only {} new slot(s) (--raid-devices {}): add the others as spares with `raidlab add`; nothing was changed",
-                adds.len(),
-                c.new_raid_devices - 2,
-                c.new_raid_devices
-            );
-        }
-        asm.raid5_takeover_raid1()?;
-        outln!(
-            "raidlab: {from} is now {} (md's takeover: each stripe's parity is its data, as the mirrors hold it; no data moved)",
-            describe(&asm.geometry)
-        );
-        if c.new_raid_devices > c.old_raid_devices {
-            for d in adds {
-                let path = d.path.clone();
-                asm.add(d, a.force)?;
-                outln!("raidlab: {path} added as a spare for the reshape");
-            }
-            let req = ReshapeRequest {
-                raid_devices: Some(c.new_raid_devices),
-                ..ReshapeRequest::default()
-            };
-            let plan = asm.reshape_check(&req, 0)?;
-            start_and_run(&mut asm, plan, a)?;
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let from_raid0 = asm.geometry.level == Level::Raid0;
-    if to == Level::Raid6 || from_raid0 {
-        let what = match (from_raid0, to) {
-            (true, Level::Raid10) => "the mirrors",
-            (true, _) => "parity",
-            _ => "Q",
-        };
-        if adds.len() > c.new_raid_devices - c.old_raid_devices {
-            cleanup(&created);
-            bail!(
-                "{} devices given with --add but only {} new slot(s): add the others as spares with `raidlab add`; nothing was changed",
-                adds.len(),
-                c.new_raid_devices - c.old_raid_devices
-            );
-        }
-        for d in adds {
-            let path = d.path.clone();
-            asm.add(d, a.force)?;
-            outln!("raidlab: {path} added as a spare for {what}");
-        }
-        if from_raid0 && to == Level::Raid10 {
-            asm.raid10_takeover_raid0()?;
-        } else if from_raid0 {
-            asm.raid0_parity_takeover(to)?;
-        } else {
-            asm.raid6_takeover()?;
-        }
-        outln!(
-            "raidlab: {from} is now {} (md's takeover: {what} on the new member(s), to be rebuilt)",
-            describe(&asm.geometry)
-        );
-        // A RAID 0 asked for more members than the one parity takes: the
-        // others join by a reshape once parity is there.
-        let more =
-            (from_raid0 && to != Level::Raid10 && c.new_raid_devices > c.old_raid_devices + 1)
-                .then_some(c.new_raid_devices);
-        if a.no_sync {
-            outln!(
-                "raidlab: {what} is rebuilt by `raidlab rebuild`{}{}",
-                match more {
-                    Some(n) => format!(
-                        "; then `raidlab grow --raid-devices {n}` restripes it onto the spares"
-                    ),
-                    None => String::new(),
-                },
-                match &c.restripe_to {
-                    Some(l) => format!("; then `raidlab grow --layout {l}` restripes it"),
-                    None => String::new(),
-                }
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        let report = asm.rebuild(options(&a.run, false), &mut bar("rebuild"))?;
-        print_rebuild(&report, a.run.json)?;
-        if let Some(n) = more {
-            let req = ReshapeRequest {
-                raid_devices: Some(n),
-                ..ReshapeRequest::default()
-            };
-            let plan = asm.reshape_check(&req, 0)?;
-            start_and_run(&mut asm, plan, a)?;
-        }
-        if let Some(l) = &c.restripe_to {
-            restripe(&mut asm, l)?;
-        }
-    } else {
-        if let Some(l) = &c.restripe_to {
-            if a.no_sync {
-                bail!("--no-sync with --level 5 of a RAID 6 in {}: the conversion restripes it to {l} first; run it without --no-sync", asm.geometry.layout.name());
-            }
-            restripe(&mut asm, l)?;
-        }
-        asm.raid5_takeover()?;
-        outln!(
-            "raidlab: the array is now {} (md's takeover); the member that held Q is a hot spare",
-            describe(&asm.geometry)
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// Level, member count, chunk and layout, as `detail` names them.
-fn describe(g: &raidlab_layout::Geometry) -> String {
+pub(crate) fn describe(g: &raidlab_layout::Geometry) -> String {
     format!(
         "{} of {} members, {}K chunk, {}",
         g.level.name(),
@@ -682,47 +482,77 @@ fn describe(g: &raidlab_layout::Geometry) -> String {
     )
 }
 
+/// What `--bitmap` did, offline or served.
+pub(crate) fn bitmap_text(asm: &Assembly) -> String {
+    match &asm.bitmap {
+        Some(bm) => format!(
+            "raidlab: internal bitmap added: {} chunks of {} bytes\n",
+            bm.chunks(),
+            bm.sb.chunksize
+        ),
+        None => "raidlab: internal bitmap removed; the consistency policy is resync\n".into(),
+    }
+}
+
+/// What a takeover alone did (no data moved), offline or served.
+pub(crate) fn takeover_text(from: &str, asm: &Assembly) -> String {
+    format!(
+        "raidlab: {from} is now {} (md's takeover: the same placement, no data moved)\n",
+        describe(&asm.geometry)
+    )
+}
+
+/// What a finished reshape says, offline or served.
+pub(crate) fn reshape_text(
+    report: &raidlab_raid::grow::ReshapeReport,
+    g: &raidlab_layout::Geometry,
+    json: bool,
+) -> Result<String> {
+    if json {
+        return Ok(serde_json::to_string_pretty(report)? + "\n");
+    }
+    let mut out = String::new();
+    if report.resumed {
+        out += &format!(
+            "raidlab: reshape resumed at array byte {}\n",
+            report.resumed_from
+        );
+    }
+    let members = if report.old_raid_devices == report.new_raid_devices {
+        format!("over the same {} members", report.new_raid_devices)
+    } else {
+        format!(
+            "raid devices {} -> {}",
+            report.old_raid_devices, report.new_raid_devices
+        )
+    };
+    out += &format!(
+        "raidlab: reshape done: {members}; the array is {}, {} bytes (was {}); data offset moved {} {} bytes\n",
+        describe(g),
+        report.new_array_bytes,
+        report.old_array_bytes,
+        if report.backwards { "up" } else { "down" },
+        report.data_offset_moved_bytes
+    );
+    if !report.spares.is_empty() {
+        out += &format!(
+            "raidlab: {} left the array's roles: spare(s) now, as md leaves them: take each out with `raidlab remove MEMBER... --member DEV` to use it elsewhere\n",
+            report.spares.join(", ")
+        );
+    }
+    if !report.removed.is_empty() {
+        out += &format!(
+            "raidlab: {} left the array (removed, as md's takeover back to RAID 0 leaves them: a RAID 0 has no spares); give only the other members from now on\n",
+            report.removed.join(", ")
+        );
+    }
+    Ok(out)
+}
+
 /// Run the reshape the superblocks record to its end.
 fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
     let report = asm.reshape_run(options(&a.run, false), &mut bar("reshape"))?;
-    if a.run.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        if report.resumed {
-            outln!(
-                "raidlab: reshape resumed at array byte {}",
-                report.resumed_from
-            );
-        }
-        let members = if report.old_raid_devices == report.new_raid_devices {
-            format!("over the same {} members", report.new_raid_devices)
-        } else {
-            format!(
-                "raid devices {} -> {}",
-                report.old_raid_devices, report.new_raid_devices
-            )
-        };
-        outln!(
-            "raidlab: reshape done: {members}; the array is {}, {} bytes (was {}); data offset moved {} {} bytes",
-            describe(&asm.geometry),
-            report.new_array_bytes,
-            report.old_array_bytes,
-            if report.backwards { "up" } else { "down" },
-            report.data_offset_moved_bytes
-        );
-        if !report.spares.is_empty() {
-            outln!(
-                "raidlab: {} left the array's roles: spare(s) now, as md leaves them: take each out with `raidlab remove MEMBER... --member DEV` to use it elsewhere",
-                report.spares.join(", ")
-            );
-        }
-        if !report.removed.is_empty() {
-            outln!(
-                "raidlab: {} left the array (removed, as md's takeover back to RAID 0 leaves them: a RAID 0 has no spares); give only the other members from now on",
-                report.removed.join(", ")
-            );
-        }
-    }
+    out!("{}", reshape_text(&report, &asm.geometry, a.run.json)?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,0 +1,185 @@
+//! Level families: what each RAID level allows and which plan builders its
+//! requests go through, as data. Three families, one file each: striped
+//! (`striped.rs`: RAID 0), mirror (`mirror.rs`: RAID 1 and 10) and parity
+//! (`parity.rs`: RAID 4, 5 and 6). Each level is one `&'static` [`Rules`]
+//! entry; [`of`] (for a geometry) and [`rules`] (for a level alone, before a
+//! geometry exists) hand it out, and the engine asks it questions (may this
+//! level keep a PPL? does it resync? which builder plans its rebuild?)
+//! instead of matching on the level.
+//!
+//! Decides: the constraints md gives each level (members minimum, failures
+//! tolerated, PPL, journal, trim, resync and check, stripe cache, read
+//! balancing, bitmap units, spares, per-member data sizes) and which builder
+//! plans a level's reads, writes, rebuilds, repairs and scrubs ([`Plans`]).
+//!
+//! Must never: hold a plan algorithm or place a byte (the builders stay in
+//! `planner/` and `recovery_plan.rs`, placement in `raidlab-layout`), do
+//! I/O, allocate, or import another engine module (every module asks this
+//! one, so it sits at the bottom of the engine's import chain).
+//!
+//! Not families here yet: linear arrays and multi-zone RAID 0 (`zoned.rs`)
+//! and an array in the middle of a reshape (two geometries, `grow/` and
+//! `assemble/reshape.rs`) run as a one-member RAID 1 pass-through over a
+//! volume that places each request itself, so the running array gets RAID
+//! 1's rules with one member: no redundancy left to lose, check or rebuild.
+
+mod mirror;
+mod parity;
+mod striped;
+
+use raidlab_layout::{Geometry, Layout, Level};
+
+/// The three ways md keeps (or does not keep) data it can lose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// Data striped or concatenated, no redundancy.
+    Striped,
+    /// Whole copies of every chunk on different members.
+    Mirror,
+    /// Data chunks plus one or two parity chunks per stripe.
+    Parity,
+}
+
+/// Which of the engine's two plan builders a level's requests, rebuilds,
+/// repairs and scrubs go through. The algorithms stay where they are; this
+/// names the one a level uses, so a new level picks a builder here rather
+/// than adding a branch at every caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plans {
+    /// Per stripe row and column segment, with parity computed and checked:
+    /// `planner`'s row segments (read-modify-write or reconstruct-write),
+    /// `recovery_plan`'s parity rebuild, repair and scrub, the parity scrub
+    /// loop of `recovery/scrub_run.rs` and the parity rebuild of
+    /// `recovery/mod.rs`.
+    ParityRows,
+    /// Per run of copies (`Geometry::mirror_map`): `planner`'s mirror read
+    /// and write, `recovery_plan`'s copy rebuild, repair and scrub, the mirror
+    /// scrub loop and the copy rebuild.
+    Copies,
+}
+
+/// How many members a level can lose and still serve every byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redundancy {
+    /// Nothing: every member holds data no other one has.
+    None,
+    /// Every member is a whole copy (RAID 1): all but one can go.
+    AllButOne,
+    /// At least one copy of every chunk must be left (RAID 10): how many
+    /// members that allows depends on the layout and on which ones go.
+    CopyOfEachChunk,
+    /// As many members as parity chunks per stripe (RAID 4/5: 1, RAID 6: 2).
+    Parity(usize),
+}
+
+/// What md's write-intent bitmap counts for a level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BitmapUnit {
+    /// No bitmap: nothing to resync (RAID 0).
+    None,
+    /// Member sectors: a dirty bit names the same range of every member
+    /// (RAID 1, 4, 5, 6), which a re-add can rebuild alone.
+    MemberSectors,
+    /// Array sectors (RAID 10's bitmap, as md keeps it).
+    ArraySectors,
+}
+
+/// One level's constraints and builders. Every field is a fact about md's
+/// level, read by the engine in place of a branch on the level.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Rules {
+    pub level: Level,
+    pub family: Family,
+    /// The builder its plans go through.
+    pub plans: Plans,
+    pub redundancy: Redundancy,
+    /// Why a range with members missing is lost, for the planner's error
+    /// ("...; {lost}. Supply the missing member(s)...").
+    pub lost: &'static str,
+    /// Whether the level has a chunk (RAID 1 has none: its chunk is 0).
+    pub chunked: bool,
+    /// md's partial parity log (`--consistency-policy ppl`): RAID 5 only.
+    pub ppl: bool,
+    /// md's write journal (`--write-journal`): RAID 4, 5 and 6.
+    pub journal: bool,
+    /// Whether a trim is passed to the members, each copy trimmed, so reads
+    /// return zeros where every member does after a trim. Parity levels
+    /// ignore trims, as md does unless told members can be trusted: parity
+    /// over trimmed blocks could not be.
+    pub trims: bool,
+    /// Whether there is redundancy to make consistent after an unclean stop:
+    /// md marks the array dirty while writing, resyncs it after a crash, and
+    /// can check and repair it. RAID 0 is never dirty and never checked.
+    pub resyncs: bool,
+    /// Whether an unclean stop can leave a stripe whose parity disagrees
+    /// with its data (the write hole): a degraded start after one is refused
+    /// unforced, and a member whose loss breaks the array is still recorded
+    /// faulty (md's raid5_error) rather than refused.
+    pub write_hole: bool,
+    /// Whether writes go through the stripe cache (partial stripes held and
+    /// merged before parity is computed).
+    pub stripe_cache: bool,
+    /// Whether reads are spread over copies by the read balancer.
+    pub balanced_reads: bool,
+    /// Whether a block md's bad-block log lists, once served from
+    /// redundancy, is written back and forgotten (md's RAID 5 does; its
+    /// RAID 1 and 10 only read around a listed copy).
+    pub heals_listed: bool,
+    pub bitmap: BitmapUnit,
+    /// Whether a member can be replaced or rebuilt from the others (a spare
+    /// takes a role). md's raid0 takes no spare.
+    pub spares: bool,
+    /// Whether md sizes the level from each member's own data size (RAID 0:
+    /// members of different sizes make zones), so raidlab records one equal
+    /// data size in every superblock it writes.
+    pub sized_per_member: bool,
+}
+
+/// The rules of `level`.
+pub fn rules(level: Level) -> &'static Rules {
+    match level {
+        Level::Raid0 => &striped::RAID0,
+        Level::Raid1 => &mirror::RAID1,
+        Level::Raid10 => &mirror::RAID10,
+        Level::Raid4 => &parity::RAID4,
+        Level::Raid5 => &parity::RAID5,
+        Level::Raid6 => &parity::RAID6,
+    }
+}
+
+/// The rules of the geometry's level.
+pub fn of(geo: &Geometry) -> &'static Rules {
+    rules(geo.level)
+}
+
+impl Rules {
+    /// The fewest members mdadm creates the level with, unforced (layout's
+    /// rule, where the geometry is checked).
+    pub fn min_members(&self) -> usize {
+        self.level.min_members()
+    }
+
+    /// Whether the level keeps any redundancy at all (a member can go
+    /// without losing data).
+    pub fn redundant(&self) -> bool {
+        self.redundancy != Redundancy::None
+    }
+
+    /// Members `geo` can lose, whichever they are, and still serve every
+    /// byte (RAID 10: one fewer than its copies, as a near or far layout
+    /// can lose no more when the wrong ones go).
+    pub fn failures_tolerated(&self, geo: &Geometry) -> usize {
+        match self.redundancy {
+            Redundancy::None => 0,
+            Redundancy::AllButOne => geo.raid_disks.saturating_sub(1),
+            Redundancy::CopyOfEachChunk => match geo.layout {
+                Layout::Raid10(r) => r.copies().saturating_sub(1),
+                _ => 0,
+            },
+            Redundancy::Parity(n) => n,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

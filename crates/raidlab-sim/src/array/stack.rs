@@ -1,0 +1,219 @@
+//! A simulated array's birth through raidlab's own stack: its members are
+//! sparse in-memory volumes of the device models' sizes, `create` writes
+//! their md superblocks (and bitmap) as `mdadm --create` would, the real
+//! assembly reads them back, and `lifecycle::Started` starts the array (its
+//! refusals, logs, dirty mark, stripe cache) with the simulator's clock.
+//!
+//! Decides: what the configuration asks `create` for (level, layout, chunk,
+//! the bitmap, md's data offset of [`DATA_OFFSET`] and the spec's member
+//! size, so the device models see the data where the spec placed it) and
+//! that the set-up's own I/O (the superblocks written by create and by the
+//! start) runs in memory at no virtual time, before the workload. It never
+//! builds a superblock, bitmap or array itself, and never decides what the
+//! engine does once started.
+
+use super::{ArraySpec, DATA_OFFSET};
+use raidlab_core::Volume;
+use raidlab_devices::SparseMemVolume;
+use raidlab_md::MetadataVersion;
+use raidlab_parity::Engine;
+use raidlab_raid::assemble::{create_placed, Assembly, CreateSpec, Device, NewMember, Placement};
+use raidlab_raid::exec::{Executor, Failed, InOrder, LogWriter, Members, UserBuf};
+use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
+use raidlab_raid::stripe_cache::StripeCacheConfig;
+use raidlab_raid::Plan;
+use std::sync::{Arc, OnceLock};
+
+/// The executor a simulated array is created and started with: until the
+/// run begins, plans (create's superblocks and bitmap, the start's dirty
+/// mark) are carried out in memory on the sparse members, one operation at
+/// a time and outside virtual time, so the measured workload is charged
+/// none of them; from [`SetUpThenRun::begin_run`] on, every plan goes to
+/// the simulator's executor (the device models).
+#[derive(Default)]
+pub(super) struct SetUpThenRun {
+    run: OnceLock<Arc<dyn Executor>>,
+}
+
+impl std::fmt::Debug for SetUpThenRun {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetUpThenRun")
+            .field("running", &self.run.get().is_some())
+            .finish()
+    }
+}
+
+impl SetUpThenRun {
+    /// The set-up is over: hand every plan from now on to `exec`.
+    pub(super) fn begin_run(&self, exec: Arc<dyn Executor>) -> Result<(), String> {
+        self.run
+            .set(exec)
+            .map_err(|_| "internal: the simulated array's run began twice".to_string())
+    }
+}
+
+impl Executor for SetUpThenRun {
+    fn run(
+        &self,
+        plan: &Plan,
+        members: &Members,
+        engine: &dyn Engine,
+        user: UserBuf<'_>,
+        log: Option<LogWriter<'_>>,
+    ) -> Result<(), Failed> {
+        match self.run.get() {
+            Some(exec) => exec.run(plan, members, engine, user, log),
+            None => InOrder.run(plan, members, engine, user, log),
+        }
+    }
+}
+
+/// A started simulated array and what the simulator needs of its stack.
+pub(super) struct Stack {
+    pub(super) started: Started,
+    pub(super) exec: Arc<SetUpThenRun>,
+    /// Each role's whole member device, as metadata plans (superblocks, the
+    /// bitmap) name it; `None` for a failed role.
+    pub(super) devices: Vec<Option<Arc<dyn Volume>>>,
+    /// The bitmap's chunk in bytes, with a bitmap.
+    pub(super) bitmap_chunk: Option<u64>,
+}
+
+/// Create `spec`'s array on sparse members the size of its devices (a failed
+/// role's too: md's superblocks name every role), assemble it from the
+/// members in service and start it for writing with `clock`, as `raidlab
+/// serve` starts a real one. `bitmap` as [`crate::array::TaskArray::build`]
+/// takes it.
+pub(super) fn start(
+    spec: &ArraySpec,
+    bitmap: Option<Option<u64>>,
+    clock: raidlab_core::SharedClock,
+) -> Result<Stack, String> {
+    let g = spec.geometry;
+    let ctx = |what: &str, e: raidlab_core::Error| format!("{}: {what}: {e}", spec.name);
+    let bitmap_chunk = match bitmap {
+        Some(chunk) => Some(
+            crate::bitmap::create_chunk(g.level, chunk)
+                .map_err(|m| format!("{}: {m}", spec.name))?,
+        ),
+        None => None,
+    };
+    let devices: Vec<Device> = spec
+        .members
+        .iter()
+        .enumerate()
+        .map(|(role, m)| {
+            // A failed role's device is gone; md's new superblocks still
+            // name its role, so create writes one on a device of its size.
+            let size = m
+                .as_ref()
+                .map_or(DATA_OFFSET + g.member_bytes, |d| d.capacity());
+            let path = format!("{} member {role}", spec.name);
+            Device {
+                volume: Arc::new(SparseMemVolume::new(path.clone(), size)),
+                path,
+            }
+        })
+        .collect();
+    let create = CreateSpec {
+        level: g.level,
+        layout: g.layout,
+        chunk_bytes: g.chunk_bytes,
+        spares: 0,
+        name: spec.name.clone(),
+        // Fewer members than mdadm wants without --force are simulated too.
+        force: true,
+        bitmap: bitmap_chunk.is_some(),
+        bitmap_chunk: bitmap_chunk.flatten(),
+        ppl: false,
+    };
+    let exec = Arc::new(SetUpThenRun::default());
+    let placement = Placement {
+        data_offset: DATA_OFFSET,
+        member_bytes: g.member_bytes,
+        // The engine lists a failed rewrite's range in a member's bad-block
+        // log instead of taking the member out, and md then fails the member
+        // when the superblock write that records the list fails; the
+        // simulator writes no lists back (a served array's `LiveArray::poll`
+        // does), so with a log a dead member would never leave the array.
+        bad_block_log: false,
+    };
+    // Zeroed: the simulated disks start empty, so md's array starts in sync.
+    let new = devices
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let as_dyn: Arc<dyn Executor> = exec.clone();
+    create_placed(
+        &create,
+        new,
+        None,
+        MetadataVersion::V1_2,
+        as_dyn.clone(),
+        Some(placement),
+    )
+    .map_err(|e| ctx("create", e))?;
+    let present: Vec<Device> = devices
+        .iter()
+        .zip(&spec.members)
+        .filter(|(_, m)| m.is_some())
+        .map(|(d, _)| d.clone())
+        .collect();
+    let asm = Assembly::assemble(present).map_err(|e| ctx("assemble", e))?;
+    let options = StartOptions {
+        write: true,
+        // The spec's stripe cache, or none: the start's default is the
+        // served array's, not the simulator's.
+        stripe_cache: Some(spec.stripe_cache.unwrap_or(StripeCacheConfig {
+            stripes: 0,
+            ..StripeCacheConfig::default()
+        })),
+        ..StartOptions::default()
+    };
+    let driven = Driven {
+        executor: as_dyn,
+        clock,
+    };
+    let started = Started::start_with(asm, options, Some(driven)).map_err(|e| ctx("start", e))?;
+    if *started.array.geometry() != g {
+        return Err(format!(
+            "{}: internal: the started array's geometry {:?} is not the spec's {:?}",
+            spec.name,
+            started.array.geometry(),
+            g
+        ));
+    }
+    let devices = devices
+        .into_iter()
+        .zip(&spec.members)
+        .map(|(d, m)| m.as_ref().map(|_| d.volume))
+        .collect();
+    let bitmap_chunk = started
+        .array
+        .with_bitmap_held(|b| b.sb.chunk_sectors() * 512);
+    if bitmap.is_some() != bitmap_chunk.is_some() {
+        return Err(format!(
+            "{}: internal: a bitmap was {} but the started array has {}",
+            spec.name,
+            if bitmap.is_some() {
+                "asked for"
+            } else {
+                "not asked for"
+            },
+            if bitmap_chunk.is_some() {
+                "one"
+            } else {
+                "none"
+            }
+        ));
+    }
+    Ok(Stack {
+        started,
+        exec,
+        devices,
+        bitmap_chunk,
+    })
+}
