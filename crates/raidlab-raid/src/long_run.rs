@@ -449,6 +449,19 @@ mod tests {
         takes: Duration,
     }
 
+    impl Log<'_> {
+        /// When each step began.
+        fn step_times(&self) -> Vec<Duration> {
+            self.did
+                .iter()
+                .filter_map(|d| match d {
+                    Did::Step(_, at) => Some(*at),
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
     impl Steps for Log<'_> {
         fn step(&mut self, range: Range<u64>) -> Result<Stepped> {
             self.did.push(Did::Step(range.clone(), self.clock.now()));
@@ -572,15 +585,7 @@ mod tests {
         // The stop is asked three times a step (before the wait, in it,
         // before the step): three steps, at 5, 10 and 15 s, the tenth ask
         // stops it.
-        let at: Vec<_> = log
-            .did
-            .iter()
-            .filter_map(|d| match d {
-                Did::Step(_, at) => Some(*at),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(at, [five, 2 * five, 3 * five]);
+        assert_eq!(log.step_times(), [five, 2 * five, 3 * five]);
     }
 
     /// Steps whose period halves after each (a tunable turned down while
@@ -613,17 +618,8 @@ mod tests {
             steps.get() > 9
         };
         run.drive(&clock, &quit, &mut halving).unwrap();
-        let at: Vec<_> = halving
-            .0
-            .did
-            .iter()
-            .filter_map(|d| match d {
-                Did::Step(_, at) => Some(*at),
-                _ => None,
-            })
-            .collect();
         // 8 s to the first; then 4, then 2 after each.
-        assert_eq!(at, [8 * S, 12 * S, 14 * S]);
+        assert_eq!(halving.0.step_times(), [8 * S, 12 * S, 14 * S]);
     }
 
     #[test]
