@@ -8,9 +8,13 @@
 //! the bitmap, md's data offset of [`DATA_OFFSET`] and the spec's member
 //! size, so the device models see the data where the spec placed it) and
 //! that the set-up's own I/O (the superblocks written by create and by the
-//! start) runs in memory at no virtual time, before the workload. It never
-//! builds a superblock, bitmap or array itself, and never decides what the
-//! engine does once started.
+//! start) runs in memory at no virtual time, before the workload. A
+//! rebuild's new member is born the same way ([`add_member`]): a sparse
+//! device given to the assembly's real `add` (`raidlab add`'s), its
+//! superblock and the others' commit written in memory, set aside from the
+//! run. It never builds a superblock, bitmap or array itself, and never
+//! decides what the engine does once started (which role a new member takes
+//! is `add`'s).
 
 use super::{ArraySpec, DATA_OFFSET};
 use raidlab_core::Volume;
@@ -22,6 +26,7 @@ use raidlab_raid::exec::{Executor, Failed, InOrder, LogWriter, Members, UserBuf}
 use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Plan;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The executor a simulated array is created and started with: until the
@@ -29,10 +34,12 @@ use std::sync::{Arc, OnceLock};
 /// mark) are carried out in memory on the sparse members, one operation at
 /// a time and outside virtual time, so the measured workload is charged
 /// none of them; from [`SetUpThenRun::begin_run`] on, every plan goes to
-/// the simulator's executor (the device models).
+/// the simulator's executor (the device models), but while a set-up step of
+/// the run is set aside ([`SetUpThenRun::aside`]).
 #[derive(Default)]
 pub(super) struct SetUpThenRun {
     run: OnceLock<Arc<dyn Executor>>,
+    aside: AtomicBool,
 }
 
 impl std::fmt::Debug for SetUpThenRun {
@@ -50,6 +57,16 @@ impl SetUpThenRun {
             .set(exec)
             .map_err(|_| "internal: the simulated array's run began twice".to_string())
     }
+
+    /// Run `f`, a set-up step in the middle of the run (a new member's
+    /// `add`, outside any task), with its plans carried out in memory as
+    /// before the run: at no virtual time and on no device model.
+    pub(super) fn aside<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.aside.store(true, Ordering::Relaxed);
+        let r = f();
+        self.aside.store(false, Ordering::Relaxed);
+        r
+    }
 }
 
 impl Executor for SetUpThenRun {
@@ -62,8 +79,10 @@ impl Executor for SetUpThenRun {
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
         match self.run.get() {
-            Some(exec) => exec.run(plan, members, engine, user, log),
-            None => InOrder.run(plan, members, engine, user, log),
+            Some(exec) if !self.aside.load(Ordering::Relaxed) => {
+                exec.run(plan, members, engine, user, log)
+            }
+            _ => InOrder.run(plan, members, engine, user, log),
         }
     }
 }
@@ -215,5 +234,72 @@ pub(super) fn start(
         exec,
         devices,
         bitmap_chunk,
+    })
+}
+
+/// A rebuild's new member as `raidlab add` made it.
+pub(super) struct AddedMember {
+    /// The whole device, as metadata plans name it.
+    pub(super) device: Arc<dyn Volume>,
+    /// Its data area: what the engine rebuilds onto.
+    pub(super) area: Arc<dyn Volume>,
+}
+
+/// Add a new member for `role` to the running array as `raidlab add` adds
+/// one to a served array (`Assembly::add` under `change_running`): a sparse
+/// device of `size` bytes (its device model's), given its superblock (a new
+/// device number, the array's events, the role, a recovery offset of 0) and
+/// the live members' commit with the events raised (after recording the
+/// members the engine took out, as a served array's poll does), all in memory through
+/// `exec` set aside, at no virtual time. `add` picks the role (the first
+/// missing one); a different one than `role` is refused, as the simulator
+/// would then rebuild another role than the configuration asked for.
+pub(super) fn add_member(
+    started: &mut Started,
+    exec: &SetUpThenRun,
+    name: &str,
+    role: usize,
+    size: u64,
+) -> Result<AddedMember, String> {
+    let path = format!("{name} new member for role {role}");
+    let device = Device {
+        volume: Arc::new(SparseMemVolume::new(path.clone(), size)),
+        path: path.clone(),
+    };
+    let whole = device.volume.clone();
+    // A served array records the members the engine took out before an add
+    // (`LiveArray::poll`), so the add finds their roles missing.
+    exec.aside(|| started.record_failures()).map_err(|e| {
+        format!("{name}: recording the members taken out before adding {path}: {e}")
+    })?;
+    let mut asm = started.try_asm().ok_or_else(|| {
+        format!("{name}: internal: the assembly is held (a member being recorded taken out) as {path} is added")
+    })?;
+    let added = exec
+        .aside(|| asm.change_running(&started.array, |a| a.add(device, false)))
+        .map_err(|e| format!("{name}: adding {path}: {e}"))?;
+    match added {
+        raidlab_raid::manage::Added::IntoSlot(slot) if slot == role => {}
+        other => {
+            return Err(format!(
+                "{name}: raidlab's add put {path} {} , not into role {role}: rebuild the first missing role",
+                match other {
+                    raidlab_raid::manage::Added::IntoSlot(s) => format!("into missing role {s}"),
+                    raidlab_raid::manage::Added::Spare => "as a hot spare".into(),
+                }
+            ))
+        }
+    }
+    let index = asm
+        .members
+        .iter()
+        .position(|m| Arc::ptr_eq(&m.device.volume, &whole))
+        .ok_or_else(|| format!("{name}: internal: {path} added but not among the members"))?;
+    let area = asm
+        .area(index)
+        .map_err(|e| format!("{name}: the data area of {path}: {e}"))?;
+    Ok(AddedMember {
+        device: whole,
+        area,
     })
 }

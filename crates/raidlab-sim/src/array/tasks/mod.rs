@@ -39,7 +39,6 @@ use crate::md_host::MdThread;
 use crate::stats::{MemberIo, OpLog};
 use raidlab_core::task::{self, Runner, Stacks, Step as TaskStep, Task, Wait};
 use raidlab_core::{Error, ErrorKind, IoKind, Op, Volume};
-use raidlab_devices::SizeOnly;
 use raidlab_parity::Engine;
 use raidlab_raid::exec::{Executor, Failed, LogWriter, Members, UserBuf};
 use raidlab_raid::plan::{LogEntry, Space};
@@ -75,6 +74,8 @@ pub struct TaskArray {
     /// The started stack the array came from: its assembly records the
     /// members the engine takes out (`Started`'s recorder).
     started: raidlab_raid::lifecycle::Started,
+    /// Its executor, whose set-up mode a new member's `add` runs in.
+    setup: Arc<crate::array::stack::SetUpThenRun>,
     outbox: Arc<Outbox>,
     clock: Arc<VirtualClock>,
     members: Vec<Option<Box<dyn Device>>>,
