@@ -255,7 +255,7 @@ pub(super) struct AddedMember {
 /// missing one); a different one than `role` is refused, as the simulator
 /// would then rebuild another role than the configuration asked for.
 pub(super) fn add_member(
-    started: &mut Started,
+    started: &Started,
     exec: &SetUpThenRun,
     name: &str,
     role: usize,
@@ -267,14 +267,24 @@ pub(super) fn add_member(
         path: path.clone(),
     };
     let whole = device.volume.clone();
-    // A served array records the members the engine took out before an add
-    // (`LiveArray::poll`), so the add finds their roles missing.
-    exec.aside(|| started.record_failures()).map_err(|e| {
-        format!("{name}: recording the members taken out before adding {path}: {e}")
-    })?;
+    // Not `lock`: outside a task, a lock held by a suspended task would
+    // never be let go.
     let mut asm = started.try_asm().ok_or_else(|| {
         format!("{name}: internal: the assembly is held (a member being recorded taken out) as {path} is added")
     })?;
+    // A served array records the members the engine took out before an add
+    // (`LiveArray::poll`), so the add finds their roles missing.
+    for t in exec
+        .aside(|| asm.record_taken_out(&started.array))
+        .map_err(|e| format!("{name}: recording the members taken out before adding {path}: {e}"))?
+    {
+        t.outcome.map_err(|e| {
+            format!(
+                "{name}: role {} was taken out and cannot be recorded faulty before adding {path}: {e}",
+                t.role
+            )
+        })?;
+    }
     let added = exec
         .aside(|| asm.change_running(&started.array, |a| a.add(device, false)))
         .map_err(|e| format!("{name}: adding {path}: {e}"))?;
@@ -282,7 +292,7 @@ pub(super) fn add_member(
         raidlab_raid::manage::Added::IntoSlot(slot) if slot == role => {}
         other => {
             return Err(format!(
-                "{name}: raidlab's add put {path} {} , not into role {role}: rebuild the first missing role",
+                "{name}: raidlab's add put {path} {}, not into role {role}: rebuild the first missing role",
                 match other {
                     raidlab_raid::manage::Added::IntoSlot(s) => format!("into missing role {s}"),
                     raidlab_raid::manage::Added::Spare => "as a hot spare".into(),

@@ -22,7 +22,7 @@ impl TaskArray {
             return Err("a second rebuild in one run is not simulated".into());
         }
         let added = crate::array::stack::add_member(
-            &mut self.started,
+            &self.started,
             &self.setup,
             &self.name,
             r.role,
