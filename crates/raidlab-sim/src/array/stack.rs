@@ -11,8 +11,8 @@
 //! start) runs in memory at no virtual time, before the workload. A
 //! rebuild's new member is born the same way ([`add_member`]): a sparse
 //! device given to the assembly's real `add` (`raidlab add`'s), its
-//! superblock and the others' commit written in memory, set aside from the
-//! run. It never builds a superblock, bitmap or array itself, and never
+//! superblock and the others' commit written in memory by an in-order
+//! executor lent to the assembly for the add, off the run's. It never builds a superblock, bitmap or array itself, and never
 //! decides what the engine does once started (which role a new member takes
 //! is `add`'s).
 
@@ -26,7 +26,6 @@ use raidlab_raid::exec::{Executor, Failed, InOrder, LogWriter, Members, UserBuf}
 use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Plan;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The executor a simulated array is created and started with: until the
@@ -34,12 +33,10 @@ use std::sync::{Arc, OnceLock};
 /// mark) are carried out in memory on the sparse members, one operation at
 /// a time and outside virtual time, so the measured workload is charged
 /// none of them; from [`SetUpThenRun::begin_run`] on, every plan goes to
-/// the simulator's executor (the device models), but while a set-up step of
-/// the run is set aside ([`SetUpThenRun::aside`]).
+/// the simulator's executor (the device models).
 #[derive(Default)]
 pub(super) struct SetUpThenRun {
     run: OnceLock<Arc<dyn Executor>>,
-    aside: AtomicBool,
 }
 
 impl std::fmt::Debug for SetUpThenRun {
@@ -57,16 +54,6 @@ impl SetUpThenRun {
             .set(exec)
             .map_err(|_| "internal: the simulated array's run began twice".to_string())
     }
-
-    /// Run `f`, a set-up step in the middle of the run (a new member's
-    /// `add`, outside any task), with its plans carried out in memory as
-    /// before the run: at no virtual time and on no device model.
-    pub(super) fn aside<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.aside.store(true, Ordering::Relaxed);
-        let r = f();
-        self.aside.store(false, Ordering::Relaxed);
-        r
-    }
 }
 
 impl Executor for SetUpThenRun {
@@ -79,10 +66,8 @@ impl Executor for SetUpThenRun {
         log: Option<LogWriter<'_>>,
     ) -> Result<(), Failed> {
         match self.run.get() {
-            Some(exec) if !self.aside.load(Ordering::Relaxed) => {
-                exec.run(plan, members, engine, user, log)
-            }
-            _ => InOrder.run(plan, members, engine, user, log),
+            Some(exec) => exec.run(plan, members, engine, user, log),
+            None => InOrder.run(plan, members, engine, user, log),
         }
     }
 }
@@ -250,13 +235,14 @@ pub(super) struct AddedMember {
 /// device of `size` bytes (its device model's), given its superblock (a new
 /// device number, the array's events, the role, a recovery offset of 0) and
 /// the live members' commit with the events raised (after recording the
-/// members the engine took out, as a served array's poll does), all in memory through
-/// `exec` set aside, at no virtual time. `add` picks the role (the first
+/// members the engine took out, as a served array's poll does), all in
+/// memory: the assembly's commits carried out in order on the sparse
+/// members for the add's length, as before the run, at no virtual time and
+/// on no device model. `add` picks the role (the first
 /// missing one); a different one than `role` is refused, as the simulator
 /// would then rebuild another role than the configuration asked for.
 pub(super) fn add_member(
     started: &Started,
-    exec: &SetUpThenRun,
     name: &str,
     role: usize,
     size: u64,
@@ -272,22 +258,13 @@ pub(super) fn add_member(
     let mut asm = started.try_asm().ok_or_else(|| {
         format!("{name}: internal: the assembly is held (a member being recorded taken out) as {path} is added")
     })?;
-    // A served array records the members the engine took out before an add
-    // (`LiveArray::poll`), so the add finds their roles missing.
-    for t in exec
-        .aside(|| asm.record_taken_out(&started.array))
-        .map_err(|e| format!("{name}: recording the members taken out before adding {path}: {e}"))?
-    {
-        t.outcome.map_err(|e| {
-            format!(
-                "{name}: role {} was taken out and cannot be recorded faulty before adding {path}: {e}",
-                t.role
-            )
-        })?;
-    }
-    let added = exec
-        .aside(|| asm.change_running(&started.array, |a| a.add(device, false)))
-        .map_err(|e| format!("{name}: adding {path}: {e}"))?;
+    // The run's executor would hand the commits to the device models, and
+    // from outside a task: the add is set-up, carried out in memory.
+    let run = asm.executor().clone();
+    asm.set_executor(Arc::new(InOrder));
+    let added = add_in_memory(&mut asm, started, device);
+    asm.set_executor(run);
+    let added = added.map_err(|e| format!("{name}: adding {path}: {e}"))?;
     match added {
         raidlab_raid::manage::Added::IntoSlot(slot) if slot == role => {}
         other => {
@@ -312,4 +289,24 @@ pub(super) fn add_member(
         device: whole,
         area,
     })
+}
+
+/// Record the members the engine took out, then `add` `device`: as a served
+/// array records them before an add (`LiveArray::poll`), so the add finds
+/// their roles missing.
+fn add_in_memory(
+    asm: &mut raidlab_raid::assemble::Assembly,
+    started: &Started,
+    device: Device,
+) -> raidlab_core::Result<raidlab_raid::manage::Added> {
+    for t in asm.record_taken_out(&started.array)? {
+        t.outcome.map_err(|mut e| {
+            e.message = format!(
+                "role {} was taken out and cannot be recorded faulty: {}",
+                t.role, e.message
+            );
+            e
+        })?;
+    }
+    asm.change_running(&started.array, |a| a.add(device, false))
 }

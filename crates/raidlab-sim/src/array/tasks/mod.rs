@@ -74,8 +74,6 @@ pub struct TaskArray {
     /// The started stack the array came from: its assembly records the
     /// members the engine takes out (`Started`'s recorder).
     started: raidlab_raid::lifecycle::Started,
-    /// Its executor, whose set-up mode a new member's `add` runs in.
-    setup: Arc<crate::array::stack::SetUpThenRun>,
     outbox: Arc<Outbox>,
     clock: Arc<VirtualClock>,
     members: Vec<Option<Box<dyn Device>>>,

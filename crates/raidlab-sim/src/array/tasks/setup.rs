@@ -23,7 +23,6 @@ impl TaskArray {
         }
         let added = crate::array::stack::add_member(
             &self.started,
-            &self.setup,
             &self.name,
             r.role,
             r.device.capacity(),
@@ -171,7 +170,6 @@ impl TaskArray {
             name: spec.name,
             array,
             started: stack.started,
-            setup: stack.exec,
             outbox,
             clock,
             member_next: vec![IDLE; spec.members.len()],
