@@ -108,7 +108,8 @@
 //!   job of the mdadm process that started it.
 //!
 //! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout`,
-//! `r5-chunk-64to256` and `r1-to-r5-of-3` run only with
+//! `r5-chunk-64to256`, `r1-to-r5-of-3`, `r5-3to4`,
+//! `r6-4to5-served-stopped` and `r5-4to5-chunk-served-killed` run only with
 //! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
 //! the cases so named (of either kind), for working on a few.
 //!
@@ -159,14 +160,22 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
 /// Ctrl-C; a stopped grow by the killed chunk change; md's own reshape over
 /// the same members by its chunk change; a finished restripe over the same
 /// members by RAID 6 to 5; RAID 1 to 5 then more members by `r1-to-r5` and
-/// `r5-3to4`), to keep the default suite's one boot short
-/// under TCG.
+/// `r5-4to5-chunk`; a RAID 5 onto one more member, finished by raidlab, by
+/// `r6-4to5` and `r5-4to5-chunk`, and the same carried on by md by
+/// `r5-3to4-served-killed`; a served reshape stopped cleanly by the served
+/// kill -9 and the offline Ctrl-C of `r6-layout-stopped`, which
+/// checkpoints the same way; a served combined reshape by the served kill
+/// and the offline combined kill), to keep the default suite's one boot
+/// short under TCG.
 const FULL_ONLY: &[&str] = &[
     "r6-layout-ls-to-ra",
     "r5-3to4-killed",
     "md-r6-layout",
     "r5-chunk-64to256",
     "r1-to-r5-of-3",
+    "r5-3to4",
+    "r6-4to5-served-stopped",
+    "r5-4to5-chunk-served-killed",
 ];
 
 struct Grown {
