@@ -190,7 +190,7 @@ pub(super) fn stopped_while_served(
             std::thread::sleep(Duration::from_millis(50));
         }
     };
-    moved(MOVED)?;
+    let before = moved(MOVED)?;
     let src = dir.join("client.bin");
     let from = pat.len() - WRITE_LEN;
     let bytes = pat[from..].to_vec();
@@ -236,8 +236,12 @@ pub(super) fn stopped_while_served(
         ));
     }
     loud(&format!(
-        "md_compat: grow: {}: the server's walk stopped (SIG{how}) at {at} array bytes",
-        dir.file_name().unwrap_or_default().to_string_lossy()
+        "md_compat: grow: {}: the client wrote {WRITE_LEN} bytes at {WRITE_AT} with the server's walk at {before} array bytes; SIG{how} at {at} or past it: {}",
+        dir.file_name().unwrap_or_default().to_string_lossy(),
+        text.lines()
+            .find(|l| l.trim_start().starts_with("Reshape"))
+            .unwrap_or("")
+            .trim()
     ));
     Ok((WRITE_AT, bytes))
 }
