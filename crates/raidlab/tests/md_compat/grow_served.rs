@@ -23,11 +23,12 @@
 //!   member 3.
 //!
 //! Decides how a served reshape is stopped for md: the server is started
-//! with `common::Served` on the case's members, the grow asked of it with
-//! the members' own run directory, the client's write made once the walk
-//! has moved, and the stop made while the walk still runs (the detail must
-//! then say "interrupted reshape", or the case fails rather than testing a
-//! finished grow). It must never let a server outlive its case (dropping
+//! with `common::Served` on the case's members (its sockets in a short
+//! temporary directory: a socket's path must fit in SUN_LEN), the grow
+//! asked of it through that run directory, the client's write made once
+//! the walk has moved, and the stop made while the walk still runs (the
+//! detail must then say "interrupted reshape", or the case fails rather
+//! than testing a finished grow). It must never let a server outlive its case (dropping
 //! `Served` kills it) nor leave the written bytes out of what md must read.
 
 use super::*;
