@@ -28,8 +28,9 @@
 //! asked of it through that run directory, the client's write made once
 //! the walk has moved, and the stop made while the walk still runs (the
 //! detail must then say "interrupted reshape", or the case fails rather
-//! than testing a finished grow). It must never let a server outlive its case (dropping
-//! `Served` kills it) nor leave the written bytes out of what md must read.
+//! than testing a finished grow). It must never let a server outlive its
+//! case (dropping `Served` kills it) nor leave the written bytes out of
+//! what md must read.
 
 use super::*;
 use crate::common::Served;
