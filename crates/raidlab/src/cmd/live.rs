@@ -7,6 +7,7 @@
 
 use crate::cli::{AddArgs, FailArgs, MembersJson, RemoveArgs, ReplaceArgs, RunArgs, ScrubArgs};
 use crate::cmd::cache_live::{self, ManagedCache};
+use crate::cmd::grow::ServedGrow;
 use crate::cmd::info::{render_detail, ServedInfo};
 use crate::cmd::manage::{bar, scrub_text};
 use crate::control::{self, Command, Reply, Request};
@@ -432,19 +433,23 @@ fn carry_out(
                 chunk_bytes,
                 layout,
             };
-            let takeover = match continue_reshape {
+            let walk = match continue_reshape {
                 true => None,
-                false => live.with_assembly(|asm| {
-                    crate::cmd::grow::served_takeover(asm, &req, add.len(), array_bytes)
-                })?,
+                false => match live.with_assembly(|asm| {
+                    crate::cmd::grow::served_check(asm, &req, add.len(), array_bytes)
+                })? {
+                    ServedGrow::Takeover(to) => {
+                        let from =
+                            live.with_assembly(|asm| crate::cmd::grow::describe(&asm.geometry));
+                        live.change_running(|asm| asm.takeover(to))?;
+                        let text = live
+                            .with_assembly(|asm| crate::cmd::grow::takeover_text(&from, asm));
+                        said(text.trim_start_matches("raidlab: ").trim_end());
+                        return Ok((text, 0));
+                    }
+                    ServedGrow::Walk { plan, seen } => Some((plan, seen)),
+                },
             };
-            if let Some(to) = takeover {
-                let from = live.with_assembly(|asm| crate::cmd::grow::describe(&asm.geometry));
-                live.change_running(|asm| asm.takeover(to))?;
-                let text = live.with_assembly(|asm| crate::cmd::grow::takeover_text(&from, asm));
-                said(text.trim_start_matches("raidlab: ").trim_end());
-                return Ok((text, 0));
-            }
             let adds = add
                 .iter()
                 .map(|p| m.open_new(Path::new(p)))
@@ -461,10 +466,10 @@ fn carry_out(
             });
             let report = live.reshape(
                 |asm| {
-                    if continue_reshape {
+                    let Some((plan, seen)) = walk else {
                         return Ok(());
-                    }
-                    crate::cmd::grow::served_start(asm, &req, adds, array_bytes, force)
+                    };
+                    crate::cmd::grow::served_start(asm, plan, &seen, adds, force)
                         .map_err(|e| raidlab_core::Error::invalid(format!("{e:#}")))
                 },
                 opts,

@@ -28,8 +28,7 @@ mod served;
 
 use convert::grow_convert;
 use served::grow_served;
-pub(crate) use served::served_start;
-pub(crate) use served::served_takeover;
+pub(crate) use served::{served_check, served_start, ServedGrow};
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let array_bytes = match a.array_size.as_deref() {

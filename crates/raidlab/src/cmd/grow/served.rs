@@ -7,6 +7,7 @@
 //! are refused with what to do.
 
 use super::*;
+use raidlab_raid::grow::ReshapePlan;
 
 /// A grow of an array `raidlab serve` serves: a restripe (or `--continue`)
 /// is walked in the server while clients keep using the array; the other
@@ -64,35 +65,88 @@ pub(super) fn grow_served(
     )
 }
 
-/// The checks and the start of a restripe of a served array, on its
-/// assembly (the server's side of `grow_served`): the same as offline's,
-/// for the restripes walked while serving.
-pub(crate) fn served_start(
-    asm: &mut Assembly,
+/// What a served restripe request comes to, checked once as offline
+/// checks it (`served_check`).
+pub(crate) enum ServedGrow {
+    /// md's takeover alone (the same placement, no data moved: RAID 4 and a
+    /// RAID 5 in parity-last): the running array is swapped.
+    Takeover(Level),
+    /// A restripe walked while the array serves, checked against the
+    /// assembly as `seen` records it.
+    Walk { plan: ReshapePlan, seen: Seen },
+}
+
+/// What a restripe's check read of the assembly and a start must find
+/// unchanged: the check runs before the requests are held, and a member
+/// that fails or joins meanwhile changes what md would allow.
+#[derive(PartialEq)]
+pub(crate) struct Seen {
+    geometry: raidlab_layout::Geometry,
+    slots: Vec<Option<usize>>,
+    states: Vec<raidlab_raid::assemble::MemberState>,
+}
+
+impl Seen {
+    fn of(asm: &Assembly) -> Seen {
+        Seen {
+            geometry: asm.geometry,
+            slots: asm.slots.clone(),
+            states: asm.members.iter().map(|m| m.state).collect(),
+        }
+    }
+}
+
+/// The checks of a served restripe request (the server's side of
+/// `grow_served`), the same as offline's, in one pass: a takeover alone, or
+/// a restripe to walk while serving; the other level changes are refused.
+pub(crate) fn served_check(
+    asm: &Assembly,
     req: &ReshapeRequest,
-    adds: Vec<raidlab_raid::assemble::Device>,
+    adds: usize,
     array_bytes: Option<u64>,
-    force: bool,
-) -> Result<()> {
+) -> Result<ServedGrow> {
     if conversion(asm, req) {
         bail!("a level change by md's takeover (RAID 0/1/10 to or from 4/5/6, RAID 5 to 6 and back) changes the running array's level: stop the server (`raidlab stop`), grow offline, serve again; nothing was changed");
     }
     let old = asm.geometry.raid_disks;
     let n = req.raid_devices.unwrap_or(old);
-    if n < old && !adds.is_empty() {
+    if n < old && adds > 0 {
         bail!("--add with fewer --raid-devices: a shrink takes no new member (add spares with `raidlab add`); nothing was changed");
     }
-    if n > old && adds.len() > n - old {
+    if n > old && adds > n - old {
         bail!(
-            "{} device(s) given with --add but only {} new slot(s): add the others as spares with `raidlab add`; nothing was changed",
-            adds.len(),
+            "{adds} device(s) given with --add but only {} new slot(s): add the others as spares with `raidlab add`; nothing was changed",
             n - old
         );
     }
-    let plan = asm.reshape_check_sized(req, adds.len(), array_bytes)?;
+    let plan = asm.reshape_check_sized(req, adds, array_bytes)?;
+    if let (false, Some(to)) = (plan.restripes(), req.level) {
+        if adds > 0 {
+            bail!("--add with a takeover alone: it takes no new member; nothing was changed");
+        }
+        return Ok(ServedGrow::Takeover(to));
+    }
     if !plan.restripes() || plan.then_level.is_some() {
-        // A takeover alone is `served_takeover`'s (asked first).
         bail!("this change ends with md's takeover of the array's level after its restripe: stop the server (`raidlab stop`), grow offline, serve again; nothing was changed");
+    }
+    Ok(ServedGrow::Walk {
+        plan,
+        seen: Seen::of(asm),
+    })
+}
+
+/// The start of a restripe `served_check` checked, on the assembly with the
+/// requests held: the new members go in as spares and the reshape is
+/// recorded, unless the members changed since the check.
+pub(crate) fn served_start(
+    asm: &mut Assembly,
+    plan: ReshapePlan,
+    seen: &Seen,
+    adds: Vec<raidlab_raid::assemble::Device>,
+    force: bool,
+) -> Result<()> {
+    if Seen::of(asm) != *seen {
+        bail!("the array's members changed while the reshape was checked (a member failed, or one was added or removed): nothing was changed; ask again");
     }
     precheck_adds(asm, &adds, force)?;
     for d in adds {
@@ -100,26 +154,4 @@ pub(crate) fn served_start(
     }
     asm.reshape_start(plan)?;
     Ok(())
-}
-
-/// The level a served restripe request changes by md's takeover alone (the
-/// same placement, no data moved: RAID 4 and a RAID 5 in parity-last), when
-/// it is one; checked as offline.
-pub(crate) fn served_takeover(
-    asm: &Assembly,
-    req: &ReshapeRequest,
-    adds: usize,
-    array_bytes: Option<u64>,
-) -> Result<Option<Level>> {
-    if conversion(asm, req) || req.level.is_none() {
-        return Ok(None);
-    }
-    let plan = asm.reshape_check_sized(req, adds, array_bytes)?;
-    if plan.restripes() {
-        return Ok(None);
-    }
-    if adds > 0 {
-        bail!("--add with a takeover alone: it takes no new member; nothing was changed");
-    }
-    Ok(req.level)
 }
