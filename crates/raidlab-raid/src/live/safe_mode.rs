@@ -102,6 +102,13 @@ impl LiveArray {
         lock(&self.safe.state).enabled
     }
 
+    /// Whether safe mode has the superblocks marked idle now (no write
+    /// pending, none marking them dirty).
+    pub(super) fn marked_clean(&self) -> bool {
+        let g = lock(&self.safe.state);
+        g.enabled && g.mark == Mark::Clean
+    }
+
     /// What the superblocks say about writes now; `None` when safe mode is off
     /// (read-only, or owed a resync: the start's mark stands).
     pub fn write_mark(&self) -> Option<WriteMark> {
@@ -179,10 +186,15 @@ impl LiveArray {
         }
         g.mark = Mark::Changing;
         drop(g);
-        let r = self
-            .array()
-            .flush()
-            .and_then(|()| asm.change_running(&self.array(), |a| a.mark_idle()));
+        // Idle with a resync of new space owed: the superblocks say where
+        // it is, as md's do (`resize.rs`).
+        let owed = self.resync_owed();
+        let r = self.array().flush().and_then(|()| {
+            asm.change_running(&self.array(), |a| match owed {
+                Some(at) => a.commit(|sb| sb.resync_offset = at),
+                None => a.mark_idle(),
+            })
+        });
         let mut g = lock(&safe.state);
         g.mark = if r.is_ok() { Mark::Clean } else { Mark::Active };
         if r.is_err() {

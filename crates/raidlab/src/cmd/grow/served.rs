@@ -1,37 +1,32 @@
 //! `grow` of an array `raidlab serve` serves: the command sends a restripe
 //! (or `--continue`) to the server, which checks and starts it on its
 //! assembly as offline (`served_start`) and walks it while clients keep
-//! using the array (`raidlab_raid::live`); `--bitmap` and a takeover that
-//! moves no data swap the running array at once. Changes that need the
-//! array stopped (--size, --consistency-policy, the other level changes)
-//! are refused with what to do.
+//! using the array (`raidlab_raid::live`); `--bitmap`,
+//! `--consistency-policy` and a takeover that moves no data swap the
+//! running array at once; `--size` swaps it for the array of the new size
+//! and resyncs the new space in the server. Changes that need the array
+//! stopped (a smaller --size, --no-sync, the other level changes) are
+//! refused with what to do.
 
 use super::*;
 use raidlab_raid::grow::ReshapePlan;
 
 /// A grow of an array `raidlab serve` serves: a restripe (or `--continue`)
-/// is walked in the server while clients keep using the array; the other
-/// changes need it stopped.
+/// is walked in the server while clients keep using the array, --size and
+/// --consistency-policy are made there too; --no-sync needs it stopped.
 pub(super) fn grow_served(
     server: &std::path::Path,
     a: &GrowArgs,
     restripe: Option<ReshapeRequest>,
     array_bytes: Option<u64>,
+    size: Option<SizeRequest>,
+    policy: Option<Policy>,
 ) -> Result<ExitCode> {
-    let stop_first = |what: &str| -> Result<ExitCode> {
-        bail!(
-            "the array is served by `raidlab serve` ({}): {what} of a served array is not built; stop it (`raidlab stop` with the same members), grow it offline, then serve it again (a restripe, --raid-devices, --chunk, --layout, runs while it serves, and --bitmap is made at once)",
-            server.display()
-        )
-    };
-    if a.size.is_some() {
-        return stop_first("--size");
-    }
-    if a.consistency_policy.is_some() {
-        return stop_first("--consistency-policy");
-    }
     if a.no_sync {
-        return stop_first("--no-sync");
+        bail!(
+            "the array is served by `raidlab serve` ({}): --no-sync of a served array is not built; stop it (`raidlab stop` with the same members), grow it offline, then serve it again (a restripe, --size, --bitmap and --consistency-policy run while it serves)",
+            server.display()
+        );
     }
     let req = restripe.unwrap_or_default();
     let mut add = Vec::new();
@@ -61,6 +56,12 @@ pub(super) fn grow_served(
             json: a.run.json,
             bitmap: a.bitmap.map(|b| b == GrowBitmap::Internal),
             bitmap_chunk: a.bitmap_chunk,
+            size: size.map(|s| match s {
+                SizeRequest::Max => "max".to_string(),
+                SizeRequest::Bytes(b) => b.to_string(),
+            }),
+            assume_clean: a.assume_clean,
+            consistency_policy: policy.map(|p| p.name().to_string()),
         },
     )
 }
