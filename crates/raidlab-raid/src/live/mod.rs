@@ -108,7 +108,7 @@ impl TaskStatus {
         self.done = done;
         let s = now.saturating_sub(self.started).as_secs_f64();
         if s > 0.0 {
-            self.bytes_per_sec = (done - self.first) as f64 / s;
+            self.bytes_per_sec = done.saturating_sub(self.first) as f64 / s;
         }
     }
 

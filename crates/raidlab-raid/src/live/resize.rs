@@ -72,9 +72,11 @@ impl LiveArray {
             change.new_member_bytes,
             lock(&self.clock).now(),
         ));
+        let owed = self.resync_owed().unwrap_or(0);
         let mut copy = lock(&self.asm).clone();
         let result = copy.resync_running(
             &array,
+            owed,
             &mut |at| self.save_resync_point(&array, at),
             opts,
             &mut |p: Progress| {

@@ -94,26 +94,22 @@ impl Assembly {
         self.scrub_from(0, repair, false, Some(running), opts, progress)
     }
 
-    /// The resync of a served array from the superblocks' resync offset
-    /// (the new space after a `--size` of a served array), each step under
+    /// The resync of a served array from `from` (md's `resync_offset`
+    /// unit; the new space after a `--size` of a served array, whose
+    /// superblocks say 0 while writes are pending), each step under
     /// `running`'s stripe locks as [`Assembly::scrub_running`]'s. Run on a
-    /// copy of the served assembly: its checkpoints (md's `resync_offset`
-    /// unit) go to `save`, for the served assembly to record when its
-    /// superblocks may say so, never to the copy's members.
+    /// copy of the served assembly: its checkpoints go to `save`, for the
+    /// served assembly to record when its superblocks may say so, never to
+    /// the copy's members.
     pub fn resync_running(
         &mut self,
         running: &Array,
+        from: u64,
         save: &mut dyn FnMut(u64) -> Result<()>,
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
-        let start = self
-            .members
-            .iter()
-            .filter(|m| m.state == MemberState::Active)
-            .map(|m| m.sb.resync_offset)
-            .max()
-            .unwrap_or(0);
+        let start = from;
         let scope = self.scrub_scope(true, Some(running))?;
         let mut host = SavedElsewhere { asm: self, save };
         scrub_run::run(
