@@ -6,7 +6,7 @@
 use raidlab_core::Volume;
 use raidlab_layout::{Layout, Level};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
-use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
+use raidlab_raid::grow::{Policy, ReshapeRequest, SizeRequest};
 use raidlab_raid::live::{LiveArray, WriteMark};
 use raidlab_raid::recovery::RunOptions;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -481,6 +481,13 @@ fn a_served_size_change_stopped_mid_resync_resumes_where_it_stopped() {
         owed * 512 > 8 * MIB && owed * 512 < 15 * MIB,
         "owed from {owed}"
     );
+    // While it is owed, a change that needs the array consistent is
+    // refused (it would record the array over the stale part).
+    let e = live
+        .resize(SizeRequest::Max, false, RunOptions::default(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("resync pending"), "{e}");
     done.store(true, Ordering::Release);
     let mut last = vec![0u64; blocks as usize];
     for t in threads {
@@ -513,4 +520,83 @@ fn a_served_size_change_stopped_mid_resync_resumes_where_it_stopped() {
         array.read_at(&mut got, b * BLOCK).unwrap();
         assert!(got == block(b * BLOCK, last[b as usize]), "block {b}");
     }
+}
+
+/// `--consistency-policy` of a served RAID 5 (what a served `grow` runs):
+/// from the partial parity log to resync and back while writers keep
+/// writing, the running array swapped each time; every block as last
+/// written, and assembled again the array keeps the log and checks.
+#[test]
+fn a_raid5_switches_between_ppl_and_resync_while_clients_write() {
+    let devs = devices(3);
+    let spec = CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::parse(Level::Raid5, None).unwrap(),
+        chunk_bytes: 64 << 10,
+        spares: 0,
+        name: "served".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: true,
+    };
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let mut asm = create(&spec, members).unwrap();
+    asm.start_ppl().unwrap();
+    let blocks = asm.geometry.array_bytes() / BLOCK;
+    let array = Arc::new(asm.array().unwrap());
+    for b in 0..blocks {
+        array.write_at(&block(b * BLOCK, 0), b * BLOCK).unwrap();
+    }
+    array.flush().unwrap();
+    let live = LiveArray::new(asm, array);
+    live.start_safe_mode(true);
+    let volume = live.volume();
+    let done = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let threads = writers(volume.clone(), blocks, 3, done.clone(), writes.clone());
+    let policy = |l: &LiveArray| l.with_assembly(|a| a.consistency_policy());
+    for to in [Policy::Resync, Policy::Ppl] {
+        let before = writes.load(Ordering::Relaxed);
+        while writes.load(Ordering::Relaxed) < before + 200 {
+            std::thread::yield_now();
+        }
+        live.change_running(|asm| asm.grow_policy(to)).unwrap();
+        assert_eq!(policy(&live), to);
+    }
+    // md's words for a journal, nothing changed.
+    let e = live
+        .change_running(|asm| asm.grow_policy(Policy::Journal))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("consistency policy journal"), "{e}");
+    done.store(true, Ordering::Release);
+    let mut last = vec![0u64; blocks as usize];
+    for t in threads {
+        for (b, v) in t.join().unwrap() {
+            last[b as usize] = v;
+        }
+    }
+    for b in 0..blocks {
+        let mut got = vec![0u8; BLOCK as usize];
+        volume.read_at(&mut got, b * BLOCK).unwrap();
+        assert!(got == block(b * BLOCK, last[b as usize]), "block {b}");
+    }
+    live.shutdown();
+    volume.flush().unwrap();
+    drop(volume);
+    live.stop_records(&live.array(), true).unwrap();
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(asm.consistency_policy(), Policy::Ppl);
+    let mut copy = asm.clone();
+    let scrub = copy
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(scrub.mismatch_sectors, 0);
 }

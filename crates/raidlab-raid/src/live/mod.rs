@@ -15,6 +15,9 @@
 //! never decides anything they would decide differently.
 //!
 //! The rebuild's own thread (start, steps, pacing, stop) is in `rebuild.rs`;
+//! a reshape in service and the changes that swap the running array in
+//! `reshape.rs`; a change of the component size and its resync in
+//! `resize.rs`;
 //! md's safe mode (dirty only while writes are pending) in `safe_mode.rs`;
 //! per-member I/O counters in `stats.rs`.
 

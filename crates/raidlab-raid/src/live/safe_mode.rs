@@ -97,9 +97,10 @@ impl LiveArray {
 
     /// Whether the superblocks' dirty mark, when they carry one, is safe
     /// mode's (the array was in sync when it started serving), not a resync
-    /// owed.
+    /// owed: neither the start's nor the new space's of a served `--size`
+    /// (`resize.rs`), which a change made meanwhile would lose.
     pub(super) fn dirty_mark_is_ours(&self) -> bool {
-        lock(&self.safe.state).enabled
+        lock(&self.safe.state).enabled && self.resync_owed().is_none()
     }
 
     /// Whether safe mode has the superblocks marked idle now (no write
