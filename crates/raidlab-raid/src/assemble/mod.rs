@@ -475,16 +475,21 @@ impl Assembly {
 
     /// Whether parity and copies agree: in sync, or marked dirty only as a
     /// served array is while it takes writes, and quiesced now (every write
-    /// done and flushed; `live` says so with
-    /// [`Assembly::set_active_in_service`]).
+    /// done and flushed; `live` says so through
+    /// [`Assembly::in_service`]).
     pub(crate) fn consistent(&self) -> bool {
         self.in_sync() || self.active_in_service
     }
 
-    /// See [`Assembly::consistent`]: `live` sets it around a change it makes
-    /// with the requests held, and clears it after.
-    pub(crate) fn set_active_in_service(&mut self, on: bool) {
-        self.active_in_service = on;
+    /// Run `f` on the assembly as a served array's change sees it:
+    /// `ours` says the superblocks' dirty mark is safe mode's (writes
+    /// recent, none owed a resync), so [`Assembly::consistent`] counts it as
+    /// in sync for `f` and for nothing after it.
+    pub(crate) fn in_service<T>(&mut self, ours: bool, f: impl FnOnce(&mut Assembly) -> T) -> T {
+        self.active_in_service = ours;
+        let out = f(self);
+        self.active_in_service = false;
+        out
     }
 
     fn newest(&self) -> &Superblock {

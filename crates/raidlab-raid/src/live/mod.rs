@@ -321,11 +321,8 @@ impl LiveArray {
     /// it (`change_running`, a reshape's start): safe mode's own dirty mark
     /// counts as consistent, since the change flushes before it commits.
     pub fn with_assembly_in_service<T>(&self, f: impl FnOnce(&Assembly) -> T) -> T {
-        let mut asm = lock(&self.asm);
-        asm.set_active_in_service(self.dirty_mark_is_ours());
-        let out = f(&asm);
-        asm.set_active_in_service(false);
-        out
+        let ours = self.dirty_mark_is_ours();
+        lock(&self.asm).in_service(ours, |asm| f(asm))
     }
 
     /// Change the assembly directly (the server's clean stop, after

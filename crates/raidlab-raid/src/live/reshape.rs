@@ -260,10 +260,8 @@ impl LiveArray {
             }
             let mut asm = lock(&self.asm);
             if fresh {
-                asm.set_active_in_service(self.dirty_mark_is_ours());
-                let started = asm.change_running(&running, start);
-                asm.set_active_in_service(false);
-                started?;
+                let ours = self.dirty_mark_is_ours();
+                asm.in_service(ours, |asm| asm.change_running(&running, start))?;
             }
             asm.reshape_walk(true)?
         };
@@ -384,10 +382,8 @@ impl LiveArray {
         crate::lifecycle::stop_writes(&running)?;
         let out = {
             let mut asm = lock(&self.asm);
-            asm.set_active_in_service(self.dirty_mark_is_ours());
-            let out = asm.change_running(&running, change);
-            asm.set_active_in_service(false);
-            out?
+            let ours = self.dirty_mark_is_ours();
+            asm.in_service(ours, |asm| asm.change_running(&running, change))?
         };
         let array = self.started_array()?;
         *route = Route::Array(array.clone());
