@@ -18,7 +18,6 @@
 
 use super::{lock, LiveArray, TaskStatus};
 use crate::array::Array;
-use crate::assemble::MemberState;
 use crate::grow::{SizeChange, SizeRequest};
 use crate::recovery::{Progress, RunOptions, ScrubReport};
 use raidlab_core::{Error, Result};
@@ -43,14 +42,7 @@ impl LiveArray {
         let change = self.change_running(|asm| {
             let c = asm.grow_size_served(req, assume_clean)?;
             if c.resync_from.is_some() {
-                let at = asm
-                    .members
-                    .iter()
-                    .filter(|m| m.state == MemberState::Active)
-                    .map(|m| m.sb.resync_offset)
-                    .max()
-                    .unwrap_or(0);
-                *lock(&self.resync_owed) = Some(at);
+                *lock(&self.resync_owed) = Some(asm.resync_offset());
             }
             // `grow` recorded the array idle (the resync point, or clean);
             // a write that passed safe mode's gate before the requests were

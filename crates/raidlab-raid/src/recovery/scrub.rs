@@ -27,13 +27,7 @@ impl Assembly {
             ));
         }
         self.rewind_rebuilds()?;
-        let start = self
-            .members
-            .iter()
-            .filter(|m| m.state == MemberState::Active)
-            .map(|m| m.sb.resync_offset)
-            .max()
-            .unwrap_or(0);
+        let start = self.resync_offset();
         let report = self.scrub_from(
             start.saturating_mul(SECTOR),
             true,
@@ -405,5 +399,19 @@ impl ScrubHost for SavedElsewhere<'_> {
     }
     fn checkpoint(&mut self, at_sector: u64) -> Result<()> {
         (self.save)(at_sector)
+    }
+}
+
+impl Assembly {
+    /// Where the superblocks say a resync is owed from, in sectors (md's
+    /// `resync_offset`; the furthest any active member records, as md
+    /// takes it): what a resync resumes from.
+    pub(crate) fn resync_offset(&self) -> u64 {
+        self.members
+            .iter()
+            .filter(|m| m.state == MemberState::Active)
+            .map(|m| m.sb.resync_offset)
+            .max()
+            .unwrap_or(0)
     }
 }
