@@ -58,6 +58,6 @@ pub use commit::{attach, create, examine, examine_table, reset_counters, TableSu
 pub use driver::BackgroundCleaner;
 pub use format::{Mode, OriginId, Policy, Superblock};
 pub use identity::path_identity;
-pub use stack::{CacheStack, StackOptions, StackStop};
+pub use stack::{CacheStack, OwnerCleaner, RunBy, StackOptions, StackStop};
 pub use stats::Stats;
 pub use volume::{CachedVolume, Config};

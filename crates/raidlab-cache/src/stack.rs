@@ -7,15 +7,20 @@
 //! recovery and keeps the cache warm). The origin under it is the owner's to
 //! stop after, whatever this stop says.
 //!
-//! `raidlab serve`, the `cache:` benchmark target and the offline `cache`
-//! verbs open their cache here, so the order is written once. It decides
-//! that order and nothing about the cache itself (the rest of this crate
+//! `raidlab serve`, the `cache:` benchmark target, the offline `cache` verbs
+//! and the simulator open their cache here, so the order is written once.
+//! An owner that runs everything itself on its own clock (the simulator: one
+//! thread, virtual time) opens it [`RunBy::Owner`]: no thread is started,
+//! write-back does not overlap, and the owner runs the cleaner's loop
+//! ([`OwnerCleaner`]) where it runs its work. It decides that order and who
+//! runs the cleaner, nothing about the cache itself (the rest of this crate
 //! does), and it must never stop the origin.
 
 use crate::driver::{BackgroundCleaner, DEFAULT_INTERVAL};
 use crate::{CachedVolume, OriginId};
-use raidlab_core::{Result, SharedClock, Volume};
+use raidlab_core::{Clock, Result, SharedClock, Volume};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// How a cache is opened.
 #[derive(Debug, Clone, Copy, Default)]
@@ -28,11 +33,55 @@ pub struct StackOptions {
     pub background_clean: bool,
 }
 
+/// Who runs what an open cache does besides its requests: the background
+/// cleaner and a write-back's overlapped read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunBy {
+    /// This stack, on threads of its own, in real time: the cleaner (when
+    /// [`StackOptions::background_clean`]) on a thread, a write-back's next
+    /// read on a scoped one (real devices serve both at once).
+    #[default]
+    Threads,
+    /// The owner, on its own clock: no thread is started and a write-back
+    /// reads, then writes (two requests at once would make a single-threaded
+    /// owner's order depend on the host's scheduler). The owner runs the
+    /// cleaner's loop itself ([`CacheStack::owner_cleaner`]), and ends it
+    /// before [`CacheStack::stop`].
+    Owner,
+}
+
 /// An open cache and its background cleaner.
 #[derive(Debug)]
 pub struct CacheStack<C: Volume + 'static, O: Volume + 'static> {
     cached: Arc<CachedVolume<C, O>>,
     cleaner: Option<BackgroundCleaner>,
+    /// With [`RunBy::Owner`], whether the owner is to clean (writable and
+    /// asked to).
+    owner_cleans: bool,
+}
+
+/// The cleaner of a cache whose owner runs it ([`RunBy::Owner`]): the
+/// driver's one loop, at the driver's interval, on the owner's clock.
+#[derive(Debug)]
+pub struct OwnerCleaner<C: Volume + 'static, O: Volume + 'static> {
+    cached: Arc<CachedVolume<C, O>>,
+    interval: Duration,
+}
+
+impl<C: Volume + 'static, O: Volume + 'static> OwnerCleaner<C, O> {
+    /// Run the cleaner's loop ([`crate::driver::run_on_clock`]) with
+    /// `clock`'s sleeps as its waits, until a tick fails. Only for a clock
+    /// whose sleep gives control back to the owner (a task's on a virtual
+    /// clock): the owner ends the loop by dropping what runs it.
+    pub fn run_on_clock(&self, clock: &dyn Clock) -> Result<()> {
+        crate::driver::run_on_clock(&self.cached, self.interval, clock)
+    }
+
+    /// One tick of that loop, for an owner that schedules the ticks itself:
+    /// the blocks cleaned.
+    pub fn tick(&self) -> Result<u64> {
+        self.cached.clean_tick()
+    }
 }
 
 /// What a stop found.
@@ -56,17 +105,36 @@ impl<C: Volume + 'static, O: Volume + 'static> CacheStack<C, O> {
         clock: SharedClock,
         opts: StackOptions,
     ) -> Result<Self> {
+        Self::open_driven(cache, origin, id, clock, opts, RunBy::Threads)
+    }
+
+    /// [`CacheStack::open`], with `run_by` saying who runs the cleaner and
+    /// whether a write-back overlaps.
+    pub fn open_driven(
+        cache: C,
+        origin: O,
+        id: OriginId,
+        clock: SharedClock,
+        opts: StackOptions,
+        run_by: RunBy,
+    ) -> Result<Self> {
         let v = if opts.read_only {
             CachedVolume::open_read_only(cache, origin, id, clock)?
         } else {
             CachedVolume::open(cache, origin, id, clock)?
         };
+        let cleans = opts.background_clean && !opts.read_only;
+        let threads = run_by == RunBy::Threads;
         // Real devices: a write-back's next read overlaps this write.
-        v.set_overlapped_writeback(true);
+        v.set_overlapped_writeback(threads);
         let cached = Arc::new(v);
-        let cleaner = (opts.background_clean && !opts.read_only)
-            .then(|| BackgroundCleaner::start(cached.clone(), DEFAULT_INTERVAL));
-        Ok(CacheStack { cached, cleaner })
+        let cleaner =
+            (cleans && threads).then(|| BackgroundCleaner::start(cached.clone(), DEFAULT_INTERVAL));
+        Ok(CacheStack {
+            cached,
+            cleaner,
+            owner_cleans: cleans && !threads,
+        })
     }
 
     /// The cached volume, to serve or test through.
@@ -74,7 +142,24 @@ impl<C: Volume + 'static, O: Volume + 'static> CacheStack<C, O> {
         &self.cached
     }
 
-    /// Stop the cleaner, then the cache, cleanly.
+    /// The cleaner for the owner to run, if the owner runs it
+    /// ([`RunBy::Owner`]) and the cache is to be cleaned (writable, asked
+    /// to); `None` otherwise, a cleaner on a thread included.
+    pub fn owner_cleaner(&self) -> Option<OwnerCleaner<C, O>> {
+        self.owner_cleans.then(|| OwnerCleaner {
+            cached: self.cached.clone(),
+            interval: DEFAULT_INTERVAL,
+        })
+    }
+
+    /// Whether a cleaner thread of this stack's own runs.
+    pub fn cleans_in_background(&self) -> bool {
+        self.cleaner.is_some()
+    }
+
+    /// Stop the cleaner, then the cache, cleanly. An owner that runs the
+    /// cleaner ends its loop first: the clean stop must be the last thing
+    /// the cache does.
     pub fn stop(self) -> StackStop {
         let cleaner_error = self.cleaner.and_then(|c| c.stop().error);
         StackStop {
@@ -89,6 +174,7 @@ mod tests {
     use super::*;
     use crate::{create, examine, Config, Mode};
     use raidlab_devices::{MemVolume, SystemClock};
+    use std::sync::atomic::Ordering;
 
     const ID: OriginId = OriginId::Signature([9; 32]);
 
@@ -129,5 +215,51 @@ mod tests {
             again.cleaner.is_none(),
             "a read-only cache is never cleaned"
         );
+    }
+
+    #[test]
+    fn an_owner_run_stack_starts_no_thread_and_hands_its_cleaner_to_the_owner() {
+        let dev = Arc::new(MemVolume::new(16 << 20));
+        let origin = Arc::new(MemVolume::new(64 << 20));
+        let cfg = Config {
+            mode: Mode::WriteBack,
+            // Everything over the target, cleaned at once: one tick cleans.
+            dirty_target_pct: 0,
+            clean_rate: 0,
+            ..Config::default()
+        };
+        create(&dev, &origin, ID, "origin", [4; 16], cfg).unwrap();
+        let clock: SharedClock = Arc::new(SystemClock::default());
+        let opts = StackOptions {
+            read_only: false,
+            background_clean: true,
+        };
+        let threads =
+            CacheStack::open(dev.clone(), origin.clone(), ID, clock.clone(), opts).unwrap();
+        assert!(threads.cleans_in_background());
+        assert!(threads.owner_cleaner().is_none(), "the thread cleans");
+        assert!(threads.cached().overlap.load(Ordering::Relaxed));
+        threads.stop().shutdown.unwrap();
+
+        let s = CacheStack::open_driven(dev.clone(), origin.clone(), ID, clock, opts, RunBy::Owner)
+            .unwrap();
+        assert!(!s.cleans_in_background(), "no thread of the stack's own");
+        assert!(
+            !s.cached().overlap.load(Ordering::Relaxed),
+            "a write-back reads, then writes"
+        );
+        s.cached().write_at(&[7u8; 4096], 1 << 20).unwrap();
+        assert_eq!(s.cached().stats().dirty_blocks, 1);
+        let cleaner = s.owner_cleaner().expect("the owner cleans");
+        assert_eq!(cleaner.tick().unwrap(), 1, "the owner's tick cleans");
+        assert_eq!(s.cached().stats().dirty_blocks, 0);
+        drop(cleaner);
+        let stop = s.stop();
+        assert!(stop.cleaner_error.is_none());
+        stop.shutdown.unwrap();
+        assert!(examine(&dev).unwrap().clean);
+        let mut b = [0u8; 4096];
+        origin.read_at(&mut b, 1 << 20).unwrap();
+        assert_eq!(b, [7u8; 4096], "cleaned to the origin");
     }
 }

@@ -5,7 +5,9 @@
 //! the run's rate limit, or a period after the last one for a daemon), when
 //! the position is worth a checkpoint in the superblocks, and, in
 //! [`LongRun::run_due`] and [`LongRun::drive`], the order of those: stop
-//! asked?, step, advance, checkpoint, progress, wait.
+//! asked?, step, advance, checkpoint, progress, wait. The stripe cache's
+//! write-out of stripes held past their time is such a daemon too, its
+//! period following its hold time ([`Steps::period`]).
 //!
 //! The schedule never reads a clock and never sleeps: [`LongRun::next`]
 //! takes `now`. The driver reads the clock it is given and waits the way
@@ -66,6 +68,12 @@ pub trait Steps {
     /// After each step (and its checkpoint, if one was due): the position
     /// is `end`.
     fn progress(&mut self, _end: u64) {}
+    /// A periodic run's period from here on, asked after each step: for a
+    /// daemon whose period follows a tunable that may change while it runs
+    /// (the stripe cache's tick follows its hold time). `None` keeps it.
+    fn period(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A closure as [`Steps`] with no checkpoints and no progress (a daemon's
@@ -312,6 +320,9 @@ impl LongRun {
             let did = steps.step(step)?;
             if self.every.is_some() {
                 self.last = clock.now();
+                if let Some(period) = steps.period() {
+                    self.every = Some(period);
+                }
             }
             if self.advance(did.end, did.work) {
                 steps.checkpoint(self.pos)?;
@@ -438,6 +449,19 @@ mod tests {
         takes: Duration,
     }
 
+    impl Log<'_> {
+        /// When each step began.
+        fn step_times(&self) -> Vec<Duration> {
+            self.did
+                .iter()
+                .filter_map(|d| match d {
+                    Did::Step(_, at) => Some(*at),
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
     impl Steps for Log<'_> {
         fn step(&mut self, range: Range<u64>) -> Result<Stepped> {
             self.did.push(Did::Step(range.clone(), self.clock.now()));
@@ -561,15 +585,41 @@ mod tests {
         // The stop is asked three times a step (before the wait, in it,
         // before the step): three steps, at 5, 10 and 15 s, the tenth ask
         // stops it.
-        let at: Vec<_> = log
-            .did
-            .iter()
-            .filter_map(|d| match d {
-                Did::Step(_, at) => Some(*at),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(at, [five, 2 * five, 3 * five]);
+        assert_eq!(log.step_times(), [five, 2 * five, 3 * five]);
+    }
+
+    /// Steps whose period halves after each (a tunable turned down while
+    /// the daemon runs).
+    struct Halving<'a>(Log<'a>, Duration);
+
+    impl Steps for Halving<'_> {
+        fn step(&mut self, range: Range<u64>) -> Result<Stepped> {
+            self.1 /= 2;
+            self.0.step(range)
+        }
+        fn period(&self) -> Option<Duration> {
+            Some(self.1)
+        }
+    }
+
+    #[test]
+    fn a_periodic_run_takes_the_period_its_steps_give_from_the_next_wait() {
+        let clock = Virtual::default();
+        let log = Log {
+            clock: &clock,
+            did: Vec::new(),
+            takes: Duration::ZERO,
+        };
+        let mut halving = Halving(log, 8 * S);
+        let mut run = LongRun::every(8 * S, Duration::ZERO).unsliced();
+        let steps = std::cell::Cell::new(0);
+        let quit = || {
+            steps.set(steps.get() + 1);
+            steps.get() > 9
+        };
+        run.drive(&clock, &quit, &mut halving).unwrap();
+        // 8 s to the first; then 4, then 2 after each.
+        assert_eq!(halving.0.step_times(), [8 * S, 12 * S, 14 * S]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use raidlab_core::Volume;
 use raidlab_layout::{Layout, Level};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
-use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
+use raidlab_raid::grow::{Policy, ReshapeRequest, SizeRequest};
 use raidlab_raid::live::{LiveArray, WriteMark};
 use raidlab_raid::recovery::RunOptions;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -384,4 +384,219 @@ fn a_bitmap_is_added_and_removed_while_clients_write() {
     drop(volume);
     let asm = Assembly::assemble(devs.clone()).unwrap();
     assert!(asm.bitmap.is_none(), "the bitmap is gone from the members");
+}
+
+/// What stops the served resync below (a server's stop flag is static).
+static RESYNC_STOP: AtomicBool = AtomicBool::new(false);
+
+/// `--size` of a served RAID 5 with a bitmap, under writers: the array of
+/// the new size serves at once; stopped in the middle of the new space's
+/// resync and stopped cleanly, the superblocks say where it resumes (not
+/// clean) and the bitmap keeps the new space's chunks dirty; the resync at
+/// the next start finishes it and parity checks, stale bytes that were in
+/// the new space included, every block as last written.
+#[test]
+fn a_served_size_change_stopped_mid_resync_resumes_where_it_stopped() {
+    let devs = devices(3);
+    let spec = CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::parse(Level::Raid5, None).unwrap(),
+        chunk_bytes: 64 << 10,
+        spares: 0,
+        name: "served".into(),
+        force: false,
+        bitmap: true,
+        bitmap_chunk: Some(1 << 20),
+        ppl: false,
+    };
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let mut asm = create(&spec, members).unwrap();
+    // Members larger than the array uses, the rest holding stale bytes.
+    asm.grow_size(SizeRequest::Bytes(8 * MIB), true).unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for m in &asm.members {
+        let from = m.sb.data_offset * 512 + 8 * MIB;
+        let mut stale = vec![0u8; (16 * MIB - from) as usize];
+        for b in stale.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
+        }
+        m.device.volume.write_at(&stale, from).unwrap();
+    }
+    let old_bytes = asm.geometry.array_bytes();
+    let blocks = old_bytes / BLOCK;
+    assert!(asm.mark_dirty().unwrap(), "in sync before");
+    let array = Arc::new(asm.array().unwrap());
+    for b in 0..blocks {
+        array.write_at(&block(b * BLOCK, 0), b * BLOCK).unwrap();
+    }
+    array.flush().unwrap();
+    let live = LiveArray::new(asm, array);
+    live.start_safe_mode(true);
+    let volume = live.volume();
+    let done = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let threads = writers(volume.clone(), blocks, 3, done.clone(), writes.clone());
+    while writes.load(Ordering::Relaxed) < 200 {
+        std::thread::yield_now();
+    }
+    // Stop the resync once it has done a part of the new space.
+    let watcher = {
+        let live = live.clone();
+        std::thread::spawn(move || loop {
+            let st = live.status().scrub;
+            if st.as_ref().is_some_and(|s| s.running && s.done >= 10 * MIB) {
+                RESYNC_STOP.store(true, Ordering::Release);
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        })
+    };
+    let opts = RunOptions {
+        max_rate: Some(8 * MIB),
+        stop: Some(&RESYNC_STOP),
+        ..RunOptions::default()
+    };
+    let e = live
+        .resize(SizeRequest::Max, false, opts, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    watcher.join().unwrap();
+    assert!(e.contains("resync"), "stopped: {e}");
+    let new_bytes = volume.size();
+    assert!(
+        new_bytes > old_bytes + 8 * MIB,
+        "{old_bytes} -> {new_bytes}"
+    );
+    let owed = live.resync_owed().expect("a resync is owed");
+    assert!(
+        owed * 512 > 8 * MIB && owed * 512 < 15 * MIB,
+        "owed from {owed}"
+    );
+    // While it is owed, a change that needs the array consistent is
+    // refused (it would record the array over the stale part).
+    let e = live
+        .resize(SizeRequest::Max, false, RunOptions::default(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("resync pending"), "{e}");
+    done.store(true, Ordering::Release);
+    let mut last = vec![0u64; blocks as usize];
+    for t in threads {
+        for (b, v) in t.join().unwrap() {
+            last[b as usize] = v;
+        }
+    }
+    // The server's clean stop.
+    live.shutdown();
+    volume.flush().unwrap();
+    drop(volume);
+    live.stop_records(&live.array(), true).unwrap();
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(asm.geometry.array_bytes(), new_bytes);
+    assert!(!asm.in_sync(), "the resync is owed after the stop");
+    let at = asm.members.iter().map(|m| m.sb.resync_offset).max();
+    assert_eq!(at, Some(owed), "the superblocks say where it resumes");
+    let bm = asm.bitmap.as_ref().expect("bitmap");
+    let last_chunk = bm.chunk_of(new_bytes / 2 / 512 - 1);
+    assert!(bm.is_dirty(last_chunk), "the new space's bits are kept");
+    asm.resync(RunOptions::default(), &mut |_| {}).unwrap();
+    let mut copy = asm.clone();
+    let scrub = copy
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(scrub.mismatch_sectors, 0, "parity checks after the resync");
+    let array = asm.array().unwrap();
+    for b in 0..blocks {
+        let mut got = vec![0u8; BLOCK as usize];
+        array.read_at(&mut got, b * BLOCK).unwrap();
+        assert!(got == block(b * BLOCK, last[b as usize]), "block {b}");
+    }
+}
+
+/// `--consistency-policy` of a served RAID 5 (what a served `grow` runs):
+/// from the partial parity log to resync and back while writers keep
+/// writing, the running array swapped each time; every block as last
+/// written, and assembled again the array keeps the log and checks.
+#[test]
+fn a_raid5_switches_between_ppl_and_resync_while_clients_write() {
+    let devs = devices(3);
+    let spec = CreateSpec {
+        level: Level::Raid5,
+        layout: Layout::parse(Level::Raid5, None).unwrap(),
+        chunk_bytes: 64 << 10,
+        spares: 0,
+        name: "served".into(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: true,
+    };
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let mut asm = create(&spec, members).unwrap();
+    asm.start_ppl().unwrap();
+    let blocks = asm.geometry.array_bytes() / BLOCK;
+    let array = Arc::new(asm.array().unwrap());
+    for b in 0..blocks {
+        array.write_at(&block(b * BLOCK, 0), b * BLOCK).unwrap();
+    }
+    array.flush().unwrap();
+    let live = LiveArray::new(asm, array);
+    live.start_safe_mode(true);
+    let volume = live.volume();
+    let done = Arc::new(AtomicBool::new(false));
+    let writes = Arc::new(AtomicU64::new(0));
+    let threads = writers(volume.clone(), blocks, 3, done.clone(), writes.clone());
+    let policy = |l: &LiveArray| l.with_assembly(|a| a.consistency_policy());
+    for to in [Policy::Resync, Policy::Ppl] {
+        let before = writes.load(Ordering::Relaxed);
+        while writes.load(Ordering::Relaxed) < before + 200 {
+            std::thread::yield_now();
+        }
+        live.change_running(|asm| asm.grow_policy(to)).unwrap();
+        assert_eq!(policy(&live), to);
+    }
+    // md's words for a journal, nothing changed.
+    let e = live
+        .change_running(|asm| asm.grow_policy(Policy::Journal))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("consistency policy journal"), "{e}");
+    done.store(true, Ordering::Release);
+    let mut last = vec![0u64; blocks as usize];
+    for t in threads {
+        for (b, v) in t.join().unwrap() {
+            last[b as usize] = v;
+        }
+    }
+    for b in 0..blocks {
+        let mut got = vec![0u8; BLOCK as usize];
+        volume.read_at(&mut got, b * BLOCK).unwrap();
+        assert!(got == block(b * BLOCK, last[b as usize]), "block {b}");
+    }
+    live.shutdown();
+    volume.flush().unwrap();
+    drop(volume);
+    live.stop_records(&live.array(), true).unwrap();
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(asm.consistency_policy(), Policy::Ppl);
+    let mut copy = asm.clone();
+    let scrub = copy
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(scrub.mismatch_sectors, 0);
 }

@@ -3,7 +3,11 @@
 //!
 //! A [`SimCache`] holds the real `raidlab_cache::CachedVolume` over two
 //! stand-in volumes ([`crate::cache_io`]), one for the cache device and one
-//! for the origin. Each host request is a task (`raidlab_core::task`) that
+//! for the origin, opened and stopped through `raidlab_cache::CacheStack` as
+//! `raidlab serve` and the `cache:` benchmark open theirs, with one
+//! difference the stack offers every owner that runs on its own clock
+//! (`RunBy::Owner`): no thread is started and a write-back reads, then
+//! writes. Each host request is a task (`raidlab_core::task`) that
 //! runs the real `read_at`/`write_at`/`write_zeroes`/`flush`; each operation
 //! the cache issues suspends the task until the device model completes it
 //! in virtual time (an SSD model for the cache device; for the origin any
@@ -13,9 +17,9 @@
 //! -through or -around, the metadata commits, what the cleaner writes back
 //! and in which order. The cache's one lock is task-aware: a request that
 //! finds it held suspends until it is let go, and a read's origin reads run
-//! without it, as on threads. The background cleaner is
-//! `raidlab_cache::driver`'s loop, run as a task whose waits are sleeps of the
-//! virtual clock.
+//! without it, as on threads. The background cleaner is the one the stack
+//! hands its owner (`CacheStack::owner_cleaner`: `raidlab_cache::driver`'s
+//! loop), run as a task whose waits are sleeps of the virtual clock.
 //!
 //! Decides only *when*: it resumes tasks when their operations complete or
 //! their lock is let go. It must never decide *what* a request does to the
@@ -28,15 +32,19 @@
 //! next event after its sleep ended and ticks from there (a thread's phase is
 //! arbitrary too). Trims complete at once without reaching the cache
 //! (raidlab-cache passes no discard on). The cache's own CPU time is not
-//! charged. Creating and opening the cache take no virtual time. Data is not
-//! simulated ([`crate::cache_io`]).
+//! charged. Creating and opening the cache take no virtual time. A run does
+//! not stop the cache (its figures end with the workload); an owner that
+//! wants the clean stop calls [`SimCache::stop`], which takes no virtual time
+//! either. Data is not simulated ([`crate::cache_io`]).
 
 use crate::array::Slab;
 use crate::cache_io::Outbox;
 pub use crate::cache_io::{CacheOp, DeviceVolume, Side};
 use crate::device::{Completion, Device, ModelInfo, Ns, Param, Request, VirtualClock};
 use raidlab_cache::format::Layout;
-use raidlab_cache::{CachedVolume, Config, Mode, OriginId, Stats};
+use raidlab_cache::{
+    CacheStack, CachedVolume, Config, Mode, OriginId, RunBy, StackOptions, StackStop, Stats,
+};
 use raidlab_core::task::{Runner, Stacks, Step, Task, Wait};
 use raidlab_core::IoKind;
 use raidlab_core::{Result, Volume};
@@ -73,6 +81,9 @@ pub struct CacheSpec {
 
 type Cached = CachedVolume<DeviceVolume, DeviceVolume>;
 
+/// The simulated cache's stack, as `raidlab serve` holds its own.
+pub type SimCacheStack = CacheStack<DeviceVolume, DeviceVolume>;
+
 /// What a task gives back: its result, and the buffer it was lent (empty
 /// for the cleaner and requests without data).
 type Ended = (Result<()>, Vec<u8>);
@@ -105,6 +116,8 @@ struct Cleaner {
 /// The real cache tier over a simulated cache device and origin, run live.
 pub struct SimCache {
     name: String,
+    stack: SimCacheStack,
+    /// The stack's cached volume, which every task runs on.
     volume: Arc<Cached>,
     clock: Arc<VirtualClock>,
     outbox: Outbox,
@@ -199,10 +212,17 @@ impl SimCache {
         .map_err(|e| e.to_string())?;
         cache.keep_below(layout.data_offset);
         let clock = Arc::new(VirtualClock::default());
-        let volume = Arc::new(
-            CachedVolume::open(cache, origin, SIM_ORIGIN, clock.clone())
-                .map_err(|e| e.to_string())?,
-        );
+        let opts = StackOptions {
+            read_only: false,
+            background_clean: true,
+        };
+        let stack =
+            CacheStack::open_driven(cache, origin, SIM_ORIGIN, clock.clone(), opts, RunBy::Owner)
+                .map_err(|e| e.to_string())?;
+        let volume = stack.cached().clone();
+        let cleaner = stack
+            .owner_cleaner()
+            .ok_or("internal: a writable simulated cache's stack gave no cleaner to run")?;
         let c = spec.config;
         let spec_info = vec![
             Param::new("block_size", f64::from(c.block_size), "bytes"),
@@ -240,6 +260,7 @@ impl SimCache {
         let mut sim = SimCache {
             name: spec.name,
             seen: volume.stats(),
+            stack,
             volume,
             clock,
             outbox,
@@ -264,16 +285,12 @@ impl SimCache {
             issued: None,
             spec_info,
         };
-        // The cleaner, started with the cache as `raidlab serve` starts its
-        // thread: the driver's own loop, its waits sleeps of the virtual clock.
-        let (v, clock) = (sim.volume.clone(), sim.clock.clone());
+        // The cleaner, started with the cache as `raidlab serve`'s stack
+        // starts its thread: the driver's own loop, its waits sleeps of the
+        // virtual clock.
+        let clock = sim.clock.clone();
         let task = Task::new(&mut sim.stacks, move || {
-            let r = raidlab_cache::driver::run_on_clock(
-                &v,
-                raidlab_cache::driver::DEFAULT_INTERVAL,
-                &*clock,
-            );
-            (r, Vec::new())
+            (cleaner.run_on_clock(&*clock), Vec::new())
         })
         .map_err(|e| format!("starting the cache's cleaner task: {e}"))?;
         let seq = sim.reqs.insert(Req {
@@ -287,6 +304,37 @@ impl SimCache {
         sim.cleaner = Some(Cleaner { seq, due: None });
         sim.ready.push_back(seq);
         Ok(sim)
+    }
+
+    /// The stack the cache was opened through.
+    pub fn stack(&self) -> &SimCacheStack {
+        &self.stack
+    }
+
+    /// Stop the cache as its stack stops every cache: the cleaner first (its
+    /// task ended while it sleeps), then the clean stop (table and
+    /// superblock written, on the stand-in devices at no virtual time: a
+    /// run's figures never include it). Refused while a request is under
+    /// way or the cleaner is mid-tick: either may hold the cache's lock.
+    pub fn stop(mut self) -> std::result::Result<StackStop, String> {
+        let busy = self.reqs.len() - usize::from(self.cleaner.is_some());
+        let ticking = self.cleaner.as_ref().is_some_and(|c| c.due.is_none());
+        if busy > 0 || ticking || !self.ready.is_empty() {
+            return Err(format!(
+                "{}: the cache is stopped only when idle ({busy} request(s) under way{})",
+                self.name,
+                if ticking {
+                    ", the cleaner mid-tick"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if let Some(c) = self.cleaner.take() {
+            // Dropped suspended in its sleep, on this thread: unwound.
+            drop(self.reqs.remove(c.seq));
+        }
+        Ok(self.stack.stop())
     }
 
     /// The real cache: its superblock and tunables. Its methods take the

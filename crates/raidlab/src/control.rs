@@ -108,6 +108,17 @@ pub enum Command {
         bitmap: Option<bool>,
         #[serde(default)]
         bitmap_chunk: Option<u64>,
+        /// `--size`: `max` or a component size in bytes, instead of a
+        /// restripe; the new space resynced in the server unless
+        /// `assume_clean`.
+        #[serde(default)]
+        size: Option<String>,
+        #[serde(default)]
+        assume_clean: bool,
+        /// `--consistency-policy` (resync, ppl, bitmap, journal), instead of
+        /// a restripe.
+        #[serde(default)]
+        consistency_policy: Option<String>,
     },
     /// Stop the whole server (every export), as SIGTERM does.
     Stop,

@@ -7,11 +7,11 @@
 //! Without the tools and without root a test prints `SKIPPED: <why>`; as root
 //! a missing tool is a failure (scripts/test.sh installs libnbd-bin).
 
-use std::io::Read;
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use common::{ServeOptions, Served};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_raidlab")
@@ -77,74 +77,14 @@ fn cmd(dir: &Path, args: &[&str]) -> Command {
     c
 }
 
-struct Serve {
-    child: Option<Child>,
-    socket: PathBuf,
-}
-
-impl Serve {
-    fn start(dir: &Path, args: &[&str]) -> Serve {
-        let socket = dir.join("nbd.sock");
-        let child = raidlab(dir)
-            .arg("serve")
-            .arg("--socket")
-            .arg(&socket)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut s = Serve {
-            child: Some(child),
-            socket,
-        };
-        let t = Instant::now();
-        while UnixStream::connect(&s.socket).is_err() {
-            if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                let mut err = String::new();
-                let _ = s
-                    .child
-                    .take()
-                    .unwrap()
-                    .stderr
-                    .unwrap()
-                    .read_to_string(&mut err);
-                panic!("raidlab serve exited at start ({st}): {err}");
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "serve did not listen"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        s
-    }
-
-    fn uri(&self) -> String {
-        format!("nbd+unix:///?socket={}", self.socket.display())
-    }
-
-    /// SIGTERM: must exit 0; returns its stderr.
-    fn stop(mut self) -> String {
-        let mut c = self.child.take().unwrap();
-        // SAFETY: kill has no memory-safety preconditions; the pid is our
-        // child, not yet reaped.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let mut err = String::new();
-        let _ = c.stderr.take().unwrap().read_to_string(&mut err);
-        let st = c.wait().unwrap();
-        assert!(st.success(), "serve exited with {st}:\n{err}");
-        err
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// `raidlab serve --socket dir/nbd.sock ARGS` in `dir`.
+fn serve(dir: &Path, args: &[&str]) -> Served {
+    Served::start_with(ServeOptions {
+        dir: Some(dir),
+        socket: dir.join("nbd.sock"),
+        args,
+        wait_control: false,
+    })
 }
 
 fn random(len: usize, seed: u64) -> Vec<u8> {
@@ -203,14 +143,14 @@ fn a_cache_served_read_only_serves_its_dirty_blocks_and_writes_nothing() {
     // 512 KiB written back into the cache only (dirty), then a clean stop.
     let data = random(512 << 10, 9);
     std::fs::write(d.join("in.bin"), &data).unwrap();
-    let srv = Serve::start(d, &["--cache", "cache.img", "--plain", "origin.img"]);
+    let srv = serve(d, &["--cache", "cache.img", "--plain", "origin.img"]);
     nbdcopy(d.join("in.bin"), srv.uri());
     srv.stop();
     let snapshot = || ["origin.img", "cache.img"].map(|f| std::fs::read(d.join(f)).unwrap());
     let before = snapshot();
     assert!(before[0] == old, "write-back reached the origin");
 
-    let srv = Serve::start(
+    let srv = serve(
         d,
         &[
             "--cache",
@@ -275,7 +215,7 @@ fn a_cache_over_a_file_served_and_managed_live_then_detached() {
     std::fs::write(d.join("cache.img"), vec![0u8; 2 << 20]).unwrap();
     std::fs::write(d.join("other.img"), vec![0u8; 8 << 20]).unwrap();
     create_write_back_cache(d);
-    let srv = Serve::start(d, &["--cache", "cache.img", "--plain", "origin.img"]);
+    let srv = serve(d, &["--cache", "cache.img", "--plain", "origin.img"]);
     let info = ok({
         let mut c = Command::new("nbdinfo");
         c.arg("--json").arg(srv.uri());
@@ -528,13 +468,10 @@ fn a_cache_over_a_raid5_from_the_config_file_keeps_counters_across_a_restart() {
         ),
     )
     .unwrap();
-    let srv = Serve::start(d, &["--config", "serve.toml"]);
+    let srv = serve(d, &["--config", "serve.toml"]);
     let data = random(1 << 20, 3);
     std::fs::write(d.join("in.bin"), &data).unwrap();
-    nbdcopy(
-        d.join("in.bin"),
-        format!("nbd+unix:///cached?socket={}", srv.socket.display()),
-    );
+    nbdcopy(d.join("in.bin"), srv.export_uri("cached"));
     // The array verbs reach the array under the cache.
     let j = json({
         let mut c = cmd(d, &["detail", "--json"]);

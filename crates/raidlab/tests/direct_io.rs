@@ -11,11 +11,11 @@
 //! Needs root (mounts and loop devices) and fio; without them a test says
 //! `SKIPPED: why`, and under CI (CI=true) that is a failure.
 
-use std::io::Read;
-use std::os::unix::net::UnixStream;
+mod common;
+
+use common::{ServeOptions, Served};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_raidlab")
@@ -104,67 +104,15 @@ impl Drop for Loop {
     }
 }
 
-/// A running `raidlab serve`; killed if the test ends without stopping it.
-struct Serve {
-    child: Option<Child>,
-    socket: PathBuf,
-}
-
-impl Serve {
-    fn start(socket: &Path, args: &[&str]) -> Serve {
-        let mut child = Command::new(bin())
-            .arg("serve")
-            .arg("--socket")
-            .arg(socket)
-            .args(args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start raidlab serve");
-        let t = Instant::now();
-        while UnixStream::connect(socket).is_err() {
-            if let Some(st) = child.try_wait().unwrap() {
-                let mut err = String::new();
-                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-                panic!("raidlab serve exited at start ({st}): {err}");
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "raidlab serve did not listen within 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Serve {
-            child: Some(child),
-            socket: socket.to_path_buf(),
-        }
-    }
-
-    fn uri(&self, export: &str) -> String {
-        format!("nbd+unix:///{export}?socket={}", self.socket.display())
-    }
-
-    /// SIGTERM: drain, flush, mark clean; must exit 0. Returns its stderr.
-    fn stop(mut self) -> String {
-        let mut c = self.child.take().unwrap();
-        // SAFETY: kill has no memory-safety preconditions; the pid is our
-        // child, not yet reaped, so it cannot name another process.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let mut err = String::new();
-        let _ = c.stderr.take().unwrap().read_to_string(&mut err);
-        let st = c.wait().unwrap();
-        assert!(st.success(), "raidlab serve exited with {st}:\n{err}");
-        err
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// `raidlab serve --socket SOCKET ARGS`, in the test's own directory and
+/// the default run directory (the verbs here run without one of their own).
+fn serve(socket: &Path, args: &[&str]) -> Served {
+    Served::start_with(ServeOptions {
+        dir: None,
+        socket: socket.to_path_buf(),
+        args,
+        wait_control: false,
+    })
 }
 
 /// fio through NBD with crc32c verification of every block it wrote.
@@ -240,8 +188,8 @@ fn a_member_whose_writes_fail_is_failed_at_the_write_and_nothing_acknowledged_is
     let sock = d.join("s.sock");
     let mut args = vec!["-N", "a"];
     args.extend(members.iter().map(String::as_str));
-    let srv = Serve::start(&sock, &args);
-    fio(&srv.uri("a"), &["--do_verify=1"]);
+    let srv = serve(&sock, &args);
+    fio(&srv.export_uri("a"), &["--do_verify=1"]);
     let v = detail_json(&members);
     let loop_member = member(&v, &lo.0);
     assert_eq!(loop_member["state"], "faulty", "{v}");
@@ -270,8 +218,8 @@ fn a_member_whose_writes_fail_is_failed_at_the_write_and_nothing_acknowledged_is
     );
     // A clean restart (the loop member stays out: it is recorded faulty)
     // reads back every block fio wrote and acknowledged.
-    let srv = Serve::start(&sock, &args);
-    fio(&srv.uri("a"), &["--verify_only"]);
+    let srv = serve(&sock, &args);
+    fio(&srv.export_uri("a"), &["--verify_only"]);
     let v = detail_json(&members);
     assert_eq!(member(&v, &file)["state"], "active", "{v}");
     srv.stop();
@@ -309,7 +257,7 @@ fn the_io_mode_comes_from_flags_and_the_config_and_a_refusal_says_what_to_do() {
         let mut args = vec!["-N", "a"];
         args.extend(flags);
         args.extend(members.iter().map(String::as_str));
-        let srv = Serve::start(&sock, &args);
+        let srv = serve(&sock, &args);
         assert_eq!(modes(&detail_json(&members)), vec![want; 2], "{flags:?}");
         srv.stop();
     }
@@ -327,7 +275,7 @@ fn the_io_mode_comes_from_flags_and_the_config_and_a_refusal_says_what_to_do() {
     };
     write_config("direct");
     let cfg = config.display().to_string();
-    let srv = Serve::start(&sock, &["--buffered", "-C", &cfg]);
+    let srv = serve(&sock, &["--buffered", "-C", &cfg]);
     assert_eq!(modes(&detail_json(&members)), vec!["direct"; 2]);
     srv.stop();
     write_config("sideways");

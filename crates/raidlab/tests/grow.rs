@@ -573,7 +573,9 @@ fn metadata_1_0_raid1_grows_after_its_members_were_replaced_by_bigger_ones() {
     assert!(export(d, &m)[..a.len()] == a[..]);
 }
 
-/// A served array is refused (offline only), naming the way: stop it first.
+/// What a served array cannot take (`--size` with `--no-sync`: the resync
+/// of a served array runs in the server) is refused, naming the way: stop
+/// it first.
 #[test]
 fn a_served_array_is_refused_and_unchanged() {
     use std::os::unix::net::UnixStream;
@@ -608,7 +610,7 @@ fn a_served_array_is_refused_and_unchanged() {
         .unwrap()
         .current_dir(d)
         .env("RAIDLAB_RUN_DIR", &run_dir)
-        .args(with("grow", &m, &["--size", "max"]))
+        .args(with("grow", &m, &["--size", "max", "--no-sync"]))
         .output()
         .unwrap();
     let _ = server.kill();

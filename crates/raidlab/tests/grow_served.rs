@@ -4,9 +4,10 @@
 //! of the walk is resumed at the next start, in the background, while the
 //! client reads. Every acknowledged byte reads back; parity checks after.
 
-use std::io::Read;
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{ServeOptions, Served};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -42,76 +43,16 @@ fn run(cmd: &mut Command) -> String {
     text
 }
 
-struct Serve {
-    child: Option<Child>,
-    socket: PathBuf,
-}
-
-impl Serve {
-    fn start(dir: &Path, members: &[&str]) -> Serve {
-        let socket = dir.join("nbd.sock");
-        let _ = std::fs::remove_file(&socket);
-        let mut child = raidlab(dir)
-            .args(["serve", "-N", "a", "--socket"])
-            .arg(&socket)
-            .args(members)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("cannot start raidlab serve");
-        let ctl = dir.join("run").join(format!("serve-{}.ctl", child.id()));
-        let t = Instant::now();
-        while UnixStream::connect(&socket).is_err() || !ctl.exists() {
-            if let Some(st) = child.try_wait().unwrap() {
-                let mut err = String::new();
-                let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-                panic!("raidlab serve exited at start ({st}): {err}");
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "raidlab serve did not listen within 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Serve {
-            child: Some(child),
-            socket,
-        }
-    }
-
-    fn uri(&self) -> String {
-        format!("nbd+unix:///a?socket={}", self.socket.display())
-    }
-
-    /// SIGTERM: the walk checkpoints, the server flushes, marks clean and
-    /// exits 0. Returns its stderr.
-    fn stop(mut self) -> String {
-        let mut c = self.child.take().unwrap();
-        // SAFETY: kill has no memory-safety preconditions; the pid is our
-        // child, not yet reaped, so it cannot name another process.
-        unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-        let mut err = String::new();
-        let _ = c.stderr.take().unwrap().read_to_string(&mut err);
-        let st = c.wait().unwrap();
-        assert!(st.success(), "raidlab serve exited with {st}:\n{err}");
-        err
-    }
-
-    /// kill -9: nothing flushed, nothing marked, the walk cut where it is.
-    fn kill(mut self) {
-        let mut c = self.child.take().unwrap();
-        c.kill().unwrap();
-        c.wait().unwrap();
-    }
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// Serve `members` as export `a`, its control socket up.
+fn serve(dir: &Path, members: &[&str]) -> Served {
+    let mut args = vec!["-N", "a"];
+    args.extend(members);
+    Served::start_with(ServeOptions {
+        dir: Some(dir),
+        socket: dir.join("nbd.sock"),
+        args: &args,
+        wait_control: true,
+    })
 }
 
 /// fio through NBD: random 64K writes over `size` bytes from `offset`, each
@@ -210,7 +151,7 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
             .set_len(32 << 20)
             .unwrap();
     }
-    let srv = Serve::start(dir, &m);
+    let srv = serve(dir, &m);
     let size0 = detail(dir, &m)["array_size_bytes"].as_u64();
     // The grow, paced so that it outlasts fio's writing and verifying.
     let log = || {
@@ -236,7 +177,7 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
         .spawn()
         .unwrap();
     wait_reshape(dir, &m, 1, false, Some(&mut grow));
-    fio(&srv.uri(), "0", "24M", "36", &["--do_verify=1"]);
+    fio(&srv.export_uri("a"), "0", "24M", "36", &["--do_verify=1"]);
     let v = detail(dir, &m);
     assert!(
         reshape_status(&v).is_some_and(|r| r["running"] == true),
@@ -254,7 +195,7 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
         "the array grew: {v}"
     );
     // Read back in the new geometry.
-    fio(&srv.uri(), "0", "24M", "36", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "0", "24M", "36", &["--verify_only"]);
 
     // A second grow, killed -9 in the middle of its walk.
     let mut grow = raidlab(dir)
@@ -273,7 +214,7 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
         .spawn()
         .unwrap();
     wait_reshape(dir, &five, 1, false, Some(&mut grow));
-    fio(&srv.uri(), "32M", "24M", "37", &["--do_verify=1"]);
+    fio(&srv.export_uri("a"), "32M", "24M", "37", &["--do_verify=1"]);
     let v = wait_reshape(dir, &five, 8 << 20, false, Some(&mut grow));
     srv.kill();
     let _ = grow.wait();
@@ -285,13 +226,13 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
         "mid-reshape after the kill: {offline}\n(before: {v})"
     );
     // Served again: the walk resumes in the background while fio reads.
-    let srv = Serve::start(dir, &six);
-    fio(&srv.uri(), "0", "24M", "36", &["--verify_only"]);
-    fio(&srv.uri(), "32M", "24M", "37", &["--verify_only"]);
+    let srv = serve(dir, &six);
+    fio(&srv.export_uri("a"), "0", "24M", "36", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "32M", "24M", "37", &["--verify_only"]);
     let v = wait_reshape(dir, &six, 0, true, None);
     assert_eq!(v["raid_devices"], 6, "{v}");
-    fio(&srv.uri(), "0", "24M", "36", &["--verify_only"]);
-    fio(&srv.uri(), "32M", "24M", "37", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "0", "24M", "36", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "32M", "24M", "37", &["--verify_only"]);
     let log = srv.stop();
     assert!(
         log.contains("the reshape resumes in the background"),
@@ -304,10 +245,12 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
 
 /// The changes that move no data, on a served array: `--bitmap internal`
 /// and `none`, and RAID 4 to 5 (md's takeover to parity-last) swap the
-/// running array while fio's data stays exact; `--size` is refused with what
-/// to do, nothing changed.
+/// running array while fio's data stays exact; `--consistency-policy` is
+/// checked as offline (md's reasons for a PPL without room, a journal, the
+/// policy it has), and a smaller `--size` is refused with the reason,
+/// nothing changed.
 #[test]
-fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_size_with_the_reason() {
+fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_a_journal_and_a_shrink() {
     if !have("fio") {
         raidlab_core::skip::skip_or_fail(
             "served grow: fio not installed (scripts/test.sh installs it)",
@@ -320,8 +263,8 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_size_with_the_reason
     run(raidlab(dir)
         .args(["create", "-l", "4", "--member-size", "24M"])
         .args(m));
-    let srv = Serve::start(dir, &m);
-    fio(&srv.uri(), "0", "16M", "38", &["--do_verify=1"]);
+    let srv = serve(dir, &m);
+    fio(&srv.export_uri("a"), "0", "16M", "38", &["--do_verify=1"]);
     let out = run(raidlab(dir).args(["grow", "--bitmap", "internal"]).args(m));
     assert!(out.contains("internal bitmap added"), "{out}");
     assert_eq!(detail(dir, &m)["consistency_policy"], "bitmap");
@@ -330,24 +273,172 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_size_with_the_reason
     let v = detail(dir, &m);
     assert_eq!(v["level"], "raid5", "{v}");
     assert_eq!(v["layout"], "parity-last", "{v}");
-    fio(&srv.uri(), "0", "16M", "38", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "0", "16M", "38", &["--verify_only"]);
     let out = run(raidlab(dir).args(["grow", "--bitmap", "none"]).args(m));
     assert!(out.contains("bitmap removed"), "{out}");
+    // RAID 5's partial parity log: md's refusal where the member has no
+    // room for it (as here: 4 KiB before the bad block log), and a journal
+    // is not something grow adds; nothing changed either time.
+    let ppl = raidlab(dir)
+        .args(["grow", "--consistency-policy", "ppl"])
+        .args(m)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&ppl.stderr);
+    assert!(
+        !ppl.status.success() && err.contains("Not enough space to add ppl"),
+        "{err}"
+    );
+    assert_eq!(detail(dir, &m)["consistency_policy"], "resync");
+    let journal = raidlab(dir)
+        .args(["grow", "--consistency-policy", "journal"])
+        .args(m)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&journal.stderr);
+    assert!(
+        !journal.status.success()
+            && err.contains("Operation not supported for consistency policy journal"),
+        "{err}"
+    );
+    let out = raidlab(dir)
+        .args(["grow", "--consistency-policy", "resync"])
+        .args(m)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("Consistency policy is already resync"),
+        "{err}"
+    );
+    // A smaller size would cut what the clients address: refused, nothing
+    // changed.
     let size = raidlab(dir)
-        .args(["grow", "--size", "max"])
+        .args(["grow", "--size", "8M"])
         .args(m)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&size.stderr);
     assert!(
-        !size.status.success() && err.contains("--size of a served array is not built"),
+        !size.status.success()
+            && err.contains("a smaller component size")
+            && err.contains("nothing was changed"),
         "{err}"
     );
-    fio(&srv.uri(), "0", "16M", "38", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "0", "16M", "38", &["--verify_only"]);
     srv.stop();
     let v = detail(dir, &m);
     assert_eq!(v["level"], "raid5", "{v}");
     assert_eq!(v["consistency_policy"], "resync", "{v}");
+    let check = run(raidlab(dir).arg("check").args(m));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+}
+
+/// `--size max` of a served RAID 5 whose members are larger than it uses
+/// (grown before the server opened them): the array of the new
+/// size serves at once (a new connection writes past the old end) while
+/// the new space, full of stale bytes, is resynced in the server; fio
+/// writes and verifies across the old end meanwhile, every byte reads back
+/// after, and a check finds no mismatch (without the resync, the stale
+/// bytes fio did not overwrite leave parity wrong).
+#[test]
+fn a_served_raid5_uses_its_grown_members_while_fio_writes_across_the_old_end() {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(
+            "served grow: fio not installed (scripts/test.sh installs it)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path();
+    let m = ["m0", "m1", "m2"];
+    run(raidlab(dir)
+        .args(["create", "-l", "5", "--member-size", "16M"])
+        .args(m));
+    // The disks were swapped for bigger ones: 16 MiB more of each, holding
+    // what an earlier use left (not zeroes, which would agree with any
+    // parity).
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for name in m {
+        let mut stale = vec![0u8; 16 << 20];
+        for b in stale.chunks_mut(8) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b.copy_from_slice(&x.to_le_bytes());
+        }
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(name))
+            .unwrap();
+        f.write_all(&stale).unwrap();
+    }
+    let srv = serve(dir, &m);
+    let size0 = detail(dir, &m)["array_size_bytes"].as_u64().unwrap();
+    fio(&srv.export_uri("a"), "0", "16M", "40", &["--do_verify=1"]);
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("grow.log"))
+            .unwrap()
+    };
+    let mut grow = raidlab(dir)
+        .args(["grow", "--size", "max", "--max-rate", "4M"])
+        .args(m)
+        .stdout(log())
+        .stderr(log())
+        .spawn()
+        .unwrap();
+    // The new size serves as soon as the resync runs.
+    let t = Instant::now();
+    let v = loop {
+        let v = detail(dir, &m);
+        let scrub = &v["served"]["scrub"];
+        if scrub["kind"] == "resync" && scrub["running"] == true {
+            break v;
+        }
+        if let Some(st) = grow.try_wait().unwrap() {
+            let text = std::fs::read_to_string(dir.join("grow.log")).unwrap_or_default();
+            panic!("grow ended ({st}) before its resync was seen running: {text}\n{v}");
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "no resync: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let size1 = v["array_size_bytes"].as_u64().unwrap();
+    assert!(size1 >= size0 + (30 << 20), "{size0} -> {size1}: {v}");
+    // Across the old end, through a new connection.
+    let from = size0 - (8 << 20);
+    fio(
+        &srv.export_uri("a"),
+        &from.to_string(),
+        "16M",
+        "41",
+        &["--do_verify=1"],
+    );
+    let v = detail(dir, &m);
+    assert!(
+        v["served"]["scrub"]["running"] == true,
+        "fio wrote and verified while the resync ran: {v}"
+    );
+    let st = grow.wait().unwrap();
+    let text = std::fs::read_to_string(dir.join("grow.log")).unwrap();
+    assert!(st.success(), "grow failed: {text}");
+    assert!(text.contains("the new space is resynced"), "{text}");
+    let v = detail(dir, &m);
+    assert!(v["served"]["scrub"]["error"].is_null(), "{v}");
+    fio(&srv.export_uri("a"), "0", "16M", "40", &["--verify_only"]);
+    fio(
+        &srv.export_uri("a"),
+        &from.to_string(),
+        "16M",
+        "41",
+        &["--verify_only"],
+    );
+    srv.stop();
+    let v = detail(dir, &m);
+    assert_eq!(v["array_size_bytes"].as_u64(), Some(size1), "{v}");
     let check = run(raidlab(dir).arg("check").args(m));
     assert!(check.contains("mismatch_cnt: 0"), "{check}");
 }

@@ -247,27 +247,21 @@ impl Array {
 
     /// The stripe cache's thread: every tick (half the hold time, within 1 to
     /// 100 ms) of `clock`, write out what has waited longer than the hold
-    /// time, oldest first. Returns when the array is gone. The simulator runs
-    /// this same loop as a task on its virtual clock.
+    /// time, oldest first. A periodic long run on the one driver
+    /// (`long_run`), its period following the hold time as it is tuned.
+    /// Returns when the array is gone. The simulator runs this same loop as
+    /// a task on its virtual clock.
     pub fn stripe_cache_thread(
         weak: std::sync::Weak<Array>,
         clock: raidlab_core::SharedClock,
         hold: Duration,
     ) {
-        let tick_of =
-            |hold: Duration| (hold / 2).clamp(Duration::from_millis(1), Duration::from_millis(100));
-        let mut tick = tick_of(hold);
-        loop {
-            clock.sleep(tick);
-            // One upgrade a tick: the array is only borrowed while it is
-            // worked on, so dropping it ends the thread.
-            let Some(array) = weak.upgrade() else { return };
-            if let Some(cache) = array.stripe_cache.get() {
-                // A failure is kept for the next flush to report.
-                let _ = cache.write_out_expired(array.as_ref());
-                tick = tick_of(cache.config().hold);
-            }
-        }
+        let tick = ExpiryTicks::tick_of(hold);
+        let mut run = crate::long_run::LongRun::every(tick, clock.now()).unsliced();
+        let mut ticks = ExpiryTicks { array: &weak, tick };
+        // The array dropped is the only stop; a tick's failure is kept by
+        // the cache for the next flush to report, so nothing ends the run.
+        let _ = run.drive(clock.as_ref(), &|| weak.strong_count() == 0, &mut ticks);
     }
 
     /// Start the stripe cache with no thread of its own: whoever drives the
@@ -381,3 +375,40 @@ impl Below for Array {
 /// Roles `members_now` can give as bits of a `u64`, and `with_live` keeps on
 /// the stack.
 const MASK_ROLES: usize = 64;
+
+/// The stripe cache's write-out ticks, as the long-run driver steps them.
+struct ExpiryTicks<'a> {
+    array: &'a std::sync::Weak<Array>,
+    tick: Duration,
+}
+
+impl ExpiryTicks<'_> {
+    /// Half the hold time, within 1 to 100 ms: a stripe waits at most half
+    /// a hold past its time, and an idle array wakes at most 1,000 times a
+    /// second.
+    fn tick_of(hold: Duration) -> Duration {
+        (hold / 2).clamp(Duration::from_millis(1), Duration::from_millis(100))
+    }
+}
+
+impl crate::long_run::Steps for ExpiryTicks<'_> {
+    fn step(&mut self, range: std::ops::Range<u64>) -> Result<crate::long_run::Stepped> {
+        // One upgrade a tick: the array is only borrowed while it is worked
+        // on, so dropping it ends the run.
+        if let Some(array) = self.array.upgrade() {
+            if let Some(cache) = array.stripe_cache.get() {
+                // A failure is kept for the next flush to report.
+                let _ = cache.write_out_expired(array.as_ref());
+                self.tick = Self::tick_of(cache.config().hold);
+            }
+        }
+        Ok(crate::long_run::Stepped {
+            end: range.end,
+            work: 0,
+        })
+    }
+
+    fn period(&self) -> Option<Duration> {
+        Some(self.tick)
+    }
+}

@@ -216,6 +216,27 @@ impl Assembly {
     /// pending, and on a degraded array (raidlab's own rule: the new space
     /// could not be resynced).
     pub fn grow_size(&mut self, req: SizeRequest, assume_clean: bool) -> Result<SizeChange> {
+        self.resize_members(req, assume_clean, false)
+    }
+
+    /// [`Assembly::grow_size`] of an array that serves (`live`, with the
+    /// requests held): the same checks and the same superblocks, and a
+    /// smaller size refused before anything is written, as the clients
+    /// connected address the array's present size.
+    pub(crate) fn grow_size_served(
+        &mut self,
+        req: SizeRequest,
+        assume_clean: bool,
+    ) -> Result<SizeChange> {
+        self.resize_members(req, assume_clean, true)
+    }
+
+    fn resize_members(
+        &mut self,
+        req: SizeRequest,
+        assume_clean: bool,
+        served: bool,
+    ) -> Result<SizeChange> {
         let level = self.geometry.level;
         match level {
             Level::Raid0 => {
@@ -326,6 +347,14 @@ impl Assembly {
             return Ok(change);
         }
         let grown = new > old;
+        if served && !grown {
+            return Err(refused(format!(
+                "a smaller component size ({} bytes, now {}) of a served array: its clients address the array's present {} bytes, and md shrinks a running array only once its size was cut for them first (mdadm --grow --array-size, which raidlab does not keep while serving); stop the server (`raidlab stop`), shrink offline (`raidlab grow --size`), serve again; nothing was changed",
+                new * SECTOR,
+                old * SECTOR,
+                self.geometry.array_bytes()
+            )));
+        }
         let mut probe = template.clone();
         probe.size = new;
         let new_geometry = geometry_of(&probe)?;

@@ -56,6 +56,9 @@ struct State {
 pub struct ReshapeGate {
     state: Mutex<State>,
     changed: Condvar,
+    /// The array's size while the reshape runs: the smaller geometry's,
+    /// fixed for its life (read on every request, so kept out of the lock).
+    bytes: u64,
 }
 
 fn overlaps(a: &Range<u64>, b: &Range<u64>) -> bool {
@@ -67,6 +70,7 @@ impl ReshapeGate {
     /// last checkpoint).
     pub fn new(reshape: Reshape) -> Arc<ReshapeGate> {
         Arc::new(ReshapeGate {
+            bytes: reshape.array_bytes(),
             state: Mutex::new(State {
                 checkpoint: reshape.position,
                 reshape,
@@ -90,7 +94,7 @@ impl ReshapeGate {
 
     /// The array's size while the reshape runs.
     pub fn array_bytes(&self) -> u64 {
-        self.lock().reshape.array_bytes()
+        self.bytes
     }
 
     /// The walk's position now.

@@ -35,11 +35,12 @@
 //! device gives it: md refuses `--size` of a RAID 0).
 
 use super::reshape::{ReshapePlan, ReshapeRequest};
+use super::walk::near_or_offset_copies;
 use super::{refused, SECTOR};
 use crate::assemble::{Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::reshape::{MdReshape, Reshape};
-use raidlab_layout::{Layout, Level};
+use raidlab_layout::Level;
 use raidlab_md::superblock::feature;
 
 /// The least members md runs each parity level with; a RAID 0 shrinks as
@@ -246,15 +247,11 @@ impl Assembly {
     /// at least the move the walk never stalls with (mdadm's for parity,
     /// one row or two for RAID 10: `Reshape::backward_min_gap`).
     pub(super) fn shrink_walk_supported(r: &Reshape, gap: u64) -> bool {
-        let near_or_offset = |l: Layout| match l {
-            Layout::Raid10(l) => (l.far == 1 || l.offset).then_some(l.copies()),
-            _ => None,
-        };
         let walks = match r.new.level {
             Level::Raid4 | Level::Raid5 | Level::Raid6 => true,
             Level::Raid10 => {
-                let copies = near_or_offset(r.old.layout);
-                copies.is_some() && near_or_offset(r.new.layout) == copies
+                let copies = near_or_offset_copies(r.old.layout);
+                copies.is_some() && near_or_offset_copies(r.new.layout) == copies
             }
             _ => false,
         };

@@ -518,11 +518,7 @@ fn copy(w: &ReshapeWalk, buf: &mut Vec<u8>, a: u64, b: u64) -> Result<()> {
 /// members with a new chunk or layout raidlab does not start, and leaves
 /// such a one to mdadm); and a move the walk never stalls on.
 fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
-    let near_or_offset = |l: Layout| match l {
-        Layout::Raid10(l) => (l.far == 1 || l.offset).then_some(l.copies()),
-        _ => None,
-    };
-    let copies = near_or_offset(r.old.layout);
+    let copies = near_or_offset_copies(r.old.layout);
     let same_shape = r.old.layout == r.new.layout && r.old.chunk_bytes == r.new.chunk_bytes;
     // More members with a new chunk or layout too: md makes both in one
     // reshape, and the row rule holds for it (the layout crate's
@@ -535,9 +531,19 @@ fn raid10_walk_supported(r: &Reshape, gap: u64) -> bool {
     r.old.level == Level::Raid10
         && r.new.level == Level::Raid10
         && copies.is_some()
-        && near_or_offset(r.new.layout) == copies
+        && near_or_offset_copies(r.new.layout) == copies
         && shapes
         && gap >= r.forward_min_gap()
+}
+
+/// A RAID 10 layout's copies where raidlab walks its restripes (near or
+/// offset: rows of whole copies; far keeps its copies a member apart and
+/// md does not reshape it); `None` for every other layout.
+pub(super) fn near_or_offset_copies(l: Layout) -> Option<usize> {
+    match l {
+        Layout::Raid10(l) => (l.far == 1 || l.offset).then_some(l.copies()),
+        _ => None,
+    }
 }
 
 impl Assembly {

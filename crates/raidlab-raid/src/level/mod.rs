@@ -50,7 +50,7 @@ pub enum Plans {
     /// `planner`'s row segments (read-modify-write or reconstruct-write),
     /// `recovery_plan`'s parity rebuild, repair and scrub, the parity scrub
     /// loop of `recovery/scrub_run.rs` and the parity rebuild of
-    /// `recovery/mod.rs`.
+    /// `recovery/rebuild.rs`.
     ParityRows,
     /// Per run of copies (`Geometry::mirror_map`): `planner`'s mirror read
     /// and write, `recovery_plan`'s copy rebuild, repair and scrub, the mirror

@@ -15,6 +15,9 @@
 //! never decides anything they would decide differently.
 //!
 //! The rebuild's own thread (start, steps, pacing, stop) is in `rebuild.rs`;
+//! a reshape in service and the changes that swap the running array in
+//! `reshape.rs`; a change of the component size and its resync in
+//! `resize.rs`;
 //! md's safe mode (dirty only while writes are pending) in `safe_mode.rs`;
 //! per-member I/O counters in `stats.rs`.
 
@@ -22,6 +25,7 @@ mod rebuild;
 pub use rebuild::rebuild_schedule;
 mod reshape;
 use reshape::Serving;
+mod resize;
 mod safe_mode;
 mod stats;
 
@@ -107,7 +111,7 @@ impl TaskStatus {
         self.done = done;
         let s = now.saturating_sub(self.started).as_secs_f64();
         if s > 0.0 {
-            self.bytes_per_sec = (done - self.first) as f64 / s;
+            self.bytes_per_sec = done.saturating_sub(self.first) as f64 / s;
         }
     }
 
@@ -193,6 +197,9 @@ pub struct LiveArray {
     reshape: Mutex<Option<TaskStatus>>,
     rebuild: Mutex<Option<RebuildTask>>,
     scrub: Mutex<Option<TaskStatus>>,
+    /// Where the resync of the new space after a served `--size` is owed
+    /// from (md's `resync_offset` unit), until it is done (`resize.rs`).
+    resync_owed: Mutex<Option<u64>>,
     /// Asks the rebuild thread to save its position and stop (shutdown).
     stop: AtomicBool,
     max_rate: Mutex<Option<u64>>,
@@ -244,6 +251,7 @@ impl LiveArray {
             reshape: Mutex::new(None),
             rebuild: Mutex::new(None),
             scrub: Mutex::new(None),
+            resync_owed: Mutex::new(None),
             stop: AtomicBool::new(false),
             max_rate: Mutex::new(None),
             clock: Mutex::new(raidlab_core::clock::system()),
@@ -307,6 +315,14 @@ impl LiveArray {
     /// Look at the assembly (superblock state) as it is now.
     pub fn with_assembly<T>(&self, f: impl FnOnce(&Assembly) -> T) -> T {
         f(&lock(&self.asm))
+    }
+
+    /// Look at the assembly as a change made with the requests held sees
+    /// it (`change_running`, a reshape's start): safe mode's own dirty mark
+    /// counts as consistent, since the change flushes before it commits.
+    pub fn with_assembly_in_service<T>(&self, f: impl FnOnce(&Assembly) -> T) -> T {
+        let ours = self.dirty_mark_is_ours();
+        lock(&self.asm).in_service(ours, |asm| f(asm))
     }
 
     /// Change the assembly directly (the server's clean stop, after
@@ -394,6 +410,11 @@ impl LiveArray {
     /// pass is a period later all the same.
     fn bitmap_daemon(&self) -> Option<String> {
         use crate::long_run::{EachStep, Stepped};
+        if self.resync_owed().is_some() {
+            // The new space's bits say what the resync still owes (md's
+            // NEEDED bits): no pass clears them before it is done.
+            return None;
+        }
         let clock = lock(&self.clock).clone();
         let mut daemon = lock(&self.bitmap_daemon);
         if daemon.is_none() {

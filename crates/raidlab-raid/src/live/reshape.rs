@@ -176,6 +176,23 @@ impl LiveArray {
         Ok(())
     }
 
+    /// Refuse `what` (the verb the refusal names) while a rebuild or a check
+    /// or repair runs: md changes an array's shape only when no long run
+    /// would have to start over.
+    pub(super) fn check_quiet(&self, what: &str) -> Result<()> {
+        if self.array().recovery().is_some() {
+            return Err(Error::invalid(format!(
+                "a rebuild is running: {what} after it finishes (`raidlab rebuild` waits for it)"
+            )));
+        }
+        if lock(&self.scrub).as_ref().is_some_and(|s| s.running) {
+            return Err(Error::invalid(format!(
+                "a check or repair is running: {what} after it finishes"
+            )));
+        }
+        Ok(())
+    }
+
     /// Reshape the array while it serves: `start` records the reshape in the
     /// superblocks (the same checks and commit as offline: `grow`'s; or
     /// nothing, to resume the one they record), then the walk runs here to
@@ -219,16 +236,7 @@ impl LiveArray {
         self: &Arc<Self>,
         start: impl FnOnce(&mut Assembly) -> Result<()>,
     ) -> Result<ReshapeWalk> {
-        if self.array().recovery().is_some() {
-            return Err(Error::invalid(
-                "a rebuild is running: reshape after it finishes (`raidlab rebuild` waits for it)",
-            ));
-        }
-        if lock(&self.scrub).as_ref().is_some_and(|s| s.running) {
-            return Err(Error::invalid(
-                "a check or repair is running: reshape after it finishes",
-            ));
-        }
+        self.check_quiet("reshape")?;
         let mut st = lock(&self.reshape);
         if st.as_ref().is_some_and(|t| t.running) {
             return Err(Error::invalid("a reshape is running already"));
@@ -252,10 +260,8 @@ impl LiveArray {
             }
             let mut asm = lock(&self.asm);
             if fresh {
-                asm.set_active_in_service(self.dirty_mark_is_ours());
-                let started = asm.change_running(&running, start);
-                asm.set_active_in_service(false);
-                started?;
+                let ours = self.dirty_mark_is_ours();
+                asm.in_service(ours, |asm| asm.change_running(&running, start))?;
             }
             asm.reshape_walk(true)?
         };
@@ -366,16 +372,7 @@ impl LiveArray {
         change: impl FnOnce(&mut Assembly) -> Result<T>,
     ) -> Result<T> {
         self.check_not_reshaping("this change")?;
-        if self.array().recovery().is_some() {
-            return Err(Error::invalid(
-                "a rebuild is running: change the array after it finishes (`raidlab rebuild` waits for it)",
-            ));
-        }
-        if lock(&self.scrub).as_ref().is_some_and(|s| s.running) {
-            return Err(Error::invalid(
-                "a check or repair is running: change the array after it finishes",
-            ));
-        }
+        self.check_quiet("change the array")?;
         let mut route = self
             .serving
             .route
@@ -385,10 +382,8 @@ impl LiveArray {
         crate::lifecycle::stop_writes(&running)?;
         let out = {
             let mut asm = lock(&self.asm);
-            asm.set_active_in_service(self.dirty_mark_is_ours());
-            let out = asm.change_running(&running, change);
-            asm.set_active_in_service(false);
-            out?
+            let ours = self.dirty_mark_is_ours();
+            asm.in_service(ours, |asm| asm.change_running(&running, change))?
         };
         let array = self.started_array()?;
         *route = Route::Array(array.clone());

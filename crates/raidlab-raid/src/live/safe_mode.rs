@@ -97,9 +97,17 @@ impl LiveArray {
 
     /// Whether the superblocks' dirty mark, when they carry one, is safe
     /// mode's (the array was in sync when it started serving), not a resync
-    /// owed.
+    /// owed: neither the start's nor the new space's of a served `--size`
+    /// (`resize.rs`), which a change made meanwhile would lose.
     pub(super) fn dirty_mark_is_ours(&self) -> bool {
-        lock(&self.safe.state).enabled
+        lock(&self.safe.state).enabled && self.resync_owed().is_none()
+    }
+
+    /// Whether safe mode has the superblocks marked idle now (no write
+    /// pending, none marking them dirty).
+    pub(super) fn marked_clean(&self) -> bool {
+        let g = lock(&self.safe.state);
+        g.enabled && g.mark == Mark::Clean
     }
 
     /// What the superblocks say about writes now; `None` when safe mode is off
@@ -179,10 +187,15 @@ impl LiveArray {
         }
         g.mark = Mark::Changing;
         drop(g);
-        let r = self
-            .array()
-            .flush()
-            .and_then(|()| asm.change_running(&self.array(), |a| a.mark_idle()));
+        // Idle with a resync of new space owed: the superblocks say where
+        // it is, as md's do (`resize.rs`).
+        let owed = self.resync_owed();
+        let r = self.array().flush().and_then(|()| {
+            asm.change_running(&self.array(), |a| match owed {
+                Some(at) => a.commit(|sb| sb.resync_offset = at),
+                None => a.mark_idle(),
+            })
+        });
         let mut g = lock(&safe.state);
         g.mark = if r.is_ok() { Mark::Clean } else { Mark::Active };
         if r.is_err() {

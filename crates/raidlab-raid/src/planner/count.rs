@@ -4,10 +4,12 @@
 //! count was about 6% of the simulator's time on a RAID 6 of HDDs under
 //! random writes.
 //!
-//! Decides nothing: it must give exactly what `plan_write`'s plan holds, and
+//! Decides nothing: the method of each segment is `method`'s, as in the
+//! planner; it must give exactly what `plan_write`'s plan holds, and
 //! answers only where that is plain (parity level, nothing missing); every
 //! other case is planned (`write_reads`).
 
+use super::method::Segment;
 use super::{check_request, rows};
 use raidlab_core::Op;
 use raidlab_layout::Geometry;
@@ -16,11 +18,10 @@ use raidlab_layout::Geometry;
 /// refuses the write, when `geo` is a parity level with every member
 /// present; `None` otherwise.
 ///
-/// With every member present, each column segment of each row chooses as
-/// `parity_write_segment` does: reconstruct-write reads the untouched data
-/// chunks, read-modify-write the touched ones and every parity, and the
-/// fewer wins, reconstruct-write on a tie. Each read goes to a scratch
-/// buffer of its own, so no two are merged.
+/// With every member present, each column segment of each row takes the
+/// method `method::Segment` chooses for the planner too, and costs its
+/// reads. Each read goes to a scratch buffer of its own, so no two are
+/// merged.
 pub(super) fn reads_all_present(
     geo: &Geometry,
     present: &[bool],
@@ -38,10 +39,15 @@ pub(super) fn reads_all_present(
         let data = row.map.data.len();
         let parities = 1 + usize::from(row.map.q.is_some());
         for seg in row.segments() {
-            let touched = seg.touched.len();
-            let rcw = data - touched;
-            let rmw = touched + parities;
-            reads += if rcw <= rmw { rcw } else { rmw };
+            let seg = Segment {
+                data,
+                touched: seg.touched.len(),
+                parities,
+                rmw_ok: true,
+                rcw_ok: true,
+            };
+            // Every member present: one of the two methods always has its reads.
+            reads += seg.reads()?;
         }
     }
     Some(reads as u64)

@@ -13,6 +13,7 @@
 mod count;
 mod logged;
 mod memo;
+mod method;
 mod spare;
 mod zeroes;
 
@@ -487,13 +488,16 @@ impl Builder {
         }
         let all_parity = p_ok && (map.q.is_none() || q_ok);
 
-        let rmw_ok =
-            seg.touched.clone().all(|i| present[map.data[i]]) && (all_parity || !self.journal);
-        let rmw_reads = seg.touched.len() + parities;
-        let rcw_ok = (0..dd).filter(|&i| !is_t(i)).all(|i| present[map.data[i]]);
-        let rcw_reads = dd - seg.touched.len();
-
-        if rcw_ok && (!rmw_ok || rcw_reads <= rmw_reads) {
+        let choice = method::Segment {
+            data: dd,
+            touched: seg.touched.len(),
+            parities,
+            rmw_ok: seg.touched.clone().all(|i| present[map.data[i]])
+                && (all_parity || !self.journal),
+            rcw_ok: (0..dd).filter(|&i| !is_t(i)).all(|i| present[map.data[i]]),
+        };
+        let how = choice.method();
+        if how == method::ParityWrite::Reconstruct {
             // Reconstruct-write: parity from the new data and the untouched old data.
             let slices: Vec<Slice> = (0..dd)
                 .map(|i| {
@@ -511,7 +515,7 @@ impl Builder {
             self.journal_segment(map, &seg, moff, len, p, q, &user);
             write_data(self);
             self.write_parity(map, present, moff, l, p, q);
-        } else if rmw_ok {
+        } else if how == method::ParityWrite::ReadModify {
             // Read-modify-write: fold (old ^ new) of each replaced chunk into parity.
             let olds: Vec<(usize, usize)> = seg
                 .touched

@@ -27,13 +27,7 @@ impl Assembly {
             ));
         }
         self.rewind_rebuilds()?;
-        let start = self
-            .members
-            .iter()
-            .filter(|m| m.state == MemberState::Active)
-            .map(|m| m.sb.resync_offset)
-            .max()
-            .unwrap_or(0);
+        let start = self.resync_offset();
         let report = self.scrub_from(
             start.saturating_mul(SECTOR),
             true,
@@ -94,6 +88,35 @@ impl Assembly {
         self.scrub_from(0, repair, false, Some(running), opts, progress)
     }
 
+    /// The resync of a served array from `from` (md's `resync_offset`
+    /// unit; the new space after a `--size` of a served array, whose
+    /// superblocks say 0 while writes are pending), each step under
+    /// `running`'s stripe locks as [`Assembly::scrub_running`]'s. Run on a
+    /// copy of the served assembly: its checkpoints go to `save`, for the
+    /// served assembly to record when its superblocks may say so, never to
+    /// the copy's members.
+    pub fn resync_running(
+        &mut self,
+        running: &Array,
+        from: u64,
+        save: &mut dyn FnMut(u64) -> Result<()>,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ScrubReport> {
+        let start = from;
+        let scope = self.scrub_scope(true, Some(running))?;
+        let mut host = SavedElsewhere { asm: self, save };
+        scrub_run::run(
+            &mut host,
+            &scope,
+            start.saturating_mul(SECTOR),
+            true,
+            true,
+            opts,
+            progress,
+        )
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn scrub_from(
         &mut self,
@@ -104,6 +127,13 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
+        let scope = self.scrub_scope(resync, running)?;
+        scrub_run::run(self, &scope, start, repair, resync, opts, progress)
+    }
+
+    /// What a scrub reads and writes, by role, with `running` serving
+    /// meanwhile (if any).
+    fn scrub_scope<'a>(&self, resync: bool, running: Option<&'a Array>) -> Result<Scope<'a>> {
         // A member the running array took out (a write to it failed) is
         // still in the assembly until it is recorded faulty, and its blocks
         // may be stale: it is missing for the scrub too, never read, never
@@ -136,15 +166,14 @@ impl Assembly {
                 None => format!("(missing role {role})"),
             })
             .collect();
-        let scope = Scope {
+        Ok(Scope {
             geometry: self.geometry,
             exec: Arc::clone(self.executor()),
             areas,
             names,
             missing,
             running,
-        };
-        scrub_run::run(self, &scope, start, repair, resync, opts, progress)
+        })
     }
 }
 
@@ -320,5 +349,69 @@ impl ScrubHost for Assembly {
     }
     fn checkpoint(&mut self, at_sector: u64) -> Result<()> {
         self.commit(|sb| sb.resync_offset = at_sector)
+    }
+}
+
+/// An assembly's scrub host whose resync checkpoints go elsewhere
+/// ([`Assembly::resync_running`]).
+struct SavedElsewhere<'a> {
+    asm: &'a mut Assembly,
+    save: &'a mut dyn FnMut(u64) -> Result<()>,
+}
+
+impl ScrubHost for SavedElsewhere<'_> {
+    fn bad_blocks(&self) -> Result<Option<BadBlocks>> {
+        ScrubHost::bad_blocks(&*self.asm)
+    }
+    fn needs_resync(&self, resync: bool, pos: u64, n: u64) -> bool {
+        ScrubHost::needs_resync(&*self.asm, resync, pos, n)
+    }
+    fn scrub_step(&self, resync: bool, want: u64) -> u64 {
+        ScrubHost::scrub_step(&*self.asm, resync, want)
+    }
+    fn rewrite_listed(
+        &mut self,
+        bad: Option<&BadBlocks>,
+        areas: &[Option<Arc<dyn Volume>>],
+        present: &[bool],
+        pos: u64,
+        n: u64,
+    ) -> Result<()> {
+        ScrubHost::rewrite_listed(&mut *self.asm, bad, areas, present, pos, n)
+    }
+    fn rewrite_listed_role(
+        &mut self,
+        bad: Option<&BadBlocks>,
+        role: usize,
+        at: u64,
+        n: u64,
+    ) -> Result<()> {
+        ScrubHost::rewrite_listed_role(&mut *self.asm, bad, role, at, n)
+    }
+    fn repair_range(
+        &self,
+        bad: Option<&BadBlocks>,
+        role: usize,
+        pos: u64,
+        n: u64,
+    ) -> Result<Vec<u8>> {
+        ScrubHost::repair_range(&*self.asm, bad, role, pos, n)
+    }
+    fn checkpoint(&mut self, at_sector: u64) -> Result<()> {
+        (self.save)(at_sector)
+    }
+}
+
+impl Assembly {
+    /// Where the superblocks say a resync is owed from, in sectors (md's
+    /// `resync_offset`; the furthest any active member records, as md
+    /// takes it): what a resync resumes from.
+    pub(crate) fn resync_offset(&self) -> u64 {
+        self.members
+            .iter()
+            .filter(|m| m.state == MemberState::Active)
+            .map(|m| m.sb.resync_offset)
+            .max()
+            .unwrap_or(0)
     }
 }

@@ -16,78 +16,20 @@
 //! write-back journal below, `set_write_back`), where every held write was
 //! logged durably before it was held and a flush writes nothing out.
 
+mod config;
+mod entries;
 mod lost;
 mod spare;
 
+pub use config::{StripeCacheConfig, StripeCacheStats};
+use entries::{Entries, Entry, Held};
 use lost::Lost;
 use raidlab_core::task;
 use raidlab_core::SharedClock;
 use raidlab_core::{Error, Op, Result};
-use serde::Serialize;
 use spare::Spare;
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
-
-/// The stripe cache's tunables (md: `stripe_cache_size`; a card: its write
-/// cache size and flush interval).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct StripeCacheConfig {
-    /// Stripes held at most; a write that would hold more first writes out the
-    /// oldest. 0 turns the cache off (every write goes straight down).
-    pub stripes: usize,
-    /// How long a partial stripe may wait for the rest of it before it is
-    /// written as it is.
-    #[serde(serialize_with = "millis")]
-    pub hold: Duration,
-}
-
-fn millis<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64() * 1000.0)
-}
-
-impl Default for StripeCacheConfig {
-    /// 64 stripes: enough for 8 requests in flight from each of several
-    /// streams to find their stripe still open, at a memory cost of 64 x the
-    /// stripe's data (96 MiB for a 4-member RAID 5 with 512 KiB chunks; md's
-    /// default of 256 x 4 KiB pages per member is smaller but md also merges
-    /// in its block layer first). 20 ms: far longer than the gap between the
-    /// requests of one stream (tens of microseconds in-process, well under a
-    /// millisecond over NBD), far shorter than anything a person would notice
-    /// as data sitting in memory.
-    fn default() -> Self {
-        StripeCacheConfig {
-            stripes: 64,
-            hold: Duration::from_millis(20),
-        }
-    }
-}
-
-/// What the stripe cache did, since the array started.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
-pub struct StripeCacheStats {
-    /// Write requests (or pieces of them) held to be merged.
-    pub writes_held: u64,
-    /// Whole stripes written with no member reads (formed in the cache, or
-    /// written whole by one request).
-    pub full_stripes: u64,
-    /// Stripes written out while still partial (by age, size, flush or FUA).
-    pub partial_stripes: u64,
-    /// Of those, written out because the hold time passed / the cache was full /
-    /// a flush or FUA write asked.
-    pub expired: u64,
-    pub evicted: u64,
-    pub flushed: u64,
-    /// Member reads the held writes would have needed had each gone down on
-    /// its own, less those their write-outs needed: what merging saved.
-    pub reads_avoided: u64,
-    /// Reads served wholly from held data / partly (the rest from members).
-    pub read_hits: u64,
-    pub read_partial_hits: u64,
-    /// Stripes held now.
-    pub held_now: u64,
-}
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -150,96 +92,6 @@ pub trait Below {
     }
 }
 
-/// One stripe's held data. Locked while it is written out, so a later write to
-/// the stripe waits and can never reach the members before it.
-#[derive(Debug)]
-struct Entry {
-    stripe: u64,
-    /// When the first write was held (the cache's clock). Outside the lock:
-    /// choosing the oldest must not wait for a stripe being written out.
-    since: Duration,
-    /// Held across the write-out's member I/O: a task-aware lock, so that a
-    /// simulated request finding it held suspends (`raidlab_core::task`).
-    state: task::Mutex<Held>,
-    /// Its write-out has begun (set under `state`'s lock, never cleared):
-    /// from then on the lock is held or the entry is gone, so the search
-    /// for the oldest free entry may pass it by without trying the lock (an
-    /// atomic exchange per entry passed, while every writer in flight
-    /// writes one out). Not set: try the lock, which decides.
-    out: AtomicBool,
-}
-
-#[derive(Debug)]
-struct Held {
-    /// The held bytes as sorted, disjoint, non-adjacent runs (offset in the
-    /// stripe, bytes): only what was written is kept, so a 4 KiB write costs
-    /// 4 KiB of memory, not a stripe's.
-    runs: Vec<(usize, Vec<u8>)>,
-    /// The stripe's length in bytes.
-    len: usize,
-    /// Member reads the held writes would have cost one by one.
-    reads_alone: u64,
-    /// The first write held, whose reads are not in `reads_alone` yet: (array
-    /// offset, length, [`Below::members_now`] when it was held). Counted when
-    /// the stripe is written out or a second write comes: a write held alone
-    /// and written out as it came is counted from its own write's plan.
-    uncounted: Option<(u64, u64, u64)>,
-    /// Written out and out of the map: whoever waited for it starts over.
-    gone: bool,
-}
-
-impl Held {
-    /// Hold `bytes` at `at`, over whatever was held there, merging runs that
-    /// overlap or touch it. A new run's bytes go in a buffer from `spare`.
-    fn add(&mut self, at: usize, bytes: &[u8], spare: &Spare) {
-        let end = at + bytes.len();
-        let first = self.runs.partition_point(|(a, d)| a + d.len() < at);
-        let last = self.runs.partition_point(|(a, _)| *a <= end);
-        if first == last {
-            let mut run = spare.take();
-            run.extend_from_slice(bytes);
-            self.runs.insert(first, (at, run));
-            return;
-        }
-        if last == first + 1 && self.runs[first].0 <= at {
-            // One run, and the write starts inside it or at its end (a
-            // sequential stream): change it in place, growing its tail, so a
-            // stripe filled piece by piece is copied once, not once a piece.
-            let (start, run) = &mut self.runs[first];
-            let off = at - *start;
-            if end <= *start + run.len() {
-                run[off..off + bytes.len()].copy_from_slice(bytes);
-            } else {
-                run.truncate(off);
-                run.extend_from_slice(bytes);
-            }
-            return;
-        }
-        let start = at.min(self.runs[first].0);
-        let stop = end.max(self.runs[last - 1].0 + self.runs[last - 1].1.len());
-        let mut merged = vec![0u8; stop - start];
-        for (a, d) in self.runs.drain(first..last) {
-            merged[a - start..a - start + d.len()].copy_from_slice(&d);
-        }
-        merged[at - start..end - start].copy_from_slice(bytes);
-        self.runs.insert(first, (start, merged));
-    }
-    /// Put the first write's reads in `reads_alone`, if not yet there.
-    fn count_uncounted(&mut self, below: &dyn Below) {
-        if let Some((offset, len, members)) = self.uncounted.take() {
-            self.reads_alone += below.reads_for_then(offset, len, members);
-        }
-    }
-    fn whole(&self) -> bool {
-        self.runs.len() == 1 && self.runs[0].0 == 0 && self.runs[0].1.len() == self.len
-    }
-    fn covers(&self, start: usize, end: usize) -> bool {
-        self.runs
-            .iter()
-            .any(|(a, d)| *a <= start && end <= a + d.len())
-    }
-}
-
 /// The cache itself (one per parity array that writes).
 #[derive(Debug)]
 pub struct StripeCache {
@@ -262,74 +114,6 @@ pub struct StripeCache {
     /// they free their place without anyone else's help.
     leaving: std::sync::atomic::AtomicUsize,
     spare: Spare,
-}
-
-/// The held stripes, by stripe and by age (least `since`, then stripe: the
-/// order a write-out of the oldest takes them in), under one lock.
-#[derive(Debug, Default)]
-struct Entries {
-    by_stripe: BTreeMap<u64, Arc<Entry>>,
-    /// The same entries by age: trim walks them in this order, and a
-    /// look-up by stripe for each one it passes was most of its time.
-    by_age: BTreeMap<(Duration, u64), Arc<Entry>>,
-}
-
-impl std::ops::Deref for Entries {
-    type Target = BTreeMap<u64, Arc<Entry>>;
-    fn deref(&self) -> &Self::Target {
-        &self.by_stripe
-    }
-}
-
-impl Entries {
-    /// The entry of `stripe`, made (held since `now`) if there is none.
-    fn get_or_insert(&mut self, stripe: u64, now: Duration, len: usize) -> Arc<Entry> {
-        if let Some(e) = self.by_stripe.get(&stripe) {
-            return e.clone();
-        }
-        let e = Arc::new(Entry {
-            stripe,
-            since: now,
-            state: task::Mutex::new(Held {
-                runs: Vec::new(),
-                len,
-                reads_alone: 0,
-                uncounted: None,
-                gone: false,
-            }),
-            out: AtomicBool::new(false),
-        });
-        self.by_age.insert((now, stripe), e.clone());
-        self.by_stripe.insert(stripe, e.clone());
-        e
-    }
-
-    /// Forget `e` if it is still its stripe's entry.
-    fn remove(&mut self, e: &Entry) {
-        if self
-            .by_stripe
-            .get(&e.stripe)
-            .is_some_and(|m| std::ptr::eq(Arc::as_ptr(m), e))
-        {
-            self.by_stripe.remove(&e.stripe);
-            self.by_age.remove(&(e.since, e.stripe));
-        }
-    }
-
-    fn oldest(&self) -> Option<Arc<Entry>> {
-        self.by_age.first_key_value().map(|(_, e)| e.clone())
-    }
-
-    /// The oldest entry whose lock is free and that is not gone, as of now.
-    /// Only tries locks (never waits), so it may be called under the map's
-    /// lock although a write-out takes the map's lock under an entry's.
-    fn oldest_free(&self) -> Option<Arc<Entry>> {
-        self.by_age.values().find_map(|e| {
-            let free =
-                !e.out.load(Ordering::Relaxed) && e.state.try_lock().is_some_and(|held| !held.gone);
-            free.then(|| e.clone())
-        })
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

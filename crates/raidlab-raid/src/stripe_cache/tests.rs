@@ -3,6 +3,7 @@
 
 use super::*;
 use std::cell::RefCell;
+use std::time::Duration;
 
 /// A clock that stays at zero: nothing here waits out a hold time.
 fn fixed() -> raidlab_core::SharedClock {

@@ -140,4 +140,8 @@ impl<T> Slab<T> {
         }
         t
     }
+    /// How many slots hold a value.
+    pub(crate) fn len(&self) -> usize {
+        self.items.len() - self.free.len()
+    }
 }

@@ -8,9 +8,13 @@
 //! the bitmap, md's data offset of [`DATA_OFFSET`] and the spec's member
 //! size, so the device models see the data where the spec placed it) and
 //! that the set-up's own I/O (the superblocks written by create and by the
-//! start) runs in memory at no virtual time, before the workload. It never
-//! builds a superblock, bitmap or array itself, and never decides what the
-//! engine does once started.
+//! start) runs in memory at no virtual time, before the workload. A
+//! rebuild's new member is born the same way ([`add_member`]): a sparse
+//! device given to the assembly's real `add` (`raidlab add`'s), its
+//! superblock and the others' commit written in memory by an in-order
+//! executor lent to the assembly for the add, off the run's. It never builds a superblock, bitmap or array itself, and never
+//! decides what the engine does once started (which role a new member takes
+//! is `add`'s).
 
 use super::{ArraySpec, DATA_OFFSET};
 use raidlab_core::Volume;
@@ -216,4 +220,93 @@ pub(super) fn start(
         devices,
         bitmap_chunk,
     })
+}
+
+/// A rebuild's new member as `raidlab add` made it.
+pub(super) struct AddedMember {
+    /// The whole device, as metadata plans name it.
+    pub(super) device: Arc<dyn Volume>,
+    /// Its data area: what the engine rebuilds onto.
+    pub(super) area: Arc<dyn Volume>,
+}
+
+/// Add a new member for `role` to the running array as `raidlab add` adds
+/// one to a served array (`Assembly::add` under `change_running`): a sparse
+/// device of `size` bytes (its device model's), given its superblock (a new
+/// device number, the array's events, the role, a recovery offset of 0) and
+/// the live members' commit with the events raised (after recording the
+/// members the engine took out, as a served array's poll does), all in
+/// memory: the assembly's commits carried out in order on the sparse
+/// members for the add's length, as before the run, at no virtual time and
+/// on no device model. `add` picks the role (the first
+/// missing one); a different one than `role` is refused, as the simulator
+/// would then rebuild another role than the configuration asked for.
+pub(super) fn add_member(
+    started: &Started,
+    name: &str,
+    role: usize,
+    size: u64,
+) -> Result<AddedMember, String> {
+    let path = format!("{name} new member for role {role}");
+    let device = Device {
+        volume: Arc::new(SparseMemVolume::new(path.clone(), size)),
+        path: path.clone(),
+    };
+    let whole = device.volume.clone();
+    // Not `lock`: outside a task, a lock held by a suspended task would
+    // never be let go.
+    let mut asm = started.try_asm().ok_or_else(|| {
+        format!("{name}: internal: the assembly is held (a member being recorded taken out) as {path} is added")
+    })?;
+    // The run's executor would hand the commits to the device models, and
+    // from outside a task: the add is set-up, carried out in memory.
+    let run = asm.executor().clone();
+    asm.set_executor(Arc::new(InOrder));
+    let added = add_in_memory(&mut asm, started, device);
+    asm.set_executor(run);
+    let added = added.map_err(|e| format!("{name}: adding {path}: {e}"))?;
+    match added {
+        raidlab_raid::manage::Added::IntoSlot(slot) if slot == role => {}
+        other => {
+            return Err(format!(
+                "{name}: raidlab's add put {path} {}, not into role {role}: rebuild the first missing role",
+                match other {
+                    raidlab_raid::manage::Added::IntoSlot(s) => format!("into missing role {s}"),
+                    raidlab_raid::manage::Added::Spare => "as a hot spare".into(),
+                }
+            ))
+        }
+    }
+    let index = asm
+        .members
+        .iter()
+        .position(|m| Arc::ptr_eq(&m.device.volume, &whole))
+        .ok_or_else(|| format!("{name}: internal: {path} added but not among the members"))?;
+    let area = asm
+        .area(index)
+        .map_err(|e| format!("{name}: the data area of {path}: {e}"))?;
+    Ok(AddedMember {
+        device: whole,
+        area,
+    })
+}
+
+/// Record the members the engine took out, then `add` `device`: as a served
+/// array records them before an add (`LiveArray::poll`), so the add finds
+/// their roles missing.
+fn add_in_memory(
+    asm: &mut raidlab_raid::assemble::Assembly,
+    started: &Started,
+    device: Device,
+) -> raidlab_core::Result<raidlab_raid::manage::Added> {
+    for t in asm.record_taken_out(&started.array)? {
+        t.outcome.map_err(|mut e| {
+            e.message = format!(
+                "role {} was taken out and cannot be recorded faulty: {}",
+                t.role, e.message
+            );
+            e
+        })?;
+    }
+    asm.change_running(&started.array, |a| a.add(device, false))
 }

@@ -530,6 +530,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
                 "rebuild" | "re-add" => "Rebuild Status",
                 "replace" => "Replace Status",
                 "check" => "Check Status",
+                "resync" => "Resync Status",
                 _ => "Repair Status",
             };
             let what = match (&t.error, t.running) {

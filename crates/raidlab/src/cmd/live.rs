@@ -7,6 +7,7 @@
 
 use crate::cli::{AddArgs, FailArgs, MembersJson, RemoveArgs, ReplaceArgs, RunArgs, ScrubArgs};
 use crate::cmd::cache_live::{self, ManagedCache};
+use crate::cmd::grow::ServedGrow;
 use crate::cmd::info::{render_detail, ServedInfo};
 use crate::cmd::manage::{bar, scrub_text};
 use crate::control::{self, Command, Reply, Request};
@@ -411,7 +412,27 @@ fn carry_out(
             json,
             bitmap,
             bitmap_chunk,
+            size,
+            assume_clean,
+            consistency_policy,
         } => {
+            if let Some(p) = consistency_policy {
+                let text = crate::cmd::grow::served_policy(live, &p)?;
+                said(text.trim_start_matches("raidlab: ").trim_end());
+                return Ok((text, 0));
+            }
+            if let Some(size) = size {
+                return served_size(
+                    stream,
+                    live,
+                    &size,
+                    assume_clean,
+                    max_rate,
+                    stop,
+                    json,
+                    &said,
+                );
+            }
             if let Some(add) = bitmap {
                 let chunk = bitmap_chunk
                     .map(u32::try_from)
@@ -432,19 +453,23 @@ fn carry_out(
                 chunk_bytes,
                 layout,
             };
-            let takeover = match continue_reshape {
+            let walk = match continue_reshape {
                 true => None,
-                false => live.with_assembly(|asm| {
-                    crate::cmd::grow::served_takeover(asm, &req, add.len(), array_bytes)
-                })?,
+                false => match live.with_assembly_in_service(|asm| {
+                    crate::cmd::grow::served_check(asm, &req, add.len(), array_bytes)
+                })? {
+                    ServedGrow::Takeover(to) => {
+                        let from =
+                            live.with_assembly(|asm| crate::cmd::grow::describe(&asm.geometry));
+                        live.change_running(|asm| asm.takeover(to))?;
+                        let text =
+                            live.with_assembly(|asm| crate::cmd::grow::takeover_text(&from, asm));
+                        said(text.trim_start_matches("raidlab: ").trim_end());
+                        return Ok((text, 0));
+                    }
+                    ServedGrow::Walk { plan, seen } => Some((plan, seen)),
+                },
             };
-            if let Some(to) = takeover {
-                let from = live.with_assembly(|asm| crate::cmd::grow::describe(&asm.geometry));
-                live.change_running(|asm| asm.takeover(to))?;
-                let text = live.with_assembly(|asm| crate::cmd::grow::takeover_text(&from, asm));
-                said(text.trim_start_matches("raidlab: ").trim_end());
-                return Ok((text, 0));
-            }
             let adds = add
                 .iter()
                 .map(|p| m.open_new(Path::new(p)))
@@ -461,10 +486,10 @@ fn carry_out(
             });
             let report = live.reshape(
                 |asm| {
-                    if continue_reshape {
+                    let Some((plan, seen)) = walk else {
                         return Ok(());
-                    }
-                    crate::cmd::grow::served_start(asm, &req, adds, array_bytes, force)
+                    };
+                    crate::cmd::grow::served_start(asm, plan, &seen, adds, force)
                         .map_err(|e| raidlab_core::Error::invalid(format!("{e:#}")))
                 },
                 opts,
@@ -504,6 +529,58 @@ fn carry_out(
             anyhow::bail!("a list request is answered for the whole server, not for one array")
         }
     }
+}
+
+/// A served `grow --size`: the change with the requests held, then the
+/// resync of the new space here, its progress sent to the command (and in
+/// `detail`); it goes on if the command goes away.
+#[allow(clippy::too_many_arguments)]
+fn served_size(
+    stream: &UnixStream,
+    live: &Arc<LiveArray>,
+    size: &str,
+    assume_clean: bool,
+    max_rate: Option<u64>,
+    stop: &'static AtomicBool,
+    json: bool,
+    said: &dyn Fn(&str),
+) -> Result<(String, u8)> {
+    let req = match size {
+        "max" => raidlab_raid::grow::SizeRequest::Max,
+        b => raidlab_raid::grow::SizeRequest::Bytes(
+            b.parse()
+                .map_err(|_| anyhow!("--size {b}: not a number of bytes"))?,
+        ),
+    };
+    said("size change asked over the control socket");
+    let opts = RunOptions {
+        max_rate,
+        stop: Some(stop),
+        ..RunOptions::default()
+    };
+    let (c, resync) = live.resize(req, assume_clean, opts, &mut |p| {
+        let _ = control::send(
+            stream,
+            &Reply::Progress {
+                what: "resync".into(),
+                done: p.done,
+                total: p.total,
+            },
+        );
+    })?;
+    said(&format!(
+        "component size {} -> {} bytes, array {} bytes",
+        c.old_member_bytes, c.new_member_bytes, c.new_array_bytes
+    ));
+    if json {
+        let v = serde_json::json!({ "size": c, "resync": resync });
+        return Ok((serde_json::to_string_pretty(&v)? + "\n", 0));
+    }
+    let mut text = crate::cmd::grow::size_text(&c);
+    if let (Some(from), Some(_)) = (c.resync_from, resync) {
+        text += &format!("raidlab: the new space is resynced (from member byte {from}) while the array served; the array is clean\n");
+    }
+    Ok((text, 0))
 }
 
 /// After a change that may have started a rebuild: with `wait`, report its

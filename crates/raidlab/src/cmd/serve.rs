@@ -944,14 +944,13 @@ fn stop(s: Served) -> Result<()> {
             // out records it through the live array, which takes it.
             lifecycle::stop_writes(&array)
                 .with_context(|| format!("export {name:?}: the final flush failed; the array stays marked dirty and is resynced at the next start"))?;
-            live.with_assembly_mut(|asm| {
-                let failed = lifecycle::stop_records(asm, &array, was_clean)
-                    .with_context(|| format!("export {name:?}: cannot mark the array clean"))?;
-                for path in failed {
-                    eprintln!("raidlab: export {name:?}: {path} failed while serving and is now marked faulty; the array is degraded (`raidlab detail`)");
-                }
-                Ok(())
-            })
+            let failed = live
+                .stop_records(&array, was_clean)
+                .with_context(|| format!("export {name:?}: cannot mark the array clean"))?;
+            for path in failed {
+                eprintln!("raidlab: export {name:?}: {path} failed while serving and is now marked faulty; the array is degraded (`raidlab detail`)");
+            }
+            Ok(())
         }
     }
 }

@@ -150,66 +150,126 @@ fn journal_crash_in(
     Ok(())
 }
 
-/// `raidlab serve` running in a test's directory, stopped with SIGTERM (a
-/// clean stop) by [`Served::stop`], killed if dropped.
-pub struct Served(Option<std::process::Child>);
+/// `raidlab serve` started by a test, stopped with SIGTERM (a clean stop)
+/// by [`Served::stop`] or killed -9 by [`Served::kill`], killed if dropped.
+pub struct Served {
+    child: Option<std::process::Child>,
+    socket: std::path::PathBuf,
+}
+
+/// How [`Served::start_with`] starts `raidlab serve`.
+pub struct ServeOptions<'a> {
+    /// The directory the server runs in, with its run directory (control
+    /// sockets) at `dir/run`; `None`: the test's own and the default run
+    /// directory, for tests whose verbs run without `RAIDLAB_RUN_DIR`.
+    pub dir: Option<&'a Path>,
+    /// The NBD socket (a stale one is removed first).
+    pub socket: std::path::PathBuf,
+    /// After `serve --socket SOCKET`: options, then members or devices.
+    pub args: &'a [&'a str],
+    /// Wait for the control socket too (`dir` must be given), so a verb
+    /// sent right after finds the server.
+    pub wait_control: bool,
+}
 
 impl Served {
-    /// Serve `members` (paths relative to `dir`) on a socket in `dir` and
+    /// Serve `members` (paths relative to `dir`) on `dir/nbd.sock` and
     /// wait until both its NBD socket and its control socket are up.
     pub fn start(dir: &Path, members: &[&str]) -> Served {
+        Served::start_with(ServeOptions {
+            dir: Some(dir),
+            socket: dir.join("nbd.sock"),
+            args: members,
+            wait_control: true,
+        })
+    }
+
+    /// Start `raidlab serve` as `o` says and wait until it listens.
+    pub fn start_with(o: ServeOptions) -> Served {
         use std::io::Read;
-        let socket = dir.join("nbd.sock");
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"))
-            .current_dir(dir)
-            .env("RAIDLAB_RUN_DIR", dir.join("run"))
+        let _ = std::fs::remove_file(&o.socket);
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"));
+        if let Some(dir) = o.dir {
+            cmd.current_dir(dir).env("RAIDLAB_RUN_DIR", dir.join("run"));
+        }
+        let child = cmd
             .args(["serve", "--socket"])
-            .arg(&socket)
-            .args(members)
+            .arg(&o.socket)
+            .args(o.args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .expect("raidlab serve starts");
-        let mut s = Served(Some(child));
-        let pid = s.0.as_ref().map_or(0, |c| c.id());
-        let ctl = dir.join("run").join(format!("serve-{pid}.ctl"));
+        let pid = child.id();
+        let mut s = Served {
+            child: Some(child),
+            socket: o.socket,
+        };
+        let ctl = o
+            .dir
+            .filter(|_| o.wait_control)
+            .map(|d| d.join("run").join(format!("serve-{pid}.ctl")));
         let t = std::time::Instant::now();
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() || !ctl.exists() {
-            if let Some(st) = s.0.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+        while std::os::unix::net::UnixStream::connect(&s.socket).is_err()
+            || ctl.as_ref().is_some_and(|c| !c.exists())
+        {
+            if let Some(st) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 let mut err = String::new();
-                if let Some(mut e) = s.0.take().and_then(|c| c.stderr) {
+                if let Some(mut e) = s.child.take().and_then(|c| c.stderr) {
                     let _ = e.read_to_string(&mut err);
                 }
                 panic!("raidlab serve exited at start ({st}): {err}");
             }
             assert!(
-                t.elapsed() < std::time::Duration::from_secs(30),
-                "raidlab serve did not listen"
+                t.elapsed() < std::time::Duration::from_secs(60),
+                "raidlab serve did not listen within 60 s"
             );
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         s
     }
 
-    /// SIGTERM (a clean stop); asserts it exited 0.
-    pub fn stop(mut self) {
+    /// The NBD URI of the default export.
+    pub fn uri(&self) -> String {
+        format!("nbd+unix:///?socket={}", self.socket.display())
+    }
+
+    /// The NBD URI of export `name`.
+    pub fn export_uri(&self, name: &str) -> String {
+        format!("nbd+unix:///{name}?socket={}", self.socket.display())
+    }
+
+    /// SIGTERM (a clean stop: drained, flushed, marked clean); asserts it
+    /// exited 0 and returns its stderr.
+    pub fn stop(mut self) -> String {
         use std::io::Read;
-        let Some(mut c) = self.0.take() else { return };
+        let Some(mut c) = self.child.take() else {
+            return String::new();
+        };
         // SAFETY: kill has no memory-safety preconditions; the pid is our
-        // child, not yet reaped.
+        // child, not yet reaped, so it cannot name another process.
         unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
         let mut err = String::new();
         if let Some(mut e) = c.stderr.take() {
             let _ = e.read_to_string(&mut err);
         }
         let st = c.wait().expect("raidlab serve is reaped");
-        assert!(st.success(), "raidlab serve stopped with {st}: {err}");
+        assert!(st.success(), "raidlab serve stopped with {st}:\n{err}");
+        err
+    }
+
+    /// kill -9: nothing flushed, nothing marked, a long run cut where it is.
+    pub fn kill(mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().expect("raidlab serve is killed");
+            c.wait().expect("raidlab serve is reaped");
+        }
     }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
+        if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
         }

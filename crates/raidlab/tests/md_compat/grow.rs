@@ -38,6 +38,12 @@
 //!   the members, carries the reshape on from raidlab's checkpoint by
 //!   itself and finishes it; its reads then equal raidlab's own
 //!   `--continue` on a copy (the data from before exact);
+//! * `r5-3to4-served-killed`, `r6-4to5-served-stopped`,
+//!   `r5-4to5-chunk-killed`, `r5-4to5-chunk-served-killed` (`grow_served.rs`,
+//!   which lists them): reshapes walked by `raidlab serve` while an NBD
+//!   client writes, the server killed -9 or stopped cleanly (SIGTERM)
+//!   mid-walk, and a combined reshape (members and chunk) killed part-way,
+//!   offline and served; md carries each on as for the cases above;
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl;
 //! * `r10-4to6`, `r10-o2-4to5-killed`: a RAID 10 near=2 of 4
 //!   `--raid-devices 6 --add --add` (md's RAID 10 reshape: the data offset
@@ -102,7 +108,8 @@
 //!   job of the mdadm process that started it.
 //!
 //! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout`,
-//! `r5-chunk-64to256` and `r1-to-r5-of-3` run only with
+//! `r5-chunk-64to256`, `r1-to-r5-of-3`, `r5-3to4`,
+//! `r6-4to5-served-stopped` and `r5-4to5-chunk-served-killed` run only with
 //! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
 //! the cases so named (of either kind), for working on a few.
 //!
@@ -119,6 +126,9 @@
 //! wrote before the grow exactly.
 
 use super::*;
+
+#[path = "grow_served.rs"]
+mod served;
 
 /// Members as created.
 const SMALL: u64 = 8 * MIB;
@@ -150,14 +160,22 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
 /// Ctrl-C; a stopped grow by the killed chunk change; md's own reshape over
 /// the same members by its chunk change; a finished restripe over the same
 /// members by RAID 6 to 5; RAID 1 to 5 then more members by `r1-to-r5` and
-/// `r5-3to4`), to keep the default suite's one boot short
-/// under TCG.
+/// `r5-4to5-chunk`; a RAID 5 onto one more member, finished by raidlab, by
+/// `r6-4to5` and `r5-4to5-chunk`, and the same carried on by md by
+/// `r5-3to4-served-killed`; a served reshape stopped cleanly by the served
+/// kill -9 and the offline Ctrl-C of `r6-layout-stopped`, which
+/// checkpoints the same way; a served combined reshape by the served kill
+/// and the offline combined kill), to keep the default suite's one boot
+/// short under TCG.
 const FULL_ONLY: &[&str] = &[
     "r6-layout-ls-to-ra",
     "r5-3to4-killed",
     "md-r6-layout",
     "r5-chunk-64to256",
     "r1-to-r5-of-3",
+    "r5-3to4",
+    "r6-4to5-served-stopped",
+    "r5-4to5-chunk-served-killed",
 ];
 
 struct Grown {
@@ -172,7 +190,10 @@ struct Grown {
     sets: Vec<Vec<usize>>,
     /// Stop raidlab's reshape part-way (`--max-rate 2M`, then this signal
     /// after a second and a half): md must carry it on when it assembles
-    /// the members. `None`: the grow runs to its end on the host.
+    /// the members. `SERVED-KILL` and `SERVED-TERM`: the reshape is walked
+    /// by a server instead, killed -9 or stopped cleanly mid-walk
+    /// ([`served::stopped_while_served`]). `None`: the grow runs to its end
+    /// on the host.
     interrupt: Option<&'static str>,
 }
 
@@ -687,6 +708,9 @@ fn cases() -> Vec<Grown> {
             interrupt: None,
         },
     ]
+    .into_iter()
+    .chain(served::cases())
+    .collect()
 }
 
 /// raidlab creates, fills and grows one case; the members (after the grow),
@@ -744,6 +768,8 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         .to_str()
         .unwrap()
         .to_string();
+    // What an NBD client wrote while a server walked the reshape.
+    let mut written = None;
     let steps = c.grow.split(|&w| w == "THEN").count();
     for (k, step) in c.grow.split(|&w| w == "THEN").enumerate() {
         let mut a = vec!["grow"];
@@ -763,7 +789,10 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
             None => {
                 run(&a)?;
             }
-            Some(signal) => interrupted(&a, signal)?,
+            Some(signal) => match signal.strip_prefix("SERVED-") {
+                Some(how) => written = Some(served::stopped_while_served(&a, how, pat)?),
+                None => interrupted(&a, signal)?,
+            },
         }
     }
     if c.grow.contains(&"NEW") {
@@ -788,7 +817,12 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         // Stopped part-way: what it reads now (read-only, both
         // geometries) is the data from before; what md must read once it
         // has carried the reshape on is what raidlab's own `--continue`
-        // gives, on a copy of the members.
+        // gives, on a copy of the members; with what a client wrote
+        // while it was served.
+        let mut pat = pat[..size as usize].to_vec();
+        if let Some((at, bytes)) = &written {
+            pat[*at as usize..][..bytes.len()].copy_from_slice(bytes);
+        }
         let got = export(&members, &dir.join("export.bin"))?;
         // A stopped shrink reads what the fewer members will hold.
         let kept = (size as usize).min(got.len());

@@ -39,7 +39,6 @@ use crate::md_host::MdThread;
 use crate::stats::{MemberIo, OpLog};
 use raidlab_core::task::{self, Runner, Stacks, Step as TaskStep, Task, Wait};
 use raidlab_core::{Error, ErrorKind, IoKind, Op, Volume};
-use raidlab_devices::SizeOnly;
 use raidlab_parity::Engine;
 use raidlab_raid::exec::{Executor, Failed, LogWriter, Members, UserBuf};
 use raidlab_raid::plan::{LogEntry, Space};

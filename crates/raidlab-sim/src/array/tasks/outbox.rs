@@ -34,6 +34,9 @@ pub(super) struct Outbox {
     /// member after the roles in data plans, and by its volume in a flush.
     /// Set once: at the start, or when a spare arrives (one rebuild a run).
     pub(super) target: std::sync::OnceLock<(Arc<dyn Volume>, usize)>,
+    /// That new member's whole device (raidlab's `add` made it a member),
+    /// as a superblock commit names it.
+    pub(super) target_device: std::sync::OnceLock<Arc<dyn Volume>>,
     /// Further volumes that stand for a role in metadata plans: the whole
     /// members the bitmap is written to (the engine's intent devices).
     pub(super) aliases: Vec<(Arc<dyn Volume>, usize)>,
@@ -102,6 +105,11 @@ impl Outbox {
                         .chain(&self.aliases)
                         .find(|(t, _)| same(t, v))
                         .map(|&(_, role)| role)
+                        .or_else(|| {
+                            let (_, role) = self.target.get()?;
+                            let whole = self.target_device.get()?;
+                            same(whole, v).then_some(*role)
+                        })
                 })
         })
         .ok_or_else(|| {

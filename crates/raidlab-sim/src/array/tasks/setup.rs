@@ -1,24 +1,38 @@
 //! Building a live array: the engine as raidlab's stack starts it
 //! (`crate::array::stack`), then behind the outbox (and the fault executor),
 //! a rebuild from the start, the engine's own threads as tasks, and a spare
-//! when it comes. It decides only what the configuration asks for; what the
-//! engine does is its own.
+//! when it comes; a rebuild's new member is added by raidlab's own `add`
+//! (`crate::array::stack::add_member`). It decides only what the
+//! configuration asks for; what the engine does is its own.
 
 use super::*;
 
 impl TaskArray {
-    /// Begin the engine's rebuild of `r.role` onto `volume` (the model
-    /// `r.device`) and start its loop as a task, paced as `raidlab serve`'s.
+    /// Add the new member (the model `r.device`) to the array through
+    /// raidlab's `add`, begin the engine's rebuild of `r.role` onto its data
+    /// area and start its loop as a task, paced as `raidlab serve`'s. The
+    /// data area, which the engine names as the rebuild's target.
     pub(super) fn start_rebuild(
         &mut self,
         r: crate::array::RebuildSpec,
-        volume: Arc<dyn Volume>,
         spec_info: &mut Vec<Param>,
-    ) -> Result<(), String> {
+    ) -> Result<Arc<dyn Volume>, String> {
         let g = *self.array.geometry();
+        if self.outbox.target.get().is_some() {
+            return Err("a second rebuild in one run is not simulated".into());
+        }
+        let added = crate::array::stack::add_member(
+            &self.started,
+            &self.name,
+            r.role,
+            r.device.capacity(),
+        )?;
+        let volume = added.area;
+        let _ = self.outbox.target.set((volume.clone(), r.role));
+        let _ = self.outbox.target_device.set(added.device);
         let rec = self
             .array
-            .begin_recovery(r.role, volume, r.from, false)
+            .begin_recovery(r.role, volume.clone(), r.from, false)
             .map_err(|e| e.to_string())?;
         if let Some(rate) = r.max_rate {
             spec_info.push(Param {
@@ -55,7 +69,7 @@ impl TaskArray {
         // It runs at the next advance (`next_event` says now), so a test's
         // `keep_ops` after building sees its first step.
         self.ready.push_back(seq);
-        Ok(())
+        Ok(volume)
     }
 
     pub fn new(spec: ArraySpec) -> Result<TaskArray, String> {
@@ -119,24 +133,15 @@ impl TaskArray {
             .enumerate()
             .filter_map(|(role, d)| d.clone().map(|d| (d, role)))
             .collect();
-        let target = rebuild.as_ref().map(|r| {
-            let v: Arc<dyn Volume> = Arc::new(SizeOnly::new(
-                format!("{} new member {}", spec.name, r.role),
-                g.member_bytes,
-            ));
-            (v, r.role)
-        });
         let outbox = Arc::new(Outbox {
             roles: roles.clone(),
             host: spec.host.clone(),
             queue: Mutex::new(Out::default()),
             target: std::sync::OnceLock::new(),
+            target_device: std::sync::OnceLock::new(),
             aliases: aliases.clone(),
             data: Default::default(),
         });
-        if let Some(t) = &target {
-            let _ = outbox.target.set(t.clone());
-        }
         let mut exec: Arc<dyn Executor> = outbox.clone();
         let mut fault_state = None;
         if let Some(f) = faults {
@@ -193,8 +198,8 @@ impl TaskArray {
             requests: None,
             faults: fault_state,
         };
-        if let (Some(r), Some((volume, _))) = (rebuild, target) {
-            a.start_rebuild(r, volume, &mut spec_info)?;
+        if let Some(r) = rebuild {
+            a.start_rebuild(r, &mut spec_info)?;
         }
         if let Some(cfg) = spec.stripe_cache {
             // The start installed the cache (`StartOptions::stripe_cache`).
@@ -231,14 +236,6 @@ impl TaskArray {
             return;
         };
         let max_rate = f.max_rate();
-        let target: Arc<dyn Volume> = Arc::new(SizeOnly::new(
-            format!("{} spare for role {role}", self.name),
-            self.array.geometry().member_bytes,
-        ));
-        if self.outbox.target.set((target.clone(), role)).is_err() {
-            f.rebuild_error("a second rebuild in one run is not simulated".into());
-            return;
-        }
         self.clock.set(now);
         let spec = crate::array::RebuildSpec {
             role,
@@ -247,13 +244,13 @@ impl TaskArray {
             from: 0,
         };
         let mut info = std::mem::take(&mut self.spec_info);
-        let started = self.start_rebuild(spec, target.clone(), &mut info);
+        let started = self.start_rebuild(spec, &mut info);
         self.spec_info = info;
         let Some(f) = self.faults.as_mut() else {
             return;
         };
         match started {
-            Ok(()) => f.rebuild_started(&target, role, now),
+            Ok(target) => f.rebuild_started(&target, role, now),
             Err(e) => f.rebuild_error(format!(
                 "adding the spare at {}: {e}",
                 crate::faults::format_time(now)

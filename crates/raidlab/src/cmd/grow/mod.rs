@@ -11,7 +11,8 @@
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written. Of a served
 //! array, a restripe runs in the server (`served`); the level takeovers
-//! are `convert`'s.
+//! are `convert`'s, and --size and --consistency-policy are made there
+//! as well.
 
 use crate::cli::{GrowArgs, GrowBitmap};
 use crate::cmd::manage::{assemble_rw_checked, bar, new_device, options, print_rebuild};
@@ -28,8 +29,7 @@ mod served;
 
 use convert::grow_convert;
 use served::grow_served;
-pub(crate) use served::served_start;
-pub(crate) use served::served_takeover;
+pub(crate) use served::{served_check, served_start, ServedGrow};
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let array_bytes = match a.array_size.as_deref() {
@@ -94,16 +94,11 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
             )
         })?)),
     };
-    let policy = match a.consistency_policy.as_deref() {
-        None => None,
-        Some("resync") => Some(Policy::Resync),
-        Some("ppl") => Some(Policy::Ppl),
-        Some("bitmap") => Some(Policy::Bitmap),
-        Some("journal") => Some(Policy::Journal),
-        Some(other) => bail!(
-            "--consistency-policy {other}: expected resync or ppl (a bitmap is added with --bitmap internal)"
-        ),
-    };
+    let policy = a
+        .consistency_policy
+        .as_deref()
+        .map(parse_policy)
+        .transpose()?;
     let bitmap_chunk = match a.bitmap_chunk {
         Some(c) => Some(u32::try_from(c).map_err(|_| {
             anyhow::anyhow!("--bitmap-chunk {c}: md's bitmap chunk is at most 2 GiB")
@@ -112,7 +107,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     };
     let restripe = restripe_request(&a)?;
     if let Some(server) = crate::control::find(&a.members)? {
-        return grow_served(&server, &a, restripe, array_bytes);
+        return grow_served(&server, &a, restripe, array_bytes, size, policy);
     }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
         // A reshape's refusals come before a log replay could write.
@@ -185,34 +180,10 @@ fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCo
         outln!("{}", serde_json::to_string_pretty(&c)?);
         return Ok(ExitCode::SUCCESS);
     }
-    if c.new_member_bytes == c.old_member_bytes {
-        outln!(
-            "raidlab: component size unchanged at {} bytes (array {} bytes); {} (spares count, as in md) has no more room",
-            c.new_member_bytes,
-            c.new_array_bytes,
-            c.tightest_member
-        );
-        return Ok(ExitCode::SUCCESS);
-    }
-    outln!(
-        "raidlab: component size set to {} bytes (was {}); the array is {} bytes (was {})",
-        c.new_member_bytes,
-        c.old_member_bytes,
-        c.new_array_bytes,
-        c.old_array_bytes
-    );
-    if c.new_member_bytes < c.old_member_bytes {
-        outln!("raidlab: what lay past the new end is no longer served; it stays on the members until written, and growing back to the old size brings it back");
-    }
+    out!("{}", size_text(&c));
     let Some(from) = c.resync_from else {
         return Ok(ExitCode::SUCCESS);
     };
-    if c.bitmap_chunks_marked > 0 {
-        outln!(
-            "raidlab: {} bitmap chunk(s) marked for the new space",
-            c.bitmap_chunks_marked
-        );
-    }
     if a.no_sync {
         outln!("raidlab: the new space (from member byte {from}) is resynced by `raidlab resync`");
         return Ok(ExitCode::SUCCESS);
@@ -226,6 +197,58 @@ fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCo
         outln!("raidlab: the new space is resynced (from member byte {from}); the array is clean");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a change of the component size did, offline or served (the
+/// resync of the new space is said after).
+pub(crate) fn size_text(c: &raidlab_raid::grow::SizeChange) -> String {
+    if c.new_member_bytes == c.old_member_bytes {
+        return format!(
+            "raidlab: component size unchanged at {} bytes (array {} bytes); {} (spares count, as in md) has no more room\n",
+            c.new_member_bytes, c.new_array_bytes, c.tightest_member
+        );
+    }
+    let mut out = format!(
+        "raidlab: component size set to {} bytes (was {}); the array is {} bytes (was {})\n",
+        c.new_member_bytes, c.old_member_bytes, c.new_array_bytes, c.old_array_bytes
+    );
+    if c.new_member_bytes < c.old_member_bytes {
+        out += "raidlab: what lay past the new end is no longer served; it stays on the members until written, and growing back to the old size brings it back\n";
+    }
+    if c.resync_from.is_some() && c.bitmap_chunks_marked > 0 {
+        out += &format!(
+            "raidlab: {} bitmap chunk(s) marked for the new space\n",
+            c.bitmap_chunks_marked
+        );
+    }
+    out
+}
+
+/// `--consistency-policy`'s value.
+fn parse_policy(p: &str) -> Result<Policy> {
+    Ok(match p {
+        "resync" => Policy::Resync,
+        "ppl" => Policy::Ppl,
+        "bitmap" => Policy::Bitmap,
+        "journal" => Policy::Journal,
+        other => bail!(
+            "--consistency-policy {other}: expected resync or ppl (a bitmap is added with --bitmap internal)"
+        ),
+    })
+}
+
+/// A served `grow --consistency-policy` (the server's side): `policy`'s
+/// checks and metadata on the assembly with the requests held.
+pub(crate) fn served_policy(
+    live: &std::sync::Arc<raidlab_raid::live::LiveArray>,
+    policy: &str,
+) -> Result<String> {
+    let p = parse_policy(policy)?;
+    live.change_running(|asm| asm.grow_policy(p))?;
+    Ok(format!(
+        "raidlab: the consistency policy is now {}\n",
+        p.name()
+    ))
 }
 
 /// Open (or create, at --member-size) every `--add` device before anything

@@ -1,0 +1,252 @@
+//! The reshapes of `grow`'s table ([`super::cases`]) that raidlab stops
+//! part-way where the offline kill and Ctrl-C cases do not reach (issue 36):
+//! a reshape walked by `raidlab serve` (asked for by `raidlab grow` over the
+//! control socket) whose server is killed -9 or stopped cleanly (SIGTERM)
+//! mid-walk, and a reshape of more members and a new chunk at once killed
+//! part-way. md must carry each on from the superblocks raidlab left, as it
+//! does for the offline cases, and read what raidlab's own `--continue` on
+//! a copy reads.
+//!
+//! * `r5-3to4-served-killed`: a served RAID 5 of 3, 64 KiB chunk,
+//!   `--raid-devices 4 --add` at `--max-rate 2M`; an NBD client (qemu-io)
+//!   writes 3 MiB at 320 KiB while the walk runs (across its position), then
+//!   the server is killed -9; read whole and without member 0;
+//! * `r6-4to5-served-stopped`: a served RAID 6 of 4, 64 KiB chunk,
+//!   `--raid-devices 5 --add`, the same write, then the server stopped by
+//!   SIGTERM (it checkpoints the walk and marks the array clean); read whole
+//!   and without members 1 and 4;
+//! * `r5-4to5-chunk-killed`: a RAID 5 of 4, 64 KiB chunk, `--raid-devices 5
+//!   --add --chunk 128K` offline, killed part-way (SIGKILL); read whole and
+//!   without member 2;
+//! * `r5-4to5-chunk-served-killed`: the same combined reshape walked by a
+//!   server, the same write, the server killed -9; read whole and without
+//!   member 3.
+//!
+//! Decides how a served reshape is stopped for md: the server is started
+//! with `common::Served` on the case's members (its sockets in a short
+//! temporary directory: a socket's path must fit in SUN_LEN), the grow
+//! asked of it through that run directory, the client's write made once
+//! the walk has moved, and the stop made while the walk still runs (the
+//! detail must then say "interrupted reshape", or the case fails rather
+//! than testing a finished grow). It must never let a server outlive its
+//! case (dropping `Served` kills it) nor leave the written bytes out of
+//! what md must read.
+
+use super::*;
+use crate::common::Served;
+use std::time::{Duration, Instant};
+
+pub(super) fn cases() -> Vec<Grown> {
+    vec![
+        Grown {
+            name: "r5-3to4-served-killed",
+            level: 5,
+            devices: 3,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![0]],
+            interrupt: Some("SERVED-KILL"),
+        },
+        Grown {
+            name: "r6-4to5-served-stopped",
+            level: 6,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW"],
+            sets: vec![vec![1, 4]],
+            interrupt: Some("SERVED-TERM"),
+        },
+        // md's one reshape of both (`delta_disks` 1 with `new_chunk`): the
+        // position raidlab leaves must be one md takes for the two chunks.
+        Grown {
+            name: "r5-4to5-chunk-killed",
+            level: 5,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW", "--chunk", "128K"],
+            sets: vec![vec![2]],
+            interrupt: Some("KILL"),
+        },
+        Grown {
+            name: "r5-4to5-chunk-served-killed",
+            level: 5,
+            devices: 4,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW", "--chunk", "128K"],
+            sets: vec![vec![3]],
+            interrupt: Some("SERVED-KILL"),
+        },
+    ]
+}
+
+/// Where the client writes while the walk runs, and how much: past the
+/// first chunk and over the 1 MiB the walk has moved by then, so that the
+/// write lands on both sides of the position (a stripe of the new geometry
+/// and one of the old) unless the walk outran it.
+const WRITE_AT: u64 = 320 * 1024;
+const WRITE_LEN: usize = 3 * MIB as usize;
+/// How far the walk must have moved before the write: one MiB of the array.
+const MOVED: u64 = MIB;
+
+/// `raidlab ARGS` with the case's run directory, where the server's
+/// control socket is (md_compat's `raidlab` uses the default one).
+fn raidlab_at(run: &Path, args: &[&str]) -> Output {
+    Command::new(RAIDLAB)
+        .env("RAIDLAB_RUN_DIR", run)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {RAIDLAB}: {e}"))
+}
+
+/// The grow `a` (`grow`, the members, the options, as the offline cases
+/// give it) asked of a server serving the members, at `--max-rate 2M`; once
+/// the walk has moved [`MOVED`] a client writes [`WRITE_LEN`] bytes (a
+/// stretch of `pat` from far past the array, so they differ from what was
+/// there) at [`WRITE_AT`] through NBD and flushes; then the server is
+/// `how` (`KILL`: kill -9; `TERM`: SIGTERM, a clean stop) while the walk
+/// still runs. Requires that the members record an interrupted reshape
+/// after it, and returns what the client wrote and where.
+pub(super) fn stopped_while_served(
+    a: &[&str],
+    how: &str,
+    pat: &[u8],
+) -> Result<(u64, Vec<u8>), String> {
+    let members: Vec<&str> = a
+        .iter()
+        .skip(1)
+        .take_while(|w| !w.starts_with("--"))
+        .copied()
+        .collect();
+    let dir = Path::new(members[0])
+        .parent()
+        .ok_or("a member with no directory")?
+        .to_path_buf();
+    // The server's sockets live in a short directory of their own: a Unix
+    // socket's path must fit in SUN_LEN (108 bytes), which the case's work
+    // directory under the repository does not.
+    let short = tempfile::Builder::new()
+        .prefix("rl-md-")
+        .tempdir()
+        .map_err(|e| format!("a directory for the server's sockets: {e}"))?;
+    let run = short.path().join("run");
+    // The server opens what it adds: the offline grow's `--member-size`
+    // (which makes the file) is not one a served grow takes.
+    let mut grow: Vec<&str> = Vec::new();
+    let mut words = a.iter().copied();
+    while let Some(w) = words.next() {
+        match w {
+            "--member-size" => {
+                words.next();
+            }
+            "--add" => {
+                let new = words.next().ok_or("--add with no device")?;
+                let f = fs::File::create(new).map_err(|e| format!("{new}: create: {e}"))?;
+                f.set_len(SMALL)
+                    .map_err(|e| format!("{new}: set_len: {e}"))?;
+                grow.extend(["--add", new]);
+            }
+            w => grow.push(w),
+        }
+    }
+    grow.extend(["--max-rate", "2M"]);
+    let srv = Served::start(short.path(), &members);
+    let log = dir.join("grow.log");
+    let out = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let mut client = Command::new(RAIDLAB)
+        .env("RAIDLAB_RUN_DIR", &run)
+        .args(&grow)
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .map_err(|e| format!("raidlab grow: {e}"))?;
+    let mut moved = |least: u64| -> Result<u64, String> {
+        let t = Instant::now();
+        let mut d = vec!["detail", "--json"];
+        d.extend(&members);
+        loop {
+            if let Ok(Some(st)) = client.try_wait() {
+                return Err(format!(
+                    "the served grow ended ({st}) before the stop: {}",
+                    fs::read_to_string(&log).unwrap_or_default()
+                ));
+            }
+            let o = raidlab_at(&run, &d);
+            let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_default();
+            let r = &v["served"]["reshape"];
+            if !r["error"].is_null() {
+                return Err(format!("the served reshape stopped: {r}"));
+            }
+            if r["running"] == true && r["done"].as_u64().is_some_and(|d| d >= least) {
+                return Ok(r["done"].as_u64().unwrap_or(0));
+            }
+            if t.elapsed() > Duration::from_secs(120) {
+                return Err(format!(
+                    "the served reshape did not move {least} bytes in 120 s: {}",
+                    describe(&d, &o)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let before = moved(MOVED)?;
+    let src = dir.join("client.bin");
+    let from = pat.len() - WRITE_LEN;
+    let bytes = pat[from..].to_vec();
+    fs::write(&src, &bytes).unwrap();
+    let uri = format!(
+        "nbd+unix:///?socket={}",
+        short.path().join("nbd.sock").display()
+    );
+    let cmd = format!("write -q -s {} {WRITE_AT} {WRITE_LEN}", src.display());
+    let o = Command::new("qemu-io")
+        .args(["-f", "raw", "-c", &cmd, "-c", "flush", &uri])
+        .output()
+        .map_err(|e| format!("qemu-io (qemu-utils) as the NBD client: {e}"))?;
+    if !o.status.success() || !o.stderr.is_empty() {
+        return Err(format!(
+            "qemu-io {cmd} {uri}: exited {}: {}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    fs::remove_file(&src).ok();
+    // Still walking after the write: the stop cuts the walk, not its end.
+    let at = moved(0)?;
+    match how {
+        "KILL" => srv.kill(),
+        // A clean stop exits 0 (`Served::stop` asserts it).
+        "TERM" => {
+            srv.stop();
+        }
+        other => return Err(format!("no way to stop a server called {other}")),
+    }
+    let _ = client.wait();
+    let mut all = members.clone();
+    if let Some(i) = grow.iter().position(|w| *w == "--add") {
+        all.push(grow[i + 1]);
+    }
+    let mut d = vec!["detail"];
+    d.extend(&all);
+    let o = raidlab_at(&run, &d);
+    let text = String::from_utf8_lossy(&o.stdout);
+    if !text.contains("interrupted reshape") {
+        return Err(format!(
+            "the served grow was not stopped part-way by SIG{how} at {at} bytes: {}",
+            describe(&d, &o)
+        ));
+    }
+    loud(&format!(
+        "md_compat: grow: {}: the client wrote {WRITE_LEN} bytes at {WRITE_AT} with the server's walk at {before} array bytes; SIG{how} at {at} or past it: {}",
+        dir.file_name().unwrap_or_default().to_string_lossy(),
+        text.lines()
+            .find(|l| l.trim_start().starts_with("Reshape"))
+            .unwrap_or("")
+            .trim()
+    ));
+    Ok((WRITE_AT, bytes))
+}
