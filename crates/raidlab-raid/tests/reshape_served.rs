@@ -481,6 +481,13 @@ fn a_served_size_change_stopped_mid_resync_resumes_where_it_stopped() {
         owed * 512 > 8 * MIB && owed * 512 < 15 * MIB,
         "owed from {owed}"
     );
+    // Meanwhile writes to the new space compute parity from data (md's
+    // reconstruct-write past `recovery_cp`): from the old size on.
+    assert_eq!(
+        live.array().unsynced_from(),
+        Some(old_bytes / (live.array().geometry().data_disks() as u64)),
+        "the running array knows where the resync is owed from"
+    );
     // While it is owed, a change that needs the array consistent is
     // refused (it would record the array over the stale part).
     let e = live

@@ -44,8 +44,9 @@ impl Array {
             return Ok((full, Vec::new()));
         }
         let geo = &self.geometry;
+        let unsynced = self.unsynced_from();
         let (plan, usable) = bad
-            .avoiding_with(geo, live, |l| log.plan(geo, l, pos, n), |p| p)
+            .avoiding_with(geo, live, |l| log.plan(geo, l, pos, n, unsynced), |p| p)
             .map_err(|e| {
                 let mut e = e.at(pos, n);
                 e.op = Op::Write;

@@ -30,7 +30,9 @@ use crate::journal::Journal;
 use crate::level::{Family, Plans};
 use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, Plan};
-use crate::planner::{plan_read, plan_write, plan_write_journaled, plan_write_logged};
+use crate::planner::{
+    plan_read, plan_write, plan_write_journaled, plan_write_logged, plan_write_unsynced,
+};
 use crate::ppl::PartialParityLog;
 use crate::stripe_cache::StripeCache;
 use raidlab_core::IoKind;
@@ -108,6 +110,10 @@ pub struct Array {
     /// md's bad-block lists of the members: reads are planned around them
     /// (`crate::badblocks`); rewrites change them while the array runs.
     bad_blocks: crate::badblocks::LiveBadBlocks,
+    /// A resync is owed from this member byte while the array serves (the
+    /// new space of a served `--size`); `u64::MAX`: none. Writes there
+    /// compute parity from data (`planner::plan_write_unsynced`).
+    unsynced_from: AtomicU64,
 }
 
 /// Who serves each role at one moment. A request works on the snapshot it took,
@@ -234,6 +240,7 @@ impl Array {
             plans_rmw: AtomicU64::new(0),
             plans_rcw: AtomicU64::new(0),
             bad_blocks: crate::badblocks::LiveBadBlocks::default(),
+            unsynced_from: AtomicU64::new(u64::MAX),
         })
     }
 
@@ -325,6 +332,21 @@ impl Array {
         plan_write(&self.geometry, &self.live(), offset, len)
     }
 
+    /// Say that a resync is owed from member byte `from` (`None`: no
+    /// longer), while the array serves: md's `recovery_cp` as its writes
+    /// see it. Until it is cleared, writes to stripes from there compute
+    /// parity from data.
+    pub fn set_unsynced_from(&self, from: Option<u64>) {
+        self.unsynced_from
+            .store(from.unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// Where a resync is owed from while the array serves, if one is.
+    pub fn unsynced_from(&self) -> Option<u64> {
+        let from = self.unsynced_from.load(Ordering::Acquire);
+        (from != u64::MAX).then_some(from)
+    }
+
     /// Refuse every write (md runs an array whose journal is missing read-only).
     pub fn read_only(mut self) -> Array {
         self.read_only = true;
@@ -400,7 +422,7 @@ impl Array {
                 Phase::None | Phase::Above => {}
             }
             let plan = log
-                .plan(&self.geometry, &live, pos, n)
+                .plan(&self.geometry, &live, pos, n, self.unsynced_from())
                 .map_err(|e| e.on_device(&self.name))?;
             let (plan, around) = self
                 .plan_around_bad_blocks(log, plan, &live, pos, n)

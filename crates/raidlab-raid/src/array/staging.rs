@@ -132,7 +132,9 @@ impl Array {
         }
         let mut roles = Vec::new();
         for (pos, n) in self.pieces(offset, len) {
-            let plan = log.plan(&self.geometry, &live, pos, n).ok()?;
+            let plan = log
+                .plan(&self.geometry, &live, pos, n, self.unsynced_from())
+                .ok()?;
             roles.extend(plan.writes().map(|op| op.member));
         }
         roles.sort_unstable();
@@ -344,7 +346,16 @@ impl Below for Array {
         Array::read_direct(self, buf, offset)
     }
     fn reads_for(&self, offset: u64, len: u64) -> u64 {
-        crate::planner::write_reads(&self.geometry, &self.live(), offset, len)
+        match self.unsynced_from() {
+            Some(from) => crate::planner::write_reads_unsynced(
+                &self.geometry,
+                &self.live(),
+                offset,
+                len,
+                from,
+            ),
+            None => crate::planner::write_reads(&self.geometry, &self.live(), offset, len),
+        }
     }
     /// The live roles as bits (role r: bit r), for arrays of up to 64 roles.
     fn members_now(&self) -> Option<u64> {
@@ -362,7 +373,12 @@ impl Below for Array {
         for (r, l) in live[..n].iter_mut().enumerate() {
             *l = members >> r & 1 == 1;
         }
-        crate::planner::write_reads(&self.geometry, &live[..n], offset, len)
+        match self.unsynced_from() {
+            Some(from) => {
+                crate::planner::write_reads_unsynced(&self.geometry, &live[..n], offset, len, from)
+            }
+            None => crate::planner::write_reads(&self.geometry, &live[..n], offset, len),
+        }
     }
     fn log_held(&self, stripe: u64, offset: u64, bytes: &[u8]) -> Result<bool> {
         Array::log_held(self, stripe, offset, bytes)

@@ -37,8 +37,17 @@ pub(super) enum WriteLog<'a> {
 
 impl WriteLog<'_> {
     /// The plan for writing `[pos, pos+n)` with the members `live` says are in
-    /// service: with the log step this log needs, if any.
-    pub(super) fn plan(&self, geo: &Geometry, live: &[bool], pos: u64, n: u64) -> Result<Plan> {
+    /// service: with the log step this log needs, if any; parity from data
+    /// past `unsynced` (a resync owed from there while the array serves),
+    /// except in the journal's plans (md's journal is not resynced).
+    pub(super) fn plan(
+        &self,
+        geo: &Geometry,
+        live: &[bool],
+        pos: u64,
+        n: u64,
+        unsynced: Option<u64>,
+    ) -> Result<Plan> {
         match self {
             // PLANTED BUG (tests only, `planted.rs`): no log entry for stripe 0.
             WriteLog::Ppl(_)
@@ -47,9 +56,15 @@ impl WriteLog<'_> {
             {
                 plan_write(geo, live, pos, n)
             }
-            WriteLog::Ppl(_) => plan_write_logged(geo, live, pos, n),
+            WriteLog::Ppl(_) => match unsynced {
+                Some(from) => plan_write_unsynced(geo, live, pos, n, from, true),
+                None => plan_write_logged(geo, live, pos, n),
+            },
             WriteLog::Journal(_) => plan_write_journaled(geo, live, pos, n),
-            WriteLog::Resync | WriteLog::Bitmap => plan_write(geo, live, pos, n),
+            WriteLog::Resync | WriteLog::Bitmap => match unsynced {
+                Some(from) => plan_write_unsynced(geo, live, pos, n, from, false),
+                None => plan_write(geo, live, pos, n),
+            },
         }
     }
 

@@ -4,7 +4,9 @@
 //! with the requests held; the running array of the new size takes them;
 //! the new space is resynced in service, one step at a time under the stripe
 //! locks, while clients read and write all of it (a write there before the
-//! resync reaches it is made consistent by the resync's parity from data).
+//! resync reaches it computes its stripe's parity from data, md's
+//! reconstruct-write past `recovery_cp`: the running array is told where
+//! the resync is owed from, `Array::set_unsynced_from`).
 //!
 //! What it decides: what the superblocks say of the owed resync while the
 //! array serves. md's rule: `resync_offset` says where the resync is while
@@ -56,6 +58,10 @@ impl LiveArray {
             return Ok((change, None));
         };
         let array = self.array();
+        // Until the resync is done, writes to the new space compute parity
+        // from data (md's reconstruct-write past `recovery_cp`): its parity
+        // is not made right yet. A resync that stops leaves it so.
+        array.set_unsynced_from(Some(from));
         *lock(&self.scrub) = Some(TaskStatus::new(
             "resync",
             "array".into(),
@@ -81,6 +87,7 @@ impl LiveArray {
         let result = result.and_then(|report| {
             let mut asm = lock(&self.asm);
             *lock(&self.resync_owed) = None;
+            array.set_unsynced_from(None);
             if self.marked_clean() {
                 asm.change_running(&array, |a| a.commit(|sb| sb.resync_offset = MAX_SECTOR))?;
             }

@@ -103,7 +103,7 @@ mod tests {
                 } else {
                     rng.gen_range(0..size - len.min(size))
                 };
-                let planned = write_plan(&g, &all, offset, len, false)
+                let planned = write_plan(&g, &all, offset, len, false, None)
                     .map_or(0, |p| p.reads().count() as u64);
                 assert_eq!(
                     reads_all_present(&g, &all, offset, len),

@@ -13,6 +13,13 @@ use super::*;
 /// the XOR of the data chunks the write leaves alone, whichever way parity was
 /// computed. Offset and length must be whole sectors, as log entries count them.
 pub fn plan_write_logged(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
+    check_logged(geo, offset, len)?;
+    write_plan(geo, present, offset, len, true, None)
+}
+
+/// What a write with partial parity log entries must be: on a level that
+/// keeps the log, whole sectors.
+pub(super) fn check_logged(geo: &Geometry, offset: u64, len: u64) -> Result<()> {
     if !crate::level::of(geo).ppl {
         return Err(Error::new(
             ErrorKind::Invalid,
@@ -31,7 +38,7 @@ pub fn plan_write_logged(geo: &Geometry, present: &[bool], offset: u64, len: u64
         )
         .at(offset, len));
     }
-    write_plan(geo, present, offset, len, true)
+    Ok(())
 }
 
 /// Plan a write to a RAID 4/5/6 array with md's write journal (write-through):

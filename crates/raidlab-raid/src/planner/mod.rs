@@ -58,9 +58,50 @@ pub fn plan_read(
 
 /// Plan a write of `len` bytes at array offset `offset`.
 pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Result<Plan> {
-    let plan = write_plan(geo, present, offset, len, false)?;
+    let plan = write_plan(geo, present, offset, len, false, None)?;
     memo::remember(geo, present, offset, len, plan.reads().count() as u64);
     Ok(plan)
+}
+
+/// [`plan_write`] (with a partial parity log's entries if `log`) on an
+/// array whose resync is owed from member byte `from` (the new space of a
+/// served `--size` while it is resynced): with every member present, a
+/// stripe from `from` on is written by reconstruct-write, its parity
+/// computed from data, as md writes past `recovery_cp`. A read-modify-write
+/// would fold the change into parity the resync has not made right yet, and
+/// a member lost before the resync reaches the stripe would then read back
+/// wrong.
+pub fn plan_write_unsynced(
+    geo: &Geometry,
+    present: &[bool],
+    offset: u64,
+    len: u64,
+    from: u64,
+    log: bool,
+) -> Result<Plan> {
+    if log {
+        logged::check_logged(geo, offset, len)?;
+    }
+    write_plan(geo, present, offset, len, log, Some(from))
+}
+
+/// [`write_reads`] for [`plan_write_unsynced`]'s plan: planned each time
+/// (the count and the memo know nothing of the resync point).
+pub fn write_reads_unsynced(
+    geo: &Geometry,
+    present: &[bool],
+    offset: u64,
+    len: u64,
+    from: u64,
+) -> u64 {
+    match write_plan(geo, present, offset, len, false, Some(from)) {
+        Ok(p) => {
+            let reads = p.reads().count() as u64;
+            recycle(p);
+            reads
+        }
+        Err(_) => 0,
+    }
 }
 
 /// The member reads [`plan_write`] plans for this write (0 where it refuses
@@ -74,7 +115,7 @@ pub fn write_reads(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> u
     if let Some(reads) = memo::recall(geo, present, offset, len) {
         return reads;
     }
-    match write_plan(geo, present, offset, len, false) {
+    match write_plan(geo, present, offset, len, false, None) {
         Ok(p) => {
             let reads = p.reads().count() as u64;
             memo::remember(geo, present, offset, len, reads);
@@ -85,10 +126,18 @@ pub fn write_reads(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> u
     }
 }
 
-fn write_plan(geo: &Geometry, present: &[bool], offset: u64, len: u64, log: bool) -> Result<Plan> {
+fn write_plan(
+    geo: &Geometry,
+    present: &[bool],
+    offset: u64,
+    len: u64,
+    log: bool,
+    unsynced_from: Option<u64>,
+) -> Result<Plan> {
     check_request(geo, present, Op::Write, offset, len)?;
     let mut b = Builder {
         log,
+        unsynced_from,
         ..Builder::default()
     };
     if crate::level::of(geo).plans == Plans::ParityRows {
@@ -229,6 +278,11 @@ struct Builder {
     log: bool,
     /// Keep md's write journal: collect every new page in `entries`.
     journal: bool,
+    /// A resync is owed from this member byte: a stripe from there may
+    /// hold parity that disagrees with its data, so with every member
+    /// present its writes compute parity from data (md's rule:
+    /// reconstruct-write past `recovery_cp`), never fold a change into it.
+    unsynced_from: Option<u64>,
     entries: Vec<LogEntry>,
 }
 
@@ -242,6 +296,7 @@ impl Default for Builder {
             writes,
             log: false,
             journal: false,
+            unsynced_from: None,
             entries: Vec::new(),
         }
     }
@@ -493,7 +548,8 @@ impl Builder {
             touched: seg.touched.len(),
             parities,
             rmw_ok: seg.touched.clone().all(|i| present[map.data[i]])
-                && (all_parity || !self.journal),
+                && (all_parity || !self.journal)
+                && !self.parity_unsynced(row, present),
             rcw_ok: (0..dd).filter(|&i| !is_t(i)).all(|i| present[map.data[i]]),
         };
         let how = choice.method();
@@ -578,6 +634,15 @@ impl Builder {
             self.write_parity(map, present, moff, l, p, q);
         }
         Ok(())
+    }
+
+    /// Whether `row`'s parity may disagree with its data (a resync owed
+    /// from before its stripe) while every member is present: md then
+    /// writes it from data. With a member missing md does not force it (the
+    /// stripe is lost to a second failure either way), and neither does this.
+    fn parity_unsynced(&self, row: &Row, present: &[bool]) -> bool {
+        self.unsynced_from
+            .is_some_and(|from| row.stripe * row.chunk >= from && present.iter().all(|&p| p))
     }
 
     /// Compute P (and Q for RAID 6) from full data given in logical order.
