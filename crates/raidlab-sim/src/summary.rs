@@ -186,12 +186,16 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
             } else {
                 None
             };
-            // The first role whose rebuild the failures so far leave possible.
-            let role = (0..a.members).find(|&r| {
-                let mut gone = a.failed.clone();
-                gone.push(r);
-                !a.failed.contains(&r) && a.rebuild.is_none() && g.survives(&gone)
-            });
+            // The rebuild a user would run next: of the first failed role
+            // (raidlab's `add`, as md's, puts a new member into the first
+            // missing role); with none failed, of the first role whose loss
+            // the array survives.
+            let first_failed = a.failed.iter().copied().min();
+            let role = match first_failed {
+                Some(r) if a.rebuild.is_none() && g.survives(&a.failed) => Some(r),
+                Some(_) => None,
+                None => (0..a.members).find(|&r| a.rebuild.is_none() && g.survives(&[r])),
+            };
             let engine = match role {
                 Some(r) if rebuild.is_some() => engine_rebuild_seconds(cfg, extra, r)?,
                 _ => None,
@@ -247,6 +251,9 @@ pub fn engine_rebuild_seconds(
             a.repair = false;
             a.check_max_rate = None;
             a.check_from = None;
+            // A failed role being rebuilt is the new member's, no longer
+            // failed.
+            a.failed.retain(|&f| f != role);
             a.rebuild = Some(role);
             a.rebuild_max_rate = None;
             a.rebuild_from = Some(at.to_string());
