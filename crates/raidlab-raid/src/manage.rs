@@ -35,6 +35,16 @@ pub enum Added {
     Spare,
 }
 
+/// The role a device added now goes into, of an array of `roles` roles of
+/// which `open(r)` says whether role `r` has no member and none being
+/// rebuilt into it: the first such role (md's rule at --add: a new member
+/// fills the lowest missing role; else it is a spare, None). The one rule,
+/// for `add` and for whoever predicts what an add would do (the
+/// simulator's rebuild estimate).
+pub fn role_an_add_fills(roles: usize, open: impl Fn(usize) -> bool) -> Option<usize> {
+    (0..roles).find(|&r| open(r))
+}
+
 impl Assembly {
     /// The member given by this path.
     pub fn find(&self, path: &str) -> Result<usize> {
@@ -379,8 +389,9 @@ impl Assembly {
             }
         };
         self.set_role(dev_number, ROLE_SPARE);
-        let free = (0..self.slots.len())
-            .find(|&r| self.slots[r].is_none() && !self.slot_is_being_rebuilt(r));
+        let free = role_an_add_fills(self.slots.len(), |r| {
+            self.slots[r].is_none() && !self.slot_is_being_rebuilt(r)
+        });
         let added = match free {
             Some(slot) => {
                 self.start_recovery(index, slot);
