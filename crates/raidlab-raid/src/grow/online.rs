@@ -578,6 +578,73 @@ mod tests {
         assert_eq!(gate.position(), 1 << 20);
     }
 
+    /// A served walk that reaches its end records that in the superblocks
+    /// before requests write the new geometry without waiting. Before
+    /// (found by the simulator's served reshapes, `raidlab-sim`
+    /// `torture::served_reshape`) the gate was told everything was
+    /// checkpointed while the superblocks still held the last checkpoint: a
+    /// write answered and flushed after the walk's last step, then a crash
+    /// before the end's commit, and the resume read the old geometry there.
+    #[test]
+    fn a_write_after_the_walks_end_survives_a_crash_before_the_end_commit() {
+        use crate::assemble::{create, CreateSpec, Device, NewMember};
+        use crate::grow::ReshapeRequest;
+        use crate::recovery::RunOptions;
+        use raidlab_layout::Layout;
+        let devs: Vec<Device> = (0..3)
+            .map(|i| Device {
+                path: format!("m{i}"),
+                volume: Arc::new(raidlab_devices::MemVolume::new(4 << 20)),
+            })
+            .collect();
+        let spec = CreateSpec {
+            level: raidlab_layout::Level::Raid5,
+            layout: Layout::parse(raidlab_layout::Level::Raid5, None).unwrap(),
+            chunk_bytes: 64 << 10,
+            spares: 0,
+            name: "end".into(),
+            force: false,
+            bitmap: false,
+            bitmap_chunk: None,
+            ppl: false,
+        };
+        let members = devs
+            .iter()
+            .map(|d| NewMember {
+                device: d.clone(),
+                zeroed: true,
+            })
+            .collect();
+        let mut asm = create(&spec, members).unwrap();
+        // A new chunk: the array keeps its size, so the client reaches
+        // bytes past the walk's last recorded checkpoint.
+        let req = ReshapeRequest {
+            chunk_bytes: Some(32 << 10),
+            ..ReshapeRequest::default()
+        };
+        let plan = asm.reshape_check(&req, 0).unwrap();
+        asm.reshape_start(plan).unwrap();
+        let mut walk = asm.reshape_served().unwrap();
+        let volume = walk.volume("end".into());
+        let opts = RunOptions {
+            use_maps: false,
+            ..RunOptions::default()
+        };
+        walk.run(&mut asm, &opts, &|| false).unwrap();
+        // The walk is done; the server has not committed the end yet. A
+        // client writes the array's last block and flushes: answered.
+        let at = volume.size() - 4096;
+        let data = vec![0xa5u8; 4096];
+        volume.write_at(&data, at).unwrap();
+        volume.flush().unwrap();
+        // The machine stops here; the members are assembled again.
+        drop((walk, volume, asm));
+        let asm = crate::assemble::Assembly::assemble(devs).unwrap();
+        let mut back = vec![0u8; 4096];
+        asm.array().unwrap().read_at(&mut back, at).unwrap();
+        assert!(back == data, "the answered write was lost to the resume");
+    }
+
     /// On threads the gate is the condition variable it was: a write over
     /// moved, unrecorded bytes waits for the walk's checkpoint.
     #[test]
