@@ -639,10 +639,18 @@ mod tests {
         volume.flush().unwrap();
         // The machine stops here; the members are assembled again.
         drop((walk, volume, asm));
-        let asm = crate::assemble::Assembly::assemble(devs).unwrap();
+        let mut asm = crate::assemble::Assembly::assemble(devs).unwrap();
         let mut back = vec![0u8; 4096];
         asm.array().unwrap().read_at(&mut back, at).unwrap();
         assert!(back == data, "the answered write was lost to the resume");
+        // Resumed from the end: nothing left to walk, the end committed.
+        let mut walk = asm.reshape_served().unwrap();
+        walk.run(&mut asm, &opts, &|| false).unwrap();
+        walk.end(&mut asm).unwrap();
+        assert!(asm.reshape().is_none());
+        assert_eq!(asm.geometry.chunk_bytes, 32 << 10);
+        asm.array().unwrap().read_at(&mut back, at).unwrap();
+        assert!(back == data, "the answered write was lost at the end");
     }
 
     /// On threads the gate is the condition variable it was: a write over
