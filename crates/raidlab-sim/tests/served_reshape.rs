@@ -3,16 +3,20 @@
 //! every write answered before an answered flush through each cut, read
 //! each answered write back, end with the shape asked and a check of 0
 //! mismatches, or refuse to carry on with a member gone and still read
-//! right. No run may fail. More runs: `RAIDLAB_TORTURE_RUNS=K cargo test
-//! --release -p raidlab-sim --test served_reshape`.
+//! right. No run may fail. More runs: `RAIDLAB_TORTURE_RUNS=K` (or
+//! `RAIDLAB_SOAK=M`, M times the 40) `cargo test -p raidlab-sim --test
+//! served_reshape`.
 
 use raidlab_sim::torture::served_reshape::{served_reshape_run, served_reshape_sweep};
 
+fn env(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+/// The sweep's run count as the other torture sweeps take it:
+/// `RAIDLAB_TORTURE_RUNS`, or `default` times `RAIDLAB_SOAK`.
 fn runs(default: u64) -> u64 {
-    std::env::var("RAIDLAB_TORTURE_RUNS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
+    env("RAIDLAB_TORTURE_RUNS").unwrap_or_else(|| default * env("RAIDLAB_SOAK").unwrap_or(1).max(1))
 }
 
 #[test]
