@@ -51,7 +51,7 @@ mod reshape;
 mod shrink;
 mod walk;
 
-pub use online::{ReshapeGate, ReshapingVolume};
+pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
 pub(crate) use walk::ReshapeWalk;
 
 pub use convert::Conversion;

@@ -40,6 +40,7 @@ pub mod model;
 pub mod reshape;
 mod restart;
 mod run;
+pub mod served_reshape;
 pub mod shrink;
 mod stale;
 mod trace;
