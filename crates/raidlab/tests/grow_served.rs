@@ -442,3 +442,192 @@ fn a_served_raid5_uses_its_grown_members_while_fio_writes_across_the_old_end() {
     let check = run(raidlab(dir).arg("check").args(m));
     assert!(check.contains("mismatch_cnt: 0"), "{check}");
 }
+
+/// Wait until the served array runs a long job of `kind` ("rebuild" or
+/// "reshape"), or `grow`, the level change that starts it, has ended (it
+/// must have succeeded then).
+fn wait_running(dir: &Path, members: &[&str], kind: &str, grow: &mut Child) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        let v = detail(dir, members);
+        if v["served"][kind]["running"] == true {
+            return v;
+        }
+        if let Some(st) = grow.try_wait().unwrap() {
+            let log = std::fs::read_to_string(dir.join("grow.log")).unwrap_or_default();
+            assert!(st.success(), "grow exited with {st}: {log}");
+            return v;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no {kind} in 60 s: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A level change of a served array, `args` to `grow`, paced, logged to
+/// grow.log.
+fn spawn_grow(dir: &Path, args: &[&str], members: &[&str]) -> Child {
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("grow.log"))
+            .unwrap()
+    };
+    raidlab(dir)
+        .arg("grow")
+        .args(args)
+        .args(members)
+        .stdout(log())
+        .stderr(log())
+        .spawn()
+        .unwrap()
+}
+
+/// md's RAID 5 to 6 on a served array, the whole sequence offline makes:
+/// Q's device added as a spare, the takeover to left-symmetric-6, the live
+/// rebuild of Q, then the restripe to left-symmetric; and back, the
+/// restripe to left-symmetric-6 then the takeover to RAID 5 (Q's member a
+/// spare). fio writes and verifies through NBD during each (0 errors),
+/// everything written reads back after, and parity checks.
+#[test]
+fn a_served_raid5_becomes_raid6_and_back_while_fio_writes_and_verifies() {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(
+            "served grow: fio not installed (scripts/test.sh installs it)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    run(raidlab(dir)
+        .args(["create", "-l", "5", "--member-size", "16M"])
+        .args(m));
+    // md computes Q from data and P: the initial resync first.
+    run(raidlab(dir).arg("resync").args(m));
+    std::fs::File::create(dir.join("m4"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let srv = serve(dir, &m);
+    let size0 = detail(dir, &m)["array_size_bytes"].as_u64().unwrap();
+    fio(&srv.export_uri("a"), "0", "12M", "50", &["--do_verify=1"]);
+    let mut grow = spawn_grow(
+        dir,
+        &["--level", "6", "--add", "m4", "--max-rate", "4M"],
+        &m,
+    );
+    let v = wait_running(dir, &m, "rebuild", &mut grow);
+    assert_eq!(v["level"], "raid6", "the takeover came first: {v}");
+    fio(&srv.export_uri("a"), "16M", "8M", "51", &["--do_verify=1"]);
+    wait_running(dir, &m, "reshape", &mut grow);
+    fio(&srv.export_uri("a"), "28M", "8M", "52", &["--do_verify=1"]);
+    let st = grow.wait().unwrap();
+    let text = std::fs::read_to_string(dir.join("grow.log")).unwrap();
+    assert!(st.success(), "grow failed: {text}");
+    for said in [
+        "m4 added as a spare for Q",
+        "is now raid6 of 5 members, 512K chunk, left-symmetric-6 (md's takeover: Q on the new member(s), to be rebuilt)",
+        "rebuild of role 4 onto",
+        "reshape done: over the same 5 members; the array is raid6 of 5 members, 512K chunk, left-symmetric,",
+    ] {
+        assert!(text.contains(said), "{said:?} in:\n{text}");
+    }
+    let five = ["m0", "m1", "m2", "m3", "m4"];
+    let v = detail(dir, &five);
+    assert_eq!(v["level"], "raid6", "{v}");
+    assert_eq!(v["layout"], "left-symmetric", "{v}");
+    assert_eq!(v["array_size_bytes"].as_u64(), Some(size0), "{v}");
+    for (off, size, seed) in [("0", "12M", "50"), ("16M", "8M", "51"), ("28M", "8M", "52")] {
+        fio(&srv.export_uri("a"), off, size, seed, &["--verify_only"]);
+    }
+
+    // And back to RAID 5, fio writing meanwhile.
+    std::fs::remove_file(dir.join("grow.log")).unwrap();
+    let mut grow = spawn_grow(dir, &["--level", "5", "--max-rate", "4M"], &five);
+    wait_running(dir, &five, "reshape", &mut grow);
+    fio(&srv.export_uri("a"), "36M", "6M", "53", &["--do_verify=1"]);
+    let st = grow.wait().unwrap();
+    let text = std::fs::read_to_string(dir.join("grow.log")).unwrap();
+    assert!(st.success(), "grow failed: {text}");
+    for said in [
+        "the array is raid6 of 5 members, 512K chunk, left-symmetric-6,",
+        "the array is now raid5 of 4 members, 512K chunk, left-symmetric (md's takeover); the member that held Q is a hot spare",
+    ] {
+        assert!(text.contains(said), "{said:?} in:\n{text}");
+    }
+    let v = detail(dir, &five);
+    assert_eq!(v["level"], "raid5", "{v}");
+    assert_eq!(v["raid_devices"], 4, "{v}");
+    for (off, size, seed) in [
+        ("0", "12M", "50"),
+        ("16M", "8M", "51"),
+        ("28M", "8M", "52"),
+        ("36M", "6M", "53"),
+    ] {
+        fio(&srv.export_uri("a"), off, size, seed, &["--verify_only"]);
+    }
+    srv.stop();
+    let check = run(raidlab(dir).arg("check").args(five));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+}
+
+/// RAID 0 to RAID 5 (parity's device added, the takeover to parity-last,
+/// the live rebuild of parity, the restripe to left-symmetric) and RAID 1
+/// of two to RAID 5 of three (the takeover, the device added, the
+/// restripe onto it) on served arrays: what fio wrote before reads back
+/// through NBD after, and parity checks.
+#[test]
+fn served_raid0_and_raid1_become_raid5_with_what_they_held() {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(
+            "served grow: fio not installed (scripts/test.sh installs it)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    for (level, args, before, after) in [
+        (
+            "0",
+            &["--level", "5", "--add", "m2"][..],
+            &["m0", "m1"][..],
+            "raid5 of 3 members, 512K chunk, left-symmetric",
+        ),
+        (
+            "1",
+            &["--level", "5", "--raid-devices", "3", "--add", "m2"][..],
+            &["m0", "m1"][..],
+            "raid5 of 3 members, 64K chunk, left-symmetric",
+        ),
+    ] {
+        let dir = &tmp.path().join(format!("raid{level}"));
+        std::fs::create_dir(dir).unwrap();
+        run(raidlab(dir)
+            .args(["create", "-l", level, "--member-size", "16M"])
+            .args(before));
+        std::fs::File::create(dir.join("m2"))
+            .unwrap()
+            .set_len(16 << 20)
+            .unwrap();
+        let srv = serve(dir, before);
+        fio(&srv.export_uri("a"), "0", "12M", "54", &["--do_verify=1"]);
+        let out = run(raidlab(dir).arg("grow").args(args).args(before));
+        assert!(
+            out.contains(&format!("is now {after}")) || out.contains(after),
+            "{out}"
+        );
+        assert!(out.contains("m2 added as a spare for"), "{out}");
+        let three = ["m0", "m1", "m2"];
+        let v = detail(dir, &three);
+        assert_eq!(v["level"], "raid5", "raid {level}: {v}");
+        assert_eq!(v["raid_devices"], 3, "raid {level}: {v}");
+        assert_eq!(v["layout"], "left-symmetric", "raid {level}: {v}");
+        fio(&srv.export_uri("a"), "0", "12M", "54", &["--verify_only"]);
+        srv.stop();
+        let check = run(raidlab(dir).arg("check").args(three));
+        assert!(check.contains("mismatch_cnt: 0"), "raid {level}: {check}");
+    }
+}
