@@ -515,6 +515,35 @@ fn a_served_raid5_becomes_raid6_and_back_while_fio_writes_and_verifies() {
     let srv = serve(dir, &m);
     let size0 = detail(dir, &m)["array_size_bytes"].as_u64().unwrap();
     fio(&srv.export_uri("a"), "0", "12M", "50", &["--do_verify=1"]);
+    // Refused as offline refuses them, nothing changed.
+    for (args, why) in [
+        (
+            &["--level", "0", "--add", "m4"][..],
+            "--add goes with a level that takes new members",
+        ),
+        (
+            &["--level", "6", "--add", "m4", "--no-sync"][..],
+            "--no-sync of a served array is not built",
+        ),
+    ] {
+        let out = raidlab(dir)
+            .arg("grow")
+            .args(args)
+            .args(m)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(why),
+            "{args:?}: {err}"
+        );
+        let v = detail(dir, &m);
+        assert_eq!(
+            (v["level"].as_str(), v["raid_devices"].as_u64()),
+            (Some("raid5"), Some(4)),
+            "{v}"
+        );
+    }
     let mut grow = spawn_grow(
         dir,
         &["--level", "6", "--add", "m4", "--max-rate", "4M"],
@@ -630,4 +659,87 @@ fn served_raid0_and_raid1_become_raid5_with_what_they_held() {
         let check = run(raidlab(dir).arg("check").args(three));
         assert!(check.contains("mismatch_cnt: 0"), "raid {level}: {check}");
     }
+}
+
+/// A server stopped (SIGTERM) in the middle of a served RAID 5 to 6 leaves
+/// the array as md would: the takeover recorded, Q's rebuild at its saved
+/// position; served again, the rebuild resumes in the background, and the
+/// restripe that was left is asked for by hand, as the failed grow said.
+/// What fio wrote before reads back, and parity checks.
+#[test]
+fn a_served_raid5_to_raid6_stopped_mid_rebuild_resumes_when_served_again() {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(
+            "served grow: fio not installed (scripts/test.sh installs it)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path();
+    let m = ["m0", "m1", "m2"];
+    run(raidlab(dir)
+        .args(["create", "-l", "5", "--member-size", "16M"])
+        .args(m));
+    run(raidlab(dir).arg("resync").args(m));
+    std::fs::File::create(dir.join("m3"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let srv = serve(dir, &m);
+    fio(&srv.export_uri("a"), "0", "20M", "55", &["--do_verify=1"]);
+    let mut grow = spawn_grow(
+        dir,
+        &["--level", "6", "--add", "m3", "--max-rate", "2M"],
+        &m,
+    );
+    let t = Instant::now();
+    loop {
+        let v = detail(dir, &m);
+        let r = &v["served"]["rebuild"];
+        if r["running"] == true && r["done"].as_u64().unwrap() >= 2 << 20 {
+            break;
+        }
+        assert!(grow.try_wait().unwrap().is_none(), "grow ended: {v}");
+        assert!(t.elapsed() < Duration::from_secs(60), "no rebuild: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    srv.stop();
+    let st = grow.wait().unwrap();
+    let text = std::fs::read_to_string(dir.join("grow.log")).unwrap();
+    // The server may go before it answers; when it answers, it says what is
+    // left.
+    assert!(
+        !st.success() && (text.contains("left to do") || text.contains("did it stop")),
+        "the grow did not finish: {text}"
+    );
+    let four = ["m0", "m1", "m2", "m3"];
+    let offline = detail(dir, &four);
+    assert_eq!(offline["level"], "raid6", "{offline}");
+    assert_eq!(offline["layout"], "left-symmetric-6", "{offline}");
+    let rebuilding = offline.to_string();
+    assert!(rebuilding.contains("rebuilding"), "{rebuilding}");
+    // Served again: the rebuild goes on from where it stopped.
+    let srv = serve(dir, &four);
+    let t = Instant::now();
+    loop {
+        let v = detail(dir, &four);
+        if v["served"]["rebuild"]["running"] == false && !v.to_string().contains("rebuilding") {
+            assert!(v["served"]["rebuild"]["error"].is_null(), "{v}");
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "no rebuild: {v}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = run(raidlab(dir)
+        .args(["grow", "--layout", "left-symmetric"])
+        .args(four));
+    assert!(out.contains("reshape done"), "{out}");
+    fio(&srv.export_uri("a"), "0", "20M", "55", &["--verify_only"]);
+    let log = srv.stop();
+    assert!(
+        log.contains("the rebuild continues in the background"),
+        "{log}"
+    );
+    let check = run(raidlab(dir).arg("check").args(four));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
 }

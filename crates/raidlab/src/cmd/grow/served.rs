@@ -226,12 +226,16 @@ pub(crate) fn served_convert(
             }
             Err(e) => {
                 let now = live.with_assembly(|asm| describe(&asm.geometry));
-                bail!(
+                let why = format!(
                     "the level change stopped at its step {} of {}: {e:#}; the array is {now} (the steps before are recorded, as md leaves them); {}",
                     i + 1,
                     steps.len(),
                     left_to_do(&steps[i..])
                 );
+                // In the server's log too: a stopping server may be gone
+                // before the command has its answer.
+                said(&why);
+                bail!(why);
             }
         }
     }
