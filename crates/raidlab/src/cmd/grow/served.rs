@@ -289,7 +289,8 @@ fn served_step(
 }
 
 /// Follow the live rebuild (one role after another) to its end, its
-/// progress to `progress`; says each role rebuilt as a served add says it.
+/// progress to `progress`; says each role rebuilt as offline's rebuild says
+/// it.
 /// An error when one stopped: failed, or the server stopping (its position
 /// saved for the next start).
 fn wait_rebuilds(
@@ -297,7 +298,7 @@ fn wait_rebuilds(
     progress: &mut dyn FnMut(&str, Progress),
     stopping: &dyn Fn() -> bool,
 ) -> Result<String> {
-    let mut rebuilt: Vec<(String, usize, String)> = Vec::new();
+    let mut rebuilt: Vec<(usize, String)> = Vec::new();
     // Between two roles' rebuilds none runs for a moment; a pending one not
     // started after a few looks did not start.
     let mut idle = 0;
@@ -322,17 +323,15 @@ fn wait_rebuilds(
                     s.device
                 );
             }
-            if !rebuilt.iter().any(|(_, r, d)| *r == role && *d == s.device) {
-                rebuilt.push((s.kind.clone(), role, s.device.clone()));
+            if !rebuilt.iter().any(|(r, d)| *r == role && *d == s.device) {
+                rebuilt.push((role, s.device.clone()));
             }
         }
         if !running {
             if live.with_assembly(|asm| asm.rebuilding().is_empty()) {
                 return Ok(rebuilt
                     .iter()
-                    .map(|(kind, role, dev)| {
-                        format!("raidlab: {kind} of role {role} onto {dev} complete\n")
-                    })
+                    .map(|(role, dev)| format!("raidlab: rebuilt {dev} into role {role}\n"))
                     .collect());
             }
             if stopping() {
