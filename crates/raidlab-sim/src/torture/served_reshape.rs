@@ -374,15 +374,7 @@ fn attempt(
         asm.mark_clean(true)
             .map_err(|e| format!("the clean mark: {e}"))?;
     }
-    let r = asm
-        .scrub(false, opts, &mut |_| {})
-        .map_err(|e| format!("check at the end: {e}"))?;
-    if r.mismatch_sectors > 0 {
-        return Err(format!(
-            "check at the end: {} mismatched sectors",
-            r.mismatch_sectors
-        ));
-    }
+    super::check_at_end(&mut asm, opts)?;
     Ok(Done {
         cuts,
         died: false,
