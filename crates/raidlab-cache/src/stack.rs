@@ -76,12 +76,6 @@ impl<C: Volume + 'static, O: Volume + 'static> OwnerCleaner<C, O> {
     pub fn run_on_clock(&self, clock: &dyn Clock) -> Result<()> {
         crate::driver::run_on_clock(&self.cached, self.interval, clock)
     }
-
-    /// One tick of that loop, for an owner that schedules the ticks itself:
-    /// the blocks cleaned.
-    pub fn tick(&self) -> Result<u64> {
-        self.cached.clean_tick()
-    }
 }
 
 /// What a stop found.
@@ -173,6 +167,7 @@ impl<C: Volume + 'static, O: Volume + 'static> CacheStack<C, O> {
 mod tests {
     use super::*;
     use crate::{create, examine, Config, Mode};
+    use raidlab_core::task;
     use raidlab_devices::{MemVolume, SystemClock};
     use std::sync::atomic::Ordering;
 
@@ -251,9 +246,30 @@ mod tests {
         s.cached().write_at(&[7u8; 4096], 1 << 20).unwrap();
         assert_eq!(s.cached().stats().dirty_blocks, 1);
         let cleaner = s.owner_cleaner().expect("the owner cleans");
-        assert_eq!(cleaner.tick().unwrap(), 1, "the owner's tick cleans");
-        assert_eq!(s.cached().stats().dirty_blocks, 0);
-        drop(cleaner);
+        // As the simulator runs it: the loop in a task whose clock's sleep
+        // gives control back; the first tick runs before the first sleep.
+        #[derive(Debug)]
+        struct Suspends;
+        impl Clock for Suspends {
+            fn now(&self) -> Duration {
+                Duration::ZERO
+            }
+            fn sleep(&self, d: Duration) {
+                assert!(task::suspend(task::Wait::Until(d)), "only in a task");
+            }
+        }
+        let mut stacks = task::Stacks::default();
+        let mut t = task::Task::new(&mut stacks, move || cleaner.run_on_clock(&Suspends)).unwrap();
+        assert!(
+            matches!(t.resume(), task::Step::Waits(task::Wait::Until(_))),
+            "the loop sleeps after its tick"
+        );
+        assert_eq!(
+            s.cached().stats().dirty_blocks,
+            0,
+            "the owner's loop cleans"
+        );
+        drop(t);
         let stop = s.stop();
         assert!(stop.cleaner_error.is_none());
         stop.shutdown.unwrap();

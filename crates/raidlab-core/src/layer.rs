@@ -32,6 +32,9 @@ pub trait Layer: Send + Sync {
     fn size(&self) -> u64 {
         self.below().size()
     }
+    fn refresh_size(&self) -> Result<u64> {
+        self.below().refresh_size()
+    }
     fn block_size(&self) -> u32 {
         self.below().block_size()
     }
@@ -100,6 +103,9 @@ impl<L: Layer> Volume for L {
     }
     fn size(&self) -> u64 {
         Layer::size(self)
+    }
+    fn refresh_size(&self) -> Result<u64> {
+        Layer::refresh_size(self)
     }
     fn block_size(&self) -> u32 {
         Layer::block_size(self)

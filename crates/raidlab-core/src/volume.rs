@@ -21,6 +21,18 @@ pub trait Volume: Send + Sync {
     /// Size in bytes.
     fn size(&self) -> u64;
 
+    /// Ask the device its size again and answer [`Volume::size`] with it from
+    /// now on; returns it. A file enlarged with `truncate` or a block device
+    /// grown (`losetup -c`, a LUN resized) while open keeps its old size
+    /// otherwise, as `size` is read on every request and must not ask the
+    /// kernel each time. Called by whoever is about to decide from a member's
+    /// size (md re-reads a device's size for `--grow --size max`), never on
+    /// the request path. The default: a volume whose size does not change
+    /// underneath it (memory, an array, a slice) says its size.
+    fn refresh_size(&self) -> Result<u64> {
+        Ok(self.size())
+    }
+
     /// The smallest unit of I/O the volume handles without read-modify-write.
     fn block_size(&self) -> u32 {
         512
@@ -244,6 +256,9 @@ impl<T: Volume + ?Sized> Volume for Arc<T> {
     }
     fn size(&self) -> u64 {
         (**self).size()
+    }
+    fn refresh_size(&self) -> Result<u64> {
+        (**self).refresh_size()
     }
     fn block_size(&self) -> u32 {
         (**self).block_size()

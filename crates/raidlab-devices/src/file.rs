@@ -16,6 +16,8 @@ use raidlab_core::{check_range_with, Error, ErrorKind, Mapped, Op, Result, Store
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 /// How to open a member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +31,14 @@ pub enum OpenMode {
 pub struct FileVolume {
     file: File,
     path: PathBuf,
-    size: u64,
+    /// Bytes, as found at open or by the last [`Volume::refresh_size`]: read
+    /// on every request, so asked of the kernel only when told to.
+    size: AtomicU64,
     writable: bool,
     block_device: bool,
-    /// The file mapped read-only, made on first use by [`Volume::mapped`].
-    map: std::sync::OnceLock<Option<Mapped>>,
+    /// The file mapped read-only, made on first use by [`Volume::mapped`],
+    /// with the size it was made for: made again once the size changed.
+    map: Mutex<Option<(u64, Option<Mapped>)>>,
     /// Set when `file` was opened with `O_DIRECT`: its alignment and the
     /// locks of edge blocks under read-modify-write. Every read, write and
     /// flush then goes through it; the page cache holds none of the
@@ -139,10 +144,10 @@ impl FileVolume {
         Ok(FileVolume {
             file,
             path: path.to_path_buf(),
-            size,
+            size: AtomicU64::new(size),
             writable,
             block_device,
-            map: std::sync::OnceLock::new(),
+            map: Mutex::new(None),
             direct,
         })
     }
@@ -293,7 +298,7 @@ impl raidlab_core::MapBytes for FileMap {
 impl FileVolume {
     /// Refuse a request outside the file (the name is made only for the error).
     fn check(&self, op: Op, offset: u64, len: u64) -> Result<()> {
-        check_range_with(|| self.name(), op, self.size, offset, len)
+        check_range_with(|| self.name(), op, self.size(), offset, len)
     }
 
     /// Refuse a change to a volume opened read-only.
@@ -329,10 +334,10 @@ impl FileVolume {
         kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
     }
 
-    fn map_file(&self) -> Option<Mapped> {
+    fn map_file(&self, size: u64) -> Option<Mapped> {
         // Regular files in memory only (see `in_memory`); block devices and files
         // on disks are read through `read_at`.
-        if self.block_device || self.size == 0 || !self.in_memory() {
+        if self.block_device || size == 0 || !self.in_memory() {
             return None;
         }
         // SAFETY: the mapping is read-only and private to this process's view of a
@@ -346,7 +351,7 @@ impl FileVolume {
         // through `read_at`, against which the tests compare them.
         let map = unsafe {
             memmap2::MmapOptions::new()
-                .len(self.size as usize)
+                .len(size as usize)
                 .map(&self.file)
         };
         let map = map.ok()?;
@@ -365,7 +370,39 @@ impl Volume for FileVolume {
         self.path.display().to_string()
     }
     fn size(&self) -> u64 {
-        self.size
+        // Relaxed: the size is one value on its own, ordered with nothing
+        // else; a request racing a refresh sees the old size or the new.
+        self.size.load(Ordering::Relaxed)
+    }
+    /// A regular file's length (`fstat`) or a block device's size (its end,
+    /// as BLKGETSIZE64 says it). A size that direct I/O cannot use whole is
+    /// refused, keeping the old one.
+    fn refresh_size(&self) -> Result<u64> {
+        let name = self.name();
+        let size = if self.block_device {
+            block_device_size(&self.file, &name)?
+        } else {
+            self.file
+                .metadata()
+                .map_err(|e| Error::io(Op::Open, name.clone(), e))?
+                .len()
+        };
+        if let Some(d) = &self.direct {
+            if size % d.block() != 0 {
+                return Err(Error::new(
+                    ErrorKind::Invalid,
+                    Op::Open,
+                    format!(
+                        "its size is now {size} bytes, not a multiple of its direct-I/O block ({} bytes): it is still used as {} bytes; make its size a whole number of blocks",
+                        d.block(),
+                        self.size()
+                    ),
+                )
+                .on_device(name));
+            }
+        }
+        self.size.store(size, Ordering::Relaxed);
+        Ok(size)
     }
     fn is_writable(&self) -> bool {
         self.writable
@@ -493,7 +530,16 @@ impl Volume for FileVolume {
         true
     }
     fn mapped(&self) -> Option<Mapped> {
-        self.map.get_or_init(|| self.map_file()).clone()
+        let size = self.size();
+        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        match &*map {
+            Some((made_for, m)) if *made_for == size => m.clone(),
+            _ => {
+                let m = self.map_file(size);
+                *map = Some((size, m.clone()));
+                m
+            }
+        }
     }
     fn read_stored(&self, offset: u64, len: u64, sink: &mut StoredSink<'_>) -> Result<bool> {
         use std::os::fd::AsFd;
@@ -530,7 +576,7 @@ impl Volume for FileVolume {
         Some(raidlab_core::RawFile {
             fd: self.file.as_fd(),
             base: 0,
-            size: self.size,
+            size: self.size(),
             writable: self.writable,
             block_device: self.block_device,
             direct: self.direct.as_ref().map(|d| (d.block(), d.mem_align())),
@@ -552,125 +598,4 @@ impl Volume for FileVolume {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn discard_punches_a_hole_that_reads_as_zeros() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("t0");
-        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
-        v.write_at(&vec![0xabu8; 1 << 20], 0).unwrap();
-        v.flush().unwrap();
-        assert!(!v.is_hole(256 << 10, 256 << 10));
-        assert!(v.discard_zeroes());
-        v.discard(256 << 10, 256 << 10).unwrap();
-        // The blocks went back to the file system; the size stayed.
-        assert!(v.is_hole(256 << 10, 256 << 10));
-        assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 20);
-        let mut b = vec![1u8; 1 << 20];
-        v.read_at(&mut b, 0).unwrap();
-        assert!(b[..256 << 10].iter().all(|&x| x == 0xab));
-        assert!(b[256 << 10..512 << 10].iter().all(|&x| x == 0));
-        assert!(b[512 << 10..].iter().all(|&x| x == 0xab));
-        // An unaligned range zeroes exactly its bytes.
-        v.discard(1000, 10).unwrap();
-        let mut c = [1u8; 12];
-        v.read_at(&mut c, 999).unwrap();
-        assert_eq!(c, [0xab, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xab]);
-        assert_eq!(
-            v.discard(1 << 20, 1).unwrap_err().kind,
-            ErrorKind::OutOfRange
-        );
-        drop(v);
-        let r = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
-        assert_eq!(r.discard(0, 4096).unwrap_err().kind, ErrorKind::ReadOnly);
-    }
-
-    #[test]
-    fn a_released_part_of_a_mapping_reads_the_same_afterwards() {
-        // Only files in memory are mapped (see `map_file`), hence /dev/shm.
-        let dir = tempfile::tempdir_in("/dev/shm").unwrap();
-        let p = dir.path().join("m0");
-        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
-        let data: Vec<u8> = (0..1u32 << 20).map(|i| (i * 7 + i / 4099) as u8).collect();
-        v.write_at(&data, 0).unwrap();
-        let map = v.mapped().expect("a file in /dev/shm maps");
-        assert!(map.as_slice() == &data[..]);
-        // Unaligned, whole, empty and out-of-view ranges: a hint, never a change.
-        let part = map.narrow(1000, 600_000).unwrap();
-        part.release(3, 500_000);
-        part.release(0, 600_000);
-        part.release(10, 0);
-        part.release(599_999, u64::MAX);
-        map.release(0, 1 << 20);
-        assert!(part.as_slice() == &data[1000..601_000]);
-        assert!(map.as_slice() == &data[..]);
-        // Writes after a release are seen through the mapping (the page cache
-        // is what it maps, before and after).
-        v.write_at(b"after", 8192).unwrap();
-        assert_eq!(&map.as_slice()[8192..8197], b"after");
-        let mut back = vec![0u8; 1 << 20];
-        v.read_at(&mut back, 0).unwrap();
-        assert!(back == map.as_slice());
-    }
-
-    #[test]
-    fn create_write_read_and_lock() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("m0");
-        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
-        assert!(v.is_hole(0, 1 << 20));
-        v.write_at(b"hello", 8192).unwrap();
-        assert!(!v.is_hole(0, 1 << 20));
-        assert!(v.is_hole(512 << 10, 512 << 10));
-        let mut b = [0u8; 5];
-        v.read_at(&mut b, 8192).unwrap();
-        assert_eq!(&b, b"hello");
-        assert_eq!(
-            v.write_at(b"x", 1 << 20).unwrap_err().kind,
-            ErrorKind::OutOfRange
-        );
-        // A second opener is refused while we hold the exclusive lock, and is told who.
-        let e = FileVolume::open(&p, OpenMode::ReadOnly).unwrap_err();
-        assert_eq!(e.kind, ErrorKind::Busy);
-        assert!(e.to_string().contains("locked by process"), "{e}");
-        drop(v);
-        let r = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
-        // Readers share.
-        let r2 = FileVolume::open(&p, OpenMode::ReadOnly).unwrap();
-        assert_eq!(r.write_at(b"x", 0).unwrap_err().kind, ErrorKind::ReadOnly);
-        drop((r, r2));
-        assert!(
-            FileVolume::create_sparse(&p, 10).is_err(),
-            "never replaces a file"
-        );
-    }
-
-    #[test]
-    fn a_lock_let_go_of_within_the_wait_is_taken() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("m0");
-        let v = FileVolume::create_sparse(&p, 1 << 20).unwrap();
-        // Held a moment longer, as by a process on its way out (or a child
-        // forked while the member was open, until it execs).
-        let holder = std::thread::spawn(move || {
-            std::thread::sleep(crate::lock::LOCK_WAIT / 5);
-            drop(v);
-        });
-        let t = std::time::Instant::now();
-        let r = FileVolume::open(&p, OpenMode::ReadWrite);
-        holder.join().unwrap();
-        assert!(r.is_ok(), "{:?}", r.err());
-        assert!(t.elapsed() < crate::lock::LOCK_WAIT, "{:?}", t.elapsed());
-    }
-
-    #[test]
-    fn refuses_directories_and_missing_paths() {
-        let dir = tempfile::tempdir().unwrap();
-        let e = FileVolume::open(dir.path(), OpenMode::ReadOnly).unwrap_err();
-        assert!(e.to_string().contains("not a regular file"), "{e}");
-        let e = FileVolume::open(&dir.path().join("nope"), OpenMode::ReadOnly).unwrap_err();
-        assert!(e.to_string().contains("check the path"), "{e}");
-    }
-}
+mod tests;

@@ -408,6 +408,49 @@ impl Sb090 {
                 "Reshape pos'n",
                 format!("{}{}", pos / 2, human_size(pos.wrapping_shl(9))),
             );
+            let (new_level, delta) = (self.w(46) as i32, self.w(47) as i32);
+            let (new_layout, new_chunk) = (self.w(48), self.w(49));
+            if delta != 0 {
+                add(
+                    "Delta Devices",
+                    format!(
+                        "{delta} ({}->{})",
+                        i64::from(self.raid_disks()) - i64::from(delta),
+                        self.raid_disks()
+                    ),
+                );
+            }
+            if new_level != level {
+                add(
+                    "New Level",
+                    level_name(new_level).unwrap_or("-unknown-").into(),
+                );
+            }
+            if new_layout != self.layout() {
+                // mdadm's examine_super0 spells a RAID 10 layout out in full
+                // (both counts), unlike v1's.
+                let name = match level {
+                    5 | 6 => layout_name(level, new_layout, 0),
+                    10 => Some(format!(
+                        "near={}, {}={}",
+                        new_layout & 255,
+                        if new_layout & 0x1_0000 != 0 {
+                            "offset"
+                        } else {
+                            "far"
+                        },
+                        (new_layout >> 8) & 255
+                    )),
+                    _ => None,
+                };
+                if let Some(n) = name {
+                    add("New Layout", n);
+                }
+            }
+            if new_chunk != self.chunk_bytes() {
+                // In bytes, no unit: mdadm prints 0.90's field as it is.
+                add("New Chunksize", new_chunk.to_string());
+            }
         }
         add("Update Time", ctime_utc(u64::from(self.utime())));
         add(
@@ -491,7 +534,8 @@ impl Sb090 {
         out
     }
 
-    /// The examine report as JSON (mdadm's labels in snake_case).
+    /// The examine report as JSON (mdadm's labels in snake_case); `reshape`
+    /// as v1's ([`Superblock::reshape_json`]), from the same fields.
     pub fn examine_json(&self, super_offset: u64) -> Value {
         let disks: Vec<Value> = self
             .disk_table()
@@ -535,6 +579,7 @@ impl Sb090 {
             "device_number": self.this_disk().number,
             "raid_disk": self.this_disk().raid_disk,
             "disks": disks,
+            "reshape": self.to_v1(super_offset).reshape_json(),
         })
     }
 }

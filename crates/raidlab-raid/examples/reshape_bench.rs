@@ -25,13 +25,12 @@
 //!
 //! Run: `cargo run --release -p raidlab-raid --example reshape_bench [MiB per member] [MB/s per member] [only cases whose name holds this]`
 
-use raidlab_core::Volume;
-use raidlab_devices::{Limits, MemVolume, ThrottleVolume};
+mod common;
+
+use raidlab_devices::Limits;
 use raidlab_layout::{Layout, Level, ParityLayout};
-use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
 use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
 use raidlab_raid::recovery::RunOptions;
-use std::sync::Arc;
 use std::time::Instant;
 
 struct Case {
@@ -71,62 +70,14 @@ fn run(c: &Case, member: u64, bw: u64) -> (f64, f64, f64) {
             .raid_devices
             .map_or(0, |r| r.saturating_sub(c.members));
     let shrink = c.req.raid_devices.is_some_and(|r| r < c.members);
-    let vols: Vec<Arc<ThrottleVolume<MemVolume>>> = (0..n)
-        .map(|_| {
-            Arc::new(ThrottleVolume::new(MemVolume::new(member), Limits::unlimited()).unwrap())
-        })
-        .collect();
-    let devs: Vec<Device> = vols
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Device {
-            path: format!("m{i}"),
-            volume: Arc::clone(v) as Arc<dyn Volume>,
-        })
-        .collect();
-    let spec = CreateSpec {
-        level: c.level,
-        layout: c.layout,
-        chunk_bytes: c.chunk,
-        spares: 0,
-        name: "bench".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs[..c.members]
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let mut asm = create(&spec, members).unwrap();
+    let (vols, devs) = common::members(n, member);
+    let mut asm = common::create_on(&devs[..c.members], c.level, c.layout, c.chunk);
     if shrink && c.level != Level::Raid10 {
         let size = asm.geometry.member_bytes - c.chunk * c.members as u64;
         asm.grow_size(SizeRequest::Bytes(size), true).unwrap();
     }
     // Data everywhere, written before the members are throttled.
-    {
-        let array = asm.array().unwrap();
-        let size = array.size();
-        let mut buf = vec![0u8; 4 << 20];
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut at = 0;
-        while at < size {
-            for b in buf.chunks_mut(8) {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                b.copy_from_slice(&x.to_le_bytes()[..b.len()]);
-            }
-            let len = (size - at).min(buf.len() as u64) as usize;
-            array.write_at(&buf[..len], at).unwrap();
-            at += len as u64;
-        }
-        array.flush().unwrap();
-    }
+    common::fill(&asm.array().unwrap());
     let array_bytes = shrink.then(|| holds(&asm, &c.req));
     let plan = asm
         .reshape_check_sized(&c.req, n - c.members, array_bytes)

@@ -21,10 +21,11 @@
 //!
 //! Run: `cargo run --release -p raidlab-raid --example reshape_served_bench [MiB per member] [MB/s per member]`
 
+mod common;
+
 use raidlab_core::Volume;
-use raidlab_devices::{Limits, MemVolume, ThrottleVolume};
+use raidlab_devices::Limits;
 use raidlab_layout::{Layout, Level, ParityLayout};
-use raidlab_raid::assemble::{create, CreateSpec, Device, NewMember};
 use raidlab_raid::grow::ReshapeRequest;
 use raidlab_raid::live::LiveArray;
 use raidlab_raid::recovery::RunOptions;
@@ -49,48 +50,16 @@ struct Ran {
 
 /// Grow a RAID 5 of 4 to 5 while served; `client`: with a writer.
 fn run(member: u64, bw: u64, client: bool) -> Ran {
-    let vols: Vec<Arc<ThrottleVolume<MemVolume>>> = (0..5)
-        .map(|_| {
-            Arc::new(ThrottleVolume::new(MemVolume::new(member), Limits::unlimited()).unwrap())
-        })
-        .collect();
-    let devs: Vec<Device> = vols
-        .iter()
-        .enumerate()
-        .map(|(i, v)| Device {
-            path: format!("m{i}"),
-            volume: Arc::clone(v) as Arc<dyn Volume>,
-        })
-        .collect();
-    let spec = CreateSpec {
-        level: Level::Raid5,
-        layout: Layout::Parity(ParityLayout::LeftSymmetric),
-        chunk_bytes: 64 << 10,
-        spares: 0,
-        name: "bench".into(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs[..4]
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let mut asm = create(&spec, members).unwrap();
+    let (vols, devs) = common::members(5, member);
+    let mut asm = common::create_on(
+        &devs[..4],
+        Level::Raid5,
+        Layout::Parity(ParityLayout::LeftSymmetric),
+        64 << 10,
+    );
     let size = asm.geometry.array_bytes();
     // Data to move: the array filled before it is served.
-    let array = Arc::new(asm.array().unwrap());
-    let fill = vec![0x5au8; 1 << 20];
-    for at in (0..size).step_by(fill.len()) {
-        let n = (size - at).min(fill.len() as u64) as usize;
-        array.write_at(&fill[..n], at).unwrap();
-    }
-    array.flush().unwrap();
-    drop(array);
+    common::fill(&asm.array().unwrap());
     // Served as `raidlab serve` starts it: marked active, then the running
     // array, safe mode on.
     asm.mark_dirty().unwrap();

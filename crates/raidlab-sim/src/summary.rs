@@ -186,12 +186,12 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
             } else {
                 None
             };
-            // The rebuild a user would run next: of the first failed role
-            // (raidlab's `add`, as md's, puts a new member into the first
-            // missing role); with none failed, of the first role whose loss
+            // The rebuild a user would run next: of the role the engine's
+            // `add` fills; with none failed, of the first role whose loss
             // the array survives.
-            let first_failed = a.failed.iter().copied().min();
-            let role = match first_failed {
+            let add_fills =
+                raidlab_raid::manage::role_an_add_fills(a.members, |r| a.failed.contains(&r));
+            let role = match add_fills {
                 Some(r) if a.rebuild.is_none() && g.survives(&a.failed) => Some(r),
                 Some(_) => None,
                 None => (0..a.members).find(|&r| a.rebuild.is_none() && g.survives(&[r])),

@@ -1,7 +1,8 @@
 //! A simulated rebuild's new member is one raidlab's `add` made: a device
 //! in the started array's assembly whose md superblock says what `raidlab
 //! add` writes (the array's UUID and events, a new device number, the role
-//! being rebuilt, a recovery offset from 0), every member in service's
+//! being rebuilt, a recovery offset from 0, or the position a resumed
+//! rebuild resumes from), every member in service's
 //! superblock committed with it, and the engine rebuilding onto its data
 //! area. The add's writes reach no device model.
 
@@ -119,6 +120,46 @@ fn a_rebuild_from_the_start_rebuilds_a_member_raidlab_add_made() {
         .map(|o| o.len)
         .sum();
     assert_eq!(written, MEMBER);
+}
+
+/// A resumed rebuild (`rebuild-from=`) is one the engine resumes: the new
+/// member's superblock records the position, as the engine's checkpoint of
+/// a rebuild stopped there writes it, and the engine rebuilds only what lies
+/// past it.
+#[test]
+fn a_resumed_rebuild_resumes_where_the_new_members_superblock_says() {
+    let from = 3 << 20;
+    let rebuild = RebuildSpec {
+        role: 2,
+        device: ideal(),
+        max_rate: None,
+        from,
+    };
+    let mut sim = TaskArray::new(spec(Some(rebuild), Some(2))).unwrap();
+    sim.keep_ops();
+    let (sb, live) = new_member(&sim, 2);
+    assert_eq!(sb.set_uuid, live.set_uuid);
+    assert_eq!(sb.role(), Role::Active(2));
+    assert!(sb.feature_map & feature::RECOVERY_OFFSET != 0);
+    assert_eq!(
+        sb.recovery_offset * 512,
+        from,
+        "the superblock says where the rebuild resumes"
+    );
+    let mut job = Job::new(Pattern::Random, 4096, true, 1, 1, 3 * MEMBER);
+    job.duration = SEC;
+    run(&mut sim, &job, 0).unwrap();
+    assert!(sim.errors().is_empty(), "{:?}", sim.errors());
+    assert!(sim.engine().recovery().is_none(), "the rebuild ended");
+    let written: u64 = sim
+        .member_ops()
+        .unwrap()
+        .ops
+        .iter()
+        .filter(|o| o.member == 2 && o.kind == IoKind::Write)
+        .map(|o| o.len)
+        .sum();
+    assert_eq!(written, MEMBER - from, "only what lies past the position");
 }
 
 #[test]

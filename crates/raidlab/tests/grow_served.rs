@@ -3,8 +3,12 @@
 //! block) writes and reads the array; a kill -9 of the server in the middle
 //! of the walk is resumed at the next start, in the background, while the
 //! client reads. Every acknowledged byte reads back; parity checks after.
+//! The level changes (md's takeovers with their rebuilds and restripes)
+//! are in `grow_served/levels.rs`.
 
 mod common;
+#[path = "grow_served/levels.rs"]
+mod levels;
 
 use common::{ServeOptions, Served};
 use std::path::Path;

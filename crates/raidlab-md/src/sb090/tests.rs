@@ -182,6 +182,51 @@ fn damage_is_named() {
     assert!(e.contains("100 bytes"), "{e}");
 }
 
+#[test]
+fn a_reshape_in_examine_text_and_json() {
+    // md's 0.91 superblock of a RAID 5 shrinking from 5 members to 4 (a
+    // shrink: backwards, 0.90 has no flag for it) and changing its chunk to
+    // 128K, 16384 sectors in.
+    let mut w = sample_words(4, 2, 8128, false);
+    w[2] = 91;
+    w[44] = 16384; // reshape_position, low word first
+    w[45] = 0;
+    w[46] = 5;
+    w[47] = (-1i32) as u32;
+    w[48] = 2;
+    w[49] = 128 << 10;
+    fix(&mut w);
+    let sb = Sb090::parse(&bytes(&w, false)).unwrap();
+    let lines = sb.examine_lines();
+    let get = |k: &str| lines.iter().find(|(l, _)| l == k).map(|(_, v)| v.clone());
+    assert_eq!(
+        get("Reshape pos'n").as_deref(),
+        Some("8192 (8.00 MiB 8.39 MB)")
+    );
+    assert_eq!(get("Delta Devices").as_deref(), Some("-1 (5->4)"));
+    assert_eq!(get("New Level"), None, "the level stays");
+    assert_eq!(get("New Layout"), None, "the layout stays");
+    assert_eq!(get("New Chunksize").as_deref(), Some("131072"));
+    let r = &sb.examine_json(16256)["reshape"];
+    assert_eq!(r["position_sectors"], 16384);
+    assert_eq!(r["direction"], "backwards");
+    assert_eq!(r["delta_devices"], -1);
+    assert_eq!(r["raid_devices_before"], 5);
+    assert_eq!(r["raid_devices_after"], 4);
+    assert_eq!(r["new_level"], "raid5");
+    assert_eq!(r["new_layout"], "left-symmetric");
+    assert_eq!(r["new_chunk_sectors"], 256);
+    assert_eq!(r["new_chunk_kib"], 128);
+    assert_eq!(r["new_data_offset_sectors"], serde_json::Value::Null);
+    // The same superblock not reshaping has none.
+    let plain = Sb090::parse(&bytes(&sample_words(4, 2, 8128, false), false)).unwrap();
+    assert_eq!(
+        plain.examine_json(16256)["reshape"],
+        serde_json::Value::Null
+    );
+    assert!(!plain.examine_text().contains("Delta Devices"));
+}
+
 mod write;
 
 mod fuzz {

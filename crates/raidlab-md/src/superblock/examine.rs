@@ -439,7 +439,8 @@ impl Superblock {
     }
 
     /// The examine report as JSON: mdadm's labels in snake_case, numbers as numbers
-    /// (sectors unless the key says otherwise).
+    /// (sectors unless the key says otherwise); `reshape` is the recorded
+    /// reshape ([`Superblock::reshape_json`]), `null` when none.
     pub fn examine_json(&self, device_size_sectors: u64) -> Value {
         if let Some(v0) = &self.v0_90 {
             return v0.examine_json(self.super_offset);
@@ -482,6 +483,40 @@ impl Superblock {
             "array_state": self.array_state_string(),
             "max_dev": self.max_dev,
             "dev_roles": self.dev_roles,
+            "reshape": self.reshape_json(),
+        })
+    }
+
+    /// The reshape this superblock records, as examine's JSON `reshape`
+    /// object; `null` when none is recorded (RESHAPE_ACTIVE clear). The same
+    /// facts as the text's reshape lines, every one always present so a
+    /// reader need not know which ones mdadm leaves out when unchanged.
+    pub fn reshape_json(&self) -> Value {
+        if self.feature_map & feature::RESHAPE_ACTIVE == 0 {
+            return Value::Null;
+        }
+        // md's rule when it loads the superblock: a shrink always walks
+        // backwards, a reshape over the same members when the v1 flag says
+        // so, a grow never (0.90 has no flag: its shrinks go backwards).
+        let backwards = self.delta_disks < 0
+            || (self.delta_disks == 0 && self.feature_map & feature::RESHAPE_BACKWARDS != 0);
+        let new_data_offset = (self.feature_map & feature::NEW_OFFSET != 0)
+            .then(|| self.data_offset.wrapping_add(self.new_offset as i64 as u64));
+        json!({
+            "position_sectors": self.reshape_position,
+            "direction": if backwards { "backwards" } else { "forwards" },
+            "delta_devices": self.delta_disks,
+            "raid_devices_before": i64::from(self.raid_disks) - i64::from(self.delta_disks),
+            "raid_devices_after": self.raid_disks,
+            "new_level": level_name(self.new_level),
+            "new_level_number": self.new_level,
+            // Named by the level it belongs to (mdadm's text names it by the
+            // old level, which leaves a 5 -> 6 conversion's layout unknown).
+            "new_layout": layout_name(self.new_level, self.new_layout, 0),
+            "new_layout_number": self.new_layout,
+            "new_chunk_sectors": self.new_chunk,
+            "new_chunk_kib": self.new_chunk / 2,
+            "new_data_offset_sectors": new_data_offset,
         })
     }
 }

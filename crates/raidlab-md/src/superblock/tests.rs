@@ -769,3 +769,5 @@ fn a_superblock_found_where_its_super_offset_does_not_say_is_refused() {
         "{e}"
     );
 }
+
+mod reshape_examine;

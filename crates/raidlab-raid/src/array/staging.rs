@@ -346,16 +346,13 @@ impl Below for Array {
         Array::read_direct(self, buf, offset)
     }
     fn reads_for(&self, offset: u64, len: u64) -> u64 {
-        match self.unsynced_from() {
-            Some(from) => crate::planner::write_reads_unsynced(
-                &self.geometry,
-                &self.live(),
-                offset,
-                len,
-                from,
-            ),
-            None => crate::planner::write_reads(&self.geometry, &self.live(), offset, len),
-        }
+        crate::planner::write_reads(
+            &self.geometry,
+            &self.live(),
+            offset,
+            len,
+            self.unsynced_from(),
+        )
     }
     /// The live roles as bits (role r: bit r), for arrays of up to 64 roles.
     fn members_now(&self) -> Option<u64> {
@@ -373,12 +370,13 @@ impl Below for Array {
         for (r, l) in live[..n].iter_mut().enumerate() {
             *l = members >> r & 1 == 1;
         }
-        match self.unsynced_from() {
-            Some(from) => {
-                crate::planner::write_reads_unsynced(&self.geometry, &live[..n], offset, len, from)
-            }
-            None => crate::planner::write_reads(&self.geometry, &live[..n], offset, len),
-        }
+        crate::planner::write_reads(
+            &self.geometry,
+            &live[..n],
+            offset,
+            len,
+            self.unsynced_from(),
+        )
     }
     fn log_held(&self, stripe: u64, offset: u64, bytes: &[u8]) -> Result<bool> {
         Array::log_held(self, stripe, offset, bytes)

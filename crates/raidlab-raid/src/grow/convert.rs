@@ -101,7 +101,9 @@ impl Assembly {
                 self.missing()
             )));
         }
-        if !self.in_sync() {
+        // A served array's safe-mode dirty mark, its writes done and
+        // flushed (`in_service`), is as consistent as a clean one.
+        if !self.consistent() {
             return Err(refused(
                 "the array has a resync pending: a conversion computes Q from data and P, which must be consistent first; run `raidlab resync`; nothing was changed".into(),
             ));

@@ -51,7 +51,7 @@ mod reshape;
 mod shrink;
 mod walk;
 
-pub use online::{ReshapeGate, ReshapingVolume};
+pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
 pub(crate) use walk::ReshapeWalk;
 
 pub use convert::Conversion;
@@ -276,9 +276,13 @@ impl Assembly {
         }
         let old = template.size;
         let chunk = u64::from(template.chunksize).max(1);
-        // Each member's room for data, as md's rdev size change finds it.
+        // Each member's room for data, as md's rdev size change finds it:
+        // from the device's size asked again, as md does, so a member
+        // enlarged while the array was open (a served one) counts whole.
         let mut rooms = Vec::new();
         for m in self.members.iter().filter(|m| m.is_live()) {
+            // Its error names the device and what it could not use.
+            m.device.volume.refresh_size()?;
             rooms.push((
                 m.device.path.clone(),
                 data_room(&m.sb, m.device.volume.size())?,

@@ -21,10 +21,17 @@
 //!   once the checkpoint passes them, the new geometry's writes may land on
 //!   those old rows.
 //!
+//! A request or a walk that runs as a task (the simulator's,
+//! `raidlab_core::task`) suspends where a thread would wait on the gate's
+//! condition variable, and is woken where threads are notified: the walk
+//! and the clients of one simulated array are tasks on one thread, and a
+//! thread's wait there would never end.
+//!
 //! It must never decide placement, parity or the walk's order (the sides are
 //! running arrays; the walk is `walk`'s), and never let a write through to a
 //! geometry that does not hold its bytes.
 
+use raidlab_core::task::{self, Wait};
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
 use std::ops::Range;
@@ -88,8 +95,27 @@ impl ReshapeGate {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn wait<'a>(&self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    /// Wait for a change of the state: a thread on the condition variable;
+    /// a task suspended until [`ReshapeGate::notify`] wakes its key (the
+    /// caller looks again either way, as after a spurious wake-up).
+    fn wait<'a>(&'a self, g: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        if task::in_task() {
+            drop(g);
+            task::suspend(Wait::Key(self.key()));
+            return self.lock();
+        }
         self.changed.wait(g).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The state changed: threads and tasks waiting look again.
+    fn notify(&self) {
+        self.changed.notify_all();
+        task::wake(self.key());
+    }
+
+    /// What a task waiting on this gate is woken by.
+    fn key(&self) -> usize {
+        self as *const Self as usize
     }
 
     /// The array's size while the reshape runs.
@@ -135,7 +161,7 @@ impl ReshapeGate {
             }
             if needs_checkpoint && !g.wants_checkpoint {
                 g.wants_checkpoint = true;
-                self.changed.notify_all();
+                self.notify();
             }
             g = self.wait(g);
         }
@@ -157,7 +183,7 @@ impl ReshapeGate {
     fn leave(&self, id: u64) {
         let mut g = self.lock();
         g.in_flight.retain(|e| e.0 != id);
-        self.changed.notify_all();
+        self.notify();
     }
 
     /// The walk is about to copy `bytes`: from now on no request enters
@@ -195,7 +221,7 @@ impl ReshapeGate {
         if moved {
             g.reshape.position = position;
         }
-        self.changed.notify_all();
+        self.notify();
     }
 
     /// Whether a write waits for a checkpoint.
@@ -208,7 +234,7 @@ impl ReshapeGate {
         let mut g = self.lock();
         g.checkpoint = position;
         g.wants_checkpoint = false;
-        self.changed.notify_all();
+        self.notify();
     }
 
     /// The walk has ended (`why`: done, stopped, or its error): requests no
@@ -217,7 +243,7 @@ impl ReshapeGate {
         let mut g = self.lock();
         g.ended = Some(why);
         g.window = None;
-        self.changed.notify_all();
+        self.notify();
     }
 }
 
@@ -347,5 +373,302 @@ impl Volume for ReshapingVolume {
 
     fn is_writable(&self) -> bool {
         self.old.is_writable() && self.new.is_writable()
+    }
+}
+
+/// A reshape walked while clients use the array, for an owner that drives
+/// the walk and the clients itself: the simulator, which runs the walk as
+/// one task and each client as another on one thread (the server's own
+/// driver is `live::reshape`, which runs the same walk on a thread). The
+/// walk, its steps, its checkpoints and the gate are the server's; only
+/// who calls them differs.
+pub struct ServedWalk {
+    walk: super::ReshapeWalk,
+}
+
+impl std::fmt::Debug for ServedWalk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServedWalk")
+            .field("reshape", &self.walk.r)
+            .finish_non_exhaustive()
+    }
+}
+
+impl crate::assemble::Assembly {
+    /// The reshape the superblocks record, ready to walk in service (both
+    /// sides writable, every step through a gate). Refused as
+    /// `grow --continue` refuses it (a kind raidlab does not walk, a
+    /// member missing).
+    pub fn reshape_served(&mut self) -> Result<ServedWalk> {
+        Ok(ServedWalk {
+            walk: self.reshape_walk(true)?,
+        })
+    }
+}
+
+impl ServedWalk {
+    /// The array's bytes through the walk's gate: what the clients use.
+    pub fn volume(&self, name: String) -> ReshapingVolume {
+        let gate = self.walk.gate().cloned().expect("a served walk has a gate");
+        ReshapingVolume::new(name, gate, self.walk.old.clone(), self.walk.new.clone())
+    }
+
+    /// Walk from the last checkpoint to the end, recording each checkpoint
+    /// in `asm`'s superblocks as the server records it (with the old side's
+    /// bitmap held). A stop asked (`opts.stop`, `quit`) checkpoints where
+    /// the walk is and returns an `Interrupted` error; requests through the
+    /// gate then no longer wait for it.
+    pub fn run(
+        &mut self,
+        asm: &mut crate::assemble::Assembly,
+        opts: &crate::recovery::RunOptions,
+        quit: &dyn Fn() -> bool,
+    ) -> Result<()> {
+        let old = self.walk.old.clone();
+        self.walk.run(opts, quit, &mut |_| {}, &mut |sectors| {
+            asm.change_running(&old, |a| a.commit(|sb| sb.reshape_position = sectors))
+        })
+    }
+
+    /// A walk run to its end: the superblocks md writes then.
+    pub fn end(self, asm: &mut crate::assemble::Assembly) -> Result<super::ReshapeReport> {
+        asm.reshape_end(self.walk)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raidlab_core::task::{Runner, Stacks, Step, Task};
+    use raidlab_layout::reshape::MdReshape;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A RAID 5 of 3 members grown to 4 (64K chunks), not yet walked.
+    fn grow() -> Reshape {
+        Reshape::from_md(&MdReshape {
+            level: 5,
+            layout: 2,
+            chunk_sectors: 128,
+            raid_disks: 4,
+            new_level: 5,
+            new_layout: 2,
+            new_chunk_sectors: 128,
+            delta_disks: 1,
+            position_sectors: 0,
+            backwards: false,
+            member_sectors: 4096,
+        })
+        .unwrap()
+    }
+
+    /// Run `tasks` in turn, a task waiting for a key only once that key
+    /// was woken (as the simulator's runners do); a round with none able
+    /// to go on is a deadlock, which fails the test.
+    fn run(tasks: Vec<Task<()>>) {
+        let runner = Runner::enter();
+        let mut stacks = Stacks::default();
+        let mut live: Vec<(Task<()>, Option<Wait>)> =
+            tasks.into_iter().map(|t| (t, None)).collect();
+        let mut woken = Vec::new();
+        while !live.is_empty() {
+            let mut went = false;
+            let mut i = 0;
+            while i < live.len() {
+                if matches!(live[i].1, Some(Wait::Key(_))) {
+                    i += 1;
+                    continue;
+                }
+                went = true;
+                match live[i].0.resume() {
+                    Step::Waits(w) => {
+                        live[i].1 = Some(w);
+                        i += 1;
+                    }
+                    Step::Done(()) => live.remove(i).0.finish(&mut stacks),
+                }
+                runner.woken(&mut woken);
+                for k in woken.drain(..) {
+                    for t in live.iter_mut() {
+                        if t.1 == Some(Wait::Key(k)) {
+                            t.1 = None;
+                        }
+                    }
+                }
+            }
+            assert!(went, "deadlock: every task waits on the gate");
+        }
+    }
+
+    /// The walk's step over a window and a write over it, as two tasks of
+    /// one thread: the write suspends (not blocks) while the step copies,
+    /// then waits for the checkpoint it asks for (the bytes it reaches have
+    /// moved but a resume would copy them again), and goes to the new
+    /// geometry once the walk has checkpointed.
+    #[test]
+    fn a_write_task_waits_for_the_step_then_the_checkpoint() {
+        let gate = ReshapeGate::new(grow());
+        let moved = 1u64 << 20;
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let mut stacks = Stacks::default();
+        let (g, o) = (gate.clone(), order.clone());
+        let walk = Task::new(&mut stacks, move || {
+            g.begin_step(0..moved);
+            o.borrow_mut().push("step begun".to_string());
+            // The copy's member I/O, where the simulator's executor
+            // gives control back.
+            assert!(task::suspend(Wait::Runner(1)));
+            g.end_step(true, moved);
+            o.borrow_mut().push("step done".to_string());
+            while !g.wants_checkpoint() {
+                assert!(task::suspend(Wait::Runner(2)));
+            }
+            g.checkpointed(moved);
+            o.borrow_mut().push("checkpointed".to_string());
+        })
+        .unwrap();
+        let (g, o) = (gate.clone(), order.clone());
+        let write = Task::new(&mut stacks, move || {
+            let pass = g.enter(4096..8192, true).unwrap();
+            o.borrow_mut()
+                .push(format!("write entered: {:?}", pass.pieces));
+        })
+        .unwrap();
+        run(vec![walk, write]);
+        assert_eq!(
+            *order.borrow(),
+            vec![
+                "step begun",
+                "step done",
+                "checkpointed",
+                "write entered: [(true, 4096, 4096)]"
+            ]
+        );
+        assert!(!task::in_task());
+    }
+
+    /// A request in flight over the window, suspended mid-I/O, holds the
+    /// walk's step back until it leaves; the step then copies.
+    #[test]
+    fn a_step_task_waits_for_a_request_task_over_its_window() {
+        let gate = ReshapeGate::new(grow());
+        let order = Rc::new(RefCell::new(Vec::new()));
+        let mut stacks = Stacks::default();
+        let (g, o) = (gate.clone(), order.clone());
+        let read = Task::new(&mut stacks, move || {
+            let pass = g.enter(0..4096, false).unwrap();
+            o.borrow_mut().push("read entered");
+            assert_eq!(pass.pieces, vec![(false, 0, 4096)]);
+            assert!(task::suspend(Wait::Runner(1)));
+            o.borrow_mut().push("read leaves");
+        })
+        .unwrap();
+        let (g, o) = (gate.clone(), order.clone());
+        let walk = Task::new(&mut stacks, move || {
+            g.begin_step(0..1 << 20);
+            o.borrow_mut().push("step begun");
+            g.end_step(true, 1 << 20);
+        })
+        .unwrap();
+        run(vec![read, walk]);
+        assert_eq!(
+            *order.borrow(),
+            vec!["read entered", "read leaves", "step begun"]
+        );
+        assert_eq!(gate.position(), 1 << 20);
+    }
+
+    /// A served walk that reaches its end records that in the superblocks
+    /// before requests write the new geometry without waiting. Before
+    /// (found by the simulator's served reshapes, `raidlab-sim`
+    /// `torture::served_reshape`) the gate was told everything was
+    /// checkpointed while the superblocks still held the last checkpoint: a
+    /// write answered and flushed after the walk's last step, then a crash
+    /// before the end's commit, and the resume read the old geometry there.
+    #[test]
+    fn a_write_after_the_walks_end_survives_a_crash_before_the_end_commit() {
+        use crate::assemble::{create, CreateSpec, Device, NewMember};
+        use crate::grow::ReshapeRequest;
+        use crate::recovery::RunOptions;
+        use raidlab_layout::Layout;
+        let devs: Vec<Device> = (0..3)
+            .map(|i| Device {
+                path: format!("m{i}"),
+                volume: Arc::new(raidlab_devices::MemVolume::new(4 << 20)),
+            })
+            .collect();
+        let spec = CreateSpec {
+            level: raidlab_layout::Level::Raid5,
+            layout: Layout::parse(raidlab_layout::Level::Raid5, None).unwrap(),
+            chunk_bytes: 64 << 10,
+            spares: 0,
+            name: "end".into(),
+            force: false,
+            bitmap: false,
+            bitmap_chunk: None,
+            ppl: false,
+        };
+        let members = devs
+            .iter()
+            .map(|d| NewMember {
+                device: d.clone(),
+                zeroed: true,
+            })
+            .collect();
+        let mut asm = create(&spec, members).unwrap();
+        // A new chunk: the array keeps its size, so the client reaches
+        // bytes past the walk's last recorded checkpoint.
+        let req = ReshapeRequest {
+            chunk_bytes: Some(32 << 10),
+            ..ReshapeRequest::default()
+        };
+        let plan = asm.reshape_check(&req, 0).unwrap();
+        asm.reshape_start(plan).unwrap();
+        let mut walk = asm.reshape_served().unwrap();
+        let volume = walk.volume("end".into());
+        let opts = RunOptions {
+            use_maps: false,
+            ..RunOptions::default()
+        };
+        walk.run(&mut asm, &opts, &|| false).unwrap();
+        // The walk is done; the server has not committed the end yet. A
+        // client writes the array's last block and flushes: answered.
+        let at = volume.size() - 4096;
+        let data = vec![0xa5u8; 4096];
+        volume.write_at(&data, at).unwrap();
+        volume.flush().unwrap();
+        // The machine stops here; the members are assembled again.
+        drop((walk, volume, asm));
+        let mut asm = crate::assemble::Assembly::assemble(devs).unwrap();
+        let mut back = vec![0u8; 4096];
+        asm.array().unwrap().read_at(&mut back, at).unwrap();
+        assert!(back == data, "the answered write was lost to the resume");
+        // Resumed from the end: nothing left to walk, the end committed.
+        let mut walk = asm.reshape_served().unwrap();
+        walk.run(&mut asm, &opts, &|| false).unwrap();
+        walk.end(&mut asm).unwrap();
+        assert!(asm.reshape().is_none());
+        assert_eq!(asm.geometry.chunk_bytes, 32 << 10);
+        asm.array().unwrap().read_at(&mut back, at).unwrap();
+        assert!(back == data, "the answered write was lost at the end");
+    }
+
+    /// On threads the gate is the condition variable it was: a write over
+    /// moved, unrecorded bytes waits for the walk's checkpoint.
+    #[test]
+    fn a_write_thread_waits_for_the_checkpoint() {
+        let gate = ReshapeGate::new(grow());
+        gate.begin_step(0..1 << 20);
+        gate.end_step(true, 1 << 20);
+        let g = gate.clone();
+        let writer = std::thread::spawn(move || {
+            let pass = g.enter(0..4096, true).unwrap();
+            pass.pieces.clone()
+        });
+        while !gate.wants_checkpoint() {
+            std::thread::yield_now();
+        }
+        gate.checkpointed(1 << 20);
+        assert_eq!(writer.join().unwrap(), vec![(true, 0, 4096)]);
     }
 }

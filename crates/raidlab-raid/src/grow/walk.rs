@@ -337,8 +337,18 @@ impl ReshapeWalk {
         let at = match driven {
             Ok(Driven::Stopped(pos)) => walk.walked(pos),
             Ok(_) => {
-                if let Some(g) = &walk.gate {
-                    g.checkpointed(walk.walked(total));
+                if let Some(g) = walk.gate.clone() {
+                    // From here on requests write the new geometry
+                    // everywhere without waiting: the superblocks must say
+                    // every byte has moved first, or a crash before the
+                    // end's commit would resume from the last checkpoint and
+                    // copy old bytes over writes already answered (and
+                    // flushed). Offline nothing writes in between.
+                    if let Err(e) = walk.checkpoint(walk.walked(total), commit) {
+                        g.ended(e.to_string());
+                        return Err(e);
+                    }
+                    walk.report.checkpoints += 1;
                 }
                 return Ok(());
             }

@@ -79,7 +79,7 @@ impl LiveArray {
         };
         let m = &asm.members[index];
         let replacing = m.state == MemberState::Replacing;
-        let from = (m.sb.recovery_offset * SECTOR).min(asm.geometry.member_bytes);
+        let from = asm.recovery_resumes_at(index);
         let target = asm.area(index)?;
         self.array()
             .add_intent_device(slot, m.device.volume.clone(), m.sb.clone())?;

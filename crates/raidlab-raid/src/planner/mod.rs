@@ -85,40 +85,33 @@ pub fn plan_write_unsynced(
     write_plan(geo, present, offset, len, log, Some(from))
 }
 
-/// [`write_reads`] for [`plan_write_unsynced`]'s plan: planned each time
-/// (the count and the memo know nothing of the resync point).
-pub fn write_reads_unsynced(
+/// The member reads [`plan_write`] plans for this write (0 where it refuses
+/// one), or [`plan_write_unsynced`] with `unsynced_from`: what the stripe
+/// cache counts for a write held alone, then written out. Asked right after
+/// the write path planned the same write on this thread, it answers without
+/// planning again; past an owed resync it plans each time (the count and
+/// the memo know nothing of the resync point).
+pub fn write_reads(
     geo: &Geometry,
     present: &[bool],
     offset: u64,
     len: u64,
-    from: u64,
+    unsynced_from: Option<u64>,
 ) -> u64 {
-    match write_plan(geo, present, offset, len, false, Some(from)) {
-        Ok(p) => {
-            let reads = p.reads().count() as u64;
-            recycle(p);
-            reads
+    if unsynced_from.is_none() {
+        if let Some(reads) = count::reads_all_present(geo, present, offset, len) {
+            return reads;
         }
-        Err(_) => 0,
+        if let Some(reads) = memo::recall(geo, present, offset, len) {
+            return reads;
+        }
     }
-}
-
-/// The member reads [`plan_write`] plans for this write (0 where it refuses
-/// one): what the stripe cache counts for a write held alone, then written
-/// out. Asked right after the write path planned the same write on this
-/// thread, it answers without planning again.
-pub fn write_reads(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> u64 {
-    if let Some(reads) = count::reads_all_present(geo, present, offset, len) {
-        return reads;
-    }
-    if let Some(reads) = memo::recall(geo, present, offset, len) {
-        return reads;
-    }
-    match write_plan(geo, present, offset, len, false, None) {
+    match write_plan(geo, present, offset, len, false, unsynced_from) {
         Ok(p) => {
             let reads = p.reads().count() as u64;
-            memo::remember(geo, present, offset, len, reads);
+            if unsynced_from.is_none() {
+                memo::remember(geo, present, offset, len, reads);
+            }
             recycle(p);
             reads
         }

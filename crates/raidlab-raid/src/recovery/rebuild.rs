@@ -56,6 +56,13 @@ impl Assembly {
             .collect()
     }
 
+    /// Where a rebuild of member `index` resumes, in bytes of its data area:
+    /// what its superblock records (md's recovery_offset), within the area.
+    /// Offline, in service and in the simulator alike.
+    pub fn recovery_resumes_at(&self, index: usize) -> u64 {
+        (self.members[index].sb.recovery_offset * SECTOR).min(self.geometry.member_bytes)
+    }
+
     /// Rebuild every member that is being recovered into its slot, resuming at its
     /// recovery offset, then mark it active.
     pub fn rebuild(
@@ -92,7 +99,7 @@ impl Assembly {
             // is an ordinary (possibly degraded) read through the planner.
             let array = self.array()?;
             let target = self.area(index)?;
-            let resume_at = (self.members[index].sb.recovery_offset * SECTOR).min(member_total);
+            let resume_at = self.recovery_resumes_at(index);
             let step = step_for(&self.geometry, opts.step_bytes);
             let resume_at = align_down(&self.geometry, resume_at);
             let ranges = self.recovery_ranges(index, resume_at);

@@ -228,6 +228,9 @@ pub(super) struct AddedMember {
     pub(super) device: Arc<dyn Volume>,
     /// Its data area: what the engine rebuilds onto.
     pub(super) area: Arc<dyn Volume>,
+    /// Where the engine resumes its rebuild, in bytes of the data area: what
+    /// its superblock records.
+    pub(super) resumes_at: u64,
 }
 
 /// Add a new member for `role` to the running array as `raidlab add` adds
@@ -235,7 +238,9 @@ pub(super) struct AddedMember {
 /// device of `size` bytes (its device model's), given its superblock (a new
 /// device number, the array's events, the role, a recovery offset of 0) and
 /// the live members' commit with the events raised (after recording the
-/// members the engine took out, as a served array's poll does), all in
+/// members the engine took out, as a served array's poll does); for a
+/// resumed rebuild (`from` > 0) its superblock then records `from` as the
+/// engine's checkpoint of a rebuild stopped there does; all in
 /// memory: the assembly's commits carried out in order on the sparse
 /// members for the add's length, as before the run, at no virtual time and
 /// on no device model. `add` picks the role (the first
@@ -246,6 +251,7 @@ pub(super) fn add_member(
     name: &str,
     role: usize,
     size: u64,
+    from: u64,
 ) -> Result<AddedMember, String> {
     let path = format!("{name} new member for role {role}");
     let device = Device {
@@ -262,7 +268,16 @@ pub(super) fn add_member(
     // from outside a task: the add is set-up, carried out in memory.
     let run = asm.executor().clone();
     asm.set_executor(Arc::new(InOrder));
-    let added = add_in_memory(&mut asm, started, device);
+    let added = add_in_memory(&mut asm, started, device).and_then(|added| {
+        let index = asm
+            .members
+            .iter()
+            .position(|m| Arc::ptr_eq(&m.device.volume, &whole));
+        match index {
+            Some(i) if from > 0 => asm.checkpoint_recovery(i, from).map(|()| added),
+            _ => Ok(added),
+        }
+    });
     asm.set_executor(run);
     let added = added.map_err(|e| format!("{name}: adding {path}: {e}"))?;
     match added {
@@ -288,6 +303,7 @@ pub(super) fn add_member(
     Ok(AddedMember {
         device: whole,
         area,
+        resumes_at: asm.recovery_resumes_at(index),
     })
 }
 

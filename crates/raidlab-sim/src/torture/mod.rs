@@ -40,6 +40,7 @@ pub mod model;
 pub mod reshape;
 mod restart;
 mod run;
+pub mod served_reshape;
 pub mod shrink;
 mod stale;
 mod trace;
@@ -356,4 +357,22 @@ pub fn run_seed(seed: u64, run: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// The check a reshape run ends with (md's `check`): no mismatched sector,
+/// or what went wrong.
+fn check_at_end(
+    asm: &mut raidlab_raid::assemble::Assembly,
+    opts: raidlab_raid::recovery::RunOptions,
+) -> Result<(), String> {
+    let r = asm
+        .scrub(false, opts, &mut |_| {})
+        .map_err(|e| format!("check at the end: {e}"))?;
+    if r.mismatch_sectors > 0 {
+        return Err(format!(
+            "check at the end: {} mismatched sectors",
+            r.mismatch_sectors
+        ));
+    }
+    Ok(())
 }

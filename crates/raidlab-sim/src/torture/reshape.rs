@@ -441,15 +441,7 @@ fn attempt(
         // Nothing to check: no redundancy.
         return Ok(((cuts, died), total));
     }
-    let r = asm
-        .scrub(false, opts, &mut |_| {})
-        .map_err(|e| format!("check at the end: {e}"))?;
-    if r.mismatch_sectors > 0 {
-        return Err(format!(
-            "check at the end: {} mismatched sectors",
-            r.mismatch_sectors
-        ));
-    }
+    super::check_at_end(&mut asm, opts)?;
     Ok(((cuts, died), total))
 }
 

@@ -468,6 +468,39 @@ fn carry_out(
                         return Ok((text, 0));
                     }
                     ServedGrow::Walk { plan, seen } => Some((plan, seen)),
+                    ServedGrow::Convert { steps, seen } => {
+                        let adds = add
+                            .iter()
+                            .map(|p| m.open_new(Path::new(p)))
+                            .collect::<Result<Vec<_>>>()?;
+                        said("level change asked over the control socket");
+                        let opts = RunOptions {
+                            max_rate,
+                            stop: Some(stop),
+                            ..RunOptions::default()
+                        };
+                        let text = crate::cmd::grow::served_convert(
+                            live,
+                            &steps,
+                            &seen,
+                            adds,
+                            force,
+                            opts,
+                            json,
+                            &mut |what, p| {
+                                let _ = control::send(
+                                    stream,
+                                    &Reply::Progress {
+                                        what: what.into(),
+                                        done: p.done,
+                                        total: p.total,
+                                    },
+                                );
+                            },
+                            &said,
+                        )?;
+                        return Ok((text, 0));
+                    }
                 },
             };
             let adds = add

@@ -26,13 +26,14 @@ impl TaskArray {
             &self.name,
             r.role,
             r.device.capacity(),
+            r.from,
         )?;
         let volume = added.area;
         let _ = self.outbox.target.set((volume.clone(), r.role));
         let _ = self.outbox.target_device.set(added.device);
         let rec = self
             .array
-            .begin_recovery(r.role, volume.clone(), r.from, false)
+            .begin_recovery(r.role, volume.clone(), added.resumes_at, false)
             .map_err(|e| e.to_string())?;
         if let Some(rate) = r.max_rate {
             spec_info.push(Param {

@@ -9,10 +9,10 @@
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
-//! Every other restripe is refused before anything is written. Of a served
-//! array, a restripe runs in the server (`served`); the level takeovers
-//! are `convert`'s, and --size and --consistency-policy are made there
-//! as well.
+//! Every other restripe is refused before anything is written. The level
+//! changes by md's takeovers are `convert`'s (their steps, decided once for
+//! offline and served). Of a served array, a restripe, a level change,
+//! --size and --consistency-policy are made in the server (`served`).
 
 use crate::cli::{GrowArgs, GrowBitmap};
 use crate::cmd::manage::{assemble_rw_checked, bar, new_device, options, print_rebuild};
@@ -29,7 +29,7 @@ mod served;
 
 use convert::grow_convert;
 use served::grow_served;
-pub(crate) use served::{served_check, served_start, ServedGrow};
+pub(crate) use served::{served_check, served_convert, served_start, ServedGrow};
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
     let array_bytes = match a.array_size.as_deref() {

@@ -4,12 +4,26 @@
 //! using the array (`raidlab_raid::live`); `--bitmap`,
 //! `--consistency-policy` and a takeover that moves no data swap the
 //! running array at once; `--size` swaps it for the array of the new size
-//! and resyncs the new space in the server. Changes that need the array
-//! stopped (a smaller --size, --no-sync, the other level changes) are
+//! and resyncs the new space in the server. A level change by md's
+//! takeovers runs the steps `convert::conversion_steps` gives, in its
+//! order, each the served way (`served_convert`): new members by the
+//! served add, the takeover by swapping the running array, the rebuild of
+//! parity, Q or mirrors by the live rebuild, a restripe by the served walk.
+//! Changes that need the array stopped (a smaller --size, --no-sync) are
 //! refused with what to do.
+//!
+//! It decides nothing a check decides (those are offline's, run on the
+//! server's assembly) and never changes the array before they pass.
 
+use super::convert::{conversion_steps, step_request, Step};
 use super::*;
+use raidlab_raid::assemble::Device;
 use raidlab_raid::grow::ReshapePlan;
+use raidlab_raid::live::LiveArray;
+use raidlab_raid::recovery::{Progress, RunOptions};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A grow of an array `raidlab serve` serves: a restripe (or `--continue`)
 /// is walked in the server while clients keep using the array, --size and
@@ -75,6 +89,9 @@ pub(crate) enum ServedGrow {
     /// A restripe walked while the array serves, checked against the
     /// assembly as `seen` records it.
     Walk { plan: ReshapePlan, seen: Seen },
+    /// A level change by md's takeovers: its steps, in order, checked
+    /// against the assembly as `seen` records it.
+    Convert { steps: Vec<Step>, seen: Seen },
 }
 
 /// What a restripe's check read of the assembly and a start must find
@@ -98,8 +115,8 @@ impl Seen {
 }
 
 /// The checks of a served restripe request (the server's side of
-/// `grow_served`), the same as offline's, in one pass: a takeover alone, or
-/// a restripe to walk while serving; the other level changes are refused.
+/// `grow_served`), the same as offline's, in one pass: a takeover alone, a
+/// restripe to walk while serving, or the steps of a level change.
 pub(crate) fn served_check(
     asm: &Assembly,
     req: &ReshapeRequest,
@@ -107,7 +124,10 @@ pub(crate) fn served_check(
     array_bytes: Option<u64>,
 ) -> Result<ServedGrow> {
     if conversion(asm, req) {
-        bail!("a level change by md's takeover (RAID 0/1/10 to or from 4/5/6, RAID 5 to 6 and back) changes the running array's level: stop the server (`raidlab stop`), grow offline, serve again; nothing was changed");
+        return Ok(ServedGrow::Convert {
+            steps: conversion_steps(asm, req, adds)?,
+            seen: Seen::of(asm),
+        });
     }
     let old = asm.geometry.raid_disks;
     let n = req.raid_devices.unwrap_or(old);
@@ -155,4 +175,199 @@ pub(crate) fn served_start(
     }
     asm.reshape_start(plan)?;
     Ok(())
+}
+
+/// A level change on a served array (the server's side): the devices to
+/// add checked as offline checks them, then each of `steps` made the served
+/// way while clients keep using the array, its progress to `progress`,
+/// what each did to `said`. Returns offline's text of every step. A step
+/// that fails or a server that stops leaves what the earlier steps did
+/// recorded, as md leaves it; the error says what is left and how it
+/// resumes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn served_convert(
+    live: &Arc<LiveArray>,
+    steps: &[Step],
+    seen: &Seen,
+    adds: Vec<Device>,
+    force: bool,
+    opts: RunOptions,
+    json: bool,
+    progress: &mut dyn FnMut(&str, Progress),
+    said: &dyn Fn(&str),
+) -> Result<String> {
+    live.with_assembly(|asm| -> Result<()> {
+        if Seen::of(asm) != *seen {
+            bail!("the array's members changed while the level change was checked (a member failed, or one was added or removed): nothing was changed; ask again");
+        }
+        precheck_adds(asm, &adds, force)
+    })?;
+    let stopping = || opts.stop.is_some_and(|s| s.load(Ordering::Acquire));
+    let mut adds = adds.into_iter();
+    let mut text = String::new();
+    for (i, step) in steps.iter().enumerate() {
+        let done = match stopping() {
+            true => Err(anyhow::anyhow!("the server is stopping")),
+            false => served_step(
+                live, step, &mut adds, force, &opts, json, progress, &stopping,
+            ),
+        };
+        match done {
+            Ok(t) => {
+                said(t.trim_end().replace("raidlab: ", "").as_str());
+                text += &t;
+            }
+            Err(e)
+                if i == 0
+                    && live.with_assembly(|a| Seen::of(a) == *seen && a.reshape().is_none()) =>
+            {
+                // The first step's own checks refused it: nothing changed.
+                return Err(e);
+            }
+            Err(e) => {
+                let now = live.with_assembly(|asm| describe(&asm.geometry));
+                let why = format!(
+                    "the level change stopped at its step {} of {}: {e:#}; the array is {now} (the steps before are recorded, as md leaves them); {}",
+                    i + 1,
+                    steps.len(),
+                    left_to_do(&steps[i..])
+                );
+                // In the server's log too: a stopping server may be gone
+                // before the command has its answer.
+                said(&why);
+                bail!(why);
+            }
+        }
+    }
+    Ok(text)
+}
+
+/// One step of a served level change; its text as offline's.
+#[allow(clippy::too_many_arguments)]
+fn served_step(
+    live: &Arc<LiveArray>,
+    step: &Step,
+    adds: &mut dyn Iterator<Item = Device>,
+    force: bool,
+    opts: &RunOptions,
+    json: bool,
+    progress: &mut dyn FnMut(&str, Progress),
+    stopping: &dyn Fn() -> bool,
+) -> Result<String> {
+    let mut text = String::new();
+    match step {
+        Step::Add { what } => {
+            for d in adds {
+                let path = d.path.clone();
+                live.add(d, force, false)?;
+                text += &format!("raidlab: {path} added as a spare for {what}\n");
+            }
+        }
+        Step::Takeover(t) => {
+            let from = live.with_assembly(|asm| describe(&asm.geometry));
+            live.change_running(|asm| t.apply(asm))?;
+            text = live.with_assembly(|asm| t.text(&from, asm));
+        }
+        Step::Rebuild { .. } => {
+            live.rebuild(opts.max_rate)?;
+            text = wait_rebuilds(live, progress, stopping)?;
+        }
+        Step::Restripe(_) | Step::Reshape(_) => {
+            let req = step_request(step);
+            let report = live.reshape(
+                |asm| {
+                    let plan = asm.reshape_check(&req, 0)?;
+                    asm.reshape_start(plan)
+                },
+                opts.clone(),
+                &mut |p| progress("reshape", p),
+            )?;
+            text = live.with_assembly(|asm| reshape_text(&report, &asm.geometry, json))?;
+        }
+    }
+    Ok(text)
+}
+
+/// Follow the live rebuild (one role after another) to its end, its
+/// progress to `progress`; says each role rebuilt as offline's rebuild says
+/// it.
+/// An error when one stopped: failed, or the server stopping (its position
+/// saved for the next start).
+fn wait_rebuilds(
+    live: &LiveArray,
+    progress: &mut dyn FnMut(&str, Progress),
+    stopping: &dyn Fn() -> bool,
+) -> Result<String> {
+    let mut rebuilt: Vec<(usize, String)> = Vec::new();
+    // Between two roles' rebuilds none runs for a moment; a pending one not
+    // started after a few looks did not start.
+    let mut idle = 0;
+    loop {
+        let running = live.rebuilding();
+        let st = live.status().rebuild;
+        if let Some(s) = &st {
+            let role = s.role.unwrap_or(0);
+            if s.running {
+                progress(
+                    &s.kind,
+                    Progress {
+                        done: s.done,
+                        total: s.total,
+                    },
+                );
+            }
+            if let Some(e) = &s.error {
+                bail!(
+                    "the {} of role {role} onto {} stopped: {e}",
+                    s.kind,
+                    s.device
+                );
+            }
+            if !rebuilt.iter().any(|(r, d)| *r == role && *d == s.device) {
+                rebuilt.push((role, s.device.clone()));
+            }
+        }
+        if !running {
+            if live.with_assembly(|asm| asm.rebuilding().is_empty()) {
+                return Ok(rebuilt
+                    .iter()
+                    .map(|(role, dev)| format!("raidlab: rebuilt {dev} into role {role}\n"))
+                    .collect());
+            }
+            if stopping() {
+                bail!("the server is stopping (the rebuild saved its position)");
+            }
+            idle += 1;
+            if idle > 10 {
+                bail!("a rebuild is pending but not running (see `raidlab detail`)");
+            }
+        } else {
+            idle = 0;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What is left of a level change stopped at `rest`'s first step, and how
+/// each part resumes.
+fn left_to_do(rest: &[Step]) -> String {
+    let mut out = Vec::new();
+    for (i, s) in rest.iter().enumerate() {
+        match s {
+            Step::Add { .. } | Step::Takeover(_) => {
+                out.push("`raidlab grow --level` as asked, again".to_string());
+                break;
+            }
+            Step::Rebuild { what } if i == 0 => out.push(format!(
+                "the rebuild of {what} resumes when the array is served again, or with `raidlab rebuild`"
+            )),
+            Step::Rebuild { what } => out.push(format!("the rebuild of {what} (`raidlab rebuild`)")),
+            Step::Restripe(_) | Step::Reshape(_) if i == 0 => out.push(
+                "the restripe resumes when the array is served again (`raidlab grow --continue` offline)".to_string(),
+            ),
+            Step::Restripe(l) => out.push(format!("`raidlab grow --layout {l}`")),
+            Step::Reshape(n) => out.push(format!("`raidlab grow --raid-devices {n}`")),
+        }
+    }
+    format!("left to do: {}", out.join(", then "))
 }

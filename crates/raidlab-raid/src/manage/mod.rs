@@ -4,28 +4,22 @@
 //! event count raised, so that a member left out of the change is seen as stale.
 //! Data is moved only by the rebuild in `recovery`.
 //!
-//! It also decides whether a former member may be re-added (md's re-add): back
-//! into its old role with only the write-intent bitmap's dirty chunks to
-//! rebuild, or refused with md's reason and nothing written.
+//! A former member taken back by md's re-add is `re_add`'s; a running
+//! array's membership changes, as the superblocks record them, are
+//! `running`'s.
 
 use crate::assemble::{format_uuid, geometry_of, Assembly, Device, Member, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_md::superblock::{feature, MetadataVersion};
 use raidlab_md::{Role, Superblock, ROLE_FAULTY, ROLE_SPARE};
 
-const SECTOR: u64 = 512;
+mod re_add;
+mod running;
 
-/// What a re-add found: the role the member goes back to and why it may.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReAdd {
-    pub slot: usize,
-    /// The member's own event count when it left.
-    pub events: u64,
-    /// The bitmap's events_cleared, which it is not older than.
-    pub events_cleared: u64,
-    /// The bitmap's dirty chunks: what its rebuild rewrites.
-    pub dirty_chunks: u64,
-}
+pub use re_add::ReAdd;
+pub use running::TakenOut;
+
+const SECTOR: u64 = 512;
 
 /// What `add` made of the new member.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +27,16 @@ pub enum Added {
     /// It went straight into this missing slot and must be rebuilt.
     IntoSlot(usize),
     Spare,
+}
+
+/// The role a device added now goes into, of an array of `roles` roles of
+/// which `open(r)` says whether role `r` has no member and none being
+/// rebuilt into it: the first such role (md's rule at --add: a new member
+/// fills the lowest missing role; else it is a spare, None). The one rule,
+/// for `add` and for whoever predicts what an add would do (the
+/// simulator's rebuild estimate).
+pub fn role_an_add_fills(roles: usize, open: impl Fn(usize) -> bool) -> Option<usize> {
+    (0..roles).find(|&r| open(r))
 }
 
 impl Assembly {
@@ -379,8 +383,9 @@ impl Assembly {
             }
         };
         self.set_role(dev_number, ROLE_SPARE);
-        let free = (0..self.slots.len())
-            .find(|&r| self.slots[r].is_none() && !self.slot_is_being_rebuilt(r));
+        let free = role_an_add_fills(self.slots.len(), |r| {
+            self.slots[r].is_none() && !self.slot_is_being_rebuilt(r)
+        });
         let added = match free {
             Some(slot) => {
                 self.start_recovery(index, slot);
@@ -390,185 +395,6 @@ impl Assembly {
         };
         self.commit(|_| {})?;
         Ok((added, index))
-    }
-
-    /// Whether `device` can be re-added (md's re-add) and how: checks only,
-    /// nothing is written. Refused, with md's reason, for a device that is not
-    /// a former member of this array holding a role, an array without a
-    /// write-intent bitmap (nothing records what the member missed), a member
-    /// whose events are older than the bitmap's events_cleared (bits it needs
-    /// were cleared after it left), and a member whose role is taken now.
-    pub fn re_add_check(&self, device: &Device) -> Result<ReAdd> {
-        let path = &device.path;
-        let not_possible = |why: String| {
-            Error::new(
-                ErrorKind::Refused,
-                Op::Write,
-                format!("re-add of {path} is not possible: {why}; nothing was changed"),
-            )
-            .on_device(path.clone())
-        };
-        let sb = match Superblock::read_from(device.volume.as_ref()) {
-            Ok(Some(sb)) => sb,
-            Ok(None) => {
-                return Err(not_possible(
-                    "it carries no md superblock, so it was never a member of this array: `raidlab add` it as a new member".into(),
-                ))
-            }
-            Err(e) => return Err(e.on_device(path.clone())),
-        };
-        if sb.set_uuid != self.uuid {
-            return Err(not_possible(format!(
-                "it belongs to array {}, not to this one ({})",
-                format_uuid(&sb.set_uuid),
-                format_uuid(&self.uuid)
-            )));
-        }
-        let entry = self.entry_of(path, &sb);
-        if let Some(i) = entry.filter(|&i| self.members[i].is_live()) {
-            return Err(not_possible(format!(
-                "it is a member of this array in service ({:?}): there is nothing to re-add",
-                self.members[i].state
-            )));
-        }
-        if entry.is_none() && sb.events >= self.events {
-            return Err(not_possible(format!(
-                "it is up to date (events {}, the array's {}): list it with the members instead",
-                sb.events, self.events
-            )));
-        }
-        let Some(bitmap) = &self.bitmap else {
-            return Err(not_possible(
-                "the array has no write-intent bitmap, so nothing recorded what the member missed: `raidlab add` without --re-add rebuilds it whole".into(),
-            ));
-        };
-        if crate::level::of(&self.geometry).bitmap != crate::level::BitmapUnit::MemberSectors {
-            return Err(not_possible(format!(
-                "re-add of a {} member is not built yet (its bitmap counts array sectors): `raidlab add` without --re-add rebuilds it whole",
-                self.geometry.level.name()
-            )));
-        }
-        let slot = match sb.role() {
-            Role::Active(r) if (r as usize) < self.slots.len() => r as usize,
-            other => {
-                return Err(not_possible(format!(
-                    "its own superblock gives it no role in the array ({other:?}): only a member that held a role can go back to it; `raidlab add` adds it as a new member"
-                )))
-            }
-        };
-        // A role taken by another member comes first: whatever the bitmap
-        // says, the member cannot go back to it (and a complete array's
-        // bits are cleared, so the events check would hide the real reason).
-        let holder = self.slots[slot].or_else(|| {
-            self.members.iter().position(|m| {
-                matches!(m.state, MemberState::Rebuilding | MemberState::Replacing)
-                    && m.role == Some(slot)
-            })
-        });
-        if let Some(h) = holder {
-            return Err(not_possible(format!(
-                "its role {slot} is taken by {} ({:?})",
-                self.members[h].device.path, self.members[h].state
-            )));
-        }
-        if sb.events < bitmap.sb.events_cleared {
-            return Err(not_possible(format!(
-                "its events ({}) are older than the bitmap's events cleared ({}): the bitmap was cleared after it left and no longer records everything it missed; `raidlab add` without --re-add rebuilds it whole",
-                sb.events, bitmap.sb.events_cleared
-            )));
-        }
-        if geometry_of(&sb).ok() != Some(self.geometry) {
-            return Err(not_possible(
-                "its superblock describes another shape of the array (level, layout, chunk, size or member count changed since it left): `raidlab add` without --re-add rebuilds it whole".into(),
-            ));
-        }
-        if let Some(o) = self
-            .members
-            .iter()
-            .enumerate()
-            .find(|&(j, m)| Some(j) != entry && m.is_live() && m.sb.dev_number == sb.dev_number)
-        {
-            return Err(not_possible(format!(
-                "its device number {} was given to {} since it left: `raidlab add` without --re-add adds it under a new number",
-                sb.dev_number, o.1.device.path
-            )));
-        }
-        let need = sb.data_offset * SECTOR + self.geometry.member_bytes;
-        if device.volume.size() < need {
-            return Err(not_possible(format!(
-                "it is {} bytes but its data area needs {need}",
-                device.volume.size()
-            )));
-        }
-        if !device.volume.is_writable() {
-            return Err(
-                Error::new(ErrorKind::ReadOnly, Op::Open, "opened read-only")
-                    .on_device(path.clone()),
-            );
-        }
-        Ok(ReAdd {
-            slot,
-            events: sb.events,
-            events_cleared: bitmap.sb.events_cleared,
-            dirty_chunks: bitmap.dirty_count(),
-        })
-    }
-
-    /// Re-add a former member (md's re-add): after [`Assembly::re_add_check`]
-    /// passes, it goes back into its old role under its old device number,
-    /// keeping its data, as a member being rebuilt whose superblock says the
-    /// rebuild is bitmap-based (md's RECOVERY_BITMAP), so `rebuild` rewrites
-    /// only the bitmap's dirty chunks. Its superblock is the array's current
-    /// one from now on (events, role table), with its own per-device fields.
-    pub fn re_add(&mut self, device: Device) -> Result<ReAdd> {
-        let plan = self.re_add_check(&device)?;
-        let own = Superblock::read_from(device.volume.as_ref())
-            .map_err(|e| e.on_device(device.path.clone()))?
-            .ok_or_else(|| {
-                Error::invalid("the superblock vanished").on_device(device.path.clone())
-            })?;
-        let template = self.newest_live_superblock()?;
-        let mut sb = template;
-        // What md keeps per device comes from its own superblock; the rest
-        // (events, role table, clean state, the array's features) is the
-        // array's now.
-        sb.dev_number = own.dev_number;
-        sb.device_uuid = own.device_uuid;
-        sb.data_offset = own.data_offset;
-        sb.data_size = own.data_size;
-        sb.super_offset = own.super_offset;
-        sb.bblog_shift = own.bblog_shift;
-        sb.bblog_size = own.bblog_size;
-        sb.bblog_offset = own.bblog_offset;
-        sb.devflags = own.devflags;
-        sb.cnt_corrected_read = own.cnt_corrected_read;
-        sb.feature_map = (sb.feature_map
-            & !(feature::BAD_BLOCKS
-                | feature::RECOVERY_OFFSET
-                | feature::RECOVERY_BITMAP
-                | feature::REPLACEMENT))
-            | (own.feature_map & feature::BAD_BLOCKS);
-        let entry = self.entry_of(&device.path, &own);
-        let member = Member {
-            device,
-            sb,
-            state: MemberState::Spare,
-            role: None,
-        };
-        let index = match entry {
-            Some(i) => {
-                self.members[i] = member;
-                i
-            }
-            None => {
-                self.members.push(member);
-                self.members.len() - 1
-            }
-        };
-        self.start_recovery(index, plan.slot);
-        self.members[index].sb.feature_map |= feature::RECOVERY_BITMAP;
-        self.commit(|_| {})?;
-        Ok(plan)
     }
 
     /// Start copying active member `old` onto a new device while it keeps serving
@@ -621,121 +447,6 @@ impl Assembly {
         self.commit(|_| {})
     }
 
-    /// Change the superblocks of a running `array`'s members: they are
-    /// written with the array's bitmap (its current dirty bits, never an
-    /// older copy), whose writes wait meanwhile; the array's bitmap then
-    /// carries the new event count.
-    pub fn change_running<T>(
-        &mut self,
-        array: &crate::array::Array,
-        f: impl FnOnce(&mut Assembly) -> Result<T>,
-    ) -> Result<T> {
-        let mut f = Some(f);
-        let held = array.with_bitmap_held(|bm| {
-            self.bitmap = Some(bm.clone());
-            let r = (f.take().expect("called once"))(self);
-            if let Some(b) = &self.bitmap {
-                bm.sb.events = b.sb.events;
-            }
-            r
-        });
-        match held {
-            Some(r) => r,
-            None => (f.take().expect("called once"))(self),
-        }
-    }
-
-    /// Record the members the running `array` took out that the superblocks
-    /// still call active: faulty now, all with one commit (which writes
-    /// every member still marked active, so one at a time would write the
-    /// next dead one's superblock and fail on it); a hot spare steps into
-    /// each slot it can. Each member's (index, role, outcome): the spare that
-    /// took its slot, or why it could not be failed. The outer error is the
-    /// commit's. Members recorded before are left alone, and so is a member
-    /// being rebuilt into a slot after the running array took the slot's old
-    /// member out: that is not the member it took out.
-    ///
-    /// A member whose superblock cannot be written in that commit (a device
-    /// that went away without the array reading or writing it yet) is taken
-    /// out of the running array too, when the level can serve without it,
-    /// and the commit is made again without it, as md fails a device whose
-    /// superblock write fails and writes the others again. Only an error
-    /// that names no member in service, or a member the level cannot lose,
-    /// is returned, with the assembly as it was.
-    pub fn record_taken_out(&mut self, array: &crate::array::Array) -> Result<Vec<TakenOut>> {
-        let mut tried: Vec<usize> = Vec::new();
-        loop {
-            let taken: Vec<(usize, usize)> = array
-                .failed_members()
-                .into_iter()
-                .filter_map(|role| {
-                    let i = self.slots.get(role).copied().flatten()?;
-                    (self.members[i].state == MemberState::Active).then_some((i, role))
-                })
-                .collect();
-            if taken.is_empty() {
-                return Ok(Vec::new());
-            }
-            let indices: Vec<usize> = taken.iter().map(|t| t.0).collect();
-            let (members, slots) = (self.members.clone(), self.slots.clone());
-            match self.change_running(array, |a| a.fail_many_with(&indices, true)) {
-                Ok(outcomes) => return Ok(Self::taken_out(taken, outcomes)),
-                Err(e) => {
-                    // fail_many changed members and slots before its commit
-                    // failed: the superblocks on disk still say so.
-                    self.members = members;
-                    self.slots = slots;
-                    let unwritable = self
-                        .member_of_error(&e)
-                        .filter(|i| !indices.contains(i))
-                        .filter(|&i| self.members[i].state == MemberState::Active)
-                        .and_then(|i| self.members[i].role)
-                        .filter(|role| !tried.contains(role));
-                    match unwritable {
-                        // Refused when the level cannot lose it: the commit's
-                        // error stands.
-                        Some(role) if array.fail_member(role).is_ok() => tried.push(role),
-                        _ => return Err(e),
-                    }
-                }
-            }
-        }
-    }
-
-    fn taken_out(
-        taken: Vec<(usize, usize)>,
-        outcomes: Vec<Result<Option<usize>>>,
-    ) -> Vec<TakenOut> {
-        taken
-            .into_iter()
-            .zip(outcomes)
-            .map(|((index, role), outcome)| TakenOut {
-                index,
-                role,
-                outcome,
-            })
-            .collect()
-    }
-
-    /// Record what a running array saw: read errors it corrected (md's
-    /// cnt_corrected_read, written with the next superblock update) and members it
-    /// took out, which become faulty here (a hot spare steps in). Returns the
-    /// paths of the members marked faulty.
-    pub fn absorb(&mut self, array: &crate::array::Array) -> Result<Vec<String>> {
-        for (role, n) in array.corrected_reads().into_iter().enumerate() {
-            if let Some(i) = self.slots.get(role).copied().flatten() {
-                let sb = &mut self.members[i].sb;
-                sb.cnt_corrected_read = sb.cnt_corrected_read.saturating_add(n);
-            }
-        }
-        let mut failed = Vec::new();
-        for t in self.record_taken_out(array)? {
-            t.outcome?;
-            failed.push(self.members[t.index].device.path.clone());
-        }
-        Ok(failed)
-    }
-
     fn slot_is_being_rebuilt(&self, slot: usize) -> bool {
         self.members
             .iter()
@@ -785,15 +496,4 @@ impl Assembly {
             .map(|m| m.sb.dev_roles.clone())
             .unwrap_or_default()
     }
-}
-
-/// A member the running array took out, as [`Assembly::record_taken_out`]
-/// recorded it.
-#[derive(Debug)]
-pub struct TakenOut {
-    /// Index into the assembly's members.
-    pub index: usize,
-    pub role: usize,
-    /// The hot spare that took its slot, or why it could not be failed.
-    pub outcome: Result<Option<usize>>,
 }

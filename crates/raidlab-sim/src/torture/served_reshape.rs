@@ -1,0 +1,619 @@
+//! Reshapes while clients write (issue 36), from a seed: a RAID 5 or 6
+//! grown by one member, a RAID 5 or 6 given another chunk, or a RAID 5
+//! made one member smaller (md's backward reshape), walked by the engine's
+//! own served walk (`grow::ServedWalk`: the steps, checkpoints and gate the
+//! server runs) as one task, while a few client tasks write, read and flush
+//! seeded data through the real `ReshapingVolume`; the executor gives
+//! control back before every member I/O step (`exec::Interleaved`) and the
+//! seed draws which task goes on, so a write meets the walk's window, a
+//! checkpoint it waits for, or a step waiting for it, in an order that
+//! replays exactly. The power goes after a random number of member writes
+//! (each member's unflushed writes kept, dropped or torn); the members are
+//! assembled again from their superblocks, what the array reads is judged,
+//! and the reshape carried on in service with new clients, up to three cuts
+//! a run. After a cut a member may die: the engine must then refuse to
+//! carry the reshape on, and the array must still read right.
+//!
+//! It decides the array, the change, the clients' requests, the order tasks
+//! go on, when the power goes and which member dies, and what the array
+//! must read: the model (`model.rs`) of what was answered (every write
+//! answered before a flush that was answered is there after a cut, nothing
+//! else changed; reads answered as the answers before them wrote), zeros
+//! in a grow's new space, and a check with no mismatch at the end. It
+//! never decides anything of the reshape: `reshape_check`, `reshape_start`,
+//! the walk, the gate and `Assembly::assemble` are the engine's. A run is
+//! a pure function of (seed, run index).
+
+mod clients;
+mod judge;
+mod tasks;
+
+use super::model::Model;
+use super::run_seed;
+use clients::Answers;
+use judge::{judge_cut, judge_exact, refuses_degraded};
+use raidlab_core::task::{Stacks, Task};
+use raidlab_core::Volume;
+use raidlab_devices::{FaultVolume, MemVolume, Tripwire};
+use raidlab_layout::{Layout, Level, ParityLayout};
+use raidlab_md::MetadataVersion;
+use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::exec::{Executor, Interleaved};
+use raidlab_raid::grow::{ReshapeRequest, ServedWalk, SizeRequest};
+use raidlab_raid::recovery::RunOptions;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use tasks::drive;
+
+/// Each member's size: metadata 1.1/1.2 put the data 1 MiB in, leaving
+/// about 1 MiB of data and room below it for the walk to move into.
+const MEMBER_BYTES: u64 = 2 << 20;
+/// At most this many power cuts in one run.
+const MAX_CUTS: u32 = 3;
+
+type Member = Arc<FaultVolume<MemVolume>>;
+
+/// What one served reshape run did.
+#[derive(Debug, Clone)]
+pub struct ServedRun {
+    pub run: u64,
+    /// The array, the change and the clients.
+    pub label: String,
+    pub cuts: u32,
+    /// A member died after a cut (the reshape then stays stopped).
+    pub member_died: bool,
+    /// Member writes of the run without a cut (the budget's range).
+    pub writes: u64,
+    /// Client requests answered and seen, over every round.
+    pub answered: u64,
+    /// Times a client's request suspended on a lock or the gate (the
+    /// walk's window, a checkpoint), and times the walk suspended on one
+    /// (its step waiting for requests over it), over every round.
+    pub client_waits: u64,
+    pub walk_waits: u64,
+    pub violation: Option<String>,
+}
+
+/// What a run asks for, drawn from its seed.
+#[derive(Debug, Clone)]
+struct Setup {
+    level: Level,
+    layout: ParityLayout,
+    members: usize,
+    chunk: u64,
+    metadata: MetadataVersion,
+    req: ReshapeRequest,
+    /// One member fewer: the array is first cut to what they hold.
+    shrink: bool,
+    /// A spare added for a grow.
+    spare: bool,
+    clients: usize,
+    /// Requests per client per round.
+    per: usize,
+}
+
+fn draw(rng: &mut ChaCha8Rng) -> Setup {
+    let kind = rng.gen_range(0..4u32);
+    let level = match kind {
+        1 => Level::Raid6,
+        2 if rng.gen_bool(0.5) => Level::Raid6,
+        _ => Level::Raid5,
+    };
+    let layouts = ParityLayout::ALL;
+    let layout = layouts[rng.gen_range(0..layouts.len())];
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
+    let chunk = chunks[rng.gen_range(0..chunks.len())];
+    let least = if level == Level::Raid6 { 4 } else { 3 };
+    let members = rng.gen_range(least..=least + 2) + usize::from(kind == 3);
+    let metadata = if rng.gen_bool(0.5) {
+        MetadataVersion::V1_2
+    } else {
+        MetadataVersion::V1_1
+    };
+    let req = match kind {
+        0 | 1 => ReshapeRequest {
+            raid_devices: Some(members + 1),
+            ..ReshapeRequest::default()
+        },
+        2 => {
+            let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
+            ReshapeRequest {
+                chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
+                ..ReshapeRequest::default()
+            }
+        }
+        _ => ReshapeRequest {
+            raid_devices: Some(members - 1),
+            ..ReshapeRequest::default()
+        },
+    };
+    Setup {
+        level,
+        layout,
+        members,
+        chunk,
+        metadata,
+        req,
+        shrink: kind == 3,
+        spare: kind <= 1,
+        clients: rng.gen_range(2..=4),
+        per: rng.gen_range(20..=60),
+    }
+}
+
+impl Setup {
+    fn label(&self) -> String {
+        format!(
+            "{} of {} ({}, {}K, {:?}): {}; {} clients x {}",
+            self.level.name(),
+            self.members,
+            self.layout.name(),
+            self.chunk >> 10,
+            self.metadata,
+            match (&self.req.raid_devices, &self.req.chunk_bytes) {
+                (Some(n), _) if self.shrink => format!("{n} members (shrink)"),
+                (Some(n), _) => format!("{n} members"),
+                (_, Some(c)) => format!("chunk {}K", c >> 10),
+                _ => "?".into(),
+            },
+            self.clients,
+            self.per
+        )
+    }
+}
+
+/// The members of one run and what is known of them.
+struct Rig {
+    members: Vec<Member>,
+    dead: Vec<bool>,
+    exec: Arc<dyn Executor>,
+}
+
+impl Rig {
+    fn new(n: usize) -> Rig {
+        Rig {
+            members: (0..n)
+                .map(|_| {
+                    Arc::new(FaultVolume::with_volatile_cache(MemVolume::new(
+                        MEMBER_BYTES,
+                    )))
+                })
+                .collect(),
+            dead: vec![false; n],
+            exec: Arc::new(Interleaved),
+        }
+    }
+
+    fn device(&self, i: usize) -> Device {
+        Device {
+            path: format!("mem{i}"),
+            volume: self.members[i].clone(),
+        }
+    }
+
+    fn assemble(&self) -> Result<Assembly, String> {
+        let devs = (0..self.members.len())
+            .filter(|&i| !self.dead[i])
+            .map(|i| self.device(i))
+            .collect();
+        let mut asm = Assembly::assemble(devs).map_err(|e| format!("assemble: {e}"))?;
+        asm.set_executor(self.exec.clone());
+        Ok(asm)
+    }
+
+    fn arm(&self, wire: Option<&Arc<Tripwire>>) {
+        for m in &self.members {
+            m.set_tripwire(wire.cloned());
+        }
+    }
+
+    /// The power goes: each member's unflushed writes kept, dropped or torn.
+    fn cut(&self, seed: u64) {
+        self.arm(None);
+        for (k, m) in self.members.iter().enumerate() {
+            let _ = m.power_cut(seed ^ (k as u64).wrapping_mul(0x9e37_79b9));
+            m.restart();
+        }
+    }
+
+    fn writes(&self) -> u64 {
+        self.members.iter().map(|m| m.stats().writes).sum()
+    }
+}
+
+/// One served reshape run: `(seed, run)` decides everything.
+pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
+    let s0 = run_seed(seed, run);
+    let mut rng = ChaCha8Rng::seed_from_u64(s0);
+    let s = draw(&mut rng);
+    let mut out = ServedRun {
+        run,
+        label: s.label(),
+        cuts: 0,
+        member_died: false,
+        writes: 0,
+        answered: 0,
+        client_waits: 0,
+        walk_waits: 0,
+        violation: None,
+    };
+    // A run without a cut counts the member writes, so that the cut can
+    // land anywhere in them; the run with the cut then makes the same
+    // writes in the same order up to it (everything is drawn from seeds
+    // and runs on this thread).
+    match attempt(&s, s0, None, 0, &mut ChaCha8Rng::seed_from_u64(0)) {
+        Ok(done) => out.writes = done.writes,
+        Err(e) => {
+            out.violation = Some(format!("without a cut: {e}"));
+            return out;
+        }
+    }
+    let budget = rng.gen_range(1..=out.writes.max(1));
+    match attempt(&s, s0, Some(budget), out.writes, &mut rng) {
+        Ok(done) => {
+            out.cuts = done.cuts;
+            out.member_died = done.died;
+            out.answered = done.answered;
+            out.client_waits = done.waits.0;
+            out.walk_waits = done.waits.1;
+        }
+        Err(e) => out.violation = Some(e),
+    }
+    out
+}
+
+/// Runs `first..first + runs` of `seed`.
+pub fn served_reshape_sweep(seed: u64, first: u64, runs: u64) -> Vec<ServedRun> {
+    (first..first + runs)
+        .map(|r| served_reshape_run(seed, r))
+        .collect()
+}
+
+/// What an attempt did.
+struct Done {
+    cuts: u32,
+    died: bool,
+    writes: u64,
+    answered: u64,
+    /// Clients' and the walk's suspensions on a key.
+    waits: (u64, u64),
+}
+
+/// Create and fill the array, start the reshape, and carry it on in service
+/// round after round; with `budget`, the power goes at that member write of
+/// the reshape, and after each cut (up to [`MAX_CUTS`]) at another drawn
+/// from `rng`, up to `writes` (the member writes of the run without a cut).
+fn attempt(
+    s: &Setup,
+    seed: u64,
+    budget: Option<u64>,
+    writes: u64,
+    rng: &mut ChaCha8Rng,
+) -> Result<Done, String> {
+    let rig = &mut Rig::new(s.members + usize::from(s.spare));
+    let (mut asm, mut model) = prepare(s, rig, seed)?;
+    let writes_before = rig.writes();
+    let mut cuts = 0u32;
+    let mut answered = 0u64;
+    let mut waits = (0u64, 0u64);
+    let mut suspect: Vec<usize> = Vec::new();
+    let mut budget = budget;
+    // Each round's clients, tasks order and data from their own stream.
+    let mut rounds = ChaCha8Rng::seed_from_u64(seed ^ 0x5e7e_d0ff);
+    // (A cut after the end's commit leaves nothing to carry on.)
+    while asm.reshape().is_some() {
+        let wire = budget.map(Tripwire::new);
+        let round = serve_round(s, rig, asm, &mut model, wire.as_ref(), &mut rounds)?;
+        answered += round.answered;
+        waits.0 += round.waits.0;
+        waits.1 += round.waits.1;
+        let Some(left) = round.asm else {
+            // The power went.
+            cuts += 1;
+            rig.cut(seed ^ u64::from(cuts));
+            budget = (cuts < MAX_CUTS).then(|| rng.gen_range(1..=writes.max(1)));
+            let died = rng.gen_ratio(1, 6);
+            if died {
+                rig.dead[rng.gen_range(0..s.members)] = true;
+            }
+            asm = rig.assemble()?;
+            // Stripes a cut may have left with parity behind their data:
+            // no resync runs until the reshape is done.
+            suspect.extend(model.pending_sectors());
+            let degraded = died.then_some(&suspect[..]);
+            judge_cut(&asm, &mut model, degraded, &format!("after cut {cuts}"))?;
+            if died {
+                refuses_degraded(rig, asm, &model)?;
+                return Ok(Done {
+                    cuts,
+                    died,
+                    writes: rig.writes() - writes_before,
+                    answered,
+                    waits,
+                });
+            }
+            continue;
+        };
+        asm = left;
+    }
+    let writes = rig.writes() - writes_before;
+    // A clean restart: the members as they are, the superblocks read again.
+    let mut asm = rig.assemble()?;
+    if asm.reshape().is_some() {
+        return Err("the reshape is still recorded after it finished".into());
+    }
+    let g = asm.geometry;
+    let asked = s.req.raid_devices.map_or(true, |n| g.raid_disks == n)
+        && s.req.chunk_bytes.map_or(true, |c| g.chunk_bytes == c);
+    if !asked {
+        return Err(format!(
+            "at the end: {} members, chunk {}K; asked {:?}",
+            g.raid_disks,
+            g.chunk_bytes >> 10,
+            s.req
+        ));
+    }
+    judge_exact(&asm, &model, "at the end")?;
+    let opts = RunOptions {
+        use_maps: false,
+        read_ahead: false,
+        ..RunOptions::default()
+    };
+    if cuts > 0 {
+        // Stripes the clients were writing when the power went may hold
+        // parity behind their data (md's write hole): the array was stopped
+        // uncleanly, and md resyncs it (parity from the data).
+        asm.resync(opts.clone(), &mut |_| {})
+            .map_err(|e| format!("the resync after the cuts: {e}"))?;
+        judge_exact(&asm, &model, "after the resync")?;
+    } else {
+        // Everything written is flushed: the clean stop the server records.
+        asm.mark_clean(true)
+            .map_err(|e| format!("the clean mark: {e}"))?;
+    }
+    super::check_at_end(&mut asm, opts)?;
+    Ok(Done {
+        cuts,
+        died: false,
+        writes,
+        answered,
+        waits,
+    })
+}
+
+/// Create the array, fill it with seeded data (flushed), make room for a
+/// shrink or add a grow's spare, and record the reshape asked: the array
+/// and the model of what it holds, as the reshape starts.
+fn prepare(s: &Setup, rig: &Rig, seed: u64) -> Result<(Assembly, Model), String> {
+    let spec = CreateSpec {
+        level: s.level,
+        layout: Layout::Parity(s.layout),
+        chunk_bytes: s.chunk,
+        spares: 0,
+        name: "served".into(),
+        force: true,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let new = (0..s.members)
+        .map(|i| NewMember {
+            device: rig.device(i),
+            zeroed: true,
+        })
+        .collect();
+    let mut asm = create_with_executor(&spec, new, None, s.metadata, rig.exec.clone())
+        .map_err(|e| format!("create: {e}"))?;
+    let mut array_bytes = None;
+    if s.shrink {
+        // Room after the data for md's move of the data offset up (a chunk
+        // per member for one member fewer), then the array cut to what the
+        // fewer members hold, as a user follows mdadm's refusal.
+        let room = s.chunk * s.members as u64;
+        let size = asm.geometry.member_bytes.saturating_sub(room) / s.chunk * s.chunk;
+        asm.grow_size(SizeRequest::Bytes(size), true)
+            .map_err(|e| format!("--size before the shrink: {e}"))?;
+        let g = asm.geometry;
+        array_bytes = Some((g.data_disks() - 1) as u64 * g.member_bytes);
+    }
+    let size = array_bytes.unwrap_or(asm.geometry.array_bytes()) as usize;
+    let mut model = Model::new(size);
+    {
+        let a = asm.array().map_err(|e| format!("array: {e}"))?;
+        let mut data = vec![0u8; size];
+        ChaCha8Rng::seed_from_u64(seed).fill(&mut data[..]);
+        a.write_at(&data, 0).map_err(|e| format!("fill: {e}"))?;
+        a.flush().map_err(|e| format!("fill flush: {e}"))?;
+        model.write(&data, 0);
+        model.flush();
+    }
+    if s.spare {
+        asm.add(rig.device(s.members), false)
+            .map_err(|e| format!("add a spare: {e}"))?;
+    }
+    let plan = asm
+        .reshape_check_sized(&s.req, 0, array_bytes)
+        .map_err(|e| format!("reshape_check: {e}"))?;
+    asm.reshape_start(plan)
+        .map_err(|e| format!("reshape_start: {e}"))?;
+    // The clients are about to write: the superblocks say so first, as a
+    // served array's safe mode marks them before its first write, so that
+    // a cut is seen as an unclean stop.
+    asm.mark_dirty()
+        .map_err(|e| format!("the dirty mark: {e}"))?;
+    Ok((asm, model))
+}
+
+/// The walk's task, ended: the walk (for its end), the assembly it
+/// checkpointed in, and how it ended.
+type Walked = (ServedWalk, Assembly, raidlab_core::Result<()>);
+
+/// How a round ended.
+struct Round {
+    /// The assembly, unless the power went.
+    asm: Option<Assembly>,
+    answered: u64,
+    /// Clients' and the walk's suspensions on a key.
+    waits: (u64, u64),
+}
+
+/// One round of service: the recorded reshape walked as a task beside
+/// `s.clients` client tasks until the walk and the clients are done, or
+/// the power goes (`wire`). Done, the reshape's end is committed and the
+/// answers are in `model`; with the power gone, the answers are in it as a
+/// cut leaves them and the tasks are dropped where they were.
+fn serve_round(
+    s: &Setup,
+    rig: &Rig,
+    mut asm: Assembly,
+    model: &mut Model,
+    wire: Option<&Arc<Tripwire>>,
+    rng: &mut ChaCha8Rng,
+) -> Result<Round, String> {
+    let walk = asm
+        .reshape_served()
+        .map_err(|e| format!("the served walk: {e}"))?;
+    let volume: Arc<dyn Volume> = Arc::new(walk.volume("served".into()));
+    if volume.size() as usize != model.size() {
+        return Err(format!(
+            "the array mid-reshape is {} bytes, {} before",
+            volume.size(),
+            model.size()
+        ));
+    }
+    let asks = clients::draw(rng, model.size(), s.clients, s.per);
+    let answers = Rc::new(RefCell::new(Answers {
+        done: Vec::new(),
+        under_way: vec![None; s.clients],
+    }));
+    let walked: Rc<RefCell<Option<Walked>>> = Rc::new(RefCell::new(None));
+    rig.arm(wire);
+    let mut stacks = Stacks::default();
+    let mut tasks: Vec<Option<Task<()>>> = Vec::new();
+    {
+        let out = walked.clone();
+        let opts = RunOptions {
+            use_maps: false,
+            read_ahead: false,
+            ..RunOptions::default()
+        };
+        let mut walk = walk;
+        let t = Task::new(&mut stacks, move || {
+            let r = walk.run(&mut asm, &opts, &|| false);
+            *out.borrow_mut() = Some((walk, asm, r));
+        });
+        tasks.push(Some(t.map_err(|e| format!("internal: a task: {e}"))?));
+    }
+    for (c, a) in asks.into_iter().enumerate() {
+        let t = clients::spawn(
+            &mut stacks,
+            c,
+            a,
+            volume.clone(),
+            answers.clone(),
+            wire.cloned(),
+        );
+        tasks.push(Some(t.map_err(|e| format!("internal: a task: {e}"))?));
+    }
+    let mut waits = (0, 0);
+    let ran = drive(&mut tasks, rng, wire, &mut waits);
+    // Tasks cut short by the power unwind here, letting go of the gate.
+    drop(tasks);
+    let tripped = wire.is_some_and(|w| w.tripped());
+    let answers = std::mem::take(&mut *answers.borrow_mut());
+    let answered = answers.done.iter().filter(|a| a.seen).count() as u64;
+    if tripped {
+        clients::apply(model, &answers, false)?;
+        return Ok(Round {
+            asm: None,
+            answered,
+            waits,
+        });
+    }
+    ran?;
+    clients::apply(model, &answers, true)?;
+    let (walk, mut asm, walked) = walked
+        .borrow_mut()
+        .take()
+        .ok_or("internal: the walk never ended")?;
+    walked.map_err(|e| format!("the served walk (power on): {e}"))?;
+    // What the clients wrote last reaches the members, as the server's
+    // switch to the new geometry flushes it; then the end's commit. The
+    // power may go in either.
+    let cut = Round {
+        asm: None,
+        answered,
+        waits,
+    };
+    let flushed = volume.flush();
+    if tripped_now(wire) {
+        return Ok(cut);
+    }
+    flushed.map_err(|e| format!("flush at the walk's end: {e}"))?;
+    model.flush();
+    drop(volume);
+    let ended = walk.end(&mut asm);
+    if tripped_now(wire) {
+        return Ok(cut);
+    }
+    ended.map_err(|e| format!("the reshape's end: {e}"))?;
+    rig.arm(None);
+    Ok(Round {
+        asm: Some(asm),
+        answered,
+        waits,
+    })
+}
+
+fn tripped_now(wire: Option<&Arc<Tripwire>>) -> bool {
+    wire.is_some_and(|w| w.tripped())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A planted loss is caught: a byte of a member's data corrupted
+    /// after a cut reads back wrong, and the judgement says where.
+    #[test]
+    fn a_member_byte_changed_after_a_cut_is_caught() {
+        let s = Setup {
+            level: Level::Raid5,
+            layout: ParityLayout::LeftSymmetric,
+            members: 3,
+            chunk: 16 << 10,
+            metadata: MetadataVersion::V1_2,
+            req: ReshapeRequest {
+                raid_devices: Some(4),
+                ..ReshapeRequest::default()
+            },
+            shrink: false,
+            spare: true,
+            clients: 2,
+            per: 20,
+        };
+        let rig = Rig::new(4);
+        let (asm, mut model) = prepare(&s, &rig, 7).unwrap();
+        drop(asm);
+        let mut asm = rig.assemble().unwrap();
+        judge_cut(&asm, &mut model, None, "untouched").unwrap();
+        // Array byte 0 lies in member 0's first chunk in either geometry
+        // (left-symmetric puts the first data chunk on member 0): flip it
+        // behind the array's back.
+        rig.members[0]
+            .corrupt_stored(first_data_byte(&asm), 1)
+            .unwrap();
+        asm = rig.assemble().unwrap();
+        let e = judge_cut(&asm, &mut model, None, "planted").unwrap_err();
+        assert!(e.contains("durable (flushed) data lost"), "{e}");
+    }
+
+    /// Member 0's byte holding array byte 0: its data offset, read from its
+    /// superblock.
+    fn first_data_byte(asm: &Assembly) -> u64 {
+        asm.members[0].sb.data_offset * 512
+    }
+}

@@ -1,0 +1,79 @@
+//! Reshapes while clients write, under power cuts and member failures
+//! (issue 36): `torture::served_reshape` (see its doc). Every run must keep
+//! every write answered before an answered flush through each cut, read
+//! each answered write back, end with the shape asked and a check of 0
+//! mismatches, or refuse to carry on with a member gone and still read
+//! right. No run may fail. More runs: `RAIDLAB_TORTURE_RUNS=K` (or
+//! `RAIDLAB_SOAK=M`, M times the 40) `cargo test -p raidlab-sim --test
+//! served_reshape`.
+
+use raidlab_sim::torture::served_reshape::{served_reshape_run, served_reshape_sweep};
+
+fn env(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|s| s.parse().ok())
+}
+
+/// The sweep's run count as the other torture sweeps take it:
+/// `RAIDLAB_TORTURE_RUNS`, or `default` times `RAIDLAB_SOAK`.
+fn runs(default: u64) -> u64 {
+    env("RAIDLAB_TORTURE_RUNS").unwrap_or_else(|| default * env("RAIDLAB_SOAK").unwrap_or(1).max(1))
+}
+
+#[test]
+fn served_reshapes_cut_at_random_member_writes_keep_every_answered_write() {
+    let n = runs(40);
+    let runs = served_reshape_sweep(1, 0, n);
+    let failed: Vec<String> = runs
+        .iter()
+        .filter(|r| r.violation.is_some())
+        .map(|r| {
+            format!(
+                "run {} ({}): {}",
+                r.run,
+                r.label,
+                r.violation.as_deref().unwrap_or("")
+            )
+        })
+        .collect();
+    for r in &runs {
+        eprintln!(
+            "run {} ({}): {} member writes, {} cut(s){}, {} answers, waits: clients {}, walk {}",
+            r.run,
+            r.label,
+            r.writes,
+            r.cuts,
+            if r.member_died { ", a member died" } else { "" },
+            r.answered,
+            r.client_waits,
+            r.walk_waits
+        );
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
+    assert!(cuts as u64 >= n, "only {cuts} cuts in {n} runs");
+    // The clients met the walk: requests waited for its window or a
+    // checkpoint, and steps for requests over them.
+    let client_waits: u64 = runs.iter().map(|r| r.client_waits).sum();
+    let walk_waits: u64 = runs.iter().map(|r| r.walk_waits).sum();
+    assert!(
+        client_waits > 0 && walk_waits > 0,
+        "the walk and the clients never waited for each other: {client_waits} and {walk_waits}"
+    );
+    for kind in ["raid5", "raid6", "(shrink)", "chunk "] {
+        assert!(
+            runs.iter().any(|r| r.label.contains(kind)),
+            "no run of {kind}"
+        );
+    }
+    assert!(runs.iter().any(|r| r.member_died), "no member died");
+}
+
+#[test]
+fn a_run_is_a_function_of_its_seed() {
+    let a = served_reshape_run(3, 5);
+    let b = served_reshape_run(3, 5);
+    assert_eq!(
+        (a.label, a.cuts, a.writes, a.answered, a.violation),
+        (b.label, b.cuts, b.writes, b.answered, b.violation)
+    );
+}
