@@ -88,6 +88,23 @@ fn served_reshapes_cut_at_random_member_writes_keep_every_answered_write() {
     assert!(runs.iter().any(|r| r.member_died), "no member died");
 }
 
+/// One run, to look into: `RAIDLAB_TORTURE_RUN=K` (of seed 1, the
+/// sweep's) or nothing.
+#[test]
+fn one_run_asked_for() {
+    let Some(k) = env("RAIDLAB_TORTURE_RUN") else {
+        return;
+    };
+    let r = served_reshape_run(1, k);
+    eprintln!("{r:?}");
+    assert!(
+        r.violation.is_none(),
+        "run {k} ({}): {:?}",
+        r.label,
+        r.violation
+    );
+}
+
 #[test]
 fn a_run_is_a_function_of_its_seed() {
     let a = served_reshape_run(3, 5);
