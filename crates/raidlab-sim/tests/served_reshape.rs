@@ -79,7 +79,9 @@ fn served_reshapes_cut_at_random_member_writes_keep_every_answered_write() {
         end_writes * 10 >= answered,
         "only {end_writes} of {answered} answers wrote the array's last tenth"
     );
-    for kind in ["raid5", "raid6", "(shrink)", "chunk ", "layout ", "-6"] {
+    for kind in [
+        "raid5", "raid6", "raid10", "(shrink)", "chunk ", "layout ", "-6",
+    ] {
         assert!(
             runs.iter().any(|r| r.label.contains(kind)),
             "no run of {kind}"

@@ -2,7 +2,8 @@
 //! grown by one member, a RAID 5 or 6 given another chunk, a RAID 5
 //! made one member smaller (md's backward reshape), or a RAID 5 or 6
 //! given another layout (a RAID 6 to its "-6" twin and back among them,
-//! md's first step of a RAID 6 to 5), walked by the engine's
+//! md's first step of a RAID 6 to 5), or a RAID 10 of two near or offset
+//! copies grown by one member or switched to the other layout, walked by the engine's
 //! own served walk (`grow::ServedWalk`: the steps, checkpoints and gate the
 //! server runs) as one task, while a few client tasks write, read and flush
 //! seeded data through the real `ReshapingVolume`; the executor gives
@@ -85,13 +86,13 @@ pub struct ServedRun {
 #[derive(Debug, Clone)]
 struct Setup {
     level: Level,
-    layout: ParityLayout,
+    layout: Layout,
     members: usize,
     chunk: u64,
     metadata: MetadataVersion,
     req: ReshapeRequest,
     /// The layout asked (`req.layout`), to judge the end by.
-    new_layout: Option<ParityLayout>,
+    new_layout: Option<Layout>,
     /// One member fewer: the array is first cut to what they hold.
     shrink: bool,
     /// A spare added for a grow.
@@ -108,9 +109,14 @@ const CHUNK: u32 = 2;
 const SHRINK5: u32 = 3;
 const LAYOUT5: u32 = 4;
 const LAYOUT6: u32 = 5;
+const GROW10: u32 = 6;
+const LAYOUT10: u32 = 7;
 
 fn draw(rng: &mut ChaCha8Rng) -> Setup {
-    let kind = rng.gen_range(0..6u32);
+    let kind = rng.gen_range(0..8u32);
+    if kind >= GROW10 {
+        return draw_raid10(rng, kind == GROW10);
+    }
     let level = match kind {
         GROW6 | LAYOUT6 => Level::Raid6,
         CHUNK if rng.gen_bool(0.5) => Level::Raid6,
@@ -175,14 +181,49 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
     };
     Setup {
         level,
-        layout,
+        layout: Layout::Parity(layout),
         members,
         chunk,
         metadata,
         req,
-        new_layout,
+        new_layout: new_layout.map(Layout::Parity),
         shrink: kind == SHRINK5,
         spare: kind <= GROW6,
+        clients: rng.gen_range(2..=4),
+        per: rng.gen_range(20..=60),
+    }
+}
+
+/// A RAID 10 in the near or offset layout (the ones md reshapes) of two
+/// copies, grown by one member or switched to the other.
+fn draw_raid10(rng: &mut ChaCha8Rng, grow: bool) -> Setup {
+    let parse = |name: &str| Layout::parse(Level::Raid10, Some(name)).expect("a RAID 10 layout");
+    let (from, to) = if rng.gen_bool(0.5) {
+        ("n2", "o2")
+    } else {
+        ("o2", "n2")
+    };
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
+    let members = rng.gen_range(3..=5);
+    let new_layout = (!grow).then(|| parse(to));
+    Setup {
+        level: Level::Raid10,
+        layout: parse(from),
+        members,
+        chunk: chunks[rng.gen_range(0..chunks.len())],
+        metadata: if rng.gen_bool(0.5) {
+            MetadataVersion::V1_2
+        } else {
+            MetadataVersion::V1_1
+        },
+        req: ReshapeRequest {
+            raid_devices: grow.then_some(members + 1),
+            layout: (!grow).then(|| to.to_string()),
+            ..ReshapeRequest::default()
+        },
+        new_layout,
+        shrink: false,
+        spare: grow,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),
     }
@@ -403,7 +444,7 @@ fn attempt(
     let g = asm.geometry;
     let asked = s.req.raid_devices.map_or(true, |n| g.raid_disks == n)
         && s.req.chunk_bytes.map_or(true, |c| g.chunk_bytes == c)
-        && s.new_layout.map_or(true, |l| g.layout == Layout::Parity(l));
+        && s.new_layout.map_or(true, |l| g.layout == l);
     if !asked {
         return Err(format!(
             "at the end: {} members, chunk {}K, layout {}; asked {:?}",
@@ -448,7 +489,7 @@ fn attempt(
 fn prepare(s: &Setup, rig: &Rig, seed: u64) -> Result<(Assembly, Model), String> {
     let spec = CreateSpec {
         level: s.level,
-        layout: Layout::Parity(s.layout),
+        layout: s.layout,
         chunk_bytes: s.chunk,
         spares: 0,
         name: "served".into(),
@@ -649,7 +690,7 @@ mod tests {
     fn a_member_byte_changed_after_a_cut_is_caught() {
         let s = Setup {
             level: Level::Raid5,
-            layout: ParityLayout::LeftSymmetric,
+            layout: Layout::Parity(ParityLayout::LeftSymmetric),
             members: 3,
             chunk: 16 << 10,
             metadata: MetadataVersion::V1_2,
