@@ -7,7 +7,9 @@
 //! [`LongRun::run_due`] and [`LongRun::drive`], the order of those: stop
 //! asked?, step, advance, checkpoint, progress, wait. The stripe cache's
 //! write-out of stripes held past their time is such a daemon too, its
-//! period following its hold time ([`Steps::period`]).
+//! period following its hold time ([`Steps::period`]), and so are a serving
+//! process's polls of its arrays (safe mode's clean mark, failures recorded:
+//! `live::drive_polls`).
 //!
 //! The schedule never reads a clock and never sleeps: [`LongRun::next`]
 //! takes `now`. The driver reads the clock it is given and waits the way

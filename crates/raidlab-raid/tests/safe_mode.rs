@@ -8,7 +8,7 @@ use raidlab_core::{Clock, ManualClock, Volume};
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level, ParityLayout};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
-use raidlab_raid::live::{LiveArray, WriteMark, SAFE_MODE_DELAY};
+use raidlab_raid::live::{drive_polls, LiveArray, WriteMark, SAFE_MODE_DELAY, SAFE_MODE_POLL};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -122,6 +122,36 @@ fn an_idle_array_is_marked_clean_after_the_delay_and_dirty_before_its_next_write
         again.array().unwrap().read_at(&mut z, 1 << 20).unwrap();
         assert!(z.iter().all(|&b| b == 0), "{label}");
     }
+}
+
+/// The serving process's polls run on the long-run driver (`drive_polls`,
+/// what `raidlab serve` runs): on a clock that moves only by the driver's
+/// sleeps, an array is marked clean one delay after its last write, at the
+/// first poll due then, and the run ends when asked.
+#[test]
+fn the_polls_on_the_long_run_driver_mark_an_idle_array_clean() {
+    let s = serve(Level::Raid5, false, true);
+    s.live.volume().write_at(&[7u8; 4096], 0).unwrap();
+    assert_eq!(s.live.write_mark(), Some(WriteMark::Active));
+    let start = s.clock.now();
+    let give_up = start + Duration::from_secs(10);
+    let mut said = Vec::new();
+    let clean = || s.live.write_mark() == Some(WriteMark::Clean);
+    drive_polls(
+        std::slice::from_ref(&s.live),
+        s.clock.as_ref(),
+        &|| clean() || s.clock.now() > give_up,
+        &mut |i, text| said.push((i, text)),
+    )
+    .unwrap();
+    assert!(said.is_empty(), "{said:?}");
+    assert!(clean(), "not marked clean by {:?}", s.clock.now() - start);
+    let took = s.clock.now() - start;
+    assert!(
+        took >= SAFE_MODE_DELAY && took <= SAFE_MODE_DELAY + SAFE_MODE_POLL,
+        "marked clean {took:?} after the write"
+    );
+    assert!(in_sync_after_crash(&s.devs), "clean on disk too");
 }
 
 #[test]

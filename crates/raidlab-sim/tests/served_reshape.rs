@@ -7,7 +7,9 @@
 //! `RAIDLAB_SOAK=M`, M times the 40) `cargo test -p raidlab-sim --test
 //! served_reshape`.
 
-use raidlab_sim::torture::served_reshape::{served_reshape_run, served_reshape_sweep};
+use raidlab_sim::torture::served_reshape::{
+    served_reshape_raid10_run, served_reshape_run, served_reshape_sweep,
+};
 
 fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|s| s.parse().ok())
@@ -37,13 +39,14 @@ fn served_reshapes_cut_at_random_member_writes_keep_every_answered_write() {
         .collect();
     for r in &runs {
         eprintln!(
-            "run {} ({}): {} member writes, {} cut(s){}, {} answers, waits: clients {}, walk {}",
+            "run {} ({}): {} member writes, {} cut(s){}, {} answers ({} writes in the last tenth), waits: clients {}, walk {}",
             r.run,
             r.label,
             r.writes,
             r.cuts,
             if r.member_died { ", a member died" } else { "" },
             r.answered,
+            r.end_writes,
             r.client_waits,
             r.walk_waits
         );
@@ -59,13 +62,49 @@ fn served_reshapes_cut_at_random_member_writes_keep_every_answered_write() {
         client_waits > 0 && walk_waits > 0,
         "the walk and the clients never waited for each other: {client_waits} and {walk_waits}"
     );
-    for kind in ["raid5", "raid6", "(shrink)", "chunk "] {
+    let end_writes: u64 = runs.iter().map(|r| r.end_writes).sum();
+    let answered: u64 = runs.iter().map(|r| r.answered).sum();
+    let layouts: Vec<&str> = runs
+        .iter()
+        .filter(|r| r.label.contains("layout "))
+        .map(|r| r.label.as_str())
+        .collect();
+    eprintln!(
+        "{n} runs, {cuts} cuts, {} with a member dead, {} layout changes ({} to or from a -6 layout), {answered} answers, {end_writes} writes in the last tenth",
+        runs.iter().filter(|r| r.member_died).count(),
+        layouts.len(),
+        layouts.iter().filter(|l| l.contains("-6")).count(),
+    );
+    // Issue 36's suspicion lies in the array's last stripes: the clients
+    // must have written there often.
+    assert!(
+        end_writes * 10 >= answered,
+        "only {end_writes} of {answered} answers wrote the array's last tenth"
+    );
+    for kind in ["raid5", "raid6", "(shrink)", "chunk ", "layout ", "-6"] {
         assert!(
             runs.iter().any(|r| r.label.contains(kind)),
             "no run of {kind}"
         );
     }
     assert!(runs.iter().any(|r| r.member_died), "no member died");
+}
+
+/// One run, to look into: `RAIDLAB_TORTURE_RUN=K` (of seed 1, the
+/// sweep's) or nothing.
+#[test]
+fn one_run_asked_for() {
+    let Some(k) = env("RAIDLAB_TORTURE_RUN") else {
+        return;
+    };
+    let r = served_reshape_run(1, k);
+    eprintln!("{r:?}");
+    assert!(
+        r.violation.is_none(),
+        "run {k} ({}): {:?}",
+        r.label,
+        r.violation
+    );
 }
 
 #[test]
@@ -76,4 +115,21 @@ fn a_run_is_a_function_of_its_seed() {
         (a.label, a.cuts, a.writes, a.answered, a.violation),
         (b.label, b.cuts, b.writes, b.answered, b.violation)
     );
+}
+
+/// A served RAID 10 grown or switched between near and offset copies loses
+/// answered writes (found 2026-12-05, not yet fixed): kept out of the
+/// sweep, run here on demand (`-- --ignored`); it must pass before it joins
+/// the draw.
+#[test]
+#[ignore = "known loss: a served RAID 10 restripe, cause not yet found"]
+fn served_raid10_restripes_keep_every_answered_write() {
+    let failed: Vec<String> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(100))
+        .map(|k| served_reshape_raid10_run(1, k))
+        .filter_map(|r| {
+            r.violation
+                .map(|v| format!("run {} ({}): {v}", r.run, r.label))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

@@ -78,7 +78,8 @@ fn refuse_io_uring() -> std::io::Result<()> {
     Ok(())
 }
 
-/// `raidlab serve` on `members` with `flags`, until its socket listens.
+/// `raidlab serve` on `members` with `flags`, until its NBD and control
+/// sockets listen.
 fn serve(run_dir: &Path, members: &[String], flags: &[&str], no_uring: bool) -> Child {
     let socket = run_dir.join("s.sock");
     let _ = std::fs::remove_file(&socket);
@@ -96,7 +97,10 @@ fn serve(run_dir: &Path, members: &[String], flags: &[&str], no_uring: bool) -> 
     }
     let mut child = c.spawn().expect("serve starts");
     let t = Instant::now();
-    while UnixStream::connect(&socket).is_err() {
+    // The control socket comes up after the NBD one, and `detail` asks it:
+    // wait for both.
+    let ctl = run_dir.join(format!("serve-{}.ctl", child.id()));
+    while UnixStream::connect(&socket).is_err() || !ctl.exists() {
         if let Some(st) = child.try_wait().unwrap() {
             let mut err = String::new();
             let _ = child.stderr.take().unwrap().read_to_string(&mut err);

@@ -165,6 +165,15 @@ impl Assembly {
                 r.position
             )));
         }
+        // Every superblock says this reshape and this position before any
+        // byte moves. A crash inside a checkpoint's commit leaves members
+        // one event behind, at the position before it, and assembly takes
+        // them at the freshest in memory only: were the walk to move bytes
+        // past that older position and the fresh members then die, the
+        // lagging ones would assemble at the older position and read the
+        // moved stripes in the old geometry (the served torture's loss,
+        // issue 36). One superblock write per walk started.
+        self.commit(|_| {})?;
         let old_array = self.reshape_side(&r, false, served)?;
         let gate = served.then(|| ReshapeGate::new(r));
         let new_array = self.reshape_side(&r, true, true)?;

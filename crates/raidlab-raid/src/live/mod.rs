@@ -29,6 +29,7 @@ mod reshape;
 use reshape::Serving;
 mod members;
 mod poll;
+pub use poll::drive_polls;
 mod resize;
 mod safe_mode;
 mod stats;

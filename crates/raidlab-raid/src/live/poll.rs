@@ -2,19 +2,49 @@
 //! members the running array took out recorded as faulty (a hot spare
 //! stepping in), safe mode's clean mark after a quiet spell, the passes of
 //! md's bitmap daemon that are due, and bad blocks written to the members'
-//! logs.
+//! logs. The serving process runs these polls as a periodic long run on the
+//! one long-run driver ([`drive_polls`]), as the stripe cache's ticks and
+//! the bitmap daemon are run.
 //!
 //! It decides when those records are written and what is said of them; it
 //! must never fail a member the running array still uses, nor plan I/O.
 
 use super::*;
+use crate::long_run::{EachStep, LongRun, Stepped};
+use raidlab_core::Clock;
+
+/// The serving process's daemon: every [`SAFE_MODE_POLL`] on `clock`, each
+/// of `arrays`' polls, as a periodic run on the long-run driver (a thread's
+/// sleeps in real time; a task's, in virtual time). `said(i, text)` gets what
+/// array `i`'s poll said. Runs until `quit` says so, which ends a wait
+/// within the driver's slice.
+pub fn drive_polls(
+    arrays: &[Arc<LiveArray>],
+    clock: &dyn Clock,
+    quit: &dyn Fn() -> bool,
+    said: &mut dyn FnMut(usize, String),
+) -> Result<()> {
+    let mut run = LongRun::every(SAFE_MODE_POLL, clock.now());
+    let mut polls = EachStep(|range: std::ops::Range<u64>| {
+        for (i, a) in arrays.iter().enumerate() {
+            for s in a.poll() {
+                said(i, s);
+            }
+        }
+        Ok(Stepped {
+            end: range.end,
+            work: 0,
+        })
+    });
+    run.drive(clock, quit, &mut polls).map(|_| ())
+}
 
 impl LiveArray {
     /// Record members the running array took out (write errors, too many read
     /// errors) as faulty, and let a hot spare take over; mark the array clean
     /// after a quiet spell (safe mode); run the passes of md's bitmap daemon
     /// that its long run says are due. Returns what changed, for the log. Call it every
-    /// [`SAFE_MODE_POLL`] (the daemon does).
+    /// [`SAFE_MODE_POLL`] ([`drive_polls`] does).
     pub fn poll(self: &Arc<Self>) -> Vec<String> {
         let mut asm = lock(&self.asm);
         let mut said = std::mem::take(&mut *lock(&self.said));

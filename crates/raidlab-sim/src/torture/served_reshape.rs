@@ -1,6 +1,9 @@
 //! Reshapes while clients write (issue 36), from a seed: a RAID 5 or 6
-//! grown by one member, a RAID 5 or 6 given another chunk, or a RAID 5
-//! made one member smaller (md's backward reshape), walked by the engine's
+//! grown by one member, a RAID 5 or 6 given another chunk, a RAID 5
+//! made one member smaller (md's backward reshape), or a RAID 5 or 6
+//! given another layout (a RAID 6 to its "-6" twin and back among them,
+//! md's first step of a RAID 6 to 5), or a RAID 10 of two near or offset
+//! copies grown by one member or switched to the other layout, walked by the engine's
 //! own served walk (`grow::ServedWalk`: the steps, checkpoints and gate the
 //! server runs) as one task, while a few client tasks write, read and flush
 //! seeded data through the real `ReshapingVolume`; the executor gives
@@ -69,6 +72,8 @@ pub struct ServedRun {
     pub writes: u64,
     /// Client requests answered and seen, over every round.
     pub answered: u64,
+    /// Of them, writes reaching the array's last tenth.
+    pub end_writes: u64,
     /// Times a client's request suspended on a lock or the gate (the
     /// walk's window, a checkpoint), and times the walk suspended on one
     /// (its step waiting for requests over it), over every round.
@@ -81,11 +86,13 @@ pub struct ServedRun {
 #[derive(Debug, Clone)]
 struct Setup {
     level: Level,
-    layout: ParityLayout,
+    layout: Layout,
     members: usize,
     chunk: u64,
     metadata: MetadataVersion,
     req: ReshapeRequest,
+    /// The layout asked (`req.layout`), to judge the end by.
+    new_layout: Option<Layout>,
     /// One member fewer: the array is first cut to what they hold.
     shrink: bool,
     /// A spare added for a grow.
@@ -95,36 +102,78 @@ struct Setup {
     per: usize,
 }
 
+/// The change a run makes (`Setup::req`), as drawn.
+const GROW5: u32 = 0;
+const GROW6: u32 = 1;
+const CHUNK: u32 = 2;
+const SHRINK5: u32 = 3;
+const LAYOUT5: u32 = 4;
+const LAYOUT6: u32 = 5;
+
 fn draw(rng: &mut ChaCha8Rng) -> Setup {
-    let kind = rng.gen_range(0..4u32);
+    // A served RAID 10 restripe loses answered writes (reads answered
+    // stale mid-walk, flushed sectors lost after a cut: 75 of about 375
+    // near/offset switches in 3000 runs, 2026-12-05, and a grow now and
+    // then), cause not yet found: it runs alone,
+    // `served_reshape_raid10_run`, until it is fixed.
+    let kind = rng.gen_range(0..6u32);
     let level = match kind {
-        1 => Level::Raid6,
-        2 if rng.gen_bool(0.5) => Level::Raid6,
+        GROW6 | LAYOUT6 => Level::Raid6,
+        CHUNK if rng.gen_bool(0.5) => Level::Raid6,
         _ => Level::Raid5,
     };
     let layouts = ParityLayout::ALL;
-    let layout = layouts[rng.gen_range(0..layouts.len())];
+    let mut layout = layouts[rng.gen_range(0..layouts.len())];
+    let mut new_layout = None;
+    if kind == LAYOUT5 {
+        let others: Vec<_> = layouts.into_iter().filter(|&l| l != layout).collect();
+        new_layout = Some(others[rng.gen_range(0..others.len())]);
+    } else if kind == LAYOUT6 {
+        // Half of them md's RAID 6 to 5 first step (to the "-6" twin, the
+        // restripe issue 36's suspected zero read ran) or its way back.
+        let twins: Vec<_> = ParityLayout::ALL
+            .into_iter()
+            .filter(|l| l.raid6_conversion() != *l)
+            .collect();
+        if rng.gen_bool(0.5) {
+            let from = twins[rng.gen_range(0..twins.len())];
+            if rng.gen_bool(0.5) {
+                layout = from;
+                new_layout = Some(from.raid6_conversion());
+            } else {
+                layout = from.raid6_conversion();
+                new_layout = Some(from);
+            }
+        } else {
+            let others: Vec<_> = layouts.into_iter().filter(|&l| l != layout).collect();
+            new_layout = Some(others[rng.gen_range(0..others.len())]);
+        }
+    }
     let chunks = [16u64 << 10, 32 << 10, 64 << 10];
     let chunk = chunks[rng.gen_range(0..chunks.len())];
     let least = if level == Level::Raid6 { 4 } else { 3 };
-    let members = rng.gen_range(least..=least + 2) + usize::from(kind == 3);
+    let members = rng.gen_range(least..=least + 2) + usize::from(kind == SHRINK5);
     let metadata = if rng.gen_bool(0.5) {
         MetadataVersion::V1_2
     } else {
         MetadataVersion::V1_1
     };
     let req = match kind {
-        0 | 1 => ReshapeRequest {
+        GROW5 | GROW6 => ReshapeRequest {
             raid_devices: Some(members + 1),
             ..ReshapeRequest::default()
         },
-        2 => {
+        CHUNK => {
             let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
             ReshapeRequest {
                 chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
                 ..ReshapeRequest::default()
             }
         }
+        LAYOUT5 | LAYOUT6 => ReshapeRequest {
+            layout: new_layout.map(|l| l.name().to_string()),
+            ..ReshapeRequest::default()
+        },
         _ => ReshapeRequest {
             raid_devices: Some(members - 1),
             ..ReshapeRequest::default()
@@ -132,13 +181,49 @@ fn draw(rng: &mut ChaCha8Rng) -> Setup {
     };
     Setup {
         level,
-        layout,
+        layout: Layout::Parity(layout),
         members,
         chunk,
         metadata,
         req,
-        shrink: kind == 3,
-        spare: kind <= 1,
+        new_layout: new_layout.map(Layout::Parity),
+        shrink: kind == SHRINK5,
+        spare: kind <= GROW6,
+        clients: rng.gen_range(2..=4),
+        per: rng.gen_range(20..=60),
+    }
+}
+
+/// A RAID 10 in the near or offset layout (the ones md reshapes) of two
+/// copies, grown by one member or switched to the other.
+fn draw_raid10(rng: &mut ChaCha8Rng, grow: bool) -> Setup {
+    let parse = |name: &str| Layout::parse(Level::Raid10, Some(name)).expect("a RAID 10 layout");
+    let (from, to) = if rng.gen_bool(0.5) {
+        ("n2", "o2")
+    } else {
+        ("o2", "n2")
+    };
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
+    let members = rng.gen_range(3..=5);
+    let new_layout = (!grow).then(|| parse(to));
+    Setup {
+        level: Level::Raid10,
+        layout: parse(from),
+        members,
+        chunk: chunks[rng.gen_range(0..chunks.len())],
+        metadata: if rng.gen_bool(0.5) {
+            MetadataVersion::V1_2
+        } else {
+            MetadataVersion::V1_1
+        },
+        req: ReshapeRequest {
+            raid_devices: grow.then_some(members + 1),
+            layout: (!grow).then(|| to.to_string()),
+            ..ReshapeRequest::default()
+        },
+        new_layout,
+        shrink: false,
+        spare: grow,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),
     }
@@ -153,10 +238,15 @@ impl Setup {
             self.layout.name(),
             self.chunk >> 10,
             self.metadata,
-            match (&self.req.raid_devices, &self.req.chunk_bytes) {
-                (Some(n), _) if self.shrink => format!("{n} members (shrink)"),
-                (Some(n), _) => format!("{n} members"),
-                (_, Some(c)) => format!("chunk {}K", c >> 10),
+            match (
+                &self.req.raid_devices,
+                &self.req.chunk_bytes,
+                self.new_layout
+            ) {
+                (Some(n), _, _) if self.shrink => format!("{n} members (shrink)"),
+                (Some(n), _, _) => format!("{n} members"),
+                (_, Some(c), _) => format!("chunk {}K", c >> 10),
+                (_, _, Some(l)) => format!("layout {}", l.name()),
                 _ => "?".into(),
             },
             self.clients,
@@ -229,6 +319,21 @@ pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
     let s = draw(&mut rng);
+    run_drawn(s0, run, rng, s)
+}
+
+/// One run of a RAID 10 grown by a member or switched between near and
+/// offset copies (kept out of the sweep's draw while it loses writes; see
+/// `draw`).
+pub fn served_reshape_raid10_run(seed: u64, run: u64) -> ServedRun {
+    let s0 = run_seed(seed, run);
+    let mut rng = ChaCha8Rng::seed_from_u64(s0);
+    let grow = rng.gen_bool(0.5);
+    let s = draw_raid10(&mut rng, grow);
+    run_drawn(s0, run, rng, s)
+}
+
+fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup) -> ServedRun {
     let mut out = ServedRun {
         run,
         label: s.label(),
@@ -236,6 +341,7 @@ pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
         member_died: false,
         writes: 0,
         answered: 0,
+        end_writes: 0,
         client_waits: 0,
         walk_waits: 0,
         violation: None,
@@ -257,6 +363,7 @@ pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
             out.cuts = done.cuts;
             out.member_died = done.died;
             out.answered = done.answered;
+            out.end_writes = done.end_writes;
             out.client_waits = done.waits.0;
             out.walk_waits = done.waits.1;
         }
@@ -278,6 +385,7 @@ struct Done {
     died: bool,
     writes: u64,
     answered: u64,
+    end_writes: u64,
     /// Clients' and the walk's suspensions on a key.
     waits: (u64, u64),
 }
@@ -298,6 +406,7 @@ fn attempt(
     let writes_before = rig.writes();
     let mut cuts = 0u32;
     let mut answered = 0u64;
+    let mut end_writes = 0u64;
     let mut waits = (0u64, 0u64);
     let mut suspect: Vec<usize> = Vec::new();
     let mut budget = budget;
@@ -308,6 +417,7 @@ fn attempt(
         let wire = budget.map(Tripwire::new);
         let round = serve_round(s, rig, asm, &mut model, wire.as_ref(), &mut rounds)?;
         answered += round.answered;
+        end_writes += round.end_writes;
         waits.0 += round.waits.0;
         waits.1 += round.waits.1;
         let Some(left) = round.asm else {
@@ -332,6 +442,7 @@ fn attempt(
                     died,
                     writes: rig.writes() - writes_before,
                     answered,
+                    end_writes,
                     waits,
                 });
             }
@@ -347,12 +458,14 @@ fn attempt(
     }
     let g = asm.geometry;
     let asked = s.req.raid_devices.map_or(true, |n| g.raid_disks == n)
-        && s.req.chunk_bytes.map_or(true, |c| g.chunk_bytes == c);
+        && s.req.chunk_bytes.map_or(true, |c| g.chunk_bytes == c)
+        && s.new_layout.map_or(true, |l| g.layout == l);
     if !asked {
         return Err(format!(
-            "at the end: {} members, chunk {}K; asked {:?}",
+            "at the end: {} members, chunk {}K, layout {}; asked {:?}",
             g.raid_disks,
             g.chunk_bytes >> 10,
+            g.layout.name(),
             s.req
         ));
     }
@@ -380,6 +493,7 @@ fn attempt(
         died: false,
         writes,
         answered,
+        end_writes,
         waits,
     })
 }
@@ -390,7 +504,7 @@ fn attempt(
 fn prepare(s: &Setup, rig: &Rig, seed: u64) -> Result<(Assembly, Model), String> {
     let spec = CreateSpec {
         level: s.level,
-        layout: Layout::Parity(s.layout),
+        layout: s.layout,
         chunk_bytes: s.chunk,
         spares: 0,
         name: "served".into(),
@@ -456,6 +570,7 @@ struct Round {
     /// The assembly, unless the power went.
     asm: Option<Assembly>,
     answered: u64,
+    end_writes: u64,
     /// Clients' and the walk's suspensions on a key.
     waits: (u64, u64),
 }
@@ -525,11 +640,17 @@ fn serve_round(
     let tripped = wire.is_some_and(|w| w.tripped());
     let answers = std::mem::take(&mut *answers.borrow_mut());
     let answered = answers.done.iter().filter(|a| a.seen).count() as u64;
+    let end_writes = answers
+        .done
+        .iter()
+        .filter(|a| a.seen && a.ask.writes_near_end(model.size()))
+        .count() as u64;
     if tripped {
         clients::apply(model, &answers, false)?;
         return Ok(Round {
             asm: None,
             answered,
+            end_writes,
             waits,
         });
     }
@@ -546,6 +667,7 @@ fn serve_round(
     let cut = Round {
         asm: None,
         answered,
+        end_writes,
         waits,
     };
     let flushed = volume.flush();
@@ -564,6 +686,7 @@ fn serve_round(
     Ok(Round {
         asm: Some(asm),
         answered,
+        end_writes,
         waits,
     })
 }
@@ -582,7 +705,7 @@ mod tests {
     fn a_member_byte_changed_after_a_cut_is_caught() {
         let s = Setup {
             level: Level::Raid5,
-            layout: ParityLayout::LeftSymmetric,
+            layout: Layout::Parity(ParityLayout::LeftSymmetric),
             members: 3,
             chunk: 16 << 10,
             metadata: MetadataVersion::V1_2,
@@ -590,6 +713,7 @@ mod tests {
                 raid_devices: Some(4),
                 ..ReshapeRequest::default()
             },
+            new_layout: None,
             shrink: false,
             spare: true,
             clients: 2,

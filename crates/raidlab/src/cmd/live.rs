@@ -213,19 +213,24 @@ pub fn serve_control(
 
 /// Watch for members the running arrays took out on I/O errors: record them
 /// faulty and let hot spares take over; mark arrays clean after their writes
-/// stop (md's safe mode).
+/// stop (md's safe mode): the writable arrays' polls on the long-run driver
+/// (`live::drive_polls`), in real time, until the server stops.
 pub fn monitor(
     arrays: Arc<Vec<Managed>>,
     stop: &'static AtomicBool,
     log: Arc<dyn Fn(&str) + Send + Sync>,
 ) {
-    while !stop.load(Ordering::Relaxed) {
-        for m in arrays.iter().filter(|m| m.writable) {
-            for said in m.live.poll() {
-                log(&format!("export {:?}: {said}", m.export));
-            }
-        }
-        std::thread::sleep(raidlab_raid::live::SAFE_MODE_POLL);
+    let writable: Vec<&Managed> = arrays.iter().filter(|m| m.writable).collect();
+    let lives: Vec<Arc<LiveArray>> = writable.iter().map(|m| m.live.clone()).collect();
+    let clock = raidlab_core::clock::system();
+    let driven = raidlab_raid::live::drive_polls(
+        &lives,
+        clock.as_ref(),
+        &|| stop.load(Ordering::Relaxed),
+        &mut |i, said| log(&format!("export {:?}: {said}", writable[i].export)),
+    );
+    if let Err(e) = driven {
+        log(&format!("the arrays' watch stopped: {e}"));
     }
 }
 

@@ -19,7 +19,8 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 
-/// Bytes of one block: block `i` belongs to client `i % clients`.
+/// Bytes of one block: block `i` belongs to client `i % clients` (but
+/// for the two [`draw`] gives client 0 at the array's end).
 pub(super) const BLOCK: usize = 16 << 10;
 
 /// One request of a client.
@@ -32,6 +33,14 @@ pub(super) enum Ask {
 }
 
 impl Ask {
+    /// A write (plain or FUA) reaching the array's last tenth.
+    pub(super) fn writes_near_end(&self, size: usize) -> bool {
+        match self {
+            Ask::Write { off, data } | Ask::Fua { off, data } => near_end(*off, data.len(), size),
+            _ => false,
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             Ask::Write { off, data } => format!("write {off}+{}", data.len()),
@@ -65,24 +74,59 @@ pub(super) struct Answers {
     pub(super) under_way: Vec<Option<(Ask, usize)>>,
 }
 
+/// The array's tail the clients aim at often: its last tenth (issue 36's
+/// suspected zero read lay in a restriped array's last stripes).
+pub(super) fn near_end(off: usize, len: usize, size: usize) -> bool {
+    off + len > size - size / 10
+}
+
 /// `clients` clients' requests over an array of `size` bytes, `per` each.
+/// A third of them land in the array's last tenth, and client 0 alone owns
+/// the two blocks around the start of the array's last 64 KiB (a chunk
+/// boundary at every chunk drawn), so that its requests may straddle it.
 pub(super) fn draw(rng: &mut ChaCha8Rng, size: usize, clients: usize, per: usize) -> Vec<Vec<Ask>> {
     let blocks = size / BLOCK;
+    let edge = (size - (64 << 10)) / BLOCK;
+    let owner = |b: usize| {
+        if b + 1 == edge || b == edge {
+            0
+        } else {
+            b % clients
+        }
+    };
     (0..clients)
         .map(|c| {
-            let mine: Vec<usize> = (c..blocks).step_by(clients).collect();
+            let mine: Vec<usize> = (0..blocks).filter(|&b| owner(b) == c).collect();
+            let tail: Vec<usize> = mine
+                .iter()
+                .copied()
+                .filter(|&b| near_end(b * BLOCK, BLOCK, size))
+                .collect();
             (0..per)
                 .map(|_| {
-                    let b = mine[rng.gen_range(0..mine.len())] * BLOCK;
-                    // Sector-aligned mostly, as a file system writes; now
-                    // and then a few bytes anywhere.
-                    let (off, len) = if rng.gen_ratio(3, 4) {
-                        let first = rng.gen_range(0..BLOCK / SECTOR);
-                        let n = rng.gen_range(1..=(BLOCK / SECTOR - first).min(16));
-                        (b + first * SECTOR, n * SECTOR)
+                    let pick = rng.gen_range(0..10u32);
+                    let (off, len) = if c == 0 && pick == 0 {
+                        // Over the boundary: sectors before it and after.
+                        let before = rng.gen_range(1..=8);
+                        let after = rng.gen_range(1..=8);
+                        (edge * BLOCK - before * SECTOR, (before + after) * SECTOR)
                     } else {
-                        let at = rng.gen_range(0..BLOCK - 1);
-                        (b + at, rng.gen_range(1..=(BLOCK - at).min(3000)))
+                        let from = if pick < 4 && !tail.is_empty() {
+                            &tail
+                        } else {
+                            &mine
+                        };
+                        let b = from[rng.gen_range(0..from.len())] * BLOCK;
+                        // Sector-aligned mostly, as a file system writes;
+                        // now and then a few bytes anywhere.
+                        if rng.gen_ratio(3, 4) {
+                            let first = rng.gen_range(0..BLOCK / SECTOR);
+                            let n = rng.gen_range(1..=(BLOCK / SECTOR - first).min(16));
+                            (b + first * SECTOR, n * SECTOR)
+                        } else {
+                            let at = rng.gen_range(0..BLOCK - 1);
+                            (b + at, rng.gen_range(1..=(BLOCK - at).min(3000)))
+                        }
                     };
                     let data = |rng: &mut ChaCha8Rng| {
                         let mut d = vec![0u8; len];
