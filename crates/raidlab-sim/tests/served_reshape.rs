@@ -81,7 +81,9 @@ fn served_reshapes_cut_at_random_member_writes_keep_every_answered_write() {
         end_writes * 10 >= answered,
         "only {end_writes} of {answered} answers wrote the array's last tenth"
     );
-    for kind in ["raid5", "raid6", "(shrink)", "chunk ", "layout ", "-6"] {
+    for kind in [
+        "raid5", "raid6", "raid10", "(shrink)", "chunk ", "layout ", "-6", "near=2", "offset=2",
+    ] {
         assert!(
             runs.iter().any(|r| r.label.contains(kind)),
             "no run of {kind}"
@@ -117,14 +119,14 @@ fn a_run_is_a_function_of_its_seed() {
     );
 }
 
-/// A served RAID 10 grown or switched between near and offset copies loses
-/// answered writes (found 2026-12-05, not yet fixed): kept out of the
-/// sweep, run here on demand (`-- --ignored`); it must pass before it joins
-/// the draw.
+/// Served RAID 10 grows and near/offset switches alone, many of them: they
+/// lost answered writes until the sides read first copies only after an
+/// unclean stop (the copies of a write in flight at a cut may differ, and
+/// balanced reads, the walk's among them, answered one, then the other;
+/// found 2026-12-05, 7 of the first 30 runs).
 #[test]
-#[ignore = "known loss: a served RAID 10 restripe, cause not yet found"]
 fn served_raid10_restripes_keep_every_answered_write() {
-    let failed: Vec<String> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(100))
+    let failed: Vec<String> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(60))
         .map(|k| served_reshape_raid10_run(1, k))
         .filter_map(|r| {
             r.violation

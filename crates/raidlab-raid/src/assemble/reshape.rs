@@ -141,6 +141,20 @@ impl Assembly {
         self.slots[old_parity] = Some(i);
     }
 
+    /// A side of the reshape reads each mirrored block from its first copy
+    /// only unless the copies are known to agree ([`Assembly::consistent`]):
+    /// after an unclean stop they may differ where writes were in flight,
+    /// and the sides are never resynced before the reshape ends (md reads
+    /// the first copy where its resync has not been, `read_balance`), so
+    /// balanced reads would answer one copy, then the other, and the walk
+    /// would copy either. The served fault simulation lost answered writes
+    /// that way (issue 36).
+    pub(crate) fn first_copy_unless_consistent(&self, side: &Array) {
+        if !self.consistent() {
+            side.read_first_copy_only(true);
+        }
+    }
+
     /// The data area of the member in `role` for one side of the reshape.
     pub(crate) fn reshape_area(
         &self,
@@ -201,6 +215,7 @@ impl Assembly {
             };
             let a = Array::new(format!("{label} ({what})"), g, vols)?
                 .with_executor(Arc::clone(&self.executor));
+            self.first_copy_unless_consistent(&a);
             Ok(Arc::new(a.with_bad_blocks(self.bad_blocks()?).read_only()))
         };
         // A side that holds none of the array's bytes (the new one before

@@ -398,10 +398,13 @@ impl crate::assemble::Assembly {
     /// The reshape the superblocks record, ready to walk in service (both
     /// sides writable, every step through a gate). Refused as
     /// `grow --continue` refuses it (a kind raidlab does not walk, a
-    /// member missing).
-    pub fn reshape_served(&mut self) -> Result<ServedWalk> {
+    /// member missing). `safe_mode_mark`: the superblocks' dirty mark, if
+    /// they carry one, is the owner's safe mode's (writes recent, the
+    /// copies agree), not an unclean stop's; after one, a mirrored side
+    /// reads each block from its first copy only, as a start does.
+    pub fn reshape_served(&mut self, safe_mode_mark: bool) -> Result<ServedWalk> {
         Ok(ServedWalk {
-            walk: self.reshape_walk(true)?,
+            walk: self.in_service(safe_mode_mark, |asm| asm.reshape_walk(true))?,
         })
     }
 }
@@ -624,7 +627,7 @@ mod tests {
         };
         let plan = asm.reshape_check(&req, 0).unwrap();
         asm.reshape_start(plan).unwrap();
-        let mut walk = asm.reshape_served().unwrap();
+        let mut walk = asm.reshape_served(false).unwrap();
         let volume = walk.volume("end".into());
         let opts = RunOptions {
             use_maps: false,
@@ -644,7 +647,7 @@ mod tests {
         asm.array().unwrap().read_at(&mut back, at).unwrap();
         assert!(back == data, "the answered write was lost to the resume");
         // Resumed from the end: nothing left to walk, the end committed.
-        let mut walk = asm.reshape_served().unwrap();
+        let mut walk = asm.reshape_served(false).unwrap();
         walk.run(&mut asm, &opts, &|| false).unwrap();
         walk.end(&mut asm).unwrap();
         assert!(asm.reshape().is_none());

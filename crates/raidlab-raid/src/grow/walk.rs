@@ -279,6 +279,7 @@ impl Assembly {
         let what = if new { "new geometry" } else { "old geometry" };
         let a = Array::new(format!("reshape ({what})"), g, vols)?
             .with_executor(Arc::clone(self.executor()));
+        self.first_copy_unless_consistent(&a);
         Ok(if writable { a } else { a.read_only() })
     }
 }

@@ -13,6 +13,11 @@ use raidlab_raid::assemble::Assembly;
 /// past them (a grow's new space once its end is committed).
 pub(super) fn read_all(asm: &Assembly, model: &Model) -> Result<(Vec<u8>, Vec<u8>), String> {
     let a = asm.array().map_err(|e| format!("array: {e}"))?;
+    // As a start reads an array stopped uncleanly, before its resync
+    // (`lifecycle`): each mirrored block from its first copy, the copies of
+    // a write in flight at a cut possibly apart (the sides of an array
+    // mid-reshape read so by themselves).
+    a.read_first_copy_only(!asm.in_sync());
     let size = a.size() as usize;
     if size < model.size() {
         return Err(format!(
@@ -95,7 +100,7 @@ pub(super) fn judge_exact(asm: &Assembly, model: &Model, when: &str) -> Result<(
 /// reads as judged after the cut (again after the refusal).
 pub(super) fn refuses_degraded(rig: &Rig, mut asm: Assembly, model: &Model) -> Result<(), String> {
     if asm.reshape().is_some() {
-        match asm.reshape_served() {
+        match asm.reshape_served(false) {
             Ok(_) => return Err("a reshape carried on in service with a member gone".into()),
             Err(e) if !e.to_string().contains("missing") => {
                 return Err(format!(
