@@ -28,21 +28,21 @@
 //! a pure function of (seed, run index).
 
 mod clients;
+mod draw;
 mod judge;
 mod tasks;
 
 use super::model::Model;
 use super::run_seed;
 use clients::Answers;
+use draw::{draw, draw_raid10, Setup};
 use judge::{judge_cut, judge_exact, refuses_degraded};
 use raidlab_core::task::{Stacks, Task};
 use raidlab_core::Volume;
 use raidlab_devices::{FaultVolume, MemVolume, Tripwire};
-use raidlab_layout::{Layout, Level, ParityLayout};
-use raidlab_md::MetadataVersion;
 use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::{Executor, Interleaved};
-use raidlab_raid::grow::{ReshapeRequest, ServedWalk, SizeRequest};
+use raidlab_raid::grow::{ServedWalk, SizeRequest};
 use raidlab_raid::recovery::RunOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -80,179 +80,6 @@ pub struct ServedRun {
     pub client_waits: u64,
     pub walk_waits: u64,
     pub violation: Option<String>,
-}
-
-/// What a run asks for, drawn from its seed.
-#[derive(Debug, Clone)]
-struct Setup {
-    level: Level,
-    layout: Layout,
-    members: usize,
-    chunk: u64,
-    metadata: MetadataVersion,
-    req: ReshapeRequest,
-    /// The layout asked (`req.layout`), to judge the end by.
-    new_layout: Option<Layout>,
-    /// One member fewer: the array is first cut to what they hold.
-    shrink: bool,
-    /// A spare added for a grow.
-    spare: bool,
-    clients: usize,
-    /// Requests per client per round.
-    per: usize,
-}
-
-/// The change a run makes (`Setup::req`), as drawn.
-const GROW5: u32 = 0;
-const GROW6: u32 = 1;
-const CHUNK: u32 = 2;
-const SHRINK5: u32 = 3;
-const LAYOUT5: u32 = 4;
-const LAYOUT6: u32 = 5;
-const RAID10: u32 = 6;
-
-fn draw(rng: &mut ChaCha8Rng) -> Setup {
-    let kind = rng.gen_range(0..7u32);
-    if kind == RAID10 {
-        let grow = rng.gen_bool(0.5);
-        return draw_raid10(rng, grow);
-    }
-    let level = match kind {
-        GROW6 | LAYOUT6 => Level::Raid6,
-        CHUNK if rng.gen_bool(0.5) => Level::Raid6,
-        _ => Level::Raid5,
-    };
-    let layouts = ParityLayout::ALL;
-    let mut layout = layouts[rng.gen_range(0..layouts.len())];
-    let mut new_layout = None;
-    if kind == LAYOUT5 {
-        let others: Vec<_> = layouts.into_iter().filter(|&l| l != layout).collect();
-        new_layout = Some(others[rng.gen_range(0..others.len())]);
-    } else if kind == LAYOUT6 {
-        // Half of them md's RAID 6 to 5 first step (to the "-6" twin, the
-        // restripe issue 36's suspected zero read ran) or its way back.
-        let twins: Vec<_> = ParityLayout::ALL
-            .into_iter()
-            .filter(|l| l.raid6_conversion() != *l)
-            .collect();
-        if rng.gen_bool(0.5) {
-            let from = twins[rng.gen_range(0..twins.len())];
-            if rng.gen_bool(0.5) {
-                layout = from;
-                new_layout = Some(from.raid6_conversion());
-            } else {
-                layout = from.raid6_conversion();
-                new_layout = Some(from);
-            }
-        } else {
-            let others: Vec<_> = layouts.into_iter().filter(|&l| l != layout).collect();
-            new_layout = Some(others[rng.gen_range(0..others.len())]);
-        }
-    }
-    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
-    let chunk = chunks[rng.gen_range(0..chunks.len())];
-    let least = if level == Level::Raid6 { 4 } else { 3 };
-    let members = rng.gen_range(least..=least + 2) + usize::from(kind == SHRINK5);
-    let metadata = if rng.gen_bool(0.5) {
-        MetadataVersion::V1_2
-    } else {
-        MetadataVersion::V1_1
-    };
-    let req = match kind {
-        GROW5 | GROW6 => ReshapeRequest {
-            raid_devices: Some(members + 1),
-            ..ReshapeRequest::default()
-        },
-        CHUNK => {
-            let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
-            ReshapeRequest {
-                chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
-                ..ReshapeRequest::default()
-            }
-        }
-        LAYOUT5 | LAYOUT6 => ReshapeRequest {
-            layout: new_layout.map(|l| l.name().to_string()),
-            ..ReshapeRequest::default()
-        },
-        _ => ReshapeRequest {
-            raid_devices: Some(members - 1),
-            ..ReshapeRequest::default()
-        },
-    };
-    Setup {
-        level,
-        layout: Layout::Parity(layout),
-        members,
-        chunk,
-        metadata,
-        req,
-        new_layout: new_layout.map(Layout::Parity),
-        shrink: kind == SHRINK5,
-        spare: kind <= GROW6,
-        clients: rng.gen_range(2..=4),
-        per: rng.gen_range(20..=60),
-    }
-}
-
-/// A RAID 10 in the near or offset layout (the ones md reshapes) of two
-/// copies, grown by one member or switched to the other.
-fn draw_raid10(rng: &mut ChaCha8Rng, grow: bool) -> Setup {
-    let parse = |name: &str| Layout::parse(Level::Raid10, Some(name)).expect("a RAID 10 layout");
-    let (from, to) = if rng.gen_bool(0.5) {
-        ("n2", "o2")
-    } else {
-        ("o2", "n2")
-    };
-    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
-    let members = rng.gen_range(3..=5);
-    let new_layout = (!grow).then(|| parse(to));
-    Setup {
-        level: Level::Raid10,
-        layout: parse(from),
-        members,
-        chunk: chunks[rng.gen_range(0..chunks.len())],
-        metadata: if rng.gen_bool(0.5) {
-            MetadataVersion::V1_2
-        } else {
-            MetadataVersion::V1_1
-        },
-        req: ReshapeRequest {
-            raid_devices: grow.then_some(members + 1),
-            layout: (!grow).then(|| to.to_string()),
-            ..ReshapeRequest::default()
-        },
-        new_layout,
-        shrink: false,
-        spare: grow,
-        clients: rng.gen_range(2..=4),
-        per: rng.gen_range(20..=60),
-    }
-}
-
-impl Setup {
-    fn label(&self) -> String {
-        format!(
-            "{} of {} ({}, {}K, {:?}): {}; {} clients x {}",
-            self.level.name(),
-            self.members,
-            self.layout.name(),
-            self.chunk >> 10,
-            self.metadata,
-            match (
-                &self.req.raid_devices,
-                &self.req.chunk_bytes,
-                self.new_layout
-            ) {
-                (Some(n), _, _) if self.shrink => format!("{n} members (shrink)"),
-                (Some(n), _, _) => format!("{n} members"),
-                (_, Some(c), _) => format!("chunk {}K", c >> 10),
-                (_, _, Some(l)) => format!("layout {}", l.name()),
-                _ => "?".into(),
-            },
-            self.clients,
-            self.per
-        )
-    }
 }
 
 /// The members of one run and what is known of them.
@@ -711,6 +538,9 @@ fn tripped_now(wire: Option<&Arc<Tripwire>>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use raidlab_layout::{Layout, Level, ParityLayout};
+    use raidlab_md::MetadataVersion;
+    use raidlab_raid::grow::ReshapeRequest;
 
     /// A planted loss is caught: a byte of a member's data corrupted
     /// after a cut reads back wrong, and the judgement says where.
