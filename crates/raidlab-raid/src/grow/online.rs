@@ -376,12 +376,13 @@ impl Volume for ReshapingVolume {
     }
 }
 
-/// A reshape walked while clients use the array, for an owner that drives
-/// the walk and the clients itself: the simulator, which runs the walk as
-/// one task and each client as another on one thread (the server's own
-/// driver is `live::reshape`, which runs the same walk on a thread). The
-/// walk, its steps, its checkpoints and the gate are the server's; only
-/// who calls them differs.
+/// A reshape walked while clients use the array: the walk, its gate and
+/// its two sides, for an owner that drives the walk and the clients. The
+/// server runs it on a thread (`live::reshape`, recording each checkpoint
+/// under its lock of the assembly), the simulator as one task beside a
+/// task per client on one thread (`ServedWalk::run`, holding the assembly
+/// for the walk's length). The walk, its steps, how a checkpoint is
+/// recorded and the gate are the same; only who calls them differs.
 pub struct ServedWalk {
     walk: super::ReshapeWalk,
 }
@@ -416,11 +417,24 @@ impl ServedWalk {
         ReshapingVolume::new(name, gate, self.walk.old.clone(), self.walk.new.clone())
     }
 
+    /// The two geometries' running arrays (old, new).
+    pub(crate) fn sides(&self) -> (Arc<crate::array::Array>, Arc<crate::array::Array>) {
+        (self.walk.old.clone(), self.walk.new.clone())
+    }
+
+    /// Where the walk is, counted as the long run counts it, and its end.
+    pub(crate) fn progress_now(&self) -> (u64, u64) {
+        (
+            self.walk.walked(self.walk.r.position),
+            self.walk.r.new.array_bytes(),
+        )
+    }
+
     /// Walk from the last checkpoint to the end, recording each checkpoint
-    /// in `asm`'s superblocks as the server records it (with the old side's
-    /// bitmap held). A stop asked (`opts.stop`, `quit`) checkpoints where
-    /// the walk is and returns an `Interrupted` error; requests through the
-    /// gate then no longer wait for it.
+    /// in `asm`'s superblocks ([`ServedWalk::record`]). A stop asked
+    /// (`opts.stop`, `quit`) checkpoints where the walk is and returns an
+    /// `Interrupted` error; requests through the gate then no longer wait
+    /// for it.
     pub fn run(
         &mut self,
         asm: &mut crate::assemble::Assembly,
@@ -429,8 +443,34 @@ impl ServedWalk {
     ) -> Result<()> {
         let old = self.walk.old.clone();
         self.walk.run(opts, quit, &mut |_| {}, &mut |sectors| {
-            asm.change_running(&old, |a| a.commit(|sb| sb.reshape_position = sectors))
+            Self::record(asm, &old, sectors)
         })
+    }
+
+    /// [`ServedWalk::run`] for an owner that lends the assembly only for
+    /// each checkpoint (`record` calls [`ServedWalk::record`] under its
+    /// lock), with the long run's progress.
+    pub(crate) fn run_lending(
+        &mut self,
+        opts: &crate::recovery::RunOptions,
+        quit: &dyn Fn() -> bool,
+        progress: &mut dyn FnMut(crate::recovery::Progress),
+        record: &mut dyn FnMut(&Arc<crate::array::Array>, u64) -> Result<()>,
+    ) -> Result<()> {
+        let old = self.walk.old.clone();
+        self.walk
+            .run(opts, quit, progress, &mut |sectors| record(&old, sectors))
+    }
+
+    /// Record a checkpoint (`sectors`, the reshape position) in every
+    /// superblock while the array serves: with the old side's bitmap held,
+    /// as any change of a running array's superblocks.
+    pub(crate) fn record(
+        asm: &mut crate::assemble::Assembly,
+        old: &crate::array::Array,
+        sectors: u64,
+    ) -> Result<()> {
+        asm.change_running(old, |a| a.commit(|sb| sb.reshape_position = sectors))
     }
 
     /// A walk run to its end: the superblocks md writes then.

@@ -20,7 +20,7 @@
 use super::{lock, LiveArray, TaskStatus};
 use crate::array::Array;
 use crate::assemble::Assembly;
-use crate::grow::{ReshapeReport, ReshapeWalk, ReshapingVolume};
+use crate::grow::{ReshapeReport, ReshapingVolume, ServedWalk};
 use crate::recovery::{Progress, RunOptions};
 use raidlab_core::{Error, Result, Volume};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
@@ -235,7 +235,7 @@ impl LiveArray {
     fn reshape_begin(
         self: &Arc<Self>,
         start: impl FnOnce(&mut Assembly) -> Result<()>,
-    ) -> Result<ReshapeWalk> {
+    ) -> Result<ServedWalk> {
         self.check_quiet("reshape")?;
         let mut st = lock(&self.reshape);
         if st.as_ref().is_some_and(|t| t.running) {
@@ -267,28 +267,23 @@ impl LiveArray {
             if fresh {
                 asm.in_service(ours, |asm| asm.change_running(&running, start))?;
             }
-            asm.in_service(ours, |asm| asm.reshape_walk(true))?
+            asm.reshape_served(ours)?
         };
-        let gate = walk.gate().cloned().expect("a served walk has a gate");
+        let (old, new) = walk.sides();
         if let Some(route) = route.as_deref_mut() {
-            let volume = Arc::new(ReshapingVolume::new(
-                self.array().name(),
-                gate,
-                walk.old.clone(),
-                walk.new.clone(),
-            ));
-            *route = Route::Reshaping(volume);
-            *lock(&self.serving.sides) = Some((walk.old.clone(), walk.new.clone()));
+            *route = Route::Reshaping(Arc::new(walk.volume(self.array().name())));
+            *lock(&self.serving.sides) = Some((old, new));
         }
         drop(route);
         // Counted as the walk counts: from the new geometry's end going
         // backwards.
+        let (done, total) = walk.progress_now();
         *st = Some(TaskStatus::new(
             "reshape",
             "array".into(),
             None,
-            walk.walked(walk.r.position),
-            walk.r.new.array_bytes(),
+            done,
+            total,
             lock(&self.clock).now(),
         ));
         Ok(walk)
@@ -297,12 +292,11 @@ impl LiveArray {
     /// Walk to the end, then serve the new geometry.
     fn reshape_walked(
         self: &Arc<Self>,
-        mut walk: ReshapeWalk,
+        mut walk: ServedWalk,
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReshapeReport> {
-        let old = walk.old.clone();
-        let walked = walk.run(
+        let walked = walk.run_lending(
             &opts,
             &|| self.stop.load(std::sync::atomic::Ordering::Acquire),
             &mut |p: Progress| {
@@ -311,15 +305,12 @@ impl LiveArray {
                 }
                 progress(p)
             },
-            &mut |sectors| {
-                let mut asm = lock(&self.asm);
-                asm.change_running(&old, |a| a.commit(|sb| sb.reshape_position = sectors))
-            },
+            &mut |old, sectors| ServedWalk::record(&mut lock(&self.asm), old, sectors),
         );
         // Done: the new geometry in the superblocks, then its array started
         // as a start starts it, taking the requests.
         let result = walked.and_then(|()| {
-            let report = lock(&self.asm).reshape_end(walk)?;
+            let report = walk.end(&mut lock(&self.asm))?;
             self.serve_new_geometry()?;
             Ok(report)
         });
