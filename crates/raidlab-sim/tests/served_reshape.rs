@@ -119,19 +119,31 @@ fn a_run_is_a_function_of_its_seed() {
     );
 }
 
-/// Served RAID 10 grows and near/offset switches alone, many of them: they
-/// lost answered writes until the sides read first copies only after an
-/// unclean stop (the copies of a write in flight at a cut may differ, and
-/// balanced reads, the walk's among them, answered one, then the other;
+/// Served RAID 10 restripes alone, many of them: grown or shrunk by a
+/// member, switched between near and offset copies, given another chunk.
+/// They lost answered writes until the sides read first copies only after
+/// an unclean stop (the copies of a write in flight at a cut may differ,
+/// and balanced reads, the walk's among them, answered one, then the other;
 /// found 2026-12-05, 7 of the first 30 runs).
 #[test]
 fn served_raid10_restripes_keep_every_answered_write() {
-    let failed: Vec<String> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(60))
+    let runs: Vec<_> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(60))
         .map(|k| served_reshape_raid10_run(1, k))
+        .collect();
+    let failed: Vec<String> = runs
+        .iter()
         .filter_map(|r| {
             r.violation
+                .as_ref()
                 .map(|v| format!("run {} ({}): {v}", r.run, r.label))
         })
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+    for kind in ["(shrink)", "members;", "layout ", "chunk "] {
+        let n = runs.iter().filter(|r| r.label.contains(kind)).count();
+        eprintln!("{n} runs of {kind}");
+        assert!(n > 0, "no RAID 10 run of {kind}");
+    }
+    let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
+    assert!(cuts as usize >= runs.len(), "only {cuts} cuts");
 }

@@ -3,7 +3,8 @@
 //! made one member smaller (md's backward reshape), or a RAID 5 or 6
 //! given another layout (a RAID 6 to its "-6" twin and back among them,
 //! md's first step of a RAID 6 to 5), or a RAID 10 of two near or offset
-//! copies grown by one member or switched to the other layout, walked by the engine's
+//! copies grown or shrunk by one member, switched to the other layout or
+//! given another chunk, walked by the engine's
 //! own served walk (`grow::ServedWalk`: the steps, checkpoints and gate the
 //! server runs) as one task, while a few client tasks write, read and flush
 //! seeded data through the real `ReshapingVolume`; the executor gives
@@ -35,11 +36,12 @@ mod tasks;
 use super::model::Model;
 use super::run_seed;
 use clients::Answers;
-use draw::{draw, draw_raid10, Setup};
+use draw::{draw, draw_raid10, Raid10Change, Setup};
 use judge::{judge_cut, judge_exact, refuses_degraded};
 use raidlab_core::task::{Stacks, Task};
 use raidlab_core::Volume;
 use raidlab_devices::{FaultVolume, MemVolume, Tripwire};
+use raidlab_layout::Level;
 use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
 use raidlab_raid::exec::{Executor, Interleaved};
 use raidlab_raid::grow::{ServedWalk, SizeRequest};
@@ -155,8 +157,8 @@ pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
 pub fn served_reshape_raid10_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
-    let grow = rng.gen_bool(0.5);
-    let s = draw_raid10(&mut rng, grow);
+    let change = Raid10Change::draw(&mut rng);
+    let s = draw_raid10(&mut rng, change);
     run_drawn(s0, run, rng, s)
 }
 
@@ -361,7 +363,16 @@ fn prepare(s: &Setup, rig: &Rig, seed: u64) -> Result<(Assembly, Model), String>
     let mut asm = create_with_executor(&spec, new, None, s.metadata, rig.exec.clone())
         .map_err(|e| format!("create: {e}"))?;
     let mut array_bytes = None;
-    if s.shrink {
+    if s.shrink && s.level == Level::Raid10 {
+        // What the fewer members hold, md's move of the data offset taken
+        // out of the component size where there is no room after the data
+        // (mdadm's RAID 10 shrink): the array cut to it, as a user follows
+        // mdadm's refusal.
+        array_bytes = Some(
+            asm.raid10_shrink_holds(&s.req)
+                .map_err(|e| format!("what the fewer members hold: {e}"))?,
+        );
+    } else if s.shrink {
         // Room after the data for md's move of the data offset up (a chunk
         // per member for one member fewer), then the array cut to what the
         // fewer members hold, as a user follows mdadm's refusal.
@@ -538,7 +549,7 @@ fn tripped_now(wire: Option<&Arc<Tripwire>>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use raidlab_layout::{Layout, Level, ParityLayout};
+    use raidlab_layout::{Layout, ParityLayout};
     use raidlab_md::MetadataVersion;
     use raidlab_raid::grow::ReshapeRequest;
 

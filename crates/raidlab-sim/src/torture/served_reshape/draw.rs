@@ -42,8 +42,8 @@ const RAID10: u32 = 6;
 pub(super) fn draw(rng: &mut ChaCha8Rng) -> Setup {
     let kind = rng.gen_range(0..7u32);
     if kind == RAID10 {
-        let grow = rng.gen_bool(0.5);
-        return draw_raid10(rng, grow);
+        let change = Raid10Change::draw(rng);
+        return draw_raid10(rng, change);
     }
     let level = match kind {
         GROW6 | LAYOUT6 => Level::Raid6,
@@ -122,9 +122,34 @@ pub(super) fn draw(rng: &mut ChaCha8Rng) -> Setup {
     }
 }
 
+/// What a RAID 10 run changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Raid10Change {
+    /// One member more.
+    Grow,
+    /// Near to offset copies or back.
+    Layout,
+    /// Another chunk.
+    Chunk,
+    /// One member fewer (md's backward reshape), the array first cut to
+    /// what they hold.
+    Shrink,
+}
+
+impl Raid10Change {
+    pub(super) fn draw(rng: &mut ChaCha8Rng) -> Raid10Change {
+        [
+            Raid10Change::Grow,
+            Raid10Change::Layout,
+            Raid10Change::Chunk,
+            Raid10Change::Shrink,
+        ][rng.gen_range(0..4)]
+    }
+}
+
 /// A RAID 10 in the near or offset layout (the ones md reshapes) of two
-/// copies, grown by one member or switched to the other.
-pub(super) fn draw_raid10(rng: &mut ChaCha8Rng, grow: bool) -> Setup {
+/// copies, changed as `change` says.
+pub(super) fn draw_raid10(rng: &mut ChaCha8Rng, change: Raid10Change) -> Setup {
     let parse = |name: &str| Layout::parse(Level::Raid10, Some(name)).expect("a RAID 10 layout");
     let (from, to) = if rng.gen_bool(0.5) {
         ("n2", "o2")
@@ -132,26 +157,37 @@ pub(super) fn draw_raid10(rng: &mut ChaCha8Rng, grow: bool) -> Setup {
         ("o2", "n2")
     };
     let chunks = [16u64 << 10, 32 << 10, 64 << 10];
-    let members = rng.gen_range(3..=5);
-    let new_layout = (!grow).then(|| parse(to));
+    let chunk = chunks[rng.gen_range(0..chunks.len())];
+    let shrink = change == Raid10Change::Shrink;
+    let members = rng.gen_range(3..=5) + usize::from(shrink);
+    let new_layout = (change == Raid10Change::Layout).then(|| parse(to));
+    let new_chunk = (change == Raid10Change::Chunk).then(|| {
+        let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
+        others[rng.gen_range(0..others.len())]
+    });
     Setup {
         level: Level::Raid10,
         layout: parse(from),
         members,
-        chunk: chunks[rng.gen_range(0..chunks.len())],
+        chunk,
         metadata: if rng.gen_bool(0.5) {
             MetadataVersion::V1_2
         } else {
             MetadataVersion::V1_1
         },
         req: ReshapeRequest {
-            raid_devices: grow.then_some(members + 1),
-            layout: (!grow).then(|| to.to_string()),
+            raid_devices: match change {
+                Raid10Change::Grow => Some(members + 1),
+                Raid10Change::Shrink => Some(members - 1),
+                _ => None,
+            },
+            layout: new_layout.map(|_| to.to_string()),
+            chunk_bytes: new_chunk,
             ..ReshapeRequest::default()
         },
         new_layout,
-        shrink: false,
-        spare: grow,
+        shrink,
+        spare: change == Raid10Change::Grow,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),
     }
