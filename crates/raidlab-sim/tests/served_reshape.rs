@@ -8,7 +8,7 @@
 //! served_reshape`.
 
 use raidlab_sim::torture::served_reshape::{
-    served_reshape_raid10_run, served_reshape_run, served_reshape_sweep,
+    served_reshape_failing_run, served_reshape_raid10_run, served_reshape_run, served_reshape_sweep,
 };
 
 fn env(name: &str) -> Option<u64> {
@@ -146,4 +146,22 @@ fn served_raid10_restripes_keep_every_answered_write() {
     }
     let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
     assert!(cuts as usize >= runs.len(), "only {cuts} cuts");
+}
+
+/// A member failing while the served walk runs (the power on), besides the
+/// power cut: the walk must stop, every client request be answered
+/// degraded, and every answer read back. Known to fail (found 2026-12-05,
+/// not yet fixed; docs/reliability.md, "A member failing mid-walk"): run on
+/// demand (`-- --ignored`); it must pass before it joins the sweep.
+#[test]
+#[ignore = "known losses with a member failing mid-walk, not yet fixed"]
+fn a_member_failing_mid_walk_loses_no_answered_write() {
+    let failed: Vec<String> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(100))
+        .map(|k| served_reshape_failing_run(1, k))
+        .filter_map(|r| {
+            r.violation
+                .map(|v| format!("run {} ({}): {v}", r.run, r.label))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

@@ -148,7 +148,21 @@ pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
     let s = draw(&mut rng);
-    run_drawn(s0, run, rng, s)
+    run_drawn(s0, run, rng, s, false)
+}
+
+/// One run of the sweep's draw where, besides the power cut, a member
+/// fails (every I/O to it an error) while the walk runs, at a member write
+/// drawn over the run's range, the power still on: the walk must stop for
+/// it, every client request must still be answered (degraded), everything
+/// answered must read back, and carrying the reshape on must be refused.
+/// Not in the default sweep: it finds losses not yet fixed (see
+/// docs/reliability.md, "A member failing mid-walk").
+pub fn served_reshape_failing_run(seed: u64, run: u64) -> ServedRun {
+    let s0 = run_seed(seed, run);
+    let mut rng = ChaCha8Rng::seed_from_u64(s0);
+    let s = draw(&mut rng);
+    run_drawn(s0, run, rng, s, true)
 }
 
 /// One run of a RAID 10 grown by a member or switched between near and
@@ -159,10 +173,12 @@ pub fn served_reshape_raid10_run(seed: u64, run: u64) -> ServedRun {
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
     let change = Raid10Change::draw(&mut rng);
     let s = draw_raid10(&mut rng, change);
-    run_drawn(s0, run, rng, s)
+    run_drawn(s0, run, rng, s, false)
 }
 
-fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup) -> ServedRun {
+/// A run of `s`; `failing`: a member also fails mid-walk
+/// ([`served_reshape_failing_run`]).
+fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup, failing: bool) -> ServedRun {
     let mut out = ServedRun {
         run,
         label: s.label(),
@@ -179,7 +195,7 @@ fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup) -> ServedRun {
     // land anywhere in them; the run with the cut then makes the same
     // writes in the same order up to it (everything is drawn from seeds
     // and runs on this thread).
-    match attempt(&s, s0, None, 0, &mut ChaCha8Rng::seed_from_u64(0)) {
+    match attempt(&s, s0, None, 0, &mut ChaCha8Rng::seed_from_u64(0), false) {
         Ok(done) => out.writes = done.writes,
         Err(e) => {
             out.violation = Some(format!("without a cut: {e}"));
@@ -187,7 +203,7 @@ fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup) -> ServedRun {
         }
     }
     let budget = rng.gen_range(1..=out.writes.max(1));
-    match attempt(&s, s0, Some(budget), out.writes, &mut rng) {
+    match attempt(&s, s0, Some(budget), out.writes, &mut rng, failing) {
         Ok(done) => {
             out.cuts = done.cuts;
             out.member_died = done.died;
@@ -229,6 +245,7 @@ fn attempt(
     budget: Option<u64>,
     writes: u64,
     rng: &mut ChaCha8Rng,
+    failing: bool,
 ) -> Result<Done, String> {
     let rig = &mut Rig::new(s.members + usize::from(s.spare));
     let (mut asm, mut model) = prepare(s, rig, seed)?;
@@ -239,6 +256,15 @@ fn attempt(
     let mut waits = (0u64, 0u64);
     let mut suspect: Vec<usize> = Vec::new();
     let mut budget = budget;
+    // `failing`: besides the power cut at `budget`, a member fails while
+    // the walk runs, at a member write drawn over the same range
+    // (whichever comes first).
+    let mut fail = failing.then(|| {
+        (
+            writes_before + rng.gen_range(1..=writes.max(1)),
+            rng.gen_range(0..s.members),
+        )
+    });
     // Each round's clients, tasks order and data from their own stream.
     let mut rounds = ChaCha8Rng::seed_from_u64(seed ^ 0x5e7e_d0ff);
     // (A cut after the end's commit leaves nothing to carry on.)
@@ -256,7 +282,11 @@ fn attempt(
             wire.as_ref(),
             &mut rounds,
             safe_mode_mark,
+            fail,
         )?;
+        if round.failed.is_some() {
+            fail = None;
+        }
         answered += round.answered;
         end_writes += round.end_writes;
         waits.0 += round.waits.0;
@@ -266,8 +296,11 @@ fn attempt(
             cuts += 1;
             rig.cut(seed ^ u64::from(cuts));
             budget = (cuts < MAX_CUTS).then(|| rng.gen_range(1..=writes.max(1)));
-            let died = rng.gen_ratio(1, 6);
-            if died {
+            // A member failed mid-walk before the power went stays gone.
+            let died = round.failed.is_some() || rng.gen_ratio(1, 6);
+            if let Some(k) = round.failed {
+                rig.dead[k] = true;
+            } else if died {
                 rig.dead[rng.gen_range(0..s.members)] = true;
             }
             asm = rig.assemble()?;
@@ -289,6 +322,30 @@ fn attempt(
             }
             continue;
         };
+        if let Some(k) = round.failed {
+            // The power stayed on: the walk stopped for the failed member,
+            // every client was answered (degraded) and it was all flushed.
+            // The member is gone now; carrying the reshape on is refused,
+            // and the array reads what was answered.
+            drop(left);
+            rig.dead[k] = true;
+            let asm = rig.assemble()?;
+            judge_cut(
+                &asm,
+                &mut model,
+                Some(&suspect),
+                "after a member failed mid-walk",
+            )?;
+            refuses_degraded(rig, asm, &model)?;
+            return Ok(Done {
+                cuts,
+                died: true,
+                writes: rig.writes() - writes_before,
+                answered,
+                end_writes,
+                waits,
+            });
+        }
         asm = left;
     }
     let writes = rig.writes() - writes_before;
@@ -423,6 +480,8 @@ struct Round {
     end_writes: u64,
     /// Clients' and the walk's suspensions on a key.
     waits: (u64, u64),
+    /// The member failed while the walk ran, if one was.
+    failed: Option<usize>,
 }
 
 /// One round of service: the recorded reshape walked as a task beside
@@ -438,6 +497,7 @@ fn serve_round(
     wire: Option<&Arc<Tripwire>>,
     rng: &mut ChaCha8Rng,
     safe_mode_mark: bool,
+    fail: Option<(u64, usize)>,
 ) -> Result<Round, String> {
     let walk = asm
         .reshape_served(safe_mode_mark)
@@ -485,7 +545,17 @@ fn serve_round(
         tasks.push(Some(t.map_err(|e| format!("internal: a task: {e}"))?));
     }
     let mut waits = (0, 0);
-    let ran = drive(&mut tasks, rng, wire, &mut waits);
+    // A member fails (every I/O to it an error from then on) once the
+    // members have taken `fail`'s count of writes, while the walk runs.
+    let mut failed = None;
+    let ran = drive(&mut tasks, rng, wire, &mut waits, &mut |walking| {
+        if let Some((at, k)) = fail {
+            if failed.is_none() && walking && rig.writes() >= at {
+                rig.members[k].fail_all(true);
+                failed = Some(k);
+            }
+        }
+    });
     // Tasks cut short by the power unwind here, letting go of the gate.
     drop(tasks);
     let tripped = wire.is_some_and(|w| w.tripped());
@@ -496,31 +566,53 @@ fn serve_round(
         .iter()
         .filter(|a| a.seen && a.ask.writes_near_end(model.size()))
         .count() as u64;
-    if tripped {
-        clients::apply(model, &answers, false)?;
-        return Ok(Round {
-            asm: None,
-            answered,
-            end_writes,
-            waits,
-        });
-    }
-    ran?;
-    clients::apply(model, &answers, true)?;
-    let (walk, mut asm, walked) = walked
-        .borrow_mut()
-        .take()
-        .ok_or("internal: the walk never ended")?;
-    walked.map_err(|e| format!("the served walk (power on): {e}"))?;
-    // What the clients wrote last reaches the members, as the server's
-    // switch to the new geometry flushes it; then the end's commit. The
-    // power may go in either.
     let cut = Round {
         asm: None,
         answered,
         end_writes,
         waits,
+        failed,
     };
+    if tripped {
+        clients::apply(model, &answers, false)?;
+        return Ok(cut);
+    }
+    ran?;
+    // Strict: with one member failed the array is degraded, never out of
+    // service; every request must have been answered.
+    clients::apply(model, &answers, true)?;
+    let (walk, mut asm, walked) = walked
+        .borrow_mut()
+        .take()
+        .ok_or("internal: the walk never ended")?;
+    if failed.is_some() {
+        // The walk must have stopped for it (unless it had already moved
+        // its last step), saying so; what the clients wrote is flushed on
+        // the members left, and the array serves degraded mid-reshape.
+        if let Err(e) = &walked {
+            if !e.to_string().contains("failed during the reshape") {
+                return Err(format!(
+                    "the served walk stopped for a failed member without saying so: {e}"
+                ));
+            }
+        }
+        let flushed = volume.flush();
+        if tripped_now(wire) {
+            return Ok(cut);
+        }
+        flushed.map_err(|e| format!("flush with a member failed: {e}"))?;
+        model.flush();
+        drop((volume, walk));
+        rig.arm(None);
+        return Ok(Round {
+            asm: Some(asm),
+            ..cut
+        });
+    }
+    walked.map_err(|e| format!("the served walk (power on): {e}"))?;
+    // What the clients wrote last reaches the members, as the server's
+    // switch to the new geometry flushes it; then the end's commit. The
+    // power may go in either.
     let flushed = volume.flush();
     if tripped_now(wire) {
         return Ok(cut);
@@ -536,9 +628,7 @@ fn serve_round(
     rig.arm(None);
     Ok(Round {
         asm: Some(asm),
-        answered,
-        end_writes,
-        waits,
+        ..cut
     })
 }
 
