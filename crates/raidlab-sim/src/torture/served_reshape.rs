@@ -281,8 +281,10 @@ fn attempt(
             &mut model,
             wire.as_ref(),
             &mut rounds,
-            safe_mode_mark,
-            fail,
+            RoundOpts {
+                safe_mode_mark,
+                fail,
+            },
         )?;
         if round.failed.is_some() {
             fail = None;
@@ -484,6 +486,16 @@ struct Round {
     failed: Option<usize>,
 }
 
+/// What a round is told besides its clients.
+struct RoundOpts {
+    /// The superblocks' dirty mark is this owner's safe mode's, not an
+    /// unclean stop's (`ServedWalk`'s `safe_mode_mark`).
+    safe_mode_mark: bool,
+    /// A member to fail, once the members have taken this many writes,
+    /// while the walk runs.
+    fail: Option<(u64, usize)>,
+}
+
 /// One round of service: the recorded reshape walked as a task beside
 /// `s.clients` client tasks until the walk and the clients are done, or
 /// the power goes (`wire`). Done, the reshape's end is committed and the
@@ -496,9 +508,12 @@ fn serve_round(
     model: &mut Model,
     wire: Option<&Arc<Tripwire>>,
     rng: &mut ChaCha8Rng,
-    safe_mode_mark: bool,
-    fail: Option<(u64, usize)>,
+    opts: RoundOpts,
 ) -> Result<Round, String> {
+    let RoundOpts {
+        safe_mode_mark,
+        fail,
+    } = opts;
     let walk = asm
         .reshape_served(safe_mode_mark)
         .map_err(|e| format!("the served walk: {e}"))?;
