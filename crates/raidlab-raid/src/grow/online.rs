@@ -383,6 +383,9 @@ impl Volume for ReshapingVolume {
 /// task per client on one thread (`ServedWalk::run`, holding the assembly
 /// for the walk's length). The walk, its steps, how a checkpoint is
 /// recorded and the gate are the same; only who calls them differs.
+/// A served reshape's two running arrays: (old geometry, new geometry).
+pub(crate) type Sides = (Arc<crate::array::Array>, Arc<crate::array::Array>);
+
 pub struct ServedWalk {
     walk: super::ReshapeWalk,
 }
@@ -418,7 +421,7 @@ impl ServedWalk {
     }
 
     /// The two geometries' running arrays (old, new).
-    pub(crate) fn sides(&self) -> (Arc<crate::array::Array>, Arc<crate::array::Array>) {
+    pub(crate) fn sides(&self) -> Sides {
         (self.walk.old.clone(), self.walk.new.clone())
     }
 
@@ -441,9 +444,9 @@ impl ServedWalk {
         opts: &crate::recovery::RunOptions,
         quit: &dyn Fn() -> bool,
     ) -> Result<()> {
-        let old = self.walk.old.clone();
+        let sides = self.sides();
         self.walk.run(opts, quit, &mut |_| {}, &mut |sectors| {
-            Self::record(asm, &old, sectors)
+            Self::record(asm, &sides, sectors)
         })
     }
 
@@ -455,22 +458,29 @@ impl ServedWalk {
         opts: &crate::recovery::RunOptions,
         quit: &dyn Fn() -> bool,
         progress: &mut dyn FnMut(crate::recovery::Progress),
-        record: &mut dyn FnMut(&Arc<crate::array::Array>, u64) -> Result<()>,
+        record: &mut dyn FnMut(&Sides, u64) -> Result<()>,
     ) -> Result<()> {
-        let old = self.walk.old.clone();
+        let sides = self.sides();
         self.walk
-            .run(opts, quit, progress, &mut |sectors| record(&old, sectors))
+            .run(opts, quit, progress, &mut |sectors| record(&sides, sectors))
     }
 
-    /// Record a checkpoint (`sectors`, the reshape position) in every
-    /// superblock while the array serves: with the old side's bitmap held,
+    /// Record a checkpoint (`sectors`, the reshape position) in the
+    /// superblocks while the array serves: the members either side took
+    /// out recorded faulty first (a walk stopping for a failed member
+    /// checkpoints where it is, and a commit to that member would fail and
+    /// leave the bytes moved since the last checkpoint unwritable), then
+    /// the position in every member left, with the old side's bitmap held,
     /// as any change of a running array's superblocks.
     pub(crate) fn record(
         asm: &mut crate::assemble::Assembly,
-        old: &crate::array::Array,
+        sides: &Sides,
         sectors: u64,
     ) -> Result<()> {
-        asm.change_running(old, |a| a.commit(|sb| sb.reshape_position = sectors))
+        for side in [&sides.0, &sides.1] {
+            asm.record_taken_out(side)?;
+        }
+        asm.change_running(&sides.0, |a| a.commit(|sb| sb.reshape_position = sectors))
     }
 
     /// A walk run to its end: the superblocks md writes then.

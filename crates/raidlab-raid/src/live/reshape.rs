@@ -305,7 +305,7 @@ impl LiveArray {
                 }
                 progress(p)
             },
-            &mut |old, sectors| ServedWalk::record(&mut lock(&self.asm), old, sectors),
+            &mut |sides, sectors| ServedWalk::record(&mut lock(&self.asm), sides, sectors),
         );
         // Done: the new geometry in the superblocks, then its array started
         // as a start starts it, taking the requests.
