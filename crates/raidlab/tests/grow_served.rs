@@ -510,3 +510,95 @@ fn a_served_raid10_changes_layout_while_fio_writes_and_a_kill_9_mid_reshape_resu
     let check = run(raidlab(dir).arg("check").args(m));
     assert!(check.contains("mismatch_cnt: 0"), "{check}");
 }
+
+/// A served grow killed -9 between the walk's commit of the array's end as
+/// the position and the end's commit (held there by the walk's test-only
+/// hook, `RAIDLAB_TEST_HOLD_RESHAPE_END`), fio writing in that window (to
+/// the new geometry everywhere: nothing waits for the walk any more). The
+/// members then record the reshape at its end; served again, the resume
+/// walks nothing and commits the end, and every block fio wrote reads
+/// back; parity checks after. Linux md finishes the same state in
+/// md_compat (`r5-3to4-served-end-killed`).
+#[test]
+fn a_served_grow_killed_at_its_end_resumes_with_the_writes_made_there() {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(
+            "served grow: fio not installed (scripts/test.sh installs it)",
+        );
+        return;
+    }
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let dir = tmp.path();
+    let m = ["m0", "m1", "m2"];
+    run(raidlab(dir)
+        .args(["create", "-l", "5", "--member-size", "16M"])
+        .args(m));
+    std::fs::File::create(dir.join("m3"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let mut args = vec!["-N", "a"];
+    args.extend(m);
+    let srv = Served::start_env(
+        ServeOptions {
+            dir: Some(dir),
+            socket: dir.join("nbd.sock"),
+            args: &args,
+            wait_control: true,
+        },
+        &[("RAIDLAB_TEST_HOLD_RESHAPE_END", "120")],
+    );
+    let log = std::fs::File::create(dir.join("grow.log")).unwrap();
+    let mut grow = raidlab(dir)
+        .args(["grow", "--raid-devices", "4", "--add", "m3"])
+        .args(m)
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    // Held: every byte moved, the walk still running, and the server's
+    // superblocks at the new geometry's end.
+    let held = |grow: &mut Child| -> u64 {
+        let t = Instant::now();
+        loop {
+            let v = wait_reshape(dir, &m, 0, false, Some(&mut *grow));
+            let r = reshape_status(&v).unwrap();
+            let (done, total) = (r["done"].as_u64().unwrap(), r["total"].as_u64().unwrap());
+            let text = run(raidlab(dir).arg("detail").args(m));
+            if done == total && text.contains(&format!("stopped at byte {total} (")) {
+                return total;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the walk was not held at its end in 60 s: {v}\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let end = held(&mut grow);
+    fio(&srv.export_uri("a"), "0", "8M", "41", &["--do_verify=1"]);
+    // Still held: fio's writes came before the end's commit.
+    assert_eq!(held(&mut grow), end);
+    srv.kill();
+    let _ = grow.wait();
+    let four = ["m0", "m1", "m2", "m3"];
+    let offline = run(raidlab(dir).arg("detail").args(four));
+    assert!(
+        offline.contains(&format!("stopped at byte {end} (")),
+        "the reshape recorded at its end ({end}) after the kill: {offline}"
+    );
+    let srv = serve(dir, &four);
+    let v = wait_reshape(dir, &four, 0, true, None);
+    assert_eq!(v["raid_devices"], 4, "{v}");
+    assert_eq!(v["array_size_bytes"].as_u64(), Some(end), "{v}");
+    fio(&srv.export_uri("a"), "0", "8M", "41", &["--verify_only"]);
+    let log = srv.stop();
+    assert!(
+        log.contains("the reshape resumes in the background"),
+        "{log}"
+    );
+    let offline = run(raidlab(dir).arg("detail").args(four));
+    assert!(!offline.contains("eshape"), "no reshape left: {offline}");
+    let check = run(raidlab(dir).arg("check").args(four));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+}

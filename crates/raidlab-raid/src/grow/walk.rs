@@ -359,6 +359,7 @@ impl ReshapeWalk {
                         return Err(e);
                     }
                     walk.report.checkpoints += 1;
+                    hold_at_the_end(&*clock, quit);
                 }
                 return Ok(());
             }
@@ -407,6 +408,26 @@ impl ReshapeWalk {
             g.checkpointed(at);
         }
         Ok(())
+    }
+}
+
+/// Test-only: with `RAIDLAB_TEST_HOLD_RESHAPE_END=<seconds>` in its
+/// environment, a served walk waits that long (or until a stop is asked)
+/// between its end-position commit and the end's commit, so that
+/// md_compat can kill the server in that window and hand Linux md the
+/// members as a crash there leaves them (position at the array's end,
+/// RESHAPE_ACTIVE still set). Nothing outside the process can stop it
+/// there otherwise: the window is one superblock write long.
+fn hold_at_the_end(clock: &dyn raidlab_core::Clock, quit: &dyn Fn() -> bool) {
+    let Some(secs) = std::env::var("RAIDLAB_TEST_HOLD_RESHAPE_END")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let until = clock.now() + std::time::Duration::from_secs(secs);
+    while clock.now() < until && !quit() {
+        clock.sleep(std::time::Duration::from_millis(50));
     }
 }
 
