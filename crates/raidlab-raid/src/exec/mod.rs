@@ -439,7 +439,7 @@ fn run_io(
             UserBuf::Read(b) => b,
             UserBuf::Write(_) => &mut [],
         };
-        let targets = carve(user_buf, scratch, ops)?;
+        let targets = carve(user_buf, scratch, ops.len(), |i| ops[i].buf)?;
         if how.uring && uring::pays(ops, members) {
             let work = ops
                 .iter()
@@ -485,26 +485,28 @@ fn run_io(
     Ok(())
 }
 
-/// Split the user buffer and scratch buffers into the disjoint mutable slices that
-/// the read operations fill, returned in operation order.
+/// Split the user buffer and scratch buffers into the disjoint mutable slices
+/// `slice(0..n)` (the slices a step's reads fill, or a computation's outputs),
+/// returned in that order.
 fn carve<'a>(
     user: &'a mut [u8],
     scratch: &'a mut [Vec<u8>],
-    ops: &[MemberOp],
+    n: usize,
+    slice: impl Fn(usize) -> Slice,
 ) -> Result<Vec<&'a mut [u8]>> {
-    let mut order: Vec<usize> = (0..ops.len()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
     let key = |s: Slice| match s.buf {
         Buf::User => (0usize, s.offset),
         Buf::Scratch(id) => (id + 1, s.offset),
     };
-    order.sort_by_key(|&i| key(ops[i].buf));
+    order.sort_by_key(|&i| key(slice(i)));
     // Remaining unsplit tail of each buffer and the offset it starts at.
     let mut rest: Vec<Option<(&'a mut [u8], usize)>> = std::iter::once(Some((user, 0)))
         .chain(scratch.iter_mut().map(|s| Some((s.as_mut_slice(), 0))))
         .collect();
-    let mut out: Vec<Option<&'a mut [u8]>> = (0..ops.len()).map(|_| None).collect();
+    let mut out: Vec<Option<&'a mut [u8]>> = (0..n).map(|_| None).collect();
     for i in order {
-        let s = ops[i].buf;
+        let s = slice(i);
         let (b, _) = key(s);
         let (buf, base) = rest
             .get_mut(b)
@@ -542,77 +544,31 @@ fn slice_of<'a>(user: &'a [u8], scratch: &'a [Vec<u8>], s: Slice) -> Result<&'a 
         .ok_or_else(|| bad_slice(s))
 }
 
-/// Take scratch buffer `id` out so it can be written while other buffers are read.
-fn take(scratch: &mut [Vec<u8>], id: usize) -> Result<Vec<u8>> {
-    scratch
-        .get_mut(id)
-        .map(std::mem::take)
-        .ok_or_else(|| bad_slice(Slice::scratch(id, 0)))
-}
+/// Where a computation reads its inputs: any slice of a buffer none of its
+/// outputs is in.
+pub type Input<'a> = dyn Fn(Slice) -> Result<&'a [u8]> + 'a;
 
-/// Run a [`Compute::Member`] on buffers a streaming executor already holds:
-/// `by_role[r]` is what the compute's source for role `r` names (the same
-/// member range), and `out` its output. Errs for any other compute, or when a
-/// source it names is not given.
-pub fn member_compute(c: &Compute, by_role: &[Option<&[u8]>], out: &mut [u8]) -> Result<()> {
-    let Compute::Member {
-        geometry,
-        slot,
-        pos,
-        srcs,
-        dst,
-    } = c
-    else {
-        return Err(Error::new(
-            ErrorKind::Invalid,
-            Op::Plan,
-            "internal: not a member recomputation",
-        ));
-    };
-    if dst.len != out.len()
-        || srcs.len() != by_role.len()
-        || srcs
-            .iter()
-            .zip(by_role)
-            .any(|(s, b)| s.is_some() != b.is_some())
-    {
-        return Err(Error::new(
-            ErrorKind::Invalid,
-            Op::Plan,
-            "internal: a member recomputation's sources do not match the buffers given",
-        ));
-    }
-    crate::reconstruct::combine_parity(geometry, *slot, *pos, by_role, out)
-}
-
-/// Run `f` with `dst` as its output and the other buffers as its inputs: a
-/// scratch output is taken out of `scratch` meanwhile (its own inputs are
-/// never in it); a caller's output only exists for a read, and then no input
-/// is in the caller's buffer.
-fn with_output(
-    user: &mut UserBuf<'_>,
-    scratch: &mut [Vec<u8>],
-    dst: Slice,
-    f: impl FnOnce(&mut [u8], &[u8], &[Vec<u8>]) -> Result<()>,
+/// Run `cs` on buffers a streaming executor already holds: `input` gives
+/// the slices they read, and every output lies in `user` (a rebuild step's
+/// rows, whose sources are reads done ahead). Errs for a computation with
+/// an output elsewhere.
+pub fn compute_into(
+    cs: &[Compute],
+    engine: &dyn Engine,
+    input: &Input<'_>,
+    user: &mut [u8],
 ) -> Result<()> {
-    match (dst.buf, user) {
-        (Buf::Scratch(id), user) => {
-            let mut out = take(scratch, id)?;
-            let r = match out.get_mut(dst.offset..dst.offset + dst.len) {
-                Some(o) => f(o, user.get(), scratch),
-                None => Err(bad_slice(dst)),
-            };
-            scratch[id] = out;
-            r
+    for c in cs {
+        let outs = c.outputs(|_| 0);
+        if outs.iter().any(|s| s.buf != Buf::User) {
+            return Err(malformed(
+                "a streamed computation writes outside its output",
+            ));
         }
-        (Buf::User, UserBuf::Read(b)) => {
-            let o = b
-                .get_mut(dst.offset..dst.offset + dst.len)
-                .ok_or_else(|| bad_slice(dst))?;
-            f(o, &[], scratch)
-        }
-        (Buf::User, UserBuf::Write(_)) => Err(bad_slice(dst)),
+        let mut views = carve(user, &mut [], outs.len(), |i| outs[i])?;
+        compute(c, engine, input, &mut views)?;
     }
+    Ok(())
 }
 
 fn run_compute(
@@ -621,126 +577,209 @@ fn run_compute(
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
 ) -> Result<()> {
-    match c {
-        Compute::Xor { srcs, dst } => {
-            let mut out = take(scratch, *dst)?;
-            let r = srcs
-                .iter()
-                .map(|s| slice_of(user.get(), scratch, *s))
-                .collect::<Result<Vec<_>>>()
-                .map(|ins| engine.xor(&ins, &mut out));
-            scratch[*dst] = out;
-            r
-        }
-        Compute::Pq { data, p, q } => {
-            let mut pb = take(scratch, *p)?;
-            let mut qb = take(scratch, *q)?;
-            let r = data
-                .iter()
-                .map(|s| slice_of(user.get(), scratch, *s))
-                .collect::<Result<Vec<_>>>()
-                .map(|ins| engine.gen_pq(&ins, &mut pb, &mut qb));
-            scratch[*p] = pb;
-            scratch[*q] = qb;
-            r
-        }
-        Compute::Update {
-            slot,
-            old,
-            new,
-            p,
-            q,
-        } => {
-            let mut pb = p.map(|id| take(scratch, id)).transpose()?;
-            let mut qb = q.map(|id| take(scratch, id)).transpose()?;
-            let r = slice_of(user.get(), scratch, *old).and_then(|o| {
-                let n = slice_of(user.get(), scratch, *new)?;
-                raidlab_parity::update(engine, *slot, o, n, pb.as_deref_mut(), qb.as_deref_mut());
-                Ok(())
-            });
-            if let (Some(id), Some(b)) = (p, pb) {
-                scratch[*id] = b;
-            }
-            if let (Some(id), Some(b)) = (q, qb) {
-                scratch[*id] = b;
-            }
-            r
-        }
-        Compute::Recover { data, lost, p, q } => {
-            let mut bufs: Vec<Vec<u8>> = data
-                .iter()
-                .map(|&id| take(scratch, id))
-                .collect::<Result<_>>()?;
-            let r = {
-                let pp = p
-                    .map(|id| slice_of(&[], scratch, Slice::scratch(id, scratch[id].len())))
-                    .transpose();
-                let qq = q
-                    .map(|id| slice_of(&[], scratch, Slice::scratch(id, scratch[id].len())))
-                    .transpose();
-                match (pp, qq) {
-                    (Ok(pp), Ok(qq)) => {
-                        let mut views: Vec<&mut [u8]> =
-                            bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
-                        raidlab_parity::recover(engine, &mut views, lost, pp, qq).map_err(|e| {
-                            Error::new(
-                                ErrorKind::Unrecoverable,
-                                Op::Read,
-                                format!("cannot rebuild lost data: {e}"),
-                            )
-                        })
-                    }
-                    (Err(e), _) | (_, Err(e)) => Err(e),
-                }
-            };
-            for (&id, b) in data.iter().zip(bufs) {
-                scratch[id] = b;
-            }
-            r
-        }
-        Compute::Member {
-            geometry,
-            slot,
-            pos,
-            srcs,
-            dst,
-        } => with_output(user, scratch, *dst, |out, user, scratch| {
-            let views = srcs
-                .iter()
-                .map(|s| s.map(|s| slice_of(user, scratch, s)).transpose())
-                .collect::<Result<Vec<_>>>()?;
-            crate::reconstruct::combine_parity(geometry, *slot, *pos, &views, out)
-        }),
-        Compute::Zero { dst } => with_output(user, scratch, *dst, |out, _, _| {
-            out.fill(0);
-            Ok(())
-        }),
-        Compute::Copy { src, dst } => match dst.buf {
-            Buf::Scratch(id) => {
-                let mut out = take(scratch, id)?;
-                let r = slice_of(user.get(), scratch, *src).and_then(|s| {
-                    out.get_mut(dst.offset..dst.offset + dst.len)
-                        .filter(|d| d.len() == s.len())
-                        .ok_or_else(|| bad_slice(*dst))?
-                        .copy_from_slice(s);
-                    Ok(())
-                });
-                scratch[id] = out;
-                r
-            }
-            Buf::User => {
-                let s = slice_of(&[], scratch, *src)?;
-                match user {
-                    UserBuf::Read(b) => {
-                        b.get_mut(dst.offset..dst.offset + dst.len)
-                            .filter(|d| d.len() == s.len())
-                            .ok_or_else(|| bad_slice(*dst))?
-                            .copy_from_slice(s);
-                        Ok(())
-                    }
-                    UserBuf::Write(_) => Err(bad_slice(*dst)),
+    let outs = c.outputs(|id| scratch.get(id).map_or(0, Vec::len));
+    // The scratch buffers written are held apart while the others are read;
+    // an input in one of them is a malformed plan (it then reads as missing).
+    let mut held: Vec<Vec<u8>> = Vec::new();
+    held.resize_with(scratch.len(), Vec::new);
+    for s in &outs {
+        if let Buf::Scratch(id) = s.buf {
+            if let (Some(h), Some(b)) = (held.get_mut(id), scratch.get_mut(id)) {
+                if h.is_empty() {
+                    std::mem::swap(h, b);
                 }
             }
-        },
+        }
     }
+    let r = compute_held(c, engine, user, scratch, &mut held, &outs);
+    for (id, h) in held.into_iter().enumerate() {
+        if !h.is_empty() {
+            scratch[id] = h;
+        }
+    }
+    r
+}
+
+/// [`run_compute`] with its outputs' scratch buffers in `held`: a caller's
+/// output only exists for a read, and then no input is in the caller's buffer.
+fn compute_held(
+    c: &Compute,
+    engine: &dyn Engine,
+    user: &mut UserBuf<'_>,
+    scratch: &[Vec<u8>],
+    held: &mut [Vec<u8>],
+    outs: &[Slice],
+) -> Result<()> {
+    let into_user = outs.iter().any(|s| s.buf == Buf::User);
+    let (user_out, user_in): (&mut [u8], &[u8]) = match (into_user, user) {
+        (false, u) => (&mut [], u.get()),
+        (true, UserBuf::Read(b)) => (&mut **b, &[]),
+        (true, UserBuf::Write(_)) => {
+            return Err(malformed(
+                "a computation writes the caller's buffer of a write",
+            ))
+        }
+    };
+    let mut views = carve(user_out, held, outs.len(), |i| outs[i])?;
+    compute(c, engine, &|s| slice_of(user_in, scratch, s), &mut views)
+}
+
+fn malformed(what: &str) -> Error {
+    Error::new(ErrorKind::Invalid, Op::Plan, format!("internal: {what}"))
+}
+
+/// The arithmetic `c` names, on its inputs and its outputs (`outs`, in
+/// [`Compute::outputs`] order).
+fn compute(
+    c: &Compute,
+    engine: &dyn Engine,
+    input: &Input<'_>,
+    outs: &mut [&mut [u8]],
+) -> Result<()> {
+    let inputs = |ss: &[Slice]| ss.iter().map(|&s| input(s)).collect::<Result<Vec<_>>>();
+    let same_len = |ins: &[&[u8]], out: &[u8]| {
+        if ins.is_empty() || ins.iter().any(|i| i.len() != out.len()) {
+            Err(malformed(&format!(
+                "a computation's inputs are not all {} bytes like its output",
+                out.len()
+            )))
+        } else {
+            Ok(())
+        }
+    };
+    match (c, outs) {
+        (Compute::Xor { srcs, .. }, [dst]) => {
+            let ins = inputs(srcs)?;
+            same_len(&ins, dst)?;
+            engine.xor(&ins, dst);
+        }
+        (Compute::Pq { data, .. }, [p, q]) => {
+            let ins = inputs(data)?;
+            same_len(&ins, p)?;
+            same_len(&ins, q)?;
+            engine.gen_pq(&ins, p, q);
+        }
+        (
+            Compute::Update {
+                slot,
+                old,
+                new,
+                p,
+                q,
+            },
+            outs,
+        ) => {
+            let (o, n) = (input(*old)?, input(*new)?);
+            let mut it = outs.iter_mut();
+            let pb = p.and_then(|_| it.next()).map(|b| &mut **b);
+            let qb = q.and_then(|_| it.next()).map(|b| &mut **b);
+            for b in pb.iter().chain(qb.iter()) {
+                same_len(&[o, n], b)?;
+            }
+            raidlab_parity::update(engine, *slot, o, n, pb, qb);
+        }
+        (
+            Compute::Recover {
+                data,
+                lost,
+                p,
+                q,
+                fresh,
+            },
+            outs,
+        ) => recover_row(engine, input, data, lost, (*p, *q), *fresh, outs)?,
+        (Compute::Copy { src, .. }, [dst]) => {
+            let s = input(*src)?;
+            same_len(&[s], dst)?;
+            dst.copy_from_slice(s);
+        }
+        (Compute::Zero { .. }, [dst]) => dst.fill(0),
+        _ => return Err(malformed("a computation's outputs do not match its kind")),
+    }
+    Ok(())
+}
+
+thread_local! {
+    /// A row's P when only its Q is wanted, kept between rows.
+    static SPARE_P: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A [`Compute::Recover`]: its lost chunks rebuilt into their outputs (or
+/// buffers of its own for those it has none for), then its fresh parity.
+#[allow(clippy::too_many_arguments)]
+fn recover_row(
+    engine: &dyn Engine,
+    input: &Input<'_>,
+    data: &[Option<Slice>],
+    lost: &[usize],
+    (p, q): (Option<Slice>, Option<Slice>),
+    fresh: Option<crate::plan::Fresh>,
+    outs: &mut [&mut [u8]],
+) -> Result<()> {
+    let given: Vec<Option<&[u8]>> = data
+        .iter()
+        .enumerate()
+        .map(|(i, s)| match s {
+            Some(s) if !lost.contains(&i) => input(*s).map(Some),
+            _ => Ok(None),
+        })
+        .collect::<Result<_>>()?;
+    let pp = p.map(input).transpose()?;
+    let qq = q.map(input).transpose()?;
+    let row_len = outs.first().map_or(0, |o| o.len());
+    let unwanted = lost
+        .iter()
+        .filter(|&&l| data.get(l).copied().flatten().is_none())
+        .count();
+    let mut temps = vec![vec![0u8; row_len]; unwanted];
+    let mut temp = temps.iter_mut();
+    let mut out = outs.iter_mut();
+    let mut rebuilt: Vec<&mut [u8]> = Vec::with_capacity(lost.len());
+    for &l in lost {
+        let buf = match data.get(l).copied().flatten() {
+            Some(_) => out.next().map(|b| &mut **b),
+            None => temp.next().map(|b| b.as_mut_slice()),
+        };
+        rebuilt.push(buf.ok_or_else(|| malformed("a rebuilt chunk has no buffer"))?);
+    }
+    let fresh_out = match fresh {
+        Some(_) => Some(
+            out.next()
+                .ok_or_else(|| malformed("a fresh parity has no output"))?,
+        ),
+        None => None,
+    };
+    if !lost.is_empty() {
+        raidlab_parity::recover_into(engine, &given, lost, &mut rebuilt, pp, qq).map_err(|e| {
+            Error::new(
+                ErrorKind::Unrecoverable,
+                Op::Read,
+                format!("cannot rebuild lost data slot(s) {lost:?}: {e}"),
+            )
+        })?;
+    }
+    let (Some(f), Some(dst)) = (fresh, fresh_out) else {
+        return Ok(());
+    };
+    let mut row: Vec<&[u8]> = given.iter().map(|g| g.unwrap_or(&[])).collect();
+    for (k, &l) in lost.iter().enumerate() {
+        if let Some(r) = row.get_mut(l) {
+            *r = &*rebuilt[k];
+        }
+    }
+    if row.is_empty() || row.iter().any(|d| d.len() != dst.len()) {
+        return Err(malformed(
+            "a fresh parity's row is not complete, or its chunks differ in length",
+        ));
+    }
+    if f.q {
+        SPARE_P.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            spare.resize(dst.len(), 0);
+            engine.gen_pq(&row, &mut spare[..dst.len()], dst);
+        });
+    } else {
+        engine.xor(&row, dst);
+    }
+    Ok(())
 }
