@@ -43,6 +43,7 @@
 
 mod convert;
 mod devices;
+mod in_place;
 mod online;
 mod policy;
 mod raid0;
