@@ -166,6 +166,9 @@ fn a_crash_inside_the_critical_section_is_put_back_from_the_backup() {
                 .write_at(&pattern(member_bytes, 99 + i as u64), 0)
                 .unwrap();
         }
+        // Read before anything is put back: the critical section comes
+        // from the backup, the rest from the old geometry.
+        assert!(read_all(&devs) == data, "read inside the critical section");
         let mut again = Assembly::assemble(devs.clone()).unwrap();
         assert_eq!(again.reshape().unwrap().unwrap().position, 0);
         again

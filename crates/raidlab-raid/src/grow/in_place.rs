@@ -32,12 +32,14 @@
 
 use super::{refused, ReshapePlan, SECTOR};
 use crate::assemble::{now_secs, Assembly};
-use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
 use raidlab_layout::reshape::{MdReshape, Reshape};
 use raidlab_layout::Level;
 use raidlab_md::grow_backup::{
     mdadm_backup_sectors, uuid_bytes_090, BackupSuper, Placement, LEAD_SECTORS, RECORD_BYTES,
 };
+use raidlab_md::superblock::{feature, MetadataVersion};
+use std::ops::Range;
 use std::sync::Arc;
 
 impl Assembly {
@@ -154,11 +156,17 @@ impl Assembly {
     fn find_backup(&self, r: &Reshape) -> Result<Option<(usize, BackupSuper)>> {
         let component = self.grow_template()?.size;
         let uuid = self.backup_uuid()?;
-        for role in r.old.raid_disks..r.new.raid_disks {
-            let Some(i) = self.slots.get(role).copied().flatten() else {
+        // Every member not holding an old role (the new ones, whether or
+        // not the assembly has placed them in their new roles yet).
+        let old_roles: Vec<usize> = self.slots[..r.old.raid_disks.min(self.slots.len())]
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        for (i, m) in self.members.iter().enumerate() {
+            if old_roles.contains(&i) || !m.is_live() {
                 continue;
-            };
-            let m = &self.members[i];
+            }
             let read = |sector: u64| -> Result<Option<BackupSuper>> {
                 let mut b = [0u8; RECORD_BYTES];
                 m.device
@@ -180,6 +188,41 @@ impl Assembly {
             }
         }
         Ok(None)
+    }
+
+    /// Whether the reshape `r` the superblocks record is an in-place grow
+    /// of a 0.90 array that raidlab walks.
+    pub(crate) fn is_in_place(&self, r: &Reshape) -> Result<bool> {
+        let t = self.grow_template()?;
+        Ok(t.version() == MetadataVersion::V0_90
+            && t.feature_map & feature::NEW_OFFSET == 0
+            && !r.backwards
+            && in_place_walk_supported(r))
+    }
+
+    /// For reading an in-place grow stopped inside its critical section:
+    /// the array bytes a confirmed backup holds, and those bytes (a slice
+    /// of the new member holding it). `None` when no backup covers the
+    /// position.
+    pub(crate) fn in_place_backup_source(
+        &self,
+        r: &Reshape,
+    ) -> Result<Option<(Range<u64>, Arc<dyn Volume>)>> {
+        if !self.is_in_place(r)? {
+            return Ok(None);
+        }
+        let Some((i, b)) = self.find_backup(r)? else {
+            return Ok(None);
+        };
+        let start = b.arraystart * SECTOR;
+        let end = ((b.arraystart + b.length) * SECTOR).min(r.array_bytes());
+        if start >= end {
+            return Ok(None);
+        }
+        let m = &self.members[i];
+        let bytes = SliceVolume::new(m.device.volume.clone(), b.devstart * SECTOR, end - start)
+            .map_err(|e| e.on_device(m.device.path.clone()))?;
+        Ok(Some((start..end, Arc::new(bytes) as Arc<dyn Volume>)))
     }
 
     /// At the start of an in-place walk: put a backup that covers the

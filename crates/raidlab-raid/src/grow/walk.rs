@@ -20,7 +20,9 @@
 //! compute P and Q: a full-stripe write reads nothing; a RAID 10 writes
 //! every copy), and flushes. The new geometry starts `gap` sectors lower on
 //! each member than the old one, so its writes trail the old geometry's
-//! reads. The invariant, md's rule in its reshape loop (the arithmetic is
+//! reads (a 0.90 grow to more data members: no gap, walked only past its
+//! critical section, which `super::in_place` puts back from its backup
+//! first). The invariant, md's rule in its reshape loop (the arithmetic is
 //! `Reshape::forward_write_limit` in the layout crate): no write may land
 //! at or past where the old geometry's row holding the last checkpointed
 //! position begins (a stripe; a RAID 10's chunk copies, far rows high in
