@@ -239,7 +239,7 @@ struct ReshapeVolume {
     /// An in-place 0.90 grow stopped inside its critical section: those
     /// array bytes are whole only in mdadm's backup on a new member until
     /// the walk puts them back (`grow::in_place`), so they are read there.
-    backup: Option<(std::ops::Range<u64>, Arc<dyn Volume>)>,
+    backup: Option<crate::grow::BackupSource>,
 }
 
 impl ReshapeVolume {

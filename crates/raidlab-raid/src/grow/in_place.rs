@@ -42,6 +42,9 @@ use raidlab_md::superblock::{feature, MetadataVersion};
 use std::ops::Range;
 use std::sync::Arc;
 
+/// Array bytes a backup holds, and those bytes.
+pub(crate) type BackupSource = (Range<u64>, Arc<dyn Volume>);
+
 impl Assembly {
     /// Whether a 0.90 array may grow in place to `n` members with
     /// `same_shape` (chunk and layout kept) and no level change.
@@ -204,10 +207,7 @@ impl Assembly {
     /// the array bytes a confirmed backup holds, and those bytes (a slice
     /// of the new member holding it). `None` when no backup covers the
     /// position.
-    pub(crate) fn in_place_backup_source(
-        &self,
-        r: &Reshape,
-    ) -> Result<Option<(Range<u64>, Arc<dyn Volume>)>> {
+    pub(crate) fn in_place_backup_source(&self, r: &Reshape) -> Result<Option<BackupSource>> {
         if !self.is_in_place(r)? {
             return Ok(None);
         }
