@@ -87,6 +87,50 @@ fn raid5_grows_by_one_member_in_several_layouts_and_chunks() {
     }
 }
 
+/// Metadata 0.90 has no new data offset: `--raid-devices` with `--add`
+/// runs in place, the critical section (two old and three new stripes of
+/// 64K chunks: 384K) backed up on the new member first, as mdadm grows
+/// such an array without a backup file.
+#[test]
+fn a_090_raid5_grows_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2"];
+    let a = create_filled(
+        d,
+        &old,
+        "16M",
+        &["--level", "5", "--metadata", "0.90", "--chunk", "64K"],
+    );
+    let out = ok(
+        d,
+        &with(
+            "grow",
+            &old,
+            &["--raid-devices", "4", "--add", "m3", "--member-size", "16M"],
+        ),
+    );
+    assert!(
+        out.contains("in place") && out.contains("backed up 384K of critical section"),
+        "{out}"
+    );
+    assert!(out.contains("reshape done"), "{out}");
+    let new = ["m0", "m1", "m2", "m3"];
+    let got = export(d, &new);
+    assert!(got[..a.len()] == *a, "the data before the grow changed");
+    assert!(
+        got[a.len()..].iter().all(|&b| b == 0),
+        "the new space is not zeros"
+    );
+    check_clean(d, &new);
+    for m in new {
+        let e = examine(d, m);
+        assert_eq!(e["raid_devices"].as_u64(), Some(4), "{e}");
+        assert_eq!(e["data_offset"].as_u64(), Some(0), "{e}");
+        assert!(e["reshape"].is_null(), "{m}: still mid-reshape: {e}");
+    }
+}
+
 #[test]
 fn raid6_and_raid4_grow_by_two_members_and_a_second_grow_finds_room() {
     for level in ["6", "4"] {
@@ -644,7 +688,10 @@ fn refusals_say_why_and_change_no_byte() {
         // A RAID 0 shrinks now, but only with the array size given first, as md asks.
         (add(&r0, "1"), "use --grow --array-size first"),
         (add(&r10, "3"), "reduce the size of the array"),
-        (add(&old, "4"), "backup file"),
+        // A 0.90 grow by a member runs in place now (raidlab-raid's
+        // tests/reshape090.rs); its restripes that gain no data members
+        // still need a backup file.
+        (with("grow", &old, &["--layout", "ra"]), "backup file"),
         (add(&end, "4"), "backup file"),
         (add(&bm, "4"), "--bitmap none"),
         (add(&ppl, "4"), "consistency-policy resync"),

@@ -589,7 +589,7 @@ pub fn format_uuid(u: &[u8; 16]) -> String {
     format!("{}:{}:{}:{}", &h[0..8], &h[8..16], &h[16..24], &h[24..32])
 }
 
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

@@ -229,6 +229,7 @@ impl Assembly {
         let volume = ReshapeVolume {
             name: label.clone(),
             reshape: r,
+            backup: self.in_place_backup_source(&r)?,
             old: holds(false).then(|| side(false)).transpose()?,
             new: holds(true).then(|| side(true)).transpose()?,
         };
@@ -250,19 +251,15 @@ struct ReshapeVolume {
     /// Each side, when it holds any of the array's bytes.
     old: Option<Arc<Array>>,
     new: Option<Arc<Array>>,
+    /// An in-place 0.90 grow stopped inside its critical section: those
+    /// array bytes are whole only in mdadm's backup on a new member until
+    /// the walk puts them back (`grow::in_place`), so they are read there.
+    backup: Option<crate::grow::BackupSource>,
 }
 
-impl Volume for ReshapeVolume {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    fn size(&self) -> u64 {
-        self.reshape.array_bytes()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
+impl ReshapeVolume {
+    /// `buf` from array byte `offset`, each piece through its geometry.
+    fn read_sides(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let mut done = 0usize;
         for (new, at, len) in self.reshape.split(offset, buf.len() as u64) {
             let side = if new { &self.new } else { &self.old };
@@ -280,6 +277,31 @@ impl Volume for ReshapeVolume {
             done += len as usize;
         }
         Ok(())
+    }
+}
+
+impl Volume for ReshapeVolume {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn size(&self) -> u64 {
+        self.reshape.array_bytes()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
+        if let Some((range, backup)) = &self.backup {
+            let end = offset + buf.len() as u64;
+            let (a, b) = (offset.max(range.start), end.min(range.end));
+            if a < b {
+                let (x, y) = ((a - offset) as usize, (b - offset) as usize);
+                self.read_sides(&mut buf[..x], offset)?;
+                backup.read_at(&mut buf[x..y], a - range.start)?;
+                return self.read_sides(&mut buf[y..], b);
+            }
+        }
+        self.read_sides(buf, offset)
     }
 
     fn write_at(&self, _buf: &[u8], offset: u64) -> Result<()> {

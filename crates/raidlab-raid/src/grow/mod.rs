@@ -43,6 +43,7 @@
 
 mod convert;
 mod devices;
+mod in_place;
 mod online;
 mod policy;
 mod raid0;
@@ -51,6 +52,7 @@ mod reshape;
 mod shrink;
 mod walk;
 
+pub(crate) use in_place::BackupSource;
 pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
 pub(crate) use walk::ReshapeWalk;
 

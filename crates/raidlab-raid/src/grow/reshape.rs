@@ -149,13 +149,17 @@ pub struct ReshapePlan {
     /// changes: a RAID 10 shrink with less room after the data than the
     /// move up, which mdadm takes out of each member's used space.
     pub component_sectors: Option<u64>,
+    /// A grow of a metadata 0.90 array to more data members, in place (no
+    /// new data offset): the array sectors mdadm backs up on the new
+    /// members before the walk (`super::in_place`); 0 otherwise.
+    pub backup_sectors: u64,
 }
 
 impl ReshapePlan {
     /// Whether data moves (a restripe), or only the superblocks change (a
     /// takeover between RAID 4 and a RAID 5 in parity-last).
     pub fn restripes(&self) -> bool {
-        self.gap_sectors > 0
+        self.gap_sectors > 0 || self.backup_sectors > 0
     }
 }
 
@@ -261,6 +265,7 @@ impl Assembly {
             then_level,
             backwards: false,
             component_sectors: None,
+            backup_sectors: 0,
         };
         if n == old && same_shape {
             if level.md_level() != template.level || then_level.is_some() {
@@ -304,7 +309,12 @@ impl Assembly {
                 template.size / u64::from(new_chunk) * u64::from(new_chunk) / 2
             )));
         }
-        self.restripe_allowed(&what)?;
+        let in_place = template.version() == MetadataVersion::V0_90;
+        if in_place {
+            self.in_place_allowed(&what, n, same_shape, level.md_level() != template.level)?;
+        } else {
+            self.restripe_allowed(&what)?;
+        }
         let spares = self.spare_count();
         let need = n - old;
         if spares + coming < need {
@@ -318,6 +328,12 @@ impl Assembly {
         // moved at least that far (less, and old and new stripes overlap);
         // with more members and a new chunk at once, the walk needs as much
         // (`Reshape::forward_min_gap`) and the steps are stripes of it.
+        if in_place {
+            return Ok(ReshapePlan {
+                backup_sectors: self.in_place_backup_sectors(n)?,
+                ..plan(0)
+            });
+        }
         let gap = self.reshape_gap(u64::from(chunk.max(new_chunk)).max(1))?;
         Ok(plan(gap))
     }
@@ -340,6 +356,14 @@ impl Assembly {
             }
             _ => {}
         }
+        self.restripe_conditions(what)
+    }
+
+    /// [`Assembly::restripe_allowed`] past the metadata: what md needs of
+    /// any restripe (no bitmap, journal or PPL to carry, idle, whole,
+    /// consistent).
+    pub(crate) fn restripe_conditions(&self, what: &str) -> Result<()> {
+        let template = self.grow_template()?;
         if self.bitmap.is_some() || template.feature_map & feature::BITMAP_OFFSET != 0 {
             return Err(refused(
                 "the array has an internal bitmap, which a reshape must resize with it; raidlab does not build that yet: remove it (`raidlab grow --bitmap none`), grow, then add it back; nothing was changed".into(),
@@ -470,6 +494,11 @@ impl Assembly {
                 "reshape: this change moves no data (a takeover): use Assembly::takeover",
             ));
         }
+        if plan.backup_sectors > 0 {
+            // Before any superblock says a reshape runs: a resume at
+            // position 0 then always finds the backup it starts from.
+            self.in_place_backup(plan, &spares)?;
+        }
         self.commit(|sb| {
             sb.raid_disks = raid_disks as u32;
             sb.delta_disks = delta;
@@ -487,6 +516,10 @@ impl Assembly {
             sb.new_offset = -gap;
             sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
             sb.feature_map &= !feature::RESHAPE_BACKWARDS;
+            if gap == 0 {
+                // In place (0.90): no new offset to record.
+                sb.feature_map &= !feature::NEW_OFFSET;
+            }
         })?;
         self.geometry = geometry_of(&self.grow_template()?)?;
         Ok(())

@@ -453,15 +453,23 @@ fn start_and_run(
         Some(Ok(r)) => describe(&r.new),
         _ => describe(&asm.geometry),
     };
-    outln!(
-        "raidlab: reshape started: {from} -> {to}; the data offset moves {} {} KiB on every member",
-        if plan.backwards {
-            "up (a backward reshape, from the array's end)"
-        } else {
-            "down"
-        },
-        plan.gap_sectors / 2
-    );
+    if plan.backup_sectors > 0 {
+        // Metadata 0.90: no new data offset; mdadm's words for the backup.
+        outln!(
+            "raidlab: reshape started: {from} -> {to}, in place (metadata 0.90 has no new data offset); backed up {}K of critical section on the new member(s), as mdadm does",
+            plan.backup_sectors / 2
+        );
+    } else {
+        outln!(
+            "raidlab: reshape started: {from} -> {to}; the data offset moves {} {} KiB on every member",
+            if plan.backwards {
+                "up (a backward reshape, from the array's end)"
+            } else {
+                "down"
+            },
+            plan.gap_sectors / 2
+        );
+    }
     if a.no_sync {
         outln!("raidlab: the array is mid-reshape (readable, read-only): `raidlab grow --continue` with the same members restripes it");
         return Ok(ExitCode::SUCCESS);
