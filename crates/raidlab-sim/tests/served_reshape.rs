@@ -149,19 +149,40 @@ fn served_raid10_restripes_keep_every_answered_write() {
 }
 
 /// A member failing while the served walk runs (the power on), besides the
-/// power cut: the walk must stop, every client request be answered
-/// degraded, and every answer read back. Known to fail (found 2026-12-05,
-/// not yet fixed; docs/reliability.md, "A member failing mid-walk"): run on
-/// demand (`-- --ignored`); it must pass before it joins the sweep.
+/// power cut: the walk must stop saying so, every client request be
+/// answered degraded, and every answer read back. It failed 119 runs of
+/// 300 when written (2026-12-05): the stop's checkpoint could not be
+/// committed (the member failed while a client's request to it was being
+/// handled, so no side had taken it out yet; a shrink's leaving member had
+/// no slot to record it in), and reads on stripes an earlier cut left
+/// unsynced were held to md's write hole (docs/reliability.md, "A member
+/// failing mid-walk").
 #[test]
-#[ignore = "known losses with a member failing mid-walk, not yet fixed"]
 fn a_member_failing_mid_walk_loses_no_answered_write() {
-    let failed: Vec<String> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(100))
+    let runs: Vec<_> = (0..runs(100))
         .map(|k| served_reshape_failing_run(1, k))
+        .collect();
+    let failed: Vec<String> = runs
+        .iter()
         .filter_map(|r| {
             r.violation
+                .as_ref()
                 .map(|v| format!("run {} ({}): {v}", r.run, r.label))
         })
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let died = runs.iter().filter(|r| r.member_died).count();
+    let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
+    let answered: u64 = runs.iter().map(|r| r.answered).sum();
+    eprintln!(
+        "{} runs, {died} with a member failed or dead, {cuts} cuts, {answered} answers",
+        runs.len()
+    );
+    // The failure is drawn over the member writes of a run without one; it
+    // comes before the end in most runs (96 of the first 100).
+    assert!(
+        died * 3 >= runs.len(),
+        "a member failed in only {died} of {} runs",
+        runs.len()
+    );
 }

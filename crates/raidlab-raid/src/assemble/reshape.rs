@@ -253,8 +253,9 @@ struct ReshapeVolume {
     new: Option<Arc<Array>>,
     /// An in-place 0.90 grow stopped inside its critical section: those
     /// array bytes are whole only in mdadm's backup on a new member until
-    /// the walk puts them back (`grow::in_place`), so they are read there.
-    backup: Option<crate::grow::BackupSource>,
+    /// the walk puts them back (`grow::in_place`), so they are read there:
+    /// the array bytes the backup holds, and the volume holding them.
+    backup: Option<(std::ops::Range<u64>, Arc<dyn Volume>)>,
 }
 
 impl ReshapeVolume {

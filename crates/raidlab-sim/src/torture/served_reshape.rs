@@ -284,6 +284,7 @@ fn attempt(
             RoundOpts {
                 safe_mode_mark,
                 fail,
+                suspect: &suspect,
             },
         )?;
         if round.failed.is_some() {
@@ -487,13 +488,16 @@ struct Round {
 }
 
 /// What a round is told besides its clients.
-struct RoundOpts {
+struct RoundOpts<'a> {
     /// The superblocks' dirty mark is this owner's safe mode's, not an
     /// unclean stop's (`ServedWalk`'s `safe_mode_mark`).
     safe_mode_mark: bool,
     /// A member to fail, once the members have taken this many writes,
     /// while the walk runs.
     fail: Option<(u64, usize)>,
+    /// Sectors written but not flushed at an earlier cut, not resynced
+    /// since (the reshape defers the resync to its end, as md's does).
+    suspect: &'a [usize],
 }
 
 /// One round of service: the recorded reshape walked as a task beside
@@ -513,7 +517,14 @@ fn serve_round(
     let RoundOpts {
         safe_mode_mark,
         fail,
+        suspect,
     } = opts;
+    // Once a member fails, md's write hole opens on the stripes an earlier
+    // cut left suspect: reads there may give anything, as md's do.
+    let hole = match fail {
+        Some(_) => judge::write_hole(&asm, model.size(), suspect),
+        None => Vec::new(),
+    };
     let walk = asm
         .reshape_served(safe_mode_mark)
         .map_err(|e| format!("the served walk: {e}"))?;
@@ -563,11 +574,14 @@ fn serve_round(
     // A member fails (every I/O to it an error from then on) once the
     // members have taken `fail`'s count of writes, while the walk runs.
     let mut failed = None;
+    // The number of answers given when the member failed.
+    let mut failed_after = None;
     let ran = drive(&mut tasks, rng, wire, &mut waits, &mut |walking| {
         if let Some((at, k)) = fail {
             if failed.is_none() && walking && rig.writes() >= at {
                 rig.members[k].fail_all(true);
                 failed = Some(k);
+                failed_after = Some(answers.borrow().done.len());
             }
         }
     });
@@ -589,13 +603,13 @@ fn serve_round(
         failed,
     };
     if tripped {
-        clients::apply(model, &answers, false)?;
+        clients::apply(model, &answers, false, failed_after.map(|n| (n, &hole[..])))?;
         return Ok(cut);
     }
     ran?;
     // Strict: with one member failed the array is degraded, never out of
     // service; every request must have been answered.
-    clients::apply(model, &answers, true)?;
+    clients::apply(model, &answers, true, failed_after.map(|n| (n, &hole[..])))?;
     let (walk, mut asm, walked) = walked
         .borrow_mut()
         .take()

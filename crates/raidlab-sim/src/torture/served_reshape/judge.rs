@@ -43,6 +43,32 @@ fn zeros_past(past: &[u8], from: usize, when: &str) -> Result<(), String> {
     }
 }
 
+/// The sectors md's write hole may leave wrong once a member is gone:
+/// every sector of a stripe, in the array's geometry or either of its
+/// reshape's, that holds a `suspect` sector (written but not flushed at a
+/// cut, not resynced since; a stripe's parity or second copy a cut left
+/// behind its data gives the lost member's bytes wrong). Sorted, once each.
+pub(super) fn write_hole(asm: &Assembly, size: usize, suspect: &[usize]) -> Vec<usize> {
+    let mut widths: Vec<u64> = vec![asm.geometry.data_disks() as u64 * asm.geometry.chunk_bytes];
+    if let Some(Ok(r)) = asm.reshape() {
+        widths.push(r.old.data_disks() as u64 * r.old.chunk_bytes);
+        widths.push(r.new.data_disks() as u64 * r.new.chunk_bytes);
+    }
+    let sectors = size.div_ceil(SECTOR);
+    let mut out = Vec::new();
+    for &sector in suspect {
+        let at = (sector * SECTOR) as u64;
+        for &w in &widths {
+            let first = (at / w * w) as usize / SECTOR;
+            let last = (((at / w + 1) * w) as usize).div_ceil(SECTOR).min(sectors);
+            out.extend(first..last);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// After a cut: every sector holds what it held at the last flush answered
 /// or something written since; then that is what the array holds. With a
 /// member gone, the stripes of the `suspect` sectors (written but not
@@ -56,22 +82,8 @@ pub(super) fn judge_cut(
     when: &str,
 ) -> Result<(), String> {
     if let Some(suspect) = suspect {
-        let mut stripes: Vec<u64> =
-            vec![asm.geometry.data_disks() as u64 * asm.geometry.chunk_bytes];
-        if let Some(Ok(r)) = asm.reshape() {
-            stripes.push(r.old.data_disks() as u64 * r.old.chunk_bytes);
-            stripes.push(r.new.data_disks() as u64 * r.new.chunk_bytes);
-        }
-        let sectors = model.size().div_ceil(SECTOR);
-        for &sector in suspect {
-            let at = (sector * SECTOR) as u64;
-            for &w in &stripes {
-                let first = (at / w * w) as usize / SECTOR;
-                let last = (((at / w + 1) * w) as usize).div_ceil(SECTOR).min(sectors);
-                for s in first..last {
-                    model.allow_any(s);
-                }
-            }
+        for s in write_hole(asm, model.size(), suspect) {
+            model.allow_any(s);
         }
     }
     let (got, past) = read_all(asm, model)?;
