@@ -135,15 +135,55 @@ fn wait_reshape(
     }
 }
 
+/// A run directory for a test that drives fio, or `None` (the test then
+/// skips, or fails under CI) when fio is missing.
+fn with_fio(what: &str) -> Option<tempfile::TempDir> {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(&format!(
+            "{what}: fio not installed (scripts/test.sh installs it)"
+        ));
+        return None;
+    }
+    Some(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
+}
+
+/// `raidlab grow ARGS MEMBERS` started in the background, its output
+/// appended to `grow.log` (which `wait_reshape` shows if it fails).
+fn spawn_grow(dir: &Path, args: &[&str], members: &[&str]) -> Child {
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("grow.log"))
+            .unwrap()
+    };
+    raidlab(dir)
+        .arg("grow")
+        .args(args)
+        .args(members)
+        .stdout(log())
+        .stderr(log())
+        .spawn()
+        .unwrap()
+}
+
+/// Stop a server that resumed a reshape at its start (its log says so),
+/// then check the parity of the stopped array: 0 mismatches.
+fn stop_resumed_and_check(srv: Served, dir: &Path, members: &[&str]) {
+    let log = srv.stop();
+    assert!(
+        log.contains("the reshape resumes in the background"),
+        "{log}"
+    );
+    let check = run(raidlab(dir).arg("check").args(members));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+}
+
 #[test]
 fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_resumes() {
-    if !have("fio") {
-        raidlab_core::skip::skip_or_fail(
-            "served grow: fio not installed (scripts/test.sh installs it)",
-        );
+    let Some(tmp) = with_fio("served grow") else {
         return;
-    }
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    };
     let dir = tmp.path();
     let m = ["m0", "m1", "m2", "m3"];
     run(raidlab(dir)
@@ -158,28 +198,11 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     let srv = serve(dir, &m);
     let size0 = detail(dir, &m)["array_size_bytes"].as_u64();
     // The grow, paced so that it outlasts fio's writing and verifying.
-    let log = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("grow.log"))
-            .unwrap()
-    };
-    let mut grow = raidlab(dir)
-        .args([
-            "grow",
-            "--raid-devices",
-            "5",
-            "--add",
-            "m4",
-            "--max-rate",
-            "3M",
-        ])
-        .args(m)
-        .stdout(log())
-        .stderr(log())
-        .spawn()
-        .unwrap();
+    let mut grow = spawn_grow(
+        dir,
+        &["--raid-devices", "5", "--add", "m4", "--max-rate", "3M"],
+        &m,
+    );
     wait_reshape(dir, &m, 1, false, Some(&mut grow));
     fio(&srv.export_uri("a"), "0", "24M", "36", &["--do_verify=1"]);
     let v = detail(dir, &m);
@@ -202,21 +225,11 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     fio(&srv.export_uri("a"), "0", "24M", "36", &["--verify_only"]);
 
     // A second grow, killed -9 in the middle of its walk.
-    let mut grow = raidlab(dir)
-        .args([
-            "grow",
-            "--raid-devices",
-            "6",
-            "--add",
-            "m5",
-            "--max-rate",
-            "2M",
-        ])
-        .args(five)
-        .stdout(log())
-        .stderr(log())
-        .spawn()
-        .unwrap();
+    let mut grow = spawn_grow(
+        dir,
+        &["--raid-devices", "6", "--add", "m5", "--max-rate", "2M"],
+        &five,
+    );
     wait_reshape(dir, &five, 1, false, Some(&mut grow));
     fio(&srv.export_uri("a"), "32M", "24M", "37", &["--do_verify=1"]);
     let v = wait_reshape(dir, &five, 8 << 20, false, Some(&mut grow));
@@ -237,14 +250,8 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     assert_eq!(v["raid_devices"], 6, "{v}");
     fio(&srv.export_uri("a"), "0", "24M", "36", &["--verify_only"]);
     fio(&srv.export_uri("a"), "32M", "24M", "37", &["--verify_only"]);
-    let log = srv.stop();
-    assert!(
-        log.contains("the reshape resumes in the background"),
-        "{log}"
-    );
     // Stopped: no reshape recorded, parity checks everywhere.
-    let check = run(raidlab(dir).arg("check").args(six));
-    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+    stop_resumed_and_check(srv, dir, &six);
 }
 
 /// The changes that move no data, on a served array: `--bitmap internal`
@@ -347,13 +354,9 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_a_journal_and_a_shri
 /// bytes fio did not overwrite leave parity wrong).
 #[test]
 fn a_served_raid5_uses_its_grown_members_while_fio_writes_across_the_old_end() {
-    if !have("fio") {
-        raidlab_core::skip::skip_or_fail(
-            "served grow: fio not installed (scripts/test.sh installs it)",
-        );
+    let Some(tmp) = with_fio("served grow") else {
         return;
-    }
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    };
     let dir = tmp.path();
     let m = ["m0", "m1", "m2"];
     run(raidlab(dir)
@@ -455,13 +458,9 @@ fn a_served_raid5_uses_its_grown_members_while_fio_writes_across_the_old_end() {
 /// acknowledged block reads back; the copies agree after.
 #[test]
 fn a_served_raid10_changes_layout_while_fio_writes_and_a_kill_9_mid_reshape_resumes() {
-    if !have("fio") {
-        raidlab_core::skip::skip_or_fail(
-            "served RAID 10 restripe: fio not installed (scripts/test.sh installs it)",
-        );
+    let Some(tmp) = with_fio("served RAID 10 restripe") else {
         return;
-    }
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    };
     let dir = tmp.path();
     let m = ["m0", "m1", "m2", "m3"];
     run(raidlab(dir)
@@ -470,20 +469,7 @@ fn a_served_raid10_changes_layout_while_fio_writes_and_a_kill_9_mid_reshape_resu
         .args(m));
     let srv = serve(dir, &m);
     fio(&srv.export_uri("a"), "0", "24M", "41", &["--do_verify=1"]);
-    let log = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("grow.log"))
-            .unwrap()
-    };
-    let mut grow = raidlab(dir)
-        .args(["grow", "--layout", "o2", "--max-rate", "2M"])
-        .args(m)
-        .stdout(log())
-        .stderr(log())
-        .spawn()
-        .unwrap();
+    let mut grow = spawn_grow(dir, &["--layout", "o2", "--max-rate", "2M"], &m);
     wait_reshape(dir, &m, 1, false, Some(&mut grow));
     fio(&srv.export_uri("a"), "32M", "24M", "42", &["--do_verify=1"]);
     fio(&srv.export_uri("a"), "0", "24M", "41", &["--verify_only"]);
@@ -502,13 +488,7 @@ fn a_served_raid10_changes_layout_while_fio_writes_and_a_kill_9_mid_reshape_resu
     assert_eq!(v["layout"], "offset=2", "{v}");
     fio(&srv.export_uri("a"), "0", "24M", "41", &["--verify_only"]);
     fio(&srv.export_uri("a"), "32M", "24M", "42", &["--verify_only"]);
-    let log = srv.stop();
-    assert!(
-        log.contains("the reshape resumes in the background"),
-        "{log}"
-    );
-    let check = run(raidlab(dir).arg("check").args(m));
-    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+    stop_resumed_and_check(srv, dir, &m);
 }
 
 /// A served grow killed -9 between the walk's commit of the array's end as
@@ -521,13 +501,9 @@ fn a_served_raid10_changes_layout_while_fio_writes_and_a_kill_9_mid_reshape_resu
 /// md_compat (`r5-3to4-served-end-killed`).
 #[test]
 fn a_served_grow_killed_at_its_end_resumes_with_the_writes_made_there() {
-    if !have("fio") {
-        raidlab_core::skip::skip_or_fail(
-            "served grow: fio not installed (scripts/test.sh installs it)",
-        );
+    let Some(tmp) = with_fio("served grow") else {
         return;
-    }
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    };
     let dir = tmp.path();
     let m = ["m0", "m1", "m2"];
     run(raidlab(dir)
@@ -548,14 +524,7 @@ fn a_served_grow_killed_at_its_end_resumes_with_the_writes_made_there() {
         },
         &[("RAIDLAB_TEST_HOLD_RESHAPE_END", "120")],
     );
-    let log = std::fs::File::create(dir.join("grow.log")).unwrap();
-    let mut grow = raidlab(dir)
-        .args(["grow", "--raid-devices", "4", "--add", "m3"])
-        .args(m)
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut grow = spawn_grow(dir, &["--raid-devices", "4", "--add", "m3"], &m);
     // Held: every byte moved, the walk still running, and the server's
     // superblocks at the new geometry's end.
     let held = |grow: &mut Child| -> u64 {
@@ -592,13 +561,7 @@ fn a_served_grow_killed_at_its_end_resumes_with_the_writes_made_there() {
     assert_eq!(v["raid_devices"], 4, "{v}");
     assert_eq!(v["array_size_bytes"].as_u64(), Some(end), "{v}");
     fio(&srv.export_uri("a"), "0", "8M", "41", &["--verify_only"]);
-    let log = srv.stop();
-    assert!(
-        log.contains("the reshape resumes in the background"),
-        "{log}"
-    );
+    stop_resumed_and_check(srv, dir, &four);
     let offline = run(raidlab(dir).arg("detail").args(four));
     assert!(!offline.contains("eshape"), "no reshape left: {offline}");
-    let check = run(raidlab(dir).arg("check").args(four));
-    assert!(check.contains("mismatch_cnt: 0"), "{check}");
 }
