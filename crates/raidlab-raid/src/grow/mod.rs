@@ -52,7 +52,6 @@ mod reshape;
 mod shrink;
 mod walk;
 
-pub(crate) use in_place::BackupSource;
 pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
 pub(crate) use walk::ReshapeWalk;
 
