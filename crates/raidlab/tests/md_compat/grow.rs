@@ -115,7 +115,7 @@
 //! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout`,
 //! `r5-chunk-64to256`, `r1-to-r5-of-3`, `r5-3to4`,
 //! `r6-4to5-served-stopped`, `r5-4to5-chunk-served-killed` and
-//! `r6-4to5-served-end-killed` run only with
+//! `r6-4to5-served-end-killed`, `r10-n2-4to5-served-end-killed` run only with
 //! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
 //! the cases so named (of either kind), for working on a few.
 //!
@@ -184,6 +184,7 @@ const FULL_ONLY: &[&str] = &[
     "r6-4to5-served-stopped",
     "r5-4to5-chunk-served-killed",
     "r6-4to5-served-end-killed",
+    "r10-n2-4to5-served-end-killed",
 ];
 
 struct Grown {

@@ -30,8 +30,15 @@
 //!   killed -9 there: the members record the reshape with
 //!   `reshape_position` at the new geometry's end (nothing left to walk),
 //!   which md must finish (read whole and without member 1; without 0 and
-//!   4). A served RAID 10 restripe is refused (`live/reshape.rs`), so none
-//!   is served here.
+//!   4);
+//! * `r10-n2-to-o2-served-killed`: a served RAID 10 near=2 of 4, 64 KiB
+//!   chunk, `--layout o2` (md's RAID 10 reshape over the same members, the
+//!   data offset moved down), the same write, the server killed -9 mid-walk
+//!   (read whole and without roles 0 and 2); `r10-n2-4to5-served-end-killed`:
+//!   a served near=2 of 4 onto a fifth member held at its end and killed
+//!   there (read whole and without role 1). Served RAID 10 restripes were
+//!   refused until the sides read first copies only after an unclean stop
+//!   (the deterministic fault simulation's loss, mended 2026-12-05).
 //!
 //! Decides how a served reshape is stopped for md: the server is started
 //! with `common::Served` on the case's members (its sockets in a short
@@ -110,6 +117,26 @@ pub(super) fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "5", "--add", "NEW"],
             sets: vec![vec![0, 4]],
+            interrupt: Some("SERVED-END-KILL"),
+        },
+        Grown {
+            name: "r10-n2-to-o2-served-killed",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K", "--layout", "n2"],
+            grow_files: false,
+            grow: &["--layout", "o2"],
+            sets: vec![vec![0, 2]],
+            interrupt: Some("SERVED-KILL"),
+        },
+        Grown {
+            name: "r10-n2-4to5-served-end-killed",
+            level: 10,
+            devices: 4,
+            create: &["--chunk", "64K", "--layout", "n2"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW"],
+            sets: vec![vec![1]],
             interrupt: Some("SERVED-END-KILL"),
         },
     ]
