@@ -133,3 +133,24 @@ fn a_read_only_verbs_start_writes_nothing() {
     }
     assert!(!Assembly::assemble(devs).unwrap().in_sync());
 }
+
+/// A verb's stop flushes the members it wrote; one whose flush fails is
+/// taken out and recorded faulty, so the verb does not report success over
+/// writes a member may not have kept.
+#[test]
+fn a_verbs_stop_takes_out_a_member_whose_flush_fails() {
+    let (faults, devs) = common::fault_members(3);
+    common::create_with(Level::Raid1, &devs, |s| s.chunk_bytes = 0);
+    let managed = Managed::start(Assembly::assemble(devs.clone()).unwrap(), writing()).unwrap();
+    assert!(managed.report.taken_out.is_empty(), "{:?}", managed.report);
+    faults[2].fail_all(true);
+    let taken_out = managed.stop().unwrap();
+    assert_eq!(taken_out.len(), 1, "{taken_out:?}");
+    assert!(
+        taken_out[0].starts_with("d2 taken out at the end of the verb"),
+        "{taken_out:?}"
+    );
+    faults[2].fail_all(false);
+    assert_eq!(state_of(&devs, "d2"), MemberState::Faulty);
+    assert_eq!(state_of(&devs, "d0"), MemberState::Active);
+}
