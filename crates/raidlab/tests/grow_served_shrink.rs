@@ -331,3 +331,45 @@ fn a_served_raid6_with_a_bitmap_shrinks_in_one_command_while_fio_verifies() {
     // fio wrote [0, 8M); the rest below the new end is the imported data.
     assert!(got[8 * MIB as usize..] == want[8 * MIB as usize..12 * MIB as usize]);
 }
+
+/// md's order for fewer members of a running array: `--array-size` first,
+/// then `--raid-devices` alone, which takes the cut in force as the size it
+/// truncates to (md's external size); without the cut it is refused.
+#[test]
+fn a_served_raid5_cut_first_then_shrinks_by_a_member_without_array_size() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    common::verbs::ok(
+        d,
+        &with(
+            "create",
+            &m,
+            &["--member-size", "16M", "--level", "5", "--chunk", "64K"],
+        ),
+    );
+    // Room after each member's data for md's move of the data offset up.
+    common::verbs::ok(d, &with("grow", &m, &["--size", "14M"]));
+    let bytes = detail(d, &m)["array_size_bytes"].as_u64().unwrap();
+    let want = common::verbs::pattern(bytes as usize, 91);
+    std::fs::write(d.join("a.bin"), &want).unwrap();
+    common::verbs::ok(d, &with("import", &m, &["--input", "a.bin"]));
+    let srv = Served::start(d, &m);
+    settled(d, &m);
+    refused(
+        d,
+        &with("grow", &m, &["--raid-devices", "3"]),
+        "use --grow --array-size first",
+        &m,
+    );
+    ok_text(d, &with("grow", &m, &["--array-size", "28M"]));
+    let out = ok_text(d, &with("grow", &m, &["--raid-devices", "3"]));
+    assert!(out.contains("reshape done"), "{out}");
+    assert_eq!(NbdVolume::connect(&srv.uri()).unwrap().size(), 28 * MIB);
+    srv.stop();
+    let v = detail(d, &m);
+    assert_eq!(v["raid_devices"].as_u64(), Some(3), "{v}");
+    assert_eq!(v["array_size_bytes"].as_u64(), Some(28 * MIB), "{v}");
+    check_clean(d, &m);
+    assert!(export(d, &m)[..] == want[..28 * MIB as usize]);
+}
