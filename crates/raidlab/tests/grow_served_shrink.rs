@@ -124,8 +124,16 @@ fn a_served_raid5_is_cut_by_array_size_then_shrunk_by_size_while_a_client_works(
     early.write_at(&page, cut - 4096).unwrap();
     early.flush().unwrap();
     want[(cut - 4096) as usize..cut as usize].copy_from_slice(&page);
-    // A new connection sees the cut at the handshake.
+    // A new connection sees the cut at the handshake; detail shows it.
     assert_eq!(NbdVolume::connect(&srv.uri()).unwrap().size(), cut);
+    let v = detail(d, &m);
+    assert_eq!(
+        v["served"]["array_size_cut_bytes"].as_u64(),
+        Some(cut),
+        "{v}"
+    );
+    let text = ok_text(d, &with("detail", &m, &[]));
+    assert!(text.contains("Exposed Size"), "{text}");
 
     // The shrink, while a client writes and reads back below the new end.
     let stop = Arc::new(AtomicBool::new(false));

@@ -252,6 +252,7 @@ impl LiveArray {
                 stripes_only_in_journal: j.pinned_stripes(),
                 reclaims: j.reclaims(),
             }),
+            array_size_cut_bytes: self.array_size_cut(),
         }
     }
 
