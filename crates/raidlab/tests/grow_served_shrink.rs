@@ -121,6 +121,8 @@ fn a_served_raid5_is_cut_by_array_size_then_shrunk_by_size_while_a_client_works(
     let e = early.write_at(&page, cut).unwrap_err();
     eprintln!("a write past the cut: {e}");
     assert!(early.read_at(&mut vec![0u8; 4096], cut + 4096).is_err());
+    // Refused before safe mode's gate: not even a dirty mark written.
+    assert!(files(d, &m) == before, "a write past the cut wrote");
     early.write_at(&page, cut - 4096).unwrap();
     early.flush().unwrap();
     want[(cut - 4096) as usize..cut as usize].copy_from_slice(&page);
