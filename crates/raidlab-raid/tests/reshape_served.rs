@@ -466,7 +466,7 @@ fn a_served_size_change_stopped_mid_resync_resumes_where_it_stopped() {
         ..RunOptions::default()
     };
     let e = live
-        .resize(SizeRequest::Max, false, opts, &mut |_| {})
+        .resize(SizeRequest::Max, false, None, opts, &mut |_| {})
         .unwrap_err()
         .to_string();
     watcher.join().unwrap();
@@ -491,7 +491,13 @@ fn a_served_size_change_stopped_mid_resync_resumes_where_it_stopped() {
     // While it is owed, a change that needs the array consistent is
     // refused (it would record the array over the stale part).
     let e = live
-        .resize(SizeRequest::Max, false, RunOptions::default(), &mut |_| {})
+        .resize(
+            SizeRequest::Max,
+            false,
+            None,
+            RunOptions::default(),
+            &mut |_| {},
+        )
         .unwrap_err()
         .to_string();
     assert!(e.contains("resync pending"), "{e}");

@@ -781,7 +781,9 @@ pub struct GrowArgs {
     /// truncated to (mdadm's --array-size, which md keeps only while the
     /// array runs; here it is given with the shrink it makes possible,
     /// offline or served). Whatever lies past it is lost: shrink the file
-    /// system to it first. At most what the new members hold.
+    /// system to it first. At most what the new members hold. Of a served
+    /// array, alone (or `max`) or with a smaller --size: what the server
+    /// exposes from now on, nothing written, forgotten at stop, as md.
     #[arg(long, short = 'Z')]
     pub array_size: Option<String>,
     /// Finish a reshape that was interrupted (killed, crashed, stopped). Of

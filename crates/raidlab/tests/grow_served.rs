@@ -322,8 +322,8 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_a_journal_and_a_shri
         !out.status.success() && err.contains("Consistency policy is already resync"),
         "{err}"
     );
-    // A smaller size would cut what the clients address: refused, nothing
-    // changed.
+    // A smaller size would cut what the clients address (no --array-size
+    // cut it first): refused with mdadm's words, nothing changed.
     let size = raidlab(dir)
         .args(["grow", "--size", "8M"])
         .args(m)
@@ -332,7 +332,7 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_a_journal_and_a_shri
     let err = String::from_utf8_lossy(&size.stderr);
     assert!(
         !size.status.success()
-            && err.contains("a smaller component size")
+            && err.contains("use --grow --array-size first")
             && err.contains("nothing was changed"),
         "{err}"
     );

@@ -17,12 +17,13 @@
 //! and the checks are `grow`'s) and never let a request reach two running
 //! arrays of one geometry at once.
 
+use super::array_size::Exposed;
 use super::{lock, LiveArray, TaskStatus};
 use crate::array::Array;
 use crate::assemble::Assembly;
 use crate::grow::{ReshapeReport, ReshapingVolume, ServedWalk};
 use crate::recovery::{Progress, RunOptions};
-use raidlab_core::{Error, Result, Volume};
+use raidlab_core::{Error, Op, Result, Volume};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 /// What the clients' requests reach. A request holds the route for its
@@ -32,6 +33,9 @@ pub(super) struct Serving {
     /// The reshape's sides, apart from the route: asked (failure recording)
     /// from inside a request and while a switch holds the route.
     sides: Mutex<Option<(Arc<Array>, Arc<Array>)>>,
+    /// What the clients may address of it (`--array-size`,
+    /// `array_size.rs`): kept across every switch of the route.
+    exposed: Exposed,
 }
 
 enum Route {
@@ -44,7 +48,28 @@ impl Serving {
         Serving {
             route: RwLock::new(Route::Array(array)),
             sides: Mutex::new(None),
+            exposed: Exposed::new(),
         }
+    }
+
+    pub(super) fn exposed(&self) -> &Exposed {
+        &self.exposed
+    }
+
+    /// What takes the requests holds (before any `--array-size` cut).
+    pub(super) fn holds(&self) -> u64 {
+        self.with(|v| v.size())
+    }
+
+    /// Run `f` with the requests held (those under way finished, the next
+    /// ones waiting), given what takes them holds and the cut.
+    pub(super) fn holding<T>(&self, f: impl FnOnce(u64, &Exposed) -> T) -> T {
+        let route = self.route.write().unwrap_or_else(|p| p.into_inner());
+        let holds = match &*route {
+            Route::Array(a) => a.size(),
+            Route::Reshaping(v) => v.size(),
+        };
+        f(holds, &self.exposed)
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Route> {
@@ -70,12 +95,14 @@ impl Volume for Serving {
         self.with(|v| v.name())
     }
     fn size(&self) -> u64 {
-        self.with(|v| v.size())
+        self.exposed.size(self.with(|v| v.size()))
     }
     fn block_size(&self) -> u32 {
         self.with(|v| v.block_size())
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Read, offset, buf.len() as u64)?;
         self.with(|v| v.read_at(buf, offset))
     }
     fn read_stored(
@@ -84,15 +111,21 @@ impl Volume for Serving {
         len: u64,
         sink: &mut raidlab_core::StoredSink<'_>,
     ) -> Result<bool> {
+        self.exposed.check(|| self.name(), Op::Read, offset, len)?;
         self.with(|v| v.read_stored(offset, len, sink))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Write, offset, buf.len() as u64)?;
         self.with(|v| v.write_at(buf, offset))
     }
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Write, offset, buf.len() as u64)?;
         self.with(|v| v.write_at_fua(buf, offset))
     }
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.exposed.check(|| self.name(), Op::Write, offset, len)?;
         self.with(|v| v.write_zeroes(offset, len))
     }
     fn flush(&self) -> Result<()> {
@@ -108,6 +141,8 @@ impl Volume for Serving {
         self.with(|v| v.is_writable())
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Discard, offset, len)?;
         self.with(|v| v.discard(offset, len))
     }
     fn discard_zeroes(&self) -> bool {

@@ -32,10 +32,14 @@ use served::grow_served;
 pub(crate) use served::{served_check, served_convert, served_start, ServedGrow};
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
+    if a.array_size.is_some() && a.raid_devices.is_none() && a.level.is_none() {
+        // md's truncation of a running array: only a served one runs.
+        return served::grow_array_size(&a);
+    }
     let array_bytes = match a.array_size.as_deref() {
         None => None,
         Some(_) if a.raid_devices.is_none() || a.level.is_some() => bail!(
-            "--array-size goes with fewer --raid-devices of a RAID 0/4/5/6 or 10 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
+            "--array-size goes with fewer --raid-devices of a RAID 0/4/5/6 or 10 (the size the shrink truncates the array to), or of a served array alone or with --size; not with --level; nothing was changed"
         ),
         Some("max") => bail!(
             "--array-size max: the array already exposes all it holds offline (md forgets a smaller --array-size when the array stops); give the size a shrink truncates it to"
