@@ -29,6 +29,9 @@
 //!   be made, missing, too small, torn, of another array, older than the
 //!   superblocks by mdadm's window), each before anything is written.
 //!
+//! The run is paced by `--max-rate` (member bytes a second) and stops
+//! between windows when asked, as the other long runs.
+//!
 //! It must never write a window in the new geometry before its old bytes
 //! and the record naming them are durable in the file, never forget the
 //! section covering the recorded position, and never run while the array
@@ -36,7 +39,7 @@
 
 use super::{refused, ReshapeReport, SECTOR};
 use crate::assemble::{now_secs, Assembly};
-use crate::recovery::{stopped, Progress, RunOptions};
+use crate::recovery::{clock_of, stopped, Progress, RunOptions};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_devices::file::{FileVolume, OpenMode};
 use raidlab_layout::reshape::Reshape;
@@ -380,6 +383,10 @@ impl Assembly {
         let new = self.reshape_side(&r, true, true)?;
         let mut buf = Vec::new();
         let mut checkpoints: u64 = 0;
+        // Pacing as the other long runs: member bytes per second.
+        let clock = clock_of(&opts);
+        let (started, from) = (clock.now(), p);
+        let data_disks = r.new.data_disks() as u64;
         while p < total {
             let end = (p + wbytes).min(total);
             let cur = match (0..2).find(|&k| section(&bsb, k) == (p..end)) {
@@ -419,6 +426,15 @@ impl Assembly {
             self.commit(|sb| sb.reshape_position = end / SECTOR)?;
             p = end;
             progress(Progress { done: p, total });
+            if let Some(rate) = opts.max_rate.filter(|&r| r > 0) {
+                let due = std::time::Duration::from_secs_f64(
+                    ((p - from) / data_disks) as f64 / rate as f64,
+                );
+                let spent = clock.now().saturating_sub(started);
+                if due > spent {
+                    clock.sleep(due - spent);
+                }
+            }
             if p < total && stopped(&opts) {
                 return Err(Error::new(
                     ErrorKind::Interrupted,

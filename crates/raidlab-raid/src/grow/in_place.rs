@@ -216,6 +216,14 @@ impl Assembly {
     /// of the new member holding it). `None` when no backup covers the
     /// position.
     pub(crate) fn in_place_backup_source(&self, r: &Reshape) -> Result<Option<BackupSource>> {
+        if self.needs_backup_file(r)? {
+            // The window at the position may be half restriped, and only
+            // the backup file (which an assembly is not given) knows.
+            return Err(refused(format!(
+                "this metadata 0.90 array is mid-restripe through mdadm's backup file (at array byte {}): the window there may be half restriped, and only the file holds its bytes (md will not start it without the file either); finish it first with `raidlab grow --continue --backup-file FILE` (or mdadm --assemble --backup-file FILE); nothing was changed",
+                r.position
+            )));
+        }
         if !self.is_in_place(r)? {
             return Ok(None);
         }
