@@ -11,9 +11,10 @@
 //!
 //! What it decides:
 //! - whether such a grow is one raidlab makes: more data members with the
-//!   same level, chunk and layout (any other 0.90 restripe needs mdadm's
-//!   `--backup-file` for the whole walk, not built, and is refused with
-//!   nothing written), and md's conditions of any restripe;
+//!   same level, chunk and layout (a new chunk or layout over the same
+//!   members runs through mdadm's `--backup-file`, `super::backup_file`;
+//!   any other 0.90 restripe is refused with nothing written), and md's
+//!   conditions of any restripe;
 //! - how much is backed up (mdadm's: a whole number of old and new stripes)
 //!   and where (`raidlab_md::grow_backup`: its place and record on each new
 //!   member, so that mdadm's `Grow_restart` finds it), written and flushed
@@ -216,14 +217,6 @@ impl Assembly {
     /// of the new member holding it). `None` when no backup covers the
     /// position.
     pub(crate) fn in_place_backup_source(&self, r: &Reshape) -> Result<Option<BackupSource>> {
-        if self.needs_backup_file(r)? {
-            // The window at the position may be half restriped, and only
-            // the backup file (which an assembly is not given) knows.
-            return Err(refused(format!(
-                "this metadata 0.90 array is mid-restripe through mdadm's backup file (at array byte {}): the window there may be half restriped, and only the file holds its bytes (md will not start it without the file either); finish it first with `raidlab grow --continue --backup-file FILE` (or mdadm --assemble --backup-file FILE); nothing was changed",
-                r.position
-            )));
-        }
         if !self.is_in_place(r)? {
             return Ok(None);
         }

@@ -7,7 +7,9 @@
 //! (near and offset, the same copies), and for a RAID 4/5/6 more or fewer
 //! (with --array-size)
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
-//! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
+//! its end here; `--continue` finishes one that was interrupted; a
+//! metadata 0.90 one's new chunk or layout runs through mdadm's
+//! `--backup-file`, which its `--continue` needs too). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written. The level
 //! changes by md's takeovers are `convert`'s (their steps, decided once for
