@@ -2,8 +2,8 @@
 //! a new layout) with mdadm's backup file: read back exactly and clean;
 //! power cut at every member write of the run (backup written but not
 //! named, window half restriped, position committed with the backup still
-//! named) and resumed from the file; and the files mdadm refuses, refused
-//! with nothing written.
+//! named), a third of them cut again inside the resume, and resumed from
+//! the file; and the files mdadm refuses, refused with nothing written.
 
 use raidlab_core::Volume;
 use raidlab_devices::fault::{FaultVolume, Tripwire};
@@ -195,23 +195,40 @@ fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bo
     let inner: Arc<dyn Volume> = mem_file(&plan);
     let fvol = Arc::new(FaultVolume::with_volatile_cache(inner));
     let all: Vec<Fault> = faults.iter().cloned().chain([fvol.clone()]).collect();
-    let wire = Tripwire::new(w);
-    for f in &all {
-        f.set_tripwire(Some(wire.clone()));
-    }
-    let file = BackupFile::on_volume("backup", fvol.clone());
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
-    let _ = asm
-        .reshape_start_with_backup(plan, &file)
-        .and_then(|()| asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {}));
-    drop(asm);
-    let tripped = wire.tripped();
-    for (i, f) in all.iter().enumerate() {
-        f.set_tripwire(None);
-        if tripped {
-            f.power_cut(seed ^ (i as u64) << 32).unwrap();
-            f.restart();
+    // Power goes at write `at` of `work`; what the cut leaves is decided
+    // by `seed`.
+    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| -> bool {
+        let wire = Tripwire::new(at);
+        for f in &all {
+            f.set_tripwire(Some(wire.clone()));
         }
+        work();
+        let tripped = wire.tripped();
+        for (i, f) in all.iter().enumerate() {
+            f.set_tripwire(None);
+            if tripped {
+                f.power_cut(seed ^ (i as u64) << 32).unwrap();
+                f.restart();
+            }
+        }
+        tripped
+    };
+    let file = BackupFile::on_volume("backup", fvol.clone());
+    let tripped = cut(w, seed, &mut || {
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        let _ = asm
+            .reshape_start_with_backup(plan, &file)
+            .and_then(|()| asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {}));
+    });
+    if tripped && w % 3 == 0 {
+        // A second cut, inside the resume (the put-back, its commit, the
+        // first window after it).
+        cut(1 + w * 13 % 60, !seed, &mut || {
+            let mut asm = Assembly::assemble(devs.clone()).unwrap();
+            if asm.reshape().is_some() {
+                let _ = asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {});
+            }
+        });
     }
     let mut again = Assembly::assemble(devs.clone()).unwrap();
     if again.reshape().is_some() {
@@ -248,6 +265,7 @@ fn a_power_cut_at_any_write_of_the_walk_resumes_from_the_backup_file() {
             // a sample: a window's phases repeat.
             w += if w < 120 { 1 } else { 5 };
         }
+        eprintln!("{level:?}: {cuts} runs cut (write {w} of the last, uncut)");
         assert!(cuts > 100, "{level:?}: only {cuts} cuts");
     }
 }
