@@ -380,6 +380,12 @@ fn a_stopped_restripe_carries_on_and_bad_files_are_refused_with_nothing_written(
         r.length2 = 0
     });
     refused_unchanged(&devs, gone, &["Failed to find backup of critical section"]);
+    // Fields no file of this reshape holds (past the array, or where
+    // a sum would overflow).
+    let wild = copy(&|r| r.arraystart = u64::MAX - 3);
+    refused_unchanged(&devs, wild, &["do not fit"]);
+    let past = copy(&|r| r.arraystart += 1 << 40);
+    refused_unchanged(&devs, past, &["do not fit"]);
     // Too small for the two sections.
     let small = Arc::new(MemVolume::new(vol.size() / 2));
     let mut half = vec![0u8; small.size() as usize];

@@ -188,7 +188,9 @@ fn section(b: &BackupSuper, part: usize) -> Range<u64> {
     } else {
         (0, 0)
     };
-    start * SECTOR..(start + len) * SECTOR
+    // A record's fields come from a file: out-of-range values saturate and
+    // are refused by the caller's checks, never overflow.
+    start.saturating_mul(SECTOR)..start.saturating_add(len).saturating_mul(SECTOR)
 }
 
 fn set_section(b: &mut BackupSuper, part: usize, r: Range<u64>) {
@@ -519,19 +521,27 @@ impl Assembly {
         }
         let total = r.new.array_bytes();
         let parts: Vec<(usize, Range<u64>)> = (0..2)
+            .filter(|&k| {
+                if k == 0 {
+                    b.length != 0
+                } else {
+                    b.two_sections && b.length2 != 0
+                }
+            })
             .map(|k| (k, section(&b, k)))
-            .filter(|(_, s)| !s.is_empty())
             .collect();
         let lo = parts.iter().map(|(_, s)| s.start).min().unwrap_or(0);
         let hi = parts.iter().map(|(_, s)| s.end).max().unwrap_or(0);
-        let covered: u64 = parts.iter().map(|(_, s)| s.end - s.start).sum();
+        let covered = parts
+            .iter()
+            .fold(0u64, |c, (_, s)| c.saturating_add(s.end - s.start));
         let fits = parts.iter().all(|(_, s)| {
             s.start % unit == 0
                 && (s.end % unit == 0 || s.end == total)
                 && s.end <= total
                 && s.end - s.start <= window * SECTOR
         });
-        if !fits || lo > position || covered != hi - lo {
+        if parts.is_empty() || !fits || lo > position || hi < position || covered != hi - lo {
             return Err(refused(format!(
                 "--backup-file {}: its sections ({parts:?}) do not fit this reshape at position {position} (windows of {unit} bytes, whole, touching, from at or before the position): nothing to put back safely; nothing was changed",
                 file.name
