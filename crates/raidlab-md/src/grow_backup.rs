@@ -222,9 +222,12 @@ impl BackupSuper {
     /// needs this backup restored (mdadm's `Grow_restart`: a section that
     /// ends before the position holds nothing new).
     pub fn needed_at(&self, position: u64) -> bool {
-        let first = self.length != 0 && self.arraystart + self.length >= position;
-        let second =
-            self.two_sections && self.length2 != 0 && self.arraystart2 + self.length2 >= position;
+        // The fields come from a device or file: a sum past u64 covers
+        // everything rather than overflowing.
+        let first = self.length != 0 && self.arraystart.saturating_add(self.length) >= position;
+        let second = self.two_sections
+            && self.length2 != 0
+            && self.arraystart2.saturating_add(self.length2) >= position;
         first || second
     }
 }

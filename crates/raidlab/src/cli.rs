@@ -793,6 +793,12 @@ pub struct GrowArgs {
     /// mid-reshape resumes it by itself.
     #[arg(long = "continue")]
     pub continue_reshape: bool,
+    /// mdadm's --backup-file: a metadata 0.90 RAID 4/5/6's new --chunk or
+    /// --layout over the same members runs in place through it (made
+    /// here, on a device outside the array; removed at the end), and
+    /// `--continue` of such a reshape needs it. Offline only.
+    #[arg(long)]
+    pub backup_file: Option<PathBuf>,
     /// With --raid-devices: devices to add into the new slots (a file that
     /// does not exist is created at --member-size).
     #[arg(long)]

@@ -802,3 +802,82 @@ fn refusals_say_why_and_change_no_byte() {
         }
     }
 }
+
+/// A metadata 0.90 RAID 5's new chunk and a RAID 6's new layout through
+/// mdadm's backup file: exact, clean, the file gone at the end; killed at
+/// points through the run, `--continue --backup-file` finishes it exactly
+/// and without the file it is refused with mdadm's reason; the file on a
+/// member or left from before is refused with no byte changed.
+#[test]
+fn a_090_restripe_runs_through_a_backup_file_and_resumes_from_it() {
+    for (level, n, args, chunk, layout) in [
+        ("5", 3, ["--chunk", "32K"], 32 << 10, "left-symmetric"),
+        ("6", 5, ["--layout", "ra"], 64 << 10, "right-asymmetric"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let m: Vec<&str> = ["m0", "m1", "m2", "m3", "m4"][..n].to_vec();
+        let a = create_filled(
+            d,
+            &m,
+            "16M",
+            &["--level", level, "--metadata", "0.90", "--chunk", "64K"],
+        );
+        let before = files(d, &m);
+        std::fs::write(d.join("old.bak"), b"x").unwrap();
+        for (file, why) in [
+            ("m1", "must NOT be on the array"),
+            ("old.bak", "File exists"),
+        ] {
+            let mut v = with("grow", &m, &args);
+            v.extend(["--backup-file", file]);
+            let o = run(d, &v);
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success() && e.contains(why), "{e}");
+        }
+        assert!(files(d, &m) == before, "a refusal changed a member");
+        let mut v = with("grow", &m, &args);
+        v.extend(["--backup-file", "bak"]);
+        let out = ok(d, &v);
+        assert!(
+            out.contains("backup file") && out.contains("reshape done"),
+            "{out}"
+        );
+        assert!(!d.join("bak").exists(), "the backup file is left");
+        assert!(export(d, &m) == a, "RAID {level}: restriped bytes differ");
+        check_clean(d, &m);
+        let (_, c, l) = shape(d, &m);
+        assert_eq!((c, l.as_str()), (chunk, layout));
+        assert!(examine(d, "m0")["reshape"].is_null());
+    }
+    // Killed at points through the run (a rate limit stretches it).
+    for delay in [200, 700, 1300, 2100] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let m = ["m0", "m1", "m2", "m3"];
+        let a = create_filled(d, &m, "16M", &["--level", "5", "--metadata", "0.90"]);
+        let mut v = with("grow", &m, &["--chunk", "32K", "--backup-file", "bak"]);
+        v.extend(["--max-rate", "8M"]);
+        killed_after(d, &v, Duration::from_millis(delay));
+        let mid = !examine(d, "m0")["reshape"].is_null();
+        eprintln!("killed after {delay} ms: mid-reshape {mid}");
+        if mid {
+            let o = run(d, &with("grow", &m, &["--continue"]));
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success() && e.contains("--backup-file"), "{e}");
+            let out = ok(
+                d,
+                &with("grow", &m, &["--continue", "--backup-file", "bak"]),
+            );
+            assert!(
+                out.contains("reshape done"),
+                "killed after {delay} ms: {out}"
+            );
+        } else if d.join("bak").exists() && shape(d, &m).1 == 64 << 10 {
+            // Killed before the reshape was recorded: the file is left.
+            std::fs::remove_file(d.join("bak")).unwrap();
+        }
+        assert!(export(d, &m) == a, "killed after {delay} ms: bytes differ");
+        check_clean(d, &m);
+    }
+}

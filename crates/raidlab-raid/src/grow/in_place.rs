@@ -11,9 +11,10 @@
 //!
 //! What it decides:
 //! - whether such a grow is one raidlab makes: more data members with the
-//!   same level, chunk and layout (any other 0.90 restripe needs mdadm's
-//!   `--backup-file` for the whole walk, not built, and is refused with
-//!   nothing written), and md's conditions of any restripe;
+//!   same level, chunk and layout (a new chunk or layout over the same
+//!   members runs through mdadm's `--backup-file`, `super::backup_file`;
+//!   any other 0.90 restripe is refused with nothing written), and md's
+//!   conditions of any restripe;
 //! - how much is backed up (mdadm's: a whole number of old and new stripes)
 //!   and where (`raidlab_md::grow_backup`: its place and record on each new
 //!   member, so that mdadm's `Grow_restart` finds it), written and flushed
@@ -54,10 +55,18 @@ impl Assembly {
         n: usize,
         same_shape: bool,
         level_change: bool,
+        backup_file: bool,
     ) -> Result<()> {
-        if n <= self.geometry.raid_disks || !same_shape || level_change {
+        let old = self.geometry.raid_disks;
+        let with_file = backup_file && n == old && !same_shape && !level_change;
+        if !with_file && (n <= old || !same_shape || level_change) {
+            let how = if n == old && !level_change {
+                "give one: `--backup-file FILE` on a device outside the array (mdadm: \"Cannot grow - need backup-file\")"
+            } else {
+                "raidlab builds it only for a new chunk or layout over the same members (a shrink or a grow that also changes chunk or layout of a 0.90 array is not built)"
+            };
             return Err(refused(format!(
-                "{what}: metadata 0.90 has no new data offset, so md restripes it in place, and without a backup file only when it gains data members with the same level, chunk and layout (mdadm backs the first stripes up on the new members); this change needs mdadm's --backup-file for the whole walk, which raidlab does not build; nothing was changed"
+                "{what}: metadata 0.90 has no new data offset, so md restripes it in place, and without a backup file only when it gains data members with the same level, chunk and layout (mdadm backs the first stripes up on the new members); this change needs mdadm's --backup-file for the whole walk: {how}; nothing was changed"
             )));
         }
         self.restripe_conditions(what)
@@ -100,7 +109,7 @@ impl Assembly {
     }
 
     /// The array's uuid as mdadm copies it into a backup record.
-    fn backup_uuid(&self) -> Result<[u8; 16]> {
+    pub(super) fn backup_uuid(&self) -> Result<[u8; 16]> {
         let u = self.grow_template()?.set_uuid;
         // raidlab keeps a 0.90 uuid's words big-endian (`sb090::write`).
         let word =

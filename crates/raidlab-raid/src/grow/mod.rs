@@ -41,6 +41,7 @@
 //! and back, never far, walked by `walk`; the component size md keeps of a
 //! `--size`, never far).
 
+mod backup_file;
 mod convert;
 mod devices;
 mod in_place;
@@ -55,6 +56,7 @@ mod walk;
 pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
 pub(crate) use walk::ReshapeWalk;
 
+pub use backup_file::BackupFile;
 pub use convert::Conversion;
 pub use devices::DevicesChange;
 pub use policy::Policy;

@@ -187,6 +187,36 @@ impl Assembly {
         coming: usize,
         array_bytes: Option<u64>,
     ) -> Result<ReshapePlan> {
+        self.reshape_check_inner(req, coming, array_bytes, false)
+    }
+
+    /// [`Assembly::reshape_check`] of a restripe run with mdadm's
+    /// `--backup-file` at `backup` (to be made): a metadata 0.90 RAID
+    /// 4/5/6's new chunk or layout over the same members
+    /// (`super::backup_file`); the plan's `backup_sectors` is the window.
+    pub fn reshape_check_with_backup(
+        &self,
+        req: &ReshapeRequest,
+        backup: &std::path::Path,
+    ) -> Result<ReshapePlan> {
+        let plan = self.reshape_check_inner(req, 0, None, true)?;
+        if plan.new_raid_devices != plan.old_raid_devices || plan.backup_sectors == 0 {
+            return Err(refused(format!(
+                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members (a grow by members backs up on the new members, a 1.x array moves its data offset, a 0.90 shrink with a backup file is not built): leave --backup-file out; nothing was changed",
+                backup.display()
+            )));
+        }
+        self.backup_file_path_check(backup, true)?;
+        Ok(plan)
+    }
+
+    fn reshape_check_inner(
+        &self,
+        req: &ReshapeRequest,
+        coming: usize,
+        array_bytes: Option<u64>,
+        backup_file: bool,
+    ) -> Result<ReshapePlan> {
         let g = self.geometry;
         let old = g.raid_disks;
         let what = req.describe(g.level);
@@ -311,7 +341,13 @@ impl Assembly {
         }
         let in_place = template.version() == MetadataVersion::V0_90;
         if in_place {
-            self.in_place_allowed(&what, n, same_shape, level.md_level() != template.level)?;
+            self.in_place_allowed(
+                &what,
+                n,
+                same_shape,
+                level.md_level() != template.level,
+                backup_file,
+            )?;
         } else {
             self.restripe_allowed(&what)?;
         }
@@ -328,6 +364,18 @@ impl Assembly {
         // moved at least that far (less, and old and new stripes overlap);
         // with more members and a new chunk at once, the walk needs as much
         // (`Reshape::forward_min_gap`) and the steps are stripes of it.
+        if in_place && n == old {
+            // With a backup file: the window it holds twice.
+            return Ok(ReshapePlan {
+                backup_sectors: super::backup_file::plan_window(
+                    u64::from(chunk) * SECTOR,
+                    u64::from(new_chunk) * SECTOR,
+                    g.data_disks() as u64,
+                    template.size,
+                ),
+                ..plan(0)
+            });
+        }
         if in_place {
             return Ok(ReshapePlan {
                 backup_sectors: self.in_place_backup_sectors(n)?,
@@ -449,6 +497,11 @@ impl Assembly {
     pub fn reshape_start(&mut self, plan: ReshapePlan) -> Result<()> {
         if plan.backwards {
             return self.shrink_start(plan);
+        }
+        if plan.backup_sectors > 0 && plan.new_raid_devices == plan.old_raid_devices {
+            return Err(refused(
+                "reshape: a 0.90 restripe over the same members starts with its backup file (Assembly::reshape_start_with_backup); nothing was changed".into(),
+            ));
         }
         let old = plan.old_raid_devices;
         let n = plan.new_raid_devices;

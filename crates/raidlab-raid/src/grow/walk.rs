@@ -131,6 +131,13 @@ impl Assembly {
             && !backwards
             && template.version() == MetadataVersion::V0_90
             && r.new.raid_disks > r.old.raid_disks;
+        if self.needs_backup_file(&r)? {
+            // md restripes such a 0.90 array only through mdadm's backup
+            // file (`super::backup_file`).
+            return Err(refused(
+                "this metadata 0.90 reshape (a new chunk or layout over the same members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with, offline (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
+            ));
+        }
         if in_place && served {
             return Err(refused(
                 "a grow of a metadata 0.90 array runs in place (its critical section backed up on the new members), which raidlab carries on offline only: stop serving it and run `raidlab grow --continue`; nothing was changed".into(),
@@ -263,7 +270,7 @@ impl Assembly {
     /// back as a RAID 0 in the same commit, as md's `raid0_takeover_raid45`
     /// writes it: one role fewer, each member's data size the component
     /// size.
-    fn reshape_finish(&mut self, raid0: bool) -> Result<()> {
+    pub(super) fn reshape_finish(&mut self, raid0: bool) -> Result<()> {
         if raid0 {
             self.slots.pop();
         }
