@@ -2,8 +2,8 @@
 //! sequence that serve, import and export, the cache verbs' origin, the
 //! benchmark targets, the simulator's arrays and the offline management verbs
 //! (`fail`, `add`, `rebuild`, `resync`, `check`, `repair`, `grow`, ...) go
-//! through, as md runs it at every start and stop. The simulator's torture
-//! restarts still call `start_logs` themselves (not yet moved to [`Managed`]).
+//! through, as md runs it at every start and stop (the simulator's torture
+//! restarts too: their add and replace start as the verbs do).
 //!
 //! Start for writing: refuse an array that cannot serve its data; start the
 //! write journal or the partial parity logs, which replays them after an
@@ -457,9 +457,8 @@ impl Managed {
 
 /// Start the array's write journal or partial parity logs, as every start for
 /// writing does first: after an unclean stop they are replayed before any new
-/// log is written. Only the lifecycle's starts call it, and the simulator's
-/// torture restarts until they move to [`Managed`].
-pub fn start_logs(asm: &mut Assembly) -> Result<StartReport> {
+/// log is written. Only the lifecycle's starts call it.
+fn start_logs(asm: &mut Assembly) -> Result<StartReport> {
     Ok(StartReport {
         journal: asm.start_journal()?,
         ppl: asm.start_ppl()?,
