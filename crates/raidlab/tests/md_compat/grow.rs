@@ -50,6 +50,12 @@
 //!   by the walk's test-only hook), a client's write made in that window:
 //!   md finishes a reshape with nothing left to walk;
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl;
+//! * `r5-090-3to4`, `r6-090-4to5-killed`: metadata 0.90 RAID 5 of 3 and
+//!   RAID 6 of 4 (64 KiB chunks) `--raid-devices +1 --add`, grown in place
+//!   (0.90 has no data offset to move) with the critical section backed up
+//!   on the new member as mdadm does without a backup file; read whole and
+//!   without member 1, and the RAID 6 killed part-way (SIGKILL) and carried
+//!   on by md, read whole and without members 0 and 4;
 //! * `r10-4to6`, `r10-o2-4to5-killed`: a RAID 10 near=2 of 4
 //!   `--raid-devices 6 --add --add` (md's RAID 10 reshape: the data offset
 //!   moved down, every copy rewritten), read whole and without roles 0 and
@@ -576,6 +582,31 @@ fn cases() -> Vec<Grown> {
             grow: &["--raid-devices", "6", "--add", "NEW", "--add", "NEW2"],
             sets: vec![vec![0, 3]],
             interrupt: None,
+        },
+        // Metadata 0.90 has no data offset to move: grown in place, the
+        // critical section backed up on the new member first (mdadm's
+        // md_backup_data record at the end of its component), as mdadm
+        // grows one without a backup file; md must assemble the result,
+        // and carry on one killed part-way.
+        Grown {
+            name: "r5-090-3to4",
+            level: 5,
+            devices: 3,
+            create: &["--chunk", "64K", "--metadata", "0.90"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r6-090-4to5-killed",
+            level: 6,
+            devices: 4,
+            create: &["--chunk", "64K", "--metadata", "0.90"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW"],
+            sets: vec![vec![0, 4]],
+            interrupt: Some("KILL"),
         },
         Grown {
             name: "r10-o2-4to5-killed",
