@@ -273,19 +273,7 @@ impl Assembly {
                 "reshape: only a 0.90 restripe over the same members starts with a backup file",
             ));
         }
-        let r = Reshape::from_md(&raidlab_layout::reshape::MdReshape {
-            level: plan.level,
-            layout: plan.layout,
-            chunk_sectors: plan.chunk_sectors,
-            raid_disks: plan.new_raid_devices as u32,
-            new_level: plan.level,
-            new_layout: plan.new_layout,
-            new_chunk_sectors: plan.new_chunk_sectors,
-            delta_disks: 0,
-            position_sectors: 0,
-            backwards: false,
-            member_sectors: self.grow_template()?.size,
-        })?;
+        let r = plan.reshape_at_start(self.grow_template()?.size)?;
         let window = plan.backup_sectors;
         self.check_file_size(file, window)?;
         let mut bsb = self.fresh_record(window)?;

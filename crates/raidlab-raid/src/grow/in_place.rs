@@ -34,7 +34,7 @@
 use super::{refused, ReshapePlan, SECTOR};
 use crate::assemble::{now_secs, Assembly};
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
-use raidlab_layout::reshape::{MdReshape, Reshape};
+use raidlab_layout::reshape::Reshape;
 use raidlab_layout::Level;
 use raidlab_md::grow_backup::{
     mdadm_backup_sectors, uuid_bytes_090, BackupSuper, Placement, LEAD_SECTORS, RECORD_BYTES,
@@ -93,19 +93,7 @@ impl Assembly {
 
     /// The reshape `plan` will record, before it is recorded.
     fn planned(&self, plan: &ReshapePlan) -> Result<Reshape> {
-        Reshape::from_md(&MdReshape {
-            level: plan.level,
-            layout: plan.layout,
-            chunk_sectors: plan.chunk_sectors,
-            raid_disks: plan.new_raid_devices as u32,
-            new_level: plan.level,
-            new_layout: plan.new_layout,
-            new_chunk_sectors: plan.new_chunk_sectors,
-            delta_disks: (plan.new_raid_devices - plan.old_raid_devices) as i32,
-            position_sectors: 0,
-            backwards: false,
-            member_sectors: self.grow_template()?.size,
-        })
+        plan.reshape_at_start(self.grow_template()?.size)
     }
 
     /// The array's uuid as mdadm copies it into a backup record.

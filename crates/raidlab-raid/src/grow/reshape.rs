@@ -161,6 +161,29 @@ impl ReshapePlan {
     pub fn restripes(&self) -> bool {
         self.gap_sectors > 0 || self.backup_sectors > 0
     }
+
+    /// Both geometries of this plan as md will read them at position 0,
+    /// with members of `member_sectors` each (the component size the plan
+    /// sets, if it sets one): what the in-place grow, the backup file's
+    /// restripe and the shrink check before anything is recorded.
+    pub(super) fn reshape_at_start(
+        &self,
+        member_sectors: u64,
+    ) -> Result<raidlab_layout::reshape::Reshape> {
+        raidlab_layout::reshape::Reshape::from_md(&raidlab_layout::reshape::MdReshape {
+            level: self.level,
+            layout: self.layout,
+            chunk_sectors: self.chunk_sectors,
+            raid_disks: self.new_raid_devices as u32,
+            new_level: self.level,
+            new_layout: self.new_layout,
+            new_chunk_sectors: self.new_chunk_sectors,
+            delta_disks: self.new_raid_devices as i32 - self.old_raid_devices as i32,
+            position_sectors: 0,
+            backwards: self.backwards,
+            member_sectors: self.component_sectors.unwrap_or(member_sectors),
+        })
+    }
 }
 
 /// md's layout word of parity-last, the RAID 5 layout that places data and
