@@ -27,7 +27,11 @@
 //! `delta_disks` with `new_chunk`/`new_layout`) is the same walk in either
 //! direction, each side counted in its own rows and the step in stripes of
 //! the larger chunk (`reshape_combined_tests` checks the limits against the
-//! placement over random old and new geometries). It
+//! placement over random old and new geometries). For a grow of the data
+//! members that keeps the data offset (metadata 0.90), it decides the
+//! critical section: the prefix only a backup lets a walk in place cross
+//! (`reshape_critical_tests` checks it against mdadm's and the kernel's
+//! own tests). It
 //! must never do I/O, and never accept fields that make either geometry one
 //! md would not run.
 
@@ -220,6 +224,45 @@ impl Reshape {
         }
     }
 
+    /// A forward reshape of a parity level to more data members that does
+    /// not move the data offset (md's only way for metadata 0.90, which has
+    /// no new offset): the array bytes from the start, on a
+    /// [`Reshape::forward_unit`] boundary, past which a walk with
+    /// `forward_write_limit(0, checkpoint)` never stalls (the checkpoint at
+    /// the start of each unit). Below it the new rows overlap the old rows
+    /// of the same data, so that prefix (mdadm's "critical section") can
+    /// only be walked with a backup of it elsewhere. `None` when the walk
+    /// never gets going without a backup (no more data members: mdadm then
+    /// needs a backup file for the whole walk) or for RAID 10, which md
+    /// never reshapes in place.
+    pub fn forward_critical_section(&self) -> Option<u64> {
+        if self.new.level == Level::Raid10 || self.old.level == Level::Raid10 {
+            return None;
+        }
+        let (old, new) = (Rows::of(&self.old), Rows::of(&self.new));
+        let (od, nd) = (old.slots, new.slots);
+        if nd <= od {
+            return None;
+        }
+        let unit = self.forward_unit();
+        let end = self.new.array_bytes();
+        // Past `bound` the old row of the checkpoint leads the new rows the
+        // next unit fills by more than both rows' heights (array bytes per
+        // member byte: od behind, nd ahead), so no stall can lie above it.
+        let bound = ((old.height + new.height) * od * nd + unit * od).div_ceil(nd - od);
+        let bound = (bound / unit + 1) * unit;
+        let mut critical = 0;
+        let mut at = 0;
+        while at < end.min(bound) {
+            let next = (at + unit).min(end);
+            if self.forward_write_limit(0, at) < next {
+                critical = next;
+            }
+            at += unit;
+        }
+        Some(critical)
+    }
+
     /// A backward reshape (fewer members of a parity level or of a RAID 10
     /// in the near or offset layout, md's backward direction) whose new
     /// geometry starts `gap` bytes above the old one on every member: the
@@ -374,6 +417,10 @@ mod raid10_restripe_tests;
 #[cfg(test)]
 #[path = "reshape_combined_tests.rs"]
 mod combined_tests;
+
+#[cfg(test)]
+#[path = "reshape_critical_tests.rs"]
+mod critical_tests;
 
 #[cfg(test)]
 mod tests {

@@ -30,6 +30,10 @@
 //! - [`journal`]: the raid4/5/6 write journal on its own device (`raid5-cache`:
 //!   meta blocks, data/parity/flush payloads, uuid-seeded crc32c, the journal
 //!   role and `journal_tail`).
+//! - [`grow_backup`]: mdadm's backup of a reshape's critical section
+//!   (`mdp_backup_super`, `md_backup_data-1`/`-2`) and where mdadm puts it on
+//!   a new member when it has no backup file (bytes and placement only: the
+//!   backup is in a data area, which this crate never writes).
 //! - `planted`: test-only planted bugs in the readers (feature
 //!   `planted-bugs`, enabled by `raidlab-sim`'s tests only).
 
@@ -50,6 +54,7 @@ macro_rules! planted {
 
 pub mod badblocks;
 pub mod bitmap;
+pub mod grow_backup;
 pub mod journal;
 mod le;
 #[cfg(feature = "planted-bugs")]

@@ -203,6 +203,39 @@ pub fn recover(
     p: Option<&[u8]>,
     q: Option<&[u8]>,
 ) -> Result<(), RecoverError> {
+    // Split the slots into shared survivors and the mutable lost buffers.
+    let mut survivors: Vec<Option<&[u8]>> = Vec::with_capacity(data.len());
+    let mut bufs: Vec<&mut [u8]> = Vec::with_capacity(2);
+    let mut order = [0usize; 2];
+    for (i, d) in data.iter_mut().enumerate() {
+        match lost.iter().position(|&l| l == i) {
+            Some(k) if bufs.len() < 2 => {
+                order[bufs.len()] = k;
+                bufs.push(&mut **d);
+                survivors.push(None);
+            }
+            _ => survivors.push(Some(&**d)),
+        }
+    }
+    // `bufs` is in slot order; `recover_into` wants it in `lost` order.
+    if bufs.len() == 2 && order[0] == 1 {
+        bufs.swap(0, 1);
+    }
+    recover_into(engine, &survivors, lost, &mut bufs, p, q)
+}
+
+/// [`recover`] with the survivors and the lost slots' buffers apart: slot i
+/// is `data[i]` (`None` for a lost slot), and the rebuilt contents of
+/// `lost[k]` go to `out[k]`. The survivors are only read, so they may be
+/// buffers the caller cannot lend mutably (a rebuild's member reads).
+pub fn recover_into(
+    engine: &dyn Engine,
+    data: &[Option<&[u8]>],
+    lost: &[usize],
+    out: &mut [&mut [u8]],
+    p: Option<&[u8]>,
+    q: Option<&[u8]>,
+) -> Result<(), RecoverError> {
     let n = data.len();
     if n == 0 {
         return Err(RecoverError::NoData);
@@ -218,13 +251,26 @@ pub fn recover(
     if lost.len() == 2 && lost[0] == lost[1] {
         return Err(RecoverError::DuplicateSlot(lost[0]));
     }
-    let len = data[0].len();
+    if out.len() != lost.len() {
+        return Err(RecoverError::LengthMismatch {
+            what: "the lost slots' buffers (how many)".into(),
+            expected: lost.len(),
+            got: out.len(),
+        });
+    }
+    let len = out[0].len();
     for (i, d) in data.iter().enumerate() {
-        if d.len() != len {
+        let got = match (d, lost.iter().position(|&l| l == i)) {
+            (_, Some(k)) => out[k].len(),
+            (Some(d), None) => d.len(),
+            // A slot neither given nor lost: nothing to rebuild it from.
+            (None, None) => 0,
+        };
+        if got != len {
             return Err(RecoverError::LengthMismatch {
                 what: format!("data slot {i}"),
                 expected: len,
-                got: d.len(),
+                got,
             });
         }
     }
@@ -256,21 +302,14 @@ pub fn recover(
         return Err(RecoverError::NoParity);
     }
 
-    // Split the slots into shared survivors and the mutable lost buffers.
-    let mut survivors: Vec<Option<&[u8]>> = Vec::with_capacity(n);
-    let mut bufs: [Option<&mut [u8]>; 2] = [None, None];
-    for (i, d) in data.iter_mut().enumerate() {
-        match lost.iter().position(|&l| l == i) {
-            Some(k) => {
-                bufs[k] = Some(&mut **d);
-                survivors.push(None);
-            }
-            None => survivors.push(Some(&**d)),
-        }
-    }
-    let [b0, b1] = bufs;
-    let dx = b0.expect("lost[0] is in range");
-    match (b1, p, q) {
+    // A lost slot's own buffer is never a survivor, whatever `data` holds there.
+    let survivors: Vec<Option<&[u8]>> = data
+        .iter()
+        .enumerate()
+        .map(|(i, d)| if lost.contains(&i) { None } else { *d })
+        .collect();
+    let (dx, rest) = out.split_first_mut().expect("one or two lost slots");
+    match (rest.first_mut(), p, q) {
         (None, Some(p), _) => {
             let mut srcs: Vec<&[u8]> = Vec::with_capacity(n);
             srcs.push(p);

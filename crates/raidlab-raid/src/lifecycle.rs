@@ -1,8 +1,9 @@
 //! An array's life between assembly and a clean stop: the start and stop
-//! sequence that serve, import and export, the cache verbs' origin and the
-//! benchmark targets and the simulator's arrays go through, as md runs it at
-//! every start and stop. Not yet every user: the offline management verbs
-//! start only the logs (`start_logs`).
+//! sequence that serve, import and export, the cache verbs' origin, the
+//! benchmark targets, the simulator's arrays and the offline management verbs
+//! (`fail`, `add`, `rebuild`, `resync`, `check`, `repair`, `grow`, ...) go
+//! through, as md runs it at every start and stop (the simulator's torture
+//! restarts too: their add and replace start as the verbs do).
 //!
 //! Start for writing: refuse an array that cannot serve its data; start the
 //! write journal or the partial parity logs, which replays them after an
@@ -13,6 +14,20 @@
 //! left and no rebuild pending); mark it dirty. Stop: flush, take back the bitmap and the members
 //! that failed, mark it clean if it was. A start for reading only checks, and
 //! writes nothing.
+//!
+//! An offline management verb ([`Managed`]) starts the same way up to the
+//! array: the same refusal of a failed array before any log is touched, the
+//! same log replay with members whose I/O fails taken out, then the verb's
+//! own choice of md's refusals. It stops short of what would change what
+//! the verb finds or leaves: no automatic resync (a `check` must see the
+//! mismatches a crash left, and `resync` is the verb that runs one), no
+//! dirty mark (the verb's steps commit the superblocks they change, as md's
+//! recovery and resync never mark an array active; a dirty mark would turn a
+//! rebuild cut short into a full resync) and no running array (the verb
+//! works on the assembly). A reshape in progress is not refused: finishing
+//! or changing membership of one is what `grow --continue` and the
+//! membership verbs do. Its stop flushes the members, so that a verb that
+//! returns has made what it wrote durable.
 //!
 //! It decides the order of those steps and nothing else: what each step does
 //! lives in `assemble`, `journal`, `ppl` and `recovery`. It never prints: it
@@ -134,7 +149,7 @@ impl Started {
         }
         let mut taken_out = Vec::new();
         if opts.write {
-            report = taking_out(&mut asm, &mut taken_out, start_logs)?;
+            report = taking_out(&mut asm, &mut taken_out, "at start", start_logs)?;
             asm.check_startable(opts.force)?;
         }
         let redundant = crate::level::of(&asm.geometry).resyncs;
@@ -151,7 +166,7 @@ impl Started {
         if opts.write && opts.resync_unclean && redundant && !was_clean && resyncable(&asm) {
             // A member taken out mid-way may leave nothing to compare: then
             // the array runs degraded and unclean, md's write hole.
-            report.resync = taking_out(&mut asm, &mut taken_out, |asm| {
+            report.resync = taking_out(&mut asm, &mut taken_out, "at start", |asm| {
                 if resyncable(asm) {
                     asm.resync(RunOptions::default(), &mut |_| {}).map(Some)
                 } else {
@@ -168,7 +183,8 @@ impl Started {
             .collect();
         // PLANTED BUG (tests only, `planted.rs`): no dirty mark.
         if opts.write && !planted!(NoDirtyMark) {
-            was_clean = taking_out(&mut asm, &mut taken_out, Assembly::mark_dirty)? && was_clean;
+            was_clean = taking_out(&mut asm, &mut taken_out, "at start", Assembly::mark_dirty)?
+                && was_clean;
         }
         report.taken_out = taken_out;
         // Only now: the running array writes its copy of the bitmap before
@@ -366,10 +382,83 @@ fn record(asm: &mut Assembly, array: &Array) -> Result<Vec<String>> {
     Ok(recorded)
 }
 
+/// How an offline management verb starts the array ([`Managed::start`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ManageOptions {
+    /// The verb writes (its logs are started and replayed first); `false`:
+    /// a read-only verb (`check`), for which nothing is written.
+    pub write: bool,
+    /// Refuse what md refuses to run without --force
+    /// ([`Assembly::check_startable`]) once the logs are replayed, with
+    /// this `force`. `None`: the verb's own steps decide (a membership
+    /// change is what repairs a dirty degraded array, and a failed array
+    /// may still have members removed or recorded faulty).
+    pub refuse: Option<bool>,
+}
+
+/// An array started for an offline management verb, which works on the
+/// assembly itself; [`Managed::stop`] ends it.
+#[derive(Debug)]
+pub struct Managed {
+    pub asm: Assembly,
+    pub report: StartReport,
+    write: bool,
+}
+
+impl Managed {
+    /// Start `asm` for a verb as `opts` says: a failed array's logs are left
+    /// alone (nothing to replay into, as every start refuses it before its
+    /// logs), a writing verb's logs are replayed with members whose I/O fails
+    /// taken out ([`taking_out`], as every start does), then md's refusals
+    /// when asked.
+    pub fn start(mut asm: Assembly, opts: ManageOptions) -> Result<Managed> {
+        let mut report = StartReport::default();
+        if opts.write && asm.state() != ArrayState::Failed {
+            let mut taken_out = Vec::new();
+            report = taking_out(&mut asm, &mut taken_out, "at start", start_logs)?;
+            report.taken_out = taken_out;
+        }
+        if let Some(force) = opts.refuse {
+            asm.check_startable(force)?;
+        }
+        Ok(Managed {
+            asm,
+            report,
+            write: opts.write,
+        })
+    }
+
+    /// Flush every member the verb may have written (superblock commits
+    /// flush their own writes; a rebuild's or a repair's data is made
+    /// durable here before the verb reports success). A member whose flush
+    /// fails is taken out as at start; the paths taken out are returned.
+    /// Nothing is written for a read-only start.
+    pub fn stop(mut self) -> Result<Vec<String>> {
+        let mut taken_out = Vec::new();
+        if !self.write {
+            return Ok(taken_out);
+        }
+        taking_out(
+            &mut self.asm,
+            &mut taken_out,
+            "at the end of the verb",
+            |asm| {
+                let live: Vec<Option<Arc<dyn Volume>>> = asm
+                    .members
+                    .iter()
+                    .map(|m| m.is_live().then(|| m.device.volume.clone()))
+                    .collect();
+                crate::metadata_plan::flush_all(&**asm.executor(), &live)
+            },
+        )?;
+        Ok(taken_out)
+    }
+}
+
 /// Start the array's write journal or partial parity logs, as every start for
 /// writing does first: after an unclean stop they are replayed before any new
-/// log is written. Verbs that change membership start them too.
-pub fn start_logs(asm: &mut Assembly) -> Result<StartReport> {
+/// log is written. Only the lifecycle's starts call it.
+fn start_logs(asm: &mut Assembly) -> Result<StartReport> {
     Ok(StartReport {
         journal: asm.start_journal()?,
         ppl: asm.start_ppl()?,
@@ -391,6 +480,7 @@ pub fn start_logs(asm: &mut Assembly) -> Result<StartReport> {
 fn taking_out<T>(
     asm: &mut Assembly,
     taken_out: &mut Vec<String>,
+    when: &str,
     mut step: impl FnMut(&mut Assembly) -> Result<T>,
 ) -> Result<T> {
     // Each round takes a member out for good, so this ends.
@@ -416,12 +506,12 @@ fn taking_out<T>(
                         );
                         return Err(error);
                     }
-                    taken_out.push(format!("{path} taken out at start: {error}"));
+                    taken_out.push(format!("{path} taken out {when}: {error}"));
                     break;
                 }
                 Err(e) => match asm.member_of_error(&e) {
                     Some(next) if next != index => {
-                        taken_out.push(format!("{path} taken out at start: {error}"));
+                        taken_out.push(format!("{path} taken out {when}: {error}"));
                         index = next;
                     }
                     _ => return Err(e),

@@ -7,7 +7,6 @@
 //! simulator can schedule it on device models. Nothing here does I/O.
 
 use raidlab_core::IoKind;
-use raidlab_layout::Geometry;
 use serde::Serialize;
 
 /// What a plan's member offsets count from.
@@ -81,8 +80,10 @@ impl MemberOp {
     }
 }
 
-/// Parity work. Every output is a whole scratch buffer that no input of the same
-/// computation uses, so the executor never aliases.
+/// Parity work, the arithmetic named: the executor runs it and decides
+/// nothing. Every output lies in a buffer that no input of the same
+/// computation uses (a scratch buffer, or a read's own buffer), so the
+/// executor never aliases; [`Compute::outputs`] lists them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Compute {
     /// dst = XOR of srcs (RAID 4/5 parity from full data, or RAID 5 rebuild).
@@ -101,31 +102,58 @@ pub enum Compute {
         p: Option<usize>,
         q: Option<usize>,
     },
-    /// Rebuild the `lost` syndrome slots of `data` (scratch buffers in slot order)
-    /// from the others and the parities that are given.
+    /// Solve one row of a parity stripe: rebuild the `lost` syndrome slots of
+    /// `data` from the others and the parities that are given (the parity
+    /// engine uses what it needs of them), then, if `fresh` asks, recompute a
+    /// parity from the completed row. Degraded reads and writes rebuild
+    /// chunks with it; a rebuild or repair states what each row of a lost
+    /// member is with it (`reconstruct::member_rows`).
     Recover {
-        data: Vec<usize>,
+        /// The row's data chunks by syndrome slot: a given chunk's contents,
+        /// a lost one's destination (`None`: rebuilt only for `fresh`, into
+        /// a buffer of the executor's).
+        data: Vec<Option<Slice>>,
         lost: Vec<usize>,
-        p: Option<usize>,
-        q: Option<usize>,
+        p: Option<Slice>,
+        q: Option<Slice>,
+        fresh: Option<Fresh>,
     },
     /// Copy bytes between buffers (e.g. rebuilt data to the caller).
     Copy { src: Slice, dst: Slice },
-    /// What member `slot` holds at `[pos, pos+dst.len)` of its data area,
-    /// from the same range of the other members (`srcs`, by role; `None` for a
-    /// role not read): the recomputation of a lost member for a rebuild or a
-    /// read-error repair. Row by row, the reconstruction module
-    /// decides how (XOR, fresh P/Q, or the parity engine's recovery).
-    Member {
-        geometry: Geometry,
-        slot: usize,
-        pos: u64,
-        srcs: Vec<Option<Slice>>,
-        dst: Slice,
-    },
     /// Fill with zeros (space a mirror layout leaves unused, which a rebuilt
     /// member holds as zeros).
     Zero { dst: Slice },
+}
+
+/// A parity a [`Compute::Recover`] recomputes from its completed row: a
+/// lost parity member's contents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fresh {
+    /// Q when true, P otherwise.
+    pub q: bool,
+    pub dst: Slice,
+}
+
+impl Compute {
+    /// The slices the computation writes, in the order the executor hands
+    /// them over; `size(id)` is scratch buffer `id`'s length (a whole-buffer
+    /// output).
+    pub fn outputs(&self, size: impl Fn(usize) -> usize) -> Vec<Slice> {
+        let whole = |id: usize| Slice::scratch(id, size(id));
+        match self {
+            Compute::Xor { dst, .. } => vec![whole(*dst)],
+            Compute::Pq { p, q, .. } => vec![whole(*p), whole(*q)],
+            Compute::Update { p, q, .. } => p.iter().chain(q).map(|&id| whole(id)).collect(),
+            Compute::Recover {
+                data, lost, fresh, ..
+            } => lost
+                .iter()
+                .filter_map(|&l| data.get(l).copied().flatten())
+                .chain(fresh.map(|f| f.dst))
+                .collect(),
+            Compute::Copy { dst, .. } | Compute::Zero { dst } => vec![*dst],
+        }
+    }
 }
 
 /// One entry of md's partial parity log (PPL, RAID 5 only): which rows of a stripe
@@ -349,22 +377,40 @@ fn describe_compute(c: &Compute) -> String {
                 "P ^= old ^ new".to_string()
             }
         }
-        Compute::Recover { lost, p, q, .. } => format!(
-            "rebuild data slot{} {:?} from {}",
-            if lost.len() > 1 { "s" } else { "" },
+        Compute::Recover {
+            data,
             lost,
-            match (p.is_some(), q.is_some()) {
-                (true, true) => "P and Q",
-                (true, false) => "P",
-                (false, true) => "Q",
-                (false, false) => "nothing",
+            p,
+            q,
+            fresh,
+        } => {
+            let parity = match fresh {
+                Some(f) if f.q => "Q",
+                Some(_) => "P",
+                None => "",
+            };
+            if lost.is_empty() {
+                let given = data.iter().flatten().count();
+                return format!("{parity} from {given} data blocks");
             }
-        ),
+            let rebuilt = format!(
+                "rebuild data slot{} {:?} from {}",
+                if lost.len() > 1 { "s" } else { "" },
+                lost,
+                match (p.is_some(), q.is_some()) {
+                    (true, true) => "P and Q",
+                    (true, false) => "P",
+                    (false, true) => "Q",
+                    (false, false) => "nothing",
+                }
+            );
+            if parity.is_empty() {
+                rebuilt
+            } else {
+                format!("{rebuilt}, then {parity} from the data")
+            }
+        }
         Compute::Copy { src, .. } => format!("copy {} bytes", src.len),
-        Compute::Member { slot, srcs, .. } => format!(
-            "role {slot}'s contents from {} other members",
-            srcs.iter().flatten().count()
-        ),
         Compute::Zero { dst } => format!("zero {} bytes", dst.len),
     }
 }

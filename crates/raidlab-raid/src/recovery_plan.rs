@@ -1,8 +1,9 @@
 //! Plans for the I/O that restores redundancy: rebuilding a range of a lost
 //! member, copying a range of a member being replaced, repairing what a read
 //! could not read, and the reads and rewrites of a scrub or resync. Pure like
-//! the planner: it decides which members are read, what is recomputed and
-//! what is written, so the live and offline rebuilds, the read-error repair,
+//! the planner: it decides which members are read, what is recomputed (as
+//! compute steps naming the arithmetic, from `reconstruct`) and what is
+//! written, so the live and offline rebuilds, the read-error repair,
 //! scrubs and the simulator all run the same decisions. What a scrub's
 //! comparison finds is not decided here (the recovery module compares). It never does I/O and never takes a lock; the stripe-lock keys
 //! it returns in each plan are the caller's to hold.
@@ -14,7 +15,7 @@
 use crate::level::{self, Plans, Redundancy};
 use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
 use crate::planner::{plan_read, plan_write};
-use crate::reconstruct::mirror_pieces;
+use crate::reconstruct::{member_rows, mirror_pieces};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::{Content, Geometry, Location};
@@ -49,7 +50,9 @@ pub fn member_range_keys(geo: &Geometry, role: usize, at: u64, n: u64) -> Result
 /// another index of the executor's members for a new member. Parity levels
 /// read the same range of every other live member and recompute it row by
 /// row; mirrors read each piece from another copy, and space the layout
-/// leaves unused becomes zeros.
+/// leaves unused becomes zeros. A parity member's rows are stated as the
+/// parity arithmetic each needs (`reconstruct::member_rows`), decided here
+/// once, not by whatever runs the plan.
 pub fn plan_rebuild(
     geo: &Geometry,
     live: &[bool],
@@ -85,13 +88,13 @@ pub fn plan_rebuild(
             *src = Some(buf);
         }
         plan.steps.push(Step::Io(reads));
-        plan.steps.push(Step::Compute(vec![Compute::Member {
-            geometry: *geo,
-            slot: role,
-            pos: at,
-            srcs,
-            dst: Slice::user(0, len),
-        }]));
+        plan.steps.push(Step::Compute(member_rows(
+            geo,
+            role,
+            at,
+            &srcs,
+            Slice::user(0, len),
+        )?));
     } else {
         let mut sources = live.to_vec();
         if let Some(s) = sources.get_mut(role) {

@@ -24,7 +24,7 @@ const HEAD: usize = 8192;
 /// about to go.
 fn one_step(devs: &[Device], ready: impl FnOnce()) -> u64 {
     let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
-    let mut walk = asm.reshape_served().unwrap();
+    let mut walk = asm.reshape_served(false).unwrap();
     ready();
     let steps = Cell::new(0);
     let opts = RunOptions {
@@ -109,7 +109,7 @@ fn a_resumed_walk_brings_members_a_checkpoint_behind_level_before_it_moves_anyth
     // walk is made ready to go on (from here a step may move bytes).
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     assert_eq!(asm.reshape().unwrap().unwrap().position, second);
-    let walk = asm.reshape_served().unwrap();
+    let walk = asm.reshape_served(false).unwrap();
     drop(walk);
     drop(asm);
     // Member 0 lost: the others must now record the second checkpoint.

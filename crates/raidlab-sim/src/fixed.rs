@@ -13,6 +13,11 @@
 //! bits waits until the missing ones have accrued (nbdkit's bucket_run). So a
 //! busy device serves a request in max(delay, bits / rate) once the bucket is
 //! empty, not delay + bits / rate: the bucket refills during the delay.
+//! A read or write larger than `max_transfer_bytes` reaches nbdkit as that
+//! many pieces, one after the other, each with its delay and its bits: the
+//! stack above nbdkit (the loop device, FUSE, nbdfuse) splits it, as
+//! nbdkit's log filter shows (a 1 MiB O_DIRECT write arrives as two 512 KiB
+//! writes, a 1 MiB read as two reads of 524 and 500 KiB).
 //! It must never stand in for a disk or SSD (no seek, no cache, no queueing
 //! inside): the HDD and SSD models are for those.
 
@@ -35,6 +40,11 @@ pub struct FixedParams {
     pub rate_mb_per_s: f64,
     /// The rate filter's burstiness: the bucket holds this many seconds of rate.
     pub burst_s: f64,
+    /// The most one read or write carries when it reaches nbdkit, in bytes
+    /// (the stack above it splits a larger one into pieces served one
+    /// after the other); 0: never split.
+    #[serde(default)]
+    pub max_transfer_bytes: u64,
 }
 
 impl FixedParams {
@@ -80,6 +90,11 @@ impl FixedParams {
             p("write_delay_ms", self.write_delay_ms, "ms"),
             p("rate_mb_per_s", self.rate_mb_per_s, "MB/s"),
             p("burst_s", self.burst_s, "s"),
+            p(
+                "max_transfer_bytes",
+                self.max_transfer_bytes as f64,
+                "bytes",
+            ),
         ]
     }
 }
@@ -145,6 +160,8 @@ struct Service {
     write_delay: Ns,
     read_bucket: Bucket,
     write_bucket: Bucket,
+    /// 0: no split.
+    max_transfer: u64,
 }
 
 impl Fixed {
@@ -159,6 +176,7 @@ impl Fixed {
                 write_delay: ns(params.write_delay_ms),
                 read_bucket: Bucket::new(rate, params.burst_s),
                 write_bucket: Bucket::new(rate, params.burst_s),
+                max_transfer: params.max_transfer_bytes,
             },
             params,
             sources,
@@ -170,10 +188,24 @@ impl Fixed {
 impl Service {
     /// When a request started at `start` completes (moves the buckets).
     fn finish_time(&mut self, start: Ns, r: &Request) -> Ns {
-        let bits = r.len * 8;
+        // Reads and writes over the largest transfer arrive as that many
+        // pieces, one after the other (noparallel serves nothing between
+        // them: they are the only request of this device in flight).
+        let pieces = match self.max_transfer {
+            0 => 1,
+            m => r.len.div_ceil(m).max(1),
+        };
+        let piece_bits = |i: u64| {
+            let (base, extra) = (r.len / pieces, r.len % pieces);
+            (base + u64::from(i < extra)) * 8
+        };
         match r.kind {
-            IoKind::Read => self.read_bucket.take(start + self.read_delay, bits),
-            IoKind::Write => self.write_bucket.take(start + self.write_delay, bits),
+            IoKind::Read => (0..pieces).fold(start, |t, i| {
+                self.read_bucket.take(t + self.read_delay, piece_bits(i))
+            }),
+            IoKind::Write => (0..pieces).fold(start, |t, i| {
+                self.write_bucket.take(t + self.write_delay, piece_bits(i))
+            }),
             // The rate filter counts only reads and writes.
             IoKind::Zero | IoKind::Trim => start + self.write_delay,
             IoKind::Flush => start,

@@ -121,22 +121,39 @@ impl HostCost {
                 Compute::Update { old, new, q, .. } => {
                     (len(old) + len(new)) * if q.is_some() { 2 } else { 1 }
                 }
-                // Solving for each lost block reads every surviving one.
-                Compute::Recover { data, lost, p, q } => {
+                // Solving for each block written (a lost chunk wanted, a
+                // fresh parity) reads every block given once. A lost
+                // member's row is one block written from every other
+                // member's (RAID 6 recovery of two, one of them only a
+                // means to the other, counted as one).
+                Compute::Recover {
+                    data,
+                    lost,
+                    p,
+                    q,
+                    fresh,
+                } => {
+                    let given = data
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| !lost.contains(i))
+                        .filter_map(|(_, s)| s.as_ref());
                     let block = data
-                        .first()
-                        .and_then(|&d| scratch.get(d))
-                        .copied()
-                        .unwrap_or(0);
-                    let inputs = data.len() - lost.len()
-                        + usize::from(p.is_some())
-                        + usize::from(q.is_some());
-                    (inputs * block * lost.len()) as u64
+                        .iter()
+                        .flatten()
+                        .chain(p)
+                        .chain(q)
+                        .next()
+                        .map_or(0, len);
+                    let inputs =
+                        given.count() + usize::from(p.is_some()) + usize::from(q.is_some());
+                    let outputs = lost
+                        .iter()
+                        .filter(|&&l| data.get(l).is_some_and(Option::is_some))
+                        .count()
+                        + usize::from(fresh.is_some());
+                    inputs as u64 * block * outputs as u64
                 }
-                // A lost member's range from the others': every source byte
-                // goes through the parity engine once (RAID 6 recovery of two
-                // more, counted as one: the common case loses one member).
-                Compute::Member { srcs, .. } => srcs.iter().flatten().map(len).sum(),
                 // Copies and zeroing run at memory speed, an order above
                 // parity: not charged.
                 Compute::Copy { .. } | Compute::Zero { .. } => 0,

@@ -18,6 +18,7 @@ fn device(delay_ms: f64, rate_mb_per_s: f64, burst_s: f64) -> Fixed {
             write_delay_ms: delay_ms,
             rate_mb_per_s,
             burst_s,
+            max_transfer_bytes: 0,
         },
         vec![],
     )
@@ -84,6 +85,47 @@ fn qd1_without_a_rate_takes_the_delay_alone_whatever_the_size() {
     let mut dev = device(5.0, 0.0, 0.0);
     let reqs: Vec<_> = (0..100).map(|i| req(i, IoKind::Write, 1 << 20)).collect();
     assert_eq!(one_by_one(&mut dev, &reqs), 100 * 5 * MS);
+}
+
+/// A read or write over the largest transfer takes one delay per piece
+/// (the stack above nbdkit hands it over in pieces, served one after the
+/// other), one at most that size takes one delay; with the bucket short,
+/// each piece waits for its own bits.
+#[test]
+fn a_request_over_the_largest_transfer_takes_a_delay_per_piece() {
+    let split = |rate_mb_per_s: f64, burst_s: f64| {
+        Fixed::new(
+            "t",
+            FixedParams {
+                capacity_bytes: 1 << 30,
+                read_delay_ms: 5.0,
+                write_delay_ms: 5.0,
+                rate_mb_per_s,
+                burst_s,
+                max_transfer_bytes: 512 << 10,
+            },
+            vec![],
+        )
+        .expect("valid parameters")
+    };
+    let mut dev = split(0.0, 0.0);
+    let whole: Vec<_> = (0..10).map(|i| req(i, IoKind::Write, 512 << 10)).collect();
+    assert_eq!(one_by_one(&mut dev, &whole), 10 * 5 * MS);
+    let mut dev = split(0.0, 0.0);
+    let over: Vec<_> = (0..10).map(|i| req(i, IoKind::Read, 1 << 20)).collect();
+    assert_eq!(one_by_one(&mut dev, &over), 10 * 2 * 5 * MS);
+    let mut dev = split(0.0, 0.0);
+    let odd: Vec<_> = (0..10)
+        .map(|i| req(i, IoKind::Write, (1 << 20) + 4096))
+        .collect();
+    assert_eq!(one_by_one(&mut dev, &odd), 10 * 3 * 5 * MS);
+    // 50 MB/s (400 Mbit/s) with a 4 Mbit bucket: a 512 KiB piece is
+    // 4,194,304 bits, the 5 ms delay refills 2 Mbit. The first piece finds
+    // the bucket full, short by 194,304 bits (0.48576 ms); each later one
+    // finds 2 Mbit and waits 5.48576 ms for the rest. Two 1 MiB reads at
+    // QD1: 5.48576 + 3 x 10.48576 ms.
+    let mut dev = split(50.0, 0.01);
+    assert_eq!(one_by_one(&mut dev, &over[..2]), 36_943_040);
 }
 
 #[test]
@@ -162,6 +204,7 @@ fn bad_parameters_are_refused_by_name() {
         write_delay_ms: 1.0,
         rate_mb_per_s,
         burst_s,
+        max_transfer_bytes: 0,
     };
     assert_eq!(
         p(-1.0, 0.0, 0.0).validate().unwrap_err().key,

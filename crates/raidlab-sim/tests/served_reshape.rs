@@ -8,7 +8,7 @@
 //! served_reshape`.
 
 use raidlab_sim::torture::served_reshape::{
-    served_reshape_raid10_run, served_reshape_run, served_reshape_sweep,
+    served_reshape_failing_run, served_reshape_raid10_run, served_reshape_run, served_reshape_sweep,
 };
 
 fn env(name: &str) -> Option<u64> {
@@ -81,7 +81,9 @@ fn served_reshapes_cut_at_random_member_writes_keep_every_answered_write() {
         end_writes * 10 >= answered,
         "only {end_writes} of {answered} answers wrote the array's last tenth"
     );
-    for kind in ["raid5", "raid6", "(shrink)", "chunk ", "layout ", "-6"] {
+    for kind in [
+        "raid5", "raid6", "raid10", "(shrink)", "chunk ", "layout ", "-6", "near=2", "offset=2",
+    ] {
         assert!(
             runs.iter().any(|r| r.label.contains(kind)),
             "no run of {kind}"
@@ -117,19 +119,70 @@ fn a_run_is_a_function_of_its_seed() {
     );
 }
 
-/// A served RAID 10 grown or switched between near and offset copies loses
-/// answered writes (found 2026-12-05, not yet fixed): kept out of the
-/// sweep, run here on demand (`-- --ignored`); it must pass before it joins
-/// the draw.
+/// Served RAID 10 restripes alone, many of them: grown or shrunk by a
+/// member, switched between near and offset copies, given another chunk.
+/// They lost answered writes until the sides read first copies only after
+/// an unclean stop (the copies of a write in flight at a cut may differ,
+/// and balanced reads, the walk's among them, answered one, then the other;
+/// found 2026-12-05, 7 of the first 30 runs).
 #[test]
-#[ignore = "known loss: a served RAID 10 restripe, cause not yet found"]
 fn served_raid10_restripes_keep_every_answered_write() {
-    let failed: Vec<String> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(100))
+    let runs: Vec<_> = (0..env("RAIDLAB_TORTURE_RUNS").unwrap_or(60))
         .map(|k| served_reshape_raid10_run(1, k))
+        .collect();
+    let failed: Vec<String> = runs
+        .iter()
         .filter_map(|r| {
             r.violation
+                .as_ref()
                 .map(|v| format!("run {} ({}): {v}", r.run, r.label))
         })
         .collect();
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+    for kind in ["(shrink)", "members;", "layout ", "chunk "] {
+        let n = runs.iter().filter(|r| r.label.contains(kind)).count();
+        eprintln!("{n} runs of {kind}");
+        assert!(n > 0, "no RAID 10 run of {kind}");
+    }
+    let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
+    assert!(cuts as usize >= runs.len(), "only {cuts} cuts");
+}
+
+/// A member failing while the served walk runs (the power on), besides the
+/// power cut: the walk must stop saying so, every client request be
+/// answered degraded, and every answer read back. It failed 119 runs of
+/// 300 when written (2026-12-05): the stop's checkpoint could not be
+/// committed (the member failed while a client's request to it was being
+/// handled, so no side had taken it out yet; a shrink's leaving member had
+/// no slot to record it in), and reads on stripes an earlier cut left
+/// unsynced were held to md's write hole (docs/reliability.md, "A member
+/// failing mid-walk").
+#[test]
+fn a_member_failing_mid_walk_loses_no_answered_write() {
+    let runs: Vec<_> = (0..runs(100))
+        .map(|k| served_reshape_failing_run(1, k))
+        .collect();
+    let failed: Vec<String> = runs
+        .iter()
+        .filter_map(|r| {
+            r.violation
+                .as_ref()
+                .map(|v| format!("run {} ({}): {v}", r.run, r.label))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    let died = runs.iter().filter(|r| r.member_died).count();
+    let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
+    let answered: u64 = runs.iter().map(|r| r.answered).sum();
+    eprintln!(
+        "{} runs, {died} with a member failed or dead, {cuts} cuts, {answered} answers",
+        runs.len()
+    );
+    // The failure is drawn over the member writes of a run without one; it
+    // comes before the end in most runs (96 of the first 100).
+    assert!(
+        died * 3 >= runs.len(),
+        "a member failed in only {died} of {} runs",
+        runs.len()
+    );
 }

@@ -781,7 +781,9 @@ pub struct GrowArgs {
     /// truncated to (mdadm's --array-size, which md keeps only while the
     /// array runs; here it is given with the shrink it makes possible,
     /// offline or served). Whatever lies past it is lost: shrink the file
-    /// system to it first. At most what the new members hold.
+    /// system to it first. At most what the new members hold. Of a served
+    /// array, alone (or `max`) or with a smaller --size: what the server
+    /// exposes from now on, nothing written, forgotten at stop, as md.
     #[arg(long, short = 'Z')]
     pub array_size: Option<String>,
     /// Finish a reshape that was interrupted (killed, crashed, stopped). Of
@@ -791,6 +793,12 @@ pub struct GrowArgs {
     /// mid-reshape resumes it by itself.
     #[arg(long = "continue")]
     pub continue_reshape: bool,
+    /// mdadm's --backup-file: a metadata 0.90 RAID 4/5/6's new --chunk or
+    /// --layout over the same members runs in place through it (made
+    /// here, on a device outside the array; removed at the end), and
+    /// `--continue` of such a reshape needs it. Offline only.
+    #[arg(long)]
+    pub backup_file: Option<PathBuf>,
     /// With --raid-devices: devices to add into the new slots (a file that
     /// does not exist is created at --member-size).
     #[arg(long)]

@@ -119,6 +119,11 @@ pub enum Command {
         /// a restripe.
         #[serde(default)]
         consistency_policy: Option<String>,
+        /// `--array-size` without a restripe: `max` or bytes, what the
+        /// server exposes from now on (md's external size, kept while it
+        /// serves), alone or set with `size`'s change.
+        #[serde(default)]
+        array_size: Option<String>,
     },
     /// Stop the whole server (every export), as SIGTERM does.
     Stop,

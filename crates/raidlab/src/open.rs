@@ -13,8 +13,7 @@ use raidlab_core::{SliceVolume, Volume};
 use raidlab_devices::{IoMode, MemberOpener, MemberPath, OpenMode, PartitionTable};
 use raidlab_md::Superblock;
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
-use raidlab_raid::lifecycle::{self, StartReport};
-use raidlab_raid::ppl::PplReplay;
+use raidlab_raid::lifecycle::{ManageOptions, Managed, StartReport};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -261,14 +260,30 @@ pub fn member_exists(p: &Path) -> bool {
     }
 }
 
-/// Start an array's write journal or partial parity logs before anything
-/// writes to it, as md does at every start: after an unclean stop each log is
-/// replayed, which makes parity consistent again without a resync. Says on
-/// stderr what the replay did.
-pub fn start_logs(asm: &mut Assembly) -> Result<Option<PplReplay>> {
-    let report = lifecycle::start_logs(asm)?;
-    say_started(&report, "");
-    Ok(report.ppl)
+/// Start an array for an offline management verb through the lifecycle
+/// ([`Managed::start`]): a writing verb's logs are replayed first, as md does
+/// at every start, with a member whose I/O fails there taken out and
+/// recorded faulty. Says on stderr what the start did.
+pub fn start_managed(asm: Assembly, opts: ManageOptions) -> Result<Managed> {
+    let managed = Managed::start(asm, opts)?;
+    say_started(&managed.report, "");
+    say_taken_out(&managed.report.taken_out);
+    Ok(managed)
+}
+
+/// Stop what [`start_managed`] started; says on stderr which members it
+/// took out.
+pub fn stop_managed(managed: Managed) -> Result<()> {
+    say_taken_out(&managed.stop()?);
+    Ok(())
+}
+
+/// Say on stderr which members a start or a stop took out (each line says
+/// which member and why), and that the array goes on without them.
+pub fn say_taken_out(taken_out: &[String]) {
+    for t in taken_out {
+        eprintln!("raidlab: {t}; it is recorded faulty in the other members' superblocks and the array goes on degraded (`raidlab add` with a working device rebuilds its role)");
+    }
 }
 
 /// Tell the user what starting an array did on disk (`label` prefixes each

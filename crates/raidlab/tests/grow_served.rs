@@ -135,15 +135,55 @@ fn wait_reshape(
     }
 }
 
+/// A run directory for a test that drives fio, or `None` (the test then
+/// skips, or fails under CI) when fio is missing.
+fn with_fio(what: &str) -> Option<tempfile::TempDir> {
+    if !have("fio") {
+        raidlab_core::skip::skip_or_fail(&format!(
+            "{what}: fio not installed (scripts/test.sh installs it)"
+        ));
+        return None;
+    }
+    Some(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
+}
+
+/// `raidlab grow ARGS MEMBERS` started in the background, its output
+/// appended to `grow.log` (which `wait_reshape` shows if it fails).
+fn spawn_grow(dir: &Path, args: &[&str], members: &[&str]) -> Child {
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("grow.log"))
+            .unwrap()
+    };
+    raidlab(dir)
+        .arg("grow")
+        .args(args)
+        .args(members)
+        .stdout(log())
+        .stderr(log())
+        .spawn()
+        .unwrap()
+}
+
+/// Stop a server that resumed a reshape at its start (its log says so),
+/// then check the parity of the stopped array: 0 mismatches.
+fn stop_resumed_and_check(srv: Served, dir: &Path, members: &[&str]) {
+    let log = srv.stop();
+    assert!(
+        log.contains("the reshape resumes in the background"),
+        "{log}"
+    );
+    let check = run(raidlab(dir).arg("check").args(members));
+    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+}
+
 #[test]
 fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_resumes() {
-    if !have("fio") {
-        raidlab_core::skip::skip_or_fail(
-            "served grow: fio not installed (scripts/test.sh installs it)",
-        );
+    let Some(tmp) = with_fio("served grow") else {
         return;
-    }
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    };
     let dir = tmp.path();
     let m = ["m0", "m1", "m2", "m3"];
     run(raidlab(dir)
@@ -158,28 +198,11 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     let srv = serve(dir, &m);
     let size0 = detail(dir, &m)["array_size_bytes"].as_u64();
     // The grow, paced so that it outlasts fio's writing and verifying.
-    let log = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("grow.log"))
-            .unwrap()
-    };
-    let mut grow = raidlab(dir)
-        .args([
-            "grow",
-            "--raid-devices",
-            "5",
-            "--add",
-            "m4",
-            "--max-rate",
-            "3M",
-        ])
-        .args(m)
-        .stdout(log())
-        .stderr(log())
-        .spawn()
-        .unwrap();
+    let mut grow = spawn_grow(
+        dir,
+        &["--raid-devices", "5", "--add", "m4", "--max-rate", "3M"],
+        &m,
+    );
     wait_reshape(dir, &m, 1, false, Some(&mut grow));
     fio(&srv.export_uri("a"), "0", "24M", "36", &["--do_verify=1"]);
     let v = detail(dir, &m);
@@ -202,21 +225,11 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     fio(&srv.export_uri("a"), "0", "24M", "36", &["--verify_only"]);
 
     // A second grow, killed -9 in the middle of its walk.
-    let mut grow = raidlab(dir)
-        .args([
-            "grow",
-            "--raid-devices",
-            "6",
-            "--add",
-            "m5",
-            "--max-rate",
-            "2M",
-        ])
-        .args(five)
-        .stdout(log())
-        .stderr(log())
-        .spawn()
-        .unwrap();
+    let mut grow = spawn_grow(
+        dir,
+        &["--raid-devices", "6", "--add", "m5", "--max-rate", "2M"],
+        &five,
+    );
     wait_reshape(dir, &five, 1, false, Some(&mut grow));
     fio(&srv.export_uri("a"), "32M", "24M", "37", &["--do_verify=1"]);
     let v = wait_reshape(dir, &five, 8 << 20, false, Some(&mut grow));
@@ -237,14 +250,8 @@ fn a_served_raid5_grows_while_fio_writes_and_verifies_and_a_kill_9_mid_reshape_r
     assert_eq!(v["raid_devices"], 6, "{v}");
     fio(&srv.export_uri("a"), "0", "24M", "36", &["--verify_only"]);
     fio(&srv.export_uri("a"), "32M", "24M", "37", &["--verify_only"]);
-    let log = srv.stop();
-    assert!(
-        log.contains("the reshape resumes in the background"),
-        "{log}"
-    );
     // Stopped: no reshape recorded, parity checks everywhere.
-    let check = run(raidlab(dir).arg("check").args(six));
-    assert!(check.contains("mismatch_cnt: 0"), "{check}");
+    stop_resumed_and_check(srv, dir, &six);
 }
 
 /// The changes that move no data, on a served array: `--bitmap internal`
@@ -315,8 +322,8 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_a_journal_and_a_shri
         !out.status.success() && err.contains("Consistency policy is already resync"),
         "{err}"
     );
-    // A smaller size would cut what the clients address: refused, nothing
-    // changed.
+    // A smaller size would cut what the clients address (no --array-size
+    // cut it first): refused with mdadm's words, nothing changed.
     let size = raidlab(dir)
         .args(["grow", "--size", "8M"])
         .args(m)
@@ -325,7 +332,7 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_a_journal_and_a_shri
     let err = String::from_utf8_lossy(&size.stderr);
     assert!(
         !size.status.success()
-            && err.contains("a smaller component size")
+            && err.contains("use --grow --array-size first")
             && err.contains("nothing was changed"),
         "{err}"
     );
@@ -347,13 +354,9 @@ fn a_served_array_takes_a_bitmap_and_a_takeover_and_refuses_a_journal_and_a_shri
 /// bytes fio did not overwrite leave parity wrong).
 #[test]
 fn a_served_raid5_uses_its_grown_members_while_fio_writes_across_the_old_end() {
-    if !have("fio") {
-        raidlab_core::skip::skip_or_fail(
-            "served grow: fio not installed (scripts/test.sh installs it)",
-        );
+    let Some(tmp) = with_fio("served grow") else {
         return;
-    }
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    };
     let dir = tmp.path();
     let m = ["m0", "m1", "m2"];
     run(raidlab(dir)
@@ -445,4 +448,120 @@ fn a_served_raid5_uses_its_grown_members_while_fio_writes_across_the_old_end() {
     assert_eq!(v["array_size_bytes"].as_u64(), Some(size1), "{v}");
     let check = run(raidlab(dir).arg("check").args(m));
     assert!(check.contains("mismatch_cnt: 0"), "{check}");
+}
+
+/// A served RAID 10 switched from near to offset copies while fio writes
+/// and verifies, the server killed -9 in the middle of the walk, served
+/// again: the walk resumes after that unclean stop, its sides reading first
+/// copies only (the copies of a write in flight at a kill may differ; the
+/// fault simulation lost answered writes before they did), and every
+/// acknowledged block reads back; the copies agree after.
+#[test]
+fn a_served_raid10_changes_layout_while_fio_writes_and_a_kill_9_mid_reshape_resumes() {
+    let Some(tmp) = with_fio("served RAID 10 restripe") else {
+        return;
+    };
+    let dir = tmp.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    run(raidlab(dir)
+        .args(["create", "-l", "10", "--layout", "n2", "--chunk", "64K"])
+        .args(["--member-size", "32M"])
+        .args(m));
+    let srv = serve(dir, &m);
+    fio(&srv.export_uri("a"), "0", "24M", "41", &["--do_verify=1"]);
+    let mut grow = spawn_grow(dir, &["--layout", "o2", "--max-rate", "2M"], &m);
+    wait_reshape(dir, &m, 1, false, Some(&mut grow));
+    fio(&srv.export_uri("a"), "32M", "24M", "42", &["--do_verify=1"]);
+    fio(&srv.export_uri("a"), "0", "24M", "41", &["--verify_only"]);
+    let v = wait_reshape(dir, &m, 4 << 20, false, Some(&mut grow));
+    srv.kill();
+    let _ = grow.wait();
+    let offline = run(raidlab(dir).arg("detail").args(m));
+    assert!(
+        offline.contains("eshape"),
+        "mid-reshape after the kill: {offline}\n(before: {v})"
+    );
+    let srv = serve(dir, &m);
+    fio(&srv.export_uri("a"), "0", "24M", "41", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "32M", "24M", "42", &["--verify_only"]);
+    let v = wait_reshape(dir, &m, 0, true, None);
+    assert_eq!(v["layout"], "offset=2", "{v}");
+    fio(&srv.export_uri("a"), "0", "24M", "41", &["--verify_only"]);
+    fio(&srv.export_uri("a"), "32M", "24M", "42", &["--verify_only"]);
+    stop_resumed_and_check(srv, dir, &m);
+}
+
+/// A served grow killed -9 between the walk's commit of the array's end as
+/// the position and the end's commit (held there by the walk's test-only
+/// hook, `RAIDLAB_TEST_HOLD_RESHAPE_END`), fio writing in that window (to
+/// the new geometry everywhere: nothing waits for the walk any more). The
+/// members then record the reshape at its end; served again, the resume
+/// walks nothing and commits the end, and every block fio wrote reads
+/// back; parity checks after. Linux md finishes the same state in
+/// md_compat (`r5-3to4-served-end-killed`).
+#[test]
+fn a_served_grow_killed_at_its_end_resumes_with_the_writes_made_there() {
+    let Some(tmp) = with_fio("served grow") else {
+        return;
+    };
+    let dir = tmp.path();
+    let m = ["m0", "m1", "m2"];
+    run(raidlab(dir)
+        .args(["create", "-l", "5", "--member-size", "16M"])
+        .args(m));
+    std::fs::File::create(dir.join("m3"))
+        .unwrap()
+        .set_len(16 << 20)
+        .unwrap();
+    let mut args = vec!["-N", "a"];
+    args.extend(m);
+    let srv = Served::start_env(
+        ServeOptions {
+            dir: Some(dir),
+            socket: dir.join("nbd.sock"),
+            args: &args,
+            wait_control: true,
+        },
+        &[("RAIDLAB_TEST_HOLD_RESHAPE_END", "120")],
+    );
+    let mut grow = spawn_grow(dir, &["--raid-devices", "4", "--add", "m3"], &m);
+    // Held: every byte moved, the walk still running, and the server's
+    // superblocks at the new geometry's end.
+    let held = |grow: &mut Child| -> u64 {
+        let t = Instant::now();
+        loop {
+            let v = wait_reshape(dir, &m, 0, false, Some(&mut *grow));
+            let r = reshape_status(&v).unwrap();
+            let (done, total) = (r["done"].as_u64().unwrap(), r["total"].as_u64().unwrap());
+            let text = run(raidlab(dir).arg("detail").args(m));
+            if done == total && text.contains(&format!("stopped at byte {total} (")) {
+                return total;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the walk was not held at its end in 60 s: {v}\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let end = held(&mut grow);
+    fio(&srv.export_uri("a"), "0", "8M", "41", &["--do_verify=1"]);
+    // Still held: fio's writes came before the end's commit.
+    assert_eq!(held(&mut grow), end);
+    srv.kill();
+    let _ = grow.wait();
+    let four = ["m0", "m1", "m2", "m3"];
+    let offline = run(raidlab(dir).arg("detail").args(four));
+    assert!(
+        offline.contains(&format!("stopped at byte {end} (")),
+        "the reshape recorded at its end ({end}) after the kill: {offline}"
+    );
+    let srv = serve(dir, &four);
+    let v = wait_reshape(dir, &four, 0, true, None);
+    assert_eq!(v["raid_devices"], 4, "{v}");
+    assert_eq!(v["array_size_bytes"].as_u64(), Some(end), "{v}");
+    fio(&srv.export_uri("a"), "0", "8M", "41", &["--verify_only"]);
+    stop_resumed_and_check(srv, dir, &four);
+    let offline = run(raidlab(dir).arg("detail").args(four));
+    assert!(!offline.contains("eshape"), "no reshape left: {offline}");
 }

@@ -87,6 +87,50 @@ fn raid5_grows_by_one_member_in_several_layouts_and_chunks() {
     }
 }
 
+/// Metadata 0.90 has no new data offset: `--raid-devices` with `--add`
+/// runs in place, the critical section (two old and three new stripes of
+/// 64K chunks: 384K) backed up on the new member first, as mdadm grows
+/// such an array without a backup file.
+#[test]
+fn a_090_raid5_grows_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let old = ["m0", "m1", "m2"];
+    let a = create_filled(
+        d,
+        &old,
+        "16M",
+        &["--level", "5", "--metadata", "0.90", "--chunk", "64K"],
+    );
+    let out = ok(
+        d,
+        &with(
+            "grow",
+            &old,
+            &["--raid-devices", "4", "--add", "m3", "--member-size", "16M"],
+        ),
+    );
+    assert!(
+        out.contains("in place") && out.contains("backed up 384K of critical section"),
+        "{out}"
+    );
+    assert!(out.contains("reshape done"), "{out}");
+    let new = ["m0", "m1", "m2", "m3"];
+    let got = export(d, &new);
+    assert!(got[..a.len()] == *a, "the data before the grow changed");
+    assert!(
+        got[a.len()..].iter().all(|&b| b == 0),
+        "the new space is not zeros"
+    );
+    check_clean(d, &new);
+    for m in new {
+        let e = examine(d, m);
+        assert_eq!(e["raid_devices"].as_u64(), Some(4), "{e}");
+        assert_eq!(e["data_offset"].as_u64(), Some(0), "{e}");
+        assert!(e["reshape"].is_null(), "{m}: still mid-reshape: {e}");
+    }
+}
+
 #[test]
 fn raid6_and_raid4_grow_by_two_members_and_a_second_grow_finds_room() {
     for level in ["6", "4"] {
@@ -644,7 +688,10 @@ fn refusals_say_why_and_change_no_byte() {
         // A RAID 0 shrinks now, but only with the array size given first, as md asks.
         (add(&r0, "1"), "use --grow --array-size first"),
         (add(&r10, "3"), "reduce the size of the array"),
-        (add(&old, "4"), "backup file"),
+        // A 0.90 grow by a member runs in place now (raidlab-raid's
+        // tests/reshape090.rs); its restripes that gain no data members
+        // still need a backup file.
+        (with("grow", &old, &["--layout", "ra"]), "backup file"),
         (add(&end, "4"), "backup file"),
         (add(&bm, "4"), "--bitmap none"),
         (add(&ppl, "4"), "consistency-policy resync"),
@@ -753,5 +800,84 @@ fn refusals_say_why_and_change_no_byte() {
         for created in ["tiny", "new"] {
             assert!(!d.join(created).exists(), "{args:?} left {created} behind");
         }
+    }
+}
+
+/// A metadata 0.90 RAID 5's new chunk and a RAID 6's new layout through
+/// mdadm's backup file: exact, clean, the file gone at the end; killed at
+/// points through the run, `--continue --backup-file` finishes it exactly
+/// and without the file it is refused with mdadm's reason; the file on a
+/// member or left from before is refused with no byte changed.
+#[test]
+fn a_090_restripe_runs_through_a_backup_file_and_resumes_from_it() {
+    for (level, n, args, chunk, layout) in [
+        ("5", 3, ["--chunk", "32K"], 32 << 10, "left-symmetric"),
+        ("6", 5, ["--layout", "ra"], 64 << 10, "right-asymmetric"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let m: Vec<&str> = ["m0", "m1", "m2", "m3", "m4"][..n].to_vec();
+        let a = create_filled(
+            d,
+            &m,
+            "16M",
+            &["--level", level, "--metadata", "0.90", "--chunk", "64K"],
+        );
+        let before = files(d, &m);
+        std::fs::write(d.join("old.bak"), b"x").unwrap();
+        for (file, why) in [
+            ("m1", "must NOT be on the array"),
+            ("old.bak", "File exists"),
+        ] {
+            let mut v = with("grow", &m, &args);
+            v.extend(["--backup-file", file]);
+            let o = run(d, &v);
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success() && e.contains(why), "{e}");
+        }
+        assert!(files(d, &m) == before, "a refusal changed a member");
+        let mut v = with("grow", &m, &args);
+        v.extend(["--backup-file", "bak"]);
+        let out = ok(d, &v);
+        assert!(
+            out.contains("backup file") && out.contains("reshape done"),
+            "{out}"
+        );
+        assert!(!d.join("bak").exists(), "the backup file is left");
+        assert!(export(d, &m) == a, "RAID {level}: restriped bytes differ");
+        check_clean(d, &m);
+        let (_, c, l) = shape(d, &m);
+        assert_eq!((c, l.as_str()), (chunk, layout));
+        assert!(examine(d, "m0")["reshape"].is_null());
+    }
+    // Killed at points through the run (a rate limit stretches it).
+    for delay in [200, 700, 1300, 2100] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let m = ["m0", "m1", "m2", "m3"];
+        let a = create_filled(d, &m, "16M", &["--level", "5", "--metadata", "0.90"]);
+        let mut v = with("grow", &m, &["--chunk", "32K", "--backup-file", "bak"]);
+        v.extend(["--max-rate", "8M"]);
+        killed_after(d, &v, Duration::from_millis(delay));
+        let mid = !examine(d, "m0")["reshape"].is_null();
+        eprintln!("killed after {delay} ms: mid-reshape {mid}");
+        if mid {
+            let o = run(d, &with("grow", &m, &["--continue"]));
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(!o.status.success() && e.contains("--backup-file"), "{e}");
+            let out = ok(
+                d,
+                &with("grow", &m, &["--continue", "--backup-file", "bak"]),
+            );
+            assert!(
+                out.contains("reshape done"),
+                "killed after {delay} ms: {out}"
+            );
+        } else if d.join("bak").exists() && shape(d, &m).1 == 64 << 10 {
+            // Killed before the reshape was recorded: the file is left.
+            std::fs::remove_file(d.join("bak")).unwrap();
+        }
+        assert!(export(d, &m) == a, "killed after {delay} ms: bytes differ");
+        check_clean(d, &m);
     }
 }

@@ -369,9 +369,30 @@ impl Assembly {
             .collect()
     }
 
+    /// Whether the array serves all its data with these roles missing: in
+    /// its geometry and, mid-reshape, in both of the reshape's (as md's
+    /// raid5_calc_degraded counts a reshaping array's degradation in the
+    /// previous and the new member counts; a grow's new role missing counts
+    /// in the new geometry only).
+    pub fn survives(&self, missing: &[usize]) -> bool {
+        let fits = |g: &Geometry| {
+            let m: Vec<usize> = missing
+                .iter()
+                .copied()
+                .filter(|&r| r < g.raid_disks)
+                .collect();
+            g.survives(&m)
+        };
+        fits(&self.geometry)
+            && match self.reshape() {
+                Some(Ok(r)) => fits(&r.old) && fits(&r.new),
+                _ => true,
+            }
+    }
+
     pub fn state(&self) -> ArrayState {
         let missing = self.missing();
-        if !self.geometry.survives(&missing) {
+        if !self.survives(&missing) {
             ArrayState::Failed
         } else if missing.is_empty() {
             ArrayState::Clean
@@ -589,7 +610,7 @@ pub fn format_uuid(u: &[u8; 16]) -> String {
     format!("{}:{}:{}:{}", &h[0..8], &h[8..16], &h[16..24], &h[24..32])
 }
 
-fn now_secs() -> u64 {
+pub(crate) fn now_secs() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())

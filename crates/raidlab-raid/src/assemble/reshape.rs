@@ -141,6 +141,20 @@ impl Assembly {
         self.slots[old_parity] = Some(i);
     }
 
+    /// A side of the reshape reads each mirrored block from its first copy
+    /// only unless the copies are known to agree ([`Assembly::consistent`]):
+    /// after an unclean stop they may differ where writes were in flight,
+    /// and the sides are never resynced before the reshape ends (md reads
+    /// the first copy where its resync has not been, `read_balance`), so
+    /// balanced reads would answer one copy, then the other, and the walk
+    /// would copy either. The served fault simulation lost answered writes
+    /// that way (issue 36).
+    pub(crate) fn first_copy_unless_consistent(&self, side: &Array) {
+        if !self.consistent() {
+            side.read_first_copy_only(true);
+        }
+    }
+
     /// The data area of the member in `role` for one side of the reshape.
     pub(crate) fn reshape_area(
         &self,
@@ -201,6 +215,7 @@ impl Assembly {
             };
             let a = Array::new(format!("{label} ({what})"), g, vols)?
                 .with_executor(Arc::clone(&self.executor));
+            self.first_copy_unless_consistent(&a);
             Ok(Arc::new(a.with_bad_blocks(self.bad_blocks()?).read_only()))
         };
         // A side that holds none of the array's bytes (the new one before
@@ -214,6 +229,7 @@ impl Assembly {
         let volume = ReshapeVolume {
             name: label.clone(),
             reshape: r,
+            backup: self.in_place_backup_source(&r)?,
             old: holds(false).then(|| side(false)).transpose()?,
             new: holds(true).then(|| side(true)).transpose()?,
         };
@@ -235,19 +251,16 @@ struct ReshapeVolume {
     /// Each side, when it holds any of the array's bytes.
     old: Option<Arc<Array>>,
     new: Option<Arc<Array>>,
+    /// An in-place 0.90 grow stopped inside its critical section: those
+    /// array bytes are whole only in mdadm's backup on a new member until
+    /// the walk puts them back (`grow::in_place`), so they are read there:
+    /// the array bytes the backup holds, and the volume holding them.
+    backup: Option<(std::ops::Range<u64>, Arc<dyn Volume>)>,
 }
 
-impl Volume for ReshapeVolume {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    fn size(&self) -> u64 {
-        self.reshape.array_bytes()
-    }
-
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
+impl ReshapeVolume {
+    /// `buf` from array byte `offset`, each piece through its geometry.
+    fn read_sides(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         let mut done = 0usize;
         for (new, at, len) in self.reshape.split(offset, buf.len() as u64) {
             let side = if new { &self.new } else { &self.old };
@@ -265,6 +278,31 @@ impl Volume for ReshapeVolume {
             done += len as usize;
         }
         Ok(())
+    }
+}
+
+impl Volume for ReshapeVolume {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn size(&self) -> u64 {
+        self.reshape.array_bytes()
+    }
+
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Read, self.size(), offset, buf.len() as u64)?;
+        if let Some((range, backup)) = &self.backup {
+            let end = offset + buf.len() as u64;
+            let (a, b) = (offset.max(range.start), end.min(range.end));
+            if a < b {
+                let (x, y) = ((a - offset) as usize, (b - offset) as usize);
+                self.read_sides(&mut buf[..x], offset)?;
+                backup.read_at(&mut buf[x..y], a - range.start)?;
+                return self.read_sides(&mut buf[y..], b);
+            }
+        }
+        self.read_sides(buf, offset)
     }
 
     fn write_at(&self, _buf: &[u8], offset: u64) -> Result<()> {

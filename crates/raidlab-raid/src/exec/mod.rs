@@ -9,20 +9,26 @@
 //! shared pool of I/O threads, when the step is large enough for that to pay
 //! or its members are slow enough ([`pool::Pace`]), small steps on fast
 //! members in order on the caller's thread.
-//! Compute steps call the parity engine. The executor makes no decisions: if a
-//! member fails, the error goes back to the caller with the member's name and range.
+//! Compute steps run the arithmetic each names (raidlab-parity's XOR, P+Q,
+//! update, recovery) on the buffers it names; which arithmetic a row needs
+//! (a degraded read's, a lost member's) is the plan's, never chosen here.
+//! The executor makes no decisions: if a member fails, the error goes back
+//! to the caller with the member's name and range.
 
-use crate::plan::{Buf, Compute, LogEntry, MemberOp, Plan, Slice, Step};
+use crate::plan::{Buf, LogEntry, MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_parity::Engine;
 use std::sync::Arc;
 
+mod compute;
 mod pool;
 mod recording;
 mod scratch;
 pub mod submit;
 mod uring;
+use compute::run_compute;
+pub use compute::{compute_into, Input};
 use pool::{run_grouped, Pace};
 pub use recording::Recording;
 use scratch::{give_back_scratch, take_scratch};
@@ -439,7 +445,7 @@ fn run_io(
             UserBuf::Read(b) => b,
             UserBuf::Write(_) => &mut [],
         };
-        let targets = carve(user_buf, scratch, ops)?;
+        let targets = carve(user_buf, scratch, ops.len(), |i| ops[i].buf)?;
         if how.uring && uring::pays(ops, members) {
             let work = ops
                 .iter()
@@ -485,26 +491,28 @@ fn run_io(
     Ok(())
 }
 
-/// Split the user buffer and scratch buffers into the disjoint mutable slices that
-/// the read operations fill, returned in operation order.
-fn carve<'a>(
+/// Split the user buffer and scratch buffers into the disjoint mutable slices
+/// `slice(0..n)` (the slices a step's reads fill, or a computation's outputs),
+/// returned in that order.
+pub(super) fn carve<'a>(
     user: &'a mut [u8],
     scratch: &'a mut [Vec<u8>],
-    ops: &[MemberOp],
+    n: usize,
+    slice: impl Fn(usize) -> Slice,
 ) -> Result<Vec<&'a mut [u8]>> {
-    let mut order: Vec<usize> = (0..ops.len()).collect();
+    let mut order: Vec<usize> = (0..n).collect();
     let key = |s: Slice| match s.buf {
         Buf::User => (0usize, s.offset),
         Buf::Scratch(id) => (id + 1, s.offset),
     };
-    order.sort_by_key(|&i| key(ops[i].buf));
+    order.sort_by_key(|&i| key(slice(i)));
     // Remaining unsplit tail of each buffer and the offset it starts at.
     let mut rest: Vec<Option<(&'a mut [u8], usize)>> = std::iter::once(Some((user, 0)))
         .chain(scratch.iter_mut().map(|s| Some((s.as_mut_slice(), 0))))
         .collect();
-    let mut out: Vec<Option<&'a mut [u8]>> = (0..ops.len()).map(|_| None).collect();
+    let mut out: Vec<Option<&'a mut [u8]>> = (0..n).map(|_| None).collect();
     for i in order {
-        let s = ops[i].buf;
+        let s = slice(i);
         let (b, _) = key(s);
         let (buf, base) = rest
             .get_mut(b)
@@ -533,214 +541,11 @@ fn bad_slice(s: Slice) -> Error {
     )
 }
 
-fn slice_of<'a>(user: &'a [u8], scratch: &'a [Vec<u8>], s: Slice) -> Result<&'a [u8]> {
+pub(super) fn slice_of<'a>(user: &'a [u8], scratch: &'a [Vec<u8>], s: Slice) -> Result<&'a [u8]> {
     let buf: &[u8] = match s.buf {
         Buf::User => user,
         Buf::Scratch(id) => scratch.get(id).ok_or_else(|| bad_slice(s))?,
     };
     buf.get(s.offset..s.offset + s.len)
         .ok_or_else(|| bad_slice(s))
-}
-
-/// Take scratch buffer `id` out so it can be written while other buffers are read.
-fn take(scratch: &mut [Vec<u8>], id: usize) -> Result<Vec<u8>> {
-    scratch
-        .get_mut(id)
-        .map(std::mem::take)
-        .ok_or_else(|| bad_slice(Slice::scratch(id, 0)))
-}
-
-/// Run a [`Compute::Member`] on buffers a streaming executor already holds:
-/// `by_role[r]` is what the compute's source for role `r` names (the same
-/// member range), and `out` its output. Errs for any other compute, or when a
-/// source it names is not given.
-pub fn member_compute(c: &Compute, by_role: &[Option<&[u8]>], out: &mut [u8]) -> Result<()> {
-    let Compute::Member {
-        geometry,
-        slot,
-        pos,
-        srcs,
-        dst,
-    } = c
-    else {
-        return Err(Error::new(
-            ErrorKind::Invalid,
-            Op::Plan,
-            "internal: not a member recomputation",
-        ));
-    };
-    if dst.len != out.len()
-        || srcs.len() != by_role.len()
-        || srcs
-            .iter()
-            .zip(by_role)
-            .any(|(s, b)| s.is_some() != b.is_some())
-    {
-        return Err(Error::new(
-            ErrorKind::Invalid,
-            Op::Plan,
-            "internal: a member recomputation's sources do not match the buffers given",
-        ));
-    }
-    crate::reconstruct::combine_parity(geometry, *slot, *pos, by_role, out)
-}
-
-/// Run `f` with `dst` as its output and the other buffers as its inputs: a
-/// scratch output is taken out of `scratch` meanwhile (its own inputs are
-/// never in it); a caller's output only exists for a read, and then no input
-/// is in the caller's buffer.
-fn with_output(
-    user: &mut UserBuf<'_>,
-    scratch: &mut [Vec<u8>],
-    dst: Slice,
-    f: impl FnOnce(&mut [u8], &[u8], &[Vec<u8>]) -> Result<()>,
-) -> Result<()> {
-    match (dst.buf, user) {
-        (Buf::Scratch(id), user) => {
-            let mut out = take(scratch, id)?;
-            let r = match out.get_mut(dst.offset..dst.offset + dst.len) {
-                Some(o) => f(o, user.get(), scratch),
-                None => Err(bad_slice(dst)),
-            };
-            scratch[id] = out;
-            r
-        }
-        (Buf::User, UserBuf::Read(b)) => {
-            let o = b
-                .get_mut(dst.offset..dst.offset + dst.len)
-                .ok_or_else(|| bad_slice(dst))?;
-            f(o, &[], scratch)
-        }
-        (Buf::User, UserBuf::Write(_)) => Err(bad_slice(dst)),
-    }
-}
-
-fn run_compute(
-    c: &Compute,
-    engine: &dyn Engine,
-    user: &mut UserBuf<'_>,
-    scratch: &mut [Vec<u8>],
-) -> Result<()> {
-    match c {
-        Compute::Xor { srcs, dst } => {
-            let mut out = take(scratch, *dst)?;
-            let r = srcs
-                .iter()
-                .map(|s| slice_of(user.get(), scratch, *s))
-                .collect::<Result<Vec<_>>>()
-                .map(|ins| engine.xor(&ins, &mut out));
-            scratch[*dst] = out;
-            r
-        }
-        Compute::Pq { data, p, q } => {
-            let mut pb = take(scratch, *p)?;
-            let mut qb = take(scratch, *q)?;
-            let r = data
-                .iter()
-                .map(|s| slice_of(user.get(), scratch, *s))
-                .collect::<Result<Vec<_>>>()
-                .map(|ins| engine.gen_pq(&ins, &mut pb, &mut qb));
-            scratch[*p] = pb;
-            scratch[*q] = qb;
-            r
-        }
-        Compute::Update {
-            slot,
-            old,
-            new,
-            p,
-            q,
-        } => {
-            let mut pb = p.map(|id| take(scratch, id)).transpose()?;
-            let mut qb = q.map(|id| take(scratch, id)).transpose()?;
-            let r = slice_of(user.get(), scratch, *old).and_then(|o| {
-                let n = slice_of(user.get(), scratch, *new)?;
-                raidlab_parity::update(engine, *slot, o, n, pb.as_deref_mut(), qb.as_deref_mut());
-                Ok(())
-            });
-            if let (Some(id), Some(b)) = (p, pb) {
-                scratch[*id] = b;
-            }
-            if let (Some(id), Some(b)) = (q, qb) {
-                scratch[*id] = b;
-            }
-            r
-        }
-        Compute::Recover { data, lost, p, q } => {
-            let mut bufs: Vec<Vec<u8>> = data
-                .iter()
-                .map(|&id| take(scratch, id))
-                .collect::<Result<_>>()?;
-            let r = {
-                let pp = p
-                    .map(|id| slice_of(&[], scratch, Slice::scratch(id, scratch[id].len())))
-                    .transpose();
-                let qq = q
-                    .map(|id| slice_of(&[], scratch, Slice::scratch(id, scratch[id].len())))
-                    .transpose();
-                match (pp, qq) {
-                    (Ok(pp), Ok(qq)) => {
-                        let mut views: Vec<&mut [u8]> =
-                            bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
-                        raidlab_parity::recover(engine, &mut views, lost, pp, qq).map_err(|e| {
-                            Error::new(
-                                ErrorKind::Unrecoverable,
-                                Op::Read,
-                                format!("cannot rebuild lost data: {e}"),
-                            )
-                        })
-                    }
-                    (Err(e), _) | (_, Err(e)) => Err(e),
-                }
-            };
-            for (&id, b) in data.iter().zip(bufs) {
-                scratch[id] = b;
-            }
-            r
-        }
-        Compute::Member {
-            geometry,
-            slot,
-            pos,
-            srcs,
-            dst,
-        } => with_output(user, scratch, *dst, |out, user, scratch| {
-            let views = srcs
-                .iter()
-                .map(|s| s.map(|s| slice_of(user, scratch, s)).transpose())
-                .collect::<Result<Vec<_>>>()?;
-            crate::reconstruct::combine_parity(geometry, *slot, *pos, &views, out)
-        }),
-        Compute::Zero { dst } => with_output(user, scratch, *dst, |out, _, _| {
-            out.fill(0);
-            Ok(())
-        }),
-        Compute::Copy { src, dst } => match dst.buf {
-            Buf::Scratch(id) => {
-                let mut out = take(scratch, id)?;
-                let r = slice_of(user.get(), scratch, *src).and_then(|s| {
-                    out.get_mut(dst.offset..dst.offset + dst.len)
-                        .filter(|d| d.len() == s.len())
-                        .ok_or_else(|| bad_slice(*dst))?
-                        .copy_from_slice(s);
-                    Ok(())
-                });
-                scratch[id] = out;
-                r
-            }
-            Buf::User => {
-                let s = slice_of(&[], scratch, *src)?;
-                match user {
-                    UserBuf::Read(b) => {
-                        b.get_mut(dst.offset..dst.offset + dst.len)
-                            .filter(|d| d.len() == s.len())
-                            .ok_or_else(|| bad_slice(*dst))?
-                            .copy_from_slice(s);
-                        Ok(())
-                    }
-                    UserBuf::Write(_) => Err(bad_slice(*dst)),
-                }
-            }
-        },
-    }
 }

@@ -41,8 +41,10 @@
 //! and back, never far, walked by `walk`; the component size md keeps of a
 //! `--size`, never far).
 
+mod backup_file;
 mod convert;
 mod devices;
+mod in_place;
 mod online;
 mod policy;
 mod raid0;
@@ -54,6 +56,7 @@ mod walk;
 pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
 pub(crate) use walk::ReshapeWalk;
 
+pub use backup_file::BackupFile;
 pub use convert::Conversion;
 pub use devices::DevicesChange;
 pub use policy::Policy;
@@ -216,26 +219,29 @@ impl Assembly {
     /// pending, and on a degraded array (raidlab's own rule: the new space
     /// could not be resynced).
     pub fn grow_size(&mut self, req: SizeRequest, assume_clean: bool) -> Result<SizeChange> {
-        self.resize_members(req, assume_clean, false)
+        self.resize_members(req, assume_clean, None)
     }
 
     /// [`Assembly::grow_size`] of an array that serves (`live`, with the
-    /// requests held): the same checks and the same superblocks, and a
-    /// smaller size refused before anything is written, as the clients
-    /// connected address the array's present size.
+    /// requests held) and exposes `exposed` bytes to its clients (less
+    /// than it holds after md's `--array-size`): the same checks and the
+    /// same superblocks, and a size whose array would hold less than that
+    /// refused before anything is written (md's `raid5_resize` with an
+    /// external size), as the clients address all of it.
     pub(crate) fn grow_size_served(
         &mut self,
         req: SizeRequest,
         assume_clean: bool,
+        exposed: u64,
     ) -> Result<SizeChange> {
-        self.resize_members(req, assume_clean, true)
+        self.resize_members(req, assume_clean, Some(exposed))
     }
 
     fn resize_members(
         &mut self,
         req: SizeRequest,
         assume_clean: bool,
-        served: bool,
+        exposed: Option<u64>,
     ) -> Result<SizeChange> {
         let level = self.geometry.level;
         match level {
@@ -351,18 +357,22 @@ impl Assembly {
             return Ok(change);
         }
         let grown = new > old;
-        if served && !grown {
-            return Err(refused(format!(
-                "a smaller component size ({} bytes, now {}) of a served array: its clients address the array's present {} bytes, and md shrinks a running array only once its size was cut for them first (mdadm --grow --array-size, which raidlab does not keep while serving); stop the server (`raidlab stop`), shrink offline (`raidlab grow --size`), serve again; nothing was changed",
-                new * SECTOR,
-                old * SECTOR,
-                self.geometry.array_bytes()
-            )));
-        }
         let mut probe = template.clone();
         probe.size = new;
         let new_geometry = geometry_of(&probe)?;
         change.new_array_bytes = new_geometry.array_bytes();
+        match exposed {
+            Some(exposed) if change.new_array_bytes < exposed => {
+                let fits = change.new_array_bytes / 1024;
+                return Err(refused(format!(
+                    "a component size of {} bytes (now {}) would cut the served array to {} bytes, less than the {exposed} bytes its clients address (mdadm: \"this change will reduce the size of the array. use --grow --array-size first to truncate array\"): shrink what the array holds (the file system) to {fits} KiB or less, then give `--array-size {fits}K` (alone first, or with this --size); nothing was changed",
+                    new * SECTOR,
+                    old * SECTOR,
+                    change.new_array_bytes
+                )));
+            }
+            _ => {}
+        }
         // Everything is computed before anything is written: each member's
         // new superblock fields and the resized bitmap.
         let mut per_member = Vec::new();

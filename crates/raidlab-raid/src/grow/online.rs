@@ -376,12 +376,16 @@ impl Volume for ReshapingVolume {
     }
 }
 
-/// A reshape walked while clients use the array, for an owner that drives
-/// the walk and the clients itself: the simulator, which runs the walk as
-/// one task and each client as another on one thread (the server's own
-/// driver is `live::reshape`, which runs the same walk on a thread). The
-/// walk, its steps, its checkpoints and the gate are the server's; only
-/// who calls them differs.
+/// A reshape walked while clients use the array: the walk, its gate and
+/// its two sides, for an owner that drives the walk and the clients. The
+/// server runs it on a thread (`live::reshape`, recording each checkpoint
+/// under its lock of the assembly), the simulator as one task beside a
+/// task per client on one thread (`ServedWalk::run`, holding the assembly
+/// for the walk's length). The walk, its steps, how a checkpoint is
+/// recorded and the gate are the same; only who calls them differs.
+/// A served reshape's two running arrays: (old geometry, new geometry).
+pub(crate) type Sides = (Arc<crate::array::Array>, Arc<crate::array::Array>);
+
 pub struct ServedWalk {
     walk: super::ReshapeWalk,
 }
@@ -398,10 +402,13 @@ impl crate::assemble::Assembly {
     /// The reshape the superblocks record, ready to walk in service (both
     /// sides writable, every step through a gate). Refused as
     /// `grow --continue` refuses it (a kind raidlab does not walk, a
-    /// member missing).
-    pub fn reshape_served(&mut self) -> Result<ServedWalk> {
+    /// member missing). `safe_mode_mark`: the superblocks' dirty mark, if
+    /// they carry one, is the owner's safe mode's (writes recent, the
+    /// copies agree), not an unclean stop's; after one, a mirrored side
+    /// reads each block from its first copy only, as a start does.
+    pub fn reshape_served(&mut self, safe_mode_mark: bool) -> Result<ServedWalk> {
         Ok(ServedWalk {
-            walk: self.reshape_walk(true)?,
+            walk: self.in_service(safe_mode_mark, |asm| asm.reshape_walk(true))?,
         })
     }
 }
@@ -413,21 +420,105 @@ impl ServedWalk {
         ReshapingVolume::new(name, gate, self.walk.old.clone(), self.walk.new.clone())
     }
 
+    /// The two geometries' running arrays (old, new).
+    pub(crate) fn sides(&self) -> Sides {
+        (self.walk.old.clone(), self.walk.new.clone())
+    }
+
+    /// Where the walk is, counted as the long run counts it, and its end.
+    pub(crate) fn progress_now(&self) -> (u64, u64) {
+        (
+            self.walk.walked(self.walk.r.position),
+            self.walk.r.new.array_bytes(),
+        )
+    }
+
     /// Walk from the last checkpoint to the end, recording each checkpoint
-    /// in `asm`'s superblocks as the server records it (with the old side's
-    /// bitmap held). A stop asked (`opts.stop`, `quit`) checkpoints where
-    /// the walk is and returns an `Interrupted` error; requests through the
-    /// gate then no longer wait for it.
+    /// in `asm`'s superblocks ([`ServedWalk::record`]). A stop asked
+    /// (`opts.stop`, `quit`) checkpoints where the walk is and returns an
+    /// `Interrupted` error; requests through the gate then no longer wait
+    /// for it.
     pub fn run(
         &mut self,
         asm: &mut crate::assemble::Assembly,
         opts: &crate::recovery::RunOptions,
         quit: &dyn Fn() -> bool,
     ) -> Result<()> {
-        let old = self.walk.old.clone();
+        let sides = self.sides();
         self.walk.run(opts, quit, &mut |_| {}, &mut |sectors| {
-            asm.change_running(&old, |a| a.commit(|sb| sb.reshape_position = sectors))
+            Self::record(asm, &sides, sectors)
         })
+    }
+
+    /// [`ServedWalk::run`] for an owner that lends the assembly only for
+    /// each checkpoint (`record` calls [`ServedWalk::record`] under its
+    /// lock), with the long run's progress.
+    pub(crate) fn run_lending(
+        &mut self,
+        opts: &crate::recovery::RunOptions,
+        quit: &dyn Fn() -> bool,
+        progress: &mut dyn FnMut(crate::recovery::Progress),
+        record: &mut dyn FnMut(&Sides, u64) -> Result<()>,
+    ) -> Result<()> {
+        let sides = self.sides();
+        self.walk
+            .run(opts, quit, progress, &mut |sectors| record(&sides, sectors))
+    }
+
+    /// Record a checkpoint (`sectors`, the reshape position) in the
+    /// superblocks while the array serves: the members either side took
+    /// out recorded faulty first (a walk stopping for a failed member
+    /// checkpoints where it is, and a commit to that member would fail and
+    /// leave the bytes moved since the last checkpoint unwritable), then
+    /// the position in every member left, with the old side's bitmap held,
+    /// as any change of a running array's superblocks.
+    ///
+    /// A member whose superblock cannot be written (it failed while a
+    /// client's request to it was still being handled, so neither side has
+    /// taken it out yet) is taken out of both sides and recorded, and the
+    /// position written again on the rest, as md fails a device whose
+    /// superblock write fails and rewrites the others (md_update_sb).
+    pub(crate) fn record(
+        asm: &mut crate::assemble::Assembly,
+        sides: &Sides,
+        sectors: u64,
+    ) -> Result<()> {
+        let mut tried: Vec<usize> = Vec::new();
+        loop {
+            for side in [&sides.0, &sides.1] {
+                asm.record_taken_out(side)?;
+            }
+            let e = match asm
+                .change_running(&sides.0, |a| a.commit(|sb| sb.reshape_position = sectors))
+            {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            let Some(role) = asm
+                .member_of_error(&e)
+                .filter(|&i| asm.members[i].state == crate::assemble::MemberState::Active)
+                .and_then(|i| asm.members[i].role)
+                .filter(|role| !tried.contains(role))
+            else {
+                return Err(e);
+            };
+            tried.push(role);
+            // Either side may not hold the role (a grow's new member is the
+            // new side's only); the level must serve without it in every
+            // side that does, or the commit's error stands.
+            let mut took = false;
+            for side in [&sides.0, &sides.1] {
+                if role < side.geometry().raid_disks {
+                    if side.fail_member(role).is_err() {
+                        return Err(e);
+                    }
+                    took = true;
+                }
+            }
+            if !took {
+                return Err(e);
+            }
+        }
     }
 
     /// A walk run to its end: the superblocks md writes then.
@@ -624,7 +715,7 @@ mod tests {
         };
         let plan = asm.reshape_check(&req, 0).unwrap();
         asm.reshape_start(plan).unwrap();
-        let mut walk = asm.reshape_served().unwrap();
+        let mut walk = asm.reshape_served(false).unwrap();
         let volume = walk.volume("end".into());
         let opts = RunOptions {
             use_maps: false,
@@ -644,7 +735,7 @@ mod tests {
         asm.array().unwrap().read_at(&mut back, at).unwrap();
         assert!(back == data, "the answered write was lost to the resume");
         // Resumed from the end: nothing left to walk, the end committed.
-        let mut walk = asm.reshape_served().unwrap();
+        let mut walk = asm.reshape_served(false).unwrap();
         walk.run(&mut asm, &opts, &|| false).unwrap();
         walk.end(&mut asm).unwrap();
         assert!(asm.reshape().is_none());

@@ -159,6 +159,7 @@ impl Assembly {
                 then_level: None,
                 backwards: true,
                 component_sectors: Some(component),
+                backup_sectors: 0,
             };
             return self.shrink_check(req, what, array_bytes, plan);
         }
@@ -203,6 +204,7 @@ impl Assembly {
             then_level: None,
             backwards: false,
             component_sectors: None,
+            backup_sectors: 0,
         })
     }
 

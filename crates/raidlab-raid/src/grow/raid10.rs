@@ -165,6 +165,7 @@ impl Assembly {
             then_level: None,
             backwards: false,
             component_sectors: None,
+            backup_sectors: 0,
         })
     }
 
@@ -293,6 +294,7 @@ impl Assembly {
             then_level: None,
             backwards: false,
             component_sectors: None,
+            backup_sectors: 0,
         })
     }
 
@@ -375,6 +377,7 @@ impl Assembly {
             then_level: None,
             backwards: true,
             component_sectors: None,
+            backup_sectors: 0,
         };
         let gap = self.shrink_geometry(&plan)?.backward_min_gap() / SECTOR;
         // mdadm's test is the least room after the data of any member.

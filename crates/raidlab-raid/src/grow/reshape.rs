@@ -149,13 +149,40 @@ pub struct ReshapePlan {
     /// changes: a RAID 10 shrink with less room after the data than the
     /// move up, which mdadm takes out of each member's used space.
     pub component_sectors: Option<u64>,
+    /// A grow of a metadata 0.90 array to more data members, in place (no
+    /// new data offset): the array sectors mdadm backs up on the new
+    /// members before the walk (`super::in_place`); 0 otherwise.
+    pub backup_sectors: u64,
 }
 
 impl ReshapePlan {
     /// Whether data moves (a restripe), or only the superblocks change (a
     /// takeover between RAID 4 and a RAID 5 in parity-last).
     pub fn restripes(&self) -> bool {
-        self.gap_sectors > 0
+        self.gap_sectors > 0 || self.backup_sectors > 0
+    }
+
+    /// Both geometries of this plan as md will read them at position 0,
+    /// with members of `member_sectors` each (the component size the plan
+    /// sets, if it sets one): what the in-place grow, the backup file's
+    /// restripe and the shrink check before anything is recorded.
+    pub(super) fn reshape_at_start(
+        &self,
+        member_sectors: u64,
+    ) -> Result<raidlab_layout::reshape::Reshape> {
+        raidlab_layout::reshape::Reshape::from_md(&raidlab_layout::reshape::MdReshape {
+            level: self.level,
+            layout: self.layout,
+            chunk_sectors: self.chunk_sectors,
+            raid_disks: self.new_raid_devices as u32,
+            new_level: self.level,
+            new_layout: self.new_layout,
+            new_chunk_sectors: self.new_chunk_sectors,
+            delta_disks: self.new_raid_devices as i32 - self.old_raid_devices as i32,
+            position_sectors: 0,
+            backwards: self.backwards,
+            member_sectors: self.component_sectors.unwrap_or(member_sectors),
+        })
     }
 }
 
@@ -182,6 +209,36 @@ impl Assembly {
         req: &ReshapeRequest,
         coming: usize,
         array_bytes: Option<u64>,
+    ) -> Result<ReshapePlan> {
+        self.reshape_check_inner(req, coming, array_bytes, false)
+    }
+
+    /// [`Assembly::reshape_check`] of a restripe run with mdadm's
+    /// `--backup-file` at `backup` (to be made): a metadata 0.90 RAID
+    /// 4/5/6's new chunk or layout over the same members
+    /// (`super::backup_file`); the plan's `backup_sectors` is the window.
+    pub fn reshape_check_with_backup(
+        &self,
+        req: &ReshapeRequest,
+        backup: &std::path::Path,
+    ) -> Result<ReshapePlan> {
+        let plan = self.reshape_check_inner(req, 0, None, true)?;
+        if plan.new_raid_devices != plan.old_raid_devices || plan.backup_sectors == 0 {
+            return Err(refused(format!(
+                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members (a grow by members backs up on the new members, a 1.x array moves its data offset, a 0.90 shrink with a backup file is not built): leave --backup-file out; nothing was changed",
+                backup.display()
+            )));
+        }
+        self.backup_file_path_check(backup, true)?;
+        Ok(plan)
+    }
+
+    fn reshape_check_inner(
+        &self,
+        req: &ReshapeRequest,
+        coming: usize,
+        array_bytes: Option<u64>,
+        backup_file: bool,
     ) -> Result<ReshapePlan> {
         let g = self.geometry;
         let old = g.raid_disks;
@@ -261,6 +318,7 @@ impl Assembly {
             then_level,
             backwards: false,
             component_sectors: None,
+            backup_sectors: 0,
         };
         if n == old && same_shape {
             if level.md_level() != template.level || then_level.is_some() {
@@ -304,7 +362,18 @@ impl Assembly {
                 template.size / u64::from(new_chunk) * u64::from(new_chunk) / 2
             )));
         }
-        self.restripe_allowed(&what)?;
+        let in_place = template.version() == MetadataVersion::V0_90;
+        if in_place {
+            self.in_place_allowed(
+                &what,
+                n,
+                same_shape,
+                level.md_level() != template.level,
+                backup_file,
+            )?;
+        } else {
+            self.restripe_allowed(&what)?;
+        }
         let spares = self.spare_count();
         let need = n - old;
         if spares + coming < need {
@@ -318,6 +387,24 @@ impl Assembly {
         // moved at least that far (less, and old and new stripes overlap);
         // with more members and a new chunk at once, the walk needs as much
         // (`Reshape::forward_min_gap`) and the steps are stripes of it.
+        if in_place && n == old {
+            // With a backup file: the window it holds twice.
+            return Ok(ReshapePlan {
+                backup_sectors: super::backup_file::plan_window(
+                    u64::from(chunk) * SECTOR,
+                    u64::from(new_chunk) * SECTOR,
+                    g.data_disks() as u64,
+                    template.size,
+                ),
+                ..plan(0)
+            });
+        }
+        if in_place {
+            return Ok(ReshapePlan {
+                backup_sectors: self.in_place_backup_sectors(n)?,
+                ..plan(0)
+            });
+        }
         let gap = self.reshape_gap(u64::from(chunk.max(new_chunk)).max(1))?;
         Ok(plan(gap))
     }
@@ -340,6 +427,14 @@ impl Assembly {
             }
             _ => {}
         }
+        self.restripe_conditions(what)
+    }
+
+    /// [`Assembly::restripe_allowed`] past the metadata: what md needs of
+    /// any restripe (no bitmap, journal or PPL to carry, idle, whole,
+    /// consistent).
+    pub(crate) fn restripe_conditions(&self, what: &str) -> Result<()> {
+        let template = self.grow_template()?;
         if self.bitmap.is_some() || template.feature_map & feature::BITMAP_OFFSET != 0 {
             return Err(refused(
                 "the array has an internal bitmap, which a reshape must resize with it; raidlab does not build that yet: remove it (`raidlab grow --bitmap none`), grow, then add it back; nothing was changed".into(),
@@ -426,6 +521,11 @@ impl Assembly {
         if plan.backwards {
             return self.shrink_start(plan);
         }
+        if plan.backup_sectors > 0 && plan.new_raid_devices == plan.old_raid_devices {
+            return Err(refused(
+                "reshape: a 0.90 restripe over the same members starts with its backup file (Assembly::reshape_start_with_backup); nothing was changed".into(),
+            ));
+        }
         let old = plan.old_raid_devices;
         let n = plan.new_raid_devices;
         // A RAID 0 restripes as md's RAID 4 with its parity role (the last)
@@ -470,6 +570,11 @@ impl Assembly {
                 "reshape: this change moves no data (a takeover): use Assembly::takeover",
             ));
         }
+        if plan.backup_sectors > 0 {
+            // Before any superblock says a reshape runs: a resume at
+            // position 0 then always finds the backup it starts from.
+            self.in_place_backup(plan, &spares)?;
+        }
         self.commit(|sb| {
             sb.raid_disks = raid_disks as u32;
             sb.delta_disks = delta;
@@ -487,6 +592,10 @@ impl Assembly {
             sb.new_offset = -gap;
             sb.feature_map |= feature::RESHAPE_ACTIVE | feature::NEW_OFFSET;
             sb.feature_map &= !feature::RESHAPE_BACKWARDS;
+            if gap == 0 {
+                // In place (0.90): no new offset to record.
+                sb.feature_map &= !feature::NEW_OFFSET;
+            }
         })?;
         self.geometry = geometry_of(&self.grow_template()?)?;
         Ok(())

@@ -39,7 +39,7 @@ use super::walk::near_or_offset_copies;
 use super::{refused, SECTOR};
 use crate::assemble::{Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
-use raidlab_layout::reshape::{MdReshape, Reshape};
+use raidlab_layout::reshape::Reshape;
 use raidlab_layout::Level;
 use raidlab_md::superblock::feature;
 
@@ -159,22 +159,13 @@ impl Assembly {
     /// Both geometries of the shrink `plan`, as md will read them (with the
     /// component size the plan sets, if it sets one).
     pub(super) fn shrink_geometry(&self, plan: &ReshapePlan) -> Result<Reshape> {
-        Reshape::from_md(&MdReshape {
-            level: plan.level,
-            layout: plan.layout,
-            chunk_sectors: plan.chunk_sectors,
-            raid_disks: plan.new_raid_devices as u32,
-            new_level: plan.level,
-            new_layout: plan.new_layout,
-            new_chunk_sectors: plan.new_chunk_sectors,
-            delta_disks: plan.new_raid_devices as i32 - plan.old_raid_devices as i32,
-            position_sectors: 0,
+        // Backwards whatever the plan says yet (`shrink_check` asks before
+        // it sets it): md walks every shrink from the end.
+        ReshapePlan {
             backwards: true,
-            member_sectors: match plan.component_sectors {
-                Some(s) => s,
-                None => self.grow_template()?.size,
-            },
-        })
+            ..*plan
+        }
+        .reshape_at_start(self.grow_template()?.size)
     }
 
     /// Record the shrink `plan` in every superblock, in one commit: the new

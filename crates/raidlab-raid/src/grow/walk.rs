@@ -20,7 +20,9 @@
 //! compute P and Q: a full-stripe write reads nothing; a RAID 10 writes
 //! every copy), and flushes. The new geometry starts `gap` sectors lower on
 //! each member than the old one, so its writes trail the old geometry's
-//! reads. The invariant, md's rule in its reshape loop (the arithmetic is
+//! reads (a 0.90 grow to more data members: no gap, walked only past its
+//! critical section, which `super::in_place` puts back from its backup
+//! first). The invariant, md's rule in its reshape loop (the arithmetic is
 //! `Reshape::forward_write_limit` in the layout crate): no write may land
 //! at or past where the old geometry's row holding the last checkpointed
 //! position begins (a stripe; a RAID 10's chunk copies, far rows high in
@@ -54,6 +56,7 @@
 //! layout, a level change other than 4 and 5, a move of the data offset too small for the
 //! walk): those are refused, for mdadm to finish.
 
+use super::in_place::in_place_walk_supported;
 use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
@@ -63,7 +66,7 @@ use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
 use raidlab_layout::{Layout, Level};
-use raidlab_md::superblock::feature;
+use raidlab_md::superblock::{feature, MetadataVersion};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -122,8 +125,28 @@ impl Assembly {
         };
         let backwards = r.backwards;
         let moved = template.feature_map & feature::NEW_OFFSET != 0;
+        // A 0.90 grow has no new offset: walked in place past its critical
+        // section (`super::in_place`).
+        let in_place = !moved
+            && !backwards
+            && template.version() == MetadataVersion::V0_90
+            && r.new.raid_disks > r.old.raid_disks;
+        if self.needs_backup_file(&r)? {
+            // md restripes such a 0.90 array only through mdadm's backup
+            // file (`super::backup_file`).
+            return Err(refused(
+                "this metadata 0.90 reshape (a new chunk or layout over the same members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with, offline (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
+            ));
+        }
+        if in_place && served {
+            return Err(refused(
+                "a grow of a metadata 0.90 array runs in place (its critical section backed up on the new members), which raidlab carries on offline only: stop serving it and run `raidlab grow --continue`; nothing was changed".into(),
+            ));
+        }
         let supported = if backwards {
             moved && template.new_offset > 0 && Self::shrink_walk_supported(&r, gap * SECTOR)
+        } else if in_place {
+            in_place_walk_supported(&r)
         } else {
             walks && moved && template.new_offset < 0
         };
@@ -155,6 +178,14 @@ impl Assembly {
                 "role(s) {missing:?} missing: carrying on a degraded reshape is not built; nothing was changed"
             )));
         }
+        // Where the superblocks said the run starts (the report's): an
+        // in-place walk's critical section is put back before it.
+        let recorded = r.position;
+        let r = if in_place {
+            self.in_place_resume(r)?
+        } else {
+            r
+        };
         let gap_bytes = gap * SECTOR;
         let unit = r.forward_unit();
         // md's RAID 10 walk records positions inside a chunk too, and takes
@@ -190,8 +221,8 @@ impl Assembly {
             new_array_bytes: total,
             data_offset_moved_bytes: gap_bytes,
             backwards,
-            resumed_from: r.position,
-            resumed: walked(r.position) > 0,
+            resumed_from: recorded,
+            resumed: walked(recorded) > 0,
             checkpoints: 0,
             spares: Vec::new(),
             removed: Vec::new(),
@@ -239,7 +270,7 @@ impl Assembly {
     /// back as a RAID 0 in the same commit, as md's `raid0_takeover_raid45`
     /// writes it: one role fewer, each member's data size the component
     /// size.
-    fn reshape_finish(&mut self, raid0: bool) -> Result<()> {
+    pub(super) fn reshape_finish(&mut self, raid0: bool) -> Result<()> {
         if raid0 {
             self.slots.pop();
         }
@@ -271,7 +302,7 @@ impl Assembly {
     /// One side of the reshape as a running array over the members' data
     /// areas at that side's offset (`writable`: the old one takes writes only
     /// while clients use the array).
-    fn reshape_side(&self, r: &Reshape, new: bool, writable: bool) -> Result<Array> {
+    pub(super) fn reshape_side(&self, r: &Reshape, new: bool, writable: bool) -> Result<Array> {
         let g = if new { r.new } else { r.old };
         let vols = (0..g.raid_disks)
             .map(|role| self.reshape_area(role, new, g.member_bytes))
@@ -279,6 +310,7 @@ impl Assembly {
         let what = if new { "new geometry" } else { "old geometry" };
         let a = Array::new(format!("reshape ({what})"), g, vols)?
             .with_executor(Arc::clone(self.executor()));
+        self.first_copy_unless_consistent(&a);
         Ok(if writable { a } else { a.read_only() })
     }
 }
@@ -358,6 +390,7 @@ impl ReshapeWalk {
                         return Err(e);
                     }
                     walk.report.checkpoints += 1;
+                    hold_at_the_end(&*clock, quit);
                 }
                 return Ok(());
             }
@@ -406,6 +439,26 @@ impl ReshapeWalk {
             g.checkpointed(at);
         }
         Ok(())
+    }
+}
+
+/// Test-only: with `RAIDLAB_TEST_HOLD_RESHAPE_END=<seconds>` in its
+/// environment, a served walk waits that long (or until a stop is asked)
+/// between its end-position commit and the end's commit, so that
+/// md_compat can kill the server in that window and hand Linux md the
+/// members as a crash there leaves them (position at the array's end,
+/// RESHAPE_ACTIVE still set). Nothing outside the process can stop it
+/// there otherwise: the window is one superblock write long.
+fn hold_at_the_end(clock: &dyn raidlab_core::Clock, quit: &dyn Fn() -> bool) {
+    let Some(secs) = std::env::var("RAIDLAB_TEST_HOLD_RESHAPE_END")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let until = clock.now() + std::time::Duration::from_secs(secs);
+    while clock.now() < until && !quit() {
+        clock.sleep(std::time::Duration::from_millis(50));
     }
 }
 

@@ -17,7 +17,8 @@
 //! The rebuild's own thread (start, steps, pacing, stop) is in `rebuild.rs`;
 //! a reshape in service and the changes that swap the running array in
 //! `reshape.rs`; a change of the component size and its resync in
-//! `resize.rs`;
+//! `resize.rs`; md's `--array-size` (what the clients may address) in
+//! `array_size.rs`;
 //! md's safe mode (dirty only while writes are pending) in `safe_mode.rs`;
 //! per-member I/O counters in `stats.rs`; the membership verbs in
 //! `members.rs`; what the server runs between requests in `poll.rs`; what
@@ -31,6 +32,8 @@ mod members;
 mod poll;
 pub use poll::drive_polls;
 mod resize;
+pub use array_size::ArraySizeChange;
+mod array_size;
 mod safe_mode;
 mod stats;
 mod status;
@@ -249,6 +252,7 @@ impl LiveArray {
                 stripes_only_in_journal: j.pinned_stripes(),
                 reclaims: j.reclaims(),
             }),
+            array_size_cut_bytes: self.array_size_cut(),
         }
     }
 

@@ -17,12 +17,13 @@
 //! and the checks are `grow`'s) and never let a request reach two running
 //! arrays of one geometry at once.
 
+use super::array_size::Exposed;
 use super::{lock, LiveArray, TaskStatus};
 use crate::array::Array;
 use crate::assemble::Assembly;
-use crate::grow::{ReshapeReport, ReshapeWalk, ReshapingVolume};
+use crate::grow::{ReshapeReport, ReshapingVolume, ServedWalk};
 use crate::recovery::{Progress, RunOptions};
-use raidlab_core::{Error, Result, Volume};
+use raidlab_core::{Error, Op, Result, Volume};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 
 /// What the clients' requests reach. A request holds the route for its
@@ -32,6 +33,9 @@ pub(super) struct Serving {
     /// The reshape's sides, apart from the route: asked (failure recording)
     /// from inside a request and while a switch holds the route.
     sides: Mutex<Option<(Arc<Array>, Arc<Array>)>>,
+    /// What the clients may address of it (`--array-size`,
+    /// `array_size.rs`): kept across every switch of the route.
+    exposed: Exposed,
 }
 
 enum Route {
@@ -44,7 +48,28 @@ impl Serving {
         Serving {
             route: RwLock::new(Route::Array(array)),
             sides: Mutex::new(None),
+            exposed: Exposed::new(),
         }
+    }
+
+    pub(super) fn exposed(&self) -> &Exposed {
+        &self.exposed
+    }
+
+    /// What takes the requests holds (before any `--array-size` cut).
+    pub(super) fn holds(&self) -> u64 {
+        self.with(|v| v.size())
+    }
+
+    /// Run `f` with the requests held (those under way finished, the next
+    /// ones waiting), given what takes them holds and the cut.
+    pub(super) fn holding<T>(&self, f: impl FnOnce(u64, &Exposed) -> T) -> T {
+        let route = self.route.write().unwrap_or_else(|p| p.into_inner());
+        let holds = match &*route {
+            Route::Array(a) => a.size(),
+            Route::Reshaping(v) => v.size(),
+        };
+        f(holds, &self.exposed)
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Route> {
@@ -70,12 +95,14 @@ impl Volume for Serving {
         self.with(|v| v.name())
     }
     fn size(&self) -> u64 {
-        self.with(|v| v.size())
+        self.exposed.size(self.with(|v| v.size()))
     }
     fn block_size(&self) -> u32 {
         self.with(|v| v.block_size())
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Read, offset, buf.len() as u64)?;
         self.with(|v| v.read_at(buf, offset))
     }
     fn read_stored(
@@ -84,15 +111,21 @@ impl Volume for Serving {
         len: u64,
         sink: &mut raidlab_core::StoredSink<'_>,
     ) -> Result<bool> {
+        self.exposed.check(|| self.name(), Op::Read, offset, len)?;
         self.with(|v| v.read_stored(offset, len, sink))
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Write, offset, buf.len() as u64)?;
         self.with(|v| v.write_at(buf, offset))
     }
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Write, offset, buf.len() as u64)?;
         self.with(|v| v.write_at_fua(buf, offset))
     }
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
+        self.exposed.check(|| self.name(), Op::Write, offset, len)?;
         self.with(|v| v.write_zeroes(offset, len))
     }
     fn flush(&self) -> Result<()> {
@@ -108,6 +141,8 @@ impl Volume for Serving {
         self.with(|v| v.is_writable())
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        self.exposed
+            .check(|| self.name(), Op::Discard, offset, len)?;
         self.with(|v| v.discard(offset, len))
     }
     fn discard_zeroes(&self) -> bool {
@@ -235,9 +270,8 @@ impl LiveArray {
     fn reshape_begin(
         self: &Arc<Self>,
         start: impl FnOnce(&mut Assembly) -> Result<()>,
-    ) -> Result<ReshapeWalk> {
+    ) -> Result<ServedWalk> {
         self.check_quiet("reshape")?;
-        self.check_not_raid10()?;
         let mut st = lock(&self.reshape);
         if st.as_ref().is_some_and(|t| t.running) {
             return Err(Error::invalid("a reshape is running already"));
@@ -260,66 +294,44 @@ impl LiveArray {
                 crate::lifecycle::stop_writes(&running)?;
             }
             let mut asm = lock(&self.asm);
+            // Whether the copies agree: a dirty mark of safe mode's says
+            // they do; one a crash left (a resumed reshape started
+            // unclean) says they may not, and the sides then read first
+            // copies only.
+            let ours = self.dirty_mark_is_ours();
             if fresh {
-                let ours = self.dirty_mark_is_ours();
                 asm.in_service(ours, |asm| asm.change_running(&running, start))?;
             }
-            asm.reshape_walk(true)?
+            asm.reshape_served(ours)?
         };
-        let gate = walk.gate().cloned().expect("a served walk has a gate");
+        let (old, new) = walk.sides();
         if let Some(route) = route.as_deref_mut() {
-            let volume = Arc::new(ReshapingVolume::new(
-                self.array().name(),
-                gate,
-                walk.old.clone(),
-                walk.new.clone(),
-            ));
-            *route = Route::Reshaping(volume);
-            *lock(&self.serving.sides) = Some((walk.old.clone(), walk.new.clone()));
+            *route = Route::Reshaping(Arc::new(walk.volume(self.array().name())));
+            *lock(&self.serving.sides) = Some((old, new));
         }
         drop(route);
         // Counted as the walk counts: from the new geometry's end going
         // backwards.
+        let (done, total) = walk.progress_now();
         *st = Some(TaskStatus::new(
             "reshape",
             "array".into(),
             None,
-            walk.walked(walk.r.position),
-            walk.r.new.array_bytes(),
+            done,
+            total,
             lock(&self.clock).now(),
         ));
         Ok(walk)
     }
 
-    /// Refuse a RAID 10 restripe in service, before anything is written.
-    /// The deterministic fault simulation's served reshapes (raidlab-sim,
-    /// `served_raid10`, ignored until this is fixed) found the served walk
-    /// of a RAID 10 answering reads mid-walk with bytes no write wrote, and
-    /// losing flushed writes after a power cut: its gate reasons in array
-    /// bytes, and a RAID 10 step also rewrites member rows that hold other
-    /// array bytes (the far copies of the offset layout, and a grow's). The
-    /// offline walk, with no client meanwhile, is not affected.
-    fn check_not_raid10(&self) -> Result<()> {
-        let asm = lock(&self.asm);
-        let raid10 = asm.geometry.level == raidlab_layout::Level::Raid10
-            || matches!(asm.reshape(), Some(Ok(r)) if r.new.level == raidlab_layout::Level::Raid10);
-        if raid10 {
-            return Err(Error::invalid(
-                "a RAID 10 restripe is not run while the array serves: raidlab's served walk of a RAID 10 can lose writes answered during it (found by its fault simulation; not fixed yet); stop the server (`raidlab stop`), grow offline (or `raidlab grow --continue` for one under way), then serve again; nothing was changed",
-            ));
-        }
-        Ok(())
-    }
-
     /// Walk to the end, then serve the new geometry.
     fn reshape_walked(
         self: &Arc<Self>,
-        mut walk: ReshapeWalk,
+        mut walk: ServedWalk,
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReshapeReport> {
-        let old = walk.old.clone();
-        let walked = walk.run(
+        let walked = walk.run_lending(
             &opts,
             &|| self.stop.load(std::sync::atomic::Ordering::Acquire),
             &mut |p: Progress| {
@@ -328,15 +340,12 @@ impl LiveArray {
                 }
                 progress(p)
             },
-            &mut |sectors| {
-                let mut asm = lock(&self.asm);
-                asm.change_running(&old, |a| a.commit(|sb| sb.reshape_position = sectors))
-            },
+            &mut |sides, sectors| ServedWalk::record(&mut lock(&self.asm), sides, sectors),
         );
         // Done: the new geometry in the superblocks, then its array started
         // as a start starts it, taking the requests.
         let result = walked.and_then(|()| {
-            let report = lock(&self.asm).reshape_end(walk)?;
+            let report = walk.end(&mut lock(&self.asm))?;
             self.serve_new_geometry()?;
             Ok(report)
         });
@@ -373,7 +382,16 @@ impl LiveArray {
     /// array had it, failure recording), its bitmap daemon scheduled anew.
     fn started_array(self: &Arc<Self>) -> Result<Arc<Array>> {
         let config = self.array().stripe_cache_stats().0.map(|(c, _)| c);
-        let array = Arc::new(lock(&self.asm).array()?);
+        let ours = self.dirty_mark_is_ours();
+        let array = {
+            let mut asm = lock(&self.asm);
+            let array = Arc::new(asm.array()?);
+            // A reshape resumed after an unclean stop ends with the copies
+            // it did not move (those below its last checkpoint then) maybe
+            // apart: read first copies, as the sides did, until a resync.
+            asm.in_service(ours, |asm| asm.first_copy_unless_consistent(&array));
+            array
+        };
         if let Some(config) = config {
             array.start_stripe_cache(config, lock(&self.clock).clone())?;
         }

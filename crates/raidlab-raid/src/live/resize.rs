@@ -15,9 +15,15 @@
 //! it is; the bitmap's bits of the new space stay set until it is done (the
 //! bitmap daemon waits, `super::LiveArray::poll`).
 //!
+//! A smaller size (md's `raid5_resize` of a running array) is the same
+//! swap with nothing to resync, allowed only when the array of the new
+//! size still holds all the clients address: they were cut to it first
+//! with `--array-size` (`array_size.rs`), which it keeps.
+//!
 //! It must never decide the size or refuse one itself (`grow` does), nor
 //! resync anything but what the superblocks say is owed.
 
+use super::array_size::check_array_size;
 use super::{lock, LiveArray, TaskStatus};
 use crate::array::Array;
 use crate::grow::{SizeChange, SizeRequest};
@@ -32,17 +38,36 @@ impl LiveArray {
     /// the new size serving from then on (new connections see its size),
     /// then, when the array grew without `assume_clean`, the resync of the
     /// new space here (`opts`: rate, stop), its progress in `detail`.
-    /// A smaller size is refused (`grow`); so is a change while a rebuild,
-    /// a check, a reshape or the last one's resync runs.
+    /// `array_size` is an `--array-size` given with it (`Some(None)`:
+    /// `max`), set with the same requests held once both are checked, so
+    /// either both are made or neither. A size whose array would hold less
+    /// than the clients address (after that) is refused (`grow`, md's
+    /// words); so is a change while a rebuild, a check, a reshape or the
+    /// last one's resync runs. A smaller size resyncs nothing: what lies
+    /// past the new end stays on the members, as md leaves it.
     pub fn resize(
         self: &Arc<Self>,
         req: SizeRequest,
         assume_clean: bool,
+        array_size: Option<Option<u64>>,
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<(SizeChange, Option<ScrubReport>)> {
         let change = self.change_running(|asm| {
-            let c = asm.grow_size_served(req, assume_clean)?;
+            let holds = asm.geometry.array_bytes();
+            let exposed = match array_size {
+                Some(Some(b)) => {
+                    check_array_size(b, holds)?;
+                    b
+                }
+                Some(None) => holds,
+                None => self.serving.exposed().size(holds),
+            };
+            let c = asm.grow_size_served(req, assume_clean, exposed)?;
+            if let Some(cut) = array_size {
+                // The requests are held: none is under way past the cut.
+                self.serving.exposed().set(cut);
+            }
             if c.resync_from.is_some() {
                 *lock(&self.resync_owed) = Some(asm.resync_offset());
             }

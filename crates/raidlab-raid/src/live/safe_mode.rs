@@ -214,7 +214,20 @@ impl LiveArray {
 struct Gated(Arc<LiveArray>);
 
 impl Gated {
-    fn write<T>(&self, f: impl FnOnce(&dyn Volume) -> Result<T>) -> Result<T> {
+    /// A write that changes data, `len` bytes at `offset`: one past an
+    /// `--array-size` cut is refused before it could mark the superblocks
+    /// dirty (a client connected before the cut still addresses the old
+    /// size); the route checks again, under its lock, for one racing a cut.
+    fn write<T>(
+        &self,
+        offset: u64,
+        len: u64,
+        f: impl FnOnce(&dyn Volume) -> Result<T>,
+    ) -> Result<T> {
+        let serving = &self.0.serving;
+        serving
+            .exposed()
+            .check(|| serving.name(), raidlab_core::Op::Write, offset, len)?;
         self.0.begin_write()?;
         let r = f(self.0.serving());
         self.0.end_write();
@@ -235,7 +248,7 @@ impl raidlab_core::Layer for Gated {
         self.0.serving()
     }
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write(|v| v.write_at(buf, offset))?;
+        self.write(offset, buf.len() as u64, |v| v.write_at(buf, offset))?;
         self.0.record_failures_now();
         Ok(())
     }
@@ -245,17 +258,17 @@ impl raidlab_core::Layer for Gated {
         Ok(())
     }
     fn write_at_fua(&self, buf: &[u8], offset: u64) -> Result<()> {
-        self.write(|v| v.write_at_fua(buf, offset))?;
+        self.write(offset, buf.len() as u64, |v| v.write_at_fua(buf, offset))?;
         self.0.record_failures_now();
         Ok(())
     }
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
-        self.write(|v| v.write_zeroes(offset, len))?;
+        self.write(offset, len, |v| v.write_zeroes(offset, len))?;
         self.0.record_failures_now();
         Ok(())
     }
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
-        self.write(|v| v.discard(offset, len))?;
+        self.write(offset, len, |v| v.discard(offset, len))?;
         self.0.record_failures_now();
         Ok(())
     }

@@ -108,6 +108,10 @@ pub struct LiveStatus {
     /// The write journal of a running array: md's mode and what it holds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalStatus>,
+    /// What the clients address, when `--array-size` cut it below what
+    /// the array holds (md's external size; forgotten at stop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub array_size_cut_bytes: Option<u64>,
 }
 
 /// A running array's write journal, as `detail` shows it.

@@ -114,7 +114,7 @@ impl Assembly {
         if was == MemberState::Active {
             let mut missing = self.missing();
             missing.push(slot);
-            broken = !self.geometry.survives(&missing);
+            broken = !self.survives(&missing);
             if broken && !breaking {
                 return Err(Error::new(
                     ErrorKind::Refused,
@@ -129,7 +129,9 @@ impl Assembly {
         let dev = self.members[index].sb.dev_number;
         self.set_role(dev, ROLE_FAULTY);
         self.members[index].state = MemberState::Faulty;
-        if self.slots[slot] == Some(index) {
+        // A shrink's leaving member holds a role past the new count, which
+        // has no slot (the superblocks' raid_disks is the new count).
+        if self.slots.get(slot) == Some(&Some(index)) {
             self.slots[slot] = None;
             // A replacement of this member carries on as a rebuild of the slot
             // from where its copy got to, as md does: everything below its
@@ -143,7 +145,10 @@ impl Assembly {
                 r.sb.feature_map &= !feature::REPLACEMENT;
             }
         }
-        let spare = if !broken && self.slots[slot].is_none() && !self.slot_is_being_rebuilt(slot) {
+        let spare = if !broken
+            && self.slots.get(slot) == Some(&None)
+            && !self.slot_is_being_rebuilt(slot)
+        {
             self.members
                 .iter()
                 .position(|m| m.state == MemberState::Spare)

@@ -59,7 +59,13 @@ impl Assembly {
                 .failed_members()
                 .into_iter()
                 .filter_map(|role| {
-                    let i = self.slots.get(role).copied().flatten()?;
+                    // A shrink's leaving member has no slot (past the new
+                    // count) but is active in the old geometry.
+                    let i = self.slots.get(role).copied().flatten().or_else(|| {
+                        self.members
+                            .iter()
+                            .position(|m| m.role == Some(role) && role >= self.slots.len())
+                    })?;
                     (self.members[i].state == MemberState::Active).then_some((i, role))
                 })
                 .collect();

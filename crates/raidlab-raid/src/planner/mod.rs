@@ -433,12 +433,8 @@ impl Builder {
         self.lock(row.stripe);
         let missing: Vec<usize> = (0..map.data.len()).filter(|&i| lost(i)).collect();
         let (data, p, q) = self.read_for_rebuild(geo, present, row, &missing, moff, len)?;
-        self.computes.push(Compute::Recover {
-            data: slot_order(map, &data),
-            lost: missing.iter().map(|&i| map.slot[i]).collect(),
-            p,
-            q,
-        });
+        self.computes
+            .push(recover_row(map, &data, &missing, p, q, len as usize));
         for i in seg.touched {
             let u = row.user_offset(i, seg.start, req);
             self.computes.push(Compute::Copy {
@@ -607,12 +603,8 @@ impl Builder {
             let missing: Vec<usize> = (0..dd).filter(|&i| !present[map.data[i]]).collect();
             let (data, p_old, q_old) =
                 self.read_for_rebuild(geo, present, row, &missing, moff, len)?;
-            self.computes.push(Compute::Recover {
-                data: slot_order(map, &data),
-                lost: missing.iter().map(|&i| map.slot[i]).collect(),
-                p: p_old,
-                q: q_old,
-            });
+            self.computes
+                .push(recover_row(map, &data, &missing, p_old, q_old, l));
             for i in seg.touched.clone() {
                 self.computes.push(Compute::Copy {
                     src: user(i),
@@ -685,12 +677,29 @@ impl Builder {
 }
 
 /// Scratch ids given per logical data index, reordered by syndrome slot.
-fn slot_order(map: &StripeMap, per_index: &[usize]) -> Vec<usize> {
-    let mut out = per_index.to_vec();
-    for (i, &s) in per_index.iter().enumerate() {
-        out[map.slot[i]] = s;
+/// The rebuild of a row segment's `missing` data chunks (by data index) in
+/// place, from the rest of its data (`data`, scratch buffers by data index,
+/// `len` bytes each) and the parity read: the arithmetic of a lost chunk,
+/// as a rebuild states it for a lost member's rows.
+fn recover_row(
+    map: &StripeMap,
+    data: &[usize],
+    missing: &[usize],
+    p: Option<usize>,
+    q: Option<usize>,
+    len: usize,
+) -> Compute {
+    let mut by_slot = vec![None; data.len()];
+    for (i, &s) in data.iter().enumerate() {
+        by_slot[map.slot[i]] = Some(Slice::scratch(s, len));
     }
-    out
+    Compute::Recover {
+        data: by_slot,
+        lost: missing.iter().map(|&i| map.slot[i]).collect(),
+        p: p.map(|id| Slice::scratch(id, len)),
+        q: q.map(|id| Slice::scratch(id, len)),
+        fresh: None,
+    }
 }
 
 /// Join operations on one member that continue each other on the member and in the

@@ -8,8 +8,8 @@
 use super::{run_failed, run_with};
 use crate::array::Array;
 use crate::badblocks::BadBlocks;
-use crate::exec::{member_compute, Executor, Members, UserBuf};
-use crate::plan::{Plan, Step};
+use crate::exec::{compute_into, Executor, Members, UserBuf};
+use crate::plan::{Buf, Plan, Slice, Step};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::Geometry;
 use std::sync::Arc;
@@ -166,18 +166,44 @@ pub(super) fn streamed_step(
         .zip(&read)
         .map(|(v, &r)| v.filter(|_| r))
         .collect();
-    let compute = plan.steps.iter().find_map(|s| match s {
-        Step::Compute(cs) => cs.first(),
+    // Which member's read each of the plan's scratch buffers is.
+    let mut by_id: Vec<Option<&[u8]>> = vec![None; plan.scratch.len()];
+    for o in plan.reads() {
+        if let (Buf::Scratch(id), Some(v)) = (o.buf.buf, views.get(o.member).copied().flatten()) {
+            if let Some(b) = by_id.get_mut(id) {
+                *b = Some(v);
+            }
+        }
+    }
+    let input = |s: Slice| match s.buf {
+        Buf::Scratch(id) => by_id
+            .get(id)
+            .copied()
+            .flatten()
+            .and_then(|v| v.get(s.offset..s.offset + s.len))
+            .ok_or_else(|| not_streamable("reads a buffer no streamed read filled")),
+        Buf::User => Err(not_streamable("reads its own output")),
+    };
+    let computes = plan.steps.iter().find_map(|s| match s {
+        Step::Compute(cs) => Some(cs),
         _ => None,
     });
-    match compute {
-        Some(c) if reads_match => member_compute(c, &views, out).map(|()| write),
-        _ => Err(Error::new(
-            ErrorKind::Invalid,
-            Op::Plan,
-            "internal: a rebuild step's plan is not one the streaming rebuild can run",
-        )),
+    match computes {
+        Some(cs) if reads_match => {
+            compute_into(cs, raidlab_parity::selected(), &input, out).map(|()| write)
+        }
+        _ => Err(not_streamable("reads other ranges or computes nothing")),
     }
+}
+
+fn not_streamable(why: &str) -> Error {
+    Error::new(
+        ErrorKind::Invalid,
+        Op::Plan,
+        format!(
+            "internal: a rebuild step's plan is not one the streaming rebuild can run: it {why}"
+        ),
+    )
 }
 
 /// The planted rebuild bug: the first chunk of the step comes from the first

@@ -7,7 +7,9 @@
 //! their data; fewer members of a RAID 10 near or offset, with room after
 //! the data or without; fewer members of a RAID 0, through md's RAID 4
 //! without parity backwards, the members given room after their data as a
-//! grown device has it) run on in-memory members with volatile write
+//! grown device has it; a metadata 0.90 RAID 4/5/6 onto more members, in
+//! place, its critical section backed up on the new members as mdadm
+//! does) run on in-memory members with volatile write
 //! caches, the power cut after a random number of member writes (each
 //! member's unflushed writes kept, dropped or torn), the members assembled
 //! again from their superblocks and the reshape carried on, up to three
@@ -384,6 +386,18 @@ fn attempt(
             let k = rng.gen_range(0..s.members);
             rig.dead[k] = true;
             died = true;
+        }
+        if s.metadata == raidlab_md::MetadataVersion::V0_90 {
+            // A 0.90 superblock torn by the cut (one checksum over 4 KiB,
+            // eight sectors) does not load: md's `super_90_load` rejects
+            // it and mdadm assembles without that member, as if it died.
+            for k in 0..rig.members.len() {
+                let v: &dyn Volume = rig.members[k].as_ref();
+                if !rig.dead[k] && raidlab_md::Superblock::read_from(v).is_err() {
+                    rig.dead[k] = true;
+                    died = true;
+                }
+            }
         }
         let saved = rig.budget.swap(i64::MAX, Ordering::SeqCst);
         asm = rig.assemble(cut_seed)?;

@@ -161,7 +161,7 @@ impl Rig {
         // The log start, the add and the rebuild run in order on this
         // thread, as the started array's plans do.
         asm.set_executor(self.exec.clone());
-        lifecycle::start_logs(&mut asm).map_err(|e| format!("start the logs to add: {e}"))?;
+        let mut asm = verb_start(asm).map_err(|e| format!("start the logs to add: {e}"))?;
         let path = dev.path.clone();
         let readd = if re_add {
             asm.re_add_check(&dev)
@@ -268,7 +268,7 @@ impl Rig {
         let new_dev = self.vols.len() - 1;
         let (old_path, new_path) = (self.paths[old_dev].clone(), new.path.clone());
         asm.set_executor(self.exec.clone());
-        lifecycle::start_logs(&mut asm).map_err(|e| format!("start the logs to replace: {e}"))?;
+        let mut asm = verb_start(asm).map_err(|e| format!("start the logs to replace: {e}"))?;
         let old = asm
             .find(&old_path)
             .map_err(|e| format!("replace: the member to replace: {e}"))?;
@@ -430,9 +430,7 @@ impl Rig {
         }
         .and_then(|mut asm| {
             asm.set_executor(self.exec.clone());
-            lifecycle::start_logs(&mut asm)
-                .map_err(|e| format!("start the logs to carry on with the replace: {e}"))?;
-            Ok(asm)
+            verb_start(asm).map_err(|e| format!("start the logs to carry on with the replace: {e}"))
         })
     }
 
@@ -949,4 +947,18 @@ impl Rig {
             None => Ok(()),
         }
     }
+}
+
+/// The start an offline membership verb makes (`raidlab add`, `replace`):
+/// the lifecycle's, logs replayed with a member whose I/O fails taken out,
+/// md's refusals left to the verb.
+fn verb_start(asm: Assembly) -> raidlab_core::Result<Assembly> {
+    let started = lifecycle::Managed::start(
+        asm,
+        lifecycle::ManageOptions {
+            write: true,
+            refuse: None,
+        },
+    )?;
+    Ok(started.asm)
 }

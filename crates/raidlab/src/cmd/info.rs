@@ -516,6 +516,16 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             "Served By",
             format!("raidlab serve (pid {}), export {:?}", s.pid, s.export),
         ));
+        if let Some(cut) = s.status.array_size_cut_bytes {
+            // md's Array Size after --grow --array-size: what is exposed.
+            rows.push((
+                "Exposed Size",
+                format!(
+                    "{cut} bytes ({}), cut by --array-size until the server stops",
+                    format_size_approx(cut)
+                ),
+            ));
+        }
         for t in s
             .status
             .rebuild

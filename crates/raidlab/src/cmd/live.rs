@@ -420,7 +420,25 @@ fn carry_out(
             size,
             assume_clean,
             consistency_policy,
+            array_size,
         } => {
+            let array_size = match array_size.as_deref() {
+                None => None,
+                Some("max") => Some(None),
+                Some(b) => {
+                    Some(Some(b.parse::<u64>().map_err(|_| {
+                        anyhow!("--array-size {b}: not a number of bytes")
+                    })?))
+                }
+            };
+            if let (Some(cut), None) = (array_size, &size) {
+                let c = live.set_array_size(cut)?;
+                said(&format!(
+                    "array size {} -> {} bytes (--array-size; the array holds {})",
+                    c.old_exposed_bytes, c.new_exposed_bytes, c.holds_bytes
+                ));
+                return Ok((array_size_text(&c, cut.is_none(), json)?, 0));
+            }
             if let Some(p) = consistency_policy {
                 let text = crate::cmd::grow::served_policy(live, &p)?;
                 said(text.trim_start_matches("raidlab: ").trim_end());
@@ -432,6 +450,7 @@ fn carry_out(
                     live,
                     &size,
                     assume_clean,
+                    array_size,
                     max_rate,
                     stop,
                     json,
@@ -461,6 +480,16 @@ fn carry_out(
             let walk = match continue_reshape {
                 true => None,
                 false => match live.with_assembly_in_service(|asm| {
+                    // md's shrink by members fits in an array size set
+                    // before (its external size) as in one given with it.
+                    let shrinks = req.level.is_none()
+                        && req
+                            .raid_devices
+                            .is_some_and(|n| n < asm.geometry.raid_disks);
+                    let array_bytes = match array_bytes {
+                        None if shrinks => live.array_size_cut(),
+                        b => b,
+                    };
                     crate::cmd::grow::served_check(asm, &req, add.len(), array_bytes)
                 })? {
                     ServedGrow::Takeover(to) => {
@@ -569,15 +598,37 @@ fn carry_out(
     }
 }
 
+/// What a served `--array-size` did, as the command prints it.
+fn array_size_text(
+    c: &raidlab_raid::live::ArraySizeChange,
+    max: bool,
+    json: bool,
+) -> Result<String> {
+    if json {
+        return Ok(serde_json::to_string_pretty(c)? + "\n");
+    }
+    let how = if max {
+        "all the array holds"
+    } else {
+        "cut by --array-size"
+    };
+    Ok(format!(
+        "raidlab: array size {} -> {} bytes ({how}; the array holds {} bytes); nothing was written to the members; kept while the array is served, forgotten when it stops (as md forgets --array-size)\n",
+        c.old_exposed_bytes, c.new_exposed_bytes, c.holds_bytes
+    ))
+}
+
 /// A served `grow --size`: the change with the requests held, then the
 /// resync of the new space here, its progress sent to the command (and in
-/// `detail`); it goes on if the command goes away.
+/// `detail`); it goes on if the command goes away. `array_size`: an
+/// `--array-size` given with it, set with the change or not at all.
 #[allow(clippy::too_many_arguments)]
 fn served_size(
     stream: &UnixStream,
     live: &Arc<LiveArray>,
     size: &str,
     assume_clean: bool,
+    array_size: Option<Option<u64>>,
     max_rate: Option<u64>,
     stop: &'static AtomicBool,
     json: bool,
@@ -596,7 +647,7 @@ fn served_size(
         stop: Some(stop),
         ..RunOptions::default()
     };
-    let (c, resync) = live.resize(req, assume_clean, opts, &mut |p| {
+    let (c, resync) = live.resize(req, assume_clean, array_size, opts, &mut |p| {
         let _ = control::send(
             stream,
             &Reply::Progress {
@@ -614,7 +665,20 @@ fn served_size(
         let v = serde_json::json!({ "size": c, "resync": resync });
         return Ok((serde_json::to_string_pretty(&v)? + "\n", 0));
     }
-    let mut text = crate::cmd::grow::size_text(&c);
+    let mut text = String::new();
+    if let Some(cut) = array_size {
+        text += &format!(
+            "raidlab: array size {} (--array-size{}; nothing written to the members; kept while the array is served, forgotten when it stops, as md)\n",
+            live.exposed_bytes(),
+            if cut.is_none() { " max" } else { "" }
+        );
+    }
+    text += &crate::cmd::grow::size_text(&c);
+    if let Some(cut) = live.array_size_cut() {
+        if cut < c.new_array_bytes {
+            text += &format!("raidlab: the clients address {cut} bytes of it (--array-size in force while served; `raidlab grow MEMBERS --array-size max` gives them all)\n");
+        }
+    }
     if let (Some(from), Some(_)) = (c.resync_from, resync) {
         text += &format!("raidlab: the new space is resynced (from member byte {from}) while the array served; the array is clean\n");
     }

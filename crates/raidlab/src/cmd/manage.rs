@@ -7,14 +7,16 @@
 
 use crate::cli::{AddArgs, FailArgs, RemoveArgs, ReplaceArgs, RunArgs, RunControl, ScrubArgs};
 use crate::cmd::live;
-use crate::open::{is_missing, member_exists, open_device, open_members, start_logs};
+use crate::open::{
+    is_missing, member_exists, open_device, open_members, start_managed, stop_managed,
+};
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidlab_core::size::format_size_approx;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::lifecycle::{ManageOptions, Managed};
 use raidlab_raid::manage::Added;
-use raidlab_raid::ppl::PplReplay;
 use raidlab_raid::recovery::{Progress, RunOptions, ScrubReport};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -28,28 +30,38 @@ static STOP: AtomicBool = AtomicBool::new(false);
 /// Exit status of `check`/`repair` when mismatches were found.
 pub const MISMATCH_EXIT: u8 = 3;
 
-/// Assemble for writing: the partial parity logs (if any) are started, which
-/// replays them after an unclean stop.
-pub(crate) fn assemble_rw(members: &[PathBuf]) -> Result<Assembly> {
-    Ok(assemble_rw_replay(members)?.0)
+/// Assemble and start for a verb that writes, through the lifecycle
+/// ([`Managed::start`]): its logs replayed, members whose I/O fails there
+/// taken out, and md's refusals with `--force` = `refuse` when given (`None`:
+/// the verb's own steps refuse what they must).
+fn start_rw(members: &[PathBuf], refuse: Option<bool>) -> Result<Managed> {
+    let asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
+    start_managed(
+        asm,
+        ManageOptions {
+            write: true,
+            refuse,
+        },
+    )
 }
 
-/// [`assemble_rw`] with `check` asked of the assembly before its logs are
-/// started (a log replay writes): a refusal there changes nothing.
+/// Assemble for writing, with `check` asked of the assembly before the
+/// lifecycle starts it (a log replay writes): a refusal there changes
+/// nothing. The caller's own steps commit what they change.
 pub(crate) fn assemble_rw_checked(
     members: &[PathBuf],
     check: impl FnOnce(&Assembly) -> Result<()>,
 ) -> Result<Assembly> {
-    let mut asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
+    let asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
     check(&asm)?;
-    start_logs(&mut asm)?;
-    Ok(asm)
-}
-
-fn assemble_rw_replay(members: &[PathBuf]) -> Result<(Assembly, Option<PplReplay>)> {
-    let mut asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
-    let replay = start_logs(&mut asm)?;
-    Ok((asm, replay))
+    let managed = start_managed(
+        asm,
+        ManageOptions {
+            write: true,
+            refuse: None,
+        },
+    )?;
+    Ok(managed.asm)
 }
 
 fn path_str(p: &Path) -> String {
@@ -163,7 +175,8 @@ pub fn fail(a: FailArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
         return live::fail(&server, a);
     }
-    let mut asm = assemble_rw(&a.members)?;
+    let mut managed = start_rw(&a.members, None)?;
+    let asm = &mut managed.asm;
     let index = asm.find(&path_str(&a.member))?;
     let was_synced = asm.in_sync();
     let spare = asm.fail(index)?;
@@ -185,9 +198,10 @@ pub fn fail(a: FailArgs) -> Result<ExitCode> {
             asm.members[s].device.path
         );
         if !a.no_rebuild {
-            run_rebuild(&mut asm, &a.run, false)?;
+            run_rebuild(asm, &a.run, false)?;
         }
     }
+    stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -195,10 +209,11 @@ pub fn remove(a: RemoveArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
         return live::remove(&server, a);
     }
-    let mut asm = assemble_rw(&a.members)?;
-    let index = asm.find(&path_str(&a.member))?;
-    asm.remove(index)?;
+    let mut managed = start_rw(&a.members, None)?;
+    let index = managed.asm.find(&path_str(&a.member))?;
+    managed.asm.remove(index)?;
     outln!("raidlab: {} removed from the array", a.member.display());
+    stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -227,21 +242,22 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
         .filter(|p| !same_file(p))
         .cloned()
         .collect();
-    let mut asm = assemble_rw(&members)?;
+    let mut managed = start_rw(&members, None)?;
     if a.re_add || member_exists(&a.new) {
         let device = open_device(&a.new, OpenMode::ReadWrite)?;
-        match asm.re_add_check(&device) {
-            Ok(_) => return re_add(asm, device, &a),
+        match managed.asm.re_add_check(&device) {
+            Ok(_) => return re_add(managed, device, &a),
             Err(e) if a.re_add => return Err(e.into()),
             Err(e) => {
                 // mdadm --add tries a re-add first and falls back to a new
                 // member; say why when the device was one of this array's.
-                if is_former_member(&asm, &device) {
+                if is_former_member(&managed.asm, &device) {
                     outln!("raidlab: {e}; adding it as a new member with a full rebuild instead");
                 }
             }
         }
     }
+    let asm = &mut managed.asm;
     let (device, created) = new_device(&a.new, a.member_size)?;
     let result = asm.add(device, a.force);
     if result.is_err() && created {
@@ -268,6 +284,7 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
         }
         Added::Spare => outln!("raidlab: {} added as a hot spare", a.new.display()),
     }
+    stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -281,7 +298,8 @@ fn is_former_member(asm: &Assembly, device: &Device) -> bool {
 
 /// Put a former member back into its role and (unless --no-rebuild) resync
 /// the bitmap's dirty chunks onto it.
-fn re_add(mut asm: Assembly, device: Device, a: &AddArgs) -> Result<ExitCode> {
+fn re_add(mut managed: Managed, device: Device, a: &AddArgs) -> Result<ExitCode> {
+    let asm = &mut managed.asm;
     let r = asm.re_add(device)?;
     outln!(
         "raidlab: {} re-added into its role {} (its events {}, the bitmap cleared at {}; {} dirty chunk(s) to resync)",
@@ -300,6 +318,7 @@ fn re_add(mut asm: Assembly, device: Device, a: &AddArgs) -> Result<ExitCode> {
             Err(e) => return Err(e.into()),
         }
     }
+    stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -313,7 +332,8 @@ pub fn replace(a: ReplaceArgs) -> Result<ExitCode> {
         }
         return r;
     }
-    let mut asm = assemble_rw(&a.members)?;
+    let mut managed = start_rw(&a.members, None)?;
+    let asm = &mut managed.asm;
     let old = asm.find(&path_str(&a.old))?;
     let (device, created) = new_device(&a.with, a.member_size)?;
     let result = asm.replace(old, device, a.force);
@@ -327,8 +347,9 @@ pub fn replace(a: ReplaceArgs) -> Result<ExitCode> {
         a.old.display()
     );
     if !a.no_rebuild {
-        run_rebuild(&mut asm, &a.run, false)?;
+        run_rebuild(asm, &a.run, false)?;
     }
+    stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -336,9 +357,9 @@ pub fn rebuild(a: RunArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
         return live::rebuild(&server, &a);
     }
-    let mut asm = assemble_rw(&a.members)?;
-    asm.check_startable(a.force)?;
-    run_rebuild(&mut asm, &a.run, a.force)?;
+    let mut managed = start_rw(&a.members, Some(a.force))?;
+    run_rebuild(&mut managed.asm, &a.run, a.force)?;
+    stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -346,37 +367,35 @@ pub fn resync(a: RunArgs) -> Result<ExitCode> {
     if crate::control::find(&a.members)?.is_some() {
         bail!("a server (`raidlab serve`) is serving this array: it resyncs at start when it must; stop it first (`raidlab stop`) to resync by hand");
     }
-    let (mut asm, replay) = assemble_rw_replay(&a.members)?;
-    if let (Some(r), true) = (&replay, asm.in_sync()) {
+    let mut managed = start_rw(&a.members, None)?;
+    let asm = &mut managed.asm;
+    if let (Some(r), true) = (&managed.report.ppl, asm.in_sync()) {
         // md's way with a partial parity log: the replay took the place of a resync.
         if a.run.json {
             outln!("{}", serde_json::to_string_pretty(r)?);
         } else {
             outln!("raidlab: the partial parity log was replayed; the array is clean");
         }
-        return Ok(ExitCode::SUCCESS);
-    }
-    if asm.has_journal() && asm.journal_member().is_some() && asm.in_sync() {
+    } else if asm.has_journal() && asm.journal_member().is_some() && asm.in_sync() {
         // md's way with a write journal: starting it replayed whatever it held;
         // stripes are consistent and the superblocks never stopped being clean.
         outln!("raidlab: the write journal was replayed at start; the array is clean");
-        return Ok(ExitCode::SUCCESS);
-    }
-    if asm.in_sync() {
+    } else if asm.in_sync() {
         // Nothing to do is not a failure: the array ends consistent.
         outln!("raidlab: the array is already in sync (clean): nothing to resync; `raidlab check` verifies it");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let report = asm.resync(options(&a.run, a.force), &mut bar("resync"))?;
-    if a.run.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        outln!(
-            "raidlab: resync complete, {} sectors corrected; the array is clean",
-            report.mismatch_sectors
-        );
-        print_coverage(&report, true)?;
+        let report = asm.resync(options(&a.run, a.force), &mut bar("resync"))?;
+        if a.run.json {
+            outln!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            outln!(
+                "raidlab: resync complete, {} sectors corrected; the array is clean",
+                report.mismatch_sectors
+            );
+            print_coverage(&report, true)?;
+        }
     }
+    stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -384,16 +403,23 @@ pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
         return live::scrub(&server, &a, repair);
     }
-    let mut asm = if repair {
-        assemble_rw(&a.members)?
-    } else {
-        crate::open::assemble(open_members(&a.members, OpenMode::ReadOnly)?)?
+    let opts = ManageOptions {
+        write: repair,
+        refuse: None,
     };
-    let report = asm.scrub(
+    let mode = if repair {
+        OpenMode::ReadWrite
+    } else {
+        OpenMode::ReadOnly
+    };
+    let asm = crate::open::assemble(open_members(&a.members, mode)?)?;
+    let mut managed = start_managed(asm, opts)?;
+    let report = managed.asm.scrub(
         repair,
         options(&a.run, false),
         &mut bar(if repair { "repair" } else { "check" }),
     )?;
+    stop_managed(managed)?;
     print_scrub(&report, repair, a.run.json)?;
     Ok(ExitCode::from(scrub_exit(&report, repair)))
 }

@@ -186,9 +186,16 @@ impl Served {
 
     /// Start `raidlab serve` as `o` says and wait until it listens.
     pub fn start_with(o: ServeOptions) -> Served {
+        Served::start_env(o, &[])
+    }
+
+    /// [`Served::start_with`], the server given `env` too (a test-only
+    /// hook of the product, such as `RAIDLAB_TEST_HOLD_RESHAPE_END`).
+    pub fn start_env(o: ServeOptions, env: &[(&str, &str)]) -> Served {
         use std::io::Read;
         let _ = std::fs::remove_file(&o.socket);
         let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_raidlab"));
+        cmd.envs(env.iter().copied());
         if let Some(dir) = o.dir {
             cmd.current_dir(dir).env("RAIDLAB_RUN_DIR", dir.join("run"));
         }

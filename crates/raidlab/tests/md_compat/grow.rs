@@ -44,7 +44,18 @@
 //!   client writes, the server killed -9 or stopped cleanly (SIGTERM)
 //!   mid-walk, and a combined reshape (members and chunk) killed part-way,
 //!   offline and served; md carries each on as for the cases above;
+//! * `r5-3to4-served-end-killed`, `r6-4to5-served-end-killed`
+//!   (`grow_served.rs`): a served grow killed -9 between the walk's commit
+//!   of the array's end as the position and the end's commit (held there
+//!   by the walk's test-only hook), a client's write made in that window:
+//!   md finishes a reshape with nothing left to walk;
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl;
+//! * `r5-090-3to4`, `r6-090-4to5-killed`: metadata 0.90 RAID 5 of 3 and
+//!   RAID 6 of 4 (64 KiB chunks) `--raid-devices +1 --add`, grown in place
+//!   (0.90 has no data offset to move) with the critical section backed up
+//!   on the new member as mdadm does without a backup file; read whole and
+//!   without member 1, and the RAID 6 killed part-way (SIGKILL) and carried
+//!   on by md, read whole and without members 0 and 4;
 //! * `r10-4to6`, `r10-o2-4to5-killed`: a RAID 10 near=2 of 4
 //!   `--raid-devices 6 --add --add` (md's RAID 10 reshape: the data offset
 //!   moved down, every copy rewritten), read whole and without roles 0 and
@@ -109,7 +120,8 @@
 //!
 //! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout`,
 //! `r5-chunk-64to256`, `r1-to-r5-of-3`, `r5-3to4`,
-//! `r6-4to5-served-stopped` and `r5-4to5-chunk-served-killed` run only with
+//! `r6-4to5-served-stopped`, `r5-4to5-chunk-served-killed` and
+//! `r6-4to5-served-end-killed`, `r10-n2-4to5-served-end-killed` run only with
 //! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
 //! the cases so named (of either kind), for working on a few.
 //!
@@ -165,8 +177,9 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
 /// `r5-3to4-served-killed`; a served reshape stopped cleanly by the served
 /// kill -9 and the offline Ctrl-C of `r6-layout-stopped`, which
 /// checkpoints the same way; a served combined reshape by the served kill
-/// and the offline combined kill), to keep the default suite's one boot
-/// short under TCG.
+/// and the offline combined kill; a RAID 6 killed with its walk held at the
+/// end by the RAID 5 one, md's same reshape code), to keep the default
+/// suite's one boot short under TCG.
 const FULL_ONLY: &[&str] = &[
     "r6-layout-ls-to-ra",
     "r5-3to4-killed",
@@ -176,6 +189,8 @@ const FULL_ONLY: &[&str] = &[
     "r5-3to4",
     "r6-4to5-served-stopped",
     "r5-4to5-chunk-served-killed",
+    "r6-4to5-served-end-killed",
+    "r10-n2-4to5-served-end-killed",
 ];
 
 struct Grown {
@@ -192,7 +207,9 @@ struct Grown {
     /// after a second and a half): md must carry it on when it assembles
     /// the members. `SERVED-KILL` and `SERVED-TERM`: the reshape is walked
     /// by a server instead, killed -9 or stopped cleanly mid-walk
-    /// ([`served::stopped_while_served`]). `None`: the grow runs to its end
+    /// ([`served::stopped_while_served`]); `SERVED-END-KILL`: killed -9
+    /// with the walk held at its end, the array's end recorded as the
+    /// position. `None`: the grow runs to its end
     /// on the host.
     interrupt: Option<&'static str>,
 }
@@ -565,6 +582,31 @@ fn cases() -> Vec<Grown> {
             grow: &["--raid-devices", "6", "--add", "NEW", "--add", "NEW2"],
             sets: vec![vec![0, 3]],
             interrupt: None,
+        },
+        // Metadata 0.90 has no data offset to move: grown in place, the
+        // critical section backed up on the new member first (mdadm's
+        // md_backup_data record at the end of its component), as mdadm
+        // grows one without a backup file; md must assemble the result,
+        // and carry on one killed part-way.
+        Grown {
+            name: "r5-090-3to4",
+            level: 5,
+            devices: 3,
+            create: &["--chunk", "64K", "--metadata", "0.90"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r6-090-4to5-killed",
+            level: 6,
+            devices: 4,
+            create: &["--chunk", "64K", "--metadata", "0.90"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW"],
+            sets: vec![vec![0, 4]],
+            interrupt: Some("KILL"),
         },
         Grown {
             name: "r10-o2-4to5-killed",

@@ -47,6 +47,12 @@ const RAID0_COMBINED_STREAM: u64 = 0x2e5a_9e70_5eed_0070;
 
 /// The array and change of run `run` of `seed`, and the run's main
 /// random stream as the draw left it (the cuts are drawn from it after).
+/// The stream that makes one in two RAID 4/5/6 runs the streams above
+/// left a plain grow (more members, nothing else) one of a metadata 0.90
+/// array, grown in place with its critical section backed up on the new
+/// members as mdadm does: every other run keeps its draws.
+const IN_PLACE_090_STREAM: u64 = 0x2e5a_9e60_5eed_0090;
+
 pub(super) fn drawn(seed: u64, run: u64) -> (Setup, ChaCha8Rng) {
     let mut rng = ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RESHAPE_STREAM);
     let s = draw(&mut rng);
@@ -77,6 +83,10 @@ pub(super) fn drawn(seed: u64, run: u64) -> (Setup, ChaCha8Rng) {
     let s = draw_raid0_combined(
         s,
         &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ RAID0_COMBINED_STREAM),
+    );
+    let s = draw_in_place_090(
+        s,
+        &mut ChaCha8Rng::seed_from_u64(run_seed(seed, run) ^ IN_PLACE_090_STREAM),
     );
     (s, rng)
 }
@@ -561,6 +571,32 @@ fn draw_raid10_combined(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
                 ..ReshapeRequest::default()
             })
         },
+        ..s
+    }
+}
+
+/// One in two plain grows of a parity level (from its own stream): the
+/// array on metadata 0.90, which has no new data offset, so the engine
+/// grows it in place after backing the critical section up on the new
+/// members. A 16K chunk keeps mdadm's backup (the stripes' least common
+/// multiple) under half a member, as mdadm requires.
+fn draw_in_place_090(s: Setup, rng: &mut ChaCha8Rng) -> Setup {
+    let req = &s.change.req;
+    let plain_grow = req.raid_devices.is_some_and(|n| n > s.members)
+        && req.level.is_none()
+        && req.chunk_bytes.is_none()
+        && req.layout.is_none();
+    if !matches!(s.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        || s.raid10.is_some()
+        || s.change.shrink
+        || !plain_grow
+        || !rng.gen_ratio(1, 2)
+    {
+        return s;
+    }
+    Setup {
+        metadata: MetadataVersion::V0_90,
+        chunk: 16 << 10,
         ..s
     }
 }

@@ -195,8 +195,16 @@ pub(super) fn spawn(
 /// judged against what was answered before it; then the requests no client
 /// saw answered (their bytes may or may not have landed). Errors name the
 /// first request whose answer breaks a promise; `strict`: every request
-/// must have succeeded (no power cut, no member lost before it).
-pub(super) fn apply(model: &mut Model, answers: &Answers, strict: bool) -> Result<(), String> {
+/// must have succeeded (no power cut, no member lost before it). `hole`:
+/// the number of answers given when a member failed and the sectors md's
+/// write hole then opens (an earlier cut's suspect stripes): from that
+/// answer on they may read anything until written.
+pub(super) fn apply(
+    model: &mut Model,
+    answers: &Answers,
+    strict: bool,
+    hole: Option<(usize, &[usize])>,
+) -> Result<(), String> {
     let seen: Vec<&Answer> = answers.done.iter().filter(|a| a.seen).collect();
     // Flushes that succeeded, by the number of answers before their issue.
     let mut flush_at: Vec<usize> = seen
@@ -208,6 +216,11 @@ pub(super) fn apply(model: &mut Model, answers: &Answers, strict: bool) -> Resul
     let mut flushes = flush_at.into_iter().peekable();
     let mut unseen: Vec<&Ask> = Vec::new();
     for (i, a) in answers.done.iter().enumerate() {
+        if let Some((_, sectors)) = hole.filter(|h| h.0 == i) {
+            for &s in sectors {
+                model.allow_any(s);
+            }
+        }
         while flushes.peek().is_some_and(|&n| n <= i) {
             flushes.next();
             model.flush();

@@ -13,6 +13,11 @@ use raidlab_raid::assemble::Assembly;
 /// past them (a grow's new space once its end is committed).
 pub(super) fn read_all(asm: &Assembly, model: &Model) -> Result<(Vec<u8>, Vec<u8>), String> {
     let a = asm.array().map_err(|e| format!("array: {e}"))?;
+    // As a start reads an array stopped uncleanly, before its resync
+    // (`lifecycle`): each mirrored block from its first copy, the copies of
+    // a write in flight at a cut possibly apart (the sides of an array
+    // mid-reshape read so by themselves).
+    a.read_first_copy_only(!asm.in_sync());
     let size = a.size() as usize;
     if size < model.size() {
         return Err(format!(
@@ -38,6 +43,32 @@ fn zeros_past(past: &[u8], from: usize, when: &str) -> Result<(), String> {
     }
 }
 
+/// The sectors md's write hole may leave wrong once a member is gone:
+/// every sector of a stripe, in the array's geometry or either of its
+/// reshape's, that holds a `suspect` sector (written but not flushed at a
+/// cut, not resynced since; a stripe's parity or second copy a cut left
+/// behind its data gives the lost member's bytes wrong). Sorted, once each.
+pub(super) fn write_hole(asm: &Assembly, size: usize, suspect: &[usize]) -> Vec<usize> {
+    let mut widths: Vec<u64> = vec![asm.geometry.data_disks() as u64 * asm.geometry.chunk_bytes];
+    if let Some(Ok(r)) = asm.reshape() {
+        widths.push(r.old.data_disks() as u64 * r.old.chunk_bytes);
+        widths.push(r.new.data_disks() as u64 * r.new.chunk_bytes);
+    }
+    let sectors = size.div_ceil(SECTOR);
+    let mut out = Vec::new();
+    for &sector in suspect {
+        let at = (sector * SECTOR) as u64;
+        for &w in &widths {
+            let first = (at / w * w) as usize / SECTOR;
+            let last = (((at / w + 1) * w) as usize).div_ceil(SECTOR).min(sectors);
+            out.extend(first..last);
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// After a cut: every sector holds what it held at the last flush answered
 /// or something written since; then that is what the array holds. With a
 /// member gone, the stripes of the `suspect` sectors (written but not
@@ -51,22 +82,8 @@ pub(super) fn judge_cut(
     when: &str,
 ) -> Result<(), String> {
     if let Some(suspect) = suspect {
-        let mut stripes: Vec<u64> =
-            vec![asm.geometry.data_disks() as u64 * asm.geometry.chunk_bytes];
-        if let Some(Ok(r)) = asm.reshape() {
-            stripes.push(r.old.data_disks() as u64 * r.old.chunk_bytes);
-            stripes.push(r.new.data_disks() as u64 * r.new.chunk_bytes);
-        }
-        let sectors = model.size().div_ceil(SECTOR);
-        for &sector in suspect {
-            let at = (sector * SECTOR) as u64;
-            for &w in &stripes {
-                let first = (at / w * w) as usize / SECTOR;
-                let last = (((at / w + 1) * w) as usize).div_ceil(SECTOR).min(sectors);
-                for s in first..last {
-                    model.allow_any(s);
-                }
-            }
+        for s in write_hole(asm, model.size(), suspect) {
+            model.allow_any(s);
         }
     }
     let (got, past) = read_all(asm, model)?;
@@ -95,7 +112,7 @@ pub(super) fn judge_exact(asm: &Assembly, model: &Model, when: &str) -> Result<(
 /// reads as judged after the cut (again after the refusal).
 pub(super) fn refuses_degraded(rig: &Rig, mut asm: Assembly, model: &Model) -> Result<(), String> {
     if asm.reshape().is_some() {
-        match asm.reshape_served() {
+        match asm.reshape_served(false) {
             Ok(_) => return Err("a reshape carried on in service with a member gone".into()),
             Err(e) if !e.to_string().contains("missing") => {
                 return Err(format!(

@@ -20,12 +20,15 @@ enum State {
 /// Resume a ready task drawn from `rng` until all are done or the power
 /// goes. Nothing ready and some not done: a deadlock (the walk and the
 /// clients wait for each other), a violation. Counts into `waits` the
-/// clients' and the walk's (task 0's) suspensions on a key.
+/// clients' and the walk's (task 0's) suspensions on a key. `before` is
+/// called before each resumption, told whether the walk still runs (where
+/// the caller fails a member mid-walk).
 pub(super) fn drive(
     tasks: &mut [Option<Task<()>>],
     rng: &mut ChaCha8Rng,
     wire: Option<&Arc<Tripwire>>,
     waits: &mut (u64, u64),
+    before: &mut dyn FnMut(bool),
 ) -> Result<(), String> {
     let runner = Runner::enter();
     let mut stacks = Stacks::default();
@@ -63,6 +66,7 @@ pub(super) fn drive(
                 stuck.join(", ")
             ));
         }
+        before(state[0] != State::Done);
         let i = ready[rng.gen_range(0..ready.len())];
         let task = tasks[i]
             .as_mut()

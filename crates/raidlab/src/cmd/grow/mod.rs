@@ -7,7 +7,9 @@
 //! (near and offset, the same copies), and for a RAID 4/5/6 more or fewer
 //! (with --array-size)
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
-//! its end here; `--continue` finishes one that was interrupted). The resync of new space and the rebuild of new
+//! its end here; `--continue` finishes one that was interrupted; a
+//! metadata 0.90 one's new chunk or layout runs through mdadm's
+//! `--backup-file`, which its `--continue` needs too). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written. The level
 //! changes by md's takeovers are `convert`'s (their steps, decided once for
@@ -20,7 +22,7 @@ use anyhow::{bail, Result};
 use raidlab_core::size::parse_size;
 use raidlab_layout::Level;
 use raidlab_raid::assemble::Assembly;
-use raidlab_raid::grow::{Policy, ReshapeRequest, SizeRequest};
+use raidlab_raid::grow::{BackupFile, Policy, ReshapeRequest, SizeRequest};
 use raidlab_raid::manage::Added;
 use std::process::ExitCode;
 
@@ -32,10 +34,14 @@ use served::grow_served;
 pub(crate) use served::{served_check, served_convert, served_start, ServedGrow};
 
 pub fn run(a: GrowArgs) -> Result<ExitCode> {
+    if a.array_size.is_some() && a.raid_devices.is_none() && a.level.is_none() {
+        // md's truncation of a running array: only a served one runs.
+        return served::grow_array_size(&a);
+    }
     let array_bytes = match a.array_size.as_deref() {
         None => None,
         Some(_) if a.raid_devices.is_none() || a.level.is_some() => bail!(
-            "--array-size goes with fewer --raid-devices of a RAID 0/4/5/6 or 10 (the size the shrink truncates the array to): md keeps an --array-size only while the array runs, and raidlab's grow runs offline, so alone it would change nothing"
+            "--array-size goes with fewer --raid-devices of a RAID 0/4/5/6 or 10 (the size the shrink truncates the array to), or of a served array alone or with --size; not with --level; nothing was changed"
         ),
         Some("max") => bail!(
             "--array-size max: the array already exposes all it holds offline (md forgets a smaller --array-size when the array stops); give the size a shrink truncates it to"
@@ -106,7 +112,13 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         None => None,
     };
     let restripe = restripe_request(&a)?;
+    if a.backup_file.is_some() && restripe.is_none() && !a.continue_reshape {
+        bail!("--backup-file goes with a restripe (--chunk, --layout) or --continue of a metadata 0.90 array; nothing was changed");
+    }
     if let Some(server) = crate::control::find(&a.members)? {
+        if a.backup_file.is_some() {
+            bail!("--backup-file: a 0.90 restripe through a backup file runs offline only (raidlab does not serve one): stop serving the array, then grow it; nothing was changed");
+        }
         return grow_served(&server, &a, restripe, array_bytes, size, policy);
     }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
@@ -129,7 +141,12 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
                     ))
                     && asm.reshape().is_none() =>
             {
-                asm.reshape_check_sized(req, a.add.len(), array_bytes)?;
+                match &a.backup_file {
+                    Some(f) => asm.reshape_check_with_backup(req, f).map(|_| ()),
+                    None => asm
+                        .reshape_check_sized(req, a.add.len(), array_bytes)
+                        .map(|_| ()),
+                }?;
                 Ok(())
             }
             _ => Ok(()),
@@ -404,7 +421,10 @@ fn grow_reshape(
                 n - old
             );
         }
-        let plan = asm.reshape_check_sized(req, adds.len(), array_bytes)?;
+        let plan = match &a.backup_file {
+            Some(f) => asm.reshape_check_with_backup(req, f)?,
+            None => asm.reshape_check_sized(req, adds.len(), array_bytes)?,
+        };
         precheck_adds(&asm, &adds, a.force)?;
         Ok(plan)
     })();
@@ -448,20 +468,31 @@ fn start_and_run(
     a: &GrowArgs,
 ) -> Result<ExitCode> {
     let from = describe(&asm.geometry);
+    if let Some(path) = &a.backup_file {
+        return start_and_run_with_backup(asm, plan, path, a, &from);
+    }
     asm.reshape_start(plan)?;
     let to = match asm.reshape() {
         Some(Ok(r)) => describe(&r.new),
         _ => describe(&asm.geometry),
     };
-    outln!(
-        "raidlab: reshape started: {from} -> {to}; the data offset moves {} {} KiB on every member",
-        if plan.backwards {
-            "up (a backward reshape, from the array's end)"
-        } else {
-            "down"
-        },
-        plan.gap_sectors / 2
-    );
+    if plan.backup_sectors > 0 {
+        // Metadata 0.90: no new data offset; mdadm's words for the backup.
+        outln!(
+            "raidlab: reshape started: {from} -> {to}, in place (metadata 0.90 has no new data offset); backed up {}K of critical section on the new member(s), as mdadm does",
+            plan.backup_sectors / 2
+        );
+    } else {
+        outln!(
+            "raidlab: reshape started: {from} -> {to}; the data offset moves {} {} KiB on every member",
+            if plan.backwards {
+                "up (a backward reshape, from the array's end)"
+            } else {
+                "down"
+            },
+            plan.gap_sectors / 2
+        );
+    }
     if a.no_sync {
         outln!("raidlab: the array is mid-reshape (readable, read-only): `raidlab grow --continue` with the same members restripes it");
         return Ok(ExitCode::SUCCESS);
@@ -572,8 +603,51 @@ pub(crate) fn reshape_text(
     Ok(out)
 }
 
+/// A 0.90 restripe over the same members through mdadm's backup file at
+/// `path`, made here for it (`raidlab_raid::grow::BackupFile`).
+fn start_and_run_with_backup(
+    asm: &mut Assembly,
+    plan: raidlab_raid::grow::ReshapePlan,
+    path: &std::path::Path,
+    a: &GrowArgs,
+    from: &str,
+) -> Result<ExitCode> {
+    let file = BackupFile::create(path, Assembly::backup_file_sectors(&plan))?;
+    if let Err(e) = asm.reshape_start_with_backup(plan, &file) {
+        if asm.reshape().is_none() {
+            // Nothing recorded: the file holds nothing anyone needs.
+            let _ = std::fs::remove_file(path);
+        }
+        return Err(e.into());
+    }
+    let to = match asm.reshape() {
+        Some(Ok(r)) => describe(&r.new),
+        _ => describe(&asm.geometry),
+    };
+    outln!(
+        "raidlab: reshape started: {from} -> {to}, in place (metadata 0.90 has no new data offset) through the backup file {} in windows of {}K, as mdadm does",
+        path.display(),
+        plan.backup_sectors / 2
+    );
+    if a.no_sync {
+        outln!("raidlab: the array is mid-reshape: `raidlab grow --continue --backup-file {}` with the same members restripes it", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    run_with_file(asm, &file, a)
+}
+
+fn run_with_file(asm: &mut Assembly, file: &BackupFile, a: &GrowArgs) -> Result<ExitCode> {
+    let report = asm.reshape_run_with_backup(file, options(&a.run, false), &mut bar("reshape"))?;
+    out!("{}", reshape_text(&report, &asm.geometry, a.run.json)?);
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Run the reshape the superblocks record to its end.
 fn run_reshape(asm: &mut Assembly, a: &GrowArgs) -> Result<ExitCode> {
+    if let Some(path) = &a.backup_file {
+        asm.backup_file_path_check(path, false)?;
+        return run_with_file(asm, &BackupFile::open(path)?, a);
+    }
     let report = asm.reshape_run(options(&a.run, false), &mut bar("reshape"))?;
     out!("{}", reshape_text(&report, &asm.geometry, a.run.json)?);
     Ok(ExitCode::SUCCESS)

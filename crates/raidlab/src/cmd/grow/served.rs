@@ -9,7 +9,10 @@
 //! order, each the served way (`served_convert`): new members by the
 //! served add, the takeover by swapping the running array, the rebuild of
 //! parity, Q or mirrors by the live rebuild, a restripe by the served walk.
-//! Changes that need the array stopped (a smaller --size, --no-sync) are
+//! `--array-size` alone cuts what the server exposes (md's truncation of a
+//! running array, kept while it serves); a smaller `--size` follows it, or
+//! comes with it in one command, the running array swapped for the smaller
+//! one as for a bigger one. --no-sync needs the array stopped and is
 //! refused with what to do.
 //!
 //! It decides nothing a check decides (those are offline's, run on the
@@ -76,6 +79,79 @@ pub(super) fn grow_served(
             }),
             assume_clean: a.assume_clean,
             consistency_policy: policy.map(|p| p.name().to_string()),
+            array_size: None,
+        },
+    )
+}
+
+/// `--array-size` without a restripe (alone, or with `--size`): md's
+/// truncation of a running array, so only of a served one; offline it
+/// would change nothing (md forgets it when the array stops).
+pub(super) fn grow_array_size(a: &GrowArgs) -> Result<ExitCode> {
+    let others = a.bitmap.is_some()
+        || a.consistency_policy.is_some()
+        || a.chunk.is_some()
+        || a.layout.is_some()
+        || a.continue_reshape
+        || !a.add.is_empty()
+        || a.no_sync;
+    if others {
+        bail!("--array-size without --raid-devices goes alone or with --size (md's truncation of a running array, then its smaller component size); make the other change in another run; nothing was changed");
+    }
+    let given = a.array_size.as_deref().unwrap_or_default();
+    let array_size = match given {
+        "max" => "max".to_string(),
+        s => parse_size(s)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "--array-size {s}: {} (give a size such as 96M, or max)",
+                    e.message
+                )
+            })?
+            .to_string(),
+    };
+    let size = match a.size.as_deref() {
+        None => None,
+        Some("max") => Some("max".to_string()),
+        Some(s) => Some(
+            parse_size(s)
+                .map_err(|e| {
+                    anyhow::anyhow!(
+                        "--size {s}: {} (give a size such as 512M, or max)",
+                        e.message
+                    )
+                })?
+                .to_string(),
+        ),
+    };
+    if a.assume_clean && size.is_none() {
+        bail!("--assume-clean goes with --size");
+    }
+    let Some(server) = crate::control::find(&a.members)? else {
+        bail!(
+            "--array-size {given} without --raid-devices: md keeps an array size only while the array runs (mdadm --grow --array-size of a running array), and these members are not served, so offline it would change nothing; serve the array (`raidlab serve`) and give it there, or give it with fewer --raid-devices (the shrink it makes possible); nothing was changed"
+        );
+    };
+    crate::cmd::live::grow(
+        &server,
+        &a.members,
+        crate::control::Command::Grow {
+            raid_devices: None,
+            level: None,
+            chunk_bytes: None,
+            layout: None,
+            array_bytes: None,
+            add: Vec::new(),
+            force: a.force,
+            continue_reshape: false,
+            max_rate: a.run.max_rate,
+            json: a.run.json,
+            bitmap: None,
+            bitmap_chunk: None,
+            size,
+            assume_clean: a.assume_clean,
+            consistency_policy: None,
+            array_size: Some(array_size),
         },
     )
 }

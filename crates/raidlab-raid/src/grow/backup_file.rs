@@ -1,0 +1,596 @@
+//! A restripe of a metadata 0.90 RAID 4/5/6 over the same members (a new
+//! chunk or layout) with mdadm's `--backup-file`, offline. 0.90 has no data
+//! offset to move, so the new geometry is written over the old one at the
+//! same member offsets; a window of the array that is a whole number of
+//! old and new stripes occupies the same member bytes in both geometries,
+//! so restriping one window touches nothing outside it, but a crash in the
+//! middle of it leaves it neither old nor new. Its old bytes are therefore
+//! in the backup file first, as mdadm's `child_monitor` keeps them.
+//!
+//! The file is mdadm's (`Grow.c`: `reshape_open_backup_file`, `grow_backup`,
+//! `forget_backup`, `Grow_restart`): one `md_backup_data-1/-2` record at
+//! byte 0 (in a file the leading and trailing copies are the same sector),
+//! the first section at 4 KiB, the second `devstart2` sectors after it;
+//! each section holds one window, and they alternate.
+//!
+//! What it decides:
+//! - the window (mdadm's: the least whole number of old and new stripes,
+//!   doubled towards 16 MiB while under a 32nd of a member);
+//! - the order of one window's work, so that at every instant the record
+//!   holds a section covering the position the superblocks record (what
+//!   `Grow_restart` needs for a reshape that gains no data members):
+//!   restripe the window whose old bytes a section holds, forget the
+//!   other section, save the next window's old bytes in it (data flushed
+//!   before the record names it), commit the position past the window;
+//! - a resume: the sections the record names put back in the new geometry
+//!   and the position past them committed, as `Grow_restart` does, before
+//!   the walk goes on;
+//! - which backup files are refused (on a member, existing when one is to
+//!   be made, missing, too small, torn, of another array, older than the
+//!   superblocks by mdadm's window), each before anything is written.
+//!
+//! The run is paced by `--max-rate` (member bytes a second) and stops
+//! between windows when asked, as the other long runs.
+//!
+//! It must never write a window in the new geometry before its old bytes
+//! and the record naming them are durable in the file, never forget the
+//! section covering the recorded position, and never run while the array
+//! serves (the served path refuses 0.90 restripes).
+
+use super::{refused, ReshapeReport, SECTOR};
+use crate::assemble::{now_secs, Assembly};
+use crate::recovery::{clock_of, stopped, Progress, RunOptions};
+use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use raidlab_devices::file::{FileVolume, OpenMode};
+use raidlab_layout::reshape::Reshape;
+use raidlab_layout::Level;
+use raidlab_md::grow_backup::{mdadm_backup_sectors, BackupSuper, LEAD_SECTORS, RECORD_BYTES};
+use raidlab_md::superblock::{feature, MetadataVersion};
+use std::ops::Range;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// mdadm's largest window for a restripe over the same data members.
+const MAX_WINDOW_SECTORS: u64 = 16 * 1024 * 2;
+
+/// An open backup file (or, in tests, any volume standing for one).
+pub struct BackupFile {
+    name: String,
+    volume: Arc<dyn Volume>,
+    /// The file on disk, removed once the reshape has ended (as mdadm
+    /// unlinks it).
+    path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for BackupFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "BackupFile({})", self.name)
+    }
+}
+
+impl BackupFile {
+    /// Make a new backup file of `sectors` (refused when it exists, as
+    /// mdadm opens it with O_EXCL), every byte written so that the space is
+    /// there before the reshape starts.
+    pub fn create(path: &Path, sectors: u64) -> Result<BackupFile> {
+        if path.exists() {
+            return Err(exists(path));
+        }
+        let vol = FileVolume::create_sparse(path, sectors * SECTOR)?;
+        let zeros = vec![0u8; 1 << 20];
+        let filled = (|| {
+            let mut at = 0;
+            while at < sectors * SECTOR {
+                let n = (sectors * SECTOR - at).min(zeros.len() as u64) as usize;
+                vol.write_at(&zeros[..n], at)?;
+                at += n as u64;
+            }
+            vol.flush()
+        })();
+        if let Err(e) = filled {
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
+        Ok(BackupFile {
+            name: path.display().to_string(),
+            volume: Arc::new(vol),
+            path: Some(path.to_path_buf()),
+        })
+    }
+
+    /// Open the backup file of a reshape already recorded.
+    pub fn open(path: &Path) -> Result<BackupFile> {
+        if !path.exists() {
+            return Err(refused(format!(
+                "--backup-file {}: no such file (mdadm: \"Can't open backup file\"): give the file the reshape was started with; nothing was changed",
+                path.display()
+            )));
+        }
+        Ok(BackupFile {
+            name: path.display().to_string(),
+            volume: Arc::new(FileVolume::open(path, OpenMode::ReadWrite)?),
+            path: Some(path.to_path_buf()),
+        })
+    }
+
+    /// A volume standing for the file (tests: one a power cut reaches).
+    pub fn on_volume(name: &str, volume: Arc<dyn Volume>) -> BackupFile {
+        BackupFile {
+            name: name.into(),
+            volume,
+            path: None,
+        }
+    }
+
+    fn ctx(&self, e: Error) -> Error {
+        e.on_device(self.name.clone())
+    }
+
+    fn record(&self) -> Result<Option<BackupSuper>> {
+        let mut b = [0u8; RECORD_BYTES];
+        self.volume.read_at(&mut b, 0).map_err(|e| self.ctx(e))?;
+        BackupSuper::parse(&b).map_err(|e| {
+            refused(format!(
+                "--backup-file {}: its record is torn ({}): it holds no backup mdadm or raidlab would trust; nothing was changed",
+                self.name, e.message
+            ))
+        })
+    }
+
+    fn write_record(&self, bsb: &mut BackupSuper) -> Result<()> {
+        bsb.mtime = now_secs();
+        self.volume
+            .write_at(&bsb.to_bytes(), 0)
+            .and_then(|()| self.volume.flush())
+            .map_err(|e| self.ctx(e))
+    }
+}
+
+fn exists(path: &Path) -> Error {
+    refused(format!(
+        "--backup-file {}: the file exists (mdadm: \"cannot create backup file ... File exists\"): a new reshape makes its own; give a new name, or remove the file if it is left from a finished reshape (`raidlab grow --continue --backup-file` resumes one that is not); nothing was changed",
+        path.display()
+    ))
+}
+
+/// The window of a same-members restripe, in sectors: mdadm's.
+fn window_sectors(r: &Reshape, component_sectors: u64) -> u64 {
+    plan_window(
+        r.old.chunk_bytes,
+        r.new.chunk_bytes,
+        r.old.data_disks() as u64,
+        component_sectors,
+    )
+}
+
+/// Sectors the file holds: the record's 4 KiB and two sections.
+fn file_sectors(window: u64) -> u64 {
+    LEAD_SECTORS + 2 * window
+}
+
+/// Whether raidlab walks `r` with a backup file: a 0.90 RAID 4/5/6 at one
+/// level over the same members, with a new chunk or layout.
+pub(crate) fn backup_file_walk(r: &Reshape) -> bool {
+    matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
+        && r.old.level == r.new.level
+        && r.old.raid_disks == r.new.raid_disks
+        && (r.old.chunk_bytes != r.new.chunk_bytes || r.old.layout != r.new.layout)
+        && !r.backwards
+}
+
+/// The section a record names: its array bytes (empty when let go).
+fn section(b: &BackupSuper, part: usize) -> Range<u64> {
+    let (start, len) = if part == 0 {
+        (b.arraystart, b.length)
+    } else if b.two_sections {
+        (b.arraystart2, b.length2)
+    } else {
+        (0, 0)
+    };
+    // A record's fields come from a file: out-of-range values saturate and
+    // are refused by the caller's checks, never overflow.
+    start.saturating_mul(SECTOR)..start.saturating_add(len).saturating_mul(SECTOR)
+}
+
+fn set_section(b: &mut BackupSuper, part: usize, r: Range<u64>) {
+    let (start, len) = (r.start / SECTOR, (r.end - r.start) / SECTOR);
+    if part == 0 {
+        (b.arraystart, b.length) = (start, len);
+    } else {
+        // mdadm marks the record `-2` from the first use of the second
+        // section on.
+        b.two_sections = true;
+        (b.arraystart2, b.length2) = (start, len);
+    }
+}
+
+impl Assembly {
+    /// Whether the superblocks record a 0.90 reshape that only a backup
+    /// file carries on.
+    pub(crate) fn needs_backup_file(&self, r: &Reshape) -> Result<bool> {
+        let t = self.grow_template()?;
+        Ok(t.version() == MetadataVersion::V0_90
+            && t.feature_map & feature::NEW_OFFSET == 0
+            && backup_file_walk(r))
+    }
+
+    /// Refuse a backup file path mdadm would refuse: one that is (or lives
+    /// on) a member of this array; `creating`: one that exists already.
+    pub fn backup_file_path_check(&self, path: &Path, creating: bool) -> Result<()> {
+        let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+        // The file's own identity, or where it would be made.
+        let file_meta = std::fs::metadata(path).ok();
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let holder_dev = file_meta
+            .as_ref()
+            .map(|m| m.dev())
+            .or_else(|| std::fs::metadata(dir).ok().map(|m| m.dev()));
+        for m in &self.members {
+            let member = Path::new(&m.device.path);
+            let Ok(mm) = std::fs::metadata(member) else {
+                continue;
+            };
+            let same_file = file_meta
+                .as_ref()
+                .is_some_and(|f| f.dev() == mm.dev() && f.ino() == mm.ino())
+                || canonical(path).is_some_and(|c| Some(c) == canonical(member));
+            let on_member = mm.rdev() != 0 && holder_dev == Some(mm.rdev());
+            if same_file || on_member {
+                return Err(refused(format!(
+                    "--backup-file {}: it is on {}, a member of the array being reshaped (mdadm: \"backup file must NOT be on the array being reshaped\"): put it on a device outside the array; nothing was changed",
+                    path.display(),
+                    m.device.path
+                )));
+            }
+        }
+        if creating && path.exists() {
+            return Err(exists(path));
+        }
+        Ok(())
+    }
+
+    /// The backup file's size for the restripe `plan` would record, in
+    /// sectors (what [`BackupFile::create`] is given).
+    pub fn backup_file_sectors(plan: &super::ReshapePlan) -> u64 {
+        file_sectors(plan.backup_sectors)
+    }
+
+    /// Start the same-members restripe `plan` (from
+    /// [`Assembly::reshape_check`] with a backup file) with `file` made for
+    /// it: the first window's old bytes saved and named in the record
+    /// before any superblock records the reshape.
+    pub fn reshape_start_with_backup(
+        &mut self,
+        plan: super::ReshapePlan,
+        file: &BackupFile,
+    ) -> Result<()> {
+        if plan.new_raid_devices != plan.old_raid_devices || plan.backup_sectors == 0 {
+            return Err(Error::invalid(
+                "reshape: only a 0.90 restripe over the same members starts with a backup file",
+            ));
+        }
+        let r = plan.reshape_at_start(self.grow_template()?.size)?;
+        let window = plan.backup_sectors;
+        self.check_file_size(file, window)?;
+        let mut bsb = self.fresh_record(window)?;
+        let old = self.reshape_side(&r, false, false)?;
+        let first = 0..(window * SECTOR).min(r.new.array_bytes());
+        save(file, &mut bsb, 0, &old, first, window)?;
+        self.commit(|sb| {
+            sb.new_level = plan.level;
+            sb.new_layout = plan.new_layout;
+            sb.new_chunk = plan.new_chunk_sectors;
+            sb.delta_disks = 0;
+            sb.reshape_position = 0;
+            sb.new_offset = 0;
+            sb.feature_map |= feature::RESHAPE_ACTIVE;
+            sb.feature_map &= !(feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS);
+        })?;
+        self.geometry = crate::assemble::geometry_of(&self.grow_template()?)?;
+        Ok(())
+    }
+
+    fn fresh_record(&self, window: u64) -> Result<BackupSuper> {
+        Ok(BackupSuper {
+            two_sections: false,
+            set_uuid: self.backup_uuid()?,
+            mtime: now_secs(),
+            devstart: LEAD_SECTORS,
+            arraystart: 0,
+            length: 0,
+            devstart2: window,
+            arraystart2: 0,
+            length2: 0,
+        })
+    }
+
+    fn check_file_size(&self, file: &BackupFile, window: u64) -> Result<()> {
+        let need = file_sectors(window) * SECTOR;
+        let have = file.volume.size();
+        if have < need {
+            return Err(refused(format!(
+                "--backup-file {}: {have} bytes, too small for this reshape's two {} KiB sections and its record ({need} bytes): give the file the reshape was started with; nothing was changed",
+                file.name,
+                window / 2
+            )));
+        }
+        Ok(())
+    }
+
+    /// Carry the 0.90 same-members restripe the superblocks record to its
+    /// end with `file`: what it holds put back first (`Grow_restart`), then
+    /// window by window. A stop asked for (`opts.stop`) ends after a
+    /// window's commit with an `Interrupted` error.
+    pub fn reshape_run_with_backup(
+        &mut self,
+        file: &BackupFile,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ReshapeReport> {
+        let r = match self.reshape() {
+            None => {
+                return Err(Error::invalid(
+                    "the array is not in the middle of a reshape: nothing to continue",
+                ))
+            }
+            Some(r) => r?,
+        };
+        if !self.needs_backup_file(&r)? {
+            return Err(refused(format!(
+                "--backup-file {}: this reshape does not use one (raidlab walks a backup file only for a metadata 0.90 RAID 4/5/6 with a new chunk or layout over the same members): run `raidlab grow --continue` without it; nothing was changed",
+                file.name
+            )));
+        }
+        if !self.missing().is_empty() {
+            return Err(refused(format!(
+                "role(s) {:?} missing: carrying on a degraded reshape is not built; nothing was changed",
+                self.missing()
+            )));
+        }
+        let window = window_sectors(&r, self.grow_template()?.size);
+        let (wbytes, total, unit) = (
+            window * SECTOR,
+            r.new.array_bytes(),
+            mdadm_backup_sectors(
+                r.old.chunk_bytes,
+                r.new.chunk_bytes,
+                r.old.data_disks() as u64,
+                r.new.data_disks() as u64,
+            ) * SECTOR,
+        );
+        self.check_file_size(file, window)?;
+        let recorded = r.position;
+        let mut bsb = self.restore_from(file, &r, window, unit)?;
+        let mut p = self
+            .reshape()
+            .and_then(|r| r.ok())
+            .map_or(total, |r| r.position);
+        let old = self.reshape_side(&r, false, false)?;
+        let new = self.reshape_side(&r, true, true)?;
+        let mut buf = Vec::new();
+        let mut checkpoints: u64 = 0;
+        // Pacing as the other long runs: member bytes per second.
+        let clock = clock_of(&opts);
+        let (started, from) = (clock.now(), p);
+        let data_disks = r.new.data_disks() as u64;
+        while p < total {
+            let end = (p + wbytes).min(total);
+            let cur = match (0..2).find(|&k| section(&bsb, k) == (p..end)) {
+                Some(k) => k,
+                None => {
+                    // The section covering the position stays; the other
+                    // one takes this window.
+                    let k = if section(&bsb, 0).end == p { 1 } else { 0 };
+                    if !section(&bsb, k).is_empty() {
+                        set_section(&mut bsb, k, 0..0);
+                        file.write_record(&mut bsb)?;
+                    }
+                    save(file, &mut bsb, k, &old, p..end, window)?;
+                    k
+                }
+            };
+            buf.clear();
+            buf.resize((end - p) as usize, 0);
+            old.read_at(&mut buf, p)?;
+            new.write_at(&buf, p)?;
+            new.flush()?;
+            let other = 1 - cur;
+            if !section(&bsb, other).is_empty() {
+                set_section(&mut bsb, other, 0..0);
+                file.write_record(&mut bsb)?;
+            }
+            if end < total {
+                save(
+                    file,
+                    &mut bsb,
+                    other,
+                    &old,
+                    end..(end + wbytes).min(total),
+                    window,
+                )?;
+            }
+            self.commit(|sb| sb.reshape_position = end / SECTOR)?;
+            p = end;
+            progress(Progress { done: p, total });
+            if let Some(rate) = opts.max_rate.filter(|&r| r > 0) {
+                let due = std::time::Duration::from_secs_f64(
+                    ((p - from) / data_disks) as f64 / rate as f64,
+                );
+                let spent = clock.now().saturating_sub(started);
+                if due > spent {
+                    clock.sleep(due - spent);
+                }
+            }
+            if p < total && stopped(&opts) {
+                return Err(Error::new(
+                    ErrorKind::Interrupted,
+                    Op::Write,
+                    format!(
+                        "reshape stopped at array byte {p} of {total}; run `raidlab grow --continue --backup-file {}` with the same members to finish it",
+                        file.name
+                    ),
+                ));
+            }
+            checkpoints += 1;
+        }
+        new.flush()?;
+        self.reshape_finish(false)?;
+        // Done: nothing in the file is needed any more; mdadm removes it.
+        set_section(&mut bsb, 0, 0..0);
+        set_section(&mut bsb, 1, 0..0);
+        file.write_record(&mut bsb)?;
+        if let Some(path) = &file.path {
+            std::fs::remove_file(path).map_err(|e| Error::io(Op::Write, &file.name, e))?;
+        }
+        Ok(ReshapeReport {
+            old_raid_devices: r.old.raid_disks,
+            new_raid_devices: r.new.raid_disks,
+            old_array_bytes: r.old.array_bytes(),
+            new_array_bytes: total,
+            data_offset_moved_bytes: 0,
+            backwards: false,
+            resumed_from: recorded,
+            resumed: recorded > 0,
+            checkpoints: checkpoints.saturating_sub(1),
+            spares: Vec::new(),
+            removed: Vec::new(),
+        })
+    }
+
+    /// `Grow_restart` for a backup file: the record checked (uuid, time,
+    /// covering the position), its sections written in the new geometry,
+    /// the position past them committed. Refused with nothing written
+    /// when the file holds no backup mdadm would restore.
+    fn restore_from(
+        &mut self,
+        file: &BackupFile,
+        r: &Reshape,
+        window: u64,
+        unit: u64,
+    ) -> Result<BackupSuper> {
+        let position = r.position;
+        let missing = |why: &str| {
+            refused(format!(
+                "--backup-file {}: {why}; reshape_position {position} is inside a window the walk may have half restriped, and only a backup covering it can put it back (mdadm: \"Failed to find backup of critical section\", \"Failed to restore critical section for reshape, sorry.\"); give the file the reshape was started with; nothing was changed",
+                file.name
+            ))
+        };
+        let Some(b) = file.record()? else {
+            return Err(missing("it holds no md_backup_data record"));
+        };
+        let uuid = self.backup_uuid()?;
+        if b.set_uuid != uuid {
+            return Err(refused(format!(
+                "--backup-file {}: its record belongs to another array (uuid {}, this array's {}) (mdadm: \"Wrong uuid on backup-metadata\"): give this array's backup file; nothing was changed",
+                file.name,
+                hex(&b.set_uuid),
+                hex(&uuid)
+            )));
+        }
+        let utime = self.grow_template()?.utime;
+        if !b.fresh_for(utime as u32) {
+            return Err(refused(format!(
+                "--backup-file {}: its record was written at {} s, too far from the superblocks' update time {utime} s (mdadm accepts two hours older, ten minutes newer: \"too-old timestamp on backup-metadata\"): it is not this reshape's latest backup; give the right file (mdadm's MDADM_GROW_ALLOW_OLD override is not taken); nothing was changed",
+                file.name, b.mtime
+            )));
+        }
+        if b.devstart != LEAD_SECTORS || (b.two_sections && b.devstart2 != window) {
+            return Err(refused(format!(
+                "--backup-file {}: its sections are at sectors {} and +{}, not where this reshape's windows ({window} sectors) go: not a file raidlab or mdadm made for it; nothing was changed",
+                file.name, b.devstart, b.devstart2
+            )));
+        }
+        if !b.needed_at(position / SECTOR) {
+            return Err(missing("its record names no section reaching the position"));
+        }
+        let total = r.new.array_bytes();
+        let parts: Vec<(usize, Range<u64>)> = (0..2)
+            .filter(|&k| {
+                if k == 0 {
+                    b.length != 0
+                } else {
+                    b.two_sections && b.length2 != 0
+                }
+            })
+            .map(|k| (k, section(&b, k)))
+            .collect();
+        let lo = parts.iter().map(|(_, s)| s.start).min().unwrap_or(0);
+        let hi = parts.iter().map(|(_, s)| s.end).max().unwrap_or(0);
+        let covered = parts
+            .iter()
+            .fold(0u64, |c, (_, s)| c.saturating_add(s.end - s.start));
+        let fits = parts.iter().all(|(_, s)| {
+            s.start % unit == 0
+                && (s.end % unit == 0 || s.end == total)
+                && s.end <= total
+                && s.end - s.start <= window * SECTOR
+        });
+        if parts.is_empty() || !fits || lo > position || hi < position || covered != hi - lo {
+            return Err(refused(format!(
+                "--backup-file {}: its sections ({parts:?}) do not fit this reshape at position {position} (windows of {unit} bytes, whole, touching, from at or before the position): nothing to put back safely; nothing was changed",
+                file.name
+            )));
+        }
+        let new = self.reshape_side(r, true, true)?;
+        for (k, s) in &parts {
+            let mut data = vec![0u8; (s.end - s.start) as usize];
+            let at = (LEAD_SECTORS + *k as u64 * window) * SECTOR;
+            file.volume
+                .read_at(&mut data, at)
+                .map_err(|e| file.ctx(e))?;
+            new.write_at(&data, s.start)?;
+        }
+        new.flush()?;
+        // The record's time brought level with the commit that follows:
+        // a crash right after it must not leave a record mdadm's time
+        // window refuses against the new update time.
+        let mut b = b;
+        file.write_record(&mut b)?;
+        self.commit(|sb| sb.reshape_position = hi / SECTOR)?;
+        Ok(b)
+    }
+}
+
+/// Save array bytes `range` (old geometry) in section `part`: the data,
+/// flushed, then the record naming it, flushed.
+fn save(
+    file: &BackupFile,
+    bsb: &mut BackupSuper,
+    part: usize,
+    old: &crate::array::Array,
+    range: Range<u64>,
+    window: u64,
+) -> Result<()> {
+    let mut data = vec![0u8; (range.end - range.start) as usize];
+    old.read_at(&mut data, range.start)?;
+    let at = (LEAD_SECTORS + part as u64 * window) * SECTOR;
+    file.volume
+        .write_at(&data, at)
+        .and_then(|()| file.volume.flush())
+        .map_err(|e| file.ctx(e))?;
+    set_section(bsb, part, range);
+    file.write_record(bsb)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The window mdadm would take for a restripe of `plan`'s shape over
+/// members of `component_sectors`.
+pub(super) fn plan_window(
+    old_chunk: u64,
+    new_chunk: u64,
+    data_disks: u64,
+    component_sectors: u64,
+) -> u64 {
+    let mut w = mdadm_backup_sectors(old_chunk, new_chunk, data_disks, data_disks);
+    while w * 32 < component_sectors && w < MAX_WINDOW_SECTORS {
+        w *= 2;
+    }
+    w
+}

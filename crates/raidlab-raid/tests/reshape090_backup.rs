@@ -1,0 +1,465 @@
+//! A metadata 0.90 RAID 5/6 restriped over the same members (a new chunk,
+//! a new layout) with mdadm's backup file: read back exactly and clean;
+//! power cut at every member write of the run (backup written but not
+//! named, window half restriped, position committed with the backup still
+//! named), a third of them cut again inside the resume, and resumed from
+//! the file; and the files mdadm refuses, refused with nothing written.
+
+use raidlab_core::Volume;
+use raidlab_devices::fault::{FaultVolume, Tripwire};
+use raidlab_devices::MemVolume;
+use raidlab_layout::{Layout, Level};
+use raidlab_md::grow_backup::BackupSuper;
+use raidlab_md::MetadataVersion;
+use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::grow::{BackupFile, ReshapePlan, ReshapeRequest};
+use raidlab_raid::recovery::RunOptions;
+use std::path::Path;
+use std::sync::Arc;
+
+const MIB: u64 = 1 << 20;
+const CHUNK: u64 = 64 << 10;
+
+type Fault = Arc<FaultVolume<Arc<dyn Volume>>>;
+
+fn pattern(len: u64, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i ^ seed).wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+/// A filled 0.90 array over `devs`; its bytes.
+fn fill(level: Level, devs: &[Device]) -> Vec<u8> {
+    let spec = CreateSpec {
+        level,
+        layout: Layout::parse(level, None).unwrap(),
+        chunk_bytes: CHUNK,
+        spares: 0,
+        name: String::new(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let asm = create_with_metadata(&spec, members, None, MetadataVersion::V0_90).unwrap();
+    let data = pattern(asm.geometry.array_bytes(), devs.len() as u64 * 7);
+    let array = asm.array().unwrap();
+    array.write_at(&data, 0).unwrap();
+    array.flush().unwrap();
+    data
+}
+
+fn mem_devices(n: usize, size: u64) -> Vec<Device> {
+    (0..n)
+        .map(|i| Device {
+            path: format!("m{i}"),
+            volume: Arc::new(MemVolume::new(size)),
+        })
+        .collect()
+}
+
+fn chunk(bytes: u64) -> ReshapeRequest {
+    ReshapeRequest {
+        chunk_bytes: Some(bytes),
+        ..ReshapeRequest::default()
+    }
+}
+
+fn layout(name: &str) -> ReshapeRequest {
+    ReshapeRequest {
+        layout: Some(name.into()),
+        ..ReshapeRequest::default()
+    }
+}
+
+/// The plan, checked with a backup file path that does not exist.
+fn plan(asm: &Assembly, req: &ReshapeRequest) -> ReshapePlan {
+    asm.reshape_check_with_backup(req, Path::new("/nonexistent-dir-h64/backup"))
+        .unwrap()
+}
+
+fn mem_file(plan: &ReshapePlan) -> Arc<MemVolume> {
+    Arc::new(MemVolume::new(Assembly::backup_file_sectors(plan) * 512))
+}
+
+fn read_all(devs: &[Device]) -> Vec<u8> {
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let array = asm.array().unwrap();
+    let mut got = vec![0u8; array.size() as usize];
+    array.read_at(&mut got, 0).unwrap();
+    got
+}
+
+/// Restriped to the end: the bytes read back exactly in the new
+/// geometry, a check finds nothing to fix, the file's record is let go.
+fn assert_restriped(devs: &[Device], data: &[u8], chunk: u64, layout: u32, file: &dyn Volume) {
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    assert!(asm.reshape().is_none(), "still mid-reshape");
+    let sb = &asm.members[0].sb;
+    assert_eq!((u64::from(sb.chunksize) * 512, sb.layout), (chunk, layout));
+    assert!(read_all(devs) == data, "restriped bytes differ");
+    let report = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(report.mismatch_sectors, 0);
+    let mut b = [0u8; 512];
+    file.read_at(&mut b, 0).unwrap();
+    let r = BackupSuper::parse(&b).unwrap().unwrap();
+    assert_eq!((r.length, r.length2), (0, 0), "{r:?}");
+}
+
+fn md_layout(level: Level, name: &str) -> u32 {
+    match Layout::parse(level, Some(name)).unwrap() {
+        Layout::Parity(p) => p.md_value(),
+        l => panic!("{l:?}"),
+    }
+}
+
+#[test]
+fn raid5_chunk_and_layout_and_raid6_layout_restriped_with_a_backup_file() {
+    let cases = [
+        (Level::Raid5, 4, chunk(32 << 10), 32 << 10, "left-symmetric"),
+        (Level::Raid5, 3, chunk(16 << 10), 16 << 10, "left-symmetric"),
+        (
+            Level::Raid5,
+            5,
+            layout("right-asymmetric"),
+            CHUNK,
+            "right-asymmetric",
+        ),
+        (
+            Level::Raid6,
+            5,
+            layout("left-asymmetric"),
+            CHUNK,
+            "left-asymmetric",
+        ),
+    ];
+    for (level, n, req, new_chunk, new_layout) in cases {
+        let devs = mem_devices(n, 8 * MIB);
+        let data = fill(level, &devs);
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        let plan = plan(&asm, &req);
+        let vol = mem_file(&plan);
+        let file = BackupFile::on_volume("backup", vol.clone());
+        asm.reshape_start_with_backup(plan, &file).unwrap();
+        // Before any window moves: the first one named in the record.
+        let mut b = [0u8; 512];
+        vol.read_at(&mut b, 0).unwrap();
+        let r = BackupSuper::parse(&b).unwrap().unwrap();
+        assert_eq!(
+            (r.devstart, r.arraystart, r.length),
+            (8, 0, plan.backup_sectors)
+        );
+        assert_eq!(r.devstart2, plan.backup_sectors);
+        let report = asm
+            .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
+            .unwrap();
+        assert!(!report.resumed && report.checkpoints >= 4, "{report:?}");
+        drop(asm);
+        assert_restriped(&devs, &data, new_chunk, md_layout(level, new_layout), &*vol);
+    }
+}
+
+/// Members and the backup file with volatile caches, all on one tripwire.
+fn fault_devices(n: usize, size: u64) -> (Vec<Device>, Vec<Fault>) {
+    let mut devs = Vec::new();
+    let mut faults = Vec::new();
+    for i in 0..n {
+        let inner: Arc<dyn Volume> = Arc::new(MemVolume::new(size));
+        let f = Arc::new(FaultVolume::with_volatile_cache(inner));
+        faults.push(f.clone());
+        devs.push(Device {
+            path: format!("m{i}"),
+            volume: f,
+        });
+    }
+    (devs, faults)
+}
+
+/// Power cut at the `w`-th write (members and file) of a start and run;
+/// then a resume from the file. Whether the cut came.
+fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bool {
+    let (devs, faults) = fault_devices(n, 2 * MIB);
+    let data = fill(level, &devs);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let plan = plan(&asm, req);
+    drop(asm);
+    let inner: Arc<dyn Volume> = mem_file(&plan);
+    let fvol = Arc::new(FaultVolume::with_volatile_cache(inner));
+    let all: Vec<Fault> = faults.iter().cloned().chain([fvol.clone()]).collect();
+    // Power goes at write `at` of `work`; what the cut leaves is decided
+    // by `seed`.
+    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| -> bool {
+        let wire = Tripwire::new(at);
+        for f in &all {
+            f.set_tripwire(Some(wire.clone()));
+        }
+        work();
+        let tripped = wire.tripped();
+        for (i, f) in all.iter().enumerate() {
+            f.set_tripwire(None);
+            if tripped {
+                f.power_cut(seed ^ (i as u64) << 32).unwrap();
+                f.restart();
+            }
+        }
+        tripped
+    };
+    let file = BackupFile::on_volume("backup", fvol.clone());
+    let tripped = cut(w, seed, &mut || {
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        let _ = asm
+            .reshape_start_with_backup(plan, &file)
+            .and_then(|()| asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {}));
+    });
+    if tripped && w % 3 == 0 {
+        // A second cut, inside the resume (the put-back, its commit, the
+        // first window after it).
+        cut(1 + w * 13 % 60, !seed, &mut || {
+            let mut asm = Assembly::assemble(devs.clone()).unwrap();
+            if asm.reshape().is_some() {
+                let _ = asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {});
+            }
+        });
+    }
+    let mut again = Assembly::assemble(devs.clone()).unwrap();
+    if again.reshape().is_some() {
+        again
+            .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{level:?} cut at write {w}: resume: {e}"));
+    }
+    drop(again);
+    assert!(
+        read_all(&devs) == data,
+        "{level:?} cut at write {w}: bytes differ"
+    );
+    let mut again = Assembly::assemble(devs.clone()).unwrap();
+    if again.reshape().is_none() {
+        let report = again
+            .scrub(false, RunOptions::default(), &mut |_| {})
+            .unwrap();
+        assert_eq!(report.mismatch_sectors, 0, "{level:?} cut at write {w}");
+    }
+    tripped
+}
+
+#[test]
+fn a_power_cut_at_any_write_of_the_walk_resumes_from_the_backup_file() {
+    for (level, n, req) in [
+        (Level::Raid5, 4, chunk(32 << 10)),
+        (Level::Raid6, 5, layout("right-symmetric")),
+    ] {
+        let mut w = 1;
+        let mut cuts = 0;
+        while cut_at(level, n, &req, w, w * 7919) {
+            cuts += 1;
+            // Every write early on (the start and the first windows), then
+            // a sample: a window's phases repeat.
+            w += if w < 120 { 1 } else { 5 };
+        }
+        eprintln!("{level:?}: {cuts} runs cut (write {w} of the last, uncut)");
+        assert!(cuts > 100, "{level:?}: only {cuts} cuts");
+    }
+}
+
+/// Every member's bytes, and the file's.
+fn snapshot(devs: &[Device], file: &dyn Volume) -> Vec<Vec<u8>> {
+    devs.iter()
+        .map(|d| &d.volume)
+        .map(|v| {
+            let mut b = vec![0u8; v.size() as usize];
+            v.read_at(&mut b, 0).unwrap();
+            b
+        })
+        .chain({
+            let mut b = vec![0u8; file.size() as usize];
+            file.read_at(&mut b, 0).unwrap();
+            [b]
+        })
+        .collect()
+}
+
+/// A RAID 5 mid-restripe (stopped after two windows), its backup file.
+fn stopped_mid_walk() -> (Vec<Device>, Arc<MemVolume>, Vec<u8>) {
+    let devs = mem_devices(4, 8 * MIB);
+    let data = fill(Level::Raid5, &devs);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let plan = plan(&asm, &chunk(32 << 10));
+    let vol = mem_file(&plan);
+    let file = BackupFile::on_volume("backup", vol.clone());
+    asm.reshape_start_with_backup(plan, &file).unwrap();
+    static STOP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let mut windows = 0;
+    let e = asm
+        .reshape_run_with_backup(
+            &file,
+            RunOptions {
+                stop: Some(&STOP),
+                ..RunOptions::default()
+            },
+            &mut |_| {
+                windows += 1;
+                if windows == 2 {
+                    STOP.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            },
+        )
+        .unwrap_err();
+    assert_eq!(e.kind, raidlab_core::ErrorKind::Interrupted, "{e}");
+    (devs, vol, data)
+}
+
+/// `shown` as the backup file is refused with `want` in the message, and
+/// nothing on the members or in the file changes.
+fn refused_unchanged(devs: &[Device], shown: Arc<MemVolume>, want: &[&str]) {
+    let before = snapshot(devs, &*shown);
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let f = BackupFile::on_volume("backup", shown.clone());
+    let e = asm
+        .reshape_run_with_backup(&f, RunOptions::default(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    for w in want {
+        assert!(e.contains(w) && e.contains("nothing was changed"), "{e}");
+    }
+    drop(asm);
+    assert!(snapshot(devs, &*shown) == before, "something changed: {e}");
+}
+
+#[test]
+fn a_stopped_restripe_carries_on_and_bad_files_are_refused_with_nothing_written() {
+    let (devs, vol, data) = stopped_mid_walk();
+    // Stopped cleanly between windows: the moved ones read in the new
+    // geometry, the rest in the old (read-only, as any stopped reshape).
+    assert!(read_all(&devs) == data, "stopped: read");
+    // Without the file: mdadm's reason.
+    let before = snapshot(&devs, &*vol);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let e = asm
+        .reshape_run(RunOptions::default(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--backup-file") && e.contains("nothing was changed"),
+        "{e}"
+    );
+    drop(asm);
+    assert!(snapshot(&devs, &*vol) == before);
+    let record = |v: &MemVolume| {
+        let mut b = [0u8; 512];
+        v.read_at(&mut b, 0).unwrap();
+        BackupSuper::parse(&b).unwrap().unwrap()
+    };
+    let copy = |edit: &dyn Fn(&mut BackupSuper)| {
+        let c = Arc::new(MemVolume::new(vol.size()));
+        let mut all = vec![0u8; vol.size() as usize];
+        vol.read_at(&mut all, 0).unwrap();
+        c.write_at(&all, 0).unwrap();
+        let mut r = record(&c);
+        edit(&mut r);
+        c.write_at(&r.to_bytes(), 0).unwrap();
+        c
+    };
+    // Another array's.
+    let other = copy(&|r| r.set_uuid[0] ^= 0xff);
+    refused_unchanged(&devs, other, &["another array", "Wrong uuid"]);
+    // Older than the superblocks by more than mdadm's window.
+    let old = copy(&|r| r.mtime -= 3 * 3600);
+    refused_unchanged(&devs, old, &["too-old timestamp"]);
+    // Let go: nothing covers the position.
+    let gone = copy(&|r| {
+        r.length = 0;
+        r.length2 = 0
+    });
+    refused_unchanged(&devs, gone, &["Failed to find backup of critical section"]);
+    // Fields no file of this reshape holds (past the array, or where
+    // a sum would overflow).
+    let wild = copy(&|r| r.arraystart = u64::MAX - 3);
+    refused_unchanged(&devs, wild, &["do not fit"]);
+    let past = copy(&|r| r.arraystart += 1 << 40);
+    refused_unchanged(&devs, past, &["do not fit"]);
+    // Too small for the two sections.
+    let small = Arc::new(MemVolume::new(vol.size() / 2));
+    let mut half = vec![0u8; small.size() as usize];
+    vol.read_at(&mut half, 0).unwrap();
+    small.write_at(&half, 0).unwrap();
+    refused_unchanged(&devs, small, &["too small"]);
+    // The right file: carried on to the end, exact and clean.
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let file = BackupFile::on_volume("backup", vol.clone());
+    let report = asm
+        .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert!(report.resumed, "{report:?}");
+    drop(asm);
+    assert_restriped(
+        &devs,
+        &data,
+        32 << 10,
+        md_layout(Level::Raid5, "left-symmetric"),
+        &*vol,
+    );
+}
+
+#[test]
+fn backup_file_paths_mdadm_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let devs: Vec<Device> = (0..4)
+        .map(|i| {
+            let p = dir.path().join(format!("m{i}"));
+            Device {
+                path: p.display().to_string(),
+                volume: Arc::new(
+                    raidlab_devices::file::FileVolume::create_sparse(&p, 8 * MIB).unwrap(),
+                ),
+            }
+        })
+        .collect();
+    fill(Level::Raid5, &devs);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let before = snapshot(&devs, &MemVolume::new(0));
+    let e = asm
+        .reshape_check_with_backup(&chunk(32 << 10), Path::new(&devs[2].path))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("backup file must NOT be on the array"), "{e}");
+    let exists = dir.path().join("old-backup");
+    std::fs::write(&exists, b"x").unwrap();
+    let e = asm
+        .reshape_check_with_backup(&chunk(32 << 10), &exists)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("File exists"), "{e}");
+    // A grow by members has no use for one.
+    let e = asm
+        .reshape_check_with_backup(
+            &ReshapeRequest {
+                raid_devices: Some(5),
+                ..ReshapeRequest::default()
+            },
+            &dir.path().join("new"),
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("nothing was changed"), "{e}");
+    // Without one: mdadm's reason.
+    let e = asm
+        .reshape_check(&chunk(32 << 10), 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("need backup-file"), "{e}");
+    let e = BackupFile::open(&dir.path().join("missing"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no such file"), "{e}");
+    drop(asm);
+    assert!(snapshot(&devs, &MemVolume::new(0)) == before);
+}

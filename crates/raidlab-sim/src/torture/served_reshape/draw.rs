@@ -1,0 +1,220 @@
+//! What a served reshape run asks for, drawn from its seed: the array
+//! (level, layout, members, chunk, metadata), the change (a grow by one, a
+//! shrink by one, a new chunk or layout, a RAID 10's grow or near/offset
+//! switch), and how many clients ask how much. It decides only the draw;
+//! the checks and the reshape are the engine's, the run is the parent's.
+
+use raidlab_layout::{Layout, Level, ParityLayout};
+use raidlab_md::MetadataVersion;
+use raidlab_raid::grow::ReshapeRequest;
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// What a run asks for, drawn from its seed.
+#[derive(Debug, Clone)]
+pub(super) struct Setup {
+    pub(super) level: Level,
+    pub(super) layout: Layout,
+    pub(super) members: usize,
+    pub(super) chunk: u64,
+    pub(super) metadata: MetadataVersion,
+    pub(super) req: ReshapeRequest,
+    /// The layout asked (`req.layout`), to judge the end by.
+    pub(super) new_layout: Option<Layout>,
+    /// One member fewer: the array is first cut to what they hold.
+    pub(super) shrink: bool,
+    /// A spare added for a grow.
+    pub(super) spare: bool,
+    pub(super) clients: usize,
+    /// Requests per client per round.
+    pub(super) per: usize,
+}
+
+/// The change a run makes (`Setup::req`), as drawn.
+const GROW5: u32 = 0;
+const GROW6: u32 = 1;
+const CHUNK: u32 = 2;
+const SHRINK5: u32 = 3;
+const LAYOUT5: u32 = 4;
+const LAYOUT6: u32 = 5;
+const RAID10: u32 = 6;
+
+pub(super) fn draw(rng: &mut ChaCha8Rng) -> Setup {
+    let kind = rng.gen_range(0..7u32);
+    if kind == RAID10 {
+        let change = Raid10Change::draw(rng);
+        return draw_raid10(rng, change);
+    }
+    let level = match kind {
+        GROW6 | LAYOUT6 => Level::Raid6,
+        CHUNK if rng.gen_bool(0.5) => Level::Raid6,
+        _ => Level::Raid5,
+    };
+    let layouts = ParityLayout::ALL;
+    let mut layout = layouts[rng.gen_range(0..layouts.len())];
+    let mut new_layout = None;
+    if kind == LAYOUT5 {
+        let others: Vec<_> = layouts.into_iter().filter(|&l| l != layout).collect();
+        new_layout = Some(others[rng.gen_range(0..others.len())]);
+    } else if kind == LAYOUT6 {
+        // Half of them md's RAID 6 to 5 first step (to the "-6" twin, the
+        // restripe issue 36's suspected zero read ran) or its way back.
+        let twins: Vec<_> = ParityLayout::ALL
+            .into_iter()
+            .filter(|l| l.raid6_conversion() != *l)
+            .collect();
+        if rng.gen_bool(0.5) {
+            let from = twins[rng.gen_range(0..twins.len())];
+            if rng.gen_bool(0.5) {
+                layout = from;
+                new_layout = Some(from.raid6_conversion());
+            } else {
+                layout = from.raid6_conversion();
+                new_layout = Some(from);
+            }
+        } else {
+            let others: Vec<_> = layouts.into_iter().filter(|&l| l != layout).collect();
+            new_layout = Some(others[rng.gen_range(0..others.len())]);
+        }
+    }
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
+    let chunk = chunks[rng.gen_range(0..chunks.len())];
+    let least = if level == Level::Raid6 { 4 } else { 3 };
+    let members = rng.gen_range(least..=least + 2) + usize::from(kind == SHRINK5);
+    let metadata = if rng.gen_bool(0.5) {
+        MetadataVersion::V1_2
+    } else {
+        MetadataVersion::V1_1
+    };
+    let req = match kind {
+        GROW5 | GROW6 => ReshapeRequest {
+            raid_devices: Some(members + 1),
+            ..ReshapeRequest::default()
+        },
+        CHUNK => {
+            let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
+            ReshapeRequest {
+                chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
+                ..ReshapeRequest::default()
+            }
+        }
+        LAYOUT5 | LAYOUT6 => ReshapeRequest {
+            layout: new_layout.map(|l| l.name().to_string()),
+            ..ReshapeRequest::default()
+        },
+        _ => ReshapeRequest {
+            raid_devices: Some(members - 1),
+            ..ReshapeRequest::default()
+        },
+    };
+    Setup {
+        level,
+        layout: Layout::Parity(layout),
+        members,
+        chunk,
+        metadata,
+        req,
+        new_layout: new_layout.map(Layout::Parity),
+        shrink: kind == SHRINK5,
+        spare: kind <= GROW6,
+        clients: rng.gen_range(2..=4),
+        per: rng.gen_range(20..=60),
+    }
+}
+
+/// What a RAID 10 run changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Raid10Change {
+    /// One member more.
+    Grow,
+    /// Near to offset copies or back.
+    Layout,
+    /// Another chunk.
+    Chunk,
+    /// One member fewer (md's backward reshape), the array first cut to
+    /// what they hold.
+    Shrink,
+}
+
+impl Raid10Change {
+    pub(super) fn draw(rng: &mut ChaCha8Rng) -> Raid10Change {
+        [
+            Raid10Change::Grow,
+            Raid10Change::Layout,
+            Raid10Change::Chunk,
+            Raid10Change::Shrink,
+        ][rng.gen_range(0..4)]
+    }
+}
+
+/// A RAID 10 in the near or offset layout (the ones md reshapes) of two
+/// copies, changed as `change` says.
+pub(super) fn draw_raid10(rng: &mut ChaCha8Rng, change: Raid10Change) -> Setup {
+    let parse = |name: &str| Layout::parse(Level::Raid10, Some(name)).expect("a RAID 10 layout");
+    let (from, to) = if rng.gen_bool(0.5) {
+        ("n2", "o2")
+    } else {
+        ("o2", "n2")
+    };
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
+    let chunk = chunks[rng.gen_range(0..chunks.len())];
+    let shrink = change == Raid10Change::Shrink;
+    let members = rng.gen_range(3..=5) + usize::from(shrink);
+    let new_layout = (change == Raid10Change::Layout).then(|| parse(to));
+    let new_chunk = (change == Raid10Change::Chunk).then(|| {
+        let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
+        others[rng.gen_range(0..others.len())]
+    });
+    Setup {
+        level: Level::Raid10,
+        layout: parse(from),
+        members,
+        chunk,
+        metadata: if rng.gen_bool(0.5) {
+            MetadataVersion::V1_2
+        } else {
+            MetadataVersion::V1_1
+        },
+        req: ReshapeRequest {
+            raid_devices: match change {
+                Raid10Change::Grow => Some(members + 1),
+                Raid10Change::Shrink => Some(members - 1),
+                _ => None,
+            },
+            layout: new_layout.map(|_| to.to_string()),
+            chunk_bytes: new_chunk,
+            ..ReshapeRequest::default()
+        },
+        new_layout,
+        shrink,
+        spare: change == Raid10Change::Grow,
+        clients: rng.gen_range(2..=4),
+        per: rng.gen_range(20..=60),
+    }
+}
+
+impl Setup {
+    pub(super) fn label(&self) -> String {
+        format!(
+            "{} of {} ({}, {}K, {:?}): {}; {} clients x {}",
+            self.level.name(),
+            self.members,
+            self.layout.name(),
+            self.chunk >> 10,
+            self.metadata,
+            match (
+                &self.req.raid_devices,
+                &self.req.chunk_bytes,
+                self.new_layout
+            ) {
+                (Some(n), _, _) if self.shrink => format!("{n} members (shrink)"),
+                (Some(n), _, _) => format!("{n} members"),
+                (_, Some(c), _) => format!("chunk {}K", c >> 10),
+                (_, _, Some(l)) => format!("layout {}", l.name()),
+                _ => "?".into(),
+            },
+            self.clients,
+            self.per
+        )
+    }
+}
