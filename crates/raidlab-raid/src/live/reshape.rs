@@ -65,11 +65,7 @@ impl Serving {
     /// ones waiting), given what takes them holds and the cut.
     pub(super) fn holding<T>(&self, f: impl FnOnce(u64, &Exposed) -> T) -> T {
         let route = self.route.write().unwrap_or_else(|p| p.into_inner());
-        let holds = match &*route {
-            Route::Array(a) => a.size(),
-            Route::Reshaping(v) => v.size(),
-        };
-        f(holds, &self.exposed)
+        f(route.volume().size(), &self.exposed)
     }
 
     fn read(&self) -> RwLockReadGuard<'_, Route> {
@@ -83,9 +79,16 @@ impl Serving {
 
     /// Run `f` on what takes requests now.
     fn with<T>(&self, f: impl FnOnce(&dyn Volume) -> T) -> T {
-        match &*self.read() {
-            Route::Array(a) => f(a.as_ref()),
-            Route::Reshaping(v) => f(v.as_ref()),
+        f(self.read().volume())
+    }
+}
+
+impl Route {
+    /// What takes the requests on this route.
+    fn volume(&self) -> &dyn Volume {
+        match self {
+            Route::Array(a) => a.as_ref(),
+            Route::Reshaping(v) => v.as_ref(),
         }
     }
 }

@@ -267,6 +267,9 @@ fn attempt(
     });
     // Each round's clients, tasks order and data from their own stream.
     let mut rounds = ChaCha8Rng::seed_from_u64(seed ^ 0x5e7e_d0ff);
+    // A member gone (died with a cut, or failed mid-walk with the power
+    // on): carrying the reshape on must be refused, and the run ends there.
+    let mut member_gone = false;
     // (A cut after the end's commit leaves nothing to carry on.)
     while asm.reshape().is_some() {
         let wire = budget.map(Tripwire::new);
@@ -313,15 +316,8 @@ fn attempt(
             let degraded = died.then_some(&suspect[..]);
             judge_cut(&asm, &mut model, degraded, &format!("after cut {cuts}"))?;
             if died {
-                refuses_degraded(rig, asm, &model)?;
-                return Ok(Done {
-                    cuts,
-                    died,
-                    writes: rig.writes() - writes_before,
-                    answered,
-                    end_writes,
-                    waits,
-                });
+                member_gone = true;
+                break;
             }
             continue;
         };
@@ -332,24 +328,28 @@ fn attempt(
             // and the array reads what was answered.
             drop(left);
             rig.dead[k] = true;
-            let asm = rig.assemble()?;
+            asm = rig.assemble()?;
             judge_cut(
                 &asm,
                 &mut model,
                 Some(&suspect),
                 "after a member failed mid-walk",
             )?;
-            refuses_degraded(rig, asm, &model)?;
-            return Ok(Done {
-                cuts,
-                died: true,
-                writes: rig.writes() - writes_before,
-                answered,
-                end_writes,
-                waits,
-            });
+            member_gone = true;
+            break;
         }
         asm = left;
+    }
+    if member_gone {
+        refuses_degraded(rig, asm, &model)?;
+        return Ok(Done {
+            cuts,
+            died: true,
+            writes: rig.writes() - writes_before,
+            answered,
+            end_writes,
+            waits,
+        });
     }
     let writes = rig.writes() - writes_before;
     // A clean restart: the members as they are, the superblocks read again.
