@@ -96,6 +96,13 @@ fn a_removed_member_is_reported_left_alone_and_taken_back_by_add() {
     let d = dir.path();
     filled(d);
     ok(d, &args(&with("fail", &M, &["--member", "m1"])));
+    // Failing it again succeeds and changes nothing, as mdadm --fail of a
+    // faulty device does.
+    let members = || M.map(|m| std::fs::read(d.join(m)).unwrap());
+    let was = members();
+    let again = ok(d, &args(&with("fail", &M, &["--member", "m1"])));
+    assert!(again.contains("already faulty"), "{again}");
+    assert!(was == members(), "failing a faulty member changed a member");
     ok(d, &args(&with("remove", &M, &["--member", "m1"])));
     // Written while m1 is out: m1 is now out of date everywhere.
     let size = detail(d, &M)["array_size_bytes"].as_u64().unwrap() as usize;

@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidlab_core::size::format_size_approx;
 use raidlab_devices::{FileVolume, OpenMode};
-use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{ManageOptions, Managed};
 use raidlab_raid::manage::Added;
 use raidlab_raid::recovery::{Progress, RunOptions, ScrubReport};
@@ -178,6 +178,17 @@ pub fn fail(a: FailArgs) -> Result<ExitCode> {
     let mut managed = start_rw(&a.members, None)?;
     let asm = &mut managed.asm;
     let index = asm.find(&path_str(&a.member))?;
+    if asm.members[index].state == MemberState::Faulty {
+        // mdadm --fail of a faulty device succeeds and changes nothing (md's
+        // md_error on a Faulty rdev returns at once); the start may have
+        // taken it out just now, failing its I/O.
+        outln!(
+            "raidlab: {} is already faulty; nothing was changed",
+            a.member.display()
+        );
+        stop_managed(managed)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let was_synced = asm.in_sync();
     let spare = asm.fail(index)?;
     if !was_synced && asm.geometry.is_parity() {
