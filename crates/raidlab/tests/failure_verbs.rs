@@ -263,3 +263,57 @@ fn repair_waits_for_a_resync_after_an_unclean_stop_and_exits_0_when_consistent()
     let out = ok(d, &args(&with("check", &u, &[])));
     assert!(out.contains("mismatch_cnt: 0"), "{out}");
 }
+
+/// md runs an array whose write journal is missing only read-only: the verbs
+/// that write data (add, replace, rebuild, resync, repair, grow) are refused
+/// without the journal, naming it, with nothing written; recording a failure
+/// (membership, not data) still works, as `mdadm --fail` does.
+#[test]
+fn data_writing_verbs_refuse_an_array_whose_journal_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    ok(
+        d,
+        &args(&with(
+            "create",
+            &M,
+            &[
+                "--level",
+                "5",
+                "--chunk",
+                "64K",
+                "--member-size",
+                "4M",
+                "--write-journal",
+                "jdev",
+            ],
+        )),
+    );
+    let mut with_j = M.to_vec();
+    with_j.push("jdev");
+    let size = detail(d, &with_j)["array_size_bytes"].as_u64().unwrap() as usize;
+    std::fs::write(d.join("in.bin"), pattern(size, 3)).unwrap();
+    ok(d, &args(&with("import", &with_j, &["--input", "in.bin"])));
+    std::fs::write(d.join("spare"), vec![0u8; 4 << 20]).unwrap();
+    let files = ["m0", "m1", "m2", "m3", "jdev", "spare"];
+    let bytes = || files.map(|f| std::fs::read(d.join(f)).unwrap());
+    let was = bytes();
+    for (verb, extra) in [
+        ("add", &["--new", "spare"][..]),
+        ("replace", &["--old", "m1", "--with", "spare"][..]),
+        ("rebuild", &["--force"][..]),
+        ("resync", &[][..]),
+        ("repair", &[][..]),
+        ("grow", &["--raid-devices", "5", "--add", "spare"][..]),
+    ] {
+        let o = run(d, &args(&with(verb, &M, extra)));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{verb} ran without the journal");
+        assert!(err.contains("journal device is missing"), "{verb}: {err}");
+        assert!(err.contains("nothing was written"), "{verb}: {err}");
+        assert!(was == bytes(), "{verb} without the journal changed a file");
+    }
+    // Recording a failure is membership, not data: it still works.
+    ok(d, &args(&with("fail", &M, &["--member", "m1"])));
+    assert_eq!(state(&detail(d, &with_j), "m1"), "faulty");
+}

@@ -122,6 +122,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         return grow_served(&server, &a, restripe, array_bytes, size, policy);
     }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
+        asm.refuse_data_writes_without_journal("grow")?;
         // A reshape's refusals come before a log replay could write.
         match &restripe {
             Some(req) if conversion(asm, req) => {
