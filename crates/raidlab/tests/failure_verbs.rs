@@ -317,3 +317,41 @@ fn data_writing_verbs_refuse_an_array_whose_journal_is_missing() {
     ok(d, &args(&with("fail", &M, &["--member", "m1"])));
     assert_eq!(state(&detail(d, &with_j), "m1"), "faulty");
 }
+
+/// A hot spare can be failed, as `mdadm --fail` fails any device: it is
+/// recorded faulty and no longer steps in for a member that fails later.
+#[test]
+fn a_failed_spare_is_recorded_faulty_and_does_not_step_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let all = ["m0", "m1", "m2", "m3", "s0"];
+    ok(
+        d,
+        &args(&with(
+            "create",
+            &all,
+            &[
+                "--level",
+                "5",
+                "--chunk",
+                "64K",
+                "--member-size",
+                "4M",
+                "--spares",
+                "1",
+            ],
+        )),
+    );
+    assert_eq!(state(&detail(d, &all), "s0"), "spare");
+    let said = ok(d, &args(&with("fail", &all, &["--member", "s0"])));
+    assert!(said.contains("s0 marked faulty"), "{said}");
+    assert_eq!(state(&detail(d, &all), "s0"), "faulty");
+    let said = ok(d, &args(&with("fail", &all, &["--member", "m2"])));
+    assert!(
+        !said.contains("hot spare"),
+        "a faulty spare stepped in: {said}"
+    );
+    let v = detail(d, &all);
+    assert_eq!(v["missing_roles"], serde_json::json!([2]), "{v}");
+    assert_eq!(state(&v, "s0"), "faulty");
+}
