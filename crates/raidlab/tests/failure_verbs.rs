@@ -67,16 +67,16 @@ fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// `raidlab create` of a RAID 5 of 4 MiB files, 64 KiB chunks, with `extra`.
+fn create5(d: &Path, members: &[&str], extra: &[&str]) {
+    let mut opts = vec!["--level", "5", "--chunk", "64K", "--member-size", "4M"];
+    opts.extend(extra);
+    ok(d, &args(&with("create", members, &opts)));
+}
+
 /// A clean RAID 5 of four 4 MiB files holding `data`.
 fn filled(d: &Path) -> Vec<u8> {
-    ok(
-        d,
-        &args(&with(
-            "create",
-            &M,
-            &["--level", "5", "--chunk", "64K", "--member-size", "4M"],
-        )),
-    );
+    create5(d, &M, &[]);
     let size = detail(d, &M)["array_size_bytes"].as_u64().unwrap() as usize;
     let data = pattern(size, 7);
     std::fs::write(d.join("in.bin"), &data).unwrap();
@@ -272,23 +272,7 @@ fn repair_waits_for_a_resync_after_an_unclean_stop_and_exits_0_when_consistent()
 fn data_writing_verbs_refuse_an_array_whose_journal_is_missing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    ok(
-        d,
-        &args(&with(
-            "create",
-            &M,
-            &[
-                "--level",
-                "5",
-                "--chunk",
-                "64K",
-                "--member-size",
-                "4M",
-                "--write-journal",
-                "jdev",
-            ],
-        )),
-    );
+    create5(d, &M, &["--write-journal", "jdev"]);
     let mut with_j = M.to_vec();
     with_j.push("jdev");
     let size = detail(d, &with_j)["array_size_bytes"].as_u64().unwrap() as usize;
@@ -325,23 +309,7 @@ fn a_failed_spare_is_recorded_faulty_and_does_not_step_in() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let all = ["m0", "m1", "m2", "m3", "s0"];
-    ok(
-        d,
-        &args(&with(
-            "create",
-            &all,
-            &[
-                "--level",
-                "5",
-                "--chunk",
-                "64K",
-                "--member-size",
-                "4M",
-                "--spares",
-                "1",
-            ],
-        )),
-    );
+    create5(d, &all, &["--spares", "1"]);
     assert_eq!(state(&detail(d, &all), "s0"), "spare");
     let said = ok(d, &args(&with("fail", &all, &["--member", "s0"])));
     assert!(said.contains("s0 marked faulty"), "{said}");
