@@ -131,7 +131,7 @@ impl Assembly {
             // same member bytes, through mdadm's backup file.
             if !backup_file {
                 return Err(refused(format!(
-                    "{what}: metadata 0.90 has no data offset to move, so md shrinks it in place, backing up each step it overwrites in a file (mdadm: \"Cannot grow - need backup-file\"): give `--backup-file FILE` on a device outside the array; nothing was changed"
+                    "{what}: metadata 0.90 has no data offset to move, so md shrinks it in place, backing up each step it overwrites in a file (mdadm: \"Cannot grow - need backup-file\"): give `--backup-file FILE` on a device outside the array, with the array stopped (raidlab walks a 0.90 restripe offline only); nothing was changed"
                 )));
             }
             self.restripe_conditions(what)?;
