@@ -290,13 +290,21 @@ fn fault_devices(n: usize, size: u64) -> (Vec<Device>, Vec<Fault>) {
 }
 
 /// Power cut at the `w`-th write (members and file) of a start and run
-/// of a shrink from 5 members to 4; then a resume from the file (a third
-/// of them cut again inside the resume). Whether the cut came.
-fn cut_at(level: Level, w: u64, seed: u64) -> bool {
+/// of a shrink from 5 members to 4 (with a new chunk, if given); then a
+/// resume from the file (a third of them cut again inside the resume).
+/// Whether the cut came.
+fn cut_at(level: Level, chunk: Option<u64>, w: u64, seed: u64) -> bool {
     let (devs, faults) = fault_devices(5, 2 * MIB);
     let data = fill(level, &devs);
     let asm = Assembly::assemble(devs.clone()).unwrap();
-    let (plan, size) = (plan(&asm, 4), holds(&asm, 4));
+    let size = holds(&asm, 4);
+    let req = ReshapeRequest {
+        chunk_bytes: chunk,
+        ..fewer(4)
+    };
+    let plan = asm
+        .reshape_check_sized_with_backup(&req, Path::new("/nonexistent-dir-h66/b"), Some(size))
+        .unwrap();
     drop(asm);
     let inner: Arc<dyn Volume> = mem_file(&plan);
     let fvol = Arc::new(FaultVolume::with_volatile_cache(inner));
@@ -360,16 +368,23 @@ fn cut_at(level: Level, w: u64, seed: u64) -> bool {
 
 #[test]
 fn a_power_cut_at_any_write_of_the_shrink_resumes_from_the_backup_file() {
-    for level in [Level::Raid5, Level::Raid6] {
+    for (level, chunk) in [
+        (Level::Raid5, None),
+        (Level::Raid6, None),
+        (Level::Raid5, Some(32 << 10)),
+    ] {
         let mut w = 1;
         let mut cuts = 0;
-        while cut_at(level, w, w * 7919) {
+        while cut_at(level, chunk, w, w * 7919) {
             cuts += 1;
             // Every write early on (the start, the first windows, a few
             // resumes), then a sample: a window's phases repeat.
             w += if w < 120 { 1 } else { 5 };
         }
-        eprintln!("{level:?} 5->4: {cuts} runs cut (write {w} of the last, uncut)");
+        eprintln!(
+            "{level:?} 5->4, chunk {:?}: {cuts} runs cut (write {w} of the last, uncut)",
+            chunk.unwrap_or(CHUNK)
+        );
         assert!(cuts > 100, "{level:?}: only {cuts} cuts");
     }
 }
@@ -557,4 +572,45 @@ fn a_stopped_shrink_is_not_carried_on_without_its_file_or_with_a_wrong_one() {
         .unwrap();
     drop(asm);
     assert_shrunk(&devs, 4, &data[..size as usize], false);
+}
+
+#[test]
+fn raid4_by_one_raid5_by_two_and_a_shrink_with_a_new_chunk() {
+    for (level, n, to, chunk) in [
+        (Level::Raid4, 5, 4, None),
+        (Level::Raid5, 5, 3, None),
+        (Level::Raid6, 6, 4, None),
+        (Level::Raid5, 5, 4, Some(32u64 << 10)),
+    ] {
+        let devs = mem_devices(n, 4 * MIB);
+        let data = fill(level, &devs);
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        let size = holds(&asm, to);
+        let req = ReshapeRequest {
+            chunk_bytes: chunk,
+            ..fewer(to)
+        };
+        let plan = asm
+            .reshape_check_sized_with_backup(&req, Path::new("/nonexistent-dir-h66/b"), Some(size))
+            .unwrap();
+        let vol = mem_file(&plan);
+        let file = BackupFile::on_volume("backup", vol.clone());
+        asm.reshape_start_with_backup(plan, &file).unwrap();
+        let report = asm
+            .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
+            .unwrap();
+        assert_eq!(
+            report.spares.len(),
+            n - to,
+            "{level:?} {n}->{to}: {report:?}"
+        );
+        drop(asm);
+        assert_shrunk(&devs, to, &data[..size as usize], false);
+        let asm = Assembly::assemble(devs.clone()).unwrap();
+        assert_eq!(
+            asm.geometry.chunk_bytes,
+            chunk.unwrap_or(CHUNK),
+            "{level:?} {n}->{to}"
+        );
+    }
 }
