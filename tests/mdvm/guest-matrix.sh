@@ -429,9 +429,19 @@ run_b() { # NAME LEVEL NDEV MBYTES OFFS ABYTES OUT DEGRADED [FLAGS]
     copy_out 0 || bad="$bad read-failed"
     phase read
     if [ "$level" != 0 ] && [ "$level" != -1 ]; then
+        if [ -n "$bfile" ]; then
+            # mdadm 4.2's process that carried a backup-file reshape on
+            # (its parent died of SIGSEGV above) can leave its sync_max
+            # limit behind, at which md's check waits for ever: kept for
+            # the record, then lifted.
+            for f in sync_min sync_max suspend_lo suspend_hi; do
+                echo "$f $(cat "$SYS/$f" 2>/dev/null)"
+            done >"$dir/limits"
+            echo max >"$SYS/sync_max" 2>/dev/null || true
+        fi
         echo check >"$SYS/sync_action"
         sleep 0.1
-        wait_idle 300 || bad="$bad check-did-not-finish"
+        wait_idle 120 || bad="$bad check-did-not-finish"
         mm=$(cat "$SYS/mismatch_cnt")
         echo "$mm" >"$dir/mismatch_cnt"
         [ "$mm" = 0 ] || bad="$bad mismatch_cnt=$mm"

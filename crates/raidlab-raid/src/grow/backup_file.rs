@@ -14,10 +14,18 @@
 //! member bytes from `a / new data members` on, which in the old geometry
 //! hold array bytes from `a * old / new` >= `a` on: the window itself
 //! (saved in the file) or bytes already restriped and committed, never a
-//! byte still to be read. raidlab backs up every window of a shrink, where
-//! mdadm lets the kernel walk without a backup until the last critical
-//! section near the array's start: the same file and the same restore, more
-//! writes to the file.
+//! byte still to be read. So a cut mid-window leaves the window's old
+//! bytes whole, except near the array's start, where the window's new rows
+//! reach down into its old ones (mdadm's critical section): only those
+//! windows are saved in the file first ([`needs_backup`]). The others are
+//! named in no section while they are walked: md's `Grow_restart` moves the
+//! position down to any section below it and puts the section back in what
+//! mdadm 4.2 takes for the shrink's geometry but is the old one (super0's
+//! getinfo counts a shrink's raid_disks as the old count), so a section
+//! named below the position of a window not fully walked is one md would
+//! then read as walked. Inside the critical section md's resume of a cut
+//! window is wrong for that reason whatever the file says (its own shrinks
+//! too); raidlab's own resume puts the section back in the new geometry.
 //!
 //! The file is mdadm's (`Grow.c`: `reshape_open_backup_file`, `grow_backup`,
 //! `forget_backup`, `Grow_restart`): one `md_backup_data-1/-2` record at
@@ -33,8 +41,9 @@
 //!   `Grow_restart` needs for a reshape that gains no data members):
 //!   restripe the window whose old bytes a section holds, forget the
 //!   other section, save the next window's old bytes in it (data flushed
-//!   before the record names it), commit the position past the window
-//!   (below it, going backwards);
+//!   before the record names it), commit the position past the window; a
+//!   shrink saves a window that needs it at the start of its round, after
+//!   the position is committed above it;
 //! - a resume: the sections the record names put back in the new geometry
 //!   and the position past them (below them, going backwards) committed,
 //!   as `Grow_restart` does, before the walk goes on;
@@ -198,6 +207,27 @@ pub(crate) fn backup_file_walk(r: &Reshape) -> bool {
         && (same || shrink)
 }
 
+/// Whether window `w` of `r`'s walk needs its old bytes in the file before
+/// it is written in the new geometry: always over the same members (a
+/// window's new stripes are its old member bytes); for a shrink only while
+/// the window's new member rows reach down into its old ones, which near
+/// the array's start they do (mdadm's critical section), and which a cut
+/// mid-window would leave neither old nor new. Above that a shrink's new
+/// rows lie wholly above the window's old rows and every row still to be
+/// read, so a cut leaves the window's old bytes to be read again.
+fn needs_backup(r: &Reshape, w: &Range<u64>) -> bool {
+    if !r.backwards {
+        return true;
+    }
+    let (od, nd) = (r.old.data_disks() as u64, r.new.data_disks() as u64);
+    let (oc, nc) = (r.old.chunk_bytes, r.new.chunk_bytes);
+    // Member bytes: where the window's new rows begin, where its old rows
+    // end (whole chunk rows each way).
+    let new_from = w.start / (nd * nc) * nc;
+    let old_to = w.end.div_ceil(od * oc) * oc;
+    new_from < old_to
+}
+
 /// The window below array byte `p` of a backward walk: windows lie at
 /// whole multiples of `wbytes` from the array's start, the last one cut at
 /// the array's end.
@@ -288,8 +318,8 @@ impl Assembly {
     /// Start the same-members restripe or the shrink `plan` (from
     /// [`Assembly::reshape_check_with_backup`]) with `file` made for it:
     /// the first window's old bytes (the last window of the array, going
-    /// backwards) saved and named in the record before any superblock
-    /// records the reshape.
+    /// backwards, when it needs them: [`needs_backup`]) saved and named in
+    /// the record before any superblock records the reshape.
     pub fn reshape_start_with_backup(
         &mut self,
         plan: super::ReshapePlan,
@@ -312,7 +342,14 @@ impl Assembly {
         } else {
             0..(window * SECTOR).min(total)
         };
-        save(file, &mut bsb, 0, &old, first, window)?;
+        if needs_backup(&r, &first) {
+            save(file, &mut bsb, 0, &old, first, window)?;
+        } else {
+            // A shrink's last window needs none (its new rows lie above
+            // its old ones): the record names no section, which is what
+            // md's Grow_restart reads as nothing to put back.
+            file.write_record(&mut bsb)?;
+        }
         let delta = plan.new_raid_devices as i32 - plan.old_raid_devices as i32;
         self.commit(|sb| {
             sb.raid_disks = plan.new_raid_devices as u32;
@@ -429,7 +466,11 @@ impl Assembly {
         while !done(p) {
             let w = next(p);
             let cur = match (0..2).find(|&k| section(&bsb, k) == w) {
-                Some(k) => k,
+                Some(k) => Some(k),
+                // A shrink's window whose new stripes miss its old ones
+                // (and so every byte still to be read): a cut leaves its
+                // old bytes whole, to be read again; no section names it.
+                None if !needs_backup(&r, &w) => None,
                 None => {
                     // The section covering the position stays (the window
                     // just walked, above it going backwards); the other
@@ -444,7 +485,7 @@ impl Assembly {
                         file.write_record(&mut bsb)?;
                     }
                     save(file, &mut bsb, k, &old, w.clone(), window)?;
-                    k
+                    Some(k)
                 }
             };
             buf.clear();
@@ -452,16 +493,27 @@ impl Assembly {
             old.read_at(&mut buf, w.start)?;
             new.write_at(&buf, w.start)?;
             new.flush()?;
-            let other = 1 - cur;
-            if !section(&bsb, other).is_empty() {
-                set_section(&mut bsb, other, 0..0);
+            let others: Vec<usize> = (0..2)
+                .filter(|&k| Some(k) != cur && !section(&bsb, k).is_empty())
+                .collect();
+            for &k in &others {
+                set_section(&mut bsb, k, 0..0);
+            }
+            if !others.is_empty() {
                 file.write_record(&mut bsb)?;
             }
             let to = if back { w.start } else { w.end };
-            if !done(to) {
-                // Going backwards, the window below is read from the old
-                // geometry only now: this one's new stripes lie above its
-                // old ones on every member.
+            if !done(to) && !back {
+                // Over the same members every window's new stripes are its
+                // old ones: the next window is saved before the position
+                // passes this one, so that a section always covers the
+                // recorded position (mdadm's rule when no data member is
+                // gained). A shrink saves the window below at the next
+                // round, after the commit: a section below the recorded
+                // position is one md's Grow_restart moves the position
+                // down to, and it must not name a window not yet walked
+                // while the walk is elsewhere.
+                let other = (0..2).find(|&k| Some(k) != cur).unwrap_or(0);
                 save(file, &mut bsb, other, &old, next(to), window)?;
             }
             self.commit(|sb| sb.reshape_position = to / SECTOR)?;
@@ -574,6 +626,14 @@ impl Assembly {
         if r.backwards && position == 0 {
             // Every window is restriped and committed: nothing can be
             // half written, and only the end's superblocks are left.
+            return Ok(b);
+        }
+        if !needed && r.backwards {
+            // A shrink saves a window that needs it before writing any of
+            // it, and names none below the position otherwise: with no
+            // section below the position, the window below holds its old
+            // bytes whole (not begun, or begun without needing a backup),
+            // and the walk reads them again.
             return Ok(b);
         }
         if !needed {

@@ -1181,7 +1181,9 @@ fn md_assembles_arrays_raidlab_grew() {
             match (c.interrupt, shrinks_to(&c)) {
                 // md ends a shrink with the members past the new count as
                 // spares: that many fewer active.
-                (Some(_), Some(to)) => format!("reshaping,leaves{}", members.len() - to),
+                (Some(_), Some(to)) => {
+                    format!("reshaping,leaves{}{with_backup}", members.len() - to)
+                }
                 (Some(_), None) => format!("reshaping{with_backup}"),
                 _ => "-".to_string(),
             }

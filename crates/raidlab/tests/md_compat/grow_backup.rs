@@ -11,7 +11,12 @@
 //!   member 2;
 //! * `r6-090-layout-backup-stopped`: a 0.90 RAID 6 of 5, `--layout
 //!   right-asymmetric`, stopped by Ctrl-C (SIGINT, a checkpoint between
-//!   windows); read whole and without members 1 and 3.
+//!   windows); read whole and without members 1 and 3;
+//! * `r5-090-5to4-shrink-backup-killed`: a 0.90 RAID 5 of 5 shrunk to 4
+//!   (`--raid-devices 4 --array-size`, md's backward walk in place),
+//!   killed part-way (SIGKILL): md is given all five and the file, walks
+//!   the rest down to the array's start and leaves the fifth a spare; read
+//!   whole and without member 1.
 //!
 //! Decides how the file reaches md: the word `BACKUP` in a case's grow is
 //! the file's path (in the case's directory, beside the members); after
@@ -45,6 +50,24 @@ pub(super) fn cases() -> Vec<Grown> {
             grow: &["--layout", "right-asymmetric", "--backup-file", "BACKUP"],
             sets: vec![vec![1, 3]],
             interrupt: Some("INT"),
+        },
+        Grown {
+            name: "r5-090-5to4-shrink-backup-killed",
+            level: 5,
+            devices: 5,
+            create: &["--chunk", "64K", "--metadata", "0.90"],
+            grow_files: false,
+            // What four 0.90 members of 8 MiB hold: 3 x 8128 KiB.
+            grow: &[
+                "--raid-devices",
+                "4",
+                "--array-size",
+                "24384K",
+                "--backup-file",
+                "BACKUP",
+            ],
+            sets: vec![vec![1]],
+            interrupt: Some("KILL"),
         },
     ]
 }
