@@ -110,14 +110,14 @@ fn one_run_asked_for() {
     );
 }
 
-/// One level change run, to look into: `RAIDLAB_LEVEL_RUN=K` (of seed 1;
-/// with `RAIDLAB_LEVEL_MORE=1`, of the draw onto more members) or nothing.
+/// One level change run, to look into: `RAIDLAB_LEVEL_RUN=K` (of seed 1)
+/// or nothing.
 #[test]
 fn one_level_run_asked_for() {
     let Some(k) = env("RAIDLAB_LEVEL_RUN") else {
         return;
     };
-    let r = served_level_change_run(1, k, env("RAIDLAB_LEVEL_MORE").is_some());
+    let r = served_level_change_run(1, k);
     eprintln!("{r:?}");
     assert!(
         r.violation.is_none(),
@@ -208,37 +208,20 @@ fn a_member_failing_mid_walk_loses_no_answered_write() {
 /// Served level changes and RAID 0 restripes, each kind in turn: a RAID 0
 /// grown by a member or given another chunk (md's RAID 4 without parity),
 /// a RAID 4 restriped to a RAID 5, and the engine's steps of RAID 5 to 6
-/// with a device for Q, RAID 6 to 5, RAID 1 to 5 and RAID 0 to 4 or 5
-/// (with a device for parity): takeovers, rebuilds and restripes walked
-/// while clients write, the power cut anywhere in them, each step carried
-/// on after a cut as the server and its refusal's "left to do" carry it on.
-/// RAID 1 and RAID 0 to 5 onto a member more are not in it: see
-/// `served_level_changes_onto_more_members`.
+/// with a device for Q, RAID 6 to 5, RAID 1 to 5 (of two, or three with a
+/// device) and RAID 0 to 4 or 5 (with a device for parity, and one more
+/// member): takeovers, rebuilds and restripes walked while clients write,
+/// the power cut anywhere in them, each step carried on after a cut as the
+/// server and its refusal's "left to do" carry it on. It lost answered
+/// writes (seed 1 run 664 of 1,000, a RAID 0 of 2 to a RAID 5 of 4) while
+/// it marked the array dirty before the walk resumed, where a spare that
+/// missed the restripe's start had not taken its role again yet (the
+/// server marks it after; `spare_behind` in raidlab-raid, ignored, shows
+/// the loss; docs/reliability.md).
 #[test]
 fn served_level_changes_keep_every_answered_write() {
-    level_changes(runs(20 * level_change_kinds()), false);
-}
-
-/// The same with RAID 1 to 5 and RAID 0 to 4/5 onto one member more as
-/// well (a restripe onto a spare after the takeover). Ignored: it finds a
-/// loss not fixed (seed 1 run 664 of `RAIDLAB_TORTURE_RUNS=1000`; a RAID 0
-/// of 2 to a RAID 5 of 4): a cut inside the commit that starts the
-/// restripe onto the spare kept the members' new superblocks and dropped
-/// the spare's; the spare is assembled as a spare (right), but the next
-/// commit writes its old superblock (no reshape, the old shape) with the
-/// new event count, and the assembly then reads the array by it: the
-/// reshape's record is gone and array byte 65536 reads 0xc5 where the
-/// answers wrote 0x85 (docs/reliability.md, "Served level changes").
-#[test]
-#[ignore]
-fn served_level_changes_onto_more_members() {
-    level_changes(runs(20 * level_change_kinds()), true);
-}
-
-fn level_changes(n: u64, more: bool) {
-    let runs: Vec<_> = (0..n)
-        .map(|k| served_level_change_run(1, k, more))
-        .collect();
+    let n = runs(20 * level_change_kinds());
+    let runs: Vec<_> = (0..n).map(|k| served_level_change_run(1, k)).collect();
     let failed: Vec<String> = runs
         .iter()
         .filter_map(|r| {

@@ -195,14 +195,11 @@ pub fn served_reshape_raid10_run(seed: u64, run: u64) -> ServedRun {
 /// RAID 5, RAID 5 to 6 with a device for Q, RAID 6 to 5, RAID 1 to 5 (of
 /// two or three), RAID 0 to 4 or 5 (and a member more). Not in the sweep:
 /// its draw is its own, the sweep's figures stay comparable.
-/// `more`: RAID 1 to 5 and RAID 0 to 4/5 also onto one member more, half
-/// of them (not in the default test: a cut inside the commit that starts
-/// that restripe can lose the reshape's record, docs/reliability.md).
-pub fn served_level_change_run(seed: u64, run: u64, more: bool) -> ServedRun {
+pub fn served_level_change_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
     let kinds = LevelChange::ALL;
-    let s = draw_level_change(&mut rng, kinds[(run % kinds.len() as u64) as usize], more);
+    let s = draw_level_change(&mut rng, kinds[(run % kinds.len() as u64) as usize]);
     run_drawn(s0, run, rng, s, false)
 }
 
@@ -359,6 +356,7 @@ fn attempt(
                 safe_mode_mark,
                 fail,
                 suspect: &suspect,
+                mark_dirty: false,
             },
         )?;
         if round.failed.is_some() {
@@ -585,6 +583,11 @@ struct RoundOpts<'a> {
     /// Sectors written but not flushed at an earlier cut, not resynced
     /// since (the reshape defers the resync to its end, as md's does).
     suspect: &'a [usize],
+    /// A clean array is marked dirty once the walk is under way, before the
+    /// clients write, as a server's safe mode marks it at the first write
+    /// after it resumed the reshape (a level change's restripe, whose start
+    /// a cut may follow with the array still clean).
+    mark_dirty: bool,
 }
 
 /// One round of service: the recorded reshape walked as a task beside
@@ -605,6 +608,7 @@ fn serve_round(
         safe_mode_mark,
         fail,
         suspect,
+        mark_dirty,
     } = opts;
     // Once a member fails, md's write hole opens on the stripes an earlier
     // cut left suspect: reads there may give anything, as md's do.
@@ -615,6 +619,22 @@ fn serve_round(
     let walk = asm
         .reshape_served(safe_mode_mark)
         .map_err(|e| format!("the served walk: {e}"))?;
+    if mark_dirty && asm.in_sync() {
+        // After the walk's start (which may commit: a new member a cut
+        // left a spare takes its role again), before any write.
+        rig.arm(wire);
+        let marked = asm.mark_dirty();
+        if tripped_now(wire) {
+            return Ok(Round {
+                asm: None,
+                answered: 0,
+                end_writes: 0,
+                waits: (0, 0),
+                failed: None,
+            });
+        }
+        marked.map_err(|e| format!("the dirty mark: {e}"))?;
+    }
     let volume: Arc<dyn Volume> = Arc::new(walk.volume("served".into()));
     // A level change's later restripe runs on an array grown by an earlier
     // one, whose new space the clients leave alone (it must read zeros).

@@ -277,10 +277,10 @@ impl LevelChange {
 }
 
 /// A level change or RAID 0 restripe of `change`'s kind, drawn from
-/// `rng` (a stream of its own: the sweep's draws stay as they were);
-/// `more`: RAID 1 to 5 and RAID 0 to 4/5 take one member more too (a
-/// restripe onto a spare after the takeover), half of them.
-pub(super) fn draw_level_change(rng: &mut ChaCha8Rng, change: LevelChange, more: bool) -> Setup {
+/// `rng` (a stream of its own: the sweep's draws stay as they were). Half
+/// of RAID 1 to 5 and RAID 0 to 4/5 take one member more too (a restripe
+/// onto a spare after the takeover).
+pub(super) fn draw_level_change(rng: &mut ChaCha8Rng, change: LevelChange) -> Setup {
     let chunks = [16u64 << 10, 32 << 10, 64 << 10];
     let chunk = chunks[rng.gen_range(0..chunks.len())];
     let layouts = ParityLayout::ALL;
@@ -344,7 +344,7 @@ pub(super) fn draw_level_change(rng: &mut ChaCha8Rng, change: LevelChange, more:
             (Level::Raid6, rng.gen_range(4..=6), 0, req, None)
         }
         LevelChange::Raid1To5 => {
-            let more = more && rng.gen_bool(0.5);
+            let more = rng.gen_bool(0.5);
             let req = ReshapeRequest {
                 level: Some(Level::Raid5),
                 raid_devices: more.then_some(3),
@@ -354,7 +354,7 @@ pub(super) fn draw_level_change(rng: &mut ChaCha8Rng, change: LevelChange, more:
         }
         LevelChange::Raid0To45 => {
             let n = rng.gen_range(2..=3);
-            let more = usize::from(more && rng.gen_bool(0.5));
+            let more = usize::from(rng.gen_bool(0.5));
             let to = if rng.gen_bool(0.5) {
                 Level::Raid5
             } else {

@@ -210,17 +210,7 @@ fn step(run: &mut Run, mut asm: Assembly, step: &Step, shown: bool) -> Result<Ou
         return Ok(Outcome::Cut);
     };
     asm = a;
-    if asm.reshape().is_none()
-        && asm.rebuilding().is_empty()
-        && !asm.missing().is_empty()
-        && asm.members.iter().any(|m| m.state == MemberState::Spare)
-    {
-        // A cut inside the commit that gave a spare its role (a takeover's
-        // new parity or Q member): its own superblock still says spare, so
-        // it is one (the assembly's rule, as md's), and the array is
-        // degraded beside it. md's start would put the spare into the
-        // missing role and rebuild it (`remove_and_add_spares`); nothing in
-        // raidlab does, so the run ends here, judged.
+    if left_beside_a_spare(&asm) {
         return Ok(Outcome::Degraded(asm));
     }
     if !asm.rebuilding().is_empty() {
@@ -315,6 +305,19 @@ fn quiesce(run: &mut Run, asm: &mut Assembly, what: &str) -> Result<bool, String
     Ok(true)
 }
 
+/// Whether a cut inside the commit that gave a spare its role (a
+/// takeover's new parity or Q member) left the array degraded beside that
+/// spare: its own superblock still says spare, so it is one (the
+/// assembly's rule, as md's). md's start would put the spare into the
+/// missing role and rebuild it (`remove_and_add_spares`); nothing in
+/// raidlab does (a restripe's start does: the walk's `retake_new_roles`),
+/// so the run ends there, judged.
+fn left_beside_a_spare(asm: &Assembly) -> bool {
+    asm.rebuilding().is_empty()
+        && !asm.missing().is_empty()
+        && asm.members.iter().any(|m| m.state == MemberState::Spare)
+}
+
 /// How a step ended.
 enum Outcome {
     Done(Assembly),
@@ -327,20 +330,14 @@ enum Outcome {
 /// Walk the restripe `asm` records, if any, round after round of service
 /// to its end: the assembly, or `None` when the power went.
 fn walk(run: &mut Run, mut asm: Assembly) -> Result<Option<Assembly>, String> {
-    if asm.reshape().is_some() {
-        // The clients are about to write: the superblocks say so first, as
-        // a served array's safe mode marks them before its first write (a
-        // cut between the restripe's start and this mark leaves it
-        // recorded clean).
-        let r = asm.mark_dirty();
-        if tripped_now(run.wire.as_ref()) {
-            return Ok(None);
-        }
-        if r.map_err(|e| format!("the dirty mark: {e}"))? {
+    while asm.reshape().is_some() {
+        // A clean array is marked dirty in the round, once the walk is
+        // under way and before the clients write (`RoundOpts::mark_dirty`);
+        // the mark is then this owner's safe mode's (a cut may also come
+        // between the restripe's start and it, leaving the array clean).
+        if asm.in_sync() {
             run.ours = true;
         }
-    }
-    while asm.reshape().is_some() {
         let round = serve_round(
             run.s,
             run.rig,
@@ -352,6 +349,7 @@ fn walk(run: &mut Run, mut asm: Assembly) -> Result<Option<Assembly>, String> {
                 safe_mode_mark: run.ours,
                 fail: None,
                 suspect: &[],
+                mark_dirty: true,
             },
         )?;
         run.tally.answered += round.answered;
