@@ -503,29 +503,10 @@ fn start_and_run(
     run_reshape(asm, a)
 }
 
-/// Whether `req` changes the level by one of md's takeovers (RAID 5 and 6
-/// through the "-6" layouts, RAID 0 to 4/5/10 and back to 0, RAID 1 and 5
-/// of two), not a restripe at one level.
+/// Whether `req` changes the level by one of md's takeovers (the engine's
+/// `is_conversion`), not a restripe at one level.
 fn conversion(asm: &Assembly, req: &ReshapeRequest) -> bool {
-    // Asking for the level the array has is no conversion (a RAID 1's
-    // `--level 1 --raid-devices N` changes its mirror count).
-    req.level != Some(asm.geometry.level)
-        && matches!(
-            (asm.geometry.level, req.level),
-            (Level::Raid5, Some(Level::Raid6))
-                | (Level::Raid6, Some(Level::Raid5))
-                | (
-                    Level::Raid0,
-                    Some(Level::Raid4 | Level::Raid5 | Level::Raid10)
-                )
-                | (
-                    Level::Raid10 | Level::Raid4 | Level::Raid5,
-                    Some(Level::Raid0)
-                )
-                | (Level::Raid1, Some(_))
-                | (Level::Raid5, Some(Level::Raid1))
-        )
-        && req.chunk_bytes.is_none()
+    raidlab_raid::grow::is_conversion(asm, req)
 }
 
 /// Level, member count, chunk and layout, as `detail` names them.

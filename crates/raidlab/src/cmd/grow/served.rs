@@ -18,7 +18,7 @@
 //! It decides nothing a check decides (those are offline's, run on the
 //! server's assembly) and never changes the array before they pass.
 
-use super::convert::{conversion_steps, step_request, Step};
+use super::convert::{conversion_steps, step_request, takeover_text, Step};
 use super::*;
 use raidlab_raid::assemble::Device;
 use raidlab_raid::grow::ReshapePlan;
@@ -342,7 +342,7 @@ fn served_step(
         Step::Takeover(t) => {
             let from = live.with_assembly(|asm| describe(&asm.geometry));
             live.change_running(|asm| t.apply(asm))?;
-            text = live.with_assembly(|asm| t.text(&from, asm));
+            text = live.with_assembly(|asm| takeover_text(*t, &from, asm));
         }
         Step::Rebuild { .. } => {
             live.rebuild(opts.max_rate)?;
