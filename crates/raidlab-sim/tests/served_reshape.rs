@@ -216,8 +216,8 @@ fn a_member_failing_mid_walk_loses_no_answered_write() {
 /// writes (seed 1 run 664 of 1,000, a RAID 0 of 2 to a RAID 5 of 4) while
 /// it marked the array dirty before the walk resumed, where a spare that
 /// missed the restripe's start had not taken its role again yet (the
-/// server marks it after; `spare_behind` in raidlab-raid, ignored, shows
-/// the loss; docs/reliability.md).
+/// server marks it after; docs/reliability.md says how any other commit
+/// first still loses the record).
 #[test]
 fn served_level_changes_keep_every_answered_write() {
     let n = runs(20 * level_change_kinds());
