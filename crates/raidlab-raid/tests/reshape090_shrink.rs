@@ -6,69 +6,20 @@
 //! from the file; and each shrink mdadm refuses, refused with no member byte
 //! changed.
 
+mod md090;
+use md090::*;
 use raidlab_core::Volume;
 use raidlab_devices::fault::{FaultVolume, Tripwire};
 use raidlab_devices::MemVolume;
-use raidlab_layout::{Layout, Level};
+use raidlab_layout::Level;
 use raidlab_md::grow_backup::BackupSuper;
 use raidlab_md::sb090::{self, disk_state, Sb090};
-use raidlab_md::MetadataVersion;
-use raidlab_raid::assemble::{
-    create_with_metadata, Assembly, CreateSpec, Device, MemberState, NewMember,
-};
+use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::grow::{BackupFile, ReshapePlan, ReshapeRequest};
 use raidlab_raid::recovery::RunOptions;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-const MIB: u64 = 1 << 20;
-const CHUNK: u64 = 64 << 10;
-
-type Fault = Arc<FaultVolume<Arc<dyn Volume>>>;
-
-fn pattern(len: u64, seed: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| ((i ^ seed).wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect()
-}
-
-/// A filled 0.90 array over `devs`; its bytes.
-fn fill(level: Level, devs: &[Device]) -> Vec<u8> {
-    let spec = CreateSpec {
-        level,
-        layout: Layout::parse(level, None).unwrap(),
-        chunk_bytes: CHUNK,
-        spares: 0,
-        name: String::new(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let asm = create_with_metadata(&spec, members, None, MetadataVersion::V0_90).unwrap();
-    let data = pattern(asm.geometry.array_bytes(), devs.len() as u64 * 11);
-    let array = asm.array().unwrap();
-    array.write_at(&data, 0).unwrap();
-    array.flush().unwrap();
-    data
-}
-
-fn mem_devices(n: usize, size: u64) -> Vec<Device> {
-    (0..n)
-        .map(|i| Device {
-            path: format!("m{i}"),
-            volume: Arc::new(MemVolume::new(size)),
-        })
-        .collect()
-}
 
 fn fewer(to: usize) -> ReshapeRequest {
     ReshapeRequest {
@@ -92,18 +43,6 @@ fn plan(asm: &Assembly, to: usize) -> ReshapePlan {
         Some(holds(asm, to)),
     )
     .unwrap()
-}
-
-fn mem_file(plan: &ReshapePlan) -> Arc<MemVolume> {
-    Arc::new(MemVolume::new(Assembly::backup_file_sectors(plan) * 512))
-}
-
-fn read_all(devs: &[Device]) -> Vec<u8> {
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
-    let array = asm.array().unwrap();
-    let mut got = vec![0u8; array.size() as usize];
-    array.read_at(&mut got, 0).unwrap();
-    got
 }
 
 /// The 0.90 superblock as it is on `dev`.
@@ -207,7 +146,7 @@ fn assert_shrunk(devs: &[Device], to: usize, want: &[u8], cut: bool) {
 fn raid5_and_raid6_shrink_by_a_member_through_the_backup_file() {
     for level in [Level::Raid5, Level::Raid6] {
         let devs = mem_devices(5, 8 * MIB);
-        let data = fill(level, &devs);
+        let data = fill(level, &devs, 11);
         let mut asm = Assembly::assemble(devs.clone()).unwrap();
         let size = holds(&asm, 4);
         let plan = plan(&asm, 4);
@@ -281,29 +220,13 @@ fn raid5_and_raid6_shrink_by_a_member_through_the_backup_file() {
     }
 }
 
-/// Members and the backup file with volatile caches, all on one tripwire.
-fn fault_devices(n: usize, size: u64) -> (Vec<Device>, Vec<Fault>) {
-    let mut devs = Vec::new();
-    let mut faults = Vec::new();
-    for i in 0..n {
-        let inner: Arc<dyn Volume> = Arc::new(MemVolume::new(size));
-        let f = Arc::new(FaultVolume::with_volatile_cache(inner));
-        faults.push(f.clone());
-        devs.push(Device {
-            path: format!("m{i}"),
-            volume: f,
-        });
-    }
-    (devs, faults)
-}
-
 /// Power cut at the `w`-th write (members and file) of a start and run
 /// of a shrink from 5 members to 4 (with a new chunk, if given); then a
 /// resume from the file (a third of them cut again inside the resume).
 /// Whether the cut came.
 fn cut_at(level: Level, chunk: Option<u64>, w: u64, seed: u64) -> bool {
     let (devs, faults) = fault_devices(5, 2 * MIB);
-    let data = fill(level, &devs);
+    let data = fill(level, &devs, 11);
     let asm = Assembly::assemble(devs.clone()).unwrap();
     let size = holds(&asm, 4);
     let req = ReshapeRequest {
@@ -478,7 +401,7 @@ fn file_devices(dir: &Path, n: usize) -> Vec<Device> {
 fn shrinks_mdadm_refuses_are_refused_with_no_member_byte_changed() {
     let dir = tempfile::tempdir().unwrap();
     let devs = file_devices(dir.path(), 5);
-    fill(Level::Raid5, &devs);
+    fill(Level::Raid5, &devs, 11);
     let before = snapshot(&devs);
     let asm = Assembly::assemble(devs.clone()).unwrap();
     let size = holds(&asm, 4);
@@ -554,7 +477,7 @@ fn shrinks_mdadm_refuses_are_refused_with_no_member_byte_changed() {
     // A RAID 6 of 5 keeps at least 4.
     let dir6 = tempfile::tempdir().unwrap();
     let devs6 = file_devices(dir6.path(), 5);
-    fill(Level::Raid6, &devs6);
+    fill(Level::Raid6, &devs6, 11);
     let before6 = snapshot(&devs6);
     let asm = Assembly::assemble(devs6.clone()).unwrap();
     let three = holds(&asm, 3);
@@ -570,7 +493,7 @@ fn shrinks_mdadm_refuses_are_refused_with_no_member_byte_changed() {
 #[test]
 fn a_stopped_shrink_is_not_carried_on_without_its_file_or_with_a_wrong_one() {
     let devs = mem_devices(5, 4 * MIB);
-    let data = fill(Level::Raid5, &devs);
+    let data = fill(Level::Raid5, &devs, 11);
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     let size = holds(&asm, 4);
     let plan = plan(&asm, 4);
@@ -636,7 +559,7 @@ fn raid4_by_one_raid5_by_two_and_a_shrink_with_a_new_chunk() {
         (Level::Raid5, 5, 4, Some(32u64 << 10)),
     ] {
         let devs = mem_devices(n, 4 * MIB);
-        let data = fill(level, &devs);
+        let data = fill(level, &devs, 11);
         let mut asm = Assembly::assemble(devs.clone()).unwrap();
         let size = holds(&asm, to);
         let req = ReshapeRequest {
