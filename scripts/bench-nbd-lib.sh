@@ -64,7 +64,10 @@ print_rows() { # level
         y=$(side_median "$name" "$client" "$bs" b raidlab-first btrfs-first)
         first=$(ratio "$(side_median "$name" "$client" "$bs" r raidlab-first)" "$(side_median "$name" "$client" "$bs" b raidlab-first)")
         last=$(ratio "$(side_median "$name" "$client" "$bs" r btrfs-first)" "$(side_median "$name" "$client" "$bs" b btrfs-first)")
-        if [ -n "${with_md:-}" ]; then
+        if [ -n "${with_md:-}" ] && [ -z "${runs[raidlab-first,$name,$client,m]:-}${runs[btrfs-first,$name,$client,m]:-}" ]; then
+            # md runs only the levels asked of it (MD_LEVELS).
+            echo "| RAID $1 | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last | - | - |"
+        elif [ -n "${with_md:-}" ]; then
             z=$(side_median "$name" "$client" "$bs" m raidlab-first btrfs-first)
             echo "| RAID $1 | $name | $(label "$client") | $x $unit | $y $unit | $(ratio "$x" "$y") | $first | $last | $z $unit | $(ratio "$x" "$z") |"
         else

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# RAID 5, 6 and 10 exports of `raidlab serve` against btrfs with the same data
+# RAID 0, 1, 5, 6 and 10 exports of `raidlab serve` (RAID 0, 5 and 10 on four
+# members, RAID 1 on two, RAID 6 on five) against btrfs with the same data
 # profile, both on the SAME block devices, which are slower than memory and
 # hold still: loop devices over files in /dev/shm, each throttled by the
 # kernel's block throttle (cgroup v1 blkio, root group, so every bio to the
@@ -77,9 +78,9 @@
 #   1     one fio job: for raidlab one NBD connection (client-bound when the
 #         members are fast; labelled so).
 #
-# What keeps the two sides' reads honest: raidlab opens block devices through
-# the page cache, btrfs's fio reads are O_DIRECT, and a time-based job reads
-# its region many times over (at SSD speed 128 MiB lasts a tenth of a second).
+# What keeps the two sides' reads honest: raidlab opens block-device members
+# with O_DIRECT (its default; `--buffered` goes through the page cache), btrfs's
+# fio reads are O_DIRECT, and a time-based job reads its region many times over (at SSD speed 128 MiB lasts a tenth of a second).
 # So the members' page cache is dropped (`blockdev --flushbufs`) before every
 # run, and during every run (both sides alike) a small evictor drops the
 # members' clean cached pages every EVICT_MS milliseconds (default 10,
@@ -87,8 +88,8 @@
 # device unless it was read in the last few milliseconds, which the runs'
 # access patterns (each job cycling over a slice of 32 MiB or more, or random
 # 4K over 128 MiB) make rare. Write jobs end with a flush (`end_fsync=1`,
-# counted in fio's runtime; for raidlab an NBD FLUSH, which writes raidlab's
-# dirty pages to the members), so neither side is credited for data still in
+# counted in fio's runtime; for raidlab an NBD FLUSH, a cache flush of its
+# direct members), so neither side is credited for data still in
 # memory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -100,7 +101,8 @@ PROFILE=${PROFILE:-ssd}
 MEMBER=${MEMBER:-512M}
 RUNTIME=${RUNTIME:-5}
 RAIDLAB=${RAIDLAB:-target/release/raidlab}
-LEVELS=${LEVELS:-5 6 10}
+LEVELS=${LEVELS:-0 1 5 6 10}
+MD_LEVELS=${MD_LEVELS:-5 6}  # MD=1: the levels md runs too (RAID 5/6: md's in-place parity is the fair comparison)
 JOBS=${JOBS:-}             # only jobs whose names contain one of these words
 ROUNDS=${ROUNDS:-1}        # runs per job, side and set-up order (median reported)
 CLIENTS=${CLIENTS:-}
@@ -408,6 +410,7 @@ print_ios() { # level
         read -r name client rw bs qd <<<"$t"
         row="| RAID $1 | $name | $(label "$client") |"
         for side in r b ${MD:+m}; do
+            [ -n "${ios[$name,$client,$side]:-}" ] || { row+=" - |"; continue; }
             # shellcheck disable=SC2086
             row+=" $(python3 -c '
 import sys
@@ -421,7 +424,7 @@ else:
         echo "$row"
     done
 }
-for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
+for cfg in "raid0 0 4" "raid1 1 2" "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     read -r profile level n <<<"$cfg"
     [[ " $LEVELS " == *" $level "* ]] || continue
     nmem=$n
@@ -435,7 +438,9 @@ for cfg in "raid5 5 4" "raid6 6 5" "raid10 10 4"; do
     ios=()
     for order in raidlab-first btrfs-first; do
         sides="r b"; [ $order = btrfs-first ] && sides="b r"
-        if [ -n "$MD" ]; then sides="r b m"; [ $order = btrfs-first ] && sides="b m r"; fi
+        if [ -n "$MD" ] && [[ " $MD_LEVELS " == *" $level "* ]]; then
+            sides="r b m"; [ $order = btrfs-first ] && sides="b m r"
+        fi
         for s in $sides; do
             if [ "$s" = m ]; then
                 md_side "$order" "$level" "$n"

@@ -230,6 +230,16 @@ impl BackupSuper {
             && self.arraystart2.saturating_add(self.length2) >= position;
         first || second
     }
+
+    /// Whether a backward reshape (fewer members: the position decreasing)
+    /// stopped at array sector `position` still needs this backup restored
+    /// (mdadm's `Grow_restart`: a section that starts at or past the
+    /// position holds only what the walk already committed).
+    pub fn needed_below(&self, position: u64) -> bool {
+        let first = self.length != 0 && self.arraystart < position;
+        let second = self.two_sections && self.length2 != 0 && self.arraystart2 < position;
+        first || second
+    }
 }
 
 #[cfg(test)]
@@ -330,6 +340,10 @@ mod tests {
         let mut gone = r;
         gone.length = 0;
         assert!(!gone.needed_at(0));
+        // Going backwards: needed while the section starts below the
+        // position.
+        assert!(r.needed_below(1) && !r.needed_below(0));
+        assert!(!gone.needed_below(1 << 30));
         let t = 1_700_000_000u32;
         assert!(r.fresh_for(t) && r.fresh_for(t + 7200) && r.fresh_for(t - 600));
         assert!(!r.fresh_for(t + 7201) && !r.fresh_for(t - 601));

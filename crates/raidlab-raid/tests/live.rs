@@ -470,6 +470,11 @@ fn a_rebuild_stopped_while_serving_keeps_no_position() {
     r.live.fail("mem4").unwrap();
     let offset = r.live.with_assembly(|a| a.members[4].sb.recovery_offset);
     assert_eq!(offset, 0);
+    // Failing a faulty member again is mdadm's no-op, not an error.
+    let events = r.live.with_assembly(|a| a.members[0].sb.events);
+    let said = r.live.fail("mem4").unwrap();
+    assert!(said.contains("already faulty"), "{said}");
+    assert_eq!(r.live.with_assembly(|a| a.members[0].sb.events), events);
     r.quit.store(true, Ordering::Relaxed);
 }
 

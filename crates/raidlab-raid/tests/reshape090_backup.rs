@@ -5,65 +5,18 @@
 //! named), a third of them cut again inside the resume, and resumed from
 //! the file; and the files mdadm refuses, refused with nothing written.
 
+mod md090;
+use md090::*;
 use raidlab_core::Volume;
 use raidlab_devices::fault::{FaultVolume, Tripwire};
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level};
 use raidlab_md::grow_backup::BackupSuper;
-use raidlab_md::MetadataVersion;
-use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::{BackupFile, ReshapePlan, ReshapeRequest};
 use raidlab_raid::recovery::RunOptions;
 use std::path::Path;
 use std::sync::Arc;
-
-const MIB: u64 = 1 << 20;
-const CHUNK: u64 = 64 << 10;
-
-type Fault = Arc<FaultVolume<Arc<dyn Volume>>>;
-
-fn pattern(len: u64, seed: u64) -> Vec<u8> {
-    (0..len)
-        .map(|i| ((i ^ seed).wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect()
-}
-
-/// A filled 0.90 array over `devs`; its bytes.
-fn fill(level: Level, devs: &[Device]) -> Vec<u8> {
-    let spec = CreateSpec {
-        level,
-        layout: Layout::parse(level, None).unwrap(),
-        chunk_bytes: CHUNK,
-        spares: 0,
-        name: String::new(),
-        force: false,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let asm = create_with_metadata(&spec, members, None, MetadataVersion::V0_90).unwrap();
-    let data = pattern(asm.geometry.array_bytes(), devs.len() as u64 * 7);
-    let array = asm.array().unwrap();
-    array.write_at(&data, 0).unwrap();
-    array.flush().unwrap();
-    data
-}
-
-fn mem_devices(n: usize, size: u64) -> Vec<Device> {
-    (0..n)
-        .map(|i| Device {
-            path: format!("m{i}"),
-            volume: Arc::new(MemVolume::new(size)),
-        })
-        .collect()
-}
 
 fn chunk(bytes: u64) -> ReshapeRequest {
     ReshapeRequest {
@@ -83,18 +36,6 @@ fn layout(name: &str) -> ReshapeRequest {
 fn plan(asm: &Assembly, req: &ReshapeRequest) -> ReshapePlan {
     asm.reshape_check_with_backup(req, Path::new("/nonexistent-dir-h64/backup"))
         .unwrap()
-}
-
-fn mem_file(plan: &ReshapePlan) -> Arc<MemVolume> {
-    Arc::new(MemVolume::new(Assembly::backup_file_sectors(plan) * 512))
-}
-
-fn read_all(devs: &[Device]) -> Vec<u8> {
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
-    let array = asm.array().unwrap();
-    let mut got = vec![0u8; array.size() as usize];
-    array.read_at(&mut got, 0).unwrap();
-    got
 }
 
 /// Restriped to the end: the bytes read back exactly in the new
@@ -144,7 +85,7 @@ fn raid5_chunk_and_layout_and_raid6_layout_restriped_with_a_backup_file() {
     ];
     for (level, n, req, new_chunk, new_layout) in cases {
         let devs = mem_devices(n, 8 * MIB);
-        let data = fill(level, &devs);
+        let data = fill(level, &devs, 7);
         let mut asm = Assembly::assemble(devs.clone()).unwrap();
         let plan = plan(&asm, &req);
         let vol = mem_file(&plan);
@@ -168,27 +109,11 @@ fn raid5_chunk_and_layout_and_raid6_layout_restriped_with_a_backup_file() {
     }
 }
 
-/// Members and the backup file with volatile caches, all on one tripwire.
-fn fault_devices(n: usize, size: u64) -> (Vec<Device>, Vec<Fault>) {
-    let mut devs = Vec::new();
-    let mut faults = Vec::new();
-    for i in 0..n {
-        let inner: Arc<dyn Volume> = Arc::new(MemVolume::new(size));
-        let f = Arc::new(FaultVolume::with_volatile_cache(inner));
-        faults.push(f.clone());
-        devs.push(Device {
-            path: format!("m{i}"),
-            volume: f,
-        });
-    }
-    (devs, faults)
-}
-
 /// Power cut at the `w`-th write (members and file) of a start and run;
 /// then a resume from the file. Whether the cut came.
 fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bool {
     let (devs, faults) = fault_devices(n, 2 * MIB);
-    let data = fill(level, &devs);
+    let data = fill(level, &devs, 7);
     let asm = Assembly::assemble(devs.clone()).unwrap();
     let plan = plan(&asm, req);
     drop(asm);
@@ -290,7 +215,7 @@ fn snapshot(devs: &[Device], file: &dyn Volume) -> Vec<Vec<u8>> {
 /// A RAID 5 mid-restripe (stopped after two windows), its backup file.
 fn stopped_mid_walk() -> (Vec<Device>, Arc<MemVolume>, Vec<u8>) {
     let devs = mem_devices(4, 8 * MIB);
-    let data = fill(Level::Raid5, &devs);
+    let data = fill(Level::Raid5, &devs, 7);
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     let plan = plan(&asm, &chunk(32 << 10));
     let vol = mem_file(&plan);
@@ -423,7 +348,7 @@ fn backup_file_paths_mdadm_refuses() {
             }
         })
         .collect();
-    fill(Level::Raid5, &devs);
+    fill(Level::Raid5, &devs, 7);
     let asm = Assembly::assemble(devs.clone()).unwrap();
     let before = snapshot(&devs, &MemVolume::new(0));
     let e = asm

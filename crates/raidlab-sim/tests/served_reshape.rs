@@ -8,7 +8,8 @@
 //! served_reshape`.
 
 use raidlab_sim::torture::served_reshape::{
-    served_reshape_failing_run, served_reshape_raid10_run, served_reshape_run, served_reshape_sweep,
+    level_change_kind, level_change_kinds, served_level_change_run, served_reshape_failing_run,
+    served_reshape_raid10_run, served_reshape_run, served_reshape_sweep,
 };
 
 fn env(name: &str) -> Option<u64> {
@@ -109,6 +110,23 @@ fn one_run_asked_for() {
     );
 }
 
+/// One level change run, to look into: `RAIDLAB_LEVEL_RUN=K` (of seed 1)
+/// or nothing.
+#[test]
+fn one_level_run_asked_for() {
+    let Some(k) = env("RAIDLAB_LEVEL_RUN") else {
+        return;
+    };
+    let r = served_level_change_run(1, k);
+    eprintln!("{r:?}");
+    assert!(
+        r.violation.is_none(),
+        "run {k} ({}): {:?}",
+        r.label,
+        r.violation
+    );
+}
+
 #[test]
 fn a_run_is_a_function_of_its_seed() {
     let a = served_reshape_run(3, 5);
@@ -185,4 +203,69 @@ fn a_member_failing_mid_walk_loses_no_answered_write() {
         "a member failed in only {died} of {} runs",
         runs.len()
     );
+}
+
+/// Served level changes and RAID 0 restripes, each kind in turn: a RAID 0
+/// grown by a member or given another chunk (md's RAID 4 without parity),
+/// a RAID 4 restriped to a RAID 5, and the engine's steps of RAID 5 to 6
+/// with a device for Q, RAID 6 to 5, RAID 1 to 5 (of two, or three with a
+/// device) and RAID 0 to 4 or 5 (with a device for parity, and one more
+/// member): takeovers, rebuilds and restripes walked while clients write,
+/// the power cut anywhere in them, each step carried on after a cut as the
+/// server and its refusal's "left to do" carry it on. It lost answered
+/// writes (seed 1 run 664 of 1,000, a RAID 0 of 2 to a RAID 5 of 4) while
+/// it marked the array dirty before the walk resumed, where a spare that
+/// missed the restripe's start had not taken its role again yet (the
+/// server marks it after; docs/reliability.md says how any other commit
+/// first still loses the record).
+#[test]
+fn served_level_changes_keep_every_answered_write() {
+    let n = runs(20 * level_change_kinds());
+    let runs: Vec<_> = (0..n).map(|k| served_level_change_run(1, k)).collect();
+    let failed: Vec<String> = runs
+        .iter()
+        .filter_map(|r| {
+            r.violation
+                .as_ref()
+                .map(|v| format!("run {} ({}): {v}", r.run, r.label))
+        })
+        .collect();
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    // Each kind ran (the run's index picks it), with its figures.
+    for k in 0..level_change_kinds() {
+        let of: Vec<_> = runs
+            .iter()
+            .filter(|r| r.run % level_change_kinds() == k)
+            .collect();
+        eprintln!(
+            "{}: {} runs, {} cuts, {} answers, {} left degraded",
+            level_change_kind(k),
+            of.len(),
+            of.iter().map(|r| r.cuts).sum::<u32>(),
+            of.iter().map(|r| r.answered).sum::<u64>(),
+            of.iter().filter(|r| r.left_degraded).count()
+        );
+        assert!(
+            of.len() >= 3,
+            "{} ran {} times",
+            level_change_kind(k),
+            of.len()
+        );
+    }
+    let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
+    let answered: u64 = runs.iter().map(|r| r.answered).sum();
+    let degraded: Vec<String> = runs
+        .iter()
+        .filter(|r| r.left_degraded)
+        .map(|r| format!("run {} ({})", r.run, r.label))
+        .collect();
+    eprintln!(
+        "{} runs, {cuts} cuts, {answered} answers; {} left degraded beside a hot spare (read right; md's start would rebuild onto it, raidlab's does not): {}",
+        runs.len(),
+        degraded.len(),
+        degraded.join(", ")
+    );
+    assert!(cuts as usize >= runs.len(), "only {cuts} cuts");
+    // Clients wrote during the restripes of every kind that has one.
+    assert!(answered > 0, "no client was answered");
 }

@@ -794,9 +794,10 @@ pub struct GrowArgs {
     #[arg(long = "continue")]
     pub continue_reshape: bool,
     /// mdadm's --backup-file: a metadata 0.90 RAID 4/5/6's new --chunk or
-    /// --layout over the same members runs in place through it (made
-    /// here, on a device outside the array; removed at the end), and
-    /// `--continue` of such a reshape needs it. Offline only.
+    /// --layout over the same members, or its fewer --raid-devices (with
+    /// --array-size), runs in place through it (made here, on a device
+    /// outside the array; removed at the end), and `--continue` of such a
+    /// reshape needs it. Offline only.
     #[arg(long)]
     pub backup_file: Option<PathBuf>,
     /// With --raid-devices: devices to add into the new slots (a file that

@@ -67,16 +67,16 @@ fn args(v: &[String]) -> Vec<&str> {
     v.iter().map(String::as_str).collect()
 }
 
+/// `raidlab create` of a RAID 5 of 4 MiB files, 64 KiB chunks, with `extra`.
+fn create5(d: &Path, members: &[&str], extra: &[&str]) {
+    let mut opts = vec!["--level", "5", "--chunk", "64K", "--member-size", "4M"];
+    opts.extend(extra);
+    ok(d, &args(&with("create", members, &opts)));
+}
+
 /// A clean RAID 5 of four 4 MiB files holding `data`.
 fn filled(d: &Path) -> Vec<u8> {
-    ok(
-        d,
-        &args(&with(
-            "create",
-            &M,
-            &["--level", "5", "--chunk", "64K", "--member-size", "4M"],
-        )),
-    );
+    create5(d, &M, &[]);
     let size = detail(d, &M)["array_size_bytes"].as_u64().unwrap() as usize;
     let data = pattern(size, 7);
     std::fs::write(d.join("in.bin"), &data).unwrap();
@@ -96,6 +96,13 @@ fn a_removed_member_is_reported_left_alone_and_taken_back_by_add() {
     let d = dir.path();
     filled(d);
     ok(d, &args(&with("fail", &M, &["--member", "m1"])));
+    // Failing it again succeeds and changes nothing, as mdadm --fail of a
+    // faulty device does.
+    let members = || M.map(|m| std::fs::read(d.join(m)).unwrap());
+    let was = members();
+    let again = ok(d, &args(&with("fail", &M, &["--member", "m1"])));
+    assert!(again.contains("already faulty"), "{again}");
+    assert!(was == members(), "failing a faulty member changed a member");
     ok(d, &args(&with("remove", &M, &["--member", "m1"])));
     // Written while m1 is out: m1 is now out of date everywhere.
     let size = detail(d, &M)["array_size_bytes"].as_u64().unwrap() as usize;
@@ -255,4 +262,64 @@ fn repair_waits_for_a_resync_after_an_unclean_stop_and_exits_0_when_consistent()
     assert!(out.contains("all rewritten"), "{out}");
     let out = ok(d, &args(&with("check", &u, &[])));
     assert!(out.contains("mismatch_cnt: 0"), "{out}");
+}
+
+/// md runs an array whose write journal is missing only read-only: the verbs
+/// that write data (add, replace, rebuild, resync, repair, grow) are refused
+/// without the journal, naming it, with nothing written; recording a failure
+/// (membership, not data) still works, as `mdadm --fail` does.
+#[test]
+fn data_writing_verbs_refuse_an_array_whose_journal_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    create5(d, &M, &["--write-journal", "jdev"]);
+    let mut with_j = M.to_vec();
+    with_j.push("jdev");
+    let size = detail(d, &with_j)["array_size_bytes"].as_u64().unwrap() as usize;
+    std::fs::write(d.join("in.bin"), pattern(size, 3)).unwrap();
+    ok(d, &args(&with("import", &with_j, &["--input", "in.bin"])));
+    std::fs::write(d.join("spare"), vec![0u8; 4 << 20]).unwrap();
+    let files = ["m0", "m1", "m2", "m3", "jdev", "spare"];
+    let bytes = || files.map(|f| std::fs::read(d.join(f)).unwrap());
+    let was = bytes();
+    for (verb, extra) in [
+        ("add", &["--new", "spare"][..]),
+        ("replace", &["--old", "m1", "--with", "spare"][..]),
+        ("rebuild", &["--force"][..]),
+        ("resync", &[][..]),
+        ("repair", &[][..]),
+        ("grow", &["--raid-devices", "5", "--add", "spare"][..]),
+    ] {
+        let o = run(d, &args(&with(verb, &M, extra)));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{verb} ran without the journal");
+        assert!(err.contains("journal device is missing"), "{verb}: {err}");
+        assert!(err.contains("nothing was written"), "{verb}: {err}");
+        assert!(was == bytes(), "{verb} without the journal changed a file");
+    }
+    // Recording a failure is membership, not data: it still works.
+    ok(d, &args(&with("fail", &M, &["--member", "m1"])));
+    assert_eq!(state(&detail(d, &with_j), "m1"), "faulty");
+}
+
+/// A hot spare can be failed, as `mdadm --fail` fails any device: it is
+/// recorded faulty and no longer steps in for a member that fails later.
+#[test]
+fn a_failed_spare_is_recorded_faulty_and_does_not_step_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let all = ["m0", "m1", "m2", "m3", "s0"];
+    create5(d, &all, &["--spares", "1"]);
+    assert_eq!(state(&detail(d, &all), "s0"), "spare");
+    let said = ok(d, &args(&with("fail", &all, &["--member", "s0"])));
+    assert!(said.contains("s0 marked faulty"), "{said}");
+    assert_eq!(state(&detail(d, &all), "s0"), "faulty");
+    let said = ok(d, &args(&with("fail", &all, &["--member", "m2"])));
+    assert!(
+        !said.contains("hot spare"),
+        "a faulty spare stepped in: {said}"
+    );
+    let v = detail(d, &all);
+    assert_eq!(v["missing_roles"], serde_json::json!([2]), "{v}");
+    assert_eq!(state(&v, "s0"), "faulty");
 }

@@ -50,6 +50,25 @@ impl Assembly {
         }
     }
 
+    /// Refuse `verb`, which writes data to the members (a rebuild, a resync,
+    /// a repair, a reshape), on an array whose write journal device is
+    /// missing or stale: md runs such an array only read-only (and only
+    /// with --force), so it neither recovers nor reshapes it, and a stripe
+    /// written around the journal could be torn by what the journal still
+    /// holds. Membership records (fail, remove) are not data and pass.
+    pub fn refuse_data_writes_without_journal(&self, verb: &str) -> Result<()> {
+        if !self.has_journal() || self.journal_member().is_some() {
+            return Ok(());
+        }
+        Err(raidlab_core::Error::new(
+            raidlab_core::ErrorKind::ReadOnly,
+            raidlab_core::Op::Open,
+            format!(
+                "refusing to {verb}: the array has a write journal (md's JOURNAL feature) but its journal device is missing or stale, and md runs such an array read-only (mdadm --assemble --force), writing no data to it. Give the journal device with the members; nothing was written"
+            ),
+        ))
+    }
+
     /// The up-to-date journal device, if it was given.
     pub fn journal_member(&self) -> Option<&Member> {
         self.members

@@ -1,11 +1,31 @@
 //! A restripe of a metadata 0.90 RAID 4/5/6 over the same members (a new
-//! chunk or layout) with mdadm's `--backup-file`, offline. 0.90 has no data
-//! offset to move, so the new geometry is written over the old one at the
-//! same member offsets; a window of the array that is a whole number of
-//! old and new stripes occupies the same member bytes in both geometries,
-//! so restriping one window touches nothing outside it, but a crash in the
-//! middle of it leaves it neither old nor new. Its old bytes are therefore
-//! in the backup file first, as mdadm's `child_monitor` keeps them.
+//! chunk or layout), or onto fewer members (a shrink, checked by
+//! `super::shrink`), with mdadm's `--backup-file`, offline. 0.90 has no
+//! data offset to move, so the new geometry is written over the old one at
+//! the same member offsets; a window of the array that is a whole number of
+//! old and new stripes occupies the same member bytes in both geometries
+//! (over the same members), so restriping one window touches nothing
+//! outside it, but a crash in the middle of it leaves it neither old nor
+//! new. Its old bytes are therefore in the backup file first, as mdadm's
+//! `child_monitor` keeps them.
+//!
+//! A shrink walks backwards (md's direction for `delta_disks < 0`), from
+//! the end of the new geometry to its start: window `[a, p)` lands on the
+//! member bytes from `a / new data members` on, which in the old geometry
+//! hold array bytes from `a * old / new` >= `a` on: the window itself
+//! (saved in the file) or bytes already restriped and committed, never a
+//! byte still to be read. So a cut mid-window leaves the window's old
+//! bytes whole, except near the array's start, where the window's new rows
+//! reach down into its old ones (mdadm's critical section): only those
+//! windows are saved in the file first ([`needs_backup`]). The others are
+//! named in no section while they are walked: md's `Grow_restart` moves the
+//! position down to any section below it and puts the section back in what
+//! mdadm 4.2 takes for the shrink's geometry but is the old one (super0's
+//! getinfo counts a shrink's raid_disks as the old count), so a section
+//! named below the position of a window not fully walked is one md would
+//! then read as walked. Inside the critical section md's resume of a cut
+//! window is wrong for that reason whatever the file says (its own shrinks
+//! too); raidlab's own resume puts the section back in the new geometry.
 //!
 //! The file is mdadm's (`Grow.c`: `reshape_open_backup_file`, `grow_backup`,
 //! `forget_backup`, `Grow_restart`): one `md_backup_data-1/-2` record at
@@ -21,10 +41,14 @@
 //!   `Grow_restart` needs for a reshape that gains no data members):
 //!   restripe the window whose old bytes a section holds, forget the
 //!   other section, save the next window's old bytes in it (data flushed
-//!   before the record names it), commit the position past the window;
+//!   before the record names it), commit the position past the window; a
+//!   shrink saves a window that needs it at the start of its round, after
+//!   the position is committed above it;
 //! - a resume: the sections the record names put back in the new geometry
-//!   and the position past them committed, as `Grow_restart` does, before
-//!   the walk goes on;
+//!   and the position past them (below them, going backwards) committed,
+//!   as `Grow_restart` does, before the walk goes on;
+//! - at a shrink's end, the members past the new count left spares, as md
+//!   leaves them (`Assembly::shrink_release`);
 //! - which backup files are refused (on a member, existing when one is to
 //!   be made, missing, too small, torn, of another array, older than the
 //!   superblocks by mdadm's window), each before anything is written.
@@ -154,12 +178,13 @@ fn exists(path: &Path) -> Error {
     ))
 }
 
-/// The window of a same-members restripe, in sectors: mdadm's.
+/// The window of a restripe through the file, in sectors: mdadm's.
 fn window_sectors(r: &Reshape, component_sectors: u64) -> u64 {
     plan_window(
         r.old.chunk_bytes,
         r.new.chunk_bytes,
         r.old.data_disks() as u64,
+        r.new.data_disks() as u64,
         component_sectors,
     )
 }
@@ -170,13 +195,44 @@ fn file_sectors(window: u64) -> u64 {
 }
 
 /// Whether raidlab walks `r` with a backup file: a 0.90 RAID 4/5/6 at one
-/// level over the same members, with a new chunk or layout.
+/// level over the same members, with a new chunk or layout, forwards; or
+/// onto fewer members, backwards (a shrink).
 pub(crate) fn backup_file_walk(r: &Reshape) -> bool {
+    let same = r.old.raid_disks == r.new.raid_disks
+        && (r.old.chunk_bytes != r.new.chunk_bytes || r.old.layout != r.new.layout)
+        && !r.backwards;
+    let shrink = r.new.raid_disks < r.old.raid_disks && r.backwards;
     matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
         && r.old.level == r.new.level
-        && r.old.raid_disks == r.new.raid_disks
-        && (r.old.chunk_bytes != r.new.chunk_bytes || r.old.layout != r.new.layout)
-        && !r.backwards
+        && (same || shrink)
+}
+
+/// Whether window `w` of `r`'s walk needs its old bytes in the file before
+/// it is written in the new geometry: always over the same members (a
+/// window's new stripes are its old member bytes); for a shrink only while
+/// the window's new member rows reach down into its old ones, which near
+/// the array's start they do (mdadm's critical section), and which a cut
+/// mid-window would leave neither old nor new. Above that a shrink's new
+/// rows lie wholly above the window's old rows and every row still to be
+/// read, so a cut leaves the window's old bytes to be read again.
+fn needs_backup(r: &Reshape, w: &Range<u64>) -> bool {
+    if !r.backwards {
+        return true;
+    }
+    let (od, nd) = (r.old.data_disks() as u64, r.new.data_disks() as u64);
+    let (oc, nc) = (r.old.chunk_bytes, r.new.chunk_bytes);
+    // Member bytes: where the window's new rows begin, where its old rows
+    // end (whole chunk rows each way).
+    let new_from = w.start / (nd * nc) * nc;
+    let old_to = w.end.div_ceil(od * oc) * oc;
+    new_from < old_to
+}
+
+/// The window below array byte `p` of a backward walk: windows lie at
+/// whole multiples of `wbytes` from the array's start, the last one cut at
+/// the array's end.
+fn window_below(p: u64, wbytes: u64) -> u64 {
+    (p - 1) / wbytes * wbytes
 }
 
 /// The section a record names: its array bytes (empty when let go).
@@ -259,18 +315,20 @@ impl Assembly {
         file_sectors(plan.backup_sectors)
     }
 
-    /// Start the same-members restripe `plan` (from
-    /// [`Assembly::reshape_check`] with a backup file) with `file` made for
-    /// it: the first window's old bytes saved and named in the record
-    /// before any superblock records the reshape.
+    /// Start the same-members restripe or the shrink `plan` (from
+    /// [`Assembly::reshape_check_with_backup`]) with `file` made for it:
+    /// the first window's old bytes (the last window of the array, going
+    /// backwards, when it needs them: [`needs_backup`]) saved and named in
+    /// the record before any superblock records the reshape.
     pub fn reshape_start_with_backup(
         &mut self,
         plan: super::ReshapePlan,
         file: &BackupFile,
     ) -> Result<()> {
-        if plan.new_raid_devices != plan.old_raid_devices || plan.backup_sectors == 0 {
+        let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
+        if !(shrink || plan.new_raid_devices == plan.old_raid_devices) || plan.backup_sectors == 0 {
             return Err(Error::invalid(
-                "reshape: only a 0.90 restripe over the same members starts with a backup file",
+                "reshape: only a 0.90 restripe over the same members or onto fewer members starts with a backup file",
             ));
         }
         let r = plan.reshape_at_start(self.grow_template()?.size)?;
@@ -278,14 +336,31 @@ impl Assembly {
         self.check_file_size(file, window)?;
         let mut bsb = self.fresh_record(window)?;
         let old = self.reshape_side(&r, false, false)?;
-        let first = 0..(window * SECTOR).min(r.new.array_bytes());
-        save(file, &mut bsb, 0, &old, first, window)?;
+        let total = r.new.array_bytes();
+        let first = if shrink {
+            window_below(total, window * SECTOR)..total
+        } else {
+            0..(window * SECTOR).min(total)
+        };
+        if needs_backup(&r, &first) {
+            save(file, &mut bsb, 0, &old, first, window)?;
+        } else {
+            // A shrink's last window needs none (its new rows lie above
+            // its old ones): the record names no section, which is what
+            // md's Grow_restart reads as nothing to put back.
+            file.write_record(&mut bsb)?;
+        }
+        let delta = plan.new_raid_devices as i32 - plan.old_raid_devices as i32;
         self.commit(|sb| {
+            sb.raid_disks = plan.new_raid_devices as u32;
             sb.new_level = plan.level;
             sb.new_layout = plan.new_layout;
             sb.new_chunk = plan.new_chunk_sectors;
-            sb.delta_disks = 0;
-            sb.reshape_position = 0;
+            // A shrink is md's backward walk by `delta_disks < 0` alone,
+            // starting at the new geometry's end; the leaving members keep
+            // their roles (the old geometry reads them) until it ends.
+            sb.delta_disks = delta;
+            sb.reshape_position = if shrink { total / SECTOR } else { 0 };
             sb.new_offset = 0;
             sb.feature_map |= feature::RESHAPE_ACTIVE;
             sb.feature_map &= !(feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS);
@@ -321,10 +396,11 @@ impl Assembly {
         Ok(())
     }
 
-    /// Carry the 0.90 same-members restripe the superblocks record to its
-    /// end with `file`: what it holds put back first (`Grow_restart`), then
-    /// window by window. A stop asked for (`opts.stop`) ends after a
-    /// window's commit with an `Interrupted` error.
+    /// Carry the 0.90 same-members restripe or shrink the superblocks
+    /// record to its end with `file`: what it holds put back first
+    /// (`Grow_restart`), then window by window (from the end, for a
+    /// shrink). A stop asked for (`opts.stop`) ends after a window's commit
+    /// with an `Interrupted` error.
     pub fn reshape_run_with_backup(
         &mut self,
         file: &BackupFile,
@@ -341,7 +417,7 @@ impl Assembly {
         };
         if !self.needs_backup_file(&r)? {
             return Err(refused(format!(
-                "--backup-file {}: this reshape does not use one (raidlab walks a backup file only for a metadata 0.90 RAID 4/5/6 with a new chunk or layout over the same members): run `raidlab grow --continue` without it; nothing was changed",
+                "--backup-file {}: this reshape does not use one (raidlab walks a backup file only for a metadata 0.90 RAID 4/5/6 with a new chunk or layout over the same members, or fewer members): run `raidlab grow --continue` without it; nothing was changed",
                 file.name
             )));
         }
@@ -364,11 +440,12 @@ impl Assembly {
         );
         self.check_file_size(file, window)?;
         let recorded = r.position;
+        let back = r.backwards;
         let mut bsb = self.restore_from(file, &r, window, unit)?;
         let mut p = self
             .reshape()
             .and_then(|r| r.ok())
-            .map_or(total, |r| r.position);
+            .map_or(if back { 0 } else { total }, |r| r.position);
         let old = self.reshape_side(&r, false, false)?;
         let new = self.reshape_side(&r, true, true)?;
         let mut buf = Vec::new();
@@ -377,60 +454,90 @@ impl Assembly {
         let clock = clock_of(&opts);
         let (started, from) = (clock.now(), p);
         let data_disks = r.new.data_disks() as u64;
-        while p < total {
-            let end = (p + wbytes).min(total);
-            let cur = match (0..2).find(|&k| section(&bsb, k) == (p..end)) {
-                Some(k) => k,
+        // The window at `p` in the walk's direction, and the walk's end.
+        let next = |p: u64| {
+            if back {
+                window_below(p, wbytes)..p
+            } else {
+                p..(p + wbytes).min(total)
+            }
+        };
+        let done = |p: u64| if back { p == 0 } else { p >= total };
+        while !done(p) {
+            let w = next(p);
+            let cur = match (0..2).find(|&k| section(&bsb, k) == w) {
+                Some(k) => Some(k),
+                // A shrink's window whose new stripes miss its old ones
+                // (and so every byte still to be read): a cut leaves its
+                // old bytes whole, to be read again; no section names it.
+                None if !needs_backup(&r, &w) => None,
                 None => {
-                    // The section covering the position stays; the other
+                    // The section covering the position stays (the window
+                    // just walked, above it going backwards); the other
                     // one takes this window.
-                    let k = if section(&bsb, 0).end == p { 1 } else { 0 };
+                    let stays = |k: usize| {
+                        let s = section(&bsb, k);
+                        !s.is_empty() && if back { s.start == p } else { s.end == p }
+                    };
+                    let k = if stays(0) { 1 } else { 0 };
                     if !section(&bsb, k).is_empty() {
                         set_section(&mut bsb, k, 0..0);
                         file.write_record(&mut bsb)?;
                     }
-                    save(file, &mut bsb, k, &old, p..end, window)?;
-                    k
+                    save(file, &mut bsb, k, &old, w.clone(), window)?;
+                    Some(k)
                 }
             };
             buf.clear();
-            buf.resize((end - p) as usize, 0);
-            old.read_at(&mut buf, p)?;
-            new.write_at(&buf, p)?;
+            buf.resize((w.end - w.start) as usize, 0);
+            old.read_at(&mut buf, w.start)?;
+            new.write_at(&buf, w.start)?;
             new.flush()?;
-            let other = 1 - cur;
-            if !section(&bsb, other).is_empty() {
-                set_section(&mut bsb, other, 0..0);
+            let others: Vec<usize> = (0..2)
+                .filter(|&k| Some(k) != cur && !section(&bsb, k).is_empty())
+                .collect();
+            for &k in &others {
+                set_section(&mut bsb, k, 0..0);
+            }
+            if !others.is_empty() {
                 file.write_record(&mut bsb)?;
             }
-            if end < total {
-                save(
-                    file,
-                    &mut bsb,
-                    other,
-                    &old,
-                    end..(end + wbytes).min(total),
-                    window,
-                )?;
+            let to = if back { w.start } else { w.end };
+            if !done(to) && !back {
+                // Over the same members every window's new stripes are its
+                // old ones: the next window is saved before the position
+                // passes this one, so that a section always covers the
+                // recorded position (mdadm's rule when no data member is
+                // gained). A shrink saves the window below at the next
+                // round, after the commit: a section below the recorded
+                // position is one md's Grow_restart moves the position
+                // down to, and it must not name a window not yet walked
+                // while the walk is elsewhere.
+                let other = (0..2).find(|&k| Some(k) != cur).unwrap_or(0);
+                save(file, &mut bsb, other, &old, next(to), window)?;
             }
-            self.commit(|sb| sb.reshape_position = end / SECTOR)?;
-            p = end;
-            progress(Progress { done: p, total });
+            self.commit(|sb| sb.reshape_position = to / SECTOR)?;
+            p = to;
+            let walked = from.abs_diff(p);
+            progress(Progress {
+                done: if back { total - p } else { p },
+                total,
+            });
             if let Some(rate) = opts.max_rate.filter(|&r| r > 0) {
-                let due = std::time::Duration::from_secs_f64(
-                    ((p - from) / data_disks) as f64 / rate as f64,
-                );
+                let due =
+                    std::time::Duration::from_secs_f64((walked / data_disks) as f64 / rate as f64);
                 let spent = clock.now().saturating_sub(started);
                 if due > spent {
                     clock.sleep(due - spent);
                 }
             }
-            if p < total && stopped(&opts) {
+            if !done(p) && stopped(&opts) {
                 return Err(Error::new(
                     ErrorKind::Interrupted,
                     Op::Write,
                     format!(
-                        "reshape stopped at array byte {p} of {total}; run `raidlab grow --continue --backup-file {}` with the same members to finish it",
+                        "reshape stopped at array byte {p} of {total}{}; run `raidlab grow --continue --backup-file {}` with the same members to finish it",
+                        if back { " (walking down from the end)" } else { "" },
                         file.name
                     ),
                 ));
@@ -438,6 +545,13 @@ impl Assembly {
             checkpoints += 1;
         }
         new.flush()?;
+        // A shrink's leaving members become spares in the finishing
+        // commit, as md leaves them.
+        let spares = if back {
+            self.shrink_release(r.new.raid_disks)
+        } else {
+            Vec::new()
+        };
         self.reshape_finish(false)?;
         // Done: nothing in the file is needed any more; mdadm removes it.
         set_section(&mut bsb, 0, 0..0);
@@ -452,11 +566,11 @@ impl Assembly {
             old_array_bytes: r.old.array_bytes(),
             new_array_bytes: total,
             data_offset_moved_bytes: 0,
-            backwards: false,
+            backwards: back,
             resumed_from: recorded,
-            resumed: recorded > 0,
+            resumed: if back { recorded < total } else { recorded > 0 },
             checkpoints: checkpoints.saturating_sub(1),
-            spares: Vec::new(),
+            spares,
             removed: Vec::new(),
         })
     }
@@ -504,7 +618,25 @@ impl Assembly {
                 file.name, b.devstart, b.devstart2
             )));
         }
-        if !b.needed_at(position / SECTOR) {
+        let needed = if r.backwards {
+            b.needed_below(position / SECTOR)
+        } else {
+            b.needed_at(position / SECTOR)
+        };
+        if r.backwards && position == 0 {
+            // Every window is restriped and committed: nothing can be
+            // half written, and only the end's superblocks are left.
+            return Ok(b);
+        }
+        if !needed && r.backwards {
+            // A shrink saves a window that needs it before writing any of
+            // it, and names none below the position otherwise: with no
+            // section below the position, the window below holds its old
+            // bytes whole (not begun, or begun without needing a backup),
+            // and the walk reads them again.
+            return Ok(b);
+        }
+        if !needed {
             return Err(missing("its record names no section reaching the position"));
         }
         let total = r.new.array_bytes();
@@ -548,10 +680,35 @@ impl Assembly {
         // The record's time brought level with the commit that follows:
         // a crash right after it must not leave a record mdadm's time
         // window refuses against the new update time.
-        let mut b = b;
-        file.write_record(&mut b)?;
-        self.commit(|sb| sb.reshape_position = hi / SECTOR)?;
-        Ok(b)
+        let mut b_rec = b;
+        file.write_record(&mut b_rec)?;
+        if r.backwards && lo > 0 {
+            // Going backwards the position drops below every section put
+            // back, which then no longer counts for it (mdadm's rule). So
+            // the record is brought to the walk's own state first: the
+            // position at the upper section's start, that section let go,
+            // the window below saved in its place; each step leaves a
+            // record naming a section below the position, that fits it.
+            if let [(_, a), (_, b)] = parts.as_slice() {
+                let (upper, m) = if a.start > b.start {
+                    (parts[0].0, a.start)
+                } else {
+                    (parts[1].0, b.start)
+                };
+                if position > m {
+                    self.commit(|sb| sb.reshape_position = m / SECTOR)?;
+                }
+                set_section(&mut b_rec, upper, 0..0);
+                file.write_record(&mut b_rec)?;
+            }
+            let free = if section(&b_rec, 0).is_empty() { 0 } else { 1 };
+            let old = self.reshape_side(r, false, false)?;
+            let below = window_below(lo, window * SECTOR)..lo;
+            save(file, &mut b_rec, free, &old, below, window)?;
+        }
+        let to = if r.backwards { lo } else { hi };
+        self.commit(|sb| sb.reshape_position = to / SECTOR)?;
+        Ok(b_rec)
     }
 }
 
@@ -580,15 +737,16 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// The window mdadm would take for a restripe of `plan`'s shape over
-/// members of `component_sectors`.
+/// The window mdadm would take for a restripe of `plan`'s shape (`old`
+/// data members to `new`) over members of `component_sectors`.
 pub(super) fn plan_window(
     old_chunk: u64,
     new_chunk: u64,
-    data_disks: u64,
+    old: u64,
+    new: u64,
     component_sectors: u64,
 ) -> u64 {
-    let mut w = mdadm_backup_sectors(old_chunk, new_chunk, data_disks, data_disks);
+    let mut w = mdadm_backup_sectors(old_chunk, new_chunk, old, new);
     while w * 32 < component_sectors && w < MAX_WINDOW_SECTORS {
         w *= 2;
     }

@@ -34,7 +34,9 @@
 //! ends a RAID 10's too (md's backward reshape); `walk` moves the data of
 //! any of them and finishes it;
 //! `convert` takes RAID 5 over as RAID 6 and back, and a RAID 1 of two as
-//! a RAID 5; `raid0` decides how a
+//! a RAID 5; `steps` plans a level change's steps (takeover, rebuild,
+//! restripe) for the offline grow, the server and the fault simulation;
+//! `raid0` decides how a
 //! RAID 0 goes through md's RAID 4 without parity (restripes onto more or
 //! fewer members or a new chunk, and RAID 0 to RAID 4 or 5); `raid10` what
 //! md allows a RAID 10 (more or fewer members, a new chunk, near to offset
@@ -51,6 +53,7 @@ mod raid0;
 mod raid10;
 mod reshape;
 mod shrink;
+mod steps;
 mod walk;
 
 pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
@@ -61,6 +64,7 @@ pub use convert::Conversion;
 pub use devices::DevicesChange;
 pub use policy::Policy;
 pub use reshape::{ReshapePlan, ReshapeReport, ReshapeRequest, MAX_MOVE_SECTORS};
+pub use steps::{conversion_steps, is_conversion, step_request, Step, Takeover};
 
 use crate::assemble::{geometry_of, Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};

@@ -483,42 +483,12 @@ impl ServedWalk {
         sides: &Sides,
         sectors: u64,
     ) -> Result<()> {
-        let mut tried: Vec<usize> = Vec::new();
-        loop {
+        asm.commit_running(&[&sides.0, &sides.1], |asm| {
             for side in [&sides.0, &sides.1] {
                 asm.record_taken_out(side)?;
             }
-            let e = match asm
-                .change_running(&sides.0, |a| a.commit(|sb| sb.reshape_position = sectors))
-            {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
-            let Some(role) = asm
-                .member_of_error(&e)
-                .filter(|&i| asm.members[i].state == crate::assemble::MemberState::Active)
-                .and_then(|i| asm.members[i].role)
-                .filter(|role| !tried.contains(role))
-            else {
-                return Err(e);
-            };
-            tried.push(role);
-            // Either side may not hold the role (a grow's new member is the
-            // new side's only); the level must serve without it in every
-            // side that does, or the commit's error stands.
-            let mut took = false;
-            for side in [&sides.0, &sides.1] {
-                if role < side.geometry().raid_disks {
-                    if side.fail_member(role).is_err() {
-                        return Err(e);
-                    }
-                    took = true;
-                }
-            }
-            if !took {
-                return Err(e);
-            }
-        }
+            asm.change_running(&sides.0, |a| a.commit(|sb| sb.reshape_position = sectors))
+        })
     }
 
     /// A walk run to its end: the superblocks md writes then.

@@ -161,7 +161,7 @@ impl Assembly {
                 component_sectors: Some(component),
                 backup_sectors: 0,
             };
-            return self.shrink_check(req, what, array_bytes, plan);
+            return self.shrink_check(req, what, array_bytes, plan, false);
         }
         if n + 1 > usize::from(raidlab_md::ROLE_SPARE) - 3 {
             return Err(Error::invalid(format!(

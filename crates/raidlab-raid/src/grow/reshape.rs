@@ -222,10 +222,23 @@ impl Assembly {
         req: &ReshapeRequest,
         backup: &std::path::Path,
     ) -> Result<ReshapePlan> {
-        let plan = self.reshape_check_inner(req, 0, None, true)?;
-        if plan.new_raid_devices != plan.old_raid_devices || plan.backup_sectors == 0 {
+        self.reshape_check_sized_with_backup(req, backup, None)
+    }
+
+    /// [`Assembly::reshape_check_with_backup`] with the array size the user
+    /// accepts (`--array-size`, bytes): a metadata 0.90 RAID 4/5/6's fewer
+    /// members too, walked backwards through the file (`super::shrink`).
+    pub fn reshape_check_sized_with_backup(
+        &self,
+        req: &ReshapeRequest,
+        backup: &std::path::Path,
+        array_bytes: Option<u64>,
+    ) -> Result<ReshapePlan> {
+        let plan = self.reshape_check_inner(req, 0, array_bytes, true)?;
+        let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
+        if !(shrink || plan.new_raid_devices == plan.old_raid_devices) || plan.backup_sectors == 0 {
             return Err(refused(format!(
-                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members (a grow by members backs up on the new members, a 1.x array moves its data offset, a 0.90 shrink with a backup file is not built): leave --backup-file out; nothing was changed",
+                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members, or fewer members (a grow by members backs up on the new members, a 1.x array moves its data offset): leave --backup-file out; nothing was changed",
                 backup.display()
             )));
         }
@@ -331,7 +344,7 @@ impl Assembly {
         }
         if n < old {
             self.grow_check_no_reshape()?;
-            return self.shrink_check(req, &what, array_bytes, plan(0));
+            return self.shrink_check(req, &what, array_bytes, plan(0), backup_file);
         }
         if n != old && !same_shape && level.md_level() != template.level {
             // md takes a RAID 4 over as a RAID 5 first (a level change), and
@@ -393,6 +406,7 @@ impl Assembly {
                 backup_sectors: super::backup_file::plan_window(
                     u64::from(chunk) * SECTOR,
                     u64::from(new_chunk) * SECTOR,
+                    g.data_disks() as u64,
                     g.data_disks() as u64,
                     template.size,
                 ),
@@ -518,13 +532,15 @@ impl Assembly {
     /// every superblock records the reshape at position 0, in one commit.
     /// No data moves until [`Assembly::reshape_run`].
     pub fn reshape_start(&mut self, plan: ReshapePlan) -> Result<()> {
+        if plan.backup_sectors > 0
+            && (plan.new_raid_devices == plan.old_raid_devices || plan.backwards)
+        {
+            return Err(refused(
+                "reshape: a 0.90 restripe over the same members or onto fewer members starts with its backup file (Assembly::reshape_start_with_backup); nothing was changed".into(),
+            ));
+        }
         if plan.backwards {
             return self.shrink_start(plan);
-        }
-        if plan.backup_sectors > 0 && plan.new_raid_devices == plan.old_raid_devices {
-            return Err(refused(
-                "reshape: a 0.90 restripe over the same members starts with its backup file (Assembly::reshape_start_with_backup); nothing was changed".into(),
-            ));
         }
         let old = plan.old_raid_devices;
         let n = plan.new_raid_devices;

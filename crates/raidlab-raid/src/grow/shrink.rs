@@ -26,6 +26,11 @@
 //!   the members past the new count become spares, as md leaves them (they
 //!   are taken out with `raidlab remove --member`).
 //!
+//! A metadata 0.90 RAID 4/5/6 has no data offset to move: its shrink is
+//! checked here up to the size, then planned as md walks it, backwards in
+//! place through mdadm's `--backup-file` (refused without one, as mdadm
+//! refuses), and started, walked and ended by `super::backup_file`.
+//!
 //! A RAID 10's shrink is checked by `super::raid10` (md's rules differ:
 //! one row of move, taken out of the component size when a member lacks
 //! the room after its data) and started, walked and ended with this one's
@@ -41,7 +46,7 @@ use crate::assemble::{Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
 use raidlab_layout::reshape::Reshape;
 use raidlab_layout::Level;
-use raidlab_md::superblock::feature;
+use raidlab_md::superblock::{feature, MetadataVersion};
 
 /// The least members md runs each parity level with; a RAID 0 shrinks as
 /// a RAID 4 of one member more, so the least RAID 4 (two) leaves one.
@@ -65,6 +70,7 @@ impl Assembly {
         what: &str,
         array_bytes: Option<u64>,
         plan: ReshapePlan,
+        backup_file: bool,
     ) -> Result<ReshapePlan> {
         let g = self.geometry;
         let raid0 = g.level == Level::Raid0;
@@ -118,6 +124,29 @@ impl Assembly {
             return Err(Error::invalid(format!(
                 "--array-size {size}: give a whole number of KiB, more than 0 (md counts the array size in KiB)"
             )));
+        }
+        let template = self.grow_template()?;
+        if template.version() == MetadataVersion::V0_90 && !raid0 {
+            // No data offset to move up: md walks it backwards over the
+            // same member bytes, through mdadm's backup file.
+            if !backup_file {
+                return Err(refused(format!(
+                    "{what}: metadata 0.90 has no data offset to move, so md shrinks it in place, backing up each step it overwrites in a file (mdadm: \"Cannot grow - need backup-file\"): give `--backup-file FILE` on a device outside the array, with the array stopped (raidlab walks a 0.90 restripe offline only); nothing was changed"
+                )));
+            }
+            self.restripe_conditions(what)?;
+            let window = super::backup_file::plan_window(
+                r.old.chunk_bytes,
+                r.new.chunk_bytes,
+                r.old.data_disks() as u64,
+                r.new.data_disks() as u64,
+                plan.component_sectors.unwrap_or(template.size),
+            );
+            return Ok(ReshapePlan {
+                backwards: true,
+                backup_sectors: window,
+                ..plan
+            });
         }
         self.restripe_allowed(what)?;
         let gap = r.backward_gap() / SECTOR;

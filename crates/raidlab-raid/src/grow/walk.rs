@@ -135,7 +135,7 @@ impl Assembly {
             // md restripes such a 0.90 array only through mdadm's backup
             // file (`super::backup_file`).
             return Err(refused(
-                "this metadata 0.90 reshape (a new chunk or layout over the same members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with, offline (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
+                "this metadata 0.90 reshape (a new chunk or layout over the same members, or fewer members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with, offline (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
             ));
         }
         if in_place && served {

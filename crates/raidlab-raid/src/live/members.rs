@@ -29,6 +29,10 @@ impl LiveArray {
         }
         let mut asm = lock(&self.asm);
         let label = asm.members[i].device.path.clone();
+        if asm.members[i].state == MemberState::Faulty {
+            // As mdadm --fail of a faulty device: success, nothing changed.
+            return Ok(format!("{label} is already faulty; nothing was changed"));
+        }
         if let (MemberState::Active, Some(role)) = (asm.members[i].state, asm.members[i].role) {
             // Refused here when the array could not serve without it: nothing
             // is changed then.

@@ -97,6 +97,14 @@ impl Assembly {
     /// one before its turn, and fail on it).
     fn mark_failed(&mut self, index: usize, breaking: bool) -> Result<Option<usize>> {
         let m = &self.members[index];
+        if m.state == MemberState::Spare {
+            // md fails a spare as any device (md_error): it is recorded
+            // faulty and never taken for a slot.
+            let dev = m.sb.dev_number;
+            self.set_role(dev, ROLE_FAULTY);
+            self.members[index].state = MemberState::Faulty;
+            return Ok(None);
+        }
         let Some(slot) = m.role.filter(|_| {
             matches!(
                 m.state,
@@ -104,7 +112,7 @@ impl Assembly {
             )
         }) else {
             return Err(Error::invalid(format!(
-                "{} is not an active member (it is {:?}): only active members can be failed",
+                "{} is neither an active member nor a spare (it is {:?}): only those can be failed",
                 m.device.path, m.state
             )));
         };

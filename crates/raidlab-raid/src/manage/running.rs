@@ -53,47 +53,79 @@ impl Assembly {
     /// that names no member in service, or a member the level cannot lose,
     /// is returned, with the assembly as it was.
     pub fn record_taken_out(&mut self, array: &crate::array::Array) -> Result<Vec<TakenOut>> {
-        let mut tried: Vec<usize> = Vec::new();
-        loop {
+        self.commit_running(&[array], |asm| {
             let taken: Vec<(usize, usize)> = array
                 .failed_members()
                 .into_iter()
                 .filter_map(|role| {
                     // A shrink's leaving member has no slot (past the new
                     // count) but is active in the old geometry.
-                    let i = self.slots.get(role).copied().flatten().or_else(|| {
-                        self.members
+                    let i = asm.slots.get(role).copied().flatten().or_else(|| {
+                        asm.members
                             .iter()
-                            .position(|m| m.role == Some(role) && role >= self.slots.len())
+                            .position(|m| m.role == Some(role) && role >= asm.slots.len())
                     })?;
-                    (self.members[i].state == MemberState::Active).then_some((i, role))
+                    (asm.members[i].state == MemberState::Active).then_some((i, role))
                 })
                 .collect();
             if taken.is_empty() {
                 return Ok(Vec::new());
             }
             let indices: Vec<usize> = taken.iter().map(|t| t.0).collect();
-            let (members, slots) = (self.members.clone(), self.slots.clone());
-            match self.change_running(array, |a| a.fail_many_with(&indices, true)) {
-                Ok(outcomes) => return Ok(Self::taken_out(taken, outcomes)),
+            let (members, slots) = (asm.members.clone(), asm.slots.clone());
+            match asm.change_running(array, |a| a.fail_many_with(&indices, true)) {
+                Ok(outcomes) => Ok(Self::taken_out(taken, outcomes)),
                 Err(e) => {
                     // fail_many changed members and slots before its commit
                     // failed: the superblocks on disk still say so.
-                    self.members = members;
-                    self.slots = slots;
-                    let unwritable = self
-                        .member_of_error(&e)
-                        .filter(|i| !indices.contains(i))
-                        .filter(|&i| self.members[i].state == MemberState::Active)
-                        .and_then(|i| self.members[i].role)
-                        .filter(|role| !tried.contains(role));
-                    match unwritable {
-                        // Refused when the level cannot lose it: the commit's
-                        // error stands.
-                        Some(role) if array.fail_member(role).is_ok() => tried.push(role),
-                        _ => return Err(e),
-                    }
+                    asm.members = members;
+                    asm.slots = slots;
+                    Err(e)
                 }
+            }
+        })
+    }
+
+    /// One change of the superblocks of running arrays, as md's
+    /// `md_update_sb` makes it: `attempt` makes the change and commits it;
+    /// when the commit fails on a member in service (a device that went
+    /// away without a request to it failing yet), that member is taken out
+    /// of every one of `arrays` whose geometry holds its role, and `attempt`
+    /// runs again (it then finds the member among the arrays' failed ones).
+    /// The commit's error stands when it names no member in service, one
+    /// already taken out for it, or one a level cannot lose. `arrays` are
+    /// one running array, or the two sides of a served reshape.
+    pub(crate) fn commit_running<T>(
+        &mut self,
+        arrays: &[&crate::array::Array],
+        mut attempt: impl FnMut(&mut Assembly) -> Result<T>,
+    ) -> Result<T> {
+        let mut tried: Vec<usize> = Vec::new();
+        loop {
+            let e = match attempt(self) {
+                Ok(t) => return Ok(t),
+                Err(e) => e,
+            };
+            let Some(role) = self
+                .member_of_error(&e)
+                .filter(|&i| self.members[i].state == MemberState::Active)
+                .and_then(|i| self.members[i].role)
+                .filter(|role| !tried.contains(role))
+            else {
+                return Err(e);
+            };
+            tried.push(role);
+            let mut took = false;
+            for a in arrays {
+                if role < a.geometry().raid_disks {
+                    if a.fail_member(role).is_err() {
+                        return Err(e);
+                    }
+                    took = true;
+                }
+            }
+            if !took {
+                return Err(e);
             }
         }
     }

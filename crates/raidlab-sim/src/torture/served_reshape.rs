@@ -16,7 +16,10 @@
 //! assembled again from their superblocks, what the array reads is judged,
 //! and the reshape carried on in service with new clients, up to three cuts
 //! a run. After a cut a member may die: the engine must then refuse to
-//! carry the reshape on, and the array must still read right.
+//! carry the reshape on, and the array must still read right. Level
+//! changes and RAID 0 restripes have a draw and a run of their own
+//! (`level.rs`: the engine's steps of a level change, cut anywhere in
+//! them); the array is created and filled in `setup.rs`.
 //!
 //! It decides the array, the change, the clients' requests, the order tasks
 //! go on, when the power goes and which member dies, and what the array
@@ -31,23 +34,26 @@
 mod clients;
 mod draw;
 mod judge;
+mod level;
+mod setup;
 mod tasks;
 
 use super::model::Model;
 use super::run_seed;
 use clients::Answers;
-use draw::{draw, draw_raid10, Raid10Change, Setup};
+use draw::{draw, draw_level_change, draw_raid10, LevelChange, Raid10Change, Setup};
 use judge::{judge_cut, judge_exact, refuses_degraded};
 use raidlab_core::task::{Stacks, Task};
 use raidlab_core::Volume;
 use raidlab_devices::{FaultVolume, MemVolume, Tripwire};
 use raidlab_layout::Level;
-use raidlab_raid::assemble::{create_with_executor, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::exec::{Executor, Interleaved};
-use raidlab_raid::grow::{ServedWalk, SizeRequest};
+use raidlab_raid::grow::ServedWalk;
 use raidlab_raid::recovery::RunOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use setup::{create, fill, prepare};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -70,6 +76,10 @@ pub struct ServedRun {
     pub cuts: u32,
     /// A member died after a cut (the reshape then stays stopped).
     pub member_died: bool,
+    /// A level change left degraded beside a hot spare by a cut inside the
+    /// commit that gave the spare its role (`level.rs`: md's start would
+    /// rebuild onto it, raidlab's does not); the run ends there, judged.
+    pub left_degraded: bool,
     /// Member writes of the run without a cut (the budget's range).
     pub writes: u64,
     /// Client requests answered and seen, over every round.
@@ -114,8 +124,16 @@ impl Rig {
     }
 
     fn assemble(&self) -> Result<Assembly, String> {
+        // The devices carrying a superblock, as a user names an array's
+        // members: a level change's device not yet added has none.
         let devs = (0..self.members.len())
             .filter(|&i| !self.dead[i])
+            .filter(|&i| {
+                !matches!(
+                    raidlab_md::Superblock::read_from(self.members[i].as_ref()),
+                    Ok(None)
+                )
+            })
             .map(|i| self.device(i))
             .collect();
         let mut asm = Assembly::assemble(devs).map_err(|e| format!("assemble: {e}"))?;
@@ -176,6 +194,31 @@ pub fn served_reshape_raid10_run(seed: u64, run: u64) -> ServedRun {
     run_drawn(s0, run, rng, s, false)
 }
 
+/// One run of a served level change or RAID 0 restripe, the kind the
+/// run's index picks in turn (`level_change_kinds` names them): a RAID 0
+/// grown by a member or given another chunk, a RAID 4 restriped to a
+/// RAID 5, RAID 5 to 6 with a device for Q, RAID 6 to 5, RAID 1 to 5 (of
+/// two or three), RAID 0 to 4 or 5 (and a member more). Not in the sweep:
+/// its draw is its own, the sweep's figures stay comparable.
+pub fn served_level_change_run(seed: u64, run: u64) -> ServedRun {
+    let s0 = run_seed(seed, run);
+    let mut rng = ChaCha8Rng::seed_from_u64(s0);
+    let kinds = LevelChange::ALL;
+    let s = draw_level_change(&mut rng, kinds[(run % kinds.len() as u64) as usize]);
+    run_drawn(s0, run, rng, s, false)
+}
+
+/// How many kinds [`served_level_change_run`] takes in turn.
+pub fn level_change_kinds() -> u64 {
+    LevelChange::ALL.len() as u64
+}
+
+/// The kind [`served_level_change_run`] runs for `run`, named.
+pub fn level_change_kind(run: u64) -> String {
+    let kinds = LevelChange::ALL;
+    format!("{:?}", kinds[(run % kinds.len() as u64) as usize])
+}
+
 /// A run of `s`; `failing`: a member also fails mid-walk
 /// ([`served_reshape_failing_run`]).
 fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup, failing: bool) -> ServedRun {
@@ -184,6 +227,7 @@ fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup, failing: bool) ->
         label: s.label(),
         cuts: 0,
         member_died: false,
+        left_degraded: false,
         writes: 0,
         answered: 0,
         end_writes: 0,
@@ -195,16 +239,45 @@ fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup, failing: bool) ->
     // land anywhere in them; the run with the cut then makes the same
     // writes in the same order up to it (everything is drawn from seeds
     // and runs on this thread).
-    match attempt(&s, s0, None, 0, &mut ChaCha8Rng::seed_from_u64(0), false) {
-        Ok(done) => out.writes = done.writes,
+    let first = match s.conversion {
+        true => level::attempt_level(&s, s0, None, 0, &mut ChaCha8Rng::seed_from_u64(0)),
+        false => attempt(&s, s0, None, 0, &mut ChaCha8Rng::seed_from_u64(0), false)
+            .map(|d| (d, String::new())),
+    };
+    let end = match first {
+        Ok((done, end)) => {
+            out.writes = done.writes;
+            end
+        }
         Err(e) => {
             out.violation = Some(format!("without a cut: {e}"));
             return out;
         }
-    }
+    };
     let budget = rng.gen_range(1..=out.writes.max(1));
-    match attempt(&s, s0, Some(budget), out.writes, &mut rng, failing) {
-        Ok(done) => {
+    let second = match s.conversion {
+        true => level::attempt_level(&s, s0, Some(budget), out.writes, &mut rng).and_then(
+            |(done, shape)| {
+                // The level asked, and the same end with the cuts as
+                // without them.
+                let asked = s.req.level.map(|l| l.name()).unwrap_or_default();
+                if shape == level::DEGRADED {
+                    return Ok((done, true));
+                }
+                if !end.starts_with(&format!("{asked} ")) || shape != end {
+                    return Err(format!(
+                        "at the end: {shape} with the cuts, {end} without them; asked {:?}",
+                        s.req
+                    ));
+                }
+                Ok((done, false))
+            },
+        ),
+        false => attempt(&s, s0, Some(budget), out.writes, &mut rng, failing).map(|d| (d, false)),
+    };
+    match second {
+        Ok((done, degraded)) => {
+            out.left_degraded = degraded;
             out.cuts = done.cuts;
             out.member_died = done.died;
             out.answered = done.answered;
@@ -247,7 +320,7 @@ fn attempt(
     rng: &mut ChaCha8Rng,
     failing: bool,
 ) -> Result<Done, String> {
-    let rig = &mut Rig::new(s.members + usize::from(s.spare));
+    let rig = &mut Rig::new(s.members + s.spares);
     let (mut asm, mut model) = prepare(s, rig, seed)?;
     let writes_before = rig.writes();
     let mut cuts = 0u32;
@@ -288,6 +361,7 @@ fn attempt(
                 safe_mode_mark,
                 fail,
                 suspect: &suspect,
+                mark_dirty: false,
             },
         )?;
         if round.failed.is_some() {
@@ -303,7 +377,7 @@ fn attempt(
             rig.cut(seed ^ u64::from(cuts));
             budget = (cuts < MAX_CUTS).then(|| rng.gen_range(1..=writes.max(1)));
             // A member failed mid-walk before the power went stays gone.
-            let died = round.failed.is_some() || rng.gen_ratio(1, 6);
+            let died = round.failed.is_some() || (s.may_die && rng.gen_ratio(1, 6));
             if let Some(k) = round.failed {
                 rig.dead[k] = true;
             } else if died {
@@ -359,6 +433,7 @@ fn attempt(
     }
     let g = asm.geometry;
     let asked = s.req.raid_devices.map_or(true, |n| g.raid_disks == n)
+        && s.req.level.map_or(true, |l| g.level == l)
         && s.req.chunk_bytes.map_or(true, |c| g.chunk_bytes == c)
         && s.new_layout.map_or(true, |l| g.layout == l);
     if !asked {
@@ -376,7 +451,10 @@ fn attempt(
         read_ahead: false,
         ..RunOptions::default()
     };
-    if cuts > 0 {
+    if cuts > 0 && (asm.in_sync() || g.level == Level::Raid0) {
+        // A RAID 0's restripe ends in a RAID 0: nothing to resync (the
+        // RAID 4 it ran as was marked dirty, and its last commit keeps it).
+    } else if cuts > 0 {
         // Stripes the clients were writing when the power went may hold
         // parity behind their data (md's write hole): the array was stopped
         // uncleanly, and md resyncs it (parity from the data).
@@ -388,7 +466,9 @@ fn attempt(
         asm.mark_clean(true)
             .map_err(|e| format!("the clean mark: {e}"))?;
     }
-    super::check_at_end(&mut asm, opts)?;
+    if g.level != Level::Raid0 {
+        super::check_at_end(&mut asm, opts)?;
+    }
     Ok(Done {
         cuts,
         died: false,
@@ -397,78 +477,6 @@ fn attempt(
         end_writes,
         waits,
     })
-}
-
-/// Create the array, fill it with seeded data (flushed), make room for a
-/// shrink or add a grow's spare, and record the reshape asked: the array
-/// and the model of what it holds, as the reshape starts.
-fn prepare(s: &Setup, rig: &Rig, seed: u64) -> Result<(Assembly, Model), String> {
-    let spec = CreateSpec {
-        level: s.level,
-        layout: s.layout,
-        chunk_bytes: s.chunk,
-        spares: 0,
-        name: "served".into(),
-        force: true,
-        bitmap: false,
-        bitmap_chunk: None,
-        ppl: false,
-    };
-    let new = (0..s.members)
-        .map(|i| NewMember {
-            device: rig.device(i),
-            zeroed: true,
-        })
-        .collect();
-    let mut asm = create_with_executor(&spec, new, None, s.metadata, rig.exec.clone())
-        .map_err(|e| format!("create: {e}"))?;
-    let mut array_bytes = None;
-    if s.shrink && s.level == Level::Raid10 {
-        // What the fewer members hold, md's move of the data offset taken
-        // out of the component size where there is no room after the data
-        // (mdadm's RAID 10 shrink): the array cut to it, as a user follows
-        // mdadm's refusal.
-        array_bytes = Some(
-            asm.raid10_shrink_holds(&s.req)
-                .map_err(|e| format!("what the fewer members hold: {e}"))?,
-        );
-    } else if s.shrink {
-        // Room after the data for md's move of the data offset up (a chunk
-        // per member for one member fewer), then the array cut to what the
-        // fewer members hold, as a user follows mdadm's refusal.
-        let room = s.chunk * s.members as u64;
-        let size = asm.geometry.member_bytes.saturating_sub(room) / s.chunk * s.chunk;
-        asm.grow_size(SizeRequest::Bytes(size), true)
-            .map_err(|e| format!("--size before the shrink: {e}"))?;
-        let g = asm.geometry;
-        array_bytes = Some((g.data_disks() - 1) as u64 * g.member_bytes);
-    }
-    let size = array_bytes.unwrap_or(asm.geometry.array_bytes()) as usize;
-    let mut model = Model::new(size);
-    {
-        let a = asm.array().map_err(|e| format!("array: {e}"))?;
-        let mut data = vec![0u8; size];
-        ChaCha8Rng::seed_from_u64(seed).fill(&mut data[..]);
-        a.write_at(&data, 0).map_err(|e| format!("fill: {e}"))?;
-        a.flush().map_err(|e| format!("fill flush: {e}"))?;
-        model.write(&data, 0);
-        model.flush();
-    }
-    if s.spare {
-        asm.add(rig.device(s.members), false)
-            .map_err(|e| format!("add a spare: {e}"))?;
-    }
-    let plan = asm
-        .reshape_check_sized(&s.req, 0, array_bytes)
-        .map_err(|e| format!("reshape_check: {e}"))?;
-    asm.reshape_start(plan)
-        .map_err(|e| format!("reshape_start: {e}"))?;
-    // The clients are about to write: the superblocks say so first, as a
-    // served array's safe mode marks them before its first write, so that
-    // a cut is seen as an unclean stop.
-    asm.mark_dirty()
-        .map_err(|e| format!("the dirty mark: {e}"))?;
-    Ok((asm, model))
 }
 
 /// The walk's task, ended: the walk (for its end), the assembly it
@@ -498,6 +506,11 @@ struct RoundOpts<'a> {
     /// Sectors written but not flushed at an earlier cut, not resynced
     /// since (the reshape defers the resync to its end, as md's does).
     suspect: &'a [usize],
+    /// A clean array is marked dirty once the walk is under way, before the
+    /// clients write, as a server's safe mode marks it at the first write
+    /// after it resumed the reshape (a level change's restripe, whose start
+    /// a cut may follow with the array still clean).
+    mark_dirty: bool,
 }
 
 /// One round of service: the recorded reshape walked as a task beside
@@ -518,6 +531,7 @@ fn serve_round(
         safe_mode_mark,
         fail,
         suspect,
+        mark_dirty,
     } = opts;
     // Once a member fails, md's write hole opens on the stripes an earlier
     // cut left suspect: reads there may give anything, as md's do.
@@ -528,8 +542,27 @@ fn serve_round(
     let walk = asm
         .reshape_served(safe_mode_mark)
         .map_err(|e| format!("the served walk: {e}"))?;
+    if mark_dirty && asm.in_sync() {
+        // After the walk's start (which may commit: a new member a cut
+        // left a spare takes its role again), before any write.
+        rig.arm(wire);
+        let marked = asm.mark_dirty();
+        if tripped_now(wire) {
+            return Ok(Round {
+                asm: None,
+                answered: 0,
+                end_writes: 0,
+                waits: (0, 0),
+                failed: None,
+            });
+        }
+        marked.map_err(|e| format!("the dirty mark: {e}"))?;
+    }
     let volume: Arc<dyn Volume> = Arc::new(walk.volume("served".into()));
-    if volume.size() as usize != model.size() {
+    // A level change's later restripe runs on an array grown by an earlier
+    // one, whose new space the clients leave alone (it must read zeros).
+    let size = volume.size() as usize;
+    if size < model.size() || (size != model.size() && !s.conversion) {
         return Err(format!(
             "the array mid-reshape is {} bytes, {} before",
             volume.size(),
@@ -688,7 +721,9 @@ mod tests {
             },
             new_layout: None,
             shrink: false,
-            spare: true,
+            spares: 1,
+            conversion: false,
+            may_die: true,
             clients: 2,
             per: 20,
         };

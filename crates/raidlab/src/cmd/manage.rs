@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidlab_core::size::format_size_approx;
 use raidlab_devices::{FileVolume, OpenMode};
-use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{ManageOptions, Managed};
 use raidlab_raid::manage::Added;
 use raidlab_raid::recovery::{Progress, RunOptions, ScrubReport};
@@ -34,8 +34,13 @@ pub const MISMATCH_EXIT: u8 = 3;
 /// ([`Managed::start`]): its logs replayed, members whose I/O fails there
 /// taken out, and md's refusals with `--force` = `refuse` when given (`None`:
 /// the verb's own steps refuse what they must).
-fn start_rw(members: &[PathBuf], refuse: Option<bool>) -> Result<Managed> {
+/// `data`: the verb writes data to the members (named for its refusal on an
+/// array whose journal is missing), not only membership records.
+fn start_rw(members: &[PathBuf], refuse: Option<bool>, data: Option<&str>) -> Result<Managed> {
     let asm = crate::open::assemble(open_members(members, OpenMode::ReadWrite)?)?;
+    if let Some(verb) = data {
+        asm.refuse_data_writes_without_journal(verb)?;
+    }
     start_managed(
         asm,
         ManageOptions {
@@ -175,9 +180,20 @@ pub fn fail(a: FailArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
         return live::fail(&server, a);
     }
-    let mut managed = start_rw(&a.members, None)?;
+    let mut managed = start_rw(&a.members, None, None)?;
     let asm = &mut managed.asm;
     let index = asm.find(&path_str(&a.member))?;
+    if asm.members[index].state == MemberState::Faulty {
+        // mdadm --fail of a faulty device succeeds and changes nothing (md's
+        // md_error on a Faulty rdev returns at once); the start may have
+        // taken it out just now, failing its I/O.
+        outln!(
+            "raidlab: {} is already faulty; nothing was changed",
+            a.member.display()
+        );
+        stop_managed(managed)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let was_synced = asm.in_sync();
     let spare = asm.fail(index)?;
     if !was_synced && asm.geometry.is_parity() {
@@ -209,7 +225,7 @@ pub fn remove(a: RemoveArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
         return live::remove(&server, a);
     }
-    let mut managed = start_rw(&a.members, None)?;
+    let mut managed = start_rw(&a.members, None, None)?;
     let index = managed.asm.find(&path_str(&a.member))?;
     managed.asm.remove(index)?;
     outln!("raidlab: {} removed from the array", a.member.display());
@@ -242,7 +258,7 @@ pub fn add(a: AddArgs) -> Result<ExitCode> {
         .filter(|p| !same_file(p))
         .cloned()
         .collect();
-    let mut managed = start_rw(&members, None)?;
+    let mut managed = start_rw(&members, None, Some("add a member"))?;
     if a.re_add || member_exists(&a.new) {
         let device = open_device(&a.new, OpenMode::ReadWrite)?;
         match managed.asm.re_add_check(&device) {
@@ -332,7 +348,7 @@ pub fn replace(a: ReplaceArgs) -> Result<ExitCode> {
         }
         return r;
     }
-    let mut managed = start_rw(&a.members, None)?;
+    let mut managed = start_rw(&a.members, None, Some("replace a member"))?;
     let asm = &mut managed.asm;
     let old = asm.find(&path_str(&a.old))?;
     let (device, created) = new_device(&a.with, a.member_size)?;
@@ -357,7 +373,7 @@ pub fn rebuild(a: RunArgs) -> Result<ExitCode> {
     if let Some(server) = crate::control::find(&a.members)? {
         return live::rebuild(&server, &a);
     }
-    let mut managed = start_rw(&a.members, Some(a.force))?;
+    let mut managed = start_rw(&a.members, Some(a.force), Some("rebuild"))?;
     run_rebuild(&mut managed.asm, &a.run, a.force)?;
     stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
@@ -367,7 +383,7 @@ pub fn resync(a: RunArgs) -> Result<ExitCode> {
     if crate::control::find(&a.members)?.is_some() {
         bail!("a server (`raidlab serve`) is serving this array: it resyncs at start when it must; stop it first (`raidlab stop`) to resync by hand");
     }
-    let mut managed = start_rw(&a.members, None)?;
+    let mut managed = start_rw(&a.members, None, Some("resync"))?;
     let asm = &mut managed.asm;
     if let (Some(r), true) = (&managed.report.ppl, asm.in_sync()) {
         // md's way with a partial parity log: the replay took the place of a resync.
@@ -413,6 +429,9 @@ pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
         OpenMode::ReadOnly
     };
     let asm = crate::open::assemble(open_members(&a.members, mode)?)?;
+    if repair {
+        asm.refuse_data_writes_without_journal("repair")?;
+    }
     let mut managed = start_managed(asm, opts)?;
     let report = managed.asm.scrub(
         repair,

@@ -49,6 +49,14 @@
 //!   of the array's end as the position and the end's commit (held there
 //!   by the walk's test-only hook), a client's write made in that window:
 //!   md finishes a reshape with nothing left to walk;
+//! * `r5-5to4-served-shrink-killed` (`grow_served.rs`): a RAID 5 of 5
+//!   shrunk by a member while served and a client writes, killed -9
+//!   mid-walk: md carries the backward reshape on and leaves a spare;
+//! * `r5-090-chunk-backup-killed`, `r6-090-layout-backup-stopped`
+//!   (`grow_backup.rs`): a metadata 0.90 restripe (`--chunk`, `--layout`)
+//!   through mdadm's `--backup-file`, killed or stopped by Ctrl-C part-way:
+//!   md is given the members and raidlab's backup file (`mdadm --assemble
+//!   --backup-file`) and finishes it;
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl;
 //! * `r5-090-3to4`, `r6-090-4to5-killed`: metadata 0.90 RAID 5 of 3 and
 //!   RAID 6 of 4 (64 KiB chunks) `--raid-devices +1 --add`, grown in place
@@ -121,7 +129,8 @@
 //! `r6-layout-ls-to-ra`, `r5-3to4-killed`, `md-r6-layout`,
 //! `r5-chunk-64to256`, `r1-to-r5-of-3`, `r5-3to4`,
 //! `r6-4to5-served-stopped`, `r5-4to5-chunk-served-killed` and
-//! `r6-4to5-served-end-killed`, `r10-n2-4to5-served-end-killed` run only with
+//! `r6-4to5-served-end-killed`, `r10-n2-4to5-served-end-killed`,
+//! `r6-090-layout-backup-stopped` and `r5-5to4-served-shrink-killed` run only with
 //! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
 //! the cases so named (of either kind), for working on a few.
 //!
@@ -141,6 +150,9 @@ use super::*;
 
 #[path = "grow_served.rs"]
 mod served;
+
+#[path = "grow_backup.rs"]
+mod backup;
 
 /// Members as created.
 const SMALL: u64 = 8 * MIB;
@@ -178,7 +190,9 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
 /// kill -9 and the offline Ctrl-C of `r6-layout-stopped`, which
 /// checkpoints the same way; a served combined reshape by the served kill
 /// and the offline combined kill; a RAID 6 killed with its walk held at the
-/// end by the RAID 5 one, md's same reshape code), to keep the default
+/// end by the RAID 5 one, md's same reshape code; a 0.90 restripe
+/// stopped cleanly through its backup file by the killed one; a served
+/// shrink by the offline killed shrink and the served kills), to keep the default
 /// suite's one boot short under TCG.
 const FULL_ONLY: &[&str] = &[
     "r6-layout-ls-to-ra",
@@ -191,6 +205,8 @@ const FULL_ONLY: &[&str] = &[
     "r5-4to5-chunk-served-killed",
     "r6-4to5-served-end-killed",
     "r10-n2-4to5-served-end-killed",
+    "r6-090-layout-backup-stopped",
+    "r5-5to4-served-shrink-killed",
 ];
 
 struct Grown {
@@ -752,6 +768,7 @@ fn cases() -> Vec<Grown> {
     ]
     .into_iter()
     .chain(served::cases())
+    .chain(backup::cases())
     .collect()
 }
 
@@ -810,6 +827,7 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         .to_str()
         .unwrap()
         .to_string();
+    let bak = backup::path(dir);
     // What an NBD client wrote while a server walked the reshape.
     let mut written = None;
     let steps = c.grow.split(|&w| w == "THEN").count();
@@ -819,6 +837,7 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         for &w in step {
             a.push(match w {
                 "NEW" => &new,
+                "BACKUP" => &bak,
                 "NEW2" => &new2,
                 w => w,
             });
@@ -887,6 +906,11 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
         let mut a = vec!["grow"];
         a.extend(copies.iter().map(String::as_str));
         a.push("--continue");
+        let copied_backup;
+        if backup::uses_backup(c) {
+            copied_backup = backup::copy_to(dir, &copy)?;
+            a.extend(["--backup-file", &copied_backup]);
+        }
         run(&a)?;
         let (_, v) = detail_state(&copies, &copies[0]);
         let grown = v["array_size_bytes"].as_u64().ok_or("no array size")?;
@@ -1124,6 +1148,19 @@ fn md_assembles_arrays_raidlab_grew() {
             offs.push(next);
             next += slot;
         }
+        // A 0.90 restripe stopped part-way: md is given raidlab's backup
+        // file with the members.
+        let with_backup = if backup::uses_backup(&c) {
+            match backup::place(&data, &mut next, &dir) {
+                Ok(flag) => format!(",{flag}"),
+                Err(e) => {
+                    failures.push(format!("{}: {e}", c.name));
+                    continue;
+                }
+            }
+        } else {
+            String::new()
+        };
         let stride = size.div_ceil(MIB) * MIB;
         let out = next;
         next += stride * (1 + c.sets.len() as u64);
@@ -1144,8 +1181,10 @@ fn md_assembles_arrays_raidlab_grew() {
             match (c.interrupt, shrinks_to(&c)) {
                 // md ends a shrink with the members past the new count as
                 // spares: that many fewer active.
-                (Some(_), Some(to)) => format!("reshaping,leaves{}", members.len() - to),
-                (Some(_), None) => "reshaping".to_string(),
+                (Some(_), Some(to)) => {
+                    format!("reshaping,leaves{}{with_backup}", members.len() - to)
+                }
+                (Some(_), None) => format!("reshaping{with_backup}"),
                 _ => "-".to_string(),
             }
         ));

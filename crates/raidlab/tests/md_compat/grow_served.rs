@@ -36,7 +36,13 @@
 //!   data offset moved down), the same write, the server killed -9 mid-walk
 //!   (read whole and without roles 0 and 2); `r10-n2-4to5-served-end-killed`:
 //!   a served near=2 of 4 onto a fifth member held at its end and killed
-//!   there (read whole and without role 1). Served RAID 10 restripes were
+//!   there (read whole and without role 1); `r5-5to4-served-shrink-killed`:
+//!   a served RAID 5 of 5 (room after the data made offline, `--size 6M`)
+//!   shrunk by a member, `--raid-devices 4 --array-size 18M` in one served
+//!   grow (md's backward reshape, the data offset moved up), the same write
+//!   below the new end, the server killed -9 mid-walk: md is given all five,
+//!   carries the backward reshape on and leaves the fifth a spare (read
+//!   whole and without member 1). Served RAID 10 restripes were
 //!   refused until the sides read first copies only after an unclean stop
 //!   (the deterministic fault simulation's loss, mended 2026-12-05).
 //!
@@ -138,6 +144,27 @@ pub(super) fn cases() -> Vec<Grown> {
             grow: &["--raid-devices", "5", "--add", "NEW"],
             sets: vec![vec![1]],
             interrupt: Some("SERVED-END-KILL"),
+        },
+        // md's backward reshape walked by a server: room after the data
+        // made offline first (`--size 6M`), then the cut and the count in
+        // one served grow.
+        Grown {
+            name: "r5-5to4-served-shrink-killed",
+            level: 5,
+            devices: 5,
+            create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &[
+                "--size",
+                "6M",
+                "THEN",
+                "--raid-devices",
+                "4",
+                "--array-size",
+                "18M",
+            ],
+            sets: vec![vec![1]],
+            interrupt: Some("SERVED-KILL"),
         },
     ]
 }

@@ -1,7 +1,8 @@
 //! What a served reshape run asks for, drawn from its seed: the array
 //! (level, layout, members, chunk, metadata), the change (a grow by one, a
 //! shrink by one, a new chunk or layout, a RAID 10's grow or near/offset
-//! switch), and how many clients ask how much. It decides only the draw;
+//! switch; in their own draw, a RAID 0 restripe or a level change), and
+//! how many clients ask how much. It decides only the draw;
 //! the checks and the reshape are the engine's, the run is the parent's.
 
 use raidlab_layout::{Layout, Level, ParityLayout};
@@ -23,8 +24,14 @@ pub(super) struct Setup {
     pub(super) new_layout: Option<Layout>,
     /// One member fewer: the array is first cut to what they hold.
     pub(super) shrink: bool,
-    /// A spare added for a grow.
-    pub(super) spare: bool,
+    /// Spares added for a grow (given with `--add` for a level change).
+    pub(super) spares: usize,
+    /// `req` is a level change: its steps (the engine's
+    /// `conversion_steps`) are run, not one restripe.
+    pub(super) conversion: bool,
+    /// A member may die at a cut (not in a RAID 0 restripe, which has no
+    /// redundancy to lose one, nor in a level change's run).
+    pub(super) may_die: bool,
     pub(super) clients: usize,
     /// Requests per client per round.
     pub(super) per: usize,
@@ -116,7 +123,9 @@ pub(super) fn draw(rng: &mut ChaCha8Rng) -> Setup {
         req,
         new_layout: new_layout.map(Layout::Parity),
         shrink: kind == SHRINK5,
-        spare: kind <= GROW6,
+        spares: usize::from(kind <= GROW6),
+        conversion: false,
+        may_die: true,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),
     }
@@ -187,7 +196,9 @@ pub(super) fn draw_raid10(rng: &mut ChaCha8Rng, change: Raid10Change) -> Setup {
         },
         new_layout,
         shrink,
-        spare: change == Raid10Change::Grow,
+        spares: usize::from(change == Raid10Change::Grow),
+        conversion: false,
+        may_die: true,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),
     }
@@ -207,6 +218,19 @@ impl Setup {
                 &self.req.chunk_bytes,
                 self.new_layout
             ) {
+                _ if self.req.level.is_some() => format!(
+                    "to {}{}{}",
+                    self.req.level.map(|l| l.name()).unwrap_or_default(),
+                    self.req
+                        .raid_devices
+                        .map(|n| format!(" of {n} members"))
+                        .unwrap_or_default(),
+                    self.req
+                        .layout
+                        .as_ref()
+                        .map(|l| format!(" ({l})"))
+                        .unwrap_or_default()
+                ),
                 (Some(n), _, _) if self.shrink => format!("{n} members (shrink)"),
                 (Some(n), _, _) => format!("{n} members"),
                 (_, Some(c), _) => format!("chunk {}K", c >> 10),
@@ -216,5 +240,151 @@ impl Setup {
             self.clients,
             self.per
         )
+    }
+}
+
+/// The level changes and RAID 0 restripes the served fault simulation
+/// draws apart from the sweep ([`draw_level_change`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum LevelChange {
+    /// A RAID 0 onto one member more (md: a RAID 4 without parity,
+    /// restriped, taken back as a RAID 0).
+    Raid0Grow,
+    /// A RAID 0 given another chunk (the same way).
+    Raid0Chunk,
+    /// A RAID 4 restriped to a RAID 5 layout.
+    Raid4To5,
+    /// A RAID 5 to 6 with a device for Q.
+    Raid5To6,
+    /// A RAID 6 to 5.
+    Raid6To5,
+    /// A RAID 1 of two to a RAID 5 (of two, or of three with a device).
+    Raid1To5,
+    /// A RAID 0 to 4 or 5, with a device for parity (and one more member).
+    Raid0To45,
+}
+
+impl LevelChange {
+    pub(super) const ALL: [LevelChange; 7] = [
+        LevelChange::Raid0Grow,
+        LevelChange::Raid0Chunk,
+        LevelChange::Raid4To5,
+        LevelChange::Raid5To6,
+        LevelChange::Raid6To5,
+        LevelChange::Raid1To5,
+        LevelChange::Raid0To45,
+    ];
+}
+
+/// A level change or RAID 0 restripe of `change`'s kind, drawn from
+/// `rng` (a stream of its own: the sweep's draws stay as they were). Half
+/// of RAID 1 to 5 and RAID 0 to 4/5 take one member more too (a restripe
+/// onto a spare after the takeover).
+pub(super) fn draw_level_change(rng: &mut ChaCha8Rng, change: LevelChange) -> Setup {
+    let chunks = [16u64 << 10, 32 << 10, 64 << 10];
+    let chunk = chunks[rng.gen_range(0..chunks.len())];
+    let layouts = ParityLayout::ALL;
+    let layout_of = |level: Level, rng: &mut ChaCha8Rng| match level {
+        Level::Raid5 | Level::Raid6 => Layout::Parity(layouts[rng.gen_range(0..layouts.len())]),
+        _ => Layout::parse(level, None).expect("the level's default layout"),
+    };
+    let metadata = if rng.gen_bool(0.5) {
+        MetadataVersion::V1_2
+    } else {
+        MetadataVersion::V1_1
+    };
+    let (level, members, spares, req, new_layout) = match change {
+        LevelChange::Raid0Grow => {
+            let n = rng.gen_range(2..=4);
+            let req = ReshapeRequest {
+                raid_devices: Some(n + 1),
+                ..ReshapeRequest::default()
+            };
+            (Level::Raid0, n, 1, req, None)
+        }
+        LevelChange::Raid0Chunk => {
+            let others: Vec<u64> = chunks.iter().copied().filter(|&c| c != chunk).collect();
+            let req = ReshapeRequest {
+                chunk_bytes: Some(others[rng.gen_range(0..others.len())]),
+                ..ReshapeRequest::default()
+            };
+            (Level::Raid0, rng.gen_range(2..=4), 0, req, None)
+        }
+        LevelChange::Raid4To5 => {
+            let to = layouts
+                .into_iter()
+                .filter(|&l| l != ParityLayout::ParityLast)
+                .collect::<Vec<_>>();
+            let to = to[rng.gen_range(0..to.len())];
+            let req = ReshapeRequest {
+                level: Some(Level::Raid5),
+                layout: Some(to.name().to_string()),
+                ..ReshapeRequest::default()
+            };
+            (
+                Level::Raid4,
+                rng.gen_range(3..=5),
+                0,
+                req,
+                Some(Layout::Parity(to)),
+            )
+        }
+        LevelChange::Raid5To6 => {
+            let req = ReshapeRequest {
+                level: Some(Level::Raid6),
+                ..ReshapeRequest::default()
+            };
+            (Level::Raid5, rng.gen_range(3..=5), 1, req, None)
+        }
+        LevelChange::Raid6To5 => {
+            let req = ReshapeRequest {
+                level: Some(Level::Raid5),
+                ..ReshapeRequest::default()
+            };
+            (Level::Raid6, rng.gen_range(4..=6), 0, req, None)
+        }
+        LevelChange::Raid1To5 => {
+            let more = rng.gen_bool(0.5);
+            let req = ReshapeRequest {
+                level: Some(Level::Raid5),
+                raid_devices: more.then_some(3),
+                ..ReshapeRequest::default()
+            };
+            (Level::Raid1, 2, usize::from(more), req, None)
+        }
+        LevelChange::Raid0To45 => {
+            let n = rng.gen_range(2..=3);
+            let more = usize::from(rng.gen_bool(0.5));
+            let to = if rng.gen_bool(0.5) {
+                Level::Raid5
+            } else {
+                Level::Raid4
+            };
+            let req = ReshapeRequest {
+                level: Some(to),
+                raid_devices: Some(n + 1 + more),
+                ..ReshapeRequest::default()
+            };
+            (Level::Raid0, n, 1 + more, req, None)
+        }
+    };
+    let layout = layout_of(level, rng);
+    Setup {
+        level,
+        layout,
+        members,
+        chunk,
+        metadata,
+        req,
+        new_layout,
+        shrink: false,
+        spares,
+        conversion: !matches!(
+            change,
+            LevelChange::Raid0Grow | LevelChange::Raid0Chunk | LevelChange::Raid4To5
+        ),
+        may_die: false,
+        clients: rng.gen_range(2..=4),
+        per: rng.gen_range(20..=60),
     }
 }

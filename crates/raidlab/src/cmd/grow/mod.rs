@@ -8,8 +8,8 @@
 //! (with --array-size)
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted; a
-//! metadata 0.90 one's new chunk or layout runs through mdadm's
-//! `--backup-file`, which its `--continue` needs too). The resync of new space and the rebuild of new
+//! metadata 0.90 one's new chunk or layout, and its fewer members, run
+//! through mdadm's `--backup-file`, which its `--continue` needs too). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written. The level
 //! changes by md's takeovers are `convert`'s (their steps, decided once for
@@ -113,7 +113,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     };
     let restripe = restripe_request(&a)?;
     if a.backup_file.is_some() && restripe.is_none() && !a.continue_reshape {
-        bail!("--backup-file goes with a restripe (--chunk, --layout) or --continue of a metadata 0.90 array; nothing was changed");
+        bail!("--backup-file goes with a restripe (--chunk, --layout, fewer --raid-devices) or --continue of a metadata 0.90 array; nothing was changed");
     }
     if let Some(server) = crate::control::find(&a.members)? {
         if a.backup_file.is_some() {
@@ -122,6 +122,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         return grow_served(&server, &a, restripe, array_bytes, size, policy);
     }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
+        asm.refuse_data_writes_without_journal("grow")?;
         // A reshape's refusals come before a log replay could write.
         match &restripe {
             Some(req) if conversion(asm, req) => {
@@ -142,7 +143,9 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
                     && asm.reshape().is_none() =>
             {
                 match &a.backup_file {
-                    Some(f) => asm.reshape_check_with_backup(req, f).map(|_| ()),
+                    Some(f) => asm
+                        .reshape_check_sized_with_backup(req, f, array_bytes)
+                        .map(|_| ()),
                     None => asm
                         .reshape_check_sized(req, a.add.len(), array_bytes)
                         .map(|_| ()),
@@ -422,7 +425,7 @@ fn grow_reshape(
             );
         }
         let plan = match &a.backup_file {
-            Some(f) => asm.reshape_check_with_backup(req, f)?,
+            Some(f) => asm.reshape_check_sized_with_backup(req, f, array_bytes)?,
             None => asm.reshape_check_sized(req, adds.len(), array_bytes)?,
         };
         precheck_adds(&asm, &adds, a.force)?;
@@ -500,29 +503,10 @@ fn start_and_run(
     run_reshape(asm, a)
 }
 
-/// Whether `req` changes the level by one of md's takeovers (RAID 5 and 6
-/// through the "-6" layouts, RAID 0 to 4/5/10 and back to 0, RAID 1 and 5
-/// of two), not a restripe at one level.
+/// Whether `req` changes the level by one of md's takeovers (the engine's
+/// `is_conversion`), not a restripe at one level.
 fn conversion(asm: &Assembly, req: &ReshapeRequest) -> bool {
-    // Asking for the level the array has is no conversion (a RAID 1's
-    // `--level 1 --raid-devices N` changes its mirror count).
-    req.level != Some(asm.geometry.level)
-        && matches!(
-            (asm.geometry.level, req.level),
-            (Level::Raid5, Some(Level::Raid6))
-                | (Level::Raid6, Some(Level::Raid5))
-                | (
-                    Level::Raid0,
-                    Some(Level::Raid4 | Level::Raid5 | Level::Raid10)
-                )
-                | (
-                    Level::Raid10 | Level::Raid4 | Level::Raid5,
-                    Some(Level::Raid0)
-                )
-                | (Level::Raid1, Some(_))
-                | (Level::Raid5, Some(Level::Raid1))
-        )
-        && req.chunk_bytes.is_none()
+    raidlab_raid::grow::is_conversion(asm, req)
 }
 
 /// Level, member count, chunk and layout, as `detail` names them.
@@ -603,8 +587,8 @@ pub(crate) fn reshape_text(
     Ok(out)
 }
 
-/// A 0.90 restripe over the same members through mdadm's backup file at
-/// `path`, made here for it (`raidlab_raid::grow::BackupFile`).
+/// A 0.90 restripe over the same members, or onto fewer members, through
+/// mdadm's backup file at `path`, made here for it (`raidlab_raid::grow::BackupFile`).
 fn start_and_run_with_backup(
     asm: &mut Assembly,
     plan: raidlab_raid::grow::ReshapePlan,
@@ -625,9 +609,14 @@ fn start_and_run_with_backup(
         _ => describe(&asm.geometry),
     };
     outln!(
-        "raidlab: reshape started: {from} -> {to}, in place (metadata 0.90 has no new data offset) through the backup file {} in windows of {}K, as mdadm does",
+        "raidlab: reshape started: {from} -> {to}, in place (metadata 0.90 has no new data offset) through the backup file {} in windows of {}K{}, as mdadm does",
         path.display(),
-        plan.backup_sectors / 2
+        plan.backup_sectors / 2,
+        if plan.backwards {
+            ", backwards from the end (fewer members)"
+        } else {
+            ""
+        }
     );
     if a.no_sync {
         outln!("raidlab: the array is mid-reshape: `raidlab grow --continue --backup-file {}` with the same members restripes it", path.display());

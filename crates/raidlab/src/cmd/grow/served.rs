@@ -18,7 +18,7 @@
 //! It decides nothing a check decides (those are offline's, run on the
 //! server's assembly) and never changes the array before they pass.
 
-use super::convert::{conversion_steps, step_request, Step};
+use super::convert::{conversion_steps, step_request, takeover_text, Step};
 use super::*;
 use raidlab_raid::assemble::Device;
 use raidlab_raid::grow::ReshapePlan;
@@ -342,7 +342,7 @@ fn served_step(
         Step::Takeover(t) => {
             let from = live.with_assembly(|asm| describe(&asm.geometry));
             live.change_running(|asm| t.apply(asm))?;
-            text = live.with_assembly(|asm| t.text(&from, asm));
+            text = live.with_assembly(|asm| takeover_text(*t, &from, asm));
         }
         Step::Rebuild { .. } => {
             live.rebuild(opts.max_rate)?;
@@ -375,11 +375,12 @@ fn wait_rebuilds(
     stopping: &dyn Fn() -> bool,
 ) -> Result<String> {
     let mut rebuilt: Vec<(usize, String)> = Vec::new();
-    // Between two roles' rebuilds none runs for a moment; a pending one not
-    // started after a few looks did not start.
-    let mut idle = 0;
     loop {
-        let running = live.rebuilding();
+        // Read together under the assembly's lock: a rebuild that ends
+        // starts the next pending one under that lock, so a pending role
+        // with none running then is one that will not start by itself.
+        let (running, pending) =
+            live.with_assembly(|asm| (live.rebuilding(), !asm.rebuilding().is_empty()));
         let st = live.status().rebuild;
         if let Some(s) = &st {
             let role = s.role.unwrap_or(0);
@@ -403,22 +404,20 @@ fn wait_rebuilds(
                 rebuilt.push((role, s.device.clone()));
             }
         }
-        if !running {
-            if live.with_assembly(|asm| asm.rebuilding().is_empty()) {
+        match (running, pending) {
+            (true, _) => {}
+            (false, false) => {
                 return Ok(rebuilt
                     .iter()
                     .map(|(role, dev)| format!("raidlab: rebuilt {dev} into role {role}\n"))
-                    .collect());
+                    .collect())
             }
-            if stopping() {
-                bail!("the server is stopping (the rebuild saved its position)");
+            (false, true) if stopping() => {
+                bail!("the server is stopping (the rebuild saved its position)")
             }
-            idle += 1;
-            if idle > 10 {
-                bail!("a rebuild is pending but not running (see `raidlab detail`)");
+            (false, true) => {
+                bail!("a rebuild is pending but not running (see `raidlab detail`)")
             }
-        } else {
-            idle = 0;
         }
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -1,0 +1,90 @@
+//! What the metadata 0.90 reshape tests through mdadm's backup file share
+//! (`reshape090_backup`, `reshape090_shrink`): the member devices, a filled
+//! 0.90 array, the backup file in memory, the array read whole.
+#![allow(dead_code)] // each test binary uses its own part
+
+use raidlab_core::Volume;
+use raidlab_devices::fault::FaultVolume;
+use raidlab_devices::MemVolume;
+use raidlab_layout::{Layout, Level};
+use raidlab_md::MetadataVersion;
+use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::grow::ReshapePlan;
+use std::sync::Arc;
+
+pub const MIB: u64 = 1 << 20;
+pub const CHUNK: u64 = 64 << 10;
+
+pub type Fault = Arc<FaultVolume<Arc<dyn Volume>>>;
+
+pub fn pattern(len: u64, seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| ((i ^ seed).wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+/// A filled 0.90 array over `devs` (its pattern drawn from `seed`); its
+/// bytes.
+pub fn fill(level: Level, devs: &[Device], seed: u64) -> Vec<u8> {
+    let spec = CreateSpec {
+        level,
+        layout: Layout::parse(level, None).unwrap(),
+        chunk_bytes: CHUNK,
+        spares: 0,
+        name: String::new(),
+        force: false,
+        bitmap: false,
+        bitmap_chunk: None,
+        ppl: false,
+    };
+    let members = devs
+        .iter()
+        .map(|d| NewMember {
+            device: d.clone(),
+            zeroed: true,
+        })
+        .collect();
+    let asm = create_with_metadata(&spec, members, None, MetadataVersion::V0_90).unwrap();
+    let data = pattern(asm.geometry.array_bytes(), devs.len() as u64 * seed);
+    let array = asm.array().unwrap();
+    array.write_at(&data, 0).unwrap();
+    array.flush().unwrap();
+    data
+}
+
+pub fn mem_devices(n: usize, size: u64) -> Vec<Device> {
+    (0..n)
+        .map(|i| Device {
+            path: format!("m{i}"),
+            volume: Arc::new(MemVolume::new(size)),
+        })
+        .collect()
+}
+
+/// Members and the backup file with volatile caches, all on one tripwire.
+pub fn fault_devices(n: usize, size: u64) -> (Vec<Device>, Vec<Fault>) {
+    let mut devs = Vec::new();
+    let mut faults = Vec::new();
+    for i in 0..n {
+        let inner: Arc<dyn Volume> = Arc::new(MemVolume::new(size));
+        let f = Arc::new(FaultVolume::with_volatile_cache(inner));
+        faults.push(f.clone());
+        devs.push(Device {
+            path: format!("m{i}"),
+            volume: f,
+        });
+    }
+    (devs, faults)
+}
+
+pub fn mem_file(plan: &ReshapePlan) -> Arc<MemVolume> {
+    Arc::new(MemVolume::new(Assembly::backup_file_sectors(plan) * 512))
+}
+
+pub fn read_all(devs: &[Device]) -> Vec<u8> {
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let array = asm.array().unwrap();
+    let mut got = vec![0u8; array.size() as usize];
+    array.read_at(&mut got, 0).unwrap();
+    got
+}
