@@ -292,6 +292,11 @@ impl Assembly {
                 sb.new_layout = 0;
                 sb.raid_disks -= 1;
                 sb.data_size = sb.size;
+                // md's takeover to RAID 0 sets the array in sync ("make sure
+                // it will be not marked as dirty"): a RAID 0 has nothing to
+                // resync, and a dirty mark the RAID 4 carried (a walk served,
+                // or resumed after a cut) would stay on it for good.
+                sb.resync_offset = u64::MAX;
             }
         })?;
         self.geometry = geometry_of(&self.grow_template()?)?;
