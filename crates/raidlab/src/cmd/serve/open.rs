@@ -209,6 +209,21 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             )
             .with_context(|| format!("export {label:?}"))?;
             crate::open::say_started(&started.report, &format!("export {label:?}: "));
+            let mut parts = started.into_parts();
+            // md's start: a degraded array's hot spares go into the missing
+            // roles, rebuilt below with the rebuilds the superblocks record.
+            let spares = parts
+                .take_spares()
+                .with_context(|| format!("export {label:?}: cannot put a hot spare into a missing role"))?;
+            for &(i, role) in &spares.taken {
+                eprintln!(
+                    "raidlab: export {label:?}: hot spare {} goes into missing role {role}",
+                    parts.asm.members[i].device.path
+                );
+            }
+            if let Some(why) = spares.waits {
+                eprintln!("raidlab: export {label:?}: role(s) {:?} missing beside a hot spare: {why}", parts.asm.missing());
+            }
             let StartedParts {
                 asm,
                 array,
@@ -216,7 +231,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 consistent,
                 resume,
                 ..
-            } = started.into_parts();
+            } = parts;
             let g = asm.geometry;
             // Linear and multi-zone RAID 0 run over a placeholder geometry:
             // their level and shape come from the assembly.
