@@ -103,19 +103,18 @@ impl Assembly {
     }
 
     fn take_spares(&mut self, open: Vec<usize>, spares: Vec<usize>) -> Result<Vec<(usize, usize)>> {
-        let template = self.newest_live_superblock()?;
         let before: Vec<(Superblock, MemberState, Option<usize>)> = self
             .members
             .iter()
             .map(|m| (m.sb.clone(), m.state, m.role))
             .collect();
         let taken: Vec<(usize, usize)> = spares.into_iter().zip(open).collect();
+        // A spare a cut left behind a commit (one that gave it a role its
+        // own superblock never took) was assembled with the array's
+        // settings from the newest superblock (`assemble`, as md's
+        // `sync_super` writes every device from the array's), so its
+        // superblock is the array's here.
         for &(i, role) in &taken {
-            // A spare a cut left behind a commit (one that gave it a role
-            // its own superblock never took) still carries the array's
-            // settings from before; md writes every superblock from the
-            // array's (`sync_super`), so it takes the newest's here.
-            level_with(&mut self.members[i].sb, &template);
             self.start_recovery(i, role);
         }
         if let Err(e) = self.commit(|_| {}) {
@@ -128,32 +127,6 @@ impl Assembly {
         }
         Ok(taken)
     }
-}
-
-/// `sb`'s array-wide settings as `newest` has them; what is the device's
-/// own (its number, UUID, data area, bad-block log, recovery) stays.
-fn level_with(sb: &mut Superblock, newest: &Superblock) {
-    sb.level = newest.level;
-    sb.layout = newest.layout;
-    sb.size = newest.size;
-    sb.chunksize = newest.chunksize;
-    sb.raid_disks = newest.raid_disks;
-    sb.delta_disks = newest.delta_disks;
-    sb.new_level = newest.new_level;
-    sb.new_layout = newest.new_layout;
-    sb.new_chunk = newest.new_chunk;
-    sb.reshape_position = newest.reshape_position;
-    sb.resync_offset = newest.resync_offset;
-    sb.max_dev = newest.max_dev;
-    sb.bitmap_offset = newest.bitmap_offset;
-    sb.dev_roles = newest.dev_roles.clone();
-    let array_wide = feature::BITMAP_OFFSET
-        | feature::RESHAPE_ACTIVE
-        | feature::RESHAPE_BACKWARDS
-        | feature::NEW_OFFSET
-        | feature::PPL
-        | feature::MULTIPLE_PPLS;
-    sb.feature_map = (sb.feature_map & !array_wide) | (newest.feature_map & array_wide);
 }
 
 #[cfg(test)]
