@@ -40,6 +40,7 @@ use raidlab_md::grow_backup::{
     mdadm_backup_sectors, uuid_bytes_090, BackupSuper, Placement, LEAD_SECTORS, RECORD_BYTES,
 };
 use raidlab_md::superblock::{feature, MetadataVersion};
+use raidlab_md::Superblock;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -193,11 +194,7 @@ impl Assembly {
     /// Whether the reshape `r` the superblocks record is an in-place grow
     /// of a 0.90 array that raidlab walks.
     pub(crate) fn is_in_place(&self, r: &Reshape) -> Result<bool> {
-        let t = self.grow_template()?;
-        Ok(t.version() == MetadataVersion::V0_90
-            && t.feature_map & feature::NEW_OFFSET == 0
-            && !r.backwards
-            && in_place_walk_supported(r))
+        Ok(recorded_in_place(&self.grow_template()?, r) && in_place_walk_supported(r))
     }
 
     /// For reading an in-place grow stopped inside its critical section:
@@ -302,6 +299,16 @@ impl Assembly {
         }
         Ok(())
     }
+}
+
+/// Whether the superblocks (`template`, the newest) record `r` as md's
+/// in-place grow: metadata 0.90 (no new data offset), forwards, to more
+/// members. Whether raidlab walks it is [`in_place_walk_supported`].
+pub(super) fn recorded_in_place(template: &Superblock, r: &Reshape) -> bool {
+    template.version() == MetadataVersion::V0_90
+        && template.feature_map & feature::NEW_OFFSET == 0
+        && !r.backwards
+        && r.new.raid_disks > r.old.raid_disks
 }
 
 /// Whether raidlab walks the 0.90 reshape `r` in place: a parity level
