@@ -238,7 +238,7 @@ impl Assembly {
         let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
         if !(shrink || plan.new_raid_devices == plan.old_raid_devices) || plan.backup_sectors == 0 {
             return Err(refused(format!(
-                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members, or fewer members (a grow by members backs up on the new members, a 1.x array moves its data offset): leave --backup-file out; nothing was changed",
+                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members, or fewer members (a grow by members, with a new chunk or layout too, backs its critical section up on the new members as mdadm does without a backup file; a 1.x array moves its data offset): leave --backup-file out; nothing was changed",
                 backup.display()
             )));
         }
@@ -415,7 +415,7 @@ impl Assembly {
         }
         if in_place {
             return Ok(ReshapePlan {
-                backup_sectors: self.in_place_backup_sectors(n)?,
+                backup_sectors: self.in_place_backup_sectors(&plan(0))?,
                 ..plan(0)
             });
         }
