@@ -8,13 +8,14 @@
 //! What it decides: which files are trusted (refused otherwise, each
 //! before anything is written); for a shrink, how a record naming two
 //! sections is brought to the walk's own state (the upper one let go, the
-//! window below saved).
+//! window below saved only when [`needs_backup`] says a cut in it could
+//! lose its old bytes, as the walk saves it).
 //!
 //! It must never write the array from a record it has not checked, and
 //! never leave a record naming a section below the position that is not
 //! the window the walk takes next.
 
-use super::shrink::window_below;
+use super::shrink::{needs_backup, window_below};
 use super::{hex, save, section, set_section, BackupFile};
 use crate::assemble::Assembly;
 use crate::grow::{refused, SECTOR};
@@ -150,10 +151,15 @@ impl Assembly {
                 set_section(&mut b_rec, upper, 0..0);
                 file.write_record(&mut b_rec)?;
             }
-            let free = if section(&b_rec, 0).is_empty() { 0 } else { 1 };
-            let old = self.reshape_side(r, false, false)?;
+            // The window below is saved as the walk saves it: only when
+            // a cut in it could lose its old bytes (`needs_backup`); else
+            // no section names it, and a cut leaves it to be read again.
             let below = window_below(lo, window * SECTOR)..lo;
-            save(file, &mut b_rec, free, &old, below, window)?;
+            if needs_backup(r, &below) {
+                let free = if section(&b_rec, 0).is_empty() { 0 } else { 1 };
+                let old = self.reshape_side(r, false, false)?;
+                save(file, &mut b_rec, free, &old, below, window)?;
+            }
         }
         let to = if r.backwards { lo } else { hi };
         self.commit(|sb| sb.reshape_position = to / SECTOR)?;
