@@ -313,3 +313,35 @@ fn md_refusals_are_kept_with_nothing_written() {
     drop(asm);
     assert!(snapshot(&devs) == before, "a refusal wrote");
 }
+
+/// A crash inside the critical section: the superblocks say position 0,
+/// and the new rows of the critical section hold whatever a torn copy
+/// left (garbage here, over old rows whose bytes the backup holds). Reads
+/// take those bytes from the backup; the walk puts it back and goes on.
+#[test]
+fn a_torn_critical_section_reads_from_the_backup_and_is_put_back() {
+    for (level, n, req, chunk, layout) in cases() {
+        let m = req.raid_devices.unwrap();
+        let devs = mem_devices(m, 8 * MIB + SUPER_ROOM);
+        let data = fill(level, &devs[..n], 7);
+        let plan = start(&devs, n, &req);
+        let r = Assembly::assemble(devs.clone())
+            .unwrap()
+            .reshape()
+            .unwrap()
+            .unwrap();
+        // The member bytes the critical section's new stripes fill.
+        let rows = plan.backup_sectors * 512 / r.new.data_disks() as u64;
+        for (i, d) in devs.iter().enumerate() {
+            d.volume.write_at(&pattern(rows, 99 + i as u64), 0).unwrap();
+        }
+        assert!(
+            read_all(&devs)[..data.len()] == *data,
+            "{level:?} {req:?}: read inside the critical section"
+        );
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
+        drop(asm);
+        assert_grown(&devs, &data, chunk, md_layout(level, layout));
+    }
+}
