@@ -29,15 +29,16 @@
 //!   leaves them (`Assembly::shrink_release`);
 //! - which backup files are refused (on a member, existing when one is to
 //!   be made, missing, too small, torn, of another array, older than the
-//!   superblocks by mdadm's window), each before anything is written.
+//!   superblocks by mdadm's window: `restore` checks a record), each
+//!   before anything is written.
 //!
 //! The run is paced by `--max-rate` (member bytes a second) and stops
 //! between windows when asked, as the other long runs.
 //!
-//! It must never write a window in the new geometry before its old bytes
-//! and the record naming them are durable in the file, never forget the
-//! section covering the recorded position, and never run while the array
-//! serves (the served path refuses 0.90 restripes).
+//! It must never write a window whose old bytes a cut could lose before
+//! those bytes and the record naming them are durable in the file, never
+//! forget the section covering the recorded position, and never run while
+//! the array serves (the served path refuses 0.90 restripes).
 
 use super::{refused, ReshapeReport, SECTOR};
 use crate::assemble::{now_secs, Assembly};
