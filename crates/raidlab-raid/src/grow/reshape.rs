@@ -234,14 +234,27 @@ impl Assembly {
         backup: &std::path::Path,
         array_bytes: Option<u64>,
     ) -> Result<ReshapePlan> {
-        let plan = self.reshape_check_inner(req, 0, array_bytes, true)?;
-        let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
-        if !(shrink || plan.new_raid_devices == plan.old_raid_devices) || plan.backup_sectors == 0 {
+        // A grow by members is refused for the file before any other
+        // check: the spares it would count come with `--add`, which this
+        // check does not take.
+        let grows = req
+            .raid_devices
+            .is_some_and(|n| n > self.geometry.raid_disks);
+        let plan = if grows {
+            None
+        } else {
+            Some(self.reshape_check_inner(req, 0, array_bytes, true)?)
+        };
+        let walks_file = plan.is_some_and(|plan| {
+            let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
+            (shrink || plan.new_raid_devices == plan.old_raid_devices) && plan.backup_sectors != 0
+        });
+        let Some(plan) = plan.filter(|_| walks_file) else {
             return Err(refused(format!(
-                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members, or fewer members (a grow by members backs up on the new members, a 1.x array moves its data offset): leave --backup-file out; nothing was changed",
+                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members, or fewer members (a grow by members, with a new chunk or layout too, backs its critical section up on the new members as mdadm does without a backup file; a 1.x array moves its data offset): leave --backup-file out; nothing was changed",
                 backup.display()
             )));
-        }
+        };
         self.backup_file_path_check(backup, true)?;
         Ok(plan)
     }
@@ -415,7 +428,7 @@ impl Assembly {
         }
         if in_place {
             return Ok(ReshapePlan {
-                backup_sectors: self.in_place_backup_sectors(n)?,
+                backup_sectors: self.in_place_backup_sectors(&plan(0))?,
                 ..plan(0)
             });
         }

@@ -56,7 +56,7 @@
 //! layout, a level change other than 4 and 5, a move of the data offset too small for the
 //! walk): those are refused, for mdadm to finish.
 
-use super::in_place::in_place_walk_supported;
+use super::in_place::{in_place_walk_supported, recorded_in_place};
 use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
@@ -66,7 +66,7 @@ use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
 use raidlab_layout::{Layout, Level};
-use raidlab_md::superblock::{feature, MetadataVersion};
+use raidlab_md::superblock::feature;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -126,10 +126,7 @@ impl Assembly {
         let moved = template.feature_map & feature::NEW_OFFSET != 0;
         // A 0.90 grow has no new offset: walked in place past its critical
         // section (`super::in_place`).
-        let in_place = !moved
-            && !backwards
-            && template.version() == MetadataVersion::V0_90
-            && r.new.raid_disks > r.old.raid_disks;
+        let in_place = recorded_in_place(&template, &r);
         if self.needs_backup_file(&r)? {
             // md restripes such a 0.90 array only through mdadm's backup
             // file (`super::backup_file`).

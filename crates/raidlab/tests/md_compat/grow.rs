@@ -64,6 +64,10 @@
 //!   on the new member as mdadm does without a backup file; read whole and
 //!   without member 1, and the RAID 6 killed part-way (SIGKILL) and carried
 //!   on by md, read whole and without members 0 and 4;
+//!   `r5-090-4to5-chunk-killed`: a 0.90 RAID 5 of 4 `--raid-devices 5
+//!   --add --chunk 32K` in one in-place reshape (no backup file, as mdadm
+//!   makes it: the critical section on the new member), killed part-way
+//!   (SIGKILL) and carried on by md, read whole and without member 2;
 //! * `r10-4to6`, `r10-o2-4to5-killed`: a RAID 10 near=2 of 4
 //!   `--raid-devices 6 --add --add` (md's RAID 10 reshape: the data offset
 //!   moved down, every copy rewritten), read whole and without roles 0 and
@@ -130,7 +134,8 @@
 //! `r5-chunk-64to256`, `r1-to-r5-of-3`, `r5-3to4`,
 //! `r6-4to5-served-stopped`, `r5-4to5-chunk-served-killed` and
 //! `r6-4to5-served-end-killed`, `r10-n2-4to5-served-end-killed`,
-//! `r6-090-layout-backup-stopped` and `r5-5to4-served-shrink-killed` run only with
+//! `r6-090-layout-backup-stopped`, `r5-5to4-served-shrink-killed` and
+//! `r5-090-4to5-chunk-killed` run only with
 //! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
 //! the cases so named (of either kind), for working on a few.
 //!
@@ -207,6 +212,7 @@ const FULL_ONLY: &[&str] = &[
     "r10-n2-4to5-served-end-killed",
     "r6-090-layout-backup-stopped",
     "r5-5to4-served-shrink-killed",
+    "r5-090-4to5-chunk-killed",
 ];
 
 struct Grown {
@@ -622,6 +628,20 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--raid-devices", "5", "--add", "NEW"],
             sets: vec![vec![0, 4]],
+            interrupt: Some("KILL"),
+        },
+        // The same with a new chunk in one reshape (mdadm makes both at
+        // once, and asks no backup file: the new member holds the critical
+        // section, raidlab's longer than mdadm's); killed past the
+        // critical section, md carries it on from raidlab's checkpoint.
+        Grown {
+            name: "r5-090-4to5-chunk-killed",
+            level: 5,
+            devices: 4,
+            create: &["--chunk", "64K", "--metadata", "0.90"],
+            grow_files: false,
+            grow: &["--raid-devices", "5", "--add", "NEW", "--chunk", "32K"],
+            sets: vec![vec![2]],
             interrupt: Some("KILL"),
         },
         Grown {

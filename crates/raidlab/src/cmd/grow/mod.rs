@@ -142,14 +142,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
                     ))
                     && asm.reshape().is_none() =>
             {
-                match &a.backup_file {
-                    Some(f) => asm
-                        .reshape_check_sized_with_backup(req, f, array_bytes)
-                        .map(|_| ()),
-                    None => asm
-                        .reshape_check_sized(req, a.add.len(), array_bytes)
-                        .map(|_| ()),
-                }?;
+                reshape_plan(asm, req, &a, a.add.len(), array_bytes)?;
                 Ok(())
             }
             _ => Ok(()),
@@ -189,6 +182,24 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         }
     }
     unreachable!("one change was counted above")
+}
+
+/// The reshape `req` asks for, checked with `coming` new members: through
+/// `--backup-file` when one is given (a metadata 0.90 restripe or shrink),
+/// else as any other. The one place the two checks are chosen between, so
+/// that the early refusal (before a log replay could write) and the grow's
+/// own check agree.
+fn reshape_plan(
+    asm: &Assembly,
+    req: &ReshapeRequest,
+    a: &GrowArgs,
+    coming: usize,
+    array_bytes: Option<u64>,
+) -> raidlab_core::Result<raidlab_raid::grow::ReshapePlan> {
+    match &a.backup_file {
+        Some(f) => asm.reshape_check_sized_with_backup(req, f, array_bytes),
+        None => asm.reshape_check_sized(req, coming, array_bytes),
+    }
 }
 
 fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCode> {
@@ -424,10 +435,7 @@ fn grow_reshape(
                 n - old
             );
         }
-        let plan = match &a.backup_file {
-            Some(f) => asm.reshape_check_sized_with_backup(req, f, array_bytes)?,
-            None => asm.reshape_check_sized(req, adds.len(), array_bytes)?,
-        };
+        let plan = reshape_plan(&asm, req, a, adds.len(), array_bytes)?;
         precheck_adds(&asm, &adds, a.force)?;
         Ok(plan)
     })();
