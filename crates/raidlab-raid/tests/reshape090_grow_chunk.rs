@@ -10,7 +10,6 @@
 mod md090;
 use md090::*;
 use raidlab_core::Volume;
-use raidlab_devices::fault::Tripwire;
 use raidlab_layout::{Layout, Level};
 use raidlab_md::grow_backup::BackupSuper;
 use raidlab_raid::assemble::{Assembly, Device};
@@ -169,22 +168,7 @@ fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bo
     let data = fill(level, &devs[..n], 7);
     let (asm, plan) = checked(&devs, n, req);
     drop(asm);
-    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| -> bool {
-        let wire = Tripwire::new(at);
-        for f in &faults {
-            f.set_tripwire(Some(wire.clone()));
-        }
-        work();
-        let tripped = wire.tripped();
-        for (i, f) in faults.iter().enumerate() {
-            f.set_tripwire(None);
-            if tripped {
-                f.power_cut(seed ^ (i as u64) << 32).unwrap();
-                f.restart();
-            }
-        }
-        tripped
-    };
+    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| md090::cut_at(&faults, at, seed, work);
     let tripped = cut(w, seed, &mut || {
         let mut asm = Assembly::assemble(devs.clone()).unwrap();
         let _ = asm
