@@ -15,7 +15,8 @@
 //!   in the same reshape (mdadm makes both at once: `analyse_change` and
 //!   `reshape_array` ask no backup file when spares take the new roles,
 //!   and back up only the critical section, `child_monitor` letting md
-//!   walk the rest); a new chunk or layout over the same members runs
+//!   walk the rest; given `--backup-file`, that backup goes in the file,
+//!   `super::backup_file::grow`); a new chunk or layout over the same members runs
 //!   through mdadm's `--backup-file`, `super::backup_file`; a level change
 //!   with it is refused with nothing written; and md's conditions of any
 //!   restripe;
@@ -72,7 +73,7 @@ impl Assembly {
     ) -> Result<()> {
         let old = self.geometry.raid_disks;
         // Fewer members are `super::shrink`'s; a grow given a backup file
-        // is refused by the caller, which says where its backup goes.
+        // backs its critical section up there (`super::backup_file::grow`).
         let with_file = backup_file && n == old && !same_shape;
         if level_change || !(n > old || with_file) {
             let how = if n == old && !level_change {
@@ -259,7 +260,7 @@ impl Assembly {
         let Some((i, b)) = self.find_backup(&r)? else {
             if r.position < critical {
                 return Err(refused(format!(
-                    "reshape_position {} is inside the critical section (the first {critical} bytes of the array, where the new stripes overlap old ones) and no new member holds a valid backup of it (mdadm's md_backup_data record 4 KiB before the end of each new member's component): those bytes cannot be put back (mdadm: \"Failed to find backup of critical section\"); nothing was changed",
+                    "reshape_position {} is inside the critical section (the first {critical} bytes of the array, where the new stripes overlap old ones) and no new member holds a valid backup of it (mdadm's md_backup_data record 4 KiB before the end of each new member's component): those bytes cannot be put back (mdadm: \"Failed to find backup of critical section\"); if the grow was started with --backup-file, run `raidlab grow --continue --backup-file FILE` with that file; nothing was changed",
                     r.position
                 )));
             }

@@ -54,6 +54,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod grow;
 mod restore;
 mod restripe;
 mod shrink;
@@ -282,6 +283,11 @@ impl Assembly {
         plan: super::ReshapePlan,
         file: &BackupFile,
     ) -> Result<()> {
+        if plan.new_raid_devices > plan.old_raid_devices && !plan.backwards {
+            // A grow by members: only its critical section goes in the file
+            // (`grow`), the rest is the in-place walk.
+            return self.reshape_start_backed(plan, Some(file));
+        }
         let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
         if !(shrink || plan.new_raid_devices == plan.old_raid_devices) || plan.backup_sectors == 0 {
             return Err(Error::invalid(
@@ -372,9 +378,12 @@ impl Assembly {
             }
             Some(r) => r?,
         };
+        if self.is_in_place(&r)? {
+            return self.in_place_run_with_backup(file, r, opts, progress);
+        }
         if !self.needs_backup_file(&r)? {
             return Err(refused(format!(
-                "--backup-file {}: this reshape does not use one (raidlab walks a backup file only for a metadata 0.90 RAID 4/5/6 with a new chunk or layout over the same members, or fewer members): run `raidlab grow --continue` without it; nothing was changed",
+                "--backup-file {}: this reshape does not use one (raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's restripe: more members, a new chunk or layout over the same members, or fewer members): run `raidlab grow --continue` without it; nothing was changed",
                 file.name
             )));
         }
