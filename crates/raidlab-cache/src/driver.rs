@@ -113,6 +113,14 @@ impl BackgroundCleaner {
         BackgroundCleaner { shared, thread }
     }
 
+    /// How many times the driver has ticked so far: with
+    /// [`BackgroundCleaner::wait_ticks`], a wait for ticks that start after
+    /// a given moment.
+    pub fn ticks(&self) -> u64 {
+        let (m, _) = &*self.shared;
+        m.lock().unwrap_or_else(|p| p.into_inner()).ticks
+    }
+
     /// Block until the driver has ticked at least `n` times in all (or has
     /// stopped on an error): for owners and tests that need a tick to have
     /// happened, without sleeping.

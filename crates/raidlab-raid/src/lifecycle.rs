@@ -29,6 +29,10 @@
 //! membership verbs do. Its stop flushes the members, so that a verb that
 //! returns has made what it wrote durable.
 //!
+//! A writable start of a degraded array with hot spares puts them into the
+//! missing roles (`StartedParts::take_spares`, md's start; the rule is
+//! `manage::spares`'), for its owner to rebuild.
+//!
 //! It decides the order of those steps and nothing else: what each step does
 //! lives in `assemble`, `journal`, `ppl` and `recovery`. It never prints: it
 //! reports what the start did, and callers say it.
@@ -36,6 +40,7 @@
 use crate::array::Array;
 use crate::assemble::{ArrayState, Assembly};
 use crate::journal::{JournalMode, JournalReplay};
+use crate::manage::SparesAtStart;
 use crate::ppl::PplReplay;
 use crate::recovery::{RunOptions, ScrubReport};
 use crate::stripe_cache::StripeCacheConfig;
@@ -350,6 +355,80 @@ pub struct StartedParts {
     pub consistent: bool,
     pub resume: Vec<(usize, u64)>,
     pub writable: bool,
+}
+
+impl StartedParts {
+    /// md's start of a degraded array with hot spares
+    /// ([`Assembly::spares_into_missing_roles`], with this start's facts:
+    /// writable, consistent): the spares taken into missing roles join the
+    /// rebuilds to resume (`resume`, from 0), which the owner runs as any
+    /// rebuild. Committed through the running array (its bitmap).
+    pub fn take_spares(&mut self) -> Result<SparesAtStart> {
+        let (writable, consistent) = (self.writable, self.consistent);
+        let array = self.array.clone();
+        let s = self.asm.change_running(&array, |a| {
+            a.spares_into_missing_roles(writable, consistent)
+        })?;
+        self.resume.extend(s.taken.iter().map(|&(i, _)| (i, 0)));
+        Ok(s)
+    }
+}
+
+/// What the owner of a quiesced array (every write done and flushed) does
+/// about the superblocks' dirty mark before a change that needs the array
+/// consistent (md's takeover, a restripe's start) or at its stop: the one
+/// rule the server and the simulation follow ([`Assembly::before_change`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BeforeChange {
+    /// In sync, or a level with nothing to resync: nothing to do.
+    Nothing,
+    /// The mark is this owner's safe mode's: the copies agree, so the change
+    /// runs with it counted as clean ([`Assembly::change_quiesced`]), and a
+    /// clean stop marks it clean ([`stop_records`]).
+    SafeModeMark,
+    /// The mark was there when the owner started (an unclean stop, not
+    /// resynced since): parity or copies may disagree where writes were in
+    /// flight, and the change's checks refuse it until a resync (`raidlab
+    /// resync`, or the one a writable start runs: md resyncs before it
+    /// reshapes or takes over an array).
+    ResyncFirst,
+}
+
+impl Assembly {
+    /// Whether a dirty mark made from now on is the owner's own: md's safe
+    /// mode runs only on an array in sync when its owner starts serving it
+    /// (`LiveArray::start_safe_mode`); a mark found at the start is an
+    /// unclean stop's. The server asks it of the array it started (after
+    /// the start's resync); an owner without a safe mode of its own (the
+    /// simulation) asks it at each restart.
+    pub fn mark_ours_at_start(&self) -> bool {
+        self.in_sync()
+    }
+
+    /// [`BeforeChange`] for this array, `mark_is_ours` the owner's
+    /// knowledge ([`Assembly::mark_ours_at_start`], kept while it serves).
+    pub fn before_change(&self, mark_is_ours: bool) -> BeforeChange {
+        if self.in_sync() || !crate::level::of(&self.geometry).resyncs {
+            BeforeChange::Nothing
+        } else if mark_is_ours {
+            BeforeChange::SafeModeMark
+        } else {
+            BeforeChange::ResyncFirst
+        }
+    }
+
+    /// Make `change` on a quiesced served array, with a dirty mark of the
+    /// owner's safe mode (`mark_is_ours`) counted as clean for it and for
+    /// nothing after ([`BeforeChange::SafeModeMark`]): what the server's
+    /// takeovers and restripe starts run through (`LiveArray`), and the
+    /// simulation's.
+    pub fn change_quiesced<T>(
+        &mut self,
+        mark_is_ours: bool,
+        change: impl FnOnce(&mut Assembly) -> T,
+    ) -> T {
+        self.in_service(mark_is_ours, change)
+    }
 }
 
 /// The recorder a started array records members taken out with, from

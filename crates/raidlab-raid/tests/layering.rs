@@ -26,8 +26,17 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         let path = entry.unwrap().path();
         let name = path.file_stem().unwrap().to_str().unwrap().to_string();
         if path.is_dir() {
-            for sub in std::fs::read_dir(&path).unwrap() {
-                files.push((name.clone(), sub.unwrap().path()));
+            // Every file below it, at any depth (grow/backup_file/*.rs).
+            let mut dirs = vec![path.clone()];
+            while let Some(d) = dirs.pop() {
+                for sub in std::fs::read_dir(&d).unwrap() {
+                    let sub = sub.unwrap().path();
+                    if sub.is_dir() {
+                        dirs.push(sub);
+                    } else if sub.extension() == Some(std::ffi::OsStr::new("rs")) {
+                        files.push((name.clone(), sub));
+                    }
+                }
             }
         } else if path.extension() == Some(std::ffi::OsStr::new("rs")) {
             files.push((name, path));

@@ -8,7 +8,7 @@
 mod md090;
 use md090::*;
 use raidlab_core::Volume;
-use raidlab_devices::fault::{FaultVolume, Tripwire};
+use raidlab_devices::fault::FaultVolume;
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level};
 use raidlab_md::grow_backup::BackupSuper;
@@ -122,22 +122,7 @@ fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bo
     let all: Vec<Fault> = faults.iter().cloned().chain([fvol.clone()]).collect();
     // Power goes at write `at` of `work`; what the cut leaves is decided
     // by `seed`.
-    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| -> bool {
-        let wire = Tripwire::new(at);
-        for f in &all {
-            f.set_tripwire(Some(wire.clone()));
-        }
-        work();
-        let tripped = wire.tripped();
-        for (i, f) in all.iter().enumerate() {
-            f.set_tripwire(None);
-            if tripped {
-                f.power_cut(seed ^ (i as u64) << 32).unwrap();
-                f.restart();
-            }
-        }
-        tripped
-    };
+    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| md090::cut_at(&all, at, seed, work);
     let file = BackupFile::on_volume("backup", fvol.clone());
     let tripped = cut(w, seed, &mut || {
         let mut asm = Assembly::assemble(devs.clone()).unwrap();

@@ -9,7 +9,7 @@
 mod md090;
 use md090::*;
 use raidlab_core::Volume;
-use raidlab_devices::fault::{FaultVolume, Tripwire};
+use raidlab_devices::fault::FaultVolume;
 use raidlab_devices::MemVolume;
 use raidlab_layout::Level;
 use raidlab_md::grow_backup::BackupSuper;
@@ -240,22 +240,7 @@ fn cut_at(level: Level, chunk: Option<u64>, w: u64, seed: u64) -> bool {
     let inner: Arc<dyn Volume> = mem_file(&plan);
     let fvol = Arc::new(FaultVolume::with_volatile_cache(inner));
     let all: Vec<Fault> = faults.iter().cloned().chain([fvol.clone()]).collect();
-    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| -> bool {
-        let wire = Tripwire::new(at);
-        for f in &all {
-            f.set_tripwire(Some(wire.clone()));
-        }
-        work();
-        let tripped = wire.tripped();
-        for (i, f) in all.iter().enumerate() {
-            f.set_tripwire(None);
-            if tripped {
-                f.power_cut(seed ^ (i as u64) << 32).unwrap();
-                f.restart();
-            }
-        }
-        tripped
-    };
+    let cut = |at: u64, seed: u64, work: &mut dyn FnMut()| md090::cut_at(&all, at, seed, work);
     let file = BackupFile::on_volume("backup", fvol.clone());
     let tripped = cut(w, seed, &mut || {
         let mut asm = Assembly::assemble(devs.clone()).unwrap();

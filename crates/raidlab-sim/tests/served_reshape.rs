@@ -238,12 +238,12 @@ fn served_level_changes_keep_every_answered_write() {
             .filter(|r| r.run % level_change_kinds() == k)
             .collect();
         eprintln!(
-            "{}: {} runs, {} cuts, {} answers, {} left degraded",
+            "{}: {} runs, {} cuts, {} answers, {} spare(s) put into a missing role at a start",
             level_change_kind(k),
             of.len(),
             of.iter().map(|r| r.cuts).sum::<u32>(),
             of.iter().map(|r| r.answered).sum::<u64>(),
-            of.iter().filter(|r| r.left_degraded).count()
+            of.iter().map(|r| r.spares_taken).sum::<u64>(),
         );
         assert!(
             of.len() >= 3,
@@ -254,18 +254,27 @@ fn served_level_changes_keep_every_answered_write() {
     }
     let cuts: u32 = runs.iter().map(|r| r.cuts).sum();
     let answered: u64 = runs.iter().map(|r| r.answered).sum();
-    let degraded: Vec<String> = runs
+    let taken: Vec<String> = runs
         .iter()
-        .filter(|r| r.left_degraded)
+        .filter(|r| r.spares_taken > 0)
         .map(|r| format!("run {} ({})", r.run, r.label))
         .collect();
     eprintln!(
-        "{} runs, {cuts} cuts, {answered} answers; {} left degraded beside a hot spare (read right; md's start would rebuild onto it, raidlab's does not): {}",
+        "{} runs, {cuts} cuts, {answered} answers; {} run(s) where a start put a hot spare into a missing role and rebuilt it: {}",
         runs.len(),
-        degraded.len(),
-        degraded.join(", ")
+        taken.len(),
+        taken.join(", ")
     );
     assert!(cuts as usize >= runs.len(), "only {cuts} cuts");
+    // A cut inside the takeover commit that gives a spare its role comes
+    // in about 1 run of 40 (24 of 1,000; runs 6 and 90 of the default
+    // 140): the start's spare and its rebuild must have been exercised.
+    if runs.len() >= 100 {
+        assert!(
+            !taken.is_empty(),
+            "no start put a spare into a missing role"
+        );
+    }
     // Clients wrote during the restripes of every kind that has one.
     assert!(answered > 0, "no client was answered");
 }

@@ -797,7 +797,8 @@ pub struct GrowArgs {
     /// --layout over the same members, or its fewer --raid-devices (with
     /// --array-size), runs in place through it (made here, on a device
     /// outside the array; removed at the end), and `--continue` of such a
-    /// reshape needs it. Offline only.
+    /// reshape needs it; its more --raid-devices keep their critical
+    /// section in it instead of on the new members. Offline only.
     #[arg(long)]
     pub backup_file: Option<PathBuf>,
     /// With --raid-devices: devices to add into the new slots (a file that

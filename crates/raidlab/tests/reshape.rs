@@ -131,6 +131,66 @@ fn a_090_raid5_grows_in_place() {
     }
 }
 
+/// The same with a new chunk in one reshape, as mdadm makes it (no backup
+/// file: the critical section on the new member); `--backup-file` with it
+/// refused, nothing written.
+#[test]
+fn a_090_raid5_grows_in_place_with_a_new_chunk() {
+    // Without a backup file (the critical section on the new member) and
+    // with one (in the file, as mdadm puts it when given one).
+    for with_file in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old = ["m0", "m1", "m2"];
+        let a = create_filled(
+            d,
+            &old,
+            "16M",
+            &["--level", "5", "--metadata", "0.90", "--chunk", "64K"],
+        );
+        let grow = ["--raid-devices", "4", "--add", "m3", "--member-size", "16M"];
+        let bak = d.join("bak");
+        let mut args = with("grow", &old, &grow);
+        args.extend(["--chunk", "32K"]);
+        if with_file {
+            // A backup file on a member of the array: mdadm refuses it.
+            let mut bad = args.clone();
+            bad.extend(["--backup-file", "m1"]);
+            let before = files(d, &old);
+            let o = run(d, &bad);
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                !o.status.success() && e.contains("a member of the array"),
+                "{e}"
+            );
+            assert!(!d.join("m3").exists(), "a refusal made files");
+            assert!(files(d, &old) == before, "a refusal wrote");
+            args.extend(["--backup-file", bak.to_str().unwrap()]);
+        }
+        let out = ok(d, &args);
+        assert!(
+            out.contains("in place") && out.contains("critical section"),
+            "{out}"
+        );
+        assert_eq!(out.contains("in the backup file"), with_file, "{out}");
+        assert!(!bak.exists(), "the backup file is left after the grow");
+        let new = ["m0", "m1", "m2", "m3"];
+        let got = export(d, &new);
+        assert!(got[..a.len()] == *a, "the data before the grow changed");
+        assert!(
+            got[a.len()..].iter().all(|&b| b == 0),
+            "the new space is not zeros"
+        );
+        check_clean(d, &new);
+        for m in new {
+            let e = examine(d, m);
+            assert_eq!(e["raid_devices"].as_u64(), Some(4), "{e}");
+            assert_eq!(e["chunk_size_kib"].as_u64(), Some(32), "{e}");
+            assert!(e["reshape"].is_null(), "{m}: still mid-reshape: {e}");
+        }
+    }
+}
+
 #[test]
 fn raid6_and_raid4_grow_by_two_members_and_a_second_grow_finds_room() {
     for level in ["6", "4"] {

@@ -91,6 +91,34 @@ pub(super) fn member_state(
     (state, slot)
 }
 
+/// The slot the newest superblock's table gives a spare that missed the
+/// commit that started a reshape (a cut between the members' superblock
+/// writes of a grow's start): its own superblock, behind the newest, says
+/// spare and records no reshape, where the newest records one and puts the
+/// device in a slot. Only the superblocks' word; whether the slot is one
+/// of the grow's new roles at its very start, which the device may take
+/// back, is [`super::Assembly::adopt_roles_missed_at_start`]'s decision.
+pub(super) fn missed_grow_start(
+    reference: &Superblock,
+    sb: &Superblock,
+    state: MemberState,
+) -> Option<usize> {
+    use raidlab_md::superblock::feature;
+    let reshaping = |s: &Superblock| s.feature_map & feature::RESHAPE_ACTIVE != 0;
+    if state != MemberState::Spare
+        || sb.events >= reference.events
+        || sb.role() != Role::Spare
+        || reshaping(sb)
+        || !reshaping(reference)
+    {
+        return None;
+    }
+    match reference_role(reference, sb) {
+        Role::Active(r) => Some(r as usize),
+        _ => None,
+    }
+}
+
 /// md's "difference of one" (the kernel's `validate_super`, mdadm's
 /// Assemble, for 0.90 and 1.x alike): a member exactly one event behind,
 /// which the newest superblock still lists where its own superblock says it

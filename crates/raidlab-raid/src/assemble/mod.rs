@@ -255,12 +255,26 @@ impl Assembly {
         let mut slots: Vec<Option<usize>> = vec![None; geometry.raid_disks];
         let mut members = Vec::new();
         let mut lagging = Vec::new();
+        let mut missed_start = Vec::new();
         for ((d, sb), superseded) in found.into_iter().zip(superseded) {
             let (mut state, role) = member_state(&reference, &sb);
+            if !superseded {
+                if let Some(r) = member_state::missed_grow_start(&reference, &sb, state) {
+                    missed_start.push((members.len(), r));
+                }
+            }
+            // A spare behind the newest count is caught up too: md writes
+            // every superblock it keeps current from the array's state
+            // (`sync_super`), so its older array-wide fields (a grow's start
+            // it missed, say) must not go out with the next commit's event
+            // count, where the assembly after it could take them for the
+            // newest and lose the reshape's record.
             let sb = if !superseded
                 && sb.events < reference.events
-                && matches!(state, MemberState::Active | MemberState::Journal)
-            {
+                && matches!(
+                    state,
+                    MemberState::Active | MemberState::Journal | MemberState::Spare
+                ) {
                 lagging.push(sb.dev_number);
                 caught_up(&reference, sb)
             } else {
@@ -346,6 +360,7 @@ impl Assembly {
             return Err(e);
         }
         asm.adopt_raid0_restripe_member();
+        asm.adopt_roles_missed_at_start(&missed_start);
         Ok(asm)
     }
 

@@ -141,6 +141,76 @@ impl Assembly {
         self.slots[old_parity] = Some(i);
     }
 
+    /// A grow's start commit cut short by a crash: the members it reached
+    /// record the reshape and give a new member its role, but that device's
+    /// own superblock, which the commit did not reach, still says spare
+    /// (`missed`: member index and the role the newest table gives it, from
+    /// [`super::member_state::missed_grow_start`]). Nothing has moved yet
+    /// (the reshape is forward, at position 0), so the new role holds no
+    /// data and that very device takes it back, in memory: the next commit
+    /// writes it so (it is caught up, and written first at the count it
+    /// has, as a member one event behind is). md would run the reshape
+    /// with the role missing and rebuild the spare into it after; taking
+    /// the device the start chose, rather than any spare, keeps what the
+    /// start put on it (a 0.90 grow's critical-section backup lives on the
+    /// new members, `grow::in_place`).
+    ///
+    /// Only a grow's new roles are taken so: a role below the old member
+    /// count given to a spare is a rebuild's start, whose progress is in
+    /// the device's own superblock (it stays a spare, `member_state`). When
+    /// a RAID 4's old parity role is empty too, that is a RAID 0's restripe
+    /// (a RAID 4 whose parity role is empty by design, its new members
+    /// taking the roles from the old parity role on, the new parity role
+    /// left empty) if the layout word is md's takeover's, parity-last, on
+    /// both sides (as [`Assembly::raid0_restripe`] tells a RAID 0's
+    /// shrink); with mdadm's own RAID 4 word it is a RAID 4 grow that lost
+    /// its parity member, which stays refused, as md refuses to start it.
+    /// Past position 0 a new role holds data: nothing is taken, and a
+    /// missing role is refused as any missing member is.
+    pub(crate) fn adopt_roles_missed_at_start(&mut self, missed: &[(usize, usize)]) {
+        if missed.is_empty() {
+            return;
+        }
+        let Some(Ok(r)) = self.reshape() else {
+            return;
+        };
+        if r.backwards || r.position != 0 || r.new.raid_disks <= r.old.raid_disks {
+            return;
+        }
+        let empty_role = |role: usize| self.slots.get(role).is_some_and(|s| s.is_none());
+        let sb = self.newest();
+        let takeover_word = raidlab_layout::ParityLayout::ParityLast as u32;
+        let new_roles =
+            if r.old.level == raidlab_layout::Level::Raid4 && empty_role(r.old.raid_disks - 1) {
+                // With a new chunk too, the new layout word is mdadm's RAID 4
+                // one (`grow::raid0`); the old one is still the takeover's.
+                let chunk_too = sb.new_chunk != sb.chunksize && sb.new_layout == 0;
+                if sb.layout != takeover_word || (sb.new_layout != takeover_word && !chunk_too) {
+                    return;
+                }
+                r.old.raid_disks - 1..r.new.raid_disks - 1
+            } else {
+                r.old.raid_disks..r.new.raid_disks
+            };
+        let taken: Vec<(usize, usize)> = missed
+            .iter()
+            .copied()
+            .filter(|&(i, role)| {
+                new_roles.contains(&role)
+                    && empty_role(role)
+                    && self.members[i].state == MemberState::Spare
+            })
+            .collect();
+        for (i, role) in taken {
+            let dev = self.members[i].sb.dev_number;
+            self.set_role(dev, role as u16);
+            let m = &mut self.members[i];
+            m.role = Some(role);
+            m.state = MemberState::Active;
+            self.slots[role] = Some(i);
+        }
+    }
+
     /// A side of the reshape reads each mirrored block from its first copy
     /// only unless the copies are known to agree ([`Assembly::consistent`]):
     /// after an unclean stop they may differ where writes were in flight,

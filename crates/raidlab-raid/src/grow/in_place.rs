@@ -10,15 +10,25 @@
 //! it (`Grow_restart`).
 //!
 //! What it decides:
-//! - whether such a grow is one raidlab makes: more data members with the
-//!   same level, chunk and layout (a new chunk or layout over the same
-//!   members runs through mdadm's `--backup-file`, `super::backup_file`;
-//!   any other 0.90 restripe is refused with nothing written), and md's
-//!   conditions of any restripe;
-//! - how much is backed up (mdadm's: a whole number of old and new stripes)
-//!   and where (`raidlab_md::grow_backup`: its place and record on each new
-//!   member, so that mdadm's `Grow_restart` finds it), written and flushed
-//!   before any superblock records the reshape;
+//! - whether such a grow is one raidlab makes: more data members at the
+//!   same level, with the same chunk and layout or a new chunk or layout
+//!   in the same reshape (mdadm makes both at once: `analyse_change` and
+//!   `reshape_array` ask no backup file when spares take the new roles,
+//!   and back up only the critical section, `child_monitor` letting md
+//!   walk the rest; given `--backup-file`, that backup goes in the file,
+//!   `super::backup_file::grow`); a new chunk or layout over the same members runs
+//!   through mdadm's `--backup-file`, `super::backup_file`; a level change
+//!   with it is refused with nothing written; and md's conditions of any
+//!   restripe;
+//! - how much is backed up (mdadm's: a whole number of old and new stripes,
+//!   made a whole number of the walk's units, md's resume boundary, and
+//!   doubled until it covers the critical section as
+//!   `Reshape::forward_critical_section` finds it, which with a smaller
+//!   new chunk reaches past mdadm's size: 4 to 5 members, 64 to 32 KiB,
+//!   768 KiB against mdadm's 384 KiB) and where (`raidlab_md::grow_backup`:
+//!   its place and record on each new member, so that mdadm's
+//!   `Grow_restart` finds it and puts back whatever length it names),
+//!   written and flushed before any superblock records the reshape;
 //! - that the critical section is copied by putting the backup back: at
 //!   every start of the walk, while a confirmed backup covers the position
 //!   (the first run at position 0, or a resume after a crash inside it),
@@ -40,6 +50,7 @@ use raidlab_md::grow_backup::{
     mdadm_backup_sectors, uuid_bytes_090, BackupSuper, Placement, LEAD_SECTORS, RECORD_BYTES,
 };
 use raidlab_md::superblock::{feature, MetadataVersion};
+use raidlab_md::Superblock;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -47,8 +58,11 @@ use std::sync::Arc;
 pub(crate) type BackupSource = (Range<u64>, Arc<dyn Volume>);
 
 impl Assembly {
-    /// Whether a 0.90 array may grow in place to `n` members with
-    /// `same_shape` (chunk and layout kept) and no level change.
+    /// Whether a 0.90 array may restripe in place to `n` members with
+    /// `same_shape` (chunk and layout kept) and no level change: without a
+    /// backup file only to more members (with a new chunk or layout too,
+    /// as mdadm makes both in one reshape), with one only over the same
+    /// members (`super::backup_file`).
     pub(super) fn in_place_allowed(
         &self,
         what: &str,
@@ -58,29 +72,46 @@ impl Assembly {
         backup_file: bool,
     ) -> Result<()> {
         let old = self.geometry.raid_disks;
-        let with_file = backup_file && n == old && !same_shape && !level_change;
-        if !with_file && (n <= old || !same_shape || level_change) {
+        // Fewer members are `super::shrink`'s; a grow given a backup file
+        // backs its critical section up there (`super::backup_file::grow`).
+        let with_file = backup_file && n == old && !same_shape;
+        if level_change || !(n > old || with_file) {
             let how = if n == old && !level_change {
                 "give one: `--backup-file FILE` on a device outside the array (mdadm: \"Cannot grow - need backup-file\")"
+            } else if level_change {
+                "a level change with a restripe of a 0.90 array is not built"
             } else {
-                "raidlab builds it only for a new chunk or layout over the same members (a shrink or a grow that also changes chunk or layout of a 0.90 array is not built)"
+                "raidlab builds it for more members (the critical section backed up on the new members) and, with `--backup-file`, for a new chunk or layout over the same members or fewer members"
             };
             return Err(refused(format!(
-                "{what}: metadata 0.90 has no new data offset, so md restripes it in place, and without a backup file only when it gains data members with the same level, chunk and layout (mdadm backs the first stripes up on the new members); this change needs mdadm's --backup-file for the whole walk: {how}; nothing was changed"
+                "{what}: metadata 0.90 has no new data offset, so md restripes it in place, and without a backup file only when it gains data members (mdadm backs the first stripes up on the new members); {how}; nothing was changed"
             )));
         }
         self.restripe_conditions(what)
     }
 
-    /// The array sectors mdadm backs up for a grow to `n` members (a whole
-    /// number of old and new stripes), refused as mdadm refuses when it is
-    /// half a member or more.
-    pub(super) fn in_place_backup_sectors(&self, n: usize) -> Result<u64> {
-        let g = self.geometry;
-        let od = g.data_disks() as u64;
-        let nd = od + (n - g.raid_disks) as u64;
-        let sectors = mdadm_backup_sectors(g.chunk_bytes, g.chunk_bytes, od, nd);
+    /// The array sectors raidlab backs up for the in-place grow `plan`
+    /// (to more members, with a new chunk or layout or not): mdadm's size
+    /// (a whole number of old and new stripes), made a whole number of the
+    /// walk's units too (md resumes only on its stripe boundary, and
+    /// `Grow_restart` records the position at the backup's end) and
+    /// doubled until it covers the critical section. Refused as mdadm
+    /// refuses when it is half a member or more.
+    pub(super) fn in_place_backup_sectors(&self, plan: &ReshapePlan) -> Result<u64> {
+        let r = self.planned(plan)?;
+        let mdadm = mdadm_backup_sectors(
+            r.old.chunk_bytes,
+            r.new.chunk_bytes,
+            r.old.data_disks() as u64,
+            r.new.data_disks() as u64,
+        );
+        let unit = r.forward_unit() / SECTOR;
+        let mut sectors = mdadm / gcd(mdadm, unit) * unit;
+        let critical = r.forward_critical_section().unwrap_or(u64::MAX);
         let component = self.grow_template()?.size;
+        while sectors * SECTOR < critical && sectors < component {
+            sectors *= 2;
+        }
         if sectors >= component / 2 {
             return Err(refused(format!(
                 "the critical section's backup ({} KiB) is half a member ({} KiB) or more: mdadm refuses such a grow (\"Something wrong - reshape aborted\"); nothing was changed",
@@ -193,11 +224,7 @@ impl Assembly {
     /// Whether the reshape `r` the superblocks record is an in-place grow
     /// of a 0.90 array that raidlab walks.
     pub(crate) fn is_in_place(&self, r: &Reshape) -> Result<bool> {
-        let t = self.grow_template()?;
-        Ok(t.version() == MetadataVersion::V0_90
-            && t.feature_map & feature::NEW_OFFSET == 0
-            && !r.backwards
-            && in_place_walk_supported(r))
+        Ok(recorded_in_place(&self.grow_template()?, r) && in_place_walk_supported(r))
     }
 
     /// For reading an in-place grow stopped inside its critical section:
@@ -233,7 +260,7 @@ impl Assembly {
         let Some((i, b)) = self.find_backup(&r)? else {
             if r.position < critical {
                 return Err(refused(format!(
-                    "reshape_position {} is inside the critical section (the first {critical} bytes of the array, where the new stripes overlap old ones) and no new member holds a valid backup of it (mdadm's md_backup_data record 4 KiB before the end of each new member's component): those bytes cannot be put back (mdadm: \"Failed to find backup of critical section\"); nothing was changed",
+                    "reshape_position {} is inside the critical section (the first {critical} bytes of the array, where the new stripes overlap old ones) and no new member holds a valid backup of it (mdadm's md_backup_data record 4 KiB before the end of each new member's component): those bytes cannot be put back (mdadm: \"Failed to find backup of critical section\"); if the grow was started with --backup-file, run `raidlab grow --continue --backup-file FILE` with that file; nothing was changed",
                     r.position
                 )));
             }
@@ -304,12 +331,29 @@ impl Assembly {
     }
 }
 
+/// Whether the superblocks (`template`, the newest) record `r` as md's
+/// in-place grow: metadata 0.90 (no new data offset), forwards, to more
+/// members. Whether raidlab walks it is [`in_place_walk_supported`].
+pub(super) fn recorded_in_place(template: &Superblock, r: &Reshape) -> bool {
+    template.version() == MetadataVersion::V0_90
+        && template.feature_map & feature::NEW_OFFSET == 0
+        && !r.backwards
+        && r.new.raid_disks > r.old.raid_disks
+}
+
 /// Whether raidlab walks the 0.90 reshape `r` in place: a parity level
-/// kept, more data members, the same chunk and layout.
+/// kept, more data members (a new chunk or layout too or not: past the
+/// critical section `Reshape::forward_write_limit` keeps the walk's writes
+/// behind the old rows still to be read whatever the two chunks).
 pub(super) fn in_place_walk_supported(r: &Reshape) -> bool {
     matches!(r.new.level, Level::Raid4 | Level::Raid5 | Level::Raid6)
         && r.old.level == r.new.level
-        && r.old.layout == r.new.layout
-        && r.old.chunk_bytes == r.new.chunk_bytes
         && r.new.data_disks() > r.old.data_disks()
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a.max(1)
 }

@@ -234,11 +234,30 @@ impl Assembly {
         backup: &std::path::Path,
         array_bytes: Option<u64>,
     ) -> Result<ReshapePlan> {
-        let plan = self.reshape_check_inner(req, 0, array_bytes, true)?;
-        let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
-        if !(shrink || plan.new_raid_devices == plan.old_raid_devices) || plan.backup_sectors == 0 {
+        self.reshape_check_adding_with_backup(req, 0, backup, array_bytes)
+    }
+
+    /// [`Assembly::reshape_check_sized_with_backup`] with `coming` devices
+    /// about to be added as spares: a metadata 0.90 RAID 4/5/6's grow to
+    /// more members too (with a new chunk or layout or not), its critical
+    /// section backed up in the file instead of on the new members, as
+    /// mdadm does when given one (`super::backup_file::grow`).
+    pub fn reshape_check_adding_with_backup(
+        &self,
+        req: &ReshapeRequest,
+        coming: usize,
+        backup: &std::path::Path,
+        array_bytes: Option<u64>,
+    ) -> Result<ReshapePlan> {
+        let plan = self.reshape_check_inner(req, coming, array_bytes, true)?;
+        let (old, new) = (plan.old_raid_devices, plan.new_raid_devices);
+        let shrink = plan.backwards && new < old;
+        let grow = !plan.backwards && new > old;
+        // Only a 0.90 restripe carries a backup (its size); a 1.x array
+        // moves its data offset and takes no file.
+        if !(shrink || grow || new == old) || plan.backup_sectors == 0 {
             return Err(refused(format!(
-                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members, or fewer members (a grow by members backs up on the new members, a 1.x array moves its data offset): leave --backup-file out; nothing was changed",
+                "--backup-file {}: raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's restripe (more members, a new chunk or layout, fewer members); this array moves its data offset instead (metadata 1.x) or is not such a restripe: leave --backup-file out; nothing was changed",
                 backup.display()
             )));
         }
@@ -415,7 +434,7 @@ impl Assembly {
         }
         if in_place {
             return Ok(ReshapePlan {
-                backup_sectors: self.in_place_backup_sectors(n)?,
+                backup_sectors: self.in_place_backup_sectors(&plan(0))?,
                 ..plan(0)
             });
         }
@@ -542,6 +561,17 @@ impl Assembly {
         if plan.backwards {
             return self.shrink_start(plan);
         }
+        self.reshape_start_backed(plan, None)
+    }
+
+    /// [`Assembly::reshape_start`] of a forward reshape to more members,
+    /// a 0.90 grow's critical section backed up in `file` when one is
+    /// given (mdadm's `--backup-file`), else on the new members.
+    pub(super) fn reshape_start_backed(
+        &mut self,
+        plan: ReshapePlan,
+        file: Option<&super::BackupFile>,
+    ) -> Result<()> {
         let old = plan.old_raid_devices;
         let n = plan.new_raid_devices;
         // A RAID 0 restripes as md's RAID 4 with its parity role (the last)
@@ -589,7 +619,10 @@ impl Assembly {
         if plan.backup_sectors > 0 {
             // Before any superblock says a reshape runs: a resume at
             // position 0 then always finds the backup it starts from.
-            self.in_place_backup(plan, &spares)?;
+            match file {
+                Some(f) => self.in_place_backup_to_file(&plan, f)?,
+                None => self.in_place_backup(plan, &spares)?,
+            }
         }
         self.commit(|sb| {
             sb.raid_disks = raid_disks as u32;

@@ -56,17 +56,17 @@
 //! layout, a level change other than 4 and 5, a move of the data offset too small for the
 //! walk): those are refused, for mdadm to finish.
 
-use super::in_place::in_place_walk_supported;
+use super::in_place::{in_place_walk_supported, recorded_in_place};
 use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
 use crate::array::Array;
-use crate::assemble::{geometry_of, Assembly, MemberState};
+use crate::assemble::{geometry_of, Assembly};
 use crate::long_run::{Driven, Stepped, Steps};
 use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
 use raidlab_layout::{Layout, Level};
-use raidlab_md::superblock::{feature, MetadataVersion};
+use raidlab_md::superblock::feature;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -102,7 +102,6 @@ impl Assembly {
             }
             Some(r) => r?,
         };
-        self.retake_new_roles(&r)?;
         let template = self.grow_template()?;
         let gap = i64::from(template.new_offset).unsigned_abs();
         // Forwards with the data moved down, at one level: more members
@@ -127,10 +126,7 @@ impl Assembly {
         let moved = template.feature_map & feature::NEW_OFFSET != 0;
         // A 0.90 grow has no new offset: walked in place past its critical
         // section (`super::in_place`).
-        let in_place = !moved
-            && !backwards
-            && template.version() == MetadataVersion::V0_90
-            && r.new.raid_disks > r.old.raid_disks;
+        let in_place = recorded_in_place(&template, &r);
         if self.needs_backup_file(&r)? {
             // md restripes such a 0.90 array only through mdadm's backup
             // file (`super::backup_file`).
@@ -293,6 +289,11 @@ impl Assembly {
                 sb.new_layout = 0;
                 sb.raid_disks -= 1;
                 sb.data_size = sb.size;
+                // md's takeover to RAID 0 sets the array in sync ("make sure
+                // it will be not marked as dirty"): a RAID 0 has nothing to
+                // resync, and a dirty mark the RAID 4 carried (a walk served,
+                // or resumed after a cut) would stay on it for good.
+                sb.resync_offset = u64::MAX;
             }
         })?;
         self.geometry = geometry_of(&self.grow_template()?)?;
@@ -615,80 +616,5 @@ pub(super) fn near_or_offset_copies(l: Layout) -> Option<usize> {
     match l {
         Layout::Raid10(l) => (l.far == 1 || l.offset).then_some(l.copies()),
         _ => None,
-    }
-}
-
-impl Assembly {
-    /// A grow's start commit cut short by a crash: the members it reached
-    /// record the reshape, but a new member it did not reach is still the
-    /// spare it was, its role empty. Nothing has moved yet (position 0), so
-    /// the spare takes the role again and the start is committed once more,
-    /// as if the crash had come before it (md would run the reshape with
-    /// the role missing and rebuild the spare into it after). Past position
-    /// 0 the new role holds data and this does nothing: a missing role is
-    /// then refused as any missing member is.
-    fn retake_new_roles(&mut self, r: &Reshape) -> Result<()> {
-        if r.backwards || r.position != 0 || r.new.raid_disks <= r.old.raid_disks {
-            return Ok(());
-        }
-        let t = self.grow_template()?;
-        if t.feature_map & feature::RESHAPE_ACTIVE == 0 {
-            return Ok(());
-        }
-        // The new members' roles: from the old member count on, as
-        // `reshape_start` gives them. When a RAID 4's old parity role is
-        // empty as well, that is a RAID 0's restripe (a RAID 4 whose parity
-        // role is empty by design, its new members taking the roles from the
-        // old parity role on, the new parity role left empty) if the layout
-        // word is md's takeover's, parity-last, on both sides (as
-        // `Assembly::raid0_restripe` tells a RAID 0's shrink); with mdadm's
-        // own RAID 4 word it is a RAID 4 grow that lost its parity member,
-        // which stays refused, as md refuses to start it (the array still
-        // reads: its empty side is not built).
-        let empty_role = |role: usize| self.slots.get(role).is_some_and(|s| s.is_none());
-        let takeover_word = raidlab_layout::ParityLayout::ParityLast as u32;
-        let (lo, hi) = if r.old.level == Level::Raid4 && empty_role(r.old.raid_disks - 1) {
-            // With a new chunk too, the new layout word is mdadm's RAID 4
-            // one (`super::raid0`); the old one is still the takeover's.
-            let chunk_too = t.new_chunk != t.chunksize && t.new_layout == 0;
-            if t.layout != takeover_word || (t.new_layout != takeover_word && !chunk_too) {
-                return Ok(());
-            }
-            (r.old.raid_disks - 1, r.new.raid_disks - 1)
-        } else {
-            (r.old.raid_disks, r.new.raid_disks)
-        };
-        let stale = (0..self.members.len()).filter(|&i| {
-            let m = &self.members[i];
-            m.state == MemberState::Spare && m.sb.feature_map & feature::RESHAPE_ACTIVE == 0
-        });
-        let retaken: Vec<(usize, usize)> = (lo..hi).filter(|&r| empty_role(r)).zip(stale).collect();
-        if retaken.is_empty() {
-            return Ok(());
-        }
-        for &(role, i) in &retaken {
-            let dev = self.members[i].sb.dev_number;
-            self.set_role(dev, role as u16);
-            let m = &mut self.members[i];
-            m.role = Some(role);
-            m.state = MemberState::Active;
-            self.slots[role] = Some(i);
-        }
-        self.commit(|sb| {
-            // Every superblock as the start commit wrote it (component size,
-            // the reshape's fields), the retaken ones too.
-            sb.size = t.size;
-            sb.raid_disks = t.raid_disks;
-            sb.delta_disks = t.delta_disks;
-            sb.level = t.level;
-            sb.layout = t.layout;
-            sb.new_level = t.new_level;
-            sb.new_layout = t.new_layout;
-            sb.new_chunk = t.new_chunk;
-            sb.reshape_position = 0;
-            sb.new_offset = t.new_offset;
-            let bits = feature::RESHAPE_ACTIVE | feature::NEW_OFFSET | feature::RESHAPE_BACKWARDS;
-            sb.feature_map = (sb.feature_map & !bits) | (t.feature_map & bits);
-        })
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! A former member taken back by md's re-add is `re_add`'s; a running
 //! array's membership changes, as the superblocks record them, are
-//! `running`'s.
+//! `running`'s; the hot spares a start puts into missing roles `spares`'.
 
 use crate::assemble::{format_uuid, geometry_of, Assembly, Device, Member, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -15,9 +15,11 @@ use raidlab_md::{Role, Superblock, ROLE_FAULTY, ROLE_SPARE};
 
 mod re_add;
 mod running;
+mod spares;
 
 pub use re_add::ReAdd;
 pub use running::TakenOut;
+pub use spares::{NoSpareTaken, SparesAtStart};
 
 const SECTOR: u64 = 512;
 

@@ -88,3 +88,24 @@ pub fn read_all(devs: &[Device]) -> Vec<u8> {
     array.read_at(&mut got, 0).unwrap();
     got
 }
+
+/// Run `work` with every device of `faults` behind one tripwire at member
+/// write `at`; when it tripped (the power went there), each device loses
+/// what its volatile cache held (drawn from `seed`) and comes back.
+/// Whether the cut came.
+pub fn cut_at(faults: &[Fault], at: u64, seed: u64, work: &mut dyn FnMut()) -> bool {
+    let wire = raidlab_devices::fault::Tripwire::new(at);
+    for f in faults {
+        f.set_tripwire(Some(wire.clone()));
+    }
+    work();
+    let tripped = wire.tripped();
+    for (i, f) in faults.iter().enumerate() {
+        f.set_tripwire(None);
+        if tripped {
+            f.power_cut(seed ^ (i as u64) << 32).unwrap();
+            f.restart();
+        }
+    }
+    tripped
+}

@@ -16,7 +16,7 @@ use raidlab_core::size::format_size_approx;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{ManageOptions, Managed};
-use raidlab_raid::manage::Added;
+use raidlab_raid::manage::{Added, NoSpareTaken};
 use raidlab_raid::recovery::{Progress, RunOptions, ScrubReport};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -374,9 +374,53 @@ pub fn rebuild(a: RunArgs) -> Result<ExitCode> {
         return live::rebuild(&server, &a);
     }
     let mut managed = start_rw(&a.members, Some(a.force), Some("rebuild"))?;
+    spares_into_missing_roles(&mut managed.asm, a.force, a.run.json)?;
     run_rebuild(&mut managed.asm, &a.run, a.force)?;
     stop_managed(managed)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// md's start of a degraded array with hot spares (`mdadm --assemble`
+/// puts them into the missing roles and recovers), for the offline verb that
+/// rebuilds: the engine's rule ([`Assembly::spares_into_missing_roles`]),
+/// the array writable, and consistent when in sync or when `--force`
+/// accepts stale parity as md's `--force` does (it marks a dirty degraded
+/// array clean, then recovers onto the spare; the rebuild then runs with
+/// the same `--force`). A spare that waits is said; with no rebuild to run
+/// beside it, that is the verb's error, nothing written.
+fn spares_into_missing_roles(asm: &mut Assembly, force: bool, json: bool) -> Result<()> {
+    let missing = asm.missing();
+    let consistent = asm.in_sync() || force;
+    let s = asm
+        .spares_into_missing_roles(true, consistent)
+        .with_context(|| {
+            format!("cannot put a hot spare into missing role(s) {missing:?}; nothing changed")
+        })?;
+    for &(i, role) in &s.taken {
+        let line = format!(
+            "raidlab: hot spare {} goes into missing role {role}",
+            asm.members[i].device.path
+        );
+        // `--json` prints the rebuild's report alone on stdout.
+        if json {
+            eprintln!("{line}");
+        } else {
+            outln!("{line}");
+        }
+    }
+    let Some(why) = s.waits else {
+        return Ok(());
+    };
+    let why = match why {
+        NoSpareTaken::Inconsistent => "the array was not stopped cleanly and is degraded, so parity or copies may disagree and what a rebuild computes for the role may be wrong: run `raidlab resync` with the same members first where it can (redundancy left besides the missing role), or `raidlab rebuild --force` to rebuild onto the hot spare anyway (blocks of stripes written at the crash may come out wrong; md's --force takes the same risk)".to_string(),
+        NoSpareTaken::Reshaping => "a reshape is recorded, and md runs it before it rebuilds: finish it with `raidlab grow --continue` and the same members, then `raidlab rebuild`".to_string(),
+        other => other.to_string(),
+    };
+    if asm.rebuilding().is_empty() {
+        bail!("role(s) {missing:?} missing beside a hot spare and not rebuilt: {why}; nothing was written");
+    }
+    eprintln!("raidlab: role(s) {missing:?} missing beside a hot spare wait: {why}");
+    Ok(())
 }
 
 pub fn resync(a: RunArgs) -> Result<ExitCode> {

@@ -5,29 +5,34 @@
 //! by the served walk while clients write (`serve_round`), the power cut at
 //! a drawn member write anywhere in them. After a cut the array is
 //! assembled again and judged; what the server does at its start is done
-//! (a recorded restripe carried on in service, a rebuild resumed), then the
-//! steps left as the server's refusal tells the user to give them
-//! (`served_convert`'s "left to do": the step under way again unless it
-//! shows done, then the ones after it).
+//! (a recorded restripe carried on in service, a degraded array's hot spare
+//! put into the missing role, a rebuild resumed), then the steps left as
+//! the server's refusal tells the user to give them (`served_convert`'s
+//! "left to do": the step under way again unless it shows done, then the
+//! ones after it).
 //!
 //! It decides only the order of the run and what must read back; every
-//! step's decision (its checks, its commits, the walk) is the engine's. It
-//! never changes the plan: the steps are the engine's, run as given.
+//! step's decision (its checks, its commits, the walk, whose dirty mark it
+//! is and what that asks before a change: `Assembly::before_change`, the
+//! spares a start takes: `Assembly::spares_into_missing_roles`) is the
+//! engine's. It holds only the facts a simulator holds (that it restarted
+//! after a cut). It never changes the plan: the steps are the engine's, run
+//! as given.
 
+use super::attempt::Done;
 use super::judge::{judge_cut, judge_exact};
-use super::{create, fill, serve_round, tripped_now, Done, Rig, RoundOpts, Setup, MAX_CUTS};
+use super::round::{serve_round, tripped_now, RoundOpts};
+use super::setup::{create, fill};
+use super::{Rig, Setup, MAX_CUTS};
 use crate::torture::model::Model;
 use raidlab_devices::Tripwire;
-use raidlab_raid::assemble::{Assembly, MemberState};
+use raidlab_raid::assemble::Assembly;
 use raidlab_raid::grow::{conversion_steps, step_request, Step};
+use raidlab_raid::lifecycle::BeforeChange;
 use raidlab_raid::recovery::RunOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;
-
-/// The end of a run left degraded beside a hot spare after a cut (see
-/// [`step`]), for [`shape`]'s place.
-pub(super) const DEGRADED: &str = "degraded beside a hot spare";
 
 /// Level, members, chunk and layout: what a run ends as, compared between
 /// the run without a cut and the run with them.
@@ -56,6 +61,7 @@ struct Tally {
     answered: u64,
     end_writes: u64,
     waits: (u64, u64),
+    spares_taken: u64,
 }
 
 /// Where a run stands between steps.
@@ -66,8 +72,9 @@ struct Run<'a> {
     /// Each round's clients, tasks order and data.
     rounds: ChaCha8Rng,
     wire: Option<Arc<Tripwire>>,
-    /// The superblocks' dirty mark, if any, is this owner's safe mode's
-    /// (no cut since it was made).
+    /// The superblocks' dirty mark, if any, is this owner's safe mode's:
+    /// asked of the engine at the start and at each restart after a cut
+    /// (`Assembly::mark_ours_at_start`), and after a resync.
     ours: bool,
     tally: Tally,
 }
@@ -95,7 +102,7 @@ pub(super) fn attempt_level(
         model,
         rounds: ChaCha8Rng::seed_from_u64(seed ^ 0x5e7e_d0ff),
         wire: budget.map(Tripwire::new),
-        ours: true,
+        ours: asm.mark_ours_at_start(),
         tally: Tally::default(),
     };
     let mut asm = Some(asm);
@@ -105,11 +112,13 @@ pub(super) fn attempt_level(
     // a cut is done; one whose effect does not is given again.
     let mut before = asm.as_ref().map(|a| a.geometry);
     while i < steps.len() {
+        // The server started again after a cut (what it does at a start
+        // is done before the step).
+        let restarted = asm.is_none();
         let a = match asm.take() {
             Some(a) => a,
             None => {
                 cuts += 1;
-                run.ours = false;
                 run.rig.cut(seed ^ u64::from(cuts));
                 run.wire =
                     (cuts < MAX_CUTS).then(|| Tripwire::new(rng.gen_range(1..=writes.max(1))));
@@ -120,48 +129,19 @@ pub(super) fn attempt_level(
                     None,
                     &format!("after cut {cuts} (step {}, {:?})", i + 1, steps[i]),
                 )?;
+                // The server starts again: the mark it finds is not its own.
+                run.ours = a.mark_ours_at_start();
                 a
             }
         };
         let shown = before != Some(a.geometry) || a.reshape().is_some();
-        match step(&mut run, a, &steps[i], shown)
+        // `None`: the power went; the step is given again after the cut.
+        if let Some(a) = step(&mut run, a, &steps[i], shown, restarted)
             .map_err(|e| format!("step {} ({:?}): {e}", i + 1, steps[i]))?
         {
-            Outcome::Done(a) => {
-                i += 1;
-                before = Some(a.geometry);
-                asm = Some(a);
-            }
-            Outcome::Cut => {}
-            Outcome::Degraded(a) if cuts > 0 => {
-                let when = format!(
-                    "left degraded beside a hot spare at step {} ({:?}) after {cuts} cut(s), {} (roles {:?} missing)",
-                    i + 1,
-                    steps[i],
-                    shape(&a),
-                    a.missing()
-                );
-                judge_exact(&a, &run.model, &when)?;
-                let writes = run.rig.writes() - writes_before;
-                return Ok((
-                    Done {
-                        cuts,
-                        died: false,
-                        writes,
-                        answered: run.tally.answered,
-                        end_writes: run.tally.end_writes,
-                        waits: run.tally.waits,
-                    },
-                    DEGRADED.to_string(),
-                ));
-            }
-            Outcome::Degraded(a) => {
-                return Err(format!(
-                    "step {}: degraded (roles {:?} missing) with no cut",
-                    i + 1,
-                    a.missing()
-                ))
-            }
+            i += 1;
+            before = Some(a.geometry);
+            asm = Some(a);
         }
     }
     let writes = run.rig.writes() - writes_before;
@@ -173,11 +153,14 @@ pub(super) fn attempt_level(
         return Err("a reshape is still recorded after the last step".into());
     }
     judge_exact(&asm, &run.model, "at the end")?;
-    if !asm.in_sync() {
-        if run.ours {
-            asm.mark_clean(true)
-                .map_err(|e| format!("the clean mark: {e}"))?;
-        } else {
+    match asm.before_change(run.ours) {
+        BeforeChange::Nothing => {}
+        // The server's clean stop.
+        BeforeChange::SafeModeMark => asm
+            .mark_clean(true)
+            .map_err(|e| format!("the clean mark: {e}"))?,
+        // The next start's resync.
+        BeforeChange::ResyncFirst => {
             asm.resync(opts(), &mut |_| {})
                 .map_err(|e| format!("the resync after the cuts: {e}"))?;
             judge_exact(&asm, &run.model, "after the resync")?;
@@ -194,24 +177,32 @@ pub(super) fn attempt_level(
             answered: run.tally.answered,
             end_writes: run.tally.end_writes,
             waits: run.tally.waits,
+            spares_taken: run.tally.spares_taken,
         },
         shape(&asm),
     ))
 }
 
 /// Make `step` on `asm`, first carrying on what the array records under
-/// way (a restripe, a rebuild: the server does at its start). `shown`: the
-/// step's effect already shows (the array changed since it began), so
-/// only what is under way is finished. The assembly, or `None` when the
-/// power went.
-fn step(run: &mut Run, mut asm: Assembly, step: &Step, shown: bool) -> Result<Outcome, String> {
+/// way and what the server does at its start (a restripe walked; a
+/// degraded array's hot spares put into the missing roles, as md's start
+/// puts them, when `restarted`; a rebuild). `shown`: the step's effect
+/// already shows (the array changed since it began), so only what is under
+/// way is finished. The assembly, or `None` when the power went.
+fn step(
+    run: &mut Run,
+    mut asm: Assembly,
+    step: &Step,
+    shown: bool,
+    restarted: bool,
+) -> Result<Option<Assembly>, String> {
     run.rig.arm(run.wire.as_ref());
     let Some(a) = walk(run, asm)? else {
-        return Ok(Outcome::Cut);
+        return Ok(None);
     };
     asm = a;
-    if left_beside_a_spare(&asm) {
-        return Ok(Outcome::Degraded(asm));
+    if restarted && !spares_at_start(run, &mut asm)? {
+        return Ok(None);
     }
     if !asm.rebuilding().is_empty() {
         // The server's rebuild runs on an array stopped uncleanly too (it
@@ -226,12 +217,12 @@ fn step(run: &mut Run, mut asm: Assembly, step: &Step, shown: bool) -> Result<Ou
             &mut |_| {},
         );
         if tripped_now(run.wire.as_ref()) {
-            return Ok(Outcome::Cut);
+            return Ok(None);
         }
         r.map_err(|e| format!("the rebuild: {e}"))?;
     }
     if shown {
-        return Ok(Outcome::Done(asm));
+        return Ok(Some(asm));
     }
     match step {
         Step::Add { .. } => {
@@ -242,18 +233,18 @@ fn step(run: &mut Run, mut asm: Assembly, step: &Step, shown: bool) -> Result<Ou
                 }
                 let r = asm.add(run.rig.device(k), false);
                 if tripped_now(run.wire.as_ref()) {
-                    return Ok(Outcome::Cut);
+                    return Ok(None);
                 }
                 r.map_err(|e| format!("add {path}: {e}"))?;
             }
         }
         Step::Takeover(t) => {
-            if !quiesce(run, &mut asm, "the takeover")? {
-                return Ok(Outcome::Cut);
+            if !consistent_for(run, &mut asm, "the takeover")? {
+                return Ok(None);
             }
-            let r = t.apply(&mut asm);
+            let r = asm.change_quiesced(run.ours, |a| t.apply(a));
             if tripped_now(run.wire.as_ref()) {
-                return Ok(Outcome::Cut);
+                return Ok(None);
             }
             r.map_err(|e| format!("the takeover: {e}"))?;
         }
@@ -261,70 +252,67 @@ fn step(run: &mut Run, mut asm: Assembly, step: &Step, shown: bool) -> Result<Ou
             // Rebuilt above, as the takeover left it to be.
         }
         Step::Restripe(_) | Step::Reshape(_) => {
-            if !quiesce(run, &mut asm, "the restripe")? {
-                return Ok(Outcome::Cut);
+            if !consistent_for(run, &mut asm, "the restripe")? {
+                return Ok(None);
             }
-            let r = asm
-                .reshape_check(&step_request(step), 0)
-                .and_then(|plan| asm.reshape_start(plan));
+            let r = asm.change_quiesced(run.ours, |a| {
+                a.reshape_check(&step_request(step), 0)
+                    .and_then(|plan| a.reshape_start(plan))
+            });
             if tripped_now(run.wire.as_ref()) {
-                return Ok(Outcome::Cut);
+                return Ok(None);
             }
             r.map_err(|e| format!("the restripe's start: {e}"))?;
             let Some(a) = walk(run, asm)? else {
-                return Ok(Outcome::Cut);
+                return Ok(None);
             };
             asm = a;
         }
     }
-    Ok(Outcome::Done(asm))
+    Ok(Some(asm))
 }
 
-/// The array made consistent for a takeover or a restripe's start, as the
-/// server makes them quiesced: a dirty mark of its own safe mode is a
-/// clean array's once every write is flushed (`Assembly::in_service`); one
-/// left by a cut is resynced first (md resyncs an unclean array before it
-/// reshapes it or takes it over). `false`: the power went.
-fn quiesce(run: &mut Run, asm: &mut Assembly, what: &str) -> Result<bool, String> {
-    if asm.in_sync() {
-        return Ok(true);
-    }
-    let r = if run.ours {
-        asm.mark_clean(true).map(|_| ())
-    } else {
-        asm.resync(opts(), &mut |_| {}).map(|_| ())
-    };
+/// What the server's start does with a degraded array's hot spares
+/// (`StartedParts::take_spares`: md's start puts them into the missing
+/// roles, to be rebuilt), once the restripe it resumes is walked. A cut
+/// inside the commit that gave a spare its role (a takeover's new parity
+/// or Q member) leaves it a spare beside the missing role. The start's
+/// facts: writable, and parity consistent unless a resync is owed (the
+/// start's resync makes it so). `false`: the power went.
+fn spares_at_start(run: &mut Run, asm: &mut Assembly) -> Result<bool, String> {
+    let consistent = asm.before_change(run.ours) != BeforeChange::ResyncFirst;
+    let taken = asm.spares_into_missing_roles(true, consistent);
     if tripped_now(run.wire.as_ref()) {
         return Ok(false);
     }
-    r.map_err(|e| format!("made consistent before {what}: {e}"))?;
-    if !run.ours {
-        judge_exact(asm, &run.model, &format!("after the resync before {what}"))?;
+    let taken = taken.map_err(|e| format!("the spares at start: {e}"))?;
+    run.tally.spares_taken += taken.taken.len() as u64;
+    if let Some(why) = taken.waits {
+        return Err(format!(
+            "roles {:?} missing beside a hot spare, and it waits: {why}",
+            asm.missing()
+        ));
     }
-    run.ours = true;
     Ok(true)
 }
 
-/// Whether a cut inside the commit that gave a spare its role (a
-/// takeover's new parity or Q member) left the array degraded beside that
-/// spare: its own superblock still says spare, so it is one (the
-/// assembly's rule, as md's). md's start would put the spare into the
-/// missing role and rebuild it (`remove_and_add_spares`); nothing in
-/// raidlab does (a restripe's start does: the walk's `retake_new_roles`),
-/// so the run ends there, judged.
-fn left_beside_a_spare(asm: &Assembly) -> bool {
-    asm.rebuilding().is_empty()
-        && !asm.missing().is_empty()
-        && asm.members.iter().any(|m| m.state == MemberState::Spare)
-}
-
-/// How a step ended.
-enum Outcome {
-    Done(Assembly),
-    /// The power went.
-    Cut,
-    /// Left degraded beside a hot spare nothing puts in (see [`step`]).
-    Degraded(Assembly),
+/// Before a takeover or a restripe's start, as the engine says
+/// (`Assembly::before_change`): a dirty mark of this owner's safe mode
+/// lets the change run as the server runs it (`change_quiesced`); one left
+/// by a cut has the change refused until a resync, which the user runs
+/// (`raidlab resync`, or a restart's), judged. `false`: the power went.
+fn consistent_for(run: &mut Run, asm: &mut Assembly, what: &str) -> Result<bool, String> {
+    if asm.before_change(run.ours) != BeforeChange::ResyncFirst {
+        return Ok(true);
+    }
+    let r = asm.resync(opts(), &mut |_| {});
+    if tripped_now(run.wire.as_ref()) {
+        return Ok(false);
+    }
+    r.map_err(|e| format!("the resync before {what}: {e}"))?;
+    judge_exact(asm, &run.model, &format!("after the resync before {what}"))?;
+    run.ours = asm.mark_ours_at_start();
+    Ok(true)
 }
 
 /// Walk the restripe `asm` records, if any, round after round of service
@@ -332,12 +320,8 @@ enum Outcome {
 fn walk(run: &mut Run, mut asm: Assembly) -> Result<Option<Assembly>, String> {
     while asm.reshape().is_some() {
         // A clean array is marked dirty in the round, once the walk is
-        // under way and before the clients write (`RoundOpts::mark_dirty`);
-        // the mark is then this owner's safe mode's (a cut may also come
-        // between the restripe's start and it, leaving the array clean).
-        if asm.in_sync() {
-            run.ours = true;
-        }
+        // under way and before the clients write (`RoundOpts::mark_dirty`),
+        // as the server's safe mode marks it at the first write.
         let round = serve_round(
             run.s,
             run.rig,

@@ -9,7 +9,8 @@
 //! --raid-devices, --chunk, --layout, --level 4|5|6 (a reshape, run to
 //! its end here; `--continue` finishes one that was interrupted; a
 //! metadata 0.90 one's new chunk or layout, and its fewer members, run
-//! through mdadm's `--backup-file`, which its `--continue` needs too). The resync of new space and the rebuild of new
+//! through mdadm's `--backup-file`, which its `--continue` needs too; its
+//! more members take one for their critical section if given). The resync of new space and the rebuild of new
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written. The level
 //! changes by md's takeovers are `convert`'s (their steps, decided once for
@@ -113,7 +114,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     };
     let restripe = restripe_request(&a)?;
     if a.backup_file.is_some() && restripe.is_none() && !a.continue_reshape {
-        bail!("--backup-file goes with a restripe (--chunk, --layout, fewer --raid-devices) or --continue of a metadata 0.90 array; nothing was changed");
+        bail!("--backup-file goes with a restripe (--raid-devices, --chunk, --layout) or --continue of a metadata 0.90 array; nothing was changed");
     }
     if let Some(server) = crate::control::find(&a.members)? {
         if a.backup_file.is_some() {
@@ -142,14 +143,7 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
                     ))
                     && asm.reshape().is_none() =>
             {
-                match &a.backup_file {
-                    Some(f) => asm
-                        .reshape_check_sized_with_backup(req, f, array_bytes)
-                        .map(|_| ()),
-                    None => asm
-                        .reshape_check_sized(req, a.add.len(), array_bytes)
-                        .map(|_| ()),
-                }?;
+                reshape_plan(asm, req, &a, a.add.len(), array_bytes)?;
                 Ok(())
             }
             _ => Ok(()),
@@ -189,6 +183,24 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         }
     }
     unreachable!("one change was counted above")
+}
+
+/// The reshape `req` asks for, checked with `coming` new members: through
+/// `--backup-file` when one is given (a metadata 0.90 restripe or shrink),
+/// else as any other. The one place the two checks are chosen between, so
+/// that the early refusal (before a log replay could write) and the grow's
+/// own check agree.
+fn reshape_plan(
+    asm: &Assembly,
+    req: &ReshapeRequest,
+    a: &GrowArgs,
+    coming: usize,
+    array_bytes: Option<u64>,
+) -> raidlab_core::Result<raidlab_raid::grow::ReshapePlan> {
+    match &a.backup_file {
+        Some(f) => asm.reshape_check_adding_with_backup(req, coming, f, array_bytes),
+        None => asm.reshape_check_sized(req, coming, array_bytes),
+    }
 }
 
 fn grow_size(mut asm: Assembly, req: SizeRequest, a: &GrowArgs) -> Result<ExitCode> {
@@ -424,10 +436,7 @@ fn grow_reshape(
                 n - old
             );
         }
-        let plan = match &a.backup_file {
-            Some(f) => asm.reshape_check_sized_with_backup(req, f, array_bytes)?,
-            None => asm.reshape_check_sized(req, adds.len(), array_bytes)?,
-        };
+        let plan = reshape_plan(&asm, req, a, adds.len(), array_bytes)?;
         precheck_adds(&asm, &adds, a.force)?;
         Ok(plan)
     })();
@@ -608,7 +617,14 @@ fn start_and_run_with_backup(
         Some(Ok(r)) => describe(&r.new),
         _ => describe(&asm.geometry),
     };
-    outln!(
+    if plan.new_raid_devices > plan.old_raid_devices && !plan.backwards {
+        outln!(
+            "raidlab: reshape started: {from} -> {to}, in place (metadata 0.90 has no new data offset); backed up {}K of critical section in the backup file {}, as mdadm does",
+            plan.backup_sectors / 2,
+            path.display()
+        );
+    } else {
+        outln!(
         "raidlab: reshape started: {from} -> {to}, in place (metadata 0.90 has no new data offset) through the backup file {} in windows of {}K{}, as mdadm does",
         path.display(),
         plan.backup_sectors / 2,
@@ -618,6 +634,7 @@ fn start_and_run_with_backup(
             ""
         }
     );
+    }
     if a.no_sync {
         outln!("raidlab: the array is mid-reshape: `raidlab grow --continue --backup-file {}` with the same members restripes it", path.display());
         return Ok(ExitCode::SUCCESS);

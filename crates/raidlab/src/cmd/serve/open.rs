@@ -209,6 +209,31 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             )
             .with_context(|| format!("export {label:?}"))?;
             crate::open::say_started(&started.report, &format!("export {label:?}: "));
+            let mut parts = started.into_parts();
+            // md's start: a degraded array's hot spares go into the missing
+            // roles, rebuilt below with the rebuilds the superblocks record.
+            // A commit that fails leaves the assembly as it was: the array
+            // is served degraded, as before, and the reason is said.
+            match parts.take_spares() {
+                Ok(spares) => {
+                    for &(i, role) in &spares.taken {
+                        eprintln!(
+                            "raidlab: export {label:?}: hot spare {} goes into missing role {role}",
+                            parts.asm.members[i].device.path
+                        );
+                    }
+                    if let Some(why) = spares.waits {
+                        eprintln!(
+                            "raidlab: export {label:?}: role(s) {:?} missing beside a hot spare: {why}",
+                            parts.asm.missing()
+                        );
+                    }
+                }
+                Err(err) => eprintln!(
+                    "raidlab: export {label:?}: cannot put a hot spare into missing role(s) {:?}: {err}; serving degraded (`raidlab detail` shows it)",
+                    parts.asm.missing()
+                ),
+            }
             let StartedParts {
                 asm,
                 array,
@@ -216,7 +241,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 consistent,
                 resume,
                 ..
-            } = started.into_parts();
+            } = parts;
             let g = asm.geometry;
             // Linear and multi-zone RAID 0 run over a placeholder geometry:
             // their level and shape come from the assembly.

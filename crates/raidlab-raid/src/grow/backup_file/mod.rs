@@ -1,31 +1,13 @@
-//! A restripe of a metadata 0.90 RAID 4/5/6 over the same members (a new
-//! chunk or layout), or onto fewer members (a shrink, checked by
-//! `super::shrink`), with mdadm's `--backup-file`, offline. 0.90 has no
-//! data offset to move, so the new geometry is written over the old one at
-//! the same member offsets; a window of the array that is a whole number of
-//! old and new stripes occupies the same member bytes in both geometries
-//! (over the same members), so restriping one window touches nothing
-//! outside it, but a crash in the middle of it leaves it neither old nor
-//! new. Its old bytes are therefore in the backup file first, as mdadm's
-//! `child_monitor` keeps them.
-//!
-//! A shrink walks backwards (md's direction for `delta_disks < 0`), from
-//! the end of the new geometry to its start: window `[a, p)` lands on the
-//! member bytes from `a / new data members` on, which in the old geometry
-//! hold array bytes from `a * old / new` >= `a` on: the window itself
-//! (saved in the file) or bytes already restriped and committed, never a
-//! byte still to be read. So a cut mid-window leaves the window's old
-//! bytes whole, except near the array's start, where the window's new rows
-//! reach down into its old ones (mdadm's critical section): only those
-//! windows are saved in the file first ([`needs_backup`]). The others are
-//! named in no section while they are walked: md's `Grow_restart` moves the
-//! position down to any section below it and puts the section back in what
-//! mdadm 4.2 takes for the shrink's geometry but is the old one (super0's
-//! getinfo counts a shrink's raid_disks as the old count), so a section
-//! named below the position of a window not fully walked is one md would
-//! then read as walked. Inside the critical section md's resume of a cut
-//! window is wrong for that reason whatever the file says (its own shrinks
-//! too); raidlab's own resume puts the section back in the new geometry.
+//! A restripe of a metadata 0.90 RAID 4/5/6 through mdadm's
+//! `--backup-file`, offline: a new chunk or layout over the same members
+//! (`restripe`, forwards) or fewer members (a shrink, checked by
+//! `super::shrink`, walked backwards by `shrink`). 0.90 has no data offset
+//! to move, so the new geometry is written over the old one at the same
+//! member offsets, one window at a time; a crash in the middle of a window
+//! can leave it neither old nor new, so a window whose old bytes a cut
+//! could lose is in the file first, as mdadm's `child_monitor` keeps it.
+//! The two protocols differ in which windows need that and when a window
+//! is saved (each module's doc says); this module holds what they share.
 //!
 //! The file is mdadm's (`Grow.c`: `reshape_open_backup_file`, `grow_backup`,
 //! `forget_backup`, `Grow_restart`): one `md_backup_data-1/-2` record at
@@ -36,14 +18,10 @@
 //! What it decides:
 //! - the window (mdadm's: the least whole number of old and new stripes,
 //!   doubled towards 16 MiB while under a 32nd of a member);
-//! - the order of one window's work, so that at every instant the record
-//!   holds a section covering the position the superblocks record (what
-//!   `Grow_restart` needs for a reshape that gains no data members):
-//!   restripe the window whose old bytes a section holds, forget the
-//!   other section, save the next window's old bytes in it (data flushed
-//!   before the record names it), commit the position past the window; a
-//!   shrink saves a window that needs it at the start of its round, after
-//!   the position is committed above it;
+//! - which protocol walks a recorded reshape (the same members forwards,
+//!   fewer backwards), and that every window's new stripes are written
+//!   only after the old bytes a cut could lose are durable in the file
+//!   and the record names them (data flushed first, then the record);
 //! - a resume: the sections the record names put back in the new geometry
 //!   and the position past them (below them, going backwards) committed,
 //!   as `Grow_restart` does, before the walk goes on;
@@ -51,15 +29,16 @@
 //!   leaves them (`Assembly::shrink_release`);
 //! - which backup files are refused (on a member, existing when one is to
 //!   be made, missing, too small, torn, of another array, older than the
-//!   superblocks by mdadm's window), each before anything is written.
+//!   superblocks by mdadm's window: `restore` checks a record), each
+//!   before anything is written.
 //!
 //! The run is paced by `--max-rate` (member bytes a second) and stops
 //! between windows when asked, as the other long runs.
 //!
-//! It must never write a window in the new geometry before its old bytes
-//! and the record naming them are durable in the file, never forget the
-//! section covering the recorded position, and never run while the array
-//! serves (the served path refuses 0.90 restripes).
+//! It must never write a window whose old bytes a cut could lose before
+//! those bytes and the record naming them are durable in the file, never
+//! forget the section covering the recorded position, and never run while
+//! the array serves (the served path refuses 0.90 restripes).
 
 use super::{refused, ReshapeReport, SECTOR};
 use crate::assemble::{now_secs, Assembly};
@@ -74,6 +53,13 @@ use std::ops::Range;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+mod grow;
+mod restore;
+mod restripe;
+mod shrink;
+
+use shrink::needs_backup;
 
 /// mdadm's largest window for a restripe over the same data members.
 const MAX_WINDOW_SECTORS: u64 = 16 * 1024 * 2;
@@ -207,34 +193,6 @@ pub(crate) fn backup_file_walk(r: &Reshape) -> bool {
         && (same || shrink)
 }
 
-/// Whether window `w` of `r`'s walk needs its old bytes in the file before
-/// it is written in the new geometry: always over the same members (a
-/// window's new stripes are its old member bytes); for a shrink only while
-/// the window's new member rows reach down into its old ones, which near
-/// the array's start they do (mdadm's critical section), and which a cut
-/// mid-window would leave neither old nor new. Above that a shrink's new
-/// rows lie wholly above the window's old rows and every row still to be
-/// read, so a cut leaves the window's old bytes to be read again.
-fn needs_backup(r: &Reshape, w: &Range<u64>) -> bool {
-    if !r.backwards {
-        return true;
-    }
-    let (od, nd) = (r.old.data_disks() as u64, r.new.data_disks() as u64);
-    let (oc, nc) = (r.old.chunk_bytes, r.new.chunk_bytes);
-    // Member bytes: where the window's new rows begin, where its old rows
-    // end (whole chunk rows each way).
-    let new_from = w.start / (nd * nc) * nc;
-    let old_to = w.end.div_ceil(od * oc) * oc;
-    new_from < old_to
-}
-
-/// The window below array byte `p` of a backward walk: windows lie at
-/// whole multiples of `wbytes` from the array's start, the last one cut at
-/// the array's end.
-fn window_below(p: u64, wbytes: u64) -> u64 {
-    (p - 1) / wbytes * wbytes
-}
-
 /// The section a record names: its array bytes (empty when let go).
 fn section(b: &BackupSuper, part: usize) -> Range<u64> {
     let (start, len) = if part == 0 {
@@ -325,6 +283,11 @@ impl Assembly {
         plan: super::ReshapePlan,
         file: &BackupFile,
     ) -> Result<()> {
+        if plan.new_raid_devices > plan.old_raid_devices && !plan.backwards {
+            // A grow by members: only its critical section goes in the file
+            // (`grow`), the rest is the in-place walk.
+            return self.reshape_start_backed(plan, Some(file));
+        }
         let shrink = plan.backwards && plan.new_raid_devices < plan.old_raid_devices;
         if !(shrink || plan.new_raid_devices == plan.old_raid_devices) || plan.backup_sectors == 0 {
             return Err(Error::invalid(
@@ -338,9 +301,9 @@ impl Assembly {
         let old = self.reshape_side(&r, false, false)?;
         let total = r.new.array_bytes();
         let first = if shrink {
-            window_below(total, window * SECTOR)..total
+            shrink::first_window(total, window * SECTOR)
         } else {
-            0..(window * SECTOR).min(total)
+            restripe::first_window(total, window * SECTOR)
         };
         if needs_backup(&r, &first) {
             save(file, &mut bsb, 0, &old, first, window)?;
@@ -415,9 +378,12 @@ impl Assembly {
             }
             Some(r) => r?,
         };
+        if self.is_in_place(&r)? {
+            return self.in_place_run_with_backup(file, r, opts, progress);
+        }
         if !self.needs_backup_file(&r)? {
             return Err(refused(format!(
-                "--backup-file {}: this reshape does not use one (raidlab walks a backup file only for a metadata 0.90 RAID 4/5/6 with a new chunk or layout over the same members, or fewer members): run `raidlab grow --continue` without it; nothing was changed",
+                "--backup-file {}: this reshape does not use one (raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's restripe: more members, a new chunk or layout over the same members, or fewer members): run `raidlab grow --continue` without it; nothing was changed",
                 file.name
             )));
         }
@@ -441,109 +407,42 @@ impl Assembly {
         self.check_file_size(file, window)?;
         let recorded = r.position;
         let back = r.backwards;
-        let mut bsb = self.restore_from(file, &r, window, unit)?;
-        let mut p = self
+        let bsb = self.restore_from(file, &r, window, unit)?;
+        let p = self
             .reshape()
             .and_then(|r| r.ok())
             .map_or(if back { 0 } else { total }, |r| r.position);
         let old = self.reshape_side(&r, false, false)?;
         let new = self.reshape_side(&r, true, true)?;
-        let mut buf = Vec::new();
-        let mut checkpoints: u64 = 0;
-        // Pacing as the other long runs: member bytes per second.
-        let clock = clock_of(&opts);
-        let (started, from) = (clock.now(), p);
-        let data_disks = r.new.data_disks() as u64;
-        // The window at `p` in the walk's direction, and the walk's end.
-        let next = |p: u64| {
-            if back {
-                window_below(p, wbytes)..p
-            } else {
-                p..(p + wbytes).min(total)
-            }
+        let mut walk = Walk {
+            file,
+            bsb,
+            old,
+            new,
+            wbytes,
+            window,
+            total,
+            p,
+            buf: Vec::new(),
+            pace: Pace {
+                clock: clock_of(&opts),
+                started: std::time::Duration::ZERO,
+                from: p,
+                data_disks: r.new.data_disks() as u64,
+                checkpoints: 0,
+                opts,
+            },
         };
-        let done = |p: u64| if back { p == 0 } else { p >= total };
-        while !done(p) {
-            let w = next(p);
-            let cur = match (0..2).find(|&k| section(&bsb, k) == w) {
-                Some(k) => Some(k),
-                // A shrink's window whose new stripes miss its old ones
-                // (and so every byte still to be read): a cut leaves its
-                // old bytes whole, to be read again; no section names it.
-                None if !needs_backup(&r, &w) => None,
-                None => {
-                    // The section covering the position stays (the window
-                    // just walked, above it going backwards); the other
-                    // one takes this window.
-                    let stays = |k: usize| {
-                        let s = section(&bsb, k);
-                        !s.is_empty() && if back { s.start == p } else { s.end == p }
-                    };
-                    let k = if stays(0) { 1 } else { 0 };
-                    if !section(&bsb, k).is_empty() {
-                        set_section(&mut bsb, k, 0..0);
-                        file.write_record(&mut bsb)?;
-                    }
-                    save(file, &mut bsb, k, &old, w.clone(), window)?;
-                    Some(k)
-                }
-            };
-            buf.clear();
-            buf.resize((w.end - w.start) as usize, 0);
-            old.read_at(&mut buf, w.start)?;
-            new.write_at(&buf, w.start)?;
-            new.flush()?;
-            let others: Vec<usize> = (0..2)
-                .filter(|&k| Some(k) != cur && !section(&bsb, k).is_empty())
-                .collect();
-            for &k in &others {
-                set_section(&mut bsb, k, 0..0);
-            }
-            if !others.is_empty() {
-                file.write_record(&mut bsb)?;
-            }
-            let to = if back { w.start } else { w.end };
-            if !done(to) && !back {
-                // Over the same members every window's new stripes are its
-                // old ones: the next window is saved before the position
-                // passes this one, so that a section always covers the
-                // recorded position (mdadm's rule when no data member is
-                // gained). A shrink saves the window below at the next
-                // round, after the commit: a section below the recorded
-                // position is one md's Grow_restart moves the position
-                // down to, and it must not name a window not yet walked
-                // while the walk is elsewhere.
-                let other = (0..2).find(|&k| Some(k) != cur).unwrap_or(0);
-                save(file, &mut bsb, other, &old, next(to), window)?;
-            }
-            self.commit(|sb| sb.reshape_position = to / SECTOR)?;
-            p = to;
-            let walked = from.abs_diff(p);
-            progress(Progress {
-                done: if back { total - p } else { p },
-                total,
-            });
-            if let Some(rate) = opts.max_rate.filter(|&r| r > 0) {
-                let due =
-                    std::time::Duration::from_secs_f64((walked / data_disks) as f64 / rate as f64);
-                let spent = clock.now().saturating_sub(started);
-                if due > spent {
-                    clock.sleep(due - spent);
-                }
-            }
-            if !done(p) && stopped(&opts) {
-                return Err(Error::new(
-                    ErrorKind::Interrupted,
-                    Op::Write,
-                    format!(
-                        "reshape stopped at array byte {p} of {total}{}; run `raidlab grow --continue --backup-file {}` with the same members to finish it",
-                        if back { " (walking down from the end)" } else { "" },
-                        file.name
-                    ),
-                ));
-            }
-            checkpoints += 1;
+        walk.pace.started = walk.pace.clock.now();
+        if back {
+            shrink::walk(self, &r, &mut walk, progress)?;
+        } else {
+            restripe::walk(self, &mut walk, progress)?;
         }
+        let Walk {
+            mut bsb, new, pace, ..
+        } = walk;
+        let checkpoints = pace.checkpoints;
         new.flush()?;
         // A shrink's leaving members become spares in the finishing
         // commit, as md leaves them.
@@ -574,142 +473,6 @@ impl Assembly {
             removed: Vec::new(),
         })
     }
-
-    /// `Grow_restart` for a backup file: the record checked (uuid, time,
-    /// covering the position), its sections written in the new geometry,
-    /// the position past them committed. Refused with nothing written
-    /// when the file holds no backup mdadm would restore.
-    fn restore_from(
-        &mut self,
-        file: &BackupFile,
-        r: &Reshape,
-        window: u64,
-        unit: u64,
-    ) -> Result<BackupSuper> {
-        let position = r.position;
-        let missing = |why: &str| {
-            refused(format!(
-                "--backup-file {}: {why}; reshape_position {position} is inside a window the walk may have half restriped, and only a backup covering it can put it back (mdadm: \"Failed to find backup of critical section\", \"Failed to restore critical section for reshape, sorry.\"); give the file the reshape was started with; nothing was changed",
-                file.name
-            ))
-        };
-        let Some(b) = file.record()? else {
-            return Err(missing("it holds no md_backup_data record"));
-        };
-        let uuid = self.backup_uuid()?;
-        if b.set_uuid != uuid {
-            return Err(refused(format!(
-                "--backup-file {}: its record belongs to another array (uuid {}, this array's {}) (mdadm: \"Wrong uuid on backup-metadata\"): give this array's backup file; nothing was changed",
-                file.name,
-                hex(&b.set_uuid),
-                hex(&uuid)
-            )));
-        }
-        let utime = self.grow_template()?.utime;
-        if !b.fresh_for(utime as u32) {
-            return Err(refused(format!(
-                "--backup-file {}: its record was written at {} s, too far from the superblocks' update time {utime} s (mdadm accepts two hours older, ten minutes newer: \"too-old timestamp on backup-metadata\"): it is not this reshape's latest backup; give the right file (mdadm's MDADM_GROW_ALLOW_OLD override is not taken); nothing was changed",
-                file.name, b.mtime
-            )));
-        }
-        if b.devstart != LEAD_SECTORS || (b.two_sections && b.devstart2 != window) {
-            return Err(refused(format!(
-                "--backup-file {}: its sections are at sectors {} and +{}, not where this reshape's windows ({window} sectors) go: not a file raidlab or mdadm made for it; nothing was changed",
-                file.name, b.devstart, b.devstart2
-            )));
-        }
-        let needed = if r.backwards {
-            b.needed_below(position / SECTOR)
-        } else {
-            b.needed_at(position / SECTOR)
-        };
-        if r.backwards && position == 0 {
-            // Every window is restriped and committed: nothing can be
-            // half written, and only the end's superblocks are left.
-            return Ok(b);
-        }
-        if !needed && r.backwards {
-            // A shrink saves a window that needs it before writing any of
-            // it, and names none below the position otherwise: with no
-            // section below the position, the window below holds its old
-            // bytes whole (not begun, or begun without needing a backup),
-            // and the walk reads them again.
-            return Ok(b);
-        }
-        if !needed {
-            return Err(missing("its record names no section reaching the position"));
-        }
-        let total = r.new.array_bytes();
-        let parts: Vec<(usize, Range<u64>)> = (0..2)
-            .filter(|&k| {
-                if k == 0 {
-                    b.length != 0
-                } else {
-                    b.two_sections && b.length2 != 0
-                }
-            })
-            .map(|k| (k, section(&b, k)))
-            .collect();
-        let lo = parts.iter().map(|(_, s)| s.start).min().unwrap_or(0);
-        let hi = parts.iter().map(|(_, s)| s.end).max().unwrap_or(0);
-        let covered = parts
-            .iter()
-            .fold(0u64, |c, (_, s)| c.saturating_add(s.end - s.start));
-        let fits = parts.iter().all(|(_, s)| {
-            s.start % unit == 0
-                && (s.end % unit == 0 || s.end == total)
-                && s.end <= total
-                && s.end - s.start <= window * SECTOR
-        });
-        if parts.is_empty() || !fits || lo > position || hi < position || covered != hi - lo {
-            return Err(refused(format!(
-                "--backup-file {}: its sections ({parts:?}) do not fit this reshape at position {position} (windows of {unit} bytes, whole, touching, from at or before the position): nothing to put back safely; nothing was changed",
-                file.name
-            )));
-        }
-        let new = self.reshape_side(r, true, true)?;
-        for (k, s) in &parts {
-            let mut data = vec![0u8; (s.end - s.start) as usize];
-            let at = (LEAD_SECTORS + *k as u64 * window) * SECTOR;
-            file.volume
-                .read_at(&mut data, at)
-                .map_err(|e| file.ctx(e))?;
-            new.write_at(&data, s.start)?;
-        }
-        new.flush()?;
-        // The record's time brought level with the commit that follows:
-        // a crash right after it must not leave a record mdadm's time
-        // window refuses against the new update time.
-        let mut b_rec = b;
-        file.write_record(&mut b_rec)?;
-        if r.backwards && lo > 0 {
-            // Going backwards the position drops below every section put
-            // back, which then no longer counts for it (mdadm's rule). So
-            // the record is brought to the walk's own state first: the
-            // position at the upper section's start, that section let go,
-            // the window below saved in its place; each step leaves a
-            // record naming a section below the position, that fits it.
-            if let [(_, a), (_, b)] = parts.as_slice() {
-                let (upper, m) = if a.start > b.start {
-                    (parts[0].0, a.start)
-                } else {
-                    (parts[1].0, b.start)
-                };
-                if position > m {
-                    self.commit(|sb| sb.reshape_position = m / SECTOR)?;
-                }
-                set_section(&mut b_rec, upper, 0..0);
-                file.write_record(&mut b_rec)?;
-            }
-            let free = if section(&b_rec, 0).is_empty() { 0 } else { 1 };
-            let old = self.reshape_side(r, false, false)?;
-            let below = window_below(lo, window * SECTOR)..lo;
-            save(file, &mut b_rec, free, &old, below, window)?;
-        }
-        let to = if r.backwards { lo } else { hi };
-        self.commit(|sb| sb.reshape_position = to / SECTOR)?;
-        Ok(b_rec)
-    }
 }
 
 /// Save array bytes `range` (old geometry) in section `part`: the data,
@@ -731,6 +494,125 @@ fn save(
         .map_err(|e| file.ctx(e))?;
     set_section(bsb, part, range);
     file.write_record(bsb)
+}
+
+/// A walk through the file under way: the file and its record as last
+/// written, the two sides, the window, where the walk is.
+struct Walk<'a> {
+    file: &'a BackupFile,
+    bsb: BackupSuper,
+    old: crate::array::Array,
+    new: crate::array::Array,
+    /// The window in array bytes, and in sectors (a section's size).
+    wbytes: u64,
+    window: u64,
+    /// The new geometry's array bytes.
+    total: u64,
+    /// The position the superblocks record.
+    p: u64,
+    buf: Vec<u8>,
+    pace: Pace,
+}
+
+impl Walk<'_> {
+    /// The section holding window `w`'s old bytes, if one does.
+    fn section_of(&self, w: &Range<u64>) -> Option<usize> {
+        (0..2).find(|&k| section(&self.bsb, k) == *w)
+    }
+
+    /// Save window `w` in the section that does not cover the recorded
+    /// position (the one that does stays: a cut must still find it), that
+    /// section let go first when it names another window. The section.
+    fn claim(&mut self, w: Range<u64>, back: bool) -> Result<usize> {
+        let p = self.p;
+        let stays = |k: usize| {
+            let s = section(&self.bsb, k);
+            !s.is_empty() && if back { s.start == p } else { s.end == p }
+        };
+        let k = if stays(0) { 1 } else { 0 };
+        if !section(&self.bsb, k).is_empty() {
+            set_section(&mut self.bsb, k, 0..0);
+            self.file.write_record(&mut self.bsb)?;
+        }
+        save(self.file, &mut self.bsb, k, &self.old, w, self.window)?;
+        Ok(k)
+    }
+
+    /// Window `w` read in the old geometry and written, flushed, in the
+    /// new; then every section but `keep` let go (the window's own stays
+    /// until the position passes it).
+    fn restripe(&mut self, w: &Range<u64>, keep: Option<usize>) -> Result<()> {
+        self.buf.clear();
+        self.buf.resize((w.end - w.start) as usize, 0);
+        self.old.read_at(&mut self.buf, w.start)?;
+        self.new.write_at(&self.buf, w.start)?;
+        self.new.flush()?;
+        let others: Vec<usize> = (0..2)
+            .filter(|&k| Some(k) != keep && !section(&self.bsb, k).is_empty())
+            .collect();
+        for &k in &others {
+            set_section(&mut self.bsb, k, 0..0);
+        }
+        if !others.is_empty() {
+            self.file.write_record(&mut self.bsb)?;
+        }
+        Ok(())
+    }
+
+    /// The position `to` committed and reported; pacing; a stop asked
+    /// for ends the walk here with an `Interrupted` error.
+    fn committed(
+        &mut self,
+        asm: &mut Assembly,
+        to: u64,
+        back: bool,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        asm.commit(|sb| sb.reshape_position = to / SECTOR)?;
+        self.p = to;
+        let total = self.total;
+        progress(Progress {
+            done: if back { total - to } else { to },
+            total,
+        });
+        let pace = &mut self.pace;
+        // Pacing as the other long runs: member bytes per second.
+        if let Some(rate) = pace.opts.max_rate.filter(|&r| r > 0) {
+            let walked = pace.from.abs_diff(to);
+            let due =
+                std::time::Duration::from_secs_f64((walked / pace.data_disks) as f64 / rate as f64);
+            let spent = pace.clock.now().saturating_sub(pace.started);
+            if due > spent {
+                pace.clock.sleep(due - spent);
+            }
+        }
+        let done = if back { to == 0 } else { to >= total };
+        if !done && stopped(&pace.opts) {
+            return Err(Error::new(
+                ErrorKind::Interrupted,
+                Op::Write,
+                format!(
+                    "reshape stopped at array byte {to} of {total}{}; run `raidlab grow --continue --backup-file {}` with the same members to finish it",
+                    if back { " (walking down from the end)" } else { "" },
+                    self.file.name
+                ),
+            ));
+        }
+        pace.checkpoints += 1;
+        Ok(())
+    }
+}
+
+/// A walk's pacing (`--max-rate`, member bytes a second) and stop.
+struct Pace {
+    clock: raidlab_core::SharedClock,
+    started: std::time::Duration,
+    /// Where this run started.
+    from: u64,
+    data_disks: u64,
+    /// Windows committed in this run.
+    checkpoints: u64,
+    opts: RunOptions,
 }
 
 fn hex(b: &[u8]) -> String {

@@ -1,0 +1,140 @@
+//! The backup file's protocol for a 0.90 grow to more members (with a new
+//! chunk or layout too, or not), as mdadm runs it given `--backup-file`:
+//! the critical section goes in the file instead of on the new members
+//! (`reshape_prepare_fdlist` leaves the spares out when a file is given),
+//! one section named by the record at byte 0, and the rest of the grow is
+//! `super::super::in_place`'s walk, which needs no backup past it.
+//!
+//! What it decides: that the critical section's old bytes and the record
+//! naming them are durable in the file before any superblock records the
+//! reshape; at every run, while that record covers the position, its bytes
+//! are put back in the new geometry, the position past them committed,
+//! and only then is the section let go (mdadm's `forget_backup`); a record
+//! that does not fit is refused before anything is written.
+//!
+//! It must never let the walk start inside the critical section without
+//! having put the file's backup back, and never let the section go before
+//! the position past it is durable.
+
+use super::{save, section, set_section, BackupFile};
+use crate::assemble::Assembly;
+use crate::grow::{refused, ReshapePlan, ReshapeReport, SECTOR};
+use crate::recovery::{Progress, RunOptions};
+use raidlab_core::{Error, Op, Result, Volume};
+use raidlab_layout::reshape::Reshape;
+use raidlab_md::grow_backup::LEAD_SECTORS;
+
+impl Assembly {
+    /// Back the critical section of the in-place grow `plan` up in `file`:
+    /// the data, flushed, then the record naming it, flushed.
+    pub(in crate::grow) fn in_place_backup_to_file(
+        &self,
+        plan: &ReshapePlan,
+        file: &BackupFile,
+    ) -> Result<()> {
+        let r = plan.reshape_at_start(self.grow_template()?.size)?;
+        let sectors = plan.backup_sectors;
+        let critical = r.forward_critical_section().unwrap_or(u64::MAX);
+        if critical > sectors * SECTOR {
+            return Err(Error::invalid(format!(
+                "reshape: the backup ({sectors} sectors) does not cover the critical section ({critical} bytes)"
+            )));
+        }
+        self.check_file_size(file, sectors)?;
+        let mut bsb = self.fresh_record(sectors)?;
+        let old = self.reshape_side(&r, false, false)?;
+        save(file, &mut bsb, 0, &old, 0..sectors * SECTOR, sectors)
+    }
+
+    /// Carry on the in-place grow `r` the superblocks record, started with
+    /// `file`: the critical section put back from it while it covers the
+    /// position, then the in-place walk to the end; the file removed once
+    /// the reshape has ended, as mdadm unlinks it.
+    pub(super) fn in_place_run_with_backup(
+        &mut self,
+        file: &BackupFile,
+        r: Reshape,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ReshapeReport> {
+        let recorded = r.position;
+        self.in_place_restore_file(file, &r)?;
+        let mut report = self.reshape_run(opts, progress)?;
+        report.resumed_from = recorded;
+        report.resumed = recorded > 0;
+        if let Some(mut b) = file.record().ok().flatten() {
+            set_section(&mut b, 0, 0..0);
+            set_section(&mut b, 1, 0..0);
+            file.write_record(&mut b)?;
+        }
+        if let Some(path) = &file.path {
+            std::fs::remove_file(path).map_err(|e| Error::io(Op::Write, &file.name, e))?;
+        }
+        Ok(report)
+    }
+
+    /// `Grow_restart` for a grow's file: the section it names put back in
+    /// the new geometry when it covers the position, the position past it
+    /// committed, the section let go. Refused, with nothing written, when
+    /// the position is inside the critical section and the file holds no
+    /// backup that fits.
+    fn in_place_restore_file(&mut self, file: &BackupFile, r: &Reshape) -> Result<()> {
+        let critical = r.forward_critical_section().unwrap_or(0);
+        let position = r.position;
+        let record = file.record()?;
+        let Some(mut b) = record.filter(|b| b.needed_at(position / SECTOR)) else {
+            if position < critical {
+                return Err(refused(format!(
+                    "--backup-file {}: it names no backup covering reshape_position {position}, which is inside the critical section (the first {critical} bytes of the array, where the new stripes overlap old ones): those bytes cannot be put back (mdadm: \"Failed to find backup of critical section\"); give the file the reshape was started with; nothing was changed",
+                    file.name
+                )));
+            }
+            return Ok(());
+        };
+        let uuid = self.backup_uuid()?;
+        if b.set_uuid != uuid {
+            return Err(refused(format!(
+                "--backup-file {}: its record belongs to another array (mdadm: \"Wrong uuid on backup-metadata\"): give this array's backup file; nothing was changed",
+                file.name
+            )));
+        }
+        let utime = self.grow_template()?.utime;
+        if !b.fresh_for(utime as u32) {
+            return Err(refused(format!(
+                "--backup-file {}: its record was written at {} s, too far from the superblocks' update time {utime} s (mdadm: \"too-old timestamp on backup-metadata\"): it is not this reshape's backup; nothing was changed",
+                file.name, b.mtime
+            )));
+        }
+        let s = section(&b, 0);
+        let fits = !b.two_sections
+            && b.devstart == LEAD_SECTORS
+            && s.start == 0
+            && s.end >= critical
+            && s.end <= r.new.array_bytes()
+            && s.end % r.forward_unit() == 0
+            && file.volume.size() >= LEAD_SECTORS * SECTOR + s.end;
+        if !fits {
+            return Err(refused(format!(
+                "--backup-file {}: it names array bytes {}..{} at sector {}{}, which is not this grow's critical section (from 0, at least {critical} bytes, whole stripes of {} bytes, one section at 4 KiB in the file): nothing to put back safely; nothing was changed",
+                file.name,
+                s.start,
+                s.end,
+                b.devstart,
+                if b.two_sections { ", with a second section" } else { "" },
+                r.forward_unit()
+            )));
+        }
+        let mut data = vec![0u8; s.end as usize];
+        file.volume
+            .read_at(&mut data, LEAD_SECTORS * SECTOR)
+            .map_err(|e| file.ctx(e))?;
+        let new = self.reshape_side(r, true, true)?;
+        new.write_at(&data, 0)?;
+        new.flush()?;
+        self.commit(|sb| sb.reshape_position = s.end / SECTOR)?;
+        // Let go only once the position past it is durable: a crash in
+        // between puts the same bytes back again.
+        set_section(&mut b, 0, 0..0);
+        file.write_record(&mut b)
+    }
+}
