@@ -602,14 +602,39 @@ impl Volume for Array {
         let view = self.view();
         let live = self.live_in(&view);
         let mut plans = Vec::new();
+        let mut reads = 0usize;
         for (pos, n) in self.pieces(offset, len) {
             let plan = self
                 .read_plan(&live, pos, n)
                 .map_err(|e| e.on_device(&self.name))?;
             match stored_reads(&plan, n) {
-                Some(ops) => plans.push((plan.locks, ops)),
+                Some(ops) => {
+                    reads += ops.len();
+                    plans.push((plan.locks, ops));
+                }
                 None => return Ok(false),
             }
+        }
+        // The sink takes the places one after the other, each a member
+        // request of its own that must complete before the next is asked
+        // for. On members read with O_DIRECT nothing reads ahead, so a read
+        // of more than one place is faster through `read_at`, whose step
+        // sends them together: in parallel across members, and the block
+        // layer merges the contiguous ones of a member into one request (a
+        // RAID 0 of four members with 64 KiB chunks, 1 MiB reads at QD8 on
+        // members that take 5 ms a request: 47 MiB/s spliced, 189 MiB/s
+        // through `read_at`, docs/benchmarks.md). Buffered members read
+        // ahead in the page cache, where splicing the places in turn costs
+        // nothing and saves the copy.
+        if reads > 1
+            && plans.iter().flat_map(|(_, ops)| ops).any(|&(m, _, _)| {
+                view.members
+                    .get(m)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|v| v.raw_file().is_some_and(|f| f.direct.is_some()))
+            })
+        {
+            return Ok(false);
         }
         for (locks, ops) in plans {
             let _held = self.locks.lock(&locks);
