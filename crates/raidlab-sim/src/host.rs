@@ -277,7 +277,10 @@ mod tests {
         let host = HostCost::default();
         let mut ops: Vec<MemberRequest> = (0..32).map(|i| (Read, 0, i * K64, K64)).collect();
         host.plug_merge(&mut ops);
-        assert_eq!(ops, vec![(Read, 0, 0, 20 * K64), (Read, 0, 20 * K64, 12 * K64)]);
+        assert_eq!(
+            ops,
+            vec![(Read, 0, 0, 20 * K64), (Read, 0, 20 * K64, 12 * K64)]
+        );
         let mut ops = vec![
             (Read, 0, 0, K64),
             (Write, 0, K64, K64),
@@ -289,7 +292,11 @@ mod tests {
         host.plug_merge(&mut ops);
         assert_eq!(ops, before);
         // Only the latest request to the member is tried, as the plug does.
-        let mut ops = vec![(Write, 0, 0, K64), (Write, 0, 8 * K64, K64), (Write, 0, K64, K64)];
+        let mut ops = vec![
+            (Write, 0, 0, K64),
+            (Write, 0, 8 * K64, K64),
+            (Write, 0, K64, K64),
+        ];
         host.plug_merge(&mut ops);
         assert_eq!(ops.len(), 3);
     }
