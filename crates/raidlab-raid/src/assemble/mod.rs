@@ -505,6 +505,11 @@ impl Assembly {
     }
 
     /// Whether the newest superblock says parity/mirrors are consistent.
+    /// Asked when an owner starts the array, it is also whether a dirty mark
+    /// made from then on is the owner's own: md's safe mode runs only on an
+    /// array in sync when its owner starts serving it
+    /// (`LiveArray::start_safe_mode`); a mark found at the start is an
+    /// unclean stop's ([`Assembly::trusts_redundancy`] takes that answer).
     pub fn in_sync(&self) -> bool {
         self.newest().is_clean()
     }
@@ -517,11 +522,13 @@ impl Assembly {
         self.in_sync() || self.active_in_service
     }
 
-    /// Run `f` on the assembly as a served array's change sees it:
-    /// `ours` says the superblocks' dirty mark is safe mode's (writes
-    /// recent, none owed a resync), so [`Assembly::consistent`] counts it as
-    /// in sync for `f` and for nothing after it.
-    pub(crate) fn in_service<T>(&mut self, ours: bool, f: impl FnOnce(&mut Assembly) -> T) -> T {
+    /// Run `f` on a quiesced served array (every write done and flushed) as
+    /// its change sees it: `ours` says the superblocks' dirty mark is the
+    /// owner's safe mode's (writes recent, none owed a resync), so
+    /// [`Assembly::consistent`] counts it as in sync for `f` and for nothing
+    /// after it. What the server's takeovers and restripe starts run
+    /// through (`LiveArray`), and the simulation's.
+    pub fn in_service<T>(&mut self, ours: bool, f: impl FnOnce(&mut Assembly) -> T) -> T {
         self.active_in_service = ours;
         let out = f(self);
         self.active_in_service = false;

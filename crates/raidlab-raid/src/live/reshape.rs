@@ -303,7 +303,7 @@ impl LiveArray {
             // copies only.
             let ours = self.dirty_mark_is_ours();
             if fresh {
-                asm.change_quiesced(ours, |asm| asm.change_running(&running, start))?;
+                asm.in_service(ours, |asm| asm.change_running(&running, start))?;
             }
             asm.reshape_served(ours)?
         };
@@ -425,7 +425,7 @@ impl LiveArray {
         let out = {
             let mut asm = lock(&self.asm);
             let ours = self.dirty_mark_is_ours();
-            asm.change_quiesced(ours, |asm| asm.change_running(&running, change))?
+            asm.in_service(ours, |asm| asm.change_running(&running, change))?
         };
         let array = self.started_array()?;
         *route = Route::Array(array.clone());
