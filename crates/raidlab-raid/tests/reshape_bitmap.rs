@@ -280,9 +280,11 @@ fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
 #[test]
 fn a_grow_with_a_bitmap_cut_anywhere_is_resumed_exact_and_clean() {
     let mut cut = 0;
-    for (k, at) in [1u64, 3, 6, 10, 16, 25, 40, 60, 90, 130, 180, 250, 400]
-        .into_iter()
-        .enumerate()
+    for (k, at) in [
+        1u64, 3, 6, 10, 16, 25, 40, 60, 90, 130, 180, 250, 400, 700, 1200, 2000, 3500, 6000, 10000,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let (devs, faults) = fault_devices(5, 16 * MIB);
         let data = bitmapped(Level::Raid5, &devs[..4]);
