@@ -138,9 +138,8 @@
 //! `r5-chunk-64to256`, `r1-to-r5-of-3`, `r5-3to4`,
 //! `r6-4to5-served-stopped`, `r5-4to5-chunk-served-killed` and
 //! `r6-4to5-served-end-killed`, `r10-n2-4to5-served-end-killed`,
-//! `r6-090-layout-backup-stopped`, `r5-5to4-served-shrink-killed`,
-//! `r5-090-4to5-chunk-killed`, `r5-3to4-bitmap` and `r5-3to4-bitmap-killed`
-//! run only with
+//! `r6-090-layout-backup-stopped`, `r5-5to4-served-shrink-killed` and
+//! `r5-090-4to5-chunk-killed` run only with
 //! `RAIDLAB_MDVM_FULL=1` ([`FULL_ONLY`]); `RAIDLAB_MDVM_ONLY=a,b` keeps only
 //! the cases so named (of either kind), for working on a few.
 //!
@@ -236,10 +235,6 @@ const FULL_ONLY: &[&str] = &[
     "r6-090-layout-backup-stopped",
     "r5-5to4-served-shrink-killed",
     "r5-090-4to5-chunk-killed",
-    // Added 2026-12-06 without a VM run (h74 ran out of time): the lead
-    // runs them with RAIDLAB_MDVM_FULL=1 before they join the default run.
-    "r5-3to4-bitmap",
-    "r5-3to4-bitmap-killed",
 ];
 
 struct Grown {
