@@ -81,8 +81,10 @@ pub struct Array {
     read_errors: Vec<AtomicU32>,
     /// Read errors repaired by rewriting the block (md's cnt_corrected_read).
     corrected: Vec<AtomicU32>,
-    /// The write-intent bitmap, when the array keeps one.
-    intent: Option<Intent>,
+    /// The write-intent bitmap, when the array keeps one: shared by the
+    /// running arrays of one served reshape (its two sides and the array it
+    /// replaced), so that one copy of the bits is written to the members.
+    intent: RwLock<Option<Arc<Intent>>>,
     /// md's partial parity log, when the array keeps one (RAID 5).
     ppl: Option<PartialParityLog>,
     /// With a log, writes are whole sectors: a partial sector is read, merged
@@ -135,10 +137,28 @@ struct Membership {
 /// flushed); md's bitmap daemon clears them once idle (see
 /// `crate::bitmap_daemon`), and a clean stop clears the rest, so after a crash
 /// a resync need only cover the chunks written in the last few seconds.
-struct Intent {
+pub(crate) struct Intent {
     /// Held across the bitmap's member writes: task-aware, so a simulated
     /// request that finds it held suspends (`raidlab_core::task`).
     state: raidlab_core::task::Mutex<IntentState>,
+}
+
+impl Intent {
+    /// `bitmap` kept on `devices` (role, whole device, superblock). A served
+    /// reshape's devices are those of both geometries' roles.
+    pub(crate) fn new(
+        bitmap: raidlab_md::bitmap::Bitmap,
+        devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
+    ) -> Intent {
+        Intent {
+            state: raidlab_core::task::Mutex::new(IntentState {
+                bitmap,
+                devices,
+                daemon: Default::default(),
+                cleared: 0,
+            }),
+        }
+    }
 }
 
 struct IntentState {
@@ -229,7 +249,7 @@ impl Array {
             recorded: AtomicU64::new(0),
             read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            intent: None,
+            intent: RwLock::new(None),
             ppl: None,
             merging: raidlab_core::task::RwLock::new(()),
             journal: None,

@@ -33,6 +33,10 @@
 //!   `--level 5` of a right-asymmetric RAID 6 (restriped to
 //!   right-asymmetric-6, then taken over; Q's member left a spare, which
 //!   md is not given);
+//! * `r5-3to4-bitmap`, `r5-3to4-bitmap-killed`: a RAID 5 with an internal
+//!   bitmap (64 KiB chunks) grown by a member, the bitmap carried through
+//!   as md carries it (taken up by md), and the same killed part-way (md
+//!   carries the reshape on with raidlab's bitmap);
 //! * `r5-chunk-killed`, `r6-layout-stopped`, `r5-3to4-killed`: the same
 //!   reshapes stopped part-way by SIGKILL or Ctrl-C (SIGINT): md assembles
 //!   the members, carries the reshape on from raidlab's checkpoint by
@@ -465,6 +469,43 @@ fn cases() -> Vec<Grown> {
             level: 5,
             devices: 3,
             create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![0]],
+            interrupt: Some("KILL"),
+        },
+        // md restripes a RAID 5 with its bitmap in place (issue 36): the
+        // bitmap raidlab carried through, taken up by md, its bits as md
+        // would keep them; and md carrying on one killed part-way.
+        Grown {
+            name: "r5-3to4-bitmap",
+            level: 5,
+            devices: 3,
+            create: &[
+                "--chunk",
+                "64K",
+                "--consistency-policy",
+                "bitmap",
+                "--bitmap-chunk",
+                "64K",
+            ],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![3]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r5-3to4-bitmap-killed",
+            level: 5,
+            devices: 3,
+            create: &[
+                "--chunk",
+                "64K",
+                "--consistency-policy",
+                "bitmap",
+                "--bitmap-chunk",
+                "64K",
+            ],
             grow_files: false,
             grow: &["--raid-devices", "4", "--add", "NEW"],
             sets: vec![vec![0]],
