@@ -944,9 +944,10 @@ fn refusals_say_why_and_change_no_byte() {
 
 /// A metadata 0.90 RAID 5's new chunk and a RAID 6's new layout through
 /// mdadm's backup file: exact, clean, the file gone at the end; killed at
-/// points through the run, `--continue --backup-file` finishes it exactly
-/// and without the file it is refused with mdadm's reason; the file on a
-/// member or left from before is refused with no byte changed.
+/// points through the run, `export` refuses it without the file and reads
+/// it exact with `--backup-file`, `--continue --backup-file` finishes it
+/// exactly and without the file it is refused with mdadm's reason; the
+/// file on a member or left from before is refused with no byte changed.
 #[test]
 fn a_090_restripe_runs_through_a_backup_file_and_resumes_from_it() {
     for (level, n, args, chunk, layout) in [
@@ -1001,6 +1002,24 @@ fn a_090_restripe_runs_through_a_backup_file_and_resumes_from_it() {
         let mid = !examine(d, "m0")["reshape"].is_null();
         eprintln!("killed after {delay} ms: mid-reshape {mid}");
         if mid {
+            // Read without the file: refused as md refuses it, no byte
+            // changed; with it: put back, exact (still mid-reshape).
+            let before = files(d, &m);
+            let o = run(d, &with("export", &m, &[]));
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                !o.status.success() && e.contains("--backup-file FILE"),
+                "{e}"
+            );
+            assert!(files(d, &m) == before, "a refused export wrote");
+            let o = run(d, &with("export", &m, &["--backup-file", "bak"]));
+            let e = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success() && e.contains("put back"), "{e}");
+            assert!(
+                o.stdout == a,
+                "killed after {delay} ms: export with the file"
+            );
+            assert!(!examine(d, "m0")["reshape"].is_null());
             let o = run(d, &with("grow", &m, &["--continue"]));
             let e = String::from_utf8_lossy(&o.stderr);
             assert!(!o.status.success() && e.contains("--backup-file"), "{e}");

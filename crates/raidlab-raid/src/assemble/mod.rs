@@ -142,6 +142,11 @@ pub struct Assembly {
     /// `live` only while the array is quiesced for a change, so the change
     /// may count the array as in sync ([`Assembly::consistent`]).
     active_in_service: bool,
+    /// A stopped metadata 0.90 restripe's backup file was put back by this
+    /// assembly (`grow::backup_file::read`): the window it held is whole in
+    /// the members again, so the array may be read (md's assembly given
+    /// `--backup-file`). Without it such an array is refused.
+    pub(crate) backup_put_back: bool,
 }
 
 impl Clone for Assembly {
@@ -165,6 +170,7 @@ impl Clone for Assembly {
             executor: Arc::clone(&self.executor),
             lagging: self.lagging.clone(),
             active_in_service: self.active_in_service,
+            backup_put_back: self.backup_put_back,
         }
     }
 }
@@ -352,6 +358,7 @@ impl Assembly {
             executor: Arc::new(crate::exec::ThreadPool::default()),
             lagging,
             active_in_service: false,
+            backup_put_back: false,
         };
         // Linear and multi-zone RAID 0: refuse sizes md would not run; a
         // reshape whose fields make no geometry is refused here too.
