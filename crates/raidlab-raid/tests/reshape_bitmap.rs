@@ -9,14 +9,15 @@
 //! the resume. Power cuts anywhere in a grow: resumed, exact and clean,
 //! the bitmap kept.
 
+mod common;
 mod md090; // the power-cut helper the reshape tests share
 use md090::{cut_at, fault_devices, mem_devices, pattern, read_all, MIB};
 
 use raidlab_core::Volume;
-use raidlab_layout::{Layout, Level};
+use raidlab_layout::Level;
 use raidlab_md::bitmap::{Bitmap, BitmapSuper};
 use raidlab_md::Superblock;
-use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
+use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
 use raidlab_raid::recovery::RunOptions;
 use std::cell::Cell;
@@ -29,25 +30,11 @@ const BITMAP_CHUNK: u32 = 256 << 10;
 /// pattern (through a running array: the bits it set are then cleared as a
 /// clean stop clears them). Returns the pattern.
 fn bitmapped(level: Level, devs: &[Device]) -> Vec<u8> {
-    let spec = CreateSpec {
-        level,
-        layout: Layout::parse(level, None).unwrap(),
-        chunk_bytes: CHUNK,
-        spares: 0,
-        name: "bm".into(),
-        force: false,
-        bitmap: true,
-        bitmap_chunk: Some(BITMAP_CHUNK),
-        ppl: false,
-    };
-    let members = devs
-        .iter()
-        .map(|d| NewMember {
-            device: d.clone(),
-            zeroed: true,
-        })
-        .collect();
-    let mut asm = create(&spec, members).unwrap();
+    let mut asm = common::create_with(level, devs, |s| {
+        s.chunk_bytes = CHUNK;
+        s.bitmap = true;
+        s.bitmap_chunk = Some(BITMAP_CHUNK);
+    });
     let data = pattern(asm.geometry.array_bytes(), devs.len() as u64);
     let array = asm.array().unwrap();
     array.write_at(&data, 0).unwrap();

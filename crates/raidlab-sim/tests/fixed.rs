@@ -10,6 +10,18 @@ use raidlab_sim::presets::{self, Model};
 use raidlab_sim::workload::{self, Job, Pattern};
 
 fn device(delay_ms: f64, rate_mb_per_s: f64, burst_s: f64) -> Fixed {
+    device_with(delay_ms, rate_mb_per_s, burst_s, 0, 0.0)
+}
+
+/// [`device`] whose requests over `max_transfer_bytes` arrive in pieces,
+/// each paying `stack_latency_us` too.
+fn device_with(
+    delay_ms: f64,
+    rate_mb_per_s: f64,
+    burst_s: f64,
+    max_transfer_bytes: u64,
+    stack_latency_us: f64,
+) -> Fixed {
     Fixed::new(
         "t",
         FixedParams {
@@ -18,8 +30,8 @@ fn device(delay_ms: f64, rate_mb_per_s: f64, burst_s: f64) -> Fixed {
             write_delay_ms: delay_ms,
             rate_mb_per_s,
             burst_s,
-            max_transfer_bytes: 0,
-            stack_latency_us: 0.0,
+            max_transfer_bytes,
+            stack_latency_us,
         },
         vec![],
     )
@@ -93,22 +105,7 @@ fn qd1_without_a_rate_takes_the_delay_alone_whatever_the_size() {
 /// too, N requests take N x (delay + latency).
 #[test]
 fn the_stack_latency_is_paid_per_piece_and_does_not_overlap_at_depth() {
-    let dev = || {
-        Fixed::new(
-            "t",
-            FixedParams {
-                capacity_bytes: 1 << 30,
-                read_delay_ms: 5.0,
-                write_delay_ms: 5.0,
-                rate_mb_per_s: 0.0,
-                burst_s: 0.0,
-                max_transfer_bytes: 512 << 10,
-                stack_latency_us: 350.0,
-            },
-            vec![],
-        )
-        .unwrap()
-    };
+    let dev = || device_with(5.0, 0.0, 0.0, 512 << 10, 350.0);
     let piece = 5 * MS + 350_000;
     let reqs: Vec<_> = (0..100).map(|i| req(i, IoKind::Read, 4096)).collect();
     assert_eq!(one_by_one(&mut dev(), &reqs), 100 * piece);
@@ -126,22 +123,8 @@ fn the_stack_latency_is_paid_per_piece_and_does_not_overlap_at_depth() {
 /// each piece waits for its own bits.
 #[test]
 fn a_request_over_the_largest_transfer_takes_a_delay_per_piece() {
-    let split = |rate_mb_per_s: f64, burst_s: f64| {
-        Fixed::new(
-            "t",
-            FixedParams {
-                capacity_bytes: 1 << 30,
-                read_delay_ms: 5.0,
-                write_delay_ms: 5.0,
-                rate_mb_per_s,
-                burst_s,
-                max_transfer_bytes: 512 << 10,
-                stack_latency_us: 0.0,
-            },
-            vec![],
-        )
-        .expect("valid parameters")
-    };
+    let split =
+        |rate_mb_per_s: f64, burst_s: f64| device_with(5.0, rate_mb_per_s, burst_s, 512 << 10, 0.0);
     let mut dev = split(0.0, 0.0);
     let whole: Vec<_> = (0..10).map(|i| req(i, IoKind::Write, 512 << 10)).collect();
     assert_eq!(one_by_one(&mut dev, &whole), 10 * 5 * MS);
