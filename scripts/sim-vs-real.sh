@@ -22,6 +22,8 @@
 #   scripts/sim-vs-real.sh                  # the whole matrix (~30 min on 2 cores)
 #   QUICK=1 scripts/sim-vs-real.sh          # a smoke check: RAID 5, 3 jobs, 1 run
 #   LEVELS="5 6" STATES=degraded ROUNDS=1 scripts/sim-vs-real.sh
+#   REAL_FROM=old.log scripts/sim-vs-real.sh  # simulate again against the real
+#                                           # figures an earlier run printed
 #
 # Needs root (loop devices, FUSE), fio, nbdkit (with the noparallel, delay and
 # rate filters), nbdfuse (libnbd-bin), fuse3, python3, util-linux, and a
@@ -43,6 +45,10 @@ ROUNDS=${ROUNDS:-3}        # real runs per cell (median reported)
 LEVELS=${LEVELS:-0 1 5 6 10}
 STATES=${STATES:-complete degraded}
 JOBS=${JOBS:-}             # only jobs whose names contain one of these words
+# The real figures from an earlier run's output instead of measuring them:
+# the simulated side is the same on any machine, the real one needs a quiet
+# machine, so a model change can be checked against a quiet run's figures.
+REAL_FROM=${REAL_FROM:-}
 # The simulator runs raidlab's engine live (the replay of recorded plans
 # was removed in stop 53): one simulated column.
 ENGINES=live
@@ -57,10 +63,15 @@ if [ -n "${QUICK:-}" ]; then
     JOBS="seq-read rand-read-4K-QD1 rand-write-4K-QD32"
 fi
 
-for t in fio nbdkit nbdfuse fusermount3 losetup python3 numfmt; do
+needs="fio nbdkit nbdfuse fusermount3 losetup python3 numfmt"
+if [ -n "$REAL_FROM" ]; then
+    [ -r "$REAL_FROM" ] || { echo "sim-vs-real.sh: REAL_FROM=$REAL_FROM cannot be read" >&2; exit 2; }
+    needs="python3 numfmt"
+fi
+for t in $needs; do
     command -v $t >/dev/null || { echo "sim-vs-real.sh: $t is not installed (apt-get install fio nbdkit libnbd-bin fuse3 python3 util-linux)" >&2; exit 2; }
 done
-[ "$(id -u)" = 0 ] || { echo "sim-vs-real.sh: needs root (loop devices, FUSE mounts)" >&2; exit 2; }
+[ -n "$REAL_FROM" ] || [ "$(id -u)" = 0 ] || { echo "sim-vs-real.sh: needs root (loop devices, FUSE mounts)" >&2; exit 2; }
 [ -x "$RAIDLAB" ] || { echo "sim-vs-real.sh: no raidlab binary at $RAIDLAB (cargo build --release -p raidlab, or set RAIDLAB)" >&2; exit 2; }
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "sim-vs-real.sh: ROUNDS must be a positive integer, not '$ROUNDS'" >&2; exit 2; }
 
@@ -148,10 +159,8 @@ rule="|---|---|"
 for e in $ENGINES; do header+=" simulated ($e) | simulated/real - 1 |"; rule+="---|---|"; done
 echo "$header"
 echo "$rule"
-for e in $ENGINES; do : >"$dir/rows.$e"; done
-for level in $LEVELS; do
-    n=$(members_of "$level")
-    nmem=$n
+set_up() { # level members: the array created and filled, its members delayed
+    local level=$1 n=$2 i
     for i in $(seq 0 $((n - 1))); do
         truncate -s "$MEMBER" "$dir/d$i"
         loops+=("$(losetup -f --show "$dir/d$i")")
@@ -172,17 +181,31 @@ for level in $LEVELS; do
         [ "$(cat "/sys/block/${DELAYED_LOOP#/dev/}/loop/dio")" = 1 ] ||
             echo "sim-vs-real.sh: warning: $DELAYED_LOOP has no direct I/O (the page cache sits between it and nbdkit)" >&2
     done
+}
+for e in $ENGINES; do : >"$dir/rows.$e"; done
+for level in $LEVELS; do
+    n=$(members_of "$level")
+    nmem=$n
+    [ -n "$REAL_FROM" ] && nmem=0
+    [ -n "$REAL_FROM" ] || set_up "$level" "$n"
     for state in $STATES; do
         [ "$level" = 0 ] && [ "$state" = degraded ] && continue
-        echo "RAID $level $state: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$dir/loads"
-        if [ "$state" = complete ]; then serve "${loops[@]}"; else serve "${loops[@]:1}"; fi
+        if [ -z "$REAL_FROM" ]; then
+            echo "RAID $level $state: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$dir/loads"
+            if [ "$state" = complete ]; then serve "${loops[@]}"; else serve "${loops[@]:1}"; fi
+        fi
         for j in "${selected[@]}"; do
             read -r name rw bs qd <<<"$j"
-            runs=()
-            for round in $(seq "$ROUNDS"); do
-                runs+=("$(real_run "$rw" "$bs" "$qd" "$(seed_of "$level" "$state" "$name" "$round")")")
-            done
-            real=$(figure "$bs" "$(median "${runs[@]}")")
+            if [ -n "$REAL_FROM" ]; then
+                real=$(awk -F' [|] ' -v c="| RAID $level ($n) $state $name" '$1 == c { split($2, f, " "); print f[1]; exit }' "$REAL_FROM")
+                [ -n "$real" ] || { echo "sim-vs-real.sh: REAL_FROM has no row for RAID $level ($n) $state $name" >&2; exit 1; }
+            else
+                runs=()
+                for round in $(seq "$ROUNDS"); do
+                    runs+=("$(real_run "$rw" "$bs" "$qd" "$(seed_of "$level" "$state" "$name" "$round")")")
+                done
+                real=$(figure "$bs" "$(median "${runs[@]}")")
+            fi
             # The simulated side runs with the real runs' seeds: one run per
             # seed is repeatable, and the median over the same offsets' draws
             # is what the real side's median is.
@@ -201,7 +224,7 @@ for level in $LEVELS; do
             done
             echo "$line"
         done
-        unserve
+        [ -n "$REAL_FROM" ] || unserve
     done
     detach
     rm -f "$dir"/d*
@@ -222,6 +245,10 @@ if errs:
              sum(abs(e) <= 0.10 for e, _ in errs), len(errs)))
 EOF
 done
+if [ -n "$REAL_FROM" ]; then
+    echo "real figures: from $REAL_FROM"
+else
 echo "load average (1, 5, 15 min) before each set of real runs:"
 sed 's/^/  /' "$dir/loads"
+fi
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -33,9 +33,14 @@
 //! missing roles (`StartedParts::take_spares`, md's start; the rule is
 //! `manage::spares`'), for its owner to rebuild.
 //!
-//! It decides the order of those steps and nothing else: what each step does
-//! lives in `assemble`, `journal`, `ppl` and `recovery`. It never prints: it
-//! reports what the start did, and callers say it.
+//! It decides the order of those steps, and the one rule of when parity and
+//! copies are trusted by what computes from them after a start
+//! ([`Assembly::trusts_redundancy`]: a rebuild, a spare taken for one, a
+//! change), which the server's start and the simulation's owner follow; the
+//! simulation's end of a run is this stop ([`stop_records`]) and this
+//! start's resync ([`start_resync`]). What each step does lives in
+//! `assemble`, `journal`, `ppl` and `recovery`. It never prints: it reports
+//! what the start did, and callers say it.
 
 use crate::array::Array;
 use crate::assemble::{ArrayState, Assembly};
@@ -167,16 +172,11 @@ impl Started {
         // that resync would otherwise flip what a stripe written at the
         // crash reads as. The resync takes the rebuild back over what it may
         // rewrite (`Assembly::resync`).
-        let resyncable = |asm: &Assembly| asm.missing().is_empty() || asm.resync_can_compare();
-        if opts.write && opts.resync_unclean && redundant && !was_clean && resyncable(&asm) {
+        if opts.write && opts.resync_unclean && start_resyncs(&asm) {
             // A member taken out mid-way may leave nothing to compare: then
             // the array runs degraded and unclean, md's write hole.
             report.resync = taking_out(&mut asm, &mut taken_out, "at start", |asm| {
-                if resyncable(asm) {
-                    asm.resync(RunOptions::default(), &mut |_| {}).map(Some)
-                } else {
-                    Ok(None)
-                }
+                start_resync(asm, RunOptions::default())
             })?;
             was_clean = report.resync.is_some();
         }
@@ -360,11 +360,15 @@ pub struct StartedParts {
 impl StartedParts {
     /// md's start of a degraded array with hot spares
     /// ([`Assembly::spares_into_missing_roles`], with this start's facts:
-    /// writable, consistent): the spares taken into missing roles join the
-    /// rebuilds to resume (`resume`, from 0), which the owner runs as any
-    /// rebuild. Committed through the running array (its bitmap).
+    /// writable, and whether the redundancy a rebuild computes from is
+    /// trusted, [`Assembly::trusts_redundancy`], the start's dirty mark
+    /// being its owner's when the array was clean or resynced): the spares
+    /// taken into missing roles join the rebuilds to resume (`resume`, from
+    /// 0), which the owner runs as any rebuild. Committed through the
+    /// running array (its bitmap).
     pub fn take_spares(&mut self) -> Result<SparesAtStart> {
-        let (writable, consistent) = (self.writable, self.consistent);
+        let writable = self.writable;
+        let consistent = self.asm.trusts_redundancy(self.was_clean);
         let array = self.array.clone();
         let s = self.asm.change_running(&array, |a| {
             a.spares_into_missing_roles(writable, consistent)
@@ -374,60 +378,26 @@ impl StartedParts {
     }
 }
 
-/// What the owner of a quiesced array (every write done and flushed) does
-/// about the superblocks' dirty mark before a change that needs the array
-/// consistent (md's takeover, a restripe's start) or at its stop: the one
-/// rule the server and the simulation follow ([`Assembly::before_change`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BeforeChange {
-    /// In sync, or a level with nothing to resync: nothing to do.
-    Nothing,
-    /// The mark is this owner's safe mode's: the copies agree, so the change
-    /// runs with it counted as clean ([`Assembly::change_quiesced`]), and a
-    /// clean stop marks it clean ([`stop_records`]).
-    SafeModeMark,
-    /// The mark was there when the owner started (an unclean stop, not
-    /// resynced since): parity or copies may disagree where writes were in
-    /// flight, and the change's checks refuse it until a resync (`raidlab
-    /// resync`, or the one a writable start runs: md resyncs before it
-    /// reshapes or takes over an array).
-    ResyncFirst,
-}
-
 impl Assembly {
-    /// Whether a dirty mark made from now on is the owner's own: md's safe
-    /// mode runs only on an array in sync when its owner starts serving it
-    /// (`LiveArray::start_safe_mode`); a mark found at the start is an
-    /// unclean stop's. The server asks it of the array it started (after
-    /// the start's resync); an owner without a safe mode of its own (the
-    /// simulation) asks it at each restart.
-    pub fn mark_ours_at_start(&self) -> bool {
-        self.in_sync()
-    }
-
-    /// [`BeforeChange`] for this array, `mark_is_ours` the owner's
-    /// knowledge ([`Assembly::mark_ours_at_start`], kept while it serves).
-    pub fn before_change(&self, mark_is_ours: bool) -> BeforeChange {
-        if self.in_sync() || !crate::level::of(&self.geometry).resyncs {
-            BeforeChange::Nothing
-        } else if mark_is_ours {
-            BeforeChange::SafeModeMark
-        } else {
-            BeforeChange::ResyncFirst
-        }
-    }
-
-    /// Make `change` on a quiesced served array, with a dirty mark of the
-    /// owner's safe mode (`mark_is_ours`) counted as clean for it and for
-    /// nothing after ([`BeforeChange::SafeModeMark`]): what the server's
-    /// takeovers and restripe starts run through (`LiveArray`), and the
-    /// simulation's.
-    pub fn change_quiesced<T>(
-        &mut self,
-        mark_is_ours: bool,
-        change: impl FnOnce(&mut Assembly) -> T,
-    ) -> T {
-        self.in_service(mark_is_ours, change)
+    /// Whether parity and copies may be computed from now by what trusts
+    /// them (a rebuild, a hot spare taken into a missing role for one, a
+    /// takeover or a restripe's start): in sync, a level with nothing to
+    /// resync, or dirty only by its owner's own safe mode (`mark_is_ours`:
+    /// the array was in sync when the owner started it, [`Assembly::in_sync`]
+    /// then, and every write since is flushed before the act). `false`: the
+    /// mark was there when the owner started (an unclean stop, not resynced
+    /// since): parity or copies may disagree where writes were in flight,
+    /// and a resync comes first (the one a writable start runs,
+    /// [`start_resync`], or `raidlab resync`; `raidlab rebuild --force`
+    /// takes the risk offline, as md's `--force`).
+    ///
+    /// The one rule the server's start follows (the spares it takes,
+    /// [`StartedParts::take_spares`]; the rebuild it resumes, `raidlab
+    /// serve`) and the simulation's owner asks (its rebuilds, spares and
+    /// changes). A change itself runs with the mark counted as the rule says
+    /// ([`Assembly::in_service`]).
+    pub fn trusts_redundancy(&self, mark_is_ours: bool) -> bool {
+        self.in_sync() || mark_is_ours || !crate::level::of(&self.geometry).resyncs
     }
 }
 
@@ -598,6 +568,30 @@ fn taking_out<T>(
             }
         }
     }
+}
+
+/// The resync a writable start runs before use when asked
+/// ([`StartOptions::resync_unclean`]), as md resyncs an array stopped
+/// uncleanly: the array not in sync, of a level with copies or parity, and
+/// something to compare them with (complete, or degraded with redundancy
+/// left: `Assembly::resync_can_compare`). `None`: nothing to resync, or
+/// nothing left to compare (the array then runs unclean, md's write hole).
+/// [`Started::start`] runs it (again after taking out a member whose I/O
+/// failed in it); an owner that stops an array and starts it again on the
+/// spot (the simulation's end of a run, after [`stop_records`]) runs it as
+/// that start would.
+pub fn start_resync(asm: &mut Assembly, opts: RunOptions) -> Result<Option<ScrubReport>> {
+    if !start_resyncs(asm) {
+        return Ok(None);
+    }
+    asm.resync(opts, &mut |_| {}).map(Some)
+}
+
+/// Whether [`start_resync`] has a resync to run on `asm`.
+fn start_resyncs(asm: &Assembly) -> bool {
+    !asm.in_sync()
+        && crate::level::of(&asm.geometry).resyncs
+        && (asm.missing().is_empty() || asm.resync_can_compare())
 }
 
 /// A clean stop's writes to the array: the held stripes and a flush. Run

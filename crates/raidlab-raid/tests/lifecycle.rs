@@ -1,6 +1,8 @@
 //! The start sequence every user of an array goes through (`lifecycle`), at
 //! the engine level: after a crash during a small write, only the bitmap
-//! chunks that write touched are dirty, and the resync reads only them.
+//! chunks that write touched are dirty, and the resync reads only them; a
+//! clean stop clears only its owner's own dirty mark, and the next start
+//! resyncs the rest.
 
 mod common;
 
@@ -8,7 +10,7 @@ use raidlab_core::Volume;
 use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level, ParityLayout};
 use raidlab_raid::assemble::{create, Assembly, CreateSpec, Device, NewMember};
-use raidlab_raid::lifecycle::{StartOptions, Started};
+use raidlab_raid::lifecycle::{self, StartOptions, Started};
 use raidlab_raid::recovery::RunOptions;
 use std::sync::Arc;
 
@@ -519,4 +521,50 @@ fn a_resync_rebuilds_two_unreadable_pages_of_one_raid6_stripe() {
         .scrub(false, RunOptions::default(), &mut |_| {})
         .unwrap();
     assert_eq!(check.mismatch_sectors, 0);
+}
+
+/// What a clean stop and the next start do with the dirty mark, through
+/// the functions the server and the simulation's end of a run both call:
+/// the owner's own mark (its safe mode's) is cleared by the stop and
+/// nothing is resynced; a mark an unclean stop left stays, and the next
+/// start resyncs it; a degraded RAID 5 has nothing to compare, and the
+/// start writes nothing. The rule (`trusts_redundancy`) trusts parity only
+/// in sync or under the owner's own mark.
+#[test]
+fn a_stop_clears_only_the_owners_mark_and_the_next_start_resyncs_the_rest() {
+    let devs: Vec<Device> = (0..3)
+        .map(|i| Device {
+            path: format!("o{i}"),
+            volume: Arc::new(MemVolume::new(16 * MIB)),
+        })
+        .collect();
+    let mut asm = common::create_with(Level::Raid5, &devs, |_| {});
+    let array = asm.array().unwrap();
+    assert!(asm.trusts_redundancy(false));
+    let resync = |asm: &mut Assembly| {
+        lifecycle::start_resync(asm, RunOptions::default())
+            .unwrap()
+            .is_some()
+    };
+
+    asm.mark_dirty().unwrap();
+    assert!(asm.trusts_redundancy(true) && !asm.trusts_redundancy(false));
+    lifecycle::stop_records(&mut asm, &array, true).unwrap();
+    assert!(asm.in_sync(), "the owner's own mark cleared at the stop");
+    assert!(!resync(&mut asm), "nothing to resync at the next start");
+
+    asm.mark_dirty().unwrap();
+    lifecycle::stop_records(&mut asm, &array, false).unwrap();
+    assert!(!asm.in_sync(), "an unclean stop's mark kept at the stop");
+    assert!(resync(&mut asm), "resynced at the next start");
+    assert!(asm.in_sync());
+
+    asm.mark_dirty().unwrap();
+    drop((asm, array));
+    let mut degraded = Assembly::assemble(devs[..2].to_vec()).unwrap();
+    let events = degraded.members[0].sb.events;
+    assert!(!degraded.trusts_redundancy(false));
+    assert!(!resync(&mut degraded), "nothing left to compare");
+    assert!(!degraded.in_sync());
+    assert_eq!(degraded.members[0].sb.events, events, "nothing written");
 }

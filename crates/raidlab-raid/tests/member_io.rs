@@ -357,3 +357,33 @@ fn where_the_kernel_refuses_io_uring_auto_falls_back_to_threads_saying_why() {
     // The rest of the process keeps io_uring.
     assert!(uring::probe().is_ok());
 }
+
+/// A read that takes more than one member request is not spliced from direct
+/// members: the sink would take the places one after the other, each its own
+/// request, where `read_at`'s step sends them together (merged by the block
+/// layer where contiguous). A read of one member request still is, and
+/// buffered members (read ahead in the page cache) splice any plain read.
+#[test]
+fn direct_members_splice_only_a_read_of_one_member_request() {
+    for io in [IoMode::Direct, IoMode::Buffered] {
+        let dir = tempfile::tempdir().unwrap();
+        let (ring, _) = arrays(dir.path(), Level::Raid0, 4, io);
+        let mut places = 0;
+        let mut sink = |_: std::os::fd::BorrowedFd<'_>, _: u64, _: usize| {
+            places += 1;
+            Ok(())
+        };
+        assert!(
+            ring.read_stored(CHUNK, CHUNK, &mut sink).unwrap(),
+            "{io:?}: a read of one chunk was not spliced"
+        );
+        let whole = ring.read_stored(0, 4 * CHUNK, &mut sink).unwrap();
+        assert_eq!(
+            whole,
+            io == IoMode::Buffered,
+            "{io:?}: a read of four chunks on four members spliced: {whole}"
+        );
+        let expected = if io == IoMode::Buffered { 5 } else { 1 };
+        assert_eq!(places, expected, "{io:?}: places handed to the sink");
+    }
+}

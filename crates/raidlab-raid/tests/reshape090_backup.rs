@@ -3,10 +3,13 @@
 //! power cut at every member write of the run (backup written but not
 //! named, window half restriped, position committed with the backup still
 //! named), a third of them cut again inside the resume, and resumed from
-//! the file; and the files mdadm refuses, refused with nothing written.
+//! the file; a stop inside a window refused a read without the file (md's
+//! rule) and read exact with it put back; and the files mdadm refuses,
+//! refused with nothing written.
 
 mod md090;
 use md090::*;
+use raidlab_core::SliceVolume;
 use raidlab_core::Volume;
 use raidlab_devices::fault::FaultVolume;
 use raidlab_devices::MemVolume;
@@ -15,6 +18,7 @@ use raidlab_md::grow_backup::BackupSuper;
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::{BackupFile, ReshapePlan, ReshapeRequest};
 use raidlab_raid::recovery::RunOptions;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -109,9 +113,42 @@ fn raid5_chunk_and_layout_and_raid6_layout_restriped_with_a_backup_file() {
     }
 }
 
+/// What the old geometry alone reads at array bytes `range` of the
+/// stopped restripe on `devs` (each member in its created role): what a
+/// read of it answered there before md's rule refused it.
+fn old_geometry_read(devs: &[Device], range: Range<u64>) -> Vec<u8> {
+    let r = Assembly::assemble(devs.to_vec())
+        .unwrap()
+        .reshape()
+        .unwrap()
+        .unwrap();
+    let areas = devs
+        .iter()
+        .map(|d| {
+            let area = SliceVolume::new(d.volume.clone(), 0, r.old.member_bytes).unwrap();
+            Some(Arc::new(area) as Arc<dyn Volume>)
+        })
+        .collect();
+    let old = raidlab_raid::Array::new("old geometry", r.old, areas).unwrap();
+    let mut got = vec![0u8; (range.end - range.start) as usize];
+    old.read_at(&mut got, range.start).unwrap();
+    got
+}
+
 /// Power cut at the `w`-th write (members and file) of a start and run;
-/// then a resume from the file. Whether the cut came.
-fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bool {
+/// then, when `read` and the cut left the reshape recorded, the array read
+/// without the file (refused) and with it (put back, exact); then a resume
+/// from the file. Whether the cut came, and whether it left a window half
+/// restriped (what the old geometry reads above the position is not the
+/// data).
+fn cut_at(
+    level: Level,
+    n: usize,
+    req: &ReshapeRequest,
+    w: u64,
+    seed: u64,
+    read: bool,
+) -> (bool, bool) {
     let (devs, faults) = fault_devices(n, 2 * MIB);
     let data = fill(level, &devs, 7);
     let asm = Assembly::assemble(devs.clone()).unwrap();
@@ -130,6 +167,21 @@ fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bo
             .reshape_start_with_backup(plan, &file)
             .and_then(|()| asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {}));
     });
+    let mut inside = false;
+    let stopped = Assembly::assemble(devs.clone())
+        .unwrap()
+        .reshape()
+        .map(|r| r.unwrap());
+    if let (Some(r), true) = (stopped, read) {
+        let window = r.position..(r.position + plan.backup_sectors * 512).min(r.array_bytes());
+        inside = old_geometry_read(&devs, window.clone())
+            != data[window.start as usize..window.end as usize];
+        read_refused(&devs);
+        assert!(
+            read_all_with(&devs, &file) == data,
+            "{level:?} cut at write {w} (window {window:?} half restriped: {inside}): read with the file, bytes differ"
+        );
+    }
     if tripped && w % 3 == 0 {
         // A second cut, inside the resume (the put-back, its commit, the
         // first window after it).
@@ -158,7 +210,7 @@ fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bo
             .unwrap();
         assert_eq!(report.mismatch_sectors, 0, "{level:?} cut at write {w}");
     }
-    tripped
+    (tripped, inside)
 }
 
 #[test]
@@ -169,7 +221,7 @@ fn a_power_cut_at_any_write_of_the_walk_resumes_from_the_backup_file() {
     ] {
         let mut w = 1;
         let mut cuts = 0;
-        while cut_at(level, n, &req, w, w * 7919) {
+        while cut_at(level, n, &req, w, w * 7919, false).0 {
             cuts += 1;
             // Every write early on (the start and the first windows), then
             // a sample: a window's phases repeat.
@@ -180,21 +232,37 @@ fn a_power_cut_at_any_write_of_the_walk_resumes_from_the_backup_file() {
     }
 }
 
+/// A restripe stopped inside a window (a power cut between its first
+/// new-geometry write and the commit past it) reads that window wrong
+/// through the superblocks alone, with no error: read without its file it
+/// is refused, as md refuses to assemble it; given the file, the window is
+/// put back and the array reads exact, and a resume then finishes it.
+#[test]
+fn a_stop_inside_a_window_is_refused_without_its_file_and_read_exact_with_it() {
+    let (level, n, req) = (Level::Raid5, 4, chunk(32 << 10));
+    let (mut w, mut cuts, mut inside) = (1, 0, 0);
+    loop {
+        let (tripped, torn) = cut_at(level, n, &req, w, w * 7919, true);
+        if !tripped {
+            break;
+        }
+        cuts += 1;
+        inside += usize::from(torn);
+        w += 3;
+    }
+    eprintln!("{cuts} runs cut, {inside} inside a window");
+    // The premise: many cuts landed inside a window, where the old
+    // geometry reads half-restriped bytes.
+    assert!(inside >= 10, "only {inside} of {cuts} cuts inside a window");
+}
+
 /// Every member's bytes, and the file's.
-fn snapshot(devs: &[Device], file: &dyn Volume) -> Vec<Vec<u8>> {
-    devs.iter()
-        .map(|d| &d.volume)
-        .map(|v| {
-            let mut b = vec![0u8; v.size() as usize];
-            v.read_at(&mut b, 0).unwrap();
-            b
-        })
-        .chain({
-            let mut b = vec![0u8; file.size() as usize];
-            file.read_at(&mut b, 0).unwrap();
-            [b]
-        })
-        .collect()
+fn snapshot_and_file(devs: &[Device], file: &dyn Volume) -> Vec<Vec<u8>> {
+    let mut all = snapshot(devs);
+    let mut b = vec![0u8; file.size() as usize];
+    file.read_at(&mut b, 0).unwrap();
+    all.push(b);
+    all
 }
 
 /// A RAID 5 mid-restripe (stopped after two windows), its backup file.
@@ -230,7 +298,7 @@ fn stopped_mid_walk() -> (Vec<Device>, Arc<MemVolume>, Vec<u8>) {
 /// `shown` as the backup file is refused with `want` in the message, and
 /// nothing on the members or in the file changes.
 fn refused_unchanged(devs: &[Device], shown: Arc<MemVolume>, want: &[&str]) {
-    let before = snapshot(devs, &*shown);
+    let before = snapshot_and_file(devs, &*shown);
     let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     let f = BackupFile::on_volume("backup", shown.clone());
     let e = asm
@@ -241,17 +309,25 @@ fn refused_unchanged(devs: &[Device], shown: Arc<MemVolume>, want: &[&str]) {
         assert!(e.contains(w) && e.contains("nothing was changed"), "{e}");
     }
     drop(asm);
-    assert!(snapshot(devs, &*shown) == before, "something changed: {e}");
+    assert!(
+        snapshot_and_file(devs, &*shown) == before,
+        "something changed: {e}"
+    );
 }
 
 #[test]
 fn a_stopped_restripe_carries_on_and_bad_files_are_refused_with_nothing_written() {
     let (devs, vol, data) = stopped_mid_walk();
-    // Stopped cleanly between windows: the moved ones read in the new
-    // geometry, the rest in the old (read-only, as any stopped reshape).
-    assert!(read_all(&devs) == data, "stopped: read");
+    // Stopped cleanly between windows, which the superblocks cannot tell
+    // from a stop inside one: without the file the read is refused (md's
+    // rule); with it, put back, the moved windows read in the new geometry
+    // and the rest in the old; a new assembly needs the file again.
+    read_refused(&devs);
+    let file = BackupFile::on_volume("backup", vol.clone());
+    assert!(read_all_with(&devs, &file) == data, "stopped: read");
+    read_refused(&devs);
     // Without the file: mdadm's reason.
-    let before = snapshot(&devs, &*vol);
+    let before = snapshot_and_file(&devs, &*vol);
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     let e = asm
         .reshape_run(RunOptions::default(), &mut |_| {})
@@ -262,7 +338,7 @@ fn a_stopped_restripe_carries_on_and_bad_files_are_refused_with_nothing_written(
         "{e}"
     );
     drop(asm);
-    assert!(snapshot(&devs, &*vol) == before);
+    assert!(snapshot_and_file(&devs, &*vol) == before);
     let record = |v: &MemVolume| {
         let mut b = [0u8; 512];
         v.read_at(&mut b, 0).unwrap();
@@ -335,7 +411,7 @@ fn backup_file_paths_mdadm_refuses() {
         .collect();
     fill(Level::Raid5, &devs, 7);
     let asm = Assembly::assemble(devs.clone()).unwrap();
-    let before = snapshot(&devs, &MemVolume::new(0));
+    let before = snapshot(&devs);
     let e = asm
         .reshape_check_with_backup(&chunk(32 << 10), Path::new(&devs[2].path))
         .unwrap_err()
@@ -371,5 +447,5 @@ fn backup_file_paths_mdadm_refuses() {
         .to_string();
     assert!(e.contains("no such file"), "{e}");
     drop(asm);
-    assert!(snapshot(&devs, &MemVolume::new(0)) == before);
+    assert!(snapshot(&devs) == before);
 }

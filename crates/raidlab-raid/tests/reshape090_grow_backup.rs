@@ -5,8 +5,9 @@
 //! spares out when given a file. Read back exactly and clean; power cut at
 //! every write (members and file) of the start and the walk's first
 //! stretch, a third of them cut again inside the resume, and resumed from
-//! the file; a resume without the file inside the critical section, or
-//! with another array's file, refused with nothing written.
+//! the file; a resume or a read without the file inside the critical
+//! section, or with another array's file, refused with nothing written
+//! (md's rule), past it read exact without the file.
 
 mod md090;
 use md090::*;
@@ -122,17 +123,6 @@ fn record_at(vol: &dyn Volume, byte: u64) -> Option<BackupSuper> {
     BackupSuper::parse(&b).unwrap()
 }
 
-/// Every member's bytes.
-fn snapshot(devs: &[Device]) -> Vec<Vec<u8>> {
-    devs.iter()
-        .map(|d| {
-            let mut b = vec![0u8; d.volume.size() as usize];
-            d.volume.read_at(&mut b, 0).unwrap();
-            b
-        })
-        .collect()
-}
-
 #[test]
 fn raid5_and_raid6_grown_with_the_critical_section_in_the_backup_file() {
     for (level, n, req, chunk, layout) in cases() {
@@ -201,7 +191,21 @@ fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bo
             .and_then(|()| asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {}));
     });
     if !torn(&devs).is_empty() {
-        return torn_at_the_start(&devs, &data, w) || tripped;
+        return torn_at_the_start(&devs, &file, &data, w) || tripped;
+    }
+    if let Some(r) = Assembly::assemble(devs.clone()).unwrap().reshape() {
+        // md's rule: inside the critical section (in the file only) no
+        // read without the file; past it, the in-place walk's reads need
+        // none, and read exact.
+        let r = r.unwrap();
+        if r.position < r.forward_critical_section().unwrap() {
+            read_refused(&devs);
+        } else {
+            assert!(
+                read_all(&devs)[..data.len()] == *data,
+                "{level:?} {req:?} cut at write {w}: stopped past the critical section, read without the file: bytes differ"
+            );
+        }
     }
     if tripped && w % 3 == 0 {
         // A second cut, inside the resume (the put-back, its commit, the
@@ -214,7 +218,7 @@ fn cut_at(level: Level, n: usize, req: &ReshapeRequest, w: u64, seed: u64) -> bo
         });
     }
     if !torn(&devs).is_empty() {
-        return torn_at_the_start(&devs, &data, w) || tripped;
+        return torn_at_the_start(&devs, &file, &data, w) || tripped;
     }
     let mut again = Assembly::assemble(devs.clone())
         .unwrap_or_else(|e| panic!("{level:?} {req:?} cut at write {w}: assemble: {e}"));
@@ -272,7 +276,9 @@ fn a_power_cut_at_any_write_of_the_grow_resumes_from_the_backup_file() {
 
 /// Stopped inside the critical section (the superblocks at position 0, the
 /// new rows torn): without the file, or with another array's, the resume
-/// is refused with nothing written; with it, the grow ends exact.
+/// and a read are refused with nothing written (a read answered the torn
+/// rows before md's rule); with it, the read is exact, and past the
+/// critical section the grow is carried on to its end without the file.
 #[test]
 fn a_resume_inside_the_critical_section_needs_the_grows_own_file() {
     let (level, n, req, chunk, layout) = cases().remove(0);
@@ -331,13 +337,33 @@ fn a_resume_inside_the_critical_section_needs_the_grows_own_file() {
         e.contains("critical section") && e.contains("nothing was changed"),
         "{e}"
     );
+    // A read: without the file, refused (the torn rows read as they are
+    // before md's rule); with another array's, refused; nothing written.
+    drop(asm);
+    read_refused(&devs);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let e = asm.reshape_put_back(&other_file).unwrap_err().to_string();
+    assert!(
+        e.contains("another array") && e.contains("nothing was changed"),
+        "{e}"
+    );
     drop(asm);
     assert!(snapshot(&devs) == before, "a refusal wrote");
+    // With the grow's own file: the critical section put back, exact.
+    let got = read_all_with(&devs, &file);
+    assert!(
+        got[..data.len()] == *data,
+        "read with the file: bytes differ"
+    );
+    // Past the critical section now, the put-back's section let go: read
+    // without the file too, and carried on without it (md's rule: past
+    // the critical section a grow needs no backup).
+    assert!(read_all(&devs)[..data.len()] == *data);
+    let b = record_at(fvol.as_ref(), 0).unwrap();
+    assert_eq!(b.length, 0, "the put-back did not let the section go");
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
-    let report = asm
-        .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
-        .unwrap();
-    assert!(!report.resumed, "{report:?}");
+    let report = asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
+    assert!(report.resumed, "{report:?}");
     drop(asm);
     assert_grown(&devs, &data, chunk, md_layout(level, layout));
 }
@@ -346,8 +372,10 @@ fn a_resume_inside_the_critical_section_needs_the_grows_own_file() {
 /// descriptor in the disk table changes, past the superblock's first
 /// sector; no later commit changes more than that sector): the user names
 /// the other members, as mdadm makes them. Nothing had moved, so they
-/// read the data exact, at position 0 if they recorded the reshape.
-fn torn_at_the_start(devs: &[Device], want: &[u8], w: u64) -> bool {
+/// read the data exact: at once if they did not record the reshape; at
+/// position 0, as md, only given the file (its critical section put back,
+/// into the degraded new geometry).
+fn torn_at_the_start(devs: &[Device], file: &BackupFile, want: &[u8], w: u64) -> bool {
     let gone = torn(devs);
     assert_eq!(gone.len(), 1, "cut at write {w}: torn {gone:?}");
     eprintln!("cut at write {w}: member {gone:?}'s superblock torn in the start's commit; the rest read exact");
@@ -356,11 +384,17 @@ fn torn_at_the_start(devs: &[Device], want: &[u8], w: u64) -> bool {
         .map(|i| devs[i].clone())
         .collect();
     let asm = Assembly::assemble(rest.clone()).unwrap();
+    let recorded = asm.reshape().is_some();
     if let Some(r) = asm.reshape() {
         assert_eq!(r.unwrap().position, 0, "cut at write {w}: torn mid-walk");
     }
     drop(asm);
-    let got = read_all(&rest);
+    let got = if recorded {
+        read_refused(&rest);
+        read_all_with(&rest, file)
+    } else {
+        read_all(&rest)
+    };
     assert!(
         got[..want.len()] == *want,
         "cut at write {w}: torn superblock, the rest read wrong"

@@ -1,10 +1,11 @@
 //! A metadata 0.90 RAID 5/6 shrunk by a member through mdadm's backup file
 //! (md's backward walk in place: 0.90 has no data offset to move): read back
 //! exactly, clean, and degraded; the superblocks md would write (the count,
-//! the leaving member a spare); stopped and carried on; power cut at every
-//! member and file write of the run early on, then a sample, each resumed
-//! from the file; and each shrink mdadm refuses, refused with no member byte
-//! changed.
+//! the leaving member a spare); stopped, read only with its file (md's
+//! rule), and carried on; power cut at every member and file write of the
+//! run early on, then a sample, each refused a read without the file and
+//! resumed from it; and each shrink mdadm refuses, refused with no member
+//! byte changed.
 
 mod md090;
 use md090::*;
@@ -62,11 +63,14 @@ fn record(v: &dyn Volume) -> BackupSuper {
 
 /// Shrunk to `to` of `devs`: no reshape recorded, `to` roles, the others
 /// spares in md's 0.90 words, the bytes the new members hold exact and
-/// clean, and exact with each member missing in turn. `cut`: a power cut
-/// may have come inside the finishing commit, leaving a leaving member's
-/// superblock the older one (left out of the array as stale, as md leaves
-/// a member whose events lag).
-fn assert_shrunk(devs: &[Device], to: usize, want: &[u8], cut: bool) {
+/// clean, and exact with each member missing in turn. `cut` (the file): a
+/// power cut may have come inside the finishing commit, leaving a leaving
+/// member's superblock the older one (left out of the array as stale, as md
+/// leaves a member whose events lag), and members without the one that
+/// took the end still recording the reshape at position 0, which read only
+/// given the file (md's rule; nothing is left to put back).
+fn assert_shrunk(devs: &[Device], to: usize, want: &[u8], cut_file: Option<&BackupFile>) {
+    let cut = cut_file.is_some();
     let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert!(asm.reshape().is_none(), "still mid-reshape");
     assert_eq!(asm.geometry.raid_disks, to);
@@ -135,10 +139,16 @@ fn assert_shrunk(devs: &[Device], to: usize, want: &[u8], cut: bool) {
             .filter(|&(i, _)| i != gone)
             .map(|(_, d)| d.clone())
             .collect();
-        assert!(
-            read_all(&rest) == want,
-            "degraded (m{gone} missing) differs"
-        );
+        let recorded = Assembly::assemble(rest.clone()).unwrap().reshape();
+        let got = match (recorded, cut_file) {
+            (Some(r), Some(file)) => {
+                assert_eq!(r.unwrap().position, 0, "m{gone} missing: mid-walk");
+                read_refused(&rest);
+                read_all_with(&rest, file)
+            }
+            _ => read_all(&rest),
+        };
+        assert!(got == want, "degraded (m{gone} missing) differs");
     }
 }
 
@@ -201,8 +211,12 @@ fn raid5_and_raid6_shrink_by_a_member_through_the_backup_file() {
             assert!(len == 0 || start >= p, "a section below {p}: {r:?}");
         }
         drop(asm);
+        // Read without the file: refused, as md refuses it (the superblocks
+        // cannot tell this clean stop from a cut inside a window); with
+        // it, exact (nothing below the position needed putting back).
+        read_refused(&devs);
         assert!(
-            read_all(&devs) == data[..size as usize],
+            read_all_with(&devs, &file) == data[..size as usize],
             "{level:?}: stopped mid-walk, bytes differ"
         );
         let mut asm = Assembly::assemble(devs.clone()).unwrap();
@@ -214,7 +228,7 @@ fn raid5_and_raid6_shrink_by_a_member_through_the_backup_file() {
         assert_eq!(report.spares, vec!["m4".to_string()]);
         assert_eq!(report.new_array_bytes, size);
         drop(asm);
-        assert_shrunk(&devs, 4, &data[..size as usize], false);
+        assert_shrunk(&devs, 4, &data[..size as usize], None);
         let r = record(&*vol);
         assert_eq!((r.length, r.length2), (0, 0), "let go at the end: {r:?}");
     }
@@ -249,7 +263,7 @@ fn cut_at(level: Level, chunk: Option<u64>, w: u64, seed: u64) -> bool {
             .and_then(|()| asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {}));
     });
     if !torn(&devs).is_empty() {
-        return torn_at_the_end(&devs, &data[..size as usize], level, w) || tripped;
+        return torn_at_the_end(&devs, &file, &data[..size as usize], level, w) || tripped;
     }
     if tripped && w % 3 == 0 {
         // A second cut inside the resume: the put-back, its commits, the
@@ -262,11 +276,13 @@ fn cut_at(level: Level, chunk: Option<u64>, w: u64, seed: u64) -> bool {
         });
     }
     if !torn(&devs).is_empty() {
-        return torn_at_the_end(&devs, &data[..size as usize], level, w) || tripped;
+        return torn_at_the_end(&devs, &file, &data[..size as usize], level, w) || tripped;
     }
     let mut again = Assembly::assemble(devs.clone()).unwrap();
     let recorded = again.reshape().is_some();
     if recorded {
+        // Wherever the cut came, no read without the file (md's rule).
+        read_refused(&devs);
         again
             .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
             .unwrap_or_else(|e| panic!("{level:?} cut at write {w}: resume: {e}"));
@@ -283,7 +299,7 @@ fn cut_at(level: Level, chunk: Option<u64>, w: u64, seed: u64) -> bool {
         );
     } else {
         drop(asm);
-        assert_shrunk(&devs, 4, &data[..size as usize], true);
+        assert_shrunk(&devs, 4, &data[..size as usize], Some(&file));
     }
     tripped
 }
@@ -308,8 +324,9 @@ fn torn(devs: &[Device]) -> Vec<usize> {
 /// other members, as mdadm (which aborts an assembly of a named device with
 /// no superblock) makes them. The walk had written every window by then,
 /// so the others read the data exact, whether their superblocks took the
-/// end or still record the reshape at position 0.
-fn torn_at_the_end(devs: &[Device], want: &[u8], level: Level, w: u64) -> bool {
+/// end or still record the reshape at position 0 (then, as md, only given
+/// the backup file, which has nothing left to put back).
+fn torn_at_the_end(devs: &[Device], file: &BackupFile, want: &[u8], level: Level, w: u64) -> bool {
     let gone = torn(devs);
     assert_eq!(gone.len(), 1, "{level:?} cut at write {w}: torn {gone:?}");
     eprintln!("{level:?} cut at write {w}: member {gone:?}'s superblock torn in the finishing commit; the rest read exact");
@@ -318,6 +335,7 @@ fn torn_at_the_end(devs: &[Device], want: &[u8], level: Level, w: u64) -> bool {
         .map(|i| devs[i].clone())
         .collect();
     let asm = Assembly::assemble(rest.clone()).unwrap();
+    let recorded = asm.reshape().is_some();
     if let Some(r) = asm.reshape() {
         assert_eq!(
             r.unwrap().position,
@@ -326,7 +344,18 @@ fn torn_at_the_end(devs: &[Device], want: &[u8], level: Level, w: u64) -> bool {
         );
     }
     drop(asm);
-    let got = read_all(&rest);
+    let got = if recorded {
+        read_refused(&rest);
+        let before = snapshot(&rest);
+        let got = read_all_with(&rest, file);
+        assert!(
+            snapshot(&rest) == before,
+            "{level:?} cut at write {w}: a put-back at position 0 wrote"
+        );
+        got
+    } else {
+        read_all(&rest)
+    };
     assert!(
         got[..want.len()] == *want,
         "{level:?} cut at write {w}: torn superblock, the rest read wrong"
@@ -355,17 +384,6 @@ fn a_power_cut_at_any_write_of_the_shrink_resumes_from_the_backup_file() {
         );
         assert!(cuts > 100, "{level:?}: only {cuts} cuts");
     }
-}
-
-/// Every member's bytes.
-fn snapshot(devs: &[Device]) -> Vec<Vec<u8>> {
-    devs.iter()
-        .map(|d| {
-            let mut b = vec![0u8; d.volume.size() as usize];
-            d.volume.read_at(&mut b, 0).unwrap();
-            b
-        })
-        .collect()
 }
 
 fn file_devices(dir: &Path, n: usize) -> Vec<Device> {
@@ -532,7 +550,7 @@ fn a_stopped_shrink_is_not_carried_on_without_its_file_or_with_a_wrong_one() {
     asm.reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
         .unwrap();
     drop(asm);
-    assert_shrunk(&devs, 4, &data[..size as usize], false);
+    assert_shrunk(&devs, 4, &data[..size as usize], None);
 }
 
 #[test]
@@ -566,7 +584,7 @@ fn raid4_by_one_raid5_by_two_and_a_shrink_with_a_new_chunk() {
             "{level:?} {n}->{to}: {report:?}"
         );
         drop(asm);
-        assert_shrunk(&devs, to, &data[..size as usize], false);
+        assert_shrunk(&devs, to, &data[..size as usize], None);
         let asm = Assembly::assemble(devs.clone()).unwrap();
         assert_eq!(
             asm.geometry.chunk_bytes,

@@ -9,6 +9,8 @@
 //! that the "-6" placement is md's is shown against a reference written from
 //! md's definitions in raidlab-layout's tests.
 
+mod md090;
+
 use raidlab_core::Volume;
 use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
 use raidlab_md::superblock::feature;
@@ -168,6 +170,14 @@ fn a_conversion_stopped_mid_reshape_reads_on_both_sides_of_the_position() {
         assert_eq!(r.position, position);
         assert_eq!(r.old.layout, Layout::Parity(ParityLayout::LeftSymmetric6));
         assert_eq!(r.new.layout, Layout::Parity(ParityLayout::LeftSymmetric));
+        if version == MetadataVersion::V0_90 {
+            // md's rule: a 0.90 restripe over the same members runs in
+            // place through a backup file and is not read without it (this
+            // state has none to give).
+            drop(asm);
+            md090::read_refused(&devs);
+            continue;
+        }
         reads_everywhere(&devs, &data, &format!("mid-conversion, {version}"));
     }
 }

@@ -36,6 +36,11 @@ fn block(at: u64, version: u64) -> Vec<u8> {
 }
 
 fn level_array(level: Level, n: usize, devs: &[Device]) -> Assembly {
+    bitmapped_array(level, n, devs, false)
+}
+
+/// [`level_array`], with an internal bitmap of 256 KiB chunks if `bitmap`.
+fn bitmapped_array(level: Level, n: usize, devs: &[Device], bitmap: bool) -> Assembly {
     let spec = CreateSpec {
         level,
         layout: Layout::parse(level, None).unwrap(),
@@ -43,8 +48,8 @@ fn level_array(level: Level, n: usize, devs: &[Device]) -> Assembly {
         spares: 0,
         name: "served".into(),
         force: false,
-        bitmap: false,
-        bitmap_chunk: None,
+        bitmap,
+        bitmap_chunk: bitmap.then_some(256 << 10),
         ppl: false,
     };
     let members = devs[..n]
@@ -100,8 +105,17 @@ fn writers(
 }
 
 fn reshape_under_writes(level: Level, from: usize, to: usize) {
+    reshape_under_writes_with(level, from, to, false)
+}
+
+/// [`reshape_under_writes`] of an array with an internal bitmap if
+/// `bitmap`: its writes in both geometries mark one copy of the bits,
+/// which then stays true (not out of date on any member, md's superblock
+/// fields, no mismatch).
+fn reshape_under_writes_with(level: Level, from: usize, to: usize, bitmap: bool) {
     let devs = devices(to.max(from));
-    let mut asm = level_array(level, from, &devs);
+    let mut asm = bitmapped_array(level, from, &devs, bitmap);
+    let bitmap_before = asm.bitmap.as_ref().map(|b| b.sb.clone());
     let shrink = to < from;
     if shrink {
         // Room at the members' ends for the data to move up (md's backward
@@ -218,6 +232,24 @@ fn reshape_under_writes(level: Level, from: usize, to: usize) {
     let asm = Assembly::assemble(devs.clone()).unwrap();
     assert!(asm.reshape().is_none(), "no reshape recorded after its end");
     assert_eq!(asm.geometry.raid_disks, to);
+    if let Some(before) = bitmap_before {
+        // md's bitmap after a restripe: as it was but for its events (and
+        // when its bits were last cleared: the clean stop's).
+        let mut md = before;
+        md.events = asm.members[0].sb.events;
+        for d in &devs[..to] {
+            let sb = raidlab_md::Superblock::read_from(d.volume.as_ref())
+                .unwrap()
+                .unwrap();
+            let bm = raidlab_md::bitmap::Bitmap::read_from(d.volume.as_ref(), &sb)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{}: no bitmap", d.path));
+            md.events_cleared = bm.sb.events_cleared;
+            assert!(md.events_cleared <= md.events);
+            assert_eq!(bm.sb, md, "{}: bitmap superblock", d.path);
+            assert!(!bm.is_stale(&sb), "{}", d.path);
+        }
+    }
     let mut copy = asm.clone();
     let scrub = copy
         .scrub(false, RunOptions::default(), &mut |_| {})
@@ -237,6 +269,11 @@ fn reshape_under_writes(level: Level, from: usize, to: usize) {
 #[test]
 fn a_raid5_grows_by_a_member_while_clients_write_and_reads_back_exactly() {
     reshape_under_writes(Level::Raid5, 4, 5);
+}
+
+#[test]
+fn a_raid5_with_a_bitmap_grows_by_a_member_while_clients_write_and_reads_back_exactly() {
+    reshape_under_writes_with(Level::Raid5, 4, 5, true);
 }
 
 #[test]

@@ -18,6 +18,9 @@
 //! stack above nbdkit (the loop device, FUSE, nbdfuse) splits it, as
 //! nbdkit's log filter shows (a 1 MiB O_DIRECT write arrives as two 512 KiB
 //! writes, a 1 MiB read as two reads of 524 and 500 KiB).
+//! Every request, and every piece of one, also pays `stack_latency_us`: what
+//! the loop device, FUSE, nbdfuse and the socket add in front of nbdkit,
+//! measured on the member alone.
 //! It must never stand in for a disk or SSD (no seek, no cache, no queueing
 //! inside): the HDD and SSD models are for those.
 
@@ -45,6 +48,12 @@ pub struct FixedParams {
     /// after the other); 0: never split.
     #[serde(default)]
     pub max_transfer_bytes: u64,
+    /// What the stack in front of nbdkit (the loop device, FUSE, nbdfuse,
+    /// the socket) adds to every request, and every piece of one, in µs,
+    /// inside the one-at-a-time service (at depth it does not overlap:
+    /// measured, the preset's sources).
+    #[serde(default)]
+    pub stack_latency_us: f64,
 }
 
 impl FixedParams {
@@ -70,6 +79,7 @@ impl FixedParams {
         non_negative("write_delay_ms", self.write_delay_ms)?;
         non_negative("rate_mb_per_s", self.rate_mb_per_s)?;
         non_negative("burst_s", self.burst_s)?;
+        non_negative("stack_latency_us", self.stack_latency_us)?;
         if self.rate_mb_per_s > 0.0 && self.burst_s == 0.0 {
             // nbdkit would then sleep for every bit of every request: a rate
             // with no bucket is not what its filter does by default either.
@@ -95,6 +105,7 @@ impl FixedParams {
                 self.max_transfer_bytes as f64,
                 "bytes",
             ),
+            p("stack_latency_us", self.stack_latency_us, "µs"),
         ]
     }
 }
@@ -162,6 +173,7 @@ struct Service {
     write_bucket: Bucket,
     /// 0: no split.
     max_transfer: u64,
+    stack: Ns,
 }
 
 impl Fixed {
@@ -177,6 +189,7 @@ impl Fixed {
                 read_bucket: Bucket::new(rate, params.burst_s),
                 write_bucket: Bucket::new(rate, params.burst_s),
                 max_transfer: params.max_transfer_bytes,
+                stack: (params.stack_latency_us * 1e3).round() as Ns,
             },
             params,
             sources,
@@ -199,16 +212,19 @@ impl Service {
             let (base, extra) = (r.len / pieces, r.len % pieces);
             (base + u64::from(i < extra)) * 8
         };
+        let stack = self.stack;
         match r.kind {
             IoKind::Read => (0..pieces).fold(start, |t, i| {
-                self.read_bucket.take(t + self.read_delay, piece_bits(i))
+                self.read_bucket
+                    .take(t + stack + self.read_delay, piece_bits(i))
             }),
             IoKind::Write => (0..pieces).fold(start, |t, i| {
-                self.write_bucket.take(t + self.write_delay, piece_bits(i))
+                self.write_bucket
+                    .take(t + stack + self.write_delay, piece_bits(i))
             }),
             // The rate filter counts only reads and writes.
-            IoKind::Zero | IoKind::Trim => start + self.write_delay,
-            IoKind::Flush => start,
+            IoKind::Zero | IoKind::Trim => start + stack + self.write_delay,
+            IoKind::Flush => start + stack,
         }
     }
 }

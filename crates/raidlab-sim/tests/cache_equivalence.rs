@@ -150,7 +150,12 @@ fn simulate(mode: Mode, raid: bool, serial: bool) -> SimRun {
             geometry: g,
             members,
             stripe_cache: None,
-            host: HostCost::default(),
+            // The engine's own member requests, before the host's plug
+            // merges a step's contiguous ones (`host.rs`).
+            host: HostCost {
+                plug_merge_bytes: 0,
+                ..HostCost::default()
+            },
             rebuild: None,
         })
         .unwrap();

@@ -38,7 +38,13 @@ fn simulate(
         geometry: *g,
         members,
         stripe_cache: cache,
-        host: HostCost::default(),
+        // The engine's own requests, as the real one hands them to its
+        // members: the block layer's merging of a step's contiguous ones
+        // (the host's plug, `host.rs`, tested there) comes after.
+        host: HostCost {
+            plug_merge_bytes: 0,
+            ..HostCost::default()
+        },
         rebuild: None,
     })
     .expect("simulated array");

@@ -10,6 +10,18 @@ use raidlab_sim::presets::{self, Model};
 use raidlab_sim::workload::{self, Job, Pattern};
 
 fn device(delay_ms: f64, rate_mb_per_s: f64, burst_s: f64) -> Fixed {
+    device_with(delay_ms, rate_mb_per_s, burst_s, 0, 0.0)
+}
+
+/// [`device`] whose requests over `max_transfer_bytes` arrive in pieces,
+/// each paying `stack_latency_us` too.
+fn device_with(
+    delay_ms: f64,
+    rate_mb_per_s: f64,
+    burst_s: f64,
+    max_transfer_bytes: u64,
+    stack_latency_us: f64,
+) -> Fixed {
     Fixed::new(
         "t",
         FixedParams {
@@ -18,7 +30,8 @@ fn device(delay_ms: f64, rate_mb_per_s: f64, burst_s: f64) -> Fixed {
             write_delay_ms: delay_ms,
             rate_mb_per_s,
             burst_s,
-            max_transfer_bytes: 0,
+            max_transfer_bytes,
+            stack_latency_us,
         },
         vec![],
     )
@@ -87,27 +100,31 @@ fn qd1_without_a_rate_takes_the_delay_alone_whatever_the_size() {
     assert_eq!(one_by_one(&mut dev, &reqs), 100 * 5 * MS);
 }
 
+/// The stack in front of nbdkit adds its latency to every request and to
+/// every piece of a split one, inside the one-at-a-time service: at depth
+/// too, N requests take N x (delay + latency).
+#[test]
+fn the_stack_latency_is_paid_per_piece_and_does_not_overlap_at_depth() {
+    let dev = || device_with(5.0, 0.0, 0.0, 512 << 10, 350.0);
+    let piece = 5 * MS + 350_000;
+    let reqs: Vec<_> = (0..100).map(|i| req(i, IoKind::Read, 4096)).collect();
+    assert_eq!(one_by_one(&mut dev(), &reqs), 100 * piece);
+    // 1 MiB arrives as two 512 KiB pieces, each with the latency.
+    let reqs: Vec<_> = (0..10).map(|i| req(i, IoKind::Write, 1 << 20)).collect();
+    assert_eq!(one_by_one(&mut dev(), &reqs), 10 * 2 * piece);
+    let reqs: Vec<_> = (0..32).map(|i| req(i, IoKind::Read, 4096)).collect();
+    let done = all_at_once(&mut dev(), &reqs);
+    assert_eq!(done.iter().map(|c| c.at).max(), Some(32 * piece));
+}
+
 /// A read or write over the largest transfer takes one delay per piece
 /// (the stack above nbdkit hands it over in pieces, served one after the
 /// other), one at most that size takes one delay; with the bucket short,
 /// each piece waits for its own bits.
 #[test]
 fn a_request_over_the_largest_transfer_takes_a_delay_per_piece() {
-    let split = |rate_mb_per_s: f64, burst_s: f64| {
-        Fixed::new(
-            "t",
-            FixedParams {
-                capacity_bytes: 1 << 30,
-                read_delay_ms: 5.0,
-                write_delay_ms: 5.0,
-                rate_mb_per_s,
-                burst_s,
-                max_transfer_bytes: 512 << 10,
-            },
-            vec![],
-        )
-        .expect("valid parameters")
-    };
+    let split =
+        |rate_mb_per_s: f64, burst_s: f64| device_with(5.0, rate_mb_per_s, burst_s, 512 << 10, 0.0);
     let mut dev = split(0.0, 0.0);
     let whole: Vec<_> = (0..10).map(|i| req(i, IoKind::Write, 512 << 10)).collect();
     assert_eq!(one_by_one(&mut dev, &whole), 10 * 5 * MS);
@@ -183,16 +200,17 @@ fn a_flush_takes_no_time_but_waits_its_turn() {
 }
 
 #[test]
-fn a_workload_at_any_queue_depth_gets_one_request_per_delay() {
+fn a_workload_at_any_queue_depth_gets_one_request_per_delay_and_latency() {
     // The preset, driven by the simulator's own workload: 1 s of 4 KiB random
-    // reads is 200 requests at QD1 and at QD32 alike (one at a time).
+    // reads at 5 ms + 335 us each is 187 requests at QD1 and at QD32 alike
+    // (one at a time).
     let preset = presets::preset("nbdkit-hdd-seek").expect("preset");
     for qd in [1, 32] {
         let mut dev = preset.build().expect("builds");
         let mut job = Job::new(Pattern::Random, 4096, true, 1, qd, 256 << 20);
         job.duration = SEC;
         let out = workload::run(dev.as_mut(), &job, 0).expect("runs");
-        assert_eq!(out.ops, 200, "QD{qd}");
+        assert_eq!(out.ops, SEC / (5 * MS + 335_000), "QD{qd}");
     }
 }
 
@@ -205,6 +223,7 @@ fn bad_parameters_are_refused_by_name() {
         rate_mb_per_s,
         burst_s,
         max_transfer_bytes: 0,
+        stack_latency_us: 0.0,
     };
     assert_eq!(
         p(-1.0, 0.0, 0.0).validate().unwrap_err().key,

@@ -37,7 +37,13 @@ fn ideal_array(g: Geometry) -> TaskArray {
             })
             .collect(),
         stripe_cache: None,
-        host: HostCost::default(),
+        // The engine's own member writes, page by page as md's repair
+        // makes them: the host's plug (`host.rs`) would merge a step's
+        // contiguous pages before the members see them.
+        host: HostCost {
+            plug_merge_bytes: 0,
+            ..HostCost::default()
+        },
         rebuild: None,
     })
     .unwrap()

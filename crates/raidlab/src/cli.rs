@@ -423,6 +423,17 @@ pub struct ExportArgs {
     /// of what was read (+) and what was not (-), in array offsets.
     #[arg(long, value_name = "FILE")]
     pub map_file: Option<PathBuf>,
+    /// The backup file of a metadata 0.90 reshape stopped part-way (one
+    /// started with `grow --backup-file`: a new chunk or layout over the
+    /// same members, fewer members, or more members with the file), which
+    /// is refused without it, as md refuses to assemble it. As `mdadm
+    /// --assemble --backup-file` does, the window the file holds is put
+    /// back into the members first: this writes the members (and the
+    /// file's record), then the array is read. The array stays mid-reshape
+    /// and needs the file again: finish it with `grow --continue
+    /// --backup-file FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub backup_file: Option<PathBuf>,
     #[command(flatten)]
     pub io: MemberIoArgs,
 }

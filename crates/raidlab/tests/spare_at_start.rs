@@ -11,7 +11,28 @@ mod common;
 
 use common::verbs::*;
 use common::{ServeOptions, Served};
+use std::path::Path;
 use std::time::{Duration, Instant};
+
+const ALL: [&str; 4] = ["m0", "m1", "m2", "s"];
+/// m2 left out: role 2 missing, the spare beside it.
+const GIVEN: [&str; 3] = ["m0", "m1", "s"];
+
+/// The array every test here starts from: a RAID 5 of m0, m1, m2 (64K
+/// chunk) and the hot spare s, of 4 MiB members. `unclean`: created over
+/// members that held data (resync pending: not known to be consistent),
+/// `None`; otherwise created clean and filled, `Some` of what it holds.
+fn raid5_and_a_spare(d: &Path, unclean: bool) -> Option<Vec<u8>> {
+    let args = ["--level", "5", "--chunk", "64K", "--spares", "1"];
+    if !unclean {
+        return Some(create_imported(d, &ALL, "4M", &args));
+    }
+    for f in ALL {
+        std::fs::write(d.join(f), pattern(4 << 20, 5)).unwrap();
+    }
+    ok(d, &with("create", &ALL, &args));
+    None
+}
 
 fn state(v: &serde_json::Value, device: &str) -> String {
     v["members"]
@@ -27,15 +48,8 @@ fn state(v: &serde_json::Value, device: &str) -> String {
 fn serve_rebuilds_a_missing_role_onto_a_hot_spare_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let all = ["m0", "m1", "m2", "s"];
-    let data = create_imported(
-        d,
-        &all,
-        "4M",
-        &["--level", "5", "--chunk", "64K", "--spares", "1"],
-    );
-    // m2 left out: role 2 missing, the spare beside it.
-    let given = ["m0", "m1", "s"];
+    let data = raid5_and_a_spare(d, false).unwrap();
+    let given = GIVEN;
     let before = detail(d, &given);
     assert_eq!(state(&before, "s"), "spare", "{before}");
 
@@ -97,14 +111,8 @@ fn serve_rebuilds_a_missing_role_onto_a_hot_spare_at_start() {
 fn offline_rebuild_puts_a_hot_spare_into_the_missing_role() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let all = ["m0", "m1", "m2", "s"];
-    let data = create_imported(
-        d,
-        &all,
-        "4M",
-        &["--level", "5", "--chunk", "64K", "--spares", "1"],
-    );
-    let given = ["m0", "m1", "s"];
+    let data = raid5_and_a_spare(d, false).unwrap();
+    let given = GIVEN;
     assert_eq!(state(&detail(d, &given), "s"), "spare");
 
     let said = ok(d, &with("rebuild", &given, &[]));
@@ -131,19 +139,8 @@ fn offline_rebuild_puts_a_hot_spare_into_the_missing_role() {
 fn offline_rebuild_onto_a_spare_of_an_unclean_array_needs_force() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let all = ["m0", "m1", "m2", "s"];
-    for f in all {
-        std::fs::write(d.join(f), pattern(4 << 20, 5)).unwrap();
-    }
-    ok(
-        d,
-        &with(
-            "create",
-            &all,
-            &["--level", "5", "--chunk", "64K", "--spares", "1"],
-        ),
-    );
-    let given = ["m0", "m1", "s"];
+    raid5_and_a_spare(d, true);
+    let given = GIVEN;
     assert_eq!(detail(d, &given)["resync_pending"], true);
     let before = files(d, &given);
     let o = run(d, &with("rebuild", &given, &[]));

@@ -12,19 +12,39 @@ impl Array {
     /// Keep `bitmap` up to date on `devices` (role, whole device, superblock)
     /// before every write.
     pub fn with_intent(
-        mut self,
+        self,
         bitmap: raidlab_md::bitmap::Bitmap,
         devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
     ) -> Array {
-        self.intent = Some(Intent {
-            state: raidlab_core::task::Mutex::new(IntentState {
-                bitmap,
-                devices,
-                daemon: Default::default(),
-                cleared: 0,
-            }),
-        });
+        self.with_shared_intent(Arc::new(Intent::new(bitmap, devices)))
+    }
+
+    /// Keep the bitmap `intent` holds, with every other array holding it
+    /// (the running arrays of one served reshape: one copy of the bits).
+    pub(crate) fn with_shared_intent(self, intent: Arc<Intent>) -> Array {
+        *self.intent.write().unwrap_or_else(|p| p.into_inner()) = Some(intent);
         self
+    }
+
+    /// The bitmap this array keeps, to be shared ([`Array::use_intent`]).
+    pub(crate) fn shared_intent(&self) -> Option<Arc<Intent>> {
+        self.intent()
+    }
+
+    /// From now on keep `intent` instead of this array's own bitmap: the
+    /// array a served reshape replaced takes its sides' bitmap, so that
+    /// whatever writes superblocks through it (safe mode, failure
+    /// recording) or runs md's bitmap daemon on it writes the bits the
+    /// sides set, never its older copy. Only with no write under way.
+    pub(crate) fn use_intent(&self, intent: Arc<Intent>) {
+        *self.intent.write().unwrap_or_else(|p| p.into_inner()) = Some(intent);
+    }
+
+    pub(super) fn intent(&self) -> Option<Arc<Intent>> {
+        self.intent
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Run `f` on the bitmap with every bitmap write held off, so that whoever
@@ -34,7 +54,7 @@ impl Array {
         &self,
         f: impl FnOnce(&mut raidlab_md::bitmap::Bitmap) -> T,
     ) -> Option<T> {
-        let intent = self.intent.as_ref()?;
+        let intent = self.intent()?;
         let mut st = intent.state.lock();
         Some(f(&mut st.bitmap))
     }
@@ -46,7 +66,7 @@ impl Array {
         device: Arc<dyn Volume>,
         sb: raidlab_md::Superblock,
     ) -> Result<()> {
-        let Some(intent) = &self.intent else {
+        let Some(intent) = self.intent() else {
             return Ok(());
         };
         let mut st = intent.state.lock();
@@ -170,7 +190,7 @@ impl Array {
     /// [`Array::intent_done`]). md indexes RAID 10's bitmap by array sector,
     /// the other levels' by member sector. Returns the chunks held.
     pub(super) fn note_intent(&self, plan: &Plan, pos: u64, n: u64) -> Result<Vec<u64>> {
-        let Some(intent) = &self.intent else {
+        let Some(intent) = self.intent() else {
             return Ok(Vec::new());
         };
         if planted!(SkipBitmapMark) {
@@ -201,7 +221,7 @@ impl Array {
 
     /// A write that held `chunks` (from [`Array::note_intent`]) has ended.
     pub(super) fn intent_done(&self, chunks: &[u64]) {
-        if let Some(intent) = &self.intent {
+        if let Some(intent) = self.intent() {
             let mut st = intent.state.lock();
             st.daemon.done(chunks);
         }
@@ -228,7 +248,7 @@ impl Array {
     /// the array is whole. A driver on a virtual clock need not wake the
     /// daemon otherwise (md's runs anyway and finds nothing).
     pub fn bitmap_daemon_has_work(&self) -> bool {
-        self.intent.is_some()
+        self.intent().is_some()
             && self.with_bitmap_held(|b| b.dirty_count()).unwrap_or(0) > 0
             && !self.keeps_bits()
     }
@@ -236,7 +256,7 @@ impl Array {
     /// Bits the daemon has cleared since the array started (`None` without
     /// a bitmap).
     pub fn bitmap_bits_cleared(&self) -> Option<u64> {
-        Some(self.intent.as_ref()?.state.lock().cleared)
+        Some(self.intent()?.state.lock().cleared)
     }
 
     /// md's bitmap daemon's cadence as a long run, from `now`: a pass every
@@ -293,7 +313,7 @@ impl Array {
     }
 
     fn daemon_pass(&self) -> Result<u64> {
-        let Some(intent) = &self.intent else {
+        let Some(intent) = self.intent() else {
             return Ok(0);
         };
         let degraded = self.keeps_bits();
@@ -305,6 +325,7 @@ impl Array {
         }
         let written = self
             .flush_members_now()
+            .and_then(|()| self.flush_other_geometry(st))
             .and_then(|()| self.write_bitmap(st));
         if let Err(e) = written {
             // The bits stay as the members' copies have them.
@@ -315,6 +336,27 @@ impl Array {
         }
         st.cleared += cleared.len() as u64;
         Ok(cleared.len() as u64)
+    }
+
+    /// A bitmap shared past this array's roles (a served reshape's: the
+    /// other geometry's members, a grow's new ones, a shrink's leaving
+    /// ones; or every member behind the one volume of the read-only array
+    /// of one started mid-reshape) has its devices flushed whole, each that
+    /// is in service: writes through the other arrays sharing it must be
+    /// durable before a bit covering them is cleared, as this array's own
+    /// members' are. A bitmap of this array's alone: nothing more to do.
+    fn flush_other_geometry(&self, st: &IntentState) -> Result<()> {
+        let view = self.view();
+        let n = view.present.len();
+        if st.devices.iter().all(|(role, _, _)| *role < n) {
+            return Ok(());
+        }
+        for (role, dev, _) in &st.devices {
+            if *role >= n || self.member_live(&view, *role) {
+                dev.flush()?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether the write-intent bitmap marks any chunk of member range `[at,
@@ -360,7 +402,11 @@ impl Array {
             let mut writes = crate::metadata_plan::DeviceWrites::default();
             for (i, (role, dev, sb)) in devices.iter().enumerate() {
                 let rebuilding = view.recovery.as_ref().is_some_and(|r| r.role == *role);
-                if dropped[i] || (!rebuilding && !self.member_live(&view, *role)) {
+                // A role past this array's (the other geometry's of a
+                // served reshape, sharing the bitmap) is written too: the
+                // bits must be on every member md will read them from.
+                let ours = *role < view.present.len();
+                if dropped[i] || (ours && !rebuilding && !self.member_live(&view, *role)) {
                     continue;
                 }
                 let (at, bytes) = bm.placed(sb).map_err(|e| e.on_device(dev.name()))?;
@@ -380,6 +426,11 @@ impl Array {
                 };
                 dropped[i] = true;
                 let role = devices[i].0;
+                if role >= view.present.len() {
+                    // Not this array's to take out: the other side's
+                    // failure, which that side and the walk act on.
+                    return Err(*failed.error);
+                }
                 // md fails a member whose bitmap cannot be written; the write
                 // goes on without it if the array survives that.
                 if view.recovery.as_ref().is_some_and(|r| r.role == role) {

@@ -81,8 +81,10 @@ pub struct Array {
     read_errors: Vec<AtomicU32>,
     /// Read errors repaired by rewriting the block (md's cnt_corrected_read).
     corrected: Vec<AtomicU32>,
-    /// The write-intent bitmap, when the array keeps one.
-    intent: Option<Intent>,
+    /// The write-intent bitmap, when the array keeps one: shared by the
+    /// running arrays of one served reshape (its two sides and the array it
+    /// replaced), so that one copy of the bits is written to the members.
+    intent: RwLock<Option<Arc<Intent>>>,
     /// md's partial parity log, when the array keeps one (RAID 5).
     ppl: Option<PartialParityLog>,
     /// With a log, writes are whole sectors: a partial sector is read, merged
@@ -135,10 +137,28 @@ struct Membership {
 /// flushed); md's bitmap daemon clears them once idle (see
 /// `crate::bitmap_daemon`), and a clean stop clears the rest, so after a crash
 /// a resync need only cover the chunks written in the last few seconds.
-struct Intent {
+pub(crate) struct Intent {
     /// Held across the bitmap's member writes: task-aware, so a simulated
     /// request that finds it held suspends (`raidlab_core::task`).
     state: raidlab_core::task::Mutex<IntentState>,
+}
+
+impl Intent {
+    /// `bitmap` kept on `devices` (role, whole device, superblock). A served
+    /// reshape's devices are those of both geometries' roles.
+    pub(crate) fn new(
+        bitmap: raidlab_md::bitmap::Bitmap,
+        devices: Vec<(usize, Arc<dyn Volume>, raidlab_md::Superblock)>,
+    ) -> Intent {
+        Intent {
+            state: raidlab_core::task::Mutex::new(IntentState {
+                bitmap,
+                devices,
+                daemon: Default::default(),
+                cleared: 0,
+            }),
+        }
+    }
 }
 
 struct IntentState {
@@ -229,7 +249,7 @@ impl Array {
             recorded: AtomicU64::new(0),
             read_errors: (0..n).map(|_| AtomicU32::new(0)).collect(),
             corrected: (0..n).map(|_| AtomicU32::new(0)).collect(),
-            intent: None,
+            intent: RwLock::new(None),
             ppl: None,
             merging: raidlab_core::task::RwLock::new(()),
             journal: None,
@@ -602,14 +622,39 @@ impl Volume for Array {
         let view = self.view();
         let live = self.live_in(&view);
         let mut plans = Vec::new();
+        let mut reads = 0usize;
         for (pos, n) in self.pieces(offset, len) {
             let plan = self
                 .read_plan(&live, pos, n)
                 .map_err(|e| e.on_device(&self.name))?;
             match stored_reads(&plan, n) {
-                Some(ops) => plans.push((plan.locks, ops)),
+                Some(ops) => {
+                    reads += ops.len();
+                    plans.push((plan.locks, ops));
+                }
                 None => return Ok(false),
             }
+        }
+        // The sink takes the places one after the other, each a member
+        // request of its own that must complete before the next is asked
+        // for. On members read with O_DIRECT nothing reads ahead, so a read
+        // of more than one place is faster through `read_at`, whose step
+        // sends them together: in parallel across members, and the block
+        // layer merges the contiguous ones of a member into one request (a
+        // RAID 0 of four members with 64 KiB chunks, 1 MiB reads at QD8 on
+        // members that take 5 ms a request: 47 MiB/s spliced, 189 MiB/s
+        // through `read_at`, docs/benchmarks.md). Buffered members read
+        // ahead in the page cache, where splicing the places in turn costs
+        // nothing and saves the copy.
+        if reads > 1
+            && plans.iter().flat_map(|(_, ops)| ops).any(|&(m, _, _)| {
+                view.members
+                    .get(m)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|v| v.raw_file().is_some_and(|f| f.direct.is_some()))
+            })
+        {
+            return Ok(false);
         }
         for (locks, ops) in plans {
             let _held = self.locks.lock(&locks);

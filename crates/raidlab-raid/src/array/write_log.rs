@@ -163,13 +163,32 @@ impl Drop for BitsHeld<'_> {
 }
 
 impl Array {
+    /// Write as a reshape's walk writes the new geometry: through the
+    /// array's log, but marking no bitmap bit (md's reshape writes mark
+    /// none: a resume redoes every one past the last checkpoint from the
+    /// old geometry, and those below it were flushed before it). Whole
+    /// stripes straight to the members: no stripe cache.
+    pub(crate) fn write_unmarked(&self, buf: &[u8], offset: u64) -> Result<()> {
+        check_range(&self.name, Op::Write, self.size(), offset, buf.len() as u64)?;
+        self.refuse_read_only(Op::Write, offset, buf.len() as u64)?;
+        if !matches!(self.write_log(), WriteLog::Bitmap) {
+            return self.write_at(buf, offset);
+        }
+        self.refuse_when_failed(Op::Write, offset, buf.len() as u64)?;
+        for (pos, n) in self.pieces(offset, buf.len() as u64) {
+            let start = (pos - offset) as usize;
+            self.write_piece(&buf[start..start + n as usize], pos, WriteLog::Resync)?;
+        }
+        Ok(())
+    }
+
     /// The log this array's writes go through, as assembly chose it.
     pub(super) fn write_log(&self) -> WriteLog<'_> {
         if let Some(log) = &self.ppl {
             WriteLog::Ppl(log)
         } else if let Some(journal) = &self.journal {
             WriteLog::Journal(journal)
-        } else if self.intent.is_some() {
+        } else if self.intent().is_some() {
             WriteLog::Bitmap
         } else {
             WriteLog::Resync

@@ -142,6 +142,11 @@ pub struct Assembly {
     /// `live` only while the array is quiesced for a change, so the change
     /// may count the array as in sync ([`Assembly::consistent`]).
     active_in_service: bool,
+    /// A stopped metadata 0.90 restripe's backup file was put back by this
+    /// assembly (`grow::backup_file::read`): the window it held is whole in
+    /// the members again, so the array may be read (md's assembly given
+    /// `--backup-file`). Without it such an array is refused.
+    pub(crate) backup_put_back: bool,
 }
 
 impl Clone for Assembly {
@@ -165,6 +170,7 @@ impl Clone for Assembly {
             executor: Arc::clone(&self.executor),
             lagging: self.lagging.clone(),
             active_in_service: self.active_in_service,
+            backup_put_back: self.backup_put_back,
         }
     }
 }
@@ -352,6 +358,7 @@ impl Assembly {
             executor: Arc::new(crate::exec::ThreadPool::default()),
             lagging,
             active_in_service: false,
+            backup_put_back: false,
         };
         // Linear and multi-zone RAID 0: refuse sizes md would not run; a
         // reshape whose fields make no geometry is refused here too.
@@ -505,6 +512,11 @@ impl Assembly {
     }
 
     /// Whether the newest superblock says parity/mirrors are consistent.
+    /// Asked when an owner starts the array, it is also whether a dirty mark
+    /// made from then on is the owner's own: md's safe mode runs only on an
+    /// array in sync when its owner starts serving it
+    /// (`LiveArray::start_safe_mode`); a mark found at the start is an
+    /// unclean stop's ([`Assembly::trusts_redundancy`] takes that answer).
     pub fn in_sync(&self) -> bool {
         self.newest().is_clean()
     }
@@ -517,11 +529,13 @@ impl Assembly {
         self.in_sync() || self.active_in_service
     }
 
-    /// Run `f` on the assembly as a served array's change sees it:
-    /// `ours` says the superblocks' dirty mark is safe mode's (writes
-    /// recent, none owed a resync), so [`Assembly::consistent`] counts it as
-    /// in sync for `f` and for nothing after it.
-    pub(crate) fn in_service<T>(&mut self, ours: bool, f: impl FnOnce(&mut Assembly) -> T) -> T {
+    /// Run `f` on a quiesced served array (every write done and flushed) as
+    /// its change sees it: `ours` says the superblocks' dirty mark is the
+    /// owner's safe mode's (writes recent, none owed a resync), so
+    /// [`Assembly::consistent`] counts it as in sync for `f` and for nothing
+    /// after it. What the server's takeovers and restripe starts run
+    /// through (`LiveArray`), and the simulation's.
+    pub fn in_service<T>(&mut self, ours: bool, f: impl FnOnce(&mut Assembly) -> T) -> T {
         self.active_in_service = ours;
         let out = f(self);
         self.active_in_service = false;

@@ -8,7 +8,9 @@
 //! It decides nothing about placement (that is the layout crate's) and must
 //! never write: carrying on with the reshape, or writing into an array whose
 //! stripes are half in one geometry and half in the other, is not built; the
-//! array is read-only.
+//! array is read-only. It must never read a metadata 0.90 reshape whose
+//! window may be whole only in its backup before the backup is put back
+//! (`grow::backup_file::read` says which: md's rule).
 
 use super::{format_uuid, Assembly, Member, MemberState};
 use crate::array::Array;
@@ -273,6 +275,9 @@ impl Assembly {
         } else {
             format!("array {}", self.name)
         };
+        // md's rule: a 0.90 reshape stopped inside a window only its backup
+        // holds whole is not read without that backup put back.
+        self.refuse_read_without_backup(&r, &label)?;
         let side = |new: bool| -> Result<Arc<Array>> {
             let g = if new { r.new } else { r.old };
             let vols = (0..g.raid_disks)

@@ -33,6 +33,7 @@ use pool::{run_grouped, Pace};
 pub use recording::Recording;
 use scratch::{give_back_scratch, take_scratch};
 pub use submit::{MemberIo, Submission};
+pub use uring::in_submission_order;
 
 /// Why a plan did not complete: the member roles whose operations failed (empty
 /// for a failure that is not a member's, e.g. a malformed plan), whether they were

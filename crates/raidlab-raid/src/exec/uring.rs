@@ -66,11 +66,26 @@ pub(super) fn pays(ops: &[MemberOp], members: &Members) -> bool {
     direct
 }
 
+/// Put a step's requests in the order they go into the ring: by member,
+/// then by offset. Linux's plug, which a submission of several requests
+/// goes through, tries to join a request to the last one queued, or else
+/// only to the oldest one queued for the same device
+/// (`blk_attempt_plug_merge`): in the plan's order (a row of the stripe
+/// after another) a member's contiguous runs that a parity chunk breaks
+/// merge only in part (a RAID 5 of 4 with 64 KiB chunks, a 1 MiB read: 11
+/// requests instead of 8), in this order every contiguous run is one
+/// request. `at` gives a request's (member, offset). The simulator's model
+/// of that plug takes a step's requests in this order too.
+pub fn in_submission_order<T>(ops: &mut [T], at: impl Fn(&T) -> (usize, u64)) {
+    ops.sort_by_key(at);
+}
+
 /// Run `work` (one step) as the module doc says.
 pub(super) fn run<'m>(
-    work: Vec<(&'m MemberOp, Data<'_>)>,
+    mut work: Vec<(&'m MemberOp, Data<'_>)>,
     members: &'m Members,
 ) -> Result<(), Failed> {
+    in_submission_order(&mut work, |(op, _)| (op.member, op.offset));
     let kind = work.first().map_or(IoKind::Read, |(op, _)| op.kind);
     let mut errs: Vec<(usize, Error)> = Vec::new();
     let mut reqs: Vec<Request<'_>> = Vec::with_capacity(work.len());

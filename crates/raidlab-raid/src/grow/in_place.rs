@@ -41,6 +41,7 @@
 //! backup is durable on every new member, and never carry one on while
 //! the array serves (refused: served 0.90 grows are not built).
 
+use super::backup_file::Saved;
 use super::{refused, ReshapePlan, SECTOR};
 use crate::assemble::{now_secs, Assembly};
 use raidlab_core::{Error, ErrorKind, Op, Result, SliceVolume, Volume};
@@ -184,7 +185,7 @@ impl Assembly {
     /// position (mdadm's search in `Grow_restart`): the member's index and
     /// the record. Records that are absent, torn, of another array, let go
     /// or behind the position are passed over, as mdadm passes them.
-    fn find_backup(&self, r: &Reshape) -> Result<Option<(usize, BackupSuper)>> {
+    pub(super) fn find_backup(&self, r: &Reshape) -> Result<Option<(usize, BackupSuper)>> {
         let component = self.grow_template()?.size;
         let uuid = self.backup_uuid()?;
         // Every member not holding an old role (the new ones, whether or
@@ -280,18 +281,16 @@ impl Assembly {
             ));
         }
         let m = &self.members[i];
-        let mut data = vec![0u8; (end - start) as usize];
-        m.device
-            .volume
-            .read_at(&mut data, b.devstart * SECTOR)
-            .map_err(|e| e.on_device(m.device.path.clone()))?;
-        let new = self.reshape_side(&r, true, true)?;
-        new.write_at(&data, start)?;
-        new.flush()?;
-        self.commit(|sb| sb.reshape_position = end / SECTOR)?;
+        let (vol, name) = (m.device.volume.clone(), m.device.path.clone());
+        let saved = [Saved {
+            from: &*vol,
+            name: &name,
+            at: b.devstart * SECTOR,
+            array: start..end,
+        }];
         // Let go only once the position past it is durable: a crash in
         // between puts the same bytes back again.
-        self.let_go_backups(&r)?;
+        self.put_back(&r, &saved, end, |_| Ok(()), |asm| asm.let_go_backups(&r))?;
         Ok(Reshape { position: end, ..r })
     }
 

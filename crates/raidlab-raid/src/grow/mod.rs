@@ -52,6 +52,7 @@ mod policy;
 mod raid0;
 mod raid10;
 mod reshape;
+mod restripe_bitmap;
 mod shrink;
 mod steps;
 mod walk;

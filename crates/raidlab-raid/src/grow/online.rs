@@ -491,9 +491,24 @@ impl ServedWalk {
         })
     }
 
-    /// A walk run to its end: the superblocks md writes then.
+    /// A walk run to its end: the superblocks md writes then, with the
+    /// sides' bitmap held (the bits the clients' writes set since the last
+    /// checkpoint go into that commit, and no write sets one meanwhile).
     pub fn end(self, asm: &mut crate::assemble::Assembly) -> Result<super::ReshapeReport> {
-        asm.reshape_end(self.walk)
+        let old = self.walk.old.clone();
+        asm.change_running(&old, |asm| asm.reshape_end(self.walk))
+    }
+
+    /// Let `running`, the array this reshape's sides took the requests
+    /// from (or the read-only one of an array started mid-reshape), keep
+    /// the sides' bitmap from now on: whatever still writes superblocks or
+    /// runs md's bitmap daemon through it then writes the bits the sides
+    /// set, never its own older copy, which would clear them on the
+    /// members. Call it before the sides take a write.
+    pub fn share_bitmap_with(&self, running: &crate::array::Array) {
+        if let Some(intent) = self.walk.new.shared_intent() {
+            running.use_intent(intent);
+        }
     }
 }
 

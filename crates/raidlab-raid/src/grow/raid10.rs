@@ -42,7 +42,8 @@
 //! `--size` is `super`'s, the same for every level. Nothing here reads or
 //! writes data.
 
-use super::reshape::{room_below_data, ReshapePlan, ReshapeRequest};
+use super::reshape::{ReshapePlan, ReshapeRequest};
+use super::restripe_bitmap::room_below_data;
 use super::{refused, SECTOR};
 use crate::assemble::Assembly;
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -174,7 +175,7 @@ impl Assembly {
     /// moves it, `md` what md says of it.
     fn raid10_head_room(&self, least: u64, moves: &str, md: &str) -> Result<()> {
         for m in self.members.iter().filter(|m| m.is_live()) {
-            let room = room_below_data(&m.sb);
+            let room = room_below_data(&m.sb, self.bitmap.as_ref());
             if room < least {
                 return Err(Error::new(
                     ErrorKind::Refused,

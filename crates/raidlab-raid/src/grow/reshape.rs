@@ -9,12 +9,14 @@
 //! What it decides:
 //! - whether md would reshape this array this way at all (level, metadata,
 //!   consistency policy, state), refusing with the reason and nothing written;
+//!   an internal bitmap where `super::restripe_bitmap` says raidlab carries
+//!   it (a RAID 4/5/6's, unchanged, as md's);
 //! - what md records while the reshape runs: a RAID 4 becoming a RAID 5 is
 //!   taken over as a RAID 5 in parity-last first (md's `raid5_takeover`, the
 //!   same placement), a RAID 5 becoming a RAID 4 is restriped to parity-last
 //!   and then taken over ([`Assembly::takeover`]: superblocks only);
 //! - how far the data offset moves down (`new_offset`): half the room every
-//!   member has between its metadata and its data (so that a later reshape
+//!   member has between its metadata (bitmap included) and its data (so that a later reshape
 //!   finds room too), in whole units of the larger chunk, at least one unit
 //!   (md runs a reshape over the same members without a backup only when
 //!   the data moved at least the larger chunk), at most
@@ -32,6 +34,7 @@
 //! than 4 and 5 (those stay [`super::reshape_not_built`]); a RAID 10's
 //! chunk and layout are `super::raid10`'s.
 
+use super::restripe_bitmap::room_below_data;
 use super::{refused, SECTOR};
 use crate::assemble::{geometry_of, Assembly, MemberState};
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -43,10 +46,6 @@ use serde::Serialize;
 /// that a later reshape still finds room; more only makes the first steps
 /// longer.
 pub const MAX_MOVE_SECTORS: u64 = 65536;
-
-/// md keeps a new data offset clear of the first 36 KiB from a 1.1/1.2
-/// superblock (the superblock and room for a bitmap).
-const SUPER_KEEP_SECTORS: u64 = 72;
 
 /// What a reshape did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -443,9 +442,10 @@ impl Assembly {
     }
 
     /// md's conditions for restriping this array in place without a backup
-    /// file, checked before anything is written: metadata 1.x, no bitmap,
-    /// journal or PPL to carry through, nothing rebuilding, every member
-    /// there, parity consistent.
+    /// file, checked before anything is written: metadata 1.x, no journal
+    /// or PPL to carry through, a bitmap only where raidlab carries it
+    /// ([`Assembly::bitmap_restripe_allowed`]), nothing rebuilding, every
+    /// member there, parity consistent.
     pub(crate) fn restripe_allowed(&self, what: &str) -> Result<()> {
         let template = self.grow_template()?;
         match template.version() {
@@ -464,15 +464,11 @@ impl Assembly {
     }
 
     /// [`Assembly::restripe_allowed`] past the metadata: what md needs of
-    /// any restripe (no bitmap, journal or PPL to carry, idle, whole,
-    /// consistent).
+    /// any restripe (no journal or PPL to carry, a bitmap raidlab carries,
+    /// idle, whole, consistent).
     pub(crate) fn restripe_conditions(&self, what: &str) -> Result<()> {
         let template = self.grow_template()?;
-        if self.bitmap.is_some() || template.feature_map & feature::BITMAP_OFFSET != 0 {
-            return Err(refused(
-                "the array has an internal bitmap, which a reshape must resize with it; raidlab does not build that yet: remove it (`raidlab grow --bitmap none`), grow, then add it back; nothing was changed".into(),
-            ));
-        }
+        self.bitmap_restripe_allowed(&template)?;
         if self.has_journal() || template.feature_map & (feature::PPL | feature::MULTIPLE_PPLS) != 0
         {
             return Err(refused(
@@ -507,7 +503,7 @@ impl Assembly {
     pub(crate) fn reshape_gap(&self, unit: u64) -> Result<u64> {
         let mut least = u64::MAX;
         for m in self.members.iter().filter(|m| m.is_live()) {
-            let room = room_below_data(&m.sb);
+            let room = room_below_data(&m.sb, self.bitmap.as_ref());
             if room < unit {
                 return Err(Error::new(
                     ErrorKind::Refused,
@@ -594,10 +590,14 @@ impl Assembly {
                 spares.len()
             )));
         }
+        // The new roles go into the role tables in the commit below, not
+        // before it: a member a cut left one event behind is first written
+        // level with the rest as it stands (`Assembly::commit`), and a role
+        // table naming role n with `raid_disks` still n is no superblock.
+        let mut roles = Vec::new();
         for (k, &s) in spares.iter().enumerate() {
             let role = old + k;
-            let dev = self.members[s].sb.dev_number;
-            self.set_role(dev, role as u16);
+            roles.push((self.members[s].sb.dev_number as usize, role as u16));
             self.members[s].role = Some(role);
             self.members[s].state = MemberState::Active;
             self.slots.push(Some(s));
@@ -625,6 +625,11 @@ impl Assembly {
             }
         }
         self.commit(|sb| {
+            for &(dev, role) in &roles {
+                if let Some(r) = sb.dev_roles.get_mut(dev) {
+                    *r = role;
+                }
+            }
             sb.raid_disks = raid_disks as u32;
             sb.delta_disks = delta;
             if let Some(size) = component {
@@ -649,19 +654,4 @@ impl Assembly {
         self.geometry = geometry_of(&self.grow_template()?)?;
         Ok(())
     }
-}
-
-/// Sectors free below a member's data for the data to move into, by md's
-/// rule for a new offset: clear of the superblock's first 36 KiB and of the
-/// bad block log (metadata 1.0 keeps its metadata at the end: everything
-/// below the data is free).
-pub(super) fn room_below_data(sb: &raidlab_md::Superblock) -> u64 {
-    if sb.super_offset >= sb.data_offset {
-        return sb.data_offset;
-    }
-    let mut floor = sb.super_offset + SUPER_KEEP_SECTORS;
-    if sb.bblog_size != 0 && sb.bblog_offset > 0 {
-        floor = floor.max(sb.super_offset + sb.bblog_offset as u64 + u64::from(sb.bblog_size));
-    }
-    sb.data_offset.saturating_sub(floor)
 }

@@ -41,6 +41,15 @@
 //! a resume from the last checkpoint still reads (a RAID 10's: up to the
 //! row of the last copy of the byte below it).
 //!
+//! A RAID 4/5/6 with an internal bitmap keeps it through the walk as md
+//! does: the walk's own writes mark nothing (a resume redoes them from the
+//! position); served, the two sides keep one copy of the bits between them,
+//! on every member of either geometry, so a client's write marks its
+//! stripe's member sectors in the geometry that takes it before it goes
+//! out, and every checkpoint and the end's commit write the bits as they
+//! are then. The bitmap's size, chunk and `sync_size` do not change (they
+//! count member sectors, which a restripe keeps), only its event count.
+//!
 //! Done, every superblock gets what md writes at the end of a reshape: the
 //! new member count and geometry, `data_offset + new_offset` as the data
 //! offset, the data size changed by the move the other way,
@@ -59,7 +68,7 @@
 use super::in_place::{in_place_walk_supported, recorded_in_place};
 use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
-use crate::array::Array;
+use crate::array::{Array, Intent};
 use crate::assemble::{geometry_of, Assembly};
 use crate::long_run::{Driven, Stepped, Steps};
 use crate::recovery::{clock_of, schedule, stopped, Progress, RunOptions};
@@ -201,9 +210,18 @@ impl Assembly {
         // moved stripes in the old geometry (the served torture's loss,
         // issue 36). One superblock write per walk started.
         self.commit(|_| {})?;
-        let old_array = self.reshape_side(&r, false, served)?;
+        // Served, clients' writes mark the bitmap as md's do during its
+        // reshape: one copy of the bits for both sides, on every member of
+        // either geometry. Offline only the walk writes, and md's reshape
+        // writes mark nothing (the position makes them safe).
+        let intent = if served {
+            self.reshape_intent(&r)
+        } else {
+            None
+        };
+        let old_array = self.reshape_side_keeping(&r, false, served, intent.clone())?;
         let gate = served.then(|| ReshapeGate::new(r));
-        let new_array = self.reshape_side(&r, true, true)?;
+        let new_array = self.reshape_side_keeping(&r, true, true, intent)?;
         let old_end = r.old.array_bytes();
         let total = r.new.array_bytes();
         let step = (STEP_MEMBER_BYTES * r.new.data_disks() as u64 / unit).max(1) * unit;
@@ -304,6 +322,18 @@ impl Assembly {
     /// areas at that side's offset (`writable`: the old one takes writes only
     /// while clients use the array).
     pub(super) fn reshape_side(&self, r: &Reshape, new: bool, writable: bool) -> Result<Array> {
+        self.reshape_side_keeping(r, new, writable, None)
+    }
+
+    /// [`Assembly::reshape_side`] keeping `intent`, the write-intent
+    /// bitmap of a served reshape (shared by both sides).
+    fn reshape_side_keeping(
+        &self,
+        r: &Reshape,
+        new: bool,
+        writable: bool,
+        intent: Option<Arc<Intent>>,
+    ) -> Result<Array> {
         let g = if new { r.new } else { r.old };
         let vols = (0..g.raid_disks)
             .map(|role| self.reshape_area(role, new, g.member_bytes))
@@ -311,8 +341,35 @@ impl Assembly {
         let what = if new { "new geometry" } else { "old geometry" };
         let a = Array::new(format!("reshape ({what})"), g, vols)?
             .with_executor(Arc::clone(self.executor()));
+        let a = match intent {
+            Some(i) => a.with_shared_intent(i),
+            None => a,
+        };
         self.first_copy_unless_consistent(&a);
         Ok(if writable { a } else { a.read_only() })
+    }
+
+    /// The bitmap a served reshape's sides keep: the assembly's (as the
+    /// running array last wrote it, or as assembled), on the member of
+    /// every role of either geometry (a grow's new members, a shrink's
+    /// leaving ones). md's RAID 4/5/6 bitmap counts member sectors from
+    /// the data offset, so a write marks the same bits whichever side
+    /// takes it: its stripe's sectors in that side's geometry, as md marks
+    /// a stripe of either generation. `None` without a bitmap.
+    fn reshape_intent(&self, r: &Reshape) -> Option<Arc<Intent>> {
+        let bitmap = self.bitmap.clone()?;
+        let devices = (0..r.old.raid_disks.max(r.new.raid_disks))
+            .filter_map(|role| {
+                let i = self.slots.get(role).copied().flatten().or_else(|| {
+                    self.members.iter().position(|m| {
+                        m.role == Some(role) && m.state == crate::assemble::MemberState::Active
+                    })
+                })?;
+                let m = &self.members[i];
+                Some((role, m.device.volume.clone(), m.sb.clone()))
+            })
+            .collect();
+        Some(Arc::new(Intent::new(bitmap, devices)))
     }
 }
 
@@ -581,7 +638,7 @@ fn copy(w: &ReshapeWalk, buf: &mut Vec<u8>, a: u64, b: u64) -> Result<()> {
         let upto = b.min(old_end);
         w.old.read_at(&mut buf[..(upto - a) as usize], a)?;
     }
-    w.new.write_at(buf, a)
+    w.new.write_unmarked(buf, a)
 }
 
 /// Whether raidlab carries on the RAID 10 reshape `r` with the data moved

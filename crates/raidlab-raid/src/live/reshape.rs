@@ -303,9 +303,14 @@ impl LiveArray {
             // copies only.
             let ours = self.dirty_mark_is_ours();
             if fresh {
-                asm.change_quiesced(ours, |asm| asm.change_running(&running, start))?;
+                asm.in_service(ours, |asm| asm.change_running(&running, start))?;
             }
-            asm.reshape_served(ours)?
+            let walk = asm.reshape_served(ours)?;
+            // The running array stays this one's (safe mode, failure
+            // recording and md's bitmap daemon reach the members through
+            // it): it keeps the sides' bitmap from here on.
+            walk.share_bitmap_with(&running);
+            walk
         };
         let (old, new) = walk.sides();
         if let Some(route) = route.as_deref_mut() {
@@ -373,6 +378,13 @@ impl LiveArray {
         if let Route::Reshaping(v) = &*route {
             v.flush()?;
         }
+        if let Some((old, _)) = self.serving.sides() {
+            // The bits the clients' writes set after the end's commit: the
+            // new array starts from the sides' bitmap, not the assembly's
+            // older copy, which its first bitmap write would put on the
+            // members over them.
+            lock(&self.asm).absorb_bitmap(&old);
+        }
         let array = self.started_array()?;
         *route = Route::Array(array.clone());
         *lock(&self.serving.sides) = None;
@@ -425,7 +437,7 @@ impl LiveArray {
         let out = {
             let mut asm = lock(&self.asm);
             let ours = self.dirty_mark_is_ours();
-            asm.change_quiesced(ours, |asm| asm.change_running(&running, change))?
+            asm.in_service(ours, |asm| asm.change_running(&running, change))?
         };
         let array = self.started_array()?;
         *route = Route::Array(array.clone());

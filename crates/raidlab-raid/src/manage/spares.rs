@@ -1,16 +1,19 @@
-//! md's hot spares at an array's start (`remove_and_add_spares`, run when
-//! md starts an array for writing): a degraded array that has hot spares
-//! puts them into the roles it misses, to be rebuilt, before anything else
-//! runs on it.
+//! md's hot spares into the roles a degraded array misses
+//! (`remove_and_add_spares`, run when md starts an array for writing): the
+//! spares go into the missing roles, to be rebuilt. A writable start does
+//! it (`lifecycle::StartedParts::take_spares`, for `raidlab serve`), and so
+//! does the offline `raidlab rebuild`, as `mdadm --assemble` would.
 //!
-//! What it decides: whether a start takes spares at all (only a writable
-//! start, no reshape recorded, an array that still serves its data, a level
-//! with redundancy), which spare goes into which role (the lowest missing
-//! role first, the spares in the order the array lists them, as `fail`'s
-//! spare takes a slot) and what their superblocks say then (rebuilding from
-//! 0, the array's settings as the newest superblock has them). It never
-//! moves data: the owner's rebuild (the server's live rebuild, the
-//! simulator's) does, and says its progress as any rebuild's.
+//! What it decides: whether spares are taken at all (only for a writable
+//! array, no reshape recorded, redundancy trusted by the caller's rule,
+//! an array that still serves its data, a level with redundancy; with a
+//! reason when one of the first three stops it), which spare goes into
+//! which role (the lowest missing role first, the spares in the order the
+//! array lists them, as `fail`'s spare takes a slot) and what their
+//! superblocks say then (rebuilding from 0, the array's settings as the
+//! newest superblock has them). It never moves data: the caller's rebuild
+//! does (the server's live rebuild, the offline rebuild, the simulation's),
+//! and says its progress as any rebuild's.
 
 use super::*;
 
@@ -66,6 +69,7 @@ impl Assembly {
         consistent: bool,
     ) -> Result<SparesAtStart> {
         let missing = self.missing();
+        let survives = self.survives(&missing);
         let spares: Vec<usize> = (0..self.members.len())
             .filter(|&i| self.members[i].state == MemberState::Spare)
             .collect();
@@ -89,11 +93,7 @@ impl Assembly {
             .into_iter()
             .filter(|&r| !self.slot_is_being_rebuilt(r))
             .collect();
-        if !wanted
-            || open.is_empty()
-            || !crate::level::of(&self.geometry).resyncs
-            || !self.survives(&self.missing())
-        {
+        if !wanted || open.is_empty() || !crate::level::of(&self.geometry).resyncs || !survives {
             return Ok(SparesAtStart::default());
         }
         Ok(SparesAtStart {

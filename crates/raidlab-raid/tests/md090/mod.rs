@@ -1,6 +1,8 @@
 //! What the metadata 0.90 reshape tests through mdadm's backup file share
-//! (`reshape090_backup`, `reshape090_shrink`): the member devices, a filled
-//! 0.90 array, the backup file in memory, the array read whole.
+//! (`reshape090_backup`, `reshape090_shrink`, `reshape090_grow_backup`):
+//! the member devices, a filled 0.90 array, the backup file in memory, the
+//! array read whole, a stopped reshape's read refused without its file
+//! (md's rule) and read with it put back.
 #![allow(dead_code)] // each test binary uses its own part
 
 use raidlab_core::Volume;
@@ -9,7 +11,7 @@ use raidlab_devices::MemVolume;
 use raidlab_layout::{Layout, Level};
 use raidlab_md::MetadataVersion;
 use raidlab_raid::assemble::{create_with_metadata, Assembly, CreateSpec, Device, NewMember};
-use raidlab_raid::grow::ReshapePlan;
+use raidlab_raid::grow::{BackupFile, ReshapePlan};
 use std::sync::Arc;
 
 pub const MIB: u64 = 1 << 20;
@@ -82,11 +84,53 @@ pub fn mem_file(plan: &ReshapePlan) -> Arc<MemVolume> {
 }
 
 pub fn read_all(devs: &[Device]) -> Vec<u8> {
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    read_whole(&Assembly::assemble(devs.to_vec()).unwrap())
+}
+
+fn read_whole(asm: &Assembly) -> Vec<u8> {
     let array = asm.array().unwrap();
     let mut got = vec![0u8; array.size() as usize];
     array.read_at(&mut got, 0).unwrap();
     got
+}
+
+/// Every member's bytes.
+pub fn snapshot(devs: &[Device]) -> Vec<Vec<u8>> {
+    devs.iter()
+        .map(|d| {
+            let mut b = vec![0u8; d.volume.size() as usize];
+            d.volume.read_at(&mut b, 0).unwrap();
+            b
+        })
+        .collect()
+}
+
+/// The array of `devs`, stopped mid-reshape, read without its backup
+/// file: refused with md's reason and what to give, no member byte
+/// changed. The message.
+pub fn read_refused(devs: &[Device]) -> String {
+    let before = snapshot(devs);
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let e = match asm.array() {
+        Ok(_) => panic!("a stopped 0.90 reshape was read without its backup file"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("--backup-file FILE") && e.contains("nothing was changed"),
+        "{e}"
+    );
+    drop(asm);
+    assert!(snapshot(devs) == before, "a refused read wrote: {e}");
+    e
+}
+
+/// The array of `devs`, stopped mid-reshape, read whole once `file` is put
+/// back (as `mdadm --assemble --backup-file`: this writes the members).
+pub fn read_all_with(devs: &[Device], file: &BackupFile) -> Vec<u8> {
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    asm.reshape_put_back(file)
+        .unwrap_or_else(|e| panic!("put back: {e}"));
+    read_whole(&asm)
 }
 
 /// Run `work` with every device of `faults` behind one tripwire at member

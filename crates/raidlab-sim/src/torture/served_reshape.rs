@@ -33,9 +33,10 @@
 //! in a grow's new space, and a check with no mismatch at the end. It
 //! never decides anything of the reshape: `reshape_check`, `reshape_start`,
 //! the walk, the gate and `Assembly::assemble` are the engine's, and so
-//! are whose a dirty mark is and what it asks before a change or at the
-//! end (`Assembly::mark_ours_at_start`, `Assembly::before_change`) and the
-//! hot spares a start puts into missing roles
+//! are whose a dirty mark is and what it asks before a change, a rebuild
+//! or at the end (`Assembly::in_sync` at a start,
+//! `Assembly::trusts_redundancy`, the stop's and the start's own steps in
+//! `lifecycle`) and the hot spares a start puts into missing roles
 //! (`Assembly::spares_into_missing_roles`); it holds only what a simulator
 //! knows (that it restarted after a cut). A run is a pure function of
 //! (seed, run index).
@@ -201,11 +202,11 @@ fn run_drawn(s0: u64, run: u64, mut rng: ChaCha8Rng, s: Setup, failing: bool) ->
         Ok(done) => {
             out.cuts = done.cuts;
             out.member_died = done.died;
-            out.answered = done.answered;
-            out.end_writes = done.end_writes;
-            out.client_waits = done.waits.0;
-            out.walk_waits = done.waits.1;
-            out.spares_taken = done.spares_taken;
+            out.answered = done.tally.answered;
+            out.end_writes = done.tally.end_writes;
+            out.client_waits = done.tally.waits.0;
+            out.walk_waits = done.tally.waits.1;
+            out.spares_taken = done.tally.spares_taken;
         }
         Err(e) => out.violation = Some(e),
     }

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use raidlab_core::Volume;
 use raidlab_devices::OpenMode;
 use raidlab_raid::assemble::Assembly;
+use raidlab_raid::grow::BackupFile;
 use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
@@ -65,9 +66,27 @@ fn pipeline(
 }
 
 pub fn export(a: ExportArgs) -> Result<ExitCode> {
-    let devices = open_members_io(&a.members, OpenMode::ReadOnly, a.io.mode())?.0;
-    let asm = crate::open::assemble(devices)?;
+    // The put-back of a backup file writes the members; a plain export
+    // never does.
+    let mode = if a.backup_file.is_some() {
+        OpenMode::ReadWrite
+    } else {
+        OpenMode::ReadOnly
+    };
+    if a.backup_file.is_some() {
+        if let Some(server) = crate::control::find(&a.members)? {
+            bail!(
+                "--backup-file: the array is served by the server at {}, and putting a backup back writes the members: stop serving it first; nothing was changed",
+                server.display()
+            );
+        }
+    }
+    let devices = open_members_io(&a.members, mode, a.io.mode())?.0;
+    let mut asm = crate::open::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
+    if let Some(path) = &a.backup_file {
+        put_back(&mut asm, path)?;
+    }
     let started = Started::start(
         asm,
         StartOptions {
@@ -143,6 +162,25 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
         eprintln!("  array bytes {at}..{} ({len} bytes)", at + len);
     }
     Ok(ExitCode::from(4))
+}
+
+/// `export --backup-file`: the stopped 0.90 reshape's window put back from
+/// the file at `path` before anything is read (`mdadm --assemble
+/// --backup-file`); said on stderr, stdout being the data.
+fn put_back(asm: &mut Assembly, path: &std::path::Path) -> Result<()> {
+    asm.backup_file_path_check(path, false)?;
+    let file = BackupFile::open(path)?;
+    asm.reshape_put_back(&file)?;
+    let at = match asm.reshape() {
+        Some(Ok(r)) => r.position,
+        _ => 0,
+    };
+    eprintln!(
+        "raidlab: export: the backup file {} was put back into the members (the reshape is recorded at array byte {at}; finish it with `raidlab grow --continue --backup-file {}`)",
+        path.display(),
+        path.display()
+    );
+    Ok(())
 }
 
 /// The array ranges `--ignore-read-errors` could not recover, in order and

@@ -33,6 +33,10 @@
 //!   `--level 5` of a right-asymmetric RAID 6 (restriped to
 //!   right-asymmetric-6, then taken over; Q's member left a spare, which
 //!   md is not given);
+//! * `r5-3to4-bitmap`, `r5-3to4-bitmap-killed`: a RAID 5 with an internal
+//!   bitmap (64 KiB chunks) grown by a member, the bitmap carried through
+//!   as md carries it (taken up by md), and the same killed part-way (md
+//!   carries the reshape on with raidlab's bitmap);
 //! * `r5-chunk-killed`, `r6-layout-stopped`, `r5-3to4-killed`: the same
 //!   reshapes stopped part-way by SIGKILL or Ctrl-C (SIGINT): md assembles
 //!   the members, carries the reshape on from raidlab's checkpoint by
@@ -55,8 +59,10 @@
 //! * `r5-090-chunk-backup-killed`, `r6-090-layout-backup-stopped`
 //!   (`grow_backup.rs`): a metadata 0.90 restripe (`--chunk`, `--layout`)
 //!   through mdadm's `--backup-file`, killed or stopped by Ctrl-C part-way:
-//!   md is given the members and raidlab's backup file (`mdadm --assemble
-//!   --backup-file`) and finishes it;
+//!   raidlab's read of the stopped array is refused without the file (md's
+//!   rule, wherever the stop landed) and exact with it (`export
+//!   --backup-file` on a copy); md is given the members and raidlab's
+//!   backup file (`mdadm --assemble --backup-file`) and finishes it;
 //! * `r5-ppl-again`: a PPL array switched to resync and back to ppl;
 //! * `r5-090-3to4`, `r6-090-4to5-killed`: metadata 0.90 RAID 5 of 3 and
 //!   RAID 6 of 4 (64 KiB chunks) `--raid-devices +1 --add`, grown in place
@@ -465,6 +471,43 @@ fn cases() -> Vec<Grown> {
             level: 5,
             devices: 3,
             create: &["--chunk", "64K"],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![0]],
+            interrupt: Some("KILL"),
+        },
+        // md restripes a RAID 5 with its bitmap in place (issue 36): the
+        // bitmap raidlab carried through, taken up by md, its bits as md
+        // would keep them; and md carrying on one killed part-way.
+        Grown {
+            name: "r5-3to4-bitmap",
+            level: 5,
+            devices: 3,
+            create: &[
+                "--chunk",
+                "64K",
+                "--consistency-policy",
+                "bitmap",
+                "--bitmap-chunk",
+                "64K",
+            ],
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![3]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r5-3to4-bitmap-killed",
+            level: 5,
+            devices: 3,
+            create: &[
+                "--chunk",
+                "64K",
+                "--consistency-policy",
+                "bitmap",
+                "--bitmap-chunk",
+                "64K",
+            ],
             grow_files: false,
             grow: &["--raid-devices", "4", "--add", "NEW"],
             sets: vec![vec![0]],
@@ -914,22 +957,14 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
     }
     if c.interrupt.is_some() {
         // Stopped part-way: what it reads now (read-only, both
-        // geometries) is the data from before; what md must read once it
-        // has carried the reshape on is what raidlab's own `--continue`
-        // gives, on a copy of the members; with what a client wrote
-        // while it was served.
+        // geometries; through a backup file, only given the file, which
+        // puts its window back first) is the data from before; what md
+        // must read once it has carried the reshape on is what raidlab's
+        // own `--continue` gives, on a copy of the members; with what a
+        // client wrote while it was served.
         let mut pat = pat[..size as usize].to_vec();
         if let Some((at, bytes)) = &written {
             pat[*at as usize..][..bytes.len()].copy_from_slice(bytes);
-        }
-        let got = export(&members, &dir.join("export.bin"))?;
-        // A stopped shrink reads what the fewer members will hold.
-        let kept = (size as usize).min(got.len());
-        if got[..] != pat[..kept] {
-            return Err(format!(
-                "raidlab reads its stopped reshape wrong: {}",
-                first_diff(&got, &pat[..kept])
-            ));
         }
         let copy = dir.join("continued");
         fs::create_dir_all(&copy).unwrap();
@@ -941,13 +976,30 @@ fn raidlab_grown(c: &Grown, dir: &Path, pat: &[u8]) -> Result<GrownArray, String
                 to.to_str().unwrap().to_string()
             })
             .collect();
+        let copied_backup = if backup::uses_backup(c) {
+            Some(backup::copy_to(dir, &copy)?)
+        } else {
+            None
+        };
+        let got = match &copied_backup {
+            // md's rule: refused without the file (the members as md gets
+            // them); read with it on the copies, where the put-back writes.
+            Some(file) => backup::read_stopped(&members, &copies, file, &copy)?,
+            None => export(&members, &dir.join("export.bin"))?,
+        };
+        // A stopped shrink reads what the fewer members will hold.
+        let kept = (size as usize).min(got.len());
+        if got[..] != pat[..kept] {
+            return Err(format!(
+                "raidlab reads its stopped reshape wrong: {}",
+                first_diff(&got, &pat[..kept])
+            ));
+        }
         let mut a = vec!["grow"];
         a.extend(copies.iter().map(String::as_str));
         a.push("--continue");
-        let copied_backup;
-        if backup::uses_backup(c) {
-            copied_backup = backup::copy_to(dir, &copy)?;
-            a.extend(["--backup-file", &copied_backup]);
+        if let Some(file) = &copied_backup {
+            a.extend(["--backup-file", file]);
         }
         run(&a)?;
         let (_, v) = detail_state(&copies, &copies[0]);

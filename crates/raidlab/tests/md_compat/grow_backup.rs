@@ -21,11 +21,14 @@
 //! Decides how the file reaches md: the word `BACKUP` in a case's grow is
 //! the file's path (in the case's directory, beside the members); after
 //! the stop the file must be there (a restripe stopped part-way keeps it),
-//! a copy of it goes with raidlab's own `--continue` on a copy of the
-//! members, and the file itself is written into the data disk after the
-//! members, its place and length in the `B` line's `backup=OFF:LEN` flag,
-//! from where the guest copies it into a file for mdadm. It must never
-//! hand md a file other than the one raidlab's run left.
+//! raidlab's read of the stopped array is refused without it (md's rule,
+//! wherever the stop landed) and made with a copy of it on a copy of the
+//! members (`export --backup-file`, which puts the window back there), the
+//! same copies then carried on by raidlab's own `--continue`, and the file
+//! itself is written into the data disk after the members, its place and
+//! length in the `B` line's `backup=OFF:LEN` flag, from where the guest
+//! copies it into a file for mdadm. It must never hand md a file other than
+//! the one raidlab's run left, nor members a raidlab read wrote.
 
 use super::*;
 
@@ -91,6 +94,51 @@ pub(super) fn copy_to(dir: &Path, to: &Path) -> Result<String, String> {
         format!("{from}: the backup file of the stopped restripe is not there to copy: {e}")
     })?;
     Ok(copy.to_str().unwrap().to_string())
+}
+
+/// Read a restripe stopped through its backup file, as md's rule has it:
+/// `raidlab export` of `members` without the file refused (what to give
+/// said, no member byte changed: md is given them after), then of
+/// `copies` with their copy of the file `file`, which puts the window back
+/// there first. What the latter read.
+pub(super) fn read_stopped(
+    members: &[String],
+    copies: &[String],
+    file: &str,
+    copy: &Path,
+) -> Result<Vec<u8>, String> {
+    let before: Vec<Vec<u8>> = members.iter().map(|m| fs::read(m).unwrap()).collect();
+    let out = copy.join("refused.bin");
+    let mut a = vec!["export"];
+    a.extend(members.iter().map(String::as_str));
+    a.extend(["--output", out.to_str().unwrap()]);
+    let o = raidlab(&a);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.success() || !err.contains("--backup-file FILE") {
+        return Err(format!(
+            "a stopped 0.90 restripe read without its backup file: {}",
+            describe(&a, &o)
+        ));
+    }
+    if members
+        .iter()
+        .zip(&before)
+        .any(|(m, b)| fs::read(m).unwrap() != *b)
+    {
+        return Err(format!(
+            "a refused export changed a member: {}",
+            describe(&a, &o)
+        ));
+    }
+    let out = copy.join("export.bin");
+    let mut a = vec!["export"];
+    a.extend(copies.iter().map(String::as_str));
+    a.extend(["--backup-file", file, "--output", out.to_str().unwrap()]);
+    let o = raidlab(&a);
+    if !o.status.success() {
+        return Err(describe(&a, &o));
+    }
+    fs::read(&out).map_err(|e| format!("reading {}: {e}", out.display()))
 }
 
 /// Write the case's backup file into the data disk at `*next` (whole

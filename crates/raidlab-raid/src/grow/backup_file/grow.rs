@@ -16,7 +16,7 @@
 //! having put the file's backup back, and never let the section go before
 //! the position past it is durable.
 
-use super::{save, section, set_section, BackupFile};
+use super::{save, section, set_section, BackupFile, Saved};
 use crate::assemble::Assembly;
 use crate::grow::{refused, ReshapePlan, ReshapeReport, SECTOR};
 use crate::recovery::{Progress, RunOptions};
@@ -78,7 +78,7 @@ impl Assembly {
     /// committed, the section let go. Refused, with nothing written, when
     /// the position is inside the critical section and the file holds no
     /// backup that fits.
-    fn in_place_restore_file(&mut self, file: &BackupFile, r: &Reshape) -> Result<()> {
+    pub(super) fn in_place_restore_file(&mut self, file: &BackupFile, r: &Reshape) -> Result<()> {
         let critical = r.forward_critical_section().unwrap_or(0);
         let position = r.position;
         let record = file.record()?;
@@ -124,17 +124,23 @@ impl Assembly {
                 r.forward_unit()
             )));
         }
-        let mut data = vec![0u8; s.end as usize];
-        file.volume
-            .read_at(&mut data, LEAD_SECTORS * SECTOR)
-            .map_err(|e| file.ctx(e))?;
-        let new = self.reshape_side(r, true, true)?;
-        new.write_at(&data, 0)?;
-        new.flush()?;
-        self.commit(|sb| sb.reshape_position = s.end / SECTOR)?;
+        let saved = [Saved {
+            from: &*file.volume,
+            name: &file.name,
+            at: LEAD_SECTORS * SECTOR,
+            array: 0..s.end,
+        }];
         // Let go only once the position past it is durable: a crash in
         // between puts the same bytes back again.
-        set_section(&mut b, 0, 0..0);
-        file.write_record(&mut b)
+        self.put_back(
+            r,
+            &saved,
+            s.end,
+            |_| Ok(()),
+            |_| {
+                set_section(&mut b, 0, 0..0);
+                file.write_record(&mut b)
+            },
+        )
     }
 }

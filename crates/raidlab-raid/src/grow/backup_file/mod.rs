@@ -24,7 +24,11 @@
 //!   and the record names them (data flushed first, then the record);
 //! - a resume: the sections the record names put back in the new geometry
 //!   and the position past them (below them, going backwards) committed,
-//!   as `Grow_restart` does, before the walk goes on;
+//!   as `Grow_restart` does, before the walk goes on (`put_back` is that
+//!   step, shared with the in-place grow's resume from a new member);
+//! - that a stopped reshape of this kind is not read without its file,
+//!   and is read after a put-back from it (`read`: md's rule, `export
+//!   --backup-file`);
 //! - at a shrink's end, the members past the new count left spares, as md
 //!   leaves them (`Assembly::shrink_release`);
 //! - which backup files are refused (on a member, existing when one is to
@@ -55,10 +59,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 mod grow;
+mod put_back;
+mod read;
 mod restore;
 mod restripe;
 mod shrink;
 
+pub(in crate::grow) use put_back::Saved;
 use shrink::needs_backup;
 
 /// mdadm's largest window for a restripe over the same data members.
@@ -346,6 +353,21 @@ impl Assembly {
         })
     }
 
+    /// The window of the recorded restripe `r` through `file` (sectors)
+    /// and its unit (mdadm's least backup, bytes), the file checked large
+    /// enough for two windows.
+    fn walk_window(&self, file: &BackupFile, r: &Reshape) -> Result<(u64, u64)> {
+        let window = window_sectors(r, self.grow_template()?.size);
+        let unit = mdadm_backup_sectors(
+            r.old.chunk_bytes,
+            r.new.chunk_bytes,
+            r.old.data_disks() as u64,
+            r.new.data_disks() as u64,
+        ) * SECTOR;
+        self.check_file_size(file, window)?;
+        Ok((window, unit))
+    }
+
     fn check_file_size(&self, file: &BackupFile, window: u64) -> Result<()> {
         let need = file_sectors(window) * SECTOR;
         let have = file.volume.size();
@@ -393,18 +415,8 @@ impl Assembly {
                 self.missing()
             )));
         }
-        let window = window_sectors(&r, self.grow_template()?.size);
-        let (wbytes, total, unit) = (
-            window * SECTOR,
-            r.new.array_bytes(),
-            mdadm_backup_sectors(
-                r.old.chunk_bytes,
-                r.new.chunk_bytes,
-                r.old.data_disks() as u64,
-                r.new.data_disks() as u64,
-            ) * SECTOR,
-        );
-        self.check_file_size(file, window)?;
+        let (window, unit) = self.walk_window(file, &r)?;
+        let (wbytes, total) = (window * SECTOR, r.new.array_bytes());
         let recorded = r.position;
         let back = r.backwards;
         let bsb = self.restore_from(file, &r, window, unit)?;

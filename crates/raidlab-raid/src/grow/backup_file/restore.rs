@@ -16,10 +16,10 @@
 //! the window the walk takes next.
 
 use super::shrink::{needs_backup, window_below};
-use super::{hex, save, section, set_section, BackupFile};
+use super::{hex, save, section, set_section, BackupFile, Saved};
 use crate::assemble::Assembly;
 use crate::grow::{refused, SECTOR};
-use raidlab_core::{Result, Volume};
+use raidlab_core::Result;
 use raidlab_layout::reshape::Reshape;
 use raidlab_md::grow_backup::{BackupSuper, LEAD_SECTORS};
 use std::ops::Range;
@@ -117,52 +117,73 @@ impl Assembly {
                 file.name
             )));
         }
-        let new = self.reshape_side(r, true, true)?;
-        for (k, s) in &parts {
-            let mut data = vec![0u8; (s.end - s.start) as usize];
-            let at = (LEAD_SECTORS + *k as u64 * window) * SECTOR;
-            file.volume
-                .read_at(&mut data, at)
-                .map_err(|e| file.ctx(e))?;
-            new.write_at(&data, s.start)?;
-        }
-        new.flush()?;
-        // The record's time brought level with the commit that follows:
-        // a crash right after it must not leave a record mdadm's time
-        // window refuses against the new update time.
+        let saved: Vec<Saved<'_>> = parts
+            .iter()
+            .map(|(k, s)| Saved {
+                from: &*file.volume,
+                name: &file.name,
+                at: (LEAD_SECTORS + *k as u64 * window) * SECTOR,
+                array: s.clone(),
+            })
+            .collect();
         let mut b_rec = b;
-        file.write_record(&mut b_rec)?;
-        if r.backwards && lo > 0 {
-            // Going backwards the position drops below every section put
-            // back, which then no longer counts for it (mdadm's rule). So
-            // the record is brought to the walk's own state first: the
-            // position at the upper section's start, that section let go,
-            // the window below saved in its place; each step leaves a
-            // record naming a section below the position, that fits it.
-            if let [(_, a), (_, b)] = parts.as_slice() {
-                let (upper, m) = if a.start > b.start {
-                    (parts[0].0, a.start)
-                } else {
-                    (parts[1].0, b.start)
-                };
-                if position > m {
-                    self.commit(|sb| sb.reshape_position = m / SECTOR)?;
-                }
-                set_section(&mut b_rec, upper, 0..0);
-                file.write_record(&mut b_rec)?;
-            }
-            // The window below is saved as the walk saves it: only when
-            // a cut in it could lose its old bytes (`needs_backup`); else
-            // no section names it, and a cut leaves it to be read again.
-            let below = window_below(lo, window * SECTOR)..lo;
-            if needs_backup(r, &below) {
-                let free = if section(&b_rec, 0).is_empty() { 0 } else { 1 };
-                let old = self.reshape_side(r, false, false)?;
-                save(file, &mut b_rec, free, &old, below, window)?;
-            }
-        }
         let to = if r.backwards { lo } else { hi };
-        self.commit(|sb| sb.reshape_position = to / SECTOR)?;
+        // The sections stay named: the walk lets each go once the position
+        // has passed it (`Walk::restripe`).
+        self.put_back(
+            r,
+            &saved,
+            to,
+            |asm| asm.settle_record(file, r, &parts, &mut b_rec, window),
+            |_| Ok(()),
+        )?;
         Ok(b_rec)
+    }
+
+    /// Between a put-back and its commit: the record's time brought level
+    /// with the commit that follows (a crash right after it must not leave
+    /// a record mdadm's time window refuses against the new update time);
+    /// going backwards, the record brought to the walk's own state.
+    fn settle_record(
+        &mut self,
+        file: &BackupFile,
+        r: &Reshape,
+        parts: &[(usize, Range<u64>)],
+        b_rec: &mut BackupSuper,
+        window: u64,
+    ) -> Result<()> {
+        file.write_record(b_rec)?;
+        let lo = parts.iter().map(|(_, s)| s.start).min().unwrap_or(0);
+        if !r.backwards || lo == 0 {
+            return Ok(());
+        }
+        // Going backwards the position drops below every section put
+        // back, which then no longer counts for it (mdadm's rule). So the
+        // record is brought to the walk's own state first: the position at
+        // the upper section's start, that section let go, the window below
+        // saved in its place; each step leaves a record naming a section
+        // below the position, that fits it.
+        if let [(_, a), (_, b)] = parts {
+            let (upper, m) = if a.start > b.start {
+                (parts[0].0, a.start)
+            } else {
+                (parts[1].0, b.start)
+            };
+            if r.position > m {
+                self.commit(|sb| sb.reshape_position = m / SECTOR)?;
+            }
+            set_section(b_rec, upper, 0..0);
+            file.write_record(b_rec)?;
+        }
+        // The window below is saved as the walk saves it: only when a cut
+        // in it could lose its old bytes (`needs_backup`); else no section
+        // names it, and a cut leaves it to be read again.
+        let below = window_below(lo, window * SECTOR)..lo;
+        if needs_backup(r, &below) {
+            let free = if section(b_rec, 0).is_empty() { 0 } else { 1 };
+            let old = self.reshape_side(r, false, false)?;
+            save(file, b_rec, free, &old, below, window)?;
+        }
+        Ok(())
     }
 }

@@ -233,6 +233,7 @@ impl TaskArray {
                         }
                     }
                 }
+                self.host.plug_merge(&mut ops);
                 for &(kind, member, offset, len) in &ops {
                     issued += self.submit_member(now, seq, process, kind, member, offset, len);
                 }

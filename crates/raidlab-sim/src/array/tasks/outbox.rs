@@ -6,7 +6,7 @@
 use super::*;
 
 /// A member operation a task asks for: (kind, role, device offset, length).
-pub(super) type MemberOp = (IoKind, usize, u64, u64);
+pub(super) type MemberOp = crate::host::MemberRequest;
 
 /// What a task asked of the runner before it suspended: the member
 /// operations of one I/O step, all issued at once, or a compute step's host

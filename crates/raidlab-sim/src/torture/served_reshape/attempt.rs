@@ -4,22 +4,27 @@
 //! (`round.rs`) with the power going at drawn member writes (up to
 //! [`MAX_CUTS`]) and, when drawn, a member dying at a cut or failing
 //! mid-walk; after each cut the members assembled again and judged; at the
-//! end the shape asked, every answer read back and a check of 0
-//! mismatches.
+//! end the shape asked, every answer read back, the server's clean stop
+//! and next start ([`stop_and_start`], the level changes' end too) and a
+//! check of 0 mismatches.
 //!
 //! It decides when the power goes, which member dies and what must read
 //! back, and holds only the facts a simulator holds (that it restarted
-//! after a cut). Whose the dirty mark is after a restart and what that asks
-//! at the end are the engine's (`Assembly::mark_ours_at_start`,
-//! `Assembly::before_change`); the checks, the walk and the commits too.
+//! after a cut). Whose the dirty mark is after a restart is the engine's
+//! answer (`Assembly::in_sync` at the start), and what the stop and the
+//! next start do about it is the engine's stop and start
+//! (`lifecycle::stop_records`, `lifecycle::start_resync`); the checks, the
+//! walk and the commits too.
 
 use super::judge::{judge_cut, judge_exact, refuses_degraded};
-use super::round::{serve_round, RoundOpts};
+use super::round::{serve_round, Round, RoundOpts};
 use super::setup::prepare;
 use super::{Rig, Setup, MAX_CUTS};
+use crate::torture::model::Model;
 use raidlab_devices::Tripwire;
 use raidlab_layout::Level;
-use raidlab_raid::lifecycle::BeforeChange;
+use raidlab_raid::assemble::Assembly;
+use raidlab_raid::lifecycle;
 use raidlab_raid::recovery::RunOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -29,12 +34,63 @@ pub(super) struct Done {
     pub(super) cuts: u32,
     pub(super) died: bool,
     pub(super) writes: u64,
+    pub(super) tally: Tally,
+}
+
+/// What an attempt's rounds (and a level change's starts) count.
+#[derive(Default)]
+pub(super) struct Tally {
     pub(super) answered: u64,
     pub(super) end_writes: u64,
     /// Clients' and the walk's suspensions on a key.
     pub(super) waits: (u64, u64),
     /// Hot spares a start put into a missing role (`level.rs`).
     pub(super) spares_taken: u64,
+}
+
+impl Tally {
+    /// Count a round's answers and waits, whether or not the power went.
+    pub(super) fn count(&mut self, round: &Round) {
+        self.answered += round.answered;
+        self.end_writes += round.end_writes;
+        self.waits.0 += round.waits.0;
+        self.waits.1 += round.waits.1;
+    }
+}
+
+/// How the simulation runs the engine's long runs (resync, check): no
+/// read-ahead threads, no mappings, so the member requests of a run do not
+/// depend on thread timing.
+pub(super) fn run_opts() -> RunOptions {
+    RunOptions {
+        use_maps: false,
+        read_ahead: false,
+        ..RunOptions::default()
+    }
+}
+
+/// A run's end, the power on and the members assembled again as they are
+/// (`asm`, judged): the server's clean stop and its next writable start,
+/// the engine's own steps (`lifecycle::stop_records` marks the array clean
+/// when the dirty mark is this owner's safe mode's, `ours`;
+/// `lifecycle::start_resync` resyncs what an unclean stop left, judged
+/// after it), then a check of 0 mismatches (a RAID 0, a restripe's RAID 4
+/// ended in one among them, has none to check).
+pub(super) fn stop_and_start(asm: &mut Assembly, model: &Model, ours: bool) -> Result<(), String> {
+    let array = asm
+        .array()
+        .map_err(|e| format!("the array at the end: {e}"))?;
+    lifecycle::stop_records(asm, &array, ours).map_err(|e| format!("the clean stop: {e}"))?;
+    drop(array);
+    let resynced = lifecycle::start_resync(asm, run_opts())
+        .map_err(|e| format!("the resync after the cuts: {e}"))?;
+    if resynced.is_some() {
+        judge_exact(asm, model, "after the resync")?;
+    }
+    if asm.geometry.level != Level::Raid0 {
+        crate::torture::check_at_end(asm, run_opts())?;
+    }
+    Ok(())
 }
 
 /// Create and fill the array, start the reshape, and carry it on in service
@@ -53,9 +109,7 @@ pub(super) fn attempt(
     let (mut asm, mut model) = prepare(s, rig, seed)?;
     let writes_before = rig.writes();
     let mut cuts = 0u32;
-    let mut answered = 0u64;
-    let mut end_writes = 0u64;
-    let mut waits = (0u64, 0u64);
+    let mut tally = Tally::default();
     let mut suspect: Vec<usize> = Vec::new();
     let mut budget = budget;
     // `failing`: besides the power cut at `budget`, a member fails while
@@ -97,10 +151,7 @@ pub(super) fn attempt(
         if round.failed.is_some() {
             fail = None;
         }
-        answered += round.answered;
-        end_writes += round.end_writes;
-        waits.0 += round.waits.0;
-        waits.1 += round.waits.1;
+        tally.count(&round);
         let Some(left) = round.asm else {
             // The power went.
             cuts += 1;
@@ -114,7 +165,7 @@ pub(super) fn attempt(
                 rig.dead[rng.gen_range(0..s.members)] = true;
             }
             asm = rig.assemble()?;
-            ours = asm.mark_ours_at_start();
+            ours = asm.in_sync();
             // Stripes a cut may have left with parity behind their data:
             // no resync runs until the reshape is done.
             suspect.extend(model.pending_sectors());
@@ -145,20 +196,26 @@ pub(super) fn attempt(
         }
         asm = left;
     }
-    if member_gone {
+    let writes = if member_gone {
         refuses_degraded(rig, asm, &model)?;
-        return Ok(Done {
-            cuts,
-            died: true,
-            writes: rig.writes() - writes_before,
-            answered,
-            end_writes,
-            waits,
-            spares_taken: 0,
-        });
-    }
-    let writes = rig.writes() - writes_before;
-    // A clean restart: the members as they are, the superblocks read again.
+        rig.writes() - writes_before
+    } else {
+        let writes = rig.writes() - writes_before;
+        finish(s, rig, &model, ours)?;
+        writes
+    };
+    Ok(Done {
+        cuts,
+        died: member_gone,
+        writes,
+        tally,
+    })
+}
+
+/// The reshape done, the power on: a clean restart (the members as they
+/// are, the superblocks read again), the shape asked, every answer read
+/// back, then the server's stop and start ([`stop_and_start`]).
+fn finish(s: &Setup, rig: &Rig, model: &Model, ours: bool) -> Result<(), String> {
     let mut asm = rig.assemble()?;
     if asm.reshape().is_some() {
         return Err("the reshape is still recorded after it finished".into());
@@ -177,39 +234,6 @@ pub(super) fn attempt(
             s.req
         ));
     }
-    judge_exact(&asm, &model, "at the end")?;
-    let opts = RunOptions {
-        use_maps: false,
-        read_ahead: false,
-        ..RunOptions::default()
-    };
-    match asm.before_change(ours) {
-        // In sync, or a RAID 0 (a restripe's RAID 4 ends in one: nothing
-        // to resync).
-        BeforeChange::Nothing => {}
-        // Stripes the clients were writing when the power went may hold
-        // parity behind their data (md's write hole): the array was stopped
-        // uncleanly, and the next start resyncs it (parity from the data).
-        BeforeChange::ResyncFirst => {
-            asm.resync(opts.clone(), &mut |_| {})
-                .map_err(|e| format!("the resync after the cuts: {e}"))?;
-            judge_exact(&asm, &model, "after the resync")?;
-        }
-        // Everything written is flushed: the clean stop the server records.
-        BeforeChange::SafeModeMark => asm
-            .mark_clean(true)
-            .map_err(|e| format!("the clean mark: {e}"))?,
-    }
-    if g.level != Level::Raid0 {
-        crate::torture::check_at_end(&mut asm, opts)?;
-    }
-    Ok(Done {
-        cuts,
-        died: false,
-        writes,
-        answered,
-        end_writes,
-        waits,
-        spares_taken: 0,
-    })
+    judge_exact(&asm, model, "at the end")?;
+    stop_and_start(&mut asm, model, ours)
 }

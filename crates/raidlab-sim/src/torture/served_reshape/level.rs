@@ -12,14 +12,16 @@
 //! ones after it).
 //!
 //! It decides only the order of the run and what must read back; every
-//! step's decision (its checks, its commits, the walk, whose dirty mark it
-//! is and what that asks before a change: `Assembly::before_change`, the
-//! spares a start takes: `Assembly::spares_into_missing_roles`) is the
-//! engine's. It holds only the facts a simulator holds (that it restarted
-//! after a cut). It never changes the plan: the steps are the engine's, run
-//! as given.
+//! step's decision is the engine's: its checks, its commits, the walk,
+//! whose dirty mark it is (`Assembly::in_sync` at a start) and whether
+//! parity and copies are trusted by a rebuild, a spare taken or a change
+//! (`Assembly::trusts_redundancy`, the server's rule), the spares a start
+//! takes (`Assembly::spares_into_missing_roles`), the end's stop and start
+//! (`attempt::stop_and_start`). It holds only the facts a simulator holds
+//! (that it restarted after a cut). It never changes the plan: the steps
+//! are the engine's, run as given.
 
-use super::attempt::Done;
+use super::attempt::{run_opts, stop_and_start, Done, Tally};
 use super::judge::{judge_cut, judge_exact};
 use super::round::{serve_round, tripped_now, RoundOpts};
 use super::setup::{create, fill};
@@ -28,7 +30,6 @@ use crate::torture::model::Model;
 use raidlab_devices::Tripwire;
 use raidlab_raid::assemble::Assembly;
 use raidlab_raid::grow::{conversion_steps, step_request, Step};
-use raidlab_raid::lifecycle::BeforeChange;
 use raidlab_raid::recovery::RunOptions;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -47,23 +48,6 @@ pub(super) fn shape(asm: &Assembly) -> String {
     )
 }
 
-fn opts() -> RunOptions {
-    RunOptions {
-        use_maps: false,
-        read_ahead: false,
-        ..RunOptions::default()
-    }
-}
-
-/// What a level change's attempt counts, over its steps.
-#[derive(Default)]
-struct Tally {
-    answered: u64,
-    end_writes: u64,
-    waits: (u64, u64),
-    spares_taken: u64,
-}
-
 /// Where a run stands between steps.
 struct Run<'a> {
     s: &'a Setup,
@@ -74,7 +58,7 @@ struct Run<'a> {
     wire: Option<Arc<Tripwire>>,
     /// The superblocks' dirty mark, if any, is this owner's safe mode's:
     /// asked of the engine at the start and at each restart after a cut
-    /// (`Assembly::mark_ours_at_start`), and after a resync.
+    /// (`Assembly::in_sync` then), and after a resync.
     ours: bool,
     tally: Tally,
 }
@@ -102,7 +86,7 @@ pub(super) fn attempt_level(
         model,
         rounds: ChaCha8Rng::seed_from_u64(seed ^ 0x5e7e_d0ff),
         wire: budget.map(Tripwire::new),
-        ours: asm.mark_ours_at_start(),
+        ours: asm.in_sync(),
         tally: Tally::default(),
     };
     let mut asm = Some(asm);
@@ -130,7 +114,7 @@ pub(super) fn attempt_level(
                     &format!("after cut {cuts} (step {}, {:?})", i + 1, steps[i]),
                 )?;
                 // The server starts again: the mark it finds is not its own.
-                run.ours = a.mark_ours_at_start();
+                run.ours = a.in_sync();
                 a
             }
         };
@@ -153,34 +137,14 @@ pub(super) fn attempt_level(
         return Err("a reshape is still recorded after the last step".into());
     }
     judge_exact(&asm, &run.model, "at the end")?;
-    match asm.before_change(run.ours) {
-        BeforeChange::Nothing => {}
-        // The server's clean stop.
-        BeforeChange::SafeModeMark => asm
-            .mark_clean(true)
-            .map_err(|e| format!("the clean mark: {e}"))?,
-        // The next start's resync.
-        BeforeChange::ResyncFirst => {
-            asm.resync(opts(), &mut |_| {})
-                .map_err(|e| format!("the resync after the cuts: {e}"))?;
-            judge_exact(&asm, &run.model, "after the resync")?;
-        }
-    }
-    if asm.geometry.level != raidlab_layout::Level::Raid0 {
-        crate::torture::check_at_end(&mut asm, opts())?;
-    }
-    Ok((
-        Done {
-            cuts,
-            died: false,
-            writes,
-            answered: run.tally.answered,
-            end_writes: run.tally.end_writes,
-            waits: run.tally.waits,
-            spares_taken: run.tally.spares_taken,
-        },
-        shape(&asm),
-    ))
+    stop_and_start(&mut asm, &run.model, run.ours)?;
+    let done = Done {
+        cuts,
+        died: false,
+        writes,
+        tally: run.tally,
+    };
+    Ok((done, shape(&asm)))
 }
 
 /// Make `step` on `asm`, first carrying on what the array records under
@@ -205,14 +169,16 @@ fn step(
         return Ok(None);
     }
     if !asm.rebuilding().is_empty() {
-        // The server's rebuild runs on an array stopped uncleanly too (it
-        // recomputes the member from the others; a resync at the end makes
-        // parity agree with what the clients wrote): `force`, as the
-        // offline rebuild's refusal says to give.
+        // Whether the server would run this rebuild is the engine's rule
+        // (`trusts_redundancy`: in sync, or dirty only by this owner's
+        // safe mode); the offline rebuild's own check knows only the
+        // superblocks' mark, so the rule's answer is its `force`, and a
+        // rebuild the server would not run is refused as the offline one
+        // refuses it.
         let r = asm.rebuild(
             RunOptions {
-                force: true,
-                ..opts()
+                force: asm.trusts_redundancy(run.ours),
+                ..run_opts()
             },
             &mut |_| {},
         );
@@ -242,7 +208,7 @@ fn step(
             if !consistent_for(run, &mut asm, "the takeover")? {
                 return Ok(None);
             }
-            let r = asm.change_quiesced(run.ours, |a| t.apply(a));
+            let r = asm.in_service(run.ours, |a| t.apply(a));
             if tripped_now(run.wire.as_ref()) {
                 return Ok(None);
             }
@@ -255,7 +221,7 @@ fn step(
             if !consistent_for(run, &mut asm, "the restripe")? {
                 return Ok(None);
             }
-            let r = asm.change_quiesced(run.ours, |a| {
+            let r = asm.in_service(run.ours, |a| {
                 a.reshape_check(&step_request(step), 0)
                     .and_then(|plan| a.reshape_start(plan))
             });
@@ -277,11 +243,11 @@ fn step(
 /// roles, to be rebuilt), once the restripe it resumes is walked. A cut
 /// inside the commit that gave a spare its role (a takeover's new parity
 /// or Q member) leaves it a spare beside the missing role. The start's
-/// facts: writable, and parity consistent unless a resync is owed (the
-/// start's resync makes it so). `false`: the power went.
+/// facts: writable, and the redundancy trusted as the engine's rule says
+/// (`Assembly::trusts_redundancy`). `false`: the power went.
 fn spares_at_start(run: &mut Run, asm: &mut Assembly) -> Result<bool, String> {
-    let consistent = asm.before_change(run.ours) != BeforeChange::ResyncFirst;
-    let taken = asm.spares_into_missing_roles(true, consistent);
+    let trusted = asm.trusts_redundancy(run.ours);
+    let taken = asm.spares_into_missing_roles(true, trusted);
     if tripped_now(run.wire.as_ref()) {
         return Ok(false);
     }
@@ -296,22 +262,22 @@ fn spares_at_start(run: &mut Run, asm: &mut Assembly) -> Result<bool, String> {
     Ok(true)
 }
 
-/// Before a takeover or a restripe's start, as the engine says
-/// (`Assembly::before_change`): a dirty mark of this owner's safe mode
-/// lets the change run as the server runs it (`change_quiesced`); one left
-/// by a cut has the change refused until a resync, which the user runs
+/// Before a takeover or a restripe's start, as the engine's rule says
+/// (`Assembly::trusts_redundancy`): a dirty mark of this owner's safe mode
+/// lets the change run as the server runs it (`in_service`); one left by a
+/// cut has the change refused until a resync, which the user runs
 /// (`raidlab resync`, or a restart's), judged. `false`: the power went.
 fn consistent_for(run: &mut Run, asm: &mut Assembly, what: &str) -> Result<bool, String> {
-    if asm.before_change(run.ours) != BeforeChange::ResyncFirst {
+    if asm.trusts_redundancy(run.ours) {
         return Ok(true);
     }
-    let r = asm.resync(opts(), &mut |_| {});
+    let r = asm.resync(run_opts(), &mut |_| {});
     if tripped_now(run.wire.as_ref()) {
         return Ok(false);
     }
     r.map_err(|e| format!("the resync before {what}: {e}"))?;
     judge_exact(asm, &run.model, &format!("after the resync before {what}"))?;
-    run.ours = asm.mark_ours_at_start();
+    run.ours = asm.in_sync();
     Ok(true)
 }
 
@@ -336,10 +302,7 @@ fn walk(run: &mut Run, mut asm: Assembly) -> Result<Option<Assembly>, String> {
                 mark_dirty: true,
             },
         )?;
-        run.tally.answered += round.answered;
-        run.tally.end_writes += round.end_writes;
-        run.tally.waits.0 += round.waits.0;
-        run.tally.waits.1 += round.waits.1;
+        run.tally.count(&round);
         match round.asm {
             Some(a) => asm = a,
             None => return Ok(None),

@@ -238,10 +238,13 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 asm,
                 array,
                 was_clean,
-                consistent,
                 resume,
                 ..
             } = parts;
+            // The engine's rule for what computes from parity or copies:
+            // the start's dirty mark is this server's own when the array
+            // was clean or resynced (its safe mode's, below).
+            let rebuild_may_run = asm.trusts_redundancy(was_clean);
             let g = asm.geometry;
             // Linear and multi-zone RAID 0 run over a placeholder geometry:
             // their level and shape come from the assembly.
@@ -277,7 +280,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                 live.start_safe_mode(was_clean);
             }
             if !e.read_only && !resume.is_empty() {
-                if consistent {
+                if rebuild_may_run {
                     // md resumes recovery at start; so does this, in the
                     // background, while the array serves.
                     live.resume(&resume)

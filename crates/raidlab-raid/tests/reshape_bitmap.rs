@@ -1,0 +1,344 @@
+//! A RAID 5/6 restriped with its internal write-intent bitmap, as md
+//! restripes it (issue 36): md's RAID 4/5/6 bitmap counts each member's
+//! sectors from the data offset, which a restripe keeps, so md carries it
+//! through unchanged but for its event count. Offline: the data exact,
+//! parity clean, the bitmap's superblock on every member (the new one
+//! too) as md leaves it. Served: a client's write marks its stripe's
+//! member sectors in the geometry that takes it, on the members, before it
+//! goes out, and the walk's own writes mark nothing, through a crash and
+//! the resume. Power cuts anywhere in a grow: resumed, exact and clean,
+//! the bitmap kept.
+
+mod common;
+mod md090; // the power-cut helper the reshape tests share
+use md090::{cut_at, fault_devices, mem_devices, pattern, read_all, MIB};
+
+use raidlab_core::Volume;
+use raidlab_layout::Level;
+use raidlab_md::bitmap::{Bitmap, BitmapSuper};
+use raidlab_md::Superblock;
+use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
+use raidlab_raid::recovery::RunOptions;
+use std::cell::Cell;
+
+const CHUNK: u64 = 64 << 10;
+/// The bitmap's chunk: small, so that one write's bit says where it went.
+const BITMAP_CHUNK: u32 = 256 << 10;
+
+/// A new `level` array with an internal bitmap over `devs`, filled with a
+/// pattern (through a running array: the bits it set are then cleared as a
+/// clean stop clears them). Returns the pattern.
+fn bitmapped(level: Level, devs: &[Device]) -> Vec<u8> {
+    let mut asm = common::create_with(level, devs, |s| {
+        s.chunk_bytes = CHUNK;
+        s.bitmap = true;
+        s.bitmap_chunk = Some(BITMAP_CHUNK);
+    });
+    let data = pattern(asm.geometry.array_bytes(), devs.len() as u64);
+    let array = asm.array().unwrap();
+    array.write_at(&data, 0).unwrap();
+    array.flush().unwrap();
+    asm.absorb_bitmap(&array);
+    asm.mark_clean(true).unwrap();
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    assert_eq!(asm.bitmap.as_ref().unwrap().dirty_count(), 0);
+    data
+}
+
+/// Each member's superblock and bitmap as on disk.
+fn on_disk(devs: &[Device]) -> Vec<(Superblock, Bitmap)> {
+    devs.iter()
+        .map(|d| {
+            let sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
+            let bm = Bitmap::read_from(d.volume.as_ref(), &sb)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{}: the bitmap is gone", d.path));
+            (sb, bm)
+        })
+        .collect()
+}
+
+/// The bitmap superblock on every member is md's after a restripe: what
+/// it was before (`before`) but for the event count, which is the
+/// superblock's; the bitmap where it was, the data offset below it no
+/// lower than its end.
+fn assert_bitmap_as_mds(devs: &[Device], before: &BitmapSuper, bitmap_offset: i32) {
+    for (i, (sb, bm)) in on_disk(devs).into_iter().enumerate() {
+        let mut want = before.clone();
+        want.events = sb.events;
+        assert_eq!(bm.sb, want, "member {i}: bitmap superblock");
+        assert!(!bm.is_stale(&sb), "member {i}: bitmap out of date");
+        assert_eq!(sb.bitmap_offset, bitmap_offset, "member {i}");
+        let end = sb.super_offset + sb.bitmap_offset as u64 + bm.sb.area_bytes() / 512;
+        assert!(
+            sb.data_offset >= end,
+            "member {i}: data at {} over the bitmap (ends at {end})",
+            sb.data_offset
+        );
+    }
+}
+
+/// Restripe offline (`req`, `add` new members) and check the result.
+fn restripe_offline(level: Level, old: usize, add: usize, req: ReshapeRequest) {
+    let devs = mem_devices(old + add, 16 * MIB);
+    let data = bitmapped(level, &devs[..old]);
+    let mut asm = Assembly::assemble(devs[..old].to_vec()).unwrap();
+    let before = asm.bitmap.as_ref().unwrap().sb.clone();
+    let bitmap_offset = asm.members[0].sb.bitmap_offset;
+    let offset = asm.members[0].sb.data_offset;
+    let plan = asm.reshape_check(&req, add).unwrap();
+    for d in &devs[old..] {
+        asm.add(d.clone(), false).unwrap();
+    }
+    asm.reshape_start(plan).unwrap();
+    let report = asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!(report.new_raid_devices, old + add);
+    let got = read_all(&devs);
+    assert!(got[..data.len()] == data[..], "the data changed");
+    assert!(got[data.len()..].iter().all(|&b| b == 0), "new space");
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    assert!(asm.reshape().is_none());
+    assert!(
+        asm.members[0].sb.data_offset < offset,
+        "the data moved down"
+    );
+    let check = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(check.mismatch_sectors, 0, "parity after the restripe");
+    assert_bitmap_as_mds(&devs, &before, bitmap_offset);
+}
+
+#[test]
+fn a_raid5_with_a_bitmap_grows_from_four_to_five_members_offline() {
+    let req = ReshapeRequest {
+        raid_devices: Some(5),
+        ..ReshapeRequest::default()
+    };
+    restripe_offline(Level::Raid5, 4, 1, req);
+}
+
+#[test]
+fn a_raid6_with_a_bitmap_takes_a_new_chunk_and_layout_offline() {
+    let req = ReshapeRequest {
+        chunk_bytes: Some(32 << 10),
+        layout: Some("right-asymmetric".into()),
+        ..ReshapeRequest::default()
+    };
+    restripe_offline(Level::Raid6, 5, 0, req);
+}
+
+/// md's backward reshape of a RAID 5 with a bitmap onto one member fewer
+/// (the data offset moved up, away from the bitmap): exact, clean, the
+/// bitmap md's on every member, the one that left (a spare) too.
+#[test]
+fn a_raid5_with_a_bitmap_shrinks_by_a_member_offline() {
+    let devs = mem_devices(5, 16 * MIB);
+    bitmapped(Level::Raid5, &devs);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    // Room after every member's data for the data to move up.
+    asm.grow_size(SizeRequest::Bytes(14 * MIB), true).unwrap();
+    let g = asm.geometry;
+    let kept = (g.data_disks() as u64 - 1) * g.member_bytes;
+    let data = pattern(kept, 3);
+    let array = asm.array().unwrap();
+    array.write_at(&data, 0).unwrap();
+    array.flush().unwrap();
+    drop(array);
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let before = asm.bitmap.as_ref().unwrap().sb.clone();
+    let bitmap_offset = asm.members[0].sb.bitmap_offset;
+    let req = ReshapeRequest {
+        raid_devices: Some(4),
+        ..ReshapeRequest::default()
+    };
+    let plan = asm.reshape_check_sized(&req, 0, Some(kept)).unwrap();
+    asm.reshape_start(plan).unwrap();
+    let report = asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
+    assert!(report.backwards);
+    assert_eq!(report.spares.len(), 1);
+    let got = read_all(&devs);
+    assert!(got[..kept as usize] == data[..], "the data changed");
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(asm.geometry.raid_disks, 4);
+    let check = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(check.mismatch_sectors, 0);
+    assert_bitmap_as_mds(&devs, &before, bitmap_offset);
+}
+
+/// The member sector (from the data offset) where a RAID 5 of `members`
+/// (64 KiB chunks) keeps array byte `at`: the bitmap counts those.
+fn member_sector(at: u64, members: u64) -> u64 {
+    let stripe = CHUNK * (members - 1);
+    ((at / stripe) * CHUNK + at % CHUNK) / 512
+}
+
+/// The bitmap chunks dirty in `bm`.
+fn dirty(bm: &Bitmap) -> Vec<u64> {
+    (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect()
+}
+
+/// A served grow stopped part-way, a client's write on either side of the
+/// position, then the machine stops: the bits on the members are exactly
+/// those of the two writes, each counted in the geometry that took it (the
+/// walk's own writes marked nothing). Resumed offline, the grow ends with
+/// the writes in place, parity clean and the bits kept.
+#[test]
+fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
+    let devs = mem_devices(5, 16 * MIB);
+    let mut data = bitmapped(Level::Raid5, &devs[..4]);
+    let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
+    let before = asm.bitmap.as_ref().unwrap().sb.clone();
+    let bitmap_offset = asm.members[0].sb.bitmap_offset;
+    let req = ReshapeRequest {
+        raid_devices: Some(5),
+        ..ReshapeRequest::default()
+    };
+    let plan = asm.reshape_check(&req, 1).unwrap();
+    asm.add(devs[4].clone(), false).unwrap();
+    asm.reshape_start(plan).unwrap();
+    let mut walk = asm.reshape_served(false).unwrap();
+    let volume = walk.volume("bm".into());
+    let steps = Cell::new(0);
+    let quit = || {
+        steps.set(steps.get() + 1);
+        steps.get() > 3
+    };
+    let e = walk
+        .run(&mut asm, &RunOptions::default(), &quit)
+        .unwrap_err();
+    assert!(e.to_string().contains("stopped"), "{e}");
+    let position = Assembly::assemble(devs.clone())
+        .unwrap()
+        .reshape()
+        .unwrap()
+        .unwrap()
+        .position;
+    let old_end = data.len() as u64;
+    assert!(position > 0 && position + 4 * MIB < old_end, "{position}");
+    // One block the new geometry holds, one the old one still does.
+    let (a, b) = (
+        position / 2 / 4096 * 4096,
+        (position + old_end) / 2 / 4096 * 4096,
+    );
+    let block = vec![0x5au8; 4096];
+    volume.write_at(&block, a).unwrap();
+    volume.write_at(&block, b).unwrap();
+    volume.flush().unwrap();
+    for at in [a, b] {
+        data[at as usize..at as usize + 4096].copy_from_slice(&block);
+    }
+    let chunk_sectors = u64::from(BITMAP_CHUNK) / 512;
+    let mut want = vec![
+        member_sector(a, 5) / chunk_sectors,
+        member_sector(b, 4) / chunk_sectors,
+    ];
+    want.sort_unstable();
+    assert_ne!(want[0], want[1], "the two writes' bits differ");
+    // The machine stops here.
+    drop((walk, volume, asm));
+    for (i, (_, bm)) in on_disk(&devs).iter().enumerate() {
+        assert_eq!(dirty(bm), want, "member {i}: the bits on disk");
+    }
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(dirty(asm.bitmap.as_ref().unwrap()), want);
+    asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
+    let got = read_all(&devs);
+    assert!(got[..data.len()] == data[..], "the data after the resume");
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    assert_eq!(dirty(asm.bitmap.as_ref().unwrap()), want, "bits kept");
+    let mut md = before.clone();
+    md.events = asm.members[0].sb.events;
+    assert_eq!(asm.bitmap.as_ref().unwrap().sb, md);
+    assert_eq!(asm.members[0].sb.bitmap_offset, bitmap_offset);
+    let check = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(check.mismatch_sectors, 0);
+}
+
+/// A grow of a RAID 5 with a bitmap cut by a power failure at member
+/// writes through the whole run (volatile caches lost where the power
+/// went), then assembled and carried on: the data exact, parity clean, the
+/// bitmap's superblock md's.
+#[test]
+fn a_grow_with_a_bitmap_cut_anywhere_is_resumed_exact_and_clean() {
+    let mut cut = 0;
+    for (k, at) in [
+        1u64, 3, 6, 10, 16, 25, 40, 60, 90, 130, 180, 250, 400, 700, 1200, 2000, 3500, 6000, 10000,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (devs, faults) = fault_devices(5, 16 * MIB);
+        let data = bitmapped(Level::Raid5, &devs[..4]);
+        let before = Assembly::assemble(devs[..4].to_vec())
+            .unwrap()
+            .bitmap
+            .unwrap()
+            .sb;
+        let req = ReshapeRequest {
+            raid_devices: Some(5),
+            ..ReshapeRequest::default()
+        };
+        let opts = || RunOptions {
+            checkpoint_bytes: 2 * MIB,
+            ..RunOptions::default()
+        };
+        let tripped = cut_at(&faults, at, k as u64, &mut || {
+            let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
+            let Ok(plan) = asm.reshape_check(&req, 1) else {
+                return;
+            };
+            if asm.add(devs[4].clone(), false).is_err() || asm.reshape_start(plan).is_err() {
+                return;
+            }
+            let _ = asm.reshape_run(opts(), &mut |_| {});
+        });
+        let what = format!("cut at member write {at}");
+        if !tripped {
+            assert!(cut > 3, "{what}: too few runs cut ({cut})");
+            break;
+        }
+        cut += 1;
+        // Carried on from where the superblocks say it is: recorded (the
+        // walk resumes), or not yet (the grow is asked again; the new
+        // member may be a spare already).
+        let mut asm = Assembly::assemble(devs.clone())
+            .or_else(|_| Assembly::assemble(devs[..4].to_vec()))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        if asm.reshape().is_some() {
+            asm.reshape_run(opts(), &mut |_| {})
+                .unwrap_or_else(|e| panic!("{what}: resume: {e}"));
+        } else if asm.geometry.raid_disks == 4 {
+            let spare = asm.members.iter().any(|m| m.device.path == devs[4].path);
+            let plan = asm
+                .reshape_check(&req, usize::from(!spare))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            if !spare {
+                asm.add(devs[4].clone(), false).unwrap();
+            }
+            asm.reshape_start(plan).unwrap();
+            asm.reshape_run(opts(), &mut |_| {}).unwrap();
+        }
+        let got = read_all(&devs);
+        assert!(got[..data.len()] == data[..], "{what}: the data");
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        assert_eq!(asm.geometry.raid_disks, 5, "{what}");
+        let check = asm
+            .scrub(false, RunOptions::default(), &mut |_| {})
+            .unwrap();
+        assert_eq!(check.mismatch_sectors, 0, "{what}: parity");
+        let bm = &asm.bitmap.as_ref().unwrap().sb;
+        let mut md = before.clone();
+        md.events = asm.members[0].sb.events;
+        // A cut between a superblock and its bitmap leaves that copy out
+        // of date, which md answers with every bit set: the bits may
+        // differ, the superblock may not.
+        assert_eq!(*bm, md, "{what}: bitmap superblock");
+    }
+    eprintln!("runs cut: {cut}");
+}
