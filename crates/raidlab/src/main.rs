@@ -37,6 +37,7 @@ mod cmd;
 mod control;
 mod metrics;
 mod open;
+mod socket_file;
 
 use clap::Parser;
 use std::process::ExitCode;

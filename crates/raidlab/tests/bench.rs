@@ -542,21 +542,30 @@ fn cdm_on_an_nbd_export_of_an_array() {
         .assert()
         .success();
     let sock = d.join("s.sock");
+    // The server's own words, shown if anything below fails.
+    let log = d.join("serve.log");
     let mut server = std::process::Command::new(assert_cmd::cargo::cargo_bin("raidlab"))
         .arg("serve")
         .args(&members)
         .args(["-N", "r5", "--socket"])
         .arg(&sock)
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    // Wait for the socket; the deadline only catches a server that never
-    // listens, never a slow start.
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Wait for the socket (it appears only once it listens); the deadline
+    // only catches a server that never listens, never a slow start.
     let t = std::time::Instant::now();
     while !sock.exists() {
         assert!(
+            server.try_wait().unwrap().is_none(),
+            "raidlab serve exited before listening:\n{}",
+            said()
+        );
+        assert!(
             t.elapsed() < std::time::Duration::from_secs(60),
-            "raidlab serve did not listen within 60 s"
+            "raidlab serve did not listen within 60 s:\n{}",
+            said()
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
@@ -573,13 +582,18 @@ fn cdm_on_an_nbd_export_of_an_array() {
     let status = server.wait().unwrap();
     assert!(
         out.status.success(),
-        "bench over NBD failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+        "bench over NBD failed: {}\nthe server said:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        said()
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("NBD export of"), "{text}");
     assert!(text.contains("RND4K Q1T1     write"), "{text}");
-    assert!(status.success(), "serve did not stop cleanly: {status:?}");
+    assert!(
+        status.success(),
+        "serve did not stop cleanly: {status:?}\n{}",
+        said()
+    );
     raidlab().arg("check").args(&members).assert().success();
 }
 

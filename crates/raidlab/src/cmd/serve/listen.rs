@@ -14,7 +14,7 @@ use anyhow::{bail, Context, Result};
 use raidlab_nbd::listen::Listener;
 use raidlab_nbd::tls::Tls;
 use std::net::{SocketAddr, TcpListener};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 
 /// The NBD port registered with IANA.
@@ -95,7 +95,7 @@ pub(super) fn bind(a: &ServeArgs, c: &Config, tls_required: bool) -> Result<Boun
             std::fs::remove_file(&p)
                 .with_context(|| format!("cannot remove the stale socket {}", p.display()))?;
         }
-        let l = UnixListener::bind(&p)
+        let l = crate::socket_file::bind_listening(&p)
             .with_context(|| format!("cannot listen on the Unix socket {}", p.display()))?;
         said.push(format!(
             "raidlab: listening on unix socket {} (e.g. nbdinfo 'nbd+unix:///?socket={}')",

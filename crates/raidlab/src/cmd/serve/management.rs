@@ -111,7 +111,7 @@ pub(super) fn start_control(
     let path = crate::control::socket_path()?;
     // Our own pid's name: anything there is left from an earlier process.
     let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path)
+    let listener = crate::socket_file::bind_listening(&path)
         .with_context(|| format!("cannot listen on the control socket {}", path.display()))?;
     let log: Arc<dyn Fn(&str) + Send + Sync> = {
         let e = events.clone();
