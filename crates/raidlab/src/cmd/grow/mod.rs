@@ -117,9 +117,6 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         bail!("--backup-file goes with a restripe (--raid-devices, --chunk, --layout) or --continue of a metadata 0.90 array; nothing was changed");
     }
     if let Some(server) = crate::control::find(&a.members)? {
-        if a.backup_file.is_some() {
-            bail!("--backup-file: a 0.90 restripe through a backup file runs offline only (raidlab does not serve one): stop serving the array, then grow it; nothing was changed");
-        }
         return grow_served(&server, &a, restripe, array_bytes, size, policy);
     }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
