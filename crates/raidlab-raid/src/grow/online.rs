@@ -492,7 +492,8 @@ impl crate::assemble::Assembly {
 }
 
 impl ServedWalk {
-    fn gate(&self) -> &Arc<ReshapeGate> {
+    /// The gate between the walk and the clients (where the walk is).
+    pub fn gate(&self) -> &Arc<ReshapeGate> {
         let g = match &self.walk {
             Walked::Moved(w) => w.gate(),
             Walked::Backup(w) => w.gate.as_ref(),
