@@ -146,6 +146,15 @@ impl ReshapeGate {
         let mut g = self.lock();
         loop {
             let over_window = g.window.as_ref().is_some_and(|w| overlaps(w, &bytes));
+            if let (true, Some(why), Some(w)) = (over_window, &g.ended, &g.window) {
+                // Only a walk through a backup file ends with its window
+                // closed (`ended_closed`).
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    if write { Op::Write } else { Op::Read },
+                    format!("the reshape stopped ({why}) while array bytes {}..{} were being moved through its backup file: they are whole only there until it resumes; stop the server and run `raidlab grow --continue --backup-file FILE` with the members, then serve the array again", w.start, w.end),
+                ));
+            }
             let needs_checkpoint = write && overlaps(&Self::unsafe_bytes(&g), &bytes);
             if needs_checkpoint {
                 if let Some(why) = &g.ended {
@@ -234,6 +243,32 @@ impl ReshapeGate {
         let mut g = self.lock();
         g.checkpoint = position;
         g.wants_checkpoint = false;
+        self.notify();
+    }
+
+    /// A window of a walk through a backup file is moved and the
+    /// superblocks record `position` past it: the bytes it covered are in
+    /// the new geometry, checkpointed, and open; `next`, the window whose
+    /// old bytes are already in the file (a forward restripe saves it
+    /// before this commit), stays closed, with no gap a request could
+    /// enter through: a write there would make the file's copy stale, and
+    /// a resume would put that copy back over it.
+    pub fn advance(&self, position: u64, next: Option<Range<u64>>) {
+        let mut g = self.lock();
+        g.reshape.position = position;
+        g.checkpoint = position;
+        g.wants_checkpoint = false;
+        g.window = next;
+        self.notify();
+    }
+
+    /// A walk through a backup file has ended short of its end: requests
+    /// no longer wait for it, but its window stays closed (its bytes may
+    /// be half moved, or their old bytes held by the file for the resume):
+    /// a request over it gets an error saying how the reshape resumes.
+    pub fn ended_closed(&self, why: String) {
+        let mut g = self.lock();
+        g.ended = Some(why);
         self.notify();
     }
 
@@ -382,18 +417,31 @@ impl Volume for ReshapingVolume {
 /// under its lock of the assembly), the simulator as one task beside a
 /// task per client on one thread (`ServedWalk::run`, holding the assembly
 /// for the walk's length). The walk, its steps, how a checkpoint is
-/// recorded and the gate are the same; only who calls them differs.
+/// recorded and the gate are the same; only who calls them differs. The
+/// walk is the one of a moved data offset (`super::walk`), or a metadata
+/// 0.90 restripe's through mdadm's backup file (`super::backup_file`),
+/// each the same one offline runs.
 /// A served reshape's two running arrays: (old geometry, new geometry).
 pub(crate) type Sides = (Arc<crate::array::Array>, Arc<crate::array::Array>);
 
 pub struct ServedWalk {
-    walk: super::ReshapeWalk,
+    walk: Walked,
+}
+
+/// Which walk a served reshape runs.
+enum Walked {
+    Moved(super::ReshapeWalk),
+    Backup(super::backup_file::Walk),
 }
 
 impl std::fmt::Debug for ServedWalk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = match &self.walk {
+            Walked::Moved(w) => &w.r,
+            Walked::Backup(w) => &w.r,
+        };
         f.debug_struct("ServedWalk")
-            .field("reshape", &self.walk.r)
+            .field("reshape", r)
             .finish_non_exhaustive()
     }
 }
@@ -402,51 +450,93 @@ impl crate::assemble::Assembly {
     /// The reshape the superblocks record, ready to walk in service (both
     /// sides writable, every step through a gate). Refused as
     /// `grow --continue` refuses it (a kind raidlab does not walk, a
-    /// member missing). `safe_mode_mark`: the superblocks' dirty mark, if
-    /// they carry one, is the owner's safe mode's (writes recent, the
-    /// copies agree), not an unclean stop's; after one, a mirrored side
-    /// reads each block from its first copy only, as a start does.
+    /// member missing, a 0.90 one that needs its backup file:
+    /// [`Assembly::reshape_served_with_backup`]). `safe_mode_mark`: the
+    /// superblocks' dirty mark, if they carry one, is the owner's safe
+    /// mode's (writes recent, the copies agree), not an unclean stop's;
+    /// after one, a mirrored side reads each block from its first copy
+    /// only, as a start does.
+    ///
+    /// [`Assembly::reshape_served_with_backup`]: crate::assemble::Assembly::reshape_served_with_backup
     pub fn reshape_served(&mut self, safe_mode_mark: bool) -> Result<ServedWalk> {
         Ok(ServedWalk {
-            walk: self.in_service(safe_mode_mark, |asm| asm.reshape_walk(true))?,
+            walk: Walked::Moved(self.in_service(safe_mode_mark, |asm| asm.reshape_walk(true))?),
+        })
+    }
+
+    /// [`Assembly::reshape_served`] of a metadata 0.90 restripe over the
+    /// same members or onto fewer members through mdadm's backup file
+    /// `file`, as mdadm runs one on a running array: what the file holds
+    /// put back first (`Grow_restart`), then each window closed to the
+    /// clients from before its save until the position has passed it
+    /// (md's `suspend_lo`/`suspend_hi`). Refused, with nothing written, for
+    /// a reshape that takes no file or a 0.90 grow to more members (walked
+    /// offline only), and as the offline run refuses a file.
+    pub fn reshape_served_with_backup(
+        &mut self,
+        safe_mode_mark: bool,
+        file: &super::BackupFile,
+    ) -> Result<ServedWalk> {
+        if let Some(Ok(r)) = self.reshape() {
+            if self.is_in_place(&r)? {
+                return Err(super::refused(
+                    "a grow of a metadata 0.90 array to more members runs in place (its critical section backed up), which raidlab carries on offline only: stop serving it and run `raidlab grow --continue --backup-file FILE`; nothing was changed".into(),
+                ));
+            }
+        }
+        let walk = self.in_service(safe_mode_mark, |asm| asm.backup_walk(file, true))?;
+        Ok(ServedWalk {
+            walk: Walked::Backup(walk),
         })
     }
 }
 
 impl ServedWalk {
+    /// The gate between the walk and the clients (where the walk is).
+    pub fn gate(&self) -> &Arc<ReshapeGate> {
+        let g = match &self.walk {
+            Walked::Moved(w) => w.gate(),
+            Walked::Backup(w) => w.gate.as_ref(),
+        };
+        g.expect("a served walk has a gate")
+    }
+
     /// The array's bytes through the walk's gate: what the clients use.
     pub fn volume(&self, name: String) -> ReshapingVolume {
-        let gate = self.walk.gate().cloned().expect("a served walk has a gate");
-        ReshapingVolume::new(name, gate, self.walk.old.clone(), self.walk.new.clone())
+        let (old, new) = self.sides();
+        ReshapingVolume::new(name, self.gate().clone(), old, new)
     }
 
     /// The two geometries' running arrays (old, new).
     pub(crate) fn sides(&self) -> Sides {
-        (self.walk.old.clone(), self.walk.new.clone())
+        match &self.walk {
+            Walked::Moved(w) => (w.old.clone(), w.new.clone()),
+            Walked::Backup(w) => (w.old.clone(), w.new.clone()),
+        }
     }
 
     /// Where the walk is, counted as the long run counts it, and its end.
     pub(crate) fn progress_now(&self) -> (u64, u64) {
-        (
-            self.walk.walked(self.walk.r.position),
-            self.walk.r.new.array_bytes(),
-        )
+        match &self.walk {
+            Walked::Moved(w) => (w.walked(w.r.position), w.r.new.array_bytes()),
+            Walked::Backup(w) => (w.walked(), w.r.new.array_bytes()),
+        }
     }
 
     /// Walk from the last checkpoint to the end, recording each checkpoint
     /// in `asm`'s superblocks ([`ServedWalk::record`]). A stop asked
     /// (`opts.stop`, `quit`) checkpoints where the walk is and returns an
     /// `Interrupted` error; requests through the gate then no longer wait
-    /// for it.
+    /// for it (a backup-file walk's window stays closed: its bytes are
+    /// whole only in the file until the reshape resumes).
     pub fn run(
         &mut self,
         asm: &mut crate::assemble::Assembly,
         opts: &crate::recovery::RunOptions,
         quit: &dyn Fn() -> bool,
     ) -> Result<()> {
-        let sides = self.sides();
-        self.walk.run(opts, quit, &mut |_| {}, &mut |sectors| {
-            Self::record(asm, &sides, sectors)
+        self.run_lending(opts, quit, &mut |_| {}, &mut |sides, sectors| {
+            Self::record(asm, sides, sectors)
         })
     }
 
@@ -461,8 +551,11 @@ impl ServedWalk {
         record: &mut dyn FnMut(&Sides, u64) -> Result<()>,
     ) -> Result<()> {
         let sides = self.sides();
-        self.walk
-            .run(opts, quit, progress, &mut |sectors| record(&sides, sectors))
+        let mut commit = |sectors| record(&sides, sectors);
+        match &mut self.walk {
+            Walked::Moved(w) => w.run(opts, quit, progress, &mut commit),
+            Walked::Backup(w) => w.run(opts, quit, progress, &mut commit),
+        }
     }
 
     /// Record a checkpoint (`sectors`, the reshape position) in the
@@ -495,8 +588,11 @@ impl ServedWalk {
     /// sides' bitmap held (the bits the clients' writes set since the last
     /// checkpoint go into that commit, and no write sets one meanwhile).
     pub fn end(self, asm: &mut crate::assemble::Assembly) -> Result<super::ReshapeReport> {
-        let old = self.walk.old.clone();
-        asm.change_running(&old, |asm| asm.reshape_end(self.walk))
+        let old = self.sides().0;
+        match self.walk {
+            Walked::Moved(w) => asm.change_running(&old, |asm| asm.reshape_end(w)),
+            Walked::Backup(w) => asm.change_running(&old, |asm| asm.backup_walk_end(w)),
+        }
     }
 
     /// Let `running`, the array this reshape's sides took the requests
@@ -506,7 +602,7 @@ impl ServedWalk {
     /// set, never its own older copy, which would clear them on the
     /// members. Call it before the sides take a write.
     pub fn share_bitmap_with(&self, running: &crate::array::Array) {
-        if let Some(intent) = self.walk.new.shared_intent() {
+        if let Some(intent) = self.sides().1.shared_intent() {
             running.use_intent(intent);
         }
     }

@@ -83,6 +83,19 @@ impl Assembly {
         ))
     }
 
+    /// Whether the reshape these superblocks record is read only with its
+    /// backup file put back first (md's rule,
+    /// [`Assembly::refuse_read_without_backup`]'s refusal): what `scan`
+    /// tells `export` to be given.
+    pub fn read_needs_backup_file(&self) -> bool {
+        match self.reshape() {
+            Some(Ok(r)) => self
+                .refuse_read_without_backup(&r, "")
+                .is_err_and(|e| e.kind == ErrorKind::Refused),
+            _ => false,
+        }
+    }
+
     /// `mdadm --assemble --backup-file FILE` for a stopped 0.90 in-place
     /// reshape: `file` checked, what it holds for the recorded position put
     /// back in the new geometry, and the position past it committed (its

@@ -1,0 +1,346 @@
+//! A metadata 0.90 restripe through mdadm's backup file on an array
+//! `raidlab serve` serves (issue 36): a new chunk over the same members and
+//! a shrink by one member run in the server, each window closed to the
+//! clients while it is saved in the file and moved (md's
+//! `suspend_lo`/`suspend_hi`), while fio writes and verifies through NBD:
+//! 0 errors, parity clean after, every byte outside fio's area as imported.
+//! A kill -9 of the server mid-walk, while a client writes and flushes, is
+//! refused without the file and finished offline with it, every flushed
+//! write exact.
+
+mod common;
+
+use common::verbs::{check_clean, create_imported, detail, examine, export, run, with, MIB};
+use common::{ServeOptions, Served};
+use raidlab_core::Volume;
+use raidlab_nbd::client::NbdVolume;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn have_fio() -> bool {
+    Command::new("sh")
+        .args(["-c", "command -v fio"])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A run directory for a test that drives fio, or `None` (the test then
+/// skips, or fails under CI) when fio is missing.
+fn with_fio(what: &str) -> Option<tempfile::TempDir> {
+    if !have_fio() {
+        raidlab_core::skip::skip_or_fail(&format!(
+            "{what}: fio not installed (scripts/test.sh installs it)"
+        ));
+        return None;
+    }
+    Some(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
+}
+
+/// Serve `members` as export `a`, its control socket up.
+fn serve(dir: &Path, members: &[&str]) -> Served {
+    let mut args = vec!["-N", "a"];
+    args.extend(members);
+    Served::start_with(ServeOptions {
+        dir: Some(dir),
+        socket: dir.join("nbd.sock"),
+        args: &args,
+        wait_control: true,
+    })
+}
+
+/// fio through NBD: random 64K writes over `size` bytes from `offset`, each
+/// block verified by crc32c (`extra`: `--do_verify=1` after writing, or
+/// `--verify_only`); 0 errors.
+fn fio(uri: &str, offset: &str, size: &str, seed: &str, extra: &[&str]) {
+    let out = Command::new("fio")
+        .args([
+            "--name=grow090",
+            "--ioengine=nbd",
+            "--rw=randwrite",
+            "--bs=64k",
+            "--iodepth=8",
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            "--verify_state_save=0",
+        ])
+        .arg(format!("--offset={offset}"))
+        .arg(format!("--size={size}"))
+        .arg(format!("--randseed={seed}"))
+        .arg(format!("--uri={uri}"))
+        .args(extra)
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && text.contains("err= 0"),
+        "fio:\n{text}"
+    );
+    assert!(!text.contains("verify:"), "fio verify error:\n{text}");
+}
+
+/// `raidlab grow MEMBERS ARGS` started in the background, its output in
+/// `grow.log`.
+fn spawn_grow(dir: &Path, members: &[&str], args: &[&str]) -> Child {
+    let log = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("grow.log"))
+            .unwrap()
+    };
+    Command::new(env!("CARGO_BIN_EXE_raidlab"))
+        .current_dir(dir)
+        .env("RAIDLAB_RUN_DIR", dir.join("run"))
+        .arg("grow")
+        .args(members)
+        .args(args)
+        .stdout(log())
+        .stderr(log())
+        .spawn()
+        .unwrap()
+}
+
+/// Wait until the served reshape has walked at least `bytes` and still
+/// runs; the grow that asked for it must not have failed meanwhile.
+fn wait_walked(dir: &Path, members: &[&str], bytes: u64, grow: &mut Child) -> serde_json::Value {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = grow.try_wait().unwrap() {
+            let log = std::fs::read_to_string(dir.join("grow.log")).unwrap_or_default();
+            panic!("grow exited ({st}) before the walk got to {bytes}: {log}");
+        }
+        let v = detail(dir, members);
+        if let Some(r) = v["served"].get("reshape").filter(|r| !r.is_null()) {
+            assert!(r["error"].is_null(), "the reshape stopped: {v}");
+            if r["running"] == true && r["done"].as_u64().unwrap() >= bytes {
+                return v;
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the reshape did not get to {bytes} in 120 s: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The grow's end: it succeeded and said `want`.
+fn grow_done(dir: &Path, mut grow: Child, want: &str) {
+    let st = grow.wait().unwrap();
+    let log = std::fs::read_to_string(dir.join("grow.log")).unwrap();
+    assert!(st.success(), "grow failed: {log}");
+    assert!(log.contains(want), "{log}");
+}
+
+#[test]
+fn a_served_090_raid5_changes_its_chunk_through_a_backup_file_while_fio_verifies() {
+    let Some(tmp) = with_fio("served 0.90 restripe") else {
+        return;
+    };
+    let d = tmp.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    let a = create_imported(
+        d,
+        &m,
+        "32M",
+        &["--level", "5", "--metadata", "0.90", "--chunk", "64K"],
+    );
+    let srv = serve(d, &m);
+    // Without the file: md's refusal, as offline.
+    let o = run(d, &with("grow", &m, &["--chunk", "32K"]));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && e.contains("backup"), "{e}");
+    // The file on a member: refused, nothing made.
+    let o = run(
+        d,
+        &with("grow", &m, &["--chunk", "32K", "--backup-file", "m2"]),
+    );
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("must NOT be on the array"),
+        "{e}"
+    );
+    assert!(detail(d, &m)["served"]["reshape"].is_null());
+
+    let mut grow = spawn_grow(
+        d,
+        &m,
+        &["--chunk", "32K", "--backup-file", "bak", "--max-rate", "3M"],
+    );
+    wait_walked(d, &m, 1, &mut grow);
+    assert!(d.join("bak").exists(), "the server made the backup file");
+    fio(&srv.export_uri("a"), "0", "24M", "90", &["--do_verify=1"]);
+    let v = detail(d, &m);
+    assert!(
+        v["served"]["reshape"]["running"] == true,
+        "fio wrote and verified while the restripe ran: {v}"
+    );
+    grow_done(d, grow, "reshape done: over the same 4 members");
+    assert!(!d.join("bak").exists(), "the backup file is left");
+    assert_eq!(detail(d, &m)["chunk_bytes"], 32 << 10);
+    fio(&srv.export_uri("a"), "0", "24M", "90", &["--verify_only"]);
+    srv.stop();
+    check_clean(d, &m);
+    assert!(examine(d, "m0")["reshape"].is_null());
+    let got = export(d, &m);
+    assert_eq!(got.len(), a.len());
+    assert!(
+        got[24 << 20..] == a[24 << 20..],
+        "bytes fio did not write changed"
+    );
+}
+
+#[test]
+fn a_served_090_raid5_sheds_a_member_through_a_backup_file_while_fio_verifies() {
+    let Some(tmp) = with_fio("served 0.90 shrink") else {
+        return;
+    };
+    let d = tmp.path();
+    let m = ["m0", "m1", "m2", "m3", "m4"];
+    let a = create_imported(
+        d,
+        &m,
+        "32M",
+        &["--level", "5", "--metadata", "0.90", "--chunk", "64K"],
+    );
+    let member = detail(d, &m)["member_data_bytes"].as_u64().unwrap() as usize;
+    let holds = 3 * member;
+    let srv = serve(d, &m);
+    // md's order: the array size first (what 4 members hold), then the
+    // shrink with its file.
+    let size = format!("{}K", holds / 1024);
+    let o = run(d, &with("grow", &m, &["--array-size", &size]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut grow = spawn_grow(
+        d,
+        &m,
+        &[
+            "--raid-devices",
+            "4",
+            "--backup-file",
+            "bak",
+            "--max-rate",
+            "3M",
+        ],
+    );
+    wait_walked(d, &m, 1, &mut grow);
+    fio(&srv.export_uri("a"), "0", "24M", "91", &["--do_verify=1"]);
+    grow_done(d, grow, "spare(s) now");
+    assert!(!d.join("bak").exists(), "the backup file is left");
+    fio(&srv.export_uri("a"), "0", "24M", "91", &["--verify_only"]);
+    srv.stop();
+    let four = &m[..4];
+    check_clean(d, four);
+    let got = export(d, four);
+    assert_eq!(got.len(), holds);
+    assert!(
+        got[24 << 20..] == a[24 << 20..holds],
+        "bytes fio did not write changed"
+    );
+    for k in four {
+        let e = examine(d, k);
+        assert_eq!(e["raid_devices"].as_u64(), Some(4), "{e}");
+        assert!(e["reshape"].is_null(), "{k}: {e}");
+    }
+}
+
+#[test]
+fn a_kill_9_mid_served_090_restripe_is_finished_offline_from_the_file_exactly() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = tmp.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    let mut want = create_imported(
+        d,
+        &m,
+        "32M",
+        &["--level", "5", "--metadata", "0.90", "--chunk", "64K"],
+    );
+    let size = want.len() as u64;
+    let srv = serve(d, &m);
+    let mut grow = spawn_grow(
+        d,
+        &m,
+        &["--chunk", "32K", "--backup-file", "bak", "--max-rate", "2M"],
+    );
+    wait_walked(d, &m, 1, &mut grow);
+    // A client writes and flushes pages all over the array while the walk
+    // runs; each write counts once its flush is answered. The one under
+    // way at the kill may read either way.
+    let stop = Arc::new(AtomicBool::new(false));
+    let uri = srv.export_uri("a");
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let nbd = NbdVolume::connect(&uri).expect("NBD connect");
+            let mut done: Vec<(u64, Vec<u8>)> = Vec::new();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                let at = (i * 7919 % (size / 4096)) * 4096;
+                let page = vec![(i % 251) as u8 + 1; 4096];
+                let ok = nbd.write_at(&page, at).and_then(|()| nbd.flush());
+                if ok.is_err() {
+                    return (done, Some((at, page)));
+                }
+                done.push((at, page));
+                i += 1;
+            }
+            (done, None)
+        })
+    };
+    wait_walked(d, &m, 24 * MIB, &mut grow);
+    srv.kill();
+    stop.store(true, Ordering::Release);
+    let (done, uncertain) = writer.join().unwrap();
+    let _ = grow.wait();
+    assert!(done.len() > 20, "the client wrote while the walk ran");
+    assert!(
+        !examine(d, "m0")["reshape"].is_null(),
+        "mid-reshape after the kill"
+    );
+    assert!(d.join("bak").exists(), "the backup file stays");
+    // Not read without the file (md's rule), nothing changed.
+    let o = run(d, &with("export", &m, &[]));
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && e.contains("--backup-file FILE"),
+        "{e}"
+    );
+    let o = run(
+        d,
+        &with("grow", &m, &["--continue", "--backup-file", "bak"]),
+    );
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && text.contains("reshape done"),
+        "{text}"
+    );
+    assert!(!d.join("bak").exists(), "the backup file is left");
+    for (at, page) in &done {
+        want[*at as usize..*at as usize + 4096].copy_from_slice(page);
+    }
+    let got = export(d, &m);
+    assert_eq!(got.len(), want.len());
+    if let Some((at, page)) = &uncertain {
+        let r = *at as usize..*at as usize + 4096;
+        assert!(
+            got[r.clone()] == want[r.clone()] || got[r.clone()] == page[..],
+            "the page written at the kill is neither old nor new"
+        );
+        want[r.clone()].copy_from_slice(&got[r]);
+    }
+    let first_bad =
+        (0..want.len() / 4096).find(|&p| got[p * 4096..][..4096] != want[p * 4096..][..4096]);
+    assert!(
+        first_bad.is_none(),
+        "page {first_bad:?} differs after the resume ({} flushed writes)",
+        done.len()
+    );
+    check_clean(d, &m);
+    assert_eq!(detail(d, &m)["chunk_bytes"], 32 << 10);
+}
