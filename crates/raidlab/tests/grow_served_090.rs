@@ -249,28 +249,31 @@ fn a_served_090_raid5_sheds_a_member_through_a_backup_file_while_fio_verifies() 
     }
 }
 
-#[test]
-fn a_kill_9_mid_served_090_restripe_is_finished_offline_from_the_file_exactly() {
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let d = tmp.path();
-    let m = ["m0", "m1", "m2", "m3"];
-    let mut want = create_imported(
+/// A served 0.90 chunk change killed (kill -9) mid-walk while a client
+/// writes and flushes pages: what the array must hold after any resume.
+struct Killed {
+    want: Vec<u8>,
+    /// Every write whose flush was answered, in order.
+    done: Vec<(u64, Vec<u8>)>,
+    /// The write under way at the kill, which may read either way.
+    uncertain: Option<(u64, Vec<u8>)>,
+}
+
+fn killed_mid_walk(d: &Path, m: &[&str]) -> Killed {
+    let want = create_imported(
         d,
-        &m,
+        m,
         "32M",
         &["--level", "5", "--metadata", "0.90", "--chunk", "64K"],
     );
     let size = want.len() as u64;
-    let srv = serve(d, &m);
+    let srv = serve(d, m);
     let mut grow = spawn_grow(
         d,
-        &m,
+        m,
         &["--chunk", "32K", "--backup-file", "bak", "--max-rate", "2M"],
     );
-    wait_walked(d, &m, 1, &mut grow);
-    // A client writes and flushes pages all over the array while the walk
-    // runs; each write counts once its flush is answered. The one under
-    // way at the kill may read either way.
+    wait_walked(d, m, 1, &mut grow);
     let stop = Arc::new(AtomicBool::new(false));
     let uri = srv.export_uri("a");
     let writer = {
@@ -292,39 +295,44 @@ fn a_kill_9_mid_served_090_restripe_is_finished_offline_from_the_file_exactly() 
             (done, None)
         })
     };
-    wait_walked(d, &m, 24 * MIB, &mut grow);
+    wait_walked(d, m, 24 * MIB, &mut grow);
     srv.kill();
     stop.store(true, Ordering::Release);
     let (done, uncertain) = writer.join().unwrap();
     let _ = grow.wait();
     assert!(done.len() > 20, "the client wrote while the walk ran");
     assert!(
-        !examine(d, "m0")["reshape"].is_null(),
+        !examine(d, m[0])["reshape"].is_null(),
         "mid-reshape after the kill"
     );
     assert!(d.join("bak").exists(), "the backup file stays");
     // Not read without the file (md's rule), nothing changed.
-    let o = run(d, &with("export", &m, &[]));
+    let o = run(d, &with("export", m, &[]));
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
         !o.status.success() && e.contains("--backup-file FILE"),
         "{e}"
     );
-    let o = run(
-        d,
-        &with("grow", &m, &["--continue", "--backup-file", "bak"]),
-    );
-    let text =
-        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
-    assert!(
-        o.status.success() && text.contains("reshape done"),
-        "{text}"
-    );
+    Killed {
+        want,
+        done,
+        uncertain,
+    }
+}
+
+/// The reshape ended: every flushed write exact, the page under way at the
+/// kill old or new, parity clean, the new chunk recorded, the file gone.
+fn assert_finished_exactly(d: &Path, m: &[&str], k: Killed) {
+    let Killed {
+        mut want,
+        done,
+        uncertain,
+    } = k;
     assert!(!d.join("bak").exists(), "the backup file is left");
     for (at, page) in &done {
         want[*at as usize..*at as usize + 4096].copy_from_slice(page);
     }
-    let got = export(d, &m);
+    let got = export(d, m);
     assert_eq!(got.len(), want.len());
     if let Some((at, page)) = &uncertain {
         let r = *at as usize..*at as usize + 4096;
@@ -341,6 +349,108 @@ fn a_kill_9_mid_served_090_restripe_is_finished_offline_from_the_file_exactly() 
         "page {first_bad:?} differs after the resume ({} flushed writes)",
         done.len()
     );
-    check_clean(d, &m);
-    assert_eq!(detail(d, &m)["chunk_bytes"], 32 << 10);
+    check_clean(d, m);
+    assert_eq!(detail(d, m)["chunk_bytes"], 32 << 10);
+}
+
+#[test]
+fn a_kill_9_mid_served_090_restripe_is_finished_offline_from_the_file_exactly() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (d, m) = (tmp.path(), ["m0", "m1", "m2", "m3"]);
+    let k = killed_mid_walk(d, &m);
+    let o = run(
+        d,
+        &with("grow", &m, &["--continue", "--backup-file", "bak"]),
+    );
+    let text =
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && text.contains("reshape done"),
+        "{text}"
+    );
+    assert_finished_exactly(d, &m, k);
+}
+
+/// As `mdadm --assemble --backup-file`: served again with its file, the
+/// window is put back and the walk carries on in the server to its end;
+/// served without it, refused with nothing written.
+#[test]
+fn a_kill_9_mid_served_090_restripe_resumes_when_served_again_with_its_file() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let (d, m) = (tmp.path(), ["m0", "m1", "m2", "m3"]);
+    let k = killed_mid_walk(d, &m);
+    let e = serve_refused(d, &m, &[]);
+    assert!(e.contains("--backup-file"), "{e}");
+    // Served with it: put back, walked to the end in the server.
+    let mut args = vec!["-N", "a", "--backup-file", "bak"];
+    args.extend(m);
+    let srv = Served::start_with(ServeOptions {
+        dir: Some(d),
+        socket: d.join("nbd.sock"),
+        args: &args,
+        wait_control: true,
+    });
+    let t = Instant::now();
+    loop {
+        let v = detail(d, &m);
+        let r = &v["served"]["reshape"];
+        assert!(
+            r.is_null() || r["error"].is_null(),
+            "the resumed walk failed: {v}"
+        );
+        if r.is_null() || r["running"] == false {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "the resumed walk did not end in 120 s: {v}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let said = srv.stop();
+    assert!(
+        examine(d, "m0")["reshape"].is_null(),
+        "still mid-reshape after the walk: {said}"
+    );
+    assert!(said.contains("was put back"), "{said}");
+    assert_finished_exactly(d, &m, k);
+    // Once it ended, the file is needed no more: given, it is refused.
+    let e = serve_refused(d, &m, &["--backup-file", "bak"]);
+    assert!(e.contains("nothing to put back"), "{e}");
+}
+
+/// `raidlab serve` of `m` with `extra`, which must exit with an error
+/// within 60 s and change no member: its stderr.
+fn serve_refused(d: &Path, m: &[&str], extra: &[&str]) -> String {
+    let before = common::verbs::files(d, m);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_raidlab"))
+        .current_dir(d)
+        .env("RAIDLAB_RUN_DIR", d.join("run"))
+        .args(["serve", "-N", "a", "--socket", "refused.sock"])
+        .args(extra)
+        .args(m)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("serve {extra:?} did not refuse within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut e = String::new();
+    use std::io::Read;
+    child.stderr.take().unwrap().read_to_string(&mut e).unwrap();
+    assert!(!st.success(), "serve {extra:?} was not refused: {e}");
+    assert!(
+        common::verbs::files(d, m) == before,
+        "a refused serve {extra:?} changed a member"
+    );
+    e
 }

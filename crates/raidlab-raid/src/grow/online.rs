@@ -152,7 +152,7 @@ impl ReshapeGate {
                 return Err(Error::new(
                     ErrorKind::Io,
                     if write { Op::Write } else { Op::Read },
-                    format!("the reshape stopped ({why}) while array bytes {}..{} were being moved through its backup file: they are whole only there until it resumes; stop the server and run `raidlab grow --continue --backup-file FILE` with the members, then serve the array again", w.start, w.end),
+                    format!("the reshape stopped ({why}) while array bytes {}..{} were being moved through its backup file: they are whole only there until it resumes; stop the server and serve the array again with `--backup-file FILE` (or finish it offline with `raidlab grow --continue --backup-file FILE`)", w.start, w.end),
                 ));
             }
             let needs_checkpoint = write && overlaps(&Self::unsafe_bytes(&g), &bytes);

@@ -263,9 +263,15 @@ impl LiveArray {
 
     /// Resume, in the background, the reshape the superblocks record (an
     /// array started mid-reshape, as md resumes it at its start): the
-    /// requests go through its gate when this returns.
-    pub fn resume_reshape(self: &Arc<Self>, opts: RunOptions) -> Result<()> {
-        let walk = self.reshape_begin(|_| Ok(()), None)?;
+    /// requests go through its gate when this returns. `file`: a 0.90
+    /// restripe's backup file, already put back
+    /// ([`Assembly::reshape_put_back`]), through which the walk carries on.
+    pub fn resume_reshape(
+        self: &Arc<Self>,
+        opts: RunOptions,
+        file: Option<&BackupFile>,
+    ) -> Result<()> {
+        let walk = self.reshape_begin(|_| Ok(()), file)?;
         let live = self.clone();
         std::thread::Builder::new()
             .name("reshape".into())

@@ -49,7 +49,7 @@ impl Assembly {
             return Ok(());
         }
         let p = r.position;
-        let how = "read it with `raidlab export MEMBER... --backup-file FILE`, given the file the reshape was started with (the window is put back first, which writes the members, as `mdadm --assemble --backup-file` does), or finish the reshape with `raidlab grow --continue --backup-file FILE`";
+        let how = "read it with `raidlab export MEMBER... --backup-file FILE`, given the file the reshape was started with (the window is put back first, which writes the members, as `mdadm --assemble --backup-file` does), serve it with `raidlab serve MEMBER... --backup-file FILE` (the same put-back, then the reshape carries on in the server), or finish the reshape with `raidlab grow --continue --backup-file FILE`";
         let why = if r.backwards || r.new.raid_disks <= r.old.raid_disks {
             let what = if r.new.raid_disks < r.old.raid_disks {
                 "shrink onto fewer members (walked down from the array's end)"
