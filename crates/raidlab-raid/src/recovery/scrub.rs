@@ -220,15 +220,8 @@ impl Assembly {
             ErrorKind::Refused,
             op,
             format!(
-                "{what} refused: the array is in the middle of a reshape ({at}): its stripes are \
-                 in the new geometry on one side of that point and in the old one on the other, \
-                 and a {what} compares one geometry over the whole array, so it would count \
-                 mismatches that are not there and a repair would rewrite parity over good \
-                 data. md never checks, repairs or resyncs an array mid-reshape (the reshape \
-                 holds its sync thread, and a recorded reshape resumes first when the array \
-                 starts): finish the reshape with `raidlab grow --continue` and the same \
-                 members (or serve the array writable: the reshape resumes in the background), \
-                 then {what}; nothing was written"
+                "{what} refused ({at}): {}; nothing was written",
+                level::RESHAPE.no_scrub
             ),
         ))
     }
@@ -311,7 +304,7 @@ impl Assembly {
 
     /// [`Assembly::check_scrubbable`] with the roles in `missing` missing.
     fn scrubbable_without(&self, resync: bool, missing: &[usize]) -> Result<()> {
-        scrubbable(&self.geometry, resync, missing)
+        scrubbable(&self.geometry, self.rules(), resync, missing)
     }
 
     /// During a resync with a trustworthy bitmap, whether bytes `[pos, pos+n)` (in
