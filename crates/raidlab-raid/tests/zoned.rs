@@ -38,19 +38,24 @@ fn md_array(sizes: &[u64], level: i32, layout: u32, recorded: bool, chunk: u32) 
     devs
 }
 
-/// Fill the array with each 512-byte sector holding its own array offset,
-/// through a started array, and stop it cleanly.
-fn fill(devs: &[Device]) -> u64 {
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
-    let size = asm.data_bytes();
-    let started = Started::start(
+/// The assembly started for writing.
+fn start_writable(asm: Assembly) -> Started {
+    Started::start(
         asm,
         StartOptions {
             write: true,
             ..StartOptions::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Fill the array with each 512-byte sector holding its own array offset,
+/// through a started array, and stop it cleanly.
+fn fill(devs: &[Device]) -> u64 {
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let size = asm.data_bytes();
+    let started = start_writable(asm);
     assert_eq!(started.array.size(), size);
     let piece = 3 * CHUNK + 4096; // pieces that straddle chunks and zones
     let mut at = 0;
@@ -297,14 +302,7 @@ fn zoned_arrays_answer_with_their_own_rules_and_pass_trims_to_their_members() {
             .to_string();
         assert!(e.contains(why), "{name}: {e}");
         let rules = asm.rules();
-        let started = Started::start(
-            asm,
-            StartOptions {
-                write: true,
-                ..StartOptions::default()
-            },
-        )
-        .unwrap();
+        let started = start_writable(asm);
         let array = &started.array;
         assert!(std::ptr::eq(array.rules(), rules), "{name}");
         let e = scrub_array(array, false, 0, RunOptions::default(), &mut |_| {})

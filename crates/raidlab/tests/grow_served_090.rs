@@ -10,6 +10,7 @@
 
 mod common;
 
+use common::fio::{verify as fio, with_fio};
 use common::verbs::{check_clean, create_imported, detail, examine, export, run, with, MIB};
 use common::{ServeOptions, Served};
 use raidlab_core::Volume;
@@ -19,26 +20,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn have_fio() -> bool {
-    Command::new("sh")
-        .args(["-c", "command -v fio"])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A run directory for a test that drives fio, or `None` (the test then
-/// skips, or fails under CI) when fio is missing.
-fn with_fio(what: &str) -> Option<tempfile::TempDir> {
-    if !have_fio() {
-        raidlab_core::skip::skip_or_fail(&format!(
-            "{what}: fio not installed (scripts/test.sh installs it)"
-        ));
-        return None;
-    }
-    Some(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
-}
 
 /// Serve `members` as export `a`, its control socket up.
 fn serve(dir: &Path, members: &[&str]) -> Served {
@@ -50,37 +31,6 @@ fn serve(dir: &Path, members: &[&str]) -> Served {
         args: &args,
         wait_control: true,
     })
-}
-
-/// fio through NBD: random 64K writes over `size` bytes from `offset`, each
-/// block verified by crc32c (`extra`: `--do_verify=1` after writing, or
-/// `--verify_only`); 0 errors.
-fn fio(uri: &str, offset: &str, size: &str, seed: &str, extra: &[&str]) {
-    let out = Command::new("fio")
-        .args([
-            "--name=grow090",
-            "--ioengine=nbd",
-            "--rw=randwrite",
-            "--bs=64k",
-            "--iodepth=8",
-            "--verify=crc32c",
-            "--verify_fatal=1",
-            "--verify_state_save=0",
-        ])
-        .arg(format!("--offset={offset}"))
-        .arg(format!("--size={size}"))
-        .arg(format!("--randseed={seed}"))
-        .arg(format!("--uri={uri}"))
-        .args(extra)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && text.contains("err= 0"),
-        "fio:\n{text}"
-    );
-    assert!(!text.contains("verify:"), "fio verify error:\n{text}");
 }
 
 /// `raidlab grow MEMBERS ARGS` started in the background, its output in
