@@ -388,7 +388,8 @@ pub fn plan_scrub_step(
 pub fn scrub_can_compare(geo: &Geometry, missing: &[usize]) -> bool {
     match level::of(geo).redundancy {
         Redundancy::Parity(n) => missing.len() < n,
-        Redundancy::None => false,
+        // A geometry's level is never mid-reshape; nothing is scrubbed then.
+        Redundancy::None | Redundancy::FewerOfTwoGeometries => false,
         Redundancy::AllButOne => geo.raid_disks.saturating_sub(missing.len()) >= 2,
         Redundancy::CopyOfEachChunk => {
             let chunks = geo.array_bytes() / geo.chunk_bytes.max(1);

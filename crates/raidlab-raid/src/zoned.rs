@@ -6,11 +6,14 @@
 //!
 //! These levels keep no redundancy, so a plan is just the zone map's extents:
 //! no parity, no mirror choice, no rebuild; each request's member I/O is one
-//! plan step run by the executor like any other. The running `Array` of such an assembly is a
-//! one-member pass-through over the zoned volume, so every user of an array
-//! (serve, export, import, bench) gets the same locking-free path and the same
-//! start and stop. It must never place a byte by any rule but the zone map's,
-//! and never touch a member outside its data area.
+//! plan step run by the executor like any other; a trim goes to the members
+//! as md's linear and RAID 0 pass a discard down, each piece to the member it
+//! lies on. The running `Array` of such an assembly is a pass-through over
+//! the zoned volume (`Array::pass_through`, answering with linear's or
+//! multi-zone RAID 0's rules: `level/striped.rs`), so every user of an
+//! array (serve, export, import, bench) gets the same locking-free path and
+//! the same start and stop. It must never place a byte by any rule but the
+//! zone map's, and never touch a member outside its data area.
 
 use crate::exec::{Executor, UserBuf};
 use crate::plan::{MemberOp, Plan, Slice, Step};
@@ -134,7 +137,7 @@ impl ZonedVolume {
                 member: e.location.member,
                 offset: e.location.offset,
                 length: e.len,
-                buf: if kind == IoKind::Zero {
+                buf: if matches!(kind, IoKind::Zero | IoKind::Trim) {
                     Slice::user(0, 0)
                 } else {
                     Slice::user(e.at as usize, e.len as usize)
@@ -176,6 +179,20 @@ impl Volume for ZonedVolume {
     fn write_zeroes(&self, offset: u64, len: u64) -> Result<()> {
         let plan = self.plan(IoKind::Zero, offset, len)?;
         self.run(&plan, UserBuf::Write(&[]))
+    }
+
+    /// Each piece's trim to the member it lies on, as md's linear and RAID 0
+    /// pass a discard down. No byte is kept twice, so nothing can disagree
+    /// after one; what a trimmed range reads is the members' to say
+    /// ([`Volume::discard_zeroes`]).
+    fn discard(&self, offset: u64, len: u64) -> Result<()> {
+        let plan = self.plan(IoKind::Trim, offset, len)?;
+        self.run(&plan, UserBuf::Write(&[]))
+    }
+
+    /// Zeros after a trim only where every member reads zeros after one.
+    fn discard_zeroes(&self) -> bool {
+        self.members.iter().all(|m| m.discard_zeroes())
     }
 
     fn flush(&self) -> Result<()> {

@@ -420,3 +420,36 @@ fn read_all_rw(devs: Vec<Device>) -> Vec<u8> {
     array.read_at(&mut got, 0).unwrap();
     got
 }
+
+/// A stopped reshape's running array answers with the reshape family's
+/// rules, not with its one-member placeholder geometry's (a RAID 1's): a
+/// check is refused with the reshape as the reason (on the assembly and on
+/// the running array), and a trim is ignored as md ignores one mid-reshape.
+#[test]
+fn a_stopped_reshape_answers_with_the_reshape_familys_rules() {
+    use raidlab_raid::recovery::{scrub_array, RunOptions};
+    let change = Change {
+        delta_disks: 1,
+        new_chunk_kib: 64,
+        backwards: false,
+    };
+    let (devs, _) = stopped_reshape(MetadataVersion::V1_2, 4, change, 4 * (64 << 10));
+    let mut asm = Assembly::assemble(devs).unwrap();
+    assert_eq!(asm.rules().name, "reshape");
+    for repair in [false, true] {
+        let e = asm
+            .scrub(repair, RunOptions::default(), &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("middle of a reshape"), "{e}");
+        assert!(e.contains("grow --continue"), "{e}");
+    }
+    let array = asm.array().unwrap();
+    assert!(std::ptr::eq(array.rules(), &raidlab_raid::level::RESHAPE));
+    let e = scrub_array(&array, false, 0, RunOptions::default(), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("middle of a reshape"), "{e}");
+    let e = array.discard(0, 4096).unwrap_err().to_string();
+    assert!(e.contains("skips a discard while a reshape"), "{e}");
+}

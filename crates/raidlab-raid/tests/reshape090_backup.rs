@@ -367,10 +367,17 @@ fn a_stopped_restripe_carries_on_and_bad_files_are_refused_with_nothing_written(
     });
     refused_unchanged(&devs, gone, &["Failed to find backup of critical section"]);
     // Fields no file of this reshape holds (past the array, or where
-    // a sum would overflow).
-    let wild = copy(&|r| r.arraystart = u64::MAX - 3);
+    // a sum would overflow), in whichever section the walk left named
+    // (it lets a window's section go once the position has passed it).
+    let wild = copy(&|r| {
+        r.arraystart = u64::MAX - 3;
+        r.arraystart2 = u64::MAX - 3
+    });
     refused_unchanged(&devs, wild, &["do not fit"]);
-    let past = copy(&|r| r.arraystart += 1 << 40);
+    let past = copy(&|r| {
+        r.arraystart += 1 << 40;
+        r.arraystart2 += 1 << 40
+    });
     refused_unchanged(&devs, past, &["do not fit"]);
     // Too small for the two sections.
     let small = Arc::new(MemVolume::new(vol.size() / 2));

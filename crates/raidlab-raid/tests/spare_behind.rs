@@ -143,8 +143,10 @@ fn the_new_member_that_missed_a_grows_start_takes_its_role_and_a_commit_keeps_th
         asm.geometry.raid_disks
     );
     assert_eq!(asm.members[3].role, Some(3));
-    // A dirty start is resynced before the walk carries on, as md does.
-    asm.resync(RunOptions::default(), &mut |_| {}).unwrap();
+    // Dirty mid-reshape: md carries the reshape on first (its walk
+    // computes every moved stripe's parity afresh) and resyncs after; a
+    // resync now would compare one geometry over both, so it is refused.
+    assert_resync_refused_mid_reshape(&mut asm);
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     drop(asm);
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
@@ -181,11 +183,18 @@ fn a_hot_spare_that_missed_a_grows_start_stays_a_spare_and_keeps_the_reshape_rec
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     assert!(matches!(asm.reshape(), Some(Ok(_))));
     assert_eq!(asm.members[4].state, MemberState::Spare);
-    asm.resync(RunOptions::default(), &mut |_| {}).unwrap();
+    assert_resync_refused_mid_reshape(&mut asm);
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     drop(asm);
     let asm = Assembly::assemble(devs.clone()).unwrap();
     assert_eq!(asm.geometry.raid_disks, 4);
     assert_eq!(asm.members[4].state, MemberState::Spare);
     assert!(read_all(&asm)[..data.len()] == data[..]);
+}
+
+fn assert_resync_refused_mid_reshape(asm: &mut Assembly) {
+    let e = asm
+        .resync(RunOptions::default(), &mut |_| {})
+        .expect_err("a resync of an array mid-reshape");
+    assert!(e.to_string().contains("middle of a reshape"), "{e}");
 }

@@ -38,19 +38,24 @@ fn md_array(sizes: &[u64], level: i32, layout: u32, recorded: bool, chunk: u32) 
     devs
 }
 
-/// Fill the array with each 512-byte sector holding its own array offset,
-/// through a started array, and stop it cleanly.
-fn fill(devs: &[Device]) -> u64 {
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
-    let size = asm.data_bytes();
-    let started = Started::start(
+/// The assembly started for writing.
+fn start_writable(asm: Assembly) -> Started {
+    Started::start(
         asm,
         StartOptions {
             write: true,
             ..StartOptions::default()
         },
     )
-    .unwrap();
+    .unwrap()
+}
+
+/// Fill the array with each 512-byte sector holding its own array offset,
+/// through a started array, and stop it cleanly.
+fn fill(devs: &[Device]) -> u64 {
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let size = asm.data_bytes();
+    let started = start_writable(asm);
     assert_eq!(started.array.size(), size);
     let piece = 3 * CHUNK + 4096; // pieces that straddle chunks and zones
     let mut at = 0;
@@ -263,5 +268,66 @@ fn create_zoned_records_each_members_size_and_the_layout() {
                 assert_eq!(buf, tag(at), "{what} at {at}");
             }
         }
+    }
+}
+
+/// A linear and a multi-zone RAID 0 array answer with their own family's
+/// rules, not with the one-member placeholder geometry's (a RAID 1's): a
+/// check is refused in the array's own words, on the assembly and on the
+/// running array alike, and a trim reaches the members (md's linear and
+/// RAID 0 pass a discard down), so the array reads zeros after one where
+/// its members do.
+#[test]
+fn zoned_arrays_answer_with_their_own_rules_and_pass_trims_to_their_members() {
+    use raidlab_raid::recovery::{scrub_array, RunOptions};
+    let cases = [
+        (
+            md_array(&[3 * MIB, 2 * MIB + 4096, 4 * MIB], -1, 0, false, 0),
+            "linear",
+            "linear array",
+        ),
+        (
+            md_array(&[3 * MIB, 5 * MIB, 4 * MIB], 0, RAID0_ORIGINAL, true, 128),
+            "raid0",
+            "RAID 0 has no redundancy to check",
+        ),
+    ];
+    for (devs, name, why) in cases {
+        let size = fill(&devs);
+        let mut asm = Assembly::assemble(devs.clone()).unwrap();
+        assert_eq!(asm.rules().name, name);
+        let e = asm
+            .scrub(false, RunOptions::default(), &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{name}: {e}");
+        let rules = asm.rules();
+        let started = start_writable(asm);
+        let array = &started.array;
+        assert!(std::ptr::eq(array.rules(), rules), "{name}");
+        let e = scrub_array(array, false, 0, RunOptions::default(), &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{name}: running array: {e}");
+        // Memory members read zeros after a trim: so does the array.
+        assert!(array.discard_zeroes(), "{name}");
+        // A range across the first two members' boundary (any layout).
+        let (at, len) = (2 * MIB + 4096, 2 * MIB);
+        array.discard(at, len).unwrap();
+        let mut got = vec![1u8; len as usize];
+        array.read_at(&mut got, at).unwrap();
+        assert!(
+            got.iter().all(|&b| b == 0),
+            "{name}: not zeros after a trim"
+        );
+        // Around it, the data is untouched.
+        let mut before = vec![0u8; 512];
+        array.read_at(&mut before, at - 512).unwrap();
+        assert_eq!(before, tag(at - 512), "{name}");
+        let mut after = vec![0u8; 512];
+        array.read_at(&mut after, at + len).unwrap();
+        assert_eq!(after, tag(at + len), "{name}");
+        assert!(at + len < size);
+        started.stop().unwrap();
     }
 }

@@ -921,6 +921,14 @@ pub struct ServeArgs {
     /// Start a degraded array that was not stopped cleanly.
     #[arg(long, alias = "start-degraded-dirty")]
     pub force: bool,
+    /// The backup file of a metadata 0.90 restripe stopped part-way (one
+    /// started with `grow --backup-file`), which is not served without it,
+    /// as md does not assemble it without it. As `mdadm --assemble
+    /// --backup-file` does, the window the file holds is put back into the
+    /// members first; the array is then served and the restripe carries on
+    /// in the background through the same file.
+    #[arg(long, value_name = "FILE")]
+    pub backup_file: Option<PathBuf>,
     #[command(flatten)]
     pub stripe: StripeCacheArgs,
     /// md's journal mode for an array with a write journal: write-through
@@ -1021,6 +1029,7 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     members = ["/dev/sdb", "/dev/sdc", "/dev/sdd"]
     read_only = false                  # optional
     force = false                      # optional: start dirty and degraded
+    # backup_file = "/root/r5.bak"     # optional: a stopped 0.90 restripe's, as --backup-file
     stripe_cache = 64                  # optional: stripes held (0: off), as --stripe-cache
     stripe_hold_ms = 20                # optional: as --stripe-hold
     journal_mode = "write-through"     # optional: or "write-back", as --journal-mode

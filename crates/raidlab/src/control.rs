@@ -124,6 +124,11 @@ pub enum Command {
         /// serves), alone or set with `size`'s change.
         #[serde(default)]
         array_size: Option<String>,
+        /// `--backup-file` (an absolute path) of a metadata 0.90 restripe
+        /// over the same members or onto fewer members: the server makes
+        /// it and walks the restripe through it.
+        #[serde(default)]
+        backup_file: Option<String>,
     },
     /// Stop the whole server (every export), as SIGTERM does.
     Stop,

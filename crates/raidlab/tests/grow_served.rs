@@ -10,6 +10,7 @@ mod common;
 #[path = "grow_served/levels.rs"]
 mod levels;
 
+use common::fio::{verify as fio, with_fio};
 use common::{ServeOptions, Served};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -59,38 +60,6 @@ fn serve(dir: &Path, members: &[&str]) -> Served {
     })
 }
 
-/// fio through NBD: random 64K writes over `size` bytes from `offset`, each
-/// block verified by crc32c (`extra`: `--do_verify=1` after writing, or
-/// `--verify_only`).
-fn fio(uri: &str, offset: &str, size: &str, seed: &str, extra: &[&str]) -> String {
-    let out = Command::new("fio")
-        .args([
-            "--name=grow",
-            "--ioengine=nbd",
-            "--rw=randwrite",
-            "--bs=64k",
-            "--iodepth=8",
-            "--verify=crc32c",
-            "--verify_fatal=1",
-            "--verify_state_save=0",
-        ])
-        .arg(format!("--offset={offset}"))
-        .arg(format!("--size={size}"))
-        .arg(format!("--randseed={seed}"))
-        .arg(format!("--uri={uri}"))
-        .args(extra)
-        .output()
-        .unwrap();
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && text.contains("err= 0"),
-        "fio:\n{text}"
-    );
-    assert!(!text.contains("verify:"), "fio verify error:\n{text}");
-    text
-}
-
 fn detail(dir: &Path, members: &[&str]) -> serde_json::Value {
     let out = run(raidlab(dir).args(["detail", "--json"]).args(members));
     serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"))
@@ -133,18 +102,6 @@ fn wait_reshape(
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-}
-
-/// A run directory for a test that drives fio, or `None` (the test then
-/// skips, or fails under CI) when fio is missing.
-fn with_fio(what: &str) -> Option<tempfile::TempDir> {
-    if !have("fio") {
-        raidlab_core::skip::skip_or_fail(&format!(
-            "{what}: fio not installed (scripts/test.sh installs it)"
-        ));
-        return None;
-    }
-    Some(tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap())
 }
 
 /// `raidlab grow ARGS MEMBERS` started in the background, its output

@@ -150,3 +150,70 @@ fn scan_finds_arrays_in_files_partitions_and_directories() {
         .collect();
     assert!(before == after, "scan wrote to a member");
 }
+
+/// A metadata 0.90 restripe through a backup file, stopped (recorded, not
+/// walked): scan says it is read only with its backup file and suggests
+/// `export --backup-file FILE`, which md's rule requires (a plain export is
+/// refused); the suggestion with the file given works. Scan writes nothing.
+#[test]
+fn scan_suggests_the_backup_file_for_a_stopped_090_restripe() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let m = ["m0", "m1", "m2", "m3"];
+    let mut args = vec!["create", "--level", "5", "--metadata", "0.90"];
+    args.extend(["--member-size", "16M"]);
+    args.extend(m);
+    ok(&run(d, &args));
+    let scan = |d: &Path| -> serde_json::Value {
+        let mut args = vec!["scan", "--json"];
+        args.extend(m);
+        serde_json::from_str(&ok(&run(d, &args))).unwrap()
+    };
+    let plain = scan(d);
+    let cmd = plain["arrays"][0]["command"].to_string();
+    assert!(!cmd.contains("--backup-file"), "{plain}");
+    let mut args = vec!["grow"];
+    args.extend(m);
+    args.extend(["--chunk", "32K", "--backup-file", "bak", "--no-sync"]);
+    ok(&run(d, &args));
+    let before: Vec<Vec<u8>> = m.iter().map(|f| fs::read(d.join(f)).unwrap()).collect();
+    let v = scan(d);
+    let a = &v["arrays"][0];
+    let words: Vec<&str> = a["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let at = words.iter().position(|w| *w == "--backup-file");
+    assert!(
+        at.is_some_and(|i| words[i + 1] == "FILE" && words[i + 2] == "--output"),
+        "{v}"
+    );
+    let state = a["state"].as_str().unwrap();
+    assert!(
+        state.contains("interrupted reshape") && state.contains("backup file"),
+        "{v}"
+    );
+    let text = ok(&run(d, &["scan", "m0", "m1", "m2", "m3"]));
+    assert!(text.contains("--backup-file FILE"), "{text}");
+    let after: Vec<Vec<u8>> = m.iter().map(|f| fs::read(d.join(f)).unwrap()).collect();
+    assert!(before == after, "scan wrote to a member");
+    // The plain export is refused (md's rule); the suggestion, with the
+    // file, reads.
+    let mut plain_export = vec!["export"];
+    plain_export.extend(m);
+    plain_export.extend(["--output", "a.img"]);
+    let o = run(d, &plain_export);
+    assert!(!o.status.success(), "a plain export read it");
+    let given: Vec<&str> = words[1..]
+        .iter()
+        .map(|w| match *w {
+            "FILE" => "bak",
+            "ARRAY.img" => "a.img",
+            w => w,
+        })
+        .collect();
+    ok(&run(d, &given));
+    assert!(d.join("a.img").exists());
+}

@@ -121,7 +121,7 @@ impl Array {
     /// Log every write's partial parity first (md's PPL; RAID 5 only). Refused
     /// when one stripe's partial parity could not fit a log write.
     pub fn with_ppl(mut self, log: PartialParityLog) -> Result<Array> {
-        if !crate::level::of(&self.geometry).ppl {
+        if !self.rules.ppl {
             return Err(Error::invalid(format!(
                 "a partial parity log is for RAID 5 only, not {}",
                 self.geometry.level.name()
@@ -150,7 +150,7 @@ impl Array {
     /// written. The journal must have been started (replayed) on this array's
     /// members.
     pub fn with_journal(mut self, journal: Arc<Journal>) -> Result<Array> {
-        if !crate::level::of(&self.geometry).journal {
+        if !self.rules.journal {
             return Err(Error::invalid(format!(
                 "md's write journal is for RAID 4, 5 and 6, not {}",
                 self.geometry.level.name()
@@ -196,8 +196,7 @@ impl Array {
         if planted!(SkipBitmapMark) {
             return Ok(Vec::new()); // PLANTED BUG (tests only, `planted.rs`)
         }
-        let by_array =
-            crate::level::of(&self.geometry).bitmap == crate::level::BitmapUnit::ArraySectors;
+        let by_array = self.rules.bitmap == crate::level::BitmapUnit::ArraySectors;
         let ranges = crate::bitmap_daemon::write_sectors(by_array, [plan], (pos, n));
         let mut st = intent.state.lock();
         let st = &mut *st;
@@ -363,9 +362,7 @@ impl Array {
     /// at+n)` dirty (bytes of the data area). True without a bitmap, or where
     /// it counts array sectors (RAID 10): nothing says the range is clean.
     pub(super) fn member_range_dirty(&self, at: u64, n: u64) -> bool {
-        if crate::level::of(&self.geometry).bitmap == crate::level::BitmapUnit::ArraySectors
-            || n == 0
-        {
+        if self.rules.bitmap == crate::level::BitmapUnit::ArraySectors || n == 0 {
             return true;
         }
         let range = [(at / 512, (at + n).div_ceil(512) - at / 512)];

@@ -276,7 +276,7 @@ impl Array {
         let Some(bad) = self.bad_blocks.get() else {
             return;
         };
-        if !crate::level::of(&self.geometry).heals_listed || self.read_only {
+        if !self.rules.heals_listed || self.read_only {
             return;
         }
         let live = self.live();

@@ -58,6 +58,11 @@ pub const MAX_READ_ERRORS: u32 = 20;
 pub struct Array {
     name: String,
     geometry: Geometry,
+    /// What the array allows and how it plans: its geometry's level's
+    /// entry, or, for a pass-through ([`Array::pass_through`]), the entry
+    /// of the array it carries (linear, multi-zone RAID 0, mid-reshape)
+    /// rather than its one-member placeholder geometry's.
+    rules: &'static crate::level::Rules,
     /// Who serves each role; replaced whole when membership changes while the
     /// array runs (a member rebuilt in, replaced, taken out for good).
     membership: RwLock<Arc<Membership>>,
@@ -237,6 +242,7 @@ impl Array {
         let piece = (MAX_PIECE / stripe).max(1) * stripe;
         Ok(Array {
             name,
+            rules: crate::level::of(&geometry),
             geometry,
             membership: RwLock::new(Arc::new(membership)),
             engine: raidlab_parity::selected(),
@@ -262,6 +268,30 @@ impl Array {
             bad_blocks: crate::badblocks::LiveBadBlocks::default(),
             unsynced_from: AtomicU64::new(u64::MAX),
         })
+    }
+
+    /// An array that places each request itself (`volume`: linear and
+    /// multi-zone RAID 0's zones, a stopped reshape's two geometries) run
+    /// as one: every request goes to `volume` whole (its own member plans
+    /// run on the executor it was given), and the engine's questions are
+    /// answered by `rules`, the family of what `volume` is. The geometry is
+    /// a one-member placeholder that only carries requests; no rule is
+    /// read from it.
+    pub fn pass_through(
+        name: impl Into<String>,
+        volume: Arc<dyn Volume>,
+        rules: &'static crate::level::Rules,
+    ) -> Result<Array> {
+        const SECTOR: u64 = 512;
+        let geometry = Geometry::from_md(1, 0, 0, 1, volume.size() / SECTOR)?;
+        let mut a = Array::new(name, geometry, vec![Some(volume)])?;
+        a.rules = rules;
+        Ok(a)
+    }
+
+    /// What the array allows, asked in place of a branch on its level.
+    pub fn rules(&self) -> &'static crate::level::Rules {
+        self.rules
     }
 
     /// Carry plans out with `executor` instead of the thread pool (a simulator's
@@ -710,7 +740,7 @@ impl Volume for Array {
     }
 
     fn optimal_io_size(&self) -> Option<u64> {
-        (crate::level::of(&self.geometry).family == Family::Parity)
+        (self.rules.family == Family::Parity)
             .then(|| self.geometry.chunk_bytes * self.geometry.data_disks() as u64)
     }
 
@@ -735,7 +765,7 @@ impl Volume for Array {
     /// RAID 0/1/10 whose members in service all read zeros after a trim (a
     /// copy that cannot be trimmed is zeroed instead, so the promise holds).
     fn discard_zeroes(&self) -> bool {
-        if !crate::level::of(&self.geometry).trims || self.read_only {
+        if !self.rules.trims || self.read_only {
             return false;
         }
         let view = self.view();
@@ -754,14 +784,11 @@ impl Volume for Array {
     /// trusted otherwise. A copy whose trim fails is zeroed instead.
     fn discard(&self, offset: u64, len: u64) -> Result<()> {
         check_range(&self.name, Op::Discard, self.size(), offset, len)?;
-        if !crate::level::of(&self.geometry).trims {
+        if !self.rules.trims {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 Op::Discard,
-                format!(
-                    "{} ignores trims (md's default: parity over trimmed blocks could not be trusted)",
-                    self.geometry.level.name()
-                ),
+                format!("{} ignores trims ({})", self.rules.name, self.rules.no_trim),
             )
             .on_device(&self.name));
         }

@@ -586,7 +586,7 @@ impl Array {
             return Phase::None;
         };
         let g = &self.geometry;
-        if crate::level::of(g).plans == crate::level::Plans::Copies {
+        if self.rules.plans == crate::level::Plans::Copies {
             // Mirrors never read a copy to write one: writing the target above
             // its checkpoint is harmless (the rebuild rewrites it under the same
             // locks), so it is always written.

@@ -121,8 +121,7 @@ impl Array {
         // contents at a power cut, and a partial parity log cannot mend a
         // row whose modified chunk is missing: every member is flushed. (A role
         // being rebuilt counts as missing here.)
-        if crate::level::of(&self.geometry).write_hole && self.lands_on_missing(&live, offset, len)
-        {
+        if self.rules.write_hole && self.lands_on_missing(&live, offset, len) {
             return None;
         }
         if let Some(r) = view.recovery.as_ref() {
@@ -197,7 +196,7 @@ impl Array {
     /// parity) or reconstruct-write (it read only data).
     pub(super) fn count_method(&self, plan: &Plan) {
         let g = &self.geometry;
-        if crate::level::of(g).family != crate::level::Family::Parity {
+        if self.rules.family != crate::level::Family::Parity {
             return;
         }
         let mut reads = plan.reads().peekable();
@@ -285,7 +284,7 @@ impl Array {
         config: StripeCacheConfig,
         clock: raidlab_core::SharedClock,
     ) -> Result<bool> {
-        if !crate::level::of(&self.geometry).stripe_cache || self.read_only {
+        if !self.rules.stripe_cache || self.read_only {
             return Ok(false);
         }
         if let Some(cache) = self.stripe_cache.get() {

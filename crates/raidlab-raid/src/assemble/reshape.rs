@@ -16,7 +16,6 @@ use super::{format_uuid, Assembly, Member, MemberState};
 use crate::array::Array;
 use raidlab_core::{check_range, Error, Op, Result, SliceVolume, Volume};
 use raidlab_layout::reshape::{MdReshape, Reshape};
-use raidlab_layout::Geometry;
 use raidlab_md::superblock::feature;
 use std::sync::Arc;
 
@@ -308,14 +307,9 @@ impl Assembly {
             old: holds(false).then(|| side(false)).transpose()?,
             new: holds(true).then(|| side(true)).transpose()?,
         };
-        // A one-member mirror: every request goes straight to the volume.
-        let geometry = Geometry::from_md(1, 0, 0, 1, volume.size() / SECTOR)?;
-        Ok(Array::new(
-            label,
-            geometry,
-            vec![Some(Arc::new(volume) as Arc<dyn Volume>)],
-        )?
-        .read_only())
+        // Every request goes straight to the volume; the array answers with
+        // the reshape family's rules (no check, no spare, trims ignored).
+        Ok(Array::pass_through(label, Arc::new(volume), &crate::level::RESHAPE)?.read_only())
     }
 }
 

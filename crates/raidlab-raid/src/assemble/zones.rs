@@ -1,15 +1,17 @@
 //! What an assembly of a linear or multi-zone RAID 0 array reports and runs:
 //! its zone map (from the newest superblock and each role's data size), its
-//! size and level name, and its running array (a one-member pass-through over
-//! a `crate::zoned::ZonedVolume`). It decides nothing about placement: that
-//! is `raidlab_layout::zones`.
+//! size, level name and rules (which family answers for it, a stopped
+//! reshape's too), and its running array (a pass-through over a
+//! `crate::zoned::ZonedVolume` that answers with linear's or multi-zone
+//! RAID 0's rules). It decides nothing about placement: that is
+//! `raidlab_layout::zones`.
 
 use super::Assembly;
 use crate::array::Array;
+use crate::level::{self, Rules};
 use crate::zoned::{is_zoned, ZonedVolume};
 use raidlab_core::{Error, Result, SliceVolume, Volume};
 use raidlab_layout::zones::{ZoneMap, MD_LEVEL_LINEAR};
-use raidlab_layout::Geometry;
 use raidlab_md::Superblock;
 use std::sync::Arc;
 
@@ -62,8 +64,24 @@ impl Assembly {
         }
     }
 
-    /// The running array of a zoned assembly: a one-member pass-through over
-    /// the [`ZonedVolume`] of the members' data areas.
+    /// What the array allows, as its running array answers: a recorded
+    /// reshape's family, linear's or multi-zone RAID 0's entry for a zoned
+    /// array (its geometry is a placeholder), the geometry's level's for
+    /// the rest.
+    pub fn rules(&self) -> &'static Rules {
+        if self.reshape().is_some() {
+            return &level::RESHAPE;
+        }
+        match self.zone_map() {
+            Some(_) if self.level_name() == "linear" => &level::LINEAR,
+            Some(_) => &level::MULTI_ZONE_RAID0,
+            None => level::of(&self.geometry),
+        }
+    }
+
+    /// The running array of a zoned assembly: a pass-through over the
+    /// [`ZonedVolume`] of the members' data areas, with linear's or
+    /// multi-zone RAID 0's rules.
     pub(crate) fn zoned_array(&self, zones: ZoneMap) -> Result<Array> {
         let areas = self
             .slots
@@ -86,15 +104,10 @@ impl Assembly {
             format!("array {}", self.name)
         };
         let volume = ZonedVolume::new(label.clone(), zones, areas, Arc::clone(&self.executor))?;
-        // A one-member mirror: every request goes straight to the volume (on
-        // a thread pool of its own: its one plan is the pass-through, and the
-        // volume's member plans go to the assembly's executor).
-        let geometry = Geometry::from_md(1, 0, 0, 1, volume.size() / SECTOR)?;
-        Array::new(
-            label,
-            geometry,
-            vec![Some(Arc::new(volume) as Arc<dyn Volume>)],
-        )
+        // Every request goes straight to the volume (on a thread pool of
+        // its own: its one plan is the pass-through, and the volume's
+        // member plans go to the assembly's executor).
+        Array::pass_through(label, Arc::new(volume), self.rules())
     }
 }
 

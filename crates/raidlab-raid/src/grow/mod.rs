@@ -53,11 +53,13 @@ mod raid0;
 mod raid10;
 mod reshape;
 mod restripe_bitmap;
+mod served_walk;
 mod shrink;
 mod steps;
 mod walk;
 
-pub use online::{ReshapeGate, ReshapingVolume, ServedWalk};
+pub use online::{ReshapeGate, ReshapingVolume};
+pub use served_walk::ServedWalk;
 pub(crate) use walk::ReshapeWalk;
 
 pub use backup_file::BackupFile;

@@ -146,6 +146,15 @@ impl ReshapeGate {
         let mut g = self.lock();
         loop {
             let over_window = g.window.as_ref().is_some_and(|w| overlaps(w, &bytes));
+            if let (true, Some(why), Some(w)) = (over_window, &g.ended, &g.window) {
+                // Only a walk through a backup file ends with its window
+                // closed (`ended_closed`).
+                return Err(Error::new(
+                    ErrorKind::Io,
+                    if write { Op::Write } else { Op::Read },
+                    format!("the reshape stopped ({why}) while array bytes {}..{} were being moved through its backup file: they are whole only there until it resumes; stop the server and serve the array again with `--backup-file FILE` (or finish it offline with `raidlab grow --continue --backup-file FILE`)", w.start, w.end),
+                ));
+            }
             let needs_checkpoint = write && overlaps(&Self::unsafe_bytes(&g), &bytes);
             if needs_checkpoint {
                 if let Some(why) = &g.ended {
@@ -234,6 +243,32 @@ impl ReshapeGate {
         let mut g = self.lock();
         g.checkpoint = position;
         g.wants_checkpoint = false;
+        self.notify();
+    }
+
+    /// A window of a walk through a backup file is moved and the
+    /// superblocks record `position` past it: the bytes it covered are in
+    /// the new geometry, checkpointed, and open; `next`, the window whose
+    /// old bytes are already in the file (a forward restripe saves it
+    /// before this commit), stays closed, with no gap a request could
+    /// enter through: a write there would make the file's copy stale, and
+    /// a resume would put that copy back over it.
+    pub fn advance(&self, position: u64, next: Option<Range<u64>>) {
+        let mut g = self.lock();
+        g.reshape.position = position;
+        g.checkpoint = position;
+        g.wants_checkpoint = false;
+        g.window = next;
+        self.notify();
+    }
+
+    /// A walk through a backup file has ended short of its end: requests
+    /// no longer wait for it, but its window stays closed (its bytes may
+    /// be half moved, or their old bytes held by the file for the resume):
+    /// a request over it gets an error saying how the reshape resumes.
+    pub fn ended_closed(&self, why: String) {
+        let mut g = self.lock();
+        g.ended = Some(why);
         self.notify();
     }
 
@@ -373,142 +408,6 @@ impl Volume for ReshapingVolume {
 
     fn is_writable(&self) -> bool {
         self.old.is_writable() && self.new.is_writable()
-    }
-}
-
-/// A reshape walked while clients use the array: the walk, its gate and
-/// its two sides, for an owner that drives the walk and the clients. The
-/// server runs it on a thread (`live::reshape`, recording each checkpoint
-/// under its lock of the assembly), the simulator as one task beside a
-/// task per client on one thread (`ServedWalk::run`, holding the assembly
-/// for the walk's length). The walk, its steps, how a checkpoint is
-/// recorded and the gate are the same; only who calls them differs.
-/// A served reshape's two running arrays: (old geometry, new geometry).
-pub(crate) type Sides = (Arc<crate::array::Array>, Arc<crate::array::Array>);
-
-pub struct ServedWalk {
-    walk: super::ReshapeWalk,
-}
-
-impl std::fmt::Debug for ServedWalk {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServedWalk")
-            .field("reshape", &self.walk.r)
-            .finish_non_exhaustive()
-    }
-}
-
-impl crate::assemble::Assembly {
-    /// The reshape the superblocks record, ready to walk in service (both
-    /// sides writable, every step through a gate). Refused as
-    /// `grow --continue` refuses it (a kind raidlab does not walk, a
-    /// member missing). `safe_mode_mark`: the superblocks' dirty mark, if
-    /// they carry one, is the owner's safe mode's (writes recent, the
-    /// copies agree), not an unclean stop's; after one, a mirrored side
-    /// reads each block from its first copy only, as a start does.
-    pub fn reshape_served(&mut self, safe_mode_mark: bool) -> Result<ServedWalk> {
-        Ok(ServedWalk {
-            walk: self.in_service(safe_mode_mark, |asm| asm.reshape_walk(true))?,
-        })
-    }
-}
-
-impl ServedWalk {
-    /// The array's bytes through the walk's gate: what the clients use.
-    pub fn volume(&self, name: String) -> ReshapingVolume {
-        let gate = self.walk.gate().cloned().expect("a served walk has a gate");
-        ReshapingVolume::new(name, gate, self.walk.old.clone(), self.walk.new.clone())
-    }
-
-    /// The two geometries' running arrays (old, new).
-    pub(crate) fn sides(&self) -> Sides {
-        (self.walk.old.clone(), self.walk.new.clone())
-    }
-
-    /// Where the walk is, counted as the long run counts it, and its end.
-    pub(crate) fn progress_now(&self) -> (u64, u64) {
-        (
-            self.walk.walked(self.walk.r.position),
-            self.walk.r.new.array_bytes(),
-        )
-    }
-
-    /// Walk from the last checkpoint to the end, recording each checkpoint
-    /// in `asm`'s superblocks ([`ServedWalk::record`]). A stop asked
-    /// (`opts.stop`, `quit`) checkpoints where the walk is and returns an
-    /// `Interrupted` error; requests through the gate then no longer wait
-    /// for it.
-    pub fn run(
-        &mut self,
-        asm: &mut crate::assemble::Assembly,
-        opts: &crate::recovery::RunOptions,
-        quit: &dyn Fn() -> bool,
-    ) -> Result<()> {
-        let sides = self.sides();
-        self.walk.run(opts, quit, &mut |_| {}, &mut |sectors| {
-            Self::record(asm, &sides, sectors)
-        })
-    }
-
-    /// [`ServedWalk::run`] for an owner that lends the assembly only for
-    /// each checkpoint (`record` calls [`ServedWalk::record`] under its
-    /// lock), with the long run's progress.
-    pub(crate) fn run_lending(
-        &mut self,
-        opts: &crate::recovery::RunOptions,
-        quit: &dyn Fn() -> bool,
-        progress: &mut dyn FnMut(crate::recovery::Progress),
-        record: &mut dyn FnMut(&Sides, u64) -> Result<()>,
-    ) -> Result<()> {
-        let sides = self.sides();
-        self.walk
-            .run(opts, quit, progress, &mut |sectors| record(&sides, sectors))
-    }
-
-    /// Record a checkpoint (`sectors`, the reshape position) in the
-    /// superblocks while the array serves: the members either side took
-    /// out recorded faulty first (a walk stopping for a failed member
-    /// checkpoints where it is, and a commit to that member would fail and
-    /// leave the bytes moved since the last checkpoint unwritable), then
-    /// the position in every member left, with the old side's bitmap held,
-    /// as any change of a running array's superblocks.
-    ///
-    /// A member whose superblock cannot be written (it failed while a
-    /// client's request to it was still being handled, so neither side has
-    /// taken it out yet) is taken out of both sides and recorded, and the
-    /// position written again on the rest, as md fails a device whose
-    /// superblock write fails and rewrites the others (md_update_sb).
-    pub(crate) fn record(
-        asm: &mut crate::assemble::Assembly,
-        sides: &Sides,
-        sectors: u64,
-    ) -> Result<()> {
-        asm.commit_running(&[&sides.0, &sides.1], |asm| {
-            for side in [&sides.0, &sides.1] {
-                asm.record_taken_out(side)?;
-            }
-            asm.change_running(&sides.0, |a| a.commit(|sb| sb.reshape_position = sectors))
-        })
-    }
-
-    /// A walk run to its end: the superblocks md writes then, with the
-    /// sides' bitmap held (the bits the clients' writes set since the last
-    /// checkpoint go into that commit, and no write sets one meanwhile).
-    pub fn end(self, asm: &mut crate::assemble::Assembly) -> Result<super::ReshapeReport> {
-        let old = self.walk.old.clone();
-        asm.change_running(&old, |asm| asm.reshape_end(self.walk))
-    }
-
-    /// Let `running`, the array this reshape's sides took the requests
-    /// from (or the read-only one of an array started mid-reshape), keep
-    /// the sides' bitmap from now on: whatever still writes superblocks or
-    /// runs md's bitmap daemon through it then writes the bits the sides
-    /// set, never its own older copy, which would clear them on the
-    /// members. Call it before the sides take a write.
-    pub fn share_bitmap_with(&self, running: &crate::array::Array) {
-        if let Some(intent) = self.walk.new.shared_intent() {
-            running.use_intent(intent);
-        }
     }
 }
 

@@ -140,7 +140,7 @@ impl Assembly {
             // md restripes such a 0.90 array only through mdadm's backup
             // file (`super::backup_file`).
             return Err(refused(
-                "this metadata 0.90 reshape (a new chunk or layout over the same members, or fewer members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with, offline (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
+                "this metadata 0.90 reshape (a new chunk or layout over the same members, or fewer members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
             ));
         }
         if in_place && served {
@@ -327,7 +327,7 @@ impl Assembly {
 
     /// [`Assembly::reshape_side`] keeping `intent`, the write-intent
     /// bitmap of a served reshape (shared by both sides).
-    fn reshape_side_keeping(
+    pub(super) fn reshape_side_keeping(
         &self,
         r: &Reshape,
         new: bool,
@@ -356,7 +356,7 @@ impl Assembly {
     /// the data offset, so a write marks the same bits whichever side
     /// takes it: its stripe's sectors in that side's geometry, as md marks
     /// a stripe of either generation. `None` without a bitmap.
-    fn reshape_intent(&self, r: &Reshape) -> Option<Arc<Intent>> {
+    pub(super) fn reshape_intent(&self, r: &Reshape) -> Option<Arc<Intent>> {
         let bitmap = self.bitmap.clone()?;
         let devices = (0..r.old.raid_disks.max(r.new.raid_disks))
             .filter_map(|role| {

@@ -7,7 +7,8 @@ use raidlab_layout::Level;
 
 /// RAID 1: no chunk; any one member serves everything.
 pub(super) static RAID1: Rules = Rules {
-    level: Level::Raid1,
+    level: Some(Level::Raid1),
+    name: "raid1",
     family: Family::Mirror,
     plans: Plans::Copies,
     redundancy: Redundancy::AllButOne,
@@ -16,7 +17,9 @@ pub(super) static RAID1: Rules = Rules {
     ppl: false,
     journal: false,
     trims: true,
+    no_trim: "",
     resyncs: true,
+    no_scrub: "",
     write_hole: false,
     stripe_cache: false,
     balanced_reads: true,
@@ -29,7 +32,8 @@ pub(super) static RAID1: Rules = Rules {
 /// RAID 10: survives while one copy of every chunk is left; md counts its
 /// bitmap in array sectors.
 pub(super) static RAID10: Rules = Rules {
-    level: Level::Raid10,
+    level: Some(Level::Raid10),
+    name: "raid10",
     family: Family::Mirror,
     plans: Plans::Copies,
     redundancy: Redundancy::CopyOfEachChunk,
@@ -38,7 +42,9 @@ pub(super) static RAID10: Rules = Rules {
     ppl: false,
     journal: false,
     trims: true,
+    no_trim: "",
     resyncs: true,
+    no_scrub: "",
     write_hole: false,
     stripe_cache: false,
     balanced_reads: true,

@@ -1,35 +1,45 @@
 //! Level families: what each RAID level allows and which plan builders its
-//! requests go through, as data. Three families, one file each: striped
-//! (`striped.rs`: RAID 0), mirror (`mirror.rs`: RAID 1 and 10) and parity
-//! (`parity.rs`: RAID 4, 5 and 6). Each level is one `&'static` [`Rules`]
-//! entry; [`of`] (for a geometry) and [`rules`] (for a level alone, before a
-//! geometry exists) hand it out, and the engine asks it questions (may this
-//! level keep a PPL? does it resync? which builder plans its rebuild?)
+//! requests go through, as data. Four families, one file each: striped
+//! (`striped.rs`: RAID 0, linear and multi-zone RAID 0), mirror
+//! (`mirror.rs`: RAID 1 and 10), parity (`parity.rs`: RAID 4, 5 and 6) and
+//! reshape (`reshape.rs`: an array between two geometries). Each is one
+//! `&'static` [`Rules`] entry; [`of`] (for a geometry) and [`rules`] (for a
+//! level alone, before a geometry exists) hand out the six levels', and
+//! [`LINEAR`], [`MULTI_ZONE_RAID0`] and [`RESHAPE`] the three arrays that
+//! have no geometry of their own. The engine asks the entry questions (may
+//! this level keep a PPL? does it resync? which builder plans its rebuild?)
 //! instead of matching on the level.
 //!
 //! Decides: the constraints md gives each level (members minimum, failures
 //! tolerated, PPL, journal, trim, resync and check, stripe cache, read
-//! balancing, bitmap units, spares, per-member data sizes) and which builder
-//! plans a level's reads, writes, rebuilds, repairs and scrubs ([`Plans`]).
+//! balancing, bitmap units, spares, per-member data sizes), the reasons a
+//! user is told when one refuses something, and which builder plans a
+//! level's reads, writes, rebuilds, repairs and scrubs ([`Plans`]).
 //!
 //! Must never: hold a plan algorithm or place a byte (the builders stay in
 //! `planner/` and `recovery_plan.rs`, placement in `raidlab-layout`), do
 //! I/O, allocate, or import another engine module (every module asks this
 //! one, so it sits at the bottom of the engine's import chain).
 //!
-//! Not families here yet: linear arrays and multi-zone RAID 0 (`zoned.rs`)
-//! and an array in the middle of a reshape (two geometries, `grow/` and
-//! `assemble/reshape.rs`) run as a one-member RAID 1 pass-through over a
-//! volume that places each request itself, so the running array gets RAID
-//! 1's rules with one member: no redundancy left to lose, check or rebuild.
+//! Linear and multi-zone RAID 0 (`zoned.rs`) and an array stopped in the
+//! middle of a reshape (`assemble/reshape.rs`) run as a pass-through
+//! `Array` over a volume that places each request itself
+//! (`Array::pass_through`): its geometry is a one-member placeholder that
+//! only carries requests, and it answers with its own family's entry, set
+//! at construction, never with the placeholder's (a one-member RAID 1's).
+//! The assembly asks the same entry (`Assembly::rules`).
 
 mod mirror;
 mod parity;
+mod reshape;
 mod striped;
+
+pub use reshape::{failures_tolerated_mid_reshape, RESHAPE};
+pub use striped::{LINEAR, MULTI_ZONE_RAID0};
 
 use raidlab_layout::{Geometry, Layout, Level};
 
-/// The three ways md keeps (or does not keep) data it can lose.
+/// The ways md keeps (or does not keep) data it can lose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
     /// Data striped or concatenated, no redundancy.
@@ -38,6 +48,9 @@ pub enum Family {
     Mirror,
     /// Data chunks plus one or two parity chunks per stripe.
     Parity,
+    /// Part in one geometry, part in another, split at the reshape's
+    /// position, each part kept as its own geometry keeps it.
+    Reshape,
 }
 
 /// Which of the engine's two plan builders a level's requests, rebuilds,
@@ -70,6 +83,10 @@ pub enum Redundancy {
     CopyOfEachChunk,
     /// As many members as parity chunks per stripe (RAID 4/5: 1, RAID 6: 2).
     Parity(usize),
+    /// Mid-reshape: the fewer of the two geometries' (every member holds
+    /// bytes of both), which one geometry cannot tell:
+    /// [`failures_tolerated_mid_reshape`] answers from both.
+    FewerOfTwoGeometries,
 }
 
 /// What md's write-intent bitmap counts for a level.
@@ -88,7 +105,11 @@ pub enum BitmapUnit {
 /// level, read by the engine in place of a branch on the level.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Rules {
-    pub level: Level,
+    /// The level of the geometry it places by; `None` for an array that has
+    /// no one level (linear, placed by its zones; mid-reshape, two).
+    pub level: Option<Level>,
+    /// md's level name, as `detail` says it and refusals name it.
+    pub name: &'static str,
     pub family: Family,
     /// The builder its plans go through.
     pub plans: Plans,
@@ -107,10 +128,16 @@ pub struct Rules {
     /// ignore trims, as md does unless told members can be trusted: parity
     /// over trimmed blocks could not be.
     pub trims: bool,
+    /// Why a trim is refused, when [`Rules::trims`] is false (empty
+    /// otherwise).
+    pub no_trim: &'static str,
     /// Whether there is redundancy to make consistent after an unclean stop:
     /// md marks the array dirty while writing, resyncs it after a crash, and
     /// can check and repair it. RAID 0 is never dirty and never checked.
     pub resyncs: bool,
+    /// Why a check, repair or resync is refused, when [`Rules::resyncs`]
+    /// is false (empty otherwise): in the words a user of that array knows.
+    pub no_scrub: &'static str,
     /// Whether an unclean stop can leave a stripe whose parity disagrees
     /// with its data (the write hole): a degraded start after one is refused
     /// unforced, and a member whose loss breaks the array is still recorded
@@ -137,6 +164,8 @@ pub struct Rules {
 
 /// The rules of `level`.
 pub fn rules(level: Level) -> &'static Rules {
+    // Equal-size RAID 0 is striped; members of different sizes make the
+    // multi-zone entry, which the assembly picks (`Assembly::rules`).
     match level {
         Level::Raid0 => &striped::RAID0,
         Level::Raid1 => &mirror::RAID1,
@@ -154,9 +183,11 @@ pub fn of(geo: &Geometry) -> &'static Rules {
 
 impl Rules {
     /// The fewest members mdadm creates the level with, unforced (layout's
-    /// rule, where the geometry is checked).
+    /// rule, where the geometry is checked); 1 where there is no one level:
+    /// md runs a linear array over one member, and a reshape's members are
+    /// its two geometries' to count.
     pub fn min_members(&self) -> usize {
-        self.level.min_members()
+        self.level.map_or(1, |l| l.min_members())
     }
 
     /// Whether the level keeps any redundancy at all (a member can go
@@ -177,6 +208,8 @@ impl Rules {
                 _ => 0,
             },
             Redundancy::Parity(n) => n,
+            // One geometry cannot tell; never promise more than none.
+            Redundancy::FewerOfTwoGeometries => 0,
         }
     }
 }

@@ -49,7 +49,8 @@ fn every_level_has_the_constraints_stated_here() {
     assert_eq!(TABLE.len(), Level::ALL.len());
     for (level, family, plans, redundancy, min, flags, bitmap) in TABLE {
         let r = rules(level);
-        assert_eq!(r.level, level);
+        assert_eq!(r.level, Some(level));
+        assert_eq!(r.name, level.name());
         let got = (
             r.family,
             r.plans,
@@ -150,4 +151,95 @@ fn failures_tolerated_is_what_the_layout_survives_whichever_members_go() {
             assert_eq!(n, geo.parity_count(), "{level}");
         }
     }
+}
+
+/// The three arrays with no geometry of their own, stated as the levels
+/// are: (entry, name, family, redundancy, [chunked, ppl, journal, trims,
+/// resyncs, write hole, stripe cache, balanced reads, heals listed, spares,
+/// sized per member], bitmap).
+#[test]
+fn linear_multi_zone_and_mid_reshape_have_the_constraints_stated_here() {
+    use Family::*;
+    const T: bool = true;
+    const F: bool = false;
+    #[rustfmt::skip]
+    let table: [(&Rules, &str, Family, Redundancy, [bool; 11]); 3] = [
+        //                                    ch pp jo tr rs wh sc br hl sp pm
+        (&LINEAR, "linear", Striped, Redundancy::None,
+            [F, F, F, T, F, F, F, F, F, F, T]),
+        (&MULTI_ZONE_RAID0, "raid0", Striped, Redundancy::None,
+            [T, F, F, T, F, F, F, F, F, F, T]),
+        (&RESHAPE, "reshape", Reshape, Redundancy::FewerOfTwoGeometries,
+            [F, F, F, F, F, F, F, F, F, F, F]),
+    ];
+    for (r, name, family, redundancy, flags) in table {
+        let got = [
+            r.chunked,
+            r.ppl,
+            r.journal,
+            r.trims,
+            r.resyncs,
+            r.write_hole,
+            r.stripe_cache,
+            r.balanced_reads,
+            r.heals_listed,
+            r.spares,
+            r.sized_per_member,
+        ];
+        assert_eq!(
+            (r.name, r.family, r.redundancy, got),
+            (name, family, redundancy, flags)
+        );
+        assert_eq!(r.bitmap, BitmapUnit::None, "{name}");
+        // Each runs as a pass-through: one request, one copy.
+        assert_eq!(r.plans, Plans::Copies, "{name}");
+        // Only a reshape keeps redundancy: its geometries'.
+        assert_eq!(r.redundant(), family == Reshape, "{name}");
+    }
+    assert_eq!(MULTI_ZONE_RAID0.level, Some(Level::Raid0));
+    assert_eq!((LINEAR.level, RESHAPE.level), (None, None));
+    assert!(
+        LINEAR.no_scrub.contains("linear array"),
+        "{}",
+        LINEAR.no_scrub
+    );
+    assert!(
+        RESHAPE.no_scrub.contains("grow --continue"),
+        "{}",
+        RESHAPE.no_scrub
+    );
+}
+
+/// A refusal always has its reason, and an allowed thing none.
+#[test]
+fn every_entry_says_why_it_refuses_a_check_or_a_trim() {
+    let levels = Level::ALL.iter().map(|&l| rules(l));
+    for r in levels.chain([&LINEAR, &MULTI_ZONE_RAID0, &RESHAPE]) {
+        assert_eq!(r.resyncs, r.no_scrub.is_empty(), "{}", r.name);
+        assert_eq!(r.trims, r.no_trim.is_empty(), "{}", r.name);
+    }
+}
+
+#[test]
+fn mid_reshape_an_array_tolerates_the_fewer_of_its_two_geometries_failures() {
+    let cases = [
+        // RAID 5 becoming RAID 6 (one member more): RAID 5's one.
+        ((Level::Raid5, 4), (Level::Raid6, 5), 1),
+        // RAID 6 back to RAID 5 or growing: the fewer.
+        ((Level::Raid6, 5), (Level::Raid5, 4), 1),
+        ((Level::Raid6, 4), (Level::Raid6, 5), 2),
+        // RAID 1 of two to RAID 5 (md's takeover, then a restripe).
+        ((Level::Raid1, 2), (Level::Raid5, 3), 1),
+    ];
+    for ((lo, no), (ln, nn), want) in cases {
+        let (old, new) = (geometry(lo, None, no), geometry(ln, None, nn));
+        assert_eq!(
+            failures_tolerated_mid_reshape(&old, &new),
+            want,
+            "{lo} of {no} -> {ln} of {nn}"
+        );
+    }
+    // One geometry cannot tell; the entry never promises more than none.
+    let g = geometry(Level::Raid6, None, 5);
+    assert_eq!(RESHAPE.failures_tolerated(&g), 0);
 }

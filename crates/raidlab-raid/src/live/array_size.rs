@@ -11,8 +11,17 @@
 //! (a grow, a takeover, a reshape's end) and is kept only while the array
 //! serves: a stop forgets it, as md forgets it when the array stops.
 //!
+//! While a reshape walks, the array holds what the smaller of its two
+//! geometries holds (md's `raid5_size` then counts the fewer members and
+//! both chunks), and `--array-size` is taken as md takes it then
+//! (`array_size_store` does not wait for the reshape): checked against
+//! that, set at once, and kept through the reshape's end (md's
+//! `md_set_array_sectors` leaves an external size alone, so a grow's new
+//! space waits for `max`).
+//!
 //! It must never write to the members (nothing on disk changes), nor let
-//! the size exceed what the running array holds.
+//! the size exceed what the running array holds (mid-reshape, the smaller
+//! geometry).
 
 use super::LiveArray;
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -123,13 +132,24 @@ impl LiveArray {
     /// what the clients address to `bytes` (whole KiB, no more than the
     /// array holds), `None` (`max`) gives them all it holds; once the
     /// requests under way finish. Nothing is written to the members.
-    /// Refused while a reshape walks (its two geometries hold different
-    /// sizes until its end).
+    /// While a reshape walks, what it holds is its smaller geometry's, and
+    /// the cut stays after its end (md's external size).
     pub fn set_array_size(self: &Arc<Self>, bytes: Option<u64>) -> Result<ArraySizeChange> {
-        self.check_not_reshaping("--array-size")?;
         self.serving.holding(|holds, exposed| {
             if let Some(b) = bytes {
-                check_array_size(b, holds)?;
+                check_array_size(b, holds).map_err(|e| {
+                    if self.serving.sides().is_none() {
+                        return e;
+                    }
+                    Error::new(
+                        e.kind,
+                        e.op,
+                        format!(
+                            "{} (mid-reshape the array holds what the smaller of its two geometries holds, as md counts it then)",
+                            e.message
+                        ),
+                    )
+                })?;
             }
             let old = exposed.size(holds);
             // A cut equal to all it holds is still md's external size: a

@@ -284,6 +284,14 @@ impl LiveArray {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
         self.check_not_reshaping("a check or repair")?;
+        // A reshape recorded but not running (served read-only, or its
+        // walk could not resume): refused before anything is marked.
+        let (verb, op) = if repair {
+            ("repair", raidlab_core::Op::Write)
+        } else {
+            ("check", raidlab_core::Op::Read)
+        };
+        lock(&self.asm).refuse_scrub_mid_reshape(verb, op)?;
         if self.array().recovery().is_some() {
             return Err(Error::invalid(
                 "a rebuild is running: check or repair after it finishes (`raidlab rebuild` waits for it)",

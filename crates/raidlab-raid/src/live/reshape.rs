@@ -21,7 +21,7 @@ use super::array_size::Exposed;
 use super::{lock, LiveArray, TaskStatus};
 use crate::array::Array;
 use crate::assemble::Assembly;
-use crate::grow::{ReshapeReport, ReshapingVolume, ServedWalk};
+use crate::grow::{BackupFile, ReshapeReport, ReshapingVolume, ServedWalk};
 use crate::recovery::{Progress, RunOptions};
 use raidlab_core::{Error, Op, Result, Volume};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
@@ -242,15 +242,36 @@ impl LiveArray {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReshapeReport> {
-        let walk = self.reshape_begin(start)?;
+        self.reshape_with_backup(start, None, opts, progress)
+    }
+
+    /// [`LiveArray::reshape`] of a metadata 0.90 restripe over the same
+    /// members or onto fewer members through mdadm's backup file (`file`,
+    /// made by `start` when it records the reshape, or the one a stopped
+    /// reshape was started with): each window closed to the clients while
+    /// it is saved and moved (`grow::ServedWalk`).
+    pub fn reshape_with_backup(
+        self: &Arc<Self>,
+        start: impl FnOnce(&mut Assembly) -> Result<()>,
+        file: Option<&BackupFile>,
+        opts: RunOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<ReshapeReport> {
+        let walk = self.reshape_begin(start, file)?;
         self.reshape_walked(walk, opts, progress)
     }
 
     /// Resume, in the background, the reshape the superblocks record (an
     /// array started mid-reshape, as md resumes it at its start): the
-    /// requests go through its gate when this returns.
-    pub fn resume_reshape(self: &Arc<Self>, opts: RunOptions) -> Result<()> {
-        let walk = self.reshape_begin(|_| Ok(()))?;
+    /// requests go through its gate when this returns. `file`: a 0.90
+    /// restripe's backup file, already put back
+    /// ([`Assembly::reshape_put_back`]), through which the walk carries on.
+    pub fn resume_reshape(
+        self: &Arc<Self>,
+        opts: RunOptions,
+        file: Option<&BackupFile>,
+    ) -> Result<()> {
+        let walk = self.reshape_begin(|_| Ok(()), file)?;
         let live = self.clone();
         std::thread::Builder::new()
             .name("reshape".into())
@@ -273,6 +294,7 @@ impl LiveArray {
     fn reshape_begin(
         self: &Arc<Self>,
         start: impl FnOnce(&mut Assembly) -> Result<()>,
+        file: Option<&BackupFile>,
     ) -> Result<ServedWalk> {
         self.check_quiet("reshape")?;
         let mut st = lock(&self.reshape);
@@ -305,7 +327,10 @@ impl LiveArray {
             if fresh {
                 asm.in_service(ours, |asm| asm.change_running(&running, start))?;
             }
-            let walk = asm.reshape_served(ours)?;
+            let walk = match file {
+                Some(f) => asm.reshape_served_with_backup(ours, f)?,
+                None => asm.reshape_served(ours)?,
+            };
             // The running array stays this one's (safe mode, failure
             // recording and md's bitmap daemon reach the members through
             // it): it keeps the sides' bitmap from here on.

@@ -10,6 +10,23 @@ use super::scrub_run::{self, scrubbable, Scope, ScrubHost};
 use super::*;
 use crate::recovery_plan::ScrubWalk;
 
+/// The verb a scrub is asked as.
+fn scrub_verb(repair: bool) -> &'static str {
+    if repair {
+        "repair"
+    } else {
+        "check"
+    }
+}
+
+fn scrub_op(repair: bool) -> Op {
+    if repair {
+        Op::Write
+    } else {
+        Op::Read
+    }
+}
+
 impl Assembly {
     /// Make parity and mirrors consistent with the data (md's resync), resuming at
     /// the superblock's resync offset, then mark the array clean. A degraded
@@ -21,6 +38,7 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
+        self.refuse_scrub_mid_reshape("resync", Op::Write)?;
         if self.in_sync() {
             return Err(Error::invalid(
                 "the array is already in sync (clean): nothing to resync; use `raidlab check` to verify it",
@@ -59,6 +77,7 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
+        self.refuse_scrub_mid_reshape(scrub_verb(repair), scrub_op(repair))?;
         let unsynced = !self.in_sync();
         if repair && unsynced {
             // After a crash a stripe may hold new data beside old parity: a
@@ -85,6 +104,7 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
+        self.refuse_scrub_mid_reshape(scrub_verb(repair), scrub_op(repair))?;
         self.scrub_from(0, repair, false, Some(running), opts, progress)
     }
 
@@ -103,6 +123,7 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ScrubReport> {
+        self.refuse_scrub_mid_reshape("resync", Op::Write)?;
         let start = from;
         let scope = self.scrub_scope(true, Some(running))?;
         let mut host = SavedElsewhere { asm: self, save };
@@ -178,6 +199,33 @@ impl Assembly {
 }
 
 impl Assembly {
+    /// Refuse `what` (a check, repair or resync, `op` its kind) of an array
+    /// whose superblocks record a reshape, before anything is written. Its
+    /// stripes are in two geometries, split at the reshape's position, and
+    /// a scrub compares one geometry over every member: it counts
+    /// mismatches that are not there, and a repair or resync rewrites
+    /// parity (RAID 6: "corrects" a data block it locates from P and Q)
+    /// over good data. md never runs one then: a reshape holds the array's
+    /// sync thread (`sync_action` answers busy), and a recorded reshape is
+    /// what md resumes first when the array starts.
+    pub fn refuse_scrub_mid_reshape(&self, what: &str, op: Op) -> Result<()> {
+        let Some(r) = self.reshape() else {
+            return Ok(());
+        };
+        let at = match r {
+            Ok(r) => format!("stopped at array byte {}", r.position),
+            Err(_) => "its fields make no geometry".to_string(),
+        };
+        Err(Error::new(
+            ErrorKind::Refused,
+            op,
+            format!(
+                "{what} refused ({at}): {}; nothing was written",
+                level::RESHAPE.no_scrub
+            ),
+        ))
+    }
+
     /// Before a resync that leaves out members being rebuilt (they are not
     /// among what it compares or rewrites): what they rebuilt before an
     /// unclean stop may lack writes that were in flight, and the resync may
@@ -256,7 +304,7 @@ impl Assembly {
 
     /// [`Assembly::check_scrubbable`] with the roles in `missing` missing.
     fn scrubbable_without(&self, resync: bool, missing: &[usize]) -> Result<()> {
-        scrubbable(&self.geometry, resync, missing)
+        scrubbable(&self.geometry, self.rules(), resync, missing)
     }
 
     /// During a resync with a trustworthy bitmap, whether bytes `[pos, pos+n)` (in

@@ -608,7 +608,7 @@ pub fn scrub_array(
     let areas: Vec<Option<Arc<dyn Volume>>> =
         (0..geometry.raid_disks).map(|r| array.member(r)).collect();
     let missing: Vec<usize> = (0..areas.len()).filter(|&r| areas[r].is_none()).collect();
-    scrubbable(&geometry, false, &missing)?;
+    scrubbable(&geometry, array.rules(), false, &missing)?;
     let names = areas
         .iter()
         .enumerate()
@@ -629,13 +629,19 @@ pub fn scrub_array(
     run(&mut host, &scope, from, repair, false, opts, progress)
 }
 
-/// Refuse a scrub of `geo` with the roles in `missing` missing that has
-/// nothing to compare (see [`Assembly::check_scrubbable`]).
-pub(super) fn scrubbable(geo: &Geometry, resync: bool, missing: &[usize]) -> Result<()> {
-    let rules = level::of(geo);
+/// Refuse a scrub of `geo` (an array `rules` answers for: its level's, or
+/// the family of what a pass-through carries) with the roles in `missing`
+/// missing that has nothing to compare (see [`Assembly::check_scrubbable`]).
+pub(super) fn scrubbable(
+    geo: &Geometry,
+    rules: &'static level::Rules,
+    resync: bool,
+    missing: &[usize],
+) -> Result<()> {
     if !rules.resyncs {
-        return Err(Error::invalid("RAID 0 has no redundancy to check"));
+        return Err(Error::invalid(rules.no_scrub));
     }
+    // A RAID 1 md runs over one member (created so, or grown down to one).
     if rules.family == Family::Mirror && geo.raid_disks < 2 {
         return Err(Error::invalid(
             "a one-member array has no redundancy to check",

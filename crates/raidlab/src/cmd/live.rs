@@ -421,6 +421,7 @@ fn carry_out(
             assume_clean,
             consistency_policy,
             array_size,
+            backup_file,
         } => {
             let array_size = match array_size.as_deref() {
                 None => None,
@@ -477,6 +478,9 @@ fn carry_out(
                 chunk_bytes,
                 layout,
             };
+            if let (true, Some(f)) = (continue_reshape, &backup_file) {
+                anyhow::bail!("--continue --backup-file {f} of a served array: a metadata 0.90 restripe through a backup file is resumed offline: stop the server (`raidlab stop`), run `raidlab grow --continue --backup-file {f}` with the members, then serve the array again; nothing was changed");
+            }
             let walk = match continue_reshape {
                 true => None,
                 false => match live.with_assembly_in_service(|asm| {
@@ -490,7 +494,13 @@ fn carry_out(
                         None if shrinks => live.array_size_cut(),
                         b => b,
                     };
-                    crate::cmd::grow::served_check(asm, &req, add.len(), array_bytes)
+                    crate::cmd::grow::served_check(
+                        asm,
+                        &req,
+                        add.len(),
+                        array_bytes,
+                        backup_file.as_deref().map(Path::new),
+                    )
                 })? {
                     ServedGrow::Takeover(to) => {
                         let from =
@@ -551,14 +561,34 @@ fn carry_out(
             } else {
                 "reshape asked over the control socket"
             });
-            let report = live.reshape(
+            // mdadm's backup file, made before the requests are held (it is
+            // written whole); removed again when nothing was recorded.
+            let file = match (&walk, &backup_file) {
+                (Some((plan, _)), Some(path)) => Some(raidlab_raid::grow::BackupFile::create(
+                    Path::new(path),
+                    raidlab_raid::assemble::Assembly::backup_file_sectors(plan),
+                )?),
+                _ => None,
+            };
+            let recorded = std::cell::Cell::new(false);
+            let report = live.reshape_with_backup(
                 |asm| {
                     let Some((plan, seen)) = walk else {
                         return Ok(());
                     };
-                    crate::cmd::grow::served_start(asm, plan, &seen, adds, force)
-                        .map_err(|e| raidlab_core::Error::invalid(format!("{e:#}")))
+                    let started = crate::cmd::grow::served_start(
+                        asm,
+                        plan,
+                        &seen,
+                        adds,
+                        force,
+                        file.as_ref(),
+                    )
+                    .map_err(|e| raidlab_core::Error::invalid(format!("{e:#}")));
+                    recorded.set(asm.reshape().is_some());
+                    started
                 },
+                file.as_ref(),
                 opts,
                 &mut |p| {
                     let _ = control::send(
@@ -570,7 +600,12 @@ fn carry_out(
                         },
                     );
                 },
-            )?;
+            );
+            if let (Err(_), Some(path), false) = (&report, &backup_file, recorded.get()) {
+                // Nothing recorded: the file holds nothing anyone needs.
+                let _ = std::fs::remove_file(path);
+            }
+            let report = report?;
             let text = live.with_assembly(|asm| {
                 crate::cmd::grow::reshape_text(&report, &asm.geometry, json)
             })?;

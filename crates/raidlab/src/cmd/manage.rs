@@ -13,6 +13,7 @@ use crate::open::{
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use raidlab_core::size::format_size_approx;
+use raidlab_core::Op;
 use raidlab_devices::{FileVolume, OpenMode};
 use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::lifecycle::{ManageOptions, Managed};
@@ -427,7 +428,17 @@ pub fn resync(a: RunArgs) -> Result<ExitCode> {
     if crate::control::find(&a.members)?.is_some() {
         bail!("a server (`raidlab serve`) is serving this array: it resyncs at start when it must; stop it first (`raidlab stop`) to resync by hand");
     }
-    let mut managed = start_rw(&a.members, None, Some("resync"))?;
+    let asm = crate::open::assemble(open_members(&a.members, OpenMode::ReadWrite)?)?;
+    // Before the start, which may write (a log replay, a dirty mark).
+    asm.refuse_scrub_mid_reshape("resync", Op::Write)?;
+    asm.refuse_data_writes_without_journal("resync")?;
+    let mut managed = start_managed(
+        asm,
+        ManageOptions {
+            write: true,
+            refuse: None,
+        },
+    )?;
     let asm = &mut managed.asm;
     if let (Some(r), true) = (&managed.report.ppl, asm.in_sync()) {
         // md's way with a partial parity log: the replay took the place of a resync.
@@ -473,6 +484,13 @@ pub fn scrub(a: ScrubArgs, repair: bool) -> Result<ExitCode> {
         OpenMode::ReadOnly
     };
     let asm = crate::open::assemble(open_members(&a.members, mode)?)?;
+    // Before the start, which may write (a log replay, a dirty mark).
+    let (verb, op) = if repair {
+        ("repair", Op::Write)
+    } else {
+        ("check", Op::Read)
+    };
+    asm.refuse_scrub_mid_reshape(verb, op)?;
     if repair {
         asm.refuse_data_writes_without_journal("repair")?;
     }

@@ -235,6 +235,20 @@ fn describe(members: Vec<Found>) -> ArrayOut {
             {
                 words.push("interrupted reshape".into());
             }
+            if asm.read_needs_backup_file() {
+                // md's rule: the window being rewritten may be whole only
+                // in the backup file, so plain export is refused.
+                words.push("read only with its backup file (mdadm's or raidlab's, the one given to the grow as --backup-file; export puts its window back on the members first)".into());
+                let at = out.command.len() - 2;
+                out.command
+                    .splice(at..at, ["--backup-file".to_string(), "FILE".to_string()]);
+                out.command_line = out
+                    .command
+                    .iter()
+                    .map(|a| shell_quote(a))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+            }
             out.state = words.join(", ");
             out.members = asm
                 .members

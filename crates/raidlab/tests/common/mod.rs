@@ -1,6 +1,7 @@
 //! Helpers shared by the CLI's integration tests.
 #![allow(dead_code)]
 
+pub mod fio;
 pub mod verbs;
 
 use raidlab_devices::{FaultVolume, FileVolume, OpenMode, PowerCutPolicy};

@@ -1,5 +1,7 @@
 //! A restripe of a metadata 0.90 RAID 4/5/6 through mdadm's
-//! `--backup-file`, offline: a new chunk or layout over the same members
+//! `--backup-file`, offline or while the array serves (the same walk,
+//! `walk`; served, each window closed to clients while it is saved and
+//! moved, as md suspends it for mdadm): a new chunk or layout over the same members
 //! (`restripe`, forwards) or fewer members (a shrink, checked by
 //! `super::shrink`, walked backwards by `shrink`). 0.90 has no data offset
 //! to move, so the new geometry is written over the old one at the same
@@ -41,13 +43,14 @@
 //!
 //! It must never write a window whose old bytes a cut could lose before
 //! those bytes and the record naming them are durable in the file, never
-//! forget the section covering the recorded position, and never run while
-//! the array serves (the served path refuses 0.90 restripes).
+//! forget the section covering the recorded position, and never serve a
+//! 0.90 grow to more members (walked offline only).
 
+use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
 use crate::assemble::{now_secs, Assembly};
-use crate::recovery::{clock_of, stopped, Progress, RunOptions};
-use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
+use crate::recovery::{Progress, RunOptions};
+use raidlab_core::{Error, Op, Result, Volume};
 use raidlab_devices::file::{FileVolume, OpenMode};
 use raidlab_layout::reshape::Reshape;
 use raidlab_layout::Level;
@@ -64,14 +67,18 @@ mod read;
 mod restore;
 mod restripe;
 mod shrink;
+mod walk;
 
 pub(in crate::grow) use put_back::Saved;
 use shrink::needs_backup;
+use walk::Hooks;
+pub(in crate::grow) use walk::Walk;
 
 /// mdadm's largest window for a restripe over the same data members.
 const MAX_WINDOW_SECTORS: u64 = 16 * 1024 * 2;
 
 /// An open backup file (or, in tests, any volume standing for one).
+#[derive(Clone)]
 pub struct BackupFile {
     name: String,
     volume: Arc<dyn Volume>,
@@ -392,6 +399,24 @@ impl Assembly {
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReshapeReport> {
+        if let Some(Ok(r)) = self.reshape() {
+            if self.is_in_place(&r)? {
+                return self.in_place_run_with_backup(file, r, opts, progress);
+            }
+        }
+        let mut walk = self.backup_walk(file, false)?;
+        walk.run(&opts, &|| false, progress, &mut |sectors| {
+            self.commit(|sb| sb.reshape_position = sectors)
+        })?;
+        self.backup_walk_end(walk)
+    }
+
+    /// The recorded same-members restripe or shrink through `file`, checked,
+    /// what the file holds put back (`Grow_restart`), and its two sides
+    /// running: ready to walk, offline or (`served`: the old side takes
+    /// writes too, and a gate closes each window to the clients) while
+    /// the array serves. The one preparation of both runs.
+    pub(in crate::grow) fn backup_walk(&mut self, file: &BackupFile, served: bool) -> Result<Walk> {
         let r = match self.reshape() {
             None => {
                 return Err(Error::invalid(
@@ -400,9 +425,6 @@ impl Assembly {
             }
             Some(r) => r?,
         };
-        if self.is_in_place(&r)? {
-            return self.in_place_run_with_backup(file, r, opts, progress);
-        }
         if !self.needs_backup_file(&r)? {
             return Err(refused(format!(
                 "--backup-file {}: this reshape does not use one (raidlab runs a backup file only for a metadata 0.90 RAID 4/5/6's restripe: more members, a new chunk or layout over the same members, or fewer members): run `raidlab grow --continue` without it; nothing was changed",
@@ -417,53 +439,91 @@ impl Assembly {
         }
         let (window, unit) = self.walk_window(file, &r)?;
         let (wbytes, total) = (window * SECTOR, r.new.array_bytes());
-        let recorded = r.position;
         let back = r.backwards;
+        let recorded = r.position;
         let bsb = self.restore_from(file, &r, window, unit)?;
         let p = self
             .reshape()
             .and_then(|r| r.ok())
             .map_or(if back { 0 } else { total }, |r| r.position);
-        let old = self.reshape_side(&r, false, false)?;
-        let new = self.reshape_side(&r, true, true)?;
-        let mut walk = Walk {
-            file,
+        let now = Reshape { position: p, ..r };
+        // Served, clients' writes mark the bitmap as the other served
+        // reshapes' do (one copy of the bits for both sides).
+        let intent = if served {
+            self.reshape_intent(&now)
+        } else {
+            None
+        };
+        let old = self.reshape_side_keeping(&now, false, served, intent.clone())?;
+        let new = self.reshape_side_keeping(&now, true, true, intent)?;
+        let gate = served.then(|| {
+            let g = ReshapeGate::new(now);
+            // The first window is closed before any client reaches the
+            // sides: a forward walk's is in the file already.
+            if let Some(w) = first_window_at(p, wbytes, total, back) {
+                g.begin_step(w);
+            }
+            g
+        });
+        Ok(Walk {
+            file: file.clone(),
             bsb,
-            old,
-            new,
+            r: now,
+            recorded,
+            old: Arc::new(old),
+            new: Arc::new(new),
             wbytes,
             window,
             total,
             p,
             buf: Vec::new(),
-            pace: Pace {
-                clock: clock_of(&opts),
-                started: std::time::Duration::ZERO,
-                from: p,
-                data_disks: r.new.data_disks() as u64,
-                checkpoints: 0,
-                opts,
-            },
-        };
-        walk.pace.started = walk.pace.clock.now();
-        if back {
-            shrink::walk(self, &r, &mut walk, progress)?;
-        } else {
-            restripe::walk(self, &mut walk, progress)?;
-        }
+            gate,
+            checkpoints: 0,
+        })
+    }
+
+    /// The end of a walk through the file run to its end: the superblocks
+    /// md writes then (a shrink's leaving members as spares), the file let
+    /// go and removed; a served walk's last window opened only then (a
+    /// resume before this commit would put its saved copy back).
+    pub(in crate::grow) fn backup_walk_end(&mut self, walk: Walk) -> Result<ReshapeReport> {
         let Walk {
-            mut bsb, new, pace, ..
+            mut bsb,
+            new,
+            file,
+            r,
+            recorded,
+            gate,
+            checkpoints,
+            total,
+            ..
         } = walk;
-        let checkpoints = pace.checkpoints;
-        new.flush()?;
-        // A shrink's leaving members become spares in the finishing
-        // commit, as md leaves them.
-        let spares = if back {
-            self.shrink_release(r.new.raid_disks)
-        } else {
-            Vec::new()
+        let back = r.backwards;
+        let ended = (|| {
+            new.flush()?;
+            // A shrink's leaving members become spares in the finishing
+            // commit, as md leaves them.
+            let spares = if back {
+                self.shrink_release(r.new.raid_disks)
+            } else {
+                Vec::new()
+            };
+            self.reshape_finish(false)?;
+            Ok(spares)
+        })();
+        let spares = match ended {
+            Ok(s) => s,
+            Err(e) => {
+                if let Some(g) = &gate {
+                    g.ended_closed(format!("its end failed: {e}"));
+                }
+                return Err(e);
+            }
         };
-        self.reshape_finish(false)?;
+        if let Some(g) = &gate {
+            g.advance(if back { 0 } else { total }, None);
+            g.ended("done".into());
+        }
         // Done: nothing in the file is needed any more; mdadm removes it.
         set_section(&mut bsb, 0, 0..0);
         set_section(&mut bsb, 1, 0..0);
@@ -487,6 +547,15 @@ impl Assembly {
     }
 }
 
+/// The window a walk at array byte `p` takes next, if any.
+fn first_window_at(p: u64, wbytes: u64, total: u64, back: bool) -> Option<Range<u64>> {
+    if back {
+        (p > 0).then(|| shrink::window_below(p, wbytes)..p)
+    } else {
+        (p < total).then(|| p..(p + wbytes).min(total))
+    }
+}
+
 /// Save array bytes `range` (old geometry) in section `part`: the data,
 /// flushed, then the record naming it, flushed.
 fn save(
@@ -506,125 +575,6 @@ fn save(
         .map_err(|e| file.ctx(e))?;
     set_section(bsb, part, range);
     file.write_record(bsb)
-}
-
-/// A walk through the file under way: the file and its record as last
-/// written, the two sides, the window, where the walk is.
-struct Walk<'a> {
-    file: &'a BackupFile,
-    bsb: BackupSuper,
-    old: crate::array::Array,
-    new: crate::array::Array,
-    /// The window in array bytes, and in sectors (a section's size).
-    wbytes: u64,
-    window: u64,
-    /// The new geometry's array bytes.
-    total: u64,
-    /// The position the superblocks record.
-    p: u64,
-    buf: Vec<u8>,
-    pace: Pace,
-}
-
-impl Walk<'_> {
-    /// The section holding window `w`'s old bytes, if one does.
-    fn section_of(&self, w: &Range<u64>) -> Option<usize> {
-        (0..2).find(|&k| section(&self.bsb, k) == *w)
-    }
-
-    /// Save window `w` in the section that does not cover the recorded
-    /// position (the one that does stays: a cut must still find it), that
-    /// section let go first when it names another window. The section.
-    fn claim(&mut self, w: Range<u64>, back: bool) -> Result<usize> {
-        let p = self.p;
-        let stays = |k: usize| {
-            let s = section(&self.bsb, k);
-            !s.is_empty() && if back { s.start == p } else { s.end == p }
-        };
-        let k = if stays(0) { 1 } else { 0 };
-        if !section(&self.bsb, k).is_empty() {
-            set_section(&mut self.bsb, k, 0..0);
-            self.file.write_record(&mut self.bsb)?;
-        }
-        save(self.file, &mut self.bsb, k, &self.old, w, self.window)?;
-        Ok(k)
-    }
-
-    /// Window `w` read in the old geometry and written, flushed, in the
-    /// new; then every section but `keep` let go (the window's own stays
-    /// until the position passes it).
-    fn restripe(&mut self, w: &Range<u64>, keep: Option<usize>) -> Result<()> {
-        self.buf.clear();
-        self.buf.resize((w.end - w.start) as usize, 0);
-        self.old.read_at(&mut self.buf, w.start)?;
-        self.new.write_at(&self.buf, w.start)?;
-        self.new.flush()?;
-        let others: Vec<usize> = (0..2)
-            .filter(|&k| Some(k) != keep && !section(&self.bsb, k).is_empty())
-            .collect();
-        for &k in &others {
-            set_section(&mut self.bsb, k, 0..0);
-        }
-        if !others.is_empty() {
-            self.file.write_record(&mut self.bsb)?;
-        }
-        Ok(())
-    }
-
-    /// The position `to` committed and reported; pacing; a stop asked
-    /// for ends the walk here with an `Interrupted` error.
-    fn committed(
-        &mut self,
-        asm: &mut Assembly,
-        to: u64,
-        back: bool,
-        progress: &mut dyn FnMut(Progress),
-    ) -> Result<()> {
-        asm.commit(|sb| sb.reshape_position = to / SECTOR)?;
-        self.p = to;
-        let total = self.total;
-        progress(Progress {
-            done: if back { total - to } else { to },
-            total,
-        });
-        let pace = &mut self.pace;
-        // Pacing as the other long runs: member bytes per second.
-        if let Some(rate) = pace.opts.max_rate.filter(|&r| r > 0) {
-            let walked = pace.from.abs_diff(to);
-            let due =
-                std::time::Duration::from_secs_f64((walked / pace.data_disks) as f64 / rate as f64);
-            let spent = pace.clock.now().saturating_sub(pace.started);
-            if due > spent {
-                pace.clock.sleep(due - spent);
-            }
-        }
-        let done = if back { to == 0 } else { to >= total };
-        if !done && stopped(&pace.opts) {
-            return Err(Error::new(
-                ErrorKind::Interrupted,
-                Op::Write,
-                format!(
-                    "reshape stopped at array byte {to} of {total}{}; run `raidlab grow --continue --backup-file {}` with the same members to finish it",
-                    if back { " (walking down from the end)" } else { "" },
-                    self.file.name
-                ),
-            ));
-        }
-        pace.checkpoints += 1;
-        Ok(())
-    }
-}
-
-/// A walk's pacing (`--max-rate`, member bytes a second) and stop.
-struct Pace {
-    clock: raidlab_core::SharedClock,
-    started: std::time::Duration,
-    /// Where this run started.
-    from: u64,
-    data_disks: u64,
-    /// Windows committed in this run.
-    checkpoints: u64,
-    opts: RunOptions,
 }
 
 fn hex(b: &[u8]) -> String {

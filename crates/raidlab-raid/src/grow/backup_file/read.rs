@@ -49,7 +49,7 @@ impl Assembly {
             return Ok(());
         }
         let p = r.position;
-        let how = "read it with `raidlab export MEMBER... --backup-file FILE`, given the file the reshape was started with (the window is put back first, which writes the members, as `mdadm --assemble --backup-file` does), or finish the reshape with `raidlab grow --continue --backup-file FILE`";
+        let how = "read it with `raidlab export MEMBER... --backup-file FILE`, given the file the reshape was started with (the window is put back first, which writes the members, as `mdadm --assemble --backup-file` does), serve it with `raidlab serve MEMBER... --backup-file FILE` (the same put-back, then the reshape carries on in the server), or finish the reshape with `raidlab grow --continue --backup-file FILE`";
         let why = if r.backwards || r.new.raid_disks <= r.old.raid_disks {
             let what = if r.new.raid_disks < r.old.raid_disks {
                 "shrink onto fewer members (walked down from the array's end)"
@@ -81,6 +81,19 @@ impl Assembly {
             Op::Open,
             format!("{label}: {why}; nothing was changed"),
         ))
+    }
+
+    /// Whether the reshape these superblocks record is read only with its
+    /// backup file put back first (md's rule,
+    /// [`Assembly::refuse_read_without_backup`]'s refusal): what `scan`
+    /// tells `export` to be given.
+    pub fn read_needs_backup_file(&self) -> bool {
+        match self.reshape() {
+            Some(Ok(r)) => self
+                .refuse_read_without_backup(&r, "")
+                .is_err_and(|e| e.kind == ErrorKind::Refused),
+            _ => false,
+        }
     }
 
     /// `mdadm --assemble --backup-file FILE` for a stopped 0.90 in-place

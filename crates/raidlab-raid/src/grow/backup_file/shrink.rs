@@ -25,9 +25,7 @@
 //! that is not the one being walked, and never write a window that needs
 //! a backup before its old bytes and the record are durable in the file.
 
-use super::Walk;
-use crate::assemble::Assembly;
-use crate::recovery::Progress;
+use super::{Hooks, Walk};
 use raidlab_core::Result;
 use raidlab_layout::reshape::Reshape;
 use std::ops::Range;
@@ -67,25 +65,29 @@ pub(super) fn window_below(p: u64, wbytes: u64) -> u64 {
 }
 
 /// Walk from the recorded position down to the array's start.
-pub(super) fn walk(
-    asm: &mut Assembly,
-    r: &Reshape,
-    w: &mut Walk<'_>,
-    progress: &mut dyn FnMut(Progress),
-) -> Result<()> {
+pub(super) fn walk(w: &mut Walk, h: &mut Hooks<'_>) -> Result<()> {
+    let r = w.r;
     while w.p > 0 {
         let this = window_below(w.p, w.wbytes)..w.p;
+        // Served: no client reaches the window from its save (or its first
+        // write) until the position has passed it.
+        w.close(this.clone());
         let cur = match w.section_of(&this) {
             Some(k) => Some(k),
             // A cut leaves its old bytes whole, to be read again: no
             // section names it.
-            None if !needs_backup(r, &this) => None,
+            None if !needs_backup(&r, &this) => None,
             // Saved now, the position committed above it: the section
             // covering the position (the window just walked) stays.
             None => Some(w.claim(this.clone(), true)?),
         };
         w.restripe(&this, cur)?;
-        w.committed(asm, this.start, true, progress)?;
+        let to = this.start;
+        w.committed(h, this, to)?;
+        // A section starting at the position is not put back by a resume
+        // (mdadm's rule going backwards): the window opens as it is.
+        w.open(to);
+        w.paced(h, to)?;
     }
     Ok(())
 }

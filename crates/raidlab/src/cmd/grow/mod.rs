@@ -14,8 +14,10 @@
 //! mirrors run right after (the long runs of `manage`), unless --no-sync.
 //! Every other restripe is refused before anything is written. The level
 //! changes by md's takeovers are `convert`'s (their steps, decided once for
-//! offline and served). Of a served array, a restripe, a level change,
-//! --size and --consistency-policy are made in the server (`served`).
+//! offline and served). Of a served array, a restripe (a 0.90 one's new
+//! chunk or layout and fewer members through `--backup-file`, which the
+//! server makes), a level change, --size and --consistency-policy are made
+//! in the server (`served`).
 
 use crate::cli::{GrowArgs, GrowBitmap};
 use crate::cmd::manage::{assemble_rw_checked, bar, new_device, options, print_rebuild};
@@ -117,9 +119,6 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
         bail!("--backup-file goes with a restripe (--raid-devices, --chunk, --layout) or --continue of a metadata 0.90 array; nothing was changed");
     }
     if let Some(server) = crate::control::find(&a.members)? {
-        if a.backup_file.is_some() {
-            bail!("--backup-file: a 0.90 restripe through a backup file runs offline only (raidlab does not serve one): stop serving the array, then grow it; nothing was changed");
-        }
         return grow_served(&server, &a, restripe, array_bytes, size, policy);
     }
     let mut asm = assemble_rw_checked(&a.members, |asm| {

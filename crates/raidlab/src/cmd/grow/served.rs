@@ -80,6 +80,10 @@ pub(super) fn grow_served(
             assume_clean: a.assume_clean,
             consistency_policy: policy.map(|p| p.name().to_string()),
             array_size: None,
+            backup_file: a
+                .backup_file
+                .as_deref()
+                .map(|p| crate::control::absolute(p).display().to_string()),
         },
     )
 }
@@ -152,6 +156,7 @@ pub(super) fn grow_array_size(a: &GrowArgs) -> Result<ExitCode> {
             assume_clean: a.assume_clean,
             consistency_policy: None,
             array_size: Some(array_size),
+            backup_file: None,
         },
     )
 }
@@ -198,7 +203,11 @@ pub(crate) fn served_check(
     req: &ReshapeRequest,
     adds: usize,
     array_bytes: Option<u64>,
+    backup: Option<&std::path::Path>,
 ) -> Result<ServedGrow> {
+    if let Some(path) = backup {
+        return served_check_with_backup(asm, req, adds, array_bytes, path);
+    }
     if conversion(asm, req) {
         return Ok(ServedGrow::Convert {
             steps: conversion_steps(asm, req, adds)?,
@@ -232,15 +241,49 @@ pub(crate) fn served_check(
     })
 }
 
+/// [`served_check`] of a restripe through mdadm's backup file at `path`
+/// (to be made): offline's check of one (a metadata 0.90 array's new chunk
+/// or layout over the same members, or fewer members; the file not on a
+/// member, not existing). A 0.90 grow to more members is walked offline
+/// only, and a level change takes no file.
+fn served_check_with_backup(
+    asm: &Assembly,
+    req: &ReshapeRequest,
+    adds: usize,
+    array_bytes: Option<u64>,
+    path: &std::path::Path,
+) -> Result<ServedGrow> {
+    if conversion(asm, req) {
+        bail!(
+            "--backup-file {}: a level change takes no backup file (it is a restripe's, of a metadata 0.90 array): leave it out; nothing was changed",
+            path.display()
+        );
+    }
+    if adds > 0 {
+        bail!("--add with --backup-file on a served array: a metadata 0.90 grow to more members runs offline only (stop the server, grow, serve again); a new chunk or layout, or fewer members, takes no new member; nothing was changed");
+    }
+    let plan = asm.reshape_check_adding_with_backup(req, 0, path, array_bytes)?;
+    if plan.new_raid_devices > plan.old_raid_devices {
+        bail!("--backup-file {}: a metadata 0.90 grow to more members runs in place and offline only in raidlab: stop the server (`raidlab stop`), grow, serve again; nothing was changed", path.display());
+    }
+    Ok(ServedGrow::Walk {
+        plan,
+        seen: Seen::of(asm),
+    })
+}
+
 /// The start of a restripe `served_check` checked, on the assembly with the
 /// requests held: the new members go in as spares and the reshape is
-/// recorded, unless the members changed since the check.
+/// recorded (through `backup`, the backup file made for it, when one is
+/// given: its first window saved before the superblocks record it, as
+/// offline), unless the members changed since the check.
 pub(crate) fn served_start(
     asm: &mut Assembly,
     plan: ReshapePlan,
     seen: &Seen,
     adds: Vec<raidlab_raid::assemble::Device>,
     force: bool,
+    backup: Option<&BackupFile>,
 ) -> Result<()> {
     if Seen::of(asm) != *seen {
         bail!("the array's members changed while the reshape was checked (a member failed, or one was added or removed): nothing was changed; ask again");
@@ -249,7 +292,10 @@ pub(crate) fn served_start(
     for d in adds {
         asm.add(d, force)?;
     }
-    asm.reshape_start(plan)?;
+    match backup {
+        Some(f) => asm.reshape_start_with_backup(plan, f)?,
+        None => asm.reshape_start(plan)?,
+    }
     Ok(())
 }
 

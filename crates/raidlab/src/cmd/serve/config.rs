@@ -50,6 +50,8 @@ pub(super) struct ExportConfig {
     /// Start a degraded array that was not stopped cleanly.
     #[serde(default)]
     pub(super) force: bool,
+    /// The backup file of a stopped metadata 0.90 restripe (`--backup-file`).
+    pub(super) backup_file: Option<PathBuf>,
     /// A raidlab cache device in front of the array or file.
     pub(super) cache: Option<PathBuf>,
     /// The stripe cache of a parity array: stripes held (0: off) and the hold
@@ -111,6 +113,9 @@ pub(super) fn from_args(a: &ServeArgs) -> Result<Config> {
                     p.display()
                 )
             })?;
+            if a.backup_file.is_some() {
+                bail!("--backup-file goes with an array given on the command line; in --config, give it as the export's `backup_file = \"FILE\"`");
+            }
             if !a.members.is_empty() || a.cache.is_some() {
                 bail!("give exports either in --config or on the command line, not both (a cache in the file is an export's `cache = \"DEV\"`)");
             }
@@ -122,6 +127,9 @@ pub(super) fn from_args(a: &ServeArgs) -> Result<Config> {
             c
         }
         None => {
+            if a.plain && a.backup_file.is_some() {
+                bail!("--backup-file is the backup file of an array's stopped metadata 0.90 restripe, not of a --plain file");
+            }
             if a.plain && a.journal_mode == crate::cli::JournalModeArg::WriteBack {
                 bail!("--journal-mode write-back is for an array with a write journal (RAID 4/5/6), not a --plain file");
             }
@@ -142,6 +150,7 @@ pub(super) fn from_args(a: &ServeArgs) -> Result<Config> {
                     file: Some(a.members[0].clone()),
                     read_only: a.read_only,
                     force: a.force,
+                    backup_file: None,
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
@@ -155,6 +164,7 @@ pub(super) fn from_args(a: &ServeArgs) -> Result<Config> {
                     file: None,
                     read_only: a.read_only,
                     force: a.force,
+                    backup_file: a.backup_file.clone(),
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
@@ -191,6 +201,23 @@ pub(super) fn check_exports(exports: &[ExportConfig]) -> Result<()> {
                 "export name {:?} is given twice: names must differ; nothing was started",
                 e.name
             );
+        }
+        if let Some(b) = &e.backup_file {
+            if e.members.is_empty() {
+                bail!(
+                    "export {:?}: backup_file {} is the backup file of an array's stopped metadata 0.90 restripe; this export serves no array; nothing was started",
+                    e.name,
+                    b.display()
+                );
+            }
+            if e.read_only {
+                bail!(
+                    "export {:?}: backup_file {} is put back into the members before the array is served, which writes them, and a read-only export writes nothing: serve it writable, or read it with `raidlab export MEMBER... --backup-file {}`; nothing was started",
+                    e.name,
+                    b.display(),
+                    b.display()
+                );
+            }
         }
         let paths = e
             .members

@@ -176,7 +176,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             // (`raidlab_raid::live::stats`), for the metrics and status pages.
             let counted = raidlab_raid::live::MemberIoRegistry::default();
             let devices = devices.into_iter().map(|d| counted.count(d)).collect();
-            let asm = crate::open::assemble(devices)
+            let mut asm = crate::open::assemble(devices)
                 .with_context(|| format!("export {:?}: cannot assemble the array", e.name))?;
             crate::open::warn_set_aside(&asm);
             let label = if e.name.is_empty() {
@@ -194,6 +194,15 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             // start (no log replay or resync: a reshape runs without logs,
             // and its walk rewrites every stripe it moves).
             let mid_reshape = !e.read_only && asm.reshape().is_some();
+            // A stopped 0.90 restripe is read only with its backup file put
+            // back (md's rule); the walk then carries on through it.
+            let backup = match &e.backup_file {
+                Some(path) => Some(
+                    put_back(&mut asm, path)
+                        .with_context(|| format!("export {label:?}: --backup-file {}", path.display()))?,
+                ),
+                None => None,
+            };
             // As md at every start: replay the journal or the partial parity
             // logs (after an unclean stop) and start them afresh, resync what no
             // log covered, mark the array dirty while it serves.
@@ -267,7 +276,7 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
                     stop: Some(&STOP),
                     ..Default::default()
                 };
-                match live.resume_reshape(opts) {
+                match live.resume_reshape(opts, backup.as_ref()) {
                     Ok(()) => eprintln!("raidlab: export {label:?}: the array is mid-reshape; the reshape resumes in the background while it serves (`raidlab detail` shows progress)"),
                     Err(err) => {
                         writable = false;
@@ -321,4 +330,27 @@ fn open_origin(e: &ExportConfig) -> Result<(Served, Export)> {
             e.name
         ),
     }
+}
+
+/// `mdadm --assemble --backup-file` for a served array: the file checked,
+/// the window it holds put back into the members (this writes them), and
+/// the file kept for the walk that resumes. Refused, with nothing written,
+/// for an array whose reshape does not need one.
+fn put_back(
+    asm: &mut raidlab_raid::assemble::Assembly,
+    path: &std::path::Path,
+) -> Result<raidlab_raid::grow::BackupFile> {
+    if !asm.read_needs_backup_file() {
+        bail!(
+            "the array records no stopped metadata 0.90 restripe through a backup file, so there is nothing to put back: serve it without --backup-file; nothing was changed"
+        );
+    }
+    asm.backup_file_path_check(path, false)?;
+    let file = raidlab_raid::grow::BackupFile::open(path)?;
+    asm.reshape_put_back(&file)?;
+    eprintln!(
+        "raidlab: the backup file {} was put back into the members; the restripe carries on through it",
+        path.display()
+    );
+    Ok(file)
 }
