@@ -76,6 +76,20 @@ pub fn open_with(opener: &mut MemberOpener, p: &Path) -> Result<Device> {
     })
 }
 
+/// `mdadm --assemble --backup-file` for a stopped metadata 0.90 restripe:
+/// `path` checked (not on a member, this array's), the window it holds put
+/// back into the members (this writes them), the file returned for a walk
+/// that carries on through it. `export` and `serve` both start this way.
+pub fn put_back_backup_file(
+    asm: &mut Assembly,
+    path: &Path,
+) -> Result<raidlab_raid::grow::BackupFile> {
+    asm.backup_file_path_check(path, false)?;
+    let file = raidlab_raid::grow::BackupFile::open(path)?;
+    asm.reshape_put_back(&file)?;
+    Ok(file)
+}
+
 /// Put the array of `devices` together; when one of them carries no
 /// superblock itself but partitions of it hold md members (a whole-disk image
 /// named where `IMAGE@N` was meant), the error names them and the command to

@@ -8,7 +8,6 @@ use anyhow::{bail, Context, Result};
 use raidlab_core::Volume;
 use raidlab_devices::OpenMode;
 use raidlab_raid::assemble::Assembly;
-use raidlab_raid::grow::BackupFile;
 use raidlab_raid::lifecycle::{StartOptions, Started};
 use std::io::{Read, Write};
 use std::os::fd::AsFd;
@@ -168,9 +167,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
 /// the file at `path` before anything is read (`mdadm --assemble
 /// --backup-file`); said on stderr, stdout being the data.
 fn put_back(asm: &mut Assembly, path: &std::path::Path) -> Result<()> {
-    asm.backup_file_path_check(path, false)?;
-    let file = BackupFile::open(path)?;
-    asm.reshape_put_back(&file)?;
+    crate::open::put_back_backup_file(asm, path)?;
     let at = match asm.reshape() {
         Some(Ok(r)) => r.position,
         _ => 0,

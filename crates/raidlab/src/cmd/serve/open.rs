@@ -345,9 +345,7 @@ fn put_back(
             "the array records no stopped metadata 0.90 restripe through a backup file, so there is nothing to put back: serve it without --backup-file; nothing was changed"
         );
     }
-    asm.backup_file_path_check(path, false)?;
-    let file = raidlab_raid::grow::BackupFile::open(path)?;
-    asm.reshape_put_back(&file)?;
+    let file = crate::open::put_back_backup_file(asm, path)?;
     eprintln!(
         "raidlab: the backup file {} was put back into the members; the restripe carries on through it",
         path.display()
