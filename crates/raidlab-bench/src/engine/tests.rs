@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn word(b: &[u8], at: usize) -> u64 {

@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn file(source: &str, suite: &str, rows: &[(&str, &str, &str, &str, f64)]) -> ResultFile {
