@@ -124,6 +124,39 @@ impl Assembly {
     }
 }
 
+impl Assembly {
+    /// The bitmap of a RAID 10 grow the superblocks record, made to cover
+    /// the new array where it does not: md writes its bitmap with the old
+    /// `sync_size` while its reshape runs (it resizes it only in memory),
+    /// so a grow md stopped carries a bitmap too small for the array it
+    /// ends in, and writes to the new space would mark no bit. Resized as
+    /// [`Assembly::raid10_reshape_bitmap`] resizes it at a start, in memory
+    /// only (the caller's next commit writes it). Returns whether it
+    /// changed it. The walk's start (`super::walk`, before its first
+    /// commit) is where it belongs; it is not called there yet.
+    pub fn raid10_bitmap_for_recorded_grow(&mut self) -> Result<bool> {
+        let Some(Ok(r)) = self.reshape() else {
+            return Ok(false);
+        };
+        let template = self.grow_template()?;
+        let want = r.new.array_bytes() / super::SECTOR;
+        let small = self.bitmap.as_ref().is_some_and(|b| b.sb.sync_size < want);
+        if r.new.level != Level::Raid10 || r.new.raid_disks <= r.old.raid_disks || !small {
+            return Ok(false);
+        }
+        let gap = i64::from(template.new_offset).unsigned_abs();
+        let members = (r.old.raid_disks, r.new.raid_disks);
+        let (layout, chunk) = (template.new_layout, template.new_chunk);
+        match self.raid10_reshape_bitmap(10, members, layout, chunk, gap)? {
+            Some(b) => {
+                self.bitmap = Some(b);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
 /// Why a RAID 10 shrink with a bitmap is refused.
 pub(super) const RAID10_SHRINK: &str =
     "a RAID 10 shrink resizes it down to the fewer members' array (md's raid10_start_reshape), which raidlab does not build";
