@@ -25,7 +25,16 @@ use std::time::{Duration, Instant};
 
 const OLD: [&str; 3] = ["m0", "m1", "m2"];
 const ALL: [&str; 4] = ["m0", "m1", "m2", "m3"];
-const GROW: [&str; 6] = ["--raid-devices", "4", "--add", "m3", "--backup-file", "bak"];
+
+/// The grow's arguments: to 4 members, adding `m3`, through the backup
+/// file `bak` when `file`.
+fn grow_args(file: bool) -> Vec<&'static str> {
+    let mut a = vec!["--raid-devices", "4", "--add", "m3"];
+    if file {
+        a.extend(["--backup-file", "bak"]);
+    }
+    a
+}
 
 /// A 3-member 0.90 RAID 5 of 32 MiB members with a pattern imported, and
 /// `m3`, the member to add: the pattern.
@@ -56,19 +65,20 @@ fn assert_grown(d: &Path) {
     check_clean(d, &ALL);
 }
 
-#[test]
-fn a_served_090_raid5_grows_to_4_members_through_a_backup_file_while_fio_verifies() {
+/// fio through NBD during a served grow (`file`: through the backup
+/// file, else its critical section backed up on the new member), past the
+/// critical section, which the export after checks whole.
+fn grown_while_fio_verifies(file: bool) {
     let Some(tmp) = with_fio("served 0.90 grow to more members") else {
         return;
     };
     let d = tmp.path();
     let a = array(d);
     let srv = serve(d, &OLD);
-    let mut args = GROW.to_vec();
+    let mut args = grow_args(file);
     args.extend(["--max-rate", "2M"]);
     let mut grow = spawn_grow(d, &OLD, &args);
     wait_walked(d, &OLD, 1, &mut grow);
-    // Past the critical section, which the export below checks whole.
     fio(&srv.export_uri("a"), "8M", "16M", "92", &["--do_verify=1"]);
     let v = detail(d, &OLD);
     assert!(
@@ -92,6 +102,16 @@ fn a_served_090_raid5_grows_to_4_members_through_a_backup_file_while_fio_verifie
     );
 }
 
+#[test]
+fn a_served_090_raid5_grows_to_4_members_through_a_backup_file_while_fio_verifies() {
+    grown_while_fio_verifies(true);
+}
+
+#[test]
+fn a_served_090_raid5_grows_to_4_members_without_a_file_while_fio_verifies() {
+    grown_while_fio_verifies(false);
+}
+
 /// A served grow killed (kill -9) while a client writes and flushes
 /// pages: what the array must hold after any resume.
 struct Killed {
@@ -108,7 +128,9 @@ enum Kill {
     PastIt,
 }
 
-fn killed(d: &Path, at: Kill) -> Killed {
+/// A served grow (`file`: through the backup file) killed where `at`
+/// says, a client writing meanwhile.
+fn killed(d: &Path, at: Kill, file: bool) -> Killed {
     let want = array(d);
     let marker = d.join("held");
     let env: Vec<(&str, &str)> = match at {
@@ -129,9 +151,9 @@ fn killed(d: &Path, at: Kill) -> Killed {
         &env,
     );
     let writer = Writer::start(srv.export_uri("a"), want.len() as u64);
-    let mut grow_args = GROW.to_vec();
-    grow_args.extend(["--max-rate", "2M"]);
-    let mut grow = spawn_grow(d, &OLD, &grow_args);
+    let mut args = grow_args(file);
+    args.extend(["--max-rate", "2M"]);
+    let mut grow = spawn_grow(d, &OLD, &args);
     match at {
         Kill::InsideTheCriticalSection => {
             let t = Instant::now();
@@ -155,8 +177,8 @@ fn killed(d: &Path, at: Kill) -> Killed {
     let e = examine(d, "m0");
     assert_eq!(e["raid_devices"].as_u64(), Some(4), "{e}");
     assert!(!e["reshape"].is_null(), "mid-reshape after the kill: {e}");
-    assert!(d.join("bak").exists(), "the backup file stays");
-    if let Kill::InsideTheCriticalSection = at {
+    assert_eq!(d.join("bak").exists(), file, "the backup file stays");
+    if let (Kill::InsideTheCriticalSection, true) = (&at, file) {
         // Only the file holds the critical section whole: not read, not
         // served, without it (md's rule), nothing changed.
         let o = run(d, &with("export", &ALL, &[]));
@@ -206,27 +228,40 @@ fn resumed_offline(d: &Path, k: Killed) {
 #[test]
 fn a_kill_9_inside_the_critical_section_resumes_served_again_with_the_file_exactly() {
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let k = killed(tmp.path(), Kill::InsideTheCriticalSection);
+    let k = killed(tmp.path(), Kill::InsideTheCriticalSection, true);
     resumed_served(tmp.path(), k);
 }
 
 #[test]
 fn a_kill_9_inside_the_critical_section_is_finished_offline_from_the_file_exactly() {
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let k = killed(tmp.path(), Kill::InsideTheCriticalSection);
+    let k = killed(tmp.path(), Kill::InsideTheCriticalSection, true);
     resumed_offline(tmp.path(), k);
 }
 
 #[test]
 fn a_kill_9_past_the_critical_section_resumes_served_again_with_the_file_exactly() {
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let k = killed(tmp.path(), Kill::PastIt);
+    let k = killed(tmp.path(), Kill::PastIt, true);
     resumed_served(tmp.path(), k);
 }
 
 #[test]
 fn a_kill_9_past_the_critical_section_is_finished_offline_from_the_file_exactly() {
     let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let k = killed(tmp.path(), Kill::PastIt);
+    let k = killed(tmp.path(), Kill::PastIt, true);
     resumed_offline(tmp.path(), k);
+}
+
+/// Started without a file, the critical section is backed up on the new
+/// member: a kill inside it is served again without one, exactly.
+#[test]
+fn a_kill_9_inside_the_critical_section_without_a_file_resumes_served_again_exactly() {
+    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let d = tmp.path();
+    let k = killed(d, Kill::InsideTheCriticalSection, false);
+    let srv = serve(d, &ALL);
+    wait_resumed_end(d, &ALL);
+    srv.stop();
+    assert_finished_exactly(d, k);
 }
