@@ -1,4 +1,5 @@
-//! A metadata 0.90 RAID 5 grown from 3 to 4 members through mdadm's backup
+//! A metadata 0.90 RAID 5 grown from 3 to 4 members (and a RAID 6 from 4
+//! to 5) through mdadm's backup
 //! file while a client uses the array (`Assembly::reshape_served_with_backup`
 //! of an in-place grow): the critical section saved in the file, put back
 //! in the new geometry and the position committed past it before any
@@ -24,13 +25,14 @@ use std::sync::Arc;
 
 /// Power cut at write `w` of a served start and walk, a client writing
 /// between steps; then resumed offline and checked. Whether the cut came.
-fn served_grow_cut_at(w: u64, seed: u64) -> bool {
-    let (devs, faults) = fault_devices(4, 2 * MIB);
-    let mut data = fill(Level::Raid5, &devs[..3], 5);
-    let mut asm = Assembly::assemble(devs[..3].to_vec()).unwrap();
-    asm.add(devs[3].clone(), false).unwrap();
+fn served_grow_cut_at(level: Level, n: usize, w: u64, seed: u64) -> bool {
+    let (devs, faults) = fault_devices(n + 1, 2 * MIB);
+    let mut data = fill(level, &devs[..n], 5);
+    let mut asm = Assembly::assemble(devs[..n].to_vec()).unwrap();
+    asm.add(devs[n].clone(), false).unwrap();
+    let parity = if level == Level::Raid6 { 2 } else { 1 };
     let req = ReshapeRequest {
-        raid_devices: Some(4),
+        raid_devices: Some(n + 1),
         ..ReshapeRequest::default()
     };
     let plan = asm
@@ -117,7 +119,7 @@ fn served_grow_cut_at(w: u64, seed: u64) -> bool {
     }
     drop(again);
     // Grown: the new space reads zeros.
-    data.resize(data.len() / 2 * 3, 0);
+    data.resize(data.len() / (n - parity) * (n + 1 - parity), 0);
     for (at, page) in acked.borrow().iter() {
         data[*at as usize..*at as usize + 4096].copy_from_slice(page);
     }
@@ -156,13 +158,22 @@ fn served_grow_cut_at(w: u64, seed: u64) -> bool {
     tripped
 }
 
-#[test]
-fn a_power_cut_at_any_write_of_a_served_090_grow_keeps_every_flushed_client_write() {
+fn every_cut(level: Level, n: usize) {
     let (mut w, mut cuts) = (1, 0);
-    while served_grow_cut_at(w, w * 6151) {
+    while served_grow_cut_at(level, n, w, w * 6151) {
         cuts += 1;
         w += if w < 150 { 1 } else { 4 };
     }
-    eprintln!("{cuts} runs cut (write {w} of the last, uncut)");
+    eprintln!("{level:?} of {n}: {cuts} runs cut (write {w} of the last, uncut)");
     assert!(cuts > 100, "only {cuts} cuts");
+}
+
+#[test]
+fn a_power_cut_at_any_write_of_a_served_090_raid5_grow_keeps_every_flushed_client_write() {
+    every_cut(Level::Raid5, 3);
+}
+
+#[test]
+fn a_power_cut_at_any_write_of_a_served_090_raid6_grow_keeps_every_flushed_client_write() {
+    every_cut(Level::Raid6, 4);
 }
