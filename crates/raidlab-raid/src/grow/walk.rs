@@ -143,11 +143,6 @@ impl Assembly {
                 "this metadata 0.90 reshape (a new chunk or layout over the same members, or fewer members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
             ));
         }
-        if in_place && served {
-            return Err(refused(
-                "a grow of a metadata 0.90 array runs in place (its critical section backed up on the new members), which raidlab carries on offline only: stop serving it and run `raidlab grow --continue`; nothing was changed".into(),
-            ));
-        }
         let supported = if backwards {
             moved && template.new_offset > 0 && Self::shrink_walk_supported(&r, gap * SECTOR)
         } else if in_place {
