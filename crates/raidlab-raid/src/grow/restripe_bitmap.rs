@@ -132,8 +132,8 @@ impl Assembly {
     /// ends in, and writes to the new space would mark no bit. Resized as
     /// [`Assembly::raid10_reshape_bitmap`] resizes it at a start, in memory
     /// only (the caller's next commit writes it). Returns whether it
-    /// changed it. The walk's start (`super::walk`, before its first
-    /// commit) is where it belongs; it is not called there yet.
+    /// changed it. Called at the walk's start (`super::walk`), before its
+    /// first commit.
     pub fn raid10_bitmap_for_recorded_grow(&mut self) -> Result<bool> {
         let Some(Ok(r)) = self.reshape() else {
             return Ok(false);

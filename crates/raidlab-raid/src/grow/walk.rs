@@ -203,7 +203,11 @@ impl Assembly {
         // past that older position and the fresh members then die, the
         // lagging ones would assemble at the older position and read the
         // moved stripes in the old geometry (the served torture's loss,
-        // issue 36). One superblock write per walk started.
+        // issue 36). One superblock write per walk started. A RAID 10 grow
+        // md stopped carries its bitmap at the old array's size (md resizes
+        // it in memory only): this commit writes it covering the new array,
+        // so that writes to the new space mark bits.
+        self.raid10_bitmap_for_recorded_grow()?;
         self.commit(|_| {})?;
         // Served, clients' writes mark the bitmap as md's do during its
         // reshape: one copy of the bits for both sides, on every member of
