@@ -218,8 +218,9 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
 /// with a new chunk by the plain shrink and the near-to-offset chunk
 /// change, a RAID 10 grow to offset with a new chunk by the same, md's
 /// RAID 1 grow by members by its RAID 0 and 10 ones, md's bitmap added by
-/// its size grow with a bitmap), to keep the default suite's one boot short
-/// under TCG.
+/// its size grow with a bitmap; a RAID 10's new chunk with a bitmap, which
+/// keeps the bitmap as it is, by its grow by a member with one, which
+/// resizes it), to keep the default suite's one boot short under TCG.
 const FULL_ONLY: &[&str] = &[
     "r1-bitmap-removed",
     "r10-size-bitmap",
@@ -243,6 +244,7 @@ const FULL_ONLY: &[&str] = &[
     "r6-090-layout-backup-stopped",
     "r5-5to4-served-shrink-killed",
     "r5-090-4to5-chunk-killed",
+    "r10-chunk-bitmap",
 ];
 
 struct Grown {
