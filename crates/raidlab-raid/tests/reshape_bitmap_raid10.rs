@@ -10,52 +10,20 @@
 //! agreeing and the bitmap md's. A RAID 10 shrink with a bitmap is refused
 //! as not built, nothing written.
 
+mod bitmap_grow; // the bitmapped array and the cut grow these files share
 mod common;
 mod md090; // the power-cut helper the reshape tests share
-use md090::{cut_at, fault_devices, mem_devices, pattern, read_all, MIB};
+use bitmap_grow::{grow_cut_throughout, on_disk};
+use md090::{mem_devices, read_all, MIB};
 
 use raidlab_core::Volume;
 use raidlab_layout::Level;
 use raidlab_md::bitmap::{Bitmap, BitmapSuper};
-use raidlab_md::Superblock;
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::ReshapeRequest;
 use raidlab_raid::recovery::RunOptions;
 
-const CHUNK: u64 = 64 << 10;
 const BITMAP_CHUNK: u32 = 64 << 10;
-
-/// A new `level` array with an internal bitmap over `devs`, filled with a
-/// pattern and stopped clean (no bit set). Returns the pattern.
-fn bitmapped(level: Level, devs: &[Device]) -> Vec<u8> {
-    let mut asm = common::create_with(level, devs, |s| {
-        s.chunk_bytes = CHUNK;
-        s.bitmap = true;
-        s.bitmap_chunk = Some(BITMAP_CHUNK);
-    });
-    let data = pattern(asm.geometry.array_bytes(), devs.len() as u64);
-    let array = asm.array().unwrap();
-    array.write_at(&data, 0).unwrap();
-    array.flush().unwrap();
-    asm.absorb_bitmap(&array);
-    asm.mark_clean(true).unwrap();
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
-    assert_eq!(asm.bitmap.as_ref().unwrap().dirty_count(), 0);
-    data
-}
-
-/// Each member's superblock and bitmap as on disk.
-fn on_disk(devs: &[Device]) -> Vec<(Superblock, Bitmap)> {
-    devs.iter()
-        .map(|d| {
-            let sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
-            let bm = Bitmap::read_from(d.volume.as_ref(), &sb)
-                .unwrap()
-                .unwrap_or_else(|| panic!("{}: the bitmap is gone", d.path));
-            (sb, bm)
-        })
-        .collect()
-}
 
 /// The bitmap on every member is `want` but for the event count (the
 /// superblock's), current, below the data.
@@ -101,7 +69,7 @@ fn assert_exact_and_clean(devs: &[Device], data: &[u8], what: &str) {
 
 fn raid10_grow(to: usize) {
     let devs = mem_devices(to, 16 * MIB);
-    let data = bitmapped(Level::Raid10, &devs[..4]);
+    let data = bitmap_grow::bitmapped(Level::Raid10, &devs[..4], BITMAP_CHUNK);
     let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     let old_sync = before.sync_size;
@@ -126,7 +94,7 @@ fn raid10_grow(to: usize) {
     assert_bitmap(&devs, &want);
     // The old array's bits stay clear; the new space's are marked, as md
     // marks them for its resync after the reshape.
-    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
     let bm = asm.bitmap.as_ref().unwrap();
     let first = old_sync / (u64::from(BITMAP_CHUNK) / 512);
     assert_eq!(dirty(bm), (first..bm.chunks()).collect::<Vec<_>>());
@@ -149,8 +117,8 @@ fn a_raid10_with_a_bitmap_grows_from_four_to_six_members_offline() {
 #[test]
 fn a_raid10_with_a_bitmap_takes_a_new_chunk_offline() {
     let devs = mem_devices(4, 16 * MIB);
-    let data = bitmapped(Level::Raid10, &devs);
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let data = bitmap_grow::bitmapped(Level::Raid10, &devs, BITMAP_CHUNK);
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     let req = ReshapeRequest {
         chunk_bytes: Some(128 << 10),
@@ -161,7 +129,7 @@ fn a_raid10_with_a_bitmap_takes_a_new_chunk_offline() {
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     assert_exact_and_clean(&devs, &data, "new chunk");
     assert_eq!(
-        Assembly::assemble(devs.clone()).unwrap().members[0]
+        Assembly::assemble(devs.to_vec()).unwrap().members[0]
             .sb
             .chunksize,
         256
@@ -175,7 +143,7 @@ fn a_raid10_with_a_bitmap_takes_a_new_chunk_offline() {
 #[test]
 fn a_raid1_with_a_bitmap_becomes_a_raid5_of_three() {
     let devs = mem_devices(3, 16 * MIB);
-    let data = bitmapped(Level::Raid1, &devs[..2]);
+    let data = bitmap_grow::bitmapped(Level::Raid1, &devs[..2], BITMAP_CHUNK);
     let mut asm = Assembly::assemble(devs[..2].to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     asm.convert_check(Level::Raid5, Some(3), None, 1).unwrap();
@@ -190,7 +158,7 @@ fn a_raid1_with_a_bitmap_becomes_a_raid5_of_three() {
     asm.reshape_start(plan).unwrap();
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     assert_exact_and_clean(&devs, &data, "RAID 5 of three");
-    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert_eq!(asm.geometry.level, Level::Raid5);
     assert_eq!(asm.geometry.raid_disks, 3);
     assert_bitmap(&devs, &before);
@@ -201,8 +169,8 @@ fn a_raid1_with_a_bitmap_becomes_a_raid5_of_three() {
 #[test]
 fn a_raid10_shrink_with_a_bitmap_is_refused_and_writes_nothing() {
     let devs = mem_devices(5, 16 * MIB);
-    bitmapped(Level::Raid10, &devs);
-    let asm = Assembly::assemble(devs.clone()).unwrap();
+    bitmap_grow::bitmapped(Level::Raid10, &devs, BITMAP_CHUNK);
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
     let before = md090::snapshot(&devs);
     let req = ReshapeRequest {
         raid_devices: Some(4),
@@ -223,72 +191,21 @@ fn a_raid10_shrink_with_a_bitmap_is_refused_and_writes_nothing() {
 /// the copies agreeing, the bitmap md's resized one.
 #[test]
 fn a_raid10_grow_with_a_bitmap_cut_anywhere_is_resumed_exact_and_clean() {
-    let mut cut = 0;
-    for (k, at) in [
-        1u64, 3, 6, 10, 16, 25, 40, 60, 90, 130, 180, 250, 400, 700, 1200, 2000, 3500, 6000, 10000,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let (devs, faults) = fault_devices(5, 16 * MIB);
-        let data = bitmapped(Level::Raid10, &devs[..4]);
-        let before = Assembly::assemble(devs[..4].to_vec())
-            .unwrap()
-            .bitmap
-            .unwrap()
-            .sb;
-        let req = ReshapeRequest {
-            raid_devices: Some(5),
-            ..ReshapeRequest::default()
-        };
-        let opts = || RunOptions {
-            checkpoint_bytes: 2 * MIB,
-            ..RunOptions::default()
-        };
-        let tripped = cut_at(&faults, at, k as u64, &mut || {
-            let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
-            let Ok(plan) = asm.reshape_check(&req, 1) else {
-                return;
-            };
-            if asm.add(devs[4].clone(), false).is_err() || asm.reshape_start(plan).is_err() {
-                return;
-            }
-            let _ = asm.reshape_run(opts(), &mut |_| {});
-        });
-        let what = format!("cut at member write {at}");
-        if !tripped {
-            assert!(cut > 3, "{what}: too few runs cut ({cut})");
-            break;
-        }
-        cut += 1;
-        let mut asm = Assembly::assemble(devs.clone())
-            .or_else(|_| Assembly::assemble(devs[..4].to_vec()))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        if asm.reshape().is_some() {
-            asm.reshape_run(opts(), &mut |_| {})
-                .unwrap_or_else(|e| panic!("{what}: resume: {e}"));
-        } else if asm.geometry.raid_disks == 4 {
-            let spare = asm.members.iter().any(|m| m.device.path == devs[4].path);
-            let plan = asm
-                .reshape_check(&req, usize::from(!spare))
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            if !spare {
-                asm.add(devs[4].clone(), false).unwrap();
-            }
-            asm.reshape_start(plan).unwrap();
-            asm.reshape_run(opts(), &mut |_| {}).unwrap();
-        }
-        assert_exact_and_clean(&devs, &data, &what);
-        let asm = Assembly::assemble(devs.clone()).unwrap();
-        assert_eq!(asm.geometry.raid_disks, 5, "{what}");
-        let mut md = grown(&before, data.len() as u64 * 5 / 4);
-        md.events = asm.members[0].sb.events;
-        // A cut between a superblock and its bitmap leaves that copy out of
-        // date, which md answers with every bit set: the bits may differ,
-        // the superblock may not.
-        assert_eq!(asm.bitmap.as_ref().unwrap().sb, md, "{what}: bitmap");
-    }
-    eprintln!("runs cut: {cut}");
+    grow_cut_throughout(
+        Level::Raid10,
+        BITMAP_CHUNK,
+        &mut |devs, data, before, what| {
+            assert_exact_and_clean(devs, data, what);
+            let asm = Assembly::assemble(devs.to_vec()).unwrap();
+            assert_eq!(asm.geometry.raid_disks, 5, "{what}");
+            let mut md = grown(before, data.len() as u64 * 5 / 4);
+            md.events = asm.members[0].sb.events;
+            // A cut between a superblock and its bitmap leaves that copy out of
+            // date, which md answers with every bit set: the bits may differ,
+            // the superblock may not.
+            assert_eq!(asm.bitmap.as_ref().unwrap().sb, md, "{what}: bitmap");
+        },
+    );
 }
 
 /// A served RAID 10 grow stopped part-way, a client's write on either side
@@ -300,7 +217,7 @@ fn a_raid10_grow_with_a_bitmap_cut_anywhere_is_resumed_exact_and_clean() {
 #[test]
 fn writes_during_a_served_raid10_grow_mark_their_array_chunks_through_a_crash() {
     let devs = mem_devices(5, 16 * MIB);
-    let mut data = bitmapped(Level::Raid10, &devs[..4]);
+    let mut data = bitmap_grow::bitmapped(Level::Raid10, &devs[..4], BITMAP_CHUNK);
     let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     let req = ReshapeRequest {
@@ -322,7 +239,7 @@ fn writes_during_a_served_raid10_grow_mark_their_array_chunks_through_a_crash() 
         .run(&mut asm, &RunOptions::default(), &quit)
         .unwrap_err();
     assert!(e.to_string().contains("stopped"), "{e}");
-    let position = Assembly::assemble(devs.clone())
+    let position = Assembly::assemble(devs.to_vec())
         .unwrap()
         .reshape()
         .unwrap()
@@ -354,10 +271,10 @@ fn writes_during_a_served_raid10_grow_mark_their_array_chunks_through_a_crash() 
         assert_eq!(bm.sb.sync_size, new_bytes / 512, "member {i}: resized");
         assert_eq!(dirty(bm), want, "member {i}: the bits on disk");
     }
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     assert_exact_and_clean(&devs, &data, "resumed");
-    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert_eq!(dirty(asm.bitmap.as_ref().unwrap()), want, "bits kept");
     assert_bitmap(&devs, &grown(&before, new_bytes));
 }
@@ -370,7 +287,7 @@ fn writes_during_a_served_raid10_grow_mark_their_array_chunks_through_a_crash() 
 #[test]
 fn a_bitmap_md_left_at_the_old_size_is_made_to_cover_the_grown_array() {
     let devs = mem_devices(5, 16 * MIB);
-    let data = bitmapped(Level::Raid10, &devs[..4]);
+    let data = bitmap_grow::bitmapped(Level::Raid10, &devs[..4], BITMAP_CHUNK);
     let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
     let old = asm.bitmap.as_ref().unwrap().sb.clone();
     let req = ReshapeRequest {
@@ -383,12 +300,12 @@ fn a_bitmap_md_left_at_the_old_size_is_made_to_cover_the_grown_array() {
     // As md leaves it: the bitmap of the old array.
     asm.bitmap = Some(Bitmap::new(old.clone(), false).unwrap());
     asm.commit(|_| {}).unwrap();
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert_eq!(asm.bitmap.as_ref().unwrap().sb.sync_size, old.sync_size);
     // The walk resizes it before it moves anything.
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     assert_exact_and_clean(&devs, &data, "grown");
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     let end = asm.geometry.array_bytes();
     assert_eq!(asm.bitmap.as_ref().unwrap().sb.sync_size, end / 512);
     asm.bitmap.as_mut().unwrap().clear_all();
