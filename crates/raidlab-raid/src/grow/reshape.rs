@@ -451,7 +451,7 @@ impl Assembly {
         match template.version() {
             MetadataVersion::V0_90 => {
                 return Err(refused(
-                    "metadata 0.90 has no new data offset, so md reshapes it only through a backup file (mdadm --backup-file), which raidlab does not build; nothing was changed".into(),
+                    "metadata 0.90 has no new data offset, so md reshapes it only in place, through a backup file (mdadm --backup-file) or a backup on the new members; raidlab runs those for a RAID 4/5/6 (more or fewer members, a new chunk or layout), not for this change: use mdadm --grow; nothing was changed".into(),
                 ))
             }
             MetadataVersion::V1_0 => {

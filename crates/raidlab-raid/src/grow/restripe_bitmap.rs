@@ -159,7 +159,7 @@ impl Assembly {
 
 /// Why a RAID 10 shrink with a bitmap is refused.
 pub(super) const RAID10_SHRINK: &str =
-    "a RAID 10 shrink resizes it down to the fewer members' array (md's raid10_start_reshape), which raidlab does not build";
+    "a RAID 10 shrink resizes it down to the fewer members' array (md's raid10_start_reshape)";
 
 /// The refusal of a restripe whose bitmap raidlab does not carry, `why`.
 pub(super) fn bitmap_unbuilt(why: &str) -> Result<()> {
