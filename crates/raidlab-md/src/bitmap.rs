@@ -44,7 +44,7 @@ use serde::Serialize;
 mod examine;
 mod grow;
 mod v090;
-pub use grow::{grow_internal, resized, room_bytes};
+pub use grow::{grow_internal, resized, resized_to, room_bytes};
 use v090::{new_internal_090, placement_v090, uuid_090_host};
 
 /// `magic`: "bitm" read as a little-endian u32.

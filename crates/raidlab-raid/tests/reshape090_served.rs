@@ -25,7 +25,7 @@ use std::sync::Arc;
 /// cut came.
 fn served_cut_at(w: u64, seed: u64) -> bool {
     let (devs, faults) = fault_devices(4, 2 * MIB);
-    let mut data = fill(Level::Raid5, &devs, 7);
+    let data = fill(Level::Raid5, &devs, 7);
     let asm = Assembly::assemble(devs.clone()).unwrap();
     let req = ReshapeRequest {
         chunk_bytes: Some(32 << 10),
@@ -105,43 +105,7 @@ fn served_cut_at(w: u64, seed: u64) -> bool {
             .unwrap_or_else(|e| panic!("cut at write {w}: resume: {e}"));
     }
     drop(again);
-    for (at, page) in acked.borrow().iter() {
-        data[*at as usize..*at as usize + 4096].copy_from_slice(page);
-    }
-    let got = read_all(&devs);
-    for (at, page) in unsure.borrow().iter() {
-        let r = *at as usize..*at as usize + 4096;
-        // Unflushed at the cut: each sector old or new (a power cut keeps
-        // whole sectors only).
-        for s in (0..4096).step_by(512) {
-            let (g, o) = (&got[r.start + s..][..512], &data[r.start + s..][..512]);
-            assert!(
-                g == o || g == &page[s..s + 512],
-                "cut at write {w}: a sector of the page written at the cut is neither old nor new"
-            );
-        }
-        data[r.clone()].copy_from_slice(&got[r]);
-    }
-    let bad = (0..data.len() / 4096).find(|&p| got[p * 4096..][..4096] != data[p * 4096..][..4096]);
-    assert!(
-        bad.is_none(),
-        "cut at write {w}: page {bad:?} differs ({} flushed client pages)",
-        acked.borrow().len()
-    );
-    let mut again = Assembly::assemble(devs.clone()).unwrap();
-    assert!(
-        again.reshape().is_none(),
-        "cut at write {w}: still mid-reshape"
-    );
-    // A cut inside a client's partial-stripe write leaves its stripe's
-    // parity behind (md's write hole, resynced after an unclean stop);
-    // every other cut is the walk's own, which leaves none.
-    if unsure.borrow().is_empty() {
-        let report = again
-            .scrub(false, RunOptions::default(), &mut |_| {})
-            .unwrap();
-        assert_eq!(report.mismatch_sectors, 0, "cut at write {w}");
-    }
+    judge_served_cut(&devs, data, &acked.borrow(), &unsure.borrow(), w);
     tripped
 }
 

@@ -9,55 +9,23 @@
 //! the resume. Power cuts anywhere in a grow: resumed, exact and clean,
 //! the bitmap kept.
 
+mod bitmap_grow; // the bitmapped array and the cut grow these files share
 mod common;
 mod md090; // the power-cut helper the reshape tests share
-use md090::{cut_at, fault_devices, mem_devices, pattern, read_all, MIB};
+use bitmap_grow::{grow_cut_throughout, on_disk};
+use md090::{mem_devices, pattern, read_all, MIB};
 
 use raidlab_core::Volume;
 use raidlab_layout::Level;
 use raidlab_md::bitmap::{Bitmap, BitmapSuper};
-use raidlab_md::Superblock;
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
 use raidlab_raid::recovery::RunOptions;
 use std::cell::Cell;
 
-const CHUNK: u64 = 64 << 10;
+use bitmap_grow::CHUNK;
 /// The bitmap's chunk: small, so that one write's bit says where it went.
 const BITMAP_CHUNK: u32 = 256 << 10;
-
-/// A new `level` array with an internal bitmap over `devs`, filled with a
-/// pattern (through a running array: the bits it set are then cleared as a
-/// clean stop clears them). Returns the pattern.
-fn bitmapped(level: Level, devs: &[Device]) -> Vec<u8> {
-    let mut asm = common::create_with(level, devs, |s| {
-        s.chunk_bytes = CHUNK;
-        s.bitmap = true;
-        s.bitmap_chunk = Some(BITMAP_CHUNK);
-    });
-    let data = pattern(asm.geometry.array_bytes(), devs.len() as u64);
-    let array = asm.array().unwrap();
-    array.write_at(&data, 0).unwrap();
-    array.flush().unwrap();
-    asm.absorb_bitmap(&array);
-    asm.mark_clean(true).unwrap();
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
-    assert_eq!(asm.bitmap.as_ref().unwrap().dirty_count(), 0);
-    data
-}
-
-/// Each member's superblock and bitmap as on disk.
-fn on_disk(devs: &[Device]) -> Vec<(Superblock, Bitmap)> {
-    devs.iter()
-        .map(|d| {
-            let sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
-            let bm = Bitmap::read_from(d.volume.as_ref(), &sb)
-                .unwrap()
-                .unwrap_or_else(|| panic!("{}: the bitmap is gone", d.path));
-            (sb, bm)
-        })
-        .collect()
-}
 
 /// The bitmap superblock on every member is md's after a restripe: what
 /// it was before (`before`) but for the event count, which is the
@@ -82,7 +50,7 @@ fn assert_bitmap_as_mds(devs: &[Device], before: &BitmapSuper, bitmap_offset: i3
 /// Restripe offline (`req`, `add` new members) and check the result.
 fn restripe_offline(level: Level, old: usize, add: usize, req: ReshapeRequest) {
     let devs = mem_devices(old + add, 16 * MIB);
-    let data = bitmapped(level, &devs[..old]);
+    let data = bitmap_grow::bitmapped(level, &devs[..old], BITMAP_CHUNK);
     let mut asm = Assembly::assemble(devs[..old].to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     let bitmap_offset = asm.members[0].sb.bitmap_offset;
@@ -97,7 +65,7 @@ fn restripe_offline(level: Level, old: usize, add: usize, req: ReshapeRequest) {
     let got = read_all(&devs);
     assert!(got[..data.len()] == data[..], "the data changed");
     assert!(got[data.len()..].iter().all(|&b| b == 0), "new space");
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert!(asm.reshape().is_none());
     assert!(
         asm.members[0].sb.data_offset < offset,
@@ -135,8 +103,8 @@ fn a_raid6_with_a_bitmap_takes_a_new_chunk_and_layout_offline() {
 #[test]
 fn a_raid5_with_a_bitmap_shrinks_by_a_member_offline() {
     let devs = mem_devices(5, 16 * MIB);
-    bitmapped(Level::Raid5, &devs);
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    bitmap_grow::bitmapped(Level::Raid5, &devs, BITMAP_CHUNK);
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     // Room after every member's data for the data to move up.
     asm.grow_size(SizeRequest::Bytes(14 * MIB), true).unwrap();
     let g = asm.geometry;
@@ -146,7 +114,7 @@ fn a_raid5_with_a_bitmap_shrinks_by_a_member_offline() {
     array.write_at(&data, 0).unwrap();
     array.flush().unwrap();
     drop(array);
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     let bitmap_offset = asm.members[0].sb.bitmap_offset;
     let req = ReshapeRequest {
@@ -160,7 +128,7 @@ fn a_raid5_with_a_bitmap_shrinks_by_a_member_offline() {
     assert_eq!(report.spares.len(), 1);
     let got = read_all(&devs);
     assert!(got[..kept as usize] == data[..], "the data changed");
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert_eq!(asm.geometry.raid_disks, 4);
     let check = asm
         .scrub(false, RunOptions::default(), &mut |_| {})
@@ -189,7 +157,7 @@ fn dirty(bm: &Bitmap) -> Vec<u64> {
 #[test]
 fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
     let devs = mem_devices(5, 16 * MIB);
-    let mut data = bitmapped(Level::Raid5, &devs[..4]);
+    let mut data = bitmap_grow::bitmapped(Level::Raid5, &devs[..4], BITMAP_CHUNK);
     let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     let bitmap_offset = asm.members[0].sb.bitmap_offset;
@@ -211,7 +179,7 @@ fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
         .run(&mut asm, &RunOptions::default(), &quit)
         .unwrap_err();
     assert!(e.to_string().contains("stopped"), "{e}");
-    let position = Assembly::assemble(devs.clone())
+    let position = Assembly::assemble(devs.to_vec())
         .unwrap()
         .reshape()
         .unwrap()
@@ -243,12 +211,12 @@ fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
     for (i, (_, bm)) in on_disk(&devs).iter().enumerate() {
         assert_eq!(dirty(bm), want, "member {i}: the bits on disk");
     }
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert_eq!(dirty(asm.bitmap.as_ref().unwrap()), want);
     asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
     let got = read_all(&devs);
     assert!(got[..data.len()] == data[..], "the data after the resume");
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
     assert_eq!(dirty(asm.bitmap.as_ref().unwrap()), want, "bits kept");
     let mut md = before.clone();
     md.events = asm.members[0].sb.events;
@@ -266,79 +234,25 @@ fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
 /// bitmap's superblock md's.
 #[test]
 fn a_grow_with_a_bitmap_cut_anywhere_is_resumed_exact_and_clean() {
-    let mut cut = 0;
-    for (k, at) in [
-        1u64, 3, 6, 10, 16, 25, 40, 60, 90, 130, 180, 250, 400, 700, 1200, 2000, 3500, 6000, 10000,
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let (devs, faults) = fault_devices(5, 16 * MIB);
-        let data = bitmapped(Level::Raid5, &devs[..4]);
-        let before = Assembly::assemble(devs[..4].to_vec())
-            .unwrap()
-            .bitmap
-            .unwrap()
-            .sb;
-        let req = ReshapeRequest {
-            raid_devices: Some(5),
-            ..ReshapeRequest::default()
-        };
-        let opts = || RunOptions {
-            checkpoint_bytes: 2 * MIB,
-            ..RunOptions::default()
-        };
-        let tripped = cut_at(&faults, at, k as u64, &mut || {
-            let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
-            let Ok(plan) = asm.reshape_check(&req, 1) else {
-                return;
-            };
-            if asm.add(devs[4].clone(), false).is_err() || asm.reshape_start(plan).is_err() {
-                return;
-            }
-            let _ = asm.reshape_run(opts(), &mut |_| {});
-        });
-        let what = format!("cut at member write {at}");
-        if !tripped {
-            assert!(cut > 3, "{what}: too few runs cut ({cut})");
-            break;
-        }
-        cut += 1;
-        // Carried on from where the superblocks say it is: recorded (the
-        // walk resumes), or not yet (the grow is asked again; the new
-        // member may be a spare already).
-        let mut asm = Assembly::assemble(devs.clone())
-            .or_else(|_| Assembly::assemble(devs[..4].to_vec()))
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        if asm.reshape().is_some() {
-            asm.reshape_run(opts(), &mut |_| {})
-                .unwrap_or_else(|e| panic!("{what}: resume: {e}"));
-        } else if asm.geometry.raid_disks == 4 {
-            let spare = asm.members.iter().any(|m| m.device.path == devs[4].path);
-            let plan = asm
-                .reshape_check(&req, usize::from(!spare))
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            if !spare {
-                asm.add(devs[4].clone(), false).unwrap();
-            }
-            asm.reshape_start(plan).unwrap();
-            asm.reshape_run(opts(), &mut |_| {}).unwrap();
-        }
-        let got = read_all(&devs);
-        assert!(got[..data.len()] == data[..], "{what}: the data");
-        let mut asm = Assembly::assemble(devs.clone()).unwrap();
-        assert_eq!(asm.geometry.raid_disks, 5, "{what}");
-        let check = asm
-            .scrub(false, RunOptions::default(), &mut |_| {})
-            .unwrap();
-        assert_eq!(check.mismatch_sectors, 0, "{what}: parity");
-        let bm = &asm.bitmap.as_ref().unwrap().sb;
-        let mut md = before.clone();
-        md.events = asm.members[0].sb.events;
-        // A cut between a superblock and its bitmap leaves that copy out
-        // of date, which md answers with every bit set: the bits may
-        // differ, the superblock may not.
-        assert_eq!(*bm, md, "{what}: bitmap superblock");
-    }
-    eprintln!("runs cut: {cut}");
+    grow_cut_throughout(
+        Level::Raid5,
+        BITMAP_CHUNK,
+        &mut |devs, data, before, what| {
+            let got = read_all(devs);
+            assert!(got[..data.len()] == data[..], "{what}: the data");
+            let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+            assert_eq!(asm.geometry.raid_disks, 5, "{what}");
+            let check = asm
+                .scrub(false, RunOptions::default(), &mut |_| {})
+                .unwrap();
+            assert_eq!(check.mismatch_sectors, 0, "{what}: parity");
+            let bm = &asm.bitmap.as_ref().unwrap().sb;
+            let mut md = before.clone();
+            md.events = asm.members[0].sb.events;
+            // A cut between a superblock and its bitmap leaves that copy out
+            // of date, which md answers with every bit set: the bits may
+            // differ, the superblock may not.
+            assert_eq!(*bm, md, "{what}: bitmap superblock");
+        },
+    );
 }

@@ -237,6 +237,11 @@ fn reshape_under_writes_with(level: Level, from: usize, to: usize, bitmap: bool)
         // when its bits were last cleared: the clean stop's).
         let mut md = before;
         md.events = asm.members[0].sb.events;
+        if level == Level::Raid10 {
+            // A RAID 10's counts array sectors: md resizes it to the new
+            // array at the reshape's start (`raid10_start_reshape`).
+            md.sync_size = report.new_array_bytes / 512;
+        }
         for d in &devs[..to] {
             let sb = raidlab_md::Superblock::read_from(d.volume.as_ref())
                 .unwrap()
@@ -293,6 +298,11 @@ fn a_raid10_grows_by_a_member_while_clients_write_and_reads_back_exactly() {
 
 /// A membership change or a scrub asked while a reshape walks is refused
 /// with the reason; a second reshape too.
+#[test]
+fn a_raid10_with_a_bitmap_grows_by_a_member_while_clients_write_and_reads_back_exactly() {
+    reshape_under_writes_with(Level::Raid10, 4, 5, true);
+}
+
 #[test]
 fn a_reshape_in_service_refuses_other_changes_while_it_runs() {
     let devs = devices(5);

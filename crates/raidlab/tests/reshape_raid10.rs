@@ -335,12 +335,10 @@ fn refusals_say_why_and_change_no_byte() {
             with("grow", &r10, &["--layout", "n3"]),
             "Cannot change number of copies",
         ),
-        (with("grow", &bm, &["--layout", "o2"]), "--bitmap none"),
         (
             grow_args(&end, "5", &["new"], &[]),
             "Insufficient head-space",
         ),
-        (grow_args(&bm, "5", &["new"], &[]), "--bitmap none"),
         (grow_args(&deg, "5", &["new"], &[]), "degraded"),
         (
             with("grow", &r10, &["--level", "5"]),

@@ -335,7 +335,6 @@ fn refusals_say_why_and_change_no_byte() {
             with("grow", &end, &["--layout", "o2"]),
             "the new geometry holds 30720 KiB of the members, less than the array's 31744 KiB",
         ),
-        (with("grow", &bm, &["--chunk", "128K"]), "--bitmap none"),
         (with("grow", &r10, &["--continue"]), "not in the middle"),
     ];
     for (args, why) in cases {

@@ -147,7 +147,19 @@ pub fn resized(
     room_bytes: u64,
     mark_new: bool,
 ) -> Result<Bitmap, Error> {
-    let sync = super::mdadm_sync_size(sb);
+    resized_to(old, super::mdadm_sync_size(sb), room_bytes, mark_new)
+}
+
+/// [`resized`] to `sync` sectors given outright: a RAID 10's bitmap counts
+/// array sectors, which a reshape onto more or fewer members changes while
+/// the component size stays (md's `raid10_start_reshape` resizes it to the
+/// new geometry's array size, its chunk kept where the bits fit).
+pub fn resized_to(
+    old: &Bitmap,
+    sync: u64,
+    room_bytes: u64,
+    mark_new: bool,
+) -> Result<Bitmap, Error> {
     let mut header = old.sb.clone();
     header.sync_size = sync;
     while header.area_bytes() > room_bytes {

@@ -36,10 +36,14 @@
 //!   committed, and only then is the backup let go (its leading record
 //!   rewritten with no length, as mdadm does).
 //!
+//! Served, the put-back runs while the owner holds the clients' requests
+//! (`live::reshape`'s start), and the walk past it goes through the gate
+//! as any forward walk's steps do.
+//!
 //! It must never let a walk start inside the critical section without a
 //! backup that covers it, never write the new geometry there before the
-//! backup is durable on every new member, and never carry one on while
-//! the array serves (refused: served 0.90 grows are not built).
+//! backup is durable on every new member, and never let a client's
+//! request reach the array while the critical section is put back.
 
 use super::backup_file::Saved;
 use super::{refused, ReshapePlan, SECTOR};

@@ -101,6 +101,9 @@ impl Assembly {
             return self.raid10_restripe_check(what, new_layout, new_chunk);
         }
         if n < old {
+            if self.bitmap.is_some() {
+                super::restripe_bitmap::bitmap_unbuilt(super::restripe_bitmap::RAID10_SHRINK)?;
+            }
             return self.raid10_shrink_check(what, n, new_layout, new_chunk, array_bytes);
         }
         let spares = self.spare_count();
@@ -154,7 +157,7 @@ impl Assembly {
             " (mdadm: \"Insufficient head-space for reshape\"); md has no backup-file way for RAID 10",
         )?;
         let gap = self.reshape_gap(least)?;
-        Ok(ReshapePlan {
+        let plan = ReshapePlan {
             old_raid_devices: old,
             new_raid_devices: n,
             gap_sectors: gap,
@@ -167,7 +170,11 @@ impl Assembly {
             backwards: false,
             component_sectors: None,
             backup_sectors: 0,
-        })
+        };
+        // The bitmap md resizes at the start must fit its room: refused now,
+        // before anything is written, if it cannot.
+        self.raid10_reshape_bitmap(10, (old, n), new_layout, new_chunk, gap)?;
+        Ok(plan)
     }
 
     /// Refuse unless every member in service has `least` sectors free below

@@ -451,7 +451,7 @@ impl Assembly {
         match template.version() {
             MetadataVersion::V0_90 => {
                 return Err(refused(
-                    "metadata 0.90 has no new data offset, so md reshapes it only through a backup file (mdadm --backup-file), which raidlab does not build; nothing was changed".into(),
+                    "metadata 0.90 has no new data offset, so md reshapes it only in place, through a backup file (mdadm --backup-file) or a backup on the new members; raidlab runs those for a RAID 4/5/6 (more or fewer members, a new chunk or layout), not for this change: use mdadm --grow; nothing was changed".into(),
                 ))
             }
             MetadataVersion::V1_0 => {
@@ -589,6 +589,24 @@ impl Assembly {
                 n - old,
                 spares.len()
             )));
+        }
+        // A RAID 10's bitmap counts array sectors: md resizes it to the new
+        // array at the start (`super::restripe_bitmap`). It goes to every
+        // member in a commit of its own before any superblock records the
+        // reshape, so that a cut anywhere leaves no recorded reshape beside
+        // a bitmap of the old size (a resume walks on with the bitmap it
+        // finds); a cut inside that commit leaves the array as it was, its
+        // bitmap covering more than it, which the next start resizes again.
+        let members = (plan.old_raid_devices, plan.new_raid_devices);
+        let (layout, chunk) = (plan.new_layout, plan.new_chunk_sectors);
+        if let Some(b) =
+            self.raid10_reshape_bitmap(plan.level, members, layout, chunk, plan.gap_sectors)?
+        {
+            let kept = self.bitmap.replace(b);
+            if let Err(e) = self.commit(|_| {}) {
+                self.bitmap = kept;
+                return Err(e);
+            }
         }
         // The new roles go into the role tables in the commit below, not
         // before it: a member a cut left one event behind is first written

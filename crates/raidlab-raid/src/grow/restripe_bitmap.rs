@@ -2,21 +2,29 @@
 //! metadata a moved data offset must stay clear of.
 //!
 //! What it decides: whether raidlab carries this array's bitmap through a
-//! restripe (md's RAID 4/5/6 one, which counts member sectors from the data
-//! offset and so stays as it is; a RAID 10's, which md resizes, and a
-//! metadata 0.90 array's are refused as not built), and how much room a
-//! member has below its data for the data to move into (md's
+//! restripe, and what the bitmap becomes when one starts. md's RAID 4/5/6
+//! bitmap counts member sectors from the data offset and so stays as it
+//! is, as does a RAID 1's taken over as a RAID 5 (`mdadm --grow --level=5`,
+//! with or without `--raid-devices`: the mirrors' member sectors are the
+//! RAID 5's). A RAID 10's counts array sectors: over the same members (a
+//! new chunk or layout) the array keeps its size and the bitmap stays; onto
+//! more members md resizes it to the new array size at the reshape's start
+//! (`raid10_start_reshape`), its chunk kept where the bits fit, the old
+//! bits kept (they name the same array sectors) and the new space's marked
+//! to be resynced; a RAID 10 shrink with a bitmap and a metadata 0.90
+//! restripe with one are refused as not built. It also says how much room
+//! a member has below its data for the data to move into (md's
 //! `super_1_allow_new_offset`: clear of the superblock's first 36 KiB, the
 //! bitmap's pages and the bad block log). How the bits are kept while the
 //! data moves is `super::walk`'s (offline, served).
 //!
-//! It must never write anything, nor change the bitmap: a restripe leaves
-//! md's bitmap superblock as it was but for its event count.
+//! It must never write anything itself, nor change the bitmap of a
+//! restripe md leaves it alone in (only its event count moves).
 
 use super::refused;
 use crate::assemble::Assembly;
 use raidlab_core::Result;
-use raidlab_layout::Level;
+use raidlab_layout::{Geometry, Level};
 use raidlab_md::superblock::{feature, MetadataVersion};
 
 /// md keeps a new data offset clear of the first 36 KiB from a 1.1/1.2
@@ -30,40 +38,134 @@ impl Assembly {
     /// nothing of it, and mdadm removes none): that bitmap counts each
     /// member's sectors from the data offset, which a restripe keeps, so
     /// its size, chunk and `sync_size` stay as they are, and a write marks
-    /// the bits of its stripe in whichever geometry holds it. A RAID 10's
-    /// counts array sectors, which md resizes at the reshape's start
-    /// (`raid10_start_reshape`); raidlab does not build that yet, nor a
-    /// metadata 0.90 restripe with a bitmap (in place or through a backup
-    /// file). A RAID 0 has no bitmap.
+    /// the bits of its stripe in whichever geometry holds it. A RAID 1 of
+    /// two taken over as a RAID 5 (then restriped onto more members) keeps
+    /// it the same way: md ran both with the bitmap in the VM, its
+    /// `sync_size` the member size throughout. A RAID 10's counts array
+    /// sectors: kept over the same members, resized at the start of a
+    /// reshape onto more ([`Assembly::raid10_reshape_bitmap`]). Refused as
+    /// not built: a metadata 0.90 restripe with a bitmap (in place or
+    /// through a backup file) and a RAID 10 shrink with one (checked where
+    /// the shrink is planned). A RAID 0 has no bitmap.
     pub(super) fn bitmap_restripe_allowed(&self, template: &raidlab_md::Superblock) -> Result<()> {
         let recorded = template.feature_map & feature::BITMAP_OFFSET != 0;
         if self.bitmap.is_none() && !recorded {
             return Ok(());
         }
-        let unbuilt = |why: &str| {
-            Err(refused(format!(
-                "the array has an internal bitmap, and {why}; raidlab does not build that yet: remove it (`raidlab grow --bitmap none`), reshape, then add it back (`--bitmap internal`), or reshape with mdadm --grow; nothing was changed"
-            )))
-        };
         if self.bitmap.is_none() {
-            return unbuilt("it could not be read to carry it through the reshape");
+            return bitmap_unbuilt("it could not be read to carry it through the reshape");
         }
         if template.version() == MetadataVersion::V0_90 {
-            return unbuilt(
+            return bitmap_unbuilt(
                 "its metadata is 0.90, whose in-place restripes raidlab runs without a bitmap only",
             );
         }
         match self.geometry.level {
-            Level::Raid4 | Level::Raid5 | Level::Raid6 => Ok(()),
-            Level::Raid10 => unbuilt(
-                "a RAID 10's bitmap counts array sectors, which md resizes at the start of a reshape",
-            ),
-            other => unbuilt(&format!(
-                "raidlab carries a bitmap through the restripes of a RAID 4, 5 or 6 only, not of a {}",
+            Level::Raid1 | Level::Raid4 | Level::Raid5 | Level::Raid6 | Level::Raid10 => Ok(()),
+            other => bitmap_unbuilt(&format!(
+                "raidlab carries a bitmap through the restripes of a RAID 1 (to 5), 4, 5, 6 or 10 only, not of a {}",
                 other.name()
             )),
         }
     }
+
+    /// The bitmap a RAID 10 reshape onto more members starts with, as md's
+    /// `raid10_start_reshape` resizes it: `sync_size` the new geometry's
+    /// array sectors, the chunk kept unless the bits would not fit the room
+    /// the bitmap has (then doubled until they do, md's rule), a chunk
+    /// dirty where an old one covering it was, and every chunk past the old
+    /// array's end dirty (md marks the new space to be resynced; raidlab's
+    /// walk also writes every copy of it). The room counts the data offset
+    /// as the reshape moves it (down by `gap` sectors). The reshape is
+    /// md's `level` from `old` members to `new` in `new_layout` and
+    /// `new_chunk` (sectors). `None` when the bitmap stays as it is: no
+    /// bitmap, another level, or the same number of members (md resizes
+    /// only when `delta_disks` is not 0); fewer members are refused as not
+    /// built. Nothing is written.
+    pub(super) fn raid10_reshape_bitmap(
+        &self,
+        level: i32,
+        (old, new): (usize, usize),
+        new_layout: u32,
+        new_chunk: u32,
+        gap: u64,
+    ) -> Result<Option<raidlab_md::bitmap::Bitmap>> {
+        let Some(bitmap) = self.bitmap.as_ref() else {
+            return Ok(None);
+        };
+        if level != 10 || new == old {
+            return Ok(None);
+        }
+        if new < old {
+            return bitmap_unbuilt(RAID10_SHRINK).map(|()| None);
+        }
+        let template = self.grow_template()?;
+        let grown = Geometry::from_md(10, new_layout, new_chunk, new as u32, template.size)?;
+        let sync = grown.array_bytes() / super::SECTOR;
+        let mut room = u64::MAX;
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let sb = &m.sb;
+            let mut r = raidlab_md::bitmap::room_bytes(sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            if sb.super_offset < sb.data_offset && sb.bitmap_offset > 0 {
+                let start = sb.super_offset + sb.bitmap_offset as u64;
+                let below = sb.data_offset.saturating_sub(gap);
+                r = r.min(below.saturating_sub(start) * super::SECTOR);
+            }
+            room = room.min(r);
+        }
+        let mut bm = raidlab_md::bitmap::resized_to(bitmap, sync, room, true).map_err(|e| {
+            refused(format!(
+                "the array's bitmap resized to the reshaped RAID 10's {sync} sectors, as md resizes it: {e}; remove it (`raidlab grow --bitmap none`), reshape, then add it back; nothing was changed"
+            ))
+        })?;
+        bm.sb.events_cleared = bitmap.sb.events_cleared;
+        Ok(Some(bm))
+    }
+}
+
+impl Assembly {
+    /// The bitmap of a RAID 10 grow the superblocks record, made to cover
+    /// the new array where it does not: md writes its bitmap with the old
+    /// `sync_size` while its reshape runs (it resizes it only in memory),
+    /// so a grow md stopped carries a bitmap too small for the array it
+    /// ends in, and writes to the new space would mark no bit. Resized as
+    /// [`Assembly::raid10_reshape_bitmap`] resizes it at a start, in memory
+    /// only (the caller's next commit writes it). Returns whether it
+    /// changed it. Called at the walk's start (`super::walk`), before its
+    /// first commit.
+    pub fn raid10_bitmap_for_recorded_grow(&mut self) -> Result<bool> {
+        let Some(Ok(r)) = self.reshape() else {
+            return Ok(false);
+        };
+        let template = self.grow_template()?;
+        let want = r.new.array_bytes() / super::SECTOR;
+        let small = self.bitmap.as_ref().is_some_and(|b| b.sb.sync_size < want);
+        if r.new.level != Level::Raid10 || r.new.raid_disks <= r.old.raid_disks || !small {
+            return Ok(false);
+        }
+        let gap = i64::from(template.new_offset).unsigned_abs();
+        let members = (r.old.raid_disks, r.new.raid_disks);
+        let (layout, chunk) = (template.new_layout, template.new_chunk);
+        match self.raid10_reshape_bitmap(10, members, layout, chunk, gap)? {
+            Some(b) => {
+                self.bitmap = Some(b);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+}
+
+/// Why a RAID 10 shrink with a bitmap is refused.
+pub(super) const RAID10_SHRINK: &str =
+    "a RAID 10 shrink resizes it down to the fewer members' array (md's raid10_start_reshape)";
+
+/// The refusal of a restripe whose bitmap raidlab does not carry, `why`.
+pub(super) fn bitmap_unbuilt(why: &str) -> Result<()> {
+    Err(refused(format!(
+        "the array has an internal bitmap, and {why}; raidlab does not build that yet: remove it (`raidlab grow --bitmap none`), reshape, then add it back (`--bitmap internal`), or reshape with mdadm --grow; nothing was changed"
+    )))
 }
 
 /// Sectors free below a member's data for the data to move into, by md's

@@ -1,6 +1,6 @@
 //! A reshape walked while clients use the array: which walk runs (a moved
-//! data offset's, or a metadata 0.90 restripe's through mdadm's backup
-//! file), its two sides (running arrays of the old and new geometry) and
+//! data offset's, a metadata 0.90 grow's in place past its critical
+//! section, or a 0.90 restripe's through mdadm's backup file), its two sides (running arrays of the old and new geometry) and
 //! how its owner drives it beside the clients, through the gate of
 //! `online` (where a request goes and when it waits).
 //!
@@ -20,14 +20,16 @@ use std::sync::Arc;
 /// task per client on one thread (`ServedWalk::run`, holding the assembly
 /// for the walk's length). The walk, its steps, how a checkpoint is
 /// recorded and the gate are the same; only who calls them differs. The
-/// walk is the one of a moved data offset (`super::walk`), or a metadata
-/// 0.90 restripe's through mdadm's backup file (`super::backup_file`),
-/// each the same one offline runs.
-/// A served reshape's two running arrays: (old geometry, new geometry).
-pub(crate) type Sides = (Arc<crate::array::Array>, Arc<crate::array::Array>);
-
+/// walk is the one of a moved data offset (`super::walk`, which also walks
+/// a metadata 0.90 grow to more members in place once its critical section
+/// is put back, `super::in_place`, `super::backup_file::grow`), or a 0.90
+/// restripe's through mdadm's backup file (`super::backup_file`), each the
+/// same one offline runs.
 pub struct ServedWalk {
     walk: Walked,
+    /// An in-place grow's backup file, let go and removed at the end, as
+    /// the offline run does (`Assembly::in_place_file_done`).
+    file_done: Option<super::BackupFile>,
 }
 
 /// Which walk a served reshape runs.
@@ -35,6 +37,9 @@ enum Walked {
     Moved(super::ReshapeWalk),
     Backup(super::backup_file::Walk),
 }
+
+/// A served reshape's two running arrays: (old geometry, new geometry).
+pub(crate) type Sides = (Arc<crate::array::Array>, Arc<crate::array::Array>);
 
 impl std::fmt::Debug for ServedWalk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,17 +68,23 @@ impl crate::assemble::Assembly {
     pub fn reshape_served(&mut self, safe_mode_mark: bool) -> Result<ServedWalk> {
         Ok(ServedWalk {
             walk: Walked::Moved(self.in_service(safe_mode_mark, |asm| asm.reshape_walk(true))?),
+            file_done: None,
         })
     }
 
-    /// [`Assembly::reshape_served`] of a metadata 0.90 restripe over the
-    /// same members or onto fewer members through mdadm's backup file
-    /// `file`, as mdadm runs one on a running array: what the file holds
-    /// put back first (`Grow_restart`), then each window closed to the
-    /// clients from before its save until the position has passed it
-    /// (md's `suspend_lo`/`suspend_hi`). Refused, with nothing written, for
-    /// a reshape that takes no file or a 0.90 grow to more members (walked
-    /// offline only), and as the offline run refuses a file.
+    /// [`Assembly::reshape_served`] of a metadata 0.90 reshape through
+    /// mdadm's backup file `file`, as mdadm runs one on a running array.
+    /// A restripe over the same members or onto fewer members: what the
+    /// file holds put back first (`Grow_restart`), then each window closed
+    /// to the clients from before its save until the position has passed
+    /// it (md's `suspend_lo`/`suspend_hi`). A grow to more members: the
+    /// critical section put back from the file and the position past it
+    /// committed, then the in-place walk past it, which needs no backup,
+    /// its steps through the gate as a moved walk's; the file let go and
+    /// removed at the end ([`ServedWalk::end`]). The owner holds the
+    /// clients' requests until this returns. Refused, with nothing
+    /// written, for a reshape that takes no file, and as the offline run
+    /// refuses a file.
     pub fn reshape_served_with_backup(
         &mut self,
         safe_mode_mark: bool,
@@ -81,14 +92,19 @@ impl crate::assemble::Assembly {
     ) -> Result<ServedWalk> {
         if let Some(Ok(r)) = self.reshape() {
             if self.is_in_place(&r)? {
-                return Err(super::refused(
-                    "a grow of a metadata 0.90 array to more members runs in place (its critical section backed up), which raidlab carries on offline only: stop serving it and run `raidlab grow --continue --backup-file FILE`; nothing was changed".into(),
-                ));
+                let walk = self.in_service(safe_mode_mark, |asm| {
+                    asm.in_place_walk_with_backup(file, true)
+                })?;
+                return Ok(ServedWalk {
+                    walk: Walked::Moved(walk),
+                    file_done: Some(file.clone()),
+                });
             }
         }
         let walk = self.in_service(safe_mode_mark, |asm| asm.backup_walk(file, true))?;
         Ok(ServedWalk {
             walk: Walked::Backup(walk),
+            file_done: None,
         })
     }
 }
@@ -191,10 +207,14 @@ impl ServedWalk {
     /// checkpoint go into that commit, and no write sets one meanwhile).
     pub fn end(self, asm: &mut crate::assemble::Assembly) -> Result<super::ReshapeReport> {
         let old = self.sides().0;
-        match self.walk {
+        let report = match self.walk {
             Walked::Moved(w) => asm.change_running(&old, |asm| asm.reshape_end(w)),
             Walked::Backup(w) => asm.change_running(&old, |asm| asm.backup_walk_end(w)),
+        }?;
+        if let Some(file) = &self.file_done {
+            asm.in_place_file_done(file)?;
         }
+        Ok(report)
     }
 
     /// Let `running`, the array this reshape's sides took the requests

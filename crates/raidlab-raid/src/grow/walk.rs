@@ -143,11 +143,6 @@ impl Assembly {
                 "this metadata 0.90 reshape (a new chunk or layout over the same members, or fewer members) runs in place through mdadm's backup file: run `raidlab grow --continue --backup-file FILE` with the file it was started with (mdadm: \"Failed to restore critical section for reshape, sorry. Possibly you needed to specify the --backup-file\"); nothing was changed".into(),
             ));
         }
-        if in_place && served {
-            return Err(refused(
-                "a grow of a metadata 0.90 array runs in place (its critical section backed up on the new members), which raidlab carries on offline only: stop serving it and run `raidlab grow --continue`; nothing was changed".into(),
-            ));
-        }
         let supported = if backwards {
             moved && template.new_offset > 0 && Self::shrink_walk_supported(&r, gap * SECTOR)
         } else if in_place {
@@ -208,7 +203,11 @@ impl Assembly {
         // past that older position and the fresh members then die, the
         // lagging ones would assemble at the older position and read the
         // moved stripes in the old geometry (the served torture's loss,
-        // issue 36). One superblock write per walk started.
+        // issue 36). One superblock write per walk started. A RAID 10 grow
+        // md stopped carries its bitmap at the old array's size (md resizes
+        // it in memory only): this commit writes it covering the new array,
+        // so that writes to the new space mark bits.
+        self.raid10_bitmap_for_recorded_grow()?;
         self.commit(|_| {})?;
         // Served, clients' writes mark the bitmap as md's do during its
         // reshape: one copy of the bits for both sides, on every member of

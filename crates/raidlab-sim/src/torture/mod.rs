@@ -37,6 +37,8 @@ pub mod images;
 mod inside;
 mod md_rules;
 pub mod model;
+mod power_cut;
+mod replace;
 pub mod reshape;
 mod restart;
 mod run;

@@ -1,5 +1,7 @@
 //! Reshapes while clients write (issue 36), from a seed: a RAID 5 or 6
-//! grown by one member, a RAID 5 or 6 given another chunk, a RAID 5
+//! grown by one member (a third of them on metadata 0.90, grown in place:
+//! the critical section backed up on the new member, put back while
+//! requests wait, `draw::in_place_090`), a RAID 5 or 6 given another chunk, a RAID 5
 //! made one member smaller (md's backward reshape), or a RAID 5 or 6
 //! given another layout (a RAID 6 to its "-6" twin and back among them,
 //! md's first step of a RAID 6 to 5), or a RAID 10 of two near or offset
@@ -91,7 +93,7 @@ pub struct ServedRun {
 pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
-    let s = draw(&mut rng);
+    let s = draw::in_place_090(draw(&mut rng), s0);
     run_drawn(s0, run, rng, s, false)
 }
 

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fio;
+pub mod served_grow;
 pub mod verbs;
 
 use raidlab_devices::{FaultVolume, FileVolume, OpenMode, PowerCutPolicy};

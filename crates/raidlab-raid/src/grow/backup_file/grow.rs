@@ -3,7 +3,12 @@
 //! the critical section goes in the file instead of on the new members
 //! (`reshape_prepare_fdlist` leaves the spares out when a file is given),
 //! one section named by the record at byte 0, and the rest of the grow is
-//! `super::super::in_place`'s walk, which needs no backup past it.
+//! `super::super::in_place`'s walk, which needs no backup past it. Offline
+//! and served the same three steps run
+//! ([`Assembly::in_place_walk_with_backup`], the walk, then
+//! [`Assembly::in_place_file_done`]); served, the first runs while the
+//! clients' requests are held, as mdadm's critical section runs with md's
+//! reshape suspended.
 //!
 //! What it decides: that the critical section's old bytes and the record
 //! naming them are durable in the file before any superblock records the
@@ -18,7 +23,7 @@
 
 use super::{save, section, set_section, BackupFile, Saved};
 use crate::assemble::Assembly;
-use crate::grow::{refused, ReshapePlan, ReshapeReport, SECTOR};
+use crate::grow::{refused, ReshapePlan, ReshapeReport, ReshapeWalk, SECTOR};
 use crate::recovery::{Progress, RunOptions};
 use raidlab_core::{Error, Op, Result, Volume};
 use raidlab_layout::reshape::Reshape;
@@ -46,22 +51,58 @@ impl Assembly {
         save(file, &mut bsb, 0, &old, 0..sectors * SECTOR, sectors)
     }
 
-    /// Carry on the in-place grow `r` the superblocks record, started with
-    /// `file`: the critical section put back from it while it covers the
-    /// position, then the in-place walk to the end; the file removed once
-    /// the reshape has ended, as mdadm unlinks it.
+    /// Carry on the in-place grow the superblocks record, started with
+    /// `file`, offline: [`Assembly::in_place_walk_with_backup`], the walk
+    /// to the end, then [`Assembly::in_place_file_done`]. The served run
+    /// (`super::super::served_walk`) takes the same three steps.
     pub(super) fn in_place_run_with_backup(
         &mut self,
         file: &BackupFile,
-        r: Reshape,
         opts: RunOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<ReshapeReport> {
+        let mut walk = self.in_place_walk_with_backup(file, false)?;
+        walk.run(&opts, &|| false, progress, &mut |sectors| {
+            self.commit(|sb| sb.reshape_position = sectors)
+        })?;
+        let report = self.reshape_end(walk)?;
+        self.in_place_file_done(file)?;
+        Ok(report)
+    }
+
+    /// The in-place grow the superblocks record, started with `file`,
+    /// ready to walk (`served`: beside the clients, through a gate): the
+    /// critical section put back from the file while it covers the
+    /// position and the position past it committed
+    /// ([`Assembly::in_place_restore_file`]), then `super::super::walk`'s
+    /// in-place walk, which needs no backup past it. The one preparation
+    /// of the offline and the served run; served, the caller holds the
+    /// clients' requests until it returns (the put-back writes the
+    /// critical section with no gate).
+    pub(in crate::grow) fn in_place_walk_with_backup(
+        &mut self,
+        file: &BackupFile,
+        served: bool,
+    ) -> Result<ReshapeWalk> {
+        let r = match self.reshape() {
+            Some(Ok(r)) if self.is_in_place(&r)? => r,
+            _ => {
+                return Err(Error::invalid(
+                    "reshape: the superblocks record no in-place grow of a metadata 0.90 array",
+                ))
+            }
+        };
         let recorded = r.position;
         self.in_place_restore_file(file, &r)?;
-        let mut report = self.reshape_run(opts, progress)?;
-        report.resumed_from = recorded;
-        report.resumed = recorded > 0;
+        let mut walk = self.reshape_walk(served)?;
+        walk.report.resumed_from = recorded;
+        walk.report.resumed = recorded > 0;
+        Ok(walk)
+    }
+
+    /// After an in-place grow started with `file` has ended: the file's
+    /// record names nothing, and the file is removed, as mdadm unlinks it.
+    pub(in crate::grow) fn in_place_file_done(&self, file: &BackupFile) -> Result<()> {
         if let Some(mut b) = file.record().ok().flatten() {
             set_section(&mut b, 0, 0..0);
             set_section(&mut b, 1, 0..0);
@@ -70,7 +111,7 @@ impl Assembly {
         if let Some(path) = &file.path {
             std::fs::remove_file(path).map_err(|e| Error::io(Op::Write, &file.name, e))?;
         }
-        Ok(report)
+        Ok(())
     }
 
     /// `Grow_restart` for a grow's file: the section it names put back in

@@ -43,8 +43,9 @@
 //!
 //! It must never write a window whose old bytes a cut could lose before
 //! those bytes and the record naming them are durable in the file, never
-//! forget the section covering the recorded position, and never serve a
-//! 0.90 grow to more members (walked offline only).
+//! forget the section covering the recorded position, and never put a
+//! file's sections back twice over a walk's writes (a start's put-back is
+//! taken by the walk that follows it only when no commit came between).
 
 use super::online::ReshapeGate;
 use super::{refused, ReshapeReport, SECTOR};
@@ -85,6 +86,12 @@ pub struct BackupFile {
     /// The file on disk, removed once the reshape has ended (as mdadm
     /// unlinks it).
     path: Option<PathBuf>,
+    /// The superblocks' event count right after a start put this file's
+    /// sections back (`Assembly::reshape_put_back`): the walk that follows
+    /// with no commit between finds the members as the put-back left them
+    /// and the record as the walk's own resume would leave it, so it puts
+    /// nothing back again. Taken by that walk, whatever it finds.
+    put_back_at: Arc<std::sync::Mutex<Option<u64>>>,
 }
 
 impl std::fmt::Debug for BackupFile {
@@ -120,6 +127,7 @@ impl BackupFile {
             name: path.display().to_string(),
             volume: Arc::new(vol),
             path: Some(path.to_path_buf()),
+            put_back_at: Default::default(),
         })
     }
 
@@ -135,6 +143,7 @@ impl BackupFile {
             name: path.display().to_string(),
             volume: Arc::new(FileVolume::open(path, OpenMode::ReadWrite)?),
             path: Some(path.to_path_buf()),
+            put_back_at: Default::default(),
         })
     }
 
@@ -144,7 +153,12 @@ impl BackupFile {
             name: name.into(),
             volume,
             path: None,
+            put_back_at: Default::default(),
         }
+    }
+
+    fn put_back_slot(&self) -> std::sync::MutexGuard<'_, Option<u64>> {
+        self.put_back_at.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn ctx(&self, e: Error) -> Error {
@@ -401,7 +415,7 @@ impl Assembly {
     ) -> Result<ReshapeReport> {
         if let Some(Ok(r)) = self.reshape() {
             if self.is_in_place(&r)? {
-                return self.in_place_run_with_backup(file, r, opts, progress);
+                return self.in_place_run_with_backup(file, opts, progress);
             }
         }
         let mut walk = self.backup_walk(file, false)?;
@@ -441,7 +455,16 @@ impl Assembly {
         let (wbytes, total) = (window * SECTOR, r.new.array_bytes());
         let back = r.backwards;
         let recorded = r.position;
-        let bsb = self.restore_from(file, &r, window, unit)?;
+        // After a start's put-back from this file with no commit since
+        // (`serve --backup-file`), the members and the record are as this
+        // restore would leave them: a second put-back would only write the
+        // same bytes again (or, were the file changed meanwhile, others).
+        let put_back = file.put_back_slot().take();
+        let events = self.grow_template()?.events;
+        let bsb = match file.record()? {
+            Some(b) if put_back == Some(events) => b,
+            _ => self.restore_from(file, &r, window, unit)?,
+        };
         let p = self
             .reshape()
             .and_then(|r| r.ok())

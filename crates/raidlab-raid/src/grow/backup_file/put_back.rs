@@ -49,12 +49,15 @@ impl Assembly {
         {
             let new = self.reshape_side(r, true, true)?;
             let mut data = Vec::new();
-            for s in sections {
+            for (k, s) in sections.iter().enumerate() {
                 data.clear();
                 data.resize((s.array.end - s.array.start) as usize, 0);
                 s.from
                     .read_at(&mut data, s.at)
                     .map_err(|e| e.on_device(s.name))?;
+                if k == 0 {
+                    hold_half_way(&new, r, &data, s.array.start)?;
+                }
                 new.write_at(&data, s.array.start)?;
             }
             new.flush()?;
@@ -63,4 +66,26 @@ impl Assembly {
         self.commit(|sb| sb.reshape_position = to / SECTOR)?;
         let_go(self)
     }
+}
+
+/// Test-only: with `RAIDLAB_TEST_HOLD_PUT_BACK=<marker path>` in its
+/// environment, a put-back writes the first half (whole stripes) of its
+/// first section in the new geometry, flushes it, makes that file and
+/// waits there (two minutes at most), so that a test can kill the process
+/// where a crash leaves the members half reshaped and only the saved copy
+/// whole (a served 0.90 grow killed inside its critical section). Nothing
+/// outside the process can stop it there otherwise: the put-back is a few
+/// writes long.
+fn hold_half_way(new: &crate::array::Array, r: &Reshape, data: &[u8], at: u64) -> Result<()> {
+    let Some(marker) = std::env::var_os("RAIDLAB_TEST_HOLD_PUT_BACK") else {
+        return Ok(());
+    };
+    let unit = r.forward_unit().max(1);
+    let half = (data.len() as u64 / 2 / unit * unit) as usize;
+    new.write_at(&data[..half], at)?;
+    new.flush()?;
+    if std::fs::write(&marker, b"held\n").is_ok() {
+        std::thread::sleep(std::time::Duration::from_secs(120));
+    }
+    Ok(())
 }

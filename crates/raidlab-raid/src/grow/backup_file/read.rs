@@ -96,6 +96,17 @@ impl Assembly {
         }
     }
 
+    /// Whether a start may be given a backup file for the reshape these
+    /// superblocks record: one it must be read with
+    /// ([`Assembly::read_needs_backup_file`]), or a 0.90 grow to more
+    /// members past its critical section, whose file holds nothing to put
+    /// back any more but is the one the walk lets go and removes at its end
+    /// (mdadm's `--assemble --backup-file` takes it there too).
+    pub fn reshape_takes_backup_file(&self) -> bool {
+        self.read_needs_backup_file()
+            || matches!(self.reshape(), Some(Ok(r)) if self.is_in_place(&r).unwrap_or(false))
+    }
+
     /// `mdadm --assemble --backup-file FILE` for a stopped 0.90 in-place
     /// reshape: `file` checked, what it holds for the recorded position put
     /// back in the new geometry, and the position past it committed (its
@@ -144,6 +155,7 @@ impl Assembly {
         } else if self.needs_backup_file(&r)? {
             let (window, unit) = self.walk_window(file, &r)?;
             self.restore_from(file, &r, window, unit)?;
+            *file.put_back_slot() = Some(self.grow_template()?.events);
         } else {
             return Err(refused(format!(
                 "--backup-file {}: this reshape does not run through a backup file raidlab puts back (raidlab does so for a metadata 0.90 RAID 4/5/6's new chunk or layout over the same members, its fewer members, and its more members started with one): read it without --backup-file; nothing was changed",

@@ -164,6 +164,11 @@ pub(super) fn attempt(
             } else if died {
                 rig.dead[rng.gen_range(0..s.members)] = true;
             }
+            // A 0.90 superblock torn by the cut (one checksum over 4 KiB)
+            // does not load: md's `super_90_load` rejects it and mdadm
+            // assembles without that member, as if it died.
+            let torn = rig.drop_torn_090(s.metadata);
+            let died = died || torn;
             asm = rig.assemble()?;
             ours = asm.in_sync();
             // Stripes a cut may have left with parity behind their data:

@@ -204,6 +204,38 @@ pub(super) fn draw_raid10(rng: &mut ChaCha8Rng, change: Raid10Change) -> Setup {
     }
 }
 
+/// The stream that makes one served plain grow of a RAID 5 or 6 in three
+/// (more members, nothing else) one of a metadata 0.90 array, which has no
+/// new data offset: the engine grows it in place, the critical section
+/// backed up on the new member first and put back while requests wait, then
+/// the walk through the gate (issue 36). Every other run keeps its draws.
+const IN_PLACE_090_STREAM: u64 = 0x5e7e_d090_0090_0090;
+
+/// [`IN_PLACE_090_STREAM`]'s draw over `s`, from the run's seed `s0`. A 16K
+/// chunk keeps mdadm's backup of the critical section (the stripes' least
+/// common multiple) under half a member, as mdadm requires.
+pub(super) fn in_place_090(s: Setup, s0: u64) -> Setup {
+    use rand::SeedableRng;
+    let plain_grow = !s.shrink
+        && !s.conversion
+        && s.req.raid_devices.is_some_and(|n| n > s.members)
+        && s.req.level.is_none()
+        && s.req.chunk_bytes.is_none()
+        && s.req.layout.is_none();
+    let parity = matches!(s.level, Level::Raid5 | Level::Raid6);
+    if !plain_grow
+        || !parity
+        || !ChaCha8Rng::seed_from_u64(s0 ^ IN_PLACE_090_STREAM).gen_ratio(1, 3)
+    {
+        return s;
+    }
+    Setup {
+        metadata: MetadataVersion::V0_90,
+        chunk: 16 << 10,
+        ..s
+    }
+}
+
 impl Setup {
     pub(super) fn label(&self) -> String {
         format!(

@@ -80,6 +80,24 @@ impl Rig {
         }
     }
 
+    /// On metadata 0.90, the members whose superblock a cut tore (one
+    /// checksum over its 4 KiB) taken as dead, as mdadm leaves them out;
+    /// whether any was.
+    pub(super) fn drop_torn_090(&mut self, metadata: raidlab_md::MetadataVersion) -> bool {
+        if metadata != raidlab_md::MetadataVersion::V0_90 {
+            return false;
+        }
+        let mut any = false;
+        for k in 0..self.members.len() {
+            let v: &dyn raidlab_core::Volume = self.members[k].as_ref();
+            if !self.dead[k] && raidlab_md::Superblock::read_from(v).is_err() {
+                self.dead[k] = true;
+                any = true;
+            }
+        }
+        any
+    }
+
     pub(super) fn writes(&self) -> u64 {
         self.members.iter().map(|m| m.stats().writes).sum()
     }

@@ -243,9 +243,9 @@ pub(crate) fn served_check(
 
 /// [`served_check`] of a restripe through mdadm's backup file at `path`
 /// (to be made): offline's check of one (a metadata 0.90 array's new chunk
-/// or layout over the same members, or fewer members; the file not on a
-/// member, not existing). A 0.90 grow to more members is walked offline
-/// only, and a level change takes no file.
+/// or layout over the same members, fewer members, or more members, the
+/// new ones given with `--add` or spares already; the file not on a
+/// member, not existing). A level change takes no file.
 fn served_check_with_backup(
     asm: &Assembly,
     req: &ReshapeRequest,
@@ -259,13 +259,20 @@ fn served_check_with_backup(
             path.display()
         );
     }
-    if adds > 0 {
-        bail!("--add with --backup-file on a served array: a metadata 0.90 grow to more members runs offline only (stop the server, grow, serve again); a new chunk or layout, or fewer members, takes no new member; nothing was changed");
+    let old = asm.geometry.raid_disks;
+    let n = req.raid_devices.unwrap_or(old);
+    if n <= old && adds > 0 {
+        bail!("--add with --backup-file and no more --raid-devices: a new chunk or layout, or fewer members, takes no new member (add spares with `raidlab add`); nothing was changed");
     }
-    let plan = asm.reshape_check_adding_with_backup(req, 0, path, array_bytes)?;
-    if plan.new_raid_devices > plan.old_raid_devices {
-        bail!("--backup-file {}: a metadata 0.90 grow to more members runs in place and offline only in raidlab: stop the server (`raidlab stop`), grow, serve again; nothing was changed", path.display());
+    if n > old && adds > n - old {
+        bail!(
+            "{adds} device(s) given with --add but only {} new slot(s): add the others as spares with `raidlab add`; nothing was changed",
+            n - old
+        );
     }
+    // A grow to more members backs its critical section up in the file
+    // and walks the rest in place, served as offline.
+    let plan = asm.reshape_check_adding_with_backup(req, adds, path, array_bytes)?;
     Ok(ServedGrow::Walk {
         plan,
         seen: Seen::of(asm),

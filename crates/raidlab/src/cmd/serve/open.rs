@@ -340,14 +340,14 @@ fn put_back(
     asm: &mut raidlab_raid::assemble::Assembly,
     path: &std::path::Path,
 ) -> Result<raidlab_raid::grow::BackupFile> {
-    if !asm.read_needs_backup_file() {
+    if !asm.reshape_takes_backup_file() {
         bail!(
             "the array records no stopped metadata 0.90 restripe through a backup file, so there is nothing to put back: serve it without --backup-file; nothing was changed"
         );
     }
     let file = crate::open::put_back_backup_file(asm, path)?;
     eprintln!(
-        "raidlab: the backup file {} was put back into the members; the restripe carries on through it",
+        "raidlab: the backup file {} was put back into the members where it covers the reshape's position; the reshape carries on through it",
         path.display()
     );
     Ok(file)
