@@ -733,6 +733,25 @@ fn explain_cuts_a_request_where_a_reshape_stands() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("not restriped in place"));
+    // md's RAID 10 rules, asked of the engine's grow: never the far layout.
+    raidlab()
+        .args([
+            "explain",
+            "-l",
+            "10",
+            "-p",
+            "f2",
+            "-n",
+            "4",
+            "--to-raid-devices",
+            "5",
+        ])
+        .args(["--position", "0", "read", "0", "4K"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "Cannot reshape RAID10 in far-mode",
+        ));
 }
 
 #[test]

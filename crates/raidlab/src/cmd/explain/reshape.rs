@@ -145,6 +145,11 @@ fn reshape_of(a: &ExplainArgs, old: Geometry, position: u64) -> Result<Reshape> 
         old.member_bytes,
     )
     .map_err(|e| anyhow::anyhow!("the geometry after the reshape (--to-*): {e}"))?;
+    if let (Layout::Raid10(from), Layout::Raid10(to)) = (old.layout, new.layout) {
+        if let Some(why) = raidlab_raid::grow::raid10_shapes_refusal(from, to) {
+            bail!("--position: {why}: no such reshape is under way to explain");
+        }
+    }
     if new == old {
         bail!(
             "--position needs the geometry the array is being reshaped to: give --to-raid-devices, --to-chunk or --to-layout with a value that differs from the array's"
