@@ -491,7 +491,8 @@ fn examine_shows_mdadm_fields() {
     assert_eq!(v[0]["array_uuid"], v[1]["array_uuid"]);
 }
 
-fn explain(args: &[&str]) -> (Vec<usize>, Vec<usize>) {
+/// `raidlab explain --json ARGS`, which must succeed, parsed.
+fn explain_json(args: &[&str]) -> serde_json::Value {
     let out = raidlab()
         .args(["explain", "--json"])
         .args(args)
@@ -502,7 +503,11 @@ fn explain(args: &[&str]) -> (Vec<usize>, Vec<usize>) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn explain(args: &[&str]) -> (Vec<usize>, Vec<usize>) {
+    let v = explain_json(args);
     let phases = v["phases"].as_array().unwrap();
     let count = |kind: &str| {
         phases
@@ -600,17 +605,7 @@ fn explain_shows_the_classic_plans() {
 /// mid-reshape, as JSON: each piece's geometry, array bytes and member
 /// reads and writes.
 fn explain_mid_reshape(args: &[&str]) -> (Vec<(String, u64, u64)>, u64, u64) {
-    let out = raidlab()
-        .args(["explain", "--json", "-l", "5", "-n", "4", "-c", "64K"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = explain_json(&[&["-l", "5", "-n", "4", "-c", "64K"], args].concat());
     let pieces = v["pieces"]
         .as_array()
         .unwrap()

@@ -10,6 +10,7 @@
 
 use super::{plan_one, print_phases};
 use crate::cli::{Direction, ExplainArgs};
+use crate::cmd::info::geometry_shape as shape;
 use anyhow::{bail, Result};
 use raidlab_core::size::format_size;
 use raidlab_layout::reshape::Reshape;
@@ -189,14 +190,4 @@ fn reshape_of(a: &ExplainArgs, old: Geometry, position: u64) -> Result<Reshape> 
         bail!("--position {position}: md records it in whole 512-byte sectors");
     }
     Ok(r)
-}
-
-fn shape(g: &Geometry) -> String {
-    format!(
-        "{} {}, {} members, chunk {}",
-        g.level.name(),
-        g.layout.name(),
-        g.raid_disks,
-        format_size(g.chunk_bytes)
-    )
 }
