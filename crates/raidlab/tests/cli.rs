@@ -491,7 +491,8 @@ fn examine_shows_mdadm_fields() {
     assert_eq!(v[0]["array_uuid"], v[1]["array_uuid"]);
 }
 
-/// `raidlab explain --json ARGS`, which must succeed, parsed.
+/// `raidlab explain --json ARGS` (a request or a sequence), which must
+/// succeed, parsed.
 fn explain_json(args: &[&str]) -> serde_json::Value {
     let out = raidlab()
         .args(["explain", "--json"])
@@ -1587,38 +1588,13 @@ fn journal_closes_the_raid6_write_hole_through_the_cli() {
 
 /// (reads, writes) per request of an `explain` sequence, the final flush last.
 fn explain_sequence(args: &[&str]) -> Vec<(u64, u64)> {
-    let out = raidlab()
-        .args(["explain", "--json"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = explain_json(args);
     v["requests"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| (r["reads"].as_u64().unwrap(), r["writes"].as_u64().unwrap()))
         .collect()
-}
-
-/// The JSON of an `explain` sequence.
-fn explain_json(args: &[&str]) -> serde_json::Value {
-    let out = raidlab()
-        .args(["explain", "--json"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// How many of a request's metadata operations are `what`, of `kind`, and
