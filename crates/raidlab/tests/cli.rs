@@ -729,6 +729,24 @@ fn explain_cuts_a_request_where_a_reshape_stands() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("not restriped in place"));
+    // md resumes a RAID 10 reshape at any position: cut there too.
+    let v = explain_json(&[
+        "-l",
+        "10",
+        "-n",
+        "4",
+        "-c",
+        "64K",
+        "--to-raid-devices",
+        "5",
+        "--position",
+        "1000K",
+        "read",
+        "996K",
+        "8K",
+    ]);
+    assert_eq!(v["pieces"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["pieces"][1]["offset"], 1000 << 10);
     // md's RAID 10 rules, asked of the engine's grow: never the far layout.
     raidlab()
         .args([

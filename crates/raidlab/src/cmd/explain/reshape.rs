@@ -122,8 +122,8 @@ pub(super) fn run(
 
 /// The reshape the options describe, checked as md checks a recorded one:
 /// a level that restripes in place, a new geometry that differs and is
-/// valid, a position inside the array and, forwards, on the boundary md's
-/// walk records.
+/// valid, a position inside the array and, for a parity level going
+/// forwards, on the boundary md's walk records.
 fn reshape_of(a: &ExplainArgs, old: Geometry, position: u64) -> Result<Reshape> {
     if !matches!(
         old.level,
@@ -135,7 +135,9 @@ fn reshape_of(a: &ExplainArgs, old: Geometry, position: u64) -> Result<Reshape> 
         );
     }
     let layout = match &a.to_layout {
-        Some(l) => Layout::parse(old.level, Some(l))?,
+        Some(l) => {
+            Layout::parse(old.level, Some(l)).map_err(|e| anyhow::anyhow!("--to-layout: {e}"))?
+        }
         None => old.layout,
     };
     let new = Geometry::new(
@@ -178,10 +180,13 @@ fn reshape_of(a: &ExplainArgs, old: Geometry, position: u64) -> Result<Reshape> 
             r.array_bytes()
         );
     }
+    // md resumes a RAID 10 at any position; a parity level only on its
+    // walk's step.
     let unit = r.forward_unit();
-    if !r.backwards && unit > 0 && position % unit != 0 {
+    let parity = old.level != Level::Raid10;
+    if parity && !r.backwards && unit > 0 && position % unit != 0 {
         bail!(
-            "--position {position}: a forward reshape of this array stops only on a boundary of {unit} bytes (whole stripes of the new geometry at the larger chunk; md refuses to resume at any other), for example {} or {}",
+            "--position {position}: a forward reshape of this array stops only on a boundary of {unit} bytes, its walk's step (whole stripes of the new geometry at the larger chunk), and md refuses to resume at any other: for example {} or {}",
             position / unit * unit,
             (position / unit + 1) * unit
         );
