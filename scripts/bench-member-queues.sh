@@ -14,12 +14,14 @@
 #
 #   scripts/bench-member-queues.sh [RAIDLAB] [SECONDS] [LEVEL] [N]
 #   QD=1 RW=randread scripts/bench-member-queues.sh target/release/raidlab 10 6 5
+#   SERVE_ARGS="--stripe-hold 100" scripts/bench-member-queues.sh
 #
 # Needs root, fio, nbdkit, nbdfuse (libnbd-bin), fuse3, python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 R=${1:-target/release/raidlab}; T=${2:-10}; LEVEL=${3:-5}; N=${4:-4}
 QD=${QD:-32}; RW=${RW:-randwrite}; SEEK_MS=${SEEK_MS:-5.3}
+SERVE_ARGS=${SERVE_ARGS:-}   # more options for `raidlab serve` (e.g. --stripe-hold 100)
 [ "$(id -u)" = 0 ] || { echo "bench-member-queues.sh: needs root (loop devices)" >&2; exit 2; }
 for t in fio nbdkit nbdfuse fusermount3 python3; do
     command -v $t >/dev/null || { echo "bench-member-queues.sh: $t is not installed (apt-get install fio nbdkit libnbd-bin fuse3 python3)" >&2; exit 2; }
@@ -49,7 +51,8 @@ cleanup() {
     rm -rf "$D"
 }
 trap cleanup EXIT
-"$R" serve --socket $D/s.sock -N a "${loops[@]}" 2>$D/serve.log &
+# shellcheck disable=SC2086
+"$R" serve --socket $D/s.sock -N a $SERVE_ARGS "${loops[@]}" 2>$D/serve.log &
 SP=$!
 for _ in $(seq 600); do [ -S $D/s.sock ] && break; sleep 0.1; done
 URI="nbd+unix:///a?socket=$D/s.sock"

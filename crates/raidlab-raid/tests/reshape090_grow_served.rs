@@ -104,20 +104,8 @@ fn served_grow_cut_at(level: Level, n: usize, w: u64, seed: u64) -> bool {
         );
         assert!(acked.borrow().len() >= 10, "the client barely wrote");
     }
-    for (i, f) in all.iter().enumerate() {
-        f.set_tripwire(None);
-        if tripped {
-            f.power_cut(seed ^ (i as u64) << 32).unwrap();
-            f.restart();
-        }
-    }
-    let mut again = Assembly::assemble(devs.clone()).unwrap();
-    if again.reshape().is_some() {
-        again
-            .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
-            .unwrap_or_else(|e| panic!("cut at write {w}: resume: {e}"));
-    }
-    drop(again);
+    power_back(&all, tripped, seed);
+    resume_with_backup(&devs, &file, w);
     // Grown: the new space reads zeros.
     data.resize(data.len() / (n - parity) * (n + 1 - parity), 0);
     judge_served_cut(&devs, data, &acked.borrow(), &unsure.borrow(), w);

@@ -91,20 +91,8 @@ fn served_cut_at(w: u64, seed: u64) -> bool {
     };
     work();
     let tripped = wire.tripped();
-    for (i, f) in all.iter().enumerate() {
-        f.set_tripwire(None);
-        if tripped {
-            f.power_cut(seed ^ (i as u64) << 32).unwrap();
-            f.restart();
-        }
-    }
-    let mut again = Assembly::assemble(devs.clone()).unwrap();
-    if again.reshape().is_some() {
-        again
-            .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
-            .unwrap_or_else(|e| panic!("cut at write {w}: resume: {e}"));
-    }
-    drop(again);
+    power_back(&all, tripped, seed);
+    resume_with_backup(&devs, &file, w);
     judge_served_cut(&devs, data, &acked.borrow(), &unsure.borrow(), w);
     tripped
 }

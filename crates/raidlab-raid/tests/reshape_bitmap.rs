@@ -21,7 +21,6 @@ use raidlab_md::bitmap::{Bitmap, BitmapSuper};
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
 use raidlab_raid::recovery::RunOptions;
-use std::cell::Cell;
 
 use bitmap_grow::CHUNK;
 /// The bitmap's chunk: small, so that one write's bit says where it went.
@@ -158,47 +157,12 @@ fn dirty(bm: &Bitmap) -> Vec<u64> {
 fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
     let devs = mem_devices(5, 16 * MIB);
     let mut data = bitmap_grow::bitmapped(Level::Raid5, &devs[..4], BITMAP_CHUNK);
-    let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
+    let asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
     let bitmap_offset = asm.members[0].sb.bitmap_offset;
-    let req = ReshapeRequest {
-        raid_devices: Some(5),
-        ..ReshapeRequest::default()
-    };
-    let plan = asm.reshape_check(&req, 1).unwrap();
-    asm.add(devs[4].clone(), false).unwrap();
-    asm.reshape_start(plan).unwrap();
-    let mut walk = asm.reshape_served(false).unwrap();
-    let volume = walk.volume("bm".into());
-    let steps = Cell::new(0);
-    let quit = || {
-        steps.set(steps.get() + 1);
-        steps.get() > 3
-    };
-    let e = walk
-        .run(&mut asm, &RunOptions::default(), &quit)
-        .unwrap_err();
-    assert!(e.to_string().contains("stopped"), "{e}");
-    let position = Assembly::assemble(devs.to_vec())
-        .unwrap()
-        .reshape()
-        .unwrap()
-        .unwrap()
-        .position;
-    let old_end = data.len() as u64;
-    assert!(position > 0 && position + 4 * MIB < old_end, "{position}");
-    // One block the new geometry holds, one the old one still does.
-    let (a, b) = (
-        position / 2 / 4096 * 4096,
-        (position + old_end) / 2 / 4096 * 4096,
-    );
-    let block = vec![0x5au8; 4096];
-    volume.write_at(&block, a).unwrap();
-    volume.write_at(&block, b).unwrap();
-    volume.flush().unwrap();
-    for at in [a, b] {
-        data[at as usize..at as usize + 4096].copy_from_slice(&block);
-    }
+    // The machine stops with the two writes made.
+    let (a, b) =
+        bitmap_grow::served_grow_stopped_with_a_write_each_side(asm, &devs, 3, 4 * MIB, &mut data);
     let chunk_sectors = u64::from(BITMAP_CHUNK) / 512;
     let mut want = vec![
         member_sector(a, 5) / chunk_sectors,
@@ -206,8 +170,6 @@ fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
     ];
     want.sort_unstable();
     assert_ne!(want[0], want[1], "the two writes' bits differ");
-    // The machine stops here.
-    drop((walk, volume, asm));
     for (i, (_, bm)) in on_disk(&devs).iter().enumerate() {
         assert_eq!(dirty(bm), want, "member {i}: the bits on disk");
     }

@@ -218,46 +218,12 @@ fn a_raid10_grow_with_a_bitmap_cut_anywhere_is_resumed_exact_and_clean() {
 fn writes_during_a_served_raid10_grow_mark_their_array_chunks_through_a_crash() {
     let devs = mem_devices(5, 16 * MIB);
     let mut data = bitmap_grow::bitmapped(Level::Raid10, &devs[..4], BITMAP_CHUNK);
-    let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
+    let asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
     let before = asm.bitmap.as_ref().unwrap().sb.clone();
-    let req = ReshapeRequest {
-        raid_devices: Some(5),
-        ..ReshapeRequest::default()
-    };
-    let plan = asm.reshape_check(&req, 1).unwrap();
-    asm.add(devs[4].clone(), false).unwrap();
-    asm.reshape_start(plan).unwrap();
     let new_bytes = data.len() as u64 / 4 * 5;
-    let mut walk = asm.reshape_served(false).unwrap();
-    let volume = walk.volume("bm".into());
-    let steps = std::cell::Cell::new(0);
-    let quit = || {
-        steps.set(steps.get() + 1);
-        steps.get() > 2
-    };
-    let e = walk
-        .run(&mut asm, &RunOptions::default(), &quit)
-        .unwrap_err();
-    assert!(e.to_string().contains("stopped"), "{e}");
-    let position = Assembly::assemble(devs.to_vec())
-        .unwrap()
-        .reshape()
-        .unwrap()
-        .unwrap()
-        .position;
-    let old_end = data.len() as u64;
-    assert!(position > 0 && position + 2 * MIB < old_end, "{position}");
-    let (a, b) = (
-        position / 2 / 4096 * 4096,
-        (position + old_end) / 2 / 4096 * 4096,
-    );
-    let block = vec![0x5au8; 4096];
-    volume.write_at(&block, a).unwrap();
-    volume.write_at(&block, b).unwrap();
-    volume.flush().unwrap();
-    for at in [a, b] {
-        data[at as usize..at as usize + 4096].copy_from_slice(&block);
-    }
+    // The machine stops with the two writes made.
+    let (a, b) =
+        bitmap_grow::served_grow_stopped_with_a_write_each_side(asm, &devs, 2, 2 * MIB, &mut data);
     let mut want = vec![a / u64::from(BITMAP_CHUNK), b / u64::from(BITMAP_CHUNK)];
     want.sort_unstable();
     assert_ne!(want[0], want[1]);
@@ -265,8 +231,6 @@ fn writes_during_a_served_raid10_grow_mark_their_array_chunks_through_a_crash() 
     let chunks = new_bytes / u64::from(BITMAP_CHUNK);
     // The new space's chunks, marked at the start as md marks them.
     want.extend(first_new..chunks);
-    // The machine stops here.
-    drop((walk, volume, asm));
     for (i, (_, bm)) in on_disk(&devs).iter().enumerate() {
         assert_eq!(bm.sb.sync_size, new_bytes / 512, "member {i}: resized");
         assert_eq!(dirty(bm), want, "member {i}: the bits on disk");
@@ -290,13 +254,7 @@ fn a_bitmap_md_left_at_the_old_size_is_made_to_cover_the_grown_array() {
     let data = bitmap_grow::bitmapped(Level::Raid10, &devs[..4], BITMAP_CHUNK);
     let mut asm = Assembly::assemble(devs[..4].to_vec()).unwrap();
     let old = asm.bitmap.as_ref().unwrap().sb.clone();
-    let req = ReshapeRequest {
-        raid_devices: Some(5),
-        ..ReshapeRequest::default()
-    };
-    let plan = asm.reshape_check(&req, 1).unwrap();
-    asm.add(devs[4].clone(), false).unwrap();
-    asm.reshape_start(plan).unwrap();
+    bitmap_grow::grow_to_five_started(&mut asm, &devs);
     // As md leaves it: the bitmap of the old array.
     asm.bitmap = Some(Bitmap::new(old.clone(), false).unwrap());
     asm.commit(|_| {}).unwrap();

@@ -491,7 +491,9 @@ fn examine_shows_mdadm_fields() {
     assert_eq!(v[0]["array_uuid"], v[1]["array_uuid"]);
 }
 
-fn explain(args: &[&str]) -> (Vec<usize>, Vec<usize>) {
+/// `raidlab explain --json ARGS` (a request or a sequence), which must
+/// succeed, parsed.
+fn explain_json(args: &[&str]) -> serde_json::Value {
     let out = raidlab()
         .args(["explain", "--json"])
         .args(args)
@@ -502,7 +504,11 @@ fn explain(args: &[&str]) -> (Vec<usize>, Vec<usize>) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn explain(args: &[&str]) -> (Vec<usize>, Vec<usize>) {
+    let v = explain_json(args);
     let phases = v["phases"].as_array().unwrap();
     let count = |kind: &str| {
         phases
@@ -594,6 +600,172 @@ fn explain_shows_the_classic_plans() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("past the end"));
+}
+
+/// `explain --position`: one request on a RAID 5 of four 64K-chunk members
+/// mid-reshape, as JSON: each piece's geometry, array bytes and member
+/// reads and writes.
+fn explain_mid_reshape(args: &[&str]) -> (Vec<(String, u64, u64)>, u64, u64) {
+    let v = explain_json(&[&["-l", "5", "-n", "4", "-c", "64K"], args].concat());
+    let pieces = v["pieces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["geometry"].as_str().unwrap().to_string(),
+                p["offset"].as_u64().unwrap(),
+                p["length"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    (
+        pieces,
+        v["reads"].as_u64().unwrap(),
+        v["writes"].as_u64().unwrap(),
+    )
+}
+
+#[test]
+fn explain_cuts_a_request_where_a_reshape_stands() {
+    let grow = ["--to-raid-devices", "5", "--position", "1M"];
+    let piece = |g: &str, at: u64, len: u64| (g.to_string(), at, len);
+    // Across the position: the part below it read-modify-written in the
+    // new geometry, the rest in the old one.
+    assert_eq!(
+        explain_mid_reshape(&[&grow[..], &["write", "1020K", "8K"]].concat()),
+        (
+            vec![piece("new", 1020 << 10, 4096), piece("old", 1 << 20, 4096)],
+            4,
+            4
+        )
+    );
+    // A whole stripe of each geometry: five member writes below the
+    // position (four data chunks), four above it (three).
+    assert_eq!(
+        explain_mid_reshape(&[&grow[..], &["write", "768K", "256K"]].concat()),
+        (vec![piece("new", 768 << 10, 256 << 10)], 0, 5)
+    );
+    assert_eq!(
+        explain_mid_reshape(&[&grow[..], &["write", "1152K", "192K"]].concat()),
+        (vec![piece("old", 1152 << 10, 192 << 10)], 0, 4)
+    );
+    // Fewer members run backwards: the new geometry from the position on.
+    assert_eq!(
+        explain_mid_reshape(&[
+            "--to-raid-devices",
+            "3",
+            "--position",
+            "1M",
+            "read",
+            "1020K",
+            "8K"
+        ]),
+        (
+            vec![piece("old", 1020 << 10, 4096), piece("new", 1 << 20, 4096)],
+            2,
+            0
+        )
+    );
+    // A new chunk keeps the member count: forwards unless told otherwise.
+    let chunk = [
+        "--to-chunk",
+        "128K",
+        "--position",
+        "1536K",
+        "read",
+        "1532K",
+        "8K",
+    ];
+    let (forwards, _, _) = explain_mid_reshape(&chunk);
+    assert_eq!(forwards[0].0, "new");
+    let (backwards, _, _) = explain_mid_reshape(&[&chunk[..], &["--backwards"]].concat());
+    assert_eq!(backwards[0].0, "old");
+    let refused = |args: &[&str], why: &str| {
+        raidlab()
+            .args(["explain", "-l", "5", "-n", "4", "-c", "64K"])
+            .args(args)
+            .assert()
+            .failure()
+            .stderr(predicate::str::contains(why));
+    };
+    // md's walk records a forward position on whole new stripes (256K).
+    refused(
+        &[
+            "--to-raid-devices",
+            "5",
+            "--position",
+            "1000K",
+            "read",
+            "0",
+            "4K",
+        ],
+        "for example 786432 or 1048576",
+    );
+    refused(
+        &["--to-raid-devices", "5", "read", "0", "4K"],
+        "give --position too",
+    );
+    refused(
+        &["--position", "1M", "read", "0", "4K"],
+        "give --to-raid-devices, --to-chunk or --to-layout",
+    );
+    refused(
+        &[&grow[..], &["--stripe-cache", "write", "0", "4K"]].concat(),
+        "one request on an array mid-reshape",
+    );
+    refused(
+        &[&grow[..], &["--backwards", "read", "0", "4K"]].concat(),
+        "runs forwards",
+    );
+    // The array mid-reshape is the smaller geometry: 3 GiB here.
+    refused(
+        &[&grow[..], &["read", "3G", "4K"]].concat(),
+        "past the end of the array while it is mid-reshape",
+    );
+    raidlab()
+        .args(["explain", "-l", "1", "-n", "2", "--to-raid-devices", "3"])
+        .args(["--position", "0", "read", "0", "4K"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("not restriped in place"));
+    // md resumes a RAID 10 reshape at any position: cut there too.
+    let v = explain_json(&[
+        "-l",
+        "10",
+        "-n",
+        "4",
+        "-c",
+        "64K",
+        "--to-raid-devices",
+        "5",
+        "--position",
+        "1000K",
+        "read",
+        "996K",
+        "8K",
+    ]);
+    assert_eq!(v["pieces"].as_array().unwrap().len(), 2, "{v}");
+    assert_eq!(v["pieces"][1]["offset"], 1000 << 10);
+    // md's RAID 10 rules, asked of the engine's grow: never the far layout.
+    raidlab()
+        .args([
+            "explain",
+            "-l",
+            "10",
+            "-p",
+            "f2",
+            "-n",
+            "4",
+            "--to-raid-devices",
+            "5",
+        ])
+        .args(["--position", "0", "read", "0", "4K"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(
+            "Cannot reshape RAID10 in far-mode",
+        ));
 }
 
 #[test]
@@ -1434,38 +1606,13 @@ fn journal_closes_the_raid6_write_hole_through_the_cli() {
 
 /// (reads, writes) per request of an `explain` sequence, the final flush last.
 fn explain_sequence(args: &[&str]) -> Vec<(u64, u64)> {
-    let out = raidlab()
-        .args(["explain", "--json"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = explain_json(args);
     v["requests"]
         .as_array()
         .unwrap()
         .iter()
         .map(|r| (r["reads"].as_u64().unwrap(), r["writes"].as_u64().unwrap()))
         .collect()
-}
-
-/// The JSON of an `explain` sequence.
-fn explain_json(args: &[&str]) -> serde_json::Value {
-    let out = raidlab()
-        .args(["explain", "--json"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// How many of a request's metadata operations are `what`, of `kind`, and

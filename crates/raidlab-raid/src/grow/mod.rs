@@ -66,6 +66,7 @@ pub use backup_file::BackupFile;
 pub use convert::Conversion;
 pub use devices::DevicesChange;
 pub use policy::Policy;
+pub use raid10::raid10_shapes_refusal;
 pub use reshape::{ReshapePlan, ReshapeReport, ReshapeRequest, MAX_MOVE_SECTORS};
 pub use steps::{conversion_steps, is_conversion, step_request, Step, Takeover};
 

@@ -69,11 +69,8 @@ impl Assembly {
         self.grow_check_no_reshape()?;
         let template = self.grow_template()?;
         let layout = Raid10Layout::from_md(template.layout)?;
-        if layout.far > 1 && !layout.offset {
-            return Err(refused(format!(
-                "{what}: md does not reshape a RAID 10 in the far layout ({}; mdadm: \"Cannot reshape RAID10 in far-mode\"): its far copies lie a fixed fraction of each member apart, and that fraction moves with every member, chunk or layout changed; make a new array in the near or offset layout and copy the data over; nothing was changed",
-                layout.name()
-            )));
+        if let Some(why) = raid10_shapes_refusal(layout, layout) {
+            return Err(refused(format!("{what}: {why}; nothing was changed")));
         }
         let (new_layout, new_chunk) = self.raid10_new_shape(req, what)?;
         let chunk = template.chunksize;
@@ -336,19 +333,8 @@ impl Assembly {
                         "{what}: {name} is not a RAID 10 layout"
                     )));
                 };
-                if to.far > 1 && !to.offset {
-                    return Err(refused(format!(
-                        "{what}: md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\"); nothing was changed"
-                    )));
-                }
-                if to.copies() != layout.copies() {
-                    return Err(refused(format!(
-                        "{what}: {} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\"); nothing was changed",
-                        layout.name(),
-                        layout.copies(),
-                        to.name(),
-                        to.copies()
-                    )));
+                if let Some(why) = raid10_shapes_refusal(layout, to) {
+                    return Err(refused(format!("{what}: {why}; nothing was changed")));
                 }
                 to.md_layout()
             }
@@ -493,6 +479,36 @@ impl Assembly {
 
 /// The least component size md keeps of this RAID 10 (near or offset): a
 /// chunk, or a chunk per far copy in the offset layout.
+/// md's rules on the shapes of a RAID 10 reshape from layout `from` to
+/// `to` (`raid10_check_reshape`, mdadm's `Grow.c`): never in the far
+/// layout, never into it, never to another number of copies. Why not, in
+/// mdadm's words, or `None` where md runs it. Also what `explain
+/// --position` asks before it shows a RAID 10 mid-reshape.
+pub fn raid10_shapes_refusal(from: Raid10Layout, to: Raid10Layout) -> Option<String> {
+    let far = |l: Raid10Layout| l.far > 1 && !l.offset;
+    if far(from) {
+        return Some(format!(
+            "md does not reshape a RAID 10 in the far layout ({}; mdadm: \"Cannot reshape RAID10 in far-mode\"): its far copies lie a fixed fraction of each member apart, and that fraction moves with every member, chunk or layout changed; make a new array in the near or offset layout and copy the data over",
+            from.name()
+        ));
+    }
+    if far(to) {
+        return Some(
+            "md does not reshape a RAID 10 into the far layout (mdadm: \"Cannot reshape RAID10 to far-mode\")".into(),
+        );
+    }
+    if to.copies() != from.copies() {
+        return Some(format!(
+            "{} keeps {} copies of each chunk and {} keeps {}, and md never changes the number of copies (mdadm: \"Cannot change number of copies when reshaping RAID10\")",
+            from.name(),
+            from.copies(),
+            to.name(),
+            to.copies()
+        ));
+    }
+    None
+}
+
 pub(super) fn raid10_row_sectors(sb: &Superblock) -> Result<u64> {
     let layout = Raid10Layout::from_md(sb.layout)?;
     let far = if layout.offset { layout.far.max(1) } else { 1 };

@@ -123,3 +123,62 @@ pub fn grow_cut_throughout(level: Level, bitmap_chunk: u32, check: &mut Check<'_
     }
     eprintln!("runs cut: {cut}");
 }
+
+/// `asm` (four members of `devs`) grown onto the fifth: the new member
+/// added and the grow recorded, nothing moved yet.
+pub fn grow_to_five_started(asm: &mut Assembly, devs: &[Device]) {
+    let req = ReshapeRequest {
+        raid_devices: Some(5),
+        ..ReshapeRequest::default()
+    };
+    let plan = asm.reshape_check(&req, 1).unwrap();
+    asm.add(devs[4].clone(), false).unwrap();
+    asm.reshape_start(plan).unwrap();
+}
+
+/// [`grow_to_five_started`], then walked served for `steps` checkpoints
+/// and stopped, with at least `room` bytes of the old array left to move;
+/// then a client's 4 KiB write on either side of the position (one block
+/// the new geometry holds, one the old one still does), flushed and copied
+/// into `data`. The walk, its volume and `asm` are dropped on return, as a
+/// machine that stops there. Returns the two blocks' array offsets.
+pub fn served_grow_stopped_with_a_write_each_side(
+    mut asm: Assembly,
+    devs: &[Device],
+    steps: usize,
+    room: u64,
+    data: &mut [u8],
+) -> (u64, u64) {
+    grow_to_five_started(&mut asm, devs);
+    let mut walk = asm.reshape_served(false).unwrap();
+    let volume = walk.volume("bm".into());
+    let taken = std::cell::Cell::new(0);
+    let quit = || {
+        taken.set(taken.get() + 1);
+        taken.get() > steps
+    };
+    let e = walk
+        .run(&mut asm, &RunOptions::default(), &quit)
+        .unwrap_err();
+    assert!(e.to_string().contains("stopped"), "{e}");
+    let position = Assembly::assemble(devs.to_vec())
+        .unwrap()
+        .reshape()
+        .unwrap()
+        .unwrap()
+        .position;
+    let old_end = data.len() as u64;
+    assert!(position > 0 && position + room < old_end, "{position}");
+    let (a, b) = (
+        position / 2 / 4096 * 4096,
+        (position + old_end) / 2 / 4096 * 4096,
+    );
+    let block = vec![0x5au8; 4096];
+    volume.write_at(&block, a).unwrap();
+    volume.write_at(&block, b).unwrap();
+    volume.flush().unwrap();
+    for at in [a, b] {
+        data[at as usize..at as usize + 4096].copy_from_slice(&block);
+    }
+    (a, b)
+}

@@ -144,6 +144,13 @@ pub fn cut_at(faults: &[Fault], at: u64, seed: u64, work: &mut dyn FnMut()) -> b
     }
     work();
     let tripped = wire.tripped();
+    power_back(faults, tripped, seed);
+    tripped
+}
+
+/// Each device of `faults` off its tripwire; when it `tripped`, each loses
+/// what its volatile cache held (drawn from `seed`) and comes back.
+pub fn power_back(faults: &[Fault], tripped: bool, seed: u64) {
     for (i, f) in faults.iter().enumerate() {
         f.set_tripwire(None);
         if tripped {
@@ -151,7 +158,22 @@ pub fn cut_at(faults: &[Fault], at: u64, seed: u64, work: &mut dyn FnMut()) -> b
             f.restart();
         }
     }
-    tripped
+}
+
+/// Assembled after a cut and, when it is still mid-reshape, carried on
+/// offline through `file`, as `raidlab grow --continue --backup-file`.
+/// `w` names the cut in messages.
+pub fn resume_with_backup(devs: &[Device], file: &BackupFile, w: u64) {
+    let mut again = Assembly::assemble(devs.to_vec()).unwrap();
+    if again.reshape().is_some() {
+        again
+            .reshape_run_with_backup(
+                file,
+                raidlab_raid::recovery::RunOptions::default(),
+                &mut |_| {},
+            )
+            .unwrap_or_else(|e| panic!("cut at write {w}: resume: {e}"));
+    }
 }
 
 /// After a served reshape cut by a power failure and finished: the array

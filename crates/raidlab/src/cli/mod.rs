@@ -443,6 +443,29 @@ pub struct ExplainArgs {
     /// mdadm's choice).
     #[arg(long, value_parser = size, requires = "bitmap")]
     pub bitmap_chunk: Option<u64>,
+    /// The array is in the middle of a reshape (RAID 4, 5, 6 or 10): the
+    /// array byte where the old geometry (the options above) and the new
+    /// one (the --to-* options) meet, md's reshape_position. The request
+    /// is cut there as the array cuts it, and each piece planned on its
+    /// side's geometry. A reshape to fewer data members runs backwards, as
+    /// md runs it: the new geometry holds the bytes from the position on.
+    #[arg(long, value_parser = size)]
+    pub position: Option<u64>,
+    /// Mid-reshape: the member count the array is being reshaped to.
+    #[arg(long)]
+    pub to_raid_devices: Option<usize>,
+    /// Mid-reshape: the chunk the array is being reshaped to.
+    #[arg(long, value_parser = size)]
+    pub to_chunk: Option<u64>,
+    /// Mid-reshape: the layout the array is being reshaped to.
+    #[arg(long)]
+    pub to_layout: Option<String>,
+    /// Mid-reshape with as many data members before as after (a new chunk
+    /// or layout): the reshape runs backwards (md's choice when the data
+    /// moves towards the end of the members), so the new geometry holds
+    /// the bytes from the position on.
+    #[arg(long, requires = "position")]
+    pub backwards: bool,
 }
 
 #[derive(Debug, Args)]

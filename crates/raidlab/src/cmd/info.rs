@@ -464,15 +464,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
         ));
     }
     if let Some(r) = &reshape {
-        let shape = |g: &raidlab_layout::Geometry| {
-            format!(
-                "{} {}, {} members, chunk {}",
-                g.level.name(),
-                g.layout.name(),
-                g.raid_disks,
-                format_size(g.chunk_bytes)
-            )
-        };
+        let shape = geometry_shape;
         rows.push((
             "Reshape",
             match r {
@@ -657,4 +649,16 @@ fn zoned_layout(asm: &Assembly) -> Option<String> {
             if alternate { "alternate" } else { "original" }.into()
         }
     })
+}
+
+/// A geometry in a few words, as `detail` and `explain` name the two sides
+/// of a reshape: level, layout, members, chunk.
+pub(crate) fn geometry_shape(g: &raidlab_layout::Geometry) -> String {
+    format!(
+        "{} {}, {} members, chunk {}",
+        g.level.name(),
+        g.layout.name(),
+        g.raid_disks,
+        format_size(g.chunk_bytes)
+    )
 }

@@ -196,6 +196,28 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
     ("md-r10-add", 10, 5, "raid10add"),
 ];
 
+/// `mdadm --create` options of the bitmapped cases, a RAID 5's and a
+/// near-2 RAID 10's: raidlab's 64K chunk, and bitmap chunks of 64K so that
+/// the bitmap of these few-MiB members has many bits to mark.
+const CHUNK_BITMAP: &[&str] = &[
+    "--chunk",
+    "64K",
+    "--consistency-policy",
+    "bitmap",
+    "--bitmap-chunk",
+    "64K",
+];
+const R10_N2_BITMAP: &[&str] = &[
+    "--layout",
+    "n2",
+    "--chunk",
+    "64K",
+    "--consistency-policy",
+    "bitmap",
+    "--bitmap-chunk",
+    "64K",
+];
+
 /// Cases the default run leaves to `RAIDLAB_MDVM_FULL=1`, each covered in
 /// kind by a default one (a RAID 6 layout change md finishes after a
 /// Ctrl-C; a stopped grow by the killed chunk change; md's own reshape over
@@ -284,14 +306,7 @@ fn cases() -> Vec<Grown> {
             name: "r5-size-bitmap",
             level: 5,
             devices: 3,
-            create: &[
-                "--chunk",
-                "64K",
-                "--consistency-policy",
-                "bitmap",
-                "--bitmap-chunk",
-                "64K",
-            ],
+            create: CHUNK_BITMAP,
             grow_files: true,
             grow: &["--size", "max"],
             sets: vec![],
@@ -301,16 +316,7 @@ fn cases() -> Vec<Grown> {
             name: "r10-size-bitmap",
             level: 10,
             devices: 4,
-            create: &[
-                "--layout",
-                "n2",
-                "--chunk",
-                "64K",
-                "--consistency-policy",
-                "bitmap",
-                "--bitmap-chunk",
-                "64K",
-            ],
+            create: R10_N2_BITMAP,
             grow_files: true,
             grow: &["--size", "max"],
             sets: vec![vec![0, 3]],
@@ -491,14 +497,7 @@ fn cases() -> Vec<Grown> {
             name: "r5-3to4-bitmap",
             level: 5,
             devices: 3,
-            create: &[
-                "--chunk",
-                "64K",
-                "--consistency-policy",
-                "bitmap",
-                "--bitmap-chunk",
-                "64K",
-            ],
+            create: CHUNK_BITMAP,
             grow_files: false,
             grow: &["--raid-devices", "4", "--add", "NEW"],
             sets: vec![vec![3]],
@@ -508,14 +507,7 @@ fn cases() -> Vec<Grown> {
             name: "r5-3to4-bitmap-killed",
             level: 5,
             devices: 3,
-            create: &[
-                "--chunk",
-                "64K",
-                "--consistency-policy",
-                "bitmap",
-                "--bitmap-chunk",
-                "64K",
-            ],
+            create: CHUNK_BITMAP,
             grow_files: false,
             grow: &["--raid-devices", "4", "--add", "NEW"],
             sets: vec![vec![0]],
@@ -533,16 +525,7 @@ fn cases() -> Vec<Grown> {
             name: "r10-4to5-bitmap",
             level: 10,
             devices: 4,
-            create: &[
-                "--layout",
-                "n2",
-                "--chunk",
-                "64K",
-                "--consistency-policy",
-                "bitmap",
-                "--bitmap-chunk",
-                "64K",
-            ],
+            create: R10_N2_BITMAP,
             grow_files: false,
             grow: &["--raid-devices", "5", "--add", "NEW"],
             sets: vec![vec![0, 3]],
@@ -553,16 +536,7 @@ fn cases() -> Vec<Grown> {
             name: "r10-chunk-bitmap",
             level: 10,
             devices: 4,
-            create: &[
-                "--layout",
-                "n2",
-                "--chunk",
-                "64K",
-                "--consistency-policy",
-                "bitmap",
-                "--bitmap-chunk",
-                "64K",
-            ],
+            create: R10_N2_BITMAP,
             grow_files: false,
             grow: &["--chunk", "128K"],
             sets: vec![vec![0, 3]],

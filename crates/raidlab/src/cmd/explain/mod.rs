@@ -28,6 +28,8 @@ use serde::Serialize;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+mod reshape;
+
 pub fn run(a: ExplainArgs) -> Result<ExitCode> {
     let level = Level::from_name(&a.level)?;
     let layout = Layout::parse(level, a.layout.as_deref())?;
@@ -43,13 +45,24 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
         }
         present[r] = false;
     }
-    if a.stripe_cache || a.bitmap || !a.more.is_empty() {
+    let sequence_asked = a.stripe_cache || a.bitmap || !a.more.is_empty();
+    if let Some(position) = a.position {
+        if sequence_asked {
+            bail!(
+                "--position explains one request on an array mid-reshape, through no stripe cache or bitmap: drop --stripe-cache, --bitmap and the MORE requests, or drop --position and the --to-* options"
+            );
+        }
+        return reshape::run(&a, geo, &present, position);
+    }
+    if a.to_raid_devices.is_some() || a.to_chunk.is_some() || a.to_layout.is_some() {
+        bail!(
+            "--to-raid-devices, --to-chunk and --to-layout describe the geometry of a reshape under way: give --position too (the array byte where the two geometries meet, md's reshape_position)"
+        );
+    }
+    if sequence_asked {
         return sequence(&a, geo, &present);
     }
-    let plan = match a.direction {
-        Direction::Read => plan_read(&geo, &present, a.offset, a.length, 0)?,
-        Direction::Write => plan_write(&geo, &present, a.offset, a.length)?,
-    };
+    let plan = plan_one(&geo, &present, a.direction, a.offset, a.length)?;
     let explained = plan.explain();
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&explained)?);
@@ -77,6 +90,29 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
         format_size(a.length),
         a.offset
     );
+    print_phases(&explained)?;
+    let (r, w) = plan.op_counts();
+    outln!("total: {r} member read(s), {w} member write(s)");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The level planner's plan for one request on `geo`: what the engine
+/// carries out for it.
+fn plan_one(
+    geo: &Geometry,
+    present: &[bool],
+    direction: Direction,
+    offset: u64,
+    length: u64,
+) -> Result<Plan> {
+    Ok(match direction {
+        Direction::Read => plan_read(geo, present, offset, length, 0)?,
+        Direction::Write => plan_write(geo, present, offset, length)?,
+    })
+}
+
+/// A plan's computations and phases, each member operation on a line.
+fn print_phases(explained: &raidlab_raid::plan::Explained) -> Result<()> {
     for c in &explained.computes {
         outln!("  first: {c}");
     }
@@ -93,9 +129,7 @@ pub fn run(a: ExplainArgs) -> Result<ExitCode> {
             outln!("  then: {c}");
         }
     }
-    let (r, w) = plan.op_counts();
-    outln!("total: {r} member read(s), {w} member write(s)");
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 #[derive(Serialize)]
