@@ -11,6 +11,7 @@ mod bitmap_grow;
 mod common;
 mod md090;
 use md090::*;
+use raidlab_core::Volume;
 use raidlab_layout::Level;
 use raidlab_md::bitmap::{Bitmap, BitmapSuper};
 use raidlab_md::Superblock;
@@ -146,6 +147,100 @@ fn writes_during_a_served_090_grow_mark_their_geometrys_bits_through_a_crash() {
         read_all(&devs)[..data.len()] == data[..],
         "the data after the resume"
     );
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    let bm = asm.bitmap.as_ref().unwrap();
+    let dirty: Vec<u64> = (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect();
+    assert_eq!(dirty, want, "bits kept");
+    let check = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(check.mismatch_sectors, 0);
+}
+
+/// The member sector where a RAID 5 of `members` with `chunk`-byte chunks
+/// keeps array byte `at`.
+fn member_sector_of(at: u64, members: u64, chunk: u64) -> u64 {
+    let stripe = chunk * (members - 1);
+    ((at / stripe) * chunk + at % chunk) / 512
+}
+
+/// Served through the backup file: a new chunk walked window by window, a
+/// client writing between windows (one page just below the walk, in the
+/// new chunk, one past the next window, in the old), stopped after a few
+/// windows as a machine stops. The bits on every member are exactly the
+/// pages' own, each counted in the chunk that took it; resumed from the
+/// file, the restripe ends exact and clean with the bits kept.
+#[test]
+fn writes_during_a_served_090_backup_restripe_mark_their_chunks_bits_through_a_crash() {
+    let devs = mem_devices(4, 8 * MIB);
+    let mut data = fill_with(Level::Raid5, &devs, 11, true);
+    let asm = Assembly::assemble(devs.clone()).unwrap();
+    let bitmap_chunk = u64::from(asm.bitmap.as_ref().unwrap().sb.chunksize);
+    let req = ReshapeRequest {
+        chunk_bytes: Some(32 << 10),
+        ..ReshapeRequest::default()
+    };
+    let plan = asm
+        .reshape_check_with_backup(&req, Path::new("/nonexistent-dir/backup"))
+        .unwrap();
+    drop(asm);
+    let wbytes = plan.backup_sectors * 512;
+    let file = BackupFile::on_volume("backup", mem_file(&plan));
+    let mut asm = Assembly::assemble(devs.clone()).unwrap();
+    asm.reshape_start_with_backup(plan, &file).unwrap();
+    let mut walk = asm.reshape_served_with_backup(false, &file).unwrap();
+    let vol = walk.volume("a".into());
+    let gate = walk.gate().clone();
+    let total = vol.size();
+    let written = std::cell::RefCell::new(Vec::new());
+    let n = std::cell::Cell::new(0u64);
+    let quit = || {
+        let p = gate.position();
+        let k = n.get();
+        n.set(k + 1);
+        if k == 3 {
+            return true;
+        }
+        // Below the walk (the new chunk holds it) and past the window
+        // above it (the old chunk still does).
+        for at in [
+            p - 4096,
+            p + wbytes + (total - p - wbytes) / 2 / 4096 * 4096,
+        ] {
+            let page = vec![k as u8 + 1; 4096];
+            vol.write_at(&page, at).unwrap();
+            vol.flush().unwrap();
+            written.borrow_mut().push((at, at < p, page));
+        }
+        false
+    };
+    walk.run(&mut asm, &RunOptions::default(), &quit)
+        .unwrap_err();
+    drop((walk, vol, asm));
+    let written = written.into_inner();
+    assert_eq!(written.len(), 6, "three rounds of two pages");
+    let mut want: Vec<u64> = written
+        .iter()
+        .map(|(at, new, _)| {
+            let chunk = if *new { 32 << 10 } else { CHUNK };
+            member_sector_of(*at, 4, chunk) / (bitmap_chunk / 512)
+        })
+        .collect();
+    want.sort_unstable();
+    want.dedup();
+    for (i, (_, bm)) in bitmap_grow::on_disk(&devs).iter().enumerate() {
+        let dirty: Vec<u64> = (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect();
+        assert_eq!(dirty, want, "member {i}: the bits on disk");
+    }
+    for (at, _, page) in &written {
+        data[*at as usize..*at as usize + 4096].copy_from_slice(page);
+    }
+    let mut again = Assembly::assemble(devs.clone()).unwrap();
+    again
+        .reshape_run_with_backup(&file, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    drop(again);
+    assert!(read_all(&devs) == data, "the data after the resume");
     let mut asm = Assembly::assemble(devs.clone()).unwrap();
     let bm = asm.bitmap.as_ref().unwrap();
     let dirty: Vec<u64> = (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect();
