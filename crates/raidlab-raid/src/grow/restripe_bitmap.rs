@@ -11,8 +11,9 @@
 //! more members md resizes it to the new array size at the reshape's start
 //! (`raid10_start_reshape`), its chunk kept where the bits fit, the old
 //! bits kept (they name the same array sectors) and the new space's marked
-//! to be resynced; a RAID 10 shrink with a bitmap and a metadata 0.90
-//! restripe with one are refused as not built. It also says how much room
+//! to be resynced; a metadata 0.90 RAID 4/5/6 restriped in place keeps its
+//! bitmap as a 1.x one; a RAID 10 shrink with a bitmap is refused as not
+//! built. It also says how much room
 //! a member has below its data for the data to move into (md's
 //! `super_1_allow_new_offset`: clear of the superblock's first 36 KiB, the
 //! bitmap's pages and the bad block log). How the bits are kept while the
@@ -25,7 +26,7 @@ use super::refused;
 use crate::assemble::Assembly;
 use raidlab_core::Result;
 use raidlab_layout::{Geometry, Level};
-use raidlab_md::superblock::{feature, MetadataVersion};
+use raidlab_md::superblock::feature;
 
 /// md keeps a new data offset clear of the first 36 KiB from a 1.1/1.2
 /// superblock (the superblock and room for a bitmap).
@@ -43,10 +44,13 @@ impl Assembly {
     /// it the same way: md ran both with the bitmap in the VM, its
     /// `sync_size` the member size throughout. A RAID 10's counts array
     /// sectors: kept over the same members, resized at the start of a
-    /// reshape onto more ([`Assembly::raid10_reshape_bitmap`]). Refused as
-    /// not built: a metadata 0.90 restripe with a bitmap (in place or
-    /// through a backup file) and a RAID 10 shrink with one (checked where
-    /// the shrink is planned). A RAID 0 has no bitmap.
+    /// reshape onto more ([`Assembly::raid10_reshape_bitmap`]). A metadata
+    /// 0.90 RAID 4/5/6 restriped in place (more members, or through a
+    /// backup file) keeps it the same way: its bitmap sits after the
+    /// superblock at the member's end, clear of the data and of the
+    /// critical section's backup, and md took one raidlab grew in the VM.
+    /// Refused as not built: a RAID 10 shrink with one (checked where the
+    /// shrink is planned). A RAID 0 has no bitmap.
     pub(super) fn bitmap_restripe_allowed(&self, template: &raidlab_md::Superblock) -> Result<()> {
         let recorded = template.feature_map & feature::BITMAP_OFFSET != 0;
         if self.bitmap.is_none() && !recorded {
@@ -54,11 +58,6 @@ impl Assembly {
         }
         if self.bitmap.is_none() {
             return bitmap_unbuilt("it could not be read to carry it through the reshape");
-        }
-        if template.version() == MetadataVersion::V0_90 {
-            return bitmap_unbuilt(
-                "its metadata is 0.90, whose in-place restripes raidlab runs without a bitmap only",
-            );
         }
         match self.geometry.level {
             Level::Raid1 | Level::Raid4 | Level::Raid5 | Level::Raid6 | Level::Raid10 => Ok(()),

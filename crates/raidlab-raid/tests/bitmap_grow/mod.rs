@@ -1,8 +1,10 @@
 //! What the reshape-with-a-bitmap tests share (`reshape_bitmap.rs`,
-//! `reshape_bitmap_raid10.rs`): an array made with a bitmap, the bitmaps as
-//! on disk, and a grow of four members to five cut by a power failure
-//! throughout its run. Each test file declares `mod common;` and
-//! `mod md090;`, which this uses.
+//! `reshape_bitmap_raid10.rs`, `reshape090_bitmap.rs`): an array made with
+//! a bitmap, the bitmaps as on disk, a grow of four members to five cut by
+//! a power failure throughout its run, and one walked served, stopped, with
+//! a client's write on either side. Each test file declares `mod common;`
+//! and `mod md090;`, which this uses.
+#![allow(dead_code)] // each test binary uses its own part
 
 use crate::common;
 use crate::md090::{cut_at, fault_devices, pattern, MIB};

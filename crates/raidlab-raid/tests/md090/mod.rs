@@ -28,6 +28,12 @@ pub fn pattern(len: u64, seed: u64) -> Vec<u8> {
 /// A filled 0.90 array over `devs` (its pattern drawn from `seed`); its
 /// bytes.
 pub fn fill(level: Level, devs: &[Device], seed: u64) -> Vec<u8> {
+    fill_with(level, devs, seed, false)
+}
+
+/// [`fill`], with md's internal bitmap of 64 KiB chunks when `bitmap`
+/// (stopped clean: no bit set).
+pub fn fill_with(level: Level, devs: &[Device], seed: u64, bitmap: bool) -> Vec<u8> {
     let spec = CreateSpec {
         level,
         layout: Layout::parse(level, None).unwrap(),
@@ -35,8 +41,8 @@ pub fn fill(level: Level, devs: &[Device], seed: u64) -> Vec<u8> {
         spares: 0,
         name: String::new(),
         force: false,
-        bitmap: false,
-        bitmap_chunk: None,
+        bitmap,
+        bitmap_chunk: bitmap.then_some(64 << 10),
         ppl: false,
     };
     let members = devs
@@ -46,11 +52,15 @@ pub fn fill(level: Level, devs: &[Device], seed: u64) -> Vec<u8> {
             zeroed: true,
         })
         .collect();
-    let asm = create_with_metadata(&spec, members, None, MetadataVersion::V0_90).unwrap();
+    let mut asm = create_with_metadata(&spec, members, None, MetadataVersion::V0_90).unwrap();
     let data = pattern(asm.geometry.array_bytes(), devs.len() as u64 * seed);
     let array = asm.array().unwrap();
     array.write_at(&data, 0).unwrap();
     array.flush().unwrap();
+    if bitmap {
+        asm.absorb_bitmap(&array);
+        asm.mark_clean(true).unwrap();
+    }
     data
 }
 

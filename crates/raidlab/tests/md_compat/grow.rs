@@ -76,6 +76,9 @@
 //!   on the new member as mdadm does without a backup file; read whole and
 //!   without member 1, and the RAID 6 killed part-way (SIGKILL) and carried
 //!   on by md, read whole and without members 0 and 4;
+//!   `r5-090-3to4-bitmap`, `r5-090-3to4-bitmap-killed`: the same RAID 5
+//!   with md's internal bitmap, carried through unchanged but for its
+//!   events, taken up by md; killed part-way, carried on by md;
 //!   `r5-090-4to5-chunk-killed`: a 0.90 RAID 5 of 4 `--raid-devices 5
 //!   --add --chunk 32K` in one in-place reshape (no backup file, as mdadm
 //!   makes it: the critical section on the new member), killed part-way
@@ -196,12 +199,22 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
     ("md-r10-add", 10, 5, "raid10add"),
 ];
 
-/// `mdadm --create` options of the bitmapped cases, a RAID 5's and a
-/// near-2 RAID 10's: raidlab's 64K chunk, and bitmap chunks of 64K so that
+/// `mdadm --create` options of the bitmapped cases, a RAID 5's (metadata
+/// 1.2 and 0.90) and a near-2 RAID 10's: raidlab's 64K chunk, and bitmap chunks of 64K so that
 /// the bitmap of these few-MiB members has many bits to mark.
 const CHUNK_BITMAP: &[&str] = &[
     "--chunk",
     "64K",
+    "--consistency-policy",
+    "bitmap",
+    "--bitmap-chunk",
+    "64K",
+];
+const CHUNK_BITMAP_090: &[&str] = &[
+    "--chunk",
+    "64K",
+    "--metadata",
+    "0.90",
     "--consistency-policy",
     "bitmap",
     "--bitmap-chunk",
@@ -720,6 +733,30 @@ fn cases() -> Vec<Grown> {
             grow: &["--raid-devices", "4", "--add", "NEW"],
             sets: vec![vec![1]],
             interrupt: None,
+        },
+        // With md's internal bitmap (after the superblock, clear of the
+        // data): carried through as md carries a RAID 5's, unchanged but
+        // for its events; md assembles the grown array with it, and
+        // carries on one killed part-way.
+        Grown {
+            name: "r5-090-3to4-bitmap",
+            level: 5,
+            devices: 3,
+            create: CHUNK_BITMAP_090,
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r5-090-3to4-bitmap-killed",
+            level: 5,
+            devices: 3,
+            create: CHUNK_BITMAP_090,
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![2]],
+            interrupt: Some("KILL"),
         },
         Grown {
             name: "r6-090-4to5-killed",
