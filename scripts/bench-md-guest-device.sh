@@ -11,13 +11,19 @@
 # completed writes (/sys/block/loopN/stat) every 0.5 s, so the guest's
 # figure is checked against the device's own count in host time.
 #
+# SPIN="0 1 2" (host only, GUEST=0 skips the guest) measures the device
+# alone from the host while that many busy loops keep cores busy: whether
+# the devices' user-space hops (loop, FUSE, nbdfuse, nbdkit) slow down when
+# the CPUs are shared.
+#
 #   scripts/bench-md-guest-device.sh            # RUNTIME=10 QD=32 SEEK_MS=5.3
 #   MDVM_CACHE=... RUNTIME=10 QD=1 scripts/bench-md-guest-device.sh
+#   GUEST=0 SPIN="0 1 2 0 1 2" scripts/bench-md-guest-device.sh
 #
 # Needs root, fio, nbdkit, nbdfuse (libnbd-bin), fuse3, qemu (tests/mdvm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-RUNTIME=${RUNTIME:-10}; QD=${QD:-32}; SEEK_MS=${SEEK_MS:-5.3}
+RUNTIME=${RUNTIME:-10}; QD=${QD:-32}; SEEK_MS=${SEEK_MS:-5.3}; SPIN=${SPIN:-}; GUEST=${GUEST:-1}
 [ "$(id -u)" = 0 ] || { echo "bench-md-guest-device.sh: needs root (loop devices)" >&2; exit 2; }
 for t in fio nbdkit nbdfuse fusermount3 qemu-system-x86_64 python3; do
     command -v $t >/dev/null || { echo "bench-md-guest-device.sh: $t is not installed" >&2; exit 2; }
@@ -26,7 +32,9 @@ done
 . scripts/nbd-delay-lib.sh
 dir=$(mktemp -d /tmp/md-guest-device.XXXXXX)
 loop=""
+spinning=()
 cleanup() {
+    [ ${#spinning[@]} -eq 0 ] || kill "${spinning[@]}" 2>/dev/null || true
     [ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
     delayed_member_down "$dir" 0
     rm -rf "$dir" /dev/shm/mgd$$
@@ -42,6 +50,15 @@ host_run() {
         --time_based --rw=randwrite --bs=4k --runtime="$RUNTIME" --randrepeat=0 --randseed=7 \
         --output-format=json | iops_of
 }
+echo "device: $loop over nbdfuse over nbdkit (noparallel, delay ${SEEK_MS} ms); fio 4K randwrite QD$QD, ${RUNTIME}s; $(fio --version)"
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+spin_stop() { [ ${#spinning[@]} -eq 0 ] || { kill "${spinning[@]}"; wait "${spinning[@]}" 2>/dev/null || true; }; spinning=(); }
+for n in $SPIN; do
+    for _ in $(seq "$n"); do (while :; do :; done) & spinning+=($!); done
+    echo "host fio with $n core(s) kept busy by a spin loop: $(host_run) IOPS"
+    spin_stop
+done
+[ "$GUEST" = 1 ] || exit 0
 MDVM_GUEST=$(tests/mdvm/build.sh 2>"$dir/build.log" | tail -n1) && [ -s "$MDVM_GUEST/vmlinuz" ] || {
     echo "bench-md-guest-device.sh: the mdvm guest could not be built:" >&2; cat "$dir/build.log" >&2; exit 1
 }
@@ -61,8 +78,6 @@ w1=\$(awk '{print \$5}' /sys/block/vdd/stat)
 echo "\$w0 \$w1" >/results/writes
 EOF
 truncate -s 1M "$dir/data"
-echo "device: $loop over nbdfuse over nbdkit (noparallel, delay ${SEEK_MS} ms); fio 4K randwrite QD$QD, ${RUNTIME}s; $(fio --version)"
-echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 h1=$(host_run)
 # The host's count of the device's completed writes, every 0.5 s, while
 # the guest boots, runs fio and stops.

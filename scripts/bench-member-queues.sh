@@ -91,12 +91,14 @@ if busy:
         if eps: print(d,'idle episodes %d, median %.2f ms, p90 %.2f ms, max %.2f ms'%(len(eps),1000*eps[len(eps)//2],1000*eps[int(len(eps)*0.9)],1000*eps[-1]))
 PY
 PY_PID=$!
-before=$(for l in "${loops[@]}"; do awk '{print $1, $5}' /sys/block/${l#/dev/}/stat; done | awk '{r+=$1; w+=$2} END {print r, w}')
+# Completed reads, writes and flushes of the members (stat fields 1, 5, 16).
+member_ios() { for l in "${loops[@]}"; do awk '{print $1, $5, $16}' /sys/block/${l#/dev/}/stat; done | awk '{r+=$1; w+=$2; f+=$3} END {print r, w, f}'; }
+before=$(member_ios)
 fio --name=b --ioengine=nbd --uri="$URI" --size=128M --iodepth=$QD --rw=$RW --bs=4k --runtime=$T --time_based --end_fsync=1 --randrepeat=0 --output-format=json > $D/fio.json
 kill -TERM $PY_PID; wait $PY_PID || true; PY_PID=
-after=$(for l in "${loops[@]}"; do awk '{print $1, $5}' /sys/block/${l#/dev/}/stat; done | awk '{r+=$1; w+=$2} END {print r, w}')
+after=$(member_ios)
 python3 -c "
 import json; t=open('$D/fio.json').read(); j=json.loads(t[t.index('{'):])['jobs'][0]['$([ "$RW" = randread ] && echo read || echo write)']; print('IOPS %.1f ios %d' % (j['iops'], j['total_ios']))
 b='$before'.split(); a='$after'.split(); n=j['total_ios']
-print('member reads/io %.2f writes/io %.2f; member req/s %.1f' % ((int(a[0])-int(b[0]))/n, (int(a[1])-int(b[1]))/n, (int(a[0])-int(b[0])+int(a[1])-int(b[1]))/ $T))"
+print('member reads/io %.2f writes/io %.2f flushes %d (fio ends with one fsync); member req/s %.1f' % ((int(a[0])-int(b[0]))/n, (int(a[1])-int(b[1]))/n, int(a[2])-int(b[2]), (int(a[0])-int(b[0])+int(a[1])-int(b[1]))/ $T))"
 cat $D/inflight.txt
