@@ -10,11 +10,11 @@
 mod bitmap_grow;
 mod common;
 mod md090;
+use bitmap_grow::{assert_bits_kept_and_clean, dirty, raid5_member_sector};
 use md090::*;
 use raidlab_core::Volume;
 use raidlab_layout::Level;
-use raidlab_md::bitmap::{Bitmap, BitmapSuper};
-use raidlab_md::Superblock;
+use raidlab_md::bitmap::BitmapSuper;
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::{BackupFile, ReshapeRequest};
 use raidlab_raid::recovery::RunOptions;
@@ -31,16 +31,12 @@ fn assert_reshaped_with_bitmap(devs: &[Device], data: &[u8], before: &BitmapSupe
         .scrub(false, RunOptions::default(), &mut |_| {})
         .unwrap();
     assert_eq!(report.mismatch_sectors, 0, "{what}: parity");
-    for d in devs {
-        let sb = Superblock::read_from(d.volume.as_ref()).unwrap().unwrap();
-        let bm = Bitmap::read_from(d.volume.as_ref(), &sb)
-            .unwrap()
-            .unwrap_or_else(|| panic!("{what}: {}: no bitmap", d.path));
+    for (i, (sb, bm)) in bitmap_grow::on_disk(devs).into_iter().enumerate() {
         let mut want = before.clone();
         want.events = sb.events;
         want.events_cleared = bm.sb.events_cleared;
-        assert_eq!(bm.sb, want, "{what}: {}: bitmap superblock", d.path);
-        assert_eq!(bm.dirty_count(), 0, "{what}: {}: bits", d.path);
+        assert_eq!(bm.sb, want, "{what}: member {i}: bitmap superblock");
+        assert_eq!(bm.dirty_count(), 0, "{what}: member {i}: bits");
     }
 }
 
@@ -106,14 +102,6 @@ fn a_090_raid5_with_a_bitmap_takes_a_new_chunk_through_a_backup_file() {
     assert_reshaped_with_bitmap(&devs, &data, &before, "new chunk");
 }
 
-/// The member sector (from the data offset: 0 on 0.90) where a RAID 5 of
-/// `members` with 64 KiB chunks keeps array byte `at`: the bitmap counts
-/// those.
-fn member_sector(at: u64, members: u64) -> u64 {
-    let stripe = CHUNK * (members - 1);
-    ((at / stripe) * CHUNK + at % CHUNK) / 512
-}
-
 /// Served: the in-place grow walked by a server and stopped, a client's
 /// write on either side of the position, then the machine stops. The bits
 /// on every member are exactly those of the two writes, each counted in the
@@ -129,14 +117,13 @@ fn writes_during_a_served_090_grow_mark_their_geometrys_bits_through_a_crash() {
         bitmap_grow::served_grow_stopped_with_a_write_each_side(asm, &devs, 3, MIB, &mut data);
     let chunk_sectors = u64::from(before.chunksize) / 512;
     let mut want = vec![
-        member_sector(a, 5) / chunk_sectors,
-        member_sector(b, 4) / chunk_sectors,
+        raid5_member_sector(a, 5, CHUNK) / chunk_sectors,
+        raid5_member_sector(b, 4, CHUNK) / chunk_sectors,
     ];
     want.sort_unstable();
     assert_ne!(want[0], want[1], "the two writes' bits differ");
     for (i, (_, bm)) in bitmap_grow::on_disk(&devs).iter().enumerate() {
-        let dirty: Vec<u64> = (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect();
-        assert_eq!(dirty, want, "member {i}: the bits on disk");
+        assert_eq!(dirty(bm), want, "member {i}: the bits on disk");
     }
     let mut again = Assembly::assemble(devs.clone()).unwrap();
     again
@@ -147,21 +134,7 @@ fn writes_during_a_served_090_grow_mark_their_geometrys_bits_through_a_crash() {
         read_all(&devs)[..data.len()] == data[..],
         "the data after the resume"
     );
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
-    let bm = asm.bitmap.as_ref().unwrap();
-    let dirty: Vec<u64> = (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect();
-    assert_eq!(dirty, want, "bits kept");
-    let check = asm
-        .scrub(false, RunOptions::default(), &mut |_| {})
-        .unwrap();
-    assert_eq!(check.mismatch_sectors, 0);
-}
-
-/// The member sector where a RAID 5 of `members` with `chunk`-byte chunks
-/// keeps array byte `at`.
-fn member_sector_of(at: u64, members: u64, chunk: u64) -> u64 {
-    let stripe = chunk * (members - 1);
-    ((at / stripe) * chunk + at % chunk) / 512
+    assert_bits_kept_and_clean(&devs, &want);
 }
 
 /// Served through the backup file: a new chunk walked window by window, a
@@ -223,14 +196,13 @@ fn writes_during_a_served_090_backup_restripe_mark_their_chunks_bits_through_a_c
         .iter()
         .map(|(at, new, _)| {
             let chunk = if *new { 32 << 10 } else { CHUNK };
-            member_sector_of(*at, 4, chunk) / (bitmap_chunk / 512)
+            raid5_member_sector(*at, 4, chunk) / (bitmap_chunk / 512)
         })
         .collect();
     want.sort_unstable();
     want.dedup();
     for (i, (_, bm)) in bitmap_grow::on_disk(&devs).iter().enumerate() {
-        let dirty: Vec<u64> = (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect();
-        assert_eq!(dirty, want, "member {i}: the bits on disk");
+        assert_eq!(dirty(bm), want, "member {i}: the bits on disk");
     }
     for (at, _, page) in &written {
         data[*at as usize..*at as usize + 4096].copy_from_slice(page);
@@ -241,12 +213,5 @@ fn writes_during_a_served_090_backup_restripe_mark_their_chunks_bits_through_a_c
         .unwrap();
     drop(again);
     assert!(read_all(&devs) == data, "the data after the resume");
-    let mut asm = Assembly::assemble(devs.clone()).unwrap();
-    let bm = asm.bitmap.as_ref().unwrap();
-    let dirty: Vec<u64> = (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect();
-    assert_eq!(dirty, want, "bits kept");
-    let check = asm
-        .scrub(false, RunOptions::default(), &mut |_| {})
-        .unwrap();
-    assert_eq!(check.mismatch_sectors, 0);
+    assert_bits_kept_and_clean(&devs, &want);
 }

@@ -12,12 +12,12 @@
 mod bitmap_grow; // the bitmapped array and the cut grow these files share
 mod common;
 mod md090; // the power-cut helper the reshape tests share
-use bitmap_grow::{grow_cut_throughout, on_disk};
+use bitmap_grow::{dirty, grow_cut_throughout, on_disk, raid5_member_sector};
 use md090::{mem_devices, pattern, read_all, MIB};
 
 use raidlab_core::Volume;
 use raidlab_layout::Level;
-use raidlab_md::bitmap::{Bitmap, BitmapSuper};
+use raidlab_md::bitmap::BitmapSuper;
 use raidlab_raid::assemble::{Assembly, Device};
 use raidlab_raid::grow::{ReshapeRequest, SizeRequest};
 use raidlab_raid::recovery::RunOptions;
@@ -136,18 +136,6 @@ fn a_raid5_with_a_bitmap_shrinks_by_a_member_offline() {
     assert_bitmap_as_mds(&devs, &before, bitmap_offset);
 }
 
-/// The member sector (from the data offset) where a RAID 5 of `members`
-/// (64 KiB chunks) keeps array byte `at`: the bitmap counts those.
-fn member_sector(at: u64, members: u64) -> u64 {
-    let stripe = CHUNK * (members - 1);
-    ((at / stripe) * CHUNK + at % CHUNK) / 512
-}
-
-/// The bitmap chunks dirty in `bm`.
-fn dirty(bm: &Bitmap) -> Vec<u64> {
-    (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect()
-}
-
 /// A served grow stopped part-way, a client's write on either side of the
 /// position, then the machine stops: the bits on the members are exactly
 /// those of the two writes, each counted in the geometry that took it (the
@@ -165,8 +153,8 @@ fn writes_during_a_served_grow_mark_their_geometrys_bits_through_a_crash() {
         bitmap_grow::served_grow_stopped_with_a_write_each_side(asm, &devs, 3, 4 * MIB, &mut data);
     let chunk_sectors = u64::from(BITMAP_CHUNK) / 512;
     let mut want = vec![
-        member_sector(a, 5) / chunk_sectors,
-        member_sector(b, 4) / chunk_sectors,
+        raid5_member_sector(a, 5, CHUNK) / chunk_sectors,
+        raid5_member_sector(b, 4, CHUNK) / chunk_sectors,
     ];
     want.sort_unstable();
     assert_ne!(want[0], want[1], "the two writes' bits differ");

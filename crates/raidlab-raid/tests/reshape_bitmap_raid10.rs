@@ -13,7 +13,7 @@
 mod bitmap_grow; // the bitmapped array and the cut grow these files share
 mod common;
 mod md090; // the power-cut helper the reshape tests share
-use bitmap_grow::{grow_cut_throughout, on_disk};
+use bitmap_grow::{dirty, grow_cut_throughout, on_disk};
 use md090::{mem_devices, read_all, MIB};
 
 use raidlab_core::Volume;
@@ -36,11 +36,6 @@ fn assert_bitmap(devs: &[Device], want: &BitmapSuper) {
         let end = sb.super_offset + sb.bitmap_offset as u64 + bm.sb.area_bytes() / 512;
         assert!(sb.data_offset >= end, "member {i}: data over the bitmap");
     }
-}
-
-/// The chunks dirty in `bm`.
-fn dirty(bm: &Bitmap) -> Vec<u64> {
-    (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect()
 }
 
 /// What md's bitmap of a RAID 10 grown from `before` to `array_bytes` is:

@@ -184,3 +184,27 @@ pub fn served_grow_stopped_with_a_write_each_side(
     }
     (a, b)
 }
+
+/// The chunks dirty in `bm`.
+pub fn dirty(bm: &Bitmap) -> Vec<u64> {
+    (0..bm.chunks()).filter(|&c| bm.is_dirty(c)).collect()
+}
+
+/// The member sector (from the data offset) where a RAID 5 of `members`
+/// with `chunk`-byte chunks keeps array byte `at`: a RAID 5's bitmap
+/// counts those.
+pub fn raid5_member_sector(at: u64, members: u64, chunk: u64) -> u64 {
+    let stripe = chunk * (members - 1);
+    ((at / stripe) * chunk + at % chunk) / 512
+}
+
+/// After a resume: assembled, the bits `want` still set (a reshape's own
+/// writes clear none) and a check finds nothing to fix.
+pub fn assert_bits_kept_and_clean(devs: &[Device], want: &[u64]) {
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    assert_eq!(dirty(asm.bitmap.as_ref().unwrap()), want, "bits kept");
+    let check = asm
+        .scrub(false, RunOptions::default(), &mut |_| {})
+        .unwrap();
+    assert_eq!(check.mismatch_sectors, 0);
+}
