@@ -79,6 +79,9 @@
 //!   `r5-090-3to4-bitmap`, `r5-090-3to4-bitmap-killed`: the same RAID 5
 //!   with md's internal bitmap, carried through unchanged but for its
 //!   events, taken up by md; killed part-way, carried on by md;
+//!   `r5-090-size-bitmap`: the same RAID 5 of 3 `--size 4M`, then
+//!   `--size max` (0.90's data runs from the member's start up to its
+//!   superblock), the bitmap resized each time, taken up by md;
 //!   `r5-090-4to5-chunk-killed`: a 0.90 RAID 5 of 4 `--raid-devices 5
 //!   --add --chunk 32K` in one in-place reshape (no backup file, as mdadm
 //!   makes it: the critical section on the new member), killed part-way
@@ -753,6 +756,20 @@ fn cases() -> Vec<Grown> {
             create: CHUNK_BITMAP_090,
             grow_files: false,
             grow: &["--raid-devices", "4", "--add", "NEW"],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
+        // `--size` of a metadata 0.90 array (its data from the member's
+        // start up to the superblock at its end): down, then `max` back,
+        // the bitmap after the superblock resized each time, the space
+        // given back resynced.
+        Grown {
+            name: "r5-090-size-bitmap",
+            level: 5,
+            devices: 3,
+            create: CHUNK_BITMAP_090,
+            grow_files: false,
+            grow: &["--size", "4M", "THEN", "--size", "max"],
             sets: vec![vec![1]],
             interrupt: None,
         },
