@@ -68,8 +68,9 @@
 #       offset up (one 64K chunk) comes out of the component size, then
 #       `--grow --raid-devices=NDEV-1` (mdadm's RAID 10 shrink: no backup
 #       file, reshape_direction backwards); array_bytes is the reduced size.
-#       `r10shrinkbm`: the same with an internal bitmap of 64K chunks; the
-#       bitmap md left on the first member is in bitmap.md (mdadm -X).
+#       `r10shrinkbm`, `r10growbm`: r10shrink, r10grow with an internal
+#       bitmap of 64K chunks; the bitmap md left on the first member is in
+#       bitmap.md (mdadm -X).
 #   W NAME LEVEL NDEV MEMBER_BYTES OFFS SHIFT REGIONS
 #       a member leaves and md writes around it (re-add, issue 36): md
 #       creates a RAID LEVEL (1 or 5, 64K chunk) with an internal bitmap of
@@ -949,9 +950,12 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     # (see the manifest notes above) with the reshape slowed down, stopped
     # once md has recorded a reshape position.
     name=$1 n=$2 mb=$3 offs=$4 mode=${5:-grow}
-    # r10shrinkbm: r10shrink of an array with md's internal bitmap.
+    # r10shrinkbm, r10growbm: r10shrink, r10grow of an array with md's
+    # internal bitmap.
     gmode=$mode; bm=""
-    if [ "$mode" = r10shrinkbm ]; then mode=r10shrink; bm="--bitmap=internal --bitmap-chunk=64K"; fi
+    case "$mode" in
+        r10shrinkbm|r10growbm) mode=${mode%bm}; bm="--bitmap=internal --bitmap-chunk=64K" ;;
+    esac
     set_flags -
     dir="$R/G/$name"; mkdir -p "$dir"
     attach "$mb" "$offs" || { result "$name" G FAIL "losetup failed"; detach; return; }

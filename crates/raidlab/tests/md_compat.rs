@@ -2550,11 +2550,18 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
             devices: 5,
             missing: vec![vec![], vec![1], vec![4]],
         },
-        // The same with md's internal bitmap: raidlab finishes it and
-        // leaves the bitmap resized down to the fewer members' array.
+        // md's RAID 10 shrink and grow with its internal bitmap: raidlab
+        // finishes each and leaves the bitmap sized to the array it ends
+        // with (md left the grow's at the old size on disk).
         ReshapeCase {
             name: "r10-shrink-bitmap",
             mode: "r10shrinkbm",
+            devices: 5,
+            missing: vec![vec![], vec![1]],
+        },
+        ReshapeCase {
+            name: "r10-grow-bitmap",
+            mode: "r10growbm",
             devices: 5,
             missing: vec![vec![], vec![1]],
         },
@@ -2755,7 +2762,13 @@ fn check_md_reshape(
         ));
         if matches!(
             c.mode,
-            "grow" | "r10grow" | "r0grow" | "shrinkroom" | "r10shrink" | "r10shrinkbm"
+            "grow"
+                | "r10grow"
+                | "r10growbm"
+                | "r0grow"
+                | "shrinkroom"
+                | "r10shrink"
+                | "r10shrinkbm"
         ) && lost != 0
         {
             return Err(format!("md lost {lost} bytes of a grow above its position"));
@@ -2793,7 +2806,7 @@ fn check_md_reshape(
             ));
         }
     }
-    if matches!(c.mode, "grow" | "r10grow" | "r0grow") {
+    if matches!(c.mode, "grow" | "r10grow" | "r10growbm" | "r0grow") {
         // raidlab finishes the grow md stopped (issue 36), from md's
         // recorded position: the data md wrote reads back exact at the new
         // size, the new space zeros, `check` 0, no reshape left. md's RAID 0
@@ -2835,6 +2848,10 @@ fn check_md_reshape(
         }
         if c.mode == "r0grow" && !text.contains("raid0") {
             return Err(format!("md's RAID 0 grow did not end as a RAID 0: {text}"));
+        }
+        if c.mode == "r10growbm" {
+            let gdir = work.join("vm-g/results/G").join(c.name);
+            raid10_bitmap_after_md(&gdir, &members, got.len() as u64)?;
         }
         loud(&format!(
             "md_compat: raidlab finished md's stopped grow {}: {} -> {} bytes, data exact, {}",
@@ -2889,7 +2906,7 @@ fn check_md_reshape(
             ));
         }
         if c.mode == "r10shrinkbm" {
-            shrunk_bitmap_md_left(&work.join("vm-g/results/G").join(c.name), &members, size)?;
+            raid10_bitmap_after_md(&work.join("vm-g/results/G").join(c.name), &members, size)?;
         }
         loud(&format!(
             "md_compat: raidlab finished md's stopped shrink {}: {size} bytes, data exact, check 0",
@@ -2899,18 +2916,18 @@ fn check_md_reshape(
     Ok(())
 }
 
-/// The bitmap of md's RAID 10 shrink raidlab finished: on every member the
-/// fewer members' array (`size` bytes, md's RAID 10 bitmap counts array
-/// sectors), up to date. What md itself had left on disk mid-shrink
+/// The bitmap of md's RAID 10 reshape raidlab finished: on every member the
+/// array it ended with (`size` bytes, md's RAID 10 bitmap counts array
+/// sectors), up to date. What md itself had left on disk mid-reshape
 /// (`gdir`'s bitmap.md, mdadm -X) is said beside it.
-fn shrunk_bitmap_md_left(gdir: &Path, members: &[String], size: u64) -> Result<(), String> {
+fn raid10_bitmap_after_md(gdir: &Path, members: &[String], size: u64) -> Result<(), String> {
     use raidlab_devices::{FileVolume, OpenMode};
     let md = fs::read_to_string(gdir.join("bitmap.md")).unwrap_or_default();
     let md_sync = md
         .lines()
         .find(|l| l.contains("Sync Size"))
         .map(|l| l.trim().to_string())
-        .ok_or_else(|| format!("no bitmap from md mid-shrink: {md}"))?;
+        .ok_or_else(|| format!("no bitmap from md mid-reshape: {md}"))?;
     for (i, m) in members.iter().enumerate() {
         let vol = FileVolume::open(Path::new(m), OpenMode::ReadOnly).map_err(|e| e.to_string())?;
         let sb = raidlab_md::Superblock::read_from(&vol)
@@ -2921,14 +2938,14 @@ fn shrunk_bitmap_md_left(gdir: &Path, members: &[String], size: u64) -> Result<(
             .ok_or(format!("member {i}: no bitmap"))?;
         if bm.sb.sync_size * 512 != size || bm.is_stale(&sb) {
             return Err(format!(
-                "member {i}: bitmap of {} sectors (stale: {}) after the shrink of a {size}-byte array",
+                "member {i}: bitmap of {} sectors (stale: {}) after the reshape to a {size}-byte array",
                 bm.sb.sync_size,
                 bm.is_stale(&sb)
             ));
         }
     }
     loud(&format!(
-        "md_compat: md's bitmap mid-shrink: {md_sync}; raidlab's after it: {} sectors",
+        "md_compat: md's bitmap mid-reshape: {md_sync}; raidlab's after it: {} sectors",
         size / 512
     ));
     Ok(())
