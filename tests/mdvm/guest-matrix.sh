@@ -68,6 +68,9 @@
 #       offset up (one 64K chunk) comes out of the component size, then
 #       `--grow --raid-devices=NDEV-1` (mdadm's RAID 10 shrink: no backup
 #       file, reshape_direction backwards); array_bytes is the reduced size.
+#       `r10shrinkbm`, `r10growbm`: r10shrink, r10grow with an internal
+#       bitmap of 64K chunks; the bitmap md left on the first member is in
+#       bitmap.md (mdadm -X).
 #   W NAME LEVEL NDEV MEMBER_BYTES OFFS SHIFT REGIONS
 #       a member leaves and md writes around it (re-add, issue 36): md
 #       creates a RAID LEVEL (1 or 5, 64K chunk) with an internal bitmap of
@@ -947,6 +950,12 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     # (see the manifest notes above) with the reshape slowed down, stopped
     # once md has recorded a reshape position.
     name=$1 n=$2 mb=$3 offs=$4 mode=${5:-grow}
+    # r10shrinkbm, r10growbm: r10shrink, r10grow of an array with md's
+    # internal bitmap.
+    gmode=$mode; bm=""
+    case "$mode" in
+        r10shrinkbm|r10growbm) mode=${mode%bm}; bm="--bitmap=internal --bitmap-chunk=64K" ;;
+    esac
     set_flags -
     dir="$R/G/$name"; mkdir -p "$dir"
     attach "$mb" "$offs" || { result "$name" G FAIL "losetup failed"; detach; return; }
@@ -960,7 +969,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
     level="--level=5"; [ "$mode" = r10grow ] || [ "$mode" = r10shrink ] && level="--level=10 --layout=n2"
     [ "$mode" = r0grow ] && level="--level=0"
     # shellcheck disable=SC2086
-    if ! mdadm --create "$MD" --metadata=1.2 $level --chunk=64 --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
+    if ! mdadm --create "$MD" --metadata=1.2 $level --chunk=64 $bm --raid-devices=$created --name="$name" --run --quiet $members >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" G FAIL "mdadm --create failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
     fi
     wait_idle 300 || { result "$name" G FAIL "initial sync did not finish"; stop_md; detach; return; }
@@ -1076,6 +1085,9 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         echo "$1" >/proc/sys/dev/raid/speed_limit_min; echo "$2" >/proc/sys/dev/raid/speed_limit_max
     fi
     i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+    # The bitmap md left on the first member (its sync size mid-reshape).
+    # shellcheck disable=SC2086
+    [ -n "$bm" ] && mdadm -X $(echo $loops | awk '{print $1}') >"$dir/bitmap.md" 2>&1
     # A shrink is not slowed by sync_speed_max: md runs it at once up to
     # the last window mdadm's backup child holds back, so the stop sometimes
     # comes after the end (1 run in ~10 here). The case needs a reshape cut
@@ -1107,7 +1119,7 @@ run_g() { # NAME NDEV MBYTES OFFS [MODE]: an md reshape, stopped part-way
         detach
         rm -f "$dir/backup"     # mdadm makes its backup file afresh (O_EXCL)
         G_TRY=$((${G_TRY:-1} + 1))
-        run_g "$name" "$n" "$mb" "$offs" "$mode"
+        run_g "$name" "$n" "$mb" "$offs" "$gmode"
         G_TRY=1
         return
     fi

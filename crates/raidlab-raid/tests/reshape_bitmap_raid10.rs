@@ -7,19 +7,21 @@
 //! bitmap kept as it was); a RAID 1 of two taken over as a RAID 5 and
 //! restriped onto three (md keeps its member-sector bitmap throughout). A
 //! power cut anywhere in the RAID 10 grow: resumed, exact, the mirrors
-//! agreeing and the bitmap md's. A RAID 10 shrink with a bitmap is refused
-//! as not built, nothing written.
+//! agreeing and the bitmap md's. A RAID 10 near=2 onto fewer members
+//! (md resizes its bitmap down to the new array; raidlab keeps it at its
+//! size through the walk and resizes it in the end's commit), offline and
+//! cut by a power failure anywhere; served, `reshape_served.rs`.
 
 mod bitmap_grow; // the bitmapped array and the cut grow these files share
 mod common;
 mod md090; // the power-cut helper the reshape tests share
 use bitmap_grow::{dirty, grow_cut_throughout, on_disk};
-use md090::{mem_devices, read_all, MIB};
+use md090::{cut_at, fault_devices, mem_devices, read_all, MIB};
 
 use raidlab_core::Volume;
 use raidlab_layout::Level;
 use raidlab_md::bitmap::{Bitmap, BitmapSuper};
-use raidlab_raid::assemble::{Assembly, Device};
+use raidlab_raid::assemble::{Assembly, Device, MemberState};
 use raidlab_raid::grow::ReshapeRequest;
 use raidlab_raid::recovery::RunOptions;
 
@@ -159,26 +161,154 @@ fn a_raid1_with_a_bitmap_becomes_a_raid5_of_three() {
     assert_bitmap(&devs, &before);
 }
 
-/// A RAID 10 shrink with a bitmap: md resizes the bitmap down, which
-/// raidlab does not build: refused, nothing written.
-#[test]
-fn a_raid10_shrink_with_a_bitmap_is_refused_and_writes_nothing() {
-    let devs = mem_devices(5, 16 * MIB);
-    bitmap_grow::bitmapped(Level::Raid10, &devs, BITMAP_CHUNK);
-    let asm = Assembly::assemble(devs.to_vec()).unwrap();
-    let before = md090::snapshot(&devs);
-    let req = ReshapeRequest {
+fn shrink_to_four() -> ReshapeRequest {
+    ReshapeRequest {
         raid_devices: Some(4),
         ..ReshapeRequest::default()
+    }
+}
+
+/// What md's bitmap of a RAID 10 shrunk from `before` to `array_bytes` is
+/// once the shrink ends: `sync_size` the fewer members' array, the chunk
+/// kept (`raid10_start_reshape` resizes it to the new geometry's size).
+fn shrunk(before: &BitmapSuper, array_bytes: u64) -> BitmapSuper {
+    grown(before, array_bytes)
+}
+
+/// A RAID 10 near=2 of five with a bitmap, shrunk to four (md's backward
+/// reshape, the move of the data offset out of the component size): the
+/// bitmap keeps its size while the walk runs (it covers more than the
+/// truncated array), then is resized down to the new array in the end's
+/// commit; a bit a crash left below the new end is kept, one past it
+/// dropped with the array it named. The data the four hold exact, the
+/// copies agreeing, the fifth member a spare with the same bitmap.
+#[test]
+fn a_raid10_with_a_bitmap_shrinks_from_five_to_four_members_offline() {
+    let devs = mem_devices(5, 16 * MIB);
+    let data = bitmap_grow::bitmapped(Level::Raid10, &devs, BITMAP_CHUNK);
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let fits = asm.raid10_shrink_holds(&shrink_to_four()).unwrap();
+    let cs = u64::from(BITMAP_CHUNK);
+    let (kept, past) = (3, fits / cs + 1);
+    let bm = asm.bitmap.as_mut().unwrap();
+    assert!(past < bm.chunks(), "a chunk past the new end");
+    for c in [kept, past] {
+        bm.set_sectors(c * cs / 512, 8).unwrap();
+    }
+    asm.commit(|_| {}).unwrap();
+    let before = asm.bitmap.as_ref().unwrap().sb.clone();
+    let plan = asm
+        .reshape_check_sized(&shrink_to_four(), 0, Some(fits))
+        .unwrap();
+    assert!(plan.backwards);
+    asm.reshape_start(plan).unwrap();
+    // Kept at its size while the walk runs.
+    assert_bitmap(&devs, &before);
+    for (i, (_, bm)) in on_disk(&devs).iter().enumerate() {
+        assert_eq!(dirty(bm), vec![kept, past], "member {i}: bits at the start");
+    }
+    let report = asm.reshape_run(RunOptions::default(), &mut |_| {}).unwrap();
+    assert_eq!((report.new_raid_devices, report.new_array_bytes), (4, fits));
+    assert_exact_and_clean(&devs[..4], &data[..fits as usize], "shrunk");
+    let want = shrunk(&before, fits);
+    assert_bitmap(&devs, &want);
+    for (i, (_, bm)) in on_disk(&devs).iter().enumerate() {
+        assert_eq!(dirty(bm), vec![kept], "member {i}: bits after the end");
+    }
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let spare = asm.members.iter().find(|m| m.device.path == devs[4].path);
+    assert_eq!(spare.map(|m| m.state), Some(MemberState::Spare));
+}
+
+/// The shrink above cut by a power failure at member writes through its
+/// whole run and at each of the last writes (the end's commit, where the
+/// bitmap is resized beside the superblocks), then assembled and carried
+/// on (or asked again when the cut came before it was recorded): the data
+/// the four hold exact, the copies agreeing, the bitmap resized as md's on
+/// every member, and after every cut a bitmap that covers the array
+/// assembled.
+#[test]
+fn a_raid10_shrink_with_a_bitmap_cut_anywhere_is_resumed_exact_and_clean() {
+    let mut cut = 0;
+    let mut last = 0;
+    for at in [
+        1u64, 3, 6, 10, 16, 25, 40, 60, 90, 130, 180, 250, 400, 700, 1200, 2000, 3500, 6000, 10000,
+    ] {
+        if !shrink_cut_at(at) {
+            break;
+        }
+        (cut, last) = (cut + 1, at);
+    }
+    // The run's last write: the first cut point past it trips nothing.
+    let (mut lo, mut hi) = (last, 10_000);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        match shrink_cut_at(mid) {
+            true => lo = mid,
+            false => hi = mid,
+        }
+    }
+    assert!(lo > 100, "the shrink wrote {lo} times");
+    for at in lo - 16..lo {
+        assert!(shrink_cut_at(at), "cut at {at}");
+        cut += 1;
+    }
+    eprintln!("runs cut: {cut}, the run's writes: {lo}");
+}
+
+/// One run of the test above, cut at member write `at`; false when the
+/// shrink ended before it (nothing cut, nothing checked).
+fn shrink_cut_at(at: u64) -> bool {
+    let opts = || RunOptions {
+        checkpoint_bytes: 2 * MIB,
+        ..RunOptions::default()
     };
-    let fits = asm.raid10_shrink_holds(&req).unwrap();
-    let e = asm
-        .reshape_check_sized(&req, 0, Some(fits))
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("internal bitmap") && e.contains("shrink"), "{e}");
-    assert!(e.contains("--bitmap none"), "{e}");
-    assert!(before == md090::snapshot(&devs), "something was written");
+    let (devs, faults) = fault_devices(5, 16 * MIB);
+    let data = bitmap_grow::bitmapped(Level::Raid10, &devs, BITMAP_CHUNK);
+    let asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let before = asm.bitmap.as_ref().unwrap().sb.clone();
+    let fits = asm.raid10_shrink_holds(&shrink_to_four()).unwrap();
+    let tripped = cut_at(&faults, at, at, &mut || {
+        let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+        let Ok(plan) = asm.reshape_check_sized(&shrink_to_four(), 0, Some(fits)) else {
+            return;
+        };
+        if asm.reshape_start(plan).is_ok() {
+            let _ = asm.reshape_run(opts(), &mut |_| {});
+        }
+    });
+    if !tripped {
+        return false;
+    }
+    let what = format!("cut at member write {at}");
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let covers = asm.bitmap.as_ref().unwrap().sb.sync_size * 512;
+    assert!(covers >= asm.geometry.array_bytes(), "{what}: {covers}");
+    if asm.reshape().is_some() {
+        asm.reshape_run(opts(), &mut |_| {})
+            .unwrap_or_else(|e| panic!("{what}: resume: {e}"));
+    } else if asm.geometry.raid_disks == 5 {
+        let plan = asm
+            .reshape_check_sized(&shrink_to_four(), 0, Some(fits))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        asm.reshape_start(plan).unwrap();
+        asm.reshape_run(opts(), &mut |_| {}).unwrap();
+    }
+    assert_exact_and_clean(&devs[..4], &data[..fits as usize], &what);
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    assert_eq!(asm.geometry.raid_disks, 4, "{what}");
+    // A cut between a member's superblock and its bitmap in the end's
+    // commit leaves that copy out of date (every bit set, as md answers
+    // it) and at the old size; the bitmap the array runs with is the
+    // resized one, which the next commit puts on every member.
+    let mut md = shrunk(&before, fits);
+    md.events = asm.bitmap.as_ref().unwrap().sb.events;
+    assert_eq!(asm.bitmap.as_ref().unwrap().sb, md, "{what}: bitmap");
+    // (The member that left keeps what it had if the cut came before its
+    // superblock: one event behind, the assembly leaves it out.)
+    asm.commit(|_| {}).unwrap();
+    assert_bitmap(&devs[..4], &md);
+    true
 }
 
 /// A RAID 10 grow with a bitmap cut by a power failure at member writes
@@ -272,4 +402,40 @@ fn a_bitmap_md_left_at_the_old_size_is_made_to_cover_the_grown_array() {
     assert_eq!(dirty(bm), vec![last], "the write at the end marks its bit");
     // Once covered, nothing more to do.
     assert!(!asm.raid10_bitmap_for_recorded_grow().unwrap());
+}
+
+/// A RAID 10 bitmap smaller than the array with no reshape recorded (md
+/// writes a shrink's resized bitmap before the superblocks that record the
+/// shrink; a cut between leaves this): the assembly fits it to the array
+/// as md's bitmap load does, the chunks it did not cover dirty (a write
+/// there marked nothing), and the next commit writes it so. Without the
+/// fit, a write past the small bitmap's end would mark no bit.
+#[test]
+fn a_bitmap_smaller_than_the_array_is_fitted_at_assembly() {
+    let devs = mem_devices(4, 16 * MIB);
+    bitmap_grow::bitmapped(Level::Raid10, &devs, BITMAP_CHUNK);
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let full = asm.bitmap.as_ref().unwrap().sb.clone();
+    let array = asm.geometry.array_bytes() / 512;
+    assert_eq!(full.sync_size, array);
+    let half = array / 2;
+    let small = raidlab_md::bitmap::resized_to(
+        asm.bitmap.as_ref().unwrap(),
+        half,
+        full.area_bytes(),
+        false,
+    )
+    .unwrap();
+    asm.bitmap = Some(small);
+    asm.commit(|_| {}).unwrap();
+    assert_eq!(on_disk(&devs)[0].1.sb.sync_size, half);
+    let mut asm = Assembly::assemble(devs.to_vec()).unwrap();
+    let bm = asm.bitmap.as_ref().unwrap();
+    assert_eq!(bm.sb.sync_size, array, "fitted to the array");
+    let cs = u64::from(BITMAP_CHUNK) / 512;
+    assert_eq!(dirty(bm), (half / cs..array / cs).collect::<Vec<_>>());
+    asm.commit(|_| {}).unwrap();
+    let mut want = full.clone();
+    want.events = asm.members[0].sb.events;
+    assert_bitmap(&devs, &want);
 }

@@ -392,11 +392,25 @@ fn refusals_say_why_and_change_no_byte() {
     create_filled(d, &r10, &["--level", "10", "--layout", "n2"]);
     let far = ["f0", "f1"];
     create_filled(d, &far, &["--level", "10", "--layout", "f2"]);
+    let ppl = ["p0", "p1", "p2"];
+    create_filled(d, &ppl, &["--level", "5", "--consistency-policy", "ppl"]);
+    let jnl = ["j0", "j1", "j2", "jd"];
+    let jargs = [
+        "--member-size",
+        "16M",
+        "--level",
+        "5",
+        "--write-journal",
+        "jd",
+    ];
+    ok(d, &with("create", &jnl[..3], &jargs));
     // Room to grow into, so only md's rules refuse.
-    grow_files(d, &["n0", "n1", "f0", "f1"], 32 * MIB);
+    grow_files(d, &["n0", "n1", "f0", "f1", "p0", "p1", "p2"], 32 * MIB);
+    grow_files(d, &jnl[..3], 32 * MIB);
     std::fs::write(d.join("plain"), vec![0u8; 4 * MIB as usize]).unwrap();
     let all = [
-        "a0", "a1", "a2", "z0", "z1", "b0", "b1", "n0", "n1", "f0", "f1", "plain",
+        "a0", "a1", "a2", "z0", "z1", "b0", "b1", "n0", "n1", "f0", "f1", "p0", "p1", "p2", "j0",
+        "j1", "j2", "jd", "plain",
     ];
     let cases: Vec<(Vec<&str>, &str)> = vec![
         // RAID 5 --raid-devices is a reshape now (tests/reshape.rs); with
@@ -425,6 +439,12 @@ fn refusals_say_why_and_change_no_byte() {
         (with("grow", &r0, &["--size", "max"]), "RAID 0"),
         (with("grow", &far, &["--size", "max"]), "far layout"),
         (with("grow", &r10, &["--size", "64M"]), "does not fit"),
+        // md's raid5_resize refuses both logs.
+        (with("grow", &ppl, &["--size", "max"]), "keeps a PPL"),
+        (
+            with("grow", &jnl, &["--size", "max"]),
+            "keeps a write journal",
+        ),
         (
             with("grow", &r0, &["--bitmap", "internal"]),
             "not meaningful",
@@ -494,6 +514,60 @@ fn refusals_say_why_and_change_no_byte() {
             "{args:?} left a created file behind"
         );
     }
+}
+
+/// Metadata 0.90 (its superblock at the member's end, the data from the
+/// start up to it): `--size` down, then `max` back up to the superblock,
+/// as md's `super_90_load` counts the room; the bitmap (after the
+/// superblock) resized with it, the new space resynced, the data exact; a
+/// size past the superblock refused.
+#[test]
+fn metadata_090_size_shrinks_and_grows_back_with_its_bitmap() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let m = ["m0", "m1", "m2"];
+    let a = create_filled(
+        d,
+        &m,
+        &[
+            "--level",
+            "5",
+            "--chunk",
+            "64K",
+            "--metadata",
+            "0.90",
+            "--consistency-policy",
+            "bitmap",
+            "--bitmap-chunk",
+            "256K",
+        ],
+    );
+    let full = detail(d, &m)["member_data_bytes"].as_u64().unwrap();
+    // mdadm -X's figure, KiB (its human size after it only from 5000 KiB).
+    let sync = |d: &Path| -> u64 {
+        let e = examine(d, "m0");
+        let s = e["bitmap"]["Sync Size"].as_str().unwrap().to_string();
+        s.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    assert_eq!(sync(d), full / 1024);
+    let out = ok(d, &with("grow", &m, &["--size", "4M"]));
+    assert!(out.contains("no longer served"), "{out}");
+    assert_eq!(export(d, &m).len() as u64, 2 * 4 * MIB);
+    assert_eq!(sync(d), 4 * 1024);
+    let past = format!("{}K", full / 1024 + 64);
+    let before = files(d, &m);
+    let o = run(d, &with("grow", &m, &["--size", &past]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("does not fit"), "{err}");
+    assert!(files(d, &m) == before, "the refusal wrote");
+    let out = ok(d, &with("grow", &m, &["--size", "max"]));
+    assert!(out.contains("bitmap chunk(s) marked"), "{out}");
+    let v = detail(d, &m);
+    assert_eq!(v["member_data_bytes"].as_u64().unwrap(), full);
+    assert_eq!(v["bitmap_dirty_chunks"].as_u64().unwrap(), 0);
+    assert_eq!(sync(d), full / 1024);
+    check_clean(d, &m);
+    assert!(export(d, &m)[..] == a[..], "the data is not what it was");
 }
 
 #[test]

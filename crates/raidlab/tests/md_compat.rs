@@ -2550,6 +2550,21 @@ fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
             devices: 5,
             missing: vec![vec![], vec![1], vec![4]],
         },
+        // md's RAID 10 shrink and grow with its internal bitmap: raidlab
+        // finishes each and leaves the bitmap sized to the array it ends
+        // with (md left the grow's at the old size on disk).
+        ReshapeCase {
+            name: "r10-shrink-bitmap",
+            mode: "r10shrinkbm",
+            devices: 5,
+            missing: vec![vec![], vec![1]],
+        },
+        ReshapeCase {
+            name: "r10-grow-bitmap",
+            mode: "r10growbm",
+            devices: 5,
+            missing: vec![vec![], vec![1]],
+        },
     ];
     // `RAIDLAB_MDVM_ONLY=r5-shrink` boots for that case alone.
     let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
@@ -2711,7 +2726,7 @@ fn check_md_reshape(
     // runs none. The members hold the pattern there (raidlab reads it, and
     // its --continue below ends exact with `check` 0), so the pattern is
     // what raidlab must read.
-    if !matches!(c.mode, "r6p" | "shrink" | "r10shrink") {
+    if !matches!(c.mode, "r6p" | "shrink" | "r10shrink" | "r10shrinkbm") {
         // What md itself reads of the stopped array from its recorded
         // position on (the guest assembles it again, read-only). Over the
         // same members md runs ahead of the position it records and
@@ -2747,7 +2762,13 @@ fn check_md_reshape(
         ));
         if matches!(
             c.mode,
-            "grow" | "r10grow" | "r0grow" | "shrinkroom" | "r10shrink"
+            "grow"
+                | "r10grow"
+                | "r10growbm"
+                | "r0grow"
+                | "shrinkroom"
+                | "r10shrink"
+                | "r10shrinkbm"
         ) && lost != 0
         {
             return Err(format!("md lost {lost} bytes of a grow above its position"));
@@ -2785,7 +2806,7 @@ fn check_md_reshape(
             ));
         }
     }
-    if matches!(c.mode, "grow" | "r10grow" | "r0grow") {
+    if matches!(c.mode, "grow" | "r10grow" | "r10growbm" | "r0grow") {
         // raidlab finishes the grow md stopped (issue 36), from md's
         // recorded position: the data md wrote reads back exact at the new
         // size, the new space zeros, `check` 0, no reshape left. md's RAID 0
@@ -2828,6 +2849,10 @@ fn check_md_reshape(
         if c.mode == "r0grow" && !text.contains("raid0") {
             return Err(format!("md's RAID 0 grow did not end as a RAID 0: {text}"));
         }
+        if c.mode == "r10growbm" {
+            let gdir = work.join("vm-g/results/G").join(c.name);
+            raid10_bitmap_after_md(&gdir, &members, got.len() as u64)?;
+        }
         loud(&format!(
             "md_compat: raidlab finished md's stopped grow {}: {} -> {} bytes, data exact, {}",
             c.name,
@@ -2840,7 +2865,7 @@ fn check_md_reshape(
             }
         ));
     }
-    if matches!(c.mode, "shrinkroom" | "r10shrink") {
+    if matches!(c.mode, "shrinkroom" | "r10shrink" | "r10shrinkbm") {
         // raidlab finishes md's own backup-free shrink (the data offset
         // moved up; a RAID 10's out of the component size) from md's
         // recorded position: what the four members hold reads back exact,
@@ -2880,10 +2905,48 @@ fn check_md_reshape(
                 "after --continue: still a reshape, or no spare: {text}"
             ));
         }
+        if c.mode == "r10shrinkbm" {
+            raid10_bitmap_after_md(&work.join("vm-g/results/G").join(c.name), &members, size)?;
+        }
         loud(&format!(
             "md_compat: raidlab finished md's stopped shrink {}: {size} bytes, data exact, check 0",
             c.name
         ));
     }
+    Ok(())
+}
+
+/// The bitmap of md's RAID 10 reshape raidlab finished: on every member the
+/// array it ended with (`size` bytes, md's RAID 10 bitmap counts array
+/// sectors), up to date. What md itself had left on disk mid-reshape
+/// (`gdir`'s bitmap.md, mdadm -X) is said beside it.
+fn raid10_bitmap_after_md(gdir: &Path, members: &[String], size: u64) -> Result<(), String> {
+    use raidlab_devices::{FileVolume, OpenMode};
+    let md = fs::read_to_string(gdir.join("bitmap.md")).unwrap_or_default();
+    let md_sync = md
+        .lines()
+        .find(|l| l.contains("Sync Size"))
+        .map(|l| l.trim().to_string())
+        .ok_or_else(|| format!("no bitmap from md mid-reshape: {md}"))?;
+    for (i, m) in members.iter().enumerate() {
+        let vol = FileVolume::open(Path::new(m), OpenMode::ReadOnly).map_err(|e| e.to_string())?;
+        let sb = raidlab_md::Superblock::read_from(&vol)
+            .map_err(|e| e.to_string())?
+            .ok_or(format!("member {i}: no superblock"))?;
+        let bm = raidlab_md::bitmap::Bitmap::read_from(&vol, &sb)
+            .map_err(|e| e.to_string())?
+            .ok_or(format!("member {i}: no bitmap"))?;
+        if bm.sb.sync_size * 512 != size || bm.is_stale(&sb) {
+            return Err(format!(
+                "member {i}: bitmap of {} sectors (stale: {}) after the reshape to a {size}-byte array",
+                bm.sb.sync_size,
+                bm.is_stale(&sb)
+            ));
+        }
+    }
+    loud(&format!(
+        "md_compat: md's bitmap mid-reshape: {md_sync}; raidlab's after it: {} sectors",
+        size / 512
+    ));
     Ok(())
 }

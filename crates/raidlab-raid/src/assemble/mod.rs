@@ -368,6 +368,7 @@ impl Assembly {
         }
         asm.adopt_raid0_restripe_member();
         asm.adopt_roles_missed_at_start(&missed_start);
+        asm.raid10_bitmap_fitted()?;
         Ok(asm)
     }
 

@@ -223,9 +223,12 @@ impl Assembly {
     /// Refused with md's reason for RAID 0 and linear (they always use all
     /// of each member), a RAID 10 in the far layout or mid-reshape, a size
     /// larger than a member holds, a size below one chunk (one row of a
-    /// RAID 10); and, not built yet, for metadata 0.90, a write journal. Refused while a rebuild is pending, while a resync is
-    /// pending, and on a degraded array (raidlab's own rule: the new space
-    /// could not be resynced).
+    /// RAID 10), a RAID 4/5/6 with a write journal or a PPL (md's
+    /// `raid5_resize`). A metadata 0.90 member holds data from its start up
+    /// to its superblock, at most 4 TiB (md's `super_90_load`). Refused
+    /// while a rebuild is pending, while a resync is pending, and on a
+    /// degraded array (raidlab's own rule: the new space could not be
+    /// resynced).
     pub fn grow_size(&mut self, req: SizeRequest, assume_clean: bool) -> Result<SizeChange> {
         self.resize_members(req, assume_clean, None)
     }
@@ -243,6 +246,31 @@ impl Assembly {
         exposed: u64,
     ) -> Result<SizeChange> {
         self.resize_members(req, assume_clean, Some(exposed))
+    }
+
+    /// md's refusal of a component size change while a log keeps the
+    /// stripes (its `raid5_resize`: `raid5_has_log || raid5_has_ppl` gives
+    /// -EINVAL, which mdadm reports as "Cannot set device size"). Checked
+    /// before the array is opened for writing, as opening replays the log
+    /// (or writes md's empty PPL header). Nothing is written.
+    pub fn size_change_logs_check(&self) -> Result<()> {
+        if !self.has_journal() && !self.has_ppl() {
+            return Ok(());
+        }
+        let (what, undo) = if self.has_journal() {
+            (
+                "a write journal",
+                "md has no way to take a journal off an array",
+            )
+        } else {
+            (
+                "a PPL",
+                "switch it to a resync policy first (`--consistency-policy resync`), change the size, then back (`--consistency-policy ppl`)",
+            )
+        };
+        Err(refused(format!(
+            "the array keeps {what}, and md does not change the component size of a RAID 4/5/6 that has one (its raid5_resize refuses it; mdadm: \"Cannot set device size ... Invalid argument\"): {undo}; nothing was changed"
+        )))
     }
 
     fn resize_members(
@@ -263,20 +291,7 @@ impl Assembly {
         }
         self.grow_check_idle("--size")?;
         let template = self.grow_template()?;
-        if template.version() == MetadataVersion::V0_90 {
-            return Err(Error::new(
-                ErrorKind::Refused,
-                Op::Plan,
-                "--size of a metadata 0.90 array is not built yet: use mdadm --grow --size; nothing was changed",
-            ));
-        }
-        if self.has_journal() {
-            return Err(Error::new(
-                ErrorKind::Refused,
-                Op::Plan,
-                "--size of an array with a write journal is not built yet: use mdadm --grow --size; nothing was changed",
-            ));
-        }
+        self.size_change_logs_check()?;
         if !self.missing().is_empty() {
             return Err(refused(format!(
                 "the array is degraded (role(s) {:?} missing): the new space could not be made consistent; add and rebuild the missing member(s) first; nothing was changed",
@@ -459,6 +474,10 @@ impl Assembly {
     }
 }
 
+/// The most a metadata 0.90 member holds for a RAID level (md's
+/// `super_90_load`: 4 TiB less 1 KiB, so that the KiB count fits 32 bits).
+const SB090_MOST_SECTORS: u64 = (2 << 32) - 2;
+
 /// A member's room for data as md's size change finds it, and where its
 /// superblock goes (metadata 1.0: to the member's end, as md moves it).
 #[derive(Debug, Clone, Copy)]
@@ -475,6 +494,17 @@ pub(super) fn data_room_sectors(sb: &Superblock, dev_bytes: u64) -> Result<u64> 
 
 fn data_room(sb: &Superblock, dev_bytes: u64) -> Result<Room> {
     let dev = dev_bytes / SECTOR;
+    if sb.version() == MetadataVersion::V0_90 {
+        // The data from the device's start up to the superblock where it
+        // is (md finds a 0.90 one only at the end of the device as it was
+        // when written, and never moves it: a device grown since does not
+        // count), at most what its 32-bit KiB field records (md's 4 TiB
+        // limit for a RAID level, `super_90_load`).
+        return Ok(Room {
+            sectors: sb.super_offset.min(SB090_MOST_SECTORS),
+            super_offset: None,
+        });
+    }
     if sb.data_offset > sb.super_offset {
         return Ok(Room {
             sectors: dev.saturating_sub(sb.data_offset),

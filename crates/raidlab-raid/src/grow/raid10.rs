@@ -98,9 +98,6 @@ impl Assembly {
             return self.raid10_restripe_check(what, new_layout, new_chunk);
         }
         if n < old {
-            if self.bitmap.is_some() {
-                super::restripe_bitmap::bitmap_unbuilt(super::restripe_bitmap::RAID10_SHRINK)?;
-            }
             return self.raid10_shrink_check(what, n, new_layout, new_chunk, array_bytes);
         }
         let spares = self.spare_count();

@@ -12,8 +12,9 @@
 //! (`raid10_start_reshape`), its chunk kept where the bits fit, the old
 //! bits kept (they name the same array sectors) and the new space's marked
 //! to be resynced; a metadata 0.90 RAID 4/5/6 restriped in place keeps its
-//! bitmap as a 1.x one; a RAID 10 shrink with a bitmap is refused as not
-//! built. It also says how much room
+//! bitmap as a 1.x one; onto fewer members a RAID 10's is kept while the
+//! walk runs (it covers more than the truncated array) and resized down to
+//! the new array in the end's commit. It also says how much room
 //! a member has below its data for the data to move into (md's
 //! `super_1_allow_new_offset`: clear of the superblock's first 36 KiB, the
 //! bitmap's pages and the bad block log). How the bits are kept while the
@@ -44,13 +45,13 @@ impl Assembly {
     /// it the same way: md ran both with the bitmap in the VM, its
     /// `sync_size` the member size throughout. A RAID 10's counts array
     /// sectors: kept over the same members, resized at the start of a
-    /// reshape onto more ([`Assembly::raid10_reshape_bitmap`]). A metadata
+    /// reshape onto more ([`Assembly::raid10_reshape_bitmap`]) and at the
+    /// end of one onto fewer ([`Assembly::raid10_shrunk_bitmap`]). A metadata
     /// 0.90 RAID 4/5/6 restriped in place (more members, or through a
     /// backup file) keeps it the same way: its bitmap sits after the
     /// superblock at the member's end, clear of the data and of the
     /// critical section's backup, and md took one raidlab grew in the VM.
-    /// Refused as not built: a RAID 10 shrink with one (checked where the
-    /// shrink is planned). A RAID 0 has no bitmap.
+    /// A RAID 0 has no bitmap.
     pub(super) fn bitmap_restripe_allowed(&self, template: &raidlab_md::Superblock) -> Result<()> {
         let recorded = template.feature_map & feature::BITMAP_OFFSET != 0;
         if self.bitmap.is_none() && !recorded {
@@ -79,8 +80,9 @@ impl Assembly {
     /// md's `level` from `old` members to `new` in `new_layout` and
     /// `new_chunk` (sectors). `None` when the bitmap stays as it is: no
     /// bitmap, another level, or the same number of members (md resizes
-    /// only when `delta_disks` is not 0); fewer members are refused as not
-    /// built. Nothing is written.
+    /// only when `delta_disks` is not 0), or fewer members (a shrink keeps
+    /// it as it is until its end: [`Assembly::raid10_shrunk_bitmap`]).
+    /// Nothing is written.
     pub(super) fn raid10_reshape_bitmap(
         &self,
         level: i32,
@@ -92,11 +94,8 @@ impl Assembly {
         let Some(bitmap) = self.bitmap.as_ref() else {
             return Ok(None);
         };
-        if level != 10 || new == old {
+        if level != 10 || new <= old {
             return Ok(None);
-        }
-        if new < old {
-            return bitmap_unbuilt(RAID10_SHRINK).map(|()| None);
         }
         let template = self.grow_template()?;
         let grown = Geometry::from_md(10, new_layout, new_chunk, new as u32, template.size)?;
@@ -156,9 +155,82 @@ impl Assembly {
     }
 }
 
-/// Why a RAID 10 shrink with a bitmap is refused.
-pub(super) const RAID10_SHRINK: &str =
-    "a RAID 10 shrink resizes it down to the fewer members' array (md's raid10_start_reshape)";
+impl Assembly {
+    /// The bitmap a RAID 10 shrink `r` ends with: resized down to the fewer
+    /// members' array, as md resizes it to the new geometry's size
+    /// (`raid10_start_reshape` does it at the start, in memory). raidlab
+    /// keeps the larger bitmap on disk while the walk runs and writes the
+    /// smaller one only in the end's commit, beside the superblocks that
+    /// record the new geometry: a cut before that commit leaves a bitmap
+    /// that covers more than the array, never less (the array md or
+    /// raidlab assembles mid-shrink is the truncated one, its writes all
+    /// inside the new geometry's size), and a cut inside it leaves either
+    /// size beside either superblock, both covering the array. The chunk
+    /// stays (fewer bits always fit), the bits of the array that remains
+    /// are kept, those past its end dropped. `None` when it stays as it is:
+    /// no bitmap, not a RAID 10 shrink, or already that size. Nothing is
+    /// written.
+    pub(super) fn raid10_shrunk_bitmap(
+        &self,
+        r: &raidlab_layout::reshape::Reshape,
+    ) -> Result<Option<raidlab_md::bitmap::Bitmap>> {
+        let Some(bitmap) = self.bitmap.as_ref() else {
+            return Ok(None);
+        };
+        let sync = r.new.array_bytes() / super::SECTOR;
+        let shrink = r.new.level == Level::Raid10 && r.new.raid_disks < r.old.raid_disks;
+        if !shrink || bitmap.sb.sync_size <= sync {
+            return Ok(None);
+        }
+        let mut bm = raidlab_md::bitmap::resized_to(bitmap, sync, bitmap.sb.area_bytes(), false)
+            .map_err(|e| {
+                refused(format!(
+                    "the array's bitmap resized to the shrunk RAID 10's {sync} sectors: {e}; the reshape is not ended (run it again, or remove the bitmap with `raidlab grow --bitmap none` first)"
+                ))
+            })?;
+        bm.sb.events_cleared = bitmap.sb.events_cleared;
+        Ok(Some(bm))
+    }
+
+    /// A RAID 10 bitmap of another size than the array, no reshape
+    /// recorded, made to fit it in memory (the next commit writes it), as
+    /// md's bitmap load sizes the bitmap to the array it runs whatever the
+    /// header says. Larger: what a cut inside raidlab's shrink end leaves
+    /// on a member whose superblock took the end and whose bitmap did not
+    /// (that copy is also out of date: every bit set); resized down, only
+    /// when larger than what mdadm creates for this geometry too (its
+    /// `sync_size` is not rounded to chunks, md's array is), so a bitmap md
+    /// or mdadm wrote stays as it is. Smaller: what a cut inside md's
+    /// shrink start leaves (md writes the resized bitmap before the
+    /// superblocks that record the shrink: seen in the VM, its bitmap
+    /// mid-shrink has the fewer members' size); raidlab marks a write's
+    /// bits only inside `sync_size`, so it is resized up, the chunks it
+    /// did not cover marked dirty (a write there since may have marked
+    /// nothing). Called at assembly.
+    pub(crate) fn raid10_bitmap_fitted(&mut self) -> Result<()> {
+        if self.geometry.level != Level::Raid10 || self.reshape().is_some() {
+            return Ok(());
+        }
+        let Some(bitmap) = self.bitmap.as_ref() else {
+            return Ok(());
+        };
+        let array = self.geometry.array_bytes() / super::SECTOR;
+        let created = raidlab_md::bitmap::mdadm_sync_size(&self.grow_template()?);
+        let sync = bitmap.sb.sync_size;
+        if sync >= array && sync <= array.max(created) {
+            return Ok(());
+        }
+        let mut room = u64::MAX;
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let r = raidlab_md::bitmap::room_bytes(&m.sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            room = room.min(r);
+        }
+        let bm = raidlab_md::bitmap::resized_to(bitmap, array, room, true)?;
+        self.bitmap = Some(bm);
+        Ok(())
+    }
+}
 
 /// The refusal of a restripe whose bitmap raidlab does not carry, `why`.
 pub(super) fn bitmap_unbuilt(why: &str) -> Result<()> {

@@ -48,7 +48,9 @@
 //! stripe's member sectors in the geometry that takes it before it goes
 //! out, and every checkpoint and the end's commit write the bits as they
 //! are then. The bitmap's size, chunk and `sync_size` do not change (they
-//! count member sectors, which a restripe keeps), only its event count.
+//! count member sectors, which a restripe keeps), only its event count. A
+//! RAID 10's counts array sectors: a shrink's keeps its size through the
+//! walk and is resized down to the new array in the end's commit.
 //!
 //! Done, every superblock gets what md writes at the end of a reshape: the
 //! new member count and geometry, `data_offset + new_offset` as the data
@@ -266,12 +268,21 @@ impl Assembly {
         } = walk;
         new.flush()?;
         let backwards = r.backwards;
+        // A RAID 10 shrink's bitmap goes down to the new array in the
+        // commit that records it (`super::restripe_bitmap`).
+        let shrunk = self.raid10_shrunk_bitmap(&r)?;
         if backwards {
             report.spares = self.shrink_release(r.new.raid_disks);
         }
+        let kept = shrunk.map(|b| self.bitmap.replace(b));
         // A RAID 0's shrink ends as md's RAID 4 reshape ends, then is taken
         // back as a RAID 0 (`super::raid0`); its grow in the same commit.
-        self.reshape_finish(raid0 && !backwards)?;
+        if let Err(e) = self.reshape_finish(raid0 && !backwards) {
+            if let Some(kept) = kept {
+                self.bitmap = kept;
+            }
+            return Err(e);
+        }
         if raid0 && backwards {
             report.removed = self.raid0_shrink_finish(std::mem::take(&mut report.spares))?;
         }

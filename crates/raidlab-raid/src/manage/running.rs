@@ -14,7 +14,8 @@ impl Assembly {
     /// Change the superblocks of a running `array`'s members: they are
     /// written with the array's bitmap (its current dirty bits, never an
     /// older copy), whose writes wait meanwhile; the array's bitmap then
-    /// carries the new event count.
+    /// carries the new event count, and the new size when the change
+    /// resized the bitmap.
     pub fn change_running<T>(
         &mut self,
         array: &crate::array::Array,
@@ -26,6 +27,12 @@ impl Assembly {
             let r = (f.take().expect("called once"))(self);
             if let Some(b) = &self.bitmap {
                 bm.sb.events = b.sb.events;
+                // A change that resized the bitmap (a RAID 10 shrink's end)
+                // wrote the resized one: the running copy takes it, or its
+                // next write would put the old size back on the members.
+                if (b.sb.sync_size, b.sb.chunksize) != (bm.sb.sync_size, bm.sb.chunksize) {
+                    *bm = b.clone();
+                }
             }
             r
         });

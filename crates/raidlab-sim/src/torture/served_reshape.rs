@@ -6,7 +6,8 @@
 //! given another layout (a RAID 6 to its "-6" twin and back among them,
 //! md's first step of a RAID 6 to 5), or a RAID 10 of two near or offset
 //! copies grown or shrunk by one member, switched to the other layout or
-//! given another chunk, walked by the engine's
+//! given another chunk (a third of these with md's internal bitmap,
+//! `draw::with_bitmap`), walked by the engine's
 //! own served walk (`grow::ServedWalk`: the steps, checkpoints and gate the
 //! server runs) as one task, while a few client tasks write, read and flush
 //! seeded data through the real `ReshapingVolume`; the executor gives
@@ -93,7 +94,7 @@ pub struct ServedRun {
 pub fn served_reshape_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
-    let s = draw::in_place_090(draw(&mut rng), s0);
+    let s = draw::with_bitmap(draw::in_place_090(draw(&mut rng), s0), s0);
     run_drawn(s0, run, rng, s, false)
 }
 
@@ -118,7 +119,7 @@ pub fn served_reshape_raid10_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
     let change = Raid10Change::draw(&mut rng);
-    let s = draw_raid10(&mut rng, change);
+    let s = draw::with_bitmap(draw_raid10(&mut rng, change), s0);
     run_drawn(s0, run, rng, s, false)
 }
 
@@ -251,6 +252,7 @@ mod tests {
             shrink: false,
             spares: 1,
             conversion: false,
+            bitmap: false,
             may_die: true,
             clients: 2,
             per: 20,

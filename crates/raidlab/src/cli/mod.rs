@@ -265,11 +265,23 @@ pub struct MembersJson {
     pub json: bool,
 }
 
+/// The array `export` and `import` move bytes out of and into: its members,
+/// some possibly missing, and whether it may start degraded after an unclean
+/// stop. Declared where `--force` stands in their help, so that the options
+/// keep their order; the members are the only positional argument either way.
 #[derive(Debug, Args)]
-pub struct ExportArgs {
+pub struct TransferArray {
     /// Member files or devices; `missing` (or leaving one out) marks an absent member.
     #[arg(required = true)]
     pub members: Vec<PathBuf>,
+    /// Start a degraded array that was not shut down cleanly (its rebuilt data may
+    /// be wrong).
+    #[arg(long, alias = "start-degraded-dirty")]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
     /// Output file (default: stdout).
     #[arg(long, short = 'o')]
     pub output: Option<PathBuf>,
@@ -279,10 +291,8 @@ pub struct ExportArgs {
     /// Bytes to export (default: to the end of the array).
     #[arg(long, value_parser = size)]
     pub length: Option<u64>,
-    /// Start a degraded array that was not shut down cleanly (its rebuilt data may
-    /// be wrong).
-    #[arg(long, alias = "start-degraded-dirty")]
-    pub force: bool,
+    #[command(flatten)]
+    pub array: TransferArray,
     /// Keep going past ranges that no member can read and redundancy cannot
     /// rebuild: write zeros there, list them at the end (exit status 4).
     #[arg(long)]
@@ -308,19 +318,14 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// Member files or devices; `missing` (or leaving one out) marks an absent member.
-    #[arg(required = true)]
-    pub members: Vec<PathBuf>,
     /// Input file (default: stdin).
     #[arg(long, short = 'i')]
     pub input: Option<PathBuf>,
     /// Array offset to write at.
     #[arg(long, default_value = "0", value_parser = size)]
     pub offset: u64,
-    /// Start a degraded array that was not shut down cleanly (its rebuilt data may
-    /// be wrong).
-    #[arg(long, alias = "start-degraded-dirty")]
-    pub force: bool,
+    #[command(flatten)]
+    pub array: TransferArray,
     #[command(flatten)]
     pub stripe: StripeCacheArgs,
     #[command(flatten)]

@@ -73,14 +73,14 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
         OpenMode::ReadOnly
     };
     if a.backup_file.is_some() {
-        if let Some(server) = crate::control::find(&a.members)? {
+        if let Some(server) = crate::control::find(&a.array.members)? {
             bail!(
                 "--backup-file: the array is served by the server at {}, and putting a backup back writes the members: stop serving it first; nothing was changed",
                 server.display()
             );
         }
     }
-    let devices = open_members_io(&a.members, mode, a.io.mode())?.0;
+    let devices = open_members_io(&a.array.members, mode, a.io.mode())?.0;
     let mut asm = crate::open::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
     if let Some(path) = &a.backup_file {
@@ -89,7 +89,7 @@ pub fn export(a: ExportArgs) -> Result<ExitCode> {
     let started = Started::start(
         asm,
         StartOptions {
-            force: a.force,
+            force: a.array.force,
             ..StartOptions::default()
         },
     )?;
@@ -245,7 +245,7 @@ fn read_salvaging(array: &dyn Volume, buf: &mut [u8], pos: u64, lost: &mut Lost)
 }
 
 pub fn import(a: ImportArgs) -> Result<ExitCode> {
-    let devices = open_members_io(&a.members, OpenMode::ReadWrite, a.io.mode())?.0;
+    let devices = open_members_io(&a.array.members, OpenMode::ReadWrite, a.io.mode())?.0;
     let asm = crate::open::assemble(devices)?;
     crate::open::warn_set_aside(&asm);
     // Everything that can refuse the import is checked before the start,
@@ -278,7 +278,7 @@ pub fn import(a: ImportArgs) -> Result<ExitCode> {
         asm,
         StartOptions {
             write: true,
-            force: a.force,
+            force: a.array.force,
             resync_unclean: false,
             stripe_cache: Some(a.stripe.config()),
             ..StartOptions::default()

@@ -79,6 +79,9 @@
 //!   `r5-090-3to4-bitmap`, `r5-090-3to4-bitmap-killed`: the same RAID 5
 //!   with md's internal bitmap, carried through unchanged but for its
 //!   events, taken up by md; killed part-way, carried on by md;
+//!   `r5-090-size-bitmap`: the same RAID 5 of 3 `--size 4M`, then
+//!   `--size max` (0.90's data runs from the member's start up to its
+//!   superblock), the bitmap resized each time, taken up by md;
 //!   `r5-090-4to5-chunk-killed`: a 0.90 RAID 5 of 4 `--raid-devices 5
 //!   --add --chunk 32K` in one in-place reshape (no backup file, as mdadm
 //!   makes it: the critical section on the new member), killed part-way
@@ -99,7 +102,13 @@
 //!   and 3; and an offset=2 of 4 onto 3 killed part-way (SIGKILL): md is
 //!   given all four, carries the backward reshape on from raidlab's
 //!   checkpoint and leaves the fourth a spare (read whole and without
-//!   role 1);
+//!   role 1); `r10-5to4-shrunk-bitmap`, `r10-5to4-shrink-bitmap-killed`:
+//!   the RAID 10 near=2 of 5 shrink with md's internal bitmap (64 KiB
+//!   chunks), which md resizes down to the new array (raidlab in the
+//!   end's commit): md takes up the resized bitmap, reads it whole and
+//!   without roles 0 and 3; killed part-way, md is given all five and
+//!   carries the backward reshape on with raidlab's bitmap (read whole and
+//!   without roles 1 and 2);
 //! * `r5-4to5-chunk`: a RAID 5 of 4, 64 KiB chunk, `--raid-devices 5 --add
 //!   --chunk 128K` (md's one reshape of both: `delta_disks` with
 //!   `new_chunk`, the data offset moved down), read whole and without
@@ -255,7 +264,8 @@ const R10_N2_BITMAP: &[&str] = &[
 /// RAID 1 grow by members by its RAID 0 and 10 ones, md's bitmap added by
 /// its size grow with a bitmap; a RAID 10's new chunk with a bitmap, which
 /// keeps the bitmap as it is, by its grow by a member with one, which
-/// resizes it), to keep the default suite's one boot short under TCG.
+/// resizes it; a RAID 10 shrink by the same shrink with a bitmap, from
+/// 2026-12-06 too), to keep the default suite's one boot short under TCG.
 const FULL_ONLY: &[&str] = &[
     "r1-bitmap-removed",
     "r10-size-bitmap",
@@ -280,6 +290,7 @@ const FULL_ONLY: &[&str] = &[
     "r5-5to4-served-shrink-killed",
     "r5-090-4to5-chunk-killed",
     "r10-chunk-bitmap",
+    "r10-5to4-shrunk",
 ];
 
 struct Grown {
@@ -748,6 +759,20 @@ fn cases() -> Vec<Grown> {
             sets: vec![vec![1]],
             interrupt: None,
         },
+        // `--size` of a metadata 0.90 array (its data from the member's
+        // start up to the superblock at its end): down, then `max` back,
+        // the bitmap after the superblock resized each time, the space
+        // given back resynced.
+        Grown {
+            name: "r5-090-size-bitmap",
+            level: 5,
+            devices: 3,
+            create: CHUNK_BITMAP_090,
+            grow_files: false,
+            grow: &["--size", "4M", "THEN", "--size", "max"],
+            sets: vec![vec![1]],
+            interrupt: None,
+        },
         Grown {
             name: "r5-090-3to4-bitmap-killed",
             level: 5,
@@ -804,6 +829,31 @@ fn cases() -> Vec<Grown> {
             grow: &["--raid-devices", "4", "--array-size", "14208K"],
             sets: vec![vec![0, 3]],
             interrupt: None,
+        },
+        // The same with md's internal bitmap (64 KiB chunks), which md
+        // resizes down to the fewer members' array: raidlab keeps it at
+        // its size through the walk and resizes it in the end's commit.
+        // md takes up the resized one; killed part-way, md carries the
+        // backward reshape on with the larger one raidlab left.
+        Grown {
+            name: "r10-5to4-shrunk-bitmap",
+            level: 10,
+            devices: 5,
+            create: R10_N2_BITMAP,
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--array-size", "14208K"],
+            sets: vec![vec![0, 3]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r10-5to4-shrink-bitmap-killed",
+            level: 10,
+            devices: 5,
+            create: R10_N2_BITMAP,
+            grow_files: false,
+            grow: &["--raid-devices", "4", "--array-size", "14208K"],
+            sets: vec![vec![1, 2]],
+            interrupt: Some("KILL"),
         },
         // Fewer members and a new chunk in one backward reshape (md's
         // raid10_check_reshape takes delta_disks < 0 with new_chunk): the

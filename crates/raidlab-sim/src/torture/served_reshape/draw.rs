@@ -26,6 +26,8 @@ pub(super) struct Setup {
     pub(super) shrink: bool,
     /// Spares added for a grow (given with `--add` for a level change).
     pub(super) spares: usize,
+    /// Created with md's internal bitmap ([`with_bitmap`]).
+    pub(super) bitmap: bool,
     /// `req` is a level change: its steps (the engine's
     /// `conversion_steps`) are run, not one restripe.
     pub(super) conversion: bool,
@@ -125,6 +127,7 @@ pub(super) fn draw(rng: &mut ChaCha8Rng) -> Setup {
         shrink: kind == SHRINK5,
         spares: usize::from(kind <= GROW6),
         conversion: false,
+        bitmap: false,
         may_die: true,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),
@@ -198,6 +201,7 @@ pub(super) fn draw_raid10(rng: &mut ChaCha8Rng, change: Raid10Change) -> Setup {
         shrink,
         spares: usize::from(change == Raid10Change::Grow),
         conversion: false,
+        bitmap: false,
         may_die: true,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),
@@ -236,15 +240,39 @@ pub(super) fn in_place_090(s: Setup, s0: u64) -> Setup {
     }
 }
 
+/// The stream that gives one RAID 5, 6 or 10 restripe in three md's
+/// internal bitmap, of [`BITMAP_CHUNK`] chunks: the clients' writes then
+/// mark their chunks (in either geometry's member sectors for RAID 5/6, in
+/// array sectors for RAID 10) on both sides of the walk, and the resync
+/// after the cuts covers only the chunks marked, so a write that marked
+/// none shows as a mismatch in the check at the end. Every other run keeps
+/// its draws.
+const BITMAP_STREAM: u64 = 0x5e7e_d0b1_7a90_0001;
+
+/// Small bitmap chunks on the rig's 2 MiB members: many bits, each write's
+/// own.
+pub(super) const BITMAP_CHUNK: u32 = 16 << 10;
+
+/// [`BITMAP_STREAM`]'s draw over `s`, from the run's seed `s0`.
+pub(super) fn with_bitmap(s: Setup, s0: u64) -> Setup {
+    use rand::SeedableRng;
+    let restripe = !s.conversion && matches!(s.level, Level::Raid5 | Level::Raid6 | Level::Raid10);
+    if !restripe || !ChaCha8Rng::seed_from_u64(s0 ^ BITMAP_STREAM).gen_ratio(1, 3) {
+        return s;
+    }
+    Setup { bitmap: true, ..s }
+}
+
 impl Setup {
     pub(super) fn label(&self) -> String {
         format!(
-            "{} of {} ({}, {}K, {:?}): {}; {} clients x {}",
+            "{} of {} ({}, {}K, {:?}{}): {}; {} clients x {}",
             self.level.name(),
             self.members,
             self.layout.name(),
             self.chunk >> 10,
             self.metadata,
+            if self.bitmap { ", bitmap" } else { "" },
             match (
                 &self.req.raid_devices,
                 &self.req.chunk_bytes,
@@ -415,6 +443,7 @@ pub(super) fn draw_level_change(rng: &mut ChaCha8Rng, change: LevelChange) -> Se
             change,
             LevelChange::Raid0Grow | LevelChange::Raid0Chunk | LevelChange::Raid4To5
         ),
+        bitmap: false,
         may_die: false,
         clients: rng.gen_range(2..=4),
         per: rng.gen_range(20..=60),

@@ -41,6 +41,13 @@ pub(super) fn prepare(s: &Setup, rig: &Rig, seed: u64) -> Result<(Assembly, Mode
     }
     let size = array_bytes.unwrap_or(asm.geometry.array_bytes()) as usize;
     let model = fill(&asm, size, seed)?;
+    if let Some(b) = asm.bitmap.as_mut() {
+        // The fill is flushed and the copies agree: its bits cleared, as
+        // md's bitmap daemon clears them, so that what the clients mark
+        // (and only that) is resynced after a cut. The dirty mark below
+        // writes the bitmap so.
+        b.clear_all();
+    }
     for k in s.members..s.members + s.spares {
         asm.add(rig.device(k), false)
             .map_err(|e| format!("add a spare: {e}"))?;
@@ -67,8 +74,8 @@ pub(super) fn create(s: &Setup, rig: &Rig) -> Result<Assembly, String> {
         spares: 0,
         name: "served".into(),
         force: true,
-        bitmap: false,
-        bitmap_chunk: None,
+        bitmap: s.bitmap,
+        bitmap_chunk: s.bitmap.then_some(super::draw::BITMAP_CHUNK),
         ppl: false,
     };
     let new = (0..s.members)

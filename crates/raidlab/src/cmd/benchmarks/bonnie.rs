@@ -27,11 +27,8 @@ pub struct BonnieArgs {
     pub fast: bool,
     #[command(flatten)]
     pub io: IoArgs,
-    /// The target the others are compared with, as given on the command line
-    /// (default: the first): each test's ratio to it, and in words, after the
-    /// tables and in the JSON for `raidlab report`.
-    #[arg(long, value_name = "TARGET")]
-    pub baseline: Option<String>,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
     /// Print the raidlab-bench/1 JSON result (the CSV lines are in its details).
     #[arg(long)]
     pub json: bool,
@@ -48,7 +45,7 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
     if a.files > 1024 {
         bail!("--files {}: give at most 1024 (thousand files)", a.files);
     }
-    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
+    let base = a.baseline.index(&a.targets)?;
     let size = a.size.unwrap_or_else(bonnie::default_size);
     let machine = a
         .machine
@@ -73,44 +70,32 @@ pub fn bonnie(a: BonnieArgs) -> Result<ExitCode> {
         writes: true,
         allow_device_writes: a.io.write_device,
     };
-    let mut targets = Vec::new();
-    for spec in &a.targets {
-        let t = Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?;
-        let dir =
-            (t.kind == raidlab_bench::target::TargetKind::Directory).then(|| PathBuf::from(spec));
-        targets.push((t, dir));
-    }
-    install_ctrlc();
-    let mut results = Vec::new();
-    for (t, dir) in &targets {
-        let pb = std::io::stderr().is_terminal().then(|| {
+    let targets = open_targets(&a.targets, opts, false)?;
+    let dirs: Vec<Option<PathBuf>> = targets
+        .iter()
+        .zip(&a.targets)
+        .map(|(t, spec)| {
+            (t.kind == raidlab_bench::target::TargetKind::Directory).then(|| PathBuf::from(spec))
+        })
+        .collect();
+    let results = run_each(
+        &targets,
+        |t| {
             let pb = ProgressBar::new_spinner();
             pb.set_message(format!("{}: Bonnie++ tests on {} bytes", t.label, t.size));
             pb.enable_steady_tick(Duration::from_millis(200));
             pb
-        });
-        let r = bonnie::run(t, dir.as_deref(), &cfg, &CONTROL)
-            .with_context(|| format!("benchmark of {} failed", t.label))?;
-        report_cache(t);
-        t.finish()?;
-        if let Some(pb) = pb {
-            pb.finish_and_clear();
-        }
-        results.push(r);
-        if CONTROL.stopped() {
-            break;
-        }
-    }
+        },
+        |i, t, _| {
+            bonnie::run(t, dirs[i].as_deref(), &cfg, &CONTROL)
+                .with_context(|| format!("benchmark of {} failed", t.label))
+        },
+    )?;
     let mut report = bonnie::report(&results, &machine);
-    report.simulated = raidlab_bench::sim::models(targets.iter().map(|(t, _)| t));
-    let conditions = conditions_once(targets.iter().map(|(t, _)| t), size, a.io.engine);
-    finish_report(
-        &mut report,
-        targets.iter().map(|(t, _)| t),
-        base,
-        conditions,
-    );
-    let any_simulated = targets.iter().any(|(t, _)| t.sim.is_some());
+    report.simulated = raidlab_bench::sim::models(&targets);
+    let conditions = conditions_once(&targets, size, a.io.engine);
+    finish_report(&mut report, &targets, base, conditions);
+    let any_simulated = targets.iter().any(|t| t.sim.is_some());
     drop(targets);
     if a.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);

@@ -51,11 +51,8 @@ pub struct CdmArgs {
     pub save_text: Option<PathBuf>,
     #[command(flatten)]
     pub io: IoArgs,
-    /// The target the others are compared with, as given on the command line
-    /// (default: the first): each test's ratio to it, and in words, after the
-    /// tables and in the JSON for `raidlab report`.
-    #[arg(long, value_name = "TARGET")]
-    pub baseline: Option<String>,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
     /// Print the raidlab-bench/1 JSON result instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -87,7 +84,7 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
     if a.measure <= 0.0 {
         bail!("--measure must be more than 0 seconds");
     }
-    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
+    let base = a.baseline.index(&a.targets)?;
     let cfg = CdmConfig {
         profile: Profile::parse(&a.profile)?,
         size: a.size,
@@ -111,16 +108,7 @@ pub fn cdm(a: CdmArgs) -> Result<ExitCode> {
         writes: true,
         allow_device_writes: a.io.write_device,
     };
-    // Open every target before measuring any, so a typo fails in a second, not
-    // after the first target's minutes of tests.
-    let mut targets = Vec::new();
-    for spec in &a.targets {
-        if a.targets.iter().filter(|t| *t == spec).count() > 1 {
-            bail!("{spec} is given twice: give each target once");
-        }
-        targets
-            .push(Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?);
-    }
+    let targets = open_targets(&a.targets, opts, true)?;
     let (results, interrupted) = run_targets(&targets, &cfg)?;
     let mut report = cdm::report(&results, &cfg);
     report.simulated = raidlab_bench::sim::models(&targets);

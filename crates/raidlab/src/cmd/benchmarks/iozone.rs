@@ -30,11 +30,8 @@ pub struct IozoneArgs {
     /// Allow writing block devices (destroys their contents).
     #[arg(long)]
     pub write_device: bool,
-    /// The target the others are compared with, as given on the command line
-    /// (default: the first): each test's ratio to it, and in words, after the
-    /// tables and in the JSON for `raidlab report`.
-    #[arg(long, value_name = "TARGET")]
-    pub baseline: Option<String>,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
     /// Print the raidlab-bench/1 JSON result instead of the -R report.
     #[arg(long)]
     pub json: bool,
@@ -42,19 +39,14 @@ pub struct IozoneArgs {
 
 pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
     use raidlab_bench::iozone::{self, parse_sizes, IozoneConfig};
-    let io = IoArgs {
-        buffered: !a.direct,
-        engine: a.engine,
-        write_device: a.write_device,
-    };
     let cfg = IozoneConfig {
         file_sizes: parse_sizes("--file-sizes", &a.file_sizes)?,
         record_sizes: parse_sizes("--record-sizes", &a.record_sizes)?,
         auto_skip: !a.all_records,
         include_flush: a.include_flush,
-        engine: io.engine(),
+        engine: a.engine.kind(),
     };
-    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
+    let base = a.baseline.index(&a.targets)?;
     let cells = cfg.cells();
     let largest = cells.iter().map(|c| c.0).max().unwrap_or(0);
     if a.direct {
@@ -68,15 +60,10 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
         writes: true,
         allow_device_writes: a.write_device,
     };
-    let mut targets = Vec::new();
-    for spec in &a.targets {
-        targets
-            .push(Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?);
-    }
-    install_ctrlc();
-    let mut results = Vec::new();
-    for t in &targets {
-        let pb = std::io::stderr().is_terminal().then(|| {
+    let targets = open_targets(&a.targets, opts, false)?;
+    let results = run_each(
+        &targets,
+        |_| {
             let pb = ProgressBar::new(cells.len() as u64);
             pb.set_style(
                 ProgressStyle::with_template("[{bar:30}] {pos}/{len} cells, ETA {eta}  {msg}")
@@ -84,31 +71,24 @@ pub fn iozone(a: IozoneArgs) -> Result<ExitCode> {
                     .progress_chars("=> "),
             );
             pb
-        });
-        let mut n = 0;
-        let r = iozone::run(t, &cfg, &CONTROL, &mut |f, rec| {
-            if let Some(pb) = &pb {
-                pb.set_position(n);
-                pb.set_message(format!(
-                    "{}: file {} record {}",
-                    t.label,
-                    raidlab_core::size::format_size(f),
-                    raidlab_core::size::format_size(rec)
-                ));
-            }
-            n += 1;
-        })
-        .with_context(|| format!("benchmark of {} failed", t.label))?;
-        report_cache(t);
-        t.finish()?;
-        if let Some(pb) = pb {
-            pb.finish_and_clear();
-        }
-        results.push(r);
-        if CONTROL.stopped() {
-            break;
-        }
-    }
+        },
+        |_, t, pb| {
+            let mut n = 0;
+            iozone::run(t, &cfg, &CONTROL, &mut |f, rec| {
+                if let Some(pb) = pb {
+                    pb.set_position(n);
+                    pb.set_message(format!(
+                        "{}: file {} record {}",
+                        t.label,
+                        raidlab_core::size::format_size(f),
+                        raidlab_core::size::format_size(rec)
+                    ));
+                }
+                n += 1;
+            })
+            .with_context(|| format!("benchmark of {} failed", t.label))
+        },
+    )?;
     let mut report = iozone::report(&results);
     report.simulated = raidlab_bench::sim::models(&targets);
     let conditions = conditions_once(&targets, largest, a.engine);

@@ -48,11 +48,7 @@ pub fn job(a: JobArgs) -> Result<ExitCode> {
         }
     }
     install_ctrlc();
-    let engine = a.engine.map(|e| match e {
-        EngineArg::Auto => EngineKind::Auto,
-        EngineArg::IoUring => EngineKind::Uring,
-        EngineArg::Threads => EngineKind::Threads,
-    });
+    let engine = a.engine.map(EngineArg::kind);
     let pb = std::io::stderr().is_terminal().then(|| {
         let pb = ProgressBar::new_spinner();
         pb.enable_steady_tick(Duration::from_millis(200));

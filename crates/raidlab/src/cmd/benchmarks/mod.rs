@@ -83,14 +83,83 @@ pub struct IoArgs {
     pub write_device: bool,
 }
 
-impl IoArgs {
-    fn engine(&self) -> EngineKind {
-        match self.engine {
+impl EngineArg {
+    fn kind(self) -> EngineKind {
+        match self {
             EngineArg::Auto => EngineKind::Auto,
             EngineArg::IoUring => EngineKind::Uring,
             EngineArg::Threads => EngineKind::Threads,
         }
     }
+}
+
+impl IoArgs {
+    fn engine(&self) -> EngineKind {
+        self.engine.kind()
+    }
+}
+
+/// Which target the others are compared with, for the verbs that take their
+/// targets on the command line (`job` names its own in the job file, so its
+/// `--baseline` says so in its own words).
+#[derive(Debug, Clone, Args)]
+pub struct BaselineArgs {
+    /// The target the others are compared with, as given on the command line
+    /// (default: the first): each test's ratio to it, and in words, after the
+    /// tables and in the JSON for `raidlab report`.
+    #[arg(long, value_name = "TARGET")]
+    pub baseline: Option<String>,
+}
+
+impl BaselineArgs {
+    /// The baseline's place in `targets`; an error names a baseline that is
+    /// not one of them.
+    fn index(&self, targets: &[String]) -> Result<usize> {
+        baseline_index(self.baseline.as_deref(), targets)
+    }
+}
+
+/// Open every target before measuring any, so that a typo fails in a second,
+/// not after the first target's minutes of tests. With `each_once`, a target
+/// named twice is refused when its turn comes, before it is opened.
+fn open_targets(specs: &[String], opts: OpenOptions, each_once: bool) -> Result<Vec<Target>> {
+    let mut targets = Vec::with_capacity(specs.len());
+    for spec in specs {
+        if each_once && specs.iter().filter(|t| *t == spec).count() > 1 {
+            bail!("{spec} is given twice: give each target once");
+        }
+        targets
+            .push(Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?);
+    }
+    Ok(targets)
+}
+
+/// Run `one` on each target in turn, under a progress bar of its own (made by
+/// `bar`, shown only when stderr is a terminal), until all have run or Ctrl-C
+/// stops them. A cache's figures are printed before `finish`, which takes the
+/// cache away; `finish` follows each run, not the last, so that a target whose
+/// writes did not reach its media fails the verb before the next one runs.
+fn run_each<R>(
+    targets: &[Target],
+    bar: impl Fn(&Target) -> ProgressBar,
+    mut one: impl FnMut(usize, &Target, Option<&ProgressBar>) -> Result<R>,
+) -> Result<Vec<R>> {
+    install_ctrlc();
+    let mut results = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        let pb = std::io::stderr().is_terminal().then(|| bar(t));
+        let r = one(i, t, pb.as_ref())?;
+        report_cache(t);
+        t.finish()?;
+        if let Some(pb) = pb {
+            pb.finish_and_clear();
+        }
+        results.push(r);
+        if CONTROL.stopped() {
+            break;
+        }
+    }
+    Ok(results)
 }
 
 /// A second Ctrl-C still kills the process; the first asks for a clean stop.

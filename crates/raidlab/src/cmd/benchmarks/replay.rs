@@ -19,11 +19,8 @@ pub struct ReplayArgs {
     pub qd: usize,
     #[command(flatten)]
     pub io: IoArgs,
-    /// The target the others are compared with, as given on the command line
-    /// (default: the first): each test's ratio to it, and in words, after the
-    /// tables and in the JSON for `raidlab report`.
-    #[arg(long, value_name = "TARGET")]
-    pub baseline: Option<String>,
+    #[command(flatten)]
+    pub baseline: BaselineArgs,
     /// Print the raidlab-bench/1 JSON result instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -38,7 +35,7 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&a.trace)
         .with_context(|| format!("cannot read the trace {name}"))?;
     let (format, ops) = replay::parse(&name, &text)?;
-    let base = baseline_index(a.baseline.as_deref(), &a.targets)?;
+    let base = a.baseline.index(&a.targets)?;
     let cfg = ReplayConfig {
         timed: a.timed,
         qd: a.qd,
@@ -49,32 +46,20 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode> {
         writes: ops.iter().any(|o| o.kind != raidlab_core::IoKind::Read),
         allow_device_writes: a.io.write_device,
     };
-    let mut targets = Vec::new();
-    for spec in &a.targets {
-        targets
-            .push(Target::open(spec, opts).with_context(|| format!("cannot use target {spec}"))?);
-    }
-    install_ctrlc();
-    let mut results = Vec::new();
-    for t in &targets {
-        let pb = std::io::stderr().is_terminal().then(|| {
+    let targets = open_targets(&a.targets, opts, false)?;
+    let results = run_each(
+        &targets,
+        |t| {
             let pb = ProgressBar::new_spinner();
             pb.set_message(format!("{}: replaying {} requests", t.label, ops.len()));
             pb.enable_steady_tick(Duration::from_millis(200));
             pb
-        });
-        let r = replay::run(t, &ops, &cfg, &CONTROL)
-            .with_context(|| format!("replay of {name} on {} failed", t.label))?;
-        report_cache(t);
-        t.finish()?;
-        if let Some(pb) = pb {
-            pb.finish_and_clear();
-        }
-        results.push(r);
-        if CONTROL.stopped() {
-            break;
-        }
-    }
+        },
+        |_, t, _| {
+            replay::run(t, &ops, &cfg, &CONTROL)
+                .with_context(|| format!("replay of {name} on {} failed", t.label))
+        },
+    )?;
     let mut report = replay::report(&results, &name, format, &cfg);
     report.simulated = raidlab_bench::sim::models(&targets);
     let conditions = conditions_once(&targets, opts.size, a.io.engine);

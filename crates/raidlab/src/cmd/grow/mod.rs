@@ -123,7 +123,11 @@ pub fn run(a: GrowArgs) -> Result<ExitCode> {
     }
     let mut asm = assemble_rw_checked(&a.members, |asm| {
         asm.refuse_data_writes_without_journal("grow")?;
-        // A reshape's refusals come before a log replay could write.
+        // A reshape's (and a size change's) refusals come before a log
+        // replay could write.
+        if size.is_some() {
+            asm.size_change_logs_check()?;
+        }
         match &restripe {
             Some(req) if conversion(asm, req) => {
                 asm.convert_check(
