@@ -41,11 +41,7 @@ fn arrays_on(
     let vols: Vec<Arc<dyn Volume>> = (0..n)
         .map(|i| {
             let f = match devices.get(i) {
-                Some(d) => FileVolume::open_io(
-                    std::path::Path::new(d),
-                    raidlab_devices::OpenMode::ReadWrite,
-                    Some(io),
-                ),
+                Some(d) => open_device(d, raidlab_devices::OpenMode::ReadWrite, io),
                 None => FileVolume::create_sparse_io(
                     &dir.join(format!("m{i}")),
                     DATA_OFFSET + MEMBER,
@@ -151,6 +147,36 @@ fn both_submissions_read_back_what_either_wrote_on_raid0_5_10_direct_and_buffere
     }
 }
 
+/// A loop device just attached, opened as raidlab opens a member
+/// (exclusively): another process may still hold or probe the device for a
+/// moment after `losetup` (seen once as "Device or resource busy" on
+/// /dev/loop0 while another test binary used loop devices), so a busy
+/// device is asked again for up to 5 s before its error stands.
+fn open_device(
+    path: &str,
+    mode: raidlab_devices::OpenMode,
+    io: IoMode,
+) -> raidlab_core::Result<FileVolume> {
+    let mut tries = 0;
+    loop {
+        match FileVolume::open_io(std::path::Path::new(path), mode, Some(io)) {
+            Err(e) if busy(&e) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            other => return other,
+        }
+    }
+}
+
+fn busy(e: &raidlab_core::Error) -> bool {
+    use std::error::Error as _;
+    e.source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .and_then(std::io::Error::raw_os_error)
+        == Some(libc::EBUSY)
+}
+
 /// A loop device over a file, detached when dropped.
 struct Loop(String);
 
@@ -225,17 +251,16 @@ fn a_member_refusing_writes_fails_at_that_write_while_the_other_takes_it_through
             Loop::new(&p)
         })
         .collect();
-    let direct = Some(IoMode::Direct);
-    let ro = FileVolume::open_io(
-        std::path::Path::new(&loops[0].0),
+    let ro = open_device(
+        &loops[0].0,
         raidlab_devices::OpenMode::ReadOnly,
-        direct,
+        IoMode::Direct,
     )
     .unwrap();
-    let rw = FileVolume::open_io(
-        std::path::Path::new(&loops[1].0),
+    let rw = open_device(
+        &loops[1].0,
         raidlab_devices::OpenMode::ReadWrite,
-        direct,
+        IoMode::Direct,
     )
     .unwrap();
     let g = Geometry::new(Level::Raid1, Layout::Plain, 0, 2, MEMBER).unwrap();
