@@ -100,18 +100,7 @@ impl Assembly {
         let template = self.grow_template()?;
         let grown = Geometry::from_md(10, new_layout, new_chunk, new as u32, template.size)?;
         let sync = grown.array_bytes() / super::SECTOR;
-        let mut room = u64::MAX;
-        for m in self.members.iter().filter(|m| m.is_live()) {
-            let sb = &m.sb;
-            let mut r = raidlab_md::bitmap::room_bytes(sb)
-                .map_err(|e| e.on_device(m.device.path.clone()))?;
-            if sb.super_offset < sb.data_offset && sb.bitmap_offset > 0 {
-                let start = sb.super_offset + sb.bitmap_offset as u64;
-                let below = sb.data_offset.saturating_sub(gap);
-                r = r.min(below.saturating_sub(start) * super::SECTOR);
-            }
-            room = room.min(r);
-        }
+        let room = self.bitmap_room(gap)?;
         let mut bm = raidlab_md::bitmap::resized_to(bitmap, sync, room, true).map_err(|e| {
             refused(format!(
                 "the array's bitmap resized to the reshaped RAID 10's {sync} sectors, as md resizes it: {e}; remove it (`raidlab grow --bitmap none`), reshape, then add it back; nothing was changed"
@@ -220,15 +209,30 @@ impl Assembly {
         if sync >= array && sync <= array.max(created) {
             return Ok(());
         }
-        let mut room = u64::MAX;
-        for m in self.members.iter().filter(|m| m.is_live()) {
-            let r = raidlab_md::bitmap::room_bytes(&m.sb)
-                .map_err(|e| e.on_device(m.device.path.clone()))?;
-            room = room.min(r);
-        }
-        let bm = raidlab_md::bitmap::resized_to(bitmap, array, room, true)?;
+        let bm = raidlab_md::bitmap::resized_to(bitmap, array, self.bitmap_room(0)?, true)?;
         self.bitmap = Some(bm);
         Ok(())
+    }
+}
+
+impl Assembly {
+    /// The bytes the bitmap may take where it sits, the least over the
+    /// members in service, with the data offset moved down by `gap`
+    /// sectors (a reshape's move; 0 where the data stays).
+    fn bitmap_room(&self, gap: u64) -> Result<u64> {
+        let mut room = u64::MAX;
+        for m in self.members.iter().filter(|m| m.is_live()) {
+            let sb = &m.sb;
+            let mut r = raidlab_md::bitmap::room_bytes(sb)
+                .map_err(|e| e.on_device(m.device.path.clone()))?;
+            if sb.super_offset < sb.data_offset && sb.bitmap_offset > 0 {
+                let start = sb.super_offset + sb.bitmap_offset as u64;
+                let below = sb.data_offset.saturating_sub(gap);
+                r = r.min(below.saturating_sub(start) * super::SECTOR);
+            }
+            room = room.min(r);
+        }
+        Ok(room)
     }
 }
 
