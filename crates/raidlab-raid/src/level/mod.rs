@@ -158,7 +158,8 @@ pub struct Rules {
     pub spares: bool,
     /// Whether md sizes the level from each member's own data size (RAID 0:
     /// members of different sizes make zones), so raidlab records one equal
-    /// data size in every superblock it writes.
+    /// data size in every superblock it writes, and an assembly reads the
+    /// members' sizes (`geometry_of`) and finds zones (`zoned::is_zoned`) by it.
     pub sized_per_member: bool,
 }
 

@@ -280,3 +280,26 @@ fn the_parity_rows_builder_is_exactly_the_levels_with_parity_chunks() {
         );
     }
 }
+
+/// md sizes only RAID 0 from each member's own data size; the assembly
+/// (`geometry_of`, `zoned::is_zoned`) asks this of md's level number.
+#[test]
+fn only_raid0_and_the_zoned_arrays_are_sized_per_member() {
+    let sized: Vec<(i32, bool)> = Level::ALL
+        .iter()
+        .map(|&l| (l.md_level(), rules(l).sized_per_member))
+        .collect();
+    assert_eq!(
+        sized,
+        [
+            (0, true),
+            (1, false),
+            (4, false),
+            (5, false),
+            (6, false),
+            (10, false),
+        ]
+    );
+    assert!(LINEAR.sized_per_member && MULTI_ZONE_RAID0.sized_per_member);
+    assert!(!RESHAPE.sized_per_member);
+}
