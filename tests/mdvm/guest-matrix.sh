@@ -817,14 +817,17 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     # RAID 10 near=2: md's RAID 10 reshape, then its resync of the new
     # space), r1to5 (a RAID 1 of 2 taken over as a RAID 5 of 2),
     # chunk (--chunk=256 of a 64K-chunk array) or layout
-    # (--layout=right-asymmetric): reshapes over the same members.
+    # (--layout=right-asymmetric): reshapes over the same members;
+    # size-ppl and size-journal (a RAID 5 with md's partial parity log, or
+    # of NDEV-1 members with the last device as its write journal: md must
+    # refuse --size=max, the array left as it was, md's message recorded).
     name=$1 level=$2 n=$3 mb=$4 offs=$5 kib=$6 op=$7
     set_flags -
     dir="$R/M/$name"; mkdir -p "$dir"
     t0=$(now); PT=$t0; PHASES=""
     attach "$mb" "$offs" || { result "$name" M FAIL "losetup failed"; detach; return; }
     devs=$loops; k=$n
-    if [ "$op" = raid1add ] || [ "$op" = raid0add ] || [ "$op" = raid10add ]; then
+    if [ "$op" = raid1add ] || [ "$op" = raid0add ] || [ "$op" = raid10add ] || [ "$op" = size-journal ]; then
         k=$((n - 1)); devs=$(echo $loops | cut -d' ' -f1-$k); extra=$(echo $loops | cut -d' ' -f$n)
     fi
     opts="--metadata=1.2 --level=$level --raid-devices=$k"
@@ -833,6 +836,8 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
     [ "$level" = 0 ] || opts="$opts --size=$kib"
     [ "$level" = 1 ] || opts="$opts --chunk=64"
     [ "$op" = size ] && [ "$level" != 1 ] && opts="$opts --bitmap=internal --bitmap-chunk=64K"
+    [ "$op" = size-ppl ] && opts="$opts --consistency-policy=ppl"
+    [ "$op" = size-journal ] && opts="$opts --write-journal $extra"
     # shellcheck disable=SC2086
     if ! mdadm --create "$MD" $opts --name="$name" --run --quiet $devs >"$dir/create.log" 2>&1 </dev/null; then
         result "$name" M FAIL "mdadm --create $opts failed: $(tr '\n' ' ' <"$dir/create.log")"; detach; return
@@ -844,6 +849,21 @@ run_m() { # NAME LEVEL NDEV MBYTES OFFS SIZE_KIB OP: md grows an array in place
         result "$name" M FAIL "writing the pattern failed"; stop_md; detach; return; }
     sync
     phase write
+    if [ "$op" = size-ppl ] || [ "$op" = size-journal ]; then
+        if mdadm --grow "$MD" --size=max >"$dir/grow.log" 2>&1; then
+            result "$name" M FAIL "md took --size=max on a $op array: $(tr '\n' ' ' <"$dir/grow.log")"; stop_md; detach; return
+        fi
+        now_bytes=$(blockdev --getsize64 "$MD")
+        [ "$now_bytes" = "$old" ] || { result "$name" M FAIL "md refused --size=max but the array is $now_bytes bytes, was $old"; stop_md; detach; return; }
+        phase refused
+        mdadm --detail "$MD" >"$dir/detail" 2>&1
+        stop_md
+        i=0; for l in $loops; do mdadm --examine "$l" >"$dir/examine.$i" 2>&1; i=$((i + 1)); done
+        # The message as one word: the results line is split at spaces.
+        said=$(tr -s ' \n' '__' <"$dir/grow.log" | cut -c1-200)
+        result "$name" M PASS "array_bytes=$old old_bytes=$old refused=$said seconds=$(echo "$(now) $t0" | awk '{printf "%.1f", $1-$2}')$PHASES"
+        detach; return
+    fi
     case "$op" in
         size) g="--size=max" ;;
         bitmap) g="--bitmap=internal --bitmap-chunk=64K" ;;

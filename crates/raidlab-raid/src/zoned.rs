@@ -16,11 +16,12 @@
 //! zone map's, and never touch a member outside its data area.
 
 use crate::exec::{Executor, UserBuf};
+use crate::level;
 use crate::plan::{MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{check_range, Error, Result, Volume};
 use raidlab_layout::zones::{ZoneMap, MD_LEVEL_LINEAR};
-use raidlab_layout::Geometry;
+use raidlab_layout::{Geometry, Level};
 use raidlab_md::Superblock;
 use std::sync::Arc;
 
@@ -33,7 +34,9 @@ pub fn is_zoned(reference: &Superblock, member_sectors: &[u64]) -> bool {
     if reference.level == MD_LEVEL_LINEAR {
         return true;
     }
-    if reference.level != 0 {
+    // md sizes only RAID 0 from each member's own data size
+    // (`Rules::sized_per_member`); every other level is one striping.
+    if !Level::from_md(reference.level).is_ok_and(|l| level::rules(l).sized_per_member) {
         return false;
     }
     let chunk = u64::from(reference.chunksize.max(1));

@@ -281,38 +281,64 @@ fn served_level_changes_keep_every_answered_write() {
     }
     // Clients wrote during the restripes of every kind that has one.
     assert!(answered > 0, "no client was answered");
+    // A third of the changes from a level with redundancy keep md's
+    // bitmap through them (`draw::level_with_bitmap`).
+    let bitmaps = runs.iter().filter(|r| r.label.contains("bitmap")).count();
+    eprintln!("{bitmaps} run(s) with a bitmap");
+    assert!(bitmaps > 0, "no level change ran with a bitmap");
 }
 
-/// The bitmap runs have teeth: with the engine's bitmap mark skipped (the
-/// planted `SkipBitmapMark`: a write marks no chunk), a served reshape run
-/// with a bitmap cut by the power ends with a mismatch the resync after
-/// the cuts did not cover (it resyncs only the chunks marked), while the
-/// same run with the bug off passes. The first such run of seed 1 is
-/// asserted exactly; draws or engine changes move it (the new figure
-/// printed with `--nocapture`).
-#[test]
-fn a_served_write_that_marks_no_bitmap_chunk_is_found() {
+/// The first bitmap run of seed 1 (among `runs` of `run`) that has a cut
+/// and passes, but fails with the engine's bitmap mark skipped (the planted
+/// `SkipBitmapMark`: a write marks no chunk): its index and the violation.
+fn skipped_mark_found(
+    runs: u64,
+    run: impl Fn(u64) -> raidlab_sim::torture::served_reshape::ServedRun,
+) -> (u64, String) {
     use raidlab_raid::planted::{plant, Bug};
-    let mut found = None;
-    for k in 0..60 {
-        let clean = served_reshape_run(1, k);
+    for k in 0..runs {
+        let clean = run(k);
         if !clean.label.contains("bitmap") || clean.violation.is_some() || clean.cuts == 0 {
             continue;
         }
         let planted = {
             let _on = plant(Some(Bug::SkipBitmapMark));
-            served_reshape_run(1, k)
+            run(k)
         };
         if let Some(v) = planted.violation {
             eprintln!("run {k} ({}): {v}", planted.label);
-            found = Some((k, v));
-            break;
+            return (k, v);
         }
     }
-    let (k, v) = found.expect("no bitmap run of seed 1's first 60 found the skipped mark");
+    panic!("no bitmap run of seed 1's first {runs} found the skipped mark");
+}
+
+/// The bitmap runs have teeth: with the engine's bitmap mark skipped, a
+/// served reshape run with a bitmap cut by the power ends with a mismatch
+/// the resync after the cuts did not cover (it resyncs only the chunks
+/// marked), while the same run with the bug off passes. The first such run
+/// of seed 1 is asserted exactly; draws or engine changes move it (the new
+/// figure printed with `--nocapture`).
+#[test]
+fn a_served_write_that_marks_no_bitmap_chunk_is_found() {
+    let (k, v) = skipped_mark_found(60, |k| served_reshape_run(1, k));
     assert!(v.contains("mismatch"), "run {k} found it as {v}");
     assert_eq!(k, FOUND_AT, "the skipped mark found at run {k}");
 }
 
 /// The run [`a_served_write_that_marks_no_bitmap_chunk_is_found`] finds it at.
 const FOUND_AT: u64 = 0;
+
+/// The same teeth for the level changes with a bitmap (RAID 1 to 5, 4 to
+/// 5, 5 to 6, 6 to 5): the bitmap is kept through the takeover, the
+/// rebuild and the restripe, and a write that marks nothing is found.
+#[test]
+fn a_level_change_write_that_marks_no_bitmap_chunk_is_found() {
+    let (k, v) = skipped_mark_found(120, |k| served_level_change_run(1, k));
+    assert!(v.contains("mismatch"), "run {k} found it as {v}");
+    assert_eq!(k, LEVEL_FOUND_AT, "the skipped mark found at run {k}");
+}
+
+/// The run [`a_level_change_write_that_marks_no_bitmap_chunk_is_found`]
+/// finds it at.
+const LEVEL_FOUND_AT: u64 = 2;

@@ -621,11 +621,13 @@ impl Assembly {
 /// The geometry a superblock describes.
 pub fn geometry_of(sb: &Superblock) -> Result<Geometry> {
     // md sizes RAID 0 from each member's data_size (rounded to a chunk), the other
-    // levels from the array-wide `size` field.
+    // levels from the array-wide `size` field (`Rules::sized_per_member`).
     if sb.level == raidlab_layout::zones::MD_LEVEL_LINEAR {
         return crate::zoned::placeholder_geometry(sb);
     }
-    let member_sectors = if sb.level == 0 { sb.data_size } else { sb.size };
+    let per_member =
+        Level::from_md(sb.level).is_ok_and(|l| crate::level::rules(l).sized_per_member);
+    let member_sectors = if per_member { sb.data_size } else { sb.size };
     Geometry::from_md(
         sb.level,
         sb.layout,

@@ -28,6 +28,26 @@
 //! only carries requests, and it answers with its own family's entry, set
 //! at construction, never with the placeholder's (a one-member RAID 1's).
 //! The assembly asks the same entry (`Assembly::rules`).
+//!
+//! Level branches outside this module, each not a question one entry
+//! answers:
+//! - md's level number for linear (-1), which has no `Level`, so no entry
+//!   to ask before it is told: `zoned::is_zoned` (linear is always zones),
+//!   `assemble::geometry_of` (its placeholder geometry),
+//!   `Assembly::level_name` and `Assembly::rules` (its name and entry),
+//!   `assemble/create_zoned.rs` (the number it writes): on-disk encoding.
+//! - `assemble/zones.rs` (`zone_map_of`): whether a RAID 0's recorded
+//!   layout word is trusted (md's `RAID0_LAYOUT` bit): one level's on-disk
+//!   encoding.
+//! - `assemble/reshape.rs` (`raid0_restripe`, `adopt_raid0_restripe_member`,
+//!   `adopt_roles_missed_at_start`) and `assemble/member_state.rs` (a RAID 4
+//!   taken back as RAID 0): grow's RAID 0 restripe, which md runs as a RAID 4
+//!   reshape, told apart at assembly: a change between two levels.
+//! - `journal/mod.rs`: a journaled stripe's Q page, written when its
+//!   geometry has two parity chunks: the layout's stripe, not a constraint.
+//!
+//! `grow/` holds md's rules for changes between two levels (which reshape
+//! or takeover goes from which level to which): decisions on a pair.
 
 mod mirror;
 mod parity;
@@ -158,7 +178,8 @@ pub struct Rules {
     pub spares: bool,
     /// Whether md sizes the level from each member's own data size (RAID 0:
     /// members of different sizes make zones), so raidlab records one equal
-    /// data size in every superblock it writes.
+    /// data size in every superblock it writes, and an assembly reads the
+    /// members' sizes (`geometry_of`) and finds zones (`zoned::is_zoned`) by it.
     pub sized_per_member: bool,
 }
 

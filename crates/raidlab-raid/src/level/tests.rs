@@ -243,3 +243,63 @@ fn mid_reshape_an_array_tolerates_the_fewer_of_its_two_geometries_failures() {
     let g = geometry(Level::Raid6, None, 5);
     assert_eq!(RESHAPE.failures_tolerated(&g), 0);
 }
+
+/// The planner's write-read count (`planner/count.rs`) asks the builder, not
+/// the layout, whether a geometry is planned by parity rows: they must agree
+/// for every level, or the count would answer for a plan it does not match.
+#[test]
+fn the_parity_rows_builder_is_exactly_the_levels_with_parity_chunks() {
+    let planned_by_rows: Vec<(Level, bool)> = Level::ALL
+        .iter()
+        .map(|&l| (l, rules(l).plans == Plans::ParityRows))
+        .collect();
+    assert_eq!(
+        planned_by_rows,
+        [
+            (Level::Raid0, false),
+            (Level::Raid1, false),
+            (Level::Raid4, true),
+            (Level::Raid5, true),
+            (Level::Raid6, true),
+            (Level::Raid10, false),
+        ]
+    );
+    for (level, disks) in [
+        (Level::Raid0, 3),
+        (Level::Raid1, 2),
+        (Level::Raid4, 3),
+        (Level::Raid5, 3),
+        (Level::Raid6, 4),
+        (Level::Raid10, 4),
+    ] {
+        let geo = geometry(level, None, disks);
+        assert_eq!(
+            of(&geo).plans == Plans::ParityRows,
+            geo.is_parity(),
+            "{level}"
+        );
+    }
+}
+
+/// md sizes only RAID 0 from each member's own data size; the assembly
+/// (`geometry_of`, `zoned::is_zoned`) asks this of md's level number.
+#[test]
+fn only_raid0_and_the_zoned_arrays_are_sized_per_member() {
+    let sized: Vec<(i32, bool)> = Level::ALL
+        .iter()
+        .map(|&l| (l.md_level(), rules(l).sized_per_member))
+        .collect();
+    assert_eq!(
+        sized,
+        [
+            (0, true),
+            (1, false),
+            (4, false),
+            (5, false),
+            (6, false),
+            (10, false),
+        ]
+    );
+    assert!(LINEAR.sized_per_member && MULTI_ZONE_RAID0.sized_per_member);
+    assert!(!RESHAPE.sized_per_member);
+}

@@ -11,11 +11,13 @@
 
 use super::method::Segment;
 use super::{check_request, rows};
+use crate::level::{self, Plans};
 use raidlab_core::Op;
 use raidlab_layout::Geometry;
 
 /// `plan_write(geo, present, offset, len)`'s member reads, or 0 where it
-/// refuses the write, when `geo` is a parity level with every member
+/// refuses the write, when `geo`'s level plans through the parity rows
+/// builder (`level::Plans::ParityRows`: RAID 4, 5, 6) with every member
 /// present; `None` otherwise.
 ///
 /// With every member present, each column segment of each row takes the
@@ -28,7 +30,7 @@ pub(super) fn reads_all_present(
     offset: u64,
     len: u64,
 ) -> Option<u64> {
-    if !geo.is_parity() || !present.iter().all(|&p| p) {
+    if level::of(geo).plans != Plans::ParityRows || !present.iter().all(|&p| p) {
         return None;
     }
     if check_request(geo, present, Op::Write, offset, len).is_err() {

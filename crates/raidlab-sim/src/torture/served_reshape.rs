@@ -22,7 +22,8 @@
 //! carry the reshape on, and the array must still read right. Level
 //! changes and RAID 0 restripes have a draw and a run of their own
 //! (`level.rs`: the engine's steps of a level change, cut anywhere in
-//! them); the array is created and filled in `setup.rs`, a restripe's run
+//! them; a third of those from a level with redundancy keep md's bitmap,
+//! `draw::level_with_bitmap`); the array is created and filled in `setup.rs`, a restripe's run
 //! cut and carried on in `attempt.rs`, one round of service (the walk and
 //! the clients as tasks) in `round.rs`, the members and the power in
 //! `rig.rs`. This file holds the runs' entry points and the comparison of
@@ -133,7 +134,10 @@ pub fn served_level_change_run(seed: u64, run: u64) -> ServedRun {
     let s0 = run_seed(seed, run);
     let mut rng = ChaCha8Rng::seed_from_u64(s0);
     let kinds = LevelChange::ALL;
-    let s = draw_level_change(&mut rng, kinds[(run % kinds.len() as u64) as usize]);
+    let s = draw::level_with_bitmap(
+        draw_level_change(&mut rng, kinds[(run % kinds.len() as u64) as usize]),
+        s0,
+    );
     run_drawn(s0, run, rng, s, false)
 }
 

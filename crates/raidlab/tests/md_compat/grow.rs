@@ -206,6 +206,11 @@ const MD_GROWS: &[(&str, u32, usize, &str)] = &[
     ("md-r1-to-r5", 1, 2, "r1to5"),
     // A RAID 10 near=2 of 4 onto a fifth member (md's RAID 10 reshape).
     ("md-r10-add", 10, 5, "raid10add"),
+    // md refuses a component size change on a RAID 5 with a partial parity
+    // log or a write journal (raid5_resize); raidlab must refuse the same
+    // arrays, nothing written.
+    ("md-r5-size-ppl", 5, 3, "size-ppl"),
+    ("md-r5-size-journal", 5, 4, "size-journal"),
 ];
 
 /// `mdadm --create` options of the bitmapped cases, a RAID 5's (metadata
@@ -1225,10 +1230,15 @@ fn raidlab_reads_md_grown(
         d.split_whitespace()
             .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
     };
-    let (size, old) = match res.get(&(name.to_string(), "M".to_string())) {
+    let (size, old, refused) = match res.get(&(name.to_string(), "M".to_string())) {
         Some((s, d)) if s == "PASS" => {
-            loud(&format!("md_compat: grow: {name}: md grew it: {d}"));
-            (field(d, "array_bytes"), field(d, "old_bytes"))
+            let refused = d
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("refused="))
+                .map(|m| m.replace('_', " "));
+            let what = if refused.is_some() { "refused" } else { "grew" };
+            loud(&format!("md_compat: grow: {name}: md {what} it: {d}"));
+            (field(d, "array_bytes"), field(d, "old_bytes"), refused)
         }
         other => return vec![format!("{name}: md's grow: {other:?}")],
     };
@@ -1258,13 +1268,20 @@ fn raidlab_reads_md_grown(
     }
     let active = v["members"]
         .as_array()
-        .map(|m| m.iter().filter(|x| x["state"] == "active").count())
+        .map(|m| {
+            m.iter()
+                .filter(|x| x["state"] == "active" || x["state"] == "journal")
+                .count()
+        })
         .unwrap_or(0);
     if active != offs.len() {
         bad.push(format!(
             "{name}: {active} of {} members active in raidlab",
             offs.len()
         ));
+    }
+    if let Some(said) = refused {
+        bad.extend(raidlab_refuses_size_too(name, said, &members));
     }
     let mut a = vec!["check"];
     a.extend(members.iter().map(String::as_str));
@@ -1285,6 +1302,36 @@ fn raidlab_reads_md_grown(
         Err(e) => bad.push(format!("{name}: {e}")),
     }
     fs::remove_file(dir.join("export.bin")).ok();
+    bad
+}
+
+/// An array md refused a `--size` change (its message `said`): raidlab
+/// refuses `grow --size max` on it too, with md's reason, and changes no
+/// byte of any member.
+fn raidlab_refuses_size_too(name: &str, said: String, members: &[String]) -> Vec<String> {
+    let mut bad = Vec::new();
+    if !said.contains("Invalid argument") {
+        bad.push(format!(
+            "{name}: md's refusal does not say what raidlab quotes (\"Invalid argument\"): {said}"
+        ));
+    }
+    let before: Vec<Vec<u8>> = members.iter().map(|m| fs::read(m).unwrap()).collect();
+    let mut a = vec!["grow"];
+    a.extend(members.iter().map(String::as_str));
+    a.extend(["--size", "max"]);
+    let o = raidlab(&a);
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.success() || !err.contains("md does not change the component size") {
+        bad.push(format!(
+            "{name}: raidlab did not refuse --size as md did ({said}): {}",
+            describe(&a, &o)
+        ));
+    }
+    for (m, b) in members.iter().zip(&before) {
+        if fs::read(m).unwrap() != *b {
+            bad.push(format!("{name}: raidlab's refused grow changed {m}"));
+        }
+    }
     bad
 }
 

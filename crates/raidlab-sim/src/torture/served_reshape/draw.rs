@@ -263,6 +263,29 @@ pub(super) fn with_bitmap(s: Setup, s0: u64) -> Setup {
     Setup { bitmap: true, ..s }
 }
 
+/// The stream that gives one served level change in three from a level
+/// with redundancy (RAID 1, 4, 5 or 6) md's internal bitmap, of
+/// [`BITMAP_CHUNK`] chunks: it is kept through the takeover, the rebuild of
+/// Q, parity or copies and the restripe (md keeps a bitmap through each),
+/// and the resync after the cuts covers only the chunks marked. A RAID 0
+/// has none to keep (md: "Bitmaps not meaningful with level"). Every other
+/// run keeps its draws.
+const LEVEL_BITMAP_STREAM: u64 = 0x5e7e_d0b1_7a90_0002;
+
+/// [`LEVEL_BITMAP_STREAM`]'s draw over a level change `s`, from the run's
+/// seed `s0`.
+pub(super) fn level_with_bitmap(s: Setup, s0: u64) -> Setup {
+    use rand::SeedableRng;
+    let redundant = matches!(
+        s.level,
+        Level::Raid1 | Level::Raid4 | Level::Raid5 | Level::Raid6
+    );
+    if !redundant || !ChaCha8Rng::seed_from_u64(s0 ^ LEVEL_BITMAP_STREAM).gen_ratio(1, 3) {
+        return s;
+    }
+    Setup { bitmap: true, ..s }
+}
+
 impl Setup {
     pub(super) fn label(&self) -> String {
         format!(

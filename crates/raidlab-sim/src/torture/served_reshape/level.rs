@@ -75,8 +75,9 @@ pub(super) fn attempt_level(
     rng: &mut ChaCha8Rng,
 ) -> Result<(Done, String), String> {
     let rig = &mut Rig::new(s.members + s.spares);
-    let asm = create(s, rig)?;
-    let model = fill(&asm, asm.geometry.array_bytes() as usize, seed)?;
+    let mut asm = create(s, rig)?;
+    let size = asm.geometry.array_bytes() as usize;
+    let model = fill(&mut asm, size, seed)?;
     let steps =
         conversion_steps(&asm, &s.req, s.spares).map_err(|e| format!("conversion_steps: {e}"))?;
     let writes_before = rig.writes();

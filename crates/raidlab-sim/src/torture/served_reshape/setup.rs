@@ -40,14 +40,7 @@ pub(super) fn prepare(s: &Setup, rig: &Rig, seed: u64) -> Result<(Assembly, Mode
         array_bytes = Some((g.data_disks() - 1) as u64 * g.member_bytes);
     }
     let size = array_bytes.unwrap_or(asm.geometry.array_bytes()) as usize;
-    let model = fill(&asm, size, seed)?;
-    if let Some(b) = asm.bitmap.as_mut() {
-        // The fill is flushed and the copies agree: its bits cleared, as
-        // md's bitmap daemon clears them, so that what the clients mark
-        // (and only that) is resynced after a cut. The dirty mark below
-        // writes the bitmap so.
-        b.clear_all();
-    }
+    let model = fill(&mut asm, size, seed)?;
     for k in s.members..s.members + s.spares {
         asm.add(rig.device(k), false)
             .map_err(|e| format!("add a spare: {e}"))?;
@@ -90,14 +83,26 @@ pub(super) fn create(s: &Setup, rig: &Rig) -> Result<Assembly, String> {
 
 /// Fill the array's first `size` bytes with data seeded by `seed`,
 /// flushed: the model of what it holds.
-pub(super) fn fill(asm: &Assembly, size: usize, seed: u64) -> Result<Model, String> {
+///
+/// An array with a bitmap is then stopped cleanly, as a user stops it
+/// before the change: the engine's clean stop clears the fill's bits (md's
+/// daemon would have, given time), so that what the clients mark, and only
+/// that, is resynced after a cut, and a write that marks nothing shows.
+/// Without a bitmap the stop would change nothing the run depends on (the
+/// array is created clean), and leaving it out keeps those runs' draws.
+pub(super) fn fill(asm: &mut Assembly, size: usize, seed: u64) -> Result<Model, String> {
     let mut model = Model::new(size);
     let a = asm.array().map_err(|e| format!("array: {e}"))?;
     let mut data = vec![0u8; size];
     ChaCha8Rng::seed_from_u64(seed).fill(&mut data[..]);
     a.write_at(&data, 0).map_err(|e| format!("fill: {e}"))?;
     a.flush().map_err(|e| format!("fill flush: {e}"))?;
+    drop(a);
     model.write(&data, 0);
     model.flush();
+    if asm.bitmap.is_some() {
+        asm.mark_clean(true)
+            .map_err(|e| format!("the clean stop after the fill: {e}"))?;
+    }
     Ok(model)
 }
