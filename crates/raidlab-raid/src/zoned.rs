@@ -52,6 +52,9 @@ pub fn is_zoned(reference: &Superblock, member_sectors: &[u64]) -> bool {
 /// size (a multi-zone RAID 0 keeps the RAID 0 geometry of that size). The
 /// array's true size and placement come from [`Assembly::zone_map`], never
 /// from this geometry's `array_bytes` (use [`Assembly::data_bytes`]).
+///
+/// [`Assembly::zone_map`]: crate::assemble::Assembly::zone_map
+/// [`Assembly::data_bytes`]: crate::assemble::Assembly::data_bytes
 pub fn placeholder_geometry(sb: &Superblock) -> Result<Geometry> {
     let chunk = (u64::from(sb.chunksize) * SECTOR).max(4096);
     let chunk = chunk.next_power_of_two();
