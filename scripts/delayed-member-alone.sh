@@ -16,7 +16,7 @@ for t in fio nbdkit nbdfuse fusermount3 losetup python3; do
     command -v $t >/dev/null || { echo "delayed-member-alone.sh: $t is not installed (apt-get install fio nbdkit libnbd-bin fuse3 python3 util-linux)" >&2; exit 2; }
 done
 [ "$(id -u)" = 0 ] || { echo "delayed-member-alone.sh: needs root (loop devices, FUSE mounts)" >&2; exit 2; }
-DELAY_MS=5 RATE_MBPS=160 BURST_S=0.02   # sim-vs-real.sh's settings
+DELAY_MS=5 RATE_MBPS=160 BURST_S=0.02 MAX_KB=${MAX_KB-512}   # sim-vs-real.sh's settings
 dir=$(mktemp -d /dev/shm/raidlab-alone.XXXXXX)
 loop=""
 cleanup() {
@@ -35,6 +35,7 @@ setsid nbdfuse "$dir/f" --unix "$dir/k.sock" </dev/null >>"$dir/nbdfuse.log" 2>&
 for _ in $(seq 100); do [ -e "$dir/f/nbd" ] && break; sleep 0.05; done
 loop=$(losetup -f --show --direct-io=on "$dir/f/nbd")
 q=/sys/block/${loop#/dev/}/queue
+[ -z "$MAX_KB" ] || echo "$MAX_KB" >"$q/max_sectors_kb"
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$loop: dio $(cat "/sys/block/${loop#/dev/}/loop/dio"), max_sectors_kb $(cat $q/max_sectors_kb), max_segments $(cat $q/max_segments)"
 run() { # name rw bs depth

@@ -8,6 +8,8 @@
 #   LEVEL=10 RW=write BS=1M QD=8 N=4 scripts/member-requests.sh
 #   FAIL=1 ...            # serve without role 0 (degraded)
 #   SERVE_ARGS=--copy-reads ...
+#   MAX_KB= ...           # the loop devices' own max_sectors_kb (default: 512)
+#   KEEP=/tmp/logs ...    # keep nbdkit's logs (with timestamps) there
 #   RAIDLAB=/path/to/raidlab ...
 #
 # Needs root, fio, nbdkit, nbdfuse (libnbd-bin), fuse3, python3, util-linux
@@ -17,6 +19,7 @@ cd "$(dirname "$0")/.."
 RAIDLAB=${RAIDLAB:-target/release/raidlab}
 LEVEL=${LEVEL:-0} RW=${RW:-read} BS=${BS:-1M} QD=${QD:-8} N=${N:-4} FAIL=${FAIL:-}
 RUNTIME=${RUNTIME:-3} SERVE_ARGS=${SERVE_ARGS:-}
+MAX_KB=${MAX_KB:-512}   # each loop device's max_sectors_kb, as sim-vs-real.sh sets it ('': the kernel's)
 for t in fio nbdkit nbdfuse fusermount3 losetup python3; do
     command -v $t >/dev/null || { echo "member-requests.sh: $t is not installed (apt-get install fio nbdkit libnbd-bin fuse3 python3 util-linux)" >&2; exit 2; }
 done
@@ -31,6 +34,8 @@ cleanup() {
         fusermount3 -u -z "$dir/f$i" 2>/dev/null || true
         [ -f "$dir/k$i.pid" ] && kill "$(cat "$dir/k$i.pid")" 2>/dev/null || true
     done
+    # KEEP=DIR: nbdkit's logs (log$I, start$I: the line the job began at) kept
+    [ -n "${KEEP:-}" ] && { mkdir -p "$KEEP"; cp "$dir"/log* "$dir"/start* "$KEEP"/; } || true
     rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -42,6 +47,7 @@ for i in $(seq 0 $((N - 1))); do
     setsid nbdfuse "$dir/f$i" --unix "$dir/k$i.sock" </dev/null >>"$dir/nbdfuse.log" 2>&1 &
     for _ in $(seq 100); do [ -e "$dir/f$i/nbd" ] && break; sleep 0.05; done
     loops+=("$(losetup -f --show --direct-io=on "$dir/f$i/nbd")")
+    [ -z "$MAX_KB" ] || echo "$MAX_KB" >"/sys/block/${loops[-1]#/dev/}/queue/max_sectors_kb"
 done
 "$RAIDLAB" create -f -l "$LEVEL" -c 64K "${loops[@]}" >"$dir/create.log" 2>&1
 "$RAIDLAB" resync "${loops[@]}" >/dev/null 2>&1 || true
@@ -54,7 +60,7 @@ for _ in $(seq 200); do [ -S "$dir/s.sock" ] && break; sleep 0.05; done
 for i in $(seq 0 $((N - 1))); do wc -l <"$dir/log$i" >"$dir/start$i"; done
 fio --name=b --ioengine=nbd --uri="nbd+unix:///a?socket=$dir/s.sock" --size=64M --rw="$RW" --bs="$BS" \
     --iodepth="$QD" --runtime="$RUNTIME" --time_based --output-format=json 2>/dev/null | sed -n '/^{/,$p' >"$dir/out.json"
-echo "RAID $LEVEL of $N${FAIL:+ (role 0 out)}, $RW $BS QD$QD, $("$RAIDLAB" --version | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "RAID $LEVEL of $N${FAIL:+ (role 0 out)}, $RW $BS QD$QD, max_sectors_kb $(cat "/sys/block/${loops[0]#/dev/}/queue/max_sectors_kb"), $("$RAIDLAB" --version | head -1), load $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$dir" "$N" <<'PY'
 import collections, json, re, sys
 d, n = sys.argv[1], int(sys.argv[2])

@@ -57,6 +57,8 @@ ENGINES=live
 DELAY_MS=5                 # rdelay and wdelay, whole milliseconds
 RATE_MBPS=160              # decimal MB/s, the rate filter's rate in bits/s / 8
 BURST_S=0.02               # the rate filter's burstiness (bucket capacity)
+MAX_KB=512                 # each member loop device's max_sectors_kb: the
+                           # preset's max_transfer_bytes (nbd-delay-lib.sh)
 PRESET=nbdkit-hdd-seek
 if [ -n "${QUICK:-}" ]; then
     LEVELS=5; STATES=complete; ROUNDS=1
@@ -152,7 +154,7 @@ for j in "${jobs[@]}"; do
 done
 
 echo "raidlab $("$RAIDLAB" --version 2>/dev/null | head -1) ($RAIDLAB), fio $(fio --version), $(nbdkit --version), kernel $(uname -r), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "members: $MEMBER files in /dev/shm behind nbdkit noparallel + delay ${DELAY_MS} ms + rate ${RATE_MBPS} MB/s (burstiness ${BURST_S} s), nbdfuse, loop (direct I/O); chunk 64K; ${REGION} region; ${RAMP}s ramp + ${RUNTIME}s per run; real and simulated: median of $ROUNDS; simulated: preset $PRESET"
+echo "members: $MEMBER files in /dev/shm behind nbdkit noparallel + delay ${DELAY_MS} ms + rate ${RATE_MBPS} MB/s (burstiness ${BURST_S} s), nbdfuse, loop (direct I/O, max_sectors_kb $MAX_KB); chunk 64K; ${REGION} region; ${RAMP}s ramp + ${RUNTIME}s per run; real and simulated: median of $ROUNDS; simulated: preset $PRESET"
 echo
 header="| cell | real |"
 rule="|---|---|"
@@ -176,7 +178,7 @@ set_up() { # level members: the array created and filled, its members delayed
     unserve
     detach
     for i in $(seq 0 $((n - 1))); do
-        delayed_member_up "$dir" "$i" "$dir/d$i" "$DELAY_MS" "$((RATE_MBPS * 8))M" "$BURST_S" || exit 1
+        delayed_member_up "$dir" "$i" "$dir/d$i" "$DELAY_MS" "$((RATE_MBPS * 8))M" "$BURST_S" "$MAX_KB" || exit 1
         loops+=("$DELAYED_LOOP")
         [ "$(cat "/sys/block/${DELAYED_LOOP#/dev/}/loop/dio")" = 1 ] ||
             echo "sim-vs-real.sh: warning: $DELAYED_LOOP has no direct I/O (the page cache sits between it and nbdkit)" >&2
