@@ -40,7 +40,11 @@ RAIDLAB=${RAIDLAB:-target/release/raidlab}
 MEMBER=512M                # each member file: the preset's capacity_bytes
 REGION=${REGION:-256M}     # the part of the array the jobs run over
 RUNTIME=${RUNTIME:-5}      # seconds measured per run
-RAMP=${RAMP:-1}            # seconds run before (real side: a fresh server's threads)
+RAMP=${RAMP:-1}            # seconds run first, uncounted, on both sides (real:
+                           # a fresh server's threads; both: a parity array's
+                           # stripe cache takes a writer's first 64 stripes at
+                           # once, which a measured run must not count on one
+                           # side only)
 ROUNDS=${ROUNDS:-3}        # real runs per cell (median reported)
 LEVELS=${LEVELS:-0 1 5 6 10}
 STATES=${STATES:-complete degraded}
@@ -135,6 +139,7 @@ iodepth=$6
 size=${REGION_MB}M
 time_based=1
 runtime=$RUNTIME
+ramp_time=$RAMP
 randseed=$7
 EOF
     "$RAIDLAB" bench job --json --output-format fio "$dir/sim.fio" 2>"$dir/sim.err" | python3 -c "$parse" || {
