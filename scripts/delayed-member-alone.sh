@@ -3,8 +3,10 @@
 # loop device (O_DIRECT, io_uring, no raidlab), with nbdkit's log filter
 # counting the requests that reach nbdkit by size. What it prints sets the
 # nbdkit-hdd-seek preset's stack_latency_us (a 4 KiB request's completion
-# time at QD1 less the 5 ms delay) and max_transfer_bytes (the pieces a
-# large request arrives in); crates/raidlab-sim/presets/devices.toml cites it.
+# time at QD1 less the 5 ms delay) and shows max_transfer_bytes holding (the
+# pieces a large request arrives in: MAX_KB, the loop device's max_sectors_kb
+# as sim-vs-real.sh sets it; MAX_KB= leaves the kernel's);
+# crates/raidlab-sim/presets/devices.toml cites it.
 #
 #   scripts/delayed-member-alone.sh
 #

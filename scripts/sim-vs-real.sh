@@ -5,7 +5,9 @@
 # /dev/shm files behind nbdkit's noparallel, delay and rate filters (one
 # request at a time, DELAY_MS per request, a token bucket of RATE_MBPS MB/s
 # holding BURST_S seconds of it; scripts/nbd-delay-lib.sh, the member set-up of
-# bench-nbd-raid-devices.sh's hdd-seek profile), measured by fio through its
+# bench-nbd-raid-devices.sh's hdd-seek profile), each loop device's
+# max_sectors_kb set to MAX_KB (so every larger request splits the same way
+# whatever the writer's buffer), measured by fio through its
 # nbd engine, one connection. Simulated side: the same arrays in raidlab's
 # simulator (`raidlab bench job` on `sim:LEVEL:NxPRESET:...`) on the preset
 # nbdkit-hdd-seek (crates/raidlab-sim/presets/devices.toml), whose parameters
