@@ -3,8 +3,10 @@
 # loop device (O_DIRECT, io_uring, no raidlab), with nbdkit's log filter
 # counting the requests that reach nbdkit by size. What it prints sets the
 # nbdkit-hdd-seek preset's stack_latency_us (a 4 KiB request's completion
-# time at QD1 less the 5 ms delay) and max_transfer_bytes (the pieces a
-# large request arrives in); crates/raidlab-sim/presets/devices.toml cites it.
+# time at QD1 less the 5 ms delay) and shows max_transfer_bytes holding (the
+# pieces a large request arrives in: MAX_KB, the loop device's max_sectors_kb
+# as sim-vs-real.sh sets it; MAX_KB= leaves the kernel's);
+# crates/raidlab-sim/presets/devices.toml cites it.
 #
 #   scripts/delayed-member-alone.sh
 #
@@ -16,7 +18,7 @@ for t in fio nbdkit nbdfuse fusermount3 losetup python3; do
     command -v $t >/dev/null || { echo "delayed-member-alone.sh: $t is not installed (apt-get install fio nbdkit libnbd-bin fuse3 python3 util-linux)" >&2; exit 2; }
 done
 [ "$(id -u)" = 0 ] || { echo "delayed-member-alone.sh: needs root (loop devices, FUSE mounts)" >&2; exit 2; }
-DELAY_MS=5 RATE_MBPS=160 BURST_S=0.02   # sim-vs-real.sh's settings
+DELAY_MS=5 RATE_MBPS=160 BURST_S=0.02 MAX_KB=${MAX_KB-512}   # sim-vs-real.sh's settings
 dir=$(mktemp -d /dev/shm/raidlab-alone.XXXXXX)
 loop=""
 cleanup() {
@@ -35,6 +37,7 @@ setsid nbdfuse "$dir/f" --unix "$dir/k.sock" </dev/null >>"$dir/nbdfuse.log" 2>&
 for _ in $(seq 100); do [ -e "$dir/f/nbd" ] && break; sleep 0.05; done
 loop=$(losetup -f --show --direct-io=on "$dir/f/nbd")
 q=/sys/block/${loop#/dev/}/queue
+[ -z "$MAX_KB" ] || echo "$MAX_KB" >"$q/max_sectors_kb"
 echo "$(date -u '+%Y-%m-%d %H:%M UTC'), kernel $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "$loop: dio $(cat "/sys/block/${loop#/dev/}/loop/dio"), max_sectors_kb $(cat $q/max_sectors_kb), max_segments $(cat $q/max_segments)"
 run() { # name rw bs depth

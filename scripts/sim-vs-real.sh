@@ -5,7 +5,9 @@
 # /dev/shm files behind nbdkit's noparallel, delay and rate filters (one
 # request at a time, DELAY_MS per request, a token bucket of RATE_MBPS MB/s
 # holding BURST_S seconds of it; scripts/nbd-delay-lib.sh, the member set-up of
-# bench-nbd-raid-devices.sh's hdd-seek profile), measured by fio through its
+# bench-nbd-raid-devices.sh's hdd-seek profile), each loop device's
+# max_sectors_kb set to MAX_KB (so every larger request splits the same way
+# whatever the writer's buffer), measured by fio through its
 # nbd engine, one connection. Simulated side: the same arrays in raidlab's
 # simulator (`raidlab bench job` on `sim:LEVEL:NxPRESET:...`) on the preset
 # nbdkit-hdd-seek (crates/raidlab-sim/presets/devices.toml), whose parameters
@@ -40,7 +42,11 @@ RAIDLAB=${RAIDLAB:-target/release/raidlab}
 MEMBER=512M                # each member file: the preset's capacity_bytes
 REGION=${REGION:-256M}     # the part of the array the jobs run over
 RUNTIME=${RUNTIME:-5}      # seconds measured per run
-RAMP=${RAMP:-1}            # seconds run before (real side: a fresh server's threads)
+RAMP=${RAMP:-1}            # seconds run first, uncounted, on both sides (real:
+                           # a fresh server's threads; both: a parity array's
+                           # stripe cache takes a writer's first 64 stripes at
+                           # once, which a measured run must not count on one
+                           # side only)
 ROUNDS=${ROUNDS:-3}        # real runs per cell (median reported)
 LEVELS=${LEVELS:-0 1 5 6 10}
 STATES=${STATES:-complete degraded}
@@ -57,6 +63,8 @@ ENGINES=live
 DELAY_MS=5                 # rdelay and wdelay, whole milliseconds
 RATE_MBPS=160              # decimal MB/s, the rate filter's rate in bits/s / 8
 BURST_S=0.02               # the rate filter's burstiness (bucket capacity)
+MAX_KB=512                 # each member loop device's max_sectors_kb: the
+                           # preset's max_transfer_bytes (nbd-delay-lib.sh)
 PRESET=nbdkit-hdd-seek
 if [ -n "${QUICK:-}" ]; then
     LEVELS=5; STATES=complete; ROUNDS=1
@@ -133,6 +141,7 @@ iodepth=$6
 size=${REGION_MB}M
 time_based=1
 runtime=$RUNTIME
+ramp_time=$RAMP
 randseed=$7
 EOF
     "$RAIDLAB" bench job --json --output-format fio "$dir/sim.fio" 2>"$dir/sim.err" | python3 -c "$parse" || {
@@ -152,7 +161,7 @@ for j in "${jobs[@]}"; do
 done
 
 echo "raidlab $("$RAIDLAB" --version 2>/dev/null | head -1) ($RAIDLAB), fio $(fio --version), $(nbdkit --version), kernel $(uname -r), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "members: $MEMBER files in /dev/shm behind nbdkit noparallel + delay ${DELAY_MS} ms + rate ${RATE_MBPS} MB/s (burstiness ${BURST_S} s), nbdfuse, loop (direct I/O); chunk 64K; ${REGION} region; ${RAMP}s ramp + ${RUNTIME}s per run; real and simulated: median of $ROUNDS; simulated: preset $PRESET"
+echo "members: $MEMBER files in /dev/shm behind nbdkit noparallel + delay ${DELAY_MS} ms + rate ${RATE_MBPS} MB/s (burstiness ${BURST_S} s), nbdfuse, loop (direct I/O, max_sectors_kb $MAX_KB); chunk 64K; ${REGION} region; ${RAMP}s ramp + ${RUNTIME}s per run; real and simulated: median of $ROUNDS; simulated: preset $PRESET"
 echo
 header="| cell | real |"
 rule="|---|---|"
@@ -176,7 +185,7 @@ set_up() { # level members: the array created and filled, its members delayed
     unserve
     detach
     for i in $(seq 0 $((n - 1))); do
-        delayed_member_up "$dir" "$i" "$dir/d$i" "$DELAY_MS" "$((RATE_MBPS * 8))M" "$BURST_S" || exit 1
+        delayed_member_up "$dir" "$i" "$dir/d$i" "$DELAY_MS" "$((RATE_MBPS * 8))M" "$BURST_S" "$MAX_KB" || exit 1
         loops+=("$DELAYED_LOOP")
         [ "$(cat "/sys/block/${DELAYED_LOOP#/dev/}/loop/dio")" = 1 ] ||
             echo "sim-vs-real.sh: warning: $DELAYED_LOOP has no direct I/O (the page cache sits between it and nbdkit)" >&2

@@ -4,7 +4,7 @@
 //!
 //! Two ways to keep `qd` requests in flight per thread:
 //! - io_uring (files and devices): one OS thread per benchmark thread, each with its
-//!   own ring of `qd` slots; a completed slot is refilled at once ([`crate::uring`]);
+//!   own ring of `qd` slots; a completed slot is refilled at once (`crate::uring`);
 //! - blocking workers (the fallback, and the only way for in-process volumes such
 //!   as arrays, whose `Volume` calls block): `qd` OS threads per benchmark thread,
 //!   each with one request in flight, sharing the thread's sequential cursor so a

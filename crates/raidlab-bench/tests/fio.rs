@@ -253,3 +253,28 @@ fn fios_own_jsonplus_tool_reads_raidlabs_fio_json() {
         .sum();
     assert_eq!(total, 256, "{text}");
 }
+
+#[test]
+fn ramp_time_runs_first_on_the_same_target_and_counts_none_of_it() {
+    // A RAID 5 whose stripe cache (64 stripes) takes a QD1 writer's first
+    // 4K random writes at once, and later ones only as stripes go down: the
+    // ramp fills it, so the measured second has no fill in it (as fio's
+    // ramp_time leaves it out on a real array).
+    let job = |ramp: &str| {
+        format!(
+            "[{n}]\nstonewall\nfilename=sim:raid5:4xnbdkit-hdd-seek:chunk=64K\nrw=randwrite\nbs=4k\niodepth=1\nsize=64M\nruntime=1\ntime_based\nrandseed=3\n{ramp}\n",
+            n = if ramp.is_empty() { "cold" } else { "ramped" }
+        )
+    };
+    let text = job("") + &job("ramp_time=1");
+    let jobs = fio::parse("t.fio", &text).unwrap();
+    assert_eq!(jobs[1].ramp, Some(std::time::Duration::from_secs(1)));
+    let res = fio::run(&jobs, false, None, &Control::new(), &mut |_, _| {}).unwrap();
+    let (cold, ramped) = (res[0].write.ios, res[1].write.ios);
+    // Virtual time: only the measured second is reported.
+    assert_eq!(res[1].elapsed, std::time::Duration::from_secs(1));
+    assert!(
+        ramped + 40 < cold,
+        "the cold run counts the cache's fill: {cold} writes, ramped {ramped}"
+    );
+}

@@ -49,7 +49,7 @@ const FLUSH_BATCH_BYTES: u64 = 4 << 20;
 
 /// With overlapped write-back, the size of each origin write (rounded up to
 /// whole units of the origin's optimal size): a disk streams 1 MiB requests
-/// at nearly its full speed, and a batch of [`FLUSH_BATCH_BYTES`] then has
+/// at nearly its full speed, and a batch of `FLUSH_BATCH_BYTES` then has
 /// four pieces, so only the first piece's cache read is not hidden behind an
 /// origin write.
 pub const OVERLAP_PIECE_BYTES: u64 = 1 << 20;

@@ -1,6 +1,6 @@
 //! raidlab-cache: an SSD cache tier in front of any volume.
 //!
-//! - [`format`]: the cache device's metadata as bytes (superblock copies, the
+//! - [`format`](mod@format): the cache device's metadata as bytes (superblock copies, the
 //!   mapping table), documented in docs/cache-format.md.
 //! - [`policy`]: which blocks to keep (2Q replacement, promotion threshold,
 //!   sequential bypass).

@@ -7,15 +7,17 @@
 //! never touch bytes outside a request (every request is checked with
 //! [`check_range`]) except where a misdirection sends it (within the range the
 //! caller gave), never change stored data except where a method says so
-//! ([`FaultVolume::corrupt_stored`], [`FaultVolume::flush`], a power cut, a
+//! ([`FaultVolume::corrupt_stored`], `FaultVolume::flush`, a power cut, a
 //! misdirected write), and never panic.
 //!
 //! The volatile cache keeps two structures: a log of pending writes in arrival order
 //! (what a flush or a power cut applies to the inner volume) and a sector-indexed map
 //! of the newest pending bytes (what reads see over the inner volume), both in
-//! [`overlay`]. The map marks which bytes of each sector it holds, so unaligned
+//! `overlay`. The map marks which bytes of each sector it holds, so unaligned
 //! writes need no read-modify-write of the inner volume and the inner volume is
 //! never read behind a reader's back.
+//!
+//! [`check_range`]: raidlab_core::check_range
 
 use raidlab_core::{check_range_with, Error, ErrorKind, Op, Result, Volume};
 use rand::seq::SliceRandom;

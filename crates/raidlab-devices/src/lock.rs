@@ -2,7 +2,7 @@
 //! `flock`, a reader a shared one, so two raidlab processes never write one
 //! member at once; a refused lock names the process holding it when
 //! /proc/locks tells. A lock held only for a moment is waited for (up to
-//! [`LOCK_WAIT`]): a process that is exiting, or a child another process
+//! `LOCK_WAIT`): a process that is exiting, or a child another process
 //! forked while it had the member open, which holds the lock until it execs.
 //! [`writer_of`] tells, without locking, which process holds a member for
 //! writing (so a verb can wait for a `raidlab serve` that is starting).

@@ -12,7 +12,7 @@
 //! read-modify-write handles edges) and that every descriptor outlives the
 //! call.
 //!
-//! Rings are per thread ([`with_ring`]): the thread that submits a batch is
+//! Rings are per thread (`with_ring`): the thread that submits a batch is
 //! the thread that waits for it (a plan blocks its request's thread), so a
 //! ring shared between threads would need a lock held for the whole wait or
 //! a reaper thread handing completions back, one hand-off per request, which

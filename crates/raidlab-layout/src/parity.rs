@@ -298,6 +298,8 @@ impl crate::Geometry {
     /// [`Geometry::stripe`] written into `map`, whose vectors are reused: the
     /// planner maps a stripe per request, and allocating two vectors each
     /// time was a tenth of a simulated read's cost.
+    ///
+    /// [`Geometry::stripe`]: crate::Geometry::stripe
     pub fn stripe_into(&self, stripe: u64, map: &mut StripeMap) {
         debug_assert!(self.is_parity(), "stripe() called on {}", self.level);
         map.slot.clear();

@@ -210,7 +210,7 @@ pub fn write(vol: &dyn Volume, sb: &Superblock, list: &[BadRange]) -> Result<()>
         })
 }
 
-/// What [`write`] writes and where: the byte offset on a device of
+/// What [`write`](fn@write) writes and where: the byte offset on a device of
 /// `dev_bytes` and the encoded log, with the same checks.
 pub fn placed(sb: &Superblock, dev_bytes: u64, list: &[BadRange]) -> Result<(u64, Vec<u8>)> {
     let Some((at, len)) = area(sb, dev_bytes)? else {

@@ -8,7 +8,7 @@
 //! the likeliest to be idle), then the one whose head is nearest (the end of its
 //! last read: md's head position). Exact ties go round in turn.
 //!
-//! A member stops counting as serving a stream once [`STREAM_GONE`] reads have
+//! A member stops counting as serving a stream once `STREAM_GONE` reads have
 //! been planned on the array without one continuing it: only a read planned on
 //! a member refreshes what is known of it, so a stream flag that never aged
 //! would keep a member out of every later read (a random reader that once

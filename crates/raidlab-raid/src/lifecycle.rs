@@ -458,7 +458,7 @@ impl Managed {
     /// Start `asm` for a verb as `opts` says: a failed array's logs are left
     /// alone (nothing to replay into, as every start refuses it before its
     /// logs), a writing verb's logs are replayed with members whose I/O fails
-    /// taken out ([`taking_out`], as every start does), then md's refusals
+    /// taken out (`taking_out`, as every start does), then md's refusals
     /// when asked.
     pub fn start(mut asm: Assembly, opts: ManageOptions) -> Result<Managed> {
         let mut report = StartReport::default();

@@ -50,8 +50,10 @@ pub fn is_zoned(reference: &Superblock, member_sectors: &[u64]) -> bool {
 /// The geometry an assembly keeps for a linear array: its member count and
 /// level-0 rules (every member needed), with the newest superblock's data
 /// size (a multi-zone RAID 0 keeps the RAID 0 geometry of that size). The
-/// array's true size and placement come from [`Assembly::zone_map`], never
-/// from this geometry's `array_bytes` (use [`Assembly::data_bytes`]).
+/// array's true size and placement come from `Assembly::zone_map`, never
+/// from this geometry's `array_bytes` (use `Assembly::data_bytes`). Plain
+/// names, not links: a link's path to the assembly would read as this
+/// module importing the one that imports it (tests/layering.rs).
 pub fn placeholder_geometry(sb: &Superblock) -> Result<Geometry> {
     let chunk = (u64::from(sb.chunksize) * SECTOR).max(4096);
     let chunk = chunk.next_power_of_two();

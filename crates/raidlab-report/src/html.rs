@@ -36,7 +36,7 @@ pub fn exact(v: f64) -> String {
 
 /// A value as the tool it comes from shows it, for the tables and bar labels
 /// (the exact value stays in the tooltip, the JSON and the CSV): for suite
-/// `cdm`, as CrystalDiskMark's window shows its figures ([`cdm_shown`]); for the
+/// `cdm`, as CrystalDiskMark's window shows its figures (`cdm_shown`); for the
 /// others by metric ([`shown`]).
 pub fn shown_in(v: f64, suite: &str, metric: &str) -> String {
     if suite == "cdm" {
@@ -78,7 +78,7 @@ fn no_negative_zero(s: String) -> String {
 /// show it: MB/s with two decimals, IOPS as whole numbers and latency in µs
 /// with one decimal (as `raidlab bench` prints them in the terminal; fio's
 /// IOPS are whole too), Bonnie++'s seeks/s and files/s and IOzone's kB/s as
-/// whole numbers; anything else as a bar label ([`short`]).
+/// whole numbers; anything else as a bar label (`short`).
 pub fn shown(v: f64, metric: &str) -> String {
     if !v.is_finite() {
         return exact(v);
@@ -174,7 +174,7 @@ table.cdm td.n{min-width:70px}table.seedgrid caption{font-weight:600;text-align:
 td.verdict{font-weight:600;white-space:nowrap}td.verdict.yes{color:#1b7837}td.verdict.no{color:#b2182b}td.verdict.na{color:#555}
 "#;
 
-/// The page for `files`: merged as [`Model`] merges them, each suite compared
+/// The page for `files`: merged as `Model` merges them, each suite compared
 /// with its first target or the one its result names.
 pub fn render_html(files: &[ResultFile]) -> String {
     render_html_with(files, None)

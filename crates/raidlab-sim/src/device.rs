@@ -154,6 +154,12 @@ pub trait Device: Debug + Send {
     fn scrub_progress(&self) -> Option<crate::scrub::ScrubProgress> {
         None
     }
+    /// The largest request its queue takes, in bytes (Linux's max_sectors_kb),
+    /// when the model knows one: the host's plug merges no request past it
+    /// ([`crate::host::HostCost::plug_merge`]). 0: none known.
+    fn max_request_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// Virtual time as the real engine's and cache's `Clock`: moved only by the

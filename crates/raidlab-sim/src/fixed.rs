@@ -13,11 +13,13 @@
 //! bits waits until the missing ones have accrued (nbdkit's bucket_run). So a
 //! busy device serves a request in max(delay, bits / rate) once the bucket is
 //! empty, not delay + bits / rate: the bucket refills during the delay.
-//! A read or write larger than `max_transfer_bytes` reaches nbdkit as that
-//! many pieces, one after the other, each with its delay and its bits: the
-//! stack above nbdkit (the loop device, FUSE, nbdfuse) splits it, as
-//! nbdkit's log filter shows (a 1 MiB O_DIRECT write arrives as two 512 KiB
-//! writes, a 1 MiB read as two reads of 524 and 500 KiB).
+//! A read or write larger than `max_transfer_bytes` reaches nbdkit in pieces
+//! of that size (the last one the rest), one after the other, each with its
+//! delay and its bits: the member's loop device splits it at its queue's
+//! max_sectors_kb, which sim-vs-real.sh sets to this size (nbd-delay-lib.sh;
+//! nbdkit's log filter shows every 1 MiB request then arriving as two 512
+//! KiB ones), and the host's plug merges none past it
+//! ([`Device::max_request_bytes`]).
 //! Every request, and every piece of one, also pays `stack_latency_us`: what
 //! the loop device, FUSE, nbdfuse and the socket add in front of nbdkit,
 //! measured on the member alone.
@@ -43,9 +45,10 @@ pub struct FixedParams {
     pub rate_mb_per_s: f64,
     /// The rate filter's burstiness: the bucket holds this many seconds of rate.
     pub burst_s: f64,
-    /// The most one read or write carries when it reaches nbdkit, in bytes
-    /// (the stack above it splits a larger one into pieces served one
-    /// after the other); 0: never split.
+    /// The most one read or write carries when it reaches nbdkit, in bytes:
+    /// the member loop device's max_sectors_kb (a larger one is split into
+    /// pieces of this size, the last the rest, served one after the other;
+    /// the host's plug merges none past it); 0: never split.
     #[serde(default)]
     pub max_transfer_bytes: u64,
     /// What the stack in front of nbdkit (the loop device, FUSE, nbdfuse,
@@ -208,9 +211,11 @@ impl Service {
             0 => 1,
             m => r.len.div_ceil(m).max(1),
         };
-        let piece_bits = |i: u64| {
-            let (base, extra) = (r.len / pieces, r.len % pieces);
-            (base + u64::from(i < extra)) * 8
+        // The block layer splits at max_sectors: whole pieces, then the rest.
+        let max = self.max_transfer;
+        let piece_bits = |i: u64| match max {
+            0 => r.len * 8,
+            m => m.min(r.len - i * m) * 8,
         };
         let stack = self.stack;
         match r.kind {
@@ -245,6 +250,9 @@ impl Device for Fixed {
         let service = &mut self.service;
         self.serial
             .advance(now, done, |start, r| service.finish_time(start, r));
+    }
+    fn max_request_bytes(&self) -> u64 {
+        self.params.max_transfer_bytes
     }
     fn info(&self) -> ModelInfo {
         ModelInfo::device(

@@ -130,6 +130,17 @@ impl HostCost {
     /// place of its first part. Not with `md` set: md's own bios of an era
     /// are not raidlab's submission, and their merging is not modelled.
     pub fn plug_merge(&self, ops: &mut Vec<MemberRequest>) {
+        self.plug_merge_within(ops, |_| 0)
+    }
+
+    /// [`HostCost::plug_merge`], where member `m`'s own queue takes requests
+    /// of at most `max_request(m)` bytes (its max_sectors_kb, 0: not known):
+    /// the plug merges none past the smaller of that and `plug_merge_bytes`.
+    pub fn plug_merge_within(
+        &self,
+        ops: &mut Vec<MemberRequest>,
+        max_request: impl Fn(usize) -> u64,
+    ) {
         use raidlab_core::IoKind;
         let limit = if self.md.is_some() {
             0
@@ -153,7 +164,11 @@ impl HostCost {
                     if r.0 == kind
                         && matches!(kind, IoKind::Read | IoKind::Write)
                         && r.2 + r.3 == offset
-                        && r.3 + len <= limit =>
+                        && r.3 + len <= limit
+                        && match max_request(member) {
+                            0 => true,
+                            m => r.3 + len <= m,
+                        } =>
                 {
                     r.3 += len;
                 }
@@ -350,6 +365,26 @@ mod tests {
         ];
         host.plug_merge(&mut ops);
         assert_eq!(ops, vec![(Write, 0, 0, 2 * K64), (Write, 0, 8 * K64, K64)]);
+    }
+
+    #[test]
+    fn the_plug_stops_at_a_members_own_largest_request() {
+        // Member 0's queue takes 512 KiB (sim-vs-real.sh's loop devices),
+        // member 1's says nothing: the host's 1280 KiB.
+        let host = HostCost::default();
+        let mut ops: Vec<MemberRequest> = (0..40)
+            .map(|i| (Write, (i / 20) as usize, (i % 20) * K64, K64))
+            .collect();
+        host.plug_merge_within(&mut ops, |m| if m == 0 { 8 * K64 } else { 0 });
+        assert_eq!(
+            ops,
+            vec![
+                (Write, 0, 0, 8 * K64),
+                (Write, 0, 8 * K64, 8 * K64),
+                (Write, 0, 16 * K64, 4 * K64),
+                (Write, 1, 0, 20 * K64),
+            ]
+        );
     }
 
     #[test]

@@ -265,6 +265,10 @@ impl Device for Cfq {
         self.dev.capacity()
     }
 
+    fn max_request_bytes(&self) -> u64 {
+        self.dev.max_request_bytes()
+    }
+
     fn submit(&mut self, now: Ns, req: Request) {
         if req.kind != IoKind::Read {
             self.dev.submit(now, req);

@@ -232,7 +232,7 @@ pub fn summarise(cfg: &SimConfig, extra: &[Preset]) -> Result<Summary, String> {
 const STRETCH: u64 = 64 << 20;
 
 /// Seconds the engine's live rebuild of `role` takes on `cfg`'s hardware: at
-/// [`POINTS`] evenly spaced positions, a rebuild resumed there runs for a
+/// `POINTS` evenly spaced positions, a rebuild resumed there runs for a
 /// stretch in virtual time, and its rate bounds the member's part up to the
 /// next position. `None` where the device built shows no rebuild (one
 /// wrapped by a cache tier).

@@ -267,4 +267,6 @@ fn the_preset_is_what_the_comparison_script_gives_nbdkit() {
     assert_eq!(script_setting(script, "PRESET"), "nbdkit-hdd-seek");
     assert_eq!(script_setting(script, "MEMBER"), "512M");
     assert_eq!(p.capacity_bytes, 512 << 20);
+    // The loop devices' max_sectors_kb, which splits every larger request.
+    assert_eq!(p.max_transfer_bytes as f64, num("MAX_KB") * 1024.0);
 }

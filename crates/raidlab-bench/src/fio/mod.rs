@@ -2,7 +2,7 @@
 //!
 //! Supported options (fio's names and defaults): `rw`/`readwrite` (read, write,
 //! randread, randwrite, rw/readwrite, randrw), `bs`/`blocksize`, `size`, `offset`,
-//! `iodepth`, `numjobs`, `direct`, `buffered`, `runtime`, `time_based`,
+//! `iodepth`, `numjobs`, `direct`, `buffered`, `runtime`, `time_based`, `ramp_time`,
 //! `rwmixread`, `rwmixwrite`, `randrepeat`, `zero_buffers`, `refill_buffers`,
 //! `scramble_buffers`, `norandommap`, `filename`, `directory`,
 //! `stonewall`/`wait_for_previous`, `ioengine` (io_uring, libaio, psync, sync,
@@ -10,9 +10,15 @@
 //! `name`, `description`, `randseed`; `${VAR}` environment variables, and a
 //! comment after a section header. Anything else is an error naming the file,
 //! line and option (with the reason for the reporting and preparation options
-//! fio users reach for: `group_reporting`, `ramp_time`, the syncs, `loops`,
+//! fio users reach for: `group_reporting`, the syncs, `loops`,
 //! `bssplit`, `percentile_list`, the `write_*_log` family): an option silently
 //! ignored would make a figure mean something else.
+//!
+//! `ramp_time` runs the job on its target for that long first and counts none
+//! of it; the measured run follows on the same target at once (a simulated
+//! target's virtual clock and caches carry on), with its queue starting
+//! empty where fio's stays full across the boundary, and its own random
+//! offsets (the ramp draws from another seed).
 //!
 //! Jobs between two `stonewall`s run at once; each of a job's `numjobs` clones is
 //! reported as its own entry of `jobs[]`, as fio does without `group_reporting`.
@@ -51,6 +57,8 @@ pub struct Job {
     pub numjobs: usize,
     pub direct: bool,
     pub runtime: Option<Duration>,
+    /// fio's `ramp_time`: run this long first, uncounted.
+    pub ramp: Option<Duration>,
     pub time_based: bool,
     pub randrepeat: bool,
     pub zero_buffers: bool,
@@ -88,6 +96,7 @@ impl Job {
             numjobs: 1,
             direct: false,
             runtime: None,
+            ramp: None,
             time_based: false,
             randrepeat: true,
             zero_buffers: false,
@@ -168,6 +177,10 @@ pub struct CloneResult {
     /// of one process (with one clone per group, the clone's own).
     pub cpu: Usage,
 }
+
+/// Mixed into a job's seed for its `ramp_time` run, whose offsets are not the
+/// measured run's.
+const RAMP_SEED: u64 = 0x5241_4d50; // "RAMP"
 
 /// Run every job, group by group (a `stonewall` starts a new group). Stops after
 /// the group in which a stop was requested.
@@ -282,6 +295,20 @@ pub fn run(
                 .iter()
                 .map(|(job, clone, spec, t, w)| {
                     s.spawn(move || -> Result<CloneResult> {
+                        if let Some(ramp) = job.ramp.filter(|r| !r.is_zero()) {
+                            // Uncounted, on the same target: what it leaves
+                            // (a cache filled, a clock moved on) is the
+                            // measured run's start.
+                            let warm = Workload {
+                                limit: Limit {
+                                    time: Some(ramp),
+                                    bytes: None,
+                                },
+                                seed: w.seed ^ RAMP_SEED,
+                                ..w.clone()
+                            };
+                            engine::run(t, &warm, control)?;
+                        }
                         let m = engine::run(t, w, control)?;
                         t.finish()?;
                         let mut conditions = RunConditions::of(t, w.size, m.engine);

@@ -31,7 +31,7 @@ fn engine_note(v: &str) -> Option<String> {
     }
 }
 
-const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description, randseed";
+const SUPPORTED: &str = "rw, readwrite, bs, blocksize, size, offset, iodepth, numjobs, direct, buffered, runtime, ramp_time, time_based, rwmixread, rwmixwrite, randrepeat, zero_buffers, refill_buffers, scramble_buffers, norandommap, filename, directory, stonewall, wait_for_previous, ioengine, thread, name, description, randseed";
 
 /// One `key[=value]` line: (line number, key, value).
 type OptLine = (usize, String, Option<String>);
@@ -266,7 +266,10 @@ fn apply(job: &mut Job, file: &str, n: usize, key: &str, val: Option<&str>) -> R
         "directory" => job.directory = Some(need()?.to_string()),
         "randseed" => job.randseed = Some(int(0, u64::MAX)?),
         "group_reporting" => return Err(refused("raidlab reports every job and clone on its own (fio's JSON shape, one object per clone); summed group figures are not produced: remove it and add the clones' figures")),
-        "ramp_time" => return Err(refused("raidlab does not discard a warm-up period, so the ramp's I/O would be counted: remove it, or run a warm-up job before a stonewall")),
+        "ramp_time" => {
+            let v = need()?;
+            job.ramp = Some(parse_time(v).ok_or_else(|| bad("is not a time (e.g. 1, 1s, 500ms, 2m)"))?);
+        }
         "fsync" | "fdatasync" | "end_fsync" | "fsync_on_close" => return Err(refused("raidlab's job runner issues no syncs, and timing them needs fio's sync statistics: remove it (raidlab bench iozone -e times a flush after each write test)")),
         "loops" => return Err(refused("raidlab runs each job once: repeat the job as more sections, or use runtime with time_based")),
         "bssplit" => return Err(refused("raidlab's engine issues one block size per job: write a job per block size")),
@@ -393,11 +396,11 @@ mod tests {
 
     #[test]
     fn errors_name_file_line_and_option() {
-        let e = parse("jobs.fio", "[a]\nfilename=x\nramp_time=5\n")
+        let e = parse("jobs.fio", "[a]\nfilename=x\nloops=5\n")
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("jobs.fio:3: option 'ramp_time' is not supported"),
+            e.starts_with("jobs.fio:3: option 'loops' is not supported"),
             "{e}"
         );
         let e = parse("jobs.fio", "[a]\nfilename=x\nbs=4q\n")

@@ -29,6 +29,8 @@
 //! Files and devices are opened with O_DIRECT by default, so the page cache does not
 //! measure itself; where the file system refuses O_DIRECT (tmpfs) the target says
 //! so in [`Target::notes`] and runs buffered.
+//!
+//! [`ThrottleVolume`]: raidlab_devices::ThrottleVolume
 
 mod array;
 mod cache;

@@ -533,7 +533,7 @@ impl Assembly {
     /// Run `f` on a quiesced served array (every write done and flushed) as
     /// its change sees it: `ours` says the superblocks' dirty mark is the
     /// owner's safe mode's (writes recent, none owed a resync), so
-    /// [`Assembly::consistent`] counts it as in sync for `f` and for nothing
+    /// `Assembly::consistent` counts it as in sync for `f` and for nothing
     /// after it. What the server's takeovers and restripe starts run
     /// through (`LiveArray`), and the simulation's.
     pub fn in_service<T>(&mut self, ours: bool, f: impl FnOnce(&mut Assembly) -> T) -> T {

@@ -56,12 +56,17 @@ impl Assembly {
 
     /// md's level name ("linear", "raid0", ...).
     pub fn level_name(&self) -> &'static str {
-        let linear = self.members.iter().any(|m| m.sb.level == MD_LEVEL_LINEAR);
-        if linear {
+        if self.is_linear() {
             "linear"
         } else {
             self.geometry.level.name()
         }
+    }
+
+    /// Whether md's superblocks record linear (level -1), which has no
+    /// `Level` of its own: its geometry is a placeholder.
+    fn is_linear(&self) -> bool {
+        self.members.iter().any(|m| m.sb.level == MD_LEVEL_LINEAR)
     }
 
     /// What the array allows, as its running array answers: a recorded
@@ -73,7 +78,7 @@ impl Assembly {
             return &level::RESHAPE;
         }
         match self.zone_map() {
-            Some(_) if self.level_name() == "linear" => &level::LINEAR,
+            Some(_) if self.is_linear() => &level::LINEAR,
             Some(_) => &level::MULTI_ZONE_RAID0,
             None => level::of(&self.geometry),
         }

@@ -4,10 +4,10 @@
 //! process ([`submit`]) and, with io_uring chosen, by what the step touches:
 //! a step on direct members (except one writing a direct regular file) has
 //! its requests sent together from the caller's thread and reaped there
-//! ([`uring`] says why only those); every other step goes through threads,
+//! (`uring` says why only those); every other step goes through threads,
 //! in parallel, one member's on the caller's thread and the others' on a
 //! shared pool of I/O threads, when the step is large enough for that to pay
-//! or its members are slow enough ([`pool::Pace`]), small steps on fast
+//! or its members are slow enough (`pool::Pace`), small steps on fast
 //! members in order on the caller's thread.
 //! Compute steps run the arithmetic each names (raidlab-parity's XOR, P+Q,
 //! update, recovery) on the buffers it names; which arithmetic a row needs
@@ -130,7 +130,7 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
 }
 
 /// The real executor: a step's requests to direct members through io_uring
-/// when the process chose it ([`submit::current`]; see [`uring`] for which
+/// when the process chose it ([`submit::current`]; see `uring` for which
 /// steps); otherwise in parallel on a shared pool of I/O
 /// threads when the step is large or its members wait for a device, in order
 /// on the caller's thread otherwise. It learns its members' pace from the

@@ -25,7 +25,7 @@
 //! refused by
 //! [`reshape_not_built`]; what md itself refuses is refused with its words
 //! (a RAID 10 in or to the far layout or to other copies, `raid10`; RAID 0
-//! to 6, [`md_refusal`]).
+//! to 6, `md_refusal`).
 //!
 //! Split by decision: this file sizes the members; `policy` decides the
 //! consistency policy (bitmap, PPL); `devices` the RAID 1 mirror count;

@@ -117,7 +117,7 @@ impl Assembly {
     /// `sync_size` while its reshape runs (it resizes it only in memory),
     /// so a grow md stopped carries a bitmap too small for the array it
     /// ends in, and writes to the new space would mark no bit. Resized as
-    /// [`Assembly::raid10_reshape_bitmap`] resizes it at a start, in memory
+    /// `Assembly::raid10_reshape_bitmap` resizes it at a start, in memory
     /// only (the caller's next commit writes it). Returns whether it
     /// changed it. Called at the walk's start (`super::walk`), before its
     /// first commit.

@@ -85,6 +85,8 @@ impl crate::assemble::Assembly {
     /// clients' requests until this returns. Refused, with nothing
     /// written, for a reshape that takes no file, and as the offline run
     /// refuses a file.
+    ///
+    /// [`Assembly::reshape_served`]: crate::assemble::Assembly::reshape_served
     pub fn reshape_served_with_backup(
         &mut self,
         safe_mode_mark: bool,
@@ -142,7 +144,7 @@ impl ServedWalk {
     }
 
     /// Walk from the last checkpoint to the end, recording each checkpoint
-    /// in `asm`'s superblocks ([`ServedWalk::record`]). A stop asked
+    /// in `asm`'s superblocks (`ServedWalk::record`). A stop asked
     /// (`opts.stop`, `quit`) checkpoints where the walk is and returns an
     /// `Interrupted` error; requests through the gate then no longer wait
     /// for it (a backup-file walk's window stays closed: its bytes are

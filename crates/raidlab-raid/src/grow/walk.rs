@@ -516,12 +516,16 @@ impl ReshapeWalk {
 /// md_compat can kill the server in that window and hand Linux md the
 /// members as a crash there leaves them (position at the array's end,
 /// RESHAPE_ACTIVE still set). Nothing outside the process can stop it
-/// there otherwise: the window is one superblock write long.
+/// there otherwise: the window is one superblock write long. Built only
+/// with the `test-hooks` feature.
 fn hold_at_the_end(clock: &dyn raidlab_core::Clock, quit: &dyn Fn() -> bool) {
-    let Some(secs) = std::env::var("RAIDLAB_TEST_HOLD_RESHAPE_END")
+    #[cfg(not(feature = "test-hooks"))]
+    let secs: Option<u64> = None;
+    #[cfg(feature = "test-hooks")]
+    let secs = std::env::var("RAIDLAB_TEST_HOLD_RESHAPE_END")
         .ok()
-        .and_then(|v| v.parse::<u64>().ok())
-    else {
+        .and_then(|v| v.parse::<u64>().ok());
+    let Some(secs) = secs else {
         return;
     };
     let until = clock.now() + std::time::Duration::from_secs(secs);

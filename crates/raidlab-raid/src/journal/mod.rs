@@ -12,7 +12,7 @@
 //! Space is reclaimed when the ring is full: the members are flushed (so
 //! everything logged so far is on their media) and `journal_tail` in the journal
 //! device's superblock moves up to the newest meta block. Journaled writes are
-//! serialised ([`Journal::writer`]): a reclaim must never move the tail past a
+//! serialised (`Journal::writer`): a reclaim must never move the tail past a
 //! write whose member writes are still in flight.
 //!
 //! This module must never let a member write go out before the journal write

@@ -34,7 +34,7 @@
 //! - md's level number for linear (-1), which has no `Level`, so no entry
 //!   to ask before it is told: `zoned::is_zoned` (linear is always zones),
 //!   `assemble::geometry_of` (its placeholder geometry),
-//!   `Assembly::level_name` and `Assembly::rules` (its name and entry),
+//!   `Assembly::is_linear` (asked for its name and its entry),
 //!   `assemble/create_zoned.rs` (the number it writes): on-disk encoding.
 //! - `assemble/zones.rs` (`zone_map_of`): whether a RAID 0's recorded
 //!   layout word is trusted (md's `RAID0_LAYOUT` bit): one level's on-disk

@@ -253,7 +253,7 @@ impl StripeCache {
         }
     }
 
-    /// Whether part of `[offset, offset+len)` is lost (see [`Lost`]): a read
+    /// Whether part of `[offset, offset+len)` is lost (see `Lost`): a read
     /// that would go around the cache must come through [`StripeCache::read`].
     pub fn has_lost(&self, offset: u64, len: u64) -> bool {
         let lost = lock(&self.lost);

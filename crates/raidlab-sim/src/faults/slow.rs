@@ -57,6 +57,10 @@ impl Device for Slowed {
         self.inner.capacity()
     }
 
+    fn max_request_bytes(&self) -> u64 {
+        self.inner.max_request_bytes()
+    }
+
     fn submit(&mut self, now: Ns, req: Request) {
         self.inner.submit(self.inner_time(now), req);
     }

@@ -51,7 +51,7 @@ fn bad(key: &'static str, message: impl Into<String>) -> ParamError {
 /// manual §B.5.1, with its `x-1` over `N` rescaled to the longest move):
 /// `a = (-10 min + 15 avg - 5 max)/3`, `b = (7 min - 15 avg + 8 max)/3`.
 /// At f=0 it is `min`, at f=1 `min + a + b = max`, and over two uniform random
-/// points (density `2(1-f)`, so E[sqrt f] = 8/15 and E[f] = 1/3) its mean is `avg`.
+/// points (density `2(1-f)`, so `E[sqrt f] = 8/15` and `E[f] = 1/3`) its mean is `avg`.
 pub fn lee_coefficients(min: f64, avg: f64, max: f64) -> (f64, f64) {
     (
         (-10.0 * min + 15.0 * avg - 5.0 * max) / 3.0,

@@ -356,7 +356,7 @@ impl Model {
         self.any_unknown = true;
     }
 
-    /// [`super::trace::digest`] of `current`, the whole array as it must read.
+    /// `super::trace::digest` of `current`, the whole array as it must read.
     pub fn digest(&mut self) -> u64 {
         self.crcs.digest(&self.current)
     }

@@ -631,7 +631,7 @@ pub struct MonitorArgs {
     /// A TestMessage event for every watched array at the first poll.
     #[arg(long, short = 't')]
     pub test: bool,
-    /// Run this program for each event: PROGRAM EVENT ARRAY [MEMBER].
+    /// Run this program for each event: `PROGRAM EVENT ARRAY [MEMBER]`.
     #[arg(long, short = 'p', value_name = "PROGRAM")]
     pub program: Option<PathBuf>,
     /// Mail Fail, FailSpare, DegradedArray, SparesMissing and TestMessage

@@ -304,7 +304,7 @@ impl Assembly {
     /// Start the same-members restripe or the shrink `plan` (from
     /// [`Assembly::reshape_check_with_backup`]) with `file` made for it:
     /// the first window's old bytes (the last window of the array, going
-    /// backwards, when it needs them: [`needs_backup`]) saved and named in
+    /// backwards, when it needs them: `needs_backup`) saved and named in
     /// the record before any superblock records the reshape.
     pub fn reshape_start_with_backup(
         &mut self,

@@ -85,7 +85,7 @@ impl Assembly {
 
     /// Whether the reshape these superblocks record is read only with its
     /// backup file put back first (md's rule,
-    /// [`Assembly::refuse_read_without_backup`]'s refusal): what `scan`
+    /// `Assembly::refuse_read_without_backup`'s refusal): what `scan`
     /// tells `export` to be given.
     pub fn read_needs_backup_file(&self) -> bool {
         match self.reshape() {

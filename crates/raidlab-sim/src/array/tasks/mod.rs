@@ -233,7 +233,13 @@ impl TaskArray {
                         }
                     }
                 }
-                self.host.plug_merge(&mut ops);
+                let members = &self.members;
+                self.host.plug_merge_within(&mut ops, |m| {
+                    members
+                        .get(m)
+                        .and_then(Option::as_ref)
+                        .map_or(0, |d| d.max_request_bytes())
+                });
                 for &(kind, member, offset, len) in &ops {
                     issued += self.submit_member(now, seq, process, kind, member, offset, len);
                 }
