@@ -43,6 +43,10 @@
 //!   same given a 128 KiB chunk (the bitmap kept), and a RAID 1 of two
 //!   with one taken to a RAID 5 of three (kept): md assembles each, takes
 //!   the bitmap up, reads it whole and degraded, check 0;
+//! * `r5-to-r6-bitmap`, `r6-to-r5-bitmap`: a RAID 5 of 4 with an internal
+//!   bitmap taken to RAID 6 with a device for Q, and a RAID 6 of 5 with
+//!   one taken to RAID 5 (the restripe to its "-6" layout, then the
+//!   takeover), the bitmap kept through each step: the same checks;
 //! * `r5-chunk-killed`, `r6-layout-stopped`, `r5-3to4-killed`: the same
 //!   reshapes stopped part-way by SIGKILL or Ctrl-C (SIGINT): md assembles
 //!   the members, carries the reshape on from raidlab's checkpoint by
@@ -569,6 +573,30 @@ fn cases() -> Vec<Grown> {
             grow_files: false,
             grow: &["--chunk", "128K"],
             sets: vec![vec![0, 3]],
+            interrupt: None,
+        },
+        // Level changes with md's bitmap kept through the takeover, the
+        // rebuild of Q and the restripe (the served fault simulation's
+        // level changes with a bitmap, issue 36): md takes up the bitmap
+        // raidlab carried.
+        Grown {
+            name: "r5-to-r6-bitmap",
+            level: 5,
+            devices: 4,
+            create: CHUNK_BITMAP,
+            grow_files: false,
+            grow: &["--level", "6", "--add", "NEW"],
+            sets: vec![vec![0, 2]],
+            interrupt: None,
+        },
+        Grown {
+            name: "r6-to-r5-bitmap",
+            level: 6,
+            devices: 5,
+            create: CHUNK_BITMAP,
+            grow_files: false,
+            grow: &["--level", "5"],
+            sets: vec![vec![1]],
             interrupt: None,
         },
         // md's --level=5 --raid-devices=3 of a RAID 1 with its bitmap.
