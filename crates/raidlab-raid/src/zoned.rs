@@ -27,6 +27,13 @@ use std::sync::Arc;
 
 const SECTOR: u64 = 512;
 
+/// Whether md sizes the array `sb` describes from each member's own data
+/// size (`data_size`) rather than the array-wide `size` field: the level's
+/// `Rules::sized_per_member` (RAID 0), asked by md's level number.
+pub fn sized_per_member(sb: &Superblock) -> bool {
+    Level::from_md(sb.level).is_ok_and(|l| level::rules(l).sized_per_member)
+}
+
 /// Whether a superblock describes an array whose members are laid out in
 /// zones: linear, or RAID 0 whose members do not all hold the same number of
 /// chunks. Equal-size RAID 0 stays with the striping engine.
@@ -34,9 +41,9 @@ pub fn is_zoned(reference: &Superblock, member_sectors: &[u64]) -> bool {
     if reference.level == MD_LEVEL_LINEAR {
         return true;
     }
-    // md sizes only RAID 0 from each member's own data size
-    // (`Rules::sized_per_member`); every other level is one striping.
-    if !Level::from_md(reference.level).is_ok_and(|l| level::rules(l).sized_per_member) {
+    // md sizes only RAID 0 from each member's own data size; every other
+    // level is one striping.
+    if !sized_per_member(reference) {
         return false;
     }
     let chunk = u64::from(reference.chunksize.max(1));

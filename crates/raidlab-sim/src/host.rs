@@ -129,18 +129,11 @@ impl HostCost {
     /// merges: a plan goes up a member in order). A merged request keeps the
     /// place of its first part. Not with `md` set: md's own bios of an era
     /// are not raidlab's submission, and their merging is not modelled.
-    pub fn plug_merge(&self, ops: &mut Vec<MemberRequest>) {
-        self.plug_merge_within(ops, |_| 0)
-    }
-
-    /// [`HostCost::plug_merge`], where member `m`'s own queue takes requests
-    /// of at most `max_request(m)` bytes (its max_sectors_kb, 0: not known):
-    /// the plug merges none past the smaller of that and `plug_merge_bytes`.
-    pub fn plug_merge_within(
-        &self,
-        ops: &mut Vec<MemberRequest>,
-        max_request: impl Fn(usize) -> u64,
-    ) {
+    ///
+    /// Member `m`'s own queue takes requests of at most `max_request(m)`
+    /// bytes (its max_sectors_kb, 0: not known): the plug merges none past
+    /// the smaller of that and `plug_merge_bytes`.
+    pub fn plug_merge(&self, ops: &mut Vec<MemberRequest>, max_request: impl Fn(usize) -> u64) {
         use raidlab_core::IoKind;
         let limit = if self.md.is_some() {
             0
@@ -287,7 +280,7 @@ mod tests {
         let mut ops: Vec<MemberRequest> = (0..16)
             .map(|i| (Write, i % 4, (i / 4) as u64 * K64, K64))
             .collect();
-        HostCost::default().plug_merge(&mut ops);
+        HostCost::default().plug_merge(&mut ops, |_| 0);
         assert_eq!(
             ops,
             (0..4).map(|m| (Write, m, 0, 4 * K64)).collect::<Vec<_>>()
@@ -322,7 +315,7 @@ mod tests {
         ];
         let mut ops: Vec<MemberRequest> =
             plan.iter().map(|&(m, c)| (Read, m, c * K64, K64)).collect();
-        HostCost::default().plug_merge(&mut ops);
+        HostCost::default().plug_merge(&mut ops, |_| 0);
         assert_eq!(
             ops,
             vec![
@@ -342,7 +335,7 @@ mod tests {
     fn the_plug_stops_at_the_largest_request_a_gap_or_another_kind() {
         let host = HostCost::default();
         let mut ops: Vec<MemberRequest> = (0..32).map(|i| (Read, 0, i * K64, K64)).collect();
-        host.plug_merge(&mut ops);
+        host.plug_merge(&mut ops, |_| 0);
         assert_eq!(
             ops,
             vec![(Read, 0, 0, 20 * K64), (Read, 0, 20 * K64, 12 * K64)]
@@ -355,7 +348,7 @@ mod tests {
             (Flush, 1, 0, 0),
         ];
         let before = ops.clone();
-        host.plug_merge(&mut ops);
+        host.plug_merge(&mut ops, |_| 0);
         assert_eq!(ops, before);
         // In submission order a request meets the member's latest one.
         let mut ops = vec![
@@ -363,7 +356,7 @@ mod tests {
             (Write, 0, 8 * K64, K64),
             (Write, 0, K64, K64),
         ];
-        host.plug_merge(&mut ops);
+        host.plug_merge(&mut ops, |_| 0);
         assert_eq!(ops, vec![(Write, 0, 0, 2 * K64), (Write, 0, 8 * K64, K64)]);
     }
 
@@ -375,7 +368,7 @@ mod tests {
         let mut ops: Vec<MemberRequest> = (0..40)
             .map(|i| (Write, (i / 20) as usize, (i % 20) * K64, K64))
             .collect();
-        host.plug_merge_within(&mut ops, |m| if m == 0 { 8 * K64 } else { 0 });
+        host.plug_merge(&mut ops, |m| if m == 0 { 8 * K64 } else { 0 });
         assert_eq!(
             ops,
             vec![
@@ -395,18 +388,18 @@ mod tests {
             ..HostCost::default()
         };
         let mut got = ops.clone();
-        none.plug_merge(&mut got);
+        none.plug_merge(&mut got, |_| 0);
         assert_eq!(got, ops);
         let md = HostCost {
             md: Some(crate::md_host::preset("linux-2.6.2x-md").unwrap()),
             ..HostCost::default()
         };
         let mut got = ops.clone();
-        md.plug_merge(&mut got);
+        md.plug_merge(&mut got, |_| 0);
         assert_eq!(got, ops);
         let card = HostCost::engine(1000.0, 0.0, "a card");
         let mut got = ops.clone();
-        card.plug_merge(&mut got);
+        card.plug_merge(&mut got, |_| 0);
         assert_eq!(got, ops);
     }
 }

@@ -625,9 +625,11 @@ pub fn geometry_of(sb: &Superblock) -> Result<Geometry> {
     if sb.level == raidlab_layout::zones::MD_LEVEL_LINEAR {
         return crate::zoned::placeholder_geometry(sb);
     }
-    let per_member =
-        Level::from_md(sb.level).is_ok_and(|l| crate::level::rules(l).sized_per_member);
-    let member_sectors = if per_member { sb.data_size } else { sb.size };
+    let member_sectors = if crate::zoned::sized_per_member(sb) {
+        sb.data_size
+    } else {
+        sb.size
+    };
     Geometry::from_md(
         sb.level,
         sb.layout,

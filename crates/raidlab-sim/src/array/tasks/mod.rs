@@ -234,7 +234,7 @@ impl TaskArray {
                     }
                 }
                 let members = &self.members;
-                self.host.plug_merge_within(&mut ops, |m| {
+                self.host.plug_merge(&mut ops, |m| {
                     members
                         .get(m)
                         .and_then(Option::as_ref)

@@ -255,9 +255,16 @@ pub(super) const BITMAP_CHUNK: u32 = 16 << 10;
 
 /// [`BITMAP_STREAM`]'s draw over `s`, from the run's seed `s0`.
 pub(super) fn with_bitmap(s: Setup, s0: u64) -> Setup {
-    use rand::SeedableRng;
     let restripe = !s.conversion && matches!(s.level, Level::Raid5 | Level::Raid6 | Level::Raid10);
-    if !restripe || !ChaCha8Rng::seed_from_u64(s0 ^ BITMAP_STREAM).gen_ratio(1, 3) {
+    bitmap_drawn(s, restripe, s0 ^ BITMAP_STREAM)
+}
+
+/// `s` with md's bitmap in one run in three of those `eligible`, drawn from
+/// `stream` (the run's seed mixed with a stream of its own, so the other
+/// runs keep their draws).
+fn bitmap_drawn(s: Setup, eligible: bool, stream: u64) -> Setup {
+    use rand::SeedableRng;
+    if !eligible || !ChaCha8Rng::seed_from_u64(stream).gen_ratio(1, 3) {
         return s;
     }
     Setup { bitmap: true, ..s }
@@ -275,15 +282,11 @@ const LEVEL_BITMAP_STREAM: u64 = 0x5e7e_d0b1_7a90_0002;
 /// [`LEVEL_BITMAP_STREAM`]'s draw over a level change `s`, from the run's
 /// seed `s0`.
 pub(super) fn level_with_bitmap(s: Setup, s0: u64) -> Setup {
-    use rand::SeedableRng;
     let redundant = matches!(
         s.level,
         Level::Raid1 | Level::Raid4 | Level::Raid5 | Level::Raid6
     );
-    if !redundant || !ChaCha8Rng::seed_from_u64(s0 ^ LEVEL_BITMAP_STREAM).gen_ratio(1, 3) {
-        return s;
-    }
-    Setup { bitmap: true, ..s }
+    bitmap_drawn(s, redundant, s0 ^ LEVEL_BITMAP_STREAM)
 }
 
 impl Setup {
