@@ -116,9 +116,10 @@ pub(super) fn run(
     opts: RunOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ScrubReport> {
-    match level::of(&scope.geometry).plans {
-        Plans::ParityRows => parity(host, scope, start, repair, resync, opts, progress),
-        Plans::Copies => mirrors(host, scope, start, repair, resync, opts, progress),
+    if crate::planner::family(&scope.geometry).keeps_rows() {
+        parity(host, scope, start, repair, resync, opts, progress)
+    } else {
+        mirrors(host, scope, start, repair, resync, opts, progress)
     }
 }
 
