@@ -21,6 +21,7 @@
 
 use crate::level::{self, Redundancy};
 use crate::plan::{MemberOp, Plan, Slice, Step};
+use crate::planner::Family as _;
 use crate::planner::{check_member_range, family, op};
 use raidlab_core::IoKind;
 use raidlab_core::Result;

@@ -22,6 +22,7 @@ mod volume;
 mod write_log;
 mod zeroes;
 
+use crate::planner::Family as _;
 pub use failure::Recorder;
 pub use rebuild::Recovery;
 use rebuild::{Handover, Phase};

@@ -56,15 +56,127 @@ use std::ops::Range;
 const RAID1_LOCK_UNIT: u64 = 64 << 10;
 
 /// The plan builders of `geo`'s level family.
-pub(crate) fn family(geo: &Geometry) -> &'static dyn Family {
+pub(crate) fn family(geo: &Geometry) -> Builders {
     family_of(crate::level::of(geo).plans)
 }
 
 /// The plan builders a level's entry names.
-pub(crate) fn family_of(plans: Plans) -> &'static dyn Family {
+pub(crate) fn family_of(plans: Plans) -> Builders {
     match plans {
-        Plans::ParityRows => &parity::ParityRows,
-        Plans::Copies => &mirror::Copies,
+        Plans::ParityRows => Builders::ParityRows,
+        Plans::Copies => Builders::Copies,
+    }
+}
+
+/// A level family's builders, handed out by value: each call is a match and
+/// a direct call to the family's implementation, not a virtual one, so the
+/// per-request planning inlines as it did before the trait (through a
+/// `&dyn Family` the simulator ran 1.8% more instructions, callgrind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Builders {
+    ParityRows,
+    Copies,
+}
+
+/// Call `method` on the implementation `builders` names.
+macro_rules! on_family {
+    ($builders:expr, $method:ident($($arg:expr),*)) => {
+        match $builders {
+            Builders::ParityRows => parity::ParityRows.$method($($arg),*),
+            Builders::Copies => mirror::Copies.$method($($arg),*),
+        }
+    };
+}
+
+impl Family for Builders {
+    fn read(
+        &self,
+        b: &mut Builder,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+        hint: usize,
+    ) -> Result<()> {
+        on_family!(self, read(b, geo, present, offset, len, hint))
+    }
+
+    fn write(
+        &self,
+        b: &mut Builder,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        on_family!(self, write(b, geo, present, offset, len))
+    }
+
+    fn count_write_reads(
+        &self,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+    ) -> Option<u64> {
+        on_family!(self, count_write_reads(geo, present, offset, len))
+    }
+
+    fn zero_unit(&self, geo: &Geometry) -> Option<u64> {
+        on_family!(self, zero_unit(geo))
+    }
+
+    fn piece_unit(&self, geo: &Geometry) -> u64 {
+        on_family!(self, piece_unit(geo))
+    }
+
+    fn member_range_keys(&self, geo: &Geometry, role: usize, at: u64, n: u64) -> Result<Vec<u64>> {
+        on_family!(self, member_range_keys(geo, role, at, n))
+    }
+
+    fn rebuild_sources(
+        &self,
+        plan: &mut Plan,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        at: u64,
+        n: u64,
+    ) -> Result<()> {
+        on_family!(self, rebuild_sources(plan, geo, live, role, at, n))
+    }
+
+    fn repair(
+        &self,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        pos: u64,
+        n: u64,
+    ) -> Result<(Plan, usize)> {
+        on_family!(self, repair(geo, live, role, pos, n))
+    }
+
+    fn scrub_total(&self, geo: &Geometry) -> u64 {
+        on_family!(self, scrub_total(geo))
+    }
+
+    fn scrub_step(
+        &self,
+        geo: &Geometry,
+        present: &[bool],
+        pos: u64,
+        n: u64,
+    ) -> Result<(Plan, usize)> {
+        on_family!(self, scrub_step(geo, present, pos, n))
+    }
+
+    fn keeps_rows(&self) -> bool {
+        on_family!(self, keeps_rows())
+    }
+
+    fn writes_read_the_rebuild_target(&self) -> bool {
+        on_family!(self, writes_read_the_rebuild_target())
     }
 }
 

@@ -6,6 +6,7 @@
 //! Pure: no I/O, no locks taken.
 
 use super::family;
+use super::Family as _;
 use crate::plan::{MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};
