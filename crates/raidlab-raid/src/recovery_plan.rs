@@ -12,130 +12,31 @@
 //! buffer of the range's length) and writes them from there, so the caller
 //! can check what was written (a repair reads it back).
 
-use crate::level::{self, Plans, Redundancy};
-use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
-use crate::planner::{plan_read, plan_write};
-use crate::reconstruct::{member_rows, mirror_pieces};
+//!
+//! The builders themselves are each level family's, behind
+//! `planner::Family` (`planner/parity_recovery.rs`,
+//! `planner/mirror_recovery.rs`); this module is where the engine asks for
+//! them by what it is doing, and holds what is the same for every family (a
+//! copy to a replacement, the scrub's walk, the rewrites a scrub decided).
+
+use crate::level::{self, Redundancy};
+use crate::plan::{MemberOp, Plan, Slice, Step};
+use crate::planner::Family as _;
+use crate::planner::{check_member_range, family, op};
 use raidlab_core::IoKind;
-use raidlab_core::{Error, ErrorKind, Op, Result};
-use raidlab_layout::{Content, Geometry, Location};
+use raidlab_core::Result;
+use raidlab_layout::Geometry;
+
+pub use crate::planner::{
+    plan_rebuild, plan_scrub_mirrors, plan_scrub_mirrors_skipping, plan_scrub_parity, MirrorScrub,
+    ScrubRun,
+};
 
 /// The stripe-lock keys covering what `role` holds at `[at, at+n)` of its
 /// data area: the stripes there (parity levels), or the array ranges whose
 /// copies lie there (mirrors), as writes to them lock them.
 pub fn member_range_keys(geo: &Geometry, role: usize, at: u64, n: u64) -> Result<Vec<u64>> {
-    if n == 0 {
-        return Ok(Vec::new());
-    }
-    if level::of(geo).plans == Plans::ParityRows {
-        let c = geo.chunk_bytes;
-        return Ok((at / c..=(at + n - 1) / c).collect());
-    }
-    let all = vec![true; geo.raid_disks];
-    let mut keys = Vec::new();
-    mirror_pieces(geo, role, at, n, |_, len, content| {
-        if let Content::Data(l) = content {
-            keys.extend(plan_write(geo, &all, l, len)?.locks);
-        }
-        Ok(())
-    })?;
-    keys.sort_unstable();
-    keys.dedup();
-    Ok(keys)
-}
-
-/// Rebuild `[at, at+n)` of role `role`'s data area from the members `live`
-/// says can be read (`role` itself is never read), and write it to member
-/// `target` at the same offset: `target` is `role` for a repair in place, or
-/// another index of the executor's members for a new member. Parity levels
-/// read the same range of every other live member and recompute it row by
-/// row; mirrors read each piece from another copy, and space the layout
-/// leaves unused becomes zeros. A parity member's rows are stated as the
-/// parity arithmetic each needs (`reconstruct::member_rows`), decided here
-/// once, not by whatever runs the plan.
-pub fn plan_rebuild(
-    geo: &Geometry,
-    live: &[bool],
-    role: usize,
-    at: u64,
-    n: u64,
-    target: usize,
-) -> Result<Plan> {
-    check_member_range(geo, role, at, n)?;
-    let mut plan = Plan {
-        space: crate::plan::Space::Data,
-        locks: member_range_keys(geo, role, at, n)?,
-        ..Plan::default()
-    };
-    let len = n as usize;
-    if level::of(geo).plans == Plans::ParityRows {
-        let mut missing: Vec<usize> = (0..geo.raid_disks)
-            .filter(|&r| r != role && !live.get(r).copied().unwrap_or(false))
-            .collect();
-        missing.push(role);
-        if !geo.survives(&missing) {
-            return Err(unrecoverable(geo, role, &missing));
-        }
-        let mut reads = Vec::new();
-        let mut srcs = vec![None; geo.raid_disks];
-        for (r, src) in srcs.iter_mut().enumerate() {
-            if r == role || !live.get(r).copied().unwrap_or(false) {
-                continue;
-            }
-            let id = plan.add_scratch(len);
-            let buf = Slice::scratch(id, len);
-            reads.push(op(IoKind::Read, r, at, buf));
-            *src = Some(buf);
-        }
-        plan.steps.push(Step::Io(reads));
-        plan.steps.push(Step::Compute(member_rows(
-            geo,
-            role,
-            at,
-            &srcs,
-            Slice::user(0, len),
-        )?));
-    } else {
-        let mut sources = live.to_vec();
-        if let Some(s) = sources.get_mut(role) {
-            *s = false;
-        }
-        let mut reads = Vec::new();
-        let mut zeros = Vec::new();
-        mirror_pieces(geo, role, at, n, |off, piece, content| {
-            match content {
-                Content::Data(l) => {
-                    // The piece's reads, placed at its offset in the range.
-                    let sub = plan_read(geo, &sources, l, piece, role)?;
-                    for step in sub.steps {
-                        if let Step::Io(ops) = step {
-                            reads.extend(ops.into_iter().map(|mut o| {
-                                o.buf.offset += off as usize;
-                                o
-                            }));
-                        }
-                    }
-                }
-                _ => zeros.push(Compute::Zero {
-                    dst: Slice::user(off as usize, piece as usize),
-                }),
-            }
-            Ok(())
-        })?;
-        if !reads.is_empty() {
-            plan.steps.push(Step::Io(coalesce(reads)));
-        }
-        if !zeros.is_empty() {
-            plan.steps.push(Step::Compute(zeros));
-        }
-    }
-    plan.steps.push(Step::Io(vec![op(
-        IoKind::Write,
-        target,
-        at,
-        Slice::user(0, len),
-    )]));
-    Ok(plan)
+    family(geo).member_range_keys(geo, role, at, n)
 }
 
 /// Copy `[at, at+n)` of member `from`'s data area to member `target` (a
@@ -166,162 +67,7 @@ pub fn plan_repair(
     pos: u64,
     n: u64,
 ) -> Result<(Plan, usize)> {
-    if level::of(geo).plans == Plans::ParityRows {
-        let stripe = geo.chunk_bytes * geo.data_disks() as u64;
-        let (first, last) = (pos / stripe, (pos + n - 1) / stripe);
-        let (at, len) = (
-            first * geo.chunk_bytes,
-            (last - first + 1) * geo.chunk_bytes,
-        );
-        let mut plan = plan_rebuild(geo, live, role, at, len, role)?;
-        // A repair runs under the array range's locks, which a write to it
-        // would take; the member range's are the same stripes.
-        plan.locks = plan_write(geo, &vec![true; geo.raid_disks], pos, n)?.locks;
-        return Ok((plan, len as usize));
-    }
-    let mut sources = live.to_vec();
-    if let Some(s) = sources.get_mut(role) {
-        *s = false;
-    }
-    let mut plan = plan_read(geo, &sources, pos, n, role)?;
-    let writes: Vec<MemberOp> = geo
-        .mirror_runs(pos, n)
-        .filter_map(|(at, k, locs)| {
-            locs.iter().find(|l| l.member == role).map(|l| {
-                op(
-                    IoKind::Write,
-                    role,
-                    l.offset,
-                    Slice::user((at - pos) as usize, k as usize),
-                )
-            })
-        })
-        .collect();
-    if !writes.is_empty() {
-        plan.steps.push(Step::Io(writes));
-    }
-    plan.locks = plan_write(geo, &vec![true; geo.raid_disks], pos, n)?.locks;
-    Ok((plan, n as usize))
-}
-
-/// What a parity scrub or resync reads for `[at, at+n)` of the member data
-/// areas: that range of every member `present` says is there, role `r`'s into
-/// the caller's buffer at `r * n` (a missing role's part is not touched). The
-/// buffer is `raid_disks * n` bytes.
-pub fn plan_scrub_parity(geo: &Geometry, present: &[bool], at: u64, n: u64) -> Result<Plan> {
-    check_member_range(geo, 0, at, n)?;
-    let reads = (0..geo.raid_disks)
-        .filter(|&r| present.get(r).copied().unwrap_or(false))
-        .map(|r| op(IoKind::Read, r, at, Slice::user(r * n as usize, n as usize)))
-        .collect();
-    Ok(Plan {
-        space: crate::plan::Space::Data,
-        steps: vec![Step::Io(reads)],
-        scratch: Vec::new(),
-        locks: member_range_keys(geo, 0, at, n)?,
-    })
-}
-
-/// One run of a mirror scrub: array bytes `[pos, pos+len)`, whose copies on
-/// members in service are `copies` (each with where it lies in the caller's
-/// buffer); `all` is how many copies the layout keeps.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScrubRun {
-    pub pos: u64,
-    pub len: u64,
-    pub copies: Vec<(Location, usize)>,
-    pub all: usize,
-    /// Copies on members in service left unread because `skip` said so.
-    pub skipped: usize,
-}
-
-/// A mirror scrub step's reads: every copy on a member in service of each run
-/// with at least two such copies (a run with one copy left has nothing to be
-/// compared with, and is returned with no buffer space and no reads).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MirrorScrub {
-    pub plan: Plan,
-    pub runs: Vec<ScrubRun>,
-    /// Bytes of the caller's buffer the plan reads into.
-    pub len: usize,
-}
-
-/// What a mirror (RAID 1/10) scrub or resync reads for the array range `[pos,
-/// pos+n)`, run by run.
-pub fn plan_scrub_mirrors(
-    geo: &Geometry,
-    present: &[bool],
-    pos: u64,
-    n: u64,
-) -> Result<MirrorScrub> {
-    plan_scrub_mirrors_skipping(geo, present, pos, n, &|_, _| false)
-}
-
-/// [`plan_scrub_mirrors`], reading no copy for which `skip(copy, length)`
-/// says so (one whose range md's bad-block log lists): such a copy counts as
-/// missing for its run.
-pub fn plan_scrub_mirrors_skipping(
-    geo: &Geometry,
-    present: &[bool],
-    pos: u64,
-    n: u64,
-    skip: &dyn Fn(Location, u64) -> bool,
-) -> Result<MirrorScrub> {
-    let all = vec![true; geo.raid_disks];
-    let mut reads = Vec::new();
-    let mut runs = Vec::new();
-    let mut len = 0usize;
-    for (at, k, locs) in geo.mirror_runs(pos, n) {
-        let in_service: Vec<Location> = locs
-            .iter()
-            .copied()
-            .filter(|l| present.get(l.member).copied().unwrap_or(false))
-            .collect();
-        let live: Vec<Location> = in_service
-            .iter()
-            .copied()
-            .filter(|l| !skip(*l, k))
-            .collect();
-        let skipped = in_service.len() - live.len();
-        let mut copies = Vec::new();
-        if live.len() >= 2 {
-            for loc in live {
-                reads.push(op(
-                    IoKind::Read,
-                    loc.member,
-                    loc.offset,
-                    Slice::user(len, k as usize),
-                ));
-                copies.push((loc, len));
-                len += k as usize;
-            }
-        }
-        runs.push(ScrubRun {
-            pos: at,
-            len: k,
-            copies,
-            all: locs.len(),
-            skipped,
-        });
-    }
-    Ok(MirrorScrub {
-        plan: Plan {
-            space: crate::plan::Space::Data,
-            steps: if reads.is_empty() {
-                Vec::new()
-            } else {
-                vec![Step::Io(reads)]
-            },
-            scratch: Vec::new(),
-            locks: if n == 0 {
-                Vec::new()
-            } else {
-                plan_write(geo, &all, pos, n)?.locks
-            },
-        },
-        runs,
-        len,
-    })
+    family(geo).repair(geo, live, role, pos, n)
 }
 
 /// How a scrub or resync walks an array: parity levels by member bytes (the
@@ -340,11 +86,7 @@ impl ScrubWalk {
         let unit = geo.chunk_bytes.max(4096);
         ScrubWalk {
             step: (want / unit).max(1) * unit,
-            total: if level::of(geo).plans == Plans::ParityRows {
-                geo.member_bytes
-            } else {
-                geo.array_bytes()
-            },
+            total: family(geo).scrub_total(geo),
         }
     }
 
@@ -370,14 +112,7 @@ pub fn plan_scrub_step(
     pos: u64,
     n: u64,
 ) -> Result<(Plan, usize)> {
-    if level::of(geo).plans == Plans::ParityRows {
-        return Ok((
-            plan_scrub_parity(geo, present, pos, n)?,
-            geo.raid_disks * n as usize,
-        ));
-    }
-    let m = plan_scrub_mirrors(geo, present, pos, n)?;
-    Ok((m.plan, m.len))
+    family(geo).scrub_step(geo, present, pos, n)
 }
 
 /// Whether a scrub of `geo` with roles `missing` gone has anything left to
@@ -422,64 +157,4 @@ pub fn plan_rewrites(writes: &[(usize, u64, usize, usize)], locks: Vec<u64>) -> 
         scratch: Vec::new(),
         locks,
     }
-}
-
-/// Merge operations that continue each other (same kind and member, the next
-/// member range and the next bytes of the same buffer) into one: a mirror is
-/// walked in pieces of a chunk, or of a page where it has no chunk (RAID 1),
-/// and a rebuild should read a step in one request per copy, not 256.
-fn coalesce(ops: Vec<MemberOp>) -> Vec<MemberOp> {
-    let mut out: Vec<MemberOp> = Vec::with_capacity(ops.len());
-    for o in ops {
-        if let Some(last) = out.last_mut() {
-            if last.kind == o.kind
-                && last.member == o.member
-                && last.offset + last.length == o.offset
-                && last.buf.buf == o.buf.buf
-                && last.buf.offset + last.buf.len == o.buf.offset
-            {
-                last.length += o.length;
-                last.buf.len += o.buf.len;
-                continue;
-            }
-        }
-        out.push(o);
-    }
-    out
-}
-
-fn op(kind: IoKind, member: usize, offset: u64, buf: Slice) -> MemberOp {
-    MemberOp {
-        kind,
-        member,
-        offset,
-        length: buf.len as u64,
-        buf,
-    }
-}
-
-fn check_member_range(geo: &Geometry, role: usize, at: u64, n: u64) -> Result<()> {
-    if role >= geo.raid_disks || n == 0 || at.checked_add(n).map_or(true, |e| e > geo.member_bytes)
-    {
-        return Err(Error::new(
-            ErrorKind::Invalid,
-            Op::Plan,
-            format!(
-                "internal: member range {at}+{n} of role {role} is not inside a {}-member array's {}-byte data areas",
-                geo.raid_disks, geo.member_bytes
-            ),
-        ));
-    }
-    Ok(())
-}
-
-fn unrecoverable(geo: &Geometry, role: usize, missing: &[usize]) -> Error {
-    Error::new(
-        ErrorKind::Unrecoverable,
-        Op::Read,
-        format!(
-            "cannot rebuild role {role}: with role(s) {missing:?} unreadable, {} has no redundancy left for it",
-            geo.level.name()
-        ),
-    )
 }

@@ -640,6 +640,46 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Whether the VM tests are switched off on purpose (`RAIDLAB_SKIP_MDVM`
+/// set and not 0); said loudly when they are, and a failure on CI.
+fn vm_tests_off() -> bool {
+    let off = std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0");
+    if off {
+        skip("RAIDLAB_SKIP_MDVM is set");
+    }
+    off
+}
+
+/// The guest (kernel and initramfs directory), built or found by
+/// tests/mdvm/build.sh, or why it could not be.
+fn guest() -> Result<String, String> {
+    match Command::new(repo_root().join("tests/mdvm/build.sh")).output() {
+        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .trim()
+            .to_string()),
+        Ok(o) => Err(format!(
+            "tests/mdvm/build.sh failed ({}): {}",
+            o.status,
+            tail(&o.stderr, 15)
+        )),
+        Err(e) => Err(format!("cannot run tests/mdvm/build.sh: {e}")),
+    }
+}
+
+/// A fresh work directory for one VM test's run, `tests/mdvm/work/NAME-PID`
+/// (emptied if a run of the same process id left one).
+fn work_dir(name: &str) -> PathBuf {
+    let work = repo_root()
+        .join("tests/mdvm/work")
+        .join(format!("{name}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work).unwrap();
+    work
+}
+
 /// Straight to the process's stderr: libtest captures `eprintln!` of passing
 /// tests, and a skip or the timings must be seen without `--nocapture`.
 fn loud(msg: &str) {

@@ -22,6 +22,7 @@ mod volume;
 mod write_log;
 mod zeroes;
 
+use crate::planner::Family as _;
 pub use failure::Recorder;
 pub use rebuild::Recovery;
 use rebuild::{Handover, Phase};
@@ -29,7 +30,7 @@ use write_log::WriteLog;
 
 use crate::exec::{Executor, Failed, Members, ThreadPool, UserBuf};
 use crate::journal::Journal;
-use crate::level::{Family, Plans};
+use crate::level::Family;
 use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, Plan};
 use crate::planner::{
@@ -236,11 +237,7 @@ impl Array {
             )
             .on_device(name));
         }
-        let stripe = if crate::level::of(&geometry).plans == Plans::ParityRows {
-            geometry.chunk_bytes * geometry.data_disks() as u64
-        } else {
-            geometry.chunk_bytes.max(4096) * geometry.raid_disks as u64
-        };
+        let stripe = crate::planner::family(&geometry).piece_unit(&geometry);
         let piece = (MAX_PIECE / stripe).max(1) * stripe;
         Ok(Array {
             name,

@@ -7,6 +7,7 @@
 
 use super::*;
 use crate::badblocks::BadBlocks;
+use crate::planner::Family as _;
 use crate::recovery_plan::{member_range_keys, plan_copy};
 
 /// A member being rebuilt (or a replacement being copied) while the array
@@ -586,7 +587,7 @@ impl Array {
             return Phase::None;
         };
         let g = &self.geometry;
-        if self.rules.plans == crate::level::Plans::Copies {
+        if !crate::planner::family_of(self.rules.plans).writes_read_the_rebuild_target() {
             // Mirrors never read a copy to write one: writing the target above
             // its checkpoint is harmless (the rebuild rewrites it under the same
             // locks), so it is always written.

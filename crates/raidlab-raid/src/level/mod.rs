@@ -16,10 +16,14 @@
 //! user is told when one refuses something, and which builder plans a
 //! level's reads, writes, rebuilds, repairs and scrubs ([`Plans`]).
 //!
-//! Must never: hold a plan algorithm or place a byte (the builders stay in
-//! `planner/` and `recovery_plan.rs`, placement in `raidlab-layout`), do
-//! I/O, allocate, or import another engine module (every module asks this
-//! one, so it sits at the bottom of the engine's import chain).
+//! Must never: hold a plan algorithm or place a byte (each family's builders
+//! are its implementation of the planner's one trait, `planner::Family`:
+//! `planner/parity.rs` with `parity_recovery.rs`, `planner/mirror.rs` with
+//! `mirror_recovery.rs`; placement is `raidlab-layout`'s), do I/O, allocate,
+//! or import another engine module (every module asks this one, so it sits
+//! at the bottom of the engine's import chain). A family's entry here and
+//! its builders there are joined by [`Rules::plans`], read in one place
+//! (`planner::family_of`).
 //!
 //! Linear and multi-zone RAID 0 (`zoned.rs`) and an array stopped in the
 //! middle of a reshape (`assemble/reshape.rs`) run as a pass-through
@@ -73,21 +77,18 @@ pub enum Family {
     Reshape,
 }
 
-/// Which of the engine's two plan builders a level's requests, rebuilds,
-/// repairs and scrubs go through. The algorithms stay where they are; this
-/// names the one a level uses, so a new level picks a builder here rather
-/// than adding a branch at every caller.
+/// Which implementation of the planner's one builder trait
+/// (`planner::Family`) a level's requests, rebuilds, repairs and scrubs go
+/// through. Read in one place (`planner::family_of`); every caller asks the
+/// family it hands out, never this value, so a new family is a new
+/// implementation there and a new value here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Plans {
-    /// Per stripe row and column segment, with parity computed and checked:
-    /// `planner`'s row segments (read-modify-write or reconstruct-write),
-    /// `recovery_plan`'s parity rebuild, repair and scrub, the parity scrub
-    /// loop of `recovery/scrub_run.rs` and the parity rebuild of
-    /// `recovery/rebuild.rs`.
+    /// Per stripe row and column segment, with parity computed and checked
+    /// (`planner/parity.rs`, `planner/parity_recovery.rs`).
     ParityRows,
-    /// Per run of copies (`Geometry::mirror_map`): `planner`'s mirror read
-    /// and write, `recovery_plan`'s copy rebuild, repair and scrub, the mirror
-    /// scrub loop and the copy rebuild.
+    /// Per run of copies, `Geometry::mirror_map` (`planner/mirror.rs`,
+    /// `planner/mirror_recovery.rs`); RAID 0 is the one-copy case.
     Copies,
 }
 

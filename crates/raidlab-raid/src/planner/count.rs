@@ -11,14 +11,12 @@
 
 use super::method::Segment;
 use super::{check_request, rows};
-use crate::level::{self, Plans};
 use raidlab_core::Op;
 use raidlab_layout::Geometry;
 
-/// `plan_write(geo, present, offset, len)`'s member reads, or 0 where it
-/// refuses the write, when `geo`'s level plans through the parity rows
-/// builder (`level::Plans::ParityRows`: RAID 4, 5, 6) with every member
-/// present; `None` otherwise.
+/// `plan_write(geo, present, offset, len)`'s member reads on a parity array
+/// (the parity family asks it: `ParityRows::count_write_reads`), or 0 where
+/// it refuses the write, with every member present; `None` otherwise.
 ///
 /// With every member present, each column segment of each row takes the
 /// method `method::Segment` chooses for the planner too, and costs its
@@ -30,7 +28,7 @@ pub(super) fn reads_all_present(
     offset: u64,
     len: u64,
 ) -> Option<u64> {
-    if level::of(geo).plans != Plans::ParityRows || !present.iter().all(|&p| p) {
+    if !present.iter().all(|&p| p) {
         return None;
     }
     if check_request(geo, present, Op::Write, offset, len).is_err() {
@@ -120,6 +118,8 @@ mod tests {
         }
         assert!(checked > 10_000);
         let mirror = Geometry::new(Level::Raid1, Layout::Plain, 0, 2, 1 << 20).expect("geometry");
-        assert_eq!(reads_all_present(&mirror, &[true, true], 0, 4096), None);
+        use super::super::Family as _;
+        let f = super::super::family(&mirror);
+        assert_eq!(f.count_write_reads(&mirror, &[true, true], 0, 4096), None);
     }
 }

@@ -79,12 +79,7 @@ pub fn plan_write_journaled(
         journal: true,
         ..Builder::default()
     };
-    for row in rows(geo, offset, len) {
-        b.lock(row.stripe);
-        for seg in row.segments() {
-            b.parity_write_segment(geo, present, &row, seg, offset)?;
-        }
-    }
+    family(geo).write(&mut b, geo, present, offset, len)?;
     Ok(b.finish())
 }
 

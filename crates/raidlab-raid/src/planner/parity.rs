@@ -299,3 +299,113 @@ fn recover_row(
         fresh: None,
     }
 }
+
+/// The parity family's builders (RAID 4, 5 and 6): per stripe row and column
+/// segment, parity computed and checked.
+pub(crate) struct ParityRows;
+
+impl Family for ParityRows {
+    fn read(
+        &self,
+        b: &mut Builder,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+        _hint: usize,
+    ) -> Result<()> {
+        for row in rows(geo, offset, len) {
+            for seg in row.segments() {
+                b.parity_read_segment(geo, present, &row, seg, offset)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn write(
+        &self,
+        b: &mut Builder,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+    ) -> Result<()> {
+        for row in rows(geo, offset, len) {
+            b.lock(row.stripe);
+            for seg in row.segments() {
+                b.parity_write_segment(geo, present, &row, seg, offset)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn count_write_reads(
+        &self,
+        geo: &Geometry,
+        present: &[bool],
+        offset: u64,
+        len: u64,
+    ) -> Option<u64> {
+        count::reads_all_present(geo, present, offset, len)
+    }
+
+    fn zero_unit(&self, geo: &Geometry) -> Option<u64> {
+        Some(self.piece_unit(geo))
+    }
+
+    fn piece_unit(&self, geo: &Geometry) -> u64 {
+        geo.chunk_bytes * geo.data_disks() as u64
+    }
+
+    fn member_range_keys(&self, geo: &Geometry, _role: usize, at: u64, n: u64) -> Result<Vec<u64>> {
+        Ok(parity_recovery::member_range_keys(geo, at, n))
+    }
+
+    fn rebuild_sources(
+        &self,
+        plan: &mut Plan,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        at: u64,
+        n: u64,
+    ) -> Result<()> {
+        parity_recovery::rebuild_sources(plan, geo, live, role, at, n)
+    }
+
+    fn repair(
+        &self,
+        geo: &Geometry,
+        live: &[bool],
+        role: usize,
+        pos: u64,
+        n: u64,
+    ) -> Result<(Plan, usize)> {
+        parity_recovery::repair(geo, live, role, pos, n)
+    }
+
+    fn scrub_total(&self, geo: &Geometry) -> u64 {
+        geo.member_bytes
+    }
+
+    fn scrub_step(
+        &self,
+        geo: &Geometry,
+        present: &[bool],
+        pos: u64,
+        n: u64,
+    ) -> Result<(Plan, usize)> {
+        Ok((
+            parity_recovery::plan_scrub_parity(geo, present, pos, n)?,
+            geo.raid_disks * n as usize,
+        ))
+    }
+
+    fn keeps_rows(&self) -> bool {
+        true
+    }
+
+    fn writes_read_the_rebuild_target(&self) -> bool {
+        true
+    }
+}

@@ -17,6 +17,7 @@
 //! [`plan_zero_fill`]).
 
 use super::plan_write;
+use super::Family as _;
 use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -25,8 +26,7 @@ use raidlab_layout::Geometry;
 /// The bytes of data one stripe of a parity array holds; `None` for the
 /// levels without parity.
 pub fn zero_stripe_bytes(geo: &Geometry) -> Option<u64> {
-    (crate::level::of(geo).plans == crate::level::Plans::ParityRows)
-        .then(|| geo.chunk_bytes * geo.data_disks() as u64)
+    super::family(geo).zero_unit(geo)
 }
 
 /// Plan making `[offset, offset+len)` of the array read as zeros with member

@@ -52,7 +52,7 @@ use crate::array::Array;
 use crate::assemble::{Assembly, MemberState};
 use crate::badblocks::BadBlocks;
 use crate::exec::{Executor, Members, UserBuf};
-use crate::level::{self, BitmapUnit, Plans};
+use crate::level::{self, BitmapUnit};
 use crate::long_run::{Driven, LongRun, Stepped, Steps};
 use crate::plan::Plan;
 use raidlab_core::SharedClock;

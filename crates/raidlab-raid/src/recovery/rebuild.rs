@@ -34,10 +34,11 @@ use super::{
 };
 use crate::assemble::{Assembly, MemberState};
 use crate::exec::{Executor, Members, UserBuf};
-use crate::level::{self, BitmapUnit, Plans};
+use crate::level::{self, BitmapUnit};
 use crate::long_run::{Driven, Stepped, Steps};
 use crate::metadata_plan::flush_devices;
 use crate::plan::Plan;
+use crate::planner::Family as _;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::Geometry;
 use raidlab_md::superblock::feature;
@@ -116,7 +117,7 @@ impl Assembly {
             // rebuild runs at the speed of the slower side, not of both added.
             let geometry = self.geometry;
             // Which builder the family rebuilds with: from parity, or a copy.
-            let from_parity = level::of(&geometry).plans == Plans::ParityRows;
+            let from_parity = crate::planner::family(&geometry).keeps_rows();
             let quit = AtomicBool::new(false);
             let sources = parity_sources(&array, &geometry, slot);
             let live: Vec<bool> = sources.iter().map(Option::is_some).collect();

@@ -15,6 +15,7 @@ use super::compare::{compare_mirror_run, scrub_parity};
 use super::report::ScrubReport;
 use super::*;
 use crate::level::Family;
+use crate::planner::Family as _;
 use crate::recovery_plan::{
     plan_rewrites, plan_scrub_mirrors_skipping, plan_scrub_parity, scrub_can_compare, ScrubWalk,
 };
@@ -116,9 +117,10 @@ pub(super) fn run(
     opts: RunOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<ScrubReport> {
-    match level::of(&scope.geometry).plans {
-        Plans::ParityRows => parity(host, scope, start, repair, resync, opts, progress),
-        Plans::Copies => mirrors(host, scope, start, repair, resync, opts, progress),
+    if crate::planner::family(&scope.geometry).keeps_rows() {
+        parity(host, scope, start, repair, resync, opts, progress)
+    } else {
+        mirrors(host, scope, start, repair, resync, opts, progress)
     }
 }
 

@@ -1363,24 +1363,6 @@ fn raidlab_refuses_size_too(name: &str, said: String, members: &[String]) -> Vec
     bad
 }
 
-/// The guest, built (or found) by build.sh.
-pub(super) fn guest() -> Result<String, String> {
-    match Command::new(repo_root().join("tests/mdvm/build.sh")).output() {
-        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string()),
-        Ok(o) => Err(format!(
-            "tests/mdvm/build.sh failed ({}): {}",
-            o.status,
-            tail(&o.stderr, 15)
-        )),
-        Err(e) => Err(format!("cannot run tests/mdvm/build.sh: {e}")),
-    }
-}
-
 fn run(args: &[&str]) -> Result<Output, String> {
     let o = raidlab(args);
     if o.status.success() {
@@ -1392,8 +1374,7 @@ fn run(args: &[&str]) -> Result<Output, String> {
 
 #[test]
 fn md_assembles_arrays_raidlab_grew() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
@@ -1401,11 +1382,7 @@ fn md_assembles_arrays_raidlab_grew() {
         Ok(g) => g,
         Err(why) => return skip(&why),
     };
-    let work = repo_root()
-        .join("tests/mdvm/work")
-        .join(format!("md_grow-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).unwrap();
+    let work = work_dir("md_grow");
     let pat = pattern(4 * BIG);
     let data_path = work.join("data.img");
     let data = data_disk(&data_path, &pat[..PATTERN as usize]);

@@ -6,8 +6,7 @@ use super::*;
 
 #[test]
 fn linux_md_compatibility_both_directions() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
@@ -16,32 +15,16 @@ fn linux_md_compatibility_both_directions() {
     let matrix = parse_matrix();
 
     // ---- the guest (kernel + initramfs) ----
-    let b = Command::new(mdvm.join("build.sh")).output();
-    let guest_dir = match b {
-        Err(e) => return skip(&format!("cannot run tests/mdvm/build.sh: {e}")),
-        Ok(o) if !o.status.success() => {
-            return skip(&format!(
-                "tests/mdvm/build.sh failed (exit {}), cannot build the Debian-kernel guest:\n{}",
-                o.status,
-                tail(&o.stderr, 15)
-            ))
-        }
-        Ok(o) => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string(),
+    let guest_dir = match guest() {
+        Ok(g) => g,
+        Err(why) => return skip(&why),
     };
     loud(&format!(
         "md_compat: guest {guest_dir} (built/checked in {:.1?})",
         t_start.elapsed()
     ));
 
-    let work = mdvm
-        .join("work")
-        .join(format!("md_compat-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
+    let work = work_dir("md_compat");
     fs::create_dir_all(work.join("ctl")).unwrap();
     let mut failures: Vec<String> = Vec::new();
 

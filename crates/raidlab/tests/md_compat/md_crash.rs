@@ -165,8 +165,7 @@ fn raidlab_replays(dir: &Path, devices: &[String], want: &[u8]) -> Vec<String> {
 
 #[test]
 fn raidlab_replays_the_write_back_journal_md_left_in_a_crash() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     let only: Option<Vec<String>> = std::env::var("RAIDLAB_MDVM_ONLY")
@@ -181,7 +180,7 @@ fn raidlab_replays_the_write_back_journal_md_left_in_a_crash() {
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
-    let guest_dir = match super::grow::guest() {
+    let guest_dir = match guest() {
         Ok(g) => g,
         Err(why) => return skip(&why),
     };

@@ -101,24 +101,6 @@ impl Case {
     }
 }
 
-/// The guest, built (or found) by build.sh.
-fn guest() -> Result<String, String> {
-    match Command::new(repo_root().join("tests/mdvm/build.sh")).output() {
-        Ok(o) if o.status.success() => Ok(String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string()),
-        Ok(o) => Err(format!(
-            "tests/mdvm/build.sh failed ({}): {}",
-            o.status,
-            tail(&o.stderr, 15)
-        )),
-        Err(e) => Err(format!("cannot run tests/mdvm/build.sh: {e}")),
-    }
-}
-
 /// `key=N` from a guest result's detail.
 fn field(detail: &str, key: &str) -> Option<u64> {
     detail
@@ -333,8 +315,7 @@ fn from_slots(data: &fs::File, dir: &Path, offs: &[u64]) -> Vec<String> {
 
 #[test]
 fn re_add_resyncs_only_the_bitmaps_dirty_chunks_both_ways() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
@@ -342,11 +323,7 @@ fn re_add_resyncs_only_the_bitmaps_dirty_chunks_both_ways() {
         Ok(g) => g,
         Err(why) => return skip(&why),
     };
-    let work = repo_root()
-        .join("tests/mdvm/work")
-        .join(format!("md_readd-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).unwrap();
+    let work = work_dir("md_readd");
     let pat = pattern(PATTERN);
     let data_path = work.join("data.img");
     let data = data_disk(&data_path, &pat);

@@ -18,34 +18,15 @@ use super::*;
 ///   member 1 and writes again; md, given all four, must agree it is out.
 #[test]
 fn removed_member_stays_out_both_ways() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
-    let mdvm = repo_root().join("tests/mdvm");
-    let b = Command::new(mdvm.join("build.sh")).output();
-    let guest_dir = match b {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string(),
-        Ok(o) => {
-            return skip(&format!(
-                "tests/mdvm/build.sh failed ({}): {}",
-                o.status,
-                tail(&o.stderr, 15)
-            ))
-        }
-        Err(e) => return skip(&format!("cannot run tests/mdvm/build.sh: {e}")),
+    let guest_dir = match guest() {
+        Ok(g) => g,
+        Err(why) => return skip(&why),
     };
-    let work = mdvm
-        .join("work")
-        .join(format!("md_removed-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).unwrap();
+    let work = work_dir("md_removed");
     let member = 8 * MIB;
     let shift = 4 * MIB;
     let pat = pattern(32 * MIB);

@@ -42,33 +42,15 @@ struct ReshapeCase {
 /// everywhere else the pattern.
 #[test]
 fn an_array_md_stopped_mid_grow_reads_on_both_sides_of_the_position() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
-    let mdvm = repo_root().join("tests/mdvm");
-    let guest_dir = match Command::new(mdvm.join("build.sh")).output() {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string(),
-        Ok(o) => {
-            return skip(&format!(
-                "tests/mdvm/build.sh failed ({}): {}",
-                o.status,
-                tail(&o.stderr, 15)
-            ))
-        }
-        Err(e) => return skip(&format!("cannot run tests/mdvm/build.sh: {e}")),
+    let guest_dir = match guest() {
+        Ok(g) => g,
+        Err(why) => return skip(&why),
     };
-    let work = mdvm
-        .join("work")
-        .join(format!("md_grow-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).unwrap();
+    let work = work_dir("md_grow");
     let member = 8 * MIB;
     let pat_len = 4 * member;
     let data_path = work.join("data.img");

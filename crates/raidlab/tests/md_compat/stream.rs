@@ -12,36 +12,18 @@ use super::*;
 /// from counting members under an array started as every user starts one.
 #[test]
 fn a_sequential_write_stream_reads_almost_nothing_in_md_and_no_more_in_raidlab() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     const STREAM_MIB: u64 = 48;
     // raidlab first: no VM needed.
     let rl = raidlab_stream_reads(STREAM_MIB);
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
-    let mdvm = repo_root().join("tests/mdvm");
-    let guest_dir = match Command::new(mdvm.join("build.sh")).output() {
-        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .to_string(),
-        Ok(o) => {
-            return skip(&format!(
-                "tests/mdvm/build.sh failed ({}): {}",
-                o.status,
-                tail(&o.stderr, 15)
-            ))
-        }
-        Err(e) => return skip(&format!("cannot run tests/mdvm/build.sh: {e}")),
+    let guest_dir = match guest() {
+        Ok(g) => g,
+        Err(why) => return skip(&why),
     };
-    let work = mdvm
-        .join("work")
-        .join(format!("md_stream-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).unwrap();
+    let work = work_dir("md_stream");
     let member = 32 * MIB;
     let data_path = work.join("data.img");
     let data = data_disk(&data_path, &pattern(STREAM_MIB * MIB));

@@ -31,20 +31,15 @@ use super::*;
 
 #[test]
 fn md_assembles_the_torture_harness_final_images() {
-    if std::env::var_os("RAIDLAB_SKIP_MDVM").is_some_and(|v| v != "0") {
-        skip("RAIDLAB_SKIP_MDVM is set");
+    if vm_tests_off() {
         return;
     }
     let _one = ONE_BOOT.lock().unwrap_or_else(|p| p.into_inner());
-    let guest_dir = match super::grow::guest() {
+    let guest_dir = match guest() {
         Ok(g) => g,
         Err(why) => return skip(&why),
     };
-    let work = repo_root()
-        .join("tests/mdvm/work")
-        .join(format!("md_torture-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work).unwrap();
+    let work = work_dir("md_torture");
     let full = std::env::var_os("RAIDLAB_MDVM_FULL").is_some_and(|v| v != "0");
     let runs = if full { "60" } else { "24" };
     // The main family, and long lives: 6 runs of 10,000 operations, and a
