@@ -14,14 +14,14 @@
 
 //!
 //! The builders themselves are each level family's, behind
-//! `planner::Family` (`planner/parity_recovery.rs`,
+//! `planner::Builders` (`planner/parity_recovery.rs`,
 //! `planner/mirror_recovery.rs`); this module is where the engine asks for
 //! them by what it is doing, and holds what is the same for every family (a
 //! copy to a replacement, the scrub's walk, the rewrites a scrub decided).
 
 use crate::level::{self, Redundancy};
 use crate::plan::{MemberOp, Plan, Slice, Step};
-use crate::planner::Family as _;
+use crate::planner::Builders as _;
 use crate::planner::{check_member_range, family, op};
 use raidlab_core::IoKind;
 use raidlab_core::Result;

@@ -22,7 +22,7 @@ mod volume;
 mod write_log;
 mod zeroes;
 
-use crate::planner::Family as _;
+use crate::planner::Builders as _;
 pub use failure::Recorder;
 pub use rebuild::Recovery;
 use rebuild::{Handover, Phase};

@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::badblocks::BadBlocks;
-use crate::planner::Family as _;
+use crate::planner::Builders as _;
 use crate::recovery_plan::{member_range_keys, plan_copy};
 
 /// A member being rebuilt (or a replacement being copied) while the array

@@ -17,7 +17,7 @@
 //! level's reads, writes, rebuilds, repairs and scrubs ([`Plans`]).
 //!
 //! Must never: hold a plan algorithm or place a byte (each family's builders
-//! are its implementation of the planner's one trait, `planner::Family`:
+//! are its implementation of the planner's one trait, `planner::Builders`:
 //! `planner/parity.rs` with `parity_recovery.rs`, `planner/mirror.rs` with
 //! `mirror_recovery.rs`; placement is `raidlab-layout`'s), do I/O, allocate,
 //! or import another engine module (every module asks this one, so it sits
@@ -78,7 +78,7 @@ pub enum Family {
 }
 
 /// Which implementation of the planner's one builder trait
-/// (`planner::Family`) a level's requests, rebuilds, repairs and scrubs go
+/// (`planner::Builders`) a level's requests, rebuilds, repairs and scrubs go
 /// through. Read in one place (`planner::family_of`); every caller asks the
 /// family it hands out, never this value, so a new family is a new
 /// implementation there and a new value here.

@@ -118,7 +118,7 @@ mod tests {
         }
         assert!(checked > 10_000);
         let mirror = Geometry::new(Level::Raid1, Layout::Plain, 0, 2, 1 << 20).expect("geometry");
-        use super::super::Family as _;
+        use super::super::Builders as _;
         let f = super::super::family(&mirror);
         assert_eq!(f.count_write_reads(&mirror, &[true, true], 0, 4096), None);
     }

@@ -24,7 +24,7 @@ use raidlab_layout::Geometry;
 
 /// One level family's plan builders. Every method is pure: the same
 /// arguments give the same plan.
-pub(crate) trait Family: Sync {
+pub(crate) trait Builders: Sync {
     /// Add the reads (and any reconstruction) of `[offset, offset+len)` to
     /// `b`, with the members `present` says can be read; `hint` picks among
     /// copies. The range is checked by the caller.
@@ -50,7 +50,7 @@ pub(crate) trait Family: Sync {
         len: u64,
     ) -> Result<()>;
 
-    /// The member reads [`Family::write`] would plan, without planning it,
+    /// The member reads [`Builders::write`] would plan, without planning it,
     /// where the family can count them (`None`: plan and count).
     fn count_write_reads(
         &self,

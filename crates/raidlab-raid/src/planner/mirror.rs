@@ -62,7 +62,7 @@ impl Builder {
 /// per run of copies (`Geometry::mirror_map`).
 pub(crate) struct Copies;
 
-impl Family for Copies {
+impl Builders for Copies {
     fn read(
         &self,
         b: &mut Builder,

@@ -304,7 +304,7 @@ fn recover_row(
 /// segment, parity computed and checked.
 pub(crate) struct ParityRows;
 
-impl Family for ParityRows {
+impl Builders for ParityRows {
     fn read(
         &self,
         b: &mut Builder,

@@ -6,7 +6,7 @@
 //! Pure: no I/O, no locks taken.
 
 use super::family;
-use super::Family as _;
+use super::Builders as _;
 use crate::plan::{MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};
@@ -16,7 +16,7 @@ use raidlab_layout::Geometry;
 /// says can be read (`role` itself is never read), and write it to member
 /// `target` at the same offset: `target` is `role` for a repair in place, or
 /// another index of the executor's members for a new member. What is read
-/// and recomputed is the family's (`Family::rebuild_sources`).
+/// and recomputed is the family's (`Builders::rebuild_sources`).
 pub fn plan_rebuild(
     geo: &Geometry,
     live: &[bool],

@@ -17,7 +17,7 @@
 //! [`plan_zero_fill`]).
 
 use super::plan_write;
-use super::Family as _;
+use super::Builders as _;
 use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result};

@@ -38,7 +38,7 @@ use crate::level::{self, BitmapUnit};
 use crate::long_run::{Driven, Stepped, Steps};
 use crate::metadata_plan::flush_devices;
 use crate::plan::Plan;
-use crate::planner::Family as _;
+use crate::planner::Builders as _;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_layout::Geometry;
 use raidlab_md::superblock::feature;

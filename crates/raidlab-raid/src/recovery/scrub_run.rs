@@ -15,7 +15,7 @@ use super::compare::{compare_mirror_run, scrub_parity};
 use super::report::ScrubReport;
 use super::*;
 use crate::level::Family;
-use crate::planner::Family as _;
+use crate::planner::Builders as _;
 use crate::recovery_plan::{
     plan_rewrites, plan_scrub_mirrors_skipping, plan_scrub_parity, scrub_can_compare, ScrubWalk,
 };
