@@ -68,6 +68,18 @@ pub struct MemberOp {
 }
 
 impl MemberOp {
+    /// A `kind` of `buf`'s length at `offset` of member `member`, to or
+    /// from `buf`.
+    pub fn new(kind: IoKind, member: usize, offset: u64, buf: Slice) -> MemberOp {
+        MemberOp {
+            kind,
+            member,
+            offset,
+            length: buf.len as u64,
+            buf,
+        }
+    }
+
     /// A flush of member `member` (no range, no buffer).
     pub fn flush(member: usize) -> MemberOp {
         MemberOp {
@@ -263,7 +275,12 @@ impl Plan {
     /// One step flushing each of `members` (their caches to stable
     /// storage), in parallel; an empty plan for none.
     pub fn flushes(members: impl IntoIterator<Item = usize>) -> Plan {
-        let ops: Vec<MemberOp> = members.into_iter().map(MemberOp::flush).collect();
+        Plan::io(members.into_iter().map(MemberOp::flush).collect())
+    }
+
+    /// One step of `ops`, in parallel, in the data space with no locks; an
+    /// empty plan for none.
+    pub fn io(ops: Vec<MemberOp>) -> Plan {
         Plan {
             steps: if ops.is_empty() {
                 Vec::new()
@@ -279,13 +296,12 @@ impl Plan {
     /// read-ahead, which decides when to read but not what the data is for.
     pub fn read_one(member: usize, offset: u64, length: usize) -> Plan {
         Plan {
-            steps: vec![Step::Io(vec![MemberOp {
-                kind: IoKind::Read,
+            steps: vec![Step::Io(vec![MemberOp::new(
+                IoKind::Read,
                 member,
                 offset,
-                length: length as u64,
-                buf: Slice::user(0, length),
-            }])],
+                Slice::user(0, length),
+            )])],
             ..Plan::default()
         }
     }

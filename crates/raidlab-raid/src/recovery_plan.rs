@@ -11,7 +11,6 @@
 //! Every plan here leaves the range's contents in the caller's buffer (a read
 //! buffer of the range's length) and writes them from there, so the caller
 //! can check what was written (a repair reads it back).
-
 //!
 //! The builders themselves are each level family's, behind
 //! `planner::Builders` (`planner/parity_recovery.rs`,
@@ -22,7 +21,7 @@
 use crate::level::{self, Redundancy};
 use crate::plan::{MemberOp, Plan, Slice, Step};
 use crate::planner::Builders as _;
-use crate::planner::{check_member_range, family, op};
+use crate::planner::{check_member_range, family};
 use raidlab_core::IoKind;
 use raidlab_core::Result;
 use raidlab_layout::Geometry;
@@ -47,8 +46,8 @@ pub fn plan_copy(geo: &Geometry, from: usize, at: u64, n: u64, target: usize) ->
     Ok(Plan {
         space: crate::plan::Space::Data,
         steps: vec![
-            Step::Io(vec![op(IoKind::Read, from, at, buf)]),
-            Step::Io(vec![op(IoKind::Write, target, at, buf)]),
+            Step::Io(vec![MemberOp::new(IoKind::Read, from, at, buf)]),
+            Step::Io(vec![MemberOp::new(IoKind::Write, target, at, buf)]),
         ],
         scratch: Vec::new(),
         locks: member_range_keys(geo, from, at, n)?,
@@ -145,16 +144,12 @@ pub fn scrub_can_compare(geo: &Geometry, missing: &[usize]) -> bool {
 pub fn plan_rewrites(writes: &[(usize, u64, usize, usize)], locks: Vec<u64>) -> Plan {
     let ops: Vec<MemberOp> = writes
         .iter()
-        .map(|&(role, at, from, len)| op(IoKind::Write, role, at, Slice::user(from, len)))
+        .map(|&(role, at, from, len)| {
+            MemberOp::new(IoKind::Write, role, at, Slice::user(from, len))
+        })
         .collect();
     Plan {
-        space: crate::plan::Space::Data,
-        steps: if ops.is_empty() {
-            Vec::new()
-        } else {
-            vec![Step::Io(ops)]
-        },
-        scratch: Vec::new(),
         locks,
+        ..Plan::io(ops)
     }
 }

@@ -636,6 +636,22 @@ fn pattern(len: u64) -> Vec<u8> {
     v
 }
 
+/// The members at `offs` of the data disk, `member` bytes each, copied out
+/// into `dir` as `m0.img`, `m1.img`, ...: their paths.
+fn from_slots(data: &fs::File, dir: &Path, offs: &[u64], member: u64) -> Vec<String> {
+    fs::create_dir_all(dir).unwrap();
+    offs.iter()
+        .enumerate()
+        .map(|(i, off)| {
+            let mut buf = vec![0u8; member as usize];
+            data.read_exact_at(&mut buf, *off).unwrap();
+            let p = dir.join(format!("m{i}.img"));
+            fs::write(&p, &buf).unwrap();
+            p.to_str().unwrap().to_string()
+        })
+        .collect()
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }

@@ -587,7 +587,7 @@ impl Array {
             return Phase::None;
         };
         let g = &self.geometry;
-        if !crate::planner::family_of(self.rules.plans).writes_read_the_rebuild_target() {
+        if !crate::planner::family_of(self.rules.plans).keeps_rows() {
             // Mirrors never read a copy to write one: writing the target above
             // its checkpoint is harmless (the rebuild rewrites it under the same
             // locks), so it is always written.

@@ -118,12 +118,9 @@ pub(crate) trait Builders: Sync {
     /// recomputes it, a scrub recomputes each row from it, so a driver can
     /// stream each member ahead and combine. Copies lie wherever the layout
     /// puts them: a rebuild reads each piece from another copy, a scrub
-    /// compares copies by array address.
+    /// compares copies by array address. And a write inside a running
+    /// rebuild's window reads its row, the rebuilt member's part included,
+    /// so it must know the rebuild's checkpoint; a copy is written whole
+    /// wherever the rebuild is.
     fn keeps_rows(&self) -> bool;
-
-    /// Whether a write inside a running rebuild's window must know the
-    /// rebuild's checkpoint: a parity write reads the target to update
-    /// parity, so what it reads there is only valid below the checkpoint. A
-    /// copy is written whole wherever the rebuild is.
-    fn writes_read_the_rebuild_target(&self) -> bool;
 }

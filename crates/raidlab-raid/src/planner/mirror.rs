@@ -138,8 +138,4 @@ impl Builders for Copies {
     fn keeps_rows(&self) -> bool {
         false
     }
-
-    fn writes_read_the_rebuild_target(&self) -> bool {
-        false
-    }
 }

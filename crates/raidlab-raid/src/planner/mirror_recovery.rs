@@ -5,7 +5,6 @@
 //! copy of each run on members in service. Space the layout leaves unused
 //! becomes zeros. Pure: no I/O, no locks taken.
 
-use super::recovery::op;
 use super::{plan_read, plan_write};
 use crate::plan::{Compute, MemberOp, Plan, Slice, Step};
 use crate::reconstruct::mirror_pieces;
@@ -42,10 +41,7 @@ pub(super) fn rebuild_sources(
     at: u64,
     n: u64,
 ) -> Result<()> {
-    let mut sources = live.to_vec();
-    if let Some(s) = sources.get_mut(role) {
-        *s = false;
-    }
+    let sources = others(live, role);
     let mut reads = Vec::new();
     let mut zeros = Vec::new();
     mirror_pieces(geo, role, at, n, |off, piece, content| {
@@ -86,16 +82,13 @@ pub(super) fn repair(
     pos: u64,
     n: u64,
 ) -> Result<(Plan, usize)> {
-    let mut sources = live.to_vec();
-    if let Some(s) = sources.get_mut(role) {
-        *s = false;
-    }
+    let sources = others(live, role);
     let mut plan = plan_read(geo, &sources, pos, n, role)?;
     let writes: Vec<MemberOp> = geo
         .mirror_runs(pos, n)
         .filter_map(|(at, k, locs)| {
             locs.iter().find(|l| l.member == role).map(|l| {
-                op(
+                MemberOp::new(
                     IoKind::Write,
                     role,
                     l.offset,
@@ -175,7 +168,7 @@ pub fn plan_scrub_mirrors_skipping(
         let mut copies = Vec::new();
         if live.len() >= 2 {
             for loc in live {
-                reads.push(op(
+                reads.push(MemberOp::new(
                     IoKind::Read,
                     loc.member,
                     loc.offset,
@@ -195,22 +188,26 @@ pub fn plan_scrub_mirrors_skipping(
     }
     Ok(MirrorScrub {
         plan: Plan {
-            space: crate::plan::Space::Data,
-            steps: if reads.is_empty() {
-                Vec::new()
-            } else {
-                vec![Step::Io(reads)]
-            },
-            scratch: Vec::new(),
             locks: if n == 0 {
                 Vec::new()
             } else {
                 plan_write(geo, &all, pos, n)?.locks
             },
+            ..Plan::io(reads)
         },
         runs,
         len,
     })
+}
+
+/// Which members a piece of `role` may be read from: those `live` says can
+/// be read, `role` itself never.
+fn others(live: &[bool], role: usize) -> Vec<bool> {
+    let mut sources = live.to_vec();
+    if let Some(s) = sources.get_mut(role) {
+        *s = false;
+    }
+    sources
 }
 
 /// Merge operations that continue each other (same kind and member, the next

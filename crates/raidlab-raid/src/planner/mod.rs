@@ -37,8 +37,8 @@ mod zeroes;
 pub(crate) use family::Builders;
 pub use mirror_recovery::{plan_scrub_mirrors, plan_scrub_mirrors_skipping, MirrorScrub, ScrubRun};
 pub use parity_recovery::plan_scrub_parity;
+pub(crate) use recovery::check_member_range;
 pub use recovery::plan_rebuild;
-pub(crate) use recovery::{check_member_range, op};
 
 pub use logged::{plan_write_journaled, plan_write_logged};
 pub use spare::recycle;
@@ -173,10 +173,6 @@ impl Builders for FamilyBuilders {
 
     fn keeps_rows(&self) -> bool {
         on_family!(self, keeps_rows())
-    }
-
-    fn writes_read_the_rebuild_target(&self) -> bool {
-        on_family!(self, writes_read_the_rebuild_target())
     }
 }
 
@@ -438,23 +434,13 @@ impl Builder {
     }
 
     fn read(&mut self, member: usize, offset: u64, buf: Slice) {
-        self.reads.push(MemberOp {
-            kind: IoKind::Read,
-            member,
-            offset,
-            length: buf.len as u64,
-            buf,
-        });
+        self.reads
+            .push(MemberOp::new(IoKind::Read, member, offset, buf));
     }
 
     fn write(&mut self, member: usize, offset: u64, buf: Slice) {
-        self.writes.push(MemberOp {
-            kind: IoKind::Write,
-            member,
-            offset,
-            length: buf.len as u64,
-            buf,
-        });
+        self.writes
+            .push(MemberOp::new(IoKind::Write, member, offset, buf));
     }
 
     fn finish(mut self) -> Plan {

@@ -404,8 +404,4 @@ impl Builders for ParityRows {
     fn keeps_rows(&self) -> bool {
         true
     }
-
-    fn writes_read_the_rebuild_target(&self) -> bool {
-        true
-    }
 }

@@ -7,8 +7,8 @@
 //! I/O, no locks taken.
 
 use super::plan_write;
-use super::recovery::{check_member_range, op, plan_rebuild, unrecoverable};
-use crate::plan::{Plan, Slice, Step};
+use super::recovery::{check_member_range, plan_rebuild, unrecoverable};
+use crate::plan::{MemberOp, Plan, Slice, Step};
 use crate::reconstruct::member_rows;
 use raidlab_core::IoKind;
 use raidlab_core::Result;
@@ -49,7 +49,7 @@ pub(super) fn rebuild_sources(
         }
         let id = plan.add_scratch(len);
         let buf = Slice::scratch(id, len);
-        reads.push(op(IoKind::Read, r, at, buf));
+        reads.push(MemberOp::new(IoKind::Read, r, at, buf));
         *src = Some(buf);
     }
     plan.steps.push(Step::Io(reads));
@@ -93,7 +93,7 @@ pub fn plan_scrub_parity(geo: &Geometry, present: &[bool], at: u64, n: u64) -> R
     check_member_range(geo, 0, at, n)?;
     let reads = (0..geo.raid_disks)
         .filter(|&r| present.get(r).copied().unwrap_or(false))
-        .map(|r| op(IoKind::Read, r, at, Slice::user(r * n as usize, n as usize)))
+        .map(|r| MemberOp::new(IoKind::Read, r, at, Slice::user(r * n as usize, n as usize)))
         .collect();
     Ok(Plan {
         space: crate::plan::Space::Data,

@@ -33,24 +33,13 @@ pub fn plan_rebuild(
         ..Plan::default()
     };
     f.rebuild_sources(&mut plan, geo, live, role, at, n)?;
-    plan.steps.push(Step::Io(vec![op(
+    plan.steps.push(Step::Io(vec![MemberOp::new(
         IoKind::Write,
         target,
         at,
         Slice::user(0, n as usize),
     )]));
     Ok(plan)
-}
-
-/// One member operation on the caller's buffer or a scratch one.
-pub(crate) fn op(kind: IoKind, member: usize, offset: u64, buf: Slice) -> MemberOp {
-    MemberOp {
-        kind,
-        member,
-        offset,
-        length: buf.len as u64,
-        buf,
-    }
 }
 
 /// Refuse a member range that is not inside the data areas: a caller's bug,

@@ -72,14 +72,8 @@ pub fn plan_write_zeroes(geo: &Geometry, present: &[bool], offset: u64, len: u64
         }
     }
     Ok(Plan {
-        steps: if zeroes.is_empty() {
-            Vec::new()
-        } else {
-            vec![Step::Io(zeroes)]
-        },
-        scratch: Vec::new(),
         locks: written.locks,
-        space: crate::plan::Space::Data,
+        ..Plan::io(zeroes)
     })
 }
 

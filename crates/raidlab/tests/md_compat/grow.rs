@@ -1274,18 +1274,7 @@ fn raidlab_reads_md_grown(
         return vec![format!("{name}: no array_bytes/old_bytes in md's result")];
     };
     let dir = work.join(name);
-    fs::create_dir_all(&dir).unwrap();
-    let members: Vec<String> = offs
-        .iter()
-        .enumerate()
-        .map(|(i, off)| {
-            let mut buf = vec![0u8; BIG as usize];
-            data.read_exact_at(&mut buf, *off).unwrap();
-            let p = dir.join(format!("m{i}.img"));
-            fs::write(&p, &buf).unwrap();
-            p.to_str().unwrap().to_string()
-        })
-        .collect();
+    let members = from_slots(data, &dir, offs, BIG);
     let mut bad = Vec::new();
     let (_, v) = detail_state(&members, &members[0]);
     if v["state"] != "clean" || v["array_size_bytes"].as_u64() != Some(size) {

@@ -574,30 +574,10 @@ fn linux_md_compatibility_both_directions() {
         // examine
         match raidlab_examine(&members) {
             Err(e) => failures.push(format!("{tag}: {e}")),
-            Ok((js, texts)) => {
-                // (the journal device's examine is not compared field by field)
-                for (i, text) in texts.iter().enumerate().take(c.devices) {
-                    let md_text =
-                        fs::read_to_string(adir.join(format!("examine.{i}"))).unwrap_or_default();
-                    let Some(j) = js.get(i) else {
-                        failures.push(format!(
-                            "{tag}: raidlab examine --json gave {} objects for {} members",
-                            js.len(),
-                            c.devices
-                        ));
-                        break;
-                    };
-                    let diffs = if c.has("v0.90") {
-                        compare_examine_090(&md_text, j, text)
-                    } else {
-                        compare_examine(&md_text, j, text)
-                    };
-                    for b in diffs {
-                        failures.push(format!("{tag}: member {i}: {b}"));
-                    }
-                }
-            }
+            // (the journal device's examine is not compared field by field)
+            Ok((js, texts)) => examines_match(c, &adir, &js, &texts, &tag, "", &mut failures),
         }
+
         // `mdfail`: md failed member 1 after writing. raidlab must see it as
         // faulty and never read it: its data area is overwritten with garbage
         // here, and the complete export below must still be the pattern.
@@ -767,28 +747,15 @@ fn linux_md_compatibility_both_directions() {
             // raidlab failing to examine its own members is a failure, not a
             // comparison to leave out.
             Err(e) => failures.push(format!("{tag}: raidlab examine of its own members: {e}")),
-            Ok((js, texts)) => {
-                for (i, text) in texts.iter().enumerate().take(c.devices) {
-                    let md_text =
-                        fs::read_to_string(bdir.join(format!("examine.{i}"))).unwrap_or_default();
-                    let Some(j) = js.get(i) else {
-                        failures.push(format!(
-                            "{tag}: raidlab examine --json gave {} objects for {} members",
-                            js.len(),
-                            c.devices
-                        ));
-                        break;
-                    };
-                    let diffs = if c.has("v0.90") {
-                        compare_examine_090(&md_text, j, text)
-                    } else {
-                        compare_examine(&md_text, j, text)
-                    };
-                    for b in diffs {
-                        failures.push(format!("{tag}: member {i} as mdadm --examine sees it: {b}"));
-                    }
-                }
-            }
+            Ok((js, texts)) => examines_match(
+                c,
+                &bdir,
+                &js,
+                &texts,
+                &tag,
+                " as mdadm --examine sees it",
+                &mut failures,
+            ),
         }
         if failures.len() == before {
             passed_b += 1;
@@ -821,4 +788,37 @@ fn linux_md_compatibility_both_directions() {
         work.display(),
         res_dir.join("guest.log").display(),
     );
+}
+
+/// Compare raidlab's examine of each of `c`'s members (`js`, `texts`) with
+/// md's saved in `dir` (`examine.N`), pushing each difference as "TAG:
+/// member N{side}: ..." onto `failures`.
+fn examines_match(
+    c: &Cfg,
+    dir: &Path,
+    js: &[serde_json::Value],
+    texts: &[Vec<String>],
+    tag: &str,
+    side: &str,
+    failures: &mut Vec<String>,
+) {
+    for (i, text) in texts.iter().enumerate().take(c.devices) {
+        let md_text = fs::read_to_string(dir.join(format!("examine.{i}"))).unwrap_or_default();
+        let Some(j) = js.get(i) else {
+            failures.push(format!(
+                "{tag}: raidlab examine --json gave {} objects for {} members",
+                js.len(),
+                c.devices
+            ));
+            break;
+        };
+        let diffs = if c.has("v0.90") {
+            compare_examine_090(&md_text, j, text)
+        } else {
+            compare_examine(&md_text, j, text)
+        };
+        for b in diffs {
+            failures.push(format!("{tag}: member {i}{side}: {b}"));
+        }
+    }
 }

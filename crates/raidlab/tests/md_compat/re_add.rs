@@ -298,21 +298,6 @@ fn to_slots(data: &fs::File, members: &[String], offs: &[u64]) {
     }
 }
 
-/// The members in `offs`, copied out of the data disk into `dir`.
-fn from_slots(data: &fs::File, dir: &Path, offs: &[u64]) -> Vec<String> {
-    fs::create_dir_all(dir).unwrap();
-    offs.iter()
-        .enumerate()
-        .map(|(i, off)| {
-            let mut buf = vec![0u8; MEMBER as usize];
-            data.read_exact_at(&mut buf, *off).unwrap();
-            let p = dir.join(format!("m{i}.img"));
-            fs::write(&p, &buf).unwrap();
-            p.to_str().unwrap().to_string()
-        })
-        .collect()
-}
-
 #[test]
 fn re_add_resyncs_only_the_bitmaps_dirty_chunks_both_ways() {
     if vm_tests_off() {
@@ -452,7 +437,7 @@ fn re_add_resyncs_only_the_bitmaps_dirty_chunks_both_ways() {
         if clean {
             // raidlab reads what md's re-add left, and finds it consistent.
             let dir = work.join(name).join("after");
-            let members = from_slots(&data, &dir, offs);
+            let members = from_slots(&data, &dir, offs, MEMBER);
             if let Err(e) = raidlab_check_clean(&members) {
                 failures.push(format!("{name}: after md's re-add: {e}"));
             }
@@ -491,7 +476,7 @@ fn re_add_resyncs_only_the_bitmaps_dirty_chunks_both_ways() {
             ));
         }
         let dir = work.join(name);
-        let members = from_slots(&data, &dir, offs);
+        let members = from_slots(&data, &dir, offs, MEMBER);
         let (state, _) = detail_state(&members, &members[1]);
         if state.as_deref() != Some("removed") {
             failures.push(format!(

@@ -134,18 +134,7 @@ fn removed_member_stays_out_both_ways() {
 
     // The host: every verb on md's members leaves member 1 alone.
     let hdir = work.join("md");
-    fs::create_dir_all(&hdir).unwrap();
-    let members: Vec<String> = md_offs
-        .iter()
-        .enumerate()
-        .map(|(i, off)| {
-            let mut buf = vec![0u8; member as usize];
-            data.read_exact_at(&mut buf, *off).unwrap();
-            let p = hdir.join(format!("m{i}.img"));
-            fs::write(&p, &buf).unwrap();
-            p.to_str().unwrap().to_string()
-        })
-        .collect();
+    let members = from_slots(&data, &hdir, &md_offs, member);
     let before = sha_of(&members[1]);
     let (state, v) = detail_state(&members, &members[1]);
     if state.as_deref() != Some("removed") || v["removed"][0] != members[1].as_str() {
