@@ -43,6 +43,12 @@ struct Row {
     used: u64,
     /// Writes in flight that will fill from this row.
     pins: u32,
+    /// Forgotten while pinned ([`KeptRows::clear`] beside a write that
+    /// holds the row's stripe lock): no new plan finds it, the write that
+    /// pinned it still fills from it (the row was what the members held
+    /// when that write took its locks, and no one else writes the row
+    /// meanwhile), and it goes at its last unpin.
+    doomed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -98,7 +104,7 @@ impl KeptRows {
                     inner
                         .rows
                         .get(&r)
-                        .is_some_and(|row| row.known >> member & 1 == 1)
+                        .is_some_and(|row| !row.doomed && row.known >> member & 1 == 1)
                 })
             })
     }
@@ -118,7 +124,13 @@ impl KeptRows {
         };
         let inner = self.lock();
         rows.into_iter()
-            .map(|r| inner.rows.get(&r).map_or(0, |row| row.known))
+            .map(|r| {
+                inner
+                    .rows
+                    .get(&r)
+                    .filter(|row| !row.doomed)
+                    .map_or(0, |row| row.known)
+            })
             .fold(u64::MAX, |all, k| all & k)
     }
 
@@ -149,8 +161,17 @@ impl KeptRows {
         let mut inner = self.lock();
         for &(_, o, n) in ranges {
             for r in Self::rows_of(o, n).into_iter().flatten() {
-                if let Some(row) = inner.rows.get_mut(&r) {
-                    row.pins = row.pins.saturating_sub(1);
+                let gone = match inner.rows.get_mut(&r) {
+                    Some(row) => {
+                        row.pins = row.pins.saturating_sub(1);
+                        row.doomed && row.pins == 0
+                    }
+                    None => false,
+                };
+                if gone {
+                    if let Some(row) = inner.rows.remove(&r) {
+                        inner.order.remove(&row.used);
+                    }
                 }
             }
         }
@@ -158,9 +179,19 @@ impl KeptRows {
 
     /// Copy member `member`'s known bytes at `moff` (whole rows' part of
     /// one member) into `dst`; false if they are not all known.
+    /// A row forgotten while pinned still fills (see `Row::doomed`).
     pub fn fill(&self, member: usize, moff: u64, dst: &mut [u8]) -> bool {
         let mut inner = self.lock();
-        if !Self::known_in(&inner, member, moff, dst.len() as u64) {
+        let known = member < 64
+            && Self::rows_of(moff, dst.len() as u64).is_some_and(|mut rs| {
+                rs.all(|r| {
+                    inner
+                        .rows
+                        .get(&r)
+                        .is_some_and(|row| row.known >> member & 1 == 1)
+                })
+            });
+        if !known {
             return false;
         }
         for (i, chunk) in dst.chunks_mut(ROW as usize).enumerate() {
@@ -207,7 +238,9 @@ impl KeptRows {
                 .iter()
                 .enumerate()
                 .filter(|(_, p)| p.is_some())
-                .fold(0u64, |b, (m, _)| b | 1 << m)
+                .fold(0u64, |b, (m, _)| {
+                    b | 1u64.checked_shl(m as u32).unwrap_or(0)
+                })
         });
         let Some(rows) = Self::rows_of(moff, len).filter(|_| self.capacity > 0 && given != 0)
         else {
@@ -218,19 +251,25 @@ impl KeptRows {
         };
         let mut inner = self.lock();
         for (i, r) in rows.enumerate() {
-            let (mut bytes, known) = match inner.rows.remove(&r) {
+            // (bytes, known, pins, doomed) of the row as it was.
+            let (mut bytes, known, pins, doomed) = match inner.rows.remove(&r) {
                 Some(old) => {
                     inner.order.remove(&old.used);
-                    (old.bytes, old.known)
+                    (old.bytes, old.known, old.pins, old.doomed)
                 }
                 None if inner.rows.len() >= self.capacity => {
                     // The buffer of the row let go serves this one.
                     match Self::let_one_go(&mut inner) {
-                        Some(bytes) => (bytes, 0),
+                        Some(bytes) => (bytes, 0, 0, false),
                         None => continue,
                     }
                 }
-                None => (vec![0u8; self.members * ROW as usize].into_boxed_slice(), 0),
+                None => (
+                    vec![0u8; self.members * ROW as usize].into_boxed_slice(),
+                    0,
+                    0,
+                    false,
+                ),
             };
             for (m, p) in pages.iter().enumerate() {
                 if let Some(p) = p {
@@ -246,7 +285,8 @@ impl KeptRows {
                     bytes,
                     known: known | given,
                     used,
-                    pins: 0,
+                    pins,
+                    doomed,
                 },
             );
         }
@@ -289,11 +329,17 @@ impl KeptRows {
         }
     }
 
-    /// Forget every row.
+    /// Forget every row; one a write in flight has pinned is only doomed
+    /// (see `Row::doomed`).
     pub fn clear(&self) {
         let mut inner = self.lock();
-        inner.rows.clear();
-        inner.order.clear();
+        let inner = &mut *inner;
+        inner.rows.retain(|_, row| {
+            row.doomed = true;
+            row.pins > 0
+        });
+        let rows = &inner.rows;
+        inner.order.retain(|_, r| rows.contains_key(r));
     }
 
     /// Rows kept now, and member ranges writes filled from them since the
@@ -381,5 +427,27 @@ mod tests {
         assert!(k.covers(0, 0, 4096));
         k.clear();
         assert_eq!(k.counts().0, 0);
+    }
+
+    #[test]
+    fn a_row_cleared_while_pinned_fills_its_write_then_goes() {
+        let k = KeptRows::new(2, 4);
+        let p = pages(2, 4096, 5);
+        k.keep(0, 4096, &all(&p));
+        k.keep(4096, 4096, &all(&p));
+        assert!(k.pin(&[(1, 0, 4096)]));
+        k.clear();
+        assert!(!k.covers(1, 0, 4096), "no new plan finds it");
+        assert!(!k.pin(&[(1, 0, 4096)]), "nor pins it");
+        assert_eq!(k.known(0, 4096), 0);
+        let mut dst = vec![0u8; 4096];
+        assert!(
+            k.fill(1, 0, &mut dst),
+            "the write that pinned it still fills"
+        );
+        assert_eq!(dst, p[1]);
+        assert_eq!(k.counts().0, 1, "the unpinned row went at once");
+        k.unpin(&[(1, 0, 4096)]);
+        assert_eq!(k.counts().0, 0, "gone at its last unpin");
     }
 }
