@@ -118,6 +118,7 @@ fn start(setup: Setup) -> Started {
                 JournalMode::WriteBack => StripeCacheConfig {
                     stripes: 256,
                     hold: Duration::from_secs(3600),
+                    ..StripeCacheConfig::default()
                 },
             }),
             journal_mode: mode,

@@ -36,6 +36,7 @@ pub mod bitmap_daemon;
 pub mod exec;
 pub mod grow;
 pub mod journal;
+pub mod kept_rows;
 pub mod level;
 pub mod lifecycle;
 pub mod live;

@@ -605,6 +605,9 @@ pub fn stop_writes(array: &Array) -> Result<()> {
     // In write-back, the stripes held are only in the journal: they go to
     // the members now, so the journal is left empty, as md leaves it.
     array.write_out_held()?;
+    // What comes next (a stop, or a reshape's walk over the same members)
+    // writes the members without this array's write path.
+    array.forget_kept();
     array.flush()
 }
 

@@ -235,8 +235,14 @@ fn run(
     devices: &Members,
     user: crate::exec::UserBuf<'_>,
 ) -> raidlab_core::Result<()> {
-    exec.run(plan, devices, raidlab_parity::selected(), user, None)
-        .map_err(Into::into)
+    exec.run(
+        plan,
+        devices,
+        raidlab_parity::selected(),
+        user,
+        crate::exec::Hooks::NONE,
+    )
+    .map_err(Into::into)
 }
 
 #[cfg(test)]

@@ -135,6 +135,14 @@ pub enum Compute {
     /// Fill with zeros (space a mirror layout leaves unused, which a rebuilt
     /// member holds as zeros).
     Zero { dst: Slice },
+    /// Scratch buffer `dst` gets member `member`'s bytes at member offset
+    /// `offset` from the array's kept rows (`kept_rows`) instead of a
+    /// member read: a write of a row a recent write left in memory.
+    Kept {
+        member: usize,
+        offset: u64,
+        dst: usize,
+    },
 }
 
 /// A parity a [`Compute::Recover`] recomputes from its completed row: a
@@ -164,6 +172,7 @@ impl Compute {
                 .chain(fresh.map(|f| f.dst))
                 .collect(),
             Compute::Copy { dst, .. } | Compute::Zero { dst } => vec![*dst],
+            Compute::Kept { dst, .. } => vec![whole(*dst)],
         }
     }
 }
@@ -191,6 +200,30 @@ pub struct LogEntry {
     pub pp: Option<Slice>,
 }
 
+/// Pages of whole rows a write leaves known in memory: `len` bytes at
+/// member offset `offset`, `pages[m]` member `m`'s contents there once the
+/// write is done (`None`: not known to the write, left as they were).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeptRow {
+    pub offset: u64,
+    pub len: u64,
+    pub pages: Vec<Option<Slice>>,
+}
+
+impl KeptRow {
+    /// The members whose pages the row gives, a bit a member (none past
+    /// the 64th: rows are not kept for wider arrays).
+    pub fn known_members(&self) -> u64 {
+        self.pages
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.is_some())
+            .fold(0u64, |b, (m, _)| {
+                b | 1u64.checked_shl(m as u32).unwrap_or(0)
+            })
+    }
+}
+
 /// One step of a plan.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
@@ -199,6 +232,10 @@ pub enum Step {
     /// Write these partial parity log entries (and make them durable) before the
     /// next step's writes.
     Log(Vec<LogEntry>),
+    /// Keep these rows in the array's memory (`kept_rows`) with the
+    /// contents the next step writes: no I/O. An executor without kept
+    /// rows passes it by.
+    Keep(Vec<KeptRow>),
 }
 
 /// Everything the engine will do for one request.
@@ -223,6 +260,7 @@ impl Clone for Step {
             Step::Io(ops) => Step::Io(ops.clone()),
             Step::Compute(cs) => Step::Compute(cs.clone()),
             Step::Log(entries) => Step::Log(entries.clone()),
+            Step::Keep(rows) => Step::Keep(rows.clone()),
         }
     }
 
@@ -231,6 +269,7 @@ impl Clone for Step {
             (Step::Io(a), Step::Io(b)) => a.clone_from(b),
             (Step::Compute(a), Step::Compute(b)) => a.clone_from(b),
             (Step::Log(a), Step::Log(b)) => a.clone_from(b),
+            (Step::Keep(a), Step::Keep(b)) => a.clone_from(b),
             (s, source) => *s = source.clone(),
         }
     }
@@ -366,6 +405,17 @@ impl Plan {
                     log: entries.clone(),
                     then: Vec::new(),
                 }),
+                Step::Keep(rows) => {
+                    let pages: u64 = rows
+                        .iter()
+                        .map(|r| r.pages.iter().flatten().count() as u64 * r.len)
+                        .sum();
+                    let text = format!("keep {} KiB of the members' rows in memory", pages >> 10);
+                    match phases.last_mut() {
+                        Some(p) => p.then.push(text),
+                        None => before_first.push(text),
+                    }
+                }
                 Step::Compute(cs) => {
                     let text: Vec<String> = cs.iter().map(describe_compute).collect();
                     match phases.last_mut() {
@@ -428,5 +478,8 @@ fn describe_compute(c: &Compute) -> String {
         }
         Compute::Copy { src, .. } => format!("copy {} bytes", src.len),
         Compute::Zero { dst } => format!("zero {} bytes", dst.len),
+        Compute::Kept { member, offset, .. } => {
+            format!("member {member}'s bytes at {offset} from the rows kept in memory")
+        }
     }
 }

@@ -67,10 +67,14 @@ pub enum Bug {
     /// between a stripe's data and its parity looks like a mismatch. Only
     /// a check beside requests in flight reaches it.
     ScrubWithoutStripeLocks,
+    /// A write that changes pages of a kept row without keeping them
+    /// leaves them kept (`Array::kept_after`): a later write of the row
+    /// computes its parity from blocks the members no longer hold.
+    KeptRowNotForgotten,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 15] = [
         Bug::AckFlushEarly,
         Bug::FuaWithoutFlush,
         Bug::SkipBitmapMark,
@@ -85,6 +89,7 @@ impl Bug {
         Bug::RebuildFirstChunkFromWrongMember,
         Bug::PlanNotRecheckedAfterTakeOut,
         Bug::ScrubWithoutStripeLocks,
+        Bug::KeptRowNotForgotten,
     ];
 }
 

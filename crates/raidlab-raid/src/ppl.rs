@@ -558,7 +558,7 @@ fn replay_entry(
                 &table,
                 raidlab_parity::selected(),
                 UserBuf::Write(pp),
-                None,
+                crate::exec::Hooks::NONE,
             )?;
             report.parity_bytes += block;
         }
@@ -614,6 +614,7 @@ mod tests {
                 Step::Io(_) => "write",
                 Step::Compute(_) => "compute",
                 Step::Log(_) => "log",
+                Step::Keep(_) => "keep",
             })
             .collect();
         assert_eq!(kinds, ["read", "compute", "log", "write"]);

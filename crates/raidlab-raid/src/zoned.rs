@@ -164,7 +164,13 @@ impl ZonedVolume {
 
     fn run(&self, plan: &Plan, user: UserBuf<'_>) -> Result<()> {
         self.executor
-            .run(plan, &self.table, raidlab_parity::selected(), user, None)
+            .run(
+                plan,
+                &self.table,
+                raidlab_parity::selected(),
+                user,
+                crate::exec::Hooks::NONE,
+            )
             .map_err(|f| *f.error)
     }
 }

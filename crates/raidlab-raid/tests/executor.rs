@@ -80,10 +80,10 @@ impl raidlab_raid::exec::Executor for Spy {
         members: &raidlab_raid::exec::Members,
         engine: &dyn raidlab_parity::Engine,
         user: raidlab_raid::exec::UserBuf<'_>,
-        log: Option<raidlab_raid::exec::LogWriter<'_>>,
+        hooks: raidlab_raid::exec::Hooks<'_>,
     ) -> Result<(), raidlab_raid::exec::Failed> {
         self.0.lock().unwrap().push(plan.clone());
-        self.1.run(plan, members, engine, user, log)
+        self.1.run(plan, members, engine, user, hooks)
     }
 }
 

@@ -67,7 +67,7 @@ fn run(plan: &raidlab_raid::Plan, members: &[Option<Arc<dyn Volume>>], buf: &mut
             members,
             raidlab_parity::selected(),
             UserBuf::Read(buf),
-            None,
+            raidlab_raid::exec::Hooks::NONE,
         )
         .unwrap_or_else(|f| panic!("plan failed: {}", f.error));
 }
@@ -259,7 +259,7 @@ fn scrub_plans_read_every_copy_and_rewrite_from_the_buffer() {
                 &members,
                 raidlab_parity::selected(),
                 UserBuf::Write(&ones),
-                None,
+                raidlab_raid::exec::Hooks::NONE,
             )
             .unwrap_or_else(|f| panic!("{label}: {}", f.error));
         let after = contents(vols[loc.member].as_ref());

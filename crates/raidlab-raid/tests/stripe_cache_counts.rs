@@ -54,6 +54,7 @@ fn run(level: Level, disks: usize, seed: u64) {
     let cfg = StripeCacheConfig {
         stripes: 4,
         hold: Duration::from_millis(20),
+        ..StripeCacheConfig::default()
     };
     let (lazy_cache, eager_cache) = (
         StripeCache::new(stripe, cfg, clock.clone()),

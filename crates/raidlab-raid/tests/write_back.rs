@@ -66,6 +66,7 @@ fn start(devs: &[Device], mode: JournalMode) -> raidlab_core::Result<Started> {
             stripe_cache: Some(StripeCacheConfig {
                 stripes: 64,
                 hold: Duration::from_secs(3600),
+                ..StripeCacheConfig::default()
             }),
             journal_mode: mode,
             ..StartOptions::default()

@@ -227,7 +227,7 @@ impl HostCost {
                 }
                 // Copies and zeroing run at memory speed, an order above
                 // parity: not charged.
-                Compute::Copy { .. } | Compute::Zero { .. } => 0,
+                Compute::Copy { .. } | Compute::Zero { .. } | Compute::Kept { .. } => 0,
             };
         }
         (bytes as f64 / (self.parity_mb_per_s * 1e6) * 1e9).round() as Ns

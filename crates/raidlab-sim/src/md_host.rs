@@ -11,8 +11,9 @@
 //!
 //! What it leaves to the array: which steps are compute steps (raidlab's
 //! engine plans them; reads of a complete array have none, as md 2.6.20+
-//! reads a chunk around raid5d) and md's stripe cache size (the simulated array
-//! keeps raidlab's own stripe cache; stated in the preset's sources).
+//! reads a chunk around raid5d) and md's stripe cache (the simulated array
+//! keeps raidlab's own stripe cache, and md's 256 kept rows through the
+//! engine's `kept_rows`; stated in the preset's sources).
 
 use crate::device::{Ns, Param};
 use crate::host::HostCost;

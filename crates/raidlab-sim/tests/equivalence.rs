@@ -211,6 +211,7 @@ fn with_the_stripe_cache_too() {
     let cfg = StripeCacheConfig {
         stripes: 16,
         hold: Duration::from_secs(3600),
+        ..StripeCacheConfig::default()
     };
     for (level, n, missing) in [
         (Level::Raid5, 4, vec![]),

@@ -390,3 +390,20 @@ fn a_check_without_stripe_locks_is_found() {
     assert_eq!(hunt(&alone, alone.found_at + 1), None);
     check(hunt_with(true));
 }
+
+#[test]
+fn a_kept_row_not_forgotten_after_a_write_is_found() {
+    // Found where requests run together: a write of a page that does not
+    // keep it (a partial page) beside writes of the same row.
+    check(Hunt {
+        bug: Planted::Engine(Bug::KeptRowNotForgotten),
+        level: Some(Level::Raid5),
+        skip_known_gaps: true,
+        extra: Extra {
+            queue_depths: true,
+            ..Extra::default()
+        },
+        found_at: 30,
+        seen_as: WRONG,
+    });
+}

@@ -46,7 +46,12 @@ impl Array {
         let geo = &self.geometry;
         let unsynced = self.unsynced_from();
         let (plan, usable) = bad
-            .avoiding_with(geo, live, |l| log.plan(geo, l, pos, n, unsynced), |p| p)
+            .avoiding_with(
+                geo,
+                live,
+                |l| log.plan(geo, l, pos, n, unsynced, None),
+                |p| p,
+            )
             .map_err(|e| {
                 let mut e = e.at(pos, n);
                 e.op = Op::Write;
@@ -104,8 +109,9 @@ impl Array {
                         &view.members,
                         self.engine,
                         UserBuf::Read(&mut buf),
-                        None,
+                        crate::exec::Hooks::NONE,
                     );
+                    self.forget_kept();
                     crate::planner::recycle(plan);
                     r
                 },

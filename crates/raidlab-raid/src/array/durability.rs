@@ -81,7 +81,7 @@ impl Array {
             &[Some(Arc::clone(&device))],
             self.engine,
             UserBuf::Write(writes.bytes()),
-            None,
+            crate::exec::Hooks::NONE,
         )?;
         st.devices
             .retain(|(r, d, _)| !(*r == role && d.name() == device.name()));
@@ -612,10 +612,13 @@ impl Array {
         if plan.steps.is_empty() {
             return Ok(());
         }
-        let Err(mut failed) =
-            self.executor
-                .run(&plan, &view.members, self.engine, UserBuf::Write(&[]), None)
-        else {
+        let Err(mut failed) = self.executor.run(
+            &plan,
+            &view.members,
+            self.engine,
+            UserBuf::Write(&[]),
+            crate::exec::Hooks::NONE,
+        ) else {
             return Ok(());
         };
         // A rebuild's target that cannot make its writes durable fails the
@@ -647,7 +650,7 @@ impl Array {
             table,
             self.engine,
             UserBuf::Write(writes.bytes()),
-            None,
+            crate::exec::Hooks::NONE,
         )
     }
 }

@@ -58,6 +58,9 @@ impl Array {
     /// Take `role` out after an I/O error; `seen` is the membership the failed
     /// request ran on, which says whose error it was.
     pub(super) fn take_out(&self, role: usize, seen: &Membership) {
+        // The member's last writes may not have landed: its rows are not
+        // what any kept row says.
+        self.forget_kept();
         if let Some(rec) = seen.recovery.as_ref().filter(|r| r.role == role) {
             if !seen.present[role] {
                 // The role's only volume was a rebuild target: the rebuild fails,
@@ -126,6 +129,8 @@ impl Array {
             log.drop_copy(rec.role);
         }
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        // Who serves a role changes: no kept row is trusted across it.
+        self.forget_kept();
         let view = slot.clone();
         if !current(&view) {
             // Stopped meanwhile: nothing to switch.
@@ -344,9 +349,20 @@ impl Array {
         }
         let mut data = vec![0u8; len];
         let run = |plan: &Plan, buf: &mut [u8]| {
-            self.executor
-                .run(plan, &view.members, self.engine, UserBuf::Read(buf), None)
-                .map_err(|f| *f.error)
+            let result = self
+                .executor
+                .run(
+                    plan,
+                    &view.members,
+                    self.engine,
+                    UserBuf::Read(buf),
+                    crate::exec::Hooks::NONE,
+                )
+                .map_err(|f| *f.error);
+            // The block is rewritten: whatever a kept row held of it is not
+            // trusted after.
+            self.forget_kept();
+            result
         };
         // Rewrite, then read back: a disk remaps a bad sector on write, and a block
         // that still cannot be read afterwards means the member is failing (md

@@ -15,6 +15,7 @@
 mod around;
 mod durability;
 mod failure;
+mod kept;
 mod rebuild;
 mod staging;
 mod trim;
@@ -34,7 +35,8 @@ use crate::level::Family;
 use crate::locks::StripeLocks;
 use crate::plan::{LogEntry, Plan};
 use crate::planner::{
-    plan_read, plan_write, plan_write_journaled, plan_write_logged, plan_write_unsynced,
+    plan_read, plan_write, plan_write_journaled, plan_write_kept, plan_write_logged,
+    plan_write_unsynced,
 };
 use crate::ppl::PartialParityLog;
 use crate::stripe_cache::StripeCache;
@@ -113,6 +115,10 @@ pub struct Array {
     /// Parity arrays running for writes: partial-stripe writes held and
     /// merged (`crate::stripe_cache`); set once, by [`Array::start_stripe_cache`].
     stripe_cache: std::sync::OnceLock<StripeCache>,
+    /// Rows a write left in memory, which a later write of them reads
+    /// instead of the members (`crate::kept_rows`, `kept.rs`); set with
+    /// the stripe cache.
+    kept: std::sync::OnceLock<crate::kept_rows::KeptRows>,
     /// Write plans that read members: read-modify-write (they read parity)
     /// and reconstruct-write (they read other data).
     plans_rmw: AtomicU64,
@@ -262,6 +268,7 @@ impl Array {
             read_only: false,
             executor: Arc::new(ThreadPool::default()),
             stripe_cache: std::sync::OnceLock::new(),
+            kept: std::sync::OnceLock::new(),
             plans_rmw: AtomicU64::new(0),
             plans_rcw: AtomicU64::new(0),
             bad_blocks: crate::badblocks::LiveBadBlocks::default(),
@@ -470,8 +477,9 @@ impl Array {
                 }
                 Phase::None | Phase::Above => {}
             }
+            let kept = self.kept_for(&view, log, &live);
             let plan = log
-                .plan(&self.geometry, &live, pos, n, self.unsynced_from())
+                .plan(&self.geometry, &live, pos, n, self.unsynced_from(), kept)
                 .map_err(|e| e.on_device(&self.name))?;
             let (plan, around) = self
                 .plan_around_bad_blocks(log, plan, &live, pos, n)
@@ -488,7 +496,18 @@ impl Array {
                 drop(held);
                 continue;
             }
-            let result = log.run(self, &plan, &view.members, piece);
+            // Rows the plan takes from memory, gone since it was planned
+            // (pushed out by another stripe's write): plan again.
+            let fills = Self::kept_fills(&plan);
+            if !fills.is_empty() && !kept.is_some_and(|k| k.pin(&fills)) {
+                drop(held);
+                continue;
+            }
+            let result = log.run(self, &plan, &view.members, piece, kept);
+            if let Some(k) = kept.filter(|_| !fills.is_empty()) {
+                k.unpin(&fills);
+            }
+            self.kept_after(&plan, result.is_ok() && around.is_empty());
             match result {
                 Ok(()) => {
                     self.count_method(&plan);

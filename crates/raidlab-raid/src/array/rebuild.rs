@@ -233,6 +233,8 @@ impl Array {
         replacing: bool,
     ) -> Result<Arc<Recovery>> {
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        // Who serves a role changes: no kept row is trusted across it.
+        self.forget_kept();
         let view = slot.clone();
         let refuse = |why: String| Err(Error::invalid(why).on_device(&self.name));
         if role >= view.present.len() {
@@ -362,7 +364,7 @@ impl Array {
                 &table,
                 self.engine,
                 UserBuf::Write(&[]),
-                None,
+                crate::exec::Hooks::NONE,
             )
             .map_err(|f| f.error.on_device(rec.target.name()))
     }
@@ -415,8 +417,13 @@ impl Array {
         let mut out = std::mem::take(scratch.first_mut().unwrap_or(&mut Vec::new()));
         out.resize(n as usize, 0);
         let run = |plan: Plan, out: &mut [u8]| {
-            self.executor
-                .run(&plan, &members, self.engine, UserBuf::Read(out), None)
+            self.executor.run(
+                &plan,
+                &members,
+                self.engine,
+                UserBuf::Read(out),
+                crate::exec::Hooks::NONE,
+            )
         };
         let copied = match &rec.replaced {
             // Copy from the member being replaced (read through its role's
@@ -531,6 +538,8 @@ impl Array {
             log.promote_copy(rec.role);
         }
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        // Who serves a role changes: no kept row is trusted across it.
+        self.forget_kept();
         let view = slot.clone();
         if !ready(&view) {
             return incomplete();
@@ -562,6 +571,8 @@ impl Array {
             }
         }
         let mut slot = self.membership.write().unwrap_or_else(|p| p.into_inner());
+        // Who serves a role changes: no kept row is trusted across it.
+        self.forget_kept();
         let view = slot.clone();
         let Some(rec) = &view.recovery else {
             return;

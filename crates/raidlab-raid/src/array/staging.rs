@@ -37,7 +37,7 @@ impl Array {
                     &view.members,
                     self.engine,
                     UserBuf::Read(&mut *piece),
-                    None,
+                    crate::exec::Hooks::NONE,
                 ) {
                     Ok(()) => {
                         drop(held);
@@ -132,7 +132,7 @@ impl Array {
         let mut roles = Vec::new();
         for (pos, n) in self.pieces(offset, len) {
             let plan = log
-                .plan(&self.geometry, &live, pos, n, self.unsynced_from())
+                .plan(&self.geometry, &live, pos, n, self.unsynced_from(), None)
                 .ok()?;
             roles.extend(plan.writes().map(|op| op.member));
         }
@@ -290,6 +290,21 @@ impl Array {
         if let Some(cache) = self.stripe_cache.get() {
             cache.set_config(config, self)?;
             return Ok(false);
+        }
+        if config.kept_rows > crate::kept_rows::MOST_ROWS {
+            return Err(Error::invalid(format!(
+                "{} kept rows asked; at most {} (md's largest stripe_cache_size), each a 4 KiB page of every member: give --kept-rows (or kept_rows) {} or less",
+                config.kept_rows,
+                crate::kept_rows::MOST_ROWS,
+                crate::kept_rows::MOST_ROWS
+            ))
+            .on_device(&self.name));
+        }
+        if config.kept_rows > 0 && !self.members_buffered_files() {
+            let _ = self.kept.set(crate::kept_rows::KeptRows::new(
+                self.geometry.raid_disks,
+                config.kept_rows,
+            ));
         }
         let stripe = self.geometry.chunk_bytes * self.geometry.data_disks() as u64;
         Ok(self

@@ -59,10 +59,7 @@ impl Array {
             drop(held);
             return self.discard_piece(pos, n);
         }
-        let run = |plan: &Plan| {
-            self.executor
-                .run(plan, &view.members, self.engine, UserBuf::Write(&[]), None)
-        };
+        let run = |plan: &Plan| self.run_changing_rows(plan, &view.members);
         // The first copy alone first: if it cannot be trimmed at all, nothing
         // is, rather than every trim turning into writing zeros.
         let (first, rest): (Vec<MemberOp>, Vec<MemberOp>) =

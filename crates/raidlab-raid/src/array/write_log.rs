@@ -18,8 +18,9 @@
 //! (the executor does, from the plan).
 
 use super::*;
-use crate::exec::LogWriter;
+use crate::exec::{Hooks, LogWriter};
 use crate::journal::JournalMode;
+use crate::kept_rows::KeptRows;
 use crate::metadata_plan::DeviceWrites;
 
 /// What makes a write safe on this array.
@@ -47,6 +48,7 @@ impl WriteLog<'_> {
         pos: u64,
         n: u64,
         unsynced: Option<u64>,
+        kept: Option<&KeptRows>,
     ) -> Result<Plan> {
         match self {
             // PLANTED BUG (tests only, `planted.rs`): no log entry for stripe 0.
@@ -61,9 +63,10 @@ impl WriteLog<'_> {
                 None => plan_write_logged(geo, live, pos, n),
             },
             WriteLog::Journal(_) => plan_write_journaled(geo, live, pos, n),
-            WriteLog::Resync | WriteLog::Bitmap => match unsynced {
-                Some(from) => plan_write_unsynced(geo, live, pos, n, from, false),
-                None => plan_write(geo, live, pos, n),
+            WriteLog::Resync | WriteLog::Bitmap => match (unsynced, kept) {
+                (Some(from), _) => plan_write_unsynced(geo, live, pos, n, from, false),
+                (None, Some(kept)) => plan_write_kept(geo, live, pos, n, kept),
+                (None, None) => plan_write(geo, live, pos, n),
             },
         }
     }
@@ -94,11 +97,16 @@ impl WriteLog<'_> {
         plan: &Plan,
         members: &Members,
         piece: &[u8],
+        kept: Option<&KeptRows>,
     ) -> Result<(), Failed> {
-        let run = |writer: Option<LogWriter<'_>>| {
-            array
-                .executor
-                .run(plan, members, array.engine, UserBuf::Write(piece), writer)
+        let run = |log: Option<LogWriter<'_>>| {
+            array.executor.run(
+                plan,
+                members,
+                array.engine,
+                UserBuf::Write(piece),
+                Hooks { log, kept },
+            )
         };
         match self {
             WriteLog::Journal(journal) => {

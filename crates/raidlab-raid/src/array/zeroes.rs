@@ -95,10 +95,7 @@ impl Array {
                 drop(held);
                 continue;
             }
-            let run = |plan: &Plan| {
-                self.executor
-                    .run(plan, &view.members, self.engine, UserBuf::Write(&[]), None)
-            };
+            let run = |plan: &Plan| self.run_changing_rows(plan, &view.members);
             let f = match run(&plan) {
                 Ok(()) => return Ok(()),
                 Err(f) if f.members.is_empty() => return Err(*f.error),

@@ -12,10 +12,13 @@
 //! Compute steps run the arithmetic each names (raidlab-parity's XOR, P+Q,
 //! update, recovery) on the buffers it names; which arithmetic a row needs
 //! (a degraded read's, a lost member's) is the plan's, never chosen here.
+//! A `Compute::Kept` fill and a `Step::Keep` reach the array's kept rows
+//! through [`Hooks`], as a log step reaches its log writer.
 //! The executor makes no decisions: if a member fails, the error goes back
 //! to the caller with the member's name and range.
 
-use crate::plan::{Buf, LogEntry, MemberOp, Plan, Slice, Step};
+use crate::kept_rows::KeptRows;
+use crate::plan::{Buf, Compute, LogEntry, MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{Error, ErrorKind, Op, Result, Volume};
 use raidlab_parity::Engine;
@@ -65,6 +68,40 @@ impl From<Error> for Failed {
 /// (empty for an entry without), durably, before the plan's writes go out.
 pub type LogWriter<'a> = &'a dyn Fn(&[(LogEntry, &[u8])]) -> Result<(), Failed>;
 
+/// What a plan may hand back to the array that runs it: its log step's
+/// entries to a log writer, and its kept rows ([`Step::Keep`]) to the
+/// array's [`KeptRows`], which its `Compute::Kept` fills come from.
+#[derive(Clone, Copy, Default)]
+pub struct Hooks<'a> {
+    pub log: Option<LogWriter<'a>>,
+    pub kept: Option<&'a KeptRows>,
+}
+
+impl<'a> Hooks<'a> {
+    /// Neither a log nor kept rows.
+    pub const NONE: Hooks<'static> = Hooks {
+        log: None,
+        kept: None,
+    };
+
+    /// A log writer alone.
+    pub fn log(log: LogWriter<'a>) -> Hooks<'a> {
+        Hooks {
+            log: Some(log),
+            kept: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Hooks<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("log", &self.log.is_some())
+            .field("kept", &self.kept.is_some())
+            .finish()
+    }
+}
+
 impl From<Failed> for Error {
     fn from(f: Failed) -> Self {
         *f.error
@@ -108,7 +145,7 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed>;
 
     /// [`Executor::run`] for a plan its caller has no use for once it ran:
@@ -121,9 +158,9 @@ pub trait Executor: Send + Sync + std::fmt::Debug {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
-        let result = self.run(&plan, members, engine, user, log);
+        let result = self.run(&plan, members, engine, user, hooks);
         crate::planner::recycle(plan);
         result
     }
@@ -171,14 +208,14 @@ impl Executor for ThreadPool {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
         execute(
             plan,
             members,
             engine,
             user,
-            log,
+            hooks,
             How {
                 pace: Some(&self.pace),
                 uring: self.uring,
@@ -204,9 +241,9 @@ impl Executor for InOrder {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
-        execute(plan, members, engine, user, log, How::in_order(false))
+        execute(plan, members, engine, user, hooks, How::in_order(false))
     }
 }
 
@@ -230,9 +267,9 @@ impl Executor for Interleaved {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
-        execute(plan, members, engine, user, log, How::in_order(true))
+        execute(plan, members, engine, user, hooks, How::in_order(true))
     }
 }
 
@@ -245,11 +282,11 @@ fn execute(
     members: &Members,
     engine: &dyn Engine,
     mut user: UserBuf<'_>,
-    log: Option<LogWriter<'_>>,
+    hooks: Hooks<'_>,
     how: How<'_>,
 ) -> Result<(), Failed> {
     let mut scratch = take_scratch(&plan.scratch);
-    let result = run_steps(plan, members, engine, &mut user, &mut scratch, log, how);
+    let result = run_steps(plan, members, engine, &mut user, &mut scratch, hooks, how);
     give_back_scratch(scratch);
     result
 }
@@ -292,7 +329,7 @@ fn run_steps(
     engine: &dyn Engine,
     user: &mut UserBuf<'_>,
     scratch: &mut [Vec<u8>],
-    log: Option<LogWriter<'_>>,
+    hooks: Hooks<'_>,
     how: How<'_>,
 ) -> Result<(), Failed> {
     for step in &plan.steps {
@@ -307,11 +344,30 @@ fn run_steps(
             }
             Step::Compute(cs) => {
                 for c in cs {
-                    run_compute(c, engine, user, scratch)?;
+                    match c {
+                        Compute::Kept {
+                            member,
+                            offset,
+                            dst,
+                        } => fill_kept(hooks.kept, *member, *offset, *dst, scratch)?,
+                        c => run_compute(c, engine, user, scratch)?,
+                    }
+                }
+            }
+            Step::Keep(rows) => {
+                if let Some(kept) = hooks.kept {
+                    for row in rows {
+                        let pages = row
+                            .pages
+                            .iter()
+                            .map(|s| s.map(|s| slice_of(user.get(), scratch, s)).transpose())
+                            .collect::<Result<Vec<_>>>()?;
+                        kept.keep(row.offset, row.len, &pages);
+                    }
                 }
             }
             Step::Log(entries) => {
-                let Some(log) = log else {
+                let Some(log) = hooks.log else {
                     return Err(Error::new(
                         ErrorKind::Invalid,
                         Op::Plan,
@@ -334,6 +390,35 @@ fn run_steps(
         }
     }
     Ok(())
+}
+
+/// Fill scratch buffer `dst` with member `member`'s kept bytes at `offset`.
+/// The write path pinned the rows before the plan ran, so a row missing is
+/// a plan run without them: an internal error, never a guess.
+fn fill_kept(
+    kept: Option<&KeptRows>,
+    member: usize,
+    offset: u64,
+    dst: usize,
+    scratch: &mut [Vec<u8>],
+) -> Result<()> {
+    let buf = scratch.get_mut(dst).ok_or_else(|| {
+        Error::new(
+            ErrorKind::Invalid,
+            Op::Plan,
+            format!("internal: a kept row's fill names scratch buffer {dst}, which the plan lacks"),
+        )
+    })?;
+    if kept.is_some_and(|k| k.fill(member, offset, buf)) {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::Invalid,
+        Op::Plan,
+        format!(
+            "internal: a plan fills member {member}'s bytes at {offset} from the rows kept in memory, but they are not kept"
+        ),
+    ))
 }
 
 fn member<'m>(members: &'m Members, op: &MemberOp) -> Result<&'m Arc<dyn Volume>> {

@@ -4,7 +4,7 @@
 //! models, what tests count). It decides nothing and must never touch a
 //! member.
 
-use super::{Executor, Failed, LogWriter, Members, UserBuf};
+use super::{Executor, Failed, Hooks, Members, UserBuf};
 use crate::plan::Plan;
 use raidlab_parity::Engine;
 
@@ -63,8 +63,9 @@ impl Executor for Recording {
         _: &Members,
         _: &dyn Engine,
         _: UserBuf<'_>,
-        _: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
+        keep_unmodelled(plan, hooks);
         let mut r = self.recorded();
         let copy = match r.spare.pop() {
             Some(mut spare) => {
@@ -83,9 +84,25 @@ impl Executor for Recording {
         _: &Members,
         _: &dyn Engine,
         _: UserBuf<'_>,
-        _: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
+        keep_unmodelled(&plan, hooks);
         self.recorded().plans.push(plan);
         Ok(())
+    }
+}
+
+/// The rows `plan` leaves known, as known (no bytes move here): the plans
+/// recorded after it then choose as the array's would on real members.
+fn keep_unmodelled(plan: &Plan, hooks: Hooks<'_>) {
+    let Some(kept) = hooks.kept else {
+        return;
+    };
+    for step in &plan.steps {
+        if let crate::plan::Step::Keep(rows) = step {
+            for row in rows {
+                kept.keep_unmodelled(row.offset, row.len, row.known_members());
+            }
+        }
     }
 }

@@ -238,12 +238,16 @@ impl LiveArray {
             reshape: lock(&self.reshape).clone(),
             writes: self.write_mark(),
             stripe_cache: {
-                let (cache, rmw, rcw) = self.array().stripe_cache_stats();
+                let array = self.array();
+                let (cache, rmw, rcw) = array.stripe_cache_stats();
+                let (kept_rows_now, kept_row_fills) = array.kept_counts().unwrap_or((0, 0));
                 cache.map(|(config, stats)| StripeCacheReport {
                     config,
                     stats,
                     read_modify_write_plans: rmw,
                     reconstruct_write_plans: rcw,
+                    kept_rows_now,
+                    kept_row_fills,
                 })
             },
             journal: self.array().journal().map(|j| JournalStatus {

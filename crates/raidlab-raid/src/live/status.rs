@@ -134,4 +134,8 @@ pub struct StripeCacheReport {
     /// and reconstruct-write (they read other data).
     pub read_modify_write_plans: u64,
     pub reconstruct_write_plans: u64,
+    /// Rows kept in memory now (`crate::kept_rows`), and member ranges
+    /// writes took from them instead of reading a member, since the start.
+    pub kept_rows_now: u64,
+    pub kept_row_fills: u64,
 }

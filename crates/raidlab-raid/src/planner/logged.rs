@@ -83,7 +83,7 @@ pub fn plan_write_journaled(
     Ok(b.finish())
 }
 
-impl Builder {
+impl Builder<'_> {
     /// The log entry for one written segment (when keeping a log and the stripe's
     /// parity member is present): the segment's touched chunks are consecutive data
     /// indices, as md's recovery expects of an entry.

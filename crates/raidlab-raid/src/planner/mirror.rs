@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl Builder {
+impl Builder<'_> {
     pub(super) fn mirror_read(
         &mut self,
         geo: &Geometry,

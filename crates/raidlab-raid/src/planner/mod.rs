@@ -11,7 +11,9 @@
 //! data being replaced and the parity) and reconstruct-write (read the data not being
 //! replaced) reads fewer blocks, preferring reconstruct-write on a tie; when members
 //! are missing and neither works, it reads everything left, rebuilds the lost blocks
-//! and writes fresh parity. A full-stripe write reads nothing.
+//! and writes fresh parity. A full-stripe write reads nothing. Given the
+//! array's kept rows (`plan_write_kept`, `parity_kept.rs`), a block already
+//! known in memory costs no read, as md counts only blocks not up to date.
 //!
 //! Every level family's builders stand behind one trait, `Builders`
 //! (`family.rs`), one implementation per family: the parity rows of RAID 4, 5
@@ -29,6 +31,7 @@ mod method;
 mod mirror;
 mod mirror_recovery;
 mod parity;
+mod parity_kept;
 mod parity_recovery;
 mod recovery;
 mod spare;
@@ -45,8 +48,9 @@ pub use spare::recycle;
 pub(crate) use spare::with_map as with_stripe_map;
 pub use zeroes::{plan_trim, plan_write_zeroes, plan_zero_fill, zero_stripe_bytes};
 
+use crate::kept_rows::KeptRows;
 use crate::level::Plans;
-use crate::plan::{Compute, LogEntry, MemberOp, Plan, Slice, Step};
+use crate::plan::{Compute, KeptRow, LogEntry, MemberOp, Plan, Slice, Step};
 use raidlab_core::IoKind;
 use raidlab_core::{check_range, Error, ErrorKind, Op, Result};
 use raidlab_layout::{Geometry, StripeMap};
@@ -197,6 +201,28 @@ pub fn plan_write(geo: &Geometry, present: &[bool], offset: u64, len: u64) -> Re
     let plan = write_plan(geo, present, offset, len, false, None)?;
     memo::remember(geo, present, offset, len, plan.reads().count() as u64);
     Ok(plan)
+}
+
+/// [`plan_write`] for an array that keeps rows in memory (`kept_rows`):
+/// with every member present, a row segment whose rows are all in `kept`
+/// is written by reconstruct-write from them, with no member read, and a
+/// reconstruct-write of whole rows leaves them in `kept` (its plan's
+/// [`Step::Keep`]). Pure as `plan_write`: `kept` is only asked what it
+/// holds, the same answer giving the same plan.
+pub fn plan_write_kept(
+    geo: &Geometry,
+    present: &[bool],
+    offset: u64,
+    len: u64,
+    kept: &KeptRows,
+) -> Result<Plan> {
+    check_request(geo, present, Op::Write, offset, len)?;
+    let mut b = Builder {
+        kept: Some(kept),
+        ..Builder::default()
+    };
+    family(geo).write(&mut b, geo, present, offset, len)?;
+    Ok(b.finish())
 }
 
 /// [`plan_write`] (with a partial parity log's entries if `log`) on an
@@ -391,7 +417,7 @@ fn rows(geo: &Geometry, offset: u64, len: u64) -> impl Iterator<Item = Row> + '_
 
 /// One plan being built: the families add member operations, arithmetic,
 /// log entries and lock keys; [`Builder::finish`] orders them into steps.
-pub(crate) struct Builder {
+pub(crate) struct Builder<'k> {
     plan: Plan,
     reads: Vec<MemberOp>,
     computes: Vec<Compute>,
@@ -406,10 +432,17 @@ pub(crate) struct Builder {
     /// reconstruct-write past `recovery_cp`), never fold a change into it.
     unsynced_from: Option<u64>,
     entries: Vec<LogEntry>,
+    /// The array's rows kept in memory (`kept_rows`), for a plain write
+    /// with every member present: a row segment whose rows are all kept is
+    /// written by reconstruct-write with its other blocks taken from them,
+    /// reading nothing, and a reconstruct-write leaves its rows there
+    /// (`keeps`).
+    kept: Option<&'k KeptRows>,
+    keeps: Vec<KeptRow>,
 }
 
-impl Default for Builder {
-    fn default() -> Builder {
+impl Default for Builder<'_> {
+    fn default() -> Self {
         let (plan, reads, writes, computes) = spare::builder_parts();
         Builder {
             plan,
@@ -420,11 +453,13 @@ impl Default for Builder {
             journal: false,
             unsynced_from: None,
             entries: Vec::new(),
+            kept: None,
+            keeps: Vec::new(),
         }
     }
 }
 
-impl Builder {
+impl Builder<'_> {
     fn lock(&mut self, key: u64) {
         self.plan.locks.push(key);
     }
@@ -463,6 +498,11 @@ impl Builder {
             self.plan
                 .steps
                 .push(Step::Log(std::mem::take(&mut self.entries)));
+        }
+        if !self.keeps.is_empty() {
+            self.plan
+                .steps
+                .push(Step::Keep(std::mem::take(&mut self.keeps)));
         }
         if !writes.is_empty() {
             self.plan.steps.push(Step::Io(writes));

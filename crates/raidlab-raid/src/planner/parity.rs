@@ -5,7 +5,7 @@
 
 use super::*;
 
-impl Builder {
+impl Builder<'_> {
     pub(super) fn parity_read_segment(
         &mut self,
         geo: &Geometry,
@@ -129,6 +129,10 @@ impl Builder {
             return Ok(());
         }
         let all_parity = p_ok && (map.q.is_none() || q_ok);
+        if self.kept_rows_serve(present, row, &seg, moff, len) {
+            self.kept_write_segment(present, row, &seg, moff, len, req);
+            return Ok(());
+        }
 
         let choice = method::Segment {
             data: dd,
@@ -223,13 +227,13 @@ impl Builder {
     /// from before its stripe) while every member is present: md then
     /// writes it from data. With a member missing md does not force it (the
     /// stripe is lost to a second failure either way), and neither does this.
-    fn parity_unsynced(&self, row: &Row, present: &[bool]) -> bool {
+    pub(super) fn parity_unsynced(&self, row: &Row, present: &[bool]) -> bool {
         self.unsynced_from
             .is_some_and(|from| row.stripe * row.chunk >= from && present.iter().all(|&p| p))
     }
 
     /// Compute P (and Q for RAID 6) from full data given in logical order.
-    fn new_parity(
+    pub(super) fn new_parity(
         &mut self,
         map: &StripeMap,
         data: Vec<Slice>,
@@ -254,7 +258,7 @@ impl Builder {
         }
     }
 
-    fn write_parity(
+    pub(super) fn write_parity(
         &mut self,
         map: &StripeMap,
         present: &[bool],

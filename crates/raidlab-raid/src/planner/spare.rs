@@ -64,7 +64,7 @@ pub fn recycle(mut plan: Plan) {
                     cs.clear();
                     keep(&mut s.computes, cs);
                 }
-                Step::Log(_) => {}
+                Step::Log(_) | Step::Keep(_) => {}
             }
         }
         plan.scratch.clear();

@@ -192,5 +192,11 @@ fn run_failed(
     members: &Members,
     user: UserBuf<'_>,
 ) -> Result<(), crate::exec::Failed> {
-    exec.run(plan, members, raidlab_parity::selected(), user, None)
+    exec.run(
+        plan,
+        members,
+        raidlab_parity::selected(),
+        user,
+        crate::exec::Hooks::NONE,
+    )
 }

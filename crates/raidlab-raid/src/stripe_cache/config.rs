@@ -16,6 +16,10 @@ pub struct StripeCacheConfig {
     /// written as it is.
     #[serde(serialize_with = "millis")]
     pub hold: Duration,
+    /// Rows (one 4 KiB page of every member) a write leaves up to date in
+    /// memory, for a later write of the row to read instead of the members
+    /// (`crate::kept_rows`). 0 keeps none.
+    pub kept_rows: usize,
 }
 
 fn millis<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -31,10 +35,16 @@ impl Default for StripeCacheConfig {
     /// requests of one stream (tens of microseconds in-process, well under a
     /// millisecond over NBD), far shorter than anything a person would notice
     /// as data sitting in memory.
+    ///
+    /// 256 kept rows: md's default `stripe_cache_size` (stripe heads of one
+    /// page a member, `drivers/md/raid5.c`, `NR_STRIPES`), which md keeps up
+    /// to date until it reuses them: 4 MiB for a 4-member array, so that a
+    /// write of a row written recently reads as md's does.
     fn default() -> Self {
         StripeCacheConfig {
             stripes: 64,
             hold: Duration::from_millis(20),
+            kept_rows: crate::kept_rows::MD_ROWS,
         }
     }
 }

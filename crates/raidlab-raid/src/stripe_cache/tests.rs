@@ -94,6 +94,7 @@ fn the_oldest_stripe_leaves_first_when_full() {
     let cfg = StripeCacheConfig {
         stripes: 2,
         hold: Duration::from_secs(1),
+        ..StripeCacheConfig::default()
     };
     let c = StripeCache::new(1024, cfg, fixed());
     c.write(&[1; 10], 0, &s).unwrap();

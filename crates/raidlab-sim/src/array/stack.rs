@@ -22,7 +22,7 @@ use raidlab_devices::SparseMemVolume;
 use raidlab_md::MetadataVersion;
 use raidlab_parity::Engine;
 use raidlab_raid::assemble::{create_placed, Assembly, CreateSpec, Device, NewMember, Placement};
-use raidlab_raid::exec::{Executor, Failed, InOrder, LogWriter, Members, UserBuf};
+use raidlab_raid::exec::{Executor, Failed, Hooks, InOrder, Members, UserBuf};
 use raidlab_raid::lifecycle::{Driven, StartOptions, Started};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Plan;
@@ -63,11 +63,11 @@ impl Executor for SetUpThenRun {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
         match self.run.get() {
-            Some(exec) => exec.run(plan, members, engine, user, log),
-            None => InOrder.run(plan, members, engine, user, log),
+            Some(exec) => exec.run(plan, members, engine, user, hooks),
+            None => InOrder.run(plan, members, engine, user, hooks),
         }
     }
 }
@@ -171,8 +171,10 @@ pub(super) fn start(
         write: true,
         // The spec's stripe cache, or none: the start's default is the
         // served array's, not the simulator's.
+        // No spec'd cache keeps no rows either (a card without a cache).
         stripe_cache: Some(spec.stripe_cache.unwrap_or(StripeCacheConfig {
             stripes: 0,
+            kept_rows: 0,
             ..StripeCacheConfig::default()
         })),
         ..StartOptions::default()

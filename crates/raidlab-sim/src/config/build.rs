@@ -223,6 +223,7 @@ impl SimConfig {
         let stripe_cache = (a.stripe_cache > 0).then(|| StripeCacheConfig {
             stripes: a.stripe_cache,
             hold: Duration::from_secs_f64(a.stripe_hold_ms / 1e3),
+            kept_rows: a.kept_rows,
         });
         match a.engine.as_deref() {
             None | Some("live") => {}

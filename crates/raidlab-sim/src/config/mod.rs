@@ -153,6 +153,10 @@ pub struct ArrayConf {
     pub stripe_cache: usize,
     #[serde(default = "default_hold")]
     pub stripe_hold_ms: f64,
+    /// Rows kept in memory after a write (md's stripe heads; 256, md's
+    /// `stripe_cache_size`, by default); with the stripe cache only.
+    #[serde(default = "default_kept_rows")]
+    pub kept_rows: usize,
     #[serde(default)]
     pub member_size: Option<String>,
     #[serde(default)]
@@ -247,6 +251,9 @@ impl ArrayConf {
 
 fn default_stripes() -> usize {
     StripeCacheConfig::default().stripes
+}
+fn default_kept_rows() -> usize {
+    StripeCacheConfig::default().kept_rows
 }
 fn default_hold() -> f64 {
     StripeCacheConfig::default().hold.as_secs_f64() * 1e3

@@ -64,6 +64,7 @@ impl SimConfig {
             failed: Vec::new(),
             stripe_cache: default_stripes(),
             stripe_hold_ms: default_hold(),
+            kept_rows: default_kept_rows(),
             member_size: None,
             rebuild: None,
             rebuild_max_rate: None,
@@ -93,6 +94,11 @@ impl SimConfig {
                             err(&place, format!("`failed={v}`: `{r}` is not a member role"))
                         })?);
                     }
+                }
+                "kept-rows" => {
+                    array.kept_rows = v.parse().map_err(|_| {
+                        err(&place, format!("`kept-rows={v}` is not a number of rows"))
+                    })?
                 }
                 "stripe-cache" => {
                     array.stripe_cache = v.parse().map_err(|_| {

@@ -20,7 +20,7 @@ use crate::array::DATA_OFFSET;
 use crate::device::{Ns, VirtualClock};
 use raidlab_core::{Error, ErrorKind, IoKind, Op, Volume};
 use raidlab_parity::Engine;
-use raidlab_raid::exec::{Executor, Failed, LogWriter, Members, Recording, UserBuf};
+use raidlab_raid::exec::{Executor, Failed, Hooks, Members, Recording, UserBuf};
 use raidlab_raid::plan::Space;
 use raidlab_raid::{Plan, Step};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -297,17 +297,17 @@ impl Executor for FaultExec {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
         let now = self.now();
         if now >= self.first {
             if let Some((ran, failed)) = self.meet(plan, members, now) {
                 self.noticed.store(true, Ordering::Relaxed);
-                self.inner.run_owned(ran, members, engine, user, log)?;
+                self.inner.run_owned(ran, members, engine, user, hooks)?;
                 return Err(failed);
             }
         }
-        self.inner.run(plan, members, engine, user, log)
+        self.inner.run(plan, members, engine, user, hooks)
     }
 
     fn run_owned(
@@ -316,7 +316,7 @@ impl Executor for FaultExec {
         members: &Members,
         engine: &dyn Engine,
         user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
         let now = self.now();
         if now >= self.first {
@@ -326,10 +326,10 @@ impl Executor for FaultExec {
                     Some(r) => r.recycle(plan),
                     None => raidlab_raid::planner::recycle(plan),
                 }
-                self.inner.run_owned(ran, members, engine, user, log)?;
+                self.inner.run_owned(ran, members, engine, user, hooks)?;
                 return Err(failed);
             }
         }
-        self.inner.run_owned(plan, members, engine, user, log)
+        self.inner.run_owned(plan, members, engine, user, hooks)
     }
 }

@@ -301,6 +301,10 @@ impl Rig {
             stripe_cache: Some(StripeCacheConfig {
                 stripes: if self.cfg.stripe_cache { 4 } else { 0 },
                 hold: Duration::from_millis(20),
+                // md's 256, as served arrays keep: the harness's small
+                // arrays then find their rows kept often enough for a
+                // stale one to show (`planted.rs`' hunt for one).
+                kept_rows: 256,
             }),
             ..StartOptions::default()
         }

@@ -374,6 +374,11 @@ pub struct StripeCacheArgs {
     /// Milliseconds a partial stripe waits for the rest before it is written.
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub stripe_hold: u64,
+    /// Rows (a 4 KiB page of every member) kept in memory after a write, so
+    /// that a later write of the row reads them instead of the members
+    /// (md's stripe_cache_size; its default); 0 keeps none.
+    #[arg(long, value_name = "ROWS", default_value_t = raidlab_raid::kept_rows::MD_ROWS)]
+    pub kept_rows: usize,
 }
 
 impl StripeCacheArgs {
@@ -381,6 +386,7 @@ impl StripeCacheArgs {
         raidlab_raid::stripe_cache::StripeCacheConfig {
             stripes: self.stripe_cache,
             hold: std::time::Duration::from_millis(self.stripe_hold),
+            kept_rows: self.kept_rows,
         }
     }
 }
@@ -569,6 +575,7 @@ const SERVE_HELP: &str = r#"Configuration file (--config), TOML:
     # backup_file = "/root/r5.bak"     # optional: a stopped 0.90 restripe's, as --backup-file
     stripe_cache = 64                  # optional: stripes held (0: off), as --stripe-cache
     stripe_hold_ms = 20                # optional: as --stripe-hold
+    kept_rows = 256                    # optional: rows kept after a write, as --kept-rows
     journal_mode = "write-through"     # optional: or "write-back", as --journal-mode
     io = "direct"                      # optional: "direct" or "buffered", as
                                        # --direct/--buffered (which apply to

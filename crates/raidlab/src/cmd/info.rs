@@ -568,7 +568,7 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
             rows.push((
                 "Stripe Cache",
                 format!(
-                    "{} stripes, hold {} ms; {} held now; {} whole stripes written with no reads, {} partial ({} by age, {} by size, {} by flush); {} member reads avoided; read hits {} (+{} partial); write plans: {} read-modify-write, {} reconstruct-write",
+                    "{} stripes, hold {} ms; {} held now; {} whole stripes written with no reads, {} partial ({} by age, {} by size, {} by flush); {} member reads avoided; read hits {} (+{} partial); write plans: {} read-modify-write, {} reconstruct-write; rows kept {} of {}, {} member reads taken from them",
                     c.config.stripes,
                     c.config.hold.as_millis(),
                     st.held_now,
@@ -581,7 +581,10 @@ pub fn render_detail(asm: &Assembly, served: Option<ServedInfo>, json: bool) -> 
                     st.read_hits,
                     st.read_partial_hits,
                     c.read_modify_write_plans,
-                    c.reconstruct_write_plans
+                    c.reconstruct_write_plans,
+                    c.kept_rows_now,
+                    c.config.kept_rows,
+                    c.kept_row_fills
                 ),
             ));
         }

@@ -179,6 +179,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Member reads the held writes would have needed alone, less those their write-outs needed.",
     ),
     (
+        "raidlab_kept_rows",
+        Kind::Gauge,
+        "Rows (a 4 KiB page of every member) kept in memory after a write, for a later write of the row to read instead of the members.",
+    ),
+    (
+        "raidlab_kept_row_fills_total",
+        Kind::Counter,
+        "Member ranges writes took from the rows kept in memory instead of reading a member.",
+    ),
+    (
         "raidlab_stripe_cache_read_hits_total",
         Kind::Counter,
         "Array reads served from held data, wholly (full) or partly (partial).",
@@ -479,6 +489,8 @@ fn array(e: &mut Exposition, export: &str, live: &LiveArray) {
             );
         }
         e.sample("raidlab_stripe_cache_reads_avoided", &dev, st.reads_avoided);
+        e.sample("raidlab_kept_rows", &dev, sc.kept_rows_now);
+        e.sample("raidlab_kept_row_fills_total", &dev, sc.kept_row_fills);
         for (kind, n) in [("full", st.read_hits), ("partial", st.read_partial_hits)] {
             e.sample(
                 "raidlab_stripe_cache_read_hits_total",

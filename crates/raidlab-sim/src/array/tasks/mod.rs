@@ -40,7 +40,7 @@ use crate::stats::{MemberIo, OpLog};
 use raidlab_core::task::{self, Runner, Stacks, Step as TaskStep, Task, Wait};
 use raidlab_core::{Error, ErrorKind, IoKind, Op, Volume};
 use raidlab_parity::Engine;
-use raidlab_raid::exec::{Executor, Failed, LogWriter, Members, UserBuf};
+use raidlab_raid::exec::{Executor, Failed, Hooks, Members, UserBuf};
 use raidlab_raid::plan::{LogEntry, Space};
 use raidlab_raid::{Array, Plan, Step};
 use rustc_hash::FxHashMap;

@@ -129,7 +129,7 @@ impl Executor for Outbox {
         members: &Members,
         _: &dyn Engine,
         mut user: UserBuf<'_>,
-        log: Option<LogWriter<'_>>,
+        hooks: Hooks<'_>,
     ) -> Result<(), Failed> {
         for step in &plan.steps {
             match step {
@@ -166,11 +166,21 @@ impl Executor for Outbox {
                     self.queue().compute = Some(self.host.compute_ns(cs, &plan.scratch));
                     self.wait()?;
                 }
+                // Rows kept in memory: no device time. Their parity bytes
+                // are not modelled, only which rows are kept, so that the
+                // engine's next plans choose as on real members.
+                Step::Keep(rows) => {
+                    if let Some(kept) = hooks.kept {
+                        for row in rows {
+                            kept.keep_unmodelled(row.offset, row.len, row.known_members());
+                        }
+                    }
+                }
                 Step::Log(entries) => {
                     // The engine's own log writer: its header, ring position,
                     // reclaim and flushes come back here as plans. The partial
                     // parity's bytes are not modelled, only their length.
-                    if let Some(write) = log {
+                    if let Some(write) = hooks.log {
                         let most = entries
                             .iter()
                             .filter_map(|e| e.pp.as_ref().map(|s| s.len))

@@ -58,6 +58,8 @@ pub(super) struct ExportConfig {
     /// time in milliseconds (defaults: 64 and 20, as on the command line).
     pub(super) stripe_cache: Option<usize>,
     pub(super) stripe_hold_ms: Option<u64>,
+    /// Rows kept in memory after a write (`--kept-rows`; default md's 256).
+    pub(super) kept_rows: Option<usize>,
     /// md's journal mode: "write-through" (default) or "write-back".
     pub(super) journal_mode: Option<String>,
     /// How the members (or the file) are opened: "direct" (O_DIRECT) or
@@ -94,6 +96,7 @@ impl ExportConfig {
             hold: self
                 .stripe_hold_ms
                 .map_or(d.hold, std::time::Duration::from_millis),
+            kept_rows: self.kept_rows.unwrap_or(d.kept_rows),
         }
     }
 }
@@ -154,6 +157,7 @@ pub(super) fn from_args(a: &ServeArgs) -> Result<Config> {
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
+                    kept_rows: Some(a.stripe.kept_rows),
                     journal_mode: None,
                     io: a.io.mode().map(|m| m.to_string()),
                 }
@@ -168,6 +172,7 @@ pub(super) fn from_args(a: &ServeArgs) -> Result<Config> {
                     cache: a.cache.clone(),
                     stripe_cache: Some(a.stripe.stripe_cache),
                     stripe_hold_ms: Some(a.stripe.stripe_hold),
+                    kept_rows: Some(a.stripe.kept_rows),
                     journal_mode: Some(a.journal_mode.mode().name().to_string()),
                     io: a.io.mode().map(|m| m.to_string()),
                 }
