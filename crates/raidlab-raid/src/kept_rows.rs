@@ -75,6 +75,44 @@ fn page(member: usize) -> std::ops::Range<usize> {
     member * ROW as usize..(member + 1) * ROW as usize
 }
 
+/// Member `member`'s bit in a row's mask (none past the 64th member, for
+/// which nothing is kept).
+fn bit(member: usize) -> u64 {
+    1u64.checked_shl(member as u32).unwrap_or(0)
+}
+
+/// The members `pages` gives (`Some`), a bit a member: a write's kept pages
+/// (`plan::KeptRow`) or their bytes.
+pub fn given<T>(pages: &[Option<T>]) -> u64 {
+    pages
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.is_some())
+        .fold(0, |b, (m, _)| b | bit(m))
+}
+
+impl Inner {
+    /// Let row `r` go, with its place in the use order.
+    fn drop_row(&mut self, r: u64) {
+        if let Some(row) = self.rows.remove(&r) {
+            self.order.remove(&row.used);
+        }
+    }
+
+    /// Whether member `member`'s bytes `[moff, moff + len)` (whole rows)
+    /// are all known; a doomed row's only if `doomed_too`.
+    fn knows(&self, member: usize, moff: u64, len: u64, doomed_too: bool) -> bool {
+        bit(member) != 0
+            && KeptRows::rows_of(moff, len).is_some_and(|mut rs| {
+                rs.all(|r| {
+                    self.rows.get(&r).is_some_and(|row| {
+                        (doomed_too || !row.doomed) && row.known & bit(member) != 0
+                    })
+                })
+            })
+    }
+}
+
 impl KeptRows {
     /// Room for `capacity` rows of `members` members each; none kept for
     /// arrays of more than 64 members.
@@ -95,24 +133,6 @@ impl KeptRows {
     /// The rows `[moff, moff + len)` of the members lies in, if whole rows.
     fn rows_of(moff: u64, len: u64) -> Option<std::ops::Range<u64>> {
         (len > 0 && moff % ROW == 0 && len % ROW == 0).then(|| moff / ROW..(moff + len) / ROW)
-    }
-
-    fn known_in(inner: &Inner, member: usize, moff: u64, len: u64) -> bool {
-        member < 64
-            && Self::rows_of(moff, len).is_some_and(|mut rs| {
-                rs.all(|r| {
-                    inner
-                        .rows
-                        .get(&r)
-                        .is_some_and(|row| !row.doomed && row.known >> member & 1 == 1)
-                })
-            })
-    }
-
-    /// Whether member `member`'s bytes `[moff, moff + len)` are known: the
-    /// range must be whole rows.
-    pub fn covers(&self, member: usize, moff: u64, len: u64) -> bool {
-        Self::known_in(&self.lock(), member, moff, len)
     }
 
     /// The members whose bytes `[moff, moff + len)` are all known, a bit a
@@ -140,10 +160,7 @@ impl KeptRows {
     /// [`KeptRows::unpin`].
     pub fn pin(&self, ranges: &[(usize, u64, u64)]) -> bool {
         let mut inner = self.lock();
-        if !ranges
-            .iter()
-            .all(|&(m, o, n)| Self::known_in(&inner, m, o, n))
-        {
+        if !ranges.iter().all(|&(m, o, n)| inner.knows(m, o, n, false)) {
             return false;
         }
         for &(_, o, n) in ranges {
@@ -161,17 +178,12 @@ impl KeptRows {
         let mut inner = self.lock();
         for &(_, o, n) in ranges {
             for r in Self::rows_of(o, n).into_iter().flatten() {
-                let gone = match inner.rows.get_mut(&r) {
-                    Some(row) => {
-                        row.pins = row.pins.saturating_sub(1);
-                        row.doomed && row.pins == 0
-                    }
-                    None => false,
-                };
+                let gone = inner.rows.get_mut(&r).is_some_and(|row| {
+                    row.pins = row.pins.saturating_sub(1);
+                    row.doomed && row.pins == 0
+                });
                 if gone {
-                    if let Some(row) = inner.rows.remove(&r) {
-                        inner.order.remove(&row.used);
-                    }
+                    inner.drop_row(r);
                 }
             }
         }
@@ -182,16 +194,7 @@ impl KeptRows {
     /// A row forgotten while pinned still fills (see `Row::doomed`).
     pub fn fill(&self, member: usize, moff: u64, dst: &mut [u8]) -> bool {
         let mut inner = self.lock();
-        let known = member < 64
-            && Self::rows_of(moff, dst.len() as u64).is_some_and(|mut rs| {
-                rs.all(|r| {
-                    inner
-                        .rows
-                        .get(&r)
-                        .is_some_and(|row| row.known >> member & 1 == 1)
-                })
-            });
-        if !known {
+        if !inner.knows(member, moff, dst.len() as u64, true) {
             return false;
         }
         for (i, chunk) in dst.chunks_mut(ROW as usize).enumerate() {
@@ -212,15 +215,7 @@ impl KeptRows {
     pub fn keep(&self, moff: u64, len: u64, pages: &[Option<&[u8]>]) {
         let fits =
             pages.len() == self.members && pages.iter().flatten().all(|p| p.len() as u64 == len);
-        if !fits {
-            for (m, p) in pages.iter().enumerate() {
-                if p.is_some() {
-                    self.forget(m, moff, len);
-                }
-            }
-            return;
-        }
-        self.put(moff, len, pages, None);
+        self.put(moff, len, fits.then_some(pages), given(pages));
     }
 
     /// [`KeptRows::keep`] for an executor that moves no parity bytes (the
@@ -229,22 +224,18 @@ impl KeptRows {
     /// would on real members, but their bytes are not the members'. Only
     /// for an array whose plans never fill real buffers from them.
     pub fn keep_unmodelled(&self, moff: u64, len: u64, members: u64) {
-        self.put(moff, len, &[], Some(members));
+        self.put(moff, len, Some(&[]), members);
     }
 
-    fn put(&self, moff: u64, len: u64, pages: &[Option<&[u8]>], unmodelled: Option<u64>) {
-        let given = unmodelled.unwrap_or_else(|| {
-            pages
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.is_some())
-                .fold(0u64, |b, (m, _)| {
-                    b | 1u64.checked_shl(m as u32).unwrap_or(0)
-                })
-        });
-        let Some(rows) = Self::rows_of(moff, len).filter(|_| self.capacity > 0 && given != 0)
-        else {
-            for m in (0..self.members.min(64)).filter(|m| given >> m & 1 == 1) {
+    /// The pages of members `given` known, with `pages`' bytes where there
+    /// are some; `None` (pages that do not fit the rows) or a range that is
+    /// not whole rows forgets them instead.
+    fn put(&self, moff: u64, len: u64, pages: Option<&[Option<&[u8]>]>, given: u64) {
+        let (Some(pages), Some(rows)) = (
+            pages,
+            Self::rows_of(moff, len).filter(|_| self.capacity > 0 && given != 0),
+        ) else {
+            for m in (0..self.members).filter(|&m| given & bit(m) != 0) {
                 self.forget(m, moff, len);
             }
             return;
@@ -312,19 +303,14 @@ impl KeptRows {
         }
         let mut inner = self.lock();
         for r in moff / ROW..(moff + len).div_ceil(ROW) {
-            let gone = match inner.rows.get_mut(&r) {
-                Some(row) => {
-                    row.known &= !(1u64.checked_shl(member as u32).unwrap_or(0));
-                    // Past 64 members nothing is kept; any page forgotten
-                    // there forgets the row.
-                    row.known == 0 || member >= 64
-                }
-                None => false,
-            };
+            let gone = inner.rows.get_mut(&r).is_some_and(|row| {
+                row.known &= !bit(member);
+                // Past 64 members nothing is kept; any page forgotten
+                // there forgets the row.
+                row.known == 0 || bit(member) == 0
+            });
             if gone {
-                if let Some(row) = inner.rows.remove(&r) {
-                    inner.order.remove(&row.used);
-                }
+                inner.drop_row(r);
             }
         }
     }
@@ -360,6 +346,11 @@ mod tests {
             .collect()
     }
 
+    /// Whether member `m`'s bytes `[moff, moff + len)` are known.
+    fn covers(k: &KeptRows, m: usize, moff: u64, len: u64) -> bool {
+        k.known(moff, len) & bit(m) != 0
+    }
+
     fn all(p: &[Vec<u8>]) -> Vec<Option<&[u8]>> {
         p.iter().map(|v| Some(v.as_slice())).collect()
     }
@@ -369,10 +360,10 @@ mod tests {
         let k = KeptRows::new(3, 4);
         let p = pages(3, 8192, 7);
         k.keep(8192, 8192, &all(&p));
-        assert!(k.covers(2, 8192, 8192));
-        assert!(k.covers(0, 12288, 4096));
-        assert!(!k.covers(0, 4096, 8192), "row 1 was never kept");
-        assert!(!k.covers(0, 8192, 512), "not whole rows");
+        assert!(covers(&k, 2, 8192, 8192));
+        assert!(covers(&k, 0, 12288, 4096));
+        assert!(!covers(&k, 0, 4096, 8192), "row 1 was never kept");
+        assert!(!covers(&k, 0, 8192, 512), "not whole rows");
         let mut dst = vec![0u8; 4096];
         assert!(k.fill(2, 12288, &mut dst));
         assert_eq!(dst, p[2][4096..]);
@@ -384,17 +375,17 @@ mod tests {
         let k = KeptRows::new(3, 4);
         let p = pages(3, 4096, 1);
         k.keep(0, 4096, &[Some(&p[0]), None, Some(&p[2])]);
-        assert!(k.covers(0, 0, 4096) && k.covers(2, 0, 4096));
-        assert!(!k.covers(1, 0, 4096));
+        assert!(covers(&k, 0, 0, 4096) && covers(&k, 2, 0, 4096));
+        assert!(!covers(&k, 1, 0, 4096));
         assert_eq!(k.known(0, 4096), 0b101);
         assert_eq!(k.known(0, 8192), 0, "row 1 not kept: nothing known of both");
         k.keep(0, 4096, &[None, Some(&p[1]), None]);
         assert!(
-            k.covers(1, 0, 4096) && k.covers(0, 0, 4096),
+            covers(&k, 1, 0, 4096) && covers(&k, 0, 0, 4096),
             "earlier pages stay"
         );
         k.forget(0, 100, 1);
-        assert!(!k.covers(0, 0, 4096) && k.covers(1, 0, 4096));
+        assert!(!covers(&k, 0, 0, 4096) && covers(&k, 1, 0, 4096));
         k.forget(1, 0, 4096);
         k.forget(2, 0, 4096);
         assert_eq!(k.counts().0, 0, "a row with no page known goes");
@@ -411,20 +402,20 @@ mod tests {
         assert!(k.pin(&[(0, 0, 4096)]));
         k.keep(8192, 4096, &all(&p));
         assert!(
-            k.covers(0, 0, 4096),
+            covers(&k, 0, 0, 4096),
             "pinned: kept though least recently used"
         );
-        assert!(!k.covers(0, 4096, 4096));
+        assert!(!covers(&k, 0, 4096, 4096));
         k.unpin(&[(0, 0, 4096)]);
         k.keep(4096, 4096, &all(&p));
-        assert!(!k.covers(0, 0, 4096), "unpinned and oldest: let go");
-        assert!(k.covers(0, 8192, 4096) && k.covers(0, 4096, 4096));
+        assert!(!covers(&k, 0, 0, 4096), "unpinned and oldest: let go");
+        assert!(covers(&k, 0, 8192, 4096) && covers(&k, 0, 4096, 4096));
         assert!(
             !k.pin(&[(0, 0, 4096), (0, 4096, 4096)]),
             "one row gone: nothing pinned"
         );
         k.keep_unmodelled(0, 4096, 1);
-        assert!(k.covers(0, 0, 4096));
+        assert!(covers(&k, 0, 0, 4096));
         k.clear();
         assert_eq!(k.counts().0, 0);
     }
@@ -437,7 +428,7 @@ mod tests {
         k.keep(4096, 4096, &all(&p));
         assert!(k.pin(&[(1, 0, 4096)]));
         k.clear();
-        assert!(!k.covers(1, 0, 4096), "no new plan finds it");
+        assert!(!covers(&k, 1, 0, 4096), "no new plan finds it");
         assert!(!k.pin(&[(1, 0, 4096)]), "nor pins it");
         assert_eq!(k.known(0, 4096), 0);
         let mut dst = vec![0u8; 4096];

@@ -210,20 +210,6 @@ pub struct KeptRow {
     pub pages: Vec<Option<Slice>>,
 }
 
-impl KeptRow {
-    /// The members whose pages the row gives, a bit a member (none past
-    /// the 64th: rows are not kept for wider arrays).
-    pub fn known_members(&self) -> u64 {
-        self.pages
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| p.is_some())
-            .fold(0u64, |b, (m, _)| {
-                b | 1u64.checked_shl(m as u32).unwrap_or(0)
-            })
-    }
-}
-
 /// One step of a plan.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
@@ -360,7 +346,14 @@ impl Plan {
         self.ops(IoKind::Read)
     }
 
-    fn ops(&self, kind: IoKind) -> impl Iterator<Item = &MemberOp> + '_ {
+    /// Every member operation that changes what a member holds (writes,
+    /// write-zeroes, trims), in step order.
+    pub fn changes(&self) -> impl Iterator<Item = &MemberOp> + '_ {
+        self.io_ops()
+            .filter(|op| matches!(op.kind, IoKind::Write | IoKind::Zero | IoKind::Trim))
+    }
+
+    fn io_ops(&self) -> impl Iterator<Item = &MemberOp> + '_ {
         self.steps
             .iter()
             .filter_map(|s| match s {
@@ -368,7 +361,10 @@ impl Plan {
                 _ => None,
             })
             .flatten()
-            .filter(move |op| op.kind == kind)
+    }
+
+    fn ops(&self, kind: IoKind) -> impl Iterator<Item = &MemberOp> + '_ {
+        self.io_ops().filter(move |op| op.kind == kind)
     }
 
     /// Number of member reads and writes, for tests and summaries.

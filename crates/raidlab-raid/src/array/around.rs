@@ -111,7 +111,7 @@ impl Array {
                         UserBuf::Read(&mut buf),
                         crate::exec::Hooks::NONE,
                     );
-                    self.forget_kept();
+                    self.kept_after(&plan, r.is_ok());
                     crate::planner::recycle(plan);
                     r
                 },

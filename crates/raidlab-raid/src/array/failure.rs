@@ -359,9 +359,9 @@ impl Array {
                     crate::exec::Hooks::NONE,
                 )
                 .map_err(|f| *f.error);
-            // The block is rewritten: whatever a kept row held of it is not
+            // The block is rewritten: a kept row's page of it is not
             // trusted after.
-            self.forget_kept();
+            self.kept_after(plan, result.is_ok());
             result
         };
         // Rewrite, then read back: a disk remaps a bad sector on write, and a block

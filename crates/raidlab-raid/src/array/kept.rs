@@ -4,17 +4,18 @@
 //! It decides when kept rows may be trusted: only by plain writes (no
 //! partial parity log, no journal) of a parity array with every member in
 //! service, no rebuild or replacement under way, no resync owed and no
-//! bad block in the way; a write that changes rows without keeping them
-//! forgets them, a failed one forgets every row, and so does every change
+//! bad block in the way. One rule after every plan of the array's data (a
+//! write, a trim, write-zeroes, a repaired or rewritten block;
+//! `kept_after`): the pages it changed without keeping them are forgotten,
+//! and every row if it failed. Every row is also forgotten at each change
 //! of who serves a role (`forget_kept`, called where membership changes and
-//! where a member is taken out), a trim, a write-zeroes, a read repaired,
-//! and a stop of writes (a reshape starts from one). It never plans, and
-//! never does member I/O.
+//! where a member is taken out) and at a stop of writes (a reshape starts
+//! from one). It never plans, and never does member I/O.
 
 use super::write_log::WriteLog;
 use super::*;
 use crate::kept_rows::KeptRows;
-use crate::plan::{Compute, Step};
+use crate::plan::{Compute, Space, Step};
 
 impl Array {
     /// The kept rows a write planned now with `live` may use.
@@ -53,12 +54,13 @@ impl Array {
         fills
     }
 
-    /// After a write's plan ran, under its stripe locks: the pages it
-    /// wrote without keeping them are forgotten (the members now differ
-    /// from them); every row if it failed, since what reached the members
-    /// is then not known.
+    /// After any plan of the array's data ran, under its stripe locks (a
+    /// write, a trim, write-zeroes, a repaired block): the pages it changed
+    /// without keeping them are forgotten (the members now differ from
+    /// them); every row if it failed, since what reached the members is
+    /// then not known.
     pub(super) fn kept_after(&self, plan: &Plan, ok: bool) {
-        let Some(kept) = self.kept.get() else {
+        let Some(kept) = self.kept.get().filter(|_| plan.space == Space::Data) else {
             return;
         };
         if !ok {
@@ -79,7 +81,7 @@ impl Array {
                 _ => false,
             })
         };
-        for op in plan.writes() {
+        for op in plan.changes() {
             if !kept_by_plan(op.member, op.offset, op.offset + op.length) {
                 kept.forget(op.member, op.offset, op.length);
             }
@@ -100,8 +102,8 @@ impl Array {
     }
 
     /// Run `plan`, which changes members outside the write path (a trim,
-    /// write-zeroes), under its stripe locks: no kept row is trusted after
-    /// it, whether it ran or failed part way.
+    /// write-zeroes), under its stripe locks, and forget the pages it
+    /// changed ([`Array::kept_after`]).
     pub(super) fn run_changing_rows(
         &self,
         plan: &Plan,
@@ -114,7 +116,7 @@ impl Array {
             UserBuf::Write(&[]),
             crate::exec::Hooks::NONE,
         );
-        self.forget_kept();
+        self.kept_after(plan, result.is_ok());
         result
     }
 

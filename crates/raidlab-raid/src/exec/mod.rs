@@ -93,6 +93,20 @@ impl<'a> Hooks<'a> {
     }
 }
 
+impl Hooks<'_> {
+    /// For an executor that moves no parity bytes (the simulator's, the
+    /// recording one): the pages `rows` leave known count as known, with
+    /// no bytes, so that the plans after them choose as the array's would
+    /// on real members (`KeptRows::keep_unmodelled`).
+    pub fn keep_unmodelled(&self, rows: &[crate::plan::KeptRow]) {
+        if let Some(kept) = self.kept {
+            for row in rows {
+                kept.keep_unmodelled(row.offset, row.len, crate::kept_rows::given(&row.pages));
+            }
+        }
+    }
+}
+
 impl std::fmt::Debug for Hooks<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hooks")

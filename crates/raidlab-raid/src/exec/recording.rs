@@ -92,17 +92,11 @@ impl Executor for Recording {
     }
 }
 
-/// The rows `plan` leaves known, as known (no bytes move here): the plans
-/// recorded after it then choose as the array's would on real members.
+/// The rows `plan` leaves known, as known ([`Hooks::keep_unmodelled`]).
 fn keep_unmodelled(plan: &Plan, hooks: Hooks<'_>) {
-    let Some(kept) = hooks.kept else {
-        return;
-    };
     for step in &plan.steps {
         if let crate::plan::Step::Keep(rows) = step {
-            for row in rows {
-                kept.keep_unmodelled(row.offset, row.len, row.known_members());
-            }
+            hooks.keep_unmodelled(rows);
         }
     }
 }

@@ -129,8 +129,8 @@ impl Builder<'_> {
             return Ok(());
         }
         let all_parity = p_ok && (map.q.is_none() || q_ok);
-        if self.kept_rows_serve(present, row, &seg, moff, len) {
-            self.kept_write_segment(present, row, &seg, moff, len, req);
+        if let Some(kept) = self.kept_rows_serve(present, row, &seg, moff, len) {
+            self.kept_write_segment(kept, present, row, &seg, moff, len, req);
             return Ok(());
         }
 

@@ -13,8 +13,8 @@
 
 use super::*;
 
-impl Builder<'_> {
-    /// Whether this segment is written with the kept rows: an array that
+impl<'k> Builder<'k> {
+    /// The kept rows this segment is written with, if any: an array that
     /// keeps them and trusts them for this write, every member of the row
     /// present, no log, no resync owed, whole pages, and not the whole
     /// stripe (a full-stripe write reads nothing anyway, and keeping every
@@ -26,10 +26,9 @@ impl Builder<'_> {
         seg: &Segment,
         moff: u64,
         len: u64,
-    ) -> bool {
+    ) -> Option<&'k KeptRows> {
         let map = &row.map;
-        self.kept.is_some()
-            && !self.log
+        let serve = !self.log
             && !self.journal
             && present[map.p]
             && map.q.map_or(true, |q| present[q])
@@ -37,7 +36,8 @@ impl Builder<'_> {
             && seg.touched.len() < map.data.len()
             && !self.parity_unsynced(row, present)
             && moff % crate::kept_rows::ROW == 0
-            && len % crate::kept_rows::ROW == 0
+            && len % crate::kept_rows::ROW == 0;
+        self.kept.filter(|_| serve)
     }
 
     /// Scratch buffer with member `member`'s bytes at `moff`: from the
@@ -59,8 +59,10 @@ impl Builder<'_> {
     /// Plan the segment (its members all present, `kept_rows_serve` said
     /// yes): the blocks each method needs, from memory where known; the
     /// method with fewer left to read; the rows it leaves known.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn kept_write_segment(
         &mut self,
+        kept: &KeptRows,
         present: &[bool],
         row: &Row,
         seg: &Segment,
@@ -68,9 +70,6 @@ impl Builder<'_> {
         len: u64,
         req: u64,
     ) {
-        let Some(kept) = self.kept else {
-            return;
-        };
         let map = &row.map;
         let dd = map.data.len();
         let l = len as usize;
@@ -87,8 +86,7 @@ impl Builder<'_> {
         let rmw_reads = unknown_data(true)
             + usize::from(!known(map.p))
             + map.q.map_or(0, |q| usize::from(!known(q)));
-        let roles = dd + 1 + usize::from(map.q.is_some());
-        let mut pages: Vec<Option<Slice>> = vec![None; roles];
+        let mut pages: Vec<Option<Slice>> = vec![None; present.len()];
         let (p, q) = if rcw_reads <= rmw_reads {
             let slices: Vec<Slice> = (0..dd)
                 .map(|i| {

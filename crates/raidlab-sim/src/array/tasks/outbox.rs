@@ -169,13 +169,7 @@ impl Executor for Outbox {
                 // Rows kept in memory: no device time. Their parity bytes
                 // are not modelled, only which rows are kept, so that the
                 // engine's next plans choose as on real members.
-                Step::Keep(rows) => {
-                    if let Some(kept) = hooks.kept {
-                        for row in rows {
-                            kept.keep_unmodelled(row.offset, row.len, row.known_members());
-                        }
-                    }
-                }
+                Step::Keep(rows) => hooks.keep_unmodelled(rows),
                 Step::Log(entries) => {
                     // The engine's own log writer: its header, ring position,
                     // reclaim and flushes come back here as plans. The partial
