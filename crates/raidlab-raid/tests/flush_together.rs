@@ -5,9 +5,11 @@
 //! level; a member whose writes fail during that flush is taken out and every
 //! byte still reads back.
 
+mod common;
+
 use raidlab_core::{ManualClock, Result, Volume};
 use raidlab_devices::{FaultVolume, MemVolume};
-use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
+use raidlab_layout::{Geometry, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Array;
 use rand::{Rng, SeedableRng};
@@ -98,28 +100,13 @@ fn rig(g: &Geometry, stripes: usize, kept_rows: usize) -> Rig {
     }
 }
 
-fn geo(level: Level, disks: usize, chunk: u64, rows: u64) -> Geometry {
-    Geometry::new(
-        level,
-        Layout::Parity(if level == Level::Raid4 {
-            ParityLayout::ParityLast
-        } else {
-            ParityLayout::LeftSymmetric
-        }),
-        chunk,
-        disks,
-        rows * chunk,
-    )
-    .unwrap()
-}
-
 const LEVELS: [(Level, usize); 3] = [(Level::Raid5, 4), (Level::Raid6, 5), (Level::Raid4, 4)];
 
 #[test]
 fn a_flush_reads_for_every_held_stripe_before_it_writes_any() {
     for (level, disks) in LEVELS {
         let chunk = 64 << 10;
-        let g = geo(level, disks, chunk, 64);
+        let g = common::parity_geometry(level, disks, chunk, 64);
         let r = rig(&g, 64, 0);
         let sb = chunk * g.data_disks() as u64;
         // One 4 KiB write in each of 20 stripes: each a read-modify-write.
@@ -161,7 +148,7 @@ fn held_stripes_flushed_together_leave_the_members_as_writes_that_went_straight_
         for kept_rows in [0, 256] {
             for seed in 0..3u64 {
                 let chunk = 16 << 10;
-                let g = geo(level, disks, chunk, 32);
+                let g = common::parity_geometry(level, disks, chunk, 32);
                 let held = rig(&g, 64, kept_rows);
                 let plain = rig(&g, 0, 0);
                 let mut rng = ChaCha8Rng::seed_from_u64(seed * 31 + disks as u64);
@@ -192,7 +179,7 @@ fn held_stripes_flushed_together_leave_the_members_as_writes_that_went_straight_
 fn a_member_whose_writes_fail_in_a_flush_together_is_taken_out_and_nothing_is_lost() {
     for (level, disks) in LEVELS {
         let chunk = 64 << 10;
-        let g = geo(level, disks, chunk, 64);
+        let g = common::parity_geometry(level, disks, chunk, 64);
         let r = rig(&g, 64, 256);
         let sb = chunk * g.data_disks() as u64;
         let mut want = Vec::new();
