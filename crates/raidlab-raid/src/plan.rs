@@ -9,6 +9,8 @@
 use raidlab_core::IoKind;
 use serde::Serialize;
 
+mod together;
+
 /// What a plan's member offsets count from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -4,10 +4,12 @@
 //! writes, members failing and trims; with members lost afterwards, every
 //! byte reads back from the parity it wrote.
 
+mod common;
+
 use raidlab_core::{ManualClock, Volume};
 use raidlab_devices::recorded::{Access, Recorded};
 use raidlab_devices::MemVolume;
-use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
+use raidlab_layout::{Geometry, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_raid::Array;
 use rand::{Rng, SeedableRng};
@@ -53,26 +55,11 @@ fn member_reads(r: &Rig) -> usize {
         .sum()
 }
 
-fn geo(level: Level, disks: usize, chunk: u64, rows: u64) -> Geometry {
-    Geometry::new(
-        level,
-        Layout::Parity(if level == Level::Raid4 {
-            ParityLayout::ParityLast
-        } else {
-            ParityLayout::LeftSymmetric
-        }),
-        chunk,
-        disks,
-        rows * chunk,
-    )
-    .unwrap()
-}
-
 #[test]
 fn a_write_of_a_kept_row_reads_no_member() {
     for (level, disks) in [(Level::Raid5, 4), (Level::Raid6, 5), (Level::Raid4, 4)] {
         let chunk = 64 << 10;
-        let g = geo(level, disks, chunk, 16);
+        let g = common::parity_geometry(level, disks, chunk, 16);
         let r = rig(g, 256);
         let a = vec![0xA5u8; 4096];
         let b = vec![0x5Au8; 4096];
@@ -107,7 +94,7 @@ fn a_write_of_a_kept_row_reads_no_member() {
 #[test]
 fn no_kept_rows_no_change_in_what_is_read() {
     let chunk = 64 << 10;
-    let r = rig(geo(Level::Raid5, 4, chunk, 16), 0);
+    let r = rig(common::parity_geometry(Level::Raid5, 4, chunk, 16), 0);
     r.array.write_at(&[1u8; 4096], 0).unwrap();
     assert_eq!(member_reads(&r), 2);
     r.array.write_at(&[2u8; 4096], chunk).unwrap();
@@ -121,7 +108,7 @@ fn no_kept_rows_no_change_in_what_is_read() {
 /// back what was written.
 fn same_members(level: Level, disks: usize, seed: u64) {
     let chunk = 16 << 10;
-    let g = geo(level, disks, chunk, 8);
+    let g = common::parity_geometry(level, disks, chunk, 8);
     let (kept, plain) = (rig(g, 8), rig(g, 0));
     let size = g.array_bytes();
     let mut model = vec![0u8; size as usize];
@@ -207,7 +194,7 @@ fn keeping_rows_leaves_the_members_as_keeping_none() {
 fn writers_on_threads_sharing_rows_leave_parity_true() {
     for (level, disks) in [(Level::Raid5, 4), (Level::Raid6, 5)] {
         let chunk = 4096;
-        let g = geo(level, disks, chunk, 32);
+        let g = common::parity_geometry(level, disks, chunk, 32);
         let r = rig(g, 4);
         let dd = g.data_disks() as u64;
         let blocks = g.array_bytes() / 4096;

@@ -721,7 +721,10 @@ fn queue_depth_runs_that_found_gaps_pass() {
     );
     // Superblocks torn by a cut inside a batch took the array beyond its
     // tolerance: the forced start reads what it can and reports the rest.
-    for (seed, n) in [(5, 1664), (6, 194)] {
+    // (Found at seed 5 run 1664 and seed 6 run 194, which no longer tear a
+    // superblock since a flush writes its held stripes out together; these
+    // runs do.)
+    for (seed, n) in [(6, 2587), (7, 873)] {
         let r = run(depth_opts(seed, n, 1), n);
         assert!(
             r.counts.torn_superblocks > 0,

@@ -52,8 +52,9 @@ pub(super) struct Conn<W> {
     pub(super) used: Mutex<Budget>,
     /// Jobs handed to the workers and not finished.
     pub(super) queued: AtomicUsize,
-    /// The last request served took less than [`FAST`].
-    pub(super) fast: AtomicBool,
+    /// Requests served in a row, up to now, each in less than [`FAST`]
+    /// (counted up to [`FAST_RUN`]).
+    pub(super) fast_run: AtomicU32,
     /// Buffers of finished requests, for reuse.
     pub(super) pool: Mutex<Vec<Vec<u8>>>,
     /// Replies the reader made itself, not yet written (see [`CORKED`]). Only

@@ -18,6 +18,7 @@ mod failure;
 mod kept;
 mod rebuild;
 mod staging;
+mod together;
 mod trim;
 mod volume;
 mod write_log;

@@ -359,6 +359,9 @@ impl Below for Array {
     fn read_direct(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         Array::read_direct(self, buf, offset)
     }
+    fn write_together(&self, pieces: &[(u64, &[u8])]) -> Vec<Result<()>> {
+        Array::write_together(self, pieces)
+    }
     fn reads_for(&self, offset: u64, len: u64) -> u64 {
         crate::planner::write_reads(
             &self.geometry,

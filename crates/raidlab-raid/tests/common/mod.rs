@@ -158,3 +158,27 @@ pub fn start_writable(devs: &[raidlab_raid::assemble::Device]) -> raidlab_raid::
     )
     .unwrap()
 }
+
+/// A RAID 4 (parity last), 5 or 6 (left-symmetric) geometry of `disks`
+/// members of `rows` chunks each.
+#[allow(dead_code)] // not every test binary that includes this module uses it
+pub fn parity_geometry(
+    level: raidlab_layout::Level,
+    disks: usize,
+    chunk: u64,
+    rows: u64,
+) -> raidlab_layout::Geometry {
+    use raidlab_layout::{Geometry, Layout, Level, ParityLayout};
+    Geometry::new(
+        level,
+        Layout::Parity(if level == Level::Raid4 {
+            ParityLayout::ParityLast
+        } else {
+            ParityLayout::LeftSymmetric
+        }),
+        chunk,
+        disks,
+        rows * chunk,
+    )
+    .unwrap()
+}

@@ -1,0 +1,134 @@
+//! Held stripes written out together: the pieces a flush of the stripe cache
+//! writes (each within one stripe, no two in one stripe) planned one by one
+//! as the write path plans them, merged into one plan (`Plan::together`) and
+//! run under all their stripe locks at once, so that the members get every
+//! piece's reads at once and then every piece's writes, as md's stripe heads
+//! go down side by side. Written one after another, 33 held read-modify-writes
+//! on disks that seek took a 0.47 s flush.
+//!
+//! Decides only when pieces may go together. Anything the lone write path
+//! handles and this does not (a rebuild or replacement under way, a partial
+//! parity log or journal, a block listed bad, a member read that fails, the
+//! members changing meanwhile) sends the pieces one by one down that path,
+//! before anything was written; a member write that fails is acted on as the
+//! lone path does (the member taken out, the write complete on the others).
+
+use super::*;
+
+impl Array {
+    /// Write `pieces` (array offset, bytes) as [`Array::write_direct`] would
+    /// one after another, together where it can; each piece's outcome.
+    pub(super) fn write_together(&self, pieces: &[(u64, &[u8])]) -> Vec<Result<()>> {
+        if pieces.len() > 1 {
+            if let Some(done) = self.try_together(pieces) {
+                return match done {
+                    Ok(()) => pieces.iter().map(|_| Ok(())).collect(),
+                    Err(e) => pieces.iter().map(|_| Err(same_error(&e))).collect(),
+                };
+            }
+        }
+        pieces
+            .iter()
+            .map(|&(offset, data)| self.write_direct(data, offset))
+            .collect()
+    }
+
+    /// `None`: nothing written, write them one by one.
+    fn try_together(&self, pieces: &[(u64, &[u8])]) -> Option<Result<()>> {
+        let log = self.write_log();
+        if !matches!(log, WriteLog::Resync | WriteLog::Bitmap) {
+            return None;
+        }
+        let first = pieces.first()?.0;
+        let last = pieces.iter().map(|(o, d)| o + d.len() as u64).max()?;
+        self.refuse_when_failed(Op::Write, first, last - first)
+            .ok()?;
+        let take_outs = self.take_outs();
+        let view = self.view();
+        if view.recovery.is_some() {
+            return None;
+        }
+        let live = self.live_in(&view);
+        let kept = self.kept_for(&view, log, &live);
+        let mut plans = Vec::new();
+        let mut bits = Vec::new();
+        let mut buf = Vec::new();
+        for &(offset, data) in pieces {
+            for (pos, n) in self.pieces(offset, data.len() as u64) {
+                let plan = log
+                    .plan(&self.geometry, &live, pos, n, self.unsynced_from(), kept)
+                    .ok()?;
+                let (plan, around) = self.plan_around_bad_blocks(log, plan, &live, pos, n).ok()?;
+                if !around.is_empty() {
+                    return None;
+                }
+                bits.push(log.make_safe(self, &plan, pos, n).ok()?);
+                let at = buf.len();
+                let from = (pos - offset) as usize;
+                buf.extend_from_slice(&data[from..from + n as usize]);
+                plans.push((plan, at));
+            }
+        }
+        let parts: Vec<(&Plan, usize)> = plans.iter().map(|(p, at)| (p, *at)).collect();
+        let plan = Plan::together(&parts)?;
+        let held = self.locks.lock(&plan.locks);
+        // As a lone write: a rebuild may have begun, or a member gone, since
+        // planning (both change the view); rows taken from memory may have
+        // been pushed out.
+        if !self.is_current(&view, take_outs) {
+            return None;
+        }
+        let fills = Self::kept_fills(&plan);
+        if !fills.is_empty() && !kept.is_some_and(|k| k.pin(&fills)) {
+            return None;
+        }
+        let result = log.run(self, &plan, &view.members, &buf, kept);
+        if let Some(k) = kept.filter(|_| !fills.is_empty()) {
+            k.unpin(&fills);
+        }
+        self.kept_after(&plan, result.is_ok());
+        let done = match result {
+            Ok(()) => {
+                for (p, _) in &plans {
+                    self.count_method(p);
+                }
+                self.written_made_good(&plan);
+                drop(held);
+                Ok(())
+            }
+            // Every other member was written: with the failed one taken out,
+            // the array holds every piece (degraded). Taken out before the
+            // locks go, as a lone write does.
+            Err(f) if f.kind == IoKind::Write && !f.members.is_empty() => {
+                for &r in &f.members {
+                    self.take_out(r, &view);
+                }
+                drop(held);
+                self.survive_failure(f, first, last - first)
+            }
+            // A read failed (the writes never ran: nothing changed), or a
+            // member could not be written at all: each piece alone, where
+            // the write path repairs and plans again.
+            Err(_) => return None,
+        };
+        for (p, _) in plans {
+            crate::planner::recycle(p);
+        }
+        crate::planner::recycle(plan);
+        drop(bits);
+        Some(done)
+    }
+}
+
+/// A copy of `e` for each piece it failed (an error is not `Clone`: its
+/// source may not be).
+fn same_error(e: &Error) -> Error {
+    Error {
+        kind: e.kind,
+        op: e.op,
+        device: e.device.clone(),
+        range: e.range,
+        message: e.message.clone(),
+        source: None,
+    }
+}
