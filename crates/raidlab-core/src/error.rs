@@ -108,6 +108,16 @@ impl Error {
         self
     }
 
+    /// The same error without its underlying cause, for a second place that
+    /// must report it (an error is not `Clone`: its cause may not be).
+    pub fn copy(&self) -> Self {
+        Error {
+            device: self.device.clone(),
+            range: self.range,
+            ..Self::new(self.kind, self.op, self.message.clone())
+        }
+    }
+
     /// Attach the byte range `[offset, offset + len)` unless one is already set.
     pub fn at(mut self, offset: u64, len: u64) -> Self {
         if self.range.is_none() {

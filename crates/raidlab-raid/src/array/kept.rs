@@ -31,10 +31,36 @@ impl Array {
         (plain && whole && self.unsynced_from().is_none()).then_some(kept)
     }
 
+    /// Run a write's `plan` (its stripe locks held) through `log`, the rows
+    /// it fills from memory pinned while it runs, then the rule after every
+    /// data plan ([`Array::kept_after`]; `clean`: nothing of the range was
+    /// left out around blocks listed bad). `None`: a row it fills from was
+    /// pushed out since planning, nothing ran, plan again.
+    pub(super) fn run_kept(
+        &self,
+        log: WriteLog<'_>,
+        plan: &Plan,
+        members: &crate::exec::Members,
+        buf: &[u8],
+        kept: Option<&KeptRows>,
+        clean: bool,
+    ) -> Option<Result<(), crate::exec::Failed>> {
+        let fills = Self::kept_fills(plan);
+        if !fills.is_empty() && !kept.is_some_and(|k| k.pin(&fills)) {
+            return None;
+        }
+        let result = log.run(self, plan, members, buf, kept);
+        if let Some(k) = kept.filter(|_| !fills.is_empty()) {
+            k.unpin(&fills);
+        }
+        self.kept_after(plan, result.is_ok() && clean);
+        Some(result)
+    }
+
     /// The member ranges (member, offset, length) `plan` fills from kept
     /// rows: pinned while it runs, so that no other write's rows push them
     /// out between its planning and its run.
-    pub(super) fn kept_fills(plan: &Plan) -> Vec<(usize, u64, u64)> {
+    fn kept_fills(plan: &Plan) -> Vec<(usize, u64, u64)> {
         let mut fills = Vec::new();
         for step in &plan.steps {
             if let Step::Compute(cs) = step {

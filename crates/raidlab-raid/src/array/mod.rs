@@ -499,16 +499,11 @@ impl Array {
             }
             // Rows the plan takes from memory, gone since it was planned
             // (pushed out by another stripe's write): plan again.
-            let fills = Self::kept_fills(&plan);
-            if !fills.is_empty() && !kept.is_some_and(|k| k.pin(&fills)) {
+            let ran = self.run_kept(log, &plan, &view.members, piece, kept, around.is_empty());
+            let Some(result) = ran else {
                 drop(held);
                 continue;
-            }
-            let result = log.run(self, &plan, &view.members, piece, kept);
-            if let Some(k) = kept.filter(|_| !fills.is_empty()) {
-                k.unpin(&fills);
-            }
-            self.kept_after(&plan, result.is_ok() && around.is_empty());
+            };
             match result {
                 Ok(()) => {
                     self.count_method(&plan);

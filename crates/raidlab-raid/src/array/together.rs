@@ -6,7 +6,7 @@
 //! go down side by side. Written one after another, 33 held read-modify-writes
 //! on disks that seek took a 0.47 s flush.
 //!
-//! Decides only when pieces may go together. Anything the lone write path
+//! Decides only when pieces may go together, and how many at once. Anything the lone write path
 //! handles and this does not (a rebuild or replacement under way, a partial
 //! parity log or journal, a block listed bad, a member read that fails, the
 //! members changing meanwhile) sends the pieces one by one down that path,
@@ -17,20 +17,23 @@ use super::*;
 
 impl Array {
     /// Write `pieces` (array offset, bytes) as [`Array::write_direct`] would
-    /// one after another, together where it can; each piece's outcome.
+    /// one after another, together where it can, in groups of at most one
+    /// write piece's bytes (16 MiB: a merged plan's copy of the pieces and
+    /// its scratch stay bounded as a lone write's do, whatever the size of
+    /// the stripe cache); each piece's outcome.
     pub(super) fn write_together(&self, pieces: &[(u64, &[u8])]) -> Vec<Result<()>> {
-        if pieces.len() > 1 {
-            if let Some(done) = self.try_together(pieces) {
-                return match done {
-                    Ok(()) => pieces.iter().map(|_| Ok(())).collect(),
-                    Err(e) => pieces.iter().map(|_| Err(same_error(&e))).collect(),
-                };
+        let mut out = Vec::with_capacity(pieces.len());
+        for group in groups(pieces, self.piece as usize) {
+            match (group.len() > 1)
+                .then(|| self.try_together(group))
+                .flatten()
+            {
+                Some(Ok(())) => out.extend(group.iter().map(|_| Ok(()))),
+                Some(Err(e)) => out.extend(group.iter().map(|_| Err(e.copy()))),
+                None => out.extend(group.iter().map(|&(o, d)| self.write_direct(d, o))),
             }
         }
-        pieces
-            .iter()
-            .map(|&(offset, data)| self.write_direct(data, offset))
-            .collect()
+        out
     }
 
     /// `None`: nothing written, write them one by one.
@@ -78,15 +81,7 @@ impl Array {
         if !self.is_current(&view, take_outs) {
             return None;
         }
-        let fills = Self::kept_fills(&plan);
-        if !fills.is_empty() && !kept.is_some_and(|k| k.pin(&fills)) {
-            return None;
-        }
-        let result = log.run(self, &plan, &view.members, &buf, kept);
-        if let Some(k) = kept.filter(|_| !fills.is_empty()) {
-            k.unpin(&fills);
-        }
-        self.kept_after(&plan, result.is_ok());
+        let result = self.run_kept(log, &plan, &view.members, &buf, kept, true)?;
         let done = match result {
             Ok(()) => {
                 for (p, _) in &plans {
@@ -120,15 +115,50 @@ impl Array {
     }
 }
 
-/// A copy of `e` for each piece it failed (an error is not `Clone`: its
-/// source may not be).
-fn same_error(e: &Error) -> Error {
-    Error {
-        kind: e.kind,
-        op: e.op,
-        device: e.device.clone(),
-        range: e.range,
-        message: e.message.clone(),
-        source: None,
+/// `pieces` in runs of at most `most` bytes (a larger piece alone).
+fn groups<'a, 'b>(
+    pieces: &'a [(u64, &'b [u8])],
+    most: usize,
+) -> impl Iterator<Item = &'a [(u64, &'b [u8])]> {
+    let mut rest = pieces;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0;
+        let n = rest
+            .iter()
+            .take_while(|(_, d)| {
+                bytes += d.len();
+                bytes <= most
+            })
+            .count()
+            .max(1);
+        let (group, tail) = rest.split_at(n);
+        rest = tail;
+        Some(group)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn held_runs_go_down_in_groups_of_at_most_16_mib() {
+        let big = vec![0u8; 6 << 20];
+        let huge = vec![0u8; 20 << 20];
+        let pieces: Vec<(u64, &[u8])> = vec![
+            (0, &big[..]),
+            (1, &big[..]),
+            (2, &big[..]),
+            (3, &huge[..]),
+            (4, &big[..]),
+        ];
+        let sizes: Vec<Vec<u64>> = groups(&pieces, MAX_PIECE as usize)
+            .map(|g| g.iter().map(|(o, _)| *o).collect())
+            .collect();
+        assert_eq!(sizes, vec![vec![0, 1], vec![2], vec![3], vec![4]]);
+        assert_eq!(groups(&[], MAX_PIECE as usize).count(), 0);
     }
 }

@@ -127,6 +127,14 @@ pub struct StripeCache {
     spare: Spare,
 }
 
+/// Held runs (offset in the stripe, bytes) of the stripe at array byte
+/// `base`, as array byte ranges.
+fn spans(base: u64, runs: &[(usize, Vec<u8>)]) -> Vec<(u64, u64)> {
+    runs.iter()
+        .map(|(a, d)| (base + *a as u64, base + (a + d.len()) as u64))
+        .collect()
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -530,8 +538,7 @@ impl StripeCache {
             } else {
                 &runs[lost_from..]
             };
-            let at = |(a, d): &(usize, Vec<u8>)| (base + *a as u64, base + (a + d.len()) as u64);
-            lost_runs.iter().map(at).collect()
+            spans(base, lost_runs)
         } else {
             Vec::new()
         };

@@ -597,14 +597,9 @@ fn spawn(
 
 /// A request's answer, held until the failures it caused were recorded.
 fn answer(r: &Req, recorded: &raidlab_core::Result<()>) -> raidlab_core::Result<()> {
-    let again = |e: &Error| Error {
-        device: e.device.clone(),
-        range: e.range,
-        ..Error::new(e.kind, e.op, e.message.clone())
-    };
     match (&r.result, recorded) {
         (Some(Ok(())), Ok(())) => Ok(()),
-        (Some(Err(e)), _) | (Some(Ok(())), Err(e)) => Err(again(e)),
+        (Some(Err(e)), _) | (Some(Ok(())), Err(e)) => Err(e.copy()),
         (None, _) => Err(Error::invalid("internal: a request never ended")),
     }
 }
