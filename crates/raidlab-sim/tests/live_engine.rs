@@ -9,7 +9,7 @@
 use raidlab_layout::{Geometry, Layout, Level};
 use raidlab_raid::stripe_cache::StripeCacheConfig;
 use raidlab_sim::array::{ArraySpec, TaskArray, DATA_OFFSET};
-use raidlab_sim::device::{Device, MS, SEC};
+use raidlab_sim::device::{Device, Ns, Request, MS, SEC};
 use raidlab_sim::host::HostCost;
 use raidlab_sim::ideal::Ideal;
 use raidlab_sim::workload::{run, Job, Pattern};
@@ -83,6 +83,59 @@ fn requests_that_meet_on_a_stripe_wait_for_the_engines_lock() {
 
 /// A RAID 5 of 4 members (64 MiB each) with role 1 rebuilt from the start,
 /// at `rate` bytes a second at most.
+/// Submit 64 KiB reads at `offsets` at `now`, all at once, and run until
+/// every one has completed; the time then.
+fn reads_at_once(a: &mut TaskArray, now: Ns, first_id: u64, offsets: &[u64]) -> Ns {
+    for (i, &offset) in offsets.iter().enumerate() {
+        a.submit(
+            now,
+            Request {
+                id: first_id + i as u64,
+                kind: raidlab_core::IoKind::Read,
+                offset,
+                len: 64 << 10,
+                process: 1,
+            },
+        );
+    }
+    let (mut t, mut done) = (now, Vec::new());
+    while done.len() < offsets.len() {
+        t = a.next_event().expect("reads in flight have a next event");
+        a.advance(t, &mut done);
+    }
+    t
+}
+
+#[test]
+fn requests_that_arrive_together_reach_the_members_in_arrival_order() {
+    // A read-ahead window is many chunk reads submitted at one instant, and
+    // the block layer passes them on in that order. The simulator must not
+    // reorder them: a disk handed a later chunk first leaves the earlier one
+    // behind its head, a revolution away. Eight reads finish first so that
+    // their task slots are free (and reused last-freed-first), then eight
+    // more arrive at once: RAID 0 of two members, so each member's reads are
+    // every other chunk, in ascending order as they arrived.
+    let mut a = TaskArray::new(spec(Level::Raid0, 2, None, 100.0)).unwrap();
+    a.keep_ops();
+    let chunk = 64u64 << 10;
+    let warm: Vec<u64> = (0..8).map(|k| (100 + k) * chunk).collect();
+    let t = reads_at_once(&mut a, 0, 0, &warm);
+    let before = a.member_ops().unwrap().ops.len();
+    let window: Vec<u64> = (0..8).map(|k| k * chunk).collect();
+    reads_at_once(&mut a, t, 8, &window);
+    let ops = &a.member_ops().unwrap().ops[before..];
+    assert_eq!(ops.len(), 8, "{ops:?}");
+    for member in 0..2 {
+        let offsets: Vec<u64> = ops
+            .iter()
+            .filter(|o| o.member == member)
+            .map(|o| o.offset)
+            .collect();
+        let expected: Vec<u64> = (0..4).map(|k| DATA_OFFSET + k * chunk).collect();
+        assert_eq!(offsets, expected, "member {member}, in issue order");
+    }
+}
+
 fn rebuilding(rate: Option<u64>) -> ArraySpec {
     let member = 64 << 20;
     let disk = || Box::new(Ideal::new(DATA_OFFSET + member, 50.0, 200.0)) as Box<dyn Device>;

@@ -331,19 +331,40 @@ impl Array {
             .saturating_mul(SECTOR)
             .min(self.geometry.array_bytes());
         let (pos, n) = (start, end.saturating_sub(start));
-        let bad = self.bad_blocks.get();
-        let (plan, len) = crate::badblocks::BadBlocks::repair_plan(
-            bad.as_deref(),
-            &self.geometry,
-            sources,
-            role,
-            pos,
-            n,
-        )?;
-        let _held = self.locks.lock(&plan.locks);
-        // The membership once the locks are held (a rebuild that began before
-        // cannot pass these stripes now; see `write_piece`).
-        let view = self.view();
+        // Planned again, as a write is, when a member was taken out while
+        // this waited for the stripe locks: the caller chose `sources`
+        // before, and the write that held the locks may have taken a
+        // source out after leaving its blocks stale (a parity it could not
+        // update). Computed from those, the role's blocks were written
+        // back wrong and read later as good data (torture seed 4 run 756:
+        // Q taken out by a write-zeroes planned around a bad block, then a
+        // read-error repair of another member rebuilt from that Q).
+        let (plan, len, _held, view) = loop {
+            let take_outs = self.take_outs();
+            let view = self.view();
+            let usable: Vec<bool> = sources
+                .iter()
+                .enumerate()
+                .map(|(r, &s)| s && self.member_live(&view, r))
+                .collect();
+            let bad = self.bad_blocks.get();
+            let (plan, len) = crate::badblocks::BadBlocks::repair_plan(
+                bad.as_deref(),
+                &self.geometry,
+                &usable,
+                role,
+                pos,
+                n,
+            )
+            .map_err(|e| e.on_device(&self.name).at(pos, n))?;
+            let held = self.locks.lock(&plan.locks);
+            // The membership once the locks are held (a rebuild that began
+            // before cannot pass these stripes now; see `write_piece`).
+            if self.is_current(&view, take_outs) {
+                break (plan, len, held, view);
+            }
+            drop(held);
+        };
         if !view.members[role].as_ref().is_some_and(|m| m.is_writable()) {
             return Ok(()); // read-only: the data was still served from redundancy
         }

@@ -233,6 +233,8 @@ impl StripeCache {
             if let Some((a, b)) = run.take() {
                 bump(&self.counters.full_stripes, (b - a) / sb);
                 below.write_direct(&buf[(a - offset) as usize..(b - offset) as usize], a)?;
+                // On the members: the run's newest bytes are known again.
+                self.written(a, b - a);
             }
             Ok(())
         };
@@ -258,13 +260,18 @@ impl StripeCache {
             pos = stop;
         }
         flush_run(&mut run)?;
-        // Held or written: the range's newest bytes are known again.
-        self.written(offset, buf.len() as u64);
+        // Each piece cleared its lost marks when it was held or written, not
+        // the whole range here: a piece held earlier in this write may have
+        // gone down since (another writer's eviction, while this one waited
+        // on a member) and failed, and its mark must stay (torture seed 1
+        // run 589: cleared here, the read answered the members' old bytes
+        // for an acknowledged write).
         self.trim(below)
     }
 
-    /// `[offset, offset+len)` was written again (acknowledged): none of it is
-    /// lost any more. For writes that go around the cache (write-zeroes).
+    /// `[offset, offset+len)` was written again (to the members, or held):
+    /// none of it is lost any more. Called by each piece of a write, and by
+    /// writes that go around the cache (write-zeroes).
     pub fn written(&self, offset: u64, len: u64) {
         let mut lost = lock(&self.lost);
         if !lost.is_empty() {
@@ -321,6 +328,10 @@ impl StripeCache {
                 }
             }
             held.add(at, piece, &self.spare);
+            // Under the entry's lock: a write-out of these bytes, which
+            // needs it, comes after this and marks them lost again if it
+            // fails.
+            self.written(offset, len);
             bump(&self.counters.writes_held, 1);
             if held.whole() {
                 return self.write_out(&entry, &mut held, Why::Full, below);

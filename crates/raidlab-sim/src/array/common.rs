@@ -144,15 +144,15 @@ pub(super) fn advance_members(
     any
 }
 
-/// Move every timer due at or before `now` (`(time, seq)`, soonest first) to
-/// `ready`; whether any was. Both array models' event loops take theirs so.
+/// Move every timer due at or before `now` (`(time, order, seq)`, soonest
+/// first, then in the order they were set) to `ready`; whether any was.
 pub(super) fn due_timers(
-    timers: &mut std::collections::BinaryHeap<std::cmp::Reverse<(Ns, u64)>>,
+    timers: &mut std::collections::BinaryHeap<std::cmp::Reverse<(Ns, u64, u64)>>,
     now: Ns,
     ready: &mut std::collections::VecDeque<u64>,
 ) -> bool {
     let mut any = false;
-    while let Some(&std::cmp::Reverse((t, seq))) = timers.peek() {
+    while let Some(&std::cmp::Reverse((t, _, seq))) = timers.peek() {
         if t > now {
             break;
         }

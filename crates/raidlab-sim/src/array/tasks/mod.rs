@@ -86,8 +86,16 @@ pub struct TaskArray {
     ready: VecDeque<u64>,
     /// Tasks suspended on a key (a lock), in the order they suspended.
     key_waiters: FxHashMap<usize, Vec<u64>>,
-    /// (time, seq): a compute step, a request's overhead or a sleep ends.
-    timers: BinaryHeap<Reverse<(Ns, u64)>>,
+    /// (time, order, seq): a compute step, a request's overhead or a sleep
+    /// ends. Timers due at the same instant fire in the order they were set
+    /// (`timer_order`), not by slot number: slots are reused, so a request
+    /// that arrived later may hold a lower one, and the block layer submits
+    /// what arrives together in arrival order. Firing a read-ahead window's
+    /// chunk reads by slot sent a member a later chunk before an earlier one
+    /// (the earlier then waited a revolution behind the head).
+    timers: BinaryHeap<Reverse<(Ns, u64, u64)>>,
+    /// The next timer's place among those due at the same instant.
+    timer_order: u64,
     /// The engine's own threads (the stripe cache's, the bitmap daemon),
     /// and when each one's sleep ends.
     daemons: Vec<Daemon>,
@@ -139,6 +147,12 @@ struct Rebuild {
 }
 
 impl TaskArray {
+    /// Wake task `seq` at `at`, after the timers already set for that time.
+    fn set_timer(&mut self, at: Ns, seq: u64) {
+        self.timers.push(Reverse((at, self.timer_order, seq)));
+        self.timer_order += 1;
+    }
+
     fn run_ready(&mut self, now: Ns) {
         while let Some(seq) = self.ready.pop_front() {
             self.resume(now, seq);
@@ -214,7 +228,7 @@ impl TaskArray {
                 let t = t.as_nanos() as Ns;
                 match self.daemons.iter_mut().find(|d| d.seq == seq) {
                     Some(d) => d.due = Some(t.max(now)),
-                    None => self.timers.push(Reverse((t.max(now), seq))),
+                    None => self.set_timer(t.max(now), seq),
                 }
             }
             TaskStep::Waits(Wait::Runner(_)) => {
@@ -251,7 +265,7 @@ impl TaskArray {
                     } else {
                         now + cost
                     };
-                    self.timers.push(Reverse((end, seq)));
+                    self.set_timer(end, seq);
                     return;
                 }
                 if issued == 0 {
@@ -369,7 +383,7 @@ impl Device for TaskArray {
                 if let Some(r) = self.requests.as_mut() {
                     r.push((now + self.request_ns, kind, offset, len));
                 }
-                self.timers.push(Reverse((now + self.request_ns, seq)));
+                self.set_timer(now + self.request_ns, seq);
             }
             Err(e) => {
                 self.errors.push(e);
@@ -392,7 +406,7 @@ impl Device for TaskArray {
         for c in &self.finished {
             next = next.min(c.at);
         }
-        if let Some(&Reverse((t, _))) = self.timers.peek() {
+        if let Some(&Reverse((t, _, _))) = self.timers.peek() {
             next = next.min(t);
         }
         if let Some(t) = self.faults.as_ref().and_then(|f| f.spare_due()) {

@@ -182,6 +182,7 @@ impl TaskArray {
             ready: VecDeque::new(),
             key_waiters: FxHashMap::default(),
             timers: BinaryHeap::new(),
+            timer_order: 0,
             daemons: Vec::new(),
             stacks: Stacks::default(),
             bufs: Vec::new(),
