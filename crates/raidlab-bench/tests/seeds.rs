@@ -111,8 +111,10 @@ fn seed_e_is_deterministic_and_within_its_error_bound() {
     assert!(e.median_abs_error <= 0.15, "{e:?}");
     // The exact figure (deterministic): a model change that moves it shows here.
     // 13.4 % until the SSD model paid SATA's framing, an LDPC decode and a
-    // per-write controller time (docs/seeds.md, seed E).
-    assert_eq!((e.median_abs_error * 1000.0).round(), 82.0, "{e:?}");
+    // per-write controller time (docs/seeds.md, seed E); 8.2 % until a
+    // request of at most 16 MiB across a multiple of the engine's piece was
+    // carried out in one round instead of two (docs/seeds.md).
+    assert_eq!((e.median_abs_error * 1000.0).round(), 79.0, "{e:?}");
     let cal = a
         .cells
         .iter()
