@@ -100,15 +100,19 @@ fn rig(g: &Geometry, stripes: usize, kept_rows: usize) -> Rig {
     }
 }
 
+/// A rig of 64 KiB chunks holding up to 64 stripes, and its stripe's bytes.
+fn stripes_of_64k(level: Level, disks: usize, kept_rows: usize) -> (Rig, u64) {
+    let chunk = 64 << 10;
+    let g = common::parity_geometry(level, disks, chunk, 64);
+    (rig(&g, 64, kept_rows), chunk * g.data_disks() as u64)
+}
+
 const LEVELS: [(Level, usize); 3] = [(Level::Raid5, 4), (Level::Raid6, 5), (Level::Raid4, 4)];
 
 #[test]
 fn a_flush_reads_for_every_held_stripe_before_it_writes_any() {
     for (level, disks) in LEVELS {
-        let chunk = 64 << 10;
-        let g = common::parity_geometry(level, disks, chunk, 64);
-        let r = rig(&g, 64, 0);
-        let sb = chunk * g.data_disks() as u64;
+        let (r, sb) = stripes_of_64k(level, disks, 0);
         // One 4 KiB write in each of 20 stripes: each a read-modify-write.
         for s in 0..20u64 {
             r.array
@@ -178,10 +182,7 @@ fn held_stripes_flushed_together_leave_the_members_as_writes_that_went_straight_
 #[test]
 fn a_member_whose_writes_fail_in_a_flush_together_is_taken_out_and_nothing_is_lost() {
     for (level, disks) in LEVELS {
-        let chunk = 64 << 10;
-        let g = common::parity_geometry(level, disks, chunk, 64);
-        let r = rig(&g, 64, 256);
-        let sb = chunk * g.data_disks() as u64;
+        let (r, sb) = stripes_of_64k(level, disks, 256);
         let mut want = Vec::new();
         for s in 0..16u64 {
             let data = vec![s as u8 + 7; 4096];
@@ -192,7 +193,7 @@ fn a_member_whose_writes_fail_in_a_flush_together_is_taken_out_and_nothing_is_lo
         // it holds parity for some of these stripes, and for all of them on
         // RAID 4.
         let role = disks - 1;
-        r.faults[role].fail_writes(0..g.member_bytes);
+        r.faults[role].fail_writes(0..r.mem[role].size());
         r.array.flush().unwrap();
         assert!(
             r.array.failed_members().contains(&role),

@@ -56,21 +56,22 @@ impl Array {
         let mut plans = Vec::new();
         let mut bits = Vec::new();
         let mut buf = Vec::new();
+        // Each piece lies in one stripe, so it is one of the write path's
+        // pieces (`Array::pieces` cuts only at whole stripes).
         for &(offset, data) in pieces {
-            for (pos, n) in self.pieces(offset, data.len() as u64) {
-                let plan = log
-                    .plan(&self.geometry, &live, pos, n, self.unsynced_from(), kept)
-                    .ok()?;
-                let (plan, around) = self.plan_around_bad_blocks(log, plan, &live, pos, n).ok()?;
-                if !around.is_empty() {
-                    return None;
-                }
-                bits.push(log.make_safe(self, &plan, pos, n).ok()?);
-                let at = buf.len();
-                let from = (pos - offset) as usize;
-                buf.extend_from_slice(&data[from..from + n as usize]);
-                plans.push((plan, at));
+            let n = data.len() as u64;
+            let plan = log
+                .plan(&self.geometry, &live, offset, n, self.unsynced_from(), kept)
+                .ok()?;
+            let (plan, around) = self
+                .plan_around_bad_blocks(log, plan, &live, offset, n)
+                .ok()?;
+            if !around.is_empty() {
+                return None;
             }
+            bits.push(log.make_safe(self, &plan, offset, n).ok()?);
+            plans.push((plan, buf.len()));
+            buf.extend_from_slice(data);
         }
         let parts: Vec<(&Plan, usize)> = plans.iter().map(|(p, at)| (p, *at)).collect();
         let plan = Plan::together(&parts)?;

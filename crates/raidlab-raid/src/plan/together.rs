@@ -60,17 +60,7 @@ impl Shape {
                     if at > 2 {
                         return None;
                     }
-                    s.keep.extend(rows.iter().map(|r| {
-                        KeptRow {
-                            offset: r.offset,
-                            len: r.len,
-                            pages: r
-                                .pages
-                                .iter()
-                                .map(|p| p.map(|p| moved(p, user, scratch)))
-                                .collect(),
-                        }
-                    }));
+                    s.keep.extend(rows.iter().map(|r| r.moved(user, scratch)));
                     at = 2;
                 }
                 Step::Io(_) | Step::Log(_) => return None,
@@ -151,6 +141,19 @@ fn moved(s: Slice, user: usize, scratch: usize) -> Slice {
             buf: Buf::Scratch(id + scratch),
             ..s
         },
+    }
+}
+
+impl KeptRow {
+    fn moved(&self, user: usize, scratch: usize) -> KeptRow {
+        KeptRow {
+            pages: self
+                .pages
+                .iter()
+                .map(|p| p.map(|p| moved(p, user, scratch)))
+                .collect(),
+            ..*self
+        }
     }
 }
 
